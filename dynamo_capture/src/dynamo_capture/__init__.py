@@ -1,0 +1,51 @@
+"""dynamo_capture: bytecode capture of Python functions and modules into FX graphs.
+
+Stable API: everything in `__all__`.
+"""
+
+from dynamo_capture.errors import (
+    CaptureError,
+    CaptureUnavailableError,
+    RecompileError,
+    StanceError,
+)
+from dynamo_capture.optimize import CompiledCallable, optimize, reset
+from dynamo_capture.registry import (
+    Substitute,
+    allow_in_graph,
+    disable,
+    disabled_reason,
+    eager_only_depth,
+    is_allowed_in_graph,
+    substitute_for,
+    substitute_in_graph,
+)
+from dynamo_capture.stance import STANCES, Stance, current_stance, set_stance
+from dynamo_capture.state import capturing, is_compiling, is_exporting
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "STANCES",
+    "CaptureError",
+    "CaptureUnavailableError",
+    "CompiledCallable",
+    "RecompileError",
+    "Stance",
+    "StanceError",
+    "Substitute",
+    "allow_in_graph",
+    "capturing",
+    "current_stance",
+    "disable",
+    "disabled_reason",
+    "eager_only_depth",
+    "is_allowed_in_graph",
+    "is_compiling",
+    "is_exporting",
+    "optimize",
+    "reset",
+    "set_stance",
+    "substitute_for",
+    "substitute_in_graph",
+]

@@ -1,0 +1,203 @@
+"""What capture does with particular callables: put them in the graph whole,
+trace a Python stand-in for them, or leave them to run eagerly.
+
+    allow_in_graph(fn)                 calls to fn become one graph node, fn is not traced
+    @substitute_in_graph(original)     trace this Python function where `original` is called
+    disable(fn)                        fn always runs eagerly (a graph break where it is called)
+
+Eagerly, all three leave behaviour unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+__all__ = [
+    "Substitute",
+    "allow_in_graph",
+    "disable",
+    "disabled_reason",
+    "eager_only_depth",
+    "is_allowed_in_graph",
+    "substitute_for",
+    "substitute_in_graph",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# id -> the object itself, so that the id cannot be reused while registered.
+_allowed_in_graph: dict[int, Callable[..., Any]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Substitute:
+    """A traceable stand-in registered for a function capture cannot trace."""
+
+    original: Callable[..., Any]
+    traceable: Callable[..., Any]
+    can_constant_fold_through: bool
+
+
+_substitutes: dict[int, Substitute] = {}
+
+
+def allow_in_graph(fn: F | list[F] | tuple[F, ...]) -> Any:
+    """Tell capture to put calls to `fn` in the graph as one node instead of tracing it.
+
+    `fn` must be a pure function of tensors (no side effects, no data-dependent
+    Python control flow that changes between calls); its body is run on fake
+    values to learn the output's metadata. Returns `fn` itself (or the list).
+    """
+    if isinstance(fn, list | tuple):
+        return type(fn)(allow_in_graph(one) for one in fn)
+    if not callable(fn):
+        raise TypeError(f"allow_in_graph expects a callable, got {type(fn).__name__}")
+    _allowed_in_graph[id(fn)] = fn
+    return fn
+
+
+def is_allowed_in_graph(fn: object) -> bool:
+    """Whether `fn` was registered with allow_in_graph."""
+    return _allowed_in_graph.get(id(fn)) is fn
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None  # many C functions have no introspectable signature
+
+
+def substitute_in_graph(
+    original_fn: Callable[..., Any],
+    *,
+    can_constant_fold_through: bool = False,
+    skip_signature_check: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a traceable Python function to stand in for `original_fn` during capture.
+
+    The decorated function must take the same parameters as `original_fn`
+    (checked where `original_fn` has a signature, unless `skip_signature_check`).
+    It returns a function that, called eagerly, calls `original_fn`; capture
+    traces the stand-in wherever `original_fn` or the returned function is called.
+    `can_constant_fold_through`: when every argument is a capture-time constant,
+    capture may call the stand-in and use its result as a constant.
+
+        @substitute_in_graph(operator.indexOf)
+        def index_of(a, b, /):
+            for i, item in enumerate(a):
+                if item is b or item == b:
+                    return i
+            raise ValueError("sequence.index(x): x not in sequence")
+    """
+    if not callable(original_fn) or inspect.isclass(original_fn):
+        raise TypeError(
+            f"substitute_in_graph expects a function to stand in for, got {original_fn!r}"
+        )
+    if id(original_fn) in _substitutes:
+        existing = _substitutes[id(original_fn)].traceable
+        raise ValueError(
+            f"substitute_in_graph: {original_fn!r} already has a stand-in, "
+            f"{existing.__module__}.{existing.__qualname__}"
+        )
+
+    def register(traceable_fn: Callable[..., Any]) -> Callable[..., Any]:
+        if not inspect.isfunction(traceable_fn):
+            raise TypeError(
+                f"substitute_in_graph: the stand-in must be a Python function, "
+                f"got {type(traceable_fn).__name__}"
+            )
+        if not skip_signature_check:
+            expected, actual = _signature(original_fn), _signature(traceable_fn)
+            if expected is not None and actual is not None and expected != actual:
+                raise TypeError(
+                    f"substitute_in_graph: the stand-in {traceable_fn.__qualname__}{actual} "
+                    f"does not match {getattr(original_fn, '__qualname__', original_fn)}"
+                    f"{expected}; give it the same parameters or pass skip_signature_check=True"
+                )
+        substitute = Substitute(original_fn, traceable_fn, can_constant_fold_through)
+        _substitutes[id(original_fn)] = substitute
+
+        @functools.wraps(original_fn)
+        def call_original(*args: Any, **kwargs: Any) -> Any:
+            return original_fn(*args, **kwargs)
+
+        _substitutes[id(call_original)] = substitute
+        call_original.__ember_substitute__ = substitute  # type: ignore[attr-defined]
+        return call_original
+
+    return register
+
+
+def substitute_for(fn: object) -> Substitute | None:
+    """The stand-in registered for `fn`, if any."""
+    substitute = _substitutes.get(id(fn))
+    if substitute is None:
+        return None
+    if substitute.original is fn or getattr(fn, "__ember_substitute__", None) is substitute:
+        return substitute
+    return None
+
+
+class _EagerOnly(threading.local):
+    depth = 0
+
+
+_eager_only = _EagerOnly()
+
+
+def eager_only_depth() -> int:
+    """How many recursive `disable` wrappers are running on this thread right now.
+
+    While it is above zero, compiled callables run eagerly.
+    """
+    return _eager_only.depth
+
+
+def disabled_reason(fn: object) -> str | None:
+    """The reason given to `disable` for `fn`, or None when `fn` is not disabled."""
+    return getattr(fn, "__ember_disabled__", None)
+
+
+def disable(
+    fn: Callable[..., Any] | None = None, recursive: bool = True, *, reason: str | None = None
+) -> Any:
+    """Run `fn` eagerly, never captured; usable as `@disable` or `@disable(reason=...)`.
+
+    Capture breaks the graph where a disabled function is called. With
+    `recursive=True` (the default) compiled callables reached from inside `fn`
+    also run eagerly; with `recursive=False` only `fn`'s own frame is skipped.
+    """
+    if fn is None:
+        return functools.partial(disable, recursive=recursive, reason=reason)
+    if not callable(fn):
+        raise TypeError(f"disable expects a callable, got {type(fn).__name__}")
+    why = reason or "disabled with ember.disable"
+
+    if recursive:
+
+        def run_eagerly(*args: Any, **kwargs: Any) -> Any:
+            _eager_only.depth += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _eager_only.depth -= 1
+
+    else:
+
+        def run_eagerly(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+    if inspect.isroutine(fn):
+        functools.update_wrapper(run_eagerly, fn)
+    else:  # a module or another callable object: do not copy its __dict__ onto the wrapper
+        run_eagerly.__wrapped__ = fn  # type: ignore[attr-defined]
+        run_eagerly.__qualname__ = run_eagerly.__name__ = type(fn).__name__
+    run_eagerly.__ember_disabled__ = why  # type: ignore[attr-defined]
+    run_eagerly.__ember_disabled_recursive__ = recursive  # type: ignore[attr-defined]
+    return run_eagerly

@@ -1,0 +1,111 @@
+"""Marks on tensors that say which dimensions capture treats as dynamic or static.
+
+The marks are plain attributes on the tensor, read by capture when it makes a
+fake for that tensor; they cost nothing at run time and survive until cleared.
+
+    >>> x = torch.randn(8, 3)
+    >>> mark_dynamic(x, 0, min=2, max=1024)   # dim 0 gets a symbol, guarded to [2, 1024]
+    >>> maybe_mark_dynamic(x, 1)              # a symbol if nothing forces it static
+    >>> mark_static(x, 1)                     # never a symbol
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "DimensionMarks",
+    "DynamicRange",
+    "mark_dynamic",
+    "mark_static",
+    "marks_of",
+    "maybe_mark_dynamic",
+]
+
+_ATTRIBUTE = "_ember_dimension_marks"
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicRange:
+    """The inclusive range a dynamic dimension is guarded to; None means unbounded."""
+
+    min: int | None = None
+    max: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DimensionMarks:
+    """Everything marked on one tensor, by dimension index (non-negative)."""
+
+    dynamic: dict[int, DynamicRange]
+    maybe_dynamic: frozenset[int]
+    static: frozenset[int]
+
+
+def _dims(tensor: torch.Tensor, dim: int | Iterable[int], api: str) -> list[int]:
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{api} expects a torch.Tensor, got {type(tensor).__name__}")
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    normalized = []
+    for d in dims:
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise TypeError(f"{api}: dimension must be an int, got {d!r}")
+        if not -tensor.dim() <= d < max(tensor.dim(), 1):
+            raise IndexError(
+                f"{api}: dimension {d} is out of range for a tensor of {tensor.dim()} dimensions"
+            )
+        normalized.append(d % tensor.dim() if tensor.dim() else 0)
+    return normalized
+
+
+def marks_of(tensor: torch.Tensor) -> DimensionMarks:
+    """The marks on `tensor` (empty marks when there are none)."""
+    marks = getattr(tensor, _ATTRIBUTE, None)
+    return marks if marks is not None else DimensionMarks({}, frozenset(), frozenset())
+
+
+def _store(tensor: torch.Tensor, marks: DimensionMarks) -> None:
+    setattr(tensor, _ATTRIBUTE, marks)
+
+
+def mark_dynamic(
+    tensor: torch.Tensor,
+    dim: int | Iterable[int],
+    *,
+    min: int | None = None,
+    max: int | None = None,
+) -> None:
+    """Make `dim` of `tensor` a symbolic size from the first compile on.
+
+    `min`/`max` bound the size (inclusive) and are checked by the guards; a
+    compile that must specialize such a dimension raises instead of silently
+    making it static. Marking a dimension that is also marked static is an error.
+    """
+    if min is not None and max is not None and min > max:
+        raise ValueError(f"mark_dynamic: min={min} is greater than max={max}")
+    current = marks_of(tensor)
+    dynamic = dict(current.dynamic)
+    for d in _dims(tensor, dim, "mark_dynamic"):
+        if d in current.static:
+            raise ValueError(f"mark_dynamic: dimension {d} is already marked static")
+        dynamic[d] = DynamicRange(min, max)
+    _store(tensor, DimensionMarks(dynamic, current.maybe_dynamic, current.static))
+
+
+def maybe_mark_dynamic(tensor: torch.Tensor, dim: int | Iterable[int]) -> None:
+    """Make `dim` symbolic where possible; unlike mark_dynamic, specializing it is allowed."""
+    current = marks_of(tensor)
+    dims = frozenset(_dims(tensor, dim, "maybe_mark_dynamic"))
+    _store(tensor, DimensionMarks(current.dynamic, current.maybe_dynamic | dims, current.static))
+
+
+def mark_static(tensor: torch.Tensor, dim: int | Iterable[int] | None = None) -> None:
+    """Keep `dim` (every dimension when None) static even under dynamic=True."""
+    dims = range(tensor.dim()) if dim is None else _dims(tensor, dim, "mark_static")
+    current = marks_of(tensor)
+    static = current.static | frozenset(dims)
+    dynamic = {d: r for d, r in current.dynamic.items() if d not in static}
+    _store(tensor, DimensionMarks(dynamic, current.maybe_dynamic - static, static))

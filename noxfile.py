@@ -1,0 +1,138 @@
+"""Sessions for the Ember monorepo.
+
+    nox -s tests                 every package's tests in one environment
+    nox -s tests-<package>       one package alone, with only what it declares
+    nox -s lint                  ruff and the import-linter layer contracts
+    nox -s demo                  the main job: compile a model and run it
+    nox -s bench                 benchmarks/ (eager vs ember vs torch.compile)
+
+Which torch the environments get:
+
+    EMBER_TORCH unset            torch==2.13.0 (this project's pinned build)
+    EMBER_TORCH="torch==2.11.0"  any pip requirement you name
+    EMBER_TORCH=system           no torch is installed: the environment sees the
+                                 torch of the Python running nox (site packages)
+
+Environments are reused between runs and packages are installed editable.
+Arguments after `--` go to pytest (tests sessions) or to the script.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["tests", "lint"]
+
+# import name -> folder; the order is the layering, lowest first.
+PACKAGES = {
+    "guards": "guards",
+    "prim_decomp": "prim_decomp",
+    "dynamo_capture": "dynamo_capture",
+    "aot_autograd": "aot_autograd",
+    "inductor_codegen": "inductor_codegen",
+    "ember": "packages/ember",
+}
+DISTRIBUTIONS = {
+    ("ember" if name == "ember" else "ember-" + name.replace("_", "-")): name for name in PACKAGES
+}
+TORCH_DEFAULT = "torch==2.13.0"
+TEST_TOOLS = ["pytest>=8", "hypothesis>=6", "expecttest>=0.2", "numpy"]
+
+
+def _torch_requirement() -> str | None:
+    """The torch requirement to install, or None to use the system's torch."""
+    value = os.environ.get("EMBER_TORCH", "").strip()
+    if value == "system":
+        return None
+    return value or TORCH_DEFAULT
+
+
+VENV_PARAMS = ["--system-site-packages"] if _torch_requirement() is None else []
+
+
+def _local_closure(name: str) -> list[str]:
+    """`name` and every sibling package it declares, directly or not."""
+    seen: list[str] = []
+
+    def visit(package: str) -> None:
+        if package in seen:
+            return
+        seen.append(package)
+        meta = tomllib.loads((ROOT / PACKAGES[package] / "pyproject.toml").read_text())
+        for requirement in meta["project"]["dependencies"]:
+            distribution = requirement.split(">")[0].split("=")[0].split("[")[0].strip()
+            if distribution in DISTRIBUTIONS:
+                visit(DISTRIBUTIONS[distribution])
+
+    visit(name)
+    return seen
+
+
+def _install(session: nox.Session, packages: list[str], *extra: str) -> None:
+    """One pip resolve: torch, the packages editable (with their test extra), and `extra`."""
+    args = []
+    torch = _torch_requirement()
+    if torch is not None:
+        args.append(torch)
+    for package in packages:
+        args += ["-e", f"{PACKAGES[package]}[test]"]
+    session.install(*args, *extra)
+
+
+def _pytest(session: nox.Session, paths: list[str]) -> None:
+    # Exit code 5 means "no tests collected": not a failure of the code under test.
+    session.run("pytest", *paths, *session.posargs, success_codes=[0, 5])
+
+
+@nox.session(venv_params=VENV_PARAMS)
+def tests(session: nox.Session) -> None:
+    """Every package's tests, in one environment holding all packages."""
+    _install(session, list(PACKAGES))
+    _pytest(session, [f"{folder}/tests" for folder in PACKAGES.values()])
+
+
+# `nox -s tests-guards` and friends: one plainly named session per package.
+for _name in PACKAGES:
+
+    def _make(package: str):
+        def session_fn(session: nox.Session) -> None:
+            _install(session, _local_closure(package))
+            session.chdir(PACKAGES[package])
+            _pytest(session, ["tests"])
+
+        session_fn.__doc__ = f"The {package} package's tests, installed alone."
+        return session_fn
+
+    nox.session(name=f"tests-{_name}", venv_params=VENV_PARAMS)(_make(_name))
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff, then import-linter: the layers of DESIGN.md and no torch compiler stack."""
+    session.install("ruff>=0.6", "import-linter>=2.1")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    # import-linter finds the packages through their src folders; nothing is imported.
+    src = [str(ROOT / folder / "src") for folder in PACKAGES.values()]
+    pythonpath = os.pathsep.join([str(ROOT / "tools" / "lint"), *src])
+    session.run("lint-imports", env={"PYTHONPATH": pythonpath})
+
+
+@nox.session(venv_params=VENV_PARAMS)
+def demo(session: nox.Session) -> None:
+    """The main job: compile a small model with ember and run it."""
+    _install(session, list(PACKAGES))
+    session.run("python", "-m", "ember.demo", *session.posargs)
+
+
+@nox.session(venv_params=VENV_PARAMS)
+def bench(session: nox.Session) -> None:
+    """benchmarks/: eager vs ember vs torch.compile, each script in one run."""
+    _install(session, list(PACKAGES))
+    session.run("python", "benchmarks/run.py", *session.posargs)
