@@ -1,0 +1,303 @@
+"""`ember.compile`: checks its arguments, resolves the backend and options, and
+wraps the target so that each call goes through capture.
+
+    compiled = ember.compile(fn)                  # a function or bound method
+    model = ember.compile(module)                 # an nn.Module: an OptimizedModule
+    @ember.compile                                # a decorator ...
+    @ember.compile(backend="eager", fullgraph=True)   # ... with arguments
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar, overload
+
+import torch
+
+import dynamo_capture
+from ember.backends import check_backend_name, lookup_backend
+from ember.config import resolve_options
+from ember.errors import InvalidArgumentError
+
+__all__ = ["OptimizedModule", "compile", "compiled_callable_of", "reset"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_COMPILED_ATTRIBUTE = "_ember_compiled"
+
+
+def _check_flags(fullgraph: object, dynamic: object, disable: object) -> None:
+    if not isinstance(fullgraph, bool):
+        raise InvalidArgumentError(f"fullgraph must be True or False, got {fullgraph!r}")
+    if dynamic is not None and not isinstance(dynamic, bool):
+        raise InvalidArgumentError(
+            f"dynamic must be None (automatic), True or False, got {dynamic!r}"
+        )
+    if not isinstance(disable, bool):
+        raise InvalidArgumentError(f"disable must be True or False, got {disable!r}")
+
+
+def _make_runner(
+    target: Callable[..., Any],
+    *,
+    backend: Any,
+    options: dict[str, Any],
+    fullgraph: bool,
+    dynamic: bool | None,
+) -> dynamo_capture.CompiledCallable:
+    return dynamo_capture.optimize(
+        target,
+        backend=lookup_backend(backend, options),
+        fullgraph=fullgraph,
+        dynamic=dynamic,
+        guard_filter_fn=options["guard_filter_fn"],
+        recompile_limit=options["recompile_limit"],
+        resolve_backend=lambda name: lookup_backend(name, options),
+    )
+
+
+@overload
+def compile(model: F, **kwargs: Any) -> F: ...
+@overload
+def compile(model: None = None, **kwargs: Any) -> Callable[[F], F]: ...
+
+
+def compile(
+    model: Callable[..., Any] | None = None,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend: str | Callable[..., Any] = "inductor",
+    mode: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    disable: bool = False,
+) -> Any:
+    """Compile a function, bound method or nn.Module; stable API, torch.compile's signature.
+
+    Args:
+        model: what to compile. None returns a decorator taking it.
+        fullgraph: raise at the first graph break (pointing at the user's line)
+            instead of running that part eagerly.
+        dynamic: True traces symbolic sizes from the start; False never; None
+            specializes first and makes sizes dynamic when they change.
+        backend: a name from `ember.list_backends()` or any callable
+            `backend(gm, example_inputs) -> callable`.
+        mode: "default", "reduce-overhead", "max-autotune" or
+            "max-autotune-no-cudagraphs" (a named set of options for inductor).
+        options: a dict of options (see `ember.config.OPTIONS`).
+        disable: return `model` unchanged (handy to switch compiling off).
+
+        >>> @ember.compile(backend="eager")
+        ... def f(x):
+        ...     return torch.sin(x) + 1
+    """
+    _check_flags(fullgraph, dynamic, disable)
+    backend_name = check_backend_name(backend)
+    resolved = resolve_options(mode, options, backend_name)
+
+    def wrap(target: Callable[..., Any]) -> Any:
+        if not callable(target):
+            raise InvalidArgumentError(
+                f"ember.compile expects a function, method or nn.Module, "
+                f"got {type(target).__name__}: {target!r}"
+            )
+        if disable:
+            return target
+        make_runner = functools.partial(
+            _make_runner,
+            backend=backend,
+            options=resolved,
+            fullgraph=fullgraph,
+            dynamic=dynamic,
+        )
+        if isinstance(target, torch.nn.Module):
+            return OptimizedModule(target, make_runner)
+        return _wrap_function(target, make_runner(target))
+
+    if model is None:
+        return wrap
+    return wrap(model)
+
+
+def _wrap_function(fn: Callable[..., Any], runner: dynamo_capture.CompiledCallable) -> Any:
+    # A plain function, so that it binds as a method when used to decorate one.
+    def compiled(*args: Any, **kwargs: Any) -> Any:
+        return runner(*args, **kwargs)
+
+    if isinstance(fn, functools.partial) or not hasattr(fn, "__name__"):
+        compiled.__wrapped__ = fn  # type: ignore[attr-defined]
+        compiled.__qualname__ = compiled.__name__ = type(fn).__name__
+    else:
+        functools.update_wrapper(compiled, fn)
+    setattr(compiled, _COMPILED_ATTRIBUTE, runner)
+    return compiled
+
+
+def compiled_callable_of(obj: Any) -> dynamo_capture.CompiledCallable:
+    """The capture-level object behind something `ember.compile` returned."""
+    runner = getattr(obj, _COMPILED_ATTRIBUTE, None)
+    if not isinstance(runner, dynamo_capture.CompiledCallable):
+        raise InvalidArgumentError(
+            f"{obj!r} was not returned by ember.compile; pass the compiled function or module"
+        )
+    return runner
+
+
+# Module methods that act on the original module's state and return it (or a view of it).
+_DELEGATED = (
+    "state_dict",
+    "load_state_dict",
+    "named_parameters",
+    "named_buffers",
+    "named_children",
+    "named_modules",
+    "parameters",
+    "buffers",
+    "children",
+    "modules",
+    "get_submodule",
+    "get_parameter",
+    "get_buffer",
+    "register_buffer",
+    "register_parameter",
+    "register_module",
+    "add_module",
+    "register_forward_hook",
+    "register_forward_pre_hook",
+    "register_full_backward_hook",
+    "register_full_backward_pre_hook",
+    "zero_grad",
+    "extra_repr",
+)
+# Module methods that change the original module in place and return the wrapper.
+_IN_PLACE = (
+    "train",
+    "eval",
+    "requires_grad_",
+    "to",
+    "cuda",
+    "cpu",
+    "float",
+    "double",
+    "half",
+    "bfloat16",
+    "type",
+    "apply",
+    "to_empty",
+    "share_memory",
+)
+
+
+class OptimizedModule(torch.nn.Module):
+    """An nn.Module whose calls go through ember; everything else is the original's.
+
+    Attributes, parameters, buffers, state_dict (same keys as the original, no
+    prefix), train()/eval(), hooks and repr are the original module's; calling it
+    runs the compiled forward (with the original's hooks). The original is
+    `._orig_mod`, as in torch.
+    """
+
+    def __init__(
+        self,
+        mod: torch.nn.Module,
+        make_runner: Callable[[torch.nn.Module], dynamo_capture.CompiledCallable],
+    ) -> None:
+        super().__init__()
+        # Stored outside _modules so that recursion (parameters(), state_dict())
+        # sees the original's names, not "_orig_mod."-prefixed ones.
+        object.__setattr__(self, "_orig_mod", mod)
+        object.__setattr__(self, "_ember_make_runner", make_runner)
+        object.__setattr__(self, _COMPILED_ATTRIBUTE, make_runner(mod))
+
+    @property
+    def training(self) -> bool:  # type: ignore[override]
+        mod = self.__dict__.get("_orig_mod")
+        return True if mod is None else mod.training
+
+    @training.setter
+    def training(self, value: bool) -> None:
+        mod = self.__dict__.get("_orig_mod")
+        if mod is not None:
+            mod.training = value
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__dict__[_COMPILED_ATTRIBUTE](*args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # The original module's hooks run inside the compiled call, as in eager.
+        return self.__dict__[_COMPILED_ATTRIBUTE](*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("_orig_mod", "_ember_make_runner", _COMPILED_ATTRIBUTE):
+            return self.__dict__[name]
+        return getattr(self.__dict__["_orig_mod"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "training":
+            object.__setattr__(self, name, value)
+        elif "_orig_mod" in self.__dict__:
+            setattr(self._orig_mod, name, value)
+        else:
+            super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self._orig_mod, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(self._orig_mod)) | {"_orig_mod"})
+
+    def __repr__(self) -> str:
+        return repr(self._orig_mod)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._orig_mod)  # type: ignore[call-overload]
+
+    def __len__(self) -> int:
+        return len(self._orig_mod)  # type: ignore[arg-type]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._orig_mod[index]  # type: ignore[index]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> OptimizedModule:
+        # A copy of the original module, compiled with the same settings.
+        module = copy.deepcopy(self._orig_mod, memo)
+        return OptimizedModule(module, self.__dict__["_ember_make_runner"])
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(
+            "a compiled module cannot be pickled; pickle its ._orig_mod (or its state_dict) "
+            "and compile it again after loading"
+        )
+
+
+def _delegate(name: str) -> Callable[..., Any]:
+    def method(self: OptimizedModule, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._orig_mod, name)(*args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = getattr(torch.nn.Module, name).__doc__
+    return method
+
+
+def _delegate_in_place(name: str) -> Callable[..., Any]:
+    def method(self: OptimizedModule, *args: Any, **kwargs: Any) -> OptimizedModule:
+        getattr(self._orig_mod, name)(*args, **kwargs)
+        return self
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = getattr(torch.nn.Module, name).__doc__
+    return method
+
+
+for _name in _DELEGATED:
+    setattr(OptimizedModule, _name, _delegate(_name))
+for _name in _IN_PLACE:
+    setattr(OptimizedModule, _name, _delegate_in_place(_name))
+
+
+def reset() -> None:
+    """Forget every compiled entry in the process: the next call of any compiled
+    function captures and compiles again. Stable API."""
+    dynamo_capture.reset()

@@ -1,0 +1,202 @@
+"""Backends: what capture hands each graph to.
+
+A backend is any callable `backend(gm: torch.fx.GraphModule, example_inputs: list)
+-> callable` (torch.compile's contract, so backends move both ways). Names resolve
+through, in order: the built-ins, `register_backend`, and the entry-point group
+`ember.backends` of installed distributions:
+
+    [project.entry-points."ember.backends"]
+    my_backend = "my_package.backend:compile_fn"
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from ember.errors import BackendNotFoundError, InvalidArgumentError, StageUnavailableError
+
+__all__ = [
+    "BUILTIN_BACKENDS",
+    "ENTRY_POINT_GROUP",
+    "Backend",
+    "list_backends",
+    "lookup_backend",
+    "register_backend",
+]
+
+Backend = Callable[[torch.fx.GraphModule, list], Callable[..., Any]]
+ENTRY_POINT_GROUP = "ember.backends"
+
+
+def _eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
+    """Runs the captured graph as it is, with torch's eager kernels."""
+    return gm.forward
+
+
+def _aot_graph() -> Callable[..., Any]:
+    try:
+        from aot_autograd import aot_graph
+    except ImportError as error:
+        raise StageUnavailableError(
+            "this backend needs aot_autograd.aot_graph, which the installed aot_autograd "
+            "does not provide yet; use backend='eager' meanwhile"
+        ) from error
+    return aot_graph
+
+
+def make_aot_eager(options: Mapping[str, Any]) -> Backend:
+    """aot_autograd's ATen graphs, run by torch's eager kernels."""
+
+    def aot_eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
+        def run_graph(graph: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
+            return graph.forward
+
+        return _aot_graph()(
+            gm, example_inputs, fw_compiler=run_graph, decompositions=options.get("decompositions")
+        )
+
+    return aot_eager
+
+
+def make_inductor(options: Mapping[str, Any]) -> Backend:
+    """aot_autograd + prim_decomp's inductor_default table + inductor_codegen."""
+
+    def inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
+        try:
+            from inductor_codegen import compile_graph
+            from prim_decomp import inductor_default
+        except ImportError as error:
+            raise StageUnavailableError(
+                "backend 'inductor' needs inductor_codegen.compile_graph and "
+                "prim_decomp.inductor_default, which this version does not provide yet; "
+                "use backend='eager' meanwhile"
+            ) from error
+        table = options.get("decompositions") or inductor_default
+        codegen_options = {k: v for k, v in options.items() if k not in _CAPTURE_OPTIONS}
+
+        def compile_part(graph: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
+            return compile_graph(graph, inputs, options=codegen_options)
+
+        return _aot_graph()(gm, example_inputs, fw_compiler=compile_part, decompositions=table)
+
+    return inductor
+
+
+def make_cudagraphs(options: Mapping[str, Any]) -> Backend:
+    """aot_autograd's graphs replayed through CUDA graphs."""
+
+    def cudagraphs(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
+        try:
+            from inductor_codegen import cudagraph_compiler
+        except ImportError as error:
+            raise StageUnavailableError(
+                "backend 'cudagraphs' needs inductor_codegen.cudagraph_compiler, which this "
+                "version does not provide yet"
+            ) from error
+        return _aot_graph()(gm, example_inputs, fw_compiler=cudagraph_compiler)
+
+    return cudagraphs
+
+
+_CAPTURE_OPTIONS = ("guard_filter_fn", "recompile_limit", "decompositions")
+
+# name -> factory(options) -> backend; the options come from ember.compile.
+BUILTIN_BACKENDS: dict[str, Callable[[Mapping[str, Any]], Backend]] = {
+    "inductor": make_inductor,
+    "eager": lambda options: _eager,
+    "aot_eager": make_aot_eager,
+    "cudagraphs": make_cudagraphs,
+}
+
+_registered: dict[str, Backend] = {}
+
+
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def register_backend(
+    compiler_fn: Backend | None = None, name: str | None = None, tags: tuple[str, ...] = ()
+) -> Any:
+    """Register a backend under `name` (default: the function's name).
+
+        @ember.register_backend
+        def my_backend(gm, example_inputs):
+            return gm.forward
+
+        @ember.register_backend(name="mine")
+        def another(gm, example_inputs): ...
+
+        ember.register_backend(fn, name="third")
+
+    Built-in names are reserved; registering a name twice with different functions
+    is an error. Returns the function, so it still works undecorated.
+    """
+    if compiler_fn is None:
+        return lambda fn: register_backend(fn, name=name, tags=tags)
+    if not callable(compiler_fn):
+        raise InvalidArgumentError(
+            f"register_backend expects a callable backend(gm, example_inputs), "
+            f"got {type(compiler_fn).__name__}"
+        )
+    name = name or getattr(compiler_fn, "__name__", None)
+    if not isinstance(name, str) or not name.isidentifier():
+        raise InvalidArgumentError(f"a backend name must be an identifier, got {name!r}")
+    if name in BUILTIN_BACKENDS:
+        raise InvalidArgumentError(f"backend name {name!r} is reserved for the built-in backend")
+    existing = _registered.get(name)
+    if existing is not None and existing is not compiler_fn:
+        raise InvalidArgumentError(
+            f"a different backend is already registered as {name!r} ({existing!r})"
+        )
+    _registered[name] = compiler_fn
+    compiler_fn._ember_backend_tags = tuple(tags)  # type: ignore[attr-defined]
+    return compiler_fn
+
+
+def list_backends() -> list[str]:
+    """Every backend name: built-ins, registered, and installed entry points, sorted."""
+    return sorted(set(BUILTIN_BACKENDS) | set(_registered) | set(_entry_points()))
+
+
+def _not_found(name: object) -> BackendNotFoundError:
+    return BackendNotFoundError(
+        f"unknown backend {name!r}; available: {', '.join(list_backends())}. "
+        "Register your own with ember.register_backend(fn, name=...), or declare it in your "
+        f"package's entry-point group {ENTRY_POINT_GROUP!r}, or pass the callable itself."
+    )
+
+
+def lookup_backend(backend: str | Backend, options: Mapping[str, Any] | None = None) -> Backend:
+    """The backend callable for a name or a callable; `options` configure built-ins."""
+    if callable(backend):
+        return backend
+    if not isinstance(backend, str):
+        raise _not_found(backend)
+    if backend in BUILTIN_BACKENDS:
+        return BUILTIN_BACKENDS[backend](options or {})
+    if backend in _registered:
+        return _registered[backend]
+    entry_point = _entry_points().get(backend)
+    if entry_point is None:
+        raise _not_found(backend)
+    loaded = entry_point.load()
+    if not callable(loaded):
+        raise InvalidArgumentError(
+            f"entry point {backend!r} ({entry_point.value}) did not load a callable backend"
+        )
+    _registered[backend] = loaded
+    return loaded
+
+
+def check_backend_name(backend: object) -> str | None:
+    """Validate a backend argument early; returns the built-in name, or None for others."""
+    if callable(backend):
+        return None
+    if isinstance(backend, str) and backend in list_backends():
+        return backend if backend in BUILTIN_BACKENDS else None
+    raise _not_found(backend)

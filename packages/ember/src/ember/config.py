@@ -1,0 +1,168 @@
+"""Compile options and modes, declared once: name, type, default, help.
+
+    ember.compile(fn, options={"max_autotune": True})
+    ember.compile(fn, mode="reduce-overhead")      # = options {"triton.cudagraphs": True}
+
+A mode is a named set of options. Giving both is fine where they agree; an option
+that contradicts the mode is an error. Unknown names are errors listing the choices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ember.errors import InvalidArgumentError
+
+__all__ = ["MODES", "OPTIONS", "Option", "resolve_options"]
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One compile option. `applies_to` names the backends that read it (empty: all)."""
+
+    name: str
+    type: type | tuple[type, ...]
+    default: Any
+    help: str
+    applies_to: tuple[str, ...] = ()
+
+
+_CODEGEN = ("inductor",)
+_AOT = ("inductor", "aot_eager")
+
+OPTIONS: dict[str, Option] = {
+    option.name: option
+    for option in (
+        Option(
+            "guard_filter_fn",
+            (type(None), Callable),  # type: ignore[arg-type]
+            None,
+            "fn(entries) -> list[bool]: which guards of each compiled frame to keep",
+        ),
+        Option("recompile_limit", int, 8, "compiled entries per function before running eagerly"),
+        Option(
+            "decompositions",
+            (type(None), Mapping),
+            None,
+            "a prim_decomp.DecompositionTable used instead of the backend's default table",
+            _AOT,
+        ),
+        Option(
+            "max_autotune",
+            bool,
+            False,
+            "benchmark kernel configurations and keep the fastest",
+            _CODEGEN,
+        ),
+        Option(
+            "max_autotune_gemm",
+            bool,
+            False,
+            "try generated matmul templates against the library",
+            _CODEGEN,
+        ),
+        Option(
+            "epilogue_fusion",
+            bool,
+            True,
+            "fuse pointwise epilogues into matmul templates",
+            _CODEGEN,
+        ),
+        Option(
+            "triton.cudagraphs", bool, False, "replay compiled graphs with CUDA graphs", _CODEGEN
+        ),
+        Option(
+            "cpp.threads",
+            (type(None), int),
+            None,
+            "OpenMP threads of CPU kernels (None: all cores)",
+            _CODEGEN,
+        ),
+        Option(
+            "fallback_random",
+            bool,
+            False,
+            "random ops call ATen so results match eager exactly",
+            _CODEGEN,
+        ),
+        Option(
+            "debug_dir",
+            (type(None), str),
+            None,
+            "a folder that receives every artifact of each compile",
+        ),
+    )
+}
+
+MODES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "reduce-overhead": {"triton.cudagraphs": True},
+    "max-autotune-no-cudagraphs": {"max_autotune": True},
+    "max-autotune": {"max_autotune": True, "triton.cudagraphs": True},
+}
+
+
+def _check_mode(mode: str | None) -> dict[str, Any]:
+    if mode is None:
+        return {}
+    if not isinstance(mode, str) or mode not in MODES:
+        raise InvalidArgumentError(
+            f"unknown mode {mode!r}; the modes are: {', '.join(repr(m) for m in MODES)}"
+        )
+    return MODES[mode]
+
+
+def _check_value(option: Option, value: Any) -> None:
+    types = option.type if isinstance(option.type, tuple) else (option.type,)
+    ok = any(callable(value) if t is Callable else isinstance(value, t) for t in types)  # type: ignore[comparison-overlap]
+    if option.type is int and isinstance(value, bool):
+        ok = False
+    if not ok:
+        expected = " or ".join("callable" if t is Callable else t.__name__ for t in types)  # type: ignore[comparison-overlap]
+        raise InvalidArgumentError(
+            f"option {option.name!r} takes {expected}, got {value!r} ({type(value).__name__})"
+        )
+
+
+def resolve_options(
+    mode: str | None, options: Mapping[str, Any] | None, backend_name: str | None
+) -> dict[str, Any]:
+    """Every option's value after applying the mode and the user's options, checked.
+
+    `backend_name` is the built-in backend's name, or None for a custom callable.
+    """
+    from_mode = _check_mode(mode)
+    if options is None:
+        options = {}
+    if not isinstance(options, Mapping):
+        raise InvalidArgumentError(f"options must be a dict, got {type(options).__name__}")
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        listing = "\n".join(f"  {o.name}: {o.help}" for o in OPTIONS.values())
+        raise InvalidArgumentError(
+            f"unknown option(s) {', '.join(map(repr, unknown))}; the known options are:\n{listing}"
+        )
+    for name, value in options.items():
+        option = OPTIONS[name]
+        _check_value(option, value)
+        if name in from_mode and from_mode[name] != value:
+            raise InvalidArgumentError(
+                f"mode {mode!r} sets {name}={from_mode[name]!r} but options set {name}={value!r}; "
+                "drop the option or choose another mode"
+            )
+        if option.applies_to and value != option.default and backend_name not in option.applies_to:
+            raise InvalidArgumentError(
+                f"option {name!r} only applies to backend(s) {', '.join(option.applies_to)}; "
+                f"the backend here is {backend_name or 'a custom callable'!r}"
+            )
+    if from_mode and backend_name not in _CODEGEN:
+        raise InvalidArgumentError(
+            f"mode {mode!r} configures code generation and only applies to backend 'inductor'; "
+            f"the backend here is {backend_name or 'a custom callable'!r}"
+        )
+    resolved = {name: option.default for name, option in OPTIONS.items()}
+    resolved.update(from_mode)
+    resolved.update(options)
+    return resolved

@@ -1,0 +1,42 @@
+"""What the compiler did, without patching internals: `explain` and `last_artifacts`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import dynamo_capture
+from ember.api import compiled_callable_of
+
+__all__ = ["explain", "last_artifacts"]
+
+
+def explain(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`ember.explain(fn)(*args)`: capture `fn` on these arguments without running a
+    backend, and return the graphs, the graph breaks (reason and user source line)
+    and the guards. Stable API."""
+    if not callable(fn):
+        raise TypeError(f"ember.explain expects a callable, got {type(fn).__name__}")
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        capture_explain = getattr(dynamo_capture, "explain", None)
+        if capture_explain is None:
+            raise dynamo_capture.CaptureUnavailableError(
+                "ember.explain needs bytecode capture (dynamo_capture), which this version "
+                "does not provide yet"
+            )
+        return capture_explain(fn)(*args, **kwargs)
+
+    return run
+
+
+def last_artifacts(compiled: Callable[..., Any]) -> Any:
+    """The readable artifacts of the last compile of a compiled function or module:
+    transformed code, guard source, captured graphs, AOT graphs, kernels. Stable API."""
+    runner = compiled_callable_of(compiled)
+    artifacts = getattr(runner, "artifacts", None)
+    if artifacts is None:
+        raise dynamo_capture.CaptureUnavailableError(
+            "nothing has been compiled yet: this version of ember has no bytecode capture"
+        )
+    return artifacts

@@ -1,0 +1,128 @@
+"""Backend names: built-ins, register_backend, entry points, and the backend contract."""
+
+import importlib.metadata
+
+import pytest
+import torch
+
+import ember
+from ember import backends
+
+
+@pytest.fixture(autouse=True)
+def _isolated_registry(monkeypatch):
+    monkeypatch.setattr(backends, "_registered", {})
+
+
+def test_builtin_names_are_listed():
+    assert {"inductor", "eager", "aot_eager", "cudagraphs"} <= set(ember.list_backends())
+    assert ember.list_backends() == sorted(ember.list_backends())
+
+
+def test_register_as_plain_decorator_uses_the_function_name():
+    @ember.register_backend
+    def my_backend(gm, example_inputs):
+        return gm.forward
+
+    assert "my_backend" in ember.list_backends()
+    assert backends.lookup_backend("my_backend") is my_backend
+    ember.compile(lambda x: x, backend="my_backend")
+
+
+def test_register_with_a_name_as_decorator_and_as_call():
+    @ember.register_backend(name="named")
+    def first(gm, example_inputs):
+        return gm.forward
+
+    def second(gm, example_inputs):
+        return gm.forward
+
+    assert ember.register_backend(second, name="second_name") is second
+    assert backends.lookup_backend("named") is first
+    assert backends.lookup_backend("second_name") is second
+
+
+def test_registering_a_name_twice_is_an_error_unless_same_function():
+    def one(gm, inputs):
+        return gm.forward
+
+    def two(gm, inputs):
+        return gm.forward
+
+    ember.register_backend(one, name="dup")
+    ember.register_backend(one, name="dup")
+    with pytest.raises(ember.InvalidArgumentError, match="already registered as 'dup'"):
+        ember.register_backend(two, name="dup")
+
+
+def test_builtin_names_are_reserved():
+    with pytest.raises(ember.InvalidArgumentError, match="reserved"):
+        ember.register_backend(lambda gm, inputs: gm.forward, name="inductor")
+
+
+def test_register_rejects_non_callables_and_bad_names():
+    with pytest.raises(ember.InvalidArgumentError, match="expects a callable"):
+        ember.register_backend("inductor")
+    with pytest.raises(ember.InvalidArgumentError, match="identifier"):
+        ember.register_backend(lambda gm, inputs: gm.forward, name="has space")
+
+
+def _entry_points_with(monkeypatch, *points):
+    real = importlib.metadata.entry_points
+
+    def fake(**kwargs):
+        if kwargs.get("group") == backends.ENTRY_POINT_GROUP:
+            return importlib.metadata.EntryPoints(points)
+        return real(**kwargs)
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", fake)
+
+
+def test_entry_point_backends_are_listed_and_loaded(monkeypatch):
+    point = importlib.metadata.EntryPoint(
+        name="third_party", value="ember.backends:_eager", group=backends.ENTRY_POINT_GROUP
+    )
+    _entry_points_with(monkeypatch, point)
+    assert "third_party" in ember.list_backends()
+    assert backends.lookup_backend("third_party") is backends._eager
+    ember.compile(lambda x: x, backend="third_party")
+
+
+def test_entry_point_that_is_not_callable(monkeypatch):
+    point = importlib.metadata.EntryPoint(
+        name="broken", value="ember.backends:ENTRY_POINT_GROUP", group=backends.ENTRY_POINT_GROUP
+    )
+    _entry_points_with(monkeypatch, point)
+    with pytest.raises(ember.InvalidArgumentError, match="did not load a callable"):
+        backends.lookup_backend("broken")
+
+
+def test_eager_backend_follows_the_contract():
+    def program(x, y):
+        return torch.relu(x) @ y.t()
+
+    gm = torch.fx.symbolic_trace(program)
+    x, y = torch.randn(3, 4), torch.randn(5, 4)
+    compiled = backends.lookup_backend("eager")(gm, [x, y])
+    torch.testing.assert_close(compiled(x, y), program(x, y))
+
+
+def test_a_callable_backend_is_used_as_it_is():
+    def mine(gm, example_inputs):
+        return gm.forward
+
+    assert backends.lookup_backend(mine) is mine
+
+
+@pytest.mark.parametrize("name", ["aot_eager", "inductor"])
+def test_stage_backends_compile_correctly_or_say_what_is_missing(name):
+    gm = torch.fx.symbolic_trace(lambda x: torch.sin(x) + 1)
+    x = torch.randn(4)
+    backend = backends.lookup_backend(name, {"decompositions": None})
+    try:
+        compiled = backend(gm, [x])
+    except ember.StageUnavailableError as error:
+        assert "does not provide yet" in str(error)
+        return
+    result = compiled([x]) if getattr(compiled, "_boxed_call", False) else compiled(x)
+    torch.testing.assert_close(result, torch.sin(x) + 1)
