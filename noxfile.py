@@ -5,6 +5,7 @@
     nox -s lint                  ruff and the import-linter layer contracts
     nox -s demo                  the main job: compile a model and run it
     nox -s bench                 benchmarks/ (eager vs ember vs torch.compile)
+    nox -s wheels                hatch-build each wheel; import it with only its siblings
 
 Which torch the environments get:
 
@@ -136,3 +137,25 @@ def bench(session: nox.Session) -> None:
     """benchmarks/: eager vs ember vs torch.compile, each script in one run."""
     _install(session, list(PACKAGES))
     session.run("python", "benchmarks/run.py", *session.posargs)
+
+
+@nox.session(venv_params=VENV_PARAMS)
+def wheels(session: nox.Session) -> None:
+    """Build every package's wheel with hatch and import each with only its declared siblings."""
+    torch = _torch_requirement()
+    session.install("hatch", "numpy", "sympy>=1.13", "networkx>=3.0", *([torch] if torch else []))
+    dist = Path(session.create_tmp()).resolve() / "dist"
+    for folder in PACKAGES.values():
+        session.chdir(ROOT / folder)
+        session.run("hatch", "build", "-t", "wheel", str(dist), silent=True)
+        session.chdir(ROOT)
+    for name in PACKAGES:
+        target = Path(session.create_tmp()).resolve() / f"site-{name}"
+        wheels = [str(next(dist.glob(f"{DIST_FILE[p]}-*.whl"))) for p in _local_closure(name)]
+        session.run("pip", "install", "--no-deps", "--target", str(target), *wheels, silent=True)
+        code = f"import {name}; print({name}.__name__, {name}.__version__, len({name}.__all__))"
+        session.run("python", "-c", code, env={"PYTHONPATH": str(target)})
+
+
+# wheel file name prefix of each package (hatch normalizes '-' to '_').
+DIST_FILE = {name: dist.replace("-", "_") for dist, name in DISTRIBUTIONS.items()}
