@@ -1,8 +1,44 @@
 """aot_autograd: joint forward/backward ATen graphs, functionalization and partitioning.
 
 Stable API: everything in `__all__`.
+
+    >>> from aot_autograd import aot_function
+    >>> f = aot_function(lambda x: x.sin().cos(), fw_compiler=lambda gm, example_inputs: gm)
+    >>> f(torch.randn(3, requires_grad=True)).sum().backward()
 """
+
+from aot_autograd.api import AotCallable, AotConfig, AotModule, aot_function, aot_graph, aot_module
+from aot_autograd.errors import AotAutogradError, DoubleBackwardError, UnsupportedMutationError
+from aot_autograd.partitioners import (
+    RECOMPUTABLE_OPS,
+    default_partition,
+    is_recomputable,
+    min_cut_rematerialization_partition,
+    saved_bytes,
+)
+from aot_autograd.program import OutputSpec, TracedProgram, trace_program
+from aot_autograd.tracer import AtenTracer, GraphRecorder
 
 __version__ = "0.1.0"
 
-__all__: list[str] = []
+__all__ = [
+    "AotAutogradError",
+    "AotCallable",
+    "AotConfig",
+    "AotModule",
+    "AtenTracer",
+    "DoubleBackwardError",
+    "GraphRecorder",
+    "OutputSpec",
+    "RECOMPUTABLE_OPS",
+    "TracedProgram",
+    "UnsupportedMutationError",
+    "aot_function",
+    "aot_graph",
+    "aot_module",
+    "default_partition",
+    "is_recomputable",
+    "min_cut_rematerialization_partition",
+    "saved_bytes",
+    "trace_program",
+]

@@ -1,0 +1,304 @@
+"""The public entry points: aot_graph (for backends), aot_function, aot_module.
+
+The driver, `AotCallable._compile`, is one flat list of named passes:
+
+    trace      the callable at the ATen level, functionalized (joint when training)
+    partition  the joint graph into forward and backward (training only)
+    compile    each graph with the compiler the caller gave
+    wrap       the compiled graphs in the run time (autograd.Function, mutations, aliases)
+
+Each pass's graph is kept in `AotCallable.graphs` and logged under
+`EMBER_LOGS=aot_graphs`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch import fx, nn
+
+from aot_autograd.partitioners import default_partition
+from aot_autograd.program import TracedProgram, trace_program
+from aot_autograd.runtime import assemble_outputs, training_function
+
+__all__ = ["AotCallable", "AotConfig", "aot_function", "aot_graph", "aot_module"]
+
+Compiler = Callable[[fx.GraphModule, list], Callable]
+PartitionFn = Callable[..., tuple[fx.GraphModule, fx.GraphModule]]
+
+
+def _log(title: str, gm: fx.GraphModule, seconds: float) -> None:
+    try:
+        from guards import artifact_enabled, artifact_logger
+    except ImportError:  # guards is a declared dependency; logging is optional all the same
+        return
+    if artifact_enabled("aot_graphs"):
+        code = gm.print_readable(print_output=False)
+        message = f"===== {title} (took {seconds * 1000:.1f} ms) =====\n{code}"
+        artifact_logger("aot_graphs").info(message)
+
+
+@dataclass(frozen=True, slots=True)
+class AotConfig:
+    """What to do with the traced graphs: the compilers, the decompositions, the partitioner."""
+
+    fw_compiler: Compiler
+    bw_compiler: Compiler | None = None
+    inference_compiler: Compiler | None = None
+    decompositions: Mapping | None = None
+    partition_fn: PartitionFn | None = None
+
+
+@dataclass(slots=True)
+class _Compiled:
+    program: TracedProgram
+    run: Callable[..., Any]
+    training: bool
+
+
+@dataclass(slots=True)
+class AotCallable:
+    """A callable traced and compiled ahead of time, per grad mode, on first use.
+
+    `graphs` maps "joint", "forward", "backward", "inference" to the last
+    graphs built, for inspection.
+    """
+
+    flat_fn: Callable
+    example_inputs: Sequence[Any]
+    config: AotConfig
+    graphs: dict[str, fx.GraphModule] = field(default_factory=dict)
+    _cache: dict[tuple, _Compiled] = field(default_factory=dict)
+
+    def __call__(self, *args: Any) -> Any:
+        requires_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+        training = torch.is_grad_enabled() and any(requires_grad)
+        key = (training, requires_grad if training else ())
+        compiled = self._cache.get(key)
+        if compiled is None:
+            compiled = self._cache[key] = self._compile(training, requires_grad)
+        if compiled.training:
+            outputs = compiled.run(*args)
+        else:
+            with torch.no_grad():
+                outputs = compiled.run(*args)
+        return assemble_outputs(compiled.program, args, outputs)
+
+    def _examples(self, requires_grad: Sequence[bool]) -> list[Any]:
+        examples = list(self.example_inputs)
+        for i, flag in enumerate(requires_grad):
+            if isinstance(examples[i], torch.Tensor) and examples[i].requires_grad != flag:
+                examples[i] = examples[i].detach().requires_grad_(flag)
+        return examples
+
+    def _compile(self, training: bool, requires_grad: Sequence[bool]) -> _Compiled:
+        config = self.config
+        examples = self._examples(requires_grad)
+        # trace: ATen level, functionalized; joint graph when training.
+        start = time.perf_counter()
+        program = trace_program(
+            self.flat_fn, examples, decompositions=config.decompositions, joint=training
+        )
+        name = "joint" if training else "inference"
+        self.graphs[name] = program.graph_module
+        _log(f"{name} graph", program.graph_module, time.perf_counter() - start)
+        if not training or not program.grad_inputs:
+            compiler = config.inference_compiler or config.fw_compiler
+            gm = program.graph_module
+            return _Compiled(program, compiler(gm, _placeholder_values(gm)), training=False)
+        # partition: forward (saving activations) and backward.
+        start = time.perf_counter()
+        partition = config.partition_fn or default_partition
+        forward, backward = partition(
+            program.graph_module, num_forward_outputs=program.num_forward_outputs
+        )
+        self.graphs["forward"], self.graphs["backward"] = forward, backward
+        seconds = time.perf_counter() - start
+        _log("forward graph", forward, seconds)
+        _log("backward graph", backward, seconds)
+        # compile: each graph with the caller's compiler.
+        compiled_forward = config.fw_compiler(forward, _placeholder_values(forward))
+        bw_compiler = config.bw_compiler or config.fw_compiler
+        compiled_backward = bw_compiler(backward, _placeholder_values(backward))
+        # wrap: an autograd.Function around the compiled pair.
+        run = training_function(program, compiled_forward, compiled_backward)
+        return _Compiled(program, run, training=True)
+
+
+def _placeholder_values(gm: fx.GraphModule) -> list[Any]:
+    return [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+# -- parameters and buffers as inputs ---------------------------------------------------------
+
+
+def _tensor_slots(module: nn.Module) -> tuple[list[torch.Tensor], list[list[tuple]]]:
+    """Unique parameters and buffers of `module`, and every (submodule, kind, name) holding each."""
+    tensors: list[torch.Tensor] = []
+    slots: list[list[tuple]] = []
+    index: dict[int, int] = {}
+    for prefix, sub in module.named_modules(remove_duplicate=False):
+        del prefix
+        for kind in ("_parameters", "_buffers"):
+            for name, value in getattr(sub, kind).items():
+                if value is None:
+                    continue
+                if id(value) not in index:
+                    index[id(value)] = len(tensors)
+                    tensors.append(value)
+                    slots.append([])
+                if (sub, kind, name) not in slots[index[id(value)]]:
+                    slots[index[id(value)]].append((sub, kind, name))
+    return tensors, slots
+
+
+@contextlib.contextmanager
+def _swapped(slots: list[list[tuple]], values: Sequence[torch.Tensor]) -> Iterator[None]:
+    """Temporarily make the module read `values` for its parameters and buffers."""
+    saved = []
+    for holders, value in zip(slots, values):
+        for sub, kind, name in holders:
+            saved.append((sub, kind, name, getattr(sub, kind)[name]))
+            getattr(sub, kind)[name] = value
+    try:
+        yield
+    finally:
+        for sub, kind, name, original in saved:
+            getattr(sub, kind)[name] = original
+
+
+def _lifted(module: nn.Module, call: Callable) -> tuple[Callable, list[torch.Tensor], list]:
+    """`call` as a function of (*parameters_and_buffers, *inputs)."""
+    tensors, slots = _tensor_slots(module)
+    count = len(tensors)
+
+    def flat_fn(*flat: Any) -> Any:
+        with _swapped(slots, flat[:count]):
+            return call(*flat[count:])
+
+    return flat_fn, tensors, slots
+
+
+# -- entry points ------------------------------------------------------------------------------
+
+
+def aot_graph(
+    gm: fx.GraphModule,
+    example_inputs: Sequence[Any],
+    *,
+    fw_compiler: Compiler,
+    bw_compiler: Compiler | None = None,
+    inference_compiler: Compiler | None = None,
+    decompositions: Mapping | None = None,
+    partition_fn: PartitionFn | None = None,
+) -> Callable:
+    """Compile a captured Torch-level FX graph; the backend-facing entry point (stable).
+
+    >>> compiled = aot_graph(gm, example_inputs, fw_compiler=lambda g, ex: g)
+    >>> outputs = compiled(*inputs)
+
+    Parameters and buffers held by `gm` become graph inputs, so their grads
+    flow and their in-place updates (BatchNorm statistics) are kept.
+    Compilers receive functional ATen graphs with meta["val"] on every node.
+    """
+    config = AotConfig(fw_compiler, bw_compiler, inference_compiler, decompositions, partition_fn)
+    flat_fn, tensors, slots = _lifted(gm, gm)
+    compiled = AotCallable(flat_fn, [*tensors, *example_inputs], config)
+
+    def run(*args: Any) -> Any:
+        current = [getattr(holders[0][0], holders[0][1])[holders[0][2]] for holders in slots]
+        return compiled(*current, *args)
+
+    run.aot = compiled  # type: ignore[attr-defined]
+    return run
+
+
+def _metadata_key(flat_args: Sequence[Any]) -> tuple:
+    key = []
+    for a in flat_args:
+        if isinstance(a, torch.Tensor):
+            key.append((a.dtype, a.device, tuple(a.shape), tuple(a.stride()), a.requires_grad))
+        else:
+            key.append((type(a), a))
+    return (torch.is_grad_enabled(), *key)
+
+
+def aot_function(
+    fn: Callable,
+    fw_compiler: Compiler,
+    bw_compiler: Compiler | None = None,
+    *,
+    inference_compiler: Compiler | None = None,
+    decompositions: Mapping | None = None,
+    partition_fn: PartitionFn | None = None,
+) -> Callable:
+    """`fn` traced and compiled on first call, again for new input shapes/dtypes (stable).
+
+    >>> f = aot_function(lambda x, y: (x * y).sin(), fw_compiler=lambda g, ex: g)
+    >>> f(torch.randn(3, requires_grad=True), torch.randn(3)).sum().backward()
+    """
+    config = AotConfig(fw_compiler, bw_compiler, inference_compiler, decompositions, partition_fn)
+    cache: dict[tuple, AotCallable] = {}
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        flat, spec = pytree.tree_flatten((args, kwargs))
+        key = (spec, _metadata_key(flat))
+        compiled = cache.get(key)
+        if compiled is None:
+
+            def flat_fn(*flat_values: Any) -> Any:
+                call_args, call_kwargs = pytree.tree_unflatten(list(flat_values), spec)
+                return fn(*call_args, **call_kwargs)
+
+            compiled = cache[key] = AotCallable(flat_fn, flat, config)
+        run.last = compiled  # type: ignore[attr-defined]
+        return compiled(*flat)
+
+    return run
+
+
+class AotModule(nn.Module):
+    """`module` with its forward traced and compiled by aot_function; parameters stay shared."""
+
+    def __init__(self, module: nn.Module, config: AotConfig) -> None:
+        super().__init__()
+        self.orig_module = module
+        self._flat_fn, _, self._slots = _lifted(module, module)
+        self._function = aot_function(
+            self._flat_fn,
+            config.fw_compiler,
+            config.bw_compiler,
+            inference_compiler=config.inference_compiler,
+            decompositions=config.decompositions,
+            partition_fn=config.partition_fn,
+        )
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        current = [getattr(h[0][0], h[0][1])[h[0][2]] for h in self._slots]
+        if kwargs:
+            raise TypeError("aot_module: pass the module's inputs positionally")
+        return self._function(*current, *args)
+
+
+def aot_module(
+    module: nn.Module,
+    fw_compiler: Compiler,
+    bw_compiler: Compiler | None = None,
+    *,
+    inference_compiler: Compiler | None = None,
+    decompositions: Mapping | None = None,
+    partition_fn: PartitionFn | None = None,
+) -> nn.Module:
+    """`module` compiled ahead of time; parameters and buffers are graph inputs (stable).
+
+    >>> m = aot_module(torch.nn.Linear(4, 2), fw_compiler=lambda g, ex: g)
+    >>> m(torch.randn(3, 4)).sum().backward()
+    """
+    config = AotConfig(fw_compiler, bw_compiler, inference_compiler, decompositions, partition_fn)
+    return AotModule(module, config)

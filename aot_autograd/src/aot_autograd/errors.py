@@ -1,0 +1,17 @@
+"""Exception types of aot_autograd: each message says what failed and how to fix it."""
+
+from __future__ import annotations
+
+__all__ = ["AotAutogradError", "UnsupportedMutationError", "DoubleBackwardError"]
+
+
+class AotAutogradError(RuntimeError):
+    """Base class of every error raised by aot_autograd."""
+
+
+class UnsupportedMutationError(AotAutogradError):
+    """A mutation or aliasing pattern that the functionalization cannot express."""
+
+
+class DoubleBackwardError(AotAutogradError):
+    """Backward through the backward of a compiled function (create_graph=True, then grad)."""

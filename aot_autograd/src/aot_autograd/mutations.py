@@ -1,0 +1,105 @@
+"""In-place and mutating ATen ops and their functional variants.
+
+`functional_variant(op)` names the op that computes the same result without
+writing to its inputs, and says how its outputs map back to the arguments it
+replaced: a `FunctionalForm`. The rule is the ATen naming convention
+(`add_` -> `add`, `_foo` with `Tensor(a!)` arguments -> `_foo_functional`),
+with `FUNCTIONAL_OVERRIDES` for the ops that break it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from aot_autograd.errors import UnsupportedMutationError
+
+__all__ = ["FunctionalForm", "FUNCTIONAL_OVERRIDES", "functional_variant", "mutated_arguments"]
+
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionalForm:
+    """How to run a mutating op functionally.
+
+    `op` takes the same arguments; `self_result` says its output 0 is the new
+    value of argument 0 (the `add_` family); otherwise its outputs are the
+    mutating op's own outputs followed by the new value of each mutated
+    argument, in `mutated` order (the `_functional` family).
+    """
+
+    op: Any
+    mutated: tuple[int, ...]
+    self_result: bool
+
+
+# In-place op -> functional op, where the name is not the in-place name less its `_`.
+FUNCTIONAL_OVERRIDES: dict[Any, Any] = {
+    aten.bernoulli_.float: aten.bernoulli.p,
+    aten.bernoulli_.Tensor: aten.bernoulli.Tensor,
+    aten.normal_.default: aten.normal_functional.default,
+    aten.copy_.default: aten.copy.default,
+    aten.resize_.default: None,
+    aten.set_.source_Tensor: None,
+}
+
+
+def mutated_arguments(op: torch._ops.OpOverload) -> tuple[int, ...]:
+    """Positions of the arguments `op` writes to (`Tensor(a!)` in its schema)."""
+    return tuple(
+        i
+        for i, argument in enumerate(op._schema.arguments)
+        if argument.alias_info is not None and argument.alias_info.is_write
+    )
+
+
+def _overload(packet_name: str, overload: str) -> Any:
+    packet = getattr(aten, packet_name, None)
+    if packet is None:
+        return None
+    if overload in packet.overloads():
+        return getattr(packet, overload)
+    return None
+
+
+def _is_view(op: Any) -> bool:
+    return any(r.alias_info is not None for r in op._schema.returns)
+
+
+def functional_variant(op: torch._ops.OpOverload) -> FunctionalForm:
+    """The functional form of mutating `op`; an error naming `op` if there is none."""
+    mutated = mutated_arguments(op)
+    name = op._schema.name.split("::")[-1]
+    overload = op._overloadname
+    if any(op._schema.arguments[i].kwarg_only for i in mutated):
+        raise UnsupportedMutationError(
+            f"{op} writes its result into an out= argument; call the functional form of the op "
+            "instead (torch.add(a, b) rather than torch.add(a, b, out=c))"
+        )
+    if op in FUNCTIONAL_OVERRIDES:
+        target = FUNCTIONAL_OVERRIDES[op]
+        if target is None:
+            raise UnsupportedMutationError(
+                f"{op} changes a tensor's size or storage, which functionalization does not "
+                "support; build a new tensor instead"
+            )
+        return FunctionalForm(target, mutated, self_result=True)
+    if name.endswith("_") and mutated == (0,):
+        target = _overload(name[:-1], overload) or _overload(name[:-1], "default")
+        if target is not None and _is_view(target):
+            raise UnsupportedMutationError(
+                f"{op} changes the shape or strides of a tensor in place, which "
+                f"functionalization does not support; use the out-of-place {target} instead"
+            )
+        if target is not None:
+            return FunctionalForm(target, mutated, self_result=True)
+    target = _overload(name + "_functional", overload)
+    if target is not None:
+        return FunctionalForm(target, mutated, self_result=False)
+    raise UnsupportedMutationError(
+        f"{op} mutates its inputs and has no functional variant; add one to "
+        "aot_autograd.mutations.FUNCTIONAL_OVERRIDES"
+    )

@@ -1,0 +1,251 @@
+"""Splitting a joint graph into a forward graph and a backward graph.
+
+Both partitioners take the joint graph (placeholders `primals_*` then
+`tangents_*`; outputs: `num_forward_outputs` forward outputs, then the input
+grads) and return `(forward, backward)` GraphModules:
+
+    forward(*primals)            -> (*forward_outputs, *saved)
+    backward(*saved, *tangents)  -> (*grads)
+
+`default_partition` computes in the forward everything that does not depend
+on a tangent and saves each such value the backward reads.
+
+`min_cut_rematerialization_partition` chooses what to save by a minimum cut
+(networkx max-flow) in the graph of forward values the backward needs, where
+saving a value costs its size in bytes. The recompute policy:
+
+- recomputable: pointwise ops (`torch.Tag.pointwise`), views and reshapes,
+  getitem, dtype casts, and cheap constant factories (`RECOMPUTABLE_OPS`);
+- never recomputed: everything else, in particular matmuls, convolutions,
+  reductions, gathers and random ops (`torch.Tag.nondeterministic_seeded`:
+  recomputing them would draw different numbers).
+
+A recomputable value on the backward side of the cut is recomputed in the
+backward from saved values; so the backward saves, for example, the input of
+a chain of pointwise ops instead of each intermediate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import networkx as nx
+import torch
+from torch import fx
+
+__all__ = [
+    "RECOMPUTABLE_OPS",
+    "default_partition",
+    "is_recomputable",
+    "min_cut_rematerialization_partition",
+    "saved_bytes",
+]
+
+aten = torch.ops.aten
+
+# Cheap ops that are not tagged pointwise but are fine to recompute.
+RECOMPUTABLE_OPS = frozenset(
+    {
+        "getitem",
+        aten._to_copy.default,
+        aten.clone.default,
+        aten.full.default,
+        aten.zeros.default,
+        aten.ones.default,
+        aten.scalar_tensor.default,
+        aten.arange.start_step,
+        aten.arange.default,
+        aten.empty.memory_format,
+        aten.full_like.default,
+        aten.zeros_like.default,
+        aten.ones_like.default,
+        aten.expand.default,
+        aten.copy.default,
+    }
+)
+
+
+def _is_view(target: object) -> bool:
+    return isinstance(target, torch._ops.OpOverload) and any(
+        r.alias_info is not None for r in target._schema.returns
+    )
+
+
+def is_recomputable(node: fx.Node) -> bool:
+    """Whether min-cut may recompute `node` in the backward instead of saving it."""
+    if node.op == "get_attr":
+        return True
+    if node.op != "call_function":
+        return False
+    target = node.target
+    if getattr(target, "__name__", None) == "getitem":
+        return True
+    if target in RECOMPUTABLE_OPS:
+        return True
+    tags = getattr(target, "tags", ())
+    if torch.Tag.nondeterministic_seeded in tags:
+        return False
+    return torch.Tag.pointwise in tags or _is_view(target)
+
+
+def _size_in_bytes(node: fx.Node) -> float:
+    value = node.meta.get("val")
+    if isinstance(value, torch.Tensor):
+        numel = 1
+        for d in value.shape:
+            numel *= int(d)
+        return float(numel * value.element_size())
+    if isinstance(value, (tuple, list)):
+        return math.inf  # a multi-output node is saved through its getitems
+    return 1.0
+
+
+def saved_bytes(backward: fx.GraphModule) -> int:
+    """Bytes of the values a backward graph reads from the forward (its non-tangent inputs)."""
+    total = 0.0
+    for node in backward.graph.nodes:
+        if node.op == "placeholder" and not node.name.startswith("tangents"):
+            total += _size_in_bytes(node)
+    return int(total)
+
+
+class _Joint:
+    """The parts of a joint graph the partitioners need."""
+
+    def __init__(self, joint: fx.GraphModule, num_forward_outputs: int) -> None:
+        self.module = joint
+        nodes = list(joint.graph.nodes)
+        self.primals = [n for n in nodes if n.op == "placeholder" and "tangents" not in n.name]
+        self.tangents = [n for n in nodes if n.op == "placeholder" and "tangents" in n.name]
+        outputs = list(nodes[-1].args[0])
+        self.forward_outputs = outputs[:num_forward_outputs]
+        self.grads = outputs[num_forward_outputs:]
+        self.tangent_dependent = _descendants(self.tangents)
+        self.backward_needed = _ancestors(n for n in self.grads if isinstance(n, fx.Node))
+
+    def forward_region(self) -> list[fx.Node]:
+        """Nodes the backward needs that do not depend on a tangent, in graph order."""
+        return [
+            n
+            for n in self.module.graph.nodes
+            if n in self.backward_needed and n not in self.tangent_dependent and n.op != "output"
+        ]
+
+    def read_by_backward(self, node: fx.Node) -> bool:
+        return (
+            any(u in self.tangent_dependent and u in self.backward_needed for u in node.users)
+            or node in self.grads
+        )
+
+
+def _descendants(roots: Iterable[fx.Node]) -> set[fx.Node]:
+    seen: set[fx.Node] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node not in seen:
+            seen.add(node)
+            stack.extend(node.users)
+    return seen
+
+
+def _ancestors(roots: Iterable[fx.Node]) -> set[fx.Node]:
+    seen: set[fx.Node] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node not in seen:
+            seen.add(node)
+            stack.extend(node.all_input_nodes)
+    return seen
+
+
+def _copy_graph(
+    joint: fx.GraphModule,
+    inputs: list[fx.Node],
+    outputs: list,
+) -> fx.GraphModule:
+    """A graph with `inputs` as placeholders computing `outputs` from them (copies nodes)."""
+    graph = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    for node in inputs:
+        env[node] = graph.placeholder(node.name)
+        env[node].meta = dict(node.meta)
+    needed = _ancestors_until(outputs, set(inputs))
+    for node in joint.graph.nodes:
+        if node in needed and node not in env:
+            if node.op == "placeholder":
+                raise AssertionError(f"partition lost input {node.name}; it must be saved")
+            env[node] = graph.node_copy(node, lambda n: env[n])
+    graph.output(tuple(env[o] if isinstance(o, fx.Node) else o for o in outputs))
+    return fx.GraphModule(joint, graph)
+
+
+def _ancestors_until(outputs: list, stop: set[fx.Node]) -> set[fx.Node]:
+    seen: set[fx.Node] = set()
+    stack = [o for o in outputs if isinstance(o, fx.Node)]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node not in stop:
+            stack.extend(node.all_input_nodes)
+    return seen
+
+
+def _split(joint: _Joint, saved: list[fx.Node]) -> tuple[fx.GraphModule, fx.GraphModule]:
+    forward = _copy_graph(joint.module, joint.primals, [*joint.forward_outputs, *saved])
+    backward = _copy_graph(joint.module, [*saved, *joint.tangents], joint.grads)
+    return forward, backward
+
+
+def default_partition(
+    joint: fx.GraphModule, *, num_forward_outputs: int
+) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """Compute everything tangent-independent in the forward; save what the backward reads."""
+    parts = _Joint(joint, num_forward_outputs)
+    saved = [n for n in parts.forward_region() if parts.read_by_backward(n)]
+    saved = _expand_multi_outputs(saved)
+    return _split(parts, saved)
+
+
+def _expand_multi_outputs(saved: list[fx.Node]) -> list[fx.Node]:
+    """A tuple-valued node is saved as its getitems."""
+    result: list[fx.Node] = []
+    for node in saved:
+        if isinstance(node.meta.get("val"), (tuple, list)):
+            result.extend(u for u in node.users if getattr(u.target, "__name__", "") == "getitem")
+        else:
+            result.append(node)
+    return list(dict.fromkeys(result))
+
+
+def min_cut_rematerialization_partition(
+    joint: fx.GraphModule, *, num_forward_outputs: int
+) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """Save the cheapest set of values (bytes) from which the backward can recompute the rest."""
+    parts = _Joint(joint, num_forward_outputs)
+    region = parts.forward_region()
+    in_region = set(region)
+    flow = nx.DiGraph()
+    flow.add_node("source")
+    flow.add_node("sink")
+    for node in region:
+        name = node.name
+        if node.op == "placeholder" or not is_recomputable(node):
+            flow.add_edge("source", name + "_in", capacity=math.inf)
+        if parts.read_by_backward(node):
+            flow.add_edge(name + "_out", "sink", capacity=math.inf)
+        # NOTE: +1 on views breaks ties toward saving the base rather than a view of it.
+        cost = _size_in_bytes(node) + (1.0 if _is_view(node.target) else 0.0)
+        flow.add_edge(name + "_in", name + "_out", capacity=cost)
+        for user in node.users:
+            if user in in_region:
+                flow.add_edge(name + "_out", user.name + "_in", capacity=math.inf)
+    _, (source_side, _) = nx.minimum_cut(flow, "source", "sink")
+    saved = [
+        n for n in region if n.name + "_in" in source_side and n.name + "_out" not in source_side
+    ]
+    return _split(parts, _expand_multi_outputs(saved))

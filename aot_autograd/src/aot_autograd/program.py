@@ -1,0 +1,250 @@
+"""Tracing a callable into one functional ATen graph, joint or forward-only.
+
+`trace_program` runs the callable under an `AtenTracer` and describes what
+the run time must do around the graph: which inputs were mutated (their new
+values are extra graph outputs, copied back), which outputs alias an input or
+each other (rebuilt as views), and which outputs are differentiable. With
+`joint=True` autograd then runs on the traced forward, under the same tracer,
+so the graph is (primals, tangents) -> (forward outputs, grads of the inputs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch import fx
+
+from aot_autograd.tracer import AtenTracer, GraphRecorder, TensorRecord
+
+__all__ = ["OutputSpec", "TracedProgram", "trace_program", "tracing_value"]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    """How the run time produces one (flattened) user output.
+
+    kind: "graph" (forward graph output `index`), "input" (input `index` itself),
+    "input_alias" (a view of input `index`), "base_alias" (a view of forward
+    graph output `index`), "constant" (`value`, not a tensor).
+    `geometry` is (size, stride, storage offset relative to the base) for views.
+    """
+
+    kind: str
+    index: int | None = None
+    geometry: tuple | None = None
+    value: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class TracedProgram:
+    """A traced functional graph and what the run time does around it.
+
+    Forward graph outputs are, in order: user outputs computed by the graph,
+    intermediate bases of aliased outputs, new values of `mutated_inputs`.
+    A joint graph adds tangent placeholders (one per `differentiable` output)
+    and, after the forward outputs, one grad per input in `grad_inputs`.
+    """
+
+    graph_module: fx.GraphModule
+    num_inputs: int
+    outputs: tuple[OutputSpec, ...]
+    out_spec: Any
+    num_forward_outputs: int
+    mutated_inputs: tuple[int, ...]
+    differentiable: tuple[bool, ...]
+    grad_inputs: tuple[int, ...]
+    joint: bool
+
+
+def _materialize(x: torch.Tensor) -> torch.Tensor:
+    """A real tensor with `x`'s dtype, device, shape and strides (for fake inputs)."""
+    real = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device=x.device)
+    if real.is_floating_point() or real.is_complex():
+        return real.uniform_(0.0, 1.0)
+    return real.zero_()  # zeros are valid indices for embeddings and gathers
+
+
+def _is_real(x: torch.Tensor) -> bool:
+    return x.device.type != "meta" and type(x) in (torch.Tensor, torch.nn.Parameter)
+
+
+def tracing_value(x: Any, requires_grad: bool) -> Any:
+    """A private copy of example input `x` to trace on (tracing may write to it)."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    with torch.no_grad():
+        if not _is_real(x):
+            value = _materialize(x)
+        else:
+            try:
+                value = torch.empty_strided(
+                    tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device=x.device
+                )
+                value.copy_(x)
+            except RuntimeError:  # overlapping strides (expanded inputs)
+                value = x.detach().clone()
+    return value.requires_grad_(requires_grad)
+
+
+def _relative_geometry(t: torch.Tensor, record: TensorRecord) -> tuple:
+    offset = t.storage_offset() - record.base.storage_offset
+    return (tuple(t.shape), tuple(t.stride()), offset)
+
+
+def _differentiable(t: torch.Tensor) -> bool:
+    return t.requires_grad and (t.is_floating_point() or t.is_complex())
+
+
+class _OutputPlan:
+    """Sorts the traced outputs into graph outputs, aliases and constants."""
+
+    def __init__(self, recorder: GraphRecorder, values: Sequence[Any], flat_outs: list) -> None:
+        self.recorder = recorder
+        self.values = values
+        self.graph_tensors: list[torch.Tensor] = []
+        self.graph_nodes: list[fx.Node] = []
+        self.specs: list[OutputSpec] = []
+        family: dict[int, int] = {}
+        for leaf in flat_outs:
+            if isinstance(leaf, torch.Tensor):
+                base = recorder.record_of(leaf).base
+                family[id(base)] = family.get(id(base), 0) + 1
+        base_index: dict[int, int] = {}
+        for leaf in flat_outs:
+            self.specs.append(self._spec(leaf, family, base_index))
+
+    def _graph_output(self, t: torch.Tensor, node: fx.Node) -> int:
+        self.graph_tensors.append(t)
+        self.graph_nodes.append(node)
+        return len(self.graph_nodes) - 1
+
+    def _spec(self, leaf: Any, family: dict[int, int], base_index: dict[int, int]) -> OutputSpec:
+        if not isinstance(leaf, torch.Tensor):
+            return OutputSpec("constant", value=leaf)
+        record = self.recorder.record_of(leaf)
+        base = record.base
+        if base.input_index is not None and base.input_index >= 0:
+            if not record.chain and leaf is self.values[base.input_index]:
+                return OutputSpec("input", base.input_index)
+            return OutputSpec("input_alias", base.input_index, _relative_geometry(leaf, record))
+        if family[id(base)] > 1 and not base.constant:
+            if id(base) not in base_index:
+                base_index[id(base)] = self._graph_output(base.tensor, base.node)
+            index = base_index[id(base)]
+            if not record.chain:
+                return OutputSpec("graph", index)
+            return OutputSpec("base_alias", index, _relative_geometry(leaf, record))
+        return OutputSpec("graph", self._graph_output(leaf, self.recorder.node_of(leaf)))
+
+
+def _fake_value(value: Any) -> Any:
+    """A stand-in for a traced value: same dtype, device, shape and strides, no data kept."""
+
+    def convert(t: torch.Tensor) -> torch.Tensor:
+        if not _is_real(t):
+            return t
+        return torch.empty_strided(
+            tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=t.device
+        )
+
+    return pytree.tree_map_only(torch.Tensor, convert, value)
+
+
+_ALIAS_OPS = (torch.ops.aten.detach.default, torch.ops.aten.alias.default)
+
+
+def _drop_aliases(graph: fx.Graph) -> None:
+    """Remove detach/alias nodes: in a functional graph they are the identity (mutates graph)."""
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target in _ALIAS_OPS:
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
+
+
+def _finish(recorder: GraphRecorder, outputs: list) -> fx.GraphModule:
+    recorder.graph.output(tuple(outputs))
+    _drop_aliases(recorder.graph)
+    recorder.graph.eliminate_dead_code()
+    for node in recorder.graph.nodes:
+        if "val" in node.meta:
+            node.meta["val"] = _fake_value(node.meta["val"])
+    recorder._alive.clear()
+    gm = fx.GraphModule(dict(recorder.constants), recorder.graph)
+    gm.graph.lint()
+    return gm
+
+
+def trace_program(
+    fn: Callable,
+    example_inputs: Sequence[Any],
+    *,
+    decompositions: Mapping | None = None,
+    joint: bool = True,
+) -> TracedProgram:
+    """Trace `fn(*example_inputs)` to a functional ATen graph (joint when `joint`)."""
+    values = [
+        tracing_value(x, joint and isinstance(x, torch.Tensor) and x.requires_grad)
+        for x in example_inputs
+    ]
+    recorder = GraphRecorder()
+    for i, value in enumerate(values):
+        recorder.add_input(f"primals_{i + 1}", value, i)
+    tracer = AtenTracer(recorder, decompositions)
+    hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+    with torch.set_grad_enabled(joint), hooks, tracer:
+        outs = fn(*values)
+    flat_outs, out_spec = pytree.tree_flatten(outs)
+    plan = _OutputPlan(recorder, values, flat_outs)
+    states = {id(r.base): r.base for r in recorder.records.values()}.values()
+    mutated = sorted(
+        (s.input_index, s.node) for s in states if s.input_index is not None and s.version > 0
+    )
+    forward_nodes = [*plan.graph_nodes, *(node for _, node in mutated)]
+    differentiable = [_differentiable(t) for t in plan.graph_tensors]
+    differentiable += [False] * len(mutated)
+    grad_inputs: list[int] = []
+    grad_nodes: list[Any] = []
+    if joint:
+        grad_inputs = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
+        grad_inputs = [i for i in grad_inputs if values[i].requires_grad]
+        grad_nodes = _trace_backward(recorder, tracer, hooks, plan, values, grad_inputs)
+    gm = _finish(recorder, [*forward_nodes, *grad_nodes])
+    return TracedProgram(
+        graph_module=gm,
+        num_inputs=len(values),
+        outputs=tuple(plan.specs),
+        out_spec=out_spec,
+        num_forward_outputs=len(forward_nodes),
+        mutated_inputs=tuple(i for i, _ in mutated),
+        differentiable=tuple(differentiable),
+        grad_inputs=tuple(grad_inputs),
+        joint=joint,
+    )
+
+
+def _trace_backward(
+    recorder: GraphRecorder,
+    tracer: AtenTracer,
+    hooks: Any,
+    plan: _OutputPlan,
+    values: Sequence[Any],
+    grad_inputs: list[int],
+) -> list[Any]:
+    """Run autograd on the traced forward under the tracer; the nodes of the input grads."""
+    outputs = [t for t in plan.graph_tensors if _differentiable(t)]
+    if not outputs or not grad_inputs:
+        return [None] * len(grad_inputs)
+    tangents = []
+    for j, t in enumerate(outputs):
+        tangent = torch.ones(tuple(t.shape), dtype=t.dtype, device=t.device)
+        recorder.add_input(f"tangents_{j + 1}", tangent, -1)
+        tangents.append(tangent)
+    with torch.enable_grad(), hooks, tracer:
+        grads = torch.autograd.grad(
+            outputs, [values[i] for i in grad_inputs], tangents, allow_unused=True
+        )
+    return [None if g is None else recorder.node_of(g) for g in grads]

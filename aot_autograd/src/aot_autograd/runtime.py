@@ -1,0 +1,115 @@
+"""Running compiled graphs: the autograd.Function, input mutations, aliased outputs.
+
+`training_function` wraps a compiled forward and backward in an
+autograd.Function that saves the forward's saved values for the backward.
+`assemble_outputs` does what the functional graphs cannot: copies new values
+into mutated inputs and rebuilds outputs that alias an input or each other as
+views, so callers see eager PyTorch's aliasing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from aot_autograd.errors import DoubleBackwardError
+from aot_autograd.program import TracedProgram
+
+__all__ = ["assemble_outputs", "training_function"]
+
+
+class _NoDoubleBackward(torch.autograd.Function):
+    """Identity whose backward raises: marks grads made by a compiled backward."""
+
+    @staticmethod
+    def forward(ctx: Any, *grads: torch.Tensor) -> tuple:
+        return tuple(g.view_as(g) for g in grads)
+
+    @staticmethod
+    def backward(ctx: Any, *unused: Any) -> tuple:
+        raise DoubleBackwardError(
+            "double backward (a grad of a grad) through an aot_autograd-compiled function is "
+            "not supported; compute higher-order grads eagerly, or compile the grad function "
+            "itself"
+        )
+
+
+def _mark_no_double_backward(grads: list) -> list:
+    tensors = [i for i, g in enumerate(grads) if isinstance(g, torch.Tensor)]
+    if not tensors:
+        return grads
+    marked = _NoDoubleBackward.apply(*(grads[i] for i in tensors))
+    result = list(grads)
+    for i, g in zip(tensors, marked):
+        result[i] = g
+    return result
+
+
+def training_function(
+    program: TracedProgram, forward: Callable, backward: Callable
+) -> Callable[..., tuple]:
+    """A function running `forward` under autograd, with `backward` as its derivative."""
+    n_out = program.num_forward_outputs
+    differentiable = program.differentiable
+
+    class CompiledFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, *args: Any) -> tuple:
+            results = forward(*args)
+            outputs, saved = tuple(results[:n_out]), list(results[n_out:])
+            is_tensor = [isinstance(s, torch.Tensor) for s in saved]
+            ctx.save_for_backward(*(s for s, t in zip(saved, is_tensor) if t))
+            ctx.saved_others = [None if t else s for s, t in zip(saved, is_tensor)]
+            ctx.mark_non_differentiable(
+                *(
+                    o
+                    for o, d in zip(outputs, differentiable)
+                    if not d and isinstance(o, torch.Tensor)
+                )
+            )
+            return outputs
+
+        @staticmethod
+        def backward(ctx: Any, *grad_outputs: Any) -> tuple:
+            tensors = iter(ctx.saved_tensors)
+            saved = [next(tensors) if s is None else s for s in ctx.saved_others]
+            tangents = [g.contiguous() for g, d in zip(grad_outputs, differentiable) if d]
+            grads = list(backward(*saved, *tangents))
+            if torch.is_grad_enabled():
+                grads = _mark_no_double_backward(grads)
+            result: list[Any] = [None] * program.num_inputs
+            for index, grad in zip(program.grad_inputs, grads):
+                result[index] = grad
+            return tuple(result)
+
+    return CompiledFunction.apply
+
+
+def _view(base: torch.Tensor, geometry: tuple) -> torch.Tensor:
+    size, stride, offset = geometry
+    return base.as_strided(size, stride, base.storage_offset() + offset)
+
+
+def assemble_outputs(program: TracedProgram, args: Sequence[Any], graph_outputs: Sequence) -> Any:
+    """Copy back mutated inputs and build the user's outputs from the graph's."""
+    first_mutation = program.num_forward_outputs - len(program.mutated_inputs)
+    if program.mutated_inputs:
+        with torch.no_grad():
+            for index, value in zip(program.mutated_inputs, graph_outputs[first_mutation:]):
+                args[index].copy_(value)
+    flat = []
+    for spec in program.outputs:
+        if spec.kind == "graph":
+            flat.append(graph_outputs[spec.index])
+        elif spec.kind == "input":
+            flat.append(args[spec.index])
+        elif spec.kind == "input_alias":
+            flat.append(_view(args[spec.index], spec.geometry))
+        elif spec.kind == "base_alias":
+            flat.append(_view(graph_outputs[spec.index], spec.geometry))
+        else:
+            flat.append(spec.value)
+    return pytree.tree_unflatten(flat, program.out_spec)

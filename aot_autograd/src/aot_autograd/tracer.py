@@ -1,0 +1,286 @@
+"""ATen-level tracing with functionalization, on any tensors (real or fake).
+
+`AtenTracer` is a TorchDispatchMode: every ATen call that reaches it runs on
+the tensors it was given and is recorded into an FX graph by a
+`GraphRecorder`. Decompositions from the table passed in run under the same
+mode, so the ops they call are traced (and decomposed) in turn.
+
+The recorder functionalizes as it records: it knows, for every tensor it has
+seen, its base (the tensor owning the memory) and the chain of view ops from
+that base. An in-place op is recorded as its functional variant; the new
+value is scattered into the base through the inverse view chain, and every
+other view of that base is replayed from the new base value the next time it
+is read. No mutating op reaches the graph.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch import fx
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from aot_autograd.errors import AotAutogradError, UnsupportedMutationError
+from aot_autograd.mutations import functional_variant, mutated_arguments
+from aot_autograd.views import ViewStep, normalized_args, replay, scatter_into_parent
+
+__all__ = ["AtenTracer", "BaseState", "GraphRecorder", "TensorRecord"]
+
+aten = torch.ops.aten
+
+_FRESH_CONSTANT_OPS = (aten.lift_fresh.default,)
+
+
+@dataclass(slots=True)
+class BaseState:
+    """The memory a family of aliasing tensors shares: its current value and version."""
+
+    node: fx.Node
+    version: int = 0
+    input_index: int | None = None
+    constant: bool = False
+    fresh: bool = False
+    storage_offset: int = 0
+    tensor: Any = None
+
+
+@dataclass(slots=True)
+class TensorRecord:
+    """What the recorder knows of one traced tensor: its node (as of `version`) and its view chain."""
+
+    node: fx.Node
+    base: BaseState
+    chain: tuple[ViewStep, ...]
+    version: int
+    geometry: tuple = field(default=())
+
+
+def _geometry(t: torch.Tensor) -> tuple:
+    return (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+
+def _is_view_op(op: Any) -> bool:
+    return isinstance(op, torch._ops.OpOverload) and any(
+        r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns
+    )
+
+
+class GraphRecorder:
+    """Builds a functional ATen FX graph from the calls an `AtenTracer` sees."""
+
+    def __init__(self) -> None:
+        self.graph = fx.Graph()
+        self.records: dict[int, TensorRecord] = {}
+        self.constants: dict[str, torch.Tensor] = {}
+        self._alive: list[Any] = []  # keeps traced tensors alive so their ids stay unique
+
+    # -- tensors and their nodes ---------------------------------------------------------
+    def add_input(self, name: str, value: Any, index: int) -> fx.Node:
+        """A placeholder for graph input `index`, holding example `value`."""
+        node = self._placeholder(name)
+        node.meta["val"] = value
+        if isinstance(value, torch.Tensor):
+            self._new_base(value, node, input_index=index)
+        return node
+
+    def _placeholder(self, name: str) -> fx.Node:
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        if placeholders:
+            with self.graph.inserting_after(placeholders[-1]):
+                return self.graph.placeholder(name)
+        first = next(iter(self.graph.nodes), None)
+        if first is None:
+            return self.graph.placeholder(name)
+        with self.graph.inserting_before(first):
+            return self.graph.placeholder(name)
+
+    def _new_base(self, t: torch.Tensor, node: fx.Node, **state: Any) -> TensorRecord:
+        base = BaseState(node, storage_offset=t.storage_offset(), tensor=t, **state)
+        record = TensorRecord(node, base, (), 0, _geometry(t))
+        self.records[id(t)] = record
+        self._alive.append(t)
+        return record
+
+    def record_of(self, t: torch.Tensor) -> TensorRecord:
+        """The record of `t`; a tensor never seen before becomes a graph constant."""
+        record = self.records.get(id(t))
+        if record is None:
+            name = f"_tensor_constant{len(self.constants)}"
+            self.constants[name] = t
+            node = self.graph.get_attr(name)
+            node.meta["val"] = t
+            record = self._new_base(t, node, constant=True)
+        return record
+
+    def node_of(self, t: torch.Tensor) -> fx.Node:
+        """The node holding `t`'s current value, replaying its views if its base was written."""
+        record = self.record_of(t)
+        base = record.base
+        if record.version != base.version:
+            node = base.node
+            for step in record.chain:
+                node = replay(step, node, self.emit)
+            record.node, record.version = node, base.version
+        return record.node
+
+    def _to_nodes(self, tree: Any) -> Any:
+        return pytree.tree_map_only(torch.Tensor, self.node_of, tree)
+
+    # -- emitting nodes --------------------------------------------------------------------
+    def emit(self, op: Any, args: tuple, kwargs: dict | None = None) -> fx.Node:
+        """A new node computing `op(*args, **kwargs)`; its value is computed from the args' values."""
+        kwargs = kwargs or {}
+        target = operator.getitem if op == "getitem" else op
+        node = self.graph.call_function(target, args, kwargs)
+        values = fx.node.map_arg((args, kwargs), lambda n: n.meta["val"])
+        with torch.no_grad():
+            node.meta["val"] = target(*values[0], **values[1])
+        self._alive.append(node.meta["val"])
+        return node
+
+    def _call(self, op: Any, args: tuple, kwargs: dict, value: Any) -> fx.Node:
+        node = self.graph.call_function(op, self._to_nodes(args), self._to_nodes(kwargs))
+        node.meta["val"] = value
+        return node
+
+    def _items(self, node: fx.Node, value: Any) -> list[tuple[fx.Node, torch.Tensor]]:
+        """(getitem node, tensor) for each tensor output of a multi-output node."""
+        items = []
+        for i, element in enumerate(value):
+            if isinstance(element, torch.Tensor):
+                item = self.graph.call_function(operator.getitem, (node, i))
+                item.meta["val"] = element
+                items.append((item, element))
+        return items
+
+    # -- recording one ATen call -----------------------------------------------------------
+    def record_call(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        """Record `out = op(*args, **kwargs)` (already run) functionally."""
+        if op is aten._local_scalar_dense.default:
+            raise AotAutogradError(
+                "the graph reads a tensor's value into Python (.item(), int(t), bool(t)); "
+                "aot_autograd traces values as tensors only: keep the value a tensor"
+            )
+        if op in _FRESH_CONSTANT_OPS:
+            # A tensor made from Python data inside the traced code: the graph keeps a copy
+            # of its value now, and later writes to it stay local to the graph.
+            record = self.record_of(args[0])
+            record.base.fresh = True
+            if record.node.op == "get_attr":
+                self.constants[record.node.target] = args[0].detach().clone()
+            return
+        if op is aten.native_batch_norm.default and args[5] and args[3] is not None:
+            self._record_batch_norm(args, kwargs, out)
+        elif mutated_arguments(op):
+            self._record_mutation(op, args, kwargs, out)
+        elif _is_view_op(op):
+            self._record_view(op, args, kwargs, out)
+        else:
+            self._record_plain(op, args, kwargs, out)
+
+    def _record_plain(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        node = self._call(op, args, kwargs, out)
+        if isinstance(out, torch.Tensor):
+            self._output(out, node)
+        elif isinstance(out, (tuple, list)):
+            for item, element in self._items(node, out):
+                self._output(element, item)
+
+    def _output(self, t: torch.Tensor, node: fx.Node) -> None:
+        existing = self.records.get(id(t))
+        if existing is not None:  # an op handed back a tensor it was given
+            existing.node, existing.version = node, existing.base.version
+        else:
+            self._new_base(t, node)
+
+    def _record_view(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        parent = self.record_of(args[0])
+        node = self._call(op, args, kwargs, out)
+        rest = normalized_args(op, args, kwargs)[1:]
+        shape = tuple(args[0].shape)
+        if isinstance(out, torch.Tensor):
+            pairs = [(node, out, None)]
+        else:
+            pairs = [(item, t, i) for i, (item, t) in enumerate(self._items(node, out))]
+        for item, t, index in pairs:
+            step = ViewStep(op, rest, index, shape)
+            record = TensorRecord(item, parent.base, (*parent.chain, step), parent.base.version)
+            record.geometry = _geometry(t)
+            self.records[id(t)] = record
+            self._alive.append(t)
+
+    def _record_mutation(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        form = functional_variant(op)
+        if form.self_result:
+            node = self._call(form.op, args, kwargs, args[0])
+            self.write(args[0], node)
+            return
+        values = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        mutated = tuple(args[i] for i in form.mutated)
+        node = self._call(form.op, args, kwargs, (*values, *mutated))
+        items = self._items(node, (*values, *mutated))
+        for item, t in items[: len(values)]:
+            self._output(t, item)
+        for (item, _), t in zip(items[len(values) :], mutated):
+            self.write(t, item)
+
+    def _record_batch_norm(self, args: tuple, kwargs: dict, out: Any) -> None:
+        # NOTE: native_batch_norm updates running_mean/var in place although its schema does
+        # not say so; its functional twin returns the updated statistics as outputs 3 and 4.
+        rest = normalized_args(aten.native_batch_norm.default, args, kwargs)
+        running_mean, running_var = rest[3], rest[4]
+        value = (*out, running_mean, running_var)
+        op = aten._native_batch_norm_legit_functional.default
+        node = self._call(op, rest, {}, value)
+        items = self._items(node, value)
+        for item, t in items[:3]:
+            self._output(t, item)
+        self.write(running_mean, items[3][0])
+        self.write(running_var, items[4][0])
+
+    def write(self, t: torch.Tensor, new_value: fx.Node) -> None:
+        """`t` now holds `new_value`: scatter it into its base, making every other alias stale."""
+        record = self.record_of(t)
+        base = record.base
+        if base.constant and not base.fresh:
+            raise UnsupportedMutationError(
+                "the graph mutates a tensor that is not one of its inputs (a tensor captured "
+                "from outside, such as a module buffer read through get_attr); pass it as an "
+                "input (aot_module lifts parameters and buffers) so the update can be kept"
+            )
+        child = new_value
+        if record.chain:
+            parents = [base.node]
+            for step in record.chain[:-1]:
+                parents.append(replay(step, parents[-1], self.emit))
+            for step, parent in zip(reversed(record.chain), reversed(parents)):
+                child = scatter_into_parent(step, parent, child, self.emit)
+        base.node = child
+        base.version += 1
+        record.node, record.version = new_value, base.version
+
+
+class AtenTracer(TorchDispatchMode):
+    """Records every ATen call into `recorder`, applying `decompositions` recursively."""
+
+    def __init__(self, recorder: GraphRecorder, decompositions: Mapping | None = None) -> None:
+        super().__init__()
+        self.recorder = recorder
+        self.decompositions = decompositions or {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        decomposition = self.decompositions.get(func)
+        if decomposition is not None:
+            with self:
+                out = decomposition(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        out = func(*args, **kwargs)
+        self.recorder.record_call(func, args, kwargs, out)
+        return out
