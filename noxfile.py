@@ -136,7 +136,7 @@ def demo(session: nox.Session) -> None:
 @nox.session(venv_params=VENV_PARAMS)
 def bench(session: nox.Session) -> None:
     """benchmarks/: eager vs ember vs torch.compile, each script in one run."""
-    _install(session, list(PACKAGES))
+    _install(session, list(PACKAGES), "transformers")
     session.run("python", "benchmarks/run.py", *session.posargs)
 
 
