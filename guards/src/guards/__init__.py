@@ -3,6 +3,16 @@
 Stable API: everything in `__all__`.
 """
 
+from guards.errors import (
+    DataDependentError,
+    FakeTensorError,
+    GuardsError,
+    SourceError,
+    UnsupportedOpError,
+)
+from guards.fake_converter import FakeTensorConverter
+from guards.fake_rules import DATA_DEPENDENT_OPS, FAKE_RULES, register_fake_rule
+from guards.fake_tensor import FakeTensor, FakeTensorMode, is_fake
 from guards.filters import (
     GuardFilterEntry,
     GuardFilterError,
@@ -14,6 +24,17 @@ from guards.filters import (
     skip_guard_on_globals_unsafe,
     skip_guard_on_inbuilt_nn_modules_unsafe,
 )
+from guards.global_state import GlobalStateGuard
+from guards.guard_kinds import (
+    DictKeysGuard,
+    EqualsGuard,
+    Guard,
+    IdGuard,
+    LengthGuard,
+    NNModuleGuard,
+    TypeGuard,
+)
+from guards.guard_set import CompiledGuards, GuardSet
 from guards.logs import ARTIFACTS, artifact_enabled, artifact_logger, set_logs
 from guards.marks import (
     DimensionMarks,
@@ -23,10 +44,70 @@ from guards.marks import (
     marks_of,
     maybe_mark_dynamic,
 )
+from guards.sources import (
+    AttrSource,
+    CellContentsSource,
+    ClosureSource,
+    DefaultArgSource,
+    GlobalSource,
+    GlobalStateSource,
+    ItemSource,
+    LocalSource,
+    ModuleSource,
+    NNModuleSource,
+    ParamBufferSource,
+    Source,
+    TypeSource,
+    is_builtin_module_class,
+)
+from guards.tensor_guards import NoTensorAliasingGuard, TensorMatchGuard
 
 __version__ = "0.1.0"
 
 __all__ = [
+    # errors
+    "DataDependentError",
+    "FakeTensorError",
+    "GuardsError",
+    "SourceError",
+    "UnsupportedOpError",
+    # fake tensors
+    "DATA_DEPENDENT_OPS",
+    "FAKE_RULES",
+    "FakeTensor",
+    "FakeTensorConverter",
+    "FakeTensorMode",
+    "is_fake",
+    "register_fake_rule",
+    # sources
+    "AttrSource",
+    "CellContentsSource",
+    "ClosureSource",
+    "DefaultArgSource",
+    "GlobalSource",
+    "GlobalStateSource",
+    "ItemSource",
+    "LocalSource",
+    "ModuleSource",
+    "NNModuleSource",
+    "ParamBufferSource",
+    "Source",
+    "TypeSource",
+    "is_builtin_module_class",
+    # guards
+    "CompiledGuards",
+    "DictKeysGuard",
+    "EqualsGuard",
+    "GlobalStateGuard",
+    "Guard",
+    "GuardSet",
+    "IdGuard",
+    "LengthGuard",
+    "NNModuleGuard",
+    "NoTensorAliasingGuard",
+    "TensorMatchGuard",
+    "TypeGuard",
+    # logs, marks, filters
     "ARTIFACTS",
     "artifact_enabled",
     "artifact_logger",

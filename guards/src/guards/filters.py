@@ -2,7 +2,7 @@
 
 `ember.compile(fn, options={"guard_filter_fn": fn})` calls `fn(entries)` once
 per compiled frame with one `GuardFilterEntry` per guard and expects one bool per
-entry (True keeps the guard). The six helpers below have torch.compile's
+entry (True keeps the guard). The six helpers below have torch's
 semantics; all of them are unsafe in the sense that a dropped guard can let a
 stale compiled entry run on inputs it was not compiled for.
 """
@@ -34,7 +34,7 @@ class GuardFilterError(TypeError):
 
 @dataclass(frozen=True, slots=True)
 class GuardFilterEntry:
-    """What a guard filter sees of one guard; the fields torch.compile gives.
+    """What a guard filter sees of one guard; the fields torch's compiler gives.
 
     name: the source expression the guard checks (e.g. "L['x']").
     has_value / value: the value seen at compile time, where there is one.

@@ -1,0 +1,110 @@
+"""Turning real tensors into fakes, memoized so identity and aliasing survive.
+
+The same real tensor always gives the same fake, and tensors that share a
+storage give fakes whose meta tensors share one meta storage (with the same
+offsets, sizes and strides), so that a graph traced on the fakes sees the
+same aliasing as eager code would.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils._mode_utils import no_dispatch
+from torch.utils.weak import WeakIdKeyDictionary
+
+from guards.errors import FakeTensorError
+
+if TYPE_CHECKING:
+    from guards.fake_tensor import FakeTensor, FakeTensorMode
+
+__all__ = ["FakeTensorConverter"]
+
+
+class FakeTensorConverter:
+    """Memoizing real -> fake conversion for one `FakeTensorMode`."""
+
+    def __init__(self) -> None:
+        self._fakes: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        # storage key -> (the real storage, kept alive so its key stays unique; the meta storage)
+        self._storages: dict[int, tuple[torch.UntypedStorage, torch.UntypedStorage]] = {}
+
+    def __len__(self) -> int:
+        return len(self._fakes)
+
+    def meta_storage(self, tensor: torch.Tensor) -> torch.UntypedStorage:
+        """The meta storage standing for `tensor`'s storage (one per real storage)."""
+        real = tensor.untyped_storage()
+        key = real._cdata
+        hit = self._storages.get(key)
+        if hit is None:
+            with no_dispatch():
+                hit = (real, torch.UntypedStorage(real.nbytes(), device="meta"))
+            self._storages[key] = hit
+        return hit[1]
+
+    def from_real(
+        self, mode: FakeTensorMode, tensor: torch.Tensor, *, source: Any = None
+    ) -> FakeTensor:
+        """The fake of `tensor` for `mode`; the same fake each time for the same tensor."""
+        from guards.fake_tensor import FakeTensor
+
+        if isinstance(tensor, FakeTensor):
+            if tensor.fake_mode is not mode:
+                raise FakeTensorError(
+                    "from_real got a FakeTensor of another FakeTensorMode; use one mode per compile"
+                )
+            return tensor
+        _check_convertible(tensor)
+        hit = self._fakes.get(tensor)
+        if hit is not None and _same_metadata(hit, tensor):
+            return hit
+        # NOTE: inside an active FakeTensorMode, plain tensor ops would make fakes;
+        # the meta tensor must stay a plain meta tensor.
+        with no_dispatch(), torch.no_grad():
+            meta = torch.empty(0, dtype=tensor.dtype, device="meta")
+            meta.set_(
+                self.meta_storage(tensor), tensor.storage_offset(), tensor.shape, tensor.stride()
+            )
+        fake = FakeTensor(
+            mode,
+            meta,
+            tensor.device,
+            requires_grad=tensor.requires_grad,
+            is_parameter=isinstance(tensor, torch.nn.Parameter),
+        )
+        fake.source = source
+        self._fakes[tensor] = fake
+        return fake
+
+
+def _same_metadata(fake: torch.Tensor, tensor: torch.Tensor) -> bool:
+    return (
+        fake.shape == tensor.shape
+        and fake.stride() == tensor.stride()
+        and fake.storage_offset() == tensor.storage_offset()
+        and fake.dtype == tensor.dtype
+        and fake.requires_grad == tensor.requires_grad
+    )
+
+
+def _check_convertible(tensor: torch.Tensor) -> None:
+    if not isinstance(tensor, torch.Tensor):
+        raise FakeTensorError(f"from_real expects a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.layout != torch.strided:
+        raise FakeTensorError(
+            f"fake tensors support strided tensors only; got layout {tensor.layout} "
+            "(convert with .to_dense() before compiling)"
+        )
+    if tensor.is_quantized or tensor.is_nested:
+        raise FakeTensorError("fake tensors do not support quantized or nested tensors")
+    if type(tensor) not in (torch.Tensor, torch.nn.Parameter) and not isinstance(
+        tensor, torch.nn.Parameter
+    ):
+        cls = type(tensor)
+        if cls.__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
+            raise FakeTensorError(
+                f"fake tensors cannot stand for tensor subclass {cls.__qualname__}, which "
+                "defines its own __torch_dispatch__"
+            )

@@ -1,0 +1,136 @@
+"""Per-operator rules for fake tensors, keyed by the op.
+
+Most operators need no rule: their meta kernel computes the output's
+metadata. A rule exists where the meta kernel cannot answer (the output shape
+depends on tensor values), where the answer needs the real device, or where
+the operator does nothing observable on metadata. A rule takes
+`(mode, func, args, kwargs)` with every tensor already a fake of `mode`, and
+returns the result, or `NotImplemented` to fall through to the meta kernel.
+Adding an op is one entry here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from guards.errors import DataDependentError
+
+__all__ = [
+    "DATA_DEPENDENT_OPS",
+    "FAKE_RULES",
+    "MIXED_DEVICE_OPS",
+    "fake_rule_for",
+    "register_fake_rule",
+]
+
+aten = torch.ops.aten
+
+FakeRule = Callable[[Any, Any, tuple, dict], Any]
+FAKE_RULES: dict[Any, FakeRule] = {}
+
+
+def register_fake_rule(*ops: Any) -> Callable[[FakeRule], FakeRule]:
+    """Register `rule` for each op (an OpOverload, or an OpOverloadPacket for all overloads)."""
+
+    def decorate(rule: FakeRule) -> FakeRule:
+        for op in ops:
+            if op in FAKE_RULES:
+                raise ValueError(f"a fake rule for {op} is already registered")
+            FAKE_RULES[op] = rule
+        return rule
+
+    return decorate
+
+
+def fake_rule_for(func: Any) -> FakeRule | None:
+    """The rule for an OpOverload: its own, else its packet's, else None."""
+    rule = FAKE_RULES.get(func)
+    if rule is None:
+        rule = FAKE_RULES.get(func.overloadpacket)
+    return rule
+
+
+# Operators whose output (shape or Python value) depends on tensor data.
+DATA_DEPENDENT_OPS: dict[Any, str] = {
+    aten._local_scalar_dense: "reads a tensor element as a Python number (.item(), int(), bool())",
+    aten.is_nonzero: "reads a tensor element as a Python bool",
+    aten.equal: "compares tensor values and returns a Python bool",
+    aten.nonzero: "output size is the number of non-zero elements",
+    aten.argwhere: "output size is the number of non-zero elements",
+    aten.masked_select: "output size is the number of True mask elements",
+    aten._unique: "output size is the number of distinct values",
+    aten._unique2: "output size is the number of distinct values",
+    aten.unique_dim: "output size is the number of distinct slices",
+    aten.unique_consecutive: "output size is the number of runs of equal values",
+    aten.unique_dim_consecutive: "output size is the number of runs of equal slices",
+    aten.bincount: "output size is the largest value plus one",
+    aten.histogramdd: "bin edges depend on the data",
+    aten.segment_reduce: "output size depends on the lengths tensor",
+}
+
+
+def _data_dependent(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    why = DATA_DEPENDENT_OPS[func.overloadpacket]
+    raise DataDependentError(
+        f"{func} needs tensor values, which fake tensors do not have: {why}. "
+        "Capture breaks the graph here; to stay in one graph, avoid reading values "
+        "(e.g. keep the number as a tensor, or use nonzero_static / a mask instead).",
+        op=str(func),
+    )
+
+
+register_fake_rule(*DATA_DEPENDENT_OPS)(_data_dependent)
+
+
+@register_fake_rule(aten.index.Tensor)
+def _index(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    indices = args[1] if len(args) > 1 else kwargs.get("indices", ())
+    for index in indices:
+        if index is not None and index.dtype in (torch.bool, torch.uint8):
+            raise DataDependentError(
+                f"{func} with a boolean mask index: the output size is the number of True "
+                "elements, which fake tensors do not know. Use torch.where(mask, x, other) "
+                "to keep the shape static.",
+                op=str(func),
+            )
+    return NotImplemented
+
+
+@register_fake_rule(aten.repeat_interleave.Tensor, aten.repeat_interleave.self_Tensor)
+def _repeat_interleave(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    if kwargs.get("output_size") is None:
+        raise DataDependentError(
+            f"{func} without output_size: the output size is the sum of the repeats. "
+            "Pass output_size=... to keep it static.",
+            op=str(func),
+        )
+    return NotImplemented
+
+
+@register_fake_rule(aten._assert_async, aten._assert_scalar, aten.sym_constrain_range)
+def _assertion(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    # NOTE: a runtime assertion checks values; on fakes there are none to check.
+    return None
+
+
+# Operators that legitimately take tensors on different devices; the output
+# (if new) goes on the device of the first tensor argument.
+MIXED_DEVICE_OPS: frozenset[Any] = frozenset(
+    {
+        aten.copy_.default,
+        aten.copy.default,
+        aten._copy_from.default,
+        aten._copy_from_and_resize.default,
+        aten._to_copy.default,
+        aten.index.Tensor,
+        aten.index_put.default,
+        aten.index_put_.default,
+        aten._index_put_impl_.default,
+        aten._unsafe_index.Tensor,
+        aten._unsafe_index_put.default,
+        aten.set_.source_Tensor,
+    }
+)

@@ -1,0 +1,297 @@
+"""Fake tensors: tensors with metadata (device, dtype, shape, strides) and no data.
+
+A `FakeTensor` is a wrapper subclass: it reports the real device it stands for
+(`fake.device == torch.device("cuda", 0)` on a machine without a GPU) while a
+meta tensor inside it (`fake.meta`) carries the storage, so that views of one
+fake share one meta storage and aliasing is visible through
+`fake.untyped_storage()`. Operations on fakes run torch's meta kernels under
+the python dispatcher and give fakes; autograd works on fakes as on real
+tensors (requires_grad, grad_fn, torch.autograd.grad).
+
+    >>> mode = FakeTensorMode()
+    >>> x = mode.from_real(torch.randn(8, 16, device="cpu"))
+    >>> with mode:
+    ...     y = torch.nn.functional.linear(x, torch.zeros(4, 16))
+    >>> y.shape, y.device
+    (torch.Size([8, 4]), device(type='cpu'))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._dispatch.python import enable_python_dispatcher
+from torch.utils._mode_utils import no_dispatch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from guards.errors import DataDependentError, FakeTensorError, UnsupportedOpError
+from guards.fake_rules import MIXED_DEVICE_OPS, fake_rule_for
+
+__all__ = ["FakeTensor", "FakeTensorMode", "is_fake"]
+
+_META = torch.device("meta")
+_CPU = torch.device("cpu")
+
+
+class FakeTensor(torch.Tensor):
+    """A tensor without data that keeps the real device, dtype, shape, strides and offset.
+
+    Attributes:
+        meta: the meta tensor holding this fake's metadata and (meta) storage.
+        fake_mode: the `FakeTensorMode` that made it.
+        fake_device: the device it stands for (the same as `.device`).
+        is_parameter: whether it stands for an nn.Parameter
+            (`isinstance(fake, torch.nn.Parameter)` is then True as well).
+        source: the `Source` it was made for, where known (else None).
+    """
+
+    meta: torch.Tensor
+    fake_mode: FakeTensorMode
+    source: Any
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(
+        cls,
+        mode: FakeTensorMode,
+        meta: torch.Tensor,
+        device: torch.device,
+        requires_grad: bool = False,
+        is_parameter: bool = False,
+    ) -> FakeTensor:
+        fake = torch.Tensor._make_wrapper_subclass(
+            cls,
+            meta.size(),
+            strides=meta.stride(),
+            storage_offset=meta.storage_offset(),
+            dtype=meta.dtype,
+            layout=meta.layout,
+            device=device,
+            requires_grad=requires_grad,
+        )
+        fake.meta = meta
+        fake.fake_mode = mode
+        fake.source = None
+        if is_parameter:
+            # NOTE: nn.Parameter's metaclass answers isinstance(t, Parameter) for
+            # any tensor with `_is_param` set; this keeps parameters recognisable.
+            fake._is_param = True
+        return fake
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    @property
+    def fake_device(self) -> torch.device:
+        """The device this fake stands for."""
+        return self.device
+
+    @property
+    def is_parameter(self) -> bool:
+        """Whether this fake stands for an nn.Parameter."""
+        return bool(self.__dict__.get("_is_param", False))
+
+    def untyped_storage(self) -> torch.UntypedStorage:
+        """The meta storage shared by every view of this fake (compare for aliasing)."""
+        return self.meta.untyped_storage()
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        return (
+            f"FakeTensor(size={tuple(self.shape)}, dtype={self.dtype}, device={self.device}{grad})"
+        )
+
+    def tolist(self) -> Any:
+        raise _needs_data("Tensor.tolist()")
+
+    def numpy(self, *args: Any, **kwargs: Any) -> Any:
+        raise _needs_data("Tensor.numpy()")
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise _needs_data("Tensor.__array__()")
+
+    def data_ptr(self) -> int:
+        raise _needs_data("Tensor.data_ptr()")
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+        mode = _mode_of(args, kwargs)
+        return mode.dispatch(func, args, kwargs or {})
+
+
+def _needs_data(what: str) -> DataDependentError:
+    return DataDependentError(
+        f"{what} needs tensor values, which fake tensors do not have; capture breaks the "
+        "graph here (keep the values as tensors to stay in one graph)",
+        op=what,
+    )
+
+
+def _mode_of(args: tuple, kwargs: Any) -> FakeTensorMode:
+    for value in tree_flatten((args, kwargs))[0]:
+        if isinstance(value, FakeTensor):
+            return value.fake_mode
+    raise FakeTensorError("FakeTensor.__torch_dispatch__ called without a FakeTensor argument")
+
+
+def is_fake(value: Any) -> bool:
+    """Whether `value` is a FakeTensor."""
+    return isinstance(value, FakeTensor)
+
+
+class FakeTensorMode(TorchDispatchMode):
+    """Inside `with FakeTensorMode() as mode:`, tensor operations make fakes instead of data.
+
+    Factory calls (`torch.zeros(2, device="cuda")`) give fakes on the requested
+    device; an op on fakes gives fakes. A real tensor mixed with fakes is
+    converted to a fake (a constant) when `allow_non_fake_inputs` is True (the
+    default) and is an error otherwise. `mode.from_real(t)` makes the fake of a
+    real tensor, memoized: the same tensor gives the same fake, and views of
+    one storage give views of one fake storage.
+
+    Errors: `UnsupportedOpError` for an op without a meta kernel,
+    `DataDependentError` for ops whose result depends on values (`.item()`,
+    `nonzero`, ...), `FakeTensorError` for other misuse.
+    """
+
+    def __init__(self, *, allow_non_fake_inputs: bool = True) -> None:
+        super().__init__()
+        from guards.fake_converter import FakeTensorConverter
+
+        self.allow_non_fake_inputs = allow_non_fake_inputs
+        self.converter = FakeTensorConverter()
+        self._device_args: dict[Any, bool] = {}
+
+    def from_real(self, tensor: torch.Tensor, source: Any = None) -> FakeTensor:
+        """The fake of real tensor `tensor` (memoized); `source` is recorded on a new fake."""
+        return self.converter.from_real(self, tensor, source=source)
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple = (), kwargs: Any = None
+    ) -> Any:
+        return self.dispatch(func, args, kwargs or {})
+
+    def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """Run `func` on fakes: convert real inputs, apply the op's rule or its meta kernel."""
+        flat, spec = tree_flatten((args, kwargs))
+        fakes = []
+        for index, value in enumerate(flat):
+            if isinstance(value, torch.Tensor):
+                fake = self._as_fake(func, value)
+                flat[index] = fake
+                fakes.append(fake)
+        args, kwargs = tree_unflatten(flat, spec)
+        rule = fake_rule_for(func)
+        if rule is not None:
+            result = rule(self, func, args, kwargs)
+            if result is not NotImplemented:
+                return result
+        return self._run_meta(func, flat, spec, fakes)
+
+    def _as_fake(self, func: Any, value: torch.Tensor) -> FakeTensor:
+        if isinstance(value, FakeTensor):
+            if value.fake_mode is not self:
+                raise FakeTensorError(
+                    f"{func} got fake tensors of two different FakeTensorModes; make every "
+                    "fake of one compile with the same mode"
+                )
+            return value
+        if not self.allow_non_fake_inputs:
+            raise FakeTensorError(
+                f"{func} got a real tensor (shape {tuple(value.shape)}, {value.dtype}) among "
+                "fake tensors; convert it first with mode.from_real(t), or build the mode "
+                "with FakeTensorMode(allow_non_fake_inputs=True)"
+            )
+        return self.converter.from_real(self, value)
+
+    def _has_device_arg(self, func: Any) -> bool:
+        known = self._device_args.get(func)
+        if known is None:
+            known = any(arg.name == "device" for arg in func._schema.arguments)
+            self._device_args[func] = known
+        return known
+
+    def _run_meta(self, func: Any, flat: list, spec: Any, fakes: list[FakeTensor]) -> Any:
+        by_meta = {id(fake.meta): fake for fake in fakes}
+        meta_flat = [value.meta if isinstance(value, FakeTensor) else value for value in flat]
+        meta_args, meta_kwargs = tree_unflatten(meta_flat, spec)
+        device = None
+        if self._has_device_arg(func):
+            requested = meta_kwargs.get("device")
+            if requested is not None:
+                device = torch.device(requested)
+            elif not fakes:
+                device = _CPU
+            if requested is not None or not fakes:
+                meta_kwargs["device"] = _META
+            if meta_kwargs.get("pin_memory"):
+                meta_kwargs["pin_memory"] = False
+        try:
+            with enable_python_dispatcher():
+                out = func(*meta_args, **meta_kwargs)
+        except NotImplementedError as error:
+            raise UnsupportedOpError(
+                f"{func} has no meta kernel, so fake tensors cannot compute its output "
+                f"metadata ({error}). Register one with torch.library.register_fake, or "
+                "keep this op out of the compiled region.",
+                op=str(func),
+            ) from error
+        out_flat, out_spec = tree_flatten(out)
+        if not any(isinstance(value, torch.Tensor) for value in out_flat):
+            return out
+        if device is None:
+            device = _common_device(func, fakes)
+        for index, value in enumerate(out_flat):
+            if isinstance(value, torch.Tensor):
+                existing = by_meta.get(id(value))
+                if existing is not None:
+                    _sync_metadata(existing)
+                    out_flat[index] = existing
+                else:
+                    out_flat[index] = FakeTensor(self, value, device)
+        return tree_unflatten(out_flat, out_spec)
+
+
+def _common_device(func: Any, fakes: list[FakeTensor]) -> torch.device:
+    """The device of an op's new outputs: the common device of its inputs, as eager decides."""
+    device = None
+    cpu_scalar = False
+    for fake in fakes:
+        current = fake.device
+        if device is None:
+            device, cpu_scalar = current, fake.dim() == 0 and current.type == "cpu"
+        elif current != device:
+            if fake.dim() == 0 and current.type == "cpu":
+                continue
+            if cpu_scalar:
+                device, cpu_scalar = current, False
+            elif func not in MIXED_DEVICE_OPS:
+                raise FakeTensorError(
+                    f"{func}: expected all tensors to be on the same device, but found at "
+                    f"least two devices, {device} and {current} (as eager PyTorch would say)"
+                )
+    return device if device is not None else _CPU
+
+
+def _sync_metadata(fake: FakeTensor) -> None:
+    """After an in-place op or out=, make the wrapper's sizes and strides match its meta."""
+    meta = fake.meta
+    if (
+        fake.shape == meta.shape
+        and fake.stride() == meta.stride()
+        and fake.storage_offset() == meta.storage_offset()
+    ):
+        return
+    nbytes = meta.untyped_storage().nbytes()
+    try:
+        storage = torch._C._construct_storage_from_data_pointer(0, fake.device, nbytes)
+        with no_dispatch(), torch.no_grad(), torch._C._AutoDispatchBelowADInplaceOrView():
+            torch.Tensor.set_(fake, storage, meta.storage_offset(), meta.shape, meta.stride())
+    except RuntimeError as error:
+        raise UnsupportedOpError(
+            f"cannot resize a fake tensor on {fake.device} in place on this machine ({error})",
+            op="resize",
+        ) from error

@@ -1,0 +1,111 @@
+"""The global-state guard: process-wide settings a traced graph depends on.
+
+Grad mode, inference mode, autocast (per device type, with its dtype),
+deterministic algorithms and the default dtype. `GlobalStateGuard.current()`
+snapshots them; the generated check compares each with one C call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from guards.guard_kinds import Guard, GuardCode
+from guards.sources import GlobalStateSource
+
+__all__ = ["AUTOCAST_DEVICE_TYPES", "GlobalStateGuard"]
+
+AUTOCAST_DEVICE_TYPES: tuple[str, ...] = ("cpu", "cuda")
+
+
+def _autocast_state() -> tuple[tuple[str, torch.dtype], ...]:
+    """(device type, dtype) for each device type whose autocast is on; () when none is."""
+    if not torch._C._is_any_autocast_enabled():
+        return ()
+    return tuple(
+        (device, torch.get_autocast_dtype(device))
+        for device in AUTOCAST_DEVICE_TYPES
+        if torch.is_autocast_enabled(device)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalStateGuard(Guard):
+    """Grad mode, inference mode, autocast, deterministic algorithms and default dtype."""
+
+    source: GlobalStateSource = field(default_factory=GlobalStateSource)
+    grad_enabled: bool = True
+    inference_mode: bool = False
+    autocast: tuple[tuple[str, torch.dtype], ...] = ()
+    deterministic: bool = False
+    deterministic_warn_only: bool = False
+    default_dtype: torch.dtype = torch.float32
+
+    guard_type: ClassVar[str] = "GLOBAL_STATE"
+    rank: ClassVar[int] = 30
+
+    @classmethod
+    def current(cls) -> GlobalStateGuard:
+        """A snapshot of the global state now."""
+        return cls(
+            GlobalStateSource(),
+            torch.is_grad_enabled(),
+            torch.is_inference_mode_enabled(),
+            _autocast_state(),
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+            torch.get_default_dtype(),
+        )
+
+    def sources(self) -> tuple:
+        return ()
+
+    def failure(self) -> str | None:
+        now = GlobalStateGuard.current()
+        for what in (
+            "grad_enabled",
+            "inference_mode",
+            "autocast",
+            "deterministic",
+            "deterministic_warn_only",
+            "default_dtype",
+        ):
+            want, have = getattr(self, what), getattr(now, what)
+            if want != have:
+                return f"global state {what.replace('_', ' ')} mismatch: expected {want}, actual {have}"
+        return None
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        c = code.const
+        checks = [
+            f"{c(torch.is_grad_enabled, 'is_grad_enabled')}() is {self.grad_enabled}",
+            f"{c(torch.get_default_dtype, 'get_default_dtype')}() is {c(self.default_dtype, 'dtype')}",
+            f"{c(torch.is_inference_mode_enabled, 'is_inference_mode')}() is {self.inference_mode}",
+            f"{c(torch.are_deterministic_algorithms_enabled, 'deterministic')}() is {self.deterministic}",
+            f"{c(torch.is_deterministic_algorithms_warn_only_enabled, 'warn_only')}() is "
+            f"{self.deterministic_warn_only}",
+        ]
+        if not self.autocast:
+            checks.append(f"{c(torch._C._is_any_autocast_enabled, 'any_autocast')}() is False")
+        else:
+            checks.append(
+                f"{c(_autocast_state, 'autocast_state')}() == {c(self.autocast, 'autocast')}"
+            )
+        return [(self.rank, " and ".join(checks))]
+
+    @property
+    def value(self) -> Any:
+        return None
+
+    @property
+    def has_value(self) -> bool:
+        return False
+
+    def describe(self) -> str:
+        return (
+            f"{self.guard_type}: grad={self.grad_enabled} inference={self.inference_mode} "
+            f"autocast={self.autocast} deterministic={self.deterministic} "
+            f"default_dtype={self.default_dtype}"
+        )

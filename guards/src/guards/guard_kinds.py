@@ -1,0 +1,376 @@
+"""The kinds of guard: what was assumed about a value at compile time.
+
+Each guard is a frozen value object with two ways to check it, which must
+agree (the tests check that they do on randomized inputs):
+
+- `failure(*values)`: the reference check, slow and plain, returning `None`
+  when the guard holds or a sentence saying what differs;
+- `emit(names, code)`: boolean Python expressions over local names bound to the
+  values, which `GuardSet.compile()` pastes into one generated function.
+
+`rank` orders guards in the generated function: cheap and likely-to-fail
+first. `guard_type` is torch's name for the kind (what guard filters see).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import torch
+
+from guards.errors import GuardsError
+from guards.sources import Source
+
+__all__ = [
+    "DictKeysGuard",
+    "EqualsGuard",
+    "Guard",
+    "GuardCode",
+    "IdGuard",
+    "LengthGuard",
+    "NNModuleGuard",
+    "TypeGuard",
+    "typed_equal",
+]
+
+
+class GuardCode(Protocol):
+    """What a guard needs from the code generator: names for constants it uses."""
+
+    def const(self, value: Any, hint: str = "c") -> str:
+        """A name bound to `value` in the generated function (a keyword default)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """Base class of guards. `source` says which value the guard checks."""
+
+    source: Source
+
+    guard_type: ClassVar[str] = ""
+    derived_guard_types: ClassVar[tuple[str, ...]] = ()
+    rank: ClassVar[int] = 50
+
+    def sources(self) -> tuple[Source, ...]:
+        """The values this guard reads, in the order `failure` and `emit` take them."""
+        return (self.source,)
+
+    def failure(self, *values: Any) -> str | None:
+        """None if the guard holds for `values`, else what differs, in words."""
+        raise NotImplementedError(type(self).__name__)
+
+    def check(self, *values: Any) -> bool:
+        """Whether the guard holds (the reference check)."""
+        return self.failure(*values) is None
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        """(rank, boolean expression) pairs over `names`, all of which must be true."""
+        raise NotImplementedError(type(self).__name__)
+
+    @property
+    def has_value(self) -> bool:
+        """Whether `value` holds the value seen at compile time."""
+        return True
+
+    @property
+    def value(self) -> Any:
+        """The value seen at compile time (what guard filters see as `entry.value`)."""
+        return None
+
+    def describe(self) -> str:
+        """One line for logs: kind and source."""
+        return f"{self.guard_type}: {self.source.expr}"
+
+
+def _type_name(cls: type) -> str:
+    return (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
+
+
+# ---------------------------------------------------------------------------- type
+
+
+@dataclass(frozen=True, slots=True)
+class TypeGuard(Guard):
+    """`type(value) is expected_type` (exact type; subclasses fail)."""
+
+    expected_type: type
+
+    guard_type: ClassVar[str] = "TYPE_MATCH"
+    rank: ClassVar[int] = 10
+
+    def failure(self, value: Any) -> str | None:
+        if type(value) is self.expected_type:
+            return None
+        return (
+            f"{self.source.name!r} type mismatch: expected {_type_name(self.expected_type)}, "
+            f"actual {_type_name(type(value))}"
+        )
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        return [(self.rank, f"type({names[0]}) is {code.const(self.expected_type, 'type')}")]
+
+    @property
+    def value(self) -> Any:
+        return self.expected_type
+
+
+# ---------------------------------------------------------------------------- id
+
+
+def _reference(obj: Any) -> Callable[[], Any]:
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        # NOTE: objects without weakref support (builtin functions, ...) are held strongly.
+        return lambda: obj
+
+
+@dataclass(frozen=True, slots=True)
+class IdGuard(Guard):
+    """`value is obj` for the object seen at compile time, held by a weak reference.
+
+    When the object has died, the guard fails (a new object may reuse its id).
+    Build with `IdGuard.of(source, obj)`.
+    """
+
+    object_id: int
+    ref: Callable[[], Any] = field(compare=False, repr=False)
+    type_name: str = field(default="", compare=False)
+
+    guard_type: ClassVar[str] = "ID_MATCH"
+    derived_guard_types: ClassVar[tuple[str, ...]] = ("TYPE_MATCH",)
+    rank: ClassVar[int] = 40
+
+    @classmethod
+    def of(cls, source: Source, obj: Any) -> IdGuard:
+        """The id guard for `obj` as seen at `source`."""
+        return cls(source, id(obj), _reference(obj), _type_name(type(obj)))
+
+    def failure(self, value: Any) -> str | None:
+        expected = self.ref()
+        if expected is None:
+            return f"{self.source.name!r}: the {self.type_name} object seen at compile time is gone"
+        if value is expected:
+            return None
+        return (
+            f"{self.source.name!r} is not the same object as at compile time "
+            f"(expected the {self.type_name} with id {self.object_id}, actual "
+            f"{_type_name(type(value))} with id {id(value)})"
+        )
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        return [(self.rank, f"{names[0]} is {code.const(self.ref, 'ref')}()")]
+
+    @property
+    def has_value(self) -> bool:
+        return self.ref() is not None
+
+    @property
+    def value(self) -> Any:
+        return self.ref()
+
+
+# ---------------------------------------------------------------------------- equals
+
+_SCALARS = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))
+
+
+def _check_constant(value: Any) -> None:
+    if isinstance(value, tuple):
+        for item in value:
+            _check_constant(item)
+    elif not (type(value) in _SCALARS or isinstance(value, torch.dtype | torch.device)):
+        raise GuardsError(
+            f"EqualsGuard supports None, bool, int, float, complex, str, bytes, dtype, device, "
+            f"torch.Size and tuples of those; got {_type_name(type(value))}. Guard other "
+            "objects with IdGuard or TypeGuard"
+        )
+
+
+def typed_equal(value: Any, expected: Any) -> bool:
+    """`value == expected` with equal types at every level (so 1 != 1.0 != True)."""
+    if type(value) is not type(expected):
+        return False
+    if isinstance(expected, tuple):
+        return len(value) == len(expected) and all(
+            typed_equal(v, e) for v, e in zip(value, expected, strict=True)
+        )
+    if type(expected) is float and math.isnan(expected):
+        return math.isnan(value)
+    return bool(value == expected)
+
+
+def _literal(value: Any) -> bool:
+    """Whether repr(value) is an exact Python literal for it."""
+    if type(value) in (bool, int, str, bytes) or value is None:
+        return True
+    return type(value) is float and math.isfinite(value)
+
+
+@dataclass(frozen=True, slots=True)
+class EqualsGuard(Guard):
+    """`value == expected` with the same type (None, bool, int, float, str, dtype, device, Size, tuples)."""
+
+    expected: Any
+
+    guard_type: ClassVar[str] = "EQUALS_MATCH"
+    derived_guard_types: ClassVar[tuple[str, ...]] = ("TYPE_MATCH",)
+    rank: ClassVar[int] = 10
+
+    def __post_init__(self) -> None:
+        _check_constant(self.expected)
+
+    def failure(self, value: Any) -> str | None:
+        if typed_equal(value, self.expected):
+            return None
+        if type(value) is not type(self.expected):
+            return (
+                f"{self.source.name!r} type mismatch: expected {_type_name(type(self.expected))}, "
+                f"actual {_type_name(type(value))}"
+            )
+        return f"{self.source.name!r} value mismatch: expected {self.expected!r}, actual {value!r}"
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        name, expected = names[0], self.expected
+        if expected is None or type(expected) is bool or expected is Ellipsis:
+            return [(self.rank, f"{name} is {expected!r}")]
+        if isinstance(expected, torch.dtype):
+            return [(self.rank, f"{name} is {code.const(expected, 'dtype')}")]
+        exact = f"type({name}) is {code.const(type(expected), 'type')}"
+        if _literal(expected):
+            return [(self.rank, f"{exact} and {name} == {expected!r}")]
+        if type(expected) is float and math.isnan(expected):
+            return [(self.rank, f"{exact} and {name} != {name}")]
+        if isinstance(expected, tuple) and all(_literal(item) for item in expected):
+            types = tuple(type(item) for item in expected)
+            return [
+                (
+                    self.rank,
+                    f"{exact} and {name} == {tuple(expected)!r} and "
+                    f"tuple(map(type, {name})) == {code.const(types, 'types')}",
+                )
+            ]
+        if isinstance(expected, tuple):
+            equal = code.const(typed_equal, "typed_equal")
+            return [(self.rank, f"{equal}({name}, {code.const(expected, 'value')})")]
+        return [(self.rank, f"{exact} and {name} == {code.const(expected, 'value')}")]
+
+    @property
+    def value(self) -> Any:
+        return self.expected
+
+
+# ---------------------------------------------------------------------------- length / dict keys
+
+
+@dataclass(frozen=True, slots=True)
+class LengthGuard(Guard):
+    """`len(value) == length` for a list, tuple or dict."""
+
+    length: int
+
+    guard_type: ClassVar[str] = "LENGTH_CHECK"
+    rank: ClassVar[int] = 12
+
+    def failure(self, value: Any) -> str | None:
+        try:
+            actual = len(value)
+        except TypeError:
+            return f"{self.source.name!r} has no length ({_type_name(type(value))})"
+        if actual == self.length:
+            return None
+        return f"length of {self.source.name!r} mismatch: expected {self.length}, actual {actual}"
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        return [(self.rank, f"len({names[0]}) == {self.length}")]
+
+    @property
+    def value(self) -> Any:
+        return self.length
+
+
+@dataclass(frozen=True, slots=True)
+class DictKeysGuard(Guard):
+    """`tuple(value.keys()) == keys`: the same keys in the same order."""
+
+    keys: tuple[Any, ...]
+
+    guard_type: ClassVar[str] = "DICT_KEYS_MATCH"
+    derived_guard_types: ClassVar[tuple[str, ...]] = ("LENGTH_CHECK",)
+    rank: ClassVar[int] = 14
+
+    def failure(self, value: Any) -> str | None:
+        try:
+            actual = tuple(value.keys())
+        except (AttributeError, TypeError):
+            return f"{self.source.name!r} is not a dict ({_type_name(type(value))})"
+        if actual == self.keys:
+            return None
+        return (
+            f"{self.source.name!r} keys mismatch: expected {list(self.keys)}, actual {list(actual)}"
+        )
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        return [(self.rank, f"tuple({names[0]}.keys()) == {code.const(self.keys, 'keys')}")]
+
+    @property
+    def value(self) -> Any:
+        return self.keys
+
+
+# ---------------------------------------------------------------------------- nn.Module
+
+
+@dataclass(frozen=True, slots=True)
+class NNModuleGuard(Guard):
+    """The same nn.Module object as at compile time, in the same training mode."""
+
+    object_id: int
+    training: bool
+    ref: Callable[[], Any] = field(compare=False, repr=False)
+
+    guard_type: ClassVar[str] = "NN_MODULE"
+    derived_guard_types: ClassVar[tuple[str, ...]] = ("ID_MATCH",)
+    rank: ClassVar[int] = 40
+
+    @classmethod
+    def of(cls, source: Source, module: torch.nn.Module) -> NNModuleGuard:
+        """The guard for `module` as seen at `source` (identity and training flag)."""
+        return cls(source, id(module), bool(module.training), _reference(module))
+
+    def failure(self, value: Any) -> str | None:
+        expected = self.ref()
+        if expected is None:
+            return f"module {self.source.name!r} seen at compile time is gone"
+        if value is not expected:
+            return f"{self.source.name!r} is not the same nn.Module object as at compile time"
+        if value.training is not self.training:
+            return (
+                f"module {self.source.name!r} training flag mismatch: expected "
+                f"{self.training}, actual {value.training}"
+            )
+        return None
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        name = names[0]
+        return [
+            (
+                self.rank,
+                f"{name} is {code.const(self.ref, 'module')}() and {name}.training is {self.training}",
+            )
+        ]
+
+    @property
+    def has_value(self) -> bool:
+        return self.ref() is not None
+
+    @property
+    def value(self) -> Any:
+        return self.ref()

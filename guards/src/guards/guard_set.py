@@ -1,0 +1,250 @@
+"""GuardSet: the guards of one compiled entry, compiled to one fast function.
+
+    >>> guards = GuardSet()
+    >>> guards.add_tensor(LocalSource("x"), x)
+    >>> guards.add_global_state()
+    >>> check = guards.compile()
+    >>> check(frame.f_locals, frame.f_globals)          # or check.check(L, G), the raw function
+    True
+    >>> check.why_failed({"x": torch.randn(16, 16)}, {})
+    "tensor 'x' size mismatch at index 0: expected 8, actual 16"
+
+`compile()` orders guards cheapest and most-likely-to-fail first, logs the
+generated source to the `guards` artifact (EMBER_LOGS=guards) and returns a
+`CompiledGuards`. `why_failed` runs the reference checks in the same order and
+names the first guard that fails, in words.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import torch
+
+from guards.filters import GuardFilterEntry, apply_guard_filter
+from guards.global_state import GlobalStateGuard
+from guards.guard_codegen import generate_guard_function
+from guards.guard_kinds import (
+    DictKeysGuard,
+    EqualsGuard,
+    Guard,
+    IdGuard,
+    LengthGuard,
+    NNModuleGuard,
+    TypeGuard,
+)
+from guards.logs import artifact_enabled, artifact_logger
+from guards.sources import Source
+from guards.tensor_guards import NoTensorAliasingGuard, TensorMatchGuard
+
+__all__ = ["CompiledGuards", "GuardSet"]
+
+_log = artifact_logger("guards")
+_counter = itertools.count()
+
+
+class _SourceReader:
+    """Evaluates source expressions on (L, G), compiling each expression once."""
+
+    def __init__(self) -> None:
+        self._code: dict[Source, Any] = {}
+
+    def read(self, source: Source, frame_locals: Any, frame_globals: Any) -> Any:
+        code = self._code.get(source)
+        if code is None:
+            code = compile(source.expr, f"<source {source.name}>", "eval")
+            self._code[source] = code
+        return eval(code, {"__builtins__": __builtins__}, {"L": frame_locals, "G": frame_globals})
+
+
+def _first_failure(
+    guards: Sequence[Guard], reader: _SourceReader, frame_locals: Any, frame_globals: Any
+) -> str | None:
+    for guard in guards:
+        values = []
+        for source in guard.sources():
+            try:
+                values.append(reader.read(source, frame_locals, frame_globals))
+            except Exception as error:  # noqa: BLE001 - any failure to fetch fails the guard
+                return f"{source.name!r} could not be read ({type(error).__name__}: {error})"
+        try:
+            failure = guard.failure(*values)
+        except Exception as error:  # noqa: BLE001 - a check that raises fails
+            return f"{guard.describe()} raised {type(error).__name__}: {error}"
+        if failure is not None:
+            return failure
+    return None
+
+
+class CompiledGuards:
+    """The compiled check of a GuardSet: `compiled(L, G) -> bool`.
+
+    Attributes:
+        check: the generated function itself, `check(L, G) -> bool`; call it
+            directly on a hot path to skip this object's call overhead.
+        source: its Python source text.
+        filename: the file holding that source (tracebacks and pdb show it).
+        guards: the guards in check order.
+    """
+
+    __slots__ = ("check", "filename", "guards", "source", "_reader")
+
+    def __init__(
+        self,
+        check: Callable[[Any, Any], bool],
+        source: str,
+        filename: str,
+        guards: tuple[Guard, ...],
+    ) -> None:
+        self.check = check
+        self.source = source
+        self.filename = filename
+        self.guards = guards
+        self._reader = _SourceReader()
+
+    def __call__(self, L: Any, G: Any) -> bool:  # noqa: N803 - the frame's names
+        return self.check(L, G)
+
+    def why_failed(self, L: Any, G: Any) -> str | None:  # noqa: N803
+        """The first failing guard in words, or None when every guard holds."""
+        return _first_failure(self.guards, self._reader, L, G)
+
+    def __len__(self) -> int:
+        return len(self.guards)
+
+    def __repr__(self) -> str:
+        return f"<CompiledGuards: {len(self.guards)} guards in {self.filename}>"
+
+
+class GuardSet:
+    """An ordered set of guards (adding one twice keeps one)."""
+
+    def __init__(self, guards: Iterable[Guard] = ()) -> None:
+        self._guards: dict[Guard, None] = {}
+        self._reader = _SourceReader()
+        for guard in guards:
+            self.add(guard)
+
+    # ------------------------------------------------------------------ the set
+
+    def add(self, guard: Guard) -> Guard:
+        """Add `guard` (no-op if an equal guard is there); returns it."""
+        if not isinstance(guard, Guard):
+            raise TypeError(f"GuardSet.add expects a Guard, got {type(guard).__name__}")
+        self._guards.setdefault(guard, None)
+        return guard
+
+    def update(self, guards: Iterable[Guard]) -> None:
+        """Add every guard of `guards`."""
+        for guard in guards:
+            self.add(guard)
+
+    def __iter__(self) -> Iterator[Guard]:
+        return iter(self._guards)
+
+    def __len__(self) -> int:
+        return len(self._guards)
+
+    def __contains__(self, guard: object) -> bool:
+        return guard in self._guards
+
+    def __repr__(self) -> str:
+        return f"GuardSet({len(self)} guards)"
+
+    # ------------------------------------------------------------------ builders
+
+    def add_type(self, source: Source, value: Any) -> Guard:
+        """Guard that the value at `source` has exactly `type(value)`."""
+        return self.add(TypeGuard(source, type(value)))
+
+    def add_id(self, source: Source, obj: Any) -> Guard:
+        """Guard that the value at `source` is `obj` itself (held weakly)."""
+        return self.add(IdGuard.of(source, obj))
+
+    def add_equals(self, source: Source, value: Any) -> Guard:
+        """Guard that the value at `source` equals constant `value`, with the same type."""
+        return self.add(EqualsGuard(source, value))
+
+    def add_length(self, source: Source, value: Any) -> Guard:
+        """Guard the exact type and the length of a list, tuple or dict."""
+        self.add_type(source, value)
+        return self.add(LengthGuard(source, len(value)))
+
+    def add_dict_keys(self, source: Source, value: dict) -> Guard:
+        """Guard the exact type and the keys (in order) of a dict."""
+        self.add_type(source, value)
+        return self.add(DictKeysGuard(source, tuple(value.keys())))
+
+    def add_tensor(
+        self, source: Source, tensor: torch.Tensor, dynamic_dims: tuple[int, ...] = ()
+    ) -> Guard:
+        """Guard a tensor's class, dtype, device, requires_grad, sizes and strides."""
+        return self.add(TensorMatchGuard.of(source, tensor, dynamic_dims))
+
+    def add_nn_module(self, source: Source, module: torch.nn.Module) -> Guard:
+        """Guard that `source` is this very module, in the same training mode."""
+        return self.add(NNModuleGuard.of(source, module))
+
+    def add_global_state(self) -> Guard:
+        """Guard grad mode, inference mode, autocast, determinism and default dtype as now."""
+        return self.add(GlobalStateGuard.current())
+
+    def add_no_aliasing(self, sources: Sequence[Source]) -> Guard | None:
+        """Guard that the tensors at `sources` share no storage (nothing for fewer than two)."""
+        if len(sources) < 2:
+            return None
+        return self.add(NoTensorAliasingGuard.of(tuple(sources)))
+
+    # ------------------------------------------------------------------ order, filter, compile
+
+    def ordered(self) -> list[Guard]:
+        """The guards in check order: by rank (cheap, likely-to-fail first), then as added."""
+        return sorted(self._guards, key=lambda guard: guard.rank)
+
+    def filter_entries(self) -> list[GuardFilterEntry]:
+        """One GuardFilterEntry per guard, in insertion order, as torch's guard filters see them."""
+        return [
+            GuardFilterEntry(
+                name=guard.source.expr,
+                has_value=guard.has_value,
+                value=guard.value,
+                guard_type=guard.guard_type,
+                derived_guard_types=guard.derived_guard_types,
+                is_global=guard.source.is_global(),
+                orig_guard=guard,
+            )
+            for guard in self._guards
+        ]
+
+    def filter(
+        self, guard_filter_fn: Callable[[list[GuardFilterEntry]], Sequence[bool]]
+    ) -> GuardSet:
+        """A new GuardSet with the guards `guard_filter_fn(entries)` keeps (see filters.py)."""
+        keep = apply_guard_filter(guard_filter_fn, self.filter_entries())
+        return GuardSet(guard for guard, kept in zip(self._guards, keep, strict=True) if kept)
+
+    def compile(
+        self,
+        *,
+        guard_filter_fn: Callable[[list[GuardFilterEntry]], Sequence[bool]] | None = None,
+        name: str = "",
+    ) -> CompiledGuards:
+        """Generate the one check function; `guard_filter_fn` first drops guards it rejects."""
+        if guard_filter_fn is not None:
+            return self.filter(guard_filter_fn).compile(name=name)
+        guards = self.ordered()
+        header = f"guards of {name or 'a compiled entry'} (#{next(_counter)}): {len(guards)} guards"
+        generated = generate_guard_function(guards, header)
+        if artifact_enabled("guards"):
+            _log.info("%s\n%s", generated.filename, generated.source)
+        return CompiledGuards(generated.check, generated.source, generated.filename, tuple(guards))
+
+    def why_failed(self, L: Any, G: Any) -> str | None:  # noqa: N803 - the frame's names
+        """The first failing guard in words, or None when every guard holds."""
+        return _first_failure(self.ordered(), self._reader, L, G)
+
+    def check(self, L: Any, G: Any) -> bool:  # noqa: N803
+        """The reference check (slow; `compile()` gives the fast one)."""
+        return self.why_failed(L, G) is None

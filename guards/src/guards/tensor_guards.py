@@ -1,0 +1,262 @@
+"""Guards on tensors: metadata match, and no aliasing between tensor inputs.
+
+TENSOR_MATCH checks the exact tensor class, dtype, device, requires_grad,
+sizes, strides and the dispatch-relevant flags (inference tensor, conjugate
+and negative bits of complex tensors). Strides are compared where they matter
+for indexing: at dimensions whose size is not 1, and not at all for an empty
+tensor (which is what `Tensor.is_contiguous()` computes for contiguous strides,
+so a contiguous tensor is checked with that one call). A size of None is a
+dynamic dimension: it is not checked here (the shape environment checks it).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from guards.guard_kinds import Guard, GuardCode, _type_name
+from guards.sources import Source
+
+__all__ = ["NoTensorAliasingGuard", "TensorMatchGuard", "strides_match"]
+
+_CPU = torch.device("cpu")
+
+
+def strides_match(
+    sizes: tuple[int, ...], actual: tuple[int, ...], expected: tuple[int | None, ...]
+) -> bool:
+    """Strides equal at every dimension of size other than 1; anything goes when empty."""
+    if 0 in sizes:
+        return True
+    return all(
+        size == 1 or want is None or have == want
+        for size, have, want in zip(sizes, actual, expected, strict=True)
+    )
+
+
+def _contiguous_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    strides, running = [], 1
+    for size in reversed(sizes):
+        strides.append(running)
+        running *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def _dead() -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMatchGuard(Guard):
+    """A tensor with the same class, dtype, device, requires_grad, sizes and strides.
+
+    Build with `TensorMatchGuard.of(source, tensor)` (a real tensor or a
+    FakeTensor); `dynamic_dims` leaves those sizes unchecked.
+    """
+
+    tensor_type: type
+    dtype: torch.dtype
+    device: torch.device
+    requires_grad: bool
+    sizes: tuple[int | None, ...]
+    strides: tuple[int | None, ...]
+    is_inference: bool = False
+    is_conj: bool = False
+    is_neg: bool = False
+    example: Callable[[], Any] = field(default=_dead, compare=False, repr=False)
+
+    guard_type: ClassVar[str] = "TENSOR_MATCH"
+    derived_guard_types: ClassVar[tuple[str, ...]] = ("TYPE_MATCH",)
+    rank: ClassVar[int] = 20
+
+    @classmethod
+    def of(
+        cls, source: Source, tensor: torch.Tensor, dynamic_dims: tuple[int, ...] = ()
+    ) -> TensorMatchGuard:
+        """The guard for `tensor` at `source`; a FakeTensor stands for its real class."""
+        from guards.fake_tensor import FakeTensor
+
+        if isinstance(tensor, FakeTensor):
+            tensor_type: type = torch.nn.Parameter if tensor.is_parameter else torch.Tensor
+            is_inference = False
+        else:
+            tensor_type = type(tensor)
+            is_inference = tensor.is_inference()
+        sizes: tuple[int | None, ...] = tuple(
+            None if dim in dynamic_dims else int(size) for dim, size in enumerate(tensor.shape)
+        )
+        strides: tuple[int | None, ...] = tuple(int(s) for s in tensor.stride())
+        if dynamic_dims:
+            strides = tuple(None for _ in strides)
+        try:
+            example: Callable[[], Any] = weakref.ref(tensor)
+        except TypeError:
+            example = _dead
+        return cls(
+            source,
+            tensor_type,
+            tensor.dtype,
+            tensor.device,
+            bool(tensor.requires_grad),
+            sizes,
+            strides,
+            is_inference,
+            bool(tensor.is_conj()),
+            bool(tensor.is_neg()),
+            example,
+        )
+
+    @property
+    def _complex(self) -> bool:
+        return self.dtype.is_complex
+
+    def failure(self, value: Any) -> str | None:
+        name = self.source.name
+        if type(value) is not self.tensor_type:
+            return (
+                f"{name!r} type mismatch: expected {_type_name(self.tensor_type)}, "
+                f"actual {_type_name(type(value))}"
+            )
+        if value.dim() != len(self.sizes):
+            return (
+                f"tensor {name!r} number of dimensions mismatch: expected {len(self.sizes)}, "
+                f"actual {value.dim()}"
+            )
+        for index, (want, have) in enumerate(zip(self.sizes, value.shape, strict=True)):
+            if want is not None and want != have:
+                return (
+                    f"tensor {name!r} size mismatch at index {index}: expected {want}, "
+                    f"actual {have}"
+                )
+        if value.dtype != self.dtype:
+            return f"tensor {name!r} dtype mismatch: expected {self.dtype}, actual {value.dtype}"
+        if value.device != self.device:
+            return f"tensor {name!r} device mismatch: expected {self.device}, actual {value.device}"
+        if value.requires_grad != self.requires_grad:
+            return (
+                f"tensor {name!r} requires_grad mismatch: expected {self.requires_grad}, "
+                f"actual {value.requires_grad}"
+            )
+        if not strides_match(tuple(value.shape), value.stride(), self.strides):
+            return (
+                f"tensor {name!r} stride mismatch: expected {self.strides}, actual {value.stride()}"
+            )
+        return self._flags_failure(name, value)
+
+    def _flags_failure(self, name: str, value: torch.Tensor) -> str | None:
+        checks = [("inference tensor", value.is_inference(), self.is_inference)]
+        if self._complex:
+            checks += [
+                ("conjugate bit", value.is_conj(), self.is_conj),
+                ("negative bit", value.is_neg(), self.is_neg),
+            ]
+        for what, have, want in checks:
+            if have != want:
+                return f"tensor {name!r} {what} mismatch: expected {want}, actual {have}"
+        return None
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        v = names[0]
+        first = [f"type({v}) is {code.const(self.tensor_type, 'type')}", self._sizes_expr(v)]
+        rest = [
+            f"{v}.dtype is {code.const(self.dtype, 'dtype')}",
+            f"{v}.is_cpu"
+            if self.device == _CPU
+            else f"{v}.device == {code.const(self.device, 'device')}",
+            f"{v}.requires_grad" if self.requires_grad else f"not {v}.requires_grad",
+        ]
+        rest += self._strides_exprs(v, code)
+        rest.append(f"{v}.is_inference()" if self.is_inference else f"not {v}.is_inference()")
+        if self._complex:
+            rest.append(f"{v}.is_conj()" if self.is_conj else f"not {v}.is_conj()")
+            rest.append(f"{v}.is_neg()" if self.is_neg else f"not {v}.is_neg()")
+        return [(self.rank, " and ".join(first)), (self.rank + 5, " and ".join(rest))]
+
+    def _sizes_expr(self, v: str) -> str:
+        if all(size is not None for size in self.sizes):
+            return f"{v}.shape == {tuple(self.sizes)!r}"
+        checks = [f"{v}.dim() == {len(self.sizes)}"]
+        checks += [f"{v}.size({i}) == {s}" for i, s in enumerate(self.sizes) if s is not None]
+        return " and ".join(checks)
+
+    def _strides_exprs(self, v: str, code: GuardCode) -> list[str]:
+        sizes = self.sizes
+        if any(size is None for size in sizes):
+            if all(stride is None for stride in self.strides):
+                return []
+            match = code.const(strides_match, "strides_match")
+            return [f"{match}(tuple({v}.shape), {v}.stride(), {self.strides!r})"]
+        if 0 in sizes:
+            return []
+        static_sizes = tuple(int(s) for s in sizes if s is not None)
+        relevant = [(i, s) for i, s in enumerate(self.strides) if static_sizes[i] != 1]
+        contiguous = _contiguous_strides(static_sizes)
+        if all(s == contiguous[i] for i, s in relevant):
+            return [f"{v}.is_contiguous()"]
+        if len(relevant) == len(sizes):
+            return [f"{v}.stride() == {tuple(self.strides)!r}"]
+        return [f"{v}.stride({i}) == {s}" for i, s in relevant]
+
+    @property
+    def has_value(self) -> bool:
+        return self.example() is not None
+
+    @property
+    def value(self) -> Any:
+        return self.example()
+
+
+def _storage_id_fallback(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage()._cdata
+
+
+storage_id: Callable[[torch.Tensor], int] = getattr(torch._C, "_storage_id", _storage_id_fallback)
+
+
+@dataclass(frozen=True, slots=True)
+class NoTensorAliasingGuard(Guard):
+    """The tensors at `source` and `others` have pairwise distinct storages.
+
+    The graph was traced assuming they do not alias; an input pair sharing a
+    storage (e.g. `f(x, x)` after compiling `f(x, y)`) must not reuse it.
+    """
+
+    others: tuple[Source, ...] = ()
+
+    guard_type: ClassVar[str] = "NO_TENSOR_ALIASING"
+    rank: ClassVar[int] = 60
+
+    @classmethod
+    def of(cls, sources: tuple[Source, ...] | list[Source]) -> NoTensorAliasingGuard:
+        """The guard that the tensors at `sources` (two or more) share no storage."""
+        sources = tuple(sources)
+        if len(sources) < 2:
+            raise ValueError("NoTensorAliasingGuard needs at least two sources")
+        return cls(sources[0], sources[1:])
+
+    def sources(self) -> tuple[Source, ...]:
+        return (self.source, *self.others)
+
+    def failure(self, *values: Any) -> str | None:
+        seen: dict[int, Source] = {}
+        for source, value in zip(self.sources(), values, strict=True):
+            key = storage_id(value)
+            if key in seen:
+                return (
+                    f"tensors {seen[key].name!r} and {source.name!r} share storage but the "
+                    "compiled code assumed they do not alias"
+                )
+            seen[key] = source
+        return None
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        sid = code.const(storage_id, "storage_id")
+        ids = ", ".join(f"{sid}({name})" for name in names)
+        return [(self.rank, f"len({{{ids}}}) == {len(names)}")]
+
+    def describe(self) -> str:
+        return f"{self.guard_type}: {', '.join(s.expr for s in self.sources())}"

@@ -1,0 +1,203 @@
+"""FakeTensor and FakeTensorMode: metadata like eager, aliasing kept, documented errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+from guards import (
+    DataDependentError,
+    FakeTensor,
+    FakeTensorError,
+    FakeTensorMode,
+    GuardsError,
+    UnsupportedOpError,
+    is_fake,
+)
+
+
+def _same_metadata(fake, real):
+    assert isinstance(fake, FakeTensor)
+    assert fake.shape == real.shape
+    assert fake.dtype == real.dtype
+    assert fake.device == real.device
+    assert fake.stride() == real.stride()
+    assert fake.storage_offset() == real.storage_offset()
+
+
+def test_from_real_keeps_metadata():
+    mode = FakeTensorMode()
+    real = torch.randn(4, 6, dtype=torch.float64).t()[1:]
+    fake = mode.from_real(real)
+    _same_metadata(fake, real)
+    assert fake.fake_device == real.device
+    assert fake.meta.device.type == "meta"
+    assert not fake.requires_grad
+    assert "FakeTensor(size=(5, 4)" in repr(fake)
+
+
+def test_converter_memoizes_and_keeps_aliasing():
+    mode = FakeTensorMode()
+    base = torch.randn(8, 16)
+    view = base[2:, 3:]
+    fake_base = mode.from_real(base)
+    fake_view = mode.from_real(view)
+    assert mode.from_real(base) is fake_base
+    assert fake_view.untyped_storage()._cdata == fake_base.untyped_storage()._cdata
+    assert fake_view.storage_offset() == view.storage_offset()
+    other = mode.from_real(torch.randn(8, 16))
+    assert other.untyped_storage()._cdata != fake_base.untyped_storage()._cdata
+    # views made on the fakes alias too
+    with mode:
+        again = fake_base.view(-1)
+    assert again.untyped_storage()._cdata == fake_base.untyped_storage()._cdata
+
+
+def test_parameters_stay_recognisable():
+    mode = FakeTensorMode()
+    param = torch.nn.Parameter(torch.randn(3, 3))
+    fake = mode.from_real(param)
+    assert fake.is_parameter and isinstance(fake, torch.nn.Parameter)
+    assert fake.requires_grad and fake.is_leaf
+    plain = mode.from_real(torch.randn(3))
+    assert not plain.is_parameter and not isinstance(plain, torch.nn.Parameter)
+
+
+def test_ops_match_eager_metadata():
+    mode = FakeTensorMode()
+    x, w, b = torch.randn(8, 16), torch.randn(4, 16), torch.randn(4)
+    eager = [
+        F.linear(x, w, b),
+        x.t().contiguous(),
+        x.permute(1, 0)[::2],
+        torch.cat([x, x], dim=1),
+        x.softmax(-1),
+        x.sum(0, keepdim=True),
+        x.to(torch.float16),
+        x.reshape(2, 4, 16).transpose(0, 1),
+        F.layer_norm(x, (16,)),
+    ]
+    with mode:
+        fx, fw, fb = (mode.from_real(t) for t in (x, w, b))
+        fakes = [
+            F.linear(fx, fw, fb),
+            fx.t().contiguous(),
+            fx.permute(1, 0)[::2],
+            torch.cat([fx, fx], dim=1),
+            fx.softmax(-1),
+            fx.sum(0, keepdim=True),
+            fx.to(torch.float16),
+            fx.reshape(2, 4, 16).transpose(0, 1),
+            F.layer_norm(fx, (16,)),
+        ]
+    for fake, real in zip(fakes, eager, strict=True):
+        _same_metadata(fake, real)
+
+
+def test_factories_in_the_mode_give_fakes_on_the_requested_device():
+    with FakeTensorMode():
+        zeros = torch.zeros(2, 3, dtype=torch.float64)
+        arange = torch.arange(5)
+        full = torch.full((2,), 7.0)
+        like = torch.empty_like(zeros)
+    for fake, real in [
+        (zeros, torch.zeros(2, 3, dtype=torch.float64)),
+        (arange, torch.arange(5)),
+        (full, torch.full((2,), 7.0)),
+        (like, torch.empty(2, 3, dtype=torch.float64)),
+    ]:
+        _same_metadata(fake, real)
+
+
+def test_device_is_kept_without_that_device():
+    mode = FakeTensorMode()
+    cuda = FakeTensor(mode, torch.empty(4, 4, device="meta"), torch.device("cuda", 0))
+    with mode:
+        out = (cuda @ cuda).relu()
+        moved = out.to("cpu")
+        cpu_scalar = cuda + torch.tensor(2.0)  # a 0-dim CPU tensor mixes with any device
+    assert out.device == torch.device("cuda", 0)
+    assert moved.device == torch.device("cpu")
+    assert cpu_scalar.device == torch.device("cuda", 0)
+    cpu = mode.from_real(torch.randn(4, 4))
+    with pytest.raises(FakeTensorError, match="same device"), mode:
+        cuda + cpu
+    with mode:
+        assert cpu.copy_(cuda) is cpu  # copy_ across devices is allowed
+
+
+def test_in_place_and_out_return_the_same_fake():
+    mode = FakeTensorMode()
+    with mode:
+        x = torch.zeros(3, 4)
+        y = x.add_(1)
+        out = torch.empty(0)
+        result = torch.mm(x, x.t(), out=out)
+    assert y is x
+    assert result is out and out.shape == (3, 3) and out.stride() == (3, 1)
+
+
+def test_real_tensors_are_converted_or_rejected():
+    real = torch.randn(3)
+    with FakeTensorMode() as mode:
+        fake = mode.from_real(torch.randn(3))
+        assert is_fake(fake + real)
+    strict = FakeTensorMode(allow_non_fake_inputs=False)
+    fake = strict.from_real(torch.randn(3))
+    with pytest.raises(FakeTensorError, match="real tensor"), strict:
+        fake + real
+
+
+def test_autograd_on_fakes():
+    mode = FakeTensorMode()
+    x = mode.from_real(torch.randn(8, 16, requires_grad=True))
+    w = mode.from_real(torch.nn.Parameter(torch.randn(4, 16)))
+    with mode:
+        y = F.linear(x, w).tanh()
+        assert y.requires_grad and y.grad_fn is not None
+        gx, gw = torch.autograd.grad(y.sum(), (x, w))
+    _same_metadata(gx, torch.empty(8, 16))
+    _same_metadata(gw, torch.empty(4, 16))
+    F.linear(x, w).sum().backward()  # outside the mode too: fakes dispatch to their own mode
+    assert is_fake(x.grad) and x.grad.shape == x.shape
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: t.sum().item(),
+        lambda t: t.tolist(),
+        lambda t: bool(t.sum()),
+        lambda t: t.nonzero(),
+        lambda t: t.masked_select(t > 0),
+        lambda t: torch.unique(t),
+        lambda t: t[t > 0],
+        lambda t: torch.repeat_interleave(t, torch.ones(4, dtype=torch.long), dim=0),
+        lambda t: t.numpy(),
+    ],
+)
+def test_data_dependent_ops_raise(call):
+    mode = FakeTensorMode()
+    fake = mode.from_real(torch.randn(4, 4))
+    with pytest.raises(DataDependentError) as info, mode:
+        call(fake)
+    assert isinstance(info.value, GuardsError) and info.value.op
+
+
+def test_op_without_meta_kernel_names_the_op():
+    library = torch.library.Library("ember_guards_test", "DEF")  # noqa: TOR901
+    library.define("no_meta(Tensor x) -> Tensor")
+    library.impl("no_meta", lambda x: x.clone(), "CPU")
+    mode = FakeTensorMode()
+    fake = mode.from_real(torch.randn(3))
+    with pytest.raises(UnsupportedOpError, match="no_meta") as info, mode:
+        torch.ops.ember_guards_test.no_meta(fake)
+    assert "no_meta" in info.value.op
+
+
+def test_fakes_of_two_modes_do_not_mix():
+    a = FakeTensorMode().from_real(torch.randn(2))
+    b = FakeTensorMode().from_real(torch.randn(2))
+    with pytest.raises(FakeTensorError, match="two different"):
+        a + b

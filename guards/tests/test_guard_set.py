@@ -1,0 +1,304 @@
+"""Each guard kind passes and fails as it should, in the generated function and in words."""
+
+from __future__ import annotations
+
+import linecache
+import logging
+import traceback
+
+import pytest
+import torch
+
+from guards import (
+    DictKeysGuard,
+    EqualsGuard,
+    GlobalSource,
+    GlobalStateGuard,
+    GuardsError,
+    GuardSet,
+    ItemSource,
+    LocalSource,
+    ModuleSource,
+    NNModuleSource,
+    ParamBufferSource,
+    TensorMatchGuard,
+    set_logs,
+)
+
+X = LocalSource("x")
+
+
+def _both(guards: GuardSet, L, G=None):  # noqa: N803
+    """Run the generated check and the reference; they must agree. Returns (ok, why)."""
+    G = {} if G is None else G  # noqa: N806
+    compiled = guards.compile()
+    ok = compiled(L, G)
+    why = compiled.why_failed(L, G)
+    assert ok == (why is None), (ok, why, compiled.source)
+    assert guards.why_failed(L, G) == why
+    return ok, why
+
+
+def test_tensor_size_mismatch_message():
+    guards = GuardSet()
+    guards.add_tensor(X, torch.randn(8, 16))
+    assert _both(guards, {"x": torch.randn(8, 16)}) == (True, None)
+    ok, why = _both(guards, {"x": torch.randn(16, 16)})
+    assert not ok and why == "tensor 'x' size mismatch at index 0: expected 8, actual 16"
+
+
+@pytest.mark.parametrize(
+    ("other", "words"),
+    [
+        (torch.randn(8, 16, dtype=torch.float64), "dtype mismatch"),
+        (torch.randn(8, 16, requires_grad=True), "requires_grad mismatch"),
+        (torch.randn(16, 8).t(), "stride mismatch"),
+        (torch.randn(8, 16, 1), "number of dimensions"),
+        (torch.nn.Parameter(torch.randn(8, 16)), "type mismatch"),
+        ([1, 2], "type mismatch"),
+    ],
+)
+def test_tensor_match_fails(other, words):
+    guards = GuardSet()
+    guards.add_tensor(X, torch.randn(8, 16))
+    ok, why = _both(guards, {"x": other})
+    assert not ok and words in why
+
+
+def test_tensor_flags_and_size_one_strides():
+    guards = GuardSet()
+    guards.add_tensor(X, torch.randn(4, 1, 3))
+    # strides at a size-1 dimension do not matter for indexing
+    odd = torch.empty_strided((4, 1, 3), (3, 99, 1))
+    assert _both(guards, {"x": odd}) == (True, None)
+    with torch.inference_mode():
+        inference = torch.randn(4, 1, 3)
+    ok, why = _both(guards, {"x": inference})
+    assert not ok and "inference" in why
+    complex_guards = GuardSet()
+    complex_guards.add_tensor(X, torch.randn(3, dtype=torch.complex64))
+    ok, why = _both(complex_guards, {"x": torch.randn(3, dtype=torch.complex64).conj()})
+    assert not ok and "conjugate" in why
+
+
+def test_dynamic_dims_are_left_unchecked():
+    guards = GuardSet()
+    guards.add_tensor(X, torch.randn(8, 16), dynamic_dims=(0,))
+    assert _both(guards, {"x": torch.randn(3, 16)}) == (True, None)
+    assert not _both(guards, {"x": torch.randn(3, 15)})[0]
+
+
+def test_fake_tensor_guard_stands_for_its_real_class():
+    from guards import FakeTensorMode
+
+    mode = FakeTensorMode()
+    param = torch.nn.Parameter(torch.randn(2, 2))
+    guard = TensorMatchGuard.of(X, mode.from_real(param))
+    assert guard.tensor_type is torch.nn.Parameter and guard.requires_grad
+
+
+def test_type_guard():
+    guards = GuardSet()
+    guards.add_type(X, 3)
+    assert _both(guards, {"x": 4}) == (True, None)
+    ok, why = _both(guards, {"x": True})
+    assert not ok and why == "'x' type mismatch: expected int, actual bool"
+
+
+@pytest.mark.parametrize(
+    ("value", "same", "different"),
+    [
+        (None, None, 0),
+        (True, True, 1),
+        (3, 3, 3.0),
+        (2.5, 2.5, 2.25),
+        (float("nan"), float("nan"), 1.0),
+        (float("inf"), float("inf"), 1e308),
+        ("mean", "mean", "sum"),
+        (torch.float16, torch.float16, torch.bfloat16),
+        (torch.device("cpu"), torch.device("cpu"), torch.device("meta")),
+        (torch.Size([2, 3]), torch.Size([2, 3]), (2, 3)),
+        ((1, 2.0, "a"), (1, 2.0, "a"), (1, 2, "a")),
+        ((1, (True, 2)), (1, (True, 2)), (1, (1, 2))),
+    ],
+)
+def test_equals_guard(value, same, different):
+    guards = GuardSet()
+    guards.add_equals(X, value)
+    assert _both(guards, {"x": same}) == (True, None)
+    ok, why = _both(guards, {"x": different})
+    assert not ok and ("mismatch" in why)
+
+
+def test_equals_guard_rejects_other_objects():
+    with pytest.raises(GuardsError, match="EqualsGuard supports"):
+        EqualsGuard(X, [1, 2])
+
+
+def test_id_guard_and_weak_liveness():
+    class Thing:
+        pass
+
+    thing = Thing()
+    guards = GuardSet()
+    guards.add_id(X, thing)
+    assert _both(guards, {"x": thing}) == (True, None)
+    ok, why = _both(guards, {"x": Thing()})
+    assert not ok and "not the same object" in why
+    compiled = guards.compile()
+    del thing
+    import gc
+
+    gc.collect()
+    assert not compiled({"x": Thing()}, {})
+    assert "is gone" in compiled.why_failed({"x": Thing()}, {})
+
+
+def test_id_guard_on_objects_without_weakrefs():
+    guards = GuardSet()
+    guards.add_id(X, torch.add)
+    assert _both(guards, {"x": torch.add}) == (True, None)
+    assert not _both(guards, {"x": torch.sub})[0]
+
+
+def test_length_and_dict_keys():
+    guards = GuardSet()
+    guards.add_length(LocalSource("xs"), [1, 2, 3])
+    guards.add_dict_keys(LocalSource("d"), {"a": 1, "b": 2})
+    good = {"xs": [4, 5, 6], "d": {"a": 0, "b": 0}}
+    assert _both(guards, good) == (True, None)
+    ok, why = _both(guards, dict(good, xs=[1, 2]))
+    assert not ok and why == "length of 'xs' mismatch: expected 3, actual 2"
+    ok, why = _both(guards, dict(good, d={"b": 0, "a": 0}))
+    assert not ok and "keys mismatch" in why
+    ok, why = _both(guards, dict(good, xs=(1, 2, 3)))
+    assert not ok and "type mismatch" in why
+
+
+def test_nn_module_guard():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    source = NNModuleSource(LocalSource("self"))
+    guards = GuardSet()
+    guards.add_nn_module(source, model)
+    linear = ModuleSource(source, "0", builtin=True)
+    guards.add_tensor(ParamBufferSource(linear, "weight"), model[0].weight)
+    assert _both(guards, {"self": model}) == (True, None)
+    model.eval()
+    ok, why = _both(guards, {"self": model})
+    assert not ok and why == "module 'self' training flag mismatch: expected True, actual False"
+    model.train()
+    ok, why = _both(guards, {"self": torch.nn.Sequential(torch.nn.Linear(2, 2))})
+    assert not ok and "not the same nn.Module" in why
+    model[0].weight = torch.nn.Parameter(torch.randn(3, 2))
+    ok, why = _both(guards, {"self": model})
+    assert not ok and "self.0.weight" in why
+
+
+def test_global_state_guard():
+    guards = GuardSet()
+    guards.add_global_state()
+    assert _both(guards, {}) == (True, None)
+    with torch.no_grad():
+        ok, why = _both(guards, {})
+    assert not ok and "grad enabled" in why
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ok, why = _both(guards, {})
+    assert not ok and "autocast" in why
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        ok, why = _both(guards, {})
+    finally:
+        torch.set_default_dtype(previous)
+    assert not ok and "default dtype" in why
+    torch.use_deterministic_algorithms(True)
+    try:
+        ok, why = _both(guards, {})
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert not ok and "deterministic" in why
+    with torch.inference_mode():
+        assert not _both(guards, {})[0]
+
+
+def test_global_state_under_autocast():
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        guard = GlobalStateGuard.current()
+        guards = GuardSet([guard])
+        assert _both(guards, {}) == (True, None)
+    assert not _both(guards, {})[0]
+
+
+def test_no_aliasing_guard():
+    guards = GuardSet()
+    guards.add_no_aliasing([LocalSource("a"), LocalSource("b"), GlobalSource("W")])
+    base = torch.randn(4)
+    W = torch.randn(2)  # noqa: N806
+    assert _both(guards, {"a": torch.randn(2), "b": torch.randn(2)}, {"W": W}) == (True, None)
+    ok, why = _both(guards, {"a": base[:2], "b": base[2:]}, {"W": W})
+    assert not ok and why.startswith("tensors 'a' and 'b' share storage")
+    assert guards.add_no_aliasing([LocalSource("a")]) is None
+
+
+def test_missing_values_fail_instead_of_raising():
+    guards = GuardSet()
+    guards.add_equals(ItemSource(LocalSource("xs"), 5), 1)
+    ok, why = _both(guards, {"xs": [1]})
+    assert not ok and "could not be read (IndexError" in why
+    ok, why = _both(guards, {})
+    assert not ok and "KeyError" in why
+
+
+def test_dedup_and_order():
+    guards = GuardSet()
+    x = torch.randn(2)
+    guards.add_global_state()
+    guards.add_tensor(X, x)
+    guards.add_tensor(X, x)
+    guards.add_equals(LocalSource("n"), 1)
+    assert len(guards) == 3
+    kinds = [g.guard_type for g in guards.ordered()]
+    assert kinds == ["EQUALS_MATCH", "TENSOR_MATCH", "GLOBAL_STATE"]
+    assert DictKeysGuard(X, ("a",)) == DictKeysGuard(X, ("a",))
+
+
+def test_generated_source_is_logged_and_in_linecache(caplog):
+    guards = GuardSet()
+    guards.add_tensor(X, torch.randn(2, 3))
+    set_logs(guards=True)
+    try:
+        logger = logging.getLogger("ember.guards")
+        logger.addHandler(caplog.handler)
+        compiled = guards.compile(name="f")
+        logger.removeHandler(caplog.handler)
+    finally:
+        set_logs()
+    assert "def guard_check(L, G" in caplog.text and "x.shape == (2, 3)" in caplog.text
+    assert compiled.source in caplog.text
+    lines = linecache.getlines(compiled.filename)
+    assert "".join(lines) == compiled.source
+    with open(compiled.filename) as handle:
+        assert handle.read() == compiled.source
+    # a traceback through the generated code shows its lines
+    guards_raise = GuardSet()
+    guards_raise.add_tensor(X, torch.randn(2))
+    check = guards_raise.compile().check
+    stack = []
+
+    class Spy:
+        @property
+        def shape(self):
+            stack.extend(traceback.format_stack())
+            return (2,)
+
+    check({"x": Spy()}, {})
+    assert not stack or any("guard_check" in frame for frame in stack)
+
+
+def test_local_names_never_shadow_builtins():
+    guards = GuardSet()
+    guards.add_tensor(LocalSource("type"), torch.randn(2))
+    guards.add_length(LocalSource("len"), [1])
+    guards.add_equals(LocalSource("tuple"), (1, 2))
+    L = {"type": torch.randn(2), "len": [3], "tuple": (1, 2)}  # noqa: N806
+    assert _both(guards, L) == (True, None)

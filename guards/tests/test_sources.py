@@ -1,0 +1,102 @@
+"""Sources render the expression that fetches their value, and answer the filters' questions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from guards import (
+    AttrSource,
+    CellContentsSource,
+    ClosureSource,
+    DefaultArgSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    ModuleSource,
+    NNModuleSource,
+    ParamBufferSource,
+    SourceError,
+    TypeSource,
+    is_builtin_module_class,
+)
+
+W = torch.ones(2)
+
+
+def _read(source, L, G):  # noqa: N803
+    return eval(source.expr, {}, {"L": L, "G": G})
+
+
+def test_expressions_fetch_the_value():
+    class Inner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 3)
+            self.register_buffer("scale", torch.ones(3))
+            self.tag = "t"
+
+    module = Inner()
+    offset = 5
+
+    def f(a, b=7, *, c=9):
+        return a + offset
+
+    L = {"self": module, "xs": [10, 20], "d": {"k": 1}, "offset": offset, "f": f}  # noqa: N806
+    G = {"W": W}  # noqa: N806
+    self_source = NNModuleSource(LocalSource("self"))
+    linear = ModuleSource(self_source, "linear", builtin=True)
+    cases = [
+        (LocalSource("xs"), L["xs"], "L['xs']", "xs"),
+        (GlobalSource("W"), W, "G['W']", "W"),
+        (ItemSource(LocalSource("xs"), 0), 10, "L['xs'][0]", "xs[0]"),
+        (ItemSource(LocalSource("d"), "k"), 1, "L['d']['k']", "d['k']"),
+        (AttrSource(LocalSource("self"), "tag"), "t", "L['self'].tag", "self.tag"),
+        (linear, module.linear, "L['self']._modules['linear']", "self.linear"),
+        (ParamBufferSource(linear, "weight"), module.linear.weight, None, "self.linear.weight"),
+        (ParamBufferSource(self_source, "scale", is_buffer=True), module.scale, None, "self.scale"),
+        (ClosureSource("offset"), 5, "L['offset']", "offset"),
+        (CellContentsSource(LocalSource("f"), 0, "offset"), 5, None, None),
+        (DefaultArgSource(LocalSource("f"), 0), 7, "L['f'].__defaults__[0]", None),
+        (DefaultArgSource(LocalSource("f"), "c"), 9, "L['f'].__kwdefaults__['c']", None),
+        (TypeSource(LocalSource("self")), Inner, "type(L['self'])", "type(self)"),
+        (AttrSource(LocalSource("self"), "not an identifier"), None, None, None),
+    ]
+    setattr(module, "not an identifier", None)
+    for source, value, expr, name in cases:
+        assert _read(source, L, G) is value or _read(source, L, G) == value, source
+        if expr is not None:
+            assert source.expr == expr
+        if name is not None:
+            assert source.name == name
+
+
+def test_sources_are_hashable_values():
+    a = AttrSource(LocalSource("self"), "w")
+    b = AttrSource(LocalSource("self"), "w")
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert a != AttrSource(LocalSource("self"), "v")
+    with pytest.raises(AttributeError):
+        a.member = "x"  # frozen
+
+
+def test_global_and_module_flags():
+    user = NNModuleSource(LocalSource("self"))
+    builtin = ModuleSource(user, "linear", builtin=True)
+    weight = ParamBufferSource(builtin, "weight")
+    user_attr = AttrSource(user, "scale")
+    assert not LocalSource("x").is_nn_module()
+    assert user.is_nn_module() and not user.is_builtin_nn_module()
+    assert weight.is_nn_module() and weight.is_builtin_nn_module()
+    assert user_attr.is_nn_module() and not user_attr.is_builtin_nn_module()
+    assert GlobalSource("W").is_global() and ItemSource(GlobalSource("W"), 0).is_global()
+    assert not weight.is_global()
+    assert is_builtin_module_class(torch.nn.Linear)
+    assert not is_builtin_module_class(type("Mine", (torch.nn.Module,), {}))
+
+
+def test_bad_item_key_is_a_clear_error():
+    with pytest.raises(SourceError, match="ItemSource index"):
+        ItemSource(LocalSource("d"), object())
+    with pytest.raises(SourceError, match="non-empty str"):
+        AttrSource(LocalSource("d"), "")
