@@ -34,6 +34,7 @@ class FunctionalForm:
     op: Any
     mutated: tuple[int, ...]
     self_result: bool
+    changes_view: bool = False
 
 
 # In-place op -> functional op, where the name is not the in-place name less its `_`.
@@ -56,12 +57,20 @@ def mutated_arguments(op: torch._ops.OpOverload) -> tuple[int, ...]:
     )
 
 
-def _overload(packet_name: str, overload: str) -> Any:
+def _signature(op: Any) -> list[tuple[str, str]]:
+    return [(a.name, str(a.type)) for a in op._schema.arguments]
+
+
+def _matching_overload(packet_name: str, like: Any) -> Any:
+    """The overload of aten.`packet_name` taking the same arguments as `like`, or None."""
     packet = getattr(aten, packet_name, None)
     if packet is None:
         return None
-    if overload in packet.overloads():
-        return getattr(packet, overload)
+    wanted = _signature(like)
+    for name in packet.overloads():
+        candidate = getattr(packet, name)
+        if _signature(candidate) == wanted:
+            return candidate
     return None
 
 
@@ -73,7 +82,6 @@ def functional_variant(op: torch._ops.OpOverload) -> FunctionalForm:
     """The functional form of mutating `op`; an error naming `op` if there is none."""
     mutated = mutated_arguments(op)
     name = op._schema.name.split("::")[-1]
-    overload = op._overloadname
     if any(op._schema.arguments[i].kwarg_only for i in mutated):
         raise UnsupportedMutationError(
             f"{op} writes its result into an out= argument; call the functional form of the op "
@@ -88,15 +96,10 @@ def functional_variant(op: torch._ops.OpOverload) -> FunctionalForm:
             )
         return FunctionalForm(target, mutated, self_result=True)
     if name.endswith("_") and mutated == (0,):
-        target = _overload(name[:-1], overload) or _overload(name[:-1], "default")
-        if target is not None and _is_view(target):
-            raise UnsupportedMutationError(
-                f"{op} changes the shape or strides of a tensor in place, which "
-                f"functionalization does not support; use the out-of-place {target} instead"
-            )
+        target = _matching_overload(name[:-1], op)
         if target is not None:
-            return FunctionalForm(target, mutated, self_result=True)
-    target = _overload(name + "_functional", overload)
+            return FunctionalForm(target, mutated, self_result=True, changes_view=_is_view(target))
+    target = _matching_overload(name + "_functional", op)
     if target is not None:
         return FunctionalForm(target, mutated, self_result=False)
     raise UnsupportedMutationError(

@@ -79,14 +79,10 @@ def tracing_value(x: Any, requires_grad: bool) -> Any:
     with torch.no_grad():
         if not _is_real(x):
             value = _materialize(x)
-        else:
-            try:
-                value = torch.empty_strided(
-                    tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device=x.device
-                )
-                value.copy_(x)
-            except RuntimeError:  # overlapping strides (expanded inputs)
-                value = x.detach().clone()
+        else:  # a copy of the whole storage, so views beyond x's own elements stay valid
+            storage = x.untyped_storage().clone()
+            value = torch.empty(0, dtype=x.dtype, device=x.device)
+            value.set_(storage, x.storage_offset(), tuple(x.shape), tuple(x.stride()))
     return value.requires_grad_(requires_grad)
 
 

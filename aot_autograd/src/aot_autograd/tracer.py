@@ -64,6 +64,11 @@ def _geometry(t: torch.Tensor) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
 
+def _keyword_only(op: Any, kwargs: dict) -> dict:
+    names = [a.name for a in op._schema.arguments if a.kwarg_only]
+    return {name: kwargs[name] for name in names if name in kwargs}
+
+
 def _is_view_op(op: Any) -> bool:
     return isinstance(op, torch._ops.OpOverload) and any(
         r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns
@@ -208,7 +213,7 @@ class GraphRecorder:
         else:
             pairs = [(item, t, i) for i, (item, t) in enumerate(self._items(node, out))]
         for item, t, index in pairs:
-            step = ViewStep(op, rest, index, shape)
+            step = ViewStep(op, tuple(rest), index, shape)
             record = TensorRecord(item, parent.base, (*parent.chain, step), parent.base.version)
             record.geometry = _geometry(t)
             self.records[id(t)] = record
@@ -216,6 +221,10 @@ class GraphRecorder:
 
     def _record_mutation(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
         form = functional_variant(op)
+        args, kwargs = normalized_args(op, args, kwargs), _keyword_only(op, kwargs)
+        if form.changes_view:
+            self._record_view_change(form.op, args, kwargs)
+            return
         if form.self_result:
             node = self._call(form.op, args, kwargs, args[0])
             self.write(args[0], node)
@@ -228,6 +237,23 @@ class GraphRecorder:
             self._output(t, item)
         for (item, _), t in zip(items[len(values) :], mutated):
             self.write(t, item)
+
+    def _record_view_change(self, op: Any, args: tuple, kwargs: dict) -> None:
+        """`squeeze_`-like ops: the tensor becomes a view of what it was; no data changes."""
+        t = args[0]
+        record = self.record_of(t)
+        base = record.base
+        if base.tensor is t and base.input_index is not None:
+            raise UnsupportedMutationError(
+                f"{op}_ changes the shape or strides of a graph input in place, which cannot be "
+                f"replayed on the caller's tensor; use the out-of-place {op} instead"
+            )
+        parent = self.node_of(t)
+        node = self.graph.call_function(op, (parent, *self._to_nodes(args[1:])), kwargs)
+        node.meta["val"] = t
+        step = ViewStep(op, normalized_args(op, args, kwargs)[1:], None, record.geometry[0])
+        new = TensorRecord(node, base, (*record.chain, step), base.version, _geometry(t))
+        self.records[id(t)] = new
 
     def _record_batch_norm(self, args: tuple, kwargs: dict, out: Any) -> None:
         # NOTE: native_batch_norm updates running_mean/var in place although its schema does

@@ -36,9 +36,11 @@ class ViewStep:
 
 
 def normalized_args(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> tuple:
-    """All of `op`'s arguments positionally, defaults filled in from its schema."""
+    """`op`'s positional (not keyword-only) arguments, defaults filled in from its schema."""
     values = list(args)
     for argument in op._schema.arguments[len(args) :]:
+        if argument.kwarg_only:
+            break
         if argument.name in kwargs:
             values.append(kwargs[argument.name])
         elif argument.has_default_value():

@@ -1,0 +1,236 @@
+"""OpInfo through aot: outputs and grads match eager on float64 samples.
+
+By default a representative subset runs (OPS_DEFAULT, a few samples each);
+EMBER_FULL_OPINFO=1 runs every op of op_db with all of its samples.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+from aot_checks import RecordingCompiler
+from torch.testing._internal.common_methods_invocations import op_db
+
+from aot_autograd import AotAutogradError, aot_function, min_cut_rematerialization_partition
+
+FULL = os.environ.get("EMBER_FULL_OPINFO") == "1"
+
+# One or two ops of each kind: pointwise, reductions, views, matmuls, indexing,
+# normalization, losses, convolutions, shape ops, linear algebra.
+OPS_DEFAULT = {
+    "add",
+    "mul",
+    "div",
+    "sin",
+    "exp",
+    "log",
+    "sigmoid",
+    "tanh",
+    "pow",
+    "where",
+    "clamp",
+    "abs",
+    "sqrt",
+    "rsqrt",
+    "maximum",
+    "lerp",
+    "addcmul",
+    "sum",
+    "mean",
+    "amax",
+    "var",
+    "std",
+    "prod",
+    "cumsum",
+    "logsumexp",
+    "norm",
+    "softmax",
+    "log_softmax",
+    "nn.functional.layer_norm",
+    "nn.functional.batch_norm",
+    "nn.functional.group_norm",
+    "view",
+    "reshape",
+    "transpose",
+    "permute",
+    "t",
+    "expand",
+    "squeeze",
+    "unsqueeze",
+    "flatten",
+    "narrow",
+    "select",
+    "split",
+    "chunk",
+    "unbind",
+    "diagonal",
+    "as_strided",
+    "cat",
+    "stack",
+    "flip",
+    "roll",
+    "repeat",
+    "tril",
+    "mm",
+    "bmm",
+    "matmul",
+    "addmm",
+    "einsum",
+    "nn.functional.linear",
+    "index_select",
+    "gather",
+    "scatter_add",
+    "index_put",
+    "masked_fill",
+    "take_along_dim",
+    "nn.functional.embedding",
+    "nn.functional.conv2d",
+    "nn.functional.max_pool2d",
+    "nn.functional.avg_pool2d",
+    "nn.functional.gelu",
+    "nn.functional.silu",
+    "nn.functional.relu",
+    "nn.functional.cross_entropy",
+    "nn.functional.mse_loss",
+    "nn.functional.pad",
+    "nn.functional.interpolate",
+    "nn.functional.scaled_dot_product_attention",
+    "linalg.vector_norm",
+    "topk",
+    "sort",
+    "max",
+    "argmax",
+    "nn.functional.softplus",
+    "nn.functional.dropout",
+}
+SAMPLES_DEFAULT = 3
+
+# Ops whose output is random, so eager and compiled runs cannot be compared value by value.
+RANDOM = {
+    "bernoulli",
+    "normal",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "multinomial",
+    "nn.functional.dropout",
+    "nn.functional.dropout2d",
+    "nn.functional.dropout3d",
+    "nn.functional.alpha_dropout",
+    "nn.functional.feature_alpha_dropout",
+    "nn.functional.rrelu",
+    "uniform",
+    "empty",
+    "empty_like",
+    "new_empty",
+    "new_empty_strided",
+    "empty_strided",
+    "empty_permuted",
+    "torch.empty",
+}
+
+
+def _ops():
+    chosen = [op for op in op_db if FULL or op.name in OPS_DEFAULT]
+    return [op for op in chosen if op.name not in RANDOM]
+
+
+def _dtype(op) -> torch.dtype | None:
+    dtypes = op.supported_dtypes("cpu")
+    for dtype in (torch.float64, torch.float32):
+        if dtype in dtypes:
+            return dtype
+    return None
+
+
+def _as_function(op, sample):
+    leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+
+    def fn(*tensors):
+        values = list(leaves)
+        for position, tensor in zip(positions, tensors):
+            values[position] = tensor
+        inp, args, kwargs = pytree.tree_unflatten(values, spec)
+        return op(inp, *args, **kwargs)
+
+    return fn, [leaves[i] for i in positions]
+
+
+def _clone(tensors):
+    """Copies that keep each tensor's whole storage (some samples view beyond their elements)."""
+    copies = []
+    for t in tensors:
+        copy = torch.empty(0, dtype=t.dtype)
+        copy.set_(t.untyped_storage().clone(), t.storage_offset(), t.shape, t.stride())
+        copies.append(copy.requires_grad_(t.requires_grad))
+    return copies
+
+
+# Samples aot_autograd rejects by design, with the error it raises for them.
+DATA_DEPENDENT = {"narrow": "reads a tensor's value into Python"}
+
+
+def _random_sample(sample) -> bool:
+    return sample.kwargs.get("dropout_p", 0.0) > 0.0
+
+
+def _loss(outputs):
+    floats = [
+        o
+        for o in pytree.tree_leaves(outputs)
+        if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()
+    ]
+    return sum((o * (torch.arange(o.numel()).view(o.shape) % 3 + 1)).sum() for o in floats)
+
+
+def check_sample(op, sample, partition_fn=None) -> None:
+    fn, tensors = _as_function(op, sample)
+    eager_inputs, aot_inputs = _clone(tensors), _clone(tensors)
+    expected = fn(*eager_inputs)
+    compiled = aot_function(fn, RecordingCompiler(), partition_fn=partition_fn)
+    if op.name in DATA_DEPENDENT and any(isinstance(a, torch.Tensor) for a in sample.args):
+        with pytest.raises(AotAutogradError, match=DATA_DEPENDENT[op.name]):
+            compiled(*aot_inputs)
+        return
+    actual = compiled(*aot_inputs)
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+    wanted_e = [t for t in eager_inputs if t.requires_grad]
+    loss_e = _loss(expected)
+    if not wanted_e or not isinstance(loss_e, torch.Tensor):
+        return
+    wanted_a = [t for t in aot_inputs if t.requires_grad]
+    grads_e = torch.autograd.grad(loss_e, wanted_e, allow_unused=True)
+    grads_a = torch.autograd.grad(_loss(actual), wanted_a, allow_unused=True)
+    torch.testing.assert_close(grads_a, grads_e, equal_nan=True)
+
+
+def _cases():
+    cases = []
+    for op in _ops():
+        dtype = _dtype(op)
+        if dtype is not None:
+            cases.append(pytest.param(op, dtype, id=f"{op.name}.{op.variant_test_name}"))
+    return cases
+
+
+@pytest.mark.parametrize("op,dtype", _cases())
+def test_opinfo_grad(op, dtype):
+    samples = op.sample_inputs("cpu", dtype, requires_grad=op.supports_autograd)
+    for i, sample in enumerate(samples):
+        if not FULL and i >= SAMPLES_DEFAULT:
+            break
+        if not _random_sample(sample):
+            check_sample(op, sample)
+
+
+@pytest.mark.parametrize("name", ["nn.functional.gelu", "nn.functional.layer_norm", "matmul"])
+def test_opinfo_grad_min_cut(name):
+    op = next(o for o in op_db if o.name == name)
+    for i, sample in enumerate(op.sample_inputs("cpu", torch.float64, requires_grad=True)):
+        if i >= SAMPLES_DEFAULT:
+            break
+        check_sample(op, sample, partition_fn=min_cut_rematerialization_partition)
