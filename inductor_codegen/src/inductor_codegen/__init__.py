@@ -1,8 +1,35 @@
-"""inductor_codegen: loop-level IR, fusion, and Triton / C++-OpenMP code generation.
+"""inductor_codegen: loop-level IR, fusion, and C++-OpenMP code generation.
+
+    from inductor_codegen import compile_graph
+    compiled = compile_graph(gm, example_inputs)   # gm: functional ATen FX graph
+    outputs = compiled(*inputs)
 
 Stable API: everything in `__all__`.
 """
 
+from inductor_codegen.compile import Artifact, CompiledGraph, compile_graph
+from inductor_codegen.cpp_build import default_cache_dir
+from inductor_codegen.errors import (
+    CppCompileError,
+    InductorError,
+    LoweringError,
+    UnsupportedGraphError,
+)
+from inductor_codegen.lowering import LOWERINGS, register_lowering
+from inductor_codegen.options import Options
+
 __version__ = "0.1.0"
 
-__all__: list[str] = []
+__all__ = [
+    "Artifact",
+    "CompiledGraph",
+    "CppCompileError",
+    "InductorError",
+    "LOWERINGS",
+    "LoweringError",
+    "Options",
+    "UnsupportedGraphError",
+    "compile_graph",
+    "default_cache_dir",
+    "register_lowering",
+]

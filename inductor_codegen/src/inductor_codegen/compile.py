@@ -1,0 +1,209 @@
+"""compile_graph: the stage's driver, one named pass after another.
+
+    lower     FX graph of ATen ops -> loop IR buffers (GraphLowering)
+    schedule  buffers -> fused kernels and extern calls (scheduler.schedule)
+    codegen   each fused kernel -> a C++ function (cpp_codegen)
+    build     C++ -> shared libraries, in parallel, cached on disk (cpp_build)
+    wrapper   the Python function that allocates, calls and frees (wrapper)
+    load      the wrapper written to a real file and imported
+
+Each pass leaves a readable artifact with its time on the returned
+CompiledGraph (`.artifacts`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.fx
+
+from guards import artifact_enabled, artifact_logger
+from inductor_codegen import runtime
+from inductor_codegen.cpp_build import CompilerConfig, KernelLibrary, default_cache_dir
+from inductor_codegen.cpp_codegen import generate_kernel
+from inductor_codegen.errors import UnsupportedGraphError
+from inductor_codegen.ir import TensorValue
+from inductor_codegen.lowering import LOWERINGS, GraphLowering
+from inductor_codegen.options import Options
+from inductor_codegen.scheduler import FusedKernel, describe, schedule
+
+__all__ = ["Artifact", "CompiledGraph", "compile_graph"]
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """What one pass produced, as text, and how long it took."""
+
+    name: str
+    text: str
+    seconds: float
+
+
+class CompiledGraph:
+    """The callable compile_graph returns.
+
+    Calling convention: positional arguments, one per graph placeholder,
+    `compiled(*inputs)`; or the boxed form `compiled.call_boxed(list_of_inputs)`,
+    which empties the list so that inputs can be freed at their last use.
+    Returns what the graph returns (the same nesting of tuples and lists).
+    """
+
+    def __init__(self, call, *, artifacts, fallbacks, kernel_count, wrapper_path, unflatten=None):
+        self._call = call
+        self.artifacts: list[Artifact] = artifacts
+        self.fallbacks: Counter[str] = fallbacks
+        self.kernel_count = kernel_count
+        self.wrapper_path = wrapper_path
+        self._unflatten = unflatten
+
+    def __call__(self, *args):
+        return self.call_boxed(list(args))
+
+    def call_boxed(self, args: list):
+        result = self._call(args)
+        if self._unflatten is not None:
+            return self._unflatten(result)
+        return result
+
+    def artifact(self, name: str) -> str:
+        for a in self.artifacts:
+            if a.name == name:
+                return a.text
+        raise KeyError(f"no artifact {name!r}; have {[a.name for a in self.artifacts]}")
+
+
+class EagerGraph(CompiledGraph):
+    """A graph the code generator does not handle, run by the FX interpreter over ATen."""
+
+    def __init__(self, gm: torch.fx.GraphModule, reason: str):
+        super().__init__(
+            lambda args: gm(*args),
+            artifacts=[Artifact("eager_fallback", reason, 0.0)],
+            fallbacks=Counter({"<whole graph>": 1}),
+            kernel_count=0,
+            wrapper_path=None,
+        )
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> CompiledGraph:
+    """Compile a functional ATen graph to C++/OpenMP kernels and a Python wrapper.
+
+    >>> compiled = compile_graph(gm, [torch.randn(4, 8)])
+    >>> out = compiled(torch.randn(4, 8))
+
+    `gm`'s nodes call `torch.ops.aten.*` OpOverloads and carry `meta["val"]`;
+    example inputs are tensors (real or fake) and Python numbers. The result is
+    specialized to the example inputs' sizes, strides and dtypes.
+    """
+    opts = Options.from_mapping(options)
+    artifacts: list[Artifact] = []
+    clock = time.perf_counter()
+
+    def done(name: str, text_fn) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        artifacts.append(Artifact(name, text_fn(), now - clock))
+        clock = now
+
+    # lower: FX graph -> loop IR buffers.
+    try:
+        graph = GraphLowering(gm, example_inputs, opts.lowerings or LOWERINGS).run()
+    except UnsupportedGraphError as error:
+        artifact_logger("perf_hints").info("graph runs eagerly: %s", error)
+        return EagerGraph(gm, str(error))
+    done("lower", lambda: _describe_lowering(graph))
+
+    # schedule: fuse buffers into kernels, keep extern calls in order.
+    output_buffers = {
+        v.view.buffer for v in graph.outputs if isinstance(v, TensorValue) and v.view is not None
+    }
+    plan = schedule(graph.buffers, output_buffers)
+    done("schedule", lambda: describe(plan.steps))
+
+    # codegen: one C++ function per fused kernel.
+    kernels = [s for s in plan.steps if isinstance(s, FusedKernel)]
+    sources = {k.name: generate_kernel(k, graph.buffer_by_name) for k in kernels}
+    done("codegen", lambda: "\n".join(s.source for s in sources.values()))
+
+    # build: compile in parallel through the disk cache.
+    config = (
+        CompilerConfig(opts.cxx, opts.cxx_flags) if opts.cxx_flags else CompilerConfig(opts.cxx)
+    )
+    library = KernelLibrary(opts.cache_dir, config)
+    functions = library.build(list(sources.values()), opts.compile_workers)
+    done("build", lambda: f"{len(sources)} kernels; cache stats {library.stats}")
+
+    # wrapper: the Python function that allocates buffers and calls kernels and ATen.
+    from inductor_codegen.wrapper import generate_wrapper, plain_spec
+
+    wrapper = generate_wrapper(graph, plan, sources)
+    kernel_text = "\n".join(library.source_of(s) for s in sources.values())
+    done("wrapper", lambda: wrapper.text)
+
+    # load: write the wrapper to a real file (tracebacks, pdb) and import it.
+    namespace = {
+        "torch": torch,
+        "aten": torch.ops.aten,
+        "empty_strided": runtime.empty_strided,
+        "reinterpret": runtime.reinterpret,
+        "check_layout": runtime.check_layout,
+        **wrapper.namespace,
+        **graph.constants,
+        **functions,
+    }
+    path = _write_wrapper(wrapper.text, kernel_text, opts.cache_dir)
+    exec(compile(wrapper.text, str(path), "exec"), namespace)
+    done("load", lambda: str(path))
+
+    if artifact_enabled("output_code"):
+        artifact_logger("output_code").info(
+            "wrapper %s:\n%s\nkernels:\n%s", path, wrapper.text, kernel_text
+        )
+    if graph.fallbacks:
+        artifact_logger("perf_hints").info("ATen fallbacks: %s", dict(graph.fallbacks))
+    unflatten = None
+    if graph.output_spec is not None and not plain_spec(graph.output_spec):
+        import torch.utils._pytree as pytree
+
+        spec = graph.output_spec
+        unflatten = lambda flat: pytree.tree_unflatten(flat, spec)  # noqa: E731
+    return CompiledGraph(
+        namespace["call"],
+        artifacts=artifacts,
+        fallbacks=graph.fallbacks,
+        kernel_count=len(kernels),
+        wrapper_path=path,
+        unflatten=unflatten,
+    )
+
+
+def _write_wrapper(text: str, kernel_text: str, cache_dir) -> Path:
+    folder = Path(cache_dir or default_cache_dir()) / "wrappers"
+    folder.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256((text + kernel_text).encode()).hexdigest()[:20]
+    path = folder / f"graph_{digest}.py"
+    if not path.exists():
+        full = (
+            text
+            + "\n\n# Kernels (C++):\n"
+            + "".join(f"# {line}\n" for line in kernel_text.splitlines())
+        )
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(full)
+        os.replace(tmp, path)
+    return path
+
+
+def _describe_lowering(graph: GraphLowering) -> str:
+    lines = [f"inputs: {[getattr(i, 'name', i) for i in graph.inputs]}"]
+    for buf in graph.buffers:
+        lines.append(f"{buf.name}: {type(buf).__name__} {getattr(buf, 'layout', None)}")
+    if graph.fallbacks:
+        lines.append(f"fallbacks: {dict(graph.fallbacks)}")
+    return "\n".join(lines)

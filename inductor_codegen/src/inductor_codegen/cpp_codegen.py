@@ -1,0 +1,491 @@
+"""C++/OpenMP code generation: one `extern "C"` function per fused kernel.
+
+The outer loop nest is OpenMP-parallel when there is enough work; each item
+of the kernel body (see `scheduler.FusedKernel`) becomes a statement, a
+reduction loop with its accumulators, or an inner pointwise loop. Scalar
+expressions are printed through `CPP_OPS` (a table keyed by op name) with
+common-subexpression elimination per loop body; a value already computed in
+an enclosing body is reused.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from inductor_codegen.errors import InductorError
+from inductor_codegen.indexing import c_index, contiguous_strides, flat_index, numel
+from inductor_codegen.ir import (
+    Constant,
+    IndexValue,
+    Load,
+    Op,
+    ScalarArg,
+)
+from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
+
+__all__ = ["CPP_OPS", "KernelArg", "KernelSource", "generate_kernel", "STORAGE_TYPES"]
+
+STORAGE_TYPES = {
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.bfloat16: "uint16_t",
+    torch.float16: "_Float16",
+    torch.int64: "int64_t",
+    torch.int32: "int32_t",
+    torch.int16: "int16_t",
+    torch.int8: "int8_t",
+    torch.uint8: "uint8_t",
+    torch.bool: "bool",
+}
+COMPUTE_TYPES = {**STORAGE_TYPES, torch.bfloat16: "float", torch.float16: "float"}
+PARALLEL_MIN_WORK = 32768
+
+
+def compute_type(dtype: torch.dtype) -> str:
+    return COMPUTE_TYPES[dtype]
+
+
+def _call(fn):
+    return lambda args, dtypes, out: f"{fn}({', '.join(args)})"
+
+
+def _infix(symbol):
+    return lambda args, dtypes, out: f"({args[0]} {symbol} {args[1]})"
+
+
+def _templated(fn):
+    return lambda args, dtypes, out: f"{fn}<{compute_type(out)}>({', '.join(args)})"
+
+
+def _integral_or(int_fn, float_fn):
+    def emit(args, dtypes, out):
+        fn = int_fn if not out.is_floating_point and out != torch.bool else float_fn
+        return fn(args, dtypes, out)
+
+    return emit
+
+
+CPP_OPS = {
+    "add": _infix("+"),
+    "sub": _infix("-"),
+    "mul": _infix("*"),
+    "truediv": _infix("/"),
+    "floordiv": _templated("ember_floordiv"),
+    "truncdiv": _templated("ember_truncdiv"),
+    "remainder": _templated("ember_remainder"),
+    "fmod": _templated("ember_fmod"),
+    "pow": _integral_or(_templated("ember_ipow"), _call("std::pow")),
+    "maximum": _templated("ember_maximum"),
+    "minimum": _templated("ember_minimum"),
+    "clamp_min": _templated("ember_maximum"),
+    "clamp_max": _templated("ember_minimum"),
+    "fmax": _call("std::fmax"),
+    "fmin": _call("std::fmin"),
+    "atan2": _call("std::atan2"),
+    "hypot": _call("std::hypot"),
+    "copysign": _call("std::copysign"),
+    "eq": _infix("=="),
+    "ne": _infix("!="),
+    "lt": _infix("<"),
+    "le": _infix("<="),
+    "gt": _infix(">"),
+    "ge": _infix(">="),
+    "logical_and": _infix("&&"),
+    "logical_or": _infix("||"),
+    "logical_xor": _infix("!="),
+    "bitwise_and": _infix("&"),
+    "bitwise_or": _infix("|"),
+    "bitwise_xor": _infix("^"),
+    "where": lambda a, d, o: f"({a[0]} ? {a[1]} : {a[2]})",
+    "neg": lambda a, d, o: f"(-{a[0]})",
+    "abs": _call("std::abs"),
+    "exp": _call("std::exp"),
+    "exp2": _call("std::exp2"),
+    "expm1": _call("std::expm1"),
+    "log": _call("std::log"),
+    "log2": _call("std::log2"),
+    "log10": _call("std::log10"),
+    "log1p": _call("std::log1p"),
+    "sqrt": _call("std::sqrt"),
+    "rsqrt": lambda a, d, o: f"({compute_type(o)}(1) / std::sqrt({a[0]}))",
+    "sin": _call("std::sin"),
+    "cos": _call("std::cos"),
+    "tan": _call("std::tan"),
+    "asin": _call("std::asin"),
+    "acos": _call("std::acos"),
+    "atan": _call("std::atan"),
+    "sinh": _call("std::sinh"),
+    "cosh": _call("std::cosh"),
+    "tanh": _call("std::tanh"),
+    "asinh": _call("std::asinh"),
+    "acosh": _call("std::acosh"),
+    "atanh": _call("std::atanh"),
+    "erf": _call("std::erf"),
+    "erfc": _call("std::erfc"),
+    "lgamma": _call("std::lgamma"),
+    "sigmoid": _templated("ember_sigmoid"),
+    "sign": _templated("ember_sign"),
+    "relu": _templated("ember_relu"),
+    "reciprocal": lambda a, d, o: f"({compute_type(o)}(1) / {a[0]})",
+    "floor": _call("std::floor"),
+    "ceil": _call("std::ceil"),
+    "round": _call("std::nearbyint"),
+    "trunc": _call("std::trunc"),
+    "frac": lambda a, d, o: f"({a[0]} - std::trunc({a[0]}))",
+    "isnan": _call("std::isnan"),
+    "isinf": _call("std::isinf"),
+    "signbit": _call("std::signbit"),
+    "logical_not": lambda a, d, o: f"(!{a[0]})",
+    "bitwise_not": lambda a, d, o: f"(!{a[0]})" if o == torch.bool else f"(~{a[0]})",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class KernelArg:
+    """One parameter of a kernel: a buffer pointer (in or out) or a scalar input."""
+
+    kind: str  # "in", "out" or "scalar"
+    name: str  # buffer or scalar-input name in the wrapper
+    ctype: str
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSource:
+    name: str
+    source: str  # the function, named KERNEL_NAME until the cache names it
+    args: tuple[KernelArg, ...]
+
+
+def literal(value, dtype: torch.dtype) -> str:
+    ctype = compute_type(dtype)
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if dtype.is_floating_point:
+        value = float(value)
+        if math.isnan(value):
+            return f"std::numeric_limits<{ctype}>::quiet_NaN()"
+        if math.isinf(value):
+            sign = "-" if value < 0 else ""
+            return f"{sign}std::numeric_limits<{ctype}>::infinity()"
+        text = repr(value)
+        return f"{text}f" if ctype == "float" else text
+    if ctype == "int64_t":
+        value = int(value)
+        if value == -(2**63):
+            return "std::numeric_limits<int64_t>::min()"
+        return f"INT64_C({value})"
+    return f"static_cast<{ctype}>({int(value)})"
+
+
+class Scope:
+    """A loop body being printed: its lines and the values already in variables."""
+
+    def __init__(self, codegen: KernelCodegen, parent: Scope | None, indent: int):
+        self.codegen = codegen
+        self.parent = parent
+        self.indent = indent
+        self.lines: list[str] = []
+        self.cache: dict = {}
+
+    def line(self, text: str) -> None:
+        self.lines.append("  " * self.indent + text)
+
+    def lookup(self, expr):
+        scope = self
+        while scope is not None:
+            if expr in scope.cache:
+                return scope.cache[expr]
+            scope = scope.parent
+        return None
+
+    def value(self, expr, inline: bool = False) -> str:
+        """C++ text of `expr`; with CSE into temporaries unless `inline` (masked branches)."""
+        hit = self.lookup(expr)
+        if hit is not None:
+            return hit
+        if isinstance(expr, Constant):
+            return literal(expr.value, expr.dtype)
+        if isinstance(expr, IndexValue):
+            return f"static_cast<{compute_type(expr.dtype)}>({c_index(expr.index)})"
+        if isinstance(expr, ScalarArg):
+            return self.codegen.scalar(expr)
+        if isinstance(expr, Load):
+            text = self.codegen.load(expr)
+        elif isinstance(expr, Op):
+            text = self._op(expr, inline)
+        else:
+            raise InductorError(f"cannot print {expr!r} as C++")
+        if inline:
+            return text
+        name = self.codegen.new_temp()
+        self.line(f"const {compute_type(expr.dtype)} {name} = {text};")
+        self.cache[expr] = name
+        return name
+
+    def _op(self, expr: Op, inline: bool) -> str:
+        if expr.name == "masked":
+            cond = self.value(expr.args[0], inline)
+            a = self.value(expr.args[1], inline=True)
+            b = self.value(expr.args[2], inline=True)
+            return f"({cond} ? {self._as(a, expr.args[1].dtype, expr.dtype)} : {self._as(b, expr.args[2].dtype, expr.dtype)})"
+        if expr.name == "to_dtype":
+            return cast_text(self.value(expr.args[0], inline), expr.args[0].dtype, expr.dtype)
+        args = [self.value(a, inline) for a in expr.args]
+        emit = CPP_OPS.get(expr.name)
+        if emit is None:
+            raise InductorError(
+                f"the C++ op table has no entry for {expr.name!r}; add one to CPP_OPS"
+            )
+        return emit(args, [a.dtype for a in expr.args], expr.dtype)
+
+    def _as(self, text, src, dst):
+        return text if src == dst else cast_text(text, src, dst)
+
+
+def cast_text(text: str, src: torch.dtype, dst: torch.dtype) -> str:
+    if dst == torch.bool:
+        return f"({text} != 0)"
+    if dst == torch.bfloat16:
+        return f"ember_round_bf16(static_cast<float>({text}))"
+    if dst == torch.float16:
+        return f"ember_round_f16(static_cast<float>({text}))"
+    return f"static_cast<{compute_type(dst)}>({text})"
+
+
+REDUCTION_FAMILY = {"welford_mean": "welford", "welford_m2": "welford"}
+
+
+class KernelCodegen:
+    """Prints one FusedKernel as a C++ function."""
+
+    def __init__(self, kernel: FusedKernel, buffers: dict):
+        self.kernel = kernel
+        self.buffers = buffers
+        self.temps = 0
+        self.args: dict[str, KernelArg] = {}
+        self.pointer_names: dict[str, str] = {}
+        self.scalars: dict[str, str] = {}
+        self.produced = set(kernel.nodes)
+
+    def new_temp(self) -> str:
+        self.temps += 1
+        return f"tmp{self.temps - 1}"
+
+    # ---------------------------------------------------------- arguments
+
+    def pointer(self, buffer: str, writing: bool) -> str:
+        if buffer in self.pointer_names:
+            return self.pointer_names[buffer]
+        kind = "out" if writing or buffer in self.produced else "in"
+        count = sum(1 for a in self.args.values() if a.kind == kind)
+        name = f"{kind}_ptr{count}"
+        dtype = self.buffers[buffer].layout.dtype
+        const = "const " if kind == "in" else ""
+        self.args[buffer] = KernelArg(kind, buffer, f"{const}{STORAGE_TYPES[dtype]}*")
+        self.pointer_names[buffer] = name
+        return name
+
+    def scalar(self, arg: ScalarArg) -> str:
+        if arg.name not in self.scalars:
+            self.scalars[arg.name] = f"ks{len(self.scalars)}"
+            self.args["scalar:" + arg.name] = KernelArg(
+                "scalar", arg.name, STORAGE_TYPES[arg.dtype]
+            )
+        return self.scalars[arg.name]
+
+    def load(self, expr: Load) -> str:
+        ptr = self.pointer(expr.buffer, writing=False)
+        text = f"{ptr}[{c_index(expr.index)}]"
+        if expr.dtype == torch.bfloat16:
+            return f"ember_bf16_to_float({text})"
+        if expr.dtype == torch.float16:
+            return f"static_cast<float>({text})"
+        return text
+
+    def store(self, scope: Scope, name: str, index, value_text: str, value_expr_dtype) -> None:
+        buf = self.buffers[name]
+        dtype = buf.layout.dtype
+        if value_expr_dtype != dtype:
+            value_text = cast_text(value_text, value_expr_dtype, dtype)
+        load_key = Load(name, index, dtype)
+        if name in self.kernel.locals_:
+            var = f"{name}_v"
+            scope.line(f"const {compute_type(dtype)} {var} = {value_text};")
+            scope.cache[load_key] = var
+            return
+        ptr = self.pointer(name, writing=True)
+        if dtype == torch.bfloat16:
+            scope.line(f"{ptr}[{c_index(index)}] = ember_float_to_bf16({value_text});")
+        elif dtype == torch.float16:
+            scope.line(f"{ptr}[{c_index(index)}] = static_cast<_Float16>({value_text});")
+        else:
+            scope.line(f"{ptr}[{c_index(index)}] = {value_text};")
+        scope.cache[load_key] = value_text if value_text.isidentifier() else None
+        if scope.cache[load_key] is None:
+            del scope.cache[load_key]
+
+    # ---------------------------------------------------------- body
+
+    def generate(self) -> KernelSource:
+        kernel = self.kernel
+        outer = kernel.outer
+        xs = outer_vars(len(outer))
+        body = Scope(self, None, 1 + len(outer))
+        for item in kernel.items:
+            if isinstance(item, str):
+                self._outer_node(body, item)
+            elif item.kind == "pointwise":
+                self._pointwise_group(body, item)
+            else:
+                self._reduction_group(body, item)
+        lines = []
+        work = numel(outer) * (
+            1 + sum(numel(i.ranges) for i in kernel.items if isinstance(i, LoopGroup))
+        )
+        for depth, (var, size) in enumerate(zip(xs, outer)):
+            pad = "  " * (1 + depth)
+            if depth == 0 and work.is_Integer and int(work) >= PARALLEL_MIN_WORK:
+                lines.append(f"{pad}#pragma omp parallel for")
+            elif depth == len(outer) - 1 and not any(
+                isinstance(i, LoopGroup) for i in kernel.items
+            ):
+                lines.append(f"{pad}#pragma GCC ivdep")
+            lines.append(f"{pad}for (int64_t {var} = 0; {var} < {c_index(size)}; ++{var}) {{")
+        lines += body.lines
+        for depth in reversed(range(len(outer))):
+            lines.append("  " * (1 + depth) + "}")
+        params = ", ".join(f"{a.ctype} {self._param_name(key)}" for key, a in self.args.items())
+        source = f'extern "C" void KERNEL_NAME({params})\n{{\n' + "\n".join(lines) + "\n}\n"
+        return KernelSource(kernel.name, source, tuple(self.args.values()))
+
+    def _param_name(self, key: str) -> str:
+        if key.startswith("scalar:"):
+            return self.scalars[key[len("scalar:") :]]
+        return self.pointer_names[key]
+
+    def _outer_node(self, scope: Scope, name: str) -> None:
+        buf = self.buffers[name]
+        value, index = node_body(buf, len(self.kernel.outer), "y")
+        self.store(scope, name, index, scope.value(value), value.dtype)
+
+    def _loop_open(self, scope: Scope, variables, ranges) -> Scope:
+        for depth, (var, size) in enumerate(zip(variables, ranges)):
+            if depth == len(ranges) - 1:
+                scope.line("#pragma GCC ivdep")
+            scope.line(f"for (int64_t {var} = 0; {var} < {c_index(size)}; ++{var}) {{")
+            scope.indent += 1
+        inner = Scope(self, scope, scope.indent)
+        return inner
+
+    def _loop_close(self, scope: Scope, inner: Scope, depth: int) -> None:
+        scope.lines.extend(inner.lines)
+        for _ in range(depth):
+            scope.indent -= 1
+            scope.line("}")
+
+    def _pointwise_group(self, scope: Scope, group: LoopGroup) -> None:
+        ys = inner_vars("y", len(group.ranges))
+        inner = self._loop_open(scope, ys, group.ranges)
+        for name in group.nodes:
+            value, index = node_body(self.buffers[name], len(self.kernel.outer), "y")
+            self.store(inner, name, index, inner.value(value), value.dtype)
+        self._loop_close(scope, inner, len(group.ranges))
+
+    def _reduction_group(self, scope: Scope, group: LoopGroup) -> None:
+        rs = inner_vars("r", len(group.ranges))
+        n = len(self.kernel.outer)
+        bodies = [(name, *node_body(self.buffers[name], n, "r")) for name in group.nodes]
+        accumulators: dict = {}
+        for name, value, _ in bodies:
+            rtype = self.buffers[name].body.reduction_type
+            key = (REDUCTION_FAMILY.get(rtype, rtype), value)
+            if key not in accumulators:
+                accumulators[key] = f"acc{len(accumulators)}_{self.kernel.nodes.index(name)}"
+                scope.line(self._acc_init(key[0], accumulators[key], value.dtype))
+        inner = self._loop_open(scope, rs, group.ranges)
+        flat_r = c_index(flat_index(rs, contiguous_strides(group.ranges))) if rs else "0"
+        for (family, value), acc in accumulators.items():
+            text = inner.value(value)
+            inner.line(self._acc_update(family, acc, text, value.dtype, flat_r))
+        self._loop_close(scope, inner, len(group.ranges))
+        for name, value, index in bodies:
+            rtype = self.buffers[name].body.reduction_type
+            acc = accumulators[(REDUCTION_FAMILY.get(rtype, rtype), value)]
+            result, dtype = self._acc_result(rtype, acc, value.dtype)
+            self.store(scope, name, index, result, dtype)
+
+    def _acc_init(self, family: str, acc: str, dtype) -> str:
+        ctype = _accumulate_type(dtype) if family in ("sum", "prod") else compute_type(dtype)
+        if family == "welford":
+            return f"EmberWelford {acc};"
+        if family in ("argmax", "argmin"):
+            return f"EmberArgAcc<{compute_type(dtype)}> {acc}{{{compute_type(dtype)}(0), -1}};"
+        init = {
+            "sum": "0",
+            "prod": "1",
+            "any": "false",
+            "all": "true",
+            "max": _lowest(dtype),
+            "min": _highest(dtype),
+        }[family]
+        return f"{ctype} {acc} = {init};"
+
+    def _acc_update(self, family, acc, value, dtype, flat_r) -> str:
+        if family == "sum":
+            return f"{acc} += {value};"
+        if family == "prod":
+            return f"{acc} *= {value};"
+        if family == "max":
+            return f"{acc} = ember_maximum<{compute_type(dtype)}>({acc}, {value});"
+        if family == "min":
+            return f"{acc} = ember_minimum<{compute_type(dtype)}>({acc}, {value});"
+        if family == "any":
+            return f"{acc} = {acc} || {value};"
+        if family == "all":
+            return f"{acc} = {acc} && {value};"
+        if family in ("argmax", "argmin"):
+            return f"ember_{family}_update({acc}, {value}, {flat_r});"
+        if family == "welford":
+            return f"ember_welford_update({acc}, static_cast<double>({value}));"
+        raise InductorError(f"unknown reduction {family!r}")
+
+    def _acc_result(self, rtype, acc, dtype):
+        if rtype == "welford_mean":
+            return f"static_cast<{compute_type(dtype)}>({acc}.mean)", dtype
+        if rtype == "welford_m2":
+            return f"static_cast<{compute_type(dtype)}>({acc}.m2)", dtype
+        if rtype in ("argmax", "argmin"):
+            return f"{acc}.index", torch.int64
+        if rtype in ("any", "all"):
+            return acc, torch.bool
+        return f"static_cast<{compute_type(dtype)}>({acc})", dtype
+
+
+def _accumulate_type(dtype) -> str:
+    if dtype in (torch.float32, torch.bfloat16, torch.float16):
+        return "double"
+    return compute_type(dtype)
+
+
+def _lowest(dtype) -> str:
+    if dtype.is_floating_point:
+        return f"-std::numeric_limits<{compute_type(dtype)}>::infinity()"
+    if dtype == torch.bool:
+        return "false"
+    return f"std::numeric_limits<{compute_type(dtype)}>::lowest()"
+
+
+def _highest(dtype) -> str:
+    if dtype.is_floating_point:
+        return f"std::numeric_limits<{compute_type(dtype)}>::infinity()"
+    if dtype == torch.bool:
+        return "true"
+    return f"std::numeric_limits<{compute_type(dtype)}>::max()"
+
+
+def generate_kernel(kernel: FusedKernel, buffers: dict) -> KernelSource:
+    """The C++ source of `kernel` (function named KERNEL_NAME) and its parameters."""
+    return KernelCodegen(kernel, buffers).generate()

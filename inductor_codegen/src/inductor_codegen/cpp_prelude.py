@@ -1,0 +1,98 @@
+"""The C++ prelude every generated kernel file starts with: includes and scalar helpers.
+
+Helpers follow eager PyTorch's semantics where C++ differs: NaN-propagating
+maximum/minimum, Python-style floor division and remainder, bfloat16 rounding
+to nearest even, first-index argmax/argmin with NaN as the largest value.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PRELUDE"]
+
+PRELUDE = r"""
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+static inline float ember_bf16_to_float(uint16_t v) {
+  uint32_t u = static_cast<uint32_t>(v) << 16; float f; std::memcpy(&f, &u, 4); return f;
+}
+static inline uint16_t ember_float_to_bf16(float f) {
+  if (f != f) return 0x7fc0;
+  uint32_t u; std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+static inline float ember_round_bf16(float f) { return ember_bf16_to_float(ember_float_to_bf16(f)); }
+static inline float ember_round_f16(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
+
+template <typename T> static inline T ember_maximum(T a, T b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
+}
+template <typename T> static inline T ember_minimum(T a, T b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a < b ? a : b;
+}
+template <typename T> static inline T ember_floordiv(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == 0) return 0;
+    T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q;
+  } else {
+    if (b == 0) return a / b;
+    T mod = std::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= T(1);
+    T floordiv;
+    if (div != 0) { floordiv = std::floor(div); if (div - floordiv > T(0.5)) floordiv += T(1); }
+    else { floordiv = std::copysign(T(0), a / b); }
+    return floordiv;
+  }
+}
+template <typename T> static inline T ember_truncdiv(T a, T b) {
+  if (b == 0) return 0;
+  return a / b;
+}
+template <typename T> static inline T ember_remainder(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == 0) return 0;
+    T r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b; return r;
+  } else {
+    T r = std::fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r;
+  }
+}
+template <typename T> static inline T ember_fmod(T a, T b) {
+  if constexpr (std::is_integral_v<T>) { if (b == 0) return 0; return a % b; }
+  else { return std::fmod(a, b); }
+}
+template <typename T> static inline T ember_ipow(T base, T exp) {
+  if (exp < 0) { if (base == 1) return 1; if (base == -1) return (exp & 1) ? -1 : 1; return 0; }
+  T result = 1;
+  while (exp) { if (exp & 1) result *= base; base *= base; exp >>= 1; }
+  return result;
+}
+template <typename T> static inline T ember_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+template <typename T> static inline T ember_sign(T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }
+template <typename T> static inline T ember_relu(T x) { return x < T(0) ? T(0) : x; }
+
+template <typename T> struct EmberArgAcc { T value; int64_t index; };
+template <typename T> static inline void ember_argmax_update(EmberArgAcc<T>& acc, T v, int64_t i) {
+  if (acc.index < 0) { acc.value = v; acc.index = i; return; }
+  if (acc.value != acc.value) return;
+  if (v != v || v > acc.value) { acc.value = v; acc.index = i; }
+}
+template <typename T> static inline void ember_argmin_update(EmberArgAcc<T>& acc, T v, int64_t i) {
+  if (acc.index < 0) { acc.value = v; acc.index = i; return; }
+  if (acc.value != acc.value) return;
+  if (v != v || v < acc.value) { acc.value = v; acc.index = i; }
+}
+struct EmberWelford { double mean = 0; double m2 = 0; double n = 0; };
+static inline void ember_welford_update(EmberWelford& acc, double v) {
+  acc.n += 1; double delta = v - acc.mean; acc.mean += delta / acc.n; acc.m2 += delta * (v - acc.mean);
+}
+"""

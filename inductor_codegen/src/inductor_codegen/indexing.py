@@ -1,0 +1,241 @@
+"""Index arithmetic: sympy expressions over loop variables, and their C printing.
+
+Sizes, strides and indices in the IR are sympy expressions, so that symbolic
+sizes can flow through unchanged. Integer division and modulo of non-negative
+indices are the two functions `FloorDiv` and `IndexMod`; `simplify_index`
+folds the patterns that reshapes create (`FloorDiv(n, b) * b + IndexMod(n, b)`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+
+__all__ = [
+    "FloorDiv",
+    "IndexMod",
+    "Index",
+    "as_index",
+    "contiguous_strides",
+    "c_index",
+    "flat_index",
+    "numel",
+    "reshape_index",
+    "simplify_index",
+    "view_strides",
+]
+
+Index = sympy.Expr
+
+
+class FloorDiv(sympy.Function):
+    """`a // b` for a non-negative index `a` and a positive `b`."""
+
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1:
+            return a
+        if a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) // int(b))
+        return None
+
+
+class IndexMod(sympy.Function):
+    """`a % b` for a non-negative index `a` and a positive `b`."""
+
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1 or a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) % int(b))
+        return None
+
+
+def as_index(value) -> Index:
+    """An int (or sympy expression) as a sympy index expression."""
+    if isinstance(value, sympy.Expr):
+        return value
+    return sympy.Integer(int(value))
+
+
+def numel(sizes: Sequence[Index]) -> Index:
+    result = sympy.Integer(1)
+    for size in sizes:
+        result = result * size
+    return result
+
+
+def contiguous_strides(sizes: Sequence[Index]) -> tuple[Index, ...]:
+    strides: list[Index] = []
+    running = sympy.Integer(1)
+    for size in reversed(sizes):
+        strides.append(running)
+        running = (
+            running * sympy.Max(size, 1) if not size.is_Integer else running * max(int(size), 1)
+        )
+    return tuple(reversed(strides))
+
+
+def flat_index(index: Sequence[Index], strides: Sequence[Index], offset: Index = 0) -> Index:
+    result = as_index(offset)
+    for i, s in zip(index, strides):
+        result = result + i * s
+    return simplify_index(result)
+
+
+def simplify_index(expr: Index) -> Index:
+    """Fold `c*b*FloorDiv(n, b) + c*IndexMod(n, b)` into `c*n`, repeatedly."""
+    expr = sympy.expand(expr)
+    changed = True
+    while changed and expr.is_Add:
+        changed = False
+        terms = dict(expr.as_coefficients_dict())
+        for term, coeff in list(terms.items()):
+            if not isinstance(term, IndexMod):
+                continue
+            n, b = term.args
+            partner = FloorDiv(n, b)
+            if terms.get(partner) == coeff * b:
+                del terms[term]
+                del terms[partner]
+                rebuilt = sum((c * t for t, c in terms.items()), sympy.Integer(0))
+                expr = sympy.expand(rebuilt + coeff * n)
+                changed = True
+                break
+    return expr
+
+
+def reshape_index(
+    old_sizes: Sequence[Index], new_sizes: Sequence[Index], new_index: Sequence[Index]
+) -> list[Index]:
+    """Map an index into `new_sizes` to the index into `old_sizes` (same elements, row-major).
+
+    Dimensions are matched in groups of equal product, so that splitting or
+    keeping a dimension needs no division; only merged dimensions use
+    `FloorDiv`/`IndexMod`.
+    """
+    old_index: list[Index] = []
+    i = j = 0
+    n_old, n_new = len(old_sizes), len(new_sizes)
+    while i < n_old or j < n_new:
+        # Size-1 dimensions carry index 0 and need no matching.
+        if i < n_old and old_sizes[i] == 1:
+            old_index.append(sympy.Integer(0))
+            i += 1
+            continue
+        if j < n_new and new_sizes[j] == 1:
+            j += 1
+            continue
+        old_group, new_group = [i], [j]
+        old_prod, new_prod = old_sizes[i], new_sizes[j]
+        i += 1
+        j += 1
+        while old_prod != new_prod:
+            if _less(old_prod, new_prod):
+                old_group.append(i)
+                old_prod = old_prod * old_sizes[i]
+                i += 1
+            else:
+                new_group.append(j)
+                new_prod = new_prod * new_sizes[j]
+                j += 1
+        flat = flat_index(
+            [new_index[k] for k in new_group],
+            contiguous_strides([new_sizes[k] for k in new_group]),
+        )
+        sub_sizes = [old_sizes[k] for k in old_group]
+        sub_strides = contiguous_strides(sub_sizes)
+        for position, stride in enumerate(sub_strides):
+            value = FloorDiv(flat, stride)
+            if position > 0:
+                value = IndexMod(value, sub_sizes[position])
+            old_index.append(value)
+    return old_index
+
+
+def _less(a: Index, b: Index) -> bool:
+    return bool(sympy.Lt(a, b)) if (a.is_Integer and b.is_Integer) else bool(a < b)
+
+
+def view_strides(
+    old_sizes: Sequence[Index], old_strides: Sequence[Index], new_sizes: Sequence[Index]
+) -> tuple[Index, ...] | None:
+    """Strides that let `new_sizes` view the same memory as (old_sizes, old_strides), or None.
+
+    Walks the old dimensions from the innermost, in chunks that are contiguous
+    in memory, and lays the new dimensions over each chunk.
+    """
+    if len(old_sizes) == 0:
+        return tuple(sympy.Integer(1) for _ in new_sizes)
+    new_strides: list[Index] = [sympy.Integer(1)] * len(new_sizes)
+    view_d = len(new_sizes) - 1
+    chunk_base_stride = old_strides[-1]
+    tensor_numel = sympy.Integer(1)
+    view_numel = sympy.Integer(1)
+    for tensor_d in reversed(range(len(old_sizes))):
+        tensor_numel = tensor_numel * old_sizes[tensor_d]
+        chunk_ends = tensor_d == 0 or (
+            old_sizes[tensor_d - 1] != 1
+            and old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride
+        )
+        if not chunk_ends:
+            continue
+        while view_d >= 0 and (_less(view_numel, tensor_numel) or new_sizes[view_d] == 1):
+            new_strides[view_d] = view_numel * chunk_base_stride
+            view_numel = view_numel * new_sizes[view_d]
+            view_d -= 1
+        if view_numel != tensor_numel:
+            return None
+        if tensor_d > 0:
+            chunk_base_stride = old_strides[tensor_d - 1]
+            tensor_numel = sympy.Integer(1)
+            view_numel = sympy.Integer(1)
+    if view_d != -1:
+        return None
+    return tuple(new_strides)
+
+
+def _divides(a: Index, b: Index) -> bool:
+    if a.is_Integer and b.is_Integer:
+        return int(b) % int(a) == 0
+    return sympy.simplify(b / a).is_integer is True
+
+
+def c_index(expr: Index) -> str:
+    """An index expression as C++ (int64_t arithmetic)."""
+    if expr.is_Integer:
+        return str(int(expr))
+    if expr.is_Symbol:
+        return expr.name
+    if expr.is_Add:
+        parts = [c_index(a) for a in _ordered(expr.args)]
+        return "(" + " + ".join(parts) + ")"
+    if expr.is_Mul:
+        return "(" + " * ".join(c_index(a) for a in _ordered(expr.args)) + ")"
+    if isinstance(expr, FloorDiv):
+        return f"({c_index(expr.args[0])} / {c_index(expr.args[1])})"
+    if isinstance(expr, IndexMod):
+        return f"({c_index(expr.args[0])} % {c_index(expr.args[1])})"
+    if isinstance(expr, sympy.Max):
+        a, b = expr.args[0], sympy.Max(*expr.args[1:])
+        return f"std::max<int64_t>({c_index(a)}, {c_index(b)})"
+    if isinstance(expr, sympy.Min):
+        a, b = expr.args[0], sympy.Min(*expr.args[1:])
+        return f"std::min<int64_t>({c_index(a)}, {c_index(b)})"
+    if expr.is_Pow and expr.exp.is_Integer and int(expr.exp) > 0:
+        return "(" + " * ".join([c_index(expr.base)] * int(expr.exp)) + ")"
+    raise ValueError(f"cannot print index expression {expr} as C++")
+
+
+def _ordered(args):
+    return sorted(args, key=lambda a: (a.is_Number, sympy.default_sort_key(a)))

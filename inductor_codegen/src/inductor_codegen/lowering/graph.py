@@ -1,0 +1,311 @@
+"""GraphLowering: walks an FX graph of ATen ops and builds the loop IR.
+
+The result is a list of buffers in program order (computed and extern), the
+graph inputs, and the outputs as `TensorValue`s (views of buffers or inputs).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import Counter
+from dataclasses import dataclass
+
+import sympy
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+
+from guards import artifact_logger
+from inductor_codegen.errors import LoweringError, UnsupportedGraphError
+from inductor_codegen.indexing import as_index
+from inductor_codegen.ir import (
+    ComputedBuffer,
+    Constant,
+    ExternBuffer,
+    InputBuffer,
+    Layout,
+    Load,
+    Pointwise,
+    Reduction,
+    ScalarArg,
+    TensorValue,
+    expr_size,
+)
+from inductor_codegen.lowering.registry import LoweringTable
+
+__all__ = ["BufferRef", "GraphLowering", "SUPPORTED_DTYPES"]
+
+SUPPORTED_DTYPES = frozenset(
+    {
+        torch.float32,
+        torch.float64,
+        torch.bfloat16,
+        torch.float16,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+    }
+)
+# Pointwise values larger than this are stored to a buffer instead of inlined.
+MAX_INLINE_SIZE = 80
+
+
+@dataclass(frozen=True, slots=True)
+class BufferRef:
+    """A tensor argument of an extern call: buffer `name`, seen through `layout` if given."""
+
+    name: str
+    layout: Layout | None = None
+
+
+class GraphLowering:
+    """Lowers `gm` (functional ATen graph with meta["val"]) to loop IR buffers."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, lowerings: LoweringTable):
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.lowerings = lowerings
+        self.buffers: list[ComputedBuffer | ExternBuffer] = []
+        self.buffer_by_name: dict[str, ComputedBuffer | ExternBuffer | InputBuffer] = {}
+        self.inputs: list[InputBuffer | ScalarArg | str] = []
+        self.constants: dict[str, torch.Tensor] = {}
+        self.env: dict[torch.fx.Node, object] = {}
+        self.fallbacks: Counter[str] = Counter()
+        self.outputs: list[TensorValue | object] = []
+        self.output_spec = None
+        self._counter = 0
+        self._log = artifact_logger("perf_hints")
+
+    # -------------------------------------------------------------- driver
+
+    def run(self) -> GraphLowering:
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(self.example_inputs):
+            raise LoweringError(
+                f"the graph has {len(placeholders)} inputs but {len(self.example_inputs)} "
+                "example inputs were given; pass one example per placeholder"
+            )
+        for node, example in zip(placeholders, self.example_inputs):
+            self.env[node] = self._lower_placeholder(node, example)
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                continue
+            if node.op == "output":
+                self._lower_output(node)
+            elif node.op == "get_attr":
+                self.env[node] = self._lower_constant(node)
+            elif node.op == "call_function":
+                self.env[node] = self._lower_call(node)
+            else:
+                raise LoweringError(f"node {node.name}: op {node.op!r} is not supported")
+        return self
+
+    def _lower_placeholder(self, node, example):
+        if isinstance(example, torch.Tensor):
+            layout = layout_of(example, where=f"input {node.name}")
+            buf = InputBuffer(node.name, layout)
+            self.inputs.append(buf)
+            self.buffer_by_name[node.name] = buf
+            return TensorValue.of_buffer(node.name, layout)
+        if isinstance(example, bool):
+            arg = ScalarArg(node.name, torch.bool)
+        elif isinstance(example, int):
+            arg = ScalarArg(node.name, torch.int64)
+        elif isinstance(example, float):
+            arg = ScalarArg(node.name, torch.float64)
+        elif isinstance(example, torch.SymInt):
+            raise UnsupportedGraphError(f"input {node.name} is a symbolic int")
+        else:
+            self.inputs.append(node.name)
+            return OpaqueInput(node.name)
+        self.inputs.append(arg)
+        return arg
+
+    def _lower_constant(self, node):
+        value = getattr(self.gm, node.target)
+        if not isinstance(value, torch.Tensor):
+            return value
+        name = "const_" + node.target.replace(".", "_")
+        self.constants[name] = value
+        layout = layout_of(value, where=f"constant {node.target}")
+        buf = InputBuffer(name, layout)
+        self.buffer_by_name[name] = buf
+        return TensorValue.of_buffer(name, layout)
+
+    def _lower_call(self, node):
+        args, kwargs = pytree.tree_map_only(
+            torch.fx.Node, self.env.__getitem__, (node.args, node.kwargs)
+        )
+        if node.target is operator.getitem:
+            return args[0][args[1]]
+        lowering = self.lowerings.get(node.target)
+        if lowering is not None and self._dtypes_supported(node):
+            value = lowering(self, node, *args, **kwargs)
+        else:
+            value = self.fallback(node, args, kwargs)
+        return self._maybe_realize(node, value)
+
+    def _lower_output(self, node):
+        flat, spec = pytree.tree_flatten(node.args[0])
+        self.output_spec = spec
+        for item in flat:
+            value = self.env[item] if isinstance(item, torch.fx.Node) else item
+            if isinstance(value, TensorValue) and value.view is None:
+                value = self.realize(value, layout_hint=_meta_layout(item))
+            self.outputs.append(value)
+
+    def _dtypes_supported(self, node) -> bool:
+        vals = [node.meta.get("val")]
+        vals += [a.meta.get("val") for a in node.all_input_nodes]
+        for v in pytree.tree_leaves(vals):
+            if isinstance(v, torch.Tensor) and v.dtype not in SUPPORTED_DTYPES:
+                return False
+        return True
+
+    def _maybe_realize(self, node, value):
+        if not isinstance(value, TensorValue) or value.view is not None:
+            return value
+        if len(node.users) > 1 or _too_big(value):
+            return self.realize(value)
+        return value
+
+    # -------------------------------------------------------------- buffers
+
+    def new_name(self) -> str:
+        name = f"buf{self._counter}"
+        self._counter += 1
+        return name
+
+    def realize(self, value: TensorValue, layout_hint: Layout | None = None) -> TensorValue:
+        """Store `value` in a new buffer (a Pointwise node); return a view of it."""
+        if value.view is not None:
+            return value
+        layout = layout_hint
+        if layout is None or layout.size != value.size or layout.dtype != value.dtype:
+            layout = Layout.contiguous(value.dtype, value.size)
+        buf = ComputedBuffer(self.new_name(), layout, Pointwise(value.size, value.loader))
+        self.add_buffer(buf)
+        return TensorValue.of_buffer(buf.name, layout)
+
+    def reduction(self, dtype, ranges, reduction_ranges, reduction_type, loader) -> TensorValue:
+        layout = Layout.contiguous(dtype, tuple(ranges))
+        body = Reduction(tuple(ranges), tuple(reduction_ranges), reduction_type, loader)
+        buf = ComputedBuffer(self.new_name(), layout, body)
+        self.add_buffer(buf)
+        return TensorValue.of_buffer(buf.name, layout)
+
+    def add_buffer(self, buf) -> None:
+        self.buffers.append(buf)
+        self.buffer_by_name[buf.name] = buf
+
+    def extern_arg(self, value):
+        """An argument for an extern call: tensors become BufferRefs (realized if needed)."""
+        if isinstance(value, TensorValue):
+            value = self.realize(value)
+            view = value.view
+            base_layout = self.buffer_by_name[view.buffer].layout
+            if base_layout is not None and base_layout == view.layout:
+                return BufferRef(view.buffer)
+            return BufferRef(view.buffer, view.layout)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.extern_arg(v) for v in value)
+        return value
+
+    def extern(self, node, op, args, kwargs, *, is_fallback: bool):
+        """Call ATen `op` from the wrapper; its outputs become buffers with meta layouts."""
+        ext_args = self.extern_arg(tuple(args))
+        ext_kwargs = {k: self.extern_arg(v) for k, v in kwargs.items()}
+        reads = tuple(
+            ref.name
+            for ref in pytree.tree_leaves((ext_args, ext_kwargs))
+            if isinstance(ref, BufferRef)
+        )
+        val = node.meta.get("val")
+        name = self.new_name()
+        if isinstance(val, torch.Tensor):
+            layout = layout_of(val, where=f"node {node.name}")
+            buf = ExternBuffer(name, op, ext_args, ext_kwargs, (layout,), is_fallback, reads)
+            self.add_buffer(buf)
+            return TensorValue.of_buffer(name, layout)
+        if isinstance(val, (tuple, list)):
+            layouts = tuple(
+                layout_of(v, where=f"node {node.name}") if isinstance(v, torch.Tensor) else None
+                for v in val
+            )
+            buf = ExternBuffer(name, op, ext_args, ext_kwargs, layouts, is_fallback, reads)
+            self.add_buffer(buf)
+            for i, lay in enumerate(layouts):
+                if lay is not None:
+                    # Each tensor of a tuple result is a named buffer of its own.
+                    self.buffer_by_name[f"{name}_{i}"] = InputBuffer(f"{name}_{i}", lay)
+            return tuple(
+                TensorValue.of_buffer(f"{name}_{i}", lay) if lay is not None else None
+                for i, lay in enumerate(layouts)
+            )
+        if val is None and not node.users:
+            buf = ExternBuffer(name, op, ext_args, ext_kwargs, (), is_fallback, reads)
+            self.add_buffer(buf)
+            return None
+        raise UnsupportedGraphError(
+            f"node {node.name} ({op}) returns {type(val).__name__}; only tensors and tuples "
+            "of tensors can come back from an ATen call"
+        )
+
+    def fallback(self, node, args, kwargs):
+        if not isinstance(node.target, torch._ops.OpOverload):
+            raise UnsupportedGraphError(
+                f"node {node.name} calls {node.target}, which is not an ATen OpOverload; "
+                "inductor_codegen takes functional ATen graphs (run aot_autograd first)"
+            )
+        self.fallbacks[str(node.target)] += 1
+        self._log.info("no lowering for %s (node %s): calling ATen", node.target, node.name)
+        return self.extern(node, node.target, args, kwargs, is_fallback=True)
+
+
+@dataclass(frozen=True, slots=True)
+class OpaqueInput:
+    """A graph input that is neither a tensor nor a number (passed through to ATen calls)."""
+
+    name: str
+
+
+def layout_of(value: torch.Tensor, where: str) -> Layout:
+    for s in (*value.shape, *value.stride(), value.storage_offset()):
+        if not isinstance(s, int):
+            raise UnsupportedGraphError(f"{where} has a symbolic size or stride {s}")
+    return Layout(
+        value.dtype,
+        tuple(as_index(s) for s in value.shape),
+        tuple(as_index(s) for s in value.stride()),
+    )
+
+
+def _meta_layout(node) -> Layout | None:
+    """The layout eager would give `node`'s output, when it is dense (no overlap, no holes)."""
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        return None
+    try:
+        layout = layout_of(val, where=node.name)
+    except UnsupportedGraphError:
+        return None
+    order = sorted(range(len(layout.size)), key=lambda d: (layout.stride[d], layout.size[d]))
+    expected = sympy.Integer(1)
+    for d in order:
+        if layout.size[d] == 1:
+            continue
+        if layout.stride[d] != expected:
+            return None
+        expected = expected * layout.size[d]
+    return layout
+
+
+def _too_big(value: TensorValue) -> bool:
+    index = tuple(sympy.Symbol(f"i{d}", integer=True, nonnegative=True) for d in range(value.ndim))
+    expr = value.loader(index)
+    if isinstance(expr, (Load, Constant)):
+        return False
+    return expr_size(expr, MAX_INLINE_SIZE + 1) > MAX_INLINE_SIZE

@@ -1,0 +1,245 @@
+"""Lowerings of reductions and of the normalizations built from them."""
+
+from __future__ import annotations
+
+import torch
+from sympy import Integer
+
+from inductor_codegen.indexing import numel
+from inductor_codegen.ir import TensorValue
+from inductor_codegen.lowering.common import cast, const, node_dtype, normalize_dims, op
+from inductor_codegen.lowering.registry import register_lowering
+
+__all__ = ["reduce"]
+
+aten = torch.ops.aten
+
+
+def reduce(
+    ctx, x: TensorValue, dims, keepdim: bool, reduction_type: str, out_dtype, value_dtype=None
+):
+    """Reduce `x` over `dims` into a new buffer of `out_dtype`.
+
+    `value_dtype` is the dtype the values are cast to before accumulation.
+    """
+    ndim = x.ndim
+    dims = normalize_dims(dims, ndim)
+    kept = [d for d in range(ndim) if d not in dims]
+    if keepdim:
+        ranges = tuple(1 if d in dims else x.size[d] for d in range(ndim))
+    else:
+        ranges = tuple(x.size[d] for d in kept)
+    reduction_ranges = tuple(x.size[d] for d in dims)
+    loader = x.loader
+    value_dtype = value_dtype or x.dtype
+
+    def load(idx, ridx):
+        full = [None] * ndim
+        kept_idx = [idx[d] for d in kept] if keepdim else list(idx)
+        for d, i in zip(kept, kept_idx):
+            full[d] = i
+        for d, r in zip(dims, ridx):
+            full[d] = r
+        return cast(loader(tuple(full)), value_dtype)
+
+    ranges = tuple(Integer(1) if isinstance(r, int) else r for r in ranges)
+    return ctx.reduction(out_dtype, ranges, reduction_ranges, reduction_type, load)
+
+
+@register_lowering(aten.sum.dim_IntList, aten.sum.default)
+def sum_(ctx, node, x, dim=None, keepdim=False, *, dtype=None):
+    out = node_dtype(node)
+    return reduce(ctx, x, dim, keepdim, "sum", out, value_dtype=out)
+
+
+@register_lowering(aten.prod.dim_int, aten.prod.default)
+def prod(ctx, node, x, dim=None, keepdim=False, *, dtype=None):
+    out = node_dtype(node)
+    return reduce(ctx, x, dim, keepdim, "prod", out, value_dtype=out)
+
+
+@register_lowering(aten.mean.dim, aten.mean.default)
+def mean(ctx, node, x, dim=None, keepdim=False, *, dtype=None):
+    out = node_dtype(node)
+    total = reduce(ctx, x, dim, keepdim, "sum", out, value_dtype=out)
+    count = numel([x.size[d] for d in normalize_dims(dim, x.ndim)])
+    loader = total.loader
+    return TensorValue(
+        out, total.size, lambda i: op("truediv", loader(i), const(int(count), out), dtype=out)
+    )
+
+
+@register_lowering(aten.amax.default)
+def amax(ctx, node, x, dim=(), keepdim=False):
+    return reduce(ctx, x, dim, keepdim, "max", x.dtype)
+
+
+@register_lowering(aten.amin.default)
+def amin(ctx, node, x, dim=(), keepdim=False):
+    return reduce(ctx, x, dim, keepdim, "min", x.dtype)
+
+
+@register_lowering(aten.max.default)
+def max_all(ctx, node, x):
+    return reduce(ctx, x, None, False, "max", x.dtype)
+
+
+@register_lowering(aten.min.default)
+def min_all(ctx, node, x):
+    return reduce(ctx, x, None, False, "min", x.dtype)
+
+
+@register_lowering(aten.max.dim)
+def max_dim(ctx, node, x, dim, keepdim=False):
+    values = reduce(ctx, x, dim, keepdim, "max", x.dtype)
+    indices = reduce(ctx, x, dim, keepdim, "argmax", torch.int64)
+    return (values, indices)
+
+
+@register_lowering(aten.min.dim)
+def min_dim(ctx, node, x, dim, keepdim=False):
+    values = reduce(ctx, x, dim, keepdim, "min", x.dtype)
+    indices = reduce(ctx, x, dim, keepdim, "argmin", torch.int64)
+    return (values, indices)
+
+
+@register_lowering(aten.argmax.default)
+def argmax(ctx, node, x, dim=None, keepdim=False):
+    if dim is None and keepdim:
+        return ctx.fallback(node, (x, dim, keepdim), {})
+    return reduce(ctx, x, dim, keepdim, "argmax", torch.int64)
+
+
+@register_lowering(aten.argmin.default)
+def argmin(ctx, node, x, dim=None, keepdim=False):
+    if dim is None and keepdim:
+        return ctx.fallback(node, (x, dim, keepdim), {})
+    return reduce(ctx, x, dim, keepdim, "argmin", torch.int64)
+
+
+@register_lowering(aten.any.default, aten.any.dim, aten.any.dims)
+def any_(ctx, node, x, dim=None, keepdim=False):
+    return reduce(ctx, x, dim, keepdim, "any", torch.bool, value_dtype=torch.bool)
+
+
+@register_lowering(aten.all.default, aten.all.dim, aten.all.dims)
+def all_(ctx, node, x, dim=None, keepdim=False):
+    return reduce(ctx, x, dim, keepdim, "all", torch.bool, value_dtype=torch.bool)
+
+
+def welford(ctx, x, dims, keepdim):
+    """(mean, m2, count) of `x` over `dims`: one Welford accumulator in the kernel."""
+    dtype = x.dtype
+    mean_ = reduce(ctx, x, dims, keepdim, "welford_mean", dtype)
+    m2 = reduce(ctx, x, dims, keepdim, "welford_m2", dtype)
+    count = numel([x.size[d] for d in normalize_dims(dims, x.ndim)])
+    return mean_, m2, count
+
+
+def _variance(m2: TensorValue, count, correction) -> TensorValue:
+    dtype = m2.dtype
+    denominator = max(0, int(count) - correction)
+    loader = m2.loader
+    return TensorValue(
+        dtype, m2.size, lambda i: op("truediv", loader(i), const(denominator, dtype), dtype=dtype)
+    )
+
+
+def _correction(correction, unbiased=None):
+    if correction is None:
+        return 1 if unbiased is None or unbiased else 0
+    return correction
+
+
+@register_lowering(aten.var.correction)
+def var(ctx, node, x, dim=None, *, correction=None, keepdim=False):
+    if not x.dtype.is_floating_point:
+        return ctx.fallback(node, (x, dim), dict(correction=correction, keepdim=keepdim))
+    _, m2, count = welford(ctx, x, dim, keepdim)
+    return _variance(m2, count, _correction(correction))
+
+
+@register_lowering(aten.var_mean.correction)
+def var_mean(ctx, node, x, dim=None, *, correction=None, keepdim=False):
+    if not x.dtype.is_floating_point:
+        return ctx.fallback(node, (x, dim), dict(correction=correction, keepdim=keepdim))
+    mean_, m2, count = welford(ctx, x, dim, keepdim)
+    return (_variance(m2, count, _correction(correction)), mean_)
+
+
+@register_lowering(aten._softmax.default)
+def softmax(ctx, node, x, dim, half_to_float=False):
+    return _softmax(ctx, node, x, dim, log=False)
+
+
+@register_lowering(aten._log_softmax.default)
+def log_softmax(ctx, node, x, dim, half_to_float=False):
+    return _softmax(ctx, node, x, dim, log=True)
+
+
+def _softmax(ctx, node, x, dim, log):
+    out = node_dtype(node)
+    dims = normalize_dims(dim, x.ndim)
+    if x.ndim == 0:
+        value = const(0.0 if log else 1.0, out)
+        return TensorValue(out, (), lambda i: value)
+    maximum = reduce(ctx, x, dims, True, "max", x.dtype, value_dtype=out)
+    load_x, load_max = x.loader, maximum.loader
+
+    def shifted(idx):
+        return op("sub", cast(load_x(idx), out), load_max(_keep(idx, dims)), dtype=out)
+
+    exps = TensorValue(out, x.size, lambda i: op("exp", shifted(i), dtype=out))
+    total = reduce(ctx, exps, dims, True, "sum", out)
+    load_total = total.loader
+    if log:
+        return TensorValue(
+            out,
+            x.size,
+            lambda i: op(
+                "sub", shifted(i), op("log", load_total(_keep(i, dims)), dtype=out), dtype=out
+            ),
+        )
+    return TensorValue(
+        out,
+        x.size,
+        lambda i: op(
+            "truediv", op("exp", shifted(i), dtype=out), load_total(_keep(i, dims)), dtype=out
+        ),
+    )
+
+
+def _keep(idx, dims):
+    return tuple(Integer(0) if d in dims else i for d, i in enumerate(idx))
+
+
+@register_lowering(aten.native_layer_norm.default)
+def native_layer_norm(ctx, node, x, normalized_shape, weight, bias, eps):
+    if not x.dtype.is_floating_point:
+        return ctx.fallback(node, (x, normalized_shape, weight, bias, eps), {})
+    k = len(normalized_shape)
+    dims = list(range(x.ndim - k, x.ndim))
+    compute = torch.float32 if x.dtype in (torch.bfloat16, torch.float16) else x.dtype
+    xc = TensorValue(compute, x.size, lambda i, _l=x.loader: cast(_l(i), compute))
+    mean_, m2, count = welford(ctx, xc, dims, True)
+    load_x, load_mean, load_m2 = xc.loader, mean_.loader, m2.loader
+
+    def rstd_at(i):
+        variance = op("truediv", load_m2(i), const(int(count), compute), dtype=compute)
+        return op("rsqrt", op("add", variance, const(eps, compute), dtype=compute), dtype=compute)
+
+    def normed(i):
+        ki = _keep(i, dims)
+        value = op(
+            "mul", op("sub", load_x(i), load_mean(ki), dtype=compute), rstd_at(ki), dtype=compute
+        )
+        tail = i[x.ndim - k :]
+        if weight is not None:
+            value = op("mul", value, cast(weight.loader(tail), compute), dtype=compute)
+        if bias is not None:
+            value = op("add", value, cast(bias.loader(tail), compute), dtype=compute)
+        return cast(value, x.dtype)
+
+    out = TensorValue(x.dtype, x.size, normed)
+    rstd = TensorValue(compute, mean_.size, rstd_at)
+    return (out, mean_, rstd)

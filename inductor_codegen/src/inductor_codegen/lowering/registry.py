@@ -1,0 +1,41 @@
+"""The lowering table: ATen OpOverload -> function building loop IR.
+
+A lowering is `fn(ctx, node, *args, **kwargs) -> value`, where `ctx` is the
+running `GraphLowering`, `node` the FX node (for `meta["val"]`), and args are
+the node's arguments with FX nodes replaced by their lowered values
+(`TensorValue`, tuples of them, or Python numbers). Ops missing from the table
+run through ATen from the generated wrapper (a counted, logged fallback).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+__all__ = ["LOWERINGS", "LoweringTable", "register_lowering"]
+
+LoweringTable = dict[torch._ops.OpOverload, Callable]
+LOWERINGS: LoweringTable = {}
+
+
+def register_lowering(*ops: torch._ops.OpOverload, table: LoweringTable | None = None):
+    """Decorator registering one function as the lowering of each op in `ops`.
+
+    Fails at import on anything that is not an OpOverload or on a duplicate.
+    """
+    target = LOWERINGS if table is None else table
+
+    def decorate(fn: Callable) -> Callable:
+        for op in ops:
+            if not isinstance(op, torch._ops.OpOverload):
+                raise TypeError(
+                    f"register_lowering({op!r}) for {fn.__name__}: expected an OpOverload "
+                    "such as torch.ops.aten.add.Tensor, not a packet or a function"
+                )
+            if op in target:
+                raise KeyError(f"{op} already has a lowering ({target[op].__name__})")
+            target[op] = fn
+        return fn
+
+    return decorate

@@ -1,0 +1,167 @@
+"""Lowerings of view ops: a new index into the same loader, or new strides over a buffer.
+
+When the input is a strided window of a buffer (`TensorValue.view`), the result
+stays one (permute, expand, slice, select, reshape of compatible strides), so
+returning it or passing it to ATen needs no copy. Otherwise the view is index
+arithmetic composed into the loader.
+"""
+
+from __future__ import annotations
+
+import sympy
+import torch
+
+from inductor_codegen.indexing import reshape_index, view_strides
+from inductor_codegen.ir import ComputedBuffer, Layout, TensorValue
+from inductor_codegen.lowering.common import node_size, normalize_dim
+from inductor_codegen.lowering.registry import register_lowering
+
+__all__ = ["reshape_value"]
+
+aten = torch.ops.aten
+
+
+def _strided(value: TensorValue, size, stride, offset) -> TensorValue:
+    base = value.view
+    layout = Layout(value.dtype, tuple(size), tuple(stride), offset)
+    result = TensorValue.of_buffer(base.buffer, layout)
+    return result
+
+
+def reshape_value(value: TensorValue, new_size) -> TensorValue:
+    new_size = tuple(new_size)
+    if value.view is not None:
+        lay = value.view.layout
+        strides = view_strides(lay.size, lay.stride, new_size)
+        if strides is not None:
+            return _strided(value, new_size, strides, lay.offset)
+    old_size, loader = value.size, value.loader
+
+    def load(idx):
+        return loader(tuple(reshape_index(old_size, new_size, idx)))
+
+    return TensorValue(value.dtype, new_size, load)
+
+
+@register_lowering(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+def view(ctx, node, x, size):
+    return reshape_value(x, node_size(node))
+
+
+@register_lowering(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+def squeeze(ctx, node, x, dim=None):
+    return reshape_value(x, node_size(node))
+
+
+@register_lowering(aten.unsqueeze.default)
+def unsqueeze(ctx, node, x, dim):
+    return reshape_value(x, node_size(node))
+
+
+@register_lowering(aten.alias.default, aten.detach.default)
+def alias(ctx, node, x):
+    return x
+
+
+@register_lowering(aten.permute.default)
+def permute(ctx, node, x, dims):
+    dims = [normalize_dim(d, x.ndim) for d in dims]
+    size = tuple(x.size[d] for d in dims)
+    if x.view is not None:
+        lay = x.view.layout
+        return _strided(x, size, [lay.stride[d] for d in dims], lay.offset)
+    inverse = [0] * len(dims)
+    for new_d, old_d in enumerate(dims):
+        inverse[old_d] = new_d
+    loader = x.loader
+    return TensorValue(
+        x.dtype, size, lambda idx: loader(tuple(idx[inverse[d]] for d in range(len(dims))))
+    )
+
+
+@register_lowering(aten.t.default)
+def t(ctx, node, x):
+    return permute(ctx, node, x, list(reversed(range(x.ndim))))
+
+
+@register_lowering(aten.transpose.int)
+def transpose(ctx, node, x, dim0, dim1):
+    dims = list(range(x.ndim))
+    if x.ndim:
+        a, b = normalize_dim(dim0, x.ndim), normalize_dim(dim1, x.ndim)
+        dims[a], dims[b] = dims[b], dims[a]
+    return permute(ctx, node, x, dims)
+
+
+@register_lowering(aten.expand.default)
+def expand(ctx, node, x, size, implicit=False):
+    size = node_size(node)
+    offset = len(size) - x.ndim
+    if x.view is not None:
+        lay = x.view.layout
+        strides = [sympy.Integer(0)] * offset + [
+            lay.stride[d] if x.size[d] == size[d + offset] else sympy.Integer(0)
+            for d in range(x.ndim)
+        ]
+        return _strided(x, size, strides, lay.offset)
+    keep = [x.size[d] == size[d + offset] for d in range(x.ndim)]
+    loader = x.loader
+    return TensorValue(
+        x.dtype,
+        size,
+        lambda idx: loader(
+            tuple(idx[d + offset] if keep[d] else sympy.Integer(0) for d in range(len(keep)))
+        ),
+    )
+
+
+@register_lowering(aten.slice.Tensor)
+def slice_(ctx, node, x, dim=0, start=None, end=None, step=1):
+    dim = normalize_dim(dim, x.ndim)
+    size = node_size(node)
+    length = int(x.size[dim])
+    start = 0 if start is None else start
+    start = max(0, min(length, start + length if start < 0 else start))
+    if x.view is not None:
+        lay = x.view.layout
+        strides = list(lay.stride)
+        strides[dim] = lay.stride[dim] * step
+        return _strided(x, size, strides, lay.offset + start * lay.stride[dim])
+    loader = x.loader
+
+    def load(idx):
+        idx = list(idx)
+        idx[dim] = idx[dim] * step + start
+        return loader(tuple(idx))
+
+    return TensorValue(x.dtype, size, load)
+
+
+@register_lowering(aten.select.int)
+def select(ctx, node, x, dim, index):
+    dim = normalize_dim(dim, x.ndim)
+    index = index + int(x.size[dim]) if index < 0 else index
+    size = node_size(node)
+    if x.view is not None:
+        lay = x.view.layout
+        strides = [s for d, s in enumerate(lay.stride) if d != dim]
+        return _strided(x, size, strides, lay.offset + index * lay.stride[dim])
+    loader = x.loader
+    return TensorValue(
+        x.dtype, size, lambda idx: loader((*idx[:dim], sympy.Integer(index), *idx[dim:]))
+    )
+
+
+@register_lowering(aten.as_strided.default)
+def as_strided(ctx, node, x, size, stride, storage_offset=None):
+    base = ctx.buffer_by_name.get(x.view.buffer) if x.view is not None else None
+    if not isinstance(base, ComputedBuffer):
+        # Offsets count from the start of the storage, known only for our own buffers.
+        return ctx.fallback(node, (x, size, stride, storage_offset), {})
+    layout = Layout(
+        x.dtype,
+        tuple(sympy.Integer(s) for s in size),
+        tuple(sympy.Integer(s) for s in stride),
+        sympy.Integer(storage_offset or 0),
+    )
+    return TensorValue.of_buffer(x.view.buffer, layout)

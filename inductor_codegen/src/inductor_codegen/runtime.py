@@ -1,0 +1,34 @@
+"""Helpers the generated wrappers call at run time."""
+
+from __future__ import annotations
+
+import torch
+
+from inductor_codegen.errors import InductorError
+
+__all__ = ["check_layout", "empty_strided", "reinterpret"]
+
+
+def empty_strided(size: tuple, stride: tuple, dtype: torch.dtype) -> torch.Tensor:
+    return torch.empty_strided(size, stride, dtype=dtype, device="cpu")
+
+
+def reinterpret(base: torch.Tensor, size: tuple, stride: tuple, offset: int) -> torch.Tensor:
+    """A view of `base`'s memory; `offset` counts elements from `base`'s data pointer."""
+    return base.as_strided(size, stride, base.storage_offset() + offset)
+
+
+def check_layout(tensor: torch.Tensor, size: tuple, stride: tuple) -> None:
+    """Kernels index ATen results by their predicted layout; a different one is an error."""
+    if tuple(tensor.shape) != size or (
+        tensor.numel() > 1 and not _same_strides(tensor, size, stride)
+    ):
+        raise InductorError(
+            f"an ATen call returned size {tuple(tensor.shape)} stride {tensor.stride()} but the "
+            f"compiled kernels expect size {size} stride {stride}; the graph's meta['val'] "
+            "does not match what ATen computes"
+        )
+
+
+def _same_strides(tensor, size, stride) -> bool:
+    return all(s == 1 or a == b for s, a, b in zip(size, tensor.stride(), stride))

@@ -1,0 +1,289 @@
+"""The scheduler: groups computed buffers into fused kernels and plans memory.
+
+Buffers arrive in program order. Each is added to the open kernel when its
+loops fit the kernel's loop nest and every value it reads from the kernel is
+read at the very index where the kernel wrote it (so one outer iteration
+computes everything it needs); otherwise the kernel is closed and a new one
+opened. That one rule gives:
+
+* vertical fusion: a pointwise buffer fused into the reductions and pointwise
+  buffers that consume it (softmax: max, sum and the division in one kernel);
+* horizontal fusion: independent loops over the same range in one loop nest.
+
+Extern calls that read nothing from the open kernel are moved before it, so
+they do not split it. A buffer whose readers all sit in the same loop body of
+its kernel, and that is no output, becomes a local variable (no memory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from guards import artifact_enabled, artifact_logger
+from inductor_codegen.indexing import Index
+from inductor_codegen.ir import ComputedBuffer, ExternBuffer, Pointwise, expr_loads
+
+__all__ = ["FusedKernel", "LoopGroup", "Schedule", "schedule", "squeeze_ranges"]
+
+MAX_KERNEL_NODES = 48
+# How many earlier steps a buffer may move back to join a kernel.
+SEARCH_WINDOW = 8
+
+
+@dataclass(frozen=True, slots=True)
+class LoopGroup:
+    """Nodes sharing one inner loop nest: kind is "reduction" or "pointwise"."""
+
+    kind: str
+    ranges: tuple[Index, ...]
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FusedKernel:
+    """One generated function: an outer loop nest whose body runs `items` in order.
+
+    An item is a node name (computed at the outer level) or a LoopGroup.
+    `locals_` are buffers that never reach memory.
+    """
+
+    name: str
+    outer: tuple[Index, ...]
+    items: tuple[str | LoopGroup, ...]
+    nodes: tuple[str, ...]
+    locals_: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    steps: tuple[FusedKernel | ExternBuffer, ...]
+    buffers: dict
+
+
+def squeeze_ranges(ranges) -> tuple[Index, ...]:
+    return tuple(r for r in ranges if r != 1)
+
+
+def outer_vars(n: int):
+    return tuple(sympy.Symbol(f"x{k}", integer=True, nonnegative=True) for k in range(n))
+
+
+def inner_vars(prefix: str, n: int):
+    return tuple(sympy.Symbol(f"{prefix}{k}", integer=True, nonnegative=True) for k in range(n))
+
+
+def unsqueeze_index(ranges, variables) -> tuple[Index, ...]:
+    """Spread `variables` over the non-1 entries of `ranges` (size-1 dims get index 0)."""
+    it = iter(variables)
+    return tuple(sympy.Integer(0) if r == 1 else next(it) for r in ranges)
+
+
+def node_body(buf: ComputedBuffer, outer_n: int, inner_prefix: str):
+    """(value expression, store index) of `buf` with canonical loop variables."""
+    body = buf.body
+    if isinstance(body, Pointwise):
+        squeezed = squeeze_ranges(body.ranges)
+        variables = outer_vars(outer_n) + inner_vars(inner_prefix, len(squeezed) - outer_n)
+        idx = unsqueeze_index(body.ranges, variables)
+        return body.loader(idx), buf.layout.index(idx)
+    idx = unsqueeze_index(body.ranges, outer_vars(outer_n))
+    ridx = unsqueeze_index(
+        body.reduction_ranges, inner_vars("r", len(squeeze_ranges(body.reduction_ranges)))
+    )
+    return body.loader(idx, ridx), buf.layout.index(idx)
+
+
+def plan_kernel(bufs: list[ComputedBuffer]) -> tuple | None:
+    """(outer, items) for these buffers in one kernel, or None when they cannot share one."""
+    reductions = [b for b in bufs if not isinstance(b.body, Pointwise)]
+    outer = squeeze_ranges(reductions[0].body.ranges if reductions else bufs[0].body.ranges)
+    n = len(outer)
+    if n == 0 and any(
+        isinstance(b.body, Pointwise) and squeeze_ranges(b.body.ranges) for b in bufs
+    ):
+        return None  # a loop nest with no outer loop would run pointwise loops serially
+    items: list = []
+    placed: dict[str, tuple] = {}  # buffer -> (item position, store index, inner prefix)
+    for buf in bufs:
+        if isinstance(buf.body, Pointwise):
+            ranges = squeeze_ranges(buf.body.ranges)
+            if ranges[:n] != outer:
+                return None
+            inner = ranges[n:]
+            kind = "pointwise" if inner else None
+        else:
+            if squeeze_ranges(buf.body.ranges) != outer:
+                return None
+            inner = squeeze_ranges(buf.body.reduction_ranges)
+            kind = "reduction"
+        prefix = "r" if kind == "reduction" else "y"
+        value, store = node_body(buf, n, prefix)
+        reads_from_last = False
+        for load in expr_loads(value):
+            if load.buffer not in placed:
+                continue
+            position, produced_at, producer_prefix = placed[load.buffer]
+            wanted = produced_at
+            if producer_prefix not in ("x", prefix):
+                wanted = produced_at.xreplace(_rename(producer_prefix, prefix, produced_at))
+            if sympy.expand(load.index - wanted) != 0:
+                return None
+            if items and position == len(items) - 1 and isinstance(items[-1], LoopGroup):
+                reads_from_last = True
+            if producer_prefix != "x" and (kind is None or items[position].ranges != inner):
+                return None
+        last = items[-1] if items else None
+        if kind is None:
+            items.append(buf.name)
+        elif (
+            isinstance(last, LoopGroup)
+            and last.kind == kind
+            and last.ranges == inner
+            and (kind == "pointwise" or not reads_from_last)
+        ):
+            items[-1] = LoopGroup(kind, inner, last.nodes + (buf.name,))
+        else:
+            items.append(LoopGroup(kind, inner, (buf.name,)))
+        where_prefix = "x" if kind is None or kind == "reduction" else prefix
+        placed[buf.name] = (len(items) - 1, store, where_prefix)
+    return outer, tuple(items)
+
+
+def _rename(src: str, dst: str, expr):
+    mapping = {}
+    for symbol in expr.free_symbols:
+        if symbol.name.startswith(src):
+            mapping[symbol] = sympy.Symbol(
+                dst + symbol.name[len(src) :], integer=True, nonnegative=True
+            )
+    return mapping
+
+
+def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
+    """Fuse `buffers` (program order) into kernels; extern calls stay in program order.
+
+    A computed buffer may join any kernel placed at or after the last step that
+    produces one of its inputs (then every input exists when that kernel runs);
+    the kernel of its latest producer is tried first (vertical fusion), then
+    later ones (horizontal fusion), the most recent first.
+    """
+    log = artifact_logger("schedule")
+    by_name = {b.name: b for b in buffers}
+    steps: list = []  # ExternBuffer, or [plan, list of ComputedBuffer]
+    produced_at: dict[str, int] = {}
+    for buf in buffers:
+        if isinstance(buf, ExternBuffer):
+            steps.append(buf)
+            for i in range(len(buf.layouts)):
+                produced_at[f"{buf.name}_{i}"] = len(steps) - 1
+            produced_at[buf.name] = len(steps) - 1
+            continue
+        value, _ = node_body(buf, len(squeeze_ranges(buf.body.ranges)), "r")
+        earliest = max((produced_at.get(load.buffer, -1) for load in expr_loads(value)), default=-1)
+        candidates = [earliest] if earliest >= 0 else []
+        candidates += [
+            p for p in range(len(steps) - 1, max(earliest, len(steps) - 1 - SEARCH_WINDOW), -1)
+        ]
+        placed = False
+        for position in candidates:
+            step = steps[position]
+            if isinstance(step, ExternBuffer) or len(step[1]) >= MAX_KERNEL_NODES:
+                continue
+            plan = plan_kernel(step[1] + [buf])
+            if plan is None:
+                continue
+            log.debug("fuse %s into kernel with %s", buf.name, ", ".join(b.name for b in step[1]))
+            step[0] = plan
+            step[1].append(buf)
+            produced_at[buf.name] = position
+            placed = True
+            break
+        if not placed:
+            log.debug("%s starts a new kernel", buf.name)
+            steps.append([plan_kernel([buf]), [buf]])
+            produced_at[buf.name] = len(steps) - 1
+    steps = [s if isinstance(s, ExternBuffer) else (s[0], [b.name for b in s[1]]) for s in steps]
+    kernels = _finish(steps, by_name, output_buffers)
+    if artifact_enabled("schedule"):
+        log.info("%s", describe(kernels))
+    return Schedule(tuple(kernels), by_name)
+
+
+def _finish(steps, by_name, output_buffers) -> list:
+    readers: dict[str, set[int]] = {}
+    for position, step in enumerate(steps):
+        if isinstance(step, ExternBuffer):
+            for name in step.reads:
+                readers.setdefault(name, set()).add(position)
+            continue
+        (_outer, _items), names = step
+        for name in names:
+            value, _ = node_body(by_name[name], len(_outer), "y")
+            for load in expr_loads(value):
+                readers.setdefault(load.buffer, set()).add(position)
+    result = []
+    for position, step in enumerate(steps):
+        if isinstance(step, ExternBuffer):
+            result.append(step)
+            continue
+        (outer, items), names = step
+        locals_ = _local_buffers(outer, items, names, by_name, readers, position, output_buffers)
+        label = "_".join(dict.fromkeys(_kernel_label(by_name[n]) for n in names))[:40]
+        result.append(
+            FusedKernel(f"cpp_fused_{label}_{len(result)}", outer, items, tuple(names), locals_)
+        )
+    return result
+
+
+def _kernel_label(buf: ComputedBuffer) -> str:
+    if isinstance(buf.body, Pointwise):
+        return "pointwise"
+    return buf.body.reduction_type.split("_")[0]
+
+
+def _local_buffers(outer, items, names, by_name, readers, position, output_buffers):
+    """Buffers of this kernel read only here, at the outer level or in their own loop body."""
+    item_of = {}
+    for k, item in enumerate(items):
+        for name in item.nodes if isinstance(item, LoopGroup) else (item,):
+            item_of[name] = k
+    result = set()
+    for name in names:
+        if name in output_buffers or readers.get(name, set()) - {position}:
+            continue
+        item = items[item_of[name]]
+        at_outer = isinstance(item, str) or item.kind == "reduction"
+        if at_outer:
+            result.add(name)
+            continue
+        readers_here = [
+            other
+            for other in names
+            if any(
+                load.buffer == name
+                for load in expr_loads(node_body(by_name[other], len(outer), "y")[0])
+            )
+        ]
+        if all(item_of[other] == item_of[name] for other in readers_here):
+            result.add(name)
+    return frozenset(result)
+
+
+def describe(steps) -> str:
+    lines = ["schedule:"]
+    for step in steps:
+        if isinstance(step, ExternBuffer):
+            kind = "fallback" if step.is_fallback else "extern"
+            lines.append(f"  {step.name} = {kind} {step.op}")
+            continue
+        lines.append(f"  kernel {step.name} outer={list(step.outer)}")
+        for item in step.items:
+            if isinstance(item, LoopGroup):
+                lines.append(f"    {item.kind} loop {list(item.ranges)}: {', '.join(item.nodes)}")
+            else:
+                lines.append(f"    {item}")
+        if step.locals_:
+            lines.append(f"    kept in registers: {', '.join(sorted(step.locals_))}")
+    return "\n".join(lines)
