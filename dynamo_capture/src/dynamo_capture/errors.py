@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-__all__ = ["CaptureError", "CaptureUnavailableError", "RecompileError", "StanceError"]
+import linecache
+from dataclasses import dataclass
+
+__all__ = [
+    "CaptureError",
+    "CaptureUnavailableError",
+    "RecompileError",
+    "StanceError",
+    "Unsupported",
+    "UserLocation",
+]
 
 
 class CaptureError(Exception):
@@ -19,3 +29,48 @@ class RecompileError(CaptureError):
 
 class StanceError(CaptureError, ValueError):
     """An unknown stance, or a stance option that does not go with it."""
+
+
+@dataclass(frozen=True, slots=True)
+class UserLocation:
+    """A place in the user's code: file, line, function and the line's text."""
+
+    filename: str
+    line: int
+    function: str
+
+    @property
+    def text(self) -> str:
+        return linecache.getline(self.filename, self.line).strip()
+
+    def __str__(self) -> str:
+        return f'File "{self.filename}", line {self.line}, in {self.function}\n    {self.text}'
+
+
+class Unsupported(CaptureError):
+    """Capture met a construct it cannot put in a graph.
+
+    `reason` names the construct; `where` lists the user's frames, innermost last
+    (the inlined call chain), so the message points at the user's file and line.
+    """
+
+    def __init__(self, reason: str, where: tuple[UserLocation, ...] = ()) -> None:
+        self.reason = reason
+        self.where = where
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        if not self.where:
+            return self.reason
+        frames = "\n".join(f"  {location}" for location in self.where)
+        return (
+            f"{self.reason}\n{frames}\n"
+            "Capture cannot put this in a graph. Rewrite that line, move it out of the compiled "
+            "function, or compile with fullgraph=False to run this function eagerly."
+        )
+
+    def located(self, where: tuple[UserLocation, ...]) -> Unsupported:
+        """The same error, pointing at `where` (kept if it already has a location)."""
+        if self.where:
+            return self
+        return Unsupported(self.reason, where)

@@ -1,9 +1,14 @@
-"""The run-time entry of a compiled callable: stance, eager-only regions, then capture.
+"""The run-time entry of a compiled callable: stance, cache lookup, capture on a miss.
 
-`optimize(target, backend=...)` returns a `CompiledCallable`. Calling it checks
-the stance and `disable` regions first (those run the target eagerly), then
-captures the target's frame. This build has no bytecode capture yet: a call that
-would need it raises CaptureUnavailableError instead of pretending to compile.
+    compiled = optimize(fn, backend=backend)
+    compiled(*args)   # 1. stance and `disable` regions may run fn eagerly
+                      # 2. each cached entry's guard function runs on the frame's locals;
+                      #    the first that passes runs its entry code
+                      # 3. on a miss: capture, hand the graph to the backend, cache, run
+
+Past `recompile_limit` entries the callable runs eagerly, logged on the
+`recompiles` artifact. A frame capture cannot handle runs eagerly (logged on
+`graph_breaks`), or raises Unsupported under fullgraph=True.
 """
 
 from __future__ import annotations
@@ -12,9 +17,14 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from dynamo_capture.errors import CaptureUnavailableError
+from dynamo_capture.capture import CaptureArtifacts, CompiledEntry, capture_frame, compile_entry
+from dynamo_capture.errors import RecompileError, Unsupported
+from dynamo_capture.frame_target import FrameTarget, frame_target
+from dynamo_capture.output_graph import CaptureContext
 from dynamo_capture.registry import eager_only_depth
 from dynamo_capture.stance import current_stance
+from dynamo_capture.state import is_compiling
+from guards import artifact_enabled, artifact_logger
 
 __all__ = ["CompiledCallable", "optimize", "reset"]
 
@@ -23,7 +33,11 @@ _live: weakref.WeakSet[CompiledCallable] = weakref.WeakSet()
 
 
 class CompiledCallable:
-    """A callable compiled by capture; holds its cache of compiled entries."""
+    """A callable compiled by capture; holds its cache of compiled entries.
+
+    `entries` are the cache (newest last); `artifacts` lists the readable
+    artifacts of every compile (graph code, guard code, entry code, reasons).
+    """
 
     def __init__(
         self,
@@ -44,29 +58,143 @@ class CompiledCallable:
         self.recompile_limit = recompile_limit
         self.resolve_backend = resolve_backend
         self.calls = 0
+        self.entries: list[CompiledEntry] = []
+        self.artifacts: list[CaptureArtifacts] = []
+        self.graph_breaks: list[Unsupported] = []
+        self._frame: FrameTarget | None = None
+        self._limit_logged = False
         _live.add(self)
+
+    @property
+    def frame(self) -> FrameTarget:
+        if self._frame is None:
+            self._frame = frame_target(self.target)
+        return self._frame
+
+    @property
+    def last_artifacts(self) -> CaptureArtifacts | None:
+        """The artifacts of the most recent compile, or None before the first."""
+        return self.artifacts[-1] if self.artifacts else None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
         stance = current_stance()
-        if stance.name == "force_eager" or eager_only_depth() > 0:
+        if stance.name == "force_eager" or eager_only_depth() > 0 or is_compiling():
             return self.target(*args, **kwargs)
-        if stance.name == "eager_then_compile" and self.calls == 1:
+        if stance.name in ("eager_then_compile", "aot_eager_then_compile") and self.calls == 1:
             return self.target(*args, **kwargs)
-        raise CaptureUnavailableError(
-            f"cannot run compiled {_describe(self.target)}: this version of ember has no "
-            "bytecode capture yet (dynamo_capture), so nothing can be compiled. "
-            "Call the original function, or run under ember.set_stance('force_eager')."
-        )
+        frame = self.frame
+        f_locals = frame.bind(args, kwargs)
+        f_globals = frame.globals
+        entries = self.entries
+        if stance.skip_guard_eval_unsafe and len(entries) == 1:
+            return self._run(entries[0], f_locals, f_globals, args, kwargs)
+        for entry in entries:
+            if entry.check(f_locals, f_globals):
+                entry.hits += 1
+                return self._run(entry, f_locals, f_globals, args, kwargs)
+        if entries:
+            eager = self._on_recompile(stance.name, f_locals, f_globals)
+            if eager:
+                return self.target(*args, **kwargs)
+        entry = self._compile(f_locals, args, kwargs, stance)
+        self.entries.append(entry)
+        return self._run(entry, f_locals, f_globals, args, kwargs)
+
+    def _run(
+        self, entry: CompiledEntry, f_locals: Any, f_globals: Any, args: Any, kwargs: Any
+    ) -> Any:
+        if entry.eager:
+            return self.target(*args, **kwargs)
+        return entry.run(f_locals, f_globals, entry.module_globals)
+
+    def _on_recompile(
+        self, stance: str, f_locals: dict[str, Any], f_globals: dict[str, Any]
+    ) -> bool:
+        """Log (or refuse) a recompile; True means: run eagerly instead."""
+        reason = self.why_failed(f_locals, f_globals)
+        name = self.frame.name
+        if stance == "fail_on_recompile":
+            raise RecompileError(
+                f"{name} needs a recompile under stance 'fail_on_recompile': {reason}. "
+                "Call it with inputs like the ones it was compiled for, or change the stance."
+            )
+        if stance == "eager_on_recompile":
+            return True
+        if len(self.entries) >= self.recompile_limit:
+            if not self._limit_logged:
+                artifact_logger("recompiles").warning(
+                    "%s hit the recompile limit (%d); running it eagerly from now on. "
+                    "Last guard failure: %s",
+                    name, self.recompile_limit, reason,
+                )  # fmt: skip
+                self._limit_logged = True
+            return True
+        if artifact_enabled("recompiles"):
+            artifact_logger("recompiles").info("Recompiling %s: %s", name, reason)
+        return False
+
+    def why_failed(self, f_locals: dict[str, Any], f_globals: dict[str, Any]) -> str:
+        """Why the newest cache entry's guards reject these locals."""
+        if not self.entries:
+            return "no compiled entry yet"
+        entry = self.entries[-1]
+        return entry.guards.why_failed(f_locals, f_globals, entry.module_globals) or "guards pass"
+
+    def _backend_for(self, stance: Any) -> Backend:
+        if stance.force_backend is not None:
+            if callable(stance.force_backend):
+                return stance.force_backend
+            if self.resolve_backend is not None:
+                return self.resolve_backend(stance.force_backend)
+        return self.backend
+
+    def _compile(
+        self, f_locals: dict[str, Any], args: Any, kwargs: Any, stance: Any
+    ) -> CompiledEntry:
+        contexts: list[CaptureContext] = []
+        try:
+            frame = capture_frame(self.frame, f_locals, guard_context=contexts)
+        except Unsupported as error:
+            if self.fullgraph:
+                raise
+            return self._eager_entry(error, contexts)
+        except Exception as error:
+            unsupported = Unsupported(f"capture failed with {type(error).__name__}: {error}")
+            if self.fullgraph:
+                raise unsupported from error
+            return self._eager_entry(unsupported, contexts)
+        entry = compile_entry(frame, self._backend_for(stance), self.guard_filter_fn)
+        self.artifacts.append(entry.artifacts)
+        if artifact_enabled("graph"):
+            artifact_logger("graph").info(
+                "captured graph of %s:\n%s", self.frame.name, entry.artifacts.graph_code
+            )
+        if artifact_enabled("guards"):
+            artifact_logger("guards").info(
+                "guards of %s:\n%s", self.frame.name, entry.artifacts.guard_code
+            )
+        return entry
+
+    def _eager_entry(self, error: Unsupported, contexts: list[CaptureContext]) -> CompiledEntry:
+        """An entry that runs the frame eagerly, guarded by what capture saw before failing."""
+        self.graph_breaks.append(error)
+        artifact_logger("graph_breaks").info("running %s eagerly: %s", self.frame.name, error)
+        guards = contexts[0].guards.compile() if contexts else None
+        module_globals = dict(contexts[0].module_globals) if contexts else {}
+        if guards is None:
+            from dynamo_capture.frame_guards import FrameGuards
+
+            guards = FrameGuards().compile()
+        artifacts = CaptureArtifacts("", guards.source, "", graph_break_reason=str(error))
+        self.artifacts.append(artifacts)
+        return CompiledEntry(guards, module_globals, None, artifacts, eager=True)
 
     def reset(self) -> None:
         """Drop every compiled entry; the next call captures again."""
         self.calls = 0
-
-
-def _describe(target: Callable[..., Any]) -> str:
-    name = getattr(target, "__qualname__", None) or type(target).__qualname__
-    return f"'{name}'"
+        self.entries.clear()
+        self._limit_logged = False
 
 
 def optimize(target: Callable[..., Any], *, backend: Backend, **settings: Any) -> CompiledCallable:

@@ -6,7 +6,7 @@
     @set_stance("force_eager")              # as a decorator
     def evaluate(): ...
 
-Stances (torch.compile's names and meanings):
+Stances (the names and meanings torch uses):
     default                 compile on a cache miss, run the cached entry on a hit
     force_eager             ignore every compile directive: run eagerly
     eager_on_recompile      run eagerly where a recompile would be needed
@@ -73,7 +73,7 @@ def _validated(
     return Stance(stance, skip_guard_eval_unsafe, force_backend)
 
 
-class set_stance:  # noqa: N801 - used as a function, like torch.compiler.set_stance
+class set_stance:  # noqa: N801 - used as a function, like torch's set_stance
     """Set the stance; usable as a function, a context manager or a decorator.
 
     Called as a function the stance stays until changed. As a context manager

@@ -1,0 +1,257 @@
+"""Attribute reads and writes on Values (LOAD_ATTR, STORE_ATTR, getattr, super())."""
+
+from __future__ import annotations
+
+import inspect
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
+from dynamo_capture.sources import AttrSource
+from dynamo_capture.values import (
+    BuiltinMethodValue,
+    ContextValue,
+    DictValue,
+    FunctionValue,
+    IteratorValue,
+    ListValue,
+    MethodValue,
+    ObjectValue,
+    PartialValue,
+    PythonValue,
+    SetValue,
+    SuperValue,
+    TensorValue,
+    TupleValue,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = ["TENSOR_METADATA_ATTRS", "get_attr", "set_attr"]
+
+# Tensor attributes that are metadata (known from the example), not graph values.
+TENSOR_METADATA_ATTRS = {
+    "shape", "dtype", "device", "ndim", "is_cuda", "is_sparse", "layout", "requires_grad",
+    "is_leaf", "is_quantized", "is_meta", "is_cpu", "itemsize", "is_nested", "is_mkldnn",
+    "is_complex", "is_floating_point",
+}  # fmt: skip
+_TENSOR_GRAPH_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
+_CONTAINER_VALUES = (TupleValue, ListValue, DictValue, SetValue)
+
+
+def _trusted_module(obj: Any) -> bool:
+    name = getattr(obj, "__name__", "") or ""
+    return name.split(".")[0] in TRUSTED_MODULES
+
+
+def get_attr(tx: Translator, value: Value, name: str) -> Value:
+    """value.name; raises AttributeError when the attribute does not exist."""
+    if isinstance(value, TensorValue):
+        return _tensor_attr(tx, value, name)
+    if isinstance(value, PythonValue):
+        return _python_attr(tx, value, name)
+    if isinstance(value, ObjectValue):
+        if name in value.attrs:
+            return value.attrs[name]
+        if name == "__class__":
+            return PythonValue(value.cls)
+        return _class_attr(tx, value, value.cls, name)
+    if isinstance(value, SuperValue):
+        return _super_attr(tx, value, name)
+    if isinstance(value, TupleValue) and value.cls not in (tuple, torch.Size):
+        fields = getattr(value.cls, "_fields", None) or getattr(value.cls, "__match_args__", ())
+        if name in fields:
+            return value.items[list(fields).index(name)]
+        return _class_attr(tx, value, value.cls, name)
+    if isinstance(value, _CONTAINER_VALUES | IteratorValue | ContextValue):
+        if name == "__class__":
+            from dynamo_capture.operations import python_type_of
+
+            return PythonValue(python_type_of(value))
+        return BuiltinMethodValue(value, name)
+    if isinstance(value, PartialValue):
+        fields = {"func": value.func, "args": TupleValue(list(value.args))}
+        if name in fields:
+            return fields[name]
+        if name == "keywords":
+            return DictValue(dict(value.kwargs))
+    if isinstance(value, FunctionValue):
+        simple = {"__name__": value.name, "__qualname__": value.name, "__code__": value.code}
+        if name in simple:
+            return PythonValue(simple[name])
+    if isinstance(value, MethodValue):
+        if name == "__self__":
+            return value.self_value
+        if name == "__func__":
+            return value.func
+    raise Unsupported(f"attribute {name!r} of a {type(value).__name__}")
+
+
+def _tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
+    if name in TENSOR_METADATA_ATTRS:
+        if name == "shape" and value.data_dependent_shape:
+            raise Unsupported("the shape of a tensor whose shape depends on data (nonzero, masks)")
+        return PythonValue(getattr(value.example, name))
+    if name in _TENSOR_GRAPH_ATTRS:
+        import builtins
+
+        return tx.ctx.call("call_function", builtins.getattr, (value, name), {})
+    if name == "data":
+        return tx.ctx.call("call_method", "detach", (value,), {})
+    if name == "__class__":
+        return PythonValue(value.python_type)
+    if name in ("grad", "grad_fn", "_base", "_version", "names"):
+        raise Unsupported(f"Tensor.{name} inside captured code")
+    attr = getattr(torch.Tensor, name, None)
+    if attr is None:
+        raise AttributeError(f"'Tensor' object has no attribute {name!r}")
+    if callable(attr):
+        return BuiltinMethodValue(value, name)
+    raise Unsupported(f"tensor attribute {name!r}")
+
+
+def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
+    obj, source = value.obj, value.source
+    child = AttrSource(source, name) if source is not None else None
+    if isinstance(obj, types.ModuleType):
+        attr = getattr(obj, name)
+        if _trusted_module(obj) and not isinstance(attr, torch.Tensor):
+            return PythonValue(attr)
+        return tx.ctx.wrap(attr, child)
+    if isinstance(obj, torch.nn.Module):
+        for table in ("_parameters", "_buffers", "_modules"):
+            entries = obj.__dict__.get(table)
+            if entries is not None and name in entries:
+                return tx.ctx.wrap(entries[name], child)
+    if is_constant(obj) or isinstance(obj, list | tuple | dict | set | frozenset | torch.Size):
+        if name == "__class__":
+            return PythonValue(type(obj))
+        if not hasattr(obj, name):
+            raise AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
+        if callable(getattr(obj, name)):
+            return BuiltinMethodValue(value, name)
+        return tx.ctx.wrap(getattr(obj, name), child)
+    if isinstance(obj, type):
+        return _type_attr(tx, value, obj, name)
+    return _instance_attr(tx, value, name, child)
+
+
+def _instance_attr(tx: Translator, value: PythonValue, name: str, child: Any) -> Value:
+    obj = value.obj
+    if name == "__class__":
+        return PythonValue(type(obj))
+    instance_dict = getattr(obj, "__dict__", None)
+    if isinstance(instance_dict, dict) and name in instance_dict:
+        return tx.ctx.wrap(instance_dict[name], child)
+    try:
+        static = inspect.getattr_static(type(obj), name)
+    except AttributeError:
+        static = None
+    if static is not None:
+        return _class_attr(tx, value, type(obj), name)
+    attr = getattr(obj, name)  # a __getattr__ or a slot: read it now, guard on it
+    if isinstance(attr, types.MethodType) and attr.__self__ is obj:
+        return MethodValue(PythonValue(attr.__func__), value)
+    return tx.ctx.wrap(attr, child)
+
+
+def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
+    """An attribute found on the class of `receiver` (an instance)."""
+    from dynamo_capture.calls import call
+
+    static = inspect.getattr_static(cls, name)
+    if isinstance(static, property):
+        if isinstance(static.fget, types.FunctionType):
+            return call(tx, PythonValue(static.fget), [receiver], {})
+        raise Unsupported(f"property {name!r} with a C getter")
+    if isinstance(static, staticmethod):
+        return PythonValue(static.__func__)
+    if isinstance(static, classmethod):
+        return MethodValue(PythonValue(static.__func__), PythonValue(cls))
+    if isinstance(static, types.FunctionType):
+        return MethodValue(PythonValue(static), receiver)
+    if isinstance(receiver, PythonValue):
+        attr = getattr(receiver.obj, name)
+        if isinstance(attr, types.MethodType):
+            return MethodValue(PythonValue(attr.__func__), PythonValue(attr.__self__))
+        if callable(attr) and not isinstance(attr, type):
+            return BuiltinMethodValue(receiver, name)
+        source = AttrSource(receiver.source, name) if receiver.source is not None else None
+        return tx.ctx.wrap(attr, source)
+    if is_constant(static) or static is None:
+        return PythonValue(static)
+    if hasattr(static, "__get__") and not isinstance(static, type):
+        raise Unsupported(f"descriptor {name!r} of {cls.__name__}")
+    return PythonValue(static)
+
+
+def _type_attr(tx: Translator, value: PythonValue, cls: type, name: str) -> Value:
+    try:
+        static = inspect.getattr_static(cls, name)
+    except AttributeError:
+        static = None
+    if isinstance(static, classmethod):
+        return MethodValue(PythonValue(static.__func__), value)
+    if isinstance(static, staticmethod):
+        return PythonValue(static.__func__)
+    attr = getattr(cls, name)
+    if isinstance(attr, types.FunctionType | types.BuiltinFunctionType | type):
+        return PythonValue(attr)
+    if _trusted_module(inspect.getmodule(cls)):
+        if isinstance(attr, torch.Tensor):
+            return tx.ctx.wrap(attr, AttrSource(value.source, name) if value.source else None)
+        return PythonValue(attr)
+    source = AttrSource(value.source, name) if value.source is not None else None
+    return tx.ctx.wrap(attr, source)
+
+
+def _super_attr(tx: Translator, value: SuperValue, name: str) -> Value:
+    from dynamo_capture.calls import call
+    from dynamo_capture.operations import python_type_of
+
+    self_value = value.self_value
+    if isinstance(self_value, PythonValue) and isinstance(self_value.obj, type):
+        mro, receiver_is_class = self_value.obj.__mro__, True
+    else:
+        mro, receiver_is_class = python_type_of(self_value).__mro__, False
+    start = mro.index(value.cls) + 1 if value.cls in mro else 0
+    for klass in mro[start:]:
+        if name not in klass.__dict__:
+            continue
+        attr = klass.__dict__[name]
+        if isinstance(attr, staticmethod):
+            return PythonValue(attr.__func__)
+        if isinstance(attr, classmethod):
+            owner = self_value if receiver_is_class else PythonValue(python_type_of(self_value))
+            return MethodValue(PythonValue(attr.__func__), owner)
+        if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
+            return call(tx, PythonValue(attr.fget), [self_value], {})
+        if isinstance(attr, types.FunctionType):
+            return MethodValue(PythonValue(attr), self_value)
+        if name == "__init__" and klass is object:
+            return PythonValue(_object_init)
+        if isinstance(attr, types.WrapperDescriptorType | types.MethodDescriptorType):
+            return MethodValue(PythonValue(attr), self_value)
+        return PythonValue(attr)
+    raise AttributeError(f"'super' object has no attribute {name!r}")
+
+
+def _object_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    """object.__init__ seen through super(): does nothing."""
+
+
+def set_attr(tx: Translator, target: Value, name: str, value: Value) -> None:
+    """target.name = value, for objects created while capturing."""
+    if isinstance(target, ObjectValue) and target.source is None:
+        target.attrs[name] = value
+        return
+    kind = target.obj if isinstance(target, PythonValue) else target
+    raise Unsupported(
+        f"assignment to attribute {name!r} of a {type(kind).__name__} that exists outside the "
+        "frame (a side effect; graph breaks are needed to replay it)"
+    )

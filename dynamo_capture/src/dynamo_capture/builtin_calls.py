@@ -1,0 +1,519 @@
+"""Python builtins (and operator/functools/math functions) on Values: one handler each.
+
+`BUILTIN_HANDLERS` maps the real builtin to `handler(tx, args, kwargs) -> Value`.
+Builtins not in the table are folded when every argument is a constant and the
+builtin is known to be pure (`PURE_FUNCTIONS`); anything else is Unsupported.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import math
+import operator
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from dynamo_capture.attributes import get_attr, set_attr
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.operations import (
+    COMPARE,
+    NotConstant,
+    as_constant,
+    binary_op,
+    compare_op,
+    contains,
+    dict_items,
+    get_item,
+    get_iter,
+    python_type_of,
+    sequence_items,
+    set_item,
+    truth,
+    unary_op,
+)
+from dynamo_capture.state import is_compiling, is_exporting
+from dynamo_capture.values import (
+    DictValue,
+    IteratorValue,
+    ListValue,
+    ObjectValue,
+    PartialValue,
+    PythonValue,
+    SetValue,
+    SuperValue,
+    TensorValue,
+    TupleValue,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = ["BUILTIN_HANDLERS", "PURE_FUNCTIONS", "call_c_function", "sorted_values"]
+
+Handler = Callable[["Translator", list[Value], dict[str, Value]], Value]
+BUILTIN_HANDLERS: dict[Any, Handler] = {}
+
+
+def handles(*functions: Any) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        for fn in functions:
+            if fn in BUILTIN_HANDLERS:
+                raise RuntimeError(f"two builtin handlers for {fn!r}")
+            BUILTIN_HANDLERS[fn] = handler
+        return handler
+
+    return register
+
+
+def _constants(args: list[Value], kwargs: dict[str, Value]) -> tuple[list[Any], dict[str, Any]]:
+    return [as_constant(a) for a in args], {k: as_constant(v) for k, v in kwargs.items()}
+
+
+def _fold(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    try:
+        real_args, real_kwargs = _constants(args, kwargs)
+    except NotConstant:
+        name = getattr(fn, "__name__", fn)
+        raise Unsupported(f"{name}() on values known only when it runs") from None
+    try:
+        return PythonValue(fn(*real_args, **real_kwargs))
+    except Exception as error:
+        raise Unsupported(
+            f"{getattr(fn, '__name__', fn)}() raised {type(error).__name__}: {error}"
+        ) from error
+
+
+@handles(is_compiling)
+def _is_compiling(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return PythonValue(True)
+
+
+@handles(is_exporting)
+def _is_exporting(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return PythonValue(False)
+
+
+@handles(builtins.len)
+def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from dynamo_capture.calls import call
+
+    (value,) = args
+    if isinstance(value, TensorValue):
+        if value.data_dependent_shape:
+            raise Unsupported("len() of a tensor whose shape depends on data")
+        if value.example.dim() == 0:
+            raise Unsupported("len() of a 0-d tensor")
+        return PythonValue(value.example.shape[0])
+    if isinstance(value, TupleValue | ListValue | DictValue | SetValue):
+        return PythonValue(len(value.items))
+    if isinstance(value, IteratorValue):
+        raise Unsupported("len() of an iterator")
+    method = getattr(python_type_of(value), "__len__", None)
+    if isinstance(method, types.FunctionType):
+        return call(tx, PythonValue(method), [value], {})
+    if isinstance(value, PythonValue) and method is not None:
+        return PythonValue(len(value.obj))
+    raise Unsupported(f"len() of a {python_type_of(value).__name__}")
+
+
+@handles(builtins.isinstance)
+def _isinstance(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    value, classes = args
+    try:
+        real_classes = as_constant(classes)
+    except NotConstant:
+        if isinstance(classes, PythonValue):
+            real_classes = classes.obj
+        else:
+            raise Unsupported("isinstance() with classes known only when it runs") from None
+    kind = python_type_of(value)
+    if isinstance(value, PythonValue):
+        return PythonValue(isinstance(value.obj, real_classes))
+    return PythonValue(issubclass(kind, real_classes))
+
+
+@handles(builtins.issubclass)
+def _issubclass(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return PythonValue(
+        issubclass(
+            args[0].obj, args[1].obj if isinstance(args[1], PythonValue) else as_constant(args[1])
+        )
+    )  # type: ignore[attr-defined]
+
+
+@handles(builtins.type)
+def _type(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if len(args) != 1:
+        raise Unsupported("type() with three arguments (creating a class)")
+    return PythonValue(python_type_of(args[0]))
+
+
+@handles(builtins.getattr)
+def _getattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    name = as_constant(args[1])
+    try:
+        return get_attr(tx, args[0], name)
+    except AttributeError:
+        if len(args) > 2:
+            return args[2]
+        raise Unsupported(f"AttributeError: no attribute {name!r}") from None
+
+
+@handles(builtins.hasattr)
+def _hasattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    try:
+        get_attr(tx, args[0], as_constant(args[1]))
+    except AttributeError:
+        return PythonValue(False)
+    return PythonValue(True)
+
+
+@handles(builtins.setattr, object.__setattr__)
+def _setattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    set_attr(tx, args[0], as_constant(args[1]), args[2])
+    return PythonValue(None)
+
+
+@handles(object.__new__)
+def _object_new(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ObjectValue(args[0].obj)  # type: ignore[attr-defined]
+
+
+@handles(builtins.callable)
+def _callable(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    value = args[0]
+    if isinstance(value, PythonValue):
+        return PythonValue(callable(value.obj))
+    if isinstance(value, TensorValue | TupleValue | ListValue | DictValue | SetValue):
+        return PythonValue(False)
+    if isinstance(value, ObjectValue):
+        return PythonValue(callable(getattr(value.cls, "__call__", None)))  # noqa: B004
+    return PythonValue(True)
+
+
+@handles(builtins.iter)
+def _iter(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return get_iter(tx, args[0])
+
+
+@handles(builtins.next)
+def _next(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from dynamo_capture.methods import call_method
+
+    iterator = args[0]
+    if not isinstance(iterator, IteratorValue):
+        raise Unsupported(f"next() of a {python_type_of(iterator).__name__}")
+    return call_method(tx, iterator, "__next__", args[1:], {})
+
+
+@handles(builtins.enumerate)
+def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    start = (
+        as_constant(args[1]) if len(args) > 1 else as_constant(kwargs.get("start", PythonValue(0)))
+    )
+    items = sequence_items(tx, args[0])
+    return IteratorValue(
+        [TupleValue([PythonValue(start + i), item]) for i, item in enumerate(items)]
+    )
+
+
+@handles(builtins.zip)
+def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    columns = [sequence_items(tx, arg) for arg in args]
+    strict = as_constant(kwargs["strict"]) if "strict" in kwargs else False
+    if strict and len({len(column) for column in columns}) > 1:
+        raise Unsupported("zip(strict=True) on sequences of different lengths raises ValueError")
+    return IteratorValue([TupleValue(list(row)) for row in zip(*columns)])
+
+
+@handles(builtins.reversed)
+def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return IteratorValue(list(reversed(sequence_items(tx, args[0]))))
+
+
+@handles(builtins.map)
+def _map(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from dynamo_capture.calls import call
+
+    columns = [sequence_items(tx, arg) for arg in args[1:]]
+    return IteratorValue([call(tx, args[0], list(row), {}) for row in zip(*columns)])
+
+
+@handles(builtins.filter)
+def _filter(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from dynamo_capture.calls import call
+
+    predicate, items = args[0], sequence_items(tx, args[1])
+    if isinstance(predicate, PythonValue) and predicate.obj is None:
+        return IteratorValue([item for item in items if truth(tx, item)])
+    return IteratorValue([item for item in items if truth(tx, call(tx, predicate, [item], {}))])
+
+
+@handles(builtins.list)
+def _list(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ListValue(sequence_items(tx, args[0]) if args else [])
+
+
+@handles(builtins.tuple)
+def _tuple(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return TupleValue(sequence_items(tx, args[0]) if args else [])
+
+
+@handles(builtins.dict)
+def _dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    items: dict[Any, Value] = {}
+    if args:
+        source = args[0]
+        if isinstance(source, DictValue) or (
+            isinstance(source, PythonValue) and isinstance(source.obj, dict)
+        ):
+            items.update(dict_items(tx, source))
+        else:
+            for pair in sequence_items(tx, source):
+                key, value = sequence_items(tx, pair)
+                items[as_constant(key)] = value
+    items.update(kwargs)
+    return DictValue(items)
+
+
+@handles(builtins.set, builtins.frozenset)
+def _set(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    items = sequence_items(tx, args[0]) if args else []
+    try:
+        return SetValue({as_constant(item) for item in items})
+    except NotConstant:
+        raise Unsupported("a set of values that are not capture-time constants") from None
+
+
+@handles(builtins.bool)
+def _bool(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return PythonValue(truth(tx, args[0]) if args else False)
+
+
+def _scalar_fold(fn: Any) -> Handler:
+    def fold(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if any(isinstance(arg, TensorValue) for arg in args):
+            raise Unsupported(
+                f"{fn.__name__}() of a tensor turns tensor data into a Python value (data-dependent)"
+            )
+        return _fold(fn, args, kwargs)
+
+    return fold
+
+
+for _fn in (builtins.int, builtins.float, builtins.str, builtins.complex):
+    BUILTIN_HANDLERS[_fn] = _scalar_fold(_fn)
+
+
+@handles(builtins.abs)
+def _abs(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return (
+        unary_op(tx, operator.abs, args[0])
+        if isinstance(args[0], TensorValue)
+        else _fold(abs, args, kwargs)
+    )
+
+
+def _extreme(symbol: str, name: str) -> Handler:
+    def pick(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        items = sequence_items(tx, args[0]) if len(args) == 1 else list(args)
+        key = kwargs.get("key")
+        if not items:
+            if "default" in kwargs:
+                return kwargs["default"]
+            raise Unsupported(f"{name}() of an empty sequence raises ValueError")
+        try:
+            real = [as_constant(item) for item in items]
+            keys = real if key is None else None
+        except NotConstant:
+            keys = None
+        if keys is not None:
+            best = getattr(builtins, name)(range(len(real)), key=lambda i: real[i])
+            return items[best]
+        from dynamo_capture.calls import call
+
+        best_item = items[0]
+        best_key = best_item if key is None else call(tx, key, [best_item], {})
+        for item in items[1:]:
+            item_key = item if key is None else call(tx, key, [item], {})
+            if truth(tx, compare_op(tx, symbol, item_key, best_key)):
+                best_item, best_key = item, item_key
+        return best_item
+
+    return pick
+
+
+BUILTIN_HANDLERS[builtins.min] = _extreme("<", "min")
+BUILTIN_HANDLERS[builtins.max] = _extreme(">", "max")
+
+
+@handles(builtins.sum)
+def _sum(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    total = args[1] if len(args) > 1 else kwargs.get("start", PythonValue(0))
+    for item in sequence_items(tx, args[0]):
+        total = binary_op(tx, operator.add, total, item)
+    return total
+
+
+@handles(builtins.any)
+def _any(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return PythonValue(any(truth(tx, item) for item in sequence_items(tx, args[0])))
+
+
+@handles(builtins.all)
+def _all(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return PythonValue(all(truth(tx, item) for item in sequence_items(tx, args[0])))
+
+
+def sorted_values(tx: Translator, items: list[Value], kwargs: dict[str, Value]) -> list[Value]:
+    """Sort values by their capture-time keys (stable, like sorted)."""
+    from dynamo_capture.calls import call
+
+    key = kwargs.get("key")
+    reverse = as_constant(kwargs["reverse"]) if "reverse" in kwargs else False
+    if key is None or (isinstance(key, PythonValue) and key.obj is None):
+        keys = [as_constant(item) for item in items]
+    else:
+        keys = [as_constant(call(tx, key, [item], {})) for item in items]
+    order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
+    return [items[i] for i in order]
+
+
+@handles(builtins.sorted)
+def _sorted(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    try:
+        return ListValue(sorted_values(tx, sequence_items(tx, args[0]), kwargs))
+    except NotConstant:
+        raise Unsupported("sorted() of values known only when it runs") from None
+
+
+@handles(builtins.super)
+def _super(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if len(args) == 2:
+        return SuperValue(args[0].obj, args[1])  # type: ignore[attr-defined]
+    if "__class__" not in tx.cells and "__class__" not in tx.real_cells:
+        raise Unsupported("super() without arguments outside a method")
+    cls = tx.cell("__class__").contents
+    first = tx.code.co_varnames[0]
+    self_value = tx.locals.get(first)
+    if self_value is None and first in tx.cells:
+        self_value = tx.cells[first].contents
+    return SuperValue(cls.obj, self_value)  # type: ignore[union-attr,arg-type]
+
+
+@handles(
+    builtins.print,
+    builtins.input,
+    builtins.open,
+    builtins.exec,
+    builtins.eval,
+    builtins.id,
+    builtins.globals,
+    builtins.locals,
+    builtins.vars,
+    builtins.breakpoint,
+)
+def _unsupported_builtin(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    raise Unsupported(
+        "a call to print/input/open/exec/eval/id/globals/locals/vars (needs a graph break)"
+    )
+
+
+@handles(functools.partial)
+def _partial(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return PartialValue(args[0], list(args[1:]), dict(kwargs))
+
+
+@handles(functools.reduce)
+def _reduce(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from dynamo_capture.calls import call
+
+    items = sequence_items(tx, args[1])
+    if len(args) > 2:
+        total = args[2]
+    elif items:
+        total, items = items[0], items[1:]
+    else:
+        raise Unsupported("reduce() of an empty sequence with no initial value")
+    for item in items:
+        total = call(tx, args[0], [total, item], {})
+    return total
+
+
+# ----- operator module: the same operations as the bytecode ----------------------
+def _binary_handler(fn: Any) -> Handler:
+    return lambda tx, args, kwargs: binary_op(tx, fn, args[0], args[1])
+
+
+for _op in (
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
+    operator.pow, operator.matmul, operator.and_, operator.or_, operator.xor, operator.lshift,
+    operator.rshift, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+):  # fmt: skip
+    BUILTIN_HANDLERS[_op] = _binary_handler(_op)
+for _symbol, _op in COMPARE.items():
+    BUILTIN_HANDLERS[_op] = (
+        lambda s: lambda tx, args, kwargs: compare_op(tx, s, args[0], args[1])
+    )(_symbol)
+for _op in (operator.neg, operator.pos, operator.invert, operator.not_):
+    BUILTIN_HANDLERS[_op] = (lambda f: lambda tx, args, kwargs: unary_op(tx, f, args[0]))(_op)
+BUILTIN_HANDLERS[operator.getitem] = lambda tx, args, kwargs: get_item(tx, args[0], args[1])
+BUILTIN_HANDLERS[operator.contains] = lambda tx, args, kwargs: PythonValue(
+    contains(tx, args[1], args[0])
+)
+BUILTIN_HANDLERS[operator.truth] = lambda tx, args, kwargs: PythonValue(truth(tx, args[0]))
+BUILTIN_HANDLERS[operator.is_] = lambda tx, args, kwargs: PythonValue(_same(args[0], args[1]))
+BUILTIN_HANDLERS[operator.is_not] = lambda tx, args, kwargs: PythonValue(
+    not _same(args[0], args[1])
+)
+
+
+def _same(left: Value, right: Value) -> bool:
+    from dynamo_capture.operations import is_op
+
+    return is_op(left, right)
+
+
+@handles(operator.setitem)
+def _setitem(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    set_item(tx, args[0], args[1], args[2])
+    return PythonValue(None)
+
+
+# ----- pure C functions folded on constants -----------------------------------
+PURE_FUNCTIONS: set[Any] = {
+    builtins.round, builtins.divmod, builtins.pow, builtins.repr, builtins.format, builtins.hash,
+    builtins.chr, builtins.ord, builtins.hex, builtins.oct, builtins.bin, builtins.ascii,
+    operator.index, operator.length_hint, operator.countOf, operator.indexOf,
+    operator.floordiv, operator.abs,
+}  # fmt: skip
+PURE_FUNCTIONS.update(
+    getattr(math, name)
+    for name in dir(math)
+    if callable(getattr(math, name)) and not name.startswith("_")
+)
+
+
+def call_c_function(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """A C function not in the handler table: folded when pure and constant, else Unsupported."""
+    if fn in PURE_FUNCTIONS:
+        return _fold(fn, args, kwargs)
+    if fn is builtins.range or fn is builtins.slice:
+        return _fold(fn, args, kwargs)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+    module = getattr(fn, "__module__", None) or "builtins"
+    raise Unsupported(
+        f"call to the C function {module}.{name}, which capture cannot trace; register a Python "
+        "stand-in with substitute_in_graph, or mark it allow_in_graph"
+    )
+
+
+BUILTIN_HANDLERS[builtins.range] = lambda tx, args, kwargs: _fold(range, args, kwargs)
+BUILTIN_HANDLERS[builtins.slice] = lambda tx, args, kwargs: _fold(slice, args, kwargs)
+for _fn in PURE_FUNCTIONS:
+    BUILTIN_HANDLERS.setdefault(
+        _fn, (lambda f: lambda tx, args, kwargs: _fold(f, args, kwargs))(_fn)
+    )

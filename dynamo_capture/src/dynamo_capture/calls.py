@@ -1,0 +1,400 @@
+"""Calls: what capture does with `fn(*args, **kwargs)` for each kind of callee.
+
+a user function, method, lambda or closure   inlined (a child Translator)
+an nn.Module                                 forward pre-hooks, forward, forward hooks inlined
+a torch function or Tensor method            a graph node (torch_calls)
+a builtin                                    the builtin table (builtin_calls)
+allow_in_graph(fn)                           one graph node
+substitute_in_graph(original)                the stand-in is inlined
+disable(fn)                                  Unsupported (the frame runs eagerly)
+a user class                                 a new ObjectValue, its __init__ inlined
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.operations import (
+    NotConstant,
+    as_constant,
+    describe,
+    python_type_of,
+    sequence_items,
+)
+from dynamo_capture.registry import disabled_reason, is_allowed_in_graph, substitute_for
+from dynamo_capture.sources import AttrSource, ItemSource, Source
+from dynamo_capture.values import (
+    NULL,
+    BuiltinMethodValue,
+    CellValue,
+    DictValue,
+    FunctionValue,
+    IteratorValue,
+    MethodValue,
+    ObjectValue,
+    PartialValue,
+    PythonValue,
+    TensorValue,
+    TupleValue,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = ["call", "inline_function"]
+
+_CO_GENERATOR = inspect.CO_GENERATOR
+_nn_call = torch.nn.Module.__call__
+
+
+def call(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """fn(*args, **kwargs) while capturing."""
+    if isinstance(fn, MethodValue):
+        return call(tx, fn.func, [fn.self_value, *args], kwargs)
+    if isinstance(fn, FunctionValue):
+        return inline_function(tx, fn, args, kwargs, None)
+    if isinstance(fn, BuiltinMethodValue):
+        from dynamo_capture.methods import call_method
+
+        return call_method(tx, fn.receiver, fn.name, args, kwargs)
+    if isinstance(fn, PartialValue):
+        return call(tx, fn.func, [*fn.args, *args], {**fn.kwargs, **kwargs})
+    if isinstance(fn, ObjectValue):
+        method = getattr(fn.cls, "__call__", None)  # noqa: B004
+        if isinstance(method, types.FunctionType):
+            return call(tx, PythonValue(method), [fn, *args], kwargs)
+    if isinstance(fn, PythonValue):
+        return _call_python(tx, fn, args, kwargs)
+    if fn is NULL:
+        raise Unsupported("internal: called NULL")
+    raise Unsupported(f"calling a {python_type_of(fn).__name__} object")
+
+
+def _all_constant(args: list[Value], kwargs: dict[str, Value]) -> tuple[list[Any], dict[str, Any]]:
+    return [as_constant(a) for a in args], {k: as_constant(v) for k, v in kwargs.items()}
+
+
+def _call_python(
+    tx: Translator, fn: PythonValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    from dynamo_capture.builtin_calls import BUILTIN_HANDLERS, call_c_function
+    from dynamo_capture.torch_calls import call_torch, is_torch_callable
+
+    obj = fn.obj
+    substitute = substitute_for(obj)
+    if substitute is not None:
+        return _call_substitute(tx, substitute, args, kwargs)
+    if is_allowed_in_graph(obj):
+        return tx.ctx.call("call_function", obj, tuple(args), kwargs, allow_python_result=True)
+    reason = disabled_reason(obj)
+    if reason is not None:
+        raise Unsupported(f"call to {describe(fn)}, which must run eagerly: {reason}")
+    handler = _lookup(BUILTIN_HANDLERS, obj)
+    if handler is not None:
+        return handler(tx, args, kwargs)
+    if isinstance(obj, torch.nn.Module):
+        return call_module(tx, fn, args, kwargs)
+    if is_torch_callable(obj):
+        return call_torch(tx, obj, args, kwargs)
+    if isinstance(obj, types.FunctionType):
+        return inline_function(tx, obj, args, kwargs, fn.source)
+    if isinstance(obj, types.MethodType):
+        source = AttrSource(fn.source, "__self__") if fn.source is not None else None
+        receiver = tx.ctx.wrap(obj.__self__, source)
+        return call(tx, PythonValue(obj.__func__), [receiver, *args], kwargs)
+    if isinstance(obj, functools.partial):
+        return _call_real_partial(tx, fn, args, kwargs)
+    if isinstance(obj, type):
+        return construct(tx, fn, args, kwargs)
+    if isinstance(obj, types.BuiltinFunctionType | types.BuiltinMethodType):
+        return call_c_function(tx, obj, args, kwargs)
+    method = getattr(type(obj), "__call__", None)  # noqa: B004
+    if isinstance(method, types.FunctionType):
+        return call(tx, PythonValue(method), [fn, *args], kwargs)
+    raise Unsupported(f"call to {describe(fn)} ({type(obj).__name__}), which capture cannot trace")
+
+
+def _lookup(table: dict[Any, Any], obj: Any) -> Any:
+    try:
+        return table.get(obj)
+    except TypeError:  # unhashable callables
+        return None
+
+
+def _call_substitute(
+    tx: Translator, substitute: Any, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    if substitute.can_constant_fold_through:
+        try:
+            real_args, real_kwargs = _all_constant(args, kwargs)
+        except NotConstant:
+            pass
+        else:
+            return PythonValue(substitute.original(*real_args, **real_kwargs))
+    return inline_function(tx, substitute.traceable, args, kwargs, None)
+
+
+def _call_real_partial(
+    tx: Translator, fn: PythonValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    obj, source = fn.obj, fn.source
+
+    def item(attr: str, key: Any) -> Source | None:
+        return ItemSource(AttrSource(source, attr), key) if source is not None else None
+
+    func = tx.ctx.wrap(obj.func, AttrSource(source, "func") if source else None)
+    bound = [tx.ctx.wrap(a, item("args", i)) for i, a in enumerate(obj.args)]
+    keywords = {k: tx.ctx.wrap(v, item("keywords", k)) for k, v in obj.keywords.items()}
+    return call(tx, func, [*bound, *args], {**keywords, **kwargs})
+
+
+# ----- inlining ----------------------------------------------------------
+class _Default:
+    """Marks a parameter that took its default, until the default is resolved."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: int | str) -> None:
+        self.key = key
+
+
+_stand_ins: dict[tuple[types.CodeType, int, tuple[str, ...]], inspect.Signature] = {}
+
+
+def _signature(
+    code: types.CodeType, defaults: int, kwdefaults: tuple[str, ...]
+) -> inspect.Signature:
+    key = (code, defaults, kwdefaults)
+    signature = _stand_ins.get(key)
+    if signature is None:
+        cells = tuple(types.CellType() for _ in code.co_freevars)
+        stand_in = types.FunctionType(code, {}, code.co_name, None, cells)
+        stand_in.__defaults__ = tuple(_Default(i) for i in range(defaults)) or None
+        stand_in.__kwdefaults__ = {name: _Default(name) for name in kwdefaults} or None
+        signature = inspect.signature(stand_in)
+        _stand_ins[key] = signature
+    return signature
+
+
+def _bind(
+    tx: Translator,
+    code: types.CodeType,
+    args: list[Value],
+    kwargs: dict[str, Value],
+    defaults: tuple[Any, ...],
+    kwdefaults: dict[str, Any],
+    resolve_default: Any,
+) -> dict[str, Value]:
+    signature = _signature(code, len(defaults), tuple(kwdefaults))
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as error:
+        raise Unsupported(
+            f"call to {code.co_name} with arguments that do not fit: {error}"
+        ) from error
+    bound.apply_defaults()
+    f_locals: dict[str, Value] = {}
+    for name, value in bound.arguments.items():
+        kind = signature.parameters[name].kind
+        if isinstance(value, _Default):
+            value = resolve_default(value.key)
+        elif kind is inspect.Parameter.VAR_POSITIONAL:
+            value = TupleValue(list(value))
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            value = DictValue(dict(value))
+        if name not in code.co_varnames and name.startswith("implicit"):
+            name = "." + name[len("implicit") :]  # inspect renames comprehension arguments
+        f_locals[name] = value
+    return f_locals
+
+
+def inline_function(
+    tx: Translator,
+    fn: types.FunctionType | FunctionValue,
+    args: list[Value],
+    kwargs: dict[str, Value],
+    source: Source | None,
+) -> Value:
+    """Interpret `fn`'s body on the values; a generator runs to its end."""
+    from dynamo_capture.interpreter import Translator
+
+    if isinstance(fn, FunctionValue):
+        code, f_globals = fn.code, fn.globals
+        defaults, kwdefaults = fn.defaults, fn.kwdefaults
+
+        def resolve(key: int | str) -> Value:
+            return defaults[key] if isinstance(key, int) else kwdefaults[key]
+
+        cells = dict(zip(code.co_freevars, fn.closure, strict=True))
+        real_cells: dict[str, tuple[Any, Source | None]] = {}
+    else:
+        code, f_globals = fn.__code__, fn.__globals__
+        defaults, kwdefaults = fn.__defaults__ or (), fn.__kwdefaults__ or {}
+
+        def resolve(key: int | str) -> Value:
+            real = defaults[key] if isinstance(key, int) else kwdefaults[key]
+            attr = "__defaults__" if isinstance(key, int) else "__kwdefaults__"
+            child = ItemSource(AttrSource(source, attr), key) if source is not None else None
+            return tx.ctx.wrap(real, child)
+
+        cells = {}
+        real_cells = {
+            name: (cell, _closure_source(source, index))
+            for index, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ()))
+        }
+    if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        raise Unsupported(f"async function {code.co_name}")
+    f_locals = _bind(tx, code, args, kwargs, defaults, kwdefaults, resolve)
+    generator = bool(code.co_flags & _CO_GENERATOR)
+    child = Translator(
+        tx.ctx, code, f_locals, f_globals,
+        cells=cells, real_cells=real_cells, parent=tx, generator=generator,
+    )  # fmt: skip
+    result = child.run()
+    if generator:
+        return IteratorValue(list(child.yielded or []))
+    return result
+
+
+def _closure_source(source: Source | None, index: int) -> Source | None:
+    if source is None:
+        return None
+    return AttrSource(ItemSource(AttrSource(source, "__closure__"), index), "cell_contents")
+
+
+# ----- modules -----------------------------------------------------------
+def _hooks_guard(tx: Translator, module_value: PythonValue) -> None:
+    from torch.nn.modules import module as nn_module
+
+    global_hooks = (
+        nn_module._global_forward_hooks,
+        nn_module._global_forward_pre_hooks,
+        nn_module._global_backward_hooks,
+        nn_module._global_backward_pre_hooks,
+    )
+    if any(global_hooks):
+        raise Unsupported("global nn.Module hooks are registered")
+    name = tx.ctx.guards.constant(nn_module)
+    tx.ctx.guards.expression(
+        "GLOBAL_STATE", None, None,
+        f"not ({name}._global_forward_hooks or {name}._global_forward_pre_hooks or "
+        f"{name}._global_backward_hooks or {name}._global_backward_pre_hooks)",
+    )  # fmt: skip
+    module, source = module_value.obj, module_value.source
+    if module._backward_hooks or module._backward_pre_hooks:
+        raise Unsupported(f"backward hooks on {type(module).__name__}")
+    if source is not None and not (module._forward_hooks or module._forward_pre_hooks):
+        tx.ctx.guards.expression(
+            "NN_MODULE", source, None,
+            f"not ({source.expr}._forward_hooks or {source.expr}._forward_pre_hooks)",
+        )  # fmt: skip
+
+
+def call_module(
+    tx: Translator, module_value: PythonValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """module(*args, **kwargs): pre-hooks, forward, hooks, as nn.Module.__call__ runs them."""
+    module, source = module_value.obj, module_value.source
+    if type(module).__call__ is not _nn_call:
+        method = type(module).__call__
+        return call(tx, PythonValue(method), [module_value, *args], kwargs)
+    _hooks_guard(tx, module_value)
+    for key in list(module._forward_pre_hooks):
+        if key in module._forward_pre_hooks_with_kwargs:
+            raise Unsupported("a forward pre-hook registered with with_kwargs=True")
+        hook = _hook(tx, module_value, "_forward_pre_hooks", key)
+        result = call(tx, hook, [module_value, TupleValue(list(args))], {})
+        if not (isinstance(result, PythonValue) and result.obj is None):
+            args = sequence_items(tx, result) if isinstance(result, TupleValue) else [result]
+    if "forward" in module.__dict__:
+        forward = tx.ctx.wrap(module.forward, AttrSource(source, "forward") if source else None)
+        output = call(tx, forward, list(args), kwargs)
+    else:
+        forward = type(module).forward
+        output = inline_function(tx, forward, [module_value, *args], kwargs, None)
+    for key in list(module._forward_hooks):
+        if key in module._forward_hooks_with_kwargs:
+            raise Unsupported("a forward hook registered with with_kwargs=True")
+        hook = _hook(tx, module_value, "_forward_hooks", key)
+        result = call(tx, hook, [module_value, TupleValue(list(args)), output], {})
+        if not (isinstance(result, PythonValue) and result.obj is None):
+            output = result
+    return output
+
+
+def _hook(tx: Translator, module_value: PythonValue, table: str, key: int) -> Value:
+    source = module_value.source
+    hooks = getattr(module_value.obj, table)
+    if source is not None:
+        tx.ctx.wrap(hooks, AttrSource(source, table))
+        return tx.ctx.wrap(hooks[key], ItemSource(AttrSource(source, table), key))
+    return PythonValue(hooks[key])
+
+
+# ----- classes -----------------------------------------------------------
+def construct(
+    tx: Translator, cls_value: PythonValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """cls(*args, **kwargs) for a user class, a namedtuple or a dataclass."""
+    from dynamo_capture.torch_calls import construct_torch_class
+
+    cls = cls_value.obj
+    if issubclass(cls, torch.nn.Module):
+        raise Unsupported(f"creating a module ({cls.__name__}) inside captured code")
+    if cls.__module__.split(".")[0] == "torch":
+        return construct_torch_class(tx, cls, args, kwargs)
+    if issubclass(cls, BaseException):
+        try:
+            real_args, real_kwargs = _all_constant(args, kwargs)
+        except NotConstant as error:
+            raise Unsupported(f"creating a {cls.__name__} from non-constant values") from error
+        return PythonValue(cls(*real_args, **real_kwargs))
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        return _construct_namedtuple(tx, cls, args, kwargs)
+    if type(cls) not in (type, __import__("abc").ABCMeta):
+        raise Unsupported(f"creating an instance of {cls.__name__}, whose metaclass is custom")
+    if cls.__new__ is not object.__new__ or any(
+        base.__module__ == "builtins" and base is not object for base in cls.__mro__
+    ):
+        raise Unsupported(f"creating an instance of {cls.__name__} (a builtin subclass or __new__)")
+    instance = ObjectValue(cls)
+    init = cls.__init__
+    if isinstance(init, types.FunctionType):
+        inline_function(tx, init, [instance, *args], kwargs, None)
+    elif args or kwargs:
+        raise Unsupported(f"{cls.__name__}() takes no arguments")
+    return instance
+
+
+def _construct_namedtuple(
+    tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    fields = cls._fields  # type: ignore[attr-defined]
+    defaults = cls._field_defaults  # type: ignore[attr-defined]
+    values: dict[str, Value] = dict(zip(fields, args))
+    for name, value in kwargs.items():
+        values[name] = value
+    items = []
+    for name in fields:
+        if name in values:
+            items.append(values[name])
+        elif name in defaults:
+            items.append(PythonValue(defaults[name]))
+        else:
+            raise Unsupported(f"{cls.__name__}() is missing field {name!r}")
+    return TupleValue(items, cls)
+
+
+def new_cell(contents: Value | None = None) -> CellValue:
+    return CellValue(contents)
+
+
+def tensor_args(args: list[Value], kwargs: dict[str, Value]) -> bool:
+    return any(isinstance(v, TensorValue) for v in [*args, *kwargs.values()])

@@ -1,0 +1,290 @@
+"""The capture driver: one frame's bytecode -> an FX graph, its guards and its entry code.
+
+    capture_frame(target, args, kwargs)
+      1. bind the call's arguments to the frame's locals L      (frame_target)
+      2. guard the global state the graph depends on            (grad mode, default dtype)
+      3. interpret the bytecode on values, building the graph   (interpreter)
+      4. collect the returned values: graph outputs + rebuild   (OutputPlan)
+      5. finish the GraphModule                                 (torch.fx)
+
+`compile_entry` then hands the graph to the backend and generates the entry
+function (Python source, registered with linecache) that calls it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from dynamo_capture import opcodes_data, opcodes_flow  # noqa: F401  (registers handlers)
+from dynamo_capture.errors import Unsupported, UserLocation
+from dynamo_capture.frame_guards import CompiledGuards
+from dynamo_capture.frame_target import FrameTarget
+from dynamo_capture.interpreter import Translator, check_registry
+from dynamo_capture.output_graph import CaptureContext, is_constant
+from dynamo_capture.sources import LocalSource
+from dynamo_capture.state import capturing
+from dynamo_capture.values import (
+    DictValue,
+    ListValue,
+    ObjectValue,
+    PythonValue,
+    SetValue,
+    TensorValue,
+    TupleValue,
+    Value,
+)
+
+__all__ = ["CaptureArtifacts", "CapturedFrame", "CompiledEntry", "capture_frame", "compile_entry"]
+
+check_registry()
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_entry_counter = itertools.count()
+
+
+@dataclass
+class CapturedFrame:
+    """The result of capturing one frame."""
+
+    target: FrameTarget
+    graph_module: torch.fx.GraphModule
+    example_inputs: list[torch.Tensor]
+    input_exprs: list[str]
+    output_exprs: str
+    constants: list[Any]
+    ctx: CaptureContext
+    capture_seconds: float
+
+    @property
+    def call_count(self) -> int:
+        return sum(node.op.startswith("call") for node in self.graph_module.graph.nodes)
+
+
+@dataclass
+class CaptureArtifacts:
+    """Readable artifacts of one compiled entry."""
+
+    graph_code: str
+    guard_code: str
+    entry_code: str
+    graph_break_reason: str | None = None
+    capture_seconds: float = 0.0
+    backend_seconds: float = 0.0
+
+
+@dataclass
+class CompiledEntry:
+    """One cache entry: a guard function and the code that runs when it passes."""
+
+    guards: CompiledGuards
+    module_globals: dict[str, dict[str, Any]]
+    run: Callable[..., Any] | None
+    artifacts: CaptureArtifacts
+    graph_module: torch.fx.GraphModule | None = None
+    hits: int = field(default=0)
+    eager: bool = False
+
+    def check(self, L: dict[str, Any], G: dict[str, Any]) -> bool:  # noqa: N803
+        return self.guards.check(L, G, self.module_globals)
+
+
+def user_frames(where: tuple[UserLocation, ...]) -> tuple[UserLocation, ...]:
+    """Drop this package's own frames (the module-call driver) from a location chain."""
+    return tuple(loc for loc in where if not loc.filename.startswith(_PACKAGE_DIR))
+
+
+def _global_state_guards(ctx: CaptureContext) -> None:
+    torch_name = ctx.guards.constant(torch)
+    ctx.guards.expression(
+        "GLOBAL_STATE", None, torch.is_grad_enabled(),
+        f"{torch_name}.is_grad_enabled() is {torch.is_grad_enabled()!r}",
+    )  # fmt: skip
+    dtype_name = ctx.guards.constant(torch.get_default_dtype())
+    ctx.guards.expression(
+        "GLOBAL_STATE", None, torch.get_default_dtype(),
+        f"{torch_name}.get_default_dtype() is {dtype_name}",
+    )  # fmt: skip
+
+
+def capture_frame(
+    target: FrameTarget,
+    f_locals: dict[str, Any],
+    *,
+    guard_context: list[CaptureContext] | None = None,
+) -> CapturedFrame:
+    """Interpret `target`'s code on `f_locals`; raise Unsupported when it cannot be one graph.
+
+    `guard_context`, when given, receives the CaptureContext even when capture fails,
+    so the caller can use the guards recorded up to the failure.
+    """
+    start = time.perf_counter()
+    ctx = CaptureContext(target.globals)
+    if guard_context is not None:
+        guard_context.append(ctx)
+    _global_state_guards(ctx)
+    code = target.code
+    real_cells = {
+        name: (cell, LocalSource(name))
+        for name, cell in zip(code.co_freevars, target.function.__closure__ or ())
+    }
+    rng_state = torch.random.get_rng_state()
+    grad_mode = torch.is_grad_enabled()
+    try:
+        with capturing():
+            arguments = {
+                name: ctx.wrap(value, LocalSource(name))
+                for name, value in f_locals.items()
+                if name not in code.co_freevars
+            }
+            tx = Translator(ctx, code, arguments, target.globals, real_cells=real_cells)
+            result = tx.run()
+            plan = OutputPlan(ctx)
+            output_exprs = plan.expr(result)
+    except Unsupported as error:
+        raise Unsupported(error.reason, user_frames(error.where)) from error.__cause__
+    except RecursionError as error:
+        raise Unsupported("capture recursed too deeply") from error
+    finally:
+        torch.random.set_rng_state(rng_state)
+        torch._C._set_grad_enabled(grad_mode)
+    ctx.output_node(plan.outputs)
+    graph_module = torch.fx.GraphModule(
+        torch.nn.Module(), ctx.graph, class_name=f"{target.name}_graph"
+    )
+    return CapturedFrame(
+        target=target,
+        graph_module=graph_module,
+        example_inputs=[real for _, real, _ in ctx.inputs],
+        input_exprs=[source.expr for source, _, _ in ctx.inputs],
+        output_exprs=output_exprs,
+        constants=plan.constants,
+        ctx=ctx,
+        capture_seconds=time.perf_counter() - start,
+    )
+
+
+class OutputPlan:
+    """Turns the returned Value into graph outputs plus a Python expression rebuilding it."""
+
+    def __init__(self, ctx: CaptureContext) -> None:
+        self.ctx = ctx
+        self.outputs: list[TensorValue] = []
+        self.constants: list[Any] = []
+
+    def _constant(self, value: Any) -> str:
+        for index, existing in enumerate(self.constants):
+            if existing is value:
+                return f"___k[{index}]"
+        self.constants.append(value)
+        return f"___k[{len(self.constants) - 1}]"
+
+    def _output(self, value: TensorValue) -> str:
+        for index, existing in enumerate(self.outputs):
+            if existing is value:
+                return f"___out[{index}]"
+        self.outputs.append(value)
+        return f"___out[{len(self.outputs) - 1}]"
+
+    def expr(self, value: Value) -> str:
+        if isinstance(value, TensorValue):
+            if value.source is not None and value.node.op == "placeholder":
+                return value.source.expr
+            return self._output(value)
+        if isinstance(value, PythonValue):
+            return self._python(value)
+        if isinstance(value, TupleValue):
+            inner = "".join(f"{self.expr(item)}, " for item in value.items)
+            if value.cls is tuple:
+                return f"({inner})"
+            if hasattr(value.cls, "_make"):
+                return f"{self._constant(value.cls)}._make(({inner}))"
+            return f"{self._constant(value.cls)}(({inner}))"
+        if isinstance(value, ListValue):
+            return "[" + ", ".join(self.expr(item) for item in value.items) + "]"
+        if isinstance(value, DictValue):
+            inner = ", ".join(
+                f"{self._python(PythonValue(key))}: {self.expr(item)}"
+                for key, item in value.items.items()
+            )
+            if value.cls is dict:
+                return "{" + inner + "}"
+            return f"{self._constant(value.cls)}({{{inner}}})"
+        if isinstance(value, SetValue):
+            return self._constant(set(value.items)) + ".copy()"
+        if isinstance(value, ObjectValue):
+            attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
+            return f"___build_object({self._constant(value.cls)}, {{{attrs}}})"
+        raise Unsupported(f"returning a {type(value).__name__} from the compiled frame")
+
+    def _python(self, value: PythonValue) -> str:
+        obj = value.obj
+        if obj is None or isinstance(obj, bool) or (type(obj) in (int, str)):
+            return repr(obj)
+        if type(obj) is float and obj == obj and obj not in (float("inf"), float("-inf")):
+            return repr(obj)
+        if value.source is not None and not is_constant(obj):
+            return value.source.expr
+        if isinstance(obj, list | dict | set):
+            return f"{self._constant(obj)}.copy()"
+        return self._constant(obj)
+
+
+def _build_object(cls: type, attrs: dict[str, Any]) -> Any:
+    instance = object.__new__(cls)
+    instance.__dict__.update(attrs)
+    return instance
+
+
+def _register_source(name: str, source: str) -> str:
+    filename = f"<ember-entry-{name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return filename
+
+
+def entry_source(frame: CapturedFrame, name: str, calls_graph: bool) -> str:
+    """The Python source of the entry function of one cache entry."""
+    lines = [f"def {name}(L, G, M):"]
+    if calls_graph:
+        arguments = ", ".join(frame.input_exprs)
+        lines.append(f"    ___out = ___compiled({arguments})")
+    lines.append(f"    return {frame.output_exprs}")
+    return "\n".join(lines) + "\n"
+
+
+def compile_entry(
+    frame: CapturedFrame,
+    backend: Callable[..., Any],
+    guard_filter_fn: Callable[..., Any] | None = None,
+) -> CompiledEntry:
+    """Hand the graph to the backend, compile the guards, generate the entry function."""
+    graph = frame.graph_module
+    calls_graph = frame.call_count > 0 or bool(frame.ctx.graph.find_nodes(op="output")[0].args[0])
+    start = time.perf_counter()
+    compiled = backend(graph, list(frame.example_inputs)) if calls_graph else None
+    backend_seconds = time.perf_counter() - start
+    name = f"___entry_{''.join(c if c.isalnum() else '_' for c in frame.target.name)}_{next(_entry_counter)}"
+    source = entry_source(frame, name, calls_graph)
+    filename = _register_source(name, source)
+    scope: dict[str, Any] = {
+        "___compiled": compiled,
+        "___k": frame.constants,
+        "___build_object": _build_object,
+    }
+    exec(compile(source, filename, "exec"), scope)  # noqa: S102
+    guards = frame.ctx.guards.compile(guard_filter_fn)
+    artifacts = CaptureArtifacts(
+        graph_code=graph.code,
+        guard_code=guards.source,
+        entry_code=source,
+        capture_seconds=frame.capture_seconds,
+        backend_seconds=backend_seconds,
+    )
+    return CompiledEntry(guards, dict(frame.ctx.module_globals), scope[name], artifacts, graph)

@@ -1,0 +1,229 @@
+"""The symbolic bytecode interpreter: one `Translator` per frame (inlined calls included).
+
+A Translator walks the decoded instructions of one code object, keeping a stack
+and locals of `Value`s, and dispatches each instruction to the handler that the
+opcode table names (`opcode_handler` registers them; the registry is checked
+against the table at import). With `checks_enabled()` each step's stack depth is
+compared with `dis.stack_effect`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from dynamo_capture.bytecode import OPCODE_TABLE, Instruction, decode, expected_stack_effect
+from dynamo_capture.errors import Unsupported, UserLocation
+from dynamo_capture.output_graph import CaptureContext
+from dynamo_capture.sources import GlobalSource, ModuleGlobalSource, Source
+from dynamo_capture.values import CellValue, PythonValue, Value
+
+__all__ = [
+    "HANDLERS",
+    "MAX_INLINE_DEPTH",
+    "MAX_STEPS",
+    "Translator",
+    "check_registry",
+    "checks",
+    "checks_enabled",
+    "opcode_handler",
+]
+
+MAX_INLINE_DEPTH = 48
+MAX_STEPS = 2_000_000
+
+Handler = Callable[["Translator", Instruction], None]
+HANDLERS: dict[str, Handler] = {}
+_HANDLER_NAMES = {handler for handler, _ in OPCODE_TABLE.values()}
+_checks = {"on": os.environ.get("EMBER_CAPTURE_CHECKS", "") == "1"}
+
+
+def checks_enabled() -> bool:
+    """Whether the interpreter's invariant checks (stack depth) are on."""
+    return _checks["on"]
+
+
+@contextlib.contextmanager
+def checks(enabled: bool = True) -> Iterator[None]:
+    """Turn the interpreter's invariant checks on (or off) inside the block."""
+    saved = _checks["on"]
+    _checks["on"] = enabled
+    try:
+        yield
+    finally:
+        _checks["on"] = saved
+
+
+def opcode_handler(*names: str) -> Callable[[Handler], Handler]:
+    """Register a handler for the handler names of OPCODE_TABLE; unknown or duplicate names fail."""
+
+    def register(fn: Handler) -> Handler:
+        for name in names:
+            if name not in _HANDLER_NAMES:
+                raise RuntimeError(
+                    f"opcode_handler: {name!r} is not a handler name of OPCODE_TABLE"
+                )
+            if name in HANDLERS:
+                raise RuntimeError(f"opcode_handler: {name!r} has two handlers")
+            HANDLERS[name] = fn
+        return fn
+
+    return register
+
+
+def check_registry() -> None:
+    """Every handler the opcode table names has a registered function."""
+    missing = sorted(_HANDLER_NAMES - set(HANDLERS))
+    if missing:
+        raise RuntimeError(f"opcode handlers missing for: {', '.join(missing)}")
+
+
+_decoded: dict[types.CodeType, tuple[list[Instruction], dict[int, int]]] = {}
+
+
+def _decode_cached(code: types.CodeType) -> tuple[list[Instruction], dict[int, int]]:
+    found = _decoded.get(code)
+    if found is None:
+        instructions = decode(code)
+        found = (instructions, {inst.offset: i for i, inst in enumerate(instructions)})
+        _decoded[code] = found
+    return found
+
+
+class Translator:
+    """Interprets one code object on Values; inlined calls get a child Translator."""
+
+    def __init__(
+        self,
+        ctx: CaptureContext,
+        code: types.CodeType,
+        f_locals: dict[str, Value],
+        f_globals: dict[str, Any],
+        *,
+        cells: dict[str, CellValue] | None = None,
+        real_cells: dict[str, tuple[Any, Source | None]] | None = None,
+        parent: Translator | None = None,
+        generator: bool = False,
+    ) -> None:
+        self.ctx = ctx
+        self.code = code
+        self.instructions, self.index_of = _decode_cached(code)
+        self.locals = f_locals
+        self.f_globals = f_globals
+        self.cells: dict[str, CellValue] = dict(cells or {})
+        self.real_cells = dict(real_cells or {})
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.stack: list[Value] = []
+        self.kw_names: tuple[str, ...] = ()
+        self.result: Value | None = None
+        self.yielded: list[Value] | None = [] if generator else None
+        self.done = False
+        self.next_index = 0
+        self.current: Instruction | None = None
+        self.steps = 0 if parent is None else parent.steps
+        if self.depth > MAX_INLINE_DEPTH:
+            raise Unsupported(f"inlining deeper than {MAX_INLINE_DEPTH} calls (recursion?)")
+
+    # ----- stack --------------------------------------------------------
+    def push(self, value: Value) -> None:
+        self.stack.append(value)
+
+    def pop(self) -> Value:
+        return self.stack.pop()
+
+    def popn(self, count: int) -> list[Value]:
+        if count == 0:
+            return []
+        values = self.stack[-count:]
+        del self.stack[-count:]
+        return values
+
+    def jump(self, target: int) -> None:
+        self.next_index = self.index_of[target]
+
+    def finish(self, value: Value) -> None:
+        self.result = value
+        self.done = True
+
+    # ----- names --------------------------------------------------------
+    def global_source(self, name: str) -> Source:
+        if self.f_globals is self.ctx.frame_globals:
+            return GlobalSource(name)
+        module = self.f_globals.get("__name__", "?")
+        self.ctx.module_globals[module] = self.f_globals
+        return ModuleGlobalSource(module, name)
+
+    def cell(self, name: str) -> CellValue:
+        cell = self.cells.get(name)
+        if cell is None:
+            if name not in self.real_cells:
+                raise Unsupported(f"free variable {name!r} is not known to capture")
+            real, source = self.real_cells[name]
+            try:
+                contents = real.cell_contents
+            except ValueError as error:
+                raise Unsupported(f"free variable {name!r} is unbound") from error
+            cell = CellValue(self.ctx.wrap(contents, source), source)
+            self.cells[name] = cell
+        return cell
+
+    # ----- locations ----------------------------------------------------
+    def location(self) -> UserLocation:
+        line = self.current.line if self.current is not None else self.code.co_firstlineno
+        return UserLocation(self.code.co_filename, line or 0, self.code.co_name)
+
+    def where(self) -> tuple[UserLocation, ...]:
+        chain = []
+        tx: Translator | None = self
+        while tx is not None:
+            chain.append(tx.location())
+            tx = tx.parent
+        return tuple(reversed(chain))
+
+    # ----- the loop -----------------------------------------------------
+    def run(self) -> Value:
+        """Interpret until RETURN_VALUE; the returned Value (or a generator's yields)."""
+        try:
+            self._loop()
+        except Unsupported as error:
+            raise error.located(self.where()) from error.__cause__
+        assert self.result is not None
+        return self.result
+
+    def _loop(self) -> None:
+        instructions = self.instructions
+        check = checks_enabled()
+        while not self.done:
+            index = self.next_index
+            inst = instructions[index]
+            self.current = inst
+            self.next_index = index + 1
+            self.steps += 1
+            if self.steps > MAX_STEPS:
+                raise Unsupported(f"capture ran more than {MAX_STEPS} instructions (a long loop?)")
+            depth = len(self.stack)
+            HANDLERS[inst.handler](self, inst)
+            if check and not self.done:
+                self._check_depth(inst, depth)
+        if self.parent is not None:
+            self.parent.steps = self.steps
+
+    def _check_depth(self, inst: Instruction, depth: int) -> None:
+        jumped = (
+            inst.target is not None and self.next_index != self.index_of.get(inst.offset, -1) + 1
+        )
+        expected = expected_stack_effect(inst, jumped)
+        if expected is not None and len(self.stack) - depth != expected:
+            raise AssertionError(
+                f"stack depth check: {inst.opname} {inst.argval!r} at offset {inst.offset} "
+                f"changed the stack by {len(self.stack) - depth}, dis.stack_effect says {expected}"
+            )
+
+
+def constant(value: Any) -> PythonValue:
+    """A Value for a Python constant made while capturing."""
+    return PythonValue(value)

@@ -1,0 +1,374 @@
+"""Methods of values that capture interprets itself: containers, strings, contexts, iterators.
+
+One table per receiver kind, keyed by method name. Methods that would change a
+container that exists outside the frame are Unsupported (a side effect).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.operations import (
+    NotConstant,
+    as_constant,
+    dict_items,
+    python_type_of,
+    sequence_items,
+    truth,
+)
+from dynamo_capture.values import (
+    ContextValue,
+    DictValue,
+    IteratorValue,
+    ListValue,
+    PythonValue,
+    SetValue,
+    TensorValue,
+    TupleValue,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = ["call_method", "enter_context", "exit_context"]
+
+Method = Callable[["Translator", Value, list[Value], dict[str, Value]], Value]
+
+
+def _none() -> PythonValue:
+    return PythonValue(None)
+
+
+def _key(value: Value) -> Any:
+    try:
+        return as_constant(value)
+    except NotConstant:
+        raise Unsupported("a dict key or set item that is not a capture-time constant") from None
+
+
+def _mutable(receiver: Value, name: str) -> None:
+    if receiver.source is not None or isinstance(receiver, PythonValue):
+        raise Unsupported(
+            f"{python_type_of(receiver).__name__}.{name}() on a container that exists outside "
+            "the frame (a side effect)"
+        )
+
+
+# ----- list ------------------------------------------------------------------
+def _list_append(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(lst, "append")
+    lst.items.append(args[0])
+    return _none()
+
+
+def _list_extend(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(lst, "extend")
+    lst.items.extend(sequence_items(tx, args[0]))
+    return _none()
+
+
+def _list_insert(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(lst, "insert")
+    lst.items.insert(_key(args[0]), args[1])
+    return _none()
+
+
+def _list_pop(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(lst, "pop")
+    return lst.items.pop(_key(args[0]) if args else -1)
+
+
+def _list_reverse(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(lst, "reverse")
+    lst.items.reverse()
+    return _none()
+
+
+def _list_clear(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(lst, "clear")
+    lst.items.clear()
+    return _none()
+
+
+def _list_copy(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ListValue(sequence_items(tx, lst))
+
+
+def _sequence_index(tx: Translator, seq: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    wanted = _key(args[0])
+    for position, item in enumerate(sequence_items(tx, seq)):
+        try:
+            if as_constant(item) == wanted:
+                return PythonValue(position)
+        except NotConstant:
+            continue
+    raise Unsupported("ValueError: .index() did not find the item")
+
+
+def _sequence_count(tx: Translator, seq: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    wanted = _key(args[0])
+    count = 0
+    for item in sequence_items(tx, seq):
+        try:
+            count += as_constant(item) == wanted
+        except NotConstant:
+            continue
+    return PythonValue(count)
+
+
+def _list_sort(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(lst, "sort")
+    from dynamo_capture.builtin_calls import sorted_values
+
+    lst.items[:] = sorted_values(tx, list(lst.items), kwargs)
+    return _none()
+
+
+LIST_METHODS: dict[str, Method] = {
+    "append": _list_append,
+    "extend": _list_extend,
+    "insert": _list_insert,
+    "pop": _list_pop,
+    "reverse": _list_reverse,
+    "clear": _list_clear,
+    "copy": _list_copy,
+    "index": _sequence_index,
+    "count": _sequence_count,
+    "sort": _list_sort,
+}
+TUPLE_METHODS: dict[str, Method] = {"index": _sequence_index, "count": _sequence_count}
+
+
+# ----- dict ------------------------------------------------------------------
+def _dict_get(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    items = dict_items(tx, d)
+    key = _key(args[0])
+    if key in items:
+        return items[key]
+    return args[1] if len(args) > 1 else _none()
+
+
+def _dict_keys(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ListValue([PythonValue(key) for key in dict_items(tx, d)])
+
+
+def _dict_values(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ListValue(list(dict_items(tx, d).values()))
+
+
+def _dict_items(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ListValue([TupleValue([PythonValue(k), v]) for k, v in dict_items(tx, d).items()])
+
+
+def _dict_update(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(d, "update")
+    if args:
+        other = args[0]
+        if isinstance(other, DictValue) or (
+            isinstance(other, PythonValue) and isinstance(other.obj, dict)
+        ):
+            d.items.update(dict_items(tx, other))
+        else:
+            for pair in sequence_items(tx, other):
+                key, value = sequence_items(tx, pair)
+                d.items[_key(key)] = value
+    d.items.update(kwargs)
+    return _none()
+
+
+def _dict_pop(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(d, "pop")
+    key = _key(args[0])
+    if key in d.items:
+        return d.items.pop(key)
+    if len(args) > 1:
+        return args[1]
+    raise Unsupported(f"KeyError {key!r} while capturing")
+
+
+def _dict_setdefault(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(d, "setdefault")
+    key = _key(args[0])
+    if key not in d.items:
+        d.items[key] = args[1] if len(args) > 1 else _none()
+    return d.items[key]
+
+
+def _dict_copy(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return DictValue(dict_items(tx, d))
+
+
+def _dict_clear(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(d, "clear")
+    d.items.clear()
+    return _none()
+
+
+def _dict_contains(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return PythonValue(_key(args[0]) in dict_items(tx, d))
+
+
+DICT_METHODS: dict[str, Method] = {
+    "get": _dict_get,
+    "keys": _dict_keys,
+    "values": _dict_values,
+    "items": _dict_items,
+    "update": _dict_update,
+    "pop": _dict_pop,
+    "setdefault": _dict_setdefault,
+    "copy": _dict_copy,
+    "clear": _dict_clear,
+    "__contains__": _dict_contains,
+    "__getitem__": lambda tx, d, a, k: dict_items(tx, d)[_key(a[0])],
+}
+
+
+# ----- set -------------------------------------------------------------------
+def _set_add(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(s, "add")
+    s.items.add(_key(args[0]))
+    return _none()
+
+
+def _set_update(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(s, "update")
+    for other in args:
+        s.items.update(_key(item) for item in sequence_items(tx, other))
+    return _none()
+
+
+def _set_discard(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(s, "discard")
+    s.items.discard(_key(args[0]))
+    return _none()
+
+
+SET_METHODS: dict[str, Method] = {"add": _set_add, "update": _set_update, "discard": _set_discard}
+
+
+# ----- contexts and iterators ------------------------------------------------
+def enter_context(tx: Translator, context: ContextValue) -> Value:
+    """ctx.__enter__(): change the mode now and record the change in the graph."""
+    if context.kind == "grad":
+        if context.saved is None:
+            context.saved = torch.is_grad_enabled()
+            _set_grad(tx, context.args[0])
+        return _none()
+    if context.kind == "autocast":
+        node_args = _autocast_args(context)
+        ctx_node = tx.ctx.graph.call_function(torch.amp.autocast_mode._enter_autocast, node_args)
+        real = torch.amp.autocast_mode._UnmanagedAutocast(*node_args)
+        real.__enter__()
+        context.saved = (ctx_node, real)
+        return _none()
+    return _none()
+
+
+def exit_context(tx: Translator, context: ContextValue) -> Value:
+    """ctx.__exit__(...): restore the mode in capture and in the graph."""
+    if context.kind == "grad":
+        _set_grad(tx, context.saved)
+        context.saved = None
+    elif context.kind == "autocast":
+        ctx_node, real = context.saved
+        tx.ctx.graph.call_function(torch.amp.autocast_mode._exit_autocast, (ctx_node,))
+        real.__exit__(None, None, None)
+    return PythonValue(None)
+
+
+def _set_grad(tx: Translator, mode: bool) -> None:
+    tx.ctx.graph.call_function(torch._C._set_grad_enabled, (mode,))
+    torch._C._set_grad_enabled(mode)
+
+
+def _autocast_args(context: ContextValue) -> tuple[Any, ...]:
+    import inspect
+
+    signature = inspect.signature(torch.autocast.__init__)
+    bound = signature.bind(None, *context.args, **context.kwargs)
+    bound.apply_defaults()
+    arguments = bound.arguments
+    device_type = arguments["device_type"]
+    dtype = arguments["dtype"]
+    if dtype is None:
+        dtype = torch.get_autocast_dtype(device_type)
+    enabled = arguments["enabled"]
+    cache_enabled = arguments["cache_enabled"]
+    if cache_enabled is None:
+        cache_enabled = torch.is_autocast_cache_enabled()
+    return (device_type, dtype, enabled, cache_enabled)
+
+
+def _context_method(tx: Translator, context: Any, name: str, args: list[Value]) -> Value:
+    if name == "__enter__":
+        return enter_context(tx, context)
+    if name == "__exit__":
+        return exit_context(tx, context)
+    raise Unsupported(f"method {name} of a context manager")
+
+
+def _iterator_next(tx: Translator, iterator: IteratorValue, args: list[Value]) -> Value:
+    if iterator.position < len(iterator.items):
+        iterator.position += 1
+        return iterator.items[iterator.position - 1]
+    if args:
+        return args[0]
+    raise Unsupported("StopIteration raised by next() while capturing")
+
+
+# ----- dispatch ----------------------------------------------------------
+def call_method(
+    tx: Translator, receiver: Value, name: str, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """receiver.name(*args, **kwargs) for a receiver capture interprets."""
+    if isinstance(receiver, TensorValue):
+        from dynamo_capture.torch_calls import call_tensor_method
+
+        return call_tensor_method(tx, receiver, name, args, kwargs)
+    if isinstance(receiver, ContextValue):
+        return _context_method(tx, receiver, name, args)
+    if isinstance(receiver, IteratorValue) and name == "__next__":
+        return _iterator_next(tx, receiver, args)
+    table = _table_for(receiver)
+    if table is not None and name in table:
+        return table[name](tx, receiver, args, kwargs)
+    return _fold_method(tx, receiver, name, args, kwargs)
+
+
+def _table_for(receiver: Value) -> dict[str, Method] | None:
+    kind = python_type_of(receiver)
+    if isinstance(receiver, ListValue) or (isinstance(receiver, PythonValue) and kind is list):
+        return LIST_METHODS
+    if issubclass(kind, dict):
+        return DICT_METHODS
+    if isinstance(receiver, SetValue):
+        return SET_METHODS
+    if issubclass(kind, tuple):
+        return TUPLE_METHODS
+    return None
+
+
+def _fold_method(
+    tx: Translator, receiver: Value, name: str, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """A method of a constant (str.format, tuple.count, ...) on constants: computed now."""
+    try:
+        real = as_constant(receiver)
+        real_args = [as_constant(a) for a in args]
+        real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
+    except NotConstant:
+        raise Unsupported(
+            f"method {python_type_of(receiver).__name__}.{name} on values known only when it runs"
+        ) from None
+    if isinstance(real, list | set | dict) and name not in ("copy", "index", "count"):
+        raise Unsupported(f"{type(real).__name__}.{name} on a container outside the frame")
+    return PythonValue(getattr(real, name)(*real_args, **real_kwargs))
+
+
+def truth_of(tx: Translator, value: Value) -> bool:
+    return truth(tx, value)

@@ -1,0 +1,465 @@
+"""Opcode handlers for the stack, names, attributes, operators and building values."""
+
+from __future__ import annotations
+
+import builtins
+import operator
+
+from dynamo_capture.attributes import get_attr, set_attr
+from dynamo_capture.bytecode import BINARY_OPERATORS, INTRINSICS, Instruction
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.interpreter import Translator, opcode_handler
+from dynamo_capture.operations import (
+    BINARY,
+    NotConstant,
+    as_constant,
+    binary_op,
+    compare_op,
+    contains,
+    dict_items,
+    get_item,
+    is_op,
+    sequence_items,
+    set_item,
+    unary_op,
+)
+from dynamo_capture.values import (
+    NULL,
+    CellValue,
+    DictValue,
+    FunctionValue,
+    ListValue,
+    PythonValue,
+    SetValue,
+    SuperValue,
+    TupleValue,
+    Value,
+)
+
+
+@opcode_handler("NOP")
+def nop(tx: Translator, inst: Instruction) -> None:
+    pass
+
+
+@opcode_handler("POP_TOP")
+def pop_top(tx: Translator, inst: Instruction) -> None:
+    tx.pop()
+
+
+@opcode_handler("PUSH_NULL")
+def push_null(tx: Translator, inst: Instruction) -> None:
+    tx.push(NULL)
+
+
+@opcode_handler("COPY")
+def copy(tx: Translator, inst: Instruction) -> None:
+    tx.push(tx.stack[-inst.arg])
+
+
+@opcode_handler("SWAP")
+def swap(tx: Translator, inst: Instruction) -> None:
+    stack, i = tx.stack, inst.arg
+    stack[-1], stack[-i] = stack[-i], stack[-1]
+
+
+@opcode_handler("END_FOR")
+def end_for(tx: Translator, inst: Instruction) -> None:
+    tx.popn(2)
+
+
+# ----- names -------------------------------------------------------------
+@opcode_handler("LOAD_CONST")
+def load_const(tx: Translator, inst: Instruction) -> None:
+    tx.push(PythonValue(inst.argval))
+
+
+@opcode_handler("LOAD_FAST")
+def load_fast(tx: Translator, inst: Instruction) -> None:
+    value = tx.locals.get(inst.argval)
+    if value is None:
+        raise Unsupported(f"UnboundLocalError: local {inst.argval!r} read before assignment")
+    tx.push(value)
+
+
+@opcode_handler("LOAD_FAST_AND_CLEAR")
+def load_fast_and_clear(tx: Translator, inst: Instruction) -> None:
+    tx.push(tx.locals.pop(inst.argval, NULL))
+
+
+@opcode_handler("STORE_FAST")
+def store_fast(tx: Translator, inst: Instruction) -> None:
+    value = tx.pop()
+    if value is NULL:
+        tx.locals.pop(inst.argval, None)
+    else:
+        tx.locals[inst.argval] = value
+
+
+@opcode_handler("DELETE_FAST")
+def delete_fast(tx: Translator, inst: Instruction) -> None:
+    tx.locals.pop(inst.argval, None)
+
+
+@opcode_handler("LOAD_GLOBAL")
+def load_global(tx: Translator, inst: Instruction) -> None:
+    name = inst.argval
+    if inst.push_null:
+        tx.push(NULL)
+    if name in tx.f_globals:
+        tx.push(tx.ctx.wrap(tx.f_globals[name], tx.global_source(name)))
+        return
+    builtin_scope = tx.f_globals.get("__builtins__", builtins)
+    scope = builtin_scope if isinstance(builtin_scope, dict) else vars(builtin_scope)
+    if name not in scope:
+        raise Unsupported(f"NameError: name {name!r} is not defined")
+    tx.push(PythonValue(scope[name]))
+
+
+@opcode_handler("STORE_GLOBAL")
+def store_global(tx: Translator, inst: Instruction) -> None:
+    raise Unsupported(f"assignment to global {inst.argval!r} (a side effect)")
+
+
+@opcode_handler("MAKE_CELL")
+def make_cell(tx: Translator, inst: Instruction) -> None:
+    tx.cells[inst.argval] = CellValue(tx.locals.pop(inst.argval, None))
+
+
+@opcode_handler("LOAD_DEREF")
+def load_deref(tx: Translator, inst: Instruction) -> None:
+    cell = tx.cell(inst.argval)
+    if cell.contents is None:
+        raise Unsupported(f"NameError: free variable {inst.argval!r} read before assignment")
+    tx.push(cell.contents)
+
+
+@opcode_handler("STORE_DEREF")
+def store_deref(tx: Translator, inst: Instruction) -> None:
+    value = tx.pop()
+    if inst.argval not in tx.cells and inst.argval in tx.real_cells:
+        raise Unsupported(
+            f"assignment to the closure variable {inst.argval!r} of an outer function"
+        )
+    cell = tx.cell(inst.argval)
+    if cell.source is not None:
+        raise Unsupported(f"assignment to the closure variable {inst.argval!r} (a side effect)")
+    cell.contents = value
+
+
+@opcode_handler("LOAD_CLOSURE")
+def load_closure(tx: Translator, inst: Instruction) -> None:
+    if inst.argval not in tx.cells and inst.argval not in tx.real_cells:
+        tx.cells[inst.argval] = CellValue(tx.locals.pop(inst.argval, None))
+    tx.push(tx.cell(inst.argval))
+
+
+@opcode_handler("IMPORT_NAME")
+def import_name(tx: Translator, inst: Instruction) -> None:
+    level, fromlist = tx.popn(2)
+    module = __import__(inst.argval, tx.f_globals, None, as_constant(fromlist), as_constant(level))
+    tx.push(PythonValue(module))
+
+
+@opcode_handler("IMPORT_FROM")
+def import_from(tx: Translator, inst: Instruction) -> None:
+    tx.push(get_attr(tx, tx.stack[-1], inst.argval))
+
+
+# ----- attributes --------------------------------------------------------
+@opcode_handler("LOAD_ATTR")
+def load_attr(tx: Translator, inst: Instruction) -> None:
+    target = tx.pop()
+    try:
+        value = get_attr(tx, target, inst.argval)
+    except AttributeError as error:
+        raise Unsupported(f"AttributeError while capturing: {error}") from error
+    if inst.method:
+        tx.push(NULL)
+    tx.push(value)
+
+
+@opcode_handler("LOAD_SUPER_ATTR")
+def load_super_attr(tx: Translator, inst: Instruction) -> None:
+    self_value = tx.pop()
+    cls_value = tx.pop()
+    tx.pop()  # the global `super`
+    value = get_attr(tx, SuperValue(cls_value.obj, self_value), inst.argval)  # type: ignore[attr-defined]
+    if inst.method:
+        tx.push(NULL)
+    tx.push(value)
+
+
+@opcode_handler("STORE_ATTR")
+def store_attr(tx: Translator, inst: Instruction) -> None:
+    target = tx.pop()
+    value = tx.pop()
+    set_attr(tx, target, inst.argval, value)
+
+
+@opcode_handler("LOAD_ASSERTION_ERROR")
+def load_assertion_error(tx: Translator, inst: Instruction) -> None:
+    tx.push(PythonValue(AssertionError))
+
+
+# ----- operators ---------------------------------------------------------
+@opcode_handler("BINARY_OP")
+def binary(tx: Translator, inst: Instruction) -> None:
+    right = tx.pop()
+    left = tx.pop()
+    tx.push(binary_op(tx, BINARY[BINARY_OPERATORS[inst.arg]], left, right))
+
+
+@opcode_handler("COMPARE_OP")
+def compare(tx: Translator, inst: Instruction) -> None:
+    right = tx.pop()
+    left = tx.pop()
+    tx.push(compare_op(tx, inst.argval, left, right))
+
+
+@opcode_handler("IS_OP")
+def is_(tx: Translator, inst: Instruction) -> None:
+    right = tx.pop()
+    left = tx.pop()
+    tx.push(PythonValue(is_op(left, right) != bool(inst.arg)))
+
+
+@opcode_handler("CONTAINS_OP")
+def contains_(tx: Translator, inst: Instruction) -> None:
+    container = tx.pop()
+    item = tx.pop()
+    tx.push(PythonValue(contains(tx, item, container) != bool(inst.arg)))
+
+
+@opcode_handler("UNARY_NEGATIVE")
+def unary_negative(tx: Translator, inst: Instruction) -> None:
+    tx.push(unary_op(tx, operator.neg, tx.pop()))
+
+
+@opcode_handler("UNARY_POSITIVE")
+def unary_positive(tx: Translator, inst: Instruction) -> None:
+    tx.push(unary_op(tx, operator.pos, tx.pop()))
+
+
+@opcode_handler("UNARY_INVERT")
+def unary_invert(tx: Translator, inst: Instruction) -> None:
+    tx.push(unary_op(tx, operator.invert, tx.pop()))
+
+
+@opcode_handler("UNARY_NOT")
+def unary_not(tx: Translator, inst: Instruction) -> None:
+    tx.push(unary_op(tx, operator.not_, tx.pop()))
+
+
+@opcode_handler("CALL_INTRINSIC_1")
+def call_intrinsic_1(tx: Translator, inst: Instruction) -> None:
+    kind = INTRINSICS.get(inst.arg, "UNKNOWN")
+    if kind == "UNARY_POSITIVE":
+        tx.push(unary_op(tx, operator.pos, tx.pop()))
+    elif kind == "LIST_TO_TUPLE":
+        tx.push(TupleValue(sequence_items(tx, tx.pop())))
+    else:
+        raise Unsupported(f"intrinsic {kind} in captured code")
+
+
+@opcode_handler("BINARY_SUBSCR")
+def binary_subscr(tx: Translator, inst: Instruction) -> None:
+    index = tx.pop()
+    container = tx.pop()
+    tx.push(get_item(tx, container, index))
+
+
+@opcode_handler("STORE_SUBSCR")
+def store_subscr(tx: Translator, inst: Instruction) -> None:
+    index = tx.pop()
+    container = tx.pop()
+    value = tx.pop()
+    set_item(tx, container, index, value)
+
+
+@opcode_handler("DELETE_SUBSCR")
+def delete_subscr(tx: Translator, inst: Instruction) -> None:
+    index = tx.pop()
+    container = tx.pop()
+    if isinstance(container, ListValue | DictValue) and container.source is None:
+        key = as_constant(index)
+        del container.items[key]
+        return
+    raise Unsupported("del container[index] on a container outside the frame (a side effect)")
+
+
+def _slice(start: Value, stop: Value, step: Value | None = None) -> Value:
+    parts = [start, stop] + ([step] if step is not None else [])
+    try:
+        return PythonValue(slice(*(as_constant(part) for part in parts)))
+    except NotConstant:
+        raise Unsupported("a slice whose bounds are known only when it runs") from None
+
+
+@opcode_handler("BINARY_SLICE")
+def binary_slice(tx: Translator, inst: Instruction) -> None:
+    stop = tx.pop()
+    start = tx.pop()
+    container = tx.pop()
+    tx.push(get_item(tx, container, _slice(start, stop)))
+
+
+@opcode_handler("STORE_SLICE")
+def store_slice(tx: Translator, inst: Instruction) -> None:
+    stop = tx.pop()
+    start = tx.pop()
+    container = tx.pop()
+    value = tx.pop()
+    set_item(tx, container, _slice(start, stop), value)
+
+
+@opcode_handler("GET_LEN")
+def get_len(tx: Translator, inst: Instruction) -> None:
+    from dynamo_capture.builtin_calls import BUILTIN_HANDLERS
+
+    tx.push(BUILTIN_HANDLERS[len](tx, [tx.stack[-1]], {}))
+
+
+# ----- building values ---------------------------------------------------
+@opcode_handler("BUILD_TUPLE")
+def build_tuple(tx: Translator, inst: Instruction) -> None:
+    tx.push(TupleValue(tx.popn(inst.arg)))
+
+
+@opcode_handler("BUILD_LIST")
+def build_list(tx: Translator, inst: Instruction) -> None:
+    tx.push(ListValue(tx.popn(inst.arg)))
+
+
+@opcode_handler("BUILD_SET")
+def build_set(tx: Translator, inst: Instruction) -> None:
+    items = tx.popn(inst.arg)
+    try:
+        tx.push(SetValue({as_constant(item) for item in items}))
+    except NotConstant:
+        raise Unsupported("a set of values that are not capture-time constants") from None
+
+
+@opcode_handler("BUILD_MAP")
+def build_map(tx: Translator, inst: Instruction) -> None:
+    flat = tx.popn(2 * inst.arg)
+    items = {}
+    for key, value in zip(flat[::2], flat[1::2], strict=True):
+        items[as_constant(key)] = value
+    tx.push(DictValue(items))
+
+
+@opcode_handler("BUILD_CONST_KEY_MAP")
+def build_const_key_map(tx: Translator, inst: Instruction) -> None:
+    keys = as_constant(tx.pop())
+    values = tx.popn(inst.arg)
+    tx.push(DictValue(dict(zip(keys, values, strict=True))))
+
+
+@opcode_handler("BUILD_STRING")
+def build_string(tx: Translator, inst: Instruction) -> None:
+    parts = tx.popn(inst.arg)
+    tx.push(PythonValue("".join(as_constant(part) for part in parts)))
+
+
+@opcode_handler("BUILD_SLICE")
+def build_slice(tx: Translator, inst: Instruction) -> None:
+    parts = tx.popn(inst.arg)
+    tx.push(_slice(*parts))
+
+
+@opcode_handler("FORMAT_VALUE")
+def format_value(tx: Translator, inst: Instruction) -> None:
+    flags = inst.arg or 0
+    spec = as_constant(tx.pop()) if flags & 0x04 else ""
+    value = tx.pop()
+    try:
+        real = as_constant(value)
+    except NotConstant:
+        raise Unsupported("an f-string of a value known only when it runs (a tensor?)") from None
+    conversion = {0: None, 1: str, 2: repr, 3: ascii}[flags & 0x03]
+    if conversion is not None:
+        real = conversion(real)
+    tx.push(PythonValue(format(real, spec)))
+
+
+@opcode_handler("LIST_APPEND")
+def list_append(tx: Translator, inst: Instruction) -> None:
+    value = tx.pop()
+    tx.stack[-inst.arg].items.append(value)  # type: ignore[attr-defined]
+
+
+@opcode_handler("LIST_EXTEND")
+def list_extend(tx: Translator, inst: Instruction) -> None:
+    values = sequence_items(tx, tx.pop())
+    tx.stack[-inst.arg].items.extend(values)  # type: ignore[attr-defined]
+
+
+@opcode_handler("LIST_TO_TUPLE")
+def list_to_tuple(tx: Translator, inst: Instruction) -> None:
+    tx.push(TupleValue(sequence_items(tx, tx.pop())))
+
+
+@opcode_handler("SET_ADD")
+def set_add(tx: Translator, inst: Instruction) -> None:
+    value = tx.pop()
+    tx.stack[-inst.arg].items.add(as_constant(value))  # type: ignore[attr-defined]
+
+
+@opcode_handler("SET_UPDATE")
+def set_update(tx: Translator, inst: Instruction) -> None:
+    values = sequence_items(tx, tx.pop())
+    tx.stack[-inst.arg].items.update(as_constant(v) for v in values)  # type: ignore[attr-defined]
+
+
+@opcode_handler("MAP_ADD")
+def map_add(tx: Translator, inst: Instruction) -> None:
+    value = tx.pop()
+    key = tx.pop()
+    tx.stack[-inst.arg].items[as_constant(key)] = value  # type: ignore[attr-defined]
+
+
+@opcode_handler("DICT_UPDATE", "DICT_MERGE")
+def dict_update(tx: Translator, inst: Instruction) -> None:
+    other = tx.pop()
+    tx.stack[-inst.arg].items.update(dict_items(tx, other))  # type: ignore[attr-defined]
+
+
+@opcode_handler("UNPACK_SEQUENCE")
+def unpack_sequence(tx: Translator, inst: Instruction) -> None:
+    items = sequence_items(tx, tx.pop())
+    if len(items) != inst.arg:
+        raise Unsupported(f"ValueError: unpacking {len(items)} values into {inst.arg} names")
+    tx.stack.extend(reversed(items))
+
+
+@opcode_handler("UNPACK_EX")
+def unpack_ex(tx: Translator, inst: Instruction) -> None:
+    before, after = inst.arg & 0xFF, inst.arg >> 8
+    items = sequence_items(tx, tx.pop())
+    if len(items) < before + after:
+        raise Unsupported("ValueError: not enough values to unpack")
+    middle = ListValue(items[before : len(items) - after])
+    tail = items[len(items) - after :] if after else []
+    tx.stack.extend(reversed([*items[:before], middle, *tail]))
+
+
+@opcode_handler("MAKE_FUNCTION")
+def make_function(tx: Translator, inst: Instruction) -> None:
+    flags = inst.arg or 0
+    code = tx.pop().obj  # type: ignore[attr-defined]
+    closure = tuple(tx.pop().items) if flags & 0x08 else ()  # type: ignore[attr-defined]
+    if flags & 0x04:
+        tx.pop()  # annotations
+    kwdefaults = dict_items(tx, tx.pop()) if flags & 0x02 else {}
+    defaults = tuple(sequence_items(tx, tx.pop())) if flags & 0x01 else ()
+    tx.push(
+        FunctionValue(
+            code,
+            tx.f_globals,
+            code.co_name,
+            defaults,
+            kwdefaults,
+            closure,  # type: ignore[arg-type]
+        )
+    )

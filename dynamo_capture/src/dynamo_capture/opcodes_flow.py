@@ -1,0 +1,200 @@
+"""Opcode handlers for calls, `with`, jumps, loops, returns and generators."""
+
+from __future__ import annotations
+
+import types
+
+from dynamo_capture.bytecode import Instruction
+from dynamo_capture.calls import call
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.interpreter import Translator, opcode_handler
+from dynamo_capture.operations import (
+    as_constant,
+    dict_items,
+    get_iter,
+    python_type_of,
+    sequence_items,
+    truth,
+)
+from dynamo_capture.values import (
+    NULL,
+    BuiltinMethodValue,
+    ContextValue,
+    IteratorValue,
+    MethodValue,
+    PythonValue,
+    Value,
+)
+
+
+@opcode_handler("KW_NAMES")
+def kw_names(tx: Translator, inst: Instruction) -> None:
+    tx.kw_names = tuple(inst.argval)
+
+
+@opcode_handler("CALL")
+def call_(tx: Translator, inst: Instruction) -> None:
+    args = tx.popn(inst.arg)
+    second = tx.pop()
+    first = tx.pop()
+    if first is NULL:
+        fn = second
+    else:
+        fn, args = first, [second, *args]
+    kwargs = {}
+    if tx.kw_names:
+        count = len(tx.kw_names)
+        kwargs = dict(zip(tx.kw_names, args[-count:], strict=True))
+        args = args[:-count]
+        tx.kw_names = ()
+    tx.push(call(tx, fn, args, kwargs))
+
+
+@opcode_handler("CALL_FUNCTION_EX")
+def call_function_ex(tx: Translator, inst: Instruction) -> None:
+    kwargs = dict_items(tx, tx.pop()) if (inst.arg or 0) & 1 else {}
+    args = sequence_items(tx, tx.pop())
+    fn = tx.pop()
+    null = tx.pop()
+    if null is not NULL:
+        fn, args = null, [fn, *args]
+    tx.push(call(tx, fn, args, {str(k): v for k, v in kwargs.items()}))
+
+
+@opcode_handler("BEFORE_WITH")
+def before_with(tx: Translator, inst: Instruction) -> None:
+    manager = tx.pop()
+    if isinstance(manager, ContextValue):
+        from dynamo_capture.methods import enter_context
+
+        tx.push(BuiltinMethodValue(manager, "__exit__"))
+        tx.push(enter_context(tx, manager))
+        return
+    cls = python_type_of(manager)
+    enter, leave = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
+    if isinstance(enter, types.FunctionType) and isinstance(leave, types.FunctionType):
+        tx.push(MethodValue(PythonValue(leave), manager))
+        tx.push(call(tx, PythonValue(enter), [manager], {}))
+        return
+    raise Unsupported(f"`with` on a {cls.__name__}, a context manager capture does not know")
+
+
+# ----- jumps -------------------------------------------------------------
+@opcode_handler("JUMP")
+def jump(tx: Translator, inst: Instruction) -> None:
+    tx.jump(inst.target)  # type: ignore[arg-type]
+
+
+@opcode_handler("POP_JUMP_IF_TRUE")
+def pop_jump_if_true(tx: Translator, inst: Instruction) -> None:
+    if truth(tx, tx.pop()):
+        tx.jump(inst.target)  # type: ignore[arg-type]
+
+
+@opcode_handler("POP_JUMP_IF_FALSE")
+def pop_jump_if_false(tx: Translator, inst: Instruction) -> None:
+    if not truth(tx, tx.pop()):
+        tx.jump(inst.target)  # type: ignore[arg-type]
+
+
+def _is_none(value: Value) -> bool:
+    return isinstance(value, PythonValue) and value.obj is None
+
+
+@opcode_handler("POP_JUMP_IF_NONE")
+def pop_jump_if_none(tx: Translator, inst: Instruction) -> None:
+    if _is_none(tx.pop()):
+        tx.jump(inst.target)  # type: ignore[arg-type]
+
+
+@opcode_handler("POP_JUMP_IF_NOT_NONE")
+def pop_jump_if_not_none(tx: Translator, inst: Instruction) -> None:
+    if not _is_none(tx.pop()):
+        tx.jump(inst.target)  # type: ignore[arg-type]
+
+
+@opcode_handler("JUMP_IF_TRUE_OR_POP")
+def jump_if_true_or_pop(tx: Translator, inst: Instruction) -> None:
+    if truth(tx, tx.stack[-1]):
+        tx.jump(inst.target)  # type: ignore[arg-type]
+    else:
+        tx.pop()
+
+
+@opcode_handler("JUMP_IF_FALSE_OR_POP")
+def jump_if_false_or_pop(tx: Translator, inst: Instruction) -> None:
+    if not truth(tx, tx.stack[-1]):
+        tx.jump(inst.target)  # type: ignore[arg-type]
+    else:
+        tx.pop()
+
+
+# ----- loops -------------------------------------------------------------
+@opcode_handler("GET_ITER")
+def get_iter_(tx: Translator, inst: Instruction) -> None:
+    tx.push(get_iter(tx, tx.pop()))
+
+
+@opcode_handler("FOR_ITER")
+def for_iter(tx: Translator, inst: Instruction) -> None:
+    iterator = tx.stack[-1]
+    assert isinstance(iterator, IteratorValue)
+    if iterator.position < len(iterator.items):
+        iterator.position += 1
+        tx.push(iterator.items[iterator.position - 1])
+    else:
+        tx.pop()
+        tx.jump(inst.target)  # type: ignore[arg-type]
+
+
+# ----- returns and generators --------------------------------------------
+@opcode_handler("RETURN_VALUE")
+def return_value(tx: Translator, inst: Instruction) -> None:
+    tx.finish(tx.pop())
+
+
+@opcode_handler("RETURN_CONST")
+def return_const(tx: Translator, inst: Instruction) -> None:
+    tx.finish(PythonValue(inst.argval))
+
+
+@opcode_handler("RETURN_GENERATOR")
+def return_generator(tx: Translator, inst: Instruction) -> None:
+    if tx.yielded is None:
+        raise Unsupported("a generator frame captured on its own")
+    tx.push(PythonValue(None))
+
+
+@opcode_handler("YIELD_VALUE")
+def yield_value(tx: Translator, inst: Instruction) -> None:
+    if tx.yielded is None:
+        raise Unsupported("yield outside a generator consumed inside the frame")
+    tx.yielded.append(tx.pop())
+    tx.push(PythonValue(None))
+
+
+# ----- exceptions and the rest ---------------------------------------------
+@opcode_handler("EXCEPTION_PATH")
+def exception_path(tx: Translator, inst: Instruction) -> None:
+    raise Unsupported(f"exception handling ({inst.opname}) reached while capturing")
+
+
+@opcode_handler("RAISE_VARARGS")
+def raise_varargs(tx: Translator, inst: Instruction) -> None:
+    raised = tx.stack[-1] if inst.arg else None
+    what = ""
+    if isinstance(raised, PythonValue):
+        try:
+            what = (
+                f": {as_constant(raised)!r}"
+                if not isinstance(raised.obj, BaseException)
+                else f": {raised.obj!r}"
+            )
+        except Exception:  # noqa: BLE001
+            what = ""
+    raise Unsupported(f"the code raises an exception while capturing{what}")
+
+
+@opcode_handler("UNSUPPORTED")
+def unsupported(tx: Translator, inst: Instruction) -> None:
+    raise Unsupported(f"bytecode {inst.opname} is not supported in captured code")

@@ -1,0 +1,541 @@
+"""Python's operators on Values: arithmetic, comparison, truth, subscripts, iteration.
+
+Each operation folds capture-time constants, adds a graph node where a tensor
+is involved, and calls the user's dunder method (inlined) for user objects.
+"""
+
+from __future__ import annotations
+
+import operator
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.output_graph import is_constant
+from dynamo_capture.sources import ItemSource
+from dynamo_capture.values import (
+    NULL,
+    BuiltinMethodValue,
+    CellValue,
+    ContextValue,
+    DictValue,
+    FunctionValue,
+    IteratorValue,
+    ListValue,
+    MethodValue,
+    ObjectValue,
+    PartialValue,
+    PythonValue,
+    SetValue,
+    SuperValue,
+    TensorValue,
+    TupleValue,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = [
+    "BINARY",
+    "COMPARE",
+    "NotConstant",
+    "as_constant",
+    "binary_op",
+    "compare_op",
+    "contains",
+    "get_item",
+    "get_iter",
+    "is_constant_value",
+    "is_op",
+    "python_type_of",
+    "sequence_items",
+    "set_item",
+    "truth",
+    "unary_op",
+]
+
+BINARY = {
+    "+": operator.add, "&": operator.and_, "//": operator.floordiv, "<<": operator.lshift,
+    "@": operator.matmul, "*": operator.mul, "%": operator.mod, "|": operator.or_,
+    "**": operator.pow, ">>": operator.rshift, "-": operator.sub, "/": operator.truediv,
+    "^": operator.xor,
+    "+=": operator.iadd, "&=": operator.iand, "//=": operator.ifloordiv, "<<=": operator.ilshift,
+    "@=": operator.imatmul, "*=": operator.imul, "%=": operator.imod, "|=": operator.ior,
+    "**=": operator.ipow, ">>=": operator.irshift, "-=": operator.isub, "/=": operator.itruediv,
+    "^=": operator.ixor,
+}  # fmt: skip
+COMPARE = {
+    "<": operator.lt, "<=": operator.le, "==": operator.eq,
+    "!=": operator.ne, ">": operator.gt, ">=": operator.ge,
+}  # fmt: skip
+_DUNDER = {
+    operator.add: ("__add__", "__radd__"), operator.sub: ("__sub__", "__rsub__"),
+    operator.mul: ("__mul__", "__rmul__"), operator.truediv: ("__truediv__", "__rtruediv__"),
+    operator.floordiv: ("__floordiv__", "__rfloordiv__"), operator.mod: ("__mod__", "__rmod__"),
+    operator.matmul: ("__matmul__", "__rmatmul__"), operator.pow: ("__pow__", "__rpow__"),
+    operator.eq: ("__eq__", "__eq__"), operator.ne: ("__ne__", "__ne__"),
+    operator.lt: ("__lt__", "__gt__"), operator.gt: ("__gt__", "__lt__"),
+    operator.le: ("__le__", "__ge__"), operator.ge: ("__ge__", "__le__"),
+}  # fmt: skip
+_INPLACE_TO_PLAIN = {
+    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+    operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor,
+    operator.ilshift: operator.lshift, operator.irshift: operator.rshift,
+}  # fmt: skip
+
+
+class NotConstant(Exception):
+    """A value is not a capture-time constant."""
+
+
+def as_constant(value: Value) -> Any:
+    """The Python constant `value` stands for, or NotConstant."""
+    if isinstance(value, PythonValue):
+        obj = value.obj
+        if is_constant(obj) or isinstance(obj, torch.Size):
+            return obj
+        if isinstance(obj, list) and all(is_constant(item) for item in obj):
+            return list(obj)
+        if isinstance(obj, set | frozenset) and all(is_constant(item) for item in obj):
+            return obj
+        if isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType):
+            return obj
+        raise NotConstant
+    if isinstance(value, TupleValue):
+        items = [as_constant(item) for item in value.items]
+        if value.cls is tuple:
+            return tuple(items)
+        if value.cls is torch.Size:
+            return torch.Size(items)
+        return value.cls(*items)
+    if isinstance(value, ListValue):
+        return [as_constant(item) for item in value.items]
+    if isinstance(value, SetValue):
+        return set(value.items)
+    if isinstance(value, DictValue) and value.cls is dict:
+        return {key: as_constant(item) for key, item in value.items.items()}
+    raise NotConstant
+
+
+def is_constant_value(value: Value) -> bool:
+    try:
+        as_constant(value)
+    except NotConstant:
+        return False
+    return True
+
+
+def python_type_of(value: Value) -> type:
+    """The Python type the value has when the code runs eagerly."""
+    if isinstance(value, TensorValue):
+        return value.python_type
+    if isinstance(value, PythonValue):
+        return type(value.obj)
+    if isinstance(value, TupleValue):
+        return value.cls
+    if isinstance(value, ListValue):
+        return list
+    if isinstance(value, DictValue):
+        return value.cls
+    if isinstance(value, SetValue):
+        return set
+    if isinstance(value, ObjectValue):
+        return value.cls
+    if isinstance(value, FunctionValue):
+        return types.FunctionType
+    if isinstance(value, MethodValue):
+        return types.MethodType
+    if isinstance(value, PartialValue):
+        import functools
+
+        return functools.partial
+    if isinstance(value, SuperValue):
+        return super
+    if isinstance(value, CellValue):
+        return types.CellType
+    raise Unsupported(f"the type of a {type(value).__name__} is not known at capture time")
+
+
+# ----- truth -------------------------------------------------------------
+def truth(tx: Translator, value: Value) -> bool:
+    """bool(value) at capture time; a tensor's truth is data-dependent."""
+    if isinstance(value, TensorValue):
+        raise Unsupported(
+            "data-dependent control flow: the truth value of a tensor (if/while/and/or on a "
+            "tensor) is only known when it runs"
+        )
+    if isinstance(value, TupleValue | ListValue):
+        return bool(value.items)
+    if isinstance(value, DictValue | SetValue):
+        return bool(value.items)
+    if isinstance(value, PythonValue):
+        obj = value.obj
+        if obj is None or is_constant(obj) or isinstance(obj, list | tuple | dict | set):
+            return bool(obj)
+        return _object_truth(tx, value, type(obj))
+    if isinstance(value, ObjectValue):
+        return _object_truth(tx, value, value.cls)
+    return True
+
+
+def _object_truth(tx: Translator, value: Value, cls: type) -> bool:
+    from dynamo_capture.calls import call
+
+    for name in ("__bool__", "__len__"):
+        method = getattr(cls, name, None)
+        if method is None:
+            continue
+        if isinstance(method, types.FunctionType):
+            result = call(tx, PythonValue(method), [value], {})
+            return truth(tx, result)
+        if isinstance(value, PythonValue):
+            return bool(value.obj)
+        raise Unsupported(f"truth value of a {cls.__name__} with a C {name}")
+    return True
+
+
+# ----- arithmetic --------------------------------------------------------
+def _has_tensor(*values: Value) -> bool:
+    for value in values:
+        if isinstance(value, TensorValue):
+            return True
+        if isinstance(value, TupleValue | ListValue) and _has_tensor(*value.items):
+            return True
+    return False
+
+
+def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
+    """left <op> right (fn is an operator function such as operator.add or operator.iadd)."""
+    if isinstance(left, TensorValue) or isinstance(right, TensorValue):
+        result = tx.ctx.call("call_function", fn, (left, right), {})
+        if fn in _INPLACE_TO_PLAIN and isinstance(left, TensorValue):
+            return left
+        return result
+    plain = _INPLACE_TO_PLAIN.get(fn, fn)
+    try:
+        return PythonValue(plain(as_constant(left), as_constant(right)))
+    except NotConstant:
+        pass
+    except TypeError:
+        pass
+    sequence = _sequence_op(tx, fn, left, right)
+    if sequence is not None:
+        return sequence
+    return _dunder_op(tx, plain, left, right)
+
+
+def _sequence_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value | None:
+    plain = _INPLACE_TO_PLAIN.get(fn, fn)
+    if plain is operator.add and _is_sequence(left) and _is_sequence(right):
+        items = sequence_items(tx, left) + sequence_items(tx, right)
+        if fn is operator.iadd and isinstance(left, ListValue):
+            left.items[:] = items
+            return left
+        if python_type_of(left) is list:
+            return ListValue(items)
+        return TupleValue(items)
+    if plain is operator.mul and _is_sequence(left) and isinstance(right, PythonValue):
+        items = sequence_items(tx, left) * right.obj
+        return ListValue(items) if python_type_of(left) is list else TupleValue(items)
+    if (
+        plain is operator.or_
+        and isinstance(left, DictValue | PythonValue)
+        and isinstance(right, DictValue | PythonValue)
+    ):
+        if python_type_of(left) is dict and python_type_of(right) is dict:
+            return DictValue({**dict_items(tx, left), **dict_items(tx, right)})
+    return None
+
+
+def _is_sequence(value: Value) -> bool:
+    if isinstance(value, TupleValue | ListValue):
+        return True
+    return isinstance(value, PythonValue) and isinstance(value.obj, list | tuple)
+
+
+def _dunder_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
+    from dynamo_capture.calls import call
+
+    names = _DUNDER.get(fn)
+    if names is not None:
+        for receiver, other, name in ((left, right, names[0]), (right, left, names[1])):
+            method = getattr(python_type_of(receiver), name, None)
+            if isinstance(method, types.FunctionType):
+                result = call(tx, PythonValue(method), [receiver, other], {})
+                if not (isinstance(result, PythonValue) and result.obj is NotImplemented):
+                    return result
+    if fn in (operator.eq, operator.ne) and _identity_comparable(left, right):
+        same = _identical(left, right)
+        return PythonValue(same if fn is operator.eq else not same)
+    raise Unsupported(
+        f"operator {getattr(fn, '__name__', fn)} on {python_type_of(left).__name__} and "
+        f"{python_type_of(right).__name__}"
+    )
+
+
+def _identity_comparable(left: Value, right: Value) -> bool:
+    kinds = (PythonValue, ObjectValue, FunctionValue)
+    return isinstance(left, kinds) and isinstance(right, kinds)
+
+
+def _identical(left: Value, right: Value) -> bool:
+    if isinstance(left, PythonValue) and isinstance(right, PythonValue):
+        return left.obj is right.obj
+    return left is right
+
+
+def compare_op(tx: Translator, symbol: str, left: Value, right: Value) -> Value:
+    fn = COMPARE[symbol]
+    if isinstance(left, TensorValue) or isinstance(right, TensorValue):
+        return tx.ctx.call("call_function", fn, (left, right), {})
+    return binary_op(tx, fn, left, right)
+
+
+def is_op(left: Value, right: Value) -> bool:
+    if isinstance(left, PythonValue) and isinstance(right, PythonValue):
+        return left.obj is right.obj
+    return left is right
+
+
+def unary_op(tx: Translator, fn: Any, value: Value) -> Value:
+    if isinstance(value, TensorValue):
+        return tx.ctx.call("call_function", fn, (value,), {})
+    if fn is operator.not_:
+        return PythonValue(not truth(tx, value))
+    try:
+        return PythonValue(fn(as_constant(value)))
+    except NotConstant:
+        pass
+    name = {operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__"}[fn]
+    method = getattr(python_type_of(value), name, None)
+    if isinstance(method, types.FunctionType):
+        from dynamo_capture.calls import call
+
+        return call(tx, PythonValue(method), [value], {})
+    raise Unsupported(f"unary {name} on a {python_type_of(value).__name__}")
+
+
+# ----- containers --------------------------------------------------------
+def sequence_items(tx: Translator, value: Value) -> list[Value]:
+    """The items iterating `value` gives (consumes an iterator)."""
+    if isinstance(value, TupleValue | ListValue):
+        return list(value.items)
+    if isinstance(value, IteratorValue):
+        items = value.items[value.position :]
+        value.position = len(value.items)
+        return items
+    if isinstance(value, DictValue):
+        return [PythonValue(key) for key in value.items]
+    if isinstance(value, SetValue):
+        return [PythonValue(item) for item in value.items]
+    if isinstance(value, TensorValue):
+        if value.data_dependent_shape:
+            raise Unsupported("iterating a tensor whose length depends on data")
+        if value.example.dim() == 0:
+            raise Unsupported("iteration over a 0-d tensor")
+        return [get_item(tx, value, PythonValue(index)) for index in range(value.example.shape[0])]
+    if isinstance(value, PythonValue):
+        return _real_items(tx, value)
+    if isinstance(value, ObjectValue):
+        return _user_iter(tx, value)
+    raise Unsupported(f"iteration over a {type(value).__name__}")
+
+
+def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
+    obj, source = value.obj, value.source
+    if isinstance(obj, torch.nn.ModuleDict):
+        return [PythonValue(key) for key in obj.keys()]
+    if isinstance(obj, torch.nn.Sequential | torch.nn.ModuleList | torch.nn.ParameterList):
+        return [
+            tx.ctx.wrap(item, ItemSource(source, index) if source else None)
+            for index, item in enumerate(obj)
+        ]
+    if isinstance(obj, list | tuple):
+        return [
+            tx.ctx.wrap(item, ItemSource(source, index) if source else None)
+            for index, item in enumerate(obj)
+        ]
+    if isinstance(obj, dict):
+        return [PythonValue(key) for key in obj]
+    if isinstance(obj, range | str | bytes | set | frozenset):
+        return [PythonValue(item) for item in obj]
+    if isinstance(obj, types.GeneratorType | map | filter | zip | enumerate):
+        raise Unsupported("iterating a generator or iterator created outside the frame")
+    return _user_iter(tx, value)
+
+
+def _user_iter(tx: Translator, value: Value) -> list[Value]:
+    from dynamo_capture.calls import call
+
+    method = getattr(python_type_of(value), "__iter__", None)
+    if isinstance(method, types.FunctionType):
+        iterator = call(tx, PythonValue(method), [value], {})
+        return sequence_items(tx, iterator)
+    raise Unsupported(f"iteration over a {python_type_of(value).__name__}")
+
+
+def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
+    """A dict value's items as {constant key: Value}."""
+    if isinstance(value, DictValue):
+        return dict(value.items)
+    if isinstance(value, PythonValue) and isinstance(value.obj, dict):
+        source = value.source
+        return {
+            key: tx.ctx.wrap(item, ItemSource(source, key) if source else None)
+            for key, item in value.obj.items()
+        }
+    if isinstance(value, PythonValue) and isinstance(value.obj, torch.nn.ModuleDict):
+        source = value.source
+        return {
+            key: tx.ctx.wrap(item, ItemSource(source, key) if source else None)
+            for key, item in value.obj.items()
+        }
+    raise Unsupported(f"a {python_type_of(value).__name__} used as a mapping")
+
+
+def get_iter(tx: Translator, value: Value) -> IteratorValue:
+    if isinstance(value, IteratorValue):
+        return value
+    return IteratorValue(sequence_items(tx, value))
+
+
+def _index_constant(tx: Translator, index: Value) -> Any:
+    try:
+        return as_constant(index)
+    except NotConstant:
+        if isinstance(index, TensorValue):
+            raise Unsupported("indexing a Python container with a tensor") from None
+        raise Unsupported(f"indexing with a {python_type_of(index).__name__}") from None
+
+
+def get_item(tx: Translator, container: Value, index: Value) -> Value:
+    """container[index]."""
+    if isinstance(container, TensorValue):
+        return tx.ctx.call("call_function", operator.getitem, (container, index), {})
+    if isinstance(container, TupleValue | ListValue):
+        key = _index_constant(tx, index)
+        if isinstance(key, slice):
+            items = container.items[key]
+            if isinstance(container, ListValue):
+                return ListValue(items)
+            return TupleValue(items, container.cls if container.cls is torch.Size else tuple)
+        try:
+            return container.items[operator.index(key)]
+        except IndexError as error:
+            raise Unsupported(f"IndexError while capturing: {error}") from error
+    if isinstance(container, DictValue):
+        key = _index_constant(tx, index)
+        if key not in container.items:
+            raise Unsupported(f"KeyError {key!r} while capturing")
+        return container.items[key]
+    if isinstance(container, PythonValue):
+        return _real_get_item(tx, container, index)
+    if isinstance(container, ObjectValue):
+        return _dunder_call(tx, container, "__getitem__", [index])
+    raise Unsupported(f"subscript of a {type(container).__name__}")
+
+
+def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Value:
+    obj, source = container.obj, container.source
+    if isinstance(obj, torch.nn.Module | list | tuple | dict | str | range | torch.Size):
+        key = _index_constant(tx, index)
+        try:
+            item = obj[key]
+        except (IndexError, KeyError, TypeError) as error:
+            raise Unsupported(f"{type(error).__name__} while capturing: {error}") from error
+        if isinstance(key, slice):
+            if isinstance(obj, torch.nn.Module | list | tuple):
+                positions = range(len(obj))[key]
+                items = [
+                    tx.ctx.wrap(obj[i], ItemSource(source, i) if source else None)
+                    for i in positions
+                ]
+                return ListValue(items) if isinstance(obj, list) else TupleValue(items)
+            return PythonValue(item)
+        return tx.ctx.wrap(item, ItemSource(source, key) if source else None)
+    return _dunder_call(tx, container, "__getitem__", [index])
+
+
+def _dunder_call(tx: Translator, receiver: Value, name: str, args: list[Value]) -> Value:
+    from dynamo_capture.calls import call
+
+    method = getattr(python_type_of(receiver), name, None)
+    if isinstance(method, types.FunctionType):
+        return call(tx, PythonValue(method), [receiver, *args], {})
+    raise Unsupported(f"{name} of a {python_type_of(receiver).__name__}")
+
+
+def set_item(tx: Translator, container: Value, index: Value, value: Value) -> None:
+    """container[index] = value."""
+    if isinstance(container, TensorValue):
+        tx.ctx.call(
+            "call_function", operator.setitem, (container, index, value), {},
+            allow_python_result=True,
+        )  # fmt: skip
+        return
+    if isinstance(container, ListValue) and container.source is None:
+        key = _index_constant(tx, index)
+        if isinstance(key, slice):
+            container.items[key] = sequence_items(tx, value)
+        else:
+            container.items[key] = value
+        return
+    if isinstance(container, DictValue) and container.source is None:
+        container.items[_index_constant(tx, index)] = value
+        return
+    if isinstance(container, ObjectValue):
+        _dunder_call(tx, container, "__setitem__", [index, value])
+        return
+    raise Unsupported(
+        f"item assignment on a {python_type_of(container).__name__} that exists outside the "
+        "frame (a side effect)"
+    )
+
+
+def contains(tx: Translator, item: Value, container: Value) -> bool:
+    """item in container, for capture-time keys and items."""
+    if isinstance(container, TensorValue) or isinstance(item, TensorValue):
+        raise Unsupported("`in` on tensors is data-dependent")
+    if isinstance(container, DictValue):
+        return _index_constant(tx, item) in container.items
+    if isinstance(container, PythonValue) and isinstance(container.obj, dict | torch.nn.ModuleDict):
+        return _index_constant(tx, item) in container.obj
+    if isinstance(container, PythonValue) and isinstance(
+        container.obj, str | range | set | frozenset
+    ):
+        return _index_constant(tx, item) in container.obj
+    try:
+        key = as_constant(item)
+    except NotConstant:
+        return any(is_op(item, candidate) for candidate in sequence_items(tx, container))
+    for candidate in sequence_items(tx, container):
+        if isinstance(candidate, TensorValue):
+            raise Unsupported("`in` over a sequence of tensors is data-dependent")
+        try:
+            if as_constant(candidate) == key:
+                return True
+        except NotConstant:
+            continue
+    return False
+
+
+def is_null(value: Value) -> bool:
+    return value is NULL
+
+
+def describe(value: Value) -> str:
+    """A short description for messages."""
+    if isinstance(value, PythonValue):
+        obj = value.obj
+        name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+        return name if isinstance(name, str) else type(obj).__name__
+    if isinstance(value, BuiltinMethodValue):
+        return f"{python_type_of(value.receiver).__name__}.{value.name}"
+    if isinstance(value, ContextValue):
+        return f"context manager {value.kind}"
+    return type(value).__name__

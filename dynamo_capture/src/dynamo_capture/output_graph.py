@@ -1,0 +1,327 @@
+"""The graph being captured: inputs, nodes, guards, and how real objects become values.
+
+`CaptureContext` owns one `torch.fx.Graph`. Real objects reached from the frame
+(arguments, globals, attributes, closure cells) enter through `wrap(obj, source)`,
+which records the guard that keeps the capture valid. Tensor operations enter
+through `call(kind, target, args, kwargs)`, which runs the operation on example
+tensors to learn its result's metadata and adds a node.
+
+Example tensors are detached clones of the inputs: capture reads only their
+metadata (dtype, shape, strides, device), never their data; any tensor data that
+would flow into Python raises Unsupported.
+"""
+
+from __future__ import annotations
+
+import operator
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.frame_guards import FrameGuards
+from dynamo_capture.sources import Source
+from dynamo_capture.values import (
+    CONSTANT_TYPES,
+    DictValue,
+    ListValue,
+    PythonValue,
+    SetValue,
+    TensorValue,
+    TupleValue,
+    Value,
+)
+
+__all__ = ["CaptureContext", "is_constant", "TRUSTED_MODULES"]
+
+# Modules whose attributes capture treats as fixed: reading them records no guard.
+TRUSTED_MODULES = (
+    "torch",
+    "math",
+    "operator",
+    "functools",
+    "itertools",
+    "collections",
+    "builtins",
+    "typing",
+    "dataclasses",
+    "inspect",
+    "numbers",
+    "enum",
+    "abc",
+    "types",
+    "warnings",
+    "dynamo_capture",
+)
+
+# Ops whose output shape depends on tensor data.
+DATA_DEPENDENT_SHAPE_OPS = {
+    "nonzero",
+    "masked_select",
+    "unique",
+    "unique_consecutive",
+    "argwhere",
+    "bincount",
+    "repeat_interleave",
+}
+
+
+def is_constant(obj: Any) -> bool:
+    """Whether `obj` is an immutable constant capture may fold (recursively for tuples)."""
+    if type(obj) in CONSTANT_TYPES or isinstance(obj, torch.dtype | torch.device):
+        return True
+    if isinstance(obj, tuple | frozenset):
+        return all(is_constant(item) for item in obj)
+    return False
+
+
+def _to_meta(example: torch.Tensor) -> torch.Tensor:
+    try:
+        return torch.empty_strided(
+            example.shape, example.stride(), dtype=example.dtype, device="meta"
+        )
+    except RuntimeError:
+        return torch.empty(example.shape, dtype=example.dtype, device="meta")
+
+
+def _map(value: Any, fn: Callable[[Value], Any]) -> Any:
+    """Map the Values inside nested Python containers."""
+    if isinstance(value, Value):
+        return fn(value)
+    if isinstance(value, tuple):
+        return tuple(_map(item, fn) for item in value)
+    if isinstance(value, list):
+        return [_map(item, fn) for item in value]
+    if isinstance(value, dict):
+        return {key: _map(item, fn) for key, item in value.items()}
+    if isinstance(value, slice):
+        return slice(_map(value.start, fn), _map(value.stop, fn), _map(value.step, fn))
+    return value
+
+
+def _has_tensor(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, list | tuple):
+        return any(_has_tensor(item) for item in value)
+    if isinstance(value, dict):
+        return any(_has_tensor(item) for item in value.values())
+    return False
+
+
+class CaptureContext:
+    """Everything one capture builds: the graph, its inputs and the guards."""
+
+    def __init__(self, frame_globals: dict[str, Any]) -> None:
+        self.graph = torch.fx.Graph()
+        self.guards = FrameGuards()
+        self.frame_globals = frame_globals
+        self.module_globals: dict[str, dict[str, Any]] = {}
+        self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []
+        self._by_id: dict[int, TensorValue] = {}
+        self._names: set[str] = set()
+
+    # ----- inputs -------------------------------------------------------
+    def wrap(self, obj: Any, source: Source | None) -> Value:
+        """A value for real object `obj` found at `source`, guarded on what it is."""
+        if isinstance(obj, torch.Tensor):
+            if source is None:
+                raise Unsupported(
+                    "a tensor reached capture without a known source (a tensor constant "
+                    "built outside the frame); pass it as an argument"
+                )
+            return self.tensor_input(obj, source)
+        if source is None:
+            return PythonValue(obj)
+        guards = self.guards
+        if is_constant(obj) or isinstance(obj, torch.Size):
+            guards.equals_match(source, obj)
+        elif isinstance(obj, list | tuple):
+            guards.length_check(source, obj)
+        elif isinstance(obj, dict):
+            guards.dict_keys(source, obj)
+        elif isinstance(obj, set | frozenset):
+            guards.equals_match(source, obj)
+        elif isinstance(obj, torch.nn.Module) or _is_identity_object(obj):
+            guards.id_match(source, obj)
+        else:
+            guards.type_match(source, obj)
+        return PythonValue(obj, source)
+
+    def tensor_input(self, tensor: torch.Tensor, source: Source) -> TensorValue:
+        known = self._by_id.get(id(tensor))
+        if known is not None:
+            if known.source is not None and known.source != source:
+                self.guards.alias(source, known.source)
+            return known
+        self.guards.tensor_match(source, tensor)
+        node = self._placeholder(self._unique_name(source.name))
+        with torch.no_grad():
+            example = tensor.detach().clone()
+        example.requires_grad_(tensor.requires_grad)
+        node.meta["val"] = _to_meta(example)
+        value = TensorValue(node, example, source, type(tensor))
+        self._by_id[id(tensor)] = value
+        self.inputs.append((source, tensor, value))
+        return value
+
+    def _placeholder(self, name: str) -> torch.fx.Node:
+        """A new placeholder after the existing ones (placeholders stay first)."""
+        first_other = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        if first_other is None:
+            return self.graph.placeholder(name)
+        with self.graph.inserting_before(first_other):
+            return self.graph.placeholder(name)
+
+    def _unique_name(self, base: str) -> str:
+        name = base if base[:1].isalpha() else f"v_{base}"
+        candidate, suffix = name, 0
+        while candidate in self._names:
+            suffix += 1
+            candidate = f"{name}_{suffix}"
+        self._names.add(candidate)
+        return candidate
+
+    # ----- nodes --------------------------------------------------------
+    def call(
+        self,
+        kind: str,
+        target: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        allow_python_result: bool = False,
+    ) -> Value:
+        """Add a call node; its result value is found by running `target` on examples."""
+        node_args = _map(args, self._to_node)
+        node_kwargs = _map(kwargs, self._to_node)
+        example_args = _map(args, _to_example)
+        example_kwargs = _map(kwargs, _to_example)
+        data_dependent = _any_data_dependent(args, kwargs)
+        try:
+            if kind == "call_method":
+                result = getattr(example_args[0], target)(*example_args[1:], **example_kwargs)
+            else:
+                result = target(*example_args, **example_kwargs)
+        except Unsupported:
+            raise
+        except Exception as error:
+            raise Unsupported(
+                f"{_describe_target(kind, target)} raised {type(error).__name__} on the "
+                f"capture's example values: {error}"
+            ) from error
+        if not _has_tensor(result) and not allow_python_result:
+            raise Unsupported(
+                f"{_describe_target(kind, target)} returned a Python {type(result).__name__} "
+                "computed from tensor data (data-dependent); keep it a tensor"
+            )
+        node = self.graph.create_node(kind, target, node_args, node_kwargs)
+        name = target if isinstance(target, str) else getattr(target, "__name__", "")
+        data_dependent = data_dependent or name in DATA_DEPENDENT_SHAPE_OPS
+        if name in ("__getitem__", "getitem") and _bool_index(example_args):
+            data_dependent = True
+        return self.wrap_result(node, result, data_dependent)
+
+    def wrap_result(self, node: torch.fx.Node, result: Any, data_dependent: bool) -> Value:
+        if isinstance(result, torch.Tensor):
+            node.meta["val"] = _to_meta(result)
+            return TensorValue(node, result, None, type(result), data_dependent)
+        if isinstance(result, tuple | list):
+            items = []
+            for index, item in enumerate(result):
+                item_node = self.graph.call_function(operator.getitem, (node, index))
+                items.append(self.wrap_result(item_node, item, data_dependent))
+            node.meta["val"] = tuple(
+                _to_meta(item) if isinstance(item, torch.Tensor) else item for item in result
+            )
+            if isinstance(result, list):
+                return ListValue(items)
+            return TupleValue(items, type(result))
+        if result is None or is_constant(result) or isinstance(result, torch.Size):
+            return PythonValue(result)
+        raise Unsupported(f"a graph operation returned an unsupported {type(result).__name__}")
+
+    def _to_node(self, value: Value) -> Any:
+        if isinstance(value, TensorValue):
+            return value.node
+        return _python_arg(value, self._to_node)
+
+    def output_node(self, values: list[TensorValue]) -> None:
+        self.graph.output(tuple(value.node for value in values))
+
+
+def _to_example(value: Value) -> Any:
+    if isinstance(value, TensorValue):
+        return value.example
+    return _python_arg(value, _to_example)
+
+
+def _python_arg(value: Value, inner: Callable[[Value], Any]) -> Any:
+    if isinstance(value, PythonValue):
+        if is_constant(value.obj) or isinstance(value.obj, torch.Size) or value.obj is None:
+            return value.obj
+        if isinstance(value.obj, list | tuple) and all(is_constant(x) for x in value.obj):
+            return value.obj
+        if callable(value.obj) and getattr(value.obj, "__module__", "").startswith("torch"):
+            return value.obj
+        raise Unsupported(f"cannot pass a {type(value.obj).__name__} to a graph operation")
+    if isinstance(value, TupleValue):
+        items = tuple(inner(item) for item in value.items)
+        return torch.Size(items) if value.cls is torch.Size else items
+    if isinstance(value, ListValue):
+        return [inner(item) for item in value.items]
+    if isinstance(value, DictValue):
+        return {key: inner(item) for key, item in value.items.items()}
+    if isinstance(value, SetValue):
+        return set(value.items)
+    raise Unsupported(f"cannot pass a {type(value).__name__} to a graph operation")
+
+
+def _any_data_dependent(args: Any, kwargs: Any) -> bool:
+    found = []
+
+    def visit(value: Value) -> Value:
+        if isinstance(value, TensorValue) and value.data_dependent_shape:
+            found.append(value)
+        if isinstance(value, TupleValue | ListValue):
+            for item in value.items:
+                visit(item)
+        return value
+
+    _map(args, visit)
+    _map(kwargs, visit)
+    return bool(found)
+
+
+def _bool_index(example_args: Any) -> bool:
+    index = example_args[1] if len(example_args) > 1 else None
+    indexes = index if isinstance(index, tuple | list) else (index,)
+    return any(
+        isinstance(item, torch.Tensor) and item.dtype in (torch.bool, torch.uint8)
+        for item in indexes
+    )
+
+
+def _describe_target(kind: str, target: Any) -> str:
+    if kind == "call_method":
+        return f"Tensor.{target}"
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+    return f"{module}.{name}" if module else name
+
+
+def _is_identity_object(obj: Any) -> bool:
+    return isinstance(
+        obj,
+        types.FunctionType
+        | types.BuiltinFunctionType
+        | types.ModuleType
+        | type
+        | types.MethodType
+        | types.MethodWrapperType
+        | types.WrapperDescriptorType
+        | types.MethodDescriptorType,
+    )

@@ -1,0 +1,217 @@
+"""torch functions, torch classes and Tensor methods: graph nodes, folded metadata, contexts."""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.operations import NotConstant, as_constant
+from dynamo_capture.state import is_compiling
+from dynamo_capture.values import ContextValue, PythonValue, TensorValue, TupleValue, Value
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = [
+    "DATA_METHODS",
+    "METADATA_METHODS",
+    "call_tensor_method",
+    "call_torch",
+    "construct_torch_class",
+    "is_torch_callable",
+]
+
+# Tensor methods whose result is tensor data turned into Python values.
+DATA_METHODS = {
+    "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__complex__",
+    "data_ptr", "backward", "register_hook", "retain_grad", "untyped_storage", "storage",
+    "__array__", "__reduce_ex__", "__repr__", "__str__", "__format__",
+}  # fmt: skip
+# Tensor methods answered from the example's metadata (static shapes).
+METADATA_METHODS = {
+    "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
+    "is_floating_point", "is_complex", "element_size", "get_device", "storage_offset",
+    "is_signed", "has_names", "__len__", "is_inference", "is_pinned", "is_set_to",
+}  # fmt: skip
+_SHAPE_METHODS = {"size", "numel", "nelement", "stride", "__len__", "is_contiguous"}
+# torch functions with global side effects: never folded, never put in a graph.
+_SIDE_EFFECTS = {
+    "manual_seed", "seed", "save", "load", "use_deterministic_algorithms", "set_printoptions",
+    "set_num_threads", "set_default_dtype", "set_default_device", "set_rng_state",
+    "set_default_tensor_type", "set_grad_enabled", "set_anomaly_enabled",
+    "set_float32_matmul_precision", "set_flush_denormal",
+}  # fmt: skip
+# torch functions answered from metadata without a node.
+_METADATA_FUNCTIONS = {
+    torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.numel,
+    torch.is_grad_enabled, torch.get_default_dtype, torch.is_autocast_enabled,
+    torch.is_inference_mode_enabled, torch.result_type, torch.promote_types,
+    torch.can_cast, torch.is_storage, torch.broadcast_shapes,
+}  # fmt: skip
+_GRAD_CONTEXTS = {torch.no_grad: False, torch.enable_grad: True}
+
+
+def is_torch_callable(obj: Any) -> bool:
+    """A function, builtin or method from torch (not a class, not a torch.nn.Module)."""
+    if isinstance(obj, type):
+        return False
+    module = getattr(obj, "__module__", None) or ""
+    if module.split(".")[0] == "torch":
+        return True
+    if isinstance(obj, types.BuiltinFunctionType | types.BuiltinMethodType):
+        owner = getattr(obj, "__self__", None)
+        owner_name = getattr(owner, "__name__", "") if owner is not None else ""
+        return isinstance(owner_name, str) and owner_name.split(".")[0] == "torch"
+    return isinstance(obj, torch._ops.OpOverload | torch._ops.OpOverloadPacket)
+
+
+def _examples(values: Any) -> Any:
+    if isinstance(values, TensorValue):
+        return values.example
+    if isinstance(values, list):
+        return [_examples(item) for item in values]
+    if isinstance(values, dict):
+        return {key: _examples(item) for key, item in values.items()}
+    return as_constant(values)
+
+
+def _has_tensor_value(args: list[Value], kwargs: dict[str, Value]) -> bool:
+    def visit(value: Value) -> bool:
+        if isinstance(value, TensorValue):
+            return True
+        items = getattr(value, "items", None)
+        if isinstance(items, list):
+            return any(visit(item) for item in items)
+        return False
+
+    return any(visit(v) for v in [*args, *kwargs.values()])
+
+
+def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """A call to a torch function: a context, a folded constant, or a graph node."""
+    name = getattr(fn, "__name__", "") or ""
+    if name == "is_compiling":
+        return PythonValue(True)
+    if name in _SIDE_EFFECTS:
+        raise Unsupported(f"torch.{name} changes global state; call it outside the compiled code")
+    if fn is torch.autocast or fn is torch.amp.autocast:
+        return _autocast_context(args, kwargs)
+    if fn in _METADATA_FUNCTIONS:
+        try:
+            return PythonValue(fn(*_examples(list(args)), **_examples(dict(kwargs))))
+        except NotConstant as error:
+            raise Unsupported(f"torch.{name} on values known only when it runs") from error
+    if not _has_tensor_value(args, kwargs):
+        try:
+            real_args = [as_constant(a) for a in args]
+            real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
+        except NotConstant:
+            pass
+        else:
+            if not _returns_tensor(fn, real_args, real_kwargs):
+                return PythonValue(fn(*real_args, **real_kwargs))
+    return tx.ctx.call("call_function", fn, tuple(args), kwargs)
+
+
+def _returns_tensor(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether `fn` makes tensors (a factory), judged by calling it on the meta device."""
+    try:
+        with torch.device("meta"):
+            result = fn(*args, **kwargs)
+    except Exception:  # noqa: BLE001
+        return True
+    return isinstance(result, torch.Tensor | list | tuple) and _contains_tensor(result)
+
+
+def _contains_tensor(result: Any) -> bool:
+    if isinstance(result, torch.Tensor):
+        return True
+    if isinstance(result, list | tuple):
+        return any(_contains_tensor(item) for item in result)
+    return False
+
+
+def _autocast_context(args: list[Value], kwargs: dict[str, Value]) -> ContextValue:
+    try:
+        real_args = tuple(as_constant(a) for a in args)
+        real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
+    except NotConstant as error:
+        raise Unsupported("torch.autocast with arguments known only when it runs") from error
+    return ContextValue("autocast", real_args, real_kwargs)
+
+
+def construct_torch_class(
+    tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """A torch class called while capturing: grad-mode contexts, Size, device, dtype info."""
+    if cls in _GRAD_CONTEXTS:
+        return ContextValue("grad", (_GRAD_CONTEXTS[cls],))
+    if cls is torch.set_grad_enabled:
+        mode = as_constant(args[0]) if args else as_constant(kwargs["mode"])
+        return ContextValue("grad", (bool(mode),))
+    if cls is torch.inference_mode:
+        raise Unsupported("torch.inference_mode inside captured code")
+    if issubclass(cls, torch.autocast):
+        return _autocast_context(args, kwargs)
+    if cls is torch.Size:
+        items = args[0] if args else TupleValue([])
+        from dynamo_capture.operations import sequence_items
+
+        values = sequence_items(tx, items)
+        try:
+            return PythonValue(torch.Size([as_constant(v) for v in values]))
+        except NotConstant as error:
+            raise Unsupported("torch.Size of values known only when it runs") from error
+    if cls in (torch.device, torch.finfo, torch.iinfo, torch.dtype):
+        try:
+            return PythonValue(
+                cls(
+                    *[as_constant(a) for a in args],
+                    **{k: as_constant(v) for k, v in kwargs.items()},
+                )
+            )
+        except NotConstant as error:
+            raise Unsupported(f"torch.{cls.__name__} of non-constant values") from error
+    raise Unsupported(f"creating a {cls.__module__}.{cls.__qualname__} inside captured code")
+
+
+def call_tensor_method(
+    tx: Translator, tensor: TensorValue, name: str, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """tensor.name(*args, **kwargs)."""
+    if name in DATA_METHODS:
+        raise Unsupported(
+            f"Tensor.{name}() turns tensor data into a Python value (data-dependent); "
+            "keep the value a tensor"
+        )
+    if name in METADATA_METHODS:
+        if tensor.data_dependent_shape and name in _SHAPE_METHODS:
+            raise Unsupported(f"Tensor.{name}() of a tensor whose shape depends on data")
+        try:
+            real_args = [as_constant(a) for a in args]
+            real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
+        except NotConstant as error:
+            raise Unsupported(f"Tensor.{name} with non-constant arguments") from error
+        return PythonValue(getattr(tensor.example, name)(*real_args, **real_kwargs))
+    if name == "type" and not args and not kwargs:
+        return PythonValue(tensor.example.type())
+    if name in ("__setitem__",):
+        from dynamo_capture.operations import set_item
+
+        set_item(tx, tensor, args[0], args[1])
+        return PythonValue(None)
+    if name == "__getitem__":
+        from dynamo_capture.operations import get_item
+
+        return get_item(tx, tensor, args[0])
+    result = tx.ctx.call("call_method", name, (tensor, *args), kwargs)
+    if name.endswith("_") and not name.endswith("__"):
+        return tensor
+    return result
+
+
+def is_compiling_function(obj: Any) -> bool:
+    return obj is is_compiling

@@ -1,0 +1,70 @@
+"""Shared helpers: compile with a counting eager backend and compare with eager."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import dynamo_capture
+from dynamo_capture.interpreter import checks
+
+
+class CountingBackend:
+    """The eager backend (runs the FX graph) that remembers every graph it was given."""
+
+    def __init__(self) -> None:
+        self.graphs: list[torch.fx.GraphModule] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        self.graphs.append(gm)
+        return gm.forward
+
+
+@pytest.fixture(autouse=True)
+def _interpreter_checks():
+    with checks(True):
+        yield
+
+
+def clone_inputs(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        cloned = value.detach().clone()
+        cloned.requires_grad_(value.requires_grad)
+        return cloned
+    if isinstance(value, torch.nn.Module):
+        return copy.deepcopy(value)
+    if isinstance(value, list | tuple):
+        return type(value)(clone_inputs(item) for item in value)
+    if isinstance(value, dict):
+        return {key: clone_inputs(item) for key, item in value.items()}
+    return value
+
+
+def check_capture(
+    fn: Callable[..., Any], *args: Any, graphs: int | None = 1, **kwargs: Any
+) -> dynamo_capture.CompiledCallable:
+    """Compile `fn` with fullgraph=True, run twice, compare each run with eager."""
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=backend, fullgraph=True)
+    for _ in range(2):
+        eager_args, eager_kwargs = clone_inputs(args), clone_inputs(kwargs)
+        got_args, got_kwargs = clone_inputs(args), clone_inputs(kwargs)
+        torch.manual_seed(0)
+        expected = fn(*eager_args, **eager_kwargs)
+        torch.manual_seed(0)
+        got = compiled(*got_args, **got_kwargs)
+        torch.testing.assert_close(got, expected, equal_nan=True)
+        torch.testing.assert_close(got_args, eager_args, equal_nan=True)
+    assert len(compiled.entries) == 1, "the second call recompiled"
+    if graphs is not None:
+        assert len(backend.graphs) <= graphs
+    return compiled
+
+
+@pytest.fixture
+def check():
+    return check_capture
