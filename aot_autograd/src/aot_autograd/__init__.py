@@ -8,7 +8,12 @@ Stable API: everything in `__all__`.
 """
 
 from aot_autograd.api import AotCallable, AotConfig, AotModule, aot_function, aot_graph, aot_module
-from aot_autograd.errors import AotAutogradError, DoubleBackwardError, UnsupportedMutationError
+from aot_autograd.errors import (
+    AotAutogradError,
+    DoubleBackwardError,
+    UnsupportedMutationError,
+    ValueChangedError,
+)
 from aot_autograd.partitioners import (
     RECOMPUTABLE_OPS,
     default_partition,
@@ -33,6 +38,7 @@ __all__ = [
     "RECOMPUTABLE_OPS",
     "TracedProgram",
     "UnsupportedMutationError",
+    "ValueChangedError",
     "aot_function",
     "aot_graph",
     "aot_module",

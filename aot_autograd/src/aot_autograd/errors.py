@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["AotAutogradError", "UnsupportedMutationError", "DoubleBackwardError"]
+__all__ = [
+    "AotAutogradError",
+    "DoubleBackwardError",
+    "UnsupportedMutationError",
+    "ValueChangedError",
+]
 
 
 class AotAutogradError(RuntimeError):
@@ -15,3 +20,7 @@ class UnsupportedMutationError(AotAutogradError):
 
 class DoubleBackwardError(AotAutogradError):
     """Backward through the backward of a compiled function (create_graph=True, then grad)."""
+
+
+class ValueChangedError(AotAutogradError):
+    """A tensor value read into Python while tracing (bool(t), .item()) changed at run time."""

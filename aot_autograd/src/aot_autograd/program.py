@@ -44,7 +44,9 @@ class TracedProgram:
     """A traced functional graph and what the run time does around it.
 
     Forward graph outputs are, in order: user outputs computed by the graph,
-    intermediate bases of aliased outputs, new values of `mutated_inputs`.
+    intermediate bases of aliased outputs, `num_value_checks` boolean checks
+    (a tensor value read into Python while tracing, such as `bool(t)`, still
+    equals the traced value), new values of `mutated_inputs`.
     A joint graph adds tangent placeholders (one per `differentiable` output)
     and, after the forward outputs, one grad per input in `grad_inputs`.
     """
@@ -55,6 +57,7 @@ class TracedProgram:
     out_spec: Any
     num_forward_outputs: int
     mutated_inputs: tuple[int, ...]
+    num_value_checks: int
     differentiable: tuple[bool, ...]
     grad_inputs: tuple[int, ...]
     joint: bool
@@ -174,6 +177,12 @@ def _finish(recorder: GraphRecorder, outputs: list) -> fx.GraphModule:
     return gm
 
 
+def _cuda_devices(values: Sequence[Any]) -> list[int]:
+    return sorted(
+        {v.device.index or 0 for v in values if isinstance(v, torch.Tensor) and v.is_cuda}
+    )
+
+
 def trace_program(
     fn: Callable,
     example_inputs: Sequence[Any],
@@ -191,7 +200,10 @@ def trace_program(
         recorder.add_input(f"primals_{i + 1}", value, i)
     tracer = AtenTracer(recorder, decompositions)
     hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
-    with torch.set_grad_enabled(joint), hooks, tracer:
+    # NOTE: tracing on real tensors draws random numbers; forking the RNG keeps compiling
+    # invisible to the caller's seed, so compiled runs reproduce eager-style seeding.
+    rng = torch.random.fork_rng(devices=_cuda_devices(values))
+    with rng, torch.set_grad_enabled(joint), hooks, tracer:
         outs = fn(*values)
     flat_outs, out_spec = pytree.tree_flatten(outs)
     plan = _OutputPlan(recorder, values, flat_outs)
@@ -199,15 +211,18 @@ def trace_program(
     mutated = sorted(
         (s.input_index, s.node) for s in states if s.input_index is not None and s.version > 0
     )
-    forward_nodes = [*plan.graph_nodes, *(node for _, node in mutated)]
+    checks = list(recorder.value_checks)
+    recorder.allow_value_reads = False
+    forward_nodes = [*plan.graph_nodes, *checks, *(node for _, node in mutated)]
     differentiable = [_differentiable(t) for t in plan.graph_tensors]
-    differentiable += [False] * len(mutated)
+    differentiable += [False] * (len(checks) + len(mutated))
     grad_inputs: list[int] = []
     grad_nodes: list[Any] = []
     if joint:
         grad_inputs = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
         grad_inputs = [i for i in grad_inputs if values[i].requires_grad]
-        grad_nodes = _trace_backward(recorder, tracer, hooks, plan, values, grad_inputs)
+        with torch.random.fork_rng(devices=_cuda_devices(values)):
+            grad_nodes = _trace_backward(recorder, tracer, hooks, plan, values, grad_inputs)
     gm = _finish(recorder, [*forward_nodes, *grad_nodes])
     return TracedProgram(
         graph_module=gm,
@@ -216,6 +231,7 @@ def trace_program(
         out_spec=out_spec,
         num_forward_outputs=len(forward_nodes),
         mutated_inputs=tuple(i for i, _ in mutated),
+        num_value_checks=len(checks),
         differentiable=tuple(differentiable),
         grad_inputs=tuple(grad_inputs),
         joint=joint,

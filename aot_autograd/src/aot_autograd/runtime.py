@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from aot_autograd.errors import DoubleBackwardError
+from aot_autograd.errors import DoubleBackwardError, ValueChangedError
 from aot_autograd.program import TracedProgram
 
 __all__ = ["assemble_outputs", "training_function"]
@@ -96,6 +96,14 @@ def _view(base: torch.Tensor, geometry: tuple) -> torch.Tensor:
 def assemble_outputs(program: TracedProgram, args: Sequence[Any], graph_outputs: Sequence) -> Any:
     """Copy back mutated inputs and build the user's outputs from the graph's."""
     first_mutation = program.num_forward_outputs - len(program.mutated_inputs)
+    for check in graph_outputs[first_mutation - program.num_value_checks : first_mutation]:
+        if not bool(check.all()):
+            raise ValueChangedError(
+                "a tensor value that the traced code read into Python (.item(), bool(t), "
+                "int(t)) differs from its value when traced, so the compiled graph took a "
+                "branch this call would not; compile again for these inputs, or keep the "
+                "value a tensor (torch.where instead of `if`)"
+            )
     if program.mutated_inputs:
         with torch.no_grad():
             for index, value in zip(program.mutated_inputs, graph_outputs[first_mutation:]):

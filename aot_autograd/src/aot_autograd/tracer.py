@@ -82,6 +82,9 @@ class GraphRecorder:
         self.graph = fx.Graph()
         self.records: dict[int, TensorRecord] = {}
         self.constants: dict[str, torch.Tensor] = {}
+        # Nodes computing `value == traced value` for each tensor read into Python.
+        self.value_checks: list[fx.Node] = []
+        self.allow_value_reads = True
         self._alive: list[Any] = []  # keeps traced tensors alive so their ids stay unique
 
     # -- tensors and their nodes ---------------------------------------------------------
@@ -167,10 +170,8 @@ class GraphRecorder:
     def record_call(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
         """Record `out = op(*args, **kwargs)` (already run) functionally."""
         if op is aten._local_scalar_dense.default:
-            raise AotAutogradError(
-                "the graph reads a tensor's value into Python (.item(), int(t), bool(t)); "
-                "aot_autograd traces values as tensors only: keep the value a tensor"
-            )
+            self._record_value_read(args[0], out)
+            return
         if op in _FRESH_CONSTANT_OPS:
             # A tensor made from Python data inside the traced code: the graph keeps a copy
             # of its value now, and later writes to it stay local to the graph.
@@ -187,6 +188,16 @@ class GraphRecorder:
             self._record_view(op, args, kwargs, out)
         else:
             self._record_plain(op, args, kwargs, out)
+
+    def _record_value_read(self, t: torch.Tensor, value: Any) -> None:
+        """`.item()` and friends: the traced value is baked in, and checked at every call."""
+        if not self.allow_value_reads:
+            raise AotAutogradError(
+                "the backward reads a tensor's value into Python (.item(), int(t), bool(t)); "
+                "aot_autograd traces values as tensors only: keep the value a tensor"
+            )
+        check = self.emit(aten.eq.Scalar, (self.node_of(t), value))
+        self.value_checks.append(check)
 
     def _record_plain(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
         node = self._call(op, args, kwargs, out)

@@ -1,0 +1,276 @@
+"""The run time: autograd.Function behaviour, inference graphs, randomness, logging, entry points."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+import torch.nn.functional as F
+from aot_checks import RecordingCompiler, assert_functional
+
+import guards
+from aot_autograd import (
+    DoubleBackwardError,
+    UnsupportedMutationError,
+    aot_function,
+    aot_graph,
+    aot_module,
+    default_partition,
+    is_recomputable,
+    min_cut_rematerialization_partition,
+    saved_bytes,
+)
+
+aten = torch.ops.aten
+
+
+def identity_compiler(gm, example_inputs):
+    return gm
+
+
+def test_non_differentiable_outputs():
+    def fn(x):
+        return x.sin(), x.argmax(), x > 0
+
+    x = torch.randn(5, requires_grad=True)
+    values, index, mask = aot_function(fn, identity_compiler)(x)
+    assert index.grad_fn is None and not index.requires_grad
+    assert mask.dtype == torch.bool and not mask.requires_grad
+    (grad,) = torch.autograd.grad(values.sum(), x)
+    torch.testing.assert_close(grad, x.detach().cos())
+
+
+def test_none_grads_for_unused_inputs():
+    def fn(x, y):
+        return x * 2
+
+    x, y = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    out = aot_function(fn, identity_compiler)(x, y)
+    gx, gy = torch.autograd.grad(out.sum(), [x, y], allow_unused=True)
+    torch.testing.assert_close(gx, torch.full((3,), 2.0))
+    assert gy is None
+
+
+def test_inference_graph_when_grad_is_off():
+    compiler = RecordingCompiler()
+    f = aot_function(lambda x: x.exp().sum(0), compiler)
+    x = torch.randn(4, 3, requires_grad=True)
+    with torch.no_grad():
+        out = f(x)
+    assert out.grad_fn is None
+    assert set(f.last.graphs) == {"inference"}
+    names = [n.name for n in compiler.graphs[0].graph.nodes if n.op == "placeholder"]
+    assert not any(name.startswith("tangents") for name in names)
+    torch.testing.assert_close(out, x.detach().exp().sum(0))
+
+
+def test_inference_compiler_used_for_inputs_without_grad():
+    calls = []
+
+    def inference(gm, example_inputs):
+        calls.append(gm)
+        return gm
+
+    f = aot_function(lambda x: x + 1, identity_compiler, inference_compiler=inference)
+    f(torch.randn(2))
+    assert len(calls) == 1
+
+
+def test_double_backward_is_a_clear_error():
+    f = aot_function(lambda x: x.sin() * x, identity_compiler)
+    x = torch.randn(4, requires_grad=True)
+    (grad,) = torch.autograd.grad(f(x).sum(), x, create_graph=True)
+    with pytest.raises(DoubleBackwardError, match="double backward"):
+        grad.sum().backward()
+
+
+def test_dropout_reproducible_under_a_seed_and_matches_eager_in_distribution():
+    f = aot_function(lambda x: F.dropout(x, p=0.3, training=True) * 2, identity_compiler)
+    x = torch.ones(200_000, requires_grad=True)
+    torch.manual_seed(7)
+    first = f(x)
+    torch.manual_seed(7)
+    second = f(x)
+    torch.testing.assert_close(first, second)
+    kept = first != 0
+    assert abs(kept.float().mean().item() - 0.7) < 0.01
+    torch.testing.assert_close(first[kept], torch.full_like(first[kept], 2 / 0.7))
+    (grad,) = torch.autograd.grad(first.sum(), x)
+    torch.testing.assert_close(grad, kept.float() * 2 / 0.7)
+
+
+def test_dropout_min_cut_saves_the_mask_rather_than_redrawing_it():
+    f = aot_function(
+        lambda x: F.dropout(x.sin(), p=0.5, training=True).cos(),
+        identity_compiler,
+        partition_fn=min_cut_rematerialization_partition,
+    )
+    x = torch.randn(1000, requires_grad=True)
+    out = f(x)
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    mask = (out != 1.0).float()  # cos(0) == 1 where dropped
+    expected = -torch.sin(x.detach().sin() * mask * 2) * mask * 2 * x.detach().cos()
+    torch.testing.assert_close(grad, expected)
+
+
+def test_aot_graphs_log(capsys):
+    guards.set_logs(aot_graphs=logging.INFO)
+    try:
+        aot_function(lambda x: x.relu() * 3, identity_compiler)(torch.randn(3, requires_grad=True))
+    finally:
+        guards.set_logs(aot_graphs=False)
+    err = capsys.readouterr().err
+    assert "joint graph" in err and "forward graph" in err and "backward graph" in err
+    assert "aten.relu.default" in err
+
+
+def _pointwise_chain(x, w):
+    h = x @ w
+    return (h.sin() * h.cos() + h.exp()).tanh().sum()
+
+
+def test_min_cut_saves_no_more_than_default_and_never_recomputes_heavy_ops():
+    x = torch.randn(32, 64, requires_grad=True)
+    w = torch.randn(64, 64, requires_grad=True)
+    sizes = {}
+    for partition in (default_partition, min_cut_rematerialization_partition):
+        compiler = RecordingCompiler()
+        f = aot_function(_pointwise_chain, compiler, partition_fn=partition)
+        out = f(x, w)
+        grads = torch.autograd.grad(out, [x, w])
+        x2, w2 = x.detach().requires_grad_(), w.detach().requires_grad_()
+        torch.testing.assert_close(grads, torch.autograd.grad(_pointwise_chain(x2, w2), [x2, w2]))
+        backward = f.last.graphs["backward"]
+        sizes[partition.__name__] = saved_bytes(backward)
+        if partition is min_cut_rematerialization_partition:
+            _assert_only_cheap_recompute(backward)
+    assert sizes["min_cut_rematerialization_partition"] < sizes["default_partition"]
+
+
+def _assert_only_cheap_recompute(backward):
+    tangent_dependent = set()
+    for node in backward.graph.nodes:
+        if node.op == "placeholder" and node.name.startswith("tangents"):
+            tangent_dependent.add(node)
+        elif any(a in tangent_dependent for a in node.all_input_nodes):
+            tangent_dependent.add(node)
+        elif node.op == "call_function":
+            assert is_recomputable(node), f"min-cut recomputed {node.target}"
+
+
+def test_custom_decomposition_table_applies_recursively():
+    def gelu(x, approximate="none"):
+        return x * 0.5 * (1 + torch.erf(x / 2**0.5))
+
+    def erf(x):  # decomposed again: the decomposition's own ops are traced
+        return torch.tanh(x * 1.2025)
+
+    table = {aten.gelu.default: gelu, aten.erf.default: erf}
+    compiler = RecordingCompiler()
+    f = aot_function(F.gelu, compiler, decompositions=table)
+    x = torch.randn(8, requires_grad=True)
+    out = f(x)
+    # The forward is decomposed; autograd still differentiates gelu (gelu_backward).
+    targets = {n.target for n in compiler.graphs[0].graph.nodes}
+    assert aten.gelu.default not in targets and aten.erf.default not in targets
+    assert aten.tanh.default in targets
+    torch.testing.assert_close(out, x * 0.5 * (1 + torch.tanh(x / 2**0.5 * 1.2025)))
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 4)
+        self.bn = torch.nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        return self.bn(self.fc(x)).relu()
+
+
+def test_aot_graph_on_a_captured_graph_lifts_parameters_and_buffers():
+    torch.manual_seed(0)
+    net = _Net()
+    gm = torch.fx.symbolic_trace(net)
+    reference = _Net()
+    reference.load_state_dict(net.state_dict())
+    x = torch.randn(5, 6)
+    compiler = RecordingCompiler()
+    compiled = aot_graph(gm, [x], fw_compiler=compiler)
+    out, expected = compiled(x), reference(x)
+    torch.testing.assert_close(out, expected)
+    out.sum().backward()
+    expected.sum().backward()
+    for p, q in zip(gm.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+    for b, c in zip(gm.buffers(), reference.buffers()):
+        torch.testing.assert_close(b, c)  # running statistics were copied back
+    assert len(compiler.graphs) == 2
+
+
+def test_aot_module_shares_parameters():
+    net = _Net()
+    compiled = aot_module(net, identity_compiler)
+    assert list(compiled.parameters()) == list(net.parameters())
+    compiled(torch.randn(3, 6)).sum().backward()
+    assert net.fc.weight.grad is not None
+
+
+def test_aot_function_recompiles_for_new_shapes():
+    f = aot_function(lambda x: x.sum(0), identity_compiler)
+    torch.testing.assert_close(f(torch.ones(2, 3)), torch.full((3,), 2.0))
+    torch.testing.assert_close(f(torch.ones(4, 5)), torch.full((5,), 4.0))
+
+
+def test_resize_is_a_clear_error():
+    def fn(x):
+        y = x * 1
+        y.resize_(20)
+        return y
+
+    with pytest.raises(UnsupportedMutationError, match="size or storage"):
+        aot_function(fn, identity_compiler)(torch.randn(4))
+
+
+def test_shape_change_of_an_input_is_a_clear_error():
+    def fn(x):
+        x.t_()
+        return x + 1
+
+    with pytest.raises(UnsupportedMutationError, match="graph input"):
+        aot_function(fn, identity_compiler)(torch.randn(2, 3))
+
+
+def test_mutating_a_captured_tensor_is_a_clear_error():
+    state = torch.zeros(3)
+
+    def fn(x):
+        state.add_(x)
+        return x * 2
+
+    with pytest.raises(UnsupportedMutationError, match="not one of its inputs"):
+        aot_function(fn, identity_compiler)(torch.randn(3))
+
+
+def test_every_graph_is_functional_with_values():
+    compiler = RecordingCompiler()
+    f = aot_function(lambda x, b: (x.relu_() * b.add_(1)).sum(), compiler)
+    f(torch.randn(3), torch.randn(3))
+    for gm in compiler.graphs:
+        assert_functional(gm)
+
+
+def test_value_read_into_python_is_checked_at_every_call():
+    from aot_autograd import ValueChangedError
+
+    def fn(x):
+        if bool((x > 0).all()):
+            return x * 2
+        return x * 3
+
+    f = aot_function(fn, identity_compiler)
+    positive = torch.rand(4) + 0.1
+    torch.testing.assert_close(f(positive), positive * 2)
+    torch.testing.assert_close(f(positive + 1), (positive + 1) * 2)
+    with pytest.raises(ValueChangedError, match="differs from its value when traced"):
+        f(-positive)
