@@ -1,0 +1,106 @@
+"""Factory and random ops outside the core set, as `full`, `empty_strided`, `rand`."""
+
+from __future__ import annotations
+
+import torch
+
+from prim_decomp.decompositions._opmath import aten
+from prim_decomp.decompositions._registry import COMPOSITE
+
+__all__: list[str] = []
+
+
+def _options(dtype, layout, device, pin_memory) -> dict:
+    return {"dtype": dtype, "layout": layout, "device": device, "pin_memory": pin_memory}
+
+
+@COMPOSITE.register(aten.zeros.default)
+def zeros(size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return aten.full.default(size, 0, **_options(dtype, layout, device, pin_memory))
+
+
+@COMPOSITE.register(aten.ones.default)
+def ones(size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return aten.full.default(size, 1, **_options(dtype, layout, device, pin_memory))
+
+
+def _like(x, dtype, device):
+    return {"dtype": dtype or x.dtype, "device": device or x.device}
+
+
+@COMPOSITE.register(aten.zeros_like.default)
+def zeros_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return aten.full_like.default(x, 0, **_like(x, dtype, device), memory_format=memory_format)
+
+
+@COMPOSITE.register(aten.ones_like.default)
+def ones_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return aten.full_like.default(x, 1, **_like(x, dtype, device), memory_format=memory_format)
+
+
+@COMPOSITE.register(aten.new_zeros.default)
+def new_zeros(x, size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return aten.full.default(size, 0, **_like(x, dtype, device))
+
+
+@COMPOSITE.register(aten.new_ones.default)
+def new_ones(x, size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return aten.full.default(size, 1, **_like(x, dtype, device))
+
+
+@COMPOSITE.register(aten.new_full.default)
+def new_full(x, size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return aten.full.default(size, fill_value, **_like(x, dtype, device))
+
+
+@COMPOSITE.register(aten.new_empty.default)
+def new_empty(x, size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return aten.empty.memory_format(size, **_like(x, dtype, device))
+
+
+@COMPOSITE.register(aten.empty_like.default)
+def empty_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    if memory_format in (None, torch.preserve_format) and _dense(x):
+        return aten.empty_strided.default(x.shape, x.stride(), **_like(x, dtype, device))
+    return aten.empty.memory_format(x.shape, **_like(x, dtype, device))
+
+
+def _dense(x: torch.Tensor) -> bool:
+    """Non-overlapping and dense: the strides are a permutation of contiguous ones."""
+    pairs = sorted((stride, size) for size, stride in zip(x.shape, x.stride(), strict=True))
+    expected = 1
+    for stride, size in pairs:
+        if size != 1 and stride != expected:
+            return False
+        expected = expected * size
+    return True
+
+
+@COMPOSITE.register(aten.arange.default)
+def arange(end, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return aten.arange.start_step(0, end, 1, **_options(dtype, layout, device, pin_memory))
+
+
+@COMPOSITE.register(aten.arange.start)
+def arange_start(start, end, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return aten.arange.start_step(start, end, 1, **_options(dtype, layout, device, pin_memory))
+
+
+@COMPOSITE.register(aten.rand_like.default)
+def rand_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return aten.rand.default(x.shape, **_like(x, dtype, device))
+
+
+@COMPOSITE.register(aten.randn_like.default)
+def randn_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return aten.randn.default(x.shape, **_like(x, dtype, device))
+
+
+@COMPOSITE.register(aten.fill.Tensor)
+def fill_tensor(x, value):
+    return aten.full_like.default(x, 0) + aten._to_copy.default(value, dtype=x.dtype)
+
+
+@COMPOSITE.register(aten.fill.Scalar)
+def fill_scalar(x, value):
+    return aten.full_like.default(x, value)

@@ -1,0 +1,70 @@
+"""OpInfo samples through each named table, compared with eager.
+
+By default a representative subset of OpInfos runs (the ops of common models);
+EMBER_FULL_OPINFO=1 sweeps every OpInfo of torch's op_db. An OpInfo whose
+samples never reach an op the table decomposes is skipped as not covered.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from prim_decomp_opinfo import Outcome, check_opinfo, opinfos
+
+from prim_decomp import core_aten, inductor_default
+
+FULL = os.environ.get("EMBER_FULL_OPINFO") == "1"
+
+# OpInfo names whose decompositions must be exercised by `core_aten`.
+CORE_ATEN_SUBSET = [
+    "nn.functional.silu", "nn.functional.softplus", "nn.functional.hardswish",
+    "nn.functional.hardsigmoid", "nn.functional.mish", "nn.functional.relu6",
+    "nn.functional.glu", "softmax", "log_softmax", "logsumexp",
+    "nn.functional.layer_norm", "nn.functional.rms_norm", "nn.functional.batch_norm",
+    "nn.functional.group_norm", "nn.functional.cross_entropy", "nn.functional.nll_loss",
+    "nn.functional.mse_loss", "nn.functional.l1_loss", "nn.functional.smooth_l1_loss",
+    "nn.functional.binary_cross_entropy_with_logits", "nn.functional.linear", "matmul",
+    "addmv", "mv", "dot", "outer", "std", "var_mean", "std_mean",
+    "stack", "split", "chunk", "narrow", "transpose", "t", "flatten", "unflatten",
+    "squeeze", "reshape", "contiguous", "roll", "unbind", "zeros", "ones", "zeros_like",
+    "ones_like", "new_zeros", "new_full", "addcmul", "addcdiv", "lerp",
+    "masked_fill", "clamp_min", "floor_divide", "xlogy", "tril", "triu",
+    "nn.functional.scaled_dot_product_attention", "nn.functional.interpolate.nearest",
+    "nn.functional.interpolate.bilinear", "nn.functional.dropout",
+]  # fmt: skip
+
+# Extra OpInfo names for the compound core ops `inductor_default` also breaks up.
+INDUCTOR_SUBSET = CORE_ATEN_SUBSET + [
+    "nn.functional.gelu", "nn.functional.leaky_relu", "nn.functional.elu",
+    "nn.functional.hardtanh", "mean", "var", "nn.functional.embedding", "nn.functional.softmin",
+]  # fmt: skip
+
+
+TABLES = {
+    "core_aten": (core_aten, CORE_ATEN_SUBSET + ["baddbmm"]),
+    "inductor_default": (inductor_default, INDUCTOR_SUBSET),
+}
+
+
+def _cases():
+    for table_name, (table, subset) in TABLES.items():
+        for op in opinfos(None if FULL else subset):
+            yield pytest.param(table, op, id=f"{table_name}-{op.name}.{op.variant_test_name}")
+
+
+def test_subsets_name_real_opinfos():
+    for _, subset in TABLES.values():
+        found = {f"{op.name}.{op.variant_test_name}".rstrip(".") for op in opinfos(subset)}
+        missing = set(subset) - found
+        assert not missing, f"not in op_db: {sorted(missing)}"
+
+
+@pytest.mark.parametrize(("table", "op"), list(_cases()))
+def test_opinfo_matches_eager(table, op):
+    result = check_opinfo(op, table)
+    if result.outcome is Outcome.NOT_COVERED:
+        if FULL:
+            pytest.skip("no sample reaches an op the table decomposes")
+        pytest.fail(f"{result.name}: the subset lists it, but no sample reached the table")
+    assert result.outcome is Outcome.PASS, f"{result.name}: {result.message}"
