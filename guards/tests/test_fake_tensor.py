@@ -185,15 +185,28 @@ def test_data_dependent_ops_raise(call):
     assert isinstance(info.value, GuardsError) and info.value.op
 
 
+_LIBRARY = torch.library.Library("ember_guards_test", "DEF")  # noqa: TOR901
+_LIBRARY.define("no_meta(Tensor x) -> Tensor")
+_LIBRARY.impl("no_meta", lambda x: x.clone().unsqueeze(0), "CPU")
+
+
 def test_op_without_meta_kernel_names_the_op():
-    library = torch.library.Library("ember_guards_test", "DEF")  # noqa: TOR901
-    library.define("no_meta(Tensor x) -> Tensor")
-    library.impl("no_meta", lambda x: x.clone(), "CPU")
-    mode = FakeTensorMode()
+    mode = FakeTensorMode(allow_fallback_kernels=False)
     fake = mode.from_real(torch.randn(3))
     with pytest.raises(UnsupportedOpError, match="no_meta") as info, mode:
         torch.ops.ember_guards_test.no_meta(fake)
     assert "no_meta" in info.value.op
+
+
+def test_op_without_meta_kernel_falls_back_to_cpu_zeros():
+    mode = FakeTensorMode()
+    fake = mode.from_real(torch.randn(3))
+    with mode:
+        out = torch.ops.ember_guards_test.no_meta(fake)
+    assert is_fake(out) and out.shape == (1, 3)
+    cuda = FakeTensor(mode, torch.empty(3, device="meta"), torch.device("cuda"))
+    with pytest.raises(UnsupportedOpError, match="no_meta"), mode:
+        torch.ops.ember_guards_test.no_meta(cuda)
 
 
 def test_fakes_of_two_modes_do_not_mix():

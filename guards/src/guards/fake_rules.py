@@ -58,6 +58,7 @@ DATA_DEPENDENT_OPS: dict[Any, str] = {
     aten._local_scalar_dense: "reads a tensor element as a Python number (.item(), int(), bool())",
     aten.is_nonzero: "reads a tensor element as a Python bool",
     aten.equal: "compares tensor values and returns a Python bool",
+    aten.allclose: "compares tensor values and returns a Python bool",
     aten.nonzero: "output size is the number of non-zero elements",
     aten.argwhere: "output size is the number of non-zero elements",
     aten.masked_select: "output size is the number of True mask elements",
@@ -134,3 +135,23 @@ MIXED_DEVICE_OPS: frozenset[Any] = frozenset(
         aten.set_.source_Tensor,
     }
 )
+
+
+def _batch_norm_cpu_eval(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """CPU batch norm outside training saves no statistics: eager returns empty tensors."""
+    if func is aten._native_batch_norm_legit_no_training.default:
+        training = False
+    else:
+        training = args[5] if len(args) > 5 else kwargs.get("training")
+    if training or args[0].device.type != "cpu":
+        return NotImplemented
+    output = torch.empty_like(args[0])
+    empty = args[0].new_empty((0,))
+    return output, empty, empty.clone()
+
+
+register_fake_rule(
+    aten.native_batch_norm.default,
+    aten._native_batch_norm_legit.default,
+    aten._native_batch_norm_legit_no_training.default,
+)(_batch_norm_cpu_eval)

@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from guards.errors import DataDependentError, FakeTensorError, UnsupportedOpError
+from guards.fake_fallback import can_fall_back, run_fallback
 from guards.fake_rules import MIXED_DEVICE_OPS, fake_rule_for
 
 __all__ = ["FakeTensor", "FakeTensorMode", "is_fake"]
@@ -148,7 +149,10 @@ class FakeTensorMode(TorchDispatchMode):
     Factory calls (`torch.zeros(2, device="cuda")`) give fakes on the requested
     device; an op on fakes gives fakes. A real tensor mixed with fakes is
     converted to a fake (a constant) when `allow_non_fake_inputs` is True (the
-    default) and is an error otherwise. `mode.from_real(t)` makes the fake of a
+    default) and is an error otherwise. An op without a meta kernel runs for
+    real on zero-filled CPU tensors when `allow_fallback_kernels` is True (the
+    default), its inputs are small CPU tensors and its output shape does not
+    depend on values (see fake_fallback.py). `mode.from_real(t)` makes the fake of a
     real tensor, memoized: the same tensor gives the same fake, and views of
     one storage give views of one fake storage.
 
@@ -157,11 +161,14 @@ class FakeTensorMode(TorchDispatchMode):
     `nonzero`, ...), `FakeTensorError` for other misuse.
     """
 
-    def __init__(self, *, allow_non_fake_inputs: bool = True) -> None:
+    def __init__(
+        self, *, allow_non_fake_inputs: bool = True, allow_fallback_kernels: bool = True
+    ) -> None:
         super().__init__()
         from guards.fake_converter import FakeTensorConverter
 
         self.allow_non_fake_inputs = allow_non_fake_inputs
+        self.allow_fallback_kernels = allow_fallback_kernels
         self.converter = FakeTensorConverter()
         self._device_args: dict[Any, bool] = {}
 
@@ -233,6 +240,8 @@ class FakeTensorMode(TorchDispatchMode):
             with enable_python_dispatcher():
                 out = func(*meta_args, **meta_kwargs)
         except NotImplementedError as error:
+            if self.allow_fallback_kernels and device is None and can_fall_back(func, fakes):
+                return run_fallback(self, func, flat, spec, fakes)
             raise UnsupportedOpError(
                 f"{func} has no meta kernel, so fake tensors cannot compute its output "
                 f"metadata ({error}). Register one with torch.library.register_fake, or "
