@@ -454,7 +454,8 @@ class KernelCodegen:
 
     def _acc_result(self, rtype, acc, dtype):
         if rtype == "welford_mean":
-            return f"static_cast<{compute_type(dtype)}>({acc}.mean)", dtype
+            nan = f"std::numeric_limits<{compute_type(dtype)}>::quiet_NaN()"
+            return f"({acc}.n == 0 ? {nan} : static_cast<{compute_type(dtype)}>({acc}.mean))", dtype
         if rtype == "welford_m2":
             return f"static_cast<{compute_type(dtype)}>({acc}.m2)", dtype
         if rtype in ("argmax", "argmin"):

@@ -189,11 +189,12 @@ class ExternBuffer:
     layouts: tuple[Layout | None, ...]
     is_fallback: bool
     reads: tuple[str, ...] = field(default=())
+    tuple_result: bool = False
 
     @property
     def layout(self) -> Layout | None:
         """The layout of a single-tensor result (None for tuple results)."""
-        return self.layouts[0] if len(self.layouts) == 1 else None
+        return None if self.tuple_result or not self.layouts else self.layouts[0]
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,12 +138,13 @@ class WrapperCodegen:
         uses = []
         for step in steps:
             if isinstance(step, ExternBuffer):
-                names = set(step.reads) | {step.name}
-                names |= {
-                    f"{step.name}_{i}"
-                    for i, lay in enumerate(step.layouts)
-                    if len(step.layouts) > 1 and lay is not None
-                }
+                names = set(step.reads)
+                if step.tuple_result:
+                    names |= {
+                        f"{step.name}_{i}" for i, lay in enumerate(step.layouts) if lay is not None
+                    }
+                elif step.layouts:
+                    names.add(step.name)
             else:
                 names = {a.name for a in self.kernels[step.name].args if a.kind != "scalar"}
             uses.append(names)
@@ -162,7 +163,7 @@ class WrapperCodegen:
         args += [f"{k}={self.render(v)}" for k, v in step.kwargs.items()]
         kind = "fallback" if step.is_fallback else "extern kernel"
         lines.append(f"    {step.name} = {self.op_name(step.op)}({', '.join(args)})  # {kind}")
-        if len(step.layouts) > 1 or (step.layouts and step.layout is None):
+        if step.tuple_result:
             for i, lay in enumerate(step.layouts):
                 if lay is not None:
                     lines.append(f"    {step.name}_{i} = {step.name}[{i}]")

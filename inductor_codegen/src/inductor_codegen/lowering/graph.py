@@ -235,7 +235,9 @@ class GraphLowering:
                 layout_of(v, where=f"node {node.name}") if isinstance(v, torch.Tensor) else None
                 for v in val
             )
-            buf = ExternBuffer(name, op, ext_args, ext_kwargs, layouts, is_fallback, reads)
+            buf = ExternBuffer(
+                name, op, ext_args, ext_kwargs, layouts, is_fallback, reads, tuple_result=True
+            )
             self.add_buffer(buf)
             for i, lay in enumerate(layouts):
                 if lay is not None:

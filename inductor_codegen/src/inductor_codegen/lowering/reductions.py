@@ -23,7 +23,7 @@ def reduce(
     `value_dtype` is the dtype the values are cast to before accumulation.
     """
     ndim = x.ndim
-    dims = normalize_dims(dims, ndim)
+    dims = normalize_dims(dims, ndim) if ndim else []
     kept = [d for d in range(ndim) if d not in dims]
     if keepdim:
         ranges = tuple(1 if d in dims else x.size[d] for d in range(ndim))
@@ -62,7 +62,7 @@ def prod(ctx, node, x, dim=None, keepdim=False, *, dtype=None):
 def mean(ctx, node, x, dim=None, keepdim=False, *, dtype=None):
     out = node_dtype(node)
     total = reduce(ctx, x, dim, keepdim, "sum", out, value_dtype=out)
-    count = numel([x.size[d] for d in normalize_dims(dim, x.ndim)])
+    count = numel([x.size[d] for d in normalize_dims(dim, x.ndim)] if x.ndim else [])
     loader = total.loader
     return TensorValue(
         out, total.size, lambda i: op("truediv", loader(i), const(int(count), out), dtype=out)
@@ -132,7 +132,7 @@ def welford(ctx, x, dims, keepdim):
     dtype = x.dtype
     mean_ = reduce(ctx, x, dims, keepdim, "welford_mean", dtype)
     m2 = reduce(ctx, x, dims, keepdim, "welford_m2", dtype)
-    count = numel([x.size[d] for d in normalize_dims(dims, x.ndim)])
+    count = numel([x.size[d] for d in normalize_dims(dims, x.ndim)] if x.ndim else [])
     return mean_, m2, count
 
 

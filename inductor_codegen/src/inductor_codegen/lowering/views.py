@@ -165,3 +165,39 @@ def as_strided(ctx, node, x, size, stride, storage_offset=None):
         sympy.Integer(storage_offset or 0),
     )
     return TensorValue.of_buffer(x.view.buffer, layout)
+
+
+@register_lowering(aten.split_with_sizes.default)
+def split_with_sizes(ctx, node, x, split_sizes, dim=0):
+    return _split(x, split_sizes, dim)
+
+
+@register_lowering(aten.split.Tensor)
+def split(ctx, node, x, split_size, dim=0):
+    length = int(x.size[normalize_dim(dim, x.ndim)])
+    sizes = [min(split_size, length - start) for start in range(0, length, split_size)] or [0]
+    return _split(x, sizes, dim)
+
+
+def _split(x, sizes, dim):
+    dim = normalize_dim(dim, x.ndim)
+    pieces, start = [], 0
+    for size in sizes:
+        pieces.append(_narrow(x, dim, start, size))
+        start += size
+    return tuple(pieces)
+
+
+def _narrow(x: TensorValue, dim: int, start: int, length: int) -> TensorValue:
+    size = tuple(sympy.Integer(length) if d == dim else s for d, s in enumerate(x.size))
+    if x.view is not None:
+        lay = x.view.layout
+        return _strided(x, size, lay.stride, lay.offset + start * lay.stride[dim])
+    loader = x.loader
+
+    def load(idx):
+        idx = list(idx)
+        idx[dim] = idx[dim] + start
+        return loader(tuple(idx))
+
+    return TensorValue(x.dtype, size, load)
