@@ -44,6 +44,26 @@ def clone_inputs(value: Any) -> Any:
     return value
 
 
+def assert_same(got: Any, expected: Any) -> None:
+    """Eager and compiled results agree: tensors close, containers of the same type, rest equal."""
+    assert type(got) is type(expected), f"{type(got).__name__} != {type(expected).__name__}"
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(got, expected, equal_nan=True)
+        assert got.requires_grad == expected.requires_grad
+    elif isinstance(expected, list | tuple):
+        assert len(got) == len(expected)
+        for a, b in zip(got, expected, strict=True):
+            assert_same(a, b)
+    elif isinstance(expected, dict):
+        assert list(got) == list(expected)
+        for key in expected:
+            assert_same(got[key], expected[key])
+    elif hasattr(expected, "__dict__") and not isinstance(expected, type):
+        assert_same(vars(got), vars(expected))
+    else:
+        assert got == expected
+
+
 def check_capture(
     fn: Callable[..., Any], *args: Any, graphs: int | None = 1, **kwargs: Any
 ) -> dynamo_capture.CompiledCallable:
@@ -57,8 +77,8 @@ def check_capture(
         expected = fn(*eager_args, **eager_kwargs)
         torch.manual_seed(0)
         got = compiled(*got_args, **got_kwargs)
-        torch.testing.assert_close(got, expected, equal_nan=True)
-        torch.testing.assert_close(got_args, eager_args, equal_nan=True)
+        assert_same(got, expected)
+        assert_same(got_args, eager_args)
     assert len(compiled.entries) == 1, "the second call recompiled"
     if graphs is not None:
         assert len(backend.graphs) <= graphs
@@ -68,3 +88,8 @@ def check_capture(
 @pytest.fixture
 def check():
     return check_capture
+
+
+@pytest.fixture
+def backend():
+    return CountingBackend()

@@ -38,7 +38,6 @@ __all__ = ["TENSOR_METADATA_ATTRS", "get_attr", "set_attr"]
 TENSOR_METADATA_ATTRS = {
     "shape", "dtype", "device", "ndim", "is_cuda", "is_sparse", "layout", "requires_grad",
     "is_leaf", "is_quantized", "is_meta", "is_cpu", "itemsize", "is_nested", "is_mkldnn",
-    "is_complex", "is_floating_point",
 }  # fmt: skip
 _TENSOR_GRAPH_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
 _CONTAINER_VALUES = (TupleValue, ListValue, DictValue, SetValue)
@@ -68,7 +67,7 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
         if name in fields:
             return value.items[list(fields).index(name)]
         return _class_attr(tx, value, value.cls, name)
-    if isinstance(value, _CONTAINER_VALUES | IteratorValue | ContextValue):
+    if isinstance(value, (*_CONTAINER_VALUES, IteratorValue, ContextValue)):
         if name == "__class__":
             from dynamo_capture.operations import python_type_of
 

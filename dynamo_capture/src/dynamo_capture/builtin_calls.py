@@ -8,6 +8,7 @@ builtin is known to be pure (`PURE_FUNCTIONS`); anything else is Unsupported.
 from __future__ import annotations
 
 import builtins
+import collections
 import functools
 import math
 import operator
@@ -260,6 +261,12 @@ def _list(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
 @handles(builtins.tuple)
 def _tuple(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return TupleValue(sequence_items(tx, args[0]) if args else [])
+
+
+@handles(collections.OrderedDict)
+def _ordered_dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    made = _dict(tx, args, kwargs)
+    return DictValue(made.items, collections.OrderedDict)  # type: ignore[attr-defined]
 
 
 @handles(builtins.dict)
