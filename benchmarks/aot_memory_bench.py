@@ -76,9 +76,17 @@ class PeakMemory(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        # Views and in-place results share an argument's storage: nothing new was allocated.
+        inputs = {
+            t.untyped_storage().data_ptr()
+            for t in torch.utils._pytree.tree_leaves((args, kwargs))
+            if isinstance(t, torch.Tensor)
+        }
         for t in torch.utils._pytree.tree_leaves(out):
             if isinstance(t, torch.Tensor):
-                self._track(t)
+                key = t.untyped_storage().data_ptr()
+                if key in self.live or key not in inputs:
+                    self._track(t)
         return out
 
 

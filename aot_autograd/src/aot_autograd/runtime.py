@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch import fx
 
 from aot_autograd.errors import DoubleBackwardError, ValueChangedError
 from aot_autograd.program import TracedProgram
@@ -48,12 +49,34 @@ def _mark_no_double_backward(grads: list) -> list:
     return result
 
 
+def _boxed(fn: Callable) -> Callable[[list], Any]:
+    """`fn` called with one list of arguments that it may empty as it goes.
+
+    A GraphModule gets code that takes the list and clears it before computing, so each
+    saved activation is freed after its last use in the backward, as in eager autograd.
+    """
+    codegen = getattr(fx.graph, "_BoxedCodeGen", None)
+    if isinstance(fn, fx.GraphModule) and codegen is not None:
+        graph = fx.Graph()
+        graph.output(graph.graph_copy(fn.graph, {}))
+        graph.set_codegen(codegen())
+        return fx.GraphModule(fn, graph)
+    if getattr(fn, "_boxed_call", False):
+        return fn
+
+    def call(args: list) -> Any:
+        return fn(*args)
+
+    return call
+
+
 def training_function(
     program: TracedProgram, forward: Callable, backward: Callable
 ) -> Callable[..., tuple]:
     """A function running `forward` under autograd, with `backward` as its derivative."""
     n_out = program.num_forward_outputs
     differentiable = program.differentiable
+    boxed_backward = _boxed(backward)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
@@ -75,9 +98,12 @@ def training_function(
         @staticmethod
         def backward(ctx: Any, *grad_outputs: Any) -> tuple:
             tensors = iter(ctx.saved_tensors)
-            saved = [next(tensors) if s is None else s for s in ctx.saved_others]
-            tangents = [g.contiguous() for g, d in zip(grad_outputs, differentiable) if d]
-            grads = list(backward(*saved, *tangents))
+            args = [next(tensors) if s is None else s for s in ctx.saved_others]
+            del tensors
+            if hasattr(ctx, "maybe_clear_saved_tensors"):
+                ctx.maybe_clear_saved_tensors()  # the list now holds the only references
+            args += [g.contiguous() for g, d in zip(grad_outputs, differentiable) if d]
+            grads = list(boxed_backward(args))
             if torch.is_grad_enabled():
                 grads = _mark_no_double_backward(grads)
             result: list[Any] = [None] * program.num_inputs
