@@ -21,12 +21,16 @@ __all__ = [
     "INTRINSICS",
     "OPCODE_TABLE",
     "PY312",
+    "SEND_KEEPS_RECEIVER",
     "Instruction",
     "decode",
     "expected_stack_effect",
 ]
 
 PY312 = sys.version_info >= (3, 12)
+# When SEND finds its receiver exhausted, 3.12 keeps the receiver under the result
+# (END_SEND pops it); 3.11 replaces the receiver with the result.
+SEND_KEEPS_RECEIVER = PY312
 V311 = frozenset({(3, 11)})
 V312 = frozenset({(3, 12)})
 BOTH = V311 | V312
@@ -148,9 +152,9 @@ OPCODE_TABLE: dict[str, tuple[str, frozenset[tuple[int, int]]]] = {
     "CLEANUP_THROW": ("EXCEPTION_PATH", V312),
     "RAISE_VARARGS": ("RAISE_VARARGS", BOTH),
     # named, not supported in captured code
-    "SEND": ("UNSUPPORTED", BOTH),
-    "END_SEND": ("UNSUPPORTED", V312),
-    "GET_YIELD_FROM_ITER": ("UNSUPPORTED", BOTH),
+    "SEND": ("SEND", BOTH),
+    "END_SEND": ("END_SEND", V312),
+    "GET_YIELD_FROM_ITER": ("GET_ITER", BOTH),
     "GET_AWAITABLE": ("UNSUPPORTED", BOTH),
     "GET_AITER": ("UNSUPPORTED", BOTH),
     "GET_ANEXT": ("UNSUPPORTED", BOTH),

@@ -16,6 +16,7 @@ from dynamo_capture.operations import (
     NotConstant,
     as_constant,
     dict_items,
+    hashable_key,
     python_type_of,
     sequence_items,
     truth,
@@ -45,10 +46,7 @@ def _none() -> PythonValue:
 
 
 def _key(value: Value) -> Any:
-    try:
-        return as_constant(value)
-    except NotConstant:
-        raise Unsupported("a dict key or set item that is not a capture-time constant") from None
+    return hashable_key(value)
 
 
 def _mutable(receiver: Value, name: str) -> None:

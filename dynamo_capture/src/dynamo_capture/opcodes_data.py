@@ -18,6 +18,7 @@ from dynamo_capture.operations import (
     contains,
     dict_items,
     get_item,
+    hashable_key,
     is_op,
     sequence_items,
     set_item,
@@ -335,7 +336,7 @@ def build_list(tx: Translator, inst: Instruction) -> None:
 def build_set(tx: Translator, inst: Instruction) -> None:
     items = tx.popn(inst.arg)
     try:
-        tx.push(SetValue({as_constant(item) for item in items}))
+        tx.push(SetValue({hashable_key(item) for item in items}))
     except NotConstant:
         raise Unsupported("a set of values that are not capture-time constants") from None
 
@@ -345,7 +346,7 @@ def build_map(tx: Translator, inst: Instruction) -> None:
     flat = tx.popn(2 * inst.arg)
     items = {}
     for key, value in zip(flat[::2], flat[1::2], strict=True):
-        items[as_constant(key)] = value
+        items[hashable_key(key)] = value
     tx.push(DictValue(items))
 
 
@@ -403,7 +404,7 @@ def list_to_tuple(tx: Translator, inst: Instruction) -> None:
 @opcode_handler("SET_ADD")
 def set_add(tx: Translator, inst: Instruction) -> None:
     value = tx.pop()
-    tx.stack[-inst.arg].items.add(as_constant(value))  # type: ignore[attr-defined]
+    tx.stack[-inst.arg].items.add(hashable_key(value))  # type: ignore[attr-defined]
 
 
 @opcode_handler("SET_UPDATE")
@@ -416,7 +417,7 @@ def set_update(tx: Translator, inst: Instruction) -> None:
 def map_add(tx: Translator, inst: Instruction) -> None:
     value = tx.pop()
     key = tx.pop()
-    tx.stack[-inst.arg].items[as_constant(key)] = value  # type: ignore[attr-defined]
+    tx.stack[-inst.arg].items[hashable_key(key)] = value  # type: ignore[attr-defined]
 
 
 @opcode_handler("DICT_UPDATE", "DICT_MERGE")

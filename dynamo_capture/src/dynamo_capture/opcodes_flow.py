@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 
-from dynamo_capture.bytecode import Instruction
+from dynamo_capture.bytecode import SEND_KEEPS_RECEIVER, Instruction
 from dynamo_capture.calls import call
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.interpreter import Translator, opcode_handler
@@ -145,6 +145,31 @@ def for_iter(tx: Translator, inst: Instruction) -> None:
     else:
         tx.pop()
         tx.jump(inst.target)  # type: ignore[arg-type]
+
+
+@opcode_handler("SEND")
+def send(tx: Translator, inst: Instruction) -> None:
+    """`yield from` over an iterator known at capture time (inside a generator run to its end)."""
+    receiver = tx.stack[-2]
+    if not isinstance(receiver, IteratorValue):
+        raise Unsupported("yield from / send on an object capture does not know")
+    if receiver.position < len(receiver.items):
+        receiver.position += 1
+        tx.stack[-1] = receiver.items[receiver.position - 1]
+        return
+    tx.pop()
+    if SEND_KEEPS_RECEIVER:
+        tx.push(PythonValue(None))
+    else:
+        tx.stack[-1] = PythonValue(None)
+    tx.jump(inst.target)  # type: ignore[arg-type]
+
+
+@opcode_handler("END_SEND")
+def end_send(tx: Translator, inst: Instruction) -> None:
+    result = tx.pop()
+    tx.pop()
+    tx.push(result)
 
 
 # ----- returns and generators --------------------------------------------

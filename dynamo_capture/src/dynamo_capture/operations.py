@@ -122,6 +122,21 @@ def as_constant(value: Value) -> Any:
     raise NotConstant
 
 
+def hashable_key(value: Value) -> Any:
+    """A dict key or set item: a constant, or an object compared by identity (a module...)."""
+    try:
+        return as_constant(value)
+    except NotConstant:
+        if (
+            isinstance(value, PythonValue)
+            and getattr(type(value.obj), "__hash__", None) is object.__hash__
+        ):
+            return value.obj
+        if isinstance(value, PythonValue) and isinstance(value.obj, torch.nn.Module):
+            return value.obj
+        raise Unsupported("a dict key or set item that is not a capture-time constant") from None
+
+
 def is_constant_value(value: Value) -> bool:
     try:
         as_constant(value)
@@ -408,6 +423,8 @@ def _index_constant(tx: Translator, index: Value) -> Any:
     try:
         return as_constant(index)
     except NotConstant:
+        if isinstance(index, PythonValue):
+            return hashable_key(index)
         if isinstance(index, TensorValue):
             raise Unsupported("indexing a Python container with a tensor") from None
         raise Unsupported(f"indexing with a {python_type_of(index).__name__}") from None

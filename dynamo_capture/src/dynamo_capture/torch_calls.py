@@ -52,14 +52,39 @@ _METADATA_FUNCTIONS = {
     torch.can_cast, torch.is_storage, torch.broadcast_shapes,
 }  # fmt: skip
 _GRAD_CONTEXTS = {torch.no_grad: False, torch.enable_grad: True}
+# torch modules whose Python functions are inlined like user code.
+_INLINED_TORCH_MODULES = (
+    "torch.nn.modules",
+    "torch.utils._contextlib",
+    "torch.nn.utils.parametrize",
+)
+# torch predicates about tensors' Python types and tracing: answered for plain tensors.
+_FOLDED = {
+    torch._C._has_torch_function: False,
+    torch._C._has_torch_function_unary: False,
+    torch._C._has_torch_function_variadic: False,
+    torch.overrides.has_torch_function: False,
+    torch.overrides.has_torch_function_unary: False,
+    torch.overrides.has_torch_function_variadic: False,
+    torch.jit.is_scripting: False,
+    torch.jit.is_tracing: False,
+    torch._C._get_tracing_state: None,
+    torch.are_deterministic_algorithms_enabled: None,
+}
 
 
 def is_torch_callable(obj: Any) -> bool:
-    """A function, builtin or method from torch (not a class, not a torch.nn.Module)."""
+    """A torch function that becomes a graph node (not a class, not a module's method).
+
+    Python methods of torch classes (nn.Module internals) and torch's nested helpers
+    are inlined like user code instead.
+    """
     if isinstance(obj, type):
         return False
     module = getattr(obj, "__module__", None) or ""
     if module.split(".")[0] == "torch":
+        if isinstance(obj, types.FunctionType):
+            return "." not in obj.__qualname__ and not module.startswith(_INLINED_TORCH_MODULES)
         return True
     if isinstance(obj, types.BuiltinFunctionType | types.BuiltinMethodType):
         owner = getattr(obj, "__self__", None)
@@ -95,6 +120,11 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
     name = getattr(fn, "__name__", "") or ""
     if name == "is_compiling":
         return PythonValue(True)
+    if fn in _FOLDED:
+        folded = _FOLDED[fn]
+        return PythonValue(
+            fn() if folded is None and fn is not torch._C._get_tracing_state else folded
+        )
     if name in _SIDE_EFFECTS:
         raise Unsupported(f"torch.{name} changes global state; call it outside the compiled code")
     if fn is torch.autocast or fn is torch.amp.autocast:
