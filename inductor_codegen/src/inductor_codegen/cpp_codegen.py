@@ -368,7 +368,7 @@ class KernelCodegen:
 
     def _outer_node(self, scope: Scope, name: str) -> None:
         buf = self.buffers[name]
-        value, index = node_body(buf, len(self.kernel.outer), "y")
+        value, index = node_body(buf, self.kernel.outer, "y")[:2]
         self.store(scope, name, index, scope.value(value), value.dtype)
 
     def _loop_open(self, scope: Scope, variables, ranges) -> Scope:
@@ -390,14 +390,14 @@ class KernelCodegen:
         ys = inner_vars("y", len(group.ranges))
         inner = self._loop_open(scope, ys, group.ranges)
         for name in group.nodes:
-            value, index = node_body(self.buffers[name], len(self.kernel.outer), "y")
+            value, index = node_body(self.buffers[name], self.kernel.outer, "y")[:2]
             self.store(inner, name, index, inner.value(value), value.dtype)
         self._loop_close(scope, inner, len(group.ranges))
 
     def _reduction_group(self, scope: Scope, group: LoopGroup) -> None:
         rs = inner_vars("r", len(group.ranges))
-        n = len(self.kernel.outer)
-        bodies = [(name, *node_body(self.buffers[name], n, "r")) for name in group.nodes]
+        outer = self.kernel.outer
+        bodies = [(name, *node_body(self.buffers[name], outer, "r")[:2]) for name in group.nodes]
         accumulators: dict = {}
         for name, value, _ in bodies:
             rtype = self.buffers[name].body.reduction_type

@@ -239,3 +239,68 @@ def c_index(expr: Index) -> str:
 
 def _ordered(args):
     return sorted(args, key=lambda a: (a.is_Number, sympy.default_sort_key(a)))
+
+
+def upper_bound(expr: Index, ranges: dict) -> int | None:
+    """The largest value `expr` takes when each symbol s lies in [0, ranges[s]), or None."""
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        size = ranges.get(expr)
+        return None if size is None else int(size) - 1
+    if expr.is_Add or expr.is_Mul:
+        bounds = [upper_bound(a, ranges) for a in expr.args]
+        if any(b is None for b in bounds):
+            return None
+        if expr.is_Mul:
+            if any(a.is_Integer and int(a) < 0 for a in expr.args):
+                return None
+            result = 1
+            for b in bounds:
+                result *= b
+            return result
+        if any(lower_bound_negative(a) for a in expr.args):
+            return None
+        return sum(bounds)
+    if isinstance(expr, FloorDiv) and expr.args[1].is_Integer:
+        inner = upper_bound(expr.args[0], ranges)
+        return None if inner is None else inner // int(expr.args[1])
+    if isinstance(expr, IndexMod) and expr.args[1].is_Integer:
+        return int(expr.args[1]) - 1
+    return None
+
+
+def lower_bound_negative(expr: Index) -> bool:
+    return any(a.is_Integer and int(a) < 0 for a in sympy.Add.make_args(expr)) or (
+        expr.is_Mul and any(a.is_Integer and int(a) < 0 for a in expr.args)
+    )
+
+
+def simplify_with_ranges(expr: Index, ranges: dict) -> Index:
+    """Remove FloorDiv/IndexMod that loop bounds make trivial: FloorDiv(16*a + b, 16) = a when b < 16."""
+    if not expr.has(FloorDiv, IndexMod):
+        return expr
+    replacements = {}
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, (FloorDiv, IndexMod)) and node.args[1].is_Integer:
+            replacements[node] = _simplify_divmod(node, ranges)
+    if not replacements:
+        return expr
+    return simplify_index(expr.xreplace(replacements))
+
+
+def _simplify_divmod(node, ranges):
+    a, d = node.args
+    a = simplify_with_ranges(a, ranges)
+    divisor = int(d)
+    multiples, rest = [], []
+    for term in sympy.Add.make_args(sympy.expand(a)):
+        coeff, _ = term.as_coeff_Mul()
+        (multiples if coeff.is_Integer and int(coeff) % divisor == 0 else rest).append(term)
+    rest_expr = sympy.Add(*rest)
+    bound = upper_bound(rest_expr, ranges) if rest else 0
+    if bound is None or lower_bound_negative(rest_expr) or bound >= divisor:
+        return type(node)(a, d)
+    if isinstance(node, FloorDiv):
+        return sympy.expand(sympy.Add(*multiples) / divisor)
+    return rest_expr

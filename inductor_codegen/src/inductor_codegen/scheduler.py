@@ -22,8 +22,15 @@ from dataclasses import dataclass
 import sympy
 
 from guards import artifact_enabled, artifact_logger
-from inductor_codegen.indexing import Index
-from inductor_codegen.ir import ComputedBuffer, ExternBuffer, Pointwise, expr_loads
+from inductor_codegen.indexing import (
+    FloorDiv,
+    Index,
+    IndexMod,
+    numel,
+    reshape_index,
+    simplify_with_ranges,
+)
+from inductor_codegen.ir import ComputedBuffer, ExternBuffer, Load, Op, Pointwise, expr_loads
 
 __all__ = ["FusedKernel", "LoopGroup", "Schedule", "schedule", "squeeze_ranges"]
 
@@ -80,19 +87,86 @@ def unsqueeze_index(ranges, variables) -> tuple[Index, ...]:
     return tuple(sympy.Integer(0) if r == 1 else next(it) for r in ranges)
 
 
-def node_body(buf: ComputedBuffer, outer_n: int, inner_prefix: str):
-    """(value expression, store index) of `buf` with canonical loop variables."""
+def node_body(buf: ComputedBuffer, outer: tuple, inner_prefix: str):
+    """(value, store index, inner ranges) of `buf` in a loop nest over `outer`, or None.
+
+    A pointwise buffer fits when a prefix of its (size-1-free) ranges has the
+    same number of elements as `outer`; a reduction when its ranges do. Its
+    index is then re-expressed over the outer variables (a reshape of the loop
+    nest), and index arithmetic is simplified with the loop bounds.
+    """
     body = buf.body
+    xs = outer_vars(len(outer))
     if isinstance(body, Pointwise):
         squeezed = squeeze_ranges(body.ranges)
-        variables = outer_vars(outer_n) + inner_vars(inner_prefix, len(squeezed) - outer_n)
+        k = _matching_prefix(squeezed, outer)
+        if k is None:
+            return None
+        inner = squeezed[k:]
+        variables = _reshaped(squeezed[:k], outer, xs) + inner_vars(inner_prefix, len(inner))
         idx = unsqueeze_index(body.ranges, variables)
-        return body.loader(idx), buf.layout.index(idx)
-    idx = unsqueeze_index(body.ranges, outer_vars(outer_n))
-    ridx = unsqueeze_index(
-        body.reduction_ranges, inner_vars("r", len(squeeze_ranges(body.reduction_ranges)))
-    )
-    return body.loader(idx, ridx), buf.layout.index(idx)
+        value, store = body.loader(idx), buf.layout.index(idx)
+        inner_names = inner_vars(inner_prefix, len(inner))
+    else:
+        squeezed = squeeze_ranges(body.ranges)
+        if _matching_prefix(squeezed, outer) != len(squeezed):
+            return None
+        inner = squeeze_ranges(body.reduction_ranges)
+        inner_names = inner_vars("r", len(inner))
+        idx = unsqueeze_index(body.ranges, _reshaped(squeezed, outer, xs))
+        ridx = unsqueeze_index(body.reduction_ranges, inner_names)
+        value, store = body.loader(idx, ridx), buf.layout.index(idx)
+    ranges = dict(zip(xs, outer)) | dict(zip(inner_names, inner))
+    if value_needs_simplify(value) or store.has(FloorDiv, IndexMod):
+        value = map_loads(
+            value, lambda ld: Load(ld.buffer, simplify_with_ranges(ld.index, ranges), ld.dtype)
+        )
+        store = simplify_with_ranges(store, ranges)
+    return value, store, inner
+
+
+def _matching_prefix(ranges, outer) -> int | None:
+    """k with prod(ranges[:k]) == prod(outer), or None."""
+    if tuple(ranges[: len(outer)]) == tuple(outer):
+        return len(outer)
+    target = numel(outer)
+    running = sympy.Integer(1)
+    for k in range(len(ranges) + 1):
+        if running == target:
+            return k
+        if k < len(ranges):
+            running = running * ranges[k]
+    return None
+
+
+def _reshaped(ranges, outer, xs):
+    if tuple(ranges) == tuple(outer):
+        return tuple(xs)
+    return tuple(reshape_index(tuple(ranges), tuple(outer), xs))
+
+
+def value_needs_simplify(value) -> bool:
+    return any(load.index.has(FloorDiv, IndexMod) for load in expr_loads(value))
+
+
+def map_loads(expr, fn):
+    """`expr` with every Load replaced by fn(load) (shared subtrees mapped once)."""
+    memo: dict[int, object] = {}
+
+    def visit(e):
+        key = id(e)
+        if key in memo:
+            return memo[key]
+        if isinstance(e, Load):
+            result = fn(e)
+        elif isinstance(e, Op):
+            result = Op(e.name, tuple(visit(a) for a in e.args), e.dtype)
+        else:
+            result = e
+        memo[key] = result
+        return result
+
+    return visit(expr)
 
 
 def plan_kernel(bufs: list[ComputedBuffer]) -> tuple | None:
@@ -107,19 +181,14 @@ def plan_kernel(bufs: list[ComputedBuffer]) -> tuple | None:
     items: list = []
     placed: dict[str, tuple] = {}  # buffer -> (item position, store index, inner prefix)
     for buf in bufs:
-        if isinstance(buf.body, Pointwise):
-            ranges = squeeze_ranges(buf.body.ranges)
-            if ranges[:n] != outer:
-                return None
-            inner = ranges[n:]
-            kind = "pointwise" if inner else None
-        else:
-            if squeeze_ranges(buf.body.ranges) != outer:
-                return None
-            inner = squeeze_ranges(buf.body.reduction_ranges)
-            kind = "reduction"
+        kind = None if isinstance(buf.body, Pointwise) else "reduction"
         prefix = "r" if kind == "reduction" else "y"
-        value, store = node_body(buf, n, prefix)
+        body = node_body(buf, outer, prefix)
+        if body is None:
+            return None
+        value, store, inner = body
+        if kind is None and inner:
+            kind = "pointwise"
         reads_from_last = False
         for load in expr_loads(value):
             if load.buffer not in placed:
@@ -180,7 +249,8 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
                 produced_at[f"{buf.name}_{i}"] = len(steps) - 1
             produced_at[buf.name] = len(steps) - 1
             continue
-        value, _ = node_body(buf, len(squeeze_ranges(buf.body.ranges)), "r")
+        natural = () if isinstance(buf.body, Pointwise) else squeeze_ranges(buf.body.ranges)
+        value = node_body(buf, natural, "r")[0]
         earliest = max((produced_at.get(load.buffer, -1) for load in expr_loads(value)), default=-1)
         candidates = [earliest] if earliest >= 0 else []
         candidates += [
@@ -220,7 +290,7 @@ def _finish(steps, by_name, output_buffers) -> list:
             continue
         (_outer, _items), names = step
         for name in names:
-            value, _ = node_body(by_name[name], len(_outer), "y")
+            value = node_body(by_name[name], _outer, "y")[0]
             for load in expr_loads(value):
                 readers.setdefault(load.buffer, set()).add(position)
     result = []
@@ -262,8 +332,7 @@ def _local_buffers(outer, items, names, by_name, readers, position, output_buffe
             other
             for other in names
             if any(
-                load.buffer == name
-                for load in expr_loads(node_body(by_name[other], len(outer), "y")[0])
+                load.buffer == name for load in expr_loads(node_body(by_name[other], outer, "y")[0])
             )
         ]
         if all(item_of[other] == item_of[name] for other in readers_here):

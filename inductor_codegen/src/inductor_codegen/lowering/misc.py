@@ -179,3 +179,14 @@ def _extern(ctx, node, *args, **kwargs):
 
 for _op in EXTERN_KERNELS:
     register_lowering(_op)(_extern)
+
+
+@register_lowering(aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default)
+def empty(ctx, node, *args, **kwargs):
+    """Uninitialized memory: any value is correct; zeros keep results reproducible."""
+    return full(ctx, node, None, 0)
+
+
+@register_lowering(aten.empty_strided.default)
+def empty_strided(ctx, node, size, stride, **kwargs):
+    return full(ctx, node, None, 0)

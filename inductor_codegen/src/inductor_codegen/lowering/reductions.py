@@ -243,3 +243,47 @@ def native_layer_norm(ctx, node, x, normalized_shape, weight, bias, eps):
     out = TensorValue(x.dtype, x.size, normed)
     rstd = TensorValue(compute, mean_.size, rstd_at)
     return (out, mean_, rstd)
+
+
+@register_lowering(aten.native_batch_norm.default)
+def native_batch_norm(
+    ctx, node, x, weight, bias, running_mean, running_var, training, momentum, eps
+):
+    if training or running_mean is None or running_var is None:
+        args = (x, weight, bias, running_mean, running_var, training, momentum, eps)
+        return ctx.fallback(node, args, {})
+    return _batch_norm_inference(node, x, weight, bias, running_mean, running_var, eps)
+
+
+@register_lowering(aten._native_batch_norm_legit_no_training.default)
+def batch_norm_no_training(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps):
+    return _batch_norm_inference(node, x, weight, bias, running_mean, running_var, eps)
+
+
+def _batch_norm_inference(node, x, weight, bias, running_mean, running_var, eps):
+    """(x - mean) * rsqrt(var + eps) * weight + bias per channel (dim 1), and two empty outputs."""
+    dtype = x.dtype
+    compute = torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
+
+    def channel(value, idx):
+        return cast(value.loader((idx[1],)), compute)
+
+    def load(idx):
+        centered = op(
+            "sub", cast(x.loader(idx), compute), channel(running_mean, idx), dtype=compute
+        )
+        var_eps = op("add", channel(running_var, idx), const(eps, compute), dtype=compute)
+        value = op("mul", centered, op("rsqrt", var_eps, dtype=compute), dtype=compute)
+        if weight is not None:
+            value = op("mul", value, channel(weight, idx), dtype=compute)
+        if bias is not None:
+            value = op("add", value, channel(bias, idx), dtype=compute)
+        return cast(value, dtype)
+
+    out = TensorValue(dtype, x.size, load)
+    vals = node.meta["val"]
+    empties = tuple(
+        TensorValue(v.dtype, tuple(Integer(s) for s in v.shape), lambda i, _d=v.dtype: const(0, _d))
+        for v in vals[1:]
+    )
+    return (out, *empties)
