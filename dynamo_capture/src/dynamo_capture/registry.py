@@ -43,7 +43,8 @@ class Substitute:
     can_constant_fold_through: bool
 
 
-_substitutes: dict[int, Substitute] = {}
+# id -> (the registered object, its stand-in): holding the object keeps its id from reuse.
+_substitutes: dict[int, tuple[object, Substitute]] = {}
 
 
 def allow_in_graph(fn: F | list[F] | tuple[F, ...]) -> Any:
@@ -100,7 +101,7 @@ def substitute_in_graph(
             f"substitute_in_graph expects a function to stand in for, got {original_fn!r}"
         )
     if id(original_fn) in _substitutes:
-        existing = _substitutes[id(original_fn)].traceable
+        existing = _substitutes[id(original_fn)][1].traceable
         raise ValueError(
             f"substitute_in_graph: {original_fn!r} already has a stand-in, "
             f"{existing.__module__}.{existing.__qualname__}"
@@ -121,13 +122,13 @@ def substitute_in_graph(
                     f"{expected}; give it the same parameters or pass skip_signature_check=True"
                 )
         substitute = Substitute(original_fn, traceable_fn, can_constant_fold_through)
-        _substitutes[id(original_fn)] = substitute
+        _substitutes[id(original_fn)] = (original_fn, substitute)
 
         @functools.wraps(original_fn)
         def call_original(*args: Any, **kwargs: Any) -> Any:
             return original_fn(*args, **kwargs)
 
-        _substitutes[id(call_original)] = substitute
+        _substitutes[id(call_original)] = (call_original, substitute)
         call_original.__ember_substitute__ = substitute  # type: ignore[attr-defined]
         return call_original
 
@@ -136,12 +137,10 @@ def substitute_in_graph(
 
 def substitute_for(fn: object) -> Substitute | None:
     """The stand-in registered for `fn`, if any."""
-    substitute = _substitutes.get(id(fn))
-    if substitute is None:
+    registered = _substitutes.get(id(fn))
+    if registered is None or registered[0] is not fn:
         return None
-    if substitute.original is fn or getattr(fn, "__ember_substitute__", None) is substitute:
-        return substitute
-    return None
+    return registered[1]
 
 
 class _EagerOnly(threading.local):

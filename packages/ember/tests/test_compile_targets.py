@@ -82,12 +82,34 @@ def test_callable_objects_and_partials():
         torch.testing.assert_close(compiled(torch.zeros(2)), torch.ones(2))
 
 
-def test_calling_without_capture_says_so_and_never_pretends():
-    compiled = ember.compile(add_one, backend="eager")
-    with pytest.raises(ember.CaptureUnavailableError, match="no bytecode capture"):
-        compiled(torch.ones(2))
-    with pytest.raises(NotImplementedError):
-        compiled(torch.ones(2))
+class RecordingBackend:
+    """A backend that keeps every graph it is given and runs it eagerly."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+
+def test_compiled_function_matches_eager_and_compiles_once():
+    backend = RecordingBackend()
+    compiled = ember.compile(lambda x, y: torch.sin(x) * y + 1, backend=backend)
+    x, y = torch.randn(4), torch.randn(4)
+    torch.testing.assert_close(compiled(x, y), torch.sin(x) * y + 1)
+    torch.testing.assert_close(compiled(y, x), torch.sin(y) * x + 1)
+    assert len(backend.graphs) == 1
+    targets = [n.target for n in backend.graphs[0].graph.nodes if n.op == "call_function"]
+    assert torch.sin in targets
+
+
+def test_a_new_input_type_recompiles():
+    backend = RecordingBackend()
+    compiled = ember.compile(add_one, backend=backend)
+    compiled(torch.ones(2))
+    compiled(torch.ones(2, dtype=torch.float64))
+    assert len(backend.graphs) == 2
 
 
 def test_force_eager_runs_the_original():
@@ -172,10 +194,30 @@ def test_module_wrapper_runs_forward_and_hooks_eagerly_under_force_eager():
     assert seen[-1] == "pre"
 
 
-def test_module_wrapper_without_capture_raises():
-    compiled = ember.compile(Block(), backend="eager")
-    with pytest.raises(ember.CaptureUnavailableError, match="'Block'"):
-        compiled(torch.randn(2, 4))
+def test_compiled_module_matches_eager_and_runs_its_hooks():
+    block = Block()
+    block.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
+    block.register_forward_hook(lambda mod, args, out: out + 100)
+    backend = RecordingBackend()
+    compiled = ember.compile(block, backend=backend)
+    x = torch.randn(2, 4)
+    expected = block(x)
+    assert expected.min() > 50
+    torch.testing.assert_close(compiled(x), expected)
+    assert len(backend.graphs) == 1
+
+
+def test_compiled_module_sees_train_eval_switches():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5))
+    compiled = ember.compile(model, backend="eager")
+    x = torch.randn(8, 4)
+    compiled.eval()
+    torch.testing.assert_close(compiled(x), model(x))
+    compiled.train()
+    torch.manual_seed(0)
+    got = compiled(x)
+    torch.manual_seed(0)
+    torch.testing.assert_close(got, model(x))
 
 
 def test_module_wrapper_deepcopy_is_compiled_with_the_same_settings():

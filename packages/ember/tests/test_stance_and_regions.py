@@ -57,10 +57,40 @@ def test_force_backend_only_with_default():
         assert current_stance().force_backend == "eager"
 
 
+class RecordingBackend:
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+
 def test_eager_then_compile_runs_the_first_call_eagerly():
-    compiled = ember.compile(add_one)
+    backend = RecordingBackend()
+    compiled = ember.compile(add_one, backend=backend)
     with ember.set_stance("eager_then_compile"):
         torch.testing.assert_close(compiled(torch.zeros(1)), torch.ones(1))
+        assert backend.graphs == []
+        torch.testing.assert_close(compiled(torch.zeros(1)), torch.ones(1))
+    assert len(backend.graphs) == 1
+
+
+def test_force_eager_never_calls_the_backend():
+    backend = RecordingBackend()
+    compiled = ember.compile(add_one, backend=backend)
+    with ember.set_stance("force_eager"):
+        compiled(torch.zeros(1))
+    assert backend.graphs == []
+
+
+def test_fail_on_recompile_raises_on_a_new_input_type():
+    compiled = ember.compile(add_one, backend="eager")
+    compiled(torch.zeros(1))
+    with ember.set_stance("fail_on_recompile"):
+        compiled(torch.zeros(1))
+        with pytest.raises(ember.RecompileError):
+            compiled(torch.zeros(1, dtype=torch.int64))
 
 
 def test_disable_runs_eagerly_and_marks_the_function():
@@ -79,22 +109,25 @@ def test_disable_runs_eagerly_and_marks_the_function():
 
 
 def test_recursive_disable_makes_compiled_callees_run_eagerly():
-    compiled = ember.compile(add_one)
+    backend = RecordingBackend()
+    compiled = ember.compile(add_one, backend=backend)
 
     @ember.disable
     def outer(x):
         return compiled(x)
 
     torch.testing.assert_close(outer(torch.zeros(1)), torch.ones(1))
-    with pytest.raises(ember.CaptureUnavailableError):
-        compiled(torch.zeros(1))
+    assert backend.graphs == []
+    compiled(torch.zeros(1))
+    assert len(backend.graphs) == 1
 
 
 def test_non_recursive_disable_leaves_compiled_callees_compiled():
-    compiled = ember.compile(add_one)
+    backend = RecordingBackend()
+    compiled = ember.compile(add_one, backend=backend)
     outer = ember.disable(lambda x: compiled(x), recursive=False)
-    with pytest.raises(ember.CaptureUnavailableError):
-        outer(torch.zeros(1))
+    torch.testing.assert_close(outer(torch.zeros(1)), torch.ones(1))
+    assert len(backend.graphs) == 1
 
 
 def test_disable_of_a_module_calls_it():
@@ -174,9 +207,13 @@ def test_explain_without_capture_says_so():
         ember.explain(3)
 
 
-def test_last_artifacts_before_anything_compiled():
-    compiled = ember.compile(add_one)
-    with pytest.raises(ember.CaptureUnavailableError):
+def test_last_artifacts_before_and_after_a_compile():
+    compiled = ember.compile(add_one, backend="eager")
+    with pytest.raises(ember.EmberError, match="has not been compiled yet"):
         ember.last_artifacts(compiled)
+    compiled(torch.zeros(1))
+    artifacts = ember.last_artifacts(compiled)
+    assert "add" in artifacts.graph_code
+    assert "def " in artifacts.guard_code
     with pytest.raises(ember.InvalidArgumentError, match="was not returned by ember.compile"):
         ember.last_artifacts(add_one)

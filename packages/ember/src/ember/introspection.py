@@ -7,6 +7,7 @@ from typing import Any
 
 import dynamo_capture
 from ember.api import compiled_callable_of
+from ember.errors import EmberError
 
 __all__ = ["explain", "last_artifacts"]
 
@@ -34,9 +35,10 @@ def last_artifacts(compiled: Callable[..., Any]) -> Any:
     """The readable artifacts of the last compile of a compiled function or module:
     transformed code, guard source, captured graphs, AOT graphs, kernels. Stable API."""
     runner = compiled_callable_of(compiled)
-    artifacts = getattr(runner, "artifacts", None)
+    artifacts = runner.last_artifacts
     if artifacts is None:
-        raise dynamo_capture.CaptureUnavailableError(
-            "nothing has been compiled yet: this version of ember has no bytecode capture"
+        raise EmberError(
+            f"{getattr(compiled, '__name__', type(compiled).__name__)} has not been compiled "
+            "yet: call it once first"
         )
     return artifacts
