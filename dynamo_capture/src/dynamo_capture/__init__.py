@@ -8,7 +8,10 @@ from dynamo_capture.errors import (
     CaptureUnavailableError,
     RecompileError,
     StanceError,
+    Unsupported,
+    UserLocation,
 )
+from dynamo_capture.explain import ExplainOutput, GraphBreak, explain
 from dynamo_capture.optimize import CompiledCallable, optimize, reset
 from dynamo_capture.registry import (
     Substitute,
@@ -30,6 +33,8 @@ __all__ = [
     "CaptureError",
     "CaptureUnavailableError",
     "CompiledCallable",
+    "ExplainOutput",
+    "GraphBreak",
     "RecompileError",
     "Stance",
     "StanceError",
@@ -40,6 +45,7 @@ __all__ = [
     "disable",
     "disabled_reason",
     "eager_only_depth",
+    "explain",
     "is_allowed_in_graph",
     "is_compiling",
     "is_exporting",
@@ -48,4 +54,6 @@ __all__ = [
     "set_stance",
     "substitute_for",
     "substitute_in_graph",
+    "Unsupported",
+    "UserLocation",
 ]

@@ -1,0 +1,218 @@
+"""The cache: guards, recompiles and their reasons, the recompile limit, stances, logs."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import pytest
+import torch
+
+import dynamo_capture
+from dynamo_capture import RecompileError, set_stance
+from guards import artifact_logger
+
+
+@contextlib.contextmanager
+def logging_on(*names):
+    loggers = [artifact_logger(name) for name in names]
+    saved = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, saved, strict=True):
+            logger.setLevel(level)
+
+
+def compiled(fn, backend, **settings):
+    return dynamo_capture.optimize(fn, backend=backend, fullgraph=True, **settings)
+
+
+def scale(x, factor):
+    return x * factor
+
+
+def test_cache_hit_runs_without_capture(backend):
+    fn = compiled(scale, backend)
+    x = torch.randn(3)
+    for _ in range(3):
+        torch.testing.assert_close(fn(x, 2), x * 2)
+    assert len(backend.graphs) == 1
+    assert fn.entries[0].hits == 2
+
+
+@pytest.mark.parametrize(
+    "first, second, guard",
+    [
+        ((torch.randn(3), 2), (torch.randn(4), 2), "TENSOR_MATCH"),
+        ((torch.randn(3), 2), (torch.randn(3, dtype=torch.float64), 2), "TENSOR_MATCH"),
+        ((torch.randn(3), 2), (torch.randn(3), 3), "EQUALS_MATCH"),
+        ((torch.randn(3), 2), (torch.randn(3), 2.0), "EQUALS_MATCH"),
+        ((torch.randn(3), 2), (torch.randn(3, requires_grad=True), 2), "TENSOR_MATCH"),
+        ((torch.randn(4, 4), 2), (torch.randn(4, 4).t(), 2), "TENSOR_MATCH"),
+    ],
+)
+def test_guard_failure_recompiles_and_says_why(first, second, guard, backend, capsys):
+    fn = compiled(scale, backend)
+    torch.testing.assert_close(fn(*first), scale(*first))
+    with logging_on("recompiles"):
+        torch.testing.assert_close(fn(*second), scale(*second))
+    assert len(fn.entries) == 2
+    assert f"Recompiling scale: {guard} failed on L[" in capsys.readouterr().err
+
+
+def test_global_value_is_guarded(backend):
+    global FACTOR
+    FACTOR = 2
+
+    def use_global(x):
+        return x * FACTOR
+
+    fn = compiled(use_global, backend)
+    x = torch.randn(3)
+    torch.testing.assert_close(fn(x), x * 2)
+    FACTOR = 5
+    torch.testing.assert_close(fn(x), x * 5)
+    assert len(fn.entries) == 2
+
+
+def test_closure_value_is_guarded(backend):
+    def make(k):
+        def inner(x):
+            return x + k
+
+        return inner
+
+    inner = make(1)
+    fn = compiled(inner, backend)
+    x = torch.randn(2)
+    torch.testing.assert_close(fn(x), x + 1)
+    inner.__closure__[0].cell_contents = 7
+    torch.testing.assert_close(fn(x), x + 7)
+
+
+def test_grad_mode_is_guarded(backend):
+    fn = compiled(lambda x: x * 2, backend)
+    x = torch.randn(3, requires_grad=True)
+    assert fn(x).requires_grad
+    with torch.no_grad():
+        assert not fn(x).requires_grad
+    assert len(fn.entries) == 2
+
+
+def test_recompile_limit_then_eager(backend, capsys):
+    fn = compiled(scale, backend, recompile_limit=3)
+    x = torch.randn(2)
+    for factor in range(6):
+        torch.testing.assert_close(fn(x, factor), x * factor)
+    assert len(fn.entries) == 3
+    assert len(backend.graphs) == 3
+    assert "hit the recompile limit (3)" in capsys.readouterr().err
+
+
+def test_default_recompile_limit_is_eight(backend):
+    fn = compiled(scale, backend)
+    x = torch.randn(2)
+    for factor in range(12):
+        fn(x, factor)
+    assert len(fn.entries) == 8
+
+
+def test_force_eager_stance(backend):
+    fn = compiled(scale, backend)
+    with set_stance("force_eager"):
+        torch.testing.assert_close(fn(torch.ones(2), 3), torch.full((2,), 3.0))
+    assert not backend.graphs
+
+
+def test_eager_on_recompile_stance(backend):
+    fn = compiled(scale, backend)
+    fn(torch.ones(2), 2)
+    with set_stance("eager_on_recompile"):
+        torch.testing.assert_close(fn(torch.ones(2), 3), torch.full((2,), 3.0))
+    assert len(fn.entries) == 1
+
+
+def test_fail_on_recompile_stance(backend):
+    fn = compiled(scale, backend)
+    fn(torch.ones(2), 2)
+    with set_stance("fail_on_recompile"):
+        fn(torch.ones(2), 2)  # a hit is fine
+        with pytest.raises(RecompileError, match="EQUALS_MATCH"):
+            fn(torch.ones(2), 3)
+
+
+def test_eager_then_compile_stance(backend):
+    fn = compiled(scale, backend)
+    with set_stance("eager_then_compile"):
+        fn(torch.ones(2), 2)
+        assert not backend.graphs
+        fn(torch.ones(2), 2)
+        assert len(backend.graphs) == 1
+
+
+def test_force_backend_stance(backend):
+    other = type(backend)()
+    fn = compiled(scale, backend)
+    with set_stance("default", force_backend=other):
+        fn(torch.ones(2), 2)
+    assert len(other.graphs) == 1 and not backend.graphs
+
+
+def test_reset_drops_entries(backend):
+    fn = compiled(scale, backend)
+    fn(torch.ones(2), 2)
+    dynamo_capture.reset()
+    fn(torch.ones(2), 2)
+    assert len(backend.graphs) == 2
+
+
+def test_disable_region_runs_compiled_code_eagerly(backend):
+    fn = compiled(scale, backend)
+
+    @dynamo_capture.disable
+    def outer(x):
+        return fn(x, 2)
+
+    torch.testing.assert_close(outer(torch.ones(2)), torch.full((2,), 2.0))
+    assert not backend.graphs
+
+
+def test_guard_filter_drops_guards(backend):
+    from guards import skip_all_guards_unsafe
+
+    fn = compiled(scale, backend, guard_filter_fn=skip_all_guards_unsafe)
+    fn(torch.ones(2), 2)
+    assert fn(torch.ones(2), 3).tolist() == [2.0, 2.0]  # stale entry reused: documented unsafe
+
+
+def test_guard_filter_sees_entries(backend):
+    seen = []
+
+    def keep_all(entries):
+        seen.extend(entries)
+        return [True] * len(entries)
+
+    fn = compiled(scale, backend, guard_filter_fn=keep_all)
+    fn(torch.ones(2), 2)
+    kinds = {entry.guard_type for entry in seen}
+    assert {"TENSOR_MATCH", "EQUALS_MATCH", "GLOBAL_STATE"} <= kinds
+    assert any(entry.name == "L['x']" for entry in seen)
+
+
+def test_guard_source_is_readable(backend):
+    fn = compiled(scale, backend)
+    fn(torch.ones(2, 3), 2)
+    source = fn.last_artifacts.guard_code
+    assert "L['x']" in source and "(2, 3)" in source and "L['factor']" in source
+    assert "___compiled(L['x'])" in fn.last_artifacts.entry_code
+
+
+def test_logs_graph_and_guards(backend, capsys):
+    fn = compiled(scale, backend)
+    with logging_on("graph", "guards"):
+        fn(torch.ones(2), 2)
+    text = capsys.readouterr().err
+    assert "def forward" in text and "def ___guard" in text

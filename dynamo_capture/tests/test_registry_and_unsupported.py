@@ -1,0 +1,192 @@
+"""allow_in_graph, substitute_in_graph, disable; Unsupported with fullgraph; eager fallback; explain."""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+
+import dynamo_capture
+from dynamo_capture import Unsupported
+
+
+def compiled(fn, backend, fullgraph=True):
+    return dynamo_capture.optimize(fn, backend=backend, fullgraph=fullgraph)
+
+
+def opaque(x):
+    if x.sum() > 0:  # data-dependent: capture could not trace this
+        return x * 2
+    return x * 3
+
+
+dynamo_capture.allow_in_graph(opaque)
+
+
+def test_allow_in_graph_is_one_node(backend):
+    fn = compiled(lambda x: opaque(x + 1) - 1, backend)
+    x = torch.randn(4)
+    torch.testing.assert_close(fn(x), opaque(x + 1) - 1)
+    targets = [node.target for node in backend.graphs[0].graph.nodes]
+    assert opaque in targets
+
+
+def index_of_stand_in(a, b, /):
+    for i, item in enumerate(a):
+        if item is b or item == b:
+            return i
+    raise ValueError("sequence.index(x): x not in sequence")
+
+
+index_of = dynamo_capture.substitute_in_graph(operator.indexOf)(index_of_stand_in)
+
+
+def test_substitute_in_graph_is_traced(backend):
+    def fn(x):
+        return x * operator.indexOf([3, 4, 5], 5)
+
+    torch.testing.assert_close(compiled(fn, backend)(torch.ones(2)), torch.full((2,), 2.0))
+
+
+def test_substitute_signature_checked():
+    def wrong(a, b, c):
+        return 0
+
+    with pytest.raises(TypeError, match="does not match"):
+        dynamo_capture.substitute_in_graph(operator.countOf)(wrong)
+
+
+def test_substitute_constant_fold(backend):
+    import math
+
+    @dynamo_capture.substitute_in_graph(
+        math.gcd, can_constant_fold_through=True, skip_signature_check=True
+    )
+    def gcd(*integers):
+        raise AssertionError("folded, never traced")
+
+    fn = compiled(lambda x: x * math.gcd(12, 18), backend)
+    torch.testing.assert_close(fn(torch.ones(1)), torch.full((1,), 6.0))
+
+
+@dynamo_capture.disable
+def disabled_helper(x):
+    return x + 100
+
+
+def uses_disabled(x):
+    return disabled_helper(x) * 2
+
+
+def test_disable_inside_fullgraph_raises(backend):
+    with pytest.raises(Unsupported, match="must run eagerly"):
+        compiled(uses_disabled, backend)(torch.ones(2))
+
+
+def test_disable_inside_runs_frame_eagerly(backend, capsys):
+    from guards import artifact_logger
+
+    artifact_logger("graph_breaks").setLevel("INFO")
+    try:
+        fn = compiled(uses_disabled, backend, fullgraph=False)
+        torch.testing.assert_close(fn(torch.ones(2)), torch.full((2,), 202.0))
+        torch.testing.assert_close(fn(torch.ones(2)), torch.full((2,), 202.0))
+    finally:
+        artifact_logger("graph_breaks").setLevel("WARNING")
+    assert not backend.graphs
+    assert len(fn.entries) == 1  # the eager entry is cached: no second capture
+    assert "running uses_disabled eagerly" in capsys.readouterr().err
+
+
+def data_dependent(x):
+    y = x + 1
+    if y.sum() > 0:
+        return y
+    return -y
+
+
+def prints(x):
+    print("hello")
+    return x
+
+
+def item_in_python(x):
+    return x * x.sum().item()
+
+
+def mutates_global_list(x):
+    SEEN.append(x)
+    return x
+
+
+SEEN = []
+
+
+def sets_attribute(x, obj):
+    obj.cache = x
+    return x
+
+
+class Holder:
+    pass
+
+
+UNSUPPORTED = [
+    (data_dependent, (torch.randn(3),), "data-dependent control flow"),
+    (prints, (torch.randn(3),), "print"),
+    (item_in_python, (torch.randn(3),), "item"),
+    (mutates_global_list, (torch.randn(3),), "side effect"),
+    (sets_attribute, (torch.randn(3), Holder()), "attribute 'cache'"),
+]
+
+
+@pytest.mark.parametrize("fn, args, words", UNSUPPORTED, ids=[u[0].__name__ for u in UNSUPPORTED])
+def test_fullgraph_error_names_construct_file_and_line(fn, args, words, backend):
+    with pytest.raises(Unsupported) as info:
+        compiled(fn, backend)(*args)
+    message = str(info.value)
+    assert words in message
+    assert __file__ in message
+    line = fn.__code__.co_firstlineno
+    assert any(loc.line > line for loc in info.value.where)
+
+
+@pytest.mark.parametrize("fn, args, words", UNSUPPORTED, ids=[u[0].__name__ for u in UNSUPPORTED])
+def test_without_fullgraph_result_is_eager(fn, args, words, backend):
+    SEEN.clear()
+    expected = fn(*args)
+    SEEN.clear()
+    got = compiled(fn, backend, fullgraph=False)(*args)
+    torch.testing.assert_close(got, expected)
+    if fn is mutates_global_list:
+        assert len(SEEN) == 1
+
+
+def test_error_in_inlined_function_lists_call_chain(backend):
+    def outer(x):
+        return data_dependent(x) + 1
+
+    with pytest.raises(Unsupported) as info:
+        compiled(outer, backend)(torch.randn(3))
+    names = [loc.function for loc in info.value.where]
+    assert names[-2:] == ["outer", "data_dependent"]
+
+
+def test_explain_reports_graphs_and_guards():
+    def fn(x, y):
+        return (x @ y).relu().sum(-1)
+
+    report = dynamo_capture.explain(fn)(torch.randn(2, 3), torch.randn(3, 4))
+    assert report.graph_count == 1 and report.graph_break_count == 0
+    assert any("L['x']" in guard for guard in report.guards)
+    assert len(report.ops_per_graph[0]) == 3
+    assert "Graph count: 1" in str(report)
+
+
+def test_explain_reports_break_reason_with_line():
+    report = dynamo_capture.explain(data_dependent)(torch.randn(3))
+    assert report.graph_count == 0 and report.graph_break_count == 1
+    location = report.break_reasons[0].location
+    assert location.filename == __file__
+    assert location.text == "if y.sum() > 0:"
