@@ -63,7 +63,7 @@ def test_option_of_the_wrong_type():
 
 def test_mode_and_options_that_agree_are_accepted():
     compiled = ember.compile(
-        f, mode="max-autotune", options={"max_autotune": True, "cpp.threads": 2}
+        f, mode="max-autotune", options={"max_autotune": True, "compile_threads": 2}
     )
     assert callable(compiled)
 

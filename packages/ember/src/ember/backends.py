@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ember.errors import BackendNotFoundError, InvalidArgumentError, StageUnavailableError
+from guards import artifact_logger
 
 __all__ = [
     "BUILTIN_BACKENDS",
@@ -76,7 +77,7 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
                 "use backend='eager' meanwhile"
             ) from error
         table = options.get("decompositions") or inductor_default
-        codegen_options = {k: v for k, v in options.items() if k not in _CAPTURE_OPTIONS}
+        codegen_options = _codegen_options(options)
 
         def compile_part(graph: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
             return compile_graph(graph, inputs, options=codegen_options)
@@ -102,7 +103,21 @@ def make_cudagraphs(options: Mapping[str, Any]) -> Backend:
     return cudagraphs
 
 
-_CAPTURE_OPTIONS = ("guard_filter_fn", "recompile_limit", "decompositions")
+def _codegen_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The compile_graph options that ember.compile's options set."""
+    from ember.config import OPTIONS
+
+    codegen: dict[str, Any] = {}
+    for name, value in options.items():
+        option = OPTIONS[name]
+        if option.codegen_name is not None and value is not None:
+            codegen[option.codegen_name] = value
+        elif option.gpu_only and value != option.default:
+            artifact_logger("perf_hints").info(
+                "option %s=%r has no effect: this version generates CPU code only", name, value
+            )
+    return codegen
+
 
 # name -> factory(options) -> backend; the options come from ember.compile.
 BUILTIN_BACKENDS: dict[str, Callable[[Mapping[str, Any]], Backend]] = {

@@ -20,78 +20,90 @@ __all__ = ["MODES", "OPTIONS", "Option", "resolve_options"]
 
 @dataclass(frozen=True, slots=True)
 class Option:
-    """One compile option. `applies_to` names the backends that read it (empty: all)."""
+    """One compile option.
+
+    `applies_to` names the backends that read it (empty: every backend);
+    `codegen_name` is the `inductor_codegen.compile_graph` option it becomes;
+    `gpu_only` marks options that only change GPU code generation.
+    """
 
     name: str
     type: type | tuple[type, ...]
     default: Any
     help: str
     applies_to: tuple[str, ...] = ()
+    codegen_name: str | None = None
+    gpu_only: bool = False
 
 
 _CODEGEN = ("inductor",)
 _AOT = ("inductor", "aot_eager")
+_NONE = type(None)
 
 OPTIONS: dict[str, Option] = {
     option.name: option
     for option in (
         Option(
             "guard_filter_fn",
-            (type(None), Callable),  # type: ignore[arg-type]
+            (_NONE, Callable),  # type: ignore[arg-type]
             None,
             "fn(entries) -> list[bool]: which guards of each compiled frame to keep",
         ),
         Option("recompile_limit", int, 8, "compiled entries per function before running eagerly"),
         Option(
             "decompositions",
-            (type(None), Mapping),
+            (_NONE, Mapping),
             None,
             "a prim_decomp.DecompositionTable used instead of the backend's default table",
             _AOT,
         ),
         Option(
+            "cache_dir",
+            (_NONE, str),
+            None,
+            "where compiled kernels are cached (default: $EMBER_CACHE_DIR or ~/.cache/ember)",
+            _CODEGEN,
+            codegen_name="cache_dir",
+        ),
+        Option(
+            "compile_threads",
+            (_NONE, int),
+            None,
+            "C++ compiler processes run at once (default: the CPU count)",
+            _CODEGEN,
+            codegen_name="compile_workers",
+        ),
+        Option(
+            "cpp.cxx",
+            (_NONE, str),
+            None,
+            "the C++ compiler for CPU kernels (default: $CXX or g++)",
+            _CODEGEN,
+            codegen_name="cxx",
+        ),
+        Option(
+            "cpp.cxx_flags",
+            (_NONE, tuple, list),
+            None,
+            "flags for the C++ compiler (default: -O3 -march=native -fopenmp ...)",
+            _CODEGEN,
+            codegen_name="cxx_flags",
+        ),
+        Option(
             "max_autotune",
             bool,
             False,
-            "benchmark kernel configurations and keep the fastest",
+            "benchmark GPU kernel configurations and keep the fastest",
             _CODEGEN,
+            gpu_only=True,
         ),
         Option(
-            "max_autotune_gemm",
+            "triton.cudagraphs",
             bool,
             False,
-            "try generated matmul templates against the library",
+            "replay compiled GPU graphs with CUDA graphs",
             _CODEGEN,
-        ),
-        Option(
-            "epilogue_fusion",
-            bool,
-            True,
-            "fuse pointwise epilogues into matmul templates",
-            _CODEGEN,
-        ),
-        Option(
-            "triton.cudagraphs", bool, False, "replay compiled graphs with CUDA graphs", _CODEGEN
-        ),
-        Option(
-            "cpp.threads",
-            (type(None), int),
-            None,
-            "OpenMP threads of CPU kernels (None: all cores)",
-            _CODEGEN,
-        ),
-        Option(
-            "fallback_random",
-            bool,
-            False,
-            "random ops call ATen so results match eager exactly",
-            _CODEGEN,
-        ),
-        Option(
-            "debug_dir",
-            (type(None), str),
-            None,
-            "a folder that receives every artifact of each compile",
+            gpu_only=True,
         ),
     )
 }

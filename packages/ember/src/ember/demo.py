@@ -49,7 +49,9 @@ def _time_calls(fn, tokens: torch.Tensor, steps: int) -> float:
     return (time.perf_counter() - start) / steps
 
 
-def run_backend(model: torch.nn.Module, tokens: torch.Tensor, backend: str, steps: int) -> bool:
+def run_backend(
+    model: torch.nn.Module, tokens: torch.Tensor, backend: str, steps: int, show: bool
+) -> bool:
     """Compile `model` with `backend`, check it against eager, and print what happened."""
     print(f"\n== backend {backend!r}")
     compiled = ember.compile(model, backend=backend)
@@ -57,23 +59,32 @@ def run_backend(model: torch.nn.Module, tokens: torch.Tensor, backend: str, step
     try:
         with torch.no_grad():
             result = compiled(tokens)
-    except (ember.CaptureUnavailableError, ember.StageUnavailableError) as unavailable:
+    except ember.StageUnavailableError as unavailable:
         print(f"   not available in this version: {unavailable}")
         return False
     compile_seconds = time.perf_counter() - start
     with torch.no_grad():
         expected = model(tokens)
         torch.testing.assert_close(result, expected, rtol=1e-4, atol=1e-4)
+        _time_calls(model, tokens, 2)  # warm up both before timing
+        _time_calls(compiled, tokens, 2)
         eager = _time_calls(model, tokens, steps)
         fast = _time_calls(compiled, tokens, steps)
     print(f"   matches eager: yes (max abs diff {(result - expected).abs().max().item():.2e})")
     print(f"   first call (compile + run): {compile_seconds * 1e3:.1f} ms")
     print(f"   per call: eager {eager * 1e6:.0f} us, ember {fast * 1e6:.0f} us")
-    try:
-        artifacts = ember.last_artifacts(compiled)
-    except ember.CaptureUnavailableError:
-        return True
-    print("   artifacts:", ", ".join(getattr(artifacts, "names", lambda: [])()) or artifacts)
+    artifacts = ember.last_artifacts(compiled)
+    graph_lines = [line for line in artifacts.graph_code.splitlines() if " = " in line]
+    checks = artifacts.guard_code.count(" and\n") + 1
+    print(
+        f"   captured one graph of {len(graph_lines)} statements in "
+        f"{artifacts.capture_seconds * 1e3:.0f} ms; backend {artifacts.backend_seconds * 1e3:.0f} ms; "
+        f"guard function of {checks} checks"
+    )
+    if show:
+        print(artifacts.graph_code)
+        print(artifacts.guard_code)
+        print(artifacts.entry_code)
     return True
 
 
@@ -81,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", action="append", help="backend(s) to try (default: all)")
     parser.add_argument("--steps", type=int, default=20, help="timed calls per backend")
+    parser.add_argument("--show", action="store_true", help="print the graph, guards and code")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     model = TinyTransformer().eval()
@@ -88,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ember {ember.__version__}, torch {torch.__version__}")
     print("backends:", ", ".join(ember.list_backends()))
     backends = args.backend or ["eager", "aot_eager", "inductor"]
-    worked = [b for b in backends if run_backend(model, tokens, b, args.steps)]
+    worked = [b for b in backends if run_backend(model, tokens, b, args.steps, args.show)]
     print(f"\n{len(worked)} of {len(backends)} backends compiled and matched eager:", worked)
     return 0
 
