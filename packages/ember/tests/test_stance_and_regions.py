@@ -199,10 +199,17 @@ def test_is_compiling_is_false_eagerly():
     assert ember.is_exporting() is False
 
 
-def test_explain_without_capture_says_so():
-    explained = ember.explain(add_one)
-    with pytest.raises(ember.CaptureUnavailableError, match="explain"):
-        explained(torch.ones(1))
+def test_explain_reports_graphs_breaks_and_guards():
+    def program(x):
+        y = torch.sin(x) + 1
+        return y * 2
+
+    report = ember.explain(program)(torch.ones(3))
+    torch.testing.assert_close(report.result, (torch.sin(torch.ones(3)) + 1) * 2)
+    assert report.graph_count == 1
+    assert report.graph_break_count == 0
+    assert torch.sin in report.ops_per_graph[0]
+    assert any("L['x']" in guard for guard in report.guards)
     with pytest.raises(TypeError):
         ember.explain(3)
 

@@ -13,22 +13,12 @@ __all__ = ["explain", "last_artifacts"]
 
 
 def explain(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`ember.explain(fn)(*args)`: capture `fn` on these arguments without running a
-    backend, and return the graphs, the graph breaks (reason and user source line)
-    and the guards. Stable API."""
+    """`ember.explain(fn)(*args)`: capture `fn` on these arguments with a recording
+    backend and return the graphs, the graph breaks (reason and user source line)
+    and the guards, as an `ExplainOutput`. Stable API."""
     if not callable(fn):
         raise TypeError(f"ember.explain expects a callable, got {type(fn).__name__}")
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        capture_explain = getattr(dynamo_capture, "explain", None)
-        if capture_explain is None:
-            raise dynamo_capture.CaptureUnavailableError(
-                "ember.explain needs bytecode capture (dynamo_capture), which this version "
-                "does not provide yet"
-            )
-        return capture_explain(fn)(*args, **kwargs)
-
-    return run
+    return dynamo_capture.explain(fn)
 
 
 def last_artifacts(compiled: Callable[..., Any]) -> Any:
