@@ -18,9 +18,12 @@ import torch
 import torch.utils._pytree as pytree
 from torch import fx
 
+import guards
 from aot_autograd.tracer import AtenTracer, GraphRecorder, TensorRecord
 
 __all__ = ["OutputSpec", "TracedProgram", "trace_program", "tracing_value"]
+
+_log = guards.artifact_logger("aot_graphs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,18 +186,61 @@ def _cuda_devices(values: Sequence[Any]) -> list[int]:
     )
 
 
+def _fake_mode_for(example_inputs: Sequence[Any]) -> Any:
+    """The guards FakeTensorMode of the example inputs' fakes, or a new one."""
+    for x in example_inputs:
+        if guards.is_fake(x):
+            return x.fake_mode
+    return guards.FakeTensorMode()
+
+
+def _fake_tracing_value(x: Any, requires_grad: bool, mode: Any) -> Any:
+    """A fake of example input `x` to trace on, a leaf requiring grad if asked."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    if guards.is_fake(x):
+        value = x.detach()
+    else:
+        value = mode.from_real(x.detach() if _is_real(x) else _materialize(x))
+    return value.requires_grad_(requires_grad)
+
+
 def trace_program(
     fn: Callable,
     example_inputs: Sequence[Any],
     *,
     decompositions: Mapping | None = None,
     joint: bool = True,
+    fake: bool = True,
 ) -> TracedProgram:
-    """Trace `fn(*example_inputs)` to a functional ATen graph (joint when `joint`)."""
-    values = [
-        tracing_value(x, joint and isinstance(x, torch.Tensor) and x.requires_grad)
-        for x in example_inputs
-    ]
+    """Trace `fn(*example_inputs)` to a functional ATen graph (joint when `joint`).
+
+    With `fake` (the default) tracing runs on guards fakes: no real compute. Where
+    fakes cannot follow (a value read into Python, an op without a fake rule) it
+    runs again on private copies of the inputs, and logs why.
+    """
+    if fake:
+        mode = _fake_mode_for(example_inputs)
+        try:
+            with mode:
+                return _trace(fn, example_inputs, decompositions, joint, mode)
+        except guards.GuardsError as error:
+            _log.info("tracing on fakes failed (%s); tracing on real tensors", error)
+    return _trace(fn, example_inputs, decompositions, joint, None)
+
+
+def _trace(
+    fn: Callable,
+    example_inputs: Sequence[Any],
+    decompositions: Mapping | None,
+    joint: bool,
+    mode: Any,
+) -> TracedProgram:
+    wants_grad = [joint and isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs]
+    if mode is None:
+        values = [tracing_value(x, g) for x, g in zip(example_inputs, wants_grad)]
+    else:
+        values = [_fake_tracing_value(x, g, mode) for x, g in zip(example_inputs, wants_grad)]
     recorder = GraphRecorder()
     for i, value in enumerate(values):
         recorder.add_input(f"primals_{i + 1}", value, i)

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 from torch import fx
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from aot_autograd.errors import AotAutogradError, UnsupportedMutationError
 from aot_autograd.mutations import functional_variant, mutated_arguments
@@ -178,7 +178,11 @@ class GraphRecorder:
             record = self.record_of(args[0])
             record.base.fresh = True
             if record.node.op == "get_attr":
-                self.constants[record.node.target] = args[0].detach().clone()
+                with _disable_current_modes():  # a real copy, even under a fake mode
+                    self.constants[record.node.target] = args[0].detach().clone()
+            if out is not args[0]:  # under a fake mode, the fake of the new tensor
+                self.records[id(out)] = record
+                self._alive.append(out)
             return
         if op is aten.native_batch_norm.default and args[5] and args[3] is not None:
             self._record_batch_norm(args, kwargs, out)
