@@ -302,3 +302,33 @@ def test_local_names_never_shadow_builtins():
     guards.add_equals(LocalSource("tuple"), (1, 2))
     L = {"type": torch.randn(2), "len": [3], "tuple": (1, 2)}  # noqa: N806
     assert _both(guards, L) == (True, None)
+
+
+def test_parameters_trust_their_identity_like_torch():
+    param = torch.nn.Parameter(torch.randn(4, 4))
+    guards = GuardSet()
+    guard = guards.add_tensor(X, param)
+    assert guard.trust_identity
+    assert _both(guards, {"x": param}) == (True, None)
+    with torch.no_grad():
+        param.data = torch.randn(2, 2)  # not noticed: the documented trade-off
+    assert _both(guards, {"x": param}) == (True, None)
+    param.requires_grad_(False)  # noticed
+    ok, why = _both(guards, {"x": param})
+    assert not ok and "size mismatch" in why
+    other = torch.nn.Parameter(torch.randn(2, 2))
+    ok, why = _both(guards, {"x": other})
+    assert not ok and "size mismatch" in why
+    assert _both(guards, {"x": torch.nn.Parameter(torch.randn(4, 4))}) == (True, None)
+
+
+def test_identity_trust_can_be_turned_off():
+    param = torch.nn.Parameter(torch.randn(4, 4))
+    guards = GuardSet()
+    assert not guards.add_tensor(X, param, trust_identity=False).trust_identity
+    with torch.no_grad():
+        param.data = torch.randn(2, 2)
+    ok, why = _both(guards, {"x": param})
+    assert not ok and "size mismatch" in why
+    plain = GuardSet()
+    assert not plain.add_tensor(X, torch.randn(2)).trust_identity

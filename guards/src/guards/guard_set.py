@@ -178,10 +178,17 @@ class GuardSet:
         return self.add(DictKeysGuard(source, tuple(value.keys())))
 
     def add_tensor(
-        self, source: Source, tensor: torch.Tensor, dynamic_dims: tuple[int, ...] = ()
+        self,
+        source: Source,
+        tensor: torch.Tensor,
+        dynamic_dims: tuple[int, ...] = (),
+        trust_identity: bool | None = None,
     ) -> Guard:
-        """Guard a tensor's class, dtype, device, requires_grad, sizes and strides."""
-        return self.add(TensorMatchGuard.of(source, tensor, dynamic_dims))
+        """Guard a tensor's class, dtype, device, requires_grad, sizes and strides.
+
+        See TensorMatchGuard for `trust_identity` (default: on for parameters and buffers).
+        """
+        return self.add(TensorMatchGuard.of(source, tensor, dynamic_dims, trust_identity))
 
     def add_nn_module(self, source: Source, module: torch.nn.Module) -> Guard:
         """Guard that `source` is this very module, in the same training mode."""

@@ -56,6 +56,14 @@ class TensorMatchGuard(Guard):
 
     Build with `TensorMatchGuard.of(source, tensor)` (a real tensor or a
     FakeTensor); `dynamic_dims` leaves those sizes unchecked.
+
+    `trust_identity`: when the value is the very tensor object seen at compile
+    time (and its requires_grad is unchanged), its other metadata is trusted
+    without checking. This is torch's choice for module parameters and buffers
+    (it skips their tensor guards while the owning dict is unchanged); it is the
+    default for nn.Parameter values and parameter/buffer sources. A parameter
+    whose `.data` is replaced by a tensor of another shape in place is then not
+    noticed; pass `trust_identity=False` where that can happen.
     """
 
     tensor_type: type
@@ -67,6 +75,7 @@ class TensorMatchGuard(Guard):
     is_inference: bool = False
     is_conj: bool = False
     is_neg: bool = False
+    trust_identity: bool = False
     example: Callable[[], Any] = field(default=_dead, compare=False, repr=False)
 
     guard_type: ClassVar[str] = "TENSOR_MATCH"
@@ -75,10 +84,18 @@ class TensorMatchGuard(Guard):
 
     @classmethod
     def of(
-        cls, source: Source, tensor: torch.Tensor, dynamic_dims: tuple[int, ...] = ()
+        cls,
+        source: Source,
+        tensor: torch.Tensor,
+        dynamic_dims: tuple[int, ...] = (),
+        trust_identity: bool | None = None,
     ) -> TensorMatchGuard:
-        """The guard for `tensor` at `source`; a FakeTensor stands for its real class."""
+        """The guard for `tensor` at `source`; a FakeTensor stands for its real class.
+
+        `trust_identity=None` means: trust it for parameters and buffers (see the class).
+        """
         from guards.fake_tensor import FakeTensor
+        from guards.sources import ParamBufferSource
 
         if isinstance(tensor, FakeTensor):
             tensor_type: type = torch.nn.Parameter if tensor.is_parameter else torch.Tensor
@@ -96,6 +113,11 @@ class TensorMatchGuard(Guard):
             example: Callable[[], Any] = weakref.ref(tensor)
         except TypeError:
             example = _dead
+        if trust_identity is None:
+            trust_identity = tensor_type is torch.nn.Parameter or isinstance(
+                source, ParamBufferSource
+            )
+        trust = bool(trust_identity) and not isinstance(tensor, FakeTensor) and example is not _dead
         return cls(
             source,
             tensor_type,
@@ -107,6 +129,7 @@ class TensorMatchGuard(Guard):
             is_inference,
             bool(tensor.is_conj()),
             bool(tensor.is_neg()),
+            trust,
             example,
         )
 
@@ -116,6 +139,12 @@ class TensorMatchGuard(Guard):
 
     def failure(self, value: Any) -> str | None:
         name = self.source.name
+        if (
+            self.trust_identity
+            and value is self.example()
+            and value.requires_grad == self.requires_grad
+        ):
+            return None
         if type(value) is not self.tensor_type:
             return (
                 f"{name!r} type mismatch: expected {_type_name(self.tensor_type)}, "
@@ -174,6 +203,10 @@ class TensorMatchGuard(Guard):
         if self._complex:
             rest.append(f"{v}.is_conj()" if self.is_conj else f"not {v}.is_conj()")
             rest.append(f"{v}.is_neg()" if self.is_neg else f"not {v}.is_neg()")
+        if self.trust_identity:
+            grad = f"{v}.requires_grad" if self.requires_grad else f"not {v}.requires_grad"
+            same = f"({v} is {code.const(self.example, 'example')}() and {grad})"
+            return [(self.rank, f"{same} or ({' and '.join(first + rest)})")]
         return [(self.rank, " and ".join(first)), (self.rank + 5, " and ".join(rest))]
 
     def _sizes_expr(self, v: str) -> str:

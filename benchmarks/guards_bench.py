@@ -1,0 +1,148 @@
+"""Guard check cost: ember's generated guard function next to torch.compile's per-call overhead.
+
+For a function taking 1, 10 and 100 tensors and for a module with 50
+parameters, this builds the guards capture would install (a tensor match per
+tensor, the module identity and training flags, global state, no aliasing
+between tensor inputs), compiles them with `GuardSet.compile()` and times one
+check. In the same run it times `torch.compile(fn, backend="eager")` on the
+same inputs, after warm-up, minus the eager call: torch's whole per-call
+overhead, whose guards run in C++; and torch's guard check alone (its cache
+entry's guard manager, called on the same frame locals).
+
+The function bodies do one op (`torch.stack` of every input), since torch
+skips frames without a graph and would then guard nothing.
+
+    python benchmarks/guards_bench.py
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from guards import AttrSource, GuardSet, ItemSource, LocalSource, NNModuleSource
+
+REPEATS = 7
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    case: str
+    guards: int
+    ember: float
+    torch_guards: float
+    torch_overhead: float
+
+
+def best_microseconds(call, args, number: int) -> float:
+    """Best mean time of `call(*args)` over REPEATS runs of `number` calls, in microseconds."""
+    for _ in range(200):
+        call(*args)
+    best = float("inf")
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        for _ in range(number):
+            call(*args)
+        best = min(best, (time.perf_counter() - start) / number)
+    return best * 1e6
+
+
+def function_case(count: int) -> Row:
+    names = [f"x{i}" for i in range(count)]
+    source = f"def f({', '.join(names)}):\n    return torch.stack(({', '.join(names)},))\n"
+    namespace: dict = {"torch": torch}
+    exec(source, namespace)
+    fn = namespace["f"]
+    tensors = [torch.randn(8, 16) for _ in names]
+    guards = GuardSet()
+    for name, tensor in zip(names, tensors, strict=True):
+        guards.add_tensor(LocalSource(name), tensor)
+    guards.add_global_state()
+    guards.add_no_aliasing([LocalSource(name) for name in names])
+    compiled = guards.compile(name=f"f with {count} tensors")
+    frame_locals = dict(zip(names, tensors, strict=True))
+    assert compiled(frame_locals, namespace)
+    ember = best_microseconds(compiled.check, (frame_locals, namespace), 20000 // count + 200)
+    eager = best_microseconds(fn, tensors, 20000)
+    optimized = torch.compile(fn, backend="eager")
+    torch_call = best_microseconds(optimized, tensors, 5000)
+    torch_guards = torch_guard_check(fn.__code__, frame_locals, 20000 // count + 200)
+    return Row(
+        f"function, {count} tensor(s)", len(compiled), ember, torch_guards, torch_call - eager
+    )
+
+
+class FiftyParameters(torch.nn.Module):
+    """50 registered parameters; forward stacks them with the input (one op).
+
+    The parameters are also kept in a plain tuple attribute, so that eager
+    reaches them without nn.Module.__getattr__ and the eager time is the op's.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        for index in range(50):
+            self.register_parameter(f"p{index}", torch.nn.Parameter(torch.randn(4, 4)))
+        self.params = tuple(self._parameters.values())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.stack((x, *self.params))
+
+
+def module_case() -> Row:
+    model = FiftyParameters()
+    x = torch.randn(4, 4)
+    me = NNModuleSource(LocalSource("self"))
+    guards = GuardSet()
+    guards.add_nn_module(me, model)
+    guards.add_tensor(LocalSource("x"), x)
+    params = AttrSource(me, "params")
+    guards.add_length(params, model.params)
+    for index, param in enumerate(model.params):
+        guards.add_tensor(ItemSource(params, index), param)
+    guards.add_global_state()
+    compiled = guards.compile(name="50-parameter module")
+    frame_locals = {"self": model, "x": x}
+    assert compiled(frame_locals, {})
+    ember = best_microseconds(compiled.check, (frame_locals, {}), 2000)
+    eager = best_microseconds(model, (x,), 5000)
+    optimized = torch.compile(model, backend="eager")
+    torch_call = best_microseconds(optimized, (x,), 5000)
+    torch_guards = torch_guard_check(FiftyParameters.forward.__code__, frame_locals, 2000)
+    return Row("nn.Module, 50 parameters", len(compiled), ember, torch_guards, torch_call - eager)
+
+
+def torch_guard_check(code, frame_locals: dict, number: int) -> float:
+    """Time of torch's own guard check for the first cache entry of `code` (NaN if none)."""
+    try:
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+        entries = _debug_get_cache_entry_list(code)
+        manager = entries[0].guard_manager
+        if not manager.check(frame_locals):
+            return float("nan")
+    except Exception:  # noqa: BLE001 - torch's internals differ between versions
+        return float("nan")
+    return best_microseconds(manager.check, (frame_locals,), number)
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    rows = [function_case(1), function_case(10), function_case(100), module_case()]
+    print(f"torch {torch.__version__}; microseconds per call, best of {REPEATS} runs\n")
+    print(
+        "| case | ember guards | ember guard check | torch guard check (C++) "
+        "| torch.compile per-call overhead | ember / torch overhead |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print(
+            f"| {row.case} | {row.guards} | {row.ember:.2f} | {row.torch_guards:.2f} "
+            f"| {row.torch_overhead:.2f} | {row.ember / row.torch_overhead:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
