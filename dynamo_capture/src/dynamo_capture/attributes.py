@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -54,12 +55,21 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
         return _tensor_attr(tx, value, name)
     if isinstance(value, PythonValue):
         return _python_attr(tx, value, name)
+    if isinstance(value, ObjectValue | DictValue) and name == "__dict__" and value.source is None:
+        return DictValue(value.attrs)  # a live view: writes go to the attributes
     if isinstance(value, ObjectValue):
         if name in value.attrs:
             return value.attrs[name]
         if name == "__class__":
             return PythonValue(value.cls)
         return _class_attr(tx, value, value.cls, name)
+    if isinstance(value, DictValue) and value.cls not in (dict,):
+        if name in value.attrs:
+            return value.attrs[name]
+        static = inspect.getattr_static(value.cls, name, None)
+        if static is not None and getattr(static, "__objclass__", None) not in (dict, object):
+            if not (isinstance(static, types.BuiltinFunctionType | types.MethodDescriptorType)):
+                return _class_attr(tx, value, value.cls, name)
     if isinstance(value, SuperValue):
         return _super_attr(tx, value, name)
     if isinstance(value, TupleValue) and value.cls not in (tuple, torch.Size):
@@ -116,18 +126,27 @@ def _tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
 
 def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
     obj, source = value.obj, value.source
+    written = tx.ctx.attr_writes.get((id(obj), name))
+    if written is not None and written[0] is obj:
+        return written[2]
     child = AttrSource(source, name) if source is not None else None
     if isinstance(obj, types.ModuleType):
         attr = getattr(obj, name)
         if _trusted_module(obj) and not isinstance(attr, torch.Tensor):
             return PythonValue(attr)
         return tx.ctx.wrap(attr, child)
+    if isinstance(obj, os._Environ):
+        return BuiltinMethodValue(value, name)  # read-only environment lookups are folded
     if isinstance(obj, torch.nn.Module):
         for table in ("_parameters", "_buffers", "_modules"):
             entries = obj.__dict__.get(table)
             if entries is not None and name in entries:
                 return tx.ctx.wrap(entries[name], child)
     if is_constant(obj) or isinstance(obj, list | tuple | dict | set | frozenset | torch.Size):
+        if type(obj).__module__ != "builtins" and isinstance(
+            inspect.getattr_static(type(obj), name, None), types.FunctionType | property
+        ):
+            return _class_attr(tx, value, type(obj), name)  # a subclass's Python method
         if name == "__class__":
             return PythonValue(type(obj))
         if not hasattr(obj, name):
@@ -240,14 +259,37 @@ def _super_attr(tx: Translator, value: SuperValue, name: str) -> Value:
     raise AttributeError(f"'super' object has no attribute {name!r}")
 
 
+def _replayable_attribute(obj: Any, name: str) -> bool:
+    """Whether a write of obj.name can be replayed after the graph (not a module's tensors)."""
+    if isinstance(obj, type | types.ModuleType | types.FunctionType):
+        return False
+    if isinstance(obj, torch.nn.Module):
+        return not any(
+            name in obj.__dict__.get(t, ()) for t in ("_parameters", "_buffers", "_modules")
+        )
+    return hasattr(obj, "__dict__")
+
+
 def _object_init(self: Any, *args: Any, **kwargs: Any) -> None:
     """object.__init__ seen through super(): does nothing."""
 
 
-def set_attr(tx: Translator, target: Value, name: str, value: Value) -> None:
-    """target.name = value, for objects created while capturing."""
-    if isinstance(target, ObjectValue) and target.source is None:
+def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: bool = False) -> None:
+    """target.name = value: kept on values made while capturing, replayed for outside objects.
+
+    raw: object.__setattr__ itself (skips a Python __setattr__ of the class).
+    """
+    if isinstance(target, ObjectValue | DictValue) and target.source is None:
+        setter = inspect.getattr_static(target.cls, "__setattr__", None)
+        if isinstance(setter, types.FunctionType) and not raw:
+            from dynamo_capture.calls import call
+
+            call(tx, PythonValue(setter), [target, PythonValue(name), value], {})
+            return
         target.attrs[name] = value
+        return
+    if isinstance(target, PythonValue) and _replayable_attribute(target.obj, name):
+        tx.ctx.attr_writes[(id(target.obj), name)] = (target.obj, target.source, value)
         return
     kind = target.obj if isinstance(target, PythonValue) else target
     raise Unsupported(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import collections
 import functools
+import inspect
 import math
 import operator
 import types
@@ -172,9 +173,15 @@ def _hasattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
     return PythonValue(True)
 
 
-@handles(builtins.setattr, object.__setattr__)
+@handles(builtins.setattr)
 def _setattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     set_attr(tx, args[0], as_constant(args[1]), args[2])
+    return PythonValue(None)
+
+
+@handles(object.__setattr__)
+def _object_setattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    set_attr(tx, args[0], as_constant(args[1]), args[2], raw=True)
     return PythonValue(None)
 
 
@@ -427,6 +434,30 @@ def _unsupported_builtin(tx: Translator, args: list[Value], kwargs: dict[str, Va
     raise Unsupported(
         "a call to print/input/open/exec/eval/id/globals/locals/vars (needs a graph break)"
     )
+
+
+@handles(inspect.signature)
+def _signature(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """inspect.signature of a callable known at capture time."""
+    from dynamo_capture.values import FunctionValue, MethodValue
+
+    target = args[0]
+    if isinstance(target, MethodValue) and isinstance(target.func, PythonValue):
+        receiver = target.self_value.obj if isinstance(target.self_value, PythonValue) else object()
+        real: Any = types.MethodType(target.func.obj, receiver)
+    elif isinstance(target, FunctionValue):
+        real = types.FunctionType(
+            target.code,
+            target.globals,
+            target.name,
+            None,
+            tuple(types.CellType() for _ in target.code.co_freevars),
+        )
+    elif isinstance(target, PythonValue):
+        real = target.obj
+    else:
+        raise Unsupported(f"inspect.signature of a {python_type_of(target).__name__}")
+    return PythonValue(inspect.signature(real))
 
 
 @handles(functools.partial)

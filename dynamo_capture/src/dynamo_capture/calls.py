@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -113,6 +114,10 @@ def _call_python(
         return _call_real_partial(tx, fn, args, kwargs)
     if isinstance(obj, type):
         return construct(tx, fn, args, kwargs)
+    if isinstance(obj, types.MethodDescriptorType | types.WrapperDescriptorType) and args:
+        from dynamo_capture.methods import call_method
+
+        return call_method(tx, args[0], obj.__name__, list(args[1:]), kwargs)
     if isinstance(obj, types.BuiltinFunctionType | types.BuiltinMethodType):
         return call_c_function(tx, obj, args, kwargs)
     method = getattr(type(obj), "__call__", None)  # noqa: B004
@@ -358,6 +363,16 @@ def construct(
         return PythonValue(cls(*real_args, **real_kwargs))
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return _construct_namedtuple(tx, cls, args, kwargs)
+    if issubclass(cls, dict) and cls.__new__ in (dict.__new__, OrderedDict.__new__):
+        instance_dict = DictValue({}, cls)
+        init = cls.__init__
+        if isinstance(init, types.FunctionType):
+            inline_function(tx, init, [instance_dict, *args], kwargs, None)
+        else:
+            from dynamo_capture.methods import call_method
+
+            call_method(tx, instance_dict, "__init__", list(args), kwargs)
+        return instance_dict
     if type(cls) not in (type, __import__("abc").ABCMeta):
         raise Unsupported(f"creating an instance of {cls.__name__}, whose metaclass is custom")
     if cls.__new__ is not object.__new__ or any(

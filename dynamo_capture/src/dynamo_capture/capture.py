@@ -60,6 +60,7 @@ class CapturedFrame:
     input_exprs: list[str]
     output_exprs: str
     constants: list[Any]
+    replays: list[str]
     ctx: CaptureContext
     capture_seconds: float
 
@@ -148,6 +149,7 @@ def capture_frame(
             result = tx.run()
             plan = OutputPlan(ctx)
             output_exprs = plan.expr(result)
+            replays = plan.replays()
     except Unsupported as error:
         raise Unsupported(error.reason, user_frames(error.where)) from error.__cause__
     except RecursionError as error:
@@ -166,6 +168,7 @@ def capture_frame(
         input_exprs=[source.expr for source, _, _ in ctx.inputs],
         output_exprs=output_exprs,
         constants=plan.constants,
+        replays=replays,
         ctx=ctx,
         capture_seconds=time.perf_counter() - start,
     )
@@ -224,6 +227,19 @@ class OutputPlan:
             return f"___build_object({self._constant(value.cls)}, {{{attrs}}})"
         raise Unsupported(f"returning a {type(value).__name__} from the compiled frame")
 
+    def replays(self) -> list[str]:
+        """Statements that redo the frame's attribute writes on outside objects, in order."""
+        lines = []
+        for obj, source, value in self.ctx.attr_writes.values():
+            target = source.expr if source is not None else self._constant(obj)
+            name = next(
+                name
+                for (key, name), entry in self.ctx.attr_writes.items()
+                if entry[0] is obj and entry[2] is value
+            )
+            lines.append(f"setattr({target}, {name!r}, {self.expr(value)})")
+        return lines
+
     def _python(self, value: PythonValue) -> str:
         obj = value.obj
         if obj is None or isinstance(obj, bool) or (type(obj) in (int, str)):
@@ -255,6 +271,7 @@ def entry_source(frame: CapturedFrame, name: str, calls_graph: bool) -> str:
     if calls_graph:
         arguments = ", ".join(frame.input_exprs)
         lines.append(f"    ___out = ___compiled({arguments})")
+    lines.extend(f"    {statement}" for statement in frame.replays)
     lines.append(f"    return {frame.output_exprs}")
     return "\n".join(lines) + "\n"
 

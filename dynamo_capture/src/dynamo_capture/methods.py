@@ -6,6 +6,7 @@ container that exists outside the frame are Unsupported (a side effect).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -211,7 +212,33 @@ def _dict_contains(tx: Translator, d: Value, args: list[Value], kwargs: dict[str
     return PythonValue(_key(args[0]) in dict_items(tx, d))
 
 
+def _dict_setitem(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(d, "__setitem__")
+    d.items[_key(args[0])] = args[1]
+    return _none()
+
+
+def _dict_delitem(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(d, "__delitem__")
+    d.items.pop(_key(args[0]), None)
+    return _none()
+
+
+def _dict_init(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(d, "__init__")
+    return _dict_update(tx, d, args, kwargs)
+
+
+def _dict_len(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return PythonValue(len(dict_items(tx, d)))
+
+
 DICT_METHODS: dict[str, Method] = {
+    "__setitem__": _dict_setitem,
+    "__delitem__": _dict_delitem,
+    "__init__": _dict_init,
+    "__len__": _dict_len,
+    "__iter__": lambda tx, d, a, k: IteratorValue([PythonValue(key) for key in dict_items(tx, d)]),
     "get": _dict_get,
     "keys": _dict_keys,
     "values": _dict_values,
@@ -355,6 +382,11 @@ def _fold_method(
     tx: Translator, receiver: Value, name: str, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     """A method of a constant (str.format, tuple.count, ...) on constants: computed now."""
+    if isinstance(receiver, PythonValue) and isinstance(receiver.obj, os._Environ):
+        if name not in ("get", "__getitem__", "__contains__"):
+            raise Unsupported(f"os.environ.{name} inside captured code")
+        real_args = [as_constant(a) for a in args]
+        return PythonValue(getattr(receiver.obj, name)(*real_args))
     try:
         real = as_constant(receiver)
         real_args = [as_constant(a) for a in args]

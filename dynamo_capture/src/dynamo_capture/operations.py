@@ -227,6 +227,8 @@ def _has_tensor(*values: Value) -> bool:
 def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
     """left <op> right (fn is an operator function such as operator.add or operator.iadd)."""
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
+        if fn in _INPLACE_TO_PLAIN and not isinstance(left, TensorValue):
+            fn = _INPLACE_TO_PLAIN[fn]  # `number += tensor` rebinds, like number + tensor
         result = tx.ctx.call("call_function", fn, (left, right), {})
         if fn in _INPLACE_TO_PLAIN and isinstance(left, TensorValue):
             return left
@@ -445,6 +447,8 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
             return container.items[operator.index(key)]
         except IndexError as error:
             raise Unsupported(f"IndexError while capturing: {error}") from error
+    if isinstance(container, DictValue) and _python_override(container.cls, "__getitem__"):
+        return _dunder_call(tx, container, "__getitem__", [index])
     if isinstance(container, DictValue):
         key = _index_constant(tx, index)
         if key not in container.items:
@@ -478,6 +482,15 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
     return _dunder_call(tx, container, "__getitem__", [index])
 
 
+def _python_override(cls: type, name: str) -> bool:
+    """Whether `cls` (a subclass of a builtin) defines `name` in Python."""
+    import inspect
+
+    return cls not in (dict, list, tuple) and isinstance(
+        inspect.getattr_static(cls, name, None), types.FunctionType
+    )
+
+
 def _dunder_call(tx: Translator, receiver: Value, name: str, args: list[Value]) -> Value:
     from dynamo_capture.calls import call
 
@@ -501,6 +514,9 @@ def set_item(tx: Translator, container: Value, index: Value, value: Value) -> No
             container.items[key] = sequence_items(tx, value)
         else:
             container.items[key] = value
+        return
+    if isinstance(container, DictValue) and _python_override(container.cls, "__setitem__"):
+        _dunder_call(tx, container, "__setitem__", [index, value])
         return
     if isinstance(container, DictValue) and container.source is None:
         container.items[_index_constant(tx, index)] = value

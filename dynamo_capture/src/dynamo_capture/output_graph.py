@@ -122,6 +122,8 @@ class CaptureContext:
         self.module_globals: dict[str, dict[str, Any]] = {}
         self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []
         self._by_id: dict[int, TensorValue] = {}
+        # attribute writes to objects that exist outside the frame, replayed after the graph
+        self.attr_writes: dict[tuple[int, str], tuple[Any, Source | None, Value]] = {}
         self._names: set[str] = set()
 
     # ----- inputs -------------------------------------------------------

@@ -127,6 +127,7 @@ class DictValue(Value):
     items: dict[Any, Value]
     cls: type = dict
     source: Source | None = None
+    attrs: dict[str, Value] = field(default_factory=dict)
 
 
 @dataclass(eq=False, slots=True)
