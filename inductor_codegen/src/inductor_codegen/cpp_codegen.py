@@ -23,6 +23,7 @@ from inductor_codegen.ir import (
     Load,
     Op,
     ScalarArg,
+    expr_loads,
 )
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
 
@@ -42,6 +43,8 @@ STORAGE_TYPES = {
 }
 COMPUTE_TYPES = {**STORAGE_TYPES, torch.bfloat16: "float", torch.float16: "float"}
 PARALLEL_MIN_WORK = 32768
+# Accumulators per tile when reducing along outer dimensions.
+TILE = 16
 
 
 def compute_type(dtype: torch.dtype) -> str:
@@ -333,6 +336,8 @@ class KernelCodegen:
         kernel = self.kernel
         outer = kernel.outer
         xs = outer_vars(len(outer))
+        if self._wants_tiling():
+            return self._finish(self._tiled_reduction_kernel())
         body = Scope(self, None, 1 + len(outer))
         for item in kernel.items:
             if isinstance(item, str):
@@ -357,9 +362,109 @@ class KernelCodegen:
         lines += body.lines
         for depth in reversed(range(len(outer))):
             lines.append("  " * (1 + depth) + "}")
+        return self._finish(lines)
+
+    def _finish(self, lines) -> KernelSource:
         params = ", ".join(f"{a.ctype} {self._param_name(key)}" for key, a in self.args.items())
         source = f'extern "C" void KERNEL_NAME({params})\n{{\n' + "\n".join(lines) + "\n}\n"
-        return KernelSource(kernel.name, source, tuple(self.args.values()))
+        return KernelSource(self.kernel.name, source, tuple(self.args.values()))
+
+    # ---------------------------------------------------------- reductions along outer dims
+
+    def _wants_tiling(self) -> bool:
+        """One reduction group whose input is contiguous along the last outer dim, not along r.
+
+        Then the loop order r-outside, x-inside (over a tile of accumulators)
+        reads memory in order; the usual order would stride through it.
+        """
+        items = self.kernel.items
+        if len(items) != 1 or isinstance(items[0], str) or items[0].kind != "reduction":
+            return False
+        if not self.kernel.outer or not items[0].ranges:
+            return False
+        last_x = outer_vars(len(self.kernel.outer))[-1]
+        last_r = inner_vars("r", len(items[0].ranges))[-1]
+        loads = []
+        for name in items[0].nodes:
+            loads += expr_loads(node_body(self.buffers[name], self.kernel.outer, "r")[0])
+        along_x = [ld for ld in loads if ld.index.coeff(last_x) == 1]
+        along_r = [ld for ld in loads if ld.index.coeff(last_r) == 1]
+        return bool(along_x) and not along_r
+
+    def _tiled_reduction_kernel(self) -> list[str]:
+        group = self.kernel.items[0]
+        outer = self.kernel.outer
+        xs = outer_vars(len(outer))
+        rs = inner_vars("r", len(group.ranges))
+        last, size = xs[-1], c_index(outer[-1])
+        tile = TILE
+        lines = []
+        work = numel(outer) * numel(group.ranges)
+        parallel = work.is_Integer and int(work) >= PARALLEL_MIN_WORK
+        for depth, (var, extent) in enumerate(zip(xs[:-1], outer[:-1])):
+            if depth == 0 and parallel:
+                lines.append("  " * (1 + depth) + "#pragma omp parallel for")
+            lines.append(
+                "  " * (1 + depth)
+                + f"for (int64_t {var} = 0; {var} < {c_index(extent)}; ++{var}) {{"
+            )
+        depth = len(outer) - 1
+        pad = "  " * (1 + depth)
+        if depth == 0 and parallel:
+            lines.append(f"{pad}#pragma omp parallel for")
+        lines.append(
+            f"{pad}for (int64_t {last}_tile = 0; {last}_tile < {size}; {last}_tile += {tile}) {{"
+        )
+        lines.append(
+            f"{pad}  const int64_t {last}_end = std::min<int64_t>({last}_tile + {tile}, {size});"
+        )
+        scope = Scope(self, None, depth + 2)
+        bodies = [(name, *node_body(self.buffers[name], outer, "r")[:2]) for name in group.nodes]
+        accumulators: dict = {}
+        for name, value, _ in bodies:
+            rtype = self.buffers[name].body.reduction_type
+            key = (REDUCTION_FAMILY.get(rtype, rtype), value)
+            if key not in accumulators:
+                acc = f"acc{len(accumulators)}"
+                accumulators[key] = acc
+                declaration = self._acc_init(key[0], f"{acc}_init", value.dtype)
+                scope.line(declaration)
+                ctype = declaration.split(f" {acc}_init")[0]
+                scope.line(f"{ctype} {acc}[{tile}];")
+                scope.line(f"for (int64_t t = 0; t < {tile}; ++t) {acc}[t] = {acc}_init;")
+        for var, extent in zip(rs, group.ranges):
+            scope.line(f"for (int64_t {var} = 0; {var} < {c_index(extent)}; ++{var}) {{")
+            scope.indent += 1
+        scope.line("#pragma GCC ivdep")
+        scope.line(f"for (int64_t {last} = {last}_tile; {last} < {last}_end; ++{last}) {{")
+        scope.indent += 1
+        inner = Scope(self, scope, scope.indent)
+        flat_r = c_index(flat_index(rs, contiguous_strides(group.ranges)))
+        for (family, value), acc in accumulators.items():
+            text = inner.value(value)
+            inner.line(
+                self._acc_update(family, f"{acc}[{last} - {last}_tile]", text, value.dtype, flat_r)
+            )
+        scope.lines.extend(inner.lines)
+        for _ in range(len(rs) + 1):
+            scope.indent -= 1
+            scope.line("}")
+        scope.line(f"for (int64_t {last} = {last}_tile; {last} < {last}_end; ++{last}) {{")
+        scope.indent += 1
+        store_scope = Scope(self, None, scope.indent)
+        for name, value, index in bodies:
+            rtype = self.buffers[name].body.reduction_type
+            acc = accumulators[(REDUCTION_FAMILY.get(rtype, rtype), value)]
+            result, dtype = self._acc_result(rtype, f"{acc}[{last} - {last}_tile]", value.dtype)
+            self.store(store_scope, name, index, result, dtype)
+        scope.lines.extend(store_scope.lines)
+        scope.indent -= 1
+        scope.line("}")
+        lines += scope.lines
+        lines.append(f"{pad}}}")
+        for d in reversed(range(depth)):
+            lines.append("  " * (1 + d) + "}")
+        return lines
 
     def _param_name(self, key: str) -> str:
         if key.startswith("scalar:"):
@@ -371,10 +476,16 @@ class KernelCodegen:
         value, index = node_body(buf, self.kernel.outer, "y")[:2]
         self.store(scope, name, index, scope.value(value), value.dtype)
 
-    def _loop_open(self, scope: Scope, variables, ranges) -> Scope:
+    def _loop_open(
+        self, scope: Scope, variables, ranges, innermost="#pragma GCC ivdep", outermost=None
+    ) -> Scope:
         for depth, (var, size) in enumerate(zip(variables, ranges)):
-            if depth == len(ranges) - 1:
-                scope.line("#pragma GCC ivdep")
+            if depth == 0 and outermost:
+                scope.line(
+                    outermost if len(ranges) > 1 else outermost.replace(" for ", " for simd ", 1)
+                )
+            elif depth == len(ranges) - 1 and innermost:
+                scope.line(innermost)
             scope.line(f"for (int64_t {var} = 0; {var} < {c_index(size)}; ++{var}) {{")
             scope.indent += 1
         inner = Scope(self, scope, scope.indent)
@@ -405,7 +516,15 @@ class KernelCodegen:
             if key not in accumulators:
                 accumulators[key] = f"acc{len(accumulators)}_{self.kernel.nodes.index(name)}"
                 scope.line(self._acc_init(key[0], accumulators[key], value.dtype))
-        inner = self._loop_open(scope, rs, group.ranges)
+        innermost, outermost = "#pragma GCC ivdep", None
+        if all(family == "sum" for family, _ in accumulators):
+            names = ", ".join(accumulators.values())
+            innermost = f"#pragma omp simd reduction(+:{names})"
+            whole = not self.kernel.outer and len(self.kernel.items) == 1
+            work = numel(group.ranges)
+            if whole and rs and work.is_Integer and int(work) >= PARALLEL_MIN_WORK:
+                outermost = f"#pragma omp parallel for reduction(+:{names})"
+        inner = self._loop_open(scope, rs, group.ranges, innermost, outermost)
         flat_r = c_index(flat_index(rs, contiguous_strides(group.ranges))) if rs else "0"
         for (family, value), acc in accumulators.items():
             text = inner.value(value)

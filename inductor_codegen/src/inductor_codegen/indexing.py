@@ -124,6 +124,8 @@ def reshape_index(
     keeping a dimension needs no division; only merged dimensions use
     `FloorDiv`/`IndexMod`.
     """
+    if any(s == 0 for s in old_sizes) or any(s == 0 for s in new_sizes):
+        return [sympy.Integer(0)] * len(old_sizes)  # no element is ever loaded
     old_index: list[Index] = []
     i = j = 0
     n_old, n_new = len(old_sizes), len(new_sizes)
