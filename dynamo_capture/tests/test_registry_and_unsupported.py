@@ -137,7 +137,6 @@ UNSUPPORTED = [
     (prints, (torch.randn(3),), "print"),
     (item_in_python, (torch.randn(3),), "item"),
     (mutates_global_list, (torch.randn(3),), "side effect"),
-    (sets_attribute, (torch.randn(3), Holder()), "attribute 'cache'"),
 ]
 
 
@@ -190,3 +189,15 @@ def test_explain_reports_break_reason_with_line():
     location = report.break_reasons[0].location
     assert location.filename == __file__
     assert location.text == "if y.sum() > 0:"
+
+
+def test_attribute_write_on_outside_object_is_replayed(backend):
+    holder = Holder()
+    fn = compiled(lambda x, obj: sets_attribute(x * 2, obj) + 1, backend)
+    x = torch.randn(3)
+    fn(x, holder)
+    torch.testing.assert_close(holder.cache, x * 2)
+    holder.cache = None
+    fn(x + 1, holder)
+    torch.testing.assert_close(holder.cache, (x + 1) * 2)
+    assert "setattr(L['obj'], 'cache'" in fn.last_artifacts.entry_code
