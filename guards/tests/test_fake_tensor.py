@@ -214,3 +214,46 @@ def test_fakes_of_two_modes_do_not_mix():
     b = FakeTensorMode().from_real(torch.randn(2))
     with pytest.raises(FakeTensorError, match="two different"):
         a + b
+
+
+def test_deepcopy_keeps_metadata_and_shared_storage():
+    import copy
+
+    mode = FakeTensorMode()
+    base = torch.randn(4, 3)
+    fake, view = mode.from_real(base), mode.from_real(base[1:])
+    fake_copy, view_copy = copy.deepcopy((fake, view))
+    assert fake_copy is not fake and fake_copy.fake_mode is mode
+    _same_metadata(view_copy, base[1:])
+    assert view_copy.untyped_storage()._cdata == fake_copy.untyped_storage()._cdata
+    assert view_copy.untyped_storage()._cdata != fake.untyped_storage()._cdata
+    with mode:
+        module = torch.nn.Linear(2, 2)
+    copied = copy.deepcopy(module)
+    assert isinstance(copied.weight, torch.nn.Parameter) and is_fake(copied.weight)
+
+
+def test_modules_built_and_trained_inside_the_mode():
+    with FakeTensorMode():
+        layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+        constant = torch.tensor([1.0, 2.0])
+        x = torch.randn(2, 5, 16)
+        y = layer(x)
+        y.sum().backward()
+    assert is_fake(constant) and constant.shape == (2,)
+    assert isinstance(layer.linear1.weight, torch.nn.Parameter) and is_fake(layer.linear1.weight)
+    _same_metadata(y, torch.empty(2, 5, 16))
+    _same_metadata(layer.linear1.weight.grad, torch.empty(32, 16))
+
+
+def test_functional_call_of_a_real_module_on_fakes():
+    real = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    expected = real(torch.randn(2, 5, 16))
+    mode = FakeTensorMode()
+    params = {name: mode.from_real(p) for name, p in real.named_parameters()}
+    with mode:
+        out = torch.func.functional_call(real, params, (mode.from_real(torch.randn(2, 5, 16)),))
+        grads = torch.autograd.grad(out.sum(), list(params.values()))
+    _same_metadata(out, expected)
+    for grad, (_, param) in zip(grads, real.named_parameters(), strict=True):
+        _same_metadata(grad, param)

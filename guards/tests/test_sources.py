@@ -13,6 +13,7 @@ from guards import (
     GlobalSource,
     ItemSource,
     LocalSource,
+    ModuleGlobalSource,
     ModuleSource,
     NNModuleSource,
     ParamBufferSource,
@@ -100,3 +101,21 @@ def test_bad_item_key_is_a_clear_error():
         ItemSource(LocalSource("d"), object())
     with pytest.raises(SourceError, match="non-empty str"):
         AttrSource(LocalSource("d"), "")
+
+
+def test_module_global_source():
+    import torch.nn.functional as F  # noqa: N812
+
+    from guards import GuardSet
+
+    source = ModuleGlobalSource("torch.nn.functional", "relu")
+    assert _read(source, {}, {}) is F.relu
+    assert source.name == "torch.nn.functional.relu" and source.is_global()
+    guards = GuardSet()
+    guards.add_id(source, F.relu)
+    compiled = guards.compile()
+    assert "___module_globals" in compiled.source  # the module dict is bound once
+    assert compiled({}, {}) and compiled.why_failed({}, {}) is None
+    missing = GuardSet()
+    missing.add_equals(ModuleGlobalSource("torch.nn.functional", "no_such_name"), 1)
+    assert not missing.compile()({}, {})

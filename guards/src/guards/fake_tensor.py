@@ -105,6 +105,31 @@ class FakeTensor(torch.Tensor):
             f"FakeTensor(size={tuple(self.shape)}, dtype={self.dtype}, device={self.device}{grad})"
         )
 
+    def __deepcopy__(self, memo: dict) -> FakeTensor:
+        """A new fake with the same metadata; fakes copied together keep sharing storage."""
+        if id(self) in memo:
+            return memo[id(self)]
+        if not self.is_leaf:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol at the moment (as for real tensors)"
+            )
+        meta = self.meta
+        key = ("ember_fake_storage", meta.untyped_storage()._cdata)
+        with no_dispatch():
+            storage = memo.get(key)
+            if storage is None:
+                storage = torch.UntypedStorage(meta.untyped_storage().nbytes(), device="meta")
+                memo[key] = storage
+            copied = torch.empty(0, dtype=meta.dtype, device="meta")
+            copied.set_(storage, meta.storage_offset(), meta.shape, meta.stride())
+        fake = FakeTensor(
+            self.fake_mode, copied, self.device, self.requires_grad, self.is_parameter
+        )
+        fake.source = self.source
+        memo[id(self)] = fake
+        return fake
+
     def tolist(self) -> Any:
         raise _needs_data("Tensor.tolist()")
 

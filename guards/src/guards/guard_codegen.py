@@ -26,12 +26,13 @@ import hashlib
 import linecache
 import os
 import re
+import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any
 
 from guards.guard_kinds import Guard
-from guards.sources import NNModuleSource, Source
+from guards.sources import ModuleGlobalSource, NNModuleSource, Source
 
 __all__ = ["GeneratedGuardFunction", "generate_guard_function"]
 
@@ -87,10 +88,21 @@ class _Code:
         base = source.base
         if isinstance(source, NNModuleSource):
             return self.bind(source.source, lines)
-        expr = source.reconstruct(self.bind(base, lines) if base is not None else "")
+        expr = self._module_global(source)
+        if expr is None:
+            expr = source.reconstruct(self.bind(base, lines) if base is not None else "")
         lines.append(f"{name} = {expr}")
         self._bound.add(name)
         return name
+
+    def _module_global(self, source: Source) -> str | None:
+        """`___module_globals_N['name']` for a global of an imported module, else None."""
+        if not isinstance(source, ModuleGlobalSource):
+            return None
+        module = sys.modules.get(source.module_name)
+        if module is None:
+            return None
+        return f"{self.const(vars(module), 'module_globals')}[{source.global_name!r}]"
 
     def _fresh(self, source: Source) -> str:
         stem = re.sub(r"\W+", "_", source.name).strip("_") or "v"

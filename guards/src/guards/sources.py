@@ -35,6 +35,7 @@ __all__ = [
     "GlobalStateSource",
     "ItemSource",
     "LocalSource",
+    "ModuleGlobalSource",
     "ModuleSource",
     "NNModuleSource",
     "ParamBufferSource",
@@ -97,7 +98,7 @@ class Source:
 
     def is_global(self) -> bool:
         """Whether the value is reached from the frame's globals."""
-        return isinstance(self.root(), GlobalSource)
+        return isinstance(self.root(), GlobalSource | ModuleGlobalSource)
 
     def _nearest_module(self) -> ModuleSource | NNModuleSource | None:
         source: Source | None = self
@@ -149,6 +150,24 @@ class GlobalSource(Source):
 
     def short_name(self, base_name: str) -> str:
         return self.global_name
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleGlobalSource(Source):
+    """A global of another module (a function defined there was inlined and reads it).
+
+    The expression reads the module's dict through `sys.modules`; the
+    generated guard function binds that dict once as a constant.
+    """
+
+    module_name: str
+    global_name: str
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"__import__('sys').modules[{self.module_name!r}].__dict__[{self.global_name!r}]"
+
+    def short_name(self, base_name: str) -> str:
+        return f"{self.module_name}.{self.global_name}"
 
 
 @dataclass(frozen=True, slots=True)
