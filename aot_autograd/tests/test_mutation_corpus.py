@@ -49,10 +49,10 @@ def _grads(outputs: object, inputs: tuple) -> list:
     return list(torch.autograd.grad(loss, wanted, allow_unused=True))
 
 
-def check(fn, *inputs, grad: bool = False) -> None:
+def check(fn, *inputs, grad: bool = False, decompositions=None) -> None:
     eager_inputs, aot_inputs = _clone(inputs), _clone(inputs)
     compiler = RecordingCompiler()
-    compiled = aot_function(fn, compiler)
+    compiled = aot_function(fn, compiler, decompositions=decompositions)
     expected = fn(*eager_inputs)
     actual = compiled(*aot_inputs)
     torch.testing.assert_close(actual, expected)

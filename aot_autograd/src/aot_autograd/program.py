@@ -19,6 +19,7 @@ import torch.utils._pytree as pytree
 from torch import fx
 
 import guards
+from aot_autograd.errors import AotAutogradError
 from aot_autograd.tracer import AtenTracer, GraphRecorder, TensorRecord
 
 __all__ = ["OutputSpec", "TracedProgram", "trace_program", "tracing_value"]
@@ -180,6 +181,40 @@ def _finish(recorder: GraphRecorder, outputs: list) -> fx.GraphModule:
     return gm
 
 
+def decompose_functional(gm: fx.GraphModule, decompositions: Mapping) -> fx.GraphModule:
+    """`gm` (functional) traced again with `decompositions` applied, views included.
+
+    Placeholders keep their names. Tracing runs on guards fakes, or where they
+    cannot follow, on real tensors made up for the placeholders.
+    """
+    vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    mode = next((v.fake_mode for v in vals if guards.is_fake(v)), None) or guards.FakeTensorMode()
+    fakes = [
+        mode.from_real(v) if isinstance(v, torch.Tensor) and not guards.is_fake(v) else v
+        for v in vals
+    ]
+    try:
+        with mode:
+            return _retrace(gm, decompositions, fakes)
+    except Exception as error:  # noqa: BLE001 - the real retrace decides
+        _log.info("decomposing on fakes failed (%s); using real tensors", error)
+    reals = [_materialize(v) if isinstance(v, torch.Tensor) else v for v in vals]
+    with torch.random.fork_rng(devices=_cuda_devices(reals)):
+        return _retrace(gm, decompositions, reals)
+
+
+def _retrace(gm: fx.GraphModule, decompositions: Mapping, values: list) -> fx.GraphModule:
+    recorder = GraphRecorder()
+    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    for name, value in zip(names, values):
+        recorder.add_input(name, value, -1)
+    tracer = AtenTracer(recorder, decompositions)
+    with torch.no_grad(), tracer:
+        outputs = fx.Interpreter(gm).run(*values)
+    nodes = [recorder.node_of(o) if isinstance(o, torch.Tensor) else o for o in outputs]
+    return _finish(recorder, nodes)
+
+
 def _cuda_devices(values: Sequence[Any]) -> list[int]:
     return sorted(
         {v.device.index or 0 for v in values if isinstance(v, torch.Tensor) and v.is_cuda}
@@ -216,16 +251,23 @@ def trace_program(
     """Trace `fn(*example_inputs)` to a functional ATen graph (joint when `joint`).
 
     With `fake` (the default) tracing runs on guards fakes: no real compute. Where
-    fakes cannot follow (a value read into Python, an op without a fake rule) it
-    runs again on private copies of the inputs, and logs why.
+    fakes cannot follow (a value read into Python, an op without a fake rule, a
+    fake kernel error) it runs again on private copies of the inputs, and logs why;
+    an error of the traced code itself then comes from that real run.
     """
     if fake:
         mode = _fake_mode_for(example_inputs)
         try:
             with mode:
                 return _trace(fn, example_inputs, decompositions, joint, mode)
-        except guards.GuardsError as error:
-            _log.info("tracing on fakes failed (%s); tracing on real tensors", error)
+        except AotAutogradError:
+            raise
+        except Exception as error:  # noqa: BLE001 - any fake failure: the real trace decides
+            _log.info(
+                "tracing on fakes failed (%s: %s); tracing on real tensors",
+                type(error).__name__,
+                error,
+            )
     return _trace(fn, example_inputs, decompositions, joint, None)
 
 
@@ -244,7 +286,7 @@ def _trace(
     recorder = GraphRecorder()
     for i, value in enumerate(values):
         recorder.add_input(f"primals_{i + 1}", value, i)
-    tracer = AtenTracer(recorder, decompositions)
+    tracer = AtenTracer(recorder, decompositions, keep_views=True)
     hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
     # NOTE: tracing on real tensors draws random numbers; forking the RNG keeps compiling
     # invisible to the caller's seed, so compiled runs reproduce eager-style seeding.
@@ -270,6 +312,8 @@ def _trace(
         with torch.random.fork_rng(devices=_cuda_devices(values)):
             grad_nodes = _trace_backward(recorder, tracer, hooks, plan, values, grad_inputs)
     gm = _finish(recorder, [*forward_nodes, *grad_nodes])
+    if decompositions and any(n.target in decompositions for n in gm.graph.nodes):
+        gm = decompose_functional(gm, decompositions)
     return TracedProgram(
         graph_module=gm,
         num_inputs=len(values),

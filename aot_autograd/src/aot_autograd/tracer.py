@@ -309,19 +309,58 @@ class GraphRecorder:
 class AtenTracer(TorchDispatchMode):
     """Records every ATen call into `recorder`, applying `decompositions` recursively."""
 
-    def __init__(self, recorder: GraphRecorder, decompositions: Mapping | None = None) -> None:
+    def __init__(
+        self,
+        recorder: GraphRecorder,
+        decompositions: Mapping | None = None,
+        *,
+        keep_views: bool = False,
+    ) -> None:
         super().__init__()
         self.recorder = recorder
         self.decompositions = decompositions or {}
+        # NOTE: while functionalizing, view ops must stay views (a decomposition may turn
+        # a view into a copy, and writes through it would be lost); they are decomposed
+        # afterwards, on the functional graph.
+        self.keep_views = keep_views
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
         decomposition = self.decompositions.get(func)
+        if self.keep_views and _is_view_op(func):
+            decomposition = None
         if decomposition is not None:
             with self:
                 out = decomposition(*args, **kwargs)
             if out is not NotImplemented:
                 return out
+        elif self.decompositions and mutated_arguments(func) == (0,) and not _is_view_op(func):
+            out = self._decompose_in_place(func, args, kwargs)
+            if out is not NotImplemented:
+                return out
         out = func(*args, **kwargs)
         self.recorder.record_call(func, args, kwargs, out)
         return out
+
+    def _decompose_in_place(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """`x.op_(...)` traced as `op`'s decomposition, written into x, when the table has `op`."""
+        try:
+            form = functional_variant(func)
+        except UnsupportedMutationError:
+            return NotImplemented
+        decomposition = self.decompositions.get(form.op)
+        if decomposition is None or not form.self_result or form.changes_view:
+            return NotImplemented
+        target = args[0]
+        with self:
+            value = decomposition(*args, **kwargs)
+            if value is NotImplemented:
+                return NotImplemented
+            if value.dtype != target.dtype:
+                value = value.to(target.dtype)
+            if value.shape != target.shape:
+                value = value.expand(target.shape).clone()
+        with _disable_current_modes():  # the data (none for fakes) follows; nothing is traced
+            target.copy_(value)
+        self.recorder.write(target, self.recorder.node_of(value))
+        return target
