@@ -274,3 +274,23 @@ def test_value_read_into_python_is_checked_at_every_call():
     torch.testing.assert_close(f(positive + 1), (positive + 1) * 2)
     with pytest.raises(ValueChangedError, match="differs from its value when traced"):
         f(-positive)
+
+
+def test_aot_graph_with_fake_example_inputs_gives_compilers_fakes():
+    mode = guards.FakeTensorMode()
+    torch.manual_seed(0)
+    net = _Net()
+    gm = torch.fx.symbolic_trace(net)
+    x = torch.randn(5, 6)
+    seen = []
+
+    def compiler(graph, example_inputs):
+        seen.append(example_inputs)
+        assert_functional(graph)
+        return graph
+
+    compiled = aot_graph(gm, [mode.from_real(x)], fw_compiler=compiler)
+    reference = _Net()
+    reference.load_state_dict(net.state_dict())
+    torch.testing.assert_close(compiled(x), reference(x))
+    assert all(guards.is_fake(v) for v in seen[0] if isinstance(v, torch.Tensor))
