@@ -257,3 +257,20 @@ def test_functional_call_of_a_real_module_on_fakes():
     _same_metadata(out, expected)
     for grad, (_, param) in zip(grads, real.named_parameters(), strict=True):
         _same_metadata(grad, param)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_fakes_on_a_gpu_machine():
+    real = torch.randn(8, 16, device="cuda")
+    before = torch.cuda.memory_allocated()
+    mode = FakeTensorMode()
+    fake = mode.from_real(real)
+    with mode:
+        made = torch.zeros(4, 16, device="cuda")
+        out = torch.cat([fake, made])[1:].softmax(-1).to("cpu")
+        mixed = fake.cuda() + torch.tensor(1.0)
+    assert made.device.type == "cuda" and fake.device == real.device
+    assert out.device.type == "cpu" and out.shape == (11, 16)
+    assert mixed.device == real.device
+    assert torch.cuda.memory_allocated() == before  # fakes allocate nothing
