@@ -294,3 +294,20 @@ def test_aot_graph_with_fake_example_inputs_gives_compilers_fakes():
     reference.load_state_dict(net.state_dict())
     torch.testing.assert_close(compiled(x), reference(x))
     assert all(guards.is_fake(v) for v in seen[0] if isinstance(v, torch.Tensor))
+
+
+def test_aot_module_takes_keyword_arguments():
+    class Scale(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(3))
+
+        def forward(self, x, *, scale=1.0, bias=None):
+            out = x * self.w * scale
+            return out if bias is None else out + bias
+
+    net = Scale()
+    compiled = aot_module(net, identity_compiler)
+    x, bias = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(compiled(x, scale=2.0, bias=bias), net(x, scale=2.0, bias=bias))
+    torch.testing.assert_close(compiled(x), net(x))

@@ -225,7 +225,11 @@ def _metadata_key(flat_args: Sequence[Any]) -> tuple:
         if isinstance(a, torch.Tensor):
             key.append((a.dtype, a.device, tuple(a.shape), tuple(a.stride()), a.requires_grad))
         else:
-            key.append((type(a), a))
+            try:
+                hash(a)
+                key.append((type(a), a))
+            except TypeError:
+                key.append((type(a), id(a)))
     return (torch.is_grad_enabled(), *key)
 
 
@@ -269,9 +273,15 @@ class AotModule(nn.Module):
     def __init__(self, module: nn.Module, config: AotConfig) -> None:
         super().__init__()
         self.orig_module = module
-        self._flat_fn, _, self._slots = _lifted(module, module)
+        _, self._slots = _tensor_slots(module)
+        slots = self._slots
+
+        def call(tensors: list, args: tuple, kwargs: dict) -> Any:
+            with _swapped(slots, tensors):
+                return module(*args, **kwargs)
+
         self._function = aot_function(
-            self._flat_fn,
+            call,
             config.fw_compiler,
             config.bw_compiler,
             inference_compiler=config.inference_compiler,
@@ -281,9 +291,7 @@ class AotModule(nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         current = [getattr(h[0][0], h[0][1])[h[0][2]] for h in self._slots]
-        if kwargs:
-            raise TypeError("aot_module: pass the module's inputs positionally")
-        return self._function(*current, *args)
+        return self._function(current, args, kwargs)
 
 
 def aot_module(
