@@ -93,10 +93,50 @@ def _pytest(session: nox.Session, paths: list[str]) -> None:
 
 @nox.session(venv_params=VENV_PARAMS)
 def tests(session: nox.Session) -> None:
-    """Every package's tests, in one environment holding all packages."""
+    """Every package's tests, in one environment holding all packages.
+
+    pytest runs once per package, from the package's folder (its own rootdir and
+    settings, as when a maintainer runs one package alone); the last line sums
+    them up: "tests: N passed, N failed, N skipped".
+    """
     _install(session, list(PACKAGES))
-    test_folders = [f"{folder}/tests" for folder in PACKAGES.values()]
-    _pytest(session, [folder for folder in test_folders if (ROOT / folder).is_dir()])
+    reports = Path(session.create_tmp()).resolve()
+    failed = []
+    for name, folder in PACKAGES.items():
+        if not (ROOT / folder / "tests").is_dir():
+            session.warn(f"{folder} has no tests folder")
+            continue
+        session.chdir(ROOT / folder)
+        report = reports / f"{name}.xml"
+        # Exit code 1 (some tests failed) is collected and reported after all packages ran;
+        # 5 means "no tests collected"; anything else (usage or internal error) stops here.
+        session.run(
+            "pytest", "tests", f"--junitxml={report}", *session.posargs, success_codes=[0, 1, 5]
+        )
+        session.chdir(ROOT)
+        if report.exists() and _junit_totals([report])["failed"]:
+            failed.append(name)
+    totals = _junit_totals(sorted(reports.glob("*.xml")))
+    print(
+        f"tests: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped"
+    )
+    if failed:
+        session.error(f"tests failed in: {', '.join(failed)}")
+
+
+def _junit_totals(reports: list[Path]) -> dict[str, int]:
+    """Sum pytest's junit XML reports into passed / failed / skipped counts."""
+    import xml.etree.ElementTree as ElementTree
+
+    totals = {"passed": 0, "failed": 0, "skipped": 0}
+    for report in reports:
+        for suite in ElementTree.parse(report).getroot().iter("testsuite"):
+            tests, skipped = int(suite.get("tests", 0)), int(suite.get("skipped", 0))
+            failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+            totals["passed"] += tests - skipped - failed
+            totals["failed"] += failed
+            totals["skipped"] += skipped
+    return totals
 
 
 # `nox -s tests-guards` and friends: one plainly named session per package.
