@@ -3,8 +3,8 @@
     python benchmarks/inductor_cpu_bench.py            inference and training, all models
     python benchmarks/inductor_cpu_bench.py mlp cnn    only these models
 
-Graphs for ember come from make_fx with torch's core ATen decompositions (the
-stand-in for capture + aot_autograd); "trace" is that time, "compile" is
+Graphs for ember come from make_fx with prim_decomp's inductor_default table
+(the stand-in for capture + aot_autograd); "trace" is that time, "compile" is
 inductor_codegen.compile_graph from a cold kernel cache. torch.compile's time
 is its first call (dynamo + aot + inductor) with a cold cache. Training runs
 the forward and the gradients of a mean-square loss. Threads: 2.
@@ -26,10 +26,12 @@ for folder in ("guards/src", "prim_decomp/src", "inductor_codegen/src", "inducto
     sys.path.insert(0, str(ROOT / folder))
 
 from model_defs import model_cases  # noqa: E402
-from torch._decomp import core_aten_decompositions  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 from inductor_codegen import compile_graph  # noqa: E402
+from prim_decomp import inductor_default  # noqa: E402
+
+TABLE = dict(inductor_default)
 
 SCALE = int(os.environ.get("EMBER_BENCH_SCALE", "4"))
 REPEATS = 30
@@ -57,7 +59,7 @@ def inference_fns(model, x):
 def ember_inference(model, x, cache_dir):
     start = time.perf_counter()
     with torch.no_grad():
-        gm = make_fx(lambda inp: model(inp), decomposition_table=core_aten_decompositions())(x)
+        gm = make_fx(lambda inp: model(inp), decomposition_table=TABLE)(x)
     traced = time.perf_counter() - start
     start = time.perf_counter()
     compiled = compile_graph(gm, [x], options={"cache_dir": cache_dir})
@@ -97,7 +99,7 @@ def ember_training(model, x, cache_dir):
     params = [p.detach().clone().requires_grad_(True) for p in model.parameters()]
     step = training_step(model)
     start = time.perf_counter()
-    gm = make_fx(step, decomposition_table=core_aten_decompositions())(x, *params)
+    gm = make_fx(step, decomposition_table=TABLE)(x, *params)
     traced = time.perf_counter() - start
     start = time.perf_counter()
     compiled = compile_graph(gm, [x, *params], options={"cache_dir": cache_dir})

@@ -1,21 +1,22 @@
-"""Build ATen graphs the way the stages before codegen will: make_fx + core ATen decompositions."""
+"""Build ATen graphs the way the stages before codegen will.
+
+make_fx traces (standing in for capture + aot_autograd), and prim_decomp's
+`inductor_default` table decomposes, as the `inductor` backend does.
+"""
 
 from __future__ import annotations
 
 import torch
 import torch.utils._pytree as pytree
-from torch._decomp import core_aten_decompositions
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from inductor_codegen import compile_graph
+from prim_decomp import inductor_default
 
-_DECOMPOSITIONS = None
+_DECOMPOSITIONS = dict(inductor_default)
 
 
 def decompositions():
-    global _DECOMPOSITIONS
-    if _DECOMPOSITIONS is None:
-        _DECOMPOSITIONS = core_aten_decompositions()
     return _DECOMPOSITIONS
 
 

@@ -27,7 +27,9 @@ def test_dtypes(dtype):
         fn = lambda a, b: (a + b, a * b - 1, torch.maximum(a, b), a / (b.abs() + 1), a.sum(1))  # noqa: E731
     else:
         fn = lambda a, b: (a + b, a * b, a // (b.abs() + 1), a % (b.abs() + 1), a.sum(0), a > b)  # noqa: E731
-    check(fn, x, y)
+    # bfloat16 intermediates stay in float32 (eager rounds after each op): one bf16 step apart.
+    tolerance = dict(rtol=2e-2, atol=0.5) if dtype == torch.bfloat16 else {}
+    check(fn, x, y, **tolerance)
 
 
 def test_broadcast_and_scalars():

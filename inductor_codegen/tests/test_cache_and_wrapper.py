@@ -79,3 +79,12 @@ def test_symbolic_graph_runs_eagerly():
     compiled = compile_graph(gm, example)
     assert compiled.fallbacks["<whole graph>"] == 1
     torch.testing.assert_close(compiled(x), x.cos() * 2)
+
+
+def test_as_boxed_follows_torch_convention(tmp_path):
+    x = torch.randn(3, 4)
+    boxed = compile_graph(trace(_fn, x), [x], options={"cache_dir": tmp_path}).as_boxed()
+    assert boxed._boxed_call
+    args = [x]
+    torch.testing.assert_close(boxed(args), _fn(x))
+    assert args == []

@@ -71,6 +71,15 @@ class CompiledGraph:
             return self._unflatten(result)
         return result
 
+    def as_boxed(self):
+        """`call_boxed` as a plain function marked `_boxed_call = True` (torch's convention)."""
+
+        def boxed(args: list):
+            return self.call_boxed(args)
+
+        boxed._boxed_call = True
+        return boxed
+
     def artifact(self, name: str) -> str:
         for a in self.artifacts:
             if a.name == name:
