@@ -63,6 +63,7 @@ class FakeTensor(torch.Tensor):
         requires_grad: bool = False,
         is_parameter: bool = False,
     ) -> FakeTensor:
+        device = _with_index(torch.device(device))
         fake = torch.Tensor._make_wrapper_subclass(
             cls,
             meta.size(),
@@ -254,7 +255,7 @@ class FakeTensorMode(TorchDispatchMode):
         if self._has_device_arg(func):
             requested = meta_kwargs.get("device")
             if requested is not None:
-                device = torch.device(requested)
+                device = _with_index(torch.device(requested))
             elif not fakes:
                 device = _CPU
             if requested is not None or not fakes:
@@ -287,6 +288,17 @@ class FakeTensorMode(TorchDispatchMode):
                 else:
                     out_flat[index] = FakeTensor(self, value, device)
         return tree_unflatten(out_flat, out_spec)
+
+
+def _with_index(device: torch.device) -> torch.device:
+    """`cuda` -> `cuda:<current index>`, as eager places a tensor asked for on `cuda`."""
+    if device.index is not None or device.type in ("cpu", "meta"):
+        return device
+    module = getattr(torch, device.type, None)
+    current = getattr(module, "current_device", None)
+    if current is None or not getattr(module, "is_available", lambda: False)():
+        return torch.device(device.type, 0)
+    return torch.device(device.type, current())
 
 
 def _common_device(func: Any, fakes: list[FakeTensor]) -> torch.device:
