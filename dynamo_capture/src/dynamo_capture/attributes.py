@@ -11,7 +11,12 @@ import torch
 
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
-from dynamo_capture.sources import AttrSource
+from dynamo_capture.sources import (
+    AttrSource,
+    ModuleSource,
+    ParamBufferSource,
+    is_builtin_module_class,
+)
 from dynamo_capture.values import (
     BuiltinMethodValue,
     ContextValue,
@@ -141,7 +146,9 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
         for table in ("_parameters", "_buffers", "_modules"):
             entries = obj.__dict__.get(table)
             if entries is not None and name in entries:
-                return tx.ctx.wrap(entries[name], child)
+                return tx.ctx.wrap(
+                    entries[name], _module_member_source(source, table, entries[name], name)
+                )
     if is_constant(obj) or isinstance(obj, list | tuple | dict | set | frozenset | torch.Size):
         if type(obj).__module__ != "builtins" and isinstance(
             inspect.getattr_static(type(obj), name, None), types.FunctionType | property
@@ -157,6 +164,15 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
     if isinstance(obj, type):
         return _type_attr(tx, value, obj, name)
     return _instance_attr(tx, value, name, child)
+
+
+def _module_member_source(source: Any, table: str, member: Any, name: str) -> Any:
+    if source is None:
+        return None
+    if table == "_modules":
+        builtin = member is not None and is_builtin_module_class(type(member))
+        return ModuleSource(source, name, builtin)
+    return ParamBufferSource(source, name, table == "_buffers")
 
 
 def _instance_attr(tx: Translator, value: PythonValue, name: str, child: Any) -> Value:

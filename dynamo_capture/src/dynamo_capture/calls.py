@@ -29,7 +29,14 @@ from dynamo_capture.operations import (
     sequence_items,
 )
 from dynamo_capture.registry import disabled_reason, is_allowed_in_graph, substitute_for
-from dynamo_capture.sources import AttrSource, ItemSource, Source
+from dynamo_capture.sources import (
+    AttrSource,
+    CellContentsSource,
+    DefaultArgSource,
+    ModuleGlobalSource,
+    Source,
+    item_source,
+)
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -152,7 +159,7 @@ def _call_real_partial(
     obj, source = fn.obj, fn.source
 
     def item(attr: str, key: Any) -> Source | None:
-        return ItemSource(AttrSource(source, attr), key) if source is not None else None
+        return item_source(AttrSource(source, attr), key) if source is not None else None
 
     func = tx.ctx.wrap(obj.func, AttrSource(source, "func") if source else None)
     bound = [tx.ctx.wrap(a, item("args", i)) for i, a in enumerate(obj.args)]
@@ -245,13 +252,12 @@ def inline_function(
 
         def resolve(key: int | str) -> Value:
             real = defaults[key] if isinstance(key, int) else kwdefaults[key]
-            attr = "__defaults__" if isinstance(key, int) else "__kwdefaults__"
-            child = ItemSource(AttrSource(source, attr), key) if source is not None else None
+            child = DefaultArgSource(source, key) if source is not None else None
             return tx.ctx.wrap(real, child)
 
         cells = {}
         real_cells = {
-            name: (cell, _closure_source(source, index))
+            name: (cell, _closure_source(source, index, name))
             for index, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ()))
         }
     if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
@@ -268,10 +274,10 @@ def inline_function(
     return result
 
 
-def _closure_source(source: Source | None, index: int) -> Source | None:
+def _closure_source(source: Source | None, index: int, name: str) -> Source | None:
     if source is None:
         return None
-    return AttrSource(ItemSource(AttrSource(source, "__closure__"), index), "cell_contents")
+    return CellContentsSource(source, index, name)
 
 
 # ----- modules -----------------------------------------------------------
@@ -286,20 +292,18 @@ def _hooks_guard(tx: Translator, module_value: PythonValue) -> None:
     )
     if any(global_hooks):
         raise Unsupported("global nn.Module hooks are registered")
-    name = tx.ctx.guards.constant(nn_module)
-    tx.ctx.guards.expression(
-        "GLOBAL_STATE", None, None,
-        f"not ({name}._global_forward_hooks or {name}._global_forward_pre_hooks or "
-        f"{name}._global_backward_hooks or {name}._global_backward_pre_hooks)",
-    )  # fmt: skip
+    for table in (
+        "_global_forward_hooks", "_global_forward_pre_hooks",
+        "_global_backward_hooks", "_global_backward_pre_hooks",
+    ):  # fmt: skip
+        source = ModuleGlobalSource(nn_module.__name__, table)
+        tx.ctx.guards.length_check(source, getattr(nn_module, table))
     module, source = module_value.obj, module_value.source
     if module._backward_hooks or module._backward_pre_hooks:
         raise Unsupported(f"backward hooks on {type(module).__name__}")
-    if source is not None and not (module._forward_hooks or module._forward_pre_hooks):
-        tx.ctx.guards.expression(
-            "NN_MODULE", source, None,
-            f"not ({source.expr}._forward_hooks or {source.expr}._forward_pre_hooks)",
-        )  # fmt: skip
+    if source is not None:
+        for table in ("_forward_hooks", "_forward_pre_hooks"):
+            tx.ctx.guards.length_check(AttrSource(source, table), getattr(module, table))
 
 
 def call_module(
@@ -339,7 +343,7 @@ def _hook(tx: Translator, module_value: PythonValue, table: str, key: int) -> Va
     hooks = getattr(module_value.obj, table)
     if source is not None:
         tx.ctx.wrap(hooks, AttrSource(source, table))
-        return tx.ctx.wrap(hooks[key], ItemSource(AttrSource(source, table), key))
+        return tx.ctx.wrap(hooks[key], item_source(AttrSource(source, table), key))
     return PythonValue(hooks[key])
 
 

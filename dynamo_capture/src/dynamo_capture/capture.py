@@ -30,7 +30,7 @@ from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.output_graph import CaptureContext, is_constant
-from dynamo_capture.sources import LocalSource
+from dynamo_capture.sources import ClosureSource, LocalSource
 from dynamo_capture.state import capturing
 from dynamo_capture.values import (
     DictValue,
@@ -86,7 +86,6 @@ class CompiledEntry:
     """One cache entry: a guard function and the code that runs when it passes."""
 
     guards: CompiledGuards
-    module_globals: dict[str, dict[str, Any]]
     run: Callable[..., Any] | None
     artifacts: CaptureArtifacts
     graph_module: torch.fx.GraphModule | None = None
@@ -94,7 +93,7 @@ class CompiledEntry:
     eager: bool = False
 
     def check(self, L: dict[str, Any], G: dict[str, Any]) -> bool:  # noqa: N803
-        return self.guards.check(L, G, self.module_globals)
+        return self.guards.check(L, G)
 
 
 def user_frames(where: tuple[UserLocation, ...]) -> tuple[UserLocation, ...]:
@@ -103,16 +102,7 @@ def user_frames(where: tuple[UserLocation, ...]) -> tuple[UserLocation, ...]:
 
 
 def _global_state_guards(ctx: CaptureContext) -> None:
-    torch_name = ctx.guards.constant(torch)
-    ctx.guards.expression(
-        "GLOBAL_STATE", None, torch.is_grad_enabled(),
-        f"{torch_name}.is_grad_enabled() is {torch.is_grad_enabled()!r}",
-    )  # fmt: skip
-    dtype_name = ctx.guards.constant(torch.get_default_dtype())
-    ctx.guards.expression(
-        "GLOBAL_STATE", None, torch.get_default_dtype(),
-        f"{torch_name}.get_default_dtype() is {dtype_name}",
-    )  # fmt: skip
+    ctx.guards.global_state()
 
 
 def capture_frame(
@@ -133,7 +123,7 @@ def capture_frame(
     _global_state_guards(ctx)
     code = target.code
     real_cells = {
-        name: (cell, LocalSource(name))
+        name: (cell, ClosureSource(name))
         for name, cell in zip(code.co_freevars, target.function.__closure__ or ())
     }
     rng_state = torch.random.get_rng_state()
@@ -267,7 +257,7 @@ def _register_source(name: str, source: str) -> str:
 
 def entry_source(frame: CapturedFrame, name: str, calls_graph: bool) -> str:
     """The Python source of the entry function of one cache entry."""
-    lines = [f"def {name}(L, G, M):"]
+    lines = [f"def {name}(L, G):"]
     if calls_graph:
         arguments = ", ".join(frame.input_exprs)
         lines.append(f"    ___out = ___compiled({arguments})")
@@ -296,7 +286,7 @@ def compile_entry(
         "___build_object": _build_object,
     }
     exec(compile(source, filename, "exec"), scope)  # noqa: S102
-    guards = frame.ctx.guards.compile(guard_filter_fn)
+    guards = frame.ctx.guards.compile(guard_filter_fn, name=frame.target.name)
     artifacts = CaptureArtifacts(
         graph_code=graph.code,
         guard_code=guards.source,
@@ -304,4 +294,4 @@ def compile_entry(
         capture_seconds=frame.capture_seconds,
         backend_seconds=backend_seconds,
     )
-    return CompiledEntry(guards, dict(frame.ctx.module_globals), scope[name], artifacts, graph)
+    return CompiledEntry(guards, scope[name], artifacts, graph)

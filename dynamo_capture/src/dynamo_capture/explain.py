@@ -96,7 +96,7 @@ def explain(fn: Callable[..., Any], **settings: Any) -> Callable[..., ExplainOut
         report.compile_seconds = time.perf_counter() - start
         report.break_reasons = [GraphBreak(e.reason, e.where) for e in compiled.graph_breaks]
         for entry in compiled.entries:
-            report.guards.extend(guard.expr_template for guard in entry.guards.guards)
+            report.guards.extend(guard.describe() for guard in entry.guards.guards)
         return report
 
     return run

@@ -154,7 +154,6 @@ class Translator:
         if self.f_globals is self.ctx.frame_globals:
             return GlobalSource(name)
         module = self.f_globals.get("__name__", "?")
-        self.ctx.module_globals[module] = self.f_globals
         return ModuleGlobalSource(module, name)
 
     def cell(self, name: str) -> CellValue:

@@ -287,8 +287,7 @@ def enter_context(tx: Translator, context: ContextValue) -> Value:
     if context.kind == "autocast":
         node_args = _autocast_args(context)
         ctx_node = tx.ctx.graph.call_function(torch.amp.autocast_mode._enter_autocast, node_args)
-        real = torch.amp.autocast_mode._UnmanagedAutocast(*node_args)
-        real.__enter__()
+        real = torch.amp.autocast_mode._enter_autocast(*node_args)
         context.saved = (ctx_node, real)
         return _none()
     return _none()
@@ -302,7 +301,7 @@ def exit_context(tx: Translator, context: ContextValue) -> Value:
     elif context.kind == "autocast":
         ctx_node, real = context.saved
         tx.ctx.graph.call_function(torch.amp.autocast_mode._exit_autocast, (ctx_node,))
-        real.__exit__(None, None, None)
+        torch.amp.autocast_mode._exit_autocast(real)
     return PythonValue(None)
 
 

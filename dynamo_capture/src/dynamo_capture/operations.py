@@ -14,7 +14,7 @@ import torch
 
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.output_graph import is_constant
-from dynamo_capture.sources import ItemSource
+from dynamo_capture.sources import item_source
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -368,15 +368,9 @@ def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
     if isinstance(obj, torch.nn.ModuleDict):
         return [PythonValue(key) for key in obj.keys()]
     if isinstance(obj, torch.nn.Sequential | torch.nn.ModuleList | torch.nn.ParameterList):
-        return [
-            tx.ctx.wrap(item, ItemSource(source, index) if source else None)
-            for index, item in enumerate(obj)
-        ]
+        return [tx.ctx.wrap(item, item_source(source, index)) for index, item in enumerate(obj)]
     if isinstance(obj, list | tuple):
-        return [
-            tx.ctx.wrap(item, ItemSource(source, index) if source else None)
-            for index, item in enumerate(obj)
-        ]
+        return [tx.ctx.wrap(item, item_source(source, index)) for index, item in enumerate(obj)]
     if isinstance(obj, dict):
         return [PythonValue(key) for key in obj]
     if isinstance(obj, range | str | bytes | set | frozenset):
@@ -402,16 +396,10 @@ def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
         return dict(value.items)
     if isinstance(value, PythonValue) and isinstance(value.obj, dict):
         source = value.source
-        return {
-            key: tx.ctx.wrap(item, ItemSource(source, key) if source else None)
-            for key, item in value.obj.items()
-        }
+        return {key: tx.ctx.wrap(item, item_source(source, key)) for key, item in value.obj.items()}
     if isinstance(value, PythonValue) and isinstance(value.obj, torch.nn.ModuleDict):
         source = value.source
-        return {
-            key: tx.ctx.wrap(item, ItemSource(source, key) if source else None)
-            for key, item in value.obj.items()
-        }
+        return {key: tx.ctx.wrap(item, item_source(source, key)) for key, item in value.obj.items()}
     raise Unsupported(f"a {python_type_of(value).__name__} used as a mapping")
 
 
@@ -472,13 +460,10 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
         if isinstance(key, slice):
             if isinstance(obj, torch.nn.Module | list | tuple):
                 positions = range(len(obj))[key]
-                items = [
-                    tx.ctx.wrap(obj[i], ItemSource(source, i) if source else None)
-                    for i in positions
-                ]
+                items = [tx.ctx.wrap(obj[i], item_source(source, i)) for i in positions]
                 return ListValue(items) if isinstance(obj, list) else TupleValue(items)
             return PythonValue(item)
-        return tx.ctx.wrap(item, ItemSource(source, key) if source else None)
+        return tx.ctx.wrap(item, item_source(source, key))
     return _dunder_call(tx, container, "__getitem__", [index])
 
 

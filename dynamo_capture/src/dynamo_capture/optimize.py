@@ -106,7 +106,7 @@ class CompiledCallable:
     ) -> Any:
         if entry.eager:
             return self.target(*args, **kwargs)
-        return entry.run(f_locals, f_globals, entry.module_globals)
+        return entry.run(f_locals, f_globals)
 
     def _on_recompile(
         self, stance: str, f_locals: dict[str, Any], f_globals: dict[str, Any]
@@ -139,7 +139,7 @@ class CompiledCallable:
         if not self.entries:
             return "no compiled entry yet"
         entry = self.entries[-1]
-        return entry.guards.why_failed(f_locals, f_globals, entry.module_globals) or "guards pass"
+        return entry.guards.why_failed(f_locals, f_globals) or "guards pass"
 
     def _backend_for(self, stance: Any) -> Backend:
         if stance.force_backend is not None:
@@ -170,25 +170,18 @@ class CompiledCallable:
             artifact_logger("graph").info(
                 "captured graph of %s:\n%s", self.frame.name, entry.artifacts.graph_code
             )
-        if artifact_enabled("guards"):
-            artifact_logger("guards").info(
-                "guards of %s:\n%s", self.frame.name, entry.artifacts.guard_code
-            )
         return entry
 
     def _eager_entry(self, error: Unsupported, contexts: list[CaptureContext]) -> CompiledEntry:
         """An entry that runs the frame eagerly, guarded by what capture saw before failing."""
         self.graph_breaks.append(error)
         artifact_logger("graph_breaks").info("running %s eagerly: %s", self.frame.name, error)
-        guards = contexts[0].guards.compile() if contexts else None
-        module_globals = dict(contexts[0].module_globals) if contexts else {}
-        if guards is None:
-            from dynamo_capture.frame_guards import FrameGuards
+        from dynamo_capture.frame_guards import FrameGuards
 
-            guards = FrameGuards().compile()
+        guards = (contexts[0].guards if contexts else FrameGuards()).compile(name=self.frame.name)
         artifacts = CaptureArtifacts("", guards.source, "", graph_break_reason=str(error))
         self.artifacts.append(artifacts)
-        return CompiledEntry(guards, module_globals, None, artifacts, eager=True)
+        return CompiledEntry(guards, None, artifacts, eager=True)
 
     def reset(self) -> None:
         """Drop every compiled entry; the next call captures again."""

@@ -23,7 +23,7 @@ import torch.fx
 
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
-from dynamo_capture.sources import Source
+from dynamo_capture.sources import ModuleSource, NNModuleSource, Source, is_builtin_module_class
 from dynamo_capture.values import (
     CONSTANT_TYPES,
     DictValue,
@@ -119,7 +119,6 @@ class CaptureContext:
         self.graph = torch.fx.Graph()
         self.guards = FrameGuards()
         self.frame_globals = frame_globals
-        self.module_globals: dict[str, dict[str, Any]] = {}
         self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []
         self._by_id: dict[int, TensorValue] = {}
         # attribute writes to objects that exist outside the frame, replayed after the graph
@@ -129,6 +128,9 @@ class CaptureContext:
     # ----- inputs -------------------------------------------------------
     def wrap(self, obj: Any, source: Source | None) -> Value:
         """A value for real object `obj` found at `source`, guarded on what it is."""
+        if isinstance(obj, torch.nn.Module) and source is not None:
+            if not isinstance(source, ModuleSource | NNModuleSource):
+                source = NNModuleSource(source, is_builtin_module_class(type(obj)))
         if isinstance(obj, torch.Tensor):
             if source is None:
                 raise Unsupported(
@@ -179,6 +181,7 @@ class CaptureContext:
             return self.graph.placeholder(name)
 
     def _unique_name(self, base: str) -> str:
+        base = "".join(c if c.isalnum() else "_" for c in base).strip("_") or "input"
         name = base if base[:1].isalpha() else f"v_{base}"
         candidate, suffix = name, 0
         while candidate in self._names:
