@@ -57,6 +57,9 @@ def test_every_node_has_meta_val():
     dynamo_capture.optimize(model, backend=lambda gm, ex: graphs.append(gm) or gm)(
         torch.randn(2, 8)
     )
+    from guards import is_fake
+
     for node in graphs[0].graph.nodes:
         if node.op in ("placeholder", "call_function", "call_method"):
             assert "val" in node.meta, node.format_node()
+            assert is_fake(node.meta["val"]) and node.meta["val"].device.type == "cpu"

@@ -34,6 +34,7 @@ from dynamo_capture.values import (
     TupleValue,
     Value,
 )
+from guards import FakeTensorMode
 
 __all__ = ["CaptureContext", "is_constant", "TRUSTED_MODULES"]
 
@@ -78,13 +79,14 @@ def is_constant(obj: Any) -> bool:
     return False
 
 
-def _to_meta(example: torch.Tensor) -> torch.Tensor:
+def _to_fake(mode: FakeTensorMode, example: torch.Tensor) -> torch.Tensor:
+    """The fake value recorded as node.meta["val"] (a guards FakeTensor: real device kept)."""
     try:
+        return mode.from_real(example)
+    except Exception:  # noqa: BLE001 - an exotic tensor: fall back to a bare meta tensor
         return torch.empty_strided(
             example.shape, example.stride(), dtype=example.dtype, device="meta"
         )
-    except RuntimeError:
-        return torch.empty(example.shape, dtype=example.dtype, device="meta")
 
 
 def _map(value: Any, fn: Callable[[Value], Any]) -> Any:
@@ -118,6 +120,7 @@ class CaptureContext:
     def __init__(self, frame_globals: dict[str, Any]) -> None:
         self.graph = torch.fx.Graph()
         self.guards = FrameGuards()
+        self.fake_mode = FakeTensorMode()
         self.frame_globals = frame_globals
         self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []
         self._by_id: dict[int, TensorValue] = {}
@@ -166,7 +169,7 @@ class CaptureContext:
         with torch.no_grad():
             example = tensor.detach().clone()
         example.requires_grad_(tensor.requires_grad)
-        node.meta["val"] = _to_meta(example)
+        node.meta["val"] = _to_fake(self.fake_mode, tensor)
         value = TensorValue(node, example, source, type(tensor))
         self._by_id[id(tensor)] = value
         self.inputs.append((source, tensor, value))
@@ -232,7 +235,7 @@ class CaptureContext:
 
     def wrap_result(self, node: torch.fx.Node, result: Any, data_dependent: bool) -> Value:
         if isinstance(result, torch.Tensor):
-            node.meta["val"] = _to_meta(result)
+            node.meta["val"] = _to_fake(self.fake_mode, result)
             return TensorValue(node, result, None, type(result), data_dependent)
         if isinstance(result, tuple | list):
             items = []
@@ -240,7 +243,8 @@ class CaptureContext:
                 item_node = self.graph.call_function(operator.getitem, (node, index))
                 items.append(self.wrap_result(item_node, item, data_dependent))
             node.meta["val"] = tuple(
-                _to_meta(item) if isinstance(item, torch.Tensor) else item for item in result
+                _to_fake(self.fake_mode, item) if isinstance(item, torch.Tensor) else item
+                for item in result
             )
             if isinstance(result, list):
                 return ListValue(items)
