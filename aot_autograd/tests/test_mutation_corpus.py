@@ -341,6 +341,15 @@ def _p50(x):
     return x + 0, a.sum()
 
 
+def _p51(x):
+    return torch.view_as_complex(x), x * 2
+
+
+def _p52(x):
+    c = torch.view_as_real(x)
+    return c[..., 0] + 1
+
+
 CORPUS = [
     ("add_ on input", _p01, lambda: (r(3, 4),), False),
     ("mul_ on intermediate", _p02, lambda: (r(3, 4, grad=True),), True),
@@ -412,6 +421,8 @@ CORPUS = [
     ),
     ("copy_ from a transposed input", _p49, lambda: (r(4, 3, grad=True),), True),
     ("write through view of transpose", _p50, lambda: (r(12),), False),
+    ("view_as_complex of input", _p51, lambda: (r(3, 2, grad=True),), True),
+    ("view_as_real of complex input", _p52, lambda: (torch.randn(4, dtype=torch.cfloat),), False),
 ]
 
 

@@ -34,7 +34,7 @@ class OutputSpec:
     kind: "graph" (forward graph output `index`), "input" (input `index` itself),
     "input_alias" (a view of input `index`), "base_alias" (a view of forward
     graph output `index`), "constant" (`value`, not a tensor).
-    `geometry` is (size, stride, storage offset relative to the base) for views.
+    `geometry` is (size, stride, storage offset from the base in bytes, dtype) for views.
     """
 
     kind: str
@@ -94,8 +94,11 @@ def tracing_value(x: Any, requires_grad: bool) -> Any:
 
 
 def _relative_geometry(t: torch.Tensor, record: TensorRecord) -> tuple:
-    offset = t.storage_offset() - record.base.storage_offset
-    return (tuple(t.shape), tuple(t.stride()), offset)
+    """(size, stride, offset from the base in bytes, dtype) of view `t`."""
+    base = record.base
+    offset = t.storage_offset() * t.element_size()
+    offset -= base.storage_offset * base.tensor.element_size()
+    return (tuple(t.shape), tuple(t.stride()), offset, t.dtype)
 
 
 def _differentiable(t: torch.Tensor) -> bool:

@@ -115,8 +115,16 @@ def training_function(
 
 
 def _view(base: torch.Tensor, geometry: tuple) -> torch.Tensor:
-    size, stride, offset = geometry
-    return base.as_strided(size, stride, base.storage_offset() + offset)
+    """The view of `base` with `geometry`, differentiable where autograd allows."""
+    size, stride, offset_bytes, dtype = geometry
+    start = base.storage_offset() * base.element_size() + offset_bytes
+    if dtype != base.dtype:
+        try:
+            base = base.view(dtype)  # view_as_complex, view(dtype): keeps the autograd link
+        except RuntimeError:
+            alias = torch.empty(0, dtype=dtype, device=base.device)
+            return alias.set_(base.untyped_storage(), start // alias.element_size(), size, stride)
+    return base.as_strided(size, stride, start // base.element_size())
 
 
 def assemble_outputs(program: TracedProgram, args: Sequence[Any], graph_outputs: Sequence) -> Any:
