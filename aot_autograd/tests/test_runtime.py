@@ -311,3 +311,13 @@ def test_aot_module_takes_keyword_arguments():
     x, bias = torch.randn(3), torch.randn(3)
     torch.testing.assert_close(compiled(x, scale=2.0, bias=bias), net(x, scale=2.0, bias=bias))
     torch.testing.assert_close(compiled(x), net(x))
+
+
+def test_mutating_one_of_two_aliased_inputs_is_a_clear_error():
+    def fn(a, b):
+        a.add_(1)
+        return b * 2
+
+    x = torch.zeros(3)
+    with pytest.raises(UnsupportedMutationError, match="shares memory with another input"):
+        aot_function(fn, identity_compiler)(x, x)

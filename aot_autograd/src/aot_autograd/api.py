@@ -25,7 +25,11 @@ from torch import fx, nn
 
 from aot_autograd.partitioners import default_partition
 from aot_autograd.program import TracedProgram, trace_program
-from aot_autograd.runtime import assemble_outputs, training_function
+from aot_autograd.runtime import (
+    assemble_outputs,
+    check_mutated_inputs_unaliased,
+    training_function,
+)
 
 __all__ = ["AotCallable", "AotConfig", "aot_function", "aot_graph", "aot_module"]
 
@@ -83,6 +87,7 @@ class AotCallable:
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._cache[key] = self._compile(training, requires_grad)
+        check_mutated_inputs_unaliased(compiled.program, args)
         if compiled.training:
             outputs = compiled.run(*args)
         else:

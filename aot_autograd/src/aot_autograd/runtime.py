@@ -16,10 +16,10 @@ import torch
 import torch.utils._pytree as pytree
 from torch import fx
 
-from aot_autograd.errors import DoubleBackwardError, ValueChangedError
+from aot_autograd.errors import DoubleBackwardError, UnsupportedMutationError, ValueChangedError
 from aot_autograd.program import TracedProgram
 
-__all__ = ["assemble_outputs", "training_function"]
+__all__ = ["assemble_outputs", "check_mutated_inputs_unaliased", "training_function"]
 
 
 class _NoDoubleBackward(torch.autograd.Function):
@@ -125,6 +125,33 @@ def _view(base: torch.Tensor, geometry: tuple) -> torch.Tensor:
             alias = torch.empty(0, dtype=dtype, device=base.device)
             return alias.set_(base.untyped_storage(), start // alias.element_size(), size, stride)
     return base.as_strided(size, stride, start // base.element_size())
+
+
+def _storage_key(t: torch.Tensor) -> Any:
+    try:
+        return t.untyped_storage().data_ptr()
+    except RuntimeError:  # tensors without data (fakes): not checked
+        return None
+
+
+def check_mutated_inputs_unaliased(program: TracedProgram, args: Sequence[Any]) -> None:
+    """A mutated input must not share memory with another input (the graph assumed not)."""
+    if not program.mutated_inputs:
+        return
+    keys: dict[Any, int] = {}
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            key = _storage_key(a)
+            if key is not None and key != 0:
+                keys.setdefault(key, 0)
+                keys[key] += 1
+    for index in program.mutated_inputs:
+        if keys.get(_storage_key(args[index]), 0) > 1:
+            raise UnsupportedMutationError(
+                f"input {index} is written in place and shares memory with another input; "
+                "the compiled graph treats inputs as separate tensors. Pass a .clone() of one "
+                "of them"
+            )
 
 
 def assemble_outputs(program: TracedProgram, args: Sequence[Any], graph_outputs: Sequence) -> Any:
