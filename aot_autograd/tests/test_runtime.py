@@ -321,3 +321,13 @@ def test_mutating_one_of_two_aliased_inputs_is_a_clear_error():
     x = torch.zeros(3)
     with pytest.raises(UnsupportedMutationError, match="shares memory with another input"):
         aot_function(fn, identity_compiler)(x, x)
+
+
+def test_backward_twice_with_retain_graph():
+    f = aot_function(lambda x: (x.sin() * x).sum(), identity_compiler)
+    x = torch.randn(4, requires_grad=True)
+    y = f(x)
+    (first,) = torch.autograd.grad(y, x, retain_graph=True)
+    (second,) = torch.autograd.grad(y, x)
+    torch.testing.assert_close(first, second)
+    torch.testing.assert_close(first, x.detach().cos() * x.detach() + x.detach().sin())
