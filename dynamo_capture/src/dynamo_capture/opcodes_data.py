@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import builtins
 import operator
+import types
+
+import torch
 
 from dynamo_capture.attributes import get_attr, set_attr
 from dynamo_capture.bytecode import BINARY_OPERATORS, INTRINSICS, Instruction
@@ -24,6 +27,7 @@ from dynamo_capture.operations import (
     set_item,
     unary_op,
 )
+from dynamo_capture.output_graph import TRUSTED_MODULES
 from dynamo_capture.values import (
     NULL,
     CellValue,
@@ -108,7 +112,17 @@ def load_global(tx: Translator, inst: Instruction) -> None:
     if inst.push_null:
         tx.push(NULL)
     if name in tx.f_globals:
-        tx.push(tx.ctx.wrap(tx.f_globals[name], tx.global_source(name)))
+        value = tx.f_globals[name]
+        module = str(tx.f_globals.get("__name__", ""))
+        if (
+            module.split(".")[0] in TRUSTED_MODULES
+            and callable(value)
+            or isinstance(value, types.ModuleType)
+        ):
+            if module.split(".")[0] in TRUSTED_MODULES and not isinstance(value, torch.Tensor):
+                tx.push(PythonValue(value))  # torch's own globals: fixed, not guarded
+                return
+        tx.push(tx.ctx.wrap(value, tx.global_source(name)))
         return
     builtin_scope = tx.f_globals.get("__builtins__", builtins)
     scope = builtin_scope if isinstance(builtin_scope, dict) else vars(builtin_scope)

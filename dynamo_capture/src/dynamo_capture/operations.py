@@ -367,7 +367,13 @@ def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
     obj, source = value.obj, value.source
     if isinstance(obj, torch.nn.ModuleDict):
         return [PythonValue(key) for key in obj.keys()]
-    if isinstance(obj, torch.nn.Sequential | torch.nn.ModuleList | torch.nn.ParameterList):
+    if isinstance(obj, torch.nn.Sequential | torch.nn.ModuleList):
+        names = list(obj._modules)
+        return [
+            tx.ctx.wrap(item, _submodule_source(source, names[index], item))
+            for index, item in enumerate(obj)
+        ]
+    if isinstance(obj, torch.nn.ParameterList):
         return [tx.ctx.wrap(item, item_source(source, index)) for index, item in enumerate(obj)]
     if isinstance(obj, list | tuple):
         return [tx.ctx.wrap(item, item_source(source, index)) for index, item in enumerate(obj)]
@@ -390,6 +396,14 @@ def _user_iter(tx: Translator, value: Value) -> list[Value]:
     raise Unsupported(f"iteration over a {python_type_of(value).__name__}")
 
 
+def _submodule_source(source: Any, name: str, module: Any) -> Any:
+    from dynamo_capture.sources import ModuleSource, is_builtin_module_class
+
+    if source is None:
+        return None
+    return ModuleSource(source, name, is_builtin_module_class(type(module)))
+
+
 def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
     """A dict value's items as {constant key: Value}."""
     if isinstance(value, DictValue):
@@ -399,7 +413,10 @@ def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
         return {key: tx.ctx.wrap(item, item_source(source, key)) for key, item in value.obj.items()}
     if isinstance(value, PythonValue) and isinstance(value.obj, torch.nn.ModuleDict):
         source = value.source
-        return {key: tx.ctx.wrap(item, item_source(source, key)) for key, item in value.obj.items()}
+        return {
+            key: tx.ctx.wrap(item, _submodule_source(source, key, item))
+            for key, item in value.obj.items()
+        }
     raise Unsupported(f"a {python_type_of(value).__name__} used as a mapping")
 
 
@@ -460,9 +477,13 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
         if isinstance(key, slice):
             if isinstance(obj, torch.nn.Module | list | tuple):
                 positions = range(len(obj))[key]
-                items = [tx.ctx.wrap(obj[i], item_source(source, i)) for i in positions]
+                items = [_real_get_item(tx, container, PythonValue(i)) for i in positions]
                 return ListValue(items) if isinstance(obj, list) else TupleValue(items)
             return PythonValue(item)
+        if isinstance(obj, torch.nn.ModuleDict | torch.nn.ModuleList | torch.nn.Sequential):
+            names = list(obj._modules)
+            name = key if isinstance(key, str) else names[operator.index(key)]
+            return tx.ctx.wrap(item, _submodule_source(source, name, item))
         return tx.ctx.wrap(item, item_source(source, key))
     return _dunder_call(tx, container, "__getitem__", [index])
 
