@@ -331,3 +331,22 @@ def test_backward_twice_with_retain_graph():
     (second,) = torch.autograd.grad(y, x)
     torch.testing.assert_close(first, second)
     torch.testing.assert_close(first, x.detach().cos() * x.detach() + x.detach().sin())
+
+
+def test_aot_graph_as_a_torch_compile_backend():
+    """DESIGN.md contract 1: a backend built on aot_graph works under torch.compile."""
+
+    def backend(gm, example_inputs):
+        return aot_graph(gm, example_inputs, fw_compiler=RecordingCompiler())
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.ReLU())
+    reference = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.ReLU())
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(8, 4)
+    out, expected = torch.compile(model, backend=backend)(x), reference(x)
+    torch.testing.assert_close(out, expected)
+    out.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(model[0].weight.grad, reference[0].weight.grad)
+    torch.testing.assert_close(model[1].running_mean, reference[1].running_mean)
