@@ -274,3 +274,33 @@ def test_cuda_fakes_on_a_gpu_machine():
     assert out.device.type == "cpu" and out.shape == (11, 16)
     assert mixed.device == real.device
     assert torch.cuda.memory_allocated() == before  # fakes allocate nothing
+
+
+def _trace_layer(mode: FakeTensorMode) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    params = {name: mode.from_real(p) for name, p in layer.named_parameters()}
+    seen = []
+    with mode:
+        for batch in (2, 2, 3, 2):
+            x = mode.from_real(torch.randn(batch, 5, 16))
+            out = torch.func.functional_call(layer, params, (x,))
+            grads = torch.autograd.grad(out.sum(), list(params.values()))
+            seen += [out, *grads]
+    return seen
+
+
+def test_dispatch_cache_gives_the_same_metadata():
+    cached, plain = FakeTensorMode(), FakeTensorMode(cache_dispatch=False)
+    with_cache, without = _trace_layer(cached), _trace_layer(plain)
+    assert cached.cache.hits > 50 and plain.cache is None
+    for a, b in zip(with_cache, without, strict=True):
+        assert (a.shape, a.stride(), a.dtype, a.device, a.storage_offset()) == (
+            b.shape, b.stride(), b.dtype, b.device, b.storage_offset()
+        )  # fmt: skip
+    # outputs from the cache are fresh fakes with their own storage
+    with cached:
+        x = cached.from_real(torch.randn(4, 4))
+        first, second = x + 1, x + 1
+    assert first is not second
+    assert first.untyped_storage()._cdata != second.untyped_storage()._cdata

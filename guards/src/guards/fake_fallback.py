@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils._mode_utils import no_dispatch
-from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from guards.errors import DataDependentError
+from guards.fake_arguments import map_structure
 
 if TYPE_CHECKING:
     from guards.fake_tensor import FakeTensor, FakeTensorMode
@@ -58,26 +58,26 @@ def _zeros_like(fake: FakeTensor, storages: dict[int, torch.Tensor]) -> torch.Te
     return real
 
 
-def run_fallback(
-    mode: FakeTensorMode, func: Any, flat: list, spec: Any, fakes: list[FakeTensor]
-) -> Any:
+def run_fallback(mode: FakeTensorMode, func: Any, args: tuple, kwargs: dict) -> Any:
     """Run `func` on zeros shaped like the fakes; outputs that are inputs stay those fakes."""
     storages: dict[int, torch.Tensor] = {}
-    real_of: dict[int, FakeTensor] = {}
-    real_flat = []
-    with no_dispatch():
-        for value in flat:
-            if isinstance(value, torch.Tensor) and hasattr(value, "meta"):
-                real = _zeros_like(value, storages)
-                real_of[id(real)] = value
-                real_flat.append(real)
-            else:
-                real_flat.append(value)
-        args, kwargs = tree_unflatten(real_flat, spec)
-        out = func(*args, **kwargs)
-    out_flat, out_spec = tree_flatten(out)
-    for index, value in enumerate(out_flat):
+    fake_of: dict[int, FakeTensor] = {}
+
+    def to_real(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and hasattr(value, "meta"):
+            real = _zeros_like(value, storages)
+            fake_of[id(real)] = value
+            return real
+        return value
+
+    def to_fake(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
-            same = real_of.get(id(value))
-            out_flat[index] = same if same is not None else mode.from_real(value.detach())
-    return tree_unflatten(out_flat, out_spec)
+            same = fake_of.get(id(value))
+            return same if same is not None else mode.from_real(value.detach())
+        return value
+
+    with no_dispatch():
+        real_args = map_structure(to_real, args)
+        real_kwargs = {name: map_structure(to_real, value) for name, value in kwargs.items()}
+        out = func(*real_args, **real_kwargs)
+    return map_structure(to_fake, out)

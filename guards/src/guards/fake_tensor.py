@@ -24,9 +24,11 @@ import torch
 from torch._dispatch.python import enable_python_dispatcher
 from torch.utils._mode_utils import no_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils._pytree import tree_flatten
 
 from guards.errors import DataDependentError, FakeTensorError, UnsupportedOpError
+from guards.fake_arguments import map_structure
+from guards.fake_cache import DispatchCache, OutputSpec
 from guards.fake_fallback import can_fall_back, run_fallback
 from guards.fake_rules import MIXED_DEVICE_OPS, fake_rule_for
 
@@ -178,7 +180,9 @@ class FakeTensorMode(TorchDispatchMode):
     default) and is an error otherwise. An op without a meta kernel runs for
     real on zero-filled CPU tensors when `allow_fallback_kernels` is True (the
     default), its inputs are small CPU tensors and its output shape does not
-    depend on values (see fake_fallback.py). `mode.from_real(t)` makes the fake of a
+    depend on values (see fake_fallback.py). With `cache_dispatch` (the
+    default), output metadata of ops that make fresh tensors is cached by the
+    inputs' metadata (see fake_cache.py); `mode.cache.hits` counts the reuse. `mode.from_real(t)` makes the fake of a
     real tensor, memoized: the same tensor gives the same fake, and views of
     one storage give views of one fake storage.
 
@@ -188,7 +192,11 @@ class FakeTensorMode(TorchDispatchMode):
     """
 
     def __init__(
-        self, *, allow_non_fake_inputs: bool = True, allow_fallback_kernels: bool = True
+        self,
+        *,
+        allow_non_fake_inputs: bool = True,
+        allow_fallback_kernels: bool = True,
+        cache_dispatch: bool = True,
     ) -> None:
         super().__init__()
         from guards.fake_converter import FakeTensorConverter
@@ -197,6 +205,7 @@ class FakeTensorMode(TorchDispatchMode):
         self.allow_fallback_kernels = allow_fallback_kernels
         self.converter = FakeTensorConverter()
         self._device_args: dict[Any, bool] = {}
+        self.cache: DispatchCache | None = DispatchCache() if cache_dispatch else None
 
     def from_real(self, tensor: torch.Tensor, source: Any = None) -> FakeTensor:
         """The fake of real tensor `tensor` (memoized); `source` is recorded on a new fake."""
@@ -209,20 +218,22 @@ class FakeTensorMode(TorchDispatchMode):
 
     def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
         """Run `func` on fakes: convert real inputs, apply the op's rule or its meta kernel."""
-        flat, spec = tree_flatten((args, kwargs))
-        fakes = []
-        for index, value in enumerate(flat):
+        fakes: list[FakeTensor] = []
+
+        def collect(value: Any) -> Any:
             if isinstance(value, torch.Tensor):
-                fake = self._as_fake(func, value)
-                flat[index] = fake
-                fakes.append(fake)
-        args, kwargs = tree_unflatten(flat, spec)
+                value = self._as_fake(func, value)
+                fakes.append(value)
+            return value
+
+        args = map_structure(collect, args)
+        kwargs = {name: map_structure(collect, value) for name, value in kwargs.items()}
         rule = fake_rule_for(func)
         if rule is not None:
             result = rule(self, func, args, kwargs)
             if result is not NotImplemented:
                 return result
-        return self._run_meta(func, flat, spec, fakes)
+        return self._run_meta(func, args, kwargs, fakes)
 
     def _as_fake(self, func: Any, value: torch.Tensor) -> FakeTensor:
         if isinstance(value, FakeTensor):
@@ -247,47 +258,83 @@ class FakeTensorMode(TorchDispatchMode):
             self._device_args[func] = known
         return known
 
-    def _run_meta(self, func: Any, flat: list, spec: Any, fakes: list[FakeTensor]) -> Any:
-        by_meta = {id(fake.meta): fake for fake in fakes}
-        meta_flat = [value.meta if isinstance(value, FakeTensor) else value for value in flat]
-        meta_args, meta_kwargs = tree_unflatten(meta_flat, spec)
+    def _output_device(
+        self, func: Any, kwargs: dict, fakes: list[FakeTensor]
+    ) -> tuple[torch.device | None, dict]:
+        """The device requested by a `device` argument (None: decide from inputs), and
+        the kwargs for the meta kernel."""
+        if not self._has_device_arg(func):
+            return None, kwargs
         device = None
-        if self._has_device_arg(func):
-            requested = meta_kwargs.get("device")
-            if requested is not None:
-                device = _with_index(torch.device(requested))
-            elif not fakes:
-                device = _CPU
+        requested = kwargs.get("device")
+        if requested is not None:
+            device = _with_index(torch.device(requested))
+        elif not fakes:
+            device = _CPU
+        if requested is not None or not fakes or kwargs.get("pin_memory"):
+            kwargs = dict(kwargs)
             if requested is not None or not fakes:
-                meta_kwargs["device"] = _META
-            if meta_kwargs.get("pin_memory"):
-                meta_kwargs["pin_memory"] = False
+                kwargs["device"] = _META
+            if kwargs.get("pin_memory"):
+                kwargs["pin_memory"] = False
+        return device, kwargs
+
+    def _wrap(self, value: Any, device: torch.device) -> Any:
+        if isinstance(value, OutputSpec):
+            return FakeTensor(self, value.make(), device)
+        return value
+
+    def _run_meta(self, func: Any, args: tuple, kwargs: dict, fakes: list[FakeTensor]) -> Any:
+        device, meta_kwargs = self._output_device(func, kwargs, fakes)
+        key = None
+        if self.cache is not None and self.cache.cacheable(func):
+            key = self.cache.key(func, args, kwargs)
+            template = self.cache.lookup(key) if key is not None else None
+            if template is not None:
+                if device is None:
+                    device = _common_device(func, fakes)
+                return map_structure(lambda value: self._wrap(value, device), template)
+        meta_args = map_structure(_meta_of, args)
+        meta_kwargs = {name: map_structure(_meta_of, value) for name, value in meta_kwargs.items()}
         try:
             with enable_python_dispatcher():
                 out = func(*meta_args, **meta_kwargs)
         except NotImplementedError as error:
             if self.allow_fallback_kernels and device is None and can_fall_back(func, fakes):
-                return run_fallback(self, func, flat, spec, fakes)
+                return run_fallback(self, func, args, kwargs)
             raise UnsupportedOpError(
                 f"{func} has no meta kernel, so fake tensors cannot compute its output "
                 f"metadata ({error}). Register one with torch.library.register_fake, or "
                 "keep this op out of the compiled region.",
                 op=str(func),
             ) from error
-        out_flat, out_spec = tree_flatten(out)
-        if not any(isinstance(value, torch.Tensor) for value in out_flat):
-            return out
-        if device is None:
-            device = _common_device(func, fakes)
-        for index, value in enumerate(out_flat):
-            if isinstance(value, torch.Tensor):
-                existing = by_meta.get(id(value))
-                if existing is not None:
-                    _sync_metadata(existing)
-                    out_flat[index] = existing
-                else:
-                    out_flat[index] = FakeTensor(self, value, device)
-        return tree_unflatten(out_flat, out_spec)
+        if key is not None:
+            self.cache.store(key, out)
+        return self._wrap_outputs(func, out, device, fakes)
+
+    def _wrap_outputs(
+        self, func: Any, out: Any, device: torch.device | None, fakes: list[FakeTensor]
+    ) -> Any:
+        """Meta outputs -> fakes: an input's own meta gives that input back (in-place, out=)."""
+        by_meta = {id(fake.meta): fake for fake in fakes}
+
+        def wrap(value: Any) -> Any:
+            nonlocal device
+            if not isinstance(value, torch.Tensor):
+                return value
+            existing = by_meta.get(id(value))
+            if existing is not None:
+                _sync_metadata(existing)
+                return existing
+            if device is None:
+                device = _common_device(func, fakes)
+            return FakeTensor(self, value, device)
+
+        return map_structure(wrap, out)
+
+
+def _meta_of(value: Any) -> Any:
+    return value.meta if isinstance(value, FakeTensor) else value
 
 
 def _with_index(device: torch.device) -> torch.device:
