@@ -177,3 +177,16 @@ def check_opinfo(op, table, samples_per_dtype: int = SAMPLES_PER_DTYPE) -> Resul
                 return Result(_key(op), Outcome.FAIL, decomposed, f"{where}: {failure}")
     outcome = Outcome.PASS if decomposed else Outcome.NOT_COVERED
     return Result(_key(op), outcome, decomposed)
+
+
+def leaf_ops(op, table, samples: int = 3) -> set:
+    """The ops left running when the float32 samples run under the table."""
+    found: set = set()
+    for index, sample in enumerate(op.sample_inputs("cpu", torch.float32, requires_grad=False)):
+        if index >= samples:
+            break
+        mode = DecompositionMode(table)
+        with mode:
+            op(sample.input, *sample.args, **sample.kwargs)
+        found |= set(mode.leaf_ops)
+    return found

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from prim_decomp_opinfo import Outcome, check_opinfo, opinfos
+from prim_decomp_opinfo import Outcome, check_opinfo, leaf_ops, opinfos
 
-from prim_decomp import core_aten, inductor_default
+from prim_decomp import PRIMS_KEPT, core_aten, inductor_default, is_prim, prims
 
 FULL = os.environ.get("EMBER_FULL_OPINFO") == "1"
 
@@ -41,9 +41,22 @@ INDUCTOR_SUBSET = CORE_ATEN_SUBSET + [
 ]  # fmt: skip
 
 
+# OpInfos whose programs `core_aten | prims` must reduce to prims (and PRIMS_KEPT).
+PRIMS_SUBSET = [
+    "nn.functional.gelu", "nn.functional.silu", "softmax", "log_softmax",
+    "nn.functional.layer_norm", "nn.functional.group_norm", "nn.functional.cross_entropy",
+    "nn.functional.mse_loss", "mean", "var", "sum", "amax", "argmax", "logsumexp", "cat",
+    "stack", "split", "chunk", "narrow", "transpose", "permute", "expand", "flatten", "unflatten",
+    "squeeze", "unsqueeze", "view", "reshape", "clone", "contiguous", "gather", "scatter",
+    "scatter_add", "index_select", "where", "clamp", "maximum", "minimum", "pow", "add", "sub",
+    "mul", "div.no_rounding_mode", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "sin",
+    "cos", "abs", "neg", "full", "zeros", "ones", "nn.functional.embedding", "tril",
+]  # fmt: skip
+
 TABLES = {
     "core_aten": (core_aten, CORE_ATEN_SUBSET + ["baddbmm"]),
     "inductor_default": (inductor_default, INDUCTOR_SUBSET),
+    "core_aten|prims": (core_aten | prims, PRIMS_SUBSET),
 }
 
 
@@ -62,9 +75,16 @@ def test_subsets_name_real_opinfos():
 
 @pytest.mark.parametrize(("table", "op"), list(_cases()))
 def test_opinfo_matches_eager(table, op):
-    result = check_opinfo(op, table)
+    result = check_opinfo(op, table, samples_per_dtype=6 if FULL else 3)
     if result.outcome is Outcome.NOT_COVERED:
         if FULL:
             pytest.skip("no sample reaches an op the table decomposes")
         pytest.fail(f"{result.name}: the subset lists it, but no sample reached the table")
     assert result.outcome is Outcome.PASS, f"{result.name}: {result.message}"
+
+
+@pytest.mark.parametrize("op", opinfos(PRIMS_SUBSET), ids=lambda op: op.name)
+def test_prims_table_leaves_only_prims(op):
+    ran = leaf_ops(op, core_aten | prims, samples=3)
+    left = {o for o in ran if not is_prim(o) and o not in PRIMS_KEPT}
+    assert not left, f"{op.name} still runs {sorted(map(str, left))}"

@@ -9,6 +9,7 @@ Stable API: everything in `__all__`.
 """
 
 from prim_decomp import primitives
+from prim_decomp.decompose import decompose
 from prim_decomp.errors import (
     DecomposeError,
     DuplicateDecompositionError,
@@ -18,7 +19,7 @@ from prim_decomp.errors import (
 from prim_decomp.mode import DecompositionMode
 from prim_decomp.primitives import PRIM_SCHEMAS, is_prim, prim_ops
 from prim_decomp.table import Decomposition, DecompositionTable
-from prim_decomp.tables import INDUCTOR_KEPT, core_aten, inductor_default, prims
+from prim_decomp.tables import INDUCTOR_KEPT, PRIMS_KEPT, core_aten, inductor_default, prims
 from prim_decomp.type_promotion import Promotion, elementwise_dtypes, result_dtype
 
 __version__ = "0.1.0"
@@ -31,10 +32,12 @@ __all__ = [
     "DuplicateDecompositionError",
     "FrozenTableError",
     "INDUCTOR_KEPT",
+    "PRIMS_KEPT",
     "PRIM_SCHEMAS",
     "PrimDecompError",
     "Promotion",
     "core_aten",
+    "decompose",
     "elementwise_dtypes",
     "inductor_default",
     "is_prim",

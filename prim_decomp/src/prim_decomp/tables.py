@@ -20,7 +20,7 @@ import torch
 from prim_decomp.decompositions import COMPOSITE, COMPOUND, TO_PRIMS
 from prim_decomp.table import DecompositionTable
 
-__all__ = ["core_aten", "prims", "inductor_default", "INDUCTOR_KEPT"]
+__all__ = ["core_aten", "prims", "inductor_default", "INDUCTOR_KEPT", "PRIMS_KEPT"]
 
 aten = torch.ops.aten
 
@@ -39,6 +39,26 @@ INDUCTOR_KEPT: frozenset[torch._ops.OpOverload] = frozenset(
         aten.avg_pool2d_backward.default,
         aten.max_pool2d_with_indices.default,
         aten.max_pool2d_with_indices_backward.default,
+    }
+)
+
+# ATen ops that `core_aten | prims` leaves whole: library kernels (matmul,
+# convolution, pooling), data-dependent shapes (boolean-mask indexing, nonzero),
+# sorting, and the few core ops without a prim rule yet.
+PRIMS_KEPT: frozenset[torch._ops.OpOverload] = INDUCTOR_KEPT | frozenset(
+    {
+        aten.index.Tensor,  # boolean masks
+        aten.index_put.default,  # boolean masks or non-leading indices
+        aten.nonzero.default,
+        aten.sort.default,
+        aten.topk.default,
+        aten.constant_pad_nd.default,
+        aten._local_scalar_dense.default,
+        aten.arange.start_step,  # floating-point steps
+        aten.bernoulli.p,
+        aten.native_dropout.default,
+        aten.scatter.reduce,  # reduce="multiply"
+        aten.scatter.value_reduce,  # reduce="multiply"
     }
 )
 

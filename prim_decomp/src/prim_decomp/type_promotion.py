@@ -55,7 +55,33 @@ def _scalar_dtype(value: object) -> torch.dtype:
 
 
 def _promote_pair(a: torch.dtype | None, b: torch.dtype) -> torch.dtype:
-    return b if a is None else torch.promote_types(a, b)
+    """The smallest dtype both `a` and `b` convert to without loss of category."""
+    if a is None or a == b:
+        return b
+    if _category(a) != _category(b):
+        low, high = (a, b) if _category(a) < _category(b) else (b, a)
+        if _category(high) == _COMPLEX and _category(low) == _FLOAT:
+            return _promote_pair(_COMPLEX_OF.get(low, torch.complex64), high)
+        return high
+    if _category(a) == _BOOL:
+        return a
+    if _category(a) == _INT:
+        return _promote_ints(a, b)
+    if {a, b} == {torch.float16, torch.bfloat16}:
+        return torch.float32
+    return a if a.itemsize >= b.itemsize else b
+
+
+def _promote_ints(a: torch.dtype, b: torch.dtype) -> torch.dtype:
+    if a.is_signed == b.is_signed:
+        return a if a.itemsize >= b.itemsize else b
+    unsigned, signed = (a, b) if not a.is_signed else (b, a)
+    if signed.itemsize > unsigned.itemsize:
+        return signed
+    return _SIGNED_OF_SIZE.get(unsigned.itemsize * 2, torch.int64)
+
+
+_SIGNED_OF_SIZE = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def _lift(dtype: torch.dtype, weak: torch.dtype, weak_is_tensor: bool) -> torch.dtype:

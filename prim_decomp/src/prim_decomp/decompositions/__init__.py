@@ -10,6 +10,8 @@ from prim_decomp.decompositions import (  # noqa: F401  (imported to register)
     normalization,
     reductions,
     shapes,
+    to_prims_elementwise,
+    to_prims_structure,
 )
 from prim_decomp.decompositions._registry import COMPOSITE, COMPOUND, TO_PRIMS
 

@@ -130,3 +130,13 @@ def deg2rad(x):
 def rad2deg(x):
     _, result = elementwise_dtypes(x, promotion=Promotion.INT_TO_FLOAT)
     return cast(x, result) * (180.0 / torch.pi)
+
+
+@COMPOSITE.register(aten.scatter.reduce, aten.scatter.value_reduce)
+def scatter_reduce_add(x, dim, index, src, *, reduce):
+    """reduce="add" is scatter_add; "multiply" stays whole."""
+    if reduce != "add":
+        return NotImplemented
+    if not isinstance(src, torch.Tensor):
+        src = aten.full.default(index.shape, src, dtype=x.dtype, device=x.device)
+    return aten.scatter_add.default(x, dim, index, cast(src, x.dtype))

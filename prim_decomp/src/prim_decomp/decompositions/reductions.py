@@ -41,8 +41,8 @@ def mean_all(x: torch.Tensor, *, dtype: torch.dtype | None = None) -> torch.Tens
     return aten.mean.dim(x, [], False, dtype=dtype)
 
 
-@COMPOUND.register(aten.var.correction)
-def var_correction(x, dim=None, *, correction=None, keepdim: bool = False):
+def _var_and_mean(x, dim, correction, keepdim: bool):
+    """(variance, mean) over `dim`, sharing the one mean."""
     dims = normalize_dims(dim, x.dim())
     correction = 1 if correction is None else correction
     xc = cast(x, compute_dtype(x.dtype))
@@ -54,14 +54,18 @@ def var_correction(x, dim=None, *, correction=None, keepdim: bool = False):
         squared = centered * centered
     total = aten.sum.dim_IntList(squared, dims, keepdim)
     denominator = torch.sym_max(_count(x, dims) - correction, 0)
-    return cast(total / denominator, _real(x.dtype))
+    mean = mean if keepdim else aten.squeeze.dims(mean, dims)
+    return cast(total / denominator, _real(x.dtype)), cast(mean, x.dtype)
+
+
+@COMPOUND.register(aten.var.correction)
+def var_correction(x, dim=None, *, correction=None, keepdim: bool = False):
+    return _var_and_mean(x, dim, correction, keepdim)[0]
 
 
 @COMPOSITE.register(aten.var_mean.correction)
 def var_mean(x, dim=None, *, correction=None, keepdim: bool = False):
-    var = aten.var.correction(x, dim, correction=correction, keepdim=keepdim)
-    dims = normalize_dims(dim, x.dim())
-    return cast(var, _real(x.dtype)), aten.mean.dim(x, dims, keepdim)
+    return _var_and_mean(x, dim, correction, keepdim)
 
 
 def _real(dtype: torch.dtype) -> torch.dtype:

@@ -1,0 +1,165 @@
+"""decompose(gm, table): graphs from make_fx, forward and backward, static and symbolic."""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from prim_decomp import (
+    PRIMS_KEPT,
+    DecomposeError,
+    core_aten,
+    decompose,
+    inductor_default,
+    is_prim,
+)
+from prim_decomp import prims as prims_table
+
+aten = torch.ops.aten
+TO_PRIMS = core_aten | prims_table
+
+
+def block(x, w, b, gamma, beta, target):
+    """A transformer-ish block with a loss: linear, gelu, layer_norm, softmax, cross_entropy."""
+    h = F.gelu(F.linear(x, w, b))
+    h = F.layer_norm(h, [h.shape[-1]], gamma, beta)
+    attn = torch.softmax(h @ h.t() / 4.0, dim=-1) @ h
+    return F.cross_entropy(attn + F.silu(h), target)
+
+
+def _block_inputs(rows: int = 6):
+    torch.manual_seed(0)
+    return [
+        torch.randn(rows, 8),
+        torch.randn(5, 8),
+        torch.randn(5),
+        torch.randn(5),
+        torch.randn(5),
+        torch.randint(0, 5, (rows,)),
+    ]
+
+
+def block_with_grads(*inputs):
+    x, w = inputs[0], inputs[1]
+    loss = block(*inputs)
+    return (loss, *torch.autograd.grad(loss, [x, w]))
+
+
+def _grad_inputs(rows: int = 6):
+    inputs = _block_inputs(rows)
+    inputs[0].requires_grad_(True)
+    inputs[1].requires_grad_(True)
+    return inputs
+
+
+def _targets(gm) -> set:
+    return {n.target for n in gm.graph.nodes if n.op == "call_function"}
+
+
+@pytest.mark.parametrize("table_name", ["core_aten", "inductor_default", "prims"])
+def test_forward_graph_matches_eager(table_name):
+    table = {"core_aten": core_aten, "inductor_default": inductor_default, "prims": TO_PRIMS}
+    table = table[table_name]
+    inputs = _block_inputs()
+    gm = make_fx(block, tracing_mode="fake")(*inputs)
+    out = decompose(gm, table)
+    torch.testing.assert_close(out(*inputs), block(*inputs))
+    assert not (_targets(out) & set(table)), "an op of the table survived"
+    for node in out.graph.nodes:
+        if node.op in ("call_function", "placeholder"):
+            assert "val" in node.meta, node.format_node()
+
+
+def test_backward_graph_matches_eager():
+    inputs = _grad_inputs()
+    gm = make_fx(block_with_grads, tracing_mode="fake")(*inputs)
+    assert aten.gelu_backward.default in _targets(gm)
+    out = decompose(gm, inductor_default)
+    assert aten.gelu_backward.default not in _targets(out)
+    assert aten.mm.default in _targets(out)
+    torch.testing.assert_close(out(*inputs), block_with_grads(*inputs))
+
+
+def test_prims_table_leaves_only_prims():
+    inputs = _grad_inputs()
+    gm = make_fx(block_with_grads, tracing_mode="fake")(*inputs)
+    out = decompose(gm, TO_PRIMS)
+    allowed_python = {operator.getitem, aten.sym_size.int}
+    leftover = {t for t in _targets(out) if not is_prim(t) and t not in PRIMS_KEPT | allowed_python}
+    assert not leftover, f"not prims: {sorted(map(str, leftover))}"
+    torch.testing.assert_close(out(*inputs), block_with_grads(*inputs))
+
+
+def test_symbolic_shapes_survive():
+    inputs = _block_inputs(6)
+    gm = make_fx(block, tracing_mode="symbolic")(*inputs)
+    for table in (inductor_default, TO_PRIMS):
+        out = decompose(gm, table)
+        for rows in (6, 11):
+            other = _block_inputs(rows)
+            torch.testing.assert_close(out(*other), block(*other))
+
+
+def test_swapping_one_decomposition():
+    def f(x):
+        return F.gelu(x) * 2
+
+    x = torch.randn(16)
+    gm = make_fx(f, tracing_mode="fake")(x)
+    mine = inductor_default.copy(name="tanh_gelu")
+
+    @mine.register(aten.gelu.default, replace=True)
+    def gelu_as_tanh(x, approximate="none"):
+        inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+        return 0.5 * x * (1.0 + torch.tanh(inner))
+
+    out = decompose(gm, mine)
+    assert aten.tanh.default in _targets(out) and aten.erf.default not in _targets(out)
+    torch.testing.assert_close(out(x), F.gelu(x, approximate="tanh") * 2)
+    default = decompose(gm, inductor_default)
+    assert aten.erf.default in _targets(default)
+
+
+def test_without_keeps_an_op_whole():
+    def f(x):
+        return F.gelu(x) + F.silu(x)
+
+    x = torch.randn(8)
+    gm = make_fx(f, tracing_mode="fake")(x)
+    out = decompose(gm, inductor_default.without(aten.gelu))
+    assert aten.gelu.default in _targets(out)
+    assert aten.silu.default not in _targets(out)
+    torch.testing.assert_close(out(x), f(x))
+
+
+def test_input_graph_is_not_modified():
+    x = torch.randn(8)
+    gm = make_fx(lambda x: F.silu(x), tracing_mode="fake")(x)
+    before = gm.code
+    decompose(gm, inductor_default)
+    assert gm.code == before
+
+
+def test_example_inputs_replace_missing_vals():
+    x = torch.randn(4, 3)
+    gm = make_fx(lambda x: F.hardswish(x), tracing_mode="real")(x)
+    for node in gm.graph.nodes:
+        node.meta.pop("val", None)
+    with pytest.raises(DecomposeError, match="example_inputs"):
+        decompose(gm, inductor_default)
+    out = decompose(gm, inductor_default, example_inputs=[x])
+    torch.testing.assert_close(out(x), F.hardswish(x))
+
+
+def test_provenance_is_copied():
+    x = torch.randn(4)
+    gm = make_fx(lambda x: F.silu(x), tracing_mode="fake")(x)
+    for node in gm.graph.nodes:
+        node.meta["stack_trace"] = f"trace of {node.name}"
+    out = decompose(gm, inductor_default)
+    traces = {n.meta.get("stack_trace") for n in out.graph.nodes if n.op == "call_function"}
+    assert traces == {"trace of silu"}
