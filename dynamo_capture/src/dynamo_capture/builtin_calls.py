@@ -11,6 +11,7 @@ import builtins
 import collections
 import functools
 import inspect
+import itertools
 import math
 import operator
 import types
@@ -382,6 +383,25 @@ def _all(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return PythonValue(all(truth(tx, item) for item in sequence_items(tx, args[0])))
 
 
+class _Opaque:
+    """A sort key part known only when the code runs: comparing it is Unsupported."""
+
+    def _fail(self, other: Any) -> bool:
+        raise Unsupported("sorting compares values known only when the code runs")
+
+    __lt__ = __gt__ = __le__ = __ge__ = __eq__ = _fail
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _sort_key(value: Value) -> Any:
+    try:
+        return as_constant(value)
+    except NotConstant:
+        if isinstance(value, TupleValue):
+            return tuple(_sort_key(item) for item in value.items)
+        return _Opaque()
+
+
 def sorted_values(tx: Translator, items: list[Value], kwargs: dict[str, Value]) -> list[Value]:
     """Sort values by their capture-time keys (stable, like sorted)."""
     from dynamo_capture.calls import call
@@ -389,9 +409,9 @@ def sorted_values(tx: Translator, items: list[Value], kwargs: dict[str, Value]) 
     key = kwargs.get("key")
     reverse = as_constant(kwargs["reverse"]) if "reverse" in kwargs else False
     if key is None or (isinstance(key, PythonValue) and key.obj is None):
-        keys = [as_constant(item) for item in items]
+        keys = [_sort_key(item) for item in items]
     else:
-        keys = [as_constant(call(tx, key, [item], {})) for item in items]
+        keys = [_sort_key(call(tx, key, [item], {})) for item in items]
     order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
     return [items[i] for i in order]
 
@@ -458,6 +478,18 @@ def _signature(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
     else:
         raise Unsupported(f"inspect.signature of a {python_type_of(target).__name__}")
     return PythonValue(inspect.signature(real))
+
+
+@handles(itertools.product)
+def _product(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    repeat = as_constant(kwargs["repeat"]) if "repeat" in kwargs else 1
+    pools = [sequence_items(tx, arg) for arg in args] * repeat
+    return IteratorValue([TupleValue(list(row)) for row in itertools.product(*pools)])
+
+
+@handles(itertools.chain)
+def _chain(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return IteratorValue([item for arg in args for item in sequence_items(tx, arg)])
 
 
 @handles(functools.partial)

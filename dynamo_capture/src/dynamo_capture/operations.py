@@ -404,6 +404,17 @@ def _submodule_source(source: Any, name: str, module: Any) -> Any:
     return ModuleSource(source, name, is_builtin_module_class(type(module)))
 
 
+def realize(tx: Translator, value: Value) -> Value:
+    """An outside list/tuple/dict holding tensors, as a container of Values (items guarded)."""
+    if isinstance(value, PythonValue) and value.source is not None and not is_constant(value.obj):
+        if type(value.obj) in (list, tuple):
+            items = [realize(tx, item) for item in _real_items(tx, value)]
+            return ListValue(items) if isinstance(value.obj, list) else TupleValue(items)
+        if type(value.obj) is dict:
+            return DictValue({k: realize(tx, v) for k, v in dict_items(tx, value).items()})
+    return value
+
+
 def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
     """A dict value's items as {constant key: Value}."""
     if isinstance(value, DictValue):
@@ -475,7 +486,7 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
         except (IndexError, KeyError, TypeError) as error:
             raise Unsupported(f"{type(error).__name__} while capturing: {error}") from error
         if isinstance(key, slice):
-            if isinstance(obj, torch.nn.Module | list | tuple):
+            if isinstance(obj, torch.nn.Module | list | tuple) and not isinstance(obj, torch.Size):
                 positions = range(len(obj))[key]
                 items = [_real_get_item(tx, container, PythonValue(i)) for i in positions]
                 return ListValue(items) if isinstance(obj, list) else TupleValue(items)

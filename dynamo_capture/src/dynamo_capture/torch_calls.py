@@ -134,6 +134,10 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
             return PythonValue(fn(*_examples(list(args)), **_examples(dict(kwargs))))
         except NotConstant as error:
             raise Unsupported(f"torch.{name} on values known only when it runs") from error
+    from dynamo_capture.operations import realize
+
+    args = [realize(tx, a) for a in args]
+    kwargs = {k: realize(tx, v) for k, v in kwargs.items()}
     if not _has_tensor_value(args, kwargs):
         try:
             real_args = [as_constant(a) for a in args]
@@ -237,6 +241,10 @@ def call_tensor_method(
         from dynamo_capture.operations import get_item
 
         return get_item(tx, tensor, args[0])
+    from dynamo_capture.operations import realize
+
+    args = [realize(tx, a) for a in args]
+    kwargs = {k: realize(tx, v) for k, v in kwargs.items()}
     result = tx.ctx.call("call_method", name, (tensor, *args), kwargs)
     if name.endswith("_") and not name.endswith("__"):
         return tensor
