@@ -164,7 +164,7 @@ def _kwargs_forward(**named):
 
 def _string_format(x):
     label = "{}-{}".format("a", x.shape[0])
-    return x * len(label), label, "%d items" % x.numel()
+    return x * len(label), label, "%d items" % x.numel()  # noqa: UP031 - exercises %-formatting
 
 
 def _enumerate_start(x):
