@@ -15,7 +15,9 @@ def assert_functional(gm: fx.GraphModule) -> None:
             assert "val" in node.meta, f"{node.format_node()} has no meta['val']"
         if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
             assert not mutated_arguments(node.target), f"mutating op {node.target} in the graph"
-            assert node.target is not torch.ops.aten.native_batch_norm.default or not node.args[5]
+            if node.target is torch.ops.aten.native_batch_norm.default:
+                training, running_mean = node.args[5], node.args[3]
+                assert not training or running_mean is None, "batch norm updating statistics"
 
 
 class RecordingCompiler:

@@ -350,6 +350,19 @@ def _p52(x):
     return c[..., 0] + 1
 
 
+def _p53(a, b, out):
+    torch.mm(a, b, out=out)
+    return out.sum(0)
+
+
+def _p54(x, y):
+    buffer = torch.empty(3, 4)
+    torch.add(x, y, out=buffer)
+    values, indices = torch.empty(3), torch.empty(3, dtype=torch.long)
+    torch.max(buffer, 1, out=(values, indices))
+    return buffer * 2, values, indices
+
+
 CORPUS = [
     ("add_ on input", _p01, lambda: (r(3, 4),), False),
     ("mul_ on intermediate", _p02, lambda: (r(3, 4, grad=True),), True),
@@ -423,6 +436,8 @@ CORPUS = [
     ("write through view of transpose", _p50, lambda: (r(12),), False),
     ("view_as_complex of input", _p51, lambda: (r(3, 2, grad=True),), True),
     ("view_as_real of complex input", _p52, lambda: (torch.randn(4, dtype=torch.cfloat),), False),
+    ("mm with out= into an input", _p53, lambda: (r(3, 4), r(4, 2), torch.zeros(3, 2)), False),
+    ("out= into fresh tensors, two outs", _p54, lambda: (r(3, 4), r(3, 4)), False),
 ]
 
 

@@ -35,6 +35,7 @@ class FunctionalForm:
     mutated: tuple[int, ...]
     self_result: bool
     changes_view: bool = False
+    writes_out: bool = False
 
 
 # In-place op -> functional op, where the name is not the in-place name less its `_`.
@@ -57,16 +58,16 @@ def mutated_arguments(op: torch._ops.OpOverload) -> tuple[int, ...]:
     )
 
 
-def _signature(op: Any) -> list[tuple[str, str]]:
-    return [(a.name, str(a.type)) for a in op._schema.arguments]
+def _signature(op: Any, skip: tuple[int, ...] = ()) -> list[tuple[str, str]]:
+    return [(a.name, str(a.type)) for i, a in enumerate(op._schema.arguments) if i not in skip]
 
 
-def _matching_overload(packet_name: str, like: Any) -> Any:
-    """The overload of aten.`packet_name` taking the same arguments as `like`, or None."""
+def _matching_overload(packet_name: str, like: Any, skip: tuple[int, ...] = ()) -> Any:
+    """The overload of aten.`packet_name` taking `like`'s arguments (less `skip`), or None."""
     packet = getattr(aten, packet_name, None)
     if packet is None:
         return None
-    wanted = _signature(like)
+    wanted = _signature(like, skip)
     for name in packet.overloads():
         candidate = getattr(packet, name)
         if _signature(candidate) == wanted:
@@ -83,10 +84,13 @@ def functional_variant(op: torch._ops.OpOverload) -> FunctionalForm:
     mutated = mutated_arguments(op)
     name = op._schema.name.split("::")[-1]
     if any(op._schema.arguments[i].kwarg_only for i in mutated):
-        raise UnsupportedMutationError(
-            f"{op} writes its result into an out= argument; call the functional form of the op "
-            "instead (torch.add(a, b) rather than torch.add(a, b, out=c))"
-        )
+        target = _matching_overload(name, op, skip=mutated)
+        if target is None:
+            raise UnsupportedMutationError(
+                f"{op} writes its result into an out= argument and has no functional "
+                "overload; call the functional form of the op instead"
+            )
+        return FunctionalForm(target, mutated, self_result=False, writes_out=True)
     if op in FUNCTIONAL_OVERRIDES:
         target = FUNCTIONAL_OVERRIDES[op]
         if target is None:

@@ -244,6 +244,9 @@ class GraphRecorder:
             node = self._call(form.op, args, kwargs, args[0])
             self.write(args[0], node)
             return
+        if form.writes_out:
+            self._record_out_variant(op, form, args, kwargs)
+            return
         values = tuple(out) if isinstance(out, (tuple, list)) else (out,)
         mutated = tuple(args[i] for i in form.mutated)
         node = self._call(form.op, args, kwargs, (*values, *mutated))
@@ -251,6 +254,25 @@ class GraphRecorder:
         for item, t in items[: len(values)]:
             self._output(t, item)
         for (item, _), t in zip(items[len(values) :], mutated):
+            self.write(t, item)
+
+    def _record_out_variant(self, op: Any, form: Any, args: tuple, kwargs: dict) -> None:
+        """`op(..., out=t)` recorded as the functional op, its results written into the outs."""
+        names = [op._schema.arguments[i].name for i in form.mutated]
+        outs = [kwargs[name] for name in names]
+        rest = {k: v for k, v in kwargs.items() if k not in names}
+        for t in outs:
+            if tuple(t.shape) != self.record_of(t).geometry[0]:
+                raise UnsupportedMutationError(
+                    f"{op} resized its out= tensor; functionalization supports out= tensors "
+                    "of the result's size only: call the functional form of the op"
+                )
+        value = outs[0] if len(outs) == 1 else tuple(outs)
+        node = self._call(form.op, args, rest, value)
+        if len(outs) == 1:
+            self.write(outs[0], node)
+            return
+        for (item, _), t in zip(self._items(node, value), outs):
             self.write(t, item)
 
     def _record_view_change(self, op: Any, args: tuple, kwargs: dict) -> None:
