@@ -20,6 +20,18 @@ __all__ = ["AUTOCAST_DEVICE_TYPES", "GlobalStateGuard"]
 AUTOCAST_DEVICE_TYPES: tuple[str, ...] = ("cpu", "cuda")
 
 
+# The C functions behind torch.are_deterministic_algorithms_enabled and
+# torch.is_deterministic_algorithms_warn_only_enabled (one Python call fewer each).
+_deterministic = getattr(
+    torch._C, "_get_deterministic_algorithms", torch.are_deterministic_algorithms_enabled
+)
+_deterministic_warn_only = getattr(
+    torch._C,
+    "_get_deterministic_algorithms_warn_only",
+    torch.is_deterministic_algorithms_warn_only_enabled,
+)
+
+
 def _autocast_state() -> tuple[tuple[str, torch.dtype], ...]:
     """(device type, dtype) for each device type whose autocast is on; () when none is."""
     if not torch._C._is_any_autocast_enabled():
@@ -83,9 +95,8 @@ class GlobalStateGuard(Guard):
             f"{c(torch.is_grad_enabled, 'is_grad_enabled')}() is {self.grad_enabled}",
             f"{c(torch.get_default_dtype, 'get_default_dtype')}() is {c(self.default_dtype, 'dtype')}",
             f"{c(torch.is_inference_mode_enabled, 'is_inference_mode')}() is {self.inference_mode}",
-            f"{c(torch.are_deterministic_algorithms_enabled, 'deterministic')}() is {self.deterministic}",
-            f"{c(torch.is_deterministic_algorithms_warn_only_enabled, 'warn_only')}() is "
-            f"{self.deterministic_warn_only}",
+            f"{c(_deterministic, 'deterministic')}() is {self.deterministic}",
+            f"{c(_deterministic_warn_only, 'warn_only')}() is {self.deterministic_warn_only}",
         ]
         if not self.autocast:
             checks.append(f"{c(torch._C._is_any_autocast_enabled, 'any_autocast')}() is False")

@@ -155,6 +155,7 @@ def generate_guard_function(guards: list[Guard], header: str = "") -> GeneratedG
     defaults = "".join(f", {name}={name}" for name in code.constants)
     star = ", *" if defaults else ""
     lines = [f"# {line}" for line in header.splitlines()]
+    lines += [f"# {name} = {_short_repr(value)}" for name, value in code.constants.items()]
     lines.append(f"def {FUNCTION_NAME}(L, G{star}{defaults}):")
     lines.append("    try:")
     lines += [f"        {line}" for line in body]
@@ -165,3 +166,8 @@ def generate_guard_function(guards: list[Guard], header: str = "") -> GeneratedG
     namespace: dict[str, Any] = dict(code.constants)
     exec(compile(source, filename, "exec"), namespace)
     return GeneratedGuardFunction(namespace[FUNCTION_NAME], source, filename)
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value).replace("\n", " ")
+    return text if len(text) <= 100 else text[:97] + "..."

@@ -153,6 +153,10 @@ class GuardSet:
     def __repr__(self) -> str:
         return f"GuardSet({len(self)} guards)"
 
+    def __str__(self) -> str:
+        """One line per guard, in check order."""
+        return "\n".join(guard.describe() for guard in self.ordered())
+
     # ------------------------------------------------------------------ builders
 
     def add_type(self, source: Source, value: Any) -> Guard:

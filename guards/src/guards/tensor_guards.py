@@ -236,6 +236,16 @@ class TensorMatchGuard(Guard):
             return [f"{v}.stride() == {tuple(self.strides)!r}"]
         return [f"{v}.stride({i}) == {s}" for i, s in relevant]
 
+    def describe(self) -> str:
+        sizes = tuple("?" if size is None else size for size in self.sizes)
+        grad = " requires_grad" if self.requires_grad else ""
+        trust = " (same object trusted)" if self.trust_identity else ""
+        dtype = str(self.dtype).removeprefix("torch.")
+        return (
+            f"{self.guard_type}: {self.source.expr} {self.tensor_type.__name__} {dtype} "
+            f"{self.device} size={sizes} stride={self.strides}{grad}{trust}"
+        )
+
     @property
     def has_value(self) -> bool:
         return self.example() is not None
