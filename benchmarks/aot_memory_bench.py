@@ -9,6 +9,7 @@ For one training step (forward + backward) of each model it measures:
   pack hook; each storage counted once; parameters and inputs not counted);
 - peak: the highest total of tensor storages allocated during the step and alive at
   once, tracked by a dispatch mode of this script (parameters and inputs not counted);
+- compile s: the first step's time less a warm step's (tracing, partitioning, compiling);
 
 for eager PyTorch, ember's aot_autograd with the default partitioner and with the
 min-cut partitioner (graphs run as they are, like the aot_eager backend), and
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -123,7 +125,7 @@ def _variants(model: torch.nn.Module) -> dict[str, torch.nn.Module | Callable]:
     }
 
 
-def measure(name: str) -> list[tuple[str, int, int]]:
+def measure(name: str) -> list[tuple[str, int, int, float]]:
     case = MODELS[name]()
     case.model.train()
     rows = []
@@ -138,8 +140,12 @@ def measure(name: str) -> list[tuple[str, int, int]]:
         def step(model=model) -> None:
             case.loss(model(*case.inputs)).backward()
 
+        start = time.perf_counter()
         step()  # compile and warm up
+        first = time.perf_counter() - start
+        start = time.perf_counter()
         saved = saved_bytes(step, exclude)
+        compile_s = max(first - (time.perf_counter() - start), 0.0)
         tracker = PeakMemory()
         try:
             with tracker:
@@ -147,24 +153,30 @@ def measure(name: str) -> list[tuple[str, int, int]]:
             peak = tracker.peak
         except Exception:  # noqa: BLE001 - a backend that refuses to run under a dispatch mode
             peak = -1
-        rows.append((label, saved, peak))
+        rows.append((label, saved, peak, compile_s))
     return rows
 
 
 def main(argv: list[str]) -> int:
     names = argv or list(MODELS)
-    print(f"{'model':8} {'variant':16} {'saved KiB':>10} {'peak KiB':>10} {'saved vs default':>17}")
+    print(
+        f"{'model':8} {'variant':16} {'saved KiB':>10} {'peak KiB':>10} "
+        f"{'saved vs default':>17} {'compile s':>10}"
+    )
     for name in names:
         try:
             rows = measure(name)
         except Exception as error:  # noqa: BLE001 - report and go on with the other models
             print(f"{name:8} failed: {type(error).__name__}: {str(error)[:200]}")
             continue
-        default = dict((r[0], r[1]) for r in rows)["ember default"]
-        for label, saved, peak in rows:
+        default = {r[0]: r[1] for r in rows}["ember default"]
+        for label, saved, peak, compile_s in rows:
             ratio = f"{saved / default:.2f}x" if default else "-"
             peak_text = f"{peak / 1024:10.0f}" if peak >= 0 else f"{'n/a':>10}"
-            print(f"{name:8} {label:16} {saved / 1024:10.0f} {peak_text} {ratio:>17}")
+            print(
+                f"{name:8} {label:16} {saved / 1024:10.0f} {peak_text} {ratio:>17} "
+                f"{compile_s:10.2f}"
+            )
     return 0
 
 
