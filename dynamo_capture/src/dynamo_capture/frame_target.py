@@ -41,25 +41,54 @@ class FrameTarget:
         return self.function.__globals__
 
 
+def _parameter_list(code: types.CodeType) -> tuple[str, list[str]]:
+    """The parameter list of `code` as source text, and the parameter names."""
+    names = code.co_varnames
+    positional = list(names[: code.co_argcount])
+    keyword_only = list(names[code.co_argcount : code.co_argcount + code.co_kwonlyargcount])
+    index = code.co_argcount + code.co_kwonlyargcount
+    parts = list(positional)
+    if code.co_posonlyargcount:
+        parts.insert(code.co_posonlyargcount, "/")
+    all_names = positional + keyword_only
+    if code.co_flags & inspect.CO_VARARGS:
+        parts.append("*" + names[index])
+        all_names.append(names[index])
+        index += 1
+    elif keyword_only:
+        parts.append("*")
+    parts.extend(keyword_only)
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        parts.append("**" + names[index])
+        all_names.append(names[index])
+    return ", ".join(parts), all_names
+
+
 def _binder(
     function: types.FunctionType, bound_self: tuple[Any, ...]
 ) -> Callable[..., dict[str, Any]]:
-    signature = inspect.signature(function)
-    freevars = function.__code__.co_freevars
-    cells = function.__closure__ or ()
-
-    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        bound = signature.bind(*bound_self, *args, **kwargs)
-        bound.apply_defaults()
-        f_locals = bound.arguments
-        for name, cell in zip(freevars, cells):
-            try:
-                f_locals[name] = cell.cell_contents
-            except ValueError:
-                pass
-        return f_locals
-
-    return bind
+    """A generated function with `function`'s signature that returns the frame's locals L."""
+    code = function.__code__
+    params, names = _parameter_list(code)
+    items = ", ".join(f"{name!r}: {name}" for name in names)
+    freevars = code.co_freevars
+    lines = [f"def {code.co_name if code.co_name.isidentifier() else 'bind'}({params}):"]
+    if freevars:
+        lines.append(f"    L = {{{items}}}")
+        for index, name in enumerate(freevars):
+            lines.append(f"    L[{name!r}] = ___cells[{index}].cell_contents")
+        lines.append("    return L")
+    else:
+        lines.append(f"    return {{{items}}}")
+    scope: dict[str, Any] = {"___cells": function.__closure__ or ()}
+    exec("\n".join(lines) + "\n", scope)  # noqa: S102
+    bind_locals = next(v for k, v in scope.items() if k not in ("___cells", "__builtins__"))
+    bind_locals.__defaults__ = function.__defaults__
+    bind_locals.__kwdefaults__ = function.__kwdefaults__
+    if bound_self:
+        receiver = bound_self[0]
+        return lambda args, kwargs: bind_locals(receiver, *args, **kwargs)
+    return lambda args, kwargs: bind_locals(*args, **kwargs)
 
 
 def frame_target(target: Any) -> FrameTarget:
