@@ -12,6 +12,7 @@ is recompiled, never trusted.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import functools
 import hashlib
 import os
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from guards import artifact_logger
 from inductor_codegen.cpp_codegen import KernelSource
-from inductor_codegen.cpp_prelude import PRELUDE
+from inductor_codegen.cpp_prelude import PRELUDE, vector_math_declarations
 from inductor_codegen.errors import CppCompileError
 
 __all__ = ["CompilerConfig", "KernelLibrary", "default_cache_dir"]
@@ -52,8 +53,24 @@ class CompilerConfig:
         "-fPIC",
         "-std=c++17",
         "-fno-strict-aliasing",
+        "-fno-math-errno",
         "-w",
     )
+
+
+@functools.lru_cache(maxsize=1)
+def vector_math_available() -> bool:
+    """Whether glibc's vector math library (libmvec) can be linked."""
+    return ctypes.util.find_library("mvec") is not None
+
+
+def prelude() -> str:
+    """The text every generated file starts with (vector math declared when linkable)."""
+    return (vector_math_declarations() if vector_math_available() else "") + PRELUDE
+
+
+def link_flags() -> tuple[str, ...]:
+    return ("-lmvec",) if vector_math_available() else ()
 
 
 @functools.lru_cache(maxsize=8)
@@ -76,9 +93,9 @@ def cache_key_parts(source: str, config: CompilerConfig) -> list[tuple[str, str]
     """The named parts of a kernel's cache key, each hashed (logged on a miss)."""
     return [
         ("schema", SCHEMA_VERSION),
-        ("source", _digest(PRELUDE + source)[:16]),
+        ("source", _digest(prelude() + source)[:16]),
         ("compiler", _digest(config.cxx + compiler_version(config.cxx))[:16]),
-        ("flags", _digest(" ".join(config.flags))[:16]),
+        ("flags", _digest(" ".join(config.flags + link_flags()))[:16]),
     ]
 
 
@@ -145,14 +162,14 @@ class KernelLibrary:
         (self.cache_dir / "index").mkdir(parents=True, exist_ok=True)
         jobs = []
         for chunk in chunks:
-            text = PRELUDE + "\n" + "\n".join(self.source_of(by_key[k]) for k in chunk)
+            text = prelude() + "\n" + "\n".join(self.source_of(by_key[k]) for k in chunk)
             name = _digest(text)[:24]
             cpp_path = lib_dir / f"{name}.cpp"
             so_path = lib_dir / f"{name}.so"
             cpp_path.write_text(text)
             fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib_dir)
             os.close(fd)
-            command = [self.config.cxx, *self.config.flags, str(cpp_path), "-o", tmp]
+            command = [self.config.cxx, *self.config.flags, str(cpp_path), "-o", tmp, *link_flags()]
             process = subprocess.Popen(
                 command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
             )

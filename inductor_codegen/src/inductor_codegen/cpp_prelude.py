@@ -7,7 +7,50 @@ to nearest even, first-index argmax/argmin with NaN as the largest value.
 
 from __future__ import annotations
 
-__all__ = ["PRELUDE"]
+__all__ = ["PRELUDE", "VECTOR_MATH", "vector_math_declarations"]
+
+# glibc's libmvec has SIMD variants of these; declaring them `simd` lets the
+# compiler vectorize loops that call them (with -fno-math-errno, -lmvec).
+VECTOR_MATH = {
+    1: (
+        "acos",
+        "acosh",
+        "asin",
+        "asinh",
+        "atan",
+        "atanh",
+        "cos",
+        "cosh",
+        "erf",
+        "erfc",
+        "exp",
+        "exp2",
+        "expm1",
+        "log",
+        "log10",
+        "log1p",
+        "log2",
+        "sin",
+        "sinh",
+        "tan",
+        "tanh",
+    ),
+    2: ("atan2", "hypot", "pow"),
+}
+
+
+def vector_math_declarations() -> str:
+    lines = ['extern "C" {']
+    for arity, names in VECTOR_MATH.items():
+        for name in names:
+            for suffix, ctype in (("f", "float"), ("", "double")):
+                params = ", ".join([ctype] * arity)
+                lines.append(
+                    f'__attribute__((simd("notinbranch"))) {ctype} {name}{suffix}({params}) noexcept;'
+                )
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
 
 PRELUDE = r"""
 #include <algorithm>
@@ -29,16 +72,9 @@ static inline uint16_t ember_float_to_bf16(float f) {
 static inline float ember_round_bf16(float f) { return ember_bf16_to_float(ember_float_to_bf16(f)); }
 static inline float ember_round_f16(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
 
-template <typename T> static inline T ember_maximum(T a, T b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
-template <typename T> static inline T ember_minimum(T a, T b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a < b ? a : b;
-}
+// Branch-free (vectorizable); a NaN in either argument wins.
+template <typename T> static inline T ember_maximum(T a, T b) { return (a > b || a != a) ? a : b; }
+template <typename T> static inline T ember_minimum(T a, T b) { return (a < b || a != a) ? a : b; }
 template <typename T> static inline T ember_floordiv(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     if (b == 0) return 0;

@@ -51,6 +51,9 @@ SUPPORTED_DTYPES = frozenset(
 )
 # Pointwise values larger than this are stored to a buffer instead of inlined.
 MAX_INLINE_SIZE = 80
+# A value read by several nodes is recomputed by each when it is this small
+# (cheaper than a round trip through memory), and stored otherwise.
+MAX_SHARED_INLINE_SIZE = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,13 @@ class GraphLowering:
                 f"the graph has {len(placeholders)} inputs but {len(self.example_inputs)} "
                 "example inputs were given; pass one example per placeholder"
             )
+        for node in self.gm.graph.nodes:
+            schema = getattr(node.target, "_schema", None)
+            if node.op == "call_function" and schema is not None and schema.is_mutable:
+                raise UnsupportedGraphError(
+                    f"node {node.name} calls {node.target}, which mutates its input; "
+                    "inductor_codegen takes functional graphs (aot_autograd functionalizes them)"
+                )
         for node, example in zip(placeholders, self.example_inputs):
             self.env[node] = self._lower_placeholder(node, example)
         for node in self.gm.graph.nodes:
@@ -168,7 +178,8 @@ class GraphLowering:
     def _maybe_realize(self, node, value):
         if not isinstance(value, TensorValue) or value.view is not None:
             return value
-        if len(node.users) > 1 or _too_big(value):
+        size = _expr_size(value)
+        if size > MAX_INLINE_SIZE or (len(node.users) > 1 and size > MAX_SHARED_INLINE_SIZE):
             return self.realize(value)
         return value
 
@@ -305,9 +316,9 @@ def _meta_layout(node) -> Layout | None:
     return layout
 
 
-def _too_big(value: TensorValue) -> bool:
+def _expr_size(value: TensorValue) -> int:
     index = tuple(sympy.Symbol(f"i{d}", integer=True, nonnegative=True) for d in range(value.ndim))
     expr = value.loader(index)
     if isinstance(expr, (Load, Constant)):
-        return False
-    return expr_size(expr, MAX_INLINE_SIZE + 1) > MAX_INLINE_SIZE
+        return 0
+    return expr_size(expr, MAX_INLINE_SIZE + 1)
