@@ -53,7 +53,8 @@ def function_case(count: int) -> Row:
     names = [f"x{i}" for i in range(count)]
     source = f"def f({', '.join(names)}):\n    return torch.stack(({', '.join(names)},))\n"
     namespace: dict = {"torch": torch}
-    exec(source, namespace)
+    # a real file name: torch skips frames whose code comes from "<string>"
+    exec(compile(source, f"{__file__}:f{count}", "exec"), namespace)
     fn = namespace["f"]
     tensors = [torch.randn(8, 16) for _ in names]
     guards = GuardSet()

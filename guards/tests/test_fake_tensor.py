@@ -304,3 +304,14 @@ def test_dispatch_cache_gives_the_same_metadata():
         first, second = x + 1, x + 1
     assert first is not second
     assert first.untyped_storage()._cdata != second.untyped_storage()._cdata
+
+
+def test_fake_mode_of():
+    from guards import fake_mode_of
+
+    mode = FakeTensorMode()
+    fake = mode.from_real(torch.randn(2))
+    assert fake_mode_of([1, {"a": (fake,)}]) is mode
+    assert fake_mode_of([torch.randn(2), None]) is None
+    with pytest.raises(FakeTensorError, match="two different"):
+        fake_mode_of([fake, FakeTensorMode().from_real(torch.randn(2))])

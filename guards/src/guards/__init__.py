@@ -12,7 +12,7 @@ from guards.errors import (
 )
 from guards.fake_converter import FakeTensorConverter
 from guards.fake_rules import DATA_DEPENDENT_OPS, FAKE_RULES, register_fake_rule
-from guards.fake_tensor import FakeTensor, FakeTensorMode, is_fake
+from guards.fake_tensor import FakeTensor, FakeTensorMode, fake_mode_of, is_fake
 from guards.filters import (
     GuardFilterEntry,
     GuardFilterError,
@@ -78,6 +78,7 @@ __all__ = [
     "FakeTensor",
     "FakeTensorConverter",
     "FakeTensorMode",
+    "fake_mode_of",
     "is_fake",
     "register_fake_rule",
     # sources

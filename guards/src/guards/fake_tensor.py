@@ -32,7 +32,7 @@ from guards.fake_cache import DispatchCache, OutputSpec
 from guards.fake_fallback import can_fall_back, run_fallback
 from guards.fake_rules import MIXED_DEVICE_OPS, fake_rule_for
 
-__all__ = ["FakeTensor", "FakeTensorMode", "is_fake"]
+__all__ = ["FakeTensor", "FakeTensorMode", "fake_mode_of", "is_fake"]
 
 _META = torch.device("meta")
 _CPU = torch.device("cpu")
@@ -169,6 +169,21 @@ def _mode_of(args: tuple, kwargs: Any) -> FakeTensorMode:
 def is_fake(value: Any) -> bool:
     """Whether `value` is a FakeTensor."""
     return isinstance(value, FakeTensor)
+
+
+def fake_mode_of(values: Any) -> FakeTensorMode | None:
+    """The FakeTensorMode of the fakes in `values` (any pytree), or None if there are none.
+
+    Fakes of two different modes are an error.
+    """
+    found = None
+    for value in tree_flatten(values)[0]:
+        if isinstance(value, FakeTensor):
+            if found is None:
+                found = value.fake_mode
+            elif value.fake_mode is not found:
+                raise FakeTensorError("values hold fakes of two different FakeTensorModes")
+    return found
 
 
 class FakeTensorMode(TorchDispatchMode):
