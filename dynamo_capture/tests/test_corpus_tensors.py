@@ -91,7 +91,6 @@ PROGRAMS = {
     "index_tensor": (lambda x, i: x[i], (r(5, 2), torch.tensor([4, 0, 2]))),
     "index_mixed": (lambda x, i: x[:, i, None], (r(3, 5), torch.tensor([1, 3]))),
     "index_negative_slice": (lambda x: x[-2:, :-1], (r(4, 4),)),
-    "index_bool_mask_reduce": (lambda x: x[x > 0].sum(), (r(8),)),
     "setitem_slice": (lambda x: _setitem(x), (r(4, 4),)),
     "setitem_mask": (lambda x: _setitem_mask(x), (r(6),)),
     "flip_roll": (lambda x: (x.flip(0), torch.roll(x, 1)), (r(4),)),
@@ -124,8 +123,6 @@ PROGRAMS = {
         (r(3),),
     ),
     "numel_branch": (lambda x: x.sum() if x.numel() > 4 else x, (r(3, 3),)),
-    "masked_select_sum": (lambda x: torch.masked_select(x, x > 0).sum(), (r(8),)),
-    "nonzero_count": (lambda x: torch.nonzero(x > 0).float().mean(), (r(8),)),
     "scalar_tensor_mix": (lambda x: x + torch.tensor(2.0) * x.sum(), (r(3),)),
     "softplus_logsigmoid": (lambda x: F.softplus(x) - F.logsigmoid(x), (r(5),)),
     "normalize": (lambda x: F.normalize(x, dim=-1), (r(3, 4),)),
@@ -138,6 +135,13 @@ PROGRAMS = {
     "group_norm": (lambda x: F.group_norm(x, 2), (r(2, 4, 3),)),
     "random_dropout_train": (lambda x: F.dropout(x, 0.5, training=True), (r(100),)),
     "rand_like": (lambda x: x + torch.rand_like(x) * 0, (r(4),)),
+    "where_mask_instead_of_index": (lambda x: torch.where(x > 0, x, 0.0).sum(), (r(8),)),
+    "index_put_mask": (lambda x, v: x.index_put((x > 0,), v), (r(6), torch.tensor(1.0))),
+    "scatter_add": (
+        lambda x, i: torch.zeros(3).scatter_add(0, i, x),
+        (r(5), torch.tensor([0, 1, 2, 0, 1])),
+    ),
+    "logsumexp_amin": (lambda x: (x.logsumexp(-1), x.amin(0)), (r(3, 4),)),
 }
 
 

@@ -16,9 +16,10 @@ def compiled(fn, backend, fullgraph=True):
 
 
 def opaque(x):
-    if x.sum() > 0:  # data-dependent: capture could not trace this
-        return x * 2
-    return x * 3
+    match x:  # a class pattern: capture does not interpret MATCH_CLASS
+        case torch.Tensor():
+            return x * 2
+    return x
 
 
 dynamo_capture.allow_in_graph(opaque)
@@ -132,7 +133,17 @@ class Holder:
     pass
 
 
+def boolean_mask(x):
+    return x[x > 0].sum()
+
+
+def nonzero_count(x):
+    return torch.nonzero(x > 0).float().mean()
+
+
 UNSUPPORTED = [
+    (boolean_mask, (torch.randn(8),), "depends on tensor data"),
+    (nonzero_count, (torch.randn(8),), "depends on tensor data"),
     (data_dependent, (torch.randn(3),), "data-dependent control flow"),
     (prints, (torch.randn(3),), "print"),
     (item_in_python, (torch.randn(3),), "item"),

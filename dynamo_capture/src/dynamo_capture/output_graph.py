@@ -6,13 +6,15 @@ which records the guard that keeps the capture valid. Tensor operations enter
 through `call(kind, target, args, kwargs)`, which runs the operation on example
 tensors to learn its result's metadata and adds a node.
 
-Example tensors are detached clones of the inputs: capture reads only their
-metadata (dtype, shape, strides, device), never their data; any tensor data that
-would flow into Python raises Unsupported.
+Example tensors are guards FakeTensors of the inputs (or, with USE_FAKES off,
+detached clones): capture reads only their metadata (dtype, shape, strides,
+device), never their data; any tensor data that would flow into Python raises
+Unsupported.
 """
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import types
 from collections.abc import Callable
@@ -34,7 +36,7 @@ from dynamo_capture.values import (
     TupleValue,
     Value,
 )
-from guards import FakeTensorMode
+from guards import DataDependentError, FakeTensorMode
 
 __all__ = ["CaptureContext", "is_constant", "TRUSTED_MODULES"]
 
@@ -57,6 +59,9 @@ TRUSTED_MODULES = (
     "warnings",
     "dynamo_capture",
 )
+
+# Capture computes on guards FakeTensors (metadata only); False: on detached clones.
+USE_FAKES = True
 
 # Ops whose output shape depends on tensor data.
 DATA_DEPENDENT_SHAPE_OPS = {
@@ -121,6 +126,7 @@ class CaptureContext:
         self.graph = torch.fx.Graph()
         self.guards = FrameGuards()
         self.fake_mode = FakeTensorMode()
+        self.use_fakes = USE_FAKES
         self.frame_globals = frame_globals
         self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []
         self._by_id: dict[int, TensorValue] = {}
@@ -166,9 +172,7 @@ class CaptureContext:
             return known
         self.guards.tensor_match(source, tensor)
         node = self._placeholder(self._unique_name(source.name))
-        with torch.no_grad():
-            example = tensor.detach().clone()
-        example.requires_grad_(tensor.requires_grad)
+        example = self._example_of(tensor)
         node.meta["val"] = _to_fake(self.fake_mode, tensor)
         value = TensorValue(node, example, source, type(tensor))
         self._by_id[id(tensor)] = value
@@ -182,6 +186,14 @@ class CaptureContext:
             return self.graph.placeholder(name)
         with self.graph.inserting_before(first_other):
             return self.graph.placeholder(name)
+
+    def _example_of(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The value capture computes with: a fake of the input (or a detached clone)."""
+        if self.use_fakes:
+            return self.fake_mode.from_real(tensor)
+        with torch.no_grad():
+            example = tensor.detach().clone()
+        return example.requires_grad_(tensor.requires_grad)
 
     def _unique_name(self, base: str) -> str:
         base = "".join(c if c.isalnum() else "_" for c in base).strip("_") or "input"
@@ -210,12 +222,18 @@ class CaptureContext:
         example_kwargs = _map(kwargs, _to_example)
         data_dependent = _any_data_dependent(args, kwargs)
         try:
-            if kind == "call_method":
-                result = getattr(example_args[0], target)(*example_args[1:], **example_kwargs)
-            else:
-                result = target(*example_args, **example_kwargs)
+            with self.fake_mode if self.use_fakes else contextlib.nullcontext():
+                if kind == "call_method":
+                    result = getattr(example_args[0], target)(*example_args[1:], **example_kwargs)
+                else:
+                    result = target(*example_args, **example_kwargs)
         except Unsupported:
             raise
+        except DataDependentError as error:
+            raise Unsupported(
+                f"{_describe_target(kind, target)} gives a result whose shape or value depends on "
+                f"tensor data ({error})"
+            ) from error
         except Exception as error:
             raise Unsupported(
                 f"{_describe_target(kind, target)} raised {type(error).__name__} on the "
@@ -235,7 +253,7 @@ class CaptureContext:
 
     def wrap_result(self, node: torch.fx.Node, result: Any, data_dependent: bool) -> Value:
         if isinstance(result, torch.Tensor):
-            node.meta["val"] = _to_fake(self.fake_mode, result)
+            node.meta["val"] = result if self.use_fakes else _to_fake(self.fake_mode, result)
             return TensorValue(node, result, None, type(result), data_dependent)
         if isinstance(result, tuple | list):
             items = []
