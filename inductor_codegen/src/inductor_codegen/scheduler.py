@@ -170,9 +170,30 @@ def map_loads(expr, fn):
 
 
 def plan_kernel(bufs: list[ComputedBuffer]) -> tuple | None:
-    """(outer, items) for these buffers in one kernel, or None when they cannot share one."""
+    """(outer, items) for these buffers in one kernel, or None when they cannot share one.
+
+    A kernel of pointwise buffers only runs one flat loop when every index is
+    linear in the flat position (contiguous data): longer vectorizable loops.
+    """
     reductions = [b for b in bufs if not isinstance(b.body, Pointwise)]
     outer = squeeze_ranges(reductions[0].body.ranges if reductions else bufs[0].body.ranges)
+    if not reductions and len(outer) > 1:
+        flat = (numel(outer),)
+        plan = _plan_with_outer(bufs, flat)
+        if plan is not None and _linear(bufs, flat):
+            return plan
+    return _plan_with_outer(bufs, outer)
+
+
+def _linear(bufs, outer) -> bool:
+    for buf in bufs:
+        value, store, _ = node_body(buf, outer, "y")
+        if store.has(FloorDiv, IndexMod) or value_needs_simplify(value):
+            return False
+    return True
+
+
+def _plan_with_outer(bufs: list[ComputedBuffer], outer: tuple) -> tuple | None:
     n = len(outer)
     if n == 0 and any(
         isinstance(b.body, Pointwise) and squeeze_ranges(b.body.ranges) for b in bufs
