@@ -183,11 +183,12 @@ def _loss(outputs):
     return sum((o * (torch.arange(o.numel()).view(o.shape) % 3 + 1)).sum() for o in floats)
 
 
-def check_sample(op, sample, partition_fn=None) -> None:
+def check_sample(op, sample, partition_fn=None, decompositions=None) -> None:
     fn, tensors = _as_function(op, sample)
     eager_inputs, aot_inputs = _clone(tensors), _clone(tensors)
     expected = fn(*eager_inputs)
-    compiled = aot_function(fn, RecordingCompiler(), partition_fn=partition_fn)
+    compiler = RecordingCompiler()
+    compiled = aot_function(fn, compiler, partition_fn=partition_fn, decompositions=decompositions)
     actual = compiled(*aot_inputs)
     torch.testing.assert_close(actual, expected, equal_nan=True)
     wanted_e = [t for t in eager_inputs if t.requires_grad]
@@ -226,3 +227,25 @@ def test_opinfo_grad_min_cut(name):
         if i >= SAMPLES_DEFAULT:
             break
         check_sample(op, sample, partition_fn=min_cut_rematerialization_partition)
+
+
+def _tables():
+    prim_decomp = pytest.importorskip("prim_decomp")
+    return {
+        "inductor_default": (prim_decomp.inductor_default, 1),
+        "core_aten|prims": (prim_decomp.core_aten | prim_decomp.prims, 1),
+    }
+
+
+@pytest.mark.parametrize("table_name", ["inductor_default", "core_aten|prims"])
+def test_opinfo_grad_with_decomposition_table_and_min_cut(table_name):
+    """What the inductor backend runs: a prim_decomp table applied, min-cut partitioning."""
+    table, samples = _tables()[table_name]
+    for op, dtype in [case.values for case in _cases()]:
+        for i, sample in enumerate(
+            op.sample_inputs("cpu", dtype, requires_grad=op.supports_autograd)
+        ):
+            if i >= samples:
+                break
+            if not _random_sample(sample):
+                check_sample(op, sample, min_cut_rematerialization_partition, table)
