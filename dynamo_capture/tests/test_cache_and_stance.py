@@ -217,3 +217,13 @@ def test_logs_graph_and_guards(backend, capsys):
         fn(torch.ones(2), 2)
     text = capsys.readouterr().err
     assert "def forward" in text and "def guard_check" in text
+
+
+def test_aot_eager_then_compile_stance(backend):
+    other = type(backend)()
+    fn = dynamo_capture.optimize(scale, backend=backend, resolve_backend=lambda name: other)
+    with set_stance("aot_eager_then_compile"):
+        torch.testing.assert_close(fn(torch.ones(2), 2), torch.full((2,), 2.0))
+        assert len(other.graphs) == 1 and not backend.graphs and not fn.entries
+        fn(torch.ones(2), 2)
+        assert len(backend.graphs) == 1

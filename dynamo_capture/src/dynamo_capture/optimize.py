@@ -81,8 +81,10 @@ class CompiledCallable:
         stance = current_stance()
         if stance.name == "force_eager" or eager_only_depth() > 0 or is_compiling():
             return self.target(*args, **kwargs)
-        if stance.name in ("eager_then_compile", "aot_eager_then_compile") and self.calls == 1:
+        if stance.name == "eager_then_compile" and self.calls == 1:
             return self.target(*args, **kwargs)
+        if stance.name == "aot_eager_then_compile" and self.calls == 1:
+            return self._run_once_with_aot_eager(args, kwargs)
         frame = self.frame
         f_locals = frame.bind(args, kwargs)
         f_globals = frame.globals
@@ -107,6 +109,18 @@ class CompiledCallable:
         if entry.eager:
             return self.target(*args, **kwargs)
         return entry.run(f_locals, f_globals)
+
+    def _run_once_with_aot_eager(self, args: Any, kwargs: Any) -> Any:
+        """The first call under aot_eager_then_compile: the aot_eager backend, nothing cached."""
+        if self.resolve_backend is None:
+            return self.target(*args, **kwargs)
+        f_locals = self.frame.bind(args, kwargs)
+        try:
+            frame = capture_frame(self.frame, f_locals)
+        except Unsupported:
+            return self.target(*args, **kwargs)
+        entry = compile_entry(frame, self.resolve_backend("aot_eager"))
+        return self._run(entry, f_locals, self.frame.globals, args, kwargs)
 
     def _on_recompile(
         self, stance: str, f_locals: dict[str, Any], f_globals: dict[str, Any]
