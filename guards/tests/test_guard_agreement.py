@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -45,8 +47,13 @@ scalars = st.one_of(
 constants = st.recursive(
     scalars, lambda inner: st.tuples(inner, inner) | st.tuples(inner), max_leaves=4
 )
+MODULES = [torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.ReLU())]
+FUNCTIONS = [torch.relu, torch.sigmoid, len]
+objects = st.sampled_from(MODULES + FUNCTIONS)
 values = st.one_of(
     constants,
+    objects,
+    objects,
     tensors(),
     st.lists(tensors(), min_size=0, max_size=3),
     st.dictionaries(st.sampled_from(["k", "v", "w"]), st.integers(0, 2), max_size=3),
@@ -58,6 +65,10 @@ def _guard(guards: GuardSet, source: Source, value) -> None:
     """Guard `value` the way capture would, by its type."""
     if isinstance(value, torch.Tensor):
         guards.add_tensor(source, value)
+    elif isinstance(value, torch.nn.Module):
+        guards.add_nn_module(source, value)
+    elif callable(value):
+        guards.add_id(source, value)
     elif isinstance(value, list):
         guards.add_length(source, value)
         for index, item in enumerate(value):
@@ -68,6 +79,17 @@ def _guard(guards: GuardSet, source: Source, value) -> None:
             guards.add_equals(ItemSource(source, key), item)
     else:
         guards.add_equals(source, value)
+
+
+@dataclass
+class Retrain:
+    """Set a module's training flag after the guards are built, then pass the module."""
+
+    module: torch.nn.Module
+    training: bool
+
+    def apply(self) -> torch.nn.Module:
+        return self.module.train(self.training)
 
 
 def _relayout(tensor: torch.Tensor, how: str) -> torch.Tensor:
@@ -85,6 +107,8 @@ def _relayout(tensor: torch.Tensor, how: str) -> torch.Tensor:
 @st.composite
 def variants(draw, value):
     """`value`, or something close to it that differs in one way guards may notice."""
+    if isinstance(value, torch.nn.Module) and draw(st.integers(0, 3)):
+        return Retrain(value, draw(st.booleans()))
     if not isinstance(value, torch.Tensor):
         return value if draw(st.booleans()) else draw(values)
     how = draw(st.sampled_from(["same", "other", "reversed", "padded", "expanded", "fresh",
@@ -133,6 +157,8 @@ def frames(draw):
 @given(frames())
 def test_generated_function_agrees_with_reference(frame):
     compile_locals, compile_globals, run_locals, run_globals, alias = frame
+    for module in MODULES:
+        module.train(True)
     guards = GuardSet()
     for name, value in compile_locals.items():
         _guard(guards, LocalSource(name), value)
@@ -145,10 +171,11 @@ def test_generated_function_agrees_with_reference(frame):
     if alias and tensor_sources:
         run_locals[tensor_sources[0].local_name] = run_globals["W"]
     compiled = guards.compile()
-    assert compiled(compile_locals, compile_globals), compiled.why_failed(
-        compile_locals, compile_globals
-    )
+    assert compiled(compile_locals, compile_globals)
     assert compiled.why_failed(compile_locals, compile_globals) is None
+    for name, value in run_locals.items():
+        if isinstance(value, Retrain):
+            run_locals[name] = value.apply()
     ok = compiled(run_locals, run_globals)
     why = compiled.why_failed(run_locals, run_globals)
     assert ok == (why is None), (why, compiled.source)
