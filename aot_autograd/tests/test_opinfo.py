@@ -128,6 +128,8 @@ RANDOM = {
     "exponential",
     "geometric",
     "log_normal",
+    "svd_lowrank",
+    "pca_lowrank",
     "uniform",
     "empty",
     "empty_like",
