@@ -21,6 +21,7 @@ from inductor_codegen.ir import (
     TensorValue,
 )
 from inductor_codegen.lowering import BufferRef, GraphLowering, OpaqueInput
+from inductor_codegen.runtime import reinterpret
 from inductor_codegen.scheduler import FusedKernel, Schedule
 
 __all__ = ["WrapperSource", "generate_wrapper"]
@@ -53,6 +54,10 @@ def _tuple(values) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
+def _ints(values) -> tuple[int, ...]:
+    return tuple(int(v) for v in values)
+
+
 def _layout_args(layout: Layout) -> str:
     return f"{_tuple(layout.size)}, {_tuple(layout.stride)}"
 
@@ -71,6 +76,11 @@ class WrapperCodegen:
             if value.layout is None:
                 return value.name
             lay = value.layout
+            if value.name in self.graph.constants:
+                # Views of constants are made once, at load time.
+                base = self.graph.constants[value.name]
+                view = reinterpret(base, _ints(lay.size), _ints(lay.stride), int(lay.offset))
+                return self.out.bind(view, f"{value.name}_view")
             return f"reinterpret({value.name}, {_layout_args(lay)}, {int(lay.offset)})"
         if isinstance(value, (ScalarArg, OpaqueInput)):
             return value.name
