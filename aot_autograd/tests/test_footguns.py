@@ -1,0 +1,87 @@
+"""Footguns of compiling ahead of time, each turned into a clear error, ranked by harm.
+
+| rank | footgun                                                     | without a check  | test |
+|------|-------------------------------------------------------------|------------------|------|
+| 1    | a tensor captured from outside is written in place          | silent: lost     | test_mutating_a_captured_tensor_is_a_clear_error |
+| 1    | two inputs share memory and one is written                   | silent: stale    | test_mutating_one_of_two_aliased_inputs_is_a_clear_error |
+| 1    | a value read into Python at trace time differs at run time   | silent: branch   | test_value_read_into_python_is_checked_at_every_call |
+| 2    | double backward through the compiled backward                | wrong grads      | test_double_backward_is_a_clear_error |
+| 2    | resize_ / set_ inside the graph                              | wrong shapes     | test_resize_is_a_clear_error |
+| 2    | an input's shape changed in place (t_, squeeze_)             | wrong shapes     | test_shape_change_of_an_input_is_a_clear_error |
+| 3    | fakes cannot follow (value reads): traced again on real data | slower compile   | logged under EMBER_LOGS=aot_graphs |
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aot_autograd import DoubleBackwardError, UnsupportedMutationError, aot_function
+
+
+def identity_compiler(gm, example_inputs):
+    return gm
+
+
+def test_mutating_a_captured_tensor_is_a_clear_error():
+    state = torch.zeros(3)
+
+    def fn(x):
+        state.add_(x)
+        return x * 2
+
+    with pytest.raises(UnsupportedMutationError, match="not one of its inputs"):
+        aot_function(fn, identity_compiler)(torch.randn(3))
+
+
+def test_mutating_one_of_two_aliased_inputs_is_a_clear_error():
+    def fn(a, b):
+        a.add_(1)
+        return b * 2
+
+    x = torch.zeros(3)
+    with pytest.raises(UnsupportedMutationError, match="shares memory with another input"):
+        aot_function(fn, identity_compiler)(x, x)
+
+
+def test_value_read_into_python_is_checked_at_every_call():
+    from aot_autograd import ValueChangedError
+
+    def fn(x):
+        if bool((x > 0).all()):
+            return x * 2
+        return x * 3
+
+    f = aot_function(fn, identity_compiler)
+    positive = torch.rand(4) + 0.1
+    torch.testing.assert_close(f(positive), positive * 2)
+    torch.testing.assert_close(f(positive + 1), (positive + 1) * 2)
+    with pytest.raises(ValueChangedError, match="differs from its value when traced"):
+        f(-positive)
+
+
+def test_double_backward_is_a_clear_error():
+    f = aot_function(lambda x: x.sin() * x, identity_compiler)
+    x = torch.randn(4, requires_grad=True)
+    (grad,) = torch.autograd.grad(f(x).sum(), x, create_graph=True)
+    with pytest.raises(DoubleBackwardError, match="double backward"):
+        grad.sum().backward()
+
+
+def test_resize_is_a_clear_error():
+    def fn(x):
+        y = x * 1
+        y.resize_(20)
+        return y
+
+    with pytest.raises(UnsupportedMutationError, match="size or storage"):
+        aot_function(fn, identity_compiler)(torch.randn(4))
+
+
+def test_shape_change_of_an_input_is_a_clear_error():
+    def fn(x):
+        x.t_()
+        return x + 1
+
+    with pytest.raises(UnsupportedMutationError, match="graph input"):
+        aot_function(fn, identity_compiler)(torch.randn(2, 3))
