@@ -190,3 +190,46 @@ def leaf_ops(op, table, samples: int = 3) -> set:
             op(sample.input, *sample.args, **sample.kwargs)
         found |= set(mode.leaf_ops)
     return found
+
+
+def _grads(op, sample, cotangent_seed: int = 0):
+    """(outputs, gradients of sum(output * cotangent) w.r.t. inputs needing grad)."""
+    inputs = [t for t in pytree.tree_leaves((sample.input, sample.args, sample.kwargs))]
+    inputs = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+    out = op(sample.input, *sample.args, **sample.kwargs)
+    outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad]
+    if not outs or not inputs:
+        return out, None
+    generator = torch.Generator().manual_seed(cotangent_seed)
+    total = sum((o * torch.randn(o.shape, generator=generator, dtype=o.dtype)).sum() for o in outs)
+    return out, torch.autograd.grad(total, inputs, allow_unused=True)
+
+
+def check_opinfo_grad(op, table, samples_per_dtype: int = 3) -> Result:
+    """Forward and backward of the float32/float64 samples, under the table and eagerly."""
+    decomposed: set = set()
+    for dtype in [d for d in dtypes_for(op) if d != torch.bfloat16]:
+        samples = op.sample_inputs("cpu", dtype, requires_grad=True)
+        for index, sample in enumerate(samples):
+            if index >= samples_per_dtype:
+                break
+            torch.manual_seed(0)
+            try:
+                expected = _grads(op, sample)
+            except Exception:  # noqa: BLE001 (a sample eager rejects says nothing of the table)
+                continue
+            mode = DecompositionMode(table)
+            torch.manual_seed(0)
+            try:
+                with mode:
+                    actual = _grads(op, sample)
+                decomposed |= set(mode.decomposed_ops)
+                if mode.decomposed_ops:
+                    words = RANDOM_WORDS + UNINITIALIZED_WORDS
+                    metadata_only = any(word in op.name for word in words)
+                    _compare(expected, actual, opinfo_tolerances(op, dtype), metadata_only)
+            except Exception as error:  # noqa: BLE001
+                message = f"{dtype} sample {index}: {type(error).__name__}: {str(error)[:300]}"
+                return Result(_key(op), Outcome.FAIL, decomposed, message)
+    outcome = Outcome.PASS if decomposed else Outcome.NOT_COVERED
+    return Result(_key(op), outcome, decomposed)

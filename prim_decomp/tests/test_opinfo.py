@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from prim_decomp_opinfo import Outcome, check_opinfo, leaf_ops, opinfos
+from prim_decomp_opinfo import Outcome, check_opinfo, check_opinfo_grad, leaf_ops, opinfos
 
 from prim_decomp import PRIMS_KEPT, core_aten, inductor_default, is_prim, prims
 
@@ -88,3 +88,32 @@ def test_prims_table_leaves_only_prims(op):
     ran = leaf_ops(op, core_aten | prims, samples=3)
     left = {o for o in ran if not is_prim(o) and o not in PRIMS_KEPT}
     assert not left, f"{op.name} still runs {sorted(map(str, left))}"
+
+
+# OpInfos whose backward ops (gelu_backward, native_layer_norm_backward, ...) must be
+# exercised by `inductor_default` when their gradients are taken.
+GRAD_SUBSET = [
+    "nn.functional.gelu", "nn.functional.silu", "nn.functional.layer_norm",
+    "nn.functional.batch_norm", "nn.functional.group_norm", "nn.functional.embedding",
+    "nn.functional.cross_entropy", "nn.functional.nll_loss", "nn.functional.mse_loss",
+    "softmax", "log_softmax", "nn.functional.hardswish", "nn.functional.elu",
+    "nn.functional.leaky_relu", "nn.functional.mish", "nn.functional.softplus",
+    "nn.functional.hardsigmoid", "nn.functional.relu", "tanh", "sigmoid",
+    "nn.functional.dropout", "nn.functional.hardtanh",
+]  # fmt: skip
+
+
+def _grad_cases():
+    for op in opinfos(None if FULL else GRAD_SUBSET):
+        if op.supports_autograd:
+            yield pytest.param(op, id=f"{op.name}.{op.variant_test_name}")
+
+
+@pytest.mark.parametrize("op", list(_grad_cases()))
+def test_opinfo_gradients_match_eager(op):
+    result = check_opinfo_grad(op, inductor_default, samples_per_dtype=3 if FULL else 2)
+    if result.outcome is Outcome.NOT_COVERED:
+        if FULL:
+            pytest.skip("no sample reaches an op the table decomposes")
+        pytest.fail(f"{result.name}: the subset lists it, but no sample reached the table")
+    assert result.outcome is Outcome.PASS, f"{result.name}: {result.message}"

@@ -80,7 +80,7 @@ class _GraphRecorder(TorchDispatchMode):
     def call(self, func, args: tuple, kwargs: dict):
         """Apply `func`: its decomposition when the table has one, else record it."""
         rule = self.table.get(func) if isinstance(func, torch._ops.OpOverload) else None
-        if rule is not None and func not in self.active:
+        if rule is not None and _all_strided(args, kwargs) and func not in self.active:
             self.active.append(func)
             try:
                 with self:
@@ -112,6 +112,12 @@ class _GraphRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return self.call(func, args, kwargs or {})
+
+
+def _all_strided(args: tuple, kwargs: dict) -> bool:
+    """Whether every tensor argument is dense and strided (decompositions assume so)."""
+    leaves = pytree.tree_leaves((args, kwargs))
+    return all(t.layout == torch.strided for t in leaves if isinstance(t, torch.Tensor))
 
 
 def _identity(value: object) -> int | None:

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 import torch
+from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["DecompositionMode"]
@@ -36,7 +37,7 @@ class DecompositionMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         rule = self.table.get(func)
-        if rule is not None and func not in self._active:
+        if rule is not None and _all_strided(args, kwargs) and func not in self._active:
             self._active.append(func)
             try:
                 with self:
@@ -48,3 +49,9 @@ class DecompositionMode(TorchDispatchMode):
                 return result
         self.leaf_ops[func] += 1
         return func(*args, **kwargs)
+
+
+def _all_strided(args: tuple, kwargs: dict) -> bool:
+    """Whether every tensor argument is dense and strided (decompositions assume so)."""
+    leaves = pytree.tree_leaves((args, kwargs))
+    return all(t.layout == torch.strided for t in leaves if isinstance(t, torch.Tensor))

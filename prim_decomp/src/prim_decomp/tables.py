@@ -39,14 +39,24 @@ INDUCTOR_KEPT: frozenset[torch._ops.OpOverload] = frozenset(
         aten.avg_pool2d_backward.default,
         aten.max_pool2d_with_indices.default,
         aten.max_pool2d_with_indices_backward.default,
+        aten._adaptive_avg_pool2d.default,
     }
 )
 
 # ATen ops that `core_aten | prims` leaves whole: library kernels (matmul,
 # convolution, pooling), data-dependent shapes (boolean-mask indexing, nonzero),
 # sorting, and the few core ops without a prim rule yet.
-PRIMS_KEPT: frozenset[torch._ops.OpOverload] = INDUCTOR_KEPT | frozenset(
+PRIMS_KEPT: frozenset[torch._ops.OpOverload] = frozenset(
     {
+        aten.mm.default,
+        aten.bmm.default,
+        aten.convolution.default,
+        aten.convolution_backward.default,
+        aten._scaled_dot_product_flash_attention_for_cpu.default,
+        aten._scaled_dot_product_efficient_attention.default,
+        aten._scaled_dot_product_flash_attention.default,
+        aten.avg_pool2d_backward.default,
+        aten._adaptive_avg_pool2d.default,  # output sizes that do not divide the input
         aten.index.Tensor,  # boolean masks
         aten.index_put.default,  # boolean masks or non-leading indices
         aten.nonzero.default,

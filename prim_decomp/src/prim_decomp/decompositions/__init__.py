@@ -8,6 +8,7 @@ from prim_decomp.decompositions import (  # noqa: F401  (imported to register)
     linear_algebra,
     losses,
     normalization,
+    pooling,
     reductions,
     shapes,
     to_prims_elementwise,
