@@ -403,7 +403,37 @@ def _augmented_containers(x):
     return items, text
 
 
+def _star_unpacking(x, y):
+    parts = [x, y]
+    both = (*parts, x + y)
+    merged = {**{"a": x}, **{"b": y}}
+    listed = [*both, *parts]
+    unique = {*("p", "q"), "r"}
+    return both, merged, listed[-1], len(unique)
+
+
+def _del_items(x):
+    items = [x, x + 1, x + 2]
+    del items[0]
+    table = {"a": x, "b": x * 2}
+    del table["a"]
+    return items, table
+
+
+def _match_literals(x, mode):
+    match mode:
+        case "double":
+            return x * 2
+        case "half":
+            return x / 2
+        case _:
+            return x
+
+
 PROGRAMS = {
+    "star_unpacking": (_star_unpacking, (r(2), r(2))),
+    "del_items": (_del_items, (r(2),)),
+    "match_literals": (_match_literals, (r(2), "half")),
     "shape_branch": (_shape_branch, (r(3, 4),)),
     "shape_branch_other": (_shape_branch, (r(3, 5),)),
     "loop_over_shape": (_loop_over_shape, (r(3, 4),)),
