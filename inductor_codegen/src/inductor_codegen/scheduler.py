@@ -172,17 +172,20 @@ def map_loads(expr, fn):
 def plan_kernel(bufs: list[ComputedBuffer]) -> tuple | None:
     """(outer, items) for these buffers in one kernel, or None when they cannot share one.
 
-    A kernel of pointwise buffers only runs one flat loop when every index is
-    linear in the flat position (contiguous data): longer vectorizable loops.
+    Adjacent outer loops merge, innermost first, while every index stays
+    linear in the merged variable (contiguous data): fewer, longer loops that
+    vectorize better.
     """
     reductions = [b for b in bufs if not isinstance(b.body, Pointwise)]
     outer = squeeze_ranges(reductions[0].body.ranges if reductions else bufs[0].body.ranges)
-    if not reductions and len(outer) > 1:
-        flat = (numel(outer),)
-        plan = _plan_with_outer(bufs, flat)
-        if plan is not None and _linear(bufs, flat):
-            return plan
-    return _plan_with_outer(bufs, outer)
+    plan = _plan_with_outer(bufs, outer)
+    while plan is not None and len(outer) > 1:
+        merged = (*outer[:-2], outer[-2] * outer[-1])
+        merged_plan = _plan_with_outer(bufs, merged)
+        if merged_plan is None or not _linear(bufs, merged):
+            break
+        outer, plan = merged, merged_plan
+    return plan
 
 
 def _linear(bufs, outer) -> bool:
