@@ -212,3 +212,15 @@ def test_attribute_write_on_outside_object_is_replayed(backend):
     fn(x + 1, holder)
     torch.testing.assert_close(holder.cache, (x + 1) * 2)
     assert "setattr(L['obj'], 'cache'" in fn.last_artifacts.entry_code
+
+
+def test_compiled_callable_called_from_captured_code_is_inlined(backend):
+    inner = compiled(lambda x: x.sin() * 2, backend)
+
+    def outer(x):
+        return inner(x) + 1
+
+    outer_compiled = compiled(outer, backend)
+    x = torch.randn(3)
+    torch.testing.assert_close(outer_compiled(x), x.sin() * 2 + 1)
+    assert len(backend.graphs) == 1 and not inner.entries

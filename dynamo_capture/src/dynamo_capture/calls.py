@@ -96,6 +96,11 @@ def _call_python(
     from dynamo_capture.torch_calls import call_torch, is_torch_callable
 
     obj = fn.obj
+    if isinstance(getattr(type(obj), "__ember_capture_target__", None), property):
+        # a compiled callable called from captured code: inline what it compiles
+        compiled_target = obj.__ember_capture_target__
+        source = AttrSource(fn.source, "target") if fn.source is not None else None
+        return call(tx, tx.ctx.wrap(compiled_target, source), args, kwargs)
     substitute = substitute_for(obj)
     if substitute is not None:
         return _call_substitute(tx, substitute, args, kwargs)

@@ -66,6 +66,11 @@ class CompiledCallable:
         _live.add(self)
 
     @property
+    def __ember_capture_target__(self) -> Callable[..., Any]:
+        """What capture inlines when this compiled callable is called from captured code."""
+        return self.target
+
+    @property
     def frame(self) -> FrameTarget:
         if self._frame is None:
             self._frame = frame_target(self.target)
