@@ -178,8 +178,11 @@ def _clone(tensors):
     return copies
 
 
-def _random_sample(sample) -> bool:
-    return sample.kwargs.get("dropout_p", 0.0) > 0.0
+def _random_sample(op, sample) -> bool:
+    """Samples that draw random numbers (attention dropout), so values cannot be compared."""
+    if sample.kwargs.get("dropout_p", 0.0) > 0.0:
+        return True
+    return "attention" in op.name and sample.kwargs.get("training") is True
 
 
 def _loss(outputs):
@@ -224,7 +227,7 @@ def test_opinfo_grad(op, dtype):
     for i, sample in enumerate(samples):
         if not FULL and i >= SAMPLES_DEFAULT:
             break
-        if not _random_sample(sample):
+        if not _random_sample(op, sample):
             check_sample(op, sample)
 
 
@@ -255,5 +258,5 @@ def test_opinfo_grad_with_decomposition_table_and_min_cut(table_name):
         ):
             if i >= samples:
                 break
-            if not _random_sample(sample):
+            if not _random_sample(op, sample):
                 check_sample(op, sample, min_cut_rematerialization_partition, table)
