@@ -65,7 +65,10 @@ class FakeTensor(torch.Tensor):
         requires_grad: bool = False,
         is_parameter: bool = False,
     ) -> FakeTensor:
-        device = _with_index(torch.device(device))
+        if type(device) is not torch.device:
+            device = torch.device(device)
+        if device.index is None and device.type not in ("cpu", "meta"):
+            device = _with_index(device)
         fake = torch.Tensor._make_wrapper_subclass(
             cls,
             meta.size(),
