@@ -1,0 +1,182 @@
+"""The model suite end to end: eager vs ember.compile vs torch.compile, in one run.
+
+    python benchmarks/model_bench.py                 every model, inference and training
+    python benchmarks/model_bench.py gpt2 mlp        only these models
+    EMBER_BENCH_MODES=inference python benchmarks/model_bench.py
+
+For each model and mode it reports: the speedup over eager (median of timed
+calls after warm-up) for ember (backend inductor) and torch.compile (inductor),
+each one's first-call time from a cold kernel cache (capture + AOT + codegen +
+build), whether the result matched eager, and how many graphs / graph breaks ember
+made. Training times a forward, a loss and the backward. Threads: torch's default
+(the machine's cores). Prints a markdown table and writes JSON beside it when
+EMBER_BENCH_JSON names a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from models import MODELS  # noqa: E402
+
+import ember  # noqa: E402
+
+REPEATS = int(os.environ.get("EMBER_BENCH_REPEATS", "20"))
+
+
+def median_seconds(fn, repeats: int = REPEATS) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def step_fn(model, inputs, loss_fn, training: bool):
+    if not training:
+
+        def infer():
+            with torch.no_grad():
+                return model(*inputs)
+
+        return infer
+
+    def train():
+        loss = loss_fn(model(*inputs))
+        loss.backward()
+        return loss.detach()
+
+    return train
+
+
+def compare(expected, actual) -> bool:
+    try:
+        torch.testing.assert_close(actual, expected, rtol=1e-3, atol=1e-3)
+        return True
+    except AssertionError:
+        return False
+
+
+def run_case(name: str, training: bool) -> dict:
+    case = MODELS[name]()
+    model = case.model.train(training)
+    if training:
+        # Dropout would make eager and compiled runs differ; compare deterministic graphs.
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+    row: dict = {"model": name, "mode": "training" if training else "inference"}
+    eager_step = step_fn(model, case.inputs, case.loss, training)
+    torch.manual_seed(0)
+    expected = case.loss(eager_step()) if not training else eager_step()
+    row["eager_ms"] = median_seconds(eager_step) * 1e3
+
+    for label, make in (
+        ("ember", lambda m: ember.compile(m, backend="inductor")),
+        ("torch", lambda m: torch.compile(m, backend="inductor")),
+    ):
+        compiled = make(model)
+        step = step_fn(compiled, case.inputs, case.loss, training)
+        try:
+            start = time.perf_counter()
+            torch.manual_seed(0)
+            first = step()
+            row[f"{label}_compile_s"] = time.perf_counter() - start
+            got = case.loss(first) if not training else first
+            row[f"{label}_matches"] = compare(expected, got)
+            row[f"{label}_ms"] = median_seconds(step) * 1e3
+            row[f"{label}_speedup"] = row["eager_ms"] / row[f"{label}_ms"]
+        except Exception as error:  # a failure is a result to report, not a crash
+            row[f"{label}_error"] = f"{type(error).__name__}: {str(error)[:160]}"
+        if label == "ember" and f"{label}_error" not in row:
+            runner = ember.api.compiled_callable_of(compiled)
+            row["ember_graphs"] = sum(not e.eager for e in runner.entries)
+            row["ember_breaks"] = len(runner.graph_breaks)
+        for parameter in model.parameters():
+            parameter.grad = None
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| model | mode | eager ms | ember speedup | torch speedup | ember compile s "
+        "| torch compile s | ember matches | ember graphs / breaks |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+
+        def cell(key, fmt="{:.2f}", r=r):
+            return fmt.format(r[key]) if key in r else r.get(key.split("_")[0] + "_error", "-")
+
+        lines.append(
+            f"| {r['model']} | {r['mode']} | {r['eager_ms']:.1f} | {cell('ember_speedup')}x "
+            f"| {cell('torch_speedup')}x | {cell('ember_compile_s', '{:.1f}')} "
+            f"| {cell('torch_compile_s', '{:.1f}')} | {r.get('ember_matches', '-')} "
+            f"| {r.get('ember_graphs', '-')} / {r.get('ember_breaks', '-')} |"
+        )
+    return "\n".join(lines)
+
+
+def geomean(values: list[float]) -> float:
+    values = [v for v in values if v > 0]
+    if not values:
+        return float("nan")
+    product = 1.0
+    for v in values:
+        product *= v
+    return product ** (1 / len(values))
+
+
+def main(argv: list[str]) -> int:
+    names = argv or list(MODELS)
+    modes = os.environ.get("EMBER_BENCH_MODES", "inference,training").split(",")
+    # Cold caches for both compilers, so compile times are comparable.
+    os.environ.setdefault("EMBER_CACHE_DIR", tempfile.mkdtemp(prefix="ember-bench-"))
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="torch-bench-"))
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, repeats {REPEATS}")
+    rows = []
+    for mode in modes:
+        for name in names:
+            try:
+                rows.append(run_case(name, training=(mode == "training")))
+            except ImportError as missing:
+                print(f"skipping {name}: {missing}")
+                continue
+            print(rows[-1], flush=True)
+    print()
+    print(table(rows))
+    for mode in modes:
+        mine = [
+            r["ember_speedup"]
+            for r in rows
+            if r["mode"].startswith(mode[:5]) and "ember_speedup" in r
+        ]
+        theirs = [
+            r["torch_speedup"]
+            for r in rows
+            if r["mode"].startswith(mode[:5]) and "torch_speedup" in r
+        ]
+        print(
+            f"{mode}: geomean speedup ember {geomean(mine):.2f}x ({len(mine)} models), "
+            f"torch.compile {geomean(theirs):.2f}x ({len(theirs)} models)"
+        )
+    if os.environ.get("EMBER_BENCH_JSON"):
+        Path(os.environ["EMBER_BENCH_JSON"]).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
