@@ -332,3 +332,17 @@ def test_identity_trust_can_be_turned_off():
     assert not ok and "size mismatch" in why
     plain = GuardSet()
     assert not plain.add_tensor(X, torch.randn(2)).trust_identity
+
+
+def test_failures_lists_every_failing_guard():
+    guards = GuardSet()
+    guards.add_tensor(X, torch.randn(8, 16))
+    guards.add_equals(LocalSource("n"), 3)
+    compiled = guards.compile()
+    assert compiled.failures({"x": torch.randn(8, 16), "n": 3}, {}) == []
+    failures = compiled.failures({"x": torch.randn(4, 16), "n": 4}, {})
+    assert failures == [
+        "'n' value mismatch: expected 3, actual 4",
+        "tensor 'x' size mismatch at index 0: expected 8, actual 4",
+    ]
+    assert compiled.why_failed({"x": torch.randn(4, 16), "n": 4}, {}) == failures[0]

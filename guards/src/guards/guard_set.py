@@ -59,23 +59,36 @@ class _SourceReader:
         return eval(code, {"__builtins__": __builtins__}, {"L": frame_locals, "G": frame_globals})
 
 
+def _guard_failure(
+    guard: Guard, reader: _SourceReader, frame_locals: Any, frame_globals: Any
+) -> str | None:
+    values = []
+    for source in guard.sources():
+        try:
+            values.append(reader.read(source, frame_locals, frame_globals))
+        except Exception as error:  # noqa: BLE001 - any failure to fetch fails the guard
+            return f"{source.name!r} could not be read ({type(error).__name__}: {error})"
+    try:
+        return guard.failure(*values)
+    except Exception as error:  # noqa: BLE001 - a check that raises fails
+        return f"{guard.describe()} raised {type(error).__name__}: {error}"
+
+
 def _first_failure(
     guards: Sequence[Guard], reader: _SourceReader, frame_locals: Any, frame_globals: Any
 ) -> str | None:
     for guard in guards:
-        values = []
-        for source in guard.sources():
-            try:
-                values.append(reader.read(source, frame_locals, frame_globals))
-            except Exception as error:  # noqa: BLE001 - any failure to fetch fails the guard
-                return f"{source.name!r} could not be read ({type(error).__name__}: {error})"
-        try:
-            failure = guard.failure(*values)
-        except Exception as error:  # noqa: BLE001 - a check that raises fails
-            return f"{guard.describe()} raised {type(error).__name__}: {error}"
+        failure = _guard_failure(guard, reader, frame_locals, frame_globals)
         if failure is not None:
             return failure
     return None
+
+
+def _all_failures(
+    guards: Sequence[Guard], reader: _SourceReader, frame_locals: Any, frame_globals: Any
+) -> list[str]:
+    found = (_guard_failure(guard, reader, frame_locals, frame_globals) for guard in guards)
+    return list(dict.fromkeys(failure for failure in found if failure is not None))
 
 
 class CompiledGuards:
@@ -110,6 +123,10 @@ class CompiledGuards:
     def why_failed(self, L: Any, G: Any) -> str | None:  # noqa: N803
         """The first failing guard in words, or None when every guard holds."""
         return _first_failure(self.guards, self._reader, L, G)
+
+    def failures(self, L: Any, G: Any) -> list[str]:  # noqa: N803
+        """Every failing guard in words, in check order (for recompile logs)."""
+        return _all_failures(self.guards, self._reader, L, G)
 
     def __len__(self) -> int:
         return len(self.guards)

@@ -1,0 +1,501 @@
+"""ShapeEnv: the sympy symbols of dynamic dimensions, their ranges and the guards on them.
+
+    >>> env = ShapeEnv()
+    >>> x = torch.randn(8, 16)
+    >>> sizes, strides, offset = env.create_symbolic_sizes_strides(x, LocalSource("x"), [0])
+    >>> sizes                       # dim 0 is s0 (hint 8), dim 1 stays 16
+    (s0, 16)
+    >>> bool(sizes[0] > 4)          # decided by the hint (8), recorded as a guard
+    True
+    >>> print(env.format_guards())
+    s0 = L['x'].size()[0]  # hint 8
+    5 <= s0
+
+Each symbol stands for one dynamic dimension; its hint is the size in the
+example inputs and its range starts at [2, inf] (sizes 0 and 1 are not made
+symbolic: they stay static). With duck sizing (the default) dimensions of equal
+size share one symbol, which the guards then check are still equal. A question
+on symbols is answered from the ranges when they decide it (no guard), else by
+the hints; the answer is recorded once as a guard: a single-symbol inequality
+narrows the symbol's range, an equality between symbols (or with a constant)
+becomes a replacement, anything else is kept as a relation. `guard()` turns the
+lot into one `ShapeGuard` for a `GuardSet`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from guards.errors import GuardsError
+from guards.sources import Source
+from guards.sym_exprs import INF, ValueRange, bound, python_code, size_symbol, static_truth
+from guards.sym_node import SymNode
+
+__all__ = [
+    "ShapeEnv",
+    "ShapeEnvError",
+    "ShapeRecord",
+    "SymbolBinding",
+    "TensorPropertySource",
+]
+
+
+class ShapeEnvError(GuardsError):
+    """A symbolic-shape request that cannot be honoured (e.g. a mark_dynamic range violated)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TensorPropertySource(Source):
+    """A size, stride or storage offset of a tensor: `L['x'].size()[0]`."""
+
+    source: Source
+    prop: str
+    index: int = 0
+
+    _EXPRS = {"size": "{}.size()[{}]", "stride": "{}.stride()[{}]"}
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        if self.prop == "storage_offset":
+            return f"{base_expr}.storage_offset()"
+        return f"{base_expr}.{self.prop}()[{self.index}]"
+
+    def short_name(self, base_name: str) -> str:
+        if self.prop == "storage_offset":
+            return f"{base_name}.storage_offset()"
+        return f"{base_name}.{self.prop}()[{self.index}]"
+
+
+@dataclass(slots=True)
+class _Symbol:
+    symbol: sympy.Symbol
+    hint: int
+    range: ValueRange
+    sources: list[TensorPropertySource] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolBinding:
+    """A symbol whose value comes from input sizes: what capture turns into a SymInt input.
+
+    `sources[0]` defines the value (e.g. `L['x'].size()[0]`); further sources
+    must be equal to it (duck sizing) and are checked by the guard.
+    """
+
+    symbol: sympy.Symbol
+    hint: int
+    range: ValueRange
+    sources: tuple[TensorPropertySource, ...]
+
+    @property
+    def name(self) -> str:
+        return self.symbol.name
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeRecord:
+    """A guard on symbols: `condition` held at the hints (`where` says who asked)."""
+
+    condition: Any
+    where: str = ""
+
+
+class ShapeEnv:
+    """Symbols of dynamic dimensions, their hints and ranges, and the guards on them.
+
+    Args:
+        duck_shape: give dimensions of equal size one symbol (checked equal by the guard).
+        specialize_zero_one: keep sizes 0 and 1 static (ranges of symbols start at 2).
+    """
+
+    def __init__(self, *, duck_shape: bool = True, specialize_zero_one: bool = True) -> None:
+        self.duck_shape = duck_shape
+        self.specialize_zero_one = specialize_zero_one
+        self.version = 0
+        self._symbols: dict[sympy.Symbol, _Symbol] = {}
+        self._by_hint: dict[int, sympy.Symbol] = {}
+        self._replacements: dict[sympy.Symbol, sympy.Expr] = {}
+        self._records: list[ShapeRecord] = []
+        self._seen: set[Any] = set()
+        # (property source, expression) pairs the guard checks, besides symbol definitions
+        self._source_exprs: dict[TensorPropertySource, sympy.Expr] = {}
+        self._counter = itertools.count()
+
+    # ------------------------------------------------------------------ symbols
+
+    def create_symbol(
+        self,
+        hint: int,
+        source: TensorPropertySource,
+        *,
+        min: int | None = None,
+        max: int | None = None,
+        duck: bool | None = None,
+    ) -> sympy.Expr:
+        """The symbol for a dynamic size with value `hint` read at `source` (or a constant).
+
+        0 and 1 stay constants (with `specialize_zero_one`); with duck sizing a
+        size equal to an earlier one reuses its symbol. `min`/`max` bound the
+        range (mark_dynamic); a hint outside them is an error.
+        """
+        hint = int(hint)
+        if (min is not None and hint < min) or (max is not None and hint > max):
+            raise ShapeEnvError(
+                f"{source.expr} is {hint}, outside the range [{min}, {max}] given to "
+                "mark_dynamic; pass inputs in that range or widen it"
+            )
+        if self.specialize_zero_one and hint in (0, 1):
+            self._source_exprs.setdefault(source, sympy.Integer(hint))
+            return sympy.Integer(hint)
+        duck = self.duck_shape if duck is None else duck
+        bounded = min is not None or max is not None
+        if duck and not bounded and hint in self._by_hint:
+            symbol = self._by_hint[hint]
+            self._symbols[symbol].sources.append(source)
+            self._source_exprs.setdefault(source, symbol)
+            return self.replace(symbol)
+        symbol = size_symbol(next(self._counter))
+        low = 2 if self.specialize_zero_one else 0
+        value_range = ValueRange(low if min is None else _max(min, low), INF if max is None else max)
+        self._symbols[symbol] = _Symbol(symbol, hint, value_range, [source])
+        if duck and not bounded:
+            self._by_hint[hint] = symbol
+        return symbol
+
+    def create_symint(self, expr: sympy.Expr, hint: int) -> torch.SymInt | int:
+        """A `torch.SymInt` for `expr` (a plain int when `expr` is a constant)."""
+        if expr.is_Integer:
+            return int(expr)
+        return torch.SymInt(SymNode(expr, self, int, int(hint)))
+
+    def create_symbolic_sizes_strides(
+        self,
+        tensor: torch.Tensor,
+        source: Source,
+        dynamic_dims: Iterable[int] | dict[int, Any],
+    ) -> tuple[tuple, tuple, int]:
+        """Sizes (SymInts at `dynamic_dims`), strides (expressed through the sizes where
+        they follow from them, else new symbols) and the storage offset of `tensor`.
+
+        `dynamic_dims` may map dims to a range object with `min`/`max` (a DynamicRange).
+        """
+        ranges = dynamic_dims if isinstance(dynamic_dims, dict) else dict.fromkeys(dynamic_dims)
+        size_exprs: list[sympy.Expr] = []
+        for dim, size in enumerate(tensor.shape):
+            if dim in ranges:
+                limits = ranges[dim]
+                expr = self.create_symbol(
+                    size,
+                    TensorPropertySource(source, "size", dim),
+                    min=getattr(limits, "min", None),
+                    max=getattr(limits, "max", None),
+                )
+            else:
+                expr = sympy.Integer(int(size))
+            size_exprs.append(expr)
+        stride_exprs = self._stride_exprs(tensor, source, size_exprs) if ranges else None
+        if stride_exprs is None:
+            stride_exprs = [sympy.Integer(int(s)) for s in tensor.stride()]
+        sizes = tuple(self.create_symint(e, h) for e, h in zip(size_exprs, tensor.shape, strict=True))
+        strides = tuple(
+            self.create_symint(e, h) for e, h in zip(stride_exprs, tensor.stride(), strict=True)
+        )
+        return sizes, strides, int(tensor.storage_offset())
+
+    def _stride_exprs(
+        self, tensor: torch.Tensor, source: Source, sizes: list[sympy.Expr]
+    ) -> list[sympy.Expr]:
+        """Each stride as a product of inner sizes when its value says so, else a new symbol."""
+        real_strides = [int(s) for s in tensor.stride()]
+        real_sizes = [int(s) for s in tensor.shape]
+        exprs: list[sympy.Expr | None] = [None] * len(real_strides)
+        candidates: dict[int, sympy.Expr] = {1: sympy.Integer(1)}
+        for dim in sorted(range(len(real_strides)), key=lambda d: (real_strides[d], -d)):
+            stride = real_strides[dim]
+            if stride in candidates:
+                exprs[dim] = candidates[stride]
+            elif stride in (0, 1):
+                exprs[dim] = sympy.Integer(stride)
+            else:
+                exprs[dim] = self.create_symbol(stride, TensorPropertySource(source, "stride", dim))
+            candidates.setdefault(stride * real_sizes[dim], exprs[dim] * sizes[dim])
+        for dim, expr in enumerate(exprs):
+            if real_sizes[dim] != 1 and 0 not in real_sizes:
+                self._source_exprs.setdefault(TensorPropertySource(source, "stride", dim), expr)
+        return exprs  # type: ignore[return-value]
+
+    def bindings(self) -> list[SymbolBinding]:
+        """The symbols whose values come from inputs, in creation order (not replaced ones).
+
+        Capture passes these as SymInt graph inputs: the value is read at `sources[0]`.
+        """
+        return [
+            SymbolBinding(info.symbol, info.hint, info.range, tuple(info.sources))
+            for info in self._symbols.values()
+            if info.symbol not in self._replacements
+        ]
+
+    def symbol_hints(self) -> dict[sympy.Symbol, int]:
+        """Every symbol's hint (its value in the example inputs)."""
+        return {symbol: info.hint for symbol, info in self._symbols.items()}
+
+    def ranges(self) -> dict[sympy.Symbol, ValueRange]:
+        """Every symbol's current value range."""
+        return {symbol: info.range for symbol, info in self._symbols.items()}
+
+    # ------------------------------------------------------------------ simplification
+
+    def replace(self, expr: Any) -> Any:
+        """`expr` with known replacements applied (symbols proven equal to others or constants)."""
+        if not self._replacements or not getattr(expr, "free_symbols", None):
+            return expr
+        return expr.xreplace(self._replacements)
+
+    def static_value(self, expr: Any, *, size_oblivious: bool = False) -> Any:
+        """The value of `expr` when constants and ranges decide it, else None (no guard)."""
+        expr = self.replace(expr)
+        if isinstance(expr, sympy.Expr) and expr.is_Number:
+            return int(expr) if expr.is_Integer else float(expr)
+        if expr is sympy.true or expr is sympy.false:
+            return bool(expr)
+        if isinstance(expr, sympy.Expr):
+            value_range = bound(expr, self.ranges())
+            return value_range.lo if value_range.is_singleton() else None
+        return static_truth(expr, self.ranges())
+
+    def hint_of(self, expr: Any) -> Any:
+        """The value of `expr` at the symbols' hints."""
+        value = self.replace(expr).xreplace(
+            {s: sympy.Integer(info.hint) for s, info in self._symbols.items()}
+        )
+        if value is sympy.true or value is sympy.false:
+            return bool(value)
+        if isinstance(value, sympy.Expr) and value.is_Number:
+            return int(value) if value.is_Integer else float(value)
+        raise ShapeEnvError(f"cannot evaluate {expr} at the hints (left with {value})")
+
+    # ------------------------------------------------------------------ decisions
+
+    def decide(self, condition: Any, where: str = "") -> bool:
+        """A condition on symbols: statically when possible, else by hints, recorded."""
+        static = self.static_value(condition)
+        if static is not None:
+            return bool(static)
+        value = bool(self.hint_of(condition))
+        self.record(condition if value else sympy.Not(condition), where)
+        return value
+
+    def evaluate(self, node: SymNode, *, where: str = "", size_oblivious: bool = False) -> Any:
+        """The concrete value of `node` (guard_bool / guard_int / expect_true / ...)."""
+        expr = node.expr
+        static = self.static_value(expr, size_oblivious=size_oblivious)
+        if static is not None:
+            return node.pytype(static)
+        hint = node.hint if node.hint is not None else self.hint_of(expr)
+        if node.pytype is bool:
+            self.record(expr if hint else sympy.Not(expr), where)
+        else:
+            self.record(sympy.Eq(expr, hint), where)
+        return node.pytype(hint)
+
+    def record(self, condition: Any, where: str = "") -> None:
+        """Record that `condition` holds (it must hold at the hints)."""
+        condition = self.replace(condition)
+        if condition is sympy.true or static_truth(condition, self.ranges()) is True:
+            return
+        if condition in self._seen:
+            return
+        self._seen.add(condition)
+        if self._narrow(condition):
+            self.version += 1
+            return
+        self._records.append(ShapeRecord(condition, where))
+
+    def _narrow(self, condition: Any) -> bool:
+        """Turn a single-symbol linear condition into a range or a replacement."""
+        if isinstance(condition, sympy.Eq) and _is_symbol_pair(condition):
+            older, newer = sorted(condition.free_symbols, key=_symbol_number)
+            self._replace(newer, older)
+            return True
+        if not isinstance(condition, sympy.Eq | sympy.Le | sympy.Lt | sympy.Ge | sympy.Gt):
+            return False
+        diff = sympy.expand(condition.lhs - condition.rhs)
+        if len(diff.free_symbols) != 1:
+            return False
+        (symbol,) = diff.free_symbols
+        if symbol not in self._symbols:
+            return False
+        poly = sympy.Poly(diff, symbol) if diff.is_polynomial(symbol) else None
+        if poly is None or poly.degree() != 1:
+            return False
+        a, b = (int(c) if c.is_Integer else None for c in poly.all_coeffs())
+        if a is None or b is None:
+            return False
+        return self._narrow_linear(symbol, type(condition), a, b)
+
+    def _narrow_linear(self, symbol: sympy.Symbol, relation: type, a: int, b: int) -> bool:
+        """a*symbol + b RELATION 0."""
+        info = self._symbols[symbol]
+        if relation is sympy.Eq:
+            if b % a:
+                return False
+            self._replace(symbol, sympy.Integer(-b // a))
+            return True
+        if a < 0:
+            a, b = -a, -b
+            relation = {sympy.Le: sympy.Ge, sympy.Lt: sympy.Gt, sympy.Ge: sympy.Le, sympy.Gt: sympy.Lt}[
+                relation
+            ]
+        # symbol RELATION -b / a
+        lo, hi = info.range.lo, info.range.hi
+        if relation is sympy.Le:
+            hi = min(hi, (-b) // a)
+        elif relation is sympy.Lt:
+            hi = min(hi, -(b // a) - 1)
+        elif relation is sympy.Ge:
+            lo = max(lo, -(b // a))
+        else:
+            lo = max(lo, (-b) // a + 1)
+        info.range = ValueRange(lo, hi)
+        if lo == hi:
+            self._replace(symbol, sympy.Integer(int(lo)))
+        return True
+
+    def _replace(self, symbol: sympy.Symbol, value: sympy.Expr) -> None:
+        info = self._symbols[symbol]
+        if value.is_Symbol and value in self._symbols:
+            other = self._symbols[value]
+            lo, hi = _max(other.range.lo, info.range.lo), min(other.range.hi, info.range.hi)
+            other.range = ValueRange(lo, hi)
+        self._replacements = {
+            s: e.xreplace({symbol: value}) for s, e in self._replacements.items()
+        }
+        self._replacements[symbol] = value
+        self.version += 1
+
+    # ------------------------------------------------------------------ reading the guards
+
+    @property
+    def records(self) -> list[ShapeRecord]:
+        """The relations recorded so far (ranges and replacements not included)."""
+        return [ShapeRecord(self.replace(r.condition), r.where) for r in self._records]
+
+    def checks(self) -> list[tuple[str, TensorPropertySource | None, Any]]:
+        """Every check the guard makes, as (kind, property source or None, expression).
+
+        kinds: "equals" (source == expression), "range" (lo <= symbol <= hi, as a
+        sympy condition) and "relation" (a recorded condition).
+        """
+        out: list[tuple[str, TensorPropertySource | None, Any]] = []
+        definitions = self._definitions()
+        for source, expr in self._source_exprs.items():
+            if definitions.get(source) != expr:
+                out.append(("equals", source, self.replace(expr)))
+        for info in self._symbols.values():
+            if info.symbol in self._replacements:
+                for source in info.sources:
+                    if definitions.get(source) is None:
+                        out.append(("equals", source, self.replace(info.symbol)))
+                continue
+            condition = _range_condition(info.symbol, info.range)
+            if condition is not sympy.true:
+                out.append(("range", None, condition))
+        seen = set()
+        for record in self.records:
+            if record.condition not in seen and record.condition is not sympy.true:
+                seen.add(record.condition)
+                out.append(("relation", None, record.condition))
+        return _dedupe(out)
+
+    def _definitions(self) -> dict[TensorPropertySource, sympy.Symbol]:
+        """The source that defines each live symbol's value (its first source)."""
+        return {
+            info.sources[0]: info.symbol
+            for info in self._symbols.values()
+            if info.symbol not in self._replacements
+        }
+
+    def format_guards(self) -> str:
+        """The symbols and their guards, one per line, in terms of the input sources."""
+        lines = [
+            f"{b.name} = {b.sources[0].expr}  # hint {b.hint}" for b in self.bindings()
+        ]
+        names = {b.symbol: b.sources[0].expr for b in self.bindings()}
+        for kind, source, expr in self.checks():
+            text = python_code(expr, names)
+            lines.append(f"{source.expr} == {text}" if kind == "equals" else text)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format_guards()
+
+    def guard(self, source_order: Sequence[Source] = ()) -> Any:
+        """The `ShapeGuard` checking every symbol binding, range and relation (None if none)."""
+        from guards.symbolic_guards import ShapeGuard
+
+        return ShapeGuard.of(self) if self._symbols else None
+
+    # ------------------------------------------------------------------ torch's names
+
+    def evaluate_sym_node(
+        self, sym_node: SymNode, size_oblivious: bool = False, fallback_value: Any = None
+    ) -> Any:
+        return self.evaluate(sym_node, size_oblivious=size_oblivious)
+
+    def _maybe_evaluate_static(self, expr: Any, **kwargs: Any) -> Any:
+        value = self.static_value(expr)
+        if value is None:
+            return None
+        return sympy.sympify(value)
+
+    def optimization_hint(self, expr: Any, fallback: int | None = None) -> Any:
+        try:
+            return self.hint_of(expr)
+        except ShapeEnvError:
+            return fallback
+
+    def bound_sympy(self, expr: Any, size_oblivious: bool = False) -> ValueRange:
+        return bound(self.replace(expr), self.ranges())
+
+    def is_unbacked_symint(self, symbol: Any) -> bool:
+        return False
+
+
+def _max(a: Any, b: Any) -> Any:
+    return a if a >= b else b
+
+
+def _symbol_number(symbol: sympy.Symbol) -> int:
+    return int(symbol.name[1:])
+
+
+def _is_symbol_pair(condition: Any) -> bool:
+    return condition.lhs.is_Symbol and condition.rhs.is_Symbol
+
+
+def _range_condition(symbol: sympy.Symbol, value_range: ValueRange) -> Any:
+    parts = []
+    if value_range.lo != -INF:
+        parts.append(sympy.Le(int(value_range.lo), symbol, evaluate=False))
+    if value_range.hi != INF:
+        parts.append(sympy.Le(symbol, int(value_range.hi), evaluate=False))
+    return sympy.And(*parts) if parts else sympy.true
+
+
+def _dedupe(checks: list) -> list:
+    seen, out = set(), []
+    for check in checks:
+        key = (check[0], check[1], check[2])
+        if key not in seen:
+            seen.add(key)
+            out.append(check)
+    return out

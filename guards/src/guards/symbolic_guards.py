@@ -1,0 +1,148 @@
+"""ShapeGuard: the guard on symbolic sizes, checked inside the one generated guard function.
+
+It reads every size and stride the ShapeEnv's symbols came from
+(`L['x'].size()[0]`, ...), binds each symbol to the value at its defining
+source, then checks in straight-line code:
+
+- every other source of a symbol, or of an expression, equals it
+  (`L['y'].size()[0] == s0` with duck sizing, `L['x'].stride()[0] == s1`);
+- every symbol is in its range (`2 <= s0`, from 0/1 specialization and mark_dynamic);
+- every recorded relation (`s0 % 2 == 0`, `s0*s1 == 4*s2`, ...).
+
+    >>> guard = ShapeGuard.of(env)
+    >>> guard.failure(8, 16)
+    "shape relation L['x'].size()[0] == L['y'].size()[0] violated: s0 = 8 but L['y'].size()[0] = 16"
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import sympy
+
+from guards.guard_kinds import Guard, GuardCode
+from guards.shape_env import ShapeEnv, TensorPropertySource
+from guards.sources import Source
+from guards.sym_exprs import python_code
+
+__all__ = ["ShapeCheck", "ShapeGuard"]
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeCheck:
+    """One check of a ShapeGuard.
+
+    kind: "equals" (the value at property source `index` equals `expr`),
+    "range" or "relation" (`expr` is a condition that must hold).
+    """
+
+    kind: str
+    index: int | None
+    expr: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeGuard(Guard):
+    """Symbol bindings, ranges and relations of one ShapeEnv, checked together."""
+
+    property_sources: tuple[TensorPropertySource, ...] = ()
+    symbols: tuple[tuple[sympy.Symbol, int], ...] = ()
+    shape_checks: tuple[ShapeCheck, ...] = ()
+
+    guard_type: ClassVar[str] = "SHAPE_ENV"
+    rank: ClassVar[int] = 30
+
+    @classmethod
+    def of(cls, env: ShapeEnv) -> ShapeGuard | None:
+        """The guard for everything `env` assumed (None when it assumed nothing)."""
+        index: dict[TensorPropertySource, int] = {}
+
+        def slot(source: TensorPropertySource) -> int:
+            return index.setdefault(source, len(index))
+
+        symbols = tuple((b.symbol, slot(b.sources[0])) for b in env.bindings())
+        checks = tuple(
+            ShapeCheck(kind, None if source is None else slot(source), expr)
+            for kind, source, expr in env.checks()
+        )
+        if not checks and not symbols:
+            return None
+        sources = tuple(index)
+        return cls(sources[0], sources, symbols, checks)
+
+    def sources(self) -> tuple[Source, ...]:
+        return self.property_sources
+
+    # ------------------------------------------------------------------ reference check
+
+    def failure(self, *values: Any) -> str | None:
+        bound = {symbol: sympy.Integer(int(values[i])) for symbol, i in self.symbols}
+        for check in self.shape_checks:
+            failure = self._check_failure(check, values, bound)
+            if failure is not None:
+                return failure
+        return None
+
+    def _check_failure(self, check: ShapeCheck, values: tuple, bound: dict) -> str | None:
+        if check.kind == "equals":
+            have = int(values[check.index])
+            want = check.expr.xreplace(bound)
+            if have == want:
+                return None
+            source = self.property_sources[check.index]
+            return (
+                f"shape relation {source.expr} == {self._text(check.expr)} violated: "
+                f"{source.expr} = {have} but {self._text(check.expr)} = {want}"
+                f"{self._values(check.expr, bound)}"
+            )
+        if check.expr.xreplace(bound) is sympy.true:
+            return None
+        what = "range" if check.kind == "range" else "relation"
+        note = " (sizes 0 and 1 are specialized)" if check.kind == "range" else ""
+        return (
+            f"shape {what} {self._text(check.expr)} violated"
+            f"{self._values(check.expr, bound, first=True)}{note}"
+        )
+
+    def _names(self) -> dict[sympy.Symbol, str]:
+        return {symbol: self.property_sources[i].expr for symbol, i in self.symbols}
+
+    def _text(self, expr: Any) -> str:
+        return python_code(expr, self._names())
+
+    def _values(self, expr: Any, bound: dict, first: bool = False) -> str:
+        symbols = sorted(expr.free_symbols, key=lambda s: s.name)
+        if not symbols:
+            return ""
+        parts = ", ".join(f"{self._names()[s]} = {bound[s]}" for s in symbols if s in bound)
+        return f": {parts}" if first else f" ({parts})"
+
+    # ------------------------------------------------------------------ generated check
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        local = {symbol: names[i] for symbol, i in self.symbols}
+        out = []
+        for check in self.shape_checks:
+            text = python_code(check.expr, local)
+            if check.kind == "equals":
+                text = f"{names[check.index]} == {text}"
+            out.append((self.rank, text))
+        return out
+
+    @property
+    def has_value(self) -> bool:
+        return False
+
+    def describe(self) -> str:
+        return f"{self.guard_type}: {len(self.symbols)} symbols, {len(self.shape_checks)} checks"
+
+    def lines(self) -> list[str]:
+        """The checks in words (over source expressions), one per line."""
+        out = []
+        for check in self.shape_checks:
+            text = self._text(check.expr)
+            if check.kind == "equals":
+                text = f"{self.property_sources[check.index].expr} == {text}"
+            out.append(text)
+        return out
