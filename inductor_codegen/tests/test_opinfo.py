@@ -126,6 +126,10 @@ NOT_COMPARABLE = (
     "new_empty",
     "randint",
     "randn",
+    "fractional_max_pool",
+    "rrelu",
+    "pca_lowrank",
+    "svd_lowrank",
 )
 
 
@@ -178,6 +182,8 @@ def test_opinfo_forward(info):
 
     flat = [t for _, tensors, _ in cases for t in tensors]
     gm = trace(all_samples, *flat)
+    if not _close(gm(*flat), [expected for _, _, expected in cases]):
+        pytest.skip("the make_fx graph itself differs from eager (a front-end problem)")
     compiled = compile_graph(gm, flat)
     actual = compiled(*flat)
     for (_, _, expected), got in zip(cases, actual):
@@ -185,6 +191,14 @@ def test_opinfo_forward(info):
     _report(info, compiled)
     if "<whole graph>" in compiled.fallbacks:
         pytest.skip("the traced graph mutates tensors; it ran through ATen, not compiled")
+
+
+def _close(actual, expected) -> bool:
+    try:
+        torch.testing.assert_close(actual, expected, equal_nan=True, rtol=1e-4, atol=1e-5)
+    except (AssertionError, TypeError, ValueError):
+        return False
+    return True
 
 
 def _report(info, compiled) -> None:

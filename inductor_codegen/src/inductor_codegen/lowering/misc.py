@@ -86,6 +86,8 @@ def cat(ctx, node, tensors, dim=0):
     size = node_size(node)
     dim = normalize_dim(dim, len(size))
     pieces = [t for t in tensors if not (t.ndim == 1 and t.size[0] == 0)]
+    if not pieces:
+        return full(ctx, node, None, 0)  # every input is empty: so is the result
     if len(pieces) == 1:
         return TensorValue(dtype, size, broadcast_loader(pieces[0], size, dtype))
     offsets = []
