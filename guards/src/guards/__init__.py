@@ -44,6 +44,13 @@ from guards.marks import (
     marks_of,
     maybe_mark_dynamic,
 )
+from guards.shape_env import (
+    ShapeEnv,
+    ShapeEnvError,
+    ShapeRecord,
+    SymbolBinding,
+    TensorPropertySource,
+)
 from guards.sources import (
     AttrSource,
     CellContentsSource,
@@ -61,6 +68,9 @@ from guards.sources import (
     TypeSource,
     is_builtin_module_class,
 )
+from guards.sym_exprs import FloorDiv, ValueRange
+from guards.sym_node import SymNode
+from guards.symbolic_guards import ShapeCheck, ShapeGuard
 from guards.tensor_guards import NoTensorAliasingGuard, TensorMatchGuard
 
 __version__ = "0.1.0"
@@ -130,4 +140,15 @@ __all__ = [
     "skip_guard_on_all_nn_modules_unsafe",
     "skip_guard_on_globals_unsafe",
     "skip_guard_on_inbuilt_nn_modules_unsafe",
+    # symbolic shapes
+    "FloorDiv",
+    "ShapeCheck",
+    "ShapeEnv",
+    "ShapeEnvError",
+    "ShapeGuard",
+    "ShapeRecord",
+    "SymNode",
+    "SymbolBinding",
+    "TensorPropertySource",
+    "ValueRange",
 ]

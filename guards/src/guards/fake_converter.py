@@ -45,10 +45,21 @@ class FakeTensorConverter:
         return hit[1]
 
     def from_real(
-        self, mode: FakeTensorMode, tensor: torch.Tensor, *, source: Any = None
+        self,
+        mode: FakeTensorMode,
+        tensor: torch.Tensor,
+        *,
+        source: Any = None,
+        dynamic_dims: Any = None,
     ) -> FakeTensor:
-        """The fake of `tensor` for `mode`; the same fake each time for the same tensor."""
+        """The fake of `tensor` for `mode`; the same fake each time for the same tensor.
+
+        `dynamic_dims` (dims, or dims -> DynamicRange) and the tensor's mark_dynamic /
+        maybe_mark_dynamic marks get symbolic sizes from `mode.shape_env` (see
+        symbolic_fakes.py); such a fake has a fresh meta storage of its own.
+        """
         from guards.fake_tensor import FakeTensor
+        from guards.symbolic_fakes import dynamic_dims_of, symbolic_meta
 
         if isinstance(tensor, FakeTensor):
             if tensor.fake_mode is not mode:
@@ -58,15 +69,24 @@ class FakeTensorConverter:
             return tensor
         _check_convertible(tensor)
         hit = self._fakes.get(tensor)
+        if hit is not None and hit.meta._has_symbolic_sizes_strides:
+            return hit  # NOTE: comparing symbolic sizes with real ones would record guards
         if hit is not None and _same_metadata(hit, tensor):
             return hit
+        dims = dynamic_dims_of(mode, tensor, dynamic_dims)
         # NOTE: inside an active FakeTensorMode, plain tensor ops would make fakes;
         # the meta tensor must stay a plain meta tensor.
         with no_dispatch(), torch.no_grad():
-            meta = torch.empty(0, dtype=tensor.dtype, device="meta")
-            meta.set_(
-                self.meta_storage(tensor), tensor.storage_offset(), tensor.shape, tensor.stride()
-            )
+            if dims:
+                meta = symbolic_meta(mode, tensor, source, dims)
+            else:
+                meta = torch.empty(0, dtype=tensor.dtype, device="meta")
+                meta.set_(
+                    self.meta_storage(tensor),
+                    tensor.storage_offset(),
+                    tensor.shape,
+                    tensor.stride(),
+                )
         fake = FakeTensor(
             mode,
             meta,

@@ -215,6 +215,7 @@ class FakeTensorMode(TorchDispatchMode):
         allow_non_fake_inputs: bool = True,
         allow_fallback_kernels: bool = True,
         cache_dispatch: bool = True,
+        shape_env: Any = None,
     ) -> None:
         super().__init__()
         from guards.fake_converter import FakeTensorConverter
@@ -222,12 +223,20 @@ class FakeTensorMode(TorchDispatchMode):
         self.allow_non_fake_inputs = allow_non_fake_inputs
         self.allow_fallback_kernels = allow_fallback_kernels
         self.converter = FakeTensorConverter()
+        self.shape_env = shape_env
         self._device_args: dict[Any, bool] = {}
         self.cache: DispatchCache | None = DispatchCache() if cache_dispatch else None
 
-    def from_real(self, tensor: torch.Tensor, source: Any = None) -> FakeTensor:
-        """The fake of real tensor `tensor` (memoized); `source` is recorded on a new fake."""
-        return self.converter.from_real(self, tensor, source=source)
+    def from_real(
+        self, tensor: torch.Tensor, source: Any = None, dynamic_dims: Any = None
+    ) -> FakeTensor:
+        """The fake of real tensor `tensor` (memoized); `source` is recorded on a new fake.
+
+        With a `shape_env` (`FakeTensorMode(shape_env=ShapeEnv())`), the dims in
+        `dynamic_dims` and those marked with mark_dynamic / maybe_mark_dynamic get
+        symbolic sizes (SymInts over the ShapeEnv's symbols, read at `source`).
+        """
+        return self.converter.from_real(self, tensor, source=source, dynamic_dims=dynamic_dims)
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple = (), kwargs: Any = None

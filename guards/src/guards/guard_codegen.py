@@ -145,10 +145,13 @@ def generate_guard_function(guards: list[Guard], header: str = "") -> GeneratedG
             atoms.append((rank, order, guard, expr))
     atoms.sort(key=lambda atom: (atom[0], atom[1]))
     body: list[str] = []
+    previous: Guard | None = None
     for _, _, guard, expr in atoms:
         for source in guard.sources():
             code.bind(source, body)
-        body.append(f"# {guard.describe()}")
+        if guard is not previous:
+            body.append(f"# {guard.describe()}")
+        previous = guard
         body.append(f"if not ({expr}):")
         body.append("    return False")
     body.append("return True")

@@ -225,6 +225,15 @@ class GuardSet:
             return None
         return self.add(NoTensorAliasingGuard.of(tuple(sources)))
 
+    def add_shape_env(self, shape_env: Any) -> Guard | None:
+        """Guard the symbolic sizes of `shape_env` (a ShapeEnv): bindings, ranges, relations.
+
+        Add it once, after the ShapeEnv has seen the whole trace (nothing when it has
+        no symbols).
+        """
+        guard = shape_env.guard()
+        return None if guard is None else self.add(guard)
+
     # ------------------------------------------------------------------ order, filter, compile
 
     def ordered(self) -> list[Guard]:

@@ -165,7 +165,9 @@ class ShapeEnv:
             return self.replace(symbol)
         symbol = size_symbol(next(self._counter))
         low = 2 if self.specialize_zero_one else 0
-        value_range = ValueRange(low if min is None else _max(min, low), INF if max is None else max)
+        value_range = ValueRange(
+            low if min is None else _max(min, low), INF if max is None else max
+        )
         self._symbols[symbol] = _Symbol(symbol, hint, value_range, [source])
         if duck and not bounded:
             self._by_hint[hint] = symbol
@@ -205,7 +207,9 @@ class ShapeEnv:
         stride_exprs = self._stride_exprs(tensor, source, size_exprs) if ranges else None
         if stride_exprs is None:
             stride_exprs = [sympy.Integer(int(s)) for s in tensor.stride()]
-        sizes = tuple(self.create_symint(e, h) for e, h in zip(size_exprs, tensor.shape, strict=True))
+        sizes = tuple(
+            self.create_symint(e, h) for e, h in zip(size_exprs, tensor.shape, strict=True)
+        )
         strides = tuple(
             self.create_symint(e, h) for e, h in zip(stride_exprs, tensor.stride(), strict=True)
         )
@@ -352,9 +356,12 @@ class ShapeEnv:
             return True
         if a < 0:
             a, b = -a, -b
-            relation = {sympy.Le: sympy.Ge, sympy.Lt: sympy.Gt, sympy.Ge: sympy.Le, sympy.Gt: sympy.Lt}[
-                relation
-            ]
+            relation = {
+                sympy.Le: sympy.Ge,
+                sympy.Lt: sympy.Gt,
+                sympy.Ge: sympy.Le,
+                sympy.Gt: sympy.Lt,
+            }[relation]
         # symbol RELATION -b / a
         lo, hi = info.range.lo, info.range.hi
         if relation is sympy.Le:
@@ -376,9 +383,7 @@ class ShapeEnv:
             other = self._symbols[value]
             lo, hi = _max(other.range.lo, info.range.lo), min(other.range.hi, info.range.hi)
             other.range = ValueRange(lo, hi)
-        self._replacements = {
-            s: e.xreplace({symbol: value}) for s, e in self._replacements.items()
-        }
+        self._replacements = {s: e.xreplace({symbol: value}) for s, e in self._replacements.items()}
         self._replacements[symbol] = value
         self.version += 1
 
@@ -426,9 +431,7 @@ class ShapeEnv:
 
     def format_guards(self) -> str:
         """The symbols and their guards, one per line, in terms of the input sources."""
-        lines = [
-            f"{b.name} = {b.sources[0].expr}  # hint {b.hint}" for b in self.bindings()
-        ]
+        lines = [f"{b.name} = {b.sources[0].expr}  # hint {b.hint}" for b in self.bindings()]
         names = {b.symbol: b.sources[0].expr for b in self.bindings()}
         for kind, source, expr in self.checks():
             text = python_code(expr, names)

@@ -227,7 +227,7 @@ class _PythonPrinter(StrPrinter):
     _OPS = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
     def __init__(self, names: dict[sympy.Symbol, str] | None = None) -> None:
-        super().__init__({"order": "none"})
+        super().__init__()
         self._names = names or {}
 
     def _print_Symbol(self, expr: Any) -> str:
@@ -238,11 +238,15 @@ class _PythonPrinter(StrPrinter):
         rhs = self._print(expr.rhs)
         return f"{lhs} {self._OPS[expr.rel_op]} {rhs}"
 
+    def _operand(self, expr: Any) -> str:
+        text = self._print(expr)
+        return text if expr.is_Atom or isinstance(expr, FloorDiv | sympy.Mod) else f"({text})"
+
     def _print_FloorDiv(self, expr: Any) -> str:
-        return f"({self._print(expr.args[0])} // {self._print(expr.args[1])})"
+        return f"({self._operand(expr.args[0])} // {self._operand(expr.args[1])})"
 
     def _print_Mod(self, expr: Any) -> str:
-        return f"({self._print(expr.args[0])} % {self._print(expr.args[1])})"
+        return f"({self._operand(expr.args[0])} % {self._operand(expr.args[1])})"
 
     def _print_Max(self, expr: Any) -> str:
         return f"max({', '.join(self._print(arg) for arg in expr.args)})"

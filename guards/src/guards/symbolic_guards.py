@@ -91,6 +91,8 @@ class ShapeGuard(Guard):
             if have == want:
                 return None
             source = self.property_sources[check.index]
+            if not check.expr.free_symbols:
+                return f"{source.expr} is {have}, but the compiled code assumed {want}"
             return (
                 f"shape relation {source.expr} == {self._text(check.expr)} violated: "
                 f"{source.expr} = {have} but {self._text(check.expr)} = {want}"
@@ -99,7 +101,8 @@ class ShapeGuard(Guard):
         if check.expr.xreplace(bound) is sympy.true:
             return None
         what = "range" if check.kind == "range" else "relation"
-        note = " (sizes 0 and 1 are specialized)" if check.kind == "range" else ""
+        small = any(int(value) in (0, 1) for value in bound.values())
+        note = " (sizes 0 and 1 are specialized)" if check.kind == "range" and small else ""
         return (
             f"shape {what} {self._text(check.expr)} violated"
             f"{self._values(check.expr, bound, first=True)}{note}"

@@ -103,12 +103,16 @@ class TensorMatchGuard(Guard):
         else:
             tensor_type = type(tensor)
             is_inference = tensor.is_inference()
+        # NOTE: symbolic sizes (SymInts of a ShapeEnv) are checked by the ShapeGuard.
+        symbolic = tuple(d for d, size in enumerate(tensor.shape) if not isinstance(size, int))
+        dynamic_dims = tuple(dynamic_dims) + symbolic
         sizes: tuple[int | None, ...] = tuple(
             None if dim in dynamic_dims else int(size) for dim, size in enumerate(tensor.shape)
         )
-        strides: tuple[int | None, ...] = tuple(int(s) for s in tensor.stride())
         if dynamic_dims:
-            strides = tuple(None for _ in strides)
+            strides: tuple[int | None, ...] = tuple(None for _ in tensor.stride())
+        else:
+            strides = tuple(int(s) for s in tensor.stride())
         try:
             example: Callable[[], Any] = weakref.ref(tensor)
         except TypeError:

@@ -1,0 +1,67 @@
+"""Fakes with symbolic sizes: which dims are dynamic, and the meta tensor that carries them.
+
+A dim is dynamic when the caller names it (`mode.from_real(t, source, dynamic_dims=[0])`)
+or the tensor carries a mark (`mark_dynamic`, `maybe_mark_dynamic`), unless it is
+marked static. Such a fake's meta tensor is made with `empty_strided` over
+SymInts from the mode's ShapeEnv, on a fresh meta storage of its own (a storage
+of fixed size would bound the symbols), so aliasing with other inputs is not
+tracked for it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from guards.errors import FakeTensorError
+from guards.marks import DynamicRange, marks_of
+
+if TYPE_CHECKING:
+    from guards.fake_tensor import FakeTensorMode
+
+__all__ = ["dynamic_dims_of", "symbolic_meta"]
+
+
+def dynamic_dims_of(
+    mode: FakeTensorMode, tensor: torch.Tensor, requested: Any
+) -> dict[int, DynamicRange | None]:
+    """Dims of `tensor` to make symbolic, each with its mark_dynamic range (or None)."""
+    marks = marks_of(tensor)
+    dims: dict[int, DynamicRange | None] = {}
+    if requested is not None:
+        items = requested.items() if isinstance(requested, dict) else ((d, None) for d in requested)
+        for dim, limits in items:
+            if not -tensor.dim() <= dim < tensor.dim():
+                raise FakeTensorError(
+                    f"dynamic dim {dim} is out of range for a tensor of {tensor.dim()} dimensions"
+                )
+            dims[dim % tensor.dim()] = limits
+    for dim in marks.maybe_dynamic:
+        dims.setdefault(dim, None)
+    for dim, limits in marks.dynamic.items():
+        dims[dim] = limits
+    for dim in marks.static:
+        dims.pop(dim, None)
+    if dims and mode.shape_env is None:
+        raise FakeTensorError(
+            f"dims {sorted(dims)} of a tensor of shape {tuple(tensor.shape)} are dynamic but "
+            "the FakeTensorMode has no ShapeEnv; build it with FakeTensorMode(shape_env=ShapeEnv())"
+        )
+    return dims
+
+
+def symbolic_meta(
+    mode: FakeTensorMode, tensor: torch.Tensor, source: Any, dims: dict[int, Any]
+) -> torch.Tensor:
+    """A meta tensor with `tensor`'s dtype and SymInt sizes/strides at `dims` (needs `source`)."""
+    if source is None:
+        raise FakeTensorError(
+            "a fake with dynamic dims needs the source its sizes are read from; pass "
+            "mode.from_real(t, source=LocalSource('x'), dynamic_dims=...)"
+        )
+    sizes, strides, offset = mode.shape_env.create_symbolic_sizes_strides(tensor, source, dims)
+    meta = torch.empty_strided(sizes, strides, dtype=tensor.dtype, device="meta")
+    if offset:
+        meta = meta.as_strided(sizes, strides, offset)
+    return meta

@@ -1,0 +1,271 @@
+"""ShapeEnv: symbols, hints, ranges, duck sizing, 0/1 specialization, recorded guards."""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import pytest
+import sympy
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from guards import (
+    DynamicRange,
+    FloorDiv,
+    LocalSource,
+    ShapeEnv,
+    ShapeEnvError,
+    SymNode,
+    TensorPropertySource,
+    ValueRange,
+)
+from guards.sym_exprs import bound, python_code, size_symbol, static_truth
+
+
+def size_source(name: str, dim: int = 0) -> TensorPropertySource:
+    return TensorPropertySource(LocalSource(name), "size", dim)
+
+
+def symint(env: ShapeEnv, hint: int, name: str = "x", dim: int = 0, **kwargs) -> torch.SymInt:
+    return env.create_symint(env.create_symbol(hint, size_source(name, dim), **kwargs), hint)
+
+
+# ---------------------------------------------------------------------------- symbols
+
+
+def test_symbol_has_hint_and_range():
+    env = ShapeEnv()
+    s = env.create_symbol(8, size_source("x"))
+    assert isinstance(s, sympy.Symbol) and s.name == "s0"
+    (binding,) = env.bindings()
+    assert binding.hint == 8 and binding.range == ValueRange(2, math.inf)
+    assert binding.sources[0].expr == "L['x'].size()[0]"
+
+
+@pytest.mark.parametrize("hint", [0, 1])
+def test_zero_and_one_stay_static(hint):
+    env = ShapeEnv()
+    assert env.create_symbol(hint, size_source("x")) == hint
+    assert env.bindings() == []
+
+
+def test_zero_one_specialization_can_be_switched_off():
+    env = ShapeEnv(specialize_zero_one=False)
+    s = env.create_symbol(1, size_source("x"))
+    assert isinstance(s, sympy.Symbol)
+    assert env.bindings()[0].range.lo == 0
+
+
+def test_duck_sizing_shares_a_symbol_and_guards_equality():
+    env = ShapeEnv()
+    a = env.create_symbol(8, size_source("x"))
+    b = env.create_symbol(8, size_source("y"))
+    c = env.create_symbol(4, size_source("z"))
+    assert a == b != c
+    assert "L['y'].size()[0] == L['x'].size()[0]" in env.format_guards()
+
+
+def test_duck_sizing_off_gives_distinct_symbols():
+    env = ShapeEnv(duck_shape=False)
+    a = env.create_symbol(8, size_source("x"))
+    b = env.create_symbol(8, size_source("y"))
+    assert a != b
+    assert "L['y'].size()[0] == L['x'].size()[0]" not in env.format_guards()
+
+
+def test_marked_range_is_kept_and_checked():
+    env = ShapeEnv()
+    env.create_symbol(8, size_source("x"), min=4, max=64)
+    assert env.bindings()[0].range == ValueRange(4, 64)
+    with pytest.raises(ShapeEnvError, match="outside the range"):
+        env.create_symbol(100, size_source("y"), min=4, max=64)
+
+
+# ---------------------------------------------------------------------------- decisions
+
+
+def test_guard_bool_decided_by_hint_and_recorded_once():
+    env = ShapeEnv()
+    s = symint(env, 8)
+    t = symint(env, 5, "y")
+    assert bool(s * t > 30) is True
+    assert bool(s * t > 30) is True
+    assert len(env.records) == 1
+    assert python_code(env.records[0].condition) in ("s0*s1 > 30", "30 < s0*s1")
+
+
+def test_trivial_and_range_decided_questions_record_nothing():
+    env = ShapeEnv()
+    s = symint(env, 8)
+    assert bool(s == s) and bool(s + 1 > s) and not bool(s == 1) and bool(s >= 2)
+    assert bool(s * 4 == 4 * s) and not bool(s < 0)
+    assert (
+        env.records == [] and env.ranges()[sympy.Symbol("s0", integer=True, positive=True)].lo == 2
+    )
+
+
+def test_single_symbol_inequality_narrows_the_range():
+    env = ShapeEnv()
+    s = symint(env, 8)
+    assert bool(s > 5)
+    assert bool(s <= 100)
+    assert bool(2 * s + 1 < 50)
+    (binding,) = env.bindings()
+    assert binding.range == ValueRange(6, 24)
+    assert env.records == []
+    assert bool(s > 3)  # implied by the range: nothing new
+    assert env.bindings()[0].range == ValueRange(6, 24)
+
+
+def test_equality_between_symbols_becomes_a_replacement():
+    env = ShapeEnv(duck_shape=False)
+    a = symint(env, 8, "x")
+    b = symint(env, 8, "y")
+    assert bool(a == b)
+    assert len(env.bindings()) == 1
+    assert str((a + b).node.expr) == "2*s0"
+    assert "L['y'].size()[0] == L['x'].size()[0]" in env.format_guards()
+
+
+def test_guard_int_specializes():
+    env = ShapeEnv()
+    s = symint(env, 8)
+    assert int(s) == 8 and isinstance(int(s), int)
+    assert env.bindings() == []
+    assert "L['x'].size()[0] == 8" in env.format_guards()
+
+
+def test_size_oblivious_and_expect_true():
+    env = ShapeEnv()
+    s = symint(env, 8)
+    assert (s == 1).node.guard_size_oblivious("", 0) is False
+    assert (s % 2 == 0).node.expect_true("f.py", 3) is True
+    (record,) = env.records
+    assert record.where == "f.py:3"
+
+
+def test_statically_known_true_records_nothing():
+    env = ShapeEnv()
+    s = symint(env, 8)
+    assert (s >= 2).node.statically_known_true("", 0)
+    assert not (s > 5).node.statically_known_true("", 0)
+    assert env.records == [] and env.bindings()[0].range.lo == 2
+
+
+def test_format_guards_is_readable():
+    env = ShapeEnv()
+    s = symint(env, 8)
+    t = symint(env, 6, "y", 1)
+    assert bool(s % t == 2)
+    text = env.format_guards()
+    assert "s0 = L['x'].size()[0]  # hint 8" in text
+    assert "(L['x'].size()[0] % L['y'].size()[1]) == 2" in text
+
+
+# ---------------------------------------------------------------------------- SymNode arithmetic
+
+BINARY = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "floordiv": operator.floordiv,
+    "mod": operator.mod,
+    "truediv": operator.truediv,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    a=st.integers(2, 50),
+    b=st.integers(2, 50),
+    k=st.integers(-5, 5),
+    op=st.sampled_from(sorted(BINARY)),
+)
+def test_symint_arithmetic_matches_python(a, b, k, op):
+    env = ShapeEnv(duck_shape=False)
+    x, y = symint(env, a, "x"), symint(env, b, "y")
+    fn = BINARY[op]
+    for left, right, want in ((x, y, fn(a, b)), (x, k, None), (k, y, None)):
+        if want is None:
+            lv = a if left is x else left
+            rv = b if right is y else right
+            if op in ("floordiv", "mod", "truediv") and rv == 0:
+                continue
+            want = fn(lv, rv)
+        got = fn(left, right)
+        node = got.node if isinstance(got, torch.SymInt | torch.SymFloat | torch.SymBool) else None
+        if node is not None:
+            assert node.hint == want
+            # the expression agrees with its hint
+            assert env.hint_of(node.expr) == pytest.approx(want)
+        else:
+            assert got == want
+
+
+def test_symint_min_max_sum_and_float():
+    env = ShapeEnv(duck_shape=False)
+    x, y = symint(env, 7, "x"), symint(env, 3, "y")
+    assert torch.sym_max(x, y).node.hint == 7 and torch.sym_min(x, y).node.hint == 3
+    assert torch.sym_float(x).node.hint == 7.0 and torch.sym_float(x).node.pytype is float
+    total = torch.sym_sum([x, y, 5])
+    assert total.node.hint == 15 and str(total.node.expr) == "s0 + s1 + 5"
+    assert (x**2).node.hint == 49 and (-x).node.hint == -7
+
+
+def test_node_protocol_basics():
+    env = ShapeEnv()
+    node = symint(env, 8).node
+    assert isinstance(node, SymNode)
+    assert node.is_int() and not node.is_float() and not node.is_bool()
+    assert node.is_symbolic() and not node.is_nested_int() and node.has_hint()
+    assert node.maybe_as_int() is None and node.wrap_int(3).maybe_as_int() == 3
+    assert node.wrap_bool(True).maybe_as_bool() is True
+    assert node.str() == "s0" == node._graph_repr() and node.clone() is node
+
+
+# ---------------------------------------------------------------------------- sympy pieces
+
+
+def test_floordiv_simplifies():
+    s = size_symbol(0)
+    assert FloorDiv(4 * s, 2) == 2 * s
+    assert FloorDiv(FloorDiv(s, 2), 3) == FloorDiv(s, 6)
+    assert FloorDiv(7, 2) == 3 and FloorDiv(-7, 2) == -4
+    assert python_code(FloorDiv(s + 1, 2)) == "((s0 + 1) // 2)"
+    assert eval(python_code(sympy.Mod(2 * s + 1, s - 1)), {"s0": 9}) == 19 % 8
+
+
+def test_bound_and_static_truth():
+    s, t = size_symbol(0), size_symbol(1)
+    ranges = {s: ValueRange(2, 10), t: ValueRange(3, math.inf)}
+    assert bound(s * t, ranges) == ValueRange(6, math.inf)
+    assert bound(sympy.Mod(s, 4), ranges) == ValueRange(0, 3)
+    assert static_truth(sympy.Gt(s * t, 5), ranges) is True
+    assert static_truth(sympy.Lt(s, 10), ranges) is None
+    assert static_truth(sympy.Eq(s, 1), ranges) is False
+
+
+def test_sizes_from_marks_and_requested_dims():
+    from guards import FakeTensorMode, mark_dynamic, mark_static, maybe_mark_dynamic
+
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env)
+    x = torch.randn(8, 6, 5)
+    mark_dynamic(x, 0, min=2, max=64)
+    maybe_mark_dynamic(x, 1)
+    fake = mode.from_real(x, LocalSource("x"))
+    assert [isinstance(d, torch.SymInt) for d in fake.shape] == [True, True, False]
+    assert env.bindings()[0].range == ValueRange(2, 64)
+    y = torch.randn(8, 6)
+    mark_static(y, 0)
+    fake_y = mode.from_real(y, LocalSource("y"), dynamic_dims=[0, 1])
+    assert isinstance(fake_y.shape[1], torch.SymInt) and fake_y.shape[0] == 8
+    assert DynamicRange is not None
