@@ -18,6 +18,8 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from dynamo_capture.attributes import get_attr, set_attr
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.operations import (
@@ -30,6 +32,8 @@ from dynamo_capture.operations import (
     dict_items,
     get_item,
     get_iter,
+    guard_identity,
+    guard_module_children,
     python_type_of,
     sequence_items,
     set_item,
@@ -117,8 +121,20 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     method = getattr(python_type_of(value), "__len__", None)
     if isinstance(method, types.FunctionType):
         return call(tx, PythonValue(method), [value], {})
-    if isinstance(value, PythonValue) and method is not None:
+    if (
+        isinstance(value, PythonValue)
+        and isinstance(value.obj, torch.nn.Module)
+        and method is not None
+    ):
+        guard_module_children(tx, value)
         return PythonValue(len(value.obj))
+    if isinstance(value, PythonValue) and (
+        value.source is None  # made at capture time from guarded values
+        or isinstance(
+            value.obj, list | tuple | dict | str | bytes | range | set | frozenset | torch.Size
+        )
+    ):
+        return PythonValue(len(value.obj))  # guarded on length (or value) when wrapped
     raise Unsupported(f"len() of a {python_type_of(value).__name__}")
 
 
@@ -535,10 +551,15 @@ BUILTIN_HANDLERS[operator.contains] = lambda tx, args, kwargs: PythonValue(
     contains(tx, args[1], args[0])
 )
 BUILTIN_HANDLERS[operator.truth] = lambda tx, args, kwargs: PythonValue(truth(tx, args[0]))
-BUILTIN_HANDLERS[operator.is_] = lambda tx, args, kwargs: PythonValue(_same(args[0], args[1]))
+BUILTIN_HANDLERS[operator.is_] = lambda tx, args, kwargs: PythonValue(_guarded_same(tx, *args))
 BUILTIN_HANDLERS[operator.is_not] = lambda tx, args, kwargs: PythonValue(
-    not _same(args[0], args[1])
+    not _guarded_same(tx, *args)
 )
+
+
+def _guarded_same(tx: Translator, left: Value, right: Value) -> bool:
+    guard_identity(tx, left, right)
+    return _same(left, right)
 
 
 def _same(left: Value, right: Value) -> bool:

@@ -21,6 +21,7 @@ from dynamo_capture.operations import (
     contains,
     dict_items,
     get_item,
+    guard_identity,
     hashable_key,
     is_op,
     sequence_items,
@@ -236,6 +237,7 @@ def compare(tx: Translator, inst: Instruction) -> None:
 def is_(tx: Translator, inst: Instruction) -> None:
     right = tx.pop()
     left = tx.pop()
+    guard_identity(tx, left, right)
     tx.push(PythonValue(is_op(left, right) != bool(inst.arg)))
 
 

@@ -208,7 +208,8 @@ def _object_truth(tx: Translator, value: Value, cls: type) -> bool:
         if isinstance(method, types.FunctionType):
             result = call(tx, PythonValue(method), [value], {})
             return truth(tx, result)
-        if isinstance(value, PythonValue):
+        if isinstance(value, PythonValue) and isinstance(value.obj, torch.nn.Module):
+            guard_module_children(tx, value)
             return bool(value.obj)
         raise Unsupported(f"truth value of a {cls.__name__} with a C {name}")
     return True
@@ -287,6 +288,7 @@ def _dunder_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
                 if not (isinstance(result, PythonValue) and result.obj is NotImplemented):
                     return result
     if fn in (operator.eq, operator.ne) and _identity_comparable(left, right):
+        guard_identity(tx, left, right)
         same = _identical(left, right)
         return PythonValue(same if fn is operator.eq else not same)
     raise Unsupported(
@@ -296,8 +298,35 @@ def _dunder_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
 
 
 def _identity_comparable(left: Value, right: Value) -> bool:
+    """Both sides compare by identity (object.__eq__): `==` is `is`."""
     kinds = (PythonValue, ObjectValue, FunctionValue)
-    return isinstance(left, kinds) and isinstance(right, kinds)
+    if not (isinstance(left, kinds) and isinstance(right, kinds)):
+        return False
+    return all(
+        getattr(python_type_of(side), "__eq__", None) is object.__eq__
+        or isinstance(side, FunctionValue)
+        or (isinstance(side, PythonValue) and isinstance(side.obj, type | types.FunctionType))
+        for side in (left, right)
+    )
+
+
+def guard_identity(tx: Translator, *values: Value) -> None:
+    """Capture relied on which object a value is: guard its identity."""
+    for value in values:
+        if (
+            isinstance(value, PythonValue)
+            and value.source is not None
+            and not is_constant(value.obj)
+        ):
+            tx.ctx.guards.id_match(value.source, value.obj)
+
+
+def guard_module_children(tx: Translator, value: PythonValue) -> None:
+    """Capture relied on a module container's children (len, iteration): guard their names."""
+    if value.source is not None:
+        from dynamo_capture.sources import AttrSource
+
+        tx.ctx.guards.dict_keys(AttrSource(value.source, "_modules"), value.obj._modules)
 
 
 def _identical(left: Value, right: Value) -> bool:
@@ -367,6 +396,8 @@ def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
     obj, source = value.obj, value.source
     if isinstance(obj, torch.nn.ModuleDict):
         return [PythonValue(key) for key in obj.keys()]
+    if isinstance(obj, torch.nn.Module):
+        guard_module_children(tx, value)
     if isinstance(obj, torch.nn.Sequential | torch.nn.ModuleList):
         names = list(obj._modules)
         return [
@@ -562,7 +593,13 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
     try:
         key = as_constant(item)
     except NotConstant:
-        return any(is_op(item, candidate) for candidate in sequence_items(tx, container))
+        candidates = sequence_items(tx, container)
+        if not all(
+            _identity_comparable(item, c) for c in candidates if not isinstance(c, TensorValue)
+        ):
+            raise Unsupported("`in` with objects that define their own equality") from None
+        guard_identity(tx, item, *candidates)
+        return any(is_op(item, candidate) for candidate in candidates)
     for candidate in sequence_items(tx, container):
         if isinstance(candidate, TensorValue):
             raise Unsupported("`in` over a sequence of tensors is data-dependent")
