@@ -42,6 +42,7 @@ class _GraphRecorder(TorchDispatchMode):
         self.provenance: dict = {}
         self.constants = 0
         self.sizes = SymbolicSizes(graph)
+        self.fake_mode: object | None = None
 
     # --- values <-> nodes -------------------------------------------------------
     def bind(self, value: object, node: fx.Node) -> None:
@@ -146,12 +147,17 @@ def _input_values(gm: fx.GraphModule, example_inputs: Sequence | None) -> list:
     return [n.meta["val"] for n in placeholders]
 
 
-def _tracing_context(values: list) -> contextlib.ExitStack:
+def _fake_mode(values: list) -> object | None:
+    """The fake-tensor mode the input values belong to, if they are fake."""
+    tensors = [v for v in pytree.tree_leaves(values) if isinstance(v, torch.Tensor)]
+    return next((t.fake_mode for t in tensors if hasattr(t, "fake_mode")), None)
+
+
+def _tracing_context(values: list, fake_mode: object | None) -> contextlib.ExitStack:
     """Enter the fake mode the values belong to (so factories make fakes) and the
     python dispatcher (so meta kernels accept symbolic sizes)."""
     stack = contextlib.ExitStack()
     tensors = [v for v in pytree.tree_leaves(values) if isinstance(v, torch.Tensor)]
-    fake_mode = next((t.fake_mode for t in tensors if hasattr(t, "fake_mode")), None)
     if fake_mode is not None:
         stack.enter_context(fake_mode)
     symbolic = any(isinstance(s, torch.SymInt) for t in tensors for s in t.shape)
@@ -176,9 +182,10 @@ def decompose(
     root = torch.nn.Module()
     graph = fx.Graph()
     recorder = _GraphRecorder(graph, root, table)
+    recorder.fake_mode = _fake_mode(values)
     env: dict[fx.Node, object] = {}
     inputs = iter(values)
-    with _tracing_context(values):
+    with _tracing_context(values, recorder.fake_mode):
         for node in gm.graph.nodes:
             recorder.provenance = {k: node.meta[k] for k in _PROVENANCE_KEYS if k in node.meta}
             env[node] = _run_node(node, gm, recorder, env, inputs)
@@ -201,10 +208,12 @@ def _run_node(node: fx.Node, gm, recorder: _GraphRecorder, env: dict, inputs) ->
         recorder.sizes.add_input(new, value)
         return value
     if node.op == "get_attr":
-        value = _fetch_attr(gm, node.target)
-        setattr(recorder.root, node.target.replace(".", "_"), value)
+        stored = _fetch_attr(gm, node.target)
+        setattr(recorder.root, node.target.replace(".", "_"), stored)
         new = recorder.graph.get_attr(node.target.replace(".", "_"))
         new.meta.update(node.meta)
+        value = _as_fake(stored, recorder.fake_mode)
+        new.meta.setdefault("val", value)
         recorder.bind(value, new)
         return value
     if node.op == "output":
@@ -220,6 +229,14 @@ def _run_node(node: fx.Node, gm, recorder: _GraphRecorder, env: dict, inputs) ->
     if isinstance(node.target, torch._ops.OpOverload):
         return recorder.call(node.target, tuple(args), kwargs)
     return recorder.record(node.target, tuple(args), kwargs)
+
+
+def _as_fake(value: object, fake_mode: object | None) -> object:
+    """A real constant as a fake value of `fake_mode`, so it mixes with fake inputs."""
+    if fake_mode is None or not isinstance(value, torch.Tensor) or hasattr(value, "fake_mode"):
+        return value
+    from_tensor = getattr(fake_mode, "from_tensor", None)
+    return from_tensor(value) if from_tensor is not None else value
 
 
 def _fetch_attr(gm: torch.nn.Module, target: str) -> object:

@@ -62,11 +62,9 @@ PRIMS_KEPT: frozenset[torch._ops.OpOverload] = frozenset(
         aten.nonzero.default,
         aten.sort.default,
         aten.topk.default,
-        aten.constant_pad_nd.default,
         aten._local_scalar_dense.default,
         aten.arange.start_step,  # floating-point steps
         aten.bernoulli.p,
-        aten.native_dropout.default,
         aten.scatter.reduce,  # reduce="multiply"
         aten.scatter.value_reduce,  # reduce="multiply"
     }

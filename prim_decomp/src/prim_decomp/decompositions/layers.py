@@ -191,3 +191,27 @@ def upsample_bilinear2d_vec(x, output_size, align_corners, scale_factors):
 @COMPOSITE.register(aten._unsafe_index.Tensor)
 def unsafe_index(x, indices):
     return aten.index.Tensor(x, indices)
+
+
+@COMPOSITE.register(aten.upsample_nearest2d_backward.default)
+def upsample_nearest2d_backward(grad, output_size, input_size, scales_h=None, scales_w=None):
+    """Each output gradient added to the input pixel it was read from."""
+    in_h, in_w = input_size[-2], input_size[-1]
+    out_h, out_w = output_size
+    like = aten.new_empty.default(grad, [0])
+    src_h = _source_index(out_h, in_h, scales_h, False, True, like)
+    src_w = _source_index(out_w, in_w, scales_w, False, True, like)
+    rows = aten.clamp.default(cast(aten.floor.default(src_h), torch.int64), None, in_h - 1)
+    cols = aten.clamp.default(cast(aten.floor.default(src_w), torch.int64), None, in_w - 1)
+    flat_index = aten.unsqueeze.default(rows, 1) * in_w + cols
+    flat_index = aten.expand.default(flat_index, list(grad.shape))
+    lead = list(grad.shape[:-2])
+    dtype = compute_dtype(grad.dtype)
+    zeros = aten.zeros.default(lead + [in_h * in_w], dtype=dtype, device=grad.device)
+    summed = aten.scatter_add.default(
+        zeros,
+        -1,
+        aten.reshape.default(flat_index, lead + [-1]),
+        aten.reshape.default(cast(grad, dtype), lead + [-1]),
+    )
+    return cast(aten.view.default(summed, list(input_size)), grad.dtype)

@@ -396,3 +396,44 @@ def index_put(x, indices, values, accumulate: bool = False):
     target = shape + list(x.shape[len(positions) :])
     values = to_operand(values, x.dtype, target, x.device)
     return prim.index_put.default(x, wrapped, values, accumulate)
+
+
+# --- repeat, flip, pad ------------------------------------------------------------------
+@TO_PRIMS.register(aten.repeat.default)
+def repeat(x, repeats):
+    repeats = list(repeats)
+    shape = [1] * (len(repeats) - x.dim()) + list(x.shape)
+    x = prim.reshape.default(x, shape) if len(shape) != x.dim() else x
+    interleaved, kept = [], []
+    for axis, (times, size) in enumerate(zip(repeats, shape, strict=True)):
+        interleaved += [times, size]
+        kept.append(2 * axis + 1)
+    expanded = prim.broadcast_in_dim.default(x, interleaved, kept)
+    return prim.reshape.default(expanded, [t * s for t, s in zip(repeats, shape, strict=True)])
+
+
+@TO_PRIMS.register(aten.flip.default)
+def flip(x, dims):
+    for dim in dims:
+        axis = _dim(dim, x.dim())
+        size = x.shape[axis]
+        reversed_index = prim.iota.default(size, size - 1, -1, torch.int64, x.device)
+        x = aten.index_select.default(x, axis, reversed_index)
+    return aten.clone.default(x) if not dims else x
+
+
+@TO_PRIMS.register(aten.constant_pad_nd.default)
+def constant_pad_nd(x, pad, value=0):
+    """Negative pads slice; positive pads concatenate blocks of `value`."""
+    for pair in range(len(pad) // 2):
+        axis = x.dim() - 1 - pair
+        before, after = pad[2 * pair], pad[2 * pair + 1]
+        length = x.shape[axis]
+        x = slice_(x, axis, torch.sym_max(-before, 0), length - torch.sym_max(-after, 0))
+        pieces = []
+        for amount in (before, after):
+            shape = list(x.shape)
+            shape[axis] = torch.sym_max(amount, 0)
+            pieces.append(prim.full.default(shape, value, x.dtype, x.device))
+        x = prim.cat.default([pieces[0], x, pieces[1]], axis)
+    return x if pad else aten.clone.default(x)
