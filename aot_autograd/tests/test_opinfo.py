@@ -128,6 +128,8 @@ RANDOM = {
     "exponential",
     "geometric",
     "log_normal",
+    "randint",
+    "randn",
     "svd_lowrank",
     "pca_lowrank",
     "uniform",
