@@ -227,3 +227,50 @@ def test_aot_eager_then_compile_stance(backend):
         assert len(other.graphs) == 1 and not backend.graphs and not fn.entries
         fn(torch.ones(2), 2)
         assert len(backend.graphs) == 1
+
+
+def test_missing_attribute_is_guarded(backend):
+    class Holder:
+        pass
+
+    def fn(x, obj):
+        if hasattr(obj, "bias"):
+            return x + obj.bias
+        return x
+
+    holder = Holder()
+    compiled_fn = compiled(fn, backend)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled_fn(x, holder), x)
+    holder.bias = 3.0
+    torch.testing.assert_close(compiled_fn(x, holder), x + 3)
+    assert len(compiled_fn.entries) == 2
+
+
+def test_identity_comparison_is_guarded(backend):
+    sentinel = object()
+
+    def fn(x, marker):
+        if marker is sentinel:
+            return x * 2
+        return x
+
+    compiled_fn = compiled(fn, backend)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled_fn(x, sentinel), x * 2)
+    torch.testing.assert_close(compiled_fn(x, object()), x)
+
+
+def test_appending_to_a_module_list_recompiles(backend):
+    layers = torch.nn.ModuleList([torch.nn.Linear(2, 2)])
+
+    def fn(x):
+        for layer in layers:
+            x = layer(x)
+        return x
+
+    compiled_fn = compiled(fn, backend)
+    x = torch.randn(1, 2)
+    compiled_fn(x)
+    layers.append(torch.nn.Linear(2, 2))
+    torch.testing.assert_close(compiled_fn(x), layers[1](layers[0](x)))

@@ -176,6 +176,7 @@ def _getattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
     try:
         return get_attr(tx, args[0], name)
     except AttributeError:
+        _guard_missing(tx, args[0], name)
         if len(args) > 2:
             return args[2]
         raise Unsupported(f"AttributeError: no attribute {name!r}") from None
@@ -186,8 +187,15 @@ def _hasattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
     try:
         get_attr(tx, args[0], as_constant(args[1]))
     except AttributeError:
+        _guard_missing(tx, args[0], as_constant(args[1]))
         return PythonValue(False)
     return PythonValue(True)
+
+
+def _guard_missing(tx: Translator, value: Value, name: str) -> None:
+    """Capture relied on an outside object lacking an attribute: guard that it still does."""
+    if isinstance(value, PythonValue) and value.source is not None:
+        tx.ctx.guards.has_attr(value.source, name, False)
 
 
 @handles(builtins.setattr)

@@ -17,7 +17,7 @@ import torch
 from dynamo_capture.sources import Source
 from guards import CompiledGuards, Guard, GuardSet
 
-__all__ = ["CompiledGuards", "FrameGuards", "SameObjectGuard"]
+__all__ = ["CompiledGuards", "FrameGuards", "HasAttrGuard", "SameObjectGuard"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,26 @@ class SameObjectGuard(Guard):
 
     def emit(self, names: tuple[str, ...], code: Any) -> list[tuple[int, str]]:
         return [(self.rank, f"{names[0]} is {names[1]}")]
+
+
+@dataclass(frozen=True, slots=True)
+class HasAttrGuard(Guard):
+    """`hasattr(source, attr)` is `expected` (capture took the branch that depends on it)."""
+
+    attr: str
+    expected: bool
+
+    guard_type: ClassVar[str] = "HASATTR"
+    rank: ClassVar[int] = 30
+
+    def failure(self, value: Any) -> str | None:
+        if hasattr(value, self.attr) is self.expected:
+            return None
+        state = "had" if self.expected else "did not have"
+        return f"{self.source.name!r} {state} attribute {self.attr!r} when compiled"
+
+    def emit(self, names: tuple[str, ...], code: Any) -> list[tuple[int, str]]:
+        return [(self.rank, f"hasattr({names[0]}, {self.attr!r}) is {self.expected!r}")]
 
 
 class FrameGuards:
@@ -70,6 +90,9 @@ class FrameGuards:
 
     def alias(self, source: Source, other: Source) -> None:
         self.guard_set.add(SameObjectGuard(source, other))
+
+    def has_attr(self, source: Source, attr: str, expected: bool) -> None:
+        self.guard_set.add(HasAttrGuard(source, attr, expected))
 
     def global_state(self) -> None:
         self.guard_set.add_global_state()
