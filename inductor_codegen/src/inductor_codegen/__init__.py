@@ -17,6 +17,7 @@ from inductor_codegen.errors import (
 )
 from inductor_codegen.lowering import LOWERINGS, register_lowering
 from inductor_codegen.options import Options
+from inductor_codegen.triton.cudagraphs import cudagraph_compiler
 
 __version__ = "0.1.0"
 
@@ -30,6 +31,7 @@ __all__ = [
     "Options",
     "UnsupportedGraphError",
     "compile_graph",
+    "cudagraph_compiler",
     "default_cache_dir",
     "register_lowering",
 ]

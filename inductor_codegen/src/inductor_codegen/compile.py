@@ -110,6 +110,13 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> 
     example inputs are tensors (real or fake) and Python numbers. The result is
     specialized to the example inputs' sizes, strides and dtypes.
     """
+    from inductor_codegen.triton.options import split_device_options, wants_triton
+
+    device_options, options = split_device_options(options)
+    if wants_triton(example_inputs, device_options):
+        from inductor_codegen.triton import compile_triton_graph
+
+        return compile_triton_graph(gm, example_inputs, options=options, device=device_options)
     opts = Options.from_mapping(options)
     artifacts: list[Artifact] = []
     clock = time.perf_counter()

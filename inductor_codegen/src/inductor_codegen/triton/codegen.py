@@ -1,0 +1,523 @@
+"""Triton code generation: one `@triton.jit` function per fused kernel.
+
+The kernel's outer loop nest is flattened into `xindex`, one block of XBLOCK
+elements per program. Kernels without inner loops are 1D; others are 2D:
+outer values have shape [XBLOCK, 1], and each inner loop group g (reduction
+or pointwise) runs over `rg_index` blocks of shape [1, RgBLOCK], persistent
+(one block covers the whole row) when the row is short, looped otherwise.
+Ragged edges are masked (`xmask`, `rgmask`); masked-out lanes of a reduction
+hold the reduction's identity. Reductions keep one accumulator per lane and
+combine lanes at the end (`tl.sum`, `tl.reduce` with the prelude's combine
+functions; Welford for var/mean). Index math is printed from the IR's sympy
+expressions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+import torch
+
+from inductor_codegen.cpp_codegen import KernelArg
+from inductor_codegen.errors import InductorError
+from inductor_codegen.indexing import FloorDiv, IndexMod, numel
+from inductor_codegen.ir import Constant, IndexValue, Load, Op, ScalarArg
+from inductor_codegen.scheduler import FusedKernel, LoopGroup, node_body, outer_vars
+from inductor_codegen.triton.ops import (
+    LOW_PRECISION,
+    TRITON_DTYPES,
+    TRITON_OPS,
+    cast_text,
+    compute_dtype,
+    literal,
+)
+
+__all__ = ["GroupMeta", "TritonKernelSource", "generate_triton_kernel", "triton_index"]
+
+# Rows up to this many elements are reduced by one block (persistent reduction).
+PERSISTENT_MAX = 1024
+REDUCTION_FAMILY = {"welford_mean": "welford", "welford_m2": "welford"}
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMeta:
+    """One inner loop group: its kind, elements per row, and whether one block covers it."""
+
+    kind: str
+    numel: int
+    persistent: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TritonKernelSource:
+    """A generated kernel: the function (named KERNEL_NAME), parameters and launch facts."""
+
+    name: str
+    source: str
+    args: tuple[KernelArg, ...]
+    xnumel: int
+    groups: tuple[GroupMeta, ...]
+    contiguous_x: bool
+
+
+def triton_index(expr, names: dict | None = None) -> str:
+    """An index expression as Triton/Python integer arithmetic (indices are non-negative)."""
+    names = names or {}
+    if expr.is_Integer:
+        return str(int(expr))
+    if expr.is_Symbol:
+        return names.get(expr.name, expr.name)
+    if expr.is_Add:
+        return "(" + " + ".join(triton_index(a, names) for a in _ordered(expr.args)) + ")"
+    if expr.is_Mul:
+        return "(" + " * ".join(triton_index(a, names) for a in _ordered(expr.args)) + ")"
+    if isinstance(expr, FloorDiv):
+        return f"({triton_index(expr.args[0], names)} // {triton_index(expr.args[1], names)})"
+    if isinstance(expr, IndexMod):
+        return f"({triton_index(expr.args[0], names)} % {triton_index(expr.args[1], names)})"
+    if isinstance(expr, (sympy.Max, sympy.Min)):
+        fn = "tl.maximum" if isinstance(expr, sympy.Max) else "tl.minimum"
+        a, b = expr.args[0], type(expr)(*expr.args[1:])
+        return f"{fn}({triton_index(a, names)}, {triton_index(b, names)})"
+    if expr.is_Pow and expr.exp.is_Integer and int(expr.exp) > 0:
+        return "(" + " * ".join([triton_index(expr.base, names)] * int(expr.exp)) + ")"
+    raise InductorError(f"cannot print index expression {expr} for Triton")
+
+
+def _ordered(args):
+    return sorted(args, key=lambda a: (a.is_Number, sympy.default_sort_key(a)))
+
+
+class Scope:
+    """A block of generated lines and the values already held in variables."""
+
+    def __init__(self, codegen: TritonKernelCodegen, parent: Scope | None, indent: int, mask: str):
+        self.codegen = codegen
+        self.parent = parent
+        self.indent = indent
+        self.mask = mask  # the mask of loads in this scope
+        self.group: int | None = parent.group if parent else None
+        self.lines: list[str] = []
+        self.cache: dict = {}
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.indent + text)
+
+    def lookup(self, key):
+        scope = self
+        while scope is not None:
+            if key in scope.cache:
+                return scope.cache[key]
+            scope = scope.parent
+        return None
+
+    def value(self, expr, mask: str | None = None) -> str:
+        """A variable holding `expr` (in its compute dtype); `mask` guards extra loads."""
+        key = (expr, mask)
+        hit = self.lookup(key) or (self.lookup((expr, None)) if mask else None)
+        if hit is not None:
+            return hit
+        if isinstance(expr, Constant):
+            return literal(expr.value, compute_dtype(expr.dtype))
+        if isinstance(expr, ScalarArg):
+            return self.codegen.scalar(expr)
+        if isinstance(expr, IndexValue):
+            text = f"({self.codegen.index(expr.index, self)}).to({TRITON_DTYPES[compute_dtype(expr.dtype)]})"
+        elif isinstance(expr, Load):
+            text = self.codegen.load(expr, self, mask)
+        elif isinstance(expr, Op):
+            text = self._op(expr, mask)
+        else:
+            raise InductorError(f"cannot print {expr!r} as Triton")
+        name = self.codegen.new_temp()
+        self.line(f"{name} = {text}")
+        self.cache[key] = name
+        return name
+
+    def _op(self, expr: Op, mask: str | None) -> str:
+        if expr.name == "masked":
+            cond = self.value(expr.args[0], mask)
+            inner = cond if mask is None else f"({mask}) & ({cond})"
+            a = self.value(expr.args[1], inner)
+            b = self.value(expr.args[2], mask)
+            a = cast_text(a, expr.args[1].dtype, expr.dtype)
+            b = cast_text(b, expr.args[2].dtype, expr.dtype)
+            return f"tl.where({cond}, {a}, {b})"
+        if expr.name == "to_dtype":
+            return cast_text(self.value(expr.args[0], mask), expr.args[0].dtype, expr.dtype)
+        args = [self.value(a, mask) for a in expr.args]
+        emit = TRITON_OPS.get(expr.name)
+        if emit is None:
+            raise InductorError(
+                f"the Triton op table has no entry for {expr.name!r}; add one to TRITON_OPS"
+            )
+        return emit(args, [a.dtype for a in expr.args], expr.dtype)
+
+
+class TritonKernelCodegen:
+    """Prints one FusedKernel as a Triton kernel."""
+
+    def __init__(self, kernel: FusedKernel, buffers: dict):
+        self.kernel = kernel
+        self.buffers = buffers
+        self.temps = 0
+        self.args: dict[str, KernelArg] = {}
+        self.pointer_names: dict[str, str] = {}
+        self.scalars: dict[str, str] = {}
+        self.produced = set(kernel.nodes)
+        self.groups = [i for i in kernel.items if isinstance(i, LoopGroup)]
+        self.group_ids, self.group_meta = _number_groups(self.groups)
+        self.shared_scopes: dict[int, Scope] = {}
+        self.accumulator_count = 0
+        self.two_d = bool(self.groups)
+        self.int64 = self._needs_int64()
+
+    def new_temp(self) -> str:
+        self.temps += 1
+        return f"tmp{self.temps - 1}"
+
+    # ---------------------------------------------------------- arguments and memory
+
+    def pointer(self, buffer: str, writing: bool) -> str:
+        if buffer in self.pointer_names:
+            return self.pointer_names[buffer]
+        kind = "out" if writing or buffer in self.produced else "in"
+        count = sum(1 for a in self.args.values() if a.kind == kind)
+        name = f"{kind}_ptr{count}"
+        dtype = self.buffers[buffer].layout.dtype
+        self.args[buffer] = KernelArg(kind, buffer, TRITON_DTYPES[dtype])
+        self.pointer_names[buffer] = name
+        return name
+
+    def scalar(self, arg: ScalarArg) -> str:
+        if arg.name not in self.scalars:
+            self.scalars[arg.name] = f"ks{len(self.scalars)}"
+            self.args["scalar:" + arg.name] = KernelArg(
+                "scalar", arg.name, TRITON_DTYPES[arg.dtype]
+            )
+        return self.scalars[arg.name]
+
+    def _names(self, group: int | None) -> dict:
+        """Inner loop variables of group g print as r{g}_{k}: each group has its own."""
+        if group is None:
+            return {}
+        return {f"{p}{k}": f"r{group}_{k}" for p in "ry" for k in range(8)}
+
+    def index(self, expr, scope: Scope) -> str:
+        text = triton_index(expr, self._names(scope.group))
+        if not any(s.name.startswith(("x", "r", "y")) for s in expr.free_symbols):
+            text = f"({text} + xzero)"  # a block of pointers, not one
+        return text
+
+    def _mask_for(self, expr, scope: Scope) -> str:
+        inner = any(s.name.startswith(("r", "y")) for s in expr.free_symbols)
+        return f"xmask & r{scope.group}mask" if inner and scope.group is not None else "xmask"
+
+    def load(self, expr: Load, scope: Scope, extra_mask: str | None) -> str:
+        ptr = self.pointer(expr.buffer, writing=False)
+        mask = self._mask_for(expr.index, scope)
+        if extra_mask is not None:
+            mask = f"({mask}) & ({extra_mask})"
+        text = f"tl.load({ptr} + {self.index(expr.index, scope)}, {mask}, other=0)"
+        if expr.dtype in LOW_PRECISION:
+            return f"{text}.to(tl.float32)"
+        return text
+
+    def store(self, scope: Scope, name: str, index, value_text: str, value_dtype) -> None:
+        dtype = self.buffers[name].layout.dtype
+        if compute_dtype(value_dtype) != compute_dtype(dtype) or dtype == torch.bool:
+            value_text = cast_text(value_text, value_dtype, dtype)
+        if name in self.kernel.locals_:
+            var = f"{name}_v"
+            scope.line(f"{var} = {value_text}")
+            scope.cache[(Load(name, index, dtype), None)] = var
+            return
+        ptr = self.pointer(name, writing=True)
+        stored = f"{value_text}.to({TRITON_DTYPES[dtype]})"
+        mask = self._mask_for(index, scope)
+        scope.line(f"tl.store({ptr} + {self.index(index, scope)}, {stored}, {mask})")
+        if value_text.isidentifier():
+            scope.cache[(Load(name, index, dtype), None)] = value_text
+
+    # ---------------------------------------------------------- body
+
+    def generate(self) -> TritonKernelSource:
+        outer = self.kernel.outer
+        body = Scope(self, None, 1, "xmask")
+        self._prologue(body, outer)
+        for item in self.kernel.items:
+            if isinstance(item, str):
+                value, index = node_body(self.buffers[item], outer, "y")[:2]
+                self.store(body, item, index, body.value(value), value.dtype)
+            else:
+                self._group(body, item)
+        return self._finish(body.lines)
+
+    def _prologue(self, scope: Scope, outer) -> None:
+        xnumel = int(numel(outer))
+        pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
+        arange = "tl.arange(0, XBLOCK)[:, None]" if self.two_d else "tl.arange(0, XBLOCK)"
+        scope.line(f"xnumel = {xnumel}")
+        scope.line(f"xindex = {pid} * XBLOCK + {arange}")
+        scope.line("xmask = xindex < xnumel")
+        scope.line("xzero = xindex * 0")
+        self._split_flat(scope, "xindex", outer_vars(len(outer)), outer)
+
+    def _split_flat(self, scope: Scope, flat: str, variables, sizes) -> None:
+        """Loop variables from a flat index over `sizes` (row-major)."""
+        sizes = [int(s) for s in sizes]
+        for k, var in enumerate(variables):
+            below = 1
+            for s in sizes[k + 1 :]:
+                below *= s
+            text = flat if below == 1 else f"({flat} // {below})"
+            if k > 0:
+                text = f"({text} % {sizes[k]})"
+            scope.line(f"{var} = {text}")
+
+    def _group(self, scope: Scope, group: LoopGroup) -> None:
+        g = self.group_ids[self.groups.index(group)]
+        meta = self.group_meta[g]
+        prefix = "r"  # one name for inner variables, so equal loads are equal keys
+        bodies = [
+            (n, *node_body(self.buffers[n], self.kernel.outer, prefix)[:2]) for n in group.nodes
+        ]
+        accumulators = (
+            self._accumulators(scope, group, g, bodies) if group.kind == "reduction" else {}
+        )
+        inner = self._inner_scope(scope, group, g, meta)
+        if group.kind == "pointwise":
+            for name, value, index in bodies:
+                self.store(inner, name, index, inner.value(value), value.dtype)
+        else:
+            for (family, value), acc in accumulators.items():
+                self._update(inner, family, acc, inner.value(value), value.dtype, g)
+        if not meta.persistent:
+            scope.lines.extend(inner.lines)
+        for name, value, index in bodies if group.kind == "reduction" else ():
+            rtype = self.buffers[name].body.reduction_type
+            acc = accumulators[(REDUCTION_FAMILY.get(rtype, rtype), value)]
+            result, dtype = self._result(scope, rtype, acc, value.dtype, g)
+            self.store(scope, name, index, result, dtype)
+
+    def _inner_scope(self, scope: Scope, group: LoopGroup, g: int, meta: GroupMeta) -> Scope:
+        """The body of group g: a loop, or (persistent) straight-line code shared by the
+        persistent groups over the same ranges, so a value loaded once serves them all."""
+        if meta.persistent and g in self.shared_scopes:
+            return self.shared_scopes[g]
+        if meta.persistent:
+            inner = Scope(self, scope, scope.indent, f"xmask & r{g}mask")
+            inner.lines = scope.lines  # straight-line code: lines go to the kernel body
+            self.shared_scopes[g] = inner
+            inner.line(f"r{g}offset = 0")
+        else:
+            scope.line(f"for r{g}offset in range(0, {meta.numel}, R{g}BLOCK):")
+            inner = Scope(self, scope, scope.indent + 1, f"xmask & r{g}mask")
+        inner.group = g
+        inner.line(f"r{g}index = r{g}offset + tl.arange(0, R{g}BLOCK)[None, :]")
+        inner.line(f"r{g}mask = r{g}index < {meta.numel}")
+        variables = [f"r{g}_{k}" for k in range(len(group.ranges))]
+        self._split_flat(inner, f"r{g}index", variables, group.ranges)
+        return inner
+
+    # ---------------------------------------------------------- reductions
+
+    def _accumulators(self, scope: Scope, group: LoopGroup, g: int, bodies) -> dict:
+        accumulators: dict = {}
+        for name, value, _ in bodies:
+            rtype = self.buffers[name].body.reduction_type
+            key = (REDUCTION_FAMILY.get(rtype, rtype), value)
+            if key in accumulators:
+                continue
+            acc = f"acc{self.accumulator_count}"
+            self.accumulator_count += 1
+            accumulators[key] = acc
+            family, dtype = key[0], compute_dtype(value.dtype)
+            shape = f"[XBLOCK, R{g}BLOCK]"
+            if family == "welford":
+                for part in ("mean", "m2", "n"):
+                    scope.line(f"{acc}_{part} = tl.zeros({shape}, tl.float32)")
+            elif family in ("argmax", "argmin"):
+                init = _lowest(dtype) if family == "argmax" else _highest(dtype)
+                scope.line(f"{acc} = tl.full({shape}, {init}, {TRITON_DTYPES[dtype]})")
+                scope.line(f"{acc}_index = tl.full({shape}, 2**62, tl.int64)")
+            else:
+                init, tdtype = _identity(family, dtype)
+                scope.line(f"{acc} = tl.full({shape}, {init}, {tdtype})")
+        return accumulators
+
+    def _update(self, scope: Scope, family: str, acc: str, value: str, dtype, g: int) -> None:
+        mask = f"xmask & r{g}mask"
+        if family == "sum":
+            scope.line(f"{acc} = {acc} + tl.where({mask}, {value}, 0)")
+        elif family == "prod":
+            scope.line(f"{acc} = {acc} * tl.where({mask}, {value}, 1)")
+        elif family in ("max", "min"):
+            identity = (
+                _lowest(compute_dtype(dtype)) if family == "max" else _highest(compute_dtype(dtype))
+            )
+            scope.line(
+                f"{acc} = ember_{family}_combine({acc}, tl.where({mask}, {value}, {identity}))"
+            )
+        elif family == "any":
+            scope.line(f"{acc} = {acc} | tl.where({mask}, {value} != 0, 0).to(tl.int8)")
+        elif family == "all":
+            scope.line(f"{acc} = {acc} & tl.where({mask}, {value} != 0, 1).to(tl.int8)")
+        elif family in ("argmax", "argmin"):
+            scope.line(
+                f"{acc}_new, {acc}_index_new = ember_{family}_combine("
+                f"{acc}, {acc}_index, {value}, (r{g}index + xzero).to(tl.int64))"
+            )
+            scope.line(f"{acc} = tl.where({mask}, {acc}_new, {acc})")
+            scope.line(f"{acc}_index = tl.where({mask}, {acc}_index_new, {acc}_index)")
+        elif family == "welford":
+            scope.line(f"{acc}_count = {acc}_n + tl.where({mask}, 1.0, 0.0)")
+            scope.line(f"{acc}_delta = {value} - {acc}_mean")
+            scope.line(
+                f"{acc}_mean = {acc}_mean + tl.where({mask}, {acc}_delta / tl.maximum({acc}_count, 1.0), 0.0)"
+            )
+            scope.line(
+                f"{acc}_m2 = {acc}_m2 + tl.where({mask}, {acc}_delta * ({value} - {acc}_mean), 0.0)"
+            )
+            scope.line(f"{acc}_n = {acc}_count")
+        else:
+            raise InductorError(f"unknown reduction {family!r}")
+
+    def _result(self, scope: Scope, rtype: str, acc: str, dtype, g: int):
+        family = REDUCTION_FAMILY.get(rtype, rtype)
+        done = f"{acc}_done"
+        if scope.lookup(("done", acc)) is None:
+            if family == "sum":
+                scope.line(f"{done} = tl.sum({acc}, 1)[:, None]")
+            elif family in ("prod", "max", "min"):
+                scope.line(f"{done} = tl.reduce({acc}, 1, ember_{family}_combine)[:, None]")
+            elif family == "any":
+                scope.line(f"{done} = (tl.max({acc}, 1) != 0)[:, None]")
+            elif family == "all":
+                scope.line(f"{done} = (tl.min({acc}, 1) != 0)[:, None]")
+            elif family in ("argmax", "argmin"):
+                scope.line(
+                    f"_, {done} = tl.reduce(({acc}, {acc}_index), 1, ember_{family}_combine)"
+                )
+                scope.line(f"{done} = {done}[:, None]")
+            elif family == "welford":
+                scope.line(
+                    f"{done}_mean, {done}_m2, {done}_n = tl.reduce(({acc}_mean, {acc}_m2, {acc}_n), 1, ember_welford_combine)"
+                )
+            scope.cache[("done", acc)] = done
+        if rtype == "welford_mean":
+            return f'tl.where({done}_n == 0, float("nan"), {done}_mean)[:, None]', torch.float32
+        if rtype == "welford_m2":
+            return f"{done}_m2[:, None]", torch.float32
+        if family in ("argmax", "argmin"):
+            return done, torch.int64
+        if family in ("any", "all"):
+            return done, torch.bool
+        return done, dtype
+
+    # ---------------------------------------------------------- finish
+
+    def _finish(self, lines) -> TritonKernelSource:
+        params = [self._param_name(key) for key in self.args]
+        params += ["XBLOCK: tl.constexpr"]
+        params += [f"R{g}BLOCK: tl.constexpr" for g in range(len(self.group_meta))]
+        source = (
+            "@triton.jit\ndef KERNEL_NAME(" + ", ".join(params) + "):\n" + "\n".join(lines) + "\n"
+        )
+        groups = tuple(self.group_meta)
+        return TritonKernelSource(
+            self.kernel.name,
+            source,
+            tuple(self.args.values()),
+            int(numel(self.kernel.outer)),
+            groups,
+            self._contiguous_x(),
+        )
+
+    def _param_name(self, key: str) -> str:
+        if key.startswith("scalar:"):
+            return self.scalars[key[len("scalar:") :]]
+        return self.pointer_names[key]
+
+    def _contiguous_x(self) -> bool:
+        """Whether loads run along the last outer variable (then wide XBLOCK tiles read in order)."""
+        if not self.kernel.outer:
+            return False
+        last_x = outer_vars(len(self.kernel.outer))[-1]
+        for item in self.groups:
+            for name in item.nodes:
+                value = node_body(self.buffers[name], self.kernel.outer, "r")[0]
+                from inductor_codegen.ir import expr_loads
+
+                if any(ld.index.coeff(last_x) == 1 for ld in expr_loads(value)):
+                    return True
+        return False
+
+    def _needs_int64(self) -> bool:
+        limit = 2**31 - 1
+        total = int(numel(self.kernel.outer)) * max(
+            [1] + [int(numel(g.ranges)) for g in self.groups]
+        )
+        if total >= limit:
+            return True
+        for name in self.kernel.nodes:
+            if int(self.buffers[name].layout.storage_numel()) >= limit:
+                return True
+        return False
+
+
+def _identity(family: str, dtype) -> tuple[str, str]:
+    if family == "sum":
+        return literal(0, dtype), TRITON_DTYPES[dtype]
+    if family == "prod":
+        return literal(1, dtype), TRITON_DTYPES[dtype]
+    if family == "max":
+        return _lowest(dtype), TRITON_DTYPES[dtype]
+    if family == "min":
+        return _highest(dtype), TRITON_DTYPES[dtype]
+    if family == "any":
+        return "0", "tl.int8"
+    if family == "all":
+        return "1", "tl.int8"
+    raise InductorError(f"unknown reduction {family!r}")
+
+
+def _lowest(dtype) -> str:
+    if dtype.is_floating_point:
+        return 'float("-inf")'
+    if dtype == torch.bool:
+        return "0"
+    return str(torch.iinfo(dtype).min)
+
+
+def _highest(dtype) -> str:
+    if dtype.is_floating_point:
+        return 'float("inf")'
+    if dtype == torch.bool:
+        return "1"
+    return str(torch.iinfo(dtype).max)
+
+
+def _number_groups(groups: list[LoopGroup]) -> tuple[list[int], list[GroupMeta]]:
+    """A loop id per group: persistent groups over the same ranges share one (and one RBLOCK)."""
+    ids: list[int] = []
+    metas: list[GroupMeta] = []
+    shared: dict[tuple, int] = {}
+    for group in groups:
+        rnumel = int(numel(group.ranges))
+        persistent = rnumel <= PERSISTENT_MAX
+        key = tuple(group.ranges)
+        if persistent and key in shared:
+            ids.append(shared[key])
+            continue
+        ids.append(len(metas))
+        metas.append(GroupMeta(group.kind, rnumel, persistent))
+        if persistent:
+            shared[key] = ids[-1]
+    return ids, metas
+
+
+def generate_triton_kernel(kernel: FusedKernel, buffers: dict) -> TritonKernelSource:
+    """The Triton source of `kernel` (function named KERNEL_NAME), its parameters and sizes."""
+    return TritonKernelCodegen(kernel, buffers).generate()

@@ -1,0 +1,182 @@
+"""compile_triton_graph: the Triton driver, one named pass after another.
+
+    lower     FX graph of ATen ops -> loop IR buffers (the same GraphLowering as C++)
+    schedule  buffers -> fused kernels and extern calls (the same scheduler)
+    codegen   each fused kernel -> a @triton.jit function (codegen)
+    load      kernel modules written by content hash and imported in parallel
+    wrapper   the Python function that allocates, launches and frees (wrapper)
+
+Matmul and convolution stay extern ATen calls (cuBLAS, cuDNN). With
+`cudagraphs=True` the result replays through CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from guards import artifact_enabled, artifact_logger
+from inductor_codegen import runtime
+from inductor_codegen.compile import (
+    Artifact,
+    CompiledGraph,
+    EagerGraph,
+    _describe_lowering,
+    _write_wrapper,
+)
+from inductor_codegen.cpp_build import default_cache_dir
+from inductor_codegen.errors import UnsupportedGraphError
+from inductor_codegen.ir import TensorValue
+from inductor_codegen.lowering import LOWERINGS, GraphLowering
+from inductor_codegen.options import Options
+from inductor_codegen.scheduler import FusedKernel, Schedule, describe, schedule
+from inductor_codegen.triton.codegen import generate_triton_kernel
+from inductor_codegen.triton.options import TritonOptions, split_device_options
+
+__all__ = ["compile_triton_graph"]
+
+
+def graph_device(example_inputs) -> torch.device:
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            return x.device
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def compile_triton_graph(
+    gm: torch.fx.GraphModule,
+    example_inputs,
+    *,
+    options=None,
+    device: TritonOptions | None = None,
+) -> CompiledGraph:
+    """Compile a functional ATen graph to Triton kernels and a Python wrapper.
+
+    >>> compiled = compile_triton_graph(gm, [torch.randn(4, 8, device="cuda")])
+
+    Same contract as `compile_graph` (which calls this for CUDA inputs, or for
+    any inputs with `options={"device_codegen": "triton"}`). `device` holds the
+    GPU options when the caller split them from `options` already.
+    """
+    device_options, rest = split_device_options(options)
+    device_options = device or device_options
+    opts = Options.from_mapping(rest)
+    device = graph_device(example_inputs)
+    artifacts: list[Artifact] = []
+    clock = time.perf_counter()
+
+    def done(name: str, text_fn) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        artifacts.append(Artifact(name, text_fn(), now - clock))
+        clock = now
+
+    # lower: FX graph -> loop IR buffers.
+    try:
+        graph = GraphLowering(gm, example_inputs, opts.lowerings or LOWERINGS).run()
+    except UnsupportedGraphError as error:
+        artifact_logger("perf_hints").info("graph runs eagerly: %s", error)
+        return _maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)
+    done("lower", lambda: _describe_lowering(graph))
+
+    # schedule: fuse buffers into kernels, keep extern calls in order.
+    output_buffers = {
+        v.view.buffer for v in graph.outputs if isinstance(v, TensorValue) and v.view is not None
+    }
+    plan = _renamed(schedule(graph.buffers, output_buffers))
+    done("schedule", lambda: describe(plan.steps))
+
+    # codegen: one Triton kernel per fused kernel (named like the step, for the wrapper).
+    kernels = [s for s in plan.steps if isinstance(s, FusedKernel)]
+    sources = {k.name: generate_triton_kernel(k, graph.buffer_by_name) for k in kernels}
+    kernel_text = "\n".join(s.source.replace("KERNEL_NAME", s.name) for s in sources.values())
+    done("codegen", lambda: kernel_text)
+
+    # load: kernel modules written by content hash and imported in parallel.
+    from inductor_codegen.triton.runtime import TritonKernel, load_kernels
+
+    folder = Path(opts.cache_dir or default_cache_dir()) / "triton"
+    loaded = load_kernels(list(sources.values()), folder, opts.compile_workers)
+    launchers = {
+        step: TritonKernel(
+            loaded[src.name][0],
+            src,
+            loaded[src.name][1],
+            autotune=device_options.max_autotune,
+            folder=folder,
+        )
+        for step, src in sources.items()
+    }
+    done("load", lambda: "\n".join(str(p) for _, p in loaded.values()))
+
+    # wrapper: the Python function that allocates buffers and launches kernels and ATen.
+    from inductor_codegen.triton.wrapper import generate_triton_wrapper
+    from inductor_codegen.wrapper import plain_spec
+
+    wrapper = generate_triton_wrapper(graph, plan, sources)
+    done("wrapper", lambda: wrapper.text)
+
+    def empty_strided(size, stride, dtype):
+        return torch.empty_strided(size, stride, dtype=dtype, device=device)
+
+    namespace = {
+        "torch": torch,
+        "aten": torch.ops.aten,
+        "empty_strided": empty_strided,
+        "reinterpret": runtime.reinterpret,
+        "check_layout": runtime.check_layout,
+        **wrapper.namespace,
+        **graph.constants,
+        **launchers,
+    }
+    path = _write_wrapper(wrapper.text, kernel_text, opts.cache_dir)
+    exec(compile(wrapper.text, str(path), "exec"), namespace)
+    if artifact_enabled("output_code"):
+        artifact_logger("output_code").info(
+            "wrapper %s:\n%s\nkernels:\n%s", path, wrapper.text, kernel_text
+        )
+    if graph.fallbacks:
+        artifact_logger("perf_hints").info("ATen fallbacks: %s", dict(graph.fallbacks))
+    unflatten = None
+    if graph.output_spec is not None and not plain_spec(graph.output_spec):
+        import torch.utils._pytree as pytree
+
+        spec = graph.output_spec
+        unflatten = lambda flat: pytree.tree_unflatten(flat, spec)  # noqa: E731
+    compiled = CompiledGraph(
+        namespace["call"],
+        artifacts=artifacts,
+        fallbacks=graph.fallbacks,
+        kernel_count=len(kernels),
+        wrapper_path=path,
+        unflatten=unflatten,
+    )
+    return _maybe_cudagraphs(compiled, device_options)
+
+
+def _maybe_cudagraphs(compiled: CompiledGraph, options: TritonOptions) -> CompiledGraph:
+    if not options.cudagraphs:
+        return compiled
+    from inductor_codegen.triton.cudagraphs import CUDAGraphRunner
+
+    runner = CUDAGraphRunner(compiled)
+    return CompiledGraph(
+        runner.call_boxed,
+        artifacts=compiled.artifacts
+        + [Artifact("cudagraphs", "recorded per input signature", 0.0)],
+        fallbacks=compiled.fallbacks,
+        kernel_count=compiled.kernel_count,
+        wrapper_path=compiled.wrapper_path,
+    )
+
+
+def _renamed(plan: Schedule) -> Schedule:
+    """Kernels named triton_fused_* (the scheduler names them for the C++ printer)."""
+    steps = tuple(
+        replace(s, name=s.name.replace("cpp_", "triton_", 1)) if isinstance(s, FusedKernel) else s
+        for s in plan.steps
+    )
+    return Schedule(steps, plan.buffers)

@@ -1,0 +1,87 @@
+"""Launch configurations: one chosen from sizes, and a few candidates for autotuning."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inductor_codegen.triton.codegen import TritonKernelSource
+
+__all__ = ["LaunchConfig", "autotune_configs", "default_config", "next_power_of_2"]
+
+# Elements one program handles at most in a persistent reduction.
+PROGRAM_ELEMENTS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchConfig:
+    """Block sizes (XBLOCK and one RBLOCK per inner loop group) and warps per program."""
+
+    xblock: int
+    rblocks: tuple[int, ...]
+    num_warps: int
+
+    def constexprs(self) -> dict[str, int]:
+        values = {"XBLOCK": self.xblock}
+        values.update({f"R{g}BLOCK": r for g, r in enumerate(self.rblocks)})
+        return values
+
+    def describe(self) -> str:
+        blocks = ", ".join(f"{k}={v}" for k, v in self.constexprs().items())
+        return f"{blocks}, num_warps={self.num_warps}"
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _warps(elements: int) -> int:
+    if elements >= 4096:
+        return 8
+    if elements >= 1024:
+        return 4
+    return 2 if elements >= 256 else 1
+
+
+def _config(kernel: TritonKernelSource, xblock: int, looped_rblock: int) -> LaunchConfig:
+    rblocks = tuple(
+        next_power_of_2(g.numel) if g.persistent else looped_rblock for g in kernel.groups
+    )
+    xblock = max(1, min(xblock, next_power_of_2(kernel.xnumel)))
+    return LaunchConfig(xblock, rblocks, _warps(xblock * max(rblocks, default=1)))
+
+
+def default_config(kernel: TritonKernelSource) -> LaunchConfig:
+    """A configuration from the kernel's sizes alone."""
+    if not kernel.groups:
+        return _config(kernel, 1024, 1)
+    widest = max(next_power_of_2(g.numel) if g.persistent else 1024 for g in kernel.groups)
+    if all(g.persistent for g in kernel.groups):
+        return _config(kernel, max(1, PROGRAM_ELEMENTS // widest), 1)
+    if kernel.contiguous_x:
+        # Rows run across memory: a wide tile of rows, a short step along the reduction.
+        return _config(kernel, 64, 16)
+    return _config(kernel, 1, 1024)
+
+
+def autotune_configs(kernel: TritonKernelSource) -> list[LaunchConfig]:
+    """A small set of configurations worth benchmarking, the default first."""
+    candidates = [default_config(kernel)]
+    if not kernel.groups:
+        for xblock in (256, 512, 1024, 2048):
+            for warps in (4, 8):
+                candidates.append(
+                    LaunchConfig(min(xblock, next_power_of_2(kernel.xnumel)), (), warps)
+                )
+    elif all(g.persistent for g in kernel.groups):
+        base = default_config(kernel)
+        for scale in (0.25, 0.5, 2, 4):
+            xblock = max(1, int(base.xblock * scale))
+            config = _config(kernel, xblock, 1)
+            candidates.append(config)
+            candidates.append(
+                LaunchConfig(config.xblock, config.rblocks, max(1, config.num_warps // 2))
+            )
+    else:
+        for xblock, rblock in ((1, 512), (1, 2048), (2, 1024), (8, 128), (32, 32), (64, 8)):
+            candidates.append(_config(kernel, xblock, rblock))
+    return list(dict.fromkeys(candidates))

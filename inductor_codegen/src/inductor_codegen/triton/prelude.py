@@ -1,0 +1,102 @@
+"""Triton helper functions the generated kernels call (combine functions, integer division).
+
+Imported by generated kernel modules only: importing it imports triton.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+__all__ = [
+    "ember_any_combine",
+    "ember_argmax_combine",
+    "ember_argmin_combine",
+    "ember_floordiv_float",
+    "ember_floordiv_int",
+    "ember_max_combine",
+    "ember_min_combine",
+    "ember_prod_combine",
+    "ember_remainder_float",
+    "ember_remainder_int",
+    "ember_truncdiv_float",
+    "ember_welford_combine",
+]
+
+
+@triton.jit
+def ember_floordiv_int(a, b):
+    q = a // b
+    r = a % b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), q - 1, q)
+
+
+@triton.jit
+def ember_remainder_int(a, b):
+    r = a % b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def ember_floordiv_float(a, b):
+    return tl.floor(a / b)
+
+
+@triton.jit
+def ember_truncdiv_float(a, b):
+    q = a / b
+    return tl.where(q < 0, tl.ceil(q), tl.floor(q))
+
+
+@triton.jit
+def ember_remainder_float(a, b):
+    r = a % b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def ember_max_combine(a, b):
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def ember_min_combine(a, b):
+    return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def ember_prod_combine(a, b):
+    return a * b
+
+
+@triton.jit
+def ember_any_combine(a, b):
+    return a | b
+
+
+@triton.jit
+def ember_argmax_combine(value_a, index_a, value_b, index_b):
+    a_nan = value_a != value_a
+    b_nan = value_b != value_b
+    better = (value_b > value_a) | (b_nan & ~a_nan)
+    tie = (value_b == value_a) | (a_nan & b_nan)
+    take_b = better | (tie & (index_b < index_a))
+    return tl.where(take_b, value_b, value_a), tl.where(take_b, index_b, index_a)
+
+
+@triton.jit
+def ember_argmin_combine(value_a, index_a, value_b, index_b):
+    a_nan = value_a != value_a
+    b_nan = value_b != value_b
+    better = (value_b < value_a) | (b_nan & ~a_nan)
+    tie = (value_b == value_a) | (a_nan & b_nan)
+    take_b = better | (tie & (index_b < index_a))
+    return tl.where(take_b, value_b, value_a), tl.where(take_b, index_b, index_a)
+
+
+@triton.jit
+def ember_welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
+    n = n_a + n_b
+    delta = mean_b - mean_a
+    weight = tl.where(n == 0, 0.0, n_b / tl.where(n == 0, 1.0, n))
+    return mean_a + delta * weight, m2_a + m2_b + delta * delta * n_a * weight, n

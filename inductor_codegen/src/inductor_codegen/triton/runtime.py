@@ -1,0 +1,178 @@
+"""Loading generated Triton kernels and launching them.
+
+Kernel modules are written to `<cache>/triton/kernels/<hash>.py` (a real file:
+Triton reads the source, tracebacks show it) and imported, several at once.
+Triton caches the compiled binaries itself, keyed by source and target.
+
+`TritonKernel` launches one kernel: with the configuration the heuristics
+chose, or, with max_autotune, with the fastest of `autotune_configs` measured
+on the first call. Winners are stored as small JSON files under
+`<cache>/triton/autotune/`, keyed by the kernel source, the device and the
+Triton version, so later processes skip the measurement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from guards import artifact_logger
+from inductor_codegen.triton.codegen import TritonKernelSource
+from inductor_codegen.triton.heuristics import LaunchConfig, autotune_configs, default_config
+
+__all__ = ["TritonKernel", "interpreting", "libdevice_module", "load_kernels"]
+
+SCHEMA_VERSION = 1
+MODULE_HEADER = """\
+import triton
+import triton.language as tl
+
+from inductor_codegen.triton.prelude import *  # noqa: F403
+from inductor_codegen.triton.runtime import libdevice_module
+
+libdevice = libdevice_module()
+
+
+"""
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels through its CPU interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def libdevice_module():
+    """Triton's CUDA libdevice, or its numpy stand-in under the interpreter."""
+    if interpreting():
+        from inductor_codegen.triton.interpreter_math import libdevice
+
+        return libdevice
+    from triton.language.extra import libdevice
+
+    return libdevice
+
+
+def kernel_module_text(source: TritonKernelSource) -> str:
+    return MODULE_HEADER + source.source.replace("KERNEL_NAME", source.name)
+
+
+def _import(path: Path, name: str):
+    module_name = f"ember_triton_{path.stem}"
+    if module_name in sys.modules:
+        return getattr(sys.modules[module_name], name)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def load_kernels(sources: list[TritonKernelSource], folder: Path, workers: int | None = None):
+    """{kernel name: (jit function, module path)}: written once by content hash, imported in parallel."""
+    kernel_dir = folder / "kernels"
+    kernel_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for source in sources:
+        text = kernel_module_text(source)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+        path = kernel_dir / f"{source.name[:60]}_{digest}.py"
+        if not path.exists():
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        paths[source.name] = path
+    with ThreadPoolExecutor(max_workers=workers or min(8, len(sources) or 1)) as pool:
+        functions = dict(
+            zip(paths, pool.map(lambda item: _import(item[1], item[0]), paths.items()))
+        )
+    return {name: (functions[name], paths[name]) for name in paths}
+
+
+class TritonKernel:
+    """A launcher: `kernel(*tensors_and_scalars)` runs the kernel over its whole grid."""
+
+    def __init__(self, fn, source: TritonKernelSource, path: Path, *, autotune: bool, folder: Path):
+        self.fn = fn
+        self.source = source
+        self.path = path
+        self.autotune = autotune
+        self.folder = folder
+        self.config: LaunchConfig | None = None if autotune else default_config(source)
+
+    def __call__(self, *args) -> None:
+        config = self.config or self._tuned(args)
+        self._launch(config, args)
+
+    def _launch(self, config: LaunchConfig, args) -> None:
+        grid = (max(1, -(-self.source.xnumel // config.xblock)),)
+        self.fn[grid](*args, **config.constexprs(), num_warps=config.num_warps)
+
+    # ---------------------------------------------------------- autotuning
+
+    def _tuned(self, args) -> LaunchConfig:
+        device = next((a.device for a in args if hasattr(a, "device")), None)
+        if device is None or device.type != "cuda" or interpreting():
+            self.config = default_config(self.source)  # nothing to measure on
+            return self.config
+        path = self.folder / "autotune" / f"{self._cache_key(device)}.json"
+        if path.exists():
+            stored = json.loads(path.read_text())
+            if stored.get("schema") == SCHEMA_VERSION:
+                self.config = LaunchConfig(
+                    stored["xblock"], tuple(stored["rblocks"]), stored["num_warps"]
+                )
+                return self.config
+        self.config = self._benchmark(args)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {
+            "schema": SCHEMA_VERSION,
+            "kernel": self.source.name,
+            "xblock": self.config.xblock,
+            "rblocks": list(self.config.rblocks),
+            "num_warps": self.config.num_warps,
+        }
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, path)
+        return self.config
+
+    def _benchmark(self, args) -> LaunchConfig:
+        from triton.testing import do_bench
+
+        log = artifact_logger("perf_hints")
+        candidates = autotune_configs(self.source)
+        timings = {}
+        for k, config in enumerate(candidates):
+            try:
+                timings[config] = do_bench(lambda c=config: self._launch(c, args), warmup=5, rep=20)
+            except Exception as error:  # a configuration that does not compile is skipped
+                log.info("autotune %s: %s failed: %s", self.source.name, config.describe(), error)
+                continue
+            print(
+                f"autotune {self.source.name} [{k + 1}/{len(candidates)}] "
+                f"{config.describe()}: {timings[config] * 1000:.1f} us",
+                file=sys.stderr,
+            )
+        best = min(timings, key=timings.get)
+        log.info("autotune %s: best %s", self.source.name, best.describe())
+        return best
+
+    def _cache_key(self, device) -> str:
+        import torch
+        import triton
+
+        parts = [
+            ("schema", str(SCHEMA_VERSION)),
+            ("source", self.source.source),
+            ("device", torch.cuda.get_device_name(device)),
+            ("triton", triton.__version__),
+        ]
+        digest = hashlib.sha256()
+        for name, value in parts:
+            digest.update(f"{name}={value}\n".encode())
+        return f"{self.source.name[:40]}_{digest.hexdigest()[:24]}"

@@ -1,0 +1,49 @@
+"""The Python wrapper for Triton kernels: the CPU wrapper's plan, kernels called with tensors.
+
+Allocation, memory reuse and freeing are the CPU wrapper's (`wrapper.py`);
+only a kernel call differs: Triton takes the tensors themselves (and scalar
+inputs), not data pointers.
+"""
+
+from __future__ import annotations
+
+from inductor_codegen.ir import ExternBuffer, InputBuffer
+from inductor_codegen.scheduler import FusedKernel
+from inductor_codegen.wrapper import WrapperCodegen, WrapperSource, _input_names, _layout_args
+
+__all__ = ["generate_triton_wrapper"]
+
+
+class TritonWrapperCodegen(WrapperCodegen):
+    def _kernel(self, kernel: FusedKernel, pool) -> None:
+        lines = self.out.lines
+        source = self.kernels[kernel.name]
+        for arg in source.args:
+            if arg.kind != "out":
+                continue
+            buf = self.buffers[arg.name]
+            key = (buf.layout.dtype, int(buf.layout.storage_numel()))
+            if pool.get(key):
+                old = pool[key].pop()
+                lines.append(
+                    f"    {arg.name} = reinterpret({old}, {_layout_args(buf.layout)}, 0)  # reuses {old}"
+                )
+                lines.append(f"    del {old}")
+            else:
+                lines.append(
+                    f"    {arg.name} = empty_strided({_layout_args(buf.layout)}, {buf.layout.dtype})"
+                )
+        inputs = _input_names(self.graph)
+        for arg in source.args:
+            if arg.kind == "scalar":
+                continue
+            buf = self.buffers[arg.name]
+            if isinstance(buf, (ExternBuffer, InputBuffer)) and arg.name not in inputs:
+                lines.append(f"    check_layout({arg.name}, {_layout_args(buf.layout)})")
+        call_args = ", ".join(arg.name for arg in source.args)
+        lines.append(f"    {kernel.name}({call_args})")
+
+
+def generate_triton_wrapper(graph, schedule, kernels) -> WrapperSource:
+    """The wrapper of a scheduled graph whose kernels are Triton launchers named like the steps."""
+    return TritonWrapperCodegen(graph, schedule, kernels).generate()

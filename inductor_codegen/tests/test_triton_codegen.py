@@ -1,0 +1,271 @@
+"""Generated Triton kernels against eager PyTorch.
+
+Without a GPU the kernels run under the Triton interpreter on the CPU
+(TRITON_INTERPRET=1, set here before triton is imported) and the graphs are
+compiled with `options={"device_codegen": "triton"}`; with a GPU the same
+tests run the compiled kernels on CUDA tensors.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from graph_helpers import trace  # noqa: E402
+
+from inductor_codegen import InductorError, compile_graph  # noqa: E402
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.triton_interpret
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+OPTIONS = {"device_codegen": "triton"}
+
+
+def compile_triton(fn, *args, options=None):
+    gm = trace(fn, *args)
+    return compile_graph(gm, list(args), options={**OPTIONS, **(options or {})})
+
+
+def check(fn, *args, rtol=None, atol=None, options=None):
+    args = [a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args]
+    compiled = compile_triton(fn, *args, options=options)
+    expected = fn(*args)
+    actual = compiled(*args)
+    torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+    return compiled
+
+
+def randn(*size, dtype=torch.float32):
+    return torch.randn(*size).to(dtype)
+
+
+# ---------------------------------------------------------------- pointwise
+
+
+def test_pointwise_chain_is_one_triton_kernel():
+    compiled = check(lambda x, y: (x.sin() + y * 2).relu().exp(), randn(8, 16), randn(16))
+    assert compiled.kernel_count == 1
+    assert "@triton.jit" in compiled.artifact("codegen")
+    assert "triton_fused" in compiled.artifact("wrapper")
+
+
+UNARY = {
+    "exp": torch.exp,
+    "log_abs": lambda x: torch.log(x.abs() + 0.1),
+    "sqrt_abs": lambda x: x.abs().sqrt(),
+    "rsqrt_abs": lambda x: (x.abs() + 0.5).rsqrt(),
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "gelu": lambda x: F.gelu(x),
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": lambda x: F.silu(x),
+    "erf": torch.erf,
+    "log1p_expm1": lambda x: torch.log1p(x.abs()) + torch.expm1(x),
+    "trig": lambda x: x.sin() * x.cos() + x.atan(),
+    "rounding": lambda x: (x * 3).floor() + (x * 3).ceil() + (x * 3).round() + (x * 3).trunc(),
+    "sign_abs_neg": lambda x: x.sign() - x.abs() * -x,
+    "reciprocal": lambda x: (x.abs() + 1).reciprocal(),
+    "pow": lambda x: x.abs().pow(1.5) + x.pow(2),
+    "nan_checks": lambda x: torch.where(torch.isnan(x.log()), 0.0, 1.0),
+}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary(name):
+    check(UNARY[name], randn(7, 33), rtol=1e-4, atol=1e-5)
+
+
+def test_binary_with_broadcast_and_scalars():
+    check(
+        lambda x, y: (x * y + 3.5 - x / 2, torch.maximum(x, y), torch.minimum(x, y), x > y),
+        randn(4, 1, 6),
+        randn(5, 1),
+    )
+
+
+def test_nan_propagating_maximum_and_clamp():
+    x = randn(4, 8)
+    x[0, 0] = float("nan")
+    check(lambda a: (torch.maximum(a, a * 0), a.clamp(-0.5, 0.5), F.relu(a)), x)
+
+
+def test_integer_ops():
+    a = torch.randint(-50, 50, (6, 9))
+    b = torch.randint(1, 7, (6, 9)) * torch.where(torch.rand(6, 9) > 0.5, 1, -1)
+    check(lambda x, y: (x + y, x * y, x // y, x % y, x & y, x | y, x ^ y, ~x, x > y), a, b)
+
+
+def test_float_floordiv_and_remainder():
+    check(lambda x, y: (x // y, x % y, torch.fmod(x, y)), randn(5, 7) * 5, randn(5, 7) + 3)
+
+
+def test_bool_ops():
+    a, b = torch.rand(5, 7) > 0.5, torch.rand(5, 7) > 0.3
+    check(lambda x, y: (x & y, x | ~y, x ^ y, torch.logical_not(x)), a, b)
+
+
+def test_where_and_scalar_input():
+    check(lambda x, s: torch.where(x > 0, x * s, -x), randn(9, 5), 2.5)
+
+
+# ---------------------------------------------------------------- dtypes
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_computes_in_float32(dtype):
+    x, y = randn(16, 40, dtype=dtype), randn(16, 40, dtype=dtype)
+    check(
+        lambda a, b: ((a * b).sigmoid() + a, (a.float() * 2).to(dtype), a.sum(1)),
+        x,
+        y,
+        rtol=2e-2,
+        atol=2e-2,
+    )
+
+
+def test_casts():
+    x = randn(6, 10) * 100
+    check(
+        lambda a: (a.to(torch.int32), a.to(torch.int64) + 1, (a > 0).to(torch.float32), a.double()),
+        x,
+    )
+
+
+def test_float64():
+    check(lambda a: (a.exp() * 2).sum(0), randn(6, 10, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------- views and masks
+
+
+def test_views():
+    check(
+        lambda x: (x.permute(2, 0, 1) * 2, x[:, 1:5, ::2].exp(), x.reshape(6, 20).t() + 1),
+        randn(3, 8, 5),
+    )
+
+
+def test_non_contiguous_and_expanded_inputs():
+    x = randn(6, 8).t()
+    y = randn(16, 6)[::2]
+    z = randn(6, 1).expand(6, 8).t()
+    check(lambda a, b, c: a.exp() + b.cos() * c, x, y, z)
+
+
+def test_cat_and_pad_use_masked_loads():
+    check(
+        lambda x, y: (torch.cat([x, y], 1) * 2, F.pad(x, (2, 3, 1, 0), value=-1.0)),
+        randn(4, 5),
+        randn(4, 3),
+    )
+
+
+def test_ragged_sizes():
+    for shape in [(1,), (7,), (1000,), (3, 1025), (33, 17)]:
+        check(lambda x: (x * 2).sum(-1), randn(*shape))
+
+
+def test_zero_size():
+    check(lambda x: (x.exp() + 1, x.sum(1)), randn(0, 4))
+
+
+def test_iota():
+    check(
+        lambda x: x + torch.arange(x.shape[-1], dtype=torch.float32, device=x.device), randn(3, 11)
+    )
+
+
+# ---------------------------------------------------------------- reductions
+
+
+REDUCTIONS = {
+    "sum": lambda x: x.sum(-1),
+    "mean": lambda x: x.mean(0),
+    "amax": lambda x: x.amax(-1),
+    "amin": lambda x: x.amin(0),
+    "prod": lambda x: (x * 0.1 + 1).prod(-1),
+    "argmax": lambda x: x.argmax(-1),
+    "argmin": lambda x: x.argmin(0),
+    "any_all": lambda x: ((x > 1).any(-1), (x > -3).all(0)),
+    "var": lambda x: x.var(-1),
+    "var_mean": lambda x: torch.var_mean(x, 0, correction=0),
+    "full": lambda x: (x.sum(), x.amax()),
+    "middle_dim": lambda x: x.reshape(4, -1, 5).sum(1),
+}
+
+
+@pytest.mark.parametrize("rows", [37, 3000], ids=["persistent", "looped"])
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+def test_reductions(name, rows):
+    x = randn(20, rows) if name != "middle_dim" else randn(20, 60)
+    check(REDUCTIONS[name], x, rtol=1e-4, atol=1e-4)
+
+
+def test_argmax_ties_and_nan():
+    x = torch.tensor([[1.0, 3.0, 3.0, 0.0], [float("nan"), 1.0, float("nan"), 5.0]])
+    check(lambda a: (a.argmax(-1), a.argmin(-1), a.amax(-1)), x)
+
+
+def test_softmax_loads_input_once():
+    compiled = check(lambda x: torch.softmax(x, -1), randn(8, 100))
+    assert compiled.kernel_count == 1
+    assert compiled.artifact("codegen").count("tl.load(") == 1
+
+
+@pytest.mark.parametrize("width", [64, 2000])
+def test_layer_norm_and_log_softmax(width):
+    w, b = randn(width), randn(width)
+    check(
+        lambda x, w, b: (F.layer_norm(x, (width,), w, b), F.log_softmax(x, -1)),
+        randn(6, width),
+        w,
+        b,
+        rtol=1e-4,
+        atol=1e-4,
+    )
+
+
+def test_mlp_with_extern_matmul():
+    w1, w2 = randn(32, 64), randn(64, 16)
+    compiled = check(
+        lambda x, a, b: torch.softmax(F.gelu(x @ a) @ b, -1),
+        randn(8, 32),
+        w1,
+        w2,
+        rtol=1e-4,
+        atol=1e-4,
+    )
+    assert "extern kernel" in compiled.artifact("wrapper")
+
+
+# ---------------------------------------------------------------- options
+
+
+def test_unknown_device_codegen_is_an_error():
+    with pytest.raises(InductorError, match="device_codegen"):
+        compile_graph(trace(torch.sin, randn(3)), [randn(3)], options={"device_codegen": "ptx"})
+
+
+def test_cpu_default_stays_cpp():
+    if DEVICE == "cuda":
+        pytest.skip("CPU inputs only")
+    x = randn(4, 4)
+    compiled = compile_graph(trace(torch.sin, x), [x])
+    assert "cpp_fused" in compiled.artifact("wrapper")
+
+
+def test_max_autotune_and_cudagraphs_options_give_same_results():
+    check(
+        lambda x: torch.softmax(x * 2, -1).sum(0),
+        randn(16, 300),
+        options={"max_autotune": True, "cudagraphs": True},
+        rtol=1e-4,
+        atol=1e-4,
+    )
