@@ -142,7 +142,7 @@ def test_backward_through_autograd_on_fakes(op):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         samples = op.sample_inputs("cpu", torch.float32, requires_grad=True)
-        for sample in itertools.islice(samples, SAMPLES_PER_OP):
+        for sample in itertools.islice(samples, SAMPLES_PER_OP - 1):
             expected = op(sample.input, *sample.args, **sample.kwargs)
             real_inputs = [
                 t for t in tree_flatten((sample.input, sample.args, sample.kwargs))[0]
