@@ -98,3 +98,23 @@ def test_sgd_steps_match_eager(name):
     for b, c in zip(eager.buffers(), compiled_model.buffers()):
         torch.testing.assert_close(c, b, rtol=1e-4, atol=1e-5)
     assert len(compiler.graphs) == 2  # one forward, one backward: no retracing per step
+
+
+def test_dropout_training_matches_eager_under_the_same_seed():
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.Dropout(0.3), torch.nn.ReLU(), torch.nn.Linear(64, 4)
+    )
+    compiled_model = copy.deepcopy(eager)
+    compiled = aot_module(compiled_model, RecordingCompiler())
+    x = torch.randn(16, 32)
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        aot_loss = _loss(compiled(x))
+        torch.manual_seed(seed)
+        eager_loss = _loss(eager(x))
+        torch.testing.assert_close(aot_loss, eager_loss)
+        aot_loss.backward()
+        eager_loss.backward()
+    for p, q in zip(eager.parameters(), compiled_model.parameters()):
+        torch.testing.assert_close(q.grad, p.grad)
