@@ -306,9 +306,8 @@ def _hooks_guard(tx: Translator, module_value: PythonValue) -> None:
     module, source = module_value.obj, module_value.source
     if module._backward_hooks or module._backward_pre_hooks:
         raise Unsupported(f"backward hooks on {type(module).__name__}")
-    if source is not None:
-        for table in ("_forward_hooks", "_forward_pre_hooks"):
-            tx.ctx.guards.length_check(AttrSource(source, table), getattr(module, table))
+    if source is not None and not (module._forward_hooks or module._forward_pre_hooks):
+        tx.ctx.guards.no_forward_hooks(source)
 
 
 def call_module(

@@ -17,7 +17,13 @@ import torch
 from dynamo_capture.sources import Source
 from guards import CompiledGuards, Guard, GuardSet
 
-__all__ = ["CompiledGuards", "FrameGuards", "HasAttrGuard", "SameObjectGuard"]
+__all__ = [
+    "CompiledGuards",
+    "FrameGuards",
+    "HasAttrGuard",
+    "NoForwardHooksGuard",
+    "SameObjectGuard",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +67,23 @@ class HasAttrGuard(Guard):
         return [(self.rank, f"hasattr({names[0]}, {self.attr!r}) is {self.expected!r}")]
 
 
+@dataclass(frozen=True, slots=True)
+class NoForwardHooksGuard(Guard):
+    """The module at `source` has no forward hooks and no forward pre-hooks."""
+
+    guard_type: ClassVar[str] = "NN_MODULE"
+    rank: ClassVar[int] = 25
+
+    def failure(self, module: Any) -> str | None:
+        if not (module._forward_hooks or module._forward_pre_hooks):
+            return None
+        return f"{self.source.name!r} has forward hooks now, none when compiled"
+
+    def emit(self, names: tuple[str, ...], code: Any) -> list[tuple[int, str]]:
+        name = names[0]
+        return [(self.rank, f"not ({name}._forward_hooks or {name}._forward_pre_hooks)")]
+
+
 class FrameGuards:
     """Collects the guards of one capture."""
 
@@ -93,6 +116,9 @@ class FrameGuards:
 
     def has_attr(self, source: Source, attr: str, expected: bool) -> None:
         self.guard_set.add(HasAttrGuard(source, attr, expected))
+
+    def no_forward_hooks(self, source: Source) -> None:
+        self.guard_set.add(NoForwardHooksGuard(source))
 
     def global_state(self) -> None:
         self.guard_set.add_global_state()
