@@ -44,6 +44,18 @@ def clone_inputs(value: Any) -> Any:
     return value
 
 
+def perturb(value: Any) -> Any:
+    """Floating tensors get new random values (same metadata); everything else is kept."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        fresh = torch.randn_like(value) * 3
+        return fresh.requires_grad_(value.requires_grad)
+    if isinstance(value, list | tuple):
+        return type(value)(perturb(item) for item in value)
+    if isinstance(value, dict):
+        return {key: perturb(item) for key, item in value.items()}
+    return value
+
+
 def assert_same(got: Any, expected: Any) -> None:
     """Eager and compiled results agree: tensors close, containers of the same type, rest equal."""
     assert type(got) is type(expected), f"{type(got).__name__} != {type(expected).__name__}"
@@ -80,6 +92,13 @@ def check_capture(
         assert_same(got, expected)
         assert_same(got_args, eager_args)
     assert len(compiled.entries) == 1, "the second call recompiled"
+    # Same shapes, new values: the cached entry must not have baked any tensor data in.
+    fresh_args, fresh_kwargs = perturb(args), perturb(kwargs)
+    torch.manual_seed(0)
+    expected = fn(*clone_inputs(fresh_args), **clone_inputs(fresh_kwargs))
+    torch.manual_seed(0)
+    got = compiled(*clone_inputs(fresh_args), **clone_inputs(fresh_kwargs))
+    assert_same(got, expected)
     if graphs is not None:
         assert len(backend.graphs) <= graphs
     return compiled
