@@ -346,3 +346,15 @@ def test_failures_lists_every_failing_guard():
         "tensor 'x' size mismatch at index 0: expected 8, actual 4",
     ]
     assert compiled.why_failed({"x": torch.randn(4, 16), "n": 4}, {}) == failures[0]
+
+
+def test_trusted_parameters_still_notice_dtype_changes():
+    model = torch.nn.Linear(3, 3)
+    source = ParamBufferSource(NNModuleSource(LocalSource("self")), "weight")
+    guards = GuardSet()
+    assert guards.add_tensor(source, model.weight).trust_identity
+    assert _both(guards, {"self": model}) == (True, None)
+    model.double()  # keeps the Parameter objects, changes their dtype
+    assert model._parameters["weight"] is guards.ordered()[0].value
+    ok, why = _both(guards, {"self": model})
+    assert not ok and "dtype mismatch" in why

@@ -58,12 +58,14 @@ class TensorMatchGuard(Guard):
     FakeTensor); `dynamic_dims` leaves those sizes unchecked.
 
     `trust_identity`: when the value is the very tensor object seen at compile
-    time (and its requires_grad is unchanged), its other metadata is trusted
-    without checking. This is torch's choice for module parameters and buffers
-    (it skips their tensor guards while the owning dict is unchanged); it is the
-    default for nn.Parameter values and parameter/buffer sources. A parameter
-    whose `.data` is replaced by a tensor of another shape in place is then not
-    noticed; pass `trust_identity=False` where that can happen.
+    time, with the same requires_grad, dtype and device, its sizes and strides
+    are trusted without checking. This is close to torch's choice for module
+    parameters and buffers (it skips their tensor guards while the owning dict
+    is unchanged); it is the default for nn.Parameter values and
+    parameter/buffer sources. `module.half()` and `module.to(device)` keep the
+    parameter objects and are still noticed; a `.data` replaced in place by a
+    tensor of another shape is not: pass `trust_identity=False` where that can
+    happen.
     """
 
     tensor_type: type
@@ -147,6 +149,8 @@ class TensorMatchGuard(Guard):
             self.trust_identity
             and value is self.example()
             and value.requires_grad == self.requires_grad
+            and value.dtype == self.dtype
+            and value.device == self.device
         ):
             return None
         if type(value) is not self.tensor_type:
@@ -211,7 +215,8 @@ class TensorMatchGuard(Guard):
             rest.append(f"{v}.is_neg()" if self.is_neg else f"not {v}.is_neg()")
         if self.trust_identity:
             grad = f"{v}.requires_grad" if self.requires_grad else f"not {v}.requires_grad"
-            same = f"({v} is {code.const(self.example, 'example')}() and {grad})"
+            same = f"{v} is {code.const(self.example, 'example')}() and {grad} and {rest[0]}"
+            same = f"({same} and {rest[1]})"
             return [(self.rank, f"{same} or ({' and '.join(first + rest)})")]
         return [(self.rank, " and ".join(first)), (self.rank + 5, " and ".join(rest))]
 
