@@ -171,6 +171,12 @@ class CompiledCallable:
     def _compile(
         self, f_locals: dict[str, Any], args: Any, kwargs: Any, stance: Any
     ) -> CompiledEntry:
+        if self.dynamic and not self.entries and artifact_enabled("dynamic"):
+            artifact_logger("dynamic").info(
+                "%s: dynamic=True is not supported by this capture yet; shapes are specialized "
+                "(a new shape recompiles)",
+                self.frame.name,
+            )
         contexts: list[CaptureContext] = []
         try:
             frame = capture_frame(self.frame, f_locals, guard_context=contexts)
