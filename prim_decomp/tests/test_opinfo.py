@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 from prim_decomp_opinfo import Outcome, check_opinfo, check_opinfo_grad, leaf_ops, opinfos
 
 from prim_decomp import PRIMS_KEPT, core_aten, inductor_default, is_prim, prims
@@ -117,3 +118,16 @@ def test_opinfo_gradients_match_eager(op):
             pytest.skip("no sample reaches an op the table decomposes")
         pytest.fail(f"{result.name}: the subset lists it, but no sample reached the table")
     assert result.outcome is Outcome.PASS, f"{result.name}: {result.message}"
+
+
+def _in_place(op) -> bool:
+    return op._schema.name.endswith("_") or op.overloadpacket.__name__.endswith("_")
+
+
+@pytest.mark.parametrize("op", opinfos(CORE_ATEN_SUBSET), ids=lambda op: op.name)
+def test_core_aten_table_leaves_only_core_ops(op):
+    """Functional ops outside the core set must all be decomposed (in-place ones, which
+    eager composite kernels use, never reach a functional graph)."""
+    ran = leaf_ops(op, core_aten, samples=3)
+    left = {o for o in ran if torch.Tag.core not in o.tags and not _in_place(o)}
+    assert not left, f"{op.name} still runs {sorted(map(str, left))}"

@@ -114,3 +114,15 @@ def test_named_tables_hold_what_they_promise():
     assert aten.addmm.default not in inductor_default
     assert aten.add.Tensor not in inductor_default
     assert aten._softmax.default in prims
+
+
+def test_core_aten_decomposes_only_ops_outside_the_core_set():
+    """core ATen ops (other than composite-implicit ones) are targets, never sources."""
+    offenders = []
+    for op in core_aten:
+        implicit = torch._C._dispatch_has_kernel_for_dispatch_key(
+            op.name(), "CompositeImplicitAutograd"
+        )
+        if torch.Tag.core in op.tags and not implicit:
+            offenders.append(str(op))
+    assert not offenders, offenders

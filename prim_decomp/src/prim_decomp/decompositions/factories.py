@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from prim_decomp.decompositions._opmath import aten
-from prim_decomp.decompositions._registry import COMPOSITE
+from prim_decomp.decompositions._registry import COMPOSITE, COMPOUND
 
 __all__: list[str] = []
 
@@ -101,6 +101,6 @@ def fill_tensor(x, value):
     return aten.full_like.default(x, 0) + aten._to_copy.default(value, dtype=x.dtype)
 
 
-@COMPOSITE.register(aten.fill.Scalar)
+@COMPOUND.register(aten.fill.Scalar)
 def fill_scalar(x, value):
     return aten.full_like.default(x, value)

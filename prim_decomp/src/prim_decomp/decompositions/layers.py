@@ -215,3 +215,29 @@ def upsample_nearest2d_backward(grad, output_size, input_size, scales_h=None, sc
         aten.reshape.default(cast(grad, dtype), lead + [-1]),
     )
     return cast(aten.view.default(summed, list(input_size)), grad.dtype)
+
+
+@COMPOSITE.register(aten._safe_softmax.default)
+def safe_softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Softmax whose rows of only -inf give zeros instead of NaN (attention masks)."""
+    out = aten._softmax.default(cast(x, dtype) if dtype is not None else x, dim, False)
+    masked = aten.eq.Scalar(x, -math.inf)
+    all_masked = aten.amin.default(cast(masked, torch.int32), [dim], True)
+    zeros = aten.zeros_like.default(out)
+    return aten.where.self(aten.ne.Scalar(all_masked, 0), zeros, out)
+
+
+@COMPOSITE.register(aten.upsample_nearest1d.default)
+def upsample_nearest1d(x, output_size, scales=None):
+    (out_w,) = output_size
+    in_w = x.shape[-1]
+    src_w = _source_index(out_w, in_w, scales, False, True, x)
+    cols = aten.clamp.default(cast(aten.floor.default(src_w), torch.int64), None, in_w - 1)
+    return aten._unsafe_index.Tensor(x, [None, None, cols])
+
+
+@COMPOSITE.register(aten.upsample_nearest1d.vec)
+def upsample_nearest1d_vec(x, output_size, scale_factors):
+    if output_size is not None:
+        return upsample_nearest1d(x, output_size)
+    return upsample_nearest1d(x, [int(x.shape[-1] * scale_factors[0])], scale_factors[0])

@@ -84,7 +84,7 @@ def std_mean(x, dim=None, *, correction=None, keepdim: bool = False):
     return aten.sqrt.default(var), mean
 
 
-@COMPOSITE.register(aten.prod.default)
+@COMPOUND.register(aten.prod.default)
 def prod_all(x: torch.Tensor, *, dtype: torch.dtype | None = None) -> torch.Tensor:
     flat = aten.view.default(aten.clone.default(x), [-1]) if x.dim() != 1 else x
     return aten.prod.dim_int(flat, 0, False, dtype=dtype)

@@ -85,11 +85,6 @@ def squeeze_all(x: torch.Tensor) -> torch.Tensor:
     return aten.squeeze.dims(x, [axis for axis in range(x.dim()) if x.shape[axis] == 1])
 
 
-@COMPOSITE.register(aten.squeeze.dim)
-def squeeze_dim(x: torch.Tensor, dim: int) -> torch.Tensor:
-    return aten.squeeze.dims(x, [dim])
-
-
 @COMPOSITE.register(aten.split.Tensor)
 def split(x: torch.Tensor, split_size, dim: int = 0):
     axis = _dim(dim, x.dim())

@@ -53,8 +53,17 @@ _BINARY = {
 
 
 def _overloads(name: str, kinds: tuple[str, ...]) -> list:
+    """The overloads of `name` among `kinds` that take and return tensors."""
     packet = getattr(aten, name)
-    return [getattr(packet, kind) for kind in kinds if kind in packet.overloads()]
+    found = [getattr(packet, kind) for kind in kinds if kind in packet.overloads()]
+    return [op for op in found if _is_tensor_op(op)]
+
+
+def _is_tensor_op(op) -> bool:
+    schema = op._schema
+    returns_tensor = len(schema.returns) == 1 and str(schema.returns[0].type) == "Tensor"
+    takes_tensor = any(str(arg.type) == "Tensor" for arg in schema.arguments)
+    return returns_tensor and takes_tensor
 
 
 def _unary_rule(prim_name: str, promotion: Promotion):
