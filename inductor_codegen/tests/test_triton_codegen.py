@@ -168,7 +168,7 @@ def test_cat_and_pad_use_masked_loads():
 
 
 def test_ragged_sizes():
-    for shape in [(1,), (7,), (1000,), (3, 1025), (33, 17)]:
+    for shape in [(1,), (7,), (1000,), (3, 4097), (33, 17)]:
         check(lambda x: (x * 2).sum(-1), randn(*shape))
 
 
@@ -186,26 +186,37 @@ def test_iota():
 
 
 REDUCTIONS = {
-    "sum": lambda x: x.sum(-1),
-    "mean": lambda x: x.mean(0),
-    "amax": lambda x: x.amax(-1),
-    "amin": lambda x: x.amin(0),
-    "prod": lambda x: (x * 0.1 + 1).prod(-1),
-    "argmax": lambda x: x.argmax(-1),
-    "argmin": lambda x: x.argmin(0),
-    "any_all": lambda x: ((x > 1).any(-1), (x > -3).all(0)),
-    "var": lambda x: x.var(-1),
-    "var_mean": lambda x: torch.var_mean(x, 0, correction=0),
-    "full": lambda x: (x.sum(), x.amax()),
-    "middle_dim": lambda x: x.reshape(4, -1, 5).sum(1),
+    "sum": lambda x, d: x.sum(d),
+    "mean": lambda x, d: x.mean(d),
+    "amax": lambda x, d: x.amax(d),
+    "amin": lambda x, d: x.amin(d),
+    "prod": lambda x, d: (x * 0.1 + 1).prod(d),
+    "argmax": lambda x, d: x.argmax(d),
+    "argmin": lambda x, d: x.argmin(d),
+    "any_all": lambda x, d: ((x > 1).any(d), (x > -3).all(d)),
+    "var": lambda x, d: x.var(d),
+    "var_mean": lambda x, d: torch.var_mean(x, d, correction=0),
+    "full": lambda x, d: (x.sum(), x.amax()),
 }
+# Rows of 37 fit one block (persistent); rows of 5000 are reduced in a loop.
+SHAPES = {"persistent": (6, 37), "looped": (3, 5000)}
 
 
-@pytest.mark.parametrize("rows", [37, 3000], ids=["persistent", "looped"])
+@pytest.mark.parametrize("dim", [-1, 0])
+@pytest.mark.parametrize("kind", list(SHAPES))
 @pytest.mark.parametrize("name", list(REDUCTIONS))
-def test_reductions(name, rows):
-    x = randn(20, rows) if name != "middle_dim" else randn(20, 60)
-    check(REDUCTIONS[name], x, rtol=1e-4, atol=1e-4)
+def test_reductions(name, kind, dim):
+    rows, width = SHAPES[kind]
+    x = randn(rows, width) if dim == -1 else randn(width, rows)
+    check(lambda t: REDUCTIONS[name](t, dim), x, rtol=1e-4, atol=1e-4)
+
+
+def test_reduction_of_middle_dim():
+    check(lambda x: x.reshape(4, -1, 5).sum(1), randn(20, 60))
+
+
+def test_reduction_along_outer_dim_of_wide_rows():
+    check(lambda x: (x.sum(0), x.amax(0)), randn(300, 70))
 
 
 def test_argmax_ties_and_nan():

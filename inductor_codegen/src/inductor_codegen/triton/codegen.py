@@ -36,7 +36,7 @@ from inductor_codegen.triton.ops import (
 __all__ = ["GroupMeta", "TritonKernelSource", "generate_triton_kernel", "triton_index"]
 
 # Rows up to this many elements are reduced by one block (persistent reduction).
-PERSISTENT_MAX = 1024
+PERSISTENT_MAX = 4096
 REDUCTION_FAMILY = {"welford_mean": "welford", "welford_m2": "welford"}
 
 
@@ -371,6 +371,8 @@ class TritonKernelCodegen:
             )
             scope.line(f"{acc} = tl.where({mask}, {acc}_new, {acc})")
             scope.line(f"{acc}_index = tl.where({mask}, {acc}_index_new, {acc}_index)")
+        elif family == "welford" and self.group_meta[g].persistent:
+            scope.line(f"{acc}_x = tl.where({mask}, {value}, 0.0)")  # reduced in _result
         elif family == "welford":
             scope.line(f"{acc}_count = {acc}_n + tl.where({mask}, 1.0, 0.0)")
             scope.line(f"{acc}_delta = {value} - {acc}_mean")
@@ -390,8 +392,24 @@ class TritonKernelCodegen:
         if scope.lookup(("done", acc)) is None:
             if family == "sum":
                 scope.line(f"{done} = tl.sum({acc}, 1)[:, None]")
-            elif family in ("prod", "max", "min"):
-                scope.line(f"{done} = tl.reduce({acc}, 1, ember_{family}_combine)[:, None]")
+            elif family in ("max", "min"):
+                # tl.max/tl.min drop NaN; a NaN anywhere in the row makes the result NaN.
+                scope.line(f"{done} = tl.{family}({acc}, 1)[:, None]")
+                if compute_dtype(dtype).is_floating_point:
+                    scope.line(
+                        f"{done} = tl.where((tl.max(({acc} != {acc}).to(tl.int8), 1) != 0)[:, None], "
+                        f'float("nan"), {done})'
+                    )
+            elif family == "welford" and self.group_meta[g].persistent:
+                mask = f"xmask & r{g}mask"
+                scope.line(f"{done}_n = tl.sum(tl.where({mask}, 1.0, 0.0), 1)")
+                scope.line(f"{done}_mean = tl.sum({acc}_x, 1) / tl.maximum({done}_n, 1.0)")
+                scope.line(
+                    f"{done}_m2 = tl.sum(tl.where({mask}, ({acc}_x - {done}_mean[:, None]) "
+                    f"* ({acc}_x - {done}_mean[:, None]), 0.0), 1)"
+                )
+            elif family == "prod":
+                scope.line(f"{done} = tl.reduce({acc}, 1, ember_prod_combine)[:, None]")
             elif family == "any":
                 scope.line(f"{done} = (tl.max({acc}, 1) != 0)[:, None]")
             elif family == "all":

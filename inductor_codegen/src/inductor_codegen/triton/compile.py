@@ -110,6 +110,10 @@ def compile_triton_graph(
         )
         for step, src in sources.items()
     }
+    if device.type == "cuda":
+        from inductor_codegen.triton.runtime import precompile
+
+        precompile(list(launchers.values()), opts.compile_workers)
     done("load", lambda: "\n".join(str(p) for _, p in loaded.values()))
 
     # wrapper: the Python function that allocates buffers and launches kernels and ATen.

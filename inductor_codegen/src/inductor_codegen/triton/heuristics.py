@@ -35,6 +35,8 @@ def next_power_of_2(n: int) -> int:
 
 
 def _warps(elements: int) -> int:
+    if elements >= 8192:
+        return 16
     if elements >= 4096:
         return 8
     if elements >= 1024:

@@ -25,7 +25,7 @@ from guards import artifact_logger
 from inductor_codegen.triton.codegen import TritonKernelSource
 from inductor_codegen.triton.heuristics import LaunchConfig, autotune_configs, default_config
 
-__all__ = ["TritonKernel", "interpreting", "libdevice_module", "load_kernels"]
+__all__ = ["TritonKernel", "interpreting", "libdevice_module", "load_kernels", "precompile"]
 
 SCHEMA_VERSION = 1
 MODULE_HEADER = """\
@@ -104,6 +104,15 @@ class TritonKernel:
         self.folder = folder
         self.config: LaunchConfig | None = None if autotune else default_config(source)
 
+    def warmup(self) -> None:
+        """Compile for the default configuration without launching (tensor arguments as dtypes)."""
+        from inductor_codegen.triton.ops import TRITON_DTYPES
+
+        torch_dtype = {text: dtype for dtype, text in TRITON_DTYPES.items()}
+        mock = [torch_dtype[a.ctype] for a in self.source.args]
+        config = self.config or default_config(self.source)
+        self.fn.warmup(*mock, grid=(1,), **config.constexprs(), num_warps=config.num_warps)
+
     def __call__(self, *args) -> None:
         config = self.config or self._tuned(args)
         self._launch(config, args)
@@ -176,3 +185,30 @@ class TritonKernel:
         for name, value in parts:
             digest.update(f"{name}={value}\n".encode())
         return f"{self.source.name[:40]}_{digest.hexdigest()[:24]}"
+
+
+def precompile(kernels: list[TritonKernel], workers: int | None = None) -> None:
+    """Compile kernels in parallel before their first launch (Triton's async compile mode).
+
+    Kernels with scalar inputs, the interpreter, and Triton versions without
+    the async mode compile at their first launch instead.
+    """
+    if interpreting():
+        return
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:
+        return
+    wanted = [k for k in kernels if all(a.kind != "scalar" for a in k.source.args)]
+    if not wanted:
+        return
+    log = artifact_logger("perf_hints")
+    try:
+        with (
+            ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 4) as pool,
+            AsyncCompileMode(pool),
+        ):
+            for kernel in wanted:
+                kernel.warmup()
+    except Exception as error:  # the kernels still compile at their first launch
+        log.info("parallel precompile failed, compiling at first launch: %s", error)
