@@ -8,6 +8,7 @@ Stable API: everything in `__all__`.
 """
 
 from aot_autograd.api import AotCallable, AotConfig, AotModule, aot_function, aot_graph, aot_module
+from aot_autograd.checks import checks_enabled, checks_on, verify_functional_graph
 from aot_autograd.errors import (
     AotAutogradError,
     DoubleBackwardError,
@@ -40,6 +41,9 @@ __all__ = [
     "UnsupportedMutationError",
     "ValueChangedError",
     "aot_function",
+    "checks_enabled",
+    "checks_on",
+    "verify_functional_graph",
     "aot_graph",
     "aot_module",
     "default_partition",

@@ -23,6 +23,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import fx, nn
 
+from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.partitioners import default_partition
 from aot_autograd.program import TracedProgram, trace_program
 from aot_autograd.runtime import (
@@ -112,6 +113,8 @@ class AotCallable:
         )
         name = "joint" if training else "inference"
         self.graphs[name] = program.graph_module
+        if checks_on():
+            verify_functional_graph(program.graph_module, f"trace ({name})")
         _log(f"{name} graph", program.graph_module, time.perf_counter() - start)
         if not training or not program.grad_inputs:
             compiler = config.inference_compiler or config.fw_compiler
@@ -124,6 +127,9 @@ class AotCallable:
             program.graph_module, num_forward_outputs=program.num_forward_outputs
         )
         self.graphs["forward"], self.graphs["backward"] = forward, backward
+        if checks_on():
+            verify_functional_graph(forward, "partition (forward)")
+            verify_functional_graph(backward, "partition (backward)")
         seconds = time.perf_counter() - start
         _log("forward graph", forward, seconds)
         _log("backward graph", backward, seconds)
