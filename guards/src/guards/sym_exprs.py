@@ -255,6 +255,10 @@ class _PythonPrinter(StrPrinter):
         return f"min({', '.join(self._print(arg) for arg in expr.args)})"
 
     def _print_And(self, expr: Any) -> str:
+        chained = _chained_range(expr)
+        if chained is not None:
+            lo, symbol, hi = chained
+            return f"{lo} <= {self._print(symbol)} <= {hi}"
         return "(" + " and ".join(self._print(arg) for arg in expr.args) + ")"
 
     def _print_Or(self, expr: Any) -> str:
@@ -279,6 +283,16 @@ class _PythonPrinter(StrPrinter):
 
     def _print_ceiling(self, expr: Any) -> str:
         return f"(-(-{self._print(expr.args[0])} // 1))"
+
+
+def _chained_range(expr: Any) -> tuple[Any, Any, Any] | None:
+    """(lo, x, hi) for `And(lo <= x, x <= hi)` with constant ends, else None."""
+    if len(expr.args) != 2 or not all(isinstance(arg, sympy.Le) for arg in expr.args):
+        return None
+    for low, high in (expr.args, expr.args[::-1]):
+        if low.lhs.is_Number and high.rhs.is_Number and low.rhs == high.lhs:
+            return low.lhs, low.rhs, high.rhs
+    return None
 
 
 _PRINTER = _PythonPrinter()
