@@ -254,7 +254,10 @@ def _tables():
 def test_opinfo_grad_with_decomposition_table_and_min_cut(table_name):
     """What the inductor backend runs: a prim_decomp table applied, min-cut partitioning."""
     table, samples = _tables()[table_name]
-    for op, dtype in [case.values for case in _cases()]:
+    cases = [case.values for case in _cases()]
+    if table_name != "inductor_default" and not FULL:
+        cases = cases[::3]  # every third op: the prims table is also swept by prim_decomp
+    for op, dtype in cases:
         for i, sample in enumerate(
             op.sample_inputs("cpu", dtype, requires_grad=op.supports_autograd)
         ):
