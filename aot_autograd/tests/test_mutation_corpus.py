@@ -363,6 +363,10 @@ def _p54(x, y):
     return buffer * 2, values, indices
 
 
+def _p55(index, weight):
+    return F.embedding(index, weight, max_norm=1.0).sum(0)
+
+
 CORPUS = [
     ("add_ on input", _p01, lambda: (r(3, 4),), False),
     ("mul_ on intermediate", _p02, lambda: (r(3, 4, grad=True),), True),
@@ -438,6 +442,12 @@ CORPUS = [
     ("view_as_real of complex input", _p52, lambda: (torch.randn(4, dtype=torch.cfloat),), False),
     ("mm with out= into an input", _p53, lambda: (r(3, 4), r(4, 2), torch.zeros(3, 2)), False),
     ("out= into fresh tensors, two outs", _p54, lambda: (r(3, 4), r(3, 4)), False),
+    (
+        "embedding max_norm renormalizes the weight in place",
+        _p55,
+        lambda: (torch.tensor([0, 2, 2, 4]), (torch.randn(5, 3) * 3).requires_grad_()),
+        True,
+    ),
 ]
 
 
