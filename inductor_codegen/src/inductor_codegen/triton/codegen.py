@@ -23,7 +23,7 @@ from inductor_codegen.cpp_codegen import KernelArg
 from inductor_codegen.errors import InductorError
 from inductor_codegen.indexing import FloorDiv, IndexMod, numel
 from inductor_codegen.ir import Constant, IndexValue, Load, Op, ScalarArg
-from inductor_codegen.scheduler import FusedKernel, LoopGroup, node_body, outer_vars
+from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
 from inductor_codegen.triton.ops import (
     LOW_PRECISION,
     TRITON_DTYPES,
@@ -168,6 +168,7 @@ class TritonKernelCodegen:
         self.produced = set(kernel.nodes)
         self.groups = [i for i in kernel.items if isinstance(i, LoopGroup)]
         self.group_ids, self.group_meta = _number_groups(self.groups)
+        self.group_ranges = {g: grp.ranges for g, grp in zip(self.group_ids, self.groups)}
         self.shared_scopes: dict[int, Scope] = {}
         self.accumulator_count = 0
         self.two_d = bool(self.groups)
@@ -205,10 +206,40 @@ class TritonKernelCodegen:
         return {f"{p}{k}": f"r{group}_{k}" for p in "ry" for k in range(8)}
 
     def index(self, expr, scope: Scope) -> str:
-        text = triton_index(expr, self._names(scope.group))
+        text = self._linear_index(expr, scope) or triton_index(expr, self._names(scope.group))
         if not any(s.name.startswith(("x", "r", "y")) for s in expr.free_symbols):
             text = f"({text} + xzero)"  # a block of pointers, not one
         return text
+
+    def _linear_index(self, expr, scope: Scope) -> str | None:
+        """`a * xindex + b * rindex + c` when `expr` is that in the flat loop indices.
+
+        Printing the flat index itself (not the per-dimension variables it was
+        split into) lets Triton see contiguous runs and vectorize loads and stores.
+        """
+        xs = outer_vars(len(self.kernel.outer))
+        terms = [(xs, self.kernel.outer, "xindex")]
+        if scope.group is not None:
+            ranges = self.group_ranges[scope.group]
+            terms.append((inner_vars("r", len(ranges)), ranges, f"r{scope.group}index"))
+        rest, parts, loop_vars = sympy.expand(expr), [], set()
+        for variables, sizes, flat_name in terms:
+            if not variables:
+                continue
+            loop_vars |= set(variables)
+            coefficient = rest.coeff(variables[-1])
+            if not coefficient.is_Integer or coefficient == 0:
+                continue
+            flat, below = sympy.Integer(0), sympy.Integer(1)
+            for var, size in zip(reversed(variables), reversed(sizes)):
+                flat, below = flat + var * below, below * size
+            rest = sympy.expand(rest - coefficient * flat)
+            parts.append(flat_name if coefficient == 1 else f"{int(coefficient)} * {flat_name}")
+        if not parts or rest.free_symbols & loop_vars:
+            return None
+        if rest != 0:
+            parts.append(triton_index(rest))
+        return "(" + " + ".join(parts) + ")"
 
     def _mask_for(self, expr, scope: Scope) -> str:
         inner = any(s.name.startswith(("r", "y")) for s in expr.free_symbols)
