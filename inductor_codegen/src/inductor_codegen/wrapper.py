@@ -230,11 +230,17 @@ def _input_names(graph: GraphLowering) -> set[str]:
     return {i.name for i in graph.inputs if isinstance(i, InputBuffer)} | set(graph.constants)
 
 
+def _children(spec) -> list:
+    """A TreeSpec's child specs (a method in newer torch, an attribute in older)."""
+    method = getattr(spec, "children", None)
+    return list(method()) if callable(method) else list(spec.children_specs)
+
+
 def plain_spec(spec) -> bool:
     """Whether the output structure is nested tuples and lists only (printed in the wrapper)."""
     if spec.is_leaf():
         return True
-    return spec.type in (tuple, list) and all(plain_spec(c) for c in spec.children())
+    return spec.type in (tuple, list) and all(plain_spec(c) for c in _children(spec))
 
 
 def _render_spec(spec, leaves, out: WrapperSource) -> str:
@@ -242,7 +248,7 @@ def _render_spec(spec, leaves, out: WrapperSource) -> str:
         return "[" + ", ".join(leaves) + "]"
     if spec.is_leaf():
         return next(leaves)
-    children = [_render_spec(c, leaves, out) for c in spec.children()]
+    children = [_render_spec(c, leaves, out) for c in _children(spec)]
     if spec.type is tuple:
         return "(" + ", ".join(children) + ("," if len(children) == 1 else "") + ")"
     return "[" + ", ".join(children) + "]"

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import sympy
 import torch
 from sympy import Integer
 
-from inductor_codegen.indexing import numel
-from inductor_codegen.ir import TensorValue
+from inductor_codegen.indexing import (
+    FloorDiv,
+    IndexMod,
+    numel,
+    reshape_index,
+    simplify_with_ranges,
+)
+from inductor_codegen.ir import TensorValue, expr_loads
 from inductor_codegen.lowering.common import cast, const, node_dtype, normalize_dims, op
 from inductor_codegen.lowering.registry import register_lowering
 
@@ -43,7 +50,37 @@ def reduce(
         return cast(loader(tuple(full)), value_dtype)
 
     ranges = tuple(Integer(1) if isinstance(r, int) else r for r in ranges)
+    merged = _merge_reduction_dims(dims, reduction_ranges, ranges, load)
+    if merged is not None:
+        reduction_ranges, load = merged
     return ctx.reduction(out_dtype, ranges, reduction_ranges, reduction_type, load)
+
+
+def _merge_reduction_dims(dims, reduction_ranges, ranges, load):
+    """One reduction loop per run of adjacent reduced dims, when the loads stay linear.
+
+    (Flat positions over the reduced dims are unchanged, so argmax indices are too.)
+    """
+    runs: list[list[int]] = []
+    for k, d in enumerate(dims):
+        if runs and dims[k - 1] == d - 1:
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    if all(len(run) == 1 for run in runs):
+        return None
+    merged_ranges = tuple(numel([reduction_ranges[k] for k in run]) for run in runs)
+
+    def merged_load(idx, mridx):
+        return load(idx, tuple(reshape_index(reduction_ranges, merged_ranges, mridx)))
+
+    xs = tuple(sympy.Symbol(f"x{k}", integer=True, nonnegative=True) for k in range(len(ranges)))
+    rs = tuple(sympy.Symbol(f"r{k}", integer=True, nonnegative=True) for k in range(len(runs)))
+    bounds = dict(zip(xs, ranges)) | dict(zip(rs, merged_ranges))
+    for ld in expr_loads(merged_load(xs, rs)):
+        if simplify_with_ranges(ld.index, bounds).has(FloorDiv, IndexMod):
+            return None
+    return merged_ranges, merged_load
 
 
 @register_lowering(aten.sum.dim_IntList, aten.sum.default)
