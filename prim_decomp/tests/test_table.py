@@ -126,3 +126,11 @@ def test_core_aten_decomposes_only_ops_outside_the_core_set():
         if torch.Tag.core in op.tags and not implicit:
             offenders.append(str(op))
     assert not offenders, offenders
+
+
+def test_fingerprint_follows_the_rules():
+    assert core_aten.fingerprint() == core_aten.copy().fingerprint()
+    assert core_aten.fingerprint() != core_aten.without(aten.silu).fingerprint()
+    swapped = core_aten.copy()
+    swapped.register(aten.silu.default, replace=True)(_first)
+    assert swapped.fingerprint() != core_aten.fingerprint()

@@ -7,6 +7,7 @@ returning what the op returns, computed with other ops. It may return
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -204,6 +205,18 @@ class DecompositionTable(Mapping):
             fn_name = getattr(entry.fn, "__qualname__", repr(entry.fn))
             lines.append(f"  {str(entry.op):<50} {fn_name:<36} {entry.location}")
         return "\n".join(lines)
+
+    def fingerprint(self) -> str:
+        """A stable hash of the entries (op names and where each rule is defined).
+
+        Two tables with the same rules share a fingerprint, so it can be one part
+        of a compile cache key.
+        """
+        digest = hashlib.sha256()
+        for entry in self.entries():
+            qualname = getattr(entry.fn, "__qualname__", repr(entry.fn))
+            digest.update(f"{entry.op}={qualname}@{entry.location};".encode())
+        return digest.hexdigest()[:16]
 
     def __repr__(self) -> str:
         names = sorted(str(op) for op in self._entries)

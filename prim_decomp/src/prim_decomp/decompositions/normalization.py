@@ -176,7 +176,7 @@ def _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, 
         save_rstd = aten.squeeze.dims(rstd, reduce)
         if running_mean is not None:
             count = x.numel() // x.shape[1]
-            unbiased = aten.squeeze.dims(var, reduce) * (count / max(count - 1, 1))
+            unbiased = aten.squeeze.dims(var, reduce) * (count / torch.sym_max(count - 1, 1))
             new_mean = momentum * save_mean + (1 - momentum) * running_mean
             new_var = momentum * unbiased + (1 - momentum) * running_var
     else:
