@@ -17,7 +17,6 @@ names the first guard that fails, in words.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -42,7 +41,6 @@ from guards.tensor_guards import NoTensorAliasingGuard, TensorMatchGuard
 __all__ = ["CompiledGuards", "GuardSet"]
 
 _log = artifact_logger("guards")
-_counter = itertools.count()
 
 
 class _SourceReader:
@@ -272,7 +270,8 @@ class GuardSet:
         if guard_filter_fn is not None:
             return self.filter(guard_filter_fn).compile(name=name)
         guards = self.ordered()
-        header = f"guards of {name or 'a compiled entry'} (#{next(_counter)}): {len(guards)} guards"
+        # NOTE: no counter in the header: equal guard sets share one content-named file.
+        header = f"guards of {name or 'a compiled entry'}: {len(guards)} guards"
         generated = generate_guard_function(guards, header)
         if artifact_enabled("guards"):
             _log.info("%s\n%s", generated.filename, generated.source)
