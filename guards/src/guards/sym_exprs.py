@@ -157,11 +157,12 @@ def bound(expr: sympy.Expr, ranges: dict[sympy.Symbol, ValueRange]) -> ValueRang
         return _power(bound(args[0], ranges), args[1])
     if isinstance(expr, FloorDiv):
         return _floordiv(bound(args[0], ranges), bound(args[1], ranges))
-    if isinstance(expr, sympy.Mod) and args[1].is_Integer and int(args[1]) > 0:
-        inner = bound(args[0], ranges)
-        if 0 <= inner.lo and inner.hi < int(args[1]):
+    if isinstance(expr, sympy.Mod):
+        inner, divisor = bound(args[0], ranges), bound(args[1], ranges)
+        if divisor.lo > 0 and 0 <= inner.lo and inner.hi < divisor.lo:
             return inner
-        return ValueRange(0, int(args[1]) - 1)
+        if divisor.lo > 0 and inner.lo >= 0:
+            return ValueRange(0, divisor.hi - 1)
     if isinstance(expr, sympy.Max | sympy.Min):
         parts = [bound(arg, ranges) for arg in args]
         pick = max if isinstance(expr, sympy.Max) else min
