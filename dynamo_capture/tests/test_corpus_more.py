@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import functools
 import itertools
 import math
@@ -430,7 +431,26 @@ def _match_literals(x, mode):
             return x
 
 
+class Mode(str, enum.Enum):
+    SUM = "sum"
+    MEAN = "mean"
+
+
+class Level(enum.Enum):
+    LOW = 1
+    HIGH = 2
+
+
+def _enums(x, mode, level=Level.HIGH):
+    y = x.sum() if mode == Mode.SUM else x.mean()
+    if level is Level.HIGH:
+        y = y * 2
+    return y, mode, level.value
+
+
 PROGRAMS = {
+    "enum_members": (_enums, (r(3), Mode.MEAN)),
+    "enum_members_other": (_enums, (r(3), Mode.SUM, Level.LOW)),
     "star_unpacking": (_star_unpacking, (r(2), r(2))),
     "del_items": (_del_items, (r(2),)),
     "match_literals": (_match_literals, (r(2), "half")),

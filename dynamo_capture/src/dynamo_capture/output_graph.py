@@ -15,6 +15,7 @@ Unsupported.
 from __future__ import annotations
 
 import contextlib
+import enum
 import operator
 import types
 from collections.abc import Callable
@@ -77,11 +78,17 @@ DATA_DEPENDENT_SHAPE_OPS = {
 
 def is_constant(obj: Any) -> bool:
     """Whether `obj` is an immutable constant capture may fold (recursively for tuples)."""
-    if type(obj) in CONSTANT_TYPES or isinstance(obj, torch.dtype | torch.device):
+    if type(obj) in CONSTANT_TYPES or isinstance(obj, torch.dtype | torch.device | enum.Enum):
         return True
     if isinstance(obj, tuple | frozenset):
         return all(is_constant(item) for item in obj)
     return False
+
+
+def _holds_enum(obj: Any) -> bool:
+    if isinstance(obj, enum.Enum):
+        return True
+    return isinstance(obj, tuple | frozenset) and any(_holds_enum(item) for item in obj)
 
 
 def _to_fake(mode: FakeTensorMode, example: torch.Tensor) -> torch.Tensor:
@@ -150,7 +157,9 @@ class CaptureContext:
         if source is None:
             return PythonValue(obj)
         guards = self.guards
-        if is_constant(obj) or isinstance(obj, torch.Size):
+        if _holds_enum(obj):
+            guards.id_match(source, obj)  # enum members are singletons: guard identity
+        elif is_constant(obj) or isinstance(obj, torch.Size):
             guards.equals_match(source, obj)
         elif isinstance(obj, list | tuple):
             guards.length_check(source, obj)
