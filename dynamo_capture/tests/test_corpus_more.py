@@ -431,7 +431,7 @@ def _match_literals(x, mode):
             return x
 
 
-class Mode(str, enum.Enum):
+class Mode(str, enum.Enum):  # noqa: UP042 - like transformers ExplicitEnum
     SUM = "sum"
     MEAN = "mean"
 
