@@ -287,7 +287,9 @@ class KernelCodegen:
         name = f"{kind}_ptr{count}"
         dtype = self.buffers[buffer].layout.dtype
         const = "const " if kind == "in" else ""
-        self.args[buffer] = KernelArg(kind, buffer, f"{const}{STORAGE_TYPES[dtype]}*")
+        # NOTE: buffers of one kernel never overlap (reuse happens after a last use),
+        # so pointers are __restrict__: loop-invariant loads hoist, loops vectorize.
+        self.args[buffer] = KernelArg(kind, buffer, f"{const}{STORAGE_TYPES[dtype]}* __restrict__")
         self.pointer_names[buffer] = name
         return name
 
