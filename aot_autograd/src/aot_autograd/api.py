@@ -119,7 +119,10 @@ class AotCallable:
         if not training or not program.grad_inputs:
             compiler = config.inference_compiler or config.fw_compiler
             gm = program.graph_module
-            return _Compiled(program, compiler(gm, _placeholder_values(gm)), training=False)
+            run = compiler(gm, _placeholder_values(gm))
+            if isinstance(run, fx.GraphModule):
+                run = run.forward  # NOTE: skips nn.Module call machinery (hooks) per call
+            return _Compiled(program, run, training=False)
         # partition: forward (saving activations) and backward.
         start = time.perf_counter()
         partition = config.partition_fn or default_partition
@@ -230,6 +233,9 @@ def aot_graph(
     return run
 
 
+_LEAF_TYPES = (torch.Tensor, int, float, bool, type(None))
+
+
 def _metadata_key(flat_args: Sequence[Any]) -> tuple:
     key = []
     for a in flat_args:
@@ -262,12 +268,17 @@ def aot_function(
     cache: dict[tuple, AotCallable] = {}
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        flat, spec = pytree.tree_flatten((args, kwargs))
+        if not kwargs and all(isinstance(a, _LEAF_TYPES) for a in args):
+            flat, spec = list(args), len(args)  # fast path: positional tensors and scalars
+        else:
+            flat, spec = pytree.tree_flatten((args, kwargs))
         key = (spec, _metadata_key(flat))
         compiled = cache.get(key)
         if compiled is None:
 
-            def flat_fn(*flat_values: Any) -> Any:
+            def flat_fn(*flat_values: Any, spec: Any = spec) -> Any:
+                if isinstance(spec, int):
+                    return fn(*flat_values)
                 call_args, call_kwargs = pytree.tree_unflatten(list(flat_values), spec)
                 return fn(*call_args, **call_kwargs)
 

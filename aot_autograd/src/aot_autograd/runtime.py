@@ -60,7 +60,7 @@ def _boxed(fn: Callable) -> Callable[[list], Any]:
         graph = fx.Graph()
         graph.output(graph.graph_copy(fn.graph, {}))
         graph.set_codegen(codegen())
-        return fx.GraphModule(fn, graph)
+        return fx.GraphModule(fn, graph).forward
     if getattr(fn, "_boxed_call", False):
         return fn
 
@@ -77,6 +77,8 @@ def training_function(
     n_out = program.num_forward_outputs
     differentiable = program.differentiable
     boxed_backward = _boxed(backward)
+    if isinstance(forward, fx.GraphModule):
+        forward = forward.forward  # NOTE: skips nn.Module call machinery (hooks) per call
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
