@@ -178,6 +178,8 @@ def run_case(name, make) -> dict:
     for label, compiled in (
         ("torch", lambda: torch.compile(model)),
         ("ember", lambda: ember.compile(model, backend="inductor")),
+        ("torch_ro", lambda: torch.compile(model, mode="reduce-overhead")),
+        ("ember_ma", lambda: ember.compile(model, mode="max-autotune")),
     ):
         try:
             torch._dynamo.reset()
@@ -196,10 +198,25 @@ def run_case(name, make) -> dict:
     return row
 
 
+def forward_gpu_options() -> None:
+    """Route ember's max_autotune and triton.cudagraphs options to compile_graph's names."""
+    from dataclasses import replace
+
+    from ember.config import OPTIONS
+
+    for name, codegen_name in (
+        ("max_autotune", "max_autotune"),
+        ("triton.cudagraphs", "cudagraphs"),
+    ):
+        if OPTIONS[name].codegen_name is None:
+            OPTIONS[name] = replace(OPTIONS[name], codegen_name=codegen_name)
+
+
 def main(argv) -> int:
     if not torch.cuda.is_available():
         print("gpu_bench: no CUDA device; skipped")
         return 0
+    forward_gpu_options()
     wanted = set(argv)
     result = {"device": torch.cuda.get_device_name(), "copy_GBps": copy_bandwidth(), "models": []}
     print(f"device {result['device']}; copy bandwidth {result['copy_GBps']:.0f} GB/s", flush=True)
@@ -215,14 +232,17 @@ def main(argv) -> int:
         if os.environ.get("EMBER_BENCH_JSON"):
             with open(os.environ["EMBER_BENCH_JSON"], "w") as f:
                 json.dump(result, f, indent=1)
-    print("\n| model | eager ms | torch.compile x | ember x | torch first s | ember first s |")
-    print("|---|---|---|---|---|---|")
+    labels = ("torch", "ember", "torch_ro", "ember_ma")
+    print(
+        "\n| model | eager ms | " + " | ".join(f"{x} speedup | {x} first s" for x in labels) + " |"
+    )
+    print("|---" * (2 + 2 * len(labels)) + "|")
+    nan = float("nan")
     for r in result["models"]:
-        print(
-            f"| {r['model']} | {r.get('eager_ms', float('nan')):.2f} | "
-            f"{r.get('torch_speedup', float('nan')):.2f} | {r.get('ember_speedup', float('nan')):.2f} | "
-            f"{r.get('torch_first_s', float('nan')):.1f} | {r.get('ember_first_s', float('nan')):.1f} |"
-        )
+        cells = [
+            f"{r.get(x + '_speedup', nan):.2f} | {r.get(x + '_first_s', nan):.1f}" for x in labels
+        ]
+        print(f"| {r['model']} | {r.get('eager_ms', nan):.2f} | " + " | ".join(cells) + " |")
     return 0
 
 

@@ -280,3 +280,36 @@ def test_max_autotune_and_cudagraphs_options_give_same_results():
         rtol=1e-4,
         atol=1e-4,
     )
+
+
+# ---------------------------------------------------------------- random numbers
+
+
+def test_dropout_uses_philox_in_the_kernel():
+    p = 0.3
+    x = torch.ones(64, 128, device=DEVICE)
+
+    def fn(a):
+        out, mask = torch.ops.aten.native_dropout.default(a, p, True)
+        return out * 2, mask
+
+    compiled = compile_triton(fn, x)
+    assert "tl.rand(" in compiled.artifact("codegen")
+    out, mask = compiled(x)
+    kept = mask.float().mean().item()
+    assert abs(kept - (1 - p)) < 0.03
+    torch.testing.assert_close(out, torch.where(mask, 2 / (1 - p), 0.0))
+    out_again, _ = compiled(x)
+    assert not torch.equal(out, out_again)  # a new seed each call
+
+
+def test_rand_and_bernoulli_are_uniform():
+    x = torch.full((256, 64), 0.25, device=DEVICE)
+
+    def fn(a):
+        return torch.ops.aten.bernoulli.p(a, 0.25), torch.rand(256, 64, device=a.device) + a
+
+    hits, uniform = compile_triton(fn, x)(x)
+    assert abs(hits.mean().item() - 0.25) < 0.02
+    assert 0.25 <= uniform.min().item() and uniform.max().item() < 1.25
+    assert abs(uniform.mean().item() - 0.75) < 0.02

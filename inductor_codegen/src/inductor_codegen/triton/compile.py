@@ -30,11 +30,12 @@ from inductor_codegen.compile import (
 from inductor_codegen.cpp_build import default_cache_dir
 from inductor_codegen.errors import UnsupportedGraphError
 from inductor_codegen.ir import TensorValue
-from inductor_codegen.lowering import LOWERINGS, GraphLowering
+from inductor_codegen.lowering import GraphLowering
 from inductor_codegen.options import Options
 from inductor_codegen.scheduler import FusedKernel, Schedule, describe, schedule
 from inductor_codegen.triton.codegen import generate_triton_kernel
 from inductor_codegen.triton.options import TritonOptions, split_device_options
+from inductor_codegen.triton.random import TRITON_LOWERINGS
 
 __all__ = ["compile_triton_graph"]
 
@@ -76,7 +77,7 @@ def compile_triton_graph(
 
     # lower: FX graph -> loop IR buffers.
     try:
-        graph = GraphLowering(gm, example_inputs, opts.lowerings or LOWERINGS).run()
+        graph = GraphLowering(gm, example_inputs, opts.lowerings or TRITON_LOWERINGS).run()
     except UnsupportedGraphError as error:
         artifact_logger("perf_hints").info("graph runs eagerly: %s", error)
         return _maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)

@@ -45,16 +45,14 @@ class _Recording:
     graph: object
     static_inputs: list
     static_outputs: object
+    tensor_positions: tuple[int, ...]
 
 
 def _signature(args) -> tuple:
-    parts = []
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            parts.append(("T", tuple(a.shape), a.stride(), a.dtype, str(a.device)))
-        else:
-            parts.append(("V", repr(a)))
-    return tuple(parts)
+    """What a recording is specialized to; cheap, since it runs on every call."""
+    return tuple(
+        (a.shape, a.stride(), a.dtype, a.device) if isinstance(a, torch.Tensor) else a for a in args
+    )
 
 
 class CUDAGraphRunner:
@@ -75,8 +73,9 @@ class CUDAGraphRunner:
             recording = self._record(args)
             self.recordings[key] = recording
             return recording.static_outputs
-        for static, new in zip(recording.static_inputs, args):
-            if isinstance(static, torch.Tensor) and static.data_ptr() != new.data_ptr():
+        for position in recording.tensor_positions:
+            static, new = recording.static_inputs[position], args[position]
+            if static.data_ptr() != new.data_ptr():
                 static.copy_(new)
         recording.graph.replay()
         return recording.static_outputs
@@ -99,7 +98,10 @@ class CUDAGraphRunner:
         with torch.cuda.graph(graph, pool=shared_pool()):
             static_outputs = self.fn(*static_inputs)
         graph.replay()
-        return _Recording(graph, static_inputs, static_outputs)
+        positions = tuple(
+            i for i, a in enumerate(static_inputs) if isinstance(a, torch.Tensor) and a.is_cuda
+        )
+        return _Recording(graph, static_inputs, static_outputs, positions)
 
 
 def _static_copy(tensor: torch.Tensor) -> torch.Tensor:

@@ -164,5 +164,6 @@ TRITON_OPS = {
     "isinf": lambda a, d, o: f'(tl.abs({a[0]}) == float("inf"))',
     "signbit": lambda a, d, o: f"(libdevice.signbit({a[0]}) != 0)",
     "logical_not": lambda a, d, o: f"({a[0]} == 0)",
+    "philox_rand": lambda a, d, o: f"tl.rand({a[0]}, {a[1]})",
     "bitwise_not": lambda a, d, o: f"({a[0]} == 0)" if o == torch.bool else f"(~{a[0]})",
 }
