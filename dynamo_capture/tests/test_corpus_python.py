@@ -571,3 +571,27 @@ def test_is_compiling_is_true_inside_capture(backend):
     x = torch.zeros(3)
     torch.testing.assert_close(compiled(x), x + 1)
     torch.testing.assert_close(_is_compiling(x), x - 1)
+
+
+def _full_signature(a, b=2, /, c=3, *args, d, e=5, **kw):
+    return a * b + c + sum(args) + d * e + sum(kw.values())
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        ((torch.ones(2),), {"d": 1}),
+        ((torch.ones(2), 3, 4, 5, 6), {"d": 2, "e": 1, "z": 7}),
+        ((torch.ones(2), 3), {"c": 1, "d": 2}),
+    ],
+)
+def test_full_signature_binding(args, kwargs, check):
+    check(_full_signature, *args, **kwargs)
+
+
+def test_wrong_arguments_raise_like_eager(backend):
+    import dynamo_capture
+
+    compiled = dynamo_capture.optimize(_full_signature, backend=backend)
+    with pytest.raises(TypeError):
+        compiled(torch.ones(2))  # d is missing
