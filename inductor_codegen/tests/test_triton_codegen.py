@@ -152,6 +152,13 @@ def test_views():
     )
 
 
+@pytest.mark.parametrize("shape", [(70, 50), (3, 33, 65), (1, 5, 7)])
+def test_transposes_use_2d_tiles(shape):
+    compiled = check(lambda x: x.transpose(-1, -2).contiguous() * 2 + 1, randn(*shape))
+    if shape[0] > 1:
+        assert "YBLOCK" in compiled.artifact("codegen")
+
+
 def test_non_contiguous_and_expanded_inputs():
     x = randn(6, 8).t()
     y = randn(16, 6)[::2]

@@ -22,7 +22,7 @@ import torch
 from inductor_codegen.cpp_codegen import KernelArg
 from inductor_codegen.errors import InductorError
 from inductor_codegen.indexing import FloorDiv, IndexMod, numel
-from inductor_codegen.ir import Constant, IndexValue, Load, Op, ScalarArg
+from inductor_codegen.ir import Constant, IndexValue, Load, Op, ScalarArg, expr_loads
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
 from inductor_codegen.triton.ops import (
     LOW_PRECISION,
@@ -37,6 +37,8 @@ __all__ = ["GroupMeta", "TritonKernelSource", "generate_triton_kernel", "triton_
 
 # Rows up to this many elements are reduced by one block (persistent reduction).
 PERSISTENT_MAX = 4096
+# 2D tiles only where the grid's second dimension (at most 65535 programs) covers the rows.
+MAX_TILE_ROWS = 65535 * 16
 REDUCTION_FAMILY = {"welford_mean": "welford", "welford_m2": "welford"}
 
 
@@ -59,6 +61,7 @@ class TritonKernelSource:
     xnumel: int
     groups: tuple[GroupMeta, ...]
     contiguous_x: bool
+    ynumel: int = 0  # > 0: a 2D-tiled pointwise kernel, x over the last dim, y over the rest
 
 
 def triton_index(expr, names: dict | None = None) -> str:
@@ -172,6 +175,7 @@ class TritonKernelCodegen:
         self.shared_scopes: dict[int, Scope] = {}
         self.accumulator_count = 0
         self.two_d = bool(self.groups)
+        self.tiled = self._wants_tiles()
         self.int64 = self._needs_int64()
 
     def new_temp(self) -> str:
@@ -219,6 +223,9 @@ class TritonKernelCodegen:
         """
         xs = outer_vars(len(self.kernel.outer))
         terms = [(xs, self.kernel.outer, "xindex")]
+        if self.tiled:
+            outer = self.kernel.outer
+            terms = [(xs[:-1], outer[:-1], "yindex"), (xs[-1:], outer[-1:], "xindex")]
         if scope.group is not None:
             ranges = self.group_ranges[scope.group]
             terms.append((inner_vars("r", len(ranges)), ranges, f"r{scope.group}index"))
@@ -285,7 +292,41 @@ class TritonKernelCodegen:
                 self._group(body, item)
         return self._finish(body.lines)
 
+    def _wants_tiles(self) -> bool:
+        """A pointwise kernel that reads or writes across the last dim (a transpose):
+        2D tiles keep both the transposed and the straight accesses contiguous."""
+        outer = self.kernel.outer
+        if self.groups or len(outer) < 2 or int(numel(outer[:-1])) > MAX_TILE_ROWS:
+            return False
+        xs = outer_vars(len(outer))
+        indices = []
+        for name in self.kernel.nodes:
+            value, store = node_body(self.buffers[name], outer, "r")[:2]
+            indices += [store] + [ld.index for ld in expr_loads(value)]
+        straight = across = False
+        for index in indices:
+            coefficients = [index.coeff(x) for x in xs]
+            if coefficients[-1] == 1:
+                straight = True
+            elif coefficients[-1] != 0 and any(c == 1 for c in coefficients[:-1]):
+                across = True
+        return straight and across
+
+    def _tiled_prologue(self, scope: Scope, outer) -> None:
+        pid = ".to(tl.int64)" if self.int64 else ""
+        scope.line(f"ynumel = {int(numel(outer[:-1]))}")
+        scope.line(f"xnumel = {int(outer[-1])}")
+        scope.line(f"yindex = tl.program_id(1){pid} * YBLOCK + tl.arange(0, YBLOCK)[:, None]")
+        scope.line(f"xindex = tl.program_id(0){pid} * XBLOCK + tl.arange(0, XBLOCK)[None, :]")
+        scope.line("xmask = (yindex < ynumel) & (xindex < xnumel)")
+        scope.line("xzero = xindex * 0 + yindex * 0")
+        xs = outer_vars(len(outer))
+        self._split_flat(scope, "yindex", xs[:-1], outer[:-1])
+        scope.line(f"{xs[-1]} = xindex")
+
     def _prologue(self, scope: Scope, outer) -> None:
+        if self.tiled:
+            return self._tiled_prologue(scope, outer)
         xnumel = int(numel(outer))
         pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
         arange = "tl.arange(0, XBLOCK)[:, None]" if self.two_d else "tl.arange(0, XBLOCK)"
@@ -469,7 +510,7 @@ class TritonKernelCodegen:
 
     def _finish(self, lines) -> TritonKernelSource:
         params = [self._param_name(key) for key in self.args]
-        params += ["XBLOCK: tl.constexpr"]
+        params += ["XBLOCK: tl.constexpr"] + (["YBLOCK: tl.constexpr"] if self.tiled else [])
         params += [f"R{g}BLOCK: tl.constexpr" for g in range(len(self.group_meta))]
         source = (
             "@triton.jit\ndef KERNEL_NAME(" + ", ".join(params) + "):\n" + "\n".join(lines) + "\n"
@@ -479,9 +520,10 @@ class TritonKernelCodegen:
             self.kernel.name,
             source,
             tuple(self.args.values()),
-            int(numel(self.kernel.outer)),
+            int(self.kernel.outer[-1]) if self.tiled else int(numel(self.kernel.outer)),
             groups,
             self._contiguous_x(),
+            int(numel(self.kernel.outer[:-1])) if self.tiled else 0,
         )
 
     def _param_name(self, key: str) -> str:
@@ -497,8 +539,6 @@ class TritonKernelCodegen:
         for item in self.groups:
             for name in item.nodes:
                 value = node_body(self.buffers[name], self.kernel.outer, "r")[0]
-                from inductor_codegen.ir import expr_loads
-
                 if any(ld.index.coeff(last_x) == 1 for ld in expr_loads(value)):
                     return True
         return False

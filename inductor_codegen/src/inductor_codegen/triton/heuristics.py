@@ -19,9 +19,12 @@ class LaunchConfig:
     xblock: int
     rblocks: tuple[int, ...]
     num_warps: int
+    yblock: int = 0  # 2D-tiled pointwise kernels only
 
     def constexprs(self) -> dict[str, int]:
         values = {"XBLOCK": self.xblock}
+        if self.yblock:
+            values["YBLOCK"] = self.yblock
         values.update({f"R{g}BLOCK": r for g, r in enumerate(self.rblocks)})
         return values
 
@@ -52,8 +55,19 @@ def _config(kernel: TritonKernelSource, xblock: int, looped_rblock: int) -> Laun
     return LaunchConfig(xblock, rblocks, _warps(xblock * max(rblocks, default=1)))
 
 
+def _tile(kernel: TritonKernelSource, xblock: int, yblock: int) -> LaunchConfig:
+    xblock = min(xblock, next_power_of_2(kernel.xnumel))
+    # The grid's second dimension holds at most 65535 programs.
+    yblock = max(
+        min(yblock, next_power_of_2(kernel.ynumel)), next_power_of_2(-(-kernel.ynumel // 65535))
+    )
+    return LaunchConfig(xblock, (), 4 if xblock * yblock >= 1024 else 2, yblock)
+
+
 def default_config(kernel: TritonKernelSource) -> LaunchConfig:
     """A configuration from the kernel's sizes alone."""
+    if kernel.ynumel:
+        return _tile(kernel, 64, 64)
     if not kernel.groups:
         return _config(kernel, 1024, 1)
     widest = max(next_power_of_2(g.numel) if g.persistent else 1024 for g in kernel.groups)
@@ -68,7 +82,10 @@ def default_config(kernel: TritonKernelSource) -> LaunchConfig:
 def autotune_configs(kernel: TritonKernelSource) -> list[LaunchConfig]:
     """A small set of configurations worth benchmarking, the default first."""
     candidates = [default_config(kernel)]
-    if not kernel.groups:
+    if kernel.ynumel:
+        for xblock, yblock in ((32, 32), (128, 32), (32, 128), (128, 128), (256, 16)):
+            candidates.append(_tile(kernel, xblock, yblock))
+    elif not kernel.groups:
         for xblock in (256, 512, 1024, 2048):
             for warps in (4, 8):
                 candidates.append(

@@ -119,6 +119,8 @@ class TritonKernel:
 
     def _launch(self, config: LaunchConfig, args) -> None:
         grid = (max(1, -(-self.source.xnumel // config.xblock)),)
+        if config.yblock:
+            grid = (grid[0], max(1, -(-self.source.ynumel // config.yblock)))
         self.fn[grid](*args, **config.constexprs(), num_warps=config.num_warps)
 
     # ---------------------------------------------------------- autotuning
@@ -133,7 +135,10 @@ class TritonKernel:
             stored = json.loads(path.read_text())
             if stored.get("schema") == SCHEMA_VERSION:
                 self.config = LaunchConfig(
-                    stored["xblock"], tuple(stored["rblocks"]), stored["num_warps"]
+                    stored["xblock"],
+                    tuple(stored["rblocks"]),
+                    stored["num_warps"],
+                    stored.get("yblock", 0),
                 )
                 return self.config
         self.config = self._benchmark(args)
@@ -144,6 +149,7 @@ class TritonKernel:
             "xblock": self.config.xblock,
             "rblocks": list(self.config.rblocks),
             "num_warps": self.config.num_warps,
+            "yblock": self.config.yblock,
         }
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(record))
