@@ -53,8 +53,14 @@ class Pointwise(nn.Module):
         return F.gelu(torch.softmax(y * 0.5, -1) + x)
 
 
+class Transpose(nn.Module):
+    def forward(self, x):
+        return (x.transpose(1, 2) * 2).relu().contiguous()
+
+
 def cases():
     yield "pointwise", lambda: (Pointwise(), (torch.randn(8192, 4096),))
+    yield "transpose", lambda: (Transpose(), (torch.randn(32, 1024, 2048),))
     yield (
         "mlp",
         lambda: (
