@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -124,6 +125,8 @@ def _call_python(
         return call(tx, PythonValue(obj.__func__), [receiver, *args], kwargs)
     if isinstance(obj, functools.partial):
         return _call_real_partial(tx, fn, args, kwargs)
+    if isinstance(obj, weakref.ReferenceType) and not args and not kwargs:
+        return _dereference(tx, obj)
     if isinstance(obj, type):
         return construct(tx, fn, args, kwargs)
     if isinstance(obj, types.MethodDescriptorType | types.WrapperDescriptorType) and args:
@@ -136,6 +139,17 @@ def _call_python(
     if isinstance(method, types.FunctionType):
         return call(tx, PythonValue(method), [fn, *args], kwargs)
     raise Unsupported(f"call to {describe(fn)} ({type(obj).__name__}), which capture cannot trace")
+
+
+def _dereference(tx: Translator, ref: weakref.ReferenceType) -> Value:
+    """ref() for a weak reference to a tensor capture already has (an nn.RNN's weights)."""
+    referent = ref()
+    if referent is None:
+        return PythonValue(None)
+    known = tx.ctx.known_tensor(referent) if isinstance(referent, torch.Tensor) else None
+    if known is None:
+        raise Unsupported("calling a weak reference to an object capture has not seen")
+    return known
 
 
 def _lookup(table: dict[Any, Any], obj: Any) -> Any:

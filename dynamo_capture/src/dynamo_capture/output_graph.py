@@ -173,6 +173,10 @@ class CaptureContext:
             guards.type_match(source, obj)
         return PythonValue(obj, source)
 
+    def known_tensor(self, tensor: torch.Tensor) -> TensorValue | None:
+        """The value of an input tensor capture has already seen, if any."""
+        return self._by_id.get(id(tensor))
+
     def tensor_input(self, tensor: torch.Tensor, source: Source) -> TensorValue:
         known = self._by_id.get(id(tensor))
         if known is not None:
