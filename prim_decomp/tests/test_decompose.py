@@ -202,8 +202,9 @@ def _layer_programs():
     }
 
 
+@pytest.mark.parametrize("tracing_mode", ["fake", "symbolic"])
 @pytest.mark.parametrize("name", sorted(_layer_programs()))
-def test_layer_forward_and_backward(name):
+def test_layer_forward_and_backward(name, tracing_mode):
     fn, shape = _layer_programs()[name]
     torch.manual_seed(0)
     x = torch.randn(shape, requires_grad=True)
@@ -212,7 +213,7 @@ def test_layer_forward_and_backward(name):
         out = fn(x)
         return out, torch.autograd.grad(out.sum(), [x])[0]
 
-    gm = make_fx(with_grad, tracing_mode="fake")(x)
+    gm = make_fx(with_grad, tracing_mode=tracing_mode)(x)
     for table in (inductor_default, TO_PRIMS):
         out = decompose(gm, table)
         torch.testing.assert_close(out(x), with_grad(x))

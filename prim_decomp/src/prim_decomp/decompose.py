@@ -60,7 +60,7 @@ class _GraphRecorder(TorchDispatchMode):
             return self.nodes[key][1]
         if isinstance(value, torch.Tensor):
             return self._constant(value)
-        concrete = value.node.maybe_as_int() if hasattr(value.node, "maybe_as_int") else None
+        concrete = _concrete(value)
         if concrete is not None:
             return concrete
         node = self.sizes.node_for(value)
@@ -99,7 +99,7 @@ class _GraphRecorder(TorchDispatchMode):
         self._annotate(node, result)
         if isinstance(result, (tuple, list)):
             for index, item in enumerate(result):
-                if isinstance(item, (torch.Tensor, torch.SymInt)):
+                if isinstance(item, (torch.Tensor, torch.SymInt, torch.SymFloat)):
                     item_node = self.graph.call_function(operator.getitem, (node, index))
                     self._annotate(item_node, item)
                     self.bind(item, item_node)
@@ -115,6 +115,16 @@ class _GraphRecorder(TorchDispatchMode):
         return self.call(func, args, kwargs or {})
 
 
+def _concrete(value: torch.SymInt | torch.SymFloat | torch.SymBool) -> object | None:
+    """The plain number a symbolic value stands for, when it is a constant."""
+    for method in ("maybe_as_int", "maybe_as_float", "maybe_as_bool"):
+        getter = getattr(value.node, method, None)
+        constant = getter() if getter is not None else None
+        if constant is not None:
+            return constant
+    return None
+
+
 def _all_strided(args: tuple, kwargs: dict) -> bool:
     """Whether every tensor argument is dense and strided (decompositions assume so)."""
     leaves = pytree.tree_leaves((args, kwargs))
@@ -124,7 +134,7 @@ def _all_strided(args: tuple, kwargs: dict) -> bool:
 def _identity(value: object) -> int | None:
     if isinstance(value, torch.Tensor):
         return id(value)
-    if isinstance(value, torch.SymInt):
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         return id(value.node)
     return None
 
@@ -212,9 +222,10 @@ def _run_node(node: fx.Node, gm, recorder: _GraphRecorder, env: dict, inputs) ->
         setattr(recorder.root, node.target.replace(".", "_"), stored)
         new = recorder.graph.get_attr(node.target.replace(".", "_"))
         new.meta.update(node.meta)
-        value = _as_fake(stored, recorder.fake_mode)
-        new.meta.setdefault("val", value)
+        value = node.meta.get("val", _as_fake(stored, recorder.fake_mode))
+        new.meta["val"] = value
         recorder.bind(value, new)
+        recorder.sizes.add_input(new, value)
         return value
     if node.op == "output":
         recorder.graph.output(pytree.tree_map(recorder.node_for, args[0]))
@@ -236,7 +247,12 @@ def _as_fake(value: object, fake_mode: object | None) -> object:
     if fake_mode is None or not isinstance(value, torch.Tensor) or hasattr(value, "fake_mode"):
         return value
     from_tensor = getattr(fake_mode, "from_tensor", None)
-    return from_tensor(value) if from_tensor is not None else value
+    if from_tensor is None:
+        return value
+    try:
+        return from_tensor(value, static_shapes=True)
+    except TypeError:  # a fake mode without the static_shapes option
+        return from_tensor(value)
 
 
 def _fetch_attr(gm: torch.nn.Module, target: str) -> object:

@@ -17,7 +17,7 @@ from prim_decomp.errors import DecomposeError
 
 __all__ = ["SymbolicSizes"]
 
-# sympy function class name -> how to combine two SymInt operands
+# sympy function class name -> how to combine symbolic operands (left to right)
 _COMBINE = {
     "Add": operator.add,
     "Mul": operator.mul,
@@ -26,7 +26,14 @@ _COMBINE = {
     "PythonMod": operator.mod,
     "Max": torch.sym_max,
     "Min": torch.sym_min,
+    "Pow": operator.pow,
+    "PowByNatural": operator.pow,
+    "FloatPow": operator.pow,
+    "FloatTrueDiv": operator.truediv,
+    "IntTrueDiv": operator.truediv,
 }
+# sympy function class name -> a one-operand conversion
+_CONVERT = {"ToFloat": torch.sym_float, "TruncToInt": torch.sym_int}
 
 
 class SymbolicSizes:
@@ -46,7 +53,7 @@ class SymbolicSizes:
                 if isinstance(size, torch.SymInt):
                     self.sources.setdefault(str(size), (node, dim, size))
 
-    def node_for(self, value: torch.SymInt) -> fx.Node | int:
+    def node_for(self, value: torch.SymInt | torch.SymFloat) -> fx.Node | int | float:
         """A node computing `value`, built from the input sizes."""
         expr = getattr(value.node, "expr", None)
         if expr is None:
@@ -72,12 +79,22 @@ class SymbolicSizes:
         key = str(expr)
         if key in self.built:
             return self.built[key]
-        if getattr(expr, "is_Integer", False) or getattr(expr, "is_Number", False):
+        if getattr(expr, "is_Integer", False):
             return int(expr), int(expr)
+        if getattr(expr, "is_Number", False):
+            return float(expr), float(expr)
         if getattr(expr, "is_Symbol", False) or key in self.sources:
             node = self._symbol(key, value if value is not None else key)
             return node, self.built[key][1]
-        combine = _COMBINE.get(type(expr).__name__)
+        kind = type(expr).__name__
+        if kind in _CONVERT and len(expr.args) == 1:
+            inner_node, inner_value = self._build(expr.args[0])
+            result = _CONVERT[kind](inner_value)
+            node = self.graph.call_function(_CONVERT[kind], (inner_node,))
+            node.meta["val"] = result
+            self.built[key] = (node, result)
+            return node, result
+        combine = _COMBINE.get(kind)
         if combine is None:
             raise DecomposeError(
                 f"cannot rebuild the symbolic size {key} (a {type(expr).__name__}) in the "
