@@ -46,11 +46,19 @@ def broadcast_add(x, y):
     return out.softmax(-1), [bool(out.shape[-1] >= x.shape[0])]
 
 
+def reshape_half(x, y):
+    return x.reshape(x.shape[0] // 2, -1) * y.sum(), []
+
+
+# name -> (program, exact): exact programs' guards pass exactly when the reference
+# does; the others may be stricter than needed (meta kernels take decisions on
+# sizes that need not hold for another valid input) but must stay sound.
 PROGRAMS = {
-    "cat_branch": (cat_branch, 2),
-    "matmul_parity": (matmul_parity, 2),
-    "view_or_transpose": (view_or_transpose, 2),
-    "broadcast_add": (broadcast_add, 2),
+    "cat_branch": (cat_branch, True),
+    "matmul_parity": (matmul_parity, True),
+    "view_or_transpose": (view_or_transpose, True),
+    "broadcast_add": (broadcast_add, True),
+    "reshape_half": (reshape_half, False),
 }
 
 
@@ -115,7 +123,7 @@ def shapes(draw, program_name):
         return [(a, b), (c, draw(st.sampled_from([b, *dims(1)])))]
     if program_name == "matmul_parity":
         return [(a, b), (draw(st.sampled_from([b, *dims(1)])), c)]
-    if program_name == "view_or_transpose":
+    if program_name in ("view_or_transpose", "reshape_half"):
         return [(a, b), (c,)]
     return [(a, b), (draw(st.sampled_from([a, 1, *dims(1)])), b)]
 
@@ -124,7 +132,7 @@ def shapes(draw, program_name):
 @settings(max_examples=12, deadline=None)
 @given(data=st.data(), duck_shape=st.booleans())
 def test_guards_agree_with_reference_and_are_sound(program_name, data, duck_shape):
-    program, _ = PROGRAMS[program_name]
+    program, exact = PROGRAMS[program_name]
     old = [torch.randn(s) for s in data.draw(shapes(program_name), label="old")]
     try:
         program(*old)
@@ -138,7 +146,8 @@ def test_guards_agree_with_reference_and_are_sound(program_name, data, duck_shap
         frame = {f"t{i}": t for i, t in enumerate(new)}
         passed = check(frame, {})
         assert passed == (guards.why_failed(frame, {}) is None)
-        assert passed == _reference(program, old, new, duck_shape), guards.why_failed(frame, {})
+        valid = _reference(program, old, new, duck_shape)
+        assert passed == valid if exact else valid or not passed, guards.why_failed(frame, {})
         if passed:
             eager, _ = program(*new)
             assert _bound_shape(env, out, frame) == tuple(eager.shape)

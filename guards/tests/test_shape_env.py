@@ -269,3 +269,32 @@ def test_sizes_from_marks_and_requested_dims():
     fake_y = mode.from_real(y, LocalSource("y"), dynamic_dims=[0, 1])
     assert isinstance(fake_y.shape[1], torch.SymInt) and fake_y.shape[0] == 8
     assert DynamicRange is not None
+
+
+def test_size_history_makes_changed_dims_dynamic():
+    from guards import SizeHistory
+
+    history = SizeHistory()
+    x = LocalSource("x")
+    assert history.observe(x, torch.empty(8, 3)) == frozenset()
+    assert history.observe(x, torch.empty(16, 3)) == {0}
+    assert history.observe(x, torch.empty(16, 5)) == {0, 1}  # sticky
+    assert history.observe(x, torch.empty(4)) == frozenset()  # rank change starts over
+    n = LocalSource("n")
+    assert not history.observe_int(n, 3) and not history.observe_int(n, 3)
+    assert history.observe_int(n, 4) and history.observe_int(n, 4)
+
+
+def test_int_input_symbol_and_arange():
+    from guards import FakeTensorMode, GuardSet
+
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env)
+    n = env.create_symint(env.create_symbol(10, LocalSource("n")), 10)
+    with mode:
+        out = torch.arange(n * 2)
+    assert str(out.shape[0].node.expr) == "2*s0" and env.hint_of(out.shape[0].node.expr) == 20
+    guards = GuardSet()
+    guards.add_shape_env(env)
+    check = guards.compile()
+    assert check({"n": 7}, {}) and not check({"n": 1}, {})

@@ -3,6 +3,7 @@
 Stable API: everything in `__all__`.
 """
 
+from guards.automatic_dynamic import SizeHistory
 from guards.errors import (
     DataDependentError,
     FakeTensorError,
@@ -147,6 +148,7 @@ __all__ = [
     "ShapeEnvError",
     "ShapeGuard",
     "ShapeRecord",
+    "SizeHistory",
     "SymNode",
     "SymbolBinding",
     "TensorPropertySource",

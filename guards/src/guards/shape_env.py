@@ -34,7 +34,15 @@ import torch
 
 from guards.errors import GuardsError
 from guards.sources import Source
-from guards.sym_exprs import INF, ValueRange, bound, python_code, size_symbol, static_truth
+from guards.sym_exprs import (
+    INF,
+    FloorDiv,
+    ValueRange,
+    bound,
+    python_code,
+    size_symbol,
+    static_truth,
+)
 from guards.sym_node import SymNode
 
 __all__ = [
@@ -124,6 +132,8 @@ class ShapeEnv:
         self._symbols: dict[sympy.Symbol, _Symbol] = {}
         self._by_hint: dict[int, sympy.Symbol] = {}
         self._replacements: dict[sympy.Symbol, sympy.Expr] = {}
+        # FloorDiv(a, c) -> a / c for divisions known to be exact (a % c == 0 was guarded)
+        self._exact_divisions: dict[sympy.Expr, sympy.Expr] = {}
         self._records: list[ShapeRecord] = []
         self._seen: set[Any] = set()
         # (property source, expression) pairs the guard checks, besides symbol definitions
@@ -135,13 +145,16 @@ class ShapeEnv:
     def create_symbol(
         self,
         hint: int,
-        source: TensorPropertySource,
+        source: Source,
         *,
         min: int | None = None,
         max: int | None = None,
         duck: bool | None = None,
     ) -> sympy.Expr:
         """The symbol for a dynamic size with value `hint` read at `source` (or a constant).
+
+        `source` is usually a TensorPropertySource (`L['x'].size()[0]`); an int input
+        (`LocalSource('n')`) works the same way (its TypeGuard is the caller's).
 
         0 and 1 stay constants (with `specialize_zero_one`); with duck sizing a
         size equal to an earlier one reuses its symbol. `min`/`max` bound the
@@ -261,8 +274,13 @@ class ShapeEnv:
     def replace(self, expr: Any) -> Any:
         """`expr` with known replacements applied (symbols proven equal to others or constants)."""
         if not self._replacements or not getattr(expr, "free_symbols", None):
-            return expr
-        return expr.xreplace(self._replacements)
+            if not self._exact_divisions:
+                return expr
+        if self._replacements:
+            expr = expr.xreplace(self._replacements)
+        if self._exact_divisions:
+            expr = expr.xreplace(self._exact_divisions)
+        return expr
 
     def static_value(self, expr: Any, *, size_oblivious: bool = False) -> Any:
         """The value of `expr` when constants and ranges decide it, else None (no guard)."""
@@ -316,9 +334,14 @@ class ShapeEnv:
         condition = self.replace(condition)
         if condition is sympy.true or static_truth(condition, self.ranges()) is True:
             return
+        condition = _divisibility(condition)
         if condition in self._seen:
             return
         self._seen.add(condition)
+        if isinstance(condition, sympy.Eq) and isinstance(condition.lhs, sympy.Mod):
+            dividend, divisor = condition.lhs.args
+            self._exact_divisions[FloorDiv(dividend, divisor)] = dividend / divisor
+            self.version += 1
         if self._narrow(condition):
             self.version += 1
             return
@@ -471,6 +494,19 @@ class ShapeEnv:
 
     def is_unbacked_symint(self, symbol: Any) -> bool:
         return False
+
+
+def _divisibility(condition: Any) -> Any:
+    """`a == c*(a // c)` (how view checks divisibility) as `a % c == 0`; else unchanged."""
+    if not isinstance(condition, sympy.Eq):
+        return condition
+    if condition.rhs == 0 and isinstance(condition.lhs, sympy.Mod):
+        return condition
+    for whole, part in ((condition.lhs, condition.rhs), (condition.rhs, condition.lhs)):
+        coefficient, rest = part.as_coeff_Mul()
+        if isinstance(rest, FloorDiv) and rest.args[0] == whole and rest.args[1] == coefficient:
+            return sympy.Eq(sympy.Mod(whole, coefficient), 0)
+    return condition
 
 
 def _max(a: Any, b: Any) -> Any:

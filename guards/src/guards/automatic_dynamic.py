@@ -1,0 +1,61 @@
+"""Automatic dynamic: which dims to make symbolic after a recompile caused by a size change.
+
+Capture keeps one `SizeHistory` per code object. Before building fakes for a
+compile it calls `observe(source, tensor)` for each tensor input; the answer is
+the set of dims whose size differed from an earlier compile (sticky: once
+dynamic, a dim stays dynamic), to pass as `dynamic_dims` to
+`FakeTensorMode.from_real`. `observe_int` does the same for int inputs.
+
+    >>> history = SizeHistory()
+    >>> history.observe(LocalSource("x"), torch.empty(8, 3))
+    frozenset()
+    >>> history.observe(LocalSource("x"), torch.empty(16, 3))
+    frozenset({0})
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from guards.sources import Source
+
+__all__ = ["SizeHistory"]
+
+
+@dataclass(slots=True)
+class _Seen:
+    sizes: tuple[int, ...]
+    dynamic: set[int] = field(default_factory=set)
+
+
+class SizeHistory:
+    """Sizes seen per source over the compiles of one function."""
+
+    def __init__(self) -> None:
+        self._tensors: dict[Source, _Seen] = {}
+        self._ints: dict[Source, tuple[int, bool]] = {}
+
+    def observe(self, source: Source, tensor: torch.Tensor) -> frozenset[int]:
+        """Record `tensor`'s sizes; the dims that changed since an earlier compile."""
+        sizes = tuple(int(size) for size in tensor.shape)
+        seen = self._tensors.get(source)
+        if seen is None or len(seen.sizes) != len(sizes):
+            self._tensors[source] = _Seen(sizes)
+            return frozenset()
+        seen.dynamic.update(d for d, (a, b) in enumerate(zip(seen.sizes, sizes)) if a != b)
+        seen.sizes = sizes
+        return frozenset(seen.dynamic)
+
+    def observe_int(self, source: Source, value: int) -> bool:
+        """Record int input `value`; whether it changed since an earlier compile (sticky)."""
+        seen = self._ints.get(source)
+        dynamic = seen is not None and (seen[1] or seen[0] != value)
+        self._ints[source] = (value, dynamic)
+        return dynamic
+
+    def dynamic_dims(self, source: Source) -> frozenset[int]:
+        """The dims of the tensor at `source` made dynamic so far."""
+        seen = self._tensors.get(source)
+        return frozenset(seen.dynamic) if seen is not None else frozenset()
