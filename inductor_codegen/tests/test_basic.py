@@ -128,3 +128,15 @@ def test_scalar_inputs():
 
 def test_int_inputs_and_arange():
     check(lambda x: x + torch.arange(6), torch.randn(2, 6))
+
+
+def test_buffers_are_reused_after_their_last_use():
+    w = torch.randn(16, 16)
+
+    def chain(x):
+        a = (x.exp() + 1) @ w
+        b = (a.sin() + 1) @ w
+        return (b.cos() + 1) @ w
+
+    compiled = check(chain, torch.randn(16, 16), rtol=1e-4, atol=1e-4)
+    assert "# reuses" in compiled.artifact("wrapper")

@@ -114,7 +114,11 @@ class WrapperCodegen:
             for name in names:
                 last_use[name] = position
         held = self._output_held()
-        extern_read = {n for s in steps if isinstance(s, ExternBuffer) for n in s.reads}
+        # A fallback op may return a view of its input, so what it reads is never
+        # reused; extern kernels (matmul, convolution, ...) return fresh tensors.
+        extern_read = {
+            n for s in steps if isinstance(s, ExternBuffer) and s.is_fallback for n in s.reads
+        }
         pool: dict[tuple, list[str]] = {}
         lines = out.lines
         lines.append(
