@@ -223,3 +223,21 @@ def test_non_contiguous_input_strides_are_guarded():
     assert check({"t0": torch.randn(10, 5).t(), "t1": torch.randn(3)}, {})
     assert not check({"t0": torch.randn(5, 10), "t1": torch.randn(3)}, {})
     assert "stride" in guards.why_failed({"t0": torch.randn(5, 10), "t1": torch.randn(3)}, {})
+
+
+def test_dynamic_log_names_symbols_guards_and_user_lines(caplog):
+    import logging
+
+    from guards import set_logs
+
+    set_logs(dynamic=True)
+    logger = logging.getLogger("ember.dynamic")
+    logger.addHandler(caplog.handler)
+    try:
+        env, guards, _, _ = _trace(cat_branch, [torch.randn(4, 3), torch.randn(5, 3)], False)
+    finally:
+        logger.removeHandler(caplog.handler)
+        set_logs()
+    assert "create_symbol s0 = L['t0'].size()[0] (hint 4, range [2, inf])" in caplog.text
+    assert "guard s0 + s2 > 6 (at " in caplog.text and "test_dynamic_guards.py:" in caplog.text
+    assert "symbolic shape guards:\ns0 = L['t0'].size()[0]  # hint 4" in caplog.text

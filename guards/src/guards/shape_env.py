@@ -25,6 +25,8 @@ lot into one `ShapeGuard` for a `GuardSet`.
 from __future__ import annotations
 
 import itertools
+import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +35,7 @@ import sympy
 import torch
 
 from guards.errors import GuardsError
+from guards.logs import artifact_enabled, artifact_logger
 from guards.sources import Source
 from guards.sym_exprs import (
     INF,
@@ -52,6 +55,9 @@ __all__ = [
     "SymbolBinding",
     "TensorPropertySource",
 ]
+
+
+_log = artifact_logger("dynamic")
 
 
 class ShapeEnvError(GuardsError):
@@ -182,6 +188,10 @@ class ShapeEnv:
             low if min is None else _max(min, low), INF if max is None else max
         )
         self._symbols[symbol] = _Symbol(symbol, hint, value_range, [source])
+        if artifact_enabled("dynamic"):
+            _log.info(
+                "create_symbol %s = %s (hint %d, range %s)", symbol, source.expr, hint, value_range
+            )
         if duck and not bounded:
             self._by_hint[hint] = symbol
         return symbol
@@ -342,6 +352,8 @@ class ShapeEnv:
             dividend, divisor = condition.lhs.args
             self._exact_divisions[FloorDiv(dividend, divisor)] = dividend / divisor
             self.version += 1
+        if artifact_enabled("dynamic"):
+            _log.info("guard %s (at %s)", python_code(condition), _user_location())
         if self._narrow(condition):
             self.version += 1
             return
@@ -468,6 +480,8 @@ class ShapeEnv:
         """The `ShapeGuard` checking every symbol binding, range and relation (None if none)."""
         from guards.symbolic_guards import ShapeGuard
 
+        if artifact_enabled("dynamic") and self._symbols:
+            _log.info("symbolic shape guards:\n%s", self.format_guards())
         return ShapeGuard.of(self) if self._symbols else None
 
     # ------------------------------------------------------------------ torch's names
@@ -494,6 +508,20 @@ class ShapeEnv:
 
     def is_unbacked_symint(self, symbol: Any) -> bool:
         return False
+
+
+_LIBRARY_FOLDERS = (os.path.dirname(torch.__file__), os.path.dirname(__file__))
+
+
+def _user_location() -> str:
+    """file:line of the innermost frame outside torch and this package (for logs)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_LIBRARY_FOLDERS) and "<" not in filename[:1]:
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
 
 
 def _divisibility(condition: Any) -> Any:
