@@ -72,7 +72,7 @@ UNARY = {
     "rounding": lambda x: (x * 3).floor() + (x * 3).ceil() + (x * 3).round() + (x * 3).trunc(),
     "sign_abs_neg": lambda x: x.sign() - x.abs() * -x,
     "reciprocal": lambda x: (x.abs() + 1).reciprocal(),
-    "pow": lambda x: x.abs().pow(1.5) + x.pow(2),
+    "pow": lambda x: x.abs().pow(1.5) + x.pow(2) + x.pow(3) + x.abs().pow(0.5),
     "nan_checks": lambda x: torch.where(torch.isnan(x.log()), 0.0, 1.0),
 }
 
