@@ -1,4 +1,5 @@
-"""Run every benchmark script in this folder (each `*_bench.py`), one after another.
+"""Run every benchmark script (each `*_bench.py` in this folder and in a package's
+own `benchmarks/` folder), one after another.
 
     python benchmarks/run.py            all of them
     python benchmarks/run.py guards     only scripts whose name contains "guards"
@@ -16,7 +17,7 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     here = Path(__file__).parent
-    scripts = sorted(here.glob("*_bench.py"))
+    scripts = sorted(here.glob("*_bench.py")) + sorted(here.parent.glob("*/benchmarks/*_bench.py"))
     if argv:
         scripts = [s for s in scripts if any(word in s.name for word in argv)]
     if not scripts:
