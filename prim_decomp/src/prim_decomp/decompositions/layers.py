@@ -157,20 +157,28 @@ def _vec_sizes(x, output_size, scale_factors):
     return sizes, list(scale_factors)
 
 
-@COMPOSITE.register(aten.upsample_bilinear2d.default)
-def upsample_bilinear2d(x, output_size, align_corners, scales_h=None, scales_w=None):
+def _bilinear_corners(like, output_size, in_h, in_w, align_corners, scales_h, scales_w):
+    """Rows h0/h1, columns w0/w1 and the weights toward h1 (per row) and w1 (per column)."""
     out_h, out_w = output_size
-    in_h, in_w = x.shape[-2], x.shape[-1]
-    src_h = _source_index(out_h, in_h, scales_h, align_corners, False, x)
-    src_w = _source_index(out_w, in_w, scales_w, align_corners, False, x)
+    src_h = _source_index(out_h, in_h, scales_h, align_corners, False, like)
+    src_w = _source_index(out_w, in_w, scales_w, align_corners, False, like)
     h0 = aten.clamp.default(cast(aten.floor.default(src_h), torch.int64), None, in_h - 1)
     w0 = aten.clamp.default(cast(aten.floor.default(src_w), torch.int64), None, in_w - 1)
     h1 = aten.clamp.default(h0 + 1, None, in_h - 1)
     w1 = aten.clamp.default(w0 + 1, None, in_w - 1)
-    dtype = compute_dtype(x.dtype)
-    xc = cast(x, dtype)
+    dtype = compute_dtype(like.dtype)
     lambda_h = aten.unsqueeze.default(cast(aten.clamp.default(src_h - h0, 0.0, 1.0), dtype), 1)
     lambda_w = cast(aten.clamp.default(src_w - w0, 0.0, 1.0), dtype)
+    return h0, h1, w0, w1, lambda_h, lambda_w
+
+
+@COMPOSITE.register(aten.upsample_bilinear2d.default)
+def upsample_bilinear2d(x, output_size, align_corners, scales_h=None, scales_w=None):
+    in_h, in_w = x.shape[-2], x.shape[-1]
+    h0, h1, w0, w1, lambda_h, lambda_w = _bilinear_corners(
+        x, output_size, in_h, in_w, align_corners, scales_h, scales_w
+    )
+    xc = cast(x, compute_dtype(x.dtype))
     rows0, rows1 = aten.unsqueeze.default(h0, 1), aten.unsqueeze.default(h1, 1)
     top_left = aten._unsafe_index.Tensor(xc, [None, None, rows0, w0])
     top_right = aten._unsafe_index.Tensor(xc, [None, None, rows0, w1])
@@ -180,6 +188,38 @@ def upsample_bilinear2d(x, output_size, align_corners, scales_h=None, scales_w=N
     bottom = bottom_left + (bottom_right - bottom_left) * lambda_w
     out = top + (bottom - top) * lambda_h
     return cast(out, x.dtype)
+
+
+@COMPOSITE.register(aten.upsample_bilinear2d_backward.default)
+def upsample_bilinear2d_backward(
+    grad, output_size, input_size, align_corners, scales_h=None, scales_w=None
+):
+    """Each output gradient spread over its four source pixels with the forward's weights."""
+    in_h, in_w = input_size[-2], input_size[-1]
+    h0, h1, w0, w1, lambda_h, lambda_w = _bilinear_corners(
+        grad, output_size, in_h, in_w, align_corners, scales_h, scales_w
+    )
+    dtype = compute_dtype(grad.dtype)
+    g = cast(grad, dtype)
+    lead = list(grad.shape[:-2])
+    total = aten.zeros.default(lead + [in_h * in_w], dtype=dtype, device=grad.device)
+    corners = [
+        (h0, w0, (1 - lambda_h) * (1 - lambda_w)),
+        (h0, w1, (1 - lambda_h) * lambda_w),
+        (h1, w0, lambda_h * (1 - lambda_w)),
+        (h1, w1, lambda_h * lambda_w),
+    ]
+    for rows, cols, weight in corners:
+        flat_index = aten.expand.default(
+            aten.unsqueeze.default(rows, 1) * in_w + cols, list(grad.shape)
+        )
+        total = aten.scatter_add.default(
+            total,
+            -1,
+            aten.reshape.default(flat_index, lead + [-1]),
+            aten.reshape.default(g * weight, lead + [-1]),
+        )
+    return cast(aten.view.default(total, list(input_size)), grad.dtype)
 
 
 @COMPOSITE.register(aten.upsample_bilinear2d.vec)
