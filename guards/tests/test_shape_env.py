@@ -298,3 +298,21 @@ def test_int_input_symbol_and_arange():
     guards.add_shape_env(env)
     check = guards.compile()
     assert check({"n": 7}, {}) and not check({"n": 1}, {})
+
+
+def test_graph_inputs_list_symbols_with_sources():
+    from guards import FakeTensorMode
+
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env)
+    x = mode.from_real(torch.randn(8, 5), LocalSource("x"), dynamic_dims=[0, 1])
+    mode.from_real(torch.randn(8), LocalSource("y"), dynamic_dims=[0])
+    inputs = env.graph_inputs()
+    assert [(b.name, b.sources[0].expr, b.hint) for b, _ in inputs] == [
+        ("s0", "L['x'].size()[0]", 8),
+        ("s1", "L['x'].size()[1]", 5),
+    ]
+    assert [s.expr for s in inputs[0][0].sources] == ["L['x'].size()[0]", "L['y'].size()[0]"]
+    symint = inputs[0][1]
+    assert isinstance(symint, torch.SymInt) and bool(symint == x.shape[0])
+    assert env.records == []

@@ -271,6 +271,14 @@ class ShapeEnv:
             if info.symbol not in self._replacements
         ]
 
+    def graph_inputs(self) -> list[tuple[SymbolBinding, torch.SymInt]]:
+        """One (binding, SymInt) per input symbol, for SymInt graph inputs.
+
+        The SymInt is the placeholder's `meta["val"]`; the example input is
+        `binding.hint` (an int); at run time the value is read at `binding.sources[0]`.
+        """
+        return [(b, torch.SymInt(SymNode(b.symbol, self, int, b.hint))) for b in self.bindings()]
+
     def symbol_hints(self) -> dict[sympy.Symbol, int]:
         """Every symbol's hint (its value in the example inputs)."""
         return {symbol: info.hint for symbol, info in self._symbols.items()}
