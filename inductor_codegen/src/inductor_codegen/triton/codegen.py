@@ -249,8 +249,13 @@ class TritonKernelCodegen:
         return "(" + " + ".join(parts) + ")"
 
     def _mask_for(self, expr, scope: Scope) -> str:
+        if scope.group is None:
+            return "xmask"
         inner = any(s.name.startswith(("r", "y")) for s in expr.free_symbols)
-        return f"xmask & r{scope.group}mask" if inner and scope.group is not None else "xmask"
+        # An empty loop reads nothing, not even values that do not vary along it.
+        if inner or self.group_meta[scope.group].numel == 0:
+            return f"xmask & r{scope.group}mask"
+        return "xmask"
 
     def load(self, expr: Load, scope: Scope, extra_mask: str | None) -> str:
         ptr = self.pointer(expr.buffer, writing=False)
