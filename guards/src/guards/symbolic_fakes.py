@@ -15,12 +15,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from guards.errors import FakeTensorError
+from guards.fake_rules import register_fake_rule
 from guards.marks import DynamicRange, marks_of
 
 if TYPE_CHECKING:
     from guards.fake_tensor import FakeTensorMode
 
 __all__ = ["dynamic_dims_of", "symbolic_meta"]
+
+aten = torch.ops.aten
 
 
 def dynamic_dims_of(
@@ -65,3 +68,24 @@ def symbolic_meta(
     if offset:
         meta = meta.as_strided(sizes, strides, offset)
     return meta
+
+
+# NOTE: with symbolic sizes, metadata queries reach __torch_dispatch__ as ops; calling
+# the op on the meta tensor then fails inside torch's argument parser, so they are
+# answered from the meta tensor's own (symbolic) metadata.
+_QUERIES = {
+    aten.size.default: lambda meta: list(meta.size()),
+    aten.stride.default: lambda meta: list(meta.stride()),
+    aten.size.int: lambda meta, dim: meta.size(dim),
+    aten.stride.int: lambda meta, dim: meta.stride(dim),
+    aten.sym_size.int: lambda meta, dim: meta.size(dim),
+    aten.sym_stride.int: lambda meta, dim: meta.stride(dim),
+    aten.numel.default: lambda meta: meta.numel(),
+    aten.sym_numel.default: lambda meta: meta.numel(),
+    aten.sym_storage_offset.default: lambda meta: meta.storage_offset(),
+}
+
+
+@register_fake_rule(*_QUERIES)
+def _metadata_query(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    return _QUERIES[func](args[0].meta, *args[1:], **kwargs)
