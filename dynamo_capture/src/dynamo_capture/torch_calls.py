@@ -57,6 +57,7 @@ _INLINED_TORCH_MODULES = (
     "torch.nn.modules",
     "torch.utils._contextlib",
     "torch.nn.utils.parametrize",
+    "torch.testing",
 )
 # torch predicates about tensors' Python types and tracing: answered for plain tensors.
 _FOLDED = {
@@ -84,7 +85,12 @@ def is_torch_callable(obj: Any) -> bool:
     module = getattr(obj, "__module__", None) or ""
     if module.split(".")[0] == "torch":
         if isinstance(obj, types.FunctionType):
-            return "." not in obj.__qualname__ and not module.startswith(_INLINED_TORCH_MODULES)
+            # Lambdas have no importable name, so a graph could not refer to them.
+            return (
+                "." not in obj.__qualname__
+                and obj.__name__ != "<lambda>"
+                and not module.startswith(_INLINED_TORCH_MODULES)
+            )
         return True
     if isinstance(obj, types.BuiltinFunctionType | types.BuiltinMethodType):
         owner = getattr(obj, "__self__", None)

@@ -54,7 +54,8 @@ def make_aot_eager(options: Mapping[str, Any]) -> Backend:
 
     def aot_eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
         def run_graph(graph: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
-            return graph.forward
+            # The module itself, so that aot_autograd can free saved activations early.
+            return graph
 
         return _aot_graph()(
             gm, example_inputs, fw_compiler=run_graph, decompositions=options.get("decompositions")
