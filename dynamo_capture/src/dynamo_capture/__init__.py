@@ -4,6 +4,7 @@ Stable API: everything in `__all__`.
 """
 
 from dynamo_capture.errors import (
+    BackendCompilerFailed,
     CaptureError,
     CaptureUnavailableError,
     RecompileError,
@@ -30,6 +31,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "STANCES",
+    "BackendCompilerFailed",
     "CaptureError",
     "CaptureUnavailableError",
     "CompiledCallable",

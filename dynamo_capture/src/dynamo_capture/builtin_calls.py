@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import copy
 import functools
 import inspect
 import itertools
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynamo_capture import side_effects
 from dynamo_capture.attributes import get_attr, set_attr
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.operations import (
@@ -108,6 +110,7 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     from dynamo_capture.calls import call
 
     (value,) = args
+    value = side_effects.current(tx, value)
     if isinstance(value, TensorValue):
         if value.data_dependent_shape:
             raise Unsupported("len() of a tensor whose shape depends on data")
@@ -468,7 +471,6 @@ def _super(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
     builtins.open,
     builtins.exec,
     builtins.eval,
-    builtins.id,
     builtins.globals,
     builtins.locals,
     builtins.vars,
@@ -476,8 +478,36 @@ def _super(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
 )
 def _unsupported_builtin(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     raise Unsupported(
-        "a call to print/input/open/exec/eval/id/globals/locals/vars (needs a graph break)"
+        "a call to print/input/open/exec/eval/globals/locals/vars (needs a graph break)"
     )
+
+
+def _outside_object(value: Value, what: str) -> Any:
+    """The real object behind a value that existed before the frame ran, else Unsupported."""
+    if isinstance(value, PythonValue) and not isinstance(value.obj, torch.Tensor):
+        return value.obj
+    raise Unsupported(
+        f"{what} of a {python_type_of(value).__name__} made or traced during capture "
+        "(needs a graph break)"
+    )
+
+
+@handles(builtins.id)
+def _id(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """id() of an object known at capture time: folded, with the object's identity guarded."""
+    obj = _outside_object(args[0], "id()")
+    guard_identity(tx, args[0])
+    return PythonValue(id(obj))
+
+
+@handles(copy.deepcopy)
+def _deepcopy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """deepcopy of a tensor-free object known at capture time (a config): copied once, guarded."""
+    obj = _outside_object(args[0], "copy.deepcopy()")
+    if isinstance(obj, torch.nn.Module) or len(args) > 1 or kwargs:
+        raise Unsupported("copy.deepcopy() of a module, or with a memo (needs a graph break)")
+    guard_identity(tx, args[0])
+    return PythonValue(copy.deepcopy(obj))
 
 
 @handles(inspect.signature)

@@ -24,8 +24,8 @@ from typing import Any
 import torch
 import torch.fx
 
-from dynamo_capture import opcodes_data, opcodes_flow  # noqa: F401  (registers handlers)
-from dynamo_capture.errors import Unsupported, UserLocation
+from dynamo_capture import opcodes_data, opcodes_flow, side_effects  # noqa: F401  (registers handlers)
+from dynamo_capture.errors import BackendCompilerFailed, Unsupported, UserLocation
 from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
 from dynamo_capture.interpreter import Translator, check_registry
@@ -187,6 +187,9 @@ class OutputPlan:
         return f"___out[{len(self.outputs) - 1}]"
 
     def expr(self, value: Value) -> str:
+        for obj, source, shadow in self.ctx.shadows.values():
+            if shadow is value:  # an outside list/dict: the same object, contents replayed
+                return source.expr if source is not None else self._constant(obj)
         if isinstance(value, TensorValue):
             if value.source is not None and value.node.op == "placeholder":
                 return value.source.expr
@@ -228,7 +231,18 @@ class OutputPlan:
                 if entry[0] is obj and entry[2] is value
             )
             lines.append(f"setattr({target}, {name!r}, {self.expr(value)})")
+        for obj, source, shadow in self.ctx.shadows.values():
+            target = source.expr if source is not None else self._constant(obj)
+            lines.append(
+                side_effects.replay_statement(target, shadow, self._item_expr, self._key_expr)
+            )
         return lines
+
+    def _item_expr(self, value: Value) -> str:
+        return self.expr(value)
+
+    def _key_expr(self, key: Any) -> str:
+        return self._python(PythonValue(key))
 
     def _python(self, value: PythonValue) -> str:
         obj = value.obj
@@ -266,6 +280,17 @@ def entry_source(frame: CapturedFrame, name: str, calls_graph: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
+    """Run the backend on the frame's graph; its errors become BackendCompilerFailed."""
+    graph = frame.graph_module
+    try:
+        return backend(graph, list(frame.example_inputs))
+    except Exception as error:
+        code = frame.target.code
+        where = f'{frame.target.name} (File "{code.co_filename}", line {code.co_firstlineno})'
+        raise BackendCompilerFailed(backend, type(graph).__name__, where, error) from error
+
+
 def compile_entry(
     frame: CapturedFrame,
     backend: Callable[..., Any],
@@ -275,7 +300,7 @@ def compile_entry(
     graph = frame.graph_module
     calls_graph = frame.call_count > 0 or bool(frame.ctx.graph.find_nodes(op="output")[0].args[0])
     start = time.perf_counter()
-    compiled = backend(graph, list(frame.example_inputs)) if calls_graph else None
+    compiled = _call_backend(backend, frame) if calls_graph else None
     backend_seconds = time.perf_counter() - start
     name = f"___entry_{''.join(c if c.isalnum() else '_' for c in frame.target.name)}_{next(_entry_counter)}"
     source = entry_source(frame, name, calls_graph)

@@ -6,6 +6,7 @@ import linecache
 from dataclasses import dataclass
 
 __all__ = [
+    "BackendCompilerFailed",
     "CaptureError",
     "CaptureUnavailableError",
     "RecompileError",
@@ -21,6 +22,21 @@ class CaptureError(Exception):
 
 class CaptureUnavailableError(CaptureError, NotImplementedError):
     """Compiled code was called, but this build of dynamo_capture cannot capture bytecode yet."""
+
+
+class BackendCompilerFailed(CaptureError):
+    """The backend raised while compiling a captured graph; the original error is `__cause__`."""
+
+    def __init__(self, backend: object, graph_name: str, where: str, error: BaseException) -> None:
+        self.backend_name = getattr(backend, "__name__", None) or type(backend).__name__
+        self.graph_name = graph_name
+        self.where = where
+        super().__init__(
+            f"backend {self.backend_name!r} failed to compile graph {graph_name} of {where}: "
+            f"{type(error).__name__}: {error}\n"
+            "The captured graph is fine for eager; try backend='eager' to confirm, and report the "
+            "backend's error (the original is chained as __cause__)."
+        )
 
 
 class RecompileError(CaptureError):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynamo_capture import side_effects
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.operations import (
     NotConstant,
@@ -350,6 +351,7 @@ def call_method(
     tx: Translator, receiver: Value, name: str, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     """receiver.name(*args, **kwargs) for a receiver capture interprets."""
+    receiver = side_effects.for_write(tx, receiver, name)
     if isinstance(receiver, TensorValue):
         from dynamo_capture.torch_calls import call_tensor_method
 

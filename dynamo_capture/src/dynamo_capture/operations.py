@@ -6,12 +6,14 @@ is involved, and calls the user's dunder method (inlined) for user objects.
 
 from __future__ import annotations
 
+import collections.abc
 import operator
 import types
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dynamo_capture import side_effects
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.output_graph import is_constant
 from dynamo_capture.sources import item_source
@@ -369,6 +371,7 @@ def unary_op(tx: Translator, fn: Any, value: Value) -> Value:
 # ----- containers --------------------------------------------------------
 def sequence_items(tx: Translator, value: Value) -> list[Value]:
     """The items iterating `value` gives (consumes an iterator)."""
+    value = side_effects.current(tx, value)
     if isinstance(value, TupleValue | ListValue):
         return list(value.items)
     if isinstance(value, IteratorValue):
@@ -421,6 +424,10 @@ def _user_iter(tx: Translator, value: Value) -> list[Value]:
     from dynamo_capture.calls import call
 
     method = getattr(python_type_of(value), "__iter__", None)
+    if method is collections.abc.Sequence.__iter__:
+        # Sequence.__iter__ stops at the IndexError of __getitem__; iterate up to len() instead.
+        length = as_constant(call(tx, PythonValue(len), [value], {}))
+        return [get_item(tx, value, PythonValue(index)) for index in range(length)]
     if isinstance(method, types.FunctionType):
         iterator = call(tx, PythonValue(method), [value], {})
         return sequence_items(tx, iterator)
@@ -448,6 +455,7 @@ def realize(tx: Translator, value: Value) -> Value:
 
 def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
     """A dict value's items as {constant key: Value}."""
+    value = side_effects.current(tx, value)
     if isinstance(value, DictValue):
         return dict(value.items)
     if isinstance(value, PythonValue) and isinstance(value.obj, dict):
@@ -481,6 +489,7 @@ def _index_constant(tx: Translator, index: Value) -> Any:
 
 def get_item(tx: Translator, container: Value, index: Value) -> Value:
     """container[index]."""
+    container = side_effects.current(tx, container)
     if isinstance(container, TensorValue):
         return tx.ctx.call("call_function", operator.getitem, (container, index), {})
     if isinstance(container, TupleValue | ListValue):
@@ -550,6 +559,7 @@ def _dunder_call(tx: Translator, receiver: Value, name: str, args: list[Value]) 
 
 def set_item(tx: Translator, container: Value, index: Value, value: Value) -> None:
     """container[index] = value."""
+    container = side_effects.for_write(tx, container)
     if isinstance(container, TensorValue):
         tx.ctx.call(
             "call_function", operator.setitem, (container, index, value), {},
@@ -580,6 +590,7 @@ def set_item(tx: Translator, container: Value, index: Value, value: Value) -> No
 
 def contains(tx: Translator, item: Value, container: Value) -> bool:
     """item in container, for capture-time keys and items."""
+    container = side_effects.current(tx, container)
     if isinstance(container, TensorValue) or isinstance(item, TensorValue):
         raise Unsupported("`in` on tensors is data-dependent")
     if isinstance(container, DictValue):

@@ -139,6 +139,8 @@ class CaptureContext:
         self._by_id: dict[int, TensorValue] = {}
         # attribute writes to objects that exist outside the frame, replayed after the graph
         self.attr_writes: dict[tuple[int, str], tuple[Any, Source | None, Value]] = {}
+        # outside lists/dicts written to: id -> (object, source, shadow Value)  (side_effects)
+        self.shadows: dict[int, tuple[Any, Source | None, Value]] = {}
         self._names: set[str] = set()
 
     # ----- inputs -------------------------------------------------------

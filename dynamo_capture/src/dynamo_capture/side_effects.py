@@ -1,0 +1,66 @@
+"""Writes to lists and dicts that exist outside the frame, replayed after the graph.
+
+The first write to an outside list or dict (item assignment, append, update, ...)
+gives it a shadow: a ListValue / DictValue holding its items, which the rest of
+the capture reads and writes instead. After the graph runs, the entry function
+rebuilds the real object's contents from the shadow, so eager's final state and
+the object's identity are both kept.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dynamo_capture.values import DictValue, ListValue, PythonValue, Value
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = ["MUTATING_METHODS", "current", "for_write", "replay_statement"]
+
+MUTATING_METHODS: dict[type, frozenset[str]] = {
+    list: frozenset(
+        {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "__setitem__"}
+    ),
+    dict: frozenset({"update", "pop", "popitem", "setdefault", "clear", "__setitem__"}),
+}
+
+
+def _shadowable(value: Value) -> bool:
+    return isinstance(value, PythonValue) and type(value.obj) in MUTATING_METHODS
+
+
+def current(tx: Translator, value: Value) -> Value:
+    """The shadow of an outside list/dict that was already written to, else `value`."""
+    if _shadowable(value):
+        entry = tx.ctx.shadows.get(id(value.obj))  # type: ignore[attr-defined]
+        if entry is not None:
+            return entry[2]
+    return value
+
+
+def for_write(tx: Translator, value: Value, method: str = "__setitem__") -> Value:
+    """The value to write through: a (new) shadow for an outside list/dict, else `value`."""
+    shadow = current(tx, value)
+    if shadow is not value or not _shadowable(value):
+        return shadow
+    obj = value.obj  # type: ignore[attr-defined]
+    if method not in MUTATING_METHODS[type(obj)]:
+        return value
+    from dynamo_capture.operations import dict_items, sequence_items
+
+    if isinstance(obj, list):
+        shadow = ListValue(sequence_items(tx, value))
+    else:
+        shadow = DictValue(dict_items(tx, value))
+    tx.ctx.shadows[id(obj)] = (obj, value.source, shadow)  # type: ignore[attr-defined]
+    return shadow
+
+
+def replay_statement(target: str, shadow: Value, expr: Any, key_expr: Any) -> str:
+    """The statement that gives the real object `target` the shadow's contents."""
+    if isinstance(shadow, ListValue):
+        return f"{target}[:] = [{', '.join(expr(item) for item in shadow.items)}]"
+    assert isinstance(shadow, DictValue)
+    inner = ", ".join(f"{key_expr(key)}: {expr(item)}" for key, item in shadow.items.items())
+    return f"___items = {{{inner}}}; {target}.clear(); {target}.update(___items)"

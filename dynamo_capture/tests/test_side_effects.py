@@ -1,0 +1,141 @@
+"""Writes to outside lists and dicts are replayed after the graph, as eager leaves them;
+id(), copy.deepcopy and Sequence iteration on capture-time objects; backend failures."""
+
+from __future__ import annotations
+
+import collections.abc
+import copy
+
+import pytest
+import torch
+
+import dynamo_capture
+from dynamo_capture import BackendCompilerFailed
+
+
+def _eager(gm, example_inputs):
+    return gm.forward
+
+
+def _compiled(fn):
+    return dynamo_capture.optimize(fn, backend=_eager, fullgraph=True)
+
+
+def append_and_write(x, out, d):
+    out.append(x + 1)
+    d["a"] = x * 2
+    d["b"] = d.get("b", 0) + 1
+    out.extend([x.sin()])
+    return len(out), d["a"].sum(), "b" in d
+
+
+def pop_and_insert(x, out, d):
+    first = out.pop(0)
+    out.insert(0, first * x)
+    d.pop("drop")
+    d.setdefault("new", x.cos())
+    return out[0] + d["new"]
+
+
+def update_then_iterate(x, out, d):
+    d.update({"k": x + 3})
+    total = x
+    for key in d:
+        total = total + d[key]
+    out[0] = total
+    out.reverse()
+    return total
+
+
+def returns_the_written_list(x, out, d):
+    out.append(x)
+    d["x"] = x
+    return out, d
+
+
+PROGRAMS = [append_and_write, pop_and_insert, update_then_iterate, returns_the_written_list]
+
+
+def _inputs(x):
+    return [x.clone(), x.exp()], {"drop": x.clone(), "b": 5}
+
+
+@pytest.mark.parametrize("fn", PROGRAMS, ids=[fn.__name__ for fn in PROGRAMS])
+def test_outside_containers_end_as_in_eager(fn):
+    compiled = _compiled(fn)
+    for _ in range(2):
+        x = torch.randn(3)
+        out_eager, d_eager = _inputs(x)
+        out_got, d_got = _inputs(x)
+        expected = fn(x, out_eager, d_eager)
+        got = compiled(x, out_got, d_got)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(out_got, out_eager)
+        torch.testing.assert_close(d_got, d_eager)
+        assert list(d_got) == list(d_eager)
+
+
+def test_returned_containers_are_the_callers_objects():
+    x = torch.randn(3)
+    out, d = _inputs(x)
+    got_out, got_d = _compiled(returns_the_written_list)(x, out, d)
+    assert got_out is out and got_d is d
+    assert out[-1] is x and d["x"] is x
+
+
+class _Config:
+    def __init__(self, layers):
+        self.layers = layers
+
+
+def test_id_and_deepcopy_of_capture_time_objects_fold():
+    config = _Config(3)
+
+    def fn(x, cfg):
+        seen = {id(cfg): cfg}
+        clone = copy.deepcopy(cfg)
+        return x * clone.layers + len(seen)
+
+    compiled = _compiled(fn)
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x, config), fn(x, config))
+    other = _Config(5)
+    torch.testing.assert_close(compiled(x, other), fn(x, other))
+
+
+class _Layers(collections.abc.Sequence):
+    def __init__(self, sizes):
+        self.sizes = sizes
+
+    def __len__(self):
+        return len(self.sizes)
+
+    def __getitem__(self, index):
+        return self.sizes[index]
+
+
+def test_iterating_a_sequence_subclass_stops_at_its_length():
+    def fn(x, layers):
+        for size in layers:
+            x = x * size
+        return x, list(layers)
+
+    layers = _Layers([2, 3])
+    x = torch.randn(3)
+    torch.testing.assert_close(_compiled(fn)(x, layers), fn(x, layers))
+
+
+def test_backend_error_names_backend_graph_and_frame():
+    def broken_backend(gm, example_inputs):
+        raise RuntimeError("no kernel for this op")
+
+    def fn(x):
+        return x.sin() + 1
+
+    compiled = dynamo_capture.optimize(fn, backend=broken_backend)
+    with pytest.raises(BackendCompilerFailed) as info:
+        compiled(torch.randn(3))
+    message = str(info.value)
+    assert "broken_backend" in message and "no kernel for this op" in message
+    assert __file__ in message
+    assert isinstance(info.value.__cause__, RuntimeError)
