@@ -317,3 +317,13 @@ def test_graph_inputs_list_symbols_with_sources():
     symint = inputs[0][1]
     assert isinstance(symint, torch.SymInt) and bool(symint == x.shape[0])
     assert env.records == []
+
+
+def test_size_oblivious_treats_sizes_as_at_least_two():
+    env = ShapeEnv(specialize_zero_one=False)
+    s = symint(env, 5)
+    assert (s == 1).node.guard_size_oblivious("", 0) is False
+    assert (s >= 2).node.guard_size_oblivious("", 0) is True
+    assert env.records == [] and env.bindings()[0].range.lo == 0
+    assert bool(s != 1) and env.bindings()[0].range.lo == 0  # a real guard: s0 != 1
+    assert len(env.records) == 1

@@ -307,10 +307,14 @@ class ShapeEnv:
             return int(expr) if expr.is_Integer else float(expr)
         if expr is sympy.true or expr is sympy.false:
             return bool(expr)
+        ranges = self.ranges()
+        if size_oblivious:
+            # NOTE: a size-oblivious question treats sizes as if they were never 0 or 1.
+            ranges = {s: ValueRange(_max(r.lo, 2), _max(r.hi, 2)) for s, r in ranges.items()}
         if isinstance(expr, sympy.Expr):
-            value_range = bound(expr, self.ranges())
+            value_range = bound(expr, ranges)
             return value_range.lo if value_range.is_singleton() else None
-        return static_truth(expr, self.ranges())
+        return static_truth(expr, ranges)
 
     def hint_of(self, expr: Any) -> Any:
         """The value of `expr` at the symbols' hints."""
