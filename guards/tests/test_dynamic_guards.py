@@ -241,3 +241,26 @@ def test_dynamic_log_names_symbols_guards_and_user_lines(caplog):
     assert "create_symbol s0 = L['t0'].size()[0] (hint 4, range [2, inf])" in caplog.text
     assert "guard s0 + s2 > 6 (at " in caplog.text and "test_dynamic_guards.py:" in caplog.text
     assert "symbolic shape guards:\ns0 = L['t0'].size()[0]  # hint 4" in caplog.text
+
+
+def test_transformer_layer_one_trace_serves_twenty_sequence_lengths():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True).eval()
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env)
+    x = torch.randn(2, 7, 16)
+    fake = mode.from_real(x, LocalSource("x"), dynamic_dims=[1])
+    mask = torch.nn.Transformer.generate_square_subsequent_mask
+    with mode:
+        out = layer(fake, src_mask=mask(fake.shape[1]), is_causal=True)
+    assert str(out.shape[1].node.expr) == "s0"
+    guards = GuardSet()
+    guards.add_tensor(LocalSource("x"), fake)
+    guards.add_shape_env(env)
+    check = guards.compile()
+    for length in range(2, 22):
+        frame = {"x": torch.randn(2, length, 16)}
+        assert check(frame, {}), guards.why_failed(frame, {})
+        eager = layer(frame["x"], src_mask=mask(length), is_causal=True)
+        assert _bound_shape(env, out, frame) == tuple(eager.shape)
+    assert not check({"x": torch.randn(2, 1, 16)}, {})
