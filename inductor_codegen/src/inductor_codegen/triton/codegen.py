@@ -28,6 +28,7 @@ from inductor_codegen.triton.ops import (
     LOW_PRECISION,
     TRITON_DTYPES,
     TRITON_OPS,
+    as_tensor_text,
     cast_text,
     compute_dtype,
     literal,
@@ -277,7 +278,7 @@ class TritonKernelCodegen:
             scope.cache[(Load(name, index, dtype), None)] = var
             return
         ptr = self.pointer(name, writing=True)
-        stored = f"{value_text}.to({TRITON_DTYPES[dtype]})"
+        stored = f"{as_tensor_text(value_text, dtype)}.to({TRITON_DTYPES[dtype]})"
         mask = self._mask_for(index, scope)
         scope.line(f"tl.store({ptr} + {self.index(index, scope)}, {stored}, {mask})")
         if value_text.isidentifier():

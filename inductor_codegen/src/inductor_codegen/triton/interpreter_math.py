@@ -27,7 +27,10 @@ LIBDEVICE_NUMPY = {
     "acosh": np.arccosh,
     "atanh": np.arctanh,
     "erfc": np.vectorize(math.erfc, otypes=[np.float64]),
-    "lgamma": np.vectorize(math.lgamma, otypes=[np.float64]),
+    "lgamma": np.vectorize(
+        lambda v: math.inf if v <= 0 and v == math.floor(v) else math.lgamma(v),
+        otypes=[np.float64],
+    ),
     "pow": np.power,
     "fmax": np.fmax,
     "fmin": np.fmin,

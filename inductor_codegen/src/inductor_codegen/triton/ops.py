@@ -12,7 +12,14 @@ import math
 
 import torch
 
-__all__ = ["TRITON_DTYPES", "TRITON_OPS", "cast_text", "compute_dtype", "literal"]
+__all__ = [
+    "TRITON_DTYPES",
+    "TRITON_OPS",
+    "as_tensor_text",
+    "cast_text",
+    "compute_dtype",
+    "literal",
+]
 
 TRITON_DTYPES = {
     torch.float32: "tl.float32",
@@ -45,8 +52,20 @@ def literal(value, dtype: torch.dtype) -> str:
     return str(int(value))
 
 
+def as_tensor_text(text: str, dtype: torch.dtype) -> str:
+    """A literal as a one-element tensor (Python numbers have no `.to`); other text as is."""
+    if text in ("True", "False") or text.startswith('float("'):
+        return f"tl.full([1], {text}, {TRITON_DTYPES[compute_dtype(dtype)]})"
+    try:
+        float(text)
+    except ValueError:
+        return text
+    return f"tl.full([1], {text}, {TRITON_DTYPES[compute_dtype(dtype)]})"
+
+
 def cast_text(text: str, src: torch.dtype, dst: torch.dtype) -> str:
     """`text` (computed in compute_dtype(src)) converted to the compute type of `dst`."""
+    text = as_tensor_text(text, src)
     if dst == torch.bool:
         return f"({text} != 0)"
     if dst in LOW_PRECISION:
