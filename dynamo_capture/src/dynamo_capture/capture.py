@@ -128,6 +128,7 @@ def capture_frame(
     }
     rng_state = torch.random.get_rng_state()
     grad_mode = torch.is_grad_enabled()
+    tx: Translator | None = None
     try:
         with capturing():
             arguments = {
@@ -141,7 +142,10 @@ def capture_frame(
             output_exprs = plan.expr(result)
             replays = plan.replays()
     except Unsupported as error:
-        raise Unsupported(error.reason, user_frames(error.where)) from error.__cause__
+        located = Unsupported(error.reason, user_frames(error.where))
+        if tx is not None and tx.current is not None:
+            located.offset = tx.current.offset
+        raise located from error.__cause__
     except RecursionError as error:
         raise Unsupported("capture recursed too deeply") from error
     finally:

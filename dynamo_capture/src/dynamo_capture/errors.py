@@ -73,6 +73,7 @@ class Unsupported(CaptureError):
     def __init__(self, reason: str, where: tuple[UserLocation, ...] = ()) -> None:
         self.reason = reason
         self.where = where
+        self.offset: int | None = None  # the compiled frame's instruction where capture stopped
         super().__init__(self._message())
 
     def _message(self) -> str:

@@ -19,9 +19,10 @@ from typing import Any
 
 from dynamo_capture.capture import CaptureArtifacts, CompiledEntry, capture_frame, compile_entry
 from dynamo_capture.errors import RecompileError, Unsupported
-from dynamo_capture.frame_target import FrameTarget, frame_target
+from dynamo_capture.frame_target import FrameTarget, _module_call, frame_target
 from dynamo_capture.output_graph import CaptureContext
 from dynamo_capture.registry import eager_only_depth
+from dynamo_capture.resume import SplitPlan, is_end, plan_split, segment_function
 from dynamo_capture.stance import current_stance
 from dynamo_capture.state import is_compiling
 from guards import artifact_enabled, artifact_logger
@@ -61,6 +62,8 @@ class CompiledCallable:
         self.entries: list[CompiledEntry] = []
         self.artifacts: list[CaptureArtifacts] = []
         self.graph_breaks: list[Unsupported] = []
+        self.parts: list[CompiledCallable] = []  # compiled parts of a frame split by a break
+        self._splits: dict[SplitPlan, list[Callable[..., Any]]] = {}
         self._frame: FrameTarget | None = None
         self._limit_logged = False
         _live.add(self)
@@ -183,7 +186,8 @@ class CompiledCallable:
         except Unsupported as error:
             if self.fullgraph:
                 raise
-            return self._eager_entry(error, contexts)
+            split = self._split_entry(error, contexts)
+            return split if split is not None else self._eager_entry(error, contexts)
         except Exception as error:
             unsupported = Unsupported(f"capture failed with {type(error).__name__}: {error}")
             if self.fullgraph:
@@ -196,6 +200,63 @@ class CompiledCallable:
                 "captured graph of %s:\n%s", self.frame.name, entry.artifacts.graph_code
             )
         return entry
+
+    def _part(self, function: Any) -> CompiledCallable:
+        """A compiled part of a split frame; its breaks and artifacts are reported here."""
+        part = CompiledCallable(
+            function,
+            backend=self.backend,
+            guard_filter_fn=self.guard_filter_fn,
+            recompile_limit=self.recompile_limit,
+            resolve_backend=self.resolve_backend,
+        )
+        part.graph_breaks = self.graph_breaks
+        part.artifacts = self.artifacts
+        self.parts.append(part)
+        return part
+
+    def _split_entry(
+        self, error: Unsupported, contexts: list[CaptureContext]
+    ) -> CompiledEntry | None:
+        """Break the graph at the unsupported statement: compiled prefix, eager middle, resume."""
+        function = self.frame.function
+        if error.offset is None or function is _module_call:
+            return None
+        plan = plan_split(function.__code__, error.offset)
+        if isinstance(plan, str):
+            artifact_logger("graph_breaks").info("cannot split %s: %s", self.frame.name, plan)
+            return None
+        parts = self._splits.get(plan)
+        if parts is None:
+            self.graph_breaks.append(error)
+            artifact_logger("graph_breaks").info("graph break in %s: %s", self.frame.name, error)
+            parts = self._splits[plan] = self._split_parts(function, plan)
+        varnames = function.__code__.co_varnames
+
+        def run_parts(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> Any:
+            values = [f_locals.get(name) for name in varnames]
+            for part in parts:
+                result = part(*values)
+                if not is_end(result):
+                    return result
+                values = list(result[1:])
+            return None  # unreachable: the last part ends in a return
+
+        guards = contexts[0].guards.compile(name=self.frame.name)
+        artifacts = CaptureArtifacts("", guards.source, "", graph_break_reason=str(error))
+        return CompiledEntry(guards, run_parts, artifacts)
+
+    def _split_parts(self, function: Any, plan: SplitPlan) -> list[Callable[..., Any]]:
+        """The parts of a split frame; parts of the same split are shared by its entries."""
+        parts: list[Callable[..., Any]] = []
+        if plan.start > plan.body_start:
+            prefix = segment_function(function, plan.body_start, plan.start, plan.body_start, "pre")
+            parts.append(self._part(prefix))
+        parts.append(segment_function(function, plan.start, plan.stop, plan.body_start, "eager"))
+        if plan.stop is not None:
+            resume = segment_function(function, plan.stop, None, plan.body_start, "resume")
+            parts.append(self._part(resume))
+        return parts
 
     def _eager_entry(self, error: Unsupported, contexts: list[CaptureContext]) -> CompiledEntry:
         """An entry that runs the frame eagerly, guarded by what capture saw before failing."""

@@ -1,0 +1,170 @@
+"""Graph breaks at statement boundaries: a frame split into prefix, eager middle and resume.
+
+When capture meets something it cannot put in a graph at instruction I of the
+compiled frame, the frame is cut at two statement boundaries around I (offsets
+where the value stack is empty and no jump crosses):
+
+    prefix  [0, S)     captured: ends by returning (END, *locals)
+    middle  [S, S2)    the unsupported statement(s), run eagerly the same way
+    resume  [S2, end)  a generated function continuing at S2, itself compiled
+                       (captured and cached on its first call)
+
+Each part is a copy of the frame's code object whose parameters are all its
+locals: a jump at the start goes to the part's first instruction, and the
+instruction at its stop offset becomes `return (END, *locals)`. A `return`
+reached inside a part returns the plain value, so the caller can tell the two
+apart. Frames with cells, exception handlers, backward jumps (loops) or
+generator flags are not split (they run eagerly, logged).
+"""
+
+from __future__ import annotations
+
+import dis
+import inspect
+import types
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["END", "SplitPlan", "is_end", "plan_split", "segment_function"]
+
+
+class _End:
+    """Marks a part that reached its stop offset (the tuple after it holds the locals)."""
+
+    def __repr__(self) -> str:
+        return "<segment end>"
+
+
+END = _End()
+_OP = dis.opmap
+_JUMPS = set(dis.hasjrel) | set(dis.hasjabs)
+_UNSPLITTABLE_FLAGS = (
+    inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+    | inspect.CO_ITERABLE_COROUTINE
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class SplitPlan:
+    """Where a frame is cut: the eager middle is [start, stop); stop None runs to the end."""
+
+    start: int
+    stop: int | None
+    body_start: int
+
+
+def is_end(result: Any) -> bool:
+    """True when a part returned at its stop offset (END, *locals), not from a `return`."""
+    return type(result) is tuple and len(result) > 0 and result[0] is END
+
+
+def _instructions(code: types.CodeType) -> list[dis.Instruction]:
+    return [inst for inst in dis.get_instructions(code) if inst.opname != "CACHE"]
+
+
+def _why_not_splittable(code: types.CodeType, insts: list[dis.Instruction]) -> str | None:
+    if code.co_flags & _UNSPLITTABLE_FLAGS:
+        return "a generator or coroutine frame"
+    if code.co_cellvars or code.co_freevars:
+        return "a frame with closure cells"
+    if code.co_exceptiontable:
+        return "a frame with try/with blocks"
+    if any(inst.opcode in _JUMPS and inst.argval <= inst.offset for inst in insts):
+        return "a frame with a loop"
+    return None
+
+
+def _depths(insts: list[dis.Instruction]) -> dict[int, int]:
+    """The value-stack depth before each instruction (loop-free code: one forward pass)."""
+    depths: dict[int, int] = {insts[0].offset: 0}
+    for index, inst in enumerate(insts):
+        depth = depths.get(inst.offset)
+        if depth is None:
+            continue  # unreachable
+        arg = inst.arg if inst.opcode >= dis.HAVE_ARGUMENT else None
+        if inst.opcode in _JUMPS:
+            depths.setdefault(inst.argval, depth + dis.stack_effect(inst.opcode, arg, jump=True))
+        if inst.opname in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"):
+            continue
+        if inst.opname.startswith("JUMP") and "IF" not in inst.opname:
+            continue
+        if index + 1 < len(insts):
+            after = depth + dis.stack_effect(inst.opcode, arg, jump=False)
+            depths.setdefault(insts[index + 1].offset, after)
+    return depths
+
+
+def plan_split(code: types.CodeType, offset: int) -> SplitPlan | str:
+    """The statement boundaries around `offset`, or the reason the frame cannot be split."""
+    insts = _instructions(code)
+    reason = _why_not_splittable(code, insts)
+    if reason is not None:
+        return reason
+    body_start = next(inst.offset for inst in insts if inst.opname != "RESUME")
+    depths = _depths(insts)
+    jumps = [(inst.offset, inst.argval) for inst in insts if inst.opcode in _JUMPS]
+
+    def boundary(at: int) -> bool:
+        return depths.get(at) == 0 and not any(src < at < dst for src, dst in jumps)
+
+    starts = [i.offset for i in insts if body_start <= i.offset <= offset and boundary(i.offset)]
+    stops = [i.offset for i in insts if i.offset > offset and boundary(i.offset)]
+    if not starts:
+        return "no statement boundary before the unsupported instruction"
+    return SplitPlan(starts[-1], stops[0] if stops else None, body_start)
+
+
+def _emit(opname: str, arg: int = 0) -> bytes:
+    out = b""
+    for shift in (24, 16, 8):
+        if arg >> shift:
+            out += bytes([_OP["EXTENDED_ARG"], (arg >> shift) & 0xFF])
+    return out + bytes([_OP[opname], arg & 0xFF])
+
+
+def _jump_forward(at: int, target: int) -> bytes:
+    for size in (2, 4, 6):
+        code = _emit("JUMP_FORWARD", (target - at - size) // 2)
+        if len(code) == size:
+            return code
+    raise ValueError("jump too far")
+
+
+def _epilogue(code: types.CodeType, end_index: int) -> bytes:
+    out = _emit("LOAD_CONST", end_index)
+    for index in range(len(code.co_varnames)):
+        out += _emit("LOAD_FAST", index)
+    return out + _emit("BUILD_TUPLE", len(code.co_varnames) + 1) + _emit("RETURN_VALUE")
+
+
+def segment_function(
+    function: types.FunctionType, start: int, stop: int | None, body_start: int, tag: str
+) -> types.FunctionType:
+    """A function running `function`'s code from `start` to `stop`; every local is a parameter."""
+    code = function.__code__
+    raw = bytearray(code.co_code)
+    consts = (*code.co_consts, END)
+    if start > body_start:
+        jump = _jump_forward(body_start, start)
+        if body_start + len(jump) > start:
+            raise ValueError("no room for the entry jump")
+        raw[body_start : body_start + len(jump)] = jump
+    if stop is not None:
+        tail = _epilogue(code, len(consts) - 1)
+        raw[stop:] = tail
+        if len(raw) < len(code.co_code):
+            raw += _emit("NOP") * ((len(code.co_code) - len(raw)) // 2)
+    nlocals = len(code.co_varnames)
+    flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    new_code = code.replace(
+        co_code=bytes(raw),
+        co_consts=consts,
+        co_argcount=nlocals,
+        co_posonlyargcount=0,
+        co_kwonlyargcount=0,
+        co_flags=flags,
+        co_stacksize=max(code.co_stacksize, nlocals + 2),
+        co_name=f"{code.co_name}_{tag}",
+        co_qualname=f"{code.co_qualname}_{tag}",
+    )
+    return types.FunctionType(new_code, function.__globals__, new_code.co_name)

@@ -1,0 +1,297 @@
+"""Graph breaks: the frame is split at the unsupported statement; the code before it is
+one graph, the statement runs eagerly, and a resume function (captured and cached on its
+first call) continues after it. Results, side effects, graph and break counts vs eager."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+import dynamo_capture
+from dynamo_capture import Unsupported
+from dynamo_capture.resume import END, is_end, plan_split, segment_function
+
+LOG: list = []
+
+
+class Counting:
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+
+def log_value(value):
+    LOG.append(float(value))
+
+
+def prints_between(x, y):
+    a = x.sin() + y
+    print("a:", a.shape)
+    return a.cos() * 2
+
+
+def item_in_python(x):
+    a = x.relu() + 1
+    scale = a.sum().item()
+    b = a * scale
+    return b - 1
+
+
+def tolist_in_python(x):
+    a = x.abs() + 1
+    values = a.tolist()
+    return a * len(values) + values[0]
+
+
+def data_dependent_if(x):
+    y = x * 2
+    if y.sum() > 0:
+        y = y + 1
+    else:
+        y = y - 1
+    return y.exp()
+
+
+def data_dependent_return(x):
+    y = x + 1
+    if y.mean() > 1:
+        return y
+    return -y
+
+
+def data_dependent_fallthrough(x):
+    return data_dependent_return(x)
+
+
+def calls_untraceable(x):
+    h = x.tanh()
+    log_value(h.sum())
+    return h * 3
+
+
+def two_breaks(x):
+    a = x + 1
+    print("first")
+    b = a * 2
+    c = len(b.tolist())
+    d = b + c
+    return d.sigmoid()
+
+
+def break_uses_locals_after(x, n):
+    total = x * n
+    marker = id(total) > 0
+    out = total + 1
+    return out, marker and id(out) > 0
+
+
+def kwargs_and_defaults(x, scale=2.0, *, shift=1.0):
+    y = x * scale
+    print("scaled")
+    return y + shift
+
+
+def varargs(*tensors):
+    first = tensors[0] + tensors[1]
+    print(len(tensors))
+    return first * tensors[-1]
+
+
+def side_effect_then_break(x, out):
+    out.append(x + 1)
+    print("appended")
+    out.append(x + 2)
+    return len(out)
+
+
+def break_in_callee_helper(x):
+    return x.sum().item()
+
+
+def break_in_inlined_call(x):
+    y = x.exp()
+    s = break_in_callee_helper(y)
+    return y / s
+
+
+def returns_in_middle(x):
+    y = x + 1
+    print("returning")
+    return y
+
+
+PROGRAMS = {
+    prints_between: ((torch.randn(3), torch.randn(3)), 2, 1),
+    item_in_python: ((torch.randn(4),), 2, 1),
+    tolist_in_python: ((torch.randn(3),), 2, 1),
+    data_dependent_if: ((torch.randn(5),), 2, 1),
+    data_dependent_return: ((torch.full((5,), 3.0),), 1, 1),
+    data_dependent_fallthrough: ((torch.zeros(5),), 0, 1),  # the call statement runs eagerly
+    calls_untraceable: ((torch.randn(3),), 2, 1),
+    two_breaks: ((torch.randn(3),), 3, 2),
+    break_uses_locals_after: ((torch.randn(3), 3), 2, 2),
+    kwargs_and_defaults: ((torch.randn(3),), 2, 1),
+    varargs: ((torch.randn(2), torch.randn(2), torch.randn(2)), 2, 1),
+    break_in_inlined_call: ((torch.randn(3),), 2, 1),
+    returns_in_middle: ((torch.randn(3),), 1, 1),
+}
+
+
+def _clone(args):
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+@pytest.mark.parametrize("fn", list(PROGRAMS), ids=[fn.__name__ for fn in PROGRAMS])
+def test_break_matches_eager_and_counts(fn, capsys):
+    args, graphs, breaks = PROGRAMS[fn]
+    backend = Counting()
+    compiled = dynamo_capture.optimize(fn, backend=backend)
+    LOG.clear()
+    expected = fn(*_clone(args))
+    eager_log = list(LOG)
+    eager_out = capsys.readouterr().out
+    LOG.clear()
+    got = compiled(*_clone(args))
+    torch.testing.assert_close(got, expected)
+    assert LOG == eager_log and capsys.readouterr().out == eager_out
+    assert len(backend.graphs) == graphs
+    assert len(compiled.graph_breaks) == breaks
+    compiled(*_clone(args))  # the second call reuses every compiled part
+    assert len(backend.graphs) == graphs
+    assert len(compiled.graph_breaks) == breaks
+
+
+def test_kwargs_binding_through_a_split():
+    compiled = dynamo_capture.optimize(kwargs_and_defaults, backend=Counting())
+    x = torch.randn(3)
+    torch.testing.assert_close(
+        compiled(x, 3.0, shift=-1.0), kwargs_and_defaults(x, 3.0, shift=-1.0)
+    )
+    torch.testing.assert_close(compiled(x), kwargs_and_defaults(x))
+
+
+def test_each_branch_of_a_data_dependent_if_runs_as_in_eager():
+    compiled = dynamo_capture.optimize(data_dependent_if, backend=Counting())
+    for x in (torch.ones(4), -torch.ones(4), torch.randn(4)):
+        torch.testing.assert_close(compiled(x), data_dependent_if(x))
+
+
+def test_resume_function_compiled_once_and_reused():
+    backend = Counting()
+    compiled = dynamo_capture.optimize(two_breaks, backend=backend)
+    for _ in range(4):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), two_breaks(x))
+    assert len(backend.graphs) == 3
+    assert len(compiled.entries) == 1
+    assert all(len(part.entries) == 1 for part in compiled.parts)
+
+
+def test_resume_function_recompiles_on_new_shape():
+    backend = Counting()
+    compiled = dynamo_capture.optimize(prints_between, backend=backend)
+    for size in (3, 3, 5, 5):
+        x, y = torch.randn(size), torch.randn(size)
+        torch.testing.assert_close(compiled(x, y), prints_between(x, y))
+    assert len(backend.graphs) == 4
+
+
+def test_side_effects_before_and_after_a_break_in_order():
+    x = torch.randn(2)
+    eager_list, got_list = [], []
+    expected = side_effect_then_break(x, eager_list)
+    got = dynamo_capture.optimize(side_effect_then_break, backend=Counting())(x, got_list)
+    assert got == expected
+    torch.testing.assert_close(got_list, eager_list)
+
+
+def test_fullgraph_still_raises_at_the_first_break():
+    compiled = dynamo_capture.optimize(prints_between, backend=Counting(), fullgraph=True)
+    with pytest.raises(Unsupported) as info:
+        compiled(torch.randn(3), torch.randn(3))
+    assert __file__ in str(info.value) and "print" in str(info.value)
+
+
+def test_force_eager_stance_runs_every_part_eagerly():
+    backend = Counting()
+    compiled = dynamo_capture.optimize(two_breaks, backend=backend)
+    x = torch.randn(3)
+    with dynamo_capture.set_stance("force_eager"):
+        torch.testing.assert_close(compiled(x), two_breaks(x))
+    assert not backend.graphs
+
+
+def test_fail_on_recompile_applies_to_resume_functions():
+    compiled = dynamo_capture.optimize(prints_between, backend=Counting())
+    compiled(torch.randn(3), torch.randn(3))
+    with dynamo_capture.set_stance("fail_on_recompile"):
+        compiled(torch.randn(3), torch.randn(3))
+        with pytest.raises(dynamo_capture.RecompileError):
+            compiled(torch.randn(6), torch.randn(6))
+
+
+def test_explain_counts_graphs_and_breaks_with_lines():
+    report = dynamo_capture.explain(two_breaks)(torch.randn(3))
+    assert report.graph_count == 3 and report.graph_break_count == 2
+    lines = [b.location.line for b in report.break_reasons]
+    first = two_breaks.__code__.co_firstlineno
+    assert lines == [first + 2, first + 4]
+
+
+def loops(x):
+    for _ in range(2):
+        print("in loop")
+        x = x + 1
+    return x
+
+
+def in_try(x):
+    try:
+        print("in try")
+    except ValueError:
+        pass
+    return x + 1
+
+
+def with_cell(x):
+    scale = 2
+
+    def inner(y):
+        return y * scale
+
+    print("cell")
+    return inner(x)
+
+
+@pytest.mark.parametrize("fn", [loops, in_try, with_cell], ids=lambda f: f.__name__)
+def test_frames_that_cannot_split_run_eagerly(fn):
+    backend = Counting()
+    compiled = dynamo_capture.optimize(fn, backend=backend)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert not backend.graphs and len(compiled.graph_breaks) == 1
+    assert isinstance(plan_split(fn.__code__, 0), str)
+
+
+def test_segments_run_the_frame_piece_by_piece():
+    def fn(x, y):
+        a = x + y
+        b = a * 2
+        return b - x
+
+    code = fn.__code__
+    offsets = [i.offset for i in __import__("dis").get_instructions(fn) if i.opname == "STORE_FAST"]
+    plan = plan_split(code, offsets[0])
+    assert not isinstance(plan, str)
+    first = segment_function(fn, plan.body_start, plan.stop, plan.body_start, "a")
+    rest = segment_function(fn, plan.stop, None, plan.body_start, "b")
+    assert isinstance(first, types.FunctionType)
+    x, y = torch.randn(2), torch.randn(2)
+    middle = first(x, y, None, None)
+    assert is_end(middle) and middle[0] is END
+    torch.testing.assert_close(rest(*middle[1:]), fn(x, y))
