@@ -169,6 +169,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> 
         "empty_strided": runtime.empty_strided,
         "reinterpret": runtime.reinterpret,
         "check_layout": runtime.check_layout,
+        "ensure_layout": runtime.ensure_layout,
         **wrapper.namespace,
         **graph.constants,
         **functions,

@@ -6,7 +6,7 @@ import torch
 
 from inductor_codegen.errors import InductorError
 
-__all__ = ["check_layout", "empty_strided", "reinterpret"]
+__all__ = ["check_layout", "empty_strided", "ensure_layout", "reinterpret"]
 
 
 def empty_strided(size: tuple, stride: tuple, dtype: torch.dtype) -> torch.Tensor:
@@ -16,6 +16,19 @@ def empty_strided(size: tuple, stride: tuple, dtype: torch.dtype) -> torch.Tenso
 def reinterpret(base: torch.Tensor, size: tuple, stride: tuple, offset: int) -> torch.Tensor:
     """A view of `base`'s memory; `offset` counts elements from `base`'s data pointer."""
     return base.as_strided(size, stride, base.storage_offset() + offset)
+
+
+def ensure_layout(tensor: torch.Tensor, size: tuple, stride: tuple) -> torch.Tensor:
+    """`tensor` in the layout the kernels were generated for, copied only if ATen chose another.
+
+    # NOTE: an ATen op's output strides can depend on its inputs' strides, and the
+    # buffers ember passes it may be laid out differently from the traced graph's
+    # meta["val"]; every later index computation assumes the traced layout.
+    """
+    if tuple(tensor.shape) == size and (tensor.numel() <= 1 or _same_strides(tensor, size, stride)):
+        return tensor
+    out = torch.empty_strided(size, stride, dtype=tensor.dtype, device=tensor.device)
+    return out.copy_(tensor)
 
 
 def check_layout(tensor: torch.Tensor, size: tuple, stride: tuple) -> None:

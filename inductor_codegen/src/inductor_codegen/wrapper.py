@@ -180,8 +180,14 @@ class WrapperCodegen:
         if step.tuple_result:
             for i, lay in enumerate(step.layouts):
                 if lay is not None:
-                    lines.append(f"    {step.name}_{i} = {step.name}[{i}]")
+                    lines.append(
+                        f"    {step.name}_{i} = ensure_layout({step.name}[{i}], {_layout_args(lay)})"
+                    )
             lines.append(f"    del {step.name}")
+        elif step.layout is not None:
+            lines.append(
+                f"    {step.name} = ensure_layout({step.name}, {_layout_args(step.layout)})"
+            )
 
     def _kernel(self, kernel: FusedKernel, pool) -> None:
         lines = self.out.lines

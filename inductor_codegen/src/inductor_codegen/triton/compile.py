@@ -132,6 +132,7 @@ def compile_triton_graph(
         "aten": torch.ops.aten,
         "empty_strided": empty_strided,
         "reinterpret": runtime.reinterpret,
+        "ensure_layout": runtime.ensure_layout,
         "check_layout": runtime.check_layout,
         **wrapper.namespace,
         **graph.constants,
