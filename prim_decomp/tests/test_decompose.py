@@ -217,3 +217,19 @@ def test_layer_forward_and_backward(name, tracing_mode):
     for table in (inductor_default, TO_PRIMS):
         out = decompose(gm, table)
         torch.testing.assert_close(out(x), with_grad(x))
+
+
+def test_embedding_with_expanded_indices():
+    # BERT passes an expanded (non-contiguous) token_type_ids buffer to embedding.
+    weight = torch.randn(5, 3)
+    indices = torch.tensor([[1, 4, 0]]).expand(2, 3)
+
+    def f(w, i):
+        return F.embedding(i, w)
+
+    gm = make_fx(f, tracing_mode="fake")(weight, indices)
+    decomposed = decompose(gm, inductor_default)
+    assert not any(
+        node.target is torch.ops.aten.embedding.default for node in decomposed.graph.nodes
+    )
+    torch.testing.assert_close(decomposed(weight, indices), f(weight, indices))

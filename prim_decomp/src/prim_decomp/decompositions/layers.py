@@ -42,15 +42,16 @@ def dropout(x: torch.Tensor, p: float, train: bool) -> torch.Tensor:
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     if indices.dim() == 1:
         return aten.index_select.default(weight, 0, indices)
-    flat = aten.view.default(indices, [-1])
+    # reshape: indices may be an expanded buffer (BERT's token_type_ids) that view rejects.
+    flat = aten.reshape.default(indices, [-1])
     rows = aten.index_select.default(weight, 0, flat)
     return aten.view.default(rows, list(indices.shape) + [weight.shape[1]])
 
 
 @COMPOUND.register(aten.embedding_dense_backward.default)
 def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
-    flat = aten.view.default(indices, [-1])
-    grad_rows = aten.view.default(grad, [flat.shape[0], grad.shape[-1]])
+    flat = aten.reshape.default(indices, [-1])
+    grad_rows = aten.reshape.default(grad, [flat.shape[0], grad.shape[-1]])
     grad_rows = cast(grad_rows, compute_dtype(grad.dtype))
     if scale_grad_by_freq:
         ones = aten.full_like.default(flat, 1)
