@@ -295,3 +295,43 @@ def test_segments_run_the_frame_piece_by_piece():
     middle = first(x, y, None, None)
     assert is_end(middle) and middle[0] is END
     torch.testing.assert_close(rest(*middle[1:]), fn(x, y))
+
+
+class BreakingBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Linear(4, 4)
+        self.second = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.first(x).relu()
+        LOG.append(h.shape[0])
+        scale = len(h.tolist())
+        return self.second(h) / (1 + scale)
+
+
+def test_break_in_module_forward_splits_the_forward():
+    torch.manual_seed(0)
+    module = BreakingBlock()
+    backend = Counting()
+    compiled = dynamo_capture.optimize(module, backend=backend)
+    for _ in range(2):
+        x = torch.randn(2, 4)
+        LOG.clear()
+        expected = module(x)
+        eager_log = list(LOG)
+        LOG.clear()
+        torch.testing.assert_close(compiled(x), expected)
+        assert LOG == eager_log
+    assert len(backend.graphs) == 2 and len(compiled.graph_breaks) == 1
+
+
+def test_module_with_hooks_runs_eagerly_on_a_break():
+    module = BreakingBlock()
+    calls = []
+    module.register_forward_hook(lambda mod, args, out: calls.append(1))
+    backend = Counting()
+    compiled = dynamo_capture.optimize(module, backend=backend)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), module(x))
+    assert len(calls) == 2 and not backend.graphs

@@ -13,9 +13,12 @@ Past `recompile_limit` entries the callable runs eagerly, logged on the
 
 from __future__ import annotations
 
+import types
 import weakref
 from collections.abc import Callable
 from typing import Any
+
+import torch
 
 from dynamo_capture.capture import CaptureArtifacts, CompiledEntry, capture_frame, compile_entry
 from dynamo_capture.errors import RecompileError, Unsupported
@@ -64,6 +67,7 @@ class CompiledCallable:
         self.graph_breaks: list[Unsupported] = []
         self.parts: list[CompiledCallable] = []  # compiled parts of a frame split by a break
         self._splits: dict[SplitPlan, list[Callable[..., Any]]] = {}
+        self._forward: CompiledCallable | None = None
         self._frame: FrameTarget | None = None
         self._limit_logged = False
         _live.add(self)
@@ -220,7 +224,9 @@ class CompiledCallable:
     ) -> CompiledEntry | None:
         """Break the graph at the unsupported statement: compiled prefix, eager middle, resume."""
         function = self.frame.function
-        if error.offset is None or function is _module_call:
+        if function is _module_call:
+            return self._module_forward_entry(error, contexts)
+        if error.offset is None:
             return None
         plan = plan_split(function.__code__, error.offset)
         if isinstance(plan, str):
@@ -245,6 +251,29 @@ class CompiledCallable:
         guards = contexts[0].guards.compile(name=self.frame.name)
         artifacts = CaptureArtifacts("", guards.source, "", graph_break_reason=str(error))
         return CompiledEntry(guards, run_parts, artifacts)
+
+    def _module_forward_entry(
+        self, error: Unsupported, contexts: list[CaptureContext]
+    ) -> CompiledEntry | None:
+        """A module without hooks: its forward becomes the frame, so a break splits forward."""
+        module = self.target
+        if not isinstance(module, torch.nn.Module) or _has_hooks(module):
+            return None
+        forward = getattr(module, "forward", None)
+        if not isinstance(forward, types.MethodType):
+            return None
+        if self._forward is None:
+            self._forward = self._part(forward)
+        compiled_forward = self._forward
+
+        def run_forward(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> Any:
+            return compiled_forward(*f_locals["args"], **f_locals["kwargs"])
+
+        guards = contexts[0].guards.compile(name=self.frame.name) if contexts else None
+        if guards is None:
+            return None
+        artifacts = CaptureArtifacts("", guards.source, "", graph_break_reason=str(error))
+        return CompiledEntry(guards, run_forward, artifacts)
 
     def _split_parts(self, function: Any, plan: SplitPlan) -> list[Callable[..., Any]]:
         """The parts of a split frame; parts of the same split are shared by its entries."""
@@ -274,6 +303,19 @@ class CompiledCallable:
         self.calls = 0
         self.entries.clear()
         self._limit_logged = False
+
+
+def _has_hooks(module: torch.nn.Module) -> bool:
+    """Whether calling the module runs more than its forward (any module or global hook)."""
+    from torch.nn.modules import module as module_globals
+
+    own = (module._forward_hooks, module._forward_pre_hooks, module._backward_hooks)
+    shared = (
+        module_globals._global_forward_hooks,
+        module_globals._global_forward_pre_hooks,
+        module_globals._global_backward_hooks,
+    )
+    return any(bool(hooks) for hooks in (*own, *shared))
 
 
 def optimize(target: Callable[..., Any], *, backend: Backend, **settings: Any) -> CompiledCallable:
