@@ -122,13 +122,18 @@ def mutates_global_list(x):
     return x
 
 
-def assigns_global(x):
-    global LAST
-    LAST = x
-    return x
+def _make_counter():
+    count = 0
+
+    def bumps_closure(x):
+        nonlocal count
+        count += 1
+        return x * (count > 0)
+
+    return bumps_closure
 
 
-LAST = None
+bumps_closure = _make_counter()
 
 
 SEEN = []
@@ -157,7 +162,7 @@ UNSUPPORTED = [
     (data_dependent, (torch.randn(3),), "data-dependent control flow"),
     (prints, (torch.randn(3),), "print"),
     (item_in_python, (torch.randn(3),), "item"),
-    (assigns_global, (torch.randn(3),), "side effect"),
+    (bumps_closure, (torch.randn(3),), "side effect"),
 ]
 
 

@@ -139,3 +139,28 @@ def test_backend_error_names_backend_graph_and_frame():
     assert "broken_backend" in message and "no kernel for this op" in message
     assert __file__ in message
     assert isinstance(info.value.__cause__, RuntimeError)
+
+
+COUNTER = 0
+LAST = None
+
+
+def writes_globals(x):
+    global COUNTER, LAST
+    COUNTER = COUNTER + 1
+    LAST = x * COUNTER
+    return LAST + COUNTER
+
+
+def test_global_writes_are_read_back_and_replayed():
+    global COUNTER, LAST
+    compiled = _compiled(writes_globals)
+    x = torch.randn(3)
+    COUNTER, LAST = 0, None
+    expected = [writes_globals(x) for _ in range(2)]
+    eager_state = (COUNTER, LAST)
+    COUNTER, LAST = 0, None
+    got = [compiled(x) for _ in range(2)]
+    torch.testing.assert_close(got, expected)
+    assert COUNTER == eager_state[0]
+    torch.testing.assert_close(LAST, eager_state[1])

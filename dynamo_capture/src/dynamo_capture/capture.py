@@ -235,6 +235,8 @@ class OutputPlan:
                 if entry[0] is obj and entry[2] is value
             )
             lines.append(f"setattr({target}, {name!r}, {self.expr(value)})")
+        for (_, name), (scope, value) in self.ctx.global_writes.items():
+            lines.append(f"{self._constant(scope)}[{name!r}] = {self.expr(value)}")
         for obj, source, shadow in self.ctx.shadows.values():
             target = source.expr if source is not None else self._constant(obj)
             lines.append(

@@ -112,6 +112,10 @@ def load_global(tx: Translator, inst: Instruction) -> None:
     name = inst.argval
     if inst.push_null:
         tx.push(NULL)
+    written = tx.ctx.global_writes.get((id(tx.f_globals), name))
+    if written is not None:
+        tx.push(written[1])
+        return
     if name in tx.f_globals:
         value = tx.f_globals[name]
         module = str(tx.f_globals.get("__name__", ""))
@@ -134,7 +138,8 @@ def load_global(tx: Translator, inst: Instruction) -> None:
 
 @opcode_handler("STORE_GLOBAL")
 def store_global(tx: Translator, inst: Instruction) -> None:
-    raise Unsupported(f"assignment to global {inst.argval!r} (a side effect)")
+    """A global assignment: read back while capturing, replayed after the graph."""
+    tx.ctx.global_writes[(id(tx.f_globals), inst.argval)] = (tx.f_globals, tx.pop())
 
 
 @opcode_handler("MAKE_CELL")

@@ -141,6 +141,8 @@ class CaptureContext:
         self.attr_writes: dict[tuple[int, str], tuple[Any, Source | None, Value]] = {}
         # outside lists/dicts written to: id -> (object, source, shadow Value)  (side_effects)
         self.shadows: dict[int, tuple[Any, Source | None, Value]] = {}
+        # global assignments: (id(globals), name) -> (globals dict, Value), replayed in order
+        self.global_writes: dict[tuple[int, str], tuple[dict[str, Any], Value]] = {}
         self._names: set[str] = set()
 
     # ----- inputs -------------------------------------------------------
