@@ -18,7 +18,6 @@ from typing import Any
 import torch
 
 from ember.errors import BackendNotFoundError, InvalidArgumentError, StageUnavailableError
-from guards import artifact_logger
 
 __all__ = [
     "BUILTIN_BACKENDS",
@@ -113,10 +112,6 @@ def _codegen_options(options: Mapping[str, Any]) -> dict[str, Any]:
         option = OPTIONS[name]
         if option.codegen_name is not None and value is not None:
             codegen[option.codegen_name] = value
-        elif option.gpu_only and value != option.default:
-            artifact_logger("perf_hints").info(
-                "option %s=%r has no effect: this version generates CPU code only", name, value
-            )
     return codegen
 
 

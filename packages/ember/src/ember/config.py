@@ -23,8 +23,7 @@ class Option:
     """One compile option.
 
     `applies_to` names the backends that read it (empty: every backend);
-    `codegen_name` is the `inductor_codegen.compile_graph` option it becomes;
-    `gpu_only` marks options that only change GPU code generation.
+    `codegen_name` is the `inductor_codegen.compile_graph` option it becomes.
     """
 
     name: str
@@ -33,7 +32,6 @@ class Option:
     help: str
     applies_to: tuple[str, ...] = ()
     codegen_name: str | None = None
-    gpu_only: bool = False
 
 
 _CODEGEN = ("inductor",)
@@ -93,9 +91,9 @@ OPTIONS: dict[str, Option] = {
             "max_autotune",
             bool,
             False,
-            "benchmark GPU kernel configurations and keep the fastest",
+            "benchmark GPU kernel configurations and keep the fastest (Triton)",
             _CODEGEN,
-            gpu_only=True,
+            codegen_name="max_autotune",
         ),
         Option(
             "triton.cudagraphs",
@@ -103,7 +101,7 @@ OPTIONS: dict[str, Option] = {
             False,
             "replay compiled GPU graphs with CUDA graphs",
             _CODEGEN,
-            gpu_only=True,
+            codegen_name="cudagraphs",
         ),
     )
 }
