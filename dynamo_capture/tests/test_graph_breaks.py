@@ -131,13 +131,14 @@ PROGRAMS = {
     tolist_in_python: ((torch.randn(3),), 2, 1),
     data_dependent_if: ((torch.randn(5),), 2, 1),
     data_dependent_return: ((torch.full((5,), 3.0),), 1, 1),
-    data_dependent_fallthrough: ((torch.zeros(5),), 0, 1),  # the call statement runs eagerly
-    calls_untraceable: ((torch.randn(3),), 2, 1),
+    # a break in a callee: the caller breaks at the call, the callee is its own frame
+    data_dependent_fallthrough: ((torch.zeros(5),), 2, 2),
+    calls_untraceable: ((torch.randn(3),), 2, 2),
     two_breaks: ((torch.randn(3),), 3, 2),
     break_uses_locals_after: ((torch.randn(3), 3), 2, 2),
     kwargs_and_defaults: ((torch.randn(3),), 2, 1),
     varargs: ((torch.randn(2), torch.randn(2), torch.randn(2)), 2, 1),
-    break_in_inlined_call: ((torch.randn(3),), 2, 1),
+    break_in_inlined_call: ((torch.randn(3),), 2, 2),
     returns_in_middle: ((torch.randn(3),), 1, 1),
 }
 
@@ -335,3 +336,39 @@ def test_module_with_hooks_runs_eagerly_on_a_break():
     x = torch.randn(2, 4)
     torch.testing.assert_close(compiled(x), module(x))
     assert len(calls) == 2 and not backend.graphs
+
+
+def callee_with_tail(x):
+    a = x + 1
+    print("mid")
+    return a * 3
+
+
+def other_callee(x):
+    print("other")
+    return x - 5
+
+
+def caller(x):
+    y = x.sin()
+    z = callee_with_tail(y)
+    return z.cos()
+
+
+def test_callee_with_a_break_is_compiled_as_its_own_frame(capsys):
+    global callee_with_tail
+    backend = Counting()
+    compiled = dynamo_capture.optimize(caller, backend=backend)
+    x = torch.randn(3)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), caller(x))
+    # caller before the call, callee before and after its print, caller after the call
+    assert len(backend.graphs) == 4
+    assert capsys.readouterr().out == "mid\n" * 4
+    original = callee_with_tail
+    try:
+        callee_with_tail = other_callee  # the global is rebound: the new callee is called
+        torch.testing.assert_close(compiled(x), caller(x))
+    finally:
+        callee_with_tail = original
+    assert capsys.readouterr().out == "other\n" * 2

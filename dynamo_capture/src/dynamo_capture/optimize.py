@@ -25,7 +25,13 @@ from dynamo_capture.errors import RecompileError, Unsupported
 from dynamo_capture.frame_target import FrameTarget, _module_call, frame_target
 from dynamo_capture.output_graph import CaptureContext
 from dynamo_capture.registry import eager_only_depth
-from dynamo_capture.resume import SplitPlan, is_end, plan_split, segment_function
+from dynamo_capture.resume import (
+    SplitPlan,
+    called_globals,
+    is_end,
+    plan_split,
+    segment_function,
+)
 from dynamo_capture.stance import current_stance
 from dynamo_capture.state import is_compiling
 from guards import artifact_enabled, artifact_logger
@@ -66,7 +72,7 @@ class CompiledCallable:
         self.artifacts: list[CaptureArtifacts] = []
         self.graph_breaks: list[Unsupported] = []
         self.parts: list[CompiledCallable] = []  # compiled parts of a frame split by a break
-        self._splits: dict[SplitPlan, list[Callable[..., Any]]] = {}
+        self._splits: dict[tuple[Any, ...], list[Callable[..., Any]]] = {}
         self._forward: CompiledCallable | None = None
         self._frame: FrameTarget | None = None
         self._limit_logged = False
@@ -232,11 +238,13 @@ class CompiledCallable:
         if isinstance(plan, str):
             artifact_logger("graph_breaks").info("cannot split %s: %s", self.frame.name, plan)
             return None
-        parts = self._splits.get(plan)
+        callees = _callees(function, plan, error)
+        key = (plan, tuple(id(function.__globals__[name]) for name in callees))
+        parts = self._splits.get(key)
         if parts is None:
             self.graph_breaks.append(error)
             artifact_logger("graph_breaks").info("graph break in %s: %s", self.frame.name, error)
-            parts = self._splits[plan] = self._split_parts(function, plan)
+            parts = self._splits[key] = self._split_parts(function, plan, callees)
         varnames = function.__code__.co_varnames
 
         def run_parts(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> Any:
@@ -275,13 +283,19 @@ class CompiledCallable:
         artifacts = CaptureArtifacts("", guards.source, "", graph_break_reason=str(error))
         return CompiledEntry(guards, run_forward, artifacts)
 
-    def _split_parts(self, function: Any, plan: SplitPlan) -> list[Callable[..., Any]]:
+    def _split_parts(
+        self, function: Any, plan: SplitPlan, callees: list[str]
+    ) -> list[Callable[..., Any]]:
         """The parts of a split frame; parts of the same split are shared by its entries."""
         parts: list[Callable[..., Any]] = []
         if plan.start > plan.body_start:
             prefix = segment_function(function, plan.body_start, plan.start, plan.body_start, "pre")
             parts.append(self._part(prefix))
-        parts.append(segment_function(function, plan.start, plan.stop, plan.body_start, "eager"))
+        compiled_callees = {name: self._part(function.__globals__[name]) for name in callees}
+        middle = segment_function(
+            function, plan.start, plan.stop, plan.body_start, "eager", compiled_callees
+        )
+        parts.append(middle)
         if plan.stop is not None:
             resume = segment_function(function, plan.stop, None, plan.body_start, "resume")
             parts.append(self._part(resume))
@@ -303,6 +317,14 @@ class CompiledCallable:
         self.calls = 0
         self.entries.clear()
         self._limit_logged = False
+
+
+def _callees(function: Any, plan: SplitPlan, error: Unsupported) -> list[str]:
+    """Globals called in the eager statement that hold the function the break happened in."""
+    if len(error.where) < 2:
+        return []
+    callee = error.where[1]
+    return called_globals(function, plan.start, plan.stop, callee.filename, callee.function)
 
 
 def _has_hooks(module: torch.nn.Module) -> bool:

@@ -25,7 +25,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["END", "SplitPlan", "is_end", "plan_split", "segment_function"]
+__all__ = ["END", "SplitPlan", "called_globals", "is_end", "plan_split", "segment_function"]
 
 
 class _End:
@@ -137,13 +137,65 @@ def _epilogue(code: types.CodeType, end_index: int) -> bytes:
     return out + _emit("BUILD_TUPLE", len(code.co_varnames) + 1) + _emit("RETURN_VALUE")
 
 
+def called_globals(
+    function: types.FunctionType, start: int, stop: int | None, filename: str, name: str
+) -> list[str]:
+    """Globals loaded in [start, stop) that hold the Python function `name` of `filename`."""
+    found = []
+    for inst in _instructions(function.__code__):
+        if inst.opname != "LOAD_GLOBAL" or inst.offset < start:
+            continue
+        if stop is not None and inst.offset >= stop:
+            break
+        value = function.__globals__.get(inst.argval)
+        code = getattr(value, "__code__", None)
+        if isinstance(value, types.FunctionType) and code is not None:
+            if code.co_filename == filename and code.co_name == name:
+                found.append(inst.argval)
+    return found
+
+
+def _replace_global_loads(
+    code: types.CodeType,
+    raw: bytearray,
+    consts: list[Any],
+    replacements: dict[str, Any],
+    span: tuple[int, int | None],
+) -> None:
+    """LOAD_GLOBAL name -> [PUSH_NULL] LOAD_CONST replacement, padded to the same size."""
+    insts = _instructions(code)
+    for index, inst in enumerate(insts):
+        if inst.opname != "LOAD_GLOBAL" or inst.argval not in replacements:
+            continue
+        if inst.offset < span[0] or (span[1] is not None and inst.offset >= span[1]):
+            continue
+        size = insts[index + 1].offset - inst.offset
+        consts.append(replacements[inst.argval])
+        load = (_emit("PUSH_NULL") if inst.arg & 1 else b"") + _emit("LOAD_CONST", len(consts) - 1)
+        if len(load) > size:
+            continue
+        raw[inst.offset : inst.offset + size] = load + _emit("NOP") * ((size - len(load)) // 2)
+
+
 def segment_function(
-    function: types.FunctionType, start: int, stop: int | None, body_start: int, tag: str
+    function: types.FunctionType,
+    start: int,
+    stop: int | None,
+    body_start: int,
+    tag: str,
+    replacements: dict[str, Any] | None = None,
 ) -> types.FunctionType:
-    """A function running `function`'s code from `start` to `stop`; every local is a parameter."""
+    """A function running `function`'s code from `start` to `stop`; every local is a parameter.
+
+    `replacements` maps globals called in the part to what is called instead (the
+    compiled callee of a break inside an inlined call).
+    """
     code = function.__code__
     raw = bytearray(code.co_code)
-    consts = (*code.co_consts, END)
+    const_list = list(code.co_consts)
+    if replacements:
+        _replace_global_loads(code, raw, const_list, replacements, (start, stop))
+    consts = (*const_list, END)
     if start > body_start:
         jump = _jump_forward(body_start, start)
         if body_start + len(jump) > start:
