@@ -283,3 +283,34 @@ def test_aot_graph_as_a_torch_compile_backend():
     expected.sum().backward()
     torch.testing.assert_close(model[0].weight.grad, reference[0].weight.grad)
     torch.testing.assert_close(model[1].running_mean, reference[1].running_mean)
+
+
+class _TwoHeads(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(4, 4)
+        self.used = torch.nn.Linear(4, 2)
+        self.unused = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = torch.tanh(self.body(x))
+        return self.used(h), self.unused(h)
+
+
+def test_parameters_feeding_only_unused_outputs_get_no_grad_as_in_eager():
+    # Eager leaves .grad None for them; zeros would change what optimizers do
+    # (weight decay and momentum still update a parameter whose grad is zero).
+    net = _TwoHeads()
+    x = torch.randn(3, 4)
+    net(x)[0].sum().backward()
+    expected = {n: p.grad for n, p in net.named_parameters()}
+    net.zero_grad(set_to_none=True)
+    for partition in (default_partition, min_cut_rematerialization_partition):
+        compiled = aot_module(net, identity_compiler, partition_fn=partition)
+        compiled(x)[0].sum().backward()
+        for name, parameter in net.named_parameters():
+            if expected[name] is None:
+                assert parameter.grad is None, name
+            else:
+                torch.testing.assert_close(parameter.grad, expected[name], msg=name)
+        net.zero_grad(set_to_none=True)

@@ -29,6 +29,7 @@ from aot_autograd.program import TracedProgram, trace_program
 from aot_autograd.runtime import (
     assemble_outputs,
     check_mutated_inputs_unaliased,
+    tangent_dependencies,
     training_function,
 )
 
@@ -141,7 +142,9 @@ class AotCallable:
         bw_compiler = config.bw_compiler or config.fw_compiler
         compiled_backward = bw_compiler(backward, _placeholder_values(backward))
         # wrap: an autograd.Function around the compiled pair.
-        run = training_function(program, compiled_forward, compiled_backward)
+        run = training_function(
+            program, compiled_forward, compiled_backward, tangent_dependencies(backward)
+        )
         return _Compiled(program, run, training=True)
 
 

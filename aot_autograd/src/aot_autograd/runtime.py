@@ -70,10 +70,40 @@ def _boxed(fn: Callable) -> Callable[[list], Any]:
     return call
 
 
+def tangent_dependencies(backward: fx.GraphModule) -> list[frozenset[int]]:
+    """For each output of the backward graph, the tangent placeholders it reads.
+
+    Tangents are the backward graph's placeholders named `tangents_*` (the last ones),
+    numbered from 0 in placeholder order.
+    """
+    placeholders = [n for n in backward.graph.nodes if n.op == "placeholder"]
+    tangent_index = {
+        node: i for i, node in enumerate(n for n in placeholders if "tangent" in n.name)
+    }
+    reads: dict[fx.Node, frozenset[int]] = {}
+    for node in backward.graph.nodes:
+        if node.op == "placeholder":
+            reads[node] = frozenset([tangent_index[node]]) if node in tangent_index else frozenset()
+        else:
+            reads[node] = frozenset().union(*(reads[i] for i in node.all_input_nodes))
+    output = next(n for n in backward.graph.nodes if n.op == "output")
+    results = output.args[0] if isinstance(output.args[0], list | tuple) else [output.args[0]]
+    return [reads[r] if isinstance(r, fx.Node) else frozenset() for r in results]
+
+
 def training_function(
-    program: TracedProgram, forward: Callable, backward: Callable
+    program: TracedProgram,
+    forward: Callable,
+    backward: Callable,
+    dependencies: list[frozenset[int]] | None = None,
 ) -> Callable[..., tuple]:
-    """A function running `forward` under autograd, with `backward` as its derivative."""
+    """A function running `forward` under autograd, with `backward` as its derivative.
+
+    Outputs the caller never used get no gradient (None, not zeros) from autograd;
+    a grad that reads only such outputs' tangents comes back None, as in eager, so
+    optimizers skip those parameters as they would eagerly. `dependencies` (see
+    `tangent_dependencies`) says which tangents each grad reads.
+    """
     n_out = program.num_forward_outputs
     differentiable = program.differentiable
     boxed_backward = _boxed(backward)
@@ -83,8 +113,14 @@ def training_function(
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx: Any, *args: Any) -> tuple:
+            ctx.set_materialize_grads(False)
             results = forward(*args)
             outputs, saved = tuple(results[:n_out]), list(results[n_out:])
+            ctx.output_specs = [
+                (o.shape, o.dtype, o.device) if isinstance(o, torch.Tensor) else None
+                for o, d in zip(outputs, differentiable)
+                if d
+            ]
             is_tensor = [isinstance(s, torch.Tensor) for s in saved]
             ctx.save_for_backward(*(s for s, t in zip(saved, is_tensor) if t))
             ctx.saved_others = [None if t else s for s, t in zip(saved, is_tensor)]
@@ -104,8 +140,20 @@ def training_function(
             del tensors
             if hasattr(ctx, "maybe_clear_saved_tensors"):
                 ctx.maybe_clear_saved_tensors()  # the list now holds the only references
-            args += [g.contiguous() for g, d in zip(grad_outputs, differentiable) if d]
+            tangents = [g for g, d in zip(grad_outputs, differentiable) if d]
+            unused = {i for i, g in enumerate(tangents) if g is None}
+            args += [
+                g.contiguous()
+                if g is not None
+                else torch.zeros(spec[0], dtype=spec[1], device=spec[2])
+                for g, spec in zip(tangents, ctx.output_specs)
+            ]
             grads = list(boxed_backward(args))
+            if unused and dependencies is not None:
+                grads = [
+                    None if reads and reads <= unused else grad
+                    for grad, reads in zip(grads, dependencies)
+                ]
             if torch.is_grad_enabled():
                 grads = _mark_no_double_backward(grads)
             result: list[Any] = [None] * program.num_inputs
