@@ -269,7 +269,14 @@ def with_cell(x):
     return inner(x)
 
 
-@pytest.mark.parametrize("fn", [loops, in_try, with_cell], ids=lambda f: f.__name__)
+def in_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        print("no grad")
+    return y + 1
+
+
+@pytest.mark.parametrize("fn", [loops, in_try, with_cell, in_no_grad], ids=lambda f: f.__name__)
 def test_frames_that_cannot_split_run_eagerly(fn):
     backend = Counting()
     compiled = dynamo_capture.optimize(fn, backend=backend)

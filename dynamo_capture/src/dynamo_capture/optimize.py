@@ -28,6 +28,7 @@ from dynamo_capture.registry import eager_only_depth
 from dynamo_capture.resume import (
     SplitPlan,
     called_globals,
+    describe_split,
     is_end,
     plan_split,
     segment_function,
@@ -257,7 +258,10 @@ class CompiledCallable:
             return None  # unreachable: the last part ends in a return
 
         guards = contexts[0].guards.compile(name=self.frame.name)
-        artifacts = CaptureArtifacts("", guards.source, "", graph_break_reason=str(error))
+        artifacts = CaptureArtifacts(
+            "", guards.source, describe_split(plan, parts), graph_break_reason=str(error)
+        )
+        self.artifacts.append(artifacts)
         return CompiledEntry(guards, run_parts, artifacts)
 
     def _module_forward_entry(
