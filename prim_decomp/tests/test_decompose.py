@@ -233,3 +233,13 @@ def test_embedding_with_expanded_indices():
         node.target is torch.ops.aten.embedding.default for node in decomposed.graph.nodes
     )
     torch.testing.assert_close(decomposed(weight, indices), f(weight, indices))
+
+
+def test_zeros_and_ones_without_dtype_take_the_default_dtype():
+    def f(x):
+        return torch.zeros(x.shape), torch.ones(x.shape)
+
+    gm = make_fx(f, tracing_mode="fake")(torch.randn(3))
+    for table in (core_aten, core_aten | prims_table):
+        zeros, ones = decompose(gm, table)(torch.randn(3))
+        assert zeros.dtype == ones.dtype == torch.float32

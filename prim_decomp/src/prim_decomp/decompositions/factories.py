@@ -11,6 +11,8 @@ __all__: list[str] = []
 
 
 def _options(dtype, layout, device, pin_memory) -> dict:
+    # zeros/ones without a dtype take the default dtype; full would infer int64 from 0.
+    dtype = dtype if dtype is not None else torch.get_default_dtype()
     return {"dtype": dtype, "layout": layout, "device": device, "pin_memory": pin_memory}
 
 
