@@ -245,18 +245,51 @@ def test_explain_counts_graphs_and_breaks_with_lines():
 
 
 def loops(x):
+    y = x * 2
     for _ in range(2):
         print("in loop")
-        x = x + 1
-    return x
+        y = y + 1
+    return y.sin()
+
+
+def while_loop(x):
+    y = x * 2
+    n = 0
+    while n < 2:
+        print("w")
+        n += 1
+    return y.sin() + n
 
 
 def in_try(x):
+    y = x * 2
     try:
         print("in try")
     except ValueError:
-        pass
-    return x + 1
+        y = y - 1
+    return y + 1
+
+
+def in_no_grad(x):
+    y = x * 2
+    with torch.no_grad():
+        z = y * 2
+        print("no grad")
+    return z + 1
+
+
+@pytest.mark.parametrize("fn", [loops, while_loop, in_try, in_no_grad], ids=lambda f: f.__name__)
+def test_loop_try_and_with_statements_holding_a_break_run_eagerly_as_a_whole(fn):
+    backend = Counting()
+    compiled = dynamo_capture.optimize(fn, backend=backend)
+    x = torch.randn(3, requires_grad=True)
+    got, expected = compiled(x), fn(x)
+    torch.testing.assert_close(got, expected)
+    assert got.requires_grad == expected.requires_grad
+    assert backend.graphs and len(compiled.graph_breaks) == 1
+    graphs = len(backend.graphs)
+    compiled(x)
+    assert len(backend.graphs) == graphs
 
 
 def with_cell(x):
@@ -269,21 +302,13 @@ def with_cell(x):
     return inner(x)
 
 
-def in_no_grad(x):
-    with torch.no_grad():
-        y = x * 2
-        print("no grad")
-    return y + 1
-
-
-@pytest.mark.parametrize("fn", [loops, in_try, with_cell, in_no_grad], ids=lambda f: f.__name__)
-def test_frames_that_cannot_split_run_eagerly(fn):
+def test_frames_with_cells_run_eagerly():
     backend = Counting()
-    compiled = dynamo_capture.optimize(fn, backend=backend)
+    compiled = dynamo_capture.optimize(with_cell, backend=backend)
     x = torch.randn(3)
-    torch.testing.assert_close(compiled(x), fn(x))
+    torch.testing.assert_close(compiled(x), with_cell(x))
     assert not backend.graphs and len(compiled.graph_breaks) == 1
-    assert isinstance(plan_split(fn.__code__, 0), str)
+    assert isinstance(plan_split(with_cell.__code__, 0), str)
 
 
 def test_segments_run_the_frame_piece_by_piece():
@@ -379,3 +404,21 @@ def test_callee_with_a_break_is_compiled_as_its_own_frame(capsys):
     finally:
         callee_with_tail = original
     assert capsys.readouterr().out == "other\n" * 2
+
+
+def test_eager_on_recompile_runs_new_inputs_eagerly_in_every_part():
+    backend = Counting()
+    compiled = dynamo_capture.optimize(prints_between, backend=backend)
+    compiled(torch.randn(3), torch.randn(3))
+    graphs = len(backend.graphs)
+    with dynamo_capture.set_stance("eager_on_recompile"):
+        x, y = torch.randn(6), torch.randn(6)
+        torch.testing.assert_close(compiled(x, y), prints_between(x, y))
+    assert len(backend.graphs) == graphs
+
+
+def test_split_artifacts_show_the_generated_bytecode():
+    compiled = dynamo_capture.optimize(two_breaks, backend=Counting())
+    compiled(torch.randn(3))
+    split = next(a for a in compiled.artifacts if a.graph_break_reason)
+    assert "two_breaks_pre" in split.entry_code and "RETURN_VALUE" in split.entry_code

@@ -13,8 +13,10 @@ Each part is a copy of the frame's code object whose parameters are all its
 locals: a jump at the start goes to the part's first instruction, and the
 instruction at its stop offset becomes `return (END, *locals)`. A `return`
 reached inside a part returns the plain value, so the caller can tell the two
-apart. Frames with cells, exception handlers, backward jumps (loops) or
-generator flags are not split (they run eagerly, logged).
+apart. A loop, `with` or `try` statement holding the break runs eagerly as a
+whole (the cut points never lie inside one; a try block whose handler code is
+placed past the statement runs the rest of the frame eagerly). Frames with
+closure cells or generator flags are not split (they run eagerly, logged).
 """
 
 from __future__ import annotations
@@ -75,11 +77,16 @@ def _why_not_splittable(code: types.CodeType, insts: list[dis.Instruction]) -> s
         return "a generator or coroutine frame"
     if code.co_cellvars or code.co_freevars:
         return "a frame with closure cells"
-    if code.co_exceptiontable:
-        return "a frame with try/with blocks"
-    if any(inst.opcode in _JUMPS and inst.argval <= inst.offset for inst in insts):
-        return "a frame with a loop"
     return None
+
+
+def _handlers_inside(entries: list[Any], start: int, stop: int | None) -> bool:
+    """Every exception range starting in [start, stop) has its handler there too."""
+    for entry in entries:
+        if start <= entry.start and (stop is None or entry.start < stop):
+            if entry.target < start or (stop is not None and entry.target >= stop):
+                return False
+    return True
 
 
 def _depths(insts: list[dis.Instruction]) -> dict[int, int]:
@@ -111,15 +118,28 @@ def plan_split(code: types.CodeType, offset: int) -> SplitPlan | str:
     body_start = next(inst.offset for inst in insts if inst.opname != "RESUME")
     depths = _depths(insts)
     jumps = [(inst.offset, inst.argval) for inst in insts if inst.opcode in _JUMPS]
+    entries = list(dis.Bytecode(code).exception_entries)
 
     def boundary(at: int) -> bool:
-        return depths.get(at) == 0 and not any(src < at < dst for src, dst in jumps)
+        # the stack is empty, no jump (forward or back: loops) and no try block spans it
+        return (
+            depths.get(at) == 0
+            and not any(min(src, dst) < at < max(src, dst) for src, dst in jumps)
+            and not any(entry.start < at < entry.end for entry in entries)
+        )
 
     starts = [i.offset for i in insts if body_start <= i.offset <= offset and boundary(i.offset)]
     stops = [i.offset for i in insts if i.offset > offset and boundary(i.offset)]
     if not starts:
-        return "no statement boundary before the unsupported instruction"
-    return SplitPlan(starts[-1], stops[0] if stops else None, body_start)
+        return "no statement boundary before the unsupported instruction (a loop or try block)"
+    start, stop = starts[-1], stops[0] if stops else None
+    if not _handlers_inside(entries, body_start, start):
+        return "a try block before the break has its handler after it"
+    if not _handlers_inside(entries, start, stop):
+        stop = None  # the statement's handlers lie past it: run the rest of the frame eagerly
+    if stop is not None and not _handlers_inside(entries, stop, None):
+        return "a try block after the break has its handler before it"
+    return SplitPlan(start, stop, body_start)
 
 
 def _emit(opname: str, arg: int = 0) -> bytes:
