@@ -243,3 +243,14 @@ def test_zeros_and_ones_without_dtype_take_the_default_dtype():
     for table in (core_aten, core_aten | prims_table):
         zeros, ones = decompose(gm, table)(torch.randn(3))
         assert zeros.dtype == ones.dtype == torch.float32
+
+
+def test_arange_infers_its_dtype_from_its_arguments():
+    def f(x):
+        return torch.arange(x.shape[0]), torch.arange(1, 4), torch.arange(0.5, 3.0)
+
+    gm = make_fx(f, tracing_mode="fake")(torch.randn(3))
+    for table in (core_aten, inductor_default, core_aten | prims_table):
+        ints, start, floats = decompose(gm, table)(torch.randn(3))
+        assert ints.dtype == start.dtype == torch.int64
+        assert floats.dtype == torch.float32

@@ -11,19 +11,23 @@ __all__: list[str] = []
 
 
 def _options(dtype, layout, device, pin_memory) -> dict:
+    return {"dtype": dtype, "layout": layout, "device": device, "pin_memory": pin_memory}
+
+
+def _float_options(dtype, layout, device, pin_memory) -> dict:
     # zeros/ones without a dtype take the default dtype; full would infer int64 from 0.
     dtype = dtype if dtype is not None else torch.get_default_dtype()
-    return {"dtype": dtype, "layout": layout, "device": device, "pin_memory": pin_memory}
+    return _options(dtype, layout, device, pin_memory)
 
 
 @COMPOSITE.register(aten.zeros.default)
 def zeros(size, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return aten.full.default(size, 0, **_options(dtype, layout, device, pin_memory))
+    return aten.full.default(size, 0, **_float_options(dtype, layout, device, pin_memory))
 
 
 @COMPOSITE.register(aten.ones.default)
 def ones(size, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return aten.full.default(size, 1, **_options(dtype, layout, device, pin_memory))
+    return aten.full.default(size, 1, **_float_options(dtype, layout, device, pin_memory))
 
 
 def _like(x, dtype, device):
