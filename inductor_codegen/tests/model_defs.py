@@ -51,7 +51,7 @@ class TransformerBlock(nn.Module):
         q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
         scores = (q @ k.transpose(-2, -1)) / (c // self.heads) ** 0.5
-        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         scores = scores.masked_fill(~mask, float("-inf"))
         attn = torch.softmax(scores, dim=-1) @ v
         x = x + self.proj(attn.transpose(1, 2).reshape(b, t, c))
