@@ -16,6 +16,11 @@ os.environ.setdefault("EMBER_CACHE_DIR", str(Path.home() / ".cache" / "ember"))
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+# Triton reads TRITON_INTERPRET when it is first imported, and other test files
+# import it indirectly (make_fx loads torch's compiler stack): set it before any of them.
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
 
 @pytest.fixture(autouse=True)
 def _seed():
