@@ -18,13 +18,15 @@ def reinterpret(base: torch.Tensor, size: tuple, stride: tuple, offset: int) -> 
     return base.as_strided(size, stride, base.storage_offset() + offset)
 
 
-def ensure_layout(tensor: torch.Tensor, size: tuple, stride: tuple) -> torch.Tensor:
+def ensure_layout(tensor: torch.Tensor | None, size: tuple, stride: tuple) -> torch.Tensor | None:
     """`tensor` in the layout the kernels were generated for, copied only if ATen chose another.
 
     # NOTE: an ATen op's output strides can depend on its inputs' strides, and the
     # buffers ember passes it may be laid out differently from the traced graph's
     # meta["val"]; every later index computation assumes the traced layout.
     """
+    if tensor is None:  # an optional output ATen did not produce (need_weights=False)
+        return None
     if tuple(tensor.shape) == size and (tensor.numel() <= 1 or _same_strides(tensor, size, stride)):
         return tensor
     out = torch.empty_strided(size, stride, dtype=tensor.dtype, device=tensor.device)

@@ -28,7 +28,6 @@ from ember.errors import (
     EmberError,
     InvalidArgumentError,
     RecompileError,
-    StageUnavailableError,
     StanceError,
 )
 from ember.introspection import explain, last_artifacts
@@ -61,7 +60,6 @@ __all__ = [
     "InvalidArgumentError",
     "OptimizedModule",
     "RecompileError",
-    "StageUnavailableError",
     "StanceError",
     "allow_in_graph",
     "compile",

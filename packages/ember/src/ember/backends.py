@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ember.errors import BackendNotFoundError, InvalidArgumentError, StageUnavailableError
+from ember.errors import BackendNotFoundError, InvalidArgumentError
 
 __all__ = [
     "BUILTIN_BACKENDS",
@@ -38,13 +38,9 @@ def _eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]
 
 
 def _aot_graph() -> Callable[..., Any]:
-    try:
-        from aot_autograd import aot_graph
-    except ImportError as error:
-        raise StageUnavailableError(
-            "this backend needs aot_autograd.aot_graph, which the installed aot_autograd "
-            "does not provide yet; use backend='eager' meanwhile"
-        ) from error
+    # Imported on first use: `import ember` stays light until a stage is needed.
+    from aot_autograd import aot_graph
+
     return aot_graph
 
 
@@ -67,16 +63,12 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
     """aot_autograd + prim_decomp's inductor_default table + inductor_codegen."""
 
     def inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
-        try:
-            from inductor_codegen import compile_graph
-            from prim_decomp import inductor_default
-        except ImportError as error:
-            raise StageUnavailableError(
-                "backend 'inductor' needs inductor_codegen.compile_graph and "
-                "prim_decomp.inductor_default, which this version does not provide yet; "
-                "use backend='eager' meanwhile"
-            ) from error
-        table = options.get("decompositions") or inductor_default
+        from inductor_codegen import compile_graph
+        from prim_decomp import inductor_default
+
+        table = options.get("decompositions")
+        if table is None:  # an empty table is a choice, not a missing one
+            table = inductor_default
         codegen_options = _codegen_options(options)
 
         def compile_part(graph: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
@@ -91,13 +83,8 @@ def make_cudagraphs(options: Mapping[str, Any]) -> Backend:
     """aot_autograd's graphs replayed through CUDA graphs."""
 
     def cudagraphs(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
-        try:
-            from inductor_codegen import cudagraph_compiler
-        except ImportError as error:
-            raise StageUnavailableError(
-                "backend 'cudagraphs' needs inductor_codegen.cudagraph_compiler, which this "
-                "version does not provide yet"
-            ) from error
+        from inductor_codegen import cudagraph_compiler
+
         return _aot_graph()(gm, example_inputs, fw_compiler=cudagraph_compiler)
 
     return cudagraphs

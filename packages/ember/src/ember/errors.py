@@ -14,7 +14,6 @@ __all__ = [
     "EmberError",
     "InvalidArgumentError",
     "RecompileError",
-    "StageUnavailableError",
     "StanceError",
 ]
 
@@ -29,7 +28,3 @@ class InvalidArgumentError(EmberError, ValueError):
 
 class BackendNotFoundError(InvalidArgumentError):
     """A backend name that is neither built in, registered, nor an installed entry point."""
-
-
-class StageUnavailableError(EmberError, NotImplementedError):
-    """A backend was used whose stage this version does not provide yet."""
