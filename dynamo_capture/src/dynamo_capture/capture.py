@@ -29,7 +29,7 @@ from dynamo_capture.errors import BackendCompilerFailed, Unsupported, UserLocati
 from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
 from dynamo_capture.interpreter import Translator, check_registry
-from dynamo_capture.output_graph import CaptureContext, is_constant
+from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
 from dynamo_capture.sources import ClosureSource, LocalSource
 from dynamo_capture.state import capturing
 from dynamo_capture.values import (
@@ -42,6 +42,7 @@ from dynamo_capture.values import (
     TupleValue,
     Value,
 )
+from guards import SizeHistory
 
 __all__ = ["CaptureArtifacts", "CapturedFrame", "CompiledEntry", "capture_frame", "compile_entry"]
 
@@ -91,6 +92,7 @@ class CompiledEntry:
     graph_module: torch.fx.GraphModule | None = None
     hits: int = field(default=0)
     eager: bool = False
+    compiled: Any = None  # what the backend returned (None when no graph is called)
 
     def check(self, L: dict[str, Any], G: dict[str, Any]) -> bool:  # noqa: N803
         return self.guards.check(L, G)
@@ -110,14 +112,17 @@ def capture_frame(
     f_locals: dict[str, Any],
     *,
     guard_context: list[CaptureContext] | None = None,
+    dynamic: bool | None = False,
+    history: SizeHistory | None = None,
 ) -> CapturedFrame:
     """Interpret `target`'s code on `f_locals`; raise Unsupported when it cannot be one graph.
 
     `guard_context`, when given, receives the CaptureContext even when capture fails,
-    so the caller can use the guards recorded up to the failure.
+    so the caller can use the guards recorded up to the failure. `dynamic` and
+    `history` choose the input dims traced with symbolic sizes (CaptureContext).
     """
     start = time.perf_counter()
-    ctx = CaptureContext(target.globals)
+    ctx = CaptureContext(target.globals, dynamic=dynamic, history=history)
     if guard_context is not None:
         guard_context.append(ctx)
     _global_state_guards(ctx)
@@ -152,14 +157,16 @@ def capture_frame(
         torch.random.set_rng_state(rng_state)
         torch._C._set_grad_enabled(grad_mode)
     ctx.output_node(plan.outputs)
+    size_inputs = ctx.add_size_inputs()
     graph_module = torch.fx.GraphModule(
         torch.nn.Module(), ctx.graph, class_name=f"{target.name}_graph"
     )
     return CapturedFrame(
         target=target,
         graph_module=graph_module,
-        example_inputs=[real for _, real, _ in ctx.inputs],
-        input_exprs=[source.expr for source, _, _ in ctx.inputs],
+        example_inputs=[real for _, real, _ in ctx.inputs] + [hint for _, hint in size_inputs],
+        input_exprs=[source.expr for source, _, _ in ctx.inputs]
+        + [expr for expr, _ in size_inputs],
         output_exprs=output_exprs,
         constants=plan.constants,
         replays=replays,
@@ -177,6 +184,8 @@ class OutputPlan:
         self.constants: list[Any] = []
 
     def _constant(self, value: Any) -> str:
+        if has_symbolic(value):
+            raise Unsupported("keeping a symbolic size outside the graph")
         for index, existing in enumerate(self.constants):
             if existing is value:
                 return f"___k[{index}]"
@@ -252,6 +261,8 @@ class OutputPlan:
 
     def _python(self, value: PythonValue) -> str:
         obj = value.obj
+        if has_symbolic(obj):
+            raise Unsupported("returning a symbolic size from the compiled frame")
         if obj is None or isinstance(obj, bool) or (type(obj) in (int, str)):
             return repr(obj)
         if type(obj) is float and obj == obj and obj not in (float("inf"), float("-inf")):
@@ -325,4 +336,4 @@ def compile_entry(
         capture_seconds=frame.capture_seconds,
         backend_seconds=backend_seconds,
     )
-    return CompiledEntry(guards, scope[name], artifacts, graph)
+    return CompiledEntry(guards, scope[name], artifacts, graph, compiled=compiled)

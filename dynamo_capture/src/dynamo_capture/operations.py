@@ -99,8 +99,8 @@ def as_constant(value: Value) -> Any:
     """The Python constant `value` stands for, or NotConstant."""
     if isinstance(value, PythonValue):
         obj = value.obj
-        if is_constant(obj) or isinstance(obj, torch.Size):
-            return obj
+        if is_constant(obj) or isinstance(obj, torch.Size | torch.SymInt | torch.SymBool):
+            return obj  # symbolic sizes compute on their own (recording guards)
         if isinstance(obj, list) and all(is_constant(item) for item in obj):
             return list(obj)
         if isinstance(obj, set | frozenset) and all(is_constant(item) for item in obj):
@@ -194,6 +194,8 @@ def truth(tx: Translator, value: Value) -> bool:
         obj = value.obj
         if obj is None or is_constant(obj) or isinstance(obj, list | tuple | dict | set):
             return bool(obj)
+        if isinstance(obj, torch.SymInt | torch.SymBool):
+            return bool(obj)  # decided by the hint, recorded as a shape guard
         return _object_truth(tx, value, type(obj))
     if isinstance(value, ObjectValue):
         return _object_truth(tx, value, value.cls)

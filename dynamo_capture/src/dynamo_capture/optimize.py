@@ -35,7 +35,7 @@ from dynamo_capture.resume import (
 )
 from dynamo_capture.stance import current_stance
 from dynamo_capture.state import is_compiling
-from guards import artifact_enabled, artifact_logger
+from guards import SizeHistory, artifact_enabled, artifact_logger
 
 __all__ = ["CompiledCallable", "optimize", "reset"]
 
@@ -77,6 +77,8 @@ class CompiledCallable:
         self._forward: CompiledCallable | None = None
         self._frame: FrameTarget | None = None
         self._limit_logged = False
+        self._sizes = SizeHistory()  # input sizes over compiles (automatic dynamic)
+        self._static_backend = False  # the backend refused a symbolic graph: capture static
         _live.add(self)
 
     @property
@@ -185,15 +187,9 @@ class CompiledCallable:
     def _compile(
         self, f_locals: dict[str, Any], args: Any, kwargs: Any, stance: Any
     ) -> CompiledEntry:
-        if self.dynamic and not self.entries and artifact_enabled("dynamic"):
-            artifact_logger("dynamic").info(
-                "%s: dynamic=True is not supported by this capture yet; shapes are specialized "
-                "(a new shape recompiles)",
-                self.frame.name,
-            )
         contexts: list[CaptureContext] = []
         try:
-            frame = capture_frame(self.frame, f_locals, guard_context=contexts)
+            frame = self._capture(f_locals, contexts)
         except Unsupported as error:
             if self.fullgraph:
                 raise
@@ -204,7 +200,10 @@ class CompiledCallable:
             if self.fullgraph:
                 raise unsupported from error
             return self._eager_entry(unsupported, contexts)
-        entry = compile_entry(frame, self._backend_for(stance), self.guard_filter_fn)
+        backend = self._backend_for(stance)
+        entry = self._symbolic_entry(frame, backend, f_locals)
+        if entry is None:
+            entry = compile_entry(frame, backend, self.guard_filter_fn)
         self.artifacts.append(entry.artifacts)
         if artifact_enabled("graph"):
             artifact_logger("graph").info(
@@ -212,11 +211,58 @@ class CompiledCallable:
             )
         return entry
 
+    def _capture(self, f_locals: dict[str, Any], contexts: list[CaptureContext]) -> Any:
+        """Capture with symbolic sizes where `dynamic` asks; statically when that fails."""
+        if self.dynamic is False or self._static_backend:
+            return capture_frame(self.frame, f_locals, guard_context=contexts)
+        try:
+            return capture_frame(
+                self.frame, f_locals, guard_context=contexts,
+                dynamic=self.dynamic, history=self._sizes,
+            )  # fmt: skip
+        except Exception as error:
+            if not (contexts and contexts[0].symbolic):
+                raise
+            self._log_static(f"capture failed on symbolic sizes: {error}")
+        contexts.clear()
+        return capture_frame(self.frame, f_locals, guard_context=contexts)
+
+    def _symbolic_entry(
+        self, frame: Any, backend: Backend, f_locals: dict[str, Any]
+    ) -> CompiledEntry | None:
+        """The entry of a symbolic graph; None to compile `frame` as it is.
+
+        A symbolic graph goes only to a backend that runs the graph as it is (returns
+        its `forward`) or declares `supports_dynamic_shapes = True`; otherwise, or when
+        the backend fails on it, the frame is captured again with static sizes.
+        """
+        if not frame.ctx.symbolic:
+            return None
+        try:
+            entry = compile_entry(frame, backend, self.guard_filter_fn)
+        except Exception as error:  # noqa: BLE001 - the static graph decides
+            reason = f"the backend failed on the symbolic graph: {error}"
+        else:
+            if _runs_symbolic(backend, entry):
+                return entry
+            reason = f"backend {getattr(backend, '__name__', backend)!r} specializes on sizes"
+        self._log_static(reason)
+        self._static_backend = True
+        static = capture_frame(self.frame, f_locals)
+        return compile_entry(static, backend, self.guard_filter_fn)
+
+    def _log_static(self, reason: str) -> None:
+        if artifact_enabled("dynamic"):
+            artifact_logger("dynamic").info(
+                "%s: static shapes for this compile (%s)", self.frame.name, reason
+            )
+
     def _part(self, function: Any) -> CompiledCallable:
         """A compiled part of a split frame; its breaks and artifacts are reported here."""
         part = CompiledCallable(
             function,
             backend=self.backend,
+            dynamic=self.dynamic,
             guard_filter_fn=self.guard_filter_fn,
             recompile_limit=self.recompile_limit,
             resolve_backend=self.resolve_backend,
@@ -321,6 +367,19 @@ class CompiledCallable:
         self.calls = 0
         self.entries.clear()
         self._limit_logged = False
+
+
+def _runs_symbolic(backend: Backend, entry: CompiledEntry) -> bool:
+    """Whether the backend's compiled graph takes any value of its symbolic sizes."""
+    if getattr(backend, "supports_dynamic_shapes", False):
+        return True
+    compiled = entry.compiled
+    graph = entry.graph_module
+    if compiled is None or compiled is graph:
+        return True
+    return getattr(compiled, "__self__", None) is graph and getattr(
+        compiled, "__func__", None
+    ) is getattr(type(graph), "forward", None)
 
 
 def _callees(function: Any, plan: SplitPlan, error: Unsupported) -> list[str]:

@@ -37,7 +37,7 @@ from dynamo_capture.values import (
     TupleValue,
     Value,
 )
-from guards import DataDependentError, FakeTensorMode
+from guards import DataDependentError, FakeTensorMode, ShapeEnv, SizeHistory
 
 __all__ = ["CaptureContext", "is_constant", "TRUSTED_MODULES"]
 
@@ -116,6 +116,22 @@ def _map(value: Any, fn: Callable[[Value], Any]) -> Any:
     return value
 
 
+_SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def has_symbolic(value: Any) -> bool:
+    """Whether a SymInt/SymFloat/SymBool hides in nested containers."""
+    if isinstance(value, _SYMBOLIC_TYPES):
+        return True
+    if isinstance(value, list | tuple | torch.Size):
+        return any(has_symbolic(item) for item in value)
+    if isinstance(value, dict):
+        return any(has_symbolic(item) for item in value.values())
+    if isinstance(value, slice):
+        return has_symbolic((value.start, value.stop, value.step))
+    return False
+
+
 def _has_tensor(value: Any) -> bool:
     if isinstance(value, torch.Tensor):
         return True
@@ -129,10 +145,19 @@ def _has_tensor(value: Any) -> bool:
 class CaptureContext:
     """Everything one capture builds: the graph, its inputs and the guards."""
 
-    def __init__(self, frame_globals: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        frame_globals: dict[str, Any],
+        *,
+        dynamic: bool | None = False,
+        history: SizeHistory | None = None,
+    ) -> None:
         self.graph = torch.fx.Graph()
         self.guards = FrameGuards()
-        self.fake_mode = FakeTensorMode()
+        self.dynamic = dynamic
+        self.history = history
+        self.shape_env = None if dynamic is False else ShapeEnv()
+        self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.use_fakes = USE_FAKES
         self.frame_globals = frame_globals
         self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []
@@ -187,14 +212,47 @@ class CaptureContext:
             if known.source is not None and known.source != source:
                 self.guards.alias(source, known.source)
             return known
-        self.guards.tensor_match(source, tensor)
-        node = self._placeholder(self._unique_name(source.name))
-        example = self._example_of(tensor)
-        node.meta["val"] = _to_fake(self.fake_mode, tensor)
+        if self.shape_env is not None:
+            example = self.fake_mode.from_real(
+                tensor, source, dynamic_dims=self._dims(source, tensor)
+            )
+            self.guards.tensor_match(source, example)
+            node = self._placeholder(self._unique_name(source.name))
+            node.meta["val"] = example
+        else:
+            self.guards.tensor_match(source, tensor)
+            node = self._placeholder(self._unique_name(source.name))
+            example = self._example_of(tensor)
+            node.meta["val"] = _to_fake(self.fake_mode, tensor)
         value = TensorValue(node, example, source, type(tensor))
         self._by_id[id(tensor)] = value
         self.inputs.append((source, tensor, value))
         return value
+
+    def _dims(self, source: Source, tensor: torch.Tensor) -> frozenset[int]:
+        """The dims of input `tensor` traced symbolically (mark_dynamic marks are added later)."""
+        if self.dynamic is True:
+            return frozenset(range(tensor.dim()))
+        if self.history is not None:
+            return self.history.observe(source, tensor)
+        return frozenset()
+
+    @property
+    def symbolic(self) -> bool:
+        """Whether the graph has symbolic sizes (SymInt graph inputs)."""
+        return self.shape_env is not None and bool(self.shape_env.graph_inputs())
+
+    def add_size_inputs(self) -> list[tuple[str, int]]:
+        """SymInt placeholders for the input-size symbols: (expression read at run time, hint)."""
+        if self.shape_env is None:
+            return []
+        inputs = []
+        for binding, symint in self.shape_env.graph_inputs():
+            node = self._placeholder(self._unique_name(binding.name))
+            node.meta["val"] = symint
+            inputs.append((binding.sources[0].expr, binding.hint))
+        self.guards.guard_set.add_shape_env(self.shape_env)
+        return inputs
 
     def _placeholder(self, name: str) -> torch.fx.Node:
         """A new placeholder after the existing ones (placeholders stay first)."""
@@ -235,6 +293,11 @@ class CaptureContext:
         """Add a call node; its result value is found by running `target` on examples."""
         node_args = _map(args, self._to_node)
         node_kwargs = _map(kwargs, self._to_node)
+        if self.shape_env is not None and has_symbolic((node_args, node_kwargs)):
+            raise Unsupported(
+                f"{_describe_target(kind, target)} takes a symbolic size as an argument; "
+                "symbolic sizes as operator arguments are traced statically"
+            )
         example_args = _map(args, _to_example)
         example_kwargs = _map(kwargs, _to_example)
         data_dependent = _any_data_dependent(args, kwargs)

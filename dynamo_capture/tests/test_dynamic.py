@@ -1,0 +1,142 @@
+"""Dynamic shapes: symbolic sizes (dynamic=True), automatic dynamic (None), static (False)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import dynamo_capture
+from guards import mark_dynamic
+
+
+def _pointwise(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (x * 2 + y).sin() - y.cos()
+
+
+def _branchy(x: torch.Tensor) -> torch.Tensor:
+    if x.shape[0] > 4:
+        return x.relu() * 3
+    return x.tanh()
+
+
+def _sweep(compiled: Callable[..., Any], fn: Callable[..., Any], sizes: Any) -> None:
+    for size in sizes:
+        x, y = torch.randn(size, 5), torch.randn(size, 5)
+        torch.testing.assert_close(compiled(x, y), fn(x, y))
+
+
+def _symint_inputs(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [
+        node
+        for node in gm.graph.find_nodes(op="placeholder")
+        if isinstance(node.meta.get("val"), torch.SymInt)
+    ]
+
+
+def test_automatic_dynamic_recompiles_at_most_once_over_20_batch_sizes(backend):
+    compiled = dynamo_capture.optimize(_pointwise, backend=backend)
+    _sweep(compiled, _pointwise, range(2, 22))
+    assert len(backend.graphs) <= 2
+    assert _symint_inputs(backend.graphs[-1])
+
+
+def test_dynamic_true_compiles_once_with_symint_inputs(backend):
+    compiled = dynamo_capture.optimize(_pointwise, backend=backend, dynamic=True)
+    _sweep(compiled, _pointwise, [7, 3, 12, 40, 2, 9])
+    assert len(backend.graphs) == 1
+    assert _symint_inputs(backend.graphs[0])
+
+
+def test_dynamic_false_recompiles_per_size(backend):
+    compiled = dynamo_capture.optimize(
+        _pointwise, backend=backend, dynamic=False, recompile_limit=20
+    )
+    _sweep(compiled, _pointwise, [3, 4, 5, 6])
+    assert len(backend.graphs) == 4
+    assert not any(_symint_inputs(gm) for gm in backend.graphs)
+
+
+def test_sizes_zero_and_one_stay_static(backend):
+    compiled = dynamo_capture.optimize(_pointwise, backend=backend, dynamic=True)
+    _sweep(compiled, _pointwise, [0, 1, 8, 6, 1, 0])
+    assert len(backend.graphs) == 3
+
+
+def test_mark_dynamic_makes_the_first_compile_symbolic(backend):
+    compiled = dynamo_capture.optimize(_pointwise, backend=backend, dynamic=None)
+    for size in [4, 9, 13]:
+        x, y = torch.randn(size, 5), torch.randn(size, 5)
+        mark_dynamic(x, 0)
+        mark_dynamic(y, 0)
+        torch.testing.assert_close(compiled(x, y), _pointwise(x, y))
+    assert len(backend.graphs) == 1
+    assert _symint_inputs(backend.graphs[0])
+
+
+def test_guard_fails_on_a_violated_relation(backend):
+    compiled = dynamo_capture.optimize(_branchy, backend=backend, dynamic=True)
+    for size in [6, 8, 30]:
+        x = torch.randn(size, 2)
+        torch.testing.assert_close(compiled(x), _branchy(x))
+    assert len(backend.graphs) == 1
+    small = torch.randn(3, 2)
+    reason = compiled.why_failed({"x": small}, compiled.frame.globals)
+    assert reason != "guards pass"
+    torch.testing.assert_close(compiled(small), _branchy(small))
+    assert len(backend.graphs) == 2
+
+
+def _view_by_size(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x.reshape(x.shape[0] * 5) + y.flatten()
+
+
+@pytest.mark.parametrize("dynamic", [True, None])
+def test_sizes_used_as_arguments_stay_correct(dynamic, backend):
+    compiled = dynamo_capture.optimize(
+        _view_by_size, backend=backend, dynamic=dynamic, recompile_limit=20
+    )
+    _sweep(compiled, _view_by_size, [3, 4, 5, 6])
+
+
+def _specializing_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+    """A backend that bakes the example sizes into what it returns (like a static tracer)."""
+    sizes = [tuple(t.shape) for t in example_inputs if isinstance(t, torch.Tensor)]
+
+    def run(*args: Any) -> Any:
+        got = [tuple(t.shape) for t in args if isinstance(t, torch.Tensor)]
+        assert got == sizes, f"compiled for {sizes}, called with {got}"
+        return gm.forward(*args)
+
+    return run
+
+
+def _failing_on_symints(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+    if any(not isinstance(t, torch.Tensor) for t in example_inputs):
+        raise RuntimeError("this backend takes tensors only")
+    return gm.forward
+
+
+@pytest.mark.parametrize("backend", [_specializing_backend, _failing_on_symints])
+def test_backends_without_symbolic_support_get_static_graphs(backend):
+    compiled = dynamo_capture.optimize(
+        _pointwise, backend=backend, dynamic=True, recompile_limit=20
+    )
+    _sweep(compiled, _pointwise, [3, 4, 5, 6])
+    assert len(compiled.entries) == 4
+
+
+def test_a_backend_declaring_symbolic_support_gets_the_symbolic_graph():
+    graphs: list[torch.fx.GraphModule] = []
+
+    def wrapping(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        graphs.append(gm)
+        return lambda *args: gm.forward(*args)
+
+    wrapping.supports_dynamic_shapes = True
+    compiled = dynamo_capture.optimize(_pointwise, backend=wrapping, dynamic=True)
+    _sweep(compiled, _pointwise, [3, 4, 5, 6])
+    assert len(graphs) == 1
+    assert _symint_inputs(graphs[0])
