@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -90,15 +91,19 @@ def test_guard_fails_on_a_violated_relation(backend):
 
 
 def _view_by_size(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return x.reshape(x.shape[0] * 5) + y.flatten()
+    n = x.shape[0]
+    return x.reshape(n * 5) + y.flatten() + torch.arange(n * 5) // (n // 2)
 
 
 @pytest.mark.parametrize("dynamic", [True, None])
-def test_sizes_used_as_arguments_stay_correct(dynamic, backend):
+def test_size_arithmetic_becomes_graph_nodes(dynamic, backend):
     compiled = dynamo_capture.optimize(
         _view_by_size, backend=backend, dynamic=dynamic, recompile_limit=20
     )
-    _sweep(compiled, _view_by_size, [3, 4, 5, 6])
+    _sweep(compiled, _view_by_size, [3, 4, 6, 7, 9, 12])
+    assert len(backend.graphs) == (1 if dynamic else 2)
+    targets = {node.target for node in backend.graphs[-1].graph.nodes}
+    assert {operator.mul, operator.floordiv} <= targets
 
 
 def _specializing_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:

@@ -157,16 +157,16 @@ def capture_frame(
         torch.random.set_rng_state(rng_state)
         torch._C._set_grad_enabled(grad_mode)
     ctx.output_node(plan.outputs)
-    size_inputs = ctx.add_size_inputs()
+    ctx.add_size_inputs()
+    inputs = ctx.graph_inputs()
     graph_module = torch.fx.GraphModule(
         torch.nn.Module(), ctx.graph, class_name=f"{target.name}_graph"
     )
     return CapturedFrame(
         target=target,
         graph_module=graph_module,
-        example_inputs=[real for _, real, _ in ctx.inputs] + [hint for _, hint in size_inputs],
-        input_exprs=[source.expr for source, _, _ in ctx.inputs]
-        + [expr for expr, _ in size_inputs],
+        example_inputs=[example for _, example in inputs],
+        input_exprs=[expr for expr, _ in inputs],
         output_exprs=output_exprs,
         constants=plan.constants,
         replays=replays,

@@ -27,6 +27,7 @@ import torch.fx
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
 from dynamo_capture.sources import ModuleSource, NNModuleSource, Source, is_builtin_module_class
+from dynamo_capture.sym_sizes import emit_size
 from dynamo_capture.values import (
     CONSTANT_TYPES,
     DictValue,
@@ -169,6 +170,8 @@ class CaptureContext:
         # global assignments: (id(globals), name) -> (globals dict, Value), replayed in order
         self.global_writes: dict[tuple[int, str], tuple[dict[str, Any], Value]] = {}
         self._names: set[str] = set()
+        self._symbol_nodes: dict[Any, torch.fx.Node] = {}
+        self._size_inputs: dict[torch.fx.Node, tuple[str, int]] = {}
 
     # ----- inputs -------------------------------------------------------
     def wrap(self, obj: Any, source: Source | None) -> Value:
@@ -242,17 +245,50 @@ class CaptureContext:
         """Whether the graph has symbolic sizes (SymInt graph inputs)."""
         return self.shape_env is not None and bool(self.shape_env.graph_inputs())
 
-    def add_size_inputs(self) -> list[tuple[str, int]]:
-        """SymInt placeholders for the input-size symbols: (expression read at run time, hint)."""
+    def add_size_inputs(self) -> None:
+        """SymInt placeholders for every input-size symbol; the shape guards join the guards."""
         if self.shape_env is None:
-            return []
-        inputs = []
-        for binding, symint in self.shape_env.graph_inputs():
-            node = self._placeholder(self._unique_name(binding.name))
-            node.meta["val"] = symint
-            inputs.append((binding.sources[0].expr, binding.hint))
+            return
+        for binding, _ in self.shape_env.graph_inputs():
+            self._symbol_node(binding.symbol)
         self.guards.guard_set.add_shape_env(self.shape_env)
-        return inputs
+
+    def graph_inputs(self) -> list[tuple[str, Any]]:
+        """(expression read at run time, example input) per placeholder, in graph order."""
+        known = {value.node: (source.expr, real) for source, real, value in self.inputs}
+        known.update(self._size_inputs)
+        return [known[node] for node in self.graph.find_nodes(op="placeholder")]
+
+    def _symbol_node(self, symbol: Any) -> torch.fx.Node:
+        """The SymInt placeholder of an input-size symbol (made on first use)."""
+        node = self._symbol_nodes.get(symbol)
+        if node is not None:
+            return node
+        found = [(b, s) for b, s in self.shape_env.graph_inputs() if b.symbol == symbol]
+        if not found:
+            raise Unsupported(f"the size symbol {symbol} does not come from an input size")
+        binding, symint = found[0]
+        node = self._placeholder(self._unique_name(binding.name))
+        node.meta["val"] = symint
+        self._symbol_nodes[symbol] = node
+        self._size_inputs[node] = (binding.sources[0].expr, binding.hint)
+        return node
+
+    def _sizes_to_nodes(self, obj: Any) -> Any:
+        """`obj` with its SymInts replaced by graph nodes that compute them."""
+        if isinstance(obj, torch.SymInt):
+            return emit_size(self.graph, obj.node.expr, self._symbol_node)
+        if isinstance(obj, torch.SymFloat | torch.SymBool):
+            raise Unsupported(f"a symbolic {type(obj).__name__} as an operator argument")
+        if isinstance(obj, list):
+            return [self._sizes_to_nodes(item) for item in obj]
+        if isinstance(obj, tuple):  # torch.Size included: sizes as a plain tuple
+            return tuple(self._sizes_to_nodes(item) for item in obj)
+        if isinstance(obj, dict):
+            return {key: self._sizes_to_nodes(item) for key, item in obj.items()}
+        if isinstance(obj, slice):
+            return slice(*self._sizes_to_nodes((obj.start, obj.stop, obj.step)))
+        return obj
 
     def _placeholder(self, name: str) -> torch.fx.Node:
         """A new placeholder after the existing ones (placeholders stay first)."""
@@ -294,10 +330,8 @@ class CaptureContext:
         node_args = _map(args, self._to_node)
         node_kwargs = _map(kwargs, self._to_node)
         if self.shape_env is not None and has_symbolic((node_args, node_kwargs)):
-            raise Unsupported(
-                f"{_describe_target(kind, target)} takes a symbolic size as an argument; "
-                "symbolic sizes as operator arguments are traced statically"
-            )
+            node_args = self._sizes_to_nodes(node_args)
+            node_kwargs = self._sizes_to_nodes(node_kwargs)
         example_args = _map(args, _to_example)
         example_kwargs = _map(kwargs, _to_example)
         data_dependent = _any_data_dependent(args, kwargs)
@@ -368,7 +402,9 @@ def _to_example(value: Value) -> Any:
 
 def _python_arg(value: Value, inner: Callable[[Value], Any]) -> Any:
     if isinstance(value, PythonValue):
-        if is_constant(value.obj) or isinstance(value.obj, torch.Size) or value.obj is None:
+        if is_constant(value.obj) or isinstance(value.obj, torch.Size | torch.SymInt):
+            return value.obj
+        if value.obj is None:
             return value.obj
         if isinstance(value.obj, list | tuple) and all(is_constant(x) for x in value.obj):
             return value.obj
