@@ -145,3 +145,22 @@ def test_a_backend_declaring_symbolic_support_gets_the_symbolic_graph():
     _sweep(compiled, _pointwise, [3, 4, 5, 6])
     assert len(graphs) == 1
     assert _symint_inputs(graphs[0])
+
+
+def test_gpt2_over_20_sequence_lengths_recompiles_at_most_once(backend):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(
+        n_layer=2, n_embd=64, n_head=4, vocab_size=100, n_positions=64,
+        bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.GPT2Model(config).eval()
+    compiled = dynamo_capture.optimize(model, backend=backend)
+    with torch.no_grad():
+        for length in range(3, 23):
+            ids = torch.randint(0, 100, (2, length))
+            got = compiled(ids).last_hidden_state
+            torch.testing.assert_close(got, model(ids).last_hidden_state)
+    assert len(backend.graphs) <= 2
+    assert not any(entry.eager for entry in compiled.entries)
+    assert _symint_inputs(backend.graphs[-1])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -9,6 +10,7 @@ import torch
 
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.operations import NotConstant, as_constant
+from dynamo_capture.output_graph import has_symbolic
 from dynamo_capture.state import is_compiling
 from dynamo_capture.values import ContextValue, PythonValue, TensorValue, TupleValue, Value
 
@@ -151,15 +153,20 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
         except NotConstant:
             pass
         else:
-            if not _returns_tensor(fn, real_args, real_kwargs):
+            if not _returns_tensor(tx, fn, real_args, real_kwargs):
                 return PythonValue(fn(*real_args, **real_kwargs))
     return tx.ctx.call("call_function", fn, tuple(args), kwargs)
 
 
-def _returns_tensor(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> bool:
-    """Whether `fn` makes tensors (a factory), judged by calling it on the meta device."""
+def _returns_tensor(tx: Translator, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether `fn` makes tensors (a factory), judged by calling it on the meta device.
+
+    With symbolic sizes among the arguments the probe runs under the capture's fake
+    mode, so that it computes on the SymInts instead of specializing them.
+    """
+    symbolic = has_symbolic((args, kwargs))
     try:
-        with torch.device("meta"):
+        with tx.ctx.fake_mode if symbolic else contextlib.nullcontext(), torch.device("meta"):
             result = fn(*args, **kwargs)
     except Exception:  # noqa: BLE001
         return True
