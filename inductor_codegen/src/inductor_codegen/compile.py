@@ -100,6 +100,37 @@ class EagerGraph(CompiledGraph):
         )
 
 
+class PassRecorder:
+    """One `Artifact` per pass of a driver: its name, its text and the seconds it took."""
+
+    def __init__(self) -> None:
+        self.artifacts: list[Artifact] = []
+        self._last = time.perf_counter()
+
+    def done(self, name: str, text_fn) -> None:
+        now = time.perf_counter()
+        self.artifacts.append(Artifact(name, text_fn(), now - self._last))
+        self._last = now
+
+
+def lower_and_schedule(gm, example_inputs, lowerings, passes: PassRecorder):
+    """The passes every code generator shares: lower the graph to loop IR, then fuse.
+
+    Records the "lower" artifact; raises UnsupportedGraphError (logged on perf_hints)
+    when the graph has to run through ATen whole.
+    """
+    try:
+        graph = GraphLowering(gm, example_inputs, lowerings).run()
+    except UnsupportedGraphError as error:
+        artifact_logger("perf_hints").info("graph runs eagerly: %s", error)
+        raise
+    passes.done("lower", lambda: _describe_lowering(graph))
+    output_buffers = {
+        v.view.buffer for v in graph.outputs if isinstance(v, TensorValue) and v.view is not None
+    }
+    return graph, schedule(graph.buffers, output_buffers)
+
+
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> CompiledGraph:
     """Compile a functional ATen graph to C++/OpenMP kernels and a Python wrapper.
 
@@ -118,28 +149,14 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> 
 
         return compile_triton_graph(gm, example_inputs, options=options, device=device_options)
     opts = Options.from_mapping(options)
-    artifacts: list[Artifact] = []
-    clock = time.perf_counter()
+    passes = PassRecorder()
+    done = passes.done
 
-    def done(name: str, text_fn) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        artifacts.append(Artifact(name, text_fn(), now - clock))
-        clock = now
-
-    # lower: FX graph -> loop IR buffers.
+    # lower + schedule: FX graph -> loop IR buffers -> fused kernels and extern calls.
     try:
-        graph = GraphLowering(gm, example_inputs, opts.lowerings or LOWERINGS).run()
+        graph, plan = lower_and_schedule(gm, example_inputs, opts.lowerings or LOWERINGS, passes)
     except UnsupportedGraphError as error:
-        artifact_logger("perf_hints").info("graph runs eagerly: %s", error)
         return EagerGraph(gm, str(error))
-    done("lower", lambda: _describe_lowering(graph))
-
-    # schedule: fuse buffers into kernels, keep extern calls in order.
-    output_buffers = {
-        v.view.buffer for v in graph.outputs if isinstance(v, TensorValue) and v.view is not None
-    }
-    plan = schedule(graph.buffers, output_buffers)
     done("schedule", lambda: describe(plan.steps))
 
     # codegen: one C++ function per fused kernel.
@@ -192,7 +209,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> 
         unflatten = lambda flat: pytree.tree_unflatten(flat, spec)  # noqa: E731
     return CompiledGraph(
         namespace["call"],
-        artifacts=artifacts,
+        artifacts=passes.artifacts,
         fallbacks=graph.fallbacks,
         kernel_count=len(kernels),
         wrapper_path=path,

@@ -12,7 +12,6 @@ Matmul and convolution stay extern ATen calls (cuBLAS, cuDNN). With
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,15 +23,14 @@ from inductor_codegen.compile import (
     Artifact,
     CompiledGraph,
     EagerGraph,
-    _describe_lowering,
+    PassRecorder,
     _write_wrapper,
+    lower_and_schedule,
 )
 from inductor_codegen.cpp_build import default_cache_dir
 from inductor_codegen.errors import UnsupportedGraphError
-from inductor_codegen.ir import TensorValue
-from inductor_codegen.lowering import GraphLowering
 from inductor_codegen.options import Options
-from inductor_codegen.scheduler import FusedKernel, Schedule, describe, schedule
+from inductor_codegen.scheduler import FusedKernel, Schedule, describe
 from inductor_codegen.triton.codegen import generate_triton_kernel
 from inductor_codegen.triton.options import TritonOptions, split_device_options
 from inductor_codegen.triton.random import TRITON_LOWERINGS
@@ -66,28 +64,16 @@ def compile_triton_graph(
     device_options = device or device_options
     opts = Options.from_mapping(rest)
     device = graph_device(example_inputs)
-    artifacts: list[Artifact] = []
-    clock = time.perf_counter()
+    passes = PassRecorder()
+    done = passes.done
 
-    def done(name: str, text_fn) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        artifacts.append(Artifact(name, text_fn(), now - clock))
-        clock = now
-
-    # lower: FX graph -> loop IR buffers.
+    # lower + schedule: FX graph -> loop IR buffers -> fused kernels and extern calls.
+    lowerings = opts.lowerings or TRITON_LOWERINGS
     try:
-        graph = GraphLowering(gm, example_inputs, opts.lowerings or TRITON_LOWERINGS).run()
+        graph, plan = lower_and_schedule(gm, example_inputs, lowerings, passes)
     except UnsupportedGraphError as error:
-        artifact_logger("perf_hints").info("graph runs eagerly: %s", error)
         return _maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)
-    done("lower", lambda: _describe_lowering(graph))
-
-    # schedule: fuse buffers into kernels, keep extern calls in order.
-    output_buffers = {
-        v.view.buffer for v in graph.outputs if isinstance(v, TensorValue) and v.view is not None
-    }
-    plan = _renamed(schedule(graph.buffers, output_buffers))
+    plan = _renamed(plan)
     done("schedule", lambda: describe(plan.steps))
 
     # codegen: one Triton kernel per fused kernel (named like the step, for the wrapper).
@@ -154,7 +140,7 @@ def compile_triton_graph(
         unflatten = lambda flat: pytree.tree_unflatten(flat, spec)  # noqa: E731
     compiled = CompiledGraph(
         namespace["call"],
-        artifacts=artifacts,
+        artifacts=passes.artifacts,
         fallbacks=graph.fallbacks,
         kernel_count=len(kernels),
         wrapper_path=path,
