@@ -244,9 +244,12 @@ def test_module_wrapper_cannot_be_pickled_with_a_clear_message():
         pickle.dumps(ember.compile(Block(), backend="eager"))
 
 
-def test_reset_is_callable_any_time():
-    compiled = ember.compile(add_one, backend="eager")
+def test_reset_makes_the_next_call_compile_again():
+    backend = RecordingBackend()
+    compiled = ember.compile(add_one, backend=backend)
+    compiled(torch.ones(1))
+    compiled(torch.ones(1))
+    assert len(backend.graphs) == 1
     ember.reset()
-    with ember.set_stance("force_eager"):
-        compiled(torch.ones(1))
-    ember.reset()
+    torch.testing.assert_close(compiled(torch.ones(1)), torch.full((1,), 2.0))
+    assert len(backend.graphs) == 2
