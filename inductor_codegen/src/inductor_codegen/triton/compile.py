@@ -76,38 +76,63 @@ def compile_triton_graph(
     plan = _renamed(plan)
     done("schedule", lambda: describe(plan.steps))
 
+    # templates (max_autotune): matmuls as Triton templates with their epilogue fused.
+    templates = {}
+    if device_options.templates_wanted():
+        from inductor_codegen.triton.templates import plan_matmul_templates
+
+        plan, templates = plan_matmul_templates(plan, graph)
+        done("templates", lambda: _describe_templates(templates))
+
     # codegen: one Triton kernel per fused kernel (named like the step, for the wrapper).
     kernels = [s for s in plan.steps if isinstance(s, FusedKernel)]
     sources = {k.name: generate_triton_kernel(k, graph.buffer_by_name) for k in kernels}
-    kernel_text = "\n".join(s.source.replace("KERNEL_NAME", s.name) for s in sources.values())
+    every = [*sources.values(), *templates.values()]
+    every += [t.epilogue for t in templates.values() if t.epilogue is not None]
+    kernel_text = "\n".join(s.source.replace("KERNEL_NAME", s.name) for s in every)
     done("codegen", lambda: kernel_text)
 
     # load: kernel modules written by content hash and imported in parallel.
     from inductor_codegen.triton.runtime import TritonKernel, load_kernels
 
     folder = Path(opts.cache_dir or default_cache_dir()) / "triton"
-    loaded = load_kernels(list(sources.values()), folder, opts.compile_workers)
-    launchers = {
-        step: TritonKernel(
+    loaded = load_kernels(every, folder, opts.compile_workers)
+
+    def launcher(src):
+        return TritonKernel(
             loaded[src.name][0],
             src,
             loaded[src.name][1],
             autotune=device_options.max_autotune,
             folder=folder,
         )
-        for step, src in sources.items()
-    }
+
+    launchers = {step: launcher(src) for step, src in sources.items()}
+    if templates:
+        from inductor_codegen.triton.template_runtime import MatmulTemplateKernel
+
+        mode = "auto" if device_options.matmul_templates == "auto" else None
+        for step, src in templates.items():
+            launchers[step] = MatmulTemplateKernel(
+                loaded[src.name][0],
+                src,
+                launcher(src.epilogue) if src.epilogue is not None else None,
+                mode=mode or device_options.matmul_templates,
+                folder=folder,
+            )
     if device.type == "cuda":
         from inductor_codegen.triton.runtime import precompile
 
-        precompile(list(launchers.values()), opts.compile_workers)
+        precompile(
+            [k for k in launchers.values() if isinstance(k, TritonKernel)], opts.compile_workers
+        )
     done("load", lambda: "\n".join(str(p) for _, p in loaded.values()))
 
     # wrapper: the Python function that allocates buffers and launches kernels and ATen.
     from inductor_codegen.triton.wrapper import generate_triton_wrapper
     from inductor_codegen.wrapper import plain_spec
 
-    wrapper = generate_triton_wrapper(graph, plan, sources)
+    wrapper = generate_triton_wrapper(graph, plan, {**sources, **templates})
     done("wrapper", lambda: wrapper.text)
 
     def empty_strided(size, stride, dtype):
@@ -142,11 +167,20 @@ def compile_triton_graph(
         namespace["call"],
         artifacts=passes.artifacts,
         fallbacks=graph.fallbacks,
-        kernel_count=len(kernels),
+        kernel_count=len(kernels) + len(templates),
         wrapper_path=path,
         unflatten=unflatten,
     )
     return _maybe_cudagraphs(compiled, device_options)
+
+
+def _describe_templates(templates) -> str:
+    lines = ["matmul templates:"]
+    for name, src in templates.items():
+        size = f"{src.batch}x{src.m}x{src.n}x{src.k}"
+        fused = f"epilogue {src.epilogue.name}" if src.epilogue is not None else "no epilogue"
+        lines.append(f"  {name}: {src.op} {size} {src.dtype}, {fused}")
+    return "\n".join(lines)
 
 
 def _maybe_cudagraphs(compiled: CompiledGraph, options: TritonOptions) -> CompiledGraph:

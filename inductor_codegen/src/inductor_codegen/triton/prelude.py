@@ -5,6 +5,8 @@ Imported by generated kernel modules only: importing it imports triton.
 
 from __future__ import annotations
 
+import os
+
 import triton
 import triton.language as tl
 
@@ -12,6 +14,8 @@ __all__ = [
     "ember_any_combine",
     "ember_argmax_combine",
     "ember_argmin_combine",
+    "ember_dot",
+    "ember_dot_ieee",
     "ember_floordiv_float",
     "ember_floordiv_int",
     "ember_max_combine",
@@ -100,3 +104,24 @@ def ember_welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     delta = mean_b - mean_a
     weight = tl.where(n == 0, 0.0, n_b / tl.where(n == 0, 1.0, n))
     return mean_a + delta * weight, m2_a + m2_b + delta * delta * n_a * weight, n
+
+
+if os.environ.get("TRITON_INTERPRET", "0") == "1":
+    # The interpreter's dot of 16-bit floats gives wrong results (triton 3.9): widen first.
+    @triton.jit
+    def ember_dot(a, b, acc):
+        return acc + tl.dot(a.to(tl.float32), b.to(tl.float32))
+
+    @triton.jit
+    def ember_dot_ieee(a, b, acc):
+        return acc + tl.dot(a.to(tl.float32), b.to(tl.float32))
+
+else:
+
+    @triton.jit
+    def ember_dot(a, b, acc):
+        return tl.dot(a, b, acc)
+
+    @triton.jit
+    def ember_dot_ieee(a, b, acc):  # float32 in full precision, as cuBLAS without TF32
+        return tl.dot(a, b, acc, input_precision="ieee")

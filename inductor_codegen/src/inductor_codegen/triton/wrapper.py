@@ -2,20 +2,22 @@
 
 Allocation, memory reuse and freeing are the CPU wrapper's (`wrapper.py`);
 only a kernel call differs: Triton takes the tensors themselves (and scalar
-inputs), not data pointers.
+inputs), not data pointers. A matmul template step is called like a kernel,
+its operands as views.
 """
 
 from __future__ import annotations
 
 from inductor_codegen.ir import ExternBuffer, InputBuffer
 from inductor_codegen.scheduler import FusedKernel
+from inductor_codegen.triton.templates import TemplateStep
 from inductor_codegen.wrapper import WrapperCodegen, WrapperSource, _input_names, _layout_args
 
 __all__ = ["generate_triton_wrapper"]
 
 
 class TritonWrapperCodegen(WrapperCodegen):
-    def _kernel(self, kernel: FusedKernel, pool) -> None:
+    def _kernel(self, kernel: FusedKernel | TemplateStep, pool) -> None:
         lines = self.out.lines
         source = self.kernels[kernel.name]
         for arg in source.args:
@@ -40,8 +42,12 @@ class TritonWrapperCodegen(WrapperCodegen):
             buf = self.buffers[arg.name]
             if isinstance(buf, (ExternBuffer, InputBuffer)) and arg.name not in inputs:
                 lines.append(f"    check_layout({arg.name}, {_layout_args(buf.layout)})")
-        call_args = ", ".join(arg.name for arg in source.args)
-        lines.append(f"    {kernel.name}({call_args})")
+        names = [arg.name for arg in source.args]
+        if isinstance(kernel, TemplateStep):
+            # Operands go as views (a transposed weight, a slice); the kernel knows their strides.
+            operands = [self.render(ref) for ref in kernel.operands]
+            names = operands + names[len(operands) :]
+        lines.append(f"    {kernel.name}({', '.join(names)})")
 
 
 def generate_triton_wrapper(graph, schedule, kernels) -> WrapperSource:
