@@ -11,6 +11,7 @@ are plain flags. Nothing else in the package looks at `sys.version_info`.
 from __future__ import annotations
 
 import dis
+import opcode
 import sys
 import types
 from dataclasses import dataclass
@@ -24,6 +25,9 @@ __all__ = [
     "SEND_KEEPS_RECEIVER",
     "Instruction",
     "decode",
+    "emit",
+    "emit_call",
+    "emit_jump",
     "expected_stack_effect",
 ]
 
@@ -306,3 +310,46 @@ def expected_stack_effect(inst: Instruction, jumped: bool) -> int | None:
         return dis.stack_effect(inst.opcode, arg)
     except ValueError:
         return None
+
+
+# ----- writing bytecode (the generated parts of a split frame) ---------------
+_CACHES = opcode._inline_cache_entries
+
+
+def _cache_count(op: int) -> int:
+    if isinstance(_CACHES, dict):
+        return _CACHES.get(dis.opname[op], 0)
+    return _CACHES[op]
+
+
+def emit(opname: str, arg: int = 0) -> bytes:
+    """One instruction: EXTENDED_ARG prefixes, the opcode, and its zeroed inline caches."""
+    op = dis.opmap[opname]
+    out = b""
+    for shift in (24, 16, 8):
+        if arg >> shift:
+            out += bytes([dis.opmap["EXTENDED_ARG"], (arg >> shift) & 0xFF])
+    return out + bytes([op, arg & 0xFF]) + b"\x00\x00" * _cache_count(op)
+
+
+def emit_call(argc: int) -> bytes:
+    """Call the callable under `argc` arguments (3.11 precedes CALL with PRECALL)."""
+    if PY312:
+        return emit("CALL", argc)
+    return emit("PRECALL", argc) + emit("CALL", argc)
+
+
+def emit_jump(at: int, target: int) -> bytes:
+    """An unconditional jump placed at offset `at` to offset `target`, forward or backward."""
+    forward = target >= at
+    opname = "JUMP_FORWARD" if forward else "JUMP_BACKWARD"
+    for units in range(1, 5):
+        size = 2 * units + 2 * _cache_count(dis.opmap[opname])
+        end = at + size
+        arg = (target - end) // 2 if forward else (end - target) // 2
+        if arg < 0:
+            continue
+        code = emit(opname, arg)
+        if len(code) == size:
+            return code
+    raise ValueError(f"no jump from {at} to {target}")

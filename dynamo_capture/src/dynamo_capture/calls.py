@@ -254,7 +254,7 @@ def inline_function(
     source: Source | None,
 ) -> Value:
     """Interpret `fn`'s body on the values; a generator runs to its end."""
-    from dynamo_capture.interpreter import Translator
+    from dynamo_capture.interpreter import Callee, Translator
 
     if isinstance(fn, FunctionValue):
         code, f_globals = fn.code, fn.globals
@@ -283,9 +283,11 @@ def inline_function(
         raise Unsupported(f"async function {code.co_name}")
     f_locals = _bind(tx, code, args, kwargs, defaults, kwdefaults, resolve)
     generator = bool(code.co_flags & _CO_GENERATOR)
+    receiver = args[0].obj if args and isinstance(args[0], PythonValue) else None
+    callee = Callee(fn if isinstance(fn, types.FunctionType) else None, receiver)
     child = Translator(
         tx.ctx, code, f_locals, f_globals,
-        cells=cells, real_cells=real_cells, parent=tx, generator=generator,
+        cells=cells, real_cells=real_cells, parent=tx, generator=generator, callee=callee,
     )  # fmt: skip
     result = child.run()
     if generator:

@@ -29,10 +29,14 @@ from dynamo_capture.errors import BackendCompilerFailed, Unsupported, UserLocati
 from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
 from dynamo_capture.interpreter import Translator, check_registry
+from dynamo_capture.methods import context_factory
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
+from dynamo_capture.resume import ContextSpec
 from dynamo_capture.sources import ClosureSource, LocalSource
 from dynamo_capture.state import capturing
 from dynamo_capture.values import (
+    BuiltinMethodValue,
+    ContextValue,
     DictValue,
     ListValue,
     ObjectValue,
@@ -47,6 +51,11 @@ from guards import SizeHistory
 __all__ = ["CaptureArtifacts", "CapturedFrame", "CompiledEntry", "capture_frame", "compile_entry"]
 
 check_registry()
+_MODE_SWITCHES = (
+    torch._C._set_grad_enabled,
+    torch.amp.autocast_mode._enter_autocast,
+    torch.amp.autocast_mode._exit_autocast,
+)
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _entry_counter = itertools.count()
 
@@ -67,7 +76,11 @@ class CapturedFrame:
 
     @property
     def call_count(self) -> int:
-        return sum(node.op.startswith("call") for node in self.graph_module.graph.nodes)
+        """Graph operations, not counting grad-mode and autocast switches."""
+        return sum(
+            node.op.startswith("call") and node.target not in _MODE_SWITCHES
+            for node in self.graph_module.graph.nodes
+        )
 
 
 @dataclass
@@ -101,6 +114,25 @@ class CompiledEntry:
 def user_frames(where: tuple[UserLocation, ...]) -> tuple[UserLocation, ...]:
     """Drop this package's own frames (the module-call driver) from a location chain."""
     return tuple(loc for loc in where if not loc.filename.startswith(_PACKAGE_DIR))
+
+
+def open_contexts(tx: Translator) -> tuple[ContextSpec, ...]:
+    """The grad-mode and autocast `with` blocks open in `tx`'s frame, outermost first.
+
+    They are the `__exit__`s at the bottom of the value stack; the run stops at the
+    first `with` on a context that cannot be rebuilt.
+    """
+    specs = []
+    for value in tx.stack:
+        if not (isinstance(value, BuiltinMethodValue) and value.name == "__exit__"):
+            break
+        if not isinstance(value.receiver, ContextValue):
+            break
+        factory = context_factory(value.receiver)
+        if factory is None:
+            break
+        specs.append(ContextSpec(*factory))
+    return tuple(specs)
 
 
 def _global_state_guards(ctx: CaptureContext) -> None:
@@ -150,12 +182,16 @@ def capture_frame(
         located = Unsupported(error.reason, user_frames(error.where))
         if tx is not None and tx.current is not None:
             located.offset = tx.current.offset
+            located.contexts = open_contexts(tx)
+        located.callee = error.callee
         raise located from error.__cause__
     except RecursionError as error:
         raise Unsupported("capture recursed too deeply") from error
     finally:
         torch.random.set_rng_state(rng_state)
         torch._C._set_grad_enabled(grad_mode)
+        for real in reversed(ctx.open_autocasts):  # capture stopped inside an autocast block
+            torch.amp.autocast_mode._exit_autocast(real)
     ctx.output_node(plan.outputs)
     ctx.add_size_inputs()
     inputs = ctx.graph_inputs()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import linecache
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "BackendCompilerFailed",
@@ -74,6 +75,8 @@ class Unsupported(CaptureError):
         self.reason = reason
         self.where = where
         self.offset: int | None = None  # the compiled frame's instruction where capture stopped
+        self.contexts: tuple[Any, ...] = ()  # grad/autocast blocks open there (resume.ContextSpec)
+        self.callee: Any = None  # the inlined call the break happened in (interpreter.Callee)
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -90,4 +93,6 @@ class Unsupported(CaptureError):
         """The same error, pointing at `where` (kept if it already has a location)."""
         if self.where:
             return self
-        return Unsupported(self.reason, where)
+        located = Unsupported(self.reason, where)
+        located.callee = self.callee
+        return located

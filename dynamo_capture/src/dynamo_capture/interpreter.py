@@ -13,6 +13,7 @@ import contextlib
 import os
 import types
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from dynamo_capture.bytecode import OPCODE_TABLE, Instruction, decode, expected_stack_effect
@@ -23,6 +24,7 @@ from dynamo_capture.values import CellValue, PythonValue, Value
 
 __all__ = [
     "HANDLERS",
+    "Callee",
     "MAX_INLINE_DEPTH",
     "MAX_STEPS",
     "Translator",
@@ -81,6 +83,17 @@ def check_registry() -> None:
         raise RuntimeError(f"opcode handlers missing for: {', '.join(missing)}")
 
 
+@dataclass(frozen=True, slots=True)
+class Callee:
+    """An inlined call: the real function and its real first argument (a method's self).
+
+    Either is None when capture made it (a closure built while capturing, a new object).
+    """
+
+    function: Any = None
+    receiver: Any = None
+
+
 _decoded: dict[types.CodeType, tuple[list[Instruction], dict[int, int]]] = {}
 
 
@@ -107,8 +120,10 @@ class Translator:
         real_cells: dict[str, tuple[Any, Source | None]] | None = None,
         parent: Translator | None = None,
         generator: bool = False,
+        callee: Callee | None = None,
     ) -> None:
         self.ctx = ctx
+        self.callee = callee
         self.code = code
         self.instructions, self.index_of = _decode_cached(code)
         self.locals = f_locals
@@ -189,7 +204,10 @@ class Translator:
         try:
             self._loop()
         except Unsupported as error:
-            raise error.located(self.where()) from error.__cause__
+            located = error.located(self.where())
+            if self.depth == 1 and located.callee is None:
+                located.callee = self.callee  # the call in the compiled frame that broke
+            raise located from error.__cause__
         assert self.result is not None
         return self.result
 

@@ -38,7 +38,7 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["call_method", "enter_context", "exit_context"]
+__all__ = ["call_method", "context_factory", "enter_context", "exit_context"]
 
 Method = Callable[["Translator", Value, list[Value], dict[str, Value]], Value]
 
@@ -290,6 +290,7 @@ def enter_context(tx: Translator, context: ContextValue) -> Value:
         ctx_node = tx.ctx.graph.call_function(torch.amp.autocast_mode._enter_autocast, node_args)
         real = torch.amp.autocast_mode._enter_autocast(*node_args)
         context.saved = (ctx_node, real)
+        tx.ctx.open_autocasts.append(real)
         return _none()
     return _none()
 
@@ -303,7 +304,17 @@ def exit_context(tx: Translator, context: ContextValue) -> Value:
         ctx_node, real = context.saved
         tx.ctx.graph.call_function(torch.amp.autocast_mode._exit_autocast, (ctx_node,))
         torch.amp.autocast_mode._exit_autocast(real)
+        tx.ctx.open_autocasts.remove(real)
     return PythonValue(None)
+
+
+def context_factory(context: ContextValue) -> tuple[Any, tuple[Any, ...]] | None:
+    """(callable, args) that make a fresh real copy of `context`, or None for other kinds."""
+    if context.kind == "grad":
+        return (torch.enable_grad if context.args[0] else torch.no_grad), ()
+    if context.kind == "autocast":
+        return torch.autocast, _autocast_args(context)
+    return None
 
 
 def _set_grad(tx: Translator, mode: bool) -> None:

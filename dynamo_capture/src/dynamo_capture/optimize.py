@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from dynamo_capture.break_callees import Shadow, ShadowedPart, shadows_for
 from dynamo_capture.capture import CaptureArtifacts, CompiledEntry, capture_frame, compile_entry
 from dynamo_capture.errors import RecompileError, Unsupported
 from dynamo_capture.frame_target import FrameTarget, _module_call, frame_target
@@ -193,7 +194,7 @@ class CompiledCallable:
         except Unsupported as error:
             if self.fullgraph:
                 raise
-            split = self._split_entry(error, contexts)
+            split = self._split_entry(error, contexts, f_locals)
             return split if split is not None else self._eager_entry(error, contexts)
         except Exception as error:
             unsupported = Unsupported(f"capture failed with {type(error).__name__}: {error}")
@@ -273,7 +274,7 @@ class CompiledCallable:
         return part
 
     def _split_entry(
-        self, error: Unsupported, contexts: list[CaptureContext]
+        self, error: Unsupported, contexts: list[CaptureContext], f_locals: dict[str, Any]
     ) -> CompiledEntry | None:
         """Break the graph at the unsupported statement: compiled prefix, eager middle, resume."""
         function = self.frame.function
@@ -281,17 +282,30 @@ class CompiledCallable:
             return self._module_forward_entry(error, contexts)
         if error.offset is None:
             return None
-        plan = plan_split(function.__code__, error.offset)
+        plan = plan_split(function.__code__, error.offset, error.contexts)
         if isinstance(plan, str):
             artifact_logger("graph_breaks").info("cannot split %s: %s", self.frame.name, plan)
             return None
         callees = _callees(function, plan, error)
-        key = (plan, tuple(id(function.__globals__[name]) for name in callees))
+        callee = error.callee if not callees and error.callee is not None else None
+        key = (
+            plan,
+            tuple(id(function.__globals__[name]) for name in callees),
+            (id(callee.function), id(callee.receiver)) if callee is not None else None,
+        )
         parts = self._splits.get(key)
         if parts is None:
             self.graph_breaks.append(error)
             artifact_logger("graph_breaks").info("graph break in %s: %s", self.frame.name, error)
-            parts = self._splits[key] = self._split_parts(function, plan, callees)
+            if plan.in_try:
+                artifact_logger("graph_breaks").info(
+                    "%s: the break lies in a try block; the rest of the frame runs eagerly",
+                    self.frame.name,
+                )
+            shadows = []
+            if callee is not None:
+                shadows = shadows_for(callee, f_locals, self.frame.globals, self._part)
+            parts = self._splits[key] = self._split_parts(function, plan, callees, shadows)
         varnames = function.__code__.co_varnames
 
         def run_parts(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> Any:
@@ -334,20 +348,26 @@ class CompiledCallable:
         return CompiledEntry(guards, run_forward, artifacts)
 
     def _split_parts(
-        self, function: Any, plan: SplitPlan, callees: list[str]
+        self, function: Any, plan: SplitPlan, callees: list[str], shadows: list[Shadow]
     ) -> list[Callable[..., Any]]:
         """The parts of a split frame; parts of the same split are shared by its entries."""
         parts: list[Callable[..., Any]] = []
-        if plan.start > plan.body_start:
-            prefix = segment_function(function, plan.body_start, plan.start, plan.body_start, "pre")
+        body = plan.body_start
+        if plan.start > body:
+            prefix = segment_function(
+                function, body, plan.start, body, "pre", leave=len(plan.contexts)
+            )
             parts.append(self._part(prefix))
         compiled_callees = {name: self._part(function.__globals__[name]) for name in callees}
         middle = segment_function(
-            function, plan.start, plan.stop, plan.body_start, "eager", compiled_callees
-        )
-        parts.append(middle)
+            function, plan.start, plan.stop, body, "eager", compiled_callees,
+            enter=plan.contexts, leave=len(plan.resume_contexts),
+        )  # fmt: skip
+        parts.append(ShadowedPart(middle, shadows) if shadows else middle)
         if plan.stop is not None:
-            resume = segment_function(function, plan.stop, None, plan.body_start, "resume")
+            resume = segment_function(
+                function, plan.stop, None, body, "resume", enter=plan.resume_contexts
+            )
             parts.append(self._part(resume))
         return parts
 

@@ -155,6 +155,7 @@ class CaptureContext:
     ) -> None:
         self.graph = torch.fx.Graph()
         self.guards = FrameGuards()
+        self.open_autocasts: list[Any] = []  # real autocast states entered while capturing
         self.dynamic = dynamic
         self.history = history
         self.shape_env = None if dynamic is False else ShapeEnv()

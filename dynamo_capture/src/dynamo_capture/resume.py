@@ -1,22 +1,37 @@
 """Graph breaks at statement boundaries: a frame split into prefix, eager middle and resume.
 
 When capture meets something it cannot put in a graph at instruction I of the
-compiled frame, the frame is cut at two statement boundaries around I (offsets
-where the value stack is empty and no jump crosses):
+compiled frame, the frame is cut at two statement boundaries around I:
 
     prefix  [0, S)     captured: ends by returning (END, *locals)
     middle  [S, S2)    the unsupported statement(s), run eagerly the same way
     resume  [S2, end)  a generated function continuing at S2, itself compiled
                        (captured and cached on its first call)
 
-Each part is a copy of the frame's code object whose parameters are all its
-locals: a jump at the start goes to the part's first instruction, and the
-instruction at its stop offset becomes `return (END, *locals)`. A `return`
-reached inside a part returns the plain value, so the caller can tell the two
-apart. A loop, `with` or `try` statement holding the break runs eagerly as a
-whole (the cut points never lie inside one; a try block whose handler code is
-placed past the statement runs the rest of the frame eagerly). Frames with
-closure cells or generator flags are not split (they run eagerly, logged).
+A boundary is an offset where no jump crosses and the value stack holds nothing
+but the `__exit__`s of the `with` blocks open there. Each part is a copy of the
+frame's code object whose parameters are all its locals; the original
+instructions stay in place and generated code is appended after them: an entry
+jump leads to a prologue that enters a fresh copy of every open grad-mode or
+autocast context (so the block's own exit, normal or by an exception, restores
+the mode as in eager) and jumps to the part's first instruction; at the stop
+offset a jump leads to an epilogue that leaves those `with` blocks normally and
+returns `(END, *locals)`. A `return` reached inside a part returns the plain
+value, so the caller can tell the two apart.
+
+A `with` on a context capture cannot rebuild, a loop or an `if` holding the
+break is run eagerly as a whole (no boundary lies inside one); a break inside a
+`try` body compiles up to the last boundary before it and runs the rest of the
+frame eagerly (handlers kept), as torch does. Frames with cell variables or
+generator flags are not split (they run eagerly, logged); closures are kept.
+
+Cuts are at statements, not at the unsupported instruction: a statement's
+partial values (`f(x) + g(y)` half evaluated) would have to live across the
+break in the prefix's outputs and be pushed back before the middle, and the
+exception table entries covering them would then start mid-expression; a
+statement boundary needs neither, so each part is an unmodified run of the
+user's instructions. The prefix holds every statement before the one with the
+break; the unsupported statement's tensor work runs eagerly.
 """
 
 from __future__ import annotations
@@ -24,11 +39,15 @@ from __future__ import annotations
 import dis
 import inspect
 import types
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from dynamo_capture.bytecode import emit, emit_call, emit_jump
+
 __all__ = [
     "END",
+    "ContextSpec",
     "SplitPlan",
     "called_globals",
     "describe_split",
@@ -46,21 +65,39 @@ class _End:
 
 
 END = _End()
-_OP = dis.opmap
 _JUMPS = set(dis.hasjrel) | set(dis.hasjabs)
 _UNSPLITTABLE_FLAGS = (
     inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
     | inspect.CO_ITERABLE_COROUTINE
 )  # fmt: skip
+_PRELUDE = ("RESUME", "COPY_FREE_VARS", "MAKE_CELL")
+# A part's code -> where its generated code (prologue, epilogue) starts.
+_GENERATED: weakref.WeakKeyDictionary[types.CodeType, int] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSpec:
+    """A grad-mode or autocast context a part re-enters: `factory(*args)` makes a fresh one."""
+
+    factory: Any
+    args: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class SplitPlan:
-    """Where a frame is cut: the eager middle is [start, stop); stop None runs to the end."""
+    """Where a frame is cut: the eager middle is [start, stop); stop None runs to the end.
+
+    `contexts` are the `with` contexts open at `start` (outermost first), re-entered by
+    the middle; `resume_contexts` those open at `stop`, re-entered by the resume part.
+    `in_try`: the break lies in a try body, so the rest of the frame runs eagerly.
+    """
 
     start: int
     stop: int | None
     body_start: int
+    contexts: tuple[ContextSpec, ...] = ()
+    resume_contexts: tuple[ContextSpec, ...] = ()
+    in_try: bool = False
 
 
 def is_end(result: Any) -> bool:
@@ -72,97 +109,122 @@ def _instructions(code: types.CodeType) -> list[dis.Instruction]:
     return [inst for inst in dis.get_instructions(code) if inst.opname != "CACHE"]
 
 
-def _why_not_splittable(code: types.CodeType, insts: list[dis.Instruction]) -> str | None:
+def _why_not_splittable(code: types.CodeType) -> str | None:
     if code.co_flags & _UNSPLITTABLE_FLAGS:
         return "a generator or coroutine frame"
-    if code.co_cellvars or code.co_freevars:
-        return "a frame with closure cells"
+    if code.co_cellvars:
+        return "a frame with cell variables (its locals are captured by an inner function)"
     return None
 
 
-def _handlers_inside(entries: list[Any], start: int, stop: int | None) -> bool:
-    """Every exception range starting in [start, stop) has its handler there too."""
-    for entry in entries:
-        if start <= entry.start and (stop is None or entry.start < stop):
-            if entry.target < start or (stop is not None and entry.target >= stop):
-                return False
-    return True
-
-
 def _depths(insts: list[dis.Instruction]) -> dict[int, int]:
-    """The value-stack depth before each instruction (loop-free code: one forward pass)."""
+    """The value-stack depth before each instruction reached by normal flow (a worklist)."""
+    index_of = {inst.offset: index for index, inst in enumerate(insts)}
     depths: dict[int, int] = {insts[0].offset: 0}
-    for index, inst in enumerate(insts):
-        depth = depths.get(inst.offset)
-        if depth is None:
-            continue  # unreachable
+    work = [0]
+    while work:
+        index = work.pop()
+        inst = insts[index]
+        depth = depths[inst.offset]
         arg = inst.arg if inst.opcode >= dis.HAVE_ARGUMENT else None
+        successors = []
         if inst.opcode in _JUMPS:
-            depths.setdefault(inst.argval, depth + dis.stack_effect(inst.opcode, arg, jump=True))
-        if inst.opname in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"):
-            continue
-        if inst.opname.startswith("JUMP") and "IF" not in inst.opname:
-            continue
-        if index + 1 < len(insts):
-            after = depth + dis.stack_effect(inst.opcode, arg, jump=False)
-            depths.setdefault(insts[index + 1].offset, after)
+            successors.append((inst.argval, dis.stack_effect(inst.opcode, arg, jump=True)))
+        falls_through = not (
+            inst.opname in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE")
+            or (inst.opname.startswith("JUMP") and "IF" not in inst.opname)
+        )
+        if falls_through and index + 1 < len(insts):
+            effect = dis.stack_effect(inst.opcode, arg, jump=False)
+            successors.append((insts[index + 1].offset, effect))
+        for target, effect in successors:
+            if target not in depths and target in index_of:
+                depths[target] = depth + effect
+                work.append(index_of[target])
     return depths
 
 
-def plan_split(code: types.CodeType, offset: int) -> SplitPlan | str:
-    """The statement boundaries around `offset`, or the reason the frame cannot be split."""
-    insts = _instructions(code)
-    reason = _why_not_splittable(code, insts)
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """A statement boundary: how many `with` blocks are open there, and whether a try is."""
+
+    offset: int
+    withs: int
+    in_try: bool
+
+
+def _cuts(code: types.CodeType, insts: list[dis.Instruction], body_start: int) -> list[_Cut]:
+    """Every statement boundary of `code` after its prelude, in offset order."""
+    depths = _depths(insts)
+    generated = _GENERATED.get(code, len(code.co_code))
+    jumps = [
+        (inst.offset, inst.argval)
+        for inst in insts
+        if inst.opcode in _JUMPS and inst.offset < generated and inst.argval < generated
+    ]
+    entries = list(dis.Bytecode(code).exception_entries)
+    by_offset = {inst.offset: index for index, inst in enumerate(insts)}
+    spans: dict[int, tuple[int, int]] = {}
+    for entry in entries:
+        low, high = spans.get(entry.target, (entry.start, entry.end))
+        spans[entry.target] = (min(low, entry.start), max(high, entry.end))
+    try_spans = [
+        span for target, span in spans.items() if not _is_with_handler(insts, by_offset, target)
+    ]
+    cuts = []
+    for inst in insts:
+        at = inst.offset
+        depth = depths.get(at)
+        if at < body_start or at >= generated or depth is None:
+            continue
+        if any(min(src, dst) < at < max(src, dst) for src, dst in jumps):
+            continue  # inside a loop or a branch
+        covering = [entry for entry in entries if entry.start <= at < entry.end]
+        if (covering[0].depth if covering else 0) != depth:
+            continue  # a statement's temporaries are on the stack
+        in_try = any(low <= at < high for low, high in try_spans)
+        cuts.append(_Cut(at, depth, in_try))
+    return cuts
+
+
+def _is_with_handler(insts: list[dis.Instruction], by_offset: dict[int, int], at: int) -> bool:
+    index = by_offset.get(at)
+    if index is None or index + 1 >= len(insts):
+        return False
+    return insts[index].opname == "PUSH_EXC_INFO" and insts[index + 1].opname == (
+        "WITH_EXCEPT_START"
+    )
+
+
+def plan_split(
+    code: types.CodeType, offset: int, contexts: tuple[ContextSpec, ...] = ()
+) -> SplitPlan | str:
+    """The statement boundaries around `offset`, or the reason the frame cannot be split.
+
+    `contexts` are the contexts capture had entered in this frame when it stopped
+    (outermost first); a boundary inside a `with` block is usable only when its
+    context is one of them (a grad-mode or autocast context).
+    """
+    reason = _why_not_splittable(code)
     if reason is not None:
         return reason
-    body_start = next(inst.offset for inst in insts if inst.opname != "RESUME")
-    depths = _depths(insts)
-    jumps = [(inst.offset, inst.argval) for inst in insts if inst.opcode in _JUMPS]
-    entries = list(dis.Bytecode(code).exception_entries)
-
-    def boundary(at: int) -> bool:
-        # the stack is empty, no jump (forward or back: loops) and no try block spans it
-        return (
-            depths.get(at) == 0
-            and not any(min(src, dst) < at < max(src, dst) for src, dst in jumps)
-            and not any(entry.start < at < entry.end for entry in entries)
-        )
-
-    starts = [i.offset for i in insts if body_start <= i.offset <= offset and boundary(i.offset)]
-    stops = [i.offset for i in insts if i.offset > offset and boundary(i.offset)]
+    insts = _instructions(code)
+    body_start = next(inst.offset for inst in insts if inst.opname not in _PRELUDE)
+    cuts = [cut for cut in _cuts(code, insts, body_start) if cut.withs <= len(contexts)]
+    starts = [cut for cut in cuts if cut.offset <= offset]
     if not starts:
-        return "no statement boundary before the unsupported instruction (a loop or try block)"
-    start, stop = starts[-1], stops[0] if stops else None
-    if not _handlers_inside(entries, body_start, start):
-        return "a try block before the break has its handler after it"
-    if not _handlers_inside(entries, start, stop):
-        stop = None  # the statement's handlers lie past it: run the rest of the frame eagerly
-    if stop is not None and not _handlers_inside(entries, stop, None):
-        return "a try block after the break has its handler before it"
-    return SplitPlan(start, stop, body_start)
-
-
-def _emit(opname: str, arg: int = 0) -> bytes:
-    out = b""
-    for shift in (24, 16, 8):
-        if arg >> shift:
-            out += bytes([_OP["EXTENDED_ARG"], (arg >> shift) & 0xFF])
-    return out + bytes([_OP[opname], arg & 0xFF])
-
-
-def _jump_forward(at: int, target: int) -> bytes:
-    for size in (2, 4, 6):
-        code = _emit("JUMP_FORWARD", (target - at - size) // 2)
-        if len(code) == size:
-            return code
-    raise ValueError("jump too far")
-
-
-def _epilogue(code: types.CodeType, end_index: int) -> bytes:
-    out = _emit("LOAD_CONST", end_index)
-    for index in range(len(code.co_varnames)):
-        out += _emit("LOAD_FAST", index)
-    return out + _emit("BUILD_TUPLE", len(code.co_varnames) + 1) + _emit("RETURN_VALUE")
+        return "no statement boundary before the unsupported instruction"
+    start = starts[-1]
+    stops = [cut for cut in cuts if cut.offset > offset and cut.withs <= start.withs]
+    stop = stops[0] if stops and not start.in_try and not stops[0].in_try else None
+    return SplitPlan(
+        start.offset,
+        stop.offset if stop is not None else None,
+        body_start,
+        contexts[: start.withs],
+        contexts[: stop.withs] if stop is not None else (),
+        start.in_try or (bool(stops) and stops[0].in_try),
+    )
 
 
 def called_globals(
@@ -199,10 +261,10 @@ def _replace_global_loads(
             continue
         size = insts[index + 1].offset - inst.offset
         consts.append(replacements[inst.argval])
-        load = (_emit("PUSH_NULL") if inst.arg & 1 else b"") + _emit("LOAD_CONST", len(consts) - 1)
+        load = (emit("PUSH_NULL") if inst.arg & 1 else b"") + emit("LOAD_CONST", len(consts) - 1)
         if len(load) > size:
             continue
-        raw[inst.offset : inst.offset + size] = load + _emit("NOP") * ((size - len(load)) // 2)
+        raw[inst.offset : inst.offset + size] = load + emit("NOP") * ((size - len(load)) // 2)
 
 
 def segment_function(
@@ -212,42 +274,89 @@ def segment_function(
     body_start: int,
     tag: str,
     replacements: dict[str, Any] | None = None,
+    *,
+    enter: tuple[ContextSpec, ...] = (),
+    leave: int = 0,
 ) -> types.FunctionType:
     """A function running `function`'s code from `start` to `stop`; every local is a parameter.
 
-    `replacements` maps globals called in the part to what is called instead (the
-    compiled callee of a break inside an inlined call).
+    The original code stays in place (exception handlers past `stop` keep working); an
+    entry jump at `body_start` goes to generated code appended after it, which enters
+    the `enter` contexts (a fresh one each, outermost first) and jumps to `start`. At
+    `stop` a jump goes to an appended epilogue that leaves the `leave` innermost `with`
+    blocks the normal way and returns (END, *locals). `replacements` maps globals
+    called in the part to what is called instead (the compiled callee of a break
+    inside an inlined call).
     """
     code = function.__code__
     raw = bytearray(code.co_code)
-    const_list = list(code.co_consts)
+    consts = list(code.co_consts)
     if replacements:
-        _replace_global_loads(code, raw, const_list, replacements, (start, stop))
-    consts = (*const_list, END)
-    if start > body_start:
-        jump = _jump_forward(body_start, start)
-        if body_start + len(jump) > start:
-            raise ValueError("no room for the entry jump")
-        raw[body_start : body_start + len(jump)] = jump
+        _replace_global_loads(code, raw, consts, replacements, (start, stop))
+
+    def const(value: Any) -> int:
+        consts.append(value)
+        return len(consts) - 1
+
+    if enter:
+        prologue_at = len(raw)
+        raw += _enter_code(enter, const)
+        raw += emit_jump(len(raw), start)
+        _place_jump(raw, body_start, prologue_at, limit=None)
+    elif start > body_start:
+        _place_jump(raw, body_start, start, limit=start)
     if stop is not None:
-        tail = _epilogue(code, len(consts) - 1)
-        raw[stop:] = tail
-        if len(raw) < len(code.co_code):
-            raw += _emit("NOP") * ((len(code.co_code) - len(raw)) // 2)
+        epilogue_at = len(raw)
+        raw += _leave_code(leave, const(None)) + _epilogue(code, const(END))
+        _place_jump(raw, stop, epilogue_at, limit=None)
     nlocals = len(code.co_varnames)
     flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
     new_code = code.replace(
         co_code=bytes(raw),
-        co_consts=consts,
+        co_consts=tuple(consts),
         co_argcount=nlocals,
         co_posonlyargcount=0,
         co_kwonlyargcount=0,
         co_flags=flags,
-        co_stacksize=max(code.co_stacksize, nlocals + 2),
+        co_stacksize=max(code.co_stacksize, nlocals + 2, len(enter) + 8, leave + 6),
         co_name=f"{code.co_name}_{tag}",
         co_qualname=f"{code.co_qualname}_{tag}",
     )
-    return types.FunctionType(new_code, function.__globals__, new_code.co_name)
+    _GENERATED[new_code] = min(_GENERATED.get(code, len(code.co_code)), len(code.co_code))
+    return types.FunctionType(
+        new_code, function.__globals__, new_code.co_name, None, function.__closure__
+    )
+
+
+def _place_jump(raw: bytearray, at: int, target: int, limit: int | None) -> None:
+    jump = emit_jump(at, target)
+    if limit is not None and at + len(jump) > limit:
+        raise ValueError("no room for the entry jump")
+    raw[at : at + len(jump)] = jump
+
+
+def _enter_code(contexts: tuple[ContextSpec, ...], const: Any) -> bytes:
+    """factory(*args).__enter__() for each context; its __exit__ stays on the stack."""
+    out = b""
+    for spec in contexts:
+        out += emit("PUSH_NULL") + emit("LOAD_CONST", const(spec.factory))
+        for arg in spec.args:
+            out += emit("LOAD_CONST", const(arg))
+        out += emit_call(len(spec.args)) + emit("BEFORE_WITH") + emit("POP_TOP")
+    return out
+
+
+def _leave_code(count: int, none_index: int) -> bytes:
+    """exit(None, None, None) for the `count` innermost with blocks, as their normal end does."""
+    none = emit("LOAD_CONST", none_index)
+    return (none * 3 + emit_call(2) + emit("POP_TOP")) * count
+
+
+def _epilogue(code: types.CodeType, end_index: int) -> bytes:
+    out = emit("LOAD_CONST", end_index)
+    for index in range(len(code.co_varnames)):
+        out += emit("LOAD_FAST", index)
+    return out + emit("BUILD_TUPLE", len(code.co_varnames) + 1) + emit("RETURN_VALUE")
 
 
 def describe_split(plan: SplitPlan, parts: list[Any]) -> str:

@@ -1,0 +1,139 @@
+"""A break inside an inlined call: the callee runs as a compiled frame of its own.
+
+When capture breaks inside a function the compiled frame called (a method, a
+submodule's `forward`, a staticmethod), the caller is split at the call's
+statement and that statement runs eagerly. So that the callee's code around the
+break is still compiled, the eager statement calls a compiled callable for it:
+the attribute the call looks up is shadowed, for the duration of the statement
+only, by the compiled callable.
+
+    owner kind          looked up as            shadowed by
+    module forward      module(...) -> forward  module.__dict__["forward"]
+    method              obj.name(...)           obj.__dict__[name]
+    staticmethod        cls.name(...)           cls.name (restored after)
+
+A submodule's class is shadowed on every module of that class under the frame's
+modules, so a loop over layers runs each layer's forward compiled. Global
+functions are handled by `resume.called_globals` (their load is rewritten).
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["Shadow", "ShadowedPart", "shadows_for"]
+
+_MISSING = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Shadow:
+    """`owner.name` is looked up as `value` while the eager statement runs."""
+
+    owner: Any
+    name: str
+    value: Any
+    on_class: bool = False
+
+    def apply(self) -> Any:
+        if self.on_class:
+            saved = self.owner.__dict__.get(self.name, _MISSING)
+            setattr(self.owner, self.name, self.value)
+            return saved
+        saved = self.owner.__dict__.get(self.name, _MISSING)
+        self.owner.__dict__[self.name] = self.value
+        return saved
+
+    def restore(self, saved: Any) -> None:
+        if self.on_class:
+            if saved is _MISSING:
+                delattr(self.owner, self.name)
+            else:
+                setattr(self.owner, self.name, saved)
+        elif saved is _MISSING:
+            self.owner.__dict__.pop(self.name, None)
+        else:
+            self.owner.__dict__[self.name] = saved
+
+
+class ShadowedPart:
+    """An eager part run with its shadows applied (and removed after, even on an error)."""
+
+    def __init__(self, part: Callable[..., Any], shadows: list[Shadow]) -> None:
+        self.part = part
+        self.shadows = shadows
+        self.__code__ = part.__code__
+
+    def __call__(self, *values: Any) -> Any:
+        saved = [shadow.apply() for shadow in self.shadows]
+        try:
+            return self.part(*values)
+        finally:
+            for shadow, old in zip(reversed(self.shadows), reversed(saved), strict=True):
+                shadow.restore(old)
+
+
+Compile = Callable[[Any], Any]
+
+
+def shadows_for(
+    callee: Any, f_locals: dict[str, Any], f_globals: dict[str, Any], compile_part: Compile
+) -> list[Shadow]:
+    """Shadows that route the call to `callee` (an interpreter.Callee) to compiled frames."""
+    function, receiver = callee.function, callee.receiver
+    if not isinstance(function, types.FunctionType):
+        return []
+    name = function.__name__
+    if isinstance(receiver, torch.nn.Module) and _class_attr(receiver, "forward") is function:
+        return [
+            Shadow(module, "forward", compile_part(types.MethodType(function, module)))
+            for module in _same_class_modules(receiver, f_locals)
+        ]
+    if receiver is not None and _class_attr(receiver, name) is function:
+        if hasattr(receiver, "__dict__") and not isinstance(receiver, type):
+            bound = types.MethodType(function, receiver)
+            return [Shadow(receiver, name, compile_part(bound))]
+    owner = _static_owner(function, f_locals, f_globals)
+    if owner is not None:
+        return [Shadow(owner, name, staticmethod(compile_part(function)), on_class=True)]
+    return []
+
+
+def _class_attr(obj: Any, name: str) -> Any:
+    try:
+        return inspect.getattr_static(type(obj), name)
+    except AttributeError:
+        return None
+
+
+def _same_class_modules(receiver: torch.nn.Module, f_locals: dict[str, Any]) -> list[Any]:
+    """`receiver` and every module of its class under the frame's modules (no hooks' owners)."""
+    found = {id(receiver): receiver}
+    for value in f_locals.values():
+        if isinstance(value, torch.nn.Module):
+            for module in value.modules():
+                if type(module) is type(receiver) and "forward" not in module.__dict__:
+                    found.setdefault(id(module), module)
+    return list(found.values())
+
+
+def _static_owner(
+    function: types.FunctionType, f_locals: dict[str, Any], f_globals: dict[str, Any]
+) -> type | None:
+    """The class holding `function` as a staticmethod: a local's class or a global class."""
+    candidates = [type(value) for value in f_locals.values()]
+    candidates += [value for value in f_locals.values() if isinstance(value, type)]
+    for scope in (f_globals, function.__globals__):
+        candidates += [value for value in scope.values() if isinstance(value, type)]
+    for cls in candidates:
+        for klass in getattr(cls, "__mro__", ()):
+            found = klass.__dict__.get(function.__name__)
+            if isinstance(found, staticmethod) and found.__func__ is function:
+                return klass
+    return None
