@@ -114,3 +114,16 @@ def test_training_step_gradients(name):
     gm = trace(step, x, *params)
     compiled = compile_graph(gm, [x, *params], options={"device_codegen": "triton"})
     torch.testing.assert_close(compiled(x, *params), step(x, *params), rtol=1e-3, atol=1e-4)
+
+
+def test_repeated_launches_follow_argument_alignment():
+    """Later calls take the launch shortcut; a misaligned view must get its own binary."""
+    pytest.importorskip("triton")
+    x = torch.randn(4, 1000, device=DEVICE)
+    gm = trace(lambda a: (a * 2).sin() + 1, x[:, 8:808])
+    compiled = compile_graph(gm, [x[:, 8:808]], options={"device_codegen": "triton"})
+    for start in (8, 8, 1, 8, 3):
+        view = x[:, start : start + 800]
+        torch.testing.assert_close(compiled(view), (view * 2).sin() + 1)
+    fresh = torch.randn(4, 1000, device=DEVICE)
+    torch.testing.assert_close(compiled(fresh[:, 8:808]), (fresh[:, 8:808] * 2).sin() + 1)

@@ -25,9 +25,17 @@ from guards import artifact_logger
 from inductor_codegen.triton.codegen import TritonKernelSource
 from inductor_codegen.triton.heuristics import LaunchConfig, autotune_configs, default_config
 
-__all__ = ["TritonKernel", "interpreting", "libdevice_module", "load_kernels", "precompile"]
+__all__ = [
+    "Launcher",
+    "TritonKernel",
+    "interpreting",
+    "libdevice_module",
+    "load_kernels",
+    "precompile",
+]
 
 SCHEMA_VERSION = 1
+FAST_LAUNCH = os.environ.get("EMBER_TRITON_FAST_LAUNCH", "1") != "0"
 MODULE_HEADER = """\
 import triton
 import triton.language as tl
@@ -93,6 +101,54 @@ def load_kernels(sources: list[TritonKernelSource], folder: Path, workers: int |
     return {name: (functions[name], paths[name]) for name in paths}
 
 
+def _specialization(value) -> object:
+    """What Triton specializes a compiled kernel on: pointer alignment, integers 1 and % 16."""
+    if hasattr(value, "data_ptr"):
+        return value.data_ptr() % 16 == 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value == 1, value % 16 == 0)
+    return None
+
+
+class Launcher:
+    """Launches one kernel with one grid and one configuration, at a low cost per call.
+
+    The first call for a specialization of the arguments goes through Triton's
+    JIT entry (it binds the arguments, compiles or finds the binary); later
+    calls with the same specialization call the compiled binary's launcher
+    directly, skipping the argument binding, which dominates the launch time
+    of small kernels. EMBER_TRITON_FAST_LAUNCH=0 turns the shortcut off.
+    """
+
+    def __init__(self, fn, grid: tuple[int, int, int], constexprs: dict, options: dict):
+        self.fn = fn
+        self.grid = grid
+        self.constexprs = constexprs
+        self.constexpr_values = tuple(constexprs.values())
+        self.options = options
+        self.runners: dict[tuple, object] = {}
+        self.fast = FAST_LAUNCH and not interpreting()
+
+    def __call__(self, args) -> None:
+        if self.fast:
+            key = tuple(_specialization(a) for a in args)
+            runner = self.runners.get(key)
+            if runner is not None:
+                try:
+                    runner(*args, *self.constexpr_values)
+                    return
+                except TypeError as error:  # a launcher that takes other arguments
+                    artifact_logger("perf_hints").info("fast launch off: %s", error)
+                    self.fast = False
+        compiled = self.fn[self.grid](*args, **self.constexprs, **self.options)
+        if self.fast:
+            try:
+                self.runners[key] = compiled[self.grid]
+            except Exception as error:  # a Triton without the launcher shortcut
+                artifact_logger("perf_hints").info("fast launch off: %s", error)
+                self.fast = False
+
+
 class TritonKernel:
     """A launcher: `kernel(*tensors_and_scalars)` runs the kernel over its whole grid."""
 
@@ -103,6 +159,7 @@ class TritonKernel:
         self.autotune = autotune
         self.folder = folder
         self.config: LaunchConfig | None = None if autotune else default_config(source)
+        self.launchers: dict[LaunchConfig, Launcher] = {}
 
     def warmup(self) -> None:
         """Compile for the default configuration without launching (tensor arguments as dtypes)."""
@@ -118,10 +175,14 @@ class TritonKernel:
         self._launch(config, args)
 
     def _launch(self, config: LaunchConfig, args) -> None:
-        grid = (max(1, -(-self.source.xnumel // config.xblock)),)
-        if config.yblock:
-            grid = (grid[0], max(1, -(-self.source.ynumel // config.yblock)))
-        self.fn[grid](*args, **config.constexprs(), num_warps=config.num_warps)
+        launcher = self.launchers.get(config)
+        if launcher is None:
+            grid = (max(1, -(-self.source.xnumel // config.xblock)), 1, 1)
+            if config.yblock:
+                grid = (grid[0], max(1, -(-self.source.ynumel // config.yblock)), 1)
+            launcher = Launcher(self.fn, grid, config.constexprs(), {"num_warps": config.num_warps})
+            self.launchers[config] = launcher
+        launcher(args)
 
     # ---------------------------------------------------------- autotuning
 

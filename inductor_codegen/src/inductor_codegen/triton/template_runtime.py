@@ -26,7 +26,7 @@ from guards import artifact_logger
 from inductor_codegen.errors import InductorError
 from inductor_codegen.runtime import ensure_layout
 from inductor_codegen.triton.heuristics import next_power_of_2
-from inductor_codegen.triton.runtime import interpreting
+from inductor_codegen.triton.runtime import Launcher, interpreting
 from inductor_codegen.triton.templates import MatmulTemplateSource
 
 __all__ = ["MatmulConfig", "MatmulTemplateKernel", "matmul_configs"]
@@ -77,6 +77,17 @@ def matmul_configs(source: MatmulTemplateSource) -> list[MatmulConfig]:
     return list(dict.fromkeys(configs))
 
 
+def _constexprs(config: MatmulConfig, k: int) -> dict:
+    """The template's constexpr parameters, in the order the kernel declares them."""
+    return {
+        "BLOCK_M": config.block_m,
+        "BLOCK_N": config.block_n,
+        "BLOCK_K": config.block_k,
+        "GROUP_M": GROUP_M,
+        "EVEN_K": k % config.block_k == 0,
+    }
+
+
 class MatmulTemplateKernel:
     """A launcher for one template step; `mode` is "auto", "template" or "aten" (see options)."""
 
@@ -93,6 +104,7 @@ class MatmulTemplateKernel:
         self.operand_count = 3 if source.op == "addmm" else 2
         self.config: MatmulConfig | None = None
         self.use_aten = mode == "aten"
+        self.launchers: dict[MatmulConfig, Launcher] = {}
 
     def __call__(self, *args) -> None:
         if self.use_aten:
@@ -104,18 +116,14 @@ class MatmulTemplateKernel:
 
     def launch(self, config: MatmulConfig, args) -> None:
         """Run the template kernel with `config`."""
-        s = self.source
-        grid = (-(-s.m // config.block_m) * -(-s.n // config.block_n), s.batch)
-        self.fn[grid](
-            *args,
-            BLOCK_M=config.block_m,
-            BLOCK_N=config.block_n,
-            BLOCK_K=config.block_k,
-            GROUP_M=GROUP_M,
-            EVEN_K=s.k % config.block_k == 0,
-            num_warps=config.num_warps,
-            num_stages=config.num_stages,
-        )
+        launcher = self.launchers.get(config)
+        if launcher is None:
+            s = self.source
+            grid = (-(-s.m // config.block_m) * -(-s.n // config.block_n), s.batch, 1)
+            options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+            launcher = Launcher(self.fn, grid, _constexprs(config, s.k), options)
+            self.launchers[config] = launcher
+        launcher(args)
 
     def aten(self, args) -> None:
         """The ATen way: mm/addmm/bmm (cuBLAS), then the epilogue kernel on the product."""
@@ -221,11 +229,7 @@ class MatmulTemplateKernel:
                     self.fn.warmup(
                         *mock,
                         grid=(1,),
-                        BLOCK_M=c.block_m,
-                        BLOCK_N=c.block_n,
-                        BLOCK_K=c.block_k,
-                        GROUP_M=GROUP_M,
-                        EVEN_K=self.source.k % c.block_k == 0,
+                        **_constexprs(c, self.source.k),
                         num_warps=c.num_warps,
                         num_stages=c.num_stages,
                     )
