@@ -1,48 +1,50 @@
-"""GPU models in bf16 inference: eager vs torch.compile vs ember.compile(backend="inductor").
+"""GPU model suite: eager vs torch.compile vs ember.compile(backend="inductor"), in one run.
 
-    python benchmarks/gpu_bench.py                  every model
-    python benchmarks/gpu_bench.py mlp block        only these
-    EMBER_BENCH_JSON=out.json python benchmarks/gpu_bench.py
+    python benchmarks/gpu_bench.py [OUT_DIR] [--models resnet50,gpt2] [--modes infer,train]
+                                   [--backends torch,ember] [--budget SECONDS]
 
-Per model: the median time of a call after warm-up (CUDA events), the speedup
-over eager, the first-call time (capture + compile, cold in-process caches),
-peak memory, and whether ember's result matched eager. For ember's Triton
-kernels it also reports achieved bandwidth (bytes of the kernel's tensor
-arguments / kernel time) of the kernels that take the most time, next to the
-measured device-to-device copy bandwidth. Skips (exit 0) without a GPU.
+Models (random weights from configs, no downloads): torchvision resnet50,
+mobilenet_v3_large, vit_b_16; transformers BERT-base, GPT2, a Llama-style
+decoder, T5-small; plus two memory-bound kernels (pointwise chain, transpose)
+and an MLP for the matmul templates (backend "ember_autotune": ember with
+max_autotune, no CUDA graphs). Modes: bf16 inference ("infer", no_grad) and
+AMP bf16 training ("train": float32 weights, autocast forward, backward).
+
+Per (model, mode, backend): median time of a call after warm-up (CUDA
+events), speedup over eager, first-call time (capture + compile, cold
+in-process caches), peak memory, and the error against eager (inference:
+max |out - eager| / max |eager|; training: the same over the gradients).
+For ember's Triton kernels in inference it times the kernels that move the
+most bytes alone and reports achieved GB/s (bytes of the kernel's tensor
+arguments / kernel time) next to the device-to-device copy bandwidth.
+
+Writes gpu_bench.json and gpu_bench.md into OUT_DIR (default: $OUT, else the
+current folder), after every model, so a run cut short keeps what it
+measured. `--budget` skips the models left once that many seconds passed.
+Exits 0 without a GPU.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-DTYPE = torch.bfloat16
-REPEATS = int(os.environ.get("EMBER_BENCH_REPEATS", "30"))
+REPEATS = int(os.environ.get("EMBER_BENCH_REPEATS", "20"))
+BACKENDS = ("torch", "ember")
+MODES = ("infer", "train")
 
 
-class TransformerBlock(nn.Module):
-    def __init__(self, dim=1024, heads=16):
-        super().__init__()
-        self.heads = heads
-        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-        self.up, self.down = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.norm1(x)).split(d, -1)
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(attn.transpose(1, 2).reshape(b, t, d))
-        return x + self.down(F.gelu(self.up(self.norm2(x)), approximate="tanh"))
+# ---------------------------------------------------------------- models
 
 
 class Pointwise(nn.Module):
@@ -58,37 +60,96 @@ class Transpose(nn.Module):
         return (x.transpose(1, 2) * 2).relu().contiguous()
 
 
-def cases():
-    yield "pointwise", lambda: (Pointwise(), (torch.randn(8192, 4096),))
-    yield "transpose", lambda: (Transpose(), (torch.randn(32, 1024, 2048),))
-    yield (
-        "mlp",
-        lambda: (
-            nn.Sequential(
-                nn.Linear(2048, 8192), nn.GELU(), nn.Linear(8192, 2048), nn.LayerNorm(2048)
-            ),
-            (torch.randn(8192, 2048),),
-        ),
-    )
-    yield "block", lambda: (TransformerBlock(), (torch.randn(16, 512, 1024),))
+def _tokens(vocab, batch=8, length=512):
+    return torch.randint(0, vocab, (batch, length))
 
-    def resnet50():
+
+def _vision(name, batch):
+    def make():
         import torchvision
 
-        return torchvision.models.resnet50(), (torch.randn(32, 3, 224, 224),)
+        return getattr(torchvision.models, name)(), (torch.randn(batch, 3, 224, 224),)
 
-    yield "resnet50", resnet50
+    return make
 
-    def gpt2():
-        from transformers import GPT2Config, GPT2LMHeadModel
 
-        config = GPT2Config(n_layer=4, use_cache=False)
-        return GPT2LMHeadModel(config), (torch.randint(0, config.vocab_size, (8, 512)),)
+def _bert():
+    from transformers import BertConfig, BertForMaskedLM
 
-    yield "gpt2_4layer", gpt2
+    config = BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return BertForMaskedLM(config), (_tokens(config.vocab_size),)
+
+
+def _gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(use_cache=False, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    return GPT2LMHeadModel(config), (_tokens(config.vocab_size),)
+
+
+def _llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        hidden_size=1024,
+        intermediate_size=2816,
+        num_hidden_layers=8,
+        num_attention_heads=16,
+        num_key_value_heads=4,
+        vocab_size=32000,
+        max_position_embeddings=1024,
+        use_cache=False,
+    )
+    return LlamaForCausalLM(config), (_tokens(config.vocab_size),)
+
+
+class T5Wrapper(nn.Module):
+    """T5-small: encoder over 512 tokens, decoder over 128."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import T5Config, T5ForConditionalGeneration
+
+        config = T5Config(
+            d_model=512, d_ff=2048, d_kv=64, num_layers=6, num_heads=8, vocab_size=32128,
+            dropout_rate=0.0, use_cache=False, decoder_start_token_id=0,
+        )  # fmt: skip
+        self.model = T5ForConditionalGeneration(config)
+
+    def forward(self, input_ids, decoder_input_ids):
+        return self.model(input_ids=input_ids, decoder_input_ids=decoder_input_ids).logits
+
+
+def _t5():
+    return T5Wrapper(), (_tokens(32128), _tokens(32128, length=128))
+
+
+def _mlp():
+    model = nn.Sequential(
+        nn.Linear(2048, 8192), nn.GELU(), nn.Linear(8192, 2048), nn.LayerNorm(2048)
+    )
+    return model, (torch.randn(8192, 2048),)
+
+
+MODELS = {
+    "resnet50": (_vision("resnet50", 32), MODES),
+    "gpt2": (_gpt2, MODES),
+    "bert_base": (_bert, MODES),
+    "llama": (_llama, MODES),
+    "t5_small": (_t5, MODES),
+    "mobilenet_v3_large": (_vision("mobilenet_v3_large", 64), MODES),
+    "vit_b_16": (_vision("vit_b_16", 32), MODES),
+    "pointwise": (lambda: (Pointwise(), (torch.randn(8192, 4096),)), ("infer",)),
+    "transpose": (lambda: (Transpose(), (torch.randn(32, 1024, 2048),)), ("infer",)),
+    "mlp": (_mlp, ("infer",)),
+}
+
+
+# ---------------------------------------------------------------- measuring
 
 
 def cuda_time(fn, repeats=REPEATS) -> float:
+    """Median seconds of one call (after three warm-up calls)."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -114,14 +175,24 @@ def first_call(fn) -> float:
 def copy_bandwidth() -> float:
     from triton.testing import do_bench
 
-    src = torch.empty(2**29, dtype=torch.bfloat16, device="cuda")
+    src = torch.randn(2**29, dtype=torch.bfloat16, device="cuda")
     dst = torch.empty_like(src)
-    ms = do_bench(lambda: dst.copy_(src))
+    ms = do_bench(lambda: dst.copy_(src), return_mode="median")
     return 2 * src.numel() * src.element_size() / (ms / 1000) / 1e9
 
 
-def kernel_bandwidth(fn, top: int = 6) -> list[dict]:
-    """Time each Triton kernel of one call of `fn` alone; bytes = its tensor arguments."""
+def _tensor_bytes(args) -> int:
+    seen, total = set(), 0
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.data_ptr() not in seen:
+            seen.add(a.data_ptr())
+            elements = min(a.numel(), a.untyped_storage().nbytes() // a.element_size())
+            total += elements * a.element_size()
+    return total
+
+
+def kernel_bandwidth(fn, top: int = 8) -> list[dict]:
+    """The ember Triton kernels of one call that move the most bytes, each timed alone."""
     from triton.testing import do_bench
 
     from inductor_codegen.triton.runtime import TritonKernel
@@ -130,7 +201,7 @@ def kernel_bandwidth(fn, top: int = 6) -> list[dict]:
     original = TritonKernel.__call__
 
     def record(self, *args):
-        calls[self.source.name] = (self, args)
+        calls.setdefault(self.source.name, (self, args, _tensor_bytes(args)))
         return original(self, *args)
 
     TritonKernel.__call__ = record
@@ -139,116 +210,219 @@ def kernel_bandwidth(fn, top: int = 6) -> list[dict]:
     finally:
         TritonKernel.__call__ = original
     rows = []
-    for name, (kernel, args) in calls.items():
-        seen, nbytes = set(), 0
-        for a in args:
-            if isinstance(a, torch.Tensor) and a.data_ptr() not in seen:
-                seen.add(a.data_ptr())
-                nbytes += min(a.numel(), a.untyped_storage().nbytes() // a.element_size()) * (
-                    a.element_size()
-                )
-        ms = do_bench(lambda k=kernel, a=args: k(*a), warmup=5, rep=30)
+    for name, (kernel, args, nbytes) in sorted(calls.items(), key=lambda c: -c[1][2])[:top]:
+        ms = do_bench(lambda k=kernel, a=args: k(*a), warmup=5, rep=20, return_mode="median")
         rows.append(
             {"kernel": name, "us": ms * 1000, "MB": nbytes / 1e6, "GBps": nbytes / ms / 1e6}
         )
-    rows.sort(key=lambda r: -r["us"])
-    return rows[:top]
+    return rows
 
 
 def first_tensor(out):
     if hasattr(out, "logits"):
         return out.logits
+    if hasattr(out, "last_hidden_state"):
+        return out.last_hidden_state
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
-def run_case(name, make) -> dict:
+def relative_error(got, want) -> float:
+    got, want = [t.float() for t in got], [t.float() for t in want]
+    scale = max(float(w.abs().max()) for w in want) or 1.0
+    return max(float((g - w).abs().max()) for g, w in zip(got, want)) / scale
+
+
+# ---------------------------------------------------------------- one (model, mode)
+
+
+def make_step(model, inputs, mode):
+    """A function running one inference call or one AMP training step; returns what to compare."""
+    if mode == "infer":
+
+        def infer():
+            with torch.no_grad():
+                return [first_tensor(model(*inputs))]
+
+        return infer
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def train():
+        for p in params:
+            p.grad = None
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = first_tensor(model(*inputs))
+            loss = out.float().sin().mean()
+        loss.backward()
+        return [p.grad for p in params if p.grad is not None]
+
+    return train
+
+
+def compiled_model(backend, model):
     import ember
 
+    if backend == "torch":
+        torch._dynamo.reset()
+        return torch.compile(model)
+    ember.reset()
+    if backend == "ember_autotune":
+        return ember.compile(model, backend="inductor", mode="max-autotune-no-cudagraphs")
+    return ember.compile(model, backend="inductor")
+
+
+def run_case(name, make, mode, backends) -> dict:
     torch.manual_seed(0)
     model, inputs = make()
-    model = model.to("cuda").eval()
-    model = model.to(DTYPE)
-    inputs = tuple(x.to("cuda", DTYPE if x.is_floating_point() else x.dtype) for x in inputs)
-    row = {"model": name}
-
-    def runner(m):
-        def call():
-            with torch.no_grad():
-                return m(*inputs)
-
-        return call
-
-    eager = runner(model)
-    expected = eager()
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+    model = model.to("cuda")
+    floating = torch.bfloat16 if mode == "infer" else torch.float32
+    if mode == "infer":
+        model = model.eval().to(floating)
+    else:
+        model = model.train()
+    inputs = tuple(x.to("cuda", floating if x.is_floating_point() else x.dtype) for x in inputs)
+    row = {"model": name, "mode": mode}
+    torch.cuda.reset_peak_memory_stats()
+    eager = make_step(model, inputs, mode)
+    expected = [t.detach().clone() for t in eager()]
     row["eager_ms"] = cuda_time(eager) * 1000
-    for label, compiled in (
-        ("torch", lambda: torch.compile(model)),
-        ("ember", lambda: ember.compile(model, backend="inductor")),
-        ("torch_ro", lambda: torch.compile(model, mode="reduce-overhead")),
-        ("ember_ma", lambda: ember.compile(model, mode="max-autotune")),
-    ):
+    row["eager_peak_GB"] = torch.cuda.max_memory_allocated() / 1e9
+    for backend in backends:
         try:
-            torch._dynamo.reset()
+            torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
-            call = runner(compiled())
-            row[f"{label}_first_s"] = first_call(call)
-            row[f"{label}_ms"] = cuda_time(call) * 1000
-            row[f"{label}_speedup"] = row["eager_ms"] / row[f"{label}_ms"]
-            row[f"{label}_peak_GB"] = torch.cuda.max_memory_allocated() / 1e9
-            ref, got = first_tensor(expected), first_tensor(call())
-            row[f"{label}_max_abs_err"] = float((got.float() - ref.float()).abs().max())
-            if label == "ember":
-                row["ember_kernels"] = kernel_bandwidth(call)
+            step = make_step(compiled_model(backend, model), inputs, mode)
+            row[f"{backend}_compile_s"] = first_call(step)
+            row[f"{backend}_ms"] = cuda_time(step) * 1000
+            row[f"{backend}_speedup"] = row["eager_ms"] / row[f"{backend}_ms"]
+            row[f"{backend}_peak_GB"] = torch.cuda.max_memory_allocated() / 1e9
+            row[f"{backend}_rel_err"] = relative_error(step(), expected)
+            if backend == "ember" and mode == "infer":
+                row["ember_kernels"] = kernel_bandwidth(step)
         except Exception as error:  # a failing backend is reported, the run goes on
-            row[f"{label}_error"] = f"{type(error).__name__}: {str(error)[:300]}"
+            row[f"{backend}_error"] = f"{type(error).__name__}: {str(error)[:400]}"
+        print(f"  {name} {mode} {backend}: {_cell(row, backend)}", flush=True)
     return row
 
 
-def forward_gpu_options() -> None:
-    """Route ember's max_autotune and triton.cudagraphs options to compile_graph's names."""
-    from dataclasses import replace
+# ---------------------------------------------------------------- report
 
-    from ember.config import OPTIONS
 
-    for name, codegen_name in (
-        ("max_autotune", "max_autotune"),
-        ("triton.cudagraphs", "cudagraphs"),
-    ):
-        if OPTIONS[name].codegen_name is None:
-            OPTIONS[name] = replace(OPTIONS[name], codegen_name=codegen_name)
+def _cell(row, backend) -> str:
+    if f"{backend}_error" in row:
+        return "error: " + row[f"{backend}_error"][:120]
+    return (
+        f"{row.get(f'{backend}_speedup', math.nan):.2f}x, "
+        f"compile {row.get(f'{backend}_compile_s', math.nan):.1f} s"
+    )
+
+
+def geomean(values) -> float:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
+
+
+def markdown(result) -> str:
+    backends = result["backends"]
+    nan = math.nan
+    head = ["model", "mode", "eager ms"]
+    head += [f"{b} x" for b in backends] + [f"{b} compile s" for b in backends]
+    head += ["eager peak GB"] + [f"{b} peak GB" for b in backends]
+    head += [f"{b} err" for b in backends]
+    lines = [
+        f"Device: {result['device']}; copy bandwidth {result['copy_GBps']:.0f} GB/s "
+        f"(read + write); torch {result['torch']}, triton {result['triton']}.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|---|---|" + "---:|" * (len(head) - 2),
+    ]
+    for r in result["rows"]:
+        cells = [r["model"], r["mode"], f"{r.get('eager_ms', nan):.2f}"]
+        cells += [
+            "error" if f"{b}_error" in r else f"{r.get(f'{b}_speedup', nan):.2f}x" for b in backends
+        ]
+        cells += [f"{r.get(f'{b}_compile_s', nan):.1f}" for b in backends]
+        cells += [f"{r.get('eager_peak_GB', nan):.2f}"]
+        cells += [f"{r.get(f'{b}_peak_GB', nan):.2f}" for b in backends]
+        cells += [f"{r.get(f'{b}_rel_err', nan):.1e}" for b in backends]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for mode in MODES:
+        rows = [r for r in result["rows"] if r["mode"] == mode and r["model"] not in EXTRA]
+        if not rows:
+            continue
+        parts = []
+        for b in backends:
+            speed = geomean(r.get(f"{b}_speedup") for r in rows)
+            compile_s = sum(r.get(f"{b}_compile_s", 0.0) for r in rows)
+            parts.append(f"{b} geomean {speed:.2f}x, compile {compile_s:.0f} s")
+        lines.append(f"- {mode} ({len(rows)} models): " + "; ".join(parts))
+    lines.append("")
+    lines.append("| model | kernel | us | MB | GB/s | % of copy |")
+    lines.append("|---|---|---:|---:|---:|---:|")
+    for r in result["rows"]:
+        for k in r.get("ember_kernels", [])[:3]:
+            share = 100 * k["GBps"] / result["copy_GBps"]
+            lines.append(
+                f"| {r['model']} | {k['kernel']} | {k['us']:.1f} | {k['MB']:.1f} | "
+                f"{k['GBps']:.0f} | {share:.0f}% |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+EXTRA = ("pointwise", "transpose", "mlp")
 
 
 def main(argv) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", default=os.environ.get("OUT", "."))
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--backends", default=",".join(BACKENDS))
+    parser.add_argument("--budget", type=float, default=float("inf"))
+    args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("gpu_bench: no CUDA device; skipped")
         return 0
-    forward_gpu_options()
-    wanted = set(argv)
-    result = {"device": torch.cuda.get_device_name(), "copy_GBps": copy_bandwidth(), "models": []}
-    print(f"device {result['device']}; copy bandwidth {result['copy_GBps']:.0f} GB/s", flush=True)
-    for name, make in cases():
-        if wanted and name not in wanted:
+    import triton
+
+    began = time.perf_counter()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    backends = args.backends.split(",")
+    result = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "copy_GBps": copy_bandwidth(),
+        "backends": backends,
+        "rows": [],
+        "skipped": [],
+    }
+    print(f"device {result['device']}; copy {result['copy_GBps']:.0f} GB/s", flush=True)
+    modes = args.modes.split(",")
+    for mode in MODES:
+        if mode not in modes:
             continue
-        try:
-            row = run_case(name, make)
-        except Exception as error:
-            row = {"model": name, "error": f"{type(error).__name__}: {str(error)[:300]}"}
-        result["models"].append(row)
-        print(json.dumps(row), flush=True)
-        if os.environ.get("EMBER_BENCH_JSON"):
-            with open(os.environ["EMBER_BENCH_JSON"], "w") as f:
-                json.dump(result, f, indent=1)
-    labels = ("torch", "ember", "torch_ro", "ember_ma")
-    print(
-        "\n| model | eager ms | " + " | ".join(f"{x} speedup | {x} first s" for x in labels) + " |"
-    )
-    print("|---" * (2 + 2 * len(labels)) + "|")
-    nan = float("nan")
-    for r in result["models"]:
-        cells = [
-            f"{r.get(x + '_speedup', nan):.2f} | {r.get(x + '_first_s', nan):.1f}" for x in labels
-        ]
-        print(f"| {r['model']} | {r.get('eager_ms', nan):.2f} | " + " | ".join(cells) + " |")
+        for name in args.models.split(","):
+            make, model_modes = MODELS[name]
+            if mode not in model_modes:
+                continue
+            if time.perf_counter() - began > args.budget:
+                result["skipped"].append(f"{name} {mode}")
+                continue
+            try:
+                row = run_case(name, make, mode, backends)
+            except Exception as error:
+                row = {"model": name, "mode": mode, "error": f"{type(error).__name__}: {error}"}
+            result["rows"].append(row)
+            (out / "gpu_bench.json").write_text(json.dumps(result, indent=1))
+            (out / "gpu_bench.md").write_text(markdown(result))
+    print(markdown(result))
+    if result["skipped"]:
+        print("skipped (budget):", ", ".join(result["skipped"]))
     return 0
 
 
