@@ -7,11 +7,20 @@ Stable API: everything in `__all__`.
     >>> f(torch.randn(3, requires_grad=True)).sum().backward()
 """
 
-from aot_autograd.api import AotCallable, AotConfig, AotModule, aot_function, aot_graph, aot_module
+from aot_autograd.api import (
+    SUPPORTS_DYNAMIC_SHAPES,
+    AotCallable,
+    AotConfig,
+    AotModule,
+    aot_function,
+    aot_graph,
+    aot_module,
+)
 from aot_autograd.checks import checks_enabled, checks_on, verify_functional_graph
 from aot_autograd.errors import (
     AotAutogradError,
     DoubleBackwardError,
+    SymbolicShapeError,
     UnsupportedMutationError,
     ValueChangedError,
 )
@@ -23,6 +32,7 @@ from aot_autograd.partitioners import (
     saved_bytes,
 )
 from aot_autograd.program import OutputSpec, TracedProgram, trace_program
+from aot_autograd.symbolic import ShapeAssumptions, SymbolSource
 from aot_autograd.tracer import AtenTracer, GraphRecorder
 
 __version__ = "0.1.0"
@@ -37,6 +47,10 @@ __all__ = [
     "GraphRecorder",
     "OutputSpec",
     "RECOMPUTABLE_OPS",
+    "SUPPORTS_DYNAMIC_SHAPES",
+    "ShapeAssumptions",
+    "SymbolSource",
+    "SymbolicShapeError",
     "TracedProgram",
     "UnsupportedMutationError",
     "ValueChangedError",

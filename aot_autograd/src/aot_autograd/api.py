@@ -9,6 +9,10 @@ The driver, `AotCallable._compile`, is one flat list of named passes:
 
 Each pass's graph is kept in `AotCallable.graphs` and logged under
 `EMBER_LOGS=aot_graphs`.
+
+With symbolic sizes (a graph captured with dynamic shapes), the driver also
+notes what tracing assumed about the sizes (`ShapeAssumptions`); a call whose
+sizes break an assumption runs a graph compiled for its static sizes.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import torch
 import torch.utils._pytree as pytree
 from torch import fx, nn
 
+import guards
 from aot_autograd.checks import checks_on, verify_functional_graph
+from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.partitioners import default_partition
 from aot_autograd.program import TracedProgram, trace_program
 from aot_autograd.runtime import (
@@ -32,8 +38,21 @@ from aot_autograd.runtime import (
     tangent_dependencies,
     training_function,
 )
+from aot_autograd.symbolic import ShapeAssumptions, ShapeSnapshot, is_symbolic, shape_env_of
 
-__all__ = ["AotCallable", "AotConfig", "aot_function", "aot_graph", "aot_module"]
+__all__ = [
+    "AotCallable",
+    "AotConfig",
+    "SUPPORTS_DYNAMIC_SHAPES",
+    "aot_function",
+    "aot_graph",
+    "aot_module",
+]
+
+# aot_graph takes graphs with symbolic sizes (SymInt inputs, fakes over a ShapeEnv) and
+# compiles them once for all sizes: a backend built on it may declare
+# `supports_dynamic_shapes = SUPPORTS_DYNAMIC_SHAPES`.
+SUPPORTS_DYNAMIC_SHAPES = True
 
 Compiler = Callable[[fx.GraphModule, list], Callable]
 PartitionFn = Callable[..., tuple[fx.GraphModule, fx.GraphModule]]
@@ -66,6 +85,8 @@ class _Compiled:
     program: TracedProgram
     run: Callable[..., Any]
     training: bool
+    # What tracing assumed about symbolic sizes; None for static graphs.
+    assumptions: ShapeAssumptions | None = None
 
 
 @dataclass(slots=True)
@@ -74,21 +95,32 @@ class AotCallable:
 
     `graphs` maps "joint", "forward", "backward", "inference" to the last
     graphs built, for inspection.
+
+    With symbolic example inputs (`shape_snapshot` set: what the ShapeEnv held
+    before tracing), graphs are traced once for all sizes. A call whose sizes
+    break what tracing assumed, or a grad mode whose symbolic compile failed,
+    runs a graph compiled for the call's static sizes; `static_compiles` counts
+    those.
     """
 
     flat_fn: Callable
     example_inputs: Sequence[Any]
     config: AotConfig
     graphs: dict[str, fx.GraphModule] = field(default_factory=dict)
-    _cache: dict[tuple, _Compiled] = field(default_factory=dict)
+    shape_snapshot: ShapeSnapshot | None = None
+    static_compiles: int = 0
+    _cache: dict[tuple, _Compiled | None] = field(default_factory=dict)
+    _static: dict[tuple, AotCallable] = field(default_factory=dict)
 
     def __call__(self, *args: Any) -> Any:
         requires_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
         training = torch.is_grad_enabled() and any(requires_grad)
         key = (training, requires_grad if training else ())
-        compiled = self._cache.get(key)
-        if compiled is None:
-            compiled = self._cache[key] = self._compile(training, requires_grad)
+        if key not in self._cache:
+            self._cache[key] = self._compile_for_call(training, requires_grad)
+        compiled = self._cache[key]
+        if compiled is None or not _assumptions_hold(compiled, args):
+            return self._static_call(args)
         check_mutated_inputs_unaliased(compiled.program, args)
         if compiled.training:
             outputs = compiled.run(*args)
@@ -96,6 +128,46 @@ class AotCallable:
             with torch.no_grad():
                 outputs = compiled.run(*args)
         return assemble_outputs(compiled.program, args, outputs)
+
+    def compile_symbolic(self, example_values: Sequence[Any]) -> None:
+        """Compile now, for the grad mode `example_values` (fakes) imply; SymbolicShapeError
+        if that fails, so a caller holding static inputs can compile for those instead."""
+        requires_grad = tuple(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in example_values
+        )
+        training = torch.is_grad_enabled() and any(requires_grad)
+        key = (training, requires_grad if training else ())
+        try:
+            self._cache[key] = self._compile(training, requires_grad)
+        except SymbolicShapeError:
+            raise
+        except Exception as error:  # noqa: BLE001 - every failure is the caller's to handle
+            raise SymbolicShapeError(
+                f"compiling the graph with symbolic sizes failed ({type(error).__name__}: "
+                f"{error}); compile it with static sizes (its example inputs) instead"
+            ) from error
+
+    def _compile_for_call(self, training: bool, requires_grad: Sequence[bool]) -> _Compiled | None:
+        """The compiled graphs for a grad mode; None when symbolic sizes failed (go static)."""
+        if self.shape_snapshot is None:
+            return self._compile(training, requires_grad)
+        try:
+            return self._compile(training, requires_grad)
+        except AotAutogradError as error:
+            _dynamic_log.info("compiling with symbolic sizes failed (%s); static sizes", error)
+        except Exception as error:  # noqa: BLE001 - a compiler failing on symbolic sizes
+            _dynamic_log.info("compiling with symbolic sizes failed (%r); static sizes", error)
+        return None
+
+    def _static_call(self, args: Sequence[Any]) -> Any:
+        """Run a graph compiled for these arguments' static sizes (compiled once per sizes)."""
+        key = _metadata_key(args)
+        static = self._static.get(key)
+        if static is None:
+            self.static_compiles += 1
+            _dynamic_log.info("compiling for the static sizes of call %d", self.static_compiles)
+            static = self._static[key] = AotCallable(self.flat_fn, list(args), self.config)
+        return static(*args)
 
     def _examples(self, requires_grad: Sequence[bool]) -> list[Any]:
         examples = list(self.example_inputs)
@@ -123,7 +195,7 @@ class AotCallable:
             run = compiler(gm, _placeholder_values(gm))
             if isinstance(run, fx.GraphModule):
                 run = run.forward  # NOTE: skips nn.Module call machinery (hooks) per call
-            return _Compiled(program, run, training=False)
+            return _Compiled(program, run, False, self._assumptions(program))
         # partition: forward (saving activations) and backward.
         start = time.perf_counter()
         partition = config.partition_fn or default_partition
@@ -145,7 +217,24 @@ class AotCallable:
         run = training_function(
             program, compiled_forward, compiled_backward, tangent_dependencies(backward)
         )
-        return _Compiled(program, run, training=True)
+        return _Compiled(program, run, True, self._assumptions(program))
+
+    def _assumptions(self, program: TracedProgram) -> ShapeAssumptions | None:
+        """What tracing assumed about the symbolic sizes, beyond the ShapeEnv's earlier state."""
+        if self.shape_snapshot is None:
+            return None
+        env = shape_env_of(self.example_inputs)
+        assumptions = ShapeAssumptions.since(self.shape_snapshot, env, program.symbol_sources)
+        if assumptions.conditions:
+            _dynamic_log.info("tracing assumed %s; checked at every call", assumptions.describe())
+        return assumptions
+
+
+_dynamic_log = guards.artifact_logger("dynamic")
+
+
+def _assumptions_hold(compiled: _Compiled, args: Sequence[Any]) -> bool:
+    return compiled.assumptions is None or compiled.assumptions.hold(args)
 
 
 def _placeholder_values(gm: fx.GraphModule) -> list[Any]:
@@ -223,10 +312,26 @@ def aot_graph(
     Parameters and buffers held by `gm` become graph inputs, so their grads
     flow and their in-place updates (BatchNorm statistics) are kept.
     Compilers receive functional ATen graphs with meta["val"] on every node.
+
+    Symbolic sizes: when `gm`'s placeholders carry symbolic meta["val"]s (fakes
+    with SymInt sizes over a `guards.ShapeEnv`, SymInt inputs), as capture gives
+    a backend declaring `supports_dynamic_shapes`, the graphs are traced on those
+    values, once for all sizes; the compilers get graphs with SymInt inputs and
+    symbolic meta["val"]s, and are called with ints for them. The graphs for the
+    current grad mode are compiled before this returns; a failure raises
+    `SymbolicShapeError` (catch it to compile with static sizes).
     """
     config = AotConfig(fw_compiler, bw_compiler, inference_compiler, decompositions, partition_fn)
     flat_fn, tensors, slots = _lifted(gm, gm)
-    compiled = AotCallable(flat_fn, [*tensors, *example_inputs], config)
+    values = _placeholder_values(gm)
+    if len(values) == len(example_inputs) and is_symbolic(values):
+        env = shape_env_of(values)
+        compiled = AotCallable(
+            flat_fn, [*tensors, *values], config, shape_snapshot=ShapeSnapshot.of(env)
+        )
+        compiled.compile_symbolic([*tensors, *values])
+    else:
+        compiled = AotCallable(flat_fn, [*tensors, *example_inputs], config)
 
     def run(*args: Any) -> Any:
         current = [getattr(holders[0][0], holders[0][1])[holders[0][2]] for holders in slots]

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "AotAutogradError",
     "DoubleBackwardError",
+    "SymbolicShapeError",
     "UnsupportedMutationError",
     "ValueChangedError",
 ]
@@ -24,3 +25,11 @@ class DoubleBackwardError(AotAutogradError):
 
 class ValueChangedError(AotAutogradError):
     """A tensor value read into Python while tracing (bool(t), .item()) changed at run time."""
+
+
+class SymbolicShapeError(AotAutogradError):
+    """A graph with symbolic sizes could not be traced or compiled with its sizes symbolic.
+
+    A caller holding the graph's static example inputs catches it and compiles for
+    those sizes instead (capture does this for a backend that raises).
+    """

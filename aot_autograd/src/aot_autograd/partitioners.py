@@ -29,10 +29,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import networkx as nx
 import torch
+import torch.utils._pytree as pytree
 from torch import fx
+
+from aot_autograd.symbolic import concrete_hint
 
 __all__ = [
     "RECOMPUTABLE_OPS",
@@ -72,6 +76,18 @@ def _is_view(target: object) -> bool:
     )
 
 
+def _is_size_computation(node: fx.Node) -> bool:
+    """Arithmetic on symbolic sizes (`operator.mul(s0, 4)`, `aten.sym_size.int(x, 0)`)."""
+    return isinstance(node.meta.get("val"), torch.SymInt) and (
+        node.target in _SIZE_OPS or getattr(node.target, "__module__", None) == "_operator"
+    )
+
+
+_SIZE_OPS = frozenset(
+    {aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default, torch.sym_max, torch.sym_min}
+)
+
+
 def is_recomputable(node: fx.Node) -> bool:
     """Whether min-cut may recompute `node` in the backward instead of saving it."""
     if node.op == "get_attr":
@@ -79,7 +95,7 @@ def is_recomputable(node: fx.Node) -> bool:
     if node.op != "call_function":
         return False
     target = node.target
-    if getattr(target, "__name__", None) == "getitem":
+    if getattr(target, "__name__", None) == "getitem" or _is_size_computation(node):
         return True
     if target in RECOMPUTABLE_OPS:
         return True
@@ -94,7 +110,7 @@ def _size_in_bytes(node: fx.Node) -> float:
     if isinstance(value, torch.Tensor):
         numel = 1
         for d in value.shape:
-            numel *= int(d)
+            numel *= concrete_hint(d)  # symbolic sizes cost their example size, no guard
         return float(numel * value.element_size())
     if isinstance(value, (tuple, list)):
         return math.inf  # a multi-output node is saved through its getitems
@@ -195,7 +211,44 @@ def _ancestors_until(outputs: list, stop: set[fx.Node]) -> set[fx.Node]:
     return seen
 
 
+def _size_symbols(value: Any) -> set:
+    """The sympy symbols in the sizes and strides of a value (tensor, SymInt, tuple)."""
+    symbols: set = set()
+    for leaf in pytree.tree_leaves(value):
+        if isinstance(leaf, torch.Tensor):
+            sizes = (*leaf.shape, *leaf.stride(), leaf.storage_offset())
+        else:
+            sizes = (leaf,)
+        for size in sizes:
+            if isinstance(size, torch.SymInt):
+                symbols |= size.node.expr.free_symbols
+    return symbols
+
+
+def _with_size_inputs(joint: _Joint, saved: list[fx.Node]) -> list[fx.Node]:
+    """`saved` plus the SymInt primals whose symbols the backward's values have.
+
+    So the backward graph has a SymInt input for every symbol its shapes use, and a
+    downstream compiler can bind them without reading tensors' sizes.
+    """
+    providers = {}
+    for node in joint.primals:
+        value = node.meta.get("val")
+        if isinstance(value, torch.SymInt) and value.node.expr.is_Symbol:
+            providers.setdefault(value.node.expr, node)
+    if not providers:
+        return saved
+    inputs = set(saved) | set(joint.tangents)
+    region = _ancestors_until(joint.grads, inputs)
+    symbols: set = set()
+    for node in region:
+        symbols |= _size_symbols(node.meta.get("val"))
+    extra = [providers[s] for s in sorted(symbols, key=str) if s in providers]
+    return list(dict.fromkeys([*saved, *extra]))
+
+
 def _split(joint: _Joint, saved: list[fx.Node]) -> tuple[fx.GraphModule, fx.GraphModule]:
+    saved = _with_size_inputs(joint, saved)
     forward = _copy_graph(joint.module, joint.primals, [*joint.forward_outputs, *saved])
     backward = _copy_graph(joint.module, [*saved, *joint.tangents], joint.grads)
     return forward, backward

@@ -10,6 +10,7 @@ so the graph is (primals, tangents) -> (forward outputs, grads of the inputs).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,9 +18,11 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 from torch import fx
+from torch.utils import _python_dispatch
 
 import guards
-from aot_autograd.errors import AotAutogradError
+from aot_autograd.errors import AotAutogradError, SymbolicShapeError
+from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
 from aot_autograd.tracer import AtenTracer, GraphRecorder, TensorRecord
 
 __all__ = ["OutputSpec", "TracedProgram", "trace_program", "tracing_value"]
@@ -53,6 +56,8 @@ class TracedProgram:
     equals the traced value), new values of `mutated_inputs`.
     A joint graph adds tangent placeholders (one per `differentiable` output)
     and, after the forward outputs, one grad per input in `grad_inputs`.
+    With symbolic sizes, `symbol_sources` says which input gives each size
+    symbol at run time (an OutputSpec's geometry may hold SymInts over them).
     """
 
     graph_module: fx.GraphModule
@@ -65,6 +70,7 @@ class TracedProgram:
     differentiable: tuple[bool, ...]
     grad_inputs: tuple[int, ...]
     joint: bool
+    symbol_sources: tuple[SymbolSource, ...] = ()
 
 
 def _materialize(x: torch.Tensor) -> torch.Tensor:
@@ -101,7 +107,9 @@ def _relative_geometry(t: torch.Tensor, record: TensorRecord) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), offset, t.dtype)
 
 
-def _differentiable(t: torch.Tensor) -> bool:
+def _differentiable(t: Any) -> bool:
+    if not isinstance(t, torch.Tensor):
+        return False  # a size (SymInt) output
     return t.requires_grad and (t.is_floating_point() or t.is_complex())
 
 
@@ -129,6 +137,8 @@ class _OutputPlan:
         return len(self.graph_nodes) - 1
 
     def _spec(self, leaf: Any, family: dict[int, int], base_index: dict[int, int]) -> OutputSpec:
+        if isinstance(leaf, torch.SymInt) and leaf.node.maybe_as_int() is None:
+            return OutputSpec("graph", self._graph_output(leaf, self.recorder.sizes.node_of(leaf)))
         if not isinstance(leaf, torch.Tensor):
             return OutputSpec("constant", value=leaf)
         record = self.recorder.record_of(leaf)
@@ -196,10 +206,15 @@ def decompose_functional(gm: fx.GraphModule, decompositions: Mapping) -> fx.Grap
         mode.from_real(v) if isinstance(v, torch.Tensor) and not guards.is_fake(v) else v
         for v in vals
     ]
+    # NOTE: entering a mode already on the stack would put it there twice: meta kernels
+    # would then dispatch back into it with plain meta tensors (and specialize their sizes).
+    active = mode in _python_dispatch._get_current_dispatch_mode_stack()
     try:
-        with mode:
+        with contextlib.nullcontext() if active else mode:
             return _retrace(gm, decompositions, fakes)
     except Exception as error:  # noqa: BLE001 - the real retrace decides
+        if is_symbolic(vals):
+            raise _symbolic_failure("decomposing", error) from error
         _log.info("decomposing on fakes failed (%s); using real tensors", error)
     reals = [_materialize(v) if isinstance(v, torch.Tensor) else v for v in vals]
     with torch.random.fork_rng(devices=_cuda_devices(reals)):
@@ -229,7 +244,7 @@ def _fake_mode_for(example_inputs: Sequence[Any]) -> Any:
     for x in example_inputs:
         if guards.is_fake(x):
             return x.fake_mode
-    return guards.FakeTensorMode()
+    return guards.FakeTensorMode(shape_env=shape_env_of(example_inputs))
 
 
 def _fake_tracing_value(x: Any, requires_grad: bool, mode: Any) -> Any:
@@ -257,8 +272,14 @@ def trace_program(
     fakes cannot follow (a value read into Python, an op without a fake rule, a
     fake kernel error) it runs again on private copies of the inputs, and logs why;
     an error of the traced code itself then comes from that real run.
+
+    Example inputs with symbolic sizes (fakes over a `guards.ShapeEnv`, SymInts)
+    give a graph with symbolic sizes: SymInt inputs stay placeholders, and sizes
+    ops take are computed from them. There is no real run to fall back on then:
+    a failure raises `SymbolicShapeError`.
     """
-    if fake:
+    symbolic = is_symbolic(list(example_inputs))
+    if fake or symbolic:
         mode = _fake_mode_for(example_inputs)
         try:
             with mode:
@@ -266,12 +287,21 @@ def trace_program(
         except AotAutogradError:
             raise
         except Exception as error:  # noqa: BLE001 - any fake failure: the real trace decides
+            if symbolic:
+                raise _symbolic_failure("tracing", error) from error
             _log.info(
                 "tracing on fakes failed (%s: %s); tracing on real tensors",
                 type(error).__name__,
                 error,
             )
     return _trace(fn, example_inputs, decompositions, joint, None)
+
+
+def _symbolic_failure(what: str, error: Exception) -> SymbolicShapeError:
+    return SymbolicShapeError(
+        f"{what} with symbolic sizes failed ({type(error).__name__}: {error}); compile the "
+        "graph with static sizes (its example inputs) instead"
+    )
 
 
 def _trace(
@@ -328,6 +358,7 @@ def _trace(
         differentiable=tuple(differentiable),
         grad_inputs=tuple(grad_inputs),
         joint=joint,
+        symbol_sources=symbol_sources(example_inputs),
     )
 
 

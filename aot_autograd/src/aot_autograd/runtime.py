@@ -18,6 +18,7 @@ from torch import fx
 
 from aot_autograd.errors import DoubleBackwardError, UnsupportedMutationError, ValueChangedError
 from aot_autograd.program import TracedProgram
+from aot_autograd.symbolic import resolve_sizes
 
 __all__ = ["assemble_outputs", "check_mutated_inputs_unaliased", "training_function"]
 
@@ -177,6 +178,13 @@ def _view(base: torch.Tensor, geometry: tuple) -> torch.Tensor:
     return base.as_strided(size, stride, start // base.element_size())
 
 
+def _geometry(program: TracedProgram, spec: Any, args: Sequence[Any]) -> tuple:
+    """The view's (size, stride, offset, dtype), symbolic sizes evaluated for this call."""
+    if not program.symbol_sources:
+        return spec.geometry
+    return resolve_sizes(spec.geometry, program.symbol_sources, args)
+
+
 def _storage_key(t: torch.Tensor) -> Any:
     try:
         return t.untyped_storage().data_ptr()
@@ -226,9 +234,9 @@ def assemble_outputs(program: TracedProgram, args: Sequence[Any], graph_outputs:
         elif spec.kind == "input":
             flat.append(args[spec.index])
         elif spec.kind == "input_alias":
-            flat.append(_view(args[spec.index], spec.geometry))
+            flat.append(_view(args[spec.index], _geometry(program, spec, args)))
         elif spec.kind == "base_alias":
-            flat.append(_view(graph_outputs[spec.index], spec.geometry))
+            flat.append(_view(graph_outputs[spec.index], _geometry(program, spec, args)))
         else:
             flat.append(spec.value)
     return pytree.tree_unflatten(flat, program.out_spec)

@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 from aot_autograd.errors import AotAutogradError, UnsupportedMutationError
 from aot_autograd.mutations import functional_variant, mutated_arguments
+from aot_autograd.symbolic import SizeNodes
 from aot_autograd.views import ViewStep, normalized_args, replay, scatter_into_parent
 
 __all__ = ["AtenTracer", "BaseState", "GraphRecorder", "TensorRecord"]
@@ -34,6 +35,7 @@ __all__ = ["AtenTracer", "BaseState", "GraphRecorder", "TensorRecord"]
 aten = torch.ops.aten
 
 _FRESH_CONSTANT_OPS = (aten.lift_fresh.default,)
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 @dataclass(slots=True)
@@ -86,12 +88,15 @@ class GraphRecorder:
         self.value_checks: list[fx.Node] = []
         self.allow_value_reads = True
         self._alive: list[Any] = []  # keeps traced tensors alive so their ids stay unique
+        # Symbolic sizes an op takes (SymInts) become nodes computing them from the inputs.
+        self.sizes = SizeNodes(self.graph)
 
     # -- tensors and their nodes ---------------------------------------------------------
     def add_input(self, name: str, value: Any, index: int) -> fx.Node:
         """A placeholder for graph input `index`, holding example `value`."""
         node = self._placeholder(name)
         node.meta["val"] = value
+        self.sizes.bind(node, value)
         if isinstance(value, torch.Tensor):
             self._new_base(value, node, input_index=index)
         return node
@@ -137,13 +142,15 @@ class GraphRecorder:
         return record.node
 
     def _to_nodes(self, tree: Any) -> Any:
-        return pytree.tree_map_only(torch.Tensor, self.node_of, tree)
+        tree = pytree.tree_map_only(torch.Tensor, self.node_of, tree)
+        return pytree.tree_map_only(_SYMBOLIC, self.sizes.node_of, tree)
 
     # -- emitting nodes --------------------------------------------------------------------
     def emit(self, op: Any, args: tuple, kwargs: dict | None = None) -> fx.Node:
         """A new node computing `op(*args, **kwargs)`; its value is computed from the args' values."""
         kwargs = kwargs or {}
         target = operator.getitem if op == "getitem" else op
+        args, kwargs = pytree.tree_map_only(_SYMBOLIC, self.sizes.node_of, (args, kwargs))
         node = self.graph.call_function(target, args, kwargs)
         values = fx.node.map_arg((args, kwargs), lambda n: n.meta["val"])
         with torch.no_grad():

@@ -103,7 +103,7 @@ def _split(emit: Emit, parent: Node, child: Node, step: ViewStep) -> Node:
     split_size, dim = step.args
     length = step.parent_shape[dim]
     start = step.index * split_size
-    end = min(start + split_size, length)
+    end = torch.sym_min(start + split_size, length)  # no guard when the sizes are symbolic
     return emit(aten.slice_scatter.default, (parent, child, dim, start, end, 1))
 
 

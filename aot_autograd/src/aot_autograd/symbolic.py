@@ -1,0 +1,390 @@
+"""Symbolic sizes: SymInts as graph nodes, and the shape assumptions a trace adds.
+
+A graph captured with dynamic shapes arrives with fakes whose sizes are
+`torch.SymInt`s over the symbols of one `guards.ShapeEnv`, and with SymInt
+placeholders for the symbols themselves. Tracing it again at the ATen level
+keeps those sizes symbolic:
+
+- `SizeNodes` turns each SymInt an ATen op takes (`view(x, [s0 * 4])`) into FX
+  nodes computing it from the SymInt placeholders (`operator.mul(s0, 4)`), one
+  rule per sympy expression kind (`SIZE_RULES`); a symbol with no SymInt
+  placeholder is read from a tensor input's size (`aten.sym_size.int`).
+- `ShapeSnapshot` records what the ShapeEnv assumed before the trace; the
+  conditions the trace added afterwards (a size compared with another, a range
+  narrowed, two symbols found equal) become `ShapeAssumptions`, checked at every
+  call on the values the call binds to the symbols (`SymbolSource`). A call that
+  breaks one runs a graph traced for its static sizes instead.
+
+    >>> snapshot = ShapeSnapshot.of(env)
+    >>> ...trace...
+    >>> assumptions = ShapeAssumptions.since(snapshot, env, symbol_sources(example_inputs))
+    >>> assumptions.hold(args)
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+import torch
+import torch.utils._pytree as pytree
+from torch import fx
+
+from aot_autograd.errors import SymbolicShapeError
+from guards import FloorDiv
+
+__all__ = [
+    "SIZE_RULES",
+    "ShapeAssumptions",
+    "ShapeSnapshot",
+    "SizeNodes",
+    "SymbolSource",
+    "concrete_hint",
+    "is_symbolic",
+    "shape_env_of",
+    "symbol_sources",
+]
+
+aten = torch.ops.aten
+_SYMBOLIC_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+# -- what is symbolic ---------------------------------------------------------------------------
+
+
+def _symbolic_int(value: Any) -> bool:
+    return isinstance(value, torch.SymInt) and value.node.maybe_as_int() is None
+
+
+def is_symbolic(value: Any) -> bool:
+    """Whether `value` (a tree of values) holds a SymInt or a tensor of symbolic size."""
+    for leaf in pytree.tree_leaves(value):
+        if isinstance(leaf, _SYMBOLIC_SCALARS):
+            return True
+        if isinstance(leaf, torch.Tensor):
+            if any(_symbolic_int(d) for d in (*leaf.shape, *leaf.stride())):
+                return True
+    return False
+
+
+def shape_env_of(values: Sequence[Any]) -> Any:
+    """The ShapeEnv of the first symbolic size in `values` (None when all are static)."""
+    for leaf in pytree.tree_leaves(list(values)):
+        if isinstance(leaf, _SYMBOLIC_SCALARS):
+            return leaf.node.shape_env
+        if isinstance(leaf, torch.Tensor):
+            for d in (*leaf.shape, *leaf.stride()):
+                if _symbolic_int(d):
+                    return d.node.shape_env
+    return None
+
+
+def concrete_hint(value: Any) -> int:
+    """The value of an int or SymInt at the example inputs, recording no guard."""
+    if not isinstance(value, torch.SymInt):
+        return int(value)
+    node = value.node
+    constant = node.maybe_as_int()
+    if constant is not None:
+        return constant
+    if node.hint is not None:
+        return int(node.hint)
+    return int(node.shape_env.hint_of(node.expr))
+
+
+# -- SymInts as graph nodes ---------------------------------------------------------------------
+
+
+def _fold(fn: Callable) -> Callable[[Callable, list], Any]:
+    def rule(emit: Callable, args: list) -> Any:
+        return functools.reduce(lambda a, b: emit(fn, a, b), args)
+
+    return rule
+
+
+def _binary(fn: Callable) -> Callable[[Callable, list], Any]:
+    def rule(emit: Callable, args: list) -> Any:
+        return emit(fn, args[0], args[1])
+
+    return rule
+
+
+def _power(emit: Callable, args: list) -> Any:
+    base, exponent = args
+    if not isinstance(exponent, int):
+        raise SymbolicShapeError(
+            f"a symbolic size raised to the power {exponent!r} has no graph form; compile "
+            "with static sizes"
+        )
+    if exponent < 0:  # a division: 1 / base ** -exponent
+        divisor = base if exponent == -1 else emit(operator.pow, base, -exponent)
+        return emit(operator.truediv, 1.0, divisor)
+    return emit(operator.pow, base, exponent)
+
+
+# sympy expression kind -> rule(emit, operands) -> node; `emit(fn, a, b)` adds one node.
+SIZE_RULES: dict[type, Callable[[Callable, list], Any]] = {
+    sympy.Add: _fold(operator.add),
+    sympy.Mul: _fold(operator.mul),
+    FloorDiv: _binary(operator.floordiv),
+    sympy.Mod: _binary(operator.mod),
+    sympy.Pow: _power,
+    sympy.Max: _fold(torch.sym_max),
+    sympy.Min: _fold(torch.sym_min),
+}
+
+
+class SizeNodes:
+    """The FX nodes computing symbolic sizes in one graph (mutates the graph it is given).
+
+    `bind(node, value)` tells it the symbols a placeholder provides: a SymInt
+    placeholder its own symbol, a tensor placeholder its sizes and strides (read
+    with `aten.sym_size.int` / `aten.sym_stride.int` only when no SymInt
+    placeholder provides the symbol). `node_of(symint)` returns an int for a
+    constant, else the node computing it, emitting what is missing at the end of
+    the graph; equal expressions share one node.
+    """
+
+    def __init__(self, graph: fx.Graph) -> None:
+        self.graph = graph
+        self._nodes: dict[sympy.Expr, fx.Node] = {}
+        self._reads: dict[sympy.Expr, tuple[Any, fx.Node, int, torch.SymInt]] = {}
+
+    def bind(self, node: fx.Node, value: Any) -> None:
+        """Symbols that placeholder `node`, holding example `value`, provides."""
+        if isinstance(value, torch.SymInt) and _symbolic_int(value):
+            expr = value.node.expr
+            if expr.is_Symbol:
+                self._nodes.setdefault(expr, node)
+        elif isinstance(value, torch.Tensor):
+            for op, sizes in (
+                (aten.sym_size.int, value.shape),
+                (aten.sym_stride.int, value.stride()),
+            ):
+                for dim, size in enumerate(sizes):
+                    if _symbolic_int(size) and size.node.expr.is_Symbol:
+                        self._reads.setdefault(size.node.expr, (op, node, dim, size))
+
+    def node_of(self, value: Any) -> Any:
+        """A number for a constant SymInt / SymFloat, else the node computing it from the inputs."""
+        if isinstance(value, torch.SymBool):
+            raise SymbolicShapeError(
+                f"a symbolic bool ({value}) is an operator argument; aot_autograd keeps sizes "
+                "and numbers computed from them symbolic, not conditions: compile with "
+                "static sizes"
+            )
+        if isinstance(value, torch.SymFloat):
+            constant = value.node.maybe_as_float()
+            if constant is not None:
+                return constant
+            node = self._emit_expr(value.node.expr)
+            if isinstance(node, int) or isinstance(node.meta["val"], torch.SymInt):
+                return self._emit_float(node)
+            return node
+        constant = value.node.maybe_as_int()
+        if constant is not None:
+            return constant
+        return self._emit_expr(value.node.expr)
+
+    def _emit_float(self, node: Any) -> Any:
+        if isinstance(node, int):
+            return float(node)
+        converted = self.graph.call_function(torch.sym_float, (node,))
+        converted.meta["val"] = torch.sym_float(node.meta["val"])
+        return converted
+
+    def _emit_expr(self, expr: sympy.Expr) -> Any:
+        if expr.is_Integer:
+            return int(expr)
+        if expr.is_Number:
+            return float(expr)
+        node = self._nodes.get(expr)
+        if node is not None:
+            return node
+        if expr.is_Symbol:
+            node = self._read(expr)
+        else:
+            rule = next((r for kind, r in SIZE_RULES.items() if isinstance(expr, kind)), None)
+            if rule is None:
+                raise SymbolicShapeError(
+                    f"the symbolic size {expr} ({type(expr).__name__}) has no graph form; "
+                    "compile with static sizes, or add a rule to "
+                    "aot_autograd.symbolic.SIZE_RULES"
+                )
+            node = rule(self._emit, [self._emit_expr(arg) for arg in expr.args])
+        self._nodes[expr] = node
+        return node
+
+    def _read(self, symbol: sympy.Symbol) -> fx.Node:
+        read = self._reads.get(symbol)
+        if read is None:
+            raise SymbolicShapeError(
+                f"the size symbol {symbol} comes from no graph input (neither a SymInt input "
+                "nor a size or stride of a tensor input); pass it as a SymInt input, or "
+                "compile with static sizes"
+            )
+        op, tensor, dim, value = read
+        node = self.graph.call_function(op, (tensor, dim))
+        node.meta["val"] = value
+        return node
+
+    def _emit(self, fn: Callable, a: Any, b: Any) -> fx.Node:
+        node = self.graph.call_function(fn, (a, b))
+        values = [x.meta["val"] if isinstance(x, fx.Node) else x for x in (a, b)]
+        node.meta["val"] = fn(*values)
+        return node
+
+
+# -- where each symbol's value comes from at run time -------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolSource:
+    """Input `index` gives `symbol`: the int itself ("int"), or its size / stride `dim`."""
+
+    symbol: sympy.Symbol
+    index: int
+    kind: str
+    dim: int = 0
+
+    def read(self, args: Sequence[Any]) -> int:
+        value = args[self.index]
+        if self.kind == "int":
+            return int(value)
+        if self.kind == "size":
+            return value.shape[self.dim]
+        return value.stride(self.dim)
+
+
+def symbol_sources(values: Sequence[Any]) -> tuple[SymbolSource, ...]:
+    """One source per symbol of `values` (the example inputs): SymInt inputs first."""
+    found: dict[sympy.Symbol, SymbolSource] = {}
+    for index, value in enumerate(values):
+        if _symbolic_int(value) and value.node.expr.is_Symbol:
+            found.setdefault(value.node.expr, SymbolSource(value.node.expr, index, "int"))
+    for index, value in enumerate(values):
+        if not isinstance(value, torch.Tensor):
+            continue
+        for kind, sizes in (("size", value.shape), ("stride", value.stride())):
+            for dim, size in enumerate(sizes):
+                if _symbolic_int(size) and size.node.expr.is_Symbol:
+                    symbol = size.node.expr
+                    found.setdefault(symbol, SymbolSource(symbol, index, kind, dim))
+    return tuple(found.values())
+
+
+_NAMESPACE = {"FloorDiv": operator.floordiv, "Max": max, "Min": min}
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(symbols: tuple[sympy.Symbol, ...], exprs: tuple[Any, ...]) -> Callable[..., list]:
+    """A Python function of the symbols' values returning `exprs`' values (cached)."""
+    return sympy.lambdify(list(symbols), list(exprs), modules=[_NAMESPACE, "math"])
+
+
+# -- what a trace assumed -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeSnapshot:
+    """What a ShapeEnv assumed at one moment: replacements, ranges and relations."""
+
+    replacements: tuple[tuple[sympy.Symbol, sympy.Expr], ...]
+    ranges: tuple[tuple[sympy.Symbol, Any], ...]
+    relations: frozenset
+
+    @classmethod
+    def of(cls, env: Any) -> ShapeSnapshot:
+        symbols = list(env.symbol_hints())
+        return cls(
+            tuple((s, env.replace(s)) for s in symbols),
+            tuple(env.ranges().items()),
+            frozenset(record.condition for record in env.records),
+        )
+
+    def added_since(self, env: Any) -> list[Any]:
+        """Conditions `env` holds now that it did not hold at the snapshot."""
+        before_replacements = dict(self.replacements)
+        before_ranges = dict(self.ranges)
+        conditions: list[Any] = []
+        for symbol, value_range in env.ranges().items():
+            now = env.replace(symbol)
+            if now != symbol and before_replacements.get(symbol) != now:
+                conditions.append(sympy.Eq(symbol, now))
+            elif now == symbol and before_ranges.get(symbol) != value_range:
+                conditions.append(_range_condition(symbol, value_range))
+        before = {env.replace(condition) for condition in self.relations}
+        for record in env.records:
+            if record.condition not in before and record.condition is not sympy.true:
+                conditions.append(record.condition)
+        return [c for c in conditions if c is not sympy.true]
+
+
+def _range_condition(symbol: sympy.Symbol, value_range: Any) -> Any:
+    parts = []
+    if abs(value_range.lo) != math.inf:
+        parts.append(sympy.Le(int(value_range.lo), symbol))
+    if abs(value_range.hi) != math.inf:
+        parts.append(sympy.Le(symbol, int(value_range.hi)))
+    return sympy.And(*parts) if parts else sympy.true
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeAssumptions:
+    """Conditions on the symbols that a compiled graph relies on, checked per call.
+
+    `sources` bind each symbol to a value of the call's arguments; `conditions`
+    are what tracing assumed beyond what the ShapeEnv held before (the caller's
+    guards checked those). `hold(args)` is a few Python comparisons.
+    """
+
+    sources: tuple[SymbolSource, ...]
+    conditions: tuple[Any, ...]
+    check: Callable[..., list] | None
+
+    @classmethod
+    def since(
+        cls, snapshot: ShapeSnapshot, env: Any, sources: tuple[SymbolSource, ...]
+    ) -> ShapeAssumptions:
+        """The conditions `env` gained since `snapshot`, over the symbols `sources` bind."""
+        conditions = tuple(snapshot.added_since(env))
+        bound = {source.symbol for source in sources}
+        free = set().union(*(c.free_symbols for c in conditions)) if conditions else set()
+        if free - bound:
+            raise SymbolicShapeError(
+                f"tracing assumed {', '.join(map(str, conditions))} on size symbols "
+                f"{sorted(map(str, free - bound))} that no input provides"
+            )
+        used = tuple(s for s in sources if s.symbol in free)
+        check = _compiled(tuple(s.symbol for s in used), conditions) if conditions else None
+        return cls(used, conditions, check)
+
+    def hold(self, args: Sequence[Any]) -> bool:
+        """Whether the call's sizes satisfy every condition."""
+        if self.check is None:
+            return True
+        values = [source.read(args) for source in self.sources]
+        return all(self.check(*values))
+
+    def describe(self) -> str:
+        return ", ".join(str(c) for c in self.conditions) or "nothing"
+
+
+def resolve_sizes(tree: Any, sources: Sequence[SymbolSource], args: Sequence[Any]) -> Any:
+    """`tree` with every SymInt replaced by its value for the call's arguments."""
+    leaves, spec = pytree.tree_flatten(tree)
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.SymInt)]
+    if not positions:
+        return tree
+    exprs = tuple(leaves[i].node.expr for i in positions)
+    symbols = tuple(s.symbol for s in sources)
+    values = _compiled(symbols, exprs)(*(s.read(args) for s in sources))
+    for i, value in zip(positions, values):
+        leaves[i] = int(value)
+    return pytree.tree_unflatten(leaves, spec)
