@@ -70,15 +70,17 @@ def test_unknown_option_lists_the_choices():
         compile_graph(trace(_fn, x.view(1, 2)), [x.view(1, 2)], options={"cahce_dir": "/tmp"})
 
 
-def test_symbolic_graph_runs_eagerly():
+def test_symbolic_graph_from_torch_tracer_compiles_for_all_sizes():
     from torch.fx.experimental.proxy_tensor import make_fx
 
     x = torch.randn(4, 3)
     gm = make_fx(lambda a: a.cos() * 2, tracing_mode="symbolic")(x)
     example = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
     compiled = compile_graph(gm, example)
-    assert compiled.fallbacks["<whole graph>"] == 1
-    torch.testing.assert_close(compiled(x), x.cos() * 2)
+    assert compiled.kernel_count == 1 and not compiled.fallbacks
+    for rows, cols in [(4, 3), (7, 5), (2, 9)]:
+        y = torch.randn(rows, cols)
+        torch.testing.assert_close(compiled(y), y.cos() * 2)
 
 
 def test_as_boxed_follows_torch_convention(tmp_path):

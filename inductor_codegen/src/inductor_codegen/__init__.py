@@ -7,10 +7,16 @@
 Stable API: everything in `__all__`.
 """
 
-from inductor_codegen.compile import Artifact, CompiledGraph, compile_graph
+from inductor_codegen.compile import (
+    SUPPORTS_DYNAMIC_SHAPES,
+    Artifact,
+    CompiledGraph,
+    compile_graph,
+)
 from inductor_codegen.cpp_build import default_cache_dir
 from inductor_codegen.errors import (
     CppCompileError,
+    DynamicShapeError,
     InductorError,
     LoweringError,
     UnsupportedGraphError,
@@ -25,10 +31,12 @@ __all__ = [
     "Artifact",
     "CompiledGraph",
     "CppCompileError",
+    "DynamicShapeError",
     "InductorError",
     "LOWERINGS",
     "LoweringError",
     "Options",
+    "SUPPORTS_DYNAMIC_SHAPES",
     "UnsupportedGraphError",
     "compile_graph",
     "cudagraph_compiler",

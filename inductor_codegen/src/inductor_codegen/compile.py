@@ -9,6 +9,12 @@
 
 Each pass leaves a readable artifact with its time on the returned
 CompiledGraph (`.artifacts`).
+
+Dynamic shapes: a graph whose placeholders carry symbolic sizes (meta["val"]
+fakes with torch.SymInt sizes, SymInt inputs) compiles once for every size
+(`compile_graph.supports_dynamic_shapes` is True). What the code generator
+cannot do for every size raises DynamicShapeError at compile time, so the
+caller compiles the graph again with static sizes.
 """
 
 from __future__ import annotations
@@ -27,13 +33,22 @@ from guards import artifact_enabled, artifact_logger
 from inductor_codegen import runtime
 from inductor_codegen.cpp_build import CompilerConfig, KernelLibrary, default_cache_dir
 from inductor_codegen.cpp_codegen import generate_kernel
-from inductor_codegen.errors import UnsupportedGraphError
+from inductor_codegen.errors import DynamicShapeError, UnsupportedGraphError
 from inductor_codegen.ir import TensorValue
 from inductor_codegen.lowering import LOWERINGS, GraphLowering
 from inductor_codegen.options import Options
 from inductor_codegen.scheduler import FusedKernel, describe, schedule
 
-__all__ = ["Artifact", "CompiledGraph", "compile_graph"]
+__all__ = [
+    "Artifact",
+    "CompiledGraph",
+    "SUPPORTS_DYNAMIC_SHAPES",
+    "compile_graph",
+    "is_symbolic_graph",
+]
+
+# compile_graph takes graphs with symbolic sizes and compiles them once for all sizes.
+SUPPORTS_DYNAMIC_SHAPES = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,18 +132,43 @@ def lower_and_schedule(gm, example_inputs, lowerings, passes: PassRecorder):
     """The passes every code generator shares: lower the graph to loop IR, then fuse.
 
     Records the "lower" artifact; raises UnsupportedGraphError (logged on perf_hints)
-    when the graph has to run through ATen whole.
+    when the graph has to run through ATen whole, and DynamicShapeError when a graph
+    with symbolic sizes needs static ones.
     """
+    symbolic = is_symbolic_graph(gm, example_inputs)
     try:
         graph = GraphLowering(gm, example_inputs, lowerings).run()
+        output_buffers = {
+            v.view.buffer
+            for v in graph.outputs
+            if isinstance(v, TensorValue) and v.view is not None
+        }
+        plan = schedule(graph.buffers, output_buffers)
+    except DynamicShapeError as error:
+        artifact_logger("perf_hints").info("symbolic graph needs static sizes: %s", error)
+        raise
     except UnsupportedGraphError as error:
+        if symbolic:
+            artifact_logger("perf_hints").info("symbolic graph needs static sizes: %s", error)
+            raise DynamicShapeError(f"{error} (in a graph with symbolic sizes)") from error
         artifact_logger("perf_hints").info("graph runs eagerly: %s", error)
         raise
     passes.done("lower", lambda: _describe_lowering(graph))
-    output_buffers = {
-        v.view.buffer for v in graph.outputs if isinstance(v, TensorValue) and v.view is not None
-    }
-    return graph, schedule(graph.buffers, output_buffers)
+    return graph, plan
+
+
+def is_symbolic_graph(gm: torch.fx.GraphModule, example_inputs) -> bool:
+    """Whether a placeholder (meta["val"] or example) has a symbolic size or is a SymInt."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, example in zip(placeholders, example_inputs):
+        for value in (node.meta.get("val"), example):
+            if isinstance(value, torch.SymInt) and value.node.maybe_as_int() is None:
+                return True
+            if isinstance(value, torch.Tensor) and any(
+                isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride())
+            ):
+                return True
+    return False
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> CompiledGraph:
@@ -139,7 +179,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> 
 
     `gm`'s nodes call `torch.ops.aten.*` OpOverloads and carry `meta["val"]`;
     example inputs are tensors (real or fake) and Python numbers. The result is
-    specialized to the example inputs' sizes, strides and dtypes.
+    specialized to the example inputs' sizes, strides and dtypes, unless the
+    placeholders' meta["val"] have symbolic sizes (SymInts over size symbols): then
+    it runs at every size, reading the symbols from its inputs at each call, or
+    DynamicShapeError is raised at compile time (compile with static sizes then).
     """
     from inductor_codegen.triton.options import split_device_options, wants_triton
 
@@ -147,6 +190,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> 
     if wants_triton(example_inputs, device_options):
         from inductor_codegen.triton import compile_triton_graph
 
+        if is_symbolic_graph(gm, example_inputs):
+            raise DynamicShapeError(
+                "the Triton generator compiles graphs with static sizes only; "
+                "compile this graph with static sizes"
+            )
         return compile_triton_graph(gm, example_inputs, options=options, device=device_options)
     opts = Options.from_mapping(options)
     passes = PassRecorder()
@@ -155,6 +203,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> 
     # lower + schedule: FX graph -> loop IR buffers -> fused kernels and extern calls.
     try:
         graph, plan = lower_and_schedule(gm, example_inputs, opts.lowerings or LOWERINGS, passes)
+    except DynamicShapeError:
+        raise
     except UnsupportedGraphError as error:
         return EagerGraph(gm, str(error))
     done("schedule", lambda: describe(plan.steps))
@@ -241,3 +291,6 @@ def _describe_lowering(graph: GraphLowering) -> str:
     if graph.fallbacks:
         lines.append(f"fallbacks: {dict(graph.fallbacks)}")
     return "\n".join(lines)
+
+
+compile_graph.supports_dynamic_shapes = SUPPORTS_DYNAMIC_SHAPES

@@ -26,6 +26,7 @@ from inductor_codegen.ir import (
     expr_loads,
 )
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
+from inductor_codegen.symbols import kernel_size_symbols
 
 __all__ = ["CPP_OPS", "KernelArg", "KernelSource", "generate_kernel", "STORAGE_TYPES"]
 
@@ -45,6 +46,14 @@ COMPUTE_TYPES = {**STORAGE_TYPES, torch.bfloat16: "float", torch.float16: "float
 PARALLEL_MIN_WORK = 32768
 # Accumulators per tile when reducing along outer dimensions.
 TILE = 16
+
+
+def parallel_clause(work) -> str | None:
+    """How an outer loop doing `work` iterations goes parallel: "" (always), an OpenMP
+    `if()` clause (symbolic work: decided per call), or None (too little work)."""
+    if work.is_Integer:
+        return "" if int(work) >= PARALLEL_MIN_WORK else None
+    return f" if({c_index(work)} >= {PARALLEL_MIN_WORK})"
 
 
 def compute_type(dtype: torch.dtype) -> str:
@@ -150,8 +159,8 @@ CPP_OPS = {
 class KernelArg:
     """One parameter of a kernel: a buffer pointer (in or out) or a scalar input."""
 
-    kind: str  # "in", "out" or "scalar"
-    name: str  # buffer or scalar-input name in the wrapper
+    kind: str  # "in", "out", "scalar" or "size" (a size symbol, int64_t)
+    name: str  # buffer, scalar-input or size-symbol name in the wrapper
     ctype: str
 
 
@@ -352,10 +361,11 @@ class KernelCodegen:
         work = numel(outer) * (
             1 + sum(numel(i.ranges) for i in kernel.items if isinstance(i, LoopGroup))
         )
+        clause = parallel_clause(work)
         for depth, (var, size) in enumerate(zip(xs, outer)):
             pad = "  " * (1 + depth)
-            if depth == 0 and work.is_Integer and int(work) >= PARALLEL_MIN_WORK:
-                lines.append(f"{pad}#pragma omp parallel for")
+            if depth == 0 and clause is not None:
+                lines.append(f"{pad}#pragma omp parallel for{clause}")
             elif depth == len(outer) - 1 and not any(
                 isinstance(i, LoopGroup) for i in kernel.items
             ):
@@ -367,6 +377,8 @@ class KernelCodegen:
         return self._finish(lines)
 
     def _finish(self, lines) -> KernelSource:
+        for symbol in kernel_size_symbols(self.kernel, self.buffers):
+            self.args["size:" + symbol] = KernelArg("size", symbol, "int64_t")
         params = ", ".join(f"{a.ctype} {self._param_name(key)}" for key, a in self.args.items())
         source = f'extern "C" void KERNEL_NAME({params})\n{{\n' + "\n".join(lines) + "\n}\n"
         return KernelSource(self.kernel.name, source, tuple(self.args.values()))
@@ -402,10 +414,11 @@ class KernelCodegen:
         tile = TILE
         lines = []
         work = numel(outer) * numel(group.ranges)
-        parallel = work.is_Integer and int(work) >= PARALLEL_MIN_WORK
+        clause = parallel_clause(work)
+        parallel = clause is not None
         for depth, (var, extent) in enumerate(zip(xs[:-1], outer[:-1])):
             if depth == 0 and parallel:
-                lines.append("  " * (1 + depth) + "#pragma omp parallel for")
+                lines.append("  " * (1 + depth) + f"#pragma omp parallel for{clause}")
             lines.append(
                 "  " * (1 + depth)
                 + f"for (int64_t {var} = 0; {var} < {c_index(extent)}; ++{var}) {{"
@@ -413,7 +426,7 @@ class KernelCodegen:
         depth = len(outer) - 1
         pad = "  " * (1 + depth)
         if depth == 0 and parallel:
-            lines.append(f"{pad}#pragma omp parallel for")
+            lines.append(f"{pad}#pragma omp parallel for{clause}")
         lines.append(
             f"{pad}for (int64_t {last}_tile = 0; {last}_tile < {size}; {last}_tile += {tile}) {{"
         )
@@ -469,6 +482,8 @@ class KernelCodegen:
         return lines
 
     def _param_name(self, key: str) -> str:
+        if key.startswith("size:"):
+            return key[len("size:") :]
         if key.startswith("scalar:"):
             return self.scalars[key[len("scalar:") :]]
         return self.pointer_names[key]
@@ -524,8 +539,9 @@ class KernelCodegen:
             innermost = f"#pragma omp simd reduction(+:{names})"
             whole = not self.kernel.outer and len(self.kernel.items) == 1
             work = numel(group.ranges)
-            if whole and rs and work.is_Integer and int(work) >= PARALLEL_MIN_WORK:
-                outermost = f"#pragma omp parallel for reduction(+:{names})"
+            clause = parallel_clause(work)
+            if whole and rs and clause is not None:
+                outermost = f"#pragma omp parallel for reduction(+:{names}){clause}"
         inner = self._loop_open(scope, rs, group.ranges, innermost, outermost)
         flat_r = c_index(flat_index(rs, contiguous_strides(group.ranges))) if rs else "0"
         for (family, value), acc in accumulators.items():

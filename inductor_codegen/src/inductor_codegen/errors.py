@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["CppCompileError", "InductorError", "LoweringError", "UnsupportedGraphError"]
+__all__ = [
+    "CppCompileError",
+    "DynamicShapeError",
+    "InductorError",
+    "LoweringError",
+    "UnsupportedGraphError",
+]
 
 
 class InductorError(RuntimeError):
@@ -19,3 +25,11 @@ class UnsupportedGraphError(InductorError):
 
 class CppCompileError(InductorError):
     """The host C++ compiler rejected generated code."""
+
+
+class DynamicShapeError(UnsupportedGraphError):
+    """A graph with symbolic sizes needs something only static sizes allow.
+
+    Raised at compile time (never a wrong result); the caller compiles the graph
+    again with static sizes.
+    """

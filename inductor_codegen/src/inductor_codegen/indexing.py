@@ -4,6 +4,14 @@ Sizes, strides and indices in the IR are sympy expressions, so that symbolic
 sizes can flow through unchanged. Integer division and modulo of non-negative
 indices are the two functions `FloorDiv` and `IndexMod`; `simplify_index`
 folds the patterns that reshapes create (`FloorDiv(n, b) * b + IndexMod(n, b)`).
+
+Symbolic sizes: a graph traced with dynamic shapes carries `torch.SymInt`s whose
+node holds a sympy expression over size symbols (`s0`, `s1`, ...). `as_index`
+turns them into index expressions (`index_of_shape_expr` maps the shape
+environment's division and modulo onto `FloorDiv` / `IndexMod`). A size symbol
+is at least `MIN_SYMBOLIC_SIZE` (sizes 0 and 1 are kept static by the tracer), so
+comparisons between sizes are decided for every size (`statically_lt`) or not at
+all; the code generator never decides one from the example sizes.
 """
 
 from __future__ import annotations
@@ -11,22 +19,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sympy
+import torch
+
+from inductor_codegen.errors import DynamicShapeError
 
 __all__ = [
     "FloorDiv",
     "IndexMod",
     "Index",
+    "MIN_SYMBOLIC_SIZE",
     "as_index",
     "contiguous_strides",
     "c_index",
     "flat_index",
+    "index_of_shape_expr",
+    "is_symbolic",
     "numel",
+    "py_index",
     "reshape_index",
     "simplify_index",
+    "statically_lt",
     "view_strides",
 ]
 
 Index = sympy.Expr
+# Symbolic sizes start at 2: a tracer keeps sizes 0 and 1 static.
+MIN_SYMBOLIC_SIZE = 2
 
 
 class FloorDiv(sympy.Function):
@@ -62,10 +80,59 @@ class IndexMod(sympy.Function):
 
 
 def as_index(value) -> Index:
-    """An int (or sympy expression) as a sympy index expression."""
+    """An int, a torch.SymInt or a sympy expression as a sympy index expression.
+
+    A SymInt becomes its expression over the size symbols (never its example value).
+    """
     if isinstance(value, sympy.Expr):
         return value
+    if isinstance(value, torch.SymInt):
+        constant = value.node.maybe_as_int()
+        if constant is not None:
+            return sympy.Integer(constant)
+        return index_of_shape_expr(value.node.expr)
     return sympy.Integer(int(value))
+
+
+def is_symbolic(expr) -> bool:
+    """Whether an index expression (or an int) depends on a size symbol."""
+    return bool(getattr(expr, "free_symbols", None))
+
+
+# Function classes of shape expressions, by name (guards' and torch's spellings).
+_SHAPE_FUNCTIONS = {
+    "FloorDiv": lambda a, b: FloorDiv(a, b),
+    "CleanDiv": lambda a, b: FloorDiv(a, b),
+    "Mod": lambda a, b: IndexMod(a, b),
+    "PythonMod": lambda a, b: IndexMod(a, b),
+    "IndexMod": lambda a, b: IndexMod(a, b),
+    "ModularIndexing": lambda a, b, c: IndexMod(FloorDiv(a, b), c),
+    "Max": sympy.Max,
+    "Min": sympy.Min,
+}
+
+
+def index_of_shape_expr(expr) -> Index:
+    """A shape environment's size expression as an index expression of this module.
+
+    Division and modulo of sizes (non-negative) map onto FloorDiv / IndexMod; any
+    other function is a DynamicShapeError naming it.
+    """
+    expr = sympy.sympify(expr)
+    if expr.is_Integer or expr.is_Symbol:
+        return expr
+    if expr.is_Number:
+        raise DynamicShapeError(f"size expression {expr} is not an integer")
+    args = [index_of_shape_expr(a) for a in expr.args]
+    if expr.is_Add or expr.is_Mul or expr.is_Pow:
+        return expr.func(*args)
+    build = _SHAPE_FUNCTIONS.get(type(expr).__name__)
+    if build is None:
+        raise DynamicShapeError(
+            f"size expression {expr} uses {type(expr).__name__}, which generated code cannot "
+            "compute; compile this graph with static sizes"
+        )
+    return build(*args)
 
 
 def numel(sizes: Sequence[Index]) -> Index:
@@ -142,7 +209,7 @@ def reshape_index(
         old_prod, new_prod = old_sizes[i], new_sizes[j]
         i += 1
         j += 1
-        while old_prod != new_prod:
+        while not _same(old_prod, new_prod):
             if _less(old_prod, new_prod):
                 old_group.append(i)
                 old_prod = old_prod * old_sizes[i]
@@ -166,7 +233,44 @@ def reshape_index(
 
 
 def _less(a: Index, b: Index) -> bool:
-    return bool(sympy.Lt(a, b)) if (a.is_Integer and b.is_Integer) else bool(a < b)
+    if a.is_Integer and b.is_Integer:
+        return int(a) < int(b)
+    answer = statically_lt(a, b)
+    if answer is None:
+        raise DynamicShapeError(
+            f"cannot tell whether {a} < {b} for every size (a reshape between symbolic sizes "
+            "that do not line up); compile this graph with static sizes"
+        )
+    return answer
+
+
+def _same(a: Index, b: Index) -> bool:
+    return a == b or sympy.expand(a - b) == 0
+
+
+def statically_lt(a: Index, b: Index) -> bool | None:
+    """Whether a < b for every value of the size symbols (each >= MIN_SYMBOLIC_SIZE).
+
+    None when that depends on the sizes.
+    """
+    diff = sympy.expand(sympy.sympify(b) - sympy.sympify(a))
+    if diff.is_Integer:
+        return int(diff) > 0
+    shifted = _shift_symbols(diff)
+    if shifted.is_positive:
+        return True
+    if shifted.is_nonpositive:
+        return False
+    return None
+
+
+def _shift_symbols(expr: Index) -> Index:
+    """expr with each size symbol s written as t + MIN_SYMBOLIC_SIZE, t >= 0 (then expanded)."""
+    shift = {
+        s: sympy.Symbol(f"_{s.name}_excess", integer=True, nonnegative=True) + MIN_SYMBOLIC_SIZE
+        for s in expr.free_symbols
+    }
+    return sympy.expand(expr.xreplace(shift))
 
 
 def view_strides(
@@ -188,7 +292,7 @@ def view_strides(
         tensor_numel = tensor_numel * old_sizes[tensor_d]
         chunk_ends = tensor_d == 0 or (
             old_sizes[tensor_d - 1] != 1
-            and old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride
+            and not _same(old_strides[tensor_d - 1], tensor_numel * chunk_base_stride)
         )
         if not chunk_ends:
             continue
@@ -196,7 +300,7 @@ def view_strides(
             new_strides[view_d] = view_numel * chunk_base_stride
             view_numel = view_numel * new_sizes[view_d]
             view_d -= 1
-        if view_numel != tensor_numel:
+        if not _same(view_numel, tensor_numel):
             return None
         if tensor_d > 0:
             chunk_base_stride = old_strides[tensor_d - 1]
@@ -239,6 +343,29 @@ def c_index(expr: Index) -> str:
     raise ValueError(f"cannot print index expression {expr} as C++")
 
 
+def py_index(expr: Index) -> str:
+    """An index expression as Python (the wrapper computes sizes with it at run time)."""
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return str(int(expr))
+    if expr.is_Symbol:
+        return expr.name
+    if expr.is_Add:
+        return "(" + " + ".join(py_index(a) for a in _ordered(expr.args)) + ")"
+    if expr.is_Mul:
+        return "(" + " * ".join(py_index(a) for a in _ordered(expr.args)) + ")"
+    if isinstance(expr, FloorDiv):
+        return f"({py_index(expr.args[0])} // {py_index(expr.args[1])})"
+    if isinstance(expr, IndexMod):
+        return f"({py_index(expr.args[0])} % {py_index(expr.args[1])})"
+    if isinstance(expr, (sympy.Max, sympy.Min)):
+        name = "max" if isinstance(expr, sympy.Max) else "min"
+        return f"{name}({', '.join(py_index(a) for a in _ordered(expr.args))})"
+    if expr.is_Pow and expr.exp.is_Integer and int(expr.exp) > 0:
+        return f"({py_index(expr.base)} ** {int(expr.exp)})"
+    raise DynamicShapeError(f"cannot print size expression {expr} as Python")
+
+
 def _ordered(args):
     return sorted(args, key=lambda a: (a.is_Number, sympy.default_sort_key(a)))
 
@@ -249,7 +376,9 @@ def upper_bound(expr: Index, ranges: dict) -> int | None:
         return int(expr)
     if expr.is_Symbol:
         size = ranges.get(expr)
-        return None if size is None else int(size) - 1
+        if size is None or not sympy.sympify(size).is_Integer:
+            return None
+        return int(size) - 1
     if expr.is_Add or expr.is_Mul:
         bounds = [upper_bound(a, ranges) for a in expr.args]
         if any(b is None for b in bounds):
@@ -286,6 +415,8 @@ def simplify_with_ranges(expr: Index, ranges: dict) -> Index:
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, (FloorDiv, IndexMod)) and node.args[1].is_Integer:
             replacements[node] = _simplify_divmod(node, ranges)
+        elif isinstance(node, (FloorDiv, IndexMod)):
+            replacements[node] = _simplify_symbolic_divmod(node, ranges)
     if not replacements:
         return expr
     return simplify_index(expr.xreplace(replacements))
@@ -306,3 +437,39 @@ def _simplify_divmod(node, ranges):
     if isinstance(node, FloorDiv):
         return sympy.expand(sympy.Add(*multiples) / divisor)
     return rest_expr
+
+
+def _simplify_symbolic_divmod(node, ranges):
+    """FloorDiv(d*a + b, d) = a and IndexMod(d*a + b, d) = b for a symbolic d when 0 <= b < d."""
+    a, d = node.args
+    a = simplify_with_ranges(a, ranges)
+    multiples, rest = [], []
+    for term in sympy.Add.make_args(sympy.expand(a)):
+        quotient = sympy.cancel(term / d)
+        (multiples if sympy.fraction(quotient)[1] == 1 else rest).append(term)
+    rest_expr = sympy.Add(*rest)
+    bound = _symbolic_upper_bound(rest_expr, ranges) if rest else sympy.Integer(0)
+    if bound is None or statically_lt(bound, d) is not True:
+        return type(node)(a, d)
+    if isinstance(node, FloorDiv):
+        return sympy.expand(sympy.cancel(sympy.Add(*multiples) / d))
+    return rest_expr
+
+
+def _symbolic_upper_bound(expr: Index, ranges: dict) -> Index | None:
+    """The largest value of a non-negative `expr` over loop variables in [0, ranges[v]), or None.
+
+    Size symbols (not loop variables) stand for themselves.
+    """
+    if expr.is_Integer:
+        return expr if int(expr) >= 0 else None
+    if expr.is_Symbol:
+        return sympy.sympify(ranges[expr]) - 1 if expr in ranges else expr
+    if expr.is_Add or expr.is_Mul:
+        bounds = [_symbolic_upper_bound(arg, ranges) for arg in expr.args]
+        if any(b is None for b in bounds):
+            return None
+        return sympy.Add(*bounds) if expr.is_Add else sympy.Mul(*bounds)
+    if isinstance(expr, IndexMod):
+        return expr.args[1] - 1
+    return None

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import sympy
 
 from guards import artifact_enabled, artifact_logger
+from inductor_codegen.errors import DynamicShapeError
 from inductor_codegen.indexing import (
     FloorDiv,
     Index,
@@ -103,7 +104,10 @@ def node_body(buf: ComputedBuffer, outer: tuple, inner_prefix: str):
         if k is None:
             return None
         inner = squeezed[k:]
-        variables = _reshaped(squeezed[:k], outer, xs) + inner_vars(inner_prefix, len(inner))
+        reshaped = _reshaped(squeezed[:k], outer, xs)
+        if reshaped is None:
+            return None
+        variables = reshaped + inner_vars(inner_prefix, len(inner))
         idx = unsqueeze_index(body.ranges, variables)
         value, store = body.loader(idx), buf.layout.index(idx)
         inner_names = inner_vars(inner_prefix, len(inner))
@@ -113,7 +117,10 @@ def node_body(buf: ComputedBuffer, outer: tuple, inner_prefix: str):
             return None
         inner = squeeze_ranges(body.reduction_ranges)
         inner_names = inner_vars("r", len(inner))
-        idx = unsqueeze_index(body.ranges, _reshaped(squeezed, outer, xs))
+        reshaped = _reshaped(squeezed, outer, xs)
+        if reshaped is None:
+            return None
+        idx = unsqueeze_index(body.ranges, reshaped)
         ridx = unsqueeze_index(body.reduction_ranges, inner_names)
         value, store = body.loader(idx, ridx), buf.layout.index(idx)
     ranges = dict(zip(xs, outer)) | dict(zip(inner_names, inner))
@@ -140,9 +147,13 @@ def _matching_prefix(ranges, outer) -> int | None:
 
 
 def _reshaped(ranges, outer, xs):
+    """`ranges`' index over the loop nest `outer`, or None when symbolic sizes do not line up."""
     if tuple(ranges) == tuple(outer):
         return tuple(xs)
-    return tuple(reshape_index(tuple(ranges), tuple(outer), xs))
+    try:
+        return tuple(reshape_index(tuple(ranges), tuple(outer), xs))
+    except DynamicShapeError:
+        return None
 
 
 def value_needs_simplify(value) -> bool:

@@ -3,15 +3,24 @@
 Memory planning happens here: each buffer is deleted right after its last use;
 a buffer only kernels touched goes to a pool keyed by (dtype, elements) and a
 later allocation of the same key reuses its memory.
+
+With symbolic sizes the wrapper first reads each size symbol from the inputs
+(`s0 = x.size(0)`); allocations, views and extern calls then compute their sizes
+from the symbols, and kernels take the symbols they use as arguments. Pool keys
+are element counts as expressions, so memory is reused only between buffers
+whose sizes are equal for every input size.
 """
 
 from __future__ import annotations
 
 import math
 
+import sympy
 import torch
 
 from inductor_codegen.cpp_codegen import KernelSource
+from inductor_codegen.errors import DynamicShapeError
+from inductor_codegen.indexing import is_symbolic, py_index
 from inductor_codegen.ir import (
     ComputedBuffer,
     ExternBuffer,
@@ -23,6 +32,7 @@ from inductor_codegen.ir import (
 from inductor_codegen.lowering import BufferRef, GraphLowering, OpaqueInput
 from inductor_codegen.runtime import reinterpret
 from inductor_codegen.scheduler import FusedKernel, Schedule
+from inductor_codegen.symbols import bind_symbols, check_bound, layout_symbols
 
 __all__ = ["WrapperSource", "generate_wrapper"]
 
@@ -50,8 +60,13 @@ class WrapperSource:
 
 
 def _tuple(values) -> str:
-    items = [str(int(v)) for v in values]
+    items = [py_index(v) for v in values]
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _pool_key(layout: Layout) -> tuple:
+    numel = layout.storage_numel()
+    return (layout.dtype, int(numel) if numel.is_Integer else numel)
 
 
 def _ints(values) -> tuple[int, ...]:
@@ -76,12 +91,14 @@ class WrapperCodegen:
             if value.layout is None:
                 return value.name
             lay = value.layout
-            if value.name in self.graph.constants:
+            if value.name in self.graph.constants and not layout_symbols(lay):
                 # Views of constants are made once, at load time.
                 base = self.graph.constants[value.name]
                 view = reinterpret(base, _ints(lay.size), _ints(lay.stride), int(lay.offset))
                 return self.out.bind(view, f"{value.name}_view")
-            return f"reinterpret({value.name}, {_layout_args(lay)}, {int(lay.offset)})"
+            return f"reinterpret({value.name}, {_layout_args(lay)}, {py_index(lay.offset)})"
+        if isinstance(value, sympy.Expr):
+            return py_index(value)
         if isinstance(value, (ScalarArg, OpaqueInput)):
             return value.name
         if isinstance(value, list):
@@ -131,6 +148,7 @@ class WrapperCodegen:
         if names:
             lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
         lines.append("    args.clear()")
+        lines += [f"    {line}" for line in self._symbol_lines(names)]
         for position, step in enumerate(steps):
             if isinstance(step, ExternBuffer):
                 self._extern(step)
@@ -141,8 +159,7 @@ class WrapperCodegen:
                     continue
                 buf = self.buffers.get(name)
                 if isinstance(buf, ComputedBuffer) and name not in extern_read:
-                    key = (buf.layout.dtype, int(buf.layout.storage_numel()))
-                    pool.setdefault(key, []).append(name)
+                    pool.setdefault(_pool_key(buf.layout), []).append(name)
                     continue
                 lines.append(f"    del {name}")
         lines.append(f"    return {self._outputs()}")
@@ -160,7 +177,7 @@ class WrapperCodegen:
                 elif step.layouts:
                     names.add(step.name)
             else:
-                names = {a.name for a in self.kernels[step.name].args if a.kind != "scalar"}
+                names = {a.name for a in self.kernels[step.name].args if a.kind in ("in", "out")}
             uses.append(names)
         return uses
 
@@ -196,7 +213,7 @@ class WrapperCodegen:
             if arg.kind != "out":
                 continue
             buf = self.buffers[arg.name]
-            key = (buf.layout.dtype, int(buf.layout.storage_numel()))
+            key = _pool_key(buf.layout)
             if pool.get(key):
                 old = pool[key].pop()
                 lines.append(
@@ -209,7 +226,7 @@ class WrapperCodegen:
                 )
         call_args = []
         for arg in source.args:
-            if arg.kind == "scalar":
+            if arg.kind in ("scalar", "size"):
                 call_args.append(arg.name)
                 continue
             buf = self.buffers[arg.name]
@@ -232,8 +249,59 @@ class WrapperCodegen:
             lay = value.view.layout
             if base_layout == lay:
                 return base
-            return f"reinterpret({base}, {_layout_args(lay)}, {int(lay.offset)})"
+            return f"reinterpret({base}, {_layout_args(lay)}, {py_index(lay.offset)})"
         return self.render(value)
+
+    def _symbol_lines(self, input_names: list[str]) -> list[str]:
+        """`s0 = x.size(0)` for each size symbol the compiled graph uses."""
+        needed = self._needed_symbols()
+        if not needed:
+            return []
+        bindings = bind_symbols(self.graph.inputs, self.graph.symint_inputs)
+        check_bound(needed, bindings, "the compiled graph")
+        lines = []
+        for name, binding in bindings.items():
+            if name not in needed or binding.source == name:
+                continue
+            if name in input_names or name in self.buffers:
+                raise DynamicShapeError(
+                    f"size symbol {name} has the name of a graph input or buffer "
+                    "that holds another value; rename that placeholder"
+                )
+            lines.append(binding.line)
+        return lines
+
+    def _needed_symbols(self) -> set[str]:
+        """Names of the size symbols in buffer layouts, kernel and extern arguments, outputs."""
+        needed: set = set()
+        for buf in self.buffers.values():
+            for layout in getattr(buf, "layouts", None) or (getattr(buf, "layout", None),):
+                needed |= layout_symbols(layout)
+        for source in self.kernels.values():
+            needed |= {a.name for a in source.args if a.kind == "size"}
+        values = [*self.graph.outputs]
+        for step in self.schedule.steps:
+            if isinstance(step, ExternBuffer):
+                values += [step.args, step.kwargs]
+        for value in _leaves(values):
+            if isinstance(value, sympy.Expr) and is_symbolic(value):
+                needed |= {s.name for s in value.free_symbols}
+            elif isinstance(value, BufferRef):
+                needed |= layout_symbols(value.layout)
+            elif isinstance(value, TensorValue) and value.view is not None:
+                needed |= layout_symbols(value.view.layout)
+        return needed
+
+
+def _leaves(value):
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    else:
+        yield value
 
 
 def _input_names(graph: GraphLowering) -> set[str]:

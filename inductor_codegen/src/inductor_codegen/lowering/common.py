@@ -9,7 +9,7 @@ import torch
 
 from inductor_codegen.errors import LoweringError
 from inductor_codegen.indexing import Index, as_index
-from inductor_codegen.ir import Constant, Expr, Op, ScalarArg, TensorValue
+from inductor_codegen.ir import Constant, Expr, IndexValue, Op, ScalarArg, TensorValue
 
 __all__ = [
     "broadcast_loader",
@@ -76,9 +76,11 @@ def cast(expr: Expr, dtype: torch.dtype) -> Expr:
 
 
 def scalar_expr(value, dtype: torch.dtype) -> Expr:
-    """A Python number or a ScalarArg as an expression of `dtype`."""
+    """A Python number, a ScalarArg or a symbolic size (sympy) as an expression of `dtype`."""
     if isinstance(value, ScalarArg):
         return cast(value, dtype)
+    if isinstance(value, sympy.Expr) and not value.is_Number:
+        return cast(IndexValue(value, torch.int64), dtype)
     return const(value, dtype)
 
 
@@ -123,7 +125,9 @@ def _wrapped_dtype(value) -> torch.dtype:
 def _scalar_dtype(value) -> torch.dtype:
     if isinstance(value, bool):
         return torch.bool
-    if isinstance(value, int):
+    if isinstance(value, (int, sympy.Integer)) or (
+        isinstance(value, sympy.Expr) and value.is_integer
+    ):
         return torch.int64
     return torch.float64
 

@@ -16,8 +16,8 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from guards import artifact_logger
-from inductor_codegen.errors import LoweringError, UnsupportedGraphError
-from inductor_codegen.indexing import as_index
+from inductor_codegen.errors import DynamicShapeError, LoweringError, UnsupportedGraphError
+from inductor_codegen.indexing import as_index, is_symbolic
 from inductor_codegen.ir import (
     ComputedBuffer,
     Constant,
@@ -79,6 +79,9 @@ class GraphLowering:
         self.fallbacks: Counter[str] = Counter()
         self.outputs: list[TensorValue | object] = []
         self.output_spec = None
+        # Symbolic sizes: SymInt inputs (name -> expression) and whether any size is symbolic.
+        self.symint_inputs: dict[str, sympy.Expr] = {}
+        self.symbolic = False
         self._counter = 0
         self._log = artifact_logger("perf_hints")
 
@@ -114,8 +117,17 @@ class GraphLowering:
         return self
 
     def _lower_placeholder(self, node, example):
+        meta = node.meta.get("val")
+        if isinstance(meta, torch.SymInt) or isinstance(example, torch.SymInt):
+            return self._lower_symint_input(
+                node, meta if isinstance(meta, torch.SymInt) else example
+            )
         if isinstance(example, torch.Tensor):
-            layout = layout_of(example, where=f"input {node.name}")
+            source = (
+                meta if isinstance(meta, torch.Tensor) and _has_symbolic_size(meta) else example
+            )
+            layout = layout_of(source, where=f"input {node.name}")
+            self.symbolic = self.symbolic or source is meta
             buf = InputBuffer(node.name, layout)
             self.inputs.append(buf)
             self.buffer_by_name[node.name] = buf
@@ -126,13 +138,19 @@ class GraphLowering:
             arg = ScalarArg(node.name, torch.int64)
         elif isinstance(example, float):
             arg = ScalarArg(node.name, torch.float64)
-        elif isinstance(example, torch.SymInt):
-            raise UnsupportedGraphError(f"input {node.name} is a symbolic int")
         else:
             self.inputs.append(node.name)
             return OpaqueInput(node.name)
         self.inputs.append(arg)
         return arg
+
+    def _lower_symint_input(self, node, value):
+        """A SymInt input: its value is the expression of its size symbols (bound by the wrapper)."""
+        expr = as_index(value)
+        self.symint_inputs[node.name] = expr
+        self.symbolic = self.symbolic or is_symbolic(expr)
+        self.inputs.append(ScalarArg(node.name, torch.int64))
+        return expr
 
     def _lower_constant(self, node):
         value = getattr(self.gm, node.target)
@@ -151,12 +169,39 @@ class GraphLowering:
         )
         if node.target is operator.getitem:
             return args[0][args[1]]
+        val = node.meta.get("val")
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return self._lower_size_value(node, val)
+        args, kwargs = pytree.tree_map_only(torch.SymInt, as_index, (args, kwargs))
+        for leaf in pytree.tree_leaves((args, kwargs)):
+            if isinstance(leaf, (torch.SymFloat, torch.SymBool)):
+                raise DynamicShapeError(
+                    f"node {node.name} ({node.target}) takes a symbolic "
+                    f"{type(leaf).__name__} ({leaf}); generated code computes integer sizes only"
+                )
         lowering = self.lowerings.get(node.target)
-        if lowering is not None and self._dtypes_supported(node):
-            value = lowering(self, node, *args, **kwargs)
-        else:
-            value = self.fallback(node, args, kwargs)
-        return self._maybe_realize(node, value)
+        if lowering is None or not self._dtypes_supported(node):
+            return self._maybe_realize(node, self.fallback(node, args, kwargs))
+        if not self.symbolic:
+            return self._maybe_realize(node, lowering(self, node, *args, **kwargs))
+        try:
+            return self._maybe_realize(node, lowering(self, node, *args, **kwargs))
+        except (DynamicShapeError, TypeError) as error:
+            if isinstance(error, TypeError) and not _is_symbolic_size_error(error):
+                raise
+            self._log.info(
+                "node %s (%s) is lowered for static sizes only: %s", node.name, node.target, error
+            )
+            return self._maybe_realize(node, self.fallback(node, args, kwargs))
+
+    def _lower_size_value(self, node, val):
+        """A node computing a size (sym_size, size arithmetic): its expression over the symbols."""
+        if not isinstance(val, torch.SymInt):
+            raise DynamicShapeError(
+                f"node {node.name} ({node.target}) computes a symbolic {type(val).__name__}; "
+                "generated code computes integer sizes only"
+            )
+        return as_index(val)
 
     def _lower_output(self, node):
         flat, spec = pytree.tree_flatten(node.args[0])
@@ -285,10 +330,17 @@ class OpaqueInput:
     name: str
 
 
+def _has_symbolic_size(value: torch.Tensor) -> bool:
+    return any(isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride()))
+
+
+def _is_symbolic_size_error(error: TypeError) -> bool:
+    """Whether sympy refused to turn a symbolic size into an int or a bool."""
+    text = str(error)
+    return "symbol" in text.lower() or "truth value of Relational" in text
+
+
 def layout_of(value: torch.Tensor, where: str) -> Layout:
-    for s in (*value.shape, *value.stride(), value.storage_offset()):
-        if not isinstance(s, int):
-            raise UnsupportedGraphError(f"{where} has a symbolic size or stride {s}")
     return Layout(
         value.dtype,
         tuple(as_index(s) for s in value.shape),
@@ -301,11 +353,11 @@ def _meta_layout(node) -> Layout | None:
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     if not isinstance(val, torch.Tensor):
         return None
+    layout = layout_of(val, where=node.name)
     try:
-        layout = layout_of(val, where=node.name)
-    except UnsupportedGraphError:
+        order = sorted(range(len(layout.size)), key=lambda d: (layout.stride[d], layout.size[d]))
+    except TypeError:  # symbolic strides whose order depends on the sizes
         return None
-    order = sorted(range(len(layout.size)), key=lambda d: (layout.stride[d], layout.size[d]))
     expected = sympy.Integer(1)
     for d in order:
         if layout.size[d] == 1:

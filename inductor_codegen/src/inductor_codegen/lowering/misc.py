@@ -109,7 +109,7 @@ def cat(ctx, node, tensors, dim=0):
             cond = op(
                 "lt",
                 IndexValue(idx[dim], torch.int64),
-                const(int(end), torch.int64),
+                scalar_expr(end, torch.int64),
                 dtype=torch.bool,
             )
             result = _guarded_where(cond, value, result, dtype)
@@ -136,7 +136,7 @@ def constant_pad_nd(ctx, node, x, pad, value=0):
             position = IndexValue(inner[d], torch.int64)
             if before > 0:
                 conds.append(op("ge", position, const(0, torch.int64), dtype=torch.bool))
-            conds.append(op("lt", position, const(int(x.size[d]), torch.int64), dtype=torch.bool))
+            conds.append(op("lt", position, scalar_expr(x.size[d], torch.int64), dtype=torch.bool))
             if before < 0:
                 conds.append(op("ge", position, const(0, torch.int64), dtype=torch.bool))
         value_expr = cast(x.loader(tuple(inner)), dtype)

@@ -9,12 +9,20 @@ from sympy import Integer
 from inductor_codegen.indexing import (
     FloorDiv,
     IndexMod,
+    as_index,
     numel,
     reshape_index,
     simplify_with_ranges,
 )
 from inductor_codegen.ir import TensorValue, expr_loads
-from inductor_codegen.lowering.common import cast, const, node_dtype, normalize_dims, op
+from inductor_codegen.lowering.common import (
+    cast,
+    const,
+    node_dtype,
+    normalize_dims,
+    op,
+    scalar_expr,
+)
 from inductor_codegen.lowering.registry import register_lowering
 
 __all__ = ["reduce"]
@@ -102,7 +110,7 @@ def mean(ctx, node, x, dim=None, keepdim=False, *, dtype=None):
     count = numel([x.size[d] for d in normalize_dims(dim, x.ndim)] if x.ndim else [])
     loader = total.loader
     return TensorValue(
-        out, total.size, lambda i: op("truediv", loader(i), const(int(count), out), dtype=out)
+        out, total.size, lambda i: op("truediv", loader(i), count_expr(count, out), dtype=out)
     )
 
 
@@ -164,6 +172,11 @@ def all_(ctx, node, x, dim=None, keepdim=False):
     return reduce(ctx, x, dim, keepdim, "all", torch.bool, value_dtype=torch.bool)
 
 
+def count_expr(count, dtype):
+    """The number of reduced elements (an int or a symbolic size) as a value of `dtype`."""
+    return scalar_expr(count, dtype) if count.free_symbols else const(int(count), dtype)
+
+
 def welford(ctx, x, dims, keepdim):
     """(mean, m2, count) of `x` over `dims`: one Welford accumulator in the kernel."""
     dtype = x.dtype
@@ -175,11 +188,9 @@ def welford(ctx, x, dims, keepdim):
 
 def _variance(m2: TensorValue, count, correction) -> TensorValue:
     dtype = m2.dtype
-    denominator = max(0, int(count) - correction)
+    denominator = count_expr(sympy.Max(0, count - correction), dtype)
     loader = m2.loader
-    return TensorValue(
-        dtype, m2.size, lambda i: op("truediv", loader(i), const(denominator, dtype), dtype=dtype)
-    )
+    return TensorValue(dtype, m2.size, lambda i: op("truediv", loader(i), denominator, dtype=dtype))
 
 
 def _correction(correction, unbiased=None):
@@ -262,7 +273,7 @@ def native_layer_norm(ctx, node, x, normalized_shape, weight, bias, eps):
     load_x, load_mean, load_m2 = xc.loader, mean_.loader, m2.loader
 
     def rstd_at(i):
-        variance = op("truediv", load_m2(i), const(int(count), compute), dtype=compute)
+        variance = op("truediv", load_m2(i), count_expr(count, compute), dtype=compute)
         return op("rsqrt", op("add", variance, const(eps, compute), dtype=compute), dtype=compute)
 
     def normed(i):
@@ -320,7 +331,9 @@ def _batch_norm_inference(node, x, weight, bias, running_mean, running_var, eps)
     out = TensorValue(dtype, x.size, load)
     vals = node.meta["val"]
     empties = tuple(
-        TensorValue(v.dtype, tuple(Integer(s) for s in v.shape), lambda i, _d=v.dtype: const(0, _d))
+        TensorValue(
+            v.dtype, tuple(as_index(s) for s in v.shape), lambda i, _d=v.dtype: const(0, _d)
+        )
         for v in vals[1:]
     )
     return (out, *empties)

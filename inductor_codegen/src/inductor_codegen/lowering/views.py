@@ -119,9 +119,7 @@ def expand(ctx, node, x, size, implicit=False):
 def slice_(ctx, node, x, dim=0, start=None, end=None, step=1):
     dim = normalize_dim(dim, x.ndim)
     size = node_size(node)
-    length = int(x.size[dim])
-    start = 0 if start is None else start
-    start = max(0, min(length, start + length if start < 0 else start))
+    start = _slice_start(x.size[dim], 0 if start is None else start)
     if x.view is not None:
         lay = x.view.layout
         strides = list(lay.stride)
@@ -137,10 +135,22 @@ def slice_(ctx, node, x, dim=0, start=None, end=None, step=1):
     return TensorValue(x.dtype, size, load)
 
 
+def _slice_start(length, start):
+    """Where a slice starts: `start` wrapped (if negative) and clamped to [0, length]."""
+    if length.is_Integer and not isinstance(start, sympy.Expr):
+        length = int(length)
+        return max(0, min(length, start + length if start < 0 else start))
+    start = sympy.sympify(start)
+    if start.is_Integer and int(start) < 0:
+        start = start + length
+    return sympy.Max(0, sympy.Min(length, start))
+
+
 @register_lowering(aten.select.int)
 def select(ctx, node, x, dim, index):
     dim = normalize_dim(dim, x.ndim)
-    index = index + int(x.size[dim]) if index < 0 else index
+    if isinstance(index, int) and index < 0:
+        index = index + x.size[dim]
     size = node_size(node)
     if x.view is not None:
         lay = x.view.layout
@@ -148,7 +158,7 @@ def select(ctx, node, x, dim, index):
         return _strided(x, size, strides, lay.offset + index * lay.stride[dim])
     loader = x.loader
     return TensorValue(
-        x.dtype, size, lambda idx: loader((*idx[:dim], sympy.Integer(index), *idx[dim:]))
+        x.dtype, size, lambda idx: loader((*idx[:dim], sympy.sympify(index), *idx[dim:]))
     )
 
 

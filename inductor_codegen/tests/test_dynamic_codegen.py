@@ -1,0 +1,237 @@
+"""Graphs with symbolic sizes: compiled once, run at several sizes, equal to eager.
+
+Graphs come from `dynamic_graphs.trace_symbolic` (guards fakes over a ShapeEnv,
+ATen calls recorded and decomposed with prim_decomp's `inductor_default`), the
+shape of what capture + aot_autograd hand a backend with dynamic shapes.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from dynamic_graphs import trace_symbolic
+from model_defs import TransformerBlock
+
+from inductor_codegen import (
+    SUPPORTS_DYNAMIC_SHAPES,
+    DynamicShapeError,
+    compile_graph,
+)
+
+
+def _compile(fn, *args, dynamic, options=None, symint_inputs=False):
+    gm, examples = trace_symbolic(fn, *args, dynamic=dynamic, symint_inputs=symint_inputs)
+    return compile_graph(gm, examples, options=options)
+
+
+def _check_sizes(compiled, fn, make_args, sizes, *, extra=lambda args: [], **tolerance):
+    for size in sizes:
+        args = make_args(size)
+        expected = fn(*args)
+        got = compiled(*args, *extra(args))
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e, **tolerance)
+
+
+def test_the_backend_declares_symbolic_support():
+    assert SUPPORTS_DYNAMIC_SHAPES is True
+    assert compile_graph.supports_dynamic_shapes is True
+
+
+def test_pointwise_and_broadcasting_over_a_dynamic_dim(tmp_path):
+    def fn(x, bias, column):
+        return (x * 2 + bias).sin() - column.cos(), torch.sigmoid(x) * x.shape[0]
+
+    def make(n):
+        return torch.randn(n, 16), torch.randn(16), torch.randn(n, 1)
+
+    compiled = _compile(fn, *make(6), dynamic={0: [0], 2: [0]}, options={"cache_dir": tmp_path})
+    assert compiled.kernel_count >= 1 and not compiled.fallbacks
+    wrapper = compiled.artifact("wrapper")
+    assert "s0 = arg0.size(0)" in wrapper
+    assert "int64_t s0" in compiled.artifact("codegen")
+    _check_sizes(compiled, fn, make, [2, 3, 6, 17, 64])
+
+
+def test_two_dynamic_dims_broadcast_against_each_other(tmp_path):
+    def fn(x, row, column):
+        return torch.tanh(x + row) * column
+
+    def make(size):
+        rows, cols = size
+        return torch.randn(rows, cols), torch.randn(cols), torch.randn(rows, 1)
+
+    compiled = _compile(
+        fn, *make((5, 7)), dynamic={0: [0, 1], 1: [0], 2: [0]}, options={"cache_dir": tmp_path}
+    )
+    _check_sizes(compiled, fn, make, [(5, 7), (2, 3), (9, 4), (33, 65)])
+
+
+def _reductions(x):
+    return (
+        x.sum(0),
+        x.sum(1),
+        x.mean(0),
+        x.mean(1, keepdim=True),
+        x.var(0),
+        x.var(1, correction=0),
+        torch.softmax(x, dim=0),
+        torch.softmax(x, dim=1),
+        x.amax(0),
+        x.argmax(1),
+    )
+
+
+@pytest.mark.parametrize("dynamic_dims", [[0], [1], [0, 1]], ids=["rows", "cols", "both"])
+def test_reductions_over_dynamic_and_static_dims(dynamic_dims, tmp_path):
+    def make(n):
+        rows = n if 0 in dynamic_dims else 8
+        cols = n + 3 if 1 in dynamic_dims else 12
+        return (torch.randn(rows, cols),)
+
+    compiled = _compile(
+        _reductions, *make(5), dynamic={0: dynamic_dims}, options={"cache_dir": tmp_path}
+    )
+    assert not compiled.fallbacks
+    _check_sizes(compiled, _reductions, make, [5, 2, 9, 40, 130], rtol=1e-4, atol=1e-5)
+
+
+def test_layer_norm_and_log_softmax_over_a_dynamic_batch(tmp_path):
+    weight, bias = torch.randn(24), torch.randn(24)
+
+    def fn(x):
+        return F.layer_norm(x, (24,), weight, bias), F.log_softmax(x, dim=-1), x.std(1)
+
+    def make(n):
+        return (torch.randn(n, 3, 24),)
+
+    compiled = _compile(fn, *make(4), dynamic={0: [0]}, options={"cache_dir": tmp_path})
+    _check_sizes(compiled, fn, make, [4, 2, 7, 31], rtol=1e-4, atol=1e-5)
+
+
+def _views(x, y):
+    n, m = x.shape
+    flat = x.reshape(n * m)
+    return (
+        flat.view(m, n).t() * 2,
+        x.permute(1, 0).contiguous() + 1,
+        torch.cat([x, y], dim=0).sin(),
+        torch.cat([x, x * 2], dim=1),
+        x[:, 1:] - x[:, :-1],
+        x[1] + x[-1],
+        x.unsqueeze(1).expand(n, 3, m) * y[0],
+        F.pad(x, (1, 2)),
+        x.flip(0) if False else x.narrow(0, 0, 2) * 3,
+    )
+
+
+def test_views_reshape_permute_cat_with_symbolic_sizes(tmp_path):
+    def make(size):
+        n, m = size
+        return torch.randn(n, m), torch.randn(n + 0, m)
+
+    compiled = _compile(_views, *make((5, 6)), dynamic={0: [0, 1], 1: [0, 1]},
+                        options={"cache_dir": tmp_path})  # fmt: skip
+    _check_sizes(compiled, _views, make, [(5, 6), (3, 4), (9, 2), (16, 33)])
+
+
+def test_matmul_externs_with_a_dynamic_batch(tmp_path):
+    w, b = torch.randn(16, 8), torch.randn(8)
+    k = torch.randn(4, 8, 5)
+
+    def fn(x, batched):
+        return F.linear(x, w.t(), b).relu(), torch.bmm(batched, k) + 1, x @ w
+
+    def make(n):
+        return torch.randn(n, 16), torch.randn(4, n, 8)
+
+    compiled = _compile(fn, *make(6), dynamic={0: [0], 1: [1]}, options={"cache_dir": tmp_path})
+    assert not compiled.fallbacks
+    _check_sizes(compiled, fn, make, [6, 2, 11, 50], rtol=1e-4, atol=1e-5)
+
+
+def test_symint_inputs_bind_the_symbols(tmp_path):
+    def fn(x):
+        n = x.shape[0]
+        return x.reshape(n * 4) + torch.arange(n * 4) // (n // 2)
+
+    def make(n):
+        return (torch.randn(n, 4),)
+
+    compiled = _compile(
+        fn, *make(6), dynamic={0: [0]}, symint_inputs=True, options={"cache_dir": tmp_path}
+    )
+    _check_sizes(compiled, fn, make, [6, 2, 7, 23], extra=lambda args: [args[0].shape[0]])
+
+
+def test_real_example_inputs_with_symbolic_meta(tmp_path):
+    def fn(x):
+        return x.softmax(-1) * x.shape[1]
+
+    x = torch.randn(3, 10)
+    gm, _ = trace_symbolic(fn, x, dynamic={0: [1]})
+    compiled = compile_graph(gm, [x], options={"cache_dir": tmp_path})
+    _check_sizes(compiled, fn, lambda n: (torch.randn(3, n),), [10, 2, 5, 77])
+
+
+def test_a_reshape_that_needs_static_sizes_runs_through_aten(tmp_path):
+    def fn(x):
+        n, m = x.shape
+        return x.t().reshape(n, m) + 1
+
+    def make(size):
+        return (torch.randn(*size),)
+
+    compiled = _compile(fn, *make((3, 5)), dynamic={0: [0, 1]}, options={"cache_dir": tmp_path})
+    assert sum(compiled.fallbacks.values()) >= 1
+    _check_sizes(compiled, fn, make, [(3, 5), (4, 4), (2, 9), (7, 3)])
+
+
+def test_symbolic_floats_are_a_compile_time_error():
+    def fn(x):
+        return x * (x.shape[0] / 3)
+
+    with pytest.raises(DynamicShapeError, match="SymFloat"):
+        _compile(fn, torch.randn(6, 2), dynamic={0: [0]})
+
+
+def test_triton_takes_static_graphs_only():
+    with pytest.raises(DynamicShapeError, match="static sizes"):
+        _compile(
+            lambda x: x.sin(), torch.randn(6), dynamic={0: [0]},
+            options={"device_codegen": "triton"},
+        )  # fmt: skip
+
+
+def _library_files(cache_dir):
+    return sorted(p.name for p in (cache_dir / "cpp" / "lib").glob("*.so"))
+
+
+def test_transformer_block_with_dynamic_sequence_length_compiles_once(tmp_path):
+    torch.manual_seed(0)
+    model = TransformerBlock(32, heads=4).eval()
+    names = [name for name, _ in model.named_parameters()]
+    params = [p.detach() for _, p in model.named_parameters()]
+
+    def fn(x, *weights):
+        return torch.func.functional_call(model, dict(zip(names, weights)), (x,))
+
+    def make(t):
+        return (torch.randn(2, t, 32), *params)
+
+    options = {"cache_dir": tmp_path}
+    compiled = _compile(fn, *make(9), dynamic={0: [1]}, options=options)
+    builds = _library_files(tmp_path)
+    assert builds and compiled.kernel_count >= 3
+    _check_sizes(compiled, fn, make, [9, 2, 5, 16, 37], rtol=1e-4, atol=1e-4)
+    assert _library_files(tmp_path) == builds, "a call compiled C++"
+    # Traced at another sequence length, the kernels are the same source: no new build.
+    again = _compile(fn, *make(23), dynamic={0: [1]}, options=options)
+    assert again.artifact("codegen") == compiled.artifact("codegen")
+    assert _library_files(tmp_path) == builds
+    assert re.search(r"'compiled': 0\b", again.artifact("build"))
