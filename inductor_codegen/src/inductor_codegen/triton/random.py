@@ -1,7 +1,7 @@
 """Random numbers inside Triton kernels: Philox (`tl.rand`) keyed by a per-call seed.
 
 The Triton lowering table is the shared one with `rand`, `bernoulli.p` and
-`native_dropout` replaced: each draws one seed per call of the graph (an
+`native_dropout` replaced (and `convolution`, channels-last: see `layouts`): each draws one seed per call of the graph (an
 ATen `randint` in the wrapper, one element) and computes uniform numbers in
 the kernel from (seed, flat element index), so dropout fuses with its
 neighbours instead of materializing a random tensor. The stream differs from
@@ -24,6 +24,7 @@ from inductor_codegen.ir import (
     TensorValue,
 )
 from inductor_codegen.lowering import LOWERINGS
+from inductor_codegen.triton.layouts import keep_channels_last, lower_convolution
 
 __all__ = ["TRITON_LOWERINGS", "philox_uniform"]
 
@@ -114,7 +115,8 @@ class _FirstOutput:
         self.meta = {"val": val}
 
 
-TRITON_LOWERINGS = dict(LOWERINGS)
+TRITON_LOWERINGS = {op: keep_channels_last(fn) for op, fn in LOWERINGS.items()}
 TRITON_LOWERINGS[aten.rand.default] = lower_rand
 TRITON_LOWERINGS[aten.bernoulli.p] = lower_bernoulli
 TRITON_LOWERINGS[aten.native_dropout.default] = lower_native_dropout
+TRITON_LOWERINGS[aten.convolution.default] = lower_convolution
