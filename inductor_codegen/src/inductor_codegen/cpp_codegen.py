@@ -40,9 +40,16 @@ STORAGE_TYPES = {
     torch.int16: "int16_t",
     torch.int8: "int8_t",
     torch.uint8: "uint8_t",
+    # NOTE: bytes, not C++ bool: gcc does not vectorize loops that store a
+    # comparison through a bool pointer. Values in registers stay bool.
+    torch.bool: "uint8_t",
+}
+COMPUTE_TYPES = {
+    **STORAGE_TYPES,
+    torch.bfloat16: "float",
+    torch.float16: "float",
     torch.bool: "bool",
 }
-COMPUTE_TYPES = {**STORAGE_TYPES, torch.bfloat16: "float", torch.float16: "float"}
 PARALLEL_MIN_WORK = 32768
 # Accumulators per tile when reducing along outer dimensions.
 TILE = 16
@@ -306,7 +313,7 @@ class KernelCodegen:
         if arg.name not in self.scalars:
             self.scalars[arg.name] = f"ks{len(self.scalars)}"
             self.args["scalar:" + arg.name] = KernelArg(
-                "scalar", arg.name, STORAGE_TYPES[arg.dtype]
+                "scalar", arg.name, COMPUTE_TYPES[arg.dtype]
             )
         return self.scalars[arg.name]
 

@@ -53,6 +53,9 @@ def vector_math_declarations() -> str:
 
 
 PRELUDE = r"""
+// No floating-point traps: lets gcc if-convert (and so vectorize) loops that
+// compare values computed by a select, such as a ReLU mask.
+#pragma GCC optimize ("no-trapping-math")
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -25,6 +25,7 @@ from inductor_codegen.ir import (
     InputBuffer,
     Layout,
     Load,
+    Op,
     Pointwise,
     Reduction,
     ScalarArg,
@@ -224,7 +225,9 @@ class GraphLowering:
         if not isinstance(value, TensorValue) or value.view is not None:
             return value
         size = _expr_size(value)
-        if size > MAX_INLINE_SIZE or (len(node.users) > 1 and size > MAX_SHARED_INLINE_SIZE):
+        if size > MAX_INLINE_SIZE:
+            return self.realize(value)
+        if len(node.users) > 1 and (size > MAX_SHARED_INLINE_SIZE or _has_expensive_op(value)):
             return self.realize(value)
         return value
 
@@ -366,6 +369,30 @@ def _meta_layout(node) -> Layout | None:
             return None
         expected = expected * layout.size[d]
     return layout
+
+
+# Ops that cost far more than a load from cache: a value computed with one of
+# them is stored once rather than recomputed by each of its readers.
+EXPENSIVE_OPS = frozenset(
+    {
+        "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
+        "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
+        "erf", "erfc", "lgamma", "pow", "atan2", "hypot", "sigmoid", "floordiv",
+        "remainder", "fmod",
+    }
+)  # fmt: skip
+
+
+def _has_expensive_op(value: TensorValue) -> bool:
+    index = tuple(sympy.Symbol(f"i{d}", integer=True, nonnegative=True) for d in range(value.ndim))
+    stack = [value.loader(index)]
+    while stack:
+        expr = stack.pop()
+        if isinstance(expr, Op):
+            if expr.name in EXPENSIVE_OPS:
+                return True
+            stack.extend(expr.args)
+    return False
 
 
 def _expr_size(value: TensorValue) -> int:

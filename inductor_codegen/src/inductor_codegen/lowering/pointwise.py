@@ -245,13 +245,27 @@ def div_mode(ctx, node, a, b, *, rounding_mode=None):
 def pow_(ctx, node, a, b):
     dtype = node_dtype(node)
     if not isinstance(b, TensorValue) and isinstance(b, (int, float)) and dtype.is_floating_point:
-        if b == 2:
-            return make_pointwise(node, lambda x: op("mul", x, x, dtype=dtype), a)
-        if b == 1:
-            return make_pointwise(node, lambda x: x, a)
-        if b == 0.5:
-            return make_pointwise(node, lambda x: op("sqrt", x, dtype=dtype), a)
+        special = SCALAR_POWERS.get(float(b))
+        if special is not None:
+            return make_pointwise(node, lambda x: special(x, dtype), a)
     return make_pointwise(node, lambda x, y: op("pow", x, y, dtype=dtype), a, b)
+
+
+def _square(x, dtype):
+    return op("mul", x, x, dtype=dtype)
+
+
+# Exponents eager's pow kernel special-cases (as multiplications and roots, the
+# same rounding); std::pow would be a slow library call per element.
+SCALAR_POWERS = {
+    1.0: lambda x, d: x,
+    2.0: _square,
+    3.0: lambda x, d: op("mul", _square(x, d), x, dtype=d),
+    0.5: lambda x, d: op("sqrt", x, dtype=d),
+    -0.5: lambda x, d: op("rsqrt", x, dtype=d),
+    -1.0: lambda x, d: op("reciprocal", x, dtype=d),
+    -2.0: lambda x, d: op("reciprocal", _square(x, d), dtype=d),
+}
 
 
 @register_lowering(aten.where.self)
