@@ -20,7 +20,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from guards import FakeTensorMode, LocalSource, ShapeEnv, is_fake
+from guards import FakeTensorMode, LocalSource, ShapeEnv, fake_mode_of, is_fake
 from prim_decomp import inductor_default
 
 _DECOMPOSITIONS = dict(inductor_default)
@@ -149,6 +149,25 @@ def trace_symbolic(fn, *args, dynamic: dict, symint_inputs: bool = False):
     return gm, [*fakes, *symints]
 
 
-def real_inputs(args, symint_count: int, sizes_of) -> list:
-    """`args` followed by the values of the SymInt inputs (`sizes_of(args)` gives them)."""
-    return [*args, *sizes_of(args)[:symint_count]]
+def trace_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
+    """The ATen graph of a captured graph, traced on its placeholders' meta["val"] fakes.
+
+    What aot_autograd does for a backend (without autograd): SymInt placeholders
+    stay SymInt placeholders; tensor placeholders keep their symbolic sizes.
+    """
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    values = [n.meta["val"] for n in placeholders]
+    mode = fake_mode_of(values)
+    recorder = _Recorder()
+    for node, value in zip(placeholders, values):
+        recorder.add_input(node.name, value)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Raw Sym")
+        with torch.no_grad(), mode, recorder:
+            out = gm.forward(*values)
+        flat, _ = pytree.tree_flatten(out)
+        recorder.graph.output(tuple(recorder.nodes[id(t)] for t in flat))
+    root = torch.nn.Module()
+    for name, value in recorder.constants.items():
+        root.register_buffer(name, value)
+    return fx.GraphModule(root, recorder.graph)

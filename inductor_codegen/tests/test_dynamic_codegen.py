@@ -235,3 +235,38 @@ def test_transformer_block_with_dynamic_sequence_length_compiles_once(tmp_path):
     assert again.artifact("codegen") == compiled.artifact("codegen")
     assert _library_files(tmp_path) == builds
     assert re.search(r"'compiled': 0\b", again.artifact("build"))
+
+
+class _CaptureBackend:
+    """A backend taking symbolic graphs: ATen graph of the captured graph, then compile_graph."""
+
+    supports_dynamic_shapes = True
+
+    def __init__(self, cache_dir):
+        self.cache_dir = cache_dir
+        self.compiled: list = []
+
+    def __call__(self, gm, example_inputs):
+        from dynamic_graphs import trace_graph_module
+
+        compiled = compile_graph(
+            trace_graph_module(gm), example_inputs, options={"cache_dir": self.cache_dir}
+        )
+        self.compiled.append(compiled)
+        return compiled
+
+
+def test_capture_with_dynamic_shapes_feeds_one_symbolic_graph(tmp_path):
+    dynamo_capture = pytest.importorskip("dynamo_capture")
+
+    def fn(x, y):
+        n = x.shape[0]
+        return (x * 2 + y).softmax(-1).reshape(n * 5) + torch.arange(n * 5) // (n // 2)
+
+    backend = _CaptureBackend(tmp_path)
+    compiled = dynamo_capture.optimize(fn, backend=backend, dynamic=True)
+    for n in [4, 6, 9, 2, 31]:
+        x, y = torch.randn(n, 5), torch.randn(n, 5)
+        torch.testing.assert_close(compiled(x, y), fn(x, y))
+    assert len(backend.compiled) == 1
+    assert backend.compiled[0].kernel_count >= 1 and not backend.compiled[0].fallbacks

@@ -171,8 +171,10 @@ def simplify_index(expr: Index) -> Index:
             if not isinstance(term, IndexMod):
                 continue
             n, b = term.args
-            partner = FloorDiv(n, b)
-            if terms.get(partner) == coeff * b:
+            # The partner term coeff * b * FloorDiv(n, b), keyed as the dict keys it
+            # (a symbolic b stays in the key, an integer one moves to the coefficient).
+            factor, partner = (b * FloorDiv(n, b)).as_coeff_Mul()
+            if terms.get(partner) == coeff * factor:
                 del terms[term]
                 del terms[partner]
                 rebuilt = sum((c * t for t, c in terms.items()), sympy.Integer(0))

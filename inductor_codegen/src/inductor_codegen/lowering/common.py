@@ -140,7 +140,8 @@ def broadcast_loader(value, size: Sequence[Index], dtype: torch.dtype) -> Callab
     offset = len(size) - value.ndim
     if offset < 0:
         raise LoweringError(f"cannot broadcast size {value.size} to {tuple(size)}")
-    keep = [value.size[d] == size[d + offset] for d in range(value.ndim)]
+    # Only size-1 dims broadcast (a symbolic size may differ in form and still be equal).
+    keep = [value.size[d] != 1 for d in range(value.ndim)]
     loader = value.loader
 
     def load(idx):

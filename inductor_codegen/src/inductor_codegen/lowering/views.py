@@ -100,11 +100,11 @@ def expand(ctx, node, x, size, implicit=False):
     if x.view is not None:
         lay = x.view.layout
         strides = [sympy.Integer(0)] * offset + [
-            lay.stride[d] if x.size[d] == size[d + offset] else sympy.Integer(0)
-            for d in range(x.ndim)
+            lay.stride[d] if x.size[d] != 1 else sympy.Integer(0) for d in range(x.ndim)
         ]
         return _strided(x, size, strides, lay.offset)
-    keep = [x.size[d] == size[d + offset] for d in range(x.ndim)]
+    # Only size-1 dims expand (a symbolic size may differ in form and still be equal).
+    keep = [x.size[d] != 1 for d in range(x.ndim)]
     loader = x.loader
     return TensorValue(
         x.dtype,
