@@ -270,3 +270,38 @@ def test_capture_with_dynamic_shapes_feeds_one_symbolic_graph(tmp_path):
         torch.testing.assert_close(compiled(x, y), fn(x, y))
     assert len(backend.compiled) == 1
     assert backend.compiled[0].kernel_count >= 1 and not backend.compiled[0].fallbacks
+
+
+def test_training_through_capture_and_aot_autograd_compiles_forward_and_backward_once(tmp_path):
+    dynamo_capture = pytest.importorskip("dynamo_capture")
+    aot_autograd = pytest.importorskip("aot_autograd")
+    from guards import mark_dynamic
+    from prim_decomp import inductor_default
+
+    compiled_graphs = []
+
+    def compile_part(gm, example_inputs):
+        compiled_graphs.append(compile_graph(gm, example_inputs, options={"cache_dir": tmp_path}))
+        return compiled_graphs[-1]
+
+    def backend(gm, example_inputs):
+        return aot_autograd.aot_graph(
+            gm, example_inputs, fw_compiler=compile_part, decompositions=inductor_default
+        )
+
+    backend.supports_dynamic_shapes = compile_graph.supports_dynamic_shapes
+    torch.manual_seed(0)
+    model = TransformerBlock(32, heads=4)
+    compiled = dynamo_capture.optimize(model, backend=backend)
+    for t in [5, 9, 13, 20]:
+        x = torch.randn(2, t, 32, requires_grad=True)
+        mark_dynamic(x, 1)
+        out = compiled(x)
+        (grad,) = torch.autograd.grad(out.square().sum(), x)
+        expected = model(x)
+        (expected_grad,) = torch.autograd.grad(expected.square().sum(), x)
+        torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(grad, expected_grad, rtol=1e-4, atol=1e-4)
+    assert len(compiled_graphs) == 2, "forward and backward, once each"
+    assert all(not g.fallbacks for g in compiled_graphs)
+    assert all("s0 = " in g.artifact("wrapper") for g in compiled_graphs)
