@@ -8,9 +8,11 @@ the attribute the call looks up is shadowed, for the duration of the statement
 only, by the compiled callable.
 
     owner kind          looked up as            shadowed by
+    closure variable    func(...)               the cell's contents
     module forward      module(...) -> forward  module.__dict__["forward"]
     method              obj.name(...)           obj.__dict__[name]
     staticmethod        cls.name(...)           cls.name (restored after)
+    classmethod         cls.name(...)           cls.name (restored after)
 
 A submodule's class is shadowed on every module of that class under the frame's
 modules, so a loop over layers runs each layer's forward compiled. Global
@@ -42,6 +44,10 @@ class Shadow:
     on_class: bool = False
 
     def apply(self) -> Any:
+        if self.name == "cell_contents":
+            saved = self.owner.cell_contents
+            self.owner.cell_contents = self.value
+            return saved
         if self.on_class:
             saved = self.owner.__dict__.get(self.name, _MISSING)
             setattr(self.owner, self.name, self.value)
@@ -51,7 +57,9 @@ class Shadow:
         return saved
 
     def restore(self, saved: Any) -> None:
-        if self.on_class:
+        if self.name == "cell_contents":
+            self.owner.cell_contents = saved
+        elif self.on_class:
             if saved is _MISSING:
                 delattr(self.owner, self.name)
             else:
@@ -68,12 +76,12 @@ class ShadowedPart:
     def __init__(self, part: Callable[..., Any], shadows: list[Shadow]) -> None:
         self.part = part
         self.shadows = shadows
-        self.__code__ = part.__code__
+        self.__code__ = getattr(part, "__code__", None)
 
-    def __call__(self, *values: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         saved = [shadow.apply() for shadow in self.shadows]
         try:
-            return self.part(*values)
+            return self.part(*args, **kwargs)
         finally:
             for shadow, old in zip(reversed(self.shadows), reversed(saved), strict=True):
                 shadow.restore(old)
@@ -83,26 +91,46 @@ Compile = Callable[[Any], Any]
 
 
 def shadows_for(
-    callee: Any, f_locals: dict[str, Any], f_globals: dict[str, Any], compile_part: Compile
+    callee: Any, frame_function: types.FunctionType, f_locals: dict[str, Any], compile_part: Compile
 ) -> list[Shadow]:
     """Shadows that route the call to `callee` (an interpreter.Callee) to compiled frames."""
     function, receiver = callee.function, callee.receiver
     if not isinstance(function, types.FunctionType):
         return []
     name = function.__name__
-    if isinstance(receiver, torch.nn.Module) and _class_attr(receiver, "forward") is function:
-        return [
-            Shadow(module, "forward", compile_part(types.MethodType(function, module)))
-            for module in _same_class_modules(receiver, f_locals)
-        ]
+    f_globals = frame_function.__globals__
+    for cell in frame_function.__closure__ or ():
+        if _contents(cell) is function:  # a decorator's wrapper calling the function it wraps
+            return [Shadow(cell, "cell_contents", compile_part(function))]
+    if isinstance(receiver, torch.nn.Module):
+        forward = _class_attr(receiver, "forward")  # a custom __call__ runs forward inside
+        custom_call = name == "__call__" and isinstance(forward, types.FunctionType)
+        if forward is function or custom_call:
+            return [
+                Shadow(module, "forward", compile_part(types.MethodType(forward, module)))
+                for module in _same_class_modules(receiver, f_locals)
+            ]
+    if name.startswith("__") and name.endswith("__"):
+        return []  # special methods are looked up on the class: not shadowed
     if receiver is not None and _class_attr(receiver, name) is function:
         if hasattr(receiver, "__dict__") and not isinstance(receiver, type):
             bound = types.MethodType(function, receiver)
             return [Shadow(receiver, name, compile_part(bound))]
+    if isinstance(receiver, type):
+        owner = _owner_of(receiver, name, classmethod, function)
+        if owner is not None:
+            return [Shadow(owner, name, classmethod(compile_part(function)), on_class=True)]
     owner = _static_owner(function, f_locals, f_globals)
     if owner is not None:
         return [Shadow(owner, name, staticmethod(compile_part(function)), on_class=True)]
     return []
+
+
+def _contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return None
 
 
 def _class_attr(obj: Any, name: str) -> Any:
@@ -132,8 +160,16 @@ def _static_owner(
     for scope in (f_globals, function.__globals__):
         candidates += [value for value in scope.values() if isinstance(value, type)]
     for cls in candidates:
-        for klass in getattr(cls, "__mro__", ()):
-            found = klass.__dict__.get(function.__name__)
-            if isinstance(found, staticmethod) and found.__func__ is function:
-                return klass
+        owner = _owner_of(cls, function.__name__, staticmethod, function)
+        if owner is not None:
+            return owner
+    return None
+
+
+def _owner_of(cls: type, name: str, kind: type, function: types.FunctionType) -> type | None:
+    """The class in `cls`'s MRO whose `name` is a `kind` (static/classmethod) of `function`."""
+    for klass in getattr(cls, "__mro__", ()):
+        found = klass.__dict__.get(name)
+        if isinstance(found, kind) and found.__func__ is function:
+            return klass
     return None

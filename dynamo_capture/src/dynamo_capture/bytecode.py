@@ -350,6 +350,8 @@ def emit_jump(at: int, target: int) -> bytes:
         if arg < 0:
             continue
         code = emit(opname, arg)
+        if len(code) < size:  # the argument fits in fewer units: pad with EXTENDED_ARG 0
+            code = bytes([dis.opmap["EXTENDED_ARG"], 0]) * ((size - len(code)) // 2) + code
         if len(code) == size:
             return code
     raise ValueError(f"no jump from {at} to {target}")

@@ -106,6 +106,7 @@ class CompiledEntry:
     hits: int = field(default=0)
     eager: bool = False
     compiled: Any = None  # what the backend returned (None when no graph is called)
+    shadows: list[Any] = field(default_factory=list)  # eager entries: break_callees.Shadow
 
     def check(self, L: dict[str, Any], G: dict[str, Any]) -> bool:  # noqa: N803
         return self.guards.check(L, G)

@@ -73,7 +73,8 @@ class CompiledCallable:
         self.entries: list[CompiledEntry] = []
         self.artifacts: list[CaptureArtifacts] = []
         self.graph_breaks: list[Unsupported] = []
-        self.parts: list[CompiledCallable] = []  # compiled parts of a frame split by a break
+        self.parts: list[CompiledCallable] = []  # compiled parts of split frames (all levels)
+        self._callees: dict[tuple[int, int], CompiledCallable] = {}  # callee frames, shared
         self._splits: dict[tuple[Any, ...], list[Callable[..., Any]]] = {}
         self._forward: CompiledCallable | None = None
         self._frame: FrameTarget | None = None
@@ -129,6 +130,8 @@ class CompiledCallable:
         self, entry: CompiledEntry, f_locals: Any, f_globals: Any, args: Any, kwargs: Any
     ) -> Any:
         if entry.eager:
+            if entry.shadows:
+                return ShadowedPart(self.target, entry.shadows)(*args, **kwargs)
             return self.target(*args, **kwargs)
         return entry.run(f_locals, f_globals)
 
@@ -195,7 +198,9 @@ class CompiledCallable:
             if self.fullgraph:
                 raise
             split = self._split_entry(error, contexts, f_locals)
-            return split if split is not None else self._eager_entry(error, contexts)
+            if split is not None:
+                return split
+            return self._eager_entry(error, contexts, self._eager_shadows(error, f_locals))
         except Exception as error:
             unsupported = Unsupported(f"capture failed with {type(error).__name__}: {error}")
             if self.fullgraph:
@@ -270,7 +275,17 @@ class CompiledCallable:
         )
         part.graph_breaks = self.graph_breaks
         part.artifacts = self.artifacts
+        part.parts = self.parts
+        part._callees = self._callees
         self.parts.append(part)
+        return part
+
+    def _callee_part(self, callee: Any) -> CompiledCallable:
+        """The compiled frame of a function (or bound method) a split frame calls; one each."""
+        key = (id(getattr(callee, "__func__", callee)), id(getattr(callee, "__self__", None)))
+        part = self._callees.get(key)
+        if part is None:
+            part = self._callees[key] = self._part(callee)
         return part
 
     def _split_entry(
@@ -304,7 +319,7 @@ class CompiledCallable:
                 )
             shadows = []
             if callee is not None:
-                shadows = shadows_for(callee, f_locals, self.frame.globals, self._part)
+                shadows = shadows_for(callee, function, f_locals, self._callee_part)
             parts = self._splits[key] = self._split_parts(function, plan, callees, shadows)
         varnames = function.__code__.co_varnames
 
@@ -358,7 +373,7 @@ class CompiledCallable:
                 function, body, plan.start, body, "pre", leave=len(plan.contexts)
             )
             parts.append(self._part(prefix))
-        compiled_callees = {name: self._part(function.__globals__[name]) for name in callees}
+        compiled_callees = {name: self._callee_part(function.__globals__[name]) for name in callees}
         middle = segment_function(
             function, plan.start, plan.stop, body, "eager", compiled_callees,
             enter=plan.contexts, leave=len(plan.resume_contexts),
@@ -371,8 +386,25 @@ class CompiledCallable:
             parts.append(self._part(resume))
         return parts
 
-    def _eager_entry(self, error: Unsupported, contexts: list[CaptureContext]) -> CompiledEntry:
-        """An entry that runs the frame eagerly, guarded by what capture saw before failing."""
+    def _eager_shadows(self, error: Unsupported, f_locals: dict[str, Any]) -> list[Shadow]:
+        """For a frame run eagerly: its call that broke still runs as a compiled frame."""
+        function = self.frame.function
+        if error.callee is None or function is _module_call:
+            return []
+        if not isinstance(function, types.FunctionType):
+            return []
+        return shadows_for(error.callee, function, f_locals, self._callee_part)
+
+    def _eager_entry(
+        self,
+        error: Unsupported,
+        contexts: list[CaptureContext],
+        shadows: list[Shadow] | None = None,
+    ) -> CompiledEntry:
+        """An entry that runs the frame eagerly, guarded by what capture saw before failing.
+
+        `shadows` route the call that broke to a compiled frame of its own (break_callees).
+        """
         self.graph_breaks.append(error)
         artifact_logger("graph_breaks").info("running %s eagerly: %s", self.frame.name, error)
         from dynamo_capture.frame_guards import FrameGuards
@@ -380,7 +412,9 @@ class CompiledCallable:
         guards = (contexts[0].guards if contexts else FrameGuards()).compile(name=self.frame.name)
         artifacts = CaptureArtifacts("", guards.source, "", graph_break_reason=str(error))
         self.artifacts.append(artifacts)
-        return CompiledEntry(guards, None, artifacts, eager=True)
+        entry = CompiledEntry(guards, None, artifacts, eager=True)
+        entry.shadows = shadows or []
+        return entry
 
     def reset(self) -> None:
         """Drop every compiled entry; the next call captures again."""

@@ -208,6 +208,8 @@ def plan_split(
     reason = _why_not_splittable(code)
     if reason is not None:
         return reason
+    if offset >= _GENERATED.get(code, len(code.co_code)):
+        return "the part's values cannot leave its graph (capture failed in its epilogue)"
     insts = _instructions(code)
     body_start = next(inst.offset for inst in insts if inst.opname not in _PRELUDE)
     cuts = [cut for cut in _cuts(code, insts, body_start) if cut.withs <= len(contexts)]
