@@ -18,16 +18,25 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+import torch.utils._pytree as pytree
+from aot_checks import RecordingCompiler as CheckingCompiler
+from test_mutation_corpus import CORPUS, _clone
+from test_mutation_corpus import _aliasing as _aliasing_pattern
+from test_mutation_corpus import _grads as _corpus_grads
 from torch import fx, nn
 
+import prim_decomp
 from aot_autograd import (
     SUPPORTS_DYNAMIC_SHAPES,
     AotAutogradError,
+    AotCallable,
+    AotConfig,
     SymbolicShapeError,
     aot_graph,
     default_partition,
     min_cut_rematerialization_partition,
 )
+from aot_autograd.symbolic import ShapeSnapshot
 from guards import FakeTensorMode, LocalSource, ShapeEnv
 
 PARTITIONERS = {"default": default_partition, "min_cut": min_cut_rematerialization_partition}
@@ -211,7 +220,6 @@ def test_program_traced_once_matches_eager_at_every_size(name, partition):
 
 @pytest.mark.parametrize("name", ["layernorm", "views", "attention"])
 def test_decomposition_tables_run_on_symbolic_sizes(name):
-    prim_decomp = pytest.importorskip("prim_decomp")
     _check_program(name, min_cut_rematerialization_partition, prim_decomp.inductor_default)
 
 
@@ -320,6 +328,70 @@ def test_batchnorm_statistics_update_with_a_dynamic_batch(partition):
     assert compiled.aot.static_compiles == 0
 
 
+def _grown(t: Any, dims: list[int]) -> Any:
+    """A new input like `t` with each of `dims` one larger (positive floats, 0/1 integers)."""
+    if not isinstance(t, torch.Tensor) or not dims:
+        return t
+    shape = [size + 1 if d in dims else size for d, size in enumerate(t.shape)]
+    if t.is_floating_point() or t.is_complex():
+        return (torch.rand(shape, dtype=t.dtype) + 0.5).requires_grad_(t.requires_grad)
+    return torch.randint(0, 2, shape, dtype=t.dtype)
+
+
+def _corpus_call(compiled: Callable, fn: Callable, inputs: Any, grad: bool) -> None:
+    eager_inputs, aot_inputs = _clone(inputs), _clone(inputs)
+    expected = fn(*eager_inputs)
+    actual = compiled(*pytree.tree_leaves(aot_inputs))
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(aot_inputs, eager_inputs)
+    assert _aliasing_pattern(aot_inputs, actual) == _aliasing_pattern(eager_inputs, expected)
+    if grad:
+        torch.testing.assert_close(
+            _corpus_grads(actual, aot_inputs), _corpus_grads(expected, eager_inputs)
+        )
+
+
+# out= tensors of a fixed size, resized by eager at other sizes: static compiles refuse them too
+_RESIZING = {"out= into fresh tensors, two outs"}
+
+
+@pytest.mark.parametrize("name,fn,make_inputs,grad", CORPUS, ids=[c[0] for c in CORPUS])
+def test_mutation_corpus_traced_with_every_dim_symbolic(name, fn, make_inputs, grad):
+    torch.manual_seed(0)
+    inputs = make_inputs()
+    flat, spec = pytree.tree_flatten(inputs)
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env)
+    dims = [
+        [d for d, size in enumerate(t.shape) if size >= 2] if isinstance(t, torch.Tensor) else []
+        for t in flat
+    ]
+    fakes = [
+        mode.from_real(t, LocalSource(f"input{i}"), dynamic_dims=d)
+        if isinstance(t, torch.Tensor)
+        else t
+        for i, (t, d) in enumerate(zip(flat, dims, strict=True))
+    ]
+
+    def flat_fn(*values: Any) -> Any:
+        return fn(*pytree.tree_unflatten(list(values), spec))
+
+    compiler = CheckingCompiler()
+    compiled = AotCallable(
+        flat_fn, fakes, AotConfig(compiler), shape_snapshot=ShapeSnapshot.of(env)
+    )
+    compiled.compile_symbolic(fakes)
+    _corpus_call(compiled, fn, inputs, grad)
+    assert compiled.static_compiles == 0
+    grown = pytree.tree_unflatten([_grown(t, d) for t, d in zip(flat, dims)], spec)
+    try:
+        fn(*_clone(grown))
+    except (RuntimeError, ValueError):
+        return  # the program needs its sizes (a fixed view shape, unpacking): eager refuses
+    if name not in _RESIZING:
+        _corpus_call(compiled, fn, grown, grad)
+
+
 # -- what tracing assumes is checked; failures are errors to fall back on --------------------------
 
 
@@ -398,6 +470,10 @@ def test_a_later_grad_mode_compiles_symbolically_on_first_use():
 
 # -- through capture, as the umbrella's aot_eager backend would run ---------------------------------
 
+# dynamo_capture is not a dependency of aot_autograd: these run where the whole repository is
+# installed (the all-packages test run), and skip where aot_autograd is installed alone.
+_CAPTURE_MISSING = "dynamo_capture is not installed (not a dependency of aot_autograd)"
+
 
 class AotEagerBackend:
     """aot_graph with graphs run by torch's eager kernels, declaring symbolic support."""
@@ -429,7 +505,7 @@ def _gpt2_loss(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("partition", ["min_cut"])
 def test_gpt2_training_over_sequence_lengths_traces_once(partition):
     transformers = pytest.importorskip("transformers")
-    dynamo_capture = pytest.importorskip("dynamo_capture")
+    dynamo_capture = pytest.importorskip("dynamo_capture", reason=_CAPTURE_MISSING)
     config = transformers.GPT2Config(
         n_layer=2, n_embd=32, n_head=4, vocab_size=64, n_positions=64,
         bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
@@ -459,7 +535,7 @@ def test_gpt2_training_over_sequence_lengths_traces_once(partition):
 
 
 def test_capture_falls_back_to_static_graphs_on_a_symbolic_failure():
-    dynamo_capture = pytest.importorskip("dynamo_capture")
+    dynamo_capture = pytest.importorskip("dynamo_capture", reason=_CAPTURE_MISSING)
     backend = AotEagerBackend(static_only=True)
     compiled = dynamo_capture.optimize(_pointwise, backend=backend, dynamic=True)
     for rows in (4, 6):
@@ -470,7 +546,7 @@ def test_capture_falls_back_to_static_graphs_on_a_symbolic_failure():
 
 
 def test_size_arithmetic_nodes_from_capture_stay_symbolic():
-    dynamo_capture = pytest.importorskip("dynamo_capture")
+    dynamo_capture = pytest.importorskip("dynamo_capture", reason=_CAPTURE_MISSING)
 
     def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         n = x.shape[0]

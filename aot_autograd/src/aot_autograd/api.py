@@ -223,8 +223,7 @@ class AotCallable:
         """What tracing assumed about the symbolic sizes, beyond the ShapeEnv's earlier state."""
         if self.shape_snapshot is None:
             return None
-        env = shape_env_of(self.example_inputs)
-        assumptions = ShapeAssumptions.since(self.shape_snapshot, env, program.symbol_sources)
+        assumptions = ShapeAssumptions.since(self.shape_snapshot, program.symbol_sources)
         if assumptions.conditions:
             _dynamic_log.info("tracing assumed %s; checked at every call", assumptions.describe())
         return assumptions

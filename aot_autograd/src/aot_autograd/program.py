@@ -11,6 +11,7 @@ so the graph is (primals, tangents) -> (forward outputs, grads of the inputs).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -279,11 +280,14 @@ def trace_program(
     a failure raises `SymbolicShapeError`.
     """
     symbolic = is_symbolic(list(example_inputs))
+    # Read before tracing: a symbol that tracing finds constant no longer shows in the sizes.
+    sources = symbol_sources(example_inputs)
     if fake or symbolic:
         mode = _fake_mode_for(example_inputs)
         try:
             with mode:
-                return _trace(fn, example_inputs, decompositions, joint, mode)
+                program = _trace(fn, example_inputs, decompositions, joint, mode)
+            return dataclasses.replace(program, symbol_sources=sources)
         except AotAutogradError:
             raise
         except Exception as error:  # noqa: BLE001 - any fake failure: the real trace decides
@@ -358,7 +362,6 @@ def _trace(
         differentiable=tuple(differentiable),
         grad_inputs=tuple(grad_inputs),
         joint=joint,
-        symbol_sources=symbol_sources(example_inputs),
     )
 
 

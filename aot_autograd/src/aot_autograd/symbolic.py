@@ -17,7 +17,7 @@ keeps those sizes symbolic:
 
     >>> snapshot = ShapeSnapshot.of(env)
     >>> ...trace...
-    >>> assumptions = ShapeAssumptions.since(snapshot, env, symbol_sources(example_inputs))
+    >>> assumptions = ShapeAssumptions.since(snapshot, symbol_sources(example_inputs))
     >>> assumptions.hold(args)
     True
 """
@@ -295,6 +295,7 @@ def _compiled(symbols: tuple[sympy.Symbol, ...], exprs: tuple[Any, ...]) -> Call
 class ShapeSnapshot:
     """What a ShapeEnv assumed at one moment: replacements, ranges and relations."""
 
+    shape_env: Any
     replacements: tuple[tuple[sympy.Symbol, sympy.Expr], ...]
     ranges: tuple[tuple[sympy.Symbol, Any], ...]
     relations: frozenset
@@ -303,13 +304,15 @@ class ShapeSnapshot:
     def of(cls, env: Any) -> ShapeSnapshot:
         symbols = list(env.symbol_hints())
         return cls(
+            env,
             tuple((s, env.replace(s)) for s in symbols),
             tuple(env.ranges().items()),
             frozenset(record.condition for record in env.records),
         )
 
-    def added_since(self, env: Any) -> list[Any]:
-        """Conditions `env` holds now that it did not hold at the snapshot."""
+    def added_since(self) -> list[Any]:
+        """Conditions the ShapeEnv holds now that it did not hold at the snapshot."""
+        env = self.shape_env
         before_replacements = dict(self.replacements)
         before_ranges = dict(self.ranges)
         conditions: list[Any] = []
@@ -349,11 +352,9 @@ class ShapeAssumptions:
     check: Callable[..., list] | None
 
     @classmethod
-    def since(
-        cls, snapshot: ShapeSnapshot, env: Any, sources: tuple[SymbolSource, ...]
-    ) -> ShapeAssumptions:
-        """The conditions `env` gained since `snapshot`, over the symbols `sources` bind."""
-        conditions = tuple(snapshot.added_since(env))
+    def since(cls, snapshot: ShapeSnapshot, sources: tuple[SymbolSource, ...]) -> ShapeAssumptions:
+        """The conditions the ShapeEnv gained since `snapshot`, over the symbols `sources` bind."""
+        conditions = tuple(snapshot.added_since())
         bound = {source.symbol for source in sources}
         free = set().union(*(c.free_symbols for c in conditions)) if conditions else set()
         if free - bound:
