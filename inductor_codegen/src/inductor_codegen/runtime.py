@@ -27,6 +27,9 @@ def ensure_layout(tensor: torch.Tensor | None, size: tuple, stride: tuple) -> to
     """
     if tensor is None:  # an optional output ATen did not produce (need_weights=False)
         return None
+    # The common case first, in two tuple compares (this runs after every ATen call).
+    if tensor.stride() == stride and tensor.size() == size:
+        return tensor
     if tuple(tensor.shape) == size and (tensor.numel() <= 1 or _same_strides(tensor, size, stride)):
         return tensor
     out = torch.empty_strided(size, stride, dtype=tensor.dtype, device=tensor.device)
@@ -35,6 +38,8 @@ def ensure_layout(tensor: torch.Tensor | None, size: tuple, stride: tuple) -> to
 
 def check_layout(tensor: torch.Tensor, size: tuple, stride: tuple) -> None:
     """Kernels index ATen results by their predicted layout; a different one is an error."""
+    if tensor.stride() == stride and tensor.size() == size:
+        return
     if tuple(tensor.shape) != size or (
         tensor.numel() > 1 and not _same_strides(tensor, size, stride)
     ):

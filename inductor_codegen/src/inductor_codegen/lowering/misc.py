@@ -192,3 +192,23 @@ def empty(ctx, node, *args, **kwargs):
 @register_lowering(aten.empty_strided.default)
 def empty_strided(ctx, node, size, stride, **kwargs):
     return full(ctx, node, None, 0)
+
+
+def masked_value(conds, value_fn, dtype):
+    """`value_fn()` where every (comparison, index, bound) in `conds` holds, else 0.
+
+    The value is evaluated only where the conditions hold (it may load out of bounds).
+    """
+    cond = None
+    for name, position, bound in conds:
+        c = op(
+            name,
+            IndexValue(sympy.sympify(position), torch.int64),
+            const(int(bound), torch.int64),
+            dtype=torch.bool,
+        )
+        cond = c if cond is None else op("logical_and", cond, c, dtype=torch.bool)
+    value = value_fn()
+    if cond is None:
+        return value
+    return _guarded_where(cond, value, const(0, dtype), dtype)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from inductor_codegen.indexing import reshape_index, view_strides
+from inductor_codegen.indexing import FloorDiv, IndexMod, reshape_index, view_strides
 from inductor_codegen.ir import ComputedBuffer, Layout, TensorValue
 from inductor_codegen.lowering.common import node_size, normalize_dim
 from inductor_codegen.lowering.registry import register_lowering
@@ -211,3 +211,46 @@ def _narrow(x: TensorValue, dim: int, start: int, length: int) -> TensorValue:
         return loader(tuple(idx))
 
     return TensorValue(x.dtype, size, load)
+
+
+@register_lowering(aten.slice_backward.default)
+def slice_backward(ctx, node, grad, input_sizes, dim, start, end, step):
+    """Zeros of the input's size holding `grad` at the sliced positions."""
+    from inductor_codegen.lowering.misc import masked_value
+
+    size = node_size(node)
+    dim = normalize_dim(dim, len(size))
+    length = int(size[dim])
+    start = 0 if start is None else (start + length if start < 0 else start)
+    start = max(0, min(length, start))
+    count = int(grad.size[dim])
+    last = start + (count - 1) * step
+    loader, dtype = grad.loader, grad.dtype
+
+    def load(idx):
+        position = idx[dim]
+        conds = [("ge", position, start), ("lt", position, last + 1)] if count else [("lt", 0, -1)]
+        inner = position - start
+        if step != 1:
+            conds.append(("eq", IndexMod(inner, step), 0))
+            inner = FloorDiv(inner, step)
+        return masked_value(conds, lambda: loader((*idx[:dim], inner, *idx[dim + 1 :])), dtype)
+
+    return TensorValue(dtype, size, load)
+
+
+@register_lowering(aten.select_backward.default)
+def select_backward(ctx, node, grad, input_sizes, dim, index):
+    """Zeros of the input's size holding `grad` at position `index` of `dim`."""
+    from inductor_codegen.lowering.misc import masked_value
+
+    size = node_size(node)
+    dim = normalize_dim(dim, len(size))
+    index = index + int(size[dim]) if index < 0 else index
+    loader, dtype = grad.loader, grad.dtype
+
+    def load(idx):
+        conds = [("eq", idx[dim], index)]
+        return masked_value(conds, lambda: loader((*idx[:dim], *idx[dim + 1 :])), dtype)
+
+    return TensorValue(dtype, size, load)
