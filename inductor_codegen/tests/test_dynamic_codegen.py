@@ -140,6 +140,45 @@ def test_views_reshape_permute_cat_with_symbolic_sizes(tmp_path):
     _check_sizes(compiled, _views, make, [(5, 6), (3, 4), (9, 2), (16, 33)])
 
 
+def test_transposed_input_slices_by_a_symbol_and_cat_of_two_dynamic_pieces(tmp_path):
+    def fn(x, table, y):
+        n = y.shape[0]
+        mask = torch.ones(n, n, dtype=torch.bool).tril()
+        square = (y[:, None] * y[None, :]).masked_fill(~mask, 0.0)
+        return (
+            x * 2 + x.sum(1, keepdim=True),
+            table[:n] * 2,
+            table[n:] + 1,
+            torch.cat([y, x[:, 0]], 0).relu(),
+            square.softmax(-1),
+        )
+
+    def make(n):
+        return torch.randn(7, n + 1).t(), torch.randn(40, 3), torch.randn(n)
+
+    compiled = _compile(fn, *make(5), dynamic={0: [0], 2: [0]}, options={"cache_dir": tmp_path})
+    assert not compiled.fallbacks
+    assert "stride(" in compiled.artifact("wrapper") or "size(" in compiled.artifact("wrapper")
+    _check_sizes(compiled, fn, make, [5, 2, 9, 33])
+
+
+def test_convolution_over_dynamic_spatial_sizes_and_embedding_of_dynamic_ids(tmp_path):
+    conv = torch.nn.Conv2d(3, 4, 3)
+    weight, bias = conv.weight.detach(), conv.bias.detach()
+    table = torch.randn(50, 8)
+
+    def fn(x, ids):
+        features = F.conv2d(x, weight, bias).relu()
+        return features.amax((2, 3)), features.mean((2, 3)), F.embedding(ids, table).sum(-1)
+
+    def make(n):
+        return torch.randn(2, 3, n, n + 1), torch.randint(0, 50, (2, n))
+
+    compiled = _compile(fn, *make(6), dynamic={0: [2, 3], 1: [1]}, options={"cache_dir": tmp_path})
+    assert set(compiled.fallbacks) <= {"aten.index_select.default"}  # none in static graphs either
+    _check_sizes(compiled, fn, make, [6, 3, 9, 17], rtol=1e-4, atol=1e-5)
+
+
 def test_matmul_externs_with_a_dynamic_batch(tmp_path):
     w, b = torch.randn(16, 8), torch.randn(8)
     k = torch.randn(4, 8, 5)

@@ -6,6 +6,7 @@ import sympy
 import torch
 from sympy import Integer
 
+from inductor_codegen.errors import DynamicShapeError
 from inductor_codegen.indexing import (
     FloorDiv,
     IndexMod,
@@ -85,7 +86,11 @@ def _merge_reduction_dims(dims, reduction_ranges, ranges, load):
     xs = tuple(sympy.Symbol(f"x{k}", integer=True, nonnegative=True) for k in range(len(ranges)))
     rs = tuple(sympy.Symbol(f"r{k}", integer=True, nonnegative=True) for k in range(len(runs)))
     bounds = dict(zip(xs, ranges)) | dict(zip(rs, merged_ranges))
-    for ld in expr_loads(merged_load(xs, rs)):
+    try:
+        loads = expr_loads(merged_load(xs, rs))
+    except DynamicShapeError:
+        return None  # symbolic sizes whose merged loop does not split back for every size
+    for ld in loads:
         if simplify_with_ranges(ld.index, bounds).has(FloorDiv, IndexMod):
             return None
     return merged_ranges, merged_load
