@@ -21,7 +21,8 @@ arguments / kernel time) next to the device-to-device copy bandwidth.
 Writes gpu_bench.json and gpu_bench.md into OUT_DIR (default: $OUT, else the
 current folder), after every model, so a run cut short keeps what it
 measured. `--budget` skips the models left once that many seconds passed.
-Exits 0 without a GPU.
+A backend that breaks the CUDA context (an illegal memory access) ends its
+row; the run goes on in a fresh process. Exits 0 without a GPU.
 """
 
 from __future__ import annotations
@@ -304,6 +305,9 @@ def run_case(name, make, mode, backends) -> dict:
         except Exception as error:  # a failing backend is reported, the run goes on
             row[f"{backend}_error"] = f"{type(error).__name__}: {str(error)[:400]}"
         print(f"  {name} {mode} {backend}: {_cell(row, backend)}", flush=True)
+        if "CUDA error" in row.get(f"{backend}_error", ""):
+            row["context_lost"] = backend  # the CUDA context is gone: a fresh process goes on
+            break
     return row
 
 
@@ -388,38 +392,52 @@ def main(argv) -> int:
         return 0
     import triton
 
-    began = time.perf_counter()
+    # A run restarted after a lost CUDA context keeps its start time and its rows.
+    began = float(os.environ.setdefault("EMBER_BENCH_STARTED", str(time.time())))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     backends = args.backends.split(",")
-    result = {
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "copy_GBps": copy_bandwidth(),
-        "backends": backends,
-        "rows": [],
-        "skipped": [],
-    }
+    resumed = os.environ.get("EMBER_BENCH_RESUME") == "1" and (out / "gpu_bench.json").exists()
+    if resumed:
+        result = json.loads((out / "gpu_bench.json").read_text())
+    else:
+        result = {
+            "device": torch.cuda.get_device_name(),
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+            "copy_GBps": copy_bandwidth(),
+            "backends": backends,
+            "rows": [],
+            "skipped": [],
+        }
     print(f"device {result['device']}; copy {result['copy_GBps']:.0f} GB/s", flush=True)
+    done = {(r["model"], r["mode"]) for r in result["rows"]}
     modes = args.modes.split(",")
     for mode in MODES:
         if mode not in modes:
             continue
         for name in args.models.split(","):
             make, model_modes = MODELS[name]
-            if mode not in model_modes:
+            if mode not in model_modes or (name, mode) in done:
                 continue
-            if time.perf_counter() - began > args.budget:
+            if time.time() - began > args.budget:
                 result["skipped"].append(f"{name} {mode}")
                 continue
             try:
                 row = run_case(name, make, mode, backends)
             except Exception as error:
                 row = {"model": name, "mode": mode, "error": f"{type(error).__name__}: {error}"}
+                if "CUDA error" in str(error):
+                    row["context_lost"] = "eager"
             result["rows"].append(row)
             (out / "gpu_bench.json").write_text(json.dumps(result, indent=1))
             (out / "gpu_bench.md").write_text(markdown(result))
+            if "context_lost" in row:
+                print(
+                    f"  CUDA context lost in {name} {mode}; going on in a new process", flush=True
+                )
+                os.environ["EMBER_BENCH_RESUME"] = "1"
+                os.execv(sys.executable, [sys.executable, __file__, *argv])
     print(markdown(result))
     if result["skipped"]:
         print("skipped (budget):", ", ".join(result["skipped"]))

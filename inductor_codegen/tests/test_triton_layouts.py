@@ -115,3 +115,66 @@ def test_bf16_training_step_through_channels_last_convolutions():
     eager = step_of(eager_model)(x, *weights)  # bf16 eager: the error to stay near
     for a, e, b in zip(actual, expected, eager):
         assert relative(a.detach(), e.detach()) <= 2 * relative(b.detach(), e.detach()) + 1e-2
+
+
+# ---------------------------------------------------------------- padded matmuls
+
+
+@pytest.fixture
+def pad_small_products(monkeypatch):
+    from inductor_codegen.triton import padding
+
+    monkeypatch.setattr(padding, "MIN_PADDED_WORK", 1)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, w, b: a @ w.t(),
+        lambda a, w, b: torch.nn.functional.linear(a, w, b),
+        lambda a, w, b: torch.relu(a @ w.t().contiguous()) * 2,
+    ],
+    ids=["mm_transposed_weight", "addmm", "mm_then_pointwise"],
+)
+def test_unaligned_products_are_padded(pad_small_products, fn):
+    a = torch.randn(12, 30, device=DEVICE, dtype=torch.bfloat16)
+    w = torch.randn(50, 30, device=DEVICE, dtype=torch.bfloat16)
+    b = torch.randn(50, device=DEVICE, dtype=torch.bfloat16)
+    compiled = compile_graph(trace(fn, a, w, b), [a, w, b], options={"device_codegen": "triton"})
+    actual = compiled(a, w, b)
+    expected = fn(a.double(), w.double(), b.double())
+    assert actual.shape == expected.shape
+    assert relative(actual, expected) < 1e-2
+    assert "(12, 56), (56, 1)" in compiled.artifact("wrapper")  # N 50 -> 56 (and K 30 -> 32)
+
+
+# ---------------------------------------------------------------- attention strides
+
+
+def test_attention_gets_its_traced_strides():
+    from inductor_codegen.triton.strides import _traced
+
+    class Recorder:
+        def realize(self, value, layout_hint=None):
+            self.hint = layout_hint
+            return value
+
+    x = torch.randn(2, 3, 4).transpose(1, 2)  # traced as a transposed view
+    gm = trace(lambda t: t * 2, x)
+    node = next(n for n in gm.graph.nodes if n.op == "placeholder")
+    from inductor_codegen.ir import Layout, TensorValue
+
+    contiguous = TensorValue.of_buffer(
+        "buf0", Layout.contiguous(x.dtype, tuple(map(sympy_int, x.shape)))
+    )
+    ctx = Recorder()
+    _traced(ctx, contiguous, node)
+    assert tuple(int(s) for s in ctx.hint.stride) == x.stride()
+    same = TensorValue.of_buffer("buf1", ctx.hint)
+    assert _traced(Recorder(), same, node) is same  # already in the traced strides: no copy
+
+
+def sympy_int(n):
+    import sympy
+
+    return sympy.Integer(n)

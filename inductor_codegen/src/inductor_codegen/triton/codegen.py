@@ -21,9 +21,10 @@ import torch
 
 from inductor_codegen.cpp_codegen import KernelArg
 from inductor_codegen.errors import InductorError
-from inductor_codegen.indexing import FloorDiv, IndexMod, numel
+from inductor_codegen.indexing import FloorDiv, IndexMod, numel, py_index
 from inductor_codegen.ir import Constant, IndexValue, Load, Op, ScalarArg, expr_loads
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
+from inductor_codegen.symbols import kernel_size_symbols
 from inductor_codegen.triton.ops import (
     LOW_PRECISION,
     TRITON_DTYPES,
@@ -41,6 +42,8 @@ PERSISTENT_MAX = 4096
 # 2D tiles only where the grid's second dimension (at most 65535 programs) covers the rows.
 MAX_TILE_ROWS = 65535 * 16
 REDUCTION_FAMILY = {"welford_mean": "welford", "welford_m2": "welford"}
+# The element count launch heuristics assume for a symbolic one (the grid is computed per call).
+SYMBOLIC_NUMEL_HINT = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +51,7 @@ class GroupMeta:
     """One inner loop group: its kind, elements per row, and whether one block covers it."""
 
     kind: str
-    numel: int
+    numel: int | str  # a symbolic count is its Triton expression over the size arguments
     persistent: bool
 
 
@@ -63,6 +66,9 @@ class TritonKernelSource:
     groups: tuple[GroupMeta, ...]
     contiguous_x: bool
     ynumel: int = 0  # > 0: a 2D-tiled pointwise kernel, x over the last dim, y over the rest
+    # Symbolic sizes: xnumel as a Python expression over the size arguments (grid per call);
+    # `xnumel` then holds SYMBOLIC_NUMEL_HINT for the launch heuristics.
+    xnumel_expr: str = ""
 
 
 def triton_index(expr, names: dict | None = None) -> str:
@@ -302,7 +308,9 @@ class TritonKernelCodegen:
         """A pointwise kernel that reads or writes across the last dim (a transpose):
         2D tiles keep both the transposed and the straight accesses contiguous."""
         outer = self.kernel.outer
-        if self.groups or len(outer) < 2 or int(numel(outer[:-1])) > MAX_TILE_ROWS:
+        if self.groups or len(outer) < 2 or not numel(outer).is_Integer:
+            return False
+        if int(numel(outer[:-1])) > MAX_TILE_ROWS:
             return False
         xs = outer_vars(len(outer))
         indices = []
@@ -333,7 +341,7 @@ class TritonKernelCodegen:
     def _prologue(self, scope: Scope, outer) -> None:
         if self.tiled:
             return self._tiled_prologue(scope, outer)
-        xnumel = int(numel(outer))
+        xnumel = triton_index(numel(outer))
         pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
         arange = "tl.arange(0, XBLOCK)[:, None]" if self.two_d else "tl.arange(0, XBLOCK)"
         scope.line(f"xnumel = {xnumel}")
@@ -344,14 +352,11 @@ class TritonKernelCodegen:
 
     def _split_flat(self, scope: Scope, flat: str, variables, sizes) -> None:
         """Loop variables from a flat index over `sizes` (row-major)."""
-        sizes = [int(s) for s in sizes]
         for k, var in enumerate(variables):
-            below = 1
-            for s in sizes[k + 1 :]:
-                below *= s
-            text = flat if below == 1 else f"({flat} // {below})"
+            below = numel(sizes[k + 1 :])
+            text = flat if below == 1 else f"({flat} // {triton_index(below)})"
             if k > 0:
-                text = f"({text} % {sizes[k]})"
+                text = f"({text} % {triton_index(sizes[k])})"
             scope.line(f"{var} = {text}")
 
     def _group(self, scope: Scope, group: LoopGroup) -> None:
@@ -515,6 +520,8 @@ class TritonKernelCodegen:
     # ---------------------------------------------------------- finish
 
     def _finish(self, lines) -> TritonKernelSource:
+        for symbol in kernel_size_symbols(self.kernel, self.buffers):
+            self.args["size:" + symbol] = KernelArg("size", symbol, TRITON_DTYPES[torch.int64])
         params = [self._param_name(key) for key in self.args]
         params += ["XBLOCK: tl.constexpr"] + (["YBLOCK: tl.constexpr"] if self.tiled else [])
         params += [f"R{g}BLOCK: tl.constexpr" for g in range(len(self.group_meta))]
@@ -522,17 +529,24 @@ class TritonKernelCodegen:
             "@triton.jit\ndef KERNEL_NAME(" + ", ".join(params) + "):\n" + "\n".join(lines) + "\n"
         )
         groups = tuple(self.group_meta)
+        xnumel = numel(self.kernel.outer)
+        symbolic = not xnumel.is_Integer
         return TritonKernelSource(
             self.kernel.name,
             source,
             tuple(self.args.values()),
-            int(self.kernel.outer[-1]) if self.tiled else int(numel(self.kernel.outer)),
+            int(self.kernel.outer[-1])
+            if self.tiled
+            else (SYMBOLIC_NUMEL_HINT if symbolic else int(xnumel)),
             groups,
             self._contiguous_x(),
             int(numel(self.kernel.outer[:-1])) if self.tiled else 0,
+            py_index(xnumel) if symbolic else "",
         )
 
     def _param_name(self, key: str) -> str:
+        if key.startswith("size:"):
+            return key[len("size:") :]
         if key.startswith("scalar:"):
             return self.scalars[key[len("scalar:") :]]
         return self.pointer_names[key]
@@ -551,13 +565,17 @@ class TritonKernelCodegen:
 
     def _needs_int64(self) -> bool:
         limit = 2**31 - 1
+        sizes = [numel(self.kernel.outer), *(numel(g.ranges) for g in self.groups)]
+        if not all(size.is_Integer for size in sizes):
+            return True  # symbolic sizes: any size may come
         total = int(numel(self.kernel.outer)) * max(
             [1] + [int(numel(g.ranges)) for g in self.groups]
         )
         if total >= limit:
             return True
         for name in self.kernel.nodes:
-            if int(self.buffers[name].layout.storage_numel()) >= limit:
+            count = self.buffers[name].layout.storage_numel()
+            if not count.is_Integer or int(count) >= limit:
                 return True
         return False
 
@@ -600,8 +618,9 @@ def _number_groups(groups: list[LoopGroup]) -> tuple[list[int], list[GroupMeta]]
     metas: list[GroupMeta] = []
     shared: dict[tuple, int] = {}
     for group in groups:
-        rnumel = int(numel(group.ranges))
-        persistent = rnumel <= PERSISTENT_MAX
+        count = numel(group.ranges)
+        rnumel = int(count) if count.is_Integer else triton_index(count)
+        persistent = count.is_Integer and rnumel <= PERSISTENT_MAX
         key = tuple(group.ranges)
         if persistent and key in shared:
             ids.append(shared[key])

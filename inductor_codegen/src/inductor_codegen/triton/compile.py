@@ -78,7 +78,7 @@ def compile_triton_graph(
 
     # templates (max_autotune): matmuls as Triton templates with their epilogue fused.
     templates = {}
-    if device_options.templates_wanted():
+    if device_options.templates_wanted() and not graph.symbolic:
         from inductor_codegen.triton.templates import plan_matmul_templates
 
         plan, templates = plan_matmul_templates(plan, graph)

@@ -51,7 +51,9 @@ def _config(kernel: TritonKernelSource, xblock: int, looped_rblock: int) -> Laun
     rblocks = tuple(
         next_power_of_2(g.numel) if g.persistent else looped_rblock for g in kernel.groups
     )
-    xblock = max(1, min(xblock, next_power_of_2(kernel.xnumel)))
+    # A persistent row next to a looped one: the tile of the widest row still fits a program.
+    widest = max(rblocks, default=1)
+    xblock = max(1, min(xblock, next_power_of_2(kernel.xnumel), max(1, PROGRAM_ELEMENTS // widest)))
     return LaunchConfig(xblock, rblocks, _warps(xblock * max(rblocks, default=1)))
 
 

@@ -1,7 +1,9 @@
 """Random numbers inside Triton kernels: Philox (`tl.rand`) keyed by a per-call seed.
 
 The Triton lowering table is the shared one with `rand`, `bernoulli.p` and
-`native_dropout` replaced (and `convolution`, channels-last: see `layouts`): each draws one seed per call of the graph (an
+`native_dropout` replaced (and `convolution`, channels-last: see `layouts`;
+`mm` and `addmm` on unaligned rows, padded: see `padding`; attention calls
+on tensors in their traced strides: see `strides`): each draws one seed per call of the graph (an
 ATen `randint` in the wrapper, one element) and computes uniform numbers in
 the kernel from (seed, flat element index), so dropout fuses with its
 neighbours instead of materializing a random tensor. The stream differs from
@@ -25,6 +27,8 @@ from inductor_codegen.ir import (
 )
 from inductor_codegen.lowering import LOWERINGS
 from inductor_codegen.triton.layouts import keep_channels_last, lower_convolution
+from inductor_codegen.triton.padding import lower_matmul
+from inductor_codegen.triton.strides import ATTENTION_OPS, lower_attention
 
 __all__ = ["TRITON_LOWERINGS", "philox_uniform"]
 
@@ -120,3 +124,6 @@ TRITON_LOWERINGS[aten.rand.default] = lower_rand
 TRITON_LOWERINGS[aten.bernoulli.p] = lower_bernoulli
 TRITON_LOWERINGS[aten.native_dropout.default] = lower_native_dropout
 TRITON_LOWERINGS[aten.convolution.default] = lower_convolution
+TRITON_LOWERINGS[aten.mm.default] = lower_matmul
+TRITON_LOWERINGS[aten.addmm.default] = lower_matmul
+TRITON_LOWERINGS.update(dict.fromkeys(ATTENTION_OPS, lower_attention))

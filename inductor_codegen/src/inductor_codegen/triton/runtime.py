@@ -159,7 +159,12 @@ class TritonKernel:
         self.autotune = autotune
         self.folder = folder
         self.config: LaunchConfig | None = None if autotune else default_config(source)
-        self.launchers: dict[LaunchConfig, Launcher] = {}
+        self.launchers: dict[tuple, Launcher] = {}
+        # Symbolic sizes: xnumel computed per call from the size arguments.
+        self.size_positions = [(k, a.name) for k, a in enumerate(source.args) if a.kind == "size"]
+        self.xnumel_code = (
+            compile(source.xnumel_expr, "<xnumel>", "eval") if source.xnumel_expr else None
+        )
 
     def warmup(self) -> None:
         """Compile for the default configuration without launching (tensor arguments as dtypes)."""
@@ -175,13 +180,18 @@ class TritonKernel:
         self._launch(config, args)
 
     def _launch(self, config: LaunchConfig, args) -> None:
-        launcher = self.launchers.get(config)
+        xnumel = self.source.xnumel
+        if self.xnumel_code is not None:
+            sizes = {name: args[k] for k, name in self.size_positions}
+            xnumel = eval(self.xnumel_code, {"max": max, "min": min}, sizes)
+        key = (config, xnumel)
+        launcher = self.launchers.get(key)
         if launcher is None:
-            grid = (max(1, -(-self.source.xnumel // config.xblock)), 1, 1)
+            grid = (max(1, -(-xnumel // config.xblock)), 1, 1)
             if config.yblock:
                 grid = (grid[0], max(1, -(-self.source.ynumel // config.yblock)), 1)
             launcher = Launcher(self.fn, grid, config.constexprs(), {"num_warps": config.num_warps})
-            self.launchers[config] = launcher
+            self.launchers[key] = launcher
         launcher(args)
 
     # ---------------------------------------------------------- autotuning
@@ -266,7 +276,7 @@ def precompile(kernels: list[TritonKernel], workers: int | None = None) -> None:
         from triton.runtime._async_compile import AsyncCompileMode
     except ImportError:
         return
-    wanted = [k for k in kernels if all(a.kind != "scalar" for a in k.source.args)]
+    wanted = [k for k in kernels if all(a.kind not in ("scalar", "size") for a in k.source.args)]
     if not wanted:
         return
     log = artifact_logger("perf_hints")

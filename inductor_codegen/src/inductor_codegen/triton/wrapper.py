@@ -2,16 +2,17 @@
 
 Allocation, memory reuse and freeing are the CPU wrapper's (`wrapper.py`);
 only a kernel call differs: Triton takes the tensors themselves (and scalar
-inputs), not data pointers. A matmul template step is called like a kernel,
+inputs), not data pointers, and no layout check precedes it (every ATen
+result already went through `ensure_layout`, so a check would only cost
+time on each call). A matmul template step is called like a kernel,
 its operands as views.
 """
 
 from __future__ import annotations
 
-from inductor_codegen.ir import ExternBuffer, InputBuffer
 from inductor_codegen.scheduler import FusedKernel
 from inductor_codegen.triton.templates import TemplateStep
-from inductor_codegen.wrapper import WrapperCodegen, WrapperSource, _input_names, _layout_args
+from inductor_codegen.wrapper import WrapperCodegen, WrapperSource, _layout_args, _pool_key
 
 __all__ = ["generate_triton_wrapper"]
 
@@ -24,7 +25,7 @@ class TritonWrapperCodegen(WrapperCodegen):
             if arg.kind != "out":
                 continue
             buf = self.buffers[arg.name]
-            key = (buf.layout.dtype, int(buf.layout.storage_numel()))
+            key = _pool_key(buf.layout)
             if pool.get(key):
                 old = pool[key].pop()
                 lines.append(
@@ -35,13 +36,6 @@ class TritonWrapperCodegen(WrapperCodegen):
                 lines.append(
                     f"    {arg.name} = empty_strided({_layout_args(buf.layout)}, {buf.layout.dtype})"
                 )
-        inputs = _input_names(self.graph)
-        for arg in source.args:
-            if arg.kind == "scalar":
-                continue
-            buf = self.buffers[arg.name]
-            if isinstance(buf, (ExternBuffer, InputBuffer)) and arg.name not in inputs:
-                lines.append(f"    check_layout({arg.name}, {_layout_args(buf.layout)})")
         names = [arg.name for arg in source.args]
         if isinstance(kernel, TemplateStep):
             # Operands go as views (a transposed weight, a slice); the kernel knows their strides.
