@@ -12,13 +12,24 @@ entry's guard manager, called on the same frame locals).
 The function bodies do one op (`torch.stack` of every input), since torch
 skips frames without a graph and would then guard nothing.
 
-    python benchmarks/guards_bench.py
+The model rows (GPT2, BERT, ViT of benchmarks/models.py, in eval mode) time the
+guard function `ember.compile(model)` installs, called on the frame of the
+model call, next to torch's guard check for the same model's forward (its cache
+entry's guard manager; torch.compile with backend="eager"). The "checks"
+column counts the `if` tests in the generated function. Models need
+`transformers` and every package's src folder on PYTHONPATH; they are skipped
+otherwise, or with `--no-models`.
+
+    python benchmarks/guards_bench.py [--no-models]
 """
 
 from __future__ import annotations
 
+import inspect
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -34,6 +45,12 @@ class Row:
     ember: float
     torch_guards: float
     torch_overhead: float
+    checks: int = 0
+
+
+def checks_of(compiled) -> int:
+    """The number of `if` tests in a generated guard function."""
+    return compiled.source.count("\n        if not (")
 
 
 def best_microseconds(call, args, number: int) -> float:
@@ -71,7 +88,12 @@ def function_case(count: int) -> Row:
     torch_call = best_microseconds(optimized, tensors, 5000)
     torch_guards = torch_guard_check(fn.__code__, frame_locals, 20000 // count + 200)
     return Row(
-        f"function, {count} tensor(s)", len(compiled), ember, torch_guards, torch_call - eager
+        f"function, {count} tensor(s)",
+        len(compiled),
+        ember,
+        torch_guards,
+        torch_call - eager,
+        checks_of(compiled),
     )
 
 
@@ -112,7 +134,57 @@ def module_case() -> Row:
     optimized = torch.compile(model, backend="eager")
     torch_call = best_microseconds(optimized, (x,), 5000)
     torch_guards = torch_guard_check(FiftyParameters.forward.__code__, frame_locals, 2000)
-    return Row("nn.Module, 50 parameters", len(compiled), ember, torch_guards, torch_call - eager)
+    return Row(
+        "nn.Module, 50 parameters",
+        len(compiled),
+        ember,
+        torch_guards,
+        torch_call - eager,
+        checks_of(compiled),
+    )
+
+
+def model_case(name: str) -> Row | None:
+    """The guard check of `ember.compile(model)` for a model of benchmarks/models.py."""
+    try:
+        from models import MODELS
+
+        import ember
+
+        case = MODELS[name]()
+    except ImportError as error:
+        print(f"skipping {name}: {error}", file=sys.stderr)
+        return None
+    model = case.model.eval()
+    optimized = ember.compile(model, backend="eager")
+    optimized(*case.inputs)
+    runner = optimized.__dict__["_ember_compiled"]
+    compiled = runner.entries[0].guards
+    frame_locals = runner.frame.bind(case.inputs, {})
+    frame_globals = runner.frame.globals
+    assert compiled(frame_locals, frame_globals), compiled.why_failed(frame_locals, frame_globals)
+    ember_us = best_microseconds(compiled.check, (frame_locals, frame_globals), 1000)
+    torch_guards = float("nan")
+    try:
+        torch._dynamo.reset()
+        torch.compile(model, backend="eager")(*case.inputs)
+        forward = type(model).forward
+        bound = inspect.signature(forward, follow_wrapped=False).bind(model, *case.inputs)
+        bound.apply_defaults()
+        torch_locals = dict(bound.arguments)
+        cells = zip(forward.__code__.co_freevars, forward.__closure__ or (), strict=True)
+        torch_locals.update((free, cell.cell_contents) for free, cell in cells)
+        torch_guards = torch_guard_check(type(model).forward.__code__, torch_locals, 1000)
+    except Exception as error:  # noqa: BLE001 - the reference is optional
+        print(f"torch reference for {name} failed: {error}", file=sys.stderr)
+    return Row(
+        f"{name} (ember.compile)",
+        len(compiled),
+        ember_us,
+        torch_guards,
+        float("nan"),
+        checks_of(compiled),
+    )
 
 
 def torch_guard_check(code, frame_locals: dict, number: int) -> float:
@@ -131,17 +203,21 @@ def torch_guard_check(code, frame_locals: dict, number: int) -> float:
 
 def main() -> None:
     torch.set_num_threads(1)
+    sys.path.insert(0, str(Path(__file__).parent))
     rows = [function_case(1), function_case(10), function_case(100), module_case()]
+    if "--no-models" not in sys.argv:
+        rows += [row for name in ("gpt2", "bert", "vit") if (row := model_case(name))]
     print(f"torch {torch.__version__}; microseconds per call, best of {REPEATS} runs\n")
     print(
-        "| case | ember guards | ember guard check | torch guard check (C++) "
+        "| case | ember guards | ember checks | ember guard check | torch guard check (C++) "
         "| torch.compile per-call overhead | ember / torch overhead |"
     )
-    print("|---|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         print(
-            f"| {row.case} | {row.guards} | {row.ember:.2f} | {row.torch_guards:.2f} "
-            f"| {row.torch_overhead:.2f} | {row.ember / row.torch_overhead:.2f} |"
+            f"| {row.case} | {row.guards} | {row.checks} | {row.ember:.2f} "
+            f"| {row.torch_guards:.2f} | {row.torch_overhead:.2f} "
+            f"| {row.ember / row.torch_overhead:.2f} |"
         )
 
 

@@ -1,6 +1,7 @@
 """Generate ONE straight-line Python function that checks a list of guards.
 
-    def guard_check(L, G, *, ___type_0=torch.Tensor, ...):
+    ___type_0 = torch.Tensor                      # constants: globals of the function
+    def guard_check(L, G):
         try:
             x = L['x']
             if not (type(x) is ___type_0 and x.shape == (8, 16)):
@@ -12,11 +13,16 @@
 
 Every value is fetched once into a local, just before its first use, and
 nested sources reuse their base's local (`L['self']._modules['fc']` is read once
-for all its parameters). Constants are bound as keyword-only defaults, which
-are plain local loads. Checks are ordered by rank (cheap and likely-to-fail
-first); an exception while fetching or checking means the guard failed.
-The source is written to a real file and registered with linecache, so
-tracebacks and pdb show it.
+for all its parameters). Constants live in the function's own globals (a
+specialized global load; keyword defaults would cost a dict lookup each per
+call). Checks are ordered by rank (cheap and likely-to-fail first); an
+exception while fetching or checking means the guard failed. Guards implied by
+others are left out (guard_pruning.py). An attribute of an object whose exact
+type was checked earlier in the function, and whose class overrides
+`__getattribute__` with a known forwarding override, is read with
+`object.__getattribute__` when the override provably forwards
+(attribute_access.py). The source is written to a real file and registered
+with linecache, so tracebacks and pdb show it.
 """
 
 from __future__ import annotations
@@ -31,8 +37,9 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from guards.guard_kinds import Guard
-from guards.sources import ModuleGlobalSource, NNModuleSource, Source
+from guards.attribute_access import PlainReadPlan, plain_read_plan
+from guards.guard_kinds import Guard, IdGuard, NNModuleGuard, TypeGuard
+from guards.sources import AttrSource, ModuleGlobalSource, NNModuleSource, Source
 
 __all__ = ["GeneratedGuardFunction", "generate_guard_function"]
 
@@ -57,6 +64,7 @@ class _Code:
         self.names: dict[Source, str] = {}
         self._used: set[str] = {"L", "G", *dir(builtins)}
         self._bound: set[str] = set()
+        self._known_types: dict[str, type] = {}
 
     def const(self, value: Any, hint: str = "c") -> str:
         key = (id(value), hint)
@@ -90,10 +98,73 @@ class _Code:
             return self.bind(source.source, lines)
         expr = self._module_global(source)
         if expr is None:
-            expr = source.reconstruct(self.bind(base, lines) if base is not None else "")
+            base_name = self.bind(base, lines) if base is not None else ""
+            expr = source.reconstruct(base_name)
+            if isinstance(source, AttrSource):
+                expr = self._plain_read(base_name, source.member, expr, lines)
         lines.append(f"{name} = {expr}")
         self._bound.add(name)
         return name
+
+    # ------------------------------------------------------------------ known types, plain reads
+
+    def checked(self, guard: Guard) -> None:
+        """Record what a guard whose check was just emitted says about its value's exact type."""
+        known: type | None = None
+        if isinstance(guard, TypeGuard):
+            known = guard.expected_type
+        elif isinstance(guard, IdGuard | NNModuleGuard):
+            obj = guard.ref()
+            known = None if obj is None else type(obj)
+        if known is not None:
+            self._known_types.setdefault(self.name_of(guard.source), known)
+
+    def _plain_read(self, obj: str, member: str, slow: str, lines: list[str]) -> str:
+        """`obj.member` through object.__getattribute__ where the class's override forwards."""
+        cls = self._known_types.get(obj)
+        plan = None if cls is None else plain_read_plan(cls)
+        if plan is None:
+            return slow
+        plain = self._plain_object(obj, plan, lines)
+        oga = self.const(object.__getattribute__, "object_getattribute")
+        key = repr(member)
+        if plan.key_map and member != plan.key_map:
+            key = f"{plain}_map.get({member!r}, {member!r})"
+        return f"{oga}({obj}, {key}) if {plain} else {slow}"
+
+    def _plain_object(self, obj: str, plan: PlainReadPlan, lines: list[str]) -> str:
+        """Bind (once) a local saying whether `obj`'s override forwards now; return its name."""
+        plain = f"{obj}___plain"
+        self._used.update((plain, f"{obj}___dict", f"{plain}_map"))
+        if plain in self._bound:
+            return plain
+        oga = self.const(object.__getattribute__, "object_getattribute")
+        test = [self._plain_class(plan, lines)]
+        if plan.conditions:
+            lines.append(f"{obj}___dict = {oga}({obj}, '__dict__')")
+            test.append(f"type({obj}___dict) is {self.const(dict, 'type')}")
+            test += [condition.format(dict=f"{obj}___dict") for condition in plan.conditions]
+        lines.append(f"{plain} = {' and '.join(test)}")
+        if plan.key_map:
+            lines.append(f"{plain}_map = {oga}({obj}, {plan.key_map!r}) if {plain} else None")
+            lines.append(f"{plain} = {plain} and type({plain}_map) is {self.const(dict, 'type')}")
+        self._bound.add(plain)
+        return plain
+
+    def _plain_class(self, plan: PlainReadPlan, lines: list[str]) -> str:
+        """Bind (once per class) a local: the class still resolves `__getattribute__` as planned."""
+        cls = self.const(plan.cls, "type")
+        ok = f"{cls}___plain"
+        if ok in self._bound:
+            return ok
+        checks = [f"{cls}.__mro__ is {self.const(plan.classes, 'mro')}"]
+        for klass, function in zip(plan.classes, plan.resolved, strict=False):
+            found = f"{self.const(klass, 'type')}.__dict__.get('__getattribute__')"
+            expected = "None" if function is None else self.const(function, "getattribute")
+            checks.append(f"{found} is {expected}")
+        lines.append(f"{ok} = {' and '.join(checks)}")
+        self._bound.add(ok)
+        return ok
 
     def _module_global(self, source: Source) -> str | None:
         """`___module_globals_N['name']` for a global of an imported module, else None."""
@@ -135,18 +206,35 @@ def _write(source: str) -> str:
     return path
 
 
-def generate_guard_function(guards: list[Guard], header: str = "") -> GeneratedGuardFunction:
-    """Compile `guards` (already in check order) into one function `check(L, G) -> bool`."""
-    code = _Code()
-    atoms: list[tuple[int, int, Guard, str]] = []
+def generate_guard_function(
+    guards: list[Guard], header: str = "", implied: dict[Guard, Guard] | None = None
+) -> GeneratedGuardFunction:
+    """Compile `guards` (already in check order) into one function `check(L, G) -> bool`.
+
+    The guards in `implied` are left out; the first check of the guard implying
+    one moves up to the implied guard's place (see guard_pruning.py).
+    """
+    implied = implied or {}
+    places: dict[Guard, tuple[int, int]] = {}
     for order, guard in enumerate(guards):
+        if guard in implied:
+            implier = implied[guard]
+            places[implier] = min(places.get(implier, (guard.rank, order)), (guard.rank, order))
+    code = _Code()
+    atoms: list[tuple[tuple[int, int], Guard, str]] = []
+    for order, guard in enumerate(guards):
+        if guard in implied:
+            continue
         names = tuple(code.name_of(source) for source in guard.sources())
-        for rank, expr in guard.emit(names, code):
-            atoms.append((rank, order, guard, expr))
-    atoms.sort(key=lambda atom: (atom[0], atom[1]))
+        for index, (rank, expr) in enumerate(guard.emit(names, code)):
+            place = (rank, order)
+            if index == 0 and guard in places:
+                place = min(place, places[guard])
+            atoms.append((place, guard, expr))
+    atoms.sort(key=lambda atom: atom[0])
     body: list[str] = []
     previous: Guard | None = None
-    for _, _, guard, expr in atoms:
+    for _, guard, expr in atoms:
         for source in guard.sources():
             code.bind(source, body)
         if guard is not previous:
@@ -154,20 +242,20 @@ def generate_guard_function(guards: list[Guard], header: str = "") -> GeneratedG
         previous = guard
         body.append(f"if not ({expr}):")
         body.append("    return False")
+        code.checked(guard)
     body.append("return True")
-    defaults = "".join(f", {name}={name}" for name in code.constants)
-    star = ", *" if defaults else ""
     lines = [f"# {line}" for line in header.splitlines()]
-    lines += [f"# {name} = {_short_repr(value)}" for name, value in code.constants.items()]
-    lines.append(f"def {FUNCTION_NAME}(L, G{star}{defaults}):")
+    lines += [f"{name} = ...  # {_short_repr(value)}" for name, value in code.constants.items()]
+    lines.append(f"def {FUNCTION_NAME}(L, G):")
     lines.append("    try:")
     lines += [f"        {line}" for line in body]
     lines.append("    except Exception:")
     lines.append("        return False")
     source = "\n".join(lines) + "\n"
     filename = _write(source)
-    namespace: dict[str, Any] = dict(code.constants)
+    namespace: dict[str, Any] = {"__builtins__": builtins}
     exec(compile(source, filename, "exec"), namespace)
+    namespace.update(code.constants)  # NOTE: after exec, which bound each name to `...`
     return GeneratedGuardFunction(namespace[FUNCTION_NAME], source, filename)
 
 

@@ -34,9 +34,10 @@ from guards.guard_kinds import (
     NNModuleGuard,
     TypeGuard,
 )
+from guards.guard_pruning import drop_implied
 from guards.logs import artifact_enabled, artifact_logger
 from guards.sources import Source
-from guards.tensor_guards import NoTensorAliasingGuard, TensorMatchGuard
+from guards.tensor_guards import NoTensorAliasingGuard, TensorMatchGuard, with_real_examples
 
 __all__ = ["CompiledGuards", "GuardSet"]
 
@@ -269,10 +270,13 @@ class GuardSet:
         """Generate the one check function; `guard_filter_fn` first drops guards it rejects."""
         if guard_filter_fn is not None:
             return self.filter(guard_filter_fn).compile(name=name)
-        guards = self.ordered()
+        guards = with_real_examples(self.ordered())
+        implied = drop_implied(guards)
         # NOTE: no counter in the header: equal guard sets share one content-named file.
         header = f"guards of {name or 'a compiled entry'}: {len(guards)} guards"
-        generated = generate_guard_function(guards, header)
+        if implied:
+            header += f" ({len(implied)} implied by others, not checked again)"
+        generated = generate_guard_function(guards, header, implied)
         if artifact_enabled("guards"):
             _log.info("%s\n%s", generated.filename, generated.source)
         return CompiledGuards(generated.check, generated.source, generated.filename, tuple(guards))

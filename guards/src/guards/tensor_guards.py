@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import torch
@@ -21,7 +21,7 @@ import torch
 from guards.guard_kinds import Guard, GuardCode, _type_name
 from guards.sources import Source
 
-__all__ = ["NoTensorAliasingGuard", "TensorMatchGuard", "strides_match"]
+__all__ = ["NoTensorAliasingGuard", "TensorMatchGuard", "strides_match", "with_real_examples"]
 
 _CPU = torch.device("cpu")
 
@@ -79,6 +79,7 @@ class TensorMatchGuard(Guard):
     is_neg: bool = False
     trust_identity: bool = False
     example: Callable[[], Any] = field(default=_dead, compare=False, repr=False)
+    trust_requested: bool = field(default=False, compare=False, repr=False)
 
     guard_type: ClassVar[str] = "TENSOR_MATCH"
     derived_guard_types: ClassVar[tuple[str, ...]] = ("TYPE_MATCH",)
@@ -123,6 +124,7 @@ class TensorMatchGuard(Guard):
             trust_identity = tensor_type is torch.nn.Parameter or isinstance(
                 source, ParamBufferSource
             )
+        # NOTE: a fake's real tensor is found when the set is compiled (with_real_examples).
         trust = bool(trust_identity) and not isinstance(tensor, FakeTensor) and example is not _dead
         return cls(
             source,
@@ -137,6 +139,7 @@ class TensorMatchGuard(Guard):
             bool(tensor.is_neg()),
             trust,
             example,
+            bool(trust_identity),
         )
 
     @property
@@ -262,6 +265,38 @@ class TensorMatchGuard(Guard):
     @property
     def value(self) -> Any:
         return self.example()
+
+
+def with_real_examples(guards: list[Any]) -> list[Any]:
+    """`guards`, with each tensor guard that asked to trust identity but was built on a
+    FakeTensor rebuilt on the real tensor that fake stands for (found through the fake
+    mode's converter), when that tensor is alive and still matches the guard."""
+    from guards.fake_tensor import FakeTensor
+
+    reals: dict[int, tuple[Any, dict[int, Any]]] = {}
+    result = []
+    for guard in guards:
+        if (
+            isinstance(guard, TensorMatchGuard)
+            and guard.trust_requested
+            and not guard.trust_identity
+        ):
+            fake = guard.example()
+            real = _real_of(fake, reals) if isinstance(fake, FakeTensor) else None
+            if real is not None and guard.failure(real) is None:
+                guard = replace(guard, trust_identity=True, example=weakref.ref(real))
+        result.append(guard)
+    return result
+
+
+def _real_of(fake: Any, reals: dict[int, tuple[Any, dict[int, Any]]]) -> Any:
+    """The real tensor `fake` was made from, or None (one index per converter and call)."""
+    converter = fake.fake_mode.converter
+    entry = reals.get(id(converter))
+    if entry is None:
+        index = {id(made): real for real, made in converter._fakes.items()}
+        entry = reals[id(converter)] = (converter, index)
+    return entry[1].get(id(fake))
 
 
 def _storage_id_fallback(tensor: torch.Tensor) -> int:

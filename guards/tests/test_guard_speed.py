@@ -1,0 +1,311 @@
+"""What makes the generated guard function cheaper, and that each such guard still fails.
+
+Every shortcut here (constants as globals, implied guards left out, plain reads
+through known __getattribute__ overrides, trusted parameters) is checked both
+ways: the guard passes on the compile-time values, and fails when the value it
+protects changes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from guards import (
+    AttrSource,
+    FakeTensorMode,
+    GuardSet,
+    ItemSource,
+    LocalSource,
+    NNModuleSource,
+    ParamBufferSource,
+)
+from guards.attribute_access import plain_read_plan
+
+X = LocalSource("x")
+
+
+def _both(guards: GuardSet, L, G=None):  # noqa: N803
+    """Run the generated check and the reference; they must agree. Returns (ok, why)."""
+    G = {} if G is None else G  # noqa: N806
+    compiled = guards.compile()
+    ok = compiled(L, G)
+    why = compiled.why_failed(L, G)
+    assert ok == (why is None), (ok, why, compiled.source)
+    return ok, why
+
+
+def _code_lines(guards: GuardSet) -> list[str]:
+    """The generated function's lines, without comments and the constants' header."""
+    source = guards.compile().source
+    body = source[source.index("def guard_check") :]
+    return [line.strip() for line in body.splitlines() if not line.strip().startswith("#")]
+
+
+# ---------------------------------------------------------------------------- constants
+
+
+def test_constants_are_globals_not_keyword_defaults():
+    guards = GuardSet()
+    guards.add_tensor(X, torch.randn(2, 3))
+    guards.add_id(LocalSource("f"), torch.relu)
+    guards.add_global_state()
+    compiled = guards.compile()
+    assert compiled.check.__kwdefaults__ is None
+    assert compiled.check.__code__.co_argcount == 2
+    assert compiled({"x": torch.randn(2, 3), "f": torch.relu}, {})
+    assert not compiled({"x": torch.randn(2, 3), "f": torch.sigmoid}, {})
+    assert not compiled({"x": torch.randn(2, 3, dtype=torch.float64), "f": torch.relu}, {})
+
+
+# ---------------------------------------------------------------------------- implied guards
+
+
+class Thing:
+    """An object with an attribute, reads of which are counted."""
+
+    reads = 0
+
+    @property
+    def size(self) -> int:
+        Thing.reads += 1
+        return 3
+
+
+def test_type_match_implied_by_id_match_is_not_checked_again():
+    thing = Thing()
+    guards = GuardSet()
+    guards.add_type(X, thing)
+    guards.add_id(X, thing)
+    guards.add_equals(AttrSource(X, "size"), 3)
+    lines = _code_lines(guards)
+    assert not any(line.startswith("if not (type(x) is") for line in lines), lines
+    assert _both(guards, {"x": thing}) == (True, None)
+    ok, why = _both(guards, {"x": Thing()})
+    assert not ok and "not the same object" in why
+    ok, why = _both(guards, {"x": 3})
+    assert not ok and "type mismatch" in why  # why_failed still names the type guard
+    Thing.reads = 0
+    assert not guards.compile()({"x": Thing()}, {})
+    assert Thing.reads == 0  # the identity check moved up to the type check's place
+
+
+def test_type_match_implied_by_equals_and_tensor_match():
+    guards = GuardSet()
+    guards.add_type(LocalSource("n"), 3)
+    guards.add_equals(LocalSource("n"), 3)
+    guards.add_type(X, torch.randn(2))
+    guards.add_tensor(X, torch.randn(2))
+    compiled = guards.compile()
+    assert "2 implied by others" in compiled.source
+    assert compiled({"n": 3, "x": torch.randn(2)}, {})
+    assert not compiled({"n": 3.0, "x": torch.randn(2)}, {})
+    assert not compiled({"n": True, "x": torch.randn(2)}, {})
+    assert not compiled({"n": 3, "x": torch.nn.Parameter(torch.randn(2))}, {})
+
+
+def test_training_flag_implied_by_module_guard():
+    module = torch.nn.Dropout()
+    me = NNModuleSource(LocalSource("m"))
+    guards = GuardSet()
+    guards.add_nn_module(me, module)
+    guards.add_equals(AttrSource(me, "training"), True)
+    assert "1 implied by others" in guards.compile().source
+    assert _both(guards, {"m": module}) == (True, None)
+    module.eval()
+    ok, why = _both(guards, {"m": module})
+    assert not ok and "training" in why
+
+
+def test_length_implied_by_dict_keys_and_tuple_equals():
+    guards = GuardSet()
+    guards.add_dict_keys(LocalSource("d"), {"a": 1, "b": 2})
+    guards.add_length(LocalSource("d"), {"a": 1, "b": 2})
+    guards.add_equals(LocalSource("t"), (1, 2))
+    guards.add_length(LocalSource("t"), (1, 2))
+    assert "3 implied by others" in guards.compile().source  # 2 lengths and the dict's type
+    assert _both(guards, {"d": {"a": 1, "b": 2}, "t": (1, 2)}) == (True, None)
+    assert not _both(guards, {"d": {"a": 1, "b": 2, "c": 3}, "t": (1, 2)})[0]
+    assert not _both(guards, {"d": {"a": 1}, "t": (1, 2)})[0]
+    assert not _both(guards, {"d": {"a": 1, "b": 2}, "t": (1, 2, 3)})[0]
+
+
+def test_guards_a_filter_keeps_are_never_implied_by_guards_it_dropped():
+    thing = Thing()
+    guards = GuardSet()
+    guards.add_type(X, thing)
+    guards.add_id(X, thing)
+    kept = guards.compile(
+        guard_filter_fn=lambda entries: [e.guard_type == "TYPE_MATCH" for e in entries]
+    )
+    assert kept({"x": Thing()}, {}) and not kept({"x": 3}, {})
+
+
+# ---------------------------------------------------------------------------- trusted parameters
+
+
+def test_parameters_guarded_through_fakes_trust_the_real_parameter():
+    model = torch.nn.Linear(3, 4)
+    me = NNModuleSource(LocalSource("self"))
+    source = ParamBufferSource(me, "weight")
+    mode = FakeTensorMode()
+    fake = mode.from_real(model.weight, source)
+    guards = GuardSet()
+    guards.add_tensor(source, fake)
+    compiled = guards.compile()
+    (guard,) = compiled.guards
+    assert guard.trust_identity and guard.value is model.weight
+    assert "___example_" in compiled.source
+    assert _both(guards, {"self": model}) == (True, None)
+    model.weight.requires_grad_(False)
+    ok, why = _both(guards, {"self": model})
+    assert not ok and "requires_grad" in why
+    model.weight.requires_grad_(True)
+    model.double()  # the same Parameter object, another dtype
+    ok, why = _both(guards, {"self": model})
+    assert not ok and "dtype" in why
+    other = torch.nn.Linear(3, 4)
+    assert _both(guards, {"self": other}) == (True, None)  # another object: fully checked
+    assert not _both(guards, {"self": torch.nn.Linear(3, 5)})[0]
+
+
+def test_fakes_of_plain_inputs_are_not_trusted():
+    x = torch.randn(2, 3)
+    mode = FakeTensorMode()
+    guards = GuardSet()
+    guards.add_tensor(X, mode.from_real(x, X))
+    (guard,) = guards.compile().guards
+    assert not guard.trust_identity
+    assert guards.compile()({"x": torch.randn(2, 3)}, {})
+    assert not guards.compile()({"x": x.t().contiguous().t()}, {})  # another layout
+
+
+# ---------------------------------------------------------------------------- plain reads
+
+
+transformers = pytest.importorskip("transformers")
+
+
+def _config_guards(config) -> GuardSet:
+    source = LocalSource("config")
+    guards = GuardSet()
+    guards.add_type(source, config)
+    for name in ("use_cache", "return_dict", "num_hidden_layers", "_attn_implementation_internal"):
+        guards.add_equals(AttrSource(source, name), getattr(config, name))
+    return guards
+
+
+def test_config_attributes_are_read_plainly_and_still_guarded():
+    config = transformers.GPT2Config(n_layer=2)
+    guards = _config_guards(config)
+    assert plain_read_plan(type(config)) is not None
+    assert "object_getattribute" in guards.compile().source
+    assert _both(guards, {"config": config}) == (True, None)
+    config.use_cache = not config.use_cache
+    ok, why = _both(guards, {"config": config})
+    assert not ok and "use_cache" in why
+    config.use_cache = not config.use_cache
+    config.num_hidden_layers = 3  # an attribute_map alias: stored as n_layer
+    assert config.__dict__["n_layer"] == 3
+    ok, why = _both(guards, {"config": config})
+    assert not ok and "num_hidden_layers" in why
+
+
+def test_config_reads_fall_back_when_the_override_would_not_forward():
+    config = transformers.GPT2Config(n_layer=2)
+    guards = _config_guards(config)
+    compiled = guards.compile()
+    assert compiled({"config": config}, {})
+
+    class Spec:
+        per_layer_attributes = ("use_cache",)
+
+    config.__dict__["_heterogeneity_spec"] = Spec()
+    config.__dict__["allow_global_per_layer_attribute_access"] = False
+    try:
+        # the override raises for a per-layer attribute: the slow read runs, and fails
+        assert not compiled({"config": config}, {})
+    finally:
+        del config.__dict__["_heterogeneity_spec"]
+    assert compiled({"config": config}, {})
+
+
+def test_config_reads_notice_a_patched_override():
+    config = transformers.GPT2Config(n_layer=2)
+    compiled = _config_guards(config).compile()
+    cls = type(config)
+    original = cls.__dict__.get("__getattribute__")
+
+    def patched(self, key):
+        return "patched" if key == "return_dict" else object.__getattribute__(self, key)
+
+    cls.__getattribute__ = patched
+    try:
+        assert not compiled({"config": config}, {})
+    finally:
+        if original is None:
+            del cls.__getattribute__
+        else:
+            cls.__getattribute__ = original
+    assert compiled({"config": config}, {})
+
+
+class Unknown:
+    """A __getattribute__ override with no rule: always read the slow way."""
+
+    def __init__(self) -> None:
+        self.value = 1
+
+    def __getattribute__(self, key):
+        if key == "value":
+            return object.__getattribute__(self, "value") + Unknown.offset
+        return object.__getattribute__(self, key)
+
+    offset = 0
+
+
+class PreTrainedConfig:
+    """Same name as a known override, another body: no rule applies."""
+
+    attribute_map: dict = {}  # noqa: RUF012
+
+    def __init__(self) -> None:
+        self.value = 1
+
+    def __getattribute__(self, key):
+        if key == "value":
+            return 2
+        return super().__getattribute__(key)
+
+
+@pytest.mark.parametrize("cls", [Unknown, PreTrainedConfig])
+def test_unknown_overrides_keep_the_slow_read(cls):
+    obj = cls()
+    source = LocalSource("o")
+    guards = GuardSet()
+    guards.add_type(source, obj)
+    guards.add_equals(AttrSource(source, "value"), obj.value)
+    assert plain_read_plan(cls) is None
+    assert "object_getattribute" not in guards.compile().source
+    assert _both(guards, {"o": obj}) == (True, None)
+    if cls is Unknown:
+        Unknown.offset = 1
+        try:
+            assert not _both(guards, {"o": obj})[0]
+        finally:
+            Unknown.offset = 0
+
+
+def test_plain_reads_are_shared_along_a_chain():
+    config = transformers.GPT2Config(n_layer=2)
+    holder = {"cfg": config}
+    source = ItemSource(LocalSource("h"), "cfg")
+    guards = GuardSet()
+    guards.add_type(source, config)
+    guards.add_equals(AttrSource(source, "use_cache"), config.use_cache)
+    guards.add_equals(AttrSource(source, "return_dict"), config.return_dict)
+    lines = _code_lines(guards)
+    assert sum("h['cfg']" in line for line in lines) == 1, lines
+    assert sum("___mro_" in line for line in lines) == 1, lines
+    assert _both(guards, {"h": holder}) == (True, None)
+    assert not _both(guards, {"h": {"cfg": transformers.GPT2Config(use_cache=False)}})[0]
