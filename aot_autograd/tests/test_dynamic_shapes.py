@@ -171,6 +171,11 @@ def _attention(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return scores.masked_fill(~mask, -1e9).softmax(-1) @ v
 
 
+def _halves(x: torch.Tensor) -> torch.Tensor:
+    pairs = x.reshape(x.shape[0] // 2, 2, -1)  # sizes known to divide exactly: s0 // 2, 2
+    return (pairs * 3).sum(1).exp() + pairs[:, 0]
+
+
 PROGRAMS = {
     "pointwise": (_pointwise, lambda b, s: [(b, s, 4), (b, s, 4)], [[0, 1], [0, 1]], [1, 1]),
     "reduction": (_reduction, lambda b, s: [(b, s), (b, s)], [[0, 1], [0, 1]], [1, 0]),
@@ -180,6 +185,7 @@ PROGRAMS = {
     "views": (_views, lambda b, s: [(b, s, 4), (b, s, 4)], [[0, 1], [0, 1]], [1, 1]),
     "cat": (_cat, lambda b, s: [(b, s), (b, s)], [[0, 1], [0, 1]], [1, 1]),
     "attention": (_attention, lambda b, s: [(b, s, 8), (8, 24)], [[0, 1], []], [1, 1]),
+    "halves": (_halves, lambda b, s: [(2 * b, s)], [[0, 1]], [1]),
 }
 SIZES = [(3, 5), (2, 9), (6, 4)]
 

@@ -140,6 +140,22 @@ SIZE_RULES: dict[type, Callable[[Callable, list], Any]] = {
 }
 
 
+def _quotient(expr: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
+    """An integer size as (numerator, denominator) polynomials; denominator 1 for most.
+
+    Known-exact divisions reach sympy as rational coefficients (`s0*s1/4 - 1/2`) or negative
+    powers (`s0/(s0 // 2)`); emitted as they are they would make the size a float, so they
+    become one exact floor division: `(s0*s1 - 2) // 4`, `s0 // (s0 // 2)`.
+    """
+    has_division = any(
+        (atom.is_Rational and not atom.is_Integer) for atom in expr.atoms(sympy.Rational)
+    ) or any(p.exp.is_negative for p in expr.atoms(sympy.Pow))
+    if not has_division:
+        return expr, sympy.Integer(1)
+    numerator, denominator = sympy.fraction(sympy.together(expr))
+    return sympy.expand(numerator), denominator
+
+
 class SizeNodes:
     """The FX nodes computing symbolic sizes in one graph (mutates the graph it is given).
 
@@ -190,7 +206,12 @@ class SizeNodes:
         constant = value.node.maybe_as_int()
         if constant is not None:
             return constant
-        return self._emit_expr(value.node.expr)
+        numerator, denominator = _quotient(value.node.expr)
+        if denominator == 1:
+            return self._emit_expr(numerator)
+        return self._emit(
+            operator.floordiv, self._emit_expr(numerator), self._emit_expr(denominator)
+        )
 
     def _emit_float(self, node: Any) -> Any:
         if isinstance(node, int):
