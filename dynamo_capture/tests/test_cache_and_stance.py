@@ -27,6 +27,8 @@ def logging_on(*names):
 
 
 def compiled(fn, backend, **settings):
+    """Static shapes and ints: a new int `factor` is a recompile (what these tests count)."""
+    settings.setdefault("dynamic", False)
     return dynamo_capture.optimize(fn, backend=backend, fullgraph=True, **settings)
 
 

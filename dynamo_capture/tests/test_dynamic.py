@@ -164,3 +164,74 @@ def test_gpt2_over_20_sequence_lengths_recompiles_at_most_once(backend):
     assert len(backend.graphs) <= 2
     assert not any(entry.eager for entry in compiled.entries)
     assert _symint_inputs(backend.graphs[-1])
+
+
+# ----- int inputs --------------------------------------------------------------------
+def _scaled_view(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x.reshape(n, -1) * n + 1
+
+
+def _int_branch(x: torch.Tensor, n: int) -> torch.Tensor:
+    if n > 3:
+        return x * n
+    return x - n
+
+
+def test_changing_int_argument_becomes_symint_on_recompile(backend):
+    compiled = dynamo_capture.optimize(_scaled_view, backend=backend)
+    for n in (2, 3, 4, 6, 2, 3):
+        x = torch.randn(12)
+        torch.testing.assert_close(compiled(x, n), _scaled_view(x, n))
+    assert len(backend.graphs) == 2, "one static compile, one with n symbolic"
+    assert not _symint_inputs(backend.graphs[0])
+    assert len(_symint_inputs(backend.graphs[1])) == 1
+
+
+def test_int_argument_seen_once_stays_static(backend):
+    compiled = dynamo_capture.optimize(_scaled_view, backend=backend)
+    for _ in range(3):
+        x = torch.randn(12)
+        torch.testing.assert_close(compiled(x, 4), _scaled_view(x, 4))
+    assert len(backend.graphs) == 1 and not _symint_inputs(backend.graphs[0])
+
+
+def test_dynamic_true_makes_int_arguments_symbolic_from_the_start(backend):
+    compiled = dynamo_capture.optimize(_scaled_view, backend=backend, dynamic=True)
+    for n in (2, 3, 4, 6):
+        x = torch.randn(12)
+        torch.testing.assert_close(compiled(x, n), _scaled_view(x, n))
+    assert len(backend.graphs) == 1
+    assert "L['n']" in compiled.last_artifacts.guard_code
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_int_arguments_zero_and_one_stay_static(backend, first):
+    compiled = dynamo_capture.optimize(_int_branch, backend=backend, dynamic=True)
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x, first), _int_branch(x, first))
+    assert len(_symint_inputs(backend.graphs[0])) == 1  # x's size only
+    torch.testing.assert_close(compiled(x, 5), _int_branch(x, 5))
+    assert len(backend.graphs) == 2, "another value needs its own compile"
+
+
+def test_guards_check_symbolic_int_relations(backend):
+    compiled = dynamo_capture.optimize(_int_branch, backend=backend, dynamic=True)
+    x = torch.randn(4)
+    for n in (5, 7, 9):
+        torch.testing.assert_close(compiled(x, n), _int_branch(x, n))
+    assert len(backend.graphs) == 1, "n > 3 holds for every call"
+    for n in (2, 3):  # the branch's condition fails: the guard must reject the entry
+        torch.testing.assert_close(compiled(x, n), _int_branch(x, n))
+    assert len(backend.graphs) == 2
+
+
+def test_int_returned_from_the_frame_falls_back_to_static(backend):
+    def passthrough(x: torch.Tensor, n: int) -> tuple[torch.Tensor, int]:
+        return x + n, n * 2
+
+    compiled = dynamo_capture.optimize(passthrough, backend=backend, dynamic=True)
+    for n in (3, 5):
+        x = torch.randn(2)
+        got, expected = compiled(x, n), passthrough(x, n)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]

@@ -26,7 +26,13 @@ import torch.fx
 
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
-from dynamo_capture.sources import ModuleSource, NNModuleSource, Source, is_builtin_module_class
+from dynamo_capture.sources import (
+    LocalSource,
+    ModuleSource,
+    NNModuleSource,
+    Source,
+    is_builtin_module_class,
+)
 from dynamo_capture.sym_sizes import emit_size
 from dynamo_capture.values import (
     CONSTANT_TYPES,
@@ -190,6 +196,10 @@ class CaptureContext:
         if source is None:
             return PythonValue(obj)
         guards = self.guards
+        symbolic = self._symbolic_int(obj, source)
+        if symbolic is not None:
+            guards.type_match(source, obj)
+            return PythonValue(symbolic, source)
         if _holds_enum(obj):
             guards.id_match(source, obj)  # enum members are singletons: guard identity
         elif is_constant(obj) or isinstance(obj, torch.Size):
@@ -233,8 +243,33 @@ class CaptureContext:
         self.inputs.append((source, tensor, value))
         return value
 
+    def _symbolic_int(self, value: Any, source: Source) -> torch.SymInt | None:
+        """A SymInt for an int argument of the frame traced symbolically, else None.
+
+        dynamic=True: every int argument but 0 and 1; dynamic=None: one whose value
+        changed since an earlier compile (automatic dynamic). The shape guards check
+        the value's range and relations; a type guard checks it is still an int.
+        """
+        if type(value) is not int or not isinstance(source, LocalSource):
+            return None
+        if self.shape_env is None:
+            return None
+        if self.dynamic is not True:
+            if self.history is None or not self.history.observe_int(source, value):
+                return None
+        expr = self.shape_env.create_symbol(value, source)
+        if expr.is_Integer:
+            return None  # 0 and 1 stay static
+        return self.shape_env.create_symint(expr, value)
+
     def _dims(self, source: Source, tensor: torch.Tensor) -> frozenset[int]:
-        """The dims of input `tensor` traced symbolically (mark_dynamic marks are added later)."""
+        """The dims of input `tensor` traced symbolically (mark_dynamic marks are added later).
+
+        Parameters stay static, as in torch: their sizes do not change between calls,
+        and symbolic weight sizes would only blur the graph's size arithmetic.
+        """
+        if isinstance(tensor, torch.nn.Parameter):
+            return frozenset()
         if self.dynamic is True:
             return frozenset(range(tensor.dim()))
         if self.history is not None:
