@@ -75,9 +75,9 @@ static inline uint16_t ember_float_to_bf16(float f) {
 static inline float ember_round_bf16(float f) { return ember_bf16_to_float(ember_float_to_bf16(f)); }
 static inline float ember_round_f16(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
 
-// Branch-free (vectorizable); a NaN in either argument wins.
-template <typename T> static inline T ember_maximum(T a, T b) { return (a > b || a != a) ? a : b; }
-template <typename T> static inline T ember_minimum(T a, T b) { return (a < b || a != a) ? a : b; }
+// Branch-free (vectorizable: two selects, no `||`); a NaN in either argument wins.
+template <typename T> static inline T ember_maximum(T a, T b) { T m = a > b ? a : b; return a != a ? a : m; }
+template <typename T> static inline T ember_minimum(T a, T b) { T m = a < b ? a : b; return a != a ? a : m; }
 template <typename T> static inline T ember_floordiv(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     if (b == 0) return 0;

@@ -169,7 +169,8 @@ class GraphLowering:
             torch.fx.Node, self.env.__getitem__, (node.args, node.kwargs)
         )
         if node.target is operator.getitem:
-            return args[0][args[1]]
+            # One element of a lowered tuple: stored here, once, when several nodes read it.
+            return self._maybe_realize(node, args[0][args[1]])
         val = node.meta.get("val")
         if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             return self._lower_size_value(node, val)
