@@ -239,12 +239,29 @@ def test_symbolic_floats_are_a_compile_time_error():
         _compile(fn, torch.randn(6, 2), dynamic={0: [0]})
 
 
-def test_triton_takes_static_graphs_only():
-    with pytest.raises(DynamicShapeError, match="static sizes"):
-        _compile(
-            lambda x: x.sin(), torch.randn(6), dynamic={0: [0]},
-            options={"device_codegen": "triton"},
-        )  # fmt: skip
+def _triton_graph(x, w):
+    n = x.shape[0]
+    return (
+        torch.softmax(x, -1) * 2 + x.mean(0, keepdim=True),
+        x.sum(0),
+        (x @ w).relu().reshape(n * 8),
+        x.t().contiguous() - torch.arange(n)[None, :],
+    )
+
+
+@pytest.mark.triton_interpret
+def test_triton_kernels_take_size_arguments_and_grids_follow_them(tmp_path):
+    pytest.importorskip("triton")
+    w = torch.randn(16, 8)
+
+    def make(n):
+        return torch.randn(n, 16), w
+
+    options = {"cache_dir": tmp_path, "device_codegen": "triton"}
+    compiled = _compile(_triton_graph, *make(6), dynamic={0: [0]}, options=options)
+    kernels = compiled.artifact("codegen")
+    assert "xnumel = s0" in kernels and "range(0, s0, R0BLOCK)" in kernels
+    _check_sizes(compiled, _triton_graph, make, [6, 2, 9, 70], rtol=1e-4, atol=1e-4)
 
 
 def _library_files(cache_dir):

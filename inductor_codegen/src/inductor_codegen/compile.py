@@ -190,11 +190,6 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> 
     if wants_triton(example_inputs, device_options):
         from inductor_codegen.triton import compile_triton_graph
 
-        if is_symbolic_graph(gm, example_inputs):
-            raise DynamicShapeError(
-                "the Triton generator compiles graphs with static sizes only; "
-                "compile this graph with static sizes"
-            )
         return compile_triton_graph(gm, example_inputs, options=options, device=device_options)
     opts = Options.from_mapping(options)
     passes = PassRecorder()
