@@ -320,3 +320,16 @@ def test_rand_and_bernoulli_are_uniform():
     assert abs(hits.mean().item() - 0.25) < 0.02
     assert 0.25 <= uniform.min().item() and uniform.max().item() < 1.25
     assert abs(uniform.mean().item() - 0.75) < 0.02
+
+
+def test_every_branch_of_a_cat_loads_only_where_it_is_taken():
+    """A piece of a cat read outside its rows would index before or past its buffer."""
+    import re
+
+    a, b, c = (torch.randn(3, n, 8, device=DEVICE) for n in (1, 4, 2))
+    compiled = check(lambda a, b, c: torch.cat([a, b, c], 1) * 2, a, b, c)
+    kernels = compiled.artifact("codegen")
+    loads = re.findall(r"tl\.load\((in_ptr\d+) \+ .*?, (.*?), other=0\)", kernels)
+    assert len(loads) == 3
+    for pointer, mask in loads:
+        assert "tmp" in mask, f"{pointer} loads under {mask} only"

@@ -147,10 +147,13 @@ class Scope:
 
     def _op(self, expr: Op, mask: str | None) -> str:
         if expr.name == "masked":
+            # Each branch loads only where it is taken: the other may index out of bounds
+            # (the pieces of a cat, the border of a pad).
             cond = self.value(expr.args[0], mask)
             inner = cond if mask is None else f"({mask}) & ({cond})"
+            other = f"({cond} == 0)" if mask is None else f"({mask}) & ({cond} == 0)"
             a = self.value(expr.args[1], inner)
-            b = self.value(expr.args[2], mask)
+            b = self.value(expr.args[2], other)
             a = cast_text(a, expr.args[1].dtype, expr.dtype)
             b = cast_text(b, expr.args[2].dtype, expr.dtype)
             return f"tl.where({cond}, {a}, {b})"
