@@ -21,7 +21,19 @@ Launch configurations come from sizes (`default_config`); `max_autotune`
 measures `autotune_configs` on the first call, printing progress to stderr,
 and keeps the winner in `<cache>/triton/autotune/*.json`. Kernel modules live
 in `<cache>/triton/kernels/` (named by content hash) and compile in parallel
-through Triton's async compile mode before the first call.
+through Triton's async compile mode before the first call. After its first
+launch a kernel is launched through the compiled binary's launcher
+(`runtime.Launcher`), skipping Triton's per-call argument binding.
+
+Under `max_autotune`, mm/addmm/bmm become Triton matmul templates generated
+for their sizes, with the pointwise kernel that reads the product fused into
+the template's store (`templates`); the first call times a few block
+configurations against the ATen call plus the separate epilogue kernel and
+keeps the faster (`template_runtime`, cached on disk; option
+`matmul_templates` forces either way). The Triton lowering table also runs
+16-bit convolutions channels-last (`layouts`), pads 16-bit matmuls whose
+rows are not 16-byte aligned (`padding`: a 50257-word vocabulary), and hands
+fused attention calls their traced strides (`strides`).
 
 CUDA graphs (`cudagraphs=True`, mode "reduce-overhead"; `cudagraph_compiler`
 for the `cudagraphs` backend): one recording per input signature in a shared
