@@ -56,6 +56,7 @@ def make_aot_eager(options: Mapping[str, Any]) -> Backend:
             gm, example_inputs, fw_compiler=run_graph, decompositions=options.get("decompositions")
         )
 
+    aot_eager.supports_dynamic_shapes = _aot_supports_dynamic()  # type: ignore[attr-defined]
     return aot_eager
 
 
@@ -76,7 +77,18 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
 
         return _aot_graph()(gm, example_inputs, fw_compiler=compile_part, decompositions=table)
 
+    # Symbolic graphs (dynamic shapes) compile once for all sizes when both stages take
+    # them; what either cannot do symbolically raises, and capture compiles static.
+    from inductor_codegen import SUPPORTS_DYNAMIC_SHAPES as codegen_dynamic
+
+    inductor.supports_dynamic_shapes = _aot_supports_dynamic() and codegen_dynamic  # type: ignore[attr-defined]
     return inductor
+
+
+def _aot_supports_dynamic() -> bool:
+    from aot_autograd import SUPPORTS_DYNAMIC_SHAPES
+
+    return SUPPORTS_DYNAMIC_SHAPES
 
 
 def make_cudagraphs(options: Mapping[str, Any]) -> Backend:
