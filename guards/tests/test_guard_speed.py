@@ -309,3 +309,47 @@ def test_plain_reads_are_shared_along_a_chain():
     assert sum("___mro_" in line for line in lines) == 1, lines
     assert _both(guards, {"h": holder}) == (True, None)
     assert not _both(guards, {"h": {"cfg": transformers.GPT2Config(use_cache=False)}})[0]
+
+
+# ---------------------------------------------------------------------------- hasattr
+
+
+def test_has_attr_guard_on_plain_objects():
+    thing = Thing()
+    guards = GuardSet()
+    guards.add_has_attr(X, "size", True)
+    guards.add_has_attr(X, "color", False)
+    assert _both(guards, {"x": thing}) == (True, None)
+    thing.color = "red"
+    ok, why = _both(guards, {"x": thing})
+    assert not ok and why == "'x' did not have attribute 'color' when compiled"
+    ok, why = _both(guards, {"x": 3})
+    assert not ok and why == "'x' had attribute 'size' when compiled"
+
+
+def test_has_attr_on_configs_is_an_instance_dict_test_and_still_guarded():
+    config = transformers.GPT2Config(n_layer=2)
+    config.extra_flag = 1  # in the instance dict only
+    source = LocalSource("config")
+    guards = GuardSet()
+    guards.add_type(source, config)
+    guards.add_has_attr(source, "extra_flag", True)
+    guards.add_has_attr(source, "vision_feature_layer", False)
+    guards.add_has_attr(source, "num_hidden_layers", True)  # an attribute_map alias
+    guards.add_has_attr(source, "to_dict", True)  # a method of the class
+    compiled = guards.compile()
+    assert "in config___dict" in compiled.source
+    assert _both(guards, {"config": config}) == (True, None)
+    config.vision_feature_layer = -1
+    assert not _both(guards, {"config": config})[0]
+    del config.vision_feature_layer
+    assert _both(guards, {"config": config}) == (True, None)
+    cls = type(config)
+    cls.vision_feature_layer = -1  # on the class now: the slow read sees it
+    try:
+        assert not _both(guards, {"config": config})[0]
+    finally:
+        del cls.vision_feature_layer
+    del config.extra_flag
+    ok, why = _both(guards, {"config": config})
+    assert not ok and "extra_flag" in why

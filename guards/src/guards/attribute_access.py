@@ -7,7 +7,8 @@ A guard function reads many such attributes on every call.
 
 For an override listed in `FORWARDING_OVERRIDES`, the rule says exactly when it
 gives what `object.__getattribute__` gives: an optional key rename through a
-dict attribute, under a condition on the instance `__dict__`. A rule covers one
+dict attribute, under a condition on the instance `__dict__`; classes with a
+`__getattr__` get no plan. A rule covers one
 function body only, named by the SHA-1 of its source text; a body that differs
 in any character gets no rule and keeps the slow read. At run time the generated
 guard function checks, once per call and class, that the class still resolves
@@ -108,8 +109,8 @@ def plain_read_plan(cls: type) -> PlainReadPlan | None:
 
 
 def _make_plan(cls: type) -> PlainReadPlan | None:
-    if cls.__getattribute__ is object.__getattribute__:
-        return None
+    if cls.__getattribute__ is object.__getattribute__ or hasattr(cls, "__getattr__"):
+        return None  # NOTE: with __getattr__, a missing name is not simply missing
     mro = cls.__mro__
     if mro[-1] is not object:
         return None

@@ -39,7 +39,13 @@ from typing import Any
 
 from guards.attribute_access import PlainReadPlan, plain_read_plan
 from guards.guard_kinds import Guard, IdGuard, NNModuleGuard, TypeGuard
-from guards.sources import AttrSource, ModuleGlobalSource, NNModuleSource, Source
+from guards.sources import (
+    AttrSource,
+    HasAttrSource,
+    ModuleGlobalSource,
+    NNModuleSource,
+    Source,
+)
 
 __all__ = ["GeneratedGuardFunction", "generate_guard_function"]
 
@@ -102,6 +108,8 @@ class _Code:
             expr = source.reconstruct(base_name)
             if isinstance(source, AttrSource):
                 expr = self._plain_read(base_name, source.member, expr, lines)
+            elif isinstance(source, HasAttrSource):
+                expr = self._plain_has(base_name, source.member, expr, lines)
         lines.append(f"{name} = {expr}")
         self._bound.add(name)
         return name
@@ -132,6 +140,25 @@ class _Code:
             key = f"{plain}_map.get({member!r}, {member!r})"
         return f"{oga}({obj}, {key}) if {plain} else {slow}"
 
+    def _plain_has(self, obj: str, member: str, slow: str, lines: list[str]) -> str:
+        """`hasattr(obj, member)` as an instance-dict test where the override forwards.
+
+        Exact: with no `__getattr__` anywhere and no class attribute of that name, a
+        forwarded read finds the name only in the instance dict; a class that has it
+        (now) takes the slow path.
+        """
+        cls = self._known_types.get(obj)
+        plan = None if cls is None else plain_read_plan(cls)
+        if plan is None:
+            return slow
+        plain = self._plain_object(obj, plan, lines)
+        key = repr(member)
+        if plan.key_map and member != plan.key_map:
+            key = f"{plain}_map.get({member!r}, {member!r})"
+        in_class = f"hasattr({self.const(plan.cls, 'type')}, {key})"
+        fast = f"({slow} if {in_class} else {key} in {obj}___dict)"
+        return f"{fast} if {plain} else {slow}"
+
     def _plain_object(self, obj: str, plan: PlainReadPlan, lines: list[str]) -> str:
         """Bind (once) a local saying whether `obj`'s override forwards now; return its name."""
         plain = f"{obj}___plain"
@@ -140,10 +167,9 @@ class _Code:
             return plain
         oga = self.const(object.__getattribute__, "object_getattribute")
         test = [self._plain_class(plan, lines)]
-        if plan.conditions:
-            lines.append(f"{obj}___dict = {oga}({obj}, '__dict__')")
-            test.append(f"type({obj}___dict) is {self.const(dict, 'type')}")
-            test += [condition.format(dict=f"{obj}___dict") for condition in plan.conditions]
+        lines.append(f"{obj}___dict = {oga}({obj}, '__dict__')")
+        test.append(f"type({obj}___dict) is {self.const(dict, 'type')}")
+        test += [condition.format(dict=f"{obj}___dict") for condition in plan.conditions]
         lines.append(f"{plain} = {' and '.join(test)}")
         if plan.key_map:
             lines.append(f"{plain}_map = {oga}({obj}, {plan.key_map!r}) if {plain} else None")
@@ -157,7 +183,10 @@ class _Code:
         ok = f"{cls}___plain"
         if ok in self._bound:
             return ok
-        checks = [f"{cls}.__mro__ is {self.const(plan.classes, 'mro')}"]
+        checks = [
+            f"{cls}.__mro__ is {self.const(plan.classes, 'mro')}",
+            f"not hasattr({cls}, '__getattr__')",
+        ]
         for klass, function in zip(plan.classes, plan.resolved, strict=False):
             found = f"{self.const(klass, 'type')}.__dict__.get('__getattribute__')"
             expected = "None" if function is None else self.const(function, "getattribute")

@@ -23,13 +23,14 @@ from typing import Any, ClassVar, Protocol
 import torch
 
 from guards.errors import GuardsError
-from guards.sources import Source
+from guards.sources import HasAttrSource, Source
 
 __all__ = [
     "DictKeysGuard",
     "EqualsGuard",
     "Guard",
     "GuardCode",
+    "HasAttrGuard",
     "IdGuard",
     "LengthGuard",
     "NNModuleGuard",
@@ -323,6 +324,43 @@ class DictKeysGuard(Guard):
     @property
     def value(self) -> Any:
         return self.keys
+
+
+# ---------------------------------------------------------------------------- hasattr
+
+
+@dataclass(frozen=True, slots=True)
+class HasAttrGuard(Guard):
+    """`hasattr(value, attr) is expected` (a branch taken on whether an attribute exists).
+
+    It reads `HasAttrSource(source, attr)`, so the generated function can test
+    presence cheaply where the value's class is known (see attribute_access.py).
+    """
+
+    attr: str
+    expected: bool
+
+    guard_type: ClassVar[str] = "HASATTR"
+    rank: ClassVar[int] = 30
+
+    def sources(self) -> tuple[Source, ...]:
+        return (HasAttrSource(self.source, self.attr),)
+
+    def failure(self, present: Any) -> str | None:
+        if present is self.expected:
+            return None
+        state = "had" if self.expected else "did not have"
+        return f"{self.source.name!r} {state} attribute {self.attr!r} when compiled"
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        return [(self.rank, f"{names[0]} is {self.expected!r}")]
+
+    @property
+    def value(self) -> Any:
+        return self.expected
+
+    def describe(self) -> str:
+        return f"{self.guard_type}: hasattr({self.source.expr}, {self.attr!r}) is {self.expected}"
 
 
 # ---------------------------------------------------------------------------- nn.Module

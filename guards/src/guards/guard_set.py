@@ -29,6 +29,7 @@ from guards.guard_kinds import (
     DictKeysGuard,
     EqualsGuard,
     Guard,
+    HasAttrGuard,
     IdGuard,
     LengthGuard,
     NNModuleGuard,
@@ -196,6 +197,10 @@ class GuardSet:
         """Guard the exact type and the keys (in order) of a dict."""
         self.add_type(source, value)
         return self.add(DictKeysGuard(source, tuple(value.keys())))
+
+    def add_has_attr(self, source: Source, attr: str, expected: bool) -> Guard:
+        """Guard that `hasattr(value at source, attr)` is `expected`."""
+        return self.add(HasAttrGuard(source, attr, bool(expected)))
 
     def add_tensor(
         self,

@@ -33,6 +33,7 @@ __all__ = [
     "DefaultArgSource",
     "GlobalSource",
     "GlobalStateSource",
+    "HasAttrSource",
     "ItemSource",
     "LocalSource",
     "ModuleGlobalSource",
@@ -204,6 +205,24 @@ class AttrSource(Source):
 
     def short_name(self, base_name: str) -> str:
         return f"{base_name}.{self.member}"
+
+
+@dataclass(frozen=True, slots=True)
+class HasAttrSource(Source):
+    """Whether a value has an attribute: `hasattr(base, 'member')` (a bool)."""
+
+    source: Source
+    member: str
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"hasattr({base_expr}, {self.member!r})"
+
+    def short_name(self, base_name: str) -> str:
+        return f"hasattr({base_name}, {self.member!r})"
 
 
 _ITEM_TYPES = (int, str, bool, type(None), float, bytes)
