@@ -153,8 +153,10 @@ class _Cut:
     in_try: bool
 
 
-def _cuts(code: types.CodeType, insts: list[dis.Instruction], body_start: int) -> list[_Cut]:
-    """Every statement boundary of `code` after its prelude, in offset order."""
+def _cuts(
+    code: types.CodeType, insts: list[dis.Instruction], body_start: int
+) -> tuple[list[_Cut], list[tuple[int, int]]]:
+    """Every boundary of `code` after its prelude, in offset order; and the user's jumps."""
     depths = _depths(insts)
     generated = _GENERATED.get(code, len(code.co_code))
     jumps = [
@@ -177,14 +179,14 @@ def _cuts(code: types.CodeType, insts: list[dis.Instruction], body_start: int) -
         depth = depths.get(at)
         if at < body_start or at >= generated or depth is None:
             continue
-        if any(min(src, dst) < at < max(src, dst) for src, dst in jumps):
-            continue  # inside a loop or a branch
+        if any(dst < at < src for src, dst in jumps):
+            continue  # inside a loop
         covering = [entry for entry in entries if entry.start <= at < entry.end]
         if (covering[0].depth if covering else 0) != depth:
             continue  # a statement's temporaries are on the stack
         in_try = any(low <= at < high for low, high in try_spans)
         cuts.append(_Cut(at, depth, in_try))
-    return cuts
+    return cuts, jumps
 
 
 def _is_with_handler(insts: list[dis.Instruction], by_offset: dict[int, int], at: int) -> bool:
@@ -212,12 +214,20 @@ def plan_split(
         return "the part's values cannot leave its graph (capture failed in its epilogue)"
     insts = _instructions(code)
     body_start = next(inst.offset for inst in insts if inst.opname not in _PRELUDE)
-    cuts = [cut for cut in _cuts(code, insts, body_start) if cut.withs <= len(contexts)]
+    all_cuts, jumps = _cuts(code, insts, body_start)
+    cuts = [cut for cut in all_cuts if cut.withs <= len(contexts)]
     starts = [cut for cut in cuts if cut.offset <= offset]
     if not starts:
         return "no statement boundary before the unsupported instruction"
     start = starts[-1]
-    stops = [cut for cut in cuts if cut.offset > offset and cut.withs <= start.withs]
+
+    def closes(cut: _Cut) -> bool:
+        # every path from `start` reaches `cut`: no jump leaves [start, cut) past it
+        return not any(start.offset <= src < cut.offset < dst for src, dst in jumps)
+
+    stops = [
+        cut for cut in cuts if cut.offset > offset and cut.withs <= start.withs and closes(cut)
+    ]
     stop = stops[0] if stops and not start.in_try and not stops[0].in_try else None
     return SplitPlan(
         start.offset,
