@@ -7,6 +7,7 @@ shape of what capture + aot_autograd hand a backend with dynamic shapes.
 
 from __future__ import annotations
 
+import operator
 import re
 
 import pytest
@@ -361,3 +362,23 @@ def test_training_through_capture_and_aot_autograd_compiles_forward_and_backward
     assert len(compiled_graphs) == 2, "forward and backward, once each"
     assert all(not g.fallbacks for g in compiled_graphs)
     assert all("s0 = " in g.artifact("wrapper") for g in compiled_graphs)
+
+
+def test_size_list_nodes_become_size_expressions(tmp_path):
+    from dynamic_graphs import symbolic_fakes
+
+    _, (fake,), _ = symbolic_fakes([torch.randn(5, 3)], {0: [0]})
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = fake
+    sizes = graph.call_function(torch.ops.aten.size.default, (x,))  # what torch 2.11 records
+    sizes.meta["val"] = tuple(fake.shape)
+    rows = graph.call_function(operator.getitem, (sizes, 0))
+    rows.meta["val"] = fake.shape[0]
+    out = graph.call_function(torch.ops.aten.mul.Tensor, (x, rows))
+    out.meta["val"] = fake * fake.shape[0]
+    graph.output((out,))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    compiled = compile_graph(gm, [fake], options={"cache_dir": tmp_path})
+    assert not compiled.fallbacks
+    _check_sizes(compiled, lambda t: t * t.shape[0], lambda n: (torch.randn(n, 3),), [5, 2, 8, 13])

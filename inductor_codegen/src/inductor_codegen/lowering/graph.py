@@ -174,6 +174,8 @@ class GraphLowering:
         val = node.meta.get("val")
         if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             return self._lower_size_value(node, val)
+        if _is_size_list(val):  # aten.size and friends: sizes, not tensors
+            return tuple(self._lower_size_value(node, v) for v in val)
         args, kwargs = pytree.tree_map_only(torch.SymInt, as_index, (args, kwargs))
         for leaf in pytree.tree_leaves((args, kwargs)):
             if isinstance(leaf, (torch.SymFloat, torch.SymBool)):
@@ -198,6 +200,8 @@ class GraphLowering:
 
     def _lower_size_value(self, node, val):
         """A node computing a size (sym_size, size arithmetic): its expression over the symbols."""
+        if isinstance(val, int):
+            return sympy.Integer(val)
         if not isinstance(val, torch.SymInt):
             raise DynamicShapeError(
                 f"node {node.name} ({node.target}) computes a symbolic {type(val).__name__}; "
@@ -332,6 +336,14 @@ class OpaqueInput:
     """A graph input that is neither a tensor nor a number (passed through to ATen calls)."""
 
     name: str
+
+
+def _is_size_list(val) -> bool:
+    return (
+        isinstance(val, (list, tuple))
+        and len(val) > 0
+        and all(isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool) for v in val)
+    )
 
 
 def _has_symbolic_size(value: torch.Tensor) -> bool:
