@@ -67,6 +67,8 @@ def _guard(guards: GuardSet, source: Source, value) -> None:
         guards.add_tensor(source, value)
     elif isinstance(value, torch.nn.Module):
         guards.add_nn_module(source, value)
+        for name in ("weight", "0", "missing"):
+            guards.add_has_attr(source, name, hasattr(value, name))
     elif callable(value):
         guards.add_id(source, value)
     elif isinstance(value, list):

@@ -180,10 +180,66 @@ def test_fakes_of_plain_inputs_are_not_trusted():
     assert not guards.compile()({"x": x.t().contiguous().t()}, {})  # another layout
 
 
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(2, 2)
+        self.register_buffer("scale", torch.ones(2))
+        self.register_parameter("extra", None)
+        self.eps = 1e-5
+
+
+class Dynamic(Block):
+    """A module whose __getattr__ makes up attributes: only the slow read is right."""
+
+    def __getattr__(self, name):
+        if name == "made_up":
+            return 1
+        return super().__getattr__(name)
+
+
+NAMES = ("fc", "scale", "extra", "eps", "forward", "missing", "made_up")
+
+
+@pytest.mark.parametrize("cls", [Block, Dynamic])
+def test_has_attr_on_modules_agrees_with_hasattr(cls):
+    module = cls()
+    me = NNModuleSource(LocalSource("m"))
+    guards = GuardSet()
+    guards.add_nn_module(me, module)
+    for name in NAMES:
+        guards.add_has_attr(me, name, hasattr(module, name))
+    source = guards.compile().source
+    assert ("'_modules', ()" in source) is (cls is Block)
+    assert _both(guards, {"m": module}) == (True, None)
+    module.missing = 1
+    ok, why = _both(guards, {"m": module})
+    assert not ok and "'missing'" in why
+    del module.missing
+    del module.fc
+    ok, why = _both(guards, {"m": module})
+    assert not ok and "'fc'" in why
+    module.fc = torch.nn.Linear(2, 2)
+    module.register_buffer("missing", torch.ones(1))
+    assert not _both(guards, {"m": module})[0]
+    del module.missing
+    cls.missing = 3  # a class attribute now: the slow read sees it
+    try:
+        assert not _both(guards, {"m": module})[0]
+    finally:
+        del cls.missing
+    assert _both(guards, {"m": module}) == (True, None)
+    other = torch.nn.Linear(2, 2)  # another class: the slow read, and the identity fails
+    assert not _both(guards, {"m": other})[0]
+
+
 # ---------------------------------------------------------------------------- plain reads
 
 
-transformers = pytest.importorskip("transformers")
+def _gpt2_config(**kwargs):
+    """A transformers GPT2Config (its class overrides __getattribute__ in Python)."""
+    transformers = pytest.importorskip("transformers")
+    return transformers.GPT2Config(**kwargs)
 
 
 def _config_guards(config) -> GuardSet:
@@ -196,7 +252,7 @@ def _config_guards(config) -> GuardSet:
 
 
 def test_config_attributes_are_read_plainly_and_still_guarded():
-    config = transformers.GPT2Config(n_layer=2)
+    config = _gpt2_config(n_layer=2)
     guards = _config_guards(config)
     assert plain_read_plan(type(config)) is not None
     assert "object_getattribute" in guards.compile().source
@@ -212,7 +268,7 @@ def test_config_attributes_are_read_plainly_and_still_guarded():
 
 
 def test_config_reads_fall_back_when_the_override_would_not_forward():
-    config = transformers.GPT2Config(n_layer=2)
+    config = _gpt2_config(n_layer=2)
     guards = _config_guards(config)
     compiled = guards.compile()
     assert compiled({"config": config}, {})
@@ -231,7 +287,7 @@ def test_config_reads_fall_back_when_the_override_would_not_forward():
 
 
 def test_config_reads_notice_a_patched_override():
-    config = transformers.GPT2Config(n_layer=2)
+    config = _gpt2_config(n_layer=2)
     compiled = _config_guards(config).compile()
     cls = type(config)
     original = cls.__dict__.get("__getattribute__")
@@ -297,7 +353,7 @@ def test_unknown_overrides_keep_the_slow_read(cls):
 
 
 def test_plain_reads_are_shared_along_a_chain():
-    config = transformers.GPT2Config(n_layer=2)
+    config = _gpt2_config(n_layer=2)
     holder = {"cfg": config}
     source = ItemSource(LocalSource("h"), "cfg")
     guards = GuardSet()
@@ -308,7 +364,7 @@ def test_plain_reads_are_shared_along_a_chain():
     assert sum("h['cfg']" in line for line in lines) == 1, lines
     assert sum("___mro_" in line for line in lines) == 1, lines
     assert _both(guards, {"h": holder}) == (True, None)
-    assert not _both(guards, {"h": {"cfg": transformers.GPT2Config(use_cache=False)}})[0]
+    assert not _both(guards, {"h": {"cfg": _gpt2_config(use_cache=False)}})[0]
 
 
 # ---------------------------------------------------------------------------- hasattr
@@ -328,7 +384,7 @@ def test_has_attr_guard_on_plain_objects():
 
 
 def test_has_attr_on_configs_is_an_instance_dict_test_and_still_guarded():
-    config = transformers.GPT2Config(n_layer=2)
+    config = _gpt2_config(n_layer=2)
     config.extra_flag = 1  # in the instance dict only
     source = LocalSource("config")
     guards = GuardSet()

@@ -26,7 +26,14 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FORWARDING_OVERRIDES", "ForwardingOverride", "PlainReadPlan", "plain_read_plan"]
+__all__ = [
+    "FORWARDING_OVERRIDES",
+    "ForwardingOverride",
+    "MODULE_ATTRIBUTE_DICTS",
+    "PlainReadPlan",
+    "is_plain_module_class",
+    "plain_read_plan",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,3 +137,24 @@ def _make_plan(cls: type) -> PlainReadPlan | None:
     if len(key_maps) > 1:
         return None  # NOTE: two renames in a row are not modelled; keep the slow read
     return PlainReadPlan(cls, mro, resolved, tuple(conditions), key_maps[0] if key_maps else "")
+
+
+# nn.Module.__getattr__ looks a missing name up in these instance-dict entries, in order.
+MODULE_ATTRIBUTE_DICTS = ("_parameters", "_buffers", "_modules")
+
+
+def is_plain_module_class(cls: type) -> bool:
+    """Whether `cls` is an nn.Module class that reads attributes as nn.Module itself does.
+
+    For such a class `hasattr(m, name)`, when no class of the MRO has `name`, is
+    `name` in the instance dict or in one of its MODULE_ATTRIBUTE_DICTS: what
+    nn.Module.__getattr__ searches (and, missing, raises from, slowly).
+    """
+    import torch
+
+    return (
+        isinstance(cls, type)
+        and issubclass(cls, torch.nn.Module)
+        and cls.__getattribute__ is object.__getattribute__
+        and cls.__getattr__ is torch.nn.Module.__getattr__
+    )

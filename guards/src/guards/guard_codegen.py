@@ -37,7 +37,12 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from guards.attribute_access import PlainReadPlan, plain_read_plan
+from guards.attribute_access import (
+    MODULE_ATTRIBUTE_DICTS,
+    PlainReadPlan,
+    is_plain_module_class,
+    plain_read_plan,
+)
 from guards.guard_kinds import Guard, IdGuard, NNModuleGuard, TypeGuard
 from guards.sources import (
     AttrSource,
@@ -70,7 +75,8 @@ class _Code:
         self.names: dict[Source, str] = {}
         self._used: set[str] = {"L", "G", *dir(builtins)}
         self._bound: set[str] = set()
-        self._known_types: dict[str, type] = {}
+        self._known_types: dict[str, type] = {}  # exact types checked so far
+        self._expected_types: dict[str, type] = {}  # exact types some guard will check
 
     def const(self, value: Any, hint: str = "c") -> str:
         key = (id(value), hint)
@@ -116,6 +122,12 @@ class _Code:
 
     # ------------------------------------------------------------------ known types, plain reads
 
+    def expect(self, guard: Guard) -> None:
+        """Record the exact type `guard` pins its value to, checked or not (yet)."""
+        obj = guard.ref() if isinstance(guard, IdGuard | NNModuleGuard) else None
+        if obj is not None:
+            self._expected_types.setdefault(self.name_of(guard.source), type(obj))
+
     def checked(self, guard: Guard) -> None:
         """Record what a guard whose check was just emitted says about its value's exact type."""
         known: type | None = None
@@ -147,6 +159,9 @@ class _Code:
         forwarded read finds the name only in the instance dict; a class that has it
         (now) takes the slow path.
         """
+        module_cls = self._known_types.get(obj) or self._expected_types.get(obj)
+        if module_cls is not None and is_plain_module_class(module_cls):
+            return self._module_has(obj, module_cls, member, slow, lines)
         cls = self._known_types.get(obj)
         plan = None if cls is None else plain_read_plan(cls)
         if plan is None:
@@ -158,6 +173,28 @@ class _Code:
         in_class = f"hasattr({self.const(plan.cls, 'type')}, {key})"
         fast = f"({slow} if {in_class} else {key} in {obj}___dict)"
         return f"{fast} if {plain} else {slow}"
+
+    def _module_has(self, obj: str, cls: type, member: str, slow: str, lines: list[str]) -> str:
+        """`hasattr(module, member)` as dict tests, where nn.Module's own lookup applies."""
+        klass = self.const(cls, "type")
+        plain = f"{klass}___module"
+        if plain not in self._bound:
+            module_getattr = self.const(cls.__getattr__, "module_getattr")
+            oga = self.const(object.__getattribute__, "object_getattribute")
+            lines.append(
+                f"{plain} = {klass}.__getattribute__ is {oga} "
+                f"and {klass}.__getattr__ is {module_getattr}"
+            )
+            self._bound.add(plain)
+        found = f"{member!r} in {obj}.__dict__"
+        found += "".join(
+            f" or {member!r} in {obj}.__dict__.get({table!r}, ())"
+            for table in MODULE_ATTRIBUTE_DICTS
+        )
+        test = f"{plain} and not hasattr({klass}, {member!r})"
+        if self._known_types.get(obj) is not cls:
+            test = f"type({obj}) is {klass} and {test}"
+        return f"({found}) if {test} else {slow}"
 
     def _plain_object(self, obj: str, plan: PlainReadPlan, lines: list[str]) -> str:
         """Bind (once) a local saying whether `obj`'s override forwards now; return its name."""
@@ -255,6 +292,7 @@ def generate_guard_function(
         if guard in implied:
             continue
         names = tuple(code.name_of(source) for source in guard.sources())
+        code.expect(guard)
         for index, (rank, expr) in enumerate(guard.emit(names, code)):
             place = (rank, order)
             if index == 0 and guard in places:
