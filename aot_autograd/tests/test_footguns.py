@@ -5,6 +5,8 @@
 | 1    | a tensor captured from outside is written in place          | silent: lost     | test_mutating_a_captured_tensor_is_a_clear_error |
 | 1    | two inputs share memory and one is written                   | silent: stale    | test_mutating_one_of_two_aliased_inputs_is_a_clear_error |
 | 1    | a value read into Python at trace time differs at run time   | silent: branch   | test_value_read_into_python_is_checked_at_every_call |
+| 1    | torch.allclose / torch.equal returned a bool at trace time   | silent: baked    | test_allclose_and_equal_are_checked_at_every_call |
+| 1    | a size assumption of a symbolic trace is broken by a call    | silent: wrong    | test_dynamic_shapes.py: a call breaking a traced assumption |
 | 2    | double backward through the compiled backward                | wrong grads      | test_double_backward_is_a_clear_error |
 | 2    | resize_ / set_ inside the graph                              | wrong shapes     | test_resize_is_a_clear_error |
 | 2    | an input's shape changed in place (t_, squeeze_)             | wrong shapes     | test_shape_change_of_an_input_is_a_clear_error |
@@ -85,3 +87,17 @@ def test_shape_change_of_an_input_is_a_clear_error():
 
     with pytest.raises(UnsupportedMutationError, match="graph input"):
         aot_function(fn, identity_compiler)(torch.randn(2, 3))
+
+
+@pytest.mark.parametrize("read", [torch.allclose, torch.equal])
+def test_allclose_and_equal_are_checked_at_every_call(read):
+    from aot_autograd import ValueChangedError
+
+    def fn(a, b):
+        return a * 2 if read(a, b) else a * 3
+
+    compiled = aot_function(fn, identity_compiler)
+    a = torch.randn(4)
+    torch.testing.assert_close(compiled(a, a.clone()), a * 2)
+    with pytest.raises(ValueChangedError, match="differs from its value when traced"):
+        compiled(a, a + 1)

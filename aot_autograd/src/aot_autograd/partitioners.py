@@ -15,7 +15,8 @@ on a tangent and saves each such value the backward reads.
 saving a value costs its size in bytes. The recompute policy:
 
 - recomputable: pointwise ops (`torch.Tag.pointwise`), views and reshapes,
-  getitem, dtype casts, and cheap constant factories (`RECOMPUTABLE_OPS`);
+  getitem, dtype casts, cheap constant factories (`RECOMPUTABLE_OPS`), and
+  arithmetic on symbolic sizes (`operator.mul(s0, 4)`, `aten.sym_size.int`);
 - never recomputed: everything else, in particular matmuls, convolutions,
   reductions, gathers and random ops (`torch.Tag.nondeterministic_seeded`:
   recomputing them would draw different numbers).
@@ -23,6 +24,10 @@ saving a value costs its size in bytes. The recompute policy:
 A recomputable value on the backward side of the cut is recomputed in the
 backward from saved values; so the backward saves, for example, the input of
 a chain of pointwise ops instead of each intermediate.
+
+With symbolic sizes, a value's cost is its size at the example inputs, and both
+partitioners give the backward a SymInt input for every size symbol its shapes
+use (the forward returns it among the saved values).
 """
 
 from __future__ import annotations
@@ -78,13 +83,20 @@ def _is_view(target: object) -> bool:
 
 def _is_size_computation(node: fx.Node) -> bool:
     """Arithmetic on symbolic sizes (`operator.mul(s0, 4)`, `aten.sym_size.int(x, 0)`)."""
-    return isinstance(node.meta.get("val"), torch.SymInt) and (
+    return isinstance(node.meta.get("val"), torch.SymInt | torch.SymFloat) and (
         node.target in _SIZE_OPS or getattr(node.target, "__module__", None) == "_operator"
     )
 
 
 _SIZE_OPS = frozenset(
-    {aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default, torch.sym_max, torch.sym_min}
+    {
+        aten.sym_size.int,
+        aten.sym_stride.int,
+        aten.sym_numel.default,
+        torch.sym_max,
+        torch.sym_min,
+        torch.sym_float,
+    }
 )
 
 

@@ -25,6 +25,7 @@ import torch.utils._pytree as pytree
 from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+import guards
 from aot_autograd.errors import AotAutogradError, UnsupportedMutationError
 from aot_autograd.mutations import functional_variant, mutated_arguments
 from aot_autograd.symbolic import SizeNodes
@@ -36,6 +37,8 @@ aten = torch.ops.aten
 
 _FRESH_CONSTANT_OPS = (aten.lift_fresh.default,)
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+# Ops returning a Python bool computed from tensor data: checked at every call like `.item()`.
+_DATA_READ_OPS = (aten.allclose.default, aten.equal.default)
 
 
 @dataclass(slots=True)
@@ -177,7 +180,10 @@ class GraphRecorder:
     def record_call(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
         """Record `out = op(*args, **kwargs)` (already run) functionally."""
         if op is aten._local_scalar_dense.default:
-            self._record_value_read(args[0], out)
+            self._record_value_read(self.node_of(args[0]), out)
+            return
+        if op in _DATA_READ_OPS:
+            self._record_data_read(op, args, kwargs, out)
             return
         if op in _FRESH_CONSTANT_OPS:
             # A tensor made from Python data inside the traced code: the graph keeps a copy
@@ -200,15 +206,28 @@ class GraphRecorder:
         else:
             self._record_plain(op, args, kwargs, out)
 
-    def _record_value_read(self, t: torch.Tensor, value: Any) -> None:
+    def _record_value_read(self, node: fx.Node, value: Any) -> None:
         """`.item()` and friends: the traced value is baked in, and checked at every call."""
         if not self.allow_value_reads:
             raise AotAutogradError(
                 "the backward reads a tensor's value into Python (.item(), int(t), bool(t)); "
                 "aot_autograd traces values as tensors only: keep the value a tensor"
             )
-        check = self.emit(aten.eq.Scalar, (self.node_of(t), value))
+        check = self.emit(aten.eq.Scalar, (node, value))
         self.value_checks.append(check)
+
+    def _record_data_read(self, op: Any, args: tuple, kwargs: dict, out: bool) -> None:
+        """`torch.allclose` / `torch.equal`: the bool is baked in, its tensor form checked."""
+        a, b = args[0], args[1]
+        if op is aten.equal.default and (a.shape != b.shape or a.dtype != b.dtype):
+            return  # decided by metadata, which the caller's guards cover
+        first, second = self.node_of(a), self.node_of(b)
+        if op is aten.equal.default:
+            same = self.emit(aten.eq.Tensor, (first, second))
+        else:
+            rest = normalized_args(op, args, kwargs)[2:]
+            same = self.emit(aten.isclose.default, (first, second, *rest))
+        self._record_value_read(self.emit(aten.all.default, (same,)), out)
 
     def _record_plain(self, op: Any, args: tuple, kwargs: dict, out: Any) -> None:
         node = self._call(op, args, kwargs, out)
@@ -367,6 +386,11 @@ class AtenTracer(TorchDispatchMode):
             out = self._decompose_in_place(func, args, kwargs)
             if out is not NotImplemented:
                 return out
+        if func in _DATA_READ_OPS and any(guards.is_fake(a) for a in args[:2]):
+            raise guards.DataDependentError(
+                f"{func} returns a bool computed from tensor values, which fakes do not have",
+                op=str(func),
+            )
         out = func(*args, **kwargs)
         self.recorder.record_call(func, args, kwargs, out)
         return out
