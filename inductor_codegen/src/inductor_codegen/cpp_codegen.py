@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import sympy
 import torch
 
 from inductor_codegen.errors import InductorError
@@ -245,6 +246,8 @@ class Scope:
         return name
 
     def _op(self, expr: Op, inline: bool) -> str:
+        if expr.name == "indirect_load":
+            return self._indirect_load(expr, inline)
         if expr.name == "masked":
             cond = self.value(expr.args[0], inline)
             a = self.value(expr.args[1], inline=True)
@@ -259,6 +262,19 @@ class Scope:
                 f"the C++ op table has no entry for {expr.name!r}; add one to CPP_OPS"
             )
         return emit(args, [a.dtype for a in expr.args], expr.dtype)
+
+    def _indirect_load(self, expr: Op, inline: bool) -> str:
+        """A load whose address holds a loaded offset (see lowering.indirect)."""
+        load, offset, marker = expr.args
+        text = self.value(offset, inline)
+        if not inline and not text.isidentifier():
+            name = self.codegen.new_temp()
+            self.line(f"const int64_t {name} = {text};")
+            text = name
+        where = sympy.Symbol(text if text.isidentifier() else f"({text})", integer=True)
+        return self.codegen.load(
+            Load(load.buffer, load.index.xreplace({marker.index: where}), load.dtype)
+        )
 
     def _as(self, text, src, dst):
         return text if src == dst else cast_text(text, src, dst)

@@ -3,7 +3,14 @@
 Importing this package fills `LOWERINGS` (one module per family of ops).
 """
 
-from inductor_codegen.lowering import misc, pointwise, pooling, reductions, views  # noqa: F401
+from inductor_codegen.lowering import (  # noqa: F401
+    indirect,
+    misc,
+    pointwise,
+    pooling,
+    reductions,
+    views,
+)
 from inductor_codegen.lowering.graph import BufferRef, GraphLowering, OpaqueInput
 from inductor_codegen.lowering.misc import EXTERN_KERNELS
 from inductor_codegen.lowering.registry import LOWERINGS, LoweringTable, register_lowering

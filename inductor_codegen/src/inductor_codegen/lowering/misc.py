@@ -167,7 +167,6 @@ EXTERN_KERNELS = [
     aten.rand.default,
     aten.randn.default,
     aten.bernoulli.p,
-    aten.embedding.default,
     aten.embedding_dense_backward.default,
     aten.cumsum.default,
     aten.sort.default,
