@@ -178,3 +178,23 @@ def sympy_int(n):
     import sympy
 
     return sympy.Integer(n)
+
+
+# ---------------------------------------------------------------- shared values
+
+
+def test_a_shared_value_reading_many_buffers_is_stored_once(monkeypatch):
+    from inductor_codegen.triton import realize
+
+    def fn(a, b, c, d, e):
+        stream = a + b + c + d + e  # a residual stream after four layers
+        return stream.softmax(-1), (stream * 2).sum(0)
+
+    args = [torch.randn(6, 40, device=DEVICE) for _ in range(5)]
+    stored = compile_graph(trace(fn, *args), args, options={"device_codegen": "triton"})
+    for actual, expected in zip(stored(*args), fn(*args)):
+        torch.testing.assert_close(actual, expected)
+    monkeypatch.setattr(realize, "READS_THRESHOLD", 100)
+    recomputed = compile_graph(trace(fn, *args), args, options={"device_codegen": "triton"})
+    count = lambda c: c.artifact("lower").count("ComputedBuffer")  # noqa: E731
+    assert count(stored) == count(recomputed) + 1

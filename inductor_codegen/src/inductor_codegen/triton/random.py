@@ -3,7 +3,8 @@
 The Triton lowering table is the shared one with `rand`, `bernoulli.p` and
 `native_dropout` replaced (and `convolution`, channels-last: see `layouts`;
 `mm` and `addmm` on unaligned rows, padded: see `padding`; attention calls
-on tensors in their traced strides: see `strides`): each draws one seed per call of the graph (an
+on tensors in their traced strides: see `strides`; shared values that read
+many buffers stored once: see `realize`): each draws one seed per call of the graph (an
 ATen `randint` in the wrapper, one element) and computes uniform numbers in
 the kernel from (seed, flat element index), so dropout fuses with its
 neighbours instead of materializing a random tensor. The stream differs from
@@ -26,8 +27,9 @@ from inductor_codegen.ir import (
     TensorValue,
 )
 from inductor_codegen.lowering import LOWERINGS
-from inductor_codegen.triton.layouts import keep_channels_last, lower_convolution
+from inductor_codegen.triton.layouts import lower_convolution
 from inductor_codegen.triton.padding import lower_matmul
+from inductor_codegen.triton.realize import store_shared_reads
 from inductor_codegen.triton.strides import ATTENTION_OPS, lower_attention
 
 __all__ = ["TRITON_LOWERINGS", "philox_uniform"]
@@ -119,7 +121,7 @@ class _FirstOutput:
         self.meta = {"val": val}
 
 
-TRITON_LOWERINGS = {op: keep_channels_last(fn) for op, fn in LOWERINGS.items()}
+TRITON_LOWERINGS = {op: store_shared_reads(fn) for op, fn in LOWERINGS.items()}
 TRITON_LOWERINGS[aten.rand.default] = lower_rand
 TRITON_LOWERINGS[aten.bernoulli.p] = lower_bernoulli
 TRITON_LOWERINGS[aten.native_dropout.default] = lower_native_dropout
