@@ -267,10 +267,14 @@ def statically_lt(a: Index, b: Index) -> bool | None:
 
 
 def _shift_symbols(expr: Index) -> Index:
-    """expr with each size symbol s written as t + MIN_SYMBOLIC_SIZE, t >= 0 (then expanded)."""
+    """expr with each size symbol s written as t + MIN_SYMBOLIC_SIZE, t >= 0 (then expanded).
+
+    Size symbols are the positive ones; loop variables (non-negative) stay as they are.
+    """
     shift = {
         s: sympy.Symbol(f"_{s.name}_excess", integer=True, nonnegative=True) + MIN_SYMBOLIC_SIZE
         for s in expr.free_symbols
+        if s.is_positive
     }
     return sympy.expand(expr.xreplace(shift))
 
@@ -466,7 +470,9 @@ def _symbolic_upper_bound(expr: Index, ranges: dict) -> Index | None:
     if expr.is_Integer:
         return expr if int(expr) >= 0 else None
     if expr.is_Symbol:
-        return sympy.sympify(ranges[expr]) - 1 if expr in ranges else expr
+        if expr in ranges:
+            return sympy.sympify(ranges[expr]) - 1
+        return expr if expr.is_positive else None  # a size symbol, or an unbounded variable
     if expr.is_Add or expr.is_Mul:
         bounds = [_symbolic_upper_bound(arg, ranges) for arg in expr.args]
         if any(b is None for b in bounds):

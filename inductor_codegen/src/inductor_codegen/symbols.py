@@ -122,6 +122,7 @@ def bind_symbols(inputs: list, symint_inputs: dict) -> dict[str, SymbolBinding]:
             places.append((size, f"{item.name}.size({d})"))
         for d, stride in enumerate(item.layout.stride):
             places.append((stride, f"{item.name}.stride({d})"))
+    places = [(sympy.sympify(expr), source) for expr, source in places]
     for expr, source in places:
         if expr.is_Symbol and expr.name not in bindings:
             bindings[expr.name] = SymbolBinding(expr, source)

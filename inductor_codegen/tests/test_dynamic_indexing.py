@@ -1,0 +1,96 @@
+"""Index arithmetic over size symbols: decisions for every size, printing, symbol bindings."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import sympy
+import torch
+
+import guards
+from inductor_codegen import DynamicShapeError
+from inductor_codegen.indexing import (
+    FloorDiv,
+    IndexMod,
+    as_index,
+    index_of_shape_expr,
+    py_index,
+    reshape_index,
+    simplify_with_ranges,
+    statically_lt,
+    view_strides,
+)
+from inductor_codegen.ir import InputBuffer, Layout
+from inductor_codegen.symbols import bind_symbols
+
+s0, s1 = (sympy.Symbol(f"s{k}", integer=True, positive=True) for k in range(2))
+x0, y0 = (sympy.Symbol(n, integer=True, nonnegative=True) for n in ("x0", "y0"))
+
+
+@pytest.mark.parametrize(
+    "a,b,expected",
+    [
+        (s0, s0 * s1, True),  # s1 >= 2
+        (s0, 5 * s0, True),
+        (s1, s0, None),
+        (s0 - 2, (s0 - 2) * (s1 - 2), None),  # s1 - 2 may be 1
+        (2 * s0, s0 + 1, False),
+        (sympy.Integer(3), sympy.Integer(4), True),
+    ],
+)
+def test_comparisons_are_decided_for_every_size_or_not_at_all(a, b, expected):
+    assert statically_lt(a, b) is expected
+    for v0, v1 in itertools.product(range(2, 7), repeat=2):
+        values = {s0: v0, s1: v1}
+        truth = bool(a.subs(values) < b.subs(values))
+        assert expected is None or truth == expected
+
+
+def test_divisions_by_a_symbol_fold_when_the_loop_bounds_allow():
+    ranges = {x0: s0, y0: s1}
+    assert simplify_with_ranges(FloorDiv(s1 * x0 + y0, s1), ranges) == x0
+    assert simplify_with_ranges(IndexMod(s1 * x0 + y0, s1), ranges) == y0
+    unbounded = FloorDiv(s1 * x0 + y0, s1)
+    assert simplify_with_ranges(unbounded, {x0: s0}) == unbounded
+
+
+def test_reshapes_between_symbolic_sizes():
+    assert view_strides((s0, s1), (s1, 1), (s0 * s1,)) == (1,)
+    assert view_strides((s0, 4), (4, 1), (s0, 2, 2)) == (4, 2, 1)
+    assert view_strides((s0, s1), (1, s0), (s0 * s1,)) is None
+    with pytest.raises(DynamicShapeError, match="cannot tell"):
+        reshape_index((s0, s1), (s1, s0), (x0, y0))
+
+
+def test_shape_expressions_map_onto_index_functions():
+    assert index_of_shape_expr(guards.FloorDiv(s0, 2)) == FloorDiv(s0, 2)
+    assert index_of_shape_expr(sympy.Mod(s0, 3)) == IndexMod(s0, 3)
+    with pytest.raises(DynamicShapeError, match="not an integer"):
+        index_of_shape_expr(sympy.ceiling(s0 / 3))
+    with pytest.raises(DynamicShapeError, match="uses Weird"):
+        index_of_shape_expr(sympy.Function("Weird")(s0))
+
+
+def test_python_printing_computes_the_same_values():
+    expr = FloorDiv(s0 * s1 + 3, 2) + IndexMod(s0, s1) * sympy.Max(s1, 4)
+    for v0, v1 in itertools.product(range(2, 6), repeat=2):
+        got = eval(py_index(expr), {"max": max, "min": min}, {"s0": v0, "s1": v1})
+        assert got == (v0 * v1 + 3) // 2 + (v0 % v1) * max(v1, 4)
+
+
+def test_symint_sizes_become_their_expressions():
+    mode = guards.FakeTensorMode(shape_env=guards.ShapeEnv())
+    fake = mode.from_real(torch.randn(6, 4), guards.LocalSource("x"), dynamic_dims=[0])
+    (symbol,) = as_index(fake.shape[0]).free_symbols
+    assert as_index(fake.shape[0] * 2 + 1) == 2 * symbol + 1
+    assert as_index(fake.shape[1]) == 4
+
+
+def test_symbols_are_read_from_sizes_strides_symint_inputs_or_solved():
+    layout = Layout(torch.float32, (2 * s0 + 1, s1), (1, 2 * s0 + 1))
+    bindings = bind_symbols([InputBuffer("x", layout)], {})
+    assert bindings["s0"].source == "(x.size(0) - 1) // 2"
+    assert bindings["s1"].source == "x.size(1)"
+    bindings = bind_symbols([InputBuffer("x", layout)], {"n": s0})
+    assert bindings["s0"].source == "n"
