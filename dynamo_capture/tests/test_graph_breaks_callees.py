@@ -252,8 +252,8 @@ PROGRAMS = [
     Program(call_result_unused, (torch.randn(3),), 3, 2),
     Program(call_in_return, (torch.randn(3),), 3, 2),
     Program(lambda_caller, (torch.randn(3),), None, 2),  # the lambda cannot leave a graph
-    Program(STACK, (torch.randn(2, 4),), None, 5),
-    Program(STACK_HELPERS, (torch.randn(2, 4),), None, 5),
+    Program(STACK, (torch.randn(2, 4),), None, 7),
+    Program(STACK_HELPERS, (torch.randn(2, 4),), None, 8),
     Program(UNROLLED, (torch.randn(2, 4),), None, 6),
     Program(STATIC_USER, (torch.randn(2, 4),), 4, 2),
     Program(BLOCK, (torch.randn(2, 4),), 4, 2),

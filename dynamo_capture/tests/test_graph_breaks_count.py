@@ -7,7 +7,7 @@ new (resume functions compiled once and reused).
     test_graph_breaks_corpus.py   CASES: 5 frame shapes x 7 break kinds (35)
     test_graph_breaks_with.py     PROGRAMS: grad-mode and autocast blocks (34)
     test_graph_breaks_callees.py  PROGRAMS: breaks inside callees (20)
-    test_graph_breaks_flow.py     PROGRAMS: branches, loops, try blocks (21)
+    test_graph_breaks_flow.py     PROGRAMS: branches, loops, try blocks (30)
     test_graph_breaks_models.py   MODELS: GPT2, Llama, T5 with a print in the MLP (3)
 """
 

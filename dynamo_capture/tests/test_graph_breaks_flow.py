@@ -2,11 +2,13 @@
 
 A break inside an `if` body cuts at the statement inside the body (the prefix holds
 the condition and the body's statements before the break); the eager part ends at
-the first statement every path reaches. A loop holding a break runs eagerly as a
-whole (logged) while the code around it compiles; a callee that breaks inside a
-loop runs as a compiled frame on every iteration. A break inside a try body compiles
+the first statement every path reaches. A `for` loop holding a break runs its
+header eagerly and its body as a compiled part per item (split again at the break;
+`break`, `continue` and `return` behave as in eager); a `while` loop holding a break
+runs eagerly as a whole (logged) while the code around it compiles; a callee that
+breaks inside a loop runs as a compiled frame on every iteration. A break inside a try body compiles
 up to the break and runs the rest of the frame eagerly, handlers included (as torch
-does). 21 programs (see breakcheck.Program)."""
+does). 30 programs (see breakcheck.Program)."""
 
 from __future__ import annotations
 
@@ -208,6 +210,85 @@ def branch_on_list_len(x, items):
     return y
 
 
+def loop_with_break_statement(x):
+    y = x * 2
+    for i in range(5):
+        print("before break", i)
+        if i == 2:
+            break
+        y = y + i
+    return y * i
+
+
+def loop_returns_inside(x):
+    y = x + 1
+    for i in range(4):
+        print("ret", i)
+        if i == 1:
+            return y * 10
+        y = y.cos()
+    return y
+
+
+def for_else(x, n):
+    y = x.sin()
+    for i in range(n):
+        print("else loop", i)
+        y = y + 1
+    else:
+        y = y * 3
+    return y
+
+
+def enumerate_unpack(x, tensors):
+    y = x.clone()
+    for i, t in enumerate(tensors):
+        print("pair", i)
+        y = y + t * i
+    return y, i
+
+
+def nested_loops(x):
+    y = x * 1
+    for i in range(2):
+        for j in range(2):
+            print("cell", i, j)
+            y = y + (i * 2 + j)
+        y = y * 2
+    return y
+
+
+def unpack_error_in_loop(x, pairs):
+    y = x * 2
+    for a, b in pairs:
+        print("pair", a)
+        y = y + a * b
+    return y
+
+
+def loop_variable_after_loop(x):
+    y = x - 1
+    for k in range(3):
+        y = y * 2 + k
+        LOG.append(float(y.sum()))
+    return y + k
+
+
+class Layered(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x):
+        h = x * 2
+        for index, layer in enumerate(self.layers):
+            h = layer(h).relu()
+            print("layer", index, h.shape)
+        return h.sum(-1)
+
+
+torch.manual_seed(0)
+LAYERED = Layered()
 X = torch.randn(4)
 
 PROGRAMS = [
@@ -217,11 +298,20 @@ PROGRAMS = [
     Program(return_in_branch_after_break, (X, True), 2, 1),
     Program(data_if_then_break, (torch.ones(4),), None, 1),
     Program(elif_chain, (X, "b"), 2, 1),
-    Program(for_range_break, (X,), 2, 1),
-    Program(for_list_break, (X, [2.0, 3.0]), 2, 1),
+    Program(for_range_break, (X,), None, 2),
+    Program(for_list_break, (X, [2.0, 3.0]), None, 2),
     Program(while_break, (X,), 2, 1),
-    Program(loop_with_continue, (X,), None, 1),
-    Program(loop_calls_breaking_callee, (X,), None, 2),
+    Program(loop_with_break_statement, (X,), None, 2),
+    Program(loop_returns_inside, (X,), None, 2),
+    Program(for_else, (X, 2), None, 2),
+    Program(for_else, (X, 3), None, 2),
+    Program(enumerate_unpack, (X, [torch.randn(4), torch.randn(4)]), None, 2),
+    Program(nested_loops, (X,), None, 2),
+    Program(unpack_error_in_loop, (X, [(1, 2), (3,)]), None, 2),
+    Program(loop_variable_after_loop, (X,), None, 2),
+    Program(LAYERED, (torch.randn(2, 4),), None, 2),
+    Program(loop_with_continue, (X,), None, 3),
+    Program(loop_calls_breaking_callee, (X,), None, 3),
     Program(break_after_loop, (X,), 2, 1),
     Program(in_try_body, (X,), 1, 1),
     Program(try_finally, (X,), 1, 1),
@@ -241,6 +331,6 @@ def test_break_in_control_flow(program):
 
 
 def test_a_callee_breaking_in_a_loop_is_compiled_once():
-    compiled = check_break_program(Program(loop_calls_breaking_callee, (X,), None, 2))
+    compiled = check_break_program(Program(loop_calls_breaking_callee, (X,), None, 3))
     helpers = [part for part in compiled.parts if part.frame.name == "helper"]
     assert len(helpers) == 1 and len(helpers[0].entries) == 1

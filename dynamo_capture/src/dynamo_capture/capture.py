@@ -31,13 +31,14 @@ from dynamo_capture.frame_target import FrameTarget
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
-from dynamo_capture.resume import ContextSpec
+from dynamo_capture.resume import ITERATOR, ContextSpec
 from dynamo_capture.sources import ClosureSource, LocalSource
 from dynamo_capture.state import capturing
 from dynamo_capture.values import (
     BuiltinMethodValue,
     ContextValue,
     DictValue,
+    IteratorValue,
     ListValue,
     ObjectValue,
     PythonValue,
@@ -125,6 +126,11 @@ def open_contexts(tx: Translator) -> tuple[ContextSpec, ...]:
     """
     specs = []
     for value in tx.stack:
+        if isinstance(value, IteratorValue):
+            if value.items or value.position:
+                break  # a real loop's iterator (inside its body: never a cut)
+            specs.append(ITERATOR)  # the empty stand-in of a loop body run as a part
+            continue
         if not (isinstance(value, BuiltinMethodValue) and value.name == "__exit__"):
             break
         if not isinstance(value.receiver, ContextValue):

@@ -27,6 +27,8 @@ from dynamo_capture.frame_target import FrameTarget, _module_call, frame_target
 from dynamo_capture.output_graph import CaptureContext
 from dynamo_capture.registry import eager_only_depth
 from dynamo_capture.resume import (
+    ITERATOR,
+    LoopStage,
     SplitPlan,
     called_globals,
     describe_split,
@@ -325,12 +327,13 @@ class CompiledCallable:
 
         def run_parts(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> Any:
             values = [f_locals.get(name) for name in varnames]
+            result: Any = None
             for part in parts:
                 result = part(*values)
                 if not is_end(result):
                     return result
                 values = list(result[1:])
-            return None  # unreachable: the last part ends in a return
+            return result  # a part that stops (a loop body) ends in (END, *locals)
 
         guards = contexts[0].guards.compile(name=self.frame.name)
         artifacts = CaptureArtifacts(
@@ -369,22 +372,38 @@ class CompiledCallable:
         parts: list[Callable[..., Any]] = []
         body = plan.body_start
         if plan.start > body:
-            prefix = segment_function(
-                function, body, plan.start, body, "pre", leave=len(plan.contexts)
-            )
+            prefix = segment_function(function, body, plan.start, body, "pre", leave=plan.contexts)
             parts.append(self._part(prefix))
-        compiled_callees = {name: self._callee_part(function.__globals__[name]) for name in callees}
-        middle = segment_function(
-            function, plan.start, plan.stop, body, "eager", compiled_callees,
-            enter=plan.contexts, leave=len(plan.resume_contexts),
-        )  # fmt: skip
-        parts.append(ShadowedPart(middle, shadows) if shadows else middle)
+        if plan.loop is not None:
+            parts.append(self._loop_stage(function, plan))
+        else:
+            compiled_callees = {
+                name: self._callee_part(function.__globals__[name]) for name in callees
+            }
+            middle = segment_function(
+                function, plan.start, plan.stop, body, "eager", compiled_callees,
+                enter=plan.contexts, leave=plan.resume_contexts,
+            )  # fmt: skip
+            parts.append(ShadowedPart(middle, shadows) if shadows else middle)
         if plan.stop is not None:
             resume = segment_function(
                 function, plan.stop, None, body, "resume", enter=plan.resume_contexts
             )
             parts.append(self._part(resume))
         return parts
+
+    def _loop_stage(self, function: Any, plan: SplitPlan) -> LoopStage:
+        """A `for` loop holding the break: eager header, body compiled as a part per item."""
+        loop = plan.loop
+        assert loop is not None
+        body = plan.body_start
+        header = segment_function(
+            function, plan.start, loop.for_iter, body, "loop", returns_top=True
+        )
+        body_part = segment_function(
+            function, loop.body, loop.for_iter, body, "body", enter=(ITERATOR,), leave=(ITERATOR,)
+        )
+        return LoopStage(header, self._part(body_part), loop, function.__code__.co_varnames)
 
     def _eager_shadows(self, error: Unsupported, f_locals: dict[str, Any]) -> list[Shadow]:
         """For a frame run eagerly: its call that broke still runs as a compiled frame."""

@@ -47,7 +47,10 @@ from dynamo_capture.bytecode import emit, emit_call, emit_jump
 
 __all__ = [
     "END",
+    "ITERATOR",
     "ContextSpec",
+    "LoopPlan",
+    "LoopStage",
     "SplitPlan",
     "called_globals",
     "describe_split",
@@ -77,10 +80,34 @@ _GENERATED: weakref.WeakKeyDictionary[types.CodeType, int] = weakref.WeakKeyDict
 
 @dataclass(frozen=True, slots=True)
 class ContextSpec:
-    """A grad-mode or autocast context a part re-enters: `factory(*args)` makes a fresh one."""
+    """A value a part rebuilds on its stack at entry and unwinds at its stop.
+
+    kind "with": a grad-mode or autocast context, `factory(*args)` makes a fresh one
+    (entered; left by calling its exit). kind "iter": the iterator of a `for` loop
+    whose body is the part (an empty iterator; popped).
+    """
 
     factory: Any
     args: tuple[Any, ...] = ()
+    kind: str = "with"
+
+
+ITERATOR = ContextSpec(None, (), "iter")
+
+
+@dataclass(frozen=True, slots=True)
+class LoopPlan:
+    """A `for` loop holding the break: its body runs as a compiled part per iteration.
+
+    `for_iter`: the FOR_ITER offset (the body part stops there); `body`: the first
+    instruction after the loop target's stores; `targets`: the names stored,
+    `unpack`: their count when the item is unpacked (0: a single name).
+    """
+
+    for_iter: int
+    body: int
+    targets: tuple[str, ...]
+    unpack: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +125,7 @@ class SplitPlan:
     contexts: tuple[ContextSpec, ...] = ()
     resume_contexts: tuple[ContextSpec, ...] = ()
     in_try: bool = False
+    loop: LoopPlan | None = None
 
 
 def is_end(result: Any) -> bool:
@@ -159,10 +187,15 @@ def _cuts(
     """Every boundary of `code` after its prelude, in offset order; and the user's jumps."""
     depths = _depths(insts)
     generated = _GENERATED.get(code, len(code.co_code))
+    # a stop offset of this part: a jump into its epilogue (a loop back to it is no loop)
+    exits = {i.offset for i in insts if i.opcode in _JUMPS and i.argval >= generated}
     jumps = [
         (inst.offset, inst.argval)
         for inst in insts
-        if inst.opcode in _JUMPS and inst.offset < generated and inst.argval < generated
+        if inst.opcode in _JUMPS
+        and inst.offset < generated
+        and inst.argval < generated
+        and inst.argval not in exits
     ]
     entries = list(dis.Bytecode(code).exception_entries)
     by_offset = {inst.offset: index for index, inst in enumerate(insts)}
@@ -177,13 +210,15 @@ def _cuts(
     for inst in insts:
         at = inst.offset
         depth = depths.get(at)
-        if at < body_start or at >= generated or depth is None:
-            continue
+        if at < body_start or at >= generated or depth is None or inst.opname == "FOR_ITER":
+            continue  # (a loop's FOR_ITER has the loop's real iterator on the stack)
         if any(dst < at < src for src, dst in jumps):
             continue  # inside a loop
         covering = [entry for entry in entries if entry.start <= at < entry.end]
-        if (covering[0].depth if covering else 0) != depth:
+        if covering and covering[0].depth != depth:
             continue  # a statement's temporaries are on the stack
+        # uncovered: the stack holds `depth` values; plan_split accepts the cut only when
+        # as many rebuildable values (contexts, loop iterators) lie at the stack's bottom
         in_try = any(low <= at < high for low, high in try_spans)
         cuts.append(_Cut(at, depth, in_try))
     return cuts, jumps
@@ -220,6 +255,9 @@ def plan_split(
     if not starts:
         return "no statement boundary before the unsupported instruction"
     start = starts[-1]
+    loop = _loop_plan(insts, start, offset)
+    if loop is not None:
+        return SplitPlan(start.offset, loop[1], body_start, loop=loop[0])
 
     def closes(cut: _Cut) -> bool:
         # every path from `start` reaches `cut`: no jump leaves [start, cut) past it
@@ -237,6 +275,44 @@ def plan_split(
         contexts[: stop.withs] if stop is not None else (),
         start.in_try or (bool(stops) and stops[0].in_try),
     )
+
+
+def _loop_plan(
+    insts: list[dis.Instruction], start: _Cut, offset: int
+) -> tuple[LoopPlan, int] | None:
+    """The `for` loop starting at `start` whose body holds `offset`, and where it exits."""
+    if start.withs or start.in_try:
+        return None
+    index_of = {inst.offset: index for index, inst in enumerate(insts)}
+    for index, inst in enumerate(insts):
+        if inst.offset < start.offset or inst.offset >= offset:
+            continue
+        if inst.opname != "FOR_ITER":
+            continue
+        exit_at = inst.argval
+        ended = index_of.get(exit_at)
+        if ended is not None and insts[ended].opname == "END_FOR":
+            exit_at = insts[ended + 1].offset  # 3.12: the exhausted loop skips END_FOR
+        if exit_at <= offset:
+            return None  # the first loop after the cut ends before the break
+        targets, body = _loop_targets(insts, index + 1)
+        if body is None:
+            return None
+        unpack = insts[index + 1].arg if insts[index + 1].opname == "UNPACK_SEQUENCE" else 0
+        return LoopPlan(inst.offset, body, targets, unpack or 0), exit_at
+    return None
+
+
+def _loop_targets(insts: list[dis.Instruction], index: int) -> tuple[tuple[str, ...], int | None]:
+    """The names a loop stores its item in (a name, or a flat tuple of names)."""
+    first = insts[index]
+    if first.opname == "STORE_FAST":
+        return (first.argval,), insts[index + 1].offset
+    if first.opname == "UNPACK_SEQUENCE":
+        stores = insts[index + 1 : index + 1 + first.arg]
+        if len(stores) == first.arg and all(i.opname == "STORE_FAST" for i in stores):
+            return tuple(i.argval for i in stores), insts[index + 1 + first.arg].offset
+    return (), None
 
 
 def called_globals(
@@ -288,15 +364,17 @@ def segment_function(
     replacements: dict[str, Any] | None = None,
     *,
     enter: tuple[ContextSpec, ...] = (),
-    leave: int = 0,
+    leave: tuple[ContextSpec, ...] = (),
+    returns_top: bool = False,
 ) -> types.FunctionType:
     """A function running `function`'s code from `start` to `stop`; every local is a parameter.
 
     The original code stays in place (exception handlers past `stop` keep working); an
     entry jump at `body_start` goes to generated code appended after it, which enters
     the `enter` contexts (a fresh one each, outermost first) and jumps to `start`. At
-    `stop` a jump goes to an appended epilogue that leaves the `leave` innermost `with`
-    blocks the normal way and returns (END, *locals). `replacements` maps globals
+    `stop` a jump goes to an appended epilogue that unwinds the `leave` values (with
+    blocks left the normal way, innermost first) and returns (END, *locals), or
+    (END, top of stack, *locals) with `returns_top`. `replacements` maps globals
     called in the part to what is called instead (the compiled callee of a break
     inside an inlined call).
     """
@@ -319,7 +397,7 @@ def segment_function(
         _place_jump(raw, body_start, start, limit=start)
     if stop is not None:
         epilogue_at = len(raw)
-        raw += _leave_code(leave, const(None)) + _epilogue(code, const(END))
+        raw += _leave_code(leave, const(None)) + _epilogue(code, const(END), returns_top)
         _place_jump(raw, stop, epilogue_at, limit=None)
     nlocals = len(code.co_varnames)
     flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
@@ -330,7 +408,7 @@ def segment_function(
         co_posonlyargcount=0,
         co_kwonlyargcount=0,
         co_flags=flags,
-        co_stacksize=max(code.co_stacksize, nlocals + 2, len(enter) + 8, leave + 6),
+        co_stacksize=max(code.co_stacksize, nlocals + 3, len(enter) + 8, len(leave) + 6),
         co_name=f"{code.co_name}_{tag}",
         co_qualname=f"{code.co_qualname}_{tag}",
     )
@@ -351,6 +429,9 @@ def _enter_code(contexts: tuple[ContextSpec, ...], const: Any) -> bytes:
     """factory(*args).__enter__() for each context; its __exit__ stays on the stack."""
     out = b""
     for spec in contexts:
+        if spec.kind == "iter":
+            out += emit("LOAD_CONST", const(())) + emit("GET_ITER")
+            continue
         out += emit("PUSH_NULL") + emit("LOAD_CONST", const(spec.factory))
         for arg in spec.args:
             out += emit("LOAD_CONST", const(arg))
@@ -358,17 +439,74 @@ def _enter_code(contexts: tuple[ContextSpec, ...], const: Any) -> bytes:
     return out
 
 
-def _leave_code(count: int, none_index: int) -> bytes:
-    """exit(None, None, None) for the `count` innermost with blocks, as their normal end does."""
+def _leave_code(values: tuple[ContextSpec, ...], none_index: int) -> bytes:
+    """Unwind the stack's values, innermost first: exit(None, None, None) a with block (as
+    its normal end does), pop a loop iterator."""
     none = emit("LOAD_CONST", none_index)
-    return (none * 3 + emit_call(2) + emit("POP_TOP")) * count
+    out = b""
+    for spec in reversed(values):
+        if spec.kind == "iter":
+            out += emit("POP_TOP")
+        else:
+            out += none * 3 + emit_call(2) + emit("POP_TOP")
+    return out
 
 
-def _epilogue(code: types.CodeType, end_index: int) -> bytes:
+def _epilogue(code: types.CodeType, end_index: int, returns_top: bool = False) -> bytes:
     out = emit("LOAD_CONST", end_index)
+    if returns_top:
+        out += emit("SWAP", 2)
     for index in range(len(code.co_varnames)):
         out += emit("LOAD_FAST", index)
-    return out + emit("BUILD_TUPLE", len(code.co_varnames) + 1) + emit("RETURN_VALUE")
+    size = len(code.co_varnames) + 1 + returns_top
+    return out + emit("BUILD_TUPLE", size) + emit("RETURN_VALUE")
+
+
+class LoopStage:
+    """Runs a `for` loop holding a break: the header part evaluates the iterable (it
+    returns the iterator), then the body part runs once per item, the loop target
+    bound in its locals; a `break` or `return` inside the body returns the frame's
+    value from the body part, which ends the loop here too."""
+
+    def __init__(self, header: Any, body: Any, loop: LoopPlan, varnames: tuple[str, ...]) -> None:
+        self.header = header
+        self.body = body
+        self.loop = loop
+        self.slots = [varnames.index(name) for name in loop.targets]
+        self.__code__ = header.__code__
+
+    def __call__(self, *values: Any) -> Any:
+        result = self.header(*values)
+        if not is_end(result):
+            return result
+        iterator, current = result[1], list(result[2:])
+        for item in iterator:
+            items = _unpack(item, self.loop.unpack) if self.loop.unpack else (item,)
+            for slot, value in zip(self.slots, items, strict=True):
+                current[slot] = value
+            result = self.body(*current)
+            if not is_end(result):
+                return result
+            current = list(result[1:])
+        return (END, *current)
+
+
+def _unpack(item: Any, count: int) -> tuple[Any, ...]:
+    """`a, b = item` as Python does it, with its error messages."""
+    iterator = iter(item)
+    values = []
+    for _ in range(count):
+        try:
+            values.append(next(iterator))
+        except StopIteration:
+            raise ValueError(
+                f"not enough values to unpack (expected {count}, got {len(values)})"
+            ) from None
+    try:
+        next(iterator)
+    except StopIteration:
+        return tuple(values)
+    raise ValueError(f"too many values to unpack (expected {count})")
 
 
 def describe_split(plan: SplitPlan, parts: list[Any]) -> str:
