@@ -19,11 +19,15 @@ offset a jump leads to an epilogue that leaves those `with` blocks normally and
 returns `(END, *locals)`. A `return` reached inside a part returns the plain
 value, so the caller can tell the two apart.
 
-A `with` on a context capture cannot rebuild, a loop or an `if` holding the
-break is run eagerly as a whole (no boundary lies inside one); a break inside a
-`try` body compiles up to the last boundary before it and runs the rest of the
-frame eagerly (handlers kept), as torch does. Frames with cell variables or
-generator flags are not split (they run eagerly, logged); closures are kept.
+No boundary lies inside a loop (a backward jump crosses it). A `for` loop
+holding the break gets a `LoopPlan`: its header runs eagerly and returns the
+iterator, and `LoopStage` calls the body as a part per item (entered after the
+target's stores with an empty stand-in iterator on the stack, stopped at the
+loop's FOR_ITER); a `while` loop or a `with` on a context capture cannot
+rebuild runs eagerly as a whole. A break inside a `try` body compiles up to the
+last boundary before it and runs the rest of the frame eagerly (handlers
+kept), as torch does. Frames with cell variables or generator flags are not
+split (they run eagerly, logged); closures are kept.
 
 Cuts are at statements, not at the unsupported instruction: a statement's
 partial values (`f(x) + g(y)` half evaluated) would have to live across the
