@@ -382,3 +382,19 @@ def test_size_list_nodes_become_size_expressions(tmp_path):
     compiled = compile_graph(gm, [fake], options={"cache_dir": tmp_path})
     assert not compiled.fallbacks
     _check_sizes(compiled, lambda t: t * t.shape[0], lambda n: (torch.randn(n, 3),), [5, 2, 8, 13])
+
+
+def test_a_lowering_that_reads_an_example_size_is_a_compile_time_error():
+    from inductor_codegen import LOWERINGS
+
+    aten = torch.ops.aten
+
+    def specializing_sin(ctx, node, x):
+        rows = int(node.meta["val"].shape[0])  # decides s0 by its example value
+        return LOWERINGS[aten.sin.default](ctx, node, x) if rows else None
+
+    table = {**LOWERINGS, aten.sin.default: specializing_sin}
+    with pytest.raises(DynamicShapeError, match="example value"):
+        _compile(
+            lambda x: x.sin(), torch.randn(6, 2), dynamic={0: [0]}, options={"lowerings": table}
+        )

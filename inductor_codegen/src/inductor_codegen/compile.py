@@ -38,6 +38,7 @@ from inductor_codegen.ir import TensorValue
 from inductor_codegen.lowering import LOWERINGS, GraphLowering
 from inductor_codegen.options import Options
 from inductor_codegen.scheduler import FusedKernel, describe, schedule
+from inductor_codegen.symbols import shape_env_of, shape_env_state
 
 __all__ = [
     "Artifact",
@@ -136,6 +137,9 @@ def lower_and_schedule(gm, example_inputs, lowerings, passes: PassRecorder):
     with symbolic sizes needs static ones.
     """
     symbolic = is_symbolic_graph(gm, example_inputs)
+    placeholders = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    env = shape_env_of([*placeholders, *example_inputs]) if symbolic else None
+    before = shape_env_state(env)
     try:
         graph = GraphLowering(gm, example_inputs, lowerings).run()
         output_buffers = {
@@ -144,6 +148,13 @@ def lower_and_schedule(gm, example_inputs, lowerings, passes: PassRecorder):
             if isinstance(v, TensorValue) and v.view is not None
         }
         plan = schedule(graph.buffers, output_buffers)
+        if shape_env_state(env) != before:
+            # NOTE: int() or bool() on a torch.SymInt decides it by its example value and
+            # records a guard; code compiled after that would be right for that value only.
+            raise DynamicShapeError(
+                "compiling decided a symbolic size by its example value (the shape "
+                "environment gained a guard); compile this graph with static sizes"
+            )
     except DynamicShapeError as error:
         artifact_logger("perf_hints").info("symbolic graph needs static sizes: %s", error)
         raise

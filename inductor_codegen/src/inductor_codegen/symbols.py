@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 import sympy
+import torch
 
 from inductor_codegen.errors import DynamicShapeError
 from inductor_codegen.ir import IndexValue, InputBuffer, Layout, Load, Op
@@ -27,6 +28,8 @@ __all__ = [
     "check_bound",
     "kernel_size_symbols",
     "layout_symbols",
+    "shape_env_of",
+    "shape_env_state",
 ]
 
 # Loop variables of generated kernels (x0, y1, r2, ...): not size symbols.
@@ -149,6 +152,31 @@ def _solve_linear(expr: sympy.Expr, symbol: sympy.Symbol, source: str) -> str | 
         return None
     text = source if int(b) == 0 else f"({source} - {int(b)})"
     return text if int(a) == 1 else f"{text} // {int(a)}"
+
+
+def shape_env_of(values) -> object | None:
+    """The shape environment behind the first symbolic size among `values` (None if static)."""
+    for value in values:
+        if isinstance(value, torch.SymInt):
+            return value.node.shape_env
+        if isinstance(value, torch.Tensor):
+            for size in (*value.shape, *value.stride()):
+                if isinstance(size, torch.SymInt):
+                    return size.node.shape_env
+    return None
+
+
+def shape_env_state(env) -> tuple:
+    """What grows when a size is decided by its example value: guards and replacements.
+
+    (guards' ShapeEnv: `records` and `version`; torch's: `guards` and `replacements`.)
+    """
+    if env is None:
+        return ()
+    records = getattr(env, "records", None)
+    if records is not None and not callable(records):
+        return (len(records), getattr(env, "version", 0))
+    return (len(getattr(env, "guards", ())), len(getattr(env, "replacements", {})))
 
 
 def check_bound(needed: set[str], bindings: dict, where: str) -> None:

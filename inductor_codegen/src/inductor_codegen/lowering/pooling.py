@@ -15,7 +15,7 @@ import math
 import sympy
 import torch
 
-from inductor_codegen.indexing import FloorDiv
+from inductor_codegen.indexing import FloorDiv, as_index
 from inductor_codegen.ir import Constant, IndexValue, Op, TensorValue
 from inductor_codegen.lowering.common import cast, const, node_dtype, node_size, op
 from inductor_codegen.lowering.registry import register_lowering
@@ -158,7 +158,7 @@ def _where(cond, a, b):
 
 
 def _val_size(node, k):
-    return tuple(sympy.Integer(s) if isinstance(s, int) else s for s in node.meta["val"][k].shape)
+    return tuple(as_index(s) for s in node.meta["val"][k].shape)  # symbolic sizes stay symbolic
 
 
 @register_lowering(aten.max_pool2d_with_indices_backward.default)

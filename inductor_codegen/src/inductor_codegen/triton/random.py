@@ -16,7 +16,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from inductor_codegen.indexing import contiguous_strides, flat_index
+from inductor_codegen.indexing import as_index, contiguous_strides, flat_index
 from inductor_codegen.ir import (
     Constant,
     ExternBuffer,
@@ -39,7 +39,7 @@ SEED_HIGH = 2**31 - 1
 
 
 def _size(node) -> tuple:
-    return tuple(sympy.Integer(int(s)) for s in node.meta["val"].shape)
+    return tuple(as_index(s) for s in node.meta["val"].shape)  # symbolic sizes stay symbolic
 
 
 def philox_uniform(ctx, node) -> TensorValue:
