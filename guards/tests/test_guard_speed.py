@@ -409,3 +409,18 @@ def test_has_attr_on_configs_is_an_instance_dict_test_and_still_guarded():
     del config.extra_flag
     ok, why = _both(guards, {"config": config})
     assert not ok and "extra_flag" in why
+
+
+def test_id_match_of_a_dead_object_fails_for_none_even_without_its_type_match():
+    class Gone:
+        pass
+
+    thing = Gone()
+    guards = GuardSet()
+    guards.add_type(X, thing)
+    guards.add_id(X, thing)
+    compiled = guards.compile()
+    assert compiled({"x": thing}, {})
+    del thing
+    assert not compiled({"x": None}, {})
+    assert compiled.why_failed({"x": None}, {}) is not None

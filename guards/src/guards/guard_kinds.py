@@ -167,7 +167,10 @@ class IdGuard(Guard):
         )
 
     def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
-        return [(self.rank, f"{names[0]} is {code.const(self.ref, 'ref')}()")]
+        same = f"{names[0]} is {code.const(self.ref, 'ref')}()"
+        if self.type_name != "NoneType":
+            same += " is not None"  # NOTE: a dead referent reads None; a None value must fail
+        return [(self.rank, same)]
 
     @property
     def has_value(self) -> bool:
