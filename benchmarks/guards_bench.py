@@ -219,6 +219,8 @@ def main() -> None:
             f"| {row.torch_guards:.2f} | {row.torch_overhead:.2f} "
             f"| {row.ember / row.torch_overhead:.2f} |"
         )
+    one, hundred = rows[0].ember, rows[2].ember
+    print(f"\nember per tensor input: {(hundred - one) / 99:.3f} us (1- and 100-tensor rows)")
 
 
 if __name__ == "__main__":
