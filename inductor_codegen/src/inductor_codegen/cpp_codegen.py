@@ -76,6 +76,17 @@ def _infix(symbol):
     return lambda args, dtypes, out: f"({args[0]} {symbol} {args[1]})"
 
 
+def _bool_infix(bitwise, logical):
+    """The bitwise form on two bools already in variables (no branch keeps the loop
+    from vectorizing); the short-circuit one otherwise (inline text may guard a load)."""
+
+    def emit(args, dtypes, out):
+        computed = all(d == torch.bool for d in dtypes) and all(a.isidentifier() for a in args)
+        return f"({args[0]} {bitwise if computed else logical} {args[1]})"
+
+    return emit
+
+
 def _templated(fn):
     return lambda args, dtypes, out: f"{fn}<{compute_type(out)}>({', '.join(args)})"
 
@@ -113,8 +124,8 @@ CPP_OPS = {
     "le": _infix("<="),
     "gt": _infix(">"),
     "ge": _infix(">="),
-    "logical_and": _infix("&&"),
-    "logical_or": _infix("||"),
+    "logical_and": _bool_infix("&", "&&"),
+    "logical_or": _bool_infix("|", "||"),
     "logical_xor": _infix("!="),
     "bitwise_and": _infix("&"),
     "bitwise_or": _infix("|"),
