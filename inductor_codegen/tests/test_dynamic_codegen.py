@@ -398,3 +398,21 @@ def test_a_lowering_that_reads_an_example_size_is_a_compile_time_error():
         _compile(
             lambda x: x.sin(), torch.randn(6, 2), dynamic={0: [0]}, options={"lowerings": table}
         )
+
+
+def test_a_symbol_no_input_gives_is_a_compile_time_error():
+    from dynamic_graphs import symbolic_fakes
+
+    mode, (square,), _ = symbolic_fakes([torch.randn(4, 4)], {0: [0, 1]})
+    with mode:
+        flat = square.reshape(-1)  # size s0**2: s0 cannot be read back from it
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = flat
+    out = graph.call_function(torch.ops.aten.mul.Tensor, (x, 2))
+    with mode:
+        out.meta["val"] = flat * 2
+    graph.output((out,))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    with pytest.raises(DynamicShapeError, match="no input size"):
+        compile_graph(gm, [flat])

@@ -231,7 +231,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> 
     # wrapper: the Python function that allocates buffers and calls kernels and ATen.
     from inductor_codegen.wrapper import generate_wrapper, plain_spec
 
-    wrapper = generate_wrapper(graph, plan, sources)
+    try:
+        wrapper = generate_wrapper(graph, plan, sources)
+    except DynamicShapeError as error:
+        artifact_logger("perf_hints").info("symbolic graph needs static sizes: %s", error)
+        raise
     kernel_text = "\n".join(library.source_of(s) for s in sources.values())
     done("wrapper", lambda: wrapper.text)
 
