@@ -5,7 +5,9 @@
     EMBER_BENCH_MODES=inference python benchmarks/model_bench.py
 
 For each model and mode it reports: the speedup over eager (median of timed
-calls after warm-up) for ember (backend inductor) and torch.compile (inductor),
+calls after warm-up, eager / ember / torch.compile calls interleaved so that
+load from other processes falls on all three alike) for ember (backend
+inductor) and torch.compile (inductor),
 each one's first-call time from a cold kernel cache (capture + AOT + codegen +
 build), whether the result matched eager, and how many graphs / graph breaks ember
 made. Training times a forward, a loss and the backward. Threads: torch's default
@@ -34,15 +36,22 @@ import ember  # noqa: E402
 REPEATS = int(os.environ.get("EMBER_BENCH_REPEATS", "20"))
 
 
-def median_seconds(fn, repeats: int = REPEATS) -> float:
-    for _ in range(3):
-        fn()
-    times = []
+def interleaved_medians(steps: dict, repeats: int = REPEATS) -> dict:
+    """Median seconds per call of each step, timed in interleaved rounds.
+
+    One call of each step per round, so a burst of load from other processes
+    on a shared machine falls on every variant alike and the ratios hold.
+    """
+    for step in steps.values():
+        for _ in range(3):
+            step()
+    times: dict = {label: [] for label in steps}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for label, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[label].append(time.perf_counter() - start)
+    return {label: statistics.median(values) for label, values in times.items()}
 
 
 def step_fn(model, inputs, loss_fn, training: bool):
@@ -79,10 +88,9 @@ def run_case(name: str, training: bool) -> dict:
             if isinstance(module, torch.nn.Dropout):
                 module.p = 0.0
     row: dict = {"model": name, "mode": "training" if training else "inference"}
-    eager_step = step_fn(model, case.inputs, case.loss, training)
+    steps = {"eager": step_fn(model, case.inputs, case.loss, training)}
     torch.manual_seed(0)
-    expected = case.loss(eager_step()) if not training else eager_step()
-    row["eager_ms"] = median_seconds(eager_step) * 1e3
+    expected = case.loss(steps["eager"]()) if not training else steps["eager"]()
 
     for label, make in (
         ("ember", lambda m: ember.compile(m, backend="inductor")),
@@ -97,8 +105,7 @@ def run_case(name: str, training: bool) -> dict:
             row[f"{label}_compile_s"] = time.perf_counter() - start
             got = case.loss(first) if not training else first
             row[f"{label}_matches"] = compare(expected, got)
-            row[f"{label}_ms"] = median_seconds(step) * 1e3
-            row[f"{label}_speedup"] = row["eager_ms"] / row[f"{label}_ms"]
+            steps[label] = step
         except Exception as error:  # a failure is a result to report, not a crash
             row[f"{label}_error"] = f"{type(error).__name__}: {str(error)[:160]}"
         if label == "ember" and f"{label}_error" not in row:
@@ -107,6 +114,12 @@ def run_case(name: str, training: bool) -> dict:
             row["ember_breaks"] = len(runner.graph_breaks)
         for parameter in model.parameters():
             parameter.grad = None
+    medians = interleaved_medians(steps)
+    row["eager_ms"] = medians["eager"] * 1e3
+    for label in ("ember", "torch"):
+        if label in medians:
+            row[f"{label}_ms"] = medians[label] * 1e3
+            row[f"{label}_speedup"] = medians["eager"] / medians[label]
     return row
 
 
@@ -146,7 +159,10 @@ def main(argv: list[str]) -> int:
     # Cold caches for both compilers, so compile times are comparable.
     os.environ.setdefault("EMBER_CACHE_DIR", tempfile.mkdtemp(prefix="ember-bench-"))
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="torch-bench-"))
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, repeats {REPEATS}")
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, repeats {REPEATS}, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     rows = []
     for mode in modes:
         for name in names:
@@ -173,6 +189,7 @@ def main(argv: list[str]) -> int:
             f"{mode}: geomean speedup ember {geomean(mine):.2f}x ({len(mine)} models), "
             f"torch.compile {geomean(theirs):.2f}x ({len(theirs)} models)"
         )
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     if os.environ.get("EMBER_BENCH_JSON"):
         Path(os.environ["EMBER_BENCH_JSON"]).write_text(json.dumps(rows, indent=1))
     return 0
