@@ -2,8 +2,10 @@
 
 Capture calls one method per assumption it makes (`tensor_match`, `equals_match`,
 ...); `compile()` gives guards' `CompiledGuards`: one generated function,
-`why_failed(L, G)` in words. The one guard kind added here is `SameObjectGuard`:
-two sources that must hold the very same object (a tensor passed twice).
+`why_failed(L, G)` in words. The guard kinds added here are `SameObjectGuard`
+(two sources that must hold the very same object: a tensor passed twice) and
+`NoForwardHooksGuard`; `hasattr` checks use guards' `HasAttrGuard`, which tests
+presence cheaply on classes it knows (nn.Module, transformers configs).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, ClassVar
 import torch
 
 from dynamo_capture.sources import Source
-from guards import CompiledGuards, Guard, GuardSet
+from guards import CompiledGuards, Guard, GuardSet, HasAttrGuard
 
 __all__ = [
     "CompiledGuards",
@@ -45,26 +47,6 @@ class SameObjectGuard(Guard):
 
     def emit(self, names: tuple[str, ...], code: Any) -> list[tuple[int, str]]:
         return [(self.rank, f"{names[0]} is {names[1]}")]
-
-
-@dataclass(frozen=True, slots=True)
-class HasAttrGuard(Guard):
-    """`hasattr(source, attr)` is `expected` (capture took the branch that depends on it)."""
-
-    attr: str
-    expected: bool
-
-    guard_type: ClassVar[str] = "HASATTR"
-    rank: ClassVar[int] = 30
-
-    def failure(self, value: Any) -> str | None:
-        if hasattr(value, self.attr) is self.expected:
-            return None
-        state = "had" if self.expected else "did not have"
-        return f"{self.source.name!r} {state} attribute {self.attr!r} when compiled"
-
-    def emit(self, names: tuple[str, ...], code: Any) -> list[tuple[int, str]]:
-        return [(self.rank, f"hasattr({names[0]}, {self.attr!r}) is {self.expected!r}")]
 
 
 @dataclass(frozen=True, slots=True)
