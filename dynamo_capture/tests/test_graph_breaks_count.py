@@ -8,6 +8,7 @@ new (resume functions compiled once and reused).
     test_graph_breaks_with.py     PROGRAMS: grad-mode and autocast blocks (34)
     test_graph_breaks_callees.py  PROGRAMS: breaks inside callees (20)
     test_graph_breaks_flow.py     PROGRAMS: branches, loops, try blocks (30)
+    test_graph_breaks_exact.py    PROGRAMS: cuts at the exact instruction (10)
     test_graph_breaks_models.py   MODELS: GPT2, Llama, T5 with a print in the MLP (3)
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import test_graph_breaks
 import test_graph_breaks_callees
 import test_graph_breaks_corpus
+import test_graph_breaks_exact
 import test_graph_breaks_flow
 import test_graph_breaks_with
 
@@ -29,6 +31,7 @@ def test_at_least_100_break_programs():
         + len(test_graph_breaks_with.PROGRAMS)
         + len(test_graph_breaks_callees.PROGRAMS)
         + len(test_graph_breaks_flow.PROGRAMS)
+        + len(test_graph_breaks_exact.PROGRAMS)
         + 3  # test_graph_breaks_models.MODELS (skipped without transformers)
     )
     assert count >= 100, count

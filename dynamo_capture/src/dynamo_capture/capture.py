@@ -142,6 +142,45 @@ def open_contexts(tx: Translator) -> tuple[ContextSpec, ...]:
     return tuple(specs)
 
 
+_CALLS = ("CALL",)
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def call_cut(tx: Translator) -> tuple[int, int, int] | None:
+    """Where the failing call's instruction sequence starts, when it can be a cut.
+
+    The values below the call's callable (the statement's partial values, e.g. `f(x)`
+    in `f(x) + g(x)`) become outputs of the graph before the cut and are pushed back
+    by the eager part; they must be tensors or plain constants. Returns (offset of
+    the first instruction of the call sequence, stack depth there, offset after the
+    call).
+    """
+    inst, trace = tx.current, tx.trace
+    if inst is None or inst.opname not in _CALLS or not trace or trace[-1][0] != inst.offset:
+        return None
+    depth = trace[-1][1] - (inst.arg or 0) - 2
+    if depth < 0:
+        return None
+    for offset, before in reversed(trace[:-1]):
+        if before < depth:
+            return None
+        if before == depth:
+            below = tx.stack[:depth]
+            if not all(_plain(value) for value in below):
+                return None
+            index = tx.index_of[inst.offset] + 1
+            if index >= len(tx.instructions):
+                return None
+            return offset, depth, tx.instructions[index].offset
+    return None
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, TensorValue):
+        return True
+    return isinstance(value, PythonValue) and type(value.obj) in _PLAIN
+
+
 def _global_state_guards(ctx: CaptureContext) -> None:
     ctx.guards.global_state()
 
@@ -190,6 +229,7 @@ def capture_frame(
         if tx is not None and tx.current is not None:
             located.offset = tx.current.offset
             located.contexts = open_contexts(tx)
+            located.call_cut = call_cut(tx)
         located.callee = error.callee
         raise located from error.__cause__
     except RecursionError as error:

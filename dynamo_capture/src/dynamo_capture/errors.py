@@ -77,6 +77,9 @@ class Unsupported(CaptureError):
         self.offset: int | None = None  # the compiled frame's instruction where capture stopped
         self.contexts: tuple[Any, ...] = ()  # grad/autocast blocks open there (resume.ContextSpec)
         self.callee: Any = None  # the inlined call the break happened in (interpreter.Callee)
+        # an instruction-level cut: (offset where the failing call's sequence starts, stack
+        # depth there, offset after the call), when the values below it can leave a graph
+        self.call_cut: tuple[int, int, int] | None = None
         super().__init__(self._message())
 
     def _message(self) -> str:

@@ -140,6 +140,8 @@ class Translator:
         self.next_index = 0
         self.current: Instruction | None = None
         self.steps = 0 if parent is None else parent.steps
+        # (offset, stack depth before it) of every instruction run: the compiled frame's only
+        self.trace: list[tuple[int, int]] | None = [] if parent is None else None
         if self.depth > MAX_INLINE_DEPTH:
             raise Unsupported(f"inlining deeper than {MAX_INLINE_DEPTH} calls (recursion?)")
 
@@ -223,6 +225,8 @@ class Translator:
             if self.steps > MAX_STEPS:
                 raise Unsupported(f"capture ran more than {MAX_STEPS} instructions (a long loop?)")
             depth = len(self.stack)
+            if self.trace is not None:
+                self.trace.append((inst.offset, depth))
             HANDLERS[inst.handler](self, inst)
             if check and not self.done:
                 self._check_depth(inst, depth)

@@ -28,6 +28,7 @@ from dynamo_capture.output_graph import CaptureContext
 from dynamo_capture.registry import eager_only_depth
 from dynamo_capture.resume import (
     ITERATOR,
+    STACK_LOCAL,
     LoopStage,
     SplitPlan,
     called_globals,
@@ -299,7 +300,7 @@ class CompiledCallable:
             return self._module_forward_entry(error, contexts)
         if error.offset is None:
             return None
-        plan = plan_split(function.__code__, error.offset, error.contexts)
+        plan = plan_split(function.__code__, error.offset, error.contexts, error.call_cut)
         if isinstance(plan, str):
             artifact_logger("graph_breaks").info("cannot split %s: %s", self.frame.name, plan)
             return None
@@ -325,8 +326,10 @@ class CompiledCallable:
             parts = self._splits[key] = self._split_parts(function, plan, callees, shadows)
         varnames = function.__code__.co_varnames
 
+        stack_slot = [None] if plan.stack is not None and STACK_LOCAL not in varnames else []
+
         def run_parts(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> Any:
-            values = [f_locals.get(name) for name in varnames]
+            values = [f_locals.get(name) for name in varnames] + stack_slot
             result: Any = None
             for part in parts:
                 result = part(*values)
@@ -371,8 +374,11 @@ class CompiledCallable:
         """The parts of a split frame; parts of the same split are shared by its entries."""
         parts: list[Callable[..., Any]] = []
         body = plan.body_start
+        stack_in, stack_out = plan.stack if plan.stack is not None else (None, None)
         if plan.start > body:
-            prefix = segment_function(function, body, plan.start, body, "pre", leave=plan.contexts)
+            prefix = segment_function(
+                function, body, plan.start, body, "pre", leave=plan.contexts, stack_out=stack_in
+            )
             parts.append(self._part(prefix))
         if plan.loop is not None:
             parts.append(self._loop_stage(function, plan))
@@ -383,12 +389,14 @@ class CompiledCallable:
             middle = segment_function(
                 function, plan.start, plan.stop, body, "eager", compiled_callees,
                 enter=plan.contexts, leave=plan.resume_contexts,
+                stack_in=stack_in, stack_out=stack_out,
             )  # fmt: skip
             parts.append(ShadowedPart(middle, shadows) if shadows else middle)
         if plan.stop is not None:
             resume = segment_function(
-                function, plan.stop, None, body, "resume", enter=plan.resume_contexts
-            )
+                function, plan.stop, None, body, "resume",
+                enter=plan.resume_contexts, stack_in=stack_out,
+            )  # fmt: skip
             parts.append(self._part(resume))
         return parts
 

@@ -29,13 +29,10 @@ last boundary before it and runs the rest of the frame eagerly (handlers
 kept), as torch does. Frames with cell variables or generator flags are not
 split (they run eagerly, logged); closures are kept.
 
-Cuts are at statements, not at the unsupported instruction: a statement's
-partial values (`f(x) + g(y)` half evaluated) would have to live across the
-break in the prefix's outputs and be pushed back before the middle, and the
-exception table entries covering them would then start mid-expression; a
-statement boundary needs neither, so each part is an unmodified run of the
-user's instructions. The prefix holds every statement before the one with the
-break; the unsupported statement's tensor work runs eagerly.
+A failing call inside an expression (`f(x) + g(x)`) is cut at the call's first
+instruction instead (`_call_plan`): the partial values below it travel in the
+`___stack` local (stored by the epilogue, pushed back by the prologue), so the
+graph before the break holds `f(x)`. Elsewhere cuts are at statements.
 """
 
 from __future__ import annotations
@@ -52,6 +49,7 @@ from dynamo_capture.bytecode import emit, emit_call, emit_jump
 __all__ = [
     "END",
     "ITERATOR",
+    "STACK_LOCAL",
     "ContextSpec",
     "LoopPlan",
     "LoopStage",
@@ -97,6 +95,7 @@ class ContextSpec:
 
 
 ITERATOR = ContextSpec(None, (), "iter")
+STACK_LOCAL = "___stack"  # the local that carries an instruction-level cut's stack values
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +129,7 @@ class SplitPlan:
     resume_contexts: tuple[ContextSpec, ...] = ()
     in_try: bool = False
     loop: LoopPlan | None = None
+    stack: tuple[int, int] | None = None  # instruction-level cut: values at start, at stop
 
 
 def is_end(result: Any) -> bool:
@@ -238,7 +238,10 @@ def _is_with_handler(insts: list[dis.Instruction], by_offset: dict[int, int], at
 
 
 def plan_split(
-    code: types.CodeType, offset: int, contexts: tuple[ContextSpec, ...] = ()
+    code: types.CodeType,
+    offset: int,
+    contexts: tuple[ContextSpec, ...] = (),
+    call_cut: tuple[int, int, int] | None = None,
 ) -> SplitPlan | str:
     """The statement boundaries around `offset`, or the reason the frame cannot be split.
 
@@ -259,6 +262,9 @@ def plan_split(
     if not starts:
         return "no statement boundary before the unsupported instruction"
     start = starts[-1]
+    at_call = _call_plan(code, insts, call_cut, jumps, body_start)
+    if at_call is not None:
+        return at_call
     loop = _loop_plan(insts, start, offset)
     if loop is not None:
         return SplitPlan(start.offset, loop[1], body_start, loop=loop[0])
@@ -279,6 +285,35 @@ def plan_split(
         contexts[: stop.withs] if stop is not None else (),
         start.in_try or (bool(stops) and stops[0].in_try),
     )
+
+
+def _call_plan(
+    code: types.CodeType,
+    insts: list[dis.Instruction],
+    call_cut: tuple[int, int, int] | None,
+    jumps: list[tuple[int, int]],
+    body_start: int,
+) -> SplitPlan | None:
+    """An instruction-level cut around the failing call, when its statement's partial
+    values lie on the stack (`f(x) + g(x)`): the graph before holds `f(x)`, the call
+    runs eagerly, and the resume part continues the expression with both values."""
+    if call_cut is None or call_cut[1] == 0 or code.co_cellvars or code.co_freevars:
+        return None
+    at, depth, after = call_cut
+    if at < body_start or at >= _GENERATED.get(code, len(code.co_code)):
+        return None
+    entries = list(dis.Bytecode(code).exception_entries)
+    for point in (at, after):
+        if any(entry.start <= point < entry.end for entry in entries):
+            return None  # inside a try or with body
+        if any(dst < point < src for src, dst in jumps):
+            return None  # inside a loop
+    if any(at <= src < after < dst for src, dst in jumps):
+        return None
+    depths = _depths(insts)
+    if depths.get(at) != depth or depths.get(after) != depth + 1:
+        return None
+    return SplitPlan(at, after, body_start, stack=(depth, depth + 1))
 
 
 def _loop_plan(
@@ -370,6 +405,8 @@ def segment_function(
     enter: tuple[ContextSpec, ...] = (),
     leave: tuple[ContextSpec, ...] = (),
     returns_top: bool = False,
+    stack_in: int | None = None,
+    stack_out: int | None = None,
 ) -> types.FunctionType:
     """A function running `function`'s code from `start` to `stop`; every local is a parameter.
 
@@ -378,7 +415,9 @@ def segment_function(
     the `enter` contexts (a fresh one each, outermost first) and jumps to `start`. At
     `stop` a jump goes to an appended epilogue that unwinds the `leave` values (with
     blocks left the normal way, innermost first) and returns (END, *locals), or
-    (END, top of stack, *locals) with `returns_top`. `replacements` maps globals
+    (END, top of stack, *locals) with `returns_top`. With `stack_in` / `stack_out` (an
+    instruction-level cut) the part has one more local, `___stack`, a tuple of values
+    pushed at entry and stored at the stop. `replacements` maps globals
     called in the part to what is called instead (the compiled callee of a break
     inside an inlined call).
     """
@@ -392,27 +431,46 @@ def segment_function(
         consts.append(value)
         return len(consts) - 1
 
-    if enter:
+    varnames = code.co_varnames
+    stacked = stack_in is not None or stack_out is not None
+    if stacked and STACK_LOCAL not in varnames:
+        varnames = (*varnames, STACK_LOCAL)
+    slot = varnames.index(STACK_LOCAL) if stacked else -1
+    if enter or stack_in:
         prologue_at = len(raw)
         raw += _enter_code(enter, const)
+        for index in range(stack_in or 0):
+            raw += emit("LOAD_FAST", slot) + emit("LOAD_CONST", const(index))
+            raw += emit("BINARY_SUBSCR")
         raw += emit_jump(len(raw), start)
         _place_jump(raw, body_start, prologue_at, limit=None)
     elif start > body_start:
         _place_jump(raw, body_start, start, limit=start)
     if stop is not None:
         epilogue_at = len(raw)
-        raw += _leave_code(leave, const(None)) + _epilogue(code, const(END), returns_top)
+        raw += _leave_code(leave, const(None))
+        if stack_out is not None:
+            raw += emit("BUILD_TUPLE", stack_out) + emit("STORE_FAST", slot)
+        raw += _epilogue(len(varnames), const(END), returns_top)
         _place_jump(raw, stop, epilogue_at, limit=None)
-    nlocals = len(code.co_varnames)
+    nlocals = len(varnames)
     flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
     new_code = code.replace(
+        co_varnames=varnames,
+        co_nlocals=nlocals,
         co_code=bytes(raw),
         co_consts=tuple(consts),
         co_argcount=nlocals,
         co_posonlyargcount=0,
         co_kwonlyargcount=0,
         co_flags=flags,
-        co_stacksize=max(code.co_stacksize, nlocals + 3, len(enter) + 8, len(leave) + 6),
+        co_stacksize=max(
+            code.co_stacksize + (stack_in or 0) + 2,
+            nlocals + 3,
+            len(enter) + 8,
+            len(leave) + 6,
+            (stack_out or 0) + 2,
+        ),
         co_name=f"{code.co_name}_{tag}",
         co_qualname=f"{code.co_qualname}_{tag}",
     )
@@ -456,13 +514,13 @@ def _leave_code(values: tuple[ContextSpec, ...], none_index: int) -> bytes:
     return out
 
 
-def _epilogue(code: types.CodeType, end_index: int, returns_top: bool = False) -> bytes:
+def _epilogue(nlocals: int, end_index: int, returns_top: bool = False) -> bytes:
     out = emit("LOAD_CONST", end_index)
     if returns_top:
         out += emit("SWAP", 2)
-    for index in range(len(code.co_varnames)):
+    for index in range(nlocals):
         out += emit("LOAD_FAST", index)
-    size = len(code.co_varnames) + 1 + returns_top
+    size = nlocals + 1 + returns_top
     return out + emit("BUILD_TUPLE", size) + emit("RETURN_VALUE")
 
 
