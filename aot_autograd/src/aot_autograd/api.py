@@ -113,16 +113,21 @@ class AotCallable:
     _static: dict[tuple, AotCallable] = field(default_factory=dict)
 
     def __call__(self, *args: Any) -> Any:
-        requires_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
-        training = torch.is_grad_enabled() and any(requires_grad)
-        key = (training, requires_grad if training else ())
+        if torch.is_grad_enabled():
+            requires_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+            training = any(requires_grad)
+            key = (training, requires_grad if training else ())
+        else:  # inference under no_grad: nothing to look at per argument once compiled
+            requires_grad, training, key = None, False, _INFERENCE_KEY
         if key not in self._cache:
+            if requires_grad is None:
+                requires_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
             self._cache[key] = self._compile_for_call(training, requires_grad)
         compiled = self._cache[key]
         if compiled is None or not _assumptions_hold(compiled, args):
             return self._static_call(args)
         check_mutated_inputs_unaliased(compiled.program, args)
-        if compiled.training:
+        if compiled.training or not torch.is_grad_enabled():
             outputs = compiled.run(*args)
         else:
             with torch.no_grad():
@@ -341,6 +346,7 @@ def aot_graph(
 
 
 _LEAF_TYPES = (torch.Tensor, int, float, bool, type(None))
+_INFERENCE_KEY = (False, ())
 
 
 def _metadata_key(flat_args: Sequence[Any]) -> tuple:
