@@ -232,12 +232,17 @@ def test_a_reshape_that_needs_static_sizes_runs_through_aten(tmp_path):
     _check_sizes(compiled, fn, make, [(3, 5), (4, 4), (2, 9), (7, 3)])
 
 
-def test_symbolic_floats_are_a_compile_time_error():
+def test_floats_computed_from_sizes_are_computed_per_call(tmp_path):
     def fn(x):
-        return x * (x.shape[0] / 3)
+        n = x.shape[0]
+        return x * (n / 3), x.sum(0) * (n / (n - 1)) + 1 / n
 
-    with pytest.raises(DynamicShapeError, match="SymFloat"):
-        _compile(fn, torch.randn(6, 2), dynamic={0: [0]})
+    def make(n):
+        return (torch.randn(n, 2),)
+
+    compiled = _compile(fn, *make(6), dynamic={0: [0]}, options={"cache_dir": tmp_path})
+    assert "sym_float0 = " in compiled.artifact("wrapper")
+    _check_sizes(compiled, fn, make, [6, 2, 7, 25])
 
 
 def _triton_graph(x, w):

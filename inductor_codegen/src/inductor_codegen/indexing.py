@@ -36,6 +36,7 @@ __all__ = [
     "is_symbolic",
     "numel",
     "py_index",
+    "py_number",
     "reshape_index",
     "simplify_index",
     "statically_lt",
@@ -370,6 +371,32 @@ def py_index(expr: Index) -> str:
     if expr.is_Pow and expr.exp.is_Integer and int(expr.exp) > 0:
         return f"({py_index(expr.base)} ** {int(expr.exp)})"
     raise DynamicShapeError(f"cannot print size expression {expr} as Python")
+
+
+def py_number(expr) -> str:
+    """A real-valued expression of size symbols (a SymFloat's) as Python float arithmetic."""
+    expr = sympy.sympify(expr)
+    if expr.is_Integer or expr.is_Symbol:
+        return py_index(expr)
+    if expr.is_Rational:
+        return f"({expr.p} / {expr.q})"
+    if expr.is_Float:
+        return repr(float(expr))
+    if expr.is_Add:
+        return "(" + " + ".join(py_number(a) for a in expr.args) + ")"
+    if expr.is_Mul:
+        return "(" + " * ".join(py_number(a) for a in expr.args) + ")"
+    if expr.is_Pow:
+        if expr.exp.is_Integer and int(expr.exp) < 0:
+            return f"(1 / {py_number(expr.base**-expr.exp)})"
+        return f"({py_number(expr.base)} ** {py_number(expr.exp)})"
+    build = _SHAPE_FUNCTIONS.get(type(expr).__name__)
+    if build is not None:
+        return py_index(build(*(index_of_shape_expr(a) for a in expr.args)))
+    raise DynamicShapeError(
+        f"size expression {expr} uses {type(expr).__name__}, which generated code cannot "
+        "compute; compile this graph with static sizes"
+    )
 
 
 def _ordered(args):

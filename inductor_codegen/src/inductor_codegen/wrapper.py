@@ -20,7 +20,7 @@ import torch
 
 from inductor_codegen.cpp_codegen import KernelSource
 from inductor_codegen.errors import DynamicShapeError
-from inductor_codegen.indexing import is_symbolic, py_index
+from inductor_codegen.indexing import is_symbolic, py_index, py_number
 from inductor_codegen.ir import (
     ComputedBuffer,
     ExternBuffer,
@@ -264,11 +264,15 @@ class WrapperCodegen:
                     "that holds another value; rename that placeholder"
                 )
             lines.append(binding.line)
+        for name, expr in self.graph.derived_scalars.items():
+            lines.append(f"{name} = {py_number(expr)}")
         return lines
 
     def _needed_symbols(self) -> set[str]:
         """Names of the size symbols in buffer layouts, kernel and extern arguments, outputs."""
         needed: set = set()
+        for expr in self.graph.derived_scalars.values():
+            needed |= {s.name for s in expr.free_symbols}
         for buf in self.buffers.values():
             for layout in getattr(buf, "layouts", None) or (getattr(buf, "layout", None),):
                 needed |= layout_symbols(layout)

@@ -82,6 +82,8 @@ class GraphLowering:
         self.output_spec = None
         # Symbolic sizes: SymInt inputs (name -> expression) and whether any size is symbolic.
         self.symint_inputs: dict[str, sympy.Expr] = {}
+        # Floats computed from sizes (SymFloat nodes): name -> expression over the symbols.
+        self.derived_scalars: dict[str, sympy.Expr] = {}
         self.symbolic = False
         self._counter = 0
         self._log = artifact_logger("perf_hints")
@@ -177,8 +179,9 @@ class GraphLowering:
         if _is_size_list(val):  # aten.size and friends: sizes, not tensors
             return tuple(self._lower_size_value(node, v) for v in val)
         args, kwargs = pytree.tree_map_only(torch.SymInt, as_index, (args, kwargs))
+        args, kwargs = pytree.tree_map_only(torch.SymFloat, self.derived_scalar, (args, kwargs))
         for leaf in pytree.tree_leaves((args, kwargs)):
-            if isinstance(leaf, (torch.SymFloat, torch.SymBool)):
+            if isinstance(leaf, torch.SymBool):
                 raise DynamicShapeError(
                     f"node {node.name} ({node.target}) takes a symbolic "
                     f"{type(leaf).__name__} ({leaf}); generated code computes integer sizes only"
@@ -202,12 +205,28 @@ class GraphLowering:
         """A node computing a size (sym_size, size arithmetic): its expression over the symbols."""
         if isinstance(val, int):
             return sympy.Integer(val)
+        if isinstance(val, torch.SymFloat):
+            return self.derived_scalar(val)
         if not isinstance(val, torch.SymInt):
             raise DynamicShapeError(
                 f"node {node.name} ({node.target}) computes a symbolic {type(val).__name__}; "
                 "generated code computes integer sizes only"
             )
         return as_index(val)
+
+    def derived_scalar(self, val: torch.SymFloat):
+        """A float computed from sizes (a SymFloat, e.g. n / (n - 1)): a scalar the wrapper
+        computes once per call from the size symbols and passes to kernels and ATen."""
+        constant = val.node.maybe_as_float()
+        if constant is not None:
+            return constant
+        expr = val.node.expr
+        for name, known in self.derived_scalars.items():
+            if known == expr:
+                return ScalarArg(name, torch.float64)
+        name = f"sym_float{len(self.derived_scalars)}"
+        self.derived_scalars[name] = expr
+        return ScalarArg(name, torch.float64)
 
     def _lower_output(self, node):
         flat, spec = pytree.tree_flatten(node.args[0])
