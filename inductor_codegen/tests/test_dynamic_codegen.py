@@ -3,6 +3,18 @@
 Graphs come from `dynamic_graphs.trace_symbolic` (guards fakes over a ShapeEnv,
 ATen calls recorded and decomposed with prim_decomp's `inductor_default`), the
 shape of what capture + aot_autograd hand a backend with dynamic shapes.
+
+Footguns, worst first, and the test that holds each:
+
+    silent wrong  two sizes equal in value but not in form (5*s0 vs s0*s1) taken for
+                  a broadcast               -> test_capture_with_dynamic_shapes_...
+    silent wrong  a lowering reads a size's example value (int(SymInt) adds a guard)
+                                            -> test_a_lowering_that_reads_an_example_size_...
+    silent wrong  a kernel built for one size reused at another
+                                            -> every test: one compile, four or more sizes
+    error         a symbol no input gives   -> test_a_symbol_no_input_gives_...
+    slowdown      a reshape between sizes that do not line up runs through ATen
+                                            -> test_a_reshape_that_needs_static_sizes_...
 """
 
 from __future__ import annotations
