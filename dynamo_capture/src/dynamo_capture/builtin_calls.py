@@ -43,6 +43,7 @@ from dynamo_capture.operations import (
     unary_op,
 )
 from dynamo_capture.state import is_compiling, is_exporting
+from dynamo_capture.sym_numbers import SYM_FUNCTIONS, is_symbolic_number
 from dynamo_capture.values import (
     DictValue,
     IteratorValue,
@@ -352,11 +353,39 @@ for _fn in (builtins.int, builtins.float, builtins.str, builtins.complex):
 
 @handles(builtins.abs)
 def _abs(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return (
-        unary_op(tx, operator.abs, args[0])
-        if isinstance(args[0], TensorValue)
-        else _fold(abs, args, kwargs)
-    )
+    if isinstance(args[0], TensorValue):
+        return unary_op(tx, operator.abs, args[0])
+    return _number_call(tx, abs, args, kwargs)
+
+
+def _number_call(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """fn(*args) on numbers: folded, or on symbolic numbers the sym function, recorded.
+
+    `float(n)`, `math.sqrt(d)`, `int(d / 2)` on sizes stay symbolic (torch.sym_float,
+    torch._sym_sqrt, ...) instead of turning the size into a guarded constant.
+    """
+    try:
+        real_args, real_kwargs = _constants(args, kwargs)
+    except NotConstant:
+        return _fold(fn, args, kwargs)  # raises Unsupported, naming fn
+    symbolic = any(is_symbolic_number(arg) for arg in real_args)
+    if real_kwargs or not symbolic or tx.ctx.shape_env is None:
+        return _fold(fn, args, kwargs)
+    target = SYM_FUNCTIONS[fn]
+    result = target(*real_args)
+    tx.ctx.sym_numbers.record(result, target, tuple(real_args))
+    return PythonValue(result)
+
+
+def _number_function(fn: Any) -> Handler:
+    def handler(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if any(isinstance(arg, TensorValue) for arg in args):
+            raise Unsupported(
+                f"{fn.__name__}() of a tensor turns tensor data into a Python value (data-dependent)"
+            )
+        return _number_call(tx, fn, args, kwargs)
+
+    return handler
 
 
 def _extreme(symbol: str, name: str) -> Handler:
@@ -630,7 +659,7 @@ def call_c_function(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str
     """A C function not in the handler table: folded when pure and constant, else Unsupported."""
     if fn in PURE_FUNCTIONS:
         return _fold(fn, args, kwargs)
-    if fn is builtins.range or fn is builtins.slice:
+    if fn is builtins.slice:
         return _fold(fn, args, kwargs)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
     module = getattr(fn, "__module__", None) or "builtins"
@@ -640,8 +669,26 @@ def call_c_function(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str
     )
 
 
-BUILTIN_HANDLERS[builtins.range] = lambda tx, args, kwargs: _fold(range, args, kwargs)
+@handles(builtins.range)
+def _range(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """range() folded; a symbolic bound specializes (a Python loop runs once per value)."""
+    try:
+        bounds = [as_constant(arg) for arg in args]
+    except NotConstant:
+        return _fold(range, args, kwargs)  # raises Unsupported, naming range
+    if tx.ctx.shape_env is not None and any(is_symbolic_number(b) for b in bounds):
+        reason = "range() of a symbolic size (a Python loop runs once per value)"
+        bounds = [
+            tx.ctx.sym_numbers.specialize(b, reason) if is_symbolic_number(b) else b for b in bounds
+        ]
+        args = [PythonValue(b) for b in bounds]
+    return _fold(range, args, kwargs)
+
+
 BUILTIN_HANDLERS[builtins.slice] = lambda tx, args, kwargs: _fold(slice, args, kwargs)
+for _fn in SYM_FUNCTIONS:
+    if _fn is not builtins.abs:
+        BUILTIN_HANDLERS[_fn] = _number_function(_fn)
 for _fn in PURE_FUNCTIONS:
     BUILTIN_HANDLERS.setdefault(
         _fn, (lambda f: lambda tx, args, kwargs: _fold(f, args, kwargs))(_fn)

@@ -192,15 +192,19 @@ def capture_frame(
     guard_context: list[CaptureContext] | None = None,
     dynamic: bool | None = False,
     history: SizeHistory | None = None,
+    specialize_floats: bool = False,
 ) -> CapturedFrame:
     """Interpret `target`'s code on `f_locals`; raise Unsupported when it cannot be one graph.
 
     `guard_context`, when given, receives the CaptureContext even when capture fails,
     so the caller can use the guards recorded up to the failure. `dynamic` and
-    `history` choose the input dims traced with symbolic sizes (CaptureContext).
+    `history` choose the input dims traced with symbolic sizes (CaptureContext);
+    `specialize_floats` turns symbolic floats operators take into constants (sym_numbers).
     """
     start = time.perf_counter()
-    ctx = CaptureContext(target.globals, dynamic=dynamic, history=history)
+    ctx = CaptureContext(
+        target.globals, dynamic=dynamic, history=history, specialize_floats=specialize_floats
+    )
     if guard_context is not None:
         guard_context.append(ctx)
     _global_state_guards(ctx)

@@ -91,6 +91,9 @@ _INPLACE_TO_PLAIN = {
 }  # fmt: skip
 
 
+_SYMBOLIC_NUMBERS = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
 class NotConstant(Exception):
     """A value is not a capture-time constant."""
 
@@ -99,7 +102,7 @@ def as_constant(value: Value) -> Any:
     """The Python constant `value` stands for, or NotConstant."""
     if isinstance(value, PythonValue):
         obj = value.obj
-        if is_constant(obj) or isinstance(obj, torch.Size | torch.SymInt | torch.SymBool):
+        if is_constant(obj) or isinstance(obj, (torch.Size, *_SYMBOLIC_NUMBERS)):
             return obj  # symbolic sizes compute on their own (recording guards)
         if isinstance(obj, list) and all(is_constant(item) for item in obj):
             return list(obj)
@@ -240,7 +243,7 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         return result
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
     try:
-        return PythonValue(plain(as_constant(left), as_constant(right)))
+        return _folded(tx, plain, (as_constant(left), as_constant(right)))
     except NotConstant:
         pass
     except TypeError:
@@ -249,6 +252,14 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
     if sequence is not None:
         return sequence
     return _dunder_op(tx, plain, left, right)
+
+
+def _folded(tx: Translator, fn: Any, args: tuple[Any, ...]) -> PythonValue:
+    """fn(*args) on constants; a symbolic number's recipe is kept for the graph."""
+    result = fn(*args)
+    if isinstance(result, _SYMBOLIC_NUMBERS) and tx.ctx.shape_env is not None:
+        tx.ctx.sym_numbers.record(result, fn, args)
+    return PythonValue(result)
 
 
 def _sequence_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value | None:
@@ -358,7 +369,7 @@ def unary_op(tx: Translator, fn: Any, value: Value) -> Value:
     if fn is operator.not_:
         return PythonValue(not truth(tx, value))
     try:
-        return PythonValue(fn(as_constant(value)))
+        return _folded(tx, fn, (as_constant(value),))
     except NotConstant:
         pass
     name = {operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__"}[fn]

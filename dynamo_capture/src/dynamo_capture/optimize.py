@@ -84,6 +84,7 @@ class CompiledCallable:
         self._limit_logged = False
         self._sizes = SizeHistory()  # input sizes over compiles (automatic dynamic)
         self._static_backend = False  # the backend refused a symbolic graph: capture static
+        self._specialize_floats = False  # the backend refused symbolic floats: make constants
         _live.add(self)
 
     @property
@@ -226,8 +227,8 @@ class CompiledCallable:
             return capture_frame(self.frame, f_locals, guard_context=contexts)
         try:
             return capture_frame(
-                self.frame, f_locals, guard_context=contexts,
-                dynamic=self.dynamic, history=self._sizes,
+                self.frame, f_locals, guard_context=contexts, dynamic=self.dynamic,
+                history=self._sizes, specialize_floats=self._specialize_floats,
             )  # fmt: skip
         except Exception as error:
             if not (contexts and contexts[0].symbolic):
@@ -243,7 +244,9 @@ class CompiledCallable:
 
         A symbolic graph goes only to a backend that runs the graph as it is (returns
         its `forward`) or declares `supports_dynamic_shapes = True`; otherwise, or when
-        the backend fails on it, the frame is captured again with static sizes.
+        the backend fails on it, the frame is captured again with static sizes. A
+        backend that fails on a graph holding symbolic floats (`d ** 0.5`) first gets
+        the frame captured with those floats specialized and the sizes still symbolic.
         """
         if not frame.ctx.symbolic:
             return None
@@ -251,6 +254,11 @@ class CompiledCallable:
             entry = compile_entry(frame, backend, self.guard_filter_fn)
         except Exception as error:  # noqa: BLE001 - the static graph decides
             reason = f"the backend failed on the symbolic graph: {error}"
+            retry = self._without_symbolic_floats(frame, f_locals, reason)
+            if retry is not None:
+                return self._symbolic_entry(retry, backend, f_locals) or compile_entry(
+                    retry, backend, self.guard_filter_fn
+                )
         else:
             if _runs_symbolic(backend, entry):
                 return entry
@@ -259,6 +267,25 @@ class CompiledCallable:
         self._static_backend = True
         static = capture_frame(self.frame, f_locals)
         return compile_entry(static, backend, self.guard_filter_fn)
+
+    def _without_symbolic_floats(self, frame: Any, f_locals: dict[str, Any], reason: str) -> Any:
+        """`frame` captured again with its symbolic floats specialized; None if it has none."""
+        if self._specialize_floats or not frame.ctx.sym_numbers.emitted_numbers:
+            return None
+        if artifact_enabled("dynamic"):
+            artifact_logger("dynamic").info(
+                "%s: symbolic floats become constants for this backend (%s)",
+                self.frame.name,
+                reason,
+            )
+        self._specialize_floats = True
+        try:
+            return capture_frame(
+                self.frame, f_locals, dynamic=self.dynamic,
+                history=self._sizes, specialize_floats=True,
+            )  # fmt: skip
+        except Exception:  # noqa: BLE001 - the static capture decides
+            return None
 
     def _log_static(self, reason: str) -> None:
         if artifact_enabled("dynamic"):

@@ -33,7 +33,7 @@ from dynamo_capture.sources import (
     Source,
     is_builtin_module_class,
 )
-from dynamo_capture.sym_sizes import emit_size
+from dynamo_capture.sym_numbers import SymNumbers
 from dynamo_capture.values import (
     CONSTANT_TYPES,
     DictValue,
@@ -158,6 +158,7 @@ class CaptureContext:
         *,
         dynamic: bool | None = False,
         history: SizeHistory | None = None,
+        specialize_floats: bool = False,
     ) -> None:
         self.graph = torch.fx.Graph()
         self.guards = FrameGuards()
@@ -179,6 +180,10 @@ class CaptureContext:
         self._names: set[str] = set()
         self._symbol_nodes: dict[Any, torch.fx.Node] = {}
         self._size_inputs: dict[torch.fx.Node, tuple[str, int]] = {}
+        # SymFloat / SymBool arithmetic run while capturing, emitted as nodes where used
+        self.sym_numbers = SymNumbers(
+            self.graph, self.shape_env, self._symbol_node, specialize_floats=specialize_floats
+        )
 
     # ----- inputs -------------------------------------------------------
     def wrap(self, obj: Any, source: Source | None) -> Value:
@@ -312,10 +317,8 @@ class CaptureContext:
 
     def _sizes_to_nodes(self, obj: Any) -> Any:
         """`obj` with its SymInts replaced by graph nodes that compute them."""
-        if isinstance(obj, torch.SymInt):
-            return emit_size(self.graph, obj.node.expr, self._symbol_node)
-        if isinstance(obj, torch.SymFloat | torch.SymBool):
-            raise Unsupported(f"a symbolic {type(obj).__name__} as an operator argument")
+        if isinstance(obj, _SYMBOLIC_TYPES):
+            return self.sym_numbers.node_of(obj)
         if isinstance(obj, list):
             return [self._sizes_to_nodes(item) for item in obj]
         if isinstance(obj, tuple):  # torch.Size included: sizes as a plain tuple
@@ -438,7 +441,7 @@ def _to_example(value: Value) -> Any:
 
 def _python_arg(value: Value, inner: Callable[[Value], Any]) -> Any:
     if isinstance(value, PythonValue):
-        if is_constant(value.obj) or isinstance(value.obj, torch.Size | torch.SymInt):
+        if is_constant(value.obj) or isinstance(value.obj, (torch.Size, *_SYMBOLIC_TYPES)):
             return value.obj
         if value.obj is None:
             return value.obj

@@ -27,8 +27,21 @@ __all__ = ["emit_size"]
 SymbolNode = Callable[[sympy.Symbol], torch.fx.Node]
 
 
+# max / min on SymInts would compare them (a guard); the sym_ forms do not
+_GUARD_FREE: dict[Any, Any] = {max: torch.sym_max, min: torch.sym_min}
+
+
+def _call(graph: torch.fx.Graph, fn: Any, args: tuple[Any, ...]) -> torch.fx.Node:
+    """A node `fn(*args)`; its meta["val"] is `fn` on the arguments' values (SymInts)."""
+    node = graph.call_function(fn, args)
+    values = [arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg for arg in args]
+    if all(value is not None for value in values):
+        node.meta["val"] = _GUARD_FREE.get(fn, fn)(*values)
+    return node
+
+
 def _fold(graph: torch.fx.Graph, fn: Any, items: list[Any]) -> Any:
-    return functools.reduce(lambda a, b: graph.call_function(fn, (a, b)), items)
+    return functools.reduce(lambda a, b: _call(graph, fn, (a, b)), items)
 
 
 def _add(graph: torch.fx.Graph, args: list[Any]) -> Any:
@@ -40,17 +53,17 @@ def _mul(graph: torch.fx.Graph, args: list[Any]) -> Any:
 
 
 def _floordiv(graph: torch.fx.Graph, args: list[Any]) -> Any:
-    return graph.call_function(operator.floordiv, (args[0], args[1]))
+    return _call(graph, operator.floordiv, (args[0], args[1]))
 
 
 def _mod(graph: torch.fx.Graph, args: list[Any]) -> Any:
-    return graph.call_function(operator.mod, (args[0], args[1]))
+    return _call(graph, operator.mod, (args[0], args[1]))
 
 
 def _pow(graph: torch.fx.Graph, args: list[Any]) -> Any:
     if not isinstance(args[1], int) or args[1] < 0:
         raise Unsupported(f"a symbolic size with the power {args[1]!r}")
-    return graph.call_function(operator.pow, (args[0], args[1]))
+    return _call(graph, operator.pow, (args[0], args[1]))
 
 
 def _max(graph: torch.fx.Graph, args: list[Any]) -> Any:

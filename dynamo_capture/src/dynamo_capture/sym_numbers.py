@@ -1,0 +1,164 @@
+"""Symbolic numbers as graph nodes: SymFloat / SymBool arithmetic recorded while it runs.
+
+A SymInt's value is its sympy expression over the input-size symbols, so
+`sym_sizes.emit_size` rebuilds its nodes from the expression alone. A float
+computed from sizes (`x.size(-1) ** 0.5`, `n / 2`, `math.sqrt(d)`) has no such
+integer form, so capture records how each one was made while the user's code
+runs it (`record(result, target, args)`: a `SymRecipe`) and emits the nodes
+only when an operator takes the value:
+
+    d ** 0.5           -> operator.pow(s1, 0.5)
+    math.sqrt(d)       -> torch._sym_sqrt(s1)
+    n / 2              -> operator.truediv(s0, 2)
+    float(n)           -> torch.sym_float(s0)
+
+Each node's meta["val"] is the torch.SymFloat (SymBool, SymInt) it computes.
+A symbolic number with no recipe (made inside a torch function capture did not
+see) is specialized: its symbols are guarded equal to their example values and
+the number becomes a plain constant, logged on `EMBER_LOGS=dynamic`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+
+from dynamo_capture.sym_sizes import SymbolNode, emit_size
+from guards import ShapeEnv, artifact_enabled, artifact_logger
+
+__all__ = ["SYM_FUNCTIONS", "SymNumbers", "SymRecipe", "is_symbolic_number"]
+
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+# A Python function called on symbolic numbers -> the function the graph calls instead
+# (it takes both plain numbers and SymInt/SymFloat, as torch's own sym_* functions do).
+SYM_FUNCTIONS: dict[Any, Callable[..., Any]] = {
+    builtins.float: torch.sym_float,
+    builtins.int: torch.sym_int,
+    math.sqrt: torch._sym_sqrt,
+    math.cos: torch._sym_cos,
+    math.sin: torch._sym_sin,
+    math.tan: torch._sym_tan,
+    math.cosh: torch._sym_cosh,
+    math.sinh: torch._sym_sinh,
+    math.tanh: torch._sym_tanh,
+    math.asin: torch._sym_asin,
+    math.acos: torch._sym_acos,
+    math.atan: torch._sym_atan,
+    math.log2: torch._sym_log2,
+    math.floor: math.floor,
+    math.ceil: math.ceil,
+    math.trunc: math.trunc,
+    builtins.abs: builtins.abs,
+}
+
+
+def is_symbolic_number(value: Any) -> bool:
+    """Whether `value` is a SymInt / SymFloat / SymBool that is not a constant."""
+    if not isinstance(value, _SYMBOLIC):
+        return False
+    node = value.node
+    return not node.expr.is_Number and node.expr not in (sympy.true, sympy.false)
+
+
+@dataclass(frozen=True, slots=True)
+class SymRecipe:
+    """How one symbolic number was made: `target(*args)`, the args numbers or Sym values."""
+
+    result: Any
+    target: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
+class SymNumbers:
+    """The recipes of one capture's symbolic numbers, and the nodes emitted from them."""
+
+    def __init__(
+        self,
+        graph: torch.fx.Graph,
+        shape_env: ShapeEnv | None,
+        symbol_node: SymbolNode,
+        *,
+        specialize_floats: bool = False,
+    ) -> None:
+        self.graph = graph
+        self.shape_env = shape_env
+        self.symbol_node = symbol_node
+        # True: every SymFloat / SymBool an operator takes becomes its example value
+        # (for a backend that takes symbolic sizes but not numbers computed from them)
+        self.specialize_floats = specialize_floats
+        self.emitted_numbers = 0  # SymFloat / SymBool nodes emitted from recipes
+        # id(SymNode) -> recipe; the recipe holds the result, so the id stays its own
+        self._recipes: dict[int, SymRecipe] = {}
+        self._nodes: dict[int, tuple[Any, Any]] = {}  # id(SymNode) -> (value, node)
+
+    def record(self, result: Any, target: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        """Remember that `result` is `target(*args)` when it is a symbolic number made from one.
+
+        SymInts computed from SymInts only need no recipe (their expression is exact);
+        a SymInt computed from a float (`int(n / 2)`, `math.floor(d ** 0.5)`) does.
+        """
+        if not is_symbolic_number(result) or any(arg is result for arg in args):
+            return
+        from_float = any(isinstance(arg, torch.SymFloat | torch.SymBool) for arg in args)
+        if isinstance(result, torch.SymInt) and not from_float:
+            return
+        self._recipes[id(result.node)] = SymRecipe(result, target, args)
+
+    def node_of(self, value: Any) -> Any:
+        """A graph node (or plain number) computing symbolic number `value`."""
+        if not is_symbolic_number(value):
+            return _constant_of(value)
+        key = id(value.node)
+        if key in self._nodes:
+            return self._nodes[key][1]
+        recipe = self._recipes.get(key)
+        if self.specialize_floats and not isinstance(value, torch.SymInt):
+            node = self.specialize(value, "the backend takes no symbolic floats")
+        elif recipe is not None:
+            node = self.graph.call_function(
+                recipe.target, tuple(self.node_of(arg) for arg in recipe.args)
+            )
+            node.meta["val"] = value
+            self.emitted_numbers += not isinstance(value, torch.SymInt)
+        elif isinstance(value, torch.SymInt):
+            node = emit_size(self.graph, value.node.expr, self.symbol_node)
+        else:
+            node = self.specialize(value, "it was computed where capture keeps no record")
+        self._nodes[key] = (value, node)
+        return node
+
+    def specialize(self, value: Any, reason: str) -> Any:
+        """The example value of `value`, with its symbols guarded equal to their example values."""
+        expr = value.node.expr
+        env = self.shape_env if self.shape_env is not None else value.node.shape_env
+        hint = value.node.hint
+        if hint is None:
+            hint = sympy.sympify(env.hint_of(expr)).evalf()
+        hint = value.node.pytype(hint)
+        if artifact_enabled("dynamic"):
+            artifact_logger("dynamic").info(
+                "specializing the symbolic %s %s to %r: %s",
+                type(value).__name__,
+                expr,
+                hint,
+                reason,
+            )
+        for symbol in sorted(expr.free_symbols, key=str):
+            env.record(sympy.Eq(symbol, env.hint_of(symbol)), f"specialized: {reason}")
+        return hint
+
+
+def _constant_of(value: Any) -> Any:
+    if isinstance(value, torch.SymBool):
+        return bool(value.node.expr == sympy.true)
+    if isinstance(value, torch.SymInt | torch.SymFloat):
+        return value.node.pytype(value.node.expr)
+    return value
