@@ -72,6 +72,20 @@ def test_shape_expressions_map_onto_index_functions():
         index_of_shape_expr(sympy.Function("Weird")(s0))
 
 
+@pytest.mark.parametrize(
+    "shape_expr,python",
+    [
+        (sympy.Mod(-2, s0), lambda v: -2 % v),  # roll by -2
+        (guards.FloorDiv(-7, s0), lambda v: -7 // v),
+        (guards.FloorDiv(s0 + 1, 2), lambda v: (v + 1) // 2),
+    ],
+)
+def test_floored_division_of_negative_numbers_keeps_python_semantics(shape_expr, python):
+    index = index_of_shape_expr(shape_expr)
+    for value in range(2, 12):
+        assert eval(py_index(index), {}, {"s0": value}) == python(value)
+
+
 def test_python_printing_computes_the_same_values():
     expr = FloorDiv(s0 * s1 + 3, 2) + IndexMod(s0, s1) * sympy.Max(s1, 4)
     for v0, v1 in itertools.product(range(2, 6), repeat=2):

@@ -100,12 +100,49 @@ def is_symbolic(expr) -> bool:
     return bool(getattr(expr, "free_symbols", None))
 
 
+def _python_divmod(kind: str):
+    """Python's floored `a // b` or `a % b` (b > 0) as FloorDiv / IndexMod, which need a >= 0.
+
+    A negative constant `a` (`Mod(-2, s0)` from `roll`) is shifted by a multiple of b
+    first: a // b = (a + k*b) // b - k and a % b = (a + k*b) % b for any integer k.
+    """
+
+    def build(a, b):
+        if not _provably(b, "positive"):
+            raise DynamicShapeError(f"division by {b}, which may not be positive, in a size")
+        shift = 0
+        if not _provably(a, "nonnegative"):
+            if a.is_Integer:
+                shift = -(int(a) // MIN_SYMBOLIC_SIZE) if b.free_symbols else -(int(a) // int(b))
+            else:  # -FloorDiv(s0, 2) % s0 (fftshift): a few multiples of b make it non-negative
+                shift = next((k for k in range(1, 5) if _provably(a + k * b, "nonnegative")), 0)
+            if shift == 0:
+                raise DynamicShapeError(
+                    f"{a} // {b} or {a} % {b} of a size that may be negative; "
+                    "compile this graph with static sizes"
+                )
+            a = a + shift * b
+        if kind == "mod":
+            return IndexMod(a, b)
+        return FloorDiv(a, b) - shift
+
+    return build
+
+
+def _provably(expr, sign: str) -> bool:
+    expr = sympy.expand(expr)
+    if expr.is_Integer:
+        return int(expr) > 0 if sign == "positive" else int(expr) >= 0
+    shifted = _shift_symbols(expr)
+    return bool(shifted.is_positive if sign == "positive" else shifted.is_nonnegative)
+
+
 # Function classes of shape expressions, by name (guards' and torch's spellings).
 _SHAPE_FUNCTIONS = {
-    "FloorDiv": lambda a, b: FloorDiv(a, b),
-    "CleanDiv": lambda a, b: FloorDiv(a, b),
-    "Mod": lambda a, b: IndexMod(a, b),
-    "PythonMod": lambda a, b: IndexMod(a, b),
+    "FloorDiv": _python_divmod("floordiv"),
+    "CleanDiv": _python_divmod("floordiv"),
+    "Mod": _python_divmod("mod"),
+    "PythonMod": _python_divmod("mod"),
     "IndexMod": lambda a, b: IndexMod(a, b),
     "ModularIndexing": lambda a, b, c: IndexMod(FloorDiv(a, b), c),
     "Max": sympy.Max,

@@ -372,7 +372,10 @@ def _has_symbolic_size(value: torch.Tensor) -> bool:
 def _is_symbolic_size_error(error: TypeError) -> bool:
     """Whether sympy refused to turn a symbolic size into an int or a bool."""
     text = str(error)
-    return "symbol" in text.lower() or "truth value of Relational" in text
+    return any(
+        words in text
+        for words in ("symbol", "Symbol", "truth value of Relational", "should be of numeric type")
+    )
 
 
 def layout_of(value: torch.Tensor, where: str) -> Layout:

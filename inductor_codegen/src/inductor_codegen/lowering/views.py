@@ -11,7 +11,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from inductor_codegen.indexing import FloorDiv, IndexMod, reshape_index, view_strides
+from inductor_codegen.indexing import FloorDiv, IndexMod, as_index, reshape_index, view_strides
 from inductor_codegen.ir import ComputedBuffer, Layout, TensorValue
 from inductor_codegen.lowering.common import node_size, normalize_dim
 from inductor_codegen.lowering.registry import register_lowering
@@ -199,7 +199,7 @@ def _split(x, sizes, dim):
 
 
 def _narrow(x: TensorValue, dim: int, start: int, length: int) -> TensorValue:
-    size = tuple(sympy.Integer(length) if d == dim else s for d, s in enumerate(x.size))
+    size = tuple(as_index(length) if d == dim else s for d, s in enumerate(x.size))
     if x.view is not None:
         lay = x.view.layout
         return _strided(x, size, lay.stride, lay.offset + start * lay.stride[dim])
