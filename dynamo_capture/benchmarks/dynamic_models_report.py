@@ -1,10 +1,11 @@
 """Graphs per transformers model over several sequence lengths, with dynamic=True.
 
-    python dynamo_capture/benchmarks/dynamic_models_report.py [--backend aot_eager] [--lengths 8 13 21 30]
+    python dynamo_capture/benchmarks/dynamic_models_report.py [--backend aot_eager] [--train]
+        [--lengths 8 13 21 30] [--models gpt2 bert llama t5]
 
 Each model of benchmarks/models.py with token inputs (gpt2, bert, llama, t5) is
 compiled with `ember.compile(model, backend=..., dynamic=True)` and run in
-inference at each sequence length (T5: encoder and decoder lengths both vary).
+inference (with --train: forward and backward, grads compared) at each sequence length (T5: encoder and decoder lengths both vary).
 Reports the compiled entries (graphs) of the top frame, those that run eagerly,
 the graph breaks, whether every result equals eager, and the compile time. Run with
 EMBER_LOGS=dynamic to see why a compile fell back to static sizes.
@@ -52,18 +53,33 @@ def _main_output(output: Any) -> torch.Tensor:
     return output
 
 
-def sweep(name: str, backend: str, lengths: list[int]) -> dict[str, Any]:
+def _grads(model: torch.nn.Module, output: Any) -> list[torch.Tensor]:
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(_main_output(output).sin().mean(), params, allow_unused=True)
+    return [g for g in grads if g is not None]
+
+
+def _close(got: list[torch.Tensor], expected: list[torch.Tensor]) -> bool:
+    return len(got) == len(expected) and all(
+        torch.allclose(a, b, rtol=1e-4, atol=1e-4) for a, b in zip(got, expected)
+    )
+
+
+def sweep(name: str, backend: str, lengths: list[int], train: bool = False) -> dict[str, Any]:
     """Compile one model with dynamic=True and run it at every length."""
     case = getattr(_models_module(), name)()
-    model = case.model.eval()
+    model = case.model.train(False)  # dropout off: results comparable with eager
     compiled = ember.compile(model, backend=backend, dynamic=True)
     same = True
     start = time.perf_counter()
-    with torch.no_grad():
+    with torch.set_grad_enabled(train):
         for length in lengths:
             args = _inputs(name, 1000, length)
-            got, expected = _main_output(compiled(*args)), _main_output(model(*args))
+            got_output, expected_output = compiled(*args), model(*args)
+            got, expected = _main_output(got_output), _main_output(expected_output)
             same = same and torch.allclose(got, expected, rtol=1e-4, atol=1e-4)
+            if train:
+                same = same and _close(_grads(model, got_output), _grads(model, expected_output))
     seconds = time.perf_counter() - start
     runner = compiled_callable_of(compiled)
     entries = [runner.entries, *(part.entries for part in runner.parts)]
@@ -82,11 +98,12 @@ def main() -> None:
     parser.add_argument("--backend", default="aot_eager")
     parser.add_argument("--lengths", type=int, nargs="+", default=[8, 13, 21, 30])
     parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--train", action="store_true")
     options = parser.parse_args()
-    print(f"backend={options.backend} lengths={options.lengths}")
+    print(f"backend={options.backend} lengths={options.lengths} train={options.train}")
     print(f"{'model':8} {'graphs':>6} {'eager':>5} {'breaks':>6} {'== eager':>8} {'seconds':>8}")
     for name in options.models:
-        row = sweep(name, options.backend, options.lengths)
+        row = sweep(name, options.backend, options.lengths, options.train)
         print(
             f"{row['model']:8} {row['graphs']:>6} {row['eager']:>5} {row['breaks']:>6} "
             f"{'yes' if row['same'] else 'NO':>8} {row['seconds']:>8.1f}",

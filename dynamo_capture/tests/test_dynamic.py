@@ -235,3 +235,26 @@ def test_int_returned_from_the_frame_falls_back_to_static(backend):
         got, expected = compiled(x, n), passthrough(x, n)
         torch.testing.assert_close(got[0], expected[0])
         assert got[1] == expected[1]
+
+
+class _PositionTable(torch.nn.Module):
+    """A model holding a position-id buffer longer than any input (as BERT does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("position_ids", torch.arange(64).unsqueeze(0))
+        self.embed = torch.nn.Embedding(64, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = self.position_ids[:, : x.shape[1]]
+        return x.unsqueeze(-1) + self.embed(positions)
+
+
+def test_module_buffers_stay_static_with_dynamic_true(backend):
+    model = _PositionTable()
+    compiled = dynamo_capture.optimize(model, backend=backend, dynamic=True)
+    for length in (5, 9, 17):
+        x = torch.randn(2, length)
+        torch.testing.assert_close(compiled(x), model(x))
+    assert len(backend.graphs) == 1
+    assert len(_symint_inputs(backend.graphs[0])) == 2, "the input's two sizes only"

@@ -39,7 +39,7 @@ def _float_of_size(x: torch.Tensor) -> torch.Tensor:
 
 def _floor_of_float(x: torch.Tensor) -> torch.Tensor:
     n = x.shape[0]
-    return x.sum(0) * math.floor(n / 2) + x.mean(0) * int(n / 3)
+    return x.sum(0) * math.floor(n / 2) + x.mean(0) * int(n / 3) - round(n / 4)
 
 
 def _ratio_squared(x: torch.Tensor) -> torch.Tensor:
@@ -151,6 +151,19 @@ def test_backend_without_symbolic_floats_recompiles_when_the_float_changes():
     assert len(backend.graphs) == len(SIZES), "sqrt(size) specialized: one graph per size"
 
 
+def _tensor_of_a_float(x: torch.Tensor) -> torch.Tensor:
+    n, m = x.shape
+    return torch.tensor(n / 3.0) * x + torch.as_tensor([m / 2, 1.0]).sum()
+
+
+def test_tensor_built_from_a_float_specializes_on_sizes_not_float_equality(backend):
+    compiled = dynamo_capture.optimize(_tensor_of_a_float, backend=backend, dynamic=True)
+    for size in [3, 3, 5, 5, 7, 3]:
+        x = torch.randn(size, 4)
+        torch.testing.assert_close(compiled(x), _tensor_of_a_float(x))
+    assert len(backend.graphs) == 3, "one graph per size, each reused"
+
+
 # ----- Python loops over symbolic sizes ---------------------------------------------------
 def _loop_over_rows(x: torch.Tensor) -> torch.Tensor:
     total = x[0]
@@ -166,8 +179,22 @@ def _loop_over_pairs(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@pytest.mark.parametrize("fn", [_loop_over_rows, _loop_over_pairs])
-def test_loop_with_a_symbolic_bound_specializes_and_recompiles(fn, backend, capsys):
+def _loop_over_tensor(x: torch.Tensor) -> torch.Tensor:
+    out = x[0] * 0
+    for row in x:
+        out = out * 0.5 + row
+    return out
+
+
+@pytest.mark.parametrize(
+    ("fn", "reason"),
+    [
+        (_loop_over_rows, "range() of a symbolic size"),
+        (_loop_over_pairs, "range() of a symbolic size"),
+        (_loop_over_tensor, "iterating a tensor"),
+    ],
+)
+def test_loop_with_a_symbolic_bound_specializes_and_recompiles(fn, reason, backend, capsys):
     compiled = dynamo_capture.optimize(fn, backend=backend, dynamic=True, recompile_limit=20)
     set_logs(dynamic=True)
     try:
@@ -175,7 +202,7 @@ def test_loop_with_a_symbolic_bound_specializes_and_recompiles(fn, backend, caps
     finally:
         set_logs()
     assert len(backend.graphs) == 3, "one graph per distinct loop length"
-    assert "range() of a symbolic size" in capsys.readouterr().err
+    assert reason in capsys.readouterr().err
     # the loop's dim is static in each graph; the other dim stays symbolic
     symint_inputs = [
         node

@@ -400,7 +400,11 @@ def sequence_items(tx: Translator, value: Value) -> list[Value]:
             raise Unsupported("iterating a tensor whose length depends on data")
         if value.example.dim() == 0:
             raise Unsupported("iteration over a 0-d tensor")
-        return [get_item(tx, value, PythonValue(index)) for index in range(value.example.shape[0])]
+        length = value.example.shape[0]
+        if isinstance(length, torch.SymInt) and tx.ctx.shape_env is not None:
+            reason = "iterating a tensor (a Python loop runs once per row)"
+            length = tx.ctx.sym_numbers.specialize(length, reason)
+        return [get_item(tx, value, PythonValue(index)) for index in range(length)]
     if isinstance(value, PythonValue):
         return _real_items(tx, value)
     if isinstance(value, ObjectValue):

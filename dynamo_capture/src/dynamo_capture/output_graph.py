@@ -15,6 +15,7 @@ Unsupported.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import operator
 import types
@@ -30,10 +31,11 @@ from dynamo_capture.sources import (
     LocalSource,
     ModuleSource,
     NNModuleSource,
+    ParamBufferSource,
     Source,
     is_builtin_module_class,
 )
-from dynamo_capture.sym_numbers import SymNumbers
+from dynamo_capture.sym_numbers import SymNumbers, is_symbolic_number
 from dynamo_capture.values import (
     CONSTANT_TYPES,
     DictValue,
@@ -70,6 +72,10 @@ TRUSTED_MODULES = (
 
 # Capture computes on guards FakeTensors (metadata only); False: on detached clones.
 USE_FAKES = True
+
+# Factories that read a Python number's value (a symbolic float would be guarded by
+# float equality): its sizes are specialized first (sym_numbers.specialize).
+NUMBER_READING_FUNCTIONS = {torch.tensor, torch.as_tensor, torch.scalar_tensor}
 
 # Ops whose output shape depends on tensor data.
 DATA_DEPENDENT_SHAPE_OPS = {
@@ -270,10 +276,11 @@ class CaptureContext:
     def _dims(self, source: Source, tensor: torch.Tensor) -> frozenset[int]:
         """The dims of input `tensor` traced symbolically (mark_dynamic marks are added later).
 
-        Parameters stay static, as in torch: their sizes do not change between calls,
-        and symbolic weight sizes would only blur the graph's size arithmetic.
+        Parameters and module buffers stay static, as in torch: their sizes do not
+        change between calls, and symbolic weight sizes (or a position-id table's
+        length) would only blur the graph's size arithmetic.
         """
-        if isinstance(tensor, torch.nn.Parameter):
+        if isinstance(tensor, torch.nn.Parameter) or isinstance(source, ParamBufferSource):
             return frozenset()
         if self.dynamic is True:
             return frozenset(range(tensor.dim()))
@@ -366,6 +373,8 @@ class CaptureContext:
         allow_python_result: bool = False,
     ) -> Value:
         """Add a call node; its result value is found by running `target` on examples."""
+        if target in NUMBER_READING_FUNCTIONS and self.shape_env is not None:
+            args, kwargs = _map((args, kwargs), self._read_number)
         node_args = _map(args, self._to_node)
         node_kwargs = _map(kwargs, self._to_node)
         if self.shape_env is not None and has_symbolic((node_args, node_kwargs)):
@@ -403,6 +412,16 @@ class CaptureContext:
         if name in ("__getitem__", "getitem") and _bool_index(example_args):
             data_dependent = True
         return self.wrap_result(node, result, data_dependent)
+
+    def _read_number(self, value: Value) -> Value:
+        """A symbolic float a tensor is built from, specialized (its sizes guarded)."""
+        obj = value.obj if isinstance(value, PythonValue) else None
+        if isinstance(obj, torch.SymFloat | torch.SymBool) and is_symbolic_number(obj):
+            reason = "a tensor is built from its value"
+            return PythonValue(self.sym_numbers.specialize(obj, reason))
+        if isinstance(value, ListValue | TupleValue):
+            return dataclasses.replace(value, items=[self._read_number(v) for v in value.items])
+        return value
 
     def wrap_result(self, node: torch.fx.Node, result: Any, data_dependent: bool) -> Value:
         if isinstance(result, torch.Tensor):

@@ -56,6 +56,7 @@ SYM_FUNCTIONS: dict[Any, Callable[..., Any]] = {
     math.floor: math.floor,
     math.ceil: math.ceil,
     math.trunc: math.trunc,
+    builtins.round: builtins.round,
     builtins.abs: builtins.abs,
 }
 
