@@ -67,7 +67,7 @@ def test_shape_expressions_map_onto_index_functions():
     assert index_of_shape_expr(guards.FloorDiv(s0, 2)) == FloorDiv(s0, 2)
     assert index_of_shape_expr(sympy.Mod(s0, 3)) == IndexMod(s0, 3)
     with pytest.raises(DynamicShapeError, match="not an integer"):
-        index_of_shape_expr(sympy.ceiling(s0 / 3))
+        index_of_shape_expr(s0 / 3)
     with pytest.raises(DynamicShapeError, match="uses Weird"):
         index_of_shape_expr(sympy.Function("Weird")(s0))
 
@@ -108,3 +108,19 @@ def test_symbols_are_read_from_sizes_strides_symint_inputs_or_solved():
     assert bindings["s1"].source == "x.size(1)"
     bindings = bind_symbols([InputBuffer("x", layout)], {"n": s0})
     assert bindings["s0"].source == "n"
+
+
+@pytest.mark.parametrize(
+    "shape_expr,python",
+    [
+        (sympy.floor(s0 / 2), lambda v: v // 2),
+        (sympy.ceiling(3 * s0 / 2), lambda v: -(-3 * v // 2)),
+        (sympy.floor(s0 * sympy.Float(0.5)), lambda v: int(v * 0.5)),  # interpolate(scale=0.5)
+    ],
+)
+def test_rounded_divisions_become_floor_divisions(shape_expr, python):
+    index = index_of_shape_expr(shape_expr)
+    for value in range(2, 40):
+        assert eval(py_index(index), {}, {"s0": value}) == python(value)
+    with pytest.raises(DynamicShapeError, match="inexact"):
+        index_of_shape_expr(sympy.floor(s0 * sympy.Float(0.1)))

@@ -129,6 +129,24 @@ def _python_divmod(kind: str):
     return build
 
 
+def _rounded_division(expr) -> Index:
+    """floor(a / q) and ceiling(a / q) for an integer q > 0 as FloorDiv (interpolate's sizes)."""
+    value = expr.args[0]
+    # A float factor exact in binary (0.5, 0.25): its product with a size is exact too.
+    exact = {f: sympy.Rational(float(f)) for f in value.atoms(sympy.Float)}
+    if any(r.q > 1024 for r in exact.values()):
+        raise DynamicShapeError(f"size expression {expr} scales by an inexact float")
+    numerator, denominator = sympy.fraction(sympy.together(value.xreplace(exact)))
+    if not (denominator.is_Integer and int(denominator) > 0):
+        raise DynamicShapeError(
+            f"size expression {expr} divides by {denominator}; compile this graph with static sizes"
+        )
+    numerator = index_of_shape_expr(sympy.expand(numerator))
+    if isinstance(expr, sympy.ceiling):
+        numerator = numerator + int(denominator) - 1
+    return _python_divmod("floordiv")(numerator, denominator)
+
+
 def _provably(expr, sign: str) -> bool:
     expr = sympy.expand(expr)
     if expr.is_Integer:
@@ -161,6 +179,8 @@ def index_of_shape_expr(expr) -> Index:
         return expr
     if expr.is_Number:
         raise DynamicShapeError(f"size expression {expr} is not an integer")
+    if isinstance(expr, (sympy.floor, sympy.ceiling)):
+        return _rounded_division(expr)
     args = [index_of_shape_expr(a) for a in expr.args]
     if expr.is_Add or expr.is_Mul or expr.is_Pow:
         return expr.func(*args)
