@@ -1,7 +1,7 @@
 """Graphs per transformers model over several sequence lengths, with dynamic=True.
 
     python dynamo_capture/benchmarks/dynamic_models_report.py [--backend aot_eager] [--train]
-        [--lengths 8 13 21 30] [--models gpt2 bert llama t5]
+        [--automatic] [--lengths 8 13 21 30] [--models gpt2 bert llama t5]
 
 Each model of benchmarks/models.py with token inputs (gpt2, bert, llama, t5) is
 compiled with `ember.compile(model, backend=..., dynamic=True)` and run in
@@ -65,11 +65,13 @@ def _close(got: list[torch.Tensor], expected: list[torch.Tensor]) -> bool:
     )
 
 
-def sweep(name: str, backend: str, lengths: list[int], train: bool = False) -> dict[str, Any]:
-    """Compile one model with dynamic=True and run it at every length."""
+def sweep(
+    name: str, backend: str, lengths: list[int], train: bool = False, dynamic: bool | None = True
+) -> dict[str, Any]:
+    """Compile one model with `dynamic` and run it at every length."""
     case = getattr(_models_module(), name)()
     model = case.model.train(False)  # dropout off: results comparable with eager
-    compiled = ember.compile(model, backend=backend, dynamic=True)
+    compiled = ember.compile(model, backend=backend, dynamic=dynamic)
     same = True
     start = time.perf_counter()
     with torch.set_grad_enabled(train):
@@ -99,11 +101,18 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[8, 13, 21, 30])
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--train", action="store_true")
+    parser.add_argument(
+        "--automatic", action="store_true", help="dynamic=None (automatic dynamic) instead of True"
+    )
     options = parser.parse_args()
-    print(f"backend={options.backend} lengths={options.lengths} train={options.train}")
+    dynamic = None if options.automatic else True
+    print(
+        f"backend={options.backend} lengths={options.lengths} train={options.train} "
+        f"dynamic={dynamic}"
+    )
     print(f"{'model':8} {'graphs':>6} {'eager':>5} {'breaks':>6} {'== eager':>8} {'seconds':>8}")
     for name in options.models:
-        row = sweep(name, options.backend, options.lengths, options.train)
+        row = sweep(name, options.backend, options.lengths, options.train, dynamic)
         print(
             f"{row['model']:8} {row['graphs']:>6} {row['eager']:>5} {row['breaks']:>6} "
             f"{'yes' if row['same'] else 'NO':>8} {row['seconds']:>8.1f}",

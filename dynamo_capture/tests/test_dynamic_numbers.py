@@ -164,6 +164,22 @@ def test_tensor_built_from_a_float_specializes_on_sizes_not_float_equality(backe
     assert len(backend.graphs) == 3, "one graph per size, each reused"
 
 
+def _branch_on_a_float(x: torch.Tensor) -> torch.Tensor:
+    ratio = x.shape[0] / 4
+    if ratio:
+        x = x + 1
+    if ratio > 1.5:
+        return x * ratio
+    return x - ratio
+
+
+def test_branches_on_floats_guard_conditions_on_sizes(backend):
+    compiled = dynamo_capture.optimize(_branch_on_a_float, backend=backend, dynamic=True)
+    _run_sizes(compiled, _branch_on_a_float, [3, 5, 8, 11, 2])
+    assert len(backend.graphs) == 2, "one graph per side of ratio > 1.5"
+    assert all(_symfloat_nodes(gm) for gm in backend.graphs)
+
+
 # ----- Python loops over symbolic sizes ---------------------------------------------------
 def _loop_over_rows(x: torch.Tensor) -> torch.Tensor:
     total = x[0]

@@ -197,7 +197,9 @@ def truth(tx: Translator, value: Value) -> bool:
         obj = value.obj
         if obj is None or is_constant(obj) or isinstance(obj, list | tuple | dict | set):
             return bool(obj)
-        if isinstance(obj, torch.SymInt | torch.SymBool):
+        if isinstance(obj, torch.SymFloat):
+            return bool(obj != 0)  # a condition on the sizes, not the float's value
+        if isinstance(obj, _SYMBOLIC_NUMBERS):
             return bool(obj)  # decided by the hint, recorded as a shape guard
         return _object_truth(tx, value, type(obj))
     if isinstance(value, ObjectValue):

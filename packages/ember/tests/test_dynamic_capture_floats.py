@@ -92,3 +92,22 @@ def test_symbolic_floats_inductor_training_stays_correct(fn):
 @pytest.mark.parametrize("fn", HEAD_DIM_FLOATS, ids=lambda fn: fn.__name__.strip("_"))
 def test_floats_of_a_fixed_dim_keep_the_other_dims_dynamic(fn, backend):
     assert _check(fn, backend, _heads) == 1
+
+
+def test_llama_over_four_sequence_lengths_compiles_once():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
+        intermediate_size=128, vocab_size=100, max_position_embeddings=64,
+        bos_token_id=1, eos_token_id=2,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    compiled = ember.compile(model, backend="aot_eager", dynamic=True)
+    with torch.no_grad():
+        for length in LENGTHS:
+            ids = torch.randint(0, 100, (2, length))
+            torch.testing.assert_close(compiled(ids).logits, model(ids).logits)
+    runner = compiled_callable_of(compiled)
+    assert len(runner.entries) == 1
+    assert not runner.graph_breaks
