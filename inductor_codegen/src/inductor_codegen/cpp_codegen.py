@@ -26,8 +26,9 @@ from inductor_codegen.ir import (
     ScalarArg,
     expr_loads,
 )
+from inductor_codegen.runtime import IndexCheck
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
-from inductor_codegen.symbols import kernel_size_symbols
+from inductor_codegen.symbols import expr_symbols, kernel_size_symbols
 
 __all__ = ["CPP_OPS", "KernelArg", "KernelSource", "generate_kernel", "STORAGE_TYPES"]
 
@@ -52,6 +53,9 @@ COMPUTE_TYPES = {
     torch.bool: "bool",
 }
 PARALLEL_MIN_WORK = 32768
+# The kernel parameter where bounds checks record a failure (see runtime.IndexStatus).
+STATUS_PARAM = "index_status"
+INDIRECT_CHECK = "checked_index"
 # Accumulators per tile when reducing along outer dimensions.
 TILE = 16
 
@@ -188,6 +192,9 @@ class KernelSource:
     name: str
     source: str  # the function, named KERNEL_NAME until the cache names it
     args: tuple[KernelArg, ...]
+    # Bounds checks of indirect loads, numbered from 1 in the order of this tuple;
+    # with any, the last argument (kind "status") is an IndexStatus address.
+    checks: tuple[IndexCheck, ...] = ()
 
 
 def literal(value, dtype: torch.dtype) -> str:
@@ -275,13 +282,28 @@ class Scope:
         return emit(args, [a.dtype for a in expr.args], expr.dtype)
 
     def _indirect_load(self, expr: Op, inline: bool) -> str:
-        """A load whose address holds a loaded offset (see lowering.indirect)."""
-        load, offset, marker = expr.args
-        text = self.value(offset, inline)
-        if not inline and not text.isidentifier():
-            name = self.codegen.new_temp()
-            self.line(f"const int64_t {name} = {text};")
-            text = name
+        """A load whose address holds a loaded offset (see lowering.indirect).
+
+        The offset goes through one bounds check (`ember_checked_index`, a single
+        unsigned compare) per loaded value; the same checked offset is reused.
+        """
+        load, offset, marker, bound, check = expr.args
+        key = (INDIRECT_CHECK, offset, bound, check)
+        text = self.lookup(key)
+        if text is None:
+            # NOTE: hoisting keeps the check's branch out of the element loop, which
+            # gcc then vectorizes; a masked (inline) offset stays where its mask is.
+            home = self if inline else (self.codegen.hoist_scope(offset) or self)
+            number = self.codegen.index_check(check)
+            text = (
+                f"ember_checked_index({home.value(offset, inline)}, {c_index(bound.index)}, "
+                f"{STATUS_PARAM}, {number})"
+            )
+            if not inline:
+                name = self.codegen.new_temp()
+                home.line(f"const int64_t {name} = {text};")
+                home.cache[key] = name
+                text = name
         where = sympy.Symbol(text if text.isidentifier() else f"({text})", integer=True)
         return self.codegen.load(
             Load(load.buffer, load.index.xreplace({marker.index: where}), load.dtype)
@@ -315,10 +337,32 @@ class KernelCodegen:
         self.pointer_names: dict[str, str] = {}
         self.scalars: dict[str, str] = {}
         self.produced = set(kernel.nodes)
+        self.checks: list[IndexCheck] = []
+        # Scopes before each outer loop, then the body (see generate); empty when tiled.
+        self.hoisted: list[Scope] = []
 
     def new_temp(self) -> str:
         self.temps += 1
         return f"tmp{self.temps - 1}"
+
+    def hoist_scope(self, expr) -> Scope | None:
+        """The outermost scope where every loop variable `expr` reads is defined.
+
+        None when `expr` reads an inner loop's variable (or the kernel is tiled).
+        """
+        if not self.hoisted:
+            return None
+        outer = {v: depth for depth, v in enumerate(outer_vars(len(self.kernel.outer)))}
+        variables = _index_symbols(expr) - expr_symbols(expr)
+        if not variables <= outer.keys():
+            return None
+        return self.hoisted[max((outer[v] + 1 for v in variables), default=0)]
+
+    def index_check(self, check: IndexCheck) -> int:
+        """The number (from 1) of `check` in this kernel's status reports."""
+        if check not in self.checks:
+            self.checks.append(check)
+        return self.checks.index(check) + 1
 
     # ---------------------------------------------------------- arguments
 
@@ -383,7 +427,13 @@ class KernelCodegen:
         xs = outer_vars(len(outer))
         if self._wants_tiling():
             return self._finish(self._tiled_reduction_kernel())
-        body = Scope(self, None, 1 + len(outer))
+        # One scope before each outer loop and the body: a loaded index that depends
+        # only on the enclosing loops is loaded and checked there, not per element.
+        scope = None
+        for depth in range(len(outer) + 1):
+            scope = Scope(self, scope, 1 + depth)
+            self.hoisted.append(scope)
+        body = scope
         for item in kernel.items:
             if isinstance(item, str):
                 self._outer_node(body, item)
@@ -398,6 +448,7 @@ class KernelCodegen:
         clause = parallel_clause(work)
         for depth, (var, size) in enumerate(zip(xs, outer)):
             pad = "  " * (1 + depth)
+            lines += self.hoisted[depth].lines
             if depth == 0 and clause is not None:
                 lines.append(f"{pad}#pragma omp parallel for{clause}")
             elif depth == len(outer) - 1 and not any(
@@ -413,9 +464,12 @@ class KernelCodegen:
     def _finish(self, lines) -> KernelSource:
         for symbol in kernel_size_symbols(self.kernel, self.buffers):
             self.args["size:" + symbol] = KernelArg("size", symbol, "int64_t")
+        if self.checks:
+            self.args[STATUS_PARAM] = KernelArg("status", STATUS_PARAM, "int64_t* __restrict__")
         params = ", ".join(f"{a.ctype} {self._param_name(key)}" for key, a in self.args.items())
         source = f'extern "C" void KERNEL_NAME({params})\n{{\n' + "\n".join(lines) + "\n}\n"
-        return KernelSource(self.kernel.name, source, tuple(self.args.values()))
+        args = tuple(self.args.values())
+        return KernelSource(self.kernel.name, source, args, tuple(self.checks))
 
     # ---------------------------------------------------------- reductions along outer dims
 
@@ -516,6 +570,8 @@ class KernelCodegen:
         return lines
 
     def _param_name(self, key: str) -> str:
+        if key == STATUS_PARAM:
+            return STATUS_PARAM
         if key.startswith("size:"):
             return key[len("size:") :]
         if key.startswith("scalar:"):
@@ -634,6 +690,19 @@ class KernelCodegen:
         if rtype in ("any", "all"):
             return acc, torch.bool
         return f"static_cast<{compute_type(dtype)}>({acc})", dtype
+
+
+def _index_symbols(expr) -> set[sympy.Symbol]:
+    """Every symbol in the indices `expr` loads at or computes (loop variables and sizes)."""
+    found: set[sympy.Symbol] = set()
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, (Load, IndexValue)):
+            found |= e.index.free_symbols
+        elif isinstance(e, Op):
+            stack.extend(e.args)
+    return found
 
 
 def _accumulate_type(dtype) -> str:

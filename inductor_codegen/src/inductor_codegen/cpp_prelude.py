@@ -130,6 +130,19 @@ template <typename T> static inline void ember_argmin_update(EmberArgAcc<T>& acc
   if (acc.value != acc.value) return;
   if (v != v || v < acc.value) { acc.value = v; acc.index = i; }
 }
+// A gathered index checked against its table's size (negative is out of range too):
+// the first failure is recorded in status (check number, index, size) for the
+// wrapper to raise; the load then reads row 0 so the kernel stays in bounds.
+static inline int64_t ember_checked_index(int64_t i, int64_t n, int64_t* status, int64_t check) {
+  if (__builtin_expect(static_cast<uint64_t>(i) >= static_cast<uint64_t>(n), 0)) {
+    int64_t expected = 0;
+    if (__atomic_compare_exchange_n(status, &expected, check, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+      status[1] = i; status[2] = n;
+    }
+    return 0;
+  }
+  return i;
+}
 struct EmberWelford { double mean = 0; double m2 = 0; double n = 0; };
 static inline void ember_welford_update(EmberWelford& acc, double v) {
   acc.n += 1; double delta = v - acc.mean; acc.mean += delta / acc.n; acc.m2 += delta * (v - acc.mean);

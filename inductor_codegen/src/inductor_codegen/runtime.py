@@ -2,11 +2,61 @@
 
 from __future__ import annotations
 
+import ctypes
+from dataclasses import dataclass
+
 import torch
 
 from inductor_codegen.errors import InductorError
 
-__all__ = ["check_layout", "empty_strided", "ensure_layout", "reinterpret"]
+__all__ = [
+    "IndexCheck",
+    "IndexOutOfRangeError",
+    "IndexStatus",
+    "check_layout",
+    "empty_strided",
+    "ensure_layout",
+    "reinterpret",
+]
+
+
+class IndexOutOfRangeError(InductorError, IndexError):
+    """A gathered index (embedding, index_select, gather) is outside its table.
+
+    Both an IndexError (as eager's embedding and index_select raise) and a
+    RuntimeError (as eager's gather raises).
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class IndexCheck:
+    """One bounds check of an indirect load: the op it comes from and the checked dim."""
+
+    op: str
+    dim: int
+
+
+class IndexStatus:
+    """Where kernels record an out-of-range index: cells (check number + 1, index, size).
+
+    The wrapper passes `address` to every kernel with checks and reads `cells[0]`
+    right after the call; nonzero means a check failed, and `raise_error` raises.
+    """
+
+    __slots__ = ("address", "cells")
+
+    def __init__(self):
+        self.cells = (ctypes.c_int64 * 3)()
+        self.address = ctypes.addressof(self.cells)
+
+    def raise_error(self, checks: tuple[IndexCheck, ...]) -> None:
+        number, index, size = self.cells
+        self.cells[0] = 0
+        check = checks[number - 1]
+        raise IndexOutOfRangeError(
+            f"{check.op}: index {index} is out of range for dimension {check.dim} of size "
+            f"{size} (valid indices are 0 to {size - 1}); pass indices in that range"
+        )
 
 
 def empty_strided(size: tuple, stride: tuple, dtype: torch.dtype) -> torch.Tensor:

@@ -29,7 +29,7 @@ from inductor_codegen.ir import (
     TensorValue,
 )
 from inductor_codegen.lowering import BufferRef, GraphLowering, OpaqueInput
-from inductor_codegen.runtime import reinterpret
+from inductor_codegen.runtime import IndexStatus, reinterpret
 from inductor_codegen.scheduler import FusedKernel, Schedule
 from inductor_codegen.symbols import bind_symbols, check_bound, layout_symbols
 
@@ -83,6 +83,7 @@ class WrapperCodegen:
         self.kernels = kernels
         self.out = WrapperSource()
         self.buffers = graph.buffer_by_name
+        self.status: str | None = None
 
     def render(self, value) -> str:
         """A Python expression for an extern-call argument."""
@@ -228,9 +229,21 @@ class WrapperCodegen:
             if arg.kind in ("scalar", "size"):
                 call_args.append(arg.name)
                 continue
+            if arg.kind == "status":
+                call_args.append(f"{self._status()}.address")
+                continue
             # ATen results need no check here: ensure_layout gave each its traced layout.
             call_args.append(f"{arg.name}.data_ptr()")
         lines.append(f"    {kernel.name}({', '.join(call_args)})")
+        if source.checks:
+            status, checks = self._status(), self.out.bind(source.checks, "checks")
+            lines.append(f"    if {status}.cells[0]: {status}.raise_error({checks})")
+
+    def _status(self) -> str:
+        """The IndexStatus kernels with bounds checks record failures in (one per graph)."""
+        if self.status is None:
+            self.status = self.out.bind(IndexStatus(), "index_status")
+        return self.status
 
     def _outputs(self) -> str:
         rendered = [self._output(v) for v in self.graph.outputs]

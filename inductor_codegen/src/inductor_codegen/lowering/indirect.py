@@ -1,11 +1,17 @@
 """Lowerings of gathers (embedding, index_select, gather) as indirect loads.
 
 An indirect load reads a buffer at an index that holds a loaded value: the op
-`indirect_load` with arguments (Load, offset, marker). The Load's index is the
-address with a placeholder (`IndirectOffset`, the marker's index) where the
-loaded offset goes; the C++ generator prints the offset into a variable and the
-address around it. Since the placeholder never equals a store index, the
-scheduler never mistakes the read for one at the producer's own index.
+`indirect_load` with arguments (Load, offset, marker, bound, check). The Load's
+index is the address with a placeholder (`IndirectOffset`, the marker's index)
+where the loaded offset goes; the C++ generator prints the offset into a
+variable and the address around it. Since the placeholder never equals a store
+index, the scheduler never mistakes the read for one at the producer's own index.
+
+Every offset is checked against `bound` (an IndexValue: the table's size along
+the gathered dim) as eager checks it: these three ops reject negative indices
+too. A failed check is recorded in the kernel's status argument and the wrapper
+raises `runtime.IndexOutOfRangeError` (an IndexError and a RuntimeError) naming
+`check` (a `runtime.IndexCheck`: the op and the dim) right after the kernel.
 
 The gather fuses with what reads its result (the token + position embedding
 sum, dropout, a layer norm). Generators other than C++ do not print indirect
@@ -22,6 +28,7 @@ import torch
 from inductor_codegen.ir import IndexValue, Load, Op, TensorValue
 from inductor_codegen.lowering.common import cast, node_dtype, node_size, normalize_dim
 from inductor_codegen.lowering.registry import LOWERINGS, register_lowering
+from inductor_codegen.runtime import IndexCheck
 
 __all__ = ["INDIRECT_LOAD", "IndirectOffset", "indirect_load"]
 
@@ -41,10 +48,11 @@ class IndirectOffset(sympy.Function):
     is_integer = True
 
 
-def indirect_load(table: TensorValue, index: tuple, dim: int, offset) -> Op:
+def indirect_load(table: TensorValue, index: tuple, dim: int, offset, op: str) -> Op:
     """`table[index]` with `index[dim]` replaced by the int64 expression `offset`.
 
-    `table` must be in memory (a view of a buffer).
+    `table` must be in memory (a view of a buffer). `offset` is checked to be in
+    [0, table.size[dim]); a failure raises an error naming `op`.
     """
     marker = IndirectOffset(sympy.Integer(next(_placeholders)))
     position = list(index)
@@ -52,7 +60,10 @@ def indirect_load(table: TensorValue, index: tuple, dim: int, offset) -> Op:
     layout = table.view.layout
     load = Load(table.view.buffer, layout.index(tuple(position)), table.dtype)
     offset = cast(offset, torch.int64)
-    return Op(INDIRECT_LOAD, (load, offset, IndexValue(marker, torch.int64)), table.dtype)
+    bound = IndexValue(table.size[dim], torch.int64)
+    check = IndexCheck(op, dim)
+    args = (load, offset, IndexValue(marker, torch.int64), bound, check)
+    return Op(INDIRECT_LOAD, args, table.dtype)
 
 
 def _supported(ctx) -> bool:
@@ -70,7 +81,7 @@ def index_select(ctx, node, x, dim, index):
 
     def load(idx):
         offset = index_loader((idx[dim],) if index.ndim else ())
-        return cast(indirect_load(table, idx, dim, offset), dtype)
+        return cast(indirect_load(table, idx, dim, offset, "index_select"), dtype)
 
     return TensorValue(dtype, node_size(node), load)
 
@@ -87,7 +98,9 @@ def embedding(ctx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
 
     def load(idx):
         offset = index_loader(tuple(idx[:prefix]))
-        return cast(indirect_load(table, (sympy.Integer(0), idx[prefix]), 0, offset), dtype)
+        return cast(
+            indirect_load(table, (sympy.Integer(0), idx[prefix]), 0, offset, "embedding"), dtype
+        )
 
     return TensorValue(dtype, node_size(node), load)
 
@@ -102,6 +115,6 @@ def gather(ctx, node, x, dim, index, sparse_grad=False):
     index_loader = index.loader
 
     def load(idx):
-        return cast(indirect_load(table, idx, dim, index_loader(idx)), dtype)
+        return cast(indirect_load(table, idx, dim, index_loader(idx), "gather"), dtype)
 
     return TensorValue(dtype, node_size(node), load)
