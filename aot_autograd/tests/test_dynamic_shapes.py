@@ -496,8 +496,20 @@ def _irrational_size(x: torch.Tensor) -> torch.Tensor:
     return x * x.shape[0] ** 0.5
 
 
-def test_symbolic_failure_raises_an_error_to_fall_back_on():
+def test_float_power_of_a_size_stays_symbolic():
     graph = symbolic_graph(_irrational_size, [torch.randn(4, 2)], [[0]])
+    compiled = aot_graph(graph.gm, graph.example_inputs, fw_compiler=RecordingCompiler())
+    for rows in (3, 4, 9):
+        x = torch.randn(rows, 2)
+        torch.testing.assert_close(compiled(x, rows), _irrational_size(x))
+
+
+def _condition_as_value(x: torch.Tensor) -> torch.Tensor:
+    return torch.full((2,), x.shape[0] > 2)  # a SymBool as an operator argument
+
+
+def test_symbolic_failure_raises_an_error_to_fall_back_on():
+    graph = symbolic_graph(_condition_as_value, [torch.randn(4, 2)], [[0]])
     with pytest.raises(SymbolicShapeError, match="static sizes") as info:
         aot_graph(graph.gm, graph.example_inputs, fw_compiler=RecordingCompiler())
     assert isinstance(info.value, AotAutogradError)
@@ -506,7 +518,7 @@ def test_symbolic_failure_raises_an_error_to_fall_back_on():
         node.meta.pop("val")
     compiled = aot_graph(graph.gm, graph.example_inputs, fw_compiler=RecordingCompiler())
     x = graph.example_inputs[0]
-    torch.testing.assert_close(compiled(*graph.example_inputs), _irrational_size(x))
+    torch.testing.assert_close(compiled(*graph.example_inputs), _condition_as_value(x))
 
 
 def static_only(gm: fx.GraphModule, example_inputs: list) -> Callable:

@@ -117,6 +117,8 @@ def _binary(fn: Callable) -> Callable[[Callable, list], Any]:
 
 def _power(emit: Callable, args: list) -> Any:
     base, exponent = args
+    if isinstance(exponent, float):  # a float of sizes: sqrt(s0) arrives as s0 ** 0.5
+        return emit(operator.pow, base, exponent)
     if not isinstance(exponent, int):
         raise SymbolicShapeError(
             f"a symbolic size raised to the power {exponent!r} has no graph form; compile "

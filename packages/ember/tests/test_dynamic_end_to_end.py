@@ -7,6 +7,8 @@ equal eager's at each size.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -80,3 +82,21 @@ def test_dynamic_false_recompiles_per_size():
         for batch, length in SIZES[:3]:
             compiled(torch.randn(batch, length, 32))
     assert len(compiled_callable_of(compiled).entries) == 3
+
+
+def _scaled_softmax(x: torch.Tensor) -> torch.Tensor:
+    return (x * x.size(-1) ** 0.5).softmax(-1) / math.sqrt(x.size(0))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_floats_of_sizes_stay_symbolic_forward_and_backward(backend):
+    # x.size(-1) ** 0.5 and math.sqrt(n) are SymFloats: saved for the backward, passed as scalars
+    compiled = ember.compile(_scaled_softmax, backend=backend, dynamic=True)
+    for n in (3, 5, 9, 17):
+        x = torch.randn(n + 1, n, requires_grad=True)
+        got, expected = compiled(x), _scaled_softmax(x)
+        torch.testing.assert_close(got, expected)
+        (grad_got,) = torch.autograd.grad(got.sin().sum(), x)
+        (grad_expected,) = torch.autograd.grad(expected.sin().sum(), x)
+        torch.testing.assert_close(grad_got, grad_expected)
+    assert len(compiled_callable_of(compiled).entries) == 1

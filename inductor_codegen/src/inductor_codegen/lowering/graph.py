@@ -135,11 +135,12 @@ class GraphLowering:
             self.inputs.append(buf)
             self.buffer_by_name[node.name] = buf
             return TensorValue.of_buffer(node.name, layout)
-        if isinstance(example, bool):
+        if isinstance(example, bool | torch.SymBool):
             arg = ScalarArg(node.name, torch.bool)
         elif isinstance(example, int):
             arg = ScalarArg(node.name, torch.int64)
-        elif isinstance(example, float):
+        elif isinstance(example, float | torch.SymFloat):
+            # a SymFloat input (a float of sizes the forward saved) is a plain scalar per call
             arg = ScalarArg(node.name, torch.float64)
         else:
             self.inputs.append(node.name)
