@@ -9,6 +9,8 @@ result for valid indices (the failure is not sticky).
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -179,3 +181,27 @@ def test_row_index_is_loaded_and_checked_once_per_row():
     assert source.count("ember_checked_index(") == 1
     # The check comes before the loop over the row's elements, not inside it.
     assert source.index("ember_checked_index(") < source.rindex("for (int64_t")
+
+
+def test_concurrent_calls_report_only_their_own_failure():
+    w = torch.randn(300, 64)
+    good = torch.randint(0, 300, (16, 32))
+    bad = _with_bad(good, 300)
+    compiled = check(_embedding, w, good)
+    expected = _embedding(w, good)
+    outcomes = {"good": [], "bad": []}
+
+    def run(name, index):
+        for _ in range(50):
+            try:
+                outcomes[name].append(torch.equal(compiled(w, index), expected))
+            except IndexError:
+                outcomes[name].append("raised")
+
+    threads = [threading.Thread(target=run, args=a) for a in (("good", good), ("bad", bad))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes["good"] == [True] * 50
+    assert outcomes["bad"] == ["raised"] * 50

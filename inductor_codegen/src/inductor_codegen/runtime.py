@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -36,14 +37,14 @@ class IndexCheck:
     dim: int
 
 
-class IndexStatus:
+class IndexStatus(threading.local):
     """Where kernels record an out-of-range index: cells (check number + 1, index, size).
 
     The wrapper passes `address` to every kernel with checks and reads `cells[0]`
     right after the call; nonzero means a check failed, and `raise_error` raises.
+    Each thread sees its own cells, so concurrent calls of one compiled graph
+    never report each other's failures.
     """
-
-    __slots__ = ("address", "cells")
 
     def __init__(self):
         self.cells = (ctypes.c_int64 * 3)()
