@@ -40,10 +40,13 @@ def dynamic_dims_of(
                     f"dynamic dim {dim} is out of range for a tensor of {tensor.dim()} dimensions"
                 )
             dims[dim % tensor.dim()] = limits
-    for dim in marks.maybe_dynamic:
-        dims.setdefault(dim, None)
-    for dim, limits in marks.dynamic.items():
-        dims[dim] = limits
+    if mode.shape_env is not None:
+        # mark_dynamic marks apply where sizes can be symbolic; a mode without a ShapeEnv
+        # traces static sizes (dynamic=False, or a backend that takes only static graphs)
+        for dim in marks.maybe_dynamic:
+            dims.setdefault(dim, None)
+        for dim, limits in marks.dynamic.items():
+            dims[dim] = limits
     for dim in marks.static:
         dims.pop(dim, None)
     if dims and mode.shape_env is None:

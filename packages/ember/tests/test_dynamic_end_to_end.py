@@ -100,3 +100,20 @@ def test_floats_of_sizes_stay_symbolic_forward_and_backward(backend):
         (grad_expected,) = torch.autograd.grad(expected.sin().sum(), x)
         torch.testing.assert_close(grad_got, grad_expected)
     assert len(compiled_callable_of(compiled).entries) == 1
+
+
+def _refuses_symbolic_graphs(gm: torch.fx.GraphModule, example_inputs: list):
+    if any(isinstance(n.meta.get("val"), torch.SymInt) for n in gm.graph.nodes):
+        raise RuntimeError("this backend compiles static graphs only")
+    return gm.forward
+
+
+_refuses_symbolic_graphs.supports_dynamic_shapes = True
+
+
+def test_mark_dynamic_with_a_backend_that_fails_on_symbolic_graphs_falls_back_to_static():
+    compiled = ember.compile(lambda x: x.sin() + 1, backend=_refuses_symbolic_graphs)
+    for rows in (3, 5):
+        x = torch.randn(rows, 4)
+        ember.mark_dynamic(x, 0)
+        torch.testing.assert_close(compiled(x), x.sin() + 1)
