@@ -205,3 +205,27 @@ def test_concurrent_calls_report_only_their_own_failure():
         t.join()
     assert outcomes["good"] == [True] * 50
     assert outcomes["bad"] == ["raised"] * 50
+
+
+def test_hoisted_index_is_shared_by_later_loops_of_the_kernel():
+    # One gathered row read by a reduction loop and then by a pointwise loop.
+    def fn(w, i):
+        e = F.embedding(i, w)
+        return e.sum(-1), e * 2, (e.amax(-1, keepdim=True) - e).exp()
+
+    w, index = torch.randn(7, 32), torch.randint(0, 7, (4, 5))
+    compiled = check(fn, w, index)
+    with pytest.raises(IndexError, match="index 7 "):
+        compiled(w, _with_bad(index, 7))
+
+
+def test_index_computed_in_the_same_kernel():
+    def fn(w, i):
+        j = i * 2 - 1  # i = 0 gives -1, i = 4 gives 7: out of range for 7 rows
+        return j, F.embedding(j, w) * 2
+
+    w = torch.randn(7, 32)
+    compiled = check(fn, w, torch.tensor([[1, 2, 3], [3, 1, 2]]))
+    for bad in (torch.tensor([[1, 0, 2], [1, 1, 1]]), torch.tensor([[4, 1, 2], [1, 1, 1]])):
+        with pytest.raises(IndexError, match="out of range"):
+            compiled(w, bad)

@@ -227,9 +227,17 @@ class Scope:
         self.indent = indent
         self.lines: list[str] = []
         self.cache: dict = {}
+        # (position, indent) of the header of a loop open in this scope: lines
+        # written meanwhile (values hoisted out of that loop) go before it.
+        self.loop_start: tuple[int, int] | None = None
 
     def line(self, text: str) -> None:
-        self.lines.append("  " * self.indent + text)
+        if self.loop_start is None:
+            self.lines.append("  " * self.indent + text)
+            return
+        position, indent = self.loop_start
+        self.lines.insert(position, "  " * indent + text)
+        self.loop_start = (position + 1, indent)
 
     def lookup(self, expr):
         scope = self
@@ -350,7 +358,7 @@ class KernelCodegen:
 
         None when `expr` reads an inner loop's variable (or the kernel is tiled).
         """
-        if not self.hoisted:
+        if not self.hoisted or any(load.buffer in self.produced for load in expr_loads(expr)):
             return None
         outer = {v: depth for depth, v in enumerate(outer_vars(len(self.kernel.outer)))}
         variables = _index_symbols(expr) - expr_symbols(expr)
@@ -586,6 +594,7 @@ class KernelCodegen:
     def _loop_open(
         self, scope: Scope, variables, ranges, innermost="#pragma GCC ivdep", outermost=None
     ) -> Scope:
+        start = (len(scope.lines), scope.indent)
         for depth, (var, size) in enumerate(zip(variables, ranges)):
             if depth == 0 and outermost:
                 scope.line(
@@ -595,10 +604,12 @@ class KernelCodegen:
                 scope.line(innermost)
             scope.line(f"for (int64_t {var} = 0; {var} < {c_index(size)}; ++{var}) {{")
             scope.indent += 1
+        scope.loop_start = start
         inner = Scope(self, scope, scope.indent)
         return inner
 
     def _loop_close(self, scope: Scope, inner: Scope, depth: int) -> None:
+        scope.loop_start = None
         scope.lines.extend(inner.lines)
         for _ in range(depth):
             scope.indent -= 1
