@@ -7,7 +7,7 @@ keeps those sizes symbolic:
 
 - `SizeNodes` turns each SymInt an ATen op takes (`view(x, [s0 * 4])`) into FX
   nodes computing it from the SymInt placeholders (`operator.mul(s0, 4)`), one
-  rule per sympy expression kind (`SIZE_RULES`); a symbol with no SymInt
+  rule per sympy expression kind (guards' `SIZE_RULES`); a symbol with no SymInt
   placeholder is read from a tensor input's size (`aten.sym_size.int`).
 - `ShapeSnapshot` records what the ShapeEnv assumed before the trace; the
   conditions the trace added afterwards (a size compared with another, a range
@@ -37,7 +37,7 @@ import torch.utils._pytree as pytree
 from torch import fx
 
 from aot_autograd.errors import SymbolicShapeError
-from guards import FloorDiv
+from guards import SIZE_RULES, SizeExpressionError, integer_quotient, size_to_graph
 
 __all__ = [
     "SIZE_RULES",
@@ -101,63 +101,6 @@ def concrete_hint(value: Any) -> int:
 # -- SymInts as graph nodes ---------------------------------------------------------------------
 
 
-def _fold(fn: Callable) -> Callable[[Callable, list], Any]:
-    def rule(emit: Callable, args: list) -> Any:
-        return functools.reduce(lambda a, b: emit(fn, a, b), args)
-
-    return rule
-
-
-def _binary(fn: Callable) -> Callable[[Callable, list], Any]:
-    def rule(emit: Callable, args: list) -> Any:
-        return emit(fn, args[0], args[1])
-
-    return rule
-
-
-def _power(emit: Callable, args: list) -> Any:
-    base, exponent = args
-    if isinstance(exponent, float):  # a float of sizes: sqrt(s0) arrives as s0 ** 0.5
-        return emit(operator.pow, base, exponent)
-    if not isinstance(exponent, int):
-        raise SymbolicShapeError(
-            f"a symbolic size raised to the power {exponent!r} has no graph form; compile "
-            "with static sizes"
-        )
-    if exponent < 0:  # a division: 1 / base ** -exponent
-        divisor = base if exponent == -1 else emit(operator.pow, base, -exponent)
-        return emit(operator.truediv, 1.0, divisor)
-    return emit(operator.pow, base, exponent)
-
-
-# sympy expression kind -> rule(emit, operands) -> node; `emit(fn, a, b)` adds one node.
-SIZE_RULES: dict[type, Callable[[Callable, list], Any]] = {
-    sympy.Add: _fold(operator.add),
-    sympy.Mul: _fold(operator.mul),
-    FloorDiv: _binary(operator.floordiv),
-    sympy.Mod: _binary(operator.mod),
-    sympy.Pow: _power,
-    sympy.Max: _fold(torch.sym_max),
-    sympy.Min: _fold(torch.sym_min),
-}
-
-
-def _quotient(expr: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
-    """An integer size as (numerator, denominator) polynomials; denominator 1 for most.
-
-    Known-exact divisions reach sympy as rational coefficients (`s0*s1/4 - 1/2`) or negative
-    powers (`s0/(s0 // 2)`); emitted as they are they would make the size a float, so they
-    become one exact floor division: `(s0*s1 - 2) // 4`, `s0 // (s0 // 2)`.
-    """
-    has_division = any(
-        (atom.is_Rational and not atom.is_Integer) for atom in expr.atoms(sympy.Rational)
-    ) or any(p.exp.is_negative for p in expr.atoms(sympy.Pow))
-    if not has_division:
-        return expr, sympy.Integer(1)
-    numerator, denominator = sympy.fraction(sympy.together(expr))
-    return sympy.expand(numerator), denominator
-
-
 class SizeNodes:
     """The FX nodes computing symbolic sizes in one graph (mutates the graph it is given).
 
@@ -208,7 +151,7 @@ class SizeNodes:
         constant = value.node.maybe_as_int()
         if constant is not None:
             return constant
-        numerator, denominator = _quotient(value.node.expr)
+        numerator, denominator = integer_quotient(value.node.expr)
         if denominator == 1:
             return self._emit_expr(numerator)
         return self._emit(
@@ -223,26 +166,10 @@ class SizeNodes:
         return converted
 
     def _emit_expr(self, expr: sympy.Expr) -> Any:
-        if expr.is_Integer:
-            return int(expr)
-        if expr.is_Number:
-            return float(expr)
-        node = self._nodes.get(expr)
-        if node is not None:
-            return node
-        if expr.is_Symbol:
-            node = self._read(expr)
-        else:
-            rule = next((r for kind, r in SIZE_RULES.items() if isinstance(expr, kind)), None)
-            if rule is None:
-                raise SymbolicShapeError(
-                    f"the symbolic size {expr} ({type(expr).__name__}) has no graph form; "
-                    "compile with static sizes, or add a rule to "
-                    "aot_autograd.symbolic.SIZE_RULES"
-                )
-            node = rule(self._emit, [self._emit_expr(arg) for arg in expr.args])
-        self._nodes[expr] = node
-        return node
+        try:
+            return size_to_graph(expr, emit=self._emit, leaf=self._read, memo=self._nodes)
+        except SizeExpressionError as error:
+            raise SymbolicShapeError(f"{error}; compile with static sizes") from error
 
     def _read(self, symbol: sympy.Symbol) -> fx.Node:
         read = self._reads.get(symbol)

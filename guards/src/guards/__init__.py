@@ -53,6 +53,7 @@ from guards.shape_env import (
     SymbolBinding,
     TensorPropertySource,
 )
+from guards.size_graph import SIZE_RULES, SizeExpressionError, integer_quotient, size_to_graph
 from guards.sources import (
     AttrSource,
     CellContentsSource,
@@ -146,6 +147,10 @@ __all__ = [
     "skip_guard_on_globals_unsafe",
     "skip_guard_on_inbuilt_nn_modules_unsafe",
     # symbolic shapes
+    "SIZE_RULES",
+    "SizeExpressionError",
+    "integer_quotient",
+    "size_to_graph",
     "FloorDiv",
     "ShapeCheck",
     "ShapeEnv",
