@@ -206,9 +206,9 @@ class WrapperCodegen:
                 f"    {step.name} = ensure_layout({step.name}, {_layout_args(step.layout)})"
             )
 
-    def _kernel(self, kernel: FusedKernel, pool) -> None:
+    def _allocate_outputs(self, source, pool) -> None:
+        """Each kernel output: a freed buffer of the same layout from `pool`, or a new one."""
         lines = self.out.lines
-        source = self.kernels[kernel.name]
         for arg in source.args:
             if arg.kind != "out":
                 continue
@@ -224,6 +224,11 @@ class WrapperCodegen:
                 lines.append(
                     f"    {arg.name} = empty_strided({_layout_args(buf.layout)}, {buf.layout.dtype})"
                 )
+
+    def _kernel(self, kernel: FusedKernel, pool) -> None:
+        lines = self.out.lines
+        source = self.kernels[kernel.name]
+        self._allocate_outputs(source, pool)
         call_args = []
         for arg in source.args:
             if arg.kind in ("scalar", "size"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from inductor_codegen.scheduler import FusedKernel
 from inductor_codegen.triton.templates import TemplateStep
-from inductor_codegen.wrapper import WrapperCodegen, WrapperSource, _layout_args, _pool_key
+from inductor_codegen.wrapper import WrapperCodegen, WrapperSource
 
 __all__ = ["generate_triton_wrapper"]
 
@@ -21,21 +21,7 @@ class TritonWrapperCodegen(WrapperCodegen):
     def _kernel(self, kernel: FusedKernel | TemplateStep, pool) -> None:
         lines = self.out.lines
         source = self.kernels[kernel.name]
-        for arg in source.args:
-            if arg.kind != "out":
-                continue
-            buf = self.buffers[arg.name]
-            key = _pool_key(buf.layout)
-            if pool.get(key):
-                old = pool[key].pop()
-                lines.append(
-                    f"    {arg.name} = reinterpret({old}, {_layout_args(buf.layout)}, 0)  # reuses {old}"
-                )
-                lines.append(f"    del {old}")
-            else:
-                lines.append(
-                    f"    {arg.name} = empty_strided({_layout_args(buf.layout)}, {buf.layout.dtype})"
-                )
+        self._allocate_outputs(source, pool)
         names = [arg.name for arg in source.args]
         if isinstance(kernel, TemplateStep):
             # Operands go as views (a transposed weight, a slice); the kernel knows their strides.
