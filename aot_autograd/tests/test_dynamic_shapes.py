@@ -582,12 +582,6 @@ def _gpt2_loss(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
 
 
-@pytest.mark.xfail(
-    torch.__version__ < "2.13",
-    reason="on torch 2.11 (GPU machine) capture specializes the ids stride and recompiles per "
-    "length; results still equal eager",
-    strict=False,
-)
 @pytest.mark.parametrize("partition", ["min_cut"])
 def test_gpt2_training_over_sequence_lengths_traces_once(partition):
     transformers = pytest.importorskip("transformers")

@@ -182,6 +182,31 @@ def break_after_try(x):
     return y * 2
 
 
+def loop_try_continue_then_break(x):
+    # the handler's `continue` jumps back to the loop: a cycle even where handlers sit last
+    for step in range(3):
+        try:
+            x = x + 1
+            if step == 1:
+                raise ValueError(step)
+        except ValueError:
+            continue
+        print("step", step)
+        x = x * 2
+    return x
+
+
+def break_after_try_in_loop(x):
+    for step in range(2):
+        try:
+            x = x + step
+        except ValueError:
+            x = x - 1
+        print("after try", step)
+        x = x * 2
+    return x
+
+
 def conditional_expression_break(x, flag):
     y = x * 2
     z = y.sum().item() if flag else 1.0
@@ -318,6 +343,8 @@ PROGRAMS = [
     Program(raise_caught_in_try, (X,), 1, 1),
     Program(break_before_try, (X,), 2, 1),
     Program(break_after_try, (X,), 2, 1),
+    Program(loop_try_continue_then_break, (X,), None, 3),
+    Program(break_after_try_in_loop, (X,), None, 2),
     Program(conditional_expression_break, (X, True), None, 1),
     Program(short_circuit_break, (X, True), None, 1),
     Program(raise_on_data, (X,), None, 1),

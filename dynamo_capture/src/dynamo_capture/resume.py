@@ -202,6 +202,7 @@ def _cuts(
         and inst.argval not in exits
     ]
     entries = list(dis.Bytecode(code).exception_entries)
+    jumps = _without_handler_returns(jumps, depths, entries)
     by_offset = {inst.offset: index for index, inst in enumerate(insts)}
     spans: dict[int, tuple[int, int]] = {}
     for entry in entries:
@@ -226,6 +227,31 @@ def _cuts(
         in_try = any(low <= at < high for low, high in try_spans)
         cuts.append(_Cut(at, depth, in_try))
     return cuts, jumps
+
+
+def _without_handler_returns(
+    jumps: list[tuple[int, int]], depths: dict[int, int], entries: list[Any]
+) -> list[tuple[int, int]]:
+    """`jumps` less the backward jumps from exception handlers that close no cycle.
+
+    3.12 places handlers (a `with` block's exit, an `except` clause) after the
+    function's body; a handler's jump back to the code after its block is
+    backward in the layout but no loop: the block it guards lies before the
+    target. Such a jump is a loop only when a try range of normal code at or
+    after its target leads to a handler at or before it (`for ...: try: ...
+    except: continue`); those are kept whole.
+    """
+    kept = []
+    for source, target in jumps:
+        if source in depths or target > source:
+            kept.append((source, target))  # normal flow, or forward
+            continue
+        if any(
+            entry.start in depths and entry.start >= target and entry.target <= source
+            for entry in entries
+        ):
+            kept.append((source, target))
+    return kept
 
 
 def _is_with_handler(insts: list[dis.Instruction], by_offset: dict[int, int], at: int) -> bool:

@@ -18,6 +18,7 @@ tensors (requires_grad, grad_fn, torch.autograd.grad).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -226,6 +227,33 @@ class FakeTensorMode(TorchDispatchMode):
         self.shape_env = shape_env
         self._device_args: dict[Any, bool] = {}
         self.cache: DispatchCache | None = DispatchCache() if cache_dispatch else None
+        self._dispatchers: list[contextlib.AbstractContextManager | None] = []
+
+    def __enter__(self) -> FakeTensorMode:
+        # Composite ops (matmul, ...) decompose before they reach __torch_dispatch__; some
+        # torch versions do that in C++ code that reads sizes as ints, which would
+        # specialize every symbolic size. The Python dispatcher runs torch's SymInt-aware
+        # versions of those ops instead, as it does for every other compiler on torch.
+        dispatcher = enable_python_dispatcher() if self.shape_env is not None else None
+        if dispatcher is not None:
+            dispatcher.__enter__()
+        self._dispatchers.append(dispatcher)
+        try:
+            return super().__enter__()
+        except BaseException:
+            self._exit_dispatcher(None, None, None)
+            raise
+
+    def __exit__(self, *exc_info: Any) -> None:
+        try:
+            super().__exit__(*exc_info)
+        finally:
+            self._exit_dispatcher(*exc_info)
+
+    def _exit_dispatcher(self, *exc_info: Any) -> None:
+        dispatcher = self._dispatchers.pop()
+        if dispatcher is not None:
+            dispatcher.__exit__(*exc_info)
 
     def from_real(
         self, tensor: torch.Tensor, source: Any = None, dynamic_dims: Any = None
