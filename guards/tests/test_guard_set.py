@@ -105,6 +105,14 @@ def test_type_guard():
     assert not ok and why == "'x' type mismatch: expected int, actual bool"
 
 
+@pytest.mark.parametrize("name", ["__class__", "class", "None", "1x", "lambda_"])
+def test_guard_on_a_local_named_like_a_keyword_compiles(name):
+    guards = GuardSet()
+    guards.add_type(LocalSource(name), 3)
+    assert _both(guards, {name: 4}) == (True, None)
+    assert not _both(guards, {name: "4"})[0]
+
+
 @pytest.mark.parametrize(
     ("value", "same", "different"),
     [

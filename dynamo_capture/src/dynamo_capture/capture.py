@@ -17,6 +17,7 @@ import itertools
 import linecache
 import os
 import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,13 +32,14 @@ from dynamo_capture.frame_target import FrameTarget
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
-from dynamo_capture.resume import ITERATOR, ContextSpec
-from dynamo_capture.sources import ClosureSource, LocalSource
+from dynamo_capture.resume import ITERATOR, ContextSpec, cell_locals
+from dynamo_capture.sources import AttrSource, ClosureSource, LocalSource
 from dynamo_capture.state import capturing
 from dynamo_capture.values import (
     BuiltinMethodValue,
     ContextValue,
     DictValue,
+    FunctionValue,
     IteratorValue,
     ListValue,
     ObjectValue,
@@ -213,6 +215,8 @@ def capture_frame(
         name: (cell, ClosureSource(name))
         for name, cell in zip(code.co_freevars, target.function.__closure__ or ())
     }
+    for name in cell_locals(code):  # a split frame's part: these locals hold its cells
+        real_cells[name] = (f_locals[name], AttrSource(LocalSource(name), "cell_contents"))
     rng_state = torch.random.get_rng_state()
     grad_mode = torch.is_grad_enabled()
     tx: Translator | None = None
@@ -315,10 +319,32 @@ class OutputPlan:
             return f"{self._constant(value.cls)}({{{inner}}})"
         if isinstance(value, SetValue):
             return self._constant(set(value.items)) + ".copy()"
+        if isinstance(value, FunctionValue):
+            return self._function(value)
         if isinstance(value, ObjectValue):
             attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
             return f"___build_object({self._constant(value.cls)}, {{{attrs}}})"
         raise Unsupported(f"returning a {type(value).__name__} from the compiled frame")
+
+    def _function(self, value: FunctionValue) -> str:
+        """A closure made while capturing, made again from its code and its real cells."""
+        cells = []
+        for cell in value.closure:
+            source = cell.source
+            if not (isinstance(source, AttrSource) and source.member == "cell_contents"):
+                raise Unsupported(
+                    f"returning the function {value.name!r}, whose closure holds a cell made "
+                    "while capturing"
+                )
+            cells.append(f"{source.source.expr}, ")
+        defaults = "(" + "".join(f"{self.expr(item)}, " for item in value.defaults) + ")"
+        kwdefaults = ", ".join(
+            f"{name!r}: {self.expr(item)}" for name, item in value.kwdefaults.items()
+        )
+        return (
+            f"___make_function({self._constant(value.code)}, {self._constant(value.globals)}, "
+            f"{defaults}, {{{kwdefaults}}}, ({''.join(cells)}))"
+        )
 
     def replays(self) -> list[str]:
         """Statements that redo the frame's attribute writes on outside objects, in order."""
@@ -359,6 +385,15 @@ class OutputPlan:
         if isinstance(obj, list | dict | set):
             return f"{self._constant(obj)}.copy()"
         return self._constant(obj)
+
+
+def _make_function(
+    code: Any, f_globals: dict[str, Any], defaults: tuple, kwdefaults: dict, closure: tuple
+) -> Any:
+    function = types.FunctionType(code, f_globals, code.co_name, defaults or None, closure)
+    function.__kwdefaults__ = kwdefaults or None
+    function.__qualname__ = code.co_qualname
+    return function
 
 
 def _build_object(cls: type, attrs: dict[str, Any]) -> Any:
@@ -413,6 +448,7 @@ def compile_entry(
         "___compiled": compiled,
         "___k": frame.constants,
         "___build_object": _build_object,
+        "___make_function": _make_function,
     }
     exec(compile(source, filename, "exec"), scope)  # noqa: S102
     guards = frame.ctx.guards.compile(guard_filter_fn, name=frame.target.name)

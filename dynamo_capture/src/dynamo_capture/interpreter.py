@@ -179,11 +179,18 @@ class Translator:
             if name not in self.real_cells:
                 raise Unsupported(f"free variable {name!r} is not known to capture")
             real, source = self.real_cells[name]
-            try:
-                contents = real.cell_contents
-            except ValueError as error:
-                raise Unsupported(f"free variable {name!r} is unbound") from error
-            cell = CellValue(self.ctx.wrap(contents, source), source)
+            # one value per real cell, however it is reached (a split frame's cell local,
+            # a closure's __closure__): a write through one is seen through the others
+            known = self.ctx.real_cell_values.get(id(real))
+            if known is not None:
+                cell = known[1]
+            else:
+                try:
+                    contents = self.ctx.wrap(real.cell_contents, source)
+                except ValueError:
+                    contents = None  # empty: reading it fails, a write fills it
+                cell = CellValue(contents, source)
+                self.ctx.real_cell_values[id(real)] = (real, cell)
             self.cells[name] = cell
         return cell
 

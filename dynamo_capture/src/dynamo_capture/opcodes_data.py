@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import operator
 import types
+from typing import Any
 
 import torch
 
@@ -29,6 +30,7 @@ from dynamo_capture.operations import (
     unary_op,
 )
 from dynamo_capture.output_graph import TRUSTED_MODULES
+from dynamo_capture.sources import AttrSource, CellContentsSource, ClosureSource, ItemSource
 from dynamo_capture.values import (
     NULL,
     CellValue,
@@ -158,14 +160,40 @@ def load_deref(tx: Translator, inst: Instruction) -> None:
 @opcode_handler("STORE_DEREF")
 def store_deref(tx: Translator, inst: Instruction) -> None:
     value = tx.pop()
-    if inst.argval not in tx.cells and inst.argval in tx.real_cells:
-        raise Unsupported(
-            f"assignment to the closure variable {inst.argval!r} of an outer function"
-        )
     cell = tx.cell(inst.argval)
     if cell.source is not None:
-        raise Unsupported(f"assignment to the closure variable {inst.argval!r} (a side effect)")
+        frame_cell = _frame_cell(tx, cell)
+        if frame_cell is None:
+            raise Unsupported(
+                f"assignment to the closure variable {inst.argval!r} of an outer function"
+            )
+        # a real cell (of a split frame, or of a closure's): written after the graph
+        tx.ctx.attr_writes[(id(frame_cell[0]), "cell_contents")] = (*frame_cell, value)
     cell.contents = value
+
+
+def _frame_cell(tx: Translator, cell: CellValue) -> tuple[Any, Any] | None:
+    """The real cell behind `cell` and where the cell object is found (None: the cell
+    is a constant of the compiled frame, one of its own function's closure cells)."""
+    if isinstance(cell.source, ClosureSource):
+        cell_source = None
+    else:
+        cell_source = _cell_object_source(cell.source)
+        if cell_source is None:
+            return None
+    for real, value in tx.ctx.real_cell_values.values():
+        if value is cell:
+            return real, cell_source
+    return None
+
+
+def _cell_object_source(source: Any) -> Any:
+    """Where the cell object itself is found, given where its contents are."""
+    if isinstance(source, AttrSource) and source.member == "cell_contents":
+        return source.source  # a split frame's cell, a local of its part
+    if isinstance(source, CellContentsSource):  # a cell of a function's closure
+        return ItemSource(AttrSource(source.source, "__closure__"), source.index)
+    return None
 
 
 @opcode_handler("LOAD_CLOSURE")

@@ -33,6 +33,7 @@ from dynamo_capture.resume import (
     SplitPlan,
     called_globals,
     describe_split,
+    first_part_values,
     is_end,
     plan_split,
     segment_function,
@@ -351,12 +352,13 @@ class CompiledCallable:
             if callee is not None:
                 shadows = shadows_for(callee, function, f_locals, self._callee_part)
             parts = self._splits[key] = self._split_parts(function, plan, callees, shadows)
-        varnames = function.__code__.co_varnames
-
-        stack_slot = [None] if plan.stack is not None and STACK_LOCAL not in varnames else []
+        code = function.__code__
+        stack_slot = (
+            [None] if plan.stack is not None and STACK_LOCAL not in code.co_varnames else []
+        )
 
         def run_parts(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> Any:
-            values = [f_locals.get(name) for name in varnames] + stack_slot
+            values = first_part_values(code, f_locals) + stack_slot
             result: Any = None
             for part in parts:
                 result = part(*values)

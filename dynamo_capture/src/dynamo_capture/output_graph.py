@@ -28,6 +28,7 @@ import torch.fx
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
 from dynamo_capture.sources import (
+    AttrSource,
     LocalSource,
     ModuleSource,
     NNModuleSource,
@@ -179,6 +180,8 @@ class CaptureContext:
         self._by_id: dict[int, TensorValue] = {}
         # attribute writes to objects that exist outside the frame, replayed after the graph
         self.attr_writes: dict[tuple[int, str], tuple[Any, Source | None, Value]] = {}
+        # id(real closure cell) -> (the cell, its value): one value per real cell
+        self.real_cell_values: dict[int, tuple[Any, Any]] = {}
         # outside lists/dicts written to: id -> (object, source, shadow Value)  (side_effects)
         self.shadows: dict[int, tuple[Any, Source | None, Value]] = {}
         # global assignments: (id(globals), name) -> (globals dict, Value), replayed in order
@@ -221,6 +224,12 @@ class CaptureContext:
             guards.dict_keys(source, obj)
         elif isinstance(obj, set | frozenset):
             guards.equals_match(source, obj)
+        elif isinstance(obj, types.FunctionType) and obj.__closure__:
+            # a closure is made afresh by each call of its maker (a split frame's parts
+            # make it again each call): its code decides what it does, and capture
+            # guards the cells and defaults it reads where it reads them
+            guards.id_match(AttrSource(source, "__code__"), obj.__code__)
+            guards.id_match(AttrSource(source, "__globals__"), obj.__globals__)
         elif isinstance(obj, torch.nn.Module) or _is_identity_object(obj):
             guards.id_match(source, obj)
         else:

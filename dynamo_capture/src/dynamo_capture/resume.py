@@ -55,7 +55,9 @@ __all__ = [
     "LoopStage",
     "SplitPlan",
     "called_globals",
+    "cell_locals",
     "describe_split",
+    "first_part_values",
     "is_end",
     "plan_split",
     "segment_function",
@@ -78,6 +80,10 @@ _UNSPLITTABLE_FLAGS = (
 _PRELUDE = ("RESUME", "COPY_FREE_VARS", "MAKE_CELL")
 # A part's code -> where its generated code (prologue, epilogue) starts.
 _GENERATED: weakref.WeakKeyDictionary[types.CodeType, int] = weakref.WeakKeyDictionary()
+# A part's code -> its locals that hold the frame's cells.
+_CELL_LOCALS: weakref.WeakKeyDictionary[types.CodeType, tuple[str, ...]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,9 +150,45 @@ def _instructions(code: types.CodeType) -> list[dis.Instruction]:
 def _why_not_splittable(code: types.CodeType) -> str | None:
     if code.co_flags & _UNSPLITTABLE_FLAGS:
         return "a generator or coroutine frame"
-    if code.co_cellvars:
-        return "a frame with cell variables (its locals are captured by an inner function)"
+    if not code.co_cellvars:
+        return None
+    if "__class__" in code.co_freevars and code.co_varnames[:1] == code.co_cellvars[:1]:
+        # zero-argument super() reads the first local as a cell only in a cell slot
+        return "a method whose `self` is captured by an inner function and that calls super()"
+    insts = _instructions(code)
+    body_start = next(inst.offset for inst in insts if inst.opname not in _PRELUDE)
+    if any(inst.opname == "MAKE_CELL" and inst.offset > body_start for inst in insts):
+        return "a frame making cells in its body (a comprehension's variable captured inside it)"
     return None
+
+
+def cell_locals(code: types.CodeType) -> tuple[str, ...]:
+    """The locals of part `code` that hold the frame's cells (the cell objects themselves).
+
+    A frame whose locals are captured by inner functions (`co_cellvars`) is split
+    into parts that share its cells: every part takes each cell as a parameter and
+    keeps it in the cell's own slot, so a closure made in one part sees the writes
+    of another, as in eager code.
+    """
+    return _CELL_LOCALS.get(code, ())
+
+
+def first_part_values(code: types.CodeType, f_locals: dict[str, Any]) -> list[Any]:
+    """The arguments of a split frame's first part: its locals, and a fresh cell for
+    each cell variable (holding the argument's value for a captured parameter)."""
+    cellvars = set(code.co_cellvars)
+    values = [
+        types.CellType(f_locals[name]) if name in cellvars and name in f_locals
+        else types.CellType() if name in cellvars
+        else f_locals.get(name)
+        for name in code.co_varnames
+    ]  # fmt: skip
+    return values + [types.CellType() for name in _cell_only_names(code)]
+
+
+def _cell_only_names(code: types.CodeType) -> tuple[str, ...]:
+    """Cell variables that are not parameters: they follow the varnames in the frame."""
+    return tuple(name for name in code.co_cellvars if name not in code.co_varnames)
 
 
 def _depths(insts: list[dis.Instruction]) -> dict[int, int]:
@@ -458,6 +500,12 @@ def segment_function(
         return len(consts) - 1
 
     varnames = code.co_varnames
+    cells = code.co_cellvars
+    if cells:
+        # the cells come in as parameters (their slots keep their places: the cell
+        # variables that are not parameters follow the varnames), not made afresh
+        varnames = (*varnames, *_cell_only_names(code))
+        _clear_make_cells(code, raw)
     stacked = stack_in is not None or stack_out is not None
     if stacked and STACK_LOCAL not in varnames:
         varnames = (*varnames, STACK_LOCAL)
@@ -483,6 +531,7 @@ def segment_function(
     flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
     new_code = code.replace(
         co_varnames=varnames,
+        co_cellvars=(),
         co_nlocals=nlocals,
         co_code=bytes(raw),
         co_consts=tuple(consts),
@@ -501,9 +550,21 @@ def segment_function(
         co_qualname=f"{code.co_qualname}_{tag}",
     )
     _GENERATED[new_code] = min(_GENERATED.get(code, len(code.co_code)), len(code.co_code))
+    if cells or code in _CELL_LOCALS:
+        _CELL_LOCALS[new_code] = (*cell_locals(code), *cells)
     return types.FunctionType(
         new_code, function.__globals__, new_code.co_name, None, function.__closure__
     )
+
+
+def _clear_make_cells(code: types.CodeType, raw: bytearray) -> None:
+    """The prelude's MAKE_CELLs become NOPs: a part's cell slots hold the cells passed in."""
+    nop = emit("NOP", 0)
+    for inst in _instructions(code):
+        if inst.opname == "MAKE_CELL":
+            raw[inst.offset : inst.offset + len(nop)] = nop
+        elif inst.opname not in _PRELUDE:
+            break
 
 
 def _place_jump(raw: bytearray, at: int, target: int, limit: int | None) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import keyword
 import linecache
 import os
 import re
@@ -243,8 +244,8 @@ class _Code:
 
     def _fresh(self, source: Source) -> str:
         stem = re.sub(r"\W+", "_", source.name).strip("_") or "v"
-        if stem[0].isdigit():
-            stem = "v_" + stem
+        if stem[0].isdigit() or keyword.iskeyword(stem):
+            stem = "v_" + stem  # `__class__` would give the keyword `class`
         stem = stem[:40]
         name, count = stem, 1
         while name in self._used:
