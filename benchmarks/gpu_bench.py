@@ -1,7 +1,8 @@
 """GPU model suite: eager vs torch.compile vs ember.compile(backend="inductor"), in one run.
 
     python benchmarks/gpu_bench.py [OUT_DIR] [--models resnet50,gpt2] [--modes infer,train]
-                                   [--backends torch,ember] [--budget SECONDS]
+                                   [--backends torch,ember,ember_nosplit] [--budget SECONDS]
+                                   [--bn-kernels]
 
 Models (random weights from configs, no downloads): torchvision resnet50,
 mobilenet_v3_large, vit_b_16; transformers BERT-base, GPT2, a Llama-style
@@ -14,9 +15,13 @@ Per (model, mode, backend): median time of a call after warm-up (CUDA
 events), speedup over eager, first-call time (capture + compile, cold
 in-process caches), peak memory, and the error against eager (inference:
 max |out - eager| / max |eager|; training: the same over the gradients).
-For ember's Triton kernels in inference it times the kernels that move the
-most bytes alone and reports achieved GB/s (bytes of the kernel's tensor
-arguments / kernel time) next to the device-to-device copy bandwidth.
+For ember's Triton kernels it times the kernels that move the most bytes
+alone and reports achieved GB/s (bytes of the kernel's tensor arguments /
+kernel time) next to the device-to-device copy bandwidth. Backend
+"ember_nosplit" is ember with split reductions off (`lowering.split`).
+`--bn-kernels` first times batch norm's training reductions alone on
+resnet50's shapes (bf16, channels-last): ember split and unsplit, and
+torch.compile, GB/s of the inputs read once (bn_kernels.md).
 
 Writes gpu_bench.json and gpu_bench.md into OUT_DIR (default: $OUT, else the
 current folder), after every model, so a run cut short keeps what it
@@ -28,6 +33,7 @@ row; the run goes on in a fresh process. Exits 0 without a GPU.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -262,6 +268,8 @@ def make_step(model, inputs, mode):
 def compiled_model(backend, model):
     import ember
 
+    if backend == "ember_nosplit":
+        backend = "ember"
     if backend == "torch":
         torch._dynamo.reset()
         return torch.compile(model)
@@ -295,12 +303,14 @@ def run_case(name, make, mode, backends) -> dict:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
             step = make_step(compiled_model(backend, model), inputs, mode)
+            if backend == "ember_nosplit":
+                step = _without_splits(step)
             row[f"{backend}_compile_s"] = first_call(step)
             row[f"{backend}_ms"] = cuda_time(step) * 1000
             row[f"{backend}_speedup"] = row["eager_ms"] / row[f"{backend}_ms"]
             row[f"{backend}_peak_GB"] = torch.cuda.max_memory_allocated() / 1e9
             row[f"{backend}_rel_err"] = relative_error(step(), expected)
-            if backend == "ember" and mode == "infer":
+            if backend == "ember":
                 row["ember_kernels"] = kernel_bandwidth(step)
         except Exception as error:  # a failing backend is reported, the run goes on
             row[f"{backend}_error"] = f"{type(error).__name__}: {str(error)[:400]}"
@@ -309,6 +319,118 @@ def run_case(name, make, mode, backends) -> dict:
             row["context_lost"] = backend  # the CUDA context is gone: a fresh process goes on
             break
     return row
+
+
+def _without_splits(step):
+    """`step` compiling (on its first calls) with split reductions off: ember before them."""
+    from inductor_codegen.lowering.split import SplitPolicy, split_reductions
+
+    def run():
+        with split_reductions(SplitPolicy(enabled=False)):
+            return step()
+
+    return run
+
+
+# ---------------------------------------------------------------- batch-norm reductions
+
+# resnet50's batch-norm inputs at batch 32 (N, C, H, W)
+BN_SHAPES = ((32, 64, 112, 112), (32, 256, 56, 56), (32, 512, 28, 28), (32, 1024, 14, 14))
+BN_SHAPES += ((32, 2048, 7, 7),)
+
+
+def bn_forward_stats(x):
+    """Batch norm's training statistics, as its decomposition computes them."""
+    return torch.var_mean(x.float(), dim=(0, 2, 3), correction=0, keepdim=True)
+
+
+def bn_backward_sums(grad, x, mean):
+    """The two per-channel sums of batch norm's backward."""
+    g = grad.float()
+    return g.sum((0, 2, 3)), (g * (x.float() - mean)).sum((0, 2, 3))
+
+
+def bn_reduction_rows(shapes=BN_SHAPES, device="cuda", timer=None, policy=None) -> list[dict]:
+    """Per shape, layout and pass: ms and GB/s (bytes of the inputs read once) of ember's
+    kernels with split reductions and without, and of torch.compile's, on bf16 data."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from inductor_codegen import compile_graph
+    from inductor_codegen.lowering.split import SplitPolicy, split_reductions
+    from prim_decomp import inductor_default
+
+    timer = timer or _bench_ms
+    options = None if device == "cuda" else {"device_codegen": "triton"}
+    rows = []
+    layouts = (("NCHW", torch.contiguous_format), ("NHWC", torch.channels_last))
+    for shape, (layout, memory_format) in itertools.product(shapes, layouts):
+        x = torch.randn(shape, device=device).to(torch.bfloat16)
+        x = x.contiguous(memory_format=memory_format)
+        grad = torch.randn_like(x).contiguous(memory_format=memory_format)
+        mean = bn_forward_stats(x)[1]
+        cases = (
+            ("forward", bn_forward_stats, (x,)),
+            ("backward", bn_backward_sums, (grad, x, mean)),
+        )
+        for name, fn, args in cases:
+            gm = make_fx(fn, decomposition_table=dict(inductor_default))(*args)
+            nbytes = sum(a.numel() * a.element_size() for a in args)
+            row = {"shape": "x".join(map(str, shape)), "layout": layout, "pass": name}
+            row["MB"] = nbytes / 1e6
+            expected = fn(*args)
+            variants = [("split", policy or SplitPolicy()), ("nosplit", SplitPolicy(enabled=False))]
+            for label, chosen in variants:
+                with split_reductions(chosen):
+                    compiled = compile_graph(gm, list(args), options=options)
+                got = compiled(*args)
+                row[f"{label}_err"] = relative_error(list(got), list(expected))
+                row[f"{label}_kernels"] = compiled.kernel_count
+                row[f"{label}_ms"] = timer(lambda c=compiled, a=args: c(*a))
+                row[f"{label}_GBps"] = nbytes / row[f"{label}_ms"] / 1e6
+            if device == "cuda":
+                torch._dynamo.reset()
+                reference = torch.compile(fn)
+                row["torch_ms"] = timer(lambda r=reference, a=args: r(*a))
+                row["torch_GBps"] = nbytes / row["torch_ms"] / 1e6
+            rows.append(row)
+            print(f"  bn {row['shape']} {layout} {name}: " + _bn_cell(row), flush=True)
+    return rows
+
+
+def _bench_ms(fn) -> float:
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=10, rep=50, return_mode="median")
+
+
+def _bn_cell(row) -> str:
+    parts = [
+        f"{label} {row[f'{label}_ms'] * 1000:.0f} us ({row[f'{label}_GBps']:.0f} GB/s)"
+        for label in ("split", "nosplit", "torch")
+        if f"{label}_ms" in row
+    ]
+    return ", ".join(parts)
+
+
+def bn_markdown(rows, copy_gbps) -> str:
+    lines = [
+        "| shape | layout | pass | MB | ember split us | GB/s | % copy | ember unsplit us | GB/s "
+        "| torch.compile us | GB/s |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        torch_cells = [
+            f"{r.get('torch_ms', math.nan) * 1000:.0f}",
+            f"{r.get('torch_GBps', math.nan):.0f}",
+        ]
+        cells = [
+            r["shape"], r["layout"], r["pass"], f"{r['MB']:.1f}",
+            f"{r['split_ms'] * 1000:.0f}", f"{r['split_GBps']:.0f}",
+            f"{100 * r['split_GBps'] / copy_gbps:.0f}%",
+            f"{r['nosplit_ms'] * 1000:.0f}", f"{r['nosplit_GBps']:.0f}", *torch_cells,
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------- report
@@ -386,6 +508,11 @@ def main(argv) -> int:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--backends", default=",".join(BACKENDS))
     parser.add_argument("--budget", type=float, default=float("inf"))
+    parser.add_argument(
+        "--bn-kernels",
+        action="store_true",
+        help="first time batch norm's training reductions (split and unsplit) alone",
+    )
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("gpu_bench: no CUDA device; skipped")
@@ -411,6 +538,10 @@ def main(argv) -> int:
             "skipped": [],
         }
     print(f"device {result['device']}; copy {result['copy_GBps']:.0f} GB/s", flush=True)
+    if args.bn_kernels and "bn_kernels" not in result:
+        result["bn_kernels"] = bn_reduction_rows()
+        (out / "gpu_bench.json").write_text(json.dumps(result, indent=1))
+        (out / "bn_kernels.md").write_text(bn_markdown(result["bn_kernels"], result["copy_GBps"]))
     done = {(r["model"], r["mode"]) for r in result["rows"]}
     modes = args.modes.split(",")
     for mode in MODES:
@@ -439,6 +570,8 @@ def main(argv) -> int:
                 os.environ["EMBER_BENCH_RESUME"] = "1"
                 os.execv(sys.executable, [sys.executable, __file__, *argv])
     print(markdown(result))
+    if "bn_kernels" in result:
+        print(bn_markdown(result["bn_kernels"], result["copy_GBps"]))
     if result["skipped"]:
         print("skipped (budget):", ", ".join(result["skipped"]))
     return 0

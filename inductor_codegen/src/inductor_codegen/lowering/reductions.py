@@ -25,6 +25,7 @@ from inductor_codegen.lowering.common import (
     scalar_expr,
 )
 from inductor_codegen.lowering.registry import register_lowering
+from inductor_codegen.lowering.split import plan_split, split_reduction, split_welford
 
 __all__ = ["reduce"]
 
@@ -37,7 +38,18 @@ def reduce(
     """Reduce `x` over `dims` into a new buffer of `out_dtype`.
 
     `value_dtype` is the dtype the values are cast to before accumulation.
+    Under a split policy (see `split`) a long reduction to few outputs becomes
+    partial reductions and a final one.
     """
+    ranges, reduction_ranges, load = _reduction_parts(x, dims, keepdim, value_dtype)
+    plan = plan_split(ranges, reduction_ranges, load, reduction_type)
+    if plan is not None:
+        return split_reduction(ctx, plan, out_dtype, ranges, reduction_ranges, reduction_type, load)
+    return ctx.reduction(out_dtype, ranges, reduction_ranges, reduction_type, load)
+
+
+def _reduction_parts(x: TensorValue, dims, keepdim: bool, value_dtype=None):
+    """(output ranges, reduction ranges, loader) of reducing `x` over `dims`."""
     ndim = x.ndim
     dims = normalize_dims(dims, ndim) if ndim else []
     kept = [d for d in range(ndim) if d not in dims]
@@ -62,7 +74,7 @@ def reduce(
     merged = _merge_reduction_dims(dims, reduction_ranges, ranges, load)
     if merged is not None:
         reduction_ranges, load = merged
-    return ctx.reduction(out_dtype, ranges, reduction_ranges, reduction_type, load)
+    return ranges, reduction_ranges, load
 
 
 def _merge_reduction_dims(dims, reduction_ranges, ranges, load):
@@ -185,9 +197,14 @@ def count_expr(count, dtype):
 def welford(ctx, x, dims, keepdim):
     """(mean, m2, count) of `x` over `dims`: one Welford accumulator in the kernel."""
     dtype = x.dtype
-    mean_ = reduce(ctx, x, dims, keepdim, "welford_mean", dtype)
-    m2 = reduce(ctx, x, dims, keepdim, "welford_m2", dtype)
     count = numel([x.size[d] for d in normalize_dims(dims, x.ndim)] if x.ndim else [])
+    ranges, reduction_ranges, load = _reduction_parts(x, dims, keepdim)
+    plan = plan_split(ranges, reduction_ranges, load, "welford")
+    if plan is not None:
+        mean_, m2 = split_welford(ctx, plan, dtype, ranges, reduction_ranges, load)
+        return mean_, m2, count
+    mean_ = ctx.reduction(dtype, ranges, reduction_ranges, "welford_mean", load)
+    m2 = ctx.reduction(dtype, ranges, reduction_ranges, "welford_m2", load)
     return mean_, m2, count
 
 

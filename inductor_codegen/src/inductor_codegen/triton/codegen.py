@@ -23,6 +23,7 @@ from inductor_codegen.cpp_codegen import KernelArg
 from inductor_codegen.errors import InductorError
 from inductor_codegen.indexing import FloorDiv, IndexMod, numel, py_index
 from inductor_codegen.ir import Constant, IndexValue, Load, Op, ScalarArg, expr_loads
+from inductor_codegen.lowering.split import REDUCTION_MASK
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
 from inductor_codegen.symbols import kernel_size_symbols
 from inductor_codegen.triton.ops import (
@@ -41,6 +42,9 @@ __all__ = ["GroupMeta", "TritonKernelSource", "generate_triton_kernel", "triton_
 PERSISTENT_MAX = 4096
 # 2D tiles only where the grid's second dimension (at most 65535 programs) covers the rows.
 MAX_TILE_ROWS = 65535 * 16
+# A column reduction over more elements than this loops over XBLOCK x RBLOCK tiles; a
+# smaller one (the final reduction over split partials) reads its rows in one block.
+COLUMN_PERSISTENT_ELEMENTS = 1 << 18
 REDUCTION_FAMILY = {"welford_mean": "welford", "welford_m2": "welford"}
 # The element count launch heuristics assume for a symbolic one (the grid is computed per call).
 SYMBOLIC_NUMEL_HINT = 1 << 20
@@ -69,6 +73,8 @@ class TritonKernelSource:
     # Symbolic sizes: xnumel as a Python expression over the size arguments (grid per call);
     # `xnumel` then holds SYMBOLIC_NUMEL_HINT for the launch heuristics.
     xnumel_expr: str = ""
+    # Reductions whose loads run along the outputs, not the rows (looped, wide XBLOCK).
+    column_reduction: bool = False
 
 
 def triton_index(expr, names: dict | None = None) -> str:
@@ -180,10 +186,13 @@ class TritonKernelCodegen:
         self.scalars: dict[str, str] = {}
         self.produced = set(kernel.nodes)
         self.groups = [i for i in kernel.items if isinstance(i, LoopGroup)]
-        self.group_ids, self.group_meta = _number_groups(self.groups)
+        self.column = self._column_reduction()
+        looped = self.column and self._elements() > COLUMN_PERSISTENT_ELEMENTS
+        self.group_ids, self.group_meta = _number_groups(self.groups, looped=looped)
         self.group_ranges = {g: grp.ranges for g, grp in zip(self.group_ids, self.groups)}
         self.shared_scopes: dict[int, Scope] = {}
         self.accumulator_count = 0
+        self.masks: dict[str, str] = {}  # accumulator -> the mask of its lanes
         self.two_d = bool(self.groups)
         self.tiled = self._wants_tiles()
         self.int64 = self._needs_int64()
@@ -378,7 +387,9 @@ class TritonKernelCodegen:
                 self.store(inner, name, index, inner.value(value), value.dtype)
         else:
             for (family, value), acc in accumulators.items():
-                self._update(inner, family, acc, inner.value(value), value.dtype, g)
+                text, mask = self._reduction_value(inner, value, g)
+                self.masks[acc] = mask
+                self._update(inner, family, acc, text, value.dtype, g, mask)
         if not meta.persistent:
             scope.lines.extend(inner.lines)
         for name, value, index in bodies if group.kind == "reduction" else ():
@@ -409,6 +420,19 @@ class TritonKernelCodegen:
 
     # ---------------------------------------------------------- reductions
 
+    def _reduction_value(self, scope: Scope, value, g: int) -> tuple[str, str]:
+        """(variable, lane mask) of a reduction's value; `reduction_mask(cond, v)` (a split
+        reduction's short last chunk) leaves the lanes where cond is false out."""
+        mask = f"xmask & r{g}mask"
+        if isinstance(value, Op) and value.name == REDUCTION_MASK:
+            inside = scope.value(value.args[0])
+            inner = value.args[1]
+            text = scope.value(inner, inside)
+            if compute_dtype(inner.dtype) != compute_dtype(value.dtype):
+                text = cast_text(text, inner.dtype, value.dtype)
+            return text, f"{mask} & ({inside})"
+        return scope.value(value), mask
+
     def _accumulators(self, scope: Scope, group: LoopGroup, g: int, bodies) -> dict:
         accumulators: dict = {}
         for name, value, _ in bodies:
@@ -433,8 +457,9 @@ class TritonKernelCodegen:
                 scope.line(f"{acc} = tl.full({shape}, {init}, {tdtype})")
         return accumulators
 
-    def _update(self, scope: Scope, family: str, acc: str, value: str, dtype, g: int) -> None:
-        mask = f"xmask & r{g}mask"
+    def _update(
+        self, scope: Scope, family: str, acc: str, value: str, dtype, g: int, mask: str
+    ) -> None:
         if family == "sum":
             scope.line(f"{acc} = {acc} + tl.where({mask}, {value}, 0)")
         elif family == "prod":
@@ -487,7 +512,7 @@ class TritonKernelCodegen:
                         f'float("nan"), {done})'
                     )
             elif family == "welford" and self.group_meta[g].persistent:
-                mask = f"xmask & r{g}mask"
+                mask = self.masks[acc]
                 scope.line(f"{done}_n = tl.sum(tl.where({mask}, 1.0, 0.0), 1)")
                 scope.line(f"{done}_mean = tl.sum({acc}_x, 1) / tl.maximum({done}_n, 1.0)")
                 scope.line(
@@ -545,6 +570,7 @@ class TritonKernelCodegen:
             self._contiguous_x(),
             int(numel(self.kernel.outer[:-1])) if self.tiled else 0,
             py_index(xnumel) if symbolic else "",
+            self.column,
         )
 
     def _param_name(self, key: str) -> str:
@@ -565,6 +591,34 @@ class TritonKernelCodegen:
                 if any(ld.index.coeff(last_x) == 1 for ld in expr_loads(value)):
                     return True
         return False
+
+    def _elements(self) -> int:
+        """Outer elements times the longest inner loop (a hint for symbolic sizes)."""
+        sizes = [numel(self.kernel.outer), *(numel(g.ranges) for g in self.groups)]
+        if not all(size.is_Integer for size in sizes):
+            return SYMBOLIC_NUMEL_HINT
+        return int(sizes[0]) * max([1, *(int(size) for size in sizes[1:])])
+
+    def _column_reduction(self) -> bool:
+        """Whether the kernel's reductions read along the last outer dim and never along
+        their own rows (`sum(dim=0)` of [tokens, hidden], batch norm on channels-last data):
+        then wide XBLOCK tiles of contiguous outputs keep loads coalesced."""
+        if not self.kernel.outer or not any(g.kind == "reduction" for g in self.groups):
+            return False
+        last_x = outer_vars(len(self.kernel.outer))[-1]
+        along_x = False
+        for group in self.groups:
+            if group.kind != "reduction":
+                continue
+            last_r = inner_vars("r", len(group.ranges))[-1] if group.ranges else None
+            for name in group.nodes:
+                value = node_body(self.buffers[name], self.kernel.outer, "r")[0]
+                for load in expr_loads(value):
+                    index = sympy.expand(load.index)
+                    if last_r is not None and index.coeff(last_r) == 1:
+                        return False
+                    along_x = along_x or index.coeff(last_x) == 1
+        return along_x
 
     def _needs_int64(self) -> bool:
         limit = 2**31 - 1
@@ -615,15 +669,21 @@ def _highest(dtype) -> str:
     return str(torch.iinfo(dtype).max)
 
 
-def _number_groups(groups: list[LoopGroup]) -> tuple[list[int], list[GroupMeta]]:
-    """A loop id per group: persistent groups over the same ranges share one (and one RBLOCK)."""
+def _number_groups(
+    groups: list[LoopGroup], looped: bool = False
+) -> tuple[list[int], list[GroupMeta]]:
+    """A loop id per group: persistent groups over the same ranges share one (and one RBLOCK).
+
+    `looped`: no group is persistent (a column reduction reads a tile of
+    XBLOCK contiguous outputs by RBLOCK rows per step instead of whole rows).
+    """
     ids: list[int] = []
     metas: list[GroupMeta] = []
     shared: dict[tuple, int] = {}
     for group in groups:
         count = numel(group.ranges)
         rnumel = int(count) if count.is_Integer else triton_index(count)
-        persistent = count.is_Integer and rnumel <= PERSISTENT_MAX
+        persistent = count.is_Integer and rnumel <= PERSISTENT_MAX and not looped
         key = tuple(group.ranges)
         if persistent and key in shared:
             ids.append(shared[key])

@@ -1,6 +1,7 @@
 """compile_triton_graph: the Triton driver, one named pass after another.
 
-    lower     FX graph of ATen ops -> loop IR buffers (the same GraphLowering as C++)
+    lower     FX graph of ATen ops -> loop IR buffers (the same GraphLowering as C++,
+              with long reductions to few outputs split in two: `lowering.split`)
     schedule  buffers -> fused kernels and extern calls (the same scheduler)
     codegen   each fused kernel -> a @triton.jit function (codegen)
     load      kernel modules written by content hash and imported in parallel
@@ -29,6 +30,7 @@ from inductor_codegen.compile import (
 )
 from inductor_codegen.cpp_build import default_cache_dir
 from inductor_codegen.errors import UnsupportedGraphError
+from inductor_codegen.lowering.split import SplitPolicy, active_split_policy, split_reductions
 from inductor_codegen.options import Options
 from inductor_codegen.scheduler import FusedKernel, Schedule, describe
 from inductor_codegen.triton.codegen import generate_triton_kernel
@@ -70,7 +72,8 @@ def compile_triton_graph(
     # lower + schedule: FX graph -> loop IR buffers -> fused kernels and extern calls.
     lowerings = opts.lowerings or TRITON_LOWERINGS
     try:
-        graph, plan = lower_and_schedule(gm, example_inputs, lowerings, passes)
+        with split_reductions(active_split_policy() or SplitPolicy()):
+            graph, plan = lower_and_schedule(gm, example_inputs, lowerings, passes)
     except UnsupportedGraphError as error:
         return _maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)
     plan = _renamed(plan)

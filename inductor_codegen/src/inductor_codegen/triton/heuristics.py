@@ -10,6 +10,9 @@ __all__ = ["LaunchConfig", "autotune_configs", "default_config", "next_power_of_
 
 # Elements one program handles at most in a persistent reduction.
 PROGRAM_ELEMENTS = 4096
+# (XBLOCK, RBLOCK) of a column reduction: 64 contiguous outputs (256 bytes of float32,
+# 128 of bf16) by 16 rows a step.
+COLUMN_TILE = (64, 16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,9 @@ def default_config(kernel: TritonKernelSource) -> LaunchConfig:
     widest = max(next_power_of_2(g.numel) if g.persistent else 1024 for g in kernel.groups)
     if all(g.persistent for g in kernel.groups):
         return _config(kernel, max(1, PROGRAM_ELEMENTS // widest), 1)
+    if kernel.column_reduction:
+        # Loads run along the outputs: XBLOCK contiguous outputs by RBLOCK rows per step.
+        return _config(kernel, COLUMN_TILE[0], COLUMN_TILE[1])
     if kernel.contiguous_x:
         # Rows run across memory: a wide tile of rows, a short step along the reduction.
         return _config(kernel, 64, 16)
@@ -103,6 +109,9 @@ def autotune_configs(kernel: TritonKernelSource) -> list[LaunchConfig]:
                 LaunchConfig(config.xblock, config.rblocks, max(1, config.num_warps // 2))
             )
     else:
-        for xblock, rblock in ((1, 512), (1, 2048), (2, 1024), (8, 128), (32, 32), (64, 8)):
+        looped = ((1, 512), (1, 2048), (2, 1024), (8, 128), (32, 32), (64, 8))
+        if kernel.column_reduction:
+            looped = ((32, 32), (64, 8), (64, 32), (128, 8), (128, 16), (256, 4))
+        for xblock, rblock in looped:
             candidates.append(_config(kernel, xblock, rblock))
     return list(dict.fromkeys(candidates))

@@ -1,0 +1,257 @@
+"""Split reductions (partials plus a final reduction) in generated Triton kernels, against eager.
+
+Without a GPU the kernels run under the Triton interpreter. The default split
+policy is sized for GPUs (a million elements and more); most tests lower with
+a small policy so that small tensors split the same way large ones do on a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest  # noqa: E402
+import sympy  # noqa: E402
+from graph_helpers import trace  # noqa: E402
+
+from inductor_codegen import compile_graph  # noqa: E402
+from inductor_codegen.lowering.split import (  # noqa: E402
+    SplitPolicy,
+    plan_split,
+    split_reductions,
+)
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.triton_interpret
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+OPTIONS = {"device_codegen": "triton"}
+SMALL = SplitPolicy(
+    min_reduction_numel=64,
+    min_total_numel=256,
+    max_programs=64,
+    target_programs=64,
+    target_column_programs=64,
+    column_block=16,
+    min_chunk=16,
+    min_column_chunk=8,
+    max_splits=64,
+)
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+def tolerance(dtype):
+    # summation order differs from eager's: float32 sums of a thousand terms differ in ulps
+    return dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
+
+
+def compile_split(fn, *args, policy=SMALL):
+    gm = trace(fn, *args)
+    with split_reductions(policy):
+        return compile_graph(gm, list(args), options=OPTIONS)
+
+
+def check(fn, *args, policy=SMALL, **tol):
+    args = [a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args]
+    compiled = compile_split(fn, *args, policy=policy)
+    torch.testing.assert_close(compiled(*args), fn(*args), equal_nan=True, **tol)
+    return compiled
+
+
+def reduction_loops(compiled) -> list[str]:
+    return [line for line in compiled.artifact("schedule").splitlines() if "reduction loop" in line]
+
+
+def nchw(dtype, shift=0.0, scale=1.0):
+    # ragged sizes: no dim is a multiple of a block or of the chunk count
+    return (torch.randn(6, 3, 11, 13) * scale + shift).to(dtype)
+
+
+# ---------------------------------------------------------------- over (N, H, W) of a 4D tensor
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sum_over_nhw_is_partials_then_final(dtype):
+    compiled = check(lambda x: x.sum(dim=(0, 2, 3)), nchw(dtype), **tolerance(dtype))
+    assert compiled.kernel_count == 2
+    assert len(reduction_loops(compiled)) == 2
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mean_over_nhw(dtype):
+    check(lambda x: x.mean(dim=(0, 2, 3), keepdim=True), nchw(dtype), **tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_var_mean_over_nhw_combines_welford_partials(dtype, keepdim):
+    # a large mean next to a small spread: a naive sum of squares loses the variance
+    x = nchw(dtype, shift=50.0, scale=0.5)
+    compiled = check(
+        lambda x: torch.var_mean(x, dim=(0, 2, 3), correction=0, keepdim=keepdim),
+        x,
+        **tolerance(dtype),
+    )
+    assert len(reduction_loops(compiled)) >= 3  # partial Welford, then two over the partials
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ["amax", "amin"])
+def test_amax_amin_over_nhw(dtype, name):
+    fn = getattr(torch, name)
+    check(lambda x: fn(x, dim=(0, 2, 3)), nchw(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_argmax_over_a_long_dim_picks_the_first_of_ties(dtype):
+    x = torch.randint(0, 5, (3, 997)).to(dtype)  # many ties across chunks
+    compiled = check(lambda x: torch.argmax(x, dim=1), x)
+    assert compiled.kernel_count == 2
+    check(lambda x: torch.argmin(x.reshape(-1)), x)
+
+
+def test_argmax_with_nan_returns_the_first_nan():
+    x = torch.randn(2, 1500)
+    x[0, 1400] = float("nan")
+    x[0, 1450] = float("nan")
+    x[1, 3] = float("nan")
+    check(lambda x: torch.argmax(x, dim=1), x)
+    check(lambda x: x.amax(dim=1), x)
+
+
+def test_max_propagates_nan_from_any_chunk():
+    x = torch.randn(3000)
+    x[2999] = float("nan")
+    check(lambda x: x.amax(), x)
+
+
+# ---------------------------------------------------------------- scalars and columns
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scalar_loss_with_a_short_last_chunk(dtype):
+    # 4001 is prime: the chunks cannot divide it; the last one is masked
+    x, y = torch.randn(4001).to(dtype), torch.randn(4001).to(dtype)
+    compiled = check(lambda x, y: ((x - y) ** 2).mean(), x, y, **tolerance(dtype))
+    assert compiled.kernel_count == 2
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_var_of_a_prime_length_counts_only_real_elements(dtype):
+    x = (torch.randn(4001) * 3 + 7).to(dtype)
+    check(lambda x: torch.var(x), x, **tolerance(dtype))
+    check(lambda x: torch.var_mean(x, correction=0), x, **tolerance(dtype))
+
+
+def test_prod_and_any_all():
+    x = torch.rand(2000) * 0.2 + 0.9
+    check(lambda x: x.prod(), x, rtol=1e-4, atol=1e-6)
+    flags = torch.rand(3001) > 0.999
+    check(lambda f: (f.any(), f.all(), (~f).all()), flags)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_column_sum_partials_keep_the_contiguous_dim_innermost(dtype):
+    # the bias gradient of a linear layer: sum over tokens of [tokens, hidden]
+    grad = torch.randn(1001, 37).to(dtype)
+    compiled = check(lambda g: g.sum(dim=0), grad, **tolerance(dtype))
+    schedule = compiled.artifact("schedule")
+    assert re.search(r"outer=\[\d+, 37\]", schedule)  # partials [S, hidden]: hidden contiguous
+    check(lambda g: (g * 2).sum(dim=0, keepdim=True), grad, **tolerance(dtype))
+    check(lambda g: torch.var_mean(g, dim=0), grad, **tolerance(dtype))
+
+
+def test_large_column_reduction_loops_over_wide_tiles():
+    # compiled, not run: the bias gradient of [16384 tokens, 768]
+    grad = torch.empty(16384, 768)
+    compiled = compile_split(lambda g: g.sum(dim=0), grad, policy=SplitPolicy())
+    partial, final = compiled.artifact("codegen").split("@triton.jit")[1:]
+    assert "for r0offset in range" in partial  # XBLOCK columns by R0BLOCK rows a step
+    assert "for r0offset in range" not in final  # the partials in one block
+
+
+def test_partial_kernel_keeps_its_pointwise_producers():
+    x, y = torch.randn(6, 3, 11, 13), torch.randn(3, 1, 1)
+    compiled = check(lambda x, y: (torch.relu(x * y) + 1).sum(dim=(0, 2, 3)), x, y)
+    assert compiled.kernel_count == 2  # no kernel of its own for relu(x * y) + 1
+
+
+# ---------------------------------------------------------------- when to split
+
+
+def test_no_split_without_a_policy_or_with_many_outputs():
+    x = torch.randn(6, 3, 11, 13)
+    gm = trace(lambda x: x.sum(dim=(0, 2, 3)), x)
+    with split_reductions(SplitPolicy(enabled=False)):
+        assert compile_graph(gm, [x], options=OPTIONS).kernel_count == 1
+    many = torch.randn(100, 300)
+    compiled = check(lambda x: x.sum(dim=1), many)
+    assert compiled.kernel_count == 1  # 100 programs (one per row) > max_programs
+
+
+def _loader(idx, ridx):
+    from inductor_codegen.ir import Load
+
+    return Load("x", idx[0] * 4096 + ridx[0], torch.float32)
+
+
+def _column(idx, ridx):
+    from inductor_codegen.ir import Load
+
+    return Load("x", idx[0] + ridx[0] * 4096, torch.float32)
+
+
+def test_plan_from_static_sizes_only():
+    big = (sympy.Integer(64),), (sympy.Integer(100352),)
+    with split_reductions(SplitPolicy()):
+        plan = plan_split(*big, _loader, "sum")
+        assert plan is not None and plan.splits * plan.chunk >= 100352
+        assert 64 * plan.splits >= 1024  # enough programs for a GPU
+        column = plan_split((sympy.Integer(4096),), (sympy.Integer(100352),), _column, "sum")
+        assert column is not None and column.outer_first  # 64 programs of 64 columns
+        s0 = sympy.Symbol("s0", integer=True, positive=True)
+        assert plan_split((sympy.Integer(64),), (s0,), _loader, "sum") is None
+        small = (sympy.Integer(64),), (sympy.Integer(512),)
+        assert plan_split(*small, _loader, "sum") is None
+        many = (sympy.Integer(4096),), (sympy.Integer(100352),)
+        assert plan_split(*many, _loader, "sum") is None
+    assert plan_split(*big, _loader, "sum") is None  # no policy: C++ and plain lowering
+
+
+def test_default_policy_splits_a_million_element_loss():
+    x = torch.randn(1 << 20)
+    compiled = check(lambda x: (x * x).sum(), x, policy=SplitPolicy(), rtol=1e-4, atol=1e-2)
+    assert compiled.kernel_count == 2
+
+
+# ---------------------------------------------------------------- batch norm through ember
+
+
+def test_batch_norm_training_through_ember_compile(monkeypatch):
+    ember = pytest.importorskip("ember")
+    import inductor_codegen.triton.options as triton_options
+
+    monkeypatch.setattr(triton_options, "wants_triton", lambda inputs, options: True)
+    torch.manual_seed(0)
+    eager_bn = torch.nn.BatchNorm2d(3).train()
+    compiled_bn = torch.nn.BatchNorm2d(3).train()
+    compiled_bn.load_state_dict(eager_bn.state_dict())
+    x = torch.randn(6, 3, 11, 13) * 2 + 3
+    x_eager, x_compiled = x.clone().requires_grad_(), x.clone().requires_grad_()
+    grad = torch.randn(6, 3, 11, 13)
+    with split_reductions(SMALL):
+        out = ember.compile(compiled_bn, backend="inductor")(x_compiled)
+        out.backward(grad)
+    expected = eager_bn(x_eager)
+    expected.backward(grad)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(x_compiled.grad, x_eager.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(compiled_bn.weight.grad, eager_bn.weight.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(compiled_bn.bias.grad, eager_bn.bias.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(compiled_bn.running_mean, eager_bn.running_mean)
+    torch.testing.assert_close(compiled_bn.running_var, eager_bn.running_var)
