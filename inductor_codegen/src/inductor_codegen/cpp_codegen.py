@@ -26,6 +26,7 @@ from inductor_codegen.ir import (
     ScalarArg,
     expr_loads,
 )
+from inductor_codegen.lowering.scatter import Scatter
 from inductor_codegen.runtime import IndexCheck
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
 from inductor_codegen.symbols import expr_symbols, kernel_size_symbols
@@ -53,6 +54,8 @@ COMPUTE_TYPES = {
     torch.bool: "bool",
 }
 PARALLEL_MIN_WORK = 32768
+# The parallel loop spans (collapses) outer loops until it has this many iterations.
+MIN_PARALLEL_ITERATIONS = 16
 # The kernel parameter where bounds checks record a failure (see runtime.IndexStatus).
 STATUS_PARAM = "index_status"
 INDIRECT_CHECK = "checked_index"
@@ -66,6 +69,15 @@ def parallel_clause(work) -> str | None:
     if work.is_Integer:
         return "" if int(work) >= PARALLEL_MIN_WORK else None
     return f" if({c_index(work)} >= {PARALLEL_MIN_WORK})"
+
+
+def kernel_work(kernel: FusedKernel):
+    """Elements `kernel` stores or reduces: each node times the trip count of its loops."""
+    per_outer = sum(
+        len(item.nodes) * numel(item.ranges) if isinstance(item, LoopGroup) else 1
+        for item in kernel.items
+    )
+    return numel(kernel.outer) * per_outer
 
 
 def compute_type(dtype: torch.dtype) -> str:
@@ -361,7 +373,7 @@ class KernelCodegen:
         if not self.hoisted or any(load.buffer in self.produced for load in expr_loads(expr)):
             return None
         outer = {v: depth for depth, v in enumerate(outer_vars(len(self.kernel.outer)))}
-        variables = _index_symbols(expr) - expr_symbols(expr)
+        variables = index_symbols(expr) - expr_symbols(expr)
         if not variables <= outer.keys():
             return None
         return self.hoisted[max((outer[v] + 1 for v in variables), default=0)]
@@ -433,6 +445,10 @@ class KernelCodegen:
         kernel = self.kernel
         outer = kernel.outer
         xs = outer_vars(len(outer))
+        if isinstance(self.buffers[kernel.nodes[0]].body, Scatter):
+            from inductor_codegen.cpp_scatter import scatter_kernel_lines
+
+            return self._finish(scatter_kernel_lines(self, kernel.nodes[0]))
         if self._wants_tiling():
             return self._finish(self._tiled_reduction_kernel())
         # One scope before each outer loop and the body: a loaded index that depends
@@ -450,17 +466,19 @@ class KernelCodegen:
             else:
                 self._reduction_group(body, item)
         lines = []
-        work = numel(outer) * (
-            1 + sum(numel(i.ranges) for i in kernel.items if isinstance(i, LoopGroup))
-        )
-        clause = parallel_clause(work)
+        clause = parallel_clause(kernel_work(kernel))
+        collapse = self._collapse_depth() if clause is not None else 1
+        if collapse > 1:
+            clause = f" collapse({collapse}){clause}"
         for depth, (var, size) in enumerate(zip(xs, outer)):
             pad = "  " * (1 + depth)
             lines += self.hoisted[depth].lines
             if depth == 0 and clause is not None:
                 lines.append(f"{pad}#pragma omp parallel for{clause}")
-            elif depth == len(outer) - 1 and not any(
-                isinstance(i, LoopGroup) for i in kernel.items
+            elif (
+                depth == len(outer) - 1
+                and depth >= collapse
+                and not any(isinstance(i, LoopGroup) for i in kernel.items)
             ):
                 lines.append(f"{pad}#pragma GCC ivdep")
             lines.append(f"{pad}for (int64_t {var} = 0; {var} < {c_index(size)}; ++{var}) {{")
@@ -468,6 +486,23 @@ class KernelCodegen:
         for depth in reversed(range(len(outer))):
             lines.append("  " * (1 + depth) + "}")
         return self._finish(lines)
+
+    def _collapse_depth(self) -> int:
+        """How many outer loops the parallel loop spans: more than the first when it has
+        fewer iterations than MIN_PARALLEL_ITERATIONS and the loops nest perfectly."""
+        outer = self.kernel.outer
+        # The innermost loop of a kernel without inner loops is its vector loop: kept apart.
+        vector_loop = not any(isinstance(i, LoopGroup) for i in self.kernel.items)
+        depth, iterations = 1, outer[0] if outer else sympy.Integer(1)
+        while (
+            depth < len(outer) - vector_loop
+            and iterations.is_Integer
+            and int(iterations) < MIN_PARALLEL_ITERATIONS
+            and not self.hoisted[depth].lines
+        ):
+            iterations = iterations * outer[depth]
+            depth += 1
+        return depth
 
     def _finish(self, lines) -> KernelSource:
         for symbol in kernel_size_symbols(self.kernel, self.buffers):
@@ -703,7 +738,7 @@ class KernelCodegen:
         return f"static_cast<{compute_type(dtype)}>({acc})", dtype
 
 
-def _index_symbols(expr) -> set[sympy.Symbol]:
+def index_symbols(expr) -> set[sympy.Symbol]:
     """Every symbol in the indices `expr` loads at or computes (loop variables and sizes)."""
     found: set[sympy.Symbol] = set()
     stack = [expr]

@@ -61,6 +61,7 @@ PRELUDE = r"""
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <omp.h>
 #include <type_traits>
 
 static inline float ember_bf16_to_float(uint16_t v) {

@@ -32,6 +32,7 @@ from inductor_codegen.indexing import (
     simplify_with_ranges,
 )
 from inductor_codegen.ir import ComputedBuffer, ExternBuffer, Load, Op, Pointwise, expr_loads
+from inductor_codegen.lowering.scatter import Scatter, Target
 
 __all__ = ["FusedKernel", "LoopGroup", "Schedule", "schedule", "squeeze_ranges"]
 
@@ -98,6 +99,8 @@ def node_body(buf: ComputedBuffer, outer: tuple, inner_prefix: str):
     """
     body = buf.body
     xs = outer_vars(len(outer))
+    if isinstance(body, Scatter):
+        return _scatter_reads(body), sympy.Integer(0), ()
     if isinstance(body, Pointwise):
         squeezed = squeeze_ranges(body.ranges)
         k = _matching_prefix(squeezed, outer)
@@ -130,6 +133,18 @@ def node_body(buf: ComputedBuffer, outer: tuple, inner_prefix: str):
         )
         store = simplify_with_ranges(store, ranges)
     return value, store, inner
+
+
+def _scatter_reads(body: Scatter) -> Op:
+    """Everything a scatter kernel reads, as one expression (for dependencies and symbols)."""
+    us = inner_vars("r", len(body.ranges))
+    base = body.base(inner_vars("y", len(body.target(us))))
+    offsets = [c.offset for c in body.target(us) if isinstance(c, Target)]
+    return Op("scatter_reads", (base, body.value(us), *offsets), base.dtype)
+
+
+def is_scatter(buf) -> bool:
+    return isinstance(buf, ComputedBuffer) and isinstance(buf.body, Scatter)
 
 
 def _matching_prefix(ranges, outer) -> int | None:
@@ -197,6 +212,16 @@ def plan_kernel(bufs: list[ComputedBuffer]) -> tuple | None:
             break
         outer, plan = merged, merged_plan
     return plan
+
+
+def index_divisions(plan, bufs: list[ComputedBuffer]) -> int:
+    """How many of `bufs` compute a floor division or a modulo in an index under `plan`."""
+    outer = plan[0]
+    count = 0
+    for buf in bufs:
+        value, store, _ = node_body(buf, outer, "y")
+        count += bool(store.has(FloorDiv, IndexMod) or value_needs_simplify(value))
+    return count
 
 
 def _linear(bufs, outer) -> bool:
@@ -284,6 +309,12 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
                 produced_at[f"{buf.name}_{i}"] = len(steps) - 1
             produced_at[buf.name] = len(steps) - 1
             continue
+        if is_scatter(buf):
+            # A scatter kernel stands alone: nothing fuses into it, it fuses into nothing.
+            log.debug("%s is a scatter kernel", buf.name)
+            steps.append([((), (buf.name,)), [buf], 0])
+            produced_at[buf.name] = len(steps) - 1
+            continue
         natural = () if isinstance(buf.body, Pointwise) else squeeze_ranges(buf.body.ranges)
         value = node_body(buf, natural, "r")[0]
         earliest = max((produced_at.get(load.buffer, -1) for load in expr_loads(value)), default=-1)
@@ -292,22 +323,36 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
             p for p in range(len(steps) - 1, max(earliest, len(steps) - 1 - SEARCH_WINDOW), -1)
         ]
         placed = False
+        alone = None
         for position in candidates:
             step = steps[position]
-            if isinstance(step, ExternBuffer) or len(step[1]) >= MAX_KERNEL_NODES:
+            if (
+                isinstance(step, ExternBuffer)
+                or len(step[1]) >= MAX_KERNEL_NODES
+                or is_scatter(step[1][0])
+            ):
                 continue
             plan = plan_kernel(step[1] + [buf])
             if plan is None:
                 continue
+            divisions = index_divisions(plan, step[1] + [buf])
+            if position != earliest:
+                # Horizontal: worth it only when no loop gains division/modulo index math.
+                alone = alone or plan_kernel([buf])
+                if divisions > step[2] + index_divisions(alone, [buf]):
+                    log.debug("%s stays out of a kernel (its indices would divide)", buf.name)
+                    continue
             log.debug("fuse %s into kernel with %s", buf.name, ", ".join(b.name for b in step[1]))
             step[0] = plan
             step[1].append(buf)
+            step[2] = divisions
             produced_at[buf.name] = position
             placed = True
             break
         if not placed:
             log.debug("%s starts a new kernel", buf.name)
-            steps.append([plan_kernel([buf]), [buf]])
+            plan = alone or plan_kernel([buf])
+            steps.append([plan, [buf], index_divisions(plan, [buf])])
             produced_at[buf.name] = len(steps) - 1
     steps = [s if isinstance(s, ExternBuffer) else (s[0], [b.name for b in s[1]]) for s in steps]
     kernels = _finish(steps, by_name, output_buffers)
@@ -343,6 +388,8 @@ def _finish(steps, by_name, output_buffers) -> list:
 
 
 def _kernel_label(buf: ComputedBuffer) -> str:
+    if isinstance(buf.body, Scatter):
+        return "scatter"
     if isinstance(buf.body, Pointwise):
         return "pointwise"
     return buf.body.reduction_type.split("_")[0]
@@ -356,7 +403,11 @@ def _local_buffers(outer, items, names, by_name, readers, position, output_buffe
             item_of[name] = k
     result = set()
     for name in names:
-        if name in output_buffers or readers.get(name, set()) - {position}:
+        if (
+            name in output_buffers
+            or readers.get(name, set()) - {position}
+            or is_scatter(by_name[name])
+        ):
             continue
         item = items[item_of[name]]
         at_outer = isinstance(item, str) or item.kind == "reduction"
