@@ -243,12 +243,6 @@ def test_dynamic_log_names_symbols_guards_and_user_lines(caplog):
     assert "symbolic shape guards:\ns0 = L['t0'].size()[0]  # hint 4" in caplog.text
 
 
-@pytest.mark.xfail(
-    torch.__version__ < "2.13",
-    reason="torch 2.11 (GPU machine) returned the sequence length specialized to an int; "
-    "the cause is not yet known",
-    strict=False,
-)
 def test_transformer_layer_one_trace_serves_twenty_sequence_lengths():
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True).eval()
