@@ -32,12 +32,7 @@ from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.partitioners import default_partition
 from aot_autograd.program import TracedProgram, trace_program
-from aot_autograd.runtime import (
-    assemble_outputs,
-    check_mutated_inputs_unaliased,
-    tangent_dependencies,
-    training_function,
-)
+from aot_autograd.runtime import compiled_call, tangent_dependencies, training_function
 from aot_autograd.symbolic import ShapeAssumptions, ShapeSnapshot, is_symbolic, shape_env_of
 
 __all__ = [
@@ -87,6 +82,11 @@ class _Compiled:
     training: bool
     # What tracing assumed about symbolic sizes; None for static graphs.
     assumptions: ShapeAssumptions | None = None
+    # The per-call path (runtime.compiled_call): mutations, grad mode, outputs.
+    call: Callable[[Sequence[Any]], Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.call = compiled_call(self.program, self.run, self.training)
 
 
 @dataclass(slots=True)
@@ -126,13 +126,7 @@ class AotCallable:
         compiled = self._cache[key]
         if compiled is None or not _assumptions_hold(compiled, args):
             return self._static_call(args)
-        check_mutated_inputs_unaliased(compiled.program, args)
-        if compiled.training or not torch.is_grad_enabled():
-            outputs = compiled.run(*args)
-        else:
-            with torch.no_grad():
-                outputs = compiled.run(*args)
-        return assemble_outputs(compiled.program, args, outputs)
+        return compiled.call(args)
 
     def compile_symbolic(self, example_values: Sequence[Any]) -> None:
         """Compile now, for the grad mode `example_values` (fakes) imply; SymbolicShapeError

@@ -20,7 +20,13 @@ from aot_autograd.errors import DoubleBackwardError, UnsupportedMutationError, V
 from aot_autograd.program import TracedProgram
 from aot_autograd.symbolic import resolve_sizes
 
-__all__ = ["assemble_outputs", "check_mutated_inputs_unaliased", "training_function"]
+__all__ = [
+    "assemble_outputs",
+    "check_mutated_inputs_unaliased",
+    "compiled_call",
+    "output_assembler",
+    "training_function",
+]
 
 
 class _NoDoubleBackward(torch.autograd.Function):
@@ -92,6 +98,71 @@ def tangent_dependencies(backward: fx.GraphModule) -> list[frozenset[int]]:
     return [reads[r] if isinstance(r, fx.Node) else frozenset() for r in results]
 
 
+class _SavedLayout:
+    """What the first forward call showed of the graph's outputs (fixed for a compiled graph).
+
+    Which saved values are tensors, which non-differentiable outputs are tensors, and
+    the dtype, device (and, for static sizes, shape) of each differentiable output,
+    for the zeros a backward gets in place of a missing tangent.
+    """
+
+    __slots__ = ("all_tensors", "tensor_positions", "nondiff_tensors", "zeros_specs")
+
+    def __init__(self, outputs: Sequence, saved: Sequence, differentiable: Sequence[bool]) -> None:
+        is_tensor = [isinstance(s, torch.Tensor) for s in saved]
+        self.all_tensors = all(is_tensor)
+        self.tensor_positions = tuple(i for i, t in enumerate(is_tensor) if t)
+        self.nondiff_tensors = tuple(
+            i
+            for i, (o, d) in enumerate(zip(outputs, differentiable))
+            if not d and isinstance(o, torch.Tensor)
+        )
+        self.zeros_specs = tuple(
+            (tuple(o.shape), o.dtype, o.device) for o, d in zip(outputs, differentiable) if d
+        )
+
+
+def _grad_scatter(grad_inputs: tuple[int, ...], num_inputs: int) -> Callable[[Sequence], tuple]:
+    """Places the backward's grads (one per input in `grad_inputs`) among all the inputs."""
+    if not grad_inputs:
+        return lambda grads: (None,) * num_inputs
+    first, last = grad_inputs[0], grad_inputs[-1] + 1
+    if grad_inputs == tuple(range(first, last)):  # one run of inputs: pad both ends
+        before, after = (None,) * first, (None,) * (num_inputs - last)
+        if not before and not after:
+            return tuple
+        return lambda grads: (*before, *grads, *after)
+
+    def scatter(grads: Sequence) -> tuple:
+        result: list[Any] = [None] * num_inputs
+        for index, grad in zip(grad_inputs, grads):
+            result[index] = grad
+        return tuple(result)
+
+    return scatter
+
+
+def _fast_apply(function: type) -> Callable[..., Any]:
+    """`function.apply` without autograd.Function's per-argument Python work.
+
+    The Python `apply` rebinds default arguments (only for a `setup_context`
+    function, which this is not) and unwraps dead functorch wrappers before calling
+    the C++ apply; outside functorch transforms the C++ apply alone does the same.
+    Inside a transform (vmap, grad) the full `apply` runs.
+    """
+    base_apply = super(torch.autograd.Function, function).apply
+    full_apply = function.apply
+    transforms_active = torch._C._are_functorch_transforms_active
+
+    def apply(*args: Any) -> Any:
+        if transforms_active():
+            return full_apply(*args)
+        return base_apply(*args)
+
+    apply.function = function  # type: ignore[attr-defined]  # for inspection
+    return apply
+
+
 def training_function(
     program: TracedProgram,
     forward: Callable,
@@ -104,65 +175,91 @@ def training_function(
     a grad that reads only such outputs' tangents comes back None, as in eager, so
     optimizers skip those parameters as they would eagerly. `dependencies` (see
     `tangent_dependencies`) says which tangents each grad reads.
+
+    Everything that does not depend on the call is worked out once: index tuples
+    for the differentiable outputs and the grads, and, from the first call, which
+    saved values are tensors.
     """
     n_out = program.num_forward_outputs
     differentiable = program.differentiable
+    tangent_positions = tuple(i for i, d in enumerate(differentiable) if d)
+    all_differentiable = len(tangent_positions) == len(differentiable)
+    symbolic = bool(program.symbol_sources)
+    scatter = _grad_scatter(program.grad_inputs, program.num_inputs)
     boxed_backward = _boxed(backward)
     if isinstance(forward, fx.GraphModule):
         forward = forward.forward  # NOTE: skips nn.Module call machinery (hooks) per call
+    learned: list[_SavedLayout] = []
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx: Any, *args: Any) -> tuple:
             ctx.set_materialize_grads(False)
             results = forward(*args)
-            outputs, saved = tuple(results[:n_out]), list(results[n_out:])
-            ctx.output_specs = [
-                (o.shape, o.dtype, o.device) if isinstance(o, torch.Tensor) else None
-                for o, d in zip(outputs, differentiable)
-                if d
-            ]
-            is_tensor = [isinstance(s, torch.Tensor) for s in saved]
-            ctx.save_for_backward(*(s for s, t in zip(saved, is_tensor) if t))
-            ctx.saved_others = [None if t else s for s, t in zip(saved, is_tensor)]
-            ctx.mark_non_differentiable(
-                *(
-                    o
-                    for o, d in zip(outputs, differentiable)
-                    if not d and isinstance(o, torch.Tensor)
-                )
-            )
+            outputs, saved = tuple(results[:n_out]), results[n_out:]
+            layout = learned[0] if learned else _learn(outputs, saved)
+            if layout.all_tensors:
+                ctx.save_for_backward(*saved)
+            else:
+                ctx.save_for_backward(*(saved[i] for i in layout.tensor_positions))
+                ctx.saved_others = [None if isinstance(s, torch.Tensor) else s for s in saved]
+            if symbolic:  # the zeros for a missing tangent take this call's sizes
+                ctx.output_shapes = [outputs[i].shape for i in tangent_positions]
+            if layout.nondiff_tensors:
+                ctx.mark_non_differentiable(*(outputs[i] for i in layout.nondiff_tensors))
             return outputs
 
         @staticmethod
         def backward(ctx: Any, *grad_outputs: Any) -> tuple:
-            tensors = iter(ctx.saved_tensors)
-            args = [next(tensors) if s is None else s for s in ctx.saved_others]
-            del tensors
+            layout = learned[0]
+            if layout.all_tensors:
+                args = list(ctx.saved_tensors)
+            else:
+                tensors = iter(ctx.saved_tensors)
+                args = [next(tensors) if s is None else s for s in ctx.saved_others]
+                del tensors
             if hasattr(ctx, "maybe_clear_saved_tensors"):
                 ctx.maybe_clear_saved_tensors()  # the list now holds the only references
-            tangents = [g for g, d in zip(grad_outputs, differentiable) if d]
+            if all_differentiable:
+                tangents = grad_outputs
+            else:
+                tangents = tuple(grad_outputs[i] for i in tangent_positions)
             unused = {i for i, g in enumerate(tangents) if g is None}
-            args += [
-                g.contiguous()
-                if g is not None
-                else torch.zeros(spec[0], dtype=spec[1], device=spec[2])
-                for g, spec in zip(tangents, ctx.output_specs)
-            ]
-            grads = list(boxed_backward(args))
+            if unused:
+                args += _tangents_with_zeros(ctx, tangents, layout, symbolic)
+            else:
+                args += [g.contiguous() for g in tangents]
+            grads = boxed_backward(args)
             if unused and dependencies is not None:
                 grads = [
                     None if reads and reads <= unused else grad
                     for grad, reads in zip(grads, dependencies)
                 ]
             if torch.is_grad_enabled():
-                grads = _mark_no_double_backward(grads)
-            result: list[Any] = [None] * program.num_inputs
-            for index, grad in zip(program.grad_inputs, grads):
-                result[index] = grad
-            return tuple(result)
+                grads = _mark_no_double_backward(list(grads))
+            return scatter(grads)
 
-    return CompiledFunction.apply
+    def _learn(outputs: tuple, saved: Sequence) -> _SavedLayout:
+        learned.append(_SavedLayout(outputs, saved, differentiable))
+        return learned[0]
+
+    return _fast_apply(CompiledFunction)
+
+
+def _tangents_with_zeros(
+    ctx: Any, tangents: Sequence, layout: _SavedLayout, symbolic: bool
+) -> list:
+    """The tangents, contiguous, with zeros of the output's shape where autograd gave None."""
+    result = []
+    for k, g in enumerate(tangents):
+        if g is not None:
+            result.append(g.contiguous())
+            continue
+        shape, dtype, device = layout.zeros_specs[k]
+        if symbolic:
+            shape = ctx.output_shapes[k]
+        result.append(torch.zeros(shape, dtype=dtype, device=device))
+    return result
 
 
 def _view(base: torch.Tensor, geometry: tuple) -> torch.Tensor:
@@ -212,31 +309,108 @@ def check_mutated_inputs_unaliased(program: TracedProgram, args: Sequence[Any]) 
             )
 
 
+_VALUE_CHANGED = (
+    "a tensor value that the traced code read into Python (.item(), bool(t), "
+    "int(t)) differs from its value when traced, so the compiled graph took a "
+    "branch this call would not; compile again for these inputs, or keep the "
+    "value a tensor (torch.where instead of `if`)"
+)
+
+
+def _flat_sequence(spec: Any) -> bool:
+    """Whether `spec` is a tuple or a list of leaves."""
+    if not isinstance(spec, pytree.TreeSpec) or spec.type not in (tuple, list):
+        return False
+    method = getattr(spec, "children", None)
+    children = list(method()) if callable(method) else list(spec.children_specs)
+    return all(c.is_leaf() for c in children)
+
+
+def _rebuild(program: TracedProgram) -> Callable[[Sequence], Any]:
+    """The user's output structure from the flat outputs (no pytree walk for flat tuples)."""
+    spec = program.out_spec
+    if isinstance(spec, pytree.TreeSpec) and spec.is_leaf():
+        return lambda flat: flat[0]
+    if _flat_sequence(spec):
+        return tuple if spec.type is tuple else list
+    return lambda flat: pytree.tree_unflatten(list(flat), spec)
+
+
+def _flat_outputs(program: TracedProgram) -> Callable[[Sequence, Sequence], Sequence]:
+    """(args, graph outputs) -> the flat user outputs, one getter per OutputSpec."""
+    specs = program.outputs
+    if all(spec.kind == "graph" for spec in specs):
+        positions = tuple(spec.index for spec in specs)
+        if positions == tuple(range(len(positions))):
+            count = len(positions)
+            return lambda args, outputs: outputs[:count]
+        return lambda args, outputs: [outputs[i] for i in positions]
+    getters = tuple(_output_getter(program, spec) for spec in specs)
+    return lambda args, outputs: [get(args, outputs) for get in getters]
+
+
+def _output_getter(program: TracedProgram, spec: Any) -> Callable[[Sequence, Sequence], Any]:
+    index = spec.index
+    if spec.kind == "graph":
+        return lambda args, outputs: outputs[index]
+    if spec.kind == "input":
+        return lambda args, outputs: args[index]
+    if spec.kind == "input_alias":
+        return lambda args, outputs: _view(args[index], _geometry(program, spec, args))
+    if spec.kind == "base_alias":
+        return lambda args, outputs: _view(outputs[index], _geometry(program, spec, args))
+    value = spec.value
+    return lambda args, outputs: value
+
+
+def output_assembler(program: TracedProgram) -> Callable[[Sequence, Sequence], Any]:
+    """`assemble_outputs` for one program, with everything not depending on the call precomputed."""
+    first_mutation = program.num_forward_outputs - len(program.mutated_inputs)
+    first_check = first_mutation - program.num_value_checks
+    mutated = program.mutated_inputs
+    flat_outputs = _flat_outputs(program)
+    rebuild = _rebuild(program)
+    if not mutated and not program.num_value_checks:
+        return lambda args, outputs: rebuild(flat_outputs(args, outputs))
+
+    def assemble(args: Sequence, graph_outputs: Sequence) -> Any:
+        for check in graph_outputs[first_check:first_mutation]:
+            if not bool(check.all()):
+                raise ValueChangedError(_VALUE_CHANGED)
+        if mutated:
+            with torch.no_grad():
+                for index, value in zip(mutated, graph_outputs[first_mutation:]):
+                    args[index].copy_(value)
+        return rebuild(flat_outputs(args, graph_outputs))
+
+    return assemble
+
+
 def assemble_outputs(program: TracedProgram, args: Sequence[Any], graph_outputs: Sequence) -> Any:
     """Copy back mutated inputs and build the user's outputs from the graph's."""
-    first_mutation = program.num_forward_outputs - len(program.mutated_inputs)
-    for check in graph_outputs[first_mutation - program.num_value_checks : first_mutation]:
-        if not bool(check.all()):
-            raise ValueChangedError(
-                "a tensor value that the traced code read into Python (.item(), bool(t), "
-                "int(t)) differs from its value when traced, so the compiled graph took a "
-                "branch this call would not; compile again for these inputs, or keep the "
-                "value a tensor (torch.where instead of `if`)"
-            )
-    if program.mutated_inputs:
-        with torch.no_grad():
-            for index, value in zip(program.mutated_inputs, graph_outputs[first_mutation:]):
-                args[index].copy_(value)
-    flat = []
-    for spec in program.outputs:
-        if spec.kind == "graph":
-            flat.append(graph_outputs[spec.index])
-        elif spec.kind == "input":
-            flat.append(args[spec.index])
-        elif spec.kind == "input_alias":
-            flat.append(_view(args[spec.index], _geometry(program, spec, args)))
-        elif spec.kind == "base_alias":
-            flat.append(_view(graph_outputs[spec.index], _geometry(program, spec, args)))
-        else:
-            flat.append(spec.value)
-    return pytree.tree_unflatten(flat, program.out_spec)
+    return output_assembler(program)(args, graph_outputs)
+
+
+def compiled_call(
+    program: TracedProgram, run: Callable[..., Any], training: bool
+) -> Callable[[Sequence], Any]:
+    """The per-call path of one compiled program: `call(args)` gives the user's outputs.
+
+    Checks that mutated inputs do not share memory, runs the graphs (an inference
+    graph under no_grad), copies mutations back and builds aliased outputs.
+    """
+    assemble = output_assembler(program)
+    checks_aliasing = bool(program.mutated_inputs)
+    is_grad_enabled = torch.is_grad_enabled
+    no_grad = torch.no_grad
+
+    def call(args: Sequence) -> Any:
+        if checks_aliasing:
+            check_mutated_inputs_unaliased(program, args)
+        if training or not is_grad_enabled():
+            return assemble(args, run(*args))
+        with no_grad():
+            outputs = run(*args)
+        return assemble(args, outputs)
+
+    return call

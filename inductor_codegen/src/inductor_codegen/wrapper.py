@@ -2,7 +2,13 @@
 
 Memory planning happens here: each buffer is deleted right after its last use;
 a buffer only kernels touched goes to a pool keyed by (dtype, elements) and a
-later allocation of the same key reuses its memory.
+later allocation of the same key reuses its memory (the buffer itself when the
+layouts are equal, else a view of it).
+
+Each call costs as few Python operations as the plan allows: views are
+`torch.as_strided` calls in the wrapper's own text, an ATen result's layout is
+compared with the traced one inline (ensure_layout runs only when they differ),
+and a buffer that several kernels read has its data pointer read once.
 
 With symbolic sizes the wrapper first reads each size symbol from the inputs
 (`s0 = x.size(0)`); allocations, views and extern calls then compute their sizes
@@ -44,6 +50,11 @@ class WrapperSource:
         self.namespace: dict[str, object] = {}
         self._bound = 0
 
+    def use(self, name: str, value: object) -> str:
+        """Put `value` in the namespace under the fixed `name` (a run-time helper)."""
+        self.namespace[name] = value
+        return name
+
     def bind(self, value: object, hint: str = "const") -> str:
         for name, existing in self.namespace.items():
             if existing is value:
@@ -76,6 +87,10 @@ def _layout_args(layout: Layout) -> str:
     return f"{_tuple(layout.size)}, {_tuple(layout.stride)}"
 
 
+def _same_layout(a: Layout, b: Layout) -> bool:
+    return a.dtype == b.dtype and a.size == b.size and a.stride == b.stride and a.offset == b.offset
+
+
 class WrapperCodegen:
     def __init__(self, graph: GraphLowering, schedule: Schedule, kernels: dict[str, KernelSource]):
         self.graph = graph
@@ -96,7 +111,7 @@ class WrapperCodegen:
                 base = self.graph.constants[value.name]
                 view = reinterpret(base, _ints(lay.size), _ints(lay.stride), int(lay.offset))
                 return self.out.bind(view, f"{value.name}_view")
-            return f"reinterpret({value.name}, {_layout_args(lay)}, {py_index(lay.offset)})"
+            return self.view(value.name, lay)
         if isinstance(value, sympy.Expr):
             return py_index(value)
         if isinstance(value, (ScalarArg, OpaqueInput)):
@@ -116,11 +131,28 @@ class WrapperCodegen:
             return f"torch.device({str(value)!r})"
         return self.out.bind(value)
 
+    def view(self, name: str, layout: Layout) -> str:
+        """A view of buffer `name` with `layout`, its offset counted from `name`'s own.
+
+        `torch.as_strided` without an offset keeps the base's storage offset, so a view
+        at offset 0 needs no storage_offset() call.
+        """
+        as_strided = self.out.use("as_strided", torch.as_strided)
+        if layout.offset == 0:
+            return f"{as_strided}({name}, {_layout_args(layout)})"
+        return f"reinterpret({name}, {_layout_args(layout)}, {py_index(layout.offset)})"
+
     def op_name(self, op) -> str:
+        """The name the wrapper calls `op` by: an OpOverload's C++ callable, bound once.
+
+        `aten.mm.default(...)` would run OpOverload.__call__, a Python frame that only
+        forwards to the same callable; `aten_mm_default(...)` calls it directly.
+        """
+        target = op._op if isinstance(op, torch._ops.OpOverload) else op
         text = str(op)
-        if text.startswith("aten."):
-            return text
-        return self.out.bind(op, "op")
+        if text.startswith("aten.") and text.replace(".", "_").isidentifier():
+            return self.out.use(text.replace(".", "_"), target)
+        return self.out.bind(target, "op")
 
     def generate(self) -> WrapperSource:
         out = self.out
@@ -202,8 +234,11 @@ class WrapperCodegen:
                     )
             lines.append(f"    del {step.name}")
         elif step.layout is not None:
+            # The common case (ATen chose the traced strides) costs one tuple compare.
+            lay = step.layout
             lines.append(
-                f"    {step.name} = ensure_layout({step.name}, {_layout_args(step.layout)})"
+                f"    if {step.name}.stride() != {_tuple(lay.stride)}: "
+                f"{step.name} = ensure_layout({step.name}, {_layout_args(lay)})"
             )
 
     def _allocate_outputs(self, source, pool) -> None:
@@ -216,9 +251,13 @@ class WrapperCodegen:
             key = _pool_key(buf.layout)
             if pool.get(key):
                 old = pool[key].pop()
-                lines.append(
-                    f"    {arg.name} = reinterpret({old}, {_layout_args(buf.layout)}, 0)  # reuses {old}"
-                )
+                if _same_layout(self.buffers[old].layout, buf.layout):
+                    view = old
+                else:  # pooled buffers start at their storage's offset 0
+                    view = self.view(
+                        old, Layout(buf.layout.dtype, buf.layout.size, buf.layout.stride)
+                    )
+                lines.append(f"    {arg.name} = {view}  # reuses {old}")
                 lines.append(f"    del {old}")
             else:
                 lines.append(
@@ -262,7 +301,7 @@ class WrapperCodegen:
             lay = value.view.layout
             if base_layout == lay:
                 return base
-            return f"reinterpret({base}, {_layout_args(lay)}, {py_index(lay.offset)})"
+            return self.view(base, lay)
         return self.render(value)
 
     def _symbol_lines(self, input_names: list[str]) -> list[str]:

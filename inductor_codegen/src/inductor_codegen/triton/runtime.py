@@ -21,6 +21,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import torch
+
 from guards import artifact_logger
 from inductor_codegen.triton.codegen import TritonKernelSource
 from inductor_codegen.triton.heuristics import LaunchConfig, autotune_configs, default_config
@@ -103,11 +105,19 @@ def load_kernels(sources: list[TritonKernelSource], folder: Path, workers: int |
 
 def _specialization(value) -> object:
     """What Triton specializes a compiled kernel on: pointer alignment, integers 1 and % 16."""
-    if hasattr(value, "data_ptr"):
+    if isinstance(value, torch.Tensor):
         return value.data_ptr() % 16 == 0
     if isinstance(value, int) and not isinstance(value, bool):
         return (value == 1, value % 16 == 0)
     return None
+
+
+def specialization_key(args) -> tuple:
+    """`_specialization` of every argument, with tensors (most arguments) handled inline."""
+    tensor = torch.Tensor
+    return tuple(
+        [a.data_ptr() % 16 == 0 if isinstance(a, tensor) else _specialization(a) for a in args]
+    )
 
 
 class Launcher:
@@ -131,7 +141,7 @@ class Launcher:
 
     def __call__(self, args) -> None:
         if self.fast:
-            key = tuple(_specialization(a) for a in args)
+            key = specialization_key(args)
             runner = self.runners.get(key)
             if runner is not None:
                 try:
@@ -160,6 +170,8 @@ class TritonKernel:
         self.folder = folder
         self.config: LaunchConfig | None = None if autotune else default_config(source)
         self.launchers: dict[tuple, Launcher] = {}
+        # With static sizes and a fixed configuration every call takes one launcher.
+        self.static_launcher: Launcher | None = None
         # Symbolic sizes: xnumel computed per call from the size arguments.
         self.size_positions = [(k, a.name) for k, a in enumerate(source.args) if a.kind == "size"]
         self.xnumel_code = (
@@ -176,8 +188,14 @@ class TritonKernel:
         self.fn.warmup(*mock, grid=(1,), **config.constexprs(), num_warps=config.num_warps)
 
     def __call__(self, *args) -> None:
+        launcher = self.static_launcher
+        if launcher is not None:
+            launcher(args)
+            return
         config = self.config or self._tuned(args)
         self._launch(config, args)
+        if self.xnumel_code is None and self.config is config:
+            self.static_launcher = self.launchers[(config, self.source.xnumel)]
 
     def _launch(self, config: LaunchConfig, args) -> None:
         xnumel = self.source.xnumel

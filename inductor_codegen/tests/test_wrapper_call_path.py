@@ -1,0 +1,103 @@
+"""The generated wrapper's per-call path: fewest Python operations, eager's results.
+
+Views are `as_strided` calls (offsets from the base's own when nonzero), a pooled
+buffer of the same layout is reused as it is, ATen results are checked inline and
+copied only when ATen chose other strides, OpOverloads are called directly.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from graph_helpers import check, compile_fn
+
+
+def _wrapper(compiled) -> str:
+    return compiled.artifact("wrapper")
+
+
+def test_views_of_inputs_at_offset_zero_and_elsewhere():
+    w = torch.randn(8, 6)
+
+    def fn(x):
+        return x.t() @ w[:, 1:], x[1:, :] @ w[3:, :3]
+
+    compiled = check(fn, torch.randn(8, 5), rtol=1e-4, atol=1e-4)
+    text = _wrapper(compiled)
+    assert "as_strided(x_1, (5, 8), (1, 5))" in text
+    assert "reinterpret(x_1, (7, 5), (5, 1), 5)" in text  # x[1:] starts 5 elements in
+    x = torch.randn(10, 5)[2:]  # an input with its own storage offset
+    torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
+
+
+def test_pooled_buffer_of_the_same_layout_is_reused_as_it_is():
+    w = torch.randn(16, 16)
+
+    def chain(x):
+        a = (x.exp() + 1) @ w
+        b = (a.sin() + 1) @ w
+        return (b.cos() + 1) @ w
+
+    compiled = check(chain, torch.randn(16, 16), rtol=1e-4, atol=1e-4)
+    renames = re.findall(r"^    (buf\d+) = (buf\d+)  # reuses \2$", _wrapper(compiled), re.M)
+    assert renames, _wrapper(compiled)
+    for _ in range(3):  # reused memory holds each call's own values
+        x = torch.randn(16, 16)
+        torch.testing.assert_close(compiled(x), chain(x), rtol=1e-4, atol=1e-4)
+
+
+def test_pooled_buffer_of_another_shape_is_viewed():
+    w = torch.randn(8, 8)
+
+    def fn(x):
+        a = (x.exp() + 1) @ w  # (8, 8)
+        b = (a.sin() + 1).reshape(4, 16).t().contiguous()  # (16, 4): same elements
+        return b.cos() * 2
+
+    compiled = check(fn, torch.randn(8, 8), rtol=1e-4, atol=1e-4)
+    x = torch.randn(8, 8)
+    torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
+
+
+def test_aten_results_in_other_strides_are_copied_to_the_traced_layout():
+    def fn(x, w):
+        return (x @ w).relu() + 1
+
+    x, w = torch.randn(6, 4), torch.randn(4, 5)
+    compiled, _ = compile_fn(fn, x, w)
+    text = _wrapper(compiled)
+    call = re.search(r"^    (buf\d+) = (aten_mm_default)\(", text, re.M)
+    assert call, text
+    name = call.group(1)
+    assert f"if {name}.stride() != (5, 1): {name} = ensure_layout(" in text
+    namespace = compiled._call.__globals__
+    original = namespace["aten_mm_default"]
+
+    def column_major_mm(a, b):  # same values, Fortran order: the kernels must not see it
+        return original(b.t(), a.t()).t()
+
+    namespace["aten_mm_default"] = column_major_mm
+    try:
+        assert column_major_mm(x, w).stride() == (1, 6)
+        torch.testing.assert_close(compiled(x, w), fn(x, w))
+    finally:
+        namespace["aten_mm_default"] = original
+
+
+def test_op_overloads_are_called_without_the_python_frame():
+    compiled = check(lambda x, w: x @ w, torch.randn(3, 4), torch.randn(4, 2))
+    text = _wrapper(compiled)
+    assert "aten_mm_default(" in text and "aten.mm.default(" not in text
+    assert compiled._call.__globals__["aten_mm_default"] is torch.ops.aten.mm.default._op
+
+
+def test_outputs_that_view_a_buffer():
+    def fn(x):
+        y = (x * 2).exp()
+        return y.view(-1), y[1:], y.t()
+
+    compiled = check(fn, torch.randn(4, 6))
+    got = compiled(torch.randn(4, 6))
+    assert got[0].data_ptr() == got[2].data_ptr()
+    assert got[1].storage_offset() == 6

@@ -1,0 +1,74 @@
+"""The Triton wrapper's launches: one launcher per kernel for static sizes, eager's results.
+
+Runs under TRITON_INTERPRET=1 on the CPU (or on CUDA where there is a GPU).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest  # noqa: E402
+from graph_helpers import trace  # noqa: E402
+from test_dynamic_codegen import _check_sizes, _compile, _triton_graph  # noqa: E402
+
+from inductor_codegen import compile_graph  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+pytestmark = pytest.mark.triton_interpret
+
+
+def _kernels(compiled) -> list:
+    from inductor_codegen.triton.runtime import TritonKernel
+
+    return [v for v in compiled._call.__globals__.values() if isinstance(v, TritonKernel)]
+
+
+def test_static_kernels_keep_one_launcher_across_calls(tmp_path):
+    pytest.importorskip("triton")
+    w = torch.randn(16, 8, device=DEVICE)
+
+    def fn(x):
+        return (torch.softmax(x, -1) * 2).sum(0), (x @ w).relu() + 1
+
+    x = torch.randn(6, 16, device=DEVICE)
+    options = {"device_codegen": "triton", "cache_dir": str(tmp_path)}
+    compiled = compile_graph(trace(fn, x), [x], options=options)
+    kernels = _kernels(compiled)
+    assert kernels and all(k.static_launcher is None for k in kernels)
+    for _ in range(3):
+        x = torch.randn(6, 16, device=DEVICE)
+        torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
+    launchers = [k.static_launcher for k in kernels]
+    assert all(launcher is not None for launcher in launchers)
+    compiled(torch.randn(6, 16, device=DEVICE))
+    assert [k.static_launcher for k in kernels] == launchers
+
+
+def test_symbolic_kernels_pick_a_launcher_per_size(tmp_path):
+    pytest.importorskip("triton")
+    w = torch.randn(16, 8)
+
+    def make(n):
+        return torch.randn(n, 16), w
+
+    options = {"cache_dir": tmp_path, "device_codegen": "triton"}
+    compiled = _compile(_triton_graph, *make(6), dynamic={0: [0]}, options=options)
+    _check_sizes(compiled, _triton_graph, make, [6, 2, 9, 6], rtol=1e-4, atol=1e-4)
+    kernels = [k for k in _kernels(compiled) if k.xnumel_code is not None]
+    assert kernels and all(k.static_launcher is None for k in kernels)
+    assert any(len(k.launchers) >= 3 for k in kernels)  # one per size seen
+
+
+def test_specialization_key_matches_each_arguments_specialization():
+    pytest.importorskip("triton")
+    from inductor_codegen.triton.runtime import _specialization, specialization_key
+
+    base = torch.randn(64)
+    args = [base, base[1:], torch.nn.Parameter(torch.randn(4)), 1, 16, 7, 32, True, 2.5, None]
+    assert specialization_key(args) == tuple(_specialization(a) for a in args)
+    assert specialization_key(args)[:2] == (True, False)  # the view is 4 bytes off alignment
