@@ -8,6 +8,7 @@ import traceback
 
 import pytest
 import torch
+from guardcheck import check_both
 
 from guards import (
     DictKeysGuard,
@@ -26,17 +27,7 @@ from guards import (
 )
 
 X = LocalSource("x")
-
-
-def _both(guards: GuardSet, L, G=None):  # noqa: N803
-    """Run the generated check and the reference; they must agree. Returns (ok, why)."""
-    G = {} if G is None else G  # noqa: N806
-    compiled = guards.compile()
-    ok = compiled(L, G)
-    why = compiled.why_failed(L, G)
-    assert ok == (why is None), (ok, why, compiled.source)
-    assert guards.why_failed(L, G) == why
-    return ok, why
+_both = check_both
 
 
 def test_tensor_size_mismatch_message():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from guardcheck import check_both
 
 from guards import (
     AttrSource,
@@ -23,16 +24,7 @@ from guards import (
 from guards.attribute_access import plain_read_plan
 
 X = LocalSource("x")
-
-
-def _both(guards: GuardSet, L, G=None):  # noqa: N803
-    """Run the generated check and the reference; they must agree. Returns (ok, why)."""
-    G = {} if G is None else G  # noqa: N806
-    compiled = guards.compile()
-    ok = compiled(L, G)
-    why = compiled.why_failed(L, G)
-    assert ok == (why is None), (ok, why, compiled.source)
-    return ok, why
+_both = check_both
 
 
 def _code_lines(guards: GuardSet) -> list[str]:
