@@ -198,8 +198,9 @@ def _tensor_bytes(args) -> int:
     return total
 
 
-def kernel_bandwidth(fn, top: int = 8) -> list[dict]:
-    """The ember Triton kernels of one call that move the most bytes, each timed alone."""
+def kernel_bandwidth(fn, top: int = 8, sources: bool = False) -> list[dict]:
+    """The ember Triton kernels of one call that move the most bytes, each timed alone
+    (with their launch configuration, and their source if `sources`)."""
     from triton.testing import do_bench
 
     from inductor_codegen.triton.runtime import TritonKernel
@@ -219,9 +220,12 @@ def kernel_bandwidth(fn, top: int = 8) -> list[dict]:
     rows = []
     for name, (kernel, args, nbytes) in sorted(calls.items(), key=lambda c: -c[1][2])[:top]:
         ms = do_bench(lambda k=kernel, a=args: k(*a), warmup=5, rep=20, return_mode="median")
-        rows.append(
-            {"kernel": name, "us": ms * 1000, "MB": nbytes / 1e6, "GBps": nbytes / ms / 1e6}
-        )
+        row = {"kernel": name, "us": ms * 1000, "MB": nbytes / 1e6, "GBps": nbytes / ms / 1e6}
+        config = getattr(kernel, "config", None)
+        row["config"] = config.describe() if config is not None else ""
+        if sources:
+            row["source"] = kernel.source.source
+        rows.append(row)
     return rows
 
 
@@ -311,7 +315,7 @@ def run_case(name, make, mode, backends) -> dict:
             row[f"{backend}_peak_GB"] = torch.cuda.max_memory_allocated() / 1e9
             row[f"{backend}_rel_err"] = relative_error(step(), expected)
             if backend == "ember":
-                row["ember_kernels"] = kernel_bandwidth(step)
+                row["ember_kernels"] = kernel_bandwidth(step, sources=True)
         except Exception as error:  # a failing backend is reported, the run goes on
             row[f"{backend}_error"] = f"{type(error).__name__}: {str(error)[:400]}"
         print(f"  {name} {mode} {backend}: {_cell(row, backend)}", flush=True)
@@ -350,9 +354,17 @@ def bn_backward_sums(grad, x, mean):
     return g.sum((0, 2, 3)), (g * (x.float() - mean)).sum((0, 2, 3))
 
 
-def bn_reduction_rows(shapes=BN_SHAPES, device="cuda", timer=None, policy=None) -> list[dict]:
-    """Per shape, layout and pass: ms and GB/s (bytes of the inputs read once) of ember's
-    kernels with split reductions and without, and of torch.compile's, on bf16 data."""
+BN_VARIANTS = ("split", "tuned", "nosplit")
+
+
+def bn_reduction_rows(
+    shapes=BN_SHAPES, device="cuda", timer=None, policy=None, variants=BN_VARIANTS
+) -> list[dict]:
+    """Per shape, layout and pass: time and GB/s (bytes of the inputs read once) of ember's
+    kernels with split reductions ("split"; "tuned": with max_autotune) and without
+    ("nosplit"), and of torch.compile's, on bf16 data. On a GPU each call is timed
+    end to end ("_ms") and replayed in a CUDA graph ("_graph_ms", no host time), and
+    ember's kernels are timed alone ("_kernels")."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from inductor_codegen import compile_graph
@@ -360,7 +372,12 @@ def bn_reduction_rows(shapes=BN_SHAPES, device="cuda", timer=None, policy=None) 
     from prim_decomp import inductor_default
 
     timer = timer or _bench_ms
-    options = None if device == "cuda" else {"device_codegen": "triton"}
+    gpu = device == "cuda"
+    chosen = {
+        "split": (policy or SplitPolicy(), {}),
+        "tuned": (policy or SplitPolicy(), {"max_autotune": True}),
+        "nosplit": (SplitPolicy(enabled=False), {}),
+    }
     rows = []
     layouts = (("NCHW", torch.contiguous_format), ("NHWC", torch.channels_last))
     for shape, (layout, memory_format) in itertools.product(shapes, layouts):
@@ -378,23 +395,39 @@ def bn_reduction_rows(shapes=BN_SHAPES, device="cuda", timer=None, policy=None) 
             row = {"shape": "x".join(map(str, shape)), "layout": layout, "pass": name}
             row["MB"] = nbytes / 1e6
             expected = fn(*args)
-            variants = [("split", policy or SplitPolicy()), ("nosplit", SplitPolicy(enabled=False))]
-            for label, chosen in variants:
-                with split_reductions(chosen):
+            for label in variants:
+                split_policy, extra = chosen[label]
+                options = dict(extra) if gpu else {"device_codegen": "triton"}
+                with split_reductions(split_policy):
                     compiled = compile_graph(gm, list(args), options=options)
                 got = compiled(*args)
+                call = lambda c=compiled, a=args: c(*a)  # noqa: E731
                 row[f"{label}_err"] = relative_error(list(got), list(expected))
-                row[f"{label}_kernels"] = compiled.kernel_count
-                row[f"{label}_ms"] = timer(lambda c=compiled, a=args: c(*a))
-                row[f"{label}_GBps"] = nbytes / row[f"{label}_ms"] / 1e6
-            if device == "cuda":
+                row[f"{label}_kernel_count"] = compiled.kernel_count
+                _time_variant(row, label, call, nbytes, timer, gpu)
+            if gpu:
                 torch._dynamo.reset()
                 reference = torch.compile(fn)
-                row["torch_ms"] = timer(lambda r=reference, a=args: r(*a))
-                row["torch_GBps"] = nbytes / row["torch_ms"] / 1e6
+                _time_variant(row, "torch", lambda r=reference, a=args: r(*a), nbytes, timer, gpu)
             rows.append(row)
             print(f"  bn {row['shape']} {layout} {name}: " + _bn_cell(row), flush=True)
     return rows
+
+
+def _time_variant(row, label, call, nbytes, timer, gpu) -> None:
+    row[f"{label}_ms"] = timer(call)
+    best = row[f"{label}_ms"]
+    if gpu:
+        try:
+            from triton.testing import do_bench_cudagraph
+
+            row[f"{label}_graph_ms"] = do_bench_cudagraph(call, rep=50, return_mode="median")
+            best = row[f"{label}_graph_ms"]
+        except Exception as error:  # a call that cannot be captured: end-to-end time only
+            row[f"{label}_graph_error"] = f"{type(error).__name__}: {str(error)[:200]}"
+        if label != "torch" and label != "nosplit":
+            row[f"{label}_kernels"] = kernel_bandwidth(call, top=4)
+    row[f"{label}_GBps"] = nbytes / best / 1e6
 
 
 def _bench_ms(fn) -> float:
@@ -404,32 +437,37 @@ def _bench_ms(fn) -> float:
 
 
 def _bn_cell(row) -> str:
-    parts = [
-        f"{label} {row[f'{label}_ms'] * 1000:.0f} us ({row[f'{label}_GBps']:.0f} GB/s)"
-        for label in ("split", "nosplit", "torch")
-        if f"{label}_ms" in row
-    ]
+    parts = []
+    for label in (*BN_VARIANTS, "torch"):
+        if f"{label}_ms" in row:
+            best = row.get(f"{label}_graph_ms", row[f"{label}_ms"])
+            parts.append(f"{label} {best * 1000:.0f} us ({row[f'{label}_GBps']:.0f} GB/s)")
     return ", ".join(parts)
 
 
 def bn_markdown(rows, copy_gbps) -> str:
-    lines = [
-        "| shape | layout | pass | MB | ember split us | GB/s | % copy | ember unsplit us | GB/s "
-        "| torch.compile us | GB/s |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    """Times in us (CUDA-graph replay where it ran, else end to end), GB/s of the inputs
+    read once; then ember's split kernels timed alone."""
+    labels = [label for label in (*BN_VARIANTS, "torch") if rows and f"{label}_ms" in rows[0]]
+    head = ["shape", "layout", "pass", "MB"]
+    for label in labels:
+        head += [f"{label} us", f"{label} GB/s"]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|---|" + "---:|" * (len(head) - 3)]
     for r in rows:
-        torch_cells = [
-            f"{r.get('torch_ms', math.nan) * 1000:.0f}",
-            f"{r.get('torch_GBps', math.nan):.0f}",
-        ]
-        cells = [
-            r["shape"], r["layout"], r["pass"], f"{r['MB']:.1f}",
-            f"{r['split_ms'] * 1000:.0f}", f"{r['split_GBps']:.0f}",
-            f"{100 * r['split_GBps'] / copy_gbps:.0f}%",
-            f"{r['nosplit_ms'] * 1000:.0f}", f"{r['nosplit_GBps']:.0f}", *torch_cells,
-        ]  # fmt: skip
+        cells = [r["shape"], r["layout"], r["pass"], f"{r['MB']:.1f}"]
+        for label in labels:
+            best = r.get(f"{label}_graph_ms", r.get(f"{label}_ms", math.nan))
+            cells += [f"{best * 1000:.0f}", f"{r.get(f'{label}_GBps', math.nan):.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "| shape | layout | pass | variant | kernel | config | us | MB | GB/s | % copy |"]
+    lines.append("|---|---|---|---|---|---|---:|---:|---:|---:|")
+    for r in rows:
+        for label in labels:
+            for k in r.get(f"{label}_kernels", []):
+                cells = [r["shape"], r["layout"], r["pass"], label, k["kernel"], k["config"]]
+                cells += [f"{k['us']:.1f}", f"{k['MB']:.1f}", f"{k['GBps']:.0f}"]
+                cells.append(f"{100 * k['GBps'] / copy_gbps:.0f}%")
+                lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -513,6 +551,7 @@ def main(argv) -> int:
         action="store_true",
         help="first time batch norm's training reductions (split and unsplit) alone",
     )
+    parser.add_argument("--bn-variants", default=",".join(BN_VARIANTS))
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("gpu_bench: no CUDA device; skipped")
@@ -539,7 +578,7 @@ def main(argv) -> int:
         }
     print(f"device {result['device']}; copy {result['copy_GBps']:.0f} GB/s", flush=True)
     if args.bn_kernels and "bn_kernels" not in result:
-        result["bn_kernels"] = bn_reduction_rows()
+        result["bn_kernels"] = bn_reduction_rows(variants=args.bn_variants.split(","))
         (out / "gpu_bench.json").write_text(json.dumps(result, indent=1))
         (out / "bn_kernels.md").write_text(bn_markdown(result["bn_kernels"], result["copy_GBps"]))
     done = {(r["model"], r["mode"]) for r in result["rows"]}

@@ -111,7 +111,7 @@ def autotune_configs(kernel: TritonKernelSource) -> list[LaunchConfig]:
     else:
         looped = ((1, 512), (1, 2048), (2, 1024), (8, 128), (32, 32), (64, 8))
         if kernel.column_reduction:
-            looped = ((32, 32), (64, 8), (64, 32), (128, 8), (128, 16), (256, 4))
+            looped = ((32, 32), (32, 128), (64, 8), (64, 32), (64, 64), (128, 8), (128, 16))
         for xblock, rblock in looped:
             candidates.append(_config(kernel, xblock, rblock))
     return list(dict.fromkeys(candidates))
