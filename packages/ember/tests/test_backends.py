@@ -122,3 +122,53 @@ def test_stage_backends_compile_correctly(name):
     compiled = backend(gm, [x])
     result = compiled([x]) if getattr(compiled, "_boxed_call", False) else compiled(x)
     torch.testing.assert_close(result, torch.sin(x) + 1)
+
+
+def _loss_and_saved_bytes(compiled, x) -> tuple[torch.Tensor, int]:
+    """The loss of one forward, and the bytes of the tensors autograd saved for its backward."""
+    saved = []
+
+    def pack(tensor):
+        saved.append(tensor.numel() * tensor.element_size())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        loss = compiled(x).square().sum()
+    return loss, sum(saved)
+
+
+class _GeluMlp(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(16, 64)
+        self.down = torch.nn.Linear(64, 16)
+
+    def forward(self, x):
+        h = self.up(x)
+        return self.down(torch.nn.functional.gelu(h) * torch.sigmoid(h) + h.tanh())
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_partitioner_option_chooses_what_training_saves(backend):
+    torch.manual_seed(0)
+    model = _GeluMlp()
+    x = torch.randn(8, 16)
+    expected = model(x).square().sum()
+    expected.backward()
+    expected_grads = [p.grad.clone() for p in model.parameters()]
+    saved = {}
+    for partitioner in ("default", "min_cut"):
+        model.zero_grad()
+        compiled = ember.compile(model, backend=backend, options={"partitioner": partitioner})
+        loss, saved[partitioner] = _loss_and_saved_bytes(compiled, x)
+        loss.backward()
+        torch.testing.assert_close(loss, expected)
+        for param, grad in zip(model.parameters(), expected_grads, strict=True):
+            torch.testing.assert_close(param.grad, grad)
+    # min-cut keeps `h` and recomputes gelu/sigmoid/tanh of it in the backward
+    assert saved["min_cut"] < saved["default"], saved
+
+
+def test_partitioner_option_rejects_unknown_names():
+    with pytest.raises(ember.InvalidArgumentError, match="'min_cut', 'default'"):
+        ember.compile(lambda x: x, options={"partitioner": "greedy"})

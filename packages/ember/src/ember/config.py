@@ -32,6 +32,7 @@ class Option:
     help: str
     applies_to: tuple[str, ...] = ()
     codegen_name: str | None = None
+    choices: tuple[Any, ...] = ()  # the accepted values, where there are only a few
 
 
 _CODEGEN = ("inductor",)
@@ -54,6 +55,16 @@ OPTIONS: dict[str, Option] = {
             None,
             "a prim_decomp.DecompositionTable used instead of the backend's default table",
             _AOT,
+        ),
+        Option(
+            "partitioner",
+            (_NONE, str),
+            None,
+            "how training graphs are split into forward and backward: 'min_cut' saves the "
+            "fewest bytes and recomputes cheap ops in the backward (the inductor backend's "
+            "default), 'default' saves every value the backward reads (aot_eager's default)",
+            _AOT,
+            choices=(None, "min_cut", "default"),
         ),
         Option(
             "cache_dir",
@@ -134,6 +145,9 @@ def _check_value(option: Option, value: Any) -> None:
         raise InvalidArgumentError(
             f"option {option.name!r} takes {expected}, got {value!r} ({type(value).__name__})"
         )
+    if option.choices and value not in option.choices:
+        accepted = ", ".join(repr(choice) for choice in option.choices)
+        raise InvalidArgumentError(f"option {option.name!r} takes one of {accepted}, got {value!r}")
 
 
 def resolve_options(
