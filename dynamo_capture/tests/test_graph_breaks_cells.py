@@ -94,6 +94,27 @@ def break_in_nested_function_reading_cell(x):
     return inner(x * 2) * 3
 
 
+def loop_in_a_frame_with_cells(x):
+    total = x * 0
+    add = lambda t: t + total  # noqa: E731
+    for step in range(3):
+        x = add(x) * 2
+        print("step", step)
+        total = total + 1
+    return x, add(x)
+
+
+def no_grad_block_in_a_frame_with_cells(x):
+    scale = 2.0
+    f = lambda t: t * scale  # noqa: E731
+    with torch.no_grad():
+        y = f(x)
+        print("inside", torch.is_grad_enabled())
+        scale = 5.0
+        z = f(y)
+    return z + f(x)
+
+
 def _wrap(func):
     def wrapper(self, *args, **kwargs):
         def tie(out):
@@ -164,6 +185,8 @@ PROGRAMS = [
     Program(comprehension_captures, (X, 2.0), 2, 1),
     Program(break_in_nested_function_reading_cell, (X,), None, 1),
     Program(WRAPPED, (torch.randn(2, 4),), 3, 2),
+    Program(loop_in_a_frame_with_cells, (X,), None, 2),
+    Program(no_grad_block_in_a_frame_with_cells, (torch.randn(4, requires_grad=True),), 2, 1),
     Program(USES_SUPER.scale, (X,), 0, 1),
     Program(break_via_log_in_closure, (X,), None, 2),
 ]
