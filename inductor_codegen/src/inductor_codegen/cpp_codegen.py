@@ -59,6 +59,8 @@ MIN_PARALLEL_ITERATIONS = 16
 # The kernel parameter where bounds checks record a failure (see runtime.IndexStatus).
 STATUS_PARAM = "index_status"
 INDIRECT_CHECK = "checked_index"
+# Longest float32 sum accumulated in float (see accumulate_type).
+FLOAT_ACCUMULATE_MAX = 4096
 # Accumulators per tile when reducing along outer dimensions.
 TILE = 16
 
@@ -242,6 +244,9 @@ class Scope:
         # (position, indent) of the header of a loop open in this scope: lines
         # written meanwhile (values hoisted out of that loop) go before it.
         self.loop_start: tuple[int, int] | None = None
+        # The loop variables of the loops between the parent scope and this one:
+        # a value that reads none of them is computed in the parent, once per loop.
+        self.loop_vars: frozenset = frozenset()
 
     def line(self, text: str) -> None:
         if self.loop_start is None:
@@ -270,6 +275,8 @@ class Scope:
             return f"static_cast<{compute_type(expr.dtype)}>({c_index(expr.index)})"
         if isinstance(expr, ScalarArg):
             return self.codegen.scalar(expr)
+        if not inline and self.loop_vars and self.codegen.invariant(expr, self.loop_vars):
+            return self.parent.value(expr)
         if isinstance(expr, Load):
             text = self.codegen.load(expr)
         elif isinstance(expr, Op):
@@ -360,6 +367,9 @@ class KernelCodegen:
         self.checks: list[IndexCheck] = []
         # Scopes before each outer loop, then the body (see generate); empty when tiled.
         self.hoisted: list[Scope] = []
+        # Buffers the loop being printed stores (their loads stay in the loop).
+        self.looped_nodes: frozenset[str] = frozenset()
+        self._reads: dict[int, tuple] = {}
 
     def new_temp(self) -> str:
         self.temps += 1
@@ -377,6 +387,38 @@ class KernelCodegen:
         if not variables <= outer.keys():
             return None
         return self.hoisted[max((outer[v] + 1 for v in variables), default=0)]
+
+    def invariant(self, expr, loop_vars: frozenset) -> bool:
+        """Whether `expr` (a Load or an Op) has one value for every iteration of `loop_vars`.
+
+        Loads of buffers the loop itself stores and indirect loads (hoisted by
+        their own rule) are never invariant.
+        """
+        if not isinstance(expr, (Load, Op)):
+            return False
+        symbols, movable = self._read_set(expr)
+        return movable and not (symbols & loop_vars)
+
+    def _read_set(self, expr) -> tuple[frozenset, bool]:
+        """(index symbols `expr` reads, whether it may move out of a loop), memoized."""
+        hit = self._reads.get(id(expr))
+        if hit is not None and hit[0] is expr:
+            return hit[1], hit[2]
+        if isinstance(expr, Load):
+            symbols = frozenset(expr.index.free_symbols)
+            movable = expr.buffer not in self.looped_nodes
+        elif isinstance(expr, IndexValue):
+            symbols, movable = frozenset(expr.index.free_symbols), True
+        elif isinstance(expr, Op):
+            symbols, movable = frozenset(), expr.name != "indirect_load"
+            for arg in expr.args:
+                arg_symbols, arg_movable = self._read_set(arg)
+                symbols |= arg_symbols
+                movable = movable and arg_movable
+        else:
+            symbols, movable = frozenset(), True
+        self._reads[id(expr)] = (expr, symbols, movable)
+        return symbols, movable
 
     def index_check(self, check: IndexCheck) -> int:
         """The number (from 1) of `check` in this kernel's status reports."""
@@ -527,13 +569,18 @@ class KernelCodegen:
             return False
         if not self.kernel.outer or not items[0].ranges:
             return False
-        last_x = outer_vars(len(self.kernel.outer))[-1]
+        xs = outer_vars(len(self.kernel.outer))
+        last_x = xs[-1]
         last_r = inner_vars("r", len(items[0].ranges))[-1]
         loads = []
         for name in items[0].nodes:
             loads += expr_loads(node_body(self.buffers[name], self.kernel.outer, "r")[0])
         along_x = [ld for ld in loads if ld.index.coeff(last_x) == 1]
-        along_r = [ld for ld in loads if ld.index.coeff(last_r) == 1]
+        # A load along r that does not move with x (a per-row statistic) is one value
+        # per tile row in the tiled order: it does not stand in the way.
+        along_r = [
+            ld for ld in loads if ld.index.coeff(last_r) == 1 and ld.index.free_symbols & set(xs)
+        ]
         return bool(along_x) and not along_r
 
     def _tiled_reduction_kernel(self) -> list[str]:
@@ -573,7 +620,9 @@ class KernelCodegen:
             if key not in accumulators:
                 acc = f"acc{len(accumulators)}"
                 accumulators[key] = acc
-                declaration = self._acc_init(key[0], f"{acc}_init", value.dtype)
+                declaration = self._acc_init(
+                    key[0], f"{acc}_init", value.dtype, numel(group.ranges)
+                )
                 scope.line(declaration)
                 ctype = declaration.split(f" {acc}_init")[0]
                 scope.line(f"{ctype} {acc}[{tile}];")
@@ -581,16 +630,20 @@ class KernelCodegen:
         for var, extent in zip(rs, group.ranges):
             scope.line(f"for (int64_t {var} = 0; {var} < {c_index(extent)}; ++{var}) {{")
             scope.indent += 1
+        start = (len(scope.lines), scope.indent)
         scope.line("#pragma GCC ivdep")
         scope.line(f"for (int64_t {last} = {last}_tile; {last} < {last}_end; ++{last}) {{")
         scope.indent += 1
+        scope.loop_start = start
         inner = Scope(self, scope, scope.indent)
+        inner.loop_vars = frozenset({last})
         flat_r = c_index(flat_index(rs, contiguous_strides(group.ranges)))
         for (family, value), acc in accumulators.items():
             text = inner.value(value)
             inner.line(
                 self._acc_update(family, f"{acc}[{last} - {last}_tile]", text, value.dtype, flat_r)
             )
+        scope.loop_start = None
         scope.lines.extend(inner.lines)
         for _ in range(len(rs) + 1):
             scope.indent -= 1
@@ -641,6 +694,7 @@ class KernelCodegen:
             scope.indent += 1
         scope.loop_start = start
         inner = Scope(self, scope, scope.indent)
+        inner.loop_vars = frozenset(variables)
         return inner
 
     def _loop_close(self, scope: Scope, inner: Scope, depth: int) -> None:
@@ -653,9 +707,11 @@ class KernelCodegen:
     def _pointwise_group(self, scope: Scope, group: LoopGroup) -> None:
         ys = inner_vars("y", len(group.ranges))
         inner = self._loop_open(scope, ys, group.ranges)
+        self.looped_nodes = frozenset(group.nodes)
         for name in group.nodes:
             value, index = node_body(self.buffers[name], self.kernel.outer, "y")[:2]
             self.store(inner, name, index, inner.value(value), value.dtype)
+        self.looped_nodes = frozenset()
         self._loop_close(scope, inner, len(group.ranges))
 
     def _reduction_group(self, scope: Scope, group: LoopGroup) -> None:
@@ -668,7 +724,9 @@ class KernelCodegen:
             key = (REDUCTION_FAMILY.get(rtype, rtype), value)
             if key not in accumulators:
                 accumulators[key] = f"acc{len(accumulators)}_{self.kernel.nodes.index(name)}"
-                scope.line(self._acc_init(key[0], accumulators[key], value.dtype))
+                scope.line(
+                    self._acc_init(key[0], accumulators[key], value.dtype, numel(group.ranges))
+                )
         innermost, outermost = "#pragma GCC ivdep", None
         if all(family == "sum" for family, _ in accumulators):
             names = ", ".join(accumulators.values())
@@ -690,8 +748,11 @@ class KernelCodegen:
             result, dtype = self._acc_result(rtype, acc, value.dtype)
             self.store(scope, name, index, result, dtype)
 
-    def _acc_init(self, family: str, acc: str, dtype) -> str:
-        ctype = _accumulate_type(dtype) if family in ("sum", "prod") else compute_type(dtype)
+    def _acc_init(self, family: str, acc: str, dtype, extent) -> str:
+        if family in ("sum", "prod"):
+            ctype = accumulate_type(dtype, extent)
+        else:
+            ctype = compute_type(dtype)
         if family == "welford":
             return f"EmberWelford {acc};"
         if family in ("argmax", "argmin"):
@@ -751,9 +812,18 @@ def index_symbols(expr) -> set[sympy.Symbol]:
     return found
 
 
-def _accumulate_type(dtype) -> str:
+def accumulate_type(dtype, extent) -> str:
+    """The C++ type of a sum or product over `extent` values of `dtype`.
+
+    Floats of 32 bits or less add in float (vector registers hold twice as many
+    lanes, as eager does) when each lane adds a few hundred values at most:
+    a reduction of at most FLOAT_ACCUMULATE_MAX elements. Longer or symbolic
+    ones add in double, which keeps the result within float32 rounding of eager's
+    cascade sum.
+    """
     if dtype in (torch.float32, torch.bfloat16, torch.float16):
-        return "double"
+        short = extent.is_Integer and int(extent) <= FLOAT_ACCUMULATE_MAX
+        return "float" if short else "double"
     return compute_type(dtype)
 
 
