@@ -220,3 +220,46 @@ def test_output_assembler_matches_a_program_per_call():
     got = assemble([y], graph_outputs)
     torch.testing.assert_close(got, fn(y))
     assert got[0].data_ptr() == y.data_ptr()
+
+
+class _BoxedGraph:
+    """A compiled graph with a boxed entry, as inductor_codegen's CompiledGraph has."""
+
+    def __init__(self, gm):
+        self.gm = gm
+        self.boxed_calls = 0
+
+    def __call__(self, *args):
+        raise AssertionError("the run time should call call_boxed")
+
+    def call_boxed(self, args):
+        assert isinstance(args, list)
+        values = list(args)
+        args.clear()  # what a compiled graph does to free inputs at their last use
+        self.boxed_calls += 1
+        return self.gm(*values)
+
+
+def test_compiled_graphs_with_a_boxed_entry_are_called_through_it():
+    graphs = []
+
+    def compiler(gm, example_inputs):
+        graphs.append(_BoxedGraph(gm))
+        return graphs[-1]
+
+    def fn(x, w):
+        return (x @ w).tanh().sum(0)
+
+    compiled = aot_function(fn, compiler)
+    for _ in range(CALLS):
+        x, w = torch.randn(3, 4), torch.randn(4, 5, requires_grad=True)
+        got = compiled(x, w)
+        torch.testing.assert_close(got, fn(x, w))
+        torch.testing.assert_close(
+            torch.autograd.grad(got.sum(), w), torch.autograd.grad(fn(x, w).sum(), w)
+        )
+    forward, backward = graphs
+    assert forward.boxed_calls == CALLS and backward.boxed_calls == CALLS
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, w), fn(x, w))
+    assert graphs[2].boxed_calls == 1  # the inference graph

@@ -32,7 +32,12 @@ from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.partitioners import default_partition
 from aot_autograd.program import TracedProgram, trace_program
-from aot_autograd.runtime import compiled_call, tangent_dependencies, training_function
+from aot_autograd.runtime import (
+    compiled_call,
+    requires_grad_flags,
+    tangent_dependencies,
+    training_function,
+)
 from aot_autograd.symbolic import ShapeAssumptions, ShapeSnapshot, is_symbolic, shape_env_of
 
 __all__ = [
@@ -114,17 +119,19 @@ class AotCallable:
 
     def __call__(self, *args: Any) -> Any:
         if torch.is_grad_enabled():
-            requires_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
-            training = any(requires_grad)
+            requires_grad = requires_grad_flags(args)
+            training = True in requires_grad
             key = (training, requires_grad if training else ())
         else:  # inference under no_grad: nothing to look at per argument once compiled
             requires_grad, training, key = None, False, _INFERENCE_KEY
-        if key not in self._cache:
+        compiled = self._cache.get(key, _MISSING)
+        if compiled is _MISSING:
             if requires_grad is None:
-                requires_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
-            self._cache[key] = self._compile_for_call(training, requires_grad)
-        compiled = self._cache[key]
-        if compiled is None or not _assumptions_hold(compiled, args):
+                requires_grad = requires_grad_flags(args)
+            compiled = self._cache[key] = self._compile_for_call(training, requires_grad)
+        if compiled is None or (
+            compiled.assumptions is not None and not _assumptions_hold(compiled, args)
+        ):
             return self._static_call(args)
         return compiled.call(args)
 
@@ -341,6 +348,7 @@ def aot_graph(
 
 _LEAF_TYPES = (torch.Tensor, int, float, bool, type(None))
 _INFERENCE_KEY = (False, ())
+_MISSING = object()
 
 
 def _metadata_key(flat_args: Sequence[Any]) -> tuple:

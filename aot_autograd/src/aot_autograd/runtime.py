@@ -25,6 +25,7 @@ __all__ = [
     "check_mutated_inputs_unaliased",
     "compiled_call",
     "output_assembler",
+    "requires_grad_flags",
     "training_function",
 ]
 
@@ -70,6 +71,9 @@ def _boxed(fn: Callable) -> Callable[[list], Any]:
         return fx.GraphModule(fn, graph).forward
     if getattr(fn, "_boxed_call", False):
         return fn
+    call_boxed = getattr(fn, "call_boxed", None)
+    if callable(call_boxed):  # a compiled graph's own boxed entry (inductor_codegen's)
+        return call_boxed
 
     def call(args: list) -> Any:
         return fn(*args)
@@ -189,13 +193,17 @@ def training_function(
     boxed_backward = _boxed(backward)
     if isinstance(forward, fx.GraphModule):
         forward = forward.forward  # NOTE: skips nn.Module call machinery (hooks) per call
+    # A compiled graph's own boxed entry (inductor_codegen's call_boxed) saves a frame.
+    forward_boxed = getattr(forward, "call_boxed", None)
+    if not callable(forward_boxed):
+        forward_boxed = None
     learned: list[_SavedLayout] = []
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx: Any, *args: Any) -> tuple:
             ctx.set_materialize_grads(False)
-            results = forward(*args)
+            results = forward_boxed(list(args)) if forward_boxed else forward(*args)
             outputs, saved = tuple(results[:n_out]), results[n_out:]
             layout = learned[0] if learned else _learn(outputs, saved)
             if layout.all_tensors:
@@ -391,6 +399,12 @@ def assemble_outputs(program: TracedProgram, args: Sequence[Any], graph_outputs:
     return output_assembler(program)(args, graph_outputs)
 
 
+def requires_grad_flags(args: Sequence[Any]) -> tuple[bool, ...]:
+    """Per argument, whether it is a tensor requiring grad (part of the compiled-graph key)."""
+    tensor = torch.Tensor
+    return tuple([isinstance(a, tensor) and a.requires_grad for a in args])
+
+
 def compiled_call(
     program: TracedProgram, run: Callable[..., Any], training: bool
 ) -> Callable[[Sequence], Any]:
@@ -403,12 +417,18 @@ def compiled_call(
     checks_aliasing = bool(program.mutated_inputs)
     is_grad_enabled = torch.is_grad_enabled
     no_grad = torch.no_grad
+    run_boxed = getattr(run, "call_boxed", None)
+    if callable(run_boxed):  # a compiled graph's own boxed entry: one frame less
+        boxed = run_boxed
+        run = lambda *args: boxed(list(args))  # noqa: E731 - only for the no_grad branch
+    else:
+        run_boxed = None
 
     def call(args: Sequence) -> Any:
         if checks_aliasing:
             check_mutated_inputs_unaliased(program, args)
         if training or not is_grad_enabled():
-            return assemble(args, run(*args))
+            return assemble(args, run_boxed(list(args)) if run_boxed else run(*args))
         with no_grad():
             outputs = run(*args)
         return assemble(args, outputs)

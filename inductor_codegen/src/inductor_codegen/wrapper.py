@@ -83,7 +83,7 @@ def _ints(values) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
-def _layout_args(layout: Layout) -> str:
+def layout_args(layout: Layout) -> str:
     return f"{_tuple(layout.size)}, {_tuple(layout.stride)}"
 
 
@@ -139,8 +139,8 @@ class WrapperCodegen:
         """
         as_strided = self.out.use("as_strided", torch.as_strided)
         if layout.offset == 0:
-            return f"{as_strided}({name}, {_layout_args(layout)})"
-        return f"reinterpret({name}, {_layout_args(layout)}, {py_index(layout.offset)})"
+            return f"{as_strided}({name}, {layout_args(layout)})"
+        return f"reinterpret({name}, {layout_args(layout)}, {py_index(layout.offset)})"
 
     def op_name(self, op) -> str:
         """The name the wrapper calls `op` by: an OpOverload's C++ callable, bound once.
@@ -230,7 +230,7 @@ class WrapperCodegen:
             for i, lay in enumerate(step.layouts):
                 if lay is not None:
                     lines.append(
-                        f"    {step.name}_{i} = ensure_layout({step.name}[{i}], {_layout_args(lay)})"
+                        f"    {step.name}_{i} = ensure_layout({step.name}[{i}], {layout_args(lay)})"
                     )
             lines.append(f"    del {step.name}")
         elif step.layout is not None:
@@ -238,7 +238,7 @@ class WrapperCodegen:
             lay = step.layout
             lines.append(
                 f"    if {step.name}.stride() != {_tuple(lay.stride)}: "
-                f"{step.name} = ensure_layout({step.name}, {_layout_args(lay)})"
+                f"{step.name} = ensure_layout({step.name}, {layout_args(lay)})"
             )
 
     def _allocate_outputs(self, source, pool) -> None:
@@ -260,9 +260,12 @@ class WrapperCodegen:
                 lines.append(f"    {arg.name} = {view}  # reuses {old}")
                 lines.append(f"    del {old}")
             else:
-                lines.append(
-                    f"    {arg.name} = empty_strided({_layout_args(buf.layout)}, {buf.layout.dtype})"
-                )
+                lines.append(f"    {arg.name} = {self.allocation(buf.layout)}")
+
+    def allocation(self, layout: Layout) -> str:
+        """A new CPU buffer of `layout`: torch.empty_strided itself, no helper frame."""
+        device = self.out.use("_cpu", torch.device("cpu"))
+        return f"torch.empty_strided({layout_args(layout)}, dtype={layout.dtype}, device={device})"
 
     def _kernel(self, kernel: FusedKernel, pool) -> None:
         lines = self.out.lines

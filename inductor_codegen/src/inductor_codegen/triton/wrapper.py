@@ -10,14 +10,19 @@ its operands as views.
 
 from __future__ import annotations
 
+from inductor_codegen.ir import Layout
 from inductor_codegen.scheduler import FusedKernel
 from inductor_codegen.triton.templates import TemplateStep
-from inductor_codegen.wrapper import WrapperCodegen, WrapperSource
+from inductor_codegen.wrapper import WrapperCodegen, WrapperSource, layout_args
 
 __all__ = ["generate_triton_wrapper"]
 
 
 class TritonWrapperCodegen(WrapperCodegen):
+    def allocation(self, layout: Layout) -> str:
+        # `empty_strided` is bound to the graph's device when the wrapper is loaded.
+        return f"empty_strided({layout_args(layout)}, {layout.dtype})"
+
     def _kernel(self, kernel: FusedKernel | TemplateStep, pool) -> None:
         lines = self.out.lines
         source = self.kernels[kernel.name]
