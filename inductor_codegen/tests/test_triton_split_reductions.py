@@ -255,3 +255,21 @@ def test_batch_norm_training_through_ember_compile(monkeypatch):
     torch.testing.assert_close(compiled_bn.bias.grad, eager_bn.bias.grad, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(compiled_bn.running_mean, eager_bn.running_mean)
     torch.testing.assert_close(compiled_bn.running_var, eager_bn.running_var)
+
+
+# ---------------------------------------------------------------- batch norm's x_hat, NHWC -> NCHW
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_channels_last_to_nchw_tiles_run_along_channels(dtype):
+    # batch norm's backward recomputes (x - mean) * rstd from channels-last x into NCHW
+    x = torch.randn(2, 8, 5, 6).to(dtype).contiguous(memory_format=torch.channels_last)
+    mean, rstd = torch.randn(1, 8, 1, 1), torch.rand(1, 8, 1, 1)
+
+    def x_hat(x, mean, rstd):
+        return ((x[:, :, :, :5].float() - mean) * rstd).contiguous()
+
+    compiled = check(x_hat, x, mean, rstd)
+    source = compiled.artifact("codegen")
+    assert "YBLOCK" in source  # a 2D tile: W contiguous for the store ...
+    assert "x1 = (yindex % 8)" in source  # ... and C, contiguous for the load, along yindex

@@ -195,6 +195,7 @@ class TritonKernelCodegen:
         self.masks: dict[str, str] = {}  # accumulator -> the mask of its lanes
         self.two_d = bool(self.groups)
         self.tiled = self._wants_tiles()
+        self.y_order = self._tile_y_order() if self.tiled else ()
         self.int64 = self._needs_int64()
 
     def new_temp(self) -> str:
@@ -244,7 +245,9 @@ class TritonKernelCodegen:
         terms = [(xs, self.kernel.outer, "xindex")]
         if self.tiled:
             outer = self.kernel.outer
-            terms = [(xs[:-1], outer[:-1], "yindex"), (xs[-1:], outer[-1:], "xindex")]
+            ys = tuple(xs[k] for k in self.y_order)
+            y_sizes = tuple(outer[k] for k in self.y_order)
+            terms = [(ys, y_sizes, "yindex"), (xs[-1:], outer[-1:], "xindex")]
         if scope.group is not None:
             ranges = self.group_ranges[scope.group]
             terms.append((inner_vars("r", len(ranges)), ranges, f"r{scope.group}index"))
@@ -325,18 +328,37 @@ class TritonKernelCodegen:
         if int(numel(outer[:-1])) > MAX_TILE_ROWS:
             return False
         xs = outer_vars(len(outer))
-        indices = []
-        for name in self.kernel.nodes:
-            value, store = node_body(self.buffers[name], outer, "r")[:2]
-            indices += [store] + [ld.index for ld in expr_loads(value)]
         straight = across = False
-        for index in indices:
+        for index in self._accesses():
             coefficients = [index.coeff(x) for x in xs]
             if coefficients[-1] == 1:
                 straight = True
             elif coefficients[-1] != 0 and any(c == 1 for c in coefficients[:-1]):
                 across = True
         return straight and across
+
+    def _tile_y_order(self) -> tuple[int, ...]:
+        """The outer dims but the last, in the order yindex runs over them: the dim along
+        which the transposed loads are contiguous goes last, so that a tile's YBLOCK
+        rows are contiguous in memory (NHWC data read into NCHW order: C, not H)."""
+        xs = outer_vars(len(self.kernel.outer))
+        rest = list(range(len(self.kernel.outer) - 1))
+        for index in self._accesses():
+            coefficients = [index.coeff(x) for x in xs]
+            if coefficients[-1] in (0, 1):
+                continue
+            along = [k for k in rest if coefficients[k] == 1]
+            if along:
+                return (*(k for k in rest if k != along[0]), along[0])
+        return tuple(rest)
+
+    def _accesses(self) -> list:
+        """Index expressions of every store and load of the kernel, over the outer loops."""
+        indices = []
+        for name in self.kernel.nodes:
+            value, store = node_body(self.buffers[name], self.kernel.outer, "r")[:2]
+            indices += [store] + [ld.index for ld in expr_loads(value)]
+        return indices
 
     def _tiled_prologue(self, scope: Scope, outer) -> None:
         pid = ".to(tl.int64)" if self.int64 else ""
@@ -347,7 +369,8 @@ class TritonKernelCodegen:
         scope.line("xmask = (yindex < ynumel) & (xindex < xnumel)")
         scope.line("xzero = xindex * 0 + yindex * 0")
         xs = outer_vars(len(outer))
-        self._split_flat(scope, "yindex", xs[:-1], outer[:-1])
+        ys = [xs[k] for k in self.y_order]
+        self._split_flat(scope, "yindex", ys, [outer[k] for k in self.y_order])
         scope.line(f"{xs[-1]} = xindex")
 
     def _prologue(self, scope: Scope, outer) -> None:
