@@ -273,3 +273,61 @@ def test_channels_last_to_nchw_tiles_run_along_channels(dtype):
     source = compiled.artifact("codegen")
     assert "YBLOCK" in source  # a 2D tile: W contiguous for the store ...
     assert "x1 = (yindex % 8)" in source  # ... and C, contiguous for the load, along yindex
+
+
+# ---------------------------------------------------------------- OpInfo reductions, split
+
+
+# Splits even OpInfo's small samples: every reduction of two or more elements.
+TINY = SplitPolicy(
+    min_reduction_numel=2,
+    min_total_numel=2,
+    max_programs=1 << 20,
+    target_programs=64,
+    target_column_programs=64,
+    column_block=4,
+    min_chunk=1,
+    min_column_chunk=1,
+    max_splits=8,
+)
+SPLIT_OPS = {
+    "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "var", "var_mean", "std",
+    "std_mean", "any", "all", "max", "min", "nansum", "logsumexp", "softmax", "log_softmax",
+    "nn.functional.layer_norm", "nn.functional.batch_norm", "linalg.vector_norm",
+}  # fmt: skip
+
+
+def _split_cases():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    for info in op_db:
+        if info.name in SPLIT_OPS and torch.float32 in info.supported_dtypes(DEVICE):
+            name = info.name + (f".{info.variant_test_name}" if info.variant_test_name else "")
+            yield pytest.param(info, id=name)
+
+
+@pytest.mark.parametrize("info", list(_split_cases()))
+def test_opinfo_reductions_split(info):
+    from graph_helpers import flat_tensor_inputs
+
+    checked = 0
+    for sample in list(info.sample_inputs(DEVICE, torch.float32))[:4]:
+        tensors, rebuild = flat_tensor_inputs(sample.input, sample.args, sample.kwargs)
+
+        def fn(*ts, _rebuild=rebuild):
+            inp, args, kwargs = _rebuild(*ts)
+            return info.op(inp, *args, **kwargs)
+
+        tensors = [t.clone() for t in tensors]
+        try:
+            expected = fn(*tensors)
+            gm = trace(fn, *tensors)
+        except Exception:  # the reference front end cannot trace this sample
+            continue
+        with split_reductions(TINY):
+            compiled = compile_graph(gm, list(tensors), options=OPTIONS)
+        got = compiled(*[t.clone() for t in tensors])
+        torch.testing.assert_close(got, expected, equal_nan=True, rtol=1e-4, atol=1e-5)
+        checked += 1
+    if not checked:
+        pytest.skip("no sample could be traced by make_fx")
