@@ -87,6 +87,9 @@ class GraphLowering:
         self.symbolic = False
         self._counter = 0
         self._log = artifact_logger("perf_hints")
+        # id(inline value) -> (the value, its buffer's view): a value is stored once, however
+        # many extern calls (or arguments of one call) read it
+        self._realized: dict[int, tuple[TensorValue, TensorValue]] = {}
 
     # -------------------------------------------------------------- driver
 
@@ -270,9 +273,14 @@ class GraphLowering:
         layout = layout_hint
         if layout is None or layout.size != value.size or layout.dtype != value.dtype:
             layout = Layout.contiguous(value.dtype, value.size)
+        known = self._realized.get(id(value))
+        if known is not None and known[0] is value and known[1].view.layout == layout:
+            return known[1]
         buf = ComputedBuffer(self.new_name(), layout, Pointwise(value.size, value.loader))
         self.add_buffer(buf)
-        return TensorValue.of_buffer(buf.name, layout)
+        stored = TensorValue.of_buffer(buf.name, layout)
+        self._realized[id(value)] = (value, stored)
+        return stored
 
     def reduction(self, dtype, ranges, reduction_ranges, reduction_type, loader) -> TensorValue:
         layout = Layout.contiguous(dtype, tuple(ranges))
