@@ -1,0 +1,75 @@
+"""Where a compiled model's GPU time goes: kernels per call, GPU busy time, host time.
+
+    python tools/device/profile_models.py vit_b_16,mobilenet_v3_large [infer|train]
+
+For eager and ember (and torch.compile with --torch): wall ms per call (host +
+device, synchronized), the GPU's kernel time per call, kernel launches per
+call, and the top kernels by total time. Writes nothing; prints a short table.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import gpu_bench  # noqa: E402
+
+
+def _wall_ms(step, repeats: int = 20) -> float:
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / repeats * 1000
+
+
+def _profile(step, repeats: int = 5) -> tuple[float, int, list]:
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(repeats):
+            step()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    total = sum(e.device_time for e in kernels) / 1000 / repeats
+    by_name: dict[str, list[float]] = {}
+    for event in kernels:
+        by_name.setdefault(event.name, []).append(event.device_time / 1000 / repeats)
+    top = sorted(by_name.items(), key=lambda item: -sum(item[1]))[:10]
+    return total, len(kernels) // repeats, [(n[:70], len(t) // repeats, sum(t)) for n, t in top]
+
+
+def main(argv: list[str]) -> None:
+    names = argv[0].split(",")
+    mode = argv[1] if len(argv) > 1 else "infer"
+    backends = ["eager", "ember"] + (["torch"] if "--torch" in argv else [])
+    for name in names:
+        make = gpu_bench.MODELS[name][0]
+        torch.manual_seed(0)
+        model, inputs = make()
+        model = model.to("cuda")
+        dtype = torch.bfloat16 if mode == "infer" else torch.float32
+        model = model.eval().to(dtype) if mode == "infer" else model.train()
+        inputs = tuple(x.to("cuda", dtype if x.is_floating_point() else x.dtype) for x in inputs)
+        for backend in backends:
+            target = model if backend == "eager" else gpu_bench.compiled_model(backend, model)
+            step = gpu_bench.make_step(target, inputs, mode)
+            step()
+            wall = _wall_ms(step)
+            gpu, launches, top = _profile(step)
+            print(
+                f"== {name} {mode} {backend}: wall {wall:.2f} ms, kernels {gpu:.2f} ms, "
+                f"{launches} launches per call"
+            )
+            for kernel, count, ms in top:
+                print(f"   {ms:7.3f} ms  x{count:<4d} {kernel}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
