@@ -11,6 +11,7 @@ import os
 import re
 
 import torch
+import torch.utils._pytree
 
 if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
@@ -331,3 +332,30 @@ def test_opinfo_reductions_split(info):
         checked += 1
     if not checked:
         pytest.skip("no sample could be traced by make_fx")
+
+
+# ---------------------------------------------------------------- symbolic sizes
+
+
+def test_symbolic_sizes_are_not_split_and_run_at_every_size():
+    from dynamic_graphs import trace_symbolic
+
+    def fn(x):
+        return x.sum(0), torch.var_mean(x, dim=0), x.amax()
+
+    def make(n):
+        return (torch.randn(n, 4),)
+
+    gm, examples = trace_symbolic(fn, *make(600), dynamic={0: [0]})
+    with split_reductions(SMALL):
+        compiled = compile_graph(gm, examples, options=OPTIONS)
+    assert "range(0, s0, R0BLOCK)" in compiled.artifact("codegen")  # one kernel for every size
+    assert all("outer=[4]" in line or "outer=[]" in line for line in _kernel_lines(compiled))
+    for n in (600, 2, 1001):
+        (x,) = make(n)
+        expected = torch.utils._pytree.tree_leaves(fn(x))
+        torch.testing.assert_close(list(compiled(x)), expected, rtol=1e-4, atol=1e-4)
+
+
+def _kernel_lines(compiled) -> list[str]:
+    return [line for line in compiled.artifact("schedule").splitlines() if "kernel " in line]
