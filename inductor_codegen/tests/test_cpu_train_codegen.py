@@ -93,3 +93,23 @@ def test_short_outer_loop_collapses_with_the_next():
     x = torch.randn(2, 3, 128, 64)
     compiled = check(lambda x: (x.permute(0, 2, 1, 3) * 2).contiguous(), x)
     assert "collapse(" in compiled.artifact("codegen")
+
+
+@pytest.mark.parametrize("shape", [(40, 37), (16, 16), (3, 50, 21)])
+def test_transposed_reads_go_in_square_tiles(shape):
+    """A ReLU backward stored transposed (for a weight-gradient matmul) and straight."""
+    torch.manual_seed(0)
+    x, g = torch.randn(shape), torch.randn(shape)
+
+    def fn(x, g):
+        masked = torch.where(x <= 0, 0.0, g)
+        return masked.transpose(-1, -2).contiguous() * 2, masked + 1
+
+    compiled = check(fn, x, g)
+    assert "_tile += " in compiled.artifact("codegen")
+
+
+def test_straight_reads_are_not_tiled():
+    x = torch.randn(64, 48)
+    compiled = check(lambda x: x.exp() * 2, x)
+    assert "_tile" not in compiled.artifact("codegen")

@@ -61,6 +61,8 @@ STATUS_PARAM = "index_status"
 INDIRECT_CHECK = "checked_index"
 # Longest float32 sum accumulated in float (see accumulate_type).
 FLOAT_ACCUMULATE_MAX = 4096
+# Side of the square tiles of a kernel that reads its loop nest transposed.
+TRANSPOSE_TILE = 16
 # Accumulators per tile when reducing along outer dimensions.
 TILE = 16
 
@@ -190,6 +192,17 @@ CPP_OPS = {
     "logical_not": lambda a, d, o: f"(!{a[0]})",
     "bitwise_not": lambda a, d, o: f"(!{a[0]})" if o == torch.bool else f"(~{a[0]})",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class OuterLoop:
+    """One loop of a kernel's outer nest: its variable, its header and whether the
+    values hoisted for `var` (those depending only on enclosing loops) go before it."""
+
+    var: sympy.Symbol
+    header: str
+    hoisted: bool
+    whole: bool = True  # over the whole dim, from 0 (a tile's loops are not)
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,9 +508,12 @@ class KernelCodegen:
             return self._finish(self._tiled_reduction_kernel())
         # One scope before each outer loop and the body: a loaded index that depends
         # only on the enclosing loops is loaded and checked there, not per element.
+        loops = self._outer_loops()
+        position = {loop.var: k for k, loop in enumerate(loops) if loop.hoisted}
         scope = None
         for depth in range(len(outer) + 1):
-            scope = Scope(self, scope, 1 + depth)
+            indent = 1 + (position[xs[depth]] if depth < len(outer) else len(loops))
+            scope = Scope(self, scope, indent)
             self.hoisted.append(scope)
         body = scope
         for item in kernel.items:
@@ -509,35 +525,90 @@ class KernelCodegen:
                 self._reduction_group(body, item)
         lines = []
         clause = parallel_clause(kernel_work(kernel))
-        collapse = self._collapse_depth() if clause is not None else 1
+        collapse = self._collapse_depth(loops) if clause is not None else 1
         if collapse > 1:
             clause = f" collapse({collapse}){clause}"
-        for depth, (var, size) in enumerate(zip(xs, outer)):
-            pad = "  " * (1 + depth)
-            lines += self.hoisted[depth].lines
-            if depth == 0 and clause is not None:
+        vector_loop = not any(isinstance(i, LoopGroup) for i in kernel.items)
+        for k, loop in enumerate(loops):
+            pad = "  " * (1 + k)
+            if loop.hoisted:
+                lines += self.hoisted[xs.index(loop.var)].lines
+            if k == 0 and clause is not None:
                 lines.append(f"{pad}#pragma omp parallel for{clause}")
-            elif (
-                depth == len(outer) - 1
-                and depth >= collapse
-                and not any(isinstance(i, LoopGroup) for i in kernel.items)
-            ):
+            elif k == len(loops) - 1 and k >= collapse and vector_loop:
                 lines.append(f"{pad}#pragma GCC ivdep")
-            lines.append(f"{pad}for (int64_t {var} = 0; {var} < {c_index(size)}; ++{var}) {{")
+            lines.append(pad + loop.header)
         lines += body.lines
-        for depth in reversed(range(len(outer))):
-            lines.append("  " * (1 + depth) + "}")
+        for k in reversed(range(len(loops))):
+            lines.append("  " * (1 + k) + "}")
         return self._finish(lines)
 
-    def _collapse_depth(self) -> int:
+    def _outer_loops(self) -> list[OuterLoop]:
+        """The outer loop nest; the last two loops go in square tiles when a load reads
+        the nest transposed (then each tile's reads stay in a few cache lines)."""
+        outer = self.kernel.outer
+        xs = outer_vars(len(outer))
+        loops = [
+            OuterLoop(var, f"for (int64_t {var} = 0; {var} < {c_index(size)}; ++{var}) {{", True)
+            for var, size in zip(xs, outer)
+        ]
+        if not self._reads_transposed():
+            return loops
+        (a, a_size), (b, b_size) = zip(xs[-2:], outer[-2:])
+        tile = TRANSPOSE_TILE
+
+        def tile_loop(var, size):
+            return OuterLoop(
+                var,
+                f"for (int64_t {var}_tile = 0; {var}_tile < {c_index(size)}; "
+                f"{var}_tile += {tile}) {{",
+                False,
+                False,
+            )
+
+        def element_loop(var, size, hoisted):
+            end = f"std::min<int64_t>({var}_tile + {tile}, {c_index(size)})"
+            header = f"for (int64_t {var} = {var}_tile; {var} < {end}; ++{var}) {{"
+            return OuterLoop(var, header, hoisted, False)
+
+        return loops[:-2] + [
+            OuterLoop(a, tile_loop(a, a_size).header, True, False),
+            tile_loop(b, b_size),
+            element_loop(a, a_size, False),
+            element_loop(b, b_size, True),
+        ]
+
+    def _reads_transposed(self) -> bool:
+        """Whether this kernel of outer-level nodes only (two outer loops at least, sizes
+        of a tile or more) loads along the second-last loop and stores along the last."""
+        kernel = self.kernel
+        outer = kernel.outer
+        if len(outer) < 2 or any(isinstance(i, LoopGroup) for i in kernel.items):
+            return False
+        if not all(s.is_Integer and int(s) >= TRANSPOSE_TILE for s in outer[-2:]):
+            return False
+        a, b = outer_vars(len(outer))[-2:]
+        transposed = False
+        for name in kernel.nodes:
+            value, store, _ = node_body(self.buffers[name], outer, "y")
+            if name not in kernel.locals_ and store.coeff(b) != 1:
+                return False
+            for load in expr_loads(value):
+                if load.index.coeff(a) == 1 and load.index.coeff(b) not in (0, 1):
+                    transposed = True
+        return transposed
+
+    def _collapse_depth(self, loops: list[OuterLoop]) -> int:
         """How many outer loops the parallel loop spans: more than the first when it has
-        fewer iterations than MIN_PARALLEL_ITERATIONS and the loops nest perfectly."""
+        fewer iterations than MIN_PARALLEL_ITERATIONS and the loops nest perfectly
+        (plain loops over a whole dim, nothing computed between them)."""
         outer = self.kernel.outer
         # The innermost loop of a kernel without inner loops is its vector loop: kept apart.
         vector_loop = not any(isinstance(i, LoopGroup) for i in self.kernel.items)
         depth, iterations = 1, outer[0] if outer else sympy.Integer(1)
         while (
             depth < len(outer) - vector_loop
+            and loops[depth].whole
             and iterations.is_Integer
             and int(iterations) < MIN_PARALLEL_ITERATIONS
             and not self.hoisted[depth].lines
