@@ -113,3 +113,24 @@ def test_straight_reads_are_not_tiled():
     x = torch.randn(64, 48)
     compiled = check(lambda x: x.exp() * 2, x)
     assert "_tile" not in compiled.artifact("codegen")
+
+
+@pytest.mark.parametrize("heads,head_dim", [(4, 32), (3, 16)])
+def test_head_merge_copy_loops_without_division(heads, head_dim):
+    """[batch, heads, seq, dim] -> [batch * seq, heads * dim]: split loops, linear indices."""
+    torch.manual_seed(0)
+    x = torch.randn(2, heads, 24, head_dim)
+
+    def fn(x):
+        return (x.permute(0, 2, 1, 3).reshape(2 * 24, heads * head_dim) * 2).contiguous()
+
+    compiled = check(fn, x)
+    text = compiled.artifact("codegen")
+    assert " / " not in text and " % " not in text, text
+
+
+def test_stride_two_windows_keep_their_loops():
+    """Max pooling divides by 2: no loop of 2 elements is split off the vector loop."""
+    x = torch.randn(3, 5, 16, 16)
+    compiled = check(lambda x: F.max_pool2d(x, 2), x)
+    assert "< 2; ++" not in compiled.artifact("codegen")

@@ -37,6 +37,8 @@ from inductor_codegen.lowering.scatter import Scatter, Target
 __all__ = ["FusedKernel", "LoopGroup", "Schedule", "schedule", "squeeze_ranges"]
 
 MAX_KERNEL_NODES = 48
+# The shortest inner loop a split of an outer loop may leave (see _split_outer).
+MIN_SPLIT = 8
 # How many earlier steps a buffer may move back to join a kernel.
 SEARCH_WINDOW = 8
 
@@ -224,6 +226,53 @@ def index_divisions(plan, bufs: list[ComputedBuffer]) -> int:
     return count
 
 
+def _split_outer(bufs: list[ComputedBuffer], plan: tuple, divisions: int) -> tuple:
+    """`plan` with outer loops split where indices divide a loop variable by a constant.
+
+    A copy of a permuted view (attention heads split or merged) reads
+    `x0 // 64` and `x0 % 64` over a loop of 128; as loops of 2 and 64 the same
+    read is linear, and the inner loop vectorizes. Splits whose inner loop would
+    be shorter than MIN_SPLIT (a stride-2 window) are not worth a loop.
+    """
+    if not divisions or is_scatter(bufs[0]):
+        return plan
+    while divisions:
+        outer = plan[0]
+        splits = _split_points(bufs, outer)
+        if not splits:
+            break
+        refined: list = []
+        for k, size in enumerate(outer):
+            refined += [size // splits[k], sympy.Integer(splits[k])] if k in splits else [size]
+        candidate = _plan_with_outer(bufs, tuple(refined))
+        if candidate is None:
+            break
+        fewer = index_divisions(candidate, bufs)
+        if fewer >= divisions:
+            break
+        plan, divisions = candidate, fewer
+    return plan
+
+
+def _split_points(bufs, outer) -> dict[int, int]:
+    """Outer loop k -> the largest divisor d of its size that some index divides x_k by."""
+    xs = outer_vars(len(outer))
+    position = {x: k for k, x in enumerate(xs)}
+    found: dict[int, int] = {}
+    for buf in bufs:
+        value, store, _ = node_body(buf, outer, "y")
+        for index in [store, *(load.index for load in expr_loads(value))]:
+            for term in index.atoms(FloorDiv, IndexMod):
+                var, divisor = term.args
+                k = position.get(var)
+                if k is None or not divisor.is_Integer or not outer[k].is_Integer:
+                    continue
+                d, size = int(divisor), int(outer[k])
+                if MIN_SPLIT <= d < size and size % d == 0:
+                    found[k] = max(found.get(k, 0), d)
+    return found
+
+
 def _linear(bufs, outer) -> bool:
     for buf in bufs:
         value, store, _ = node_body(buf, outer, "y")
@@ -354,7 +403,12 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
             plan = alone or plan_kernel([buf])
             steps.append([plan, [buf], index_divisions(plan, [buf])])
             produced_at[buf.name] = len(steps) - 1
-    steps = [s if isinstance(s, ExternBuffer) else (s[0], [b.name for b in s[1]]) for s in steps]
+    steps = [
+        s
+        if isinstance(s, ExternBuffer)
+        else (_split_outer(s[1], s[0], s[2]), [b.name for b in s[1]])
+        for s in steps
+    ]
     kernels = _finish(steps, by_name, output_buffers)
     if artifact_enabled("schedule"):
         log.info("%s", describe(kernels))
