@@ -172,3 +172,24 @@ def test_partitioner_option_chooses_what_training_saves(backend):
 def test_partitioner_option_rejects_unknown_names():
     with pytest.raises(ember.InvalidArgumentError, match="'min_cut', 'default'"):
         ember.compile(lambda x: x, options={"partitioner": "greedy"})
+
+
+def test_inductor_on_gpu_inputs_keeps_variance_for_one_pass_welford(monkeypatch):
+    import prim_decomp
+
+    aten = torch.ops.aten
+    table = backends._gpu_table()
+    assert aten.var_mean.correction in prim_decomp.inductor_default
+    assert aten.var_mean.correction not in table and aten.var.correction not in table
+    assert len(table) == len(prim_decomp.inductor_default) - 2
+    assert not backends._on_gpu([torch.randn(4, 8), 3])
+    # the GPU table's graphs (variance kept whole) compile and match eager
+    used = []
+    monkeypatch.setattr(backends, "_on_gpu", lambda inputs: True)
+    monkeypatch.setattr(backends, "_gpu_table", lambda: used.append(table) or table)
+    norm = torch.nn.BatchNorm2d(3)
+    x = torch.randn(2, 3, 5, 5, requires_grad=True)
+    compiled = ember.compile(torch.nn.BatchNorm2d(3), backend="inductor")
+    compiled.load_state_dict(norm.state_dict())
+    torch.testing.assert_close(compiled(x), norm(x))
+    assert used

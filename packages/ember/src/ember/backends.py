@@ -73,7 +73,7 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
 
         table = options.get("decompositions")
         if table is None:  # an empty table is a choice, not a missing one
-            table = inductor_default
+            table = _gpu_table() if _on_gpu(example_inputs) else inductor_default
         codegen_options = _codegen_options(options)
 
         def compile_part(graph: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
@@ -93,6 +93,25 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
 
     inductor.supports_dynamic_shapes = _aot_supports_dynamic() and codegen_dynamic  # type: ignore[attr-defined]
     return inductor
+
+
+def _on_gpu(example_inputs: list) -> bool:
+    return any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs)
+
+
+_GPU_TABLE: list[Any] = []
+
+
+def _gpu_table() -> Any:
+    """inductor_default less the variance rules, for Triton: its Welford lowering reads
+    the input once where the two-pass rule reads it twice (long batch-norm rows). The
+    C++ path keeps the two passes, which are cheaper there than Welford's divisions."""
+    if not _GPU_TABLE:
+        from prim_decomp import inductor_default
+
+        aten = torch.ops.aten
+        _GPU_TABLE.append(inductor_default.without(aten.var_mean.correction, aten.var.correction))
+    return _GPU_TABLE[0]
 
 
 def _partitioner(options: Mapping[str, Any], default: str) -> Callable[..., Any]:
