@@ -101,3 +101,19 @@ def test_outputs_that_view_a_buffer():
     got = compiled(torch.randn(4, 6))
     assert got[0].data_ptr() == got[2].data_ptr()
     assert got[1].storage_offset() == 6
+
+
+def test_a_buffer_several_kernels_take_has_its_pointer_read_once():
+    w = torch.randn(6, 6)
+
+    def fn(x):
+        y = x.sin() @ w
+        return x.cos() + y, (x * y).sum(0)
+
+    compiled = check(fn, torch.randn(6, 6), rtol=1e-4, atol=1e-4)
+    text = _wrapper(compiled)
+    assert text.count("x_1_ptr = x_1.data_ptr()") == 1, text
+    assert "x_1.data_ptr()" not in text.replace("x_1_ptr = x_1.data_ptr()", "")
+    for _ in range(2):
+        x = torch.randn(6, 6)
+        torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)

@@ -20,6 +20,7 @@ whose sizes are equal for every input size.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import sympy
 import torch
@@ -99,6 +100,9 @@ class WrapperCodegen:
         self.out = WrapperSource()
         self.buffers = graph.buffer_by_name
         self.status: str | None = None
+        # Kernel calls taking each buffer's pointer, and the locals holding pointers read once.
+        self.pointer_uses: Counter[str] | None = None
+        self.pointers: dict[str, str] = {}
 
     def render(self, value) -> str:
         """A Python expression for an extern-call argument."""
@@ -280,11 +284,29 @@ class WrapperCodegen:
                 call_args.append(f"{self._status()}.address")
                 continue
             # ATen results need no check here: ensure_layout gave each its traced layout.
-            call_args.append(f"{arg.name}.data_ptr()")
+            call_args.append(self._pointer(arg.name))
         lines.append(f"    {kernel.name}({', '.join(call_args)})")
         if source.checks:
             status, checks = self._status(), self.out.bind(source.checks, "checks")
             lines.append(f"    if {status}.cells[0]: {status}.raise_error({checks})")
+
+    def _pointer(self, name: str) -> str:
+        """`name`'s data pointer; read once into `name_ptr` when several kernels take it."""
+        if self.pointer_uses is None:
+            self.pointer_uses = Counter(
+                a.name
+                for step in self.schedule.steps
+                if isinstance(step, FusedKernel)
+                for a in self.kernels[step.name].args
+                if a.kind in ("in", "out")
+            )
+        if name in self.pointers:
+            return self.pointers[name]
+        if self.pointer_uses[name] < 2:
+            return f"{name}.data_ptr()"
+        self.pointers[name] = f"{name}_ptr"
+        self.out.lines.append(f"    {name}_ptr = {name}.data_ptr()")
+        return self.pointers[name]
 
     def _status(self) -> str:
         """The IndexStatus kernels with bounds checks record failures in (one per graph)."""
