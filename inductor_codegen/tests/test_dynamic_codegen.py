@@ -267,13 +267,16 @@ def _triton_graph(x, w):
     )
 
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
 @pytest.mark.triton_interpret
 def test_triton_kernels_take_size_arguments_and_grids_follow_them(tmp_path):
     pytest.importorskip("triton")
-    w = torch.randn(16, 8)
+    w = torch.randn(16, 8, device=DEVICE)
 
     def make(n):
-        return torch.randn(n, 16), w
+        return torch.randn(n, 16, device=DEVICE), w
 
     options = {"cache_dir": tmp_path, "device_codegen": "triton"}
     compiled = _compile(_triton_graph, *make(6), dynamic={0: [0]}, options=options)

@@ -239,12 +239,12 @@ def test_batch_norm_training_through_ember_compile(monkeypatch):
 
     monkeypatch.setattr(triton_options, "wants_triton", lambda inputs, options: True)
     torch.manual_seed(0)
-    eager_bn = torch.nn.BatchNorm2d(3).train()
-    compiled_bn = torch.nn.BatchNorm2d(3).train()
+    eager_bn = torch.nn.BatchNorm2d(3).train().to(DEVICE)
+    compiled_bn = torch.nn.BatchNorm2d(3).train().to(DEVICE)
     compiled_bn.load_state_dict(eager_bn.state_dict())
-    x = torch.randn(6, 3, 11, 13) * 2 + 3
+    x = torch.randn(6, 3, 11, 13, device=DEVICE) * 2 + 3
     x_eager, x_compiled = x.clone().requires_grad_(), x.clone().requires_grad_()
-    grad = torch.randn(6, 3, 11, 13)
+    grad = torch.randn(6, 3, 11, 13, device=DEVICE)
     with split_reductions(SMALL):
         out = ember.compile(compiled_bn, backend="inductor")(x_compiled)
         out.backward(grad)
@@ -344,7 +344,7 @@ def test_symbolic_sizes_are_not_split_and_run_at_every_size():
         return x.sum(0), torch.var_mean(x, dim=0), x.amax()
 
     def make(n):
-        return (torch.randn(n, 4),)
+        return (torch.randn(n, 4, device=DEVICE),)
 
     gm, examples = trace_symbolic(fn, *make(600), dynamic={0: [0]})
     with split_reductions(SMALL):

@@ -51,10 +51,10 @@ def test_static_kernels_keep_one_launcher_across_calls(tmp_path):
 
 def test_symbolic_kernels_pick_a_launcher_per_size(tmp_path):
     pytest.importorskip("triton")
-    w = torch.randn(16, 8)
+    w = torch.randn(16, 8, device=DEVICE)
 
     def make(n):
-        return torch.randn(n, 16), w
+        return torch.randn(n, 16, device=DEVICE), w
 
     options = {"cache_dir": tmp_path, "device_codegen": "triton"}
     compiled = _compile(_triton_graph, *make(6), dynamic={0: [0]}, options=options)
