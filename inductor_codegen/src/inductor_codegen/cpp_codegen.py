@@ -75,6 +75,21 @@ def parallel_clause(work) -> str | None:
     return f" if({c_index(work)} >= {PARALLEL_MIN_WORK})"
 
 
+def _collapsed(loops: list[OuterLoop], sizes) -> OuterLoop:
+    """One loop over the iterations of `loops` (whole loops from 0), their variables
+    computed from its counter. Unlike OpenMP's collapse clause, this keeps the
+    inner loops vectorizable (gcc does not vectorize inside a collapsed nest)."""
+    names = "_".join(loop.var.name for loop in loops)
+    header = [f"for (int64_t {names} = 0; {names} < {c_index(numel(sizes))}; ++{names}) {{"]
+    for k, loop in enumerate(loops):
+        inner = numel(sizes[k + 1 :])
+        value = names if inner == 1 else f"({names} / {c_index(inner)})"
+        if k > 0:
+            value = f"{value} % {c_index(sizes[k])}"
+        header.append(f"  const int64_t {loop.var} = {value};")
+    return OuterLoop(loops[0].var, "\n".join(header), loops[0].hoisted, False)
+
+
 def kernel_work(kernel: FusedKernel):
     """Elements `kernel` stores or reduces: each node times the trip count of its loops."""
     per_outer = sum(
@@ -527,7 +542,7 @@ class KernelCodegen:
         clause = parallel_clause(kernel_work(kernel))
         collapse = self._collapse_depth(loops) if clause is not None else 1
         if collapse > 1:
-            clause = f" collapse({collapse}){clause}"
+            loops = [_collapsed(loops[:collapse], outer[:collapse]), *loops[collapse:]]
         vector_loop = not any(isinstance(i, LoopGroup) for i in kernel.items)
         for k, loop in enumerate(loops):
             pad = "  " * (1 + k)
@@ -535,9 +550,9 @@ class KernelCodegen:
                 lines += self.hoisted[xs.index(loop.var)].lines
             if k == 0 and clause is not None:
                 lines.append(f"{pad}#pragma omp parallel for{clause}")
-            elif k == len(loops) - 1 and k >= collapse and vector_loop:
+            elif k == len(loops) - 1 and vector_loop:
                 lines.append(f"{pad}#pragma GCC ivdep")
-            lines.append(pad + loop.header)
+            lines += [pad + line for line in loop.header.split("\n")]
         lines += body.lines
         for k in reversed(range(len(loops))):
             lines.append("  " * (1 + k) + "}")
