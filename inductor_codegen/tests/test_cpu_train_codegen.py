@@ -135,3 +135,16 @@ def test_stride_two_windows_keep_their_loops():
     x = torch.randn(3, 5, 16, 16)
     compiled = check(lambda x: F.max_pool2d(x, 2), x)
     assert "< 2; ++" not in compiled.artifact("codegen")
+
+
+def test_loops_that_never_run_read_nothing():
+    """Empty tensors: a load that does not depend on a loop of zero trips stays inside it."""
+    table = torch.randn(5)
+    empty_index, scalar_index = torch.zeros(0, dtype=torch.int64), torch.tensor(3)
+
+    def fn(t, i, j):
+        return torch.gather(t, 0, i), torch.gather(t.expand(2, 5)[:, :0], 1, j.expand(2, 0))
+
+    check(fn, table, empty_index, scalar_index)
+    rows = torch.randn(4, 0)
+    check(lambda x, w: (x * w[0]).sum(-1), rows, torch.randn(3))

@@ -410,6 +410,8 @@ class KernelCodegen:
         """
         if not self.hoisted or any(load.buffer in self.produced for load in expr_loads(expr)):
             return None
+        if any(extent == 0 for extent in self.kernel.outer):
+            return None  # the loops never run: a load moved before them would read nothing
         outer = {v: depth for depth, v in enumerate(outer_vars(len(self.kernel.outer)))}
         variables = index_symbols(expr) - expr_symbols(expr)
         if not variables <= outer.keys():
@@ -780,7 +782,9 @@ class KernelCodegen:
             scope.indent += 1
         scope.loop_start = start
         inner = Scope(self, scope, scope.indent)
-        inner.loop_vars = frozenset(variables)
+        if all(size != 0 for size in ranges):
+            # NOTE: a loop that may run zero times keeps its loads (empty tensors).
+            inner.loop_vars = frozenset(variables)
         return inner
 
     def _loop_close(self, scope: Scope, inner: Scope, depth: int) -> None:

@@ -226,6 +226,22 @@ def index_divisions(plan, bufs: list[ComputedBuffer]) -> int:
     return count
 
 
+def mixes_strides(plan, bufs: list[ComputedBuffer]) -> bool:
+    """Whether, in a kernel of outer-level nodes only, some nodes access memory with a
+    stride along the innermost loop (a transposed copy) and others contiguously: the
+    strided ones would keep the loop from vectorizing for all."""
+    outer, items = plan
+    if not outer or any(isinstance(item, LoopGroup) for item in items):
+        return False
+    last = outer_vars(len(outer))[-1]
+    kinds = set()
+    for buf in bufs:
+        value, store, _ = node_body(buf, outer, "y")
+        steps = {store.coeff(last)} | {load.index.coeff(last) for load in expr_loads(value)}
+        kinds.add(bool(steps - {0, 1}))
+    return len(kinds) > 1
+
+
 def _split_outer(bufs: list[ComputedBuffer], plan: tuple, divisions: int) -> tuple:
     """`plan` with outer loops split where indices divide a loop variable by a constant.
 
@@ -386,10 +402,14 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
                 continue
             divisions = index_divisions(plan, step[1] + [buf])
             if position != earliest:
-                # Horizontal: worth it only when no loop gains division/modulo index math.
+                # Horizontal: worth it only when no loop gains division/modulo index math
+                # and the vector loop does not mix strided with contiguous accesses.
                 alone = alone or plan_kernel([buf])
                 if divisions > step[2] + index_divisions(alone, [buf]):
                     log.debug("%s stays out of a kernel (its indices would divide)", buf.name)
+                    continue
+                if mixes_strides(plan, step[1] + [buf]) and not mixes_strides(step[0], step[1]):
+                    log.debug("%s stays out of a kernel (strided in its vector loop)", buf.name)
                     continue
             log.debug("fuse %s into kernel with %s", buf.name, ", ".join(b.name for b in step[1]))
             step[0] = plan
