@@ -117,3 +117,28 @@ def test_a_buffer_several_kernels_take_has_its_pointer_read_once():
     for _ in range(2):
         x = torch.randn(6, 6)
         torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
+
+
+def test_matmuls_of_a_transposed_weight_call_linear():
+    def fn(x, w1, b1, w2, bias2d):
+        h = torch.nn.functional.linear(x, w1, b1).relu()  # addmm(b1, x, w1.t())
+        out = torch.nn.functional.linear(h, w2)  # mm(h, w2.t())
+        other = torch.addmm(bias2d, x, w1.t())  # a 2-D bias: stays addmm
+        return out, other, x @ w1[:8].t()  # a transpose of part of w1: stays mm
+
+    def make():
+        return (
+            torch.randn(3, 8),
+            torch.randn(16, 8),
+            torch.randn(16),
+            torch.randn(4, 16),
+            torch.randn(3, 16),
+        )
+
+    compiled = check(fn, *make(), rtol=1e-5, atol=1e-5)
+    text = _wrapper(compiled)
+    assert text.count("aten_linear_default(") == 2, text
+    assert text.count("aten_addmm_default(") == 1 and text.count("aten_mm_default(") == 1, text
+    for _ in range(2):
+        args = make()
+        torch.testing.assert_close(compiled(*args), fn(*args), rtol=1e-5, atol=1e-5)

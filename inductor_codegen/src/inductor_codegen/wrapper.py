@@ -42,6 +42,8 @@ from inductor_codegen.symbols import bind_symbols, check_bound, layout_symbols
 
 __all__ = ["WrapperSource", "generate_wrapper"]
 
+_ADDMM, _MM = torch.ops.aten.addmm.default, torch.ops.aten.mm.default
+
 
 class WrapperSource:
     """The wrapper's text and the objects its module namespace must hold."""
@@ -226,10 +228,14 @@ class WrapperCodegen:
 
     def _extern(self, step: ExternBuffer) -> None:
         lines = self.out.lines
-        args = [self.render(a) for a in step.args]
-        args += [f"{k}={self.render(v)}" for k, v in step.kwargs.items()]
         kind = "fallback" if step.is_fallback else "extern kernel"
-        lines.append(f"    {step.name} = {self.op_name(step.op)}({', '.join(args)})  # {kind}")
+        linear = self._as_linear(step)
+        if linear is not None:
+            lines.append(f"    {step.name} = {linear}  # {kind}, {step.op} of a transposed weight")
+        else:
+            args = [self.render(a) for a in step.args]
+            args += [f"{k}={self.render(v)}" for k, v in step.kwargs.items()]
+            lines.append(f"    {step.name} = {self.op_name(step.op)}({', '.join(args)})  # {kind}")
         if step.tuple_result:
             for i, lay in enumerate(step.layouts):
                 if lay is not None:
@@ -244,6 +250,45 @@ class WrapperCodegen:
                 f"    if {step.name}.stride() != {_tuple(lay.stride)}: "
                 f"{step.name} = ensure_layout({step.name}, {layout_args(lay)})"
             )
+
+    def _as_linear(self, step: ExternBuffer) -> str | None:
+        """`addmm(b, x, w.t())` or `mm(x, w.t())` as `linear(x, w, b)`: the same ATen
+        kernel (linear calls addmm or mm on 2-D inputs), without the view or its frame."""
+        if step.op is _ADDMM and not step.kwargs and len(step.args) == 3:
+            bias, x, transposed = step.args
+            if not (isinstance(bias, BufferRef) and self._rank(bias) == 1):
+                return None
+        elif step.op is _MM and not step.kwargs and len(step.args) == 2:
+            bias, (x, transposed) = None, step.args
+        else:
+            return None
+        if not (isinstance(x, BufferRef) and self._is_transpose(transposed)):
+            return None
+        linear = self.op_name(torch.ops.aten.linear.default)
+        args = [self.render(x), transposed.name] + ([self.render(bias)] if bias else [])
+        return f"{linear}({', '.join(args)})"
+
+    def _base_layout(self, name: str) -> Layout | None:
+        return getattr(self.buffers.get(name), "layout", None)
+
+    def _rank(self, ref: BufferRef) -> int | None:
+        layout = ref.layout or self._base_layout(ref.name)
+        return None if layout is None else len(layout.size)
+
+    def _is_transpose(self, ref) -> bool:
+        """Whether `ref` is exactly `base.t()` of a 2-D buffer or input `base`."""
+        if not isinstance(ref, BufferRef) or ref.layout is None or ref.name in self.graph.constants:
+            return False
+        base, view = self._base_layout(ref.name), ref.layout
+        return (
+            base is not None
+            and len(base.size) == 2
+            and base.offset == 0
+            and view.offset == 0
+            and view.dtype == base.dtype
+            and view.size == base.size[::-1]
+            and view.stride == base.stride[::-1]
+        )
 
     def _allocate_outputs(self, source, pool) -> None:
         """Each kernel output: a freed buffer of the same layout from `pool`, or a new one."""
