@@ -315,3 +315,33 @@ def test_fake_mode_of():
     assert fake_mode_of([torch.randn(2), None]) is None
     with pytest.raises(FakeTensorError, match="two different"):
         fake_mode_of([fake, FakeTensorMode().from_real(torch.randn(2))])
+
+
+def _attention_inputs(layout: str):
+    x = torch.randn(2, 16, 32)
+    if layout == "contiguous":
+        q = torch.randn(2, 4, 16, 8)
+        return (q, q, q), {}
+    heads = x.view(2, 16, 4, 8).transpose(1, 2)
+    if layout == "transposed":
+        return (heads, heads, heads), {}
+    if layout == "float_mask":
+        return (heads, heads, heads), {"attn_mask": torch.zeros(2, 1, 16, 16)}
+    if layout == "bool_mask":
+        return (heads, heads, heads), {"attn_mask": torch.ones(16, 16, dtype=torch.bool)}
+    return (heads, heads, heads), {"dropout_p": 0.1, "is_causal": True}
+
+
+@pytest.mark.parametrize(
+    "layout", ["contiguous", "transposed", "float_mask", "bool_mask", "dropout_causal"]
+)
+def test_attention_kernel_choice_is_the_devices_own(layout):
+    args, kwargs = _attention_inputs(layout)
+    expected = torch.ops.aten._fused_sdp_choice(*args, **kwargs)
+    mode = FakeTensorMode()
+    fake_args = tuple(mode.from_real(a) for a in args)
+    fake_kwargs = {
+        k: mode.from_real(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()
+    }
+    with mode:
+        assert torch.ops.aten._fused_sdp_choice(*fake_args, **fake_kwargs) == expected

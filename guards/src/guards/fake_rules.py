@@ -155,3 +155,36 @@ register_fake_rule(
     aten._native_batch_norm_legit.default,
     aten._native_batch_norm_legit_no_training.default,
 )(_batch_norm_cpu_eval)
+
+
+@register_fake_rule(aten._fused_sdp_choice.default)
+def _attention_kernel_choice(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """The fused attention kernel scaled_dot_product_attention takes on this device.
+
+    The device's own check decides it from sizes, strides, dtypes and the GPU,
+    which a meta tensor cannot stand for (its answer is always the unfused math
+    path), so it runs on uninitialized stand-ins of the same layout. Symbolic
+    sizes fall through to the meta kernel: a choice made for one size could be
+    wrong for another.
+    """
+    from torch.utils._mode_utils import no_dispatch
+
+    tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    device = tensors[0].device
+    usable = device.type == "cpu" or (device.type == "cuda" and torch.cuda.is_available())
+    if not usable or any(_symbolic(t) for t in tensors):
+        return NotImplemented
+
+    def stand_in(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return value
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=device)
+
+    with no_dispatch():
+        real_args = tuple(stand_in(a) for a in args)
+        real_kwargs = {name: stand_in(v) for name, v in kwargs.items()}
+        return func(*real_args, **real_kwargs)
+
+
+def _symbolic(tensor: torch.Tensor) -> bool:
+    return any(isinstance(s, torch.SymInt) for s in (*tensor.shape, *tensor.stride()))
