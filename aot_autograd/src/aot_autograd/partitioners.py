@@ -33,7 +33,7 @@ use (the forward returns it among the saved values).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import networkx as nx
@@ -167,26 +167,26 @@ class _Joint:
         )
 
 
-def _descendants(roots: Iterable[fx.Node]) -> set[fx.Node]:
+def _reachable(
+    roots: Iterable[fx.Node], step: Callable[[fx.Node], Iterable[fx.Node]]
+) -> set[fx.Node]:
+    """`roots` and every node reached from them by repeating `step`."""
     seen: set[fx.Node] = set()
     stack = list(roots)
     while stack:
         node = stack.pop()
         if node not in seen:
             seen.add(node)
-            stack.extend(node.users)
+            stack.extend(step(node))
     return seen
+
+
+def _descendants(roots: Iterable[fx.Node]) -> set[fx.Node]:
+    return _reachable(roots, lambda node: node.users)
 
 
 def _ancestors(roots: Iterable[fx.Node]) -> set[fx.Node]:
-    seen: set[fx.Node] = set()
-    stack = list(roots)
-    while stack:
-        node = stack.pop()
-        if node not in seen:
-            seen.add(node)
-            stack.extend(node.all_input_nodes)
-    return seen
+    return _reachable(roots, lambda node: node.all_input_nodes)
 
 
 def _copy_graph(
