@@ -148,3 +148,21 @@ def test_loops_that_never_run_read_nothing():
     check(fn, table, empty_index, scalar_index)
     rows = torch.randn(4, 0)
     check(lambda x, w: (x * w[0]).sum(-1), rows, torch.randn(3))
+
+
+def test_per_channel_values_are_computed_once_per_channel():
+    """Batch norm + ReLU + max pooling (inference form): the channel's scale and shift
+    are computed before the loops over the channel's pixels."""
+    torch.manual_seed(0)
+    args = (torch.randn(4, 6, 16, 16), torch.randn(6), torch.rand(6) + 1, torch.randn(6))
+
+    def fn(x, mean, var, weight):
+        scale = torch.rsqrt(var[:, None, None] + 1e-5) * weight[:, None, None]
+        return F.max_pool2d(torch.relu((x - mean[:, None, None]) * scale), 2)
+
+    compiled = check(fn, *args)
+    lines = _kernel_lines(compiled)
+    for k, line in enumerate(lines):
+        if "std::sqrt" in line:
+            after = [ln for ln in lines[k + 1 :] if "for (int64_t" in ln or ln.strip() == "}"]
+            assert after and "for (int64_t" in after[0], compiled.artifact("codegen")

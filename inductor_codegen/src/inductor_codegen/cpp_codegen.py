@@ -11,6 +11,7 @@ an enclosing body is reused.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import sympy
@@ -61,6 +62,8 @@ STATUS_PARAM = "index_status"
 INDIRECT_CHECK = "checked_index"
 # Longest float32 sum accumulated in float (see accumulate_type).
 FLOAT_ACCUMULATE_MAX = 4096
+# Names of loop variables (outer x, inner y and r, scatter u); others are sizes.
+LOOP_VARIABLE = re.compile(r"^[xyru]\d+$")
 # Side of the square tiles of a kernel that reads its loop nest transposed.
 TRANSPOSE_TILE = 16
 # Accumulators per tile when reducing along outer dimensions.
@@ -275,6 +278,8 @@ class Scope:
         # The loop variables of the loops between the parent scope and this one:
         # a value that reads none of them is computed in the parent, once per loop.
         self.loop_vars: frozenset = frozenset()
+        # The innermost body of the outer loops: values of outer indices only move out.
+        self.is_body = False
 
     def line(self, text: str) -> None:
         if self.loop_start is None:
@@ -305,6 +310,10 @@ class Scope:
             return self.codegen.scalar(expr)
         if not inline and self.loop_vars and self.codegen.invariant(expr, self.loop_vars):
             return self.parent.value(expr)
+        if not inline and self.is_body:
+            home = self.codegen.outer_home(expr)
+            if home is not None:
+                return home.value(expr)
         if isinstance(expr, Load):
             text = self.codegen.load(expr)
         elif isinstance(expr, Op):
@@ -426,29 +435,47 @@ class KernelCodegen:
         """
         if not isinstance(expr, (Load, Op)):
             return False
-        symbols, movable = self._read_set(expr)
+        symbols, movable, _ = self._read_set(expr)
         return movable and not (symbols & loop_vars)
 
-    def _read_set(self, expr) -> tuple[frozenset, bool]:
-        """(index symbols `expr` reads, whether it may move out of a loop), memoized."""
+    def outer_home(self, expr) -> Scope | None:
+        """For a value of the innermost body: the scope before the first outer loop it
+        does not read (a per-channel statistic is computed once per channel), or None."""
+        if not isinstance(expr, (Load, Op)) or not self.hoisted:
+            return None
+        symbols, movable, reads_produced = self._read_set(expr)
+        if not movable or reads_produced or any(e == 0 for e in self.kernel.outer):
+            return None
+        depth = {v: k for k, v in enumerate(outer_vars(len(self.kernel.outer)))}
+        loop_symbols = {v for v in symbols if LOOP_VARIABLE.match(v.name)}
+        if not loop_symbols <= depth.keys():
+            return None
+        home = max((depth[v] + 1 for v in loop_symbols), default=0)
+        return self.hoisted[home] if home < len(self.hoisted) - 1 else None
+
+    def _read_set(self, expr) -> tuple[frozenset, bool, bool]:
+        """(index symbols `expr` reads, whether it may move out of a loop, whether it
+        reads a buffer this kernel produces), memoized."""
         hit = self._reads.get(id(expr))
         if hit is not None and hit[0] is expr:
-            return hit[1], hit[2]
+            return hit[1:]
         if isinstance(expr, Load):
             symbols = frozenset(expr.index.free_symbols)
             movable = expr.buffer not in self.looped_nodes
+            produced = expr.buffer in self.produced
         elif isinstance(expr, IndexValue):
-            symbols, movable = frozenset(expr.index.free_symbols), True
+            symbols, movable, produced = frozenset(expr.index.free_symbols), True, False
         elif isinstance(expr, Op):
-            symbols, movable = frozenset(), expr.name != "indirect_load"
+            symbols, movable, produced = frozenset(), expr.name != "indirect_load", False
             for arg in expr.args:
-                arg_symbols, arg_movable = self._read_set(arg)
+                arg_symbols, arg_movable, arg_produced = self._read_set(arg)
                 symbols |= arg_symbols
                 movable = movable and arg_movable
+                produced = produced or arg_produced
         else:
-            symbols, movable = frozenset(), True
-        self._reads[id(expr)] = (expr, symbols, movable)
-        return symbols, movable
+            symbols, movable, produced = frozenset(), True, False
+        self._reads[id(expr)] = (expr, symbols, movable, produced)
+        return symbols, movable, produced
 
     def index_check(self, check: IndexCheck) -> int:
         """The number (from 1) of `check` in this kernel's status reports."""
@@ -533,6 +560,7 @@ class KernelCodegen:
             scope = Scope(self, scope, indent)
             self.hoisted.append(scope)
         body = scope
+        body.is_body = True
         for item in kernel.items:
             if isinstance(item, str):
                 self._outer_node(body, item)
