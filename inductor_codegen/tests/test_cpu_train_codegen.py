@@ -166,3 +166,30 @@ def test_per_channel_values_are_computed_once_per_channel():
         if "std::sqrt" in line:
             after = [ln for ln in lines[k + 1 :] if "for (int64_t" in ln or ln.strip() == "}"]
             assert after and "for (int64_t" in after[0], compiled.artifact("codegen")
+
+
+@pytest.mark.parametrize("with_indices", [False, True])
+def test_max_pool_input_is_stored_when_its_indices_are_read(with_indices):
+    torch.manual_seed(0)
+    args = (torch.randn(2, 4, 12, 12), torch.randn(4), torch.randn(4))
+
+    def fn(x, w, b):
+        y = torch.relu(x * w[:, None, None] + b[:, None, None])
+        values, indices = torch.ops.aten.max_pool2d_with_indices(y, [2, 2], [2, 2])
+        return (values, indices) if with_indices else values
+
+    compiled = check(fn, *args)
+    # inference: one kernel (the producer inside the window); training: two
+    assert compiled.kernel_count == (2 if with_indices else 1)
+
+
+def test_max_pool_backward_through_a_stored_input():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    w = torch.randn(3, requires_grad=True)
+
+    def fn(x, w, g):
+        y = F.max_pool2d(torch.relu(x * w[:, None, None] + 1), 2)
+        return torch.autograd.grad(y, [x, w], g)
+
+    check(fn, x, w, torch.randn(2, 3, 4, 4), rtol=1e-5, atol=1e-5)

@@ -4,19 +4,21 @@ A pooled value is an expression over the window's few points, each a load of
 the input's loader, so the pointwise producer (batch norm + ReLU) is computed
 inside the pooling kernel instead of in a pass of its own. Max pooling's
 indices are a second lazy value: computed only when something reads them (the
-backward), never in inference. Windows larger than `MAX_WINDOW` points, and
+backward), never in inference; when they are read, a producer larger than a
+load and a cast is stored first (the indices compare every point again). Windows larger than `MAX_WINDOW` points, and
 pooling with symbolic sizes, run through ATen.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 
 import sympy
 import torch
 
 from inductor_codegen.indexing import FloorDiv, as_index
-from inductor_codegen.ir import Constant, IndexValue, Op, TensorValue
+from inductor_codegen.ir import Constant, IndexValue, Op, TensorValue, expr_size
 from inductor_codegen.lowering.common import cast, const, node_dtype, node_size, op
 from inductor_codegen.lowering.registry import register_lowering
 
@@ -26,6 +28,9 @@ aten = torch.ops.aten
 
 # Window points unrolled into one expression; larger windows call ATen.
 MAX_WINDOW = 25
+# A producer of max pooling's input computed inside the pooling kernel when its indices
+# are read: at most this many expression nodes (a load and a cast or two).
+MAX_INLINE_PRODUCER = 4
 
 
 def _pair(value, default=None) -> tuple[int, int]:
@@ -115,6 +120,10 @@ def max_pool2d_with_indices(
     if kernel[0] * kernel[1] > MAX_WINDOW or not _static_sizes(x.size, out_size):
         return ctx.fallback(node, (x, kernel_size, stride, padding, dilation, ceil_mode), {})
     dtype = node.meta["val"][0].dtype
+    if _reads_indices(node) and x.view is None and _inline_size(x) > MAX_INLINE_PRODUCER:
+        # Training: the indices compare every point again, and their int64 stores keep
+        # the loop scalar; the producer is computed once, in a vector loop of its own.
+        x = ctx.realize(x)
     window = Window(x.size, out_size, kernel, stride, padding, dilation)
     in_w = window.in_w
 
@@ -151,6 +160,18 @@ def max_pool2d_with_indices(
         TensorValue(dtype, out_size, values),
         TensorValue(torch.int64, out_size, indices),
     )
+
+
+def _reads_indices(node) -> bool:
+    """Whether anything reads the indices output of a max_pool2d_with_indices node."""
+    return any(
+        user.target is operator.getitem and user.args[1] == 1 and user.users for user in node.users
+    )
+
+
+def _inline_size(x: TensorValue) -> int:
+    idx = tuple(sympy.Symbol(f"i{d}", integer=True, nonnegative=True) for d in range(x.ndim))
+    return expr_size(x.loader(idx), MAX_INLINE_PRODUCER + 1)
 
 
 def _where(cond, a, b):
