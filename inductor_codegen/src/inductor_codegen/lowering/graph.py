@@ -237,9 +237,29 @@ class GraphLowering:
         self.output_spec = spec
         for item in flat:
             value = self.env[item] if isinstance(item, torch.fx.Node) else item
-            if isinstance(value, TensorValue) and value.view is None:
-                value = self.realize(value, layout_hint=_meta_layout(item))
+            if isinstance(value, TensorValue):
+                value = self._in_traced_layout(value, _meta_layout(item))
             self.outputs.append(value)
+
+    def _in_traced_layout(self, value: TensorValue, traced: Layout | None) -> TensorValue:
+        """An output in the layout of the traced graph's meta["val"] where that one is dense.
+
+        Graphs handed to each other (aot_autograd's forward saving activations for the
+        backward) compile their inputs' strides in, so an output already stored in
+        another layout (a buffer an extern call read first) is copied.
+        """
+        if value.view is None:
+            return self.realize(value, layout_hint=traced)
+        layout = value.view.layout
+        if traced is None or traced.size != layout.size or traced.dtype != layout.dtype:
+            return value
+        if all(
+            a == b or size == 1
+            for a, b, size in zip(layout.stride, traced.stride, layout.size, strict=True)
+        ):
+            return value  # (the offset is the wrapper's: a view keeps its base's storage)
+        copy = TensorValue(value.dtype, value.size, value.loader)
+        return self.realize(copy, layout_hint=traced)
 
     def _dtypes_supported(self, node) -> bool:
         vals = [node.meta.get("val")]
