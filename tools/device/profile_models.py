@@ -49,6 +49,8 @@ def main(argv: list[str]) -> None:
     names = argv[0].split(",")
     mode = argv[1] if len(argv) > 1 else "infer"
     backends = ["eager", "ember"] + (["torch"] if "--torch" in argv else [])
+    if "--torch-first" in argv:  # gpu_bench's order: torch.compile runs before ember
+        backends = ["eager", "torch", "ember"]
     for name in names:
         make = gpu_bench.MODELS[name][0]
         torch.manual_seed(0)
