@@ -276,3 +276,30 @@ def test_appending_to_a_module_list_recompiles(backend):
     compiled_fn(x)
     layers.append(torch.nn.Linear(2, 2))
     torch.testing.assert_close(compiled_fn(x), layers[1](layers[0](x)))
+
+
+class _Stack(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4)) for _ in range(2)
+        )
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x).relu()
+        return x
+
+
+def test_the_entry_reads_a_module_shared_by_inputs_once():
+    model = _Stack()
+    compiled = dynamo_capture.optimize(model, backend=lambda gm, _: gm.forward)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+    entry = compiled.last_artifacts.entry_code
+    blocks = "._modules['blocks']"
+    assert entry.count(blocks) == 1, entry  # read into a local, then each layer from it
+    assert entry.count("._parameters['weight']") == 4, entry
+    with torch.no_grad():
+        model.blocks[1][0].weight.mul_(2)  # the entry reads the current parameters
+    torch.testing.assert_close(compiled(x), model(x))

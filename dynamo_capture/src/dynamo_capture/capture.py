@@ -13,6 +13,7 @@ function (Python source, registered with linecache) that calls it.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import linecache
 import os
@@ -33,7 +34,7 @@ from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
 from dynamo_capture.resume import ITERATOR, ContextSpec, cell_locals
-from dynamo_capture.sources import AttrSource, ClosureSource, LocalSource
+from dynamo_capture.sources import AttrSource, ClosureSource, LocalSource, Source
 from dynamo_capture.state import capturing
 from dynamo_capture.values import (
     BuiltinMethodValue,
@@ -70,7 +71,7 @@ class CapturedFrame:
     target: FrameTarget
     graph_module: torch.fx.GraphModule
     example_inputs: list[torch.Tensor]
-    input_exprs: list[str]
+    input_sources: list[Source]
     output_exprs: str
     constants: list[Any]
     replays: list[str]
@@ -257,7 +258,7 @@ def capture_frame(
         target=target,
         graph_module=graph_module,
         example_inputs=[example for _, example in inputs],
-        input_exprs=[expr for expr, _ in inputs],
+        input_sources=[source for source, _ in inputs],
         output_exprs=output_exprs,
         constants=plan.constants,
         replays=replays,
@@ -412,11 +413,45 @@ def entry_source(frame: CapturedFrame, name: str, calls_graph: bool) -> str:
     """The Python source of the entry function of one cache entry."""
     lines = [f"def {name}(L, G):"]
     if calls_graph:
-        arguments = ", ".join(frame.input_exprs)
-        lines.append(f"    ___out = ___compiled({arguments})")
+        reads, arguments = shared_reads(frame.input_sources)
+        lines.extend(f"    {statement}" for statement in reads)
+        lines.append(f"    ___out = ___compiled({', '.join(arguments)})")
     lines.extend(f"    {statement}" for statement in frame.replays)
     lines.append(f"    return {frame.output_exprs}")
     return "\n".join(lines) + "\n"
+
+
+def shared_reads(sources: list[Source]) -> tuple[list[str], list[str]]:
+    """Expressions for `sources`, where a value several of them are reached through
+    (a module whose parameters are inputs) is read once into a local first.
+
+    Returns (statements to run first, one expression per source). Parameters of one
+    layer read `L['self']._modules['layers']._modules['0']` once instead of per tensor.
+    """
+    shared: collections.Counter[Source] = collections.Counter()
+    for source in sources:
+        base = source.base
+        while base is not None:
+            shared[base] += 1
+            base = base.base
+    statements: list[str] = []
+    locals_: dict[Source, str] = {}
+
+    def read(source: Source) -> str:
+        if source in locals_:
+            return locals_[source]
+        base = source.base
+        base_text = read(base) if base is not None else ""
+        text = source.reconstruct(base_text)
+        if text == base_text:  # a source that only marks its base (a module's kind)
+            return text
+        if shared[source] > 1:
+            locals_[source] = f"___r{len(locals_)}"
+            statements.append(f"{locals_[source]} = {text}")
+            return locals_[source]
+        return text
+
+    return statements, [read(source) for source in sources]
 
 
 def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:

@@ -310,9 +310,9 @@ class CaptureContext:
             self._symbol_node(binding.symbol)
         self.guards.guard_set.add_shape_env(self.shape_env)
 
-    def graph_inputs(self) -> list[tuple[str, Any]]:
-        """(expression read at run time, example input) per placeholder, in graph order."""
-        known = {value.node: (source.expr, real) for source, real, value in self.inputs}
+    def graph_inputs(self) -> list[tuple[Source, Any]]:
+        """(where it is read at run time, example input) per placeholder, in graph order."""
+        known = {value.node: (source, real) for source, real, value in self.inputs}
         known.update(self._size_inputs)
         return [known[node] for node in self.graph.find_nodes(op="placeholder")]
 
@@ -328,7 +328,7 @@ class CaptureContext:
         node = self._placeholder(self._unique_name(binding.name))
         node.meta["val"] = symint
         self._symbol_nodes[symbol] = node
-        self._size_inputs[node] = (binding.sources[0].expr, binding.hint)
+        self._size_inputs[node] = (binding.sources[0], binding.hint)
         return node
 
     def _sizes_to_nodes(self, obj: Any) -> Any:
