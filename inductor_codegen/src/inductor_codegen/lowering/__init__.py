@@ -9,6 +9,7 @@ from inductor_codegen.lowering import (  # noqa: F401
     pointwise,
     pooling,
     reductions,
+    scatter,
     views,
 )
 from inductor_codegen.lowering.graph import BufferRef, GraphLowering, OpaqueInput

@@ -118,8 +118,3 @@ def gather(ctx, node, x, dim, index, sparse_grad=False):
         return cast(indirect_load(table, idx, dim, index_loader(idx), "gather"), dtype)
 
     return TensorValue(dtype, node_size(node), load)
-
-
-# Scatters (index_put, scatter_add, ...) live beside the gathers; importing them
-# here registers their lowerings with the table.
-from inductor_codegen.lowering import scatter as _scatter  # noqa: E402, F401
