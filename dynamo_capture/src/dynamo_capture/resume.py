@@ -176,6 +176,8 @@ def cell_locals(code: types.CodeType) -> tuple[str, ...]:
 def first_part_values(code: types.CodeType, f_locals: dict[str, Any]) -> list[Any]:
     """The arguments of a split frame's first part: its locals, and a fresh cell for
     each cell variable (holding the argument's value for a captured parameter)."""
+    if not code.co_cellvars:
+        return [f_locals.get(name) for name in code.co_varnames]
     cellvars = set(code.co_cellvars)
     values = [
         types.CellType(f_locals[name]) if name in cellvars and name in f_locals
