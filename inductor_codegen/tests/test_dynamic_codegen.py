@@ -270,8 +270,8 @@ def _triton_graph(x, w):
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-@pytest.mark.triton_interpret
-def test_triton_kernels_take_size_arguments_and_grids_follow_them(tmp_path):
+def compile_symbolic_triton_graph(tmp_path):
+    """`_triton_graph` compiled once for every row count (Triton), and its input maker."""
     pytest.importorskip("triton")
     w = torch.randn(16, 8, device=DEVICE)
 
@@ -279,7 +279,12 @@ def test_triton_kernels_take_size_arguments_and_grids_follow_them(tmp_path):
         return torch.randn(n, 16, device=DEVICE), w
 
     options = {"cache_dir": tmp_path, "device_codegen": "triton"}
-    compiled = _compile(_triton_graph, *make(6), dynamic={0: [0]}, options=options)
+    return _compile(_triton_graph, *make(6), dynamic={0: [0]}, options=options), make
+
+
+@pytest.mark.triton_interpret
+def test_triton_kernels_take_size_arguments_and_grids_follow_them(tmp_path):
+    compiled, make = compile_symbolic_triton_graph(tmp_path)
     kernels = compiled.artifact("codegen")
     assert "xnumel = s0" in kernels and "range(0, s0, R0BLOCK)" in kernels
     _check_sizes(compiled, _triton_graph, make, [6, 2, 9, 70], rtol=1e-4, atol=1e-4)

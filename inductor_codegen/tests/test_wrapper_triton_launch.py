@@ -14,7 +14,11 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 from graph_helpers import trace  # noqa: E402
-from test_dynamic_codegen import _check_sizes, _compile, _triton_graph  # noqa: E402
+from test_dynamic_codegen import (  # noqa: E402
+    _check_sizes,
+    _triton_graph,
+    compile_symbolic_triton_graph,
+)
 
 from inductor_codegen import compile_graph  # noqa: E402
 
@@ -50,14 +54,7 @@ def test_static_kernels_keep_one_launcher_across_calls(tmp_path):
 
 
 def test_symbolic_kernels_pick_a_launcher_per_size(tmp_path):
-    pytest.importorskip("triton")
-    w = torch.randn(16, 8, device=DEVICE)
-
-    def make(n):
-        return torch.randn(n, 16, device=DEVICE), w
-
-    options = {"cache_dir": tmp_path, "device_codegen": "triton"}
-    compiled = _compile(_triton_graph, *make(6), dynamic={0: [0]}, options=options)
+    compiled, make = compile_symbolic_triton_graph(tmp_path)
     _check_sizes(compiled, _triton_graph, make, [6, 2, 9, 6], rtol=1e-4, atol=1e-4)
     kernels = [k for k in _kernels(compiled) if k.xnumel_code is not None]
     assert kernels and all(k.static_launcher is None for k in kernels)

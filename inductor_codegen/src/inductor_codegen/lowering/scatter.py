@@ -154,20 +154,20 @@ def _scatter_ok(ctx, node, x, index, src=None) -> bool:
     )
 
 
-@register_lowering(aten.scatter_add.default)
-def scatter_add(ctx, node, x, dim, index, src):
-    if not _scatter_ok(ctx, node, x, index, src):
-        return ctx.fallback(node, (x, dim, index, src), {})
-    value = _cast_loader(src, node_dtype(node))
-    return _scatter_along(ctx, node, x, dim, index, value, True, "scatter_add")
+def _scatter_of_src(accumulate: bool, kind: str) -> Callable:
+    """The lowering of a scatter of a source tensor (`scatter_add` adds, `scatter` stores)."""
+
+    def lower(ctx, node, x, dim, index, src):
+        if not _scatter_ok(ctx, node, x, index, src):
+            return ctx.fallback(node, (x, dim, index, src), {})
+        value = _cast_loader(src, node_dtype(node))
+        return _scatter_along(ctx, node, x, dim, index, value, accumulate, kind)
+
+    return lower
 
 
-@register_lowering(aten.scatter.src)
-def scatter_src(ctx, node, x, dim, index, src):
-    if not _scatter_ok(ctx, node, x, index, src):
-        return ctx.fallback(node, (x, dim, index, src), {})
-    value = _cast_loader(src, node_dtype(node))
-    return _scatter_along(ctx, node, x, dim, index, value, False, "scatter")
+scatter_add = register_lowering(aten.scatter_add.default)(_scatter_of_src(True, "scatter_add"))
+scatter_src = register_lowering(aten.scatter.src)(_scatter_of_src(False, "scatter"))
 
 
 @register_lowering(aten.scatter.value)
