@@ -28,6 +28,37 @@ CASES = {
         lambda x: F.scaled_dot_product_attention(heads(x), heads(x), heads(x), scale=0.125),
     ),
 }
+
+
+class Projected(torch.nn.Module):
+    """q, k, v from Linear layers (parameters that require grad), as in BERT."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(768, 768) for _ in range(3))
+
+    def forward(self, x):
+        return F.scaled_dot_product_attention(
+            heads(self.q(x)), heads(self.k(x)), heads(self.v(x)), scale=0.125
+        )
+
+
+def bert_layer():
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(num_hidden_layers=1, hidden_dropout_prob=0.0)
+    config.attention_probs_dropout_prob = 0.0
+    return BertModel(config).cuda().to(torch.bfloat16).eval()
+
+
+projected = Projected().cuda().to(torch.bfloat16)
+CASES["linear_projections"] = (lambda x: x, projected)
+CASES["linear_projections_frozen"] = (
+    lambda x: x,
+    Projected().cuda().to(torch.bfloat16).requires_grad_(False),
+)
+bert = bert_layer()
+CASES["bert_one_layer"] = (lambda x: torch.randint(0, 1000, (8, 128), device="cuda"), bert)
 x = torch.randn(8, 128, 768, device="cuda", dtype=torch.bfloat16)
 for name, (prepare, fn) in CASES.items():
     arg = prepare(x)

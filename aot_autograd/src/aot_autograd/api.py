@@ -28,6 +28,7 @@ import torch.utils._pytree as pytree
 from torch import fx, nn
 
 import guards
+from aot_autograd.attention import dense_attention_masks
 from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.partitioners import default_partition
@@ -327,6 +328,10 @@ def aot_graph(
     `SymbolicShapeError` (catch it to compile with static sizes).
     """
     config = AotConfig(fw_compiler, bw_compiler, inference_compiler, decompositions, partition_fn)
+    if dense_attention_masks(gm):
+        guards.artifact_logger("perf_hints").info(
+            "attention masks with a broadcast last dim made contiguous for fused attention"
+        )
     flat_fn, tensors, slots = _lifted(gm, gm)
     values = _placeholder_values(gm)
     if len(values) == len(example_inputs) and is_symbolic(values):

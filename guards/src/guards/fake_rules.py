@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from guards.errors import DataDependentError
+from guards.logs import artifact_enabled, artifact_logger
 
 __all__ = [
     "DATA_DEPENDENT_OPS",
@@ -173,6 +174,10 @@ def _attention_kernel_choice(mode: Any, func: Any, args: tuple, kwargs: dict) ->
     device = tensors[0].device
     usable = device.type == "cpu" or (device.type == "cuda" and torch.cuda.is_available())
     if not usable or any(_symbolic(t) for t in tensors):
+        artifact_logger("perf_hints").info(
+            "attention kernel choice left to the meta kernel (unfused): %s",
+            "symbolic sizes" if usable else f"no usable {device.type} device",
+        )
         return NotImplemented
 
     def stand_in(value: Any) -> Any:
@@ -183,7 +188,16 @@ def _attention_kernel_choice(mode: Any, func: Any, args: tuple, kwargs: dict) ->
     with no_dispatch():
         real_args = tuple(stand_in(a) for a in args)
         real_kwargs = {name: stand_in(v) for name, v in kwargs.items()}
-        return func(*real_args, **real_kwargs)
+        choice = func(*real_args, **real_kwargs)
+    if artifact_enabled("perf_hints"):
+        described = [
+            f"{tuple(t.shape)}/{t.stride()}/{t.dtype}" if isinstance(t, torch.Tensor) else repr(t)
+            for t in (*args, *kwargs.values())
+        ]
+        artifact_logger("perf_hints").info(
+            "attention kernel choice %s for %s", choice, ", ".join(described)
+        )
+    return choice
 
 
 def _symbolic(tensor: torch.Tensor) -> bool:

@@ -1,0 +1,88 @@
+"""Broadcast attention masks get a dense copy so that a fused CUDA attention kernel can run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import fx
+
+import guards
+from aot_autograd import aot_graph
+from aot_autograd.attention import dense_attention_masks
+
+F = torch.nn.functional
+
+
+def _graph(by_position: bool = False) -> fx.GraphModule:
+    def fn(q, k, v, mask):
+        if by_position:
+            return F.scaled_dot_product_attention(q, k, v, mask)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.25)
+
+    return fx.symbolic_trace(fn)
+
+
+def _with_values(gm: fx.GraphModule, values: list) -> fx.GraphModule:
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, value in zip(placeholders, values):
+        node.meta["val"] = value
+    return gm
+
+
+def _fakes(device: str, mask_shape=(2, 1, 8, 1)):
+    """Fakes standing for tensors on `device` (no such device needed)."""
+    mode = guards.FakeTensorMode()
+    device = torch.device(device)
+
+    def fake(meta: torch.Tensor) -> torch.Tensor:
+        return guards.FakeTensor(mode, meta, device)
+
+    q, k, v = (
+        fake(torch.empty(2, 4, 8, 16, device="meta", dtype=torch.bfloat16)) for _ in range(3)
+    )
+    mask = torch.ones(mask_shape, dtype=torch.bool, device="meta").expand(2, 1, 8, 8)
+    return [q, k, v, fake(mask)]
+
+
+def _masks(gm: fx.GraphModule) -> list:
+    (call,) = [n for n in gm.graph.nodes if n.op == "call_function"]
+    return [call.kwargs.get("attn_mask", call.args[3] if len(call.args) > 3 else None)]
+
+
+@pytest.mark.parametrize("by_position", [False, True])
+def test_a_cuda_mask_broadcast_along_keys_is_made_dense(by_position):
+    gm = _with_values(_graph(by_position), _fakes("cuda:0"))
+    assert dense_attention_masks(gm) == 1
+    (mask,) = _masks(gm)
+    assert mask.op == "call_method" and mask.target == "contiguous"
+    assert mask.meta["val"].stride() == (64, 64, 8, 1)
+    assert mask.meta["val"].device.type == "cuda"
+    assert "contiguous" in gm.code
+
+
+def test_dense_masks_cpu_masks_and_graphs_without_values_are_left_alone():
+    dense = _with_values(_graph(), _fakes("cuda:0", mask_shape=(2, 1, 8, 8)))
+    cpu = _with_values(_graph(), _fakes("cpu"))
+    bare = _graph()
+    for gm in (dense, cpu, bare):
+        before = gm.code
+        assert dense_attention_masks(gm) == 0
+        assert gm.code == before
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_broadcast_mask_takes_a_fused_kernel_and_matches_eager():
+    q, k, v = (torch.randn(2, 4, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    mask = (torch.rand(2, 1, 128, 1, device="cuda") > 0.2).expand(2, 1, 128, 128)
+    seen: list[str] = []
+
+    def record(graph, example_inputs):
+        seen.extend(str(n.target) for n in graph.graph.nodes if n.op == "call_function")
+        return graph
+
+    gm = _with_values(_graph(), _fakes("cuda:0", mask_shape=(2, 1, 128, 1)))
+    compiled = aot_graph(gm, [q, k, v, mask], fw_compiler=record)
+    torch.testing.assert_close(
+        compiled(q, k, v, mask), F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.25)
+    )
+    assert not any("bmm" in target for target in seen), seen

@@ -1,0 +1,132 @@
+"""Where the host time of a compiled call goes, and what one Triton launch costs.
+
+    python tools/device/host_probe.py launch
+    python tools/device/host_probe.py mobilenet_v3_large,t5_small infer [--top 30]
+
+`launch`: microseconds per launch of a one-kernel graph through ember's
+launcher, through Triton's JIT entry, through the compiled binary's `run`
+directly, and eager's `torch.add`, each over 2000 launches.
+
+Model names: the wall time per call, then cProfile's top functions by own time
+over 10 calls (cProfile's own cost inflates Python time about 2x; read the
+shares, not the totals).
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "inductor_codegen" / "tests"))
+
+
+def _per_call_us(fn, n: int = 2000) -> float:
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / n * 1e6
+
+
+def launch() -> None:
+    from graph_helpers import trace
+
+    from inductor_codegen import compile_graph
+    from inductor_codegen.triton.runtime import TritonKernel
+
+    x = torch.randn(1024, device="cuda")
+    out = torch.empty_like(x)
+
+    def fn(a):
+        return a + 1
+
+    compiled = compile_graph(trace(fn, x), [x], options={"device_codegen": "triton"})
+    compiled(x)
+    (kernel,) = [v for v in compiled._call.__globals__.values() if isinstance(v, TritonKernel)]
+    kernel(x, out)
+    launcher = kernel.static_launcher
+    (runner,) = launcher.runners.values()
+    args = (x, out)
+    rows = {
+        "eager torch.add(x, 1, out=)": lambda: torch.add(x, 1, out=out),
+        "ember compiled graph (alloc + launch)": lambda: compiled(x),
+        "ember TritonKernel(x, out)": lambda: kernel(x, out),
+        "ember Launcher(args)": lambda: launcher(args),
+        "triton runner[grid](x, out)": lambda: runner(x, out, *launcher.constexpr_values),
+        "triton JIT fn[grid](...)": lambda: kernel.fn[launcher.grid](
+            x, out, **launcher.constexprs, **launcher.options
+        ),
+    }
+    compiled_kernel = None
+    try:
+        device = torch.cuda.current_device()
+        cache = kernel.fn.device_caches[device][0]
+        compiled_kernel = next(iter(cache.values()))
+    except Exception as error:  # the cache layout differs between Triton versions
+        print("no compiled kernel handle:", error)
+    if compiled_kernel is not None:
+        stream = torch.cuda.current_stream().cuda_stream
+        run = compiled_kernel.run
+        function = compiled_kernel.function
+        packed = compiled_kernel.packed_metadata
+        grid = launcher.grid
+        values = launcher.constexpr_values
+        rows["CompiledKernel.run direct"] = lambda: run(
+            grid[0], grid[1], grid[2], stream, function, packed, None, None, None, x, out, *values
+        )
+        import inspect
+
+        print(inspect.signature(type(compiled_kernel).__getitem__))
+    for name, fn in rows.items():
+        try:
+            print(f"{name:42s} {_per_call_us(fn):7.2f} us")
+        except Exception as error:
+            print(f"{name:42s} failed: {type(error).__name__}: {error}")
+
+
+def models(names: list[str], mode: str, top: int) -> None:
+    import gpu_bench
+
+    for name in names:
+        torch.manual_seed(0)
+        model, inputs = gpu_bench.MODELS[name][0]()
+        model = model.to("cuda")
+        dtype = torch.bfloat16 if mode == "infer" else torch.float32
+        model = model.eval().to(dtype) if mode == "infer" else model.train()
+        inputs = tuple(x.to("cuda", dtype if x.is_floating_point() else x.dtype) for x in inputs)
+        for backend in ("eager", "ember"):
+            target = model if backend == "eager" else gpu_bench.compiled_model(backend, model)
+            step = gpu_bench.make_step(target, inputs, mode)
+            step()
+            wall = _per_call_us(step, 20) / 1000
+            print(f"== {name} {mode} {backend}: wall {wall:.2f} ms per call")
+            if backend == "eager":
+                continue
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(10):
+                step()
+            torch.cuda.synchronize()
+            profiler.disable()
+            text = io.StringIO()
+            stats = pstats.Stats(profiler, stream=text)
+            stats.sort_stats("tottime").print_stats(top)
+            print("\n".join(text.getvalue().splitlines()[: top + 12]))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "launch":
+        launch()
+    else:
+        top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 30
+        models(sys.argv[1].split(","), sys.argv[2] if len(sys.argv) > 2 else "infer", top)
