@@ -187,6 +187,7 @@ class WrapperCodegen:
             lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
         lines.append("    args.clear()")
         lines += [f"    {line}" for line in self._symbol_lines(names)]
+        lines += [f"    {line}" for line in self.prologue(names)]
         for position, step in enumerate(steps):
             if isinstance(step, ExternBuffer):
                 self._extern(step)
@@ -199,9 +200,17 @@ class WrapperCodegen:
                 if isinstance(buf, ComputedBuffer) and name not in extern_read:
                     pool.setdefault(_pool_key(buf.layout), []).append(name)
                     continue
-                lines.append(f"    del {name}")
+                lines.append(f"    del {', '.join(self.held_names(name))}")
         lines.append(f"    return {self._outputs()}")
         return out
+
+    def prologue(self, input_names: list[str]) -> list[str]:
+        """Lines run once per call after the inputs are unpacked (none for C++)."""
+        return []
+
+    def held_names(self, name: str) -> list[str]:
+        """The locals holding buffer `name`, deleted together after its last use."""
+        return [name]
 
     def _uses(self, steps) -> list[set[str]]:
         uses = []

@@ -13,6 +13,7 @@ Matmul and convolution stay extern ATen calls (cuBLAS, cuDNN). With
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from pathlib import Path
 
@@ -132,7 +133,7 @@ def compile_triton_graph(
     done("load", lambda: "\n".join(str(p) for _, p in loaded.values()))
 
     # wrapper: the Python function that allocates buffers and launches kernels and ATen.
-    from inductor_codegen.triton.wrapper import generate_triton_wrapper
+    from inductor_codegen.triton.wrapper import aligned_copies, generate_triton_wrapper
     from inductor_codegen.wrapper import plain_spec
 
     wrapper = generate_triton_wrapper(graph, plan, {**sources, **templates})
@@ -145,6 +146,8 @@ def compile_triton_graph(
         "torch": torch,
         "aten": torch.ops.aten,
         "empty_strided": empty_strided,
+        "get_raw_stream": _stream_getter(device),
+        "aligned_copies": aligned_copies,
         "reinterpret": runtime.reinterpret,
         "ensure_layout": runtime.ensure_layout,
         "check_layout": runtime.check_layout,
@@ -175,6 +178,16 @@ def compile_triton_graph(
         unflatten=unflatten,
     )
     return _maybe_cudagraphs(compiled, device_options)
+
+
+def _stream_getter(device: torch.device):
+    """`get_raw_stream()`: the current CUDA stream of the graph's device, read once per call."""
+    from inductor_codegen.triton.runtime import interpreting
+
+    if device.type != "cuda" or interpreting():
+        return lambda: 0
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return functools.partial(torch._C._cuda_getCurrentRawStream, index)
 
 
 def _describe_templates(templates) -> str:

@@ -137,6 +137,7 @@ class Launcher:
         self.constexpr_values = tuple(constexprs.values())
         self.options = options
         self.runners: dict[tuple, object] = {}
+        self.binaries: dict[tuple, object] = {}  # the compiled kernel of each specialization
         self.fast = FAST_LAUNCH and not interpreting()
 
     def __call__(self, args) -> None:
@@ -154,13 +155,58 @@ class Launcher:
         if self.fast:
             try:
                 self.runners[key] = compiled[self.grid]
+                self.binaries[key] = compiled
             except Exception as error:  # a Triton without the launcher shortcut
                 artifact_logger("perf_hints").info("fast launch off: %s", error)
                 self.fast = False
 
 
+def _hooks_set() -> bool:
+    """Whether a Triton launch hook (a profiler such as proton) wants to see launches."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return False
+    for name in ("launch_enter_hook", "launch_exit_hook"):
+        hook = getattr(knobs.runtime, name, None)
+        if hook is not None and getattr(hook, "calls", True):
+            return True
+    return False
+
+
+def direct_launch(compiled, grid: tuple[int, int, int], constexpr_values: tuple):
+    """`launch(stream, *args)` calling a compiled kernel's launcher with nothing in between.
+
+    Triton's own entry (`compiled[grid](*args)`) looks up the current device and
+    stream and builds launch metadata on every call; here the grid, the function
+    handle and the packed metadata are bound once and the caller passes the stream.
+    """
+    run = compiled.run  # loads the binary onto the device on first access
+    function, packed = compiled.function, compiled.packed_metadata
+    gx, gy, gz = grid
+    if constexpr_values:
+
+        def launch(stream, *args):
+            run(gx, gy, gz, stream, function, packed, None, None, None, *args, *constexpr_values)
+
+    else:
+
+        def launch(stream, *args):
+            run(gx, gy, gz, stream, function, packed, None, None, None, *args)
+
+    return launch
+
+
 class TritonKernel:
-    """A launcher: `kernel(*tensors_and_scalars)` runs the kernel over its whole grid."""
+    """A launcher: `kernel(*tensors_and_scalars)` runs the kernel over its whole grid.
+
+    `kernel.launch(stream, *args)` is the wrapper's entry: the caller promises
+    that every tensor argument is 16-byte aligned (the wrapper copies a
+    misaligned input first) and passes the current CUDA stream. After the first
+    call it goes straight to the compiled binary for kernels with static sizes
+    and tensor arguments only; other kernels, the interpreter and runs with a
+    Triton launch hook set take `kernel(*args)`.
+    """
 
     def __init__(self, fn, source: TritonKernelSource, path: Path, *, autotune: bool, folder: Path):
         self.fn = fn
@@ -177,6 +223,28 @@ class TritonKernel:
         self.xnumel_code = (
             compile(source.xnumel_expr, "<xnumel>", "eval") if source.xnumel_expr else None
         )
+        self.launch = self._first_launch
+
+    def _first_launch(self, stream, *args) -> None:
+        self(*args)
+        launcher = self.static_launcher
+        if (
+            launcher is None
+            or not launcher.fast
+            or any(a.kind not in ("in", "out") for a in self.source.args)
+            or _hooks_set()
+        ):
+            self.launch = self._general_launch
+            return
+        key = specialization_key(args)
+        compiled = launcher.binaries.get(key)
+        if compiled is None or not all(key):  # a misaligned argument: the general path
+            self.launch = self._general_launch
+            return
+        self.launch = direct_launch(compiled, launcher.grid, launcher.constexpr_values)
+
+    def _general_launch(self, stream, *args) -> None:
+        self(*args)
 
     def warmup(self) -> None:
         """Compile for the default configuration without launching (tensor arguments as dtypes)."""
