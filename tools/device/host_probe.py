@@ -2,6 +2,7 @@
 
     python tools/device/host_probe.py launch
     python tools/device/host_probe.py mobilenet_v3_large,t5_small infer [--top 30]
+    python tools/device/host_probe.py compile bert_base train 60
 
 `launch`: microseconds per launch of a one-kernel graph through ember's
 launcher, through Triton's JIT entry, through the compiled binary's `run`
@@ -124,8 +125,34 @@ def models(names: list[str], mode: str, top: int) -> None:
             print("\n".join(text.getvalue().splitlines()[: top + 12]))
 
 
+def compile_profile(names: list[str], mode: str, top: int) -> None:
+    """cProfile of the first (compiling) call: the top functions by cumulative time."""
+    import gpu_bench
+
+    for name in names:
+        torch.manual_seed(0)
+        model, inputs = gpu_bench.MODELS[name][0]()
+        model = model.to("cuda")
+        dtype = torch.bfloat16 if mode == "infer" else torch.float32
+        model = model.eval().to(dtype) if mode == "infer" else model.train()
+        inputs = tuple(x.to("cuda", dtype if x.is_floating_point() else x.dtype) for x in inputs)
+        step = gpu_bench.make_step(gpu_bench.compiled_model("ember", model), inputs, mode)
+        profiler = cProfile.Profile()
+        start = time.perf_counter()
+        profiler.enable()
+        step()
+        torch.cuda.synchronize()
+        profiler.disable()
+        print(f"== compile {name} {mode}: {time.perf_counter() - start:.1f} s under cProfile")
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(top)
+        print("\n".join(text.getvalue().splitlines()[: top + 12]))
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "launch":
+    if sys.argv[1] == "compile":
+        compile_profile(sys.argv[2].split(","), sys.argv[3], int(sys.argv[4]))
+    elif sys.argv[1] == "launch":
         launch()
     else:
         top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 30
