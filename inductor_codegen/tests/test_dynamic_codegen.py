@@ -263,7 +263,7 @@ def _triton_graph(x, w):
         torch.softmax(x, -1) * 2 + x.mean(0, keepdim=True),
         x.sum(0),
         (x @ w).relu().reshape(n * 8),
-        x.t().contiguous() - torch.arange(n)[None, :],
+        x.t().contiguous() - torch.arange(n, device=x.device)[None, :],
     )
 
 
