@@ -29,19 +29,18 @@ def _with_values(gm: fx.GraphModule, values: list) -> fx.GraphModule:
     return gm
 
 
-def _fakes(device: str, mask_shape=(2, 1, 8, 1)):
-    """Fakes standing for tensors on `device` (no such device needed)."""
+def _fakes(device: str, mask_keys: int = 1, length: int = 8, head: int = 16):
+    """Fakes standing for q, k, v and a mask on `device` (no such device needed); the mask
+    is broadcast along the keys when `mask_keys` is 1."""
     mode = guards.FakeTensorMode()
     device = torch.device(device)
 
     def fake(meta: torch.Tensor) -> torch.Tensor:
         return guards.FakeTensor(mode, meta, device)
 
-    q, k, v = (
-        fake(torch.empty(2, 4, 8, 16, device="meta", dtype=torch.bfloat16)) for _ in range(3)
-    )
-    mask = torch.ones(mask_shape, dtype=torch.bool, device="meta").expand(2, 1, 8, 8)
-    return [q, k, v, fake(mask)]
+    qkv = [torch.empty(2, 4, length, head, device="meta", dtype=torch.bfloat16) for _ in range(3)]
+    mask = torch.ones(2, 1, length, mask_keys, dtype=torch.bool, device="meta")
+    return [*map(fake, qkv), fake(mask.expand(2, 1, length, length))]
 
 
 def _masks(gm: fx.GraphModule) -> list:
@@ -61,7 +60,7 @@ def test_a_cuda_mask_broadcast_along_keys_is_made_dense(by_position):
 
 
 def test_dense_masks_cpu_masks_and_graphs_without_values_are_left_alone():
-    dense = _with_values(_graph(), _fakes("cuda:0", mask_shape=(2, 1, 8, 8)))
+    dense = _with_values(_graph(), _fakes("cuda:0", mask_keys=8))
     cpu = _with_values(_graph(), _fakes("cpu"))
     bare = _graph()
     for gm in (dense, cpu, bare):
@@ -73,14 +72,15 @@ def test_dense_masks_cpu_masks_and_graphs_without_values_are_left_alone():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_a_broadcast_mask_takes_a_fused_kernel_and_matches_eager():
     q, k, v = (torch.randn(2, 4, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    mask = (torch.rand(2, 1, 128, 1, device="cuda") > 0.2).expand(2, 1, 128, 128)
+    # As transformers builds it with no padding: every key allowed, the key dim broadcast.
+    mask = torch.ones(2, 1, 128, 1, dtype=torch.bool, device="cuda").expand(2, 1, 128, 128)
     seen: list[str] = []
 
     def record(graph, example_inputs):
         seen.extend(str(n.target) for n in graph.graph.nodes if n.op == "call_function")
         return graph
 
-    gm = _with_values(_graph(), _fakes("cuda:0", mask_shape=(2, 1, 128, 1)))
+    gm = _with_values(_graph(), _fakes("cuda:0", length=128, head=64))
     compiled = aot_graph(gm, [q, k, v, mask], fw_compiler=record)
     torch.testing.assert_close(
         compiled(q, k, v, mask), F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.25)
