@@ -16,6 +16,7 @@ all; the code generator never decides one from the example sizes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import sympy
@@ -212,14 +213,25 @@ def contiguous_strides(sizes: Sequence[Index]) -> tuple[Index, ...]:
 
 
 def flat_index(index: Sequence[Index], strides: Sequence[Index], offset: Index = 0) -> Index:
+    """`offset + sum(index * strides)`, simplified.
+
+    Memoized: the layers of a model repeat the same index and stride patterns,
+    and the expansion in `simplify_index` dominates lowering time otherwise.
+    """
+    return _flat_index(tuple(index), tuple(strides), offset)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _flat_index(index: tuple, strides: tuple, offset: Index) -> Index:
     result = as_index(offset)
     for i, s in zip(index, strides):
         result = result + i * s
     return simplify_index(result)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def simplify_index(expr: Index) -> Index:
-    """Fold `c*b*FloorDiv(n, b) + c*IndexMod(n, b)` into `c*n`, repeatedly."""
+    """Fold `c*b*FloorDiv(n, b) + c*IndexMod(n, b)` into `c*n`, repeatedly (memoized)."""
     expr = sympy.expand(expr)
     changed = True
     while changed and expr.is_Add:

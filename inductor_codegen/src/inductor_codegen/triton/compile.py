@@ -128,7 +128,9 @@ def compile_triton_graph(
         from inductor_codegen.triton.runtime import precompile
 
         precompile(
-            [k for k in launchers.values() if isinstance(k, TritonKernel)], opts.compile_workers
+            [k for k in launchers.values() if isinstance(k, TritonKernel)],
+            opts.compile_workers,
+            device.index if device.index is not None else torch.cuda.current_device(),
         )
     done("load", lambda: "\n".join(str(p) for _, p in loaded.values()))
 

@@ -246,14 +246,15 @@ class TritonKernel:
     def _general_launch(self, stream, *args) -> None:
         self(*args)
 
-    def warmup(self) -> None:
-        """Compile for the default configuration without launching (tensor arguments as dtypes)."""
+    def warmup(self):
+        """Compile for the default configuration without launching (tensor arguments as dtypes);
+        the compiled kernel, or a future of it under Triton's async compile mode."""
         from inductor_codegen.triton.ops import TRITON_DTYPES
 
         torch_dtype = {text: dtype for dtype, text in TRITON_DTYPES.items()}
         mock = [torch_dtype[a.ctype] for a in self.source.args]
         config = self.config or default_config(self.source)
-        self.fn.warmup(*mock, grid=(1,), **config.constexprs(), num_warps=config.num_warps)
+        return self.fn.warmup(*mock, grid=(1,), **config.constexprs(), num_warps=config.num_warps)
 
     def __call__(self, *args) -> None:
         launcher = self.static_launcher
@@ -350,8 +351,21 @@ class TritonKernel:
         return f"{self.source.name[:40]}_{digest.hexdigest()[:24]}"
 
 
-def precompile(kernels: list[TritonKernel], workers: int | None = None) -> None:
-    """Compile kernels in parallel before their first launch (Triton's async compile mode).
+def _load_binary(compiled, device_index: int) -> None:
+    """Load a compiled kernel onto the device and build its launcher (a C stub compiled
+    once per argument signature), so the first launch finds both ready."""
+    try:
+        with torch.cuda.device(device_index):
+            compiled._init_handles()
+    except Exception as error:  # the first launch loads it instead, and reports a real error
+        artifact_logger("perf_hints").info("loading a kernel before its launch failed: %s", error)
+
+
+def precompile(
+    kernels: list[TritonKernel], workers: int | None = None, device_index: int | None = None
+) -> None:
+    """Compile kernels in parallel before their first launch (Triton's async compile mode),
+    then load them onto the device and build their launchers in parallel too.
 
     Kernels with scalar inputs, the interpreter, and Triton versions without
     the async mode compile at their first launch instead.
@@ -367,11 +381,12 @@ def precompile(kernels: list[TritonKernel], workers: int | None = None) -> None:
         return
     log = artifact_logger("perf_hints")
     try:
-        with (
-            ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 4) as pool,
-            AsyncCompileMode(pool),
-        ):
-            for kernel in wanted:
-                kernel.warmup()
+        with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 4) as pool:
+            with AsyncCompileMode(pool):
+                pending = [kernel.warmup() for kernel in wanted]
+            if device_index is not None:
+                compiled = [getattr(p, "result", lambda p=p: p)() for p in pending]
+                loadable = [c for c in compiled if hasattr(c, "_init_handles")]
+                list(pool.map(lambda c: _load_binary(c, device_index), loadable))
     except Exception as error:  # the kernels still compile at their first launch
         log.info("parallel precompile failed, compiling at first launch: %s", error)
