@@ -141,13 +141,10 @@ def compile_triton_graph(
     wrapper = generate_triton_wrapper(graph, plan, {**sources, **templates})
     done("wrapper", lambda: wrapper.text)
 
-    def empty_strided(size, stride, dtype):
-        return torch.empty_strided(size, stride, dtype=dtype, device=device)
-
     namespace = {
         "torch": torch,
         "aten": torch.ops.aten,
-        "empty_strided": empty_strided,
+        "empty_strided": functools.partial(torch.empty_strided, device=device),
         "get_raw_stream": _stream_getter(device),
         "aligned_copies": aligned_copies,
         "reinterpret": runtime.reinterpret,

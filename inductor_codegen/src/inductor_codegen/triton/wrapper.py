@@ -50,8 +50,8 @@ class TritonWrapperCodegen(WrapperCodegen):
         self.unchecked: set[str] = self._unchecked_names()
 
     def allocation(self, layout: Layout) -> str:
-        # `empty_strided` is bound to the graph's device when the wrapper is loaded.
-        return f"empty_strided({layout_args(layout)}, {layout.dtype})"
+        # `empty_strided` is torch.empty_strided with the graph's device bound (no frame).
+        return f"empty_strided({layout_args(layout)}, dtype={layout.dtype})"
 
     def _unchecked_names(self) -> set[str]:
         """Tensors whose alignment the wrapper cannot vouch for: fallback results and
