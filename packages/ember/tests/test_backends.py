@@ -181,7 +181,8 @@ def test_inductor_on_gpu_inputs_keeps_variance_for_one_pass_welford(monkeypatch)
     table = backends._gpu_table()
     assert aten.var_mean.correction in prim_decomp.inductor_default
     assert aten.var_mean.correction not in table and aten.var.correction not in table
-    assert len(table) == len(prim_decomp.inductor_default) - 2
+    assert aten.embedding_dense_backward.default not in table  # ATen's kernel, not a scatter
+    assert len(table) == len(prim_decomp.inductor_default) - 3
     assert not backends._on_gpu([torch.randn(4, 8), 3])
     # the GPU table's graphs (variance kept whole) compile and match eager
     used = []
@@ -193,3 +194,20 @@ def test_inductor_on_gpu_inputs_keeps_variance_for_one_pass_welford(monkeypatch)
     compiled.load_state_dict(norm.state_dict())
     torch.testing.assert_close(compiled(x), norm(x))
     assert used
+
+
+def test_gpu_table_keeps_the_embedding_backward_whole(monkeypatch):
+    table = backends._gpu_table()
+    seen = []
+    monkeypatch.setattr(backends, "_on_gpu", lambda inputs: True)
+    monkeypatch.setattr(backends, "_gpu_table", lambda: seen.append(table) or table)
+    torch.manual_seed(0)
+    embedding = torch.nn.Embedding(32, 8)
+    index = torch.randint(0, 32, (64, 64))
+    compiled = ember.compile(embedding, backend="inductor")
+    compiled(index).sin().sum().backward()
+    got = embedding.weight.grad.clone()
+    embedding.weight.grad = None
+    embedding(index).sin().sum().backward()
+    torch.testing.assert_close(got, embedding.weight.grad)
+    assert seen

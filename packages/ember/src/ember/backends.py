@@ -103,14 +103,27 @@ _GPU_TABLE: list[Any] = []
 
 
 def _gpu_table() -> Any:
-    """inductor_default less the variance rules, for Triton: its Welford lowering reads
-    the input once where the two-pass rule reads it twice (long batch-norm rows). The
-    C++ path keeps the two passes, which are cheaper there than Welford's divisions."""
+    """inductor_default less two rules, for Triton.
+
+    - The variance rules: Triton's Welford lowering reads the input once where the
+      two-pass rule reads it twice (long batch-norm rows). The C++ path keeps the
+      two passes, which are cheaper there than Welford's divisions.
+    - The embedding backward: the rule is an accumulating `index_put`, which on the
+      GPU is ATen's sort-based scatter, serialized over repeated indices (T5's
+      relative-position table of 32 rows, read 262144 times: 10 ms a call). ATen's
+      own embedding backward, which eager runs, takes well under a millisecond.
+    """
     if not _GPU_TABLE:
         from prim_decomp import inductor_default
 
         aten = torch.ops.aten
-        _GPU_TABLE.append(inductor_default.without(aten.var_mean.correction, aten.var.correction))
+        _GPU_TABLE.append(
+            inductor_default.without(
+                aten.var_mean.correction,
+                aten.var.correction,
+                aten.embedding_dense_backward.default,
+            )
+        )
     return _GPU_TABLE[0]
 
 
