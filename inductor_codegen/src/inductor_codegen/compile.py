@@ -277,7 +277,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> 
     )
 
 
-def _write_wrapper(text: str, kernel_text: str, cache_dir) -> Path:
+def _write_wrapper(text: str, kernel_text: str, cache_dir, language: str = "C++") -> Path:
     folder = Path(cache_dir or default_cache_dir()) / "wrappers"
     folder.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256((text + kernel_text).encode()).hexdigest()[:20]
@@ -285,7 +285,7 @@ def _write_wrapper(text: str, kernel_text: str, cache_dir) -> Path:
     if not path.exists():
         full = (
             text
-            + "\n\n# Kernels (C++):\n"
+            + f"\n\n# Kernels ({language}):\n"
             + "".join(f"# {line}\n" for line in kernel_text.splitlines())
         )
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

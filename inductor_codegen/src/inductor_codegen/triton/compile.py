@@ -154,7 +154,7 @@ def compile_triton_graph(
         **graph.constants,
         **launchers,
     }
-    path = _write_wrapper(wrapper.text, kernel_text, opts.cache_dir)
+    path = _write_wrapper(wrapper.text, kernel_text, opts.cache_dir, "Triton")
     exec(compile(wrapper.text, str(path), "exec"), namespace)
     if artifact_enabled("output_code"):
         artifact_logger("output_code").info(

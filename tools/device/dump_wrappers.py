@@ -1,0 +1,66 @@
+"""Compile a benchmark model with ember, time it against eager, and keep its wrappers.
+
+    python tools/device/dump_wrappers.py llama,t5_small train $OUT
+
+For each model: eager and ember wall ms per call (20 calls after warm-up), the
+ATen calls the generated wrappers make, counted by op, and the wrapper files
+copied under `$OUT/<model>_<mode>/` to read offline.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import gpu_bench  # noqa: E402
+
+
+def _wall_ms(step, repeats: int = 20) -> float:
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / repeats * 1000
+
+
+def main(names: list[str], mode: str, out: Path) -> None:
+    from inductor_codegen.cpp_build import default_cache_dir
+
+    wrappers = Path(default_cache_dir()) / "wrappers"
+    for name in names:
+        torch.manual_seed(0)
+        model, inputs = gpu_bench.MODELS[name][0]()
+        model = model.to("cuda")
+        dtype = torch.bfloat16 if mode == "infer" else torch.float32
+        model = model.eval().to(dtype) if mode == "infer" else model.train()
+        inputs = tuple(x.to("cuda", dtype if x.is_floating_point() else x.dtype) for x in inputs)
+        eager = _wall_ms(gpu_bench.make_step(model, inputs, mode))
+        before = set(wrappers.glob("*.py")) if wrappers.exists() else set()
+        step = gpu_bench.make_step(gpu_bench.compiled_model("ember", model), inputs, mode)
+        ember = _wall_ms(step)
+        print(f"== {name} {mode}: eager {eager:.2f} ms, ember {ember:.2f} ms")
+        folder = out / f"{name}_{mode}"
+        folder.mkdir(parents=True, exist_ok=True)
+        calls: collections.Counter[str] = collections.Counter()
+        for path in sorted(set(wrappers.glob("*.py")) - before):
+            text = path.read_text()
+            shutil.copy(path, folder / path.name)
+            calls.update(re.findall(r"= (aten_\w+|ensure_layout)\(", text))
+            calls["triton launches"] += len(re.findall(r"\.launch\(stream0", text))
+            calls["triton checked calls"] += len(re.findall(r"^    triton_\w+\(", text, re.M))
+        for op, count in calls.most_common():
+            print(f"   {count:5d}  {op}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1].split(","), sys.argv[2], Path(sys.argv[3]))
