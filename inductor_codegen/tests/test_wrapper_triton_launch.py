@@ -132,3 +132,38 @@ def test_aligned_copies_keep_strides_and_values():
     copy, same = aligned_copies(view, aligned)
     assert same is aligned and copy.data_ptr() % 16 == 0
     assert copy.stride() == view.stride() and torch.equal(copy, view)
+
+
+def test_a_cast_naming_its_own_device_is_a_kernel_not_an_aten_copy(tmp_path):
+    """Autocast's casts name the device they stay on; only a move between devices is ATen's."""
+    pytest.importorskip("triton")
+
+    def fn(x):
+        return torch.ops.aten._to_copy.default(x, dtype=torch.bfloat16, device=x.device) * 2
+
+    x = torch.randn(8, 32, device=DEVICE)
+    options = {"device_codegen": "triton", "cache_dir": str(tmp_path)}
+    compiled = compile_graph(trace(fn, x), [x], options=options)
+    assert "aten__to_copy" not in compiled.wrapper_path.read_text()
+    torch.testing.assert_close(compiled(x), fn(x))
+
+
+def test_only_a_move_between_devices_falls_back():
+    from torch import fx
+
+    import guards
+    from inductor_codegen.lowering.pointwise import _moves
+
+    def node_on(device: str) -> fx.Node:
+        graph = fx.Graph()
+        x = graph.placeholder("x")
+        meta = torch.empty(2, device="meta")
+        x.meta["val"] = guards.FakeTensor(guards.FakeTensorMode(), meta, torch.device(device))
+        return graph.call_function(torch.ops.aten._to_copy.default, (x,))
+
+    assert not _moves(node_on("cuda:0"), torch.device("cuda"))
+    assert not _moves(node_on("cuda:0"), torch.device("cuda:0"))
+    assert not _moves(node_on("cpu"), torch.device("cpu"))
+    assert _moves(node_on("cuda:0"), torch.device("cpu"))
+    assert _moves(node_on("cpu"), torch.device("cuda:0"))
+    assert _moves(node_on("cuda:0"), torch.device("cuda:1"))

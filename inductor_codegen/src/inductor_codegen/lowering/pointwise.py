@@ -345,9 +345,19 @@ def to_copy(
     non_blocking=False,
     memory_format=None,
 ):
-    if device is not None and torch.device(device).type != "cpu":
+    if device is not None and _moves(node, torch.device(device)):
         return ctx.fallback(node, (x,), dict(dtype=dtype, layout=layout, device=device))
     return make_pointwise(node, lambda v: v, x, compute_dtype=x.dtype)
+
+
+def _moves(node, target: torch.device) -> bool:
+    """Whether `_to_copy` moves its input to another device (a copy ATen makes): a cast
+    that names the input's own device (autocast's casts do) is a pointwise kernel."""
+    source = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    if not isinstance(source, torch.Tensor):
+        return target.type != "cpu"
+    here = source.device
+    return target.type != here.type or (target.index is not None and target.index != here.index)
 
 
 @register_lowering(aten.clone.default)
