@@ -129,6 +129,22 @@ def test_equals_guard(value, same, different):
     assert not ok and ("mismatch" in why)
 
 
+def test_equals_guard_takes_the_seen_object_at_once_and_checks_others_fully():
+    stride = (1, 1)
+    guards = GuardSet()
+    guards.add_equals(X, stride)
+    assert "x is ___seen" in guards.compile().source
+    assert _both(guards, {"x": stride}) == (True, None)
+    assert _both(guards, {"x": tuple([1, 1])}) == (True, None)  # equal, another object
+    assert not _both(guards, {"x": (True, True)})[0]  # equal under ==, other item types
+    assert not _both(guards, {"x": (1, 2)})[0]
+    momentum = 0.1
+    guards = GuardSet()
+    guards.add_equals(X, momentum)
+    assert _both(guards, {"x": float("0.1")}) == (True, None)
+    assert not _both(guards, {"x": 0.2})[0]
+
+
 def test_equals_guard_rejects_other_objects():
     with pytest.raises(GuardsError, match="EqualsGuard supports"):
         EqualsGuard(X, [1, 2])

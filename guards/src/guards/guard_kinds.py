@@ -248,17 +248,20 @@ class EqualsGuard(Guard):
         if isinstance(expected, torch.dtype):
             return [(self.rank, f"{name} is {code.const(expected, 'dtype')}")]
         exact = f"type({name}) is {code.const(type(expected), 'type')}"
-        if _literal(expected):
-            return [(self.rank, f"{exact} and {name} == {expected!r}")]
         if type(expected) is float and math.isnan(expected):
             return [(self.rank, f"{exact} and {name} != {name}")]
+        # An immutable value is usually the very object seen when compiling (a module's
+        # `stride` tuple, its `eps`): `is` answers that at once, the full check the rest.
+        seen = code.const(expected, "seen")
+        if _literal(expected):
+            return [(self.rank, f"{name} is {seen} or ({exact} and {name} == {expected!r})")]
         if isinstance(expected, tuple) and all(_literal(item) for item in expected):
             types = tuple(type(item) for item in expected)
             return [
                 (
                     self.rank,
-                    f"{exact} and {name} == {tuple(expected)!r} and "
-                    f"tuple(map(type, {name})) == {code.const(types, 'types')}",
+                    f"{name} is {seen} or ({exact} and {name} == {tuple(expected)!r} and "
+                    f"tuple(map(type, {name})) == {code.const(types, 'types')})",
                 )
             ]
         if isinstance(expected, tuple):
