@@ -22,6 +22,7 @@ from torch import fx
 from torch.utils import _python_dispatch
 
 import guards
+from aot_autograd.cse import eliminate_common_subexpressions
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
 from aot_autograd.tracer import AtenTracer, GraphRecorder, TensorRecord
@@ -351,6 +352,7 @@ def _trace(
     gm = _finish(recorder, [*forward_nodes, *grad_nodes])
     if decompositions and any(n.target in decompositions for n in gm.graph.nodes):
         gm = decompose_functional(gm, decompositions)
+    eliminate_common_subexpressions(gm)
     return TracedProgram(
         graph_module=gm,
         num_inputs=len(values),
