@@ -167,3 +167,23 @@ def test_only_a_move_between_devices_falls_back():
     assert _moves(node_on("cuda:0"), torch.device("cpu"))
     assert _moves(node_on("cpu"), torch.device("cuda:0"))
     assert _moves(node_on("cuda:0"), torch.device("cuda:1"))
+
+
+def test_direct_launch_passes_the_grid_stream_handles_and_constexprs_in_order():
+    from inductor_codegen.triton.runtime import direct_launch
+
+    calls = []
+
+    class Compiled:  # the attributes of Triton's CompiledKernel that a launch reads
+        function, packed_metadata = "function", "metadata"
+
+        def run(self, *args):
+            calls.append(args)
+
+    direct_launch(Compiled(), (4, 2, 1), (128, 64))(7, "a", "b")
+    direct_launch(Compiled(), (1, 1, 1), ())(0, "x")
+    hooks = (None, None, None)  # launch metadata and the enter / exit hooks
+    assert calls == [
+        (4, 2, 1, 7, "function", "metadata", *hooks, "a", "b", 128, 64),
+        (1, 1, 1, 0, "function", "metadata", *hooks, "x"),
+    ]
