@@ -82,12 +82,17 @@ def _gather_graph():
     return fn
 
 
-def test_kernels_take_the_stream_and_aligned_inputs(tmp_path):
+def _compiled_gather_graph(tmp_path):
+    """(compiled, fn, x, b): the gather graph compiled for Triton at x [6, 16], b [16]."""
     pytest.importorskip("triton")
     fn = _gather_graph()
     x, b = torch.randn(6, 16, device=DEVICE), torch.randn(16, device=DEVICE)
     options = {"device_codegen": "triton", "cache_dir": str(tmp_path)}
-    compiled = compile_graph(trace(fn, x, b), [x, b], options=options)
+    return compile_graph(trace(fn, x, b), [x, b], options=options), fn, x, b
+
+
+def test_kernels_take_the_stream_and_aligned_inputs(tmp_path):
+    compiled, fn, x, b = _compiled_gather_graph(tmp_path)
     text = compiled.wrapper_path.read_text()
     assert "stream0 = get_raw_stream()" in text
     assert "aligned_copies(x_1, b_1)" in text
@@ -109,11 +114,7 @@ def test_kernels_take_the_stream_and_aligned_inputs(tmp_path):
 
 
 def test_misaligned_inputs_are_copied_and_match_eager(tmp_path):
-    pytest.importorskip("triton")
-    fn = _gather_graph()
-    x, b = torch.randn(6, 16, device=DEVICE), torch.randn(16, device=DEVICE)
-    options = {"device_codegen": "triton", "cache_dir": str(tmp_path)}
-    compiled = compile_graph(trace(fn, x, b), [x, b], options=options)
+    compiled, fn, x, b = _compiled_gather_graph(tmp_path)
     compiled(x, b)
     for _ in range(2):
         x_off = torch.randn(6 * 16 + 1, device=DEVICE)[1:].view(6, 16)

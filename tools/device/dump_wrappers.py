@@ -13,24 +13,9 @@ import collections
 import re
 import shutil
 import sys
-import time
 from pathlib import Path
 
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import gpu_bench  # noqa: E402
-
-
-def _wall_ms(step, repeats: int = 20) -> float:
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        step()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / repeats * 1000
+from common import gpu_bench, prepared, wall_ms
 
 
 def main(names: list[str], mode: str, out: Path) -> None:
@@ -38,16 +23,11 @@ def main(names: list[str], mode: str, out: Path) -> None:
 
     wrappers = Path(default_cache_dir()) / "wrappers"
     for name in names:
-        torch.manual_seed(0)
-        model, inputs = gpu_bench.MODELS[name][0]()
-        model = model.to("cuda")
-        dtype = torch.bfloat16 if mode == "infer" else torch.float32
-        model = model.eval().to(dtype) if mode == "infer" else model.train()
-        inputs = tuple(x.to("cuda", dtype if x.is_floating_point() else x.dtype) for x in inputs)
-        eager = _wall_ms(gpu_bench.make_step(model, inputs, mode))
+        model, inputs = prepared(name, mode)
+        eager = wall_ms(gpu_bench.make_step(model, inputs, mode))
         before = set(wrappers.glob("*.py")) if wrappers.exists() else set()
         step = gpu_bench.make_step(gpu_bench.compiled_model("ember", model), inputs, mode)
-        ember = _wall_ms(step)
+        ember = wall_ms(step)
         print(f"== {name} {mode}: eager {eager:.2f} ms, ember {ember:.2f} ms")
         folder = out / f"{name}_{mode}"
         folder.mkdir(parents=True, exist_ok=True)

@@ -23,20 +23,21 @@ import time
 from pathlib import Path
 
 import torch
+from common import gpu_bench, prepared, wall_ms
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "inductor_codegen" / "tests"))
 
 
-def _per_call_us(fn, n: int = 2000) -> float:
-    for _ in range(20):
-        fn()
+def _profiled(run, sort: str, top: int) -> str:
+    """cProfile's top `top` functions by `sort` while `run()` runs (then a device sync)."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run()
     torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(n):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / n * 1e6
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats(sort).print_stats(top)
+    return "\n".join(text.getvalue().splitlines()[: top + 12])
 
 
 def launch() -> None:
@@ -90,63 +91,32 @@ def launch() -> None:
         print(inspect.signature(type(compiled_kernel).__getitem__))
     for name, fn in rows.items():
         try:
-            print(f"{name:42s} {_per_call_us(fn):7.2f} us")
+            print(f"{name:42s} {wall_ms(fn, 2000) * 1000:7.2f} us")
         except Exception as error:
             print(f"{name:42s} failed: {type(error).__name__}: {error}")
 
 
 def models(names: list[str], mode: str, top: int) -> None:
-    import gpu_bench
-
     for name in names:
-        torch.manual_seed(0)
-        model, inputs = gpu_bench.MODELS[name][0]()
-        model = model.to("cuda")
-        dtype = torch.bfloat16 if mode == "infer" else torch.float32
-        model = model.eval().to(dtype) if mode == "infer" else model.train()
-        inputs = tuple(x.to("cuda", dtype if x.is_floating_point() else x.dtype) for x in inputs)
+        model, inputs = prepared(name, mode)
         for backend in ("eager", "ember"):
             target = model if backend == "eager" else gpu_bench.compiled_model(backend, model)
             step = gpu_bench.make_step(target, inputs, mode)
             step()
-            wall = _per_call_us(step, 20) / 1000
-            print(f"== {name} {mode} {backend}: wall {wall:.2f} ms per call")
-            if backend == "eager":
-                continue
-            profiler = cProfile.Profile()
-            profiler.enable()
-            for _ in range(10):
-                step()
-            torch.cuda.synchronize()
-            profiler.disable()
-            text = io.StringIO()
-            stats = pstats.Stats(profiler, stream=text)
-            stats.sort_stats("tottime").print_stats(top)
-            print("\n".join(text.getvalue().splitlines()[: top + 12]))
+            print(f"== {name} {mode} {backend}: wall {wall_ms(step):.2f} ms per call")
+            if backend == "ember":
+                print(_profiled(lambda s=step: [s() for _ in range(10)], "tottime", top))
 
 
 def compile_profile(names: list[str], mode: str, top: int) -> None:
     """cProfile of the first (compiling) call: the top functions by cumulative time."""
-    import gpu_bench
-
     for name in names:
-        torch.manual_seed(0)
-        model, inputs = gpu_bench.MODELS[name][0]()
-        model = model.to("cuda")
-        dtype = torch.bfloat16 if mode == "infer" else torch.float32
-        model = model.eval().to(dtype) if mode == "infer" else model.train()
-        inputs = tuple(x.to("cuda", dtype if x.is_floating_point() else x.dtype) for x in inputs)
+        model, inputs = prepared(name, mode)
         step = gpu_bench.make_step(gpu_bench.compiled_model("ember", model), inputs, mode)
-        profiler = cProfile.Profile()
         start = time.perf_counter()
-        profiler.enable()
-        step()
-        torch.cuda.synchronize()
-        profiler.disable()
+        text = _profiled(step, "cumulative", top)
         print(f"== compile {name} {mode}: {time.perf_counter() - start:.1f} s under cProfile")
-        text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(top)
-        print("\n".join(text.getvalue().splitlines()[: top + 12]))
+        print(text)
 
 
 if __name__ == "__main__":

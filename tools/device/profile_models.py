@@ -10,25 +10,10 @@ call, and the top kernels by total time. Writes nothing; prints a short table.
 from __future__ import annotations
 
 import sys
-import time
-from pathlib import Path
 
 import torch
+from common import gpu_bench, prepared, wall_ms
 from torch.profiler import ProfilerActivity, profile
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import gpu_bench  # noqa: E402
-
-
-def _wall_ms(step, repeats: int = 20) -> float:
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        step()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / repeats * 1000
 
 
 def _profile(step, repeats: int = 5) -> tuple[float, int, list]:
@@ -52,18 +37,12 @@ def main(argv: list[str]) -> None:
     if "--torch-first" in argv:  # gpu_bench's order: torch.compile runs before ember
         backends = ["eager", "torch", "ember"]
     for name in names:
-        make = gpu_bench.MODELS[name][0]
-        torch.manual_seed(0)
-        model, inputs = make()
-        model = model.to("cuda")
-        dtype = torch.bfloat16 if mode == "infer" else torch.float32
-        model = model.eval().to(dtype) if mode == "infer" else model.train()
-        inputs = tuple(x.to("cuda", dtype if x.is_floating_point() else x.dtype) for x in inputs)
+        model, inputs = prepared(name, mode)
         for backend in backends:
             target = model if backend == "eager" else gpu_bench.compiled_model(backend, model)
             step = gpu_bench.make_step(target, inputs, mode)
             step()
-            wall = _wall_ms(step)
+            wall = wall_ms(step)
             gpu, launches, top = _profile(step)
             print(
                 f"== {name} {mode} {backend}: wall {wall:.2f} ms, kernels {gpu:.2f} ms, "
