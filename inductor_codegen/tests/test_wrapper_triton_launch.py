@@ -188,3 +188,25 @@ def test_direct_launch_passes_the_grid_stream_handles_and_constexprs_in_order():
         (4, 2, 1, 7, "function", "metadata", *hooks, "a", "b", 128, 64),
         (1, 1, 1, 0, "function", "metadata", *hooks, "x"),
     ]
+
+
+def test_kernels_with_the_same_text_share_one_function(tmp_path):
+    """Each layer's copy of a fused kernel is one Triton function, compiled once."""
+    pytest.importorskip("triton")
+
+    w = torch.randn(32, 32, device=DEVICE) / 8
+
+    def fn(x):
+        for _ in range(3):  # three identical layers, a matmul between them
+            x = torch.nn.functional.layer_norm(x, x.shape[-1:]).relu() @ w
+        return x
+
+    x = torch.randn(8, 32, device=DEVICE)
+    options = {"device_codegen": "triton", "cache_dir": str(tmp_path)}
+    compiled = compile_graph(trace(fn, x), [x], options=options)
+    torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
+    kernels = _kernels(compiled)
+    functions = {id(k.fn) for k in kernels}
+    assert len(kernels) >= 3 and len(functions) < len(kernels)
+    modules = list((tmp_path / "triton" / "kernels").glob("*.py"))
+    assert len(modules) == len(functions)

@@ -185,6 +185,7 @@ class TritonKernelCodegen:
         self.pointer_names: dict[str, str] = {}
         self.scalars: dict[str, str] = {}
         self.produced = set(kernel.nodes)
+        self.local_names: dict[str, str] = {}
         self.groups = [i for i in kernel.items if isinstance(i, LoopGroup)]
         self.column = self._column_reduction()
         looped = self.column and self._elements() > COLUMN_PERSISTENT_ELEMENTS
@@ -294,7 +295,9 @@ class TritonKernelCodegen:
         if compute_dtype(value_dtype) != compute_dtype(dtype) or dtype == torch.bool:
             value_text = cast_text(value_text, value_dtype, dtype)
         if name in self.kernel.locals_:
-            var = f"{name}_v"
+            # Numbered per kernel, not named after the buffer: each layer's copy of a
+            # kernel then has the same text, and the same compiled function.
+            var = self.local_names.setdefault(name, f"local{len(self.local_names)}")
             scope.line(f"{var} = {value_text}")
             scope.cache[(Load(name, index, dtype), None)] = var
             return

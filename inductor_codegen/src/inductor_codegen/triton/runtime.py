@@ -67,8 +67,20 @@ def libdevice_module():
     return libdevice
 
 
+def kernel_function_name(source: TritonKernelSource) -> str:
+    """The name of the Triton function for `source`: its kind and a digest of its text.
+
+    Kernels with the same text (the same fused ops of every layer of a model) get
+    the same function, compiled once: Triton's cache key is the function's source,
+    name included, so per-step names would compile each layer's copy again.
+    """
+    kind = source.name.rstrip("0123456789").rstrip("_") or "triton_kernel"
+    digest = hashlib.sha256(source.source.encode()).hexdigest()[:12]
+    return f"{kind[:48]}_{digest}"
+
+
 def kernel_module_text(source: TritonKernelSource) -> str:
-    return MODULE_HEADER + source.source.replace("KERNEL_NAME", source.name)
+    return MODULE_HEADER + source.source.replace("KERNEL_NAME", kernel_function_name(source))
 
 
 def _import(path: Path, name: str):
@@ -83,24 +95,25 @@ def _import(path: Path, name: str):
 
 
 def load_kernels(sources: list[TritonKernelSource], folder: Path, workers: int | None = None):
-    """{kernel name: (jit function, module path)}: written once by content hash, imported in parallel."""
+    """{kernel name: (jit function, module path)}: one module per distinct kernel text,
+    written once by content hash and imported in parallel; steps with the same text
+    share the function (and so its compiled binaries)."""
     kernel_dir = folder / "kernels"
     kernel_dir.mkdir(parents=True, exist_ok=True)
+    modules: dict[Path, str] = {}  # module path -> its function's name
     paths = {}
     for source in sources:
-        text = kernel_module_text(source)
-        digest = hashlib.sha256(text.encode()).hexdigest()[:24]
-        path = kernel_dir / f"{source.name[:60]}_{digest}.py"
-        if not path.exists():
+        function = kernel_function_name(source)
+        path = kernel_dir / f"{function}.py"
+        if path not in modules and not path.exists():
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(text)
+            tmp.write_text(kernel_module_text(source))
             os.replace(tmp, path)
+        modules[path] = function
         paths[source.name] = path
-    with ThreadPoolExecutor(max_workers=workers or min(8, len(sources) or 1)) as pool:
-        functions = dict(
-            zip(paths, pool.map(lambda item: _import(item[1], item[0]), paths.items()))
-        )
-    return {name: (functions[name], paths[name]) for name in paths}
+    with ThreadPoolExecutor(max_workers=workers or min(8, len(modules) or 1)) as pool:
+        functions = dict(zip(modules, pool.map(lambda item: _import(*item), modules.items())))
+    return {name: (functions[path], path) for name, path in paths.items()}
 
 
 def _specialization(value) -> object:
@@ -348,7 +361,7 @@ class TritonKernel:
         digest = hashlib.sha256()
         for name, value in parts:
             digest.update(f"{name}={value}\n".encode())
-        return f"{self.source.name[:40]}_{digest.hexdigest()[:24]}"
+        return f"{kernel_function_name(self.source)[:40]}_{digest.hexdigest()[:24]}"
 
 
 def _load_binary(compiled, device_index: int) -> None:
