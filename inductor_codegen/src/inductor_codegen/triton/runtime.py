@@ -399,7 +399,9 @@ def precompile(
                 pending = [kernel.warmup() for kernel in wanted]
             if device_index is not None:
                 compiled = [getattr(p, "result", lambda p=p: p)() for p in pending]
-                loadable = [c for c in compiled if hasattr(c, "_init_handles")]
+                # One load per binary: kernels with the same text share it.
+                unique = {id(c): c for c in compiled if hasattr(c, "_init_handles")}
+                loadable = list(unique.values())
                 list(pool.map(lambda c: _load_binary(c, device_index), loadable))
     except Exception as error:  # the kernels still compile at their first launch
         log.info("parallel precompile failed, compiling at first launch: %s", error)
