@@ -28,6 +28,7 @@ from inductor_codegen.ir import (
     expr_loads,
 )
 from inductor_codegen.lowering.scatter import Scatter
+from inductor_codegen.op_text import SHARED_OPS, call, infix
 from inductor_codegen.runtime import IndexCheck
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
 from inductor_codegen.symbols import expr_symbols, kernel_size_symbols
@@ -106,14 +107,6 @@ def compute_type(dtype: torch.dtype) -> str:
     return COMPUTE_TYPES[dtype]
 
 
-def _call(fn):
-    return lambda args, dtypes, out: f"{fn}({', '.join(args)})"
-
-
-def _infix(symbol):
-    return lambda args, dtypes, out: f"({args[0]} {symbol} {args[1]})"
-
-
 def _bool_infix(bitwise, logical):
     """The bitwise form on two bools already in variables (no branch keeps the loop
     from vectorizing); the short-circuit one otherwise (inline text may guard a load)."""
@@ -138,75 +131,62 @@ def _integral_or(int_fn, float_fn):
 
 
 CPP_OPS = {
-    "add": _infix("+"),
-    "sub": _infix("-"),
-    "mul": _infix("*"),
-    "truediv": _infix("/"),
+    **SHARED_OPS,
     "floordiv": _templated("ember_floordiv"),
     "truncdiv": _templated("ember_truncdiv"),
     "remainder": _templated("ember_remainder"),
     "fmod": _templated("ember_fmod"),
-    "pow": _integral_or(_templated("ember_ipow"), _call("std::pow")),
+    "pow": _integral_or(_templated("ember_ipow"), call("std::pow")),
     "maximum": _templated("ember_maximum"),
     "minimum": _templated("ember_minimum"),
     "clamp_min": _templated("ember_maximum"),
     "clamp_max": _templated("ember_minimum"),
-    "fmax": _call("std::fmax"),
-    "fmin": _call("std::fmin"),
-    "atan2": _call("std::atan2"),
-    "hypot": _call("std::hypot"),
-    "copysign": _call("std::copysign"),
-    "eq": _infix("=="),
-    "ne": _infix("!="),
-    "lt": _infix("<"),
-    "le": _infix("<="),
-    "gt": _infix(">"),
-    "ge": _infix(">="),
+    "fmax": call("std::fmax"),
+    "fmin": call("std::fmin"),
+    "atan2": call("std::atan2"),
+    "hypot": call("std::hypot"),
+    "copysign": call("std::copysign"),
     "logical_and": _bool_infix("&", "&&"),
     "logical_or": _bool_infix("|", "||"),
-    "logical_xor": _infix("!="),
-    "bitwise_and": _infix("&"),
-    "bitwise_or": _infix("|"),
-    "bitwise_xor": _infix("^"),
+    "logical_xor": infix("!="),
     "where": lambda a, d, o: f"({a[0]} ? {a[1]} : {a[2]})",
-    "neg": lambda a, d, o: f"(-{a[0]})",
-    "abs": _call("std::abs"),
-    "exp": _call("std::exp"),
-    "exp2": _call("std::exp2"),
-    "expm1": _call("std::expm1"),
-    "log": _call("std::log"),
-    "log2": _call("std::log2"),
-    "log10": _call("std::log10"),
-    "log1p": _call("std::log1p"),
-    "sqrt": _call("std::sqrt"),
+    "abs": call("std::abs"),
+    "exp": call("std::exp"),
+    "exp2": call("std::exp2"),
+    "expm1": call("std::expm1"),
+    "log": call("std::log"),
+    "log2": call("std::log2"),
+    "log10": call("std::log10"),
+    "log1p": call("std::log1p"),
+    "sqrt": call("std::sqrt"),
     "rsqrt": lambda a, d, o: f"({compute_type(o)}(1) / std::sqrt({a[0]}))",
-    "sin": _call("std::sin"),
-    "cos": _call("std::cos"),
-    "tan": _call("std::tan"),
-    "asin": _call("std::asin"),
-    "acos": _call("std::acos"),
-    "atan": _call("std::atan"),
-    "sinh": _call("std::sinh"),
-    "cosh": _call("std::cosh"),
-    "tanh": _call("std::tanh"),
-    "asinh": _call("std::asinh"),
-    "acosh": _call("std::acosh"),
-    "atanh": _call("std::atanh"),
-    "erf": _call("std::erf"),
-    "erfc": _call("std::erfc"),
-    "lgamma": _call("std::lgamma"),
+    "sin": call("std::sin"),
+    "cos": call("std::cos"),
+    "tan": call("std::tan"),
+    "asin": call("std::asin"),
+    "acos": call("std::acos"),
+    "atan": call("std::atan"),
+    "sinh": call("std::sinh"),
+    "cosh": call("std::cosh"),
+    "tanh": call("std::tanh"),
+    "asinh": call("std::asinh"),
+    "acosh": call("std::acosh"),
+    "atanh": call("std::atanh"),
+    "erf": call("std::erf"),
+    "erfc": call("std::erfc"),
+    "lgamma": call("std::lgamma"),
     "sigmoid": _templated("ember_sigmoid"),
     "sign": _templated("ember_sign"),
     "relu": _templated("ember_relu"),
     "reciprocal": lambda a, d, o: f"({compute_type(o)}(1) / {a[0]})",
-    "floor": _call("std::floor"),
-    "ceil": _call("std::ceil"),
-    "round": _call("std::nearbyint"),
-    "trunc": _call("std::trunc"),
+    "floor": call("std::floor"),
+    "ceil": call("std::ceil"),
+    "round": call("std::nearbyint"),
+    "trunc": call("std::trunc"),
     "frac": lambda a, d, o: f"({a[0]} - std::trunc({a[0]}))",
-    "isnan": _call("std::isnan"),
-    "isinf": _call("std::isinf"),
-    "signbit": _call("std::signbit"),
+    "isnan": call("std::isnan"),
+    "isinf": call("std::isinf"),
+    "signbit": call("std::signbit"),
     "logical_not": lambda a, d, o: f"(!{a[0]})",
     "bitwise_not": lambda a, d, o: f"(!{a[0]})" if o == torch.bool else f"(~{a[0]})",
 }
