@@ -130,7 +130,7 @@ def compile_triton_graph(
         precompile(
             [k for k in launchers.values() if isinstance(k, TritonKernel)],
             opts.compile_workers,
-            device.index if device.index is not None else torch.cuda.current_device(),
+            _device_index(device),
         )
     done("load", lambda: "\n".join(str(p) for _, p in loaded.values()))
 
@@ -185,8 +185,12 @@ def _stream_getter(device: torch.device):
 
     if device.type != "cuda" or interpreting():
         return lambda: 0
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return functools.partial(torch._C._cuda_getCurrentRawStream, index)
+    return functools.partial(torch._C._cuda_getCurrentRawStream, _device_index(device))
+
+
+def _device_index(device: torch.device) -> int:
+    """The index of a CUDA device (`cuda` alone is the current one)."""
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 def _describe_templates(templates) -> str:
