@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.utils._pytree as pytree
 from dynamic_graphs import trace_symbolic
+from opinfo_samples import one_graph
 from test_opinfo import FULL, _cases, _sample_fns
 
 from inductor_codegen import DynamicShapeError, compile_graph
@@ -39,16 +40,7 @@ def test_opinfo_forward_with_symbolic_sizes(info):
             continue
     if not cases:
         pytest.skip("no sample runs eagerly")
-    counts = [len(t) for _, t, _ in cases]
-
-    def all_samples(*flat):
-        outputs, start = [], 0
-        for (fn, _, _), n in zip(cases, counts):
-            outputs.append(fn(*flat[start : start + n]))
-            start += n
-        return tuple(outputs)
-
-    flat = [t for _, tensors, _ in cases for t in tensors]
+    all_samples, flat = one_graph(cases)
     dynamic = {i: [d for d, s in enumerate(t.shape) if s >= 2] for i, t in enumerate(flat)}
     try:
         gm, examples = trace_symbolic(all_samples, *flat, dynamic=dynamic)

@@ -12,10 +12,8 @@ import os
 
 import pytest
 import torch
-from graph_helpers import flat_tensor_inputs, trace
+from opinfo_samples import compile_and_check, sample_fns
 from torch.testing._internal.common_methods_invocations import op_db
-
-from inductor_codegen import compile_graph
 
 FULL = os.environ.get("EMBER_FULL_OPINFO") == "1"
 SAMPLES_PER_OP = 8 if FULL else 4
@@ -147,58 +145,15 @@ def _cases():
 
 
 def _sample_fns(info):
-    fns = []
-    for sample in list(info.sample_inputs("cpu", torch.float32))[:SAMPLES_PER_OP]:
-        tensors, rebuild = flat_tensor_inputs(sample.input, sample.args, sample.kwargs)
-
-        def fn(*ts, _rebuild=rebuild):
-            inp, args, kwargs = _rebuild(*ts)
-            return info.op(inp, *args, **kwargs)
-
-        fns.append((fn, [t.clone() for t in tensors]))
-    return fns
+    return sample_fns(info, "cpu", SAMPLES_PER_OP)
 
 
 @pytest.mark.parametrize("info", list(_cases()))
 def test_opinfo_forward(info):
-    cases = []
-    for fn, tensors in _sample_fns(info):
-        try:
-            expected = fn(*tensors)
-            trace(fn, *tensors)
-        except Exception:  # the reference front end cannot trace this sample
-            continue
-        cases.append((fn, tensors, expected))
-    if not cases:
-        pytest.skip("no sample could be traced by make_fx")
-    counts = [len(t) for _, t, _ in cases]
-
-    def all_samples(*flat):
-        outputs, start = [], 0
-        for (fn, _, _), n in zip(cases, counts):
-            outputs.append(fn(*flat[start : start + n]))
-            start += n
-        return outputs
-
-    flat = [t for _, tensors, _ in cases for t in tensors]
-    gm = trace(all_samples, *flat)
-    if not _close(gm(*flat), [expected for _, _, expected in cases]):
-        pytest.skip("the make_fx graph itself differs from eager (a front-end problem)")
-    compiled = compile_graph(gm, flat)
-    actual = compiled(*flat)
-    for (_, _, expected), got in zip(cases, actual):
-        torch.testing.assert_close(got, expected, equal_nan=True, rtol=1e-4, atol=1e-5)
+    compiled = compile_and_check(info, "cpu", SAMPLES_PER_OP)
     _report(info, compiled)
     if "<whole graph>" in compiled.fallbacks:
         pytest.skip("the traced graph mutates tensors; it ran through ATen, not compiled")
-
-
-def _close(actual, expected) -> bool:
-    try:
-        torch.testing.assert_close(actual, expected, equal_nan=True, rtol=1e-4, atol=1e-5)
-    except (AssertionError, TypeError, ValueError):
-        return False
-    return True
 
 
 def _report(info, compiled) -> None:

@@ -17,10 +17,8 @@ if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
 import pytest  # noqa: E402
-from graph_helpers import flat_tensor_inputs, trace  # noqa: E402
+from opinfo_samples import compile_and_check  # noqa: E402
 from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
-
-from inductor_codegen import compile_graph  # noqa: E402
 
 pytest.importorskip("triton")
 pytestmark = pytest.mark.triton_interpret
@@ -60,49 +58,8 @@ def _cases():
         yield pytest.param(info, id=name, marks=marks)
 
 
-def _close(actual, expected) -> bool:
-    try:
-        torch.testing.assert_close(actual, expected, equal_nan=True, rtol=1e-4, atol=1e-5)
-    except (AssertionError, TypeError, ValueError):
-        return False
-    return True
-
-
 @pytest.mark.parametrize("info", list(_cases()))
 def test_opinfo_forward_triton(info):
-    cases = []
-    for sample in list(info.sample_inputs(DEVICE, torch.float32))[:SAMPLES_PER_OP]:
-        tensors, rebuild = flat_tensor_inputs(sample.input, sample.args, sample.kwargs)
-
-        def fn(*ts, _rebuild=rebuild):
-            inp, args, kwargs = _rebuild(*ts)
-            return info.op(inp, *args, **kwargs)
-
-        tensors = [t.clone() for t in tensors]
-        try:
-            expected = fn(*tensors)
-            trace(fn, *tensors)
-        except Exception:  # the reference front end cannot trace this sample
-            continue
-        cases.append((fn, tensors, expected))
-    if not cases:
-        pytest.skip("no sample could be traced by make_fx")
-    counts = [len(t) for _, t, _ in cases]
-
-    def all_samples(*flat):
-        outputs, start = [], 0
-        for (fn, _, _), n in zip(cases, counts):
-            outputs.append(fn(*flat[start : start + n]))
-            start += n
-        return outputs
-
-    flat = [t for _, tensors, _ in cases for t in tensors]
-    gm = trace(all_samples, *flat)
-    if not _close(gm(*flat), [expected for _, _, expected in cases]):
-        pytest.skip("the make_fx graph itself differs from eager (a front-end problem)")
-    compiled = compile_graph(gm, flat, options={"device_codegen": "triton"})
-    actual = compiled(*flat)
-    for (_, _, expected), got in zip(cases, actual):
-        torch.testing.assert_close(got, expected, equal_nan=True, rtol=1e-4, atol=1e-5)
+    compiled = compile_and_check(info, DEVICE, SAMPLES_PER_OP, {"device_codegen": "triton"})
     if "<whole graph>" in compiled.fallbacks:
         pytest.skip("the traced graph mutates tensors; it ran through ATen, not compiled")
