@@ -37,7 +37,7 @@ from inductor_codegen.errors import DynamicShapeError, UnsupportedGraphError
 from inductor_codegen.ir import TensorValue
 from inductor_codegen.lowering import LOWERINGS, GraphLowering
 from inductor_codegen.options import Options
-from inductor_codegen.scheduler import FusedKernel, describe, schedule
+from inductor_codegen.scheduler import FusedKernel, describe, memoized_bodies, schedule
 from inductor_codegen.symbols import shape_env_of, shape_env_state
 
 __all__ = [
@@ -195,6 +195,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> 
     it runs at every size, reading the symbols from its inputs at each call, or
     DynamicShapeError is raised at compile time (compile with static sizes then).
     """
+    with memoized_bodies():
+        return _compile_graph(gm, example_inputs, options)
+
+
+def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> CompiledGraph:
     from inductor_codegen.triton.options import split_device_options, wants_triton
 
     device_options, options = split_device_options(options)

@@ -17,6 +17,9 @@ its kernel, and that is no output, becomes a local variable (no memory).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import sympy
@@ -91,8 +94,35 @@ def unsqueeze_index(ranges, variables) -> tuple[Index, ...]:
     return tuple(sympy.Integer(0) if r == 1 else next(it) for r in ranges)
 
 
+_BODIES: ContextVar[dict | None] = ContextVar("ember_node_bodies", default=None)
+
+
+@contextlib.contextmanager
+def memoized_bodies() -> Iterator[None]:
+    """Inside, `node_body` remembers what it computed: fusion planning and code
+    generation ask for the same bodies many times. Scoped to one compile, so the
+    buffers (and the lowering state their loaders hold) are not kept after it."""
+    token = _BODIES.set({})
+    try:
+        yield
+    finally:
+        _BODIES.reset(token)
+
+
 def node_body(buf: ComputedBuffer, outer: tuple, inner_prefix: str):
-    """(value, store index, inner ranges) of `buf` in a loop nest over `outer`, or None.
+    """(value, store index, inner ranges) of `buf` in a loop nest over `outer`, or None."""
+    cache = _BODIES.get()
+    if cache is None:
+        return _node_body(buf, outer, inner_prefix)
+    key = (id(buf), tuple(outer), inner_prefix)
+    known = cache.get(key)
+    if known is None or known[0] is not buf:
+        known = cache[key] = (buf, _node_body(buf, outer, inner_prefix))
+    return known[1]
+
+
+def _node_body(buf: ComputedBuffer, outer: tuple, inner_prefix: str):
+    """node_body, computed.
 
     A pointwise buffer fits when a prefix of its (size-1-free) ranges has the
     same number of elements as `outer`; a reduction when its ranges do. Its

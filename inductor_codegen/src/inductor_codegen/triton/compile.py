@@ -33,7 +33,7 @@ from inductor_codegen.cpp_build import default_cache_dir
 from inductor_codegen.errors import UnsupportedGraphError
 from inductor_codegen.lowering.split import SplitPolicy, active_split_policy, split_reductions
 from inductor_codegen.options import Options
-from inductor_codegen.scheduler import FusedKernel, Schedule, describe
+from inductor_codegen.scheduler import FusedKernel, Schedule, describe, memoized_bodies
 from inductor_codegen.triton.codegen import generate_triton_kernel
 from inductor_codegen.triton.options import TritonOptions, split_device_options
 from inductor_codegen.triton.random import TRITON_LOWERINGS
@@ -63,6 +63,11 @@ def compile_triton_graph(
     any inputs with `options={"device_codegen": "triton"}`). `device` holds the
     GPU options when the caller split them from `options` already.
     """
+    with memoized_bodies():
+        return _compile_triton_graph(gm, example_inputs, options, device)
+
+
+def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     device_options, rest = split_device_options(options)
     device_options = device or device_options
     opts = Options.from_mapping(rest)
