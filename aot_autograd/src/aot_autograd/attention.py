@@ -45,7 +45,10 @@ def _needs_dense(mask: fx.Node) -> bool:
     value = mask.meta.get("val")
     if not isinstance(value, torch.Tensor) or value.device.type != "cuda" or value.dim() == 0:
         return False
-    return value.shape[-1] > 1 and value.stride(-1) != 1
+    last, stride = value.shape[-1], value.stride(-1)
+    if not (isinstance(last, int) and isinstance(stride, int)):
+        return False  # symbolic: asking would add a guard on the sizes
+    return last > 1 and stride != 1
 
 
 def dense_attention_masks(gm: fx.GraphModule) -> int:
