@@ -12,8 +12,9 @@ from inductor_codegen import compile_graph
 TOLERANCE = {"equal_nan": True, "rtol": 1e-4, "atol": 1e-5}
 
 
-def sample_fns(info, device: str, limit: int) -> list:
-    """[(fn, tensors)]: the first `limit` float32 samples, each `fn(*tensors)` = the op."""
+def sample_fns(info, device: str, limit: int | None) -> list:
+    """[(fn, tensors)]: the first `limit` float32 samples (all with None), each
+    `fn(*tensors)` = the op."""
     fns = []
     for sample in list(info.sample_inputs(device, torch.float32))[:limit]:
         tensors, rebuild = flat_tensor_inputs(sample.input, sample.args, sample.kwargs)

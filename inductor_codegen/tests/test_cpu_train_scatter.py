@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from graph_helpers import check, compile_fn, flat_tensor_inputs, trace
+from graph_helpers import check, compile_fn, trace
+from opinfo_samples import sample_fns
 from torch.testing._internal.common_methods_invocations import op_db
 
 from inductor_codegen import compile_graph
@@ -32,14 +33,7 @@ def _opinfo_cases():
 @pytest.mark.parametrize("info", list(_opinfo_cases()))
 def test_opinfo_scatter_samples(info):
     compared = 0
-    for sample in info.sample_inputs("cpu", torch.float32):
-        tensors, rebuild = flat_tensor_inputs(sample.input, sample.args, sample.kwargs)
-
-        def fn(*ts, _rebuild=rebuild):
-            inp, args, kwargs = _rebuild(*ts)
-            return info.op(inp, *args, **kwargs)
-
-        tensors = [t.clone() for t in tensors]
+    for fn, tensors in sample_fns(info, "cpu", limit=None):
         try:
             expected = fn(*[t.clone() for t in tensors])
             gm = trace(fn, *[t.clone() for t in tensors])

@@ -309,17 +309,10 @@ def _split_cases():
 
 @pytest.mark.parametrize("info", list(_split_cases()))
 def test_opinfo_reductions_split(info):
-    from graph_helpers import flat_tensor_inputs
+    from opinfo_samples import sample_fns
 
     checked = 0
-    for sample in list(info.sample_inputs(DEVICE, torch.float32))[:4]:
-        tensors, rebuild = flat_tensor_inputs(sample.input, sample.args, sample.kwargs)
-
-        def fn(*ts, _rebuild=rebuild):
-            inp, args, kwargs = _rebuild(*ts)
-            return info.op(inp, *args, **kwargs)
-
-        tensors = [t.clone() for t in tensors]
+    for fn, tensors in sample_fns(info, DEVICE, limit=4):
         try:
             expected = fn(*tensors)
             gm = trace(fn, *tensors)

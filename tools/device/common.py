@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -28,12 +27,5 @@ def prepared(name: str, mode: str) -> tuple[torch.nn.Module, tuple]:
 
 def wall_ms(step, repeats: int = 20) -> float:
     """Milliseconds per call of `step` run back to back (host and GPU overlapped), after
-    three warm-up calls."""
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        step()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / repeats * 1000
+    three warm-up calls: gpu_bench's back-to-back timing."""
+    return gpu_bench.back_to_back_time(step, repeats) * 1000
