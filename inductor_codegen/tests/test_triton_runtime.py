@@ -47,6 +47,14 @@ def test_looped_reductions_pick_tiles_by_memory_order():
     assert across_rows.xblock > 1 and across_rows.rblocks[0] < along_rows.rblocks[0]
 
 
+def test_short_column_rows_get_wide_tiles():
+    kernel = TritonKernelSource(
+        "k", "", (), 1 << 20, (GroupMeta("reduction", 4, True),), False, 0, column_reduction=True
+    )
+    config = default_config(kernel)
+    assert config.rblocks == (4,) and config.xblock == 1024
+
+
 def test_pointwise_and_tiled_configs():
     assert default_config(source(10)).xblock == 16  # never wider than the next power of 2
     assert default_config(source(10**7)).xblock == 1024

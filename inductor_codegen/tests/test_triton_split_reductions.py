@@ -176,6 +176,17 @@ def test_large_column_reduction_loops_over_wide_tiles():
     assert "for r0offset in range" not in final  # the partials in one block
 
 
+def test_short_column_reduction_reads_whole_rows():
+    # grouped-query attention's backward: 4 query heads' gradients summed per key head,
+    # [8, 4 kv heads, 4 repeats, 512 * 64] summed over the repeats (compiled, not run)
+    grad = torch.empty(8, 4, 4, 512 * 64)
+    compiled = compile_split(lambda g: g.sum(dim=2), grad, policy=SplitPolicy())
+    (kernel,) = compiled.artifact("codegen").split("@triton.jit")[1:]
+    assert "for r0offset in range" not in kernel  # one block of 4 rows, not a 64-row tile
+    # just over the size where column reductions loop, run against eager
+    check(lambda g: g.sum(dim=2), torch.randn(2, 4, 4, 8200), policy=SplitPolicy())
+
+
 def test_partial_kernel_keeps_its_pointwise_producers():
     x, y = torch.randn(6, 3, 11, 13), torch.randn(3, 1, 1)
     compiled = check(lambda x, y: (torch.relu(x * y) + 1).sum(dim=(0, 2, 3)), x, y)

@@ -37,7 +37,14 @@ from inductor_codegen.indexing import (
 from inductor_codegen.ir import ComputedBuffer, ExternBuffer, Load, Op, Pointwise, expr_loads
 from inductor_codegen.lowering.scatter import Scatter, Target
 
-__all__ = ["FusedKernel", "LoopGroup", "Schedule", "schedule", "squeeze_ranges"]
+__all__ = [
+    "FusedKernel",
+    "LoopGroup",
+    "Schedule",
+    "outer_level_horizontal_fusion",
+    "schedule",
+    "squeeze_ranges",
+]
 
 MAX_KERNEL_NODES = 48
 # The shortest inner loop a split of an outer loop may leave (see _split_outer).
@@ -95,6 +102,33 @@ def unsqueeze_index(ranges, variables) -> tuple[Index, ...]:
 
 
 _BODIES: ContextVar[dict | None] = ContextVar("ember_node_bodies", default=None)
+_OUTER_LEVEL_ONLY: ContextVar[bool] = ContextVar("ember_outer_level_horizontal", default=False)
+
+
+@contextlib.contextmanager
+def outer_level_horizontal_fusion() -> Iterator[None]:
+    """Inside, a horizontal fusion may not put work in an inner pointwise loop.
+
+    A GPU kernel runs its outer loop in parallel and each program's inner loops
+    in sequence: the casts of three weights [768, 768], [768, 3072] and
+    [50257, 768] joined under an outer loop of 768 would run as 768 programs
+    looping over rows (1.6 ms for what three flat kernels do in 0.3 ms). A CPU
+    kernel's threads split the outer loop either way, so the C++ driver keeps
+    the wider rule.
+    """
+    token = _OUTER_LEVEL_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _OUTER_LEVEL_ONLY.reset(token)
+
+
+def _inner_pointwise_nodes(plan) -> int:
+    return sum(
+        len(item.nodes)
+        for item in plan[1]
+        if isinstance(item, LoopGroup) and item.kind == "pointwise"
+    )
 
 
 @contextlib.contextmanager
@@ -394,6 +428,7 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
     later ones (horizontal fusion), the most recent first.
     """
     log = artifact_logger("schedule")
+    outer_only = _OUTER_LEVEL_ONLY.get()
     by_name = {b.name: b for b in buffers}
     steps: list = []  # ExternBuffer, or [plan, list of ComputedBuffer]
     produced_at: dict[str, int] = {}
@@ -440,6 +475,9 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
                     continue
                 if mixes_strides(plan, step[1] + [buf]) and not mixes_strides(step[0], step[1]):
                     log.debug("%s stays out of a kernel (strided in its vector loop)", buf.name)
+                    continue
+                if outer_only and _inner_pointwise_nodes(plan) > _inner_pointwise_nodes(step[0]):
+                    log.debug("%s stays out of a kernel (it would loop inside)", buf.name)
                     continue
             log.debug("fuse %s into kernel with %s", buf.name, ", ".join(b.name for b in step[1]))
             step[0] = plan

@@ -6,6 +6,7 @@ graph inputs, and the outputs as `TensorValue`s (views of buffers or inputs).
 
 from __future__ import annotations
 
+import math
 import operator
 from collections import Counter
 from dataclasses import dataclass
@@ -30,11 +31,20 @@ from inductor_codegen.ir import (
     Reduction,
     ScalarArg,
     TensorValue,
+    expr_loads,
     expr_size,
 )
 from inductor_codegen.lowering.registry import LoweringTable
 
-__all__ = ["BufferRef", "GraphLowering", "SUPPORTED_DTYPES"]
+__all__ = ["BufferRef", "GraphLowering", "SUPPORTED_DTYPES", "dense_layout", "load_order"]
+
+aten = torch.ops.aten
+# ATen calls whose result layout does not depend on their operands' strides and
+# that read any dense operand in place (BLAS takes either orientation of a
+# matrix): an operand computed for them is stored in the order its loads read.
+ANY_ORDER_OPERANDS = frozenset(
+    {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default}
+)
 
 SUPPORTED_DTYPES = frozenset(
     {
@@ -286,17 +296,45 @@ class GraphLowering:
         self._counter += 1
         return name
 
-    def realize(self, value: TensorValue, layout_hint: Layout | None = None) -> TensorValue:
-        """Store `value` in a new buffer (a Pointwise node); return a view of it."""
+    def realize(
+        self, value: TensorValue, layout_hint: Layout | None = None, order: tuple | None = None
+    ) -> TensorValue:
+        """Store `value` in a new buffer (a Pointwise node); return a view of it.
+
+        `order` (dims outermost to innermost): store it densely in that order, the
+        loop running along memory (`layout_hint` is then ignored).
+        """
         if value.view is not None:
             return value
         layout = layout_hint
-        if layout is None or layout.size != value.size or layout.dtype != value.dtype:
+        if order is not None:
+            layout = dense_layout(value.dtype, value.size, order)
+        elif layout is None or layout.size != value.size or layout.dtype != value.dtype:
             layout = Layout.contiguous(value.dtype, value.size)
         known = self._realized.get(id(value))
         if known is not None and known[0] is value and known[1].view.layout == layout:
             return known[1]
+        if order is not None:
+            return self._store_in_order(value, layout, order)
         buf = ComputedBuffer(self.new_name(), layout, Pointwise(value.size, value.loader))
+        self.add_buffer(buf)
+        stored = TensorValue.of_buffer(buf.name, layout)
+        self._realized[id(value)] = (value, stored)
+        return stored
+
+    def _store_in_order(self, value: TensorValue, layout: Layout, order: tuple) -> TensorValue:
+        """`value` computed over its dims in `order` into a contiguous buffer; returned as the
+        view with its own dims (`layout`), as channels-last copies are."""
+        loader = value.loader
+        position = {d: k for k, d in enumerate(order)}
+
+        def in_order(idx, _load=loader, _position=position):
+            return _load(tuple(idx[_position[d]] for d in range(len(_position))))
+
+        sizes = tuple(value.size[d] for d in order)
+        buf = ComputedBuffer(
+            self.new_name(), Layout.contiguous(value.dtype, sizes), Pointwise(sizes, in_order)
+        )
         self.add_buffer(buf)
         stored = TensorValue.of_buffer(buf.name, layout)
         self._realized[id(value)] = (value, stored)
@@ -313,22 +351,32 @@ class GraphLowering:
         self.buffers.append(buf)
         self.buffer_by_name[buf.name] = buf
 
-    def extern_arg(self, value):
-        """An argument for an extern call: tensors become BufferRefs (realized if needed)."""
+    def extern_arg(self, value, any_order: bool = False):
+        """An argument for an extern call: tensors become BufferRefs (realized if needed).
+
+        `any_order`: the call reads matrices in either orientation, so a computed
+        operand is stored in its loads' order (`load_order`) and passed as a view:
+        the cast of a weight used transposed is a contiguous copy, not a transpose.
+        """
         if isinstance(value, TensorValue):
-            value = self.realize(value)
+            order = None
+            if any_order and value.view is None:
+                order = load_order(value)
+                if order is not None and value.ndim - 1 - order[-1] >= 2:
+                    order = None  # BLAS wants one of the matrix dims innermost
+            value = self.realize(value, order=order)
             view = value.view
             base_layout = self.buffer_by_name[view.buffer].layout
             if base_layout is not None and base_layout == view.layout:
                 return BufferRef(view.buffer)
             return BufferRef(view.buffer, view.layout)
         if isinstance(value, (list, tuple)):
-            return type(value)(self.extern_arg(v) for v in value)
+            return type(value)(self.extern_arg(v, any_order) for v in value)
         return value
 
     def extern(self, node, op, args, kwargs, *, is_fallback: bool):
         """Call ATen `op` from the wrapper; its outputs become buffers with meta layouts."""
-        ext_args = self.extern_arg(tuple(args))
+        ext_args = self.extern_arg(tuple(args), op in ANY_ORDER_OPERANDS)
         ext_kwargs = {k: self.extern_arg(v) for k, v in kwargs.items()}
         reads = tuple(
             ref.name
@@ -413,6 +461,42 @@ def layout_of(value: torch.Tensor, where: str) -> Layout:
         tuple(as_index(s) for s in value.shape),
         tuple(as_index(s) for s in value.stride()),
     )
+
+
+def load_order(value: TensorValue) -> tuple[int, ...] | None:
+    """`value`'s dims from outermost to innermost in the memory its first full load
+    reads (a load indexing every dim of size > 1 linearly), when that is not its own
+    row-major order; None when it is, or when no load says (sizes symbolic,
+    index math with division, two dims at one stride)."""
+    n = value.ndim
+    if n < 2 or not all(isinstance(s, sympy.Integer) for s in value.size):
+        return None
+    xs = tuple(sympy.Symbol(f"o{d}", integer=True, nonnegative=True) for d in range(n))
+    for load in expr_loads(value.loader(xs)):
+        index = sympy.expand(load.index)
+        coeffs = [index.coeff(x) for x in xs]
+        if not all(c.is_Integer and c >= 0 for c in coeffs):
+            continue
+        if (index - sum(c * x for c, x in zip(coeffs, xs))).free_symbols:
+            continue  # division or modulo of a dim
+        wide = [d for d in range(n) if value.size[d] != 1]
+        if any(coeffs[d] == 0 for d in wide):
+            continue  # broadcast along a dim: says nothing of its order
+        if len({coeffs[d] for d in wide}) != len(wide):
+            return None
+        order = tuple(sorted(range(n), key=lambda d: -coeffs[d] if d in wide else -math.inf))
+        return None if [d for d in order if d in wide] == wide else order
+    return None
+
+
+def dense_layout(dtype: torch.dtype, size: tuple, order: tuple[int, ...]) -> Layout:
+    """A dense layout of `size` with dims `order` from outermost to innermost."""
+    stride = [sympy.Integer(0)] * len(size)
+    running = sympy.Integer(1)
+    for d in reversed(order):
+        stride[d] = running
+        running = running * size[d]
+    return Layout(dtype, tuple(size), tuple(stride))
 
 
 def _meta_layout(node) -> Layout | None:

@@ -45,6 +45,9 @@ MAX_TILE_ROWS = 65535 * 16
 # A column reduction over more elements than this loops over XBLOCK x RBLOCK tiles; a
 # smaller one (the final reduction over split partials) reads its rows in one block.
 COLUMN_PERSISTENT_ELEMENTS = 1 << 18
+# Rows of a looped column reduction this short are still read in one block: a tile of
+# 64 rows would leave most lanes masked (summing 4 repeated attention heads' gradients).
+COLUMN_PERSISTENT_ROWS = 64
 REDUCTION_FAMILY = {"welford_mean": "welford", "welford_m2": "welford"}
 # The element count launch heuristics assume for a symbolic one (the grid is computed per call).
 SYMBOLIC_NUMEL_HINT = 1 << 20
@@ -700,8 +703,9 @@ def _number_groups(
 ) -> tuple[list[int], list[GroupMeta]]:
     """A loop id per group: persistent groups over the same ranges share one (and one RBLOCK).
 
-    `looped`: no group is persistent (a column reduction reads a tile of
-    XBLOCK contiguous outputs by RBLOCK rows per step instead of whole rows).
+    `looped`: no group longer than COLUMN_PERSISTENT_ROWS is persistent (a column
+    reduction reads a tile of XBLOCK contiguous outputs by RBLOCK rows per step
+    instead of whole rows).
     """
     ids: list[int] = []
     metas: list[GroupMeta] = []
@@ -709,7 +713,8 @@ def _number_groups(
     for group in groups:
         count = numel(group.ranges)
         rnumel = int(count) if count.is_Integer else triton_index(count)
-        persistent = count.is_Integer and rnumel <= PERSISTENT_MAX and not looped
+        limit = COLUMN_PERSISTENT_ROWS if looped else PERSISTENT_MAX
+        persistent = count.is_Integer and rnumel <= limit
         key = tuple(group.ranges)
         if persistent and key in shared:
             ids.append(shared[key])

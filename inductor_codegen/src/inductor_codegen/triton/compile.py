@@ -33,7 +33,13 @@ from inductor_codegen.cpp_build import default_cache_dir
 from inductor_codegen.errors import UnsupportedGraphError
 from inductor_codegen.lowering.split import SplitPolicy, active_split_policy, split_reductions
 from inductor_codegen.options import Options
-from inductor_codegen.scheduler import FusedKernel, Schedule, describe, memoized_bodies
+from inductor_codegen.scheduler import (
+    FusedKernel,
+    Schedule,
+    describe,
+    memoized_bodies,
+    outer_level_horizontal_fusion,
+)
 from inductor_codegen.triton.codegen import generate_triton_kernel
 from inductor_codegen.triton.options import TritonOptions, split_device_options
 from inductor_codegen.triton.random import TRITON_LOWERINGS
@@ -78,7 +84,10 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     # lower + schedule: FX graph -> loop IR buffers -> fused kernels and extern calls.
     lowerings = opts.lowerings or TRITON_LOWERINGS
     try:
-        with split_reductions(active_split_policy() or SplitPolicy()):
+        with (
+            split_reductions(active_split_policy() or SplitPolicy()),
+            outer_level_horizontal_fusion(),
+        ):
             graph, plan = lower_and_schedule(gm, example_inputs, lowerings, passes)
     except UnsupportedGraphError as error:
         return _maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)

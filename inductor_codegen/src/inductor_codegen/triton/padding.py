@@ -26,6 +26,7 @@ from inductor_codegen.ir import (
     TensorValue,
 )
 from inductor_codegen.lowering import BufferRef
+from inductor_codegen.lowering.graph import load_order
 
 __all__ = ["lower_matmul"]
 
@@ -41,7 +42,9 @@ def _up(n: int) -> int:
 
 
 def _padded(ctx, value: TensorValue, size: tuple[int, ...]) -> TensorValue:
-    """`value` zero-padded at the end of each dimension to `size`, stored contiguous."""
+    """`value` zero-padded at the end of each dimension to `size`, stored in the order
+    its loads read (a transposed weight stays column-major: its copy reads and writes
+    rows)."""
     original = [int(s) for s in value.size]
     loader, dtype = value.loader, value.dtype
 
@@ -57,26 +60,7 @@ def _padded(ctx, value: TensorValue, size: tuple[int, ...]) -> TensorValue:
         return Op("masked", (cond, loader(idx), Constant(0, dtype)), dtype)
 
     sizes = tuple(sympy.Integer(s) for s in size)
-    return ctx.realize(TensorValue(dtype, sizes, load))
-
-
-def _padded_operand(ctx, value: TensorValue, size: tuple[int, int]) -> TensorValue:
-    """A 2D operand padded to `size`, kept column-major when it is (a transposed weight)."""
-    view = value.view
-    column_major = view is not None and view.layout.stride[0] == 1 and view.layout.stride[1] != 1
-    if not column_major:
-        return _padded(ctx, value, size)
-    loader = value.loader
-    transposed = TensorValue(
-        value.dtype, (value.size[1], value.size[0]), lambda idx: loader((idx[1], idx[0]))
-    )
-    padded = _padded(ctx, transposed, (size[1], size[0]))
-    layout = Layout(
-        value.dtype,
-        tuple(sympy.Integer(s) for s in size),
-        (sympy.Integer(1), sympy.Integer(size[0])),
-    )
-    return TensorValue.of_buffer(padded.view.buffer, layout)
+    return ctx.realize(TensorValue(dtype, sizes, load), order=load_order(value))
 
 
 def _wanted(node, a, b, bias) -> bool:
@@ -104,8 +88,8 @@ def lower_matmul(ctx, node, *args, **kwargs):
     m, n = val.shape
     k = int(a.size[1])
     n_pad, k_pad = _up(n), _up(k)
-    a = _padded_operand(ctx, a, (m, k_pad)) if k_pad != k else a
-    b = _padded_operand(ctx, b, (k_pad, n_pad)) if (k_pad, n_pad) != (k, n) else b
+    a = _padded(ctx, a, (m, k_pad)) if k_pad != k else a
+    b = _padded(ctx, b, (k_pad, n_pad)) if (k_pad, n_pad) != (k, n) else b
     operands = (a, b)
     if addmm:
         operands = (_padded(ctx, bias, (n_pad,)) if n_pad != n else bias, a, b)

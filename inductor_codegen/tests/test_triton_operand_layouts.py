@@ -1,0 +1,85 @@
+"""Where the Triton generator stores what a matmul reads, and which independent loops
+share a kernel (compiled with the Triton generator; run under the interpreter on the CPU)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest  # noqa: E402
+from graph_helpers import trace  # noqa: E402
+
+from inductor_codegen import compile_graph  # noqa: E402
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.triton_interpret
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+OPTIONS = {"device_codegen": "triton"}
+
+
+def compiled(fn, *args):
+    return compile_graph(trace(fn, *args), list(args), options=OPTIONS)
+
+
+def stores_and_loads(codegen: str) -> tuple[list[str], list[str]]:
+    stores = re.findall(r"tl\.store\(out_ptr\d+ \+ \((.*?)\),", codegen)
+    loads = re.findall(r"tl\.load\(in_ptr\d+ \+ \((.*?)\),", codegen)
+    return stores, loads
+
+
+def test_operand_used_transposed_is_stored_in_its_source_order():
+    # autocast's cast of a weight that a matmul reads transposed: the copy runs along
+    # the weight's rows, and the product reads it as a view
+    x, w = torch.randn(6, 24, device=DEVICE), torch.randn(40, 24, device=DEVICE)
+    fn = lambda x, w: x @ (w * 2).t()  # noqa: E731
+    graph = compiled(fn, x, w)
+    stores, loads = stores_and_loads(graph.artifact("codegen"))
+    assert stores == loads, (stores, loads)  # no transposed write
+    torch.testing.assert_close(graph(x, w), fn(x, w))
+
+
+def test_weight_gradient_operand_is_not_transposed():
+    # a layer's weight gradient, dy.t() @ x with dy computed: dy stays row-major
+    dy, x, s = (torch.randn(32, 16, device=DEVICE) for _ in range(3))
+    fn = lambda dy, x, s: (dy * s).t() @ x  # noqa: E731
+    graph = compiled(fn, dy, x, s)
+    stores, loads = stores_and_loads(graph.artifact("codegen"))
+    assert set(stores) <= set(loads), (stores, loads)
+    torch.testing.assert_close(graph(dy, x, s), fn(dy, x, s))
+
+
+def test_batched_operand_keeps_batch_outermost():
+    a, b = torch.randn(3, 8, 5, device=DEVICE), torch.randn(3, 8, 7, device=DEVICE)
+    fn = lambda a, b: torch.bmm((a + 1).transpose(1, 2), b)  # noqa: E731
+    graph = compiled(fn, a, b)
+    torch.testing.assert_close(graph(a, b), fn(a, b))
+
+
+def test_padded_head_operand_keeps_the_weight_order():
+    # GPT2's head: [4096, 768] x [50257, 768].t() in bf16, N padded to 50264 (compiled, not run)
+    x = torch.empty(4096, 768, dtype=torch.bfloat16)
+    w = torch.empty(50257, 768)
+    graph = compiled(lambda x, w: x @ w.to(torch.bfloat16).t(), x, w)
+    padding = graph.artifact("codegen").split("@triton.jit")[1]
+    stores, loads = stores_and_loads(padding)
+    assert stores == ["xindex"], padding  # written along memory, as the weight is read
+    assert "for " not in padding
+    assert "(1, 768)" in graph.artifact("wrapper")  # the product reads it transposed
+
+
+def test_independent_casts_are_not_looped_inside_one_kernel():
+    # casts of a bias and two weights sharing their first size: on a GPU each is a flat
+    # kernel, not rows of one kernel whose programs loop over the columns
+    a, b, c = (torch.randn(16, *rest, device=DEVICE) for rest in ((), (64,), (256,)))
+    fn = lambda a, b, c: (a.to(torch.bfloat16), b.to(torch.bfloat16), c.to(torch.bfloat16))  # noqa: E731
+    graph = compiled(fn, a, b, c)
+    codegen = graph.artifact("codegen")
+    assert "R0BLOCK" not in codegen and "for " not in codegen, codegen
+    for got, want in zip(graph(a, b, c), fn(a, b, c)):
+        torch.testing.assert_close(got, want)
