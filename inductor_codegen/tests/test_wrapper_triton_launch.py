@@ -210,3 +210,40 @@ def test_kernels_with_the_same_text_share_one_function(tmp_path):
     assert len(kernels) >= 3 and len(functions) < len(kernels)
     modules = list((tmp_path / "triton" / "kernels").glob("*.py"))
     assert len(modules) == len(functions)
+
+
+class PassThroughLauncher:
+    """A launcher shaped as Triton 3.6's CudaLauncher (its `__call__` is read as source)."""
+
+    def __init__(self, calls, global_scratch_size=0):
+        self.calls = calls
+        self.global_scratch_size = global_scratch_size
+        self.profile_scratch_size = 0
+        self.launch_cooperative_grid, self.launch_pdl = False, True
+
+    def launch(self, *args):
+        self.calls.append(("entry", args))
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+        global_scratch = profile_scratch = None
+        self.calls.append(("python", args))
+        self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid,
+                    self.launch_pdl, global_scratch, profile_scratch, *args)  # fmt: skip
+
+
+def test_direct_launch_calls_a_pass_through_launchers_entry_itself():
+    from inductor_codegen.triton.runtime import binary_entry, direct_launch
+
+    calls = []
+
+    class Compiled:
+        function, packed_metadata = "function", "metadata"
+        run = PassThroughLauncher(calls)
+
+    direct_launch(Compiled(), (4, 2, 1), (128,))(7, "a", "b")
+    hooks = (None, None, None)
+    assert calls == [("entry", (4, 2, 1, 7, "function", False, True, None, None, "metadata",
+                                *hooks, "a", "b", 128))]  # fmt: skip
+    # a kernel with scratch memory, or a launcher of another form, goes through `run`
+    assert binary_entry(PassThroughLauncher([], global_scratch_size=64)) is None
+    assert binary_entry(lambda *args: None) is None

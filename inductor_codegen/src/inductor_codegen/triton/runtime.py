@@ -13,8 +13,10 @@ Triton version, so later processes skip the measurement.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
+import inspect
 import json
 import os
 import sys
@@ -187,16 +189,63 @@ def _hooks_set() -> bool:
     return False
 
 
+# How a launcher's Python `__call__` hands its arguments to the compiled C entry, when
+# it does nothing else for a kernel without scratch memory (whitespace removed):
+# Triton 3.4 to 3.6, `__call__(gridX, gridY, gridZ, stream, function, *args)`.
+_PASS_THROUGH_CALLS = (
+    "self.launch(gridX,gridY,gridZ,stream,function,self.launch_cooperative_grid,"
+    "self.launch_pdl,global_scratch,profile_scratch,*args)",
+)
+
+
+@functools.cache
+def _passes_through(launcher_class) -> bool:
+    """Whether `launcher_class.__call__` only allocates scratch memory and calls `self.launch`
+    in one of the forms above (read from its source, so another Triton's launcher, which
+    may take other arguments, is never called directly)."""
+    try:
+        text = "".join(inspect.getsource(launcher_class.__call__).split())
+    except (OSError, TypeError):
+        return False
+    return any(form in text for form in _PASS_THROUGH_CALLS)
+
+
+def binary_entry(run):
+    """(C entry, cooperative-grid flag, PDL flag) of a compiled kernel's launcher `run`
+    when calling the entry directly does what `run(...)` does, else None."""
+    if not _passes_through(type(run)):
+        return None
+    if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
+        return None  # the launcher allocates scratch memory per launch
+    try:
+        return run.launch, run.launch_cooperative_grid, run.launch_pdl
+    except AttributeError:
+        return None
+
+
 def direct_launch(compiled, grid: tuple[int, int, int], constexpr_values: tuple):
     """`launch(stream, *args)` calling a compiled kernel's launcher with nothing in between.
 
     Triton's own entry (`compiled[grid](*args)`) looks up the current device and
     stream and builds launch metadata on every call; here the grid, the function
     handle and the packed metadata are bound once and the caller passes the stream.
+    Where the launcher's Python `__call__` only passes its arguments on
+    (`binary_entry`), its C entry is called itself: one Python frame per launch.
     """
     run = compiled.run  # loads the binary onto the device on first access
     function, packed = compiled.function, compiled.packed_metadata
     gx, gy, gz = grid
+    entry = binary_entry(run)
+    if entry is not None:
+        c_launch, coop, pdl = entry
+
+        def launch(stream, *args):
+            c_launch(
+                gx, gy, gz, stream, function, coop, pdl, None, None, packed, None, None, None,
+                *args, *constexpr_values,
+            )  # fmt: skip
+
+        return launch
     if constexpr_values:
 
         def launch(stream, *args):
