@@ -11,10 +11,16 @@ directly, and eager's `torch.add`, each over 2000 launches.
 Model names: the wall time per call, then cProfile's top functions by own time
 over 10 calls (cProfile's own cost inflates Python time about 2x; read the
 shares, not the totals).
+
+`sections NAMES infer|train`: for eager, ember and torch.compile, milliseconds per
+call back to back, the host time of issuing one call from an idle GPU (median of
+20; for ember also the part inside the generated wrapper), and every operation
+in one call that makes the host wait for the GPU (CUDA's sync debug mode).
 """
 
 from __future__ import annotations
 
+import collections
 import cProfile
 import io
 import pstats
@@ -108,6 +114,68 @@ def models(names: list[str], mode: str, top: int) -> None:
                 print(_profiled(lambda s=step: [s() for _ in range(10)], "tottime", top))
 
 
+def _host_ms(step, repeats: int = 20) -> float:
+    """Median host milliseconds to issue one call, each started with the GPU idle."""
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return sorted(times)[len(times) // 2] * 1000
+
+
+def _syncs(step) -> list[str]:
+    """The operations in one call of `step` that wait for the GPU, with where they run."""
+    import warnings
+
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    found = collections.Counter(
+        f"{Path(w.filename).name}:{w.lineno}: {str(w.message).splitlines()[0][:90]}" for w in caught
+    )
+    return [f"{count:4d} x {text}" for text, count in found.most_common()]
+
+
+def sections(names: list[str], mode: str) -> None:
+    from inductor_codegen.compile import CompiledGraph
+
+    inside = []
+    original = CompiledGraph.call_boxed
+
+    def timed(self, args):
+        start = time.perf_counter()
+        try:
+            return original(self, args)
+        finally:
+            inside.append(time.perf_counter() - start)
+
+    for name in names:
+        model, inputs = prepared(name, mode)
+        for backend in ("eager", "ember", "torch"):
+            target = model if backend == "eager" else gpu_bench.compiled_model(backend, model)
+            step = gpu_bench.make_step(target, inputs, mode)
+            for _ in range(3):
+                step()
+            wall = wall_ms(step)
+            CompiledGraph.call_boxed = timed
+            inside.clear()
+            host = _host_ms(step)
+            wrapper = sum(inside) * 1000 / 20
+            CompiledGraph.call_boxed = original
+            extra = f", in wrappers {wrapper:.2f} ms" if backend == "ember" else ""
+            print(f"== {name} {mode} {backend}: {wall:.2f} ms per call, host {host:.2f} ms{extra}")
+            for line in _syncs(step):
+                print("   sync", line)
+
+
 def compile_profile(names: list[str], mode: str, top: int) -> None:
     """cProfile of the first (compiling) call: the top functions by cumulative time."""
     for name in names:
@@ -124,6 +192,8 @@ if __name__ == "__main__":
         compile_profile(sys.argv[2].split(","), sys.argv[3], int(sys.argv[4]))
     elif sys.argv[1] == "launch":
         launch()
+    elif sys.argv[1] == "sections":
+        sections(sys.argv[2].split(","), sys.argv[3])
     else:
         top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 30
         models(sys.argv[1].split(","), sys.argv[2] if len(sys.argv) > 2 else "infer", top)
