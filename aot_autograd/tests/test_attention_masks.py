@@ -82,7 +82,9 @@ def test_a_broadcast_mask_takes_a_fused_kernel_and_matches_eager():
 
     gm = _with_values(_graph(), _fakes("cuda:0", length=128, head=64))
     compiled = aot_graph(gm, [q, k, v, mask], fw_compiler=record)
-    torch.testing.assert_close(
-        compiled(q, k, v, mask), F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.25)
-    )
+    # A fused bf16 kernel against a float32 reference: bf16 rounding, not eager's math path.
+    upcast = (t.float() for t in (q, k, v))
+    want = F.scaled_dot_product_attention(*upcast, attn_mask=mask, scale=0.25)
+    got = compiled(q, k, v, mask).float()
+    assert float((got - want).norm() / want.norm()) < 1e-2
     assert not any("bmm" in target for target in seen), seen
