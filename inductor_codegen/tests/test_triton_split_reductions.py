@@ -167,6 +167,17 @@ def test_column_sum_partials_keep_the_contiguous_dim_innermost(dtype):
     check(lambda g: torch.var_mean(g, dim=0), grad, **tolerance(dtype))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_norm_weight_gradient_is_a_column_reduction(dtype):
+    # sum over tokens of grad * x * rstd[token]: the per-token factor is read along the
+    # rows, but it is one value per row for every output, so the split stays by columns
+    grad, x = torch.randn(1001, 37).to(dtype), torch.randn(1001, 37).to(dtype)
+    rstd = torch.rand(1001, 1) + 0.5
+    fn = lambda g, x, r: (g.float() * x.float() * r).sum(dim=0)  # noqa: E731
+    compiled = check(fn, grad, x, rstd, **tolerance(dtype))
+    assert re.search(r"outer=\[\d+, 37\]", compiled.artifact("schedule"))
+
+
 def test_large_column_reduction_loops_over_wide_tiles():
     # compiled, not run: the bias gradient of [16384 tokens, 768]
     grad = torch.empty(16384, 768)

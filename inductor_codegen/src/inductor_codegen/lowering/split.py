@@ -186,9 +186,11 @@ def _is_column(ranges, reduction_ranges, loader) -> bool:
     last_x = next((x for x in reversed(xs) if x != 0), None)
     if last_x is None:
         return False
-    indices = [ld.index for ld in expr_loads(loader(xs, rs))]
-    along_x = any(sympy.expand(i).coeff(last_x) == 1 for i in indices)
-    along_r = any(sympy.expand(i).coeff(rs[-1]) == 1 for i in indices)
+    indices = [sympy.expand(ld.index) for ld in expr_loads(loader(xs, rs))]
+    along_x = any(i.coeff(last_x) == 1 for i in indices)
+    # A load along the rows that is the same for every output (a per-token scale of a
+    # norm's weight gradient) is one small vector, broadcast over a column tile.
+    along_r = any(i.coeff(rs[-1]) == 1 and i.coeff(last_x) != 0 for i in indices)
     return along_x and not along_r
 
 

@@ -644,9 +644,10 @@ class TritonKernelCodegen:
                 value = node_body(self.buffers[name], self.kernel.outer, "r")[0]
                 for load in expr_loads(value):
                     index = sympy.expand(load.index)
-                    if last_r is not None and index.coeff(last_r) == 1:
-                        return False
-                    along_x = along_x or index.coeff(last_x) == 1
+                    steps_x = index.coeff(last_x)
+                    if last_r is not None and index.coeff(last_r) == 1 and steps_x != 0:
+                        return False  # a row-major read (one the same for all x is broadcast)
+                    along_x = along_x or steps_x == 1
         return along_x
 
     def _needs_int64(self) -> bool:
