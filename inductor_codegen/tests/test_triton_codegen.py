@@ -333,3 +333,24 @@ def test_every_branch_of_a_cat_loads_only_where_it_is_taken():
     assert len(loads) == 3
     for pointer, mask in loads:
         assert "tmp" in mask, f"{pointer} loads under {mask} only"
+
+
+def test_a_stored_reduction_is_reused_from_registers():
+    # a norm's statistics (Welford, as on GPUs): stored for the backward and used at once
+    # by the same kernel, from registers and not read back from memory
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from prim_decomp import inductor_default
+
+    x = torch.randn(16, 96, device=DEVICE)
+
+    def fn(x):
+        var, mean = torch.var_mean(x, dim=1, keepdim=True, correction=0)
+        return mean, (x - mean) * torch.rsqrt(var + 1e-5)
+
+    table = dict(inductor_default.without(torch.ops.aten.var_mean.correction))
+    gm = make_fx(fn, decomposition_table=table)(x)
+    compiled = compile_graph(gm, [x], options=OPTIONS)
+    assert "welford" in compiled.artifact("codegen")
+    assert "tl.load(out_ptr" not in compiled.artifact("codegen")
+    torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)

@@ -305,11 +305,18 @@ class TritonKernelCodegen:
             scope.cache[(Load(name, index, dtype), None)] = var
             return
         ptr = self.pointer(name, writing=True)
-        stored = f"{as_tensor_text(value_text, dtype)}.to({TRITON_DTYPES[dtype]})"
+        value_text = as_tensor_text(value_text, dtype)
+        if not value_text.isidentifier():
+            # Held in a variable, so a later read of the buffer in this kernel (a norm's
+            # mean, stored for the backward and used at once) takes it from registers:
+            # a load would wait on memory, with no barrier after the store.
+            held = self.new_temp()
+            scope.line(f"{held} = {value_text}")
+            value_text = held
+        stored = f"{value_text}.to({TRITON_DTYPES[dtype]})"
         mask = self._mask_for(index, scope)
         scope.line(f"tl.store({ptr} + {self.index(index, scope)}, {stored}, {mask})")
-        if value_text.isidentifier():
-            scope.cache[(Load(name, index, dtype), None)] = value_text
+        scope.cache[(Load(name, index, dtype), None)] = value_text
 
     # ---------------------------------------------------------- body
 
