@@ -83,3 +83,15 @@ def test_independent_casts_are_not_looped_inside_one_kernel():
     assert "R0BLOCK" not in codegen and "for " not in codegen, codegen
     for got, want in zip(graph(a, b, c), fn(a, b, c)):
         torch.testing.assert_close(got, want)
+
+
+def test_long_rows_that_do_not_merge_run_as_row_tiles():
+    # the window of a padded product copied out (rows 608 apart read, 600 apart written)
+    x = torch.randn(6, 608, device=DEVICE)
+    fn = lambda x: x[:, :600] * 2  # noqa: E731
+    graph = compiled(fn, x)
+    codegen = graph.artifact("codegen")
+    assert "YBLOCK" in codegen and "//" not in codegen and "%" not in codegen, codegen
+    torch.testing.assert_close(graph(x), fn(x))
+    short = compiled(lambda x: x[:, :30] * 2, torch.randn(6, 40, device=DEVICE))  # short rows
+    assert "YBLOCK" not in short.artifact("codegen")

@@ -42,6 +42,10 @@ __all__ = ["GroupMeta", "TritonKernelSource", "generate_triton_kernel", "triton_
 PERSISTENT_MAX = 4096
 # 2D tiles only where the grid's second dimension (at most 65535 programs) covers the rows.
 MAX_TILE_ROWS = 65535 * 16
+# Rows at least this long that stay apart in the loop nest (rows of 50257 logits read into
+# a buffer padded to 50264 columns) run as row tiles: a flat loop over them would divide
+# every index by the row length, and its loads could not be vectorized.
+ROW_TILE_MIN = 512
 # A column reduction over more elements than this loops over XBLOCK x RBLOCK tiles; a
 # smaller one (the final reduction over split partials) reads its rows in one block.
 COLUMN_PERSISTENT_ELEMENTS = 1 << 18
@@ -78,6 +82,8 @@ class TritonKernelSource:
     xnumel_expr: str = ""
     # Reductions whose loads run along the outputs, not the rows (looped, wide XBLOCK).
     column_reduction: bool = False
+    # A 2D-tiled kernel over long rows with no transposed access (wide, short tiles).
+    row_tiles: bool = False
 
 
 def triton_index(expr, names: dict | None = None) -> str:
@@ -198,6 +204,7 @@ class TritonKernelCodegen:
         self.accumulator_count = 0
         self.masks: dict[str, str] = {}  # accumulator -> the mask of its lanes
         self.two_d = bool(self.groups)
+        self.row_tiles = False
         self.tiled = self._wants_tiles()
         self.y_order = self._tile_y_order() if self.tiled else ()
         self.int64 = self._needs_int64()
@@ -334,7 +341,8 @@ class TritonKernelCodegen:
 
     def _wants_tiles(self) -> bool:
         """A pointwise kernel that reads or writes across the last dim (a transpose):
-        2D tiles keep both the transposed and the straight accesses contiguous."""
+        2D tiles keep both the transposed and the straight accesses contiguous. Also one
+        over long rows that do not merge into one flat loop (`row_tiles`)."""
         outer = self.kernel.outer
         if self.groups or len(outer) < 2 or not numel(outer).is_Integer:
             return False
@@ -348,7 +356,8 @@ class TritonKernelCodegen:
                 straight = True
             elif coefficients[-1] != 0 and any(c == 1 for c in coefficients[:-1]):
                 across = True
-        return straight and across
+        self.row_tiles = straight and not across and int(outer[-1]) >= ROW_TILE_MIN
+        return straight and (across or self.row_tiles)
 
     def _tile_y_order(self) -> tuple[int, ...]:
         """The outer dims but the last, in the order yindex runs over them: the dim along
@@ -607,6 +616,7 @@ class TritonKernelCodegen:
             int(numel(self.kernel.outer[:-1])) if self.tiled else 0,
             py_index(xnumel) if symbolic else "",
             self.column,
+            self.tiled and self.row_tiles,
         )
 
     def _param_name(self, key: str) -> str:

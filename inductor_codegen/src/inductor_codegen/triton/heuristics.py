@@ -15,6 +15,8 @@ PROGRAM_ELEMENTS = 4096
 # sums over bf16 NHWC data on an H200 (24 us against 40 us for 64 x 16: more bytes in
 # flight per program); see benchmarks/RESULTS.md.
 COLUMN_TILE = (64, 64)
+# (XBLOCK, YBLOCK) of a row tile: 1024 contiguous elements of each of 4 rows.
+ROW_TILE = (1024, 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +70,16 @@ def _tile(kernel: TritonKernelSource, xblock: int, yblock: int) -> LaunchConfig:
     yblock = max(
         min(yblock, next_power_of_2(kernel.ynumel)), next_power_of_2(-(-kernel.ynumel // 65535))
     )
-    return LaunchConfig(xblock, (), 4 if xblock * yblock >= 1024 else 2, yblock)
+    elements = xblock * yblock
+    if kernel.row_tiles:  # contiguous rows: as many warps as a flat kernel of that size
+        return LaunchConfig(xblock, (), _warps(elements) // 2 or 1, yblock)
+    return LaunchConfig(xblock, (), 4 if elements >= 1024 else 2, yblock)
 
 
 def default_config(kernel: TritonKernelSource) -> LaunchConfig:
     """A configuration from the kernel's sizes alone."""
     if kernel.ynumel:
-        return _tile(kernel, 64, 64)
+        return _tile(kernel, *(ROW_TILE if kernel.row_tiles else (64, 64)))
     if not kernel.groups:
         return _config(kernel, 1024, 1)
     widest = max(next_power_of_2(g.numel) if g.persistent else 1024 for g in kernel.groups)
@@ -93,7 +98,10 @@ def autotune_configs(kernel: TritonKernelSource) -> list[LaunchConfig]:
     """A small set of configurations worth benchmarking, the default first."""
     candidates = [default_config(kernel)]
     if kernel.ynumel:
-        for xblock, yblock in ((32, 32), (128, 32), (32, 128), (128, 128), (256, 16)):
+        tiles = ((32, 32), (128, 32), (32, 128), (128, 128), (256, 16))
+        if kernel.row_tiles:
+            tiles = ((512, 8), (1024, 2), (2048, 2), (256, 16), (64, 64))
+        for xblock, yblock in tiles:
             candidates.append(_tile(kernel, xblock, yblock))
     elif not kernel.groups:
         for xblock in (256, 512, 1024, 2048):
