@@ -27,7 +27,7 @@ import torch
 
 from inductor_codegen.cpp_codegen import KernelSource
 from inductor_codegen.errors import DynamicShapeError
-from inductor_codegen.indexing import is_symbolic, py_index, py_number
+from inductor_codegen.indexing import contiguous_strides, is_symbolic, py_index, py_number
 from inductor_codegen.ir import (
     ComputedBuffer,
     ExternBuffer,
@@ -43,6 +43,10 @@ from inductor_codegen.symbols import bind_symbols, check_bound, layout_symbols
 __all__ = ["WrapperSource", "generate_wrapper"]
 
 _ADDMM, _MM = torch.ops.aten.addmm.default, torch.ops.aten.mm.default
+# ATen products that always return a new row-major tensor: no stride check after them.
+_ROW_MAJOR_RESULTS = frozenset(
+    {_ADDMM, _MM, torch.ops.aten.bmm.default, torch.ops.aten.baddbmm.default}
+)
 
 
 class WrapperSource:
@@ -255,6 +259,8 @@ class WrapperCodegen:
         elif step.layout is not None:
             # The common case (ATen chose the traced strides) costs one tuple compare.
             lay = step.layout
+            if step.op in _ROW_MAJOR_RESULTS and lay.stride == contiguous_strides(lay.size):
+                return
             lines.append(
                 f"    if {step.name}.stride() != {_tuple(lay.stride)}: "
                 f"{step.name} = ensure_layout({step.name}, {layout_args(lay)})"
