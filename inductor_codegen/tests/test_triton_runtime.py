@@ -55,6 +55,15 @@ def test_short_column_rows_get_wide_tiles():
     assert config.rblocks == (4,) and config.xblock == 1024
 
 
+@pytest.mark.parametrize(
+    ("row", "xblock"), [(768, 256), (50257, 1024), (50264, 1024), (600, 128), (2048, 1024)]
+)
+def test_row_tiles_cover_rows_without_idle_lanes(row, xblock):
+    kernel = TritonKernelSource("k", "", (), row, (), True, 4096, row_tiles=True)
+    config = default_config(kernel)
+    assert config.xblock == xblock and config.xblock * config.yblock == 4096
+
+
 def test_pointwise_and_tiled_configs():
     assert default_config(source(10)).xblock == 16  # never wider than the next power of 2
     assert default_config(source(10**7)).xblock == 1024

@@ -15,8 +15,8 @@ PROGRAM_ELEMENTS = 4096
 # sums over bf16 NHWC data on an H200 (24 us against 40 us for 64 x 16: more bytes in
 # flight per program); see benchmarks/RESULTS.md.
 COLUMN_TILE = (64, 64)
-# (XBLOCK, YBLOCK) of a row tile: 1024 contiguous elements of each of 4 rows.
-ROW_TILE = (1024, 4)
+# Elements of a row tile: XBLOCK contiguous elements (at most 1024) of each of YBLOCK rows.
+ROW_TILE_ELEMENTS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +42,17 @@ class LaunchConfig:
 
 def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _row_block(length: int) -> int:
+    """XBLOCK of a row tile: the widest of 1024 down to 128 leaving at most 1/16 of the
+    lanes of a row idle (768: 256; 50257: 1024), else the one leaving the fewest."""
+    blocks = (1024, 512, 256, 128)
+
+    def idle(block: int) -> int:
+        return -(-length // block) * block - length
+
+    return next((b for b in blocks if idle(b) * 16 <= length), min(blocks, key=idle))
 
 
 def _warps(elements: int) -> int:
@@ -78,8 +89,11 @@ def _tile(kernel: TritonKernelSource, xblock: int, yblock: int) -> LaunchConfig:
 
 def default_config(kernel: TritonKernelSource) -> LaunchConfig:
     """A configuration from the kernel's sizes alone."""
+    if kernel.row_tiles:
+        xblock = _row_block(kernel.xnumel)
+        return _tile(kernel, xblock, max(1, ROW_TILE_ELEMENTS // xblock))
     if kernel.ynumel:
-        return _tile(kernel, *(ROW_TILE if kernel.row_tiles else (64, 64)))
+        return _tile(kernel, 64, 64)
     if not kernel.groups:
         return _config(kernel, 1024, 1)
     widest = max(next_power_of_2(g.numel) if g.persistent else 1024 for g in kernel.groups)
