@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from dynamic_graphs import trace_symbolic
-from graph_helpers import check, compile_fn
+from graph_helpers import check, compile_fn, trace
 
 from inductor_codegen import compile_graph
 from inductor_codegen.runtime import IndexOutOfRangeError
@@ -229,3 +229,24 @@ def test_index_computed_in_the_same_kernel():
     for bad in (torch.tensor([[1, 0, 2], [1, 1, 1]]), torch.tensor([[4, 1, 2], [1, 1, 1]])):
         with pytest.raises(IndexError, match="out of range"):
             compiled(w, bad)
+
+
+def test_readers_counts_users_that_rejoin_as_one():
+    from inductor_codegen.lowering.graph import readers
+
+    def hardswish(x):
+        y = x.float()
+        return (y * torch.clamp(y + 3, 0, 6) / 6).to(torch.bfloat16)
+
+    def softmax(x):
+        return torch.exp(x - x.amax(dim=-1, keepdim=True))
+
+    def transposed(x):
+        y = x * 2
+        return y + y.t()
+
+    for fn, want in ((hardswish, 1), (softmax, 2), (transposed, 2)):
+        gm = trace(fn, torch.randn(4, 4, dtype=torch.bfloat16 if fn is hardswish else None))
+        shared = [n for n in gm.graph.nodes if n.op != "placeholder" and len(n.users) > 1]
+        shared = shared or [n for n in gm.graph.nodes if n.op == "placeholder"]
+        assert readers(shared[0]) == want, (fn.__name__, shared[0].format_node())

@@ -200,3 +200,54 @@ def test_a_shared_value_reading_many_buffers_is_stored_once(monkeypatch):
     recomputed = compile_graph(trace(fn, *args), args, options={"device_codegen": "triton"})
     count = lambda c: c.artifact("lower").count("ComputedBuffer")  # noqa: E731
     assert count(stored) == count(recomputed) + 1
+
+
+def test_small_broadcast_reads_do_not_count_toward_storing_a_shared_value(monkeypatch):
+    # one large read and four per-column vectors (a norm's statistics and affine
+    # parameters): recomputing it in each reader reads the large one again, no more
+    def fn(x, m, v, w, b):
+        y = (x - m) * v * w + b
+        return y.softmax(-1), (y * 2).sum(0)
+
+    from inductor_codegen.triton import realize
+
+    x = torch.randn(64, 40, device=DEVICE)
+    args = [x, *(torch.randn(40, device=DEVICE) for _ in range(4))]
+    options = {"device_codegen": "triton"}
+    compiled = compile_graph(trace(fn, *args), args, options=options)
+    for actual, expected in zip(compiled(*args), fn(*args)):
+        torch.testing.assert_close(actual, expected)
+    monkeypatch.setattr(realize, "READS_THRESHOLD", 100)
+    recomputed = compile_graph(trace(fn, *args), args, options=options)
+    count = lambda c: c.artifact("lower").count("ComputedBuffer")  # noqa: E731
+    assert count(compiled) == count(recomputed)
+
+
+def test_normalized_activation_feeds_the_next_convolution_in_bf16():
+    # conv -> batch norm -> hardswish -> depthwise conv (channels-last, as its result is
+    # not a graph output) -> relu: the normalized value, cast to
+    # float32 for hardswish, is read twice by one expression; it is not stored as a
+    # float32 buffer (and copied again to channels-last), the kernel writes NHWC bf16
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(8, 32, 1, bias=False), nn.BatchNorm2d(32), nn.Hardswish(),
+        nn.Conv2d(32, 32, 5, padding=2, groups=32, bias=False), nn.ReLU(),
+    )  # fmt: skip
+    model[1].running_mean.normal_()
+    model[1].running_var.uniform_(0.5, 2)
+    model = model.eval().to(DEVICE, torch.bfloat16)
+    x = torch.randn(2, 8, 14, 14, device=DEVICE, dtype=torch.bfloat16)
+    names = [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()]
+    values = [*model.parameters(), *model.buffers()]
+
+    def fn(x, *params):
+        return torch.func.functional_call(model, dict(zip(names, params)), (x,))
+
+    with torch.no_grad():
+        compiled = compile_graph(
+            trace(fn, x, *values), [x, *values], options={"device_codegen": "triton"}
+        )
+        wrapper = compiled.artifact("wrapper")
+        assert "torch.float32" not in wrapper, wrapper
+        reference = copy.deepcopy(model).double()(x.double())
+        assert relative(compiled(x, *values), reference) < 1e-2

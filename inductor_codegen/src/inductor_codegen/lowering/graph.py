@@ -36,7 +36,14 @@ from inductor_codegen.ir import (
 )
 from inductor_codegen.lowering.registry import LoweringTable
 
-__all__ = ["BufferRef", "GraphLowering", "SUPPORTED_DTYPES", "dense_layout", "load_order"]
+__all__ = [
+    "BufferRef",
+    "GraphLowering",
+    "SUPPORTED_DTYPES",
+    "dense_layout",
+    "load_order",
+    "readers",
+]
 
 aten = torch.ops.aten
 # ATen calls whose result layout does not depend on their operands' strides and
@@ -285,7 +292,7 @@ class GraphLowering:
         size = _expr_size(value)
         if size > MAX_INLINE_SIZE:
             return self.realize(value)
-        if len(node.users) > 1 and (size > MAX_SHARED_INLINE_SIZE or _has_expensive_op(value)):
+        if readers(node) > 1 and (size > MAX_SHARED_INLINE_SIZE or _has_expensive_op(value)):
             return self.realize(value)
         return value
 
@@ -529,6 +536,42 @@ EXPENSIVE_OPS = frozenset(
         "remainder", "fmod",
     }
 )  # fmt: skip
+
+
+# How many pointwise steps past a node its users' paths are followed to find where they meet.
+REJOIN_DEPTH = 6
+
+
+def _elementwise(node: torch.fx.Node) -> bool:
+    target = node.target
+    return node.op == "call_function" and (
+        target is aten._to_copy.default or torch.Tag.pointwise in getattr(target, "tags", ())
+    )
+
+
+def readers(node: torch.fx.Node) -> int:
+    """How many places read `node`'s value: its user count, or 1 when every user is an
+    elementwise op and their paths meet again through elementwise ops within
+    REJOIN_DEPTH steps (hardswish's `x * clamp(x + 3, 0, 6)`). Such users are parts of
+    one expression, fused into one kernel that loads each element once, so inlining
+    the value there costs no second read."""
+    users = list(node.users)
+    if len(users) < 2 or not all(_elementwise(u) for u in users):
+        return len(users)
+
+    def reached(start: torch.fx.Node) -> set:
+        seen, frontier = {start}, [start]
+        for _ in range(REJOIN_DEPTH):
+            frontier = [u for n in frontier if _elementwise(n) for u in n.users if u not in seen]
+            seen.update(frontier)
+        return seen
+
+    common = reached(users[0])
+    for user in users[1:]:
+        common &= reached(user)
+        if not common:
+            return len(users)
+    return 1
 
 
 def _has_expensive_op(value: TensorValue) -> bool:
