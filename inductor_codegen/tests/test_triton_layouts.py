@@ -251,3 +251,31 @@ def test_normalized_activation_feeds_the_next_convolution_in_bf16():
         assert "torch.float32" not in wrapper, wrapper
         reference = copy.deepcopy(model).double()(x.double())
         assert relative(compiled(x, *values), reference) < 1e-2
+
+
+def test_max_pooling_between_convolutions_stays_channels_last():
+    # a ResNet stem: conv -> batch norm -> relu -> max pool -> conv; the pooled values
+    # are written once, channels-last, and the pooling indices nobody reads are not computed
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.MaxPool2d(3, 2, 1), nn.Conv2d(16, 8, 1, bias=False), nn.ReLU(),
+    )  # fmt: skip
+    model = model.eval().to(DEVICE, torch.bfloat16)
+    x = torch.randn(2, 3, 32, 32, device=DEVICE, dtype=torch.bfloat16)
+    names = [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()]
+    values = [*model.parameters(), *model.buffers()]
+
+    def fn(x, *params):
+        return torch.func.functional_call(model, dict(zip(names, params)), (x,))
+
+    with torch.no_grad():
+        compiled = compile_graph(
+            trace(fn, x, *values), [x, *values], options={"device_codegen": "triton"}
+        )
+        wrapper = compiled.artifact("wrapper")
+        between = wrapper.split("aten_convolution_default(")[1]
+        assert between.count(".launch(") == 1, wrapper  # one kernel from conv to conv
+        assert "torch.int64" not in compiled.artifact("lower")
+        reference = copy.deepcopy(model).double()(x.double())
+        assert relative(compiled(x, *values), reference) < 1e-2

@@ -287,8 +287,8 @@ class GraphLowering:
         return True
 
     def _maybe_realize(self, node, value):
-        if not isinstance(value, TensorValue) or value.view is not None:
-            return value
+        if not isinstance(value, TensorValue) or value.view is not None or not node.users:
+            return value  # a value nothing reads (max pooling's unused indices) is never computed
         size = _expr_size(value)
         if size > MAX_INLINE_SIZE:
             return self.realize(value)

@@ -25,6 +25,7 @@ and float64 (no tensor cores to feed).
 
 from __future__ import annotations
 
+import operator
 import weakref
 
 import sympy
@@ -39,7 +40,12 @@ from inductor_codegen.ir import (
     expr_loads,
 )
 from inductor_codegen.lowering import BufferRef
-from inductor_codegen.lowering.graph import MAX_INLINE_SIZE, MAX_SHARED_INLINE_SIZE, _expr_size
+from inductor_codegen.lowering.graph import (
+    MAX_INLINE_SIZE,
+    MAX_SHARED_INLINE_SIZE,
+    _expr_size,
+    readers,
+)
 
 __all__ = ["channels_last_layout", "keep_channels_last", "lower_convolution"]
 
@@ -95,27 +101,41 @@ def _reads_channels_last(ctx, value: TensorValue) -> bool:
 
 def keep_channels_last(lowering):
     """`lowering`, storing its result channels-last where it reads channels-last data and
-    would be stored anyway (the rule of `GraphLowering` for shared and large values)."""
+    would be stored anyway (the rule of `GraphLowering` for shared and large values).
+    A tuple result (max pooling's values and indices) is decided per element, from the
+    readers of the `getitem` taking it."""
 
     def lower(ctx, node, *args, **kwargs):
         value = lowering(ctx, node, *args, **kwargs)
-        if (
-            not isinstance(value, TensorValue)
-            or value.view is not None
-            or value.ndim != 4
-            or value.dtype not in CHANNELS_LAST_DTYPES
-            or any(user.op == "output" for user in node.users)
-            or not all(isinstance(s, sympy.Integer) for s in value.size)
-        ):
-            return value
-        size = _expr_size(value)
-        shared = len(node.users) > 1 and size > MAX_SHARED_INLINE_SIZE
-        if (shared or size > MAX_INLINE_SIZE) and _reads_channels_last(ctx, value):
-            return _channels_last(ctx, value)
-        return value
+        if isinstance(value, tuple):
+            taken = {
+                u.args[1]: u
+                for u in node.users
+                if u.target is operator.getitem and isinstance(u.args[1], int) and u.users
+            }
+            return tuple(_kept(ctx, taken[k], v) if k in taken else v for k, v in enumerate(value))
+        return _kept(ctx, node, value)
 
     lower.__name__ = getattr(lowering, "__name__", "lower")
     return lower
+
+
+def _kept(ctx, node, value):
+    """`value` (the result `node` names) channels-last when the rule above stores it."""
+    if (
+        not isinstance(value, TensorValue)
+        or value.view is not None
+        or value.ndim != 4
+        or value.dtype not in CHANNELS_LAST_DTYPES
+        or any(user.op == "output" for user in node.users)
+        or not all(isinstance(s, sympy.Integer) for s in value.size)
+    ):
+        return value
+    size = _expr_size(value)
+    shared = readers(node) > 1 and size > MAX_SHARED_INLINE_SIZE
+    if (shared or size > MAX_INLINE_SIZE) and _reads_channels_last(ctx, value):
+        return _channels_last(ctx, value)
+    return value
 
 
 def _wanted(node, x, weight, transposed) -> bool:
