@@ -95,3 +95,17 @@ def test_long_rows_that_do_not_merge_run_as_row_tiles():
     torch.testing.assert_close(graph(x), fn(x))
     short = compiled(lambda x: x[:, :30] * 2, torch.randn(6, 40, device=DEVICE))  # short rows
     assert "YBLOCK" not in short.artifact("codegen")
+
+
+def test_an_unrelated_copy_does_not_join_a_reduction_kernel():
+    # T5's backward: the position bias gradient (a sum over the batch) next to a permuted
+    # copy of another tensor with as many elements; the copy would take the reduction's
+    # tiles and read across them
+    g = torch.randn(4, 8, 16, 8, 16, device=DEVICE)
+    q = torch.randn(8, 8, 16, 16, device=DEVICE)
+    fn = lambda g, q: (g.sum(0), q.permute(0, 2, 1, 3).contiguous() * 2)  # noqa: E731
+    graph = compiled(fn, g, q)
+    kernels = graph.artifact("codegen").split("@triton.jit")[1:]
+    assert len(kernels) == 2 and sum("R0BLOCK" in k for k in kernels) == 1, kernels
+    for got, want in zip(graph(g, q), fn(g, q)):
+        torch.testing.assert_close(got, want)

@@ -107,7 +107,8 @@ _OUTER_LEVEL_ONLY: ContextVar[bool] = ContextVar("ember_outer_level_horizontal",
 
 @contextlib.contextmanager
 def outer_level_horizontal_fusion() -> Iterator[None]:
-    """Inside, a horizontal fusion may not put work in an inner pointwise loop.
+    """Inside, a horizontal fusion may not put work in an inner pointwise loop, nor join a
+    reduction kernel it shares no read with.
 
     A GPU kernel runs its outer loop in parallel and each program's inner loops
     in sequence: the casts of three weights [768, 768], [768, 3072] and
@@ -121,6 +122,19 @@ def outer_level_horizontal_fusion() -> Iterator[None]:
         yield
     finally:
         _OUTER_LEVEL_ONLY.reset(token)
+
+
+def _has_groups(plan) -> bool:
+    return any(isinstance(item, LoopGroup) for item in plan[1])
+
+
+def _reads_of(bufs: list[ComputedBuffer]) -> set[str]:
+    """The buffers that `bufs` load from."""
+    names: set[str] = set()
+    for buf in bufs:
+        natural = () if isinstance(buf.body, Pointwise) else squeeze_ranges(buf.body.ranges)
+        names.update(load.buffer for load in expr_loads(node_body(buf, natural, "r")[0]))
+    return names
 
 
 def _inner_pointwise_nodes(plan) -> int:
@@ -447,6 +461,7 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
             continue
         natural = () if isinstance(buf.body, Pointwise) else squeeze_ranges(buf.body.ranges)
         value = node_body(buf, natural, "r")[0]
+        reads = {load.buffer for load in expr_loads(value)}
         earliest = max((produced_at.get(load.buffer, -1) for load in expr_loads(value)), default=-1)
         candidates = [earliest] if earliest >= 0 else []
         candidates += [
@@ -478,6 +493,11 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
                     continue
                 if outer_only and _inner_pointwise_nodes(plan) > _inner_pointwise_nodes(step[0]):
                     log.debug("%s stays out of a kernel (it would loop inside)", buf.name)
+                    continue
+                if outer_only and _has_groups(step[0]) and not reads & _reads_of(step[1]):
+                    # It would take the reduction's tiles (XBLOCK outputs a program) and
+                    # save only a launch: a permuted copy there reads across its tile.
+                    log.debug("%s stays out of a reduction kernel it shares no read with", buf.name)
                     continue
             log.debug("fuse %s into kernel with %s", buf.name, ", ".join(b.name for b in step[1]))
             step[0] = plan
