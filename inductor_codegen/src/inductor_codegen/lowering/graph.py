@@ -102,6 +102,7 @@ class GraphLowering:
         # Floats computed from sizes (SymFloat nodes): name -> expression over the symbols.
         self.derived_scalars: dict[str, sympy.Expr] = {}
         self.symbolic = False
+        self._symbols_seen = False  # a size node with a symbol (data-dependent sizes included)
         self._counter = 0
         self._log = artifact_logger("perf_hints")
         # id(inline value) -> (the value, its buffer's view): a value is stored once, however
@@ -199,14 +200,8 @@ class GraphLowering:
             return self._lower_size_value(node, val)
         if _is_size_list(val):  # aten.size and friends: sizes, not tensors
             return tuple(self._lower_size_value(node, v) for v in val)
-        args, kwargs = pytree.tree_map_only(torch.SymInt, as_index, (args, kwargs))
-        args, kwargs = pytree.tree_map_only(torch.SymFloat, self.derived_scalar, (args, kwargs))
-        for leaf in pytree.tree_leaves((args, kwargs)):
-            if isinstance(leaf, torch.SymBool):
-                raise DynamicShapeError(
-                    f"node {node.name} ({node.target}) takes a symbolic "
-                    f"{type(leaf).__name__} ({leaf}); generated code computes integer sizes only"
-                )
+        if self.symbolic or self._symbols_seen:  # a static graph has no symbolic arguments
+            args, kwargs = self._symbolic_arguments(node, args, kwargs)
         lowering = self.lowerings.get(node.target)
         if lowering is None or not self._dtypes_supported(node):
             return self._maybe_realize(node, self.fallback(node, args, kwargs))
@@ -222,10 +217,23 @@ class GraphLowering:
             )
             return self._maybe_realize(node, self.fallback(node, args, kwargs))
 
+    def _symbolic_arguments(self, node, args, kwargs):
+        """`args` and `kwargs` with SymInts as index expressions and SymFloats as scalars."""
+        args, kwargs = pytree.tree_map_only(torch.SymInt, as_index, (args, kwargs))
+        args, kwargs = pytree.tree_map_only(torch.SymFloat, self.derived_scalar, (args, kwargs))
+        for leaf in pytree.tree_leaves((args, kwargs)):
+            if isinstance(leaf, torch.SymBool):
+                raise DynamicShapeError(
+                    f"node {node.name} ({node.target}) takes a symbolic "
+                    f"{type(leaf).__name__} ({leaf}); generated code computes integer sizes only"
+                )
+        return args, kwargs
+
     def _lower_size_value(self, node, val):
         """A node computing a size (sym_size, size arithmetic): its expression over the symbols."""
         if isinstance(val, int):
             return sympy.Integer(val)
+        self._symbols_seen = True  # later nodes may take this symbol as an argument
         if isinstance(val, torch.SymFloat):
             return self.derived_scalar(val)
         if not isinstance(val, torch.SymInt):
