@@ -441,3 +441,20 @@ def test_a_symbol_no_input_gives_is_a_compile_time_error():
     gm = torch.fx.GraphModule(torch.nn.Module(), graph)
     with pytest.raises(DynamicShapeError, match="no input size"):
         compile_graph(gm, [flat])
+
+
+def test_a_static_graph_compiled_for_its_own_traced_values_is_static():
+    # aot_autograd compiles a backward for its placeholders' values: the examples are the
+    # traced values themselves, and with static sizes the graph is static
+    from graph_helpers import trace
+
+    from inductor_codegen.lowering import GraphLowering
+    from inductor_codegen.lowering.registry import LOWERINGS
+
+    gm = trace(lambda x, y: (x * y).sum(0), torch.randn(4, 6), torch.randn(4, 6))
+    values = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+    graph = GraphLowering(gm, values, LOWERINGS).run()
+    assert not graph.symbolic
+    fn = lambda x, y: (x * y).sum(0)  # noqa: E731
+    symbolic, examples = trace_symbolic(fn, torch.randn(4, 6), torch.randn(4, 6), dynamic={0: [0]})
+    assert GraphLowering(symbolic, examples, LOWERINGS).run().symbolic

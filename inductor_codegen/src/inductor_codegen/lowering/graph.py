@@ -147,11 +147,12 @@ class GraphLowering:
                 node, meta if isinstance(meta, torch.SymInt) else example
             )
         if isinstance(example, torch.Tensor):
-            source = (
-                meta if isinstance(meta, torch.Tensor) and _has_symbolic_size(meta) else example
-            )
+            # (An example may be the traced value itself: aot_autograd compiles a backward
+            # for its placeholders' values.)
+            symbolic = isinstance(meta, torch.Tensor) and _has_symbolic_size(meta)
+            source = meta if symbolic else example
             layout = layout_of(source, where=f"input {node.name}")
-            self.symbolic = self.symbolic or source is meta
+            self.symbolic = self.symbolic or symbolic
             buf = InputBuffer(node.name, layout)
             self.inputs.append(buf)
             self.buffer_by_name[node.name] = buf
