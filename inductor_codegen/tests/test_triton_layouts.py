@@ -270,6 +270,9 @@ def test_max_pooling_between_convolutions_stays_channels_last():
     model = model.eval().to(DEVICE, torch.bfloat16)
     x = torch.randn(2, 3, 32, 32, device=DEVICE, dtype=torch.bfloat16)
     compiled = compiled_module(model, x)
-    between = compiled.artifact("wrapper").split("aten_convolution_default(")[1]
+    wrapper = compiled.artifact("wrapper")
+    between = wrapper.split("aten_convolution_default(")[1]
     assert between.count(".launch(") == 1, between  # one kernel from conv to conv
     assert "torch.int64" not in compiled.artifact("lower")
+    # channels-last buffers are allocated as the NCHW views the convolutions take
+    assert "as_strided" not in wrapper, wrapper

@@ -24,6 +24,7 @@ from collections import Counter
 
 import sympy
 import torch
+import torch.utils._pytree as pytree
 
 from inductor_codegen.cpp_codegen import KernelSource
 from inductor_codegen.errors import DynamicShapeError
@@ -109,6 +110,9 @@ class WrapperCodegen:
         # Kernel calls taking each buffer's pointer, and the locals holding pointers read once.
         self.pointer_uses: Counter[str] | None = None
         self.pointers: dict[str, str] = {}
+        # Buffers allocated with the shape and strides of the one view every call reads
+        # them through (see `_allocation_views`).
+        self.alloc_layouts: dict[str, Layout] = {}
 
     def render(self, value) -> str:
         """A Python expression for an extern-call argument."""
@@ -147,6 +151,9 @@ class WrapperCodegen:
         `torch.as_strided` without an offset keeps the base's storage offset, so a view
         at offset 0 needs no storage_offset() call.
         """
+        alloc = self.alloc_layouts.get(name)
+        if alloc is not None and layout.offset == 0 and _same_layout(alloc, layout):
+            return name
         as_strided = self.out.use("as_strided", torch.as_strided)
         if layout.offset == 0:
             return f"{as_strided}({name}, {layout_args(layout)})"
@@ -173,6 +180,7 @@ class WrapperCodegen:
             for name in names:
                 last_use[name] = position
         held = self._output_held()
+        self.alloc_layouts = self._allocation_views(steps)
         # A fallback op may return a view of its input, so what it reads is never
         # reused; extern kernels (matmul, convolution, ...) return fresh tensors.
         extern_read = {
@@ -305,26 +313,63 @@ class WrapperCodegen:
             and view.stride == base.stride[::-1]
         )
 
+    def allocated_layout(self, name: str) -> Layout:
+        """The shape and strides buffer `name`'s tensor is allocated with."""
+        return self.alloc_layouts.get(name) or self.buffers[name].layout
+
+    def _allocation_views(self, steps) -> dict[str, Layout]:
+        """Computed buffers that every reference outside kernels (extern and fallback
+        arguments, graph outputs) reads through one view at offset 0, of the same dtype and
+        storage: a channels-last buffer, stored [N, H, W, C], passed to convolutions as
+        NCHW. They are allocated with that view's shape and strides, so each call passes
+        the buffer itself and not an `as_strided` view of it (kernels take pointers)."""
+        seen: dict[str, set] = {}
+        for step in steps:
+            if not isinstance(step, ExternBuffer):
+                continue
+            for ref in pytree.tree_leaves((step.args, step.kwargs)):
+                if isinstance(ref, BufferRef):
+                    # `linear(x, w)` passes the base of a transposed weight itself.
+                    plain = ref.layout is None or self._is_transpose(ref)
+                    seen.setdefault(ref.name, set()).add(None if plain else ref.layout)
+        for value in self.graph.outputs:
+            if isinstance(value, TensorValue) and value.view is not None:
+                seen.setdefault(value.view.buffer, set()).add(value.view.layout)
+        views = {}
+        for name, layouts in seen.items():
+            buf = self.buffers.get(name)
+            if not isinstance(buf, ComputedBuffer) or len(layouts) != 1:
+                continue
+            (layout,) = layouts
+            if (
+                layout is None
+                or layout.offset != 0
+                or layout.dtype != buf.layout.dtype
+                or _same_layout(layout, buf.layout)
+                or layout.storage_numel() != buf.layout.storage_numel()
+            ):
+                continue
+            views[name] = layout
+        return views
+
     def _allocate_outputs(self, source, pool) -> None:
         """Each kernel output: a freed buffer of the same layout from `pool`, or a new one."""
         lines = self.out.lines
         for arg in source.args:
             if arg.kind != "out":
                 continue
-            buf = self.buffers[arg.name]
-            key = _pool_key(buf.layout)
+            layout = self.allocated_layout(arg.name)
+            key = _pool_key(layout)
             if pool.get(key):
                 old = pool[key].pop()
-                if _same_layout(self.buffers[old].layout, buf.layout):
+                if _same_layout(self.allocated_layout(old), layout):
                     view = old
                 else:  # pooled buffers start at their storage's offset 0
-                    view = self.view(
-                        old, Layout(buf.layout.dtype, buf.layout.size, buf.layout.stride)
-                    )
+                    view = self.view(old, Layout(layout.dtype, layout.size, layout.stride))
                 lines.append(f"    {arg.name} = {view}  # reuses {old}")
                 lines.append(f"    del {old}")
             else:
-                lines.append(f"    {arg.name} = {self.allocation(buf.layout)}")
+                lines.append(f"    {arg.name} = {self.allocation(layout)}")
 
     def allocation(self, layout: Layout) -> str:
         """A new CPU buffer of `layout`: torch.empty_strided itself, no helper frame."""
@@ -382,7 +427,7 @@ class WrapperCodegen:
     def _output(self, value) -> str:
         if isinstance(value, TensorValue):
             base = value.view.buffer
-            base_layout = self.buffers[base].layout
+            base_layout = self.allocated_layout(base)
             lay = value.view.layout
             if base_layout == lay:
                 return base
