@@ -340,7 +340,7 @@ class GraphLowering:
 
     def _store_in_order(self, value: TensorValue, layout: Layout, order: tuple) -> TensorValue:
         """`value` computed over its dims in `order` into a contiguous buffer; returned as the
-        view with its own dims (`layout`), as channels-last copies are."""
+        view with its own dims (`layout`). Channels-last copies are this with N, H, W, C."""
         loader = value.loader
         position = {d: k for k, d in enumerate(order)}
 

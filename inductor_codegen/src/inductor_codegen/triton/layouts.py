@@ -32,10 +32,8 @@ import sympy
 import torch
 
 from inductor_codegen.ir import (
-    ComputedBuffer,
     ExternBuffer,
     Layout,
-    Pointwise,
     TensorValue,
     expr_loads,
 )
@@ -62,6 +60,10 @@ def channels_last_layout(dtype: torch.dtype, size) -> Layout:
     return Layout(dtype, tuple(size), (h * w * c, sympy.Integer(1), w * c, c))
 
 
+# NCHW dims from outermost to innermost in memory for channels-last storage.
+NHWC_ORDER = (0, 2, 3, 1)
+
+
 def _is_channels_last(layout: Layout) -> bool:
     wanted = channels_last_layout(layout.dtype, layout.size)
     return all(size == 1 or a == b for size, a, b in zip(layout.size, layout.stride, wanted.stride))
@@ -76,18 +78,10 @@ def _channels_last(ctx, value: TensorValue) -> TensorValue:
     key = (value.view.buffer, value.view.layout) if value.view is not None else id(value)
     if key in copies:
         return copies[key][1]
-    n, c, h, w = value.size
-    loader = value.loader
-
-    def nhwc_loader(idx, _load=loader):
-        return _load((idx[0], idx[3], idx[1], idx[2]))
-
-    name = ctx.new_name()
-    storage = Layout.contiguous(value.dtype, (n, h, w, c))
-    ctx.add_buffer(ComputedBuffer(name, storage, Pointwise((n, h, w, c), nhwc_loader)))
-    result = TensorValue.of_buffer(name, channels_last_layout(value.dtype, value.size))
+    # Computed (or copied, for a view) over N, H, W, C into a buffer stored in that order.
+    result = ctx.realize(TensorValue(value.dtype, value.size, value.loader), order=NHWC_ORDER)
     copies[key] = (value, result)  # the value is kept so that its id stays unique
-    _NHWC.setdefault(ctx, set()).add(name)
+    _NHWC.setdefault(ctx, set()).add(result.view.buffer)
     return result
 
 

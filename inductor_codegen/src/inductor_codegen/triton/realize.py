@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sympy
 
+from inductor_codegen.indexing import numel
 from inductor_codegen.ir import TensorValue, expr_loads
 from inductor_codegen.lowering.graph import readers
 from inductor_codegen.triton.layouts import (
@@ -41,9 +42,7 @@ def _heavy_reads(ctx, value: TensorValue) -> int:
     """Distinct buffers `value` reads that are not light (see LIGHT_READ_FRACTION)."""
     index = tuple(sympy.Symbol(f"i{d}", integer=True, nonnegative=True) for d in range(value.ndim))
     names = {load.buffer for load in expr_loads(value.loader(index))}
-    size = sympy.Integer(1)
-    for s in value.size:
-        size = size * s
+    size = numel(value.size)
     if not size.is_Integer:
         return len(names)
     heavy = 0
