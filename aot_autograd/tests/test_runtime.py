@@ -148,6 +148,58 @@ def _assert_only_cheap_recompute(backward):
             assert is_recomputable(node), f"min-cut recomputed {node.target}"
 
 
+def _mlp(x, w2, w3):
+    return ((x.sin() @ w2).sigmoid() @ w3).sum()
+
+
+def test_recomputed_values_come_just_before_their_first_use():
+    # sin(x) is recomputed from x (saved for cos(x)) for w2's gradient, which the
+    # backward reaches after the products through w3: it must not open the backward
+    args = [torch.randn(16, 16, requires_grad=True) for _ in range(3)]
+    compiler = RecordingCompiler()
+    f = aot_function(_mlp, compiler, partition_fn=min_cut_rematerialization_partition)
+    grads = torch.autograd.grad(f(*args), args)
+    plain = [a.detach().requires_grad_() for a in args]
+    torch.testing.assert_close(grads, torch.autograd.grad(_mlp(*plain), plain))
+    nodes = list(f.last.graphs["backward"].graph.nodes)
+    (sin,) = [n for n in nodes if n.target == aten.sin.default]
+    first_mm = min(k for k, n in enumerate(nodes) if n.target == aten.mm.default)
+    assert nodes.index(sin) > first_mm
+    assert min(nodes.index(u) for u in sin.users) == nodes.index(sin) + 1
+
+
+def _residual_stack(x, *ws):
+    h = x
+    for w in ws:
+        h = h + torch.tanh(h @ w)
+    return h.sum()
+
+
+def test_a_long_residual_chain_is_saved_along_the_way_not_rebuilt_from_its_start():
+    # Min-cut alone saves only x and the products, and rebuilds every h from x at the
+    # start of the backward (one long fused chain); past MAX_RECOMPUTE_SPAN forward
+    # nodes the chain is cut by saving an h.
+    args = [torch.randn(8, 8, requires_grad=True)]
+    args += [(torch.randn(8, 8) * 0.1).requires_grad_() for _ in range(60)]
+    compiler = RecordingCompiler()
+    f = aot_function(_residual_stack, compiler, partition_fn=min_cut_rematerialization_partition)
+    grads = torch.autograd.grad(f(*args), args)
+    plain = [a.detach().requires_grad_() for a in args]
+    torch.testing.assert_close(grads, torch.autograd.grad(_residual_stack(*plain), plain))
+    backward = f.last.graphs["backward"]
+    saved = [n for n in backward.graph.nodes if n.op == "placeholder"]
+    saved_sums = [n for n in saved if n.meta["val"].shape == (8, 8) and "add" in n.name]
+    assert 1 <= len(saved_sums) < 60  # some sums saved, not every one
+    # no recomputed chain of adds (of values, not gradients) nearly as long as the stack
+    depth, gradients = {}, set()
+    for node in backward.graph.nodes:
+        if node.name.startswith("tangents") or gradients & set(node.all_input_nodes):
+            gradients.add(node)
+        elif node.target == aten.add.Tensor:
+            depth[node] = 1 + max((depth.get(a, 0) for a in node.all_input_nodes), default=0)
+    assert 0 < max(depth.values(), default=0) < 40
+
+
 def test_custom_decomposition_table_applies_recursively():
     def gelu(x, approximate="none"):
         return x * 0.5 * (1 + torch.erf(x / 2**0.5))

@@ -35,6 +35,7 @@ OPTIONS = {"device_codegen": "triton"}
 SMALL = SplitPolicy(
     min_reduction_numel=64,
     min_total_numel=256,
+    min_column_total_numel=256,
     max_programs=64,
     target_programs=64,
     target_column_programs=64,
@@ -246,6 +247,24 @@ def test_plan_from_static_sizes_only():
     assert plan_split(*big, _loader, "sum") is None  # no policy: C++ and plain lowering
 
 
+def _t5_column(idx, ridx):
+    from inductor_codegen.ir import Load
+
+    return Load("x", idx[0] + ridx[0] * 512, torch.bfloat16)
+
+
+def test_small_column_reduction_splits_where_a_row_reduction_would_not():
+    # T5's norm weight gradient: 512 columns summed over 1024 tokens is 8 programs of
+    # 64 columns unsplit; a row reduction of that size has 512 programs and stays whole
+    sizes = (sympy.Integer(512),), (sympy.Integer(1024),)
+    with split_reductions(SplitPolicy()):
+        plan = plan_split(*sizes, _t5_column, "sum")
+        assert plan is not None and plan.outer_first and plan.splits >= 8
+        assert plan_split(*sizes, _loader, "sum") is None
+        tiny = (sympy.Integer(64),), (sympy.Integer(1024),)  # 64K elements: not worth two launches
+        assert plan_split(*tiny, _t5_column, "sum") is None
+
+
 def test_default_policy_splits_a_million_element_loss():
     x = torch.randn(1 << 20)
     compiled = check(lambda x: (x * x).sum(), x, policy=SplitPolicy(), rtol=1e-4, atol=1e-2)
@@ -305,6 +324,7 @@ def test_channels_last_to_nchw_tiles_run_along_channels(dtype):
 TINY = SplitPolicy(
     min_reduction_numel=2,
     min_total_numel=2,
+    min_column_total_numel=2,
     max_programs=1 << 20,
     target_programs=64,
     target_column_programs=64,

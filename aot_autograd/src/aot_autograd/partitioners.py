@@ -23,7 +23,14 @@ saving a value costs its size in bytes. The recompute policy:
 
 A recomputable value on the backward side of the cut is recomputed in the
 backward from saved values; so the backward saves, for example, the input of
-a chain of pointwise ops instead of each intermediate.
+a chain of pointwise ops instead of each intermediate. A chain of recomputable
+ops is not recomputed across more than `MAX_RECOMPUTE_SPAN` forward nodes: a
+residual stream added to after every layer would otherwise be rebuilt from the
+first layer's input at the start of the backward, all layers in one kernel.
+
+Both partitioners order the backward as the autograd engine runs it: a
+recomputed value comes just before its first use, not at the start of the
+backward, so it is alive only while needed and fuses with its readers.
 
 With symbolic sizes, a value's cost is its size at the example inputs, and both
 partitioners give the backward a SymInt input for every size symbol its shapes
@@ -32,6 +39,7 @@ use (the forward returns it among the saved values).
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -74,6 +82,10 @@ RECOMPUTABLE_OPS = frozenset(
         aten.copy.default,
     }
 )
+
+
+# How many forward nodes a chain of recomputed ops may span (see `_long_chain_bans`).
+MAX_RECOMPUTE_SPAN = 100
 
 
 def _is_view(target: object) -> bool:
@@ -194,21 +206,57 @@ def _copy_graph(
     joint: fx.GraphModule,
     inputs: list[fx.Node],
     outputs: list,
+    first: set[fx.Node] | None = None,
 ) -> fx.GraphModule:
-    """A graph with `inputs` as placeholders computing `outputs` from them (copies nodes)."""
+    """A graph with `inputs` as placeholders computing `outputs` from them (copies nodes).
+
+    Nodes keep the joint graph's order, except with `first` (the nodes that depend on
+    a tangent): those keep it, and every other node comes just before its first user
+    (`_autograd_order`).
+    """
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
     for node in inputs:
         env[node] = graph.placeholder(node.name)
         env[node].meta = dict(node.meta)
     needed = _ancestors_until(outputs, set(inputs))
-    for node in joint.graph.nodes:
-        if node in needed and node not in env:
-            if node.op == "placeholder":
-                raise AssertionError(f"partition lost input {node.name}; it must be saved")
-            env[node] = graph.node_copy(node, lambda n: env[n])
+    order = [n for n in joint.graph.nodes if n in needed and n not in env]
+    if first is not None:
+        order = _autograd_order(order, first, outputs)
+    for node in order:
+        if node.op == "placeholder":
+            raise AssertionError(f"partition lost input {node.name}; it must be saved")
+        env[node] = graph.node_copy(node, lambda n: env[n])
     graph.output(tuple(env[o] if isinstance(o, fx.Node) else o for o in outputs))
     return fx.GraphModule(joint, graph)
+
+
+def _autograd_order(nodes: list[fx.Node], first: set[fx.Node], outputs: list) -> list[fx.Node]:
+    """`nodes` (in graph order) ordered as the autograd engine would run them: the nodes
+    in `first` in their order, each preceded by those of its ancestors among `nodes` not
+    placed yet (in graph order); then what only the outputs read."""
+    position = {node: k for k, node in enumerate(nodes)}
+    placed: set[fx.Node] = set()
+    result: list[fx.Node] = []
+
+    def place(root: fx.Node) -> None:
+        pending, stack = [], [root]
+        while stack:
+            node = stack.pop()
+            if node in placed or node not in position:
+                continue
+            placed.add(node)
+            pending.append(node)
+            stack.extend(node.all_input_nodes)
+        result.extend(sorted(pending, key=position.__getitem__))
+
+    for node in nodes:
+        if node in first:
+            place(node)
+    for node in outputs:
+        if isinstance(node, fx.Node):
+            place(node)
+    return result
 
 
 def _ancestors_until(outputs: list, stop: set[fx.Node]) -> set[fx.Node]:
@@ -263,7 +311,9 @@ def _with_size_inputs(joint: _Joint, saved: list[fx.Node]) -> list[fx.Node]:
 def _split(joint: _Joint, saved: list[fx.Node]) -> tuple[fx.GraphModule, fx.GraphModule]:
     saved = _with_size_inputs(joint, saved)
     forward = _copy_graph(joint.module, joint.primals, [*joint.forward_outputs, *saved])
-    backward = _copy_graph(joint.module, [*saved, *joint.tangents], joint.grads)
+    backward = _copy_graph(
+        joint.module, [*saved, *joint.tangents], joint.grads, first=joint.tangent_dependent
+    )
     return forward, backward
 
 
@@ -275,6 +325,42 @@ def default_partition(
     saved = [n for n in parts.forward_region() if parts.read_by_backward(n)]
     saved = _expand_multi_outputs(saved)
     return _split(parts, saved)
+
+
+def _long_chain_bans(region: list[fx.Node]) -> set[fx.Node]:
+    """Nodes min-cut must save: where a chain of recomputable ops, followed from its
+    start in forward order, has narrowed to one node more than MAX_RECOMPUTE_SPAN
+    forward nodes after the start. Every node is walked once, from the earliest start
+    that reaches it.
+
+    "Narrowed" ignores branches that reach no closer than MAX_RECOMPUTE_SPAN past the
+    node: values the joint graph computes for the backward (a weight's transpose, an
+    input minus its mean) come at its end, and would keep every chain wide.
+    """
+    order = {node: k for k, node in enumerate(region)}
+    banned: set[fx.Node] = set()
+    visited: set[fx.Node] = set()
+    for start in region:
+        if start in visited:
+            continue
+        frontier = [(order[start], start)]
+        while frontier:
+            _, node = heapq.heappop(frontier)
+            if node in visited:
+                continue
+            visited.add(node)
+            far = order[node] + MAX_RECOMPUTE_SPAN
+            if order[node] > order[start] + MAX_RECOMPUTE_SPAN and (
+                not frontier or frontier[0][0] >= far
+            ):
+                banned.add(node)
+                break
+            if not is_recomputable(node):
+                continue
+            for user in node.users:
+                if user in order and user not in banned and is_recomputable(user):
+                    heapq.heappush(frontier, (order[user], user))
+    return banned
 
 
 def _expand_multi_outputs(saved: list[fx.Node]) -> list[fx.Node]:
@@ -298,9 +384,10 @@ def min_cut_rematerialization_partition(
     flow = nx.DiGraph()
     flow.add_node("source")
     flow.add_node("sink")
+    banned = _long_chain_bans(region)
     for node in region:
         name = node.name
-        if node.op == "placeholder" or not is_recomputable(node):
+        if node.op == "placeholder" or not is_recomputable(node) or node in banned:
             flow.add_edge("source", name + "_in", capacity=math.inf)
         if parts.read_by_backward(node):
             flow.add_edge(name + "_out", "sink", capacity=math.inf)
