@@ -33,6 +33,7 @@ row; the run goes on in a fresh process. Exits 0 without a GPU.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import math
@@ -226,11 +227,25 @@ def kernel_bandwidth(fn, top: int = 8, sources: bool = False) -> list[dict]:
         calls.setdefault(self.source.name, (self, args, _tensor_bytes(args)))
         return original(self, *args)
 
+    # Wrappers launch most kernels through `kernel.launch(stream, ...)`, bound per
+    # kernel after its first call; the rest (and first calls) through `kernel(...)`.
+    launches = {}
+    for kernel in gc.get_objects():
+        if isinstance(kernel, TritonKernel) and "launch" in vars(kernel):
+            launches[kernel] = kernel.launch
+
+            def recording(stream, *args, kernel=kernel, launch=kernel.launch):
+                calls.setdefault(kernel.source.name, (kernel, args, _tensor_bytes(args)))
+                return launch(stream, *args)
+
+            kernel.launch = recording
     TritonKernel.__call__ = record
     try:
         fn()
     finally:
         TritonKernel.__call__ = original
+        for kernel, launch in launches.items():
+            kernel.launch = launch
     rows = []
     for name, (kernel, args, nbytes) in sorted(calls.items(), key=lambda c: -c[1][2])[:top]:
         ms = do_bench(lambda k=kernel, a=args: k(*a), warmup=5, rep=20, return_mode="median")

@@ -97,20 +97,39 @@ def test_kernels_take_the_stream_and_aligned_inputs(tmp_path):
     assert "stream0 = get_raw_stream()" in text
     assert "aligned_copies(x_1, b_1)" in text
     launches = [line.strip() for line in text.splitlines() if ".launch(stream0" in line]
-    assert len(launches) == 3 and all("x_1," not in line for line in launches)
-    # The gather is an ATen fallback: its result may sit at any offset.
-    assert any(
-        line.strip().startswith("triton_fused_pointwise") and "(buf" in line
-        for line in text.splitlines()
-        if ".launch(" not in line
-    )
+    assert len(launches) == 4 and all("x_1," not in line for line in launches)
+    # The gather is an ATen fallback: its result may sit at any offset, so it is checked
+    # before the kernel that reads it, which still launches directly.
+    (gather,) = [line.split(" = ")[0].strip() for line in text.splitlines() if "gather" in line]
+    assert f"aligned_copies({gather},)" in text
+    assert any(f"(stream0, {gather}_a," in line for line in launches)
     for _ in range(3):
         torch.testing.assert_close(compiled(x, b), fn(x, b))
     direct = [k for k in _kernels(compiled) if k.launch.__name__ == "launch"]
     if DEVICE == "cuda":  # the compiled binary's launcher, called with nothing in between
-        assert len(direct) == 3
+        assert len(direct) == 4
     else:  # the interpreter has no binaries
         assert not direct
+
+
+def test_a_misaligned_fallback_result_is_copied_before_a_kernel_reads_it(tmp_path):
+    compiled, fn, x, b = _compiled_gather_graph(tmp_path)
+    namespace = compiled._call.__globals__
+    gather = namespace["aten_gather_default"]
+
+    def misaligned_gather(*args, **kwargs):
+        result = gather(*args, **kwargs)
+        storage = torch.empty(result.numel() + 1, dtype=result.dtype, device=result.device)
+        view = storage[1:].view(result.shape).copy_(result)
+        assert view.data_ptr() % 16
+        return view
+
+    namespace["aten_gather_default"] = misaligned_gather
+    try:
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x, b), fn(x, b))
+    finally:
+        namespace["aten_gather_default"] = gather
 
 
 def test_misaligned_inputs_are_copied_and_match_eager(tmp_path):

@@ -13,8 +13,9 @@ then uses wide loads) without checking each pointer per launch. What makes
 that safe: buffers the wrapper allocates and the results of extern kernels
 (cuBLAS, cuDNN) are fresh allocations; inputs are checked once per call, and a
 misaligned one is copied (`inputs_t` names the tensors the kernels read); the
-results of ATen fallbacks, which may be views at any offset, and constants
-that are not aligned go through the kernel's checking entry, `kernel(...)`.
+results of ATen fallbacks, which may be views at any offset, are checked the
+same way before each kernel that reads them (`buf3_a`); constants that are not
+aligned go through the kernel's checking entry, `kernel(...)`.
 """
 
 from __future__ import annotations
@@ -100,10 +101,33 @@ class TritonWrapperCodegen(WrapperCodegen):
             operands = [self.render(ref) for ref in kernel.operands]
             names = operands + names[len(operands) :]
             lines.append(f"    {kernel.name}({', '.join(names)})")
-        elif any(arg.name in self.unchecked for arg in source.args):
+        elif any(self._needs_checking_entry(arg) for arg in source.args):
             lines.append(f"    {kernel.name}({', '.join(names)})")
         else:
+            checked = {
+                arg.name: f"{arg.name}_a" for arg in source.args if arg.name in self.unchecked
+            }
+            if checked:
+                # A fallback's result read by the kernel: checked here (one pointer test),
+                # copied when misaligned, so the kernel still takes the direct launch.
+                targets = ", ".join(checked.values()) + ("," if len(checked) == 1 else "")
+                sources = ", ".join(checked) + ("," if len(checked) == 1 else "")
+                pointers = " | ".join(f"{n}.data_ptr()" for n in checked)
+                lines.append(f"    {targets} = {sources}")
+                lines.append(
+                    f"    if ({pointers}) % {ALIGNMENT}: {targets} = aligned_copies({sources})"
+                )
+                names = [checked.get(arg.name, n) for arg, n in zip(source.args, names)]
             lines.append(f"    {kernel.name}.launch({', '.join(['stream0', *names])})")
+            if checked:
+                lines.append(f"    del {', '.join(checked.values())}")
+
+    def _needs_checking_entry(self, arg) -> bool:
+        """Whether a kernel argument keeps the kernel on its checking entry, `kernel(...)`:
+        a misaligned constant, or a fallback's result the kernel writes."""
+        if arg.name not in self.unchecked:
+            return False
+        return arg.name in self.graph.constants or arg.kind != "in"
 
 
 def generate_triton_wrapper(graph, schedule, kernels) -> WrapperSource:
