@@ -1,25 +1,19 @@
 """Generated Triton kernels against eager PyTorch.
 
 Without a GPU the kernels run under the Triton interpreter on the CPU
-(TRITON_INTERPRET=1, set here before triton is imported) and the graphs are
+(TRITON_INTERPRET=1, which conftest.py sets before triton is imported) and the graphs are
 compiled with `options={"device_codegen": "triton"}`; with a GPU the same
 tests run the compiled kernels on CUDA tensors.
 """
 
 from __future__ import annotations
 
-import os
-
+import pytest
 import torch
+import torch.nn.functional as F
+from graph_helpers import trace
 
-if not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
-
-import pytest  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from graph_helpers import trace  # noqa: E402
-
-from inductor_codegen import InductorError, compile_graph  # noqa: E402
+from inductor_codegen import InductorError, compile_graph
 
 pytest.importorskip("triton")
 pytestmark = pytest.mark.triton_interpret

@@ -7,18 +7,13 @@ channels-last tensors; on a GPU, cuDNN's.
 from __future__ import annotations
 
 import copy
-import os
 
+import pytest
 import torch
 import torch.nn as nn
+from graph_helpers import trace
 
-if not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
-
-import pytest  # noqa: E402
-from graph_helpers import trace  # noqa: E402
-
-from inductor_codegen import compile_graph  # noqa: E402
+from inductor_codegen import compile_graph
 
 pytest.importorskip("triton")
 

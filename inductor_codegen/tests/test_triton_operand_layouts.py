@@ -3,18 +3,13 @@ share a kernel (compiled with the Triton generator; run under the interpreter on
 
 from __future__ import annotations
 
-import os
 import re
 
+import pytest
 import torch
+from graph_helpers import trace
 
-if not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
-
-import pytest  # noqa: E402
-from graph_helpers import trace  # noqa: E402
-
-from inductor_codegen import compile_graph  # noqa: E402
+from inductor_codegen import compile_graph
 
 pytest.importorskip("triton")
 pytestmark = pytest.mark.triton_interpret

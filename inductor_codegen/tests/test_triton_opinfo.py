@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import torch
-
-if not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
-
-import pytest  # noqa: E402
-from opinfo_samples import compile_and_check  # noqa: E402
-from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+from opinfo_samples import compile_and_check
+from torch.testing._internal.common_methods_invocations import op_db
 
 pytest.importorskip("triton")
 pytestmark = pytest.mark.triton_interpret

@@ -6,19 +6,13 @@ the CPU (or on CUDA where there is a GPU), like test_triton_codegen.
 
 from __future__ import annotations
 
-import os
-
+import pytest
 import torch
+from graph_helpers import trace
+from model_defs import model_cases
 
-if not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
-
-import pytest  # noqa: E402
-from graph_helpers import trace  # noqa: E402
-from model_defs import model_cases  # noqa: E402
-
-from inductor_codegen import compile_graph  # noqa: E402
-from inductor_codegen.triton import (  # noqa: E402
+from inductor_codegen import compile_graph
+from inductor_codegen.triton import (
     GroupMeta,
     TritonKernelSource,
     autotune_configs,

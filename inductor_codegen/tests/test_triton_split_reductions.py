@@ -7,21 +7,16 @@ a small policy so that small tensors split the same way large ones do on a GPU.
 
 from __future__ import annotations
 
-import os
 import re
 
+import pytest
+import sympy
 import torch
 import torch.utils._pytree
+from graph_helpers import trace
 
-if not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
-
-import pytest  # noqa: E402
-import sympy  # noqa: E402
-from graph_helpers import trace  # noqa: E402
-
-from inductor_codegen import compile_graph  # noqa: E402
-from inductor_codegen.lowering.split import (  # noqa: E402
+from inductor_codegen import compile_graph
+from inductor_codegen.lowering.split import (
     SplitPolicy,
     plan_split,
     split_reductions,

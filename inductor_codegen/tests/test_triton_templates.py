@@ -9,19 +9,14 @@ followed by the epilogue kernel, so both ways are checked. On a GPU the
 from __future__ import annotations
 
 import json
-import os
 
+import pytest
 import torch
 import torch.nn.functional as F
+from graph_helpers import trace
 
-if not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
-
-import pytest  # noqa: E402
-from graph_helpers import trace  # noqa: E402
-
-from inductor_codegen import compile_graph  # noqa: E402
-from inductor_codegen.errors import InductorError  # noqa: E402
+from inductor_codegen import compile_graph
+from inductor_codegen.errors import InductorError
 
 pytest.importorskip("triton")
 

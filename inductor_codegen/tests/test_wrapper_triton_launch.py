@@ -5,22 +5,16 @@ Runs under TRITON_INTERPRET=1 on the CPU (or on CUDA where there is a GPU).
 
 from __future__ import annotations
 
-import os
-
+import pytest
 import torch
-
-if not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
-
-import pytest  # noqa: E402
-from graph_helpers import trace  # noqa: E402
-from test_dynamic_codegen import (  # noqa: E402
+from graph_helpers import trace
+from test_dynamic_codegen import (
     _check_sizes,
     _triton_graph,
     compile_symbolic_triton_graph,
 )
 
-from inductor_codegen import compile_graph  # noqa: E402
+from inductor_codegen import compile_graph
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 pytestmark = pytest.mark.triton_interpret
