@@ -7,6 +7,7 @@ a small policy so that small tensors split the same way large ones do on a GPU.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import pytest
@@ -219,10 +220,10 @@ def _loader(idx, ridx):
     return Load("x", idx[0] * 4096 + ridx[0], torch.float32)
 
 
-def _column(idx, ridx):
+def _column(idx, ridx, width=4096):
     from inductor_codegen.ir import Load
 
-    return Load("x", idx[0] + ridx[0] * 4096, torch.float32)
+    return Load("x", idx[0] + ridx[0] * width, torch.float32)
 
 
 def test_plan_from_static_sizes_only():
@@ -242,22 +243,16 @@ def test_plan_from_static_sizes_only():
     assert plan_split(*big, _loader, "sum") is None  # no policy: C++ and plain lowering
 
 
-def _t5_column(idx, ridx):
-    from inductor_codegen.ir import Load
-
-    return Load("x", idx[0] + ridx[0] * 512, torch.bfloat16)
-
-
 def test_small_column_reduction_splits_where_a_row_reduction_would_not():
     # T5's norm weight gradient: 512 columns summed over 1024 tokens is 8 programs of
     # 64 columns unsplit; a row reduction of that size has 512 programs and stays whole
     sizes = (sympy.Integer(512),), (sympy.Integer(1024),)
     with split_reductions(SplitPolicy()):
-        plan = plan_split(*sizes, _t5_column, "sum")
+        plan = plan_split(*sizes, functools.partial(_column, width=512), "sum")
         assert plan is not None and plan.outer_first and plan.splits >= 8
         assert plan_split(*sizes, _loader, "sum") is None
         tiny = (sympy.Integer(64),), (sympy.Integer(1024),)  # 64K elements: not worth two launches
-        assert plan_split(*tiny, _t5_column, "sum") is None
+        assert plan_split(*tiny, functools.partial(_column, width=64), "sum") is None
 
 
 def test_default_policy_splits_a_million_element_loss():
