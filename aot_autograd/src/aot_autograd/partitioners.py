@@ -133,10 +133,7 @@ def is_recomputable(node: fx.Node) -> bool:
 def _size_in_bytes(node: fx.Node) -> float:
     value = node.meta.get("val")
     if isinstance(value, torch.Tensor):
-        numel = 1
-        for d in value.shape:
-            numel *= concrete_hint(d)  # symbolic sizes cost their example size, no guard
-        return float(numel * value.element_size())
+        return _numel(node) * value.element_size()
     if isinstance(value, (tuple, list)):
         return math.inf  # a multi-output node is saved through its getitems
     return 1.0
@@ -359,7 +356,7 @@ def _numel(node: fx.Node) -> float:
     if isinstance(value, torch.Tensor):
         total = 1
         for d in value.shape:
-            total *= concrete_hint(d)
+            total *= concrete_hint(d)  # symbolic sizes count their example size, no guard
         return float(total)
     return 0.0
 
