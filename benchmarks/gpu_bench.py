@@ -213,11 +213,9 @@ def _tensor_bytes(args) -> int:
     return total
 
 
-def kernel_bandwidth(fn, top: int = 8, sources: bool = False) -> list[dict]:
-    """The ember Triton kernels of one call that move the most bytes, each timed alone
-    (with their launch configuration, and their source if `sources`)."""
-    from triton.testing import do_bench
-
+def recorded_kernels(fn) -> dict[str, tuple]:
+    """The ember Triton kernels that one call of `fn` launches: name -> (kernel, the
+    arguments of its first launch, bytes of its tensor arguments)."""
     from inductor_codegen.triton.runtime import TritonKernel
 
     calls = {}
@@ -231,7 +229,7 @@ def kernel_bandwidth(fn, top: int = 8, sources: bool = False) -> list[dict]:
     # kernel after its first call; the rest (and first calls) through `kernel(...)`.
     launches = {}
     for kernel in gc.get_objects():
-        if isinstance(kernel, TritonKernel) and "launch" in vars(kernel):
+        if type(kernel) is TritonKernel and "launch" in vars(kernel):
             launches[kernel] = kernel.launch
 
             def recording(stream, *args, kernel=kernel, launch=kernel.launch):
@@ -246,6 +244,15 @@ def kernel_bandwidth(fn, top: int = 8, sources: bool = False) -> list[dict]:
         TritonKernel.__call__ = original
         for kernel, launch in launches.items():
             kernel.launch = launch
+    return calls
+
+
+def kernel_bandwidth(fn, top: int = 8, sources: bool = False) -> list[dict]:
+    """The ember Triton kernels of one call that move the most bytes, each timed alone
+    (with their launch configuration, and their source if `sources`)."""
+    from triton.testing import do_bench
+
+    calls = recorded_kernels(fn)
     rows = []
     for name, (kernel, args, nbytes) in sorted(calls.items(), key=lambda c: -c[1][2])[:top]:
         ms = do_bench(lambda k=kernel, a=args: k(*a), warmup=5, rep=20, return_mode="median")

@@ -348,3 +348,77 @@ def test_a_stored_reduction_is_reused_from_registers():
     assert "welford" in compiled.artifact("codegen")
     assert "tl.load(out_ptr" not in compiled.artifact("codegen")
     torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
+
+
+def _kernel_sources(monkeypatch, fn, *args, **kwargs):
+    """The TritonKernelSource of every kernel `check(fn, *args)` compiles."""
+    import inductor_codegen.triton.compile as triton_compile
+
+    sources = []
+    generate = triton_compile.generate_triton_kernel
+
+    def recording(kernel, buffers):
+        sources.append(generate(kernel, buffers))
+        return sources[-1]
+
+    monkeypatch.setattr(triton_compile, "generate_triton_kernel", recording)
+    check(fn, *args, **kwargs)
+    return sources
+
+
+def _masked_softmax(scores, mask):
+    return torch.softmax(scores.float() * 0.125 + mask, -1).to(scores.dtype)
+
+
+def test_a_value_read_by_later_groups_of_a_persistent_row_stays_in_registers(monkeypatch):
+    # softmax's exp is read by its sum and by the division: with the whole row in
+    # registers, it is never written to memory (only the bf16 result is)
+    scores, mask = randn(6, 512, dtype=torch.bfloat16), randn(6, 512)
+    (source,) = _kernel_sources(monkeypatch, _masked_softmax, scores, mask, atol=1e-2, rtol=1e-2)
+    assert all(g.persistent for g in source.groups)
+    assert source.source.count("tl.store(") == 1
+    assert [a.kind for a in source.args].count("out") == 1
+
+
+def test_a_value_read_by_a_later_loop_is_still_stored(monkeypatch):
+    # rows too long for registers: the sum and the division loop over the row again,
+    # and read the exp back from memory
+    scores, mask = randn(3, 5000, dtype=torch.bfloat16), randn(3, 5000)
+    sources = _kernel_sources(monkeypatch, _masked_softmax, scores, mask, atol=1e-2, rtol=1e-2)
+    assert not any(g.persistent for s in sources for g in s.groups)
+    assert sum(s.source.count("tl.store(") for s in sources) == 2
+
+
+def test_long_row_reductions_read_along_the_row(monkeypatch):
+    # logsumexp's last step reads the row's max and sum at one element per row: that
+    # does not make the kernel's loads run along its outputs (one row per program, a
+    # long step along the row, not a tile of 64 rows by 16)
+    from inductor_codegen.triton.heuristics import default_config
+
+    (source,) = _kernel_sources(
+        monkeypatch, lambda x: torch.logsumexp(x.float(), -1), randn(4, 5000, dtype=torch.bfloat16)
+    )
+    assert not source.contiguous_x
+    config = default_config(source)
+    assert config.xblock == 1 and min(config.rblocks) >= 512
+
+
+def test_a_returned_residual_sum_joins_the_norm_over_it(monkeypatch):
+    # x + residual is returned and normalized: one kernel loads x and residual once,
+    # stores the sum and the norm (not a second kernel reading both again)
+    def fn(x, residual, w, b):
+        y = x + residual
+        return y, F.layer_norm(y, (768,), w, b)
+
+    args = [randn(8, 768, dtype=torch.bfloat16) for _ in range(2)] + [randn(768), randn(768)]
+    (source,) = _kernel_sources(monkeypatch, fn, *args, atol=5e-2, rtol=5e-2)
+    assert source.source.count("tl.load(") == 4  # x, residual, w, b
+    assert source.source.count("tl.store(") == 2
+
+
+def test_a_cast_sharing_no_read_stays_out_of_a_reduction_kernel():
+    # a weight's cast beside an unrelated row sum: two kernels, the cast flat
+    compiled = check(
+        lambda x, w: (x.sum(-1), w.to(torch.bfloat16)), randn(64, 768), randn(768, 3072)
+    )
+    assert compiled.kernel_count == 2

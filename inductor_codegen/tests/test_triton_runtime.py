@@ -138,3 +138,9 @@ def test_repeated_launches_follow_argument_alignment():
         torch.testing.assert_close(compiled(view), (view * 2).sin() + 1)
     fresh = torch.randn(4, 1000, device=DEVICE)
     torch.testing.assert_close(compiled(fresh[:, 8:808]), (fresh[:, 8:808] * 2).sin() + 1)
+
+
+@pytest.mark.parametrize(("rnumel", "xblock", "warps"), [(768, 1, 4), (512, 2, 4), (64, 16, 4)])
+def test_persistent_rows_default_to_programs_of_1024_elements(rnumel, xblock, warps):
+    config = default_config(source(1 << 16, [GroupMeta("reduction", rnumel, True)]))
+    assert (config.xblock, config.num_warps) == (xblock, warps)

@@ -48,7 +48,7 @@ def sweep(name: str, mode: str, kinds: set[str]) -> list[dict]:
     step()
     torch.cuda.synchronize()
     calls: dict[int, list] = {}
-    kernels = [k for k in gc.get_objects() if isinstance(k, TritonKernel)]
+    kernels = [k for k in gc.get_objects() if type(k) is TritonKernel]
     for kernel in kernels:
         if kind_of(kernel.source) not in kinds:
             continue

@@ -67,7 +67,10 @@ class FusedKernel:
     """One generated function: an outer loop nest whose body runs `items` in order.
 
     An item is a node name (computed at the outer level) or a LoopGroup.
-    `locals_` are buffers that never reach memory.
+    `locals_` are buffers that never reach memory. `kernel_only` are the buffers no other
+    step reads and the graph does not return: those of them that `locals_` leaves out
+    are read here from another loop group, which a code generator holding a whole row
+    in registers (Triton's persistent reductions) may still keep from memory.
     """
 
     name: str
@@ -75,6 +78,7 @@ class FusedKernel:
     items: tuple[str | LoopGroup, ...]
     nodes: tuple[str, ...]
     locals_: frozenset[str] = frozenset()
+    kernel_only: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +111,9 @@ _OUTER_LEVEL_ONLY: ContextVar[bool] = ContextVar("ember_outer_level_horizontal",
 
 @contextlib.contextmanager
 def outer_level_horizontal_fusion() -> Iterator[None]:
-    """Inside, a horizontal fusion may not put work in an inner pointwise loop, nor join a
-    reduction kernel it shares no read with.
+    """Inside, a horizontal fusion may neither put work in an inner pointwise loop nor join a
+    reduction kernel unless it shares a read with the kernel (a residual sum stored
+    beside the norm over it: its rows are loaded once, by the norm's loop).
 
     A GPU kernel runs its outer loop in parallel and each program's inner loops
     in sequence: the casts of three weights [768, 768], [768, 3072] and
@@ -491,10 +496,15 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
                 if mixes_strides(plan, step[1] + [buf]) and not mixes_strides(step[0], step[1]):
                     log.debug("%s stays out of a kernel (strided in its vector loop)", buf.name)
                     continue
-                if outer_only and _inner_pointwise_nodes(plan) > _inner_pointwise_nodes(step[0]):
+                shares_reads = bool(reads & _reads_of(step[1]))
+                if (
+                    outer_only
+                    and not shares_reads
+                    and _inner_pointwise_nodes(plan) > _inner_pointwise_nodes(step[0])
+                ):
                     log.debug("%s stays out of a kernel (it would loop inside)", buf.name)
                     continue
-                if outer_only and _has_groups(step[0]) and not reads & _reads_of(step[1]):
+                if outer_only and _has_groups(step[0]) and not shares_reads:
                     # It would take the reduction's tiles (XBLOCK outputs a program) and
                     # save only a launch: a permuted copy there reads across its tile.
                     log.debug("%s stays out of a reduction kernel it shares no read with", buf.name)
@@ -541,10 +551,19 @@ def _finish(steps, by_name, output_buffers) -> list:
             result.append(step)
             continue
         (outer, items), names = step
-        locals_ = _local_buffers(outer, items, names, by_name, readers, position, output_buffers)
+        kernel_only = frozenset(
+            name
+            for name in names
+            if name not in output_buffers
+            and not readers.get(name, set()) - {position}
+            and not is_scatter(by_name[name])
+        )
+        locals_ = _local_buffers(outer, items, names, by_name, kernel_only)
         label = "_".join(dict.fromkeys(_kernel_label(by_name[n]) for n in names))[:40]
         result.append(
-            FusedKernel(f"cpp_fused_{label}_{len(result)}", outer, items, tuple(names), locals_)
+            FusedKernel(
+                f"cpp_fused_{label}_{len(result)}", outer, items, tuple(names), locals_, kernel_only
+            )
         )
     return result
 
@@ -557,7 +576,7 @@ def _kernel_label(buf: ComputedBuffer) -> str:
     return buf.body.reduction_type.split("_")[0]
 
 
-def _local_buffers(outer, items, names, by_name, readers, position, output_buffers):
+def _local_buffers(outer, items, names, by_name, kernel_only):
     """Buffers of this kernel read only here, at the outer level or in their own loop body."""
     item_of = {}
     for k, item in enumerate(items):
@@ -565,11 +584,7 @@ def _local_buffers(outer, items, names, by_name, readers, position, output_buffe
             item_of[name] = k
     result = set()
     for name in names:
-        if (
-            name in output_buffers
-            or readers.get(name, set()) - {position}
-            or is_scatter(by_name[name])
-        ):
+        if name not in kernel_only:
             continue
         item = items[item_of[name]]
         at_outer = isinstance(item, str) or item.kind == "reduction"

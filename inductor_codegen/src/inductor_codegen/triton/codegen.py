@@ -201,6 +201,7 @@ class TritonKernelCodegen:
         self.group_ids, self.group_meta = _number_groups(self.groups, looped=looped)
         self.group_ranges = {g: grp.ranges for g, grp in zip(self.group_ids, self.groups)}
         self.shared_scopes: dict[int, Scope] = {}
+        self.locals_ = kernel.locals_ | self._row_locals()
         self.accumulator_count = 0
         self.masks: dict[str, str] = {}  # accumulator -> the mask of its lanes
         self.two_d = bool(self.groups)
@@ -304,7 +305,7 @@ class TritonKernelCodegen:
         dtype = self.buffers[name].layout.dtype
         if compute_dtype(value_dtype) != compute_dtype(dtype) or dtype == torch.bool:
             value_text = cast_text(value_text, value_dtype, dtype)
-        if name in self.kernel.locals_:
+        if name in self.locals_:
             # Numbered per kernel, not named after the buffer: each layer's copy of a
             # kernel then has the same text, and the same compiled function.
             var = self.local_names.setdefault(name, f"local{len(self.local_names)}")
@@ -338,6 +339,31 @@ class TritonKernelCodegen:
             else:
                 self._group(body, item)
         return self._finish(body.lines)
+
+    def _row_locals(self) -> frozenset[str]:
+        """Buffers read only in this kernel, computed and read in persistent groups over the
+        same row (one straight-line scope holding the whole row in registers) at the index
+        they are stored at: a softmax's exp, read by its sum and by the division."""
+        group_of = {}
+        for group, g in zip(self.groups, self.group_ids):
+            for name in group.nodes:
+                group_of[name] = g
+        candidates = {}
+        for name in self.kernel.kernel_only - self.kernel.locals_:
+            g = group_of.get(name)
+            if g is not None and self.group_meta[g].persistent:
+                candidates[name] = (g, node_body(self.buffers[name], self.kernel.outer, "r")[1])
+        for other in self.kernel.nodes:
+            if not candidates:
+                break
+            value = node_body(self.buffers[other], self.kernel.outer, "r")[0]
+            for load in expr_loads(value):
+                if load.buffer not in candidates:
+                    continue
+                g, index = candidates[load.buffer]
+                if group_of.get(other) != g or sympy.expand(load.index - index) != 0:
+                    del candidates[load.buffer]
+        return frozenset(candidates)
 
     def _wants_tiles(self) -> bool:
         """A pointwise kernel that reads or writes across the last dim (a transpose):
@@ -627,15 +653,25 @@ class TritonKernelCodegen:
         return self.pointer_names[key]
 
     def _contiguous_x(self) -> bool:
-        """Whether loads run along the last outer variable (then wide XBLOCK tiles read in order)."""
+        """Whether loads from memory run along the last outer variable (then wide XBLOCK
+        tiles read in order). In a reduction only the loads that step along its rows
+        count: one element per output (a bias, a row's max) says nothing of the bulk of
+        the reads, and a buffer the kernel itself computes is not read from memory."""
         if not self.kernel.outer:
             return False
         last_x = outer_vars(len(self.kernel.outer))[-1]
+        inside = set(self.kernel.nodes)
         for item in self.groups:
+            r_vars = set(inner_vars("r", len(item.ranges))) if item.ranges else set()
             for name in item.nodes:
                 value = node_body(self.buffers[name], self.kernel.outer, "r")[0]
-                if any(ld.index.coeff(last_x) == 1 for ld in expr_loads(value)):
-                    return True
+                for load in expr_loads(value):
+                    if load.buffer in inside:
+                        continue
+                    if r_vars and not (load.index.free_symbols & r_vars):
+                        continue
+                    if load.index.coeff(last_x) == 1:
+                        return True
         return False
 
     def _elements(self) -> int:
