@@ -164,7 +164,7 @@ def device_us(fn, calls: int = CALLS) -> tuple[float, dict[str, float]]:
 
 def copy_us(nbytes: int) -> float:
     """Device microseconds of one copy reading and writing `nbytes` in all."""
-    src = torch.empty(max(1, nbytes // 4), dtype=torch.uint8, device="cuda").random_()
+    src = torch.empty(max(1, nbytes // 2), dtype=torch.uint8, device="cuda").random_()
     dst = torch.empty_like(src)
     us, _ = device_us(lambda: dst.copy_(src))
     return us
