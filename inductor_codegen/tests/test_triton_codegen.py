@@ -410,7 +410,8 @@ def test_a_returned_residual_sum_joins_the_norm_over_it(monkeypatch):
         y = x + residual
         return y, F.layer_norm(y, (768,), w, b)
 
-    args = [randn(8, 768, dtype=torch.bfloat16) for _ in range(2)] + [randn(768), randn(768)]
+    args = [randn(8, 768, dtype=torch.bfloat16) for _ in range(2)]
+    args += [randn(768, dtype=torch.bfloat16), randn(768, dtype=torch.bfloat16)]
     (source,) = _kernel_sources(monkeypatch, fn, *args, atol=5e-2, rtol=5e-2)
     assert source.source.count("tl.load(") == 4  # x, residual, w, b
     assert source.source.count("tl.store(") == 2
