@@ -142,6 +142,12 @@ def _reads_of(bufs: list[ComputedBuffer]) -> set[str]:
     return names
 
 
+def _stores_along_rows(plan, buf: ComputedBuffer) -> bool:
+    """Whether `buf` in `plan` stores at the outer level or along its inner loop."""
+    _value, store, inner = node_body(buf, plan[0], "r")
+    return not inner or store.coeff(inner_vars("r", len(inner))[-1]) == 1
+
+
 def _inner_pointwise_nodes(plan) -> int:
     return sum(
         len(item.nodes)
@@ -496,7 +502,10 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
                 if mixes_strides(plan, step[1] + [buf]) and not mixes_strides(step[0], step[1]):
                     log.debug("%s stays out of a kernel (strided in its vector loop)", buf.name)
                     continue
-                shares_reads = bool(reads & _reads_of(step[1]))
+                # Joining a reduction kernel it shares reads with pays only along rows
+                # contiguous in memory (a norm's rows): across them (a column sum's few
+                # programs each walking many rows) it would lose its flat parallelism.
+                shares_reads = bool(reads & _reads_of(step[1])) and _stores_along_rows(plan, buf)
                 if (
                     outer_only
                     and not shares_reads

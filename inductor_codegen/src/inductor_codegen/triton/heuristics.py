@@ -20,6 +20,11 @@ PERSISTENT_PROGRAM_ELEMENTS = 1024
 # sums over bf16 NHWC data on an H200 (24 us against 40 us for 64 x 16: more bytes in
 # flight per program); see benchmarks/RESULTS.md.
 COLUMN_TILE = (64, 64)
+# A looped reduction along rows contiguous in memory: elements a step, and warps (as
+# torch.compile; the fastest of a sweep over a [2048, 50257] bf16 logsumexp on an H100:
+# 177 us, against 205 us with 4 warps).
+ROW_STEP = 2048
+ROW_STEP_WARPS = 8
 # Elements of a row tile: XBLOCK contiguous elements (at most 1024) of each of YBLOCK rows.
 ROW_TILE_ELEMENTS = 4096
 
@@ -112,11 +117,9 @@ def default_config(kernel: TritonKernelSource) -> LaunchConfig:
     if kernel.contiguous_x:
         # Rows run across memory: a wide tile of rows, a short step along the reduction.
         return _config(kernel, 64, 16)
-    # Rows along memory, longer than a program holds: one row a program, 2048 elements a
-    # step with 8 warps (as torch.compile; the fastest of the sweep over a [2048, 50257]
-    # bf16 logsumexp on an H100: 177 us, against 205 us with 4 warps).
-    config = _config(kernel, 1, 2048)
-    return LaunchConfig(config.xblock, config.rblocks, 8)
+    # Rows along memory, longer than a program holds: one row a program.
+    config = _config(kernel, 1, ROW_STEP)
+    return LaunchConfig(config.xblock, config.rblocks, ROW_STEP_WARPS)
 
 
 def autotune_configs(kernel: TritonKernelSource) -> list[LaunchConfig]:
