@@ -207,7 +207,7 @@ def sweep(fn, inputs) -> list[dict]:
     from triton.testing import do_bench
 
     rows = []
-    for kernel, args, nbytes in recorded_kernels(lambda: fn(*inputs)).values():
+    for kernel, args, nbytes, _ in recorded_kernels(lambda: fn(*inputs)).values():
         timings = {}
         for config in _grid(kernel.source):
             try:

@@ -214,15 +214,19 @@ def _tensor_bytes(args) -> int:
 
 
 def recorded_kernels(fn) -> dict[str, tuple]:
-    """The ember Triton kernels that one call of `fn` launches: name -> (kernel, the
-    arguments of its first launch, bytes of its tensor arguments)."""
+    """The ember Triton kernels that one call of `fn` launches: name -> [kernel, the
+    arguments of its first launch, bytes of its tensor arguments, launches]."""
     from inductor_codegen.triton.runtime import TritonKernel
 
     calls = {}
     original = TritonKernel.__call__
 
+    def seen(kernel, args):
+        entry = calls.setdefault(kernel.source.name, [kernel, args, _tensor_bytes(args), 0])
+        entry[3] += 1
+
     def record(self, *args):
-        calls.setdefault(self.source.name, (self, args, _tensor_bytes(args)))
+        seen(self, args)
         return original(self, *args)
 
     # Wrappers launch most kernels through `kernel.launch(stream, ...)`, bound per
@@ -233,7 +237,7 @@ def recorded_kernels(fn) -> dict[str, tuple]:
             launches[kernel] = kernel.launch
 
             def recording(stream, *args, kernel=kernel, launch=kernel.launch):
-                calls.setdefault(kernel.source.name, (kernel, args, _tensor_bytes(args)))
+                seen(kernel, args)
                 return launch(stream, *args)
 
             kernel.launch = recording
@@ -254,7 +258,7 @@ def kernel_bandwidth(fn, top: int = 8, sources: bool = False) -> list[dict]:
 
     calls = recorded_kernels(fn)
     rows = []
-    for name, (kernel, args, nbytes) in sorted(calls.items(), key=lambda c: -c[1][2])[:top]:
+    for name, (kernel, args, nbytes, _) in sorted(calls.items(), key=lambda c: -c[1][2])[:top]:
         ms = do_bench(lambda k=kernel, a=args: k(*a), warmup=5, rep=20, return_mode="median")
         row = {"kernel": name, "us": ms * 1000, "MB": nbytes / 1e6, "GBps": nbytes / ms / 1e6}
         config = getattr(kernel, "config", None)

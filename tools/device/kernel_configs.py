@@ -13,7 +13,6 @@ model call under the defaults and under the best candidates. Writes kernel_confi
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import sys
@@ -40,32 +39,19 @@ def sweep(name: str, mode: str, kinds: set[str]) -> list[dict]:
     from triton.testing import do_bench
 
     from inductor_codegen.triton.heuristics import autotune_configs, default_config
-    from inductor_codegen.triton.runtime import TritonKernel
 
     model, inputs = prepared(name, mode)
     step = gpu_bench.make_step(gpu_bench.compiled_model("ember", model), inputs, mode)
     step()
     step()
     torch.cuda.synchronize()
-    calls: dict[int, list] = {}
-    kernels = [k for k in gc.get_objects() if type(k) is TritonKernel]
-    for kernel in kernels:
-        if kind_of(kernel.source) not in kinds:
-            continue
-        launch = kernel.launch
-
-        def recording(stream, *args, kernel=kernel, launch=launch):
-            entry = calls.setdefault(id(kernel), [kernel, args, 0])
-            entry[2] += 1
-            return launch(stream, *args)
-
-        kernel.launch = recording
-    step()
+    calls = gpu_bench.recorded_kernels(step)
     torch.cuda.synchronize()
     rows = []
-    for kernel, args, count in calls.values():
+    for kernel, args, nbytes, count in calls.values():
         source = kernel.source
-        nbytes = gpu_bench._tensor_bytes(args)
+        if kind_of(source) not in kinds:
+            continue
         default = kernel.config or default_config(source)
         timings = {}
         for config in autotune_configs(source):
