@@ -505,7 +505,11 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
                 # Joining a reduction kernel it shares reads with pays only along rows
                 # contiguous in memory (a norm's rows): across them (a column sum's few
                 # programs each walking many rows) it would lose its flat parallelism.
-                shares_reads = bool(reads & _reads_of(step[1])) and _stores_along_rows(plan, buf)
+                shares_reads = (
+                    outer_only
+                    and bool(reads & _reads_of(step[1]))
+                    and _stores_along_rows(plan, buf)
+                )
                 if (
                     outer_only
                     and not shares_reads
