@@ -502,18 +502,14 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
                 if mixes_strides(plan, step[1] + [buf]) and not mixes_strides(step[0], step[1]):
                     log.debug("%s stays out of a kernel (strided in its vector loop)", buf.name)
                     continue
-                # Joining a reduction kernel it shares reads with pays only along rows
-                # contiguous in memory (a norm's rows): across them (a column sum's few
-                # programs each walking many rows) it would lose its flat parallelism.
-                shares_reads = (
-                    outer_only
-                    and bool(reads & _reads_of(step[1]))
-                    and _stores_along_rows(plan, buf)
-                )
+                shares_reads = outer_only and bool(reads & _reads_of(step[1]))
+                # An inner loop pays only for reads shared along rows contiguous in
+                # memory (a norm's rows): across them (a column sum's few programs each
+                # walking many rows) the node would lose its flat parallelism.
                 if (
                     outer_only
-                    and not shares_reads
                     and _inner_pointwise_nodes(plan) > _inner_pointwise_nodes(step[0])
+                    and not (shares_reads and _stores_along_rows(plan, buf))
                 ):
                     log.debug("%s stays out of a kernel (it would loop inside)", buf.name)
                     continue
