@@ -5,7 +5,7 @@ inference steps back to back, one variant after another in one process.
     python tools/device/ab_variants.py NAMES infer|train [--variants head,no_join,...]
 
 Variants: head (as committed), no_join (a pointwise sharing reads never joins a
-reduction kernel), persistent_4096 (persistent rows in programs of 4096 elements),
+reduction kernel as an inner loop), persistent_4096 (persistent rows in programs of 4096 elements),
 row_step_1024 (looped rows: 1024 elements a step, 4 warps).
 """
 
