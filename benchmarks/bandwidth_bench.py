@@ -203,20 +203,11 @@ def _grid(source) -> list:
 
 def sweep(fn, inputs) -> list[dict]:
     """Each ember kernel of one call under every configuration of `_grid`."""
-    from gpu_bench import recorded_kernels
-    from triton.testing import do_bench
+    from gpu_bench import config_times, recorded_kernels
 
     rows = []
     for kernel, args, nbytes, _ in recorded_kernels(lambda: fn(*inputs)).values():
-        timings = {}
-        for config in _grid(kernel.source):
-            try:
-                timings[config] = do_bench(
-                    lambda c=config, k=kernel, a=args: k._launch(c, a), warmup=5, rep=25,
-                    return_mode="median",
-                )  # fmt: skip
-            except Exception:  # a configuration that does not compile or fit
-                continue
+        timings = config_times(kernel, args, _grid(kernel.source))
         if kernel.config not in timings:
             continue
         ranked = sorted(timings, key=timings.get)
@@ -283,21 +274,23 @@ def table(rows, copy_gbps: float) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     keyed = {(r["pattern"], r["size"], r["backend"]): r for r in rows}
-
-    def cell(case, backend, key, fmt):
-        r = keyed.get((*case, backend), {})
-        return format(r[key], fmt) if key in r else "-"
-
     for pattern, size in dict.fromkeys((r["pattern"], r["size"]) for r in rows):
-        get = lambda *a, case=(pattern, size): cell(case, *a)  # noqa: E731
-        any_row = next(r for r in rows if (r["pattern"], r["size"]) == (pattern, size))
-        copy = any_row.get("copy_us")
+        by = {b: keyed.get((pattern, size, b), {}) for b in ("eager", "torch", "ember")}
+        cells = [
+            format(by[b][key], fmt) if key in by[b] else "-"
+            for b, key, fmt in (
+                ("eager", "GBps", ".0f"),
+                ("torch", "GBps", ".0f"),
+                ("ember", "GBps", ".0f"),
+                ("torch", "of_copy", ".0%"),
+                ("ember", "of_copy", ".0%"),
+                ("ember", "kernels", "d"),
+            )
+        ]
+        first = next(r for r in rows if (r["pattern"], r["size"]) == (pattern, size))
+        copy = f"{first['MB'] / first['copy_us'] * 1e3:.0f}" if "copy_us" in first else "-"
         lines.append(
-            f"| {pattern} | {size} | {any_row['MB']:.1f} | "
-            f"{any_row['MB'] / copy * 1e3 if copy else 0:.0f} | {get('eager', 'GBps', '.0f')} | "
-            f"{get('torch', 'GBps', '.0f')} | {get('ember', 'GBps', '.0f')} | "
-            f"{get('torch', 'of_copy', '.0%')} | {get('ember', 'of_copy', '.0%')} | "
-            f"{get('ember', 'kernels', 'd')} |"
+            f"| {pattern} | {size} | {first['MB']:.1f} | {copy} | " + " | ".join(cells) + " |"
         )
     sweeps = [r for r in rows if r.get("sweep")]
     if sweeps:

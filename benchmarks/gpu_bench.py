@@ -251,6 +251,22 @@ def recorded_kernels(fn) -> dict[str, tuple]:
     return calls
 
 
+def config_times(kernel, args, configs) -> dict:
+    """Milliseconds (median) of one launch of `kernel` on `args` under each configuration;
+    those that do not compile or fit are left out."""
+    from triton.testing import do_bench
+
+    timings = {}
+    for config in configs:
+        try:
+            timings[config] = do_bench(
+                lambda c=config: kernel._launch(c, args), warmup=5, rep=25, return_mode="median"
+            )
+        except Exception:  # a configuration that does not compile or fit
+            continue
+    return timings
+
+
 def kernel_bandwidth(fn, top: int = 8, sources: bool = False) -> list[dict]:
     """The ember Triton kernels of one call that move the most bytes, each timed alone
     (with their launch configuration, and their source if `sources`)."""

@@ -424,10 +424,3 @@ def test_a_cast_sharing_no_read_stays_out_of_a_reduction_kernel():
     )
     assert compiled.kernel_count == 2
 
-
-def test_a_pointwise_stays_out_of_a_column_reduction_it_shares_reads_with():
-    # channels-last batch statistics and a relu of the same input: the relu stays a
-    # flat kernel instead of joining the few programs that walk the rows of each channel
-    x = randn(4, 16, 6, 6).contiguous(memory_format=torch.channels_last)
-    compiled = check(lambda x: (x.sum((0, 2, 3)), x.relu()), x)
-    assert compiled.kernel_count == 2

@@ -36,7 +36,6 @@ def kind_of(source) -> str:
 def sweep(name: str, mode: str, kinds: set[str]) -> list[dict]:
     import torch
     from common import gpu_bench, prepared
-    from triton.testing import do_bench
 
     from inductor_codegen.triton.heuristics import autotune_configs, default_config
 
@@ -53,15 +52,7 @@ def sweep(name: str, mode: str, kinds: set[str]) -> list[dict]:
         if kind_of(source) not in kinds:
             continue
         default = kernel.config or default_config(source)
-        timings = {}
-        for config in autotune_configs(source):
-            try:
-                timings[config] = do_bench(
-                    lambda c=config, k=kernel, a=args: k._launch(c, a), warmup=5, rep=25,
-                    return_mode="median",
-                )  # fmt: skip
-            except Exception:  # a candidate that does not compile
-                continue
+        timings = gpu_bench.config_times(kernel, args, autotune_configs(source))
         if default not in timings:
             continue
         best = min(timings, key=timings.get)
