@@ -423,4 +423,3 @@ def test_a_cast_sharing_no_read_stays_out_of_a_reduction_kernel():
         lambda x, w: (x.sum(-1), w.to(torch.bfloat16)), randn(64, 768), randn(768, 3072)
     )
     assert compiled.kernel_count == 2
-
