@@ -75,6 +75,41 @@ def test_inference_compiler_used_for_inputs_without_grad():
     assert len(calls) == 1
 
 
+def test_inference_graph_marks_the_outputs_the_user_gets_as_they_are():
+    from aot_autograd.program import USER_VISIBLE_OUTPUTS
+
+    compiler = RecordingCompiler()
+
+    def fn(x, buf):
+        y = x.exp()
+        z = x * 2
+        buf.add_(1)  # a mutated input's new value is a graph output too
+        return y, z, z[0], x.view(-1)  # z has a view among the outputs: its base
+
+    f = aot_function(fn, compiler)
+    x, buf = torch.randn(3, 4), torch.zeros(2)
+    with torch.no_grad():
+        y, z, row, flat = f(x, buf)
+    torch.testing.assert_close(row, x[0] * 2)
+    outputs = [n for n in compiler.graphs[0].graph.nodes if n.op == "output"][0]
+    visible = outputs.meta[USER_VISIBLE_OUTPUTS]
+    graph_outputs = outputs.args[0]
+    # y alone: z is the base of z[0], x.view(-1) is an input alias, buf's value is copied back
+    assert [graph_outputs[i].meta["val"].shape for i in visible] == [torch.Size([3, 4])]
+    assert len(visible) == 1 and len(graph_outputs) >= 3
+
+
+def test_forward_graphs_mark_no_output_as_the_users():
+    from aot_autograd.program import USER_VISIBLE_OUTPUTS
+
+    compiler = RecordingCompiler()
+    f = aot_function(lambda x: x.exp() * 2, compiler)
+    f(torch.randn(3, requires_grad=True)).sum().backward()
+    for gm in compiler.graphs:
+        output = [n for n in gm.graph.nodes if n.op == "output"][0]
+        assert USER_VISIBLE_OUTPUTS not in output.meta
+
+
 def test_dropout_reproducible_under_a_seed_and_matches_eager_in_distribution():
     f = aot_function(lambda x: F.dropout(x, p=0.3, training=True) * 2, identity_compiler)
     x = torch.ones(200_000, requires_grad=True)

@@ -145,6 +145,29 @@ def test_unaligned_products_are_padded(pad_small_products, fn):
     assert "empty_strided((56, 32), (32, 1)" in wrapper and "aten_linear_default(" in wrapper
 
 
+@pytest.mark.parametrize("visible", [True, False], ids=["user_visible", "unmarked"])
+def test_a_padded_product_the_user_gets_is_returned_as_its_window(pad_small_products, visible):
+    """GPT2's logits: the (M, N) window of the padded product, rows N_pad apart, as
+    torch.compile returns them; an output not marked user-visible gets eager's strides."""
+    from inductor_codegen.lowering.graph import USER_VISIBLE_OUTPUTS
+
+    def fn(a, w):
+        return (a @ w.t()).view(2, 6, 50), a.sum()
+
+    a = torch.randn(12, 30, device=DEVICE, dtype=torch.bfloat16)
+    w = torch.randn(50, 30, device=DEVICE, dtype=torch.bfloat16)
+    gm = trace(fn, a, w)
+    if visible:
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        output.meta[USER_VISIBLE_OUTPUTS] = (0, 1)
+    compiled = compile_graph(gm, [a, w], options={"device_codegen": "triton"})
+    logits, total = compiled(a, w)
+    expected = fn(a.double(), w.double())[0]
+    assert relative(logits, expected) < 1e-2
+    assert logits.stride() == ((6 * 56, 56, 1) if visible else (300, 50, 1))
+    torch.testing.assert_close(total, a.sum())
+
+
 # ---------------------------------------------------------------- attention strides
 
 
@@ -169,6 +192,36 @@ def test_attention_gets_its_traced_strides():
     assert tuple(int(s) for s in ctx.hint.stride) == x.stride()
     same = TensorValue.of_buffer("buf1", ctx.hint)
     assert _traced(Recorder(), same, node) is same  # already in the traced strides: no copy
+
+
+def test_attention_takes_a_slice_at_an_aligned_offset_as_it_is():
+    """k and v sliced out of one qkv projection reach the kernel as views, not copies."""
+    from inductor_codegen.ir import Layout, TensorValue
+    from inductor_codegen.triton.strides import _traced
+
+    class Recorder:
+        hint = None
+
+        def realize(self, value, layout_hint=None):
+            self.hint = layout_hint
+            return value
+
+    qkv = torch.randn(2, 5, 3 * 32)
+
+    def fn(t):
+        return t.split(32, dim=2)[1].view(2, 5, 4, 8).transpose(1, 2) * 2
+
+    gm = trace(fn, qkv)
+    node = next(n for n in gm.graph.nodes if n.op == "call_function" and "mul" in str(n.target))
+    k = node.args[0]  # the sliced, transposed view the multiply reads
+    stride = tuple(map(sympy_int, k.meta["val"].stride()))
+    size = tuple(map(sympy_int, k.meta["val"].shape))
+    for offset, copied in ((32, False), (0, False), (33, True)):  # 128 B, 0 B, 132 B
+        view = TensorValue.of_buffer("buf0", Layout(qkv.dtype, size, stride, sympy_int(offset)))
+        ctx = Recorder()
+        result = _traced(ctx, view, k)
+        assert (ctx.hint is not None) == copied, offset
+        assert copied or result is view
 
 
 def sympy_int(n):

@@ -1,6 +1,6 @@
 """Where a compiled model's GPU time goes: kernels per call, GPU busy time, host time.
 
-    python tools/device/profile_models.py vit_b_16,mobilenet_v3_large [infer|train]
+    python tools/device/profile_models.py vit_b_16,mobilenet_v3_large [infer|train] [--torch] [--top=N]
 
 For eager and ember (and torch.compile with --torch): wall ms per call (host +
 device, synchronized), the GPU's kernel time per call, kernel launches per
@@ -16,7 +16,7 @@ from common import gpu_bench, prepared, wall_ms
 from torch.profiler import ProfilerActivity, profile
 
 
-def _profile(step, repeats: int = 5) -> tuple[float, int, list]:
+def _profile(step, repeats: int = 5, top: int = 10) -> tuple[float, int, list]:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(repeats):
             step()
@@ -26,14 +26,15 @@ def _profile(step, repeats: int = 5) -> tuple[float, int, list]:
     by_name: dict[str, list[float]] = {}
     for event in kernels:
         by_name.setdefault(event.name, []).append(event.device_time / 1000 / repeats)
-    top = sorted(by_name.items(), key=lambda item: -sum(item[1]))[:10]
-    return total, len(kernels) // repeats, [(n[:70], len(t) // repeats, sum(t)) for n, t in top]
+    ranked = sorted(by_name.items(), key=lambda item: -sum(item[1]))[:top]
+    return total, len(kernels) // repeats, [(n[:70], len(t) // repeats, sum(t)) for n, t in ranked]
 
 
 def main(argv: list[str]) -> None:
     names = argv[0].split(",")
     mode = argv[1] if len(argv) > 1 else "infer"
     backends = ["eager", "ember"] + (["torch"] if "--torch" in argv else [])
+    top = int(next((a.split("=")[1] for a in argv if a.startswith("--top=")), 10))
     if "--torch-first" in argv:  # gpu_bench's order: torch.compile runs before ember
         backends = ["eager", "torch", "ember"]
     for name in names:
@@ -43,12 +44,12 @@ def main(argv: list[str]) -> None:
             step = gpu_bench.make_step(target, inputs, mode)
             step()
             wall = wall_ms(step)
-            gpu, launches, top = _profile(step)
+            gpu, launches, kernels = _profile(step, top=top)
             print(
                 f"== {name} {mode} {backend}: wall {wall:.2f} ms, kernels {gpu:.2f} ms, "
                 f"{launches} launches per call"
             )
-            for kernel, count, ms in top:
+            for kernel, count, ms in kernels:
                 print(f"   {ms:7.3f} ms  x{count:<4d} {kernel}")
 
 

@@ -32,7 +32,7 @@ from aot_autograd.attention import dense_attention_masks
 from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.partitioners import default_partition
-from aot_autograd.program import TracedProgram, trace_program
+from aot_autograd.program import TracedProgram, mark_user_visible_outputs, trace_program
 from aot_autograd.runtime import (
     compiled_call,
     requires_grad_flags,
@@ -199,6 +199,8 @@ class AotCallable:
         if not training or not program.grad_inputs:
             compiler = config.inference_compiler or config.fw_compiler
             gm = program.graph_module
+            if not training:
+                mark_user_visible_outputs(gm, program)
             run = compiler(gm, _placeholder_values(gm))
             if isinstance(run, fx.GraphModule):
                 run = run.forward  # NOTE: skips nn.Module call machinery (hooks) per call

@@ -27,7 +27,18 @@ from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
 from aot_autograd.tracer import AtenTracer, GraphRecorder, TensorRecord
 
-__all__ = ["OutputSpec", "TracedProgram", "trace_program", "tracing_value"]
+__all__ = [
+    "USER_VISIBLE_OUTPUTS",
+    "OutputSpec",
+    "TracedProgram",
+    "mark_user_visible_outputs",
+    "trace_program",
+    "tracing_value",
+]
+
+# The output node's meta key naming the graph outputs handed to the user as they
+# are; a compiler may return those in other strides (see mark_user_visible_outputs).
+USER_VISIBLE_OUTPUTS = "user_visible_output_idxs"
 
 _log = guards.artifact_logger("aot_graphs")
 
@@ -46,6 +57,23 @@ class OutputSpec:
     index: int | None = None
     geometry: tuple | None = None
     value: Any = None
+
+
+def mark_user_visible_outputs(gm: fx.GraphModule, program: TracedProgram) -> None:
+    """Record on `gm`'s output node which outputs reach the user untouched.
+
+    Those are user outputs of kind "graph" that no other user output is a view of:
+    nothing at run time reads their strides, so a compiler may return them in a
+    layout of its own (a padded matmul's rows). Bases of aliased outputs, value
+    checks and mutated inputs' new values are left out; so is every output of a
+    forward graph, whose saved values the backward was compiled against.
+    """
+    bases = {spec.index for spec in program.outputs if spec.kind == "base_alias"}
+    visible = sorted(
+        {spec.index for spec in program.outputs if spec.kind == "graph"} - bases
+    )
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    output.meta[USER_VISIBLE_OUTPUTS] = tuple(visible)
 
 
 @dataclass(frozen=True, slots=True)

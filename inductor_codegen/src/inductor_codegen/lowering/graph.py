@@ -40,6 +40,7 @@ __all__ = [
     "BufferRef",
     "GraphLowering",
     "SUPPORTED_DTYPES",
+    "USER_VISIBLE_OUTPUTS",
     "dense_layout",
     "load_order",
     "readers",
@@ -67,6 +68,11 @@ SUPPORTED_DTYPES = frozenset(
         torch.bool,
     }
 )
+# The output node's meta key listing the flat output positions the caller hands to
+# the user as they are (aot_autograd sets it on inference graphs). Nothing else reads
+# their strides, so a padded matmul result among them is returned as its window.
+# Without the key, every output gets the traced graph's strides.
+USER_VISIBLE_OUTPUTS = "user_visible_output_idxs"
 # Pointwise values larger than this are stored to a buffer instead of inlined.
 MAX_INLINE_SIZE = 80
 # A value read by several nodes is recomputed by each when it is this small
@@ -108,6 +114,9 @@ class GraphLowering:
         # id(inline value) -> (the value, its buffer's view): a value is stored once, however
         # many extern calls (or arguments of one call) read it
         self._realized: dict[int, tuple[TensorValue, TensorValue]] = {}
+        # Buffers holding a matmul padded to aligned rows (see triton/padding.py): a graph
+        # output the user sees may stay the (M, N) window of one, rows N_pad apart.
+        self.padded_products: set[str] = set()
 
     # -------------------------------------------------------------- driver
 
@@ -261,9 +270,14 @@ class GraphLowering:
     def _lower_output(self, node):
         flat, spec = pytree.tree_flatten(node.args[0])
         self.output_spec = spec
-        for item in flat:
+        user_visible = set(node.meta.get(USER_VISIBLE_OUTPUTS, ()))
+        for index, item in enumerate(flat):
             value = self.env[item] if isinstance(item, torch.fx.Node) else item
-            if isinstance(value, TensorValue):
+            if isinstance(value, TensorValue) and not (
+                index in user_visible
+                and value.view is not None
+                and value.view.buffer in self.padded_products
+            ):
                 value = self._in_traced_layout(value, _meta_layout(item))
             self.outputs.append(value)
 

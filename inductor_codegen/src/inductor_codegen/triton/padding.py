@@ -6,7 +6,10 @@ GPT2's 4096 x 768 x 50257 head on an H200). `lower_matmul` pads N and K up
 to multiples of 8 with zeros: the operands are copied into padded buffers
 (one pass over each), the product goes to a padded buffer, and the result
 is the (M, N) window of it, rows `Npad` apart. Zeros in K add nothing; the
-padded columns are never read. Small products stay as they are: there the
+padded columns are never read. A graph output the user sees as it is (the
+output node's `user_visible_output_idxs`) is returned as that window, as
+torch.compile does, instead of copied to dense rows (a 0.28 ms copy for GPT2's
+logits, half the product's time); other outputs get the traced strides. Small products stay as they are: there the
 copies would cost more than they save.
 """
 
@@ -99,6 +102,7 @@ def lower_matmul(ctx, node, *args, **kwargs):
     storage = Layout.contiguous(val.dtype, (sympy.Integer(m), sympy.Integer(n_pad)))
     name = ctx.new_name()
     ctx.add_buffer(ExternBuffer(name, node.target, ext_args, ext_kwargs, (storage,), False, reads))
+    ctx.padded_products.add(name)
     window = Layout(
         val.dtype, (sympy.Integer(m), sympy.Integer(n)), (sympy.Integer(n_pad), sympy.Integer(1))
     )

@@ -41,8 +41,17 @@ ATTENTION_OPS = tuple(
 )
 
 
+ALIGNMENT = 16  # bytes: the fused kernels' loads want 16-byte aligned rows
+
+
 def _same_strides(have: Layout, want: Layout) -> bool:
-    return have.offset == want.offset and all(
+    """`have` is `want`'s strides at an offset that keeps rows 16-byte aligned (q, k
+    and v sliced from one projection sit at offsets 0, E and 2E of it)."""
+    offset = have.offset
+    aligned = offset == 0 or (
+        getattr(offset, "is_Integer", False) and int(offset) * have.dtype.itemsize % ALIGNMENT == 0
+    )
+    return aligned and all(
         size == 1 or a == b for size, a, b in zip(want.size, have.stride, want.stride)
     )
 
