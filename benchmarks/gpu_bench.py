@@ -11,8 +11,9 @@ and an MLP for the matmul templates (backend "ember_autotune": ember with
 max_autotune, no CUDA graphs). Modes: bf16 inference ("infer", no_grad) and
 AMP bf16 training ("train": float32 weights, autocast forward, backward).
 
-Per (model, mode, backend): median time of a call after warm-up (CUDA
-events), speedup over eager, first-call time (capture + compile, cold
+Per (model, mode, backend): time of a call after warm-up (CUDA events), the
+median of 5 rounds (EMBER_BENCH_ROUNDS) that each time every backend in turn,
+so the host's drift falls on all alike; speedup over eager, first-call time (capture + compile, cold
 in-process caches), peak memory, and the error against eager (inference:
 max |out - eager| / max |eager|; training: the same over the gradients).
 For ember's Triton kernels it times the kernels that move the most bytes
@@ -48,6 +49,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 REPEATS = int(os.environ.get("EMBER_BENCH_REPEATS", "20"))
+ROUNDS = int(os.environ.get("EMBER_BENCH_ROUNDS", "5"))
 BACKENDS = ("torch", "ember")
 MODES = ("infer", "train")
 
@@ -340,6 +342,8 @@ def compiled_model(backend, model):
 
 
 def run_case(name, make, mode, backends) -> dict:
+    """One (model, mode): every backend compiled and checked, then all timed in
+    interleaved rounds (see `timed_rounds`)."""
     torch.manual_seed(0)
     model, inputs = make()
     for m in model.modules():
@@ -356,9 +360,10 @@ def run_case(name, make, mode, backends) -> dict:
     torch.cuda.reset_peak_memory_stats()
     eager = make_step(model, inputs, mode)
     expected = [t.detach().clone() for t in eager()]
-    row["eager_ms"] = cuda_time(eager) * 1000
-    row["eager_b2b_ms"] = back_to_back_time(eager) * 1000
+    for _ in range(3):
+        eager()
     row["eager_peak_GB"] = torch.cuda.max_memory_allocated() / 1e9
+    steps = {"eager": eager}
     for backend in backends:
         try:
             torch.cuda.empty_cache()
@@ -367,20 +372,46 @@ def run_case(name, make, mode, backends) -> dict:
             if backend == "ember_nosplit":
                 step = _without_splits(step)
             row[f"{backend}_compile_s"] = first_call(step)
-            row[f"{backend}_ms"] = cuda_time(step) * 1000
-            row[f"{backend}_b2b_ms"] = back_to_back_time(step) * 1000
-            row[f"{backend}_speedup"] = row["eager_ms"] / row[f"{backend}_ms"]
+            for _ in range(3):
+                step()
             row[f"{backend}_peak_GB"] = torch.cuda.max_memory_allocated() / 1e9
             row[f"{backend}_rel_err"] = relative_error(step(), expected)
             if backend == "ember":
                 row["ember_kernels"] = kernel_bandwidth(step, sources=True)
+            steps[backend] = step
         except Exception as error:  # a failing backend is reported, the run goes on
             row[f"{backend}_error"] = f"{type(error).__name__}: {str(error)[:400]}"
-        print(f"  {name} {mode} {backend}: {_cell(row, backend)}", flush=True)
-        if "CUDA error" in row.get(f"{backend}_error", ""):
-            row["context_lost"] = backend  # the CUDA context is gone: a fresh process goes on
-            break
+            print(f"  {name} {mode} {backend}: {_cell(row, backend)}", flush=True)
+            if "CUDA error" in row[f"{backend}_error"]:
+                row["context_lost"] = backend  # the CUDA context is gone: a fresh process goes on
+                return row
+    timed_rounds(row, steps)
+    for backend in backends:
+        if backend in steps:
+            row[f"{backend}_speedup"] = row["eager_ms"] / row[f"{backend}_ms"]
+            print(f"  {name} {mode} {backend}: {_cell(row, backend)}", flush=True)
     return row
+
+
+def timed_rounds(row, steps, rounds=ROUNDS) -> None:
+    """`<backend>_ms` (each call synchronized) and `<backend>_b2b_ms` (back to back) for
+    every step: the median over `rounds` rounds, each timing every backend in turn.
+
+    On a host-bound model a call's time follows the host's speed, which drifts
+    between seconds on a shared machine (the same ember variant took 17.5-25.9 ms
+    per ResNet50 training step within one process); timing the backends in turn,
+    round after round, puts a slow stretch on all of them alike. `<backend>_ms_rounds`
+    keeps every round's time."""
+    synced = {backend: [] for backend in steps}
+    overlapped = {backend: [] for backend in steps}
+    for _ in range(rounds):
+        for backend, step in steps.items():
+            synced[backend].append(cuda_time(step) * 1000)
+            overlapped[backend].append(back_to_back_time(step) * 1000)
+    for backend in steps:
+        row[f"{backend}_ms"] = statistics.median(synced[backend])
+        row[f"{backend}_b2b_ms"] = statistics.median(overlapped[backend])
+        row[f"{backend}_ms_rounds"] = [round(t, 3) for t in synced[backend]]
 
 
 def _without_splits(step):

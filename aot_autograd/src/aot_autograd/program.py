@@ -69,9 +69,7 @@ def mark_user_visible_outputs(gm: fx.GraphModule, program: TracedProgram) -> Non
     forward graph, whose saved values the backward was compiled against.
     """
     bases = {spec.index for spec in program.outputs if spec.kind == "base_alias"}
-    visible = sorted(
-        {spec.index for spec in program.outputs if spec.kind == "graph"} - bases
-    )
+    visible = sorted({spec.index for spec in program.outputs if spec.kind == "graph"} - bases)
     output = next(n for n in gm.graph.nodes if n.op == "output")
     output.meta[USER_VISIBLE_OUTPUTS] = tuple(visible)
 
