@@ -2,7 +2,8 @@
 
 Views are `as_strided` calls (offsets from the base's own when nonzero), a pooled
 buffer of the same layout is reused as it is, ATen results are checked inline and
-copied only when ATen chose other strides, OpOverloads are called directly.
+copied only when ATen chose other strides, hot ATen ops go through their torch
+functions and other OpOverloads through their C++ callables.
 """
 
 from __future__ import annotations
@@ -67,22 +68,22 @@ def test_aten_results_in_other_strides_are_copied_to_the_traced_layout():
     x = torch.randn(6, 5)
     compiled, _ = compile_fn(fn, x)
     text = _wrapper(compiled)
-    call = re.search(r"^    (buf\d+) = (aten_cumsum_default)\(", text, re.M)
+    call = re.search(r"^    (buf\d+) = (torch_cumsum)\(", text, re.M)
     assert call, text
     name = call.group(1)
     assert f"if {name}.stride() != (5, 1): {name} = ensure_layout(" in text
     namespace = compiled._call.__globals__
-    original = namespace["aten_cumsum_default"]
+    original = namespace["torch_cumsum"]
 
     def column_major_cumsum(a, dim):  # same values, Fortran order: the kernels must not see it
         return original(a.t(), 1 - dim).t()
 
-    namespace["aten_cumsum_default"] = column_major_cumsum
+    namespace["torch_cumsum"] = column_major_cumsum
     try:
         assert column_major_cumsum(x, 1).stride() == (1, 6)
         torch.testing.assert_close(compiled(x), fn(x))
     finally:
-        namespace["aten_cumsum_default"] = original
+        namespace["torch_cumsum"] = original
 
 
 def test_products_are_not_checked_for_strides():
@@ -92,10 +93,50 @@ def test_products_are_not_checked_for_strides():
 
 
 def test_op_overloads_are_called_without_the_python_frame():
+    compiled = check(lambda x: torch.cummax(x, 0)[0] + 1, torch.randn(3, 4))
+    text = _wrapper(compiled)
+    assert "aten_cummax_default(" in text and "aten.cummax.default(" not in text
+    assert compiled._call.__globals__["aten_cummax_default"] is torch.ops.aten.cummax.default._op
+
+
+def test_hot_extern_ops_are_called_through_their_torch_functions():
     compiled = check(lambda x, w: x @ w, torch.randn(3, 4), torch.randn(4, 2))
     text = _wrapper(compiled)
-    assert "aten_mm_default(" in text and "aten.mm.default(" not in text
-    assert compiled._call.__globals__["aten_mm_default"] is torch.ops.aten.mm.default._op
+    assert "torch_mm(" in text and "aten_mm_default" not in text
+    assert compiled._call.__globals__["torch_mm"] is torch.mm
+
+
+def test_each_direct_binding_is_its_aten_op():
+    """Every DIRECT_BINDINGS name resolves to a public function computing what the
+    OpOverload computes (the CPU-runnable ones run on samples)."""
+    from inductor_codegen.wrapper import DIRECT_BINDINGS, direct_binding
+
+    aten = torch.ops.aten
+    x, w, b = torch.randn(2, 3, 5, 5), torch.randn(4, 3, 3, 3), torch.randn(4)
+    m, n = torch.randn(3, 4), torch.randn(4, 5)
+    batch = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    index = torch.tensor([2, 0])
+    samples = {
+        "convolution": (x, w, b, [1, 1], [1, 1], [1, 1], False, [0, 0], 1),
+        "addmm": (torch.randn(5), m, n),
+        "mm": (m, n),
+        "bmm": batch,
+        "baddbmm": (torch.randn(2, 3, 5), *batch),
+        "linear": (m, n.t(), torch.randn(5)),
+        "index_select": (m, 0, index),
+        "embedding": (m, index),
+        "cumsum": (m, 1),
+    }
+    for name in DIRECT_BINDINGS:
+        op = getattr(aten, name).default
+        function = direct_binding(op, {})
+        assert function is not None and function.__name__ == name, name
+        if name in samples:
+            torch.testing.assert_close(function(*samples[name]), op(*samples[name]))
+    # a schema argument passed by keyword keeps the OpOverload (`self` is `input` there)
+    assert direct_binding(aten.cumsum.default, {"dim": 1}) is None
+    assert direct_binding(aten.cumsum.default, {"dtype": torch.float64}) is torch.cumsum
+    assert direct_binding(aten.sum.dim_IntList, {}) is None  # only default overloads
 
 
 def test_outputs_that_view_a_buffer():
@@ -143,8 +184,8 @@ def test_matmuls_of_a_transposed_weight_call_linear():
 
     compiled = check(fn, *make(), rtol=1e-5, atol=1e-5)
     text = _wrapper(compiled)
-    assert text.count("aten_linear_default(") == 2, text
-    assert text.count("aten_addmm_default(") == 1 and text.count("aten_mm_default(") == 1, text
+    assert text.count("torch_linear(") == 2, text
+    assert text.count("torch_addmm(") == 1 and text.count("torch_mm(") == 1, text
     for _ in range(2):
         args = make()
         torch.testing.assert_close(compiled(*args), fn(*args), rtol=1e-5, atol=1e-5)

@@ -50,6 +50,41 @@ _ROW_MAJOR_RESULTS = frozenset(
 )
 
 
+# ATen ops (their default overloads) whose public torch function is the same op: the
+# hot extern calls of model graphs (matmuls, convolutions, attention, lookups).
+DIRECT_BINDINGS = frozenset(
+    {
+        "convolution",
+        "addmm",
+        "mm",
+        "bmm",
+        "baddbmm",
+        "linear",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "index_select",
+        "embedding",
+        "cumsum",
+    }
+)
+
+
+def direct_binding(op, kwargs) -> object | None:
+    """`op`'s public torch function (torch.X or torch._C._nn.X) when it is in
+    DIRECT_BINDINGS and every keyword in `kwargs` is keyword-only in its schema (the
+    public functions name their first argument `input`, schemas `self`); else None."""
+    if not isinstance(op, torch._ops.OpOverload) or op._overloadname != "default":
+        return None
+    namespace, _, name = op._schema.name.partition("::")
+    if namespace != "aten" or name not in DIRECT_BINDINGS:
+        return None
+    keyword_only = {a.name for a in op._schema.arguments if a.kwarg_only}
+    if not set(kwargs) <= keyword_only:
+        return None
+    return getattr(torch._C._VariableFunctions, name, None) or getattr(torch._C._nn, name, None)
+
+
 class WrapperSource:
     """The wrapper's text and the objects its module namespace must hold."""
 
@@ -159,12 +194,19 @@ class WrapperCodegen:
             return f"{as_strided}({name}, {layout_args(layout)})"
         return f"reinterpret({name}, {layout_args(layout)}, {py_index(layout.offset)})"
 
-    def op_name(self, op) -> str:
-        """The name the wrapper calls `op` by: an OpOverload's C++ callable, bound once.
+    def op_name(self, op, kwargs=None) -> str:
+        """The name the wrapper calls `op` by, bound once.
 
-        `aten.mm.default(...)` would run OpOverload.__call__, a Python frame that only
-        forwards to the same callable; `aten_mm_default(...)` calls it directly.
+        An op of DIRECT_BINDINGS called with keyword-only keywords alone goes through its
+        public torch function (`torch.convolution`): the same ATen op, reached through
+        the generated argument parser in less host time than the boxed call (5.5 us less
+        per convolution on the H100 machine's host). Other OpOverloads are called through
+        their C++ callable: `aten.mm.default(...)` would run OpOverload.__call__, a
+        Python frame that only forwards to it.
         """
+        direct = direct_binding(op, kwargs or {})
+        if direct is not None:
+            return self.out.use(f"torch_{direct.__name__}", direct)
         target = op._op if isinstance(op, torch._ops.OpOverload) else op
         text = str(op)
         if text.startswith("aten.") and text.replace(".", "_").isidentifier():
@@ -256,7 +298,8 @@ class WrapperCodegen:
         else:
             args = [self.render(a) for a in step.args]
             args += [f"{k}={self.render(v)}" for k, v in step.kwargs.items()]
-            lines.append(f"    {step.name} = {self.op_name(step.op)}({', '.join(args)})  # {kind}")
+            call = self.op_name(step.op, step.kwargs)
+            lines.append(f"    {step.name} = {call}({', '.join(args)})  # {kind}")
         if step.tuple_result:
             for i, lay in enumerate(step.layouts):
                 if lay is not None:
