@@ -31,13 +31,14 @@ from aot_autograd.partitioners import (
     min_cut_rematerialization_partition,
     saved_bytes,
 )
-from aot_autograd.program import OutputSpec, TracedProgram, trace_program
+from aot_autograd.program import USER_VISIBLE_OUTPUTS, OutputSpec, TracedProgram, trace_program
 from aot_autograd.symbolic import ShapeAssumptions, SymbolSource
 from aot_autograd.tracer import AtenTracer, GraphRecorder
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "USER_VISIBLE_OUTPUTS",
     "AotAutogradError",
     "AotCallable",
     "AotConfig",
