@@ -423,3 +423,38 @@ def test_a_cast_sharing_no_read_stays_out_of_a_reduction_kernel():
         lambda x, w: (x.sum(-1), w.to(torch.bfloat16)), randn(64, 768), randn(768, 3072)
     )
     assert compiled.kernel_count == 2
+
+
+def test_a_copy_across_the_rows_of_a_norm_it_shares_reads_with_stays_out():
+    # stored along the rows it joins (x * 2): one kernel; stored transposed, each program
+    # would write a column of it: its own flat kernel
+    x = randn(64, 768)
+    assert check(lambda t: (t.sum(-1), t * 2), x).kernel_count == 1
+    assert check(lambda t: (t.sum(-1), (t * 2).t().contiguous()), x).kernel_count == 2
+
+
+def test_small_reductions_over_the_same_loops_share_a_launch(monkeypatch):
+    from inductor_codegen import scheduler
+
+    def fn(x, y):
+        return x.sum(0), y.sum(0)
+
+    args = randn(32, 768), randn(32, 768)
+    assert check(fn, *args).kernel_count == 1
+    monkeypatch.setattr(scheduler, "SMALL_TWIN_ELEMENTS", 1000)  # now too large to join
+    assert check(fn, *args).kernel_count == 2
+
+
+def test_layer_norm_backward_sums_its_weight_and_bias_partials_in_one_launch():
+    # dx in one row kernel, the split partials of dw and db in one, their last sums in one
+    def fn(x, dy, w, mean, rstd):
+        xhat = (x - mean) * rstd
+        g = dy * w
+        dx = rstd / 768 * (768 * g - g.sum(-1, keepdim=True) - xhat * (g * xhat).sum(-1, True))
+        return dx, (dy * xhat).sum(0), dy.sum(0)
+
+    x, dy = randn(4096, 768), randn(4096, 768)
+    mean = x.mean(-1, keepdim=True)
+    rstd = torch.rsqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)
+    compiled = check(fn, x, dy, randn(768), mean, rstd, rtol=1e-4, atol=1e-3)
+    assert compiled.kernel_count == 3

@@ -148,6 +148,29 @@ def _stores_along_rows(plan, buf: ComputedBuffer) -> bool:
     return not inner or store.coeff(inner_vars("r", len(inner))[-1]) == 1
 
 
+# A reduction of at most this many elements (outputs x reduced) joins a reduction
+# kernel with the same loops even when they share no read (see _small_twin_reduction).
+SMALL_TWIN_ELEMENTS = 1 << 20
+
+
+def _loop_nest(plan) -> tuple:
+    return plan[0], tuple((i.kind, i.ranges) for i in plan[1] if isinstance(i, LoopGroup))
+
+
+def _small_twin_reduction(buf: ComputedBuffer, plan, before) -> bool:
+    """Whether `buf` is a small reduction that joins a kernel without changing its loops.
+
+    The last step of split column sums (a layer norm's weight and bias gradients, each
+    summing 32 partial rows of 768) is two tiny kernels over the same tiles; together
+    they are one launch, where launching, not memory, is the cost. Large reductions
+    stay apart: each would hold its rows in registers beside the other's."""
+    body = buf.body
+    if isinstance(body, Pointwise) or _loop_nest(plan) != _loop_nest(before):
+        return False
+    elements = sympy.Mul(*body.ranges, *body.reduction_ranges)
+    return bool(elements.is_Integer and int(elements) <= SMALL_TWIN_ELEMENTS)
+
+
 def _inner_pointwise_nodes(plan) -> int:
     return sum(
         len(item.nodes)
@@ -513,7 +536,12 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
                 ):
                     log.debug("%s stays out of a kernel (it would loop inside)", buf.name)
                     continue
-                if outer_only and _has_groups(step[0]) and not shares_reads:
+                if (
+                    outer_only
+                    and _has_groups(step[0])
+                    and not shares_reads
+                    and not _small_twin_reduction(buf, plan, step[0])
+                ):
                     # It would take the reduction's tiles (XBLOCK outputs a program) and
                     # save only a launch: a permuted copy there reads across its tile.
                     log.debug("%s stays out of a reduction kernel it shares no read with", buf.name)
