@@ -53,9 +53,12 @@ def test_short_column_rows_get_wide_tiles():
     ("row", "xblock"), [(768, 256), (50257, 1024), (50264, 1024), (600, 128), (2048, 1024)]
 )
 def test_row_tiles_cover_rows_without_idle_lanes(row, xblock):
+    from inductor_codegen.triton.heuristics import ROW_TILE_ELEMENTS
+
     kernel = TritonKernelSource("k", "", (), row, (), True, 4096, row_tiles=True)
     config = default_config(kernel)
-    assert config.xblock == xblock and config.xblock * config.yblock == 4096
+    assert config.xblock == xblock and config.xblock * config.yblock == ROW_TILE_ELEMENTS
+    assert config.num_warps == 4  # 2048 elements: as a flat kernel of that size
 
 
 def test_pointwise_and_tiled_configs():
