@@ -58,7 +58,7 @@ def test_row_tiles_cover_rows_without_idle_lanes(row, xblock):
     kernel = TritonKernelSource("k", "", (), row, (), True, 4096, row_tiles=True)
     config = default_config(kernel)
     assert config.xblock == xblock and config.xblock * config.yblock == ROW_TILE_ELEMENTS
-    assert config.num_warps == 4  # 2048 elements: as a flat kernel of that size
+    assert config.num_warps == 4
 
 
 def test_pointwise_and_tiled_configs():

@@ -6,7 +6,9 @@ inference steps back to back, one variant after another in one process.
 
 Variants: head (as committed), no_join (a pointwise sharing reads never joins a
 reduction kernel as an inner loop), persistent_4096 (persistent rows in programs of 4096 elements),
-row_step_1024 (looped rows: 1024 elements a step, 4 warps).
+row_tile_4096 (row tiles of 4096 elements), row_step_1024 (looped rows: 1024 elements
+a step, 4 warps). `--kernels N` also prints each variant's N kernels moving the most
+bytes, each timed alone (gpu_bench.kernel_bandwidth).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ PATCHES = {
     "persistent_4096": [
         ("inductor_codegen.triton.heuristics", "PERSISTENT_PROGRAM_ELEMENTS", 4096)
     ],
+    "row_tile_4096": [("inductor_codegen.triton.heuristics", "ROW_TILE_ELEMENTS", 4096)],
     "row_step_1024": [
         ("inductor_codegen.triton.heuristics", "ROW_STEP", 1024),
         ("inductor_codegen.triton.heuristics", "ROW_STEP_WARPS", 4),
@@ -53,6 +56,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("mode")
     parser.add_argument("--variants", default=",".join(PATCHES))
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--kernels", type=int, default=0)
     args = parser.parse_args(argv)
     import torch
     from common import gpu_bench, prepared, wall_ms
@@ -72,6 +76,11 @@ def main(argv: list[str]) -> None:
                 ms = [wall_ms(step, 30) for _ in range(args.rounds)]
             print(f"{name:20s} {args.mode:5s} {variant:16s} " + " ".join(f"{t:7.2f}" for t in ms),
                   flush=True)  # fmt: skip
+            if args.kernels:
+                for k in gpu_bench.kernel_bandwidth(step, top=args.kernels):
+                    print(
+                        f"    {k['kernel']:32s} {k['us']:8.1f} us {k['GBps']:6.0f} GB/s {k['config']}"
+                    )
             del step
             torch.cuda.empty_cache()
 

@@ -26,10 +26,11 @@ COLUMN_TILE = (64, 64)
 ROW_STEP = 2048
 ROW_STEP_WARPS = 8
 # Elements of a row tile: XBLOCK contiguous elements (at most 1024) of each of YBLOCK rows,
-# with as many warps as a flat kernel of that size (4). On an H100, bias + GELU over
-# [8192, 3072] bf16 ran at 95% of copy as 1024 x 2 tiles and 86% as 1024 x 4, both with
-# 4 warps (tools/device/tile_variants.py).
-ROW_TILE_ELEMENTS = 2048
+# with 4 warps. Half of it is not better everywhere (tools/device/tile_variants.py and
+# ab_variants.py row_tile_4096): bias + GELU over [8192, 3072] bf16 ran at 95% of copy
+# as 1024 x 2 tiles against 86% as 1024 x 4 on an H100, but GPT2 training's two largest
+# row-tile kernels (casts over 50264-wide logits rows) took 4-5% longer on an H200.
+ROW_TILE_ELEMENTS = 4096
 
 
 @dataclass(frozen=True, slots=True)
