@@ -458,3 +458,20 @@ def test_layer_norm_backward_sums_its_weight_and_bias_partials_in_one_launch():
     rstd = torch.rsqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)
     compiled = check(fn, x, dy, randn(768), mean, rstd, rtol=1e-4, atol=1e-3)
     assert compiled.kernel_count == 3
+
+
+@pytest.mark.parametrize("width", [768, 96])  # 64-output tiles within one chunk, or across
+def test_a_column_reduction_loads_a_value_per_reduced_row_once_per_tile(monkeypatch, width):
+    # layer norm's weight gradient sums dy * (x - mean) * rstd over rows: mean and rstd
+    # are per row, the same for every output of a tile; when the tile stays within one
+    # chunk of rows they load as one [1, RBLOCK] row, else as before
+    def fn(x, dy, mean, rstd):
+        return (dy * ((x - mean) * rstd)).sum(0), dy.sum(0)
+
+    x, dy = randn(4096, width), randn(4096, width)
+    mean = x.mean(-1, keepdim=True)
+    rstd = torch.rsqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)
+    sources = _kernel_sources(monkeypatch, fn, x, dy, mean, rstd, rtol=1e-4, atol=1e-3)
+    (partials,) = [s for s in sources if "xu0" in s.source]
+    assert f"if {width} % XBLOCK == 0:" in partials.source
+    assert partials.source.count(", r0mask, other=0)") == 2  # mean and rstd

@@ -209,6 +209,17 @@ class TritonKernelCodegen:
         self.tiled = self._wants_tiles()
         self.y_order = self._tile_y_order() if self.tiled else ()
         self.int64 = self._needs_int64()
+        # Column reductions over a static [*lead, last] outer nest: the size of the last
+        # dim, whose multiples a tile of outputs must not cross for `_uniform_load`.
+        outer = kernel.outer
+        self.tile_uniform_size = (
+            int(outer[-1])
+            if self.column
+            and not self.tiled
+            and len(outer) >= 2
+            and all(isinstance(s, sympy.Integer) for s in outer)
+            else None
+        )
 
     def new_temp(self) -> str:
         self.temps += 1
@@ -297,9 +308,42 @@ class TritonKernelCodegen:
         if extra_mask is not None:
             mask = f"({mask}) & ({extra_mask})"
         text = f"tl.load({ptr} + {self.index(expr.index, scope)}, {mask}, other=0)"
+        uniform = self._uniform_load(expr, scope, extra_mask)
+        if uniform is not None:
+            # Chosen when the kernel compiles: the tile's outputs share their leading
+            # indices only when XBLOCK divides the last outer size.
+            held = self.new_temp()
+            scope.line(f"if {self.tile_uniform_size} % XBLOCK == 0:")
+            scope.line(f"    {held} = {uniform}")
+            scope.line("else:")
+            scope.line(f"    {held} = {text}")
+            text = held
         if expr.dtype in LOW_PRECISION:
             return f"{text}.to(tl.float32)"
         return text
+
+    def _uniform_load(self, expr: Load, scope: Scope, extra_mask: str | None) -> str | None:
+        """A column reduction's load of a value per reduced row (a norm's mean and rstd
+        in its weight gradient's partial sums), as one [1, RBLOCK] row for the tile.
+
+        Such a load's index has the reduction's variables and the leading outer ones
+        but not the last: every output of a tile of XBLOCK contiguous outputs reads the
+        same row, when the tile lies within one run of the last dim. Loaded as a full
+        [XBLOCK, RBLOCK] tile it repeats each value XBLOCK times: layer norm's backward
+        partials ran at half the speed (tools/device/column_variants.py)."""
+        if self.tile_uniform_size is None or scope.group is None or extra_mask is not None:
+            return None
+        xs = outer_vars(len(self.kernel.outer))
+        symbols = expr.index.free_symbols
+        leading = [x for x in xs[:-1] if x in symbols]
+        if xs[-1] in symbols or not leading:
+            return None
+        if not any(s.name.startswith(("r", "y")) for s in symbols):
+            return None  # one value per output: already an [XBLOCK, 1] load
+        index = expr.index.subs({x: sympy.Symbol(f"xu{x.name[1:]}", integer=True) for x in leading})
+        text = triton_index(index, self._names(scope.group))
+        ptr = self.pointer(expr.buffer, writing=False)
+        return f"tl.load({ptr} + {text}, r{scope.group}mask, other=0)"
 
     def store(self, scope: Scope, name: str, index, value_text: str, value_dtype) -> None:
         dtype = self.buffers[name].layout.dtype
@@ -432,6 +476,10 @@ class TritonKernelCodegen:
         scope.line("xmask = xindex < xnumel")
         scope.line("xzero = xindex * 0")
         self._split_flat(scope, "xindex", outer_vars(len(outer)), outer)
+        if self.tile_uniform_size is not None:
+            # The leading indices of the tile's first output (see `_uniform_load`).
+            lead = [sympy.Symbol(f"xu{k}", integer=True) for k in range(len(outer) - 1)]
+            self._split_flat(scope, f"({pid} * XBLOCK)", lead, outer)
 
     def _split_flat(self, scope: Scope, flat: str, variables, sizes) -> None:
         """Loop variables from a flat index over `sizes` (row-major)."""
