@@ -9,6 +9,7 @@ wrappers call), the public torch function, and the public function with `out=`
 
 from __future__ import annotations
 
+import functools
 import time
 
 import torch
@@ -39,6 +40,11 @@ def main() -> None:
     out = torch.empty(8, 8, **cuda)
     addmm_op = aten.addmm.default._op
     add_op = aten.add.Tensor._op
+    bound = functools.partial(torch.empty_strided, device="cuda")
+    try:  # torch.compile's allocator, for reference only
+        from torch._C._dynamo.guards import _empty_strided_cuda as dynamo_empty
+    except ImportError:
+        dynamo_empty = bound
     rows = {
         "convolution: OpOverload._op": lambda: conv_op(*conv_args),
         "convolution: torch.convolution": lambda: torch.convolution(*conv_args),
@@ -48,6 +54,15 @@ def main() -> None:
         "add: OpOverload._op": lambda: add_op(a, b),
         "add: torch.add": lambda: torch.add(a, b),
         "empty_strided": lambda: torch.empty_strided((8, 8), (8, 1), **cuda),
+        "partial(empty_strided, device)(dtype=)": lambda: bound(
+            (8, 8), (8, 1), dtype=torch.bfloat16
+        ),
+        "empty (contiguous)": lambda: torch.empty((8, 8), **cuda),
+        "tensor.new_empty_strided": lambda: a.new_empty_strided((8, 8), (8, 1)),
+        "tensor.new_empty (contiguous)": lambda: a.new_empty((8, 8)),
+        "torch._C._dynamo _empty_strided_cuda (reference)": lambda: dynamo_empty(
+            (8, 8), (8, 1), torch.bfloat16
+        ),
         "tensor.data_ptr()": lambda: a.data_ptr(),
         "tensor.stride() == tuple": lambda: a.stride() == (8, 1),
     }

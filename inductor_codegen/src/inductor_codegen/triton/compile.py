@@ -158,7 +158,8 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     namespace = {
         "torch": torch,
         "aten": torch.ops.aten,
-        "empty_strided": functools.partial(torch.empty_strided, device=device),
+        "empty_strided": torch.empty_strided,
+        "device0": torch.device(device),
         "get_raw_stream": _stream_getter(device),
         "aligned_copies": aligned_copies,
         "reinterpret": runtime.reinterpret,

@@ -51,8 +51,9 @@ class TritonWrapperCodegen(WrapperCodegen):
         self.unchecked: set[str] = self._unchecked_names()
 
     def allocation(self, layout: Layout) -> str:
-        # `empty_strided` is torch.empty_strided with the graph's device bound (no frame).
-        return f"empty_strided({layout_args(layout)}, dtype={layout.dtype})"
+        # torch.empty_strided itself with the graph's device (`device0`): binding the
+        # device with functools.partial cost 0.6 us more per allocation (merging keywords).
+        return f"empty_strided({layout_args(layout)}, dtype={layout.dtype}, device=device0)"
 
     def _unchecked_names(self) -> set[str]:
         """Tensors whose alignment the wrapper cannot vouch for: fallback results and
