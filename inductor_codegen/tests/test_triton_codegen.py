@@ -475,3 +475,18 @@ def test_a_column_reduction_loads_a_value_per_reduced_row_once_per_tile(monkeypa
     (partials,) = [s for s in sources if "xu0" in s.source]
     assert f"if {width} % XBLOCK == 0:" in partials.source
     assert partials.source.count(", r0mask, other=0)") == 2  # mean and rstd
+
+
+def test_per_row_loads_of_a_three_dim_column_reduction(monkeypatch):
+    # outputs [6, 128] summed over 4096 rows, each scaled by m[row, a]: a tile of 64
+    # outputs shares (chunk, a), read as (first // 768, first // 128 % 6)
+    def fn(t, m):
+        return (t * m[:, :, None]).sum(0), m[:, :, None].expand(-1, -1, 128).sum(0)
+
+    sources = _kernel_sources(
+        monkeypatch, fn, randn(4096, 6, 128), randn(4096, 6), rtol=1e-4, atol=1e-3
+    )
+    uniform = [s.source for s in sources if "xu1" in s.source]
+    assert uniform, [s.source for s in sources]
+    assert "xu1 = (((tl.program_id(0) * XBLOCK) // 128) % 6)" in uniform[0]
+    assert "if 128 % XBLOCK == 0:" in uniform[0]
