@@ -6,11 +6,13 @@ GPT2's 4096 x 768 x 50257 head on an H200). `lower_matmul` pads N and K up
 to multiples of 8 with zeros: the operands are copied into padded buffers
 (one pass over each), the product goes to a padded buffer, and the result
 is the (M, N) window of it, rows `Npad` apart. Zeros in K add nothing; the
-padded columns are never read. A graph output the user sees as it is (the
-output node's `user_visible_output_idxs`) is returned as that window, as
-torch.compile does, instead of copied to dense rows (a 0.28 ms copy for GPT2's
-logits, half the product's time); other outputs get the traced strides. Small products stay as they are: there the
+padded columns are never read. Small products stay as they are: there the
 copies would cost more than they save.
+
+A graph output the user sees as it is (the output node's
+`user_visible_output_idxs`) is returned as that window, as torch.compile does,
+instead of copied to dense rows (a 0.28 ms copy for GPT2's logits, half the
+product's time); other outputs get the traced strides.
 """
 
 from __future__ import annotations
