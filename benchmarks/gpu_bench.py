@@ -34,6 +34,7 @@ row; the run goes on in a fresh process. Exits 0 without a GPU.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import itertools
 import json
@@ -205,6 +206,18 @@ def copy_bandwidth() -> float:
     return 2 * src.numel() * src.element_size() / (ms / 1000) / 1e9
 
 
+@functools.cache
+def copy_us(nbytes: int) -> float:
+    """Microseconds (median, L2 flushed) of a device-to-device copy moving `nbytes` in all
+    (half read, half written): the reference a kernel of as many bytes is held to, since
+    a short kernel pays the same launch and ramp that a short copy does."""
+    from triton.testing import do_bench
+
+    src = torch.empty(max(nbytes // 4, 1), dtype=torch.bfloat16, device="cuda")
+    dst = torch.empty_like(src)
+    return 1000 * do_bench(lambda: dst.copy_(src), warmup=5, rep=20, return_mode="median")
+
+
 def _tensor_bytes(args) -> int:
     seen, total = set(), 0
     for a in args:
@@ -279,6 +292,7 @@ def kernel_bandwidth(fn, top: int = 8, sources: bool = False) -> list[dict]:
     for name, (kernel, args, nbytes, _) in sorted(calls.items(), key=lambda c: -c[1][2])[:top]:
         ms = do_bench(lambda k=kernel, a=args: k(*a), warmup=5, rep=20, return_mode="median")
         row = {"kernel": name, "us": ms * 1000, "MB": nbytes / 1e6, "GBps": nbytes / ms / 1e6}
+        row["copy_us"] = copy_us(nbytes)
         config = getattr(kernel, "config", None)
         row["config"] = config.describe() if config is not None else ""
         if sources:
@@ -623,14 +637,18 @@ def markdown(result) -> str:
             cells.append(f"{r.get(f'{b}_ms', nan):.2f} / {r.get(f'{b}_b2b_ms', nan):.2f}")
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("| model | kernel | us | MB | GB/s | % of copy |")
-    lines.append("|---|---|---:|---:|---:|---:|")
+    lines.append(
+        "| model | mode | kernel | us | MB | GB/s | % of copy | copy of as many bytes, us "
+        "| % of that copy |"
+    )
+    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|")
     for r in result["rows"]:
         for k in r.get("ember_kernels", [])[:3]:
             share = 100 * k["GBps"] / result["copy_GBps"]
+            same = k.get("copy_us", math.nan)
             lines.append(
-                f"| {r['model']} | {k['kernel']} | {k['us']:.1f} | {k['MB']:.1f} | "
-                f"{k['GBps']:.0f} | {share:.0f}% |"
+                f"| {r['model']} | {r['mode']} | {k['kernel']} | {k['us']:.1f} | {k['MB']:.1f} | "
+                f"{k['GBps']:.0f} | {share:.0f}% | {same:.1f} | {100 * same / k['us']:.0f}% |"
             )
     return "\n".join(lines) + "\n"
 

@@ -490,3 +490,27 @@ def test_per_row_loads_of_a_three_dim_column_reduction(monkeypatch):
     assert uniform, [s.source for s in sources]
     assert "xu1 = (((tl.program_id(0) * XBLOCK) // 128) % 6)" in uniform[0]
     assert "if 128 % XBLOCK == 0:" in uniform[0]
+
+
+def test_a_flat_kernel_of_software_math_takes_more_elements_a_thread(monkeypatch):
+    # erf is a libdevice polynomial: a large GELU kernel is bound by instructions and gets
+    # 2048 elements a program (4 warps); a ReLU of the same size keeps 1024; so does a
+    # small GELU, whose programs would not fill the device
+    from dataclasses import replace
+
+    from inductor_codegen.triton.heuristics import MATH_MIN_NUMEL, default_config
+
+    x = randn(4, 384, dtype=torch.bfloat16)
+    (gelu,) = _kernel_sources(monkeypatch, F.gelu, x, atol=2e-2, rtol=2e-2)
+    (tanh_gelu,) = _kernel_sources(
+        monkeypatch, lambda v: F.gelu(v, approximate="tanh"), x, atol=2e-2, rtol=2e-2
+    )
+    (relu,) = _kernel_sources(monkeypatch, lambda v: torch.relu(v).exp(), x)
+    assert (gelu.math_calls, tanh_gelu.math_calls, relu.math_calls) == (1, 1, 0)
+    assert "* 0.7071067811865476" in gelu.source  # as ATen writes it: no division
+    large = {"xnumel": 4 * MATH_MIN_NUMEL}
+    assert default_config(replace(gelu, **large)).xblock == 2048
+    assert default_config(replace(gelu, **large)).num_warps == 4
+    assert default_config(replace(tanh_gelu, **large)).xblock == 2048
+    assert default_config(replace(relu, **large)).xblock == 1024
+    assert default_config(replace(gelu, xnumel=MATH_MIN_NUMEL // 2)).xblock == 1024

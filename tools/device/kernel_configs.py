@@ -2,10 +2,12 @@
 autotuning candidate: how much the heuristics leave on the table, and which shapes lose it.
 
     python tools/device/kernel_configs.py NAMES infer|train [--kinds persistent,looped,column]
+        [--top N]
 
 Per kernel (one call of the model records each kernel's arguments): calls per model
 call, bytes of its tensor arguments, the default configuration's time and GB/s, the
-best candidate's, and both configurations. Last, per kind of kernel, the time per
+best candidate's, both configurations, and a copy of as many bytes (same timing).
+With `--top N`, only the N kernels moving the most bytes, every kind, sources kept. Last, per kind of kernel, the time per
 model call under the defaults and under the best candidates. Writes kernel_configs.json
 (with the sources of kernels whose best candidate is 10% faster) to $OUT when set.
 """
@@ -33,7 +35,7 @@ def kind_of(source) -> str:
     return "persistent" if all(g.persistent for g in source.groups) else "looped"
 
 
-def sweep(name: str, mode: str, kinds: set[str]) -> list[dict]:
+def sweep(name: str, mode: str, kinds: set[str], top: int = 0) -> list[dict]:
     import torch
     from common import gpu_bench, prepared
 
@@ -47,9 +49,12 @@ def sweep(name: str, mode: str, kinds: set[str]) -> list[dict]:
     calls = gpu_bench.recorded_kernels(step)
     torch.cuda.synchronize()
     rows = []
-    for kernel, args, nbytes, count in calls.values():
+    entries = list(calls.values())
+    if top:
+        entries = sorted(entries, key=lambda e: -e[2])[:top]
+    for kernel, args, nbytes, count in entries:
         source = kernel.source
-        if kind_of(source) not in kinds:
+        if not top and kind_of(source) not in kinds:
             continue
         default = kernel.config or default_config(source)
         timings = gpu_bench.config_times(kernel, args, autotune_configs(source))
@@ -70,7 +75,8 @@ def sweep(name: str, mode: str, kinds: set[str]) -> list[dict]:
                 "best": best.describe(),
                 "best_us": timings[best] * 1000,
                 "all": {c.describe(): t * 1000 for c, t in timings.items()},
-                "source": source.source if timings[best] < 0.9 * timings[default] else "",
+                "copy_us": gpu_bench.copy_us(nbytes),
+                "source": source.source if top or timings[best] < 0.9 * timings[default] else "",
             }
         )
     return rows
@@ -81,6 +87,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("names")
     parser.add_argument("mode")
     parser.add_argument("--kinds", default="persistent,looped,column")
+    parser.add_argument("--top", type=int, default=0)
     args = parser.parse_args(argv)
     import torch
 
@@ -88,7 +95,7 @@ def main(argv: list[str]) -> None:
     copy = None
     everything = []
     for name in args.names.split(","):
-        rows = sweep(name, args.mode, kinds)
+        rows = sweep(name, args.mode, kinds, args.top)
         everything += rows
         if copy is None:
             sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -97,13 +104,13 @@ def main(argv: list[str]) -> None:
             copy = gpu_bench.copy_bandwidth()
         print(f"== {name} {args.mode} (copy {copy:.0f} GB/s)")
         print(f"{'kernel':44s} {'kind':10s} {'x':>8s} {'r':>12s} n {'MB':>7s} "
-              f"{'def us':>7s} {'GB/s':>5s} {'best us':>7s} {'GB/s':>5s}  default -> best")  # fmt: skip
+              f"{'def us':>7s} {'GB/s':>5s} {'best us':>7s} {'GB/s':>5s} {'copy':>6s}  default -> best")  # fmt: skip
         for r in sorted(rows, key=lambda r: -r["calls"] * (r["default_us"] - r["best_us"])):
             print(
                 f"{r['kernel'][:44]:44s} {r['kind']:10s} {r['xnumel']:8d} "
                 f"{str(r['rnumel'])[:12]:>12s} {r['calls']} {r['MB']:7.1f} "
                 f"{r['default_us']:7.1f} {r['MB'] / r['default_us'] * 1000:5.0f} "
-                f"{r['best_us']:7.1f} {r['MB'] / r['best_us'] * 1000:5.0f}  "
+                f"{r['best_us']:7.1f} {r['MB'] / r['best_us'] * 1000:5.0f} {r['copy_us']:6.1f}  "
                 f"{r['default']} -> {r['best']}"
             )
         for kind in KINDS:

@@ -28,6 +28,7 @@ from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_
 from inductor_codegen.symbols import kernel_size_symbols
 from inductor_codegen.triton.ops import (
     LOW_PRECISION,
+    POLYNOMIAL_MATH,
     TRITON_DTYPES,
     TRITON_OPS,
     as_tensor_text,
@@ -84,6 +85,8 @@ class TritonKernelSource:
     column_reduction: bool = False
     # A 2D-tiled kernel over long rows with no transposed access (wide, short tiles).
     row_tiles: bool = False
+    # Calls of software-evaluated math functions (ops.POLYNOMIAL_MATH) in the kernel body.
+    math_calls: int = 0
 
 
 def triton_index(expr, names: dict | None = None) -> str:
@@ -175,6 +178,8 @@ class Scope:
         if expr.name == "to_dtype":
             return cast_text(self.value(expr.args[0], mask), expr.args[0].dtype, expr.dtype)
         args = [self.value(a, mask) for a in expr.args]
+        if expr.name in POLYNOMIAL_MATH:
+            self.codegen.math_calls += 1
         emit = TRITON_OPS.get(expr.name)
         if emit is None:
             raise InductorError(
@@ -190,6 +195,7 @@ class TritonKernelCodegen:
         self.kernel = kernel
         self.buffers = buffers
         self.temps = 0
+        self.math_calls = 0
         self.args: dict[str, KernelArg] = {}
         self.pointer_names: dict[str, str] = {}
         self.scalars: dict[str, str] = {}
@@ -691,6 +697,7 @@ class TritonKernelCodegen:
             py_index(xnumel) if symbolic else "",
             self.column,
             self.tiled and self.row_tiles,
+            self.math_calls,
         )
 
     def _param_name(self, key: str) -> str:

@@ -15,6 +15,7 @@ import torch
 from inductor_codegen.op_text import SHARED_OPS, call, infix
 
 __all__ = [
+    "POLYNOMIAL_MATH",
     "TRITON_DTYPES",
     "TRITON_OPS",
     "as_tensor_text",
@@ -36,6 +37,16 @@ TRITON_DTYPES = {
     torch.bool: "tl.int1",
 }
 LOW_PRECISION = (torch.bfloat16, torch.float16)
+# Functions evaluated in software (libdevice's polynomials and their argument reduction,
+# tens of dependent instructions an element), unlike exp, log, sin, sqrt and rsqrt, which
+# map to the GPU's special function unit. A flat kernel calling one is launched with more
+# elements a thread (see heuristics.MATH_XBLOCK).
+POLYNOMIAL_MATH = frozenset(
+    {
+        "erf", "erfc", "tanh", "tan", "sinh", "cosh", "asin", "acos", "atan", "asinh",
+        "acosh", "atanh", "atan2", "hypot", "lgamma", "expm1", "log1p", "log10", "pow",
+    }
+)  # fmt: skip
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:

@@ -207,6 +207,7 @@ class TemplateCodegen:
         self.scalars: dict[str, str] = {}
         self.locals_: dict[tuple, str] = {}
         self.temps = 0
+        self.math_calls = 0  # counted by Scope; the template's launch does not use it
         self.lines: list[str] = []
         sizes = [int(s) for s in self.layout.size]
         self.batch, self.m, self.n = ([1] + sizes)[-3:] if self.op != "bmm" else sizes

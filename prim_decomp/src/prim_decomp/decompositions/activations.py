@@ -11,8 +11,10 @@ from prim_decomp.decompositions._registry import COMPOSITE, COMPOUND
 
 __all__: list[str] = []
 
-_SQRT_2 = math.sqrt(2.0)
+# As ATen's CUDA and CPU kernels write GELU: products by constants, no divisions.
+_SQRT1_2 = math.sqrt(0.5)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_PDF_SCALE = 2.0 / math.sqrt(math.pi) * math.sqrt(0.5) * 0.5  # 1 / sqrt(2 pi)
 
 
 @COMPOUND.register(aten.gelu.default)
@@ -21,7 +23,7 @@ def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     if approximate == "tanh":
         inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
         return 0.5 * x * (1.0 + aten.tanh.default(inner))
-    return 0.5 * x * (1.0 + aten.erf.default(x / _SQRT_2))
+    return x * 0.5 * (1.0 + aten.erf.default(x * _SQRT1_2))
 
 
 @COMPOSITE.register(aten.gelu_backward.default)
@@ -35,8 +37,8 @@ def gelu_backward(grad: torch.Tensor, x: torch.Tensor, approximate: str = "none"
         right = 1.0 + tanh_inner
         d_inner = _SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x_sq)
         return grad * (0.5 * right + left * (1.0 - tanh_inner * tanh_inner) * d_inner)
-    cdf = 0.5 * (1.0 + aten.erf.default(x / _SQRT_2))
-    pdf = aten.exp.default(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+    cdf = 0.5 * (1.0 + aten.erf.default(x * _SQRT1_2))
+    pdf = aten.exp.default(-0.5 * x * x) * _PDF_SCALE
     return grad * (cdf + x * pdf)
 
 
