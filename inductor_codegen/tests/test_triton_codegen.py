@@ -514,3 +514,45 @@ def test_a_flat_kernel_of_software_math_takes_more_elements_a_thread(monkeypatch
     assert default_config(replace(tanh_gelu, **large)).xblock == 2048
     assert default_config(replace(relu, **large)).xblock == 1024
     assert default_config(replace(gelu, xnumel=MATH_MIN_NUMEL // 2)).xblock == 1024
+
+
+def test_independent_parts_of_a_flat_kernel_run_in_programs_of_their_own(monkeypatch):
+    # five weight casts fused into one launch: each program runs one cast over its block
+    # (the grid holds five times the blocks), not all five one after another; a value
+    # computed from the first weight shares its read and runs in the first cast's part,
+    # and a chain of nodes stays in one part
+    def fn(*ws):
+        casts = [w.to(torch.bfloat16) for w in ws]
+        return [*casts, ws[0].sin() * 2, (ws[1] + 1).exp()]
+
+    ws = [randn(48, 40) for _ in range(5)]
+    (source,) = _kernel_sources(monkeypatch, fn, *ws, atol=1e-2, rtol=1e-2)
+    assert source.segments == 5
+    assert "xsegment = tl.program_id(0) // xblocks" in source.source
+    assert source.source.count("if xsegment == ") == 5
+    assert source.source.count("tl.load(") == 5  # the shared reads load once
+
+
+def test_a_flat_kernel_of_one_chain_is_not_split(monkeypatch):
+    (source,) = _kernel_sources(monkeypatch, lambda x: ((x + 1).sin(), x * 2), randn(300))
+    assert source.segments == 0 and "xsegment" not in source.source
+
+
+def test_independent_parts_run_at_every_symbolic_size():
+    from dynamic_graphs import trace_symbolic
+
+    from inductor_codegen import compile_graph
+
+    def fn(a, b, c):
+        return a.to(torch.bfloat16), (b * 2).sin(), c.exp()
+
+    def make(n):
+        return tuple(torch.randn(n, 3) for _ in range(3))
+
+    gm, examples = trace_symbolic(fn, *make(700), dynamic={0: [0], 1: [0], 2: [0]})
+    compiled = compile_graph(gm, examples, options={"device_codegen": "triton"})
+    assert compiled.kernel_count == 1
+    assert compiled.artifact("codegen").count("if xsegment == ") == 3
+    for n in (700, 1, 2049):
+        args = make(n)
+        torch.testing.assert_close(list(compiled(*args)), list(fn(*args)))

@@ -87,6 +87,9 @@ class TritonKernelSource:
     row_tiles: bool = False
     # Calls of software-evaluated math functions (ops.POLYNOMIAL_MATH) in the kernel body.
     math_calls: int = 0
+    # > 1: a flat kernel of independent parts, each over all xnumel elements; the grid
+    # holds `segments` times the programs of one part, each program running one part.
+    segments: int = 0
 
 
 def triton_index(expr, names: dict | None = None) -> str:
@@ -381,14 +384,53 @@ class TritonKernelCodegen:
     def generate(self) -> TritonKernelSource:
         outer = self.kernel.outer
         body = Scope(self, None, 1, "xmask")
+        self.segments = self._segments()
         self._prologue(body, outer)
-        for item in self.kernel.items:
+        for k, names in enumerate(self.segments):
+            body.line(f"if xsegment == {k}:")
+            part = Scope(self, body, 2, "xmask")
+            for name in names:
+                value, index = node_body(self.buffers[name], outer, "y")[:2]
+                self.store(part, name, index, part.value(value), value.dtype)
+            body.lines.extend(part.lines)
+        for item in () if self.segments else self.kernel.items:
             if isinstance(item, str):
                 value, index = node_body(self.buffers[item], outer, "y")[:2]
                 self.store(body, item, index, body.value(value), value.dtype)
             else:
                 self._group(body, item)
         return self._finish(body.lines)
+
+    def _segments(self) -> list[list[str]]:
+        """The independent parts of a flat pointwise kernel (horizontally fused nodes that
+        neither read one another nor share a read), in kernel order; none if one part.
+
+        One program running every part over its XBLOCK elements, one after another, would
+        leave the device idle when the parts are many: an AMP step's 45 weight casts of
+        [768, 768] in 576 programs of 45 loads and stores each took 66 us on an H200,
+        against 43 us for a copy of as many bytes. Each program runs one part instead.
+        """
+        if self.groups or self.tiled or self.tile_uniform_size is not None:
+            return []
+        names = list(self.kernel.nodes)
+        part = {name: name for name in names}
+
+        def root(name: str) -> str:
+            while part[name] != name:
+                part[name] = part[part[name]]
+                name = part[name]
+            return name
+
+        first_user: dict[str, str] = {}
+        for name in names:
+            value = node_body(self.buffers[name], self.kernel.outer, "y")[0]
+            for buffer in {load.buffer for load in expr_loads(value)} | {name}:
+                other = first_user.setdefault(buffer, name)
+                part[root(name)] = root(other)
+        parts: dict[str, list[str]] = {}
+        for name in names:
+            parts.setdefault(root(name), []).append(name)
+        return list(parts.values()) if len(parts) > 1 else []
 
     def _row_locals(self) -> frozenset[str]:
         """Buffers read only in this kernel, computed and read in persistent groups over the
@@ -478,6 +520,10 @@ class TritonKernelCodegen:
         pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
         arange = "tl.arange(0, XBLOCK)[:, None]" if self.two_d else "tl.arange(0, XBLOCK)"
         scope.line(f"xnumel = {xnumel}")
+        if self.segments:  # see `_segments`
+            scope.line("xblocks = (xnumel + XBLOCK - 1) // XBLOCK")
+            scope.line(f"xsegment = {pid} // xblocks")
+            pid = f"({pid} - xsegment * xblocks)"
         scope.line(f"xindex = {pid} * XBLOCK + {arange}")
         scope.line("xmask = xindex < xnumel")
         scope.line("xzero = xindex * 0")
@@ -698,6 +744,7 @@ class TritonKernelCodegen:
             self.column,
             self.tiled and self.row_tiles,
             self.math_calls,
+            len(self.segments),
         )
 
     def _param_name(self, key: str) -> str:

@@ -336,7 +336,7 @@ class TritonKernel:
         key = (config, xnumel)
         launcher = self.launchers.get(key)
         if launcher is None:
-            grid = (max(1, -(-xnumel // config.xblock)), 1, 1)
+            grid = (max(1, -(-xnumel // config.xblock)) * max(1, self.source.segments), 1, 1)
             if config.yblock:
                 grid = (grid[0], max(1, -(-self.source.ynumel // config.yblock)), 1)
             launcher = Launcher(self.fn, grid, config.constexprs(), {"num_warps": config.num_warps})
