@@ -541,13 +541,11 @@ def test_a_flat_kernel_of_one_chain_is_not_split(monkeypatch):
 def test_independent_parts_run_at_every_symbolic_size():
     from dynamic_graphs import trace_symbolic
 
-    from inductor_codegen import compile_graph
-
     def fn(a, b, c):
         return a.to(torch.bfloat16), (b * 2).sin(), c.exp()
 
     def make(n):
-        return tuple(torch.randn(n, 3) for _ in range(3))
+        return tuple(randn(n, 3) for _ in range(3))
 
     gm, examples = trace_symbolic(fn, *make(700), dynamic={0: [0], 1: [0], 2: [0]})
     compiled = compile_graph(gm, examples, options={"device_codegen": "triton"})
@@ -556,3 +554,26 @@ def test_independent_parts_run_at_every_symbolic_size():
     for n in (700, 1, 2049):
         args = make(n)
         torch.testing.assert_close(list(compiled(*args)), list(fn(*args)))
+
+
+def test_a_tile_reading_few_contiguous_rows_is_wide_and_short(monkeypatch):
+    # a [keys, heads] bias broadcast into [batch, heads, queries, keys]: the transposed
+    # reads are contiguous over the 8 heads only, so tiles are 256 wide by 16 rows; a
+    # plain transpose keeps 64 x 64
+    from inductor_codegen.triton.heuristics import default_config
+
+    def broadcast(bias):
+        return bias.permute(1, 0)[None, :, None, :].expand(2, 8, 16, 64).contiguous()
+
+    (bias_tile,) = _kernel_sources(monkeypatch, broadcast, randn(64, 8))
+    assert bias_tile.ynumel and bias_tile.yrun == 8
+    config = default_config(bias_tile)
+    assert (config.xblock, config.yblock) == (64, 16)  # XBLOCK capped by the 64 keys
+    from dataclasses import replace
+
+    wide = default_config(replace(bias_tile, xnumel=4096))
+    assert (wide.xblock, wide.yblock) == (256, 16)
+    (transpose,) = _kernel_sources(monkeypatch, lambda x: x.t().contiguous(), randn(256, 128))
+    assert transpose.yrun == 128  # all of y: the whole [256, 128] source is contiguous
+    config = default_config(transpose)
+    assert (config.xblock, config.yblock) == (64, 64)

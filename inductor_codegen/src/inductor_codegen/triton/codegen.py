@@ -85,6 +85,8 @@ class TritonKernelSource:
     column_reduction: bool = False
     # A 2D-tiled kernel over long rows with no transposed access (wide, short tiles).
     row_tiles: bool = False
+    # 2D tiles: elements along y over which the transposed accesses are contiguous.
+    yrun: int = 0
     # Calls of software-evaluated math functions (ops.POLYNOMIAL_MATH) in the kernel body.
     math_calls: int = 0
     # > 1: a flat kernel of independent parts, each over all xnumel elements; the grid
@@ -492,6 +494,26 @@ class TritonKernelCodegen:
                 return (*(k for k in rest if k != along[0]), along[0])
         return tuple(rest)
 
+    def _tile_run(self) -> int:
+        """Elements along yindex over which every transposed access stays contiguous (its
+        coefficients along the y dims, last first, are 1, then the sizes multiplied):
+        NHWC data read into NCHW order runs over C; T5's [keys, heads] position bias
+        broadcast into [batch, heads, queries, keys] runs over the 8 heads only."""
+        outer = self.kernel.outer
+        xs = outer_vars(len(outer))
+        run = int(numel(outer[:-1])) if numel(outer[:-1]).is_Integer else 0
+        for index in self._accesses():
+            coefficients = [index.coeff(x) for x in xs]
+            if coefficients[-1] in (0, 1):
+                continue
+            extent = 1
+            for k in reversed(self.y_order):
+                if coefficients[k] != extent or not outer[k].is_Integer:
+                    break
+                extent *= int(outer[k])
+            run = min(run, extent)
+        return run
+
     def _accesses(self) -> list:
         """Index expressions of every store and load of the kernel, over the outer loops."""
         indices = []
@@ -743,6 +765,7 @@ class TritonKernelCodegen:
             py_index(xnumel) if symbolic else "",
             self.column,
             self.tiled and self.row_tiles,
+            self._tile_run() if self.tiled else 0,
             self.math_calls,
             len(self.segments),
         )
