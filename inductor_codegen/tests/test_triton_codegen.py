@@ -545,7 +545,7 @@ def test_independent_parts_run_at_every_symbolic_size():
         return a.to(torch.bfloat16), (b * 2).sin(), c.exp()
 
     def make(n):
-        return tuple(randn(n, 3) for _ in range(3))
+        return tuple(torch.randn(n, 3, device=DEVICE) for _ in range(3))
 
     gm, examples = trace_symbolic(fn, *make(700), dynamic={0: [0], 1: [0], 2: [0]})
     compiled = compile_graph(gm, examples, options={"device_codegen": "triton"})
