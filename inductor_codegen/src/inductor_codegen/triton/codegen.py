@@ -231,6 +231,7 @@ class TritonKernelCodegen:
             and all(isinstance(s, sympy.Integer) for s in outer)
             else None
         )
+        self.segments = self._segments()
 
     def new_temp(self) -> str:
         self.temps += 1
@@ -386,16 +387,17 @@ class TritonKernelCodegen:
     def generate(self) -> TritonKernelSource:
         outer = self.kernel.outer
         body = Scope(self, None, 1, "xmask")
-        self.segments = self._segments()
         self._prologue(body, outer)
-        for k, names in enumerate(self.segments):
-            body.line(f"if xsegment == {k}:")
-            part = Scope(self, body, 2, "xmask")
-            for name in names:
-                value, index = node_body(self.buffers[name], outer, "y")[:2]
-                self.store(part, name, index, part.value(value), value.dtype)
-            body.lines.extend(part.lines)
-        for item in () if self.segments else self.kernel.items:
+        if self.segments:  # each part under its own branch, one part a program
+            for k, names in enumerate(self.segments):
+                body.line(f"if xsegment == {k}:")
+                part = Scope(self, body, 2, "xmask")
+                for name in names:
+                    value, index = node_body(self.buffers[name], outer, "y")[:2]
+                    self.store(part, name, index, part.value(value), value.dtype)
+                body.lines.extend(part.lines)
+            return self._finish(body.lines)
+        for item in self.kernel.items:
             if isinstance(item, str):
                 value, index = node_body(self.buffers[item], outer, "y")[:2]
                 self.store(body, item, index, body.value(value), value.dtype)
