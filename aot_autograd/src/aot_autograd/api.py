@@ -125,6 +125,8 @@ class AotCallable:
             key = (training, requires_grad if training else ())
         else:  # inference under no_grad: nothing to look at per argument once compiled
             requires_grad, training, key = None, False, _INFERENCE_KEY
+        if _any_autocast_enabled():  # a graph traced under autocast holds its casts
+            key = (*key, autocast_state())
         compiled = self._cache.get(key, _MISSING)
         if compiled is _MISSING:
             if requires_grad is None:
@@ -144,6 +146,8 @@ class AotCallable:
         )
         training = torch.is_grad_enabled() and any(requires_grad)
         key = (training, requires_grad if training else ())
+        if _any_autocast_enabled():
+            key = (*key, autocast_state())
         try:
             self._cache[key] = self._compile(training, requires_grad)
         except SymbolicShapeError:
@@ -369,7 +373,28 @@ def _metadata_key(flat_args: Sequence[Any]) -> tuple:
                 key.append((type(a), a))
             except TypeError:
                 key.append((type(a), id(a)))
-    return (torch.is_grad_enabled(), *key)
+    return (torch.is_grad_enabled(), autocast_state(), *key)
+
+
+_any_autocast_enabled = torch._C._is_any_autocast_enabled
+_AUTOCAST_DEVICE_TYPES = tuple(
+    getattr(torch._C, "_autocast_supported_devices", lambda: ["cpu", "cuda"])()
+)
+
+
+def autocast_state() -> tuple[tuple[str, torch.dtype], ...]:
+    """(device type, dtype) for each device type whose autocast is on; () when none is.
+
+    Tracing records the casts autocast makes, so a graph holds for the autocast
+    state it was traced under: the state is part of every compiled-graph key.
+    """
+    if not _any_autocast_enabled():
+        return ()
+    return tuple(
+        (device, torch.get_autocast_dtype(device))
+        for device in _AUTOCAST_DEVICE_TYPES
+        if torch.is_autocast_enabled(device)
+    )
 
 
 def aot_function(

@@ -255,7 +255,8 @@ def _retrace(gm: fx.GraphModule, decompositions: Mapping, values: list) -> fx.Gr
     for name, value in zip(names, values):
         recorder.add_input(name, value, -1)
     tracer = AtenTracer(recorder, decompositions)
-    with torch.no_grad(), tracer:
+    # The graph is ATen after autocast: its casts are ops of their own, not to be redone.
+    with torch.no_grad(), torch._C._DisableAutocast(), tracer:
         outputs = fx.Interpreter(gm).run(*values)
     nodes = [recorder.node_of(o) if isinstance(o, torch.Tensor) else o for o in outputs]
     return _finish(recorder, nodes)
@@ -410,7 +411,10 @@ def _trace_backward(
         tangent = torch.ones(tuple(t.shape), dtype=t.dtype, device=t.device)
         recorder.add_input(f"tangents_{j + 1}", tangent, -1)
         tangents.append(tangent)
-    with torch.enable_grad(), hooks, tracer:
+    # NOTE: the backward is traced with autocast off, as eager runs a `backward()` called
+    # after the autocast block: each backward op takes the dtypes its forward op's casts
+    # gave (an autocast-disabled float32 region differentiates in float32).
+    with torch.enable_grad(), torch._C._DisableAutocast(), hooks, tracer:
         grads = torch.autograd.grad(
             outputs, [values[i] for i in grad_inputs], tangents, allow_unused=True
         )

@@ -5,6 +5,12 @@ autograd.Function that saves the forward's saved values for the backward.
 `assemble_outputs` does what the functional graphs cannot: copies new values
 into mutated inputs and rebuilds outputs that alias an input or each other as
 views, so callers see eager PyTorch's aliasing.
+
+Compiled graphs run with autocast off. Tracing ran under the caller's autocast
+state and under every autocast region the captured code entered or left, so the
+casts autocast made are ops of the graph, each with its region's dtypes; running
+the graph under autocast again would cast a second time, and would cast the ops
+of a region that turned autocast off (a rotary embedding's float32 `cos`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,10 @@ __all__ = [
     "requires_grad_flags",
     "training_function",
 ]
+
+
+_any_autocast_enabled = torch._C._is_any_autocast_enabled
+_autocast_off = torch._C._DisableAutocast  # excludes the autocast dispatch keys
 
 
 class _NoDoubleBackward(torch.autograd.Function):
@@ -203,7 +213,11 @@ def training_function(
         @staticmethod
         def forward(ctx: Any, *args: Any) -> tuple:
             ctx.set_materialize_grads(False)
-            results = forward_boxed(list(args)) if forward_boxed else forward(*args)
+            if _any_autocast_enabled():
+                with _autocast_off():
+                    results = forward_boxed(list(args)) if forward_boxed else forward(*args)
+            else:
+                results = forward_boxed(list(args)) if forward_boxed else forward(*args)
             outputs, saved = tuple(results[:n_out]), results[n_out:]
             layout = learned[0] if learned else _learn(outputs, saved)
             if layout.all_tensors:
@@ -237,7 +251,11 @@ def training_function(
                 args += _tangents_with_zeros(ctx, tangents, layout, symbolic)
             else:
                 args += [g.contiguous() for g in tangents]
-            grads = boxed_backward(args)
+            if _any_autocast_enabled():  # backward() called inside an autocast region
+                with _autocast_off():
+                    grads = boxed_backward(args)
+            else:
+                grads = boxed_backward(args)
             if unused and dependencies is not None:
                 grads = [
                     None if reads and reads <= unused else grad
@@ -427,6 +445,12 @@ def compiled_call(
     def call(args: Sequence) -> Any:
         if checks_aliasing:
             check_mutated_inputs_unaliased(program, args)
+        if _any_autocast_enabled():
+            with _autocast_off():
+                return _run(args)
+        return _run(args)
+
+    def _run(args: Sequence) -> Any:
         if training or not is_grad_enabled():
             return assemble(args, run_boxed(list(args)) if run_boxed else run(*args))
         with no_grad():

@@ -35,6 +35,11 @@ __all__ = ["AtenTracer", "BaseState", "GraphRecorder", "TensorRecord"]
 
 aten = torch.ops.aten
 
+# NOTE: ops reach this mode after autocast cast their arguments (the Python key sits
+# below the autocast keys); what a decomposition calls here is already in its region's
+# dtypes and must not be cast again, whichever autocast state is on.
+_autocast_off = torch._C._DisableAutocast
+
 _FRESH_CONSTANT_OPS = (aten.lift_fresh.default,)
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 # Ops returning a Python bool computed from tensor data: checked at every call like `.item()`.
@@ -378,7 +383,7 @@ class AtenTracer(TorchDispatchMode):
         if self.keep_views and _is_view_op(func):
             decomposition = None
         if decomposition is not None:
-            with self:
+            with self, _autocast_off():
                 out = decomposition(*args, **kwargs)
             if out is not NotImplemented:
                 return out
@@ -405,7 +410,7 @@ class AtenTracer(TorchDispatchMode):
         if decomposition is None or not form.self_result or form.changes_view:
             return NotImplemented
         target = args[0]
-        with self:
+        with self, _autocast_off():
             value = decomposition(*args, **kwargs)
             if value is NotImplemented:
                 return NotImplemented
