@@ -51,6 +51,9 @@ __all__ = [
 # compile_graph takes graphs with symbolic sizes and compiles them once for all sizes.
 SUPPORTS_DYNAMIC_SHAPES = True
 
+_any_autocast_enabled = torch._C._is_any_autocast_enabled
+_autocast_off = torch._C._DisableAutocast
+
 
 @dataclass(frozen=True, slots=True)
 class Artifact:
@@ -68,6 +71,8 @@ class CompiledGraph:
     `compiled(*inputs)`; or the boxed form `compiled.call_boxed(list_of_inputs)`,
     which empties the list so that inputs can be freed at their last use.
     Returns what the graph returns (the same nesting of tuples and lists).
+    The graph's dtypes are explicit, so it runs with autocast off: an autocast
+    block around the call does not cast the graph's matmuls a second time.
     """
 
     def __init__(self, call, *, artifacts, fallbacks, kernel_count, wrapper_path, unflatten=None):
@@ -82,7 +87,11 @@ class CompiledGraph:
         return self.call_boxed(list(args))
 
     def call_boxed(self, args: list):
-        result = self._call(args)
+        if _any_autocast_enabled():
+            with _autocast_off():
+                result = self._call(args)
+        else:
+            result = self._call(args)
         if self._unflatten is not None:
             return self._unflatten(result)
         return result

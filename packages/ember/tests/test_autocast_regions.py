@@ -327,3 +327,19 @@ def test_hf_causal_lm_amp_training_within_eager_error(kind):
         "position_ids": torch.arange(400, 432).expand(2, -1),
     }
     _assert_amp_training_within_eager_error(model, inputs, "inductor")
+
+
+def test_inductor_compiled_graph_called_inside_autocast_keeps_its_dtypes():
+    inductor_codegen = pytest.importorskip("inductor_codegen")
+    graph = torch.fx.Graph()
+    x, w = graph.placeholder("x"), graph.placeholder("w")
+    graph.output((graph.call_function(torch.ops.aten.mm.default, (x, w)),))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    x.meta["val"], w.meta["val"] = a, b
+    next(n for n in graph.nodes if n.op == "call_function").meta["val"] = a @ b
+    compiled = inductor_codegen.compile_graph(gm, [a, b])
+    with torch.autocast("cpu", torch.bfloat16):
+        (out,) = compiled(a, b)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, a @ b)
