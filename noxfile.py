@@ -58,7 +58,12 @@ VENV_PARAMS = ["--system-site-packages"] if _torch_requirement() is None else []
 
 
 def _local_closure(name: str) -> list[str]:
-    """`name` and every sibling package it declares, directly or not."""
+    """`name` and every sibling package it declares, directly or not, test extras included.
+
+    Siblings are installed from the checkout: a sibling named only in a `test` extra
+    (aot_autograd's tests capture with dynamo_capture) would otherwise be looked up
+    on the package index.
+    """
     seen: list[str] = []
 
     def visit(package: str) -> None:
@@ -66,7 +71,8 @@ def _local_closure(name: str) -> list[str]:
             return
         seen.append(package)
         meta = tomllib.loads((ROOT / PACKAGES[package] / "pyproject.toml").read_text())
-        for requirement in meta["project"]["dependencies"]:
+        extras = meta["project"].get("optional-dependencies", {})
+        for requirement in [*meta["project"]["dependencies"], *extras.get("test", [])]:
             distribution = requirement.split(">")[0].split("=")[0].split("[")[0].strip()
             if distribution in DISTRIBUTIONS:
                 visit(DISTRIBUTIONS[distribution])
