@@ -162,7 +162,7 @@ for _name in PACKAGES:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff, then import-linter: the layers of DESIGN.md and no torch compiler stack."""
+    """ruff, then import-linter: the layers of docs/ARCHITECTURE.md and no torch compiler stack."""
     session.install("ruff>=0.6", "import-linter>=2.1")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")

@@ -355,7 +355,7 @@ def test_backward_twice_with_retain_graph():
 
 
 def test_aot_graph_as_a_torch_compile_backend():
-    """DESIGN.md contract 1: a backend built on aot_graph works under torch.compile."""
+    """docs/ARCHITECTURE.md contract 1: a backend built on aot_graph works under torch.compile."""
 
     def backend(gm, example_inputs):
         return aot_graph(gm, example_inputs, fw_compiler=RecordingCompiler())

@@ -102,5 +102,5 @@ class ForbiddenSubmodulesContract(Contract):
         for violation in check.metadata["violations"]:
             output.print_error(
                 f"{violation['module']}:{violation['line']} uses {violation['name']} "
-                f"(forbidden: {violation['forbidden']}; see DESIGN.md, 'what they never import')"
+                f"(forbidden: {violation['forbidden']}; see docs/ARCHITECTURE.md, 'Layers')"
             )

@@ -514,7 +514,7 @@ def _has_hooks(module: torch.nn.Module) -> bool:
 
 
 def optimize(target: Callable[..., Any], *, backend: Backend, **settings: Any) -> CompiledCallable:
-    """Wrap `target` for capture with `backend` (the contract of DESIGN.md)."""
+    """Wrap `target` for capture with `backend` (the backend contract of docs/ARCHITECTURE.md)."""
     return CompiledCallable(target, backend=backend, **settings)
 
 

@@ -21,7 +21,7 @@ PACKAGES = {
     "inductor_codegen": "inductor_codegen",
     "ember": "packages/ember",
 }
-# What each package may depend on among its siblings (DESIGN.md, Layers).
+# What each package may depend on among its siblings (docs/ARCHITECTURE.md, Layers).
 ALLOWED = {
     "guards": set(),
     "prim_decomp": set(),
@@ -103,3 +103,24 @@ def test_noxfile_has_a_session_per_package():
         assert f'"{name}": "{PACKAGES[name]}"' in text
     for session in ("def tests(", "def lint(", "def demo(", "def bench("):
         assert session in text
+
+
+def test_every_readme_points_at_the_architecture_document():
+    architecture = ROOT / "docs" / "ARCHITECTURE.md"
+    assert architecture.is_file()
+    for folder in ["", *PACKAGES.values()]:
+        readme = (ROOT / folder / "README.md").read_text()
+        links = re.findall(r"\(([^)]*ARCHITECTURE\.md)\)", readme)
+        if folder:
+            assert links, f"{folder}/README.md does not link docs/ARCHITECTURE.md"
+        for link in links:
+            assert (ROOT / folder / link).resolve() == architecture.resolve(), (folder, link)
+        assert "DESIGN.md" not in readme
+
+
+def test_ci_installs_each_package_alone_and_builds_the_wheels():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert 'nox -s "tests-$package" -- --collect-only -q' in ci
+    assert "nox -s wheels" in ci
+    for package in PACKAGES:
+        assert package in ci
