@@ -65,9 +65,10 @@ def _decompositions(value: Any) -> str | None:
     operators = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
     for op, rule in value.items():
         if not isinstance(op, operators) or not callable(rule):
+            op = str(op) if isinstance(op, operators) else repr(op)
             return (
                 "a mapping from ATen operators (torch.ops.aten.x.default) to callables, such "
-                f"as a prim_decomp.DecompositionTable (not so its entry {op!r}: {rule!r})"
+                f"as a prim_decomp.DecompositionTable (not so its entry {op}: {rule!r})"
             )
     return None
 
