@@ -336,3 +336,39 @@ def test_every_written_file_and_folder_is_private_even_under_umask_0(tmp_path):
     for path in cache.rglob("*"):
         mode = path.lstat().st_mode & 0o777
         assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+
+
+def test_tampered_triton_kernel_module_is_rewritten_and_run_from_its_text(tmp_path):
+    import inspect
+
+    from guards.cache_root import cache_folder
+    from inductor_codegen.triton import runtime
+
+    path = cache_folder("kernels", root=tmp_path) / "kernel_0123.py"
+    text = "def kernel_0123():\n    return 42\n"
+    runtime._write_module(path, text)
+    path.write_text("def kernel_0123():\n    return 'not the kernel'\n")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        runtime._write_module(path, text)
+    assert path.read_text() == text
+    assert any(str(path) in m for m in _faulty_warnings(record))
+    function = runtime._import(path, "kernel_0123", text)
+    assert function() == 42
+    assert inspect.getsource(function) == text  # what Triton reads
+
+
+def test_threads_compiling_into_one_fresh_cache_all_get_right_results(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    x = torch.randn(4, 6)
+    gm = trace(_fn, x)
+
+    def compile_and_run(_):
+        compiled = compile_graph(gm, [x], options={"cache_dir": tmp_path, **QUICK})
+        return compiled(x)
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(compile_and_run, range(4)))
+    for result in results:
+        torch.testing.assert_close(result, _fn(x))

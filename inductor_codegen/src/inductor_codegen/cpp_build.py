@@ -204,6 +204,11 @@ class KernelLibrary:
         missing = [key for key in by_key if self._load(key, by_key[key]) is None]
         if missing:
             self._compile(missing, by_key, workers or os.cpu_count() or 1)
+            # NOTE: another process may have removed an entry just written (it found the
+            # old one faulty); compiling such a kernel once more settles it.
+            lost = [key for key in missing if self._load(key, by_key[key]) is None]
+            if lost:
+                self._compile(lost, by_key, 1)
         result = {}
         for kernel in kernels:
             fn = self._load(keys[kernel.name], kernel)
