@@ -372,3 +372,25 @@ def test_threads_compiling_into_one_fresh_cache_all_get_right_results(tmp_path):
         results = list(pool.map(compile_and_run, range(4)))
     for result in results:
         torch.testing.assert_close(result, _fn(x))
+
+
+def test_cache_that_fails_to_write_mid_run_falls_back_with_one_warning(tmp_path, monkeypatch):
+    import errno
+
+    from inductor_codegen import compile as compile_module
+    from inductor_codegen import cpp_build
+
+    real = cpp_build.write_private
+
+    def disk_full(path, data):
+        if str(path).startswith(str(tmp_path)):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, data)
+
+    monkeypatch.setattr(cpp_build, "write_private", disk_full)
+    monkeypatch.setattr(compile_module, "write_private", disk_full)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        _run(tmp_path)
+    messages = _faulty_warnings(record)
+    assert len(messages) == 1 and "No space left" in messages[0], messages

@@ -45,6 +45,7 @@ __all__ = [
     "discard",
     "load_record",
     "payload_digest",
+    "private_temporary_root",
     "read_private",
     "store_record",
     "write_private",
@@ -113,16 +114,20 @@ def _unusable(root: Path) -> str | None:
     return None
 
 
-def _private_temporary_root(requested: Path, why: str) -> Path:
+def private_temporary_root(requested: Path, why: str) -> Path:
+    """This process's private temporary cache root, used instead of `requested`.
+
+    Made, with one warning, the first time any cache folder cannot be used.
+    """
     if not _fallback:
         folder = Path(tempfile.mkdtemp(prefix="ember-cache-"))  # 0700, a fresh name
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         _fallback.append(folder)
-    warn_once(
-        f"the ember cache folder {requested} {why}; this process uses the private temporary "
-        f"folder {_fallback[0]} instead (nothing compiled now is kept for later runs). "
-        "Set EMBER_CACHE_DIR to a folder of your own to keep the cache."
-    )
+        warn_once(
+            f"the ember cache folder {requested} {why}; this process uses the private "
+            f"temporary folder {folder} instead (nothing compiled now is kept for later "
+            "runs). Set EMBER_CACHE_DIR to a folder of your own to keep the cache."
+        )
     return _fallback[0]
 
 
@@ -135,9 +140,9 @@ def cache_root(requested: str | os.PathLike | None = None) -> Path:
     try:
         root = _requested_root(requested)
     except (OSError, RuntimeError) as error:  # no home folder
-        return _private_temporary_root(Path("~/.cache/ember"), f"cannot be found ({error})")
+        return private_temporary_root(Path("~/.cache/ember"), f"cannot be found ({error})")
     why = _unusable(root)
-    return root if why is None else _private_temporary_root(root, why)
+    return root if why is None else private_temporary_root(root, why)
 
 
 def _make_folder(path: Path) -> None:
@@ -179,7 +184,7 @@ def cache_folder(*parts: str, root: str | os.PathLike | None = None) -> Path:
         except OSError as error:
             why = f"cannot be used ({error})"
         if attempt == 0:
-            base = _private_temporary_root(folder, why)
+            base = private_temporary_root(folder, why)
     raise CacheEntryError(f"no usable cache folder for {'/'.join(parts)}: {folder} {why}")
 
 

@@ -28,7 +28,14 @@ import torch
 import torch.fx
 
 from guards import artifact_enabled, artifact_logger
-from guards.cache_root import cache_folder, discard, payload_digest, read_private, write_private
+from guards.cache_root import (
+    cache_folder,
+    discard,
+    payload_digest,
+    private_temporary_root,
+    read_private,
+    write_private,
+)
 from inductor_codegen import runtime
 from inductor_codegen.cpp_build import CompilerConfig, KernelLibrary
 from inductor_codegen.cpp_codegen import generate_kernel
@@ -311,7 +318,12 @@ def _write_wrapper(text: str, kernel_text: str, cache_dir, language: str = "C++"
         return path
     if existing is not None:
         discard(path, "its contents do not match its checksum")
-    write_private(path, full)
+    try:
+        write_private(path, full)
+    except OSError as error:  # the cache filled up or became read-only meanwhile
+        root = private_temporary_root(folder.parent, f"failed: {error}")
+        path = cache_folder("wrappers", root=root) / path.name
+        write_private(path, full)
     return path
 
 

@@ -32,6 +32,7 @@ from guards.cache_root import (
     discard,
     load_record,
     payload_digest,
+    private_temporary_root,
     read_private,
     store_record,
     write_private,
@@ -203,7 +204,13 @@ class KernelLibrary:
         by_key = {keys[k.name]: k for k in kernels}
         missing = [key for key in by_key if self._load(key, by_key[key]) is None]
         if missing:
-            self._compile(missing, by_key, workers or os.cpu_count() or 1)
+            try:
+                self._compile(missing, by_key, workers or os.cpu_count() or 1)
+            except OSError as error:  # the cache filled up or became read-only meanwhile
+                self.root = private_temporary_root(self.cache_dir.parent, f"failed: {error}")
+                self.lib_dir, self.index_dir = self._folders()
+                self.cache_dir = self.lib_dir.parent
+                self._compile(missing, by_key, workers or os.cpu_count() or 1)
             # NOTE: another process may have removed an entry just written (it found the
             # old one faulty); compiling such a kernel once more settles it.
             lost = [key for key in missing if self._load(key, by_key[key]) is None]

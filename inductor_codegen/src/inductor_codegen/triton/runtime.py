@@ -30,6 +30,7 @@ from guards.cache_root import (
     cache_folder,
     discard,
     load_record,
+    private_temporary_root,
     read_private,
     store_record,
     write_private,
@@ -139,7 +140,13 @@ def load_kernels(sources: list[TritonKernelSource], folder: Path, workers: int |
         path = kernel_dir / f"{function}.py"
         if path not in modules:
             text = kernel_module_text(source)
-            _write_module(path, text)
+            try:
+                _write_module(path, text)
+            except OSError as error:  # the cache filled up or became read-only meanwhile
+                root = private_temporary_root(kernel_dir, f"failed: {error}")
+                kernel_dir = cache_folder("triton", "kernels", root=root)
+                path = kernel_dir / path.name
+                _write_module(path, text)
             modules[path] = (function, text)
         paths[source.name] = path
     with ThreadPoolExecutor(max_workers=workers or min(8, len(modules) or 1)) as pool:
