@@ -9,6 +9,7 @@ import torch
 from graph_helpers import trace
 
 from guards import set_logs
+from guards.cache_root import CacheWarning
 from inductor_codegen import InductorError, compile_graph
 from inductor_codegen.cpp_build import KernelLibrary
 
@@ -34,7 +35,8 @@ def test_corrupt_cache_entry_is_recompiled(tmp_path):
     for index in (tmp_path / "cpp" / "index").iterdir():
         index.write_text(str(tmp_path / "missing.so"))
     KernelLibrary._loaded.clear()
-    compiled = compile_graph(gm, [x], options={"cache_dir": tmp_path})
+    with pytest.warns(CacheWarning, match="cpp/index/.* was faulty"):
+        compiled = compile_graph(gm, [x], options={"cache_dir": tmp_path})
     assert "'compiled': 1" in compiled.artifact("build")
     torch.testing.assert_close(compiled(x), _fn(x))
 

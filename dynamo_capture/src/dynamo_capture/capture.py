@@ -458,11 +458,18 @@ def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
     """Run the backend on the frame's graph; its errors become BackendCompilerFailed."""
     graph = frame.graph_module
     try:
-        return backend(graph, list(frame.example_inputs))
+        compiled = backend(graph, list(frame.example_inputs))
+        if not callable(compiled):
+            raise TypeError(
+                f"it returned {compiled!r} ({type(compiled).__name__}), not a callable; a "
+                "backend(gm, example_inputs) must return a callable taking the graph's inputs, "
+                "such as gm.forward"
+            )
     except Exception as error:
         code = frame.target.code
         where = f'{frame.target.name} (File "{code.co_filename}", line {code.co_firstlineno})'
         raise BackendCompilerFailed(backend, type(graph).__name__, where, error) from error
+    return compiled
 
 
 def compile_entry(

@@ -40,7 +40,7 @@ from dynamo_capture.resume import (
 )
 from dynamo_capture.stance import current_stance
 from dynamo_capture.state import is_compiling
-from guards import SizeHistory, artifact_enabled, artifact_logger
+from guards import ConstraintViolationError, SizeHistory, artifact_enabled, artifact_logger
 
 __all__ = ["CompiledCallable", "optimize", "reset"]
 
@@ -199,6 +199,8 @@ class CompiledCallable:
         contexts: list[CaptureContext] = []
         try:
             frame = self._capture(f_locals, contexts)
+        except ConstraintViolationError:
+            raise  # an input outside its mark_dynamic range: the caller's error, as in torch
         except Unsupported as error:
             if self.fullgraph:
                 raise
@@ -231,6 +233,8 @@ class CompiledCallable:
                 self.frame, f_locals, guard_context=contexts, dynamic=self.dynamic,
                 history=self._sizes, specialize_floats=self._specialize_floats,
             )  # fmt: skip
+        except ConstraintViolationError:
+            raise
         except Exception as error:
             if not (contexts and contexts[0].symbolic):
                 raise

@@ -172,10 +172,16 @@ def disable(
     `recursive=True` (the default) compiled callables reached from inside `fn`
     also run eagerly; with `recursive=False` only `fn`'s own frame is skipped.
     """
+    if not isinstance(recursive, bool):
+        raise TypeError(f"disable: recursive must be True or False, got {recursive!r}")
+    if reason is not None and not isinstance(reason, str):
+        raise TypeError(f"disable: reason must be None or a str, got {reason!r}")
     if fn is None:
         return functools.partial(disable, recursive=recursive, reason=reason)
     if not callable(fn):
-        raise TypeError(f"disable expects a callable, got {type(fn).__name__}")
+        raise TypeError(
+            f"disable expects a function, method or nn.Module, got {type(fn).__name__}: {fn!r}"
+        )
     why = reason or "disabled with ember.disable"
 
     if recursive:

@@ -58,7 +58,7 @@ def current_stance() -> Stance:
 def _validated(
     stance: str, skip_guard_eval_unsafe: bool, force_backend: str | Callable[..., Any] | None
 ) -> Stance:
-    if stance not in STANCES:
+    if not isinstance(stance, str) or stance not in STANCES:
         choices = "\n".join(f"  {name}: {meaning}" for name, meaning in STANCES.items())
         raise StanceError(f"unknown stance {stance!r}; the stances are:\n{choices}")
     if force_backend is not None and stance != "default":
@@ -66,9 +66,19 @@ def _validated(
             f"force_backend is only accepted with stance 'default', not {stance!r}; "
             "to run eagerly use set_stance('force_eager')"
         )
+    if (
+        force_backend is not None
+        and not isinstance(force_backend, str)
+        and not callable(force_backend)
+    ):
+        raise StanceError(
+            f"force_backend must be None, a backend name or a backend callable, got "
+            f"{force_backend!r} ({type(force_backend).__name__})"
+        )
     if not isinstance(skip_guard_eval_unsafe, bool):
         raise StanceError(
-            f"skip_guard_eval_unsafe must be a bool, got {type(skip_guard_eval_unsafe).__name__}"
+            f"skip_guard_eval_unsafe must be True or False, got {skip_guard_eval_unsafe!r} "
+            f"({type(skip_guard_eval_unsafe).__name__})"
         )
     return Stance(stance, skip_guard_eval_unsafe, force_backend)
 

@@ -47,6 +47,7 @@ from guards.marks import (
     maybe_mark_dynamic,
 )
 from guards.shape_env import (
+    ConstraintViolationError,
     ShapeEnv,
     ShapeEnvError,
     ShapeRecord,
@@ -154,6 +155,7 @@ __all__ = [
     "FloorDiv",
     "ShapeCheck",
     "ShapeEnv",
+    "ConstraintViolationError",
     "ShapeEnvError",
     "ShapeGuard",
     "ShapeRecord",

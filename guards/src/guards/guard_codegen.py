@@ -21,8 +21,9 @@ others are left out (guard_pruning.py). An attribute of an object whose exact
 type was checked earlier in the function, and whose class overrides
 `__getattribute__` with a known forwarding override, is read with
 `object.__getattribute__` when the override provably forwards
-(attribute_access.py). The source is written to a real file and registered
-with linecache, so tracebacks and pdb show it.
+(attribute_access.py). The source is registered with linecache, so tracebacks
+and pdb show it; while the `guards` log is on it is also written to a private
+file under the cache root, with guarded string and bytes values elided.
 """
 
 from __future__ import annotations
@@ -31,11 +32,10 @@ import builtins
 import hashlib
 import keyword
 import linecache
-import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from guards.attribute_access import (
@@ -44,7 +44,9 @@ from guards.attribute_access import (
     is_plain_module_class,
     plain_read_plan,
 )
+from guards.cache_root import cache_folder, write_private
 from guards.guard_kinds import Guard, IdGuard, NNModuleGuard, TypeGuard
+from guards.logs import artifact_enabled
 from guards.sources import (
     AttrSource,
     HasAttrSource,
@@ -255,20 +257,46 @@ class _Code:
         return name
 
 
+# A string or bytes literal (with its prefix), in code or in a comment.
+_LITERAL = re.compile(r"""(?<![\w'"])[rRbBuU]{0,2}(?:'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*")""")
+
+
+def _elide_literal(match: re.Match) -> str:
+    """A guarded string/bytes value -> `'...'`; a subscript key (`L['x']`, a source) stays."""
+    text, start, end = match.string, match.start(), match.end()
+    before = text[max(start - 2, 0) : start]
+    subscript = (
+        len(before) == 2 and before[1] == "[" and (before[0].isalnum() or before[0] in "_])")
+    )
+    if subscript and text[end : end + 1] == "]":
+        return match.group()
+    if text[max(start - 8, 0) : start].endswith(("<class ", "<module ")):  # a type's repr
+        return match.group()
+    return "b'...'" if match.group()[:2].lower() in ("b'", 'b"') else "'...'"
+
+
+def elide_values(source: str) -> str:
+    """`source` with every guarded string or bytes value replaced by `'...'`, line for line."""
+    return _LITERAL.sub(_elide_literal, source)
+
+
 def _write(source: str) -> str:
-    """Write the generated source to a content-named file; return its path."""
-    digest = hashlib.sha1(source.encode()).hexdigest()[:16]
-    folder = os.path.join(tempfile.gettempdir(), "ember_guards")
-    path = os.path.join(folder, f"guard_{digest}.py")
-    try:
-        if not os.path.exists(path):
-            os.makedirs(folder, exist_ok=True)
-            temporary = f"{path}.{os.getpid()}.tmp"
-            with open(temporary, "w") as handle:
-                handle.write(source)
-            os.replace(temporary, path)
-    except OSError:
-        pass  # NOTE: the linecache entry below still serves tracebacks without the file.
+    """Register the generated source with linecache under a content name; return that name.
+
+    The source is written to a file (under the cache root, values that are
+    strings or bytes elided: a guarded global may be a token) only while the
+    `guards` log artifact is on; otherwise it lives in linecache alone, which
+    is all tracebacks and pdb need.
+    """
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    path = f"<ember guard_{digest}>"
+    if artifact_enabled("guards"):
+        try:
+            folder = cache_folder("guards")
+            path = str(folder / f"guard_{digest}.py")
+            write_private(Path(path), elide_values(source).encode())
+        except OSError:
+            pass  # NOTE: the linecache entry below still serves tracebacks without the file.
     linecache.cache[path] = (len(source), None, source.splitlines(True), path)
     return path
 

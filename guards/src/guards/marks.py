@@ -48,6 +48,8 @@ class DimensionMarks:
 def _dims(tensor: torch.Tensor, dim: int | Iterable[int], api: str) -> list[int]:
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{api} expects a torch.Tensor, got {type(tensor).__name__}")
+    if not isinstance(dim, (int, Iterable)) or isinstance(dim, str):
+        raise TypeError(f"{api}: dim must be an int or a list of ints, got {dim!r}")
     dims = [dim] if isinstance(dim, int) else list(dim)
     normalized = []
     for d in dims:
@@ -84,6 +86,11 @@ def mark_dynamic(
     compile that must specialize such a dimension raises instead of silently
     making it static. Marking a dimension that is also marked static is an error.
     """
+    for name, bound in (("min", min), ("max", max)):
+        if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool)):
+            raise TypeError(f"mark_dynamic: {name} must be None or an int, got {bound!r}")
+        if bound is not None and bound < 0:
+            raise ValueError(f"mark_dynamic: {name}={bound} is negative; sizes are >= 0")
     if min is not None and max is not None and min > max:
         raise ValueError(f"mark_dynamic: min={min} is greater than max={max}")
     current = marks_of(tensor)
@@ -104,7 +111,9 @@ def maybe_mark_dynamic(tensor: torch.Tensor, dim: int | Iterable[int]) -> None:
 
 def mark_static(tensor: torch.Tensor, dim: int | Iterable[int] | None = None) -> None:
     """Keep `dim` (every dimension when None) static even under dynamic=True."""
-    dims = range(tensor.dim()) if dim is None else _dims(tensor, dim, "mark_static")
+    if dim is None:
+        dim = range(tensor.dim()) if isinstance(tensor, torch.Tensor) else 0
+    dims = _dims(tensor, dim, "mark_static")
     current = marks_of(tensor)
     static = current.static | frozenset(dims)
     dynamic = {d: r for d, r in current.dynamic.items() if d not in static}

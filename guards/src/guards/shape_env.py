@@ -50,6 +50,7 @@ from guards.sym_node import SymNode
 
 __all__ = [
     "ShapeEnv",
+    "ConstraintViolationError",
     "ShapeEnvError",
     "ShapeRecord",
     "SymbolBinding",
@@ -62,6 +63,11 @@ _log = artifact_logger("dynamic")
 
 class ShapeEnvError(GuardsError):
     """A symbolic-shape request that cannot be honoured (e.g. a mark_dynamic range violated)."""
+
+
+class ConstraintViolationError(ShapeEnvError, RuntimeError):
+    """A size outside the range `mark_dynamic(min=, max=)` gave it: the user's error, as in
+    torch, never a reason to run eagerly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,8 +174,8 @@ class ShapeEnv:
         """
         hint = int(hint)
         if (min is not None and hint < min) or (max is not None and hint > max):
-            raise ShapeEnvError(
-                f"{source.expr} is {hint}, outside the range [{min}, {max}] given to "
+            raise ConstraintViolationError(
+                f"{source.expr} is {hint}, not in range [{min}, {max}] given to "
                 "mark_dynamic; pass inputs in that range or widen it"
             )
         if self.specialize_zero_one and hint in (0, 1):

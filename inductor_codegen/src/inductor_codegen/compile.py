@@ -19,8 +19,6 @@ caller compiles the graph again with static sizes.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -30,8 +28,16 @@ import torch
 import torch.fx
 
 from guards import artifact_enabled, artifact_logger
+from guards.cache_root import (
+    cache_folder,
+    discard,
+    payload_digest,
+    private_temporary_root,
+    read_private,
+    write_private,
+)
 from inductor_codegen import runtime
-from inductor_codegen.cpp_build import CompilerConfig, KernelLibrary, default_cache_dir
+from inductor_codegen.cpp_build import CompilerConfig, KernelLibrary
 from inductor_codegen.cpp_codegen import generate_kernel
 from inductor_codegen.errors import DynamicShapeError, UnsupportedGraphError
 from inductor_codegen.ir import TensorValue
@@ -292,19 +298,32 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
 
 
 def _write_wrapper(text: str, kernel_text: str, cache_dir, language: str = "C++") -> Path:
-    folder = Path(cache_dir or default_cache_dir()) / "wrappers"
-    folder.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256((text + kernel_text).encode()).hexdigest()[:20]
-    path = folder / f"graph_{digest}.py"
-    if not path.exists():
-        full = (
-            text
-            + f"\n\n# Kernels ({language}):\n"
-            + "".join(f"# {line}\n" for line in kernel_text.splitlines())
-        )
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(full)
-        os.replace(tmp, path)
+    """Write the wrapper (kernels as comments) to `<cache>/wrappers/graph_<checksum>.py`.
+
+    The file serves tracebacks and pdb; the code run is compiled from `text` itself.
+    """
+    full = (
+        text
+        + f"\n\n# Kernels ({language}):\n"
+        + "".join(f"# {line}\n" for line in kernel_text.splitlines())
+    ).encode()
+    folder = cache_folder("wrappers", root=cache_dir)
+    path = folder / f"graph_{payload_digest(full)[:20]}.py"
+    try:
+        existing = read_private(path)
+    except OSError as error:
+        existing = None
+        discard(path, str(error))
+    if existing == full:
+        return path
+    if existing is not None:
+        discard(path, "its contents do not match its checksum")
+    try:
+        write_private(path, full)
+    except OSError as error:  # the cache filled up or became read-only meanwhile
+        root = private_temporary_root(folder.parent, f"failed: {error}")
+        path = cache_folder("wrappers", root=root) / path.name
+        write_private(path, full)
     return path
 
 

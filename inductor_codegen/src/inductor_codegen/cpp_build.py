@@ -5,8 +5,9 @@ source, compiler and its version, flags), each hashed; the function is named
 after the key, so identical kernels (the same layer repeated) compile once.
 Missing kernels are split into one chunk per CPU core, each chunk compiled by
 its own compiler process into one shared library, all chunks at once.
-An index file per kernel points at its library; an entry that fails to load
-is recompiled, never trusted.
+An index record per kernel names its library (relative to the cache, with a
+checksum); an entry that is faulty in any way is removed, with one warning
+naming the file, and recompiled, never trusted.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import ctypes.util
 import functools
 import hashlib
 import os
+import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -23,13 +26,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from guards import artifact_logger
+from guards.cache_root import (
+    cache_folder,
+    cache_root,
+    discard,
+    load_record,
+    payload_digest,
+    private_temporary_root,
+    read_private,
+    store_record,
+    write_private,
+)
 from inductor_codegen.cpp_codegen import KernelSource
 from inductor_codegen.cpp_prelude import PRELUDE, vector_math_declarations
 from inductor_codegen.errors import CppCompileError
 
 __all__ = ["CompilerConfig", "KernelLibrary", "default_cache_dir"]
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 CTYPES = {
     "int64_t": ctypes.c_int64,
     "double": ctypes.c_double,
@@ -38,8 +52,8 @@ CTYPES = {
 
 
 def default_cache_dir() -> Path:
-    """EMBER_CACHE_DIR, or ~/.cache/ember."""
-    return Path(os.environ.get("EMBER_CACHE_DIR") or Path.home() / ".cache" / "ember")
+    """The cache root: EMBER_CACHE_DIR, or ~/.cache/ember (see guards.cache_root)."""
+    return cache_root()
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,46 +87,116 @@ def link_flags() -> tuple[str, ...]:
     return ("-lmvec",) if vector_math_available() else ()
 
 
-@functools.lru_cache(maxsize=8)
-def compiler_version(cxx: str) -> str:
+def _run_version(cxx: str) -> str:
     try:
         out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError) as error:
-        raise CppCompileError(
-            f"the C++ compiler {cxx!r} did not run ({error}); install g++ or pass "
-            "options={'cxx': '/path/to/compiler'}"
-        ) from error
+        raise CppCompileError(_compiler_missing(cxx, error)) from error
     return out.stdout.splitlines()[0] if out.stdout else cxx
+
+
+def _compiler_missing(cxx: str, error: object) -> str:
+    return (
+        f"the C++ compiler {cxx!r} did not run ({error}); install g++, or name another "
+        "compiler: ember.compile(..., options={'cpp.cxx': '/path/to/compiler'}) "
+        "(compile_graph(..., options={'cxx': ...}) when calling inductor_codegen directly)"
+    )
+
+
+_identities: dict[tuple, str] = {}
+
+
+def compiler_version(cxx: str, folder: Path | None = None) -> str:
+    """The compiler's identity: its `--version` line, recorded beside the cache.
+
+    The compiler is run only when the file it resolves to (path, size, mtime)
+    differs from the recorded one. When it cannot be found the recorded identity
+    stands, so cached kernels still load; compiling a missing one then fails.
+    """
+    resolved = shutil.which(cxx)
+    record_path = None if folder is None else folder / f"{_digest(cxx)[:24]}.json"
+    if resolved is None:
+        record = load_record(record_path) if record_path is not None else None
+        if isinstance(record, dict) and isinstance(record.get("version"), str):
+            return record["version"]
+        return f"missing compiler {cxx}"
+    real = os.path.realpath(resolved)
+    info = os.stat(real)
+    identity = {"cxx": cxx, "path": real, "size": info.st_size, "mtime_ns": info.st_mtime_ns}
+    key = tuple(identity.values())
+    if key in _identities:
+        return _identities[key]
+    record = load_record(record_path) if record_path is not None else None
+    if isinstance(record, dict) and record.get("identity") == identity:
+        version = record.get("version")
+    else:
+        version = None
+    if not isinstance(version, str):
+        version = _run_version(cxx)
+        if record_path is not None:
+            try:
+                store_record(record_path, {"identity": identity, "version": version})
+            except OSError:
+                pass  # NOTE: only an optimization: the next process runs the compiler again.
+    _identities[key] = version
+    return version
 
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def cache_key_parts(source: str, config: CompilerConfig) -> list[tuple[str, str]]:
+def cache_key_parts(
+    source: str, config: CompilerConfig, toolchain: str | None = None
+) -> list[tuple[str, str]]:
     """The named parts of a kernel's cache key, each hashed (logged on a miss)."""
+    toolchain = compiler_version(config.cxx) if toolchain is None else toolchain
     return [
         ("schema", SCHEMA_VERSION),
         ("source", _digest(prelude() + source)[:16]),
-        ("compiler", _digest(config.cxx + compiler_version(config.cxx))[:16]),
+        ("compiler", _digest(config.cxx + toolchain)[:16]),
         ("flags", _digest(" ".join(config.flags + link_flags()))[:16]),
     ]
 
 
+_LIBRARY_NAME = re.compile(r"[0-9a-f]{64}\.so")
+
+
 class KernelLibrary:
-    """Turns KernelSources into callable ctypes functions, through the disk cache."""
+    """Turns KernelSources into callable ctypes functions, through the disk cache.
+
+    Layout under `<cache root>/cpp`: `lib/<sha256>.so` (a library named by the
+    checksum of its bytes, and its `.cpp`), `index/<kernel key>` (a checked
+    record naming the library, relative to `lib`), `toolchain/` (the compiler
+    identities). A library is loaded only after its bytes match its name, so a
+    truncated or swapped file is never handed to the dynamic loader, and a
+    changed library never takes the name of one already loaded.
+    """
 
     _loaded: dict[str, ctypes._CFuncPtr] = {}
     _libraries: dict[str, ctypes.CDLL] = {}
 
     def __init__(self, cache_dir: Path | None = None, config: CompilerConfig | None = None):
-        self.cache_dir = Path(cache_dir or default_cache_dir()) / "cpp"
+        self.root = cache_dir
+        self.lib_dir, self.index_dir = self._folders()
+        self.cache_dir = self.lib_dir.parent
         self.config = config or CompilerConfig()
+        self.toolchain = compiler_version(
+            self.config.cxx, cache_folder("cpp", "toolchain", root=self.cache_dir.parent)
+        )
         self.log = artifact_logger("output_code")
         self.stats = {"hits": 0, "compiled": 0, "compile_seconds": 0.0}
 
+    def _folders(self) -> tuple[Path, Path]:
+        """`cpp/lib` and `cpp/index`, made if missing, both under the same (usable) root."""
+        lib = cache_folder("cpp", "lib", root=self.root)
+        index = cache_folder("cpp", "index", root=lib.parent.parent)
+        if index.parent != lib.parent:  # the index fell back to a private temporary root
+            lib = cache_folder("cpp", "lib", root=index.parent.parent)
+        return lib, index
+
     def key(self, kernel: KernelSource) -> str:
-        return _digest(repr(cache_key_parts(kernel.source, self.config)))[:24]
+        return _digest(repr(cache_key_parts(kernel.source, self.config, self.toolchain)))[:24]
 
     def build(self, kernels: list[KernelSource], workers: int | None = None) -> dict[str, object]:
         """kernel.name -> ctypes function, compiling what the cache lacks in parallel."""
@@ -120,12 +204,26 @@ class KernelLibrary:
         by_key = {keys[k.name]: k for k in kernels}
         missing = [key for key in by_key if self._load(key, by_key[key]) is None]
         if missing:
-            self._compile(missing, by_key, workers or os.cpu_count() or 1)
+            try:
+                self._compile(missing, by_key, workers or os.cpu_count() or 1)
+            except OSError as error:  # the cache filled up or became read-only meanwhile
+                self.root = private_temporary_root(self.cache_dir.parent, f"failed: {error}")
+                self.lib_dir, self.index_dir = self._folders()
+                self.cache_dir = self.lib_dir.parent
+                self._compile(missing, by_key, workers or os.cpu_count() or 1)
+            # NOTE: another process may have removed an entry just written (it found the
+            # old one faulty); compiling such a kernel once more settles it.
+            lost = [key for key in missing if self._load(key, by_key[key]) is None]
+            if lost:
+                self._compile(lost, by_key, 1)
         result = {}
         for kernel in kernels:
             fn = self._load(keys[kernel.name], kernel)
             if fn is None:
-                raise CppCompileError(f"kernel {kernel.name} compiled but could not be loaded")
+                raise CppCompileError(
+                    f"kernel {kernel.name} compiled but could not be loaded from the cache "
+                    f"folder {self.cache_dir}"
+                )
             result[kernel.name] = fn
         self.stats["hits"] += len(by_key) - len(missing)
         return result
@@ -136,45 +234,79 @@ class KernelLibrary:
     # ------------------------------------------------------------ cache
 
     def _index_path(self, key: str) -> Path:
-        return self.cache_dir / "index" / key
+        return self.index_dir / key
+
+    def _library_path(self, key: str) -> Path | None:
+        """The checked library the index entry of `key` names; None (entry discarded) if faulty."""
+        index = self._index_path(key)
+        record = load_record(index)
+        if record is None:
+            return None
+        name = record.get("library") if isinstance(record, dict) else None
+        if not isinstance(name, str) or not _LIBRARY_NAME.fullmatch(name):
+            discard(index, f"it names {name!r}, not a library of the cache")
+            return None
+        path = self.lib_dir / name
+        if str(path) in self._libraries:
+            return path
+        try:
+            data = read_private(path)
+        except OSError as error:
+            data, why = None, str(error)
+        else:
+            why = "it is missing"
+        if data is not None and payload_digest(data) == name[:-3]:
+            return path
+        if data is not None:
+            why = f"its {len(data)} bytes do not match its checksum"
+            discard(path, why)
+        elif os.path.lexists(path):
+            discard(path, why)
+        discard(index, f"its library {name} is faulty: {why}")
+        return None
 
     def _load(self, key: str, kernel: KernelSource):
         if key in self._loaded:
             return self._loaded[key]
-        index = self._index_path(key)
-        try:
-            library_path = index.read_text().strip()
-            library = self._libraries.get(library_path) or ctypes.CDLL(library_path)
-            fn = getattr(library, "kernel_" + key)
-        except (OSError, AttributeError):
+        path = self._library_path(key)
+        if path is None:
             return None
-        self._libraries[library_path] = library
+        try:
+            library = self._libraries.get(str(path)) or ctypes.CDLL(str(path))
+            fn = getattr(library, "kernel_" + key)
+        except (OSError, AttributeError) as error:
+            discard(self._index_path(key), f"its library {path.name} did not load: {error}")
+            return None
+        self._libraries[str(path)] = library
         fn.restype = None
         fn.argtypes = [CTYPES.get(a.ctype, ctypes.c_void_p) for a in kernel.args]
         self._loaded[key] = fn
         return fn
 
     def _compile(self, keys: list[str], by_key: dict, workers: int) -> None:
+        if self.toolchain.startswith("missing compiler"):
+            raise CppCompileError(_compiler_missing(self.config.cxx, "not found on PATH"))
         start = time.perf_counter()
         chunks = [keys[i::workers] for i in range(min(workers, len(keys)))]
-        lib_dir = self.cache_dir / "lib"
-        lib_dir.mkdir(parents=True, exist_ok=True)
-        (self.cache_dir / "index").mkdir(parents=True, exist_ok=True)
+        self.lib_dir, self.index_dir = self._folders()  # again: they may have gone meanwhile
+        lib_dir = self.lib_dir
         jobs = []
         for chunk in chunks:
             text = prelude() + "\n" + "\n".join(self.source_of(by_key[k]) for k in chunk)
-            name = _digest(text)[:24]
-            cpp_path = lib_dir / f"{name}.cpp"
-            so_path = lib_dir / f"{name}.so"
-            cpp_path.write_text(text)
-            fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib_dir)
+            cpp_path = lib_dir / f"{_digest(text)[:24]}.cpp"
+            write_private(cpp_path, text.encode())
+            fd, tmp = tempfile.mkstemp(suffix=".so.tmp", dir=lib_dir)  # 0600, a fresh name
             os.close(fd)
             command = [self.config.cxx, *self.config.flags, str(cpp_path), "-o", tmp, *link_flags()]
-            process = subprocess.Popen(
-                command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-            jobs.append((chunk, process, tmp, so_path, cpp_path, command))
-        for chunk, process, tmp, so_path, cpp_path, command in jobs:
+            try:
+                process = subprocess.Popen(
+                    command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                )
+            except OSError as error:
+                Path(tmp).unlink(missing_ok=True)
+                raise CppCompileError(_compiler_missing(self.config.cxx, error)) from error
+            jobs.append((chunk, process, tmp, cpp_path, command))
+        for chunk, process, tmp, cpp_path, command in jobs:
             _, err = process.communicate()
             if process.returncode != 0:
                 Path(tmp).unlink(missing_ok=True)
@@ -182,13 +314,21 @@ class KernelLibrary:
                     f"{self.config.cxx} failed on {cpp_path} (exit {process.returncode}):\n"
                     f"{err[-4000:]}\ncommand: {' '.join(command)}"
                 )
-            os.replace(tmp, so_path)
+            name = self._publish(Path(tmp), lib_dir)
             for key in chunk:
-                index = self._index_path(key)
-                tmp_index = index.with_suffix(f".{os.getpid()}.tmp")
-                tmp_index.write_text(str(so_path))
-                os.replace(tmp_index, index)
+                store_record(self._index_path(key), {"library": name})
         elapsed = time.perf_counter() - start
         self.stats["compiled"] += len(keys)
         self.stats["compile_seconds"] += elapsed
         self.log.debug("compiled %d kernels in %d chunks in %.2fs", len(keys), len(chunks), elapsed)
+
+    @staticmethod
+    def _publish(built: Path, lib_dir: Path) -> str:
+        """Move the compiler's output to its content-addressed name; return that name."""
+        with open(built, "rb") as handle:
+            data = handle.read()
+            os.fsync(handle.fileno())
+        name = payload_digest(data) + ".so"
+        os.chmod(built, 0o600)
+        os.replace(built, lib_dir / name)
+        return name

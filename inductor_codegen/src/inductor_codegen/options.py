@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -44,8 +45,33 @@ class Options:
                 f"{', '.join(sorted(known))}"
             )
         values = dict(options)
+        _check_values(values)
         if values.get("cxx_flags") is not None:
             values["cxx_flags"] = tuple(values["cxx_flags"])
         if values.get("cache_dir") is not None:
             values["cache_dir"] = Path(values["cache_dir"])
         return Options(**values)
+
+
+def _check_values(values: dict) -> None:
+    """Each option's value is of the accepted kind; the error names it and what is accepted."""
+    checks = {
+        "cache_dir": (
+            lambda v: isinstance(v, (str, os.PathLike)) and bool(os.fspath(v)),
+            "a folder path",
+        ),
+        "cxx": (lambda v: isinstance(v, str) and bool(v.strip()), "a non-empty str"),
+        "cxx_flags": (
+            lambda v: isinstance(v, (list, tuple)) and all(isinstance(f, str) and f for f in v),
+            "a list or tuple of non-empty str",
+        ),
+        "lowerings": (lambda v: isinstance(v, Mapping), "a dict from OpOverload to function"),
+        "compile_workers": (
+            lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+            "a positive int",
+        ),
+    }
+    for name, value in values.items():
+        valid, accepted = checks.get(name, (None, ""))
+        if value is not None and valid is not None and not valid(value):
+            raise InductorError(f"compile_graph option {name!r} takes {accepted}, got {value!r}")

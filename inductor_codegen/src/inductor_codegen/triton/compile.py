@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
 from guards import artifact_enabled, artifact_logger
+from guards.cache_root import cache_folder
 from inductor_codegen import runtime
 from inductor_codegen.compile import (
     Artifact,
@@ -29,7 +29,6 @@ from inductor_codegen.compile import (
     _write_wrapper,
     lower_and_schedule,
 )
-from inductor_codegen.cpp_build import default_cache_dir
 from inductor_codegen.errors import UnsupportedGraphError
 from inductor_codegen.lowering.split import SplitPolicy, active_split_policy, split_reductions
 from inductor_codegen.options import Options
@@ -113,7 +112,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     # load: kernel modules written by content hash and imported in parallel.
     from inductor_codegen.triton.runtime import TritonKernel, load_kernels
 
-    folder = Path(opts.cache_dir or default_cache_dir()) / "triton"
+    folder = cache_folder("triton", root=opts.cache_dir)
     loaded = load_kernels(every, folder, opts.compile_workers)
 
     def launcher(src):

@@ -15,17 +15,26 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import inspect
-import json
+import linecache
 import os
 import sys
+import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 
 from guards import artifact_logger
+from guards.cache_root import (
+    cache_folder,
+    discard,
+    load_record,
+    private_temporary_root,
+    read_private,
+    store_record,
+    write_private,
+)
 from inductor_codegen.triton.codegen import TritonKernelSource
 from inductor_codegen.triton.heuristics import LaunchConfig, autotune_configs, default_config
 
@@ -85,36 +94,65 @@ def kernel_module_text(source: TritonKernelSource) -> str:
     return MODULE_HEADER + source.source.replace("KERNEL_NAME", kernel_function_name(source))
 
 
-def _import(path: Path, name: str):
+def _import(path: Path, name: str, text: str):
+    """`name` from the module `text`, which was written to (and checked at) `path`."""
     module_name = f"ember_triton_{path.stem}"
     if module_name in sys.modules:
         return getattr(sys.modules[module_name], name)
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
+    # NOTE: compiled from the checked text, not re-read from disk; linecache holds the
+    # same text, so Triton (which reads a kernel's source) and tracebacks see it.
+    linecache.cache[str(path)] = (len(text), None, text.splitlines(True), str(path))
+    module = types.ModuleType(module_name)
+    module.__file__ = str(path)
     sys.modules[module_name] = module
-    spec.loader.exec_module(module)
+    try:
+        exec(compile(text, str(path), "exec"), module.__dict__)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
     return getattr(module, name)
+
+
+def _write_module(path: Path, text: str) -> None:
+    """Make `path` hold exactly `text` (written atomically when it does not)."""
+    data = text.encode()
+    try:
+        existing = read_private(path)
+    except OSError as error:
+        existing = None
+        discard(path, str(error))
+    if existing == data:
+        return
+    if existing is not None:
+        discard(path, "its contents do not match the kernel it is named after")
+    write_private(path, data)
 
 
 def load_kernels(sources: list[TritonKernelSource], folder: Path, workers: int | None = None):
     """{kernel name: (jit function, module path)}: one module per distinct kernel text,
     written once by content hash and imported in parallel; steps with the same text
     share the function (and so its compiled binaries)."""
-    kernel_dir = folder / "kernels"
-    kernel_dir.mkdir(parents=True, exist_ok=True)
-    modules: dict[Path, str] = {}  # module path -> its function's name
+    kernel_dir = cache_folder("kernels", root=folder)
+    modules: dict[Path, tuple[str, str]] = {}  # module path -> its function's name, text
     paths = {}
     for source in sources:
         function = kernel_function_name(source)
         path = kernel_dir / f"{function}.py"
-        if path not in modules and not path.exists():
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(kernel_module_text(source))
-            os.replace(tmp, path)
-        modules[path] = function
+        if path not in modules:
+            text = kernel_module_text(source)
+            try:
+                _write_module(path, text)
+            except OSError as error:  # the cache filled up or became read-only meanwhile
+                root = private_temporary_root(kernel_dir, f"failed: {error}")
+                kernel_dir = cache_folder("triton", "kernels", root=root)
+                path = kernel_dir / path.name
+                _write_module(path, text)
+            modules[path] = (function, text)
         paths[source.name] = path
     with ThreadPoolExecutor(max_workers=workers or min(8, len(modules) or 1)) as pool:
-        functions = dict(zip(modules, pool.map(lambda item: _import(*item), modules.items())))
+        functions = dict(
+            zip(modules, pool.map(lambda item: _import(item[0], *item[1]), modules.items()))
+        )
     return {name: (functions[path], path) for name, path in paths.items()}
 
 
@@ -350,19 +388,20 @@ class TritonKernel:
         if device is None or device.type != "cuda" or interpreting():
             self.config = default_config(self.source)  # nothing to measure on
             return self.config
-        path = self.folder / "autotune" / f"{self._cache_key(device)}.json"
-        if path.exists():
-            stored = json.loads(path.read_text())
-            if stored.get("schema") == SCHEMA_VERSION:
+        path = cache_folder("autotune", root=self.folder) / f"{self._cache_key(device)}.json"
+        stored = load_record(path)
+        if isinstance(stored, dict) and stored.get("schema") == SCHEMA_VERSION:
+            try:
                 self.config = LaunchConfig(
-                    stored["xblock"],
-                    tuple(stored["rblocks"]),
-                    stored["num_warps"],
-                    stored.get("yblock", 0),
+                    int(stored["xblock"]),
+                    tuple(int(r) for r in stored["rblocks"]),
+                    int(stored["num_warps"]),
+                    int(stored.get("yblock", 0)),
                 )
                 return self.config
+            except (KeyError, TypeError, ValueError) as error:
+                discard(path, f"{type(error).__name__}: {error}")
         self.config = self._benchmark(args)
-        path.parent.mkdir(parents=True, exist_ok=True)
         record = {
             "schema": SCHEMA_VERSION,
             "kernel": self.source.name,
@@ -371,9 +410,7 @@ class TritonKernel:
             "num_warps": self.config.num_warps,
             "yblock": self.config.yblock,
         }
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, path)
+        store_record(path, record)
         return self.config
 
     def _benchmark(self, args) -> LaunchConfig:

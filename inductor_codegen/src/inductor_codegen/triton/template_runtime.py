@@ -13,7 +13,6 @@ interpreter) "auto" runs the template with its first configuration.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +22,7 @@ from pathlib import Path
 import torch
 
 from guards import artifact_logger
+from guards.cache_root import cache_folder, discard, load_record, store_record
 from inductor_codegen.errors import InductorError
 from inductor_codegen.runtime import ensure_layout
 from inductor_codegen.triton.heuristics import next_power_of_2
@@ -157,21 +157,20 @@ class MatmulTemplateKernel:
         if self.mode == "template" or device.type != "cuda" or interpreting():
             self.config = configs[0]
             return self.config
-        path = self.folder / "autotune" / f"{self._cache_key(device)}.json"
-        if path.exists():
-            stored = json.loads(path.read_text())
-            if stored.get("schema") == SCHEMA_VERSION:
+        path = cache_folder("autotune", root=self.folder) / f"{self._cache_key(device)}.json"
+        stored = load_record(path)
+        if isinstance(stored, dict) and stored.get("schema") == SCHEMA_VERSION:
+            try:
                 return self._take(stored.get("config"))
+            except (KeyError, TypeError, ValueError) as error:
+                discard(path, f"{type(error).__name__}: {error}")
         best = self._benchmark(configs, args)
         record = {
             "schema": SCHEMA_VERSION,
             "kernel": self.source.name,
             "config": None if best is None else asdict(best),
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, path)
+        store_record(path, record)
         return self._take(record["config"])
 
     def _take(self, stored: dict | None) -> MatmulConfig | None:

@@ -9,9 +9,13 @@ that contradicts the mode is an error. Unknown names are errors listing the choi
 
 from __future__ import annotations
 
+import difflib
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 from ember.errors import InvalidArgumentError
 
@@ -33,6 +37,40 @@ class Option:
     applies_to: tuple[str, ...] = ()
     codegen_name: str | None = None
     choices: tuple[Any, ...] = ()  # the accepted values, where there are only a few
+    # A check of the value beyond its type (None: the type is enough), and what it accepts.
+    valid: Callable[[Any], str | None] | None = None
+
+
+def _positive_int(value: Any) -> str | None:
+    return None if value is None or value >= 1 else "a positive int"
+
+
+def _non_empty_str(value: Any) -> str | None:
+    return None if value is None or value.strip() else "a non-empty str"
+
+
+def _cache_dir(value: Any) -> str | None:
+    return None if value is None or os.fspath(value) else "a non-empty folder path"
+
+
+def _flags(value: Any) -> str | None:
+    if value is None or all(isinstance(flag, str) and flag for flag in value):
+        return None
+    return "a list or tuple of non-empty str (one compiler flag each)"
+
+
+def _decompositions(value: Any) -> str | None:
+    if value is None:
+        return None
+    operators = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
+    for op, rule in value.items():
+        if not isinstance(op, operators) or not callable(rule):
+            op = str(op) if isinstance(op, operators) else repr(op)
+            return (
+                "a mapping from ATen operators (torch.ops.aten.x.default) to callables, such "
+                f"as a prim_decomp.DecompositionTable (not so its entry {op}: {rule!r})"
+            )
+    return None
 
 
 _CODEGEN = ("inductor",)
@@ -48,13 +86,20 @@ OPTIONS: dict[str, Option] = {
             None,
             "fn(entries) -> list[bool]: which guards of each compiled frame to keep",
         ),
-        Option("recompile_limit", int, 8, "compiled entries per function before running eagerly"),
+        Option(
+            "recompile_limit",
+            int,
+            8,
+            "compiled entries per function before running eagerly",
+            valid=_positive_int,
+        ),
         Option(
             "decompositions",
             (_NONE, Mapping),
             None,
             "a prim_decomp.DecompositionTable used instead of the backend's default table",
             _AOT,
+            valid=_decompositions,
         ),
         Option(
             "partitioner",
@@ -68,11 +113,12 @@ OPTIONS: dict[str, Option] = {
         ),
         Option(
             "cache_dir",
-            (_NONE, str),
+            (_NONE, str, os.PathLike),
             None,
             "where compiled kernels are cached (default: $EMBER_CACHE_DIR or ~/.cache/ember)",
             _CODEGEN,
             codegen_name="cache_dir",
+            valid=_cache_dir,
         ),
         Option(
             "compile_threads",
@@ -81,6 +127,7 @@ OPTIONS: dict[str, Option] = {
             "C++ compiler processes run at once (default: the CPU count)",
             _CODEGEN,
             codegen_name="compile_workers",
+            valid=_positive_int,
         ),
         Option(
             "cpp.cxx",
@@ -89,6 +136,7 @@ OPTIONS: dict[str, Option] = {
             "the C++ compiler for CPU kernels (default: $CXX or g++)",
             _CODEGEN,
             codegen_name="cxx",
+            valid=_non_empty_str,
         ),
         Option(
             "cpp.cxx_flags",
@@ -97,6 +145,7 @@ OPTIONS: dict[str, Option] = {
             "flags for the C++ compiler (default: -O3 -march=native -fopenmp ...)",
             _CODEGEN,
             codegen_name="cxx_flags",
+            valid=_flags,
         ),
         Option(
             "max_autotune",
@@ -148,6 +197,21 @@ def _check_value(option: Option, value: Any) -> None:
     if option.choices and value not in option.choices:
         accepted = ", ".join(repr(choice) for choice in option.choices)
         raise InvalidArgumentError(f"option {option.name!r} takes one of {accepted}, got {value!r}")
+    accepted = option.valid(value) if option.valid is not None else None
+    if accepted is not None:
+        shown = repr(value) if len(repr(value)) <= 200 else repr(value)[:197] + "..."
+        raise InvalidArgumentError(
+            f"option {option.name!r} takes {accepted}, got {shown}; it is: {option.help}"
+        )
+
+
+def _suggestion(name: object) -> str:
+    """' (did you mean 'cpp.cxx'?)' for a near or unqualified option name; else ''."""
+    if not isinstance(name, str):
+        return ""
+    close = [o for o in OPTIONS if o.rsplit(".", 1)[-1] == name]
+    close = close or difflib.get_close_matches(name, OPTIONS, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def resolve_options(
@@ -162,12 +226,11 @@ def resolve_options(
         options = {}
     if not isinstance(options, Mapping):
         raise InvalidArgumentError(f"options must be a dict, got {type(options).__name__}")
-    unknown = sorted(set(options) - set(OPTIONS))
+    unknown = sorted((o for o in options if o not in OPTIONS), key=repr)
     if unknown:
         listing = "\n".join(f"  {o.name}: {o.help}" for o in OPTIONS.values())
-        raise InvalidArgumentError(
-            f"unknown option(s) {', '.join(map(repr, unknown))}; the known options are:\n{listing}"
-        )
+        named = ", ".join(f"{o!r}{_suggestion(o)}" for o in unknown)
+        raise InvalidArgumentError(f"unknown option(s) {named}; the known options are:\n{listing}")
     for name, value in options.items():
         option = OPTIONS[name]
         _check_value(option, value)
