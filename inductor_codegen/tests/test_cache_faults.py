@@ -394,3 +394,20 @@ def test_cache_that_fails_to_write_mid_run_falls_back_with_one_warning(tmp_path,
         _run(tmp_path)
     messages = _faulty_warnings(record)
     assert len(messages) == 1 and "No space left" in messages[0], messages
+
+
+def test_native_builds_are_keyed_by_the_host_cpu(monkeypatch):
+    from inductor_codegen import cpp_build
+
+    config = cpp_build.CompilerConfig()
+    before = dict(cpp_build.cache_key_parts("int x;", config, "g++ 12"))
+    monkeypatch.setattr(cpp_build, "host_cpu", lambda: "another cpu without avx512")
+    after = dict(cpp_build.cache_key_parts("int x;", config, "g++ 12"))
+    assert before["cpu"] != after["cpu"]
+    portable = cpp_build.CompilerConfig(
+        flags=tuple(f for f in config.flags if f != "-march=native")
+    )
+    assert (
+        dict(cpp_build.cache_key_parts("int x;", portable, "g++ 12"))["cpu"]
+        == dict(cpp_build.cache_key_parts("int x;", portable, "g++ 13"))["cpu"]
+    )

@@ -17,6 +17,7 @@ import ctypes.util
 import functools
 import hashlib
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -146,6 +147,29 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
+def host_cpu() -> str:
+    """The host CPU's model and instruction-set flags: `-march=native` builds for them.
+
+    Part of the cache key, so a cache shared between machines never hands a library
+    built for one CPU's instructions to another CPU (an illegal instruction).
+    """
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+    wanted = ("model name", "flags", "Features", "CPU implementer", "CPU part")
+    fields = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        name = name.strip()
+        if name in wanted and name not in fields:
+            fields[name] = (
+                " ".join(sorted(value.split())) if name in ("flags", "Features") else value.strip()
+            )
+    return f"{platform.machine()} " + "; ".join(f"{k}={fields[k]}" for k in sorted(fields))
+
+
 def cache_key_parts(
     source: str, config: CompilerConfig, toolchain: str | None = None
 ) -> list[tuple[str, str]]:
@@ -156,6 +180,7 @@ def cache_key_parts(
         ("source", _digest(prelude() + source)[:16]),
         ("compiler", _digest(config.cxx + toolchain)[:16]),
         ("flags", _digest(" ".join(config.flags + link_flags()))[:16]),
+        ("cpu", _digest(host_cpu() if "-march=native" in config.flags else "")[:16]),
     ]
 
 
