@@ -231,8 +231,10 @@ class _Cut:
 
 def _cuts(
     code: types.CodeType, insts: list[dis.Instruction], body_start: int
-) -> tuple[list[_Cut], list[tuple[int, int]]]:
-    """Every boundary of `code` after its prelude, in offset order; and the user's jumps."""
+) -> tuple[list[_Cut], list[tuple[int, int]], list[int]]:
+    """Every boundary of `code` after its prelude, in offset order; the user's jumps; and
+    the offsets of the jumps that leave the part (to its stop offset, a loop body's
+    FOR_ITER: a `continue` or the body's end)."""
     depths = _depths(insts)
     generated = _GENERATED.get(code, len(code.co_code))
     # a stop offset of this part: a jump into its epilogue (a loop back to it is no loop)
@@ -244,6 +246,11 @@ def _cuts(
         and inst.offset < generated
         and inst.argval < generated
         and inst.argval not in exits
+    ]
+    leaving = [
+        inst.offset
+        for inst in insts
+        if inst.opcode in _JUMPS and inst.offset < generated and inst.argval in exits
     ]
     entries = list(dis.Bytecode(code).exception_entries)
     jumps = _without_handler_returns(jumps, depths, entries)
@@ -270,7 +277,7 @@ def _cuts(
         # as many rebuildable values (contexts, loop iterators) lie at the stack's bottom
         in_try = any(low <= at < high for low, high in try_spans)
         cuts.append(_Cut(at, depth, in_try))
-    return cuts, jumps
+    return cuts, jumps, leaving
 
 
 def _without_handler_returns(
@@ -326,7 +333,7 @@ def plan_split(
         return "the part's values cannot leave its graph (capture failed in its epilogue)"
     insts = _instructions(code)
     body_start = next(inst.offset for inst in insts if inst.opname not in _PRELUDE)
-    all_cuts, jumps = _cuts(code, insts, body_start)
+    all_cuts, jumps, leaving = _cuts(code, insts, body_start)
     cuts = [cut for cut in all_cuts if cut.withs <= len(contexts)]
     starts = [cut for cut in cuts if cut.offset <= offset]
     if not starts:
@@ -340,7 +347,11 @@ def plan_split(
         return SplitPlan(start.offset, loop[1], body_start, loop=loop[0])
 
     def closes(cut: _Cut) -> bool:
-        # every path from `start` reaches `cut`: no jump leaves [start, cut) past it
+        # every path from `start` reaches `cut`: no jump leaves [start, cut) past it, and
+        # none leaves the part (a `continue`, a branch ending a loop body): the middle
+        # would end there as it ends at `cut`, and the resume part would run after it
+        if any(start.offset <= src < cut.offset for src in leaving):
+            return False
         return not any(start.offset <= src < cut.offset < dst for src, dst in jumps)
 
     stops = [
