@@ -19,6 +19,7 @@ from typing import Any
 
 __all__ = [
     "BINARY_OPERATORS",
+    "CHECKED_LOAD_FAST",
     "INTRINSICS",
     "OPCODE_TABLE",
     "PY312",
@@ -37,6 +38,9 @@ __all__ = [
 ]
 
 PY312 = sys.version_info >= (3, 12)
+# The load of a local that may be unbound: 3.12's LOAD_FAST trusts the compiler that the
+# local is bound (an unbound one crashes); LOAD_FAST_CHECK raises UnboundLocalError.
+CHECKED_LOAD_FAST = "LOAD_FAST_CHECK" if PY312 else "LOAD_FAST"
 # When SEND finds its receiver exhausted, 3.12 keeps the receiver under the result
 # (END_SEND pops it); 3.11 replaces the receiver with the result.
 SEND_KEEPS_RECEIVER = PY312

@@ -46,6 +46,7 @@ from typing import Any
 
 from dynamo_capture.bound_locals import bindings, parameter_count
 from dynamo_capture.bytecode import (
+    CHECKED_LOAD_FAST,
     ExceptionEntry,
     append_exception_entries,
     append_line_spans,
@@ -765,7 +766,7 @@ def _epilogue(
         if how == "unbound":
             raw += emit("LOAD_CONST", const(UNBOUND))
         else:
-            raw += emit("LOAD_FAST", index)
+            raw += emit(CHECKED_LOAD_FAST if how == "maybe" else "LOAD_FAST", index)
         if how == "maybe":
             guarded.append((at, len(raw), depth + index))
     raw += emit("BUILD_TUPLE", depth + len(reads)) + emit("RETURN_VALUE")
