@@ -265,7 +265,44 @@ def augmented_in_branch(xs):
     return acc, n
 
 
+def print_then_break_then_tail(xs):
+    acc = torch.zeros(3)
+    for t in xs:
+        acc = acc + t
+        if t.sum() > 0:
+            print("stop")
+            break
+    acc = acc * 2
+    print("after")
+    return acc + 1
+
+
+def print_before_data_break(xs):
+    acc = torch.zeros(3)
+    for t in xs:
+        print("in")
+        if t.sum() > 0:
+            acc = acc + 1
+            break
+        acc = acc - t
+    return acc * 3
+
+
+def while_true_with_break(xs):
+    i = 0
+    acc = torch.zeros(3)
+    while True:
+        acc = acc + xs[i]
+        if acc.sum() > 1 or i == len(xs) - 1:
+            break
+        i += 1
+    return acc, i
+
+
 PROGRAMS = [
+    print_then_break_then_tail,
+    print_before_data_break,
+    while_true_with_break,
     branch_in_for,
     branch_in_for_in_callee,
     branch_not_last_in_body,
@@ -292,22 +329,25 @@ PROGRAMS = [
 ]
 
 
-def _check(fn, make_args):
+def _check(fn, make_args, capsys=None):
     compiled = dynamo_capture.optimize(fn, backend=_eager_backend)
-    for seed in (0, 1, 2, 0):
+    for seed in (0, 1, 2, 3, 0):
         LOG.clear()
         expected = fn(*make_args(seed))
         eager_log = list(LOG)
+        eager_text = capsys.readouterr().out if capsys is not None else ""
         LOG.clear()
         got = compiled(*make_args(seed))
         assert_same(got, expected)
         assert LOG == eager_log
+        if capsys is not None:
+            assert capsys.readouterr().out == eager_text, "printed differently"
     return compiled
 
 
 @pytest.mark.parametrize("fn", PROGRAMS, ids=lambda fn: fn.__name__)
 def test_break_inside_loop_matches_eager(fn, capsys):
-    _check(fn, lambda seed: (_xs(3, seed),))
+    _check(fn, lambda seed: (_xs(3, seed),), capsys)
 
 
 def test_data_branch_in_loop_is_not_halved():

@@ -294,7 +294,9 @@ def _cuts(
     leaving = [
         inst.offset
         for inst in insts
-        if inst.opcode in _JUMPS and inst.offset < generated and inst.argval in exits
+        if inst.opcode in _JUMPS
+        and inst.offset < generated
+        and (inst.argval in exits or inst.argval >= generated)
     ]
     entries = list(dis.Bytecode(code).exception_entries)
     jumps = _without_handler_returns(jumps, depths, entries)
