@@ -44,7 +44,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from dynamo_capture.bound_locals import bindings, parameter_count
+from dynamo_capture.bound_locals import Binding, bindings, parameter_count
 from dynamo_capture.bytecode import (
     CHECKED_LOAD_FAST,
     ExceptionEntry,
@@ -630,6 +630,8 @@ def segment_function(
         entries += _epilogue(raw, reads, const, returns_top)
         spans.append((len(raw) - epilogue_at, line_at(code, stop)))
         _place_jump(raw, stop, epilogue_at, limit=None)
+    if sum(size for size, _ in spans) != len(raw) - len(code.co_code):
+        raise ValueError("generated code without a line table entry")
     nlocals = len(varnames)
     arity = nlocals if start > body_start else min(first_part_arity(code), nlocals)
     flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
@@ -672,13 +674,13 @@ def _tracked_locals(
     return tuple(name for name in varnames if name in own)
 
 
-def _binding_at(root: types.CodeType, offset: int) -> Any:
+def _binding_at(root: types.CodeType, offset: int) -> Binding | None:
     """The root frame's Binding before `offset` (None: not reached, so nothing is known)."""
     return bindings(root).get(offset)
 
 
 def _unbind_code(
-    varnames: tuple[str, ...], tracked: tuple[str, ...], binding: Any, const: Any
+    varnames: tuple[str, ...], tracked: tuple[str, ...], binding: Binding | None, const: Any
 ) -> bytes:
     """For each local that may be unbound where the part starts: `if x is UNBOUND: del x`."""
     names = tracked if binding is None else binding.maybe_unbound(tracked)
@@ -691,7 +693,9 @@ def _unbind_code(
     return out
 
 
-def _local_reads(varnames: tuple[str, ...], tracked: tuple[str, ...], binding: Any) -> list[str]:
+def _local_reads(
+    varnames: tuple[str, ...], tracked: tuple[str, ...], binding: Binding | None
+) -> list[str]:
     """How the epilogue reads each local: "bound" (LOAD_FAST), "unbound" (UNBOUND on every
     path) or "maybe" (LOAD_FAST, UNBOUND when it raises UnboundLocalError)."""
     reads = []
