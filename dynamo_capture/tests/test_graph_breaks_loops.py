@@ -389,3 +389,33 @@ def test_loop_over_iterator_advanced_in_body():
         return acc
 
     _check(pairs, lambda seed: (_xs(4, seed),))
+
+
+def test_no_loop_driver_inside_a_part_that_stops():
+    """A loop inside a part with a stop after it runs as a whole in the eager part: a
+    `break` would run on to the part's stop, which a loop driver takes for the end of
+    an iteration."""
+    import dis
+
+    from dynamo_capture.resume import plan_split, segment_function
+
+    def fn(xs):
+        acc = 0
+        for t in xs:
+            if t > 1:  # inner
+                break
+            acc += t
+        mark = 0  # outer
+        return acc + mark
+
+    def offset_of(code, marker):
+        lines, first = __import__("inspect").getsourcelines(fn)
+        line = first + next(i for i, text in enumerate(lines) if marker in text)
+        return next(i.offset for i in dis.get_instructions(code) if i.positions.lineno == line)
+
+    root = plan_split(fn.__code__, offset_of(fn.__code__, "# outer"))
+    assert not isinstance(root, str) and root.loop is None
+    prefix = segment_function(fn, root.body_start, root.start, root.body_start, "pre")
+    inner = plan_split(prefix.__code__, offset_of(prefix.__code__, "# inner"))
+    assert not isinstance(inner, str)
+    assert inner.loop is None and inner.stop is None

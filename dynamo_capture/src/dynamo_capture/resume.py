@@ -419,7 +419,9 @@ def _plan_split(
     at_call = _call_plan(code, insts, call_cut, jumps, body_start)
     if at_call is not None:
         return at_call
-    loop = _loop_plan(insts, start, offset)
+    # (not in a part that stops somewhere: a `break` would run on to that stop, whose
+    # END the loop driver would take for the end of an iteration)
+    loop = _loop_plan(insts, start, offset) if not leaving else None
     if loop is not None:
         return SplitPlan(start.offset, loop[1], body_start, loop=loop[0])
 
