@@ -19,6 +19,19 @@ offset a jump leads to an epilogue that leaves those `with` blocks normally and
 returns `(END, *locals)`. A `return` reached inside a part returns the plain
 value, so the caller can tell the two apart.
 
+The middle stops at the first boundary after the break that every path from
+its start reaches without leaving the part first: a jump to the part's own stop
+(a loop body's `continue`, the end of its last branch) leaves it, and a middle
+that stopped there as well would be followed by the resume part once too often.
+
+A local unbound where a part stops is handed on as UNBOUND (the epilogue reads
+a local that may be unbound under an exception table entry of its own) and the
+next part's prologue deletes it again; only locals the must/may analysis of
+`bound_locals` cannot prove bound get either. The first part takes the frame's
+parameters alone, its other locals unbound as in the frame. Generated code gets
+location table entries with the lines of the statements it stands for, so
+tracebacks from any part show the user's file and line.
+
 No boundary lies inside a loop (a backward jump crosses it). A `for` loop
 holding the break gets a `LoopPlan`: its header runs eagerly and returns the
 iterator, and `LoopStage` calls the body as a part per item (entered after the
