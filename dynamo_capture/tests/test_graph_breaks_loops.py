@@ -299,7 +299,94 @@ def while_true_with_break(xs):
     return acc, i
 
 
+def try_finally_break(xs):
+    acc = torch.zeros(3)
+    for t in xs:
+        try:
+            if t.sum() > 0:
+                break
+            acc = acc + t
+        finally:
+            acc = acc * 1.1
+    return acc
+
+
+def with_block_in_body(xs):
+    acc = torch.zeros(3)
+    for t in xs:
+        with torch.no_grad():
+            if t.sum() > 0:
+                acc = acc + t
+            print("w")
+        acc = acc - 1
+    return acc
+
+
+def return_from_loop_in_with(xs):
+    acc = torch.zeros(3)
+    with torch.enable_grad():
+        for t in xs:
+            if t.sum() > 0:
+                return acc + t
+            acc = acc - t
+    return acc
+
+
+class _Box:
+    pass
+
+
+def attribute_loop_target(xs):
+    box = _Box()
+    acc = torch.zeros(3)
+    for box.value in xs:
+        if box.value.sum() > 0:
+            acc = acc + box.value
+    return acc
+
+
+def starred_loop_target(xs):
+    acc = torch.zeros(3)
+    for first, *rest in [xs, xs[1:]]:
+        if first.sum() > 0:
+            acc = acc + first + len(rest)
+    return acc
+
+
+def while_else(xs):
+    i = 0
+    acc = torch.zeros(3)
+    while i < len(xs):
+        if xs[i].sum() > 1:
+            break
+        acc = acc + xs[i]
+        i += 1
+    else:
+        acc = acc * 10
+    return acc
+
+
+def three_nested_with_continue(xs):
+    acc = torch.zeros(3)
+    for a in xs:
+        for b in xs:
+            for c in xs:
+                if (a + b + c).sum() > 0:
+                    acc = acc + c
+                else:
+                    continue
+                acc = acc * 0.5
+    return acc
+
+
 PROGRAMS = [
+    try_finally_break,
+    with_block_in_body,
+    return_from_loop_in_with,
+    attribute_loop_target,
+    starred_loop_target,
+    while_else,
+    three_nested_with_continue,
     print_then_break_then_tail,
     print_before_data_break,
     while_true_with_break,
