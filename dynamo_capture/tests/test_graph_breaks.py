@@ -12,7 +12,7 @@ import torch
 
 import dynamo_capture
 from dynamo_capture import Unsupported
-from dynamo_capture.resume import END, is_end, plan_split, segment_function
+from dynamo_capture.resume import END, UNBOUND, is_end, plan_split, segment_function
 
 LOG: list = []
 
@@ -341,8 +341,9 @@ def test_segments_run_the_frame_piece_by_piece():
     rest = segment_function(fn, plan.stop, None, plan.body_start, "b")
     assert isinstance(first, types.FunctionType)
     x, y = torch.randn(2), torch.randn(2)
-    middle = first(x, y, None, None)
+    middle = first(x, y)  # the first part takes the frame's parameters; `b` starts unbound
     assert is_end(middle) and middle[0] is END
+    assert middle[4] is UNBOUND
     torch.testing.assert_close(rest(*middle[1:]), fn(x, y))
 
 

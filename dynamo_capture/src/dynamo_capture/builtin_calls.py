@@ -153,7 +153,7 @@ def _isinstance(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
         else:
             raise Unsupported("isinstance() with classes known only when it runs") from None
     kind = python_type_of(value)
-    if isinstance(value, PythonValue):
+    if isinstance(value, PythonValue) and kind is type(value.obj):
         return PythonValue(isinstance(value.obj, real_classes))
     return PythonValue(issubclass(kind, real_classes))
 

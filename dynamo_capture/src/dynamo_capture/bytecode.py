@@ -19,19 +19,28 @@ from typing import Any
 
 __all__ = [
     "BINARY_OPERATORS",
+    "CHECKED_LOAD_FAST",
     "INTRINSICS",
     "OPCODE_TABLE",
     "PY312",
     "SEND_KEEPS_RECEIVER",
+    "ExceptionEntry",
     "Instruction",
+    "append_exception_entries",
+    "append_line_spans",
     "decode",
     "emit",
     "emit_call",
     "emit_jump",
+    "emit_skip_if_false",
     "expected_stack_effect",
+    "line_at",
 ]
 
 PY312 = sys.version_info >= (3, 12)
+# The load of a local that may be unbound: 3.12's LOAD_FAST trusts the compiler that the
+# local is bound (an unbound one crashes); LOAD_FAST_CHECK raises UnboundLocalError.
+CHECKED_LOAD_FAST = "LOAD_FAST_CHECK" if PY312 else "LOAD_FAST"
 # When SEND finds its receiver exhausted, 3.12 keeps the receiver under the result
 # (END_SEND pops it); 3.11 replaces the receiver with the result.
 SEND_KEEPS_RECEIVER = PY312
@@ -355,3 +364,96 @@ def emit_jump(at: int, target: int) -> bytes:
         if len(code) == size:
             return code
     raise ValueError(f"no jump from {at} to {target}")
+
+
+def emit_skip_if_false(skip: int) -> bytes:
+    """Pop the top of the stack; when it is false, skip the next `skip` bytes (forward)."""
+    opname = "POP_JUMP_IF_FALSE" if PY312 else "POP_JUMP_FORWARD_IF_FALSE"
+    return emit(opname, skip // 2)
+
+
+# ----- the tables beside the bytecode (generated code carries its own entries) ------
+@dataclass(frozen=True, slots=True)
+class ExceptionEntry:
+    """A `co_exceptiontable` entry in byte offsets: [start, end) jumps to `target` with the
+    value stack cut to `depth` (then the exception pushed); `lasti` pushes the offset too."""
+
+    start: int
+    end: int
+    target: int
+    depth: int
+    lasti: bool = False
+
+
+def _exception_varint(value: int, first: bool) -> bytes:
+    """The exception table's varint: 6-bit chunks, most significant first, bit 6 marks
+    a chunk that more follow, bit 7 marks the first byte of an entry."""
+    chunks = [value & 63]
+    value >>= 6
+    while value:
+        chunks.append(value & 63)
+        value >>= 6
+    chunks.reverse()
+    out = bytearray(chunk | 64 for chunk in chunks[:-1]) + bytes([chunks[-1]])
+    if first:
+        out[0] |= 128
+    return bytes(out)
+
+
+def append_exception_entries(table: bytes, entries: list[ExceptionEntry]) -> bytes:
+    """`table` with `entries` added after its own (they must start after its last one)."""
+    out = bytearray(table)
+    for entry in entries:
+        out += _exception_varint(entry.start // 2, first=True)
+        out += _exception_varint((entry.end - entry.start) // 2, first=False)
+        out += _exception_varint(entry.target // 2, first=False)
+        out += _exception_varint(entry.depth << 1 | entry.lasti, first=False)
+    return bytes(out)
+
+
+def _location_varint(value: int) -> bytes:
+    """The location table's varint: 6-bit chunks, least significant first (PEP 626/657)."""
+    out = bytearray()
+    while value >= 64:
+        out.append(64 | (value & 63))
+        value >>= 6
+    out.append(value)
+    return bytes(out)
+
+
+_NO_COLUMNS = 13  # a location table entry with a line and no columns (3.11 and 3.12)
+
+
+def line_at(code: types.CodeType, offset: int) -> int:
+    """The source line of the instruction at `offset` (the line before it if it has none)."""
+    found = code.co_firstlineno
+    for start, _, line in code.co_lines():
+        if start > offset:
+            break
+        if line is not None:
+            found = line
+    return found
+
+
+def append_line_spans(code: types.CodeType, spans: list[tuple[int, int]]) -> bytes:
+    """`code.co_linetable` extended over code appended after `code.co_code`.
+
+    `spans` are (bytes, line) in order: each run of appended code takes the line of the
+    user's instruction it stands for, so a traceback, a debugger or a profiler stopped
+    there shows the user's file and line (entries with a line and no columns).
+    """
+    out = bytearray(code.co_linetable)
+    line = code.co_firstlineno
+    for lineno, *_ in code.co_positions():  # the table's line where its entries end
+        if lineno is not None:
+            line = lineno
+    for size, target in spans:
+        units = size // 2
+        while units > 0:
+            length = min(units, 8)
+            delta = target - line
+            out.append(128 | (_NO_COLUMNS << 3) | (length - 1))
+            out += _location_varint(-delta << 1 | 1 if delta < 0 else delta << 1)
+            line = target
+            units -= length
+    return bytes(out)

@@ -33,7 +33,7 @@ from dynamo_capture.frame_target import FrameTarget
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
-from dynamo_capture.resume import ITERATOR, ContextSpec, cell_locals
+from dynamo_capture.resume import ITERATOR, UNBOUND, ContextSpec, cell_locals
 from dynamo_capture.sources import AttrSource, ClosureSource, LocalSource, Source
 from dynamo_capture.state import capturing
 from dynamo_capture.values import (
@@ -223,11 +223,7 @@ def capture_frame(
     tx: Translator | None = None
     try:
         with capturing():
-            arguments = {
-                name: ctx.wrap(value, LocalSource(name))
-                for name, value in f_locals.items()
-                if name not in code.co_freevars
-            }
+            arguments = _frame_locals(ctx, code, f_locals)
             tx = Translator(ctx, code, arguments, target.globals, real_cells=real_cells)
             result = tx.run()
             plan = OutputPlan(ctx)
@@ -265,6 +261,22 @@ def capture_frame(
         ctx=ctx,
         capture_seconds=time.perf_counter() - start,
     )
+
+
+def _frame_locals(
+    ctx: CaptureContext, code: types.CodeType, f_locals: dict[str, Any]
+) -> dict[str, Value]:
+    """The frame's locals as values; a part's local passed as UNBOUND stays unbound
+    (its prologue deletes it), guarded to be UNBOUND in later calls."""
+    arguments = {}
+    for name, value in f_locals.items():
+        if name in code.co_freevars:
+            continue
+        if value is UNBOUND:
+            ctx.guards.id_match(LocalSource(name), UNBOUND)
+            continue
+        arguments[name] = ctx.wrap(value, LocalSource(name))
+    return arguments
 
 
 class OutputPlan:

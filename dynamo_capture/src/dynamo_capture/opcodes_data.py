@@ -30,6 +30,7 @@ from dynamo_capture.operations import (
     unary_op,
 )
 from dynamo_capture.output_graph import TRUSTED_MODULES
+from dynamo_capture.resume import UNBOUND, generated_from
 from dynamo_capture.sources import AttrSource, CellContentsSource, ClosureSource, ItemSource
 from dynamo_capture.values import (
     NULL,
@@ -86,6 +87,11 @@ def load_const(tx: Translator, inst: Instruction) -> None:
 def load_fast(tx: Translator, inst: Instruction) -> None:
     value = tx.locals.get(inst.argval)
     if value is None:
+        if inst.offset >= generated_from(tx.code):
+            # a split frame's part reads its locals where it stops: unbound ones go on
+            # as UNBOUND (its epilogue does the same when it runs)
+            tx.push(PythonValue(UNBOUND))
+            return
         raise Unsupported(f"UnboundLocalError: local {inst.argval!r} read before assignment")
     tx.push(value)
 
@@ -266,11 +272,17 @@ def compare(tx: Translator, inst: Instruction) -> None:
     tx.push(compare_op(tx, inst.argval, left, right))
 
 
+def _is_unbound(value: Value) -> bool:
+    return isinstance(value, PythonValue) and value.obj is UNBOUND
+
+
 @opcode_handler("IS_OP")
 def is_(tx: Translator, inst: Instruction) -> None:
     right = tx.pop()
     left = tx.pop()
-    guard_identity(tx, left, right)
+    if not (_is_unbound(left) or _is_unbound(right)):
+        # (whether a local is UNBOUND is guarded where capture starts: _frame_locals)
+        guard_identity(tx, left, right)
     tx.push(PythonValue(is_op(left, right) != bool(inst.arg)))
 
 

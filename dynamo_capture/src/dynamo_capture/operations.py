@@ -150,12 +150,16 @@ def is_constant_value(value: Value) -> bool:
     return True
 
 
+_SYMBOLIC_TYPES: dict[type, type] = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
+
+
 def python_type_of(value: Value) -> type:
     """The Python type the value has when the code runs eagerly."""
     if isinstance(value, TensorValue):
         return value.python_type
     if isinstance(value, PythonValue):
-        return type(value.obj)
+        kind = type(value.obj)
+        return _SYMBOLIC_TYPES.get(kind, kind)  # a symbolic size stands for an int
     if isinstance(value, TupleValue):
         return value.cls
     if isinstance(value, ListValue):

@@ -33,6 +33,7 @@ from dynamo_capture.resume import (
     SplitPlan,
     called_globals,
     describe_split,
+    first_part_arity,
     first_part_values,
     is_end,
     plan_split,
@@ -355,16 +356,29 @@ class CompiledCallable:
             shadows = []
             if callee is not None:
                 shadows = shadows_for(callee, function, f_locals, self._callee_part)
-            parts = self._splits[key] = self._split_parts(function, plan, callees, shadows)
+            try:
+                parts = self._split_parts(function, plan, callees, shadows)
+            except ValueError as no_room:  # no room for a part's entry jump
+                artifact_logger("graph_breaks").info(
+                    "cannot split %s: %s", self.frame.name, no_room
+                )
+                self.graph_breaks.pop()
+                return None
+            self._splits[key] = parts
         code = function.__code__
         stack_slot = (
             [None] if plan.stack is not None and STACK_LOCAL not in code.co_varnames else []
         )
 
+        arity = first_part_arity(code)
+
         def run_parts(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> Any:
             values = first_part_values(code, f_locals) + stack_slot
-            result: Any = None
-            for part in parts:
+            result = parts[0](*values[:arity])  # only the first takes the frame's parameters
+            if not is_end(result):
+                return result
+            values = list(result[1:])
+            for part in parts[1:]:
                 result = part(*values)
                 if not is_end(result):
                     return result

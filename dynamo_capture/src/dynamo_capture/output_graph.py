@@ -246,7 +246,9 @@ class CaptureContext:
             if known.source is not None and known.source != source:
                 self.guards.alias(source, known.source)
             return known
-        if self.shape_env is not None:
+        # NOTE: a subclass input keeps static sizes: its guard is built from the real
+        # tensor, which knows its class (a fake stands for a Tensor or a Parameter)
+        if self.shape_env is not None and type(tensor) in (torch.Tensor, torch.nn.Parameter):
             example = self.fake_mode.from_real(
                 tensor, source, dynamic_dims=self._dims(source, tensor)
             )
@@ -392,6 +394,7 @@ class CaptureContext:
         example_args = _map(args, _to_example)
         example_kwargs = _map(kwargs, _to_example)
         data_dependent = _any_data_dependent(args, kwargs)
+        result_type = tensor_result_type(args, kwargs)
         try:
             with self.fake_mode if self.use_fakes else contextlib.nullcontext():
                 if kind == "call_method":
@@ -420,7 +423,7 @@ class CaptureContext:
         data_dependent = data_dependent or name in DATA_DEPENDENT_SHAPE_OPS
         if name in ("__getitem__", "getitem") and _bool_index(example_args):
             data_dependent = True
-        return self.wrap_result(node, result, data_dependent)
+        return self.wrap_result(node, result, data_dependent, result_type)
 
     def _read_number(self, value: Value) -> Value:
         """A symbolic float a tensor is built from, specialized (its sizes guarded)."""
@@ -432,15 +435,22 @@ class CaptureContext:
             return dataclasses.replace(value, items=[self._read_number(v) for v in value.items])
         return value
 
-    def wrap_result(self, node: torch.fx.Node, result: Any, data_dependent: bool) -> Value:
+    def wrap_result(
+        self,
+        node: torch.fx.Node,
+        result: Any,
+        data_dependent: bool,
+        result_type: type = torch.Tensor,
+    ) -> Value:
+        """The value of a graph operation's result; its tensors have `result_type` in eager."""
         if isinstance(result, torch.Tensor):
             node.meta["val"] = result if self.use_fakes else _to_fake(self.fake_mode, result)
-            return TensorValue(node, result, None, type(result), data_dependent)
+            return TensorValue(node, result, None, result_type, data_dependent)
         if isinstance(result, tuple | list):
             items = []
             for index, item in enumerate(result):
                 item_node = self.graph.call_function(operator.getitem, (node, index))
-                items.append(self.wrap_result(item_node, item, data_dependent))
+                items.append(self.wrap_result(item_node, item, data_dependent, result_type))
             node.meta["val"] = tuple(
                 _to_fake(self.fake_mode, item) if isinstance(item, torch.Tensor) else item
                 for item in result
@@ -488,6 +498,47 @@ def _python_arg(value: Value, inner: Callable[[Value], Any]) -> Any:
     if isinstance(value, SetValue):
         return set(value.items)
     raise Unsupported(f"cannot pass a {type(value).__name__} to a graph operation")
+
+
+_PLAIN_TORCH_FUNCTIONS = (
+    torch.Tensor.__torch_function__.__func__,  # type: ignore[attr-defined]
+    torch._C._disabled_torch_function_impl,
+)
+
+
+def tensor_result_type(args: Any, kwargs: Any) -> type:
+    """The Python type eager gives the tensors an operation on `args` returns.
+
+    A plain tensor for tensors and parameters (nn.Parameter turns torch function
+    handling off); for a subclass keeping torch's default `__torch_function__`, the
+    most derived such subclass among the arguments (torch converts the results to it).
+    A subclass defining its own `__torch_function__` runs code capture does not see.
+    """
+    kinds: list[type] = []
+
+    def visit(value: Value) -> Value:
+        if isinstance(value, TensorValue) and value.python_type is not torch.Tensor:
+            kinds.append(value.python_type)
+        if isinstance(value, TupleValue | ListValue):
+            for item in value.items:
+                visit(item)
+        return value
+
+    _map(args, visit)
+    _map(kwargs, visit)
+    chosen: type = torch.Tensor
+    for kind in kinds:
+        handler = getattr(kind.__torch_function__, "__func__", kind.__torch_function__)
+        if handler not in _PLAIN_TORCH_FUNCTIONS:
+            raise Unsupported(
+                f"an operation on tensor subclass {kind.__qualname__}, which defines its own "
+                "__torch_function__ (capture does not run it)"
+            )
+        if handler is torch._C._disabled_torch_function_impl:
+            continue  # nn.Parameter and the like: results are plain tensors
+        if chosen is torch.Tensor or issubclass(kind, chosen):
+            chosen = kind
+    return chosen
 
 
 def _any_data_dependent(args: Any, kwargs: Any) -> bool:

@@ -19,6 +19,19 @@ offset a jump leads to an epilogue that leaves those `with` blocks normally and
 returns `(END, *locals)`. A `return` reached inside a part returns the plain
 value, so the caller can tell the two apart.
 
+The middle stops at the first boundary after the break that every path from
+its start reaches without leaving the part first: a jump to the part's own stop
+(a loop body's `continue`, the end of its last branch) leaves it, and a middle
+that stopped there as well would be followed by the resume part once too often.
+
+A local unbound where a part stops is handed on as UNBOUND (the epilogue reads
+a local that may be unbound under an exception table entry of its own) and the
+next part's prologue deletes it again; only locals the must/may analysis of
+`bound_locals` cannot prove bound get either. The first part takes the frame's
+parameters alone, its other locals unbound as in the frame. Generated code gets
+location table entries with the lines of the statements it stands for, so
+tracebacks from any part show the user's file and line.
+
 No boundary lies inside a loop (a backward jump crosses it). A `for` loop
 holding the break gets a `LoopPlan`: its header runs eagerly and returns the
 iterator, and `LoopStage` calls the body as a part per item (entered after the
@@ -44,12 +57,24 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from dynamo_capture.bytecode import emit, emit_call, emit_jump
+from dynamo_capture.bound_locals import Binding, bindings, parameter_count
+from dynamo_capture.bytecode import (
+    CHECKED_LOAD_FAST,
+    ExceptionEntry,
+    append_exception_entries,
+    append_line_spans,
+    emit,
+    emit_call,
+    emit_jump,
+    emit_skip_if_false,
+    line_at,
+)
 
 __all__ = [
     "END",
     "ITERATOR",
     "STACK_LOCAL",
+    "UNBOUND",
     "ContextSpec",
     "LoopPlan",
     "LoopStage",
@@ -57,7 +82,9 @@ __all__ = [
     "called_globals",
     "cell_locals",
     "describe_split",
+    "first_part_arity",
     "first_part_values",
+    "generated_from",
     "is_end",
     "plan_split",
     "segment_function",
@@ -71,7 +98,15 @@ class _End:
         return "<segment end>"
 
 
+class _Unbound:
+    """Stands for a local that is unbound where a part stops; the next part unbinds it."""
+
+    def __repr__(self) -> str:
+        return "<unbound local>"
+
+
 END = _End()
+UNBOUND = _Unbound()
 _JUMPS = set(dis.hasjrel) | set(dis.hasjabs)
 _UNSPLITTABLE_FLAGS = (
     inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
@@ -80,6 +115,8 @@ _UNSPLITTABLE_FLAGS = (
 _PRELUDE = ("RESUME", "COPY_FREE_VARS", "MAKE_CELL")
 # A part's code -> where its generated code (prologue, epilogue) starts.
 _GENERATED: weakref.WeakKeyDictionary[types.CodeType, int] = weakref.WeakKeyDictionary()
+# A part's code -> the user's code it was cut from (whose locals analysis applies to it).
+_ROOT: weakref.WeakKeyDictionary[types.CodeType, types.CodeType] = weakref.WeakKeyDictionary()
 # A part's code -> its locals that hold the frame's cells.
 _CELL_LOCALS: weakref.WeakKeyDictionary[types.CodeType, tuple[str, ...]] = (
     weakref.WeakKeyDictionary()
@@ -173,19 +210,39 @@ def cell_locals(code: types.CodeType) -> tuple[str, ...]:
     return _CELL_LOCALS.get(code, ())
 
 
+def generated_from(code: types.CodeType) -> int:
+    """The offset where a part's generated code (prologue, epilogue) starts."""
+    return _GENERATED.get(code, len(code.co_code))
+
+
 def first_part_values(code: types.CodeType, f_locals: dict[str, Any]) -> list[Any]:
-    """The arguments of a split frame's first part: its locals, and a fresh cell for
-    each cell variable (holding the argument's value for a captured parameter)."""
+    """The arguments of a split frame's first part: its locals (UNBOUND for those not
+    bound yet), and a fresh cell for each cell variable (holding the argument's value
+    for a captured parameter). The part takes the first `first_part_arity` of them."""
     if not code.co_cellvars:
-        return [f_locals.get(name) for name in code.co_varnames]
+        return [f_locals.get(name, UNBOUND) for name in code.co_varnames]
     cellvars = set(code.co_cellvars)
     values = [
         types.CellType(f_locals[name]) if name in cellvars and name in f_locals
         else types.CellType() if name in cellvars
-        else f_locals.get(name)
+        else f_locals.get(name, UNBOUND)
         for name in code.co_varnames
     ]  # fmt: skip
     return values + [types.CellType() for name in _cell_only_names(code)]
+
+
+def first_part_arity(code: types.CodeType) -> int:
+    """How many arguments the part starting at `code`'s first instruction takes.
+
+    It has no prologue to unbind locals passed as UNBOUND, so it takes only the frame's
+    parameters and its other locals start unbound, as in the frame itself. A frame with
+    cell variables that are not parameters passes those cells after its other locals,
+    so its first part takes them all (plan_split keeps such a part from reading a local
+    that may be unbound).
+    """
+    if _cell_only_names(code):
+        return len(code.co_varnames) + len(_cell_only_names(code))
+    return parameter_count(code)
 
 
 def _cell_only_names(code: types.CodeType) -> tuple[str, ...]:
@@ -231,8 +288,10 @@ class _Cut:
 
 def _cuts(
     code: types.CodeType, insts: list[dis.Instruction], body_start: int
-) -> tuple[list[_Cut], list[tuple[int, int]]]:
-    """Every boundary of `code` after its prelude, in offset order; and the user's jumps."""
+) -> tuple[list[_Cut], list[tuple[int, int]], list[int]]:
+    """Every boundary of `code` after its prelude, in offset order; the user's jumps; and
+    the offsets of the jumps that leave the part (to its stop offset, a loop body's
+    FOR_ITER: a `continue` or the body's end)."""
     depths = _depths(insts)
     generated = _GENERATED.get(code, len(code.co_code))
     # a stop offset of this part: a jump into its epilogue (a loop back to it is no loop)
@@ -244,6 +303,13 @@ def _cuts(
         and inst.offset < generated
         and inst.argval < generated
         and inst.argval not in exits
+    ]
+    leaving = [
+        inst.offset
+        for inst in insts
+        if inst.opcode in _JUMPS
+        and inst.offset < generated
+        and (inst.argval in exits or inst.argval >= generated)
     ]
     entries = list(dis.Bytecode(code).exception_entries)
     jumps = _without_handler_returns(jumps, depths, entries)
@@ -270,7 +336,7 @@ def _cuts(
         # as many rebuildable values (contexts, loop iterators) lie at the stack's bottom
         in_try = any(low <= at < high for low, high in try_spans)
         cuts.append(_Cut(at, depth, in_try))
-    return cuts, jumps
+    return cuts, jumps, leaving
 
 
 def _without_handler_returns(
@@ -319,6 +385,37 @@ def plan_split(
     (outermost first); a boundary inside a `with` block is usable only when its
     context is one of them (a grad-mode or autocast context).
     """
+    plan = _plan_split(code, offset, contexts, call_cut)
+    if isinstance(plan, SplitPlan) and code not in _ROOT and _cell_only_names(code):
+        # the first part gets UNBOUND for the frame's other locals (first_part_arity)
+        first = plan.loop.for_iter if plan.loop is not None else plan.stop
+        end = plan.start if plan.start > plan.body_start else first
+        name = _read_maybe_unbound(code, plan.body_start, end)
+        if name is not None:
+            return f"a frame with cells whose first part may read its local {name!r} unbound"
+    return plan
+
+
+def _read_maybe_unbound(code: types.CodeType, start: int, end: int | None) -> str | None:
+    """A local that `code` may read (or delete) unbound in [start, end), if any."""
+    binding = bindings(code)
+    tracked = _tracked_locals(code, code.co_varnames, ())
+    for inst in _instructions(code):
+        if inst.offset < start or (end is not None and inst.offset >= end):
+            continue
+        if inst.opname in ("LOAD_FAST", "LOAD_FAST_CHECK", "DELETE_FAST"):
+            known = binding.get(inst.offset)
+            if inst.argval in tracked and (known is None or inst.argval not in known.must):
+                return inst.argval
+    return None
+
+
+def _plan_split(
+    code: types.CodeType,
+    offset: int,
+    contexts: tuple[ContextSpec, ...],
+    call_cut: tuple[int, int, int] | None,
+) -> SplitPlan | str:
     reason = _why_not_splittable(code)
     if reason is not None:
         return reason
@@ -326,7 +423,7 @@ def plan_split(
         return "the part's values cannot leave its graph (capture failed in its epilogue)"
     insts = _instructions(code)
     body_start = next(inst.offset for inst in insts if inst.opname not in _PRELUDE)
-    all_cuts, jumps = _cuts(code, insts, body_start)
+    all_cuts, jumps, leaving = _cuts(code, insts, body_start)
     cuts = [cut for cut in all_cuts if cut.withs <= len(contexts)]
     starts = [cut for cut in cuts if cut.offset <= offset]
     if not starts:
@@ -335,12 +432,18 @@ def plan_split(
     at_call = _call_plan(code, insts, call_cut, jumps, body_start)
     if at_call is not None:
         return at_call
-    loop = _loop_plan(insts, start, offset)
+    # (not in a part that stops somewhere: a `break` would run on to that stop, whose
+    # END the loop driver would take for the end of an iteration)
+    loop = _loop_plan(insts, start, offset) if not leaving else None
     if loop is not None:
         return SplitPlan(start.offset, loop[1], body_start, loop=loop[0])
 
     def closes(cut: _Cut) -> bool:
-        # every path from `start` reaches `cut`: no jump leaves [start, cut) past it
+        # every path from `start` reaches `cut`: no jump leaves [start, cut) past it, and
+        # none leaves the part (a `continue`, a branch ending a loop body): the middle
+        # would end there as it ends at `cut`, and the resume part would run after it
+        if any(start.offset <= src < cut.offset for src in leaving):
+            return False
         return not any(start.offset <= src < cut.offset < dst for src, dst in jumps)
 
     stops = [
@@ -498,6 +601,9 @@ def segment_function(
         _replace_global_loads(code, raw, consts, replacements, (start, stop))
 
     def const(value: Any) -> int:
+        for index, existing in enumerate(consts):
+            if existing is value:
+                return index
         consts.append(value)
         return len(consts) - 1
 
@@ -512,14 +618,22 @@ def segment_function(
     if stacked and STACK_LOCAL not in varnames:
         varnames = (*varnames, STACK_LOCAL)
     slot = varnames.index(STACK_LOCAL) if stacked else -1
-    if enter or stack_in:
+    root = _ROOT.get(code, code)
+    tracked = _tracked_locals(root, varnames, (*cell_locals(code), *cells))
+    spans: list[tuple[int, int]] = []  # (bytes, user's line) of each run of generated code
+    entries: list[ExceptionEntry] = []
+    unbind = b""
+    if start > body_start:
+        unbind = _unbind_code(varnames, tracked, _binding_at(root, start), const)
+    if unbind or enter or stack_in:
         prologue_at = len(raw)
-        raw += _enter_code(enter, const)
+        raw += unbind + _enter_code(enter, const)
         for index in range(stack_in or 0):
             raw += emit("LOAD_FAST", slot) + emit("LOAD_CONST", const(index))
             raw += emit("BINARY_SUBSCR")
         raw += emit_jump(len(raw), start)
-        _place_jump(raw, body_start, prologue_at, limit=None)
+        spans.append((len(raw) - prologue_at, line_at(code, start)))
+        _place_jump(raw, body_start, prologue_at, limit=start)
     elif start > body_start:
         _place_jump(raw, body_start, start, limit=start)
     if stop is not None:
@@ -527,9 +641,14 @@ def segment_function(
         raw += _leave_code(leave, const(None))
         if stack_out is not None:
             raw += emit("BUILD_TUPLE", stack_out) + emit("STORE_FAST", slot)
-        raw += _epilogue(len(varnames), const(END), returns_top)
+        reads = _local_reads(varnames, tracked, _binding_at(root, stop))
+        entries += _epilogue(raw, reads, const, returns_top)
+        spans.append((len(raw) - epilogue_at, line_at(code, stop)))
         _place_jump(raw, stop, epilogue_at, limit=None)
+    if sum(size for size, _ in spans) != len(raw) - len(code.co_code):
+        raise ValueError("generated code without a line table entry")
     nlocals = len(varnames)
+    arity = nlocals if start > body_start else min(first_part_arity(code), nlocals)
     flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
     new_code = code.replace(
         co_varnames=varnames,
@@ -537,7 +656,7 @@ def segment_function(
         co_nlocals=nlocals,
         co_code=bytes(raw),
         co_consts=tuple(consts),
-        co_argcount=nlocals,
+        co_argcount=arity,
         co_posonlyargcount=0,
         co_kwonlyargcount=0,
         co_flags=flags,
@@ -550,13 +669,59 @@ def segment_function(
         ),
         co_name=f"{code.co_name}_{tag}",
         co_qualname=f"{code.co_qualname}_{tag}",
+        co_linetable=append_line_spans(code, spans),
+        co_exceptiontable=append_exception_entries(code.co_exceptiontable, entries),
     )
     _GENERATED[new_code] = min(_GENERATED.get(code, len(code.co_code)), len(code.co_code))
+    _ROOT[new_code] = root
     if cells or code in _CELL_LOCALS:
         _CELL_LOCALS[new_code] = (*cell_locals(code), *cells)
     return types.FunctionType(
         new_code, function.__globals__, new_code.co_name, None, function.__closure__
     )
+
+
+def _tracked_locals(
+    root: types.CodeType, varnames: tuple[str, ...], cell_slots: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The user's locals a part hands on that may be unbound (not its cells, not `___stack`)."""
+    own = set(root.co_varnames) - set(root.co_cellvars) - set(cell_slots)
+    return tuple(name for name in varnames if name in own)
+
+
+def _binding_at(root: types.CodeType, offset: int) -> Binding | None:
+    """The root frame's Binding before `offset` (None: not reached, so nothing is known)."""
+    return bindings(root).get(offset)
+
+
+def _unbind_code(
+    varnames: tuple[str, ...], tracked: tuple[str, ...], binding: Binding | None, const: Any
+) -> bytes:
+    """For each local that may be unbound where the part starts: `if x is UNBOUND: del x`."""
+    names = tracked if binding is None else binding.maybe_unbound(tracked)
+    out = b""
+    for name in names:
+        index = varnames.index(name)
+        delete = emit("DELETE_FAST", index)
+        out += emit("LOAD_FAST", index) + emit("LOAD_CONST", const(UNBOUND))
+        out += emit("IS_OP", 0) + emit_skip_if_false(len(delete)) + delete
+    return out
+
+
+def _local_reads(
+    varnames: tuple[str, ...], tracked: tuple[str, ...], binding: Binding | None
+) -> list[str]:
+    """How the epilogue reads each local: "bound" (LOAD_FAST), "unbound" (UNBOUND on every
+    path) or "maybe" (LOAD_FAST, UNBOUND when it raises UnboundLocalError)."""
+    reads = []
+    for name in varnames:
+        if name not in tracked or (binding is not None and name in binding.must):
+            reads.append("bound")
+        elif binding is not None and name not in binding.may:
+            reads.append("unbound")
+        else:
+            reads.append("maybe")
+    return reads
 
 
 def _clear_make_cells(code: types.CodeType, raw: bytearray) -> None:
@@ -603,14 +768,36 @@ def _leave_code(values: tuple[ContextSpec, ...], none_index: int) -> bytes:
     return out
 
 
-def _epilogue(nlocals: int, end_index: int, returns_top: bool = False) -> bytes:
-    out = emit("LOAD_CONST", end_index)
+def _epilogue(
+    raw: bytearray, reads: list[str], const: Any, returns_top: bool
+) -> list[ExceptionEntry]:
+    """Append `return (END, [top,] *locals)`; a local that may be unbound reads as UNBOUND.
+
+    Such a read is a LOAD_FAST covered by an exception table entry of its own: when it
+    raises UnboundLocalError, a handler after the epilogue drops the error, pushes
+    UNBOUND and jumps back after the read. Returns those entries.
+    """
+    raw += emit("LOAD_CONST", const(END))
     if returns_top:
-        out += emit("SWAP", 2)
-    for index in range(nlocals):
-        out += emit("LOAD_FAST", index)
-    size = nlocals + 1 + returns_top
-    return out + emit("BUILD_TUPLE", size) + emit("RETURN_VALUE")
+        raw += emit("SWAP", 2)
+    depth = 1 + returns_top
+    guarded: list[tuple[int, int, int]] = []  # (read at, continue at, stack depth)
+    for index, how in enumerate(reads):
+        at = len(raw)
+        if how == "unbound":
+            raw += emit("LOAD_CONST", const(UNBOUND))
+        else:
+            raw += emit(CHECKED_LOAD_FAST if how == "maybe" else "LOAD_FAST", index)
+        if how == "maybe":
+            guarded.append((at, len(raw), depth + index))
+    raw += emit("BUILD_TUPLE", depth + len(reads)) + emit("RETURN_VALUE")
+    entries = []
+    for at, after, depth_there in guarded:
+        handler = len(raw)
+        raw += emit("POP_TOP") + emit("LOAD_CONST", const(UNBOUND))
+        raw += emit_jump(len(raw), after)
+        entries.append(ExceptionEntry(at, after, handler, depth_there))
+    return entries
 
 
 class LoopStage:
