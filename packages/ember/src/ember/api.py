@@ -87,7 +87,9 @@ def compile(
         mode: "default", "reduce-overhead", "max-autotune" or
             "max-autotune-no-cudagraphs" (a named set of options for inductor).
         options: a dict of options (see `ember.config.OPTIONS`).
-        disable: return `model` unchanged (handy to switch compiling off).
+        disable: return `model` unchanged (handy to switch compiling off). A
+            model marked with `ember.disable` or `torch.compiler.disable` is also
+            returned unchanged.
 
         >>> @ember.compile(backend="eager")
         ... def f(x):
@@ -103,7 +105,8 @@ def compile(
                 f"ember.compile expects a function, method or nn.Module, "
                 f"got {type(target).__name__}: {target!r}"
             )
-        if disable:
+        if disable or dynamo_capture.disabled_reason(target) is not None:
+            # marked with ember.disable or torch.compiler.disable: it runs eagerly
             return target
         make_runner = functools.partial(
             _make_runner,
