@@ -150,19 +150,13 @@ def compiled_callable_of(obj: Any) -> dynamo_capture.CompiledCallable:
 
 # Module methods that act on the original module's state and return it (or a view of it).
 _DELEGATED = (
-    "state_dict",
-    "load_state_dict",
     "named_parameters",
     "named_buffers",
     "named_children",
-    "named_modules",
     "parameters",
     "buffers",
     "children",
     "modules",
-    "get_submodule",
-    "get_parameter",
-    "get_buffer",
     "register_buffer",
     "register_parameter",
     "register_module",
@@ -193,13 +187,24 @@ _IN_PLACE = (
 )
 
 
+_PREFIX = "_orig_mod."
+
+
 class OptimizedModule(torch.nn.Module):
     """An nn.Module whose calls go through ember; everything else is the original's.
 
-    Attributes, parameters, buffers, state_dict (same keys as the original, no
-    prefix), train()/eval(), hooks and repr are the original module's; calling it
-    runs the compiled forward (with the original's hooks). The original is
-    `._orig_mod`, as in torch.
+    Attributes, parameters, buffers, train()/eval(), hooks and repr are the
+    original module's; calling it runs the compiled forward (with the original's
+    hooks). The original is `._orig_mod`, as in torch.
+
+    Checkpoints move both ways with torch.compile: `state_dict()` keys carry the
+    `_orig_mod.` prefix (as torch.compile's OptimizedModule), and `load_state_dict`
+    takes either form (the original module's keys or prefixed ones). The wrapper's
+    own `named_parameters()` / `named_buffers()` / `named_modules()` give the
+    original's names (no prefix); a parent module sees the wrapper's parameters under
+    `<name>._orig_mod.`, as with torch.compile. `torch.save`, `pickle` and
+    `copy.deepcopy` keep the original and the compile settings; the copy compiles
+    again on its first call.
     """
 
     def __init__(
@@ -208,11 +213,13 @@ class OptimizedModule(torch.nn.Module):
         make_runner: Callable[[torch.nn.Module], dynamo_capture.CompiledCallable],
     ) -> None:
         super().__init__()
-        # Stored outside _modules so that recursion (parameters(), state_dict())
-        # sees the original's names, not "_orig_mod."-prefixed ones.
+        # A child under "_orig_mod", as in torch: state_dict() and a parent's recursion
+        # use the prefixed names. Also kept in __dict__ for fast attribute access.
         object.__setattr__(self, "_orig_mod", mod)
+        self._modules["_orig_mod"] = mod
         object.__setattr__(self, "_ember_make_runner", make_runner)
         object.__setattr__(self, _COMPILED_ATTRIBUTE, make_runner(mod))
+        self.register_load_state_dict_pre_hook(_accept_unprefixed_keys)
 
     @property
     def training(self) -> bool:  # type: ignore[override]
@@ -269,10 +276,56 @@ class OptimizedModule(torch.nn.Module):
         return OptimizedModule(module, self.__dict__["_ember_make_runner"])
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        raise TypeError(
-            "a compiled module cannot be pickled; pickle its ._orig_mod (or its state_dict) "
-            "and compile it again after loading"
-        )
+        # The original module and the compile settings; the loaded copy compiles again.
+        # A backend or option that cannot be pickled (a lambda) fails here, naming it.
+        return (OptimizedModule, (self._orig_mod, self.__dict__["_ember_make_runner"]))
+
+    def named_modules(
+        self,
+        memo: set[torch.nn.Module] | None = None,
+        prefix: str = "",
+        remove_duplicate: bool = True,
+    ) -> Iterator[tuple[str, torch.nn.Module]]:
+        """The original module's submodules, by the original's names."""
+        if memo is not None:
+            # NOTE: a parent module's recursion passes its memo: it sees the names
+            # torch.compile gives (`<name>._orig_mod.linear`), agreeing with its state_dict.
+            return super().named_modules(memo, prefix, remove_duplicate)
+        return self._orig_mod.named_modules(memo, prefix, remove_duplicate)
+
+    def get_submodule(self, target: str) -> torch.nn.Module:
+        return self._orig_mod if target == "_orig_mod" else self._orig_mod.get_submodule(
+            _unprefixed(target)
+        )  # fmt: skip
+
+    def get_parameter(self, target: str) -> torch.nn.Parameter:
+        return self._orig_mod.get_parameter(_unprefixed(target))
+
+    def get_buffer(self, target: str) -> torch.Tensor:
+        return self._orig_mod.get_buffer(_unprefixed(target))
+
+
+def _unprefixed(target: str) -> str:
+    return target[len(_PREFIX) :] if target.startswith(_PREFIX) else target
+
+
+def _accept_unprefixed_keys(
+    module: OptimizedModule, state_dict: dict[str, Any], prefix: str, *args: Any
+) -> None:
+    """A load_state_dict pre-hook: keys of the original module's own checkpoint (no
+    `_orig_mod.`) are renamed to the prefixed ones in place, metadata included."""
+    inner = prefix + _PREFIX
+    renamed = [k for k in state_dict if k.startswith(prefix) and not k.startswith(inner)]
+    for key in renamed:
+        state_dict[inner + key[len(prefix) :]] = state_dict.pop(key)
+    metadata = getattr(state_dict, "_metadata", None)
+    if renamed and metadata is not None:
+        scope = prefix[:-1]
+        for key in [k for k in metadata if k == scope or k.startswith(prefix)]:
+            rest = key[len(prefix) :] if key != scope else ""
+            if rest == "_orig_mod" or rest.startswith(_PREFIX):
+                continue
+            metadata.setdefault((inner + rest).rstrip("."), metadata[key])
 
 
 def _delegate(name: str) -> Callable[..., Any]:
