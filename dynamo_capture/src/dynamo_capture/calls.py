@@ -175,6 +175,12 @@ def _call_python(
         from dynamo_capture.methods import call_method
 
         return call_method(tx, args[0], obj.__name__, list(args[1:]), kwargs)
+    if isinstance(obj, types.BuiltinMethodType) and isinstance(obj.__self__, torch.Tensor):
+        # a tensor's bound method held as a value (`op = t.add`): a method call on the tensor
+        from dynamo_capture.methods import call_method
+
+        source = AttrSource(fn.source, "__self__") if fn.source is not None else None
+        return call_method(tx, tx.ctx.wrap(obj.__self__, source), obj.__name__, args, kwargs)
     if isinstance(obj, types.BuiltinFunctionType | types.BuiltinMethodType):
         return call_c_function(tx, obj, args, kwargs)
     method = getattr(type(obj), "__call__", None)  # noqa: B004

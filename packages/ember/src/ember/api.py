@@ -3,6 +3,8 @@ wraps the target so that each call goes through capture.
 
     compiled = ember.compile(fn)                  # a function or bound method
     model = ember.compile(module)                 # an nn.Module: an OptimizedModule
+    ember.compile(module, inplace=True)           # the module itself compiles its calls
+    compiled = ember.compile(functools.partial(fn, y=2))   # or torch.sin, a C method, ...
     @ember.compile                                # a decorator ...
     @ember.compile(backend="eager", fullgraph=True)   # ... with arguments
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, overload
 
@@ -21,7 +24,7 @@ from ember.backends import check_backend_name, lookup_backend
 from ember.config import resolve_options
 from ember.errors import InvalidArgumentError
 
-__all__ = ["OptimizedModule", "compile", "compiled_callable_of", "reset"]
+__all__ = ["CompiledCallImpl", "OptimizedModule", "compile", "compiled_callable_of", "reset"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -73,11 +76,14 @@ def compile(
     mode: str | None = None,
     options: Mapping[str, Any] | None = None,
     disable: bool = False,
+    inplace: bool = False,
 ) -> Any:
     """Compile a function, bound method or nn.Module; stable API, torch.compile's signature.
 
     Args:
-        model: what to compile. None returns a decorator taking it.
+        model: what to compile: a function, a bound method (of any object), an
+            nn.Module, an object with `__call__`, a `functools.partial`, a builtin,
+            a torch function or op. None returns a decorator taking it.
         fullgraph: raise at the first graph break (pointing at the user's line)
             instead of running that part eagerly.
         dynamic: True traces symbolic sizes from the start; False never; None
@@ -90,12 +96,18 @@ def compile(
         disable: return `model` unchanged (handy to switch compiling off). A
             model marked with `ember.disable` or `torch.compiler.disable` is also
             returned unchanged.
+        inplace: for an nn.Module, compile the module's own calls and return the
+            module itself (ember's `nn.Module.compile()`): parameters, state_dict
+            keys and type stay the original's. `module._compiled_call_impl = None`
+            undoes it.
 
         >>> @ember.compile(backend="eager")
         ... def f(x):
         ...     return torch.sin(x) + 1
     """
     _check_flags(fullgraph, dynamic, disable)
+    if not isinstance(inplace, bool):
+        raise InvalidArgumentError(f"inplace must be True or False, got {inplace!r}")
     backend_name = check_backend_name(backend)
     resolved = resolve_options(mode, options, backend_name)
 
@@ -104,6 +116,11 @@ def compile(
             raise InvalidArgumentError(
                 f"ember.compile expects a function, method or nn.Module, "
                 f"got {type(target).__name__}: {target!r}"
+            )
+        if inplace and not isinstance(target, torch.nn.Module):
+            raise InvalidArgumentError(
+                f"inplace=True compiles an nn.Module in place; got {type(target).__name__}. "
+                "Use the returned callable for functions."
             )
         if disable or dynamo_capture.disabled_reason(target) is not None:
             # marked with ember.disable or torch.compiler.disable: it runs eagerly
@@ -115,6 +132,9 @@ def compile(
             fullgraph=fullgraph,
             dynamic=dynamic,
         )
+        if inplace:
+            target._compiled_call_impl = CompiledCallImpl(target, make_runner)
+            return target
         if isinstance(target, torch.nn.Module):
             return OptimizedModule(target, make_runner)
         return _wrap_function(target, make_runner(target))
@@ -138,8 +158,46 @@ def _wrap_function(fn: Callable[..., Any], runner: dynamo_capture.CompiledCallab
     return compiled
 
 
+class CompiledCallImpl:
+    """`module._compiled_call_impl` after `ember.compile(module, inplace=True)`.
+
+    nn.Module.__call__ calls it instead of `_call_impl`. What the compiled callable
+    runs eagerly (a fallback, a graph break) calls the module again: that nested call
+    runs `_call_impl` itself. As with `nn.Module.compile()`, copies and pickles of
+    the module drop it (nn.Module's own `__getstate__`) and run eagerly.
+    """
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        make_runner: Callable[[torch.nn.Module], dynamo_capture.CompiledCallable],
+    ) -> None:
+        self.module = module
+        self.make_runner = make_runner
+        self._runner: dynamo_capture.CompiledCallable | None = None
+        self._running = threading.local()
+
+    @property
+    def runner(self) -> dynamo_capture.CompiledCallable:
+        if self._runner is None:
+            self._runner = self.make_runner(self.module)
+        return self._runner
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if getattr(self._running, "active", False):
+            return self.module._call_impl(*args, **kwargs)
+        self._running.active = True
+        try:
+            return self.runner(*args, **kwargs)
+        finally:
+            self._running.active = False
+
+
 def compiled_callable_of(obj: Any) -> dynamo_capture.CompiledCallable:
     """The capture-level object behind something `ember.compile` returned."""
+    in_place = getattr(obj, "_compiled_call_impl", None)
+    if isinstance(obj, torch.nn.Module) and isinstance(in_place, CompiledCallImpl):
+        return in_place.runner
     runner = getattr(obj, _COMPILED_ATTRIBUTE, None)
     if not isinstance(runner, dynamo_capture.CompiledCallable):
         raise InvalidArgumentError(
