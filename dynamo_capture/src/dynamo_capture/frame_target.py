@@ -7,7 +7,9 @@ the frame's locals `L`, and its globals `G`.
                         call (pre-hooks, forward, hooks) is captured as user code
     an object with a    its class's `__call__` with `self` bound
       Python __call__
-    anything else       a driver `fn(*args, **kwargs)` with `fn` in L: a
+    a partial of a      that function's frame, the partial's arguments bound first
+      function
+    anything else       a driver `fn(*args, **kwargs)` with `fn` in L: another
       callable          functools.partial, a builtin, a torch function or op, a C
                         method; capture handles the call as it would in user code
 """
@@ -32,6 +34,13 @@ def _module_call(self: Any, *args: Any, **kwargs: Any) -> Any:
 
 def _callable_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     return fn(*args, **kwargs)
+
+
+def _is_python_routine(fn: Any) -> bool:
+    """A Python function, or a method bound to one."""
+    return isinstance(fn, types.FunctionType) or (
+        isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType)
+    )
 
 
 def _callable_name(target: Any) -> str:
@@ -123,6 +132,15 @@ def frame_target(target: Any) -> FrameTarget:
         return FrameTarget(function, _binder(function, (target.__self__,)), function.__qualname__)
     if isinstance(target, types.FunctionType):
         return FrameTarget(target, _binder(target, ()), target.__qualname__)
+    if isinstance(target, functools.partial) and _is_python_routine(target.func):
+        # the function's own frame, the partial's arguments bound first
+        inner = frame_target(target.func)
+        bound_args, bound_kwargs = target.args, target.keywords
+
+        def bind_partial(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+            return inner.bind((*bound_args, *args), {**bound_kwargs, **kwargs})
+
+        return FrameTarget(inner.function, bind_partial, inner.name)
     call = getattr(type(target), "__call__", None)  # noqa: B004
     torch_class = type(target).__module__.split(".")[0] == "torch"  # OpOverload and the like
     if isinstance(call, types.FunctionType) and not torch_class:
