@@ -245,11 +245,10 @@ def disable(
         def run_eagerly(*args: Any, **kwargs: Any) -> Any:
             return fn(*args, **kwargs)
 
-    if not wrapping:
-        run_eagerly.__wrapped__ = fn  # type: ignore[attr-defined]
-    elif inspect.isroutine(fn):
+    # wrapping=False: the wrapper keeps its own name, docstring and signature
+    if wrapping and inspect.isroutine(fn):
         functools.update_wrapper(run_eagerly, fn)
-    else:  # a module or another callable object: do not copy its __dict__ onto the wrapper
+    elif wrapping:  # a module or another callable object: do not copy its __dict__ over
         run_eagerly.__wrapped__ = fn  # type: ignore[attr-defined]
         run_eagerly.__qualname__ = run_eagerly.__name__ = type(fn).__name__
     run_eagerly.__ember_disabled__ = why  # type: ignore[attr-defined]
