@@ -352,14 +352,17 @@ class OptimizedModule(torch.nn.Module):
         return self._orig_mod.named_modules(memo, prefix, remove_duplicate)
 
     def get_submodule(self, target: str) -> torch.nn.Module:
-        return self._orig_mod if target == "_orig_mod" else self._orig_mod.get_submodule(
-            _unprefixed(target)
-        )  # fmt: skip
+        """The original's submodule at `target` (with or without `_orig_mod.`)."""
+        if target == "_orig_mod":
+            return self._orig_mod
+        return self._orig_mod.get_submodule(_unprefixed(target))
 
     def get_parameter(self, target: str) -> torch.nn.Parameter:
+        """The original's parameter at `target` (with or without `_orig_mod.`)."""
         return self._orig_mod.get_parameter(_unprefixed(target))
 
     def get_buffer(self, target: str) -> torch.Tensor:
+        """The original's buffer at `target` (with or without `_orig_mod.`)."""
         return self._orig_mod.get_buffer(_unprefixed(target))
 
 
