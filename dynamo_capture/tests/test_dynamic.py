@@ -118,6 +118,9 @@ def _specializing_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -
     return run
 
 
+_specializing_backend.supports_dynamic_shapes = False  # opts out: static graphs only
+
+
 def _failing_on_symints(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
     if any(not isinstance(t, torch.Tensor) for t in example_inputs):
         raise RuntimeError("this backend takes tensors only")

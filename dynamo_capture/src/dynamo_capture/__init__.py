@@ -17,10 +17,12 @@ from dynamo_capture.optimize import CompiledCallable, optimize, reset
 from dynamo_capture.registry import (
     Substitute,
     allow_in_graph,
+    assume_constant_result,
     disable,
     disabled_reason,
     eager_only_depth,
     is_allowed_in_graph,
+    is_constant_result,
     substitute_for,
     substitute_in_graph,
 )
@@ -42,6 +44,7 @@ __all__ = [
     "StanceError",
     "Substitute",
     "allow_in_graph",
+    "assume_constant_result",
     "capturing",
     "current_stance",
     "disable",
@@ -50,6 +53,7 @@ __all__ = [
     "explain",
     "is_allowed_in_graph",
     "is_compiling",
+    "is_constant_result",
     "is_exporting",
     "optimize",
     "reset",

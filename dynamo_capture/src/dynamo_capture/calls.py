@@ -7,6 +7,8 @@ a builtin                                    the builtin table (builtin_calls)
 allow_in_graph(fn)                           one graph node
 substitute_in_graph(original)                the stand-in is inlined
 disable(fn)                                  Unsupported (the frame runs eagerly)
+assume_constant_result(fn)                   called now, its result a constant
+a torch.compile'd or traced function         the function it wraps is inlined
 a user class                                 a new ObjectValue, its __init__ inlined
 """
 
@@ -29,7 +31,12 @@ from dynamo_capture.operations import (
     python_type_of,
     sequence_items,
 )
-from dynamo_capture.registry import disabled_reason, is_allowed_in_graph, substitute_for
+from dynamo_capture.registry import (
+    disabled_reason,
+    is_allowed_in_graph,
+    is_constant_result,
+    substitute_for,
+)
 from dynamo_capture.sources import (
     AttrSource,
     CellContentsSource,
@@ -38,6 +45,7 @@ from dynamo_capture.sources import (
     Source,
     item_source,
 )
+from dynamo_capture.torch_markers import torch_inline_target
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -86,6 +94,34 @@ def call(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, Value])
     raise Unsupported(f"calling a {python_type_of(fn).__name__} object")
 
 
+_CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device)
+
+
+def _is_python_constant(value: object) -> bool:
+    if isinstance(value, tuple | frozenset):
+        return all(_is_python_constant(item) for item in value)
+    return isinstance(value, _CONSTANT_TYPES)
+
+
+def _call_constant_result(obj: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """A call to an assume_constant_result function: run now, the result a constant."""
+    name = getattr(obj, "__qualname__", type(obj).__name__)
+    try:
+        real_args, real_kwargs = _all_constant(args, kwargs)
+    except NotConstant:
+        raise Unsupported(
+            f"{name} is marked assume_constant_result but is called with values known "
+            "only when it runs"
+        ) from None
+    result = obj(*real_args, **real_kwargs)
+    if not _is_python_constant(result):
+        raise Unsupported(
+            f"{name} is marked assume_constant_result but returned a "
+            f"{type(result).__name__}, not a Python constant"
+        )
+    return PythonValue(result)
+
+
 def _all_constant(args: list[Value], kwargs: dict[str, Value]) -> tuple[list[Any], dict[str, Any]]:
     return [as_constant(a) for a in args], {k: as_constant(v) for k, v in kwargs.items()}
 
@@ -110,6 +146,12 @@ def _call_python(
     reason = disabled_reason(obj)
     if reason is not None:
         raise Unsupported(f"call to {describe(fn)}, which must run eagerly: {reason}")
+    if is_constant_result(obj):
+        return _call_constant_result(obj, args, kwargs)
+    inline_target = torch_inline_target(obj)
+    if inline_target is not None:
+        source = AttrSource(fn.source, "_torchdynamo_inline") if fn.source is not None else None
+        return call(tx, tx.ctx.wrap(inline_target, source), args, kwargs)
     handler = _lookup(BUILTIN_HANDLERS, obj)
     if handler is not None:
         return handler(tx, args, kwargs)
@@ -133,6 +175,12 @@ def _call_python(
         from dynamo_capture.methods import call_method
 
         return call_method(tx, args[0], obj.__name__, list(args[1:]), kwargs)
+    if isinstance(obj, types.BuiltinMethodType) and isinstance(obj.__self__, torch.Tensor):
+        # a tensor's bound method held as a value (`op = t.add`): a method call on the tensor
+        from dynamo_capture.methods import call_method
+
+        source = AttrSource(fn.source, "__self__") if fn.source is not None else None
+        return call_method(tx, tx.ctx.wrap(obj.__self__, source), obj.__name__, args, kwargs)
     if isinstance(obj, types.BuiltinFunctionType | types.BuiltinMethodType):
         return call_c_function(tx, obj, args, kwargs)
     method = getattr(type(obj), "__call__", None)  # noqa: B004
@@ -346,8 +394,9 @@ def call_module(
         forward = tx.ctx.wrap(module.forward, AttrSource(source, "forward") if source else None)
         output = call(tx, forward, list(args), kwargs)
     else:
-        forward = type(module).forward
-        output = inline_function(tx, forward, [module_value, *args], kwargs, None)
+        # through call(), so that a forward marked disable / allow_in_graph is honoured
+        forward = PythonValue(type(module).forward)
+        output = call(tx, forward, [module_value, *args], kwargs)
     for key in list(module._forward_hooks):
         if key in module._forward_hooks_with_kwargs:
             raise Unsupported("a forward hook registered with with_kwargs=True")

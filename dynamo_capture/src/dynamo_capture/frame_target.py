@@ -5,10 +5,18 @@ the frame's locals `L`, and its globals `G`.
     a bound method      the function's code with `self` bound
     an nn.Module        a two-line driver `self(*args, **kwargs)`, so that the module
                         call (pre-hooks, forward, hooks) is captured as user code
+    an object with a    its class's `__call__` with `self` bound
+      Python __call__
+    a partial of a      that function's frame, the partial's arguments bound first
+      function
+    anything else       a driver `fn(*args, **kwargs)` with `fn` in L: another
+      callable          functools.partial, a builtin, a torch function or op, a C
+                        method; capture handles the call as it would in user code
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 from collections.abc import Callable
@@ -22,6 +30,25 @@ __all__ = ["FrameTarget", "frame_target"]
 
 def _module_call(self: Any, *args: Any, **kwargs: Any) -> Any:
     return self(*args, **kwargs)
+
+
+def _callable_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    return fn(*args, **kwargs)
+
+
+def _is_python_routine(fn: Any) -> bool:
+    """A Python function, or a method bound to one."""
+    return isinstance(fn, types.FunctionType) or (
+        isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType)
+    )
+
+
+def _callable_name(target: Any) -> str:
+    inner = target
+    while isinstance(inner, functools.partial):
+        inner = inner.func
+    name = getattr(inner, "__qualname__", None) or getattr(inner, "__name__", None)
+    return name if isinstance(name, str) else type(target).__qualname__
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +132,21 @@ def frame_target(target: Any) -> FrameTarget:
         return FrameTarget(function, _binder(function, (target.__self__,)), function.__qualname__)
     if isinstance(target, types.FunctionType):
         return FrameTarget(target, _binder(target, ()), target.__qualname__)
+    if isinstance(target, functools.partial) and _is_python_routine(target.func):
+        # the function's own frame, the partial's arguments bound first
+        inner = frame_target(target.func)
+        bound_args, bound_kwargs = target.args, target.keywords
+
+        def bind_partial(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+            return inner.bind((*bound_args, *args), {**bound_kwargs, **kwargs})
+
+        return FrameTarget(inner.function, bind_partial, inner.name)
     call = getattr(type(target), "__call__", None)  # noqa: B004
-    if isinstance(call, types.FunctionType):
+    torch_class = type(target).__module__.split(".")[0] == "torch"  # OpOverload and the like
+    if isinstance(call, types.FunctionType) and not torch_class:
         return FrameTarget(call, _binder(call, (target,)), type(target).__qualname__)
-    raise TypeError(
-        f"cannot compile {target!r}: expected a Python function, a bound method, an nn.Module "
-        "or an object with a Python __call__"
-    )
+    if callable(target):
+        return FrameTarget(
+            _callable_call, _binder(_callable_call, (target,)), _callable_name(target)
+        )
+    raise TypeError(f"cannot compile {target!r}: it is not callable")

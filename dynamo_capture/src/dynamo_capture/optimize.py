@@ -248,27 +248,31 @@ class CompiledCallable:
     ) -> CompiledEntry | None:
         """The entry of a symbolic graph; None to compile `frame` as it is.
 
-        A symbolic graph goes only to a backend that runs the graph as it is (returns
-        its `forward`) or declares `supports_dynamic_shapes = True`; otherwise, or when
-        the backend fails on it, the frame is captured again with static sizes. A
-        backend that fails on a graph holding symbolic floats (`d ** 0.5`) first gets
-        the frame captured with those floats specialized and the sizes still symbolic.
+        As with torch.compile, every backend gets the symbolic graph: SymInt sizes are
+        graph inputs (placeholders whose `meta["val"]` is a SymInt), and the compiled
+        callable is called with their int values. A backend that cannot take them opts
+        out with `supports_dynamic_shapes = False`; it, or a backend that fails on the
+        symbolic graph, gets the frame captured again with static sizes. A backend
+        that fails on a graph holding symbolic floats (`d ** 0.5`) first gets the
+        frame captured with those floats specialized and the sizes still symbolic.
         """
         if not frame.ctx.symbolic:
             return None
-        try:
-            entry = compile_entry(frame, backend, self.guard_filter_fn)
-        except Exception as error:  # noqa: BLE001 - the static graph decides
-            reason = f"the backend failed on the symbolic graph: {error}"
-            retry = self._without_symbolic_floats(frame, f_locals, reason)
-            if retry is not None:
-                return self._symbolic_entry(retry, backend, f_locals) or compile_entry(
-                    retry, backend, self.guard_filter_fn
-                )
+        if _opts_out_of_symbolic(backend):
+            reason = (
+                f"backend {getattr(backend, '__name__', backend)!r} sets "
+                "supports_dynamic_shapes = False"
+            )
         else:
-            if _runs_symbolic(backend, entry):
-                return entry
-            reason = f"backend {getattr(backend, '__name__', backend)!r} specializes on sizes"
+            try:
+                return compile_entry(frame, backend, self.guard_filter_fn)
+            except Exception as error:  # noqa: BLE001 - the static graph decides
+                reason = f"the backend failed on the symbolic graph: {error}"
+                retry = self._without_symbolic_floats(frame, f_locals, reason)
+                if retry is not None:
+                    return self._symbolic_entry(retry, backend, f_locals) or compile_entry(
+                        retry, backend, self.guard_filter_fn
+                    )
         self._log_static(reason)
         self._static_backend = True
         static = capture_frame(self.frame, f_locals)
@@ -497,17 +501,10 @@ class CompiledCallable:
         self._limit_logged = False
 
 
-def _runs_symbolic(backend: Backend, entry: CompiledEntry) -> bool:
-    """Whether the backend's compiled graph takes any value of its symbolic sizes."""
-    if getattr(backend, "supports_dynamic_shapes", False):
-        return True
-    compiled = entry.compiled
-    graph = entry.graph_module
-    if compiled is None or compiled is graph:
-        return True
-    return getattr(compiled, "__self__", None) is graph and getattr(
-        compiled, "__func__", None
-    ) is getattr(type(graph), "forward", None)
+def _opts_out_of_symbolic(backend: Backend) -> bool:
+    """Whether the backend declares it takes static graphs only (`supports_dynamic_shapes
+    = False` on it, or on the class of a callable object)."""
+    return getattr(backend, "supports_dynamic_shapes", True) is False
 
 
 def _callees(function: Any, plan: SplitPlan, error: Unsupported) -> list[str]:

@@ -4,8 +4,11 @@ trace a Python stand-in for them, or leave them to run eagerly.
     allow_in_graph(fn)                 calls to fn become one graph node, fn is not traced
     @substitute_in_graph(original)     trace this Python function where `original` is called
     disable(fn)                        fn always runs eagerly (a graph break where it is called)
+    assume_constant_result(fn)         fn runs once while capturing; its result is a constant
 
-Eagerly, all three leave behaviour unchanged.
+Eagerly, all four leave behaviour unchanged. torch's own markers
+(`torch.compiler.disable`, `allow_in_graph`, `assume_constant_result`) count as
+these (see torch_markers).
 """
 
 from __future__ import annotations
@@ -17,13 +20,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from dynamo_capture.torch_markers import (
+    torch_allows_in_graph,
+    torch_constant_result,
+    torch_disabled_reason,
+)
+
 __all__ = [
     "Substitute",
     "allow_in_graph",
+    "assume_constant_result",
     "disable",
     "disabled_reason",
     "eager_only_depth",
     "is_allowed_in_graph",
+    "is_constant_result",
     "substitute_for",
     "substitute_in_graph",
 ]
@@ -63,8 +74,36 @@ def allow_in_graph(fn: F | list[F] | tuple[F, ...]) -> Any:
 
 
 def is_allowed_in_graph(fn: object) -> bool:
-    """Whether `fn` was registered with allow_in_graph."""
-    return _allowed_in_graph.get(id(fn)) is fn
+    """Whether `fn` was registered with allow_in_graph (ember's or torch.compiler's)."""
+    return _allowed_in_graph.get(id(fn)) is fn or torch_allows_in_graph(fn)
+
+
+def assume_constant_result(fn: F) -> F:
+    """Tell capture that `fn` returns the same Python value for the same constant arguments.
+
+    Capture calls `fn` once while tracing and uses the result as a constant, not
+    guarded: the graph is not recompiled when what `fn` reads changes. The arguments
+    must be known while capturing and the result must be a Python constant (not a
+    tensor); otherwise the call is a graph break. Returns `fn` itself.
+    `torch.compiler.assume_constant_result` is read the same way.
+
+        @assume_constant_result
+        def world_size():
+            return int(os.environ.get("WORLD_SIZE", 1))
+    """
+    if not callable(fn):
+        raise TypeError(f"assume_constant_result expects a callable, got {type(fn).__name__}")
+    fn.__ember_constant_result__ = True  # type: ignore[attr-defined]
+    return fn
+
+
+def is_constant_result(fn: object) -> bool:
+    """Whether `fn` is marked with assume_constant_result (ember's or torch.compiler's)."""
+    try:
+        marked = inspect.getattr_static(getattr(fn, "__func__", fn), "__ember_constant_result__")
+    except AttributeError:
+        return torch_constant_result(fn)
+    return marked is True
 
 
 def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
@@ -159,25 +198,39 @@ def eager_only_depth() -> int:
 
 
 def disabled_reason(fn: object) -> str | None:
-    """The reason given to `disable` for `fn`, or None when `fn` is not disabled."""
-    return getattr(fn, "__ember_disabled__", None)
+    """The reason given to `disable` (ember's or torch's) for `fn`; None when not disabled."""
+    reason = getattr(fn, "__ember_disabled__", None)
+    return reason if reason is not None else torch_disabled_reason(fn)
 
 
 def disable(
-    fn: Callable[..., Any] | None = None, recursive: bool = True, *, reason: str | None = None
+    fn: Callable[..., Any] | None = None,
+    recursive: bool = True,
+    *,
+    reason: str | None = None,
+    wrapping: bool = True,
 ) -> Any:
     """Run `fn` eagerly, never captured; usable as `@disable` or `@disable(reason=...)`.
 
     Capture breaks the graph where a disabled function is called. With
     `recursive=True` (the default) compiled callables reached from inside `fn`
     also run eagerly; with `recursive=False` only `fn`'s own frame is skipped.
+    `wrapping=False` leaves the wrapper's name and docstring its own instead of
+    copying `fn`'s (torch.compiler.disable's keywords, same meaning).
     """
     if not isinstance(recursive, bool):
         raise TypeError(f"disable: recursive must be True or False, got {recursive!r}")
     if reason is not None and not isinstance(reason, str):
         raise TypeError(f"disable: reason must be None or a str, got {reason!r}")
     if fn is None:
-        return functools.partial(disable, recursive=recursive, reason=reason)
+        return functools.partial(disable, recursive=recursive, reason=reason, wrapping=wrapping)
+    if not isinstance(recursive, bool) or not isinstance(wrapping, bool):
+        raise TypeError(
+            f"disable: recursive and wrapping must be True or False, got {recursive!r}, "
+            f"{wrapping!r}"
+        )
+    if reason is not None and not isinstance(reason, str):
+        raise TypeError(f"disable: reason must be a string, got {type(reason).__name__}")
     if not callable(fn):
         raise TypeError(
             f"disable expects a function, method or nn.Module, got {type(fn).__name__}: {fn!r}"
@@ -198,9 +251,10 @@ def disable(
         def run_eagerly(*args: Any, **kwargs: Any) -> Any:
             return fn(*args, **kwargs)
 
-    if inspect.isroutine(fn):
+    # wrapping=False: the wrapper keeps its own name, docstring and signature
+    if wrapping and inspect.isroutine(fn):
         functools.update_wrapper(run_eagerly, fn)
-    else:  # a module or another callable object: do not copy its __dict__ onto the wrapper
+    elif wrapping:  # a module or another callable object: do not copy its __dict__ over
         run_eagerly.__wrapped__ = fn  # type: ignore[attr-defined]
         run_eagerly.__qualname__ = run_eagerly.__name__ = type(fn).__name__
     run_eagerly.__ember_disabled__ = why  # type: ignore[attr-defined]

@@ -126,7 +126,7 @@ def _has_tensor_value(args: list[Value], kwargs: dict[str, Value]) -> bool:
 def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """A call to a torch function: a context, a folded constant, or a graph node."""
     name = getattr(fn, "__name__", "") or ""
-    if name == "is_compiling":
+    if name in ("is_compiling", "is_dynamo_compiling"):
         return PythonValue(True)
     if fn in _FOLDED:
         folded = _FOLDED[fn]

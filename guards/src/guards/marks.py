@@ -7,6 +7,13 @@ fake for that tensor; they cost nothing at run time and survive until cleared.
     >>> mark_dynamic(x, 0, min=2, max=1024)   # dim 0 gets a symbol, guarded to [2, 1024]
     >>> maybe_mark_dynamic(x, 1)              # a symbol if nothing forces it static
     >>> mark_static(x, 1)                     # never a symbol
+
+torch's own marks (`torch._dynamo.mark_dynamic`, `maybe_mark_dynamic`,
+`mark_static`, which set `_dynamo_dynamic_indices`, `_dynamo_dynamic_range`,
+`_dynamo_weak_dynamic_indices` and `_dynamo_static_indices` on the tensor) are
+read as the same marks, so library code that marks its inputs for torch.compile
+marks them for ember too. torch's mark_dynamic wins over its mark_static, as in
+torch; ember's mark_static wins over any dynamic mark.
 """
 
 from __future__ import annotations
@@ -64,9 +71,44 @@ def _dims(tensor: torch.Tensor, dim: int | Iterable[int], api: str) -> list[int]
 
 
 def marks_of(tensor: torch.Tensor) -> DimensionMarks:
-    """The marks on `tensor` (empty marks when there are none)."""
+    """The marks on `tensor`, ember's and torch's (empty marks when there are none)."""
     marks = getattr(tensor, _ATTRIBUTE, None)
-    return marks if marks is not None else DimensionMarks({}, frozenset(), frozenset())
+    if marks is None:
+        marks = DimensionMarks({}, frozenset(), frozenset())
+    if getattr(tensor, "_has_dynamo_dim_marking", False):
+        marks = _with_torch_marks(tensor, marks)
+    return marks
+
+
+def _torch_dims(tensor: torch.Tensor, name: str) -> set[int]:
+    """Dims of one of torch's index-set marks, made non-negative; out-of-range ones dropped."""
+    rank = tensor.dim()
+    return {
+        d % rank
+        for d in getattr(tensor, name, None) or ()
+        if isinstance(d, int) and rank and -rank <= d < rank
+    }
+
+
+def _with_torch_marks(tensor: torch.Tensor, marks: DimensionMarks) -> DimensionMarks:
+    """`marks` with torch's marks on `tensor` added (ember's own take precedence)."""
+    rank = tensor.dim()
+    ranges: dict[int, DynamicRange] = {}
+    for limit in getattr(tensor, "_dynamo_dynamic_range", None) or ():
+        dim = getattr(limit, "dim", None)
+        if isinstance(dim, int) and rank and -rank <= dim < rank:
+            ranges[dim % rank] = DynamicRange(
+                getattr(limit, "min", None), getattr(limit, "max", None)
+            )
+    torch_dynamic = _torch_dims(tensor, "_dynamo_dynamic_indices")
+    dynamic = dict(marks.dynamic)
+    for dim in torch_dynamic - marks.static:
+        dynamic.setdefault(dim, ranges.get(dim, DynamicRange()))
+    maybe = marks.maybe_dynamic | (
+        _torch_dims(tensor, "_dynamo_weak_dynamic_indices") - marks.static
+    )
+    static = marks.static | (_torch_dims(tensor, "_dynamo_static_indices") - set(dynamic))
+    return DimensionMarks(dynamic, frozenset(maybe) - static, frozenset(static))
 
 
 def _store(tensor: torch.Tensor, marks: DimensionMarks) -> None:

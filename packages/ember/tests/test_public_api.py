@@ -55,6 +55,7 @@ def test_compile_signature_matches_torch_compile_keywords():
         "mode",
         "options",
         "disable",
+        "inplace",  # ember's own, after torch.compile's keywords
     ]
     defaults = {name: p.default for name, p in parameters.items()}
     assert defaults == {
@@ -65,6 +66,7 @@ def test_compile_signature_matches_torch_compile_keywords():
         "mode": None,
         "options": None,
         "disable": False,
+        "inplace": False,
     }
     for name in list(parameters)[1:]:
         assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY

@@ -13,6 +13,7 @@ them and re-exports what users call.
 
 from dynamo_capture import (
     allow_in_graph,
+    assume_constant_result,
     disable,
     is_compiling,
     is_exporting,
@@ -62,6 +63,7 @@ __all__ = [
     "RecompileError",
     "StanceError",
     "allow_in_graph",
+    "assume_constant_result",
     "compile",
     "disable",
     "explain",

@@ -1,7 +1,10 @@
 """Backends: what capture hands each graph to.
 
 A backend is any callable `backend(gm: torch.fx.GraphModule, example_inputs: list)
--> callable` (torch.compile's contract, so backends move both ways). Names resolve
+-> callable` (torch.compile's contract, so backends move both ways). As in torch,
+graphs may be symbolic: sizes that vary are SymInt graph inputs (their int values
+in `example_inputs` and in each call). A backend that takes static graphs only sets
+`backend.supports_dynamic_shapes = False` and gets one graph per size. Names resolve
 through, in order: the built-ins, `register_backend`, and the entry-point group
 `ember.backends` of installed distributions:
 
@@ -154,6 +157,8 @@ def make_cudagraphs(options: Mapping[str, Any]) -> Backend:
 
         return _aot_graph()(gm, example_inputs, fw_compiler=cudagraph_compiler)
 
+    # A CUDA graph replays fixed sizes: one static graph per size.
+    cudagraphs.supports_dynamic_shapes = False  # type: ignore[attr-defined]
     return cudagraphs
 
 

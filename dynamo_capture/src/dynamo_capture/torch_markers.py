@@ -1,0 +1,86 @@
+"""torch's own compiler markers, read as their ember equivalents.
+
+Library code (transformers, torchvision, torch.distributed) marks functions with
+torch's decorators; capture honours them as it honours ember's:
+
+    torch.compiler.disable(fn) / torch._dynamo.disable   ember.disable(fn): a graph break
+        sets `_torchdynamo_disable`, `_torchdynamo_disable_msg`   at the call, fn runs eagerly
+    torch.compiler.allow_in_graph(fn)                    ember.allow_in_graph(fn)
+        registers id(fn) in torch's trace rules
+    torch.compiler.assume_constant_result(fn)            ember.assume_constant_result(fn)
+        sets `_dynamo_marked_constant`
+    a torch.compile'd function, torch.jit.trace output   the function it wraps is inlined
+        sets `_torchdynamo_inline`
+
+Tensor marks (`torch._dynamo.mark_dynamic` and friends) are read by `guards.marks`.
+
+NOTE: these are read as attributes only; nothing here imports torch's compiler
+stack. allow_in_graph leaves no attribute on the function, so its registry is
+read from torch's module when (and only when) the program has already loaded it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "torch_allows_in_graph",
+    "torch_constant_result",
+    "torch_disabled_reason",
+    "torch_inline_target",
+]
+
+_DISABLED = "disabled with torch.compiler.disable"
+
+
+def _instance_attribute(obj: object, name: str) -> Any:
+    """`obj.name` when it is set on the object itself (or its function), without __getattr__."""
+    target = getattr(obj, "__func__", obj) if inspect.ismethod(obj) else obj
+    try:
+        return inspect.getattr_static(target, name, None)
+    except Exception:  # noqa: BLE001 - an object whose introspection fails has no marker
+        return None
+
+
+def _is_torch_disabled_module(obj: object) -> bool:
+    """A module wrapped by `torch.compiler.disable(module)` (torch's OptimizedModule)."""
+    cls = type(obj)
+    if cls.__name__ != "OptimizedModule" or cls.__module__ != "torch._dynamo.eval_frame":
+        return False
+    context = getattr(obj, "__dict__", {}).get("dynamo_ctx")
+    return type(context).__name__ == "DisableContext"
+
+
+def torch_disabled_reason(obj: object) -> str | None:
+    """The reason torch's `disable` was given for `obj` (a default one if none); None if
+    torch does not mark `obj` disabled."""
+    if _instance_attribute(obj, "_torchdynamo_disable") is True:
+        message = _instance_attribute(obj, "_torchdynamo_disable_msg")
+        return message if isinstance(message, str) and message else _DISABLED
+    if _is_torch_disabled_module(obj):
+        return _DISABLED
+    return None
+
+
+def torch_allows_in_graph(obj: object) -> bool:
+    """Whether `obj` was registered with `torch.compiler.allow_in_graph`."""
+    trace_rules = sys.modules.get("torch._dynamo.trace_rules")
+    registry = getattr(trace_rules, "_allowed_callable_ids", None)
+    ids = getattr(registry, "function_ids", None)
+    return isinstance(ids, set) and id(obj) in ids
+
+
+def torch_constant_result(obj: object) -> bool:
+    """Whether `obj` is marked with `torch.compiler.assume_constant_result`."""
+    return _instance_attribute(obj, "_dynamo_marked_constant") is True
+
+
+def torch_inline_target(obj: object) -> Callable[..., Any] | None:
+    """The function torch inlines in place of `obj` (a torch.compile'd or traced function)."""
+    target = _instance_attribute(obj, "_torchdynamo_inline")
+    if target is None or target is obj or not callable(target):
+        return None
+    return target
