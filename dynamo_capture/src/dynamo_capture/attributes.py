@@ -138,6 +138,10 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
     if isinstance(obj, types.ModuleType):
         attr = getattr(obj, name)
         if _trusted_module(obj) and not isinstance(attr, torch.Tensor):
+            # torch's (math's, ...) functions are replaced by users too (a patched
+            # F.scaled_dot_product_attention): one identity check per module attribute
+            if not isinstance(attr, types.ModuleType):
+                tx.ctx.guards.class_attribute(obj, name, attr)
             return PythonValue(attr)
         return tx.ctx.wrap(attr, child)
     if isinstance(obj, os._Environ):
@@ -187,6 +191,9 @@ def _instance_attr(tx: Translator, value: PythonValue, name: str, child: Any) ->
     except AttributeError:
         static = None
     if static is not None:
+        if not _is_data_descriptor(static):
+            # an attribute set on the object later would hide the class's
+            tx.ctx.guards.not_in_instance_dict(value.source, obj, name)
         return _class_attr(tx, value, type(obj), name)
     attr = getattr(obj, name)  # a __getattr__ or a slot: read it now, guard on it
     if isinstance(attr, types.MethodType) and attr.__self__ is obj:
@@ -199,6 +206,7 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
     from dynamo_capture.calls import call
 
     static = inspect.getattr_static(cls, name)
+    _guard_class_attribute(tx, cls, name, static)
     if isinstance(static, property):
         if isinstance(static.fget, types.FunctionType):
             return call(tx, PythonValue(static.fget), [receiver], {})
@@ -224,11 +232,36 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
     return PythonValue(static)
 
 
+def _is_data_descriptor(static: Any) -> bool:
+    """Whether a class attribute wins over an instance attribute of its name."""
+    kind = type(static)
+    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
+
+
+def _guard_class_attribute(tx: Translator, cls: type, name: str, static: Any) -> None:
+    """Guard what `cls.name` resolves to, where capture used it (a method, a constant).
+
+    Read through the class, a function is itself, a staticmethod its function, a
+    classmethod a new bound method each time (its `__func__` is compared), a
+    property the property. Other descriptors are left to the guards of their results.
+    """
+    if isinstance(static, classmethod):
+        tx.ctx.guards.class_attribute(cls, name, static.__func__, bound=True)
+    elif isinstance(static, staticmethod):
+        tx.ctx.guards.class_attribute(cls, name, static.__func__)
+    elif isinstance(static, types.FunctionType | property | type) or is_constant(static):
+        tx.ctx.guards.class_attribute(cls, name, static)
+    elif isinstance(static, types.BuiltinFunctionType) and getattr(cls, name, None) is static:
+        tx.ctx.guards.class_attribute(cls, name, static)
+
+
 def _type_attr(tx: Translator, value: PythonValue, cls: type, name: str) -> Value:
     try:
         static = inspect.getattr_static(cls, name)
     except AttributeError:
         static = None
+    if static is not None and not _trusted_module(inspect.getmodule(cls)):
+        _guard_class_attribute(tx, cls, name, static)
     if isinstance(static, classmethod):
         return MethodValue(PythonValue(static.__func__), value)
     if isinstance(static, staticmethod):

@@ -331,6 +331,8 @@ def call_module(
 ) -> Value:
     """module(*args, **kwargs): pre-hooks, forward, hooks, as nn.Module.__call__ runs them."""
     module, source = module_value.obj, module_value.source
+    guards = tx.ctx.guards
+    guards.class_attribute(type(module), "__call__", type(module).__call__)
     if type(module).__call__ is not _nn_call:
         method = type(module).__call__
         return call(tx, PythonValue(method), [module_value, *args], kwargs)
@@ -346,7 +348,11 @@ def call_module(
         forward = tx.ctx.wrap(module.forward, AttrSource(source, "forward") if source else None)
         output = call(tx, forward, list(args), kwargs)
     else:
+        # forward found on the class: guard it there, and that the instance does not
+        # override it (`module.forward = ...` after compiling)
         forward = type(module).forward
+        guards.class_attribute(type(module), "forward", forward)
+        guards.not_in_instance_dict(source, module, "forward")
         output = inline_function(tx, forward, [module_value, *args], kwargs, None)
     for key in list(module._forward_hooks):
         if key in module._forward_hooks_with_kwargs:

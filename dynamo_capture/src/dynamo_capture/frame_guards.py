@@ -6,6 +6,14 @@ Capture calls one method per assumption it makes (`tensor_match`, `equals_match`
 (two sources that must hold the very same object: a tensor passed twice) and
 `NoForwardHooksGuard`; `hasattr` checks use guards' `HasAttrGuard`, which tests
 presence cheaply on classes it knows (nn.Module, transformers configs).
+
+What capture finds on a class or a module rather than in the frame (a method
+inlined from an object's class, `F.relu`, a builtin) is guarded on the class or
+module itself (`class_attribute`, guards' `AttributeIdGuard`): one check for all
+instances of a class, whichever source reached them. A method found on the class
+of an object read from the frame is also guarded against an instance attribute
+of that name (`not_in_instance_dict`), and a builtin against a global shadowing it
+(`builtin_not_shadowed`).
 """
 
 from __future__ import annotations
@@ -17,7 +25,15 @@ from typing import Any, ClassVar
 import torch
 
 from dynamo_capture.sources import Source
-from guards import CompiledGuards, Guard, GuardSet, HasAttrGuard
+from guards import (
+    AttributeIdGuard,
+    CompiledGuards,
+    Guard,
+    GuardSet,
+    HasAttrGuard,
+    NameAbsentGuard,
+    NotInInstanceDictGuard,
+)
 
 __all__ = [
     "CompiledGuards",
@@ -98,6 +114,23 @@ class FrameGuards:
 
     def has_attr(self, source: Source, attr: str, expected: bool) -> None:
         self.guard_set.add(HasAttrGuard(source, attr, expected))
+
+    def class_attribute(self, owner: Any, attr: str, value: Any, *, bound: bool = False) -> None:
+        """`owner.attr` (a class or module attribute capture used) is still `value`.
+
+        `bound`: `owner.attr` binds a method each read (a classmethod); its `__func__`
+        is compared.
+        """
+        self.guard_set.add(AttributeIdGuard.of(owner, attr, value, bound=bound))
+
+    def not_in_instance_dict(self, source: Source | None, obj: Any, attr: str) -> None:
+        """The object at `source` does not override class attribute `attr` in its own dict."""
+        if source is not None and isinstance(getattr(obj, "__dict__", None), dict):
+            self.guard_set.add(NotInInstanceDictGuard(source, attr))
+
+    def builtin_not_shadowed(self, namespace: dict[str, Any], name: str) -> None:
+        """No global `name` in `namespace` hides the builtin capture used."""
+        self.guard_set.add(NameAbsentGuard.of(namespace, name))
 
     def no_forward_hooks(self, source: Source) -> None:
         self.guard_set.add(NoForwardHooksGuard(source))

@@ -27,13 +27,16 @@ from guards.filters import (
 )
 from guards.global_state import GlobalStateGuard
 from guards.guard_kinds import (
+    AttributeIdGuard,
     DictKeysGuard,
     EqualsGuard,
     Guard,
     HasAttrGuard,
     IdGuard,
     LengthGuard,
+    NameAbsentGuard,
     NNModuleGuard,
+    NotInInstanceDictGuard,
     TypeGuard,
 )
 from guards.guard_set import CompiledGuards, GuardSet
@@ -62,6 +65,7 @@ from guards.sources import (
     GlobalSource,
     GlobalStateSource,
     HasAttrSource,
+    HeldObjectSource,
     ItemSource,
     LocalSource,
     ModuleGlobalSource,
@@ -103,6 +107,7 @@ __all__ = [
     "GlobalSource",
     "GlobalStateSource",
     "HasAttrSource",
+    "HeldObjectSource",
     "ItemSource",
     "LocalSource",
     "ModuleGlobalSource",
@@ -113,6 +118,7 @@ __all__ = [
     "TypeSource",
     "is_builtin_module_class",
     # guards
+    "AttributeIdGuard",
     "CompiledGuards",
     "DictKeysGuard",
     "EqualsGuard",
@@ -123,7 +129,9 @@ __all__ = [
     "IdGuard",
     "LengthGuard",
     "NNModuleGuard",
+    "NameAbsentGuard",
     "NoTensorAliasingGuard",
+    "NotInInstanceDictGuard",
     "TensorMatchGuard",
     "TypeGuard",
     # logs, marks, filters
