@@ -106,7 +106,20 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
     raise Unsupported(f"attribute {name!r} of a {type(value).__name__}")
 
 
+def _input_tensor(tx: Translator, value: TensorValue) -> torch.Tensor | None:
+    """The real tensor behind a graph input (None for a value computed in the graph)."""
+    if value.source is None:
+        return None
+    return next((real for _, real, known in tx.ctx.inputs if known is value), None)
+
+
 def _tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
+    if name == "is_leaf":
+        # an input's example is always a leaf: answer from the real tensor, and guard it
+        real = _input_tensor(tx, value)
+        if real is not None:
+            tx.ctx.guards.equals_match(AttrSource(value.source, "is_leaf"), real.is_leaf)
+            return PythonValue(real.is_leaf)
     if name in TENSOR_METADATA_ATTRS:
         if name == "shape" and value.data_dependent_shape:
             raise Unsupported("the shape of a tensor whose shape depends on data (nonzero, masks)")
