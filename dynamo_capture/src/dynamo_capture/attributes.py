@@ -304,6 +304,7 @@ def _super_attr(tx: Translator, value: SuperValue, name: str) -> Value:
         if name not in klass.__dict__:
             continue
         attr = klass.__dict__[name]
+        _guard_class_attribute(tx, klass, name, attr)  # a base class's method patched later
         if isinstance(attr, staticmethod):
             return PythonValue(attr.__func__)
         if isinstance(attr, classmethod):

@@ -322,8 +322,15 @@ def _hooks_guard(tx: Translator, module_value: PythonValue) -> None:
     module, source = module_value.obj, module_value.source
     if module._backward_hooks or module._backward_pre_hooks:
         raise Unsupported(f"backward hooks on {type(module).__name__}")
-    if source is not None and not (module._forward_hooks or module._forward_pre_hooks):
-        tx.ctx.guards.no_forward_hooks(source)
+    if source is None:
+        return
+    if not (module._forward_hooks or module._forward_pre_hooks):
+        tx.ctx.guards.no_module_hooks(source)
+        return
+    # the hooks are inlined: both dicts' keys are guarded, so one added later recompiles
+    for table in ("_forward_hooks", "_forward_pre_hooks"):
+        tx.ctx.wrap(getattr(module, table), AttrSource(source, table))
+    tx.ctx.guards.no_module_hooks(source, forward=False)
 
 
 def call_module(

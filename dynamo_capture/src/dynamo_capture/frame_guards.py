@@ -4,7 +4,7 @@ Capture calls one method per assumption it makes (`tensor_match`, `equals_match`
 ...); `compile()` gives guards' `CompiledGuards`: one generated function,
 `why_failed(L, G)` in words. The guard kinds added here are `SameObjectGuard`
 (two sources that must hold the very same object: a tensor passed twice) and
-`NoForwardHooksGuard`; `hasattr` checks use guards' `HasAttrGuard`, which tests
+`NoModuleHooksGuard`; `hasattr` checks use guards' `HasAttrGuard`, which tests
 presence cheaply on classes it knows (nn.Module, transformers configs).
 
 What capture finds on a class or a module rather than in the frame (a method
@@ -39,7 +39,7 @@ __all__ = [
     "CompiledGuards",
     "FrameGuards",
     "HasAttrGuard",
-    "NoForwardHooksGuard",
+    "NoModuleHooksGuard",
     "SameObjectGuard",
 ]
 
@@ -66,20 +66,31 @@ class SameObjectGuard(Guard):
 
 
 @dataclass(frozen=True, slots=True)
-class NoForwardHooksGuard(Guard):
-    """The module at `source` has no forward hooks and no forward pre-hooks."""
+class NoModuleHooksGuard(Guard):
+    """The module at `source` has no backward hooks and, with `forward`, no forward hooks.
+
+    Hooks a module had when compiled were inlined (their dicts' keys are guarded);
+    one registered later must make the entry fail, or it would never run.
+    """
+
+    forward: bool = True
 
     guard_type: ClassVar[str] = "NN_MODULE"
     rank: ClassVar[int] = 25
 
+    def _tables(self) -> tuple[str, ...]:
+        backward = ("_backward_hooks", "_backward_pre_hooks")
+        return ("_forward_hooks", "_forward_pre_hooks", *backward) if self.forward else backward
+
     def failure(self, module: Any) -> str | None:
-        if not (module._forward_hooks or module._forward_pre_hooks):
+        found = [table for table in self._tables() if getattr(module, table)]
+        if not found:
             return None
-        return f"{self.source.name!r} has forward hooks now, none when compiled"
+        return f"{self.source.name!r} has hooks now ({', '.join(found)}), none when compiled"
 
     def emit(self, names: tuple[str, ...], code: Any) -> list[tuple[int, str]]:
         name = names[0]
-        return [(self.rank, f"not ({name}._forward_hooks or {name}._forward_pre_hooks)")]
+        return [(self.rank, f"not ({' or '.join(f'{name}.{t}' for t in self._tables())})")]
 
 
 class FrameGuards:
@@ -132,8 +143,9 @@ class FrameGuards:
         """No global `name` in `namespace` hides the builtin capture used."""
         self.guard_set.add(NameAbsentGuard.of(namespace, name))
 
-    def no_forward_hooks(self, source: Source) -> None:
-        self.guard_set.add(NoForwardHooksGuard(source))
+    def no_module_hooks(self, source: Source, *, forward: bool = True) -> None:
+        """No backward hooks on the module at `source` (and, with `forward`, no forward hooks)."""
+        self.guard_set.add(NoModuleHooksGuard(source, forward))
 
     def global_state(self) -> None:
         self.guard_set.add_global_state()

@@ -322,3 +322,50 @@ def test_requires_grad_of_input_is_guarded():
     assert_close(compiled(x), fn(x))
     y = torch.randn(3, requires_grad=True)
     assert_close(compiled(y), fn(y))
+
+
+def test_base_class_method_reached_through_super_replaced_recompiles():
+    class Base(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    class Derived(Base):
+        def forward(self, x):
+            return super().forward(x) * 2
+
+    model = Derived()
+    compiled = ember.compile(model, backend="eager")
+    x = torch.randn(4)
+    compiled(x)
+    Base.forward = lambda self, x: x + 10
+    assert_close(compiled(x), (x + 10) * 2)
+
+
+def test_forward_pre_hook_added_beside_a_forward_hook_recompiles():
+    model = torch.nn.Linear(3, 3)
+    model.register_forward_hook(lambda module, args, out: out + 1)
+    compiled = ember.compile(model, backend="eager")
+    x = torch.randn(2, 3)
+    assert_close(compiled(x), model(x))
+    model.register_forward_pre_hook(lambda module, args: (args[0] * 0,))
+    assert_close(compiled(x), model(x))
+
+
+def test_backward_hook_added_after_compile_runs():
+    inner = torch.nn.Linear(3, 3)
+
+    class Outer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return self.inner(x).sum()
+
+    compiled = ember.compile(Outer(), backend="eager")
+    x = torch.randn(2, 3, requires_grad=True)
+    compiled(x).backward()
+    calls = []
+    inner.register_full_backward_hook(lambda module, grad_in, grad_out: calls.append(1))
+    compiled(x).backward()
+    assert calls == [1]
