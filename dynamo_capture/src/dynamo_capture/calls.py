@@ -78,6 +78,7 @@ def call(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, Value])
     if isinstance(fn, ObjectValue):
         method = getattr(fn.cls, "__call__", None)  # noqa: B004
         if isinstance(method, types.FunctionType):
+            tx.ctx.guards.class_attribute(fn.cls, "__call__", method)
             return call(tx, PythonValue(method), [fn, *args], kwargs)
     if isinstance(fn, PythonValue):
         return _call_python(tx, fn, args, kwargs)
@@ -137,6 +138,7 @@ def _call_python(
         return call_c_function(tx, obj, args, kwargs)
     method = getattr(type(obj), "__call__", None)  # noqa: B004
     if isinstance(method, types.FunctionType):
+        tx.ctx.guards.class_attribute(type(obj), "__call__", method)
         return call(tx, PythonValue(method), [fn, *args], kwargs)
     raise Unsupported(f"call to {describe(fn)} ({type(obj).__name__}), which capture cannot trace")
 
@@ -403,6 +405,7 @@ def construct(
     if issubclass(cls, dict) and cls.__new__ in (dict.__new__, OrderedDict.__new__):
         instance_dict = DictValue({}, cls)
         init = cls.__init__
+        tx.ctx.guards.class_attribute(cls, "__init__", init)
         if isinstance(init, types.FunctionType):
             inline_function(tx, init, [instance_dict, *args], kwargs, None)
         else:
@@ -418,6 +421,7 @@ def construct(
         raise Unsupported(f"creating an instance of {cls.__name__} (a builtin subclass or __new__)")
     instance = ObjectValue(cls)
     init = cls.__init__
+    tx.ctx.guards.class_attribute(cls, "__init__", init)
     if isinstance(init, types.FunctionType):
         inline_function(tx, init, [instance, *args], kwargs, None)
     elif args or kwargs:

@@ -369,3 +369,29 @@ def test_backward_hook_added_after_compile_runs():
     inner.register_full_backward_hook(lambda module, grad_in, grad_out: calls.append(1))
     compiled(x).backward()
     assert calls == [1]
+
+
+def test_call_and_init_of_user_classes_replaced_recompile():
+    class Scale:
+        def __init__(self, factor):
+            self.factor = factor
+
+        def __call__(self, x):
+            return x * self.factor
+
+    outside = Scale(2)
+
+    def fn(x):
+        return outside(x) + Scale(3)(x)
+
+    compiled = ember.compile(fn, backend="eager")
+    x = torch.randn(4)
+    assert_close(compiled(x), fn(x))
+    Scale.__call__ = lambda self, x: x + self.factor
+    assert_close(compiled(x), fn(x))
+
+    def init(self, factor):
+        self.factor = factor * 10
+
+    Scale.__init__ = init
+    assert_close(compiled(x), fn(x))
