@@ -31,6 +31,7 @@ from guards import (
     Guard,
     GuardSet,
     HasAttrGuard,
+    MappingItemGuard,
     NameAbsentGuard,
     NotInInstanceDictGuard,
 )
@@ -142,6 +143,14 @@ class FrameGuards:
     def builtin_not_shadowed(self, namespace: dict[str, Any], name: str) -> None:
         """No global `name` in `namespace` hides the builtin capture used."""
         self.guard_set.add(NameAbsentGuard.of(namespace, name))
+
+    def mapping_item(
+        self, mapping: Any, description: str, key: str, *, presence_only: bool = False
+    ) -> None:
+        """`mapping[key]` (os.environ), or only whether it is there, stays as it is now."""
+        self.guard_set.add(
+            MappingItemGuard.of(mapping, description, key, presence_only=presence_only)
+        )
 
     def no_module_hooks(self, source: Source, *, forward: bool = True) -> None:
         """No backward hooks on the module at `source` (and, with `forward`, no forward hooks)."""

@@ -36,6 +36,7 @@ __all__ = [
     "HasAttrGuard",
     "IdGuard",
     "LengthGuard",
+    "MappingItemGuard",
     "NNModuleGuard",
     "NameAbsentGuard",
     "NotInInstanceDictGuard",
@@ -543,6 +544,62 @@ class NameAbsentGuard(Guard):
 
     def describe(self) -> str:
         return f"{self.guard_type}: {self.name!r} not in {self.source.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class MappingItemGuard(Guard):
+    """`mapping.get(key) == expected` for a mapping capture holds (os.environ).
+
+    With `presence_only`, the guard checks `(key in mapping) is expected` instead
+    (capture read only whether the key is there). Build with `MappingItemGuard.of`.
+    """
+
+    key: str
+    expected: Any
+    presence_only: bool = False
+    mapping: Any = field(default=None, compare=False, repr=False)
+
+    guard_type: ClassVar[str] = "DICT_CONTAINS"
+    rank: ClassVar[int] = 36
+
+    @classmethod
+    def of(
+        cls, mapping: Any, description: str, key: str, *, presence_only: bool = False
+    ) -> MappingItemGuard:
+        """The guard that `mapping[key]` (or only its presence) stays as it is now."""
+        expected = (key in mapping) if presence_only else mapping.get(key)
+        return cls(
+            HeldObjectSource(description, id(mapping)), key, expected, presence_only, mapping
+        )
+
+    def sources(self) -> tuple[Source, ...]:
+        return ()
+
+    def _now(self) -> Any:
+        return (self.key in self.mapping) if self.presence_only else self.mapping.get(self.key)
+
+    def failure(self) -> str | None:
+        now = self._now()
+        if now == self.expected:
+            return None
+        what = "presence of" if self.presence_only else "value of"
+        return (
+            f"{what} {self.source.name}[{self.key!r}] changed: was {self.expected!r}, now {now!r}"
+        )
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        mapping = code.const(self.mapping, "mapping")
+        if self.presence_only:
+            return [(self.rank, f"({self.key!r} in {mapping}) is {self.expected!r}")]
+        return [(self.rank, f"{mapping}.get({self.key!r}) == {self.expected!r}")]
+
+    @property
+    def value(self) -> Any:
+        return self.expected
+
+    def describe(self) -> str:
+        read = "in" if self.presence_only else "=="
+        return f"{self.guard_type}: {self.source.name}[{self.key!r}] {read} {self.expected!r}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -395,3 +395,20 @@ def test_call_and_init_of_user_classes_replaced_recompile():
 
     Scale.__init__ = init
     assert_close(compiled(x), fn(x))
+
+
+def test_environment_variable_read_changed_recompiles(monkeypatch):
+    import os
+
+    monkeypatch.setenv("EMBER_TEST_SCALE_FLAG", "1")
+
+    def fn(x):
+        return x * 2 if os.environ.get("EMBER_TEST_SCALE_FLAG") == "1" else x * 3
+
+    compiled = ember.compile(fn, backend="eager")
+    x = torch.randn(4)
+    assert_close(compiled(x), x * 2)
+    monkeypatch.setenv("EMBER_TEST_SCALE_FLAG", "0")
+    assert_close(compiled(x), x * 3)
+    monkeypatch.delenv("EMBER_TEST_SCALE_FLAG")
+    assert_close(compiled(x), x * 3)
