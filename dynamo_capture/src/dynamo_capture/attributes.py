@@ -204,7 +204,7 @@ def _instance_attr(tx: Translator, value: PythonValue, name: str, child: Any) ->
     except AttributeError:
         static = None
     if static is not None:
-        if not _is_data_descriptor(static):
+        if not _is_data_descriptor(static) and not _torch_defines(type(obj), name):
             # an attribute set on the object later would hide the class's
             tx.ctx.guards.not_in_instance_dict(value.source, obj, name)
         return _class_attr(tx, value, type(obj), name)
@@ -251,6 +251,19 @@ def _is_data_descriptor(static: Any) -> bool:
     return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
 
+def _torch_defines(cls: type, name: str) -> bool:
+    """Whether `cls.name` resolves to a definition in torch's (or another trusted) module.
+
+    Such methods are fixed like torch's own globals: neither the class attribute nor
+    an instance attribute hiding it is guarded (a module's `forward` always is, by
+    the module call itself).
+    """
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__module__.split(".")[0] in TRUSTED_MODULES
+    return False
+
+
 def _guard_class_attribute(tx: Translator, cls: type, name: str, static: Any) -> None:
     """Guard what `cls.name` resolves to, where capture used it (a method, a constant).
 
@@ -258,6 +271,8 @@ def _guard_class_attribute(tx: Translator, cls: type, name: str, static: Any) ->
     classmethod a new bound method each time (its `__func__` is compared), a
     property the property. Other descriptors are left to the guards of their results.
     """
+    if _torch_defines(cls, name):
+        return  # torch's own methods (nn.Module.named_modules, ...): fixed, not guarded
     if isinstance(static, classmethod):
         tx.ctx.guards.class_attribute(cls, name, static.__func__, bound=True)
     elif isinstance(static, staticmethod):
