@@ -137,3 +137,16 @@ def test_graph_with_torch_symbols_is_compiled_over_guards_shape_env():
         assert_close(compiled(x), _sum_rows(x))
     assert len(seen) == 1
     assert not isinstance(seen[0], torch_symbols.SpecializingCall)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_torch_fakes_as_example_inputs_give_shapes_of_each_call(backend):
+    inner = ember.backends.lookup_backend(backend, {})
+
+    def with_fakes(gm, example_inputs):
+        fakes = [node.meta["example_value"] for node in gm.graph.find_nodes(op="placeholder")]
+        return inner(gm, fakes)
+
+    fn, make = FUNCTIONS["flatten"]
+    compiled = torch.compile(fn, backend=with_fakes, dynamic=True)
+    _check_sizes(compiled, fn, make)

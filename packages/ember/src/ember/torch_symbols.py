@@ -106,6 +106,7 @@ class _Translator:
     def fake(self, name: str, fake: torch.Tensor, real: Any) -> torch.Tensor:
         """guards' fake for a tensor input (torch's fake `fake`, the real example `real`)."""
         source = guards.LocalSource(name)
+        real = real if _is_real(real) else None  # a fake's sizes may be torch's SymInts
         real_sizes = tuple(real.shape) if isinstance(real, torch.Tensor) else (None,) * fake.dim()
         real_strides = (
             tuple(real.stride()) if isinstance(real, torch.Tensor) else (None,) * fake.dim()
