@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from dynamo_capture.errors import Unsupported
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
 from dynamo_capture.sources import (
     AttrSource,
+    ModuleGlobalSource,
     ModuleSource,
     ParamBufferSource,
     is_builtin_module_class,
@@ -242,6 +244,23 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
         return PythonValue(static)
     if hasattr(static, "__get__") and not isinstance(static, type):
         raise Unsupported(f"descriptor {name!r} of {cls.__name__}")
+    return _held_class_value(tx, cls, name, static)
+
+
+def _held_class_value(tx: Translator, cls: type, name: str, static: Any) -> Value:
+    """A class attribute (a dict, a list, an object) read through an instance made in the frame.
+
+    A class its module holds as a global is read through it, so the value is guarded
+    like any other (a dict's keys and the items read); for a class defined in a
+    function, `cls.name` is guarded by identity only.
+    """
+    module = sys.modules.get(cls.__module__)
+    if module is not None and getattr(module, cls.__qualname__, None) is cls:
+        class_source = ModuleGlobalSource(cls.__module__, cls.__qualname__)
+        tx.ctx.guards.id_match(class_source, cls)
+        return tx.ctx.wrap(static, AttrSource(class_source, name))
+    if not _torch_defines(cls, name):
+        tx.ctx.guards.class_attribute(cls, name, static)
     return PythonValue(static)
 
 

@@ -412,3 +412,22 @@ def test_environment_variable_read_changed_recompiles(monkeypatch):
     assert_close(compiled(x), x * 3)
     monkeypatch.delenv("EMBER_TEST_SCALE_FLAG")
     assert_close(compiled(x), x * 3)
+
+
+class _Table:
+    ENTRIES = {"scale": 2}
+    SIZES = [1, 2]
+
+
+def test_class_level_container_read_through_new_instance_recompiles():
+    def fn(x):
+        table = _Table()
+        return x * table.ENTRIES["scale"] + sum(table.SIZES)
+
+    compiled = ember.compile(fn, backend="eager")
+    x = torch.randn(4)
+    assert_close(compiled(x), fn(x))
+    _Table.ENTRIES["scale"] = 5
+    assert_close(compiled(x), fn(x))
+    _Table.SIZES.append(7)
+    assert_close(compiled(x), fn(x))
