@@ -259,6 +259,8 @@ def _held_class_value(tx: Translator, cls: type, name: str, static: Any) -> Valu
         class_source = ModuleGlobalSource(cls.__module__, cls.__qualname__)
         tx.ctx.guards.id_match(class_source, cls)
         return tx.ctx.wrap(static, AttrSource(class_source, name))
+    if isinstance(static, torch.Tensor):
+        return tx.ctx.wrap(static, None)  # a tensor needs a source: Unsupported
     if not _torch_defines(cls, name):
         tx.ctx.guards.class_attribute(cls, name, static)
     return PythonValue(static)
@@ -320,8 +322,9 @@ def _type_attr(tx: Translator, value: PythonValue, cls: type, name: str) -> Valu
         if isinstance(attr, torch.Tensor):
             return tx.ctx.wrap(attr, AttrSource(value.source, name) if value.source else None)
         return PythonValue(attr)
-    source = AttrSource(value.source, name) if value.source is not None else None
-    return tx.ctx.wrap(attr, source)
+    if value.source is None:
+        return _held_class_value(tx, cls, name, attr)  # `type(obj).TABLE`
+    return tx.ctx.wrap(attr, AttrSource(value.source, name))
 
 
 def _super_attr(tx: Translator, value: SuperValue, name: str) -> Value:

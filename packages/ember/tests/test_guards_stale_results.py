@@ -431,3 +431,15 @@ def test_class_level_container_read_through_new_instance_recompiles():
     assert_close(compiled(x), fn(x))
     _Table.SIZES.append(7)
     assert_close(compiled(x), fn(x))
+
+
+def test_class_container_read_through_type_of_object_recompiles():
+    def fn(x, table):
+        return x * type(table).ENTRIES["scale"]
+
+    compiled = ember.compile(fn, backend="eager")
+    x = torch.randn(4)
+    table = _Table()
+    assert_close(compiled(x, table), fn(x, table))
+    _Table.ENTRIES["scale"] = 11
+    assert_close(compiled(x, table), fn(x, table))
