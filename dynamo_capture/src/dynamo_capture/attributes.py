@@ -231,7 +231,8 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
     if isinstance(static, classmethod):
         return MethodValue(PythonValue(static.__func__), PythonValue(cls))
     if isinstance(static, types.FunctionType):
-        return MethodValue(PythonValue(static), receiver)
+        # with a source, the method's defaults and cells are guarded where it reads them
+        return MethodValue(PythonValue(static, _class_member_source(cls, name)), receiver)
     if isinstance(receiver, PythonValue):
         attr = getattr(receiver.obj, name)
         if isinstance(attr, types.MethodType):
@@ -254,16 +255,26 @@ def _held_class_value(tx: Translator, cls: type, name: str, static: Any) -> Valu
     like any other (a dict's keys and the items read); for a class defined in a
     function, `cls.name` is guarded by identity only.
     """
-    module = sys.modules.get(cls.__module__)
-    if module is not None and getattr(module, cls.__qualname__, None) is cls:
-        class_source = ModuleGlobalSource(cls.__module__, cls.__qualname__)
-        tx.ctx.guards.id_match(class_source, cls)
-        return tx.ctx.wrap(static, AttrSource(class_source, name))
+    source = _class_member_source(cls, name)
+    if source is not None:
+        tx.ctx.guards.id_match(source.base, cls)
+        return tx.ctx.wrap(static, source)
     if isinstance(static, torch.Tensor):
         return tx.ctx.wrap(static, None)  # a tensor needs a source: Unsupported
     if not _torch_defines(cls, name):
         tx.ctx.guards.class_attribute(cls, name, static)
     return PythonValue(static)
+
+
+def _class_member_source(cls: type, name: str) -> AttrSource | None:
+    """`cls.name` read through the module that holds `cls` as a global; None for a class
+    defined in a function (or one of torch's, whose members are not guarded)."""
+    module = sys.modules.get(cls.__module__)
+    if module is None or getattr(module, cls.__qualname__, None) is not cls:
+        return None
+    if cls.__module__.split(".")[0] in TRUSTED_MODULES:
+        return None
+    return AttrSource(ModuleGlobalSource(cls.__module__, cls.__qualname__), name)
 
 
 def _is_data_descriptor(static: Any) -> bool:

@@ -443,3 +443,23 @@ def test_class_container_read_through_type_of_object_recompiles():
     assert_close(compiled(x, table), fn(x, table))
     _Table.ENTRIES["scale"] = 11
     assert_close(compiled(x, table), fn(x, table))
+
+
+_METHOD_DEFAULTS = {"scale": 2}
+
+
+class _WithDefaultArgument(torch.nn.Module):
+    def helper(self, x, config=_METHOD_DEFAULTS):
+        return x * config["scale"]
+
+    def forward(self, x):
+        return self.helper(x)
+
+
+def test_mutable_default_of_a_method_changed_recompiles(monkeypatch):
+    model = _WithDefaultArgument()
+    compiled = ember.compile(model, backend="eager")
+    x = torch.randn(4)
+    assert_close(compiled(x), model(x))
+    monkeypatch.setitem(_METHOD_DEFAULTS, "scale", 7)
+    assert_close(compiled(x), x * 7)
