@@ -40,7 +40,7 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["TENSOR_METADATA_ATTRS", "get_attr", "set_attr"]
+__all__ = ["TENSOR_METADATA_ATTRS", "class_member_source", "get_attr", "set_attr"]
 
 # Tensor attributes that are metadata (known from the example), not graph values.
 TENSOR_METADATA_ATTRS = {
@@ -232,7 +232,7 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
         return MethodValue(PythonValue(static.__func__), PythonValue(cls))
     if isinstance(static, types.FunctionType):
         # with a source, the method's defaults and cells are guarded where it reads them
-        return MethodValue(PythonValue(static, _class_member_source(cls, name)), receiver)
+        return MethodValue(PythonValue(static, class_member_source(cls, name)), receiver)
     if isinstance(receiver, PythonValue):
         attr = getattr(receiver.obj, name)
         if isinstance(attr, types.MethodType):
@@ -255,7 +255,7 @@ def _held_class_value(tx: Translator, cls: type, name: str, static: Any) -> Valu
     like any other (a dict's keys and the items read); for a class defined in a
     function, `cls.name` is guarded by identity only.
     """
-    source = _class_member_source(cls, name)
+    source = class_member_source(cls, name)
     if source is not None:
         tx.ctx.guards.id_match(source.base, cls)
         return tx.ctx.wrap(static, source)
@@ -266,7 +266,7 @@ def _held_class_value(tx: Translator, cls: type, name: str, static: Any) -> Valu
     return PythonValue(static)
 
 
-def _class_member_source(cls: type, name: str) -> AttrSource | None:
+def class_member_source(cls: type, name: str) -> AttrSource | None:
     """`cls.name` read through the module that holds `cls` as a global; None for a class
     defined in a function (or one of torch's, whose members are not guarded)."""
     module = sys.modules.get(cls.__module__)

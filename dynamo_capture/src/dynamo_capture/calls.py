@@ -359,10 +359,13 @@ def call_module(
     else:
         # forward found on the class: guard it there, and that the instance does not
         # override it (`module.forward = ...` after compiling)
+        from dynamo_capture.attributes import class_member_source
+
         forward = type(module).forward
         guards.class_attribute(type(module), "forward", forward)
         guards.not_in_instance_dict(source, module, "forward")
-        output = inline_function(tx, forward, [module_value, *args], kwargs, None)
+        forward_source = class_member_source(type(module), "forward")  # its defaults, cells
+        output = inline_function(tx, forward, [module_value, *args], kwargs, forward_source)
     for key in list(module._forward_hooks):
         if key in module._forward_hooks_with_kwargs:
             raise Unsupported("a forward hook registered with with_kwargs=True")

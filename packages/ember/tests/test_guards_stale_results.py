@@ -463,3 +463,17 @@ def test_mutable_default_of_a_method_changed_recompiles(monkeypatch):
     assert_close(compiled(x), model(x))
     monkeypatch.setitem(_METHOD_DEFAULTS, "scale", 7)
     assert_close(compiled(x), x * 7)
+
+
+class _ForwardWithDefault(torch.nn.Module):
+    def forward(self, x, config=_METHOD_DEFAULTS):
+        return x * config["scale"]
+
+
+def test_mutable_default_of_forward_changed_recompiles(monkeypatch):
+    model = _ForwardWithDefault()
+    compiled = ember.compile(model, backend="eager")
+    x = torch.randn(4)
+    assert_close(compiled(x), model(x))
+    monkeypatch.setitem(_METHOD_DEFAULTS, "scale", 9)
+    assert_close(compiled(x), x * 9)
