@@ -276,6 +276,9 @@ def inline_function(
             child = DefaultArgSource(source, key) if source is not None else None
             return tx.ctx.wrap(real, child)
 
+        if source is not None and fn.__module__.split(".")[0] != "torch":
+            # the code replaced in place (`fn.__code__ = ...`, as autoreload does)
+            tx.ctx.guards.id_match(AttrSource(source, "__code__"), code)
         cells = {}
         real_cells = {
             name: (cell, _closure_source(source, index, name))

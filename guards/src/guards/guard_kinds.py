@@ -444,7 +444,8 @@ class AttributeIdGuard(Guard):
     The owner is held by capture, not read from the frame (a method found on the
     class of an object, a function of `torch.nn.functional`): the guard keeps it
     and the object seen as constants, so one check serves every instance of the
-    class. A constant (int, float, str, ...) also passes when equal with the same type.
+    class. A constant (int, float, str, ...) also passes when equal with the same type;
+    a function must also keep its `__code__` (replaced in place by autoreload).
     Build with `AttributeIdGuard.of(owner, attr, obj)`.
     """
 
@@ -453,6 +454,7 @@ class AttributeIdGuard(Guard):
     bound: bool = False
     owner: Any = field(default=None, compare=False, repr=False)
     expected: Any = field(default=None, compare=False, repr=False)
+    code: Any = field(default=None, compare=False, repr=False)
 
     guard_type: ClassVar[str] = "ID_MATCH"
     rank: ClassVar[int] = 38
@@ -464,7 +466,8 @@ class AttributeIdGuard(Guard):
         `bound`: reading the attribute binds a method each time (a classmethod):
         the guard compares the bound method's `__func__` with `obj`.
         """
-        return cls(_held_source(owner), attr, id(obj), bound, owner, obj)
+        code = obj.__code__ if isinstance(obj, types.FunctionType) else None
+        return cls(_held_source(owner), attr, id(obj), bound, owner, obj, code)
 
     def sources(self) -> tuple[Source, ...]:
         return ()
@@ -477,6 +480,8 @@ class AttributeIdGuard(Guard):
         except AttributeError:
             return f"{self.source.name} has no attribute {self.attr!r} now"
         if value is self.expected:
+            if self.code is not None and self.expected.__code__ is not self.code:
+                return f"the code of {self.source.name}.{self.attr} was replaced"
             return None
         if _literal(self.expected) and typed_equal(value, self.expected):
             return None
@@ -497,6 +502,13 @@ class AttributeIdGuard(Guard):
         if _literal(self.expected):
             equal = code.const(typed_equal, "typed_equal")
             return [(self.rank, f"{read} is {seen} or {equal}({read}, {seen})")]
+        if self.code is not None:  # a function's code replaced in place (autoreload)
+            return [
+                (
+                    self.rank,
+                    f"{read} is {seen} and {seen}.__code__ is {code.const(self.code, 'code')}",
+                )
+            ]
         return [(self.rank, f"{read} is {seen}")]
 
     @property

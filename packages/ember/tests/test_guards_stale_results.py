@@ -477,3 +477,38 @@ def test_mutable_default_of_forward_changed_recompiles(monkeypatch):
     assert_close(compiled(x), model(x))
     monkeypatch.setitem(_METHOD_DEFAULTS, "scale", 9)
     assert_close(compiled(x), x * 9)
+
+
+def _reloaded_helper(x):
+    return x + 1
+
+
+def _calls_reloaded_helper(x):
+    return _reloaded_helper(x) * 2
+
+
+def test_function_code_replaced_in_place_recompiles(monkeypatch):
+    """Autoreload (IPython's %autoreload) swaps a function's __code__ in place."""
+    compiled = ember.compile(_calls_reloaded_helper, backend="eager")
+    x = torch.randn(4)
+    assert_close(compiled(x), (x + 1) * 2)
+    monkeypatch.setattr(_reloaded_helper, "__code__", (lambda x: x + 10).__code__)
+    assert_close(compiled(x), (x + 10) * 2)
+
+
+def test_method_code_replaced_in_place_recompiles():
+    class Model(torch.nn.Module):
+        def helper(self, x):
+            return x + 1
+
+        def forward(self, x):
+            return self.helper(x) * 2
+
+    model = Model()
+    compiled = ember.compile(model, backend="eager")
+    x = torch.randn(4)
+    assert_close(compiled(x), (x + 1) * 2)
+    Model.helper.__code__ = (lambda self, x: x + 10).__code__
+    assert_close(compiled(x), (x + 10) * 2)
+    Model.forward.__code__ = (lambda self, x: self.helper(x) * 3).__code__
+    assert_close(compiled(x), (x + 10) * 3)
