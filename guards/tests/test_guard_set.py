@@ -373,3 +373,59 @@ def test_trusted_parameters_still_notice_dtype_changes():
     assert model._parameters["weight"] is guards.ordered()[0].value
     ok, why = _both(guards, {"self": model})
     assert not ok and "dtype mismatch" in why
+
+
+def test_held_object_guards_check_classes_modules_and_namespaces():
+    import types
+
+    from guards import AttributeIdGuard, MappingItemGuard, NameAbsentGuard, NotInInstanceDictGuard
+
+    class Owner:
+        limit = 3
+
+        def method(self):
+            return 1
+
+        @classmethod
+        def build(cls):
+            return cls()
+
+    namespace = {"__name__": "user_module"}
+    module = types.ModuleType("holder")
+    module.helper = len
+    env = {"FLAG": "1"}
+    instance = Owner()
+
+    def snapshot():
+        return GuardSet(
+            [
+                AttributeIdGuard.of(Owner, "method", Owner.__dict__["method"]),
+                AttributeIdGuard.of(Owner, "limit", Owner.limit),
+                AttributeIdGuard.of(Owner, "build", Owner.__dict__["build"].__func__, bound=True),
+                AttributeIdGuard.of(module, "helper", module.helper),
+                NameAbsentGuard.of(namespace, "abs"),
+                NotInInstanceDictGuard(X, "method"),
+                MappingItemGuard.of(env, "env", "FLAG"),
+            ]
+        )
+
+    changes = [
+        (lambda: setattr(Owner, "method", lambda self: 2), "Owner.method is not the same"),
+        (lambda: setattr(Owner, "limit", 4), "Owner.limit is not the same"),
+        (lambda: setattr(Owner, "build", classmethod(lambda cls: 0)), "Owner.build"),
+        (lambda: setattr(module, "helper", max), "module holder.helper"),
+        (lambda: namespace.__setitem__("abs", max), "'abs' is defined in the globals"),
+        (lambda: env.__setitem__("FLAG", "0"), "value of env['FLAG'] changed"),
+        (lambda: setattr(instance, "method", print), "its own attribute 'method'"),
+    ]
+    for change, words in changes:
+        guards = snapshot()
+        assert _both(guards, {"x": instance}) == (True, None)
+        change()
+        ok, why = _both(guards, {"x": instance})
+        assert not ok and words in why, why
+        namespace.pop("abs", None)
+    # a class constant rebound to an equal value still passes
+    Owner.limit = float("2.5")
+    equal = GuardSet([AttributeIdGuard.of(Owner, "limit", float("2.5"))])
+    assert _both(equal, {}) == (True, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from dynamo_capture.errors import Unsupported
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
 from dynamo_capture.sources import (
     AttrSource,
+    ModuleGlobalSource,
     ModuleSource,
     ParamBufferSource,
     is_builtin_module_class,
@@ -38,7 +40,7 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["TENSOR_METADATA_ATTRS", "get_attr", "set_attr"]
+__all__ = ["TENSOR_METADATA_ATTRS", "class_member_source", "get_attr", "set_attr"]
 
 # Tensor attributes that are metadata (known from the example), not graph values.
 TENSOR_METADATA_ATTRS = {
@@ -106,7 +108,20 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
     raise Unsupported(f"attribute {name!r} of a {type(value).__name__}")
 
 
+def _input_tensor(tx: Translator, value: TensorValue) -> torch.Tensor | None:
+    """The real tensor behind a graph input (None for a value computed in the graph)."""
+    if value.source is None:
+        return None
+    return next((real for _, real, known in tx.ctx.inputs if known is value), None)
+
+
 def _tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
+    if name == "is_leaf":
+        # an input's example is always a leaf: answer from the real tensor, and guard it
+        real = _input_tensor(tx, value)
+        if real is not None:
+            tx.ctx.guards.equals_match(AttrSource(value.source, "is_leaf"), real.is_leaf)
+            return PythonValue(real.is_leaf)
     if name in TENSOR_METADATA_ATTRS:
         if name == "shape" and value.data_dependent_shape:
             raise Unsupported("the shape of a tensor whose shape depends on data (nonzero, masks)")
@@ -138,6 +153,10 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
     if isinstance(obj, types.ModuleType):
         attr = getattr(obj, name)
         if _trusted_module(obj) and not isinstance(attr, torch.Tensor):
+            # torch's (math's, ...) functions are replaced by users too (a patched
+            # F.scaled_dot_product_attention): one identity check per module attribute
+            if not isinstance(attr, types.ModuleType):
+                tx.ctx.guards.class_attribute(obj, name, attr)
             return PythonValue(attr)
         return tx.ctx.wrap(attr, child)
     if isinstance(obj, os._Environ):
@@ -187,6 +206,9 @@ def _instance_attr(tx: Translator, value: PythonValue, name: str, child: Any) ->
     except AttributeError:
         static = None
     if static is not None:
+        if not _is_data_descriptor(static) and not _torch_defines(type(obj), name):
+            # an attribute set on the object later would hide the class's
+            tx.ctx.guards.not_in_instance_dict(value.source, obj, name)
         return _class_attr(tx, value, type(obj), name)
     attr = getattr(obj, name)  # a __getattr__ or a slot: read it now, guard on it
     if isinstance(attr, types.MethodType) and attr.__self__ is obj:
@@ -199,6 +221,7 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
     from dynamo_capture.calls import call
 
     static = inspect.getattr_static(cls, name)
+    _guard_class_attribute(tx, cls, name, static)
     if isinstance(static, property):
         if isinstance(static.fget, types.FunctionType):
             return call(tx, PythonValue(static.fget), [receiver], {})
@@ -208,7 +231,8 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
     if isinstance(static, classmethod):
         return MethodValue(PythonValue(static.__func__), PythonValue(cls))
     if isinstance(static, types.FunctionType):
-        return MethodValue(PythonValue(static), receiver)
+        # with a source, the method's defaults and cells are guarded where it reads them
+        return MethodValue(PythonValue(static, class_member_source(cls, name)), receiver)
     if isinstance(receiver, PythonValue):
         attr = getattr(receiver.obj, name)
         if isinstance(attr, types.MethodType):
@@ -221,7 +245,74 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
         return PythonValue(static)
     if hasattr(static, "__get__") and not isinstance(static, type):
         raise Unsupported(f"descriptor {name!r} of {cls.__name__}")
+    return _held_class_value(tx, cls, name, static)
+
+
+def _held_class_value(tx: Translator, cls: type, name: str, static: Any) -> Value:
+    """A class attribute (a dict, a list, an object) read through an instance made in the frame.
+
+    A class its module holds as a global is read through it, so the value is guarded
+    like any other (a dict's keys and the items read); for a class defined in a
+    function, `cls.name` is guarded by identity only.
+    """
+    source = class_member_source(cls, name)
+    if source is not None:
+        tx.ctx.guards.id_match(source.base, cls)
+        return tx.ctx.wrap(static, source)
+    if isinstance(static, torch.Tensor):
+        return tx.ctx.wrap(static, None)  # a tensor needs a source: Unsupported
+    if not _torch_defines(cls, name):
+        tx.ctx.guards.class_attribute(cls, name, static)
     return PythonValue(static)
+
+
+def class_member_source(cls: type, name: str) -> AttrSource | None:
+    """`cls.name` read through the module that holds `cls` as a global; None for a class
+    defined in a function (or one of torch's, whose members are not guarded)."""
+    module = sys.modules.get(cls.__module__)
+    if module is None or getattr(module, cls.__qualname__, None) is not cls:
+        return None
+    if cls.__module__.split(".")[0] in TRUSTED_MODULES:
+        return None
+    return AttrSource(ModuleGlobalSource(cls.__module__, cls.__qualname__), name)
+
+
+def _is_data_descriptor(static: Any) -> bool:
+    """Whether a class attribute wins over an instance attribute of its name."""
+    kind = type(static)
+    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
+
+
+def _torch_defines(cls: type, name: str) -> bool:
+    """Whether `cls.name` resolves to a definition in torch's (or another trusted) module.
+
+    Such methods are fixed like torch's own globals: neither the class attribute nor
+    an instance attribute hiding it is guarded (a module's `forward` always is, by
+    the module call itself).
+    """
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__module__.split(".")[0] in TRUSTED_MODULES
+    return False
+
+
+def _guard_class_attribute(tx: Translator, cls: type, name: str, static: Any) -> None:
+    """Guard what `cls.name` resolves to, where capture used it (a method, a constant).
+
+    Read through the class, a function is itself, a staticmethod its function, a
+    classmethod a new bound method each time (its `__func__` is compared), a
+    property the property. Other descriptors are left to the guards of their results.
+    """
+    if _torch_defines(cls, name):
+        return  # torch's own methods (nn.Module.named_modules, ...): fixed, not guarded
+    if isinstance(static, classmethod):
+        tx.ctx.guards.class_attribute(cls, name, static.__func__, bound=True)
+    elif isinstance(static, staticmethod):
+        tx.ctx.guards.class_attribute(cls, name, static.__func__)
+    elif isinstance(static, types.FunctionType | property | type) or is_constant(static):
+        tx.ctx.guards.class_attribute(cls, name, static)
+    elif isinstance(static, types.BuiltinFunctionType) and getattr(cls, name, None) is static:
+        tx.ctx.guards.class_attribute(cls, name, static)
 
 
 def _type_attr(tx: Translator, value: PythonValue, cls: type, name: str) -> Value:
@@ -229,6 +320,8 @@ def _type_attr(tx: Translator, value: PythonValue, cls: type, name: str) -> Valu
         static = inspect.getattr_static(cls, name)
     except AttributeError:
         static = None
+    if static is not None and not _trusted_module(inspect.getmodule(cls)):
+        _guard_class_attribute(tx, cls, name, static)
     if isinstance(static, classmethod):
         return MethodValue(PythonValue(static.__func__), value)
     if isinstance(static, staticmethod):
@@ -240,8 +333,9 @@ def _type_attr(tx: Translator, value: PythonValue, cls: type, name: str) -> Valu
         if isinstance(attr, torch.Tensor):
             return tx.ctx.wrap(attr, AttrSource(value.source, name) if value.source else None)
         return PythonValue(attr)
-    source = AttrSource(value.source, name) if value.source is not None else None
-    return tx.ctx.wrap(attr, source)
+    if value.source is None:
+        return _held_class_value(tx, cls, name, attr)  # `type(obj).TABLE`
+    return tx.ctx.wrap(attr, AttrSource(value.source, name))
 
 
 def _super_attr(tx: Translator, value: SuperValue, name: str) -> Value:
@@ -258,6 +352,7 @@ def _super_attr(tx: Translator, value: SuperValue, name: str) -> Value:
         if name not in klass.__dict__:
             continue
         attr = klass.__dict__[name]
+        _guard_class_attribute(tx, klass, name, attr)  # a base class's method patched later
         if isinstance(attr, staticmethod):
             return PythonValue(attr.__func__)
         if isinstance(attr, classmethod):

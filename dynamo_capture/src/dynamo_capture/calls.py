@@ -86,6 +86,7 @@ def call(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, Value])
     if isinstance(fn, ObjectValue):
         method = getattr(fn.cls, "__call__", None)  # noqa: B004
         if isinstance(method, types.FunctionType):
+            tx.ctx.guards.class_attribute(fn.cls, "__call__", method)
             return call(tx, PythonValue(method), [fn, *args], kwargs)
     if isinstance(fn, PythonValue):
         return _call_python(tx, fn, args, kwargs)
@@ -185,6 +186,7 @@ def _call_python(
         return call_c_function(tx, obj, args, kwargs)
     method = getattr(type(obj), "__call__", None)  # noqa: B004
     if isinstance(method, types.FunctionType):
+        tx.ctx.guards.class_attribute(type(obj), "__call__", method)
         return call(tx, PythonValue(method), [fn, *args], kwargs)
     raise Unsupported(f"call to {describe(fn)} ({type(obj).__name__}), which capture cannot trace")
 
@@ -322,6 +324,9 @@ def inline_function(
             child = DefaultArgSource(source, key) if source is not None else None
             return tx.ctx.wrap(real, child)
 
+        if source is not None and fn.__module__.split(".")[0] != "torch":
+            # the code replaced in place (`fn.__code__ = ...`, as autoreload does)
+            tx.ctx.guards.id_match(AttrSource(source, "__code__"), code)
         cells = {}
         real_cells = {
             name: (cell, _closure_source(source, index, name))
@@ -370,8 +375,15 @@ def _hooks_guard(tx: Translator, module_value: PythonValue) -> None:
     module, source = module_value.obj, module_value.source
     if module._backward_hooks or module._backward_pre_hooks:
         raise Unsupported(f"backward hooks on {type(module).__name__}")
-    if source is not None and not (module._forward_hooks or module._forward_pre_hooks):
-        tx.ctx.guards.no_forward_hooks(source)
+    if source is None:
+        return
+    if not (module._forward_hooks or module._forward_pre_hooks):
+        tx.ctx.guards.no_module_hooks(source)
+        return
+    # the hooks are inlined: both dicts' keys are guarded, so one added later recompiles
+    for table in ("_forward_hooks", "_forward_pre_hooks"):
+        tx.ctx.wrap(getattr(module, table), AttrSource(source, table))
+    tx.ctx.guards.no_module_hooks(source, forward=False)
 
 
 def call_module(
@@ -379,6 +391,8 @@ def call_module(
 ) -> Value:
     """module(*args, **kwargs): pre-hooks, forward, hooks, as nn.Module.__call__ runs them."""
     module, source = module_value.obj, module_value.source
+    guards = tx.ctx.guards
+    guards.class_attribute(type(module), "__call__", type(module).__call__)
     if type(module).__call__ is not _nn_call:
         method = type(module).__call__
         return call(tx, PythonValue(method), [module_value, *args], kwargs)
@@ -394,8 +408,16 @@ def call_module(
         forward = tx.ctx.wrap(module.forward, AttrSource(source, "forward") if source else None)
         output = call(tx, forward, list(args), kwargs)
     else:
-        # through call(), so that a forward marked disable / allow_in_graph is honoured
-        forward = PythonValue(type(module).forward)
+        # forward found on the class: guard it there, and that the instance does not
+        # override it (`module.forward = ...` after compiling); called through call(), so
+        # that a forward marked disable / allow_in_graph is honoured
+        from dynamo_capture.attributes import class_member_source
+
+        forward_function = type(module).forward
+        guards.class_attribute(type(module), "forward", forward_function)
+        guards.not_in_instance_dict(source, module, "forward")
+        forward_source = class_member_source(type(module), "forward")  # its defaults, cells
+        forward = PythonValue(forward_function, forward_source)
         output = call(tx, forward, [module_value, *args], kwargs)
     for key in list(module._forward_hooks):
         if key in module._forward_hooks_with_kwargs:
@@ -439,6 +461,7 @@ def construct(
     if issubclass(cls, dict) and cls.__new__ in (dict.__new__, OrderedDict.__new__):
         instance_dict = DictValue({}, cls)
         init = cls.__init__
+        tx.ctx.guards.class_attribute(cls, "__init__", init)
         if isinstance(init, types.FunctionType):
             inline_function(tx, init, [instance_dict, *args], kwargs, None)
         else:
@@ -454,6 +477,7 @@ def construct(
         raise Unsupported(f"creating an instance of {cls.__name__} (a builtin subclass or __new__)")
     instance = ObjectValue(cls)
     init = cls.__init__
+    tx.ctx.guards.class_attribute(cls, "__init__", init)
     if isinstance(init, types.FunctionType):
         inline_function(tx, init, [instance, *args], kwargs, None)
     elif args or kwargs:

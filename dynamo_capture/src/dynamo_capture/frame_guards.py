@@ -4,8 +4,16 @@ Capture calls one method per assumption it makes (`tensor_match`, `equals_match`
 ...); `compile()` gives guards' `CompiledGuards`: one generated function,
 `why_failed(L, G)` in words. The guard kinds added here are `SameObjectGuard`
 (two sources that must hold the very same object: a tensor passed twice) and
-`NoForwardHooksGuard`; `hasattr` checks use guards' `HasAttrGuard`, which tests
+`NoModuleHooksGuard`; `hasattr` checks use guards' `HasAttrGuard`, which tests
 presence cheaply on classes it knows (nn.Module, transformers configs).
+
+What capture finds on a class or a module rather than in the frame (a method
+inlined from an object's class, `F.relu`, a builtin) is guarded on the class or
+module itself (`class_attribute`, guards' `AttributeIdGuard`): one check for all
+instances of a class, whichever source reached them. A method found on the class
+of an object read from the frame is also guarded against an instance attribute
+of that name (`not_in_instance_dict`), and a builtin against a global shadowing it
+(`builtin_not_shadowed`).
 """
 
 from __future__ import annotations
@@ -17,13 +25,22 @@ from typing import Any, ClassVar
 import torch
 
 from dynamo_capture.sources import Source
-from guards import CompiledGuards, Guard, GuardSet, HasAttrGuard
+from guards import (
+    AttributeIdGuard,
+    CompiledGuards,
+    Guard,
+    GuardSet,
+    HasAttrGuard,
+    MappingItemGuard,
+    NameAbsentGuard,
+    NotInInstanceDictGuard,
+)
 
 __all__ = [
     "CompiledGuards",
     "FrameGuards",
     "HasAttrGuard",
-    "NoForwardHooksGuard",
+    "NoModuleHooksGuard",
     "SameObjectGuard",
 ]
 
@@ -50,20 +67,31 @@ class SameObjectGuard(Guard):
 
 
 @dataclass(frozen=True, slots=True)
-class NoForwardHooksGuard(Guard):
-    """The module at `source` has no forward hooks and no forward pre-hooks."""
+class NoModuleHooksGuard(Guard):
+    """The module at `source` has no backward hooks and, with `forward`, no forward hooks.
+
+    Hooks a module had when compiled were inlined (their dicts' keys are guarded);
+    one registered later must make the entry fail, or it would never run.
+    """
+
+    forward: bool = True
 
     guard_type: ClassVar[str] = "NN_MODULE"
     rank: ClassVar[int] = 25
 
+    def _tables(self) -> tuple[str, ...]:
+        backward = ("_backward_hooks", "_backward_pre_hooks")
+        return ("_forward_hooks", "_forward_pre_hooks", *backward) if self.forward else backward
+
     def failure(self, module: Any) -> str | None:
-        if not (module._forward_hooks or module._forward_pre_hooks):
+        found = [table for table in self._tables() if getattr(module, table)]
+        if not found:
             return None
-        return f"{self.source.name!r} has forward hooks now, none when compiled"
+        return f"{self.source.name!r} has hooks now ({', '.join(found)}), none when compiled"
 
     def emit(self, names: tuple[str, ...], code: Any) -> list[tuple[int, str]]:
         name = names[0]
-        return [(self.rank, f"not ({name}._forward_hooks or {name}._forward_pre_hooks)")]
+        return [(self.rank, f"not ({' or '.join(f'{name}.{t}' for t in self._tables())})")]
 
 
 class FrameGuards:
@@ -99,8 +127,34 @@ class FrameGuards:
     def has_attr(self, source: Source, attr: str, expected: bool) -> None:
         self.guard_set.add(HasAttrGuard(source, attr, expected))
 
-    def no_forward_hooks(self, source: Source) -> None:
-        self.guard_set.add(NoForwardHooksGuard(source))
+    def class_attribute(self, owner: Any, attr: str, value: Any, *, bound: bool = False) -> None:
+        """`owner.attr` (a class or module attribute capture used) is still `value`.
+
+        `bound`: `owner.attr` binds a method each read (a classmethod); its `__func__`
+        is compared.
+        """
+        self.guard_set.add(AttributeIdGuard.of(owner, attr, value, bound=bound))
+
+    def not_in_instance_dict(self, source: Source | None, obj: Any, attr: str) -> None:
+        """The object at `source` does not override class attribute `attr` in its own dict."""
+        if source is not None and isinstance(getattr(obj, "__dict__", None), dict):
+            self.guard_set.add(NotInInstanceDictGuard(source, attr))
+
+    def builtin_not_shadowed(self, namespace: dict[str, Any], name: str) -> None:
+        """No global `name` in `namespace` hides the builtin capture used."""
+        self.guard_set.add(NameAbsentGuard.of(namespace, name))
+
+    def mapping_item(
+        self, mapping: Any, description: str, key: str, *, presence_only: bool = False
+    ) -> None:
+        """`mapping[key]` (os.environ), or only whether it is there, stays as it is now."""
+        self.guard_set.add(
+            MappingItemGuard.of(mapping, description, key, presence_only=presence_only)
+        )
+
+    def no_module_hooks(self, source: Source, *, forward: bool = True) -> None:
+        """No backward hooks on the module at `source` (and, with `forward`, no forward hooks)."""
+        self.guard_set.add(NoModuleHooksGuard(source, forward))
 
     def global_state(self) -> None:
         self.guard_set.add_global_state()

@@ -398,7 +398,13 @@ def _fold_method(
         if name not in ("get", "__getitem__", "__contains__"):
             raise Unsupported(f"os.environ.{name} inside captured code")
         real_args = [as_constant(a) for a in args]
-        return PythonValue(getattr(receiver.obj, name)(*real_args))
+        result = getattr(receiver.obj, name)(*real_args)
+        if real_args and isinstance(real_args[0], str):
+            # the variable is read now: a later change of it must recompile
+            tx.ctx.guards.mapping_item(
+                receiver.obj, "os.environ", real_args[0], presence_only=name == "__contains__"
+            )
+        return PythonValue(result)
     try:
         real = as_constant(receiver)
         real_args = [as_constant(a) for a in args]

@@ -141,6 +141,9 @@ def load_global(tx: Translator, inst: Instruction) -> None:
     scope = builtin_scope if isinstance(builtin_scope, dict) else vars(builtin_scope)
     if name not in scope:
         raise Unsupported(f"NameError: name {name!r} is not defined")
+    module = str(tx.f_globals.get("__name__", ""))
+    if module.split(".")[0] not in TRUSTED_MODULES:
+        tx.ctx.guards.builtin_not_shadowed(tx.f_globals, name)  # a global `abs = ...` later
     tx.push(PythonValue(scope[name]))
 
 

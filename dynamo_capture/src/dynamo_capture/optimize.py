@@ -81,7 +81,6 @@ class CompiledCallable:
         self.parts: list[CompiledCallable] = []  # compiled parts of split frames (all levels)
         self._callees: dict[tuple[int, int], CompiledCallable] = {}  # callee frames, shared
         self._splits: dict[tuple[Any, ...], list[Callable[..., Any]]] = {}
-        self._forward: CompiledCallable | None = None
         self._frame: FrameTarget | None = None
         self._limit_logged = False
         self._sizes = SizeHistory()  # input sizes over compiles (automatic dynamic)
@@ -406,9 +405,9 @@ class CompiledCallable:
         forward = getattr(module, "forward", None)
         if not isinstance(forward, types.MethodType):
             return None
-        if self._forward is None:
-            self._forward = self._part(forward)
-        compiled_forward = self._forward
+        # NOTE: one compiled part per forward function: a forward replaced on the
+        # instance or the class fails this entry's guards and gets a part of its own.
+        compiled_forward = self._callee_part(forward)
 
         def run_forward(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> Any:
             return compiled_forward(*f_locals["args"], **f_locals["kwargs"])

@@ -27,13 +27,17 @@ from guards.filters import (
 )
 from guards.global_state import GlobalStateGuard
 from guards.guard_kinds import (
+    AttributeIdGuard,
     DictKeysGuard,
     EqualsGuard,
     Guard,
     HasAttrGuard,
     IdGuard,
     LengthGuard,
+    MappingItemGuard,
+    NameAbsentGuard,
     NNModuleGuard,
+    NotInInstanceDictGuard,
     TypeGuard,
 )
 from guards.guard_set import CompiledGuards, GuardSet
@@ -63,6 +67,7 @@ from guards.sources import (
     GlobalSource,
     GlobalStateSource,
     HasAttrSource,
+    HeldObjectSource,
     ItemSource,
     LocalSource,
     ModuleGlobalSource,
@@ -104,6 +109,7 @@ __all__ = [
     "GlobalSource",
     "GlobalStateSource",
     "HasAttrSource",
+    "HeldObjectSource",
     "ItemSource",
     "LocalSource",
     "ModuleGlobalSource",
@@ -114,6 +120,7 @@ __all__ = [
     "TypeSource",
     "is_builtin_module_class",
     # guards
+    "AttributeIdGuard",
     "CompiledGuards",
     "DictKeysGuard",
     "EqualsGuard",
@@ -123,8 +130,11 @@ __all__ = [
     "HasAttrGuard",
     "IdGuard",
     "LengthGuard",
+    "MappingItemGuard",
     "NNModuleGuard",
+    "NameAbsentGuard",
     "NoTensorAliasingGuard",
+    "NotInInstanceDictGuard",
     "TensorMatchGuard",
     "TypeGuard",
     # logs, marks, filters

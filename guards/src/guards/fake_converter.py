@@ -87,13 +87,17 @@ class FakeTensorConverter:
                     tensor.shape,
                     tensor.stride(),
                 )
-        fake = FakeTensor(
-            mode,
-            meta,
-            tensor.device,
-            requires_grad=tensor.requires_grad,
-            is_parameter=isinstance(tensor, torch.nn.Parameter),
-        )
+        # NOTE: made under the real tensor's inference flag, the fake is an inference
+        # tensor exactly where the real one is (`is_inference()`, and the same errors
+        # for in-place updates or autograd outside inference mode).
+        with torch.inference_mode(tensor.is_inference()):
+            fake = FakeTensor(
+                mode,
+                meta,
+                tensor.device,
+                requires_grad=tensor.requires_grad,
+                is_parameter=isinstance(tensor, torch.nn.Parameter),
+            )
         fake.source = source
         self._fakes[tensor] = fake
         return fake
@@ -106,6 +110,7 @@ def _same_metadata(fake: torch.Tensor, tensor: torch.Tensor) -> bool:
         and fake.storage_offset() == tensor.storage_offset()
         and fake.dtype == tensor.dtype
         and fake.requires_grad == tensor.requires_grad
+        and fake.is_inference() == tensor.is_inference()
     )
 
 

@@ -14,7 +14,9 @@ first. `guard_type` is torch's name for the kind (what guard filters see).
 
 from __future__ import annotations
 
+import keyword
 import math
+import types
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,9 +25,10 @@ from typing import Any, ClassVar, Protocol
 import torch
 
 from guards.errors import GuardsError
-from guards.sources import HasAttrSource, Source
+from guards.sources import HasAttrSource, HeldObjectSource, Source
 
 __all__ = [
+    "AttributeIdGuard",
     "DictKeysGuard",
     "EqualsGuard",
     "Guard",
@@ -33,7 +36,10 @@ __all__ = [
     "HasAttrGuard",
     "IdGuard",
     "LengthGuard",
+    "MappingItemGuard",
     "NNModuleGuard",
+    "NameAbsentGuard",
+    "NotInInstanceDictGuard",
     "TypeGuard",
     "typed_equal",
 ]
@@ -418,3 +424,229 @@ class NNModuleGuard(Guard):
     @property
     def value(self) -> Any:
         return self.ref()
+
+
+# ---------------------------------------------------------------------------- held objects
+
+
+def _held_source(owner: Any) -> HeldObjectSource:
+    if isinstance(owner, type):
+        return HeldObjectSource(f"class {_type_name(owner)}", id(owner))
+    if isinstance(owner, types.ModuleType):
+        return HeldObjectSource(f"module {owner.__name__}", id(owner))
+    return HeldObjectSource(f"{_type_name(type(owner))} object", id(owner))
+
+
+@dataclass(frozen=True, slots=True)
+class AttributeIdGuard(Guard):
+    """`owner.attr is obj`: a class or module capture read from still holds that object.
+
+    The owner is held by capture, not read from the frame (a method found on the
+    class of an object, a function of `torch.nn.functional`): the guard keeps it
+    and the object seen as constants, so one check serves every instance of the
+    class. A constant (int, float, str, ...) also passes when equal with the same type;
+    a function must also keep its `__code__` (replaced in place by autoreload).
+    Build with `AttributeIdGuard.of(owner, attr, obj)`.
+    """
+
+    attr: str
+    object_id: int
+    bound: bool = False
+    owner: Any = field(default=None, compare=False, repr=False)
+    expected: Any = field(default=None, compare=False, repr=False)
+    code: Any = field(default=None, compare=False, repr=False)
+
+    guard_type: ClassVar[str] = "ID_MATCH"
+    rank: ClassVar[int] = 38
+
+    @classmethod
+    def of(cls, owner: Any, attr: str, obj: Any, *, bound: bool = False) -> AttributeIdGuard:
+        """The guard that `owner.attr` is still `obj`.
+
+        `bound`: reading the attribute binds a method each time (a classmethod):
+        the guard compares the bound method's `__func__` with `obj`.
+        """
+        code = obj.__code__ if isinstance(obj, types.FunctionType) else None
+        return cls(_held_source(owner), attr, id(obj), bound, owner, obj, code)
+
+    def sources(self) -> tuple[Source, ...]:
+        return ()
+
+    def failure(self) -> str | None:
+        try:
+            value = getattr(self.owner, self.attr)
+            if self.bound:
+                value = value.__func__
+        except AttributeError:
+            return f"{self.source.name} has no attribute {self.attr!r} now"
+        if value is self.expected:
+            if self.code is not None and self.expected.__code__ is not self.code:
+                return f"the code of {self.source.name}.{self.attr} was replaced"
+            return None
+        if _literal(self.expected) and typed_equal(value, self.expected):
+            return None
+        return (
+            f"{self.source.name}.{self.attr} is not the same object as at compile time "
+            f"(expected {_short(self.expected)}, actual {_short(value)})"
+        )
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        owner = code.const(self.owner, "owner")
+        seen = code.const(self.expected, "seen")
+        if _identifier(self.attr):
+            read = f"{owner}.{self.attr}"
+        else:
+            read = f"getattr({owner}, {self.attr!r})"
+        if self.bound:
+            read += ".__func__"
+        if _literal(self.expected):
+            equal = code.const(typed_equal, "typed_equal")
+            return [(self.rank, f"{read} is {seen} or {equal}({read}, {seen})")]
+        if self.code is not None:  # a function's code replaced in place (autoreload)
+            return [
+                (
+                    self.rank,
+                    f"{read} is {seen} and {seen}.__code__ is {code.const(self.code, 'code')}",
+                )
+            ]
+        return [(self.rank, f"{read} is {seen}")]
+
+    @property
+    def value(self) -> Any:
+        return self.expected
+
+    def describe(self) -> str:
+        return f"{self.guard_type}: {self.source.name}.{self.attr} is {_short(self.expected)}"
+
+
+@dataclass(frozen=True, slots=True)
+class NameAbsentGuard(Guard):
+    """`name not in namespace`: a name capture resolved to a builtin is not shadowed.
+
+    The namespace (a module's globals dict) is held by capture, like the owner of
+    an AttributeIdGuard. Build with `NameAbsentGuard.of(namespace, name)`.
+    """
+
+    name: str
+    namespace: dict[str, Any] = field(compare=False, repr=False)
+
+    guard_type: ClassVar[str] = "DICT_CONTAINS"
+    rank: ClassVar[int] = 36
+
+    @classmethod
+    def of(cls, namespace: dict[str, Any], name: str) -> NameAbsentGuard:
+        """The guard that `name` stays out of `namespace`."""
+        module = namespace.get("__name__", "?")
+        return cls(HeldObjectSource(f"globals of {module}", id(namespace)), name, namespace)
+
+    def sources(self) -> tuple[Source, ...]:
+        return ()
+
+    def failure(self) -> str | None:
+        if self.name not in self.namespace:
+            return None
+        return f"{self.name!r} is defined in the {self.source.name} now (it was a builtin)"
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        return [(self.rank, f"{self.name!r} not in {code.const(self.namespace, 'globals')}")]
+
+    @property
+    def value(self) -> Any:
+        return self.name
+
+    def describe(self) -> str:
+        return f"{self.guard_type}: {self.name!r} not in {self.source.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class MappingItemGuard(Guard):
+    """`mapping.get(key) == expected` for a mapping capture holds (os.environ).
+
+    With `presence_only`, the guard checks `(key in mapping) is expected` instead
+    (capture read only whether the key is there). Build with `MappingItemGuard.of`.
+    """
+
+    key: str
+    expected: Any
+    presence_only: bool = False
+    mapping: Any = field(default=None, compare=False, repr=False)
+
+    guard_type: ClassVar[str] = "DICT_CONTAINS"
+    rank: ClassVar[int] = 36
+
+    @classmethod
+    def of(
+        cls, mapping: Any, description: str, key: str, *, presence_only: bool = False
+    ) -> MappingItemGuard:
+        """The guard that `mapping[key]` (or only its presence) stays as it is now."""
+        expected = (key in mapping) if presence_only else mapping.get(key)
+        return cls(
+            HeldObjectSource(description, id(mapping)), key, expected, presence_only, mapping
+        )
+
+    def sources(self) -> tuple[Source, ...]:
+        return ()
+
+    def _now(self) -> Any:
+        return (self.key in self.mapping) if self.presence_only else self.mapping.get(self.key)
+
+    def failure(self) -> str | None:
+        now = self._now()
+        if now == self.expected:
+            return None
+        what = "presence of" if self.presence_only else "value of"
+        return (
+            f"{what} {self.source.name}[{self.key!r}] changed: was {self.expected!r}, now {now!r}"
+        )
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        mapping = code.const(self.mapping, "mapping")
+        if self.presence_only:
+            return [(self.rank, f"({self.key!r} in {mapping}) is {self.expected!r}")]
+        return [(self.rank, f"{mapping}.get({self.key!r}) == {self.expected!r}")]
+
+    @property
+    def value(self) -> Any:
+        return self.expected
+
+    def describe(self) -> str:
+        read = "in" if self.presence_only else "=="
+        return f"{self.guard_type}: {self.source.name}[{self.key!r}] {read} {self.expected!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class NotInInstanceDictGuard(Guard):
+    """`attr not in value.__dict__`: an attribute capture found on the class is not
+    overridden on the instance (a method replaced by assigning to the object)."""
+
+    attr: str
+
+    guard_type: ClassVar[str] = "DICT_CONTAINS"
+    rank: ClassVar[int] = 36
+
+    def failure(self, value: Any) -> str | None:
+        instance_dict = getattr(value, "__dict__", None)
+        if not isinstance(instance_dict, dict):
+            return f"{self.source.name!r} has no instance dict ({_type_name(type(value))})"
+        if self.attr not in instance_dict:
+            return None
+        return f"{self.source.name!r} has its own attribute {self.attr!r} now (not the class's)"
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        return [(self.rank, f"{self.attr!r} not in {names[0]}.__dict__")]
+
+    @property
+    def value(self) -> Any:
+        return self.attr
+
+    def describe(self) -> str:
+        return f"{self.guard_type}: {self.attr!r} not in {self.source.expr}.__dict__"
+
+
+def _identifier(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _short(value: Any) -> str:
+    text = getattr(value, "__qualname__", None) or repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -34,6 +34,7 @@ __all__ = [
     "GlobalSource",
     "GlobalStateSource",
     "HasAttrSource",
+    "HeldObjectSource",
     "ItemSource",
     "LocalSource",
     "ModuleGlobalSource",
@@ -183,6 +184,28 @@ class GlobalStateSource(Source):
 
     def is_global(self) -> bool:
         return False
+
+
+@dataclass(frozen=True, slots=True)
+class HeldObjectSource(Source):
+    """An object capture holds itself, not read from the frame: a class whose method
+    was inlined, a module whose function was called, the globals dict a name was
+    looked up in. Guards on it keep the object as a constant of the guard function.
+
+    `object_id` tells two held objects apart; `description` names it in messages.
+    """
+
+    description: str
+    object_id: int
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"<{self.description}>"
+
+    def short_name(self, base_name: str) -> str:
+        return self.description
+
+    def is_global(self) -> bool:
+        return True
 
 
 @dataclass(frozen=True, slots=True)

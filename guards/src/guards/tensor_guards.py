@@ -102,10 +102,9 @@ class TensorMatchGuard(Guard):
 
         if isinstance(tensor, FakeTensor):
             tensor_type: type = torch.nn.Parameter if tensor.is_parameter else torch.Tensor
-            is_inference = False
         else:
             tensor_type = type(tensor)
-            is_inference = tensor.is_inference()
+        is_inference = tensor.is_inference()  # a fake is one where its real tensor is
         # NOTE: symbolic sizes (SymInts of a ShapeEnv) are checked by the ShapeGuard.
         symbolic = tuple(d for d, size in enumerate(tensor.shape) if not isinstance(size, int))
         dynamic_dims = tuple(dynamic_dims) + symbolic

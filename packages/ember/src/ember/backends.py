@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ember.errors import BackendNotFoundError, InvalidArgumentError
+from guards import artifact_logger
 
 __all__ = [
     "BUILTIN_BACKENDS",
@@ -33,6 +34,36 @@ __all__ = [
 
 Backend = Callable[[torch.fx.GraphModule, list], Callable[..., Any]]
 ENTRY_POINT_GROUP = "ember.backends"
+_dynamic_log = artifact_logger("dynamic")
+
+
+def _takes_torch_symbols(compile_graph: Backend) -> Backend:
+    """`compile_graph`, made correct for graphs carrying torch's own size symbols.
+
+    Under torch.compile with dynamic sizes the example inputs hold SymInts of
+    torch's shape environment, and torch runs the compiled graph for every size
+    they may take. Such a graph is compiled over guards' ShapeEnv instead (once
+    for all sizes); where that fails, once per distinct input signature, so no
+    call runs a graph compiled for other sizes (see `ember.torch_symbols`).
+    """
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
+        from ember.torch_symbols import SpecializingCall, adopt_torch_symbols, has_torch_symbols
+
+        if not has_torch_symbols(gm, example_inputs):
+            return compile_graph(gm, example_inputs)
+        try:
+            return compile_graph(gm, adopt_torch_symbols(gm, example_inputs))
+        except Exception as error:  # noqa: BLE001 - compiling per signature is always sound
+            _dynamic_log.info(
+                "torch's symbolic sizes not carried over (%s); compiling per input sizes",
+                error,
+            )
+            return SpecializingCall(gm, compile_graph)
+
+    backend.__name__ = backend.__qualname__ = compile_graph.__name__
+    backend.__doc__ = compile_graph.__doc__
+    return backend
 
 
 def _eager(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
@@ -63,8 +94,9 @@ def make_aot_eager(options: Mapping[str, Any]) -> Backend:
             partition_fn=_partitioner(options, "default"),
         )
 
-    aot_eager.supports_dynamic_shapes = _aot_supports_dynamic()  # type: ignore[attr-defined]
-    return aot_eager
+    backend = _takes_torch_symbols(aot_eager)
+    backend.supports_dynamic_shapes = _aot_supports_dynamic()  # type: ignore[attr-defined]
+    return backend
 
 
 def make_inductor(options: Mapping[str, Any]) -> Backend:
@@ -94,8 +126,9 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
     # them; what either cannot do symbolically raises, and capture compiles static.
     from inductor_codegen import SUPPORTS_DYNAMIC_SHAPES as codegen_dynamic
 
-    inductor.supports_dynamic_shapes = _aot_supports_dynamic() and codegen_dynamic  # type: ignore[attr-defined]
-    return inductor
+    backend = _takes_torch_symbols(inductor)
+    backend.supports_dynamic_shapes = _aot_supports_dynamic() and codegen_dynamic  # type: ignore[attr-defined]
+    return backend
 
 
 def _on_gpu(example_inputs: list) -> bool:
@@ -158,8 +191,9 @@ def make_cudagraphs(options: Mapping[str, Any]) -> Backend:
         return _aot_graph()(gm, example_inputs, fw_compiler=cudagraph_compiler)
 
     # A CUDA graph replays fixed sizes: one static graph per size.
-    cudagraphs.supports_dynamic_shapes = False  # type: ignore[attr-defined]
-    return cudagraphs
+    wrapped = _takes_torch_symbols(cudagraphs)
+    wrapped.supports_dynamic_shapes = False  # type: ignore[attr-defined]
+    return wrapped
 
 
 def _codegen_options(options: Mapping[str, Any]) -> dict[str, Any]:
