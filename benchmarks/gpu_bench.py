@@ -231,7 +231,7 @@ def _tensor_bytes(args) -> int:
 def recorded_kernels(fn) -> dict[str, tuple]:
     """The ember Triton kernels that one call of `fn` launches: name -> [kernel, the
     arguments of its first launch, bytes of its tensor arguments, launches]."""
-    from inductor_codegen.triton.runtime import TritonKernel
+    from inductor_codegen.codegen.triton.runtime import TritonKernel
 
     calls = {}
     original = TritonKernel.__call__

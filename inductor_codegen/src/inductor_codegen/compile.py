@@ -31,8 +31,8 @@ import torch.fx
 
 from guards import artifact_enabled, artifact_logger
 from inductor_codegen import runtime
-from inductor_codegen.cpp_build import CompilerConfig, KernelLibrary, default_cache_dir
-from inductor_codegen.cpp_codegen import generate_kernel
+from inductor_codegen.codegen.cpp.build import CompilerConfig, KernelLibrary, default_cache_dir
+from inductor_codegen.codegen.cpp.kernel import generate_kernel
 from inductor_codegen.errors import DynamicShapeError, UnsupportedGraphError
 from inductor_codegen.ir import TensorValue
 from inductor_codegen.lowering import LOWERINGS, GraphLowering
@@ -209,11 +209,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> 
 
 
 def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> CompiledGraph:
-    from inductor_codegen.triton.options import split_device_options, wants_triton
+    from inductor_codegen.codegen.triton.options import split_device_options, wants_triton
 
     device_options, options = split_device_options(options)
     if wants_triton(example_inputs, device_options):
-        from inductor_codegen.triton import compile_triton_graph
+        from inductor_codegen.codegen.triton import compile_triton_graph
 
         return compile_triton_graph(gm, example_inputs, options=options, device=device_options)
     opts = Options.from_mapping(options)
@@ -243,7 +243,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
     done("build", lambda: f"{len(sources)} kernels; cache stats {library.stats}")
 
     # wrapper: the Python function that allocates buffers and calls kernels and ATen.
-    from inductor_codegen.wrapper import generate_wrapper, plain_spec
+    from inductor_codegen.codegen.wrapper import generate_wrapper, plain_spec
 
     try:
         wrapper = generate_wrapper(graph, plan, sources)

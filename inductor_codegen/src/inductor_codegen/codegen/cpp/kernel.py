@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import sympy
 import torch
 
+from inductor_codegen.codegen.op_text import SHARED_OPS, call, infix
 from inductor_codegen.errors import InductorError
 from inductor_codegen.indexing import c_index, contiguous_strides, flat_index, numel
 from inductor_codegen.ir import (
@@ -28,7 +29,6 @@ from inductor_codegen.ir import (
     expr_loads,
 )
 from inductor_codegen.lowering.scatter import Scatter
-from inductor_codegen.op_text import SHARED_OPS, call, infix
 from inductor_codegen.runtime import IndexCheck
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
 from inductor_codegen.symbols import expr_symbols, kernel_size_symbols
@@ -525,7 +525,7 @@ class KernelCodegen:
         outer = kernel.outer
         xs = outer_vars(len(outer))
         if isinstance(self.buffers[kernel.nodes[0]].body, Scatter):
-            from inductor_codegen.cpp_scatter import scatter_kernel_lines
+            from inductor_codegen.codegen.cpp.scatter import scatter_kernel_lines
 
             return self._finish(scatter_kernel_lines(self, kernel.nodes[0]))
         if self._wants_tiling():

@@ -21,6 +21,10 @@ import torch
 
 from guards import artifact_enabled, artifact_logger
 from inductor_codegen import runtime
+from inductor_codegen.codegen.cpp.build import default_cache_dir
+from inductor_codegen.codegen.triton.kernel import generate_triton_kernel
+from inductor_codegen.codegen.triton.options import TritonOptions, split_device_options
+from inductor_codegen.codegen.triton.random import TRITON_LOWERINGS
 from inductor_codegen.compile import (
     Artifact,
     CompiledGraph,
@@ -29,7 +33,6 @@ from inductor_codegen.compile import (
     _write_wrapper,
     lower_and_schedule,
 )
-from inductor_codegen.cpp_build import default_cache_dir
 from inductor_codegen.errors import UnsupportedGraphError
 from inductor_codegen.lowering.split import SplitPolicy, active_split_policy, split_reductions
 from inductor_codegen.options import Options
@@ -40,9 +43,6 @@ from inductor_codegen.scheduler import (
     memoized_bodies,
     outer_level_horizontal_fusion,
 )
-from inductor_codegen.triton.codegen import generate_triton_kernel
-from inductor_codegen.triton.options import TritonOptions, split_device_options
-from inductor_codegen.triton.random import TRITON_LOWERINGS
 
 __all__ = ["compile_triton_graph"]
 
@@ -97,7 +97,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     # templates (max_autotune): matmuls as Triton templates with their epilogue fused.
     templates = {}
     if device_options.templates_wanted() and not graph.symbolic:
-        from inductor_codegen.triton.templates import plan_matmul_templates
+        from inductor_codegen.codegen.triton.templates import plan_matmul_templates
 
         plan, templates = plan_matmul_templates(plan, graph)
         done("templates", lambda: _describe_templates(templates))
@@ -111,7 +111,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     done("codegen", lambda: kernel_text)
 
     # load: kernel modules written by content hash and imported in parallel.
-    from inductor_codegen.triton.runtime import TritonKernel, load_kernels
+    from inductor_codegen.codegen.triton.runtime import TritonKernel, load_kernels
 
     folder = Path(opts.cache_dir or default_cache_dir()) / "triton"
     loaded = load_kernels(every, folder, opts.compile_workers)
@@ -127,7 +127,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
 
     launchers = {step: launcher(src) for step, src in sources.items()}
     if templates:
-        from inductor_codegen.triton.template_runtime import MatmulTemplateKernel
+        from inductor_codegen.codegen.triton.template_runtime import MatmulTemplateKernel
 
         mode = "auto" if device_options.matmul_templates == "auto" else None
         for step, src in templates.items():
@@ -139,7 +139,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
                 folder=folder,
             )
     if device.type == "cuda":
-        from inductor_codegen.triton.runtime import precompile
+        from inductor_codegen.codegen.triton.runtime import precompile
 
         precompile(
             [k for k in launchers.values() if isinstance(k, TritonKernel)],
@@ -149,8 +149,8 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     done("load", lambda: "\n".join(str(p) for _, p in loaded.values()))
 
     # wrapper: the Python function that allocates buffers and launches kernels and ATen.
-    from inductor_codegen.triton.wrapper import aligned_copies, generate_triton_wrapper
-    from inductor_codegen.wrapper import plain_spec
+    from inductor_codegen.codegen.triton.wrapper import aligned_copies, generate_triton_wrapper
+    from inductor_codegen.codegen.wrapper import plain_spec
 
     wrapper = generate_triton_wrapper(graph, plan, {**sources, **templates})
     done("wrapper", lambda: wrapper.text)
@@ -196,7 +196,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
 
 def _stream_getter(device: torch.device):
     """`get_raw_stream()`: the current CUDA stream of the graph's device, read once per call."""
-    from inductor_codegen.triton.runtime import interpreting
+    from inductor_codegen.codegen.triton.runtime import interpreting
 
     if device.type != "cuda" or interpreting():
         return lambda: 0
@@ -220,7 +220,7 @@ def _describe_templates(templates) -> str:
 def _maybe_cudagraphs(compiled: CompiledGraph, options: TritonOptions) -> CompiledGraph:
     if not options.cudagraphs:
         return compiled
-    from inductor_codegen.triton.cudagraphs import CUDAGraphRunner
+    from inductor_codegen.codegen.triton.cudagraphs import CUDAGraphRunner
 
     runner = CUDAGraphRunner(compiled)
     return CompiledGraph(

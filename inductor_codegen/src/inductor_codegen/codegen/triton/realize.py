@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import sympy
 
-from inductor_codegen.indexing import numel
-from inductor_codegen.ir import TensorValue, expr_loads
-from inductor_codegen.lowering.graph import readers
-from inductor_codegen.triton.layouts import (
+from inductor_codegen.codegen.triton.layouts import (
     CHANNELS_LAST_DTYPES,
     _channels_last,
     _reads_channels_last,
     keep_channels_last,
 )
+from inductor_codegen.indexing import numel
+from inductor_codegen.ir import TensorValue, expr_loads
+from inductor_codegen.lowering.graph import readers
 
 __all__ = ["READS_THRESHOLD", "store_shared_reads"]
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import torch
 
+from inductor_codegen.codegen.triton.kernel import TritonKernelSource
+from inductor_codegen.codegen.triton.templates import TemplateStep
+from inductor_codegen.codegen.wrapper import WrapperCodegen, WrapperSource, layout_args
 from inductor_codegen.ir import ExternBuffer, Layout
 from inductor_codegen.scheduler import FusedKernel
-from inductor_codegen.triton.codegen import TritonKernelSource
-from inductor_codegen.triton.templates import TemplateStep
-from inductor_codegen.wrapper import WrapperCodegen, WrapperSource, layout_args
 
 __all__ = ["aligned_copies", "generate_triton_wrapper"]
 

@@ -22,20 +22,20 @@ from dataclasses import dataclass
 import sympy
 import torch
 
-from inductor_codegen.cpp_codegen import KernelArg
-from inductor_codegen.errors import InductorError
-from inductor_codegen.ir import ExternBuffer, Load, ScalarArg, expr_loads
-from inductor_codegen.lowering import BufferRef
-from inductor_codegen.scheduler import FusedKernel, LoopGroup, Schedule, node_body, outer_vars
-from inductor_codegen.triton.codegen import Scope, TritonKernelSource, generate_triton_kernel
-from inductor_codegen.triton.codegen import triton_index as print_index
-from inductor_codegen.triton.ops import (
+from inductor_codegen.codegen.cpp.kernel import KernelArg
+from inductor_codegen.codegen.triton.kernel import Scope, TritonKernelSource, generate_triton_kernel
+from inductor_codegen.codegen.triton.kernel import triton_index as print_index
+from inductor_codegen.codegen.triton.ops import (
     LOW_PRECISION,
     TRITON_DTYPES,
     as_tensor_text,
     cast_text,
     compute_dtype,
 )
+from inductor_codegen.errors import InductorError
+from inductor_codegen.ir import ExternBuffer, Load, ScalarArg, expr_loads
+from inductor_codegen.lowering import BufferRef
+from inductor_codegen.scheduler import FusedKernel, LoopGroup, Schedule, node_body, outer_vars
 
 __all__ = [
     "MATMUL_OPS",

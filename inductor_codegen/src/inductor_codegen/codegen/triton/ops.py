@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from inductor_codegen.op_text import SHARED_OPS, call, infix
+from inductor_codegen.codegen.op_text import SHARED_OPS, call, infix
 
 __all__ = [
     "POLYNOMIAL_MATH",

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from guards import artifact_logger
-from inductor_codegen.cpp_codegen import KernelSource
-from inductor_codegen.cpp_prelude import PRELUDE, vector_math_declarations
+from inductor_codegen.codegen.cpp.kernel import KernelSource
+from inductor_codegen.codegen.cpp.prelude import PRELUDE, vector_math_declarations
 from inductor_codegen.errors import CppCompileError
 
 __all__ = ["CompilerConfig", "KernelLibrary", "default_cache_dir"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inductor_codegen.triton.codegen import TritonKernelSource
+from inductor_codegen.codegen.triton.kernel import TritonKernelSource
 
 __all__ = ["LaunchConfig", "autotune_configs", "default_config", "next_power_of_2"]
 

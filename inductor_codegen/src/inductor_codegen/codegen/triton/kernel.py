@@ -19,14 +19,8 @@ from dataclasses import dataclass
 import sympy
 import torch
 
-from inductor_codegen.cpp_codegen import KernelArg
-from inductor_codegen.errors import InductorError
-from inductor_codegen.indexing import FloorDiv, IndexMod, numel, py_index
-from inductor_codegen.ir import Constant, IndexValue, Load, Op, ScalarArg, expr_loads
-from inductor_codegen.lowering.split import REDUCTION_MASK
-from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
-from inductor_codegen.symbols import kernel_size_symbols
-from inductor_codegen.triton.ops import (
+from inductor_codegen.codegen.cpp.kernel import KernelArg
+from inductor_codegen.codegen.triton.ops import (
     LOW_PRECISION,
     POLYNOMIAL_MATH,
     TRITON_DTYPES,
@@ -36,6 +30,12 @@ from inductor_codegen.triton.ops import (
     compute_dtype,
     literal,
 )
+from inductor_codegen.errors import InductorError
+from inductor_codegen.indexing import FloorDiv, IndexMod, numel, py_index
+from inductor_codegen.ir import Constant, IndexValue, Load, Op, ScalarArg, expr_loads
+from inductor_codegen.lowering.split import REDUCTION_MASK
+from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
+from inductor_codegen.symbols import kernel_size_symbols
 
 __all__ = ["GroupMeta", "TritonKernelSource", "generate_triton_kernel", "triton_index"]
 

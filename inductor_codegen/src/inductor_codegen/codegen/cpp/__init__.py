@@ -1,0 +1,1 @@
+"""C++/OpenMP kernels for CPU tensors: kernel text, scatters, prelude, build."""
