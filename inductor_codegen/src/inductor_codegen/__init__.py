@@ -7,7 +7,6 @@
 Stable API: everything in `__all__`.
 """
 
-from inductor_codegen.codegen.cpp.build import default_cache_dir
 from inductor_codegen.codegen.triton.cudagraphs import cudagraph_compiler
 from inductor_codegen.compile import (
     SUPPORTS_DYNAMIC_SHAPES,
@@ -23,7 +22,7 @@ from inductor_codegen.errors import (
     UnsupportedGraphError,
 )
 from inductor_codegen.lowering import LOWERINGS, register_lowering
-from inductor_codegen.options import Options
+from inductor_codegen.options import Options, default_cache_dir
 
 __version__ = "0.1.0"
 

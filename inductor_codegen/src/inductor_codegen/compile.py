@@ -31,12 +31,12 @@ import torch.fx
 
 from guards import artifact_enabled, artifact_logger
 from inductor_codegen import runtime
-from inductor_codegen.codegen.cpp.build import CompilerConfig, KernelLibrary, default_cache_dir
-from inductor_codegen.codegen.cpp.kernel import generate_kernel
+from inductor_codegen.codegen.cpp import generate_kernel
+from inductor_codegen.codegen.cpp.build import CompilerConfig, KernelLibrary
 from inductor_codegen.errors import DynamicShapeError, UnsupportedGraphError
 from inductor_codegen.ir import TensorValue
 from inductor_codegen.lowering import LOWERINGS, GraphLowering
-from inductor_codegen.options import Options
+from inductor_codegen.options import Options, default_cache_dir
 from inductor_codegen.scheduler import FusedKernel, describe, memoized_bodies, schedule
 from inductor_codegen.symbols import shape_env_of, shape_env_state
 

@@ -8,7 +8,12 @@ from pathlib import Path
 
 from inductor_codegen.errors import InductorError
 
-__all__ = ["Options"]
+__all__ = ["Options", "default_cache_dir"]
+
+
+def default_cache_dir() -> Path:
+    """EMBER_CACHE_DIR, or ~/.cache/ember."""
+    return Path(os.environ.get("EMBER_CACHE_DIR") or Path.home() / ".cache" / "ember")
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 
-from inductor_codegen.codegen.cpp.kernel import KernelSource
+from inductor_codegen.codegen.kernel import KernelSource
 from inductor_codegen.errors import DynamicShapeError
 from inductor_codegen.indexing import contiguous_strides, is_symbolic, py_index, py_number
 from inductor_codegen.ir import (

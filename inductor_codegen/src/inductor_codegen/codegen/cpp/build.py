@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from guards import artifact_logger
-from inductor_codegen.codegen.cpp.kernel import KernelSource
 from inductor_codegen.codegen.cpp.prelude import PRELUDE, vector_math_declarations
+from inductor_codegen.codegen.kernel import KernelSource
 from inductor_codegen.errors import CppCompileError
+from inductor_codegen.options import default_cache_dir
 
 __all__ = ["CompilerConfig", "KernelLibrary", "default_cache_dir"]
 
@@ -35,11 +36,6 @@ CTYPES = {
     "double": ctypes.c_double,
     "bool": ctypes.c_bool,
 }
-
-
-def default_cache_dir() -> Path:
-    """EMBER_CACHE_DIR, or ~/.cache/ember."""
-    return Path(os.environ.get("EMBER_CACHE_DIR") or Path.home() / ".cache" / "ember")
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import sympy
 import torch
 
+from inductor_codegen.codegen.kernel import KernelArg, KernelPrinter, KernelSource, ScopeChain
 from inductor_codegen.codegen.op_text import SHARED_OPS, call, infix
 from inductor_codegen.errors import InductorError
 from inductor_codegen.indexing import c_index, contiguous_strides, flat_index, numel
@@ -28,12 +29,11 @@ from inductor_codegen.ir import (
     ScalarArg,
     expr_loads,
 )
-from inductor_codegen.lowering.scatter import Scatter
 from inductor_codegen.runtime import IndexCheck
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
 from inductor_codegen.symbols import expr_symbols, kernel_size_symbols
 
-__all__ = ["CPP_OPS", "KernelArg", "KernelSource", "generate_kernel", "STORAGE_TYPES"]
+__all__ = ["CPP_OPS", "KernelCodegen", "STORAGE_TYPES"]
 
 STORAGE_TYPES = {
     torch.float32: "float",
@@ -203,25 +203,6 @@ class OuterLoop:
     whole: bool = True  # over the whole dim, from 0 (a tile's loops are not)
 
 
-@dataclass(frozen=True, slots=True)
-class KernelArg:
-    """One parameter of a kernel: a buffer pointer (in or out) or a scalar input."""
-
-    kind: str  # "in", "out", "scalar" or "size" (a size symbol, int64_t)
-    name: str  # buffer, scalar-input or size-symbol name in the wrapper
-    ctype: str
-
-
-@dataclass(frozen=True, slots=True)
-class KernelSource:
-    name: str
-    source: str  # the function, named KERNEL_NAME until the cache names it
-    args: tuple[KernelArg, ...]
-    # Bounds checks of indirect loads, numbered from 1 in the order of this tuple;
-    # with any, the last argument (kind "status") is an IndexStatus address.
-    checks: tuple[IndexCheck, ...] = ()
-
-
 def literal(value, dtype: torch.dtype) -> str:
     ctype = compute_type(dtype)
     if dtype == torch.bool:
@@ -243,7 +224,7 @@ def literal(value, dtype: torch.dtype) -> str:
     return f"static_cast<{ctype}>({int(value)})"
 
 
-class Scope:
+class Scope(ScopeChain):
     """A loop body being printed: its lines and the values already in variables."""
 
     def __init__(self, codegen: KernelCodegen, parent: Scope | None, indent: int):
@@ -268,14 +249,6 @@ class Scope:
         position, indent = self.loop_start
         self.lines.insert(position, "  " * indent + text)
         self.loop_start = (position + 1, indent)
-
-    def lookup(self, expr):
-        scope = self
-        while scope is not None:
-            if expr in scope.cache:
-                return scope.cache[expr]
-            scope = scope.parent
-        return None
 
     def value(self, expr, inline: bool = False) -> str:
         """C++ text of `expr`; with CSE into temporaries unless `inline` (masked branches)."""
@@ -370,27 +343,17 @@ def cast_text(text: str, src: torch.dtype, dst: torch.dtype) -> str:
 REDUCTION_FAMILY = {"welford_mean": "welford", "welford_m2": "welford"}
 
 
-class KernelCodegen:
+class KernelCodegen(KernelPrinter):
     """Prints one FusedKernel as a C++ function."""
 
     def __init__(self, kernel: FusedKernel, buffers: dict):
-        self.kernel = kernel
-        self.buffers = buffers
-        self.temps = 0
-        self.args: dict[str, KernelArg] = {}
-        self.pointer_names: dict[str, str] = {}
-        self.scalars: dict[str, str] = {}
-        self.produced = set(kernel.nodes)
+        super().__init__(kernel, buffers)
         self.checks: list[IndexCheck] = []
         # Scopes before each outer loop, then the body (see generate); empty when tiled.
         self.hoisted: list[Scope] = []
         # Buffers the loop being printed stores (their loads stay in the loop).
         self.looped_nodes: frozenset[str] = frozenset()
         self._reads: dict[int, tuple] = {}
-
-    def new_temp(self) -> str:
-        self.temps += 1
-        return f"tmp{self.temps - 1}"
 
     def hoist_scope(self, expr) -> Scope | None:
         """The outermost scope where every loop variable `expr` reads is defined.
@@ -465,27 +428,14 @@ class KernelCodegen:
 
     # ---------------------------------------------------------- arguments
 
-    def pointer(self, buffer: str, writing: bool) -> str:
-        if buffer in self.pointer_names:
-            return self.pointer_names[buffer]
-        kind = "out" if writing or buffer in self.produced else "in"
-        count = sum(1 for a in self.args.values() if a.kind == kind)
-        name = f"{kind}_ptr{count}"
-        dtype = self.buffers[buffer].layout.dtype
-        const = "const " if kind == "in" else ""
+    def pointer_type(self, kind: str, dtype: torch.dtype) -> str:
         # NOTE: buffers of one kernel never overlap (reuse happens after a last use),
         # so pointers are __restrict__: loop-invariant loads hoist, loops vectorize.
-        self.args[buffer] = KernelArg(kind, buffer, f"{const}{STORAGE_TYPES[dtype]}* __restrict__")
-        self.pointer_names[buffer] = name
-        return name
+        const = "const " if kind == "in" else ""
+        return f"{const}{STORAGE_TYPES[dtype]}* __restrict__"
 
-    def scalar(self, arg: ScalarArg) -> str:
-        if arg.name not in self.scalars:
-            self.scalars[arg.name] = f"ks{len(self.scalars)}"
-            self.args["scalar:" + arg.name] = KernelArg(
-                "scalar", arg.name, COMPUTE_TYPES[arg.dtype]
-            )
-        return self.scalars[arg.name]
+    def scalar_type(self, dtype: torch.dtype) -> str:
+        return COMPUTE_TYPES[dtype]
 
     def load(self, expr: Load) -> str:
         ptr = self.pointer(expr.buffer, writing=False)
@@ -524,12 +474,8 @@ class KernelCodegen:
         kernel = self.kernel
         outer = kernel.outer
         xs = outer_vars(len(outer))
-        if isinstance(self.buffers[kernel.nodes[0]].body, Scatter):
-            from inductor_codegen.codegen.cpp.scatter import scatter_kernel_lines
-
-            return self._finish(scatter_kernel_lines(self, kernel.nodes[0]))
         if self._wants_tiling():
-            return self._finish(self._tiled_reduction_kernel())
+            return self.finish(self._tiled_reduction_kernel())
         # One scope before each outer loop and the body: a loaded index that depends
         # only on the enclosing loops is loaded and checked there, not per element.
         loops = self._outer_loops()
@@ -566,7 +512,7 @@ class KernelCodegen:
         lines += body.lines
         for k in reversed(range(len(loops))):
             lines.append("  " * (1 + k) + "}")
-        return self._finish(lines)
+        return self.finish(lines)
 
     def _outer_loops(self) -> list[OuterLoop]:
         """The outer loop nest; the last two loops go in square tiles when a load reads
@@ -642,7 +588,8 @@ class KernelCodegen:
             depth += 1
         return depth
 
-    def _finish(self, lines) -> KernelSource:
+    def finish(self, lines) -> KernelSource:
+        """The kernel source of a body printed as `lines`, with its parameters."""
         for symbol in kernel_size_symbols(self.kernel, self.buffers):
             self.args["size:" + symbol] = KernelArg("size", symbol, "int64_t")
         if self.checks:
@@ -939,8 +886,3 @@ def _highest(dtype) -> str:
     if dtype == torch.bool:
         return "true"
     return f"std::numeric_limits<{compute_type(dtype)}>::max()"
-
-
-def generate_kernel(kernel: FusedKernel, buffers: dict) -> KernelSource:
-    """The C++ source of `kernel` (function named KERNEL_NAME) and its parameters."""
-    return KernelCodegen(kernel, buffers).generate()

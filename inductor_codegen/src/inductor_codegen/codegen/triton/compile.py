@@ -21,7 +21,6 @@ import torch
 
 from guards import artifact_enabled, artifact_logger
 from inductor_codegen import runtime
-from inductor_codegen.codegen.cpp.build import default_cache_dir
 from inductor_codegen.codegen.triton.kernel import generate_triton_kernel
 from inductor_codegen.codegen.triton.options import TritonOptions, split_device_options
 from inductor_codegen.codegen.triton.random import TRITON_LOWERINGS
@@ -35,7 +34,7 @@ from inductor_codegen.compile import (
 )
 from inductor_codegen.errors import UnsupportedGraphError
 from inductor_codegen.lowering.split import SplitPolicy, active_split_policy, split_reductions
-from inductor_codegen.options import Options
+from inductor_codegen.options import Options, default_cache_dir
 from inductor_codegen.scheduler import (
     FusedKernel,
     Schedule,

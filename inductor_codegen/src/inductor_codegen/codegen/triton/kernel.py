@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import sympy
 import torch
 
-from inductor_codegen.codegen.cpp.kernel import KernelArg
+from inductor_codegen.codegen.kernel import KernelArg, KernelPrinter, ScopeChain
 from inductor_codegen.codegen.triton.ops import (
     LOW_PRECISION,
     POLYNOMIAL_MATH,
@@ -122,7 +122,7 @@ def _ordered(args):
     return sorted(args, key=lambda a: (a.is_Number, sympy.default_sort_key(a)))
 
 
-class Scope:
+class Scope(ScopeChain):
     """A block of generated lines and the values already held in variables."""
 
     def __init__(self, codegen: TritonKernelCodegen, parent: Scope | None, indent: int, mask: str):
@@ -136,14 +136,6 @@ class Scope:
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.indent + text)
-
-    def lookup(self, key):
-        scope = self
-        while scope is not None:
-            if key in scope.cache:
-                return scope.cache[key]
-            scope = scope.parent
-        return None
 
     def value(self, expr, mask: str | None = None) -> str:
         """A variable holding `expr` (in its compute dtype); `mask` guards extra loads."""
@@ -193,18 +185,12 @@ class Scope:
         return emit(args, [a.dtype for a in expr.args], expr.dtype)
 
 
-class TritonKernelCodegen:
+class TritonKernelCodegen(KernelPrinter):
     """Prints one FusedKernel as a Triton kernel."""
 
     def __init__(self, kernel: FusedKernel, buffers: dict):
-        self.kernel = kernel
-        self.buffers = buffers
-        self.temps = 0
+        super().__init__(kernel, buffers)
         self.math_calls = 0
-        self.args: dict[str, KernelArg] = {}
-        self.pointer_names: dict[str, str] = {}
-        self.scalars: dict[str, str] = {}
-        self.produced = set(kernel.nodes)
         self.local_names: dict[str, str] = {}
         self.groups = [i for i in kernel.items if isinstance(i, LoopGroup)]
         self.column = self._column_reduction()
@@ -233,30 +219,13 @@ class TritonKernelCodegen:
         )
         self.segments = self._segments()
 
-    def new_temp(self) -> str:
-        self.temps += 1
-        return f"tmp{self.temps - 1}"
-
     # ---------------------------------------------------------- arguments and memory
 
-    def pointer(self, buffer: str, writing: bool) -> str:
-        if buffer in self.pointer_names:
-            return self.pointer_names[buffer]
-        kind = "out" if writing or buffer in self.produced else "in"
-        count = sum(1 for a in self.args.values() if a.kind == kind)
-        name = f"{kind}_ptr{count}"
-        dtype = self.buffers[buffer].layout.dtype
-        self.args[buffer] = KernelArg(kind, buffer, TRITON_DTYPES[dtype])
-        self.pointer_names[buffer] = name
-        return name
+    def pointer_type(self, kind: str, dtype: torch.dtype) -> str:
+        return TRITON_DTYPES[dtype]
 
-    def scalar(self, arg: ScalarArg) -> str:
-        if arg.name not in self.scalars:
-            self.scalars[arg.name] = f"ks{len(self.scalars)}"
-            self.args["scalar:" + arg.name] = KernelArg(
-                "scalar", arg.name, TRITON_DTYPES[arg.dtype]
-            )
-        return self.scalars[arg.name]
+    def scalar_type(self, dtype: torch.dtype) -> str:
+        return TRITON_DTYPES[dtype]
 
     def _names(self, group: int | None) -> dict:
         """Inner loop variables of group g print as r{g}_{k}: each group has its own."""

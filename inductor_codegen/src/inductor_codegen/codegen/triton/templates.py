@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import sympy
 import torch
 
-from inductor_codegen.codegen.cpp.kernel import KernelArg
+from inductor_codegen.codegen.kernel import KernelArg
 from inductor_codegen.codegen.triton.kernel import Scope, TritonKernelSource, generate_triton_kernel
 from inductor_codegen.codegen.triton.kernel import triton_index as print_index
 from inductor_codegen.codegen.triton.ops import (
