@@ -145,7 +145,7 @@ def _syncs(step) -> list[str]:
 
 
 def sections(names: list[str], mode: str) -> None:
-    from inductor_codegen.compile import CompiledGraph
+    from inductor_codegen.pipeline import CompiledGraph
 
     inside = []
     original = CompiledGraph.call_boxed

@@ -19,22 +19,22 @@ from pathlib import Path
 
 import torch
 
-from guards import artifact_enabled, artifact_logger
 from inductor_codegen import runtime
 from inductor_codegen.codegen.triton.kernel import generate_triton_kernel
 from inductor_codegen.codegen.triton.options import TritonOptions, split_device_options
 from inductor_codegen.codegen.triton.random import TRITON_LOWERINGS
-from inductor_codegen.compile import (
+from inductor_codegen.errors import UnsupportedGraphError
+from inductor_codegen.lowering.split import SplitPolicy, active_split_policy, split_reductions
+from inductor_codegen.options import Options, default_cache_dir
+from inductor_codegen.pipeline import (
     Artifact,
     CompiledGraph,
     EagerGraph,
     PassRecorder,
-    _write_wrapper,
+    finish,
+    load_wrapper,
     lower_and_schedule,
 )
-from inductor_codegen.errors import UnsupportedGraphError
-from inductor_codegen.lowering.split import SplitPolicy, active_split_policy, split_reductions
-from inductor_codegen.options import Options, default_cache_dir
 from inductor_codegen.scheduler import (
     FusedKernel,
     Schedule,
@@ -149,7 +149,6 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
 
     # wrapper: the Python function that allocates buffers and launches kernels and ATen.
     from inductor_codegen.codegen.triton.wrapper import aligned_copies, generate_triton_wrapper
-    from inductor_codegen.codegen.wrapper import plain_spec
 
     wrapper = generate_triton_wrapper(graph, plan, {**sources, **templates})
     done("wrapper", lambda: wrapper.text)
@@ -168,28 +167,9 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
         **graph.constants,
         **launchers,
     }
-    path = _write_wrapper(wrapper.text, kernel_text, opts.cache_dir, "Triton")
-    exec(compile(wrapper.text, str(path), "exec"), namespace)
-    if artifact_enabled("output_code"):
-        artifact_logger("output_code").info(
-            "wrapper %s:\n%s\nkernels:\n%s", path, wrapper.text, kernel_text
-        )
-    if graph.fallbacks:
-        artifact_logger("perf_hints").info("ATen fallbacks: %s", dict(graph.fallbacks))
-    unflatten = None
-    if graph.output_spec is not None and not plain_spec(graph.output_spec):
-        import torch.utils._pytree as pytree
-
-        spec = graph.output_spec
-        unflatten = lambda flat: pytree.tree_unflatten(flat, spec)  # noqa: E731
-    compiled = CompiledGraph(
-        namespace["call"],
-        artifacts=passes.artifacts,
-        fallbacks=graph.fallbacks,
-        kernel_count=len(kernels) + len(templates),
-        wrapper_path=path,
-        unflatten=unflatten,
-    )
+    path = load_wrapper(wrapper, kernel_text, namespace, opts.cache_dir, "Triton")
+    kernel_count = len(kernels) + len(templates)
+    compiled = finish(graph, namespace, path, wrapper, kernel_text, passes, kernel_count)
     return _maybe_cudagraphs(compiled, device_options)
 
 
