@@ -12,7 +12,7 @@ from graph_helpers import trace
 from model_defs import model_cases
 
 from inductor_codegen import compile_graph
-from inductor_codegen.codegen.triton import (
+from inductor_codegen.triton import (
     GroupMeta,
     TritonKernelSource,
     autotune_configs,

@@ -28,8 +28,8 @@ import torch.fx
 
 from guards import artifact_logger
 from inductor_codegen import runtime
-from inductor_codegen.codegen.cpp import generate_kernel
 from inductor_codegen.codegen.cpp.build import CompilerConfig, KernelLibrary
+from inductor_codegen.codegen.cpp.generate import generate_kernel
 from inductor_codegen.codegen.triton.compile import compile_triton_graph
 from inductor_codegen.codegen.triton.options import split_device_options, wants_triton
 from inductor_codegen.codegen.wrapper import generate_wrapper

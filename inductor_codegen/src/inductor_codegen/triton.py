@@ -1,19 +1,22 @@
-"""The Triton generator's public names, kept at their former import path.
+"""The Triton generator's public names (it lives in `inductor_codegen.codegen.triton`).
 
-The generator lives in `inductor_codegen.codegen.triton`.
+from inductor_codegen.triton import TritonOptions, cudagraph_compiler, default_config
 """
 
-from inductor_codegen.codegen.triton import (
-    CUDAGraphRunner,
-    GroupMeta,
+from inductor_codegen.codegen.triton.compile import compile_triton_graph
+from inductor_codegen.codegen.triton.cudagraphs import CUDAGraphRunner, cudagraph_compiler
+from inductor_codegen.codegen.triton.heuristics import (
     LaunchConfig,
-    TritonKernelSource,
-    TritonOptions,
     autotune_configs,
-    compile_triton_graph,
-    cudagraph_compiler,
     default_config,
+)
+from inductor_codegen.codegen.triton.kernel import (
+    GroupMeta,
+    TritonKernelSource,
     generate_triton_kernel,
+)
+from inductor_codegen.codegen.triton.options import (
+    TritonOptions,
     split_device_options,
     wants_triton,
 )

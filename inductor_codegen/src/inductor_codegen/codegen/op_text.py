@@ -1,17 +1,14 @@
-"""Op text that the C++ and Triton printers write alike.
+"""The shapes of op text both languages write: a function call and an infix operator.
 
-An op table maps an op name to `emit(args, dtypes, out) -> str`: the argument
-texts, their dtypes and the result dtype in, the expression text out. The
-infix arithmetic, comparisons, bitwise operators and negation read the same in
-C++ and Triton; each printer's table starts from `SHARED_OPS` and adds its own
-functions (`std::exp` or `tl.exp`, ...).
+A spelling maps the argument texts, their dtypes and the result dtype to the
+expression text: `emit(args, dtypes, out) -> str` (see `codegen.ops`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["SHARED_OPS", "call", "infix"]
+__all__ = ["Emit", "call", "infix"]
 
 Emit = Callable[[list[str], list, object], str]
 
@@ -24,23 +21,3 @@ def call(fn: str) -> Emit:
 def infix(symbol: str) -> Emit:
     """`(a symbol b)`."""
     return lambda args, dtypes, out: f"({args[0]} {symbol} {args[1]})"
-
-
-_INFIX = {
-    "add": "+",
-    "sub": "-",
-    "mul": "*",
-    "truediv": "/",
-    "eq": "==",
-    "ne": "!=",
-    "lt": "<",
-    "le": "<=",
-    "gt": ">",
-    "ge": ">=",
-    "bitwise_and": "&",
-    "bitwise_or": "|",
-    "bitwise_xor": "^",
-}
-
-SHARED_OPS: dict[str, Emit] = {name: infix(symbol) for name, symbol in _INFIX.items()}
-SHARED_OPS["neg"] = lambda args, dtypes, out: f"(-{args[0]})"

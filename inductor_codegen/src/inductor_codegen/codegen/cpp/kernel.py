@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import sympy
 import torch
 
+from inductor_codegen.codegen.cpp.ops import COMPUTE_TYPES, STORAGE_TYPES, compute_type
 from inductor_codegen.codegen.kernel import KernelArg, KernelPrinter, KernelSource, ScopeChain
-from inductor_codegen.codegen.op_text import SHARED_OPS, call, infix
+from inductor_codegen.codegen.ops import CPP_OPS
 from inductor_codegen.errors import InductorError
 from inductor_codegen.indexing import c_index, contiguous_strides, flat_index, numel
 from inductor_codegen.ir import (
@@ -33,28 +34,8 @@ from inductor_codegen.runtime import IndexCheck
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
 from inductor_codegen.symbols import expr_symbols, kernel_size_symbols
 
-__all__ = ["CPP_OPS", "KernelCodegen", "STORAGE_TYPES"]
+__all__ = ["KernelCodegen"]
 
-STORAGE_TYPES = {
-    torch.float32: "float",
-    torch.float64: "double",
-    torch.bfloat16: "uint16_t",
-    torch.float16: "_Float16",
-    torch.int64: "int64_t",
-    torch.int32: "int32_t",
-    torch.int16: "int16_t",
-    torch.int8: "int8_t",
-    torch.uint8: "uint8_t",
-    # NOTE: bytes, not C++ bool: gcc does not vectorize loops that store a
-    # comparison through a bool pointer. Values in registers stay bool.
-    torch.bool: "uint8_t",
-}
-COMPUTE_TYPES = {
-    **STORAGE_TYPES,
-    torch.bfloat16: "float",
-    torch.float16: "float",
-    torch.bool: "bool",
-}
 PARALLEL_MIN_WORK = 32768
 # The parallel loop spans (collapses) outer loops until it has this many iterations.
 MIN_PARALLEL_ITERATIONS = 16
@@ -101,95 +82,6 @@ def kernel_work(kernel: FusedKernel):
         for item in kernel.items
     )
     return numel(kernel.outer) * per_outer
-
-
-def compute_type(dtype: torch.dtype) -> str:
-    return COMPUTE_TYPES[dtype]
-
-
-def _bool_infix(bitwise, logical):
-    """The bitwise form on two bools already in variables (no branch keeps the loop
-    from vectorizing); the short-circuit one otherwise (inline text may guard a load)."""
-
-    def emit(args, dtypes, out):
-        computed = all(d == torch.bool for d in dtypes) and all(a.isidentifier() for a in args)
-        return f"({args[0]} {bitwise if computed else logical} {args[1]})"
-
-    return emit
-
-
-def _templated(fn):
-    return lambda args, dtypes, out: f"{fn}<{compute_type(out)}>({', '.join(args)})"
-
-
-def _integral_or(int_fn, float_fn):
-    def emit(args, dtypes, out):
-        fn = int_fn if not out.is_floating_point and out != torch.bool else float_fn
-        return fn(args, dtypes, out)
-
-    return emit
-
-
-CPP_OPS = {
-    **SHARED_OPS,
-    "floordiv": _templated("ember_floordiv"),
-    "truncdiv": _templated("ember_truncdiv"),
-    "remainder": _templated("ember_remainder"),
-    "fmod": _templated("ember_fmod"),
-    "pow": _integral_or(_templated("ember_ipow"), call("std::pow")),
-    "maximum": _templated("ember_maximum"),
-    "minimum": _templated("ember_minimum"),
-    "clamp_min": _templated("ember_maximum"),
-    "clamp_max": _templated("ember_minimum"),
-    "fmax": call("std::fmax"),
-    "fmin": call("std::fmin"),
-    "atan2": call("std::atan2"),
-    "hypot": call("std::hypot"),
-    "copysign": call("std::copysign"),
-    "logical_and": _bool_infix("&", "&&"),
-    "logical_or": _bool_infix("|", "||"),
-    "logical_xor": infix("!="),
-    "where": lambda a, d, o: f"({a[0]} ? {a[1]} : {a[2]})",
-    "abs": call("std::abs"),
-    "exp": call("std::exp"),
-    "exp2": call("std::exp2"),
-    "expm1": call("std::expm1"),
-    "log": call("std::log"),
-    "log2": call("std::log2"),
-    "log10": call("std::log10"),
-    "log1p": call("std::log1p"),
-    "sqrt": call("std::sqrt"),
-    "rsqrt": lambda a, d, o: f"({compute_type(o)}(1) / std::sqrt({a[0]}))",
-    "sin": call("std::sin"),
-    "cos": call("std::cos"),
-    "tan": call("std::tan"),
-    "asin": call("std::asin"),
-    "acos": call("std::acos"),
-    "atan": call("std::atan"),
-    "sinh": call("std::sinh"),
-    "cosh": call("std::cosh"),
-    "tanh": call("std::tanh"),
-    "asinh": call("std::asinh"),
-    "acosh": call("std::acosh"),
-    "atanh": call("std::atanh"),
-    "erf": call("std::erf"),
-    "erfc": call("std::erfc"),
-    "lgamma": call("std::lgamma"),
-    "sigmoid": _templated("ember_sigmoid"),
-    "sign": _templated("ember_sign"),
-    "relu": _templated("ember_relu"),
-    "reciprocal": lambda a, d, o: f"({compute_type(o)}(1) / {a[0]})",
-    "floor": call("std::floor"),
-    "ceil": call("std::ceil"),
-    "round": call("std::nearbyint"),
-    "trunc": call("std::trunc"),
-    "frac": lambda a, d, o: f"({a[0]} - std::trunc({a[0]}))",
-    "isnan": call("std::isnan"),
-    "isinf": call("std::isinf"),
-    "signbit": call("std::signbit"),
-    "logical_not": lambda a, d, o: f"(!{a[0]})",
-    "bitwise_not": lambda a, d, o: f"(!{a[0]})" if o == torch.bool else f"(~{a[0]})",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +186,7 @@ class Scope(ScopeChain):
         emit = CPP_OPS.get(expr.name)
         if emit is None:
             raise InductorError(
-                f"the C++ op table has no entry for {expr.name!r}; add one to CPP_OPS"
+                f"the C++ op table has no entry for {expr.name!r}; add a row to codegen.ops.OPS"
             )
         return emit(args, [a.dtype for a in expr.args], expr.dtype)
 

@@ -20,11 +20,11 @@ import sympy
 import torch
 
 from inductor_codegen.codegen.kernel import KernelArg, KernelPrinter, ScopeChain
+from inductor_codegen.codegen.ops import TRITON_OPS
 from inductor_codegen.codegen.triton.ops import (
     LOW_PRECISION,
     POLYNOMIAL_MATH,
     TRITON_DTYPES,
-    TRITON_OPS,
     as_tensor_text,
     cast_text,
     compute_dtype,
@@ -180,7 +180,7 @@ class Scope(ScopeChain):
         emit = TRITON_OPS.get(expr.name)
         if emit is None:
             raise InductorError(
-                f"the Triton op table has no entry for {expr.name!r}; add one to TRITON_OPS"
+                f"the Triton op table has no entry for {expr.name!r}; add a row to codegen.ops.OPS"
             )
         return emit(args, [a.dtype for a in expr.args], expr.dtype)
 
