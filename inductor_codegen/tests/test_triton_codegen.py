@@ -434,14 +434,17 @@ def test_a_copy_across_the_rows_of_a_norm_it_shares_reads_with_stays_out():
 
 
 def test_small_reductions_over_the_same_loops_share_a_launch(monkeypatch):
-    from inductor_codegen import scheduler
+    import dataclasses
+
+    import inductor_codegen.codegen.triton.compile as triton_compile
 
     def fn(x, y):
         return x.sum(0), y.sum(0)
 
     args = randn(32, 768), randn(32, 768)
     assert check(fn, *args).kernel_count == 1
-    monkeypatch.setattr(scheduler, "SMALL_TWIN_ELEMENTS", 1000)  # now too large to join
+    policy = dataclasses.replace(triton_compile.GPU_FUSION_POLICY, small_reduction_elements=1000)
+    monkeypatch.setattr(triton_compile, "GPU_FUSION_POLICY", policy)  # now too large to join
     assert check(fn, *args).kernel_count == 2
 
 

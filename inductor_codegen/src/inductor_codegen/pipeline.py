@@ -26,7 +26,7 @@ from inductor_codegen.errors import DynamicShapeError, UnsupportedGraphError
 from inductor_codegen.ir import TensorValue
 from inductor_codegen.lowering import GraphLowering
 from inductor_codegen.options import default_cache_dir
-from inductor_codegen.scheduler import schedule
+from inductor_codegen.scheduler import CPU_FUSION_POLICY, FusionPolicy, schedule
 from inductor_codegen.symbols import shape_env_of, shape_env_state
 
 __all__ = [
@@ -128,8 +128,11 @@ class PassRecorder:
         self._last = now
 
 
-def lower_and_schedule(gm, example_inputs, lowerings, passes: PassRecorder):
-    """The passes every code generator shares: lower the graph to loop IR, then fuse.
+def lower_and_schedule(
+    gm, example_inputs, lowerings, passes: PassRecorder, policy: FusionPolicy = CPU_FUSION_POLICY
+):
+    """The passes every code generator shares: lower the graph to loop IR, then fuse
+    with the device's fusion policy.
 
     Records the "lower" artifact; raises UnsupportedGraphError (logged on perf_hints)
     when the graph has to run through ATen whole, and DynamicShapeError when a graph
@@ -146,7 +149,7 @@ def lower_and_schedule(gm, example_inputs, lowerings, passes: PassRecorder):
             for v in graph.outputs
             if isinstance(v, TensorValue) and v.view is not None
         }
-        plan = schedule(graph.buffers, output_buffers)
+        plan = schedule(graph.buffers, output_buffers, policy)
         if shape_env_state(env) != before:
             # NOTE: int() or bool() on a torch.SymInt decides it by its example value and
             # records a guard; code compiled after that would be right for that value only.
