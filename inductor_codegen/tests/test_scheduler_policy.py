@@ -51,3 +51,29 @@ def test_independent_contiguous_loops_share_a_kernel():
 def test_a_fusion_policy_names_only_known_rules():
     with pytest.raises(ValueError, match="unknown horizontal fusion rules"):
         FusionPolicy(horizontal_rules=("index_divisions", "no_such_rule"))
+
+
+def test_gpu_policy_joins_small_reductions_over_the_same_loops_only():
+    # the GPU policy keeps unrelated work out of reduction kernels, except reductions
+    # small enough that the launch, not memory, is the cost
+    from inductor_codegen.codegen.triton.compile import GPU_FUSION_POLICY
+
+    def fn(x, y):
+        return x.sum(0), y.sum(0)
+
+    args = torch.randn(32, 768), torch.randn(32, 768)
+    assert _kernel_count(fn, *args, policy=GPU_FUSION_POLICY) == 1
+    smaller = dataclasses.replace(GPU_FUSION_POLICY, small_reduction_elements=1000)
+    assert _kernel_count(fn, *args, policy=smaller) == 2
+
+
+def test_gpu_policy_keeps_a_cast_out_of_an_unrelated_reduction_kernel():
+    from inductor_codegen.codegen.triton.compile import GPU_FUSION_POLICY
+
+    def fn(x, w):
+        return x.sum(-1), w.to(torch.bfloat16)
+
+    args = torch.randn(64, 768), torch.randn(64, 300)
+    assert _kernel_count(fn, *args, policy=GPU_FUSION_POLICY) == 2
+    # a CPU kernel's threads split the outer loop whatever runs inside: one kernel there
+    assert _kernel_count(fn, *args, policy=CPU_FUSION_POLICY) == 1
