@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 PATCHES = {
     "head": [],
-    "no_join": [("inductor_codegen.scheduler", "_stores_along_rows", lambda plan, buf: False)],
+    "no_join": [("inductor_codegen.scheduler", "stores_along_rows", lambda plan, buf: False)],
     "persistent_4096": [
         ("inductor_codegen.codegen.triton.heuristics", "PERSISTENT_PROGRAM_ELEMENTS", 4096)
     ],

@@ -311,7 +311,7 @@ class TritonKernelCodegen(KernelPrinter):
         but not the last: every output of a tile of XBLOCK contiguous outputs reads the
         same row, when the tile lies within one run of the last dim. Loaded as a full
         [XBLOCK, RBLOCK] tile it repeats each value XBLOCK times: layer norm's backward
-        partials ran at half the speed (tools/device/column_variants.py)."""
+        partials ran at half the speed (benchmarks/RESULTS.md)."""
         if self.tile_uniform_size is None or scope.group is None or extra_mask is not None:
             return None
         xs = outer_vars(len(self.kernel.outer))

@@ -92,7 +92,8 @@ class TritonWrapperCodegen(WrapperCodegen):
     def held_names(self, name: str) -> list[str]:
         return [name, self.aliases[name]] if name in self.aliases else [name]
 
-    def _kernel(self, kernel: FusedKernel | TemplateStep, pool) -> None:
+    def kernel_call(self, kernel: FusedKernel | TemplateStep, pool) -> None:
+        """Triton: the tensors themselves, on the launcher's direct entry when aligned."""
         lines = self.out.lines
         source = self.kernels[kernel.name]
         self._allocate_outputs(source, pool)
