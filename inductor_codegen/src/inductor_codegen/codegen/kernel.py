@@ -14,10 +14,17 @@ from dataclasses import dataclass
 
 import torch
 
+from inductor_codegen.indexing import numel
 from inductor_codegen.ir import ScalarArg
 from inductor_codegen.runtime import IndexCheck
 
-__all__ = ["KernelArg", "KernelPrinter", "KernelSource", "ScopeChain"]
+__all__ = [
+    "KernelArg",
+    "KernelPrinter",
+    "KernelSource",
+    "ScopeChain",
+    "row_major_coordinates",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,3 +106,15 @@ class KernelPrinter:
                 "scalar", arg.name, self.scalar_type(arg.dtype)
             )
         return self.scalars[arg.name]
+
+
+def row_major_coordinates(flat: str, sizes, print_index, floordiv: str):
+    """The coordinates of flat index `flat` over `sizes` (row-major), as text parts: for
+    each dim, (`flat` divided by the sizes after it, the dim's size to take it modulo,
+    or None for the first dim). A language joins them with its own modulo."""
+    parts = []
+    for k in range(len(sizes)):
+        below = numel(sizes[k + 1 :])
+        quotient = flat if below == 1 else f"({flat} {floordiv} {print_index(below)})"
+        parts.append((quotient, print_index(sizes[k]) if k > 0 else None))
+    return parts

@@ -18,7 +18,13 @@ import sympy
 import torch
 
 from inductor_codegen.codegen.cpp.ops import COMPUTE_TYPES, STORAGE_TYPES, compute_type
-from inductor_codegen.codegen.kernel import KernelArg, KernelPrinter, KernelSource, ScopeChain
+from inductor_codegen.codegen.kernel import (
+    KernelArg,
+    KernelPrinter,
+    KernelSource,
+    ScopeChain,
+    row_major_coordinates,
+)
 from inductor_codegen.codegen.ops import CPP_OPS
 from inductor_codegen.errors import InductorError
 from inductor_codegen.indexing import c_index, contiguous_strides, flat_index, numel
@@ -66,11 +72,8 @@ def _collapsed(loops: list[OuterLoop], sizes) -> OuterLoop:
     inner loops vectorizable (gcc does not vectorize inside a collapsed nest)."""
     names = "_".join(loop.var.name for loop in loops)
     header = [f"for (int64_t {names} = 0; {names} < {c_index(numel(sizes))}; ++{names}) {{"]
-    for k, loop in enumerate(loops):
-        inner = numel(sizes[k + 1 :])
-        value = names if inner == 1 else f"({names} / {c_index(inner)})"
-        if k > 0:
-            value = f"{value} % {c_index(sizes[k])}"
+    for loop, (quotient, size) in zip(loops, row_major_coordinates(names, sizes, c_index, "/")):
+        value = quotient if size is None else f"{quotient} % {size}"
         header.append(f"  const int64_t {loop.var} = {value};")
     return OuterLoop(loops[0].var, "\n".join(header), loops[0].hoisted, False)
 

@@ -19,7 +19,12 @@ from dataclasses import dataclass
 import sympy
 import torch
 
-from inductor_codegen.codegen.kernel import KernelArg, KernelPrinter, ScopeChain
+from inductor_codegen.codegen.kernel import (
+    KernelArg,
+    KernelPrinter,
+    ScopeChain,
+    row_major_coordinates,
+)
 from inductor_codegen.codegen.ops import TRITON_OPS
 from inductor_codegen.codegen.triton.ops import (
     LOW_PRECISION,
@@ -528,12 +533,9 @@ class TritonKernelCodegen(KernelPrinter):
 
     def _split_flat(self, scope: Scope, flat: str, variables, sizes) -> None:
         """Loop variables from a flat index over `sizes` (row-major)."""
-        for k, var in enumerate(variables):
-            below = numel(sizes[k + 1 :])
-            text = flat if below == 1 else f"({flat} // {triton_index(below)})"
-            if k > 0:
-                text = f"({text} % {triton_index(sizes[k])})"
-            scope.line(f"{var} = {text}")
+        parts = row_major_coordinates(flat, sizes, triton_index, "//")
+        for var, (quotient, size) in zip(variables, parts):
+            scope.line(f"{var} = {quotient if size is None else f'({quotient} % {size})'}")
 
     def _group(self, scope: Scope, group: LoopGroup) -> None:
         g = self.group_ids[self.groups.index(group)]
