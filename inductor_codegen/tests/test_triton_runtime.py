@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 from graph_helpers import trace
-from model_defs import model_cases
+from models import model_cases
 
 from inductor_codegen import compile_graph
 from inductor_codegen.triton import (
