@@ -2,10 +2,12 @@
 
     lower     FX graph of ATen ops -> loop IR buffers (the same GraphLowering as C++,
               with long reductions to few outputs split in two: `lowering.split`)
-    schedule  buffers -> fused kernels and extern calls (the same scheduler)
-    codegen   each fused kernel -> a @triton.jit function (codegen)
+    schedule  buffers -> fused kernels and extern calls (the same scheduler, with
+              GPU_FUSION_POLICY)
+    codegen   each fused kernel -> a @triton.jit function (kernel)
     load      kernel modules written by content hash and imported in parallel
-    wrapper   the Python function that allocates, launches and frees (wrapper)
+    wrapper   the Python function that allocates, launches and frees (the one wrapper
+              generator, codegen/wrapper.py, with this device's hooks: wrapper)
 
 Matmul and convolution stay extern ATen calls (cuBLAS, cuDNN). With
 `cudagraphs=True` the result replays through CUDA graphs.

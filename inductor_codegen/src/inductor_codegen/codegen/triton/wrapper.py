@@ -1,10 +1,11 @@
-"""The Python wrapper for Triton kernels: the CPU wrapper's plan, kernels called with tensors.
+"""The Triton hooks of the one wrapper generator (`codegen/wrapper.py`): its plan,
+kernels called with tensors.
 
-Allocation, memory reuse and freeing are the CPU wrapper's (`wrapper.py`);
-only a kernel call differs: Triton takes the tensors themselves (and scalar
-inputs), not data pointers, and no layout check precedes it (every ATen
-result already went through `ensure_layout`, so a check would only cost
-time on each call). A matmul template step is called like a kernel,
+Allocation, memory reuse and freeing are the generator's; only the hooks differ
+(`allocation`, `prologue`, `held_names`, `kernel_call`). A kernel call: Triton takes
+the tensors themselves (and scalar inputs), not data pointers, and no layout check
+precedes it (every ATen result already went through `ensure_layout`, so a check
+would only cost time on each call). A matmul template step is called like a kernel,
 its operands as views.
 
 Kernels are launched through `kernel.launch(stream0, ...)`: the stream is read
