@@ -69,14 +69,15 @@ class KernelPrinter:
     how a parameter's type is spelled (`pointer_type`, `scalar_type`).
     """
 
-    def __init__(self, kernel, buffers: dict):
+    def __init__(self, kernel, buffers: dict, produced: set[str] | None = None):
         self.kernel = kernel
         self.buffers = buffers
         self.temps = 0
         self.args: dict[str, KernelArg] = {}
         self.pointer_names: dict[str, str] = {}
         self.scalars: dict[str, str] = {}
-        self.produced = set(kernel.nodes)
+        # Buffers this kernel computes: their pointers are outputs even where read.
+        self.produced = set(kernel.nodes) if produced is None else produced
 
     def pointer_type(self, kind: str, dtype: torch.dtype) -> str:
         raise NotImplementedError
