@@ -184,7 +184,11 @@ def compiled(backend: str, fn):
 
 def _grid(source) -> list:
     """Every autotuning candidate, and for reductions a wider grid of blocks and warps."""
-    from inductor_codegen.triton.heuristics import LaunchConfig, autotune_configs, next_power_of_2
+    from inductor_codegen.codegen.triton.heuristics import (
+        LaunchConfig,
+        autotune_configs,
+        next_power_of_2,
+    )
 
     configs = autotune_configs(source)
     if source.groups and not source.ynumel:

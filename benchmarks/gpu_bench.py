@@ -47,113 +47,18 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+from models import GPU_MODELS, GPU_MODES
 
 REPEATS = int(os.environ.get("EMBER_BENCH_REPEATS", "20"))
 ROUNDS = int(os.environ.get("EMBER_BENCH_ROUNDS", "5"))
 BACKENDS = ("torch", "ember")
-MODES = ("infer", "train")
+MODES = GPU_MODES
 
 
 # ---------------------------------------------------------------- models
 
-
-class Pointwise(nn.Module):
-    """A memory-bound chain: layer norm + softmax + gelu over a large activation."""
-
-    def forward(self, x):
-        y = F.layer_norm(x, x.shape[-1:])
-        return F.gelu(torch.softmax(y * 0.5, -1) + x)
-
-
-class Transpose(nn.Module):
-    def forward(self, x):
-        return (x.transpose(1, 2) * 2).relu().contiguous()
-
-
-def _tokens(vocab, batch=8, length=512):
-    return torch.randint(0, vocab, (batch, length))
-
-
-def _vision(name, batch):
-    def make():
-        import torchvision
-
-        return getattr(torchvision.models, name)(), (torch.randn(batch, 3, 224, 224),)
-
-    return make
-
-
-def _bert():
-    from transformers import BertConfig, BertForMaskedLM
-
-    config = BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    return BertForMaskedLM(config), (_tokens(config.vocab_size),)
-
-
-def _gpt2():
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    config = GPT2Config(use_cache=False, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    return GPT2LMHeadModel(config), (_tokens(config.vocab_size),)
-
-
-def _llama():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        hidden_size=1024,
-        intermediate_size=2816,
-        num_hidden_layers=8,
-        num_attention_heads=16,
-        num_key_value_heads=4,
-        vocab_size=32000,
-        max_position_embeddings=1024,
-        use_cache=False,
-    )
-    return LlamaForCausalLM(config), (_tokens(config.vocab_size),)
-
-
-class T5Wrapper(nn.Module):
-    """T5-small: encoder over 512 tokens, decoder over 128."""
-
-    def __init__(self):
-        super().__init__()
-        from transformers import T5Config, T5ForConditionalGeneration
-
-        config = T5Config(
-            d_model=512, d_ff=2048, d_kv=64, num_layers=6, num_heads=8, vocab_size=32128,
-            dropout_rate=0.0, use_cache=False, decoder_start_token_id=0,
-        )  # fmt: skip
-        self.model = T5ForConditionalGeneration(config)
-
-    def forward(self, input_ids, decoder_input_ids):
-        return self.model(input_ids=input_ids, decoder_input_ids=decoder_input_ids).logits
-
-
-def _t5():
-    return T5Wrapper(), (_tokens(32128), _tokens(32128, length=128))
-
-
-def _mlp():
-    model = nn.Sequential(
-        nn.Linear(2048, 8192), nn.GELU(), nn.Linear(8192, 2048), nn.LayerNorm(2048)
-    )
-    return model, (torch.randn(8192, 2048),)
-
-
-MODELS = {
-    "resnet50": (_vision("resnet50", 32), MODES),
-    "gpt2": (_gpt2, MODES),
-    "bert_base": (_bert, MODES),
-    "llama": (_llama, MODES),
-    "t5_small": (_t5, MODES),
-    "mobilenet_v3_large": (_vision("mobilenet_v3_large", 64), MODES),
-    "vit_b_16": (_vision("vit_b_16", 32), MODES),
-    "pointwise": (lambda: (Pointwise(), (torch.randn(8192, 4096),)), ("infer",)),
-    "transpose": (lambda: (Transpose(), (torch.randn(32, 1024, 2048),)), ("infer",)),
-    "mlp": (_mlp, ("infer",)),
-}
+# The suite is defined in models.py (GPU_MODELS), beside the CPU suite.
+MODELS = GPU_MODELS
 
 
 # ---------------------------------------------------------------- measuring
@@ -231,7 +136,7 @@ def _tensor_bytes(args) -> int:
 def recorded_kernels(fn) -> dict[str, tuple]:
     """The ember Triton kernels that one call of `fn` launches: name -> [kernel, the
     arguments of its first launch, bytes of its tensor arguments, launches]."""
-    from inductor_codegen.triton.runtime import TritonKernel
+    from inductor_codegen.codegen.triton.runtime import TritonKernel
 
     calls = {}
     original = TritonKernel.__call__

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 for folder in ("guards/src", "prim_decomp/src", "inductor_codegen/src", "inductor_codegen/tests"):
     sys.path.insert(0, str(ROOT / folder))
 
-from model_defs import model_cases  # noqa: E402
+from models import model_cases  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 from inductor_codegen import compile_graph  # noqa: E402

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+# The models shared with the benchmarks (benchmarks/models.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 os.environ.setdefault("EMBER_CACHE_DIR", str(Path.home() / ".cache" / "ember"))
 
 import pytest  # noqa: E402

@@ -1,4 +1,4 @@
-"""What the OpInfo harnesses share: an op's samples as functions of flat tensors, all of
+"""What the OpInfo tests share: an op's samples as functions of flat tensors, all of
 them as one graph, and one compile-and-compare step for make_fx graphs."""
 
 from __future__ import annotations
@@ -12,11 +12,17 @@ from inductor_codegen import compile_graph
 TOLERANCE = {"equal_nan": True, "rtol": 1e-4, "atol": 1e-5}
 
 
-def sample_fns(info, device: str, limit: int | None) -> list:
-    """[(fn, tensors)]: the first `limit` float32 samples (all with None), each
+def tolerance(dtype: torch.dtype = torch.float32) -> dict:
+    """assert_close's keywords for outputs computed in `dtype`: tight for float32, torch's
+    defaults for the dtype otherwise."""
+    return TOLERANCE if dtype == torch.float32 else {"equal_nan": True}
+
+
+def sample_fns(info, device: str, limit: int | None, dtype: torch.dtype = torch.float32) -> list:
+    """[(fn, tensors)]: the first `limit` samples of `dtype` (all with None), each
     `fn(*tensors)` = the op."""
     fns = []
-    for sample in list(info.sample_inputs(device, torch.float32))[:limit]:
+    for sample in list(info.sample_inputs(device, dtype))[:limit]:
         tensors, rebuild = flat_tensor_inputs(sample.input, sample.args, sample.kwargs)
 
         def fn(*ts, _rebuild=rebuild):
@@ -42,19 +48,19 @@ def one_graph(cases: list):
     return all_samples, [t for _, tensors, _ in cases for t in tensors]
 
 
-def close(actual, expected) -> bool:
+def close(actual, expected, dtype: torch.dtype = torch.float32) -> bool:
     try:
-        torch.testing.assert_close(actual, expected, **TOLERANCE)
+        torch.testing.assert_close(actual, expected, **tolerance(dtype))
     except (AssertionError, TypeError, ValueError):
         return False
     return True
 
 
-def compile_and_check(info, device: str, limit: int, options=None):
+def compile_and_check(info, device: str, limit: int, options=None, dtype=torch.float32):
     """Every sample make_fx traces, compiled as one graph and compared with eager; the
     compiled graph. Skips when no sample traces or the traced graph itself is wrong."""
     cases = []
-    for fn, tensors in sample_fns(info, device, limit):
+    for fn, tensors in sample_fns(info, device, limit, dtype):
         try:
             expected = fn(*tensors)
             trace(fn, *tensors)
@@ -65,9 +71,9 @@ def compile_and_check(info, device: str, limit: int, options=None):
         pytest.skip("no sample could be traced by make_fx")
     all_samples, flat = one_graph(cases)
     gm = trace(all_samples, *flat)
-    if not close(list(gm(*flat)), [expected for _, _, expected in cases]):
+    if not close(list(gm(*flat)), [expected for _, _, expected in cases], dtype):
         pytest.skip("the make_fx graph itself differs from eager (a front-end problem)")
     compiled = compile_graph(gm, flat, options=options)
     for (_, _, expected), got in zip(cases, compiled(*flat)):
-        torch.testing.assert_close(got, expected, **TOLERANCE)
+        torch.testing.assert_close(got, expected, **tolerance(dtype))
     return compiled

@@ -11,7 +11,7 @@ from graph_helpers import trace
 from guards import set_logs
 from guards.cache_root import CacheWarning
 from inductor_codegen import InductorError, compile_graph
-from inductor_codegen.cpp_build import KernelLibrary
+from inductor_codegen.codegen.cpp.build import KernelLibrary
 
 
 def _fn(x):

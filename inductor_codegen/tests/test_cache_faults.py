@@ -32,7 +32,7 @@ from graph_helpers import trace
 from guards import cache_root as cache_root_module
 from guards.cache_root import CacheWarning, cache_root, store_record
 from inductor_codegen import compile_graph
-from inductor_codegen.cpp_build import KernelLibrary
+from inductor_codegen.codegen.cpp.build import KernelLibrary
 from inductor_codegen.errors import CppCompileError
 
 
@@ -230,7 +230,7 @@ def test_cache_folders_replaced_or_deleted_between_runs(tmp_path):
 def test_cache_deleted_during_a_run(tmp_path):
     x = torch.randn(4, 6)
     gm = trace(_fn, x)
-    from inductor_codegen.cpp_build import KernelLibrary as Library
+    from inductor_codegen.codegen.cpp.build import KernelLibrary as Library
 
     original = Library._compile
 
@@ -342,7 +342,7 @@ def test_tampered_triton_kernel_module_is_rewritten_and_run_from_its_text(tmp_pa
     import inspect
 
     from guards.cache_root import cache_folder
-    from inductor_codegen.triton import runtime
+    from inductor_codegen.codegen.triton import runtime
 
     path = cache_folder("kernels", root=tmp_path) / "kernel_0123.py"
     text = "def kernel_0123():\n    return 42\n"
@@ -377,8 +377,8 @@ def test_threads_compiling_into_one_fresh_cache_all_get_right_results(tmp_path):
 def test_cache_that_fails_to_write_mid_run_falls_back_with_one_warning(tmp_path, monkeypatch):
     import errno
 
-    from inductor_codegen import compile as compile_module
-    from inductor_codegen import cpp_build
+    from inductor_codegen import pipeline as compile_module
+    from inductor_codegen.codegen.cpp import build as cpp_build
 
     real = cpp_build.write_private
 
@@ -397,7 +397,7 @@ def test_cache_that_fails_to_write_mid_run_falls_back_with_one_warning(tmp_path,
 
 
 def test_native_builds_are_keyed_by_the_host_cpu(monkeypatch):
-    from inductor_codegen import cpp_build
+    from inductor_codegen.codegen.cpp import build as cpp_build
 
     config = cpp_build.CompilerConfig()
     before = dict(cpp_build.cache_key_parts("int x;", config, "g++ 12"))

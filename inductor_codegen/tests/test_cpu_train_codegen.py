@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from graph_helpers import check
 
-from inductor_codegen.cpp_codegen import FLOAT_ACCUMULATE_MAX
+from inductor_codegen.codegen.cpp.kernel import FLOAT_ACCUMULATE_MAX
 
 
 def _layer_norm_backward(x, g, w, b):

@@ -26,7 +26,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from dynamic_graphs import trace_symbolic
-from model_defs import TransformerBlock
+from models import TransformerBlock
 
 from inductor_codegen import (
     SUPPORTS_DYNAMIC_SHAPES,

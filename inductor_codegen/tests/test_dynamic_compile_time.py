@@ -16,7 +16,7 @@ import pytest
 import torch
 from dynamic_graphs import trace_symbolic
 from graph_helpers import trace
-from model_defs import TransformerBlock
+from models import TransformerBlock
 
 from inductor_codegen import compile_graph
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from graph_helpers import compile_fn
-from model_defs import model_cases
+from models import model_cases
 
 CASES = {name: (model, x) for name, model, x in model_cases()}
 

@@ -352,7 +352,7 @@ def test_a_stored_reduction_is_reused_from_registers():
 
 def _kernel_sources(monkeypatch, fn, *args, **kwargs):
     """The TritonKernelSource of every kernel `check(fn, *args)` compiles."""
-    import inductor_codegen.triton.compile as triton_compile
+    import inductor_codegen.codegen.triton.compile as triton_compile
 
     sources = []
     generate = triton_compile.generate_triton_kernel
@@ -393,7 +393,7 @@ def test_long_row_reductions_read_along_the_row(monkeypatch):
     # logsumexp's last step reads the row's max and sum at one element per row: that
     # does not make the kernel's loads run along its outputs (one row per program, a
     # long step along the row, not a tile of 64 rows by 16)
-    from inductor_codegen.triton.heuristics import default_config
+    from inductor_codegen.codegen.triton.heuristics import default_config
 
     (source,) = _kernel_sources(
         monkeypatch, lambda x: torch.logsumexp(x.float(), -1), randn(4, 5000, dtype=torch.bfloat16)
@@ -434,14 +434,17 @@ def test_a_copy_across_the_rows_of_a_norm_it_shares_reads_with_stays_out():
 
 
 def test_small_reductions_over_the_same_loops_share_a_launch(monkeypatch):
-    from inductor_codegen import scheduler
+    import dataclasses
+
+    import inductor_codegen.codegen.triton.compile as triton_compile
 
     def fn(x, y):
         return x.sum(0), y.sum(0)
 
     args = randn(32, 768), randn(32, 768)
     assert check(fn, *args).kernel_count == 1
-    monkeypatch.setattr(scheduler, "SMALL_TWIN_ELEMENTS", 1000)  # now too large to join
+    policy = dataclasses.replace(triton_compile.GPU_FUSION_POLICY, small_reduction_elements=1000)
+    monkeypatch.setattr(triton_compile, "GPU_FUSION_POLICY", policy)  # now too large to join
     assert check(fn, *args).kernel_count == 2
 
 
@@ -498,7 +501,7 @@ def test_a_flat_kernel_of_software_math_takes_more_elements_a_thread(monkeypatch
     # small GELU, whose programs would not fill the device
     from dataclasses import replace
 
-    from inductor_codegen.triton.heuristics import MATH_MIN_NUMEL, default_config
+    from inductor_codegen.codegen.triton.heuristics import MATH_MIN_NUMEL, default_config
 
     x = randn(4, 384, dtype=torch.bfloat16)
     (gelu,) = _kernel_sources(monkeypatch, F.gelu, x, atol=2e-2, rtol=2e-2)
@@ -560,7 +563,7 @@ def test_a_tile_reading_few_contiguous_rows_is_wide_and_short(monkeypatch):
     # a [keys, heads] bias broadcast into [batch, heads, queries, keys]: the transposed
     # reads are contiguous over the 8 heads only, so tiles are 256 wide by 16 rows; a
     # plain transpose keeps 64 x 64
-    from inductor_codegen.triton.heuristics import default_config
+    from inductor_codegen.codegen.triton.heuristics import default_config
 
     def broadcast(bias):
         return bias.permute(1, 0)[None, :, None, :].expand(2, 8, 16, 64).contiguous()

@@ -10,7 +10,7 @@ import torch
 from graph_helpers import trace
 
 from inductor_codegen import compile_graph, cudagraph_compiler
-from inductor_codegen.triton.cudagraphs import CUDAGraphRunner
+from inductor_codegen.codegen.triton.cudagraphs import CUDAGraphRunner
 
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

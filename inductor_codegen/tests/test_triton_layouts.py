@@ -117,7 +117,7 @@ def test_bf16_training_step_through_channels_last_convolutions():
 
 @pytest.fixture
 def pad_small_products(monkeypatch):
-    from inductor_codegen.triton import padding
+    from inductor_codegen.codegen.triton import padding
 
     monkeypatch.setattr(padding, "MIN_PADDED_WORK", 1)
 
@@ -172,7 +172,7 @@ def test_a_padded_product_the_user_gets_is_returned_as_its_window(pad_small_prod
 
 
 def test_attention_gets_its_traced_strides():
-    from inductor_codegen.triton.strides import _traced
+    from inductor_codegen.codegen.triton.strides import _traced
 
     class Recorder:
         def realize(self, value, layout_hint=None):
@@ -196,8 +196,8 @@ def test_attention_gets_its_traced_strides():
 
 def test_attention_takes_a_slice_at_an_aligned_offset_as_it_is():
     """k and v sliced out of one qkv projection reach the kernel as views, not copies."""
+    from inductor_codegen.codegen.triton.strides import _traced
     from inductor_codegen.ir import Layout, TensorValue
-    from inductor_codegen.triton.strides import _traced
 
     class Recorder:
         hint = None
@@ -234,7 +234,7 @@ def sympy_int(n):
 
 
 def test_a_shared_value_reading_many_buffers_is_stored_once(monkeypatch):
-    from inductor_codegen.triton import realize
+    from inductor_codegen.codegen.triton import realize
 
     def fn(a, b, c, d, e):
         stream = a + b + c + d + e  # a residual stream after four layers
@@ -257,7 +257,7 @@ def test_small_broadcast_reads_do_not_count_toward_storing_a_shared_value(monkey
         y = (x - m) * v * w + b
         return y.softmax(-1), (y * 2).sum(0)
 
-    from inductor_codegen.triton import realize
+    from inductor_codegen.codegen.triton import realize
 
     x = torch.randn(64, 40, device=DEVICE)
     args = [x, *(torch.randn(40, device=DEVICE) for _ in range(4))]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 from graph_helpers import trace
-from model_defs import model_cases
+from models import model_cases
 
 from inductor_codegen import compile_graph
 from inductor_codegen.triton import (
@@ -53,7 +53,7 @@ def test_short_column_rows_get_wide_tiles():
     ("row", "xblock"), [(768, 256), (50257, 1024), (50264, 1024), (600, 128), (2048, 1024)]
 )
 def test_row_tiles_cover_rows_without_idle_lanes(row, xblock):
-    from inductor_codegen.triton.heuristics import ROW_TILE_ELEMENTS
+    from inductor_codegen.codegen.triton.heuristics import ROW_TILE_ELEMENTS
 
     kernel = TritonKernelSource("k", "", (), row, (), True, 4096, row_tiles=True)
     config = default_config(kernel)

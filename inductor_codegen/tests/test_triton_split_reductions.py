@@ -266,7 +266,7 @@ def test_default_policy_splits_a_million_element_loss():
 
 def test_batch_norm_training_through_ember_compile(monkeypatch):
     ember = pytest.importorskip("ember")
-    import inductor_codegen.triton.options as triton_options
+    import inductor_codegen.codegen.triton.options as triton_options
 
     monkeypatch.setattr(triton_options, "wants_triton", lambda inputs, options: True)
     torch.manual_seed(0)

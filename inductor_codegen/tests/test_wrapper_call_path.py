@@ -109,7 +109,7 @@ def test_hot_extern_ops_are_called_through_their_torch_functions():
 def test_each_direct_binding_is_its_aten_op():
     """Every DIRECT_BINDINGS name resolves to a public function computing what the
     OpOverload computes (the CPU-runnable ones run on samples)."""
-    from inductor_codegen.wrapper import DIRECT_BINDINGS, direct_binding
+    from inductor_codegen.codegen.wrapper import DIRECT_BINDINGS, direct_binding
 
     aten = torch.ops.aten
     x, w, b = torch.randn(2, 3, 5, 5), torch.randn(4, 3, 3, 3), torch.randn(4)

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.triton_interpret
 
 
 def _kernels(compiled) -> list:
-    from inductor_codegen.triton.runtime import TritonKernel
+    from inductor_codegen.codegen.triton.runtime import TritonKernel
 
     return [v for v in compiled._call.__globals__.values() if isinstance(v, TritonKernel)]
 
@@ -57,7 +57,7 @@ def test_symbolic_kernels_pick_a_launcher_per_size(tmp_path):
 
 def test_specialization_key_matches_each_arguments_specialization():
     pytest.importorskip("triton")
-    from inductor_codegen.triton.runtime import _specialization, specialization_key
+    from inductor_codegen.codegen.triton.runtime import _specialization, specialization_key
 
     base = torch.randn(64)
     args = [base, base[1:], torch.nn.Parameter(torch.randn(4)), 1, 16, 7, 32, True, 2.5, None]
@@ -138,7 +138,7 @@ def test_misaligned_inputs_are_copied_and_match_eager(tmp_path):
 
 
 def test_aligned_copies_keep_strides_and_values():
-    from inductor_codegen.triton.wrapper import aligned_copies
+    from inductor_codegen.codegen.triton.wrapper import aligned_copies
 
     base = torch.randn(3 * 8 + 1)
     view = base[1:].view(8, 3).t()  # 4 bytes off, transposed
@@ -184,7 +184,7 @@ def test_only_a_move_between_devices_falls_back():
 
 
 def test_direct_launch_passes_the_grid_stream_handles_and_constexprs_in_order():
-    from inductor_codegen.triton.runtime import direct_launch
+    from inductor_codegen.codegen.triton.runtime import direct_launch
 
     calls = []
 
@@ -245,7 +245,7 @@ class PassThroughLauncher:
 
 
 def test_direct_launch_calls_a_pass_through_launchers_entry_itself():
-    from inductor_codegen.triton.runtime import binary_entry, direct_launch
+    from inductor_codegen.codegen.triton.runtime import binary_entry, direct_launch
 
     calls = []
 

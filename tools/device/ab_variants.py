@@ -22,14 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 PATCHES = {
     "head": [],
-    "no_join": [("inductor_codegen.scheduler", "_stores_along_rows", lambda plan, buf: False)],
+    "no_join": [("inductor_codegen.scheduler", "stores_along_rows", lambda plan, buf: False)],
     "persistent_4096": [
-        ("inductor_codegen.triton.heuristics", "PERSISTENT_PROGRAM_ELEMENTS", 4096)
+        ("inductor_codegen.codegen.triton.heuristics", "PERSISTENT_PROGRAM_ELEMENTS", 4096)
     ],
-    "row_tile_4096": [("inductor_codegen.triton.heuristics", "ROW_TILE_ELEMENTS", 4096)],
+    "row_tile_4096": [("inductor_codegen.codegen.triton.heuristics", "ROW_TILE_ELEMENTS", 4096)],
     "row_step_1024": [
-        ("inductor_codegen.triton.heuristics", "ROW_STEP", 1024),
-        ("inductor_codegen.triton.heuristics", "ROW_STEP_WARPS", 4),
+        ("inductor_codegen.codegen.triton.heuristics", "ROW_STEP", 1024),
+        ("inductor_codegen.codegen.triton.heuristics", "ROW_STEP_WARPS", 4),
     ],
 }
 

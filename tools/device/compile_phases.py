@@ -33,7 +33,7 @@ def _fresh_caches() -> None:
 
 
 def _mock(kernel) -> list[str]:
-    from inductor_codegen.triton.ops import TRITON_DTYPES
+    from inductor_codegen.codegen.triton.ops import TRITON_DTYPES
 
     names = {text: str(dtype).removeprefix("torch.") for dtype, text in TRITON_DTYPES.items()}
     return [names[a.ctype] for a in kernel.source.args]
@@ -47,7 +47,7 @@ def measure(name: str, mode: str) -> dict:
     from common import gpu_bench, prepared
 
     from inductor_codegen import compile as driver
-    from inductor_codegen.triton import runtime
+    from inductor_codegen.codegen.triton import runtime
 
     graphs, precompiled = [], []
     seconds = {"precompile": 0.0, "first launches": 0.0}

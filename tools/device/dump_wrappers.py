@@ -19,7 +19,7 @@ from common import gpu_bench, prepared, wall_ms
 
 
 def main(names: list[str], mode: str, out: Path) -> None:
-    from inductor_codegen.cpp_build import default_cache_dir
+    from inductor_codegen.options import default_cache_dir
 
     wrappers = Path(default_cache_dir()) / "wrappers"
     for name in names:

@@ -50,7 +50,7 @@ def launch() -> None:
     from graph_helpers import trace
 
     from inductor_codegen import compile_graph
-    from inductor_codegen.triton.runtime import TritonKernel
+    from inductor_codegen.codegen.triton.runtime import TritonKernel
 
     x = torch.randn(1024, device="cuda")
     out = torch.empty_like(x)
@@ -145,7 +145,7 @@ def _syncs(step) -> list[str]:
 
 
 def sections(names: list[str], mode: str) -> None:
-    from inductor_codegen.compile import CompiledGraph
+    from inductor_codegen.pipeline import CompiledGraph
 
     inside = []
     original = CompiledGraph.call_boxed

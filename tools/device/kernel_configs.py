@@ -39,7 +39,7 @@ def sweep(name: str, mode: str, kinds: set[str], top: int = 0) -> list[dict]:
     import torch
     from common import gpu_bench, prepared
 
-    from inductor_codegen.triton.heuristics import autotune_configs, default_config
+    from inductor_codegen.codegen.triton.heuristics import autotune_configs, default_config
 
     model, inputs = prepared(name, mode)
     step = gpu_bench.make_step(gpu_bench.compiled_model("ember", model), inputs, mode)

@@ -7,13 +7,13 @@
 Stable API: everything in `__all__`.
 """
 
+from inductor_codegen.codegen.triton.cudagraphs import cudagraph_compiler
 from inductor_codegen.compile import (
     SUPPORTS_DYNAMIC_SHAPES,
     Artifact,
     CompiledGraph,
     compile_graph,
 )
-from inductor_codegen.cpp_build import default_cache_dir
 from inductor_codegen.errors import (
     CppCompileError,
     DynamicShapeError,
@@ -22,8 +22,7 @@ from inductor_codegen.errors import (
     UnsupportedGraphError,
 )
 from inductor_codegen.lowering import LOWERINGS, register_lowering
-from inductor_codegen.options import Options
-from inductor_codegen.triton.cudagraphs import cudagraph_compiler
+from inductor_codegen.options import Options, default_cache_dir
 
 __version__ = "0.1.0"
 

@@ -2,10 +2,14 @@
 
     lower     FX graph of ATen ops -> loop IR buffers (GraphLowering)
     schedule  buffers -> fused kernels and extern calls (scheduler.schedule)
-    codegen   each fused kernel -> a C++ function (cpp_codegen)
-    build     C++ -> shared libraries, in parallel, cached on disk (cpp_build)
-    wrapper   the Python function that allocates, calls and frees (wrapper)
-    load      the wrapper written to a real file and imported
+    codegen   each fused kernel -> a C++ function (codegen.cpp)
+    build     C++ -> shared libraries, in parallel, cached on disk (codegen.cpp.build)
+    wrapper   the Python function that allocates, calls and frees (codegen.wrapper)
+    load      the wrapper written to a real file and imported (pipeline)
+
+CUDA tensors (or `options={"device_codegen": "triton"}`) take the same passes
+through the Triton driver, `codegen.triton.compile`, which prints Triton
+kernels and launches them from the same wrapper generator.
 
 Each pass leaves a readable artifact with its time on the returned
 CompiledGraph (`.artifacts`).
@@ -19,32 +23,30 @@ caller compiles the graph again with static sizes.
 
 from __future__ import annotations
 
-import time
-from collections import Counter
-from dataclasses import dataclass
-from pathlib import Path
-
 import torch
 import torch.fx
 
-from guards import artifact_enabled, artifact_logger
-from guards.cache_root import (
-    cache_folder,
-    discard,
-    payload_digest,
-    private_temporary_root,
-    read_private,
-    write_private,
-)
+from guards import artifact_logger
 from inductor_codegen import runtime
-from inductor_codegen.cpp_build import CompilerConfig, KernelLibrary
-from inductor_codegen.cpp_codegen import generate_kernel
+from inductor_codegen.codegen.cpp.build import CompilerConfig, KernelLibrary
+from inductor_codegen.codegen.cpp.generate import generate_kernel
+from inductor_codegen.codegen.triton.compile import compile_triton_graph
+from inductor_codegen.codegen.triton.options import split_device_options, wants_triton
+from inductor_codegen.codegen.wrapper import generate_wrapper
 from inductor_codegen.errors import DynamicShapeError, UnsupportedGraphError
-from inductor_codegen.ir import TensorValue
-from inductor_codegen.lowering import LOWERINGS, GraphLowering
+from inductor_codegen.lowering import LOWERINGS
 from inductor_codegen.options import Options
-from inductor_codegen.scheduler import FusedKernel, describe, memoized_bodies, schedule
-from inductor_codegen.symbols import shape_env_of, shape_env_state
+from inductor_codegen.pipeline import (
+    Artifact,
+    CompiledGraph,
+    EagerGraph,
+    PassRecorder,
+    finish,
+    is_symbolic_graph,
+    load_wrapper,
+    lower_and_schedule,
+)
+from inductor_codegen.scheduler import FusedKernel, describe, memoized_bodies
 
 __all__ = [
     "Artifact",
@@ -56,145 +58,6 @@ __all__ = [
 
 # compile_graph takes graphs with symbolic sizes and compiles them once for all sizes.
 SUPPORTS_DYNAMIC_SHAPES = True
-
-_any_autocast_enabled = torch._C._is_any_autocast_enabled
-_autocast_off = torch._C._DisableAutocast
-
-
-@dataclass(frozen=True, slots=True)
-class Artifact:
-    """What one pass produced, as text, and how long it took."""
-
-    name: str
-    text: str
-    seconds: float
-
-
-class CompiledGraph:
-    """The callable compile_graph returns.
-
-    Calling convention: positional arguments, one per graph placeholder,
-    `compiled(*inputs)`; or the boxed form `compiled.call_boxed(list_of_inputs)`,
-    which empties the list so that inputs can be freed at their last use.
-    Returns what the graph returns (the same nesting of tuples and lists).
-    The graph's dtypes are explicit, so it runs with autocast off: an autocast
-    block around the call does not cast the graph's matmuls a second time.
-    """
-
-    def __init__(self, call, *, artifacts, fallbacks, kernel_count, wrapper_path, unflatten=None):
-        self._call = call
-        self.artifacts: list[Artifact] = artifacts
-        self.fallbacks: Counter[str] = fallbacks
-        self.kernel_count = kernel_count
-        self.wrapper_path = wrapper_path
-        self._unflatten = unflatten
-
-    def __call__(self, *args):
-        return self.call_boxed(list(args))
-
-    def call_boxed(self, args: list):
-        if _any_autocast_enabled():
-            with _autocast_off():
-                result = self._call(args)
-        else:
-            result = self._call(args)
-        if self._unflatten is not None:
-            return self._unflatten(result)
-        return result
-
-    def as_boxed(self):
-        """`call_boxed` as a plain function marked `_boxed_call = True` (torch's convention)."""
-
-        def boxed(args: list):
-            return self.call_boxed(args)
-
-        boxed._boxed_call = True
-        return boxed
-
-    def artifact(self, name: str) -> str:
-        for a in self.artifacts:
-            if a.name == name:
-                return a.text
-        raise KeyError(f"no artifact {name!r}; have {[a.name for a in self.artifacts]}")
-
-
-class EagerGraph(CompiledGraph):
-    """A graph the code generator does not handle, run by the FX interpreter over ATen."""
-
-    def __init__(self, gm: torch.fx.GraphModule, reason: str):
-        super().__init__(
-            lambda args: gm(*args),
-            artifacts=[Artifact("eager_fallback", reason, 0.0)],
-            fallbacks=Counter({"<whole graph>": 1}),
-            kernel_count=0,
-            wrapper_path=None,
-        )
-
-
-class PassRecorder:
-    """One `Artifact` per pass of a driver: its name, its text and the seconds it took."""
-
-    def __init__(self) -> None:
-        self.artifacts: list[Artifact] = []
-        self._last = time.perf_counter()
-
-    def done(self, name: str, text_fn) -> None:
-        now = time.perf_counter()
-        self.artifacts.append(Artifact(name, text_fn(), now - self._last))
-        self._last = now
-
-
-def lower_and_schedule(gm, example_inputs, lowerings, passes: PassRecorder):
-    """The passes every code generator shares: lower the graph to loop IR, then fuse.
-
-    Records the "lower" artifact; raises UnsupportedGraphError (logged on perf_hints)
-    when the graph has to run through ATen whole, and DynamicShapeError when a graph
-    with symbolic sizes needs static ones.
-    """
-    symbolic = is_symbolic_graph(gm, example_inputs)
-    placeholders = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
-    env = shape_env_of([*placeholders, *example_inputs]) if symbolic else None
-    before = shape_env_state(env)
-    try:
-        graph = GraphLowering(gm, example_inputs, lowerings).run()
-        output_buffers = {
-            v.view.buffer
-            for v in graph.outputs
-            if isinstance(v, TensorValue) and v.view is not None
-        }
-        plan = schedule(graph.buffers, output_buffers)
-        if shape_env_state(env) != before:
-            # NOTE: int() or bool() on a torch.SymInt decides it by its example value and
-            # records a guard; code compiled after that would be right for that value only.
-            raise DynamicShapeError(
-                "compiling decided a symbolic size by its example value (the shape "
-                "environment gained a guard); compile this graph with static sizes"
-            )
-    except DynamicShapeError as error:
-        artifact_logger("perf_hints").info("symbolic graph needs static sizes: %s", error)
-        raise
-    except UnsupportedGraphError as error:
-        if symbolic:
-            artifact_logger("perf_hints").info("symbolic graph needs static sizes: %s", error)
-            raise DynamicShapeError(f"{error} (in a graph with symbolic sizes)") from error
-        artifact_logger("perf_hints").info("graph runs eagerly: %s", error)
-        raise
-    passes.done("lower", lambda: _describe_lowering(graph))
-    return graph, plan
-
-
-def is_symbolic_graph(gm: torch.fx.GraphModule, example_inputs) -> bool:
-    """Whether a placeholder (meta["val"] or example) has a symbolic size or is a SymInt."""
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for node, example in zip(placeholders, example_inputs):
-        for value in (node.meta.get("val"), example):
-            if isinstance(value, torch.SymInt) and value.node.maybe_as_int() is None:
-                return True
-            if isinstance(value, torch.Tensor) and any(
-                isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride())
-            ):
-                return True
-    return False
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> CompiledGraph:
@@ -215,12 +78,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> 
 
 
 def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> CompiledGraph:
-    from inductor_codegen.triton.options import split_device_options, wants_triton
-
     device_options, options = split_device_options(options)
     if wants_triton(example_inputs, device_options):
-        from inductor_codegen.triton import compile_triton_graph
-
         return compile_triton_graph(gm, example_inputs, options=options, device=device_options)
     opts = Options.from_mapping(options)
     passes = PassRecorder()
@@ -249,8 +108,6 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
     done("build", lambda: f"{len(sources)} kernels; cache stats {library.stats}")
 
     # wrapper: the Python function that allocates buffers and calls kernels and ATen.
-    from inductor_codegen.wrapper import generate_wrapper, plain_spec
-
     try:
         wrapper = generate_wrapper(graph, plan, sources)
     except DynamicShapeError as error:
@@ -271,69 +128,9 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
         **graph.constants,
         **functions,
     }
-    path = _write_wrapper(wrapper.text, kernel_text, opts.cache_dir)
-    exec(compile(wrapper.text, str(path), "exec"), namespace)
+    path = load_wrapper(wrapper, kernel_text, namespace, opts.cache_dir, "C++")
     done("load", lambda: str(path))
-
-    if artifact_enabled("output_code"):
-        artifact_logger("output_code").info(
-            "wrapper %s:\n%s\nkernels:\n%s", path, wrapper.text, kernel_text
-        )
-    if graph.fallbacks:
-        artifact_logger("perf_hints").info("ATen fallbacks: %s", dict(graph.fallbacks))
-    unflatten = None
-    if graph.output_spec is not None and not plain_spec(graph.output_spec):
-        import torch.utils._pytree as pytree
-
-        spec = graph.output_spec
-        unflatten = lambda flat: pytree.tree_unflatten(flat, spec)  # noqa: E731
-    return CompiledGraph(
-        namespace["call"],
-        artifacts=passes.artifacts,
-        fallbacks=graph.fallbacks,
-        kernel_count=len(kernels),
-        wrapper_path=path,
-        unflatten=unflatten,
-    )
-
-
-def _write_wrapper(text: str, kernel_text: str, cache_dir, language: str = "C++") -> Path:
-    """Write the wrapper (kernels as comments) to `<cache>/wrappers/graph_<checksum>.py`.
-
-    The file serves tracebacks and pdb; the code run is compiled from `text` itself.
-    """
-    full = (
-        text
-        + f"\n\n# Kernels ({language}):\n"
-        + "".join(f"# {line}\n" for line in kernel_text.splitlines())
-    ).encode()
-    folder = cache_folder("wrappers", root=cache_dir)
-    path = folder / f"graph_{payload_digest(full)[:20]}.py"
-    try:
-        existing = read_private(path)
-    except OSError as error:
-        existing = None
-        discard(path, str(error))
-    if existing == full:
-        return path
-    if existing is not None:
-        discard(path, "its contents do not match its checksum")
-    try:
-        write_private(path, full)
-    except OSError as error:  # the cache filled up or became read-only meanwhile
-        root = private_temporary_root(folder.parent, f"failed: {error}")
-        path = cache_folder("wrappers", root=root) / path.name
-        write_private(path, full)
-    return path
-
-
-def _describe_lowering(graph: GraphLowering) -> str:
-    lines = [f"inputs: {[getattr(i, 'name', i) for i in graph.inputs]}"]
-    for buf in graph.buffers:
-        lines.append(f"{buf.name}: {type(buf).__name__} {getattr(buf, 'layout', None)}")
-    if graph.fallbacks:
-        lines.append(f"fallbacks: {dict(graph.fallbacks)}")
-    return "\n".join(lines)
+    return finish(graph, namespace, path, wrapper, kernel_text, passes, len(kernels))
 
 
 compile_graph.supports_dynamic_shapes = SUPPORTS_DYNAMIC_SHAPES

@@ -7,9 +7,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from guards.cache_root import cache_root
 from inductor_codegen.errors import InductorError
 
-__all__ = ["Options"]
+__all__ = ["Options", "default_cache_dir"]
+
+
+def default_cache_dir() -> Path:
+    """The cache root: EMBER_CACHE_DIR, or ~/.cache/ember (see guards.cache_root)."""
+    return cache_root()
 
 
 @dataclass(frozen=True, slots=True)

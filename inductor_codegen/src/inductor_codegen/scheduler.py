@@ -41,16 +41,15 @@ __all__ = [
     "FusedKernel",
     "LoopGroup",
     "Schedule",
-    "outer_level_horizontal_fusion",
+    "CPU_FUSION_POLICY",
+    "FusionPolicy",
+    "HORIZONTAL_RULES",
     "schedule",
     "squeeze_ranges",
 ]
 
-MAX_KERNEL_NODES = 48
 # The shortest inner loop a split of an outer loop may leave (see _split_outer).
 MIN_SPLIT = 8
-# How many earlier steps a buffer may move back to join a kernel.
-SEARCH_WINDOW = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,69 +105,64 @@ def unsqueeze_index(ranges, variables) -> tuple[Index, ...]:
 
 
 _BODIES: ContextVar[dict | None] = ContextVar("ember_node_bodies", default=None)
-_OUTER_LEVEL_ONLY: ContextVar[bool] = ContextVar("ember_outer_level_horizontal", default=False)
 
 
-@contextlib.contextmanager
-def outer_level_horizontal_fusion() -> Iterator[None]:
-    """Inside, a horizontal fusion may neither put work in an inner pointwise loop nor join a
-    reduction kernel unless it shares a read with the kernel (a residual sum stored
-    beside the norm over it: its rows are loaded once, by the norm's loop).
-
-    A GPU kernel runs its outer loop in parallel and each program's inner loops
-    in sequence: the casts of three weights [768, 768], [768, 3072] and
-    [50257, 768] joined under an outer loop of 768 would run as 768 programs
-    looping over rows (1.6 ms for what three flat kernels do in 0.3 ms). A CPU
-    kernel's threads split the outer loop either way, so the C++ driver keeps
-    the wider rule.
-    """
-    token = _OUTER_LEVEL_ONLY.set(True)
-    try:
-        yield
-    finally:
-        _OUTER_LEVEL_ONLY.reset(token)
+# ---------------------------------------------------------------- fusion policy
+#
+# What MAY fuse is decided by one rule, `plan_kernel` (the loops fit and every value
+# read from the kernel is read where it was written), and by the limits below. What
+# SHOULD fuse, among the horizontal fusions that may, is a device's policy: a
+# `FusionPolicy` names the rules that refuse a fusion and holds its numbers as data.
 
 
-def _has_groups(plan) -> bool:
-    return any(isinstance(item, LoopGroup) for item in plan[1])
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """What the scheduler asks of a buffer, computed once when it is scheduled."""
+
+    value: object  # its value over its own loop nest
+    reads: frozenset[str]  # the buffers it loads
 
 
-def _reads_of(bufs: list[ComputedBuffer]) -> set[str]:
-    """The buffers that `bufs` load from."""
-    names: set[str] = set()
-    for buf in bufs:
-        natural = () if isinstance(buf.body, Pointwise) else squeeze_ranges(buf.body.ranges)
-        names.update(load.buffer for load in expr_loads(node_body(buf, natural, "r")[0]))
-    return names
+def node_facts(buf: ComputedBuffer) -> NodeFacts:
+    natural = () if isinstance(buf.body, Pointwise) else squeeze_ranges(buf.body.ranges)
+    value = node_body(buf, natural, "r")[0]
+    return NodeFacts(value, frozenset(load.buffer for load in expr_loads(value)))
 
 
-def _stores_along_rows(plan, buf: ComputedBuffer) -> bool:
-    """Whether `buf` in `plan` stores at the outer level or along its inner loop."""
-    _value, store, inner = node_body(buf, plan[0], "r")
-    return not inner or store.coeff(inner_vars("r", len(inner))[-1]) == 1
+@dataclass(slots=True)
+class KernelDraft:
+    """A kernel being filled: its plan, its buffers, their index divisions and reads."""
+
+    plan: tuple
+    bufs: list
+    divisions: int
+    reads: set
+
+    def add(self, buf: ComputedBuffer, facts: NodeFacts, plan: tuple, divisions: int) -> None:
+        self.plan, self.divisions = plan, divisions
+        self.bufs.append(buf)
+        self.reads |= facts.reads
 
 
-# A reduction of at most this many elements (outputs x reduced) joins a reduction
-# kernel with the same loops even when they share no read (see _small_twin_reduction).
-SMALL_TWIN_ELEMENTS = 1 << 20
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A legal horizontal fusion under consideration: `buf` joining `draft` as `plan`."""
+
+    buf: ComputedBuffer
+    facts: NodeFacts
+    draft: KernelDraft
+    plan: tuple
+    divisions: int
+    alone: tuple  # the plan of `buf` in a kernel of its own
+    policy: FusionPolicy
+
+    @property
+    def shares_reads(self) -> bool:
+        return bool(self.facts.reads & self.draft.reads)
 
 
 def _loop_nest(plan) -> tuple:
     return plan[0], tuple((i.kind, i.ranges) for i in plan[1] if isinstance(i, LoopGroup))
-
-
-def _small_twin_reduction(buf: ComputedBuffer, plan, before) -> bool:
-    """Whether `buf` is a small reduction that joins a kernel without changing its loops.
-
-    The last step of split column sums (a layer norm's weight and bias gradients, each
-    summing 32 partial rows of 768) is two tiny kernels over the same tiles; together
-    they are one launch, where launching, not memory, is the cost. Large reductions
-    stay apart: each would hold its rows in registers beside the other's."""
-    body = buf.body
-    if isinstance(body, Pointwise) or _loop_nest(plan) != _loop_nest(before):
-        return False
-    elements = sympy.Mul(*body.ranges, *body.reduction_ranges)
-    return bool(elements.is_Integer and int(elements) <= SMALL_TWIN_ELEMENTS)
 
 
 def _inner_pointwise_nodes(plan) -> int:
@@ -177,6 +171,123 @@ def _inner_pointwise_nodes(plan) -> int:
         for item in plan[1]
         if isinstance(item, LoopGroup) and item.kind == "pointwise"
     )
+
+
+def stores_along_rows(plan, buf: ComputedBuffer) -> bool:
+    """Whether `buf` in `plan` stores at the outer level or along its inner loop."""
+    _value, store, inner = node_body(buf, plan[0], "r")
+    return not inner or store.coeff(inner_vars("r", len(inner))[-1]) == 1
+
+
+def small_reduction_beside(c: Candidate) -> bool:
+    """Whether `c.buf` is a reduction of at most `small_reduction_elements` (outputs x
+    reduced) that joins its kernel without changing the kernel's loops."""
+    body = c.buf.body
+    if isinstance(body, Pointwise) or _loop_nest(c.plan) != _loop_nest(c.draft.plan):
+        return False
+    elements = sympy.Mul(*body.ranges, *body.reduction_ranges)
+    return bool(elements.is_Integer and int(elements) <= c.policy.small_reduction_elements)
+
+
+def adds_index_divisions(c: Candidate) -> bool:
+    """No loop gains division or modulo index math by a horizontal fusion.
+
+    (tests/test_cpu_train_codegen.py::test_head_merge_copy_loops_without_division)
+    """
+    return c.divisions > c.draft.divisions + index_divisions(c.alone, [c.buf])
+
+
+def mixes_strides_in_vector_loop(c: Candidate) -> bool:
+    """The vector loop does not mix accesses strided along it with contiguous ones: the
+    strided ones would keep the loop from vectorizing for all.
+
+    (tests/test_scheduler_policy.py::test_a_transposed_copy_stays_out_of_a_contiguous_kernel)
+    """
+    return mixes_strides(c.plan, [*c.draft.bufs, c.buf]) and not mixes_strides(
+        c.draft.plan, c.draft.bufs
+    )
+
+
+def loops_inside_across_rows(c: Candidate) -> bool:
+    """An inner pointwise loop pays only for reads shared along rows contiguous in memory
+    (a norm's rows): across them (a column sum's few programs each walking many rows)
+    the node would lose its flat parallelism.
+
+    (tests/test_triton_codegen.py::test_a_returned_residual_sum_joins_the_norm_over_it,
+    test_a_copy_across_the_rows_of_a_norm_it_shares_reads_with_stays_out)
+    """
+    return _inner_pointwise_nodes(c.plan) > _inner_pointwise_nodes(c.draft.plan) and not (
+        c.shares_reads and stores_along_rows(c.plan, c.buf)
+    )
+
+
+def joins_unrelated_reduction(c: Candidate) -> bool:
+    """A node sharing no read with a reduction kernel would take the reduction's tiles
+    (XBLOCK outputs a program) and save only a launch: a permuted copy there reads
+    across its tile. Small reductions over the same loops are the exception: the last
+    step of split column sums (a layer norm's weight and bias gradients, each summing
+    32 partial rows of 768) is two tiny kernels over the same tiles, where launching,
+    not memory, is the cost.
+
+    (tests/test_triton_codegen.py::test_a_cast_sharing_no_read_stays_out_of_a_reduction_kernel,
+    test_small_reductions_over_the_same_loops_share_a_launch)
+    """
+    return _has_groups(c.draft.plan) and not c.shares_reads and not small_reduction_beside(c)
+
+
+def _has_groups(plan) -> bool:
+    return any(isinstance(item, LoopGroup) for item in plan[1])
+
+
+# Rule name -> (refuses a candidate, what the schedule log says when it does).
+HORIZONTAL_RULES = {
+    "index_divisions": (adds_index_divisions, "its indices would divide"),
+    "mixed_strides": (mixes_strides_in_vector_loop, "strided in its vector loop"),
+    "inner_loops_along_shared_rows": (loops_inside_across_rows, "it would loop inside"),
+    "reductions_need_shared_reads": (
+        joins_unrelated_reduction,
+        "it shares no read with the reduction kernel",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FusionPolicy:
+    """A device's choice among legal fusions, as data.
+
+    max_kernel_nodes:  buffers one kernel takes at most.
+    search_window:     how many earlier steps a buffer may move back to join a kernel.
+    horizontal_rules:  names in HORIZONTAL_RULES; each refuses a horizontal fusion.
+    small_reduction_elements: a reduction of at most this many elements (outputs x
+                       reduced) joins a reduction kernel over the same loops even when
+                       they share no read ("reductions_need_shared_reads").
+    """
+
+    max_kernel_nodes: int = 48
+    search_window: int = 8
+    horizontal_rules: tuple[str, ...] = ("index_divisions", "mixed_strides")
+    small_reduction_elements: int = 1 << 20
+
+    def __post_init__(self):
+        unknown = [name for name in self.horizontal_rules if name not in HORIZONTAL_RULES]
+        if unknown:
+            raise ValueError(
+                f"unknown horizontal fusion rules {unknown}; choose from {list(HORIZONTAL_RULES)}"
+            )
+
+    def refusal(self, candidate: Candidate) -> str | None:
+        """Why `candidate` should not fuse, or None when it should."""
+        for name in self.horizontal_rules:
+            refuses, reason = HORIZONTAL_RULES[name]
+            if refuses(candidate):
+                return reason
+        return None
+
+
+# The C++ kernels' policy: a CPU kernel's threads split the outer loop whatever runs
+# inside it, so any legal fusion that adds no index math and keeps the vector loop
+# contiguous is taken. (A GPU's policy is in codegen/triton/compile.py.)
+CPU_FUSION_POLICY = FusionPolicy()
 
 
 @contextlib.contextmanager
@@ -467,18 +578,20 @@ def _rename(src: str, dst: str, expr):
     return mapping
 
 
-def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
+def schedule(
+    buffers: list, output_buffers: set[str], policy: FusionPolicy = CPU_FUSION_POLICY
+) -> Schedule:
     """Fuse `buffers` (program order) into kernels; extern calls stay in program order.
 
     A computed buffer may join any kernel placed at or after the last step that
     produces one of its inputs (then every input exists when that kernel runs);
     the kernel of its latest producer is tried first (vertical fusion), then
-    later ones (horizontal fusion), the most recent first.
+    later ones (horizontal fusion), the most recent first. `policy` decides
+    which legal horizontal fusions are taken.
     """
     log = artifact_logger("schedule")
-    outer_only = _OUTER_LEVEL_ONLY.get()
     by_name = {b.name: b for b in buffers}
-    steps: list = []  # ExternBuffer, or [plan, list of ComputedBuffer]
+    steps: list = []  # ExternBuffer or KernelDraft
     produced_at: dict[str, int] = {}
     for buf in buffers:
         if isinstance(buf, ExternBuffer):
@@ -490,84 +603,63 @@ def schedule(buffers: list, output_buffers: set[str]) -> Schedule:
         if is_scatter(buf):
             # A scatter kernel stands alone: nothing fuses into it, it fuses into nothing.
             log.debug("%s is a scatter kernel", buf.name)
-            steps.append([((), (buf.name,)), [buf], 0])
+            steps.append(KernelDraft(((), (buf.name,)), [buf], 0, set()))
             produced_at[buf.name] = len(steps) - 1
             continue
-        natural = () if isinstance(buf.body, Pointwise) else squeeze_ranges(buf.body.ranges)
-        value = node_body(buf, natural, "r")[0]
-        reads = {load.buffer for load in expr_loads(value)}
-        earliest = max((produced_at.get(load.buffer, -1) for load in expr_loads(value)), default=-1)
+        facts = node_facts(buf)
+        earliest = max((produced_at.get(name, -1) for name in facts.reads), default=-1)
         candidates = [earliest] if earliest >= 0 else []
-        candidates += [
-            p for p in range(len(steps) - 1, max(earliest, len(steps) - 1 - SEARCH_WINDOW), -1)
-        ]
+        window = max(earliest, len(steps) - 1 - policy.search_window)
+        candidates += [p for p in range(len(steps) - 1, window, -1)]
         placed = False
         alone = None
         for position in candidates:
-            step = steps[position]
-            if (
-                isinstance(step, ExternBuffer)
-                or len(step[1]) >= MAX_KERNEL_NODES
-                or is_scatter(step[1][0])
-            ):
-                continue
-            plan = plan_kernel(step[1] + [buf])
+            draft = steps[position]
+            plan = _legal_plan(draft, buf, policy)
             if plan is None:
                 continue
-            divisions = index_divisions(plan, step[1] + [buf])
+            divisions = index_divisions(plan, draft.bufs + [buf])
             if position != earliest:
-                # Horizontal: worth it only when no loop gains division/modulo index math
-                # and the vector loop does not mix strided with contiguous accesses.
                 alone = alone or plan_kernel([buf])
-                if divisions > step[2] + index_divisions(alone, [buf]):
-                    log.debug("%s stays out of a kernel (its indices would divide)", buf.name)
+                candidate = Candidate(buf, facts, draft, plan, divisions, alone, policy)
+                reason = policy.refusal(candidate)
+                if reason is not None:
+                    log.debug("%s stays out of a kernel (%s)", buf.name, reason)
                     continue
-                if mixes_strides(plan, step[1] + [buf]) and not mixes_strides(step[0], step[1]):
-                    log.debug("%s stays out of a kernel (strided in its vector loop)", buf.name)
-                    continue
-                shares_reads = outer_only and bool(reads & _reads_of(step[1]))
-                # An inner loop pays only for reads shared along rows contiguous in
-                # memory (a norm's rows): across them (a column sum's few programs each
-                # walking many rows) the node would lose its flat parallelism.
-                if (
-                    outer_only
-                    and _inner_pointwise_nodes(plan) > _inner_pointwise_nodes(step[0])
-                    and not (shares_reads and _stores_along_rows(plan, buf))
-                ):
-                    log.debug("%s stays out of a kernel (it would loop inside)", buf.name)
-                    continue
-                if (
-                    outer_only
-                    and _has_groups(step[0])
-                    and not shares_reads
-                    and not _small_twin_reduction(buf, plan, step[0])
-                ):
-                    # It would take the reduction's tiles (XBLOCK outputs a program) and
-                    # save only a launch: a permuted copy there reads across its tile.
-                    log.debug("%s stays out of a reduction kernel it shares no read with", buf.name)
-                    continue
-            log.debug("fuse %s into kernel with %s", buf.name, ", ".join(b.name for b in step[1]))
-            step[0] = plan
-            step[1].append(buf)
-            step[2] = divisions
+            log.debug(
+                "fuse %s into kernel with %s", buf.name, ", ".join(b.name for b in draft.bufs)
+            )
+            draft.add(buf, facts, plan, divisions)
             produced_at[buf.name] = position
             placed = True
             break
         if not placed:
             log.debug("%s starts a new kernel", buf.name)
             plan = alone or plan_kernel([buf])
-            steps.append([plan, [buf], index_divisions(plan, [buf])])
+            steps.append(KernelDraft(plan, [buf], index_divisions(plan, [buf]), set(facts.reads)))
             produced_at[buf.name] = len(steps) - 1
     steps = [
         s
         if isinstance(s, ExternBuffer)
-        else (_split_outer(s[1], s[0], s[2]), [b.name for b in s[1]])
+        else (_split_outer(s.bufs, s.plan, s.divisions), [b.name for b in s.bufs])
         for s in steps
     ]
     kernels = _finish(steps, by_name, output_buffers)
     if artifact_enabled("schedule"):
         log.info("%s", describe(kernels))
     return Schedule(tuple(kernels), by_name)
+
+
+def _legal_plan(step, buf: ComputedBuffer, policy: FusionPolicy) -> tuple | None:
+    """The plan of `buf` joining `step`, or None when it may not: an extern call, a full
+    kernel, a scatter kernel, or loops that do not fit (`plan_kernel`)."""
+    if (
+        isinstance(step, ExternBuffer)
+        or len(step.bufs) >= policy.max_kernel_nodes
+        or is_scatter(step.bufs[0])
+    ):
+        return None
+    return plan_kernel(step.bufs + [buf])
 
 
 def _finish(steps, by_name, output_buffers) -> list:

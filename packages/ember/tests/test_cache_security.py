@@ -13,7 +13,7 @@ import torch
 import ember
 from guards import cache_root as cache_root_module
 from guards import set_logs
-from inductor_codegen.cpp_build import KernelLibrary
+from inductor_codegen.codegen.cpp.build import KernelLibrary
 
 QUICK = {"cpp.cxx_flags": ("-O0", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-w")}
 API_TOKEN = "sekrit-token-123"

@@ -42,6 +42,7 @@ __all__ = [
     "SUPPORTED_DTYPES",
     "USER_VISIBLE_OUTPUTS",
     "dense_layout",
+    "inline_size",
     "load_order",
     "readers",
 ]
@@ -312,7 +313,7 @@ class GraphLowering:
     def _maybe_realize(self, node, value):
         if not isinstance(value, TensorValue) or value.view is not None or not node.users:
             return value  # a value nothing reads (max pooling's unused indices) is never computed
-        size = _expr_size(value)
+        size = inline_size(value)
         if size > MAX_INLINE_SIZE:
             return self.realize(value)
         if readers(node) > 1 and (size > MAX_SHARED_INLINE_SIZE or _has_expensive_op(value)):
@@ -609,7 +610,8 @@ def _has_expensive_op(value: TensorValue) -> bool:
     return False
 
 
-def _expr_size(value: TensorValue) -> int:
+def inline_size(value: TensorValue) -> int:
+    """How many ops `value` would inline into each reader (0 for a plain load or constant)."""
     index = tuple(sympy.Symbol(f"i{d}", integer=True, nonnegative=True) for d in range(value.ndim))
     expr = value.loader(index)
     if isinstance(expr, (Load, Constant)):

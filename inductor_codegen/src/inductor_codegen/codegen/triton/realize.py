@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import sympy
 
+from inductor_codegen.codegen.triton.layouts import (
+    CHANNELS_LAST_DTYPES,
+    as_channels_last,
+    keep_channels_last,
+    reads_channels_last,
+)
 from inductor_codegen.indexing import numel
 from inductor_codegen.ir import TensorValue, expr_loads
 from inductor_codegen.lowering.graph import readers
-from inductor_codegen.triton.layouts import (
-    CHANNELS_LAST_DTYPES,
-    _channels_last,
-    _reads_channels_last,
-    keep_channels_last,
-)
 
 __all__ = ["READS_THRESHOLD", "store_shared_reads"]
 
@@ -72,9 +72,9 @@ def store_shared_reads(lowering):
             and value.dtype in CHANNELS_LAST_DTYPES
             and all(isinstance(s, sympy.Integer) for s in value.size)
             and not any(user.op == "output" for user in node.users)
-            and _reads_channels_last(ctx, value)
+            and reads_channels_last(ctx, value)
         )
-        return _channels_last(ctx, value) if nhwc else ctx.realize(value)
+        return as_channels_last(ctx, value) if nhwc else ctx.realize(value)
 
     lower.__name__ = getattr(lowering, "__name__", "lower")
     return lower

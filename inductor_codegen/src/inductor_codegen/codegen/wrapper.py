@@ -26,7 +26,7 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 
-from inductor_codegen.cpp_codegen import KernelSource
+from inductor_codegen.codegen.kernel import KernelSource
 from inductor_codegen.errors import DynamicShapeError
 from inductor_codegen.indexing import contiguous_strides, is_symbolic, py_index, py_number
 from inductor_codegen.ir import (
@@ -135,6 +135,15 @@ def _same_layout(a: Layout, b: Layout) -> bool:
 
 
 class WrapperCodegen:
+    """The one wrapper generator: binds sizes, allocates and reuses buffers, calls extern
+    ops, frees each buffer after its last use, and returns the outputs.
+
+    What a device changes are its hooks: `allocation` (a new buffer), `prologue`
+    (lines at the top of `call`), `held_names` (the locals a buffer lives in) and
+    `kernel_call` (the lines that run one kernel). These defaults are the CPU's (C++
+    kernels called through data pointers); `codegen/triton/wrapper.py` overrides them.
+    """
+
     def __init__(self, graph: GraphLowering, schedule: Schedule, kernels: dict[str, KernelSource]):
         self.graph = graph
         self.schedule = schedule
@@ -246,7 +255,7 @@ class WrapperCodegen:
             if isinstance(step, ExternBuffer):
                 self._extern(step)
             else:
-                self._kernel(step, pool)
+                self.kernel_call(step, pool)
             for name in sorted(uses[position]):
                 if last_use.get(name) != position or name in held or name in self.graph.constants:
                     continue
@@ -419,7 +428,8 @@ class WrapperCodegen:
         device = self.out.use("_cpu", torch.device("cpu"))
         return f"torch.empty_strided({layout_args(layout)}, dtype={layout.dtype}, device={device})"
 
-    def _kernel(self, kernel: FusedKernel, pool) -> None:
+    def kernel_call(self, kernel: FusedKernel, pool) -> None:
+        """Device hook: the lines that call one kernel (C++: through data pointers)."""
         lines = self.out.lines
         source = self.kernels[kernel.name]
         self._allocate_outputs(source, pool)

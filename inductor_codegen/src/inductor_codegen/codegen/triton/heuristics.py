@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inductor_codegen.triton.codegen import TritonKernelSource
+from inductor_codegen.codegen.triton.kernel import TritonKernelSource
 
 __all__ = ["LaunchConfig", "autotune_configs", "default_config", "next_power_of_2"]
 
@@ -26,7 +26,7 @@ COLUMN_TILE = (64, 64)
 ROW_STEP = 2048
 ROW_STEP_WARPS = 8
 # Elements of a row tile: XBLOCK contiguous elements (at most 1024) of each of YBLOCK rows,
-# with 4 warps. Half of it is not better everywhere (tools/device/tile_variants.py and
+# with 4 warps. Half of it is not better everywhere (benchmarks/RESULTS.md, row tiles, and
 # ab_variants.py row_tile_4096): bias + GELU over [8192, 3072] bf16 ran at 95% of copy
 # as 1024 x 2 tiles against 86% as 1024 x 4 on an H100, but GPT2 training's two largest
 # row-tile kernels (casts over 50264-wide logits rows) took 4-5% longer on an H200.
@@ -38,7 +38,7 @@ TILE = (64, 64)
 # function (erf, tanh, ...) over at least MATH_MIN_NUMEL elements. Such a kernel is bound
 # by instructions, not bytes: the erf GELU over ViT's [25216, 3072] bf16 activations took
 # 33.4 us at 1024 and 30.8 us at 2048 on an H200 (eager's kernel 29.8, a copy 23.5;
-# tools/device/pointwise_variants.py), and GPT2's tanh GELU 20.9 against 19.8 us; kernels
+# benchmarks/RESULTS.md), and GPT2's tanh GELU 20.9 against 19.8 us; kernels
 # of cheaper math (SiLU times up-projection) lose 0-2% at 2048.
 POINTWISE_XBLOCK = 1024
 MATH_XBLOCK = 2048

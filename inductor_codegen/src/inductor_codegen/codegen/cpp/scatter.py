@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sympy
 
-from inductor_codegen.cpp_codegen import (
+from inductor_codegen.codegen.cpp.kernel import (
     STATUS_PARAM,
     KernelCodegen,
     Scope,

@@ -17,6 +17,15 @@ from dataclasses import dataclass
 import sympy
 import torch
 
+from inductor_codegen.codegen.cpp.ops import COMPUTE_TYPES, STORAGE_TYPES, compute_type
+from inductor_codegen.codegen.kernel import (
+    KernelArg,
+    KernelPrinter,
+    KernelSource,
+    ScopeChain,
+    row_major_coordinates,
+)
+from inductor_codegen.codegen.ops import CPP_OPS
 from inductor_codegen.errors import InductorError
 from inductor_codegen.indexing import c_index, contiguous_strides, flat_index, numel
 from inductor_codegen.ir import (
@@ -27,34 +36,12 @@ from inductor_codegen.ir import (
     ScalarArg,
     expr_loads,
 )
-from inductor_codegen.lowering.scatter import Scatter
-from inductor_codegen.op_text import SHARED_OPS, call, infix
 from inductor_codegen.runtime import IndexCheck
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
 from inductor_codegen.symbols import expr_symbols, kernel_size_symbols
 
-__all__ = ["CPP_OPS", "KernelArg", "KernelSource", "generate_kernel", "STORAGE_TYPES"]
+__all__ = ["KernelCodegen"]
 
-STORAGE_TYPES = {
-    torch.float32: "float",
-    torch.float64: "double",
-    torch.bfloat16: "uint16_t",
-    torch.float16: "_Float16",
-    torch.int64: "int64_t",
-    torch.int32: "int32_t",
-    torch.int16: "int16_t",
-    torch.int8: "int8_t",
-    torch.uint8: "uint8_t",
-    # NOTE: bytes, not C++ bool: gcc does not vectorize loops that store a
-    # comparison through a bool pointer. Values in registers stay bool.
-    torch.bool: "uint8_t",
-}
-COMPUTE_TYPES = {
-    **STORAGE_TYPES,
-    torch.bfloat16: "float",
-    torch.float16: "float",
-    torch.bool: "bool",
-}
 PARALLEL_MIN_WORK = 32768
 # The parallel loop spans (collapses) outer loops until it has this many iterations.
 MIN_PARALLEL_ITERATIONS = 16
@@ -85,11 +72,8 @@ def _collapsed(loops: list[OuterLoop], sizes) -> OuterLoop:
     inner loops vectorizable (gcc does not vectorize inside a collapsed nest)."""
     names = "_".join(loop.var.name for loop in loops)
     header = [f"for (int64_t {names} = 0; {names} < {c_index(numel(sizes))}; ++{names}) {{"]
-    for k, loop in enumerate(loops):
-        inner = numel(sizes[k + 1 :])
-        value = names if inner == 1 else f"({names} / {c_index(inner)})"
-        if k > 0:
-            value = f"{value} % {c_index(sizes[k])}"
+    for loop, (quotient, size) in zip(loops, row_major_coordinates(names, sizes, c_index, "/")):
+        value = quotient if size is None else f"{quotient} % {size}"
         header.append(f"  const int64_t {loop.var} = {value};")
     return OuterLoop(loops[0].var, "\n".join(header), loops[0].hoisted, False)
 
@@ -103,95 +87,6 @@ def kernel_work(kernel: FusedKernel):
     return numel(kernel.outer) * per_outer
 
 
-def compute_type(dtype: torch.dtype) -> str:
-    return COMPUTE_TYPES[dtype]
-
-
-def _bool_infix(bitwise, logical):
-    """The bitwise form on two bools already in variables (no branch keeps the loop
-    from vectorizing); the short-circuit one otherwise (inline text may guard a load)."""
-
-    def emit(args, dtypes, out):
-        computed = all(d == torch.bool for d in dtypes) and all(a.isidentifier() for a in args)
-        return f"({args[0]} {bitwise if computed else logical} {args[1]})"
-
-    return emit
-
-
-def _templated(fn):
-    return lambda args, dtypes, out: f"{fn}<{compute_type(out)}>({', '.join(args)})"
-
-
-def _integral_or(int_fn, float_fn):
-    def emit(args, dtypes, out):
-        fn = int_fn if not out.is_floating_point and out != torch.bool else float_fn
-        return fn(args, dtypes, out)
-
-    return emit
-
-
-CPP_OPS = {
-    **SHARED_OPS,
-    "floordiv": _templated("ember_floordiv"),
-    "truncdiv": _templated("ember_truncdiv"),
-    "remainder": _templated("ember_remainder"),
-    "fmod": _templated("ember_fmod"),
-    "pow": _integral_or(_templated("ember_ipow"), call("std::pow")),
-    "maximum": _templated("ember_maximum"),
-    "minimum": _templated("ember_minimum"),
-    "clamp_min": _templated("ember_maximum"),
-    "clamp_max": _templated("ember_minimum"),
-    "fmax": call("std::fmax"),
-    "fmin": call("std::fmin"),
-    "atan2": call("std::atan2"),
-    "hypot": call("std::hypot"),
-    "copysign": call("std::copysign"),
-    "logical_and": _bool_infix("&", "&&"),
-    "logical_or": _bool_infix("|", "||"),
-    "logical_xor": infix("!="),
-    "where": lambda a, d, o: f"({a[0]} ? {a[1]} : {a[2]})",
-    "abs": call("std::abs"),
-    "exp": call("std::exp"),
-    "exp2": call("std::exp2"),
-    "expm1": call("std::expm1"),
-    "log": call("std::log"),
-    "log2": call("std::log2"),
-    "log10": call("std::log10"),
-    "log1p": call("std::log1p"),
-    "sqrt": call("std::sqrt"),
-    "rsqrt": lambda a, d, o: f"({compute_type(o)}(1) / std::sqrt({a[0]}))",
-    "sin": call("std::sin"),
-    "cos": call("std::cos"),
-    "tan": call("std::tan"),
-    "asin": call("std::asin"),
-    "acos": call("std::acos"),
-    "atan": call("std::atan"),
-    "sinh": call("std::sinh"),
-    "cosh": call("std::cosh"),
-    "tanh": call("std::tanh"),
-    "asinh": call("std::asinh"),
-    "acosh": call("std::acosh"),
-    "atanh": call("std::atanh"),
-    "erf": call("std::erf"),
-    "erfc": call("std::erfc"),
-    "lgamma": call("std::lgamma"),
-    "sigmoid": _templated("ember_sigmoid"),
-    "sign": _templated("ember_sign"),
-    "relu": _templated("ember_relu"),
-    "reciprocal": lambda a, d, o: f"({compute_type(o)}(1) / {a[0]})",
-    "floor": call("std::floor"),
-    "ceil": call("std::ceil"),
-    "round": call("std::nearbyint"),
-    "trunc": call("std::trunc"),
-    "frac": lambda a, d, o: f"({a[0]} - std::trunc({a[0]}))",
-    "isnan": call("std::isnan"),
-    "isinf": call("std::isinf"),
-    "signbit": call("std::signbit"),
-    "logical_not": lambda a, d, o: f"(!{a[0]})",
-    "bitwise_not": lambda a, d, o: f"(!{a[0]})" if o == torch.bool else f"(~{a[0]})",
-}
-
-
 @dataclass(frozen=True, slots=True)
 class OuterLoop:
     """One loop of a kernel's outer nest: its variable, its header and whether the
@@ -201,25 +96,6 @@ class OuterLoop:
     header: str
     hoisted: bool
     whole: bool = True  # over the whole dim, from 0 (a tile's loops are not)
-
-
-@dataclass(frozen=True, slots=True)
-class KernelArg:
-    """One parameter of a kernel: a buffer pointer (in or out) or a scalar input."""
-
-    kind: str  # "in", "out", "scalar" or "size" (a size symbol, int64_t)
-    name: str  # buffer, scalar-input or size-symbol name in the wrapper
-    ctype: str
-
-
-@dataclass(frozen=True, slots=True)
-class KernelSource:
-    name: str
-    source: str  # the function, named KERNEL_NAME until the cache names it
-    args: tuple[KernelArg, ...]
-    # Bounds checks of indirect loads, numbered from 1 in the order of this tuple;
-    # with any, the last argument (kind "status") is an IndexStatus address.
-    checks: tuple[IndexCheck, ...] = ()
 
 
 def literal(value, dtype: torch.dtype) -> str:
@@ -243,7 +119,7 @@ def literal(value, dtype: torch.dtype) -> str:
     return f"static_cast<{ctype}>({int(value)})"
 
 
-class Scope:
+class Scope(ScopeChain):
     """A loop body being printed: its lines and the values already in variables."""
 
     def __init__(self, codegen: KernelCodegen, parent: Scope | None, indent: int):
@@ -268,14 +144,6 @@ class Scope:
         position, indent = self.loop_start
         self.lines.insert(position, "  " * indent + text)
         self.loop_start = (position + 1, indent)
-
-    def lookup(self, expr):
-        scope = self
-        while scope is not None:
-            if expr in scope.cache:
-                return scope.cache[expr]
-            scope = scope.parent
-        return None
 
     def value(self, expr, inline: bool = False) -> str:
         """C++ text of `expr`; with CSE into temporaries unless `inline` (masked branches)."""
@@ -321,7 +189,7 @@ class Scope:
         emit = CPP_OPS.get(expr.name)
         if emit is None:
             raise InductorError(
-                f"the C++ op table has no entry for {expr.name!r}; add one to CPP_OPS"
+                f"the C++ op table has no entry for {expr.name!r}; add a row to codegen.ops.OPS"
             )
         return emit(args, [a.dtype for a in expr.args], expr.dtype)
 
@@ -370,27 +238,17 @@ def cast_text(text: str, src: torch.dtype, dst: torch.dtype) -> str:
 REDUCTION_FAMILY = {"welford_mean": "welford", "welford_m2": "welford"}
 
 
-class KernelCodegen:
+class KernelCodegen(KernelPrinter):
     """Prints one FusedKernel as a C++ function."""
 
     def __init__(self, kernel: FusedKernel, buffers: dict):
-        self.kernel = kernel
-        self.buffers = buffers
-        self.temps = 0
-        self.args: dict[str, KernelArg] = {}
-        self.pointer_names: dict[str, str] = {}
-        self.scalars: dict[str, str] = {}
-        self.produced = set(kernel.nodes)
+        super().__init__(kernel, buffers)
         self.checks: list[IndexCheck] = []
         # Scopes before each outer loop, then the body (see generate); empty when tiled.
         self.hoisted: list[Scope] = []
         # Buffers the loop being printed stores (their loads stay in the loop).
         self.looped_nodes: frozenset[str] = frozenset()
         self._reads: dict[int, tuple] = {}
-
-    def new_temp(self) -> str:
-        self.temps += 1
-        return f"tmp{self.temps - 1}"
 
     def hoist_scope(self, expr) -> Scope | None:
         """The outermost scope where every loop variable `expr` reads is defined.
@@ -465,27 +323,14 @@ class KernelCodegen:
 
     # ---------------------------------------------------------- arguments
 
-    def pointer(self, buffer: str, writing: bool) -> str:
-        if buffer in self.pointer_names:
-            return self.pointer_names[buffer]
-        kind = "out" if writing or buffer in self.produced else "in"
-        count = sum(1 for a in self.args.values() if a.kind == kind)
-        name = f"{kind}_ptr{count}"
-        dtype = self.buffers[buffer].layout.dtype
-        const = "const " if kind == "in" else ""
+    def pointer_type(self, kind: str, dtype: torch.dtype) -> str:
         # NOTE: buffers of one kernel never overlap (reuse happens after a last use),
         # so pointers are __restrict__: loop-invariant loads hoist, loops vectorize.
-        self.args[buffer] = KernelArg(kind, buffer, f"{const}{STORAGE_TYPES[dtype]}* __restrict__")
-        self.pointer_names[buffer] = name
-        return name
+        const = "const " if kind == "in" else ""
+        return f"{const}{STORAGE_TYPES[dtype]}* __restrict__"
 
-    def scalar(self, arg: ScalarArg) -> str:
-        if arg.name not in self.scalars:
-            self.scalars[arg.name] = f"ks{len(self.scalars)}"
-            self.args["scalar:" + arg.name] = KernelArg(
-                "scalar", arg.name, COMPUTE_TYPES[arg.dtype]
-            )
-        return self.scalars[arg.name]
+    def scalar_type(self, dtype: torch.dtype) -> str:
+        return COMPUTE_TYPES[dtype]
 
     def load(self, expr: Load) -> str:
         ptr = self.pointer(expr.buffer, writing=False)
@@ -524,12 +369,8 @@ class KernelCodegen:
         kernel = self.kernel
         outer = kernel.outer
         xs = outer_vars(len(outer))
-        if isinstance(self.buffers[kernel.nodes[0]].body, Scatter):
-            from inductor_codegen.cpp_scatter import scatter_kernel_lines
-
-            return self._finish(scatter_kernel_lines(self, kernel.nodes[0]))
         if self._wants_tiling():
-            return self._finish(self._tiled_reduction_kernel())
+            return self.finish(self._tiled_reduction_kernel())
         # One scope before each outer loop and the body: a loaded index that depends
         # only on the enclosing loops is loaded and checked there, not per element.
         loops = self._outer_loops()
@@ -566,7 +407,7 @@ class KernelCodegen:
         lines += body.lines
         for k in reversed(range(len(loops))):
             lines.append("  " * (1 + k) + "}")
-        return self._finish(lines)
+        return self.finish(lines)
 
     def _outer_loops(self) -> list[OuterLoop]:
         """The outer loop nest; the last two loops go in square tiles when a load reads
@@ -642,7 +483,8 @@ class KernelCodegen:
             depth += 1
         return depth
 
-    def _finish(self, lines) -> KernelSource:
+    def finish(self, lines) -> KernelSource:
+        """The kernel source of a body printed as `lines`, with its parameters."""
         for symbol in kernel_size_symbols(self.kernel, self.buffers):
             self.args["size:" + symbol] = KernelArg("size", symbol, "int64_t")
         if self.checks:
@@ -939,8 +781,3 @@ def _highest(dtype) -> str:
     if dtype == torch.bool:
         return "true"
     return f"std::numeric_limits<{compute_type(dtype)}>::max()"
-
-
-def generate_kernel(kernel: FusedKernel, buffers: dict) -> KernelSource:
-    """The C++ source of `kernel` (function named KERNEL_NAME) and its parameters."""
-    return KernelCodegen(kernel, buffers).generate()

@@ -23,11 +23,11 @@ import torch
 
 from guards import artifact_logger
 from guards.cache_root import cache_folder, discard, load_record, store_record
+from inductor_codegen.codegen.triton.heuristics import next_power_of_2
+from inductor_codegen.codegen.triton.runtime import Launcher, interpreting
+from inductor_codegen.codegen.triton.templates import MatmulTemplateSource
 from inductor_codegen.errors import InductorError
 from inductor_codegen.runtime import ensure_layout
-from inductor_codegen.triton.heuristics import next_power_of_2
-from inductor_codegen.triton.runtime import Launcher, interpreting
-from inductor_codegen.triton.templates import MatmulTemplateSource
 
 __all__ = ["MatmulConfig", "MatmulTemplateKernel", "matmul_configs"]
 
@@ -215,7 +215,7 @@ class MatmulTemplateKernel:
             from triton.runtime._async_compile import AsyncCompileMode
         except ImportError:
             return
-        from inductor_codegen.triton.ops import TRITON_DTYPES
+        from inductor_codegen.codegen.triton.ops import TRITON_DTYPES
 
         torch_dtype = {text: dtype for dtype, text in TRITON_DTYPES.items()}
         mock = [torch_dtype[a.ctype] for a in self.source.args]

@@ -1,4 +1,4 @@
-"""Triton text of scalar IR ops: a table keyed by op name, literals and casts.
+"""Triton types, literals and casts, and the helpers the op table's Triton column spells with.
 
 Values are computed in float32 for bfloat16 and float16 (loads convert up,
 stores round down), as on the CPU side. Functions without a `tl` builtin go
@@ -12,16 +12,18 @@ import math
 
 import torch
 
-from inductor_codegen.op_text import SHARED_OPS, call, infix
-
 __all__ = [
     "POLYNOMIAL_MATH",
     "TRITON_DTYPES",
-    "TRITON_OPS",
     "as_tensor_text",
+    "by_kind",
     "cast_text",
     "compute_dtype",
     "literal",
+    "maximum",
+    "minimum",
+    "power",
+    "sign",
 ]
 
 TRITON_DTYPES = {
@@ -88,7 +90,7 @@ def cast_text(text: str, src: torch.dtype, dst: torch.dtype) -> str:
     return f"{text}.to({TRITON_DTYPES[dst]})"
 
 
-def _by_kind(int_emit, float_emit):
+def by_kind(int_emit, float_emit):
     def emit(args, dtypes, out):
         floating = out.is_floating_point or any(t.is_floating_point for t in dtypes)
         return (float_emit if floating else int_emit)(args, dtypes, out)
@@ -99,7 +101,7 @@ def _by_kind(int_emit, float_emit):
 SMALL_POWERS = {"2.0": 2, "3.0": 3, "2": 2, "3": 3}
 
 
-def _pow(args, dtypes, out):
+def power(args, dtypes, out):
     if args[1] in SMALL_POWERS:  # x**2, x**3 (GELU's tanh form) as products, not libdevice.pow
         return "(" + " * ".join([args[0]] * SMALL_POWERS[args[1]]) + ")"
     if args[1] == "0.5" and out.is_floating_point:
@@ -110,78 +112,15 @@ def _pow(args, dtypes, out):
     return f"libdevice.pow({base}, {args[1]}.to(tl.float64)).to({TRITON_DTYPES[out]})"
 
 
-def _maximum(a, d, o):
+def maximum(a, d, o):
     return f"tl.where(({a[0]} > {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})"
 
 
-def _minimum(a, d, o):
+def minimum(a, d, o):
     return f"tl.where(({a[0]} < {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})"
 
 
-def _sign(a, d, o):
+def sign(a, d, o):
     one = literal(1, compute_dtype(o))
     zero = literal(0, compute_dtype(o))
     return f"(tl.where({a[0]} > 0, {one}, {zero}) - tl.where({a[0]} < 0, {one}, {zero}))"
-
-
-TRITON_OPS = {
-    **SHARED_OPS,
-    "floordiv": _by_kind(call("ember_floordiv_int"), call("ember_floordiv_float")),
-    "truncdiv": _by_kind(infix("//"), call("ember_truncdiv_float")),
-    "remainder": _by_kind(call("ember_remainder_int"), call("ember_remainder_float")),
-    "fmod": infix("%"),
-    "pow": _pow,
-    "maximum": _maximum,
-    "minimum": _minimum,
-    "clamp_min": _maximum,
-    "clamp_max": _minimum,
-    "fmax": call("libdevice.fmax"),
-    "fmin": call("libdevice.fmin"),
-    "atan2": call("libdevice.atan2"),
-    "hypot": call("libdevice.hypot"),
-    "copysign": call("libdevice.copysign"),
-    "logical_and": lambda a, d, o: f"(({a[0]} != 0) & ({a[1]} != 0))",
-    "logical_or": lambda a, d, o: f"(({a[0]} != 0) | ({a[1]} != 0))",
-    "logical_xor": lambda a, d, o: f"(({a[0]} != 0) ^ ({a[1]} != 0))",
-    "where": lambda a, d, o: f"tl.where({a[0]}, {a[1]}, {a[2]})",
-    "abs": call("tl.abs"),
-    "exp": call("tl.exp"),
-    "exp2": call("tl.exp2"),
-    "expm1": call("libdevice.expm1"),
-    "log": call("tl.log"),
-    "log2": call("tl.log2"),
-    "log10": call("libdevice.log10"),
-    "log1p": call("libdevice.log1p"),
-    "sqrt": call("tl.sqrt_rn"),
-    "rsqrt": call("tl.rsqrt"),
-    "sin": call("tl.sin"),
-    "cos": call("tl.cos"),
-    "tan": call("libdevice.tan"),
-    "asin": call("libdevice.asin"),
-    "acos": call("libdevice.acos"),
-    "atan": call("libdevice.atan"),
-    "sinh": call("libdevice.sinh"),
-    "cosh": call("libdevice.cosh"),
-    "tanh": call("libdevice.tanh"),
-    "asinh": call("libdevice.asinh"),
-    "acosh": call("libdevice.acosh"),
-    "atanh": call("libdevice.atanh"),
-    "erf": call("tl.erf"),
-    "erfc": call("libdevice.erfc"),
-    "lgamma": call("libdevice.lgamma"),
-    "sigmoid": lambda a, d, o: f"(1.0 / (1.0 + tl.exp(-{a[0]})))",
-    "sign": _sign,
-    "relu": lambda a, d, o: f"tl.where({a[0]} < 0, 0, {a[0]})",
-    "reciprocal": lambda a, d, o: f"(1.0 / {a[0]})",
-    "floor": call("tl.floor"),
-    "ceil": call("tl.ceil"),
-    "round": call("libdevice.nearbyint"),
-    "trunc": call("libdevice.trunc"),
-    "frac": lambda a, d, o: f"({a[0]} - libdevice.trunc({a[0]}))",
-    "isnan": lambda a, d, o: f"({a[0]} != {a[0]})",
-    "isinf": lambda a, d, o: f'(tl.abs({a[0]}) == float("inf"))',
-    "signbit": lambda a, d, o: f"(libdevice.signbit({a[0]}) != 0)",
-    "logical_not": lambda a, d, o: f"({a[0]} == 0)",
-    "philox_rand": lambda a, d, o: f"tl.rand({a[0]}, {a[1]})",
-    "bitwise_not": lambda a, d, o: f"({a[0]} == 0)" if o == torch.bool else f"(~{a[0]})",
-}

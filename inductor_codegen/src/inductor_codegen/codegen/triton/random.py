@@ -16,6 +16,10 @@ from __future__ import annotations
 import sympy
 import torch
 
+from inductor_codegen.codegen.triton.layouts import lower_convolution
+from inductor_codegen.codegen.triton.padding import lower_matmul
+from inductor_codegen.codegen.triton.realize import store_shared_reads
+from inductor_codegen.codegen.triton.strides import ATTENTION_OPS, lower_attention
 from inductor_codegen.indexing import as_index, contiguous_strides, flat_index
 from inductor_codegen.ir import (
     Constant,
@@ -27,10 +31,6 @@ from inductor_codegen.ir import (
     TensorValue,
 )
 from inductor_codegen.lowering import LOWERINGS
-from inductor_codegen.triton.layouts import lower_convolution
-from inductor_codegen.triton.padding import lower_matmul
-from inductor_codegen.triton.realize import store_shared_reads
-from inductor_codegen.triton.strides import ATTENTION_OPS, lower_attention
 
 __all__ = ["TRITON_LOWERINGS", "philox_uniform"]
 

@@ -22,20 +22,20 @@ from dataclasses import dataclass
 import sympy
 import torch
 
-from inductor_codegen.cpp_codegen import KernelArg
-from inductor_codegen.errors import InductorError
-from inductor_codegen.ir import ExternBuffer, Load, ScalarArg, expr_loads
-from inductor_codegen.lowering import BufferRef
-from inductor_codegen.scheduler import FusedKernel, LoopGroup, Schedule, node_body, outer_vars
-from inductor_codegen.triton.codegen import Scope, TritonKernelSource, generate_triton_kernel
-from inductor_codegen.triton.codegen import triton_index as print_index
-from inductor_codegen.triton.ops import (
+from inductor_codegen.codegen.kernel import KernelArg, KernelPrinter
+from inductor_codegen.codegen.triton.kernel import Scope, TritonKernelSource, generate_triton_kernel
+from inductor_codegen.codegen.triton.kernel import triton_index as print_index
+from inductor_codegen.codegen.triton.ops import (
     LOW_PRECISION,
     TRITON_DTYPES,
     as_tensor_text,
     cast_text,
     compute_dtype,
 )
+from inductor_codegen.errors import InductorError
+from inductor_codegen.ir import ExternBuffer, Load, expr_loads
+from inductor_codegen.lowering import BufferRef
+from inductor_codegen.scheduler import FusedKernel, LoopGroup, Schedule, node_body, outer_vars
 
 __all__ = [
     "MATMUL_OPS",
@@ -192,21 +192,17 @@ def _try_generate(step: TemplateStep, buffers) -> MatmulTemplateSource | None:
 # ---------------------------------------------------------------- code generation
 
 
-class TemplateCodegen:
+class TemplateCodegen(KernelPrinter):
     """Prints one TemplateStep: the tiled product, then the epilogue on the accumulator."""
 
     def __init__(self, step: TemplateStep, buffers: dict):
+        super().__init__(step, buffers, produced=set())
         self.step = step
-        self.buffers = buffers
         self.extern = step.extern
         self.op = MATMUL_OPS[step.extern.op]
         self.layout = step.extern.layout
         self.dtype = self.layout.dtype
-        self.args: list[KernelArg] = []
-        self.pointer_names: dict[str, str] = {}
-        self.scalars: dict[str, str] = {}
         self.locals_: dict[tuple, str] = {}
-        self.temps = 0
         self.math_calls = 0  # counted by Scope; the template's launch does not use it
         self.lines: list[str] = []
         sizes = [int(s) for s in self.layout.size]
@@ -221,24 +217,11 @@ class TemplateCodegen:
 
     # ------------------------------------------------ what Scope calls
 
-    def new_temp(self) -> str:
-        self.temps += 1
-        return f"tmp{self.temps - 1}"
+    def pointer_type(self, kind: str, dtype) -> str:
+        return TRITON_DTYPES[dtype]
 
-    def pointer(self, buffer: str, kind: str) -> str:
-        if buffer in self.pointer_names:
-            return self.pointer_names[buffer]
-        count = sum(1 for a in self.args if a.kind == kind)
-        name = f"{kind}_ptr{count}"
-        self.args.append(KernelArg(kind, buffer, TRITON_DTYPES[self.buffers[buffer].layout.dtype]))
-        self.pointer_names[buffer] = name
-        return name
-
-    def scalar(self, arg: ScalarArg) -> str:
-        if arg.name not in self.scalars:
-            self.scalars[arg.name] = f"ks{len(self.scalars)}"
-            self.args.append(KernelArg("scalar", arg.name, TRITON_DTYPES[arg.dtype]))
-        return self.scalars[arg.name]
+    def scalar_type(self, dtype) -> str:
+        return TRITON_DTYPES[dtype]
 
     def index(self, expr, scope: Scope) -> str:
         text = print_index(expr)
@@ -254,7 +237,7 @@ class TemplateCodegen:
             return var
         if expr.buffer in self.step.epilogue.nodes:
             raise InductorError(f"the epilogue reads {expr.buffer} where it was not computed")
-        ptr = self.pointer(expr.buffer, "in")
+        ptr = self.pointer(expr.buffer, writing=False)
         mask = "xmask" if extra_mask is None else f"xmask & ({extra_mask})"
         text = f"tl.load({ptr} + {self.index(expr.index, scope)}, {mask}, other=0)"
         return f"{text}.to(tl.float32)" if expr.dtype in LOW_PRECISION else text
@@ -269,7 +252,7 @@ class TemplateCodegen:
             self._store(self.extern.name, self.layout.index(self._full_index()), "product")
         else:
             self._epilogue()
-        params = operand_params + [self._param(a) for a in self.args]
+        params = operand_params + [self._param(a) for a in self.args.values()]
         params += [
             f"{p}: tl.constexpr" for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EVEN_K")
         ]
@@ -285,7 +268,7 @@ class TemplateCodegen:
         return MatmulTemplateSource(
             self.step.name,
             source,
-            operand_args + tuple(self.args),
+            operand_args + tuple(self.args.values()),
             self.op,
             self.batch,
             self.m,
@@ -417,7 +400,7 @@ class TemplateCodegen:
         if compute_dtype(value_dtype) != compute_dtype(dtype) or dtype == torch.bool:
             value = cast_text(value, value_dtype, dtype)
         stored = f"{as_tensor_text(value, dtype)}.to({TRITON_DTYPES[dtype]})"
-        ptr = self.pointer(name, "out")
+        ptr = self.pointer(name, writing=True)
         self.lines.append(f"tl.store({ptr} + {self.index(index, None)}, {stored}, xmask)")
 
     def _epilogue(self) -> None:

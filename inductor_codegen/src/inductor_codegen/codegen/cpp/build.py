@@ -29,7 +29,6 @@ from pathlib import Path
 from guards import artifact_logger
 from guards.cache_root import (
     cache_folder,
-    cache_root,
     discard,
     load_record,
     payload_digest,
@@ -38,9 +37,10 @@ from guards.cache_root import (
     store_record,
     write_private,
 )
-from inductor_codegen.cpp_codegen import KernelSource
-from inductor_codegen.cpp_prelude import PRELUDE, vector_math_declarations
+from inductor_codegen.codegen.cpp.prelude import PRELUDE, vector_math_declarations
+from inductor_codegen.codegen.kernel import KernelSource
 from inductor_codegen.errors import CppCompileError
+from inductor_codegen.options import default_cache_dir
 
 __all__ = ["CompilerConfig", "KernelLibrary", "default_cache_dir"]
 
@@ -50,11 +50,6 @@ CTYPES = {
     "double": ctypes.c_double,
     "bool": ctypes.c_bool,
 }
-
-
-def default_cache_dir() -> Path:
-    """The cache root: EMBER_CACHE_DIR, or ~/.cache/ember (see guards.cache_root)."""
-    return cache_root()
 
 
 @dataclass(frozen=True, slots=True)

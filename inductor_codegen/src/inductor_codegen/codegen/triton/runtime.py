@@ -35,8 +35,12 @@ from guards.cache_root import (
     store_record,
     write_private,
 )
-from inductor_codegen.triton.codegen import TritonKernelSource
-from inductor_codegen.triton.heuristics import LaunchConfig, autotune_configs, default_config
+from inductor_codegen.codegen.triton.heuristics import (
+    LaunchConfig,
+    autotune_configs,
+    default_config,
+)
+from inductor_codegen.codegen.triton.kernel import TritonKernelSource
 
 __all__ = [
     "Launcher",
@@ -53,8 +57,8 @@ MODULE_HEADER = """\
 import triton
 import triton.language as tl
 
-from inductor_codegen.triton.prelude import *  # noqa: F403
-from inductor_codegen.triton.runtime import libdevice_module
+from inductor_codegen.codegen.triton.prelude import *  # noqa: F403
+from inductor_codegen.codegen.triton.runtime import libdevice_module
 
 libdevice = libdevice_module()
 
@@ -70,7 +74,7 @@ def interpreting() -> bool:
 def libdevice_module():
     """Triton's CUDA libdevice, or its numpy stand-in under the interpreter."""
     if interpreting():
-        from inductor_codegen.triton.interpreter_math import libdevice
+        from inductor_codegen.codegen.triton.interpreter_math import libdevice
 
         return libdevice
     from triton.language.extra import libdevice
@@ -349,7 +353,7 @@ class TritonKernel:
     def warmup(self):
         """Compile for the default configuration without launching (tensor arguments as dtypes);
         the compiled kernel, or a future of it under Triton's async compile mode."""
-        from inductor_codegen.triton.ops import TRITON_DTYPES
+        from inductor_codegen.codegen.triton.ops import TRITON_DTYPES
 
         torch_dtype = {text: dtype for dtype, text in TRITON_DTYPES.items()}
         mock = [torch_dtype[a.ctype] for a in self.source.args]

@@ -19,23 +19,28 @@ from dataclasses import dataclass
 import sympy
 import torch
 
-from inductor_codegen.cpp_codegen import KernelArg
+from inductor_codegen.codegen.kernel import (
+    KernelArg,
+    KernelPrinter,
+    ScopeChain,
+    row_major_coordinates,
+)
+from inductor_codegen.codegen.ops import TRITON_OPS
+from inductor_codegen.codegen.triton.ops import (
+    LOW_PRECISION,
+    POLYNOMIAL_MATH,
+    TRITON_DTYPES,
+    as_tensor_text,
+    cast_text,
+    compute_dtype,
+    literal,
+)
 from inductor_codegen.errors import InductorError
 from inductor_codegen.indexing import FloorDiv, IndexMod, numel, py_index
 from inductor_codegen.ir import Constant, IndexValue, Load, Op, ScalarArg, expr_loads
 from inductor_codegen.lowering.split import REDUCTION_MASK
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
 from inductor_codegen.symbols import kernel_size_symbols
-from inductor_codegen.triton.ops import (
-    LOW_PRECISION,
-    POLYNOMIAL_MATH,
-    TRITON_DTYPES,
-    TRITON_OPS,
-    as_tensor_text,
-    cast_text,
-    compute_dtype,
-    literal,
-)
 
 __all__ = ["GroupMeta", "TritonKernelSource", "generate_triton_kernel", "triton_index"]
 
@@ -122,7 +127,7 @@ def _ordered(args):
     return sorted(args, key=lambda a: (a.is_Number, sympy.default_sort_key(a)))
 
 
-class Scope:
+class Scope(ScopeChain):
     """A block of generated lines and the values already held in variables."""
 
     def __init__(self, codegen: TritonKernelCodegen, parent: Scope | None, indent: int, mask: str):
@@ -136,14 +141,6 @@ class Scope:
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.indent + text)
-
-    def lookup(self, key):
-        scope = self
-        while scope is not None:
-            if key in scope.cache:
-                return scope.cache[key]
-            scope = scope.parent
-        return None
 
     def value(self, expr, mask: str | None = None) -> str:
         """A variable holding `expr` (in its compute dtype); `mask` guards extra loads."""
@@ -188,23 +185,17 @@ class Scope:
         emit = TRITON_OPS.get(expr.name)
         if emit is None:
             raise InductorError(
-                f"the Triton op table has no entry for {expr.name!r}; add one to TRITON_OPS"
+                f"the Triton op table has no entry for {expr.name!r}; add a row to codegen.ops.OPS"
             )
         return emit(args, [a.dtype for a in expr.args], expr.dtype)
 
 
-class TritonKernelCodegen:
+class TritonKernelCodegen(KernelPrinter):
     """Prints one FusedKernel as a Triton kernel."""
 
     def __init__(self, kernel: FusedKernel, buffers: dict):
-        self.kernel = kernel
-        self.buffers = buffers
-        self.temps = 0
+        super().__init__(kernel, buffers)
         self.math_calls = 0
-        self.args: dict[str, KernelArg] = {}
-        self.pointer_names: dict[str, str] = {}
-        self.scalars: dict[str, str] = {}
-        self.produced = set(kernel.nodes)
         self.local_names: dict[str, str] = {}
         self.groups = [i for i in kernel.items if isinstance(i, LoopGroup)]
         self.column = self._column_reduction()
@@ -233,30 +224,13 @@ class TritonKernelCodegen:
         )
         self.segments = self._segments()
 
-    def new_temp(self) -> str:
-        self.temps += 1
-        return f"tmp{self.temps - 1}"
-
     # ---------------------------------------------------------- arguments and memory
 
-    def pointer(self, buffer: str, writing: bool) -> str:
-        if buffer in self.pointer_names:
-            return self.pointer_names[buffer]
-        kind = "out" if writing or buffer in self.produced else "in"
-        count = sum(1 for a in self.args.values() if a.kind == kind)
-        name = f"{kind}_ptr{count}"
-        dtype = self.buffers[buffer].layout.dtype
-        self.args[buffer] = KernelArg(kind, buffer, TRITON_DTYPES[dtype])
-        self.pointer_names[buffer] = name
-        return name
+    def pointer_type(self, kind: str, dtype: torch.dtype) -> str:
+        return TRITON_DTYPES[dtype]
 
-    def scalar(self, arg: ScalarArg) -> str:
-        if arg.name not in self.scalars:
-            self.scalars[arg.name] = f"ks{len(self.scalars)}"
-            self.args["scalar:" + arg.name] = KernelArg(
-                "scalar", arg.name, TRITON_DTYPES[arg.dtype]
-            )
-        return self.scalars[arg.name]
+    def scalar_type(self, dtype: torch.dtype) -> str:
+        return TRITON_DTYPES[dtype]
 
     def _names(self, group: int | None) -> dict:
         """Inner loop variables of group g print as r{g}_{k}: each group has its own."""
@@ -342,7 +316,7 @@ class TritonKernelCodegen:
         but not the last: every output of a tile of XBLOCK contiguous outputs reads the
         same row, when the tile lies within one run of the last dim. Loaded as a full
         [XBLOCK, RBLOCK] tile it repeats each value XBLOCK times: layer norm's backward
-        partials ran at half the speed (tools/device/column_variants.py)."""
+        partials ran at half the speed (benchmarks/RESULTS.md)."""
         if self.tile_uniform_size is None or scope.group is None or extra_mask is not None:
             return None
         xs = outer_vars(len(self.kernel.outer))
@@ -559,12 +533,9 @@ class TritonKernelCodegen:
 
     def _split_flat(self, scope: Scope, flat: str, variables, sizes) -> None:
         """Loop variables from a flat index over `sizes` (row-major)."""
-        for k, var in enumerate(variables):
-            below = numel(sizes[k + 1 :])
-            text = flat if below == 1 else f"({flat} // {triton_index(below)})"
-            if k > 0:
-                text = f"({text} % {triton_index(sizes[k])})"
-            scope.line(f"{var} = {text}")
+        parts = row_major_coordinates(flat, sizes, triton_index, "//")
+        for var, (quotient, size) in zip(variables, parts):
+            scope.line(f"{var} = {quotient if size is None else f'({quotient} % {size})'}")
 
     def _group(self, scope: Scope, group: LoopGroup) -> None:
         g = self.group_ids[self.groups.index(group)]

@@ -2,10 +2,12 @@
 
     lower     FX graph of ATen ops -> loop IR buffers (the same GraphLowering as C++,
               with long reductions to few outputs split in two: `lowering.split`)
-    schedule  buffers -> fused kernels and extern calls (the same scheduler)
-    codegen   each fused kernel -> a @triton.jit function (codegen)
+    schedule  buffers -> fused kernels and extern calls (the same scheduler, with
+              GPU_FUSION_POLICY)
+    codegen   each fused kernel -> a @triton.jit function (kernel)
     load      kernel modules written by content hash and imported in parallel
-    wrapper   the Python function that allocates, launches and frees (wrapper)
+    wrapper   the Python function that allocates, launches and frees (the one wrapper
+              generator, codegen/wrapper.py, with this device's hooks: wrapper)
 
 Matmul and convolution stay extern ATen calls (cuBLAS, cuDNN). With
 `cudagraphs=True` the result replays through CUDA graphs.
@@ -18,32 +20,49 @@ from dataclasses import replace
 
 import torch
 
-from guards import artifact_enabled, artifact_logger
 from guards.cache_root import cache_folder
 from inductor_codegen import runtime
-from inductor_codegen.compile import (
+from inductor_codegen.codegen.triton.kernel import generate_triton_kernel
+from inductor_codegen.codegen.triton.options import TritonOptions, split_device_options
+from inductor_codegen.codegen.triton.random import TRITON_LOWERINGS
+from inductor_codegen.errors import UnsupportedGraphError
+from inductor_codegen.lowering.split import SplitPolicy, active_split_policy, split_reductions
+from inductor_codegen.options import Options
+from inductor_codegen.pipeline import (
     Artifact,
     CompiledGraph,
     EagerGraph,
     PassRecorder,
-    _write_wrapper,
+    finish,
+    load_wrapper,
     lower_and_schedule,
 )
-from inductor_codegen.errors import UnsupportedGraphError
-from inductor_codegen.lowering.split import SplitPolicy, active_split_policy, split_reductions
-from inductor_codegen.options import Options
 from inductor_codegen.scheduler import (
     FusedKernel,
+    FusionPolicy,
     Schedule,
     describe,
     memoized_bodies,
-    outer_level_horizontal_fusion,
 )
-from inductor_codegen.triton.codegen import generate_triton_kernel
-from inductor_codegen.triton.options import TritonOptions, split_device_options
-from inductor_codegen.triton.random import TRITON_LOWERINGS
 
-__all__ = ["compile_triton_graph"]
+__all__ = ["GPU_FUSION_POLICY", "compile_triton_graph"]
+
+# A GPU kernel runs its outer loop in parallel and each program's inner loops in
+# sequence, so a horizontal fusion may neither put work in an inner pointwise loop
+# nor join a reduction kernel unless it shares reads with it (a residual sum stored
+# beside the norm over it: its rows are loaded once, by the norm's loop). The casts
+# of three weights [768, 768], [768, 3072] and [50257, 768] joined under an outer
+# loop of 768 would run as 768 programs looping over rows (1.6 ms for what three
+# flat kernels do in 0.3 ms).
+GPU_FUSION_POLICY = FusionPolicy(
+    horizontal_rules=(
+        "index_divisions",
+        "mixed_strides",
+        "inner_loops_along_shared_rows",
+        "reductions_need_shared_reads",
+    ),
+    small_reduction_elements=1 << 20,
+)
 
 
 def graph_device(example_inputs) -> torch.device:
@@ -83,11 +102,10 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     # lower + schedule: FX graph -> loop IR buffers -> fused kernels and extern calls.
     lowerings = opts.lowerings or TRITON_LOWERINGS
     try:
-        with (
-            split_reductions(active_split_policy() or SplitPolicy()),
-            outer_level_horizontal_fusion(),
-        ):
-            graph, plan = lower_and_schedule(gm, example_inputs, lowerings, passes)
+        with split_reductions(active_split_policy() or SplitPolicy()):
+            graph, plan = lower_and_schedule(
+                gm, example_inputs, lowerings, passes, GPU_FUSION_POLICY
+            )
     except UnsupportedGraphError as error:
         return _maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)
     plan = _renamed(plan)
@@ -96,7 +114,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     # templates (max_autotune): matmuls as Triton templates with their epilogue fused.
     templates = {}
     if device_options.templates_wanted() and not graph.symbolic:
-        from inductor_codegen.triton.templates import plan_matmul_templates
+        from inductor_codegen.codegen.triton.templates import plan_matmul_templates
 
         plan, templates = plan_matmul_templates(plan, graph)
         done("templates", lambda: _describe_templates(templates))
@@ -110,7 +128,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     done("codegen", lambda: kernel_text)
 
     # load: kernel modules written by content hash and imported in parallel.
-    from inductor_codegen.triton.runtime import TritonKernel, load_kernels
+    from inductor_codegen.codegen.triton.runtime import TritonKernel, load_kernels
 
     folder = cache_folder("triton", root=opts.cache_dir)
     loaded = load_kernels(every, folder, opts.compile_workers)
@@ -126,7 +144,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
 
     launchers = {step: launcher(src) for step, src in sources.items()}
     if templates:
-        from inductor_codegen.triton.template_runtime import MatmulTemplateKernel
+        from inductor_codegen.codegen.triton.template_runtime import MatmulTemplateKernel
 
         mode = "auto" if device_options.matmul_templates == "auto" else None
         for step, src in templates.items():
@@ -138,7 +156,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
                 folder=folder,
             )
     if device.type == "cuda":
-        from inductor_codegen.triton.runtime import precompile
+        from inductor_codegen.codegen.triton.runtime import precompile
 
         precompile(
             [k for k in launchers.values() if isinstance(k, TritonKernel)],
@@ -148,8 +166,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     done("load", lambda: "\n".join(str(p) for _, p in loaded.values()))
 
     # wrapper: the Python function that allocates buffers and launches kernels and ATen.
-    from inductor_codegen.triton.wrapper import aligned_copies, generate_triton_wrapper
-    from inductor_codegen.wrapper import plain_spec
+    from inductor_codegen.codegen.triton.wrapper import aligned_copies, generate_triton_wrapper
 
     wrapper = generate_triton_wrapper(graph, plan, {**sources, **templates})
     done("wrapper", lambda: wrapper.text)
@@ -168,34 +185,15 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
         **graph.constants,
         **launchers,
     }
-    path = _write_wrapper(wrapper.text, kernel_text, opts.cache_dir, "Triton")
-    exec(compile(wrapper.text, str(path), "exec"), namespace)
-    if artifact_enabled("output_code"):
-        artifact_logger("output_code").info(
-            "wrapper %s:\n%s\nkernels:\n%s", path, wrapper.text, kernel_text
-        )
-    if graph.fallbacks:
-        artifact_logger("perf_hints").info("ATen fallbacks: %s", dict(graph.fallbacks))
-    unflatten = None
-    if graph.output_spec is not None and not plain_spec(graph.output_spec):
-        import torch.utils._pytree as pytree
-
-        spec = graph.output_spec
-        unflatten = lambda flat: pytree.tree_unflatten(flat, spec)  # noqa: E731
-    compiled = CompiledGraph(
-        namespace["call"],
-        artifacts=passes.artifacts,
-        fallbacks=graph.fallbacks,
-        kernel_count=len(kernels) + len(templates),
-        wrapper_path=path,
-        unflatten=unflatten,
-    )
+    path = load_wrapper(wrapper, kernel_text, namespace, opts.cache_dir, "Triton")
+    kernel_count = len(kernels) + len(templates)
+    compiled = finish(graph, namespace, path, wrapper, kernel_text, passes, kernel_count)
     return _maybe_cudagraphs(compiled, device_options)
 
 
 def _stream_getter(device: torch.device):
     """`get_raw_stream()`: the current CUDA stream of the graph's device, read once per call."""
-    from inductor_codegen.triton.runtime import interpreting
+    from inductor_codegen.codegen.triton.runtime import interpreting
 
     if device.type != "cuda" or interpreting():
         return lambda: 0
@@ -219,7 +217,7 @@ def _describe_templates(templates) -> str:
 def _maybe_cudagraphs(compiled: CompiledGraph, options: TritonOptions) -> CompiledGraph:
     if not options.cudagraphs:
         return compiled
-    from inductor_codegen.triton.cudagraphs import CUDAGraphRunner
+    from inductor_codegen.codegen.triton.cudagraphs import CUDAGraphRunner
 
     runner = CUDAGraphRunner(compiled)
     return CompiledGraph(

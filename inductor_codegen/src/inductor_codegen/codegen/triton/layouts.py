@@ -41,11 +41,17 @@ from inductor_codegen.lowering import BufferRef
 from inductor_codegen.lowering.graph import (
     MAX_INLINE_SIZE,
     MAX_SHARED_INLINE_SIZE,
-    _expr_size,
+    inline_size,
     readers,
 )
 
-__all__ = ["channels_last_layout", "keep_channels_last", "lower_convolution"]
+__all__ = [
+    "as_channels_last",
+    "channels_last_layout",
+    "keep_channels_last",
+    "lower_convolution",
+    "reads_channels_last",
+]
 
 CHANNELS_LAST_DTYPES = (torch.bfloat16, torch.float16)
 # Per GraphLowering: the channels-last copy of each value already made, and the
@@ -69,7 +75,7 @@ def _is_channels_last(layout: Layout) -> bool:
     return all(size == 1 or a == b for size, a, b in zip(layout.size, layout.stride, wanted.stride))
 
 
-def _channels_last(ctx, value: TensorValue) -> TensorValue:
+def as_channels_last(ctx, value: TensorValue) -> TensorValue:
     """`value` as an NHWC buffer: itself when it is one, else computed or copied into one."""
     if value.view is not None and value.view.layout.offset == 0:
         if _is_channels_last(value.view.layout):
@@ -85,7 +91,8 @@ def _channels_last(ctx, value: TensorValue) -> TensorValue:
     return result
 
 
-def _reads_channels_last(ctx, value: TensorValue) -> bool:
+def reads_channels_last(ctx, value: TensorValue) -> bool:
+    """Whether `value` (4-d) loads a buffer that this graph stores channels-last."""
     names = _NHWC.get(ctx)
     if not names:
         return False
@@ -125,10 +132,10 @@ def _kept(ctx, node, value):
         or not all(isinstance(s, sympy.Integer) for s in value.size)
     ):
         return value
-    size = _expr_size(value)
+    size = inline_size(value)
     shared = readers(node) > 1 and size > MAX_SHARED_INLINE_SIZE
-    if (shared or size > MAX_INLINE_SIZE) and _reads_channels_last(ctx, value):
-        return _channels_last(ctx, value)
+    if (shared or size > MAX_INLINE_SIZE) and reads_channels_last(ctx, value):
+        return as_channels_last(ctx, value)
     return value
 
 
@@ -155,7 +162,7 @@ def lower_convolution(
     args = (x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     if not _wanted(node, x, weight, transposed):
         return ctx.extern(node, node.target, args, {}, is_fallback=False)
-    args = (_channels_last(ctx, x), _channels_last(ctx, weight), *args[2:])
+    args = (as_channels_last(ctx, x), as_channels_last(ctx, weight), *args[2:])
     ext_args = ctx.extern_arg(args)
     reads = tuple(a.name for a in ext_args if isinstance(a, BufferRef))
     val = node.meta["val"]

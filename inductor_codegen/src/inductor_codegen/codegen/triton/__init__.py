@@ -41,24 +41,3 @@ memory pool. Inputs whose address changes are copied into static buffers;
 outputs live in static memory and are overwritten by the next replay, so
 clone what you keep (see `cudagraphs`).
 """
-
-from inductor_codegen.triton.codegen import GroupMeta, TritonKernelSource, generate_triton_kernel
-from inductor_codegen.triton.compile import compile_triton_graph
-from inductor_codegen.triton.cudagraphs import CUDAGraphRunner, cudagraph_compiler
-from inductor_codegen.triton.heuristics import LaunchConfig, autotune_configs, default_config
-from inductor_codegen.triton.options import TritonOptions, split_device_options, wants_triton
-
-__all__ = [
-    "CUDAGraphRunner",
-    "GroupMeta",
-    "LaunchConfig",
-    "TritonKernelSource",
-    "TritonOptions",
-    "autotune_configs",
-    "compile_triton_graph",
-    "cudagraph_compiler",
-    "default_config",
-    "generate_triton_kernel",
-    "split_device_options",
-    "wants_triton",
-]

@@ -1,10 +1,11 @@
-"""The Python wrapper for Triton kernels: the CPU wrapper's plan, kernels called with tensors.
+"""The Triton hooks of the one wrapper generator (`codegen/wrapper.py`): its plan,
+kernels called with tensors.
 
-Allocation, memory reuse and freeing are the CPU wrapper's (`wrapper.py`);
-only a kernel call differs: Triton takes the tensors themselves (and scalar
-inputs), not data pointers, and no layout check precedes it (every ATen
-result already went through `ensure_layout`, so a check would only cost
-time on each call). A matmul template step is called like a kernel,
+Allocation, memory reuse and freeing are the generator's; only the hooks differ
+(`allocation`, `prologue`, `held_names`, `kernel_call`). A kernel call: Triton takes
+the tensors themselves (and scalar inputs), not data pointers, and no layout check
+precedes it (every ATen result already went through `ensure_layout`, so a check
+would only cost time on each call). A matmul template step is called like a kernel,
 its operands as views.
 
 Kernels are launched through `kernel.launch(stream0, ...)`: the stream is read
@@ -22,11 +23,11 @@ from __future__ import annotations
 
 import torch
 
+from inductor_codegen.codegen.triton.kernel import TritonKernelSource
+from inductor_codegen.codegen.triton.templates import TemplateStep
+from inductor_codegen.codegen.wrapper import WrapperCodegen, WrapperSource, layout_args
 from inductor_codegen.ir import ExternBuffer, Layout
 from inductor_codegen.scheduler import FusedKernel
-from inductor_codegen.triton.codegen import TritonKernelSource
-from inductor_codegen.triton.templates import TemplateStep
-from inductor_codegen.wrapper import WrapperCodegen, WrapperSource, layout_args
 
 __all__ = ["aligned_copies", "generate_triton_wrapper"]
 
@@ -92,7 +93,8 @@ class TritonWrapperCodegen(WrapperCodegen):
     def held_names(self, name: str) -> list[str]:
         return [name, self.aliases[name]] if name in self.aliases else [name]
 
-    def _kernel(self, kernel: FusedKernel | TemplateStep, pool) -> None:
+    def kernel_call(self, kernel: FusedKernel | TemplateStep, pool) -> None:
+        """Triton: the tensors themselves, on the launcher's direct entry when aligned."""
         lines = self.out.lines
         source = self.kernels[kernel.name]
         self._allocate_outputs(source, pool)

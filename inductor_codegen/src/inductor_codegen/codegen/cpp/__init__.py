@@ -1,0 +1,7 @@
+"""C++/OpenMP kernels for CPU tensors: kernel text, scatters, prelude, build.
+
+kernel.py    a fused loop kernel as a C++ function (KernelCodegen)
+scatter.py   a scatter kernel: a fill pass, then a scatter pass
+prelude.py   the helpers every kernel file includes
+build.py     compile in parallel through the disk cache, load with ctypes
+"""

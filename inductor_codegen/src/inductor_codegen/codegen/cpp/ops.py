@@ -1,0 +1,62 @@
+"""C++ types of each dtype and the helpers the op table's C++ column spells with."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = [
+    "COMPUTE_TYPES",
+    "STORAGE_TYPES",
+    "bool_infix",
+    "compute_type",
+    "integral_or",
+    "templated",
+]
+
+STORAGE_TYPES = {
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.bfloat16: "uint16_t",
+    torch.float16: "_Float16",
+    torch.int64: "int64_t",
+    torch.int32: "int32_t",
+    torch.int16: "int16_t",
+    torch.int8: "int8_t",
+    torch.uint8: "uint8_t",
+    # NOTE: bytes, not C++ bool: gcc does not vectorize loops that store a
+    # comparison through a bool pointer. Values in registers stay bool.
+    torch.bool: "uint8_t",
+}
+COMPUTE_TYPES = {
+    **STORAGE_TYPES,
+    torch.bfloat16: "float",
+    torch.float16: "float",
+    torch.bool: "bool",
+}
+
+
+def compute_type(dtype: torch.dtype) -> str:
+    return COMPUTE_TYPES[dtype]
+
+
+def bool_infix(bitwise, logical):
+    """The bitwise form on two bools already in variables (no branch keeps the loop
+    from vectorizing); the short-circuit one otherwise (inline text may guard a load)."""
+
+    def emit(args, dtypes, out):
+        computed = all(d == torch.bool for d in dtypes) and all(a.isidentifier() for a in args)
+        return f"({args[0]} {bitwise if computed else logical} {args[1]})"
+
+    return emit
+
+
+def templated(fn):
+    return lambda args, dtypes, out: f"{fn}<{compute_type(out)}>({', '.join(args)})"
+
+
+def integral_or(int_fn, float_fn):
+    def emit(args, dtypes, out):
+        fn = int_fn if not out.is_floating_point and out != torch.bool else float_fn
+        return fn(args, dtypes, out)
+
+    return emit

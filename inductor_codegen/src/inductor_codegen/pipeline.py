@@ -1,0 +1,259 @@
+"""The passes every device's driver shares, and what a compiled graph is.
+
+    lower_and_schedule   FX graph -> loop IR buffers -> fused kernels and extern calls
+    load_wrapper         the wrapper written to a real file (named by content) and run
+    finish               logs, output nesting, the CompiledGraph with its artifacts
+
+`compile.compile_graph` is the driver: it runs these around one device's
+codegen (C++ in `codegen.cpp`, Triton in `codegen.triton`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.fx
+
+from guards import artifact_enabled, artifact_logger
+from guards.cache_root import (
+    cache_folder,
+    discard,
+    payload_digest,
+    private_temporary_root,
+    read_private,
+    write_private,
+)
+from inductor_codegen.codegen.wrapper import plain_spec
+from inductor_codegen.errors import DynamicShapeError, UnsupportedGraphError
+from inductor_codegen.ir import TensorValue
+from inductor_codegen.lowering import GraphLowering
+from inductor_codegen.scheduler import CPU_FUSION_POLICY, FusionPolicy, schedule
+from inductor_codegen.symbols import shape_env_of, shape_env_state
+
+__all__ = [
+    "Artifact",
+    "CompiledGraph",
+    "EagerGraph",
+    "PassRecorder",
+    "finish",
+    "is_symbolic_graph",
+    "load_wrapper",
+    "lower_and_schedule",
+    "write_wrapper",
+]
+
+_any_autocast_enabled = torch._C._is_any_autocast_enabled
+_autocast_off = torch._C._DisableAutocast
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """What one pass produced, as text, and how long it took."""
+
+    name: str
+    text: str
+    seconds: float
+
+
+class CompiledGraph:
+    """The callable compile_graph returns.
+
+    Calling convention: positional arguments, one per graph placeholder,
+    `compiled(*inputs)`; or the boxed form `compiled.call_boxed(list_of_inputs)`,
+    which empties the list so that inputs can be freed at their last use.
+    Returns what the graph returns (the same nesting of tuples and lists).
+    The graph's dtypes are explicit, so it runs with autocast off: an autocast
+    block around the call does not cast the graph's matmuls a second time.
+    """
+
+    def __init__(self, call, *, artifacts, fallbacks, kernel_count, wrapper_path, unflatten=None):
+        self._call = call
+        self.artifacts: list[Artifact] = artifacts
+        self.fallbacks: Counter[str] = fallbacks
+        self.kernel_count = kernel_count
+        self.wrapper_path = wrapper_path
+        self._unflatten = unflatten
+
+    def __call__(self, *args):
+        return self.call_boxed(list(args))
+
+    def call_boxed(self, args: list):
+        if _any_autocast_enabled():
+            with _autocast_off():
+                result = self._call(args)
+        else:
+            result = self._call(args)
+        if self._unflatten is not None:
+            return self._unflatten(result)
+        return result
+
+    def as_boxed(self):
+        """`call_boxed` as a plain function marked `_boxed_call = True` (torch's convention)."""
+
+        def boxed(args: list):
+            return self.call_boxed(args)
+
+        boxed._boxed_call = True
+        return boxed
+
+    def artifact(self, name: str) -> str:
+        for a in self.artifacts:
+            if a.name == name:
+                return a.text
+        raise KeyError(f"no artifact {name!r}; have {[a.name for a in self.artifacts]}")
+
+
+class EagerGraph(CompiledGraph):
+    """A graph the code generator does not handle, run by the FX interpreter over ATen."""
+
+    def __init__(self, gm: torch.fx.GraphModule, reason: str):
+        super().__init__(
+            lambda args: gm(*args),
+            artifacts=[Artifact("eager_fallback", reason, 0.0)],
+            fallbacks=Counter({"<whole graph>": 1}),
+            kernel_count=0,
+            wrapper_path=None,
+        )
+
+
+class PassRecorder:
+    """One `Artifact` per pass of a driver: its name, its text and the seconds it took."""
+
+    def __init__(self) -> None:
+        self.artifacts: list[Artifact] = []
+        self._last = time.perf_counter()
+
+    def done(self, name: str, text_fn) -> None:
+        now = time.perf_counter()
+        self.artifacts.append(Artifact(name, text_fn(), now - self._last))
+        self._last = now
+
+
+def lower_and_schedule(
+    gm, example_inputs, lowerings, passes: PassRecorder, policy: FusionPolicy = CPU_FUSION_POLICY
+):
+    """The passes every code generator shares: lower the graph to loop IR, then fuse
+    with the device's fusion policy.
+
+    Records the "lower" artifact; raises UnsupportedGraphError (logged on perf_hints)
+    when the graph has to run through ATen whole, and DynamicShapeError when a graph
+    with symbolic sizes needs static ones.
+    """
+    symbolic = is_symbolic_graph(gm, example_inputs)
+    placeholders = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    env = shape_env_of([*placeholders, *example_inputs]) if symbolic else None
+    before = shape_env_state(env)
+    try:
+        graph = GraphLowering(gm, example_inputs, lowerings).run()
+        output_buffers = {
+            v.view.buffer
+            for v in graph.outputs
+            if isinstance(v, TensorValue) and v.view is not None
+        }
+        plan = schedule(graph.buffers, output_buffers, policy)
+        if shape_env_state(env) != before:
+            # NOTE: int() or bool() on a torch.SymInt decides it by its example value and
+            # records a guard; code compiled after that would be right for that value only.
+            raise DynamicShapeError(
+                "compiling decided a symbolic size by its example value (the shape "
+                "environment gained a guard); compile this graph with static sizes"
+            )
+    except DynamicShapeError as error:
+        artifact_logger("perf_hints").info("symbolic graph needs static sizes: %s", error)
+        raise
+    except UnsupportedGraphError as error:
+        if symbolic:
+            artifact_logger("perf_hints").info("symbolic graph needs static sizes: %s", error)
+            raise DynamicShapeError(f"{error} (in a graph with symbolic sizes)") from error
+        artifact_logger("perf_hints").info("graph runs eagerly: %s", error)
+        raise
+    passes.done("lower", lambda: describe_lowering(graph))
+    return graph, plan
+
+
+def is_symbolic_graph(gm: torch.fx.GraphModule, example_inputs) -> bool:
+    """Whether a placeholder (meta["val"] or example) has a symbolic size or is a SymInt."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, example in zip(placeholders, example_inputs):
+        for value in (node.meta.get("val"), example):
+            if isinstance(value, torch.SymInt) and value.node.maybe_as_int() is None:
+                return True
+            if isinstance(value, torch.Tensor) and any(
+                isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride())
+            ):
+                return True
+    return False
+
+
+def write_wrapper(text: str, kernel_text: str, cache_dir, language: str = "C++") -> Path:
+    """Write the wrapper (kernels as comments) to `<cache>/wrappers/graph_<checksum>.py`.
+
+    The file serves tracebacks and pdb; the code run is compiled from `text` itself.
+    """
+    full = (
+        text
+        + f"\n\n# Kernels ({language}):\n"
+        + "".join(f"# {line}\n" for line in kernel_text.splitlines())
+    ).encode()
+    folder = cache_folder("wrappers", root=cache_dir)
+    path = folder / f"graph_{payload_digest(full)[:20]}.py"
+    try:
+        existing = read_private(path)
+    except OSError as error:
+        existing = None
+        discard(path, str(error))
+    if existing == full:
+        return path
+    if existing is not None:
+        discard(path, "its contents do not match its checksum")
+    try:
+        write_private(path, full)
+    except OSError as error:  # the cache filled up or became read-only meanwhile
+        root = private_temporary_root(folder.parent, f"failed: {error}")
+        path = cache_folder("wrappers", root=root) / path.name
+        write_private(path, full)
+    return path
+
+
+def load_wrapper(wrapper, kernel_text: str, namespace: dict, cache_dir, language: str) -> Path:
+    """Write the wrapper to a real file (tracebacks, pdb) and run it into `namespace`."""
+    path = write_wrapper(wrapper.text, kernel_text, cache_dir, language)
+    exec(compile(wrapper.text, str(path), "exec"), namespace)
+    return path
+
+
+def finish(graph, namespace: dict, path: Path, wrapper, kernel_text: str, passes, kernel_count):
+    """The CompiledGraph around the loaded wrapper's `call`; logs the code and fallbacks."""
+    if artifact_enabled("output_code"):
+        artifact_logger("output_code").info(
+            "wrapper %s:\n%s\nkernels:\n%s", path, wrapper.text, kernel_text
+        )
+    if graph.fallbacks:
+        artifact_logger("perf_hints").info("ATen fallbacks: %s", dict(graph.fallbacks))
+    unflatten = None
+    if graph.output_spec is not None and not plain_spec(graph.output_spec):
+        import torch.utils._pytree as pytree
+
+        spec = graph.output_spec
+        unflatten = lambda flat: pytree.tree_unflatten(flat, spec)  # noqa: E731
+    return CompiledGraph(
+        namespace["call"],
+        artifacts=passes.artifacts,
+        fallbacks=graph.fallbacks,
+        kernel_count=kernel_count,
+        wrapper_path=path,
+        unflatten=unflatten,
+    )
+
+
+def describe_lowering(graph: GraphLowering) -> str:
+    lines = [f"inputs: {[getattr(i, 'name', i) for i in graph.inputs]}"]
+    for buf in graph.buffers:
+        lines.append(f"{buf.name}: {type(buf).__name__} {getattr(buf, 'layout', None)}")
+    if graph.fallbacks:
+        lines.append(f"fallbacks: {dict(graph.fallbacks)}")
+    return "\n".join(lines)

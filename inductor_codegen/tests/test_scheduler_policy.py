@@ -1,0 +1,79 @@
+"""The scheduler's fusion policy: each horizontal rule, and why it exists.
+
+Legality (what may fuse) is `scheduler.plan_kernel`; a `FusionPolicy` picks among
+legal horizontal fusions. These tests schedule with and without a rule to show
+what it changes. The GPU-only rules have their tests in test_triton_codegen.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from graph_helpers import check, trace
+
+from inductor_codegen.lowering import LOWERINGS
+from inductor_codegen.pipeline import PassRecorder, lower_and_schedule
+from inductor_codegen.scheduler import (
+    CPU_FUSION_POLICY,
+    FusedKernel,
+    FusionPolicy,
+    memoized_bodies,
+)
+
+
+def _kernel_count(fn, *args, policy: FusionPolicy) -> int:
+    gm = trace(fn, *args)
+    with memoized_bodies():
+        _graph, plan = lower_and_schedule(gm, list(args), LOWERINGS, PassRecorder(), policy)
+    return sum(isinstance(step, FusedKernel) for step in plan.steps)
+
+
+def test_a_transposed_copy_stays_out_of_a_contiguous_kernel():
+    # b.t() + 1 reads across the vector loop; a * 2 along it: apart, a * 2 still vectorizes
+    def fn(a, b):
+        return a * 2, b.t() + 1
+
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    assert check(fn, a, b).kernel_count == 2
+    without = dataclasses.replace(CPU_FUSION_POLICY, horizontal_rules=("index_divisions",))
+    assert _kernel_count(fn, a, b, policy=without) == 1
+
+
+def test_independent_contiguous_loops_share_a_kernel():
+    def fn(a, b):
+        return a * 2, b + 1
+
+    assert check(fn, torch.randn(64, 64), torch.randn(64, 64)).kernel_count == 1
+
+
+def test_a_fusion_policy_names_only_known_rules():
+    with pytest.raises(ValueError, match="unknown horizontal fusion rules"):
+        FusionPolicy(horizontal_rules=("index_divisions", "no_such_rule"))
+
+
+def test_gpu_policy_joins_small_reductions_over_the_same_loops_only():
+    # the GPU policy keeps unrelated work out of reduction kernels, except reductions
+    # small enough that the launch, not memory, is the cost
+    from inductor_codegen.codegen.triton.compile import GPU_FUSION_POLICY
+
+    def fn(x, y):
+        return x.sum(0), y.sum(0)
+
+    args = torch.randn(32, 768), torch.randn(32, 768)
+    assert _kernel_count(fn, *args, policy=GPU_FUSION_POLICY) == 1
+    smaller = dataclasses.replace(GPU_FUSION_POLICY, small_reduction_elements=1000)
+    assert _kernel_count(fn, *args, policy=smaller) == 2
+
+
+def test_gpu_policy_keeps_a_cast_out_of_an_unrelated_reduction_kernel():
+    from inductor_codegen.codegen.triton.compile import GPU_FUSION_POLICY
+
+    def fn(x, w):
+        return x.sum(-1), w.to(torch.bfloat16)
+
+    args = torch.randn(64, 768), torch.randn(64, 300)
+    assert _kernel_count(fn, *args, policy=GPU_FUSION_POLICY) == 2
+    # a CPU kernel's threads split the outer loop whatever runs inside: one kernel there
+    assert _kernel_count(fn, *args, policy=CPU_FUSION_POLICY) == 1
