@@ -202,7 +202,9 @@ def test_ember_disable_accepts_torch_keywords():
     assert wrapped.__name__ != "f" and not hasattr(wrapped, "__wrapped__")
     kept = dynamo_capture.disable(recursive=False, wrapping=True)(f)
     assert kept.__name__ == "f" and kept.__doc__ == "Doubles."
-    with pytest.raises(TypeError, match="recursive and wrapping"):
+    with pytest.raises(TypeError, match="recursive must be True or False"):
         dynamo_capture.disable(f, recursive="yes")
-    with pytest.raises(TypeError, match="reason must be a string"):
+    with pytest.raises(TypeError, match="wrapping must be True or False"):
+        dynamo_capture.disable(f, wrapping="no")
+    with pytest.raises(TypeError, match="reason must be None or a str"):
         dynamo_capture.disable(f, reason=3)

@@ -220,17 +220,12 @@ def disable(
     """
     if not isinstance(recursive, bool):
         raise TypeError(f"disable: recursive must be True or False, got {recursive!r}")
+    if not isinstance(wrapping, bool):
+        raise TypeError(f"disable: wrapping must be True or False, got {wrapping!r}")
     if reason is not None and not isinstance(reason, str):
         raise TypeError(f"disable: reason must be None or a str, got {reason!r}")
     if fn is None:
         return functools.partial(disable, recursive=recursive, reason=reason, wrapping=wrapping)
-    if not isinstance(recursive, bool) or not isinstance(wrapping, bool):
-        raise TypeError(
-            f"disable: recursive and wrapping must be True or False, got {recursive!r}, "
-            f"{wrapping!r}"
-        )
-    if reason is not None and not isinstance(reason, str):
-        raise TypeError(f"disable: reason must be a string, got {type(reason).__name__}")
     if not callable(fn):
         raise TypeError(
             f"disable expects a function, method or nn.Module, got {type(fn).__name__}: {fn!r}"
