@@ -31,6 +31,7 @@ from program import Program, render  # noqa: E402
 from shrink import shrink  # noqa: E402
 
 BACKENDS = ("eager", "aot_eager", "inductor")
+UNSHRUNK_KINDS = ("precision",)  # saved as generated: numerics, not bugs (oracle.py)
 
 
 @dataclass
@@ -117,7 +118,8 @@ def fuzz_one(seed: int, options: Options, summary: Summary, shrunk: Counter) -> 
 
 def _record(program, backend, mismatch, options, summary, shrunk) -> None:
     small, note = program, "not shrunk"
-    if options.shrink and shrunk[mismatch.signature()] < options.shrinks_per_signature:
+    wanted = options.shrink and mismatch.kind not in UNSHRUNK_KINDS
+    if wanted and shrunk[mismatch.signature()] < options.shrinks_per_signature:
         shrunk[mismatch.signature()] += 1
         small, tries = shrink(program, backend, mismatch, options.shrink_budget_s)
         note = f"shrunk in {tries} tries"

@@ -12,6 +12,8 @@ mismatches found, each a `Mismatch` of one kind:
 | `error`         | the compiled function raised where eager ran, or raised another  | medium   |
 |                 | exception family than eager's                                    |          |
 | `metadata`      | strides, storage aliasing or requires_grad differ                | low      |
+| `precision`     | a value mismatch of a float16/bfloat16 program that vanishes     | lowest   |
+|                 | when those dtypes are float32 (see `reclassify_precision`)       |          |
 
 Rules (documented in README.md):
 - values: exact for integer and bool tensors; `assert_close` with the
@@ -38,6 +40,7 @@ Rules (documented in README.md):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import itertools
 import linecache
@@ -65,7 +68,7 @@ EXCEPTION_FAMILIES = (
     ArithmeticError,
     LookupError,
 )
-KINDS = ("silent", "missing_error", "error", "metadata")
+KINDS = ("silent", "missing_error", "error", "metadata", "precision")
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,11 @@ def precision_floor(source: str) -> torch.dtype:
 
 def check_source(source: str, backend: str, first_only: bool = False) -> list[Mismatch]:
     """Every mismatch between eager and `backend` over the program's calls."""
+    mismatches = _differences(source, backend, first_only)
+    return reclassify_precision(source, backend, mismatches)
+
+
+def _differences(source: str, backend: str, first_only: bool) -> list[Mismatch]:
     import ember
 
     floor = precision_floor(source)
@@ -188,6 +196,35 @@ def check_source(source: str, backend: str, first_only: bool = False) -> list[Mi
             if mismatches and first_only:
                 break
     return mismatches
+
+
+LOW_PRECISION = ("torch.float16", "torch.bfloat16")
+ROUNDING_CHECKS = ("value", "mutation_value", "grad_value")
+
+
+def reclassify_precision(source: str, backend: str, mismatches: list[Mismatch]) -> list[Mismatch]:
+    """Value mismatches of a float16/bfloat16 program that vanish in float32 become `precision`.
+
+    Compiled code computes float16/bfloat16 chains in float32 and may skip an
+    intermediate rounding (as torch.compile does); a value computed near a
+    rounding boundary (a cast to int, a comparison, pow of a negative base) can
+    then differ by more than any tolerance. The program with every float16 and
+    bfloat16 spelled float32 is checked again: only when it shows no mismatch
+    at all (but metadata) do the value mismatches become kind `precision`.
+    """
+    suspects = [m for m in mismatches if m.kind == "silent" and m.check in ROUNDING_CHECKS]
+    if not suspects or not any(name in source for name in LOW_PRECISION):
+        return mismatches
+    widened = source
+    for name in LOW_PRECISION:
+        widened = widened.replace(name, "torch.float32")
+    try:
+        again = _differences(widened, backend, False)
+    except Exception:  # the widened program cannot run: keep the verdict
+        return mismatches
+    if any(m.kind != "metadata" for m in again):
+        return mismatches  # still wrong, or the widening changed what runs: keep the verdict
+    return [dataclasses.replace(m, kind="precision") if m in suspects else m for m in mismatches]
 
 
 # ---------------------------------------------------------------- comparing

@@ -61,3 +61,43 @@ def test_fuzz_known_silent_seed(seed, tmp_path):
     backend = KNOWN_SILENT[seed][0]
     summary = _run([seed], tmp_path, backends=(backend,))
     assert not summary.silent(), _silent_report(summary)
+
+
+def _off_by_one_backend(gm, example_inputs):
+    """A deliberately wrong backend: every float output of the graph is off by one."""
+
+    def run(*args):
+        outputs = gm.forward(*args)
+        return type(outputs)(o + 1 if o.is_floating_point() else o for o in outputs)
+
+    return run
+
+
+def test_fuzz_oracle_flags_a_wrong_backend_and_shrinks_it(tmp_path):
+    import ember
+    import program as fuzz_program
+    import shrink
+
+    if "fuzz_off_by_one" not in ember.list_backends():
+        ember.register_backend(_off_by_one_backend, name="fuzz_off_by_one")
+    source = fuzz_program.Program(
+        seed=3,
+        inputs=(fuzz_program.InputSpec("x0", ("d0", 3), "float32", layout="permuted"),),
+        statements=("v1 = x0.sin()", "v2 = v1.sum(0)", "v3 = x0.to(torch.int64)"),
+        outputs=("v2", "v3"),
+        dims=({"d0": 4}, {"d0": 6}),
+    )
+    found = fuzz.check_program(source, "fuzz_off_by_one")
+    assert [m.kind for m in found if m.check == "value"] == ["silent", "silent"]
+    small, _ = shrink.shrink(source, "fuzz_off_by_one", found[0], budget_s=60)
+    assert len(small.statements) <= 1 and len(small.dims) == 1
+    assert small.outputs != ("v3",)  # an int output is not off by one
+
+
+def test_fuzz_programs_are_deterministic_by_seed():
+    import generator
+    import program as fuzz_program
+
+    first = fuzz_program.render(generator.generate(1234))
+    assert first == fuzz_program.render(generator.generate(1234))
+    assert first != fuzz_program.render(generator.generate(1235))
