@@ -17,10 +17,15 @@ from pathlib import Path
 
 import pytest
 
+import ember
+
 FUZZ = Path(__file__).resolve().parents[3] / "tools" / "fuzz"
 sys.path.insert(0, str(FUZZ))
 
 import fuzz  # noqa: E402
+import generator  # noqa: E402
+import program as fuzz_program  # noqa: E402
+import shrink  # noqa: E402
 
 BACKENDS = ("aot_eager", "inductor")
 SLICE = range(0, 40)
@@ -74,10 +79,6 @@ def _off_by_one_backend(gm, example_inputs):
 
 
 def test_fuzz_oracle_flags_a_wrong_backend_and_shrinks_it(tmp_path):
-    import ember
-    import program as fuzz_program
-    import shrink
-
     if "fuzz_off_by_one" not in ember.list_backends():
         ember.register_backend(_off_by_one_backend, name="fuzz_off_by_one")
     source = fuzz_program.Program(
@@ -95,9 +96,6 @@ def test_fuzz_oracle_flags_a_wrong_backend_and_shrinks_it(tmp_path):
 
 
 def test_fuzz_programs_are_deterministic_by_seed():
-    import generator
-    import program as fuzz_program
-
     first = fuzz_program.render(generator.generate(1234))
     assert first == fuzz_program.render(generator.generate(1234))
     assert first != fuzz_program.render(generator.generate(1235))
