@@ -183,6 +183,8 @@ def reduction(scope: Scope) -> str | None:
         return f"{name}.sum(({dim}, {scope.dim(name)}), keepdim={keep})"
     if op in ("sum", "amax", "any") and rng.random() < 0.2:
         return f"{name}.{op}()"
+    if op in ("amax", "amin") and rng.random() < 0.3:
+        return f"{name}.{op[1:]}()"  # max() / min() of every element
     return f"{name}.{op}({dim}, keepdim={keep})"
 
 
@@ -289,6 +291,18 @@ def normalization(scope: Scope) -> str | None:
     )  # fmt: skip
 
 
+def complex_view(scope: Scope) -> str | None:
+    """A complex view of a float32/float64 variable whose last dim is 2."""
+    name = scope.pick(lambda t: t.dtype in (torch.float32, torch.float64) and t.shape[-1:] == (2,))
+    if name is None:
+        return None
+    return scope.rng.choice(
+        [f"torch.view_as_complex({name}.contiguous())",
+         f"torch.view_as_real(torch.view_as_complex({name}.contiguous()) * (1 + 2j))",
+         f"torch.view_as_complex({name}.contiguous()).abs()"]
+    )  # fmt: skip
+
+
 EXPRESSIONS = {
     "unary": (unary, 4),
     "binary": (binary, 4),
@@ -302,6 +316,7 @@ EXPRESSIONS = {
     "join": (join, 1),
     "matmul": (matmul, 1),
     "normalization": (normalization, 1),
+    "complex_view": (complex_view, 1),
 }
 
 
@@ -400,7 +415,7 @@ def random_inputs(rng: random.Random, grad: bool) -> tuple[tuple[InputSpec, ...]
                 shape=shape,
                 dtype=this_dtype,
                 layout=layout,
-                values=rng.choice(["grid", "grid", "randn"]),
+                values=rng.choices(["grid", "randn", "special"], weights=[10, 5, 1])[0],
                 requires_grad=requires_grad,
             )
         )

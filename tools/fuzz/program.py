@@ -37,14 +37,20 @@ LAYOUTS = ("contiguous", "permuted", "sliced", "expanded", "offset")
 
 HELPERS = '''
 def _tensor(shape, dtype, g, values):
-    """A deterministic tensor: "randn" normal values, "grid" small dyadic values, "int" small ints."""
+    """A deterministic tensor: "randn" normal values, "grid" small dyadic values (k/4),
+    "special" grid values with NaN, inf and -inf mixed in; ints and bools small."""
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=g).bool()
     if not dtype.is_floating_point:
         return torch.randint(-4, 5, shape, generator=g).to(dtype)
     if values == "randn":
         return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
-    return (torch.randint(-8, 9, shape, generator=g) / 4).to(dtype)
+    t = torch.randint(-8, 9, shape, generator=g) / 4
+    if values == "special":
+        pick = torch.randint(0, 8, shape, generator=g)
+        specials = torch.tensor([float("nan"), float("inf"), -float("inf")], dtype=t.dtype)
+        t = torch.where(pick < 3, specials[pick.clamp(max=2)], t)
+    return t.to(dtype)
 '''
 
 
@@ -56,7 +62,7 @@ class InputSpec:
     shape: tuple  # entries: "d0".."d3" (sized per call) or an int (fixed)
     dtype: str  # "float32", "int64", "bool", ...
     layout: str = "contiguous"
-    values: str = "grid"  # "grid" | "randn"
+    values: str = "grid"  # "grid" | "randn" | "special"
     requires_grad: bool = False
 
     def replace(self, **changes) -> InputSpec:
