@@ -2,6 +2,7 @@
 
     python tools/fuzz/fuzz.py --seconds 300 --backend inductor
     python tools/fuzz/fuzz.py --seed 100 --count 50 --backend aot_eager,inductor
+    python tools/fuzz/fuzz.py --seeds 56,319 --backend inductor
     python tools/fuzz/fuzz.py --replay tools/fuzz/found/silent-inductor-seed12-value.py
     nox -s fuzz -- --seconds 300 --seed 0
 
@@ -169,6 +170,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, help="run fresh seeds until this many seconds")
     parser.add_argument("--count", type=int, help="run exactly this many programs")
+    parser.add_argument("--seeds", help="run exactly these programs (a comma list of seeds)")
     parser.add_argument("--seed", type=int, help="first program's seed (default: from the clock)")
     parser.add_argument("--backend", default="all", help=f"comma list of {BACKENDS} or 'all'")
     parser.add_argument("--out", type=Path, default=HERE / "found", help="reproducer folder")
@@ -202,7 +204,10 @@ def main(argv: list[str]) -> int:
         shrinks_per_signature=args.shrinks_per_signature,
         verbose=not args.quiet,
     )
-    if args.count is not None:
+    if args.seeds:
+        seeds, seconds = [int(s) for s in args.seeds.split(",")], args.seconds
+        first = seeds[0]
+    elif args.count is not None:
         seeds, seconds = range(first, first + args.count), args.seconds
     else:
         seeds, seconds = _forever(first), args.seconds if args.seconds is not None else 60.0

@@ -45,6 +45,7 @@ import io
 import itertools
 import linecache
 import logging
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -81,9 +82,13 @@ class Mismatch:
     where: str  # "call 0 output 1", "call 1 grad x0", ...
     message: str
 
-    def signature(self) -> tuple[str, str, str]:
-        """What shrinking keeps reproducing: the kind, the check and the backend."""
-        return (self.kind, self.check, self.backend)
+    def signature(self) -> tuple[str, str, str, str]:
+        """What shrinking keeps reproducing: the kind, the check, the backend and, for
+        exceptions, the start of the message with its numbers blanked (one bug, not any)."""
+        fingerprint = ""
+        if self.kind in ("error", "missing_error"):
+            fingerprint = re.sub(r"\d+", "N", self.message)[:60]
+        return (self.kind, self.check, self.backend, fingerprint)
 
     def describe(self) -> str:
         return f"[{self.kind}/{self.check}] {self.backend} {self.where}: {self.message}"

@@ -2,7 +2,8 @@
 
 `shrink(program, backend, target)` tries smaller variants of the program, one
 reduction at a time, and keeps a variant whenever the same mismatch
-(`Mismatch.signature()`: kind, check, backend) still reproduces, until a
+(`Mismatch.signature()`: kind, check, backend and, for exceptions, the
+start of the message) still reproduces, until a
 whole round of reductions changes nothing or the budget is spent. Reductions,
 in the order `REDUCTIONS` tries them:
 
