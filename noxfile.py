@@ -5,6 +5,7 @@
     nox -s lint                  ruff and the import-linter layer contracts
     nox -s demo                  the main job: compile a model and run it
     nox -s bench                 benchmarks/ (eager vs ember vs torch.compile)
+    nox -s fuzz                  tools/fuzz/: random programs, each backend against eager
     nox -s wheels                hatch-build each wheel; import it with only its siblings
 
 Which torch the environments get:
@@ -184,6 +185,16 @@ def bench(session: nox.Session) -> None:
     """benchmarks/: eager vs ember vs torch.compile, each script in one run."""
     _install(session, list(PACKAGES), "transformers")
     session.run("python", "benchmarks/run.py", *session.posargs)
+
+
+@nox.session(venv_params=VENV_PARAMS)
+def fuzz(session: nox.Session) -> None:
+    """tools/fuzz/: random programs under ember's backends against eager (tools/fuzz/README.md).
+
+    nox -s fuzz -- --seconds 300 --seed 0 --backend inductor
+    """
+    _install(session, list(PACKAGES))
+    session.run("python", "tools/fuzz/fuzz.py", *session.posargs)
 
 
 @nox.session(venv_params=VENV_PARAMS)

@@ -16,6 +16,12 @@ median of 5 rounds (EMBER_BENCH_ROUNDS) that each time every backend in turn,
 so the host's drift falls on all alike; speedup over eager, first-call time (capture + compile, cold
 in-process caches), peak memory, and the error against eager (inference:
 max |out - eager| / max |eager|; training: the same over the gradients).
+
+Accuracy (benchmarks/accuracy.py): every compiled row is checked against eager
+in float32 (float32 weights and inputs, autocast off): inference by its
+outputs, training by its loss and the global norm of all gradients. A row fails
+(FAIL in the table, `"<backend>_accuracy": "FAIL"` in the JSON) when its error
+exceeds 3x eager-bf16's error against the same float32 reference + 2e-3.
 For ember's Triton kernels it times the kernels that move the most bytes
 alone and reports achieved GB/s (bytes of the kernel's tensor arguments /
 kernel time) next to the device-to-device copy bandwidth. Backend
@@ -48,6 +54,10 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 from models import GPU_MODELS, GPU_MODES
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import accuracy  # noqa: E402
 
 REPEATS = int(os.environ.get("EMBER_BENCH_REPEATS", "20"))
 ROUNDS = int(os.environ.get("EMBER_BENCH_ROUNDS", "5"))
@@ -223,8 +233,10 @@ def relative_error(got, want) -> float:
 # ---------------------------------------------------------------- one (model, mode)
 
 
-def make_step(model, inputs, mode):
-    """A function running one inference call or one AMP training step; returns what to compare."""
+def make_step(model, inputs, mode, amp=True):
+    """A function running one inference call or one training step (AMP bf16 unless `amp` is
+    False); returns what to compare: the outputs, or the gradients (the step's loss is kept
+    as the function's `loss` attribute)."""
     if mode == "infer":
 
         def infer():
@@ -237,13 +249,35 @@ def make_step(model, inputs, mode):
     def train():
         for p in params:
             p.grad = None
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(inputs[0].device.type, dtype=torch.bfloat16, enabled=amp):
             out = first_tensor(model(*inputs))
             loss = out.float().sin().mean()
         loss.backward()
+        train.loss = loss.detach()
         return [p.grad for p in params if p.grad is not None]
 
     return train
+
+
+def accuracy_metrics(step, mode):
+    """What the accuracy rule compares of one call: the outputs, or (loss, gradient norm)."""
+    result = step()
+    if mode == "infer":
+        return [t.detach().clone() for t in result]
+    return float(step.loss), accuracy.global_grad_norm(result)
+
+
+def accuracy_errors(metrics, reference, mode) -> dict:
+    if mode == "infer":
+        return {"outputs": accuracy.tensors_error(metrics, reference)}
+    return accuracy.training_errors(*metrics, reference)
+
+
+def float32_reference(model, inputs, mode):
+    """The accuracy reference: eager with float32 weights and inputs, autocast off."""
+    inputs = tuple(x.float() if x.is_floating_point() else x for x in inputs)
+    model = model.float().train(mode != "infer")
+    return accuracy_metrics(make_step(model, inputs, mode, amp=False), mode)
 
 
 def compiled_model(backend, model):
@@ -269,6 +303,7 @@ def run_case(name, make, mode, backends) -> dict:
         if isinstance(m, nn.Dropout):
             m.p = 0.0
     model = model.to("cuda")
+    reference = float32_reference(model, tuple(x.to("cuda") for x in inputs), mode)
     floating = torch.bfloat16 if mode == "infer" else torch.float32
     if mode == "infer":
         model = model.eval().to(floating)
@@ -279,6 +314,8 @@ def run_case(name, make, mode, backends) -> dict:
     torch.cuda.reset_peak_memory_stats()
     eager = make_step(model, inputs, mode)
     expected = [t.detach().clone() for t in eager()]
+    eager_errors = accuracy_errors(accuracy_metrics(eager, mode), reference, mode)
+    accuracy.record(row, "eager", eager_errors, eager_errors)
     for _ in range(3):
         eager()
     row["eager_peak_GB"] = torch.cuda.max_memory_allocated() / 1e9
@@ -294,7 +331,12 @@ def run_case(name, make, mode, backends) -> dict:
             for _ in range(3):
                 step()
             row[f"{backend}_peak_GB"] = torch.cuda.max_memory_allocated() / 1e9
-            row[f"{backend}_rel_err"] = relative_error(step(), expected)
+            metrics = accuracy_metrics(step, mode)
+            row[f"{backend}_rel_err"] = relative_error(
+                metrics if mode == "infer" else step(), expected
+            )
+            errors = accuracy_errors(metrics, reference, mode)
+            accuracy.record(row, backend, errors, eager_errors)
             if backend == "ember":
                 row["ember_kernels"] = kernel_bandwidth(step, sources=True)
             steps[backend] = step
@@ -339,7 +381,9 @@ def _without_splits(step):
 
     def run():
         with split_reductions(SplitPolicy(enabled=False)):
-            return step()
+            result = step()
+        run.loss = getattr(step, "loss", None)  # a training step's loss, for the accuracy rule
+        return result
 
     return run
 
@@ -487,7 +531,8 @@ def _cell(row, backend) -> str:
         return "error: " + row[f"{backend}_error"][:120]
     return (
         f"{row.get(f'{backend}_speedup', math.nan):.2f}x, "
-        f"compile {row.get(f'{backend}_compile_s', math.nan):.1f} s"
+        f"compile {row.get(f'{backend}_compile_s', math.nan):.1f} s, "
+        f"accuracy {accuracy.cell(row, backend)}"
     )
 
 
@@ -503,6 +548,7 @@ def markdown(result) -> str:
     head += [f"{b} x" for b in backends] + [f"{b} compile s" for b in backends]
     head += ["eager peak GB"] + [f"{b} peak GB" for b in backends]
     head += [f"{b} err" for b in backends]
+    head += ["eager err vs fp32"] + [f"{b} accuracy" for b in backends]
     lines = [
         f"Device: {result['device']}; copy bandwidth {result['copy_GBps']:.0f} GB/s "
         f"(read + write); torch {result['torch']}, triton {result['triton']}.",
@@ -519,6 +565,7 @@ def markdown(result) -> str:
         cells += [f"{r.get('eager_peak_GB', nan):.2f}"]
         cells += [f"{r.get(f'{b}_peak_GB', nan):.2f}" for b in backends]
         cells += [f"{r.get(f'{b}_rel_err', nan):.1e}" for b in backends]
+        cells += [accuracy.cell(r, "eager")] + [accuracy.cell(r, b) for b in backends]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     for mode in MODES:
@@ -531,6 +578,13 @@ def markdown(result) -> str:
             compile_s = sum(r.get(f"{b}_compile_s", 0.0) for r in rows)
             parts.append(f"{b} geomean {speed:.2f}x, compile {compile_s:.0f} s")
         lines.append(f"- {mode} ({len(rows)} models): " + "; ".join(parts))
+    failing = [
+        f"{r['model']} {r['mode']} {b}"
+        for r in result["rows"]
+        for b in backends
+        if r.get(f"{b}_accuracy") == "FAIL"
+    ]
+    lines.append("- accuracy: " + ("FAIL " + ", ".join(failing) if failing else "every row ok"))
     lines.append("")
     lines.append("Milliseconds per call, each call synchronized / calls back to back:")
     lines.append("")

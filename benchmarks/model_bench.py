@@ -10,13 +10,21 @@ load from other processes falls on all three alike) for ember (backend
 inductor) and torch.compile (inductor),
 each one's first-call time from a cold kernel cache (capture + AOT + codegen +
 build), whether the result matched eager, and how many graphs / graph breaks ember
-made. Training times a forward, a loss and the backward. Threads: torch's default
+made. Training times a forward, a loss and the backward.
+
+Accuracy (benchmarks/accuracy.py): every compiled row is checked against eager
+in float64 (a float64 copy of the model and its float inputs): inference by its
+outputs, training by its loss and the global norm of all gradients. A row fails
+(FAIL in the table, `"<backend>_accuracy": "FAIL"` in the JSON) when its error
+exceeds 3x eager-fp32's error against the same float64 reference + 2e-3.
+Threads: torch's default
 (the machine's cores). Prints a markdown table and writes JSON beside it when
 EMBER_BENCH_JSON names a file.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import statistics
@@ -29,6 +37,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import accuracy  # noqa: E402
 from models import MODELS  # noqa: E402
 
 import ember  # noqa: E402
@@ -79,6 +88,43 @@ def compare(expected, actual) -> bool:
         return False
 
 
+def output_tensors(output) -> list[torch.Tensor]:
+    """The tensors an inference call is judged by: logits, else every output tensor."""
+    for name in ("logits", "last_hidden_state"):
+        if hasattr(output, name):
+            return [getattr(output, name)]
+    if isinstance(output, (tuple, list)):
+        return [t for t in output if isinstance(t, torch.Tensor)]
+    return [output]
+
+
+def measure(step, model, training: bool):
+    """What the accuracy rule compares of one call: output tensors, or (loss, gradient norm)."""
+    for parameter in model.parameters():
+        parameter.grad = None
+    torch.manual_seed(0)
+    result = step()
+    if not training:
+        return [t.detach() for t in output_tensors(result)]
+    norm = accuracy.global_grad_norm([p.grad for p in model.parameters()])
+    for parameter in model.parameters():
+        parameter.grad = None
+    return float(result), norm
+
+
+def accuracy_errors(measured, reference, training: bool) -> dict:
+    if training:
+        return accuracy.training_errors(*measured, reference)
+    return {"outputs": accuracy.tensors_error(measured, reference)}
+
+
+def float64_reference(case, training: bool):
+    """The float64 eager measurement of a case (a float64 copy of the model and inputs)."""
+    model = copy.deepcopy(case.model).double()
+    inputs = tuple(x.double() if x.is_floating_point() else x for x in case.inputs)
+    return measure(step_fn(model, inputs, case.loss, training), model, training)
+
+
 def run_case(name: str, training: bool) -> dict:
     case = MODELS[name]()
     model = case.model.train(training)
@@ -89,8 +135,13 @@ def run_case(name: str, training: bool) -> dict:
                 module.p = 0.0
     row: dict = {"model": name, "mode": "training" if training else "inference"}
     steps = {"eager": step_fn(model, case.inputs, case.loss, training)}
+    reference = float64_reference(case, training)
+    eager_errors = accuracy_errors(measure(steps["eager"], model, training), reference, training)
+    accuracy.record(row, "eager", eager_errors, eager_errors)
     torch.manual_seed(0)
     expected = case.loss(steps["eager"]()) if not training else steps["eager"]()
+    for parameter in model.parameters():
+        parameter.grad = None
 
     for label, make in (
         ("ember", lambda m: ember.compile(m, backend="inductor")),
@@ -105,6 +156,8 @@ def run_case(name: str, training: bool) -> dict:
             row[f"{label}_compile_s"] = time.perf_counter() - start
             got = case.loss(first) if not training else first
             row[f"{label}_matches"] = compare(expected, got)
+            errors = accuracy_errors(measure(step, model, training), reference, training)
+            accuracy.record(row, label, errors, eager_errors)
             steps[label] = step
         except Exception as error:  # a failure is a result to report, not a crash
             row[f"{label}_error"] = f"{type(error).__name__}: {str(error)[:160]}"
@@ -126,8 +179,9 @@ def run_case(name: str, training: bool) -> dict:
 def table(rows: list[dict]) -> str:
     lines = [
         "| model | mode | eager ms | ember speedup | torch speedup | ember compile s "
-        "| torch compile s | ember matches | ember graphs / breaks |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| torch compile s | eager err | ember accuracy | torch accuracy "
+        "| ember graphs / breaks |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
 
@@ -137,7 +191,8 @@ def table(rows: list[dict]) -> str:
         lines.append(
             f"| {r['model']} | {r['mode']} | {r['eager_ms']:.1f} | {cell('ember_speedup')}x "
             f"| {cell('torch_speedup')}x | {cell('ember_compile_s', '{:.1f}')} "
-            f"| {cell('torch_compile_s', '{:.1f}')} | {r.get('ember_matches', '-')} "
+            f"| {cell('torch_compile_s', '{:.1f}')} | {accuracy.cell(r, 'eager')} "
+            f"| {accuracy.cell(r, 'ember')} | {accuracy.cell(r, 'torch')} "
             f"| {r.get('ember_graphs', '-')} / {r.get('ember_breaks', '-')} |"
         )
     return "\n".join(lines)
@@ -189,6 +244,9 @@ def main(argv: list[str]) -> int:
             f"{mode}: geomean speedup ember {geomean(mine):.2f}x ({len(mine)} models), "
             f"torch.compile {geomean(theirs):.2f}x ({len(theirs)} models)"
         )
+    failing = [f"{r['model']} {r['mode']} {b}" for r in rows for b in ("ember", "torch")
+               if r.get(f"{b}_accuracy") == "FAIL"]  # fmt: skip
+    print(f"accuracy: {'FAIL ' + ', '.join(failing) if failing else 'every compiled row ok'}")
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     if os.environ.get("EMBER_BENCH_JSON"):
         Path(os.environ["EMBER_BENCH_JSON"]).write_text(json.dumps(rows, indent=1))

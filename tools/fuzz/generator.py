@@ -1,0 +1,505 @@
+"""Random programs from a seed: tables of op generators keyed by op.
+
+Each generator takes a `Scope` (the seeded RNG and the variables defined so
+far, with their eager values at every call's sizes) and returns the text of one
+expression (`EXPRESSIONS`: assigned to a new variable) or of one statement
+(`MUTATIONS`: in-place ops and metadata mutation), or None when no variable
+fits. A candidate is kept only when eager runs it at every call's sizes, so a
+program is valid for each call and sizes in it are written relative to its
+inputs (`v.shape[0]`), never as literals of one call. Adding an op is one
+function and one table entry.
+
+    program = generate(seed=12)     # a `Program`; program.render() is its source
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+import torch.nn.functional as F  # noqa: N812 (programs spell it F)
+from program import HELPERS, InputSpec, Program
+
+FLOATS = ("float32", "float32", "float32", "float64", "float16", "bfloat16")
+INTS = ("int64", "int32")
+DTYPES = FLOATS + INTS + ("bool",)
+
+
+class Scope:
+    """Variables of a program being generated, with their eager values per call."""
+
+    def __init__(self, rng: random.Random, envs: list[dict]):
+        self.rng = rng
+        self.envs = envs  # one {name: value} per call, executed in order
+        self.names: list[str] = [n for n, v in envs[0].items() if isinstance(v, torch.Tensor)]
+        self.counter = 0
+        self.inputs: set[str] = set(self.names)
+
+    def value(self, name: str) -> torch.Tensor:
+        """The variable's value at the first call's sizes."""
+        return self.envs[0][name]
+
+    def pick(self, accept=lambda t: True) -> str | None:
+        """A random variable whose (first-call) value satisfies `accept`, newest favoured."""
+        fits = [n for n in self.names if accept(self.value(n))]
+        if not fits:
+            return None
+        if self.rng.random() < 0.5:
+            return fits[-1]
+        return self.rng.choice(fits)
+
+    def dim(self, name: str) -> int:
+        """A random valid dim of a variable (sometimes negative)."""
+        ndim = self.value(name).dim()
+        d = self.rng.randrange(max(ndim, 1))
+        return d - ndim if self.rng.random() < 0.3 and ndim else d
+
+    def new_name(self) -> str:
+        self.counter += 1
+        return f"v{self.counter}"
+
+
+def floating(t):
+    return t.is_floating_point()
+
+
+def integral(t):
+    return not t.is_floating_point() and t.dtype != torch.bool
+
+
+def ranked(k):
+    return lambda t: t.dim() >= k
+
+
+def both(*tests):
+    return lambda t: all(test(t) for test in tests)
+
+
+# ---------------------------------------------------------------- expressions
+
+UNARY_FLOAT = (
+    "abs", "neg", "exp", "sin", "cos", "tanh", "sigmoid", "relu", "floor", "ceil", "round",
+    "sign", "erf", "expm1", "log1p", "square", "reciprocal", "rsqrt", "sqrt", "log", "trunc",
+    "frac", "nan_to_num",
+)  # fmt: skip
+UNARY_INT = ("abs", "neg", "square", "sign", "bitwise_not")
+BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "eq", "lt", "ge", "ne")
+BINARY_INT = ("floor_divide", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor")
+CASTS = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "bool")
+
+
+def unary(scope: Scope) -> str | None:
+    name = scope.pick()
+    if name is None:
+        return None
+    t = scope.value(name)
+    if t.dtype == torch.bool:
+        return f"torch.logical_not({name})"
+    op = scope.rng.choice(UNARY_FLOAT if floating(t) else UNARY_INT)
+    return f"torch.{op}({name})"
+
+
+def _partner(scope: Scope, name: str) -> str:
+    """A second operand for `name`: a broadcastable variable or a Python scalar."""
+    shape = scope.value(name).shape
+
+    def broadcasts(t):
+        try:
+            torch.broadcast_shapes(shape, t.shape)
+            return True
+        except RuntimeError:
+            return False
+
+    other = scope.pick(broadcasts)
+    if other is None or scope.rng.random() < 0.25:
+        return scope.rng.choice(["2", "-1.5", "0.5", "3", "True"])
+    return other
+
+
+def binary(scope: Scope) -> str | None:
+    name = scope.pick()
+    if name is None:
+        return None
+    t = scope.value(name)
+    ops = BINARY + (BINARY_INT if integral(t) else ()) + (("pow", "atan2") if floating(t) else ())
+    op = scope.rng.choice(ops)
+    a, b = name, _partner(scope, name)
+    if scope.rng.random() < 0.3:
+        a, b = b, a
+    if a[0].isdigit() or a[0] in "-T":
+        return f"torch.{op}(torch.tensor({a}), {b})"
+    return f"torch.{op}({a}, {b})"
+
+
+def operator(scope: Scope) -> str | None:
+    """Python operators, int division and modulo included (division by zero included)."""
+    name = scope.pick(lambda t: t.dtype != torch.bool)
+    if name is None:
+        return None
+    symbol = scope.rng.choice(["+", "-", "*", "/", "//", "%", "**"])
+    return f"{name} {symbol} {_partner(scope, name)}"
+
+
+def where(scope: Scope) -> str | None:
+    name = scope.pick(lambda t: t.dtype != torch.bool)
+    if name is None:
+        return None
+    other = _partner(scope, name)
+    return f"torch.where({name} > 0, {name}, {other})"
+
+
+def clamp(scope: Scope) -> str | None:
+    name = scope.pick(lambda t: t.dtype != torch.bool)
+    if name is None:
+        return None
+    low, high = scope.rng.choice([("-1", "2"), ("0", "None"), ("None", "1"), ("1", "-1")])
+    return f"{name}.clamp(min={low}, max={high})"
+
+
+def cast(scope: Scope) -> str | None:
+    name = scope.pick()
+    return None if name is None else f"{name}.to(torch.{scope.rng.choice(CASTS)})"
+
+
+def reduction(scope: Scope) -> str | None:
+    name = scope.pick(ranked(1))
+    if name is None:
+        return None
+    t, rng = scope.value(name), scope.rng
+    dim, keep = scope.dim(name), rng.random() < 0.4
+    ops = ["sum", "amax", "amin", "argmax", "argmin", "prod", "cumsum", "any", "all"]
+    if floating(t):
+        ops += ["mean", "var", "std", "logsumexp", "max_values", "min_indices"]
+    op = rng.choice(ops)
+    if op == "max_values":
+        return f"{name}.max({dim}, keepdim={keep}).values"
+    if op == "min_indices":
+        return f"{name}.min({dim}, keepdim={keep}).indices"
+    if op == "cumsum":
+        return f"{name}.cumsum({dim})"
+    if op in ("var", "std"):
+        return f"{name}.{op}({dim}, correction={rng.choice([0, 1])}, keepdim={keep})"
+    if op == "sum" and t.dim() >= 2 and rng.random() < 0.3:
+        return f"{name}.sum(({dim}, {scope.dim(name)}), keepdim={keep})"
+    if op in ("sum", "amax", "any") and rng.random() < 0.2:
+        return f"{name}.{op}()"
+    if op in ("amax", "amin") and rng.random() < 0.3:
+        return f"{name}.{op[1:]}()"  # max() / min() of every element
+    return f"{name}.{op}({dim}, keepdim={keep})"
+
+
+def view(scope: Scope) -> str | None:
+    name = scope.pick()
+    if name is None:
+        return None
+    t, rng = scope.value(name), scope.rng
+    ndim = t.dim()
+    choices = {
+        "flatten": f"{name}.reshape(-1)",
+        "view": f"{name}.view(-1)",
+        "unsqueeze": f"{name}.unsqueeze({rng.randrange(-ndim - 1, ndim + 1)})",
+        "expand": f"{name}.unsqueeze(0).expand(2, *{name}.shape)",
+    }
+    if ndim >= 1:
+        d = scope.dim(name)
+        step = rng.choice([1, 2, 3])
+        index = ", ".join([":"] * (d % ndim) + [f"{rng.choice(['', '1'])}::{step}"])
+        choices |= {
+            "slice": f"{name}[{index}]",
+            "narrow": f"{name}.narrow({d}, 0, {name}.shape[{d}] // 2)",
+            "flip": f"{name}.flip({d})",
+            "squeeze": f"{name}.squeeze({d})",
+            "select": f"{name}.select({d}, {name}.shape[{d}] - 1)",
+        }
+    if ndim >= 2:
+        perm = list(range(ndim))
+        rng.shuffle(perm)
+        a, b = rng.sample(range(ndim), 2)
+        choices |= {
+            "permute": f"{name}.permute({', '.join(map(str, perm))})",
+            "transpose": f"{name}.transpose({a}, {b})",
+            "mT": f"{name}.mT",
+            "diagonal": f"{name}.diagonal({rng.choice([0, 1, -1])}, {a}, {b})",
+            "reshape2": f"{name}.reshape({name}.shape[0], -1)",
+            "view2": f"{name}.view(-1, {name}.shape[-1])",
+            "movedim": f"{name}.movedim({a}, {b})",
+        }
+    if ndim == 2:
+        choices["t"] = f"{name}.t()"
+    return choices[rng.choice(sorted(choices))]
+
+
+def index(scope: Scope) -> str | None:
+    name = scope.pick(ranked(1))
+    if name is None:
+        return None
+    t, rng = scope.value(name), scope.rng
+    d = scope.dim(name)
+    size = min(env[name].shape[d] for env in scope.envs)
+    picks = sorted(rng.randrange(size) for _ in range(3)) if size else []
+    choices = {
+        "int": f"{name}[{name}.shape[0] - 1]",
+        "mask": f"{name}[{name} > 0]" if t.dtype != torch.bool else f"{name}[{name}]",
+        "masked_fill": f"{name}.masked_fill({name} > 0, 0)",
+        "index_select": f"{name}.index_select({d}, torch.tensor({picks}, dtype=torch.long))",
+        "gather": (
+            f"torch.gather({name}, {d}, torch.zeros_like({name}, dtype=torch.long)"
+            f".narrow({d}, 0, 1))"
+        ),
+        "tensor_index": f"{name}[torch.tensor({picks}, dtype=torch.long)]",
+    }
+    return choices[rng.choice(sorted(choices))]
+
+
+def join(scope: Scope) -> str | None:
+    name = scope.pick(ranked(1))
+    if name is None:
+        return None
+    t, rng = scope.value(name), scope.rng
+    same = scope.pick(lambda u: u.shape == t.shape and u.dtype == t.dtype) or name
+    d = scope.dim(name)
+    if rng.random() < 0.5:
+        return f"torch.cat([{name}, {same}.flip({d})], {d})"
+    return f"torch.stack([{name}, {same}], {rng.randrange(-t.dim() - 1, t.dim() + 1)})"
+
+
+def matmul(scope: Scope) -> str | None:
+    name = scope.pick(both(floating, ranked(1), lambda t: t.dim() <= 3))
+    if name is None:
+        return None
+    ndim, rng = scope.value(name).dim(), scope.rng
+    if ndim == 1:
+        return rng.choice([f"{name} @ {name}", f"torch.outer({name}, {name})"])
+    if ndim == 3:
+        return rng.choice([f"torch.bmm({name}, {name}.mT)", f"{name}.mT @ {name}"])
+    return rng.choice(
+        [f"torch.mm({name}, {name}.t())", f"{name}.t() @ {name}", f"{name}[0] @ {name}.mT",
+         f"torch.matmul({name}, {name}[0])", f"{name} @ {name}.mT.unsqueeze(0)"]
+    )  # fmt: skip
+
+
+def normalization(scope: Scope) -> str | None:
+    name = scope.pick(both(floating, ranked(1)))
+    if name is None:
+        return None
+    d = scope.dim(name)
+    return scope.rng.choice(
+        [f"torch.softmax({name}, {d})", f"torch.log_softmax({name}, {d})",
+         f"F.layer_norm({name}, {name}.shape[-1:])",
+         f"{name} * torch.rsqrt({name}.pow(2).mean(-1, keepdim=True) + 1e-6)",
+         f"F.normalize({name}, dim={d})"]
+    )  # fmt: skip
+
+
+def complex_view(scope: Scope) -> str | None:
+    """A complex view of a float32/float64 variable whose last dim is 2."""
+    name = scope.pick(lambda t: t.dtype in (torch.float32, torch.float64) and t.shape[-1:] == (2,))
+    if name is None:
+        return None
+    return scope.rng.choice(
+        [f"torch.view_as_complex({name}.contiguous())",
+         f"torch.view_as_real(torch.view_as_complex({name}.contiguous()) * (1 + 2j))",
+         f"torch.view_as_complex({name}.contiguous()).abs()"]
+    )  # fmt: skip
+
+
+EXPRESSIONS = {
+    "unary": (unary, 4),
+    "binary": (binary, 4),
+    "operator": (operator, 2),
+    "where": (where, 1),
+    "clamp": (clamp, 1),
+    "cast": (cast, 2),
+    "reduction": (reduction, 3),
+    "view": (view, 4),
+    "index": (index, 2),
+    "join": (join, 1),
+    "matmul": (matmul, 1),
+    "normalization": (normalization, 1),
+    "complex_view": (complex_view, 1),
+}
+
+
+# ---------------------------------------------------------------- mutations
+
+
+def inplace_arith(scope: Scope) -> str | None:
+    name = scope.pick(lambda t: t.dtype != torch.bool)
+    if name is None:
+        return None
+    op = scope.rng.choice(["add_", "mul_", "sub_", "div_", "clamp_", "neg_", "abs_"])
+    if op == "clamp_":
+        return f"{name}.clamp_(min=-1, max=1)"
+    if op in ("neg_", "abs_"):
+        return f"{name}.{op}()"
+    return f"{name}.{op}({_partner(scope, name)})"
+
+
+def inplace_view(scope: Scope) -> str | None:
+    """A view of a variable mutated in place: the base must see it."""
+    name = scope.pick(both(ranked(1), lambda t: t.dtype != torch.bool))
+    if name is None:
+        return None
+    d = scope.dim(name)
+    return scope.rng.choice(
+        [f"{name}[::2].mul_(3)", f"{name}.narrow({d}, 0, 1).zero_()",
+         f"{name}.select({d}, 0).fill_(1)", f"{name}.diagonal().add_(1)",
+         f"{name}.transpose(0, -1).copy_({name}.transpose(0, -1).flip(0))"]
+    )  # fmt: skip
+
+
+def inplace_metadata(scope: Scope) -> str | None:
+    name = scope.pick()
+    if name is None:
+        return None
+    ndim = scope.value(name).dim()
+    choices = [f"{name}.unsqueeze_(0)", f"{name}.unsqueeze_(-1)", f"{name}.squeeze_()"]
+    if ndim == 2:
+        choices.append(f"{name}.t_()")
+    if ndim >= 2:
+        choices.append(f"{name}.transpose_(0, 1)")
+    return scope.rng.choice(choices)
+
+
+def inplace_masked(scope: Scope) -> str | None:
+    name = scope.pick(lambda t: t.dtype != torch.bool)
+    if name is None:
+        return None
+    return f"{name}.masked_fill_({name} < 0, 0)"
+
+
+MUTATIONS = {
+    "inplace_arith": (inplace_arith, 3),
+    "inplace_view": (inplace_view, 2),
+    "inplace_metadata": (inplace_metadata, 1),
+    "inplace_masked": (inplace_masked, 1),
+}
+
+
+# ---------------------------------------------------------------- programs
+
+
+def _weighted(rng: random.Random, table: dict):
+    names = sorted(table)
+    return table[rng.choices(names, weights=[table[n][1] for n in names])[0]][0]
+
+
+def random_inputs(rng: random.Random, grad: bool) -> tuple[tuple[InputSpec, ...], tuple]:
+    """1-3 inputs over shared dims d0..d2, and each call's sizes of those dims."""
+    first = {d: rng.choice([1, 2, 3, 4, 5, 6]) for d in ("d0", "d1", "d2")}
+    if rng.random() < 0.08:
+        first[rng.choice(sorted(first))] = 0  # zero-size
+    dims = [first]
+    if rng.random() < 0.6:
+        second = dict(first)
+        changed = rng.choice(sorted(first))
+        second[changed] = rng.choice([s for s in (1, 2, 3, 5, 7) if s != first[changed]])
+        dims.append(second)
+    dtype = rng.choice(FLOATS) if grad or rng.random() < 0.7 else rng.choice(DTYPES)
+    specs = []
+    for i in range(rng.choice([1, 2, 2, 3])):
+        rank = rng.choice([1, 2, 2, 3, 3])
+        shape = tuple(rng.sample(["d0", "d1", "d2"], rank))
+        if rng.random() < 0.2:  # broadcast: a literal size-1 dim
+            shape = tuple(1 if j == rank - 1 else s for j, s in enumerate(shape))
+        this_dtype = dtype if rng.random() < 0.8 else rng.choice(DTYPES)
+        layout = rng.choice(["contiguous"] * 3 + ["permuted", "sliced", "expanded", "offset"])
+        requires_grad = grad and this_dtype in FLOATS
+        if requires_grad and layout == "expanded":
+            # NOTE: eager accumulates a stride-0 leaf's grad into overlapping memory
+            # (the grad keeps the leaf's strides), so its grad values are not a reference.
+            layout = "contiguous"
+        specs.append(
+            InputSpec(
+                name=f"x{i}",
+                shape=shape,
+                dtype=this_dtype,
+                layout=layout,
+                values=rng.choices(["grid", "randn", "special"], weights=[10, 5, 1])[0],
+                requires_grad=requires_grad,
+            )
+        )
+    return tuple(specs), tuple(dims)
+
+
+def input_values(program: Program) -> list[dict]:
+    """Each call's inputs, by name, built by the program's own rendered `make_inputs`."""
+    from program import render
+
+    namespace: dict = {}
+    exec(compile(render(program), f"<fuzz-inputs-{program.seed}>", "exec"), namespace)
+    names = [spec.name for spec in program.inputs]
+    return [dict(zip(names, namespace["make_inputs"](c))) for c in range(len(program.dims))]
+
+
+def _runs_everywhere(statement: str, envs: list[dict]) -> list[dict] | None:
+    """Each env after running `statement` there, or None when eager raises at some call."""
+    results = []
+    for env in envs:
+        trial = dict(env)
+        try:
+            exec(statement, {"torch": torch, "F": F}, trial)
+        except Exception:
+            return None
+        results.append(trial)
+    return results
+
+
+def generate(seed: int, length: int | None = None) -> Program:
+    """The program of one seed: random inputs, then up to `length` statements.
+
+    A candidate statement that eager rejects is dropped, except now and then
+    (RAISING_RATE): it is kept as the program's last statement, so that eager
+    raises at some call and the compiled function must raise too.
+    """
+    rng = random.Random(seed)
+    grad = rng.random() < 0.35
+    inputs, dims = random_inputs(rng, grad)
+    program = Program(seed=seed, inputs=inputs, statements=(), outputs=(), dims=dims, grad=grad)
+    scope = Scope(rng, input_values(program))
+    statements: list[str] = []
+    for _ in range(length or rng.randint(2, 9)):
+        statement, raises = _next_statement(rng, scope, grad)
+        if statement is None:
+            continue
+        statements.append(statement)
+        if raises:
+            break
+    outputs = _choose_outputs(rng, scope)
+    return program.replace(statements=tuple(statements), outputs=outputs)
+
+
+RAISING_RATE = 0.04
+
+
+def _next_statement(rng: random.Random, scope: Scope, grad: bool) -> tuple[str | None, bool]:
+    """A new statement that eager runs at every call (scope updated), and whether it raises."""
+    for _attempt in range(8):
+        mutate = rng.random() < (0.12 if grad else 0.25)
+        text = _weighted(rng, MUTATIONS if mutate else EXPRESSIONS)(scope)
+        if text is None:
+            continue
+        statement = text if mutate else f"{scope.new_name()} = {text}"
+        envs = _runs_everywhere(statement, scope.envs)
+        if envs is None:
+            if rng.random() < RAISING_RATE:
+                return statement, True
+            continue
+        scope.envs = envs
+        if not mutate:
+            scope.names.append(statement.split(" = ")[0])
+        return statement, False
+    return None, False
+
+
+def _choose_outputs(rng: random.Random, scope: Scope) -> tuple[str, ...]:
+    """The newest variable, plus up to three others (inputs included: aliasing outputs)."""
+    names = [n for n in scope.names if isinstance(scope.value(n), torch.Tensor)]
+    chosen = [names[-1]]
+    for name in rng.sample(names, min(len(names), rng.randint(0, 3))):
+        if name not in chosen:
+            chosen.append(name)
+    return tuple(chosen)
+
+
+__all__ = ["EXPRESSIONS", "HELPERS", "MUTATIONS", "generate", "input_values"]

@@ -1,0 +1,397 @@
+"""The differential oracle: a program under an ember backend against eager PyTorch.
+
+`check_source(source, backend)` runs the program's calls (each call's inputs
+built fresh, once for eager and once for the compiled function) and returns the
+mismatches found, each a `Mismatch` of one kind:
+
+| kind            | meaning                                                          | severity |
+|-----------------|------------------------------------------------------------------|----------|
+| `silent`        | a wrong result: output values, dtype, shape; an input's value or | worst    |
+|                 | shape after the call (mutation); an input's grad                 |          |
+| `missing_error` | eager raised, the compiled function returned                     | high     |
+| `error`         | the compiled function raised where eager ran, or raised another  | medium   |
+|                 | exception family than eager's                                    |          |
+| `metadata`      | strides, storage aliasing or requires_grad differ                | low      |
+| `precision`     | a value mismatch of a float16/bfloat16 program that vanishes     | lowest   |
+|                 | when those dtypes are float32 (see `reclassify_precision`)       |          |
+
+Rules (documented in README.md):
+- values: exact for integer and bool tensors; `assert_close` with the
+  tolerances of `TOLERANCES` and `equal_nan=True` for floats, so NaN and inf
+  must sit at the same positions. The tolerance is that of the compared
+  tensor's dtype or of the lowest-precision float dtype the program names
+  (an input's dtype or a cast), whichever is looser: a float32 result computed
+  through bfloat16 carries bfloat16's rounding, and compiled code may skip an
+  intermediate rounding (as torch.compile does).
+- strides: an output that is a view of an input in eager must be a view of the
+  same input in the compiled result, with equal strides and storage offset;
+  any other output must have eager's strides on dims of size > 1 (a promise
+  ember makes, as torch.compile does for its outputs); zero-size outputs are
+  not compared.
+- gradients (programs with `GRAD = True`): backward of a weighted sum
+  of every float output that requires grad; the grads of the inputs are
+  compared like outputs. Where eager's backward raises (an input of the backward
+  modified in place), grads are not compared.
+- exceptions: where eager raises, the compiled function must raise an exception
+  of the same family: its type, a cause or context of it, is an instance of the
+  builtin base of eager's type (`RuntimeError`, `IndexError`, ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import itertools
+import linecache
+import logging
+import re
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+# (rtol, atol) by dtype; ints and bools compare exactly.
+TOLERANCES = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-4, 1e-4),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (5e-2, 5e-2),
+}
+EXCEPTION_FAMILIES = (
+    ZeroDivisionError,
+    IndexError,
+    KeyError,
+    TypeError,
+    ValueError,
+    NotImplementedError,
+    RuntimeError,
+    ArithmeticError,
+    LookupError,
+)
+KINDS = ("silent", "missing_error", "error", "metadata", "precision")
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One difference between eager and a backend."""
+
+    kind: str  # one of KINDS
+    check: str  # what was compared: "value", "dtype", "stride", "backward", ...
+    backend: str
+    where: str  # "call 0 output 1", "call 1 grad x0", ...
+    message: str
+
+    def signature(self) -> tuple[str, str, str, str]:
+        """What shrinking keeps reproducing: the kind, the check, the backend and, for
+        exceptions, the start of the message with its numbers blanked (one bug, not any)."""
+        fingerprint = ""
+        if self.kind in ("error", "missing_error"):
+            fingerprint = re.sub(r"\d+", "N", self.message)[:60]
+        return (self.kind, self.check, self.backend, fingerprint)
+
+    def describe(self) -> str:
+        return f"[{self.kind}/{self.check}] {self.backend} {self.where}: {self.message}"
+
+
+@dataclass
+class Outcome:
+    """What one call did: outputs, inputs after it, grads, or the exception raised."""
+
+    inputs: list
+    outputs: list | None = None
+    error: BaseException | None = None
+    grads: list | None = None
+    backward_error: BaseException | None = None
+
+
+# ---------------------------------------------------------------- running
+
+
+_counter = itertools.count()
+
+
+def load(source: str) -> dict:
+    """Execute a program's source in a fresh namespace (its lines kept for tracebacks)."""
+    filename = f"<fuzz-program-{next(_counter)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict = {"__name__": "fuzz_program"}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+def flatten(value) -> list:
+    """Outputs as a flat list (tuples and lists opened, anything else one leaf)."""
+    if isinstance(value, (tuple, list)):
+        return [leaf for item in value for leaf in flatten(item)]
+    return [value]
+
+
+def loss_of(outputs: list) -> torch.Tensor | None:
+    """A weighted sum of every float output that requires grad (None when there is none)."""
+    total = None
+    for out in outputs:
+        if isinstance(out, torch.Tensor) and out.requires_grad and out.is_floating_point():
+            weights = torch.linspace(-1, 1, out.numel(), dtype=torch.float64).reshape(out.shape)
+            term = (out.double() * weights).sum()
+            total = term if total is None else total + term
+    return total
+
+
+def run_call(fn, namespace: dict, call: int) -> Outcome:
+    """One call of `fn` on fresh inputs of `call`, then its backward where GRAD is set."""
+    inputs = namespace["make_inputs"](call)
+    outcome = Outcome(inputs=inputs)
+    try:
+        outcome.outputs = flatten(fn(*inputs))
+    except Exception as error:  # a raising program is an outcome to compare
+        outcome.error = error
+        return outcome
+    loss = loss_of(outcome.outputs) if namespace.get("GRAD") else None
+    if loss is not None:
+        try:
+            loss.backward()
+            outcome.grads = [getattr(x, "grad", None) for x in inputs]
+        except Exception as error:
+            outcome.backward_error = error
+    return outcome
+
+
+@contextlib.contextmanager
+def quiet():
+    """Silence warnings, ember's logs and the compilers' prints while a program runs."""
+    logger = logging.getLogger("ember")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with contextlib.redirect_stdout(io.StringIO()):
+            try:
+                yield
+            finally:
+                logger.setLevel(level)
+
+
+def precision_floor(source: str) -> torch.dtype:
+    """The lowest-precision float dtype a program's source names (float64 when none)."""
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        if str(dtype) in source:
+            return dtype
+    return torch.float64
+
+
+def check_source(source: str, backend: str, first_only: bool = False) -> list[Mismatch]:
+    """Every mismatch between eager and `backend` over the program's calls."""
+    mismatches = _differences(source, backend, first_only)
+    return reclassify_precision(source, backend, mismatches)
+
+
+def _differences(source: str, backend: str, first_only: bool) -> list[Mismatch]:
+    import ember
+
+    floor = precision_floor(source)
+    eager_ns, compiled_ns = load(source), load(source)
+    compiled = ember.compile(compiled_ns["program"], backend=backend)
+    mismatches: list[Mismatch] = []
+    with quiet():
+        for call in range(len(eager_ns["DIMS"])):
+            expected = run_call(eager_ns["program"], eager_ns, call)
+            actual = run_call(compiled, compiled_ns, call)
+            mismatches += compare_outcomes(expected, actual, backend, f"call {call}", floor)
+            if mismatches and first_only:
+                break
+    return mismatches
+
+
+LOW_PRECISION = ("torch.float16", "torch.bfloat16")
+ROUNDING_CHECKS = ("value", "mutation_value", "grad_value")
+
+
+def reclassify_precision(source: str, backend: str, mismatches: list[Mismatch]) -> list[Mismatch]:
+    """Value mismatches of a float16/bfloat16 program that vanish in float32 become `precision`.
+
+    Compiled code computes float16/bfloat16 chains in float32 and may skip an
+    intermediate rounding (as torch.compile does); a value computed near a
+    rounding boundary (a cast to int, a comparison, pow of a negative base) can
+    then differ by more than any tolerance. The program with every float16 and
+    bfloat16 spelled float32 is checked again: only when it shows no mismatch
+    at all (but metadata) do the value mismatches become kind `precision`.
+    """
+    suspects = [m for m in mismatches if m.kind == "silent" and m.check in ROUNDING_CHECKS]
+    if not suspects or not any(name in source for name in LOW_PRECISION):
+        return mismatches
+    widened = source
+    for name in LOW_PRECISION:
+        widened = widened.replace(name, "torch.float32")
+    try:
+        again = _differences(widened, backend, False)
+    except Exception:  # the widened program cannot run: keep the verdict
+        return mismatches
+    if any(m.kind != "metadata" for m in again):
+        return mismatches  # still wrong, or the widening changed what runs: keep the verdict
+    return [dataclasses.replace(m, kind="precision") if m in suspects else m for m in mismatches]
+
+
+# ---------------------------------------------------------------- comparing
+
+
+def compare_outcomes(
+    expected: Outcome, actual: Outcome, backend: str, where: str, floor=torch.float64
+) -> list:
+    """Mismatches of one call: exceptions, outputs, inputs after the call, grads."""
+
+    def mismatch(kind, check, place, message):
+        return Mismatch(kind, check, backend, f"{where} {place}".strip(), message)
+
+    if expected.error is not None:
+        if actual.error is None:
+            text = f"eager raised {_describe(expected.error)}; compiled returned"
+            return [mismatch("missing_error", "exception", "", text)]
+        if not same_family(expected.error, actual.error):
+            text = f"eager raised {_describe(expected.error)}; compiled {_describe(actual.error)}"
+            return [mismatch("error", "exception_type", "", text)]
+        return []
+    if actual.error is not None:
+        check = f"raised_{type(actual.error).__name__}"
+        return [mismatch("error", check, "", _describe(actual.error))]
+    found = []
+    if len(expected.outputs) != len(actual.outputs):
+        text = f"{len(expected.outputs)} outputs in eager, {len(actual.outputs)} compiled"
+        return [mismatch("silent", "structure", "", text)]
+    for i, (want, got) in enumerate(zip(expected.outputs, actual.outputs)):
+        for kind, check, text in compare_tensors(want, got, floor=floor):
+            found.append(mismatch(kind, check, f"output {i}", text))
+        found += [
+            mismatch("metadata", check, f"output {i}", text)
+            for check, text in compare_layout(want, got, expected.inputs, actual.inputs)
+        ]
+    for i, (want, got) in enumerate(zip(expected.inputs, actual.inputs)):
+        for kind, check, text in compare_tensors(want, got, requires_grad=False, floor=floor):
+            found.append(mismatch(kind, "mutation_" + check, f"input {i}", text))
+    found += compare_grads(expected, actual, mismatch, floor)
+    return found
+
+
+def compare_grads(expected: Outcome, actual: Outcome, mismatch, floor) -> list:
+    if expected.backward_error is not None or expected.grads is None:
+        return []  # eager's backward raised or nothing needs grad: not compared
+    if actual.backward_error is not None:
+        check = f"backward_{type(actual.backward_error).__name__}"
+        return [mismatch("error", check, "", _describe(actual.backward_error))]
+    if actual.grads is None:
+        return [mismatch("silent", "grad", "", "eager has grads, compiled outputs have none")]
+    found = []
+    for i, (want, got) in enumerate(zip(expected.grads, actual.grads)):
+        if (want is None) != (got is None):
+            text = f"grad is {'None' if got is None else 'set'} (eager: {want is not None})"
+            found.append(mismatch("silent", "grad", f"grad of input {i}", text))
+        elif want is not None:
+            for _kind, check, text in compare_tensors(want, got, False, floor):
+                found.append(mismatch("silent", "grad_" + check, f"grad of input {i}", text))
+    return found
+
+
+def compare_tensors(
+    want, got, requires_grad: bool = True, floor=torch.float64
+) -> list[tuple[str, str, str]]:
+    """(kind, check, message) for differences of type, shape, dtype, values, requires_grad."""
+    if not isinstance(want, torch.Tensor):
+        if type(want) is not type(got) or want != got:
+            return [("silent", "value", f"expected {want!r}, got {got!r}")]
+        return []
+    if not isinstance(got, torch.Tensor):
+        return [("silent", "type", f"expected a tensor, got {type(got).__name__}")]
+    if want.shape != got.shape:
+        return [("silent", "shape", f"expected {tuple(want.shape)}, got {tuple(got.shape)}")]
+    if want.dtype != got.dtype:
+        return [("silent", "dtype", f"expected {want.dtype}, got {got.dtype}")]
+    found = []
+    problem = value_difference(want.detach(), got.detach(), floor)
+    if problem:
+        found.append(("silent", "value", problem))
+    if requires_grad and want.requires_grad != got.requires_grad:
+        text = f"requires_grad {got.requires_grad}, eager {want.requires_grad}"
+        found.append(("metadata", "requires_grad", text))
+    return found
+
+
+def value_difference(want: torch.Tensor, got: torch.Tensor, floor=torch.float64) -> str | None:
+    """Why the values differ (exact for ints/bools; tolerances by dtype), or None."""
+    if want.is_floating_point() or want.is_complex():
+        rtol, atol = max(TOLERANCES.get(want.dtype, (1e-4, 1e-4)), TOLERANCES[floor])
+        try:
+            torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)
+        except AssertionError as error:
+            return " ".join(str(error).split())[:400]
+        return None
+    if not torch.equal(want, got):
+        diff = (want != got).nonzero()[:3].tolist()
+        return f"exact values differ at {diff}: expected {_sample(want)}, got {_sample(got)}"
+    return None
+
+
+def _sample(t: torch.Tensor) -> str:
+    return " ".join(str(t.flatten()[:8].tolist()).split())
+
+
+def compare_layout(want, got, eager_inputs: list, compiled_inputs: list) -> list[tuple[str, str]]:
+    """(check, message) for strides, storage offset and aliasing, under the rules above."""
+    if not isinstance(want, torch.Tensor) or not isinstance(got, torch.Tensor):
+        return []
+    if want.shape != got.shape or want.numel() == 0:
+        return []
+    base = _aliased_input(want, eager_inputs)
+    if base is not None:
+        if _aliased_input(got, compiled_inputs) != base:
+            return [("aliasing", f"eager returns a view of input {base}; compiled does not")]
+        if want.stride() != got.stride() or want.storage_offset() != got.storage_offset():
+            text = (
+                f"view of input {base}: stride {got.stride()} offset {got.storage_offset()}, "
+                f"eager {want.stride()} offset {want.storage_offset()}"
+            )
+            return [("stride", text)]
+        return []
+    sized = [d for d in range(want.dim()) if want.shape[d] > 1]
+    if any(want.stride(d) != got.stride(d) for d in sized):
+        return [
+            ("stride", f"stride {got.stride()}, eager {want.stride()} (shape {tuple(want.shape)})")
+        ]
+    return []
+
+
+def _aliased_input(t: torch.Tensor, inputs: list) -> int | None:
+    """The index of the input whose storage `t` shares, or None."""
+    pointer = t.untyped_storage().data_ptr()
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor) and x.untyped_storage().data_ptr() == pointer:
+            return i
+    return None
+
+
+def same_family(expected: BaseException, actual: BaseException) -> bool:
+    """Whether `actual` (or its cause / context chain) is of `expected`'s exception family."""
+    family = next((f for f in EXCEPTION_FAMILIES if isinstance(expected, f)), Exception)
+    seen = set()
+    while actual is not None and id(actual) not in seen:
+        seen.add(id(actual))
+        if isinstance(actual, family):
+            return True
+        actual = actual.__cause__ or actual.__context__
+    return False
+
+
+def _describe(error: BaseException) -> str:
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {first[:300]}"
+
+
+def main_for_reproducer(namespace: dict, backend: str) -> int:
+    """A saved reproducer's entry point: print its mismatches; 1 when there are any."""
+    from pathlib import Path
+
+    source = Path(namespace["__file__"]).read_text()
+    mismatches = check_source(source, backend)
+    for m in mismatches:
+        print(m.describe())
+    print(f"{len(mismatches)} mismatches under backend {backend!r}")
+    return 1 if mismatches else 0
