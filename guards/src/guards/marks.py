@@ -75,9 +75,19 @@ def marks_of(tensor: torch.Tensor) -> DimensionMarks:
     marks = getattr(tensor, _ATTRIBUTE, None)
     if marks is None:
         marks = DimensionMarks({}, frozenset(), frozenset())
-    if getattr(tensor, "_has_dynamo_dim_marking", False):
+    # NOTE: the mark attributes themselves, not `_has_dynamo_dim_marking`: torch 2.11's
+    # mark_static and maybe_mark_dynamic set no such flag.
+    state = getattr(tensor, "__dict__", None)
+    if state and any(name in state for name in _TORCH_MARK_ATTRIBUTES):
         marks = _with_torch_marks(tensor, marks)
     return marks
+
+
+_TORCH_MARK_ATTRIBUTES = (
+    "_dynamo_dynamic_indices",
+    "_dynamo_weak_dynamic_indices",
+    "_dynamo_static_indices",
+)
 
 
 def _torch_dims(tensor: torch.Tensor, name: str) -> set[int]:
