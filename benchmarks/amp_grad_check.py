@@ -53,7 +53,7 @@ def step(model, tokens, amp: bool, device: str):
         loss = model(input_ids=tokens, labels=tokens).loss
     loss.backward()
     grads = {
-        name: p.grad.detach().float().clone()
+        name.replace("_orig_mod.", ""): p.grad.detach().float().clone()
         for name, p in model.named_parameters()
         if p.grad is not None
     }
