@@ -201,7 +201,8 @@ class GraphRecorder:
             self._record_batch_norm(args, kwargs, out)
         elif mutated_arguments(op):
             self._record_mutation(op, args, kwargs, out)
-        elif _is_view_op(op):
+        elif _is_view_op(op) and isinstance(args[0], torch.Tensor):
+            # (autograd formulas call some view ops on a Python scalar: `_conj(2j)`)
             self._record_view(op, args, kwargs, out)
         else:
             self._record_plain(op, args, kwargs, out)
@@ -312,11 +313,28 @@ class GraphRecorder:
                 f"replayed on the caller's tensor; use the out-of-place {op} instead"
             )
         parent = self.node_of(t)
+        self._keep_earlier_values(t, record.geometry)
         node = self.graph.call_function(op, (parent, *self._to_nodes(args[1:])), kwargs)
         node.meta["val"] = t
         step = ViewStep(op, normalized_args(op, args, kwargs)[1:], None, record.geometry[0])
         new = TensorRecord(node, base, (*record.chain, step), base.version, _geometry(t))
         self.records[id(t)] = new
+
+    def _keep_earlier_values(self, t: torch.Tensor, geometry: tuple) -> None:
+        """Nodes whose value is `t` keep `t`'s geometry from before an in-place view op.
+
+        NOTE: the op already changed `t`'s shape and strides, and earlier nodes hold the
+        same tensor object as their meta["val"] (say the `mm` before `squeeze_`); without
+        a copy of the old geometry they would claim the new shape, and a compiler trusting
+        meta["val"] would build the wrong buffer.
+        """
+        shape, stride, offset = geometry
+        with torch.no_grad():
+            before = aten.as_strided.default(t, list(shape), list(stride), offset)
+        self._alive.append(before)
+        for node in self.graph.nodes:
+            if node.meta.get("val") is t:
+                node.meta["val"] = before
 
     def _record_batch_norm(self, args: tuple, kwargs: dict, out: Any) -> None:
         # NOTE: native_batch_norm updates running_mean/var in place although its schema does
