@@ -283,7 +283,7 @@ def _view(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
     not (a `detach()`, a `view(dtype)`) is built from `base.detach()`.
     """
     size, stride, offset_bytes, dtype = geometry
-    if not spec.requires_grad:
+    if not spec.requires_grad and base.requires_grad:
         base = base.detach()
     start = base.storage_offset() * base.element_size() + offset_bytes
     if dtype == base.dtype:
