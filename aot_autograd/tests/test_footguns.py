@@ -8,7 +8,7 @@
 | 1    | torch.allclose / torch.equal returned a bool at trace time   | silent: baked    | test_allclose_and_equal_are_checked_at_every_call |
 | 1    | a size assumption of a symbolic trace is broken by a call    | silent: wrong    | test_dynamic_shapes.py: a call breaking a traced assumption |
 | 2    | double backward through the compiled backward                | wrong grads      | test_double_backward_is_a_clear_error |
-| 2    | resize_ / set_ inside the graph                              | wrong shapes     | test_resize_is_a_clear_error |
+| 2    | set_, or resize_ growing shared memory, inside the graph     | wrong shapes     | test_set_and_growing_shared_memory_are_clear_errors |
 | 2    | an input's shape changed in place (t_, squeeze_)             | wrong shapes     | test_shape_change_of_an_input_is_a_clear_error |
 | 3    | fakes cannot follow (value reads): traced again on real data | slower compile   | logged under EMBER_LOGS=aot_graphs |
 """
@@ -70,14 +70,23 @@ def test_double_backward_is_a_clear_error():
         grad.sum().backward()
 
 
-def test_resize_is_a_clear_error():
-    def fn(x):
+def test_set_and_growing_shared_memory_are_clear_errors():
+    def grow(x):
         y = x * 1
+        view = y[:2]
         y.resize_(20)
+        return view + 1
+
+    with pytest.raises(UnsupportedMutationError, match="grows a tensor that shares"):
+        aot_function(grow, identity_compiler)(torch.randn(4))
+
+    def set_storage(x):
+        y = x * 1
+        y.set_(torch.zeros(8))
         return y
 
     with pytest.raises(UnsupportedMutationError, match="size or storage"):
-        aot_function(fn, identity_compiler)(torch.randn(4))
+        aot_function(set_storage, identity_compiler)(torch.randn(4))
 
 
 def test_shape_change_of_an_input_is_a_clear_error():

@@ -188,12 +188,27 @@ def _random_sample(op, sample) -> bool:
 
 
 def _loss(outputs):
-    floats = [
-        o
-        for o in pytree.tree_leaves(outputs)
-        if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()
-    ]
-    return sum((o * (torch.arange(o.numel()).view(o.shape) % 3 + 1)).sum() for o in floats)
+    """A weighted sum of every output that requires grad (complex ones as real pairs)."""
+    total = 0
+    for o in pytree.tree_leaves(outputs):
+        if not (isinstance(o, torch.Tensor) and o.requires_grad):
+            continue
+        if o.is_complex():
+            o = torch.view_as_real(o.resolve_conj())
+        if o.is_floating_point():
+            total = total + (o * (torch.arange(o.numel()).view(o.shape) % 3 + 1)).sum()
+    return total
+
+
+def assert_same_outputs(actual, expected) -> None:
+    """Values, shapes and dtypes (assert_close) and requires_grad of every output."""
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+    leaves_a, leaves_e = pytree.tree_leaves(actual), pytree.tree_leaves(expected)
+    for i, (a, e) in enumerate(zip(leaves_a, leaves_e, strict=True)):
+        if isinstance(e, torch.Tensor):
+            assert a.requires_grad == e.requires_grad, (
+                f"output {i}: requires_grad {a.requires_grad}, eager {e.requires_grad}"
+            )
 
 
 def check_sample(op, sample, partition_fn=None, decompositions=None) -> None:
@@ -203,7 +218,7 @@ def check_sample(op, sample, partition_fn=None, decompositions=None) -> None:
     compiler = RecordingCompiler()
     compiled = aot_function(fn, compiler, partition_fn=partition_fn, decompositions=decompositions)
     actual = compiled(*aot_inputs)
-    torch.testing.assert_close(actual, expected, equal_nan=True)
+    assert_same_outputs(actual, expected)
     wanted_e = [t for t in eager_inputs if t.requires_grad]
     loss_e = _loss(expected)
     if not wanted_e or not isinstance(loss_e, torch.Tensor):

@@ -297,3 +297,24 @@ def test_bound_method_target():
 def test_keyword_arguments_to_module():
     module = Residual(MLP(4))
     run_both(module, torch.randn(2, 4), scale=0.5)
+
+
+DISTANCES = {
+    "module": nn.PairwiseDistance(),
+    "module_with_options": nn.CosineSimilarity(dim=-1),
+    "lambda": lambda x, y: (x - y).abs().sum(-1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DISTANCES))
+def test_torch_function_given_a_module_or_lambda_is_traced_through_it(name):
+    """A torch function taking a callable (`distance_function=`) is inlined, so the callable
+    is traced as well; a module object is never a constant in the graph's code."""
+    distance = DISTANCES[name]
+
+    def loss(a, p, n):
+        return F.triplet_margin_with_distance_loss(a, p, n, distance_function=distance)
+
+    compiled = dynamo_capture.optimize(loss, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    a, p, n = (torch.randn(3, 4) for _ in range(3))
+    torch.testing.assert_close(compiled(a, p, n), loss(a, p, n))

@@ -16,6 +16,8 @@ from guards import (
     is_fake,
 )
 
+aten = torch.ops.aten
+
 
 def _same_metadata(fake, real):
     assert isinstance(fake, FakeTensor)
@@ -345,3 +347,30 @@ def test_attention_kernel_choice_is_the_devices_own(layout):
     }
     with mode:
         assert torch.ops.aten._fused_sdp_choice(*fake_args, **fake_kwargs) == expected
+
+
+@pytest.mark.parametrize("forward_only", [False, True], ids=["with_grad_outputs", "forward_only"])
+@pytest.mark.parametrize("mode_", [0, 1, 2], ids=["sum", "mean", "max"])
+@pytest.mark.parametrize(
+    "variant", ["plain", "last_offset", "padding_idx", "float64", "per_sample_weights"]
+)
+def test_cpu_embedding_bag_outputs_have_the_cpu_kernels_sizes(forward_only, mode_, variant):
+    """offset2bag, bag_size and max_indices: the CPU kernel's sizes, not a GPU kernel's."""
+    if variant == "per_sample_weights" and mode_ != 0:
+        pytest.skip("per_sample_weights needs mode='sum'")
+    dtype = torch.float64 if variant == "float64" else torch.float32
+    weight = torch.randn(10, 3, dtype=dtype)
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2])
+    offsets = torch.tensor([0, 3, 5] if variant != "last_offset" else [0, 3, 7])
+    weights = torch.randn(7) if variant == "per_sample_weights" else None
+    padding_idx = 2 if variant == "padding_idx" else -1
+    op = aten._embedding_bag_forward_only if forward_only else aten._embedding_bag
+    args = (weight, indices, offsets, False, mode_, False, weights, variant == "last_offset")
+    expected = op(*args, padding_idx)
+    mode = FakeTensorMode()
+    fakes = [mode.from_real(a) if isinstance(a, torch.Tensor) else a for a in args]
+    with mode:
+        actual = op(*fakes, padding_idx)
+    for fake, real in zip(actual, expected, strict=True):
+        assert fake.shape == real.shape
+        assert fake.dtype == real.dtype

@@ -1,11 +1,19 @@
-"""A value read by extern calls is stored once, however many calls or arguments read it."""
+"""Extern (ATen) calls: a value they read is stored once, however many calls or arguments
+read it; their results are checked against the traced sizes where the graph reads them."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
 import torch
-from graph_helpers import check
+from graph_helpers import check, trace
+
+from inductor_codegen import compile_graph
+from inductor_codegen.errors import InductorError
+from inductor_codegen.runtime import ensure_layout
+
+aten = torch.ops.aten
 
 
 def _three_projections(x, wq, wk, wv):
@@ -40,3 +48,25 @@ def test_one_buffer_serves_an_extern_call_taking_a_value_thrice():
     wrapper = open(compiled.wrapper_path).read()
     (args,) = [args for args in _extern_buffer_args(wrapper) if args]
     assert len(args) == 3 and len(set(args)) == 1, wrapper
+
+
+def _bag_sums(weight, indices, offsets):
+    return torch.ops.aten._embedding_bag_forward_only(weight, indices, offsets)[0] * 2
+
+
+def test_tuple_results_nobody_reads_take_the_size_aten_gives():
+    """An ATen call may return another size than meta["val"] for an output the graph
+    never reads (CPU `_embedding_bag_forward_only`'s offset2bag): no check, no copy."""
+    args = (torch.randn(10, 3), torch.tensor([1, 2, 4, 5, 4]), torch.tensor([0, 3]))
+    gm = trace(_bag_sums, *args)
+    bag = next(n for n in gm.graph.nodes if n.target == aten._embedding_bag_forward_only.default)
+    val = list(bag.meta["val"])
+    val[1] = torch.empty(17, dtype=torch.long)  # a size the kernel will not return
+    bag.meta["val"] = tuple(val)
+    compiled = compile_graph(gm, list(args))
+    torch.testing.assert_close(compiled(*args), _bag_sums(*args))
+
+
+def test_an_aten_result_of_another_size_than_traced_is_an_error():
+    with pytest.raises(InductorError, match="returned size"):
+        ensure_layout(torch.ones(1), (5,), (1,))  # a copy would broadcast: never silent

@@ -254,3 +254,25 @@ def test_arange_infers_its_dtype_from_its_arguments():
         ints, start, floats = decompose(gm, table)(torch.randn(3))
         assert ints.dtype == start.dtype == torch.int64
         assert floats.dtype == torch.float32
+
+
+COMPLEX_PROGRAMS = {
+    "tanh_backward": lambda g, y: aten.tanh_backward(g, y),
+    "sigmoid_backward": lambda g, y: aten.sigmoid_backward(g, y),
+    "logsumexp": lambda g, y: torch.logsumexp(y * 3, dim=1),
+    "logsumexp_keepdim": lambda g, y: torch.logsumexp(y, dim=(0, 1), keepdim=True),
+    "logsumexp_of_a_scalar": lambda g, y: torch.logsumexp(y[0, 0] * 900, dim=0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_PROGRAMS))
+def test_complex_inputs_keep_eagers_formulas(name):
+    """Backward rules multiply by the conjugate derivative; logsumexp keeps a complex
+    dtype, shifts by the largest real part and wraps a 0-d input's imaginary part."""
+    fn = COMPLEX_PROGRAMS[name]
+    g, y = torch.randn(3, 4, dtype=torch.cfloat), torch.randn(3, 4, dtype=torch.cfloat)
+    gm = make_fx(fn, tracing_mode="fake")(g, y)
+    for table in (core_aten, inductor_default):
+        actual, expected = decompose(gm, table)(g, y), fn(g, y)
+        assert actual.dtype == expected.dtype
+        torch.testing.assert_close(actual, expected)

@@ -44,7 +44,6 @@ FUNCTIONAL_OVERRIDES: dict[Any, Any] = {
     aten.bernoulli_.Tensor: aten.bernoulli.Tensor,
     aten.normal_.default: aten.normal_functional.default,
     aten.copy_.default: aten.copy.default,
-    aten.resize_.default: None,
     aten.set_.source_Tensor: None,
 }
 

@@ -50,13 +50,18 @@ class OutputSpec:
     kind: "graph" (forward graph output `index`), "input" (input `index` itself),
     "input_alias" (a view of input `index`), "base_alias" (a view of forward
     graph output `index`), "constant" (`value`, not a tensor).
-    `geometry` is (size, stride, storage offset from the base in bytes, dtype) for views.
+    `geometry` is (size, stride, storage offset from the base in bytes, dtype) for views;
+    `requires_grad`, `conj` and `neg` are the view's autograd flag and lazy conjugate and
+    negative bits as traced (a `detach()` view does not require grad, `conj()` sets a bit).
     """
 
     kind: str
     index: int | None = None
     geometry: tuple | None = None
     value: Any = None
+    requires_grad: bool = False
+    conj: bool = False
+    neg: bool = False
 
 
 def mark_user_visible_outputs(gm: fx.GraphModule, program: TracedProgram) -> None:
@@ -135,6 +140,15 @@ def _relative_geometry(t: torch.Tensor, record: TensorRecord) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), offset, t.dtype)
 
 
+def _alias_spec(kind: str, index: int, t: torch.Tensor, record: TensorRecord) -> OutputSpec:
+    """How the run time rebuilds view `t` of input or graph output `index`."""
+    geometry = _relative_geometry(t, record)
+    # NOTE: a guards fake keeps the lazy conjugate and negative bits on its meta tensor only.
+    bits = t.meta if guards.is_fake(t) else t
+    flags = {"requires_grad": t.requires_grad, "conj": bits.is_conj(), "neg": bits.is_neg()}
+    return OutputSpec(kind, index, geometry, **flags)
+
+
 def _differentiable(t: Any) -> bool:
     if not isinstance(t, torch.Tensor):
         return False  # a size (SymInt) output
@@ -174,14 +188,14 @@ class _OutputPlan:
         if base.input_index is not None and base.input_index >= 0:
             if not record.chain and leaf is self.values[base.input_index]:
                 return OutputSpec("input", base.input_index)
-            return OutputSpec("input_alias", base.input_index, _relative_geometry(leaf, record))
+            return _alias_spec("input_alias", base.input_index, leaf, record)
         if family[id(base)] > 1 and not base.constant:
             if id(base) not in base_index:
                 base_index[id(base)] = self._graph_output(base.tensor, base.node)
             index = base_index[id(base)]
             if not record.chain:
                 return OutputSpec("graph", index)
-            return OutputSpec("base_alias", index, _relative_geometry(leaf, record))
+            return _alias_spec("base_alias", index, leaf, record)
         return OutputSpec("graph", self._graph_output(leaf, self.recorder.node_of(leaf)))
 
 

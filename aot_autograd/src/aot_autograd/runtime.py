@@ -22,7 +22,12 @@ import torch
 import torch.utils._pytree as pytree
 from torch import fx
 
-from aot_autograd.errors import DoubleBackwardError, UnsupportedMutationError, ValueChangedError
+from aot_autograd.errors import (
+    AotAutogradError,
+    DoubleBackwardError,
+    UnsupportedMutationError,
+    ValueChangedError,
+)
 from aot_autograd.program import TracedProgram
 from aot_autograd.symbolic import resolve_sizes
 
@@ -288,17 +293,57 @@ def _tangents_with_zeros(
     return result
 
 
-def _view(base: torch.Tensor, geometry: tuple) -> torch.Tensor:
-    """The view of `base` with `geometry`, differentiable where autograd allows."""
+def _view(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
+    """The view of `base` with `geometry`, with the traced view's autograd flag and bits.
+
+    A view that required grad when traced is built differentiably (a dtype change between
+    real and complex through view_as_complex / view_as_real, as eager does); one that did
+    not (a `detach()`, a `view(dtype)`) is built from `base.detach()`.
+    """
     size, stride, offset_bytes, dtype = geometry
+    if not spec.requires_grad and base.requires_grad:
+        base = base.detach()
     start = base.storage_offset() * base.element_size() + offset_bytes
-    if dtype != base.dtype:
-        try:
-            base = base.view(dtype)  # view_as_complex, view(dtype): keeps the autograd link
-        except RuntimeError:
-            alias = torch.empty(0, dtype=dtype, device=base.device)
-            return alias.set_(base.untyped_storage(), start // alias.element_size(), size, stride)
-    return base.as_strided(size, stride, start // base.element_size())
+    if dtype == base.dtype:
+        view = base.as_strided(size, stride, start // base.element_size())
+    elif spec.requires_grad:
+        view = _differentiable_dtype_view(base, size, stride, start, dtype)
+    else:
+        view = _dtype_view(base, size, stride, start, dtype)
+    if view.is_conj() != spec.conj:
+        view = view.conj()
+    if view.is_neg() != spec.neg:
+        view = torch._neg_view(view)
+    if view.requires_grad != (spec.requires_grad and torch.is_grad_enabled()):
+        raise AotAutogradError(
+            f"an output view of dtype {dtype} could not be rebuilt with requires_grad="
+            f"{spec.requires_grad} from a {base.dtype} tensor; return a copy (.clone()) of it"
+        )
+    return view
+
+
+def _dtype_view(base: torch.Tensor, size: Any, stride: Any, start: int, dtype: Any) -> Any:
+    """A view of `base`'s memory as `dtype` (not differentiable, like `view(dtype)`)."""
+    alias = torch.empty(0, dtype=dtype, device=base.device)
+    return alias.set_(base.untyped_storage(), start // alias.element_size(), size, stride)
+
+
+def _differentiable_dtype_view(
+    base: torch.Tensor, size: Any, stride: Any, start: int, dtype: Any
+) -> torch.Tensor:
+    """A real view of complex `base` or a complex view of real `base`, keeping autograd."""
+    if dtype.is_complex and base.dtype == dtype.to_real():
+        pairs = base.as_strided(
+            (*size, 2), (*(2 * s for s in stride), 1), start // base.element_size()
+        )
+        return torch.view_as_complex(pairs)
+    if base.is_complex() and dtype == base.dtype.to_real() and not base.is_conj():
+        real = torch.view_as_real(base)
+        return real.as_strided(size, stride, start // real.element_size())
+    raise AotAutogradError(
+        f"an output is a {dtype} view of a {base.dtype} tensor that requires grad; only views "
+        "between a complex dtype and its real dtype are rebuilt; return a copy (.clone()) of it"
+    )
 
 
 def _geometry(program: TracedProgram, spec: Any, args: Sequence[Any]) -> tuple:
@@ -382,9 +427,9 @@ def _output_getter(program: TracedProgram, spec: Any) -> Callable[[Sequence, Seq
     if spec.kind == "input":
         return lambda args, outputs: args[index]
     if spec.kind == "input_alias":
-        return lambda args, outputs: _view(args[index], _geometry(program, spec, args))
+        return lambda args, outputs: _view(args[index], _geometry(program, spec, args), spec)
     if spec.kind == "base_alias":
-        return lambda args, outputs: _view(outputs[index], _geometry(program, spec, args))
+        return lambda args, outputs: _view(outputs[index], _geometry(program, spec, args), spec)
     value = spec.value
     return lambda args, outputs: value
 

@@ -41,6 +41,7 @@ aten = torch.ops.aten
 _autocast_off = torch._C._DisableAutocast
 
 _FRESH_CONSTANT_OPS = (aten.lift_fresh.default,)
+_RESIZE_OPS = (aten.resize_.default, aten.resize_as_.default)
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 # Ops returning a Python bool computed from tensor data: checked at every call like `.item()`.
 _DATA_READ_OPS = (aten.allclose.default, aten.equal.default)
@@ -72,6 +73,22 @@ class TensorRecord:
 
 def _geometry(t: torch.Tensor) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+
+def _numel(shape: tuple) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
+def _is_contiguous(shape: tuple, stride: tuple) -> bool:
+    expected = 1
+    for size, step in reversed(list(zip(shape, stride))):
+        if size != 1 and step != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _keyword_only(op: Any, kwargs: dict) -> dict:
@@ -202,11 +219,15 @@ class GraphRecorder:
                 self.records[id(out)] = record
                 self._alive.append(out)
             return
+        if op in _RESIZE_OPS:
+            self._record_resize(op, args, kwargs)
+            return
         if op is aten.native_batch_norm.default and args[5] and args[3] is not None:
             self._record_batch_norm(args, kwargs, out)
         elif mutated_arguments(op):
             self._record_mutation(op, args, kwargs, out)
-        elif _is_view_op(op):
+        elif _is_view_op(op) and isinstance(args[0], torch.Tensor):
+            # (autograd formulas call some view ops on a Python scalar: `_conj(2j)`)
             self._record_view(op, args, kwargs, out)
         else:
             self._record_plain(op, args, kwargs, out)
@@ -317,11 +338,84 @@ class GraphRecorder:
                 f"replayed on the caller's tensor; use the out-of-place {op} instead"
             )
         parent = self.node_of(t)
+        self._keep_earlier_values(t, record.geometry)
         node = self.graph.call_function(op, (parent, *self._to_nodes(args[1:])), kwargs)
         node.meta["val"] = t
         step = ViewStep(op, normalized_args(op, args, kwargs)[1:], None, record.geometry[0])
         new = TensorRecord(node, base, (*record.chain, step), base.version, _geometry(t))
         self.records[id(t)] = new
+
+    def _record_resize(self, op: Any, args: tuple, kwargs: dict) -> None:
+        """`t.resize_(size)`: a view of `t`'s own elements, or a grown tensor owning them.
+
+        Within its elements a contiguous `t` becomes the view `t.view(-1)[:n].view(size)`,
+        so writes through it still reach its base. Growing is supported for a tensor that
+        is its storage's only tensor: its new value is the old elements then zeros (eager
+        leaves the new elements uninitialized, so zeros are one of its possible values).
+        """
+        t = args[0]
+        record = self.record_of(t)
+        base = record.base
+        shape, stride, _ = record.geometry
+        old_numel, new_numel = _numel(shape), t.numel()
+        if base.tensor is t and base.input_index is not None:
+            raise UnsupportedMutationError(
+                f"{op} resizes a graph input in place, which cannot be replayed on the caller's "
+                "tensor; resize a copy (x.clone().resize_(...)) or use reshape"
+            )
+        if not _is_contiguous(shape, stride):
+            raise UnsupportedMutationError(
+                f"{op} on a non-contiguous tensor reinterprets its memory, which "
+                "functionalization does not support; call .contiguous() before resizing"
+            )
+        self._keep_earlier_values(t, record.geometry)
+        size = list(t.shape)
+        if new_numel > old_numel:
+            self._record_growth(op, t, record, old_numel, new_numel, size)
+            return
+        steps = [ViewStep(aten.view.default, ([old_numel],), None, tuple(shape))]
+        if new_numel < old_numel:
+            steps.append(ViewStep(aten.slice.Tensor, (0, 0, new_numel, 1), None, (old_numel,)))
+        steps.append(ViewStep(aten.view.default, (size,), None, (new_numel,)))
+        node = self.node_of(t)
+        for step in steps:
+            node = replay(step, node, self.emit)
+        new = TensorRecord(node, base, (*record.chain, *steps), base.version, _geometry(t))
+        self.records[id(t)] = new
+
+    def _record_growth(
+        self, op: Any, t: torch.Tensor, record: TensorRecord, old: int, new: int, size: list
+    ) -> None:
+        base = record.base
+        others = [r for r in self.records.values() if r.base is base and r is not record]
+        if record.chain or others or base.constant or base.input_index is not None:
+            raise UnsupportedMutationError(
+                f"{op} grows a tensor that shares its memory with other tensors (a view, its "
+                "base, an input); functionalization supports growing a tensor of its own only: "
+                "resize a .clone()"
+            )
+        flat = self.emit(aten.view.default, (self.node_of(t), [old]))
+        padded = self.emit(aten.constant_pad_nd.default, (flat, [0, new - old], 0))
+        node = self.emit(aten.view.default, (padded, size))
+        base.node, base.storage_offset = node, t.storage_offset()
+        base.version += 1
+        self.records[id(t)] = TensorRecord(node, base, (), base.version, _geometry(t))
+
+    def _keep_earlier_values(self, t: torch.Tensor, geometry: tuple) -> None:
+        """Nodes whose value is `t` keep `t`'s geometry from before an in-place view op.
+
+        NOTE: the op already changed `t`'s shape and strides, and earlier nodes hold the
+        same tensor object as their meta["val"] (say the `mm` before `squeeze_`); without
+        a copy of the old geometry they would claim the new shape, and a compiler trusting
+        meta["val"] would build the wrong buffer.
+        """
+        shape, stride, offset = geometry
+        with torch.no_grad():
+            before = aten.as_strided.default(t, list(shape), list(stride), offset)
+        self._alive.append(before)
+        for node in self.graph.nodes:
+            if node.meta.get("val") is t:
+                node.meta["val"] = before
 
     def _record_batch_norm(self, args: tuple, kwargs: dict, out: Any) -> None:
         # NOTE: native_batch_norm updates running_mean/var in place although its schema does

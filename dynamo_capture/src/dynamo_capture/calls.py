@@ -53,6 +53,7 @@ from dynamo_capture.values import (
     DictValue,
     FunctionValue,
     IteratorValue,
+    ListValue,
     MethodValue,
     ObjectValue,
     PartialValue,
@@ -158,7 +159,7 @@ def _call_python(
         return handler(tx, args, kwargs)
     if isinstance(obj, torch.nn.Module):
         return call_module(tx, fn, args, kwargs)
-    if is_torch_callable(obj):
+    if is_torch_callable(obj) and not _inlined_for_callable_argument(obj, args, kwargs):
         return call_torch(tx, obj, args, kwargs)
     if isinstance(obj, types.FunctionType):
         return inline_function(tx, obj, args, kwargs, fn.source)
@@ -189,6 +190,30 @@ def _call_python(
         tx.ctx.guards.class_attribute(type(obj), "__call__", method)
         return call(tx, PythonValue(method), [fn, *args], kwargs)
     raise Unsupported(f"call to {describe(fn)} ({type(obj).__name__}), which capture cannot trace")
+
+
+def _inlined_for_callable_argument(obj: Any, args: list[Value], kwargs: dict[str, Value]) -> bool:
+    """A torch Python function given a callable a graph cannot hold (a module, a lambda):
+    traced like user code, so that the callable is traced too
+    (`F.triplet_margin_with_distance_loss(distance_function=nn.PairwiseDistance())`)."""
+    if not isinstance(obj, types.FunctionType):
+        return False
+    return any(_opaque_callable(v) for v in [*args, *kwargs.values()])
+
+
+def _opaque_callable(value: Value) -> bool:
+    from dynamo_capture.output_graph import is_graph_callable
+
+    if isinstance(value, FunctionValue | MethodValue | PartialValue):
+        return True
+    if isinstance(value, ObjectValue):
+        return any("__call__" in vars(klass) for klass in value.cls.__mro__)
+    if isinstance(value, TupleValue | ListValue):
+        return any(_opaque_callable(item) for item in value.items)
+    if isinstance(value, PythonValue):
+        obj = value.obj
+        return callable(obj) and not isinstance(obj, type) and not is_graph_callable(obj)
+    return False
 
 
 def _dereference(tx: Translator, ref: weakref.ReferenceType) -> Value:

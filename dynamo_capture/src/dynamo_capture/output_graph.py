@@ -49,7 +49,7 @@ from dynamo_capture.values import (
 )
 from guards import DataDependentError, FakeTensorMode, ShapeEnv, SizeHistory
 
-__all__ = ["CaptureContext", "is_constant", "TRUSTED_MODULES"]
+__all__ = ["CaptureContext", "TRUSTED_MODULES", "is_constant", "is_graph_callable"]
 
 # Modules whose attributes capture treats as fixed: reading them records no guard.
 TRUSTED_MODULES = (
@@ -477,6 +477,24 @@ def _to_example(value: Value) -> Any:
     return _python_arg(value, _to_example)
 
 
+# Callables a graph node can take as an argument: the generated code names them by their
+# qualified name. An instance (an nn.Module such as PairwiseDistance) has no such name.
+_NAMED_CALLABLES = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.BuiltinMethodType,
+    torch._ops.OpOverload,
+    torch._ops.OpOverloadPacket,
+)
+
+
+def is_graph_callable(obj: Any) -> bool:
+    """Whether `obj` is a torch function a graph node can take as an argument."""
+    if not isinstance(obj, _NAMED_CALLABLES):
+        return False
+    return getattr(obj, "__module__", None) is not None and obj.__module__.startswith("torch")
+
+
 def _python_arg(value: Value, inner: Callable[[Value], Any]) -> Any:
     if isinstance(value, PythonValue):
         if is_constant(value.obj) or isinstance(value.obj, (torch.Size, *_SYMBOLIC_TYPES)):
@@ -485,7 +503,7 @@ def _python_arg(value: Value, inner: Callable[[Value], Any]) -> Any:
             return value.obj
         if isinstance(value.obj, list | tuple) and all(is_constant(x) for x in value.obj):
             return value.obj
-        if callable(value.obj) and getattr(value.obj, "__module__", "").startswith("torch"):
+        if is_graph_callable(value.obj):
             return value.obj
         raise Unsupported(f"cannot pass a {type(value.obj).__name__} to a graph operation")
     if isinstance(value, TupleValue):

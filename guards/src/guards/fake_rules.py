@@ -158,6 +158,49 @@ register_fake_rule(
 )(_batch_norm_cpu_eval)
 
 
+_EMBEDDING_BAG_SUM, _EMBEDDING_BAG_MAX = 0, 2
+
+
+@register_fake_rule(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
+def _embedding_bag_cpu(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """CPU embedding_bag's bookkeeping outputs have sizes of their own.
+
+    The meta kernel runs on meta tensors, so it gives a GPU kernel's sizes. On CPU
+    (EmbeddingBag.cpp): `offset2bag` is empty on the fast sum path (float or half
+    weights with unit inner strides, no padding_idx); `bag_size` has one entry a bag,
+    `max_indices` is (bags, dim) for max mode, else one entry a bag; the forward-only
+    sum leaves the last two unfilled, one entry an offset.
+    """
+    names = [argument.name for argument in func._schema.arguments]
+    bound = {**dict(zip(names, args)), **kwargs}
+    weight, indices, offsets = bound["weight"], bound["indices"], bound["offsets"]
+    if offsets.device.type != "cpu" or any(_symbolic(t) for t in (weight, indices, offsets)):
+        return NotImplemented
+    reduction = bound.get("mode", 0)
+    weights = bound.get("per_sample_weights")
+    padding_idx = bound.get("padding_idx", -1)
+    bags = offsets.size(0) - (1 if bound.get("include_last_offset", False) else 0)
+    fast_sum = (
+        weight.dtype in (torch.float32, torch.float16)
+        and weight.stride(1) == 1
+        and (padding_idx is None or padding_idx < 0)
+        and (weights is None or weights.stride(0) == 1)
+    )
+    output = weight.new_empty((bags, weight.size(1)))
+    if reduction == _EMBEDDING_BAG_SUM and fast_sum:
+        offset2bag = offsets.new_empty((0,))
+    else:
+        offset2bag = offsets.new_empty((indices.size(0),))
+    # The forward-only sum fills neither bag_size nor max_indices: both one entry an offset.
+    unfilled = func is aten._embedding_bag_forward_only.default and reduction == _EMBEDDING_BAG_SUM
+    bag_size = offsets.new_empty((offsets.size(0) if unfilled else bags,))
+    if reduction == _EMBEDDING_BAG_MAX:
+        max_indices = offsets.new_empty((bags, weight.size(1)))
+    else:
+        max_indices = offsets.new_empty((offsets.size(0) if unfilled else bags,))
+    return output, offset2bag, bag_size, max_indices
+
+
 @register_fake_rule(aten._fused_sdp_choice.default)
 def _attention_kernel_choice(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     """The fused attention kernel scaled_dot_product_attention takes on this device.

@@ -83,7 +83,14 @@ def ensure_layout(tensor: torch.Tensor | None, size: tuple, stride: tuple) -> to
     # The common case first, in two tuple compares (this runs after every ATen call).
     if tensor.stride() == stride and tensor.size() == size:
         return tensor
-    if tuple(tensor.shape) == size and (tensor.numel() <= 1 or _same_strides(tensor, size, stride)):
+    if tuple(tensor.shape) != size:
+        # A copy would broadcast into the traced size: a wrong result, never a fix.
+        raise InductorError(
+            f"an ATen call returned size {tuple(tensor.shape)} where its meta rule (the traced "
+            f"graph's meta['val']) said {size}; the compiled graph cannot use this result. "
+            "Compile with backend='aot_eager' for this function"
+        )
+    if tensor.numel() <= 1 or _same_strides(tensor, size, stride):
         return tensor
     out = torch.empty_strided(size, stride, dtype=tensor.dtype, device=tensor.device)
     return out.copy_(tensor)

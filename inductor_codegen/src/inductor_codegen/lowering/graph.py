@@ -81,6 +81,17 @@ MAX_INLINE_SIZE = 80
 MAX_SHARED_INLINE_SIZE = 12
 
 
+def _read_items(node) -> set[int] | None:
+    """The indices of a tuple-valued node that live getitem users read; None if used whole."""
+    read = set()
+    for user in node.users:
+        if user.op != "call_function" or user.target is not operator.getitem:
+            return None
+        if user.users:  # a getitem nothing reads is dead code
+            read.add(user.args[1])
+    return read
+
+
 @dataclass(frozen=True, slots=True)
 class BufferRef:
     """A tensor argument of an extern call: buffer `name`, seen through `layout` if given."""
@@ -422,9 +433,15 @@ class GraphLowering:
             self.add_buffer(buf)
             return TensorValue.of_buffer(name, layout)
         if isinstance(val, (tuple, list)):
+            # NOTE: only the tensors the graph reads get a buffer (and a layout check): an
+            # ATen kernel may return another size than its meta rule for one nobody reads
+            # (`_embedding_bag_forward_only`'s offset2bag is empty on CPU).
+            read = _read_items(node)
             layouts = tuple(
-                layout_of(v, where=f"node {node.name}") if isinstance(v, torch.Tensor) else None
-                for v in val
+                layout_of(v, where=f"node {node.name}")
+                if isinstance(v, torch.Tensor) and (read is None or i in read)
+                else None
+                for i, v in enumerate(val)
             )
             buf = ExternBuffer(
                 name, op, ext_args, ext_kwargs, layouts, is_fallback, reads, tuple_result=True

@@ -161,13 +161,20 @@ def threshold_backward(grad, x, threshold: float):
 @COMPOSITE.register(aten.sigmoid_backward.default)
 @opmath
 def sigmoid_backward(grad: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return grad * y * (1.0 - y)
+    return grad * _conjugate_if_complex(y * (1.0 - y))
 
 
 @COMPOSITE.register(aten.tanh_backward.default)
 @opmath
 def tanh_backward(grad: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return grad * (1.0 - y * y)
+    return grad * _conjugate_if_complex(1.0 - y * y)
+
+
+def _conjugate_if_complex(derivative: torch.Tensor) -> torch.Tensor:
+    """Complex backward formulas multiply the grad by the conjugate derivative, as ATen's do."""
+    if derivative.is_complex():
+        return aten.conj_physical.default(derivative)
+    return derivative
 
 
 @COMPOSITE.register(aten.threshold.default)

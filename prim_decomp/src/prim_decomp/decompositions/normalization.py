@@ -70,12 +70,13 @@ def log_softmax_int(x, dim: int, dtype: torch.dtype | None = None):
 @COMPOSITE.register(aten.logsumexp.default)
 def logsumexp(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
     dims = normalize_dims(dim, x.dim())
-    if not x.dtype.is_floating_point:
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
         x = cast(x, torch.get_default_dtype())
     xc = _upcast(x)
-    if x.dim() == 0:
+    if x.dim() == 0 and not x.is_complex():  # log(exp(z)) wraps a complex z's imaginary part
         return x
-    peak = aten.amax.default(xc, dims, True)
+    # A complex input is shifted by the largest real part, as ATen's kernel does.
+    peak = aten.amax.default(aten.real.default(xc) if xc.is_complex() else xc, dims, True)
     finite_peak = aten.where.self(aten.isinf.default(peak), aten.zeros_like.default(peak), peak)
     total = aten.sum.dim_IntList(aten.exp.default(xc - finite_peak), dims, True)
     result = aten.log.default(total) + finite_peak

@@ -1,0 +1,115 @@
+"""Outputs keep eager's metadata: shape after in-place view ops, requires_grad of views
+(complex and real views, detach), lazy conjugate and negative bits, and their grads."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aot_autograd import aot_function
+
+
+def identity_compiler(gm, example_inputs):
+    return gm
+
+
+def _meta_recording_compiler(seen):
+    def compiler(gm, example_inputs):
+        seen.extend(n.meta["val"] for n in gm.graph.nodes if n.op == "call_function")
+        return gm
+
+    return compiler
+
+
+def _assert_same_outputs(actual, expected):
+    actual = actual if isinstance(actual, tuple) else (actual,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for a, e in zip(actual, expected, strict=True):
+        assert a.requires_grad == e.requires_grad
+        assert a.is_conj() == e.is_conj()
+        torch.testing.assert_close(a.resolve_conj().resolve_neg(), e.resolve_conj().resolve_neg())
+
+
+def _as_real_loss(outputs):
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    total = 0
+    for t in outputs:
+        if t.requires_grad:
+            t = torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
+            total = total + (t * torch.arange(t.numel()).view(t.shape)).sum()
+    return total
+
+
+def test_node_values_keep_their_shape_before_an_in_place_squeeze():
+    """matmul of 1-D by 2-D under no_grad runs `mm(...).squeeze_(0)`: the mm node's
+    meta["val"] must stay (1, n), not take the squeezed shape."""
+    seen = []
+    x, y = torch.randn(5), torch.randn(5, 3)
+    with torch.no_grad():
+        out = aot_function(torch.matmul, _meta_recording_compiler(seen))(x, y)
+    torch.testing.assert_close(out, x @ y)
+    assert [tuple(v.shape) for v in seen] == [(1, 5), (1, 3), (3,)]
+
+
+def test_in_place_view_ops_on_intermediates_keep_earlier_shapes():
+    def fn(x):
+        y = x * 2
+        y.unsqueeze_(0).transpose_(0, 1)
+        return y + 1
+
+    seen = []
+    x = torch.randn(3, 4)
+    out = aot_function(fn, _meta_recording_compiler(seen))(x)
+    torch.testing.assert_close(out, fn(x))
+    assert tuple(seen[0].shape) == (3, 4)  # the mul, before the in-place views
+
+
+RG = {"requires_grad": True}
+VIEW_CASES = {
+    "view_as_complex": (torch.view_as_complex, lambda: torch.randn(3, 4, 2, **RG)),
+    "view_as_complex_then_select": (
+        lambda x: torch.view_as_complex(x)[1],
+        lambda: torch.randn(3, 4, 2, **RG),
+    ),
+    "view_as_real": (torch.view_as_real, lambda: torch.randn(3, 4, dtype=torch.cfloat, **RG)),
+    "real": (lambda x: x.real, lambda: torch.randn(3, 4, dtype=torch.cfloat, **RG)),
+    "imag": (lambda x: x.imag, lambda: torch.randn(3, 4, dtype=torch.cfloat, **RG)),
+    "conj": (lambda x: x.conj(), lambda: torch.randn(3, 4, dtype=torch.cfloat, **RG)),
+    "conj_then_imag": (
+        lambda x: x.conj().imag,
+        lambda: torch.randn(3, 4, dtype=torch.cfloat, **RG),
+    ),
+    "intermediate_and_its_complex_view": (
+        lambda x: (lambda y: (y, torch.view_as_complex(y)))(x * 2),
+        lambda: torch.randn(3, 4, 2, **RG),
+    ),
+    "intermediate_and_its_real_view": (
+        lambda x: (lambda y: (y, torch.view_as_real(y)))(x * 2),
+        lambda: torch.randn(3, 4, dtype=torch.cfloat, **RG),
+    ),
+    "detach": (lambda x: x.detach(), lambda: torch.randn(3, 4, **RG)),
+    "detach_then_select": (lambda x: x.detach()[0], lambda: torch.randn(3, 4, **RG)),
+    "intermediate_and_its_detach": (
+        lambda x: (lambda y: (y, y.detach()))(x * 2),
+        lambda: torch.randn(3, 4, **RG),
+    ),
+    "view_dtype": (lambda x: x.view(torch.int32), lambda: torch.randn(3, 4, **RG)),
+    "complex_times_python_complex": (
+        lambda x: x * (1 + 2j),
+        lambda: torch.randn(3, 4, dtype=torch.cfloat, **RG),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEW_CASES))
+def test_output_views_keep_requires_grad_bits_and_grads(name):
+    fn, make = VIEW_CASES[name]
+    x = make()
+    expected = fn(x)
+    actual = aot_function(fn, identity_compiler)(x)
+    _assert_same_outputs(actual, expected)
+    loss = _as_real_loss(expected)
+    if isinstance(loss, torch.Tensor):
+        (grad_e,) = torch.autograd.grad(loss, x)
+        (grad_a,) = torch.autograd.grad(_as_real_loss(actual), x)
+        torch.testing.assert_close(grad_a, grad_e)
