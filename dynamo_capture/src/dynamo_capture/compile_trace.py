@@ -54,7 +54,7 @@ def frame_compile(compiled: CompiledCallable) -> AbstractContextManager[None]:
     compile_id = f"{frame_id(compiled)}/{attempt}"
     compiled.compile_id = compile_id
     parent = compiled.__dict__.get("parent")
-    code = getattr(compiled.frame.function, "__code__", None)
+    code = _user_code(compiled)
     return compile_scope(
         compile_id,
         frame=compiled.frame.name,
@@ -65,6 +65,16 @@ def frame_compile(compiled: CompiledCallable) -> AbstractContextManager[None]:
         line=getattr(code, "co_firstlineno", None),
         entries=len(compiled.entries),
     )
+
+
+def _user_code(compiled: CompiledCallable) -> Any:
+    """The code of the user's function the frame runs: a module's forward for a module."""
+    from dynamo_capture.frame_target import _module_call
+
+    function = compiled.frame.function
+    if function is _module_call:
+        function = getattr(type(compiled.target), "forward", None)
+    return getattr(function, "__code__", None)
 
 
 def _where(error: Unsupported) -> list[dict[str, Any]]:

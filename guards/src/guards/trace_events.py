@@ -10,7 +10,9 @@ An event is a flat dict: `kind`, the `compile_id` of the innermost open compile
 scope (capture's "<frame id>/<attempt>"; None outside one), `time` (seconds since
 the epoch) and the payload. Nothing is recorded until a sink is installed
 (`ember.trace` installs one that writes JSON lines); with none, `tracing()` is False
-and `emit` returns at once, so stages pay one function call per event site.
+and `emit` returns at once, so stages pay one function call per event site. A light
+sink (the progress line) gets every event but does not make `tracing()` True: event
+sites that build large payloads (graph code) build them only for full sinks.
 
 The lowest layer holds this so that each stage emits the same way when used alone,
 as with the log artifacts (`guards.logs`).
@@ -25,27 +27,44 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["add_sink", "compile_scope", "current_compile_id", "emit", "remove_sink", "tracing"]
+__all__ = [
+    "add_sink",
+    "compile_scope",
+    "current_compile_id",
+    "emit",
+    "remove_sink",
+    "tracing",
+    "within_compile",
+]
 
 Sink = Callable[[dict[str, Any]], None]
 _sinks: list[Sink] = []
+_full_sinks: list[Sink] = []
 _scopes = threading.local()
 
 
 def tracing() -> bool:
-    """Whether any sink records events: check it before building an expensive payload."""
-    return bool(_sinks)
+    """Whether a full sink records events: check it before building an expensive payload."""
+    return bool(_full_sinks)
 
 
-def add_sink(sink: Sink) -> None:
-    """Send every event from now on to `sink(event)` as well."""
+def add_sink(sink: Sink, *, full: bool = True) -> None:
+    """Send every event from now on to `sink(event)` as well.
+
+    A full sink (a trace) asks event sites for their whole payload; a light one
+    (`full=False`, a progress line) takes what is emitted anyway.
+    """
     _sinks.append(sink)
+    if full:
+        _full_sinks.append(sink)
 
 
 def remove_sink(sink: Sink) -> None:
     """Stop sending events to `sink` (no error when it is not installed)."""
     if sink in _sinks:
         _sinks.remove(sink)
+    if sink in _full_sinks:
+        _full_sinks.remove(sink)
 
 
 def _stack() -> list[tuple[str, dict[str, Any]]]:
@@ -80,6 +99,18 @@ def compile_scope(compile_id: str, **info: Any) -> Iterator[None]:
         raise
     finally:
         emit("compile_end", seconds=time.perf_counter() - start, error=failed)
+        stack.pop()
+
+
+@contextlib.contextmanager
+def within_compile(compile_id: str) -> Iterator[None]:
+    """Events emitted inside belong to `compile_id`, a compile that already started
+    (work a stage defers to the first call, as aot_autograd's training graphs)."""
+    stack = _stack()
+    stack.append((compile_id, {}))
+    try:
+        yield
+    finally:
         stack.pop()
 
 
