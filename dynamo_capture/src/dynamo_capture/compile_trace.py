@@ -131,13 +131,22 @@ def note_hit(compiled: CompiledCallable, entry: CompiledEntry) -> None:
 def entry_failures(
     compiled: CompiledCallable, f_locals: dict[str, Any], f_globals: dict[str, Any]
 ) -> list[tuple[str, str]]:
-    """(compile id, the first failing guard in words) for each cached entry, oldest first."""
+    """(compile id, every guard it fails in words) for each cached entry, oldest first."""
     failures = []
     for index, entry in enumerate(compiled.entries):
         compile_id = getattr(entry.artifacts, "compile_id", "") or f"entry {index}"
-        reason = entry.guards.why_failed(f_locals, f_globals) or "guards pass"
-        failures.append((compile_id, reason))
+        every = getattr(entry.guards, "failures", None)
+        if every is not None:
+            reasons = every(f_locals, f_globals)
+        else:
+            reasons = [r for r in [entry.guards.why_failed(f_locals, f_globals)] if r]
+        failures.append((compile_id, "; ".join(reasons) or "guards pass"))
     return failures
+
+
+def _guard_of(failure: str) -> str:
+    """A failure's guard without the values: "tensor 'x' size mismatch at index 0"."""
+    return failure.split(": expected")[0].strip()
 
 
 def recompile_message(name: str, failures: list[tuple[str, str]]) -> str:
@@ -148,7 +157,9 @@ def recompile_message(name: str, failures: list[tuple[str, str]]) -> str:
 
 def limit_message(name: str, limit: int, failures: list[tuple[str, str]]) -> str:
     """The recompile-limit warning: what failed, the guard most at fault, and what to do."""
-    counts = Counter(reason for _, reason in failures)
+    counts = Counter(
+        guard for _, reasons in failures for guard in {_guard_of(r) for r in reasons.split("; ")}
+    )
     worst, times = counts.most_common(1)[0] if counts else ("unknown", 0)
     lines = [
         f"{name} hit the recompile limit ({limit}); it runs eagerly from now on. "

@@ -111,8 +111,9 @@ def _parse(spec: str) -> tuple[dict[str, int], list[str]]:
 
 
 def _unknown_message(source: str, unknown: list[str]) -> str:
+    noun = "artifact" if len(unknown) == 1 else "artifacts"
     return (
-        f"{source} names unknown artifact(s) {', '.join(map(repr, unknown))}; known: all, "
+        f"{source} names unknown {noun} {', '.join(map(repr, unknown))}; known: all, "
         f"{', '.join(ARTIFACTS)} (prefix a name with '+' for verbose output)"
     )
 
