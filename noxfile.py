@@ -5,6 +5,7 @@
     nox -s lint                  ruff and the import-linter layer contracts
     nox -s demo                  the main job: compile a model and run it
     nox -s bench                 benchmarks/ (eager vs ember vs torch.compile)
+    nox -s report                compile a small GPT-2 traced; its report page: report.html
     nox -s wheels                hatch-build each wheel; import it with only its siblings
 
 Which torch the environments get:
@@ -184,6 +185,17 @@ def bench(session: nox.Session) -> None:
     """benchmarks/: eager vs ember vs torch.compile, each script in one run."""
     _install(session, list(PACKAGES), "transformers")
     session.run("python", "benchmarks/run.py", *session.posargs)
+
+
+@nox.session(venv_params=VENV_PARAMS)
+def report(session: nox.Session) -> None:
+    """The compile report example: trace a GPT-2 compile, render it (`-- <folder> <page>`)."""
+    _install(session, list(PACKAGES), "transformers")
+    args = list(session.posargs)
+    folder = args[0] if args else "ember_trace"
+    page = args[1] if len(args) > 1 else "report.html"
+    session.run("python", "packages/ember/examples/trace_gpt2.py", folder)
+    session.run("python", "-m", "ember.report", folder, "-o", page)
 
 
 @nox.session(venv_params=VENV_PARAMS)
