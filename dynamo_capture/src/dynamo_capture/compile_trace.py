@@ -117,14 +117,13 @@ def note_entry(compiled: CompiledCallable, entry: CompiledEntry) -> None:
 
 
 def note_hit(compiled: CompiledCallable, entry: CompiledEntry) -> None:
-    """A cache hit; recorded at the 1st, 2nd, 4th, 8th... hit of an entry (bounded)."""
-    hits = entry.hits
-    if hits & (hits - 1) == 0 and tracing():
+    """A cache hit; the caller calls it at the 1st, 2nd, 4th, 8th... hit of an entry."""
+    if tracing():
         emit(
             "cache_hit",
             frame=compiled.frame.name,
             entry_compile_id=getattr(entry.artifacts, "compile_id", None),
-            hits=hits,
+            hits=entry.hits,
         )
 
 

@@ -125,7 +125,8 @@ class CompiledCallable:
         for entry in entries:
             if entry.check(f_locals, f_globals):
                 entry.hits += 1
-                compile_trace.note_hit(self, entry)
+                if not entry.hits & (entry.hits - 1):  # the 1st, 2nd, 4th... hit: traced
+                    compile_trace.note_hit(self, entry)
                 return self._run(entry, f_locals, f_globals, args, kwargs)
         if entries:
             eager = self._on_recompile(stance.name, f_locals, f_globals)
