@@ -64,7 +64,18 @@ def frame_compile(compiled: CompiledCallable) -> AbstractContextManager[None]:
         filename=getattr(code, "co_filename", None),
         line=getattr(code, "co_firstlineno", None),
         entries=len(compiled.entries),
+        source=_source(code) if tracing() else None,
     )
+
+
+def _source(code: Any) -> str | None:
+    """The user's source text of the frame's function, when its file can be read."""
+    import inspect
+
+    try:
+        return "".join(inspect.getsourcelines(code)[0]) if code is not None else None
+    except (OSError, TypeError):
+        return None
 
 
 def _user_code(compiled: CompiledCallable) -> Any:

@@ -286,3 +286,22 @@ def test_report_page_is_self_contained_and_shows_compiles(traced_break_and_recom
     assert "https://" not in page and "<link" not in page and "src=" not in page
     assert "_break_in_middle_resume" in page and "<svg" in page
     assert "graph break here" in page and "size mismatch" in page
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_traces_into_a_file_of_its_own(tmp_path):
+    compiled = ember.compile(lambda x: x + 1, backend="eager")
+    with ember.trace(tmp_path) as path:
+        pid = os.fork()
+        if pid == 0:  # the child compiles, then leaves at once
+            try:
+                compiled(torch.ones(2))
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        compiled(torch.ones(3))
+    files = sorted(tmp_path.glob("ember_trace_*.jsonl"))
+    assert len(files) == 2 and path in files
+    (child,) = [f for f in files if f != path]
+    assert _events(child)[0]["pid"] == pid and _kinds(_events(child), "entry")
+    assert all(e.get("pid", os.getpid()) == os.getpid() for e in _events(path))

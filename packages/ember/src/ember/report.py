@@ -52,6 +52,7 @@ class Compile:
     parent_frame_id: int | None = None
     filename: str | None = None
     line: int | None = None
+    source: str | None = None
     seconds: float = 0.0
     error: str | None = None
     entry: dict[str, Any] = field(default_factory=dict)
@@ -170,7 +171,15 @@ def _add(trace: Trace, event: dict[str, Any], prefix: str) -> None:
         trace.processes.append(event)
     elif kind == "compile_start":
         one = trace.compiles.setdefault(compile_id, Compile(compile_id))
-        for key in ("frame", "frame_id", "attempt", "parent_frame_id", "filename", "line"):
+        for key in (
+            "frame",
+            "frame_id",
+            "attempt",
+            "parent_frame_id",
+            "filename",
+            "line",
+            "source",
+        ):
             setattr(one, key, event.get(key))
         one.recompile = trace.pending_recompiles.pop(f"{prefix}{event.get('frame_id')}", None)
     elif kind == "recompile":
@@ -360,6 +369,7 @@ def _compile_section(trace: Trace, one: Compile) -> str:
                        f"graph [{previous.compile_id}]", f"graph [{one.compile_id}]")  # fmt: skip
         body.append(_details(f"Diff against the entry it adds to [{previous.compile_id}]", diffs))
     artifacts = [
+        ("Frame source (the user's function)", one.source, "python"),
         ("Entry code (the frame's new code)", entry.get("entry_code"), "python"),
         ("Guard function", entry.get("guard_code"), "python"),
         ("Captured graph", entry.get("graph_code"), "python"),

@@ -5,13 +5,15 @@
         compiled(x)
     python -m ember.report trace -o report.html  # read it as one page
 
-Each process writes one file, `<dir>/ember_trace_<pid>_<start>.jsonl`: one JSON
+Each process (a forked child too) writes one file,
+`<dir>/ember_trace_<pid>_<start>.jsonl`: one JSON
 object a line, in the order things happened. A line holds `kind`, `compile_id`
 ("<frame id>/<attempt>"; null outside a compile), `time` and the kind's fields:
 
     process           pid, argv, versions: the first line
     compile_start     frame, frame_id, attempt, parent_frame_id (a part of a split
-                      frame), filename, line, entries (cached before this compile)
+                      frame), filename, line, source (the user's function), entries
+                      (cached before this compile)
     entry             guards (in words), guard_code, entry_code (the frame's new
                       code, as Python), graph_code (the captured graph), eager,
                       graph_break_reason, capture_seconds, backend_seconds
@@ -80,17 +82,29 @@ class TraceWriter:
 
     def __init__(self, folder: str | os.PathLike) -> None:
         self.folder = _private_folder(Path(folder))
-        stem = f"ember_trace_{os.getpid()}_{time.strftime('%Y%m%d_%H%M%S')}"
+        self._lock = threading.RLock()  # reopening after a fork writes under it
+        self._log_handler = _TraceLogHandler(self)
+        self._open()
+
+    def _open(self) -> None:
+        """This process's file: a fresh name, created here (O_EXCL), never a planted one."""
+        self.pid = os.getpid()
+        stem = f"ember_trace_{self.pid}_{time.strftime('%Y%m%d_%H%M%S')}"
         self.path = self.folder / f"{stem}.jsonl"
         self.artifacts = self.folder / stem
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _NOFOLLOW | _CLOEXEC
         self._fd = os.open(self.path, flags, 0o600)
         self._count = itertools.count()
-        self._lock = threading.Lock()
-        self._log_handler = _TraceLogHandler(self)
-        self({"kind": "process", "compile_id": None, "time": time.time(), **_process_info()})
+        self._write({"kind": "process", "compile_id": None, "time": time.time(),
+                     **_process_info()})  # fmt: skip
 
     def __call__(self, event: dict[str, Any]) -> None:
+        if os.getpid() != self.pid:  # a forked child (a data-loader worker): its own file
+            with self._lock:
+                self._open()
+        self._write(event)
+
+    def _write(self, event: dict[str, Any]) -> None:
         with self._lock:
             number = next(self._count)
             line = {key: self._field(number, event["kind"], key, v) for key, v in event.items()}
