@@ -114,8 +114,10 @@ class TraceWriter:
     def _field(self, number: int, kind: str, key: str, value: Any) -> Any:
         if not isinstance(value, str) or len(value) <= INLINE_LIMIT:
             return value
-        if not self.artifacts.exists():
+        if not os.path.lexists(self.artifacts):
             os.mkdir(self.artifacts, 0o700)
+        if not stat.S_ISDIR(os.lstat(self.artifacts).st_mode):  # NOTE: never a symlink
+            raise NotADirectoryError(f"{self.artifacts} is not a folder of this trace")
         name = f"{number:05d}_{kind}_{key}.txt"
         write_private(self.artifacts / name, value.encode())
         return {"file": f"{self.artifacts.name}/{name}", "chars": len(value)}
