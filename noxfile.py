@@ -6,6 +6,7 @@
     nox -s demo                  the main job: compile a model and run it
     nox -s bench                 benchmarks/ (eager vs ember vs torch.compile)
     nox -s fuzz                  tools/fuzz/: random programs, each backend against eager
+    nox -s report                compile a small GPT-2 traced; its report page: report.html
     nox -s wheels                hatch-build each wheel; import it with only its siblings
 
 Which torch the environments get:
@@ -195,6 +196,17 @@ def fuzz(session: nox.Session) -> None:
     """
     _install(session, list(PACKAGES))
     session.run("python", "tools/fuzz/fuzz.py", *session.posargs)
+
+
+@nox.session(venv_params=VENV_PARAMS)
+def report(session: nox.Session) -> None:
+    """The compile report example: trace a GPT-2 compile, render it (`-- <folder> <page>`)."""
+    _install(session, list(PACKAGES), "transformers")
+    args = list(session.posargs)
+    folder = args[0] if args else "ember_trace"
+    page = args[1] if len(args) > 1 else "report.html"
+    session.run("python", "packages/ember/examples/trace_gpt2.py", folder)
+    session.run("python", "-m", "ember.report", folder, "-o", page)
 
 
 @nox.session(venv_params=VENV_PARAMS)

@@ -62,8 +62,11 @@ PartitionFn = Callable[..., tuple[fx.GraphModule, fx.GraphModule]]
 def _log(title: str, gm: fx.GraphModule, seconds: float) -> None:
     try:
         from guards import artifact_enabled, artifact_logger
+        from guards.trace_events import emit, tracing
     except ImportError:  # guards is a declared dependency; logging is optional all the same
         return
+    if tracing():  # the compile trace (ember.trace): each graph with its pass time
+        emit("aot_graph", name=title.removesuffix(" graph"), text=gm.code, seconds=seconds)
     if artifact_enabled("aot_graphs"):
         code = gm.print_readable(print_output=False)
         message = f"===== {title} (took {seconds * 1000:.1f} ms) =====\n{code}"

@@ -89,7 +89,12 @@ class CapturedFrame:
 
 @dataclass
 class CaptureArtifacts:
-    """Readable artifacts of one compiled entry."""
+    """Readable artifacts of one compiled entry.
+
+    `frame_name` and `compile_id` ("<frame id>/<attempt>") say which compile made
+    it; `compiled` is what the backend returned (None when no graph is called), so a
+    caller can reach the backend's own artifacts.
+    """
 
     graph_code: str
     guard_code: str
@@ -97,6 +102,9 @@ class CaptureArtifacts:
     graph_break_reason: str | None = None
     capture_seconds: float = 0.0
     backend_seconds: float = 0.0
+    frame_name: str = ""
+    compile_id: str = ""
+    compiled: Any = None
 
 
 @dataclass
@@ -512,5 +520,6 @@ def compile_entry(
         entry_code=source,
         capture_seconds=frame.capture_seconds,
         backend_seconds=backend_seconds,
+        compiled=compiled,
     )
     return CompiledEntry(guards, scope[name], artifacts, graph, compiled=compiled)

@@ -72,8 +72,8 @@ class ExplainOutput:
         ]
         for index, reason in enumerate(self.break_reasons):
             lines.append(f"Break reason {index + 1}: {reason}")
-        for index, graph in enumerate(self.graphs):
-            lines.append(f"Graph {index + 1}:{graph.code}")
+        for index, (graph, ops) in enumerate(zip(self.graphs, self.ops_per_graph)):
+            lines.append(f"Graph {index + 1} ({len(ops)} ops):{graph.code}")
         lines.append("Guards:")
         lines.extend(f"  {guard}" for guard in self.guards)
         return "\n".join(lines)
@@ -95,8 +95,10 @@ def explain(fn: Callable[..., Any], **settings: Any) -> Callable[..., ExplainOut
         report.result = compiled(*args, **kwargs)
         report.compile_seconds = time.perf_counter() - start
         report.break_reasons = [GraphBreak(e.reason, e.where) for e in compiled.graph_breaks]
-        for entry in compiled.entries:
-            report.guards.extend(guard.describe() for guard in entry.guards.guards)
+        # every compiled part's guards too: a frame split by a break is guarded per part
+        for callable_ in (compiled, *compiled.parts):
+            for entry in callable_.entries:
+                report.guards.extend(guard.describe() for guard in entry.guards.guards)
         return report
 
     return run

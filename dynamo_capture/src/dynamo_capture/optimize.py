@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from dynamo_capture import compile_trace
 from dynamo_capture.break_callees import Shadow, ShadowedPart, shadows_for
 from dynamo_capture.capture import CaptureArtifacts, CompiledEntry, capture_frame, compile_entry
 from dynamo_capture.errors import RecompileError, Unsupported
@@ -86,6 +87,8 @@ class CompiledCallable:
         self._sizes = SizeHistory()  # input sizes over compiles (automatic dynamic)
         self._static_backend = False  # the backend refused a symbolic graph: capture static
         self._specialize_floats = False  # the backend refused symbolic floats: make constants
+        self.parent: CompiledCallable | None = None  # the split frame this is a part of
+        self.compile_id = ""  # of the newest compile (compile_trace)
         _live.add(self)
 
     @property
@@ -122,12 +125,18 @@ class CompiledCallable:
         for entry in entries:
             if entry.check(f_locals, f_globals):
                 entry.hits += 1
+                if not entry.hits & (entry.hits - 1):  # the 1st, 2nd, 4th... hit: traced
+                    compile_trace.note_hit(self, entry)
                 return self._run(entry, f_locals, f_globals, args, kwargs)
         if entries:
             eager = self._on_recompile(stance.name, f_locals, f_globals)
             if eager:
                 return self.target(*args, **kwargs)
-        entry = self._compile(f_locals, args, kwargs, stance)
+        with compile_trace.frame_compile(self):
+            entry = self._compile(f_locals, args, kwargs, stance)
+            entry.artifacts.frame_name = self.frame.name
+            entry.artifacts.compile_id = self.compile_id
+            compile_trace.note_entry(self, entry)
         self.entries.append(entry)
         return self._run(entry, f_locals, f_globals, args, kwargs)
 
@@ -155,8 +164,12 @@ class CompiledCallable:
     def _on_recompile(
         self, stance: str, f_locals: dict[str, Any], f_globals: dict[str, Any]
     ) -> bool:
-        """Log (or refuse) a recompile; True means: run eagerly instead."""
-        reason = self.why_failed(f_locals, f_globals)
+        """Log (or refuse) a recompile; True means: run eagerly instead.
+
+        The log names the guard each cached entry failed, oldest entry first.
+        """
+        failures = compile_trace.entry_failures(self, f_locals, f_globals)
+        reason = failures[-1][1] if failures else "no compiled entry yet"
         name = self.frame.name
         if stance == "fail_on_recompile":
             raise RecompileError(
@@ -167,15 +180,17 @@ class CompiledCallable:
             return True
         if len(self.entries) >= self.recompile_limit:
             if not self._limit_logged:
+                compile_trace.note_recompile(self, failures, limit_hit=True)
                 artifact_logger("recompiles").warning(
-                    "%s hit the recompile limit (%d); running it eagerly from now on. "
-                    "Last guard failure: %s",
-                    name, self.recompile_limit, reason,
-                )  # fmt: skip
+                    "%s", compile_trace.limit_message(name, self.recompile_limit, failures)
+                )
                 self._limit_logged = True
             return True
+        compile_trace.note_recompile(self, failures, limit_hit=False)
         if artifact_enabled("recompiles"):
-            artifact_logger("recompiles").info("Recompiling %s: %s", name, reason)
+            artifact_logger("recompiles").info(
+                "%s", compile_trace.recompile_message(name, failures)
+            )
         return False
 
     def why_failed(self, f_locals: dict[str, Any], f_globals: dict[str, Any]) -> str:
@@ -314,6 +329,7 @@ class CompiledCallable:
         )
         part.graph_breaks = self.graph_breaks
         part.artifacts = self.artifacts
+        part.parent = self
         part.parts = self.parts
         part._callees = self._callees
         self.parts.append(part)
@@ -350,6 +366,7 @@ class CompiledCallable:
         parts = self._splits.get(key)
         if parts is None:
             self.graph_breaks.append(error)
+            compile_trace.note_break(self, error, "split: compiled parts around an eager part")
             artifact_logger("graph_breaks").info("graph break in %s: %s", self.frame.name, error)
             if plan.in_try:
                 artifact_logger("graph_breaks").info(
@@ -366,6 +383,7 @@ class CompiledCallable:
                     "cannot split %s: %s", self.frame.name, no_room
                 )
                 self.graph_breaks.pop()
+                compile_trace.note_break(self, error, f"not split ({no_room})")
                 return None
             self._splits[key] = parts
         code = function.__code__
@@ -416,6 +434,7 @@ class CompiledCallable:
         if guards is None:
             return None
         artifacts = CaptureArtifacts("", guards.source, "", graph_break_reason=str(error))
+        self.artifacts.append(artifacts)
         return CompiledEntry(guards, run_forward, artifacts)
 
     def _split_parts(
@@ -483,6 +502,7 @@ class CompiledCallable:
         `shadows` route the call that broke to a compiled frame of its own (break_callees).
         """
         self.graph_breaks.append(error)
+        compile_trace.note_break(self, error, "the frame runs eagerly")
         artifact_logger("graph_breaks").info("running %s eagerly: %s", self.frame.name, error)
         from dynamo_capture.frame_guards import FrameGuards
 

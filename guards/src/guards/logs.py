@@ -10,6 +10,10 @@ artifacts on with the environment variable, read once at import:
     EMBER_LOGS=all                                 # every artifact
 
 or at run time with `set_logs(guards=True, recompiles=logging.DEBUG)`.
+An unknown name in EMBER_LOGS warns, listing the known ones (importing never
+fails). TORCH_LOGS names that have an ember equivalent turn that artifact on too
+(`TORCH_LOGS=recompiles_verbose,output_code` -> +recompiles, output_code); its
+other names are torch's own and left alone.
 The lowest layer holds this so that each stage logs the same way when used alone.
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 
 __all__ = [
     "ARTIFACTS",
@@ -25,6 +30,7 @@ __all__ = [
     "artifact_logger",
     "parse_log_spec",
     "set_logs",
+    "torch_log_levels",
 ]
 
 ARTIFACTS: dict[str, str] = {
@@ -41,6 +47,16 @@ ARTIFACTS: dict[str, str] = {
     "perf_hints": "places where a faster path was missed, and why",
 }
 ROOT_LOGGER = "ember"
+
+# TORCH_LOGS name -> (ember artifact, verbose); names equal to an artifact map to it.
+TORCH_LOG_NAMES: dict[str, tuple[str, bool]] = {
+    "recompiles_verbose": ("recompiles", True),
+    "graph_code": ("graph", False),
+    "graph_sizes": ("graph", True),
+    "aot_joint_graph": ("aot_graphs", False),
+    "kernel_code": ("output_code", False),
+    "fusion": ("schedule", False),
+}
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -75,9 +91,10 @@ def artifact_enabled(name: str, level: int = logging.INFO) -> bool:
     return artifact_logger(name).isEnabledFor(level)
 
 
-def parse_log_spec(spec: str) -> dict[str, int]:
-    """`"+guards,graph"` -> {"guards": DEBUG, "graph": INFO}; `all` names every artifact."""
+def _parse(spec: str) -> tuple[dict[str, int], list[str]]:
+    """The levels a spec names, and the names it holds that are not artifacts."""
     levels: dict[str, int] = {}
+    unknown: list[str] = []
     for raw in spec.replace(" ", "").split(","):
         if not raw:
             continue
@@ -86,12 +103,46 @@ def parse_log_spec(spec: str) -> dict[str, int]:
         level = logging.DEBUG if verbose else logging.INFO
         names = list(ARTIFACTS) if name == "all" else [name]
         for one in names:
-            if one not in ARTIFACTS:
-                raise ValueError(
-                    f"EMBER_LOGS names unknown artifact {one!r}; known: all, "
-                    f"{', '.join(ARTIFACTS)} (prefix a name with '+' for verbose output)"
-                )
-            levels[one] = level
+            if one in ARTIFACTS:
+                levels[one] = level
+            else:
+                unknown.append(one)
+    return levels, unknown
+
+
+def _unknown_message(source: str, unknown: list[str]) -> str:
+    noun = "artifact" if len(unknown) == 1 else "artifacts"
+    return (
+        f"{source} names unknown {noun} {', '.join(map(repr, unknown))}; known: all, "
+        f"{', '.join(ARTIFACTS)} (prefix a name with '+' for verbose output)"
+    )
+
+
+def parse_log_spec(spec: str) -> dict[str, int]:
+    """`"+guards,graph"` -> {"guards": DEBUG, "graph": INFO}; `all` names every artifact.
+
+    An unknown name raises ValueError listing the known ones.
+    """
+    levels, unknown = _parse(spec)
+    if unknown:
+        raise ValueError(_unknown_message("EMBER_LOGS", unknown))
+    return levels
+
+
+def torch_log_levels(spec: str) -> dict[str, int]:
+    """The ember artifacts a TORCH_LOGS value asks for: its names with an ember equivalent.
+
+    `-name` (off in torch) and torch's component names (`dynamo`, `inductor`) are skipped.
+    """
+    levels: dict[str, int] = {}
+    for raw in spec.replace(" ", "").split(","):
+        if not raw or raw.startswith("-"):
+            continue
+        verbose = raw.startswith("+")
+        name = raw.lstrip("+")
+        artifact, verbose_name = TORCH_LOG_NAMES.get(name, (name, False))
+        if artifact in ARTIFACTS:
+            levels[artifact] = logging.DEBUG if verbose or verbose_name else logging.INFO
     return levels
 
 
@@ -118,9 +169,16 @@ def set_logs(**artifacts: bool | int) -> None:
 
 
 def _configure_from_environment() -> None:
+    """EMBER_LOGS, then TORCH_LOGS for what EMBER_LOGS does not name; never raises."""
+    levels = torch_log_levels(os.environ.get("TORCH_LOGS", ""))
     spec = os.environ.get("EMBER_LOGS", "")
     if spec:
-        set_logs(**parse_log_spec(spec))
+        ember_levels, unknown = _parse(spec)
+        levels.update(ember_levels)
+        if unknown:
+            warnings.warn(_unknown_message("EMBER_LOGS", unknown), UserWarning, stacklevel=2)
+    if levels:
+        set_logs(**levels)
 
 
 _configure_from_environment()

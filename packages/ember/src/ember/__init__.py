@@ -32,6 +32,9 @@ from ember.errors import (
     StanceError,
 )
 from ember.introspection import explain, last_artifacts
+from ember.progress import install as _install_progress
+from ember.tracing import start_from_environment as _trace_from_environment
+from ember.tracing import trace
 from guards import (
     keep_portable_guards_unsafe,
     keep_tensor_guards_unsafe,
@@ -46,6 +49,9 @@ from guards import (
 )
 
 __version__ = "0.1.0"
+
+_trace_from_environment()  # EMBER_TRACE_DIR: trace the whole process
+_install_progress()  # a progress line for long compiles, on a terminal
 
 
 def is_dynamo_compiling() -> bool:
@@ -86,4 +92,5 @@ __all__ = [
     "skip_guard_on_globals_unsafe",
     "skip_guard_on_inbuilt_nn_modules_unsafe",
     "substitute_in_graph",
+    "trace",
 ]

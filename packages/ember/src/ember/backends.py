@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from ember.artifacts import BackendRecord
 from ember.errors import BackendNotFoundError, InvalidArgumentError
 from guards import artifact_logger
 
@@ -86,13 +87,15 @@ def make_aot_eager(options: Mapping[str, Any]) -> Backend:
             # The module itself, so that aot_autograd can free saved activations early.
             return graph
 
-        return _aot_graph()(
+        record = BackendRecord()
+        run = _aot_graph()(
             gm,
             example_inputs,
             fw_compiler=run_graph,
             decompositions=options.get("decompositions"),
             partition_fn=_partitioner(options, "default"),
         )
+        return record.attach(run)
 
     backend = _takes_torch_symbols(aot_eager)
     backend.supports_dynamic_shapes = _aot_supports_dynamic()  # type: ignore[attr-defined]
@@ -114,13 +117,18 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
         def compile_part(graph: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
             return compile_graph(graph, inputs, options=codegen_options)
 
-        return _aot_graph()(
+        # The record keeps each graph's kernels and wrapper (ember.last_artifacts, the trace).
+        record = BackendRecord()
+        run = _aot_graph()(
             gm,
             example_inputs,
-            fw_compiler=compile_part,
+            fw_compiler=record.compiler("forward", compile_part),
+            bw_compiler=record.compiler("backward", compile_part),
+            inference_compiler=record.compiler("inference", compile_part),
             decompositions=table,
             partition_fn=_partitioner(options, "min_cut"),
         )
+        return record.attach(run)
 
     # Symbolic graphs (dynamic shapes) compile once for all sizes when both stages take
     # them; what either cannot do symbolically raises, and capture compiles static.
