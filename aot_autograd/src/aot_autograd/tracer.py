@@ -311,12 +311,30 @@ class GraphRecorder:
                 f"{op}_ changes the shape or strides of a graph input in place, which cannot be "
                 f"replayed on the caller's tensor; use the out-of-place {op} instead"
             )
+        self._freeze_values_of(t, record.geometry)
         parent = self.node_of(t)
         node = self.graph.call_function(op, (parent, *self._to_nodes(args[1:])), kwargs)
         node.meta["val"] = t
         step = ViewStep(op, normalized_args(op, args, kwargs)[1:], None, record.geometry[0])
         new = TensorRecord(node, base, (*record.chain, step), base.version, _geometry(t))
         self.records[id(t)] = new
+
+    def _freeze_values_of(self, t: torch.Tensor, geometry: tuple) -> None:
+        """Nodes whose value is `t` get a view of it with the geometry `t` had before now.
+
+        An op such as `unsqueeze_` changes `t`'s shape and strides in place, after the
+        nodes that computed `t` recorded `t` itself as their value: they keep what they
+        computed (its shape, strides and offset), not what `t` becomes.
+        """
+        shape, stride, offset = geometry
+        if (tuple(t.shape), tuple(t.stride()), t.storage_offset()) == geometry:
+            return
+        with _disable_current_modes(), torch.no_grad():
+            old = t.as_strided(shape, stride, offset)
+        self._alive.append(old)
+        for node in self.graph.nodes:
+            if node.meta.get("val") is t:
+                node.meta["val"] = old
 
     def _record_batch_norm(self, args: tuple, kwargs: dict, out: Any) -> None:
         # NOTE: native_batch_norm updates running_mean/var in place although its schema does

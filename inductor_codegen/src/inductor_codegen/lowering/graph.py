@@ -43,6 +43,7 @@ __all__ = [
     "USER_VISIBLE_OUTPUTS",
     "dense_layout",
     "load_order",
+    "meta_layout",
     "readers",
 ]
 
@@ -278,7 +279,7 @@ class GraphLowering:
                 and value.view is not None
                 and value.view.buffer in self.padded_products
             ):
-                value = self._in_traced_layout(value, _meta_layout(item))
+                value = self._in_traced_layout(value, meta_layout(item))
             self.outputs.append(value)
 
     def _in_traced_layout(self, value: TensorValue, traced: Layout | None) -> TensorValue:
@@ -529,7 +530,7 @@ def dense_layout(dtype: torch.dtype, size: tuple, order: tuple[int, ...]) -> Lay
     return Layout(dtype, tuple(size), tuple(stride))
 
 
-def _meta_layout(node) -> Layout | None:
+def meta_layout(node) -> Layout | None:
     """The layout eager would give `node`'s output, when it is dense (no overlap, no holes)."""
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     if not isinstance(val, torch.Tensor):

@@ -1,0 +1,78 @@
+"""Compiled programs against eager: values, dtypes, strides and errors must match.
+
+Each test is a behaviour random programs found wrong; variants of each run on
+both compiling backends where the behaviour belongs to a shared stage.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ember
+
+
+def _dense_strides(t: torch.Tensor) -> list:
+    """Strides of the dims of size > 1 (the others are not observable)."""
+    return [st for size, st in zip(t.shape, t.stride(), strict=True) if size > 1]
+
+
+def assert_like_eager(fn, *args, backend="inductor", dynamic=None, strides=True):
+    expected = fn(*[a.clone() for a in args])
+    actual = ember.compile(fn, backend=backend, dynamic=dynamic)(*[a.clone() for a in args])
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    actual = actual if isinstance(actual, tuple) else (actual,)
+    for e, a in zip(expected, actual, strict=True):
+        torch.testing.assert_close(a, e, equal_nan=True)
+        if strides:
+            assert _dense_strides(a) == _dense_strides(e), (a.stride(), e.stride())
+
+
+# ---------------------------------------------------------------- in-place view ops
+
+_PRODUCERS = {
+    "cat": lambda x: torch.cat([x, x]),
+    "stack": lambda x: torch.stack([x, x]),
+    "mul": lambda x: x * 2,
+    "pad": lambda x: F.pad(x, (1, 1)),
+    "slice": lambda x: (x + 1)[1:],
+    "permute": lambda x: (x + 1).t(),
+}
+_METADATA_MUTATIONS = {
+    "unsqueeze_": lambda v: v.unsqueeze_(0),
+    "unsqueeze_last": lambda v: v.unsqueeze_(-1),
+    "transpose_": lambda v: v.unsqueeze_(0).transpose_(0, -1),
+    "t_": lambda v: v.t_() if v.dim() <= 2 else v.transpose_(0, 1),
+    "squeeze_": lambda v: v.unsqueeze_(1).squeeze_(),
+    "as_strided_": lambda v: v.as_strided_((2,), (2,)),
+    "swapdims_": lambda v: v.unsqueeze_(-1).swapdims_(0, -1),
+}
+
+
+@pytest.mark.parametrize("producer", sorted(_PRODUCERS))
+@pytest.mark.parametrize("mutation", sorted(_METADATA_MUTATIONS))
+def test_in_place_metadata_mutation_of_an_intermediate_keeps_its_values(producer, mutation):
+    make, mutate = _PRODUCERS[producer], _METADATA_MUTATIONS[mutation]
+
+    def fn(x):
+        v = make(x)
+        mutate(v)
+        return v, v + 1
+
+    for x in (torch.tensor([3.0, 1.0, 4.0, 2.0]), torch.arange(6.0).reshape(2, 3)):
+        assert_like_eager(fn, x)
+
+
+def test_in_place_metadata_mutation_of_an_intermediate_under_aot_eager():
+    def fn(x):
+        v = torch.cat([x, x])
+        v.unsqueeze_(0)
+        return v
+
+    assert_like_eager(fn, torch.tensor([3.0, 1.0, 4.0, 2.0]), backend="aot_eager")
+
+
+def test_as_strided_of_a_permuted_intermediate_reads_eager_storage():
+    def fn(x):
+        return (x + 1).t().as_strided((2, 2), (1, 2), 1)
+
+    assert_like_eager(fn, torch.arange(6.0).reshape(2, 3))
