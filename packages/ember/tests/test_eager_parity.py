@@ -76,3 +76,16 @@ def test_as_strided_of_a_permuted_intermediate_reads_eager_storage():
         return (x + 1).t().as_strided((2, 2), (1, 2), 1)
 
     assert_like_eager(fn, torch.arange(6.0).reshape(2, 3))
+
+
+# ---------------------------------------------------------------- symbolic sizes
+
+
+@pytest.mark.parametrize("length", [3, 4])
+def test_symbolic_size_guarded_to_one_broadcasts(length):
+    def fn(x):
+        v = x[..., ::2]
+        w = v[..., 1:]  # one element, its size an expression of x's size
+        return v + w, torch.atan2(v, w), v - w.expand(v.shape)
+
+    assert_like_eager(fn, torch.arange(1.0, length + 1.0), dynamic=True)

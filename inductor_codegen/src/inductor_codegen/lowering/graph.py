@@ -34,6 +34,7 @@ from inductor_codegen.ir import (
     expr_loads,
     expr_size,
 )
+from inductor_codegen.lowering.common import size_hints_scope
 from inductor_codegen.lowering.registry import LoweringTable
 
 __all__ = [
@@ -137,6 +138,12 @@ class GraphLowering:
                 )
         for node, example in zip(placeholders, self.example_inputs):
             self.env[node] = self._lower_placeholder(node, example)
+        vals = [n.meta.get("val") for n in placeholders] + self.example_inputs
+        with size_hints_scope(_size_hints(vals)):
+            self._lower_nodes()
+        return self
+
+    def _lower_nodes(self) -> None:
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 continue
@@ -148,7 +155,6 @@ class GraphLowering:
                 self.env[node] = self._lower_call(node)
             else:
                 raise LoweringError(f"node {node.name}: op {node.op!r} is not supported")
-        return self
 
     def _lower_placeholder(self, node, example):
         meta = node.meta.get("val")
@@ -471,6 +477,19 @@ def _is_size_list(val) -> bool:
         and len(val) > 0
         and all(isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool) for v in val)
     )
+
+
+def _size_hints(values) -> dict:
+    """Each size symbol's example value, from the shape environment of `values`' sizes."""
+    for value in pytree.tree_leaves(values):
+        sizes = (*value.shape, *value.stride()) if isinstance(value, torch.Tensor) else (value,)
+        for size in sizes:
+            if isinstance(size, torch.SymInt):
+                env = size.node.shape_env
+                if hasattr(env, "symbol_hints"):  # guards' ShapeEnv
+                    return dict(env.symbol_hints())
+                return dict(getattr(env, "var_to_val", {}))
+    return {}
 
 
 def _has_symbolic_size(value: torch.Tensor) -> bool:

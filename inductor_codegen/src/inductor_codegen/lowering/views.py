@@ -14,7 +14,7 @@ import torch
 from inductor_codegen.errors import UnsupportedGraphError
 from inductor_codegen.indexing import FloorDiv, IndexMod, as_index, reshape_index, view_strides
 from inductor_codegen.ir import ComputedBuffer, Layout, TensorValue
-from inductor_codegen.lowering.common import node_size, node_val, normalize_dim
+from inductor_codegen.lowering.common import broadcasts, node_size, node_val, normalize_dim
 from inductor_codegen.lowering.graph import meta_layout
 from inductor_codegen.lowering.registry import register_lowering
 
@@ -102,11 +102,11 @@ def expand(ctx, node, x, size, implicit=False):
     if x.view is not None:
         lay = x.view.layout
         strides = [sympy.Integer(0)] * offset + [
-            lay.stride[d] if x.size[d] != 1 else sympy.Integer(0) for d in range(x.ndim)
+            sympy.Integer(0) if broadcasts(x.size[d], size[d + offset]) else lay.stride[d]
+            for d in range(x.ndim)
         ]
         return _strided(x, size, strides, lay.offset)
-    # Only size-1 dims expand (a symbolic size may differ in form and still be equal).
-    keep = [x.size[d] != 1 for d in range(x.ndim)]
+    keep = [not broadcasts(x.size[d], size[d + offset]) for d in range(x.ndim)]
     loader = x.loader
     return TensorValue(
         x.dtype,
