@@ -267,8 +267,7 @@ class GraphRecorder:
             self._record_view_change(form.op, args, kwargs)
             return
         if form.self_result:
-            node = self._call(form.op, args, kwargs, args[0])
-            self.write(args[0], node)
+            self.write(args[0], self._in_place_result(form.op, args, kwargs))
             return
         if form.writes_out:
             self._record_out_variant(op, form, args, kwargs)
@@ -281,6 +280,19 @@ class GraphRecorder:
             self._output(t, item)
         for (item, _), t in zip(items[len(values) :], mutated):
             self.write(t, item)
+
+    def _in_place_result(self, op: Any, args: tuple, kwargs: dict) -> fx.Node:
+        """`op(self, ...)`, the functional form of an in-place op, in `self`'s dtype.
+
+        An in-place op keeps its self's dtype (`int32.add_(int64)` stays int32), where the
+        functional form promotes: its result is cast back.
+        """
+        target = args[0]
+        node = self.emit(op, self._to_nodes(args), self._to_nodes(kwargs))
+        value = node.meta["val"]
+        if isinstance(value, torch.Tensor) and value.dtype != target.dtype:
+            node = self.emit(aten._to_copy.default, (node,), {"dtype": target.dtype})
+        return node
 
     def _record_out_variant(self, op: Any, form: Any, args: tuple, kwargs: dict) -> None:
         """`op(..., out=t)` recorded as the functional op, its results written into the outs."""

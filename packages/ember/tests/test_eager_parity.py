@@ -89,3 +89,36 @@ def test_symbolic_size_guarded_to_one_broadcasts(length):
         return v + w, torch.atan2(v, w), v - w.expand(v.shape)
 
     assert_like_eager(fn, torch.arange(1.0, length + 1.0), dynamic=True)
+
+
+# ---------------------------------------------------------------- in-place ops keep self's dtype
+
+_IN_PLACE_PROMOTING = {
+    "add_": lambda a, b: a.add_(b),
+    "sub_": lambda a, b: a.sub_(b),
+    "mul_": lambda a, b: a.mul_(b),
+    "bitwise_and_": lambda a, b: a.bitwise_and_(b),
+    "bitwise_or_": lambda a, b: a.bitwise_or_(b),
+    "bitwise_left_shift_": lambda a, b: a.bitwise_left_shift_(b),
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("op", sorted(_IN_PLACE_PROMOTING))
+def test_in_place_op_keeps_the_dtype_of_self(backend, op):
+    mutate = _IN_PLACE_PROMOTING[op]
+
+    def of_intermediate(a, b):
+        return mutate(a + 1, b)
+
+    def of_view(a, b):
+        c = a * 2
+        mutate(c[1:], b[1:])
+        return c
+
+    a, b = torch.arange(4, dtype=torch.int32), torch.arange(4, dtype=torch.int64)
+    for fn in (of_intermediate, of_view, mutate):
+        expected = fn(a.clone(), b)
+        actual = ember.compile(fn, backend=backend)(a.clone(), b)
+        assert actual.dtype == expected.dtype
+        torch.testing.assert_close(actual, expected)
