@@ -24,6 +24,7 @@ from torch.utils import _python_dispatch
 import guards
 from aot_autograd.cse import eliminate_common_subexpressions
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
+from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
 from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
 from aot_autograd.tracer import AtenTracer, GraphRecorder, TensorRecord
 
@@ -376,6 +377,8 @@ def _trace(
         with torch.random.fork_rng(devices=_cuda_devices(values)):
             grad_nodes = _trace_backward(recorder, tracer, hooks, plan, values, grad_inputs)
     gm = _finish(recorder, [*forward_nodes, *grad_nodes])
+    if joint:
+        select_evenly_distributed_gradients(gm)
     if decompositions and any(n.target in decompositions for n in gm.graph.nodes):
         gm = decompose_functional(gm, decompositions)
     eliminate_common_subexpressions(gm)

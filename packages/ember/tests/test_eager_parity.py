@@ -122,3 +122,34 @@ def test_in_place_op_keeps_the_dtype_of_self(backend, op):
         actual = ember.compile(fn, backend=backend)(a.clone(), b)
         assert actual.dtype == expected.dtype
         torch.testing.assert_close(actual, expected)
+
+
+# ---------------------------------------------------------------- gradients of selections
+
+_SELECTIONS = {
+    "max": lambda x: x.max(),
+    "min": lambda x: x.min(),
+    "median": lambda x: x.median(),
+    "nanmedian": lambda x: x.nanmedian(),
+    "amax": lambda x: x.amax(),
+    "amin_dim": lambda x: x.amin(1),
+    "max_dim": lambda x: x.max(0).values,
+    "median_dim": lambda x: x.median(0).values,
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("reduction", sorted(_SELECTIONS))
+def test_nan_gradient_of_a_selection_reaches_the_selected_elements_only(backend, reduction):
+    fn = _SELECTIONS[reduction]
+    x = torch.tensor([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0], [0.0, 7.0, 2.0]])
+
+    def grad_of(f):
+        leaf = x.clone().requires_grad_(True)
+        out = f(leaf)
+        out.backward(torch.full_like(out, float("nan")))
+        return leaf.grad
+
+    expected = grad_of(fn)
+    actual = grad_of(ember.compile(fn, backend=backend))
+    torch.testing.assert_close(actual, expected, equal_nan=True)
