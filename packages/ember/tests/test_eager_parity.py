@@ -153,3 +153,30 @@ def test_nan_gradient_of_a_selection_reaches_the_selected_elements_only(backend,
     expected = grad_of(fn)
     actual = grad_of(ember.compile(fn, backend=backend))
     torch.testing.assert_close(actual, expected, equal_nan=True)
+
+
+# ---------------------------------------------------------------- integer division by zero
+
+_INTEGER_DIVISIONS = {
+    "floordiv": lambda a, b: a // b,
+    "remainder": lambda a, b: a % b,
+    "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "fmod": lambda a, b: torch.fmod(a, b),
+    "scalar_floordiv": lambda a, b: a // 0,
+    "fused_then_summed": lambda a, b: ((a + 1) // (b * 1) + 2).sum(),
+    "int32": lambda a, b: a.int() % b.int(),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_INTEGER_DIVISIONS))
+def test_integer_division_by_zero_raises_like_eager(op):
+    fn = _INTEGER_DIVISIONS[op]
+    a, b = torch.tensor([5, -7, 3, 8]), torch.tensor([2, 0, 1, 3])
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(a, b)
+    compiled = ember.compile(fn)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        compiled(a, b)
+    if op != "scalar_floordiv":  # the same compiled code runs on nonzero divisors
+        torch.testing.assert_close(compiled(a, b + 4), fn(a, b + 4))
