@@ -139,7 +139,28 @@ def _relative_geometry(t: torch.Tensor, record: TensorRecord) -> tuple:
 def _differentiable(t: Any) -> bool:
     if not isinstance(t, torch.Tensor):
         return False  # a size (SymInt) output
-    return t.requires_grad and (t.is_floating_point() or t.is_complex())
+    if not (t.requires_grad and (t.is_floating_point() or t.is_complex())):
+        return False
+    return not _reaches_missing_derivative(t.grad_fn)
+
+
+def _reaches_missing_derivative(grad_fn: Any) -> bool:
+    """Whether autograd's graph from `grad_fn` holds an op without a derivative.
+
+    Such an output (`x // 3`: floor_divide has none) has no gradient to trace; it is
+    returned without one, and a backward through it raises.
+    """
+    seen: set[int] = set()
+    stack = [grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        if type(fn).__name__ == "NotImplemented":
+            return True
+        stack.extend(next_fn for next_fn, _ in fn.next_functions)
+    return False
 
 
 class _OutputPlan:

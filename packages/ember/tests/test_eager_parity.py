@@ -180,3 +180,39 @@ def test_integer_division_by_zero_raises_like_eager(op):
         compiled(a, b)
     if op != "scalar_floordiv":  # the same compiled code runs on nonzero divisors
         torch.testing.assert_close(compiled(a, b + 4), fn(a, b + 4))
+
+
+# ---------------------------------------------------------------- programs eager runs
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_floor_divide_of_a_tensor_requiring_grad_compiles(backend):
+    def fn(x):
+        return x // 3, x * 2 // 3, x.sin()
+
+    x = torch.randn(4, 3, requires_grad=True)
+    expected, actual = fn(x), ember.compile(fn, backend=backend)(x)
+    for e, a in zip(expected, actual, strict=True):
+        torch.testing.assert_close(a.detach(), e.detach())
+    actual[2].sum().backward()
+    torch.testing.assert_close(x.grad, x.detach().cos())
+
+
+_SOFTMAXES = {
+    "softmax": lambda x: torch.softmax(x.t(), 0).view(-1),
+    "log_softmax": lambda x: torch.log_softmax(x.t(), 1).view(-1),
+    "softmax_3d": lambda x: torch.softmax(x.reshape(3, 2, 2).permute(2, 0, 1), 1).view(-1),
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("op", sorted(_SOFTMAXES))
+def test_softmax_of_a_permuted_tensor_is_contiguous_like_eager(backend, op):
+    fn = _SOFTMAXES[op]
+    assert_like_eager(fn, torch.randn(4, 3), backend=backend)
+    x = torch.randn(4, 3, requires_grad=True)
+    ember.compile(fn, backend=backend)(x).pow(2).sum().backward()
+    expected = x.grad
+    x.grad = None
+    fn(x).pow(2).sum().backward()
+    torch.testing.assert_close(expected, x.grad)
