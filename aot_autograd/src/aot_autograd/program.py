@@ -186,6 +186,21 @@ class _OutputPlan:
         self.graph_nodes.append(node)
         return len(self.graph_nodes) - 1
 
+    def _in_layout_of(self, t: torch.Tensor, node: fx.Node) -> fx.Node:
+        """`node`'s value laid out as `t` (a base written through a view may have come
+        back from the writes in another layout; its views are taken with `t`'s strides)."""
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or val.stride() == t.stride():
+            return node
+        emit = self.recorder.emit
+        aten = torch.ops.aten
+        empty = emit(
+            aten.empty_strided.default,
+            (tuple(t.shape), tuple(t.stride())),
+            {"dtype": t.dtype, "device": t.device},
+        )
+        return emit(aten.copy.default, (empty, node))
+
     def _spec(self, leaf: Any, family: dict[int, int], base_index: dict[int, int]) -> OutputSpec:
         if isinstance(leaf, torch.SymInt) and leaf.node.maybe_as_int() is None:
             return OutputSpec("graph", self._graph_output(leaf, self.recorder.sizes.node_of(leaf)))
@@ -197,14 +212,34 @@ class _OutputPlan:
             if not record.chain and leaf is self.values[base.input_index]:
                 return OutputSpec("input", base.input_index)
             return OutputSpec("input_alias", base.input_index, _relative_geometry(leaf, record))
-        if family[id(base)] > 1 and not base.constant:
+        # A view of an intermediate comes back as eager returns it: a view of its base,
+        # which the graph returns (in eager's layout) for the run time to view.
+        shared = family[id(base)] > 1 and not base.constant
+        if shared or (record.chain and _views_base(leaf, record)):
             if id(base) not in base_index:
-                base_index[id(base)] = self._graph_output(base.tensor, base.node)
+                node = self._in_layout_of(base.tensor, base.node)
+                base_index[id(base)] = self._graph_output(base.tensor, node)
             index = base_index[id(base)]
             if not record.chain:
                 return OutputSpec("graph", index)
             return OutputSpec("base_alias", index, _relative_geometry(leaf, record))
         return OutputSpec("graph", self._graph_output(leaf, self.recorder.node_of(leaf)))
+
+
+def _views_base(leaf: torch.Tensor, record: Any) -> bool:
+    """Whether output `leaf` can come back as a view of its base's value: the base is an
+    intermediate with the geometry it was made with (not reshaped in place by
+    `unsqueeze_` and friends), and autograd sees `leaf` through the base (no detach)."""
+    base = record.base
+    t = base.tensor
+    current = (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+    detached = any(step.op is torch.ops.aten.detach.default for step in record.chain)
+    return (
+        not base.constant
+        and current == base.geometry
+        and not detached
+        and leaf.requires_grad == t.requires_grad
+    )
 
 
 def _fake_value(value: Any) -> Any:

@@ -52,6 +52,9 @@ class BaseState:
     fresh: bool = False
     storage_offset: int = 0
     tensor: Any = None
+    # (shape, strides, offset) `tensor` had when it became a base (`unsqueeze_` and
+    # friends may change the tensor's own geometry later).
+    geometry: tuple = ()
 
 
 @dataclass(slots=True)
@@ -117,6 +120,7 @@ class GraphRecorder:
 
     def _new_base(self, t: torch.Tensor, node: fx.Node, **state: Any) -> TensorRecord:
         base = BaseState(node, storage_offset=t.storage_offset(), tensor=t, **state)
+        base.geometry = _geometry(t)
         record = TensorRecord(node, base, (), 0, _geometry(t))
         self.records[id(t)] = record
         self._alive.append(t)

@@ -216,3 +216,50 @@ def test_softmax_of_a_permuted_tensor_is_contiguous_like_eager(backend, op):
     x.grad = None
     fn(x).pow(2).sum().backward()
     torch.testing.assert_close(expected, x.grad)
+
+
+# ---------------------------------------------------------------- strides and aliasing
+
+_VIEWS_OF_INTERMEDIATES = {
+    "slice": lambda y: y[1:3],
+    "narrow": lambda y: y.narrow(1, 1, 2),
+    "select": lambda y: y[1],
+    "diagonal": lambda y: y.diagonal(),
+    "strided_slice": lambda y: y[::2, 1::2],
+    "split": lambda y: y.split(2, 1)[1],
+    "unfold": lambda y: y.unfold(1, 2, 1),
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("view", sorted(_VIEWS_OF_INTERMEDIATES))
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_view_of_an_intermediate_is_returned_as_a_view_with_eager_strides(
+    backend, view, requires_grad
+):
+    take = _VIEWS_OF_INTERMEDIATES[view]
+
+    def fn(x):
+        return take((x.t() + 1).t())
+
+    x = torch.randn(3, 4)
+    xe, xc = (x.clone().requires_grad_(requires_grad) for _ in range(2))
+    expected, actual = fn(xe), ember.compile(fn, backend=backend)(xc)
+    torch.testing.assert_close(actual, expected)
+    assert actual.stride() == expected.stride()
+    assert actual.requires_grad == expected.requires_grad
+    if requires_grad:
+        weights = torch.arange(expected.numel(), dtype=torch.float32).reshape(expected.shape)
+        (expected * weights).sum().backward()
+        (actual * weights).sum().backward()
+        torch.testing.assert_close(xc.grad, xe.grad)
+
+
+def test_as_strided_scatter_of_a_permuted_intermediate_addresses_eager_storage():
+    def fn(x):
+        v = (x + 1).t()
+        v.as_strided_((2,), (2,))
+        v.add_(1)
+        return v
+
+    assert_like_eager(fn, torch.arange(6.0).reshape(2, 3), strides=False)

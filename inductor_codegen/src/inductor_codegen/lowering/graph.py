@@ -56,6 +56,11 @@ ANY_ORDER_OPERANDS = frozenset(
     {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default}
 )
 
+# ATen ops whose result depends on where their first operand's elements lie in memory
+# (not only on its values): that operand is stored in its traced layout. (`as_strided`
+# itself reads its base's storage: see its lowering.)
+STORAGE_ADDRESSING_OPS = frozenset({aten.as_strided_scatter.default})
+
 SUPPORTED_DTYPES = frozenset(
     {
         torch.float32,
@@ -461,6 +466,16 @@ class GraphLowering:
             )
         self.fallbacks[str(node.target)] += 1
         self._log.info("no lowering for %s (node %s): calling ATen", node.target, node.name)
+        if node.target in STORAGE_ADDRESSING_OPS and isinstance(args[0], TensorValue):
+            # The op addresses its input's storage: store the input as eager lays it out.
+            value, hint = args[0], meta_layout(node.args[0])
+            if (
+                value.view is not None
+                and hint is not None
+                and value.view.layout.stride != hint.stride
+            ):
+                value = TensorValue(value.dtype, value.size, value.loader)
+            args = (self.realize(value, layout_hint=hint), *args[1:])
         return self.extern(node, node.target, args, kwargs, is_fallback=True)
 
 
