@@ -263,3 +263,24 @@ def test_as_strided_scatter_of_a_permuted_intermediate_addresses_eager_storage()
         return v
 
     assert_like_eager(fn, torch.arange(6.0).reshape(2, 3), strides=False)
+
+
+_PERMUTED_POINTWISE = {
+    "round_flip_mT": lambda x: torch.round(x.flip(2)).mT,
+    "neg_flip": lambda x: -x.flip(2),
+    "mul": lambda x: x * 2,
+    "add_broadcast": lambda x: x + x[:, :1],
+    "abs_flip_transpose": lambda x: torch.abs(x.flip(1, 2)).transpose(0, 2),
+}
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("op", sorted(_PERMUTED_POINTWISE))
+def test_pointwise_result_of_a_permuted_input_follows_its_layout(op, dynamic):
+    fn = _PERMUTED_POINTWISE[op]
+    compiled = ember.compile(fn, dynamic=dynamic)
+    for shape in [(3, 4, 5), (2, 3, 6), (4, 2, 3)]:
+        x = torch.randint(-100, 100, shape, dtype=torch.int16).permute(2, 0, 1)
+        expected, actual = fn(x), compiled(x)
+        torch.testing.assert_close(actual, expected)
+        assert _dense_strides(actual) == _dense_strides(expected)

@@ -16,6 +16,7 @@ from inductor_codegen.ir import Constant, Expr, IndexValue, Op, ScalarArg, Tenso
 __all__ = [
     "broadcast_loader",
     "broadcasts",
+    "size_hint",
     "size_hints_scope",
     "cast",
     "const",
@@ -154,6 +155,17 @@ def size_hints_scope(hints: Mapping) -> Iterator[None]:
         _SIZE_HINTS.reset(token)
 
 
+def size_hint(expr: Index) -> int | None:
+    """`expr`'s value at the sizes' example values (None where a symbol has none)."""
+    if not getattr(expr, "free_symbols", None):
+        return int(expr)
+    hints = _SIZE_HINTS.get() or {}
+    if not expr.free_symbols <= hints.keys():
+        return None
+    value = expr.xreplace({s: sympy.Integer(hints[s]) for s in expr.free_symbols})
+    return int(value) if value.is_Integer else None
+
+
 def broadcasts(size: Index, target: Index) -> bool:
     """Whether a dim of `size` stretched to `target` repeats its one element.
 
@@ -164,10 +176,7 @@ def broadcasts(size: Index, target: Index) -> bool:
         return True
     if size == target or not getattr(size, "free_symbols", None):
         return False
-    hints = _SIZE_HINTS.get() or {}
-    if not size.free_symbols <= hints.keys():
-        return False
-    return size.xreplace({s: sympy.Integer(hints[s]) for s in size.free_symbols}) == 1
+    return size_hint(size) == 1
 
 
 def broadcast_loader(value, size: Sequence[Index], dtype: torch.dtype) -> Callable:

@@ -34,7 +34,7 @@ from inductor_codegen.ir import (
     expr_loads,
     expr_size,
 )
-from inductor_codegen.lowering.common import size_hints_scope
+from inductor_codegen.lowering.common import size_hint, size_hints_scope
 from inductor_codegen.lowering.registry import LoweringTable
 
 __all__ = [
@@ -570,15 +570,16 @@ def meta_layout(node) -> Layout | None:
     if not isinstance(val, torch.Tensor):
         return None
     layout = layout_of(val, where=node.name)
-    try:
-        order = sorted(range(len(layout.size)), key=lambda d: (layout.stride[d], layout.size[d]))
-    except TypeError:  # symbolic strides whose order depends on the sizes
+    # (Symbolic strides are ordered by their example values, then checked exactly.)
+    hints = [(size_hint(st), size_hint(sz)) for st, sz in zip(layout.stride, layout.size)]
+    if any(h is None for pair in hints for h in pair):
         return None
+    order = sorted(range(len(layout.size)), key=lambda d: hints[d])
     expected = sympy.Integer(1)
     for d in order:
         if layout.size[d] == 1:
             continue
-        if layout.stride[d] != expected:
+        if sympy.expand(layout.stride[d] - expected) != 0:
             return None
         expected = expected * layout.size[d]
     return layout
