@@ -72,6 +72,22 @@ def _geometry(t: torch.Tensor) -> tuple:
     return (tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
 
+def _has_symbolic_geometry(t: torch.Tensor) -> bool:
+    return any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride()))
+
+
+def _is_dense(t: torch.Tensor) -> bool:
+    """Whether `t`'s elements fill its memory exactly (no holes, no overlap), in any order."""
+    expected = 1
+    for size, stride in sorted(zip(t.shape, t.stride()), key=lambda p: p[1]):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def _keyword_only(op: Any, kwargs: dict) -> dict:
     names = [a.name for a in op._schema.arguments if a.kwarg_only]
     return {name: kwargs[name] for name in names if name in kwargs}
@@ -415,7 +431,7 @@ class AtenTracer(TorchDispatchMode):
             with self:
                 out = decomposition(*args, **kwargs)
             if out is not NotImplemented:
-                return out
+                return self._in_eager_layout(func, args, kwargs, out)
         elif self.decompositions and mutated_arguments(func) == (0,) and not _is_view_op(func):
             out = self._decompose_in_place(func, args, kwargs)
             if out is not NotImplemented:
@@ -428,6 +444,50 @@ class AtenTracer(TorchDispatchMode):
         out = func(*args, **kwargs)
         self.recorder.record_call(func, args, kwargs, out)
         return out
+
+    def _in_eager_layout(self, func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
+        """`out`, the decomposition of `func`, copied to the strides `func` gives eagerly.
+
+        Decompositions compute values; their strides follow from the ops they use (a
+        softmax of a transposed input comes back transposed), where eager kernels may
+        return another layout (contiguous), which later views rely on. Checked where
+        strides can differ: a fake operand that is not contiguous, static sizes.
+        """
+        results = out if isinstance(out, (tuple, list)) else (out,)
+        if not all(isinstance(r, torch.Tensor) for r in results) or mutated_arguments(func):
+            return out
+        tensors = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        if not tensors or not all(guards.is_fake(t) for t in tensors):
+            return out
+        if any(_has_symbolic_geometry(t) for t in (*tensors, *results)):
+            return out
+        if all(t.is_contiguous() for t in tensors):
+            return out
+        expected = func(*args, **kwargs)  # (on fakes: metadata only, nothing traced)
+        expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+        if len(expected) != len(results):
+            return out
+        fixed = [self._restrided(r, e) for r, e in zip(results, expected)]
+        if all(f is r for f, r in zip(fixed, results)):
+            return out
+        return type(out)(fixed) if isinstance(out, (tuple, list)) else fixed[0]
+
+    def _restrided(self, value: torch.Tensor, expected: Any) -> torch.Tensor:
+        """`value` copied to `expected`'s strides where they differ (and are dense)."""
+        if (
+            not isinstance(expected, torch.Tensor)
+            or expected.shape != value.shape
+            or expected.stride() == value.stride()
+            or _has_symbolic_geometry(expected)
+            or not _is_dense(expected)
+        ):
+            return value
+        with self:
+            copy = torch.empty_strided(
+                tuple(value.shape), tuple(expected.stride()), dtype=value.dtype, device=value.device
+            )
+            copy.copy_(value)
+        return copy
 
     def _decompose_in_place(self, func: Any, args: tuple, kwargs: dict) -> Any:
         """`x.op_(...)` traced as `op`'s decomposition, written into x, when the table has `op`."""

@@ -284,3 +284,21 @@ def test_pointwise_result_of_a_permuted_input_follows_its_layout(op, dynamic):
         expected, actual = fn(x), compiled(x)
         torch.testing.assert_close(actual, expected)
         assert _dense_strides(actual) == _dense_strides(expected)
+
+
+_EAGER_CONTIGUOUS_RESULTS = {
+    "layer_norm": lambda x: F.layer_norm(x, x.shape[-1:]),
+    "masked_fill": lambda x: x.masked_fill(x > 0, 1.0),
+    "tril": lambda x: x.tril(),
+    "triu": lambda x: x.triu(1),
+    "softmax": lambda x: torch.softmax(x, -1),
+    "log_softmax": lambda x: torch.log_softmax(x, 0),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_EAGER_CONTIGUOUS_RESULTS))
+def test_decomposed_op_returns_eager_strides_for_a_permuted_input(op):
+    fn = _EAGER_CONTIGUOUS_RESULTS[op]
+    assert_like_eager(fn, torch.randn(4, 5).t())
+    assert_like_eager(fn, torch.randn(2, 3, 4).permute(2, 0, 1))
+    assert_like_eager(lambda x: fn(x).view(-1), torch.randn(2, 3, 4).permute(2, 0, 1))
