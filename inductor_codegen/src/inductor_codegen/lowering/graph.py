@@ -503,7 +503,9 @@ def _size_hints(values) -> dict:
                 env = size.node.shape_env
                 if hasattr(env, "symbol_hints"):  # guards' ShapeEnv
                     return dict(env.symbol_hints())
-                return dict(getattr(env, "var_to_val", {}))
+                # torch's ShapeEnv (backed_var_to_val from torch 2.12, var_to_val before)
+                hints = getattr(env, "backed_var_to_val", None)
+                return dict(hints if hints is not None else getattr(env, "var_to_val", {}))
     return {}
 
 
