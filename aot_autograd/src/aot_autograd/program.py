@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -100,6 +100,9 @@ class TracedProgram:
     grad_inputs: tuple[int, ...]
     joint: bool
     symbol_sources: tuple[SymbolSource, ...] = ()
+    # Forward output index -> the error a backward through it raises (eager's message):
+    # outputs computed with an op that has no derivative (`x // 3`).
+    missing_derivatives: dict[int, str] = field(default_factory=dict)
 
 
 def _materialize(x: torch.Tensor) -> torch.Tensor:
@@ -142,6 +145,45 @@ def _differentiable(t: Any) -> bool:
     if not (t.requires_grad and (t.is_floating_point() or t.is_complex())):
         return False
     return not _reaches_missing_derivative(t.grad_fn)
+
+
+def _missing_derivatives(outputs: Sequence[Any]) -> dict[int, str]:
+    """Per output needing a gradient that autograd cannot give, the error eager raises."""
+    missing = {}
+    for i, t in enumerate(outputs):
+        if not isinstance(t, torch.Tensor) or not t.requires_grad:
+            continue
+        if not (t.is_floating_point() or t.is_complex()):
+            continue
+        if _reaches_missing_derivative(t.grad_fn):
+            missing[i] = _backward_error(t)
+    return missing
+
+
+def _backward_error(t: torch.Tensor) -> str:
+    """The message of the error autograd raises running a backward from `t`."""
+    grad = torch.ones(tuple(t.shape), dtype=t.dtype, device=t.device)
+    try:
+        with torch.enable_grad():
+            torch.autograd.grad(t, _leaves(t.grad_fn), grad, allow_unused=True, retain_graph=True)
+    except RuntimeError as error:
+        return str(error)
+    return "the derivative of an op computing this output is not implemented"
+
+
+def _leaves(grad_fn: Any) -> list[torch.Tensor]:
+    """The leaf tensors autograd's graph from `grad_fn` accumulates into."""
+    leaves, seen, stack = [], set(), [grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        variable = getattr(fn, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            leaves.append(variable)
+        stack.extend(next_fn for next_fn, _ in fn.next_functions)
+    return leaves
 
 
 def _reaches_missing_derivative(grad_fn: Any) -> bool:
@@ -424,6 +466,7 @@ def _trace(
     recorder.allow_value_reads = False
     forward_nodes = [*plan.graph_nodes, *checks, *(node for _, node in mutated)]
     differentiable = [_differentiable(t) for t in plan.graph_tensors]
+    missing = _missing_derivatives(plan.graph_tensors) if joint else {}
     differentiable += [False] * (len(checks) + len(mutated))
     grad_inputs: list[int] = []
     grad_nodes: list[Any] = []
@@ -449,6 +492,7 @@ def _trace(
         differentiable=tuple(differentiable),
         grad_inputs=tuple(grad_inputs),
         joint=joint,
+        missing_derivatives=missing,
     )
 
 

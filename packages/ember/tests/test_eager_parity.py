@@ -194,6 +194,10 @@ def test_floor_divide_of_a_tensor_requiring_grad_compiles(backend):
     expected, actual = fn(x), ember.compile(fn, backend=backend)(x)
     for e, a in zip(expected, actual, strict=True):
         torch.testing.assert_close(a.detach(), e.detach())
+        assert a.requires_grad == e.requires_grad
+    for out in (expected[1], actual[1]):
+        with pytest.raises(RuntimeError, match="derivative for aten::floor_divide"):
+            out.sum().backward()
     actual[2].sum().backward()
     torch.testing.assert_close(x.grad, x.detach().cos())
 
