@@ -228,18 +228,20 @@ class _OutputPlan:
         self.graph_nodes.append(node)
         return len(self.graph_nodes) - 1
 
-    def _in_layout_of(self, t: torch.Tensor, node: fx.Node) -> fx.Node:
-        """`node`'s value laid out as `t` (a base written through a view may have come
-        back from the writes in another layout; its views are taken with `t`'s strides)."""
+    def _in_layout_of(self, geometry: tuple, node: fx.Node) -> fx.Node:
+        """`node`'s value laid out with `geometry`'s shape and strides, its base's when
+        made (a base written through a view may have come back from the writes in
+        another layout; its views are taken with the base's strides)."""
+        shape, stride, _ = geometry
         val = node.meta.get("val")
-        if not isinstance(val, torch.Tensor) or val.stride() == t.stride():
+        if not isinstance(val, torch.Tensor) or tuple(val.stride()) == tuple(stride):
             return node
         emit = self.recorder.emit
         aten = torch.ops.aten
         empty = emit(
             aten.empty_strided.default,
-            (tuple(t.shape), tuple(t.stride())),
-            {"dtype": t.dtype, "device": t.device},
+            (tuple(shape), tuple(stride)),
+            {"dtype": val.dtype, "device": val.device},
         )
         return emit(aten.copy.default, (empty, node))
 
@@ -259,7 +261,7 @@ class _OutputPlan:
         shared = family[id(base)] > 1 and not base.constant
         if shared or (record.chain and _views_base(leaf, record)):
             if id(base) not in base_index:
-                node = self._in_layout_of(base.tensor, base.node)
+                node = self._in_layout_of(base.geometry, base.node)
                 base_index[id(base)] = self._graph_output(base.tensor, node)
             index = base_index[id(base)]
             if not record.chain:
@@ -276,9 +278,12 @@ def _views_base(leaf: torch.Tensor, record: Any) -> bool:
     t = base.tensor
     current = (tuple(t.shape), tuple(t.stride()), t.storage_offset())
     detached = any(step.op is torch.ops.aten.detach.default for step in record.chain)
+    # (A base reshaped in place stands for its value as made only where no gradient
+    # flows: autograd knows the tensor by its new shape.)
+    no_grad = not leaf.requires_grad and not t.requires_grad
     return (
         not base.constant
-        and current == base.geometry
+        and (current == base.geometry or no_grad)
         and not detached
         and leaf.requires_grad == t.requires_grad
     )

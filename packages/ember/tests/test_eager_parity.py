@@ -306,3 +306,18 @@ def test_decomposed_op_returns_eager_strides_for_a_permuted_input(op):
     assert_like_eager(fn, torch.randn(4, 5).t())
     assert_like_eager(fn, torch.randn(2, 3, 4).permute(2, 0, 1))
     assert_like_eager(lambda x: fn(x).view(-1), torch.randn(2, 3, 4).permute(2, 0, 1))
+
+
+@pytest.mark.parametrize("producer", sorted(_PRODUCERS))
+@pytest.mark.parametrize("mutation", sorted(_METADATA_MUTATIONS))
+def test_intermediate_reshaped_in_place_then_written_keeps_eager_strides(producer, mutation):
+    make, mutate = _PRODUCERS[producer], _METADATA_MUTATIONS[mutation]
+
+    def fn(x):
+        v = make(x)
+        mutate(v)
+        v.add_(1)
+        return v
+
+    for x in (torch.tensor([3.0, 1.0, 4.0, 2.0]), torch.arange(6.0).reshape(2, 3)):
+        assert_like_eager(fn, x)
