@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -24,6 +24,7 @@ from torch.utils import _python_dispatch
 import guards
 from aot_autograd.cse import eliminate_common_subexpressions
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
+from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
 from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
 from aot_autograd.tracer import AtenTracer, GraphRecorder, TensorRecord
 
@@ -104,6 +105,9 @@ class TracedProgram:
     grad_inputs: tuple[int, ...]
     joint: bool
     symbol_sources: tuple[SymbolSource, ...] = ()
+    # Forward output index -> the error a backward through it raises (eager's message):
+    # outputs computed with an op that has no derivative (`x // 3`).
+    missing_derivatives: dict[int, str] = field(default_factory=dict)
 
 
 def _materialize(x: torch.Tensor) -> torch.Tensor:
@@ -152,7 +156,67 @@ def _alias_spec(kind: str, index: int, t: torch.Tensor, record: TensorRecord) ->
 def _differentiable(t: Any) -> bool:
     if not isinstance(t, torch.Tensor):
         return False  # a size (SymInt) output
-    return t.requires_grad and (t.is_floating_point() or t.is_complex())
+    if not (t.requires_grad and (t.is_floating_point() or t.is_complex())):
+        return False
+    return not _reaches_missing_derivative(t.grad_fn)
+
+
+def _missing_derivatives(outputs: Sequence[Any]) -> dict[int, str]:
+    """Per output needing a gradient that autograd cannot give, the error eager raises."""
+    missing = {}
+    for i, t in enumerate(outputs):
+        if not isinstance(t, torch.Tensor) or not t.requires_grad:
+            continue
+        if not (t.is_floating_point() or t.is_complex()):
+            continue
+        if _reaches_missing_derivative(t.grad_fn):
+            missing[i] = _backward_error(t)
+    return missing
+
+
+def _backward_error(t: torch.Tensor) -> str:
+    """The message of the error autograd raises running a backward from `t`."""
+    grad = torch.ones(tuple(t.shape), dtype=t.dtype, device=t.device)
+    try:
+        with torch.enable_grad():
+            torch.autograd.grad(t, _leaves(t.grad_fn), grad, allow_unused=True, retain_graph=True)
+    except RuntimeError as error:
+        return str(error)
+    return "the derivative of an op computing this output is not implemented"
+
+
+def _leaves(grad_fn: Any) -> list[torch.Tensor]:
+    """The leaf tensors autograd's graph from `grad_fn` accumulates into."""
+    leaves, seen, stack = [], set(), [grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        variable = getattr(fn, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            leaves.append(variable)
+        stack.extend(next_fn for next_fn, _ in fn.next_functions)
+    return leaves
+
+
+def _reaches_missing_derivative(grad_fn: Any) -> bool:
+    """Whether autograd's graph from `grad_fn` holds an op without a derivative.
+
+    Such an output (`x // 3`: floor_divide has none) has no gradient to trace; it is
+    returned without one, and a backward through it raises.
+    """
+    seen: set[int] = set()
+    stack = [grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        if type(fn).__name__ == "NotImplemented":
+            return True
+        stack.extend(next_fn for next_fn, _ in fn.next_functions)
+    return False
 
 
 class _OutputPlan:
@@ -178,6 +242,23 @@ class _OutputPlan:
         self.graph_nodes.append(node)
         return len(self.graph_nodes) - 1
 
+    def _in_layout_of(self, geometry: tuple, node: fx.Node) -> fx.Node:
+        """`node`'s value laid out with `geometry`'s shape and strides, its base's when
+        made (a base written through a view may have come back from the writes in
+        another layout; its views are taken with the base's strides)."""
+        shape, stride, _ = geometry
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or tuple(val.stride()) == tuple(stride):
+            return node
+        emit = self.recorder.emit
+        aten = torch.ops.aten
+        empty = emit(
+            aten.empty_strided.default,
+            (tuple(shape), tuple(stride)),
+            {"dtype": val.dtype, "device": val.device},
+        )
+        return emit(aten.copy.default, (empty, node))
+
     def _spec(self, leaf: Any, family: dict[int, int], base_index: dict[int, int]) -> OutputSpec:
         if isinstance(leaf, torch.SymInt) and leaf.node.maybe_as_int() is None:
             return OutputSpec("graph", self._graph_output(leaf, self.recorder.sizes.node_of(leaf)))
@@ -189,14 +270,37 @@ class _OutputPlan:
             if not record.chain and leaf is self.values[base.input_index]:
                 return OutputSpec("input", base.input_index)
             return _alias_spec("input_alias", base.input_index, leaf, record)
-        if family[id(base)] > 1 and not base.constant:
+        # A view of an intermediate comes back as eager returns it: a view of its base,
+        # which the graph returns (in eager's layout) for the run time to view.
+        shared = family[id(base)] > 1 and not base.constant
+        if shared or (record.chain and _views_base(leaf, record)):
             if id(base) not in base_index:
-                base_index[id(base)] = self._graph_output(base.tensor, base.node)
+                node = self._in_layout_of(base.geometry, base.node)
+                base_index[id(base)] = self._graph_output(base.tensor, node)
             index = base_index[id(base)]
             if not record.chain:
                 return OutputSpec("graph", index)
             return _alias_spec("base_alias", index, leaf, record)
         return OutputSpec("graph", self._graph_output(leaf, self.recorder.node_of(leaf)))
+
+
+def _views_base(leaf: torch.Tensor, record: Any) -> bool:
+    """Whether output `leaf` can come back as a view of its base's value: the base is an
+    intermediate with the geometry it was made with (not reshaped in place by
+    `unsqueeze_` and friends), and autograd sees `leaf` through the base (no detach)."""
+    base = record.base
+    t = base.tensor
+    current = (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+    detached = any(step.op is torch.ops.aten.detach.default for step in record.chain)
+    # (A base reshaped in place stands for its value as made only where no gradient
+    # flows: autograd knows the tensor by its new shape.)
+    no_grad = not leaf.requires_grad and not t.requires_grad
+    return (
+        not base.constant
+        and (current == base.geometry or no_grad)
+        and not detached
+        and leaf.requires_grad == t.requires_grad
+    )
 
 
 def _fake_value(value: Any) -> Any:
@@ -382,6 +486,7 @@ def _trace(
     recorder.allow_value_reads = False
     forward_nodes = [*plan.graph_nodes, *checks, *(node for _, node in mutated)]
     differentiable = [_differentiable(t) for t in plan.graph_tensors]
+    missing = _missing_derivatives(plan.graph_tensors) if joint else {}
     differentiable += [False] * (len(checks) + len(mutated))
     grad_inputs: list[int] = []
     grad_nodes: list[Any] = []
@@ -391,6 +496,8 @@ def _trace(
         with torch.random.fork_rng(devices=_cuda_devices(values)):
             grad_nodes = _trace_backward(recorder, tracer, hooks, plan, values, grad_inputs)
     gm = _finish(recorder, [*forward_nodes, *grad_nodes])
+    if joint:
+        select_evenly_distributed_gradients(gm)
     if decompositions and any(n.target in decompositions for n in gm.graph.nodes):
         gm = decompose_functional(gm, decompositions)
     eliminate_common_subexpressions(gm)
@@ -405,6 +512,7 @@ def _trace(
         differentiable=tuple(differentiable),
         grad_inputs=tuple(grad_inputs),
         joint=joint,
+        missing_derivatives=missing,
     )
 
 

@@ -407,10 +407,31 @@ def _rebuild(program: TracedProgram) -> Callable[[Sequence], Any]:
     return lambda flat: pytree.tree_unflatten(list(flat), spec)
 
 
+class _MissingDerivative(torch.autograd.Function):
+    """An output requiring grad whose backward raises `message` (as eager's would)."""
+
+    @staticmethod
+    def forward(ctx: Any, message: str, value: torch.Tensor, *inputs: Any) -> torch.Tensor:
+        ctx.message = message
+        return value.detach()
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> tuple:
+        raise RuntimeError(ctx.message)
+
+
+def _without_derivative(value: Any, message: str, args: Sequence) -> Any:
+    """`value` requiring grad, as eager's result of an op without a derivative does."""
+    inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    if not torch.is_grad_enabled() or not inputs or not isinstance(value, torch.Tensor):
+        return value
+    return _MissingDerivative.apply(message, value, *inputs)
+
+
 def _flat_outputs(program: TracedProgram) -> Callable[[Sequence, Sequence], Sequence]:
     """(args, graph outputs) -> the flat user outputs, one getter per OutputSpec."""
     specs = program.outputs
-    if all(spec.kind == "graph" for spec in specs):
+    if all(spec.kind == "graph" for spec in specs) and not program.missing_derivatives:
         positions = tuple(spec.index for spec in specs)
         if positions == tuple(range(len(positions))):
             count = len(positions)
@@ -422,6 +443,9 @@ def _flat_outputs(program: TracedProgram) -> Callable[[Sequence, Sequence], Sequ
 
 def _output_getter(program: TracedProgram, spec: Any) -> Callable[[Sequence, Sequence], Any]:
     index = spec.index
+    if spec.kind == "graph" and index in program.missing_derivatives:
+        message = program.missing_derivatives[index]
+        return lambda args, outputs: _without_derivative(outputs[index], message, args)
     if spec.kind == "graph":
         return lambda args, outputs: outputs[index]
     if spec.kind == "input":

@@ -58,6 +58,9 @@ class BaseState:
     fresh: bool = False
     storage_offset: int = 0
     tensor: Any = None
+    # (shape, strides, offset) `tensor` had when it became a base (`unsqueeze_` and
+    # friends may change the tensor's own geometry later).
+    geometry: tuple = ()
 
 
 @dataclass(slots=True)
@@ -86,6 +89,22 @@ def _is_contiguous(shape: tuple, stride: tuple) -> bool:
     expected = 1
     for size, step in reversed(list(zip(shape, stride))):
         if size != 1 and step != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _has_symbolic_geometry(t: torch.Tensor) -> bool:
+    return any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride()))
+
+
+def _is_dense(t: torch.Tensor) -> bool:
+    """Whether `t`'s elements fill its memory exactly (no holes, no overlap), in any order."""
+    expected = 1
+    for size, stride in sorted(zip(t.shape, t.stride()), key=lambda p: p[1]):
+        if size == 1:
+            continue
+        if stride != expected:
             return False
         expected *= size
     return True
@@ -139,6 +158,7 @@ class GraphRecorder:
 
     def _new_base(self, t: torch.Tensor, node: fx.Node, **state: Any) -> TensorRecord:
         base = BaseState(node, storage_offset=t.storage_offset(), tensor=t, **state)
+        base.geometry = _geometry(t)
         record = TensorRecord(node, base, (), 0, _geometry(t))
         self.records[id(t)] = record
         self._alive.append(t)
@@ -293,8 +313,7 @@ class GraphRecorder:
             self._record_view_change(form.op, args, kwargs)
             return
         if form.self_result:
-            node = self._call(form.op, args, kwargs, args[0])
-            self.write(args[0], node)
+            self.write(args[0], self._in_place_result(form.op, args, kwargs))
             return
         if form.writes_out:
             self._record_out_variant(op, form, args, kwargs)
@@ -307,6 +326,19 @@ class GraphRecorder:
             self._output(t, item)
         for (item, _), t in zip(items[len(values) :], mutated):
             self.write(t, item)
+
+    def _in_place_result(self, op: Any, args: tuple, kwargs: dict) -> fx.Node:
+        """`op(self, ...)`, the functional form of an in-place op, in `self`'s dtype.
+
+        An in-place op keeps its self's dtype (`int32.add_(int64)` stays int32), where the
+        functional form promotes: its result is cast back.
+        """
+        target = args[0]
+        node = self.emit(op, self._to_nodes(args), self._to_nodes(kwargs))
+        value = node.meta["val"]
+        if isinstance(value, torch.Tensor) and value.dtype != target.dtype:
+            node = self.emit(aten._to_copy.default, (node,), {"dtype": target.dtype})
+        return node
 
     def _record_out_variant(self, op: Any, form: Any, args: tuple, kwargs: dict) -> None:
         """`op(..., out=t)` recorded as the functional op, its results written into the outs."""
@@ -337,8 +369,8 @@ class GraphRecorder:
                 f"{op}_ changes the shape or strides of a graph input in place, which cannot be "
                 f"replayed on the caller's tensor; use the out-of-place {op} instead"
             )
+        self._freeze_values_of(t, record.geometry)
         parent = self.node_of(t)
-        self._keep_earlier_values(t, record.geometry)
         node = self.graph.call_function(op, (parent, *self._to_nodes(args[1:])), kwargs)
         node.meta["val"] = t
         step = ViewStep(op, normalized_args(op, args, kwargs)[1:], None, record.geometry[0])
@@ -368,7 +400,7 @@ class GraphRecorder:
                 f"{op} on a non-contiguous tensor reinterprets its memory, which "
                 "functionalization does not support; call .contiguous() before resizing"
             )
-        self._keep_earlier_values(t, record.geometry)
+        self._freeze_values_of(t, record.geometry)
         size = list(t.shape)
         if new_numel > old_numel:
             self._record_growth(op, t, record, old_numel, new_numel, size)
@@ -401,21 +433,22 @@ class GraphRecorder:
         base.version += 1
         self.records[id(t)] = TensorRecord(node, base, (), base.version, _geometry(t))
 
-    def _keep_earlier_values(self, t: torch.Tensor, geometry: tuple) -> None:
-        """Nodes whose value is `t` keep `t`'s geometry from before an in-place view op.
+    def _freeze_values_of(self, t: torch.Tensor, geometry: tuple) -> None:
+        """Nodes whose value is `t` get a view of it with the geometry `t` had before now.
 
-        NOTE: the op already changed `t`'s shape and strides, and earlier nodes hold the
-        same tensor object as their meta["val"] (say the `mm` before `squeeze_`); without
-        a copy of the old geometry they would claim the new shape, and a compiler trusting
-        meta["val"] would build the wrong buffer.
+        An op such as `unsqueeze_` changes `t`'s shape and strides in place, after the
+        nodes that computed `t` recorded `t` itself as their value: they keep what they
+        computed (its shape, strides and offset), not what `t` becomes.
         """
         shape, stride, offset = geometry
-        with torch.no_grad():
-            before = aten.as_strided.default(t, list(shape), list(stride), offset)
-        self._alive.append(before)
+        if (tuple(t.shape), tuple(t.stride()), t.storage_offset()) == geometry:
+            return
+        with _disable_current_modes(), torch.no_grad():
+            old = t.as_strided(shape, stride, offset)
+        self._alive.append(old)
         for node in self.graph.nodes:
             if node.meta.get("val") is t:
-                node.meta["val"] = before
+                node.meta["val"] = old
 
     def _record_batch_norm(self, args: tuple, kwargs: dict, out: Any) -> None:
         # NOTE: native_batch_norm updates running_mean/var in place although its schema does
@@ -480,7 +513,7 @@ class AtenTracer(TorchDispatchMode):
             with self, _autocast_off():
                 out = decomposition(*args, **kwargs)
             if out is not NotImplemented:
-                return out
+                return self._in_eager_layout(func, args, kwargs, out)
         elif self.decompositions and mutated_arguments(func) == (0,) and not _is_view_op(func):
             out = self._decompose_in_place(func, args, kwargs)
             if out is not NotImplemented:
@@ -493,6 +526,50 @@ class AtenTracer(TorchDispatchMode):
         out = func(*args, **kwargs)
         self.recorder.record_call(func, args, kwargs, out)
         return out
+
+    def _in_eager_layout(self, func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
+        """`out`, the decomposition of `func`, copied to the strides `func` gives eagerly.
+
+        Decompositions compute values; their strides follow from the ops they use (a
+        softmax of a transposed input comes back transposed), where eager kernels may
+        return another layout (contiguous), which later views rely on. Checked where
+        strides can differ: a fake operand that is not contiguous, static sizes.
+        """
+        results = out if isinstance(out, (tuple, list)) else (out,)
+        if not all(isinstance(r, torch.Tensor) for r in results) or mutated_arguments(func):
+            return out
+        tensors = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        if not tensors or not all(guards.is_fake(t) for t in tensors):
+            return out
+        if any(_has_symbolic_geometry(t) for t in (*tensors, *results)):
+            return out
+        if all(t.is_contiguous() for t in tensors):
+            return out
+        expected = func(*args, **kwargs)  # (on fakes: metadata only, nothing traced)
+        expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+        if len(expected) != len(results):
+            return out
+        fixed = [self._restrided(r, e) for r, e in zip(results, expected)]
+        if all(f is r for f, r in zip(fixed, results)):
+            return out
+        return type(out)(fixed) if isinstance(out, (tuple, list)) else fixed[0]
+
+    def _restrided(self, value: torch.Tensor, expected: Any) -> torch.Tensor:
+        """`value` copied to `expected`'s strides where they differ (and are dense)."""
+        if (
+            not isinstance(expected, torch.Tensor)
+            or expected.shape != value.shape
+            or expected.stride() == value.stride()
+            or _has_symbolic_geometry(expected)
+            or not _is_dense(expected)
+        ):
+            return value
+        with self:
+            copy = torch.empty_strided(
+                tuple(value.shape), tuple(expected.stride()), dtype=value.dtype, device=value.device
+            )
+            copy.copy_(value)
+        return copy
 
     def _decompose_in_place(self, func: Any, args: tuple, kwargs: dict) -> Any:
         """`x.op_(...)` traced as `op`'s decomposition, written into x, when the table has `op`."""

@@ -11,9 +11,11 @@ import torch
 from inductor_codegen.errors import InductorError
 
 __all__ = [
+    "DivisorCheck",
     "IndexCheck",
     "IndexOutOfRangeError",
     "IndexStatus",
+    "IntegerDivisionByZeroError",
     "check_layout",
     "empty_strided",
     "ensure_layout",
@@ -29,6 +31,10 @@ class IndexOutOfRangeError(InductorError, IndexError):
     """
 
 
+class IntegerDivisionByZeroError(InductorError):
+    """An integer division or remainder by zero (eager raises RuntimeError "ZeroDivisionError")."""
+
+
 @dataclass(frozen=True, slots=True)
 class IndexCheck:
     """One bounds check of an indirect load: the op it comes from and the checked dim."""
@@ -36,9 +42,31 @@ class IndexCheck:
     op: str
     dim: int
 
+    def error(self, index: int, size: int) -> Exception:
+        return IndexOutOfRangeError(
+            f"{self.op}: index {index} is out of range for dimension {self.dim} of size "
+            f"{size} (valid indices are 0 to {size - 1}); pass indices in that range"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DivisorCheck:
+    """The check that an integer division's divisor is not zero: the op dividing."""
+
+    op: str
+
+    def error(self, index: int, size: int) -> Exception:
+        return IntegerDivisionByZeroError(
+            f"ZeroDivisionError: integer {self.op} by zero; make the divisor nonzero "
+            "(or divide in a floating-point dtype, where it gives inf or nan)"
+        )
+
 
 class IndexStatus(threading.local):
-    """Where kernels record an out-of-range index: cells (check number + 1, index, size).
+    """Where kernels record a failed check: cells (check number + 1, index, size).
+
+    Checks are bounds checks of gathered indices (`IndexCheck`) and zero checks of
+    integer divisors (`DivisorCheck`).
 
     The wrapper passes `address` to every kernel with checks and reads `cells[0]`
     right after the call; nonzero means a check failed, and `raise_error` raises.
@@ -53,11 +81,7 @@ class IndexStatus(threading.local):
     def raise_error(self, checks: tuple[IndexCheck, ...]) -> None:
         number, index, size = self.cells
         self.cells[0] = 0
-        check = checks[number - 1]
-        raise IndexOutOfRangeError(
-            f"{check.op}: index {index} is out of range for dimension {check.dim} of size "
-            f"{size} (valid indices are 0 to {size - 1}); pass indices in that range"
-        )
+        raise checks[number - 1].error(index, size)
 
 
 def empty_strided(size: tuple, stride: tuple, dtype: torch.dtype) -> torch.Tensor:

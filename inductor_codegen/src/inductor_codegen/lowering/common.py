@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import sympy
 import torch
@@ -13,6 +15,9 @@ from inductor_codegen.ir import Constant, Expr, IndexValue, Op, ScalarArg, Tenso
 
 __all__ = [
     "broadcast_loader",
+    "broadcasts",
+    "size_hint",
+    "size_hints_scope",
     "cast",
     "const",
     "make_pointwise",
@@ -132,6 +137,48 @@ def _scalar_dtype(value) -> torch.dtype:
     return torch.float64
 
 
+# NOTE: the example value of each size symbol of the graph being lowered. A broadcast
+# reads it to tell a size-1 dim whose size is an expression (`(s0 + 1) // 2 - 1`, which
+# tracing guarded equal to 1) from a dim of the result's size.
+_SIZE_HINTS: contextvars.ContextVar[Mapping | None] = contextvars.ContextVar(
+    "size_hints", default=None
+)
+
+
+@contextlib.contextmanager
+def size_hints_scope(hints: Mapping) -> Iterator[None]:
+    """Lowerings inside see `hints` (symbol -> example value) as the sizes' values."""
+    token = _SIZE_HINTS.set(hints)
+    try:
+        yield
+    finally:
+        _SIZE_HINTS.reset(token)
+
+
+def size_hint(expr: Index) -> int | None:
+    """`expr`'s value at the sizes' example values (None where a symbol has none)."""
+    if not getattr(expr, "free_symbols", None):
+        return int(expr)
+    hints = _SIZE_HINTS.get() or {}
+    if not expr.free_symbols <= hints.keys():
+        return None
+    value = expr.xreplace({s: sympy.Integer(hints[s]) for s in expr.free_symbols})
+    return int(value) if value.is_Integer else None
+
+
+def broadcasts(size: Index, target: Index) -> bool:
+    """Whether a dim of `size` stretched to `target` repeats its one element.
+
+    A symbolic size other than `target` is 1 when its example value is 1: tracing
+    broadcast it only after guarding it equal to 1 (any other size must equal `target`).
+    """
+    if size == 1:
+        return True
+    if size == target or not getattr(size, "free_symbols", None):
+        return False
+    return size_hint(size) == 1
+
+
 def broadcast_loader(value, size: Sequence[Index], dtype: torch.dtype) -> Callable:
     """Loader of `value` (tensor or scalar) broadcast to `size`, cast to `dtype`."""
     if not isinstance(value, TensorValue):
@@ -140,8 +187,7 @@ def broadcast_loader(value, size: Sequence[Index], dtype: torch.dtype) -> Callab
     offset = len(size) - value.ndim
     if offset < 0:
         raise LoweringError(f"cannot broadcast size {value.size} to {tuple(size)}")
-    # Only size-1 dims broadcast (a symbolic size may differ in form and still be equal).
-    keep = [value.size[d] != 1 for d in range(value.ndim)]
+    keep = [not broadcasts(value.size[d], size[d + offset]) for d in range(value.ndim)]
     loader = value.loader
 
     def load(idx):

@@ -34,6 +34,7 @@ from inductor_codegen.ir import (
     expr_loads,
     expr_size,
 )
+from inductor_codegen.lowering.common import size_hint, size_hints_scope
 from inductor_codegen.lowering.registry import LoweringTable
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "dense_layout",
     "inline_size",
     "load_order",
+    "meta_layout",
     "readers",
 ]
 
@@ -54,6 +56,11 @@ aten = torch.ops.aten
 ANY_ORDER_OPERANDS = frozenset(
     {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default}
 )
+
+# ATen ops whose result depends on where their first operand's elements lie in memory
+# (not only on its values): that operand is stored in its traced layout. (`as_strided`
+# itself reads its base's storage: see its lowering.)
+STORAGE_ADDRESSING_OPS = frozenset({aten.as_strided_scatter.default})
 
 SUPPORTED_DTYPES = frozenset(
     {
@@ -148,6 +155,12 @@ class GraphLowering:
                 )
         for node, example in zip(placeholders, self.example_inputs):
             self.env[node] = self._lower_placeholder(node, example)
+        vals = [n.meta.get("val") for n in placeholders] + self.example_inputs
+        with size_hints_scope(_size_hints(vals)):
+            self._lower_nodes()
+        return self
+
+    def _lower_nodes(self) -> None:
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 continue
@@ -159,7 +172,6 @@ class GraphLowering:
                 self.env[node] = self._lower_call(node)
             else:
                 raise LoweringError(f"node {node.name}: op {node.op!r} is not supported")
-        return self
 
     def _lower_placeholder(self, node, example):
         meta = node.meta.get("val")
@@ -290,7 +302,7 @@ class GraphLowering:
                 and value.view is not None
                 and value.view.buffer in self.padded_products
             ):
-                value = self._in_traced_layout(value, _meta_layout(item))
+                value = self._in_traced_layout(value, meta_layout(item))
             self.outputs.append(value)
 
     def _in_traced_layout(self, value: TensorValue, traced: Layout | None) -> TensorValue:
@@ -472,6 +484,16 @@ class GraphLowering:
             )
         self.fallbacks[str(node.target)] += 1
         self._log.info("no lowering for %s (node %s): calling ATen", node.target, node.name)
+        if node.target in STORAGE_ADDRESSING_OPS and isinstance(args[0], TensorValue):
+            # The op addresses its input's storage: store the input as eager lays it out.
+            value, hint = args[0], meta_layout(node.args[0])
+            if (
+                value.view is not None
+                and hint is not None
+                and value.view.layout.stride != hint.stride
+            ):
+                value = TensorValue(value.dtype, value.size, value.loader)
+            args = (self.realize(value, layout_hint=hint), *args[1:])
         return self.extern(node, node.target, args, kwargs, is_fallback=True)
 
 
@@ -488,6 +510,21 @@ def _is_size_list(val) -> bool:
         and len(val) > 0
         and all(isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool) for v in val)
     )
+
+
+def _size_hints(values) -> dict:
+    """Each size symbol's example value, from the shape environment of `values`' sizes."""
+    for value in pytree.tree_leaves(values):
+        sizes = (*value.shape, *value.stride()) if isinstance(value, torch.Tensor) else (value,)
+        for size in sizes:
+            if isinstance(size, torch.SymInt):
+                env = size.node.shape_env
+                if hasattr(env, "symbol_hints"):  # guards' ShapeEnv
+                    return dict(env.symbol_hints())
+                # torch's ShapeEnv (backed_var_to_val from torch 2.12, var_to_val before)
+                hints = getattr(env, "backed_var_to_val", None)
+                return dict(hints if hints is not None else getattr(env, "var_to_val", {}))
+    return {}
 
 
 def _has_symbolic_size(value: torch.Tensor) -> bool:
@@ -547,21 +584,22 @@ def dense_layout(dtype: torch.dtype, size: tuple, order: tuple[int, ...]) -> Lay
     return Layout(dtype, tuple(size), tuple(stride))
 
 
-def _meta_layout(node) -> Layout | None:
+def meta_layout(node) -> Layout | None:
     """The layout eager would give `node`'s output, when it is dense (no overlap, no holes)."""
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     if not isinstance(val, torch.Tensor):
         return None
     layout = layout_of(val, where=node.name)
-    try:
-        order = sorted(range(len(layout.size)), key=lambda d: (layout.stride[d], layout.size[d]))
-    except TypeError:  # symbolic strides whose order depends on the sizes
+    # (Symbolic strides are ordered by their example values, then checked exactly.)
+    hints = [(size_hint(st), size_hint(sz)) for st, sz in zip(layout.stride, layout.size)]
+    if any(h is None for pair in hints for h in pair):
         return None
+    order = sorted(range(len(layout.size)), key=lambda d: hints[d])
     expected = sympy.Integer(1)
     for d in order:
         if layout.size[d] == 1:
             continue
-        if layout.stride[d] != expected:
+        if sympy.expand(layout.stride[d] - expected) != 0:
             return None
         expected = expected * layout.size[d]
     return layout

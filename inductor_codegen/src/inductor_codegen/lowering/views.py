@@ -11,9 +11,11 @@ from __future__ import annotations
 import sympy
 import torch
 
+from inductor_codegen.errors import UnsupportedGraphError
 from inductor_codegen.indexing import FloorDiv, IndexMod, as_index, reshape_index, view_strides
 from inductor_codegen.ir import ComputedBuffer, Layout, TensorValue
-from inductor_codegen.lowering.common import node_size, normalize_dim
+from inductor_codegen.lowering.common import broadcasts, node_size, node_val, normalize_dim
+from inductor_codegen.lowering.graph import meta_layout
 from inductor_codegen.lowering.registry import register_lowering
 
 __all__ = ["reshape_value"]
@@ -100,11 +102,11 @@ def expand(ctx, node, x, size, implicit=False):
     if x.view is not None:
         lay = x.view.layout
         strides = [sympy.Integer(0)] * offset + [
-            lay.stride[d] if x.size[d] != 1 else sympy.Integer(0) for d in range(x.ndim)
+            sympy.Integer(0) if broadcasts(x.size[d], size[d + offset]) else lay.stride[d]
+            for d in range(x.ndim)
         ]
         return _strided(x, size, strides, lay.offset)
-    # Only size-1 dims expand (a symbolic size may differ in form and still be equal).
-    keep = [x.size[d] != 1 for d in range(x.ndim)]
+    keep = [not broadcasts(x.size[d], size[d + offset]) for d in range(x.ndim)]
     loader = x.loader
     return TensorValue(
         x.dtype,
@@ -164,17 +166,68 @@ def select(ctx, node, x, dim, index):
 
 @register_lowering(aten.as_strided.default)
 def as_strided(ctx, node, x, size, stride, storage_offset=None):
-    base = ctx.buffer_by_name.get(x.view.buffer) if x.view is not None else None
-    if not isinstance(base, ComputedBuffer):
-        # Offsets count from the start of the storage, known only for our own buffers.
-        return ctx.fallback(node, (x, size, stride, storage_offset), {})
+    """A window of the storage `x` shares with its base, addressed as eager lays it out.
+
+    The window reads storage positions, so the buffer under `x` must hold the base's
+    elements where eager keeps them: the base (the first node of `x`'s view chain that
+    is not a view) is stored in its traced layout when its value is not already.
+    """
+    source = node.args[0]
+    if storage_offset is None:
+        storage_offset = node_val(source).storage_offset()
+    owner = _storage_owner(source)
+    if x.view is not None and _holds_storage_as_traced(ctx, x, source, owner):
+        if not isinstance(ctx.buffer_by_name.get(x.view.buffer), ComputedBuffer):
+            return ctx.fallback(node, (x, size, stride, storage_offset), {})
+        buffer = x.view.buffer
+        storage_offset = storage_offset - node_val(owner).storage_offset()
+    else:
+        owner_val = node_val(owner)
+        traced = meta_layout(owner)
+        if traced is None or owner_val.storage_offset() != 0:
+            raise UnsupportedGraphError(
+                f"node {node.name} (as_strided) reads the storage of {owner.name}, which "
+                "eager lays out with holes or an offset; compute the window with view ops"
+            )
+        value = ctx.env[owner]
+        stored = ctx.realize(TensorValue(value.dtype, value.size, value.loader), traced)
+        buffer = stored.view.buffer
     layout = Layout(
         x.dtype,
-        tuple(sympy.Integer(s) for s in size),
-        tuple(sympy.Integer(s) for s in stride),
-        sympy.Integer(storage_offset or 0),
+        tuple(as_index(s) for s in size),
+        tuple(as_index(s) for s in stride),
+        as_index(storage_offset),
     )
-    return TensorValue.of_buffer(x.view.buffer, layout)
+    return TensorValue.of_buffer(buffer, layout)
+
+
+def _is_view(node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    if node.op != "call_function" or schema is None:
+        return False
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+
+
+def _storage_owner(node):
+    """The node whose result owns the storage `node` views (`node` itself if not a view)."""
+    while _is_view(node) and node.args and isinstance(node.args[0], torch.fx.Node):
+        node = node.args[0]
+    return node
+
+
+def _holds_storage_as_traced(ctx, x: TensorValue, source, owner) -> bool:
+    """Whether `x` is a window of a buffer laid out as eager lays out `owner`'s storage."""
+    buffer = ctx.buffer_by_name.get(x.view.buffer)
+    if buffer is None or buffer.layout is None:
+        return False
+    traced, owner_val = node_val(source), node_val(owner)
+    relative = as_index(traced.storage_offset() - owner_val.storage_offset())
+    return (
+        tuple(buffer.layout.size) == tuple(as_index(s) for s in owner_val.shape)
+        and tuple(buffer.layout.stride) == tuple(as_index(s) for s in owner_val.stride())
+        and tuple(x.view.layout.stride) == tuple(as_index(s) for s in traced.stride())
+        and x.view.layout.offset - buffer.layout.offset == relative
+    )
 
 
 @register_lowering(aten.split_with_sizes.default)

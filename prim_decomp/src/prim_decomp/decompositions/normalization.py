@@ -15,10 +15,19 @@ def _upcast(x: torch.Tensor | None) -> torch.Tensor | None:
     return None if x is None else cast(x, compute_dtype(x.dtype))
 
 
+def _contiguous(x: torch.Tensor) -> torch.Tensor:
+    """`x` in row-major order: eager's softmax kernels return their result so laid out,
+    whatever the input's strides (a later `.view(-1)` relies on it)."""
+    if x.is_contiguous():
+        return x
+    return aten.clone.default(x, memory_format=torch.contiguous_format)
+
+
 # --- softmax -------------------------------------------------------------------
 @COMPOUND.register(aten._softmax.default)
 def softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
     out_dtype = torch.float32 if half_to_float else x.dtype
+    x = _contiguous(x)
     if x.numel() == 0:
         return cast(aten.clone.default(x), out_dtype)
     x = _upcast(x)
@@ -30,6 +39,7 @@ def softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
 @COMPOUND.register(aten._log_softmax.default)
 def log_softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
     out_dtype = torch.float32 if half_to_float else x.dtype
+    x = _contiguous(x)
     if x.numel() == 0:
         return cast(aten.clone.default(x), out_dtype)
     x = _upcast(x)
@@ -40,7 +50,7 @@ def log_softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
 
 @COMPOSITE.register(aten._softmax_backward_data.default)
 def softmax_backward_data(grad, output, dim: int, input_dtype: torch.dtype):
-    grad, output = _upcast(grad), _upcast(output)
+    grad, output = _upcast(_contiguous(grad)), _upcast(_contiguous(output))
     weighted = grad * output
     result = weighted - output * aten.sum.dim_IntList(weighted, [dim], True)
     return cast(result, input_dtype)
@@ -48,7 +58,7 @@ def softmax_backward_data(grad, output, dim: int, input_dtype: torch.dtype):
 
 @COMPOSITE.register(aten._log_softmax_backward_data.default)
 def log_softmax_backward_data(grad, output, dim: int, input_dtype: torch.dtype):
-    grad, output = _upcast(grad), _upcast(output)
+    grad, output = _upcast(_contiguous(grad)), _upcast(_contiguous(output))
     total = aten.sum.dim_IntList(grad, [dim], True)
     return cast(grad - aten.exp.default(output) * total, input_dtype)
 

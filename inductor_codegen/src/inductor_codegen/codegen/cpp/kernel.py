@@ -36,7 +36,7 @@ from inductor_codegen.ir import (
     ScalarArg,
     expr_loads,
 )
-from inductor_codegen.runtime import IndexCheck
+from inductor_codegen.runtime import DivisorCheck, IndexCheck
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
 from inductor_codegen.symbols import expr_symbols, kernel_size_symbols
 
@@ -186,6 +186,10 @@ class Scope(ScopeChain):
         if expr.name == "to_dtype":
             return cast_text(self.value(expr.args[0], inline), expr.args[0].dtype, expr.dtype)
         args = [self.value(a, inline) for a in expr.args]
+        if expr.name in INTEGER_DIVISIONS and _is_integral(expr.args[1].dtype):
+            number = self.codegen.index_check(DivisorCheck(INTEGER_DIVISIONS[expr.name]))
+            divisor_type = compute_type(expr.args[1].dtype)
+            args[1] = f"ember_checked_divisor<{divisor_type}>({args[1]}, {STATUS_PARAM}, {number})"
         emit = CPP_OPS.get(expr.name)
         if emit is None:
             raise InductorError(
@@ -223,6 +227,20 @@ class Scope(ScopeChain):
 
     def _as(self, text, src, dst):
         return text if src == dst else cast_text(text, src, dst)
+
+
+# Ops dividing integers: eager raises ZeroDivisionError for a zero divisor (the name
+# each one's error gives).
+INTEGER_DIVISIONS = {
+    "floordiv": "floor division",
+    "truncdiv": "division",
+    "remainder": "remainder",
+    "fmod": "fmod",
+}
+
+
+def _is_integral(dtype: torch.dtype) -> bool:
+    return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
 
 
 def cast_text(text: str, src: torch.dtype, dst: torch.dtype) -> str:

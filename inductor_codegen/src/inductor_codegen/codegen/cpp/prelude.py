@@ -144,6 +144,16 @@ static inline int64_t ember_checked_index(int64_t i, int64_t n, int64_t* status,
   }
   return i;
 }
+// An integer divisor checked against zero: a zero is recorded in status as check
+// `check` for the wrapper to raise ZeroDivisionError, and the division goes on by 1.
+template <typename T> static inline T ember_checked_divisor(T b, int64_t* status, int64_t check) {
+  if (__builtin_expect(b == 0, 0)) {
+    int64_t expected = 0;
+    __atomic_compare_exchange_n(status, &expected, check, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    return 1;
+  }
+  return b;
+}
 struct EmberWelford { double mean = 0; double m2 = 0; double n = 0; };
 static inline void ember_welford_update(EmberWelford& acc, double v) {
   acc.n += 1; double delta = v - acc.mean; acc.mean += delta / acc.n; acc.m2 += delta * (v - acc.mean);
