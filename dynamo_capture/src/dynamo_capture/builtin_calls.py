@@ -257,9 +257,34 @@ def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
     )
 
 
+def _columns(tx: Translator, args: list[Value]) -> list[list[Value]]:
+    """The items of each argument of zip or map; endless iterators give as many as the rest."""
+    from dynamo_capture.polyfills import endless_item
+
+    endless = [isinstance(a, IteratorValue) and a.endless is not None for a in args]
+    if not any(endless):
+        return [sequence_items(tx, arg) for arg in args]
+    if all(endless):
+        raise Unsupported("zip() or map() of endless iterators only (itertools.count, repeat)")
+    columns: list[list[Value] | None] = [
+        None if is_endless else sequence_items(tx, arg) for arg, is_endless in zip(args, endless)
+    ]
+    length = min(len(column) for column in columns if column is not None)
+    for index, arg in enumerate(args):
+        if columns[index] is None:
+            column = []
+            for _ in range(length):
+                if arg.position == len(arg.items):
+                    endless_item(arg)
+                arg.position += 1
+                column.append(arg.items[arg.position - 1])
+            columns[index] = column
+    return columns  # type: ignore[return-value]
+
+
 @handles(builtins.zip)
 def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    columns = [sequence_items(tx, arg) for arg in args]
+    columns = _columns(tx, args)
     strict = as_constant(kwargs["strict"]) if "strict" in kwargs else False
     if strict and len({len(column) for column in columns}) > 1:
         raise Unsupported("zip(strict=True) on sequences of different lengths raises ValueError")
@@ -275,7 +300,7 @@ def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 def _map(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     from dynamo_capture.calls import call
 
-    columns = [sequence_items(tx, arg) for arg in args[1:]]
+    columns = _columns(tx, args[1:])
     return IteratorValue([call(tx, args[0], list(row), {}) for row in zip(*columns)])
 
 

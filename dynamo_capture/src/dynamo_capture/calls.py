@@ -94,6 +94,7 @@ def _call_python(
     tx: Translator, fn: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     from dynamo_capture.builtin_calls import BUILTIN_HANDLERS, call_c_function
+    from dynamo_capture.polyfills import call_polyfill
     from dynamo_capture.torch_calls import call_torch, is_torch_callable
 
     obj = fn.obj
@@ -113,6 +114,9 @@ def _call_python(
     handler = _lookup(BUILTIN_HANDLERS, obj)
     if handler is not None:
         return handler(tx, args, kwargs)
+    polyfilled = call_polyfill(tx, obj, args, kwargs)
+    if polyfilled is not None:
+        return polyfilled
     if isinstance(obj, torch.nn.Module):
         return call_module(tx, fn, args, kwargs)
     if is_torch_callable(obj):

@@ -146,10 +146,11 @@ def open_contexts(tx: Translator) -> tuple[ContextSpec, ...]:
 
 
 _CALLS = ("CALL",)
+_METHOD_LOADS = ("LOAD_ATTR", "LOAD_METHOD")
 _PLAIN = (bool, int, float, str, type(None))
 
 
-def call_cut(tx: Translator) -> tuple[int, int, int] | None:
+def call_cut(tx: Translator) -> tuple[int, int, int, int] | None:
     """Where the failing call's instruction sequence starts, when it can be a cut.
 
     The values below the call's callable (the statement's partial values, e.g. `f(x)`
@@ -164,6 +165,9 @@ def call_cut(tx: Translator) -> tuple[int, int, int] | None:
     depth = trace[-1][1] - (inst.arg or 0) - 2
     if depth < 0:
         return None
+    receiver_cut = _receiver_cut(tx, depth)
+    if receiver_cut is not None:
+        return receiver_cut
     for offset, before in reversed(trace[:-1]):
         if before < depth:
             return None
@@ -174,7 +178,38 @@ def call_cut(tx: Translator) -> tuple[int, int, int] | None:
             index = tx.index_of[inst.offset] + 1
             if index >= len(tx.instructions):
                 return None
-            return offset, depth, tx.instructions[index].offset
+            return offset, depth, tx.instructions[index].offset, depth + 1
+    return None
+
+
+def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | None:
+    """A cut after the receiver of a failing method call on a graph tensor (`t.item()`).
+
+    The graph before the cut computes the tensor (`x.sum()` in `x.sum().item()`) and
+    hands it on; only the method call runs eagerly. Returns (offset of the method's load,
+    stack depth there, offset after the call, stack depth there).
+    """
+    callable_value = tx.calling
+    if not (
+        isinstance(callable_value, BuiltinMethodValue)
+        and isinstance(callable_value.receiver, TensorValue)
+    ):
+        return None
+    trace = tx.trace
+    assert trace is not None and tx.current is not None
+    for offset, before in reversed(trace[:-1]):
+        if before < depth + 1:
+            return None
+        if before == depth + 1:
+            load = tx.instructions[tx.index_of[offset]]
+            if load.opname not in _METHOD_LOADS or not load.method:
+                return None
+            if not all(_plain(value) for value in tx.stack[:depth]):
+                return None
+            index = tx.index_of[tx.current.offset] + 1
+            if index >= len(tx.instructions):
+                return None
+            return offset, depth + 1, tx.instructions[index].offset, depth + 1
     return None
 
 

@@ -79,7 +79,7 @@ class Unsupported(CaptureError):
         self.callee: Any = None  # the inlined call the break happened in (interpreter.Callee)
         # an instruction-level cut: (offset where the failing call's sequence starts, stack
         # depth there, offset after the call), when the values below it can leave a graph
-        self.call_cut: tuple[int, int, int] | None = None
+        self.call_cut: tuple[int, int, int, int] | None = None
         super().__init__(self._message())
 
     def _message(self) -> str:

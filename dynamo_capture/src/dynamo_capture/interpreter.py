@@ -134,6 +134,7 @@ class Translator:
         self.depth = 0 if parent is None else parent.depth + 1
         self.stack: list[Value] = []
         self.kw_names: tuple[str, ...] = ()
+        self.calling: Value | None = None  # the callable of the CALL now running
         self.result: Value | None = None
         self.yielded: list[Value] | None = [] if generator else None
         self.done = False

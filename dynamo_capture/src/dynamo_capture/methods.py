@@ -274,7 +274,68 @@ def _set_discard(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Va
     return _none()
 
 
-SET_METHODS: dict[str, Method] = {"add": _set_add, "update": _set_update, "discard": _set_discard}
+def _set_remove(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(s, "remove")
+    key = _key(args[0])
+    if key not in s.items:
+        raise Unsupported(f"set.remove({key!r}) of a missing item raises KeyError")
+    s.items.remove(key)
+    return _none()
+
+
+def _set_clear(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(s, "clear")
+    s.items.clear()
+    return _none()
+
+
+def _set_in_place(name: str) -> Method:
+    def update(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        _mutable(s, name)
+        others = [{_key(item) for item in sequence_items(tx, other)} for other in args]
+        getattr(s.items, name)(*others)
+        return _none()
+
+    return update
+
+
+def _set_query(name: str) -> Method:
+    """A set method that reads the set and its arguments (constants) and makes a new value."""
+
+    def query(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        others = [{_key(item) for item in sequence_items(tx, other)} for other in args]
+        result = getattr(set(s.items), name)(*others)
+        return SetValue(result) if isinstance(result, set) else PythonValue(result)
+
+    return query
+
+
+SET_METHODS: dict[str, Method] = {
+    "add": _set_add,
+    "update": _set_update,
+    "discard": _set_discard,
+    "remove": _set_remove,
+    "clear": _set_clear,
+    **{
+        name: _set_in_place(name)
+        for name in ("difference_update", "intersection_update", "symmetric_difference_update")
+    },
+    **{
+        name: _set_query(name)
+        for name in (
+            "union",
+            "intersection",
+            "difference",
+            "symmetric_difference",
+            "issubset",
+            "issuperset",
+            "isdisjoint",
+            "copy",
+            "__contains__",
+            "__len__",
+        )
+    },  # fmt: skip
+}
 
 
 # ----- contexts and iterators ------------------------------------------------
@@ -349,6 +410,10 @@ def _context_method(tx: Translator, context: Any, name: str, args: list[Value]) 
 
 
 def _iterator_next(tx: Translator, iterator: IteratorValue, args: list[Value]) -> Value:
+    if iterator.endless is not None and iterator.position == len(iterator.items):
+        from dynamo_capture.polyfills import endless_item
+
+        endless_item(iterator)
     if iterator.position < len(iterator.items):
         iterator.position += 1
         return iterator.items[iterator.position - 1]

@@ -16,6 +16,7 @@ from dynamo_capture.operations import (
     sequence_items,
     truth,
 )
+from dynamo_capture.polyfills import endless_item
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -47,6 +48,7 @@ def call_(tx: Translator, inst: Instruction) -> None:
         kwargs = dict(zip(tx.kw_names, args[-count:], strict=True))
         args = args[:-count]
         tx.kw_names = ()
+    tx.calling = fn
     tx.push(call(tx, fn, args, kwargs))
 
 
@@ -139,6 +141,8 @@ def get_iter_(tx: Translator, inst: Instruction) -> None:
 def for_iter(tx: Translator, inst: Instruction) -> None:
     iterator = tx.stack[-1]
     assert isinstance(iterator, IteratorValue)
+    if iterator.endless is not None and iterator.position == len(iterator.items):
+        endless_item(iterator)
     if iterator.position < len(iterator.items):
         iterator.position += 1
         tx.push(iterator.items[iterator.position - 1])

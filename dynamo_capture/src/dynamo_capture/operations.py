@@ -394,6 +394,8 @@ def sequence_items(tx: Translator, value: Value) -> list[Value]:
     if isinstance(value, TupleValue | ListValue):
         return list(value.items)
     if isinstance(value, IteratorValue):
+        if value.endless is not None:
+            raise Unsupported("consuming an endless iterator (itertools.count, repeat, cycle)")
         items = value.items[value.position :]
         value.position = len(value.items)
         return items

@@ -177,9 +177,13 @@ class BuiltinMethodValue(Value):
 
 @dataclass(eq=False, slots=True)
 class IteratorValue(Value):
+    """An iterator over known items; `endless(i)` gives item i of one without an end
+    (itertools.count, repeat, cycle), appended to `items` as it is read."""
+
     items: list[Value]
     position: int = 0
     source: Source | None = None
+    endless: Any = None
 
 
 @dataclass(eq=False, slots=True)
