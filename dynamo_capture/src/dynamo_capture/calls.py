@@ -57,7 +57,7 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["call", "inline_function"]
+__all__ = ["call", "inline_function", "is_made_in_frame"]
 
 _CO_GENERATOR = inspect.CO_GENERATOR
 _nn_call = torch.nn.Module.__call__
@@ -380,7 +380,7 @@ def construct(
 
     cls = cls_value.obj
     if issubclass(cls, torch.nn.Module):
-        raise Unsupported(f"creating a module ({cls.__name__}) inside captured code")
+        return _construct_module(tx, cls, args, kwargs)
     if cls.__module__.split(".")[0] == "torch":
         return construct_torch_class(tx, cls, args, kwargs)
     if issubclass(cls, BaseException):
@@ -414,6 +414,54 @@ def construct(
     elif args or kwargs:
         raise Unsupported(f"{cls.__name__}() takes no arguments")
     return instance
+
+
+def _construct_module(
+    tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """A torch.nn module without parameters or buffers made in the frame (a loss, an
+    activation), from constants: made now; its forward is traced where it is called."""
+    if not cls.__module__.startswith("torch.nn.modules."):
+        raise Unsupported(f"creating a module ({cls.__name__}) inside captured code")
+    try:
+        real_args = [_module_or_constant(a) for a in args]
+        real_kwargs = {k: _module_or_constant(v) for k, v in kwargs.items()}
+    except NotConstant as error:
+        raise Unsupported(
+            f"creating a module ({cls.__name__}) from values known only when it runs"
+        ) from error
+    module = cls(*real_args, **real_kwargs)
+    if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+        raise Unsupported(f"creating a module with parameters ({cls.__name__}) in captured code")
+    if cls is not torch.nn.CrossEntropyLoss:
+        # nn.Module.__init__ logs its API use: the graph keeps the call as torch.compile's
+        # does (which makes a CrossEntropyLoss without tracing its __init__)
+        tx.ctx.graph.call_function(torch._C._log_api_usage_once, ("python.nn_module",))
+    _made_in_frame.add(module)
+    return PythonValue(module)
+
+
+# Modules made by captured code: a frame that hands one out makes a copy each call.
+_made_in_frame: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
+
+
+def is_made_in_frame(obj: Any) -> bool:
+    """Whether `obj` is a module captured code made (see _construct_module)."""
+    try:
+        return obj in _made_in_frame
+    except TypeError:
+        return False
+
+
+def _module_or_constant(value: Value) -> Any:
+    """A constant, or a module made in the frame (nn.Sequential(nn.ReLU(), ...))."""
+    if (
+        isinstance(value, PythonValue)
+        and value.source is None
+        and isinstance(value.obj, torch.nn.Module)
+    ):
+        return value.obj
+    return as_constant(value)
 
 
 def _construct_namedtuple(

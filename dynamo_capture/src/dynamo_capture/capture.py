@@ -14,6 +14,7 @@ function (Python source, registered with linecache) that calls it.
 from __future__ import annotations
 
 import collections
+import copy
 import itertools
 import linecache
 import os
@@ -27,6 +28,7 @@ import torch
 import torch.fx
 
 from dynamo_capture import opcodes_data, opcodes_flow, side_effects  # noqa: F401  (registers handlers)
+from dynamo_capture.calls import is_made_in_frame
 from dynamo_capture.errors import BackendCompilerFailed, Unsupported, UserLocation
 from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
@@ -430,6 +432,8 @@ class OutputPlan:
             return repr(obj)
         if value.source is not None and not is_constant(obj):
             return value.source.expr
+        if value.source is None and is_made_in_frame(obj):
+            return f"___copy_module({self._constant(obj)})"  # a new module each call, as eager
         if isinstance(obj, list | dict | set):
             return f"{self._constant(obj)}.copy()"
         return self._constant(obj)
@@ -537,6 +541,7 @@ def compile_entry(
         "___compiled": compiled,
         "___k": frame.constants,
         "___build_object": _build_object,
+        "___copy_module": copy.deepcopy,
         "___make_function": _make_function,
     }
     exec(compile(source, filename, "exec"), scope)  # noqa: S102

@@ -6,6 +6,7 @@ container that exists outside the frame are Unsupported (a side effect).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -375,6 +376,8 @@ def context_factory(context: ContextValue) -> tuple[Any, tuple[Any, ...]] | None
         return (torch.enable_grad if context.args[0] else torch.no_grad), ()
     if context.kind == "autocast":
         return torch.autocast, _autocast_args(context)
+    if context.kind == "null":
+        return contextlib.nullcontext, ()
     return None
 
 

@@ -199,6 +199,8 @@ def construct_torch_class(
     if cls is torch.set_grad_enabled:
         mode = as_constant(args[0]) if args else as_constant(kwargs["mode"])
         return ContextValue("grad", (bool(mode),))
+    if issubclass(cls, torch.autograd.profiler.record_function):
+        return ContextValue("null")  # a profiler range: ignored in a graph, as torch.compile does
     if cls is torch.inference_mode:
         raise Unsupported("torch.inference_mode inside captured code")
     if issubclass(cls, torch.autocast):
