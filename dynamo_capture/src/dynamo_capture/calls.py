@@ -57,7 +57,7 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["call", "inline_function", "is_made_in_frame"]
+__all__ = ["call", "child_translator", "inline_function", "is_made_in_frame"]
 
 _CO_GENERATOR = inspect.CO_GENERATOR
 _nn_call = torch.nn.Module.__call__
@@ -94,6 +94,7 @@ def _call_python(
     tx: Translator, fn: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     from dynamo_capture.builtin_calls import BUILTIN_HANDLERS, call_c_function
+    from dynamo_capture.generator_contexts import CONTEXTMANAGER_HELPER, generator_context
     from dynamo_capture.polyfills import call_polyfill
     from dynamo_capture.torch_calls import call_torch, is_torch_callable
 
@@ -122,6 +123,8 @@ def _call_python(
     if is_torch_callable(obj):
         return call_torch(tx, obj, args, kwargs)
     if isinstance(obj, types.FunctionType):
+        if obj.__code__ is CONTEXTMANAGER_HELPER:
+            return generator_context(tx, fn, args, kwargs)
         return inline_function(tx, obj, args, kwargs, fn.source)
     if isinstance(obj, types.MethodType):
         source = AttrSource(fn.source, "__self__") if fn.source is not None else None
@@ -258,6 +261,21 @@ def inline_function(
     source: Source | None,
 ) -> Value:
     """Interpret `fn`'s body on the values; a generator runs to its end."""
+    child = child_translator(tx, fn, args, kwargs, source)
+    result = child.run()
+    if child.yielded is not None:
+        return IteratorValue(list(child.yielded))
+    return result
+
+
+def child_translator(
+    tx: Translator,
+    fn: types.FunctionType | FunctionValue,
+    args: list[Value],
+    kwargs: dict[str, Value],
+    source: Source | None,
+) -> Translator:
+    """A Translator for a call of `fn` from `tx`, its arguments bound, not yet run."""
     from dynamo_capture.interpreter import Callee, Translator
 
     if isinstance(fn, FunctionValue):
@@ -289,14 +307,10 @@ def inline_function(
     generator = bool(code.co_flags & _CO_GENERATOR)
     receiver = args[0].obj if args and isinstance(args[0], PythonValue) else None
     callee = Callee(fn if isinstance(fn, types.FunctionType) else None, receiver)
-    child = Translator(
+    return Translator(
         tx.ctx, code, f_locals, f_globals,
         cells=cells, real_cells=real_cells, parent=tx, generator=generator, callee=callee,
     )  # fmt: skip
-    result = child.run()
-    if generator:
-        return IteratorValue(list(child.yielded or []))
-    return result
 
 
 def _closure_source(source: Source | None, index: int, name: str) -> Source | None:

@@ -137,6 +137,9 @@ class Translator:
         self.calling: Value | None = None  # the callable of the CALL now running
         self.result: Value | None = None
         self.yielded: list[Value] | None = [] if generator else None
+        # a generator run lazily (a @contextmanager's) stops at each yield until resumed
+        self.stop_at_yield = False
+        self.suspended = False
         self.done = False
         self.next_index = 0
         self.current: Instruction | None = None
@@ -211,6 +214,13 @@ class Translator:
     # ----- the loop -----------------------------------------------------
     def run(self) -> Value:
         """Interpret until RETURN_VALUE; the returned Value (or a generator's yields)."""
+        self.run_until_yield()
+        assert self.result is not None
+        return self.result
+
+    def run_until_yield(self) -> None:
+        """Interpret until RETURN_VALUE or, with `stop_at_yield`, the next yield."""
+        self.suspended = False
         try:
             self._loop()
         except Unsupported as error:
@@ -218,13 +228,11 @@ class Translator:
             if self.depth == 1 and located.callee is None:
                 located.callee = self.callee  # the call in the compiled frame that broke
             raise located from error.__cause__
-        assert self.result is not None
-        return self.result
 
     def _loop(self) -> None:
         instructions = self.instructions
         check = checks_enabled()
-        while not self.done:
+        while not self.done and not self.suspended:
             index = self.next_index
             inst = instructions[index]
             self.current = inst

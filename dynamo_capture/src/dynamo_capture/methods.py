@@ -342,11 +342,17 @@ SET_METHODS: dict[str, Method] = {
 # ----- contexts and iterators ------------------------------------------------
 def enter_context(tx: Translator, context: ContextValue) -> Value:
     """ctx.__enter__(): change the mode now and record the change in the graph."""
+    if context.kind == "generator":
+        from dynamo_capture.generator_contexts import enter_generator
+
+        return enter_generator(tx, context)
     if context.kind == "grad":
         if context.saved is None:
             context.saved = torch.is_grad_enabled()
-            _set_grad(tx, context.args[0])
+            set_grad_mode(tx, context.args[0])
         return _none()
+    if context.kind == "null":
+        return context.args[0] if context.args else _none()
     if context.kind == "autocast":
         node_args = _autocast_args(context)
         ctx_node = tx.ctx.graph.call_function(torch.amp.autocast_mode._enter_autocast, node_args)
@@ -359,8 +365,12 @@ def enter_context(tx: Translator, context: ContextValue) -> Value:
 
 def exit_context(tx: Translator, context: ContextValue) -> Value:
     """ctx.__exit__(...): restore the mode in capture and in the graph."""
+    if context.kind == "generator":
+        from dynamo_capture.generator_contexts import exit_generator
+
+        return exit_generator(tx, context)
     if context.kind == "grad":
-        _set_grad(tx, context.saved)
+        set_grad_mode(tx, context.saved)
         context.saved = None
     elif context.kind == "autocast":
         ctx_node, real = context.saved
@@ -381,7 +391,8 @@ def context_factory(context: ContextValue) -> tuple[Any, tuple[Any, ...]] | None
     return None
 
 
-def _set_grad(tx: Translator, mode: bool) -> None:
+def set_grad_mode(tx: Translator, mode: bool) -> None:
+    """Set the grad mode now and in the graph."""
     tx.ctx.graph.call_function(torch._C._set_grad_enabled, (mode,))
     torch._C._set_grad_enabled(mode)
 

@@ -200,6 +200,8 @@ def yield_value(tx: Translator, inst: Instruction) -> None:
         raise Unsupported("yield outside a generator consumed inside the frame")
     tx.yielded.append(tx.pop())
     tx.push(PythonValue(None))
+    if tx.stop_at_yield:
+        tx.suspended = True
 
 
 # ----- exceptions and the rest ---------------------------------------------

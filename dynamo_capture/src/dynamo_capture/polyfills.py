@@ -22,6 +22,7 @@ is an `IteratorValue` with an `endless` item function instead, which `zip`, `map
 from __future__ import annotations
 
 import builtins
+import contextlib
 import itertools
 import keyword
 import math
@@ -33,7 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.operations import NotConstant, as_constant, sequence_items
-from dynamo_capture.values import IteratorValue, PartialValue, PythonValue, TupleValue, Value
+from dynamo_capture.values import (
+    ContextValue,
+    IteratorValue,
+    PartialValue,
+    PythonValue,
+    TupleValue,
+    Value,
+)
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
@@ -348,7 +356,13 @@ def _constant_arguments(
         raise Unsupported(f"itertools.{name}() of values known only when it runs") from None
 
 
+def _nullcontext(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    enter_result = args[0] if args else kwargs.get("enter_result", PythonValue(None))
+    return ContextValue("null", (enter_result,))
+
+
 _HANDLERS: dict[Any, Callable[[Translator, list[Value], dict[str, Value]], Value]] = {
+    contextlib.nullcontext: _nullcontext,
     itertools.count: _count,
     itertools.repeat: _repeat,
     itertools.cycle: _cycle,
