@@ -21,6 +21,7 @@ from dynamo_capture.values import (
     BuiltinMethodValue,
     ContextValue,
     DictValue,
+    DictViewValue,
     FunctionValue,
     IteratorValue,
     ListValue,
@@ -81,8 +82,15 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
         fields = getattr(value.cls, "_fields", None) or getattr(value.cls, "__match_args__", ())
         if name in fields:
             return value.items[list(fields).index(name)]
+        if not _builtin_method(value.cls, name):
+            return _class_attr(tx, value, value.cls, name)
+    if (
+        isinstance(value, ListValue)
+        and value.cls is not list
+        and not _builtin_method(value.cls, name)
+    ):
         return _class_attr(tx, value, value.cls, name)
-    if isinstance(value, (*_CONTAINER_VALUES, IteratorValue, ContextValue)):
+    if isinstance(value, (*_CONTAINER_VALUES, IteratorValue, ContextValue, DictViewValue)):
         if name == "__class__":
             from dynamo_capture.operations import python_type_of
 
@@ -192,6 +200,12 @@ def _instance_attr(tx: Translator, value: PythonValue, name: str, child: Any) ->
     if isinstance(attr, types.MethodType) and attr.__self__ is obj:
         return MethodValue(PythonValue(attr.__func__), value)
     return tx.ctx.wrap(attr, child)
+
+
+def _builtin_method(cls: type, name: str) -> bool:
+    """Whether `name` on a builtin subclass `cls` is a method of the builtin (list.append)."""
+    static = inspect.getattr_static(cls, name, None)
+    return isinstance(static, types.MethodDescriptorType | types.WrapperDescriptorType)
 
 
 def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:

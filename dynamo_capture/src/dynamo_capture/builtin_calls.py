@@ -46,6 +46,7 @@ from dynamo_capture.state import is_compiling, is_exporting
 from dynamo_capture.sym_numbers import SYM_FUNCTIONS, is_symbolic_number
 from dynamo_capture.values import (
     DictValue,
+    DictViewValue,
     IteratorValue,
     ListValue,
     ObjectValue,
@@ -120,6 +121,8 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return PythonValue(value.example.shape[0])
     if isinstance(value, TupleValue | ListValue | DictValue | SetValue):
         return PythonValue(len(value.items))
+    if isinstance(value, DictViewValue):
+        return PythonValue(len(sequence_items(tx, value)))
     if isinstance(value, IteratorValue):
         raise Unsupported("len() of an iterator")
     method = getattr(python_type_of(value), "__len__", None)

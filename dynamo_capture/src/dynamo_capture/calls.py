@@ -12,6 +12,7 @@ a user class                                 a new ObjectValue, its __init__ inl
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import types
@@ -45,6 +46,7 @@ from dynamo_capture.values import (
     DictValue,
     FunctionValue,
     IteratorValue,
+    ListValue,
     MethodValue,
     ObjectValue,
     PartialValue,
@@ -405,6 +407,24 @@ def construct(
         return PythonValue(cls(*real_args, **real_kwargs))
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return _construct_namedtuple(tx, cls, args, kwargs)
+    if (
+        issubclass(cls, tuple)
+        and type(cls) is type
+        and isinstance(cls.__new__, types.FunctionType)
+        and cls.__init__ is tuple.__init__
+    ):
+        return inline_function(tx, cls.__new__, [cls_value, *args], kwargs, None)
+    if _plain_builtin_subclass(cls, tuple) and not kwargs and len(args) <= 1:
+        return TupleValue(sequence_items(tx, args[0]) if args else [], cls)
+    if _plain_builtin_subclass(cls, list) and not kwargs and len(args) <= 1:
+        return ListValue(sequence_items(tx, args[0]) if args else [], cls=cls)
+    if cls is collections.defaultdict:
+        factory = args[0] if args else kwargs.pop("default_factory", PythonValue(None))
+        instance_dict = DictValue({}, cls, attrs={"default_factory": factory})
+        from dynamo_capture.methods import call_method
+
+        call_method(tx, instance_dict, "update", list(args[1:]), kwargs)
+        return instance_dict
     if issubclass(cls, dict) and cls.__new__ in (dict.__new__, OrderedDict.__new__):
         instance_dict = DictValue({}, cls)
         init = cls.__init__
@@ -476,6 +496,16 @@ def _module_or_constant(value: Value) -> Any:
     ):
         return value.obj
     return as_constant(value)
+
+
+def _plain_builtin_subclass(cls: type, base: type) -> bool:
+    """A user subclass of `base` (tuple, list) keeping its __new__ and __init__ and metaclass."""
+    return (
+        issubclass(cls, base)
+        and type(cls) is type
+        and cls.__new__ is base.__new__
+        and cls.__init__ is base.__init__
+    )
 
 
 def _construct_namedtuple(

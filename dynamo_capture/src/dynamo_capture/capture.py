@@ -42,6 +42,7 @@ from dynamo_capture.values import (
     BuiltinMethodValue,
     ContextValue,
     DictValue,
+    DictViewValue,
     FunctionValue,
     IteratorValue,
     ListValue,
@@ -358,7 +359,8 @@ class OutputPlan:
                 return f"{self._constant(value.cls)}._make(({inner}))"
             return f"{self._constant(value.cls)}(({inner}))"
         if isinstance(value, ListValue):
-            return "[" + ", ".join(self.expr(item) for item in value.items) + "]"
+            listed = "[" + ", ".join(self.expr(item) for item in value.items) + "]"
+            return listed if value.cls is list else f"{self._constant(value.cls)}({listed})"
         if isinstance(value, DictValue):
             inner = ", ".join(
                 f"{self._python(PythonValue(key))}: {self.expr(item)}"
@@ -366,9 +368,14 @@ class OutputPlan:
             )
             if value.cls is dict:
                 return "{" + inner + "}"
+            if "default_factory" in value.attrs:
+                factory = self.expr(value.attrs["default_factory"])
+                return f"{self._constant(value.cls)}({factory}, {{{inner}}})"
             return f"{self._constant(value.cls)}({{{inner}}})"
         if isinstance(value, SetValue):
             return self._constant(set(value.items)) + ".copy()"
+        if isinstance(value, DictViewValue):
+            return f"({self.expr(value.mapping)}).{value.kind}()"
         if isinstance(value, FunctionValue):
             return self._function(value)
         if isinstance(value, ObjectValue):

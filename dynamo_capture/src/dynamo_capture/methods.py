@@ -27,12 +27,12 @@ from dynamo_capture.operations import (
 from dynamo_capture.values import (
     ContextValue,
     DictValue,
+    DictViewValue,
     IteratorValue,
     ListValue,
     PythonValue,
     SetValue,
     TensorValue,
-    TupleValue,
     Value,
 )
 
@@ -154,16 +154,15 @@ def _dict_get(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Val
     return args[1] if len(args) > 1 else _none()
 
 
-def _dict_keys(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ListValue([PythonValue(key) for key in dict_items(tx, d)])
+def _dict_view(kind: str) -> Method:
+    def view(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        dict_items(tx, d)  # a mapping capture can read, else Unsupported now
+        return DictViewValue(d, kind, tx=tx)
+
+    return view
 
 
-def _dict_values(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ListValue(list(dict_items(tx, d).values()))
-
-
-def _dict_items(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ListValue([TupleValue([PythonValue(k), v]) for k, v in dict_items(tx, d).items()])
+_dict_keys, _dict_values, _dict_items = map(_dict_view, ("keys", "values", "items"))
 
 
 def _dict_update(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -450,6 +449,10 @@ def call_method(
         return _context_method(tx, receiver, name, args)
     if isinstance(receiver, IteratorValue) and name == "__next__":
         return _iterator_next(tx, receiver, args)
+    if isinstance(receiver, DictViewValue):
+        from dynamo_capture.dict_views import call_view_method
+
+        return call_view_method(tx, receiver, name, args, kwargs)
     table = _table_for(receiver)
     if table is not None and name in table:
         return table[name](tx, receiver, args, kwargs)

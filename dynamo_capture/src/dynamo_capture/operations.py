@@ -23,6 +23,7 @@ from dynamo_capture.values import (
     CellValue,
     ContextValue,
     DictValue,
+    DictViewValue,
     FunctionValue,
     IteratorValue,
     ListValue,
@@ -124,6 +125,10 @@ def as_constant(value: Value) -> Any:
         return set(value.items)
     if isinstance(value, DictValue) and value.cls is dict:
         return {key: as_constant(item) for key, item in value.items.items()}
+    if isinstance(value, DictViewValue):
+        from dynamo_capture.dict_views import view_constant
+
+        return view_constant(value)
     raise NotConstant
 
 
@@ -163,11 +168,15 @@ def python_type_of(value: Value) -> type:
     if isinstance(value, TupleValue):
         return value.cls
     if isinstance(value, ListValue):
-        return list
+        return value.cls
     if isinstance(value, DictValue):
         return value.cls
     if isinstance(value, SetValue):
         return set
+    if isinstance(value, DictViewValue):
+        from dynamo_capture.dict_views import VIEW_TYPES
+
+        return VIEW_TYPES[value.kind]
     if isinstance(value, ObjectValue):
         return value.cls
     if isinstance(value, FunctionValue):
@@ -197,6 +206,8 @@ def truth(tx: Translator, value: Value) -> bool:
         return bool(value.items)
     if isinstance(value, DictValue | SetValue):
         return bool(value.items)
+    if isinstance(value, DictViewValue):
+        return bool(sequence_items(tx, value))
     if isinstance(value, PythonValue):
         obj = value.obj
         if obj is None or is_constant(obj) or isinstance(obj, list | tuple | dict | set):
@@ -403,6 +414,10 @@ def sequence_items(tx: Translator, value: Value) -> list[Value]:
         return [PythonValue(key) for key in value.items]
     if isinstance(value, SetValue):
         return [PythonValue(item) for item in value.items]
+    if isinstance(value, DictViewValue):
+        from dynamo_capture.dict_views import view_items
+
+        return view_items(tx, value)
     if isinstance(value, TensorValue):
         if value.data_dependent_shape:
             raise Unsupported("iterating a tensor whose length depends on data")
@@ -532,6 +547,12 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
         return _dunder_call(tx, container, "__getitem__", [index])
     if isinstance(container, DictValue):
         key = _index_constant(tx, index)
+        factory = container.attrs.get("default_factory")
+        if key not in container.items and factory is not None and container.source is None:
+            if not (isinstance(factory, PythonValue) and factory.obj is None):
+                from dynamo_capture.calls import call
+
+                container.items[key] = call(tx, factory, [], {})  # defaultdict.__missing__
         if key not in container.items:
             raise Unsupported(f"KeyError {key!r} while capturing")
         return container.items[key]
@@ -620,6 +641,8 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
         raise Unsupported("`in` on tensors is data-dependent")
     if isinstance(container, DictValue):
         return _index_constant(tx, item) in container.items
+    if isinstance(container, DictViewValue) and container.kind == "keys":
+        return contains(tx, item, container.mapping)
     if isinstance(container, PythonValue) and isinstance(container.obj, dict | torch.nn.ModuleDict):
         return _index_constant(tx, item) in container.obj
     if isinstance(container, PythonValue) and isinstance(

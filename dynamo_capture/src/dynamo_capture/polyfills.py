@@ -361,7 +361,19 @@ def _nullcontext(tx: Translator, args: list[Value], kwargs: dict[str, Value]) ->
     return ContextValue("null", (enter_result,))
 
 
+def _tuple_new(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """tuple.__new__(cls, iterable) for a tuple subclass (a namedtuple's _make)."""
+    cls = as_constant(args[0]) if args else None
+    if not (isinstance(cls, type) and issubclass(cls, tuple)) or kwargs or len(args) > 2:
+        raise Unsupported("tuple.__new__ with arguments capture does not know")
+    if cls.__init__ is not tuple.__init__:
+        raise Unsupported(f"tuple.__new__ of {cls.__name__}, which has its own __init__")
+    items = sequence_items(tx, args[1]) if len(args) > 1 else []
+    return TupleValue(items, cls)
+
+
 _HANDLERS: dict[Any, Callable[[Translator, list[Value], dict[str, Value]], Value]] = {
+    tuple.__new__: _tuple_new,
     contextlib.nullcontext: _nullcontext,
     itertools.count: _count,
     itertools.repeat: _repeat,
