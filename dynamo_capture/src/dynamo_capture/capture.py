@@ -357,7 +357,10 @@ class OutputPlan:
                 return f"({inner})"
             if hasattr(value.cls, "_make"):
                 return f"{self._constant(value.cls)}._make(({inner}))"
-            return f"{self._constant(value.cls)}(({inner}))"
+            if value.cls is torch.Size:
+                return f"{self._constant(value.cls)}(({inner}))"
+            # a user subclass: its own __new__ may take other arguments
+            return f"___tuple_new({self._constant(value.cls)}, ({inner}))"
         if isinstance(value, ListValue):
             listed = "[" + ", ".join(self.expr(item) for item in value.items) + "]"
             return listed if value.cls is list else f"{self._constant(value.cls)}({listed})"
@@ -549,6 +552,7 @@ def compile_entry(
         "___k": frame.constants,
         "___build_object": _build_object,
         "___copy_module": copy.deepcopy,
+        "___tuple_new": tuple.__new__,
         "___make_function": _make_function,
     }
     exec(compile(source, filename, "exec"), scope)  # noqa: S102
