@@ -101,3 +101,75 @@ def test_keys_view_has_the_view_type():
 
     compiled = dynamo_capture.optimize(kind, backend=lambda gm, ex: gm.forward, fullgraph=True)
     torch.testing.assert_close(compiled(torch.zeros(2)), torch.ones(2))
+
+
+# ----- tensors as set items and dict keys: hashed and compared by identity --------------
+LINEAR = torch.nn.Linear(4, 4)
+
+
+def set_of_tensors(x):
+    y = x + 1
+    s = {x, y, x}
+    s.discard(y)
+    return x * len(s), (x in s), (y in s)
+
+
+def set_of_tensors_returned(x):
+    y = x + 1
+    return {y} | {x}, y
+
+
+def dict_keyed_by_tensors(x):
+    y = x + 1
+    d = {x: 1, y: 2}
+    return x * d[y] + len(d)
+
+
+def parameters_seen(x):
+    seen = set()
+    for p in LINEAR.parameters():
+        seen.add(p)
+    state = {p: p * 2 for p in LINEAR.parameters()}
+    return x + len(seen) + (LINEAR.weight in seen) + state[LINEAR.bias]
+
+
+def parameter_in_list_by_identity(x):
+    return x + (LINEAR.weight in list(LINEAR.parameters()))
+
+
+TENSOR_KEY_PROGRAMS = [
+    set_of_tensors,
+    dict_keyed_by_tensors,
+    parameters_seen,
+]
+
+
+@pytest.mark.parametrize("fn", TENSOR_KEY_PROGRAMS, ids=[fn.__name__ for fn in TENSOR_KEY_PROGRAMS])
+def test_tensor_keys_program_like_torch(fn):
+    counter = check_like_torch(fn, _one)
+    assert counter.frame_count == 1
+
+
+def test_set_of_tensors_returned_keeps_identity():
+    compiled = dynamo_capture.optimize(
+        set_of_tensors_returned, backend=lambda gm, ex: gm.forward, fullgraph=True
+    )
+    x = torch.randn(3)
+    s, y = compiled(x)
+    assert len(s) == 2 and any(item is y for item in s) and any(item is x for item in s)
+
+
+def test_parameter_in_list_is_identity():
+    compiled = dynamo_capture.optimize(
+        parameter_in_list_by_identity, backend=lambda gm, ex: gm.forward, fullgraph=True
+    )
+    torch.testing.assert_close(compiled(torch.zeros(4)), torch.ones(4))
+
+
+def test_tensor_in_list_of_other_tensors_is_a_clear_break():
+    def compare(x):
+        return x + ((x + 1) in [x])
+
+    compiled = dynamo_capture.optimize(compare, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    with pytest.raises(dynamo_capture.Unsupported, match="data-dependent"):
+        compiled(torch.randn(3))

@@ -103,9 +103,11 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
         if name == "keywords":
             return DictValue(dict(value.kwargs))
     if isinstance(value, FunctionValue):
-        simple = {"__name__": value.name, "__qualname__": value.name, "__code__": value.code}
-        if name in simple:
-            return PythonValue(simple[name])
+        from dynamo_capture.function_values import function_attr
+
+        found = function_attr(value, name)
+        if found is not None:
+            return found
     if isinstance(value, MethodValue):
         if name == "__self__":
             return value.self_value
@@ -318,6 +320,11 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
             return
         target.attrs[name] = value
         return
+    if isinstance(target, FunctionValue):
+        from dynamo_capture.function_values import set_function_attr
+
+        if set_function_attr(target, name, value):
+            return
     if isinstance(target, PythonValue) and _replayable_attribute(target.obj, name):
         tx.ctx.attr_writes[(id(target.obj), name)] = (target.obj, target.source, value)
         return

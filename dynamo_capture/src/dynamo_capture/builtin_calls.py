@@ -36,6 +36,7 @@ from dynamo_capture.operations import (
     get_iter,
     guard_identity,
     guard_module_children,
+    hashable_key,
     python_type_of,
     sequence_items,
     set_item,
@@ -353,10 +354,7 @@ def _dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
 @handles(builtins.set, builtins.frozenset)
 def _set(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     items = sequence_items(tx, args[0]) if args else []
-    try:
-        return SetValue({as_constant(item) for item in items})
-    except NotConstant:
-        raise Unsupported("a set of values that are not capture-time constants") from None
+    return SetValue({hashable_key(item) for item in items})
 
 
 @handles(builtins.bool)

@@ -34,6 +34,7 @@ from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory
+from dynamo_capture.operations import IdentityKey, key_value
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
 from dynamo_capture.resume import ITERATOR, UNBOUND, ContextSpec, cell_locals
 from dynamo_capture.sources import AttrSource, ClosureSource, LocalSource, Source
@@ -366,8 +367,7 @@ class OutputPlan:
             return listed if value.cls is list else f"{self._constant(value.cls)}({listed})"
         if isinstance(value, DictValue):
             inner = ", ".join(
-                f"{self._python(PythonValue(key))}: {self.expr(item)}"
-                for key, item in value.items.items()
+                f"{self._key_expr(key)}: {self.expr(item)}" for key, item in value.items.items()
             )
             if value.cls is dict:
                 return "{" + inner + "}"
@@ -376,6 +376,8 @@ class OutputPlan:
                 return f"{self._constant(value.cls)}({factory}, {{{inner}}})"
             return f"{self._constant(value.cls)}({{{inner}}})"
         if isinstance(value, SetValue):
+            if any(isinstance(item, IdentityKey) for item in value.items):
+                return "{" + ", ".join(self._key_expr(item) for item in value.items) + "}"
             return self._constant(set(value.items)) + ".copy()"
         if isinstance(value, DictViewValue):
             return f"({self.expr(value.mapping)}).{value.kind}()"
@@ -401,9 +403,10 @@ class OutputPlan:
         kwdefaults = ", ".join(
             f"{name!r}: {self.expr(item)}" for name, item in value.kwdefaults.items()
         )
+        attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
         return (
             f"___make_function({self._constant(value.code)}, {self._constant(value.globals)}, "
-            f"{defaults}, {{{kwdefaults}}}, ({''.join(cells)}))"
+            f"{defaults}, {{{kwdefaults}}}, ({''.join(cells)}), {{{attrs}}})"
         )
 
     def replays(self) -> list[str]:
@@ -430,7 +433,7 @@ class OutputPlan:
         return self.expr(value)
 
     def _key_expr(self, key: Any) -> str:
-        return self._python(PythonValue(key))
+        return self.expr(key_value(key))
 
     def _python(self, value: PythonValue) -> str:
         obj = value.obj
@@ -450,11 +453,18 @@ class OutputPlan:
 
 
 def _make_function(
-    code: Any, f_globals: dict[str, Any], defaults: tuple, kwdefaults: dict, closure: tuple
+    code: Any,
+    f_globals: dict[str, Any],
+    defaults: tuple,
+    kwdefaults: dict,
+    closure: tuple,
+    attrs: dict[str, Any] | None = None,
 ) -> Any:
     function = types.FunctionType(code, f_globals, code.co_name, defaults or None, closure)
     function.__kwdefaults__ = kwdefaults or None
     function.__qualname__ = code.co_qualname
+    for name, value in (attrs or {}).items():
+        setattr(function, name, value)
     return function
 
 

@@ -28,14 +28,14 @@ VIEW_TYPES: dict[str, type] = {
 
 def view_items(tx: Translator, view: DictViewValue) -> list[Value]:
     """What iterating the view gives now."""
-    from dynamo_capture.operations import dict_items
+    from dynamo_capture.operations import dict_items, key_value
 
     items = dict_items(tx, view.mapping)
     if view.kind == "keys":
-        return [PythonValue(key) for key in items]
+        return [key_value(key) for key in items]
     if view.kind == "values":
         return list(items.values())
-    return [TupleValue([PythonValue(key), value]) for key, value in items.items()]
+    return [TupleValue([key_value(key), value]) for key, value in items.items()]
 
 
 def view_constant(view: DictViewValue) -> Any:

@@ -122,8 +122,12 @@ def as_constant(value: Value) -> Any:
     if isinstance(value, ListValue):
         return [as_constant(item) for item in value.items]
     if isinstance(value, SetValue):
+        if any(isinstance(item, IdentityKey) for item in value.items):
+            raise NotConstant
         return set(value.items)
     if isinstance(value, DictValue) and value.cls is dict:
+        if any(isinstance(key, IdentityKey) for key in value.items):
+            raise NotConstant
         return {key: as_constant(item) for key, item in value.items.items()}
     if isinstance(value, DictViewValue):
         from dynamo_capture.dict_views import view_constant
@@ -132,8 +136,34 @@ def as_constant(value: Value) -> Any:
     raise NotConstant
 
 
+class IdentityKey:
+    """A dict key or set item hashed by identity, as a tensor is: stands for `value`."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Value) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, IdentityKey) and other.value is self.value
+
+    def __repr__(self) -> str:
+        return f"IdentityKey({self.value!r})"
+
+
+def key_value(key: Any) -> Value:
+    """The value a dict key or set item stands for (see hashable_key)."""
+    return key.value if isinstance(key, IdentityKey) else PythonValue(key)
+
+
 def hashable_key(value: Value) -> Any:
-    """A dict key or set item: a constant, or an object compared by identity (a module...)."""
+    """A dict key or set item: a constant, or an object compared by identity (a module,
+    a tensor: an `IdentityKey`)."""
+    if isinstance(value, TensorValue):
+        return IdentityKey(value)
     try:
         return as_constant(value)
     except NotConstant:
@@ -268,7 +298,16 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
     sequence = _sequence_op(tx, fn, left, right)
     if sequence is not None:
         return sequence
+    if isinstance(left, SetValue) and isinstance(right, SetValue) and plain in _SET_OPS:
+        result = plain(set(left.items), set(right.items))  # identity keys: tensors by id
+        return SetValue(result) if isinstance(result, set) else PythonValue(result)
     return _dunder_op(tx, plain, left, right)
+
+
+_SET_OPS = frozenset(
+    {operator.or_, operator.and_, operator.sub, operator.xor, operator.eq, operator.ne,
+     operator.le, operator.lt, operator.ge, operator.gt}
+)  # fmt: skip
 
 
 def _folded(tx: Translator, fn: Any, args: tuple[Any, ...]) -> PythonValue:
@@ -411,9 +450,9 @@ def sequence_items(tx: Translator, value: Value) -> list[Value]:
         value.position = len(value.items)
         return items
     if isinstance(value, DictValue):
-        return [PythonValue(key) for key in value.items]
+        return [key_value(key) for key in value.items]
     if isinstance(value, SetValue):
-        return [PythonValue(item) for item in value.items]
+        return [key_value(item) for item in value.items]
     if isinstance(value, DictViewValue):
         from dynamo_capture.dict_views import view_items
 
@@ -546,7 +585,7 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
     if isinstance(container, DictValue) and _python_override(container.cls, "__getitem__"):
         return _dunder_call(tx, container, "__getitem__", [index])
     if isinstance(container, DictValue):
-        key = _index_constant(tx, index)
+        key = hashable_key(index) if isinstance(index, TensorValue) else _index_constant(tx, index)
         factory = container.attrs.get("default_factory")
         if key not in container.items and factory is not None and container.source is None:
             if not (isinstance(factory, PythonValue) and factory.obj is None):
@@ -634,9 +673,27 @@ def set_item(tx: Translator, container: Value, index: Value, value: Value) -> No
     )
 
 
+def _tensor_in_sequence(item: TensorValue, candidates: list[Value]) -> bool:
+    """`tensor in sequence`: Python checks `is`, then `==`, item by item; an `==` between
+    two tensors is data-dependent (and raises eagerly for more than one element)."""
+    for candidate in candidates:
+        if candidate is item:
+            return True
+        if isinstance(candidate, TensorValue):
+            raise Unsupported("`in` compares two different tensors with == (data-dependent)")
+        if isinstance(candidate, PythonValue) and candidate.obj is None:
+            continue  # Tensor.__eq__(None) is False
+        raise Unsupported(f"`in` compares a tensor with a {python_type_of(candidate).__name__}")
+    return False
+
+
 def contains(tx: Translator, item: Value, container: Value) -> bool:
     """item in container, for capture-time keys and items."""
     container = side_effects.current(tx, container)
+    if isinstance(item, TensorValue) and isinstance(container, DictValue | SetValue):
+        return hashable_key(item) in container.items  # tensors hash by identity
+    if isinstance(item, TensorValue) and isinstance(container, TupleValue | ListValue):
+        return _tensor_in_sequence(item, container.items)
     if isinstance(container, TensorValue) or isinstance(item, TensorValue):
         raise Unsupported("`in` on tensors is data-dependent")
     if isinstance(container, DictValue):

@@ -170,6 +170,7 @@ class FunctionValue(Value):
     kwdefaults: dict[str, Value] = field(default_factory=dict)
     closure: tuple[CellValue, ...] = ()
     source: Source | None = None
+    attrs: dict[str, Value] = field(default_factory=dict)  # __wrapped__, __name__ set...
 
 
 @dataclass(eq=False, slots=True)
