@@ -91,3 +91,69 @@ def test_module_with_parameters_made_in_frame_runs_eagerly():
     torch.manual_seed(0)
     torch.testing.assert_close(compiled(torch.ones(4)), expected)
     assert compiled.graph_breaks and "parameters" in str(compiled.graph_breaks[0])
+
+
+# ----- forward hooks registered with with_kwargs=True, lazy modules ----------------------
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x, scale=1.0):
+        return self.linear(x) * scale
+
+
+def _with_pre_hook_kwargs():
+    module = Scaled()
+    module.register_forward_pre_hook(
+        lambda m, args, kwargs: ((args[0] + 1,), {"scale": 2.0}), with_kwargs=True
+    )
+    return module
+
+
+def _with_pre_hook_kwargs_none():
+    module = Scaled()
+    module.register_forward_pre_hook(lambda m, args, kwargs: None, with_kwargs=True)
+    return module
+
+
+def _with_hook_kwargs():
+    module = Scaled()
+    module.register_forward_hook(
+        lambda m, args, kwargs, out: out + kwargs.get("scale", 0), with_kwargs=True
+    )
+    return module
+
+
+@pytest.mark.parametrize(
+    "make", [_with_pre_hook_kwargs, _with_pre_hook_kwargs_none, _with_hook_kwargs]
+)
+def test_forward_hook_with_kwargs_is_traced_like_torch(make):
+    module = make()
+
+    def run(x):
+        return module(x, scale=3.0)
+
+    counter = check_like_torch(run, lambda: (torch.randn(2, 4),))
+    assert counter.frame_count == 1
+
+
+def test_lazy_module_first_called_in_frame_is_one_graph():
+    torch.manual_seed(0)
+    lazy = torch.nn.Sequential(torch.nn.LazyLinear(3), torch.nn.ReLU())
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.LazyLinear(3), torch.nn.ReLU())
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = dynamo_capture.optimize(lazy, backend=backend)
+    x = torch.randn(2, 5)
+    torch.manual_seed(1)
+    got = compiled(x)
+    torch.manual_seed(1)
+    torch.testing.assert_close(got, reference(x))
+    torch.testing.assert_close(compiled(x), reference(x))
+    assert len(graphs) == 1 and type(lazy[0]) is torch.nn.Linear

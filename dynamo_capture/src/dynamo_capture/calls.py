@@ -27,6 +27,7 @@ from dynamo_capture.operations import (
     NotConstant,
     as_constant,
     describe,
+    dict_items,
     python_type_of,
     sequence_items,
 )
@@ -354,11 +355,22 @@ def call_module(
     if type(module).__call__ is not _nn_call:
         method = type(module).__call__
         return call(tx, PythonValue(method), [module_value, *args], kwargs)
+    from dynamo_capture.lazy_modules import initialize_lazy_module
+
+    initialize_lazy_module(tx, module_value, args, kwargs)
     _hooks_guard(tx, module_value)
     for key in list(module._forward_pre_hooks):
-        if key in module._forward_pre_hooks_with_kwargs:
-            raise Unsupported("a forward pre-hook registered with with_kwargs=True")
         hook = _hook(tx, module_value, "_forward_pre_hooks", key)
+        if key in module._forward_pre_hooks_with_kwargs:
+            # hook(module, args, kwargs) -> None or (args, kwargs)
+            result = call(tx, hook, [module_value, TupleValue(list(args)), DictValue(kwargs)], {})
+            if not (isinstance(result, PythonValue) and result.obj is None):
+                pair = sequence_items(tx, result) if isinstance(result, TupleValue) else []
+                if len(pair) != 2:
+                    raise Unsupported("a with_kwargs forward pre-hook must return (args, kwargs)")
+                args = sequence_items(tx, pair[0])
+                kwargs = {str(k): v for k, v in dict_items(tx, pair[1]).items()}
+            continue
         result = call(tx, hook, [module_value, TupleValue(list(args))], {})
         if not (isinstance(result, PythonValue) and result.obj is None):
             args = sequence_items(tx, result) if isinstance(result, TupleValue) else [result]
@@ -369,10 +381,12 @@ def call_module(
         forward = type(module).forward
         output = inline_function(tx, forward, [module_value, *args], kwargs, None)
     for key in list(module._forward_hooks):
-        if key in module._forward_hooks_with_kwargs:
-            raise Unsupported("a forward hook registered with with_kwargs=True")
         hook = _hook(tx, module_value, "_forward_hooks", key)
-        result = call(tx, hook, [module_value, TupleValue(list(args)), output], {})
+        if key in module._forward_hooks_with_kwargs:
+            hook_args = [module_value, TupleValue(list(args)), DictValue(dict(kwargs)), output]
+        else:
+            hook_args = [module_value, TupleValue(list(args)), output]
+        result = call(tx, hook, hook_args, {})
         if not (isinstance(result, PythonValue) and result.obj is None):
             output = result
     return output
