@@ -173,3 +173,42 @@ def test_tensor_in_list_of_other_tensors_is_a_clear_break():
     compiled = dynamo_capture.optimize(compare, backend=lambda gm, ex: gm.forward, fullgraph=True)
     with pytest.raises(dynamo_capture.Unsupported, match="data-dependent"):
         compiled(torch.randn(3))
+
+
+# ----- iterators handed out of the frame --------------------------------------------------
+def zip_returned(x):
+    return zip([x, x + 1], [1, 2])
+
+
+def filter_returned(x):
+    return filter(lambda t: t is not None, [x + 1, None, 0])
+
+
+def partly_read_iterator_returned(x):
+    it = iter([x + 1, x, x * 2])
+    next(it)
+    return it
+
+
+@pytest.mark.parametrize(
+    ("fn", "kind"),
+    [(zip_returned, zip), (filter_returned, filter), (partly_read_iterator_returned, None)],
+)
+def test_iterator_returned_from_frame_gives_the_remaining_items(fn, kind):
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    x = torch.randn(3)
+    got, expected = compiled(x), fn(x)
+    if kind is not None:
+        assert type(got) is kind
+    got, expected = list(got), list(expected)
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        if isinstance(b, tuple):
+            torch.testing.assert_close(a[0], b[0])
+            assert a[1] == b[1]
+        else:
+            torch.testing.assert_close(a, b)
+
+
+def test_iterator_returned_counts_like_torch():
+    check_like_torch(lambda x: list(zip_returned(x)), _one)

@@ -292,7 +292,7 @@ def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     strict = as_constant(kwargs["strict"]) if "strict" in kwargs else False
     if strict and len({len(column) for column in columns}) > 1:
         raise Unsupported("zip(strict=True) on sequences of different lengths raises ValueError")
-    return IteratorValue([TupleValue(list(row)) for row in zip(*columns)])
+    return IteratorValue([TupleValue(list(row)) for row in zip(*columns)], kind="zip")
 
 
 @handles(builtins.reversed)
@@ -305,7 +305,7 @@ def _map(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     from dynamo_capture.calls import call
 
     columns = _columns(tx, args[1:])
-    return IteratorValue([call(tx, args[0], list(row), {}) for row in zip(*columns)])
+    return IteratorValue([call(tx, args[0], list(row), {}) for row in zip(*columns)], kind="map")
 
 
 @handles(builtins.filter)
@@ -314,8 +314,9 @@ def _filter(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Valu
 
     predicate, items = args[0], sequence_items(tx, args[1])
     if isinstance(predicate, PythonValue) and predicate.obj is None:
-        return IteratorValue([item for item in items if truth(tx, item)])
-    return IteratorValue([item for item in items if truth(tx, call(tx, predicate, [item], {}))])
+        return IteratorValue([item for item in items if truth(tx, item)], kind="filter")
+    kept = [item for item in items if truth(tx, call(tx, predicate, [item], {}))]
+    return IteratorValue(kept, kind="filter")
 
 
 @handles(builtins.list)

@@ -379,6 +379,8 @@ class OutputPlan:
             if any(isinstance(item, IdentityKey) for item in value.items):
                 return "{" + ", ".join(self._key_expr(item) for item in value.items) + "}"
             return self._constant(set(value.items)) + ".copy()"
+        if isinstance(value, IteratorValue):
+            return self._iterator(value)
         if isinstance(value, DictViewValue):
             return f"({self.expr(value.mapping)}).{value.kind}()"
         if isinstance(value, FunctionValue):
@@ -387,6 +389,27 @@ class OutputPlan:
             attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
             return f"___build_object({self._constant(value.cls)}, {{{attrs}}})"
         raise Unsupported(f"returning a {type(value).__name__} from the compiled frame")
+
+    def _iterator(self, value: IteratorValue) -> str:
+        """An iterator made while capturing, made again over its items not yet read: a zip,
+        map or filter object as eagerly, else a tuple iterator (as torch.compile's)."""
+        if value.endless is not None:
+            raise Unsupported("returning an endless iterator (itertools.count, repeat, cycle)")
+        items = value.items[value.position :]
+        listed = "(" + "".join(f"{self.expr(item)}, " for item in items) + ")"
+        if value.kind == "zip" and all(isinstance(item, TupleValue) for item in items):
+            rows = [row.items for row in items]  # type: ignore[attr-defined]
+            if not rows:
+                return "zip()"
+            columns = [
+                "(" + "".join(f"{self.expr(v)}, " for v in column) + ")" for column in zip(*rows)
+            ]
+            return f"zip({', '.join(columns)})"
+        if value.kind == "map":
+            return f"map(___identity, {listed})"
+        if value.kind == "filter":
+            return f"filter(___keep, {listed})"
+        return f"iter({listed})"
 
     def _function(self, value: FunctionValue) -> str:
         """A closure made while capturing, made again from its code and its real cells."""
@@ -450,6 +473,14 @@ class OutputPlan:
         if isinstance(obj, list | dict | set):
             return f"{self._constant(obj)}.copy()"
         return self._constant(obj)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _keep(value: Any) -> bool:
+    return True
 
 
 def _make_function(
@@ -563,6 +594,8 @@ def compile_entry(
         "___build_object": _build_object,
         "___copy_module": copy.deepcopy,
         "___tuple_new": tuple.__new__,
+        "___identity": _identity,
+        "___keep": _keep,
         "___make_function": _make_function,
     }
     exec(compile(source, filename, "exec"), scope)  # noqa: S102

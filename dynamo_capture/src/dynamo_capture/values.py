@@ -200,6 +200,7 @@ class IteratorValue(Value):
     position: int = 0
     source: Source | None = None
     endless: Any = None
+    kind: str = "iter"  # what it is eagerly, where it leaves the frame: zip, map, filter
 
 
 @dataclass(eq=False, slots=True)
