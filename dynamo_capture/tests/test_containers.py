@@ -212,3 +212,19 @@ def test_iterator_returned_from_frame_gives_the_remaining_items(fn, kind):
 
 def test_iterator_returned_counts_like_torch():
     check_like_torch(lambda x: list(zip_returned(x)), _one)
+
+
+def dict_popitem_and_pop_default(x):
+    d = {"a": x}
+    return d.pop("b", x * 2) + d.popitem()[1], d
+
+
+def id_of_parameter_as_key(x):
+    d = {id(LINEAR.weight): 1}
+    return x + d[id(LINEAR.weight)]
+
+
+@pytest.mark.parametrize("fn", [dict_popitem_and_pop_default, id_of_parameter_as_key])
+def test_dict_program_like_torch(fn):
+    counter = check_like_torch(fn, _one)
+    assert counter.frame_count == 1

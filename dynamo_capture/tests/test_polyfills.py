@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import keyword
@@ -186,3 +187,20 @@ def test_itemgetter_of_missing_index_raises_as_eager():
     compiled = dynamo_capture.optimize(missing, backend=lambda gm, ex: gm.forward)
     with pytest.raises(IndexError):
         compiled(torch.randn(2))
+
+
+def namedtuple_class_made_in_frame(x):
+    point = collections.namedtuple("Point", ["a", "b"])
+    p = point(x, x + 1)
+    return p.a * p.b
+
+
+def join_of_generator(x):
+    names = ["a", "bb"]
+    return x + len(", ".join(f"{name}=" for name in names))
+
+
+@pytest.mark.parametrize("fn", [namedtuple_class_made_in_frame, join_of_generator])
+def test_folded_python_helpers_like_torch(fn):
+    counter = check_like_torch(fn, _one)
+    assert counter.frame_count == 1

@@ -551,9 +551,23 @@ def _outside_object(value: Value, what: str) -> Any:
 @handles(builtins.id)
 def _id(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """id() of an object known at capture time: folded, with the object's identity guarded."""
+    parameter = _input_parameter(tx, args[0])
+    if parameter is not None:  # a module's parameter: the same object from call to call
+        tx.ctx.guards.id_match(args[0].source, parameter)
+        return PythonValue(id(parameter))
     obj = _outside_object(args[0], "id()")
     guard_identity(tx, args[0])
     return PythonValue(id(obj))
+
+
+def _input_parameter(tx: Translator, value: Value) -> torch.nn.Parameter | None:
+    """The real nn.Parameter behind an input tensor of the graph, if it is one."""
+    if not (isinstance(value, TensorValue) and value.source is not None):
+        return None
+    for _, real, known in tx.ctx.inputs:
+        if known is value and isinstance(real, torch.nn.Parameter):
+            return real
+    return None
 
 
 @handles(copy.deepcopy)

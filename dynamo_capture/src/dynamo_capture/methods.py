@@ -34,6 +34,7 @@ from dynamo_capture.values import (
     PythonValue,
     SetValue,
     TensorValue,
+    TupleValue,
     Value,
 )
 
@@ -200,6 +201,14 @@ def _dict_setdefault(tx: Translator, d: Any, args: list[Value], kwargs: dict[str
     return d.items[key]
 
 
+def _dict_popitem(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(d, "popitem")
+    if not d.items:
+        raise Unsupported("dict.popitem() of an empty dict raises KeyError")
+    key, value = d.items.popitem()
+    return TupleValue([key_value(key), value])
+
+
 def _dict_copy(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return DictValue(dict_items(tx, d))
 
@@ -248,6 +257,7 @@ DICT_METHODS: dict[str, Method] = {
     "update": _dict_update,
     "pop": _dict_pop,
     "setdefault": _dict_setdefault,
+    "popitem": _dict_popitem,
     "copy": _dict_copy,
     "clear": _dict_clear,
     "__contains__": _dict_contains,
@@ -484,7 +494,13 @@ def _fold_method(
         return PythonValue(getattr(receiver.obj, name)(*real_args))
     try:
         real = as_constant(receiver)
-        real_args = [as_constant(a) for a in args]
+        # an iterator argument (`", ".join(name for name in names)`) is read whole, as eagerly
+        real_args = [
+            [as_constant(item) for item in sequence_items(tx, a)]
+            if isinstance(a, IteratorValue) and a.endless is None
+            else as_constant(a)
+            for a in args
+        ]
         real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
     except NotConstant:
         raise Unsupported(

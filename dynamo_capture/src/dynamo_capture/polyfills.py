@@ -22,6 +22,7 @@ is an `IteratorValue` with an `endless` item function instead, which `zip`, `map
 from __future__ import annotations
 
 import builtins
+import collections
 import contextlib
 import itertools
 import keyword
@@ -254,6 +255,7 @@ FOLDED: set[Any] = {
     math.gcd,
     math.lcm,
     string.capwords,
+    collections.namedtuple,  # a class made from constants: made once, at capture time
     operator.itemgetter,
     operator.attrgetter,
     operator.methodcaller,
