@@ -68,7 +68,15 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
             return value.attrs[name]
         if name == "__class__":
             return PythonValue(value.cls)
-        return _class_attr(tx, value, value.cls, name)
+        try:
+            return _class_attr(tx, value, value.cls, name)
+        except AttributeError:
+            fallback = inspect.getattr_static(value.cls, "__getattr__", None)
+            if not isinstance(fallback, types.FunctionType):
+                raise
+            from dynamo_capture.calls import call
+
+            return call(tx, PythonValue(fallback), [value, PythonValue(name)], {})
     if isinstance(value, DictValue) and value.cls not in (dict,):
         if name in value.attrs:
             return value.attrs[name]
@@ -235,6 +243,9 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
         return tx.ctx.wrap(attr, source)
     if is_constant(static) or static is None:
         return PythonValue(static)
+    getter = getattr(type(static), "__get__", None)
+    if isinstance(getter, types.FunctionType):  # a user descriptor
+        return call(tx, PythonValue(getter), [PythonValue(static), receiver, PythonValue(cls)], {})
     if hasattr(static, "__get__") and not isinstance(static, type):
         raise Unsupported(f"descriptor {name!r} of {cls.__name__}")
     return PythonValue(static)

@@ -245,6 +245,18 @@ def _next(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     from dynamo_capture.methods import call_method
 
     iterator = args[0]
+    next_method = (
+        getattr(iterator.cls, "__next__", None) if isinstance(iterator, ObjectValue) else None
+    )
+    if isinstance(next_method, types.FunctionType):
+        from dynamo_capture.calls import call
+
+        try:
+            return call(tx, PythonValue(next_method), [iterator], {})
+        except Unsupported as error:
+            if error.stop_iteration and len(args) > 1:
+                return args[1]
+            raise
     if not isinstance(iterator, IteratorValue):
         raise Unsupported(f"next() of a {python_type_of(iterator).__name__}")
     return call_method(tx, iterator, "__next__", args[1:], {})

@@ -268,6 +268,7 @@ def capture_frame(
             plan = OutputPlan(ctx)
             output_exprs = plan.expr(result)
             replays = plan.replays()
+            replays = plan.prelude + replays  # objects named once, before their first use
     except Unsupported as error:
         located = Unsupported(error.reason, user_frames(error.where))
         if tx is not None and tx.current is not None:
@@ -318,6 +319,9 @@ def _frame_locals(
     return arguments
 
 
+_NAMED_VALUES = (ObjectValue, ListValue, DictValue, SetValue, FunctionValue, IteratorValue)
+
+
 class OutputPlan:
     """Turns the returned Value into graph outputs plus a Python expression rebuilding it."""
 
@@ -325,6 +329,11 @@ class OutputPlan:
         self.ctx = ctx
         self.outputs: list[TensorValue] = []
         self.constants: list[Any] = []
+        # statements that build each mutable value made while capturing once, into a
+        # local: a value reached twice (`return o, o`, a dict key also returned) stays
+        # one object, as eagerly
+        self.prelude: list[str] = []
+        self._named: dict[int, tuple[Value, str]] = {}
 
     def _constant(self, value: Any) -> str:
         if has_symbolic(value):
@@ -343,6 +352,18 @@ class OutputPlan:
         return f"___out[{len(self.outputs) - 1}]"
 
     def expr(self, value: Value) -> str:
+        if isinstance(value, _NAMED_VALUES):
+            named = self._named.get(id(value))
+            if named is not None and named[0] is value:
+                return named[1]
+            built = self._build(value)
+            name = f"___v{len(self.prelude)}"
+            self.prelude.append(f"{name} = {built}")
+            self._named[id(value)] = (value, name)
+            return name
+        return self._build(value)
+
+    def _build(self, value: Value) -> str:
         for obj, source, shadow in self.ctx.shadows.values():
             if shadow is value:  # an outside list/dict: the same object, contents replayed
                 return source.expr if source is not None else self._constant(obj)

@@ -10,6 +10,7 @@ compared with `dis.stack_effect`.
 from __future__ import annotations
 
 import contextlib
+import dis
 import os
 import types
 from collections.abc import Callable, Iterator
@@ -225,6 +226,8 @@ class Translator:
             self._loop()
         except Unsupported as error:
             located = error.located(self.where())
+            if located.stop_iteration and self._in_try():
+                located.stop_iteration = False  # a handler here might catch it
             if self.depth == 1 and located.callee is None:
                 located.callee = self.callee  # the call in the compiled frame that broke
             raise located from error.__cause__
@@ -249,6 +252,14 @@ class Translator:
         if self.parent is not None:
             self.parent.steps = self.steps
 
+    def _in_try(self) -> bool:
+        """Whether the current instruction lies in a try (or with) block of this frame."""
+        if self.current is None:
+            return False
+        offset = self.current.offset
+        entries = _exception_entries(self.code)
+        return any(entry.start <= offset < entry.end for entry in entries)
+
     def _check_depth(self, inst: Instruction, depth: int) -> None:
         jumped = (
             inst.target is not None and self.next_index != self.index_of.get(inst.offset, -1) + 1
@@ -259,6 +270,17 @@ class Translator:
                 f"stack depth check: {inst.opname} {inst.argval!r} at offset {inst.offset} "
                 f"changed the stack by {len(self.stack) - depth}, dis.stack_effect says {expected}"
             )
+
+
+_entries: dict[types.CodeType, list[Any]] = {}
+
+
+def _exception_entries(code: types.CodeType) -> list[Any]:
+    found = _entries.get(code)
+    if found is None:
+        found = list(dis.Bytecode(code).exception_entries)
+        _entries[code] = found
+    return found
 
 
 def constant(value: Any) -> PythonValue:

@@ -223,7 +223,12 @@ def raise_varargs(tx: Translator, inst: Instruction) -> None:
             )
         except Exception:  # noqa: BLE001
             what = ""
-    raise Unsupported(f"the code raises an exception while capturing{what}")
+    error = Unsupported(f"the code raises an exception while capturing{what}")
+    if isinstance(raised, PythonValue) and (
+        raised.obj is StopIteration or type(raised.obj) is StopIteration
+    ):
+        error.stop_iteration = not tx._in_try()
+    raise error
 
 
 @opcode_handler("UNSUPPORTED")

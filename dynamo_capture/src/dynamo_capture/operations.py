@@ -164,6 +164,8 @@ def hashable_key(value: Value) -> Any:
     a tensor: an `IdentityKey`)."""
     if isinstance(value, TensorValue):
         return IdentityKey(value)
+    if isinstance(value, ObjectValue) and value.cls.__hash__ is object.__hash__:
+        return IdentityKey(value)  # an instance made in the frame, hashed by identity
     try:
         return as_constant(value)
     except NotConstant:
@@ -358,6 +360,13 @@ def _dunder_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
                 result = call(tx, PythonValue(method), [receiver, other], {})
                 if not (isinstance(result, PythonValue) and result.obj is NotImplemented):
                     return result
+    if fn is operator.ne:  # object.__ne__ inverts a user __eq__
+        for receiver, other in ((left, right), (right, left)):
+            method = getattr(python_type_of(receiver), "__eq__", None)
+            if isinstance(method, types.FunctionType):
+                result = call(tx, PythonValue(method), [receiver, other], {})
+                if not (isinstance(result, PythonValue) and result.obj is NotImplemented):
+                    return PythonValue(not truth(tx, result))
     if fn in (operator.eq, operator.ne) and _identity_comparable(left, right):
         guard_identity(tx, left, right)
         same = _identical(left, right)
@@ -509,8 +518,31 @@ def _user_iter(tx: Translator, value: Value) -> list[Value]:
         return [get_item(tx, value, PythonValue(index)) for index in range(length)]
     if isinstance(method, types.FunctionType):
         iterator = call(tx, PythonValue(method), [value], {})
+        if isinstance(iterator, ObjectValue) and isinstance(
+            getattr(iterator.cls, "__next__", None), types.FunctionType
+        ):
+            return _drain_user_iterator(tx, iterator)
         return sequence_items(tx, iterator)
     raise Unsupported(f"iteration over a {python_type_of(value).__name__}")
+
+
+MAX_USER_ITERATOR_ITEMS = 10_000
+
+
+def _drain_user_iterator(tx: Translator, iterator: ObjectValue) -> list[Value]:
+    """The items of a user iterator: __next__ called until it raises StopIteration."""
+    from dynamo_capture.calls import call
+
+    next_method = PythonValue(iterator.cls.__next__)
+    items: list[Value] = []
+    while len(items) < MAX_USER_ITERATOR_ITEMS:
+        try:
+            items.append(call(tx, next_method, [iterator], {}))
+        except Unsupported as error:
+            if error.stop_iteration:
+                return items
+            raise
+    raise Unsupported(f"a user iterator gave more than {MAX_USER_ITERATOR_ITEMS} items")
 
 
 def _submodule_source(source: Any, name: str, module: Any) -> Any:
@@ -585,7 +617,11 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
     if isinstance(container, DictValue) and _python_override(container.cls, "__getitem__"):
         return _dunder_call(tx, container, "__getitem__", [index])
     if isinstance(container, DictValue):
-        key = hashable_key(index) if isinstance(index, TensorValue) else _index_constant(tx, index)
+        key = (
+            hashable_key(index)
+            if isinstance(index, TensorValue | ObjectValue)
+            else _index_constant(tx, index)
+        )
         factory = container.attrs.get("default_factory")
         if key not in container.items and factory is not None and container.source is None:
             if not (isinstance(factory, PythonValue) and factory.obj is None):
@@ -690,10 +726,16 @@ def _tensor_in_sequence(item: TensorValue, candidates: list[Value]) -> bool:
 def contains(tx: Translator, item: Value, container: Value) -> bool:
     """item in container, for capture-time keys and items."""
     container = side_effects.current(tx, container)
-    if isinstance(item, TensorValue) and isinstance(container, DictValue | SetValue):
+    if isinstance(item, TensorValue | ObjectValue) and isinstance(container, DictValue | SetValue):
         return hashable_key(item) in container.items  # tensors hash by identity
     if isinstance(item, TensorValue) and isinstance(container, TupleValue | ListValue):
         return _tensor_in_sequence(item, container.items)
+    if isinstance(container, ObjectValue):
+        method = getattr(container.cls, "__contains__", None)
+        if isinstance(method, types.FunctionType):
+            from dynamo_capture.calls import call
+
+            return truth(tx, call(tx, PythonValue(method), [container, item], {}))
     if isinstance(container, TensorValue) or isinstance(item, TensorValue):
         raise Unsupported("`in` on tensors is data-dependent")
     if isinstance(container, DictValue):
