@@ -155,3 +155,25 @@ def test_generator_context_that_yields_twice_is_a_clear_break():
     compiled = dynamo_capture.optimize(use, backend=lambda gm, ex: gm.forward, fullgraph=True)
     with pytest.raises(dynamo_capture.Unsupported, match="yielded twice"):
         compiled(torch.randn(2))
+
+
+def nested_grad_modes(x):
+    with torch.no_grad():
+        with torch.enable_grad():
+            y = x * 2
+        z = x * 3
+    return y, z
+
+
+def nested_grad_modes_across_break(x):
+    with torch.no_grad():
+        with torch.enable_grad():
+            y = x * 2
+            print("inside")
+            z = y * 3
+    return z
+
+
+@pytest.mark.parametrize("fn", [nested_grad_modes, nested_grad_modes_across_break])
+def test_grad_mode_switches_that_change_nothing_are_dropped_like_torch(fn):
+    check_like_torch(fn, _one)

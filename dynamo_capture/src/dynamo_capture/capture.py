@@ -32,6 +32,7 @@ from dynamo_capture.calls import is_made_in_frame
 from dynamo_capture.errors import BackendCompilerFailed, Unsupported, UserLocation
 from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
+from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory
 from dynamo_capture.operations import IdentityKey, key_value
@@ -285,6 +286,7 @@ def capture_frame(
         for real in reversed(ctx.open_autocasts):  # capture stopped inside an autocast block
             torch.amp.autocast_mode._exit_autocast(real)
     ctx.output_node(plan.outputs)
+    drop_redundant_grad_modes(ctx.graph, grad_mode)  # 5. switches that change nothing
     ctx.add_size_inputs()
     inputs = ctx.graph_inputs()
     graph_module = torch.fx.GraphModule(
