@@ -177,3 +177,29 @@ def nested_grad_modes_across_break(x):
 @pytest.mark.parametrize("fn", [nested_grad_modes, nested_grad_modes_across_break])
 def test_grad_mode_switches_that_change_nothing_are_dropped_like_torch(fn):
     check_like_torch(fn, _one)
+
+
+@without_grad()
+def _doubled_without_grad(t):
+    return t * 2
+
+
+@scaled()
+def _tripled(t):
+    return t * 3
+
+
+def generator_context_as_decorator(x):
+    return _doubled_without_grad(x) + _tripled(x), torch.is_grad_enabled()
+
+
+def test_generator_context_as_decorator_like_torch():
+    check_like_torch(generator_context_as_decorator, _one)
+
+
+def test_generator_context_as_decorator_runs_body_inside():
+    compiled = dynamo_capture.optimize(
+        _doubled_without_grad, backend=lambda gm, ex: gm.forward, fullgraph=True
+    )
+    assert not compiled(torch.randn(3, requires_grad=True)).requires_grad
+    assert torch.is_grad_enabled()

@@ -142,3 +142,26 @@ def test_stop_iteration_inside_try_is_not_the_end_of_iteration():
     compiled = dynamo_capture.optimize(use, backend=lambda gm, ex: gm.forward, fullgraph=True)
     with pytest.raises(dynamo_capture.Unsupported):
         compiled(torch.randn(2))
+
+
+def test_del_attribute_of_instance_made_in_frame():
+    def drop(x):
+        p = Plain()
+        p.a = x
+        del p.a
+        return x + hasattr(p, "a")
+
+    check_like_torch(drop, _one)
+
+
+def test_del_attribute_of_outside_object_runs_eagerly():
+    outside = Plain()
+
+    def drop(x):
+        outside.a = 1
+        del outside.a
+        return x + 1
+
+    compiled = dynamo_capture.optimize(drop, backend=lambda gm, ex: gm.forward)
+    torch.testing.assert_close(compiled(torch.zeros(2)), torch.ones(2))
+    assert not hasattr(outside, "a")

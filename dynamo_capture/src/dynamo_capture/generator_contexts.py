@@ -33,7 +33,13 @@ from dynamo_capture.values import ContextValue, PythonValue, Value
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["CONTEXTMANAGER_HELPER", "enter_generator", "exit_generator", "generator_context"]
+__all__ = [
+    "CONTEXTMANAGER_HELPER",
+    "construct_generator_context",
+    "enter_generator",
+    "exit_generator",
+    "generator_context",
+]
 
 
 @contextlib.contextmanager
@@ -49,20 +55,40 @@ def generator_context(
     tx: Translator, helper: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     """`cm(*args)` for `cm` made by contextlib.contextmanager: a lazily run generator."""
-    from dynamo_capture.calls import child_translator
-
     function = helper.obj
     if function.__code__.co_freevars != ("func",) or not function.__closure__:
         raise Unsupported("a contextlib.contextmanager function of an unknown form")
     source = helper.source
     cell_source = CellContentsSource(source, 0, "func") if source is not None else None
     wrapped = tx.ctx.wrap(function.__closure__[0].cell_contents, cell_source)
-    func = wrapped.obj if isinstance(wrapped, PythonValue) else None
+    return _lazy_generator(tx, wrapped, args, kwargs, cell_source)
+
+
+def construct_generator_context(
+    tx: Translator, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`_GeneratorContextManager(func, args, kwds)` (a contextmanager used as a decorator
+    makes a fresh one per call): the same lazily run generator."""
+    from dynamo_capture.operations import dict_items, sequence_items
+
+    if len(args) != 3 or kwargs:
+        raise Unsupported("contextlib._GeneratorContextManager with unknown arguments")
+    func, call_args, call_kwargs = args
+    keywords = {str(k): v for k, v in dict_items(tx, call_kwargs).items()}
+    return _lazy_generator(tx, func, sequence_items(tx, call_args), keywords, func.source)
+
+
+def _lazy_generator(
+    tx: Translator, func_value: Value, args: list[Value], kwargs: dict[str, Value], source: Any
+) -> Value:
+    from dynamo_capture.calls import child_translator
+
+    func = func_value.obj if isinstance(func_value, PythonValue) else None
     if not isinstance(func, types.FunctionType) or not (
         func.__code__.co_flags & inspect.CO_GENERATOR
     ):
         raise Unsupported("contextlib.contextmanager around something other than a generator")
-    child = child_translator(tx, func, args, kwargs, cell_source)
+    child = child_translator(tx, func, args, kwargs, source)
     child.stop_at_yield = True
     return ContextValue("generator", saved=child)
 

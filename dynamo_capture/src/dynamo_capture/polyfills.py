@@ -374,9 +374,16 @@ def _tuple_new(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
     return TupleValue(items, cls)
 
 
+def _generator_context(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from dynamo_capture.generator_contexts import construct_generator_context
+
+    return construct_generator_context(tx, args, kwargs)
+
+
 _HANDLERS: dict[Any, Callable[[Translator, list[Value], dict[str, Value]], Value]] = {
     tuple.__new__: _tuple_new,
     contextlib.nullcontext: _nullcontext,
+    contextlib._GeneratorContextManager: _generator_context,
     itertools.count: _count,
     itertools.repeat: _repeat,
     itertools.cycle: _cycle,
