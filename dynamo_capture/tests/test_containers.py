@@ -228,3 +228,26 @@ def id_of_parameter_as_key(x):
 def test_dict_program_like_torch(fn):
     counter = check_like_torch(fn, _one)
     assert counter.frame_count == 1
+
+
+def ordered_dict_popitem_first(x):
+    d = collections.OrderedDict(a=x)
+    d["b"] = x + 1
+    key, value = d.popitem(last=False)
+    return value + len(d), key
+
+
+def test_ordered_dict_popitem_first_like_torch():
+    check_like_torch(ordered_dict_popitem_first, _one)
+
+
+def test_dict_copies_keep_their_type():
+    def copies(x):
+        d = collections.OrderedDict(a=x)
+        e = collections.defaultdict(int, a=1)
+        return d.copy(), e.copy(), {"a": 1}.copy()
+
+    compiled = dynamo_capture.optimize(copies, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    ordered, default, plain = compiled(torch.randn(2))
+    assert type(ordered) is collections.OrderedDict and type(plain) is dict
+    assert type(default) is collections.defaultdict and default.default_factory is int

@@ -165,3 +165,21 @@ def test_del_attribute_of_outside_object_runs_eagerly():
     compiled = dynamo_capture.optimize(drop, backend=lambda gm, ex: gm.forward)
     torch.testing.assert_close(compiled(torch.zeros(2)), torch.ones(2))
     assert not hasattr(outside, "a")
+
+
+class Named:
+    def __repr__(self):
+        return "Named()"
+
+
+class Texted(Named):
+    def __str__(self):
+        return "text"
+
+
+def repr_and_str_of_instances(x):
+    return x + len(repr(Named())) + len(str(Named())) + len(str(Texted())), str(Texted())
+
+
+def test_repr_and_str_call_user_methods_like_torch():
+    check_like_torch(repr_and_str_of_instances, _one)

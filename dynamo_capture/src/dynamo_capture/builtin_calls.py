@@ -738,6 +738,26 @@ def _range(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
     return _fold(range, args, kwargs)
 
 
+def _text_of(fn: Any, dunder: str, fallback: Handler) -> Handler:
+    """str() / repr() calling a user class's __str__ / __repr__ (str falls back to __repr__)."""
+
+    def text(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if len(args) == 1 and not kwargs and isinstance(args[0], ObjectValue):
+            from dynamo_capture.calls import call
+
+            for name in (dunder, "__repr__"):
+                method = inspect.getattr_static(args[0].cls, name, None)
+                if isinstance(method, types.FunctionType):
+                    return call(tx, PythonValue(method), [args[0]], {})
+        return fallback(tx, args, kwargs)
+
+    return text
+
+
+BUILTIN_HANDLERS[builtins.str] = _text_of(builtins.str, "__str__", BUILTIN_HANDLERS[builtins.str])
+BUILTIN_HANDLERS[builtins.repr] = _text_of(
+    builtins.repr, "__repr__", lambda tx, args, kwargs: _fold(repr, args, kwargs)
+)
 BUILTIN_HANDLERS[builtins.slice] = lambda tx, args, kwargs: _fold(slice, args, kwargs)
 for _fn in SYM_FUNCTIONS:
     if _fn is not builtins.abs:

@@ -6,6 +6,7 @@ container that exists outside the frame are Unsupported (a side effect).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 from collections.abc import Callable
@@ -205,11 +206,26 @@ def _dict_popitem(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, V
     _mutable(d, "popitem")
     if not d.items:
         raise Unsupported("dict.popitem() of an empty dict raises KeyError")
-    key, value = d.items.popitem()
+    last = args[0] if args else kwargs.get("last", PythonValue(True))
+    if (args or kwargs) and not issubclass(d.cls, collections.OrderedDict):
+        raise Unsupported("dict.popitem() takes no arguments")
+    if as_constant(last):
+        key, value = d.items.popitem()
+    else:  # OrderedDict.popitem(last=False): the first item
+        key = next(iter(d.items))
+        value = d.items.pop(key)
     return TupleValue([key_value(key), value])
 
 
 def _dict_copy(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    kind = python_type_of(d)
+    if kind in (collections.OrderedDict, collections.defaultdict):  # their copy keeps the type
+        attrs = (
+            {"default_factory": d.attrs["default_factory"]}
+            if "default_factory" in getattr(d, "attrs", {})
+            else {}
+        )
+        return DictValue(dict_items(tx, d), kind, attrs=attrs)
     return DictValue(dict_items(tx, d))
 
 
