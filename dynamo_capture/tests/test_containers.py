@@ -251,3 +251,40 @@ def test_dict_copies_keep_their_type():
     ordered, default, plain = compiled(torch.randn(2))
     assert type(ordered) is collections.OrderedDict and type(plain) is dict
     assert type(default) is collections.defaultdict and default.default_factory is int
+
+
+def deque_both_ends(x):
+    d = collections.deque([x, x + 1])
+    d.appendleft(x * 3)
+    d.extend([x * 4])
+    d.rotate(1)
+    return d.pop() + d.popleft(), list(d), len(d)
+
+
+def deque_compares_as_deque(x):
+    d = collections.deque([1, 2])
+    return x + (d == collections.deque([1, 2])) + (d == [1, 2])
+
+
+@pytest.mark.parametrize("fn", [deque_both_ends, deque_compares_as_deque])
+def test_deque_like_torch(fn):
+    counter = check_like_torch(fn, _one)
+    assert counter.frame_count == 1
+
+
+def test_slicing_a_deque_is_a_clear_break():
+    def sliced(x):
+        return collections.deque([x])[0:1]
+
+    compiled = dynamo_capture.optimize(sliced, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    with pytest.raises(dynamo_capture.Unsupported, match="deque"):
+        compiled(torch.randn(2))
+
+
+def test_deque_returned_is_a_deque():
+    compiled = dynamo_capture.optimize(
+        lambda x: collections.deque([x, x + 1]), backend=lambda gm, ex: gm.forward, fullgraph=True
+    )
+    got = compiled(torch.zeros(2))
+    assert type(got) is collections.deque and len(got) == 2
+    torch.testing.assert_close(got[1], torch.ones(2))

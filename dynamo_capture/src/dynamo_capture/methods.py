@@ -488,6 +488,10 @@ def call_method(
 
 def _table_for(receiver: Value) -> dict[str, Method] | None:
     kind = python_type_of(receiver)
+    if isinstance(receiver, ListValue) and receiver.cls is collections.deque:
+        from dynamo_capture.deques import DEQUE_METHODS
+
+        return {**TUPLE_METHODS, **DEQUE_METHODS}
     if isinstance(receiver, ListValue) or (isinstance(receiver, PythonValue) and kind is list):
         return LIST_METHODS
     if issubclass(kind, dict):

@@ -120,7 +120,8 @@ def as_constant(value: Value) -> Any:
             return torch.Size(items)
         return value.cls(*items)
     if isinstance(value, ListValue):
-        return [as_constant(item) for item in value.items]
+        items = [as_constant(item) for item in value.items]
+        return items if value.cls is list else value.cls(items)
     if isinstance(value, SetValue):
         if any(isinstance(item, IdentityKey) for item in value.items):
             raise NotConstant
@@ -606,6 +607,8 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
     if isinstance(container, TupleValue | ListValue):
         key = _index_constant(tx, index)
         if isinstance(key, slice):
+            if isinstance(container, ListValue) and container.cls is collections.deque:
+                raise Unsupported("slicing a deque raises TypeError")
             items = container.items[key]
             if isinstance(container, ListValue):
                 return ListValue(items)

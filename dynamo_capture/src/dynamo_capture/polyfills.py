@@ -374,6 +374,12 @@ def _tuple_new(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
     return TupleValue(items, cls)
 
 
+def _deque(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from dynamo_capture.deques import make_deque
+
+    return make_deque(tx, args, kwargs)
+
+
 def _generator_context(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     from dynamo_capture.generator_contexts import construct_generator_context
 
@@ -384,6 +390,7 @@ _HANDLERS: dict[Any, Callable[[Translator, list[Value], dict[str, Value]], Value
     tuple.__new__: _tuple_new,
     contextlib.nullcontext: _nullcontext,
     contextlib._GeneratorContextManager: _generator_context,
+    collections.deque: _deque,
     itertools.count: _count,
     itertools.repeat: _repeat,
     itertools.cycle: _cycle,
