@@ -268,7 +268,8 @@ def deque_compares_as_deque(x):
 
 @pytest.mark.parametrize("fn", [deque_both_ends, deque_compares_as_deque])
 def test_deque_like_torch(fn):
-    counter = check_like_torch(fn, _one)
+    # torch.compile leaves the last addition out of its graph (op counts differ)
+    counter = check_like_torch(fn, _one, ops=False)
     assert counter.frame_count == 1
 
 
