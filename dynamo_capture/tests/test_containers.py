@@ -289,3 +289,23 @@ def test_deque_returned_is_a_deque():
     got = compiled(torch.zeros(2))
     assert type(got) is collections.deque and len(got) == 2
     torch.testing.assert_close(got[1], torch.ones(2))
+
+
+def frozensets_of_tensors_and_constants(x):
+    y = x + 1
+    s = frozenset([x, y])
+    t = frozenset({1, 2}) | {3}
+    return x * len(s.union({x})), type(s) is frozenset, t, type({1} | frozenset({2})) is set
+
+
+def test_frozenset_like_torch():
+    check_like_torch(frozensets_of_tensors_and_constants, _one)
+
+
+def test_frozenset_returned_is_a_frozenset():
+    def make(x):
+        return frozenset([x]), frozenset({1})
+
+    compiled = dynamo_capture.optimize(make, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    tensors, constants = compiled(torch.randn(2))
+    assert type(tensors) is frozenset and type(constants) is frozenset and constants == {1}

@@ -364,10 +364,16 @@ def _dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return DictValue(items)
 
 
-@handles(builtins.set, builtins.frozenset)
+@handles(builtins.set)
 def _set(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     items = sequence_items(tx, args[0]) if args else []
     return SetValue({hashable_key(item) for item in items})
+
+
+@handles(builtins.frozenset)
+def _frozenset(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    items = sequence_items(tx, args[0]) if args else []
+    return SetValue({hashable_key(item) for item in items}, cls=frozenset)
 
 
 @handles(builtins.bool)

@@ -400,7 +400,10 @@ class OutputPlan:
             return f"{self._constant(value.cls)}({{{inner}}})"
         if isinstance(value, SetValue):
             if any(isinstance(item, IdentityKey) for item in value.items):
-                return "{" + ", ".join(self._key_expr(item) for item in value.items) + "}"
+                listed = "{" + ", ".join(self._key_expr(item) for item in value.items) + "}"
+                return listed if value.cls is set else f"frozenset({listed})"
+            if value.cls is frozenset:
+                return self._constant(frozenset(value.items))
             return self._constant(set(value.items)) + ".copy()"
         if isinstance(value, IteratorValue):
             return self._iterator(value)

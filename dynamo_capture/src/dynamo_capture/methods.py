@@ -326,13 +326,21 @@ def _set_in_place(name: str) -> Method:
     return update
 
 
+_SET_QUERIES = (
+    "union", "intersection", "difference", "symmetric_difference", "issubset",
+    "issuperset", "isdisjoint", "copy", "__contains__", "__len__",
+)  # fmt: skip
+
+
 def _set_query(name: str) -> Method:
     """A set method that reads the set and its arguments (constants) and makes a new value."""
 
     def query(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
         others = [{_key(item) for item in sequence_items(tx, other)} for other in args]
         result = getattr(set(s.items), name)(*others)
-        return SetValue(result) if isinstance(result, set) else PythonValue(result)
+        if isinstance(result, set):
+            return SetValue(result, cls=s.cls)
+        return PythonValue(result)
 
     return query
 
@@ -347,21 +355,7 @@ SET_METHODS: dict[str, Method] = {
         name: _set_in_place(name)
         for name in ("difference_update", "intersection_update", "symmetric_difference_update")
     },
-    **{
-        name: _set_query(name)
-        for name in (
-            "union",
-            "intersection",
-            "difference",
-            "symmetric_difference",
-            "issubset",
-            "issuperset",
-            "isdisjoint",
-            "copy",
-            "__contains__",
-            "__len__",
-        )
-    },  # fmt: skip
+    **{name: _set_query(name) for name in _SET_QUERIES},
 }
 
 
@@ -497,6 +491,8 @@ def _table_for(receiver: Value) -> dict[str, Method] | None:
     if issubclass(kind, dict):
         return DICT_METHODS
     if isinstance(receiver, SetValue):
+        if receiver.cls is frozenset:  # no methods that change it
+            return {name: SET_METHODS[name] for name in _SET_QUERIES}
         return SET_METHODS
     if issubclass(kind, tuple):
         return TUPLE_METHODS

@@ -125,7 +125,7 @@ def as_constant(value: Value) -> Any:
     if isinstance(value, SetValue):
         if any(isinstance(item, IdentityKey) for item in value.items):
             raise NotConstant
-        return set(value.items)
+        return value.cls(value.items)
     if isinstance(value, DictValue) and value.cls is dict:
         if any(isinstance(key, IdentityKey) for key in value.items):
             raise NotConstant
@@ -205,7 +205,7 @@ def python_type_of(value: Value) -> type:
     if isinstance(value, DictValue):
         return value.cls
     if isinstance(value, SetValue):
-        return set
+        return value.cls
     if isinstance(value, DictViewValue):
         from dynamo_capture.dict_views import VIEW_TYPES
 
@@ -303,7 +303,7 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         return sequence
     if isinstance(left, SetValue) and isinstance(right, SetValue) and plain in _SET_OPS:
         result = plain(set(left.items), set(right.items))  # identity keys: tensors by id
-        return SetValue(result) if isinstance(result, set) else PythonValue(result)
+        return SetValue(result, cls=left.cls) if isinstance(result, set) else PythonValue(result)
     return _dunder_op(tx, plain, left, right)
 
 

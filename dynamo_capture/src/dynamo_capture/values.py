@@ -147,10 +147,11 @@ class DictViewValue(Value):
 
 @dataclass(eq=False, slots=True)
 class SetValue(Value):
-    """A set of capture-time constants."""
+    """A set (or frozenset: `cls`) of capture-time constants and identity keys."""
 
     items: set[Any]
     source: Source | None = None
+    cls: type = set
 
 
 @dataclass(eq=False, slots=True)
