@@ -23,6 +23,7 @@ from dynamo_capture.values import (
     BuiltinMethodValue,
     ContextValue,
     DictValue,
+    DictViewValue,
     FunctionValue,
     IteratorValue,
     ListValue,
@@ -69,7 +70,15 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
             return value.attrs[name]
         if name == "__class__":
             return PythonValue(value.cls)
-        return _class_attr(tx, value, value.cls, name)
+        try:
+            return _class_attr(tx, value, value.cls, name)
+        except AttributeError:
+            fallback = inspect.getattr_static(value.cls, "__getattr__", None)
+            if not isinstance(fallback, types.FunctionType):
+                raise
+            from dynamo_capture.calls import call
+
+            return call(tx, PythonValue(fallback), [value, PythonValue(name)], {})
     if isinstance(value, DictValue) and value.cls not in (dict,):
         if name in value.attrs:
             return value.attrs[name]
@@ -83,8 +92,15 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
         fields = getattr(value.cls, "_fields", None) or getattr(value.cls, "__match_args__", ())
         if name in fields:
             return value.items[list(fields).index(name)]
+        if not _builtin_method(value.cls, name):
+            return _class_attr(tx, value, value.cls, name)
+    if (
+        isinstance(value, ListValue)
+        and value.cls is not list
+        and not _builtin_method(value.cls, name)
+    ):
         return _class_attr(tx, value, value.cls, name)
-    if isinstance(value, (*_CONTAINER_VALUES, IteratorValue, ContextValue)):
+    if isinstance(value, (*_CONTAINER_VALUES, IteratorValue, ContextValue, DictViewValue)):
         if name == "__class__":
             from dynamo_capture.operations import python_type_of
 
@@ -97,9 +113,11 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
         if name == "keywords":
             return DictValue(dict(value.kwargs))
     if isinstance(value, FunctionValue):
-        simple = {"__name__": value.name, "__qualname__": value.name, "__code__": value.code}
-        if name in simple:
-            return PythonValue(simple[name])
+        from dynamo_capture.function_values import function_attr
+
+        found = function_attr(value, name)
+        if found is not None:
+            return found
     if isinstance(value, MethodValue):
         if name == "__self__":
             return value.self_value
@@ -216,6 +234,12 @@ def _instance_attr(tx: Translator, value: PythonValue, name: str, child: Any) ->
     return tx.ctx.wrap(attr, child)
 
 
+def _builtin_method(cls: type, name: str) -> bool:
+    """Whether `name` on a builtin subclass `cls` is a method of the builtin (list.append)."""
+    static = inspect.getattr_static(cls, name, None)
+    return isinstance(static, types.MethodDescriptorType | types.WrapperDescriptorType)
+
+
 def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
     """An attribute found on the class of `receiver` (an instance)."""
     from dynamo_capture.calls import call
@@ -243,6 +267,9 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
         return tx.ctx.wrap(attr, source)
     if is_constant(static) or static is None:
         return PythonValue(static)
+    getter = getattr(type(static), "__get__", None)
+    if isinstance(getter, types.FunctionType):  # a user descriptor
+        return call(tx, PythonValue(getter), [PythonValue(static), receiver, PythonValue(cls)], {})
     if hasattr(static, "__get__") and not isinstance(static, type):
         raise Unsupported(f"descriptor {name!r} of {cls.__name__}")
     return _held_class_value(tx, cls, name, static)
@@ -399,6 +426,11 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
             return
         target.attrs[name] = value
         return
+    if isinstance(target, FunctionValue):
+        from dynamo_capture.function_values import set_function_attr
+
+        if set_function_attr(target, name, value):
+            return
     if isinstance(target, PythonValue) and _replayable_attribute(target.obj, name):
         tx.ctx.attr_writes[(id(target.obj), name)] = (target.obj, target.source, value)
         return

@@ -36,6 +36,7 @@ from dynamo_capture.operations import (
     get_iter,
     guard_identity,
     guard_module_children,
+    hashable_key,
     python_type_of,
     sequence_items,
     set_item,
@@ -46,6 +47,7 @@ from dynamo_capture.state import is_compiling, is_exporting
 from dynamo_capture.sym_numbers import SYM_FUNCTIONS, is_symbolic_number
 from dynamo_capture.values import (
     DictValue,
+    DictViewValue,
     IteratorValue,
     ListValue,
     ObjectValue,
@@ -120,6 +122,8 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return PythonValue(value.example.shape[0])
     if isinstance(value, TupleValue | ListValue | DictValue | SetValue):
         return PythonValue(len(value.items))
+    if isinstance(value, DictViewValue):
+        return PythonValue(len(sequence_items(tx, value)))
     if isinstance(value, IteratorValue):
         raise Unsupported("len() of an iterator")
     method = getattr(python_type_of(value), "__len__", None)
@@ -241,6 +245,18 @@ def _next(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     from dynamo_capture.methods import call_method
 
     iterator = args[0]
+    next_method = (
+        getattr(iterator.cls, "__next__", None) if isinstance(iterator, ObjectValue) else None
+    )
+    if isinstance(next_method, types.FunctionType):
+        from dynamo_capture.calls import call
+
+        try:
+            return call(tx, PythonValue(next_method), [iterator], {})
+        except Unsupported as error:
+            if error.stop_iteration and len(args) > 1:
+                return args[1]
+            raise
     if not isinstance(iterator, IteratorValue):
         raise Unsupported(f"next() of a {python_type_of(iterator).__name__}")
     return call_method(tx, iterator, "__next__", args[1:], {})
@@ -257,13 +273,38 @@ def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
     )
 
 
+def _columns(tx: Translator, args: list[Value]) -> list[list[Value]]:
+    """The items of each argument of zip or map; endless iterators give as many as the rest."""
+    from dynamo_capture.polyfills import endless_item
+
+    endless = [isinstance(a, IteratorValue) and a.endless is not None for a in args]
+    if not any(endless):
+        return [sequence_items(tx, arg) for arg in args]
+    if all(endless):
+        raise Unsupported("zip() or map() of endless iterators only (itertools.count, repeat)")
+    columns: list[list[Value] | None] = [
+        None if is_endless else sequence_items(tx, arg) for arg, is_endless in zip(args, endless)
+    ]
+    length = min(len(column) for column in columns if column is not None)
+    for index, arg in enumerate(args):
+        if columns[index] is None:
+            column = []
+            for _ in range(length):
+                if arg.position == len(arg.items):
+                    endless_item(arg)
+                arg.position += 1
+                column.append(arg.items[arg.position - 1])
+            columns[index] = column
+    return columns  # type: ignore[return-value]
+
+
 @handles(builtins.zip)
 def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    columns = [sequence_items(tx, arg) for arg in args]
+    columns = _columns(tx, args)
     strict = as_constant(kwargs["strict"]) if "strict" in kwargs else False
     if strict and len({len(column) for column in columns}) > 1:
         raise Unsupported("zip(strict=True) on sequences of different lengths raises ValueError")
-    return IteratorValue([TupleValue(list(row)) for row in zip(*columns)])
+    return IteratorValue([TupleValue(list(row)) for row in zip(*columns)], kind="zip")
 
 
 @handles(builtins.reversed)
@@ -275,8 +316,8 @@ def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 def _map(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     from dynamo_capture.calls import call
 
-    columns = [sequence_items(tx, arg) for arg in args[1:]]
-    return IteratorValue([call(tx, args[0], list(row), {}) for row in zip(*columns)])
+    columns = _columns(tx, args[1:])
+    return IteratorValue([call(tx, args[0], list(row), {}) for row in zip(*columns)], kind="map")
 
 
 @handles(builtins.filter)
@@ -285,8 +326,9 @@ def _filter(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Valu
 
     predicate, items = args[0], sequence_items(tx, args[1])
     if isinstance(predicate, PythonValue) and predicate.obj is None:
-        return IteratorValue([item for item in items if truth(tx, item)])
-    return IteratorValue([item for item in items if truth(tx, call(tx, predicate, [item], {}))])
+        return IteratorValue([item for item in items if truth(tx, item)], kind="filter")
+    kept = [item for item in items if truth(tx, call(tx, predicate, [item], {}))]
+    return IteratorValue(kept, kind="filter")
 
 
 @handles(builtins.list)
@@ -322,13 +364,16 @@ def _dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return DictValue(items)
 
 
-@handles(builtins.set, builtins.frozenset)
+@handles(builtins.set)
 def _set(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     items = sequence_items(tx, args[0]) if args else []
-    try:
-        return SetValue({as_constant(item) for item in items})
-    except NotConstant:
-        raise Unsupported("a set of values that are not capture-time constants") from None
+    return SetValue({hashable_key(item) for item in items})
+
+
+@handles(builtins.frozenset)
+def _frozenset(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    items = sequence_items(tx, args[0]) if args else []
+    return SetValue({hashable_key(item) for item in items}, cls=frozenset)
 
 
 @handles(builtins.bool)
@@ -524,9 +569,23 @@ def _outside_object(value: Value, what: str) -> Any:
 @handles(builtins.id)
 def _id(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """id() of an object known at capture time: folded, with the object's identity guarded."""
+    parameter = _input_parameter(tx, args[0])
+    if parameter is not None:  # a module's parameter: the same object from call to call
+        tx.ctx.guards.id_match(args[0].source, parameter)
+        return PythonValue(id(parameter))
     obj = _outside_object(args[0], "id()")
     guard_identity(tx, args[0])
     return PythonValue(id(obj))
+
+
+def _input_parameter(tx: Translator, value: Value) -> torch.nn.Parameter | None:
+    """The real nn.Parameter behind an input tensor of the graph, if it is one."""
+    if not (isinstance(value, TensorValue) and value.source is not None):
+        return None
+    for _, real, known in tx.ctx.inputs:
+        if known is value and isinstance(real, torch.nn.Parameter):
+            return real
+    return None
 
 
 @handles(copy.deepcopy)
@@ -685,6 +744,26 @@ def _range(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
     return _fold(range, args, kwargs)
 
 
+def _text_of(fn: Any, dunder: str, fallback: Handler) -> Handler:
+    """str() / repr() calling a user class's __str__ / __repr__ (str falls back to __repr__)."""
+
+    def text(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if len(args) == 1 and not kwargs and isinstance(args[0], ObjectValue):
+            from dynamo_capture.calls import call
+
+            for name in (dunder, "__repr__"):
+                method = inspect.getattr_static(args[0].cls, name, None)
+                if isinstance(method, types.FunctionType):
+                    return call(tx, PythonValue(method), [args[0]], {})
+        return fallback(tx, args, kwargs)
+
+    return text
+
+
+BUILTIN_HANDLERS[builtins.str] = _text_of(builtins.str, "__str__", BUILTIN_HANDLERS[builtins.str])
+BUILTIN_HANDLERS[builtins.repr] = _text_of(
+    builtins.repr, "__repr__", lambda tx, args, kwargs: _fold(repr, args, kwargs)
+)
 BUILTIN_HANDLERS[builtins.slice] = lambda tx, args, kwargs: _fold(slice, args, kwargs)
 for _fn in SYM_FUNCTIONS:
     if _fn is not builtins.abs:

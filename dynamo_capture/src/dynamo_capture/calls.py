@@ -14,6 +14,7 @@ a user class                                 a new ObjectValue, its __init__ inl
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import types
@@ -28,6 +29,7 @@ from dynamo_capture.operations import (
     NotConstant,
     as_constant,
     describe,
+    dict_items,
     python_type_of,
     sequence_items,
 )
@@ -66,7 +68,7 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["call", "inline_function"]
+__all__ = ["call", "child_translator", "inline_function", "is_made_in_frame"]
 
 _CO_GENERATOR = inspect.CO_GENERATOR
 _nn_call = torch.nn.Module.__call__
@@ -132,6 +134,8 @@ def _call_python(
     tx: Translator, fn: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     from dynamo_capture.builtin_calls import BUILTIN_HANDLERS, call_c_function
+    from dynamo_capture.generator_contexts import CONTEXTMANAGER_HELPER, generator_context
+    from dynamo_capture.polyfills import call_polyfill
     from dynamo_capture.torch_calls import call_torch, is_torch_callable
 
     obj = fn.obj
@@ -157,11 +161,16 @@ def _call_python(
     handler = _lookup(BUILTIN_HANDLERS, obj)
     if handler is not None:
         return handler(tx, args, kwargs)
+    polyfilled = call_polyfill(tx, obj, args, kwargs)
+    if polyfilled is not None:
+        return polyfilled
     if isinstance(obj, torch.nn.Module):
         return call_module(tx, fn, args, kwargs)
     if is_torch_callable(obj) and not _inlined_for_callable_argument(obj, args, kwargs):
         return call_torch(tx, obj, args, kwargs)
     if isinstance(obj, types.FunctionType):
+        if obj.__code__ is CONTEXTMANAGER_HELPER:
+            return generator_context(tx, fn, args, kwargs)
         return inline_function(tx, obj, args, kwargs, fn.source)
     if isinstance(obj, types.MethodType):
         source = AttrSource(fn.source, "__self__") if fn.source is not None else None
@@ -329,6 +338,21 @@ def inline_function(
     source: Source | None,
 ) -> Value:
     """Interpret `fn`'s body on the values; a generator runs to its end."""
+    child = child_translator(tx, fn, args, kwargs, source)
+    result = child.run()
+    if child.yielded is not None:
+        return IteratorValue(list(child.yielded))
+    return result
+
+
+def child_translator(
+    tx: Translator,
+    fn: types.FunctionType | FunctionValue,
+    args: list[Value],
+    kwargs: dict[str, Value],
+    source: Source | None,
+) -> Translator:
+    """A Translator for a call of `fn` from `tx`, its arguments bound, not yet run."""
     from dynamo_capture.interpreter import Callee, Translator
 
     if isinstance(fn, FunctionValue):
@@ -363,14 +387,10 @@ def inline_function(
     generator = bool(code.co_flags & _CO_GENERATOR)
     receiver = args[0].obj if args and isinstance(args[0], PythonValue) else None
     callee = Callee(fn if isinstance(fn, types.FunctionType) else None, receiver)
-    child = Translator(
+    return Translator(
         tx.ctx, code, f_locals, f_globals,
         cells=cells, real_cells=real_cells, parent=tx, generator=generator, callee=callee,
     )  # fmt: skip
-    result = child.run()
-    if generator:
-        return IteratorValue(list(child.yielded or []))
-    return result
 
 
 def _closure_source(source: Source | None, index: int, name: str) -> Source | None:
@@ -421,11 +441,22 @@ def call_module(
     if type(module).__call__ is not _nn_call:
         method = type(module).__call__
         return call(tx, PythonValue(method), [module_value, *args], kwargs)
+    from dynamo_capture.lazy_modules import initialize_lazy_module
+
+    initialize_lazy_module(tx, module_value, args, kwargs)
     _hooks_guard(tx, module_value)
     for key in list(module._forward_pre_hooks):
-        if key in module._forward_pre_hooks_with_kwargs:
-            raise Unsupported("a forward pre-hook registered with with_kwargs=True")
         hook = _hook(tx, module_value, "_forward_pre_hooks", key)
+        if key in module._forward_pre_hooks_with_kwargs:
+            # hook(module, args, kwargs) -> None or (args, kwargs)
+            result = call(tx, hook, [module_value, TupleValue(list(args)), DictValue(kwargs)], {})
+            if not (isinstance(result, PythonValue) and result.obj is None):
+                pair = sequence_items(tx, result) if isinstance(result, TupleValue) else []
+                if len(pair) != 2:
+                    raise Unsupported("a with_kwargs forward pre-hook must return (args, kwargs)")
+                args = sequence_items(tx, pair[0])
+                kwargs = {str(k): v for k, v in dict_items(tx, pair[1]).items()}
+            continue
         result = call(tx, hook, [module_value, TupleValue(list(args))], {})
         if not (isinstance(result, PythonValue) and result.obj is None):
             args = sequence_items(tx, result) if isinstance(result, TupleValue) else [result]
@@ -445,10 +476,12 @@ def call_module(
         forward = PythonValue(forward_function, forward_source)
         output = call(tx, forward, [module_value, *args], kwargs)
     for key in list(module._forward_hooks):
-        if key in module._forward_hooks_with_kwargs:
-            raise Unsupported("a forward hook registered with with_kwargs=True")
         hook = _hook(tx, module_value, "_forward_hooks", key)
-        result = call(tx, hook, [module_value, TupleValue(list(args)), output], {})
+        if key in module._forward_hooks_with_kwargs:
+            hook_args = [module_value, TupleValue(list(args)), DictValue(dict(kwargs)), output]
+        else:
+            hook_args = [module_value, TupleValue(list(args)), output]
+        result = call(tx, hook, hook_args, {})
         if not (isinstance(result, PythonValue) and result.obj is None):
             output = result
     return output
@@ -472,7 +505,7 @@ def construct(
 
     cls = cls_value.obj
     if issubclass(cls, torch.nn.Module):
-        raise Unsupported(f"creating a module ({cls.__name__}) inside captured code")
+        return _construct_module(tx, cls, args, kwargs)
     if cls.__module__.split(".")[0] == "torch":
         return construct_torch_class(tx, cls, args, kwargs)
     if issubclass(cls, BaseException):
@@ -483,6 +516,24 @@ def construct(
         return PythonValue(cls(*real_args, **real_kwargs))
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return _construct_namedtuple(tx, cls, args, kwargs)
+    if (
+        issubclass(cls, tuple)
+        and type(cls) is type
+        and isinstance(cls.__new__, types.FunctionType)
+        and cls.__init__ is tuple.__init__
+    ):
+        return inline_function(tx, cls.__new__, [cls_value, *args], kwargs, None)
+    if _plain_builtin_subclass(cls, tuple) and not kwargs and len(args) <= 1:
+        return TupleValue(sequence_items(tx, args[0]) if args else [], cls)
+    if _plain_builtin_subclass(cls, list) and not kwargs and len(args) <= 1:
+        return ListValue(sequence_items(tx, args[0]) if args else [], cls=cls)
+    if cls is collections.defaultdict:
+        factory = args[0] if args else kwargs.pop("default_factory", PythonValue(None))
+        instance_dict = DictValue({}, cls, attrs={"default_factory": factory})
+        from dynamo_capture.methods import call_method
+
+        call_method(tx, instance_dict, "update", list(args[1:]), kwargs)
+        return instance_dict
     if issubclass(cls, dict) and cls.__new__ in (dict.__new__, OrderedDict.__new__):
         instance_dict = DictValue({}, cls)
         init = cls.__init__
@@ -508,6 +559,64 @@ def construct(
     elif args or kwargs:
         raise Unsupported(f"{cls.__name__}() takes no arguments")
     return instance
+
+
+def _construct_module(
+    tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """A torch.nn module without parameters or buffers made in the frame (a loss, an
+    activation), from constants: made now; its forward is traced where it is called."""
+    if not cls.__module__.startswith("torch.nn.modules."):
+        raise Unsupported(f"creating a module ({cls.__name__}) inside captured code")
+    try:
+        real_args = [_module_or_constant(a) for a in args]
+        real_kwargs = {k: _module_or_constant(v) for k, v in kwargs.items()}
+    except NotConstant as error:
+        raise Unsupported(
+            f"creating a module ({cls.__name__}) from values known only when it runs"
+        ) from error
+    module = cls(*real_args, **real_kwargs)
+    if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+        raise Unsupported(f"creating a module with parameters ({cls.__name__}) in captured code")
+    if cls is not torch.nn.CrossEntropyLoss:
+        # nn.Module.__init__ logs its API use: the graph keeps the call as torch.compile's
+        # does (which makes a CrossEntropyLoss without tracing its __init__)
+        tx.ctx.graph.call_function(torch._C._log_api_usage_once, ("python.nn_module",))
+    _made_in_frame.add(module)
+    return PythonValue(module)
+
+
+# Modules made by captured code: a frame that hands one out makes a copy each call.
+_made_in_frame: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
+
+
+def is_made_in_frame(obj: Any) -> bool:
+    """Whether `obj` is a module captured code made (see _construct_module)."""
+    try:
+        return obj in _made_in_frame
+    except TypeError:
+        return False
+
+
+def _module_or_constant(value: Value) -> Any:
+    """A constant, or a module made in the frame (nn.Sequential(nn.ReLU(), ...))."""
+    if (
+        isinstance(value, PythonValue)
+        and value.source is None
+        and isinstance(value.obj, torch.nn.Module)
+    ):
+        return value.obj
+    return as_constant(value)
+
+
+def _plain_builtin_subclass(cls: type, base: type) -> bool:
+    """A user subclass of `base` (tuple, list) keeping its __new__ and __init__ and metaclass."""
+    return (
+        issubclass(cls, base)
+        and type(cls) is type
+        and cls.__new__ is base.__new__
+        and cls.__init__ is base.__init__
+    )
 
 
 def _construct_namedtuple(

@@ -14,6 +14,7 @@ function (Python source, registered with linecache) that calls it.
 from __future__ import annotations
 
 import collections
+import copy
 import itertools
 import linecache
 import os
@@ -27,11 +28,14 @@ import torch
 import torch.fx
 
 from dynamo_capture import opcodes_data, opcodes_flow, side_effects  # noqa: F401  (registers handlers)
+from dynamo_capture.calls import is_made_in_frame
 from dynamo_capture.errors import BackendCompilerFailed, Unsupported, UserLocation
 from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
+from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory
+from dynamo_capture.operations import IdentityKey, key_value
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
 from dynamo_capture.resume import ITERATOR, UNBOUND, ContextSpec, cell_locals
 from dynamo_capture.sources import AttrSource, ClosureSource, LocalSource, Source
@@ -40,6 +44,7 @@ from dynamo_capture.values import (
     BuiltinMethodValue,
     ContextValue,
     DictValue,
+    DictViewValue,
     FunctionValue,
     IteratorValue,
     ListValue,
@@ -154,10 +159,11 @@ def open_contexts(tx: Translator) -> tuple[ContextSpec, ...]:
 
 
 _CALLS = ("CALL",)
+_METHOD_LOADS = ("LOAD_ATTR", "LOAD_METHOD")
 _PLAIN = (bool, int, float, str, type(None))
 
 
-def call_cut(tx: Translator) -> tuple[int, int, int] | None:
+def call_cut(tx: Translator) -> tuple[int, int, int, int] | None:
     """Where the failing call's instruction sequence starts, when it can be a cut.
 
     The values below the call's callable (the statement's partial values, e.g. `f(x)`
@@ -172,6 +178,9 @@ def call_cut(tx: Translator) -> tuple[int, int, int] | None:
     depth = trace[-1][1] - (inst.arg or 0) - 2
     if depth < 0:
         return None
+    receiver_cut = _receiver_cut(tx, depth)
+    if receiver_cut is not None:
+        return receiver_cut
     for offset, before in reversed(trace[:-1]):
         if before < depth:
             return None
@@ -182,7 +191,38 @@ def call_cut(tx: Translator) -> tuple[int, int, int] | None:
             index = tx.index_of[inst.offset] + 1
             if index >= len(tx.instructions):
                 return None
-            return offset, depth, tx.instructions[index].offset
+            return offset, depth, tx.instructions[index].offset, depth + 1
+    return None
+
+
+def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | None:
+    """A cut after the receiver of a failing method call on a graph tensor (`t.item()`).
+
+    The graph before the cut computes the tensor (`x.sum()` in `x.sum().item()`) and
+    hands it on; only the method call runs eagerly. Returns (offset of the method's load,
+    stack depth there, offset after the call, stack depth there).
+    """
+    callable_value = tx.calling
+    if not (
+        isinstance(callable_value, BuiltinMethodValue)
+        and isinstance(callable_value.receiver, TensorValue)
+    ):
+        return None
+    trace = tx.trace
+    assert trace is not None and tx.current is not None
+    for offset, before in reversed(trace[:-1]):
+        if before < depth + 1:
+            return None
+        if before == depth + 1:
+            load = tx.instructions[tx.index_of[offset]]
+            if load.opname not in _METHOD_LOADS or not load.method:
+                return None
+            if not all(_plain(value) for value in tx.stack[:depth]):
+                return None
+            index = tx.index_of[tx.current.offset] + 1
+            if index >= len(tx.instructions):
+                return None
+            return offset, depth + 1, tx.instructions[index].offset, depth + 1
     return None
 
 
@@ -237,6 +277,7 @@ def capture_frame(
             plan = OutputPlan(ctx)
             output_exprs = plan.expr(result)
             replays = plan.replays()
+            replays = plan.prelude + replays  # objects named once, before their first use
     except Unsupported as error:
         located = Unsupported(error.reason, user_frames(error.where))
         if tx is not None and tx.current is not None:
@@ -253,6 +294,7 @@ def capture_frame(
         for real in reversed(ctx.open_autocasts):  # capture stopped inside an autocast block
             torch.amp.autocast_mode._exit_autocast(real)
     ctx.output_node(plan.outputs)
+    drop_redundant_grad_modes(ctx.graph, grad_mode)  # 5. switches that change nothing
     ctx.add_size_inputs()
     inputs = ctx.graph_inputs()
     graph_module = torch.fx.GraphModule(
@@ -287,6 +329,9 @@ def _frame_locals(
     return arguments
 
 
+_NAMED_VALUES = (ObjectValue, ListValue, DictValue, SetValue, FunctionValue, IteratorValue)
+
+
 class OutputPlan:
     """Turns the returned Value into graph outputs plus a Python expression rebuilding it."""
 
@@ -294,6 +339,11 @@ class OutputPlan:
         self.ctx = ctx
         self.outputs: list[TensorValue] = []
         self.constants: list[Any] = []
+        # statements that build each mutable value made while capturing once, into a
+        # local: a value reached twice (`return o, o`, a dict key also returned) stays
+        # one object, as eagerly
+        self.prelude: list[str] = []
+        self._named: dict[int, tuple[Value, str]] = {}
 
     def _constant(self, value: Any) -> str:
         if has_symbolic(value):
@@ -312,6 +362,18 @@ class OutputPlan:
         return f"___out[{len(self.outputs) - 1}]"
 
     def expr(self, value: Value) -> str:
+        if isinstance(value, _NAMED_VALUES):
+            named = self._named.get(id(value))
+            if named is not None and named[0] is value:
+                return named[1]
+            built = self._build(value)
+            name = f"___v{len(self.prelude)}"
+            self.prelude.append(f"{name} = {built}")
+            self._named[id(value)] = (value, name)
+            return name
+        return self._build(value)
+
+    def _build(self, value: Value) -> str:
         for obj, source, shadow in self.ctx.shadows.values():
             if shadow is value:  # an outside list/dict: the same object, contents replayed
                 return source.expr if source is not None else self._constant(obj)
@@ -327,25 +389,61 @@ class OutputPlan:
                 return f"({inner})"
             if hasattr(value.cls, "_make"):
                 return f"{self._constant(value.cls)}._make(({inner}))"
-            return f"{self._constant(value.cls)}(({inner}))"
+            if value.cls is torch.Size:
+                return f"{self._constant(value.cls)}(({inner}))"
+            # a user subclass: its own __new__ may take other arguments
+            return f"___tuple_new({self._constant(value.cls)}, ({inner}))"
         if isinstance(value, ListValue):
-            return "[" + ", ".join(self.expr(item) for item in value.items) + "]"
+            listed = "[" + ", ".join(self.expr(item) for item in value.items) + "]"
+            return listed if value.cls is list else f"{self._constant(value.cls)}({listed})"
         if isinstance(value, DictValue):
             inner = ", ".join(
-                f"{self._python(PythonValue(key))}: {self.expr(item)}"
-                for key, item in value.items.items()
+                f"{self._key_expr(key)}: {self.expr(item)}" for key, item in value.items.items()
             )
             if value.cls is dict:
                 return "{" + inner + "}"
+            if "default_factory" in value.attrs:
+                factory = self.expr(value.attrs["default_factory"])
+                return f"{self._constant(value.cls)}({factory}, {{{inner}}})"
             return f"{self._constant(value.cls)}({{{inner}}})"
         if isinstance(value, SetValue):
+            if any(isinstance(item, IdentityKey) for item in value.items):
+                listed = "{" + ", ".join(self._key_expr(item) for item in value.items) + "}"
+                return listed if value.cls is set else f"frozenset({listed})"
+            if value.cls is frozenset:
+                return self._constant(frozenset(value.items))
             return self._constant(set(value.items)) + ".copy()"
+        if isinstance(value, IteratorValue):
+            return self._iterator(value)
+        if isinstance(value, DictViewValue):
+            return f"({self.expr(value.mapping)}).{value.kind}()"
         if isinstance(value, FunctionValue):
             return self._function(value)
         if isinstance(value, ObjectValue):
             attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
             return f"___build_object({self._constant(value.cls)}, {{{attrs}}})"
         raise Unsupported(f"returning a {type(value).__name__} from the compiled frame")
+
+    def _iterator(self, value: IteratorValue) -> str:
+        """An iterator made while capturing, made again over its items not yet read: a zip,
+        map or filter object as eagerly, else a tuple iterator (as torch.compile's)."""
+        if value.endless is not None:
+            raise Unsupported("returning an endless iterator (itertools.count, repeat, cycle)")
+        items = value.items[value.position :]
+        listed = "(" + "".join(f"{self.expr(item)}, " for item in items) + ")"
+        if value.kind == "zip" and all(isinstance(item, TupleValue) for item in items):
+            rows = [row.items for row in items]  # type: ignore[attr-defined]
+            if not rows:
+                return "zip()"
+            columns = [
+                "(" + "".join(f"{self.expr(v)}, " for v in column) + ")" for column in zip(*rows)
+            ]
+            return f"zip({', '.join(columns)})"
+        if value.kind == "map":
+            return f"map(___identity, {listed})"
+        if value.kind == "filter":
+            return f"filter(___keep, {listed})"
+        return f"iter({listed})"
 
     def _function(self, value: FunctionValue) -> str:
         """A closure made while capturing, made again from its code and its real cells."""
@@ -362,9 +460,10 @@ class OutputPlan:
         kwdefaults = ", ".join(
             f"{name!r}: {self.expr(item)}" for name, item in value.kwdefaults.items()
         )
+        attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
         return (
             f"___make_function({self._constant(value.code)}, {self._constant(value.globals)}, "
-            f"{defaults}, {{{kwdefaults}}}, ({''.join(cells)}))"
+            f"{defaults}, {{{kwdefaults}}}, ({''.join(cells)}), {{{attrs}}})"
         )
 
     def replays(self) -> list[str]:
@@ -391,7 +490,7 @@ class OutputPlan:
         return self.expr(value)
 
     def _key_expr(self, key: Any) -> str:
-        return self._python(PythonValue(key))
+        return self.expr(key_value(key))
 
     def _python(self, value: PythonValue) -> str:
         obj = value.obj
@@ -403,17 +502,34 @@ class OutputPlan:
             return repr(obj)
         if value.source is not None and not is_constant(obj):
             return value.source.expr
+        if value.source is None and is_made_in_frame(obj):
+            return f"___copy_module({self._constant(obj)})"  # a new module each call, as eager
         if isinstance(obj, list | dict | set):
             return f"{self._constant(obj)}.copy()"
         return self._constant(obj)
 
 
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _keep(value: Any) -> bool:
+    return True
+
+
 def _make_function(
-    code: Any, f_globals: dict[str, Any], defaults: tuple, kwdefaults: dict, closure: tuple
+    code: Any,
+    f_globals: dict[str, Any],
+    defaults: tuple,
+    kwdefaults: dict,
+    closure: tuple,
+    attrs: dict[str, Any] | None = None,
 ) -> Any:
     function = types.FunctionType(code, f_globals, code.co_name, defaults or None, closure)
     function.__kwdefaults__ = kwdefaults or None
     function.__qualname__ = code.co_qualname
+    for name, value in (attrs or {}).items():
+        setattr(function, name, value)
     return function
 
 
@@ -510,6 +626,10 @@ def compile_entry(
         "___compiled": compiled,
         "___k": frame.constants,
         "___build_object": _build_object,
+        "___copy_module": copy.deepcopy,
+        "___tuple_new": tuple.__new__,
+        "___identity": _identity,
+        "___keep": _keep,
         "___make_function": _make_function,
     }
     exec(compile(source, filename, "exec"), scope)  # noqa: S102

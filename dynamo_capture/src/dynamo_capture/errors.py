@@ -79,7 +79,10 @@ class Unsupported(CaptureError):
         self.callee: Any = None  # the inlined call the break happened in (interpreter.Callee)
         # an instruction-level cut: (offset where the failing call's sequence starts, stack
         # depth there, offset after the call), when the values below it can leave a graph
-        self.call_cut: tuple[int, int, int] | None = None
+        self.call_cut: tuple[int, int, int, int] | None = None
+        # the code raised StopIteration outside any try block up to where it is caught:
+        # a user iterator's __next__ ending the iteration
+        self.stop_iteration = False
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -98,4 +101,5 @@ class Unsupported(CaptureError):
             return self
         located = Unsupported(self.reason, where)
         located.callee = self.callee
+        located.stop_iteration = self.stop_iteration
         return located

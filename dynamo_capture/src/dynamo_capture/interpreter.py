@@ -10,6 +10,7 @@ compared with `dis.stack_effect`.
 from __future__ import annotations
 
 import contextlib
+import dis
 import os
 import types
 from collections.abc import Callable, Iterator
@@ -134,8 +135,12 @@ class Translator:
         self.depth = 0 if parent is None else parent.depth + 1
         self.stack: list[Value] = []
         self.kw_names: tuple[str, ...] = ()
+        self.calling: Value | None = None  # the callable of the CALL now running
         self.result: Value | None = None
         self.yielded: list[Value] | None = [] if generator else None
+        # a generator run lazily (a @contextmanager's) stops at each yield until resumed
+        self.stop_at_yield = False
+        self.suspended = False
         self.done = False
         self.next_index = 0
         self.current: Instruction | None = None
@@ -210,20 +215,27 @@ class Translator:
     # ----- the loop -----------------------------------------------------
     def run(self) -> Value:
         """Interpret until RETURN_VALUE; the returned Value (or a generator's yields)."""
+        self.run_until_yield()
+        assert self.result is not None
+        return self.result
+
+    def run_until_yield(self) -> None:
+        """Interpret until RETURN_VALUE or, with `stop_at_yield`, the next yield."""
+        self.suspended = False
         try:
             self._loop()
         except Unsupported as error:
             located = error.located(self.where())
+            if located.stop_iteration and self._in_try():
+                located.stop_iteration = False  # a handler here might catch it
             if self.depth == 1 and located.callee is None:
                 located.callee = self.callee  # the call in the compiled frame that broke
             raise located from error.__cause__
-        assert self.result is not None
-        return self.result
 
     def _loop(self) -> None:
         instructions = self.instructions
         check = checks_enabled()
-        while not self.done:
+        while not self.done and not self.suspended:
             index = self.next_index
             inst = instructions[index]
             self.current = inst
@@ -240,6 +252,14 @@ class Translator:
         if self.parent is not None:
             self.parent.steps = self.steps
 
+    def _in_try(self) -> bool:
+        """Whether the current instruction lies in a try (or with) block of this frame."""
+        if self.current is None:
+            return False
+        offset = self.current.offset
+        entries = _exception_entries(self.code)
+        return any(entry.start <= offset < entry.end for entry in entries)
+
     def _check_depth(self, inst: Instruction, depth: int) -> None:
         jumped = (
             inst.target is not None and self.next_index != self.index_of.get(inst.offset, -1) + 1
@@ -250,6 +270,17 @@ class Translator:
                 f"stack depth check: {inst.opname} {inst.argval!r} at offset {inst.offset} "
                 f"changed the stack by {len(self.stack) - depth}, dis.stack_effect says {expected}"
             )
+
+
+_entries: dict[types.CodeType, list[Any]] = {}
+
+
+def _exception_entries(code: types.CodeType) -> list[Any]:
+    found = _entries.get(code)
+    if found is None:
+        found = list(dis.Bytecode(code).exception_entries)
+        _entries[code] = found
+    return found
 
 
 def constant(value: Any) -> PythonValue:

@@ -6,6 +6,8 @@ container that exists outside the frame are Unsupported (a side effect).
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -19,6 +21,7 @@ from dynamo_capture.operations import (
     as_constant,
     dict_items,
     hashable_key,
+    key_value,
     python_type_of,
     sequence_items,
     truth,
@@ -26,6 +29,7 @@ from dynamo_capture.operations import (
 from dynamo_capture.values import (
     ContextValue,
     DictValue,
+    DictViewValue,
     IteratorValue,
     ListValue,
     PythonValue,
@@ -153,16 +157,15 @@ def _dict_get(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Val
     return args[1] if len(args) > 1 else _none()
 
 
-def _dict_keys(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ListValue([PythonValue(key) for key in dict_items(tx, d)])
+def _dict_view(kind: str) -> Method:
+    def view(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        dict_items(tx, d)  # a mapping capture can read, else Unsupported now
+        return DictViewValue(d, kind, tx=tx)
+
+    return view
 
 
-def _dict_values(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ListValue(list(dict_items(tx, d).values()))
-
-
-def _dict_items(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ListValue([TupleValue([PythonValue(k), v]) for k, v in dict_items(tx, d).items()])
+_dict_keys, _dict_values, _dict_items = map(_dict_view, ("keys", "values", "items"))
 
 
 def _dict_update(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -199,7 +202,30 @@ def _dict_setdefault(tx: Translator, d: Any, args: list[Value], kwargs: dict[str
     return d.items[key]
 
 
+def _dict_popitem(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(d, "popitem")
+    if not d.items:
+        raise Unsupported("dict.popitem() of an empty dict raises KeyError")
+    last = args[0] if args else kwargs.get("last", PythonValue(True))
+    if (args or kwargs) and not issubclass(d.cls, collections.OrderedDict):
+        raise Unsupported("dict.popitem() takes no arguments")
+    if as_constant(last):
+        key, value = d.items.popitem()
+    else:  # OrderedDict.popitem(last=False): the first item
+        key = next(iter(d.items))
+        value = d.items.pop(key)
+    return TupleValue([key_value(key), value])
+
+
 def _dict_copy(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    kind = python_type_of(d)
+    if kind in (collections.OrderedDict, collections.defaultdict):  # their copy keeps the type
+        attrs = (
+            {"default_factory": d.attrs["default_factory"]}
+            if "default_factory" in getattr(d, "attrs", {})
+            else {}
+        )
+        return DictValue(dict_items(tx, d), kind, attrs=attrs)
     return DictValue(dict_items(tx, d))
 
 
@@ -239,7 +265,7 @@ DICT_METHODS: dict[str, Method] = {
     "__delitem__": _dict_delitem,
     "__init__": _dict_init,
     "__len__": _dict_len,
-    "__iter__": lambda tx, d, a, k: IteratorValue([PythonValue(key) for key in dict_items(tx, d)]),
+    "__iter__": lambda tx, d, a, k: IteratorValue([key_value(key) for key in dict_items(tx, d)]),
     "get": _dict_get,
     "keys": _dict_keys,
     "values": _dict_values,
@@ -247,6 +273,7 @@ DICT_METHODS: dict[str, Method] = {
     "update": _dict_update,
     "pop": _dict_pop,
     "setdefault": _dict_setdefault,
+    "popitem": _dict_popitem,
     "copy": _dict_copy,
     "clear": _dict_clear,
     "__contains__": _dict_contains,
@@ -274,17 +301,78 @@ def _set_discard(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Va
     return _none()
 
 
-SET_METHODS: dict[str, Method] = {"add": _set_add, "update": _set_update, "discard": _set_discard}
+def _set_remove(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(s, "remove")
+    key = _key(args[0])
+    if key not in s.items:
+        raise Unsupported(f"set.remove({key!r}) of a missing item raises KeyError")
+    s.items.remove(key)
+    return _none()
+
+
+def _set_clear(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _mutable(s, "clear")
+    s.items.clear()
+    return _none()
+
+
+def _set_in_place(name: str) -> Method:
+    def update(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        _mutable(s, name)
+        others = [{_key(item) for item in sequence_items(tx, other)} for other in args]
+        getattr(s.items, name)(*others)
+        return _none()
+
+    return update
+
+
+_SET_QUERIES = (
+    "union", "intersection", "difference", "symmetric_difference", "issubset",
+    "issuperset", "isdisjoint", "copy", "__contains__", "__len__",
+)  # fmt: skip
+
+
+def _set_query(name: str) -> Method:
+    """A set method that reads the set and its arguments (constants) and makes a new value."""
+
+    def query(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        others = [{_key(item) for item in sequence_items(tx, other)} for other in args]
+        result = getattr(set(s.items), name)(*others)
+        if isinstance(result, set):
+            return SetValue(result, cls=s.cls)
+        return PythonValue(result)
+
+    return query
+
+
+SET_METHODS: dict[str, Method] = {
+    "add": _set_add,
+    "update": _set_update,
+    "discard": _set_discard,
+    "remove": _set_remove,
+    "clear": _set_clear,
+    **{
+        name: _set_in_place(name)
+        for name in ("difference_update", "intersection_update", "symmetric_difference_update")
+    },
+    **{name: _set_query(name) for name in _SET_QUERIES},
+}
 
 
 # ----- contexts and iterators ------------------------------------------------
 def enter_context(tx: Translator, context: ContextValue) -> Value:
     """ctx.__enter__(): change the mode now and record the change in the graph."""
+    if context.kind == "generator":
+        from dynamo_capture.generator_contexts import enter_generator
+
+        return enter_generator(tx, context)
     if context.kind == "grad":
         if context.saved is None:
             context.saved = torch.is_grad_enabled()
-            _set_grad(tx, context.args[0])
+            set_grad_mode(tx, context.args[0])
         return _none()
+    if context.kind == "null":
+        return context.args[0] if context.args else _none()
     if context.kind == "autocast":
         node_args = _autocast_args(context)
         ctx_node = tx.ctx.graph.call_function(torch.amp.autocast_mode._enter_autocast, node_args)
@@ -297,8 +385,12 @@ def enter_context(tx: Translator, context: ContextValue) -> Value:
 
 def exit_context(tx: Translator, context: ContextValue) -> Value:
     """ctx.__exit__(...): restore the mode in capture and in the graph."""
+    if context.kind == "generator":
+        from dynamo_capture.generator_contexts import exit_generator
+
+        return exit_generator(tx, context)
     if context.kind == "grad":
-        _set_grad(tx, context.saved)
+        set_grad_mode(tx, context.saved)
         context.saved = None
     elif context.kind == "autocast":
         ctx_node, real = context.saved
@@ -314,10 +406,13 @@ def context_factory(context: ContextValue) -> tuple[Any, tuple[Any, ...]] | None
         return (torch.enable_grad if context.args[0] else torch.no_grad), ()
     if context.kind == "autocast":
         return torch.autocast, _autocast_args(context)
+    if context.kind == "null":
+        return contextlib.nullcontext, ()
     return None
 
 
-def _set_grad(tx: Translator, mode: bool) -> None:
+def set_grad_mode(tx: Translator, mode: bool) -> None:
+    """Set the grad mode now and in the graph."""
     tx.ctx.graph.call_function(torch._C._set_grad_enabled, (mode,))
     torch._C._set_grad_enabled(mode)
 
@@ -349,6 +444,10 @@ def _context_method(tx: Translator, context: Any, name: str, args: list[Value]) 
 
 
 def _iterator_next(tx: Translator, iterator: IteratorValue, args: list[Value]) -> Value:
+    if iterator.endless is not None and iterator.position == len(iterator.items):
+        from dynamo_capture.polyfills import endless_item
+
+        endless_item(iterator)
     if iterator.position < len(iterator.items):
         iterator.position += 1
         return iterator.items[iterator.position - 1]
@@ -371,6 +470,10 @@ def call_method(
         return _context_method(tx, receiver, name, args)
     if isinstance(receiver, IteratorValue) and name == "__next__":
         return _iterator_next(tx, receiver, args)
+    if isinstance(receiver, DictViewValue):
+        from dynamo_capture.dict_views import call_view_method
+
+        return call_view_method(tx, receiver, name, args, kwargs)
     table = _table_for(receiver)
     if table is not None and name in table:
         return table[name](tx, receiver, args, kwargs)
@@ -379,11 +482,17 @@ def call_method(
 
 def _table_for(receiver: Value) -> dict[str, Method] | None:
     kind = python_type_of(receiver)
+    if isinstance(receiver, ListValue) and receiver.cls is collections.deque:
+        from dynamo_capture.deques import DEQUE_METHODS
+
+        return {**TUPLE_METHODS, **DEQUE_METHODS}
     if isinstance(receiver, ListValue) or (isinstance(receiver, PythonValue) and kind is list):
         return LIST_METHODS
     if issubclass(kind, dict):
         return DICT_METHODS
     if isinstance(receiver, SetValue):
+        if receiver.cls is frozenset:  # no methods that change it
+            return {name: SET_METHODS[name] for name in _SET_QUERIES}
         return SET_METHODS
     if issubclass(kind, tuple):
         return TUPLE_METHODS
@@ -407,7 +516,13 @@ def _fold_method(
         return PythonValue(result)
     try:
         real = as_constant(receiver)
-        real_args = [as_constant(a) for a in args]
+        # an iterator argument (`", ".join(name for name in names)`) is read whole, as eagerly
+        real_args = [
+            [as_constant(item) for item in sequence_items(tx, a)]
+            if isinstance(a, IteratorValue) and a.endless is None
+            else as_constant(a)
+            for a in args
+        ]
         real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
     except NotConstant:
         raise Unsupported(

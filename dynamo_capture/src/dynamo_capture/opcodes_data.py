@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import inspect
 import operator
 import types
 from typing import Any
@@ -25,6 +26,7 @@ from dynamo_capture.operations import (
     guard_identity,
     hashable_key,
     is_op,
+    python_type_of,
     sequence_items,
     set_item,
     unary_op,
@@ -38,6 +40,7 @@ from dynamo_capture.values import (
     DictValue,
     FunctionValue,
     ListValue,
+    ObjectValue,
     PythonValue,
     SetValue,
     SuperValue,
@@ -253,6 +256,24 @@ def store_attr(tx: Translator, inst: Instruction) -> None:
     target = tx.pop()
     value = tx.pop()
     set_attr(tx, target, inst.argval, value)
+
+
+@opcode_handler("DELETE_ATTR")
+def delete_attr(tx: Translator, inst: Instruction) -> None:
+    """del obj.name: on an instance made while capturing; elsewhere Unsupported."""
+    target = tx.pop()
+    if isinstance(target, ObjectValue) and target.source is None:
+        deleter = inspect.getattr_static(target.cls, "__delattr__", None)
+        if isinstance(deleter, types.FunctionType):
+            raise Unsupported(f"del on a {target.cls.__name__}, whose class defines __delattr__")
+        if inst.argval not in target.attrs:
+            raise Unsupported(f"AttributeError while capturing: del of a missing {inst.argval!r}")
+        del target.attrs[inst.argval]
+        return
+    raise Unsupported(
+        f"del of attribute {inst.argval!r} of a {python_type_of(target).__name__} that exists "
+        "outside the frame (a side effect)"
+    )
 
 
 @opcode_handler("LOAD_ASSERTION_ERROR")

@@ -16,6 +16,7 @@ from dynamo_capture.operations import (
     sequence_items,
     truth,
 )
+from dynamo_capture.polyfills import endless_item
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -47,6 +48,7 @@ def call_(tx: Translator, inst: Instruction) -> None:
         kwargs = dict(zip(tx.kw_names, args[-count:], strict=True))
         args = args[:-count]
         tx.kw_names = ()
+    tx.calling = fn
     tx.push(call(tx, fn, args, kwargs))
 
 
@@ -139,6 +141,8 @@ def get_iter_(tx: Translator, inst: Instruction) -> None:
 def for_iter(tx: Translator, inst: Instruction) -> None:
     iterator = tx.stack[-1]
     assert isinstance(iterator, IteratorValue)
+    if iterator.endless is not None and iterator.position == len(iterator.items):
+        endless_item(iterator)
     if iterator.position < len(iterator.items):
         iterator.position += 1
         tx.push(iterator.items[iterator.position - 1])
@@ -196,6 +200,8 @@ def yield_value(tx: Translator, inst: Instruction) -> None:
         raise Unsupported("yield outside a generator consumed inside the frame")
     tx.yielded.append(tx.pop())
     tx.push(PythonValue(None))
+    if tx.stop_at_yield:
+        tx.suspended = True
 
 
 # ----- exceptions and the rest ---------------------------------------------
@@ -217,7 +223,12 @@ def raise_varargs(tx: Translator, inst: Instruction) -> None:
             )
         except Exception:  # noqa: BLE001
             what = ""
-    raise Unsupported(f"the code raises an exception while capturing{what}")
+    error = Unsupported(f"the code raises an exception while capturing{what}")
+    if isinstance(raised, PythonValue) and (
+        raised.obj is StopIteration or type(raised.obj) is StopIteration
+    ):
+        error.stop_iteration = not tx._in_try()
+    raise error
 
 
 @opcode_handler("UNSUPPORTED")

@@ -23,6 +23,7 @@ from dynamo_capture.values import (
     CellValue,
     ContextValue,
     DictValue,
+    DictViewValue,
     FunctionValue,
     IteratorValue,
     ListValue,
@@ -119,16 +120,53 @@ def as_constant(value: Value) -> Any:
             return torch.Size(items)
         return value.cls(*items)
     if isinstance(value, ListValue):
-        return [as_constant(item) for item in value.items]
+        items = [as_constant(item) for item in value.items]
+        return items if value.cls is list else value.cls(items)
     if isinstance(value, SetValue):
-        return set(value.items)
+        if any(isinstance(item, IdentityKey) for item in value.items):
+            raise NotConstant
+        return value.cls(value.items)
     if isinstance(value, DictValue) and value.cls is dict:
+        if any(isinstance(key, IdentityKey) for key in value.items):
+            raise NotConstant
         return {key: as_constant(item) for key, item in value.items.items()}
+    if isinstance(value, DictViewValue):
+        from dynamo_capture.dict_views import view_constant
+
+        return view_constant(value)
     raise NotConstant
 
 
+class IdentityKey:
+    """A dict key or set item hashed by identity, as a tensor is: stands for `value`."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Value) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, IdentityKey) and other.value is self.value
+
+    def __repr__(self) -> str:
+        return f"IdentityKey({self.value!r})"
+
+
+def key_value(key: Any) -> Value:
+    """The value a dict key or set item stands for (see hashable_key)."""
+    return key.value if isinstance(key, IdentityKey) else PythonValue(key)
+
+
 def hashable_key(value: Value) -> Any:
-    """A dict key or set item: a constant, or an object compared by identity (a module...)."""
+    """A dict key or set item: a constant, or an object compared by identity (a module,
+    a tensor: an `IdentityKey`)."""
+    if isinstance(value, TensorValue):
+        return IdentityKey(value)
+    if isinstance(value, ObjectValue) and value.cls.__hash__ is object.__hash__:
+        return IdentityKey(value)  # an instance made in the frame, hashed by identity
     try:
         return as_constant(value)
     except NotConstant:
@@ -163,11 +201,15 @@ def python_type_of(value: Value) -> type:
     if isinstance(value, TupleValue):
         return value.cls
     if isinstance(value, ListValue):
-        return list
+        return value.cls
     if isinstance(value, DictValue):
         return value.cls
     if isinstance(value, SetValue):
-        return set
+        return value.cls
+    if isinstance(value, DictViewValue):
+        from dynamo_capture.dict_views import VIEW_TYPES
+
+        return VIEW_TYPES[value.kind]
     if isinstance(value, ObjectValue):
         return value.cls
     if isinstance(value, FunctionValue):
@@ -197,6 +239,8 @@ def truth(tx: Translator, value: Value) -> bool:
         return bool(value.items)
     if isinstance(value, DictValue | SetValue):
         return bool(value.items)
+    if isinstance(value, DictViewValue):
+        return bool(sequence_items(tx, value))
     if isinstance(value, PythonValue):
         obj = value.obj
         if obj is None or is_constant(obj) or isinstance(obj, list | tuple | dict | set):
@@ -257,7 +301,16 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
     sequence = _sequence_op(tx, fn, left, right)
     if sequence is not None:
         return sequence
+    if isinstance(left, SetValue) and isinstance(right, SetValue) and plain in _SET_OPS:
+        result = plain(set(left.items), set(right.items))  # identity keys: tensors by id
+        return SetValue(result, cls=left.cls) if isinstance(result, set) else PythonValue(result)
     return _dunder_op(tx, plain, left, right)
+
+
+_SET_OPS = frozenset(
+    {operator.or_, operator.and_, operator.sub, operator.xor, operator.eq, operator.ne,
+     operator.le, operator.lt, operator.ge, operator.gt}
+)  # fmt: skip
 
 
 def _folded(tx: Translator, fn: Any, args: tuple[Any, ...]) -> PythonValue:
@@ -308,6 +361,13 @@ def _dunder_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
                 result = call(tx, PythonValue(method), [receiver, other], {})
                 if not (isinstance(result, PythonValue) and result.obj is NotImplemented):
                     return result
+    if fn is operator.ne:  # object.__ne__ inverts a user __eq__
+        for receiver, other in ((left, right), (right, left)):
+            method = getattr(python_type_of(receiver), "__eq__", None)
+            if isinstance(method, types.FunctionType):
+                result = call(tx, PythonValue(method), [receiver, other], {})
+                if not (isinstance(result, PythonValue) and result.obj is NotImplemented):
+                    return PythonValue(not truth(tx, result))
     if fn in (operator.eq, operator.ne) and _identity_comparable(left, right):
         guard_identity(tx, left, right)
         same = _identical(left, right)
@@ -394,13 +454,19 @@ def sequence_items(tx: Translator, value: Value) -> list[Value]:
     if isinstance(value, TupleValue | ListValue):
         return list(value.items)
     if isinstance(value, IteratorValue):
+        if value.endless is not None:
+            raise Unsupported("consuming an endless iterator (itertools.count, repeat, cycle)")
         items = value.items[value.position :]
         value.position = len(value.items)
         return items
     if isinstance(value, DictValue):
-        return [PythonValue(key) for key in value.items]
+        return [key_value(key) for key in value.items]
     if isinstance(value, SetValue):
-        return [PythonValue(item) for item in value.items]
+        return [key_value(item) for item in value.items]
+    if isinstance(value, DictViewValue):
+        from dynamo_capture.dict_views import view_items
+
+        return view_items(tx, value)
     if isinstance(value, TensorValue):
         if value.data_dependent_shape:
             raise Unsupported("iterating a tensor whose length depends on data")
@@ -453,8 +519,31 @@ def _user_iter(tx: Translator, value: Value) -> list[Value]:
         return [get_item(tx, value, PythonValue(index)) for index in range(length)]
     if isinstance(method, types.FunctionType):
         iterator = call(tx, PythonValue(method), [value], {})
+        if isinstance(iterator, ObjectValue) and isinstance(
+            getattr(iterator.cls, "__next__", None), types.FunctionType
+        ):
+            return _drain_user_iterator(tx, iterator)
         return sequence_items(tx, iterator)
     raise Unsupported(f"iteration over a {python_type_of(value).__name__}")
+
+
+MAX_USER_ITERATOR_ITEMS = 10_000
+
+
+def _drain_user_iterator(tx: Translator, iterator: ObjectValue) -> list[Value]:
+    """The items of a user iterator: __next__ called until it raises StopIteration."""
+    from dynamo_capture.calls import call
+
+    next_method = PythonValue(iterator.cls.__next__)
+    items: list[Value] = []
+    while len(items) < MAX_USER_ITERATOR_ITEMS:
+        try:
+            items.append(call(tx, next_method, [iterator], {}))
+        except Unsupported as error:
+            if error.stop_iteration:
+                return items
+            raise
+    raise Unsupported(f"a user iterator gave more than {MAX_USER_ITERATOR_ITEMS} items")
 
 
 def _submodule_source(source: Any, name: str, module: Any) -> Any:
@@ -518,6 +607,8 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
     if isinstance(container, TupleValue | ListValue):
         key = _index_constant(tx, index)
         if isinstance(key, slice):
+            if isinstance(container, ListValue) and container.cls is collections.deque:
+                raise Unsupported("slicing a deque raises TypeError")
             items = container.items[key]
             if isinstance(container, ListValue):
                 return ListValue(items)
@@ -529,7 +620,17 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
     if isinstance(container, DictValue) and _python_override(container.cls, "__getitem__"):
         return _dunder_call(tx, container, "__getitem__", [index])
     if isinstance(container, DictValue):
-        key = _index_constant(tx, index)
+        key = (
+            hashable_key(index)
+            if isinstance(index, TensorValue | ObjectValue)
+            else _index_constant(tx, index)
+        )
+        factory = container.attrs.get("default_factory")
+        if key not in container.items and factory is not None and container.source is None:
+            if not (isinstance(factory, PythonValue) and factory.obj is None):
+                from dynamo_capture.calls import call
+
+                container.items[key] = call(tx, factory, [], {})  # defaultdict.__missing__
         if key not in container.items:
             raise Unsupported(f"KeyError {key!r} while capturing")
         return container.items[key]
@@ -611,13 +712,39 @@ def set_item(tx: Translator, container: Value, index: Value, value: Value) -> No
     )
 
 
+def _tensor_in_sequence(item: TensorValue, candidates: list[Value]) -> bool:
+    """`tensor in sequence`: Python checks `is`, then `==`, item by item; an `==` between
+    two tensors is data-dependent (and raises eagerly for more than one element)."""
+    for candidate in candidates:
+        if candidate is item:
+            return True
+        if isinstance(candidate, TensorValue):
+            raise Unsupported("`in` compares two different tensors with == (data-dependent)")
+        if isinstance(candidate, PythonValue) and candidate.obj is None:
+            continue  # Tensor.__eq__(None) is False
+        raise Unsupported(f"`in` compares a tensor with a {python_type_of(candidate).__name__}")
+    return False
+
+
 def contains(tx: Translator, item: Value, container: Value) -> bool:
     """item in container, for capture-time keys and items."""
     container = side_effects.current(tx, container)
+    if isinstance(item, TensorValue | ObjectValue) and isinstance(container, DictValue | SetValue):
+        return hashable_key(item) in container.items  # tensors hash by identity
+    if isinstance(item, TensorValue) and isinstance(container, TupleValue | ListValue):
+        return _tensor_in_sequence(item, container.items)
+    if isinstance(container, ObjectValue):
+        method = getattr(container.cls, "__contains__", None)
+        if isinstance(method, types.FunctionType):
+            from dynamo_capture.calls import call
+
+            return truth(tx, call(tx, PythonValue(method), [container, item], {}))
     if isinstance(container, TensorValue) or isinstance(item, TensorValue):
         raise Unsupported("`in` on tensors is data-dependent")
     if isinstance(container, DictValue):
         return _index_constant(tx, item) in container.items
+    if isinstance(container, DictViewValue) and container.kind == "keys":
+        return contains(tx, item, container.mapping)
     if isinstance(container, PythonValue) and isinstance(container.obj, dict | torch.nn.ModuleDict):
         return _index_constant(tx, item) in container.obj
     if isinstance(container, PythonValue) and isinstance(

@@ -377,7 +377,7 @@ def plan_split(
     code: types.CodeType,
     offset: int,
     contexts: tuple[ContextSpec, ...] = (),
-    call_cut: tuple[int, int, int] | None = None,
+    call_cut: tuple[int, int, int, int] | None = None,
 ) -> SplitPlan | str:
     """The statement boundaries around `offset`, or the reason the frame cannot be split.
 
@@ -414,7 +414,7 @@ def _plan_split(
     code: types.CodeType,
     offset: int,
     contexts: tuple[ContextSpec, ...],
-    call_cut: tuple[int, int, int] | None,
+    call_cut: tuple[int, int, int, int] | None,
 ) -> SplitPlan | str:
     reason = _why_not_splittable(code)
     if reason is not None:
@@ -463,7 +463,7 @@ def _plan_split(
 def _call_plan(
     code: types.CodeType,
     insts: list[dis.Instruction],
-    call_cut: tuple[int, int, int] | None,
+    call_cut: tuple[int, int, int, int] | None,
     jumps: list[tuple[int, int]],
     body_start: int,
 ) -> SplitPlan | None:
@@ -472,7 +472,7 @@ def _call_plan(
     runs eagerly, and the resume part continues the expression with both values."""
     if call_cut is None or call_cut[1] == 0 or code.co_cellvars or code.co_freevars:
         return None
-    at, depth, after = call_cut
+    at, depth, after, depth_after = call_cut
     if at < body_start or at >= _GENERATED.get(code, len(code.co_code)):
         return None
     entries = list(dis.Bytecode(code).exception_entries)
@@ -484,9 +484,9 @@ def _call_plan(
     if any(at <= src < after < dst for src, dst in jumps):
         return None
     depths = _depths(insts)
-    if depths.get(at) != depth or depths.get(after) != depth + 1:
+    if depths.get(at) != depth or depths.get(after) != depth_after:
         return None
-    return SplitPlan(at, after, body_start, stack=(depth, depth + 1))
+    return SplitPlan(at, after, body_start, stack=(depth, depth_after))
 
 
 def _loop_plan(

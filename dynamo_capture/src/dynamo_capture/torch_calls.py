@@ -198,7 +198,15 @@ def construct_torch_class(
         return ContextValue("grad", (_GRAD_CONTEXTS[cls],))
     if cls is torch.set_grad_enabled:
         mode = as_constant(args[0]) if args else as_constant(kwargs["mode"])
-        return ContextValue("grad", (bool(mode),))
+        # set_grad_enabled(mode) sets the mode when made (it works called as a function);
+        # entering it changes nothing more, leaving it restores the mode before
+        from dynamo_capture.methods import set_grad_mode
+
+        previous = torch.is_grad_enabled()
+        set_grad_mode(tx, bool(mode))
+        return ContextValue("grad", (bool(mode),), saved=previous)
+    if issubclass(cls, torch.autograd.profiler.record_function):
+        return ContextValue("null")  # a profiler range: ignored in a graph, as torch.compile does
     if cls is torch.inference_mode:
         raise Unsupported("torch.inference_mode inside captured code")
     if issubclass(cls, torch.autocast):

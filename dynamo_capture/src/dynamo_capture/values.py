@@ -3,6 +3,7 @@
 TensorValue     a tensor in the graph: its fx Node and an example (metadata only)
 PythonValue     a Python object known at capture time (a constant, a module, a function...)
 TupleValue / ListValue / DictValue / SetValue   containers built while capturing
+DictViewValue   a live keys() / values() / items() view of a dict value
 FunctionValue   a function created while capturing (MAKE_FUNCTION: lambdas, closures)
 CellValue       a closure cell created while capturing
 MethodValue     a function bound to a value (user methods)
@@ -32,6 +33,7 @@ __all__ = [
     "CellValue",
     "ContextValue",
     "DictValue",
+    "DictViewValue",
     "FunctionValue",
     "IteratorValue",
     "ListValue",
@@ -116,8 +118,11 @@ class TupleValue(Value):
 
 @dataclass(eq=False, slots=True)
 class ListValue(Value):
+    """A list built while capturing; `cls` is a user subclass of list, else list."""
+
     items: list[Value]
     source: Source | None = None
+    cls: type = list
 
 
 @dataclass(eq=False, slots=True)
@@ -131,11 +136,22 @@ class DictValue(Value):
 
 
 @dataclass(eq=False, slots=True)
+class DictViewValue(Value):
+    """`mapping.keys()`, `.values()` or `.items()` (kind): a live view of a dict value."""
+
+    mapping: Value
+    kind: str
+    source: Source | None = None
+    tx: Any = None  # the Translator that made it: reading the dict later needs its capture
+
+
+@dataclass(eq=False, slots=True)
 class SetValue(Value):
-    """A set of capture-time constants."""
+    """A set (or frozenset: `cls`) of capture-time constants and identity keys."""
 
     items: set[Any]
     source: Source | None = None
+    cls: type = set
 
 
 @dataclass(eq=False, slots=True)
@@ -155,6 +171,7 @@ class FunctionValue(Value):
     kwdefaults: dict[str, Value] = field(default_factory=dict)
     closure: tuple[CellValue, ...] = ()
     source: Source | None = None
+    attrs: dict[str, Value] = field(default_factory=dict)  # __wrapped__, __name__ set...
 
 
 @dataclass(eq=False, slots=True)
@@ -177,9 +194,14 @@ class BuiltinMethodValue(Value):
 
 @dataclass(eq=False, slots=True)
 class IteratorValue(Value):
+    """An iterator over known items; `endless(i)` gives item i of one without an end
+    (itertools.count, repeat, cycle), appended to `items` as it is read."""
+
     items: list[Value]
     position: int = 0
     source: Source | None = None
+    endless: Any = None
+    kind: str = "iter"  # what it is eagerly, where it leaves the frame: zip, map, filter
 
 
 @dataclass(eq=False, slots=True)

@@ -1,0 +1,119 @@
+"""collections.deque made in the frame: a ListValue whose `cls` is deque.
+
+    d = collections.deque(xs)      # ListValue(items, cls=deque)
+    d.appendleft(x); d.popleft()   # DEQUE_METHODS below; list's where they agree
+
+A deque with a `maxlen` and slicing a deque (a TypeError eagerly) are Unsupported.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import TYPE_CHECKING, Any
+
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.operations import NotConstant, as_constant, sequence_items
+from dynamo_capture.values import ListValue, PythonValue, Value
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = ["DEQUE_METHODS", "make_deque"]
+
+
+def make_deque(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """collections.deque(iterable=(), maxlen=None)."""
+    maxlen = args[1] if len(args) > 1 else kwargs.get("maxlen", PythonValue(None))
+    try:
+        bounded = as_constant(maxlen) is not None
+    except NotConstant:
+        bounded = True
+    if bounded or len(args) > 2 or set(kwargs) - {"iterable", "maxlen"}:
+        raise Unsupported("collections.deque with a maxlen inside captured code")
+    iterable = args[0] if args else kwargs.get("iterable")
+    items = sequence_items(tx, iterable) if iterable is not None else []
+    return ListValue(items, cls=collections.deque)
+
+
+def _empty(name: str, d: ListValue) -> None:
+    if not d.items:
+        raise Unsupported(f"deque.{name}() of an empty deque raises IndexError")
+
+
+def _append(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    d.items.append(args[0])
+    return PythonValue(None)
+
+
+def _appendleft(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    d.items.insert(0, args[0])
+    return PythonValue(None)
+
+
+def _extend(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    d.items.extend(sequence_items(tx, args[0]))
+    return PythonValue(None)
+
+
+def _extendleft(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    for item in sequence_items(tx, args[0]):
+        d.items.insert(0, item)
+    return PythonValue(None)
+
+
+def _pop(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _empty("pop", d)
+    return d.items.pop()
+
+
+def _popleft(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _empty("popleft", d)
+    return d.items.pop(0)
+
+
+def _rotate(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    steps = as_constant(args[0]) if args else 1
+    if d.items:
+        steps %= len(d.items)
+        d.items[:] = d.items[-steps:] + d.items[:-steps] if steps else d.items
+    return PythonValue(None)
+
+
+def _clear(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    d.items.clear()
+    return PythonValue(None)
+
+
+def _copy(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ListValue(list(d.items), cls=collections.deque)
+
+
+def _reverse(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    d.items.reverse()
+    return PythonValue(None)
+
+
+def _mutating(method: Any) -> Any:
+    def checked(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if d.source is not None:
+            raise Unsupported("a deque that exists outside the frame changed (a side effect)")
+        return method(tx, d, args, kwargs)
+
+    return checked
+
+
+DEQUE_METHODS: dict[str, Any] = {
+    name: _mutating(method)
+    for name, method in {
+        "append": _append,
+        "appendleft": _appendleft,
+        "extend": _extend,
+        "extendleft": _extendleft,
+        "pop": _pop,
+        "popleft": _popleft,
+        "rotate": _rotate,
+        "clear": _clear,
+        "reverse": _reverse,
+    }.items()
+}
+DEQUE_METHODS["copy"] = _copy

@@ -1,0 +1,58 @@
+"""Attributes of functions made while capturing (closures, lambdas, functools.wraps wrappers).
+
+A `FunctionValue` answers the attributes a real function has from its code and
+globals (`__name__`, `__qualname__`, `__module__`, `__doc__`, `__defaults__`...);
+assignments (`functools.wraps` copies `__name__`, `__doc__`, `__wrapped__`, and
+updates `__dict__`) go to its `attrs`, which override those and are set again on
+the real function made when the value leaves the frame.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynamo_capture.values import DictValue, FunctionValue, PythonValue, TupleValue, Value
+
+__all__ = ["function_attr", "set_function_attr"]
+
+_READ_ONLY = frozenset({"__code__", "__globals__", "__closure__", "__builtins__"})
+
+
+def _doc(value: FunctionValue) -> Any:
+    # CPython 3.11+ puts a function's docstring, or None, first among its constants
+    consts = value.code.co_consts
+    return consts[0] if consts and isinstance(consts[0], str) else None
+
+
+def function_attr(value: FunctionValue, name: str) -> Value | None:
+    """value.name for a function made while capturing; None where it has no such attribute."""
+    if name in value.attrs:
+        return value.attrs[name]
+    if name == "__dict__":
+        return DictValue(value.attrs)  # a live view: writes go to the attributes
+    code = value.code
+    plain = {
+        "__name__": value.name,
+        "__qualname__": getattr(code, "co_qualname", value.name),
+        "__module__": value.globals.get("__name__"),
+        "__code__": code,
+        "__doc__": None,
+        "__globals__": value.globals,
+    }
+    if name == "__doc__":
+        return PythonValue(_doc(value))
+    if name in plain:
+        return PythonValue(plain[name])
+    if name == "__defaults__":
+        return TupleValue(list(value.defaults)) if value.defaults else PythonValue(None)
+    if name == "__kwdefaults__":
+        return DictValue(dict(value.kwdefaults)) if value.kwdefaults else PythonValue(None)
+    return None
+
+
+def set_function_attr(value: FunctionValue, name: str, item: Value) -> bool:
+    """value.name = item; False where capture cannot keep it (the frame then breaks)."""
+    if name in _READ_ONLY or name in ("__defaults__", "__kwdefaults__", "__dict__"):
+        return False
+    value.attrs[name] = item
+    return True

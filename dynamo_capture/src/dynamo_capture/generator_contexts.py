@@ -1,0 +1,115 @@
+"""`contextlib.contextmanager` generators used in a `with` inside captured code.
+
+    @contextlib.contextmanager
+    def scaled(factor):
+        with torch.no_grad():        # runs at __enter__, stays open over the body
+            yield factor
+        LOG.append("left")            # runs at __exit__
+
+    with scaled(2) as k:
+        y = x * k
+
+Calling the decorated function makes a `ContextValue` of kind "generator" that
+holds the generator's Translator, not yet run. `__enter__` runs it up to its
+first `yield` (the yielded value is what `as` binds) and suspends it there;
+`__exit__` resumes it to its end. The generator's own `with` blocks stay open
+while it is suspended, so the body runs in its grad mode, as eagerly. A
+generator that yields twice, or not at all, is Unsupported (eagerly a
+RuntimeError); so is an exception reaching the `with` (capture has no
+exception paths).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import types
+from typing import TYPE_CHECKING, Any
+
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.sources import CellContentsSource
+from dynamo_capture.values import ContextValue, PythonValue, Value
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = [
+    "CONTEXTMANAGER_HELPER",
+    "construct_generator_context",
+    "enter_generator",
+    "exit_generator",
+    "generator_context",
+]
+
+
+@contextlib.contextmanager
+def _sample() -> Any:
+    yield
+
+
+# the code of the function `contextlib.contextmanager` returns (shared by all of them)
+CONTEXTMANAGER_HELPER: types.CodeType = _sample.__code__
+
+
+def generator_context(
+    tx: Translator, helper: PythonValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`cm(*args)` for `cm` made by contextlib.contextmanager: a lazily run generator."""
+    function = helper.obj
+    if function.__code__.co_freevars != ("func",) or not function.__closure__:
+        raise Unsupported("a contextlib.contextmanager function of an unknown form")
+    source = helper.source
+    cell_source = CellContentsSource(source, 0, "func") if source is not None else None
+    wrapped = tx.ctx.wrap(function.__closure__[0].cell_contents, cell_source)
+    return _lazy_generator(tx, wrapped, args, kwargs, cell_source)
+
+
+def construct_generator_context(
+    tx: Translator, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`_GeneratorContextManager(func, args, kwds)` (a contextmanager used as a decorator
+    makes a fresh one per call): the same lazily run generator."""
+    from dynamo_capture.operations import dict_items, sequence_items
+
+    if len(args) != 3 or kwargs:
+        raise Unsupported("contextlib._GeneratorContextManager with unknown arguments")
+    func, call_args, call_kwargs = args
+    keywords = {str(k): v for k, v in dict_items(tx, call_kwargs).items()}
+    return _lazy_generator(tx, func, sequence_items(tx, call_args), keywords, func.source)
+
+
+def _lazy_generator(
+    tx: Translator, func_value: Value, args: list[Value], kwargs: dict[str, Value], source: Any
+) -> Value:
+    from dynamo_capture.calls import child_translator
+
+    func = func_value.obj if isinstance(func_value, PythonValue) else None
+    if not isinstance(func, types.FunctionType) or not (
+        func.__code__.co_flags & inspect.CO_GENERATOR
+    ):
+        raise Unsupported("contextlib.contextmanager around something other than a generator")
+    child = child_translator(tx, func, args, kwargs, source)
+    child.stop_at_yield = True
+    return ContextValue("generator", saved=child)
+
+
+def enter_generator(tx: Translator, context: ContextValue) -> Value:
+    """`__enter__`: run the generator to its first yield; the yielded value."""
+    child = context.saved
+    if child.done or child.yielded:
+        raise Unsupported("entering a contextlib.contextmanager context a second time")
+    child.run_until_yield()
+    if not child.suspended:
+        raise Unsupported("a contextlib.contextmanager generator that did not yield")
+    return child.yielded[-1]
+
+
+def exit_generator(tx: Translator, context: ContextValue) -> Value:
+    """`__exit__` without an exception: run the generator on to its end."""
+    child = context.saved
+    if child.done or not child.suspended:
+        raise Unsupported("leaving a contextlib.contextmanager context not entered")
+    child.run_until_yield()
+    if child.suspended:
+        raise Unsupported("a contextlib.contextmanager generator that yielded twice")
+    return PythonValue(None)

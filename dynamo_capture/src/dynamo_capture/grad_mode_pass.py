@@ -1,0 +1,37 @@
+"""A graph pass: grad-mode switches that change nothing are dropped.
+
+Entering and leaving `no_grad` / `enable_grad` blocks records `_set_grad_enabled`
+nodes; several in a row (a `with no_grad(), enable_grad():` opening, a block
+closing right before another opens) act as their last one, and a run whose last
+mode is the mode already in effect does nothing. torch.compile's graphs keep only
+the switches that change the mode; so do ours (operation counts compare equal).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+__all__ = ["drop_redundant_grad_modes"]
+
+_SET_GRAD = torch._C._set_grad_enabled
+
+
+def _is_switch(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target is _SET_GRAD and not node.users
+
+
+def drop_redundant_grad_modes(graph: torch.fx.Graph, entry_mode: bool) -> None:
+    """Erase (in place) the `_set_grad_enabled` nodes that do not change the mode."""
+    mode = entry_mode
+    run: list[torch.fx.Node] = []
+    for node in list(graph.nodes):
+        if _is_switch(node) and isinstance(node.args[0], bool):
+            run.append(node)
+            continue
+        if run:
+            last = run[-1].args[0]
+            for switch in run if last == mode else run[:-1]:
+                graph.erase_node(switch)
+            mode = bool(last)
+            run = []

@@ -1,0 +1,205 @@
+"""Context managers capture knows: contextlib.contextmanager generators, nullcontext,
+profiler ranges (ignored), set_grad_enabled called as a function; the mode after the
+call is the eager one."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+from torchcheck import check_like_torch
+
+import dynamo_capture
+
+LOG: list = []
+
+
+def _one():
+    return (torch.randn(4, requires_grad=True),)
+
+
+@contextlib.contextmanager
+def scaled(factor=2):
+    yield factor
+
+
+@contextlib.contextmanager
+def without_grad():
+    with torch.no_grad():
+        yield
+
+
+@contextlib.contextmanager
+def logged(t):
+    shifted = t + 1
+    try:
+        yield shifted
+    finally:
+        LOG.append("left")
+
+
+def generator_context_value(x):
+    with scaled(3) as k:
+        y = x * k
+    return y
+
+
+def generator_context_grad_mode(x):
+    with without_grad():
+        y = x * 2
+    return y, torch.is_grad_enabled()
+
+
+def generator_context_setup_and_finally(x):
+    with logged(x) as t:
+        y = t * 3
+    return y
+
+
+def generator_contexts_nested(x):
+    with scaled() as a, without_grad():
+        y = x * a
+    return y
+
+
+def nullcontext_value(x):
+    with contextlib.nullcontext(4) as k:
+        return x * k
+
+
+def nullcontext_across_break(x):
+    with contextlib.nullcontext():
+        y = x + 1
+        print("inside")
+    return y * 2
+
+
+def record_function_ignored(x):
+    with torch.profiler.record_function("region"):
+        y = x * 2
+    return y + 1
+
+
+def record_function_across_break(x):
+    with torch.profiler.record_function("region"):
+        y = x * 2
+        print("inside")
+        z = y + 1
+    return z
+
+
+def set_grad_enabled_as_function(x):
+    torch.set_grad_enabled(False)
+    y = x * 2
+    torch.set_grad_enabled(True)
+    return y
+
+
+PROGRAMS = [
+    generator_context_value,
+    generator_context_grad_mode,
+    generator_context_setup_and_finally,
+    generator_contexts_nested,
+    nullcontext_value,
+    nullcontext_across_break,
+    record_function_ignored,
+    record_function_across_break,
+    set_grad_enabled_as_function,
+]
+
+
+@pytest.mark.parametrize("fn", PROGRAMS, ids=[fn.__name__ for fn in PROGRAMS])
+def test_context_manager_matches_eager_and_torch_counts(fn):
+    LOG.clear()
+    check_like_torch(fn, _one)
+    assert torch.is_grad_enabled()
+
+
+def test_generator_context_runs_its_exit_after_the_body():
+    LOG.clear()
+    compiled = dynamo_capture.optimize(
+        generator_context_setup_and_finally, backend=lambda gm, ex: gm.forward, fullgraph=True
+    )
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), (x + 1) * 3)
+    assert LOG == ["left"]
+
+
+def test_generator_context_keeps_no_grad_over_the_body():
+    compiled = dynamo_capture.optimize(
+        generator_context_grad_mode, backend=lambda gm, ex: gm.forward, fullgraph=True
+    )
+    y, enabled = compiled(torch.randn(3, requires_grad=True))
+    assert not y.requires_grad and enabled and torch.is_grad_enabled()
+
+
+def test_set_grad_enabled_as_function_keeps_requires_grad_off():
+    compiled = dynamo_capture.optimize(
+        set_grad_enabled_as_function, backend=lambda gm, ex: gm.forward, fullgraph=True
+    )
+    assert not compiled(torch.randn(3, requires_grad=True)).requires_grad
+    assert torch.is_grad_enabled()
+
+
+def test_generator_context_that_yields_twice_is_a_clear_break():
+    @contextlib.contextmanager
+    def twice():
+        yield 1
+        yield 2
+
+    def use(x):
+        with twice() as k:
+            return x * k
+
+    compiled = dynamo_capture.optimize(use, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    with pytest.raises(dynamo_capture.Unsupported, match="yielded twice"):
+        compiled(torch.randn(2))
+
+
+def nested_grad_modes(x):
+    with torch.no_grad():
+        with torch.enable_grad():
+            y = x * 2
+        z = x * 3
+    return y, z
+
+
+def nested_grad_modes_across_break(x):
+    with torch.no_grad():
+        with torch.enable_grad():
+            y = x * 2
+            print("inside")
+            z = y * 3
+    return z
+
+
+@pytest.mark.parametrize("fn", [nested_grad_modes, nested_grad_modes_across_break])
+def test_grad_mode_switches_that_change_nothing_are_dropped_like_torch(fn):
+    check_like_torch(fn, _one)
+
+
+@without_grad()
+def _doubled_without_grad(t):
+    return t * 2
+
+
+@scaled()
+def _tripled(t):
+    return t * 3
+
+
+def generator_context_as_decorator(x):
+    return _doubled_without_grad(x) + _tripled(x), torch.is_grad_enabled()
+
+
+def test_generator_context_as_decorator_like_torch():
+    check_like_torch(generator_context_as_decorator, _one)
+
+
+def test_generator_context_as_decorator_runs_body_inside():
+    compiled = dynamo_capture.optimize(
+        _doubled_without_grad, backend=lambda gm, ex: gm.forward, fullgraph=True
+    )
+    assert not compiled(torch.randn(3, requires_grad=True)).requires_grad
+    assert torch.is_grad_enabled()

@@ -1,0 +1,185 @@
+"""Instances of user classes made in the frame: iterators, __getattr__, descriptors,
+__contains__, __ne__ from __eq__, identity as dict keys, one object however often it
+leaves the frame."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torchcheck import check_like_torch
+
+import dynamo_capture
+
+
+def _one():
+    return (torch.randn(4),)
+
+
+class CountTo:
+    def __init__(self, n):
+        self.n = n
+        self.i = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        return self.i
+
+
+class Fallback:
+    def __init__(self):
+        self.table = {"a": 2}
+
+    def __getattr__(self, name):
+        return self.table[name]
+
+
+class Three:
+    def __get__(self, obj, owner):
+        return 3
+
+
+class WithDescriptor:
+    value = Three()
+
+
+class Holder:
+    def __contains__(self, item):
+        return item == 1
+
+
+class Same:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return self.v == other.v
+
+
+class Plain:
+    pass
+
+
+def user_iterator_in_for(x):
+    return [x * i for i in CountTo(3)]
+
+
+def user_iterator_next_with_default(x):
+    it = CountTo(1)
+    return x * next(it) + next(it, 5)
+
+
+def getattr_fallback(x):
+    return x * Fallback().a
+
+
+def user_descriptor(x):
+    return x * WithDescriptor().value
+
+
+def user_contains(x):
+    return x + (1 in Holder()) + (2 in Holder())
+
+
+def not_equal_from_eq(x):
+    return x + (Same(1) != Same(2)) + (Same(1) != Same(1))
+
+
+def instance_as_dict_key(x):
+    p = Plain()
+    d = {p: x}
+    return d[p] + (p in d)
+
+
+PROGRAMS = [
+    user_iterator_in_for,
+    user_iterator_next_with_default,
+    getattr_fallback,
+    user_descriptor,
+    user_contains,
+    not_equal_from_eq,
+    instance_as_dict_key,
+]
+
+
+@pytest.mark.parametrize("fn", PROGRAMS, ids=[fn.__name__ for fn in PROGRAMS])
+def test_user_object_program_like_torch(fn):
+    counter = check_like_torch(fn, _one)
+    assert counter.frame_count == 1
+
+
+def test_object_leaving_frame_twice_is_one_object():
+    def share(x):
+        o = Plain()
+        o.a = x + 1
+        items = [o]
+        return o, o, items, {"k": items}
+
+    compiled = dynamo_capture.optimize(share, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    first, second, items, table = compiled(torch.randn(2))
+    assert first is second and items[0] is first and table["k"] is items
+
+
+def test_stop_iteration_inside_try_is_not_the_end_of_iteration():
+    class Guarded:
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            try:
+                raise StopIteration
+            except StopIteration:
+                return 1
+
+    def use(x):
+        it = iter(Guarded())
+        return x + next(it)
+
+    compiled = dynamo_capture.optimize(use, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    with pytest.raises(dynamo_capture.Unsupported):
+        compiled(torch.randn(2))
+
+
+def test_del_attribute_of_instance_made_in_frame():
+    def drop(x):
+        p = Plain()
+        p.a = x
+        del p.a
+        return x + hasattr(p, "a")
+
+    check_like_torch(drop, _one)
+
+
+def test_del_attribute_of_outside_object_runs_eagerly():
+    outside = Plain()
+
+    def drop(x):
+        outside.a = 1
+        del outside.a
+        return x + 1
+
+    compiled = dynamo_capture.optimize(drop, backend=lambda gm, ex: gm.forward)
+    torch.testing.assert_close(compiled(torch.zeros(2)), torch.ones(2))
+    assert not hasattr(outside, "a")
+
+
+class Named:
+    def __repr__(self):
+        return "Named()"
+
+
+class Texted(Named):
+    def __str__(self):
+        return "text"
+
+
+def repr_and_str_of_instances(x):
+    return x + len(repr(Named())) + len(str(Named())) + len(str(Texted())), str(Texted())
+
+
+def test_repr_and_str_call_user_methods_like_torch():
+    check_like_torch(repr_and_str_of_instances, _one)

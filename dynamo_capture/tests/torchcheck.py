@@ -1,0 +1,68 @@
+"""Run a program under ember's capture and under torch.compile with counting backends.
+
+`check_like_torch(fn, make_args)` calls both (and eager) on fresh arguments, `calls`
+times; it asserts the results equal eager's (values, types, requires_grad) and that
+ember's backend got as many graphs, with as many operations, as torch.compile's.
+torch.compile is only the reference here; capture never imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from conftest import assert_same, clone_inputs
+
+import dynamo_capture
+
+
+class Counting:
+    """Counts graphs and their call nodes, like torch._dynamo.testing.CompileCounter."""
+
+    def __init__(self) -> None:
+        self.frame_count = 0
+        self.op_count = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        self.frame_count += 1
+        self.op_count += sum(1 for node in gm.graph.nodes if node.op.startswith("call"))
+        return gm.forward
+
+
+def _run_all(compiled: Callable[..., Any], fn: Callable[..., Any], make_args: Any, calls: int):
+    for _ in range(calls):
+        args = make_args()
+        torch.manual_seed(0)
+        expected = fn(*clone_inputs(args))
+        torch.manual_seed(0)
+        got = compiled(*clone_inputs(args))
+        assert_same(got, expected)
+
+
+def torch_counts(fn: Callable[..., Any], make_args: Any, calls: int = 2) -> tuple[int, int]:
+    import torch._dynamo
+    import torch._dynamo.testing
+
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounter()
+    _run_all(torch.compile(fn, backend=counter), fn, make_args, calls)
+    torch._dynamo.reset()
+    return counter.frame_count, counter.op_count
+
+
+def check_like_torch(
+    fn: Callable[..., Any],
+    make_args: Callable[[], tuple[Any, ...]],
+    *,
+    calls: int = 2,
+    ops: bool = True,
+) -> Counting:
+    """Ember's results equal eager's; its graph (and op) counts equal torch.compile's."""
+    counter = Counting()
+    _run_all(dynamo_capture.optimize(fn, backend=counter), fn, make_args, calls)
+    frames, op_count = torch_counts(fn, make_args, calls)
+    assert counter.frame_count == frames, f"graphs: ember {counter.frame_count}, torch {frames}"
+    if ops:
+        assert counter.op_count == op_count, f"ops: ember {counter.op_count}, torch {op_count}"
+    return counter
