@@ -27,7 +27,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from generator import generate  # noqa: E402
-from oracle import KINDS, Mismatch, check_source, quiet  # noqa: E402
+from oracle import DEVICE, KINDS, Mismatch, check_source, quiet  # noqa: E402
 from program import Program, render  # noqa: E402
 from shrink import shrink  # noqa: E402
 
@@ -179,6 +179,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--shrinks-per-signature", type=int, default=2)
     parser.add_argument("--replay", type=Path, help="check one saved reproducer and exit")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument(
+        "--device", default="cpu", help="where inputs live: cpu, or cuda (Triton kernels)"
+    )
     return parser.parse_args(argv)
 
 
@@ -193,6 +196,7 @@ def backends_of(text: str) -> tuple[str, ...]:
 def main(argv: list[str]) -> int:
     args = parse(argv)
     backends = backends_of(args.backend)
+    DEVICE["name"] = args.device
     if args.replay:
         return replay(args.replay, backends)
     first = args.seed if args.seed is not None else int(time.time()) % 1_000_000

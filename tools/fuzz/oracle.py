@@ -138,9 +138,19 @@ def loss_of(outputs: list) -> torch.Tensor | None:
     return total
 
 
+DEVICE = {"name": "cpu"}  # where inputs live: `fuzz.py --device cuda` moves them to the GPU
+
+
+def on_device(x):
+    """`x` moved to the fuzzing device, a leaf again when it required grad (CPU: as is)."""
+    if DEVICE["name"] == "cpu" or not isinstance(x, torch.Tensor):
+        return x
+    return x.detach().to(DEVICE["name"]).requires_grad_(x.requires_grad)
+
+
 def run_call(fn, namespace: dict, call: int) -> Outcome:
     """One call of `fn` on fresh inputs of `call`, then its backward where GRAD is set."""
-    inputs = namespace["make_inputs"](call)
+    inputs = [on_device(x) for x in namespace["make_inputs"](call)]
     outcome = Outcome(inputs=inputs)
     try:
         outcome.outputs = flatten(fn(*inputs))
