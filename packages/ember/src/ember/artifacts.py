@@ -195,6 +195,14 @@ class CompileArtifacts:
         return self._joined("wrapper")
 
     @property
+    def capture_seconds(self) -> float:
+        return sum(part.capture_seconds for part in self.parts)
+
+    @property
+    def backend_seconds(self) -> float:
+        return sum(part.backend_seconds for part in self.parts)
+
+    @property
     def aot_graphs(self) -> list[dict[str, str]]:
         return [part.aot_graphs for part in self.parts if part.aot_graphs]
 
