@@ -36,6 +36,7 @@ from dynamo_capture.operations import (
     get_iter,
     guard_identity,
     guard_module_children,
+    guard_same_object,
     python_type_of,
     sequence_items,
     set_item,
@@ -625,7 +626,7 @@ BUILTIN_HANDLERS[operator.is_not] = lambda tx, args, kwargs: PythonValue(
 
 
 def _guarded_same(tx: Translator, left: Value, right: Value) -> bool:
-    guard_identity(tx, left, right)
+    guard_same_object(tx, left, right)
     return _same(left, right)
 
 
