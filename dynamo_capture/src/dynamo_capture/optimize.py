@@ -155,12 +155,17 @@ class CompiledCallable:
     def _on_recompile(
         self, stance: str, f_locals: dict[str, Any], f_globals: dict[str, Any]
     ) -> bool:
-        """Log (or refuse) a recompile; True means: run eagerly instead."""
-        reason = self.why_failed(f_locals, f_globals)
+        """Log (or refuse) a recompile; True means: run eagerly instead.
+
+        Past the recompile limit, or under eager_on_recompile, the miss costs nothing
+        more than the guard checks already run: the reasons are worked out only to
+        be logged (once at the limit, or when the recompiles log is on).
+        """
         name = self.frame.name
         if stance == "fail_on_recompile":
             raise RecompileError(
-                f"{name} needs a recompile under stance 'fail_on_recompile': {reason}. "
+                f"{name} needs a recompile under stance 'fail_on_recompile': "
+                f"{self.why_entries_failed(f_locals, f_globals)}. "
                 "Call it with inputs like the ones it was compiled for, or change the stance."
             )
         if stance == "eager_on_recompile":
@@ -168,14 +173,16 @@ class CompiledCallable:
         if len(self.entries) >= self.recompile_limit:
             if not self._limit_logged:
                 artifact_logger("recompiles").warning(
-                    "%s hit the recompile limit (%d); running it eagerly from now on. "
-                    "Last guard failure: %s",
-                    name, self.recompile_limit, reason,
+                    "%s hit the recompile limit (%d); calls that no compiled entry accepts "
+                    "run eagerly from now on. Last guard failure: %s",
+                    name, self.recompile_limit, self.why_failed(f_locals, f_globals),
                 )  # fmt: skip
                 self._limit_logged = True
             return True
         if artifact_enabled("recompiles"):
-            artifact_logger("recompiles").info("Recompiling %s: %s", name, reason)
+            artifact_logger("recompiles").info(
+                "Recompiling %s: %s", name, self.why_entries_failed(f_locals, f_globals)
+            )
         return False
 
     def why_failed(self, f_locals: dict[str, Any], f_globals: dict[str, Any]) -> str:
@@ -184,6 +191,17 @@ class CompiledCallable:
             return "no compiled entry yet"
         entry = self.entries[-1]
         return entry.guards.why_failed(f_locals, f_globals) or "guards pass"
+
+    def why_entries_failed(self, f_locals: dict[str, Any], f_globals: dict[str, Any]) -> str:
+        """Why each cache entry's guards reject these locals, newest first (as torch's
+        recompile log): the entry a call was meant for names the guard that differs."""
+        if len(self.entries) <= 1:
+            return self.why_failed(f_locals, f_globals)
+        reasons = [
+            f"entry {index}: {entry.guards.why_failed(f_locals, f_globals) or 'guards pass'}"
+            for index, entry in reversed(list(enumerate(self.entries)))
+        ]
+        return "; ".join(reasons)
 
     def _backend_for(self, stance: Any) -> Backend:
         if stance.force_backend is not None:
