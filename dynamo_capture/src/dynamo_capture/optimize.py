@@ -6,9 +6,10 @@
                       #    the first that passes runs its entry code
                       # 3. on a miss: capture, hand the graph to the backend, cache, run
 
-Past `recompile_limit` entries the callable runs eagerly, logged on the
-`recompiles` artifact. A frame capture cannot handle runs eagerly (logged on
-`graph_breaks`), or raises Unsupported under fullgraph=True.
+Past `recompile_limit` entries a call no entry accepts runs eagerly, logged on the
+`recompiles` artifact. A frame capture cannot handle runs eagerly under the guards
+capture recorded up to the failure, so it is captured again when they change; it
+warns once (fallbacks.EagerFallbackWarning), or raises Unsupported under fullgraph=True.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 from dynamo_capture.break_callees import Shadow, ShadowedPart, shadows_for
 from dynamo_capture.capture import CaptureArtifacts, CompiledEntry, capture_frame, compile_entry
 from dynamo_capture.errors import RecompileError, Unsupported
+from dynamo_capture.fallbacks import EagerFallback, forget_warnings, warn_eager_frame
 from dynamo_capture.frame_target import FrameTarget, _module_call, frame_target
 from dynamo_capture.output_graph import CaptureContext
 from dynamo_capture.registry import eager_only_depth
@@ -78,6 +80,7 @@ class CompiledCallable:
         self.entries: list[CompiledEntry] = []
         self.artifacts: list[CaptureArtifacts] = []
         self.graph_breaks: list[Unsupported] = []
+        self.eager_frames: list[EagerFallback] = []  # frames run eagerly (all levels)
         self.parts: list[CompiledCallable] = []  # compiled parts of split frames (all levels)
         self._callees: dict[tuple[int, int], CompiledCallable] = {}  # callee frames, shared
         self._splits: dict[tuple[Any, ...], list[Callable[..., Any]]] = {}
@@ -331,6 +334,7 @@ class CompiledCallable:
             resolve_backend=self.resolve_backend,
         )
         part.graph_breaks = self.graph_breaks
+        part.eager_frames = self.eager_frames
         part.artifacts = self.artifacts
         part.parts = self.parts
         part._callees = self._callees
@@ -502,6 +506,7 @@ class CompiledCallable:
         """
         self.graph_breaks.append(error)
         artifact_logger("graph_breaks").info("running %s eagerly: %s", self.frame.name, error)
+        self.eager_frames.append(warn_eager_frame(self.frame.name, error))
         from dynamo_capture.frame_guards import FrameGuards
 
         guards = (contexts[0].guards if contexts else FrameGuards()).compile(name=self.frame.name)
@@ -554,3 +559,4 @@ def reset() -> None:
     """Forget every compiled entry of every compiled callable in this process."""
     for compiled in list(_live):
         compiled.reset()
+    forget_warnings()
