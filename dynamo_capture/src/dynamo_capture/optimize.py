@@ -43,6 +43,7 @@ from dynamo_capture.resume import (
 )
 from dynamo_capture.stance import current_stance
 from dynamo_capture.state import is_compiling
+from dynamo_capture.wrapper_modules import wrapped_attribute, wrapped_module
 from guards import ConstraintViolationError, SizeHistory, artifact_enabled, artifact_logger
 
 __all__ = ["CompiledCallable", "optimize", "reset"]
@@ -217,6 +218,9 @@ class CompiledCallable:
     def _compile(
         self, f_locals: dict[str, Any], args: Any, kwargs: Any, stance: Any
     ) -> CompiledEntry:
+        inner = wrapped_module(self.target)
+        if inner is not None:
+            return self._wrapper_entry(inner)
         contexts: list[CaptureContext] = []
         try:
             frame = self._capture(f_locals, contexts)
@@ -486,13 +490,50 @@ class CompiledCallable:
         return LoopStage(header, self._part(body_part), loop, function.__code__.co_varnames)
 
     def _eager_shadows(self, error: Unsupported, f_locals: dict[str, Any]) -> list[Shadow]:
-        """For a frame run eagerly: its call that broke still runs as a compiled frame."""
+        """For a frame run eagerly: its call that broke still runs as a compiled frame.
+
+        A module whose call cannot be captured (a hook capture cannot inline) runs its
+        hooks eagerly and its forward as a compiled frame.
+        """
         function = self.frame.function
-        if error.callee is None or function is _module_call:
+        if function is _module_call:
+            return self._forward_shadows(self.target)
+        if error.callee is None:
             return []
         if not isinstance(function, types.FunctionType):
             return []
         return shadows_for(error.callee, function, f_locals, self._callee_part)
+
+    def _forward_shadows(self, module: Any) -> list[Shadow]:
+        """`module.forward` looked up as a compiled frame of it while the module's call
+        machinery (hooks, a wrapper's forward) runs eagerly; none if it has no
+        Python forward."""
+        if not isinstance(module, torch.nn.Module) or "forward" in module.__dict__:
+            return []  # a forward set on the instance (already compiled, or a wrapper)
+        forward = getattr(module, "forward", None)
+        if not (
+            isinstance(forward, types.MethodType)
+            and isinstance(forward.__func__, types.FunctionType)
+        ):
+            return []
+        return [Shadow(module, "forward", self._callee_part(forward))]
+
+    def _wrapper_entry(self, inner: torch.nn.Module) -> CompiledEntry:
+        """A wrapper module (DDP): its forward runs eagerly, the module it wraps is
+        compiled (its forward, with its own hooks run eagerly around it)."""
+        from dynamo_capture.frame_guards import FrameGuards
+        from dynamo_capture.sources import AttrSource, LocalSource
+
+        guard_set = FrameGuards()
+        guard_set.id_match(AttrSource(LocalSource("self"), wrapped_attribute(self.target)), inner)
+        guards = guard_set.compile(name=self.frame.name)
+        artifacts = CaptureArtifacts(
+            "", guards.source, f"{self.frame.name} runs eagerly around its compiled module"
+        )
+        self.artifacts.append(artifacts)
+        entry = CompiledEntry(guards, None, artifacts, eager=True)
+        entry.shadows = self._forward_shadows(inner)
+        return entry
 
     def _eager_entry(
         self,
@@ -506,7 +547,8 @@ class CompiledCallable:
         """
         self.graph_breaks.append(error)
         artifact_logger("graph_breaks").info("running %s eagerly: %s", self.frame.name, error)
-        self.eager_frames.append(warn_eager_frame(self.frame.name, error))
+        if not shadows:  # wholly eager (with shadows, the call that broke is compiled)
+            self.eager_frames.append(warn_eager_frame(self.frame.name, error))
         from dynamo_capture.frame_guards import FrameGuards
 
         guards = (contexts[0].guards if contexts else FrameGuards()).compile(name=self.frame.name)
