@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-STEPS = 3
+STEPS = 2
 
 
 class CountingBackend:
@@ -96,10 +96,54 @@ def ddp_of_compiled(rank: int, backend_name: str) -> dict[str, Any]:
     return {"graphs": backend.graphs}
 
 
+def shard(model: torch.nn.Module) -> torch.nn.Module:
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
+def full_gradients(model: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.grad.full_tensor() for p in model.parameters()]
+
+
+def fsdp2(rank: int, backend_name: str, compile_first: bool) -> dict[str, Any]:
+    """fully_shard before or after ember.compile: FSDP's hooks eager, forwards compiled."""
+    import ember
+
+    eager = shard(make_model())
+    backend = CountingBackend(backend_name)
+    model = make_model()
+    if compile_first:
+        compiled = ember.compile(model, backend=backend)
+        shard(model)
+    else:
+        compiled = ember.compile(shard(model), backend=backend)
+    torch.manual_seed(100 + rank)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for _ in range(STEPS):
+            x = torch.randn(6, 8)
+            for module in (compiled, eager):
+                module.zero_grad()
+                module(x).pow(2).sum().backward()
+            for p, q in zip(full_gradients(compiled), full_gradients(eager), strict=True):
+                torch.testing.assert_close(p, q)
+    return {
+        "graphs": backend.graphs,
+        "warnings": [str(w.message) for w in record if "ember" in str(w.message)],
+    }
+
+
 SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
     "compile_ddp_aot_eager": lambda rank: compile_ddp(rank, "aot_eager"),
     "compile_ddp_inductor": lambda rank: compile_ddp(rank, "inductor"),
     "ddp_of_compiled_aot_eager": lambda rank: ddp_of_compiled(rank, "aot_eager"),
+    "fsdp2_after_aot_eager": lambda rank: fsdp2(rank, "aot_eager", compile_first=False),
+    "fsdp2_before_aot_eager": lambda rank: fsdp2(rank, "aot_eager", compile_first=True),
 }
 
 

@@ -1,9 +1,11 @@
-"""Distributed training with torch.distributed on CPU: DDP over gloo, 2 processes.
+"""Distributed training with torch.distributed on CPU: DDP and FSDP2 over gloo, 2 processes.
 
 `ember.compile(DDP(model))` runs DDP's forward eagerly and compiles the module it
 wraps; `DDP(ember.compile(model))` has DDP call the compiled module. Both train
-with the same gradients and weights as eager DDP (distributed_workers.py runs the
-scenarios on every rank; the tests read each rank's results).
+with the same gradients and weights as eager DDP. With FSDP2's `fully_shard`
+(before or after compiling), FSDP's hooks run eagerly and the forwards of the
+sharded modules are compiled; gradients equal eager FSDP2's. distributed_workers.py
+runs the scenarios on every rank; the tests read each rank's results.
 """
 
 from __future__ import annotations
@@ -63,3 +65,10 @@ def test_compiled_ddp_trains_as_eager_ddp_with_module_compiled(results, backend)
 def test_ddp_of_compiled_module_trains_as_eager_ddp(results):
     found = scenario(results, "ddp_of_compiled_aot_eager")
     assert found["graphs"] == 1
+
+
+@pytest.mark.parametrize("when", ["after", "before"])
+def test_fully_shard_runs_hooks_eagerly_and_forwards_compiled(results, when):
+    found = scenario(results, f"fsdp2_{when}_aot_eager")
+    assert found["graphs"] == 5  # the 3 sharded Linears' forwards, the 2 ReLUs between
+    assert found["warnings"] == []
