@@ -43,7 +43,7 @@ from dynamo_capture.resume import (
 )
 from dynamo_capture.stance import current_stance
 from dynamo_capture.state import is_compiling
-from dynamo_capture.wrapper_modules import wrapped_attribute, wrapped_module
+from dynamo_capture.wrapper_modules import wrapped_attribute, wrapped_backend, wrapped_module
 from guards import ConstraintViolationError, SizeHistory, artifact_enabled, artifact_logger
 
 __all__ = ["CompiledCallable", "optimize", "reset"]
@@ -327,11 +327,11 @@ class CompiledCallable:
                 "%s: static shapes for this compile (%s)", self.frame.name, reason
             )
 
-    def _part(self, function: Any) -> CompiledCallable:
+    def _part(self, function: Any, backend: Backend | None = None) -> CompiledCallable:
         """A compiled part of a split frame; its breaks and artifacts are reported here."""
         part = CompiledCallable(
             function,
-            backend=self.backend,
+            backend=self.backend if backend is None else backend,
             dynamic=self.dynamic,
             guard_filter_fn=self.guard_filter_fn,
             recompile_limit=self.recompile_limit,
@@ -345,12 +345,12 @@ class CompiledCallable:
         self.parts.append(part)
         return part
 
-    def _callee_part(self, callee: Any) -> CompiledCallable:
+    def _callee_part(self, callee: Any, backend: Backend | None = None) -> CompiledCallable:
         """The compiled frame of a function (or bound method) a split frame calls; one each."""
         key = (id(getattr(callee, "__func__", callee)), id(getattr(callee, "__self__", None)))
         part = self._callees.get(key)
         if part is None:
-            part = self._callees[key] = self._part(callee)
+            part = self._callees[key] = self._part(callee, backend)
         return part
 
     def _split_entry(
@@ -504,7 +504,7 @@ class CompiledCallable:
             return []
         return shadows_for(error.callee, function, f_locals, self._callee_part)
 
-    def _forward_shadows(self, module: Any) -> list[Shadow]:
+    def _forward_shadows(self, module: Any, backend: Backend | None = None) -> list[Shadow]:
         """`module.forward` looked up as a compiled frame of it while the module's call
         machinery (hooks, a wrapper's forward) runs eagerly; none if it has no
         Python forward."""
@@ -516,7 +516,7 @@ class CompiledCallable:
             and isinstance(forward.__func__, types.FunctionType)
         ):
             return []
-        return [Shadow(module, "forward", self._callee_part(forward))]
+        return [Shadow(module, "forward", self._callee_part(forward, backend))]
 
     def _wrapper_entry(self, inner: torch.nn.Module) -> CompiledEntry:
         """A wrapper module (DDP): its forward runs eagerly, the module it wraps is
@@ -532,7 +532,7 @@ class CompiledCallable:
         )
         self.artifacts.append(artifacts)
         entry = CompiledEntry(guards, None, artifacts, eager=True)
-        entry.shadows = self._forward_shadows(inner)
+        entry.shadows = self._forward_shadows(inner, wrapped_backend(self.target, self.backend))
         return entry
 
     def _eager_entry(

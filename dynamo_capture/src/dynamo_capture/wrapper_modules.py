@@ -10,38 +10,71 @@ call runs, the wrapped module's `forward` is looked up as the compiled callable
 eager. torch.compile gets the same effect by skipping DDP's frames and compiling
 the frames they call.
 
-Add a wrapper with `register_wrapper_module(cls, attribute)`.
+The wrapped module's graphs may get a backend of the wrapper's own: DDP's cuts
+them at its gradient buckets (ddp_buckets.DDPBucketBackend), so that all-reduce
+overlaps the backward. Add a wrapper with `register_wrapper_module(cls, attribute,
+wrap_backend)`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-__all__ = ["WRAPPER_MODULES", "register_wrapper_module", "wrapped_attribute", "wrapped_module"]
+__all__ = [
+    "WRAPPER_MODULES",
+    "WrapperModule",
+    "register_wrapper_module",
+    "wrapped_attribute",
+    "wrapped_backend",
+    "wrapped_module",
+]
 
-WRAPPER_MODULES: dict[type, str] = {}
+Backend = Callable[..., Any]
 
 
-def register_wrapper_module(cls: type, attribute: str) -> None:
-    """Compiling a `cls` instance compiles the module at `instance.<attribute>` instead."""
+@dataclass(frozen=True, slots=True)
+class WrapperModule:
+    """How a wrapper class holds its module, and the backend its module's graphs get."""
+
+    attribute: str
+    wrap_backend: Callable[[Any, Backend], Backend] | None = None
+
+
+WRAPPER_MODULES: dict[type, WrapperModule] = {}
+
+
+def register_wrapper_module(
+    cls: type, attribute: str, wrap_backend: Callable[[Any, Backend], Backend] | None = None
+) -> None:
+    """Compiling a `cls` instance compiles the module at `instance.<attribute>` instead;
+    `wrap_backend(instance, backend)`, if given, is the backend its graphs get."""
     if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
         raise TypeError(f"register_wrapper_module expects an nn.Module class, got {cls!r}")
     if cls in WRAPPER_MODULES:
         raise ValueError(f"{cls.__qualname__} is already a wrapper module")
-    WRAPPER_MODULES[cls] = attribute
+    WRAPPER_MODULES[cls] = WrapperModule(attribute, wrap_backend)
 
 
 def wrapped_attribute(module: Any) -> str:
-    return WRAPPER_MODULES[type(module)]
+    return WRAPPER_MODULES[type(module)].attribute
+
+
+def wrapped_backend(module: Any, backend: Backend) -> Backend:
+    """The backend the graphs of the module `module` wraps are compiled with."""
+    wrap = WRAPPER_MODULES[type(module)].wrap_backend
+    return backend if wrap is None else wrap(module, backend)
 
 
 def wrapped_module(target: Any) -> torch.nn.Module | None:
     """The module `target` wraps, if `target` is a wrapper module; else None."""
-    attribute = WRAPPER_MODULES.get(type(target))
-    if attribute is None:
+    wrapper = WRAPPER_MODULES.get(type(target))
+    if wrapper is None:
         return None
+    attribute = wrapper.attribute
     inner = target.__dict__.get("_modules", {}).get(attribute)
     return inner if isinstance(inner, torch.nn.Module) else None
 
@@ -51,7 +84,12 @@ def _register_torch_wrappers() -> None:
         return
     from torch.nn.parallel import DistributedDataParallel
 
-    register_wrapper_module(DistributedDataParallel, "module")
+    from dynamo_capture.ddp_buckets import DDPBucketBackend
+
+    def bucketed(ddp: Any, backend: Backend) -> Backend:
+        return DDPBucketBackend(backend, ddp.bucket_bytes_cap)
+
+    register_wrapper_module(DistributedDataParallel, "module", bucketed)
 
 
 _register_torch_wrappers()

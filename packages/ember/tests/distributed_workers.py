@@ -64,15 +64,16 @@ def train_side_by_side(rank: int, compiled: torch.nn.Module, eager: torch.nn.Mod
         torch.testing.assert_close(p, q)
 
 
-def compile_ddp(rank: int, backend_name: str) -> dict[str, Any]:
-    """ember.compile(DDP(model)): DDP's forward eager, the wrapped module compiled."""
+def compile_ddp(rank: int, backend_name: str, bucket_cap_mb: float = 25) -> dict[str, Any]:
+    """ember.compile(DDP(model)): DDP's forward eager, the wrapped module compiled (cut
+    at DDP's buckets when it holds more than one bucket of parameters)."""
     import ember
     from ember.api import compiled_callable_of
 
     model = make_model()
-    eager = DDP(copy.deepcopy(model))
+    eager = DDP(copy.deepcopy(model), bucket_cap_mb=bucket_cap_mb)
     backend = CountingBackend(backend_name)
-    compiled = ember.compile(DDP(model), backend=backend)
+    compiled = ember.compile(DDP(model, bucket_cap_mb=bucket_cap_mb), backend=backend)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         train_side_by_side(rank, compiled, eager)
@@ -141,6 +142,8 @@ def fsdp2(rank: int, backend_name: str, compile_first: bool) -> dict[str, Any]:
 SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
     "compile_ddp_aot_eager": lambda rank: compile_ddp(rank, "aot_eager"),
     "compile_ddp_inductor": lambda rank: compile_ddp(rank, "inductor"),
+    # buckets of 3 KiB: Linear(32, 4) and Linear(32, 32) fill one, Linear(8, 32) another
+    "compile_ddp_buckets_aot_eager": lambda rank: compile_ddp(rank, "aot_eager", 0.003),
     "ddp_of_compiled_aot_eager": lambda rank: ddp_of_compiled(rank, "aot_eager"),
     "fsdp2_after_aot_eager": lambda rank: fsdp2(rank, "aot_eager", compile_first=False),
     "fsdp2_before_aot_eager": lambda rank: fsdp2(rank, "aot_eager", compile_first=True),

@@ -1,7 +1,7 @@
 """Distributed training with torch.distributed on CPU: DDP and FSDP2 over gloo, 2 processes.
 
 `ember.compile(DDP(model))` runs DDP's forward eagerly and compiles the module it
-wraps; `DDP(ember.compile(model))` has DDP call the compiled module. Both train
+wraps, its graph cut at DDP's gradient buckets (ddp_buckets); `DDP(ember.compile(model))` has DDP call the compiled module. Both train
 with the same gradients and weights as eager DDP. With FSDP2's `fully_shard`
 (before or after compiling), FSDP's hooks run eagerly and the forwards of the
 sharded modules are compiled; gradients equal eager FSDP2's. distributed_workers.py
@@ -59,6 +59,12 @@ def scenario(results, name):
 def test_compiled_ddp_trains_as_eager_ddp_with_module_compiled(results, backend):
     found = scenario(results, f"compile_ddp_{backend}")
     assert found["graphs"] == 1  # the wrapped module's forward, one graph
+    assert found["eager_frames"] == [] and found["warnings"] == []
+
+
+def test_compiled_ddp_graph_cut_at_buckets_trains_as_eager_ddp(results):
+    found = scenario(results, "compile_ddp_buckets_aot_eager")
+    assert found["graphs"] == 2  # one piece per bucket, each compiled
     assert found["eager_frames"] == [] and found["warnings"] == []
 
 
