@@ -43,7 +43,12 @@ from dynamo_capture.resume import (
 )
 from dynamo_capture.stance import current_stance
 from dynamo_capture.state import is_compiling
-from dynamo_capture.wrapper_modules import wrapped_attribute, wrapped_backend, wrapped_module
+from dynamo_capture.wrapper_modules import (
+    active_wrapper_backend,
+    wrapped_attribute,
+    wrapped_backend,
+    wrapped_module,
+)
 from guards import ConstraintViolationError, SizeHistory, artifact_enabled, artifact_logger
 
 __all__ = ["CompiledCallable", "optimize", "reset"]
@@ -238,7 +243,7 @@ class CompiledCallable:
             if self.fullgraph:
                 raise unsupported from error
             return self._eager_entry(unsupported, contexts)
-        backend = self._backend_for(stance)
+        backend = active_wrapper_backend(self._backend_for(stance))
         entry = self._symbolic_entry(frame, backend, f_locals)
         if entry is None:
             entry = compile_entry(frame, backend, self.guard_filter_fn)

@@ -12,7 +12,8 @@ the frames they call.
 
 The wrapped module's graphs may get a backend of the wrapper's own: DDP's cuts
 them at its gradient buckets (ddp_buckets.DDPBucketBackend), so that all-reduce
-overlaps the backward. Add a wrapper with `register_wrapper_module(cls, attribute,
+overlaps the backward; a graph captured while DDP's forward runs
+(`DDP(ember.compile(model))`) gets it too. Add a wrapper with `register_wrapper_module(cls, attribute,
 wrap_backend)`.
 """
 
@@ -27,6 +28,7 @@ import torch
 __all__ = [
     "WRAPPER_MODULES",
     "WrapperModule",
+    "active_wrapper_backend",
     "register_wrapper_module",
     "wrapped_attribute",
     "wrapped_backend",
@@ -69,6 +71,20 @@ def wrapped_backend(module: Any, backend: Backend) -> Backend:
     return backend if wrap is None else wrap(module, backend)
 
 
+def active_wrapper_backend(backend: Backend) -> Backend:
+    """The backend for a graph captured while a wrapper's forward runs (DDP calling a
+    compiled module, `DDP(ember.compile(model))`): the wrapper's, else `backend`."""
+    for active in _ACTIVE_WRAPPERS:
+        wrapper = active()
+        if wrapper is not None:
+            return wrapped_backend(wrapper, backend)
+    return backend
+
+
+# Functions giving the wrapper whose forward runs now, if any.
+_ACTIVE_WRAPPERS: list[Callable[[], Any]] = []
+
+
 def wrapped_module(target: Any) -> torch.nn.Module | None:
     """The module `target` wraps, if `target` is a wrapper module; else None."""
     wrapper = WRAPPER_MODULES.get(type(target))
@@ -87,9 +103,12 @@ def _register_torch_wrappers() -> None:
     from dynamo_capture.ddp_buckets import DDPBucketBackend
 
     def bucketed(ddp: Any, backend: Backend) -> Backend:
+        if isinstance(backend, DDPBucketBackend):
+            return backend  # the module of a compiled DDP, captured inside DDP's forward
         return DDPBucketBackend(backend, ddp.bucket_bytes_cap)
 
     register_wrapper_module(DistributedDataParallel, "module", bucketed)
+    _ACTIVE_WRAPPERS.append(DistributedDataParallel._get_active_ddp_module)
 
 
 _register_torch_wrappers()

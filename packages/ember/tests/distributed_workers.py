@@ -85,14 +85,15 @@ def compile_ddp(rank: int, backend_name: str, bucket_cap_mb: float = 25) -> dict
     }
 
 
-def ddp_of_compiled(rank: int, backend_name: str) -> dict[str, Any]:
-    """DDP(ember.compile(model)): DDP calls the compiled module."""
+def ddp_of_compiled(rank: int, backend_name: str, bucket_cap_mb: float = 25) -> dict[str, Any]:
+    """DDP(ember.compile(model)): DDP calls the compiled module, whose graph is cut at
+    DDP's buckets (captured while DDP's forward runs)."""
     import ember
 
     model = make_model()
-    eager = DDP(copy.deepcopy(model))
+    eager = DDP(copy.deepcopy(model), bucket_cap_mb=bucket_cap_mb)
     backend = CountingBackend(backend_name)
-    compiled = DDP(ember.compile(model, backend=backend))
+    compiled = DDP(ember.compile(model, backend=backend), bucket_cap_mb=bucket_cap_mb)
     train_side_by_side(rank, compiled, eager)
     return {"graphs": backend.graphs}
 
@@ -145,6 +146,7 @@ SCENARIOS: dict[str, Callable[[int], dict[str, Any]]] = {
     # buckets of 3 KiB: Linear(32, 4) and Linear(32, 32) fill one, Linear(8, 32) another
     "compile_ddp_buckets_aot_eager": lambda rank: compile_ddp(rank, "aot_eager", 0.003),
     "ddp_of_compiled_aot_eager": lambda rank: ddp_of_compiled(rank, "aot_eager"),
+    "ddp_of_compiled_buckets_aot_eager": lambda rank: ddp_of_compiled(rank, "aot_eager", 0.003),
     "fsdp2_after_aot_eager": lambda rank: fsdp2(rank, "aot_eager", compile_first=False),
     "fsdp2_before_aot_eager": lambda rank: fsdp2(rank, "aot_eager", compile_first=True),
 }

@@ -78,3 +78,8 @@ def test_fully_shard_runs_hooks_eagerly_and_forwards_compiled(results, when):
     found = scenario(results, f"fsdp2_{when}_aot_eager")
     assert found["graphs"] == 5  # the 3 sharded Linears' forwards, the 2 ReLUs between
     assert found["warnings"] == []
+
+
+def test_ddp_of_compiled_module_cut_at_buckets_trains_as_eager_ddp(results):
+    found = scenario(results, "ddp_of_compiled_buckets_aot_eager")
+    assert found["graphs"] == 2
