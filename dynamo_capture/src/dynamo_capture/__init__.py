@@ -13,6 +13,7 @@ from dynamo_capture.errors import (
     UserLocation,
 )
 from dynamo_capture.explain import ExplainOutput, GraphBreak, explain
+from dynamo_capture.fallbacks import EagerFallback, EagerFallbackWarning
 from dynamo_capture.optimize import CompiledCallable, optimize, reset
 from dynamo_capture.registry import (
     Substitute,
@@ -37,6 +38,8 @@ __all__ = [
     "CaptureError",
     "CaptureUnavailableError",
     "CompiledCallable",
+    "EagerFallback",
+    "EagerFallbackWarning",
     "ExplainOutput",
     "GraphBreak",
     "RecompileError",

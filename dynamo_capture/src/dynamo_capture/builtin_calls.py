@@ -37,6 +37,7 @@ from dynamo_capture.operations import (
     guard_identity,
     guard_module_children,
     hashable_key,
+    guard_same_object,
     python_type_of,
     sequence_items,
     set_item,
@@ -684,7 +685,7 @@ BUILTIN_HANDLERS[operator.is_not] = lambda tx, args, kwargs: PythonValue(
 
 
 def _guarded_same(tx: Translator, left: Value, right: Value) -> bool:
-    guard_identity(tx, left, right)
+    guard_same_object(tx, left, right)
     return _same(left, right)
 
 

@@ -152,6 +152,7 @@ def _call_python(
     reason = disabled_reason(obj)
     if reason is not None:
         raise Unsupported(f"call to {describe(fn)}, which must run eagerly: {reason}")
+    _check_not_eager_package(obj)
     if is_constant_result(obj):
         return _call_constant_result(obj, args, kwargs)
     inline_target = torch_inline_target(obj)
@@ -330,6 +331,33 @@ def _bind(
     return f_locals
 
 
+# Packages whose code capture neither inlines nor puts in a graph: their functions
+# communicate between processes or swap sharded parameters in place (FSDP's hooks,
+# DDP's reducer), which a graph cannot replay and fake tensors must not reach. Calls
+# into them run eagerly (a graph break).
+EAGER_PACKAGES = ("torch.distributed.", "torch._C._distributed")
+# Their queries of the process group, fixed for a process: folded to constants.
+_PROCESS_QUERIES = frozenset(
+    {"is_available", "is_initialized", "is_torchelastic_launched", "get_rank", "get_world_size"}
+)
+
+
+def _check_not_eager_package(obj: Any) -> None:
+    """Raise Unsupported for a function, method or partial of an EAGER_PACKAGES module."""
+    inner = obj.func if isinstance(obj, functools.partial) else getattr(obj, "__func__", obj)
+    if not isinstance(inner, types.FunctionType | types.BuiltinFunctionType):
+        return  # a module or an object with __call__: its call is captured as such
+    module = getattr(inner, "__module__", None)
+    if inner.__name__ in _PROCESS_QUERIES:
+        return
+    if isinstance(module, str) and f"{module}.".startswith(EAGER_PACKAGES):
+        name = getattr(inner, "__qualname__", None) or repr(inner)
+        raise Unsupported(
+            f"call to {name} ({module}), library code that runs eagerly: it communicates "
+            "between processes or changes sharded state"
+        )
+
+
 def inline_function(
     tx: Translator,
     fn: types.FunctionType | FunctionValue,
@@ -366,6 +394,7 @@ def child_translator(
         real_cells: dict[str, tuple[Any, Source | None]] = {}
     else:
         code, f_globals = fn.__code__, fn.__globals__
+        _check_not_eager_package(fn)
         defaults, kwdefaults = fn.__defaults__ or (), fn.__kwdefaults__ or {}
 
         def resolve(key: int | str) -> Value:
@@ -445,21 +474,10 @@ def call_module(
 
     initialize_lazy_module(tx, module_value, args, kwargs)
     _hooks_guard(tx, module_value)
-    for key in list(module._forward_pre_hooks):
-        hook = _hook(tx, module_value, "_forward_pre_hooks", key)
-        if key in module._forward_pre_hooks_with_kwargs:
-            # hook(module, args, kwargs) -> None or (args, kwargs)
-            result = call(tx, hook, [module_value, TupleValue(list(args)), DictValue(kwargs)], {})
-            if not (isinstance(result, PythonValue) and result.obj is None):
-                pair = sequence_items(tx, result) if isinstance(result, TupleValue) else []
-                if len(pair) != 2:
-                    raise Unsupported("a with_kwargs forward pre-hook must return (args, kwargs)")
-                args = sequence_items(tx, pair[0])
-                kwargs = {str(k): v for k, v in dict_items(tx, pair[1]).items()}
-            continue
-        result = call(tx, hook, [module_value, TupleValue(list(args))], {})
-        if not (isinstance(result, PythonValue) and result.obj is None):
-            args = sequence_items(tx, result) if isinstance(result, TupleValue) else [result]
+    try:
+        args, kwargs = _pre_hooks(tx, module_value, args, kwargs)
+    except Unsupported as error:
+        raise _hooks_failed(tx, error, module) from error.__cause__
     if "forward" in module.__dict__:
         forward = tx.ctx.wrap(module.forward, AttrSource(source, "forward") if source else None)
         output = call(tx, forward, list(args), kwargs)
@@ -475,16 +493,68 @@ def call_module(
         forward_source = class_member_source(type(module), "forward")  # its defaults, cells
         forward = PythonValue(forward_function, forward_source)
         output = call(tx, forward, [module_value, *args], kwargs)
+    try:
+        return _forward_hooks(tx, module_value, args, kwargs, output)
+    except Unsupported as error:
+        raise _hooks_failed(tx, error, module) from error.__cause__
+
+
+def _pre_hooks(
+    tx: Translator, module_value: PythonValue, args: list[Value], kwargs: dict[str, Value]
+) -> tuple[list[Value], dict[str, Value]]:
+    """The forward pre-hooks, in order: each may replace the arguments (with_kwargs=True
+    hooks take and return both args and kwargs, as nn.Module.__call__)."""
+    module = module_value.obj
+    for key in list(module._forward_pre_hooks):
+        hook = _hook(tx, module_value, "_forward_pre_hooks", key)
+        if key in module._forward_pre_hooks_with_kwargs:
+            result = call(tx, hook, [module_value, TupleValue(list(args)), DictValue(kwargs)], {})
+            if isinstance(result, PythonValue) and result.obj is None:
+                continue
+            pair = sequence_items(tx, result) if isinstance(result, TupleValue) else None
+            if pair is None or len(pair) != 2:
+                raise Unsupported(
+                    "a with_kwargs forward pre-hook returning something other than None or "
+                    "(args, kwargs)"
+                )
+            args, kwargs = list(sequence_items(tx, pair[0])), dict(dict_items(tx, pair[1]))
+            continue
+        result = call(tx, hook, [module_value, TupleValue(list(args))], {})
+        if not (isinstance(result, PythonValue) and result.obj is None):
+            args = sequence_items(tx, result) if isinstance(result, TupleValue) else [result]
+    return list(args), kwargs
+
+
+def _forward_hooks(
+    tx: Translator,
+    module_value: PythonValue,
+    args: list[Value],
+    kwargs: dict[str, Value],
+    output: Value,
+) -> Value:
+    """The forward hooks, in order: each may replace the output."""
+    module = module_value.obj
     for key in list(module._forward_hooks):
         hook = _hook(tx, module_value, "_forward_hooks", key)
+        arguments = [module_value, TupleValue(list(args))]
         if key in module._forward_hooks_with_kwargs:
-            hook_args = [module_value, TupleValue(list(args)), DictValue(dict(kwargs)), output]
-        else:
-            hook_args = [module_value, TupleValue(list(args)), output]
-        result = call(tx, hook, hook_args, {})
+            arguments.append(DictValue(dict(kwargs)))
+        result = call(tx, hook, [*arguments, output], {})
         if not (isinstance(result, PythonValue) and result.obj is None):
             output = result
     return output
+
+
+def _hooks_failed(tx: Translator, error: Unsupported, module: torch.nn.Module) -> Unsupported:
+    """A hook capture cannot inline (one that communicates, as FSDP's): when the compiled
+    frame itself calls the module, the call runs eagerly with the module's forward
+    as a compiled frame of its own (break_callees), so only the hooks run eagerly."""
+    from dynamo_capture.interpreter import Callee
+
+    forward = inspect.getattr_static(type(module), "forward", None)
+    if tx.depth == 0 and isinstance(forward, types.FunctionType):
+        error.callee = Callee(forward, module)
+    return error
 
 
 def _hook(tx: Translator, module_value: PythonValue, table: str, key: int) -> Value:

@@ -4,6 +4,7 @@ report = explain(model)(x)
 report.graph_count, report.graph_break_count
 report.graphs[0].code          # the captured FX graph as Python
 report.break_reasons[0]        # reason, user file, line and source text
+report.eager_frames            # frames run eagerly: name, reason, user file and line
 report.guards                  # the guard expressions of the entry
 print(report)                  # all of the above, readable
 """
@@ -18,6 +19,7 @@ from typing import Any
 import torch
 
 from dynamo_capture.errors import UserLocation
+from dynamo_capture.fallbacks import EagerFallback
 
 __all__ = ["ExplainOutput", "GraphBreak", "explain"]
 
@@ -44,6 +46,7 @@ class ExplainOutput:
 
     graphs: list[torch.fx.GraphModule] = field(default_factory=list)
     break_reasons: list[GraphBreak] = field(default_factory=list)
+    eager_frames: list[EagerFallback] = field(default_factory=list)
     guards: list[str] = field(default_factory=list)
     compile_seconds: float = 0.0
     result: Any = None
@@ -72,6 +75,8 @@ class ExplainOutput:
         ]
         for index, reason in enumerate(self.break_reasons):
             lines.append(f"Break reason {index + 1}: {reason}")
+        for fallback in self.eager_frames:
+            lines.append(f"Eager frame: {fallback}")
         for index, (graph, ops) in enumerate(zip(self.graphs, self.ops_per_graph)):
             lines.append(f"Graph {index + 1} ({len(ops)} ops):{graph.code}")
         lines.append("Guards:")
@@ -95,6 +100,7 @@ def explain(fn: Callable[..., Any], **settings: Any) -> Callable[..., ExplainOut
         report.result = compiled(*args, **kwargs)
         report.compile_seconds = time.perf_counter() - start
         report.break_reasons = [GraphBreak(e.reason, e.where) for e in compiled.graph_breaks]
+        report.eager_frames = list(compiled.eager_frames)
         # every compiled part's guards too: a frame split by a break is guarded per part
         for callable_ in (compiled, *compiled.parts):
             for entry in callable_.entries:

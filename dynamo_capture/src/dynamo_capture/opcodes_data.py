@@ -23,7 +23,7 @@ from dynamo_capture.operations import (
     contains,
     dict_items,
     get_item,
-    guard_identity,
+    guard_same_object,
     hashable_key,
     is_op,
     python_type_of,
@@ -306,7 +306,7 @@ def is_(tx: Translator, inst: Instruction) -> None:
     left = tx.pop()
     if not (_is_unbound(left) or _is_unbound(right)):
         # (whether a local is UNBOUND is guarded where capture starts: _frame_locals)
-        guard_identity(tx, left, right)
+        guard_same_object(tx, left, right)
     tx.push(PythonValue(is_op(left, right) != bool(inst.arg)))
 
 

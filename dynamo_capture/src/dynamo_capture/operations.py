@@ -369,7 +369,7 @@ def _dunder_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
                 if not (isinstance(result, PythonValue) and result.obj is NotImplemented):
                     return PythonValue(not truth(tx, result))
     if fn in (operator.eq, operator.ne) and _identity_comparable(left, right):
-        guard_identity(tx, left, right)
+        guard_same_object(tx, left, right)
         same = _identical(left, right)
         return PythonValue(same if fn is operator.eq else not same)
     raise Unsupported(
@@ -400,6 +400,25 @@ def guard_identity(tx: Translator, *values: Value) -> None:
             and not is_constant(value.obj)
         ):
             tx.ctx.guards.id_match(value.source, value.obj)
+
+
+def guard_same_object(tx: Translator, left: Value, right: Value) -> None:
+    """Capture relied on whether `left is right`: guard what decides it.
+
+    Objects of different types are never the same object, so their types decide:
+    `cache is None` on a cache object guards the cache's type, not which cache it is
+    (a new cache each call keeps the entry). Objects of one type guard their identity.
+    """
+    if python_type_of(left) is python_type_of(right):
+        guard_identity(tx, left, right)
+        return
+    for value in (left, right):
+        if (
+            isinstance(value, PythonValue)
+            and value.source is not None
+            and not is_constant(value.obj)
+        ):
+            tx.ctx.guards.type_match(value.source, value.obj)
 
 
 def guard_module_children(tx: Translator, value: PythonValue) -> None:

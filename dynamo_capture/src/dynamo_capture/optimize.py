@@ -6,9 +6,10 @@
                       #    the first that passes runs its entry code
                       # 3. on a miss: capture, hand the graph to the backend, cache, run
 
-Past `recompile_limit` entries the callable runs eagerly, logged on the
-`recompiles` artifact. A frame capture cannot handle runs eagerly (logged on
-`graph_breaks`), or raises Unsupported under fullgraph=True.
+Past `recompile_limit` entries a call no entry accepts runs eagerly, logged on the
+`recompiles` artifact. A frame capture cannot handle runs eagerly under the guards
+capture recorded up to the failure, so it is captured again when they change; it
+warns once (fallbacks.EagerFallbackWarning), or raises Unsupported under fullgraph=True.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dynamo_capture import compile_trace
 from dynamo_capture.break_callees import Shadow, ShadowedPart, shadows_for
 from dynamo_capture.capture import CaptureArtifacts, CompiledEntry, capture_frame, compile_entry
 from dynamo_capture.errors import RecompileError, Unsupported
+from dynamo_capture.fallbacks import EagerFallback, forget_warnings, warn_eager_frame
 from dynamo_capture.frame_target import FrameTarget, _module_call, frame_target
 from dynamo_capture.output_graph import CaptureContext
 from dynamo_capture.registry import eager_only_depth
@@ -42,6 +44,12 @@ from dynamo_capture.resume import (
 )
 from dynamo_capture.stance import current_stance
 from dynamo_capture.state import is_compiling
+from dynamo_capture.wrapper_modules import (
+    active_wrapper_backend,
+    wrapped_attribute,
+    wrapped_backend,
+    wrapped_module,
+)
 from guards import ConstraintViolationError, SizeHistory, artifact_enabled, artifact_logger
 
 __all__ = ["CompiledCallable", "optimize", "reset"]
@@ -79,6 +87,7 @@ class CompiledCallable:
         self.entries: list[CompiledEntry] = []
         self.artifacts: list[CaptureArtifacts] = []
         self.graph_breaks: list[Unsupported] = []
+        self.eager_frames: list[EagerFallback] = []  # frames run eagerly (all levels)
         self.parts: list[CompiledCallable] = []  # compiled parts of split frames (all levels)
         self._callees: dict[tuple[int, int], CompiledCallable] = {}  # callee frames, shared
         self._splits: dict[tuple[Any, ...], list[Callable[..., Any]]] = {}
@@ -166,30 +175,40 @@ class CompiledCallable:
     ) -> bool:
         """Log (or refuse) a recompile; True means: run eagerly instead.
 
-        The log names the guard each cached entry failed, oldest entry first.
+        The log names the guard each cached entry failed, oldest entry first. Past the
+        recompile limit, or under eager_on_recompile, the miss costs nothing more than
+        the guard checks already run: the reasons are worked out only to be logged
+        (once at the limit, when the recompiles log is on, or while tracing).
         """
-        failures = compile_trace.entry_failures(self, f_locals, f_globals)
-        reason = failures[-1][1] if failures else "no compiled entry yet"
         name = self.frame.name
         if stance == "fail_on_recompile":
             raise RecompileError(
-                f"{name} needs a recompile under stance 'fail_on_recompile': {reason}. "
+                f"{name} needs a recompile under stance 'fail_on_recompile': "
+                f"{self.why_entries_failed(f_locals, f_globals)}. "
                 "Call it with inputs like the ones it was compiled for, or change the stance."
             )
         if stance == "eager_on_recompile":
             return True
+        found: list = []
+
+        def failures() -> list:  # worked out once, and only when something reads them
+            if not found:
+                found.append(compile_trace.entry_failures(self, f_locals, f_globals))
+            return found[0]
+
         if len(self.entries) >= self.recompile_limit:
             if not self._limit_logged:
-                compile_trace.note_recompile(self, failures, limit_hit=True)
+                compile_trace.note_recompile(self, failures(), limit_hit=True)
                 artifact_logger("recompiles").warning(
-                    "%s", compile_trace.limit_message(name, self.recompile_limit, failures)
+                    "%s", compile_trace.limit_message(name, self.recompile_limit, failures())
                 )
                 self._limit_logged = True
             return True
-        compile_trace.note_recompile(self, failures, limit_hit=False)
+        if compile_trace.tracing():
+            compile_trace.note_recompile(self, failures(), limit_hit=False)
         if artifact_enabled("recompiles"):
             artifact_logger("recompiles").info(
-                "%s", compile_trace.recompile_message(name, failures)
+                "%s", compile_trace.recompile_message(name, failures())
             )
         return False
 
@@ -199,6 +218,17 @@ class CompiledCallable:
             return "no compiled entry yet"
         entry = self.entries[-1]
         return entry.guards.why_failed(f_locals, f_globals) or "guards pass"
+
+    def why_entries_failed(self, f_locals: dict[str, Any], f_globals: dict[str, Any]) -> str:
+        """Why each cache entry's guards reject these locals, newest first (as torch's
+        recompile log): the entry a call was meant for names the guard that differs."""
+        if len(self.entries) <= 1:
+            return self.why_failed(f_locals, f_globals)
+        reasons = [
+            f"entry {index}: {entry.guards.why_failed(f_locals, f_globals) or 'guards pass'}"
+            for index, entry in reversed(list(enumerate(self.entries)))
+        ]
+        return "; ".join(reasons)
 
     def _backend_for(self, stance: Any) -> Backend:
         if stance.force_backend is not None:
@@ -211,6 +241,9 @@ class CompiledCallable:
     def _compile(
         self, f_locals: dict[str, Any], args: Any, kwargs: Any, stance: Any
     ) -> CompiledEntry:
+        inner = wrapped_module(self.target)
+        if inner is not None:
+            return self._wrapper_entry(inner)
         contexts: list[CaptureContext] = []
         try:
             frame = self._capture(f_locals, contexts)
@@ -228,7 +261,7 @@ class CompiledCallable:
             if self.fullgraph:
                 raise unsupported from error
             return self._eager_entry(unsupported, contexts)
-        backend = self._backend_for(stance)
+        backend = active_wrapper_backend(self._backend_for(stance))
         entry = self._symbolic_entry(frame, backend, f_locals)
         if entry is None:
             entry = compile_entry(frame, backend, self.guard_filter_fn)
@@ -317,17 +350,18 @@ class CompiledCallable:
                 "%s: static shapes for this compile (%s)", self.frame.name, reason
             )
 
-    def _part(self, function: Any) -> CompiledCallable:
+    def _part(self, function: Any, backend: Backend | None = None) -> CompiledCallable:
         """A compiled part of a split frame; its breaks and artifacts are reported here."""
         part = CompiledCallable(
             function,
-            backend=self.backend,
+            backend=self.backend if backend is None else backend,
             dynamic=self.dynamic,
             guard_filter_fn=self.guard_filter_fn,
             recompile_limit=self.recompile_limit,
             resolve_backend=self.resolve_backend,
         )
         part.graph_breaks = self.graph_breaks
+        part.eager_frames = self.eager_frames
         part.artifacts = self.artifacts
         part.parent = self
         part.parts = self.parts
@@ -335,12 +369,12 @@ class CompiledCallable:
         self.parts.append(part)
         return part
 
-    def _callee_part(self, callee: Any) -> CompiledCallable:
+    def _callee_part(self, callee: Any, backend: Backend | None = None) -> CompiledCallable:
         """The compiled frame of a function (or bound method) a split frame calls; one each."""
         key = (id(getattr(callee, "__func__", callee)), id(getattr(callee, "__self__", None)))
         part = self._callees.get(key)
         if part is None:
-            part = self._callees[key] = self._part(callee)
+            part = self._callees[key] = self._part(callee, backend)
         return part
 
     def _split_entry(
@@ -483,13 +517,50 @@ class CompiledCallable:
         return LoopStage(header, self._part(body_part), loop, function.__code__.co_varnames)
 
     def _eager_shadows(self, error: Unsupported, f_locals: dict[str, Any]) -> list[Shadow]:
-        """For a frame run eagerly: its call that broke still runs as a compiled frame."""
+        """For a frame run eagerly: its call that broke still runs as a compiled frame.
+
+        A module whose call cannot be captured (a hook capture cannot inline) runs its
+        hooks eagerly and its forward as a compiled frame.
+        """
         function = self.frame.function
-        if error.callee is None or function is _module_call:
+        if function is _module_call:
+            return self._forward_shadows(self.target)
+        if error.callee is None:
             return []
         if not isinstance(function, types.FunctionType):
             return []
         return shadows_for(error.callee, function, f_locals, self._callee_part)
+
+    def _forward_shadows(self, module: Any, backend: Backend | None = None) -> list[Shadow]:
+        """`module.forward` looked up as a compiled frame of it while the module's call
+        machinery (hooks, a wrapper's forward) runs eagerly; none if it has no
+        Python forward."""
+        if not isinstance(module, torch.nn.Module) or "forward" in module.__dict__:
+            return []  # a forward set on the instance (already compiled, or a wrapper)
+        forward = getattr(module, "forward", None)
+        if not (
+            isinstance(forward, types.MethodType)
+            and isinstance(forward.__func__, types.FunctionType)
+        ):
+            return []
+        return [Shadow(module, "forward", self._callee_part(forward, backend))]
+
+    def _wrapper_entry(self, inner: torch.nn.Module) -> CompiledEntry:
+        """A wrapper module (DDP): its forward runs eagerly, the module it wraps is
+        compiled (its forward, with its own hooks run eagerly around it)."""
+        from dynamo_capture.frame_guards import FrameGuards
+        from dynamo_capture.sources import AttrSource, LocalSource
+
+        guard_set = FrameGuards()
+        guard_set.id_match(AttrSource(LocalSource("self"), wrapped_attribute(self.target)), inner)
+        guards = guard_set.compile(name=self.frame.name)
+        artifacts = CaptureArtifacts(
+            "", guards.source, f"{self.frame.name} runs eagerly around its compiled module"
+        )
+        self.artifacts.append(artifacts)
+        entry = CompiledEntry(guards, None, artifacts, eager=True)
+        entry.shadows = self._forward_shadows(inner, wrapped_backend(self.target, self.backend))
+        return entry
 
     def _eager_entry(
         self,
@@ -504,6 +575,8 @@ class CompiledCallable:
         self.graph_breaks.append(error)
         compile_trace.note_break(self, error, "the frame runs eagerly")
         artifact_logger("graph_breaks").info("running %s eagerly: %s", self.frame.name, error)
+        if not shadows:  # wholly eager (with shadows, the call that broke is compiled)
+            self.eager_frames.append(warn_eager_frame(self.frame.name, error))
         from dynamo_capture.frame_guards import FrameGuards
 
         guards = (contexts[0].guards if contexts else FrameGuards()).compile(name=self.frame.name)
@@ -556,3 +629,4 @@ def reset() -> None:
     """Forget every compiled entry of every compiled callable in this process."""
     for compiled in list(_live):
         compiled.reset()
+    forget_warnings()

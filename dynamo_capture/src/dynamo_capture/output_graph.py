@@ -246,6 +246,19 @@ class CaptureContext:
             if known.source is not None and known.source != source:
                 self.guards.alias(source, known.source)
             return known
+        try:
+            return self._new_tensor_input(tensor, source)
+        except Exception:
+            # NOTE: capture fails on this input (a sparse, nested or quantized tensor):
+            # the frame's eager entry is guarded on the kind of tensor, so that an input
+            # capture can take is captured again
+            self.guards.type_match(source, tensor)
+            self.guards.id_match(AttrSource(source, "layout"), tensor.layout)  # a singleton
+            for attribute in ("dtype", "is_nested"):
+                self.guards.equals_match(AttrSource(source, attribute), getattr(tensor, attribute))
+            raise
+
+    def _new_tensor_input(self, tensor: torch.Tensor, source: Source) -> TensorValue:
         # NOTE: a subclass input keeps static sizes: its guard is built from the real
         # tensor, which knows its class (a fake stands for a Tensor or a Parameter)
         if self.shape_env is not None and type(tensor) in (torch.Tensor, torch.nn.Parameter):

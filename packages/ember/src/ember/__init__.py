@@ -12,6 +12,7 @@ them and re-exports what users call.
 """
 
 from dynamo_capture import (
+    EagerFallbackWarning,
     allow_in_graph,
     assume_constant_result,
     disable,
@@ -63,6 +64,7 @@ __all__ = [
     "BackendNotFoundError",
     "CaptureError",
     "CaptureUnavailableError",
+    "EagerFallbackWarning",
     "EmberError",
     "InvalidArgumentError",
     "OptimizedModule",

@@ -1,0 +1,147 @@
+"""Tokens per second of HF `generate()` with the forward compiled: eager, ember, torch.compile.
+
+    python benchmarks/serving_bench.py                     GPT-2 tiny, CPU
+    EMBER_SERVING_MODELS=gpt2,llama EMBER_SERVING_BATCHES=1,8 python benchmarks/serving_bench.py
+    EMBER_SERVING_SIZE=full python benchmarks/serving_bench.py   GPT-2 124M, Llama 2048x8 (GPU)
+
+Each variant compiles `model.forward` (`model.forward = compile(model.forward)`), the
+way serving code does, and runs `generate()` greedily with a DynamicCache. Columns:
+the first call's latency (capture and compile included), then tokens per second over
+`EMBER_SERVING_CALLS` more calls (median; the variants take turns, one call each
+per round, so that load from other processes falls on all alike), the number of compiled
+entries after the first call and after the last (ember; torch.compile's frame count
+from its CompileCounter is not available with a real backend, so it is left out), and
+whether the tokens equal eager's. Models are built from configs with random weights.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+for package in ("guards", "dynamo_capture", "prim_decomp", "aot_autograd", "inductor_codegen"):
+    sys.path.insert(0, str(ROOT / package / "src"))
+sys.path.insert(0, str(ROOT / "packages" / "ember" / "src"))
+
+import transformers  # noqa: E402
+
+import ember  # noqa: E402
+from ember.api import compiled_callable_of  # noqa: E402
+
+MODELS = os.environ.get("EMBER_SERVING_MODELS", "gpt2").split(",")
+BATCHES = [int(b) for b in os.environ.get("EMBER_SERVING_BATCHES", "1").split(",")]
+VARIANTS = os.environ.get("EMBER_SERVING_VARIANTS", "eager,ember,torch.compile").split(",")
+SIZE = os.environ.get("EMBER_SERVING_SIZE", "tiny")
+PROMPT = int(os.environ.get("EMBER_SERVING_PROMPT", "128" if SIZE == "full" else "16"))
+NEW_TOKENS = int(os.environ.get("EMBER_SERVING_NEW_TOKENS", "128" if SIZE == "full" else "32"))
+CALLS = int(os.environ.get("EMBER_SERVING_CALLS", "4"))
+DEVICE = "cuda" if torch.cuda.is_available() and SIZE == "full" else "cpu"
+DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32
+
+
+def build(kind: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        if SIZE == "full":
+            config = transformers.GPT2Config()
+        else:
+            config = transformers.GPT2Config(
+                n_layer=2, n_head=4, n_embd=128, vocab_size=1000, n_positions=256
+            )
+        model = transformers.GPT2LMHeadModel(config)
+    else:
+        if SIZE == "full":
+            config = transformers.LlamaConfig(
+                hidden_size=2048, intermediate_size=5632, num_hidden_layers=8,
+                num_attention_heads=16, num_key_value_heads=4, vocab_size=32000,
+            )  # fmt: skip
+        else:
+            config = transformers.LlamaConfig(
+                hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, vocab_size=1000,
+                max_position_embeddings=256,
+            )  # fmt: skip
+        model = transformers.LlamaForCausalLM(config)
+    return model.to(DEVICE, DTYPE).eval()
+
+
+def generate(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        out = model.generate(
+            ids, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
+            pad_token_id=0,
+        )  # fmt: skip
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+    return out
+
+
+def prepare(kind: str, batch: int, variant: str) -> dict[str, Any]:
+    """The model with its forward compiled, after its first generate() call (timed)."""
+    model = build(kind)
+    if variant == "ember":
+        model.forward = ember.compile(model.forward)
+    elif variant == "torch.compile":
+        model.forward = torch.compile(model.forward)
+    torch.manual_seed(1)
+    ids = torch.randint(1, model.config.vocab_size, (batch, PROMPT), device=DEVICE)
+    start = time.perf_counter()
+    first = generate(model, ids)
+    result = {"model": model, "ids": ids, "first": first, "seconds": []}
+    result["first_s"] = time.perf_counter() - start
+    result["entries"] = (
+        [len(compiled_callable_of(model.forward).entries)] if variant == "ember" else []
+    )
+    return result
+
+
+def main() -> None:
+    warnings.simplefilter("ignore")
+    transformers.logging.set_verbosity_error()
+    print(
+        f"device {DEVICE}, {DTYPE}, {torch.get_num_threads()} threads, prompt {PROMPT} + "
+        f"{NEW_TOKENS} new tokens, {CALLS} timed rounds after the first call"
+    )
+    print(
+        f"{'model':6s} {'batch':>5s} {'variant':14s} {'first call s':>12s} "
+        f"{'tokens/s':>9s} {'entries (1st, last)':>20s} {'tokens = eager':>15s}"
+    )
+    for kind in MODELS:
+        for batch in BATCHES:
+            runs = {}
+            for variant in VARIANTS:
+                if variant == "torch.compile":
+                    torch._dynamo.reset()
+                runs[variant] = prepare(kind, batch, variant)
+            # rounds: each variant once per round, so that load falls on all alike
+            for _ in range(CALLS):
+                for run in runs.values():
+                    start = time.perf_counter()
+                    run["out"] = generate(run["model"], run["ids"])
+                    run["seconds"].append(time.perf_counter() - start)
+            reference = runs["eager"]["out"] if "eager" in runs else None
+            for variant, run in runs.items():
+                if variant == "ember":
+                    run["entries"].append(len(compiled_callable_of(run["model"].forward).entries))
+                same = torch.equal(run["first"], run["out"]) and (
+                    reference is None or torch.equal(run["out"], reference)
+                )
+                tokens_per_s = batch * NEW_TOKENS / statistics.median(run["seconds"])
+                entries = ", ".join(map(str, run["entries"])) or "-"
+                print(
+                    f"{kind:6s} {batch:5d} {variant:14s} {run['first_s']:12.2f} "
+                    f"{tokens_per_s:9.1f} {entries:>20s} {str(same):>15s}",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Serving: HF `generate()` with a compiled forward (or module) stays compiled across calls.
+
+Each generate() call makes a new cache object (DynamicCache, or a StaticCache
+with `cache_implementation="static"`); the compiled entries are guarded on the
+cache's type and layout, not on which cache it is, so later calls reuse the
+entries of the first: prefill, first decode step, decode steps with a symbolic
+length (a static cache has one decode entry). Tokens are compared with eager's.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import pytest
+import torch
+
+import ember
+from ember.api import compiled_callable_of
+
+transformers = pytest.importorskip("transformers")
+
+PROMPT = 6
+NEW_TOKENS = 5
+
+
+class CountingBackend:
+    """The eager backend, counting the graphs it gets."""
+
+    def __init__(self) -> None:
+        self.graphs = 0
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        return gm.forward
+
+
+def tiny_model(kind: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        config = transformers.GPT2Config(
+            n_layer=2, n_head=2, n_embd=32, vocab_size=64, n_positions=32,
+            bos_token_id=0, eos_token_id=0,
+        )  # fmt: skip
+        return transformers.GPT2LMHeadModel(config).eval()
+    config = transformers.LlamaConfig(
+        num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, hidden_size=32,
+        intermediate_size=64, vocab_size=64, max_position_embeddings=32,
+        bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def generate(model: torch.nn.Module, ids: torch.Tensor, cache: str) -> torch.Tensor:
+    settings = {"max_new_tokens": NEW_TOKENS, "do_sample": False, "pad_token_id": 0}
+    if cache == "static":
+        settings["cache_implementation"] = "static"
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.generate(ids, **settings)
+
+
+def compile_for_generate(model: torch.nn.Module, how: str, backend) -> object:
+    """Compile the model's forward (as `model.forward = ember.compile(model.forward)`)
+    or the module in place; return the capture-level compiled callable."""
+    if how == "forward":
+        model.forward = ember.compile(model.forward, backend=backend)
+        return compiled_callable_of(model.forward)
+    ember.compile(model, backend=backend, inplace=True)
+    return compiled_callable_of(model)
+
+
+@pytest.mark.parametrize("how", ["forward", "module"])
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_generate_stays_compiled_across_calls(kind, cache, how):
+    model = tiny_model(kind)
+    ids = torch.randint(1, 64, (2, PROMPT))
+    expected = generate(model, ids, cache)
+    backend = CountingBackend()
+    compiled = compile_for_generate(model, how, backend)
+    entries_per_call = []
+    for _ in range(4):
+        torch.testing.assert_close(generate(model, ids, cache), expected, rtol=0, atol=0)
+        entries_per_call.append(len(compiled.entries))
+    first = entries_per_call[0]
+    assert first <= 3
+    assert entries_per_call == [first] * 4  # no compile after the first call
+    assert backend.graphs == first
+    assert not any(entry.eager for entry in compiled.entries)
+    assert not compiled.graph_breaks
+
+
+def test_generate_with_inductor_matches_eager_tokens():
+    model = tiny_model("gpt2")
+    ids = torch.randint(1, 64, (1, PROMPT))
+    expected = generate(model, ids, "dynamic")
+    compiled = compile_for_generate(model, "forward", "inductor")
+    for _ in range(2):
+        torch.testing.assert_close(generate(model, ids, "dynamic"), expected, rtol=0, atol=0)
+    assert len(compiled.entries) == 3
+
+
+def test_generate_compiles_as_many_frames_as_torch_compile():
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    reference = tiny_model("gpt2")
+    counter = CompileCounter()
+    reference.forward = torch.compile(reference.forward, backend=counter)
+    model = tiny_model("gpt2")
+    backend = CountingBackend()
+    compile_for_generate(model, "forward", backend)
+    ids = torch.randint(1, 64, (1, PROMPT))
+    for _ in range(3):
+        torch.testing.assert_close(
+            generate(model, ids, "dynamic"), generate(reference, ids, "dynamic"), rtol=0, atol=0
+        )
+    torch._dynamo.reset()
+    assert backend.graphs == counter.frame_count == 3
+
+
+def test_generate_recompile_log_names_the_failing_guard_of_each_entry(capsys):
+    model = tiny_model("gpt2")
+    ids = torch.randint(1, 64, (1, PROMPT))
+    compile_for_generate(model, "forward", CountingBackend())
+    logger = logging.getLogger("ember.recompiles")
+    saved = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        generate(model, ids, "dynamic")
+        generate(model, ids, "dynamic")
+    finally:
+        logger.setLevel(saved)
+    messages = [line for line in capsys.readouterr().err.splitlines() if "Recompiling" in line]
+    assert len(messages) == 2  # first decode step, then decode steps with a symbolic length
+    # the decode step differs from the prefill entry in the cache's state, not its identity
+    assert "is_initialized" in messages[0] and "is gone" not in " ".join(messages)
+    assert "entry 1:" in messages[1] and "entry 0:" in messages[1]
