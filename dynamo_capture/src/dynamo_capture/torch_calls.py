@@ -233,6 +233,23 @@ def construct_torch_class(
     raise Unsupported(f"creating a {cls.__module__}.{cls.__qualname__} inside captured code")
 
 
+# In-place ops that change a tensor's shape or strides, not its data.
+INPUT_METADATA_MUTATIONS = frozenset(
+    {
+        "unsqueeze_",
+        "squeeze_",
+        "t_",
+        "transpose_",
+        "swapdims_",
+        "swapaxes_",
+        "as_strided_",
+        "resize_",
+        "resize_as_",
+        "set_",
+    }
+)
+
+
 def call_tensor_method(
     tx: Translator, tensor: TensorValue, name: str, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
@@ -262,6 +279,13 @@ def call_tensor_method(
         from dynamo_capture.operations import get_item
 
         return get_item(tx, tensor, args[0])
+    if name in INPUT_METADATA_MUTATIONS and tensor.node.op == "placeholder":
+        # NOTE: the caller's tensor object itself changes shape or strides; a compiled
+        # graph returns new tensors and cannot replay that on the caller's object, so
+        # the statement runs eagerly (a graph break) and capture resumes after it.
+        raise Unsupported(
+            f"Tensor.{name}() changes the shape or strides of an input tensor in place"
+        )
     from dynamo_capture.operations import realize
 
     args = [realize(tx, a) for a in args]
