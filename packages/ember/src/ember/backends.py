@@ -120,6 +120,7 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
             fw_compiler=compile_part,
             decompositions=table,
             partition_fn=_partitioner(options, "min_cut"),
+            cache=_warm_start_cache(gm, example_inputs, options),
         )
 
     # Symbolic graphs (dynamic shapes) compile once for all sizes when both stages take
@@ -129,6 +130,13 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
     backend = _takes_torch_symbols(inductor)
     backend.supports_dynamic_shapes = _aot_supports_dynamic() and codegen_dynamic  # type: ignore[attr-defined]
     return backend
+
+
+def _warm_start_cache(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping) -> Any:
+    """Compiled graphs kept across processes (ember.warm_cache); None where not stored."""
+    from ember.warm_cache import warm_start_cache
+
+    return warm_start_cache(gm, example_inputs, options)
 
 
 def _on_gpu(example_inputs: list) -> bool:
