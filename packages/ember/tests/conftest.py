@@ -1,4 +1,9 @@
 import logging
+import os
+
+# Tests look at what each compile makes (artifacts, logs, kernel counts): they compile cold.
+# The warm-start tests turn it on for themselves, with a cache folder of their own.
+os.environ.setdefault("EMBER_WARM_START", "0")
 
 import pytest
 

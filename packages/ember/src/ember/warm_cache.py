@@ -40,6 +40,7 @@ Files: `<cache root>/warm/<key[:2]>/<key>.json`, written atomically with a check
 from __future__ import annotations
 
 import base64
+import collections
 import functools
 import hashlib
 import importlib.metadata
@@ -58,12 +59,14 @@ import torch
 from guards import artifact_enabled, artifact_logger
 from guards.cache_root import cache_folder, discard, load_record, payload_digest, store_record
 
-__all__ = ["WarmStartCache", "graph_key", "warm_start_cache"]
+__all__ = ["STATS", "WarmStartCache", "graph_key", "warm_start_cache"]
 
 SCHEMA = "1"
 STAGES = ("guards", "dynamo_capture", "prim_decomp", "aot_autograd", "inductor_codegen", "ember")
 _OWN_VARIABLES = ("EMBER_CACHE_DIR", "EMBER_LOGS", "EMBER_REMOTE_CACHE", "EMBER_CACHE_SIZE")
 _log = artifact_logger("cache")
+# hits, remote_hits, misses, stored, not_storable: counted for this process (tests, reports)
+STATS: collections.Counter[str] = collections.Counter()
 
 
 class NotStorable(Exception):
@@ -340,6 +343,7 @@ class WarmStartCache:
             record = self._fetch_remote(key, path)
             source = "remote"
         if record is None:
+            STATS["misses"] += 1
             if artifact_enabled("cache"):
                 _log.info("warm-start miss %s: key %s, parts %s", self.name, key, self.parts)
             return None
@@ -358,7 +362,9 @@ class WarmStartCache:
         except Exception as error:  # noqa: BLE001 - a faulty entry is compiled again
             discard(path, f"it could not be loaded: {type(error).__name__}: {error}")
             return None
-        _touch(path)
+        self._touch(path, record)
+        STATS["hits"] += 1
+        STATS["remote_hits"] += source == "remote"
         _log.info(
             "warm-start hit (%s) %s: %s in %.3fs", source, self.name, key,
             time.perf_counter() - start,
@@ -381,7 +387,18 @@ class WarmStartCache:
         except OSError as error:
             _log.info("%s not stored: %s", self.name, error)
             return
+        STATS["stored"] += 1
         self._publish(key, record)
+        _prune_now_and_then(self.cache_dir)
+
+    def _touch(self, path: Path, record: dict) -> None:
+        """Mark the entry and its kernel libraries used now (for least-recently-used eviction)."""
+        from inductor_codegen.portable import kernel_libraries
+
+        _touch(path)
+        for graph in self._graph_records(record):
+            for library in kernel_libraries(graph, self.cache_dir).values():
+                _touch(library)
 
     def _record(self, variant: tuple, parts: Any, program_record: Any) -> dict | None:
         program = program_record(parts.program)
@@ -483,6 +500,23 @@ def _touch(path: Path) -> None:
         pass
 
 
+def _prune_now_and_then(cache_dir: Any, every: float = 3600.0) -> None:
+    """Keep the cache within its size bound: prune at most once an hour, after a store."""
+    stamp = entry_folder(cache_dir) / ".last_prune"
+    try:
+        if time.time() - os.stat(stamp).st_mtime < every:
+            return
+    except FileNotFoundError:
+        pass
+    try:
+        from ember.cache import prune, size_bound
+
+        stamp.touch()
+        prune(size_bound(), stamp.parent.parent)
+    except (OSError, ValueError) as error:
+        _log.info("the cache was not pruned: %s", error)
+
+
 def warm_start_enabled(options: Mapping[str, Any]) -> bool:
     if os.environ.get("EMBER_WARM_START", "1").strip().lower() in ("0", "false", "off", "no"):
         return False
@@ -498,6 +532,7 @@ def warm_start_cache(
     try:
         parts = graph_key(gm, example_inputs, options)
     except NotStorable as error:
+        STATS["not_storable"] += 1
         _log.info("graph not stored for warm start: %s", error)
         return None
     name = getattr(gm, "_ember_name", None) or type(gm).__name__
