@@ -26,7 +26,6 @@ from ember import warm_cache
 ROOT = Path(__file__).resolve().parents[3]
 SOURCES = ["packages/ember/src", "guards/src", "dynamo_capture/src", "prim_decomp/src"]
 SOURCES += ["aot_autograd/src", "inductor_codegen/src"]
-
 SCALE = 2.0
 
 
@@ -219,40 +218,8 @@ def test_warm_start_off_stores_nothing(warm, monkeypatch):
 
 # ----------------------------------------------------------------- new processes
 
-STEP = """
-import hashlib, json, sys, time, warnings
-import torch, ember
-from ember import warm_cache
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16))
-x = torch.randn(4, 8)
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    start = time.perf_counter()
-    out = ember.compile(model)(x)
-    out.sin().sum().backward()
-    seconds = time.perf_counter() - start
-data = out.detach().numpy().tobytes() + b"".join(p.grad.numpy().tobytes() for p in model.parameters())
-print(json.dumps({"digest": hashlib.sha256(data).hexdigest(), "stats": dict(warm_cache.STATS),
-                  "seconds": seconds, "warnings": [str(w.message) for w in caught]}))
-"""
 
-
-def run_step(cache: Path, remote: str | None = None) -> dict:
-    """One training step of a small model in a new process; what it reports."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
-    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
-    env["EMBER_CACHE_DIR"] = str(cache)
-    if remote is not None:
-        env["EMBER_REMOTE_CACHE"] = remote
-    done = subprocess.run(
-        [sys.executable, "-c", STEP], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def test_warm_start_new_process_loads_the_entry_bit_for_bit(tmp_path):
+def test_warm_start_new_process_loads_the_entry_bit_for_bit(tmp_path, run_step):
     cold = run_step(tmp_path / "cache")
     warm = run_step(tmp_path / "cache")
     assert cold["stats"].get("stored") == 1 and not cold["stats"].get("hits")
@@ -261,7 +228,7 @@ def test_warm_start_new_process_loads_the_entry_bit_for_bit(tmp_path):
     assert not warm["warnings"]
 
 
-def test_cache_cli_info_prune_clear(tmp_path):
+def test_cache_cli_info_prune_clear(tmp_path, run_step):
     cache = tmp_path / "cache"
     run_step(cache)
     env = {**os.environ, "EMBER_CACHE_DIR": str(cache)}
