@@ -290,3 +290,22 @@ def test_warm_start_warns_about_nothing_when_loading(warm):
         warnings.simplefilter("error")
         _step(scaled, model, x)
     assert warm_cache.STATS["hits"] == 1
+
+
+class WithConstant(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.offset = torch.ones(8)  # a plain tensor attribute: neither parameter nor buffer
+
+    def forward(self, x):
+        return self.linear(x) + self.offset
+
+
+def test_warm_start_never_reuses_a_graph_for_another_tensor_constant(warm):
+    torch.manual_seed(0)
+    module, x = WithConstant(), torch.randn(4, 8)
+    _step(lambda m, x: m(x), module, x)
+    module.offset = torch.full((8,), 5.0)
+    out, _ = _step(lambda m, x: m(x), module, x)
+    torch.testing.assert_close(out, module(x))
