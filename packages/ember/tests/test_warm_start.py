@@ -309,3 +309,30 @@ def test_warm_start_never_reuses_a_graph_for_another_tensor_constant(warm):
     module.offset = torch.full((8,), 5.0)
     out, _ = _step(lambda m, x: m(x), module, x)
     torch.testing.assert_close(out, module(x))
+
+
+def test_warm_start_batch_norm_statistics_are_updated_after_a_hit(warm):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    x = torch.randn(2, 3, 8, 8)
+    _step(lambda m, x: m(x), model, x)
+    before = model[1].running_mean.clone()
+    out, _ = _step(lambda m, x: m(x), model, x)
+    assert warm_cache.STATS["hits"] == 1
+    expected = 0.9 * before + 0.1 * model[0](x).mean((0, 2, 3))
+    torch.testing.assert_close(model[1].running_mean, expected)
+
+
+def test_warm_start_outputs_that_alias_inputs_are_views_after_a_hit(warm):
+    def fn(model, x):
+        return model(x), x.view(-1)[2:]
+
+    model, x = _model(), torch.randn(4, 8)
+    for _ in range(2):
+        ember.reset()
+        out, view = ember.compile(fn)(model, x)
+        out.sum().backward()
+    assert warm_cache.STATS["hits"] == 1
+    assert view._base is x or view.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    torch.testing.assert_close(view, x.view(-1)[2:])
+    torch.testing.assert_close(out, model(x))

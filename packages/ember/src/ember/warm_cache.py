@@ -164,6 +164,11 @@ def _attributes_part(gm: torch.fx.GraphModule) -> tuple[str, list[torch.Tensor]]
             entry.append(_tensor_bytes(value))  # a constant: compiled into the code
         attributes.append(entry)
         tensors.append(value)
+    # Every parameter and buffer is an input of the AOT program, read or not.
+    for kind, named in (("p", gm.named_parameters), ("b", gm.named_buffers)):
+        for name, value in named(remove_duplicate=False):
+            attributes.append([kind, name, _tensor_metadata(value)])
+            tensors.append(value)
     return json.dumps(attributes), tensors
 
 
