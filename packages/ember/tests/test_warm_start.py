@@ -11,6 +11,7 @@ Footguns, worst first:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -336,3 +337,16 @@ def test_warm_start_outputs_that_alias_inputs_are_views_after_a_hit(warm):
     assert view._base is x or view.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
     torch.testing.assert_close(view, x.view(-1)[2:])
     torch.testing.assert_close(out, model(x))
+
+
+def test_warm_start_miss_names_the_key_part_that_changed(warm, capsys):
+    model, x = _model(), torch.randn(4, 8)
+    _step(scaled, model, x)
+    ember.set_logs(cache=logging.INFO)
+    try:
+        _step(scaled, model, x, options={"partitioner": "default"})
+    finally:
+        logging.getLogger("ember.cache").setLevel(logging.NOTSET)
+    assert "differs from the last entry stored for scaled_graph in: options" in (
+        capsys.readouterr().err
+    )

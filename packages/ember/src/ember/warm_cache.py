@@ -350,7 +350,7 @@ class WarmStartCache:
         if record is None:
             STATS["misses"] += 1
             if artifact_enabled("cache"):
-                _log.info("warm-start miss %s: key %s, parts %s", self.name, key, self.parts)
+                _log.info("warm-start miss %s: key %s, %s", self.name, key, self._why_missed())
             return None
         try:
             if record.get("key") != key or record.get("schema") != SCHEMA:
@@ -393,8 +393,27 @@ class WarmStartCache:
             _log.info("%s not stored: %s", self.name, error)
             return
         STATS["stored"] += 1
+        try:
+            store_record(self._last_stored_path(), {"parts": self.parts})
+        except OSError:
+            pass
         self._publish(key, record)
         _prune_now_and_then(self.cache_dir)
+
+    def _last_stored_path(self) -> Path:
+        """Where the key parts of the last entry stored for a graph of this name are kept."""
+        return cache_folder("warm", "names", root=self.cache_dir) / _digest(self.name)[:24]
+
+    def _why_missed(self) -> str:
+        """Which key parts differ from the last entry stored under this graph's name."""
+        last = load_record(self._last_stored_path())
+        if not isinstance(last, dict) or not isinstance(last.get("parts"), list):
+            return f"nothing stored for {self.name} yet; key parts {self.parts}"
+        before = {name: digest for name, digest in last["parts"]}
+        changed = [name for name, digest in self.parts if before.get(name) != digest]
+        if not changed:
+            return "the same key parts as the last entry stored: another grad mode or autocast"
+        return f"differs from the last entry stored for {self.name} in: {', '.join(changed)}"
 
     def _touch(self, path: Path, record: dict) -> None:
         """Mark the entry and its kernel libraries used now (for least-recently-used eviction)."""
