@@ -350,3 +350,20 @@ def test_warm_start_miss_names_the_key_part_that_changed(warm, capsys):
     assert "differs from the last entry stored for scaled_graph in: options" in (
         capsys.readouterr().err
     )
+
+
+def _tripled(t):
+    return t * 3
+
+
+def test_warm_start_does_not_store_a_graph_calling_a_user_function_whole(warm):
+    """Its body could change under the same name; the key would not see it."""
+    tripled = ember.allow_in_graph(_tripled)
+
+    def fn(model, x):
+        return tripled(model(x))
+
+    model, x = _model(), torch.randn(4, 8)
+    out, _ = _step(fn, model, x)
+    assert warm_cache.STATS["stored"] == 0
+    torch.testing.assert_close(out, model(x) * 3)

@@ -80,15 +80,30 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+# Modules whose functions a graph may call and still be stored: their code is in the key
+# (the torch version, Ember's sources) or never changes (the standard library's operators).
+_NAMED_MODULES = ("torch", "operator", "_operator", "math", "builtins", *STAGES)
+# Argument values a graph's code prints as themselves (anything else FX would make a global).
+_PRINTED = (type(None), bool, int, float, str, torch.dtype, torch.device, torch.layout)
+_PRINTED += (torch.memory_format, type(Ellipsis), torch.fx.Node)
+
+
 def _qualified(target: Any) -> str:
-    """`module.name` of a function the graph calls, checked to lead back to it."""
+    """`module.name` of a function the graph calls, checked to lead back to it.
+
+    Only functions of torch, Ember and Python's operator modules: a function of the
+    user's put in the graph whole (allow_in_graph) may change its body under the same
+    name, and its body is not in the key.
+    """
     if isinstance(target, str):
         return target
     if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
         return f"op:{target}"
-    module = getattr(target, "__module__", None)
+    module = getattr(target, "__module__", None) or ""
+    if module.split(".")[0] not in _NAMED_MODULES:
+        raise NotStorable(f"the graph calls {target!r}, a function outside torch and Ember")
     for name in (getattr(target, "__qualname__", None), getattr(target, "__name__", None)):
-        if not module or not name or "<" in name:
+        if not name or "<" in name:
             continue
         found: Any = sys.modules.get(module)
         for part in name.split("."):
@@ -96,6 +111,21 @@ def _qualified(target: Any) -> str:
         if found is target:
             return f"{module}.{name}"
     raise NotStorable(f"the graph calls {target!r}, which has no module and name to find it by")
+
+
+def _check_printed(value: Any) -> None:
+    """`value` (a node's argument) appears in the graph's code as itself."""
+    if isinstance(value, list | tuple):
+        for item in value:
+            _check_printed(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_printed(key)
+            _check_printed(item)
+    elif isinstance(value, slice):
+        _check_printed((value.start, value.stop, value.step))
+    elif not isinstance(value, _PRINTED):
+        raise NotStorable(f"the graph passes a {type(value).__name__} that its code only names")
 
 
 def _tensor_metadata(t: torch.Tensor) -> list:
@@ -121,8 +151,10 @@ def _tensor_bytes(t: torch.Tensor) -> str:
     t = t.detach()
     if t.is_conj() or t.is_neg():
         t = t.resolve_conj().resolve_neg()
-    data = t.contiguous().view(torch.uint8) if t.numel() else t
-    return hashlib.sha256(data.numpy().tobytes() if t.numel() else b"").hexdigest()
+    if not t.numel():
+        return hashlib.sha256(b"").hexdigest()
+    data = t.reshape(-1).contiguous().view(torch.uint8)
+    return hashlib.sha256(data.numpy().tobytes()).hexdigest()
 
 
 def _memory_sharing(tensors: list[torch.Tensor]) -> list[int]:
@@ -145,6 +177,7 @@ def _graph_part(gm: torch.fx.GraphModule) -> str:
             raise NotStorable("the graph calls a submodule")
         if node.op in ("call_function", "call_method"):
             targets.append(_qualified(node.target))
+            _check_printed((node.args, node.kwargs))
     return json.dumps([gm.code, targets])
 
 
