@@ -8,8 +8,9 @@ Each row is the median over `--repeat` rounds; each round runs fresh processes:
 - kernels only: the kernel cache of the cold run, warm start off (what ember did before);
 - warm: the cold run's cache, warm start on;
 - remote-warm: an empty local cache, entries and kernels from a redis-server
-  started here on a free port (skipped without redis-server and redis-py).
-Every process's outputs and grads must match the cold run's bit for bit.
+  started here on a free port (skipped without redis-server and redis-py);
+- eager: the model not compiled, for the first step's own cost.
+Every compiled process's outputs and grads must match the cold run's bit for bit.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import torch, ember
 from ember import warm_cache
 from models import MODELS
 case = MODELS[{model!r}]()
-compiled = ember.compile(case.model)
+compiled = case.model if {eager} else ember.compile(case.model)
 def step():
     loss = case.loss(compiled(*case.inputs))
     loss.backward()
@@ -56,12 +57,12 @@ print(json.dumps({{"first": first, "later": later, "digest": hashlib.sha256(data
 """
 
 
-def child(model: str, cache: Path, **variables: str) -> dict:
+def child(model: str, cache: Path, eager: bool = False, **variables: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
     env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
     env["EMBER_CACHE_DIR"] = str(cache)
     env.update(variables)
-    code = CHILD.format(benchmarks=str(ROOT / "benchmarks"), model=model)
+    code = CHILD.format(benchmarks=str(ROOT / "benchmarks"), model=model, eager=eager)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-3000:])
@@ -101,6 +102,7 @@ def start_redis(folder: Path) -> tuple[subprocess.Popen, str] | None:
 def one_round(model: str, folder: Path, remote: str | None) -> dict[str, dict]:
     rows = {}
     rows["cold"] = child(model, folder / "a")
+    eager = child(model, folder / "e", eager=True)
     rows["kernels only"] = child(model, folder / "a", EMBER_WARM_START="0")
     rows["warm"] = child(model, folder / "a")
     if remote is not None:
@@ -109,6 +111,7 @@ def one_round(model: str, folder: Path, remote: str | None) -> dict[str, dict]:
     for name, row in rows.items():
         if row["digest"] != rows["cold"]["digest"]:
             raise AssertionError(f"{model}: the {name} run's outputs differ from the cold run's")
+    rows["eager"] = eager  # not compiled: the first step's own cost (allocations, thread pools)
     return rows
 
 
