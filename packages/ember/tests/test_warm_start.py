@@ -367,3 +367,22 @@ def test_warm_start_does_not_store_a_graph_calling_a_user_function_whole(warm):
     out, _ = _step(fn, model, x)
     assert warm_cache.STATS["stored"] == 0
     torch.testing.assert_close(out, model(x) * 3)
+
+
+def test_warm_start_concurrent_processes_share_one_cache(tmp_path, run_step):
+    """Two processes compiling into one empty cache at once, with a prune running
+    meanwhile: both right, and a third loads the entry."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ember.cache import prune
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    with ThreadPoolExecutor(2) as pool:
+        first = [pool.submit(run_step, cache) for _ in range(2)]
+        prune(0, cache)
+        results = [f.result() for f in first]
+    assert results[0]["digest"] == results[1]["digest"]
+    third = run_step(cache)
+    assert third["digest"] == results[0]["digest"]
+    assert third["stats"].get("hits") == 1 or third["stats"].get("stored") == 1
