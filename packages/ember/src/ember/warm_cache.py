@@ -399,6 +399,13 @@ class WarmStartCache:
                 dependencies = tuple(frozenset(int(i) for i in d) for d in dependencies)
         except Exception as error:  # noqa: BLE001 - a faulty entry is compiled again
             discard(path, f"it could not be loaded: {type(error).__name__}: {error}")
+            if source == "remote":
+                from ember.remote_cache import remote_cache
+
+                remote = remote_cache()
+                if remote is not None:
+                    remote.garbage(f"entry {key} could not be loaded ({error})")
+            STATS["misses"] += 1
             return None
         self._touch(path, record)
         STATS["hits"] += 1
