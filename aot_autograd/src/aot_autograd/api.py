@@ -18,6 +18,7 @@ sizes break an assumption runs a graph compiled for its static sizes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from aot_autograd.attention import dense_attention_masks
 from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.partitioners import default_partition
+from aot_autograd.portable import CompiledGraphCache, CompiledParts
 from aot_autograd.program import TracedProgram, mark_user_visible_outputs, trace_program
 from aot_autograd.runtime import (
     compiled_call,
@@ -82,6 +84,8 @@ class AotConfig:
     inference_compiler: Compiler | None = None
     decompositions: Mapping | None = None
     partition_fn: PartitionFn | None = None
+    # Compiled graphs kept across processes (aot_autograd.portable); static graphs only.
+    cache: CompiledGraphCache | None = None
 
 
 @dataclass(slots=True)
@@ -180,7 +184,9 @@ class AotCallable:
         if static is None:
             self.static_compiles += 1
             _dynamic_log.info("compiling for the static sizes of call %d", self.static_compiles)
-            static = self._static[key] = AotCallable(self.flat_fn, list(args), self.config)
+            # NOTE: no cache: its entries are keyed by the symbolic graph, not these sizes.
+            config = dataclasses.replace(self.config, cache=None)
+            static = self._static[key] = AotCallable(self.flat_fn, list(args), config)
         return static(*args)
 
     def _examples(self, requires_grad: Sequence[bool]) -> list[Any]:
@@ -191,6 +197,24 @@ class AotCallable:
         return examples
 
     def _compile(self, training: bool, requires_grad: Sequence[bool]) -> _Compiled:
+        cache = self.config.cache if self.shape_snapshot is None else None
+        if cache is None:
+            return self._trace_and_compile(training, requires_grad, None)
+        variant = (training, tuple(requires_grad), torch.is_grad_enabled(), autocast_state())
+        parts = cache.lookup(variant)
+        if parts is None:
+            return self._trace_and_compile(training, requires_grad, (cache, variant))
+        # A cached compile: the run time around its graphs, nothing traced.
+        if parts.backward is None:
+            return _Compiled(parts.program, parts.forward, False)
+        run = training_function(
+            parts.program, parts.forward, parts.backward, list(parts.dependencies or ())
+        )
+        return _Compiled(parts.program, run, True)
+
+    def _trace_and_compile(
+        self, training: bool, requires_grad: Sequence[bool], store: tuple | None
+    ) -> _Compiled:
         config = self.config
         examples = self._examples(requires_grad)
         # trace: ATen level, functionalized; joint graph when training.
@@ -209,6 +233,8 @@ class AotCallable:
             if not training:
                 mark_user_visible_outputs(gm, program)
             run = compiler(gm, _placeholder_values(gm))
+            if store is not None:
+                store[0].store(store[1], CompiledParts(program, run))
             if isinstance(run, fx.GraphModule):
                 run = run.forward  # NOTE: skips nn.Module call machinery (hooks) per call
             return _Compiled(program, run, False, self._assumptions(program))
@@ -230,9 +256,11 @@ class AotCallable:
         bw_compiler = config.bw_compiler or config.fw_compiler
         compiled_backward = bw_compiler(backward, _placeholder_values(backward))
         # wrap: an autograd.Function around the compiled pair.
-        run = training_function(
-            program, compiled_forward, compiled_backward, tangent_dependencies(backward)
-        )
+        dependencies = tangent_dependencies(backward)
+        if store is not None:
+            parts = CompiledParts(program, compiled_forward, compiled_backward, tuple(dependencies))
+            store[0].store(store[1], parts)
+        run = training_function(program, compiled_forward, compiled_backward, dependencies)
         return _Compiled(program, run, True, self._assumptions(program))
 
     def _assumptions(self, program: TracedProgram) -> ShapeAssumptions | None:
@@ -318,6 +346,7 @@ def aot_graph(
     inference_compiler: Compiler | None = None,
     decompositions: Mapping | None = None,
     partition_fn: PartitionFn | None = None,
+    cache: CompiledGraphCache | None = None,
 ) -> Callable:
     """Compile a captured Torch-level FX graph; the backend-facing entry point (stable).
 
@@ -335,8 +364,13 @@ def aot_graph(
     symbolic meta["val"]s, and are called with ints for them. The graphs for the
     current grad mode are compiled before this returns; a failure raises
     `SymbolicShapeError` (catch it to compile with static sizes).
+
+    `cache` (see `aot_autograd.portable`) is asked for each grad mode's compiled
+    graphs before tracing (static graphs), and given them after compiling.
     """
-    config = AotConfig(fw_compiler, bw_compiler, inference_compiler, decompositions, partition_fn)
+    config = AotConfig(
+        fw_compiler, bw_compiler, inference_compiler, decompositions, partition_fn, cache
+    )
     if dense_attention_masks(gm):
         guards.artifact_logger("perf_hints").info(
             "attention masks with a broadcast last dim made contiguous for fused attention"

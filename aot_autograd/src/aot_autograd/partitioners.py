@@ -43,10 +43,8 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import networkx as nx
 import torch
 import torch.utils._pytree as pytree
-from networkx.algorithms.flow import boykov_kolmogorov
 from torch import fx
 
 from aot_autograd.symbolic import concrete_hint
@@ -376,6 +374,11 @@ def min_cut_rematerialization_partition(
     joint: fx.GraphModule, *, num_forward_outputs: int
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
     """Save the cheapest set of values (bytes) from which the backward can recompute the rest."""
+    # NOTE: imported here: networkx takes a quarter of a second to import, and a process
+    # whose graphs all load from the warm-start cache never partitions.
+    import networkx as nx
+    from networkx.algorithms.flow import boykov_kolmogorov
+
     parts = _Joint(joint, num_forward_outputs)
     region = parts.forward_region()
     in_region = set(region)

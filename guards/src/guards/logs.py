@@ -45,6 +45,7 @@ ARTIFACTS: dict[str, str] = {
     "output_code": "generated kernels and the wrapper that calls them",
     "schedule": "the scheduler's fusion and memory-planning decisions",
     "perf_hints": "places where a faster path was missed, and why",
+    "cache": "warm-start cache hits, misses (the key parts) and what was not stored, and why",
 }
 ROOT_LOGGER = "ember"
 

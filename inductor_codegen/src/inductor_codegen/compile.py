@@ -46,6 +46,7 @@ from inductor_codegen.pipeline import (
     load_wrapper,
     lower_and_schedule,
 )
+from inductor_codegen.portable import PortableGraph
 from inductor_codegen.scheduler import FusedKernel, describe, memoized_bodies
 
 __all__ = [
@@ -130,7 +131,14 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
     }
     path = load_wrapper(wrapper, kernel_text, namespace, opts.cache_dir, "C++")
     done("load", lambda: str(path))
-    return finish(graph, namespace, path, wrapper, kernel_text, passes, len(kernels))
+    compiled = finish(graph, namespace, path, wrapper, kernel_text, passes, len(kernels))
+    # What a later process needs to load this graph without lowering (see portable).
+    compiled.portable = PortableGraph(
+        wrapper.text, kernel_text, {**wrapper.namespace, **graph.constants},
+        tuple(sources.values()), graph.output_spec, config.cxx,
+        opts.cxx_flags and config.flags, len(kernels), dict(graph.fallbacks),
+    )  # fmt: skip
+    return compiled
 
 
 compile_graph.supports_dynamic_shapes = SUPPORTS_DYNAMIC_SHAPES

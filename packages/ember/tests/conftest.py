@@ -1,6 +1,14 @@
+import json
 import logging
 import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# Tests look at what each compile makes (artifacts, logs, kernel counts): they compile cold.
+# The warm-start tests turn it on for themselves, with a cache folder of their own.
+os.environ.setdefault("EMBER_WARM_START", "0")
 
 import pytest
 
@@ -37,3 +45,50 @@ def chromium() -> str:
             f"Debian/Ubuntu) or set EMBER_CHROMIUM; looked for {', '.join(CHROMIUM_NAMES)}"
         )
     return found
+
+
+# ----------------------------------------------------------------- a step in a new process
+
+ROOT = Path(__file__).resolve().parents[3]
+SOURCES = ["packages/ember/src", "guards/src", "dynamo_capture/src", "prim_decomp/src"]
+SOURCES += ["aot_autograd/src", "inductor_codegen/src"]
+
+STEP = """
+import hashlib, json, sys, time, warnings
+import torch, ember
+from ember import warm_cache
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16))
+x = torch.randn(4, 8)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    start = time.perf_counter()
+    out = ember.compile(model)(x)
+    out.sin().sum().backward()
+    seconds = time.perf_counter() - start
+data = out.detach().numpy().tobytes() + b"".join(p.grad.numpy().tobytes() for p in model.parameters())
+print(json.dumps({"digest": hashlib.sha256(data).hexdigest(), "stats": dict(warm_cache.STATS),
+                  "seconds": seconds, "warnings": [str(w.message) for w in caught]}))
+"""
+
+
+def _run_step(cache: Path, remote: str | None = None, **variables: str) -> dict:
+    """One training step of a small model in a new process; what it reports."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
+    env["EMBER_CACHE_DIR"] = str(cache)
+    if remote is not None:
+        env["EMBER_REMOTE_CACHE"] = remote
+    env.update(variables)
+    done = subprocess.run(
+        [sys.executable, "-c", STEP], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def run_step():
+    """`run_step(cache, remote=None, **variables)`: a compiled training step of a small
+    model in a new process (warm start on); returns its digest, STATS, seconds, warnings."""
+    return _run_step

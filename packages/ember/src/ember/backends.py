@@ -127,6 +127,7 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
             inference_compiler=record.compiler("inference", compile_part),
             decompositions=table,
             partition_fn=_partitioner(options, "min_cut"),
+            cache=_warm_start_cache(gm, example_inputs, options),
         )
         return record.attach(run)
 
@@ -137,6 +138,13 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
     backend = _takes_torch_symbols(inductor)
     backend.supports_dynamic_shapes = _aot_supports_dynamic() and codegen_dynamic  # type: ignore[attr-defined]
     return backend
+
+
+def _warm_start_cache(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping) -> Any:
+    """Compiled graphs kept across processes (ember.warm_cache); None where not stored."""
+    from ember.warm_cache import warm_start_cache
+
+    return warm_start_cache(gm, example_inputs, options)
 
 
 def _on_gpu(example_inputs: list) -> bool:

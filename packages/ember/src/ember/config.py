@@ -148,6 +148,14 @@ OPTIONS: dict[str, Option] = {
             valid=_flags,
         ),
         Option(
+            "warm_start",
+            bool,
+            True,
+            "keep compiled graphs on disk (and on EMBER_REMOTE_CACHE) for later processes; "
+            "EMBER_WARM_START=0 turns it off everywhere",
+            _CODEGEN,
+        ),
+        Option(
             "max_autotune",
             bool,
             False,

@@ -1,0 +1,118 @@
+"""What the run time needs of a traced program, as plain data, and a cache hook for it.
+
+    record = program_record(program)         # None: symbolic sizes or an odd output
+    program = program_from_record(record)    # graph_module is None: nothing to trace
+
+`aot_graph(..., cache=cache)` asks `cache.lookup(variant)` before tracing a grad
+mode's graphs; a hit (`CompiledParts`: the program and its compiled graphs) is
+wrapped in the run time as a fresh compile would be, with no tracing, partitioning
+or compiling. After a miss, `cache.store(variant, parts)` gets what was compiled.
+`variant` names what the graphs were made for: grad mode, which inputs require
+grad, the autocast state. The cache decides what it can keep (a compiled graph it
+cannot serialize is simply not stored).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+import torch.utils._pytree as pytree
+
+from aot_autograd.program import OutputSpec, TracedProgram
+
+__all__ = [
+    "CompiledGraphCache",
+    "CompiledParts",
+    "program_from_record",
+    "program_record",
+]
+
+_PLAIN = (bool, int, float, str, type(None))
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledParts:
+    """One grad mode's compiled graphs: `backward` and `dependencies` only when training."""
+
+    program: TracedProgram
+    forward: Any
+    backward: Any = None
+    dependencies: tuple[frozenset[int], ...] | None = None
+
+
+class CompiledGraphCache(Protocol):
+    def lookup(self, variant: tuple) -> CompiledParts | None: ...
+
+    def store(self, variant: tuple, parts: CompiledParts) -> None: ...
+
+
+def _ints(values: Any) -> list[int]:
+    if not all(type(v) is int for v in values):
+        raise TypeError("symbolic sizes")
+    return list(values)
+
+
+def _geometry(geometry: tuple | None) -> list | None:
+    if geometry is None:
+        return None
+    size, stride, offset, dtype = geometry
+    if type(offset) is not int:
+        raise TypeError("symbolic offset")
+    return [_ints(size), _ints(stride), offset, str(dtype).removeprefix("torch.")]
+
+
+def _output(spec: OutputSpec) -> list:
+    if spec.kind == "constant" and not isinstance(spec.value, _PLAIN):
+        raise TypeError(f"constant output of type {type(spec.value).__name__}")
+    return [spec.kind, spec.index, _geometry(spec.geometry), spec.value]
+
+
+def program_record(program: TracedProgram) -> dict[str, Any] | None:
+    """`program` less its graph, as JSON-able data; None when that cannot be done soundly."""
+    if program.symbol_sources:
+        return None
+    try:
+        return {
+            "num_inputs": program.num_inputs,
+            "outputs": [_output(spec) for spec in program.outputs],
+            "out_spec": pytree.treespec_dumps(program.out_spec),
+            "num_forward_outputs": program.num_forward_outputs,
+            "mutated_inputs": list(program.mutated_inputs),
+            "num_value_checks": program.num_value_checks,
+            "differentiable": list(program.differentiable),
+            "grad_inputs": list(program.grad_inputs),
+            "joint": program.joint,
+        }
+    except (TypeError, NotImplementedError, ValueError):
+        return None
+
+
+def _dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"{name!r} is not a dtype")
+    return dtype
+
+
+def program_from_record(record: dict[str, Any]) -> TracedProgram:
+    """The TracedProgram (with `graph_module` None) `program_record` described."""
+    outputs = []
+    for kind, index, geometry, value in record["outputs"]:
+        if geometry is not None:
+            size, stride, offset, dtype = geometry
+            geometry = (tuple(size), tuple(stride), int(offset), _dtype(dtype))
+        outputs.append(OutputSpec(kind, index, geometry, value))
+    return TracedProgram(
+        graph_module=None,  # type: ignore[arg-type]
+        num_inputs=int(record["num_inputs"]),
+        outputs=tuple(outputs),
+        out_spec=pytree.treespec_loads(record["out_spec"]),
+        num_forward_outputs=int(record["num_forward_outputs"]),
+        mutated_inputs=tuple(record["mutated_inputs"]),
+        num_value_checks=int(record["num_value_checks"]),
+        differentiable=tuple(bool(d) for d in record["differentiable"]),
+        grad_inputs=tuple(record["grad_inputs"]),
+        joint=bool(record["joint"]),
+    )

@@ -1,0 +1,94 @@
+"""aot_graph's cache hook (aot_autograd.portable): a stored program is wrapped in the run
+time without tracing; its description survives JSON; symbolic programs are not described."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from aot_autograd import aot_graph
+from aot_autograd.portable import CompiledParts, program_from_record, program_record
+
+
+class DictCache:
+    """Keeps compiled parts by variant, the program through its JSON description."""
+
+    def __init__(self) -> None:
+        self.parts: dict = {}
+        self.lookups = 0
+
+    def lookup(self, variant):
+        self.lookups += 1
+        return self.parts.get(variant)
+
+    def store(self, variant, parts):
+        record = json.loads(json.dumps(program_record(parts.program)))
+        self.parts[variant] = CompiledParts(
+            program_from_record(record), parts.forward, parts.backward, parts.dependencies
+        )
+
+
+class Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x):
+        self.count.add_(1)  # a mutated buffer: copied back by the run time
+        y = self.linear(x)
+        return y.relu(), x.view(-1)  # an output aliasing an input
+
+
+def _compile(net, x, cache, compiled_graphs):
+    gm = torch.fx.symbolic_trace(net)
+
+    def compiler(graph, inputs):
+        compiled_graphs.append(graph)
+        return graph
+
+    return aot_graph(gm, [x], fw_compiler=compiler, cache=cache)
+
+
+def test_cached_program_runs_without_tracing_and_matches():
+    torch.manual_seed(0)
+    net, x = Net(), torch.randn(3, 4)
+    cache, compiled = DictCache(), []
+    first = _compile(net, x, cache, compiled)
+    out, view = first(x)
+    out.sum().backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    assert len(compiled) == 2 and len(cache.parts) == 1
+    net.zero_grad()
+    second = _compile(net, x, cache, compiled)
+    out2, view2 = second(x)
+    out2.sum().backward()
+    assert len(compiled) == 2  # nothing traced or compiled again
+    assert torch.equal(out, out2)
+    assert all(torch.equal(g, p.grad) for g, p in zip(grads, net.parameters()))
+    assert view2.data_ptr() == x.data_ptr() and view2.shape == (12,)
+    assert net.count.item() == 2
+
+
+def test_cached_program_variants_are_apart():
+    torch.manual_seed(0)
+    net, x = Net(), torch.randn(3, 4)
+    cache, compiled = DictCache(), []
+    run = _compile(net, x, cache, compiled)
+    run(x)
+    with torch.no_grad():
+        out, _ = run(x)
+    assert len(cache.parts) == 2  # training and inference
+    torch.testing.assert_close(out, net.linear(x).relu())
+
+
+def test_symbolic_program_is_not_described():
+    from aot_autograd.program import TracedProgram
+
+    program = TracedProgram(
+        graph_module=None, num_inputs=1, outputs=(), out_spec=None, num_forward_outputs=0,
+        mutated_inputs=(), num_value_checks=0, differentiable=(), grad_inputs=(), joint=False,
+        symbol_sources=("s0",),
+    )  # fmt: skip
+    assert program_record(program) is None

@@ -1,0 +1,287 @@
+"""A compiled CPU graph as plain data, and the graph loaded back from it without lowering.
+
+    record, tensors = dump_compiled_graph(compiled)   # None when it cannot be stored
+    compiled = load_compiled_graph(record, tensors, cache_dir=None)
+
+`record` is JSON-able: the wrapper's text, its kernels' C++ sources and parameters,
+and a recipe for each object of the wrapper's module namespace; `tensors` are the
+constants (loaded with `torch.load(weights_only=True)` by the caller). Loading runs
+the wrapper's text again over a namespace rebuilt from the recipes, and gets each
+kernel from the kernel library cache (compiling it when the cache lacks it), so the
+loaded graph runs the very code the compile made: the same outputs, bit for bit.
+
+A namespace object with no recipe (anything but tensors, ATen operators, functions
+found again by module and name, devices, dtypes, plain numbers and the run-time
+helpers) makes the graph not storable: the caller compiles instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from guards.cache_root import payload_digest, read_private, store_record, write_private
+from inductor_codegen import runtime
+from inductor_codegen.codegen.cpp.build import CompilerConfig, KernelLibrary, cache_key_parts
+from inductor_codegen.codegen.kernel import KernelArg, KernelSource
+from inductor_codegen.codegen.wrapper import plain_spec
+from inductor_codegen.pipeline import Artifact, CompiledGraph, write_wrapper
+from inductor_codegen.runtime import IndexCheck, IndexStatus
+
+__all__ = [
+    "PortableGraph",
+    "dump_compiled_graph",
+    "install_kernel_library",
+    "kernel_libraries",
+    "kernel_keys",
+    "load_compiled_graph",
+    "toolchain_identity",
+]
+
+RECORD_VERSION = 1
+_PLAIN = (bool, int, float, str, type(None))
+
+
+@dataclass(frozen=True, slots=True)
+class PortableGraph:
+    """What compile_graph made that a later process needs to run the graph again."""
+
+    wrapper_text: str
+    kernel_text: str
+    namespace: dict[str, Any]  # the wrapper's own objects and the graph's constants
+    kernels: tuple[KernelSource, ...]
+    output_spec: Any
+    cxx: str
+    cxx_flags: tuple[str, ...] | None
+    kernel_count: int
+    fallbacks: dict[str, int]
+
+
+class NotPortable(Exception):
+    """An object of a compiled graph that has no recipe."""
+
+
+def _global_recipe(value: Any) -> list:
+    module = getattr(value, "__module__", None)
+    for name in (getattr(value, "__qualname__", None), getattr(value, "__name__", None)):
+        if not module or not name or "<" in name:
+            continue
+        try:
+            found: Any = importlib.import_module(module)
+            for part in name.split("."):
+                found = getattr(found, part)
+        except (ImportError, AttributeError):
+            continue
+        if found is value:
+            return ["global", module, name]
+    raise NotPortable(f"{value!r} cannot be found again by its module and name")
+
+
+def _aten_builtin_recipe(key: str, value: Any) -> list:
+    """`torch.ops.aten.<name>.<overload>._op`, bound by the wrapper as `aten_<name>_<overload>`."""
+    rest = key[len("aten_") :]
+    for i, char in enumerate(rest):
+        if char != "_":
+            continue
+        name, overload = rest[:i], rest[i + 1 :]
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is None or overload not in packet.overloads():
+            continue
+        if getattr(packet, overload)._op is value:
+            return ["aten_builtin", name, overload]
+    raise NotPortable(f"{key} is not an ATen operator's callable")
+
+
+def _recipe(key: str, value: Any, tensors: list[torch.Tensor]) -> list:
+    if isinstance(value, torch.Tensor):
+        if type(value) not in (torch.Tensor, torch.nn.Parameter) or value.device.type != "cpu":
+            raise NotPortable(f"{key} is a {type(value).__name__} on {value.device}")
+        tensors.append(value)
+        return ["tensor", len(tensors) - 1]
+    if isinstance(value, torch._ops.OpOverload):
+        namespace, _, name = value._schema.name.partition("::")
+        return ["op", namespace, name, value._overloadname]
+    if isinstance(value, torch.device):
+        return ["device", str(value)]
+    if isinstance(value, torch.dtype):
+        return ["dtype", str(value).removeprefix("torch.")]
+    if isinstance(value, IndexStatus):
+        return ["index_status"]
+    if isinstance(value, tuple) and all(isinstance(c, IndexCheck) for c in value):
+        return ["checks", [[c.op, c.dim] for c in value]]
+    if isinstance(value, _PLAIN):
+        return ["plain", value]
+    if key.startswith("aten_") and type(value).__name__ == "builtin_function_or_method":
+        if getattr(value, "__module__", "") == "torch._ops.aten":
+            return _aten_builtin_recipe(key, value)
+    if callable(value):
+        return _global_recipe(value)
+    raise NotPortable(f"{key} is a {type(value).__name__}")
+
+
+def _rebuild(recipe: list, tensors: list[torch.Tensor]) -> Any:
+    kind = recipe[0]
+    if kind == "tensor":
+        return tensors[recipe[1]]
+    if kind == "op":
+        _, namespace, name, overload = recipe
+        return getattr(getattr(getattr(torch.ops, namespace), name), overload)
+    if kind == "aten_builtin":
+        return getattr(getattr(torch.ops.aten, recipe[1]), recipe[2])._op
+    if kind == "device":
+        return torch.device(recipe[1])
+    if kind == "dtype":
+        dtype = getattr(torch, recipe[1])
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"{recipe[1]} is not a dtype")
+        return dtype
+    if kind == "index_status":
+        return IndexStatus()
+    if kind == "checks":
+        return tuple(IndexCheck(op, int(dim)) for op, dim in recipe[1])
+    if kind == "plain":
+        return recipe[1]
+    if kind == "global":
+        found: Any = importlib.import_module(recipe[1])
+        for part in recipe[2].split("."):
+            found = getattr(found, part)
+        return found
+    raise ValueError(f"unknown recipe {kind!r}")
+
+
+def dump_compiled_graph(compiled: Any) -> tuple[dict[str, Any], list[torch.Tensor]] | None:
+    """(record, constant tensors) of a compiled CPU graph; None when it cannot be stored."""
+    portable = getattr(compiled, "portable", None)
+    if not isinstance(portable, PortableGraph):
+        return None
+    tensors: list[torch.Tensor] = []
+    try:
+        namespace = {key: _recipe(key, v, tensors) for key, v in portable.namespace.items()}
+        spec = None
+        if portable.output_spec is not None:
+            spec = pytree.treespec_dumps(portable.output_spec)
+    except (NotPortable, TypeError, NotImplementedError):
+        return None
+    record = {
+        "version": RECORD_VERSION,
+        "wrapper": portable.wrapper_text,
+        "kernel_text": portable.kernel_text,
+        "namespace": namespace,
+        "kernels": [
+            {
+                "name": k.name,
+                "source": k.source,
+                "args": [[a.kind, a.name, a.ctype] for a in k.args],
+                "checks": [[c.op, c.dim] for c in k.checks],
+            }
+            for k in portable.kernels
+        ],
+        "output_spec": spec,
+        "cxx": portable.cxx,
+        "cxx_flags": list(portable.cxx_flags) if portable.cxx_flags is not None else None,
+        "kernel_count": portable.kernel_count,
+        "fallbacks": dict(portable.fallbacks),
+    }
+    return record, tensors
+
+
+def _kernels(record: dict[str, Any]) -> list[KernelSource]:
+    return [
+        KernelSource(
+            k["name"],
+            k["source"],
+            tuple(KernelArg(*a) for a in k["args"]),
+            tuple(IndexCheck(op, int(dim)) for op, dim in k["checks"]),
+        )
+        for k in record["kernels"]
+    ]
+
+
+def _library(record: dict[str, Any], cache_dir: Any) -> KernelLibrary:
+    flags = record["cxx_flags"]
+    config = CompilerConfig(record["cxx"], tuple(flags)) if flags else CompilerConfig(record["cxx"])
+    return KernelLibrary(cache_dir, config)
+
+
+def kernel_keys(record: dict[str, Any], cache_dir: Any = None) -> list[str]:
+    """The kernel library cache keys of a record's kernels."""
+    library = _library(record, cache_dir)
+    return [library.key(k) for k in _kernels(record)]
+
+
+def load_compiled_graph(
+    record: dict[str, Any], tensors: list[torch.Tensor], *, cache_dir: Any = None
+) -> CompiledGraph:
+    """The CompiledGraph a record describes; ValueError when the record is not one."""
+    start = time.perf_counter()
+    if record.get("version") != RECORD_VERSION:
+        raise ValueError(f"record version {record.get('version')!r}, not {RECORD_VERSION}")
+    kernels = _kernels(record)
+    functions = _library(record, cache_dir).build(kernels) if kernels else {}
+    namespace = {
+        "torch": torch,
+        "aten": torch.ops.aten,
+        "empty_strided": runtime.empty_strided,
+        "reinterpret": runtime.reinterpret,
+        "check_layout": runtime.check_layout,
+        "ensure_layout": runtime.ensure_layout,
+        **{key: _rebuild(recipe, tensors) for key, recipe in record["namespace"].items()},
+        **functions,
+    }
+    text = record["wrapper"]
+    path = write_wrapper(text, record["kernel_text"], cache_dir, "C++")
+    exec(compile(text, str(path), "exec"), namespace)
+    unflatten = None
+    if record["output_spec"] is not None:
+        spec = pytree.treespec_loads(record["output_spec"])
+        if not plain_spec(spec):
+            unflatten = lambda flat: pytree.tree_unflatten(flat, spec)  # noqa: E731
+    seconds = time.perf_counter() - start
+    return CompiledGraph(
+        namespace["call"],
+        artifacts=[Artifact("load", f"loaded from the warm-start cache: {path}", seconds)],
+        fallbacks=Counter(record["fallbacks"]),
+        kernel_count=int(record["kernel_count"]),
+        wrapper_path=path,
+        unflatten=unflatten,
+    )
+
+
+def toolchain_identity(cxx: str | None = None, cxx_flags: tuple[str, ...] | None = None) -> str:
+    """The compiler, its flags and (for `-march=native`) the host CPU kernels are built for."""
+    cxx = cxx or os.environ.get("CXX", "g++")
+    config = CompilerConfig(cxx, tuple(cxx_flags)) if cxx_flags else CompilerConfig(cxx)
+    return repr(cache_key_parts("", config))
+
+
+def kernel_libraries(record: dict[str, Any], cache_dir: Any = None) -> dict[str, Path]:
+    """Kernel key -> the checked library file holding it, for the record's kernels in the cache."""
+    library = _library(record, cache_dir)
+    found = {}
+    for kernel in _kernels(record):
+        key = library.key(kernel)
+        path = library._library_path(key)
+        if path is not None:
+            found[key] = path
+    return found
+
+
+def install_kernel_library(kernel_key: str, name: str, data: bytes, cache_dir: Any = None) -> None:
+    """Put a library fetched from elsewhere (`name`: its sha256 + `.so`) into the kernel cache."""
+    if payload_digest(data) + ".so" != name:
+        raise ValueError(f"library {name} does not match its checksum")
+    library = KernelLibrary.__new__(KernelLibrary)
+    library.root = cache_dir
+    lib_dir, index_dir = library._folders()
+    path = lib_dir / name
+    if read_private(path) != data:
+        write_private(path, data)
+    store_record(index_dir / kernel_key, {"library": name})

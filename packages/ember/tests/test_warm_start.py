@@ -1,0 +1,388 @@
+"""Warm start: a compiled graph stored on disk is loaded, in this process after a reset or
+in a new one, only when nothing it depends on changed, and runs bit for bit as compiled.
+
+Footguns, worst first:
+| a stale entry loaded (wrong result)     | each key part changed -> a miss: code, global read,
+|                                         | option, version, input dtype, shape, requires_grad
+| a faulty entry crashes or loads         | corrupt file -> recompiled with one warning
+| an unnameable graph stored              | custom decompositions, a lambda in the graph -> not stored
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import ember
+from ember import warm_cache
+
+ROOT = Path(__file__).resolve().parents[3]
+SOURCES = ["packages/ember/src", "guards/src", "dynamo_capture/src", "prim_decomp/src"]
+SOURCES += ["aot_autograd/src", "inductor_codegen/src"]
+SCALE = 2.0
+
+
+@pytest.fixture
+def warm(tmp_path, monkeypatch):
+    """Warm start on, with a cache root of this test's own."""
+    monkeypatch.setenv("EMBER_WARM_START", "1")
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("EMBER_REMOTE_CACHE", raising=False)
+    warm_cache.STATS.clear()
+    yield tmp_path / "cache"
+    ember.reset()
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16))
+
+
+def scaled(model, x):
+    return model(x) * SCALE
+
+
+def _step(fn, model, x, **compile_args):
+    """(output, grads) of a compiled training step, compiled afresh (`ember.reset()` first)."""
+    ember.reset()
+    compiled = ember.compile(fn, **compile_args)
+    model.zero_grad()
+    out = compiled(model, x)
+    out.float().sin().sum().backward()
+    return out.detach().clone(), [p.grad.clone() for p in model.parameters()]
+
+
+def _counts() -> tuple[int, int]:
+    return warm_cache.STATS["hits"], warm_cache.STATS["stored"]
+
+
+def test_warm_start_reloads_the_same_graph_bit_for_bit(warm):
+    model, x = _model(), torch.randn(4, 8)
+    cold = _step(scaled, model, x)
+    assert _counts() == (0, 1)
+    again = _step(scaled, model, x)
+    assert _counts() == (1, 1)
+    assert torch.equal(cold[0], again[0])
+    assert all(torch.equal(a, b) for a, b in zip(cold[1], again[1]))
+    expected = model(x) * SCALE
+    torch.testing.assert_close(again[0], expected)
+
+
+def test_warm_start_inference_graph_is_stored_apart_from_training(warm):
+    model, x = _model(), torch.randn(4, 8)
+    _step(scaled, model, x)
+    with torch.no_grad():
+        ember.reset()
+        out = ember.compile(scaled)(model, x)
+    assert _counts() == (0, 2)  # no_grad is another variant: a miss, stored
+    torch.testing.assert_close(out, model(x) * SCALE)
+
+
+def test_warm_start_misses_when_the_code_changes(warm):
+    model, x = _model(), torch.randn(4, 8)
+    _step(scaled, model, x)
+
+    def scaled_differently(model, x):
+        return model(x) * SCALE + 1.0
+
+    out, _ = _step(scaled_differently, model, x)
+    assert _counts() == (0, 2)
+    torch.testing.assert_close(out, model(x) * SCALE + 1.0)
+
+
+def test_warm_start_misses_when_a_global_read_changes(warm, monkeypatch):
+    model, x = _model(), torch.randn(4, 8)
+    _step(scaled, model, x)
+    monkeypatch.setitem(globals(), "SCALE", 3.0)
+    out, _ = _step(scaled, model, x)
+    assert _counts() == (0, 2)
+    torch.testing.assert_close(out, model(x) * 3.0)
+
+
+def test_warm_start_misses_when_an_option_changes(warm):
+    model, x = _model(), torch.randn(4, 8)
+    _step(scaled, model, x)
+    _step(scaled, model, x, options={"partitioner": "default"})
+    assert _counts() == (0, 2)
+
+
+def test_warm_start_misses_when_a_version_changes(warm, monkeypatch):
+    model, x = _model(), torch.randn(4, 8)
+    _step(scaled, model, x)
+    monkeypatch.setattr(warm_cache, "_versions_part", lambda: json.dumps(["torch 9.9"]))
+    _step(scaled, model, x)
+    assert _counts() == (0, 2)
+
+
+def test_warm_start_misses_when_the_toolchain_changes(warm, monkeypatch):
+    model, x = _model(), torch.randn(4, 8)
+    _step(scaled, model, x)
+    monkeypatch.setattr(warm_cache, "_toolchain_part", lambda cxx, flags: "another compiler")
+    _step(scaled, model, x)
+    assert _counts() == (0, 2)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda x: x.double(),
+        lambda x: torch.randn(5, 8),
+        lambda x: x.t().contiguous().t(),
+        lambda x: x.clone().requires_grad_(),
+    ],
+    ids=["dtype", "shape", "strides", "requires_grad"],
+)
+def test_warm_start_misses_when_input_metadata_changes(warm, change):
+    model, x = _model(), torch.randn(4, 8)
+    _step(scaled, model, x)
+    y = change(x)
+    if y.dtype == torch.float64:
+        model = model.double()
+    out, _ = _step(scaled, model, y, dynamic=False)
+    assert warm_cache.STATS["hits"] == 0
+    torch.testing.assert_close(out, model(y) * SCALE)
+
+
+def test_warm_start_misses_when_an_ember_variable_changes(warm, monkeypatch):
+    model, x = _model(), torch.randn(4, 8)
+    _step(scaled, model, x)
+    monkeypatch.setenv("EMBER_SOME_SETTING", "1")
+    _step(scaled, model, x)
+    assert _counts() == (0, 2)
+
+
+def test_warm_start_corrupt_entry_is_recompiled_with_a_warning(warm):
+    model, x = _model(), torch.randn(4, 8)
+    cold = _step(scaled, model, x)
+    (entry,) = (warm / "warm").rglob("*.json")
+    entry.write_bytes(entry.read_bytes()[:100])
+    with pytest.warns(UserWarning, match="faulty"):
+        again = _step(scaled, model, x)
+    assert torch.equal(cold[0], again[0])
+    assert _counts() == (0, 2)
+
+
+def test_warm_start_entry_that_fails_to_load_is_recompiled(warm):
+    model, x = _model(), torch.randn(4, 8)
+    cold = _step(scaled, model, x)
+    (entry,) = (warm / "warm").rglob("*.json")
+    envelope = json.loads(entry.read_text())
+    payload = json.loads(envelope["payload"])
+    payload["forward"]["graph"]["wrapper"] = "def call(args):\n    raise RuntimeError('x')\n("
+    from guards.cache_root import store_record
+
+    store_record(entry, payload)
+    with pytest.warns(UserWarning, match="could not be loaded"):
+        again = _step(scaled, model, x)
+    assert torch.equal(cold[0], again[0])
+
+
+def test_warm_start_does_not_store_a_custom_decomposition_table(warm):
+    from prim_decomp import inductor_default
+
+    model, x = _model(), torch.randn(4, 8)
+    _step(scaled, model, x, options={"decompositions": inductor_default.without()})
+    assert _counts() == (0, 0)
+    assert warm_cache.STATS["not_storable"] == 1
+
+
+def test_warm_start_does_not_store_a_graph_calling_an_unnamed_function(warm):
+    double = ember.allow_in_graph(lambda t: t * 2)
+
+    def fn(model, x):
+        return double(model(x))
+
+    model, x = _model(), torch.randn(4, 8)
+    out, _ = _step(fn, model, x)
+    assert warm_cache.STATS["stored"] == 0
+    torch.testing.assert_close(out, model(x) * 2)
+
+
+def test_warm_start_off_stores_nothing(warm, monkeypatch):
+    monkeypatch.setenv("EMBER_WARM_START", "0")
+    model, x = _model(), torch.randn(4, 8)
+    _step(scaled, model, x)
+    _step(scaled, model, x, options={"warm_start": True})
+    assert _counts() == (0, 0)
+    monkeypatch.setenv("EMBER_WARM_START", "1")
+    _step(scaled, model, x, options={"warm_start": False})
+    assert _counts() == (0, 0)
+
+
+# ----------------------------------------------------------------- new processes
+
+
+def test_warm_start_new_process_loads_the_entry_bit_for_bit(tmp_path, run_step):
+    cold = run_step(tmp_path / "cache")
+    warm = run_step(tmp_path / "cache")
+    assert cold["stats"].get("stored") == 1 and not cold["stats"].get("hits")
+    assert warm["stats"].get("hits") == 1 and not warm["stats"].get("stored")
+    assert warm["digest"] == cold["digest"]
+    assert not warm["warnings"]
+
+
+def test_cache_cli_info_prune_clear(tmp_path, run_step):
+    cache = tmp_path / "cache"
+    run_step(cache)
+    env = {**os.environ, "EMBER_CACHE_DIR": str(cache)}
+    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "ember.cache", *args], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "warm-start entries" in cli("info")
+    assert any((cache / "warm").rglob("*.json"))
+    cli("prune", "--max-size", "0")
+    assert not [*cache.rglob("*.json"), *cache.rglob("*.so"), *(cache / "cpp" / "index").iterdir()]
+    run_step(cache)
+    cli("clear")
+    assert not any(cache.rglob("*.json"))
+    # Pruned or cleared, the next process compiles again and is right.
+    assert run_step(cache)["stats"].get("stored") == 1
+
+
+def test_cache_prune_evicts_least_recently_used_first(tmp_path):
+    from ember.cache import prune
+
+    root = tmp_path / "root"
+    (root / "warm").mkdir(parents=True)
+    for i, name in enumerate(["old", "middle", "new"]):
+        path = root / "warm" / f"{name}.json"
+        path.write_bytes(b"x" * 1000)
+        os.utime(path, (1000 + i, 1000 + i))
+    removed, freed = prune(2000, root)
+    assert (removed, freed) == (1, 1000)
+    assert sorted(p.stem for p in (root / "warm").iterdir()) == ["middle", "new"]
+
+
+def test_cache_prune_is_exclusive_between_processes(tmp_path):
+    import fcntl
+
+    from ember.cache import prune
+
+    root = tmp_path / "root"
+    (root / "warm").mkdir(parents=True)
+    (root / "warm" / "a.json").write_bytes(b"x" * 100)
+    fd = os.open(root / ".prune.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        assert prune(0, root) == (0, 0)  # another prune holds the lock: nothing done
+    finally:
+        os.close(fd)
+    assert prune(0, root) == (1, 100)
+
+
+def test_warm_start_warns_about_nothing_when_loading(warm):
+    model, x = _model(), torch.randn(4, 8)
+    _step(scaled, model, x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _step(scaled, model, x)
+    assert warm_cache.STATS["hits"] == 1
+
+
+class WithConstant(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.offset = torch.ones(8)  # a plain tensor attribute: neither parameter nor buffer
+
+    def forward(self, x):
+        return self.linear(x) + self.offset
+
+
+def test_warm_start_never_reuses_a_graph_for_another_tensor_constant(warm):
+    torch.manual_seed(0)
+    module, x = WithConstant(), torch.randn(4, 8)
+    _step(lambda m, x: m(x), module, x)
+    module.offset = torch.full((8,), 5.0)
+    out, _ = _step(lambda m, x: m(x), module, x)
+    torch.testing.assert_close(out, module(x))
+
+
+def test_warm_start_batch_norm_statistics_are_updated_after_a_hit(warm):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    x = torch.randn(2, 3, 8, 8)
+    _step(lambda m, x: m(x), model, x)
+    before = model[1].running_mean.clone()
+    out, _ = _step(lambda m, x: m(x), model, x)
+    assert warm_cache.STATS["hits"] == 1
+    expected = 0.9 * before + 0.1 * model[0](x).mean((0, 2, 3))
+    torch.testing.assert_close(model[1].running_mean, expected)
+
+
+def test_warm_start_outputs_that_alias_inputs_are_views_after_a_hit(warm):
+    def fn(model, x):
+        return model(x), x.view(-1)[2:]
+
+    model, x = _model(), torch.randn(4, 8)
+    for _ in range(2):
+        ember.reset()
+        out, view = ember.compile(fn)(model, x)
+        out.sum().backward()
+    assert warm_cache.STATS["hits"] == 1
+    assert view._base is x or view.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    torch.testing.assert_close(view, x.view(-1)[2:])
+    torch.testing.assert_close(out, model(x))
+
+
+def test_warm_start_miss_names_the_key_part_that_changed(warm, capsys):
+    model, x = _model(), torch.randn(4, 8)
+    _step(scaled, model, x)
+    ember.set_logs(cache=logging.INFO)
+    try:
+        _step(scaled, model, x, options={"partitioner": "default"})
+    finally:
+        logging.getLogger("ember.cache").setLevel(logging.NOTSET)
+    assert "differs from the last entry stored for scaled_graph in: options" in (
+        capsys.readouterr().err
+    )
+
+
+def _tripled(t):
+    return t * 3
+
+
+def test_warm_start_does_not_store_a_graph_calling_a_user_function_whole(warm):
+    """Its body could change under the same name; the key would not see it."""
+    tripled = ember.allow_in_graph(_tripled)
+
+    def fn(model, x):
+        return tripled(model(x))
+
+    model, x = _model(), torch.randn(4, 8)
+    out, _ = _step(fn, model, x)
+    assert warm_cache.STATS["stored"] == 0
+    torch.testing.assert_close(out, model(x) * 3)
+
+
+def test_warm_start_concurrent_processes_share_one_cache(tmp_path, run_step):
+    """Two processes compiling into one empty cache at once, with a prune running
+    meanwhile: both right, and a third loads the entry."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ember.cache import prune
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    with ThreadPoolExecutor(2) as pool:
+        first = [pool.submit(run_step, cache) for _ in range(2)]
+        prune(0, cache)
+        results = [f.result() for f in first]
+    assert results[0]["digest"] == results[1]["digest"]
+    third = run_step(cache)
+    assert third["digest"] == results[0]["digest"]
+    assert third["stats"].get("hits") == 1 or third["stats"].get("stored") == 1
