@@ -193,3 +193,11 @@ def test_max_pool_backward_through_a_stored_input():
         return torch.autograd.grad(y, [x, w], g)
 
     check(fn, x, w, torch.randn(2, 3, 4, 4), rtol=1e-5, atol=1e-5)
+
+
+def test_column_mean_with_an_epilogue_is_tiled():
+    # A mean over the rows of [N, H*W, C] (channels-last average pooling): the sum and
+    # its division in one kernel, still read along C in tiles.
+    x = torch.randn(4, 96, 40)
+    compiled = check(lambda t: (t.mean(1) * 2.0).relu(), x, rtol=1e-5, atol=1e-5)
+    assert "x1_tile" in compiled.artifact("codegen"), compiled.artifact("codegen")

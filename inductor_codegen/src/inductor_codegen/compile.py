@@ -29,12 +29,12 @@ import torch.fx
 from guards import artifact_logger
 from inductor_codegen import runtime
 from inductor_codegen.codegen.cpp.build import CompilerConfig, KernelLibrary
+from inductor_codegen.codegen.cpp.convolution import cpp_lowerings
 from inductor_codegen.codegen.cpp.generate import generate_kernel
 from inductor_codegen.codegen.triton.compile import compile_triton_graph
 from inductor_codegen.codegen.triton.options import split_device_options, wants_triton
 from inductor_codegen.codegen.wrapper import generate_wrapper
 from inductor_codegen.errors import DynamicShapeError, UnsupportedGraphError
-from inductor_codegen.lowering import LOWERINGS
 from inductor_codegen.options import Options
 from inductor_codegen.pipeline import (
     Artifact,
@@ -86,9 +86,12 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
     passes = PassRecorder()
     done = passes.done
 
-    # lower + schedule: FX graph -> loop IR buffers -> fused kernels and extern calls.
+    # lower + schedule: FX graph -> loop IR buffers -> fused kernels and extern calls
+    # (convolutions on channels-last data: codegen/cpp/convolution.py).
     try:
-        graph, plan = lower_and_schedule(gm, example_inputs, opts.lowerings or LOWERINGS, passes)
+        graph, plan = lower_and_schedule(
+            gm, example_inputs, opts.lowerings or cpp_lowerings(), passes
+        )
     except DynamicShapeError:
         raise
     except UnsupportedGraphError as error:

@@ -27,7 +27,7 @@ import torch
 
 from inductor_codegen.ir import IndexValue, Load, Op, TensorValue
 from inductor_codegen.lowering.common import cast, node_dtype, node_size, normalize_dim
-from inductor_codegen.lowering.registry import LOWERINGS, register_lowering
+from inductor_codegen.lowering.registry import is_cpp_table, register_lowering
 from inductor_codegen.runtime import IndexCheck
 
 __all__ = ["INDIRECT_LOAD", "IndirectOffset", "indirect_load"]
@@ -67,7 +67,7 @@ def indirect_load(table: TensorValue, index: tuple, dim: int, offset, op: str) -
 
 
 def _supported(ctx) -> bool:
-    return ctx.lowerings is LOWERINGS
+    return is_cpp_table(ctx.lowerings)
 
 
 @register_lowering(aten.index_select.default)

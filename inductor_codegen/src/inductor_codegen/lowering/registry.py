@@ -13,10 +13,24 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["LOWERINGS", "LoweringTable", "register_lowering"]
+__all__ = ["LOWERINGS", "LoweringTable", "is_cpp_table", "mark_cpp_table", "register_lowering"]
 
 LoweringTable = dict[torch._ops.OpOverload, Callable]
 LOWERINGS: LoweringTable = {}
+# The table the C++ generator derives from LOWERINGS (codegen/cpp/convolution.py).
+_CPP_TABLE: list[LoweringTable] = []
+
+
+def mark_cpp_table(table: LoweringTable) -> LoweringTable:
+    """Mark `table` as the C++ generator's own (derived from LOWERINGS): lowerings that
+    emit C++-only IR (indirect loads, scatters) run for it as for LOWERINGS."""
+    _CPP_TABLE[:] = [table]
+    return table
+
+
+def is_cpp_table(table) -> bool:
+    """Whether `table` is LOWERINGS or the C++ generator's table derived from it."""
+    return table is LOWERINGS or any(table is t for t in _CPP_TABLE)
 
 
 def register_lowering(*ops: torch._ops.OpOverload, table: LoweringTable | None = None):

@@ -36,7 +36,7 @@ from inductor_codegen.lowering.common import (
     normalize_dim,
     scalar_expr,
 )
-from inductor_codegen.lowering.registry import LOWERINGS, register_lowering
+from inductor_codegen.lowering.registry import is_cpp_table, register_lowering
 from inductor_codegen.runtime import IndexCheck
 
 __all__ = ["SCATTER_DTYPES", "Scatter", "Target"]
@@ -77,7 +77,7 @@ class Scatter:
 
 def _supported(ctx, node, *tensors) -> bool:
     """The default table (C++), static sizes and dtypes the scatter kernel computes."""
-    if ctx.lowerings is not LOWERINGS or node_dtype(node) not in SCATTER_DTYPES:
+    if not is_cpp_table(ctx.lowerings) or node_dtype(node) not in SCATTER_DTYPES:
         return False
     sizes = [*node_size(node)]
     for t in tensors:

@@ -515,13 +515,17 @@ class KernelCodegen(KernelPrinter):
     # ---------------------------------------------------------- reductions along outer dims
 
     def _wants_tiling(self) -> bool:
-        """One reduction group whose input is contiguous along the last outer dim, not along r.
+        """One reduction group whose input is contiguous along the last outer dim, not along r,
+        followed only by nodes at the outer level (a mean's division, a norm's epilogue).
 
         Then the loop order r-outside, x-inside (over a tile of accumulators)
-        reads memory in order; the usual order would stride through it.
+        reads memory in order; the usual order would stride through it. (Channels-last
+        data reduced over H and W, an average pool, is such a reduction.)
         """
         items = self.kernel.items
-        if len(items) != 1 or isinstance(items[0], str) or items[0].kind != "reduction":
+        if not items or isinstance(items[0], str) or items[0].kind != "reduction":
+            return False
+        if not all(isinstance(item, str) for item in items[1:]):
             return False
         if not self.kernel.outer or not items[0].ranges:
             return False
@@ -612,6 +616,8 @@ class KernelCodegen(KernelPrinter):
             acc = accumulators[(REDUCTION_FAMILY.get(rtype, rtype), value)]
             result, dtype = self._acc_result(rtype, f"{acc}[{last} - {last}_tile]", value.dtype)
             self.store(store_scope, name, index, result, dtype)
+        for name in self.kernel.items[1:]:
+            self._outer_node(store_scope, name)
         scope.lines.extend(store_scope.lines)
         scope.indent -= 1
         scope.line("}")

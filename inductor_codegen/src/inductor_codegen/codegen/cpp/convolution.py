@@ -1,0 +1,58 @@
+"""Convolutions on the CPU: channels-last data between them.
+
+`cpp_lowerings()` is the C++ generator's lowering table: the common one, with
+convolutions on channels-last (NHWC) data (`lowering/channels_last.py`). oneDNN's NHWC
+kernels need no reorder of the activations, and the pointwise kernels between
+convolutions (batch norm, activation, pooling, residual additions) read and write NHWC,
+fused as usual; a graph's NCHW input is copied once, a weight once per call (a few
+microseconds). A convolution whose output is a graph output keeps eager's layout.
+
+What was measured and left out (benchmarks/RESULTS.md): folding an eval-mode batch norm
+into the weight at every call costs a kernel over the weight and gains nothing, since the
+batch norm's arithmetic is free in the fused kernel after the convolution; a folded and
+prepacked weight cached across calls would gain a few percent per convolution, but no
+cache key is sound: the fused CPU optimizers (`Adam(fused=True)` and friends) and writes
+through `.data` change parameters without bumping their version counters.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from inductor_codegen.lowering import LOWERINGS
+from inductor_codegen.lowering.channels_last import (
+    keep_channels_last,
+    lower_convolution_channels_last,
+)
+from inductor_codegen.lowering.registry import mark_cpp_table
+
+__all__ = ["CHANNELS_LAST_DTYPES", "cpp_lowerings", "lower_convolution"]
+
+aten = torch.ops.aten
+
+# dtypes whose convolutions run channels-last on the CPU (oneDNN, when torch has it).
+CHANNELS_LAST_DTYPES = (
+    (torch.float32, torch.bfloat16) if torch.backends.mkldnn.is_available() else ()
+)
+
+
+def lower_convolution(ctx, node, *args):
+    """aten.convolution on channels-last data (see lowering/channels_last.py), or as eager
+    lays it out where those rules do not apply."""
+    value = lower_convolution_channels_last(ctx, node, args, CHANNELS_LAST_DTYPES)
+    if value is None:
+        return ctx.extern(node, node.target, args, {}, is_fallback=False)
+    return value
+
+
+_TABLE: dict = {"source": None, "table": None}
+
+
+def cpp_lowerings() -> dict:
+    """The C++ generator's lowering table: the common one (as it is now, lowerings
+    registered after import included), channels-last aware, with `lower_convolution`."""
+    if _TABLE["source"] != LOWERINGS:
+        table = {op: keep_channels_last(fn, CHANNELS_LAST_DTYPES) for op, fn in LOWERINGS.items()}
+        table[aten.convolution.default] = lower_convolution
+        _TABLE["source"], _TABLE["table"] = dict(LOWERINGS), mark_cpp_table(table)
+    return _TABLE["table"]

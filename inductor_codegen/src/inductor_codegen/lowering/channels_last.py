@@ -1,0 +1,160 @@
+"""Channels-last (NHWC) storage between convolutions, for a device's lowering table.
+
+A device whose convolution library runs fastest on NHWC data (oneDNN on CPUs) lowers
+`aten.convolution` with `lower_convolution_channels_last`, and wraps its other
+lowerings with `keep_channels_last`, both for the dtypes it names:
+
+* an input that is not in memory yet (the previous convolution's batch norm and
+  activation, say) is computed straight into an NHWC buffer, its loop nest running
+  over (N, H, W, C) so that loads and stores stay contiguous;
+* an input already in memory in another layout is copied once per graph, however
+  many convolutions read it;
+* the output gets channels-last strides; every later read goes through them;
+* a value that reads channels-last data and would be stored anyway (several
+  readers, a residual block's output say) is stored channels-last too, so the next
+  convolution needs no copy.
+
+Only where nobody outside the graph sees the layouts: a convolution whose output is a
+graph output (returned, or saved for the backward pass) keeps the eager layout, and so
+do transposed and non-2D convolutions. (The Triton generator's `codegen/triton/layouts.py`
+applies the same rules to 16-bit convolutions.)
+"""
+
+from __future__ import annotations
+
+import operator
+import weakref
+
+import sympy
+import torch
+
+from inductor_codegen.ir import ExternBuffer, Layout, TensorValue, expr_loads
+from inductor_codegen.lowering.graph import (
+    MAX_INLINE_SIZE,
+    MAX_SHARED_INLINE_SIZE,
+    BufferRef,
+    inline_size,
+    readers,
+)
+
+__all__ = [
+    "NHWC_ORDER",
+    "as_channels_last",
+    "channels_last_layout",
+    "keep_channels_last",
+    "lower_convolution_channels_last",
+    "reads_channels_last",
+]
+
+# NCHW dims from outermost to innermost in memory for channels-last storage.
+NHWC_ORDER = (0, 2, 3, 1)
+# Per GraphLowering: the channels-last copy of each value already made, and the
+# names of the buffers stored channels-last.
+_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_NHWC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def channels_last_layout(dtype: torch.dtype, size) -> Layout:
+    """NCHW sizes with NHWC strides."""
+    n, c, h, w = size
+    return Layout(dtype, tuple(size), (h * w * c, sympy.Integer(1), w * c, c))
+
+
+def _is_channels_last(layout: Layout) -> bool:
+    wanted = channels_last_layout(layout.dtype, layout.size)
+    return all(size == 1 or a == b for size, a, b in zip(layout.size, layout.stride, wanted.stride))
+
+
+def as_channels_last(ctx, value: TensorValue) -> TensorValue:
+    """`value` as an NHWC buffer: itself when it is one, else computed or copied into one."""
+    if value.view is not None and value.view.layout.offset == 0:
+        if _is_channels_last(value.view.layout):
+            return value
+    copies = _COPIES.setdefault(ctx, {})
+    key = (value.view.buffer, value.view.layout) if value.view is not None else id(value)
+    if key in copies:
+        return copies[key][1]
+    result = ctx.realize(TensorValue(value.dtype, value.size, value.loader), order=NHWC_ORDER)
+    copies[key] = (value, result)  # the value is kept so that its id stays unique
+    _NHWC.setdefault(ctx, set()).add(result.view.buffer)
+    return result
+
+
+def reads_channels_last(ctx, value: TensorValue) -> bool:
+    """Whether `value` (4-d) loads a buffer that this graph stores channels-last."""
+    names = _NHWC.get(ctx)
+    if not names:
+        return False
+    index = tuple(sympy.Symbol(f"i{d}", integer=True, nonnegative=True) for d in range(4))
+    return any(load.buffer in names for load in expr_loads(value.loader(index)))
+
+
+def keep_channels_last(lowering, dtypes: tuple[torch.dtype, ...]):
+    """`lowering`, storing its result channels-last where it reads channels-last data and
+    would be stored anyway (the rule of `GraphLowering` for shared and large values).
+    A tuple result (max pooling's values and indices) is decided per element, from the
+    readers of the `getitem` taking it."""
+
+    def lower(ctx, node, *args, **kwargs):
+        value = lowering(ctx, node, *args, **kwargs)
+        if isinstance(value, tuple):
+            taken = {
+                u.args[1]: u
+                for u in node.users
+                if u.target is operator.getitem and isinstance(u.args[1], int) and u.users
+            }
+            return tuple(
+                _kept(ctx, taken[k], v, dtypes) if k in taken else v for k, v in enumerate(value)
+            )
+        return _kept(ctx, node, value, dtypes)
+
+    lower.__name__ = getattr(lowering, "__name__", "lower")
+    return lower
+
+
+def _kept(ctx, node, value, dtypes):
+    """`value` (the result `node` names) channels-last when the rule above stores it."""
+    if (
+        not isinstance(value, TensorValue)
+        or value.view is not None
+        or value.ndim != 4
+        or value.dtype not in dtypes
+        or any(user.op == "output" for user in node.users)
+        or not all(isinstance(s, sympy.Integer) for s in value.size)
+    ):
+        return value
+    size = inline_size(value)
+    shared = readers(node) > 1 and size > MAX_SHARED_INLINE_SIZE
+    if (shared or size > MAX_INLINE_SIZE) and reads_channels_last(ctx, value):
+        return as_channels_last(ctx, value)
+    return value
+
+
+def lower_convolution_channels_last(
+    ctx, node, args: tuple, dtypes: tuple[torch.dtype, ...]
+) -> TensorValue | None:
+    """aten.convolution with channels-last input, weight and output; None where the
+    rules above keep the eager layout (the caller lowers it as usual then)."""
+    x, weight, _bias, _stride, _padding, _dilation, transposed, _output_padding, _groups = args
+    val = node.meta.get("val")
+    if (
+        transposed
+        or not isinstance(val, torch.Tensor)
+        or val.dim() != 4
+        or val.dtype not in dtypes
+        or not isinstance(x, TensorValue)
+        or not isinstance(weight, TensorValue)
+        or x.ndim != 4
+        or weight.ndim != 4
+        or not all(isinstance(s, int) for s in val.shape)
+        or any(user.op == "output" for user in node.users)
+    ):
+        return None
+    args = (as_channels_last(ctx, x), as_channels_last(ctx, weight), *args[2:])
+    ext_args = ctx.extern_arg(args)
+    reads = tuple(a.name for a in ext_args if isinstance(a, BufferRef))
+    layout = channels_last_layout(val.dtype, tuple(sympy.Integer(s) for s in val.shape))
+    name = ctx.new_name()
+    ctx.add_buffer(ExternBuffer(name, node.target, ext_args, {}, (layout,), False, reads))
+    _NHWC.setdefault(ctx, set()).add(name)
+    return TensorValue.of_buffer(name, layout)
