@@ -16,7 +16,7 @@ lowerings with `keep_channels_last`, both for the dtypes it names:
 
 Only where nobody outside the graph sees the layouts: a convolution whose output is a
 graph output (returned, or saved for the backward pass) keeps the eager layout, and so
-do transposed and non-2D convolutions. (The Triton generator's `codegen/triton/layouts.py`
+do transposed and non-2D convolutions. (The Triton generator, `codegen/triton/layouts.py`,
 applies the same rules to 16-bit convolutions.)
 """
 
