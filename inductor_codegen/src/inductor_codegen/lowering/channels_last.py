@@ -121,11 +121,12 @@ def _kept(ctx, node, value, dtypes):
         or value.dtype not in dtypes
         or any(user.op == "output" for user in node.users)
         or not all(isinstance(s, sympy.Integer) for s in value.size)
+        or not reads_channels_last(ctx, value)  # (cheap: no NHWC buffer in most graphs)
     ):
         return value
     size = inline_size(value)
     shared = readers(node) > 1 and size > MAX_SHARED_INLINE_SIZE
-    if (shared or size > MAX_INLINE_SIZE) and reads_channels_last(ctx, value):
+    if shared or size > MAX_INLINE_SIZE:
         return as_channels_last(ctx, value)
     return value
 
