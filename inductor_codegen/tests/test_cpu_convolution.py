@@ -282,3 +282,13 @@ def test_module_constants_written_between_calls_are_seen():
         conv.weight.add_(1.0)
         bn.running_mean.add_(0.5)
         torch.testing.assert_close(compiled(x), model(x), **TOL)
+
+
+def test_bfloat16_convolutions_run_channels_last():
+    args = [a.to(torch.bfloat16) for a in _conv_bn_relu_args()]
+    compiled = _compile_inference(conv_bn_relu, *args)
+    with torch.no_grad():
+        actual = compiled(*args)
+        expected = conv_bn_relu(*[a.float() for a in args])
+    torch.testing.assert_close(actual.float(), expected, rtol=5e-2, atol=5e-2)
+    assert "(1152, 1, 96, 8)" in compiled.artifact("wrapper")

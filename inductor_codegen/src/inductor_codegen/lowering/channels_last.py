@@ -16,7 +16,7 @@ lowerings with `keep_channels_last`, both for the dtypes it names:
 
 Only where nobody outside the graph sees the layouts: a convolution whose output is a
 graph output (returned, or saved for the backward pass) keeps the eager layout, and so
-do transposed and non-2D convolutions. (The Triton generator's `codegen/triton/layouts.py`
+do transposed and non-2D convolutions. (The Triton generator, `codegen/triton/layouts.py`,
 applies the same rules to 16-bit convolutions.)
 """
 
@@ -121,11 +121,12 @@ def _kept(ctx, node, value, dtypes):
         or value.dtype not in dtypes
         or any(user.op == "output" for user in node.users)
         or not all(isinstance(s, sympy.Integer) for s in value.size)
+        or not reads_channels_last(ctx, value)  # (cheap: no NHWC buffer in most graphs)
     ):
         return value
     size = inline_size(value)
     shared = readers(node) > 1 and size > MAX_SHARED_INLINE_SIZE
-    if (shared or size > MAX_INLINE_SIZE) and reads_channels_last(ctx, value):
+    if shared or size > MAX_INLINE_SIZE:
         return as_channels_last(ctx, value)
     return value
 
