@@ -433,6 +433,12 @@ class WrapperCodegen:
         lines = self.out.lines
         source = self.kernels[kernel.name]
         self._allocate_outputs(source, pool)
+        if self._writes_nothing(source):
+            # NOTE: every output is empty, so the kernel has nothing to do; calling it
+            # could still read through a load hoisted above a loop of zero trips (an
+            # index of an empty tensor).
+            lines.append(f"    # {kernel.name}: every output has no elements, not called")
+            return
         call_args = []
         for arg in source.args:
             if arg.kind in ("scalar", "size"):
@@ -447,6 +453,13 @@ class WrapperCodegen:
         if source.checks:
             status, checks = self._status(), self.out.bind(source.checks, "checks")
             lines.append(f"    if {status}.cells[0]: {status}.raise_error({checks})")
+
+    def _writes_nothing(self, source) -> bool:
+        """Whether every output of a kernel has a size of 0 in some dim (static sizes)."""
+        outputs = [self.allocated_layout(a.name) for a in source.args if a.kind == "out"]
+        return bool(outputs) and all(
+            any(_is_zero(size) for size in layout.size) for layout in outputs
+        )
 
     def _pointer(self, name: str) -> str:
         """`name`'s data pointer; read once into `name_ptr` when several kernels take it."""
@@ -571,3 +584,11 @@ def generate_wrapper(
     graph: GraphLowering, schedule: Schedule, kernels: dict[str, KernelSource]
 ) -> WrapperSource:
     return WrapperCodegen(graph, schedule, kernels).generate()
+
+
+def _is_zero(size) -> bool:
+    """A size known to be 0 (a symbolic size never is: 0 and 1 stay static)."""
+    try:
+        return int(size) == 0
+    except TypeError:
+        return False
