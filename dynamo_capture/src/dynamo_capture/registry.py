@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dynamo_capture.torch_markers import (
-    torch_allows_in_graph,
     torch_constant_result,
     torch_disabled_reason,
 )
@@ -75,7 +74,7 @@ def allow_in_graph(fn: F | list[F] | tuple[F, ...]) -> Any:
 
 def is_allowed_in_graph(fn: object) -> bool:
     """Whether `fn` was registered with allow_in_graph (ember's or torch.compiler's)."""
-    return _allowed_in_graph.get(id(fn)) is fn or torch_allows_in_graph(fn)
+    return _allowed_in_graph.get(id(fn)) is fn
 
 
 def assume_constant_result(fn: F) -> F:

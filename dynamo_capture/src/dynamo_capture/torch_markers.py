@@ -3,31 +3,33 @@
 Library code (transformers, torchvision, torch.distributed) marks functions with
 torch's decorators; capture honours them as it honours ember's:
 
-    torch.compiler.disable(fn) / torch._dynamo.disable   ember.disable(fn): a graph break
+    torch.compiler.disable(fn) (and its older alias)     ember.disable(fn): a graph break
         sets `_torchdynamo_disable`, `_torchdynamo_disable_msg`   at the call, fn runs eagerly
-    torch.compiler.allow_in_graph(fn)                    ember.allow_in_graph(fn)
-        registers id(fn) in torch's trace rules
     torch.compiler.assume_constant_result(fn)            ember.assume_constant_result(fn)
         sets `_dynamo_marked_constant`
     a torch.compile'd function, torch.jit.trace output   the function it wraps is inlined
         sets `_torchdynamo_inline`
 
-Tensor marks (`torch._dynamo.mark_dynamic` and friends) are read by `guards.marks`.
+Tensor marks (torch's `mark_dynamic` and friends) are read by `guards.marks`.
 
-NOTE: these are read as attributes only; nothing here imports torch's compiler
-stack. allow_in_graph leaves no attribute on the function, so its registry is
-read from torch's module when (and only when) the program has already loaded it.
+NOTE: these are read as attributes only; nothing here imports or reads torch's
+compiler stack. `torch.compiler.allow_in_graph` leaves no attribute on the function
+(only an entry in a private registry of torch's), so it is not read: such a function
+is captured like any other, or breaks the graph where capture cannot trace it; mark
+it with `ember.allow_in_graph` to keep it one node.
 """
 
 from __future__ import annotations
 
 import inspect
-import sys
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
+_Module = torch.nn.Module
+
 __all__ = [
-    "torch_allows_in_graph",
     "torch_constant_result",
     "torch_disabled_reason",
     "torch_inline_target",
@@ -46,12 +48,12 @@ def _instance_attribute(obj: object, name: str) -> Any:
 
 
 def _is_torch_disabled_module(obj: object) -> bool:
-    """A module wrapped by `torch.compiler.disable(module)` (torch's OptimizedModule)."""
-    cls = type(obj)
-    if cls.__name__ != "OptimizedModule" or cls.__module__ != "torch._dynamo.eval_frame":
+    """A module wrapped by `torch.compiler.disable(module)`: a wrapper of the module it
+    disables (`_orig_mod`) holding a disabling context, read as attributes only."""
+    state = getattr(obj, "__dict__", {})
+    if not isinstance(state.get("_modules", {}).get("_orig_mod"), _Module):
         return False
-    context = getattr(obj, "__dict__", {}).get("dynamo_ctx")
-    return type(context).__name__ == "DisableContext"
+    return type(state.get("dynamo_ctx")).__name__ == "DisableContext"
 
 
 def torch_disabled_reason(obj: object) -> str | None:
@@ -63,14 +65,6 @@ def torch_disabled_reason(obj: object) -> str | None:
     if _is_torch_disabled_module(obj):
         return _DISABLED
     return None
-
-
-def torch_allows_in_graph(obj: object) -> bool:
-    """Whether `obj` was registered with `torch.compiler.allow_in_graph`."""
-    trace_rules = sys.modules.get("torch._dynamo.trace_rules")
-    registry = getattr(trace_rules, "_allowed_callable_ids", None)
-    ids = getattr(registry, "function_ids", None)
-    return isinstance(ids, set) and id(obj) in ids
 
 
 def torch_constant_result(obj: object) -> bool:

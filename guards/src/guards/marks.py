@@ -8,7 +8,7 @@ fake for that tensor; they cost nothing at run time and survive until cleared.
     >>> maybe_mark_dynamic(x, 1)              # a symbol if nothing forces it static
     >>> mark_static(x, 1)                     # never a symbol
 
-torch's own marks (`torch._dynamo.mark_dynamic`, `maybe_mark_dynamic`,
+torch's own marks (its compiler's `mark_dynamic`, `maybe_mark_dynamic`,
 `mark_static`, which set `_dynamo_dynamic_indices`, `_dynamo_dynamic_range`,
 `_dynamo_weak_dynamic_indices` and `_dynamo_static_indices` on the tensor) are
 read as the same marks, so library code that marks its inputs for torch.compile

@@ -1,6 +1,6 @@
 """Graphs from torch.compile with symbolic sizes, made ready for ember's stages.
 
-Under `torch.compile(..., backend=ember_backend)` with dynamic sizes
+Under torch's compiler, with an ember backend as its backend and dynamic sizes
 (`dynamic=True`, automatic dynamic after a size change, `mark_dynamic`), a
 backend receives torch's own symbols: SymInt example inputs over torch's shape
 environment, and placeholders whose `meta["example_value"]` are torch's fakes
