@@ -92,3 +92,40 @@ def test_symbolic_program_is_not_described():
         symbol_sources=("s0",),
     )  # fmt: skip
     assert program_record(program) is None
+
+
+def test_program_description_keeps_every_field_of_programs_and_outputs():
+    import dataclasses
+
+    from aot_autograd.program import OutputSpec, TracedProgram
+
+    def fn(x):  # an output without a derivative, a detached view and a conjugate view
+        return x // 3, (x * 2).detach()[1:], torch.view_as_complex(x.view(-1, 2)).conj()
+
+    x = torch.randn(4, 2, requires_grad=True)
+    captured = []
+
+    def compiler(gm, example_inputs):
+        return gm
+
+    gm = torch.fx.symbolic_trace(fn)
+    cache = DictCache()
+    run = aot_graph(gm, [x], fw_compiler=compiler, bw_compiler=compiler, cache=cache)
+    expected = fn(x)
+    actual = run(x)
+    for got, want in zip(actual, expected):
+        assert got.requires_grad == want.requires_grad and got.is_conj() == want.is_conj()
+    for parts in cache.parts.values():
+        program = parts.program
+        captured.append(program)
+        assert program.missing_derivatives  # floor_divide's eager error kept
+        assert any(spec.conj for spec in program.outputs)
+    assert captured
+    loaded = aot_graph(gm, [x], fw_compiler=compiler, bw_compiler=compiler, cache=cache)(x)
+    for got, want in zip(loaded, expected):  # the run time built from the stored description
+        assert got.requires_grad == want.requires_grad and got.is_conj() == want.is_conj()
+        torch.testing.assert_close(got, want)
+    names = {f.name for f in dataclasses.fields(TracedProgram)}
+    assert "missing_derivatives" in names and "conj" in {
+        f.name for f in dataclasses.fields(OutputSpec)
+    }

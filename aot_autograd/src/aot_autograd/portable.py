@@ -14,6 +14,7 @@ cannot serialize is simply not stored).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -66,12 +67,32 @@ def _geometry(geometry: tuple | None) -> list | None:
 def _output(spec: OutputSpec) -> list:
     if spec.kind == "constant" and not isinstance(spec.value, _PLAIN):
         raise TypeError(f"constant output of type {type(spec.value).__name__}")
-    return [spec.kind, spec.index, _geometry(spec.geometry), spec.value]
+    flags = [bool(spec.requires_grad), bool(spec.conj), bool(spec.neg)]
+    return [spec.kind, spec.index, _geometry(spec.geometry), spec.value, *flags]
+
+
+# Every field of the two records, as the record below writes them: a field added to
+# either and not written here would be lost on a warm load (a silent difference), so a
+# program or output with any other field is not stored at all.
+_PROGRAM_FIELDS = frozenset(
+    {
+        "graph_module", "num_inputs", "outputs", "out_spec", "num_forward_outputs",
+        "mutated_inputs", "num_value_checks", "differentiable", "grad_inputs", "joint",
+        "symbol_sources", "missing_derivatives",
+    }
+)  # fmt: skip
+_OUTPUT_FIELDS = frozenset({"kind", "index", "geometry", "value", "requires_grad", "conj", "neg"})
+
+
+def _fields_known() -> bool:
+    return {f.name for f in dataclasses.fields(TracedProgram)} == _PROGRAM_FIELDS and {
+        f.name for f in dataclasses.fields(OutputSpec)
+    } == _OUTPUT_FIELDS
 
 
 def program_record(program: TracedProgram) -> dict[str, Any] | None:
     """`program` less its graph, as JSON-able data; None when that cannot be done soundly."""
-    if program.symbol_sources:
+    if program.symbol_sources or not _fields_known():
         return None
     try:
         return {
@@ -84,6 +105,9 @@ def program_record(program: TracedProgram) -> dict[str, Any] | None:
             "differentiable": list(program.differentiable),
             "grad_inputs": list(program.grad_inputs),
             "joint": program.joint,
+            "missing_derivatives": [
+                [int(i), str(m)] for i, m in program.missing_derivatives.items()
+            ],
         }
     except (TypeError, NotImplementedError, ValueError):
         return None
@@ -99,11 +123,12 @@ def _dtype(name: str) -> torch.dtype:
 def program_from_record(record: dict[str, Any]) -> TracedProgram:
     """The TracedProgram (with `graph_module` None) `program_record` described."""
     outputs = []
-    for kind, index, geometry, value in record["outputs"]:
+    for kind, index, geometry, value, requires_grad, conj, neg in record["outputs"]:
         if geometry is not None:
             size, stride, offset, dtype = geometry
             geometry = (tuple(size), tuple(stride), int(offset), _dtype(dtype))
-        outputs.append(OutputSpec(kind, index, geometry, value))
+        flags = {"requires_grad": bool(requires_grad), "conj": bool(conj), "neg": bool(neg)}
+        outputs.append(OutputSpec(kind, index, geometry, value, **flags))
     return TracedProgram(
         graph_module=None,  # type: ignore[arg-type]
         num_inputs=int(record["num_inputs"]),
@@ -115,4 +140,5 @@ def program_from_record(record: dict[str, Any]) -> TracedProgram:
         differentiable=tuple(bool(d) for d in record["differentiable"]),
         grad_inputs=tuple(record["grad_inputs"]),
         joint=bool(record["joint"]),
+        missing_derivatives={int(i): str(m) for i, m in record["missing_derivatives"]},
     )
