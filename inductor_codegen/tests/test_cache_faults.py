@@ -194,7 +194,9 @@ def test_truncated_library_in_a_new_process_is_rebuilt_not_loaded(tmp_path):
     _run(tmp_path)
     (library,) = _libraries(tmp_path)
     data = library.read_bytes()
-    library.write_bytes(data[: len(data) // 2])  # as an interrupted write leaves it
+    # as an interrupted write leaves it; a new file under the name (this process has the
+    # old one mapped: truncating a mapped library in place kills this process at exit)
+    _replace(library, data[: len(data) // 2])
     script = _CHILD.format(tests=str(Path(__file__).parent), cache=str(tmp_path), quick=QUICK)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     child = subprocess.run(
