@@ -3,6 +3,13 @@
     python benchmarks/serving_bench.py                     GPT-2 tiny, CPU
     EMBER_SERVING_MODELS=gpt2,llama EMBER_SERVING_BATCHES=1,8 python benchmarks/serving_bench.py
     EMBER_SERVING_SIZE=full python benchmarks/serving_bench.py   GPT-2 124M, Llama 2048x8 (GPU)
+    EMBER_SERVING_VARIANTS=eager,ember,ember-ro,torch.compile,torch.compile-ro \
+        EMBER_SERVING_CACHE=static python benchmarks/serving_bench.py
+
+A variant ending in `-ro` compiles with `mode="reduce-overhead"` (CUDA graphs on the
+GPU). `EMBER_SERVING_CACHE=static` runs generate() with HF's static cache
+(`cache_implementation="static"`: fixed-size key/value buffers, one decode shape)
+instead of the default DynamicCache.
 
 Each variant compiles `model.forward` (`model.forward = compile(model.forward)`), the
 way serving code does, and runs `generate()` greedily with a DynamicCache. Columns:
@@ -43,6 +50,7 @@ SIZE = os.environ.get("EMBER_SERVING_SIZE", "tiny")
 PROMPT = int(os.environ.get("EMBER_SERVING_PROMPT", "128" if SIZE == "full" else "16"))
 NEW_TOKENS = int(os.environ.get("EMBER_SERVING_NEW_TOKENS", "128" if SIZE == "full" else "32"))
 CALLS = int(os.environ.get("EMBER_SERVING_CALLS", "4"))
+CACHE = os.environ.get("EMBER_SERVING_CACHE", "dynamic")
 DEVICE = "cuda" if torch.cuda.is_available() and SIZE == "full" else "cpu"
 DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32
 
@@ -77,7 +85,7 @@ def generate(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         out = model.generate(
             ids, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
-            pad_token_id=0,
+            pad_token_id=0, **({"cache_implementation": "static"} if CACHE == "static" else {}),
         )  # fmt: skip
     if DEVICE == "cuda":
         torch.cuda.synchronize()
@@ -87,10 +95,12 @@ def generate(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
 def prepare(kind: str, batch: int, variant: str) -> dict[str, Any]:
     """The model with its forward compiled, after its first generate() call (timed)."""
     model = build(kind)
-    if variant == "ember":
-        model.forward = ember.compile(model.forward)
-    elif variant == "torch.compile":
-        model.forward = torch.compile(model.forward)
+    compiler, _, suffix = variant.partition("-")
+    mode = "reduce-overhead" if suffix == "ro" else None
+    if compiler == "ember":
+        model.forward = ember.compile(model.forward, mode=mode)
+    elif compiler == "torch.compile":
+        model.forward = torch.compile(model.forward, mode=mode)
     torch.manual_seed(1)
     ids = torch.randint(1, model.config.vocab_size, (batch, PROMPT), device=DEVICE)
     start = time.perf_counter()
@@ -98,7 +108,7 @@ def prepare(kind: str, batch: int, variant: str) -> dict[str, Any]:
     result = {"model": model, "ids": ids, "first": first, "seconds": []}
     result["first_s"] = time.perf_counter() - start
     result["entries"] = (
-        [len(compiled_callable_of(model.forward).entries)] if variant == "ember" else []
+        [len(compiled_callable_of(model.forward).entries)] if compiler == "ember" else []
     )
     return result
 
@@ -107,7 +117,8 @@ def main() -> None:
     warnings.simplefilter("ignore")
     transformers.logging.set_verbosity_error()
     print(
-        f"device {DEVICE}, {DTYPE}, {torch.get_num_threads()} threads, prompt {PROMPT} + "
+        f"device {DEVICE}, {DTYPE}, {CACHE} cache, {torch.get_num_threads()} threads, "
+        f"prompt {PROMPT} + "
         f"{NEW_TOKENS} new tokens, {CALLS} timed rounds after the first call"
     )
     print(
@@ -118,7 +129,7 @@ def main() -> None:
         for batch in BATCHES:
             runs = {}
             for variant in VARIANTS:
-                if variant == "torch.compile":
+                if variant.startswith("torch.compile"):
                     torch._dynamo.reset()
                 runs[variant] = prepare(kind, batch, variant)
             # rounds: each variant once per round, so that load falls on all alike
@@ -129,7 +140,7 @@ def main() -> None:
                     run["seconds"].append(time.perf_counter() - start)
             reference = runs["eager"]["out"] if "eager" in runs else None
             for variant, run in runs.items():
-                if variant == "ember":
+                if variant.startswith("ember"):
                     run["entries"].append(len(compiled_callable_of(run["model"].forward).entries))
                 same = torch.equal(run["first"], run["out"]) and (
                     reference is None or torch.equal(run["out"], reference)
