@@ -131,12 +131,22 @@ def main() -> None:
             for variant in VARIANTS:
                 if variant.startswith("torch.compile"):
                     torch._dynamo.reset()
-                runs[variant] = prepare(kind, batch, variant)
+                try:
+                    runs[variant] = prepare(kind, batch, variant)
+                except Exception as error:  # a variant that fails is reported, not fatal
+                    print(f"{kind:6s} {batch:5d} {variant:14s} failed: {type(error).__name__}: "
+                          f"{(str(error).splitlines() or [''])[0][:120]}", flush=True)  # fmt: skip
             # rounds: each variant once per round, so that load falls on all alike
             for _ in range(CALLS):
-                for run in runs.values():
+                for variant, run in list(runs.items()):
                     start = time.perf_counter()
-                    run["out"] = generate(run["model"], run["ids"])
+                    try:
+                        run["out"] = generate(run["model"], run["ids"])
+                    except Exception as error:
+                        print(f"{kind:6s} {batch:5d} {variant:14s} failed: "
+                              f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:120]}")  # fmt: skip
+                        del runs[variant]
+                        continue
                     run["seconds"].append(time.perf_counter() - start)
             reference = runs["eager"]["out"] if "eager" in runs else None
             for variant, run in runs.items():
