@@ -22,6 +22,7 @@ from torch import fx
 from torch.utils import _python_dispatch
 
 import guards
+from aot_autograd.backward_formulas import override_backward_formulas
 from aot_autograd.cse import eliminate_common_subexpressions
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
@@ -536,8 +537,14 @@ def _trace_backward(
     # NOTE: the backward is traced with autocast off, as eager runs a `backward()` called
     # after the autocast block: each backward op takes the dtypes its forward op's casts
     # gave (an autocast-disabled float32 region differentiates in float32).
-    with torch.enable_grad(), torch._C._DisableAutocast(), hooks, tracer:
-        grads = torch.autograd.grad(
-            outputs, [values[i] for i in grad_inputs], tangents, allow_unused=True
-        )
+    # NOTE: formulas that branch on tensor data are replaced (see backward_formulas).
+    handles = override_backward_formulas(outputs)
+    try:
+        with torch.enable_grad(), torch._C._DisableAutocast(), hooks, tracer:
+            grads = torch.autograd.grad(
+                outputs, [values[i] for i in grad_inputs], tangents, allow_unused=True
+            )
+    finally:
+        for handle in handles:
+            handle.remove()
     return [None if g is None else recorder.node_of(g) for g in grads]
