@@ -29,6 +29,7 @@ import torch.utils._pytree as pytree
 from torch import fx, nn
 
 import guards
+from aot_autograd.absent_tangents import without_absent_tangents
 from aot_autograd.attention import dense_attention_masks
 from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
@@ -254,13 +255,16 @@ class AotCallable:
         # compile: each graph with the caller's compiler.
         compiled_forward = config.fw_compiler(forward, _placeholder_values(forward))
         bw_compiler = config.bw_compiler or config.fw_compiler
+        specialize = _specializer(backward, bw_compiler)
         compiled_backward = bw_compiler(backward, _placeholder_values(backward))
         # wrap: an autograd.Function around the compiled pair.
         dependencies = tangent_dependencies(backward)
         if store is not None:
             parts = CompiledParts(program, compiled_forward, compiled_backward, tuple(dependencies))
             store[0].store(store[1], parts)
-        run = training_function(program, compiled_forward, compiled_backward, dependencies)
+        run = training_function(
+            program, compiled_forward, compiled_backward, dependencies, specialize
+        )
         return _Compiled(program, run, True, self._assumptions(program))
 
     def _assumptions(self, program: TracedProgram) -> ShapeAssumptions | None:
@@ -274,6 +278,22 @@ class AotCallable:
 
 
 _dynamic_log = guards.artifact_logger("dynamic")
+
+
+def _specializer(backward: fx.GraphModule, compiler: Callable) -> Callable:
+    """Compiles `backward` without the tangents a call leaves None (see `absent_tangents`)."""
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(backward.graph, {}))
+    backward = fx.GraphModule(backward, graph)  # (the compiler may change the one it gets)
+
+    def specialize(absent: frozenset[int]) -> Callable | None:
+        gm = without_absent_tangents(backward, absent)
+        if gm is None:
+            return None
+        _log(f"backward graph without tangents {sorted(absent)}", gm, 0.0)
+        return compiler(gm, _placeholder_values(gm))
+
+    return specialize
 
 
 def _assumptions_hold(compiled: _Compiled, args: Sequence[Any]) -> bool:
