@@ -76,3 +76,26 @@ def test_backward_with_one_of_two_outputs_of_a_multi_output_op_used():
     compiled = aot_function(fn, lambda gm, _: gm)
     for used in ([0], [1], [0, 1]):
         torch.testing.assert_close(_grad(compiled, x, used), _grad(fn, x, used), equal_nan=True)
+
+
+def test_cached_graphs_also_skip_paths_of_outputs_without_gradient():
+    from test_portable_program import DictCache
+
+    from aot_autograd import aot_graph
+
+    def fn(x):
+        return x.masked_fill(x > 0, 0), x / x
+
+    gm = torch.fx.symbolic_trace(fn)
+    x = torch.tensor([[0.0, 2.0, -1.0], [inf, 0.5, 0.0]])
+    cache = DictCache()
+    first = aot_graph(gm, [x], fw_compiler=lambda g, _: g, cache=cache)
+    _grad(first, x, [0, 1])
+    assert cache.parts
+    compiler, calls = _counting_compiler()
+    cached = aot_graph(gm, [x], fw_compiler=compiler, cache=cache)
+    _grad(cached, x, [0, 1])
+    assert not calls  # the cached graphs run
+    for used in ([0], [1], [0]):
+        torch.testing.assert_close(_grad(cached, x, used), _grad(fn, x, used), equal_nan=True)
+    assert len(calls) == 2  # one backward per set of None tangents

@@ -208,10 +208,55 @@ class AotCallable:
         # A cached compile: the run time around its graphs, nothing traced.
         if parts.backward is None:
             return _Compiled(parts.program, parts.forward, False)
+        specialize = self._retraced_specializer(requires_grad, variant, parts)
         run = training_function(
-            parts.program, parts.forward, parts.backward, list(parts.dependencies or ())
+            parts.program,
+            parts.forward,
+            parts.backward,
+            list(parts.dependencies or ()),
+            specialize,
         )
         return _Compiled(parts.program, run, True)
+
+    def _retraced_specializer(
+        self, requires_grad: Sequence[bool], variant: tuple, parts: CompiledParts
+    ) -> Callable:
+        """`_specializer` for cached graphs, which come without their backward graph: the
+        first backward with a None tangent traces and partitions again (no compile) for it.
+
+        The trace must match the cached graphs (same forward outputs, same tangents read
+        by each grad) and run under their autocast state; otherwise the full backward
+        runs on zeros.
+        """
+        config = self.config
+        specializers: list[Callable | None] = []
+
+        def retraced() -> Callable | None:
+            if autocast_state() != variant[3]:
+                return None
+            program = trace_program(
+                self.flat_fn,
+                self._examples(requires_grad),
+                decompositions=config.decompositions,
+                joint=True,
+            )
+            partition = config.partition_fn or default_partition
+            _, backward = partition(
+                program.graph_module, num_forward_outputs=program.num_forward_outputs
+            )
+            same = program.num_forward_outputs == parts.program.num_forward_outputs and tuple(
+                tangent_dependencies(backward)
+            ) == tuple(parts.dependencies or ())
+            return (
+                _specializer(backward, config.bw_compiler or config.fw_compiler) if same else None
+            )
+
+        def specialize(absent: frozenset[int]) -> Callable | None:
+            if not specializers:
+                specializers.append(retraced())
+            return specializers[0](absent) if specializers[0] is not None else None
+
+        return specialize
 
     def _trace_and_compile(
         self, training: bool, requires_grad: Sequence[bool], store: tuple | None
