@@ -16,7 +16,8 @@ the tangents numbered in `absent` as absent values:
   the present value already has the result's shape and dtype;
 * any other node reading an absent value reads zeros of its shape and dtype in its
   place (a formula that materialises an undefined gradient, as the C++ formulas
-  of multi-output nodes do).
+  of multi-output nodes do); a symbolic size of those zeros is read from an input
+  of the graph (a SymInt input, or a tensor input's size).
 
 The absent tangents' placeholders stay (unused), so the specialised graph takes
 the same arguments as the full one.
@@ -44,8 +45,9 @@ def without_absent_tangents(
 ) -> fx.GraphModule | None:
     """`backward` with the tangents numbered in `absent` absent (see the module docstring).
 
-    None where an absent value must be replaced by zeros whose shape is symbolic
-    (the caller then keeps the full graph, given zeros for the absent tangents).
+    None where an absent value must be replaced by zeros with a symbolic size no input of
+    the graph holds (the caller then keeps the full graph, given zeros for the absent
+    tangents).
     """
     graph = fx.Graph()
     graph.output(graph.graph_copy(backward.graph, {}))
@@ -111,13 +113,37 @@ def _same_value_type(value: fx.Node, node: fx.Node) -> bool:
 
 def _zeros(graph: fx.Graph, user: fx.Node, value: fx.Node) -> fx.Node | None:
     val = value.meta.get("val")
-    if not isinstance(val, torch.Tensor) or not all(type(s) is int for s in val.shape):
+    if not isinstance(val, torch.Tensor):
         return None
     with graph.inserting_before(user):
+        sizes = [_size_node(graph, s) for s in val.shape]
+        if any(s is None for s in sizes):
+            return None
         zeros = graph.call_function(
-            aten.zeros.default,
-            (list(val.shape),),
-            {"dtype": val.dtype, "device": val.device},
+            aten.zeros.default, (sizes,), {"dtype": val.dtype, "device": val.device}
         )
     zeros.meta["val"] = val.new_zeros(val.shape)
     return zeros
+
+
+def _size_node(graph: fx.Graph, size: int | torch.SymInt) -> int | fx.Node | None:
+    """`size` in the graph: an int, a SymInt input of the same expression, or the size of
+    a tensor input's dim of that expression; None where no input holds it."""
+    if not isinstance(size, torch.SymInt):
+        return size
+    expr = size.node.expr
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    for node in placeholders:
+        val = node.meta.get("val")
+        if isinstance(val, torch.SymInt) and val.node.expr == expr:
+            return node
+    for node in placeholders:
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        for dim, dim_size in enumerate(val.shape):
+            if isinstance(dim_size, torch.SymInt) and dim_size.node.expr == expr:
+                size_node = graph.call_function(aten.sym_size.int, (node, dim))
+                size_node.meta["val"] = dim_size
+                return size_node
+    return None

@@ -4,6 +4,7 @@ special values, are the compiled function's too (found by the differential fuzze
 | rank | footgun                                                   | before            | test |
 |------|-----------------------------------------------------------|-------------------|------|
 | 1    | NaN grad through an output the loss does not use           | silent: NaN grad  | test_unused_output_does_not_spread_nan_into_gradient |
+| 1    | ... an unused output of unbind, with dynamic sizes          | silent: NaN grad  | test_unused_part_of_a_multi_output_op_gets_zeros_with_dynamic_sizes |
 | 1    | prod backward with inf/NaN and no zero                     | silent: finite    | test_prod_gradient_with_inf_matches_eager |
 | 2    | an op eager's kernel rejects (dtype, empty), live or dead  | missing error     | test_compiled_raises_where_eager_kernel_rejects |
 """
@@ -34,6 +35,22 @@ def test_unused_output_does_not_spread_nan_into_gradient(backend):
     compiled_x = x.clone().requires_grad_()
     ember.compile(fn, backend=backend)(compiled_x).sum().backward()
     torch.testing.assert_close(compiled_x.grad, expected_x.grad, equal_nan=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unused_part_of_a_multi_output_op_gets_zeros_with_dynamic_sizes(backend):
+    def fn(x):
+        first, second = x.unbind(1)
+        return first * 2, second / second
+
+    compiled = ember.compile(fn, backend=backend, dynamic=True)
+    for rows in (3, 5):
+        x = torch.zeros(rows, 2)
+        x[0, 1] = inf
+        expected_x, compiled_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+        fn(expected_x)[0].sum().backward()
+        compiled(compiled_x)[0].sum().backward()
+        torch.testing.assert_close(compiled_x.grad, expected_x.grad, equal_nan=True)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
