@@ -67,3 +67,36 @@ ACCEPTED = {
 def test_compiled_function_accepts_what_eager_kernel_accepts(fn, args):
     compiled = aot_function(fn, lambda gm, _: gm, decompositions=prim_decomp.inductor_default)
     torch.testing.assert_close(_call(compiled, args), _call(fn, args))
+
+
+UNUSED_INDEXING = {
+    "tensor_index": lambda a, b: (a[b], a + 1)[1],
+    "index_select": lambda a, b: (a.index_select(0, b), a + 1)[1],
+    "gather": lambda a, b: (a.gather(0, b), a + 1)[1],
+    "index_add": lambda a, b: (a.index_add(0, b, a[:1]), a + 1)[1],
+    "embedding": lambda a, b: (torch.nn.functional.embedding(b, a.reshape(3, 1)), a + 1)[1],
+}
+
+
+@pytest.mark.parametrize("fn", UNUSED_INDEXING.values(), ids=UNUSED_INDEXING.keys())
+def test_unused_indexing_still_raises_on_an_index_out_of_range(fn):
+    compiled = aot_function(fn, lambda gm, _: gm, decompositions=prim_decomp.inductor_default)
+    in_range, out_of_range = torch.tensor([1]), torch.tensor([5])
+    torch.testing.assert_close(compiled(FLOATS, in_range), fn(FLOATS, in_range))
+    with pytest.raises(Exception) as eager:
+        fn(FLOATS, out_of_range)
+    with pytest.raises(type(eager.value)):
+        compiled(FLOATS, out_of_range)
+
+
+def test_used_indexing_gets_no_extra_check():
+    graphs = []
+
+    def compiler(gm, _):
+        graphs.append(gm)
+        return gm
+
+    compiled = aot_function(lambda a, b: a.gather(0, b) + 1, compiler)
+    compiled(FLOATS, torch.tensor([1]))
+    (graph,) = graphs
+    assert not any(n.target is torch.ops.aten.isnan.default for n in graph.graph.nodes)

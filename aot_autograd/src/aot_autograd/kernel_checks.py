@@ -37,7 +37,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 import guards
 from aot_autograd.symbolic import concrete_hint
 
-__all__ = ["check_kernel_accepts"]
+__all__ = ["check_kernel_accepts", "takes_index_tensor"]
 
 _SKIPPED_TAGS = (
     torch.Tag.data_dependent_output,
@@ -63,6 +63,14 @@ def _is_probed(op: Any) -> bool:
 
 def _takes_index(op: Any) -> bool:
     return any(a.name in _INDEX_NAMES for a in op._schema.arguments)
+
+
+def takes_index_tensor(op: Any) -> bool:
+    """Whether `op` takes a tensor of indices (`gather`, `index_select`, `x[idx]`): its
+    kernel raises on an index out of range, a check of the values, not of the dtypes."""
+    if not isinstance(op, torch._ops.OpOverload):
+        return False
+    return any(a.name in _INDEX_NAMES and "Tensor" in str(a.type) for a in op._schema.arguments)
 
 
 def _unusual(op: Any, tensors: list) -> bool:

@@ -483,6 +483,7 @@ def _trace(
     mutated = sorted(
         (s.input_index, s.node) for s in states if s.input_index is not None and s.version > 0
     )
+    _keep_unused_indexing(recorder, [*plan.graph_nodes, *(node for _, node in mutated)])
     checks = list(recorder.value_checks)
     recorder.allow_value_reads = False
     forward_nodes = [*plan.graph_nodes, *checks, *(node for _, node in mutated)]
@@ -515,6 +516,33 @@ def _trace(
         joint=joint,
         missing_derivatives=missing,
     )
+
+
+def _keep_unused_indexing(recorder: GraphRecorder, outputs: Sequence[Any]) -> None:
+    """Keep the ops taking tensors of indices whose results nothing uses, as value checks.
+
+    Eager raises on an index out of range even where the result is not used; dead code
+    elimination would drop the op and its check. Each such result gets a check that is
+    always true but reads it (`isnan(r) | ~isnan(r)`), so the compiled graph computes
+    the op, and its bounds check, at every call.
+    """
+    live: set[fx.Node] = set()
+    stack = [n for n in [*outputs, *recorder.value_checks] if isinstance(n, fx.Node)]
+    while stack:
+        node = stack.pop()
+        if node not in live:
+            live.add(node)
+            stack.extend(node.all_input_nodes)
+    for result in recorder.indexed_results:
+        node = recorder.node_of(result)
+        if node in live or not isinstance(node.meta.get("val"), torch.Tensor):
+            continue
+        is_nan = recorder.emit(torch.ops.aten.isnan.default, (node,))
+        not_nan = recorder.emit(torch.ops.aten.logical_not.default, (is_nan,))
+        check = recorder.emit(torch.ops.aten.logical_or.default, (is_nan, not_nan))
+        recorder.value_checks.append(check)
+        live.add(node)
+    recorder.indexed_results.clear()
 
 
 def _trace_backward(

@@ -6,7 +6,7 @@ special values, are the compiled function's too (found by the differential fuzze
 | 1    | NaN grad through an output the loss does not use           | silent: NaN grad  | test_unused_output_does_not_spread_nan_into_gradient |
 | 1    | ... an unused output of unbind, with dynamic sizes          | silent: NaN grad  | test_unused_part_of_a_multi_output_op_gets_zeros_with_dynamic_sizes |
 | 1    | prod backward with inf/NaN and no zero                     | silent: finite    | test_prod_gradient_with_inf_matches_eager |
-| 2    | an op eager's kernel rejects (dtype, empty), live or dead  | missing error     | test_compiled_raises_where_eager_kernel_rejects |
+| 2    | an op eager's kernel rejects (dtype, empty, an index out of range), live or dead | missing error | test_compiled_raises_where_eager_kernel_rejects |
 """
 
 from __future__ import annotations
@@ -78,6 +78,8 @@ REJECTED = {
     "dead_argmax_of_bool": (lambda a: (a.argmax(), a.float())[1], torch.tensor([True, False])),
     "dead_max_of_empty": (lambda a: (a.max(), a + 1)[1], torch.ones(0)),
     "in_place_float_into_int": (lambda a: a.mul_(1.5), torch.tensor([1, 2])),
+    "dead_index_out_of_range": (lambda a: (a[a.long() + 5], a + 1)[1], torch.ones(3)),
+    "dead_gather_out_of_range": (lambda a: (a.gather(0, a.long() + 5), a * 2)[1], torch.ones(3)),
 }
 
 
