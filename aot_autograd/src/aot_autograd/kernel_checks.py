@@ -10,8 +10,8 @@ statement is not in the graph at all, so the error eager raises would be lost.
 
 `check_kernel_accepts(op, args, kwargs)` runs the op's real kernel once on small
 tensors of the arguments' dtypes, device and number of dims (each size capped at
-1; an empty dim stays empty; zeros for an index, ones elsewhere), its result cached per signature. Where that probe
-fails, for an op given a tensor that is not floating point, an empty tensor or an
+1; an empty dim stays empty; zeros for an index, ones elsewhere), its result
+cached per signature. Where that probe fails, for an op given a tensor that is not floating point, an empty tensor or an
 index, or where the kernel lacks the dtype (`NotImplementedError`), it runs again
 at the arguments' full sizes (a size argument may not fit the capped tensors);
 other failures of floating-point ops are taken as the capping's (a kernel larger
@@ -61,10 +61,6 @@ def _is_probed(op: Any) -> bool:
     )
 
 
-def _takes_index(op: Any) -> bool:
-    return any(a.name in _INDEX_NAMES for a in op._schema.arguments)
-
-
 def takes_index_tensor(op: Any) -> bool:
     """Whether `op` takes a tensor of indices (`gather`, `index_select`, `x[idx]`): its
     kernel raises on an index out of range, a check of the values, not of the dtypes."""
@@ -81,7 +77,7 @@ def _unusual(op: Any, tensors: list) -> bool:
             return True
         if any(concrete_hint(s) == 0 for s in t.shape):
             return True
-    return _takes_index(op)
+    return takes_index_tensor(op)
 
 
 def _runs_here(device: torch.device) -> bool:
