@@ -276,3 +276,19 @@ def test_complex_inputs_keep_eagers_formulas(name):
         actual, expected = decompose(gm, table)(g, y), fn(g, y)
         assert actual.dtype == expected.dtype
         torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.cfloat])
+def test_logsumexp_over_an_empty_dim_is_minus_infinity(keepdim, dtype):
+    """The largest element of an empty dim does not exist (amax raises); the sum is 0."""
+
+    def fn(y):
+        return torch.logsumexp(y, dim=1, keepdim=keepdim)
+
+    y = torch.randn(3, 0, 2, dtype=dtype)
+    gm = make_fx(fn, tracing_mode="fake")(y)
+    for table in (core_aten, inductor_default):
+        actual, expected = decompose(gm, table)(y), fn(y)
+        assert actual.dtype == expected.dtype
+        torch.testing.assert_close(actual, expected)

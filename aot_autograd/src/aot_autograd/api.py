@@ -29,6 +29,7 @@ import torch.utils._pytree as pytree
 from torch import fx, nn
 
 import guards
+from aot_autograd.absent_tangents import without_absent_tangents
 from aot_autograd.attention import dense_attention_masks
 from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
@@ -207,10 +208,55 @@ class AotCallable:
         # A cached compile: the run time around its graphs, nothing traced.
         if parts.backward is None:
             return _Compiled(parts.program, parts.forward, False)
+        specialize = self._retraced_specializer(requires_grad, variant, parts)
         run = training_function(
-            parts.program, parts.forward, parts.backward, list(parts.dependencies or ())
+            parts.program,
+            parts.forward,
+            parts.backward,
+            list(parts.dependencies or ()),
+            specialize,
         )
         return _Compiled(parts.program, run, True)
+
+    def _retraced_specializer(
+        self, requires_grad: Sequence[bool], variant: tuple, parts: CompiledParts
+    ) -> Callable:
+        """`_specializer` for cached graphs, which come without their backward graph: the
+        first backward with a None tangent traces and partitions again (no compile) for it.
+
+        The trace must match the cached graphs (same forward outputs, same tangents read
+        by each grad) and run under their autocast state; otherwise the full backward
+        runs on zeros.
+        """
+        config = self.config
+        specializers: list[Callable | None] = []
+
+        def retraced() -> Callable | None:
+            if autocast_state() != variant[3]:
+                return None
+            program = trace_program(
+                self.flat_fn,
+                self._examples(requires_grad),
+                decompositions=config.decompositions,
+                joint=True,
+            )
+            partition = config.partition_fn or default_partition
+            _, backward = partition(
+                program.graph_module, num_forward_outputs=program.num_forward_outputs
+            )
+            same = program.num_forward_outputs == parts.program.num_forward_outputs and tuple(
+                tangent_dependencies(backward)
+            ) == tuple(parts.dependencies or ())
+            return (
+                _specializer(backward, config.bw_compiler or config.fw_compiler) if same else None
+            )
+
+        def specialize(absent: frozenset[int]) -> Callable | None:
+            if not specializers:
+                specializers.append(retraced())
+            return specializers[0](absent) if specializers[0] is not None else None
+
+        return specialize
 
     def _trace_and_compile(
         self, training: bool, requires_grad: Sequence[bool], store: tuple | None
@@ -254,13 +300,16 @@ class AotCallable:
         # compile: each graph with the caller's compiler.
         compiled_forward = config.fw_compiler(forward, _placeholder_values(forward))
         bw_compiler = config.bw_compiler or config.fw_compiler
+        specialize = _specializer(backward, bw_compiler)
         compiled_backward = bw_compiler(backward, _placeholder_values(backward))
         # wrap: an autograd.Function around the compiled pair.
         dependencies = tangent_dependencies(backward)
         if store is not None:
             parts = CompiledParts(program, compiled_forward, compiled_backward, tuple(dependencies))
             store[0].store(store[1], parts)
-        run = training_function(program, compiled_forward, compiled_backward, dependencies)
+        run = training_function(
+            program, compiled_forward, compiled_backward, dependencies, specialize
+        )
         return _Compiled(program, run, True, self._assumptions(program))
 
     def _assumptions(self, program: TracedProgram) -> ShapeAssumptions | None:
@@ -274,6 +323,22 @@ class AotCallable:
 
 
 _dynamic_log = guards.artifact_logger("dynamic")
+
+
+def _specializer(backward: fx.GraphModule, compiler: Callable) -> Callable:
+    """Compiles `backward` without the tangents a call leaves None (see `absent_tangents`)."""
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(backward.graph, {}))
+    backward = fx.GraphModule(backward, graph)  # (the compiler may change the one it gets)
+
+    def specialize(absent: frozenset[int]) -> Callable | None:
+        gm = without_absent_tangents(backward, absent)
+        if gm is None:
+            return None
+        _log(f"backward graph without tangents {sorted(absent)}", gm, 0.0)
+        return compiler(gm, _placeholder_values(gm))
+
+    return specialize
 
 
 def _assumptions_hold(compiled: _Compiled, args: Sequence[Any]) -> bool:

@@ -22,6 +22,7 @@ from torch import fx
 from torch.utils import _python_dispatch
 
 import guards
+from aot_autograd.backward_formulas import override_backward_formulas
 from aot_autograd.cse import eliminate_common_subexpressions
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
@@ -482,6 +483,7 @@ def _trace(
     mutated = sorted(
         (s.input_index, s.node) for s in states if s.input_index is not None and s.version > 0
     )
+    _keep_unused_indexing(recorder, [*plan.graph_nodes, *(node for _, node in mutated)])
     checks = list(recorder.value_checks)
     recorder.allow_value_reads = False
     forward_nodes = [*plan.graph_nodes, *checks, *(node for _, node in mutated)]
@@ -516,6 +518,33 @@ def _trace(
     )
 
 
+def _keep_unused_indexing(recorder: GraphRecorder, outputs: Sequence[Any]) -> None:
+    """Keep the ops taking tensors of indices whose results nothing uses, as value checks.
+
+    Eager raises on an index out of range even where the result is not used; dead code
+    elimination would drop the op and its check. Each such result gets a check that is
+    always true but reads it (`isnan(r) | ~isnan(r)`), so the compiled graph computes
+    the op, and its bounds check, at every call.
+    """
+    live: set[fx.Node] = set()
+    stack = [n for n in [*outputs, *recorder.value_checks] if isinstance(n, fx.Node)]
+    while stack:
+        node = stack.pop()
+        if node not in live:
+            live.add(node)
+            stack.extend(node.all_input_nodes)
+    for result in recorder.indexed_results:
+        node = recorder.node_of(result)
+        if node in live or not isinstance(node.meta.get("val"), torch.Tensor):
+            continue
+        is_nan = recorder.emit(torch.ops.aten.isnan.default, (node,))
+        not_nan = recorder.emit(torch.ops.aten.logical_not.default, (is_nan,))
+        check = recorder.emit(torch.ops.aten.logical_or.default, (is_nan, not_nan))
+        recorder.value_checks.append(check)
+        live.add(node)
+    recorder.indexed_results.clear()
+
+
 def _trace_backward(
     recorder: GraphRecorder,
     tracer: AtenTracer,
@@ -536,8 +565,14 @@ def _trace_backward(
     # NOTE: the backward is traced with autocast off, as eager runs a `backward()` called
     # after the autocast block: each backward op takes the dtypes its forward op's casts
     # gave (an autocast-disabled float32 region differentiates in float32).
-    with torch.enable_grad(), torch._C._DisableAutocast(), hooks, tracer:
-        grads = torch.autograd.grad(
-            outputs, [values[i] for i in grad_inputs], tangents, allow_unused=True
-        )
+    # NOTE: formulas that branch on tensor data are replaced (see backward_formulas).
+    handles = override_backward_formulas(outputs)
+    try:
+        with torch.enable_grad(), torch._C._DisableAutocast(), hooks, tracer:
+            grads = torch.autograd.grad(
+                outputs, [values[i] for i in grad_inputs], tangents, allow_unused=True
+            )
+    finally:
+        for handle in handles:
+            handle.remove()
     return [None if g is None else recorder.node_of(g) for g in grads]

@@ -187,6 +187,7 @@ def training_function(
     forward: Callable,
     backward: Callable,
     dependencies: list[frozenset[int]] | None = None,
+    specialize: Callable[[frozenset[int]], Callable | None] | None = None,
 ) -> Callable[..., tuple]:
     """A function running `forward` under autograd, with `backward` as its derivative.
 
@@ -194,6 +195,12 @@ def training_function(
     a grad that reads only such outputs' tangents comes back None, as in eager, so
     optimizers skip those parameters as they would eagerly. `dependencies` (see
     `tangent_dependencies`) says which tangents each grad reads.
+
+    A backward where some tangents are None runs, where `specialize` is given, the
+    backward graph `specialize(those tangents' numbers)` returns (compiled once per set
+    of None tangents; see `absent_tangents`): eager never runs the backward path of an
+    output whose gradient is None, so zeros in its place could give `0 * inf = NaN`.
+    Without it (or where it returns None) the full backward runs on zeros.
 
     Everything that does not depend on the call is worked out once: index tuples
     for the differentiable outputs and the grads, and, from the first call, which
@@ -213,6 +220,15 @@ def training_function(
     if not callable(forward_boxed):
         forward_boxed = None
     learned: list[_SavedLayout] = []
+    specialized: dict[frozenset[int], Callable[[list], Any]] = {}
+
+    def backward_without(unused: frozenset[int]) -> Callable[[list], Any]:
+        run = specialized.get(unused)
+        if run is None:
+            compiled = specialize(unused) if specialize is not None else None
+            run = boxed_backward if compiled is None else _boxed(compiled)
+            specialized[unused] = run
+        return run
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
@@ -251,16 +267,18 @@ def training_function(
                 tangents = grad_outputs
             else:
                 tangents = tuple(grad_outputs[i] for i in tangent_positions)
-            unused = {i for i, g in enumerate(tangents) if g is None}
+            unused = frozenset(i for i, g in enumerate(tangents) if g is None)
+            run = boxed_backward
             if unused:
                 args += _tangents_with_zeros(ctx, tangents, layout, symbolic)
+                run = backward_without(unused)
             else:
                 args += [g.contiguous() for g in tangents]
             if _any_autocast_enabled():  # backward() called inside an autocast region
                 with _autocast_off():
-                    grads = boxed_backward(args)
+                    grads = run(args)
             else:
-                grads = boxed_backward(args)
+                grads = run(args)
             if unused and dependencies is not None:
                 grads = [
                     None if reads and reads <= unused else grad

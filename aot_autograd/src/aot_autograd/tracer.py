@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 import guards
 from aot_autograd.errors import AotAutogradError, UnsupportedMutationError
+from aot_autograd.kernel_checks import check_kernel_accepts, takes_index_tensor
 from aot_autograd.mutations import functional_variant, mutated_arguments
 from aot_autograd.symbolic import SizeNodes
 from aot_autograd.views import ViewStep, normalized_args, replay, scatter_into_parent
@@ -130,6 +131,8 @@ class GraphRecorder:
         self.constants: dict[str, torch.Tensor] = {}
         # Nodes computing `value == traced value` for each tensor read into Python.
         self.value_checks: list[fx.Node] = []
+        # Results of ops taking a tensor of indices, whose kernels check the index values.
+        self.indexed_results: list[torch.Tensor] = []
         self.allow_value_reads = True
         self._alive: list[Any] = []  # keeps traced tensors alive so their ids stay unique
         # Symbolic sizes an op takes (SymInts) become nodes computing them from the inputs.
@@ -503,15 +506,30 @@ class AtenTracer(TorchDispatchMode):
         # a view into a copy, and writes through it would be lost); they are decomposed
         # afterwards, on the functional graph.
         self.keep_views = keep_views
+        # Depth of decompositions running: the ops they call are not the traced code's.
+        self._decomposing = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
+        if self._decomposing:
+            return self._dispatch(func, args, kwargs)
+        check_kernel_accepts(func, args, kwargs)
+        out = self._dispatch(func, args, kwargs)
+        if takes_index_tensor(func) and isinstance(out, torch.Tensor):
+            self.recorder.indexed_results.append(out)
+        return out
+
+    def _dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
         decomposition = self.decompositions.get(func)
         if self.keep_views and _is_view_op(func):
             decomposition = None
         if decomposition is not None:
-            with self, _autocast_off():
-                out = decomposition(*args, **kwargs)
+            self._decomposing += 1
+            try:
+                with self, _autocast_off():
+                    out = decomposition(*args, **kwargs)
+            finally:
+                self._decomposing -= 1
             if out is not NotImplemented:
                 return self._in_eager_layout(func, args, kwargs, out)
         elif self.decompositions and mutated_arguments(func) == (0,) and not _is_view_op(func):
@@ -581,14 +599,18 @@ class AtenTracer(TorchDispatchMode):
         if decomposition is None or not form.self_result or form.changes_view:
             return NotImplemented
         target = args[0]
-        with self, _autocast_off():
-            value = decomposition(*args, **kwargs)
-            if value is NotImplemented:
-                return NotImplemented
-            if value.dtype != target.dtype:
-                value = value.to(target.dtype)
-            if value.shape != target.shape:
-                value = value.expand(target.shape).clone()
+        self._decomposing += 1
+        try:
+            with self, _autocast_off():
+                value = decomposition(*args, **kwargs)
+                if value is NotImplemented:
+                    return NotImplemented
+                if value.dtype != target.dtype:
+                    value = value.to(target.dtype)
+                if value.shape != target.shape:
+                    value = value.expand(target.shape).clone()
+        finally:
+            self._decomposing -= 1
         with _disable_current_modes():  # the data (none for fakes) follows; nothing is traced
             target.copy_(value)
         self.recorder.write(target, self.recorder.node_of(value))

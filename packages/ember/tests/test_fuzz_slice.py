@@ -34,6 +34,12 @@ SLICE = range(40, 75)
 # its bug is fixed (its strict xfail then fails, saying so).
 KNOWN_SILENT: dict[int, tuple[str, str]] = {}
 
+# seed -> the bug it showed, since fixed: each is run alone under both backends.
+FIXED_SEEDS: dict[int, str] = {
+    454: "NaN grad through an output the loss does not use (zero tangent times inf)",
+    1632: "prod backward over a dim of size 1 with an inf input (eager: NaN)",
+}
+
 pytestmark = pytest.mark.fuzz
 
 
@@ -68,6 +74,14 @@ def test_fuzz_known_silent_seed(seed, tmp_path):
     backend = KNOWN_SILENT[seed][0]
     summary = _run([seed], tmp_path, backends=(backend,))
     assert not summary.silent(), _silent_report(summary)
+
+
+@pytest.mark.parametrize("seed", sorted(FIXED_SEEDS))
+def test_fuzz_fixed_seed_matches_eager(seed, tmp_path):
+    summary = _run([seed], tmp_path)
+    assert not summary.crashes, f"the fuzzer itself failed on seed {seed}"
+    assert not summary.silent(), f"{FIXED_SEEDS[seed]}:\n{_silent_report(summary)}"
+    assert not any(summary.counts[b, "missing_error"] for b in BACKENDS), summary.report()
 
 
 def _off_by_one_backend(gm, example_inputs):

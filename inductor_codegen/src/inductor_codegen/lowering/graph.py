@@ -118,6 +118,7 @@ class GraphLowering:
         self.buffer_by_name: dict[str, ComputedBuffer | ExternBuffer | InputBuffer] = {}
         self.inputs: list[InputBuffer | ScalarArg | str] = []
         self.constants: dict[str, torch.Tensor] = {}
+        self.input_devices: dict[str, torch.device] = {}  # each tensor input's device
         self.env: dict[torch.fx.Node, object] = {}
         self.fallbacks: Counter[str] = Counter()
         self.outputs: list[TensorValue | object] = []
@@ -189,6 +190,7 @@ class GraphLowering:
             buf = InputBuffer(node.name, layout)
             self.inputs.append(buf)
             self.buffer_by_name[node.name] = buf
+            self.input_devices[node.name] = example.device
             return TensorValue.of_buffer(node.name, layout)
         if isinstance(example, bool | torch.SymBool):
             arg = ScalarArg(node.name, torch.bool)

@@ -85,6 +85,11 @@ def logsumexp(x: torch.Tensor, dim, keepdim: bool = False) -> torch.Tensor:
     xc = _upcast(x)
     if x.dim() == 0 and not x.is_complex():  # log(exp(z)) wraps a complex z's imaginary part
         return x
+    if any(xc.shape[d] == 0 for d in dims):  # an empty sum: log(0) = -inf, no peak to take
+        result = aten.log.default(aten.sum.dim_IntList(aten.exp.default(xc), dims, True))
+        if not keepdim:
+            result = aten.squeeze.dims(result, dims)
+        return cast(result, x.dtype)
     # A complex input is shifted by the largest real part, as ATen's kernel does.
     peak = aten.amax.default(aten.real.default(xc) if xc.is_complex() else xc, dims, True)
     finite_peak = aten.where.self(aten.isinf.default(peak), aten.zeros_like.default(peak), peak)

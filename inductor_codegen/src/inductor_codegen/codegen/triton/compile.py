@@ -66,9 +66,14 @@ GPU_FUSION_POLICY = FusionPolicy(
 
 
 def graph_device(example_inputs) -> torch.device:
-    for x in example_inputs:
-        if isinstance(x, torch.Tensor):
+    """The device of the graph's tensors: a 0-dim CPU tensor beside CUDA tensors (which
+    eager reads as a scalar) does not decide it."""
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    for x in tensors:
+        if x.device.type != "cpu" or x.dim() > 0:
             return x.device
+    if tensors:
+        return tensors[0].device
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
@@ -168,7 +173,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     # wrapper: the Python function that allocates buffers and launches kernels and ATen.
     from inductor_codegen.codegen.triton.wrapper import aligned_copies, generate_triton_wrapper
 
-    wrapper = generate_triton_wrapper(graph, plan, {**sources, **templates})
+    wrapper = generate_triton_wrapper(graph, plan, {**sources, **templates}, device)
     done("wrapper", lambda: wrapper.text)
 
     namespace = {

@@ -26,10 +26,10 @@ import torch
 from inductor_codegen.codegen.triton.kernel import TritonKernelSource
 from inductor_codegen.codegen.triton.templates import TemplateStep
 from inductor_codegen.codegen.wrapper import WrapperCodegen, WrapperSource, layout_args
-from inductor_codegen.ir import ExternBuffer, Layout
+from inductor_codegen.ir import ExternBuffer, InputBuffer, Layout
 from inductor_codegen.scheduler import FusedKernel
 
-__all__ = ["aligned_copies", "generate_triton_wrapper"]
+__all__ = ["aligned_copies", "generate_triton_wrapper", "host_scalars"]
 
 ALIGNMENT = 16
 
@@ -45,11 +45,43 @@ def aligned_copies(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return tuple(copies)
 
 
+def host_scalars(graph, device: torch.device) -> tuple[list[str], list[str]]:
+    """The 0-dim CPU tensors of a graph running on `device`: (input names, constant names).
+
+    Eager lets a 0-dim CPU tensor join CUDA tensors in an op (it reads it as a scalar);
+    a Triton kernel given one would read host memory through a device pointer. The
+    wrapper copies such an input to the device before kernels read it (one small copy
+    per call), and such a constant is copied once at compile time. None on CPU.
+    """
+    if device.type == "cpu":
+        return [], []
+
+    def on_host(size: tuple, tensor_device: torch.device | None) -> bool:
+        return tensor_device is not None and tensor_device.type == "cpu" and not size
+
+    inputs = [
+        i.name
+        for i in graph.inputs
+        if isinstance(i, InputBuffer)
+        and on_host(tuple(i.layout.size), graph.input_devices.get(i.name))
+    ]
+    constants = [
+        name
+        for name, value in graph.constants.items()
+        if isinstance(value, torch.Tensor) and on_host(tuple(value.shape), value.device)
+    ]
+    return inputs, constants
+
+
 class TritonWrapperCodegen(WrapperCodegen):
-    def __init__(self, graph, schedule, kernels):
+    def __init__(self, graph, schedule, kernels, device: torch.device | None = None):
         super().__init__(graph, schedule, kernels)
         self.aliases: dict[str, str] = {}  # input -> the local the kernels read it through
         self.unchecked: set[str] = self._unchecked_names()
+        device = device if device is not None else torch.device("cuda")
+        self.host_inputs, host_constants = host_scalars(graph, device)
+        for name in host_constants:  # copied to the device once, here
+            self.aliases[name] = self.out.use(f"{name}_on_device", graph.constants[name].to(device))
 
     def allocation(self, layout: Layout) -> str:
         # torch.empty_strided itself with the graph's device (`device0`): binding the
@@ -79,9 +111,14 @@ class TritonWrapperCodegen(WrapperCodegen):
         }
         tensors = [n for n in input_names if n in read]
         lines = ["stream0 = get_raw_stream()"]
+        host = [n for n in tensors if n in self.host_inputs]
+        for name in host:  # a 0-dim CPU tensor: copied to the device (see host_scalars)
+            self.aliases[name] = f"{name}_t"
+            lines.append(f"{name}_t = {name}.to(device0)")
+        tensors = [n for n in tensors if n not in self.host_inputs]
         if not tensors:
             return lines
-        self.aliases = {n: f"{n}_t" for n in tensors}
+        self.aliases.update({n: f"{n}_t" for n in tensors})
         comma = "," if len(tensors) == 1 else ""
         targets = ", ".join(self.aliases[n] for n in tensors) + comma
         sources = ", ".join(tensors) + comma
@@ -133,6 +170,11 @@ class TritonWrapperCodegen(WrapperCodegen):
         return arg.name in self.graph.constants or arg.kind != "in"
 
 
-def generate_triton_wrapper(graph, schedule, kernels) -> WrapperSource:
-    """The wrapper of a scheduled graph whose kernels are Triton launchers named like the steps."""
-    return TritonWrapperCodegen(graph, schedule, kernels).generate()
+def generate_triton_wrapper(
+    graph, schedule, kernels, device: torch.device | None = None
+) -> WrapperSource:
+    """The wrapper of a scheduled graph whose kernels are Triton launchers named like the steps.
+
+    `device` is the graph's device (CUDA when None).
+    """
+    return TritonWrapperCodegen(graph, schedule, kernels, device).generate()

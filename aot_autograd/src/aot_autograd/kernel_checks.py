@@ -1,0 +1,197 @@
+"""Errors eager kernels raise that fake tensors do not: checked while tracing.
+
+Fake tensors run an op's meta function, which computes the output's shape and
+dtype but skips many checks the real kernel makes: dtypes it does not implement
+(`argmax` of a bool tensor, `abs` of bool, `lerp` of integers), the dtype of an
+index (`index_select` with a float index), an in-place result that cannot be cast
+back (`int_tensor.mul_(1.5)`), a full reduction of an empty tensor (`max()`).
+A compiled graph that decomposes the op never reaches the kernel, and a dead
+statement is not in the graph at all, so the error eager raises would be lost.
+
+`check_kernel_accepts(op, args, kwargs)` runs the op's real kernel once on small
+tensors of the arguments' dtypes, device and number of dims (each size capped at
+1; an empty dim stays empty; zeros for an index, ones elsewhere), its result
+cached per signature. Where that probe fails, for an op given a tensor that is not floating point, an empty tensor or an
+index, or where the kernel lacks the dtype (`NotImplementedError`), it runs again
+at the arguments' full sizes (a size argument may not fit the capped tensors);
+other failures of floating-point ops are taken as the capping's (a kernel larger
+than the capped image), not probed at full size, which would cost compile time.
+Where the full-size probe also fails, the op is rejected: on fakes with static
+sizes by `guards.DataDependentError` (the trace then runs on real tensors, where
+the op's kernel runs on the real values and raises eager's error); on real tensors
+the kernel runs on the real arguments, raising its error; with symbolic sizes the
+probe's error is raised.
+
+Ops whose result depends on values (`nonzero`, `.item()`) or on random numbers
+are not probed, nor views (metadata only, checked by their meta functions).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import _disable_current_modes
+
+import guards
+from aot_autograd.symbolic import concrete_hint
+
+__all__ = ["check_kernel_accepts", "takes_index_tensor"]
+
+_SKIPPED_TAGS = (
+    torch.Tag.data_dependent_output,
+    torch.Tag.dynamic_output_shape,
+    torch.Tag.nondeterministic_seeded,
+)
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_accepted: set[tuple] = set()
+_MAX_ACCEPTED = 100_000
+_INDEX_NAMES = frozenset({"index", "indices"})
+_autocast_off = torch._C._DisableAutocast
+
+
+def _is_probed(op: Any) -> bool:
+    if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
+        return False
+    if any(tag in op.tags for tag in _SKIPPED_TAGS):
+        return False
+    return not any(
+        r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns
+    )
+
+
+def takes_index_tensor(op: Any) -> bool:
+    """Whether `op` takes a tensor of indices (`gather`, `index_select`, `x[idx]`): its
+    kernel raises on an index out of range, a check of the values, not of the dtypes."""
+    if not isinstance(op, torch._ops.OpOverload):
+        return False
+    return any(a.name in _INDEX_NAMES and "Tensor" in str(a.type) for a in op._schema.arguments)
+
+
+def _unusual(op: Any, tensors: list) -> bool:
+    """Arguments a kernel may reject where the meta function does not: a tensor that is
+    not floating point, an empty tensor, or an index argument."""
+    for t in tensors:
+        if not t.dtype.is_floating_point:
+            return True
+        if any(concrete_hint(s) == 0 for s in t.shape):
+            return True
+    return takes_index_tensor(op)
+
+
+def _runs_here(device: torch.device) -> bool:
+    return device.type == "cpu" or (device.type == "cuda" and torch.cuda.is_available())
+
+
+def _accept(key: tuple | None) -> None:
+    if key is None:
+        return
+    if len(_accepted) >= _MAX_ACCEPTED:
+        _accepted.clear()
+    _accepted.add(key)
+
+
+def _signature(op: Any, leaves: list) -> tuple | None:
+    parts: list[Any] = [op]
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            sizes = tuple(0 if concrete_hint(s) == 0 else 1 for s in leaf.shape)
+            parts.append((leaf.dtype, leaf.device.type, sizes))
+        elif isinstance(leaf, _SYMBOLIC):
+            parts.append(("sym", type(leaf).__name__, _hint(leaf)))
+        else:
+            try:
+                hash(leaf)
+            except TypeError:
+                return None
+            parts.append((type(leaf), leaf))
+    return tuple(parts)
+
+
+def _hint(value: Any) -> Any:
+    if isinstance(value, torch.SymInt):
+        return concrete_hint(value)
+    if isinstance(value, torch.SymFloat):
+        return float(value.node.hint)
+    if isinstance(value, torch.SymBool):
+        return bool(value.node.hint)
+    return value
+
+
+def _probe_value(leaf: Any, capped: bool, fill: int) -> Any:
+    if isinstance(leaf, torch.Tensor):
+        sizes = [concrete_hint(s) for s in leaf.shape]
+        if capped:
+            sizes = [min(s, 1) for s in sizes]
+        return torch.full(sizes, fill, dtype=leaf.dtype, device=leaf.device)
+    if isinstance(leaf, _SYMBOLIC):
+        return _hint(leaf)
+    return leaf
+
+
+def _probe_arguments(op: Any, args: tuple, kwargs: dict, capped: bool) -> tuple[list, dict]:
+    """Small stand-ins for the arguments: zeros for an index (valid at any size), ones
+    elsewhere (a divisor, an exponent)."""
+    names = [a.name for a in op._schema.arguments]
+
+    def stand_in(name: str, value: Any) -> Any:
+        fill = 0 if name in _INDEX_NAMES else 1
+        return pytree.tree_map(lambda leaf: _probe_value(leaf, capped, fill), value)
+
+    probe_args = [stand_in(names[i] if i < len(names) else "", a) for i, a in enumerate(args)]
+    return probe_args, {k: stand_in(k, v) for k, v in kwargs.items()}
+
+
+def _probe(op: Any, args: tuple, kwargs: dict, capped: bool) -> Exception | None:
+    try:
+        with _disable_current_modes(), torch.no_grad(), _autocast_off():
+            probe_args, probe_kwargs = _probe_arguments(op, args, kwargs, capped)
+            op(*probe_args, **probe_kwargs)
+    except Exception as error:  # noqa: BLE001 - any kernel error is the op's rejection
+        return error
+    return None
+
+
+def check_kernel_accepts(op: Any, args: tuple, kwargs: dict) -> None:
+    """Raise where `op`'s real kernel rejects arguments like these (see the module docstring).
+
+    Called before the op is recorded or decomposed, outside any mode.
+    """
+    if not _is_probed(op):
+        return
+    leaves = pytree.tree_leaves((args, kwargs))
+    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+    if not tensors or not all(_runs_here(t.device) for t in tensors):
+        return
+    key = _signature(op, leaves)
+    if key is not None and key in _accepted:
+        return
+    fake = any(guards.is_fake(t) for t in tensors)
+    error = _probe(op, args, kwargs, capped=True)
+    if error is None or not (_unusual(op, tensors) or isinstance(error, NotImplementedError)):
+        _accept(key)
+        return
+    full_key = key and (*key, tuple(tuple(concrete_hint(s) for s in t.shape) for t in tensors))
+    if full_key is not None and full_key in _accepted:
+        return
+    error = _probe(op, args, kwargs, capped=False)
+    if error is None:
+        _accept(full_key)
+        return
+    if not fake:  # the real values decide
+        with _disable_current_modes(), torch.no_grad(), _autocast_off():
+            real_args, real_kwargs = pytree.tree_map_only(
+                torch.Tensor, lambda t: t.detach().clone(), (args, kwargs)
+            )
+            op(*real_args, **real_kwargs)
+        return
+    if any(isinstance(leaf, _SYMBOLIC) for leaf in leaves) or any(
+        isinstance(s, torch.SymInt) for t in tensors for s in t.shape
+    ):
+        raise error
+    raise guards.DataDependentError(
+        f"{op} rejected arguments of these dtypes and sizes ({type(error).__name__}: {error}); "
+        "its kernel decides on the real values",
+        op=str(op),
+    )

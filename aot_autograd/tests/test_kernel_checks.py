@@ -1,0 +1,102 @@
+"""A compiled function raises where eager's kernel rejects its arguments.
+
+Fake tensors run meta functions, which skip checks eager kernels make (dtypes a
+kernel lacks, index dtypes, in-place casts, full reductions of empty tensors);
+decomposed or dead, the op would never reach its kernel. Each case compiles with
+the prim_decomp table the C++ backend uses, so nothing of the op's kernel runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aot_autograd import aot_function
+
+prim_decomp = pytest.importorskip("prim_decomp")
+
+BOOLS = torch.tensor([True, False, True])
+INTS = torch.tensor([1, 2, 3])
+FLOATS = torch.tensor([1.0, 2.0, 3.0])
+
+REJECTED = {
+    "argmax_of_bool": (lambda a, b: a.argmax(), (BOOLS, None)),
+    "argmin_of_bool_over_a_dim": (lambda a, b: a.argmin(0), (BOOLS, None)),
+    "sub_of_bool_and_int": (lambda a, b: a - b, (BOOLS, INTS)),
+    "std_of_int": (lambda a, b: a.std(), (INTS, None)),
+    "softmax_of_int": (lambda a, b: a.softmax(0), (INTS, None)),
+    "lerp_of_int": (lambda a, b: torch.lerp(a, b, 0.5), (INTS, INTS)),
+    "abs_of_bool": (lambda a, b: a.abs(), (BOOLS, None)),
+    "remainder_of_bool": (lambda a, b: a % b, (BOOLS, BOOLS)),
+    "bitwise_and_of_float": (lambda a, b: a & b, (FLOATS, FLOATS)),
+    "index_select_with_float_index": (lambda a, b: a.index_select(0, b), (FLOATS, FLOATS[:1] * 0)),
+    "max_of_empty": (lambda a, b: a.max(), (FLOATS[:0], None)),
+    "in_place_result_not_castable": (lambda a, b: a.mul_(1.5), (INTS, None)),
+    "dead_argmax_of_bool": (lambda a, b: (a.argmax(), a.int())[1], (BOOLS, None)),
+    "dead_max_of_empty": (lambda a, b: (a.max(), a + 1)[1], (FLOATS[:0], None)),
+    "dead_in_place_on_intermediate": (lambda a, b: ((a * 2).add_(0.5), a)[1], (INTS, None)),
+}
+
+
+def _call(fn, args):
+    return fn(*(None if a is None else a.clone() for a in args))
+
+
+@pytest.mark.parametrize("fn, args", REJECTED.values(), ids=REJECTED.keys())
+def test_compiled_function_raises_where_eager_kernel_rejects_arguments(fn, args):
+    with pytest.raises(Exception) as eager:
+        _call(fn, args)
+    compiled = aot_function(fn, lambda gm, _: gm, decompositions=prim_decomp.inductor_default)
+    with pytest.raises(type(eager.value)):
+        _call(compiled, args)
+
+
+ACCEPTED = {
+    "floor_divide_of_int": (lambda a, b: (a // b, a % b), (INTS, INTS + 1)),
+    "gather_of_index": (lambda a, b: a.gather(0, b), (FLOATS, INTS - 1)),
+    "masked_fill_of_int": (lambda a, b: a.masked_fill(b, 7), (INTS, BOOLS)),
+    "embedding": (
+        lambda a, b: torch.nn.functional.embedding(b, a.reshape(3, 1)),
+        (FLOATS, INTS - 1),
+    ),
+    "max_of_empty_over_kept_dim": (lambda a, b: a.reshape(0, 1).amax(1), (FLOATS[:0], None)),
+}
+
+
+@pytest.mark.parametrize("fn, args", ACCEPTED.values(), ids=ACCEPTED.keys())
+def test_compiled_function_accepts_what_eager_kernel_accepts(fn, args):
+    compiled = aot_function(fn, lambda gm, _: gm, decompositions=prim_decomp.inductor_default)
+    torch.testing.assert_close(_call(compiled, args), _call(fn, args))
+
+
+UNUSED_INDEXING = {
+    "tensor_index": lambda a, b: (a[b], a + 1)[1],
+    "index_select": lambda a, b: (a.index_select(0, b), a + 1)[1],
+    "gather": lambda a, b: (a.gather(0, b), a + 1)[1],
+    "index_add": lambda a, b: (a.index_add(0, b, a[:1]), a + 1)[1],
+    "embedding": lambda a, b: (torch.nn.functional.embedding(b, a.reshape(3, 1)), a + 1)[1],
+}
+
+
+@pytest.mark.parametrize("fn", UNUSED_INDEXING.values(), ids=UNUSED_INDEXING.keys())
+def test_unused_indexing_still_raises_on_an_index_out_of_range(fn):
+    compiled = aot_function(fn, lambda gm, _: gm, decompositions=prim_decomp.inductor_default)
+    in_range, out_of_range = torch.tensor([1]), torch.tensor([5])
+    torch.testing.assert_close(compiled(FLOATS, in_range), fn(FLOATS, in_range))
+    with pytest.raises(Exception) as eager:
+        fn(FLOATS, out_of_range)
+    with pytest.raises(type(eager.value)):
+        compiled(FLOATS, out_of_range)
+
+
+def test_used_indexing_gets_no_extra_check():
+    graphs = []
+
+    def compiler(gm, _):
+        graphs.append(gm)
+        return gm
+
+    compiled = aot_function(lambda a, b: a.gather(0, b) + 1, compiler)
+    compiled(FLOATS, torch.tensor([1]))
+    (graph,) = graphs
+    assert not any(n.target is torch.ops.aten.isnan.default for n in graph.graph.nodes)

@@ -1,0 +1,92 @@
+"""End to end through ember.compile: errors eager raises, and gradients eager gives on
+special values, are the compiled function's too (found by the differential fuzzer).
+
+| rank | footgun                                                   | before            | test |
+|------|-----------------------------------------------------------|-------------------|------|
+| 1    | NaN grad through an output the loss does not use           | silent: NaN grad  | test_unused_output_does_not_spread_nan_into_gradient |
+| 1    | ... an unused output of unbind, with dynamic sizes          | silent: NaN grad  | test_unused_part_of_a_multi_output_op_gets_zeros_with_dynamic_sizes |
+| 1    | prod backward with inf/NaN and no zero                     | silent: finite    | test_prod_gradient_with_inf_matches_eager |
+| 2    | an op eager's kernel rejects (dtype, empty, an index out of range), live or dead | missing error | test_compiled_raises_where_eager_kernel_rejects |
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ember
+
+BACKENDS = ("aot_eager", "inductor")
+inf = float("inf")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unused_output_does_not_spread_nan_into_gradient(backend):
+    def fn(x):
+        kept = x.masked_fill(x > 0, 0)
+        ratio = torch.div(x, x)
+        mask = torch.ge(x, ratio)
+        _ = mask[mask]  # a data-dependent shape: a graph break after `ratio`
+        return kept
+
+    x = torch.tensor([[0.0, -1.0, 2.0], [0.5, 0.0, -2.0]])
+    expected_x = x.clone().requires_grad_()
+    fn(expected_x).sum().backward()
+    compiled_x = x.clone().requires_grad_()
+    ember.compile(fn, backend=backend)(compiled_x).sum().backward()
+    torch.testing.assert_close(compiled_x.grad, expected_x.grad, equal_nan=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unused_part_of_a_multi_output_op_gets_zeros_with_dynamic_sizes(backend):
+    def fn(x):
+        first, second = x.unbind(1)
+        return first * 2, second / second
+
+    compiled = ember.compile(fn, backend=backend, dynamic=True)
+    for rows in (3, 5):
+        x = torch.zeros(rows, 2)
+        x[0, 1] = inf
+        expected_x, compiled_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+        fn(expected_x)[0].sum().backward()
+        compiled(compiled_x)[0].sum().backward()
+        torch.testing.assert_close(compiled_x.grad, expected_x.grad, equal_nan=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_prod_gradient_with_inf_matches_eager(backend, keepdim):
+    def fn(x):
+        return x.prod(1, keepdim=keepdim), x.prod()
+
+    compiled = ember.compile(fn, backend=backend)
+    for values in ([[inf], [2.0]], [[inf], [0.0]], [[float("nan")], [3.0]]):
+        grads = []
+        for f in (fn, compiled):
+            x = torch.tensor(values, requires_grad=True)
+            per_row, total = f(x)
+            (per_row.sum() + total).backward()
+            grads.append(x.grad)
+        torch.testing.assert_close(grads[1], grads[0], equal_nan=True)
+
+
+REJECTED = {
+    "bool_minus_int": (lambda a: a - a.int(), torch.tensor([True, False])),
+    "argmax_of_bool": (lambda a: a.argmax(), torch.tensor([True, False])),
+    "abs_of_bool": (lambda a: a.abs(), torch.tensor([True, False])),
+    "std_of_int": (lambda a: a.std(), torch.tensor([1, 2, 3])),
+    "dead_argmax_of_bool": (lambda a: (a.argmax(), a.float())[1], torch.tensor([True, False])),
+    "dead_max_of_empty": (lambda a: (a.max(), a + 1)[1], torch.ones(0)),
+    "in_place_float_into_int": (lambda a: a.mul_(1.5), torch.tensor([1, 2])),
+    "dead_index_out_of_range": (lambda a: (a[a.long() + 5], a + 1)[1], torch.ones(3)),
+    "dead_gather_out_of_range": (lambda a: (a.gather(0, a.long() + 5), a * 2)[1], torch.ones(3)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn, value", REJECTED.values(), ids=REJECTED.keys())
+def test_compiled_raises_where_eager_kernel_rejects(fn, value, backend):
+    with pytest.raises(Exception) as eager:
+        fn(value.clone())
+    with pytest.raises(type(eager.value)):
+        ember.compile(fn, backend=backend)(value.clone())
