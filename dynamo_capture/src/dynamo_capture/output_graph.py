@@ -29,6 +29,7 @@ from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
 from dynamo_capture.sources import (
     AttrSource,
+    ItemSource,
     LocalSource,
     ModuleSource,
     NNModuleSource,
@@ -97,6 +98,13 @@ def is_constant(obj: Any) -> bool:
     if isinstance(obj, tuple | frozenset):
         return all(is_constant(item) for item in obj)
     return False
+
+
+def _is_argument_source(source: Source) -> bool:
+    """Whether `source` is a local of the frame or an item of one (`L['t'][0]`)."""
+    while isinstance(source, ItemSource):
+        source = source.source
+    return isinstance(source, LocalSource)
 
 
 def _holds_enum(obj: Any) -> bool:
@@ -214,6 +222,13 @@ class CaptureContext:
         if symbolic is not None:
             guards.type_match(source, obj)
             return PythonValue(symbolic, source)
+        if self._numbers_changed(obj, source):
+            # a tuple of numbers that changed since an earlier compile: its items are
+            # wrapped one by one, so that those which changed become symbolic
+            guards.type_match(source, obj)
+            guards.length_check(source, obj)
+            items = [self.wrap(item, ItemSource(source, i)) for i, item in enumerate(obj)]
+            return TupleValue(items, source=source)
         if _holds_enum(obj):
             guards.id_match(source, obj)  # enum members are singletons: guard identity
         elif is_constant(obj) or isinstance(obj, torch.Size):
@@ -281,21 +296,37 @@ class CaptureContext:
     def _symbolic_int(self, value: Any, source: Source) -> torch.SymInt | None:
         """A SymInt for an int argument of the frame traced symbolically, else None.
 
-        dynamic=True: every int argument but 0 and 1; dynamic=None: one whose value
-        changed since an earlier compile (automatic dynamic). The shape guards check
-        the value's range and relations; a type guard checks it is still an int.
+        An int argument is a local or an item of a tuple or list argument (a value
+        handed on to a resume part on its stack included). dynamic=True: every int
+        argument but 0 and 1; dynamic=None: one whose value changed since an earlier
+        compile (automatic dynamic; then 0, 1 and negative values are symbolic too,
+        as in torch). The shape guards check the value's range and relations; a type
+        guard checks it is still an int.
         """
-        if type(value) is not int or not isinstance(source, LocalSource):
+        if type(value) is not int or not _is_argument_source(source):
             return None
         if self.shape_env is None:
             return None
         if self.dynamic is not True:
             if self.history is None or not self.history.observe_int(source, value):
                 return None
+            return self.shape_env.create_symint(
+                self.shape_env.create_int_symbol(value, source), value
+            )
         expr = self.shape_env.create_symbol(value, source)
         if expr.is_Integer:
             return None  # 0 and 1 stay static
         return self.shape_env.create_symint(expr, value)
+
+    def _numbers_changed(self, obj: Any, source: Source) -> bool:
+        """Whether `obj` is a tuple argument holding ints that changed since an earlier compile."""
+        if type(obj) is not tuple or self.shape_env is None or self.dynamic is True:
+            return False
+        if self.history is None or not _is_argument_source(source):
+            return False
+        if not any(type(item) is int for item in obj) or not is_constant(obj):
+            return False
+        return self.history.observe_value(source, obj)
 
     def _dims(self, source: Source, tensor: torch.Tensor) -> frozenset[int]:
         """The dims of input `tensor` traced symbolically (mark_dynamic marks are added later).

@@ -202,6 +202,19 @@ class ShapeEnv:
             self._by_hint[hint] = symbol
         return symbol
 
+    def create_int_symbol(self, hint: int, source: Source) -> sympy.Symbol:
+        """The symbol of an int input traced symbolically (`LocalSource('n')`).
+
+        Unlike a size, the int may be any integer: 0, 1 and negative values are not
+        specialized, its range is unbounded and it never shares a size's symbol
+        (no duck sizing), as torch does for int inputs made dynamic.
+        """
+        symbol = sympy.Symbol(f"s{next(self._counter)}", integer=True)
+        self._symbols[symbol] = _Symbol(symbol, int(hint), ValueRange(-INF, INF), [source])
+        if artifact_enabled("dynamic"):
+            _log.info("create_int_symbol %s = %s (hint %d)", symbol, source.expr, int(hint))
+        return symbol
+
     def create_symint(self, expr: sympy.Expr, hint: int) -> torch.SymInt | int:
         """A `torch.SymInt` for `expr` (a plain int when `expr` is a constant)."""
         if expr.is_Integer:
