@@ -244,18 +244,21 @@ def capture_frame(
     dynamic: bool | None = False,
     history: SizeHistory | None = None,
     specialize_floats: bool = False,
+    float_inputs: bool = True,
 ) -> CapturedFrame:
     """Interpret `target`'s code on `f_locals`; raise Unsupported when it cannot be one graph.
 
     `guard_context`, when given, receives the CaptureContext even when capture fails,
     so the caller can use the guards recorded up to the failure. `dynamic` and
     `history` choose the input dims traced with symbolic sizes (CaptureContext);
-    `specialize_floats` turns symbolic floats operators take into constants (sym_numbers).
+    `specialize_floats` turns symbolic floats operators take into constants (sym_numbers);
+    `float_inputs=False` keeps float inputs constants (CaptureContext).
     """
     start = time.perf_counter()
     ctx = CaptureContext(
-        target.globals, dynamic=dynamic, history=history, specialize_floats=specialize_floats
-    )
+        target.globals, dynamic=dynamic, history=history, specialize_floats=specialize_floats,
+        float_inputs=float_inputs,
+    )  # fmt: skip
     if guard_context is not None:
         guard_context.append(ctx)
     _global_state_guards(ctx)
@@ -495,6 +498,8 @@ class OutputPlan:
     def _python(self, value: PythonValue) -> str:
         obj = value.obj
         if has_symbolic(obj):
+            if value.source is not None:
+                return value.source.expr  # an int or float input made symbolic: read again
             raise Unsupported("returning a symbolic size from the compiled frame")
         if obj is None or isinstance(obj, bool) or (type(obj) in (int, str)):
             return repr(obj)
@@ -590,6 +595,11 @@ def shared_reads(sources: list[Source]) -> tuple[list[str], list[str]]:
     return statements, [read(source) for source in sources]
 
 
+def _float_tensor(value: float) -> torch.Tensor:
+    """A float input as the graph takes it (FloatTensorSource)."""
+    return torch.tensor(value, dtype=torch.float64)
+
+
 def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
     """Run the backend on the frame's graph; its errors become BackendCompilerFailed."""
     graph = frame.graph_module
@@ -631,6 +641,7 @@ def compile_entry(
         "___identity": _identity,
         "___keep": _keep,
         "___make_function": _make_function,
+        "___float_tensor": _float_tensor,
     }
     exec(compile(source, filename, "exec"), scope)  # noqa: S102
     guards = frame.ctx.guards.compile(guard_filter_fn, name=frame.target.name)

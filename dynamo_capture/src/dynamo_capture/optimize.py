@@ -245,8 +245,9 @@ class CompiledCallable:
         if inner is not None:
             return self._wrapper_entry(inner)
         contexts: list[CaptureContext] = []
+        backend = active_wrapper_backend(self._backend_for(stance))
         try:
-            frame = self._capture(f_locals, contexts)
+            frame = self._capture(f_locals, contexts, takes_float_inputs(backend))
         except ConstraintViolationError:
             raise  # an input outside its mark_dynamic range: the caller's error, as in torch
         except Unsupported as error:
@@ -261,7 +262,6 @@ class CompiledCallable:
             if self.fullgraph:
                 raise unsupported from error
             return self._eager_entry(unsupported, contexts)
-        backend = active_wrapper_backend(self._backend_for(stance))
         entry = self._symbolic_entry(frame, backend, f_locals)
         if entry is None:
             entry = compile_entry(frame, backend, self.guard_filter_fn)
@@ -272,7 +272,9 @@ class CompiledCallable:
             )
         return entry
 
-    def _capture(self, f_locals: dict[str, Any], contexts: list[CaptureContext]) -> Any:
+    def _capture(
+        self, f_locals: dict[str, Any], contexts: list[CaptureContext], float_inputs: bool = True
+    ) -> Any:
         """Capture with symbolic sizes where `dynamic` asks; statically when that fails."""
         if self.dynamic is False or self._static_backend:
             return capture_frame(self.frame, f_locals, guard_context=contexts)
@@ -280,6 +282,7 @@ class CompiledCallable:
             return capture_frame(
                 self.frame, f_locals, guard_context=contexts, dynamic=self.dynamic,
                 history=self._sizes, specialize_floats=self._specialize_floats,
+                float_inputs=float_inputs,
             )  # fmt: skip
         except ConstraintViolationError:
             raise
@@ -591,6 +594,13 @@ class CompiledCallable:
         self.calls = 0
         self.entries.clear()
         self._limit_logged = False
+
+
+def takes_float_inputs(backend: Backend) -> bool:
+    """Whether the backend takes float inputs made symbolic as torch passes them (a 0-d
+    float64 tensor read back with `.item()`); one that bakes `.item()` in declares
+    `takes_float_inputs = False` and gets those floats as constants (one graph each)."""
+    return getattr(backend, "takes_float_inputs", True) is not False
 
 
 def _opts_out_of_symbolic(backend: Backend) -> bool:

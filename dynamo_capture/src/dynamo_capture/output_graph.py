@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import math
 import operator
 import types
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
 from dynamo_capture.sources import (
     AttrSource,
+    FloatTensorSource,
     ItemSource,
     LocalSource,
     ModuleSource,
@@ -48,7 +50,7 @@ from dynamo_capture.values import (
     TupleValue,
     Value,
 )
-from guards import DataDependentError, FakeTensorMode, ShapeEnv, SizeHistory
+from guards import DataDependentError, FakeTensorMode, ShapeEnv, SizeHistory, SymNode
 
 __all__ = ["CaptureContext", "TRUSTED_MODULES", "is_constant", "is_graph_callable"]
 
@@ -174,12 +176,15 @@ class CaptureContext:
         dynamic: bool | None = False,
         history: SizeHistory | None = None,
         specialize_floats: bool = False,
+        float_inputs: bool = True,
     ) -> None:
         self.graph = torch.fx.Graph()
         self.guards = FrameGuards()
         self.open_autocasts: list[Any] = []  # real autocast states entered while capturing
         self.dynamic = dynamic
         self.history = history
+        # float inputs that change between calls become symbolic (else constants)
+        self.float_inputs = float_inputs and not specialize_floats
         self.shape_env = None if dynamic is False else ShapeEnv()
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.use_fakes = USE_FAKES
@@ -197,6 +202,9 @@ class CaptureContext:
         self._names: set[str] = set()
         self._symbol_nodes: dict[Any, torch.fx.Node] = {}
         self._size_inputs: dict[torch.fx.Node, tuple[str, int]] = {}
+        # numbers read from the inputs as SymInt / SymFloat, by source (wrapped once)
+        self._numbers: dict[Source, PythonValue] = {}
+        self._number_inputs: dict[torch.fx.Node, tuple[Source, torch.Tensor]] = {}
         # SymFloat / SymBool arithmetic run while capturing, emitted as nodes where used
         self.sym_numbers = SymNumbers(
             self.graph, self.shape_env, self._symbol_node, specialize_floats=specialize_floats
@@ -218,10 +226,15 @@ class CaptureContext:
         if source is None:
             return PythonValue(obj)
         guards = self.guards
+        if source in self._numbers:
+            return self._numbers[source]
         symbolic = self._symbolic_int(obj, source)
+        if symbolic is None:
+            symbolic = self._symbolic_float(obj, source)
         if symbolic is not None:
             guards.type_match(source, obj)
-            return PythonValue(symbolic, source)
+            self._numbers[source] = PythonValue(symbolic, source)
+            return self._numbers[source]
         if self._numbers_changed(obj, source):
             # a tuple of numbers that changed since an earlier compile: its items are
             # wrapped one by one, so that those which changed become symbolic
@@ -318,13 +331,41 @@ class CaptureContext:
             return None  # 0 and 1 stay static
         return self.shape_env.create_symint(expr, value)
 
+    def _symbolic_float(self, value: Any, source: Source) -> torch.SymFloat | None:
+        """A SymFloat for a float argument whose value changed since an earlier compile.
+
+        As in torch (automatic dynamic, `specialize_float=False`), the graph takes it
+        as a 0-d float64 tensor input and reads it back with `.item()`; arithmetic on
+        it stays symbolic, a decision on it (a comparison, `int(...)`) specializes it
+        (the ShapeEnv's `specialized_floats`, guarded equal). NaN and inf stay constants.
+        """
+        if type(value) is not float or not math.isfinite(value):
+            return None
+        if self.shape_env is None or self.dynamic is True or self.history is None:
+            return None
+        if not self.float_inputs:
+            return None
+        if not _is_argument_source(source) or not self.history.observe_value(source, value):
+            return None
+        symbol = self.shape_env.create_float_symbol(value, source)
+        number = torch.SymFloat(SymNode(symbol, self.shape_env, float, value))
+        tensor = torch.tensor(value, dtype=torch.float64)
+        placeholder = self._placeholder(self._unique_name(source.name))
+        placeholder.meta["val"] = self.fake_mode.from_real(tensor)
+        self._number_inputs[placeholder] = (FloatTensorSource(source), tensor)
+        read = self.graph.call_method("item", (placeholder,))
+        read.meta["val"] = number
+        self.sym_numbers.bind(number, read)
+        return number
+
     def _numbers_changed(self, obj: Any, source: Source) -> bool:
-        """Whether `obj` is a tuple argument holding ints that changed since an earlier compile."""
+        """Whether `obj` is a tuple argument holding numbers that changed since an earlier
+        compile."""
         if type(obj) is not tuple or self.shape_env is None or self.dynamic is True:
             return False
         if self.history is None or not _is_argument_source(source):
             return False
-        if not any(type(item) is int for item in obj) or not is_constant(obj):
+        if not any(type(item) in (int, float) for item in obj) or not is_constant(obj):
             return False
         return self.history.observe_value(source, obj)
 
@@ -354,12 +395,22 @@ class CaptureContext:
             return
         for binding, _ in self.shape_env.graph_inputs():
             self._symbol_node(binding.symbol)
+        for source, value in self.shape_env.specialized_floats.items():
+            self.guards.equals_match(source, value)
+        for placeholder, (source, _) in list(self._number_inputs.items()):
+            # a float input specialized before any operator read it: no graph input
+            (read,) = placeholder.users
+            if not read.users and source.base in self.shape_env.specialized_floats:
+                self.graph.erase_node(read)
+                self.graph.erase_node(placeholder)
+                del self._number_inputs[placeholder]
         self.guards.guard_set.add_shape_env(self.shape_env)
 
     def graph_inputs(self) -> list[tuple[Source, Any]]:
         """(where it is read at run time, example input) per placeholder, in graph order."""
         known = {value.node: (source, real) for source, real, value in self.inputs}
         known.update(self._size_inputs)
+        known.update(self._number_inputs)
         return [known[node] for node in self.graph.find_nodes(op="placeholder")]
 
     def _symbol_node(self, symbol: Any) -> torch.fx.Node:

@@ -99,6 +99,7 @@ class SymNumbers:
         # id(SymNode) -> recipe; the recipe holds the result, so the id stays its own
         self._recipes: dict[int, SymRecipe] = {}
         self._nodes: dict[int, tuple[Any, Any]] = {}  # id(SymNode) -> (value, node)
+        self._aliases: dict[int, tuple[Any, Any]] = {}  # id(SymNode) -> (value, equal value)
 
     def record(self, result: Any, target: Callable[..., Any], args: tuple[Any, ...]) -> None:
         """Remember that `result` is `target(*args)` when it is a symbolic number made from one.
@@ -108,10 +109,20 @@ class SymNumbers:
         """
         if not is_symbolic_number(result) or any(arg is result for arg in args):
             return
+        for arg in args:
+            # `0 + f`, `f * 1`: the result is the argument itself (one node, not two)
+            if is_symbolic_number(arg) and type(arg) is type(result):
+                if arg.node.expr == result.node.expr:
+                    self._aliases[id(result.node)] = (result, arg)
+                    return
         from_float = any(isinstance(arg, torch.SymFloat | torch.SymBool) for arg in args)
         if isinstance(result, torch.SymInt) and not from_float:
             return
         self._recipes[id(result.node)] = SymRecipe(result, target, args)
+
+    def bind(self, value: Any, node: torch.fx.Node) -> None:
+        """`node` computes symbolic number `value` (a float input read from its tensor)."""
+        self._nodes[id(value.node)] = (value, node)
 
     def node_of(self, value: Any) -> Any:
         """A graph node (or plain number) computing symbolic number `value`."""
@@ -120,6 +131,8 @@ class SymNumbers:
         key = id(value.node)
         if key in self._nodes:
             return self._nodes[key][1]
+        if key in self._aliases:
+            return self.node_of(self._aliases[key][1])
         recipe = self._recipes.get(key)
         if self.specialize_floats and not isinstance(value, torch.SymInt):
             node = self.specialize(value, "the backend takes no symbolic floats")
