@@ -397,10 +397,10 @@ class CaptureContext:
             self._symbol_node(binding.symbol)
         for source, value in self.shape_env.specialized_floats.items():
             self.guards.equals_match(source, value)
-        for placeholder, (source, _) in list(self._number_inputs.items()):
-            # a float input specialized before any operator read it: no graph input
+        for placeholder in list(self._number_inputs):
+            # a float input no operator reads (only guards, or specialized): no graph input
             (read,) = placeholder.users
-            if not read.users and source.base in self.shape_env.specialized_floats:
+            if not read.users:
                 self.graph.erase_node(read)
                 self.graph.erase_node(placeholder)
                 del self._number_inputs[placeholder]

@@ -151,8 +151,8 @@ class ShapeEnv:
         # (property source, expression) pairs the guard checks, besides symbol definitions
         self._source_exprs: dict[TensorPropertySource, sympy.Expr] = {}
         self._counter = itertools.count()
-        # float inputs traced symbolically: symbol -> (hint, source); any condition on
-        # one specializes it (`specialized_floats`, checked by the caller's guards)
+        # float inputs traced symbolically: symbol -> (hint, source); an equality on one
+        # specializes it (`specialized_floats`, checked by the caller's guards)
         self._floats: dict[sympy.Symbol, tuple[float, Source]] = {}
         self.specialized_floats: dict[Source, float] = {}
 
@@ -224,7 +224,8 @@ class ShapeEnv:
 
         Arithmetic on it stays symbolic; a decision on it (a comparison, `int(...)`)
         specializes it instead of recording a relation: the symbol becomes `hint`
-        and `specialized_floats[source]` asks the caller to guard the input equal.
+        and `specialized_floats[source]` asks the caller to guard the input equal; an
+        order on it (`s > 0`) is a relation the shape guard checks on the float.
         """
         symbol = sympy.Symbol(f"f{next(self._counter)}", real=True)
         self._floats[symbol] = (float(hint), source)
@@ -232,8 +233,20 @@ class ShapeEnv:
             _log.info("create_float_symbol %s = %s (hint %r)", symbol, source.expr, hint)
         return symbol
 
+    def float_bindings(self) -> list[tuple[sympy.Symbol, Source]]:
+        """(symbol, source) of each float input symbol not specialized; the guard reads them."""
+        return [
+            (symbol, source)
+            for symbol, (_, source) in self._floats.items()
+            if symbol not in self._replacements
+        ]
+
     def _specialize_floats(self, expr: Any) -> Any:
-        """`expr` with its float input symbols specialized to their hints."""
+        """`expr` with its float input symbols specialized to their hints, where it is an
+        equality (`s == 0.5`, a float read with `guard_float`); an order (`s > 0`) stays a
+        relation the guard checks on the float."""
+        if not (isinstance(expr, sympy.Basic) and expr.has(sympy.Eq)):
+            return expr
         symbols = [s for s in getattr(expr, "free_symbols", ()) if s in self._floats]
         for symbol in symbols:
             hint, source = self._floats[symbol]
@@ -542,7 +555,7 @@ class ShapeEnv:
 
         if artifact_enabled("dynamic") and self._symbols:
             _log.info("symbolic shape guards:\n%s", self.format_guards())
-        return ShapeGuard.of(self) if self._symbols else None
+        return ShapeGuard.of(self) if self._symbols or self.float_bindings() else None
 
     # ------------------------------------------------------------------ torch's names
 
