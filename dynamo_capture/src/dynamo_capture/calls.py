@@ -9,6 +9,7 @@ substitute_in_graph(original)                the stand-in is inlined
 disable(fn)                                  Unsupported (the frame runs eagerly)
 assume_constant_result(fn)                   called now, its result a constant
 a torch.compile'd or traced function         the function it wraps is inlined
+torch.func transforms, torch.cond             one graph node (function_transforms)
 a user class                                 a new ObjectValue, its __init__ inlined
 """
 
@@ -134,6 +135,7 @@ def _call_python(
     tx: Translator, fn: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     from dynamo_capture.builtin_calls import BUILTIN_HANDLERS, call_c_function
+    from dynamo_capture.function_transforms import call_function_transform
     from dynamo_capture.generator_contexts import CONTEXTMANAGER_HELPER, generator_context
     from dynamo_capture.polyfills import call_polyfill
     from dynamo_capture.torch_calls import call_torch, is_torch_callable
@@ -147,6 +149,9 @@ def _call_python(
     substitute = substitute_for(obj)
     if substitute is not None:
         return _call_substitute(tx, substitute, args, kwargs)
+    transformed = call_function_transform(tx, obj, args, kwargs)
+    if transformed is not None:
+        return transformed
     if is_allowed_in_graph(obj):
         return tx.ctx.call("call_function", obj, tuple(args), kwargs, allow_python_result=True)
     reason = disabled_reason(obj)

@@ -245,6 +245,7 @@ def capture_frame(
     history: SizeHistory | None = None,
     specialize_floats: bool = False,
     float_inputs: bool = True,
+    transform_nodes: bool = True,
 ) -> CapturedFrame:
     """Interpret `target`'s code on `f_locals`; raise Unsupported when it cannot be one graph.
 
@@ -252,13 +253,16 @@ def capture_frame(
     so the caller can use the guards recorded up to the failure. `dynamic` and
     `history` choose the input dims traced with symbolic sizes (CaptureContext);
     `specialize_floats` turns symbolic floats operators take into constants (sym_numbers);
-    `float_inputs=False` keeps float inputs constants (CaptureContext).
+    `float_inputs=False` keeps float inputs constants (CaptureContext);
+    `transform_nodes=False` breaks the graph at torch.func transforms and torch.cond
+    instead of making them nodes (function_transforms).
     """
     start = time.perf_counter()
     ctx = CaptureContext(
         target.globals, dynamic=dynamic, history=history, specialize_floats=specialize_floats,
         float_inputs=float_inputs,
     )  # fmt: skip
+    ctx.transform_nodes = transform_nodes
     if guard_context is not None:
         guard_context.append(ctx)
     _global_state_guards(ctx)

@@ -185,6 +185,9 @@ class CaptureContext:
         self.history = history
         # float inputs that change between calls become symbolic (else constants)
         self.float_inputs = float_inputs and not specialize_floats
+        # torch.func transforms and torch.cond as graph nodes (function_transforms)
+        self.transform_nodes = True
+        self.transform_nodes_made = 0
         self.shape_env = None if dynamic is False else ShapeEnv()
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.use_fakes = USE_FAKES
@@ -495,7 +498,9 @@ class CaptureContext:
                 if kind == "call_method":
                     result = getattr(example_args[0], target)(*example_args[1:], **example_kwargs)
                 else:
-                    result = target(*example_args, **example_kwargs)
+                    # a target that cannot run on fakes names what computes its metadata
+                    example_target = getattr(target, "__ember_example__", target)
+                    result = example_target(*example_args, **example_kwargs)
         except Unsupported:
             raise
         except DataDependentError as error:
