@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 import torch.fx
 
@@ -385,6 +386,10 @@ class OutputPlan:
             if shadow is value:  # an outside list/dict: the same object, contents replayed
                 return source.expr if source is not None else self._constant(obj)
         if isinstance(value, TensorValue):
+            if value.python_type is np.ndarray:  # an array from a tensor: NumPy's again
+                return f"{self._output(value)}.numpy(force=True)"
+            if isinstance(value.python_type, type) and issubclass(value.python_type, np.generic):
+                return f"{self._output(value)}.numpy(force=True)[()]"  # a NumPy scalar
             if value.source is not None and value.node.op == "placeholder":
                 return value.source.expr
             return self._output(value)
@@ -646,6 +651,7 @@ def compile_entry(
         "___keep": _keep,
         "___make_function": _make_function,
         "___float_tensor": _float_tensor,
+        "___from_numpy": torch.from_numpy,
     }
     exec(compile(source, filename, "exec"), scope)  # noqa: S102
     guards = frame.ctx.guards.compile(guard_filter_fn, name=frame.target.name)

@@ -23,6 +23,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 import torch.fx
 
@@ -35,6 +36,7 @@ from dynamo_capture.sources import (
     LocalSource,
     ModuleSource,
     NNModuleSource,
+    NumpyTensorSource,
     ParamBufferSource,
     Source,
     is_builtin_module_class,
@@ -100,6 +102,14 @@ def is_constant(obj: Any) -> bool:
     if isinstance(obj, tuple | frozenset):
         return all(is_constant(item) for item in obj)
     return False
+
+
+# ndarray inputs capture takes as tensors (numpy_arrays); others stay Python objects
+_NUMPY_INPUT_DTYPES = frozenset(
+    np.dtype(t)
+    for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+              np.uint8, np.bool_, np.complex64, np.complex128)
+)  # fmt: skip
 
 
 def _is_argument_source(source: Source) -> bool:
@@ -206,8 +216,9 @@ class CaptureContext:
         self._symbol_nodes: dict[Any, torch.fx.Node] = {}
         self._size_inputs: dict[torch.fx.Node, tuple[str, int]] = {}
         # numbers read from the inputs as SymInt / SymFloat, by source (wrapped once)
-        self._numbers: dict[Source, PythonValue] = {}
+        self._numbers: dict[Source, Value] = {}
         self._number_inputs: dict[torch.fx.Node, tuple[Source, torch.Tensor]] = {}
+        self._converted_inputs: dict[torch.fx.Node, tuple[Source, torch.Tensor]] = {}
         # SymFloat / SymBool arithmetic run while capturing, emitted as nodes where used
         self.sym_numbers = SymNumbers(
             self.graph, self.shape_env, self._symbol_node, specialize_floats=specialize_floats
@@ -219,6 +230,8 @@ class CaptureContext:
         if isinstance(obj, torch.nn.Module) and source is not None:
             if not isinstance(source, ModuleSource | NNModuleSource):
                 source = NNModuleSource(source, is_builtin_module_class(type(obj)))
+        if isinstance(obj, np.ndarray) and source is not None and obj.dtype in _NUMPY_INPUT_DTYPES:
+            return self._ndarray_input(obj, source)
         if isinstance(obj, torch.Tensor):
             if source is None:
                 raise Unsupported(
@@ -307,6 +320,26 @@ class CaptureContext:
         value = TensorValue(node, example, source, type(tensor))
         self._by_id[id(tensor)] = value
         self.inputs.append((source, tensor, value))
+        return value
+
+    def _ndarray_input(self, array: np.ndarray, source: Source) -> Value:
+        """An ndarray argument: a tensor graph input (`torch.from_numpy` in the entry code)
+        that capture treats as an ndarray (numpy_arrays); guarded on type, dtype, shape
+        and strides."""
+        known = self._numbers.get(source)
+        if known is not None:
+            return known
+        self.guards.type_match(source, array)
+        self.guards.equals_match(AttrSource(AttrSource(source, "dtype"), "str"), array.dtype.str)
+        for attribute in ("shape", "strides"):
+            self.guards.equals_match(AttrSource(source, attribute), getattr(array, attribute))
+        tensor = torch.from_numpy(array)
+        placeholder = self._placeholder(self._unique_name(source.name))
+        example = self.fake_mode.from_real(tensor)
+        placeholder.meta["val"] = example
+        self._converted_inputs[placeholder] = (NumpyTensorSource(source), tensor)
+        value = TensorValue(placeholder, example, None, np.ndarray)
+        self._numbers[source] = value
         return value
 
     def _symbolic_int(self, value: Any, source: Source) -> torch.SymInt | None:
@@ -414,6 +447,7 @@ class CaptureContext:
         known = {value.node: (source, real) for source, real, value in self.inputs}
         known.update(self._size_inputs)
         known.update(self._number_inputs)
+        known.update(self._converted_inputs)
         return [known[node] for node in self.graph.find_nodes(op="placeholder")]
 
     def _symbol_node(self, symbol: Any) -> torch.fx.Node:
@@ -646,6 +680,8 @@ def tensor_result_type(args: Any, kwargs: Any) -> type:
     _map(kwargs, visit)
     chosen: type = torch.Tensor
     for kind in kinds:
+        if not issubclass(kind, torch.Tensor):  # a NumPy array: only numpy_arrays takes it
+            raise Unsupported(f"a torch operation on a {kind.__name__} (NumPy) value")
         handler = getattr(kind.__torch_function__, "__func__", kind.__torch_function__)
         if handler not in _PLAIN_TORCH_FUNCTIONS:
             raise Unsupported(

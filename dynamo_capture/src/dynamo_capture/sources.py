@@ -36,6 +36,7 @@ __all__ = [
     "LocalSource",
     "ModuleGlobalSource",
     "ModuleSource",
+    "NumpyTensorSource",
     "NNModuleSource",
     "ParamBufferSource",
     "Source",
@@ -69,6 +70,26 @@ class FloatTensorSource(Source):
 
     def reconstruct(self, base_expr: str) -> str:
         return f"___float_tensor({base_expr})"
+
+    def short_name(self, base_name: str) -> str:
+        return base_name
+
+
+@dataclass(frozen=True, slots=True)
+class NumpyTensorSource(Source):
+    """An ndarray input handed to the graph as a tensor: `___from_numpy(base)`.
+
+    Only the entry code reads it; guards check the array at `source` itself.
+    """
+
+    source: Source
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"___from_numpy({base_expr})"
 
     def short_name(self, base_name: str) -> str:
         return base_name
