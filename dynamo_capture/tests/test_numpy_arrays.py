@@ -78,6 +78,10 @@ def numpy_scalar_types(a):
     return np.int64(3) * a + np.float32(0.5)
 
 
+def array_literal_times(a):
+    return np.array([1.0, 2.0, 3.0]) * a + np.asarray([1, 2, 3])
+
+
 def _r(*shape):
     return torch.randn(*shape)
 
@@ -103,6 +107,7 @@ PROGRAMS = {
         lambda: (np.random.randn(3).astype(np.float32),),
     ),
     "numpy_scalar_types": (numpy_scalar_types, lambda: (np.arange(3, dtype=np.int32),)),
+    "array_literal_times": (array_literal_times, lambda: (np.ones(3, np.float32),)),
 }
 
 
@@ -123,6 +128,13 @@ def test_full_reduction_returns_numpy_scalar_like_eager():
         return np.mean(a * 2), a.std(), (a > 0).any()
 
     _eager_and_compiled(mean_of_array, np.random.randn(5).astype(np.float32))
+
+
+def test_linalg_norm_returns_numpy_scalar_like_eager():
+    def norms(a):
+        return np.linalg.norm(a), np.linalg.norm(a, axis=1, keepdims=True)
+
+    _eager_and_compiled(norms, np.random.randn(3, 4))
 
 
 def test_python_scalars_follow_numpy_promotion():

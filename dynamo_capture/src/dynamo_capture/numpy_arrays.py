@@ -195,6 +195,24 @@ def _scalar(value: Any) -> torch.Tensor:
     return torch.as_tensor(value)
 
 
+def _array(data: Any, dtype: Any = None) -> torch.Tensor:
+    """np.array / np.asarray of numbers, arrays or nested lists of them (a copy)."""
+    if isinstance(data, torch.Tensor):
+        return data.clone()
+    if isinstance(data, list | tuple) and any(isinstance(item, torch.Tensor) for item in data):
+        return torch.stack([torch.as_tensor(item) for item in data])
+    return torch.as_tensor(data)
+
+
+def _norm(a: torch.Tensor, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
+    if ord is not None:
+        raise NotImplementedError("np.linalg.norm with ord")
+    if axis is None:
+        result = torch.linalg.vector_norm(a)
+        return result.reshape((1,) * a.dim()) if keepdims else result
+    return torch.linalg.vector_norm(a, dim=axis, keepdim=keepdims)
+
+
 # NumPy function -> (torch equivalent on tensors, how operands are cast first):
 # "result": to the result dtype (arithmetic, math functions, reductions), "values": all
 # but the first to the result dtype (np.where's condition), "common": to the operands'
@@ -283,6 +301,9 @@ NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
     np.linspace: (_linspace, "result"),
     np.eye: (_eye, "result"),
     np.copy: (_copy, "none"),
+    np.array: (_array, "none"),
+    np.asarray: (_array, "none"),
+    np.linalg.norm: (_norm, "result"),
     np.float16: (_scalar, "result"),
     np.float32: (_scalar, "result"),
     np.float64: (_scalar, "result"),
@@ -500,8 +521,9 @@ def _numpy_node(
 
 
 _FACTORIES = frozenset(  # functions whose dtype= names the result's dtype
-    {np.zeros, np.ones, np.full, np.zeros_like, np.ones_like, np.arange, np.linspace, np.eye}
-)
+    {np.zeros, np.ones, np.full, np.zeros_like, np.ones_like, np.arange, np.linspace, np.eye,
+     np.array, np.asarray}
+)  # fmt: skip
 
 
 def _as_tensor(value: Value) -> Value:
