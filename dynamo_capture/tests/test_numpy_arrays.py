@@ -130,6 +130,31 @@ def test_full_reduction_returns_numpy_scalar_like_eager():
     _eager_and_compiled(mean_of_array, np.random.randn(5).astype(np.float32))
 
 
+def test_numpy_scalar_argument_is_a_graph_input_not_a_constant():
+    # as in torch, a NumPy scalar argument is not specialized: one graph for all values
+    def halve(x, y):
+        return x + 1, y / 2, x * y
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = dynamo_capture.optimize(halve, backend=backend)
+    x = torch.ones(2, dtype=torch.float64)
+    for value in (np.int64(1), np.int64(2), np.int64(7)):
+        assert_same(compiled(x, value), halve(x, value))
+    assert len(graphs) == 1
+
+
+def test_tensor_with_numpy_scalar_takes_it_as_python_number():
+    def mixed(x, s):
+        return x.int() * s, x > s, x + s
+
+    _eager_and_compiled(mixed, torch.ones(3), np.float64(0.5))
+
+
 def test_linalg_norm_returns_numpy_scalar_like_eager():
     def norms(a):
         return np.linalg.norm(a), np.linalg.norm(a, axis=1, keepdims=True)

@@ -604,6 +604,11 @@ def shared_reads(sources: list[Source]) -> tuple[list[str], list[str]]:
     return statements, [read(source) for source in sources]
 
 
+def _from_numpy(array: Any) -> torch.Tensor:
+    """An ndarray or NumPy scalar input as the graph takes it (NumpyTensorSource)."""
+    return torch.from_numpy(np.asarray(array))
+
+
 def _float_tensor(value: float) -> torch.Tensor:
     """A float input as the graph takes it (FloatTensorSource)."""
     return torch.tensor(value, dtype=torch.float64)
@@ -651,7 +656,7 @@ def compile_entry(
         "___keep": _keep,
         "___make_function": _make_function,
         "___float_tensor": _float_tensor,
-        "___from_numpy": torch.from_numpy,
+        "___from_numpy": _from_numpy,
     }
     exec(compile(source, filename, "exec"), scope)  # noqa: S102
     guards = frame.ctx.guards.compile(guard_filter_fn, name=frame.target.name)

@@ -537,6 +537,8 @@ def _as_tensor(value: Value) -> Value:
 
 def ndarray_operator(tx: Translator, op: Any, operands: list[Value]) -> Value:
     """`a + b`, `-a`, `a > 0`... with an ndarray operand: the NumPy function it calls."""
+    if any(isinstance(v, TensorValue) and not is_ndarray(v) for v in operands):
+        return _tensor_with_numpy_scalar(tx, op, operands)
     fn = _OPERATORS.get(op)
     if fn is None:
         raise Unsupported(f"operator {getattr(op, '__name__', op)} on a NumPy array")
@@ -605,3 +607,52 @@ def ndarray_item(tx: Translator, value: TensorValue, index: Value) -> Value:
     dtype = _NUMPY_DTYPES[value.example.dtype]
     result.python_type = dtype.type if result.example.dim() == 0 else np.ndarray
     return result
+
+
+class _WithWeakScalar:
+    """A node's target: `op` of a tensor and a NumPy scalar (a 0-d tensor), which torch
+    takes as a Python number: the result has the dtype it would have with one."""
+
+    def __init__(self, op: Any, dtype: torch.dtype) -> None:
+        self.op = op
+        self.dtype = dtype
+        self.__name__ = self.__qualname__ = f"with_scalar_{getattr(op, '__name__', 'op')}"
+
+    def __call__(self, *args: Any) -> Any:
+        return self.op(*args).to(self.dtype)
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+def _tensor_with_numpy_scalar(tx: Translator, op: Any, operands: list[Value]) -> Value:
+    """`t * s` for a torch tensor `t` and a NumPy scalar `s`: torch's semantics (eager
+    calls Tensor's operator, which takes the scalar as a Python number)."""
+    examples: list[Any] = []
+    for value in operands:
+        if is_ndarray(value):
+            if value.python_type is np.ndarray:
+                raise Unsupported("an operator between a torch.Tensor and a NumPy array")
+            examples.append(_python_number(value.example.dtype))
+        elif isinstance(value, TensorValue):
+            examples.append(torch.empty((), dtype=value.example.dtype))
+        else:
+            try:
+                examples.append(as_constant(value))
+            except NotConstant:
+                raise Unsupported("an operator on a NumPy scalar and an unknown value") from None
+    try:
+        dtype = op(*examples).dtype  # the dtype eager gives: a Python number's promotion
+    except Exception as error:  # noqa: BLE001 - eager's own error, met when it runs
+        raise Unsupported(f"operator on a tensor and a NumPy scalar: {error}") from error
+    target = _WithWeakScalar(op, dtype)
+    return tx.ctx.call("call_function", target, tuple(_as_tensor(v) for v in operands), {})
+
+
+def _python_number(dtype: torch.dtype) -> Any:
+    """The kind of Python number torch takes a NumPy scalar of `dtype` as."""
+    if dtype is torch.bool:
+        return True
+    if dtype.is_complex:
+        return 1j
+    return 1.0 if dtype.is_floating_point else 1

@@ -230,8 +230,9 @@ class CaptureContext:
         if isinstance(obj, torch.nn.Module) and source is not None:
             if not isinstance(source, ModuleSource | NNModuleSource):
                 source = NNModuleSource(source, is_builtin_module_class(type(obj)))
-        if isinstance(obj, np.ndarray) and source is not None and obj.dtype in _NUMPY_INPUT_DTYPES:
-            return self._ndarray_input(obj, source)
+        if isinstance(obj, np.ndarray | np.generic) and source is not None:
+            if obj.dtype in _NUMPY_INPUT_DTYPES:
+                return self._ndarray_input(obj, source)
         if isinstance(obj, torch.Tensor):
             if source is None:
                 raise Unsupported(
@@ -322,10 +323,10 @@ class CaptureContext:
         self.inputs.append((source, tensor, value))
         return value
 
-    def _ndarray_input(self, array: np.ndarray, source: Source) -> Value:
-        """An ndarray argument: a tensor graph input (`torch.from_numpy` in the entry code)
-        that capture treats as an ndarray (numpy_arrays); guarded on type, dtype, shape
-        and strides."""
+    def _ndarray_input(self, array: np.ndarray | np.generic, source: Source) -> Value:
+        """An ndarray (or NumPy scalar) argument: a tensor graph input (`torch.from_numpy`
+        in the entry code) that capture treats as NumPy's (numpy_arrays); guarded on
+        type, dtype, shape and strides, not on its values (as torch)."""
         known = self._numbers.get(source)
         if known is not None:
             return known
@@ -333,12 +334,12 @@ class CaptureContext:
         self.guards.equals_match(AttrSource(AttrSource(source, "dtype"), "str"), array.dtype.str)
         for attribute in ("shape", "strides"):
             self.guards.equals_match(AttrSource(source, attribute), getattr(array, attribute))
-        tensor = torch.from_numpy(array)
+        tensor = torch.from_numpy(np.asarray(array))
         placeholder = self._placeholder(self._unique_name(source.name))
         example = self.fake_mode.from_real(tensor)
         placeholder.meta["val"] = example
         self._converted_inputs[placeholder] = (NumpyTensorSource(source), tensor)
-        value = TensorValue(placeholder, example, None, np.ndarray)
+        value = TensorValue(placeholder, example, None, type(array))
         self._numbers[source] = value
         return value
 

@@ -77,7 +77,8 @@ class FloatTensorSource(Source):
 
 @dataclass(frozen=True, slots=True)
 class NumpyTensorSource(Source):
-    """An ndarray input handed to the graph as a tensor: `___from_numpy(base)`.
+    """An ndarray (or NumPy scalar) input handed to the graph as a tensor:
+    `___from_numpy(base)`.
 
     Only the entry code reads it; guards check the array at `source` itself.
     """
