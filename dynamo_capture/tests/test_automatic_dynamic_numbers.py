@@ -200,3 +200,14 @@ def test_backends_that_bake_item_keep_float_inputs_constant(backend):
     for s in (0.5, 1.5, 2.5):
         x = torch.randn(4)
         torch.testing.assert_close(compiled(x, s), float_arithmetic(x, s))
+
+
+def test_text_of_symbolic_int_is_its_value():
+    # str(n) / f"{n}" of a symbolic int read its value (guarded), not the symbol's name
+    def digits(x, n):
+        return x * len(str(n)) + len(f"{n}:{n * 2}")
+
+    compiled = dynamo_capture.optimize(digits, backend=lambda gm, example_inputs: gm.forward)
+    for n in (2, 30, 500, 7, -1):
+        x = torch.randn(4)
+        torch.testing.assert_close(compiled(x, n), digits(x, n))

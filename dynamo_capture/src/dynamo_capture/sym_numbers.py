@@ -33,7 +33,7 @@ import torch.fx
 from dynamo_capture.sym_sizes import SymbolNode, emit_size
 from guards import ShapeEnv, artifact_enabled, artifact_logger
 
-__all__ = ["SYM_FUNCTIONS", "SymNumbers", "SymRecipe", "is_symbolic_number"]
+__all__ = ["SYM_FUNCTIONS", "SymNumbers", "SymRecipe", "concrete_numbers", "is_symbolic_number"]
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -67,6 +67,20 @@ def is_symbolic_number(value: Any) -> bool:
         return False
     node = value.node
     return not node.expr.is_Number and node.expr not in (sympy.true, sympy.false)
+
+
+def concrete_numbers(values: Any, where: str = "") -> Any:
+    """`values` (a tuple, list or dict of them, or one value) with every symbolic number
+    replaced by its value, guarded equal: for a Python function that would read a
+    symbolic number's name instead of its value (`str(n)`, `f"{n}"`, `hash(n)`)."""
+    if is_symbolic_number(values):
+        node = values.node
+        return node.pytype(node.shape_env.evaluate(node, where=where))
+    if isinstance(values, tuple | list):
+        return type(values)(concrete_numbers(item, where) for item in values)
+    if isinstance(values, dict):
+        return {key: concrete_numbers(item, where) for key, item in values.items()}
+    return values
 
 
 @dataclass(frozen=True, slots=True)
