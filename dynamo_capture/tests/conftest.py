@@ -6,6 +6,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -37,6 +38,8 @@ def clone_inputs(value: Any) -> Any:
         return cloned
     if isinstance(value, torch.nn.Module):
         return copy.deepcopy(value)
+    if isinstance(value, np.ndarray):
+        return value.copy()
     if isinstance(value, list | tuple):
         return type(value)(clone_inputs(item) for item in value)
     if isinstance(value, dict):
@@ -62,6 +65,9 @@ def assert_same(got: Any, expected: Any) -> None:
     if isinstance(expected, torch.Tensor):
         torch.testing.assert_close(got, expected, equal_nan=True)
         assert got.requires_grad == expected.requires_grad
+    elif isinstance(expected, np.ndarray | np.generic):  # NumPy results: dtype too
+        assert got.dtype == expected.dtype, f"{got.dtype} != {expected.dtype}"
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
     elif isinstance(expected, list | tuple):
         assert len(got) == len(expected)
         for a, b in zip(got, expected, strict=True):

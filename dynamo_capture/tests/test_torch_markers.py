@@ -211,3 +211,36 @@ def test_ember_disable_accepts_torch_keywords():
         dynamo_capture.disable(f, wrapping="no")
     with pytest.raises(TypeError, match="reason must be None or a str"):
         dynamo_capture.disable(f, reason=3)
+
+
+def _sigmoid_then_rest(x):
+    y = torch.sigmoid(x)
+    return y * 2 + torch.sin(x)
+
+
+def _helper_cos(x):
+    return x.cos() + 1
+
+
+def _calls_helper(x):
+    y = _helper_cos(x * 2)
+    return y - 1
+
+
+@pytest.mark.parametrize(
+    ("fn", "target", "absent"),
+    [(_sigmoid_then_rest, torch.sigmoid, torch.sigmoid), (_calls_helper, _helper_cos, "cos")],
+)
+def test_disallow_in_graph_breaks_at_the_call(backend, fn, target, absent):
+    from dynamo_capture import registry
+
+    dynamo_capture.disallow_in_graph(target)
+    try:
+        compiled = dynamo_capture.optimize(fn, backend=backend)
+        x = torch.randn(4)
+        torch.testing.assert_close(compiled(x), fn(x))
+        targets = [node.target for gm in backend.graphs for node in gm.graph.nodes]
+        assert absent not in targets and compiled.graph_breaks
+        assert "disallow_in_graph" in str(compiled.graph_breaks[0])
+    finally:
+        registry._disallowed_in_graph.pop(id(target), None)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture.errors import Unsupported
+from dynamo_capture.numpy_arrays import is_ndarray, ndarray_attribute
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
 from dynamo_capture.sources import (
     AttrSource,
@@ -60,6 +61,8 @@ def _trusted_module(obj: Any) -> bool:
 def get_attr(tx: Translator, value: Value, name: str) -> Value:
     """value.name; raises AttributeError when the attribute does not exist."""
     if isinstance(value, TensorValue):
+        if is_ndarray(value):
+            return ndarray_attribute(tx, value, name)
         return _tensor_attr(tx, value, name)
     if isinstance(value, PythonValue):
         return _python_attr(tx, value, name)

@@ -45,7 +45,7 @@ from dynamo_capture.operations import (
     unary_op,
 )
 from dynamo_capture.state import is_compiling, is_exporting
-from dynamo_capture.sym_numbers import SYM_FUNCTIONS, is_symbolic_number
+from dynamo_capture.sym_numbers import SYM_FUNCTIONS, concrete_numbers, is_symbolic_number
 from dynamo_capture.values import (
     DictValue,
     DictViewValue,
@@ -92,7 +92,13 @@ def _fold(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
         name = getattr(fn, "__name__", fn)
         raise Unsupported(f"{name}() on values known only when it runs") from None
     try:
-        return PythonValue(fn(*real_args, **real_kwargs))
+        result = fn(*real_args, **real_kwargs)
+        if not isinstance(result, bool) and not is_symbolic_number(result):
+            if any(is_symbolic_number(a) for a in (*real_args, *real_kwargs.values())):
+                # a plain result from a symbolic number (`str(n)`): from its guarded value
+                where = f"{getattr(fn, '__name__', fn)}() of a symbolic number"
+                result = fn(*concrete_numbers(real_args, where), **concrete_numbers(real_kwargs))
+        return PythonValue(result)
     except Exception as error:
         raise Unsupported(
             f"{getattr(fn, '__name__', fn)}() raised {type(error).__name__}: {error}"

@@ -9,6 +9,8 @@ substitute_in_graph(original)                the stand-in is inlined
 disable(fn)                                  Unsupported (the frame runs eagerly)
 assume_constant_result(fn)                   called now, its result a constant
 a torch.compile'd or traced function         the function it wraps is inlined
+torch.func transforms, torch.cond             one graph node (function_transforms)
+a NumPy function on arrays from tensors       one graph node (numpy_arrays)
 a user class                                 a new ObjectValue, its __init__ inlined
 """
 
@@ -82,7 +84,15 @@ def call(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, Value])
         return inline_function(tx, fn, args, kwargs, None)
     if isinstance(fn, BuiltinMethodValue):
         from dynamo_capture.methods import call_method
+        from dynamo_capture.numpy_arrays import is_ndarray, ndarray_method, tensor_to_numpy
 
+        if is_ndarray(fn.receiver):
+            return ndarray_method(tx, fn.receiver, fn.name, args, kwargs)
+        if isinstance(fn.receiver, TensorValue) and fn.name == "numpy":
+            if args or any(key != "force" for key in kwargs):
+                raise Unsupported("Tensor.numpy() with arguments other than force=")
+            force = kwargs.get("force", PythonValue(False))
+            return tensor_to_numpy(tx, fn.receiver, bool(as_constant(force)))
         return call_method(tx, fn.receiver, fn.name, args, kwargs)
     if isinstance(fn, PartialValue):
         return call(tx, fn.func, [*fn.args, *args], {**fn.kwargs, **kwargs})
@@ -134,7 +144,9 @@ def _call_python(
     tx: Translator, fn: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     from dynamo_capture.builtin_calls import BUILTIN_HANDLERS, call_c_function
+    from dynamo_capture.function_transforms import call_function_transform
     from dynamo_capture.generator_contexts import CONTEXTMANAGER_HELPER, generator_context
+    from dynamo_capture.numpy_arrays import call_numpy
     from dynamo_capture.polyfills import call_polyfill
     from dynamo_capture.torch_calls import call_torch, is_torch_callable
 
@@ -147,6 +159,12 @@ def _call_python(
     substitute = substitute_for(obj)
     if substitute is not None:
         return _call_substitute(tx, substitute, args, kwargs)
+    transformed = call_function_transform(tx, obj, args, kwargs)
+    if transformed is not None:
+        return transformed
+    numpy_result = call_numpy(tx, obj, args, kwargs)
+    if numpy_result is not None:
+        return numpy_result
     if is_allowed_in_graph(obj):
         return tx.ctx.call("call_function", obj, tuple(args), kwargs, allow_python_result=True)
     reason = disabled_reason(obj)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 import torch.fx
 
@@ -244,18 +245,25 @@ def capture_frame(
     dynamic: bool | None = False,
     history: SizeHistory | None = None,
     specialize_floats: bool = False,
+    float_inputs: bool = True,
+    transform_nodes: bool = True,
 ) -> CapturedFrame:
     """Interpret `target`'s code on `f_locals`; raise Unsupported when it cannot be one graph.
 
     `guard_context`, when given, receives the CaptureContext even when capture fails,
     so the caller can use the guards recorded up to the failure. `dynamic` and
     `history` choose the input dims traced with symbolic sizes (CaptureContext);
-    `specialize_floats` turns symbolic floats operators take into constants (sym_numbers).
+    `specialize_floats` turns symbolic floats operators take into constants (sym_numbers);
+    `float_inputs=False` keeps float inputs constants (CaptureContext);
+    `transform_nodes=False` breaks the graph at torch.func transforms and torch.cond
+    instead of making them nodes (function_transforms).
     """
     start = time.perf_counter()
     ctx = CaptureContext(
-        target.globals, dynamic=dynamic, history=history, specialize_floats=specialize_floats
-    )
+        target.globals, dynamic=dynamic, history=history, specialize_floats=specialize_floats,
+        float_inputs=float_inputs,
+    )  # fmt: skip
+    ctx.transform_nodes = transform_nodes
     if guard_context is not None:
         guard_context.append(ctx)
     _global_state_guards(ctx)
@@ -378,6 +386,10 @@ class OutputPlan:
             if shadow is value:  # an outside list/dict: the same object, contents replayed
                 return source.expr if source is not None else self._constant(obj)
         if isinstance(value, TensorValue):
+            if value.python_type is np.ndarray:  # an array from a tensor: NumPy's again
+                return f"{self._output(value)}.numpy(force=True)"
+            if isinstance(value.python_type, type) and issubclass(value.python_type, np.generic):
+                return f"{self._output(value)}.numpy(force=True)[()]"  # a NumPy scalar
             if value.source is not None and value.node.op == "placeholder":
                 return value.source.expr
             return self._output(value)
@@ -495,6 +507,8 @@ class OutputPlan:
     def _python(self, value: PythonValue) -> str:
         obj = value.obj
         if has_symbolic(obj):
+            if value.source is not None:
+                return value.source.expr  # an int or float input made symbolic: read again
             raise Unsupported("returning a symbolic size from the compiled frame")
         if obj is None or isinstance(obj, bool) or (type(obj) in (int, str)):
             return repr(obj)
@@ -590,6 +604,16 @@ def shared_reads(sources: list[Source]) -> tuple[list[str], list[str]]:
     return statements, [read(source) for source in sources]
 
 
+def _from_numpy(array: Any) -> torch.Tensor:
+    """An ndarray or NumPy scalar input as the graph takes it (NumpyTensorSource)."""
+    return torch.from_numpy(np.asarray(array))
+
+
+def _float_tensor(value: float) -> torch.Tensor:
+    """A float input as the graph takes it (FloatTensorSource)."""
+    return torch.tensor(value, dtype=torch.float64)
+
+
 def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
     """Run the backend on the frame's graph; its errors become BackendCompilerFailed."""
     graph = frame.graph_module
@@ -631,6 +655,8 @@ def compile_entry(
         "___identity": _identity,
         "___keep": _keep,
         "___make_function": _make_function,
+        "___float_tensor": _float_tensor,
+        "___from_numpy": _from_numpy,
     }
     exec(compile(source, filename, "exec"), scope)  # noqa: S102
     guards = frame.ctx.guards.compile(guard_filter_fn, name=frame.target.name)

@@ -34,6 +34,7 @@ from dynamo_capture.operations import (
 from dynamo_capture.output_graph import TRUSTED_MODULES
 from dynamo_capture.resume import UNBOUND, generated_from
 from dynamo_capture.sources import AttrSource, CellContentsSource, ClosureSource, ItemSource
+from dynamo_capture.sym_numbers import concrete_numbers
 from dynamo_capture.values import (
     NULL,
     CellValue,
@@ -463,6 +464,7 @@ def format_value(tx: Translator, inst: Instruction) -> None:
         real = as_constant(value)
     except NotConstant:
         raise Unsupported("an f-string of a value known only when it runs (a tensor?)") from None
+    real = concrete_numbers(real, "an f-string of a symbolic number")  # its value, guarded
     conversion = {0: None, 1: str, 2: repr, 3: ascii}[flags & 0x03]
     if conversion is not None:
         real = conversion(real)

@@ -284,6 +284,12 @@ def _has_tensor(*values: Value) -> bool:
 
 def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
     """left <op> right (fn is an operator function such as operator.add or operator.iadd)."""
+    if _numpy_operand(left, right):
+        from dynamo_capture.numpy_arrays import ndarray_operator
+
+        if fn in _INPLACE_TO_PLAIN and isinstance(left, TensorValue):
+            raise Unsupported("an in-place operator on a NumPy array (it writes the tensor)")
+        return ndarray_operator(tx, _INPLACE_TO_PLAIN.get(fn, fn), [left, right])
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
         if fn in _INPLACE_TO_PLAIN and not isinstance(left, TensorValue):
             fn = _INPLACE_TO_PLAIN[fn]  # `number += tensor` rebinds, like number + tensor
@@ -437,6 +443,10 @@ def _identical(left: Value, right: Value) -> bool:
 
 def compare_op(tx: Translator, symbol: str, left: Value, right: Value) -> Value:
     fn = COMPARE[symbol]
+    if _numpy_operand(left, right) and symbol in ("<", "<=", "==", "!=", ">", ">="):
+        from dynamo_capture.numpy_arrays import ndarray_operator
+
+        return ndarray_operator(tx, fn, [left, right])
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
         return tx.ctx.call("call_function", fn, (left, right), {})
     return binary_op(tx, fn, left, right)
@@ -448,7 +458,19 @@ def is_op(left: Value, right: Value) -> bool:
     return left is right
 
 
+def _numpy_operand(*values: Value) -> bool:
+    return any(
+        isinstance(value, TensorValue) and value.python_type is not torch.Tensor
+        and not issubclass(value.python_type, torch.Tensor)
+        for value in values
+    )  # fmt: skip
+
+
 def unary_op(tx: Translator, fn: Any, value: Value) -> Value:
+    if _numpy_operand(value) and fn is not operator.not_:
+        from dynamo_capture.numpy_arrays import ndarray_operator
+
+        return ndarray_operator(tx, fn, [value])
     if isinstance(value, TensorValue):
         return tx.ctx.call("call_function", fn, (value,), {})
     if fn is operator.not_:
@@ -621,6 +643,10 @@ def _index_constant(tx: Translator, index: Value) -> Any:
 def get_item(tx: Translator, container: Value, index: Value) -> Value:
     """container[index]."""
     container = side_effects.current(tx, container)
+    if _numpy_operand(container):
+        from dynamo_capture.numpy_arrays import ndarray_item
+
+        return ndarray_item(tx, container, index)
     if isinstance(container, TensorValue):
         return tx.ctx.call("call_function", operator.getitem, (container, index), {})
     if isinstance(container, TupleValue | ListValue):

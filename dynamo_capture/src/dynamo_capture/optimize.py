@@ -24,7 +24,7 @@ import torch
 from dynamo_capture import compile_trace
 from dynamo_capture.break_callees import Shadow, ShadowedPart, shadows_for
 from dynamo_capture.capture import CaptureArtifacts, CompiledEntry, capture_frame, compile_entry
-from dynamo_capture.errors import RecompileError, Unsupported
+from dynamo_capture.errors import BackendCompilerFailed, RecompileError, Unsupported
 from dynamo_capture.fallbacks import EagerFallback, forget_warnings, warn_eager_frame
 from dynamo_capture.frame_target import FrameTarget, _module_call, frame_target
 from dynamo_capture.output_graph import CaptureContext
@@ -96,6 +96,7 @@ class CompiledCallable:
         self._sizes = SizeHistory()  # input sizes over compiles (automatic dynamic)
         self._static_backend = False  # the backend refused a symbolic graph: capture static
         self._specialize_floats = False  # the backend refused symbolic floats: make constants
+        self._transform_nodes = True  # False: the backend refused torch.func / torch.cond nodes
         self.parent: CompiledCallable | None = None  # the split frame this is a part of
         self.compile_id = ""  # of the newest compile (compile_trace)
         _live.add(self)
@@ -245,8 +246,11 @@ class CompiledCallable:
         if inner is not None:
             return self._wrapper_entry(inner)
         contexts: list[CaptureContext] = []
+        backend = active_wrapper_backend(self._backend_for(stance))
         try:
-            frame = self._capture(f_locals, contexts)
+            if not takes_function_transforms(backend):
+                self._transform_nodes = False
+            frame = self._capture(f_locals, contexts, takes_float_inputs(backend))
         except ConstraintViolationError:
             raise  # an input outside its mark_dynamic range: the caller's error, as in torch
         except Unsupported as error:
@@ -261,10 +265,23 @@ class CompiledCallable:
             if self.fullgraph:
                 raise unsupported from error
             return self._eager_entry(unsupported, contexts)
-        backend = active_wrapper_backend(self._backend_for(stance))
-        entry = self._symbolic_entry(frame, backend, f_locals)
-        if entry is None:
-            entry = compile_entry(frame, backend, self.guard_filter_fn)
+        try:
+            entry = self._symbolic_entry(frame, backend, f_locals)
+            if entry is None:
+                entry = compile_entry(frame, backend, self.guard_filter_fn)
+        except BackendCompilerFailed as error:
+            if not (self._transform_nodes and frame.ctx.transform_nodes_made):
+                raise
+            # a backend that cannot compile torch.func / torch.cond nodes: the graph
+            # breaks at those calls instead, and they run eagerly
+            self._transform_nodes = False
+            if artifact_enabled("graph_breaks"):
+                artifact_logger("graph_breaks").info(
+                    "%s: function transforms run eagerly for this backend (%s)",
+                    self.frame.name,
+                    error,
+                )
+            return self._compile(f_locals, args, kwargs, stance)
         self.artifacts.append(entry.artifacts)
         if artifact_enabled("graph"):
             artifact_logger("graph").info(
@@ -272,14 +289,20 @@ class CompiledCallable:
             )
         return entry
 
-    def _capture(self, f_locals: dict[str, Any], contexts: list[CaptureContext]) -> Any:
+    def _capture(
+        self, f_locals: dict[str, Any], contexts: list[CaptureContext], float_inputs: bool = True
+    ) -> Any:
         """Capture with symbolic sizes where `dynamic` asks; statically when that fails."""
         if self.dynamic is False or self._static_backend:
-            return capture_frame(self.frame, f_locals, guard_context=contexts)
+            return capture_frame(
+                self.frame, f_locals, guard_context=contexts,
+                transform_nodes=self._transform_nodes,
+            )  # fmt: skip
         try:
             return capture_frame(
                 self.frame, f_locals, guard_context=contexts, dynamic=self.dynamic,
                 history=self._sizes, specialize_floats=self._specialize_floats,
+                float_inputs=float_inputs, transform_nodes=self._transform_nodes,
             )  # fmt: skip
         except ConstraintViolationError:
             raise
@@ -591,6 +614,20 @@ class CompiledCallable:
         self.calls = 0
         self.entries.clear()
         self._limit_logged = False
+
+
+def takes_float_inputs(backend: Backend) -> bool:
+    """Whether the backend takes float inputs made symbolic as torch passes them (a 0-d
+    float64 tensor read back with `.item()`); one that bakes `.item()` in declares
+    `takes_float_inputs = False` and gets those floats as constants (one graph each)."""
+    return getattr(backend, "takes_float_inputs", True) is not False
+
+
+def takes_function_transforms(backend: Backend) -> bool:
+    """Whether the backend takes graphs with torch.func transforms and torch.cond as
+    opaque call nodes (function_transforms); one that cannot declares
+    `takes_function_transforms = False` and gets a graph break at those calls."""
+    return getattr(backend, "takes_function_transforms", True) is not False
 
 
 def _opts_out_of_symbolic(backend: Backend) -> bool:

@@ -17,11 +17,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import math
 import operator
 import types
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 import torch.fx
 
@@ -29,9 +31,12 @@ from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
 from dynamo_capture.sources import (
     AttrSource,
+    FloatTensorSource,
+    ItemSource,
     LocalSource,
     ModuleSource,
     NNModuleSource,
+    NumpyTensorSource,
     ParamBufferSource,
     Source,
     is_builtin_module_class,
@@ -47,7 +52,7 @@ from dynamo_capture.values import (
     TupleValue,
     Value,
 )
-from guards import DataDependentError, FakeTensorMode, ShapeEnv, SizeHistory
+from guards import DataDependentError, FakeTensorMode, ShapeEnv, SizeHistory, SymNode
 
 __all__ = ["CaptureContext", "TRUSTED_MODULES", "is_constant", "is_graph_callable"]
 
@@ -97,6 +102,21 @@ def is_constant(obj: Any) -> bool:
     if isinstance(obj, tuple | frozenset):
         return all(is_constant(item) for item in obj)
     return False
+
+
+# ndarray inputs capture takes as tensors (numpy_arrays); others stay Python objects
+_NUMPY_INPUT_DTYPES = frozenset(
+    np.dtype(t)
+    for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+              np.uint8, np.bool_, np.complex64, np.complex128)
+)  # fmt: skip
+
+
+def _is_argument_source(source: Source) -> bool:
+    """Whether `source` is a local of the frame or an item of one (`L['t'][0]`)."""
+    while isinstance(source, ItemSource):
+        source = source.source
+    return isinstance(source, LocalSource)
 
 
 def _holds_enum(obj: Any) -> bool:
@@ -166,12 +186,18 @@ class CaptureContext:
         dynamic: bool | None = False,
         history: SizeHistory | None = None,
         specialize_floats: bool = False,
+        float_inputs: bool = True,
     ) -> None:
         self.graph = torch.fx.Graph()
         self.guards = FrameGuards()
         self.open_autocasts: list[Any] = []  # real autocast states entered while capturing
         self.dynamic = dynamic
         self.history = history
+        # float inputs that change between calls become symbolic (else constants)
+        self.float_inputs = float_inputs and not specialize_floats
+        # torch.func transforms and torch.cond as graph nodes (function_transforms)
+        self.transform_nodes = True
+        self.transform_nodes_made = 0
         self.shape_env = None if dynamic is False else ShapeEnv()
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.use_fakes = USE_FAKES
@@ -189,6 +215,10 @@ class CaptureContext:
         self._names: set[str] = set()
         self._symbol_nodes: dict[Any, torch.fx.Node] = {}
         self._size_inputs: dict[torch.fx.Node, tuple[str, int]] = {}
+        # numbers read from the inputs as SymInt / SymFloat, by source (wrapped once)
+        self._numbers: dict[Source, Value] = {}
+        self._number_inputs: dict[torch.fx.Node, tuple[Source, torch.Tensor]] = {}
+        self._converted_inputs: dict[torch.fx.Node, tuple[Source, torch.Tensor]] = {}
         # SymFloat / SymBool arithmetic run while capturing, emitted as nodes where used
         self.sym_numbers = SymNumbers(
             self.graph, self.shape_env, self._symbol_node, specialize_floats=specialize_floats
@@ -200,6 +230,9 @@ class CaptureContext:
         if isinstance(obj, torch.nn.Module) and source is not None:
             if not isinstance(source, ModuleSource | NNModuleSource):
                 source = NNModuleSource(source, is_builtin_module_class(type(obj)))
+        if isinstance(obj, np.ndarray | np.generic) and source is not None:
+            if obj.dtype in _NUMPY_INPUT_DTYPES:
+                return self._ndarray_input(obj, source)
         if isinstance(obj, torch.Tensor):
             if source is None:
                 raise Unsupported(
@@ -210,10 +243,22 @@ class CaptureContext:
         if source is None:
             return PythonValue(obj)
         guards = self.guards
+        if source in self._numbers:
+            return self._numbers[source]
         symbolic = self._symbolic_int(obj, source)
+        if symbolic is None:
+            symbolic = self._symbolic_float(obj, source)
         if symbolic is not None:
             guards.type_match(source, obj)
-            return PythonValue(symbolic, source)
+            self._numbers[source] = PythonValue(symbolic, source)
+            return self._numbers[source]
+        if self._numbers_changed(obj, source):
+            # a tuple of numbers that changed since an earlier compile: its items are
+            # wrapped one by one, so that those which changed become symbolic
+            guards.type_match(source, obj)
+            guards.length_check(source, obj)
+            items = [self.wrap(item, ItemSource(source, i)) for i, item in enumerate(obj)]
+            return TupleValue(items, source=source)
         if _holds_enum(obj):
             guards.id_match(source, obj)  # enum members are singletons: guard identity
         elif is_constant(obj) or isinstance(obj, torch.Size):
@@ -278,24 +323,88 @@ class CaptureContext:
         self.inputs.append((source, tensor, value))
         return value
 
+    def _ndarray_input(self, array: np.ndarray | np.generic, source: Source) -> Value:
+        """An ndarray (or NumPy scalar) argument: a tensor graph input (`torch.from_numpy`
+        in the entry code) that capture treats as NumPy's (numpy_arrays); guarded on
+        type, dtype, shape and strides, not on its values (as torch)."""
+        known = self._numbers.get(source)
+        if known is not None:
+            return known
+        self.guards.type_match(source, array)
+        self.guards.equals_match(AttrSource(AttrSource(source, "dtype"), "str"), array.dtype.str)
+        for attribute in ("shape", "strides"):
+            self.guards.equals_match(AttrSource(source, attribute), getattr(array, attribute))
+        tensor = torch.from_numpy(np.asarray(array))
+        placeholder = self._placeholder(self._unique_name(source.name))
+        example = self.fake_mode.from_real(tensor)
+        placeholder.meta["val"] = example
+        self._converted_inputs[placeholder] = (NumpyTensorSource(source), tensor)
+        value = TensorValue(placeholder, example, None, type(array))
+        self._numbers[source] = value
+        return value
+
     def _symbolic_int(self, value: Any, source: Source) -> torch.SymInt | None:
         """A SymInt for an int argument of the frame traced symbolically, else None.
 
-        dynamic=True: every int argument but 0 and 1; dynamic=None: one whose value
-        changed since an earlier compile (automatic dynamic). The shape guards check
-        the value's range and relations; a type guard checks it is still an int.
+        An int argument is a local or an item of a tuple or list argument (a value
+        handed on to a resume part on its stack included). dynamic=True: every int
+        argument but 0 and 1; dynamic=None: one whose value changed since an earlier
+        compile (automatic dynamic; then 0, 1 and negative values are symbolic too,
+        as in torch). The shape guards check the value's range and relations; a type
+        guard checks it is still an int.
         """
-        if type(value) is not int or not isinstance(source, LocalSource):
+        if type(value) is not int or not _is_argument_source(source):
             return None
         if self.shape_env is None:
             return None
         if self.dynamic is not True:
             if self.history is None or not self.history.observe_int(source, value):
                 return None
+            return self.shape_env.create_symint(
+                self.shape_env.create_int_symbol(value, source), value
+            )
         expr = self.shape_env.create_symbol(value, source)
         if expr.is_Integer:
             return None  # 0 and 1 stay static
         return self.shape_env.create_symint(expr, value)
+
+    def _symbolic_float(self, value: Any, source: Source) -> torch.SymFloat | None:
+        """A SymFloat for a float argument whose value changed since an earlier compile.
+
+        As in torch (automatic dynamic, `specialize_float=False`), the graph takes it
+        as a 0-d float64 tensor input and reads it back with `.item()`; arithmetic on
+        it stays symbolic, a decision on it (a comparison, `int(...)`) specializes it
+        (the ShapeEnv's `specialized_floats`, guarded equal). NaN and inf stay constants.
+        """
+        if type(value) is not float or not math.isfinite(value):
+            return None
+        if self.shape_env is None or self.dynamic is True or self.history is None:
+            return None
+        if not self.float_inputs:
+            return None
+        if not _is_argument_source(source) or not self.history.observe_value(source, value):
+            return None
+        symbol = self.shape_env.create_float_symbol(value, source)
+        number = torch.SymFloat(SymNode(symbol, self.shape_env, float, value))
+        tensor = torch.tensor(value, dtype=torch.float64)
+        placeholder = self._placeholder(self._unique_name(source.name))
+        placeholder.meta["val"] = self.fake_mode.from_real(tensor)
+        self._number_inputs[placeholder] = (FloatTensorSource(source), tensor)
+        read = self.graph.call_method("item", (placeholder,))
+        read.meta["val"] = number
+        self.sym_numbers.bind(number, read)
+        return number
+
+    def _numbers_changed(self, obj: Any, source: Source) -> bool:
+        """Whether `obj` is a tuple argument holding numbers that changed since an earlier
+        compile."""
+        if type(obj) is not tuple or self.shape_env is None or self.dynamic is True:
+            return False
+        if self.history is None or not _is_argument_source(source):
+            return False
+        if not any(type(item) in (int, float) for item in obj) or not is_constant(obj):
+            return False
+        return self.history.observe_value(source, obj)
 
     def _dims(self, source: Source, tensor: torch.Tensor) -> frozenset[int]:
         """The dims of input `tensor` traced symbolically (mark_dynamic marks are added later).
@@ -323,12 +432,23 @@ class CaptureContext:
             return
         for binding, _ in self.shape_env.graph_inputs():
             self._symbol_node(binding.symbol)
+        for source, value in self.shape_env.specialized_floats.items():
+            self.guards.equals_match(source, value)
+        for placeholder in list(self._number_inputs):
+            # a float input no operator reads (only guards, or specialized): no graph input
+            (read,) = placeholder.users
+            if not read.users:
+                self.graph.erase_node(read)
+                self.graph.erase_node(placeholder)
+                del self._number_inputs[placeholder]
         self.guards.guard_set.add_shape_env(self.shape_env)
 
     def graph_inputs(self) -> list[tuple[Source, Any]]:
         """(where it is read at run time, example input) per placeholder, in graph order."""
         known = {value.node: (source, real) for source, real, value in self.inputs}
         known.update(self._size_inputs)
+        known.update(self._number_inputs)
+        known.update(self._converted_inputs)
         return [known[node] for node in self.graph.find_nodes(op="placeholder")]
 
     def _symbol_node(self, symbol: Any) -> torch.fx.Node:
@@ -413,7 +533,9 @@ class CaptureContext:
                 if kind == "call_method":
                     result = getattr(example_args[0], target)(*example_args[1:], **example_kwargs)
                 else:
-                    result = target(*example_args, **example_kwargs)
+                    # a target that cannot run on fakes names what computes its metadata
+                    example_target = getattr(target, "__ember_example__", target)
+                    result = example_target(*example_args, **example_kwargs)
         except Unsupported:
             raise
         except DataDependentError as error:
@@ -559,6 +681,8 @@ def tensor_result_type(args: Any, kwargs: Any) -> type:
     _map(kwargs, visit)
     chosen: type = torch.Tensor
     for kind in kinds:
+        if not issubclass(kind, torch.Tensor):  # a NumPy array: only numpy_arrays takes it
+            raise Unsupported(f"a torch operation on a {kind.__name__} (NumPy) value")
         handler = getattr(kind.__torch_function__, "__func__", kind.__torch_function__)
         if handler not in _PLAIN_TORCH_FUNCTIONS:
             raise Unsupported(

@@ -2,6 +2,7 @@
 trace a Python stand-in for them, or leave them to run eagerly.
 
     allow_in_graph(fn)                 calls to fn become one graph node, fn is not traced
+    disallow_in_graph(fn)              calls to fn break the graph, fn runs eagerly there
     @substitute_in_graph(original)     trace this Python function where `original` is called
     disable(fn)                        fn always runs eagerly (a graph break where it is called)
     assume_constant_result(fn)         fn runs once while capturing; its result is a constant
@@ -31,6 +32,7 @@ __all__ = [
     "assume_constant_result",
     "disable",
     "disabled_reason",
+    "disallow_in_graph",
     "eager_only_depth",
     "is_allowed_in_graph",
     "is_constant_result",
@@ -42,6 +44,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # id -> the object itself, so that the id cannot be reused while registered.
 _allowed_in_graph: dict[int, Callable[..., Any]] = {}
+_disallowed_in_graph: dict[int, Callable[..., Any]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +71,23 @@ def allow_in_graph(fn: F | list[F] | tuple[F, ...]) -> Any:
         return type(fn)(allow_in_graph(one) for one in fn)
     if not callable(fn):
         raise TypeError(f"allow_in_graph expects a callable, got {type(fn).__name__}")
+    _disallowed_in_graph.pop(id(fn), None)
     _allowed_in_graph[id(fn)] = fn
+    return fn
+
+
+def disallow_in_graph(fn: F | list[F] | tuple[F, ...]) -> Any:
+    """Tell capture to break the graph where `fn` is called, so that it runs eagerly
+    (torch.compiler.disallow_in_graph's meaning; `fn` may be a torch function such
+    as `torch.sigmoid`). It undoes `allow_in_graph(fn)`; `allow_in_graph` undoes it.
+    Returns `fn` itself (or the list).
+    """
+    if isinstance(fn, list | tuple):
+        return type(fn)(disallow_in_graph(one) for one in fn)
+    if not callable(fn):
+        raise TypeError(f"disallow_in_graph expects a callable, got {type(fn).__name__}")
+    _allowed_in_graph.pop(id(fn), None)
+    _disallowed_in_graph[id(fn)] = fn
     return fn
 
 
@@ -199,6 +218,8 @@ def eager_only_depth() -> int:
 def disabled_reason(fn: object) -> str | None:
     """The reason given to `disable` (ember's or torch's) for `fn`; None when not disabled."""
     reason = getattr(fn, "__ember_disabled__", None)
+    if reason is None and _disallowed_in_graph.get(id(fn)) is fn:
+        return "disallowed in the graph with disallow_in_graph"
     return reason if reason is not None else torch_disabled_reason(fn)
 
 

@@ -6,6 +6,7 @@ variables included) and `G` (its globals); entry code and guards both use it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from guards import (
@@ -29,11 +30,13 @@ __all__ = [
     "CellContentsSource",
     "ClosureSource",
     "DefaultArgSource",
+    "FloatTensorSource",
     "GlobalSource",
     "ItemSource",
     "LocalSource",
     "ModuleGlobalSource",
     "ModuleSource",
+    "NumpyTensorSource",
     "NNModuleSource",
     "ParamBufferSource",
     "Source",
@@ -49,3 +52,45 @@ def item_source(base: Source | None, key: Any) -> Source | None:
     if base is None or not isinstance(key, _ITEM_KEYS):
         return None
     return ItemSource(base, key)
+
+
+@dataclass(frozen=True, slots=True)
+class FloatTensorSource(Source):
+    """A float input handed to the graph as a 0-d float64 tensor: `___float_tensor(base)`.
+
+    Only the entry code reads it (the graph reads the number back with `.item()`);
+    guards check the float at `source` itself.
+    """
+
+    source: Source
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"___float_tensor({base_expr})"
+
+    def short_name(self, base_name: str) -> str:
+        return base_name
+
+
+@dataclass(frozen=True, slots=True)
+class NumpyTensorSource(Source):
+    """An ndarray (or NumPy scalar) input handed to the graph as a tensor:
+    `___from_numpy(base)`.
+
+    Only the entry code reads it; guards check the array at `source` itself.
+    """
+
+    source: Source
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"___from_numpy({base_expr})"
+
+    def short_name(self, base_name: str) -> str:
+        return base_name

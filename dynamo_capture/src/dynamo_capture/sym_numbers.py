@@ -33,7 +33,7 @@ import torch.fx
 from dynamo_capture.sym_sizes import SymbolNode, emit_size
 from guards import ShapeEnv, artifact_enabled, artifact_logger
 
-__all__ = ["SYM_FUNCTIONS", "SymNumbers", "SymRecipe", "is_symbolic_number"]
+__all__ = ["SYM_FUNCTIONS", "SymNumbers", "SymRecipe", "concrete_numbers", "is_symbolic_number"]
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -69,6 +69,20 @@ def is_symbolic_number(value: Any) -> bool:
     return not node.expr.is_Number and node.expr not in (sympy.true, sympy.false)
 
 
+def concrete_numbers(values: Any, where: str = "") -> Any:
+    """`values` (a tuple, list or dict of them, or one value) with every symbolic number
+    replaced by its value, guarded equal: for a Python function that would read a
+    symbolic number's name instead of its value (`str(n)`, `f"{n}"`, `hash(n)`)."""
+    if is_symbolic_number(values):
+        node = values.node
+        return node.pytype(node.shape_env.evaluate(node, where=where))
+    if isinstance(values, tuple | list):
+        return type(values)(concrete_numbers(item, where) for item in values)
+    if isinstance(values, dict):
+        return {key: concrete_numbers(item, where) for key, item in values.items()}
+    return values
+
+
 @dataclass(frozen=True, slots=True)
 class SymRecipe:
     """How one symbolic number was made: `target(*args)`, the args numbers or Sym values."""
@@ -99,6 +113,7 @@ class SymNumbers:
         # id(SymNode) -> recipe; the recipe holds the result, so the id stays its own
         self._recipes: dict[int, SymRecipe] = {}
         self._nodes: dict[int, tuple[Any, Any]] = {}  # id(SymNode) -> (value, node)
+        self._aliases: dict[int, tuple[Any, Any]] = {}  # id(SymNode) -> (value, equal value)
 
     def record(self, result: Any, target: Callable[..., Any], args: tuple[Any, ...]) -> None:
         """Remember that `result` is `target(*args)` when it is a symbolic number made from one.
@@ -108,10 +123,20 @@ class SymNumbers:
         """
         if not is_symbolic_number(result) or any(arg is result for arg in args):
             return
+        for arg in args:
+            # `0 + f`, `f * 1`: the result is the argument itself (one node, not two)
+            if is_symbolic_number(arg) and type(arg) is type(result):
+                if arg.node.expr == result.node.expr:
+                    self._aliases[id(result.node)] = (result, arg)
+                    return
         from_float = any(isinstance(arg, torch.SymFloat | torch.SymBool) for arg in args)
         if isinstance(result, torch.SymInt) and not from_float:
             return
         self._recipes[id(result.node)] = SymRecipe(result, target, args)
+
+    def bind(self, value: Any, node: torch.fx.Node) -> None:
+        """`node` computes symbolic number `value` (a float input read from its tensor)."""
+        self._nodes[id(value.node)] = (value, node)
 
     def node_of(self, value: Any) -> Any:
         """A graph node (or plain number) computing symbolic number `value`."""
@@ -120,6 +145,8 @@ class SymNumbers:
         key = id(value.node)
         if key in self._nodes:
             return self._nodes[key][1]
+        if key in self._aliases:
+            return self.node_of(self._aliases[key][1])
         recipe = self._recipes.get(key)
         if self.specialize_floats and not isinstance(value, torch.SymInt):
             node = self.specialize(value, "the backend takes no symbolic floats")

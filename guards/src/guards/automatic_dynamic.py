@@ -35,7 +35,7 @@ class SizeHistory:
 
     def __init__(self) -> None:
         self._tensors: dict[Source, _Seen] = {}
-        self._ints: dict[Source, tuple[int, bool]] = {}
+        self._ints: dict[Source, tuple[object, bool]] = {}
 
     def observe(self, source: Source, tensor: torch.Tensor) -> frozenset[int]:
         """Record `tensor`'s sizes; the dims that changed since an earlier compile."""
@@ -50,6 +50,11 @@ class SizeHistory:
 
     def observe_int(self, source: Source, value: int) -> bool:
         """Record int input `value`; whether it changed since an earlier compile (sticky)."""
+        return self.observe_value(source, value)
+
+    def observe_value(self, source: Source, value: object) -> bool:
+        """Record constant input `value` (an int, a tuple of numbers...); whether it
+        changed since an earlier compile (sticky)."""
         seen = self._ints.get(source)
         dynamic = seen is not None and (seen[1] or seen[0] != value)
         self._ints[source] = (value, dynamic)

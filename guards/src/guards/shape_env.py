@@ -151,6 +151,10 @@ class ShapeEnv:
         # (property source, expression) pairs the guard checks, besides symbol definitions
         self._source_exprs: dict[TensorPropertySource, sympy.Expr] = {}
         self._counter = itertools.count()
+        # float inputs traced symbolically: symbol -> (hint, source); an equality on one
+        # specializes it (`specialized_floats`, checked by the caller's guards)
+        self._floats: dict[sympy.Symbol, tuple[float, Source]] = {}
+        self.specialized_floats: dict[Source, float] = {}
 
     # ------------------------------------------------------------------ symbols
 
@@ -201,6 +205,57 @@ class ShapeEnv:
         if duck and not bounded:
             self._by_hint[hint] = symbol
         return symbol
+
+    def create_int_symbol(self, hint: int, source: Source) -> sympy.Symbol:
+        """The symbol of an int input traced symbolically (`LocalSource('n')`).
+
+        Unlike a size, the int may be any integer: 0, 1 and negative values are not
+        specialized, its range is unbounded and it never shares a size's symbol
+        (no duck sizing), as torch does for int inputs made dynamic.
+        """
+        symbol = sympy.Symbol(f"s{next(self._counter)}", integer=True)
+        self._symbols[symbol] = _Symbol(symbol, int(hint), ValueRange(-INF, INF), [source])
+        if artifact_enabled("dynamic"):
+            _log.info("create_int_symbol %s = %s (hint %d)", symbol, source.expr, int(hint))
+        return symbol
+
+    def create_float_symbol(self, hint: float, source: Source) -> sympy.Symbol:
+        """The symbol of a float input traced symbolically (`LocalSource('scale')`).
+
+        Arithmetic on it stays symbolic; a decision on it (a comparison, `int(...)`)
+        specializes it instead of recording a relation: the symbol becomes `hint`
+        and `specialized_floats[source]` asks the caller to guard the input equal; an
+        order on it (`s > 0`) is a relation the shape guard checks on the float.
+        """
+        symbol = sympy.Symbol(f"f{next(self._counter)}", real=True)
+        self._floats[symbol] = (float(hint), source)
+        if artifact_enabled("dynamic"):
+            _log.info("create_float_symbol %s = %s (hint %r)", symbol, source.expr, hint)
+        return symbol
+
+    def float_bindings(self) -> list[tuple[sympy.Symbol, Source]]:
+        """(symbol, source) of each float input symbol not specialized; the guard reads them."""
+        return [
+            (symbol, source)
+            for symbol, (_, source) in self._floats.items()
+            if symbol not in self._replacements
+        ]
+
+    def _specialize_floats(self, expr: Any) -> Any:
+        """`expr` with its float input symbols specialized to their hints, where it is an
+        equality (`s == 0.5`, a float read with `guard_float`); an order (`s > 0`) stays a
+        relation the guard checks on the float."""
+        if not (isinstance(expr, sympy.Basic) and expr.has(sympy.Eq)):
+            return expr
+        symbols = [s for s in getattr(expr, "free_symbols", ()) if s in self._floats]
+        for symbol in symbols:
+            hint, source = self._floats[symbol]
+            self.specialized_floats[source] = hint
+            self._replacements[symbol] = sympy.Float(hint)
+            self.version += 1
+            if artifact_enabled("dynamic"):
+                _log.info("specialize_float %s = %r (at %s)", source.expr, hint, _user_location())
+        return self.replace(expr) if symbols else expr
 
     def create_symint(self, expr: sympy.Expr, hint: int) -> torch.SymInt | int:
         """A `torch.SymInt` for `expr` (a plain int when `expr` is a constant)."""
@@ -324,9 +379,9 @@ class ShapeEnv:
 
     def hint_of(self, expr: Any) -> Any:
         """The value of `expr` at the symbols' hints."""
-        value = self.replace(expr).xreplace(
-            {s: sympy.Integer(info.hint) for s, info in self._symbols.items()}
-        )
+        hints = {s: sympy.Integer(info.hint) for s, info in self._symbols.items()}
+        hints.update({s: sympy.Float(hint) for s, (hint, _) in self._floats.items()})
+        value = self.replace(expr).xreplace(hints)
         if value is sympy.true or value is sympy.false:
             return bool(value)
         if isinstance(value, sympy.Expr) and value.is_Number:
@@ -359,7 +414,7 @@ class ShapeEnv:
 
     def record(self, condition: Any, where: str = "") -> None:
         """Record that `condition` holds (it must hold at the hints)."""
-        condition = self.replace(condition)
+        condition = self._specialize_floats(self.replace(condition))
         if condition is sympy.true or static_truth(condition, self.ranges()) is True:
             return
         condition = _divisibility(condition)
@@ -500,7 +555,7 @@ class ShapeEnv:
 
         if artifact_enabled("dynamic") and self._symbols:
             _log.info("symbolic shape guards:\n%s", self.format_guards())
-        return ShapeGuard.of(self) if self._symbols else None
+        return ShapeGuard.of(self) if self._symbols or self.float_bindings() else None
 
     # ------------------------------------------------------------------ torch's names
 

@@ -279,6 +279,9 @@ class _PythonPrinter(StrPrinter):
         cond = self._print(condition)
         return f"({self._print(value)} if {cond} else {self._print(other)})"
 
+    def _print_Float(self, expr: Any) -> str:
+        return repr(float(expr))  # every digit: a guard on a float input compares exactly
+
     def _print_floor(self, expr: Any) -> str:
         return f"({self._print(expr.args[0])} // 1)"
 

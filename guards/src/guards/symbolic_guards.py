@@ -62,6 +62,7 @@ class ShapeGuard(Guard):
             return index.setdefault(source, len(index))
 
         symbols = tuple((b.symbol, slot(b.sources[0])) for b in env.bindings())
+        symbols += tuple((symbol, slot(source)) for symbol, source in env.float_bindings())
         checks = tuple(
             ShapeCheck(kind, None if source is None else slot(source), expr)
             for kind, source, expr in env.checks()
@@ -77,7 +78,7 @@ class ShapeGuard(Guard):
     # ------------------------------------------------------------------ reference check
 
     def failure(self, *values: Any) -> str | None:
-        bound = {symbol: sympy.Integer(int(values[i])) for symbol, i in self.symbols}
+        bound = {symbol: _number(values[i]) for symbol, i in self.symbols}
         for check in self.shape_checks:
             failure = self._check_failure(check, values, bound)
             if failure is not None:
@@ -101,7 +102,7 @@ class ShapeGuard(Guard):
         if check.expr.xreplace(bound) is sympy.true:
             return None
         what = "range" if check.kind == "range" else "relation"
-        small = any(int(value) in (0, 1) for value in bound.values())
+        small = any(value in (0, 1) for value in bound.values())
         note = " (sizes 0 and 1 are specialized)" if check.kind == "range" and small else ""
         return (
             f"shape {what} {self._text(check.expr)} violated"
@@ -149,3 +150,8 @@ class ShapeGuard(Guard):
                 text = f"{self.property_sources[check.index].expr} == {text}"
             out.append(text)
         return out
+
+
+def _number(value: Any) -> sympy.Expr:
+    """An input's value as a sympy number (a size or int input; a float input)."""
+    return sympy.Float(value) if isinstance(value, float) else sympy.Integer(int(value))

@@ -1,0 +1,204 @@
+"""torch.func transforms and torch.cond inside captured code: one graph node per call.
+
+    torch.func.grad(f, argnums=0)(x)     -> a node `grad_f(x)`, f a function known now
+    torch.vmap(f, in_dims=(0, None))(x, y)
+    torch.func.jvp(f, primals, tangents) -> a node `jvp_f(primals, tangents)`
+    torch.cond(pred, true_fn, false_fn, (x,))
+        pred a tensor                    -> a node `cond_true_fn_false_fn(pred, x)`
+        pred a Python bool               -> the branch it picks, inlined (guarded)
+
+The node calls torch's own public transform when the graph runs, so the result is
+eager's; capture runs it on fake tensors only to learn the result's metadata (for
+torch.cond: each branch on fakes, which must agree). The transformed function must be
+known now: a function without closure cells or a module (guarded where it came
+from), or a lambda made in the frame without closure cells. Anything else (a closure over the frame's tensors, a
+non-constant option, `vjp`, which returns a function) is Unsupported: the graph
+breaks there and the transform runs eagerly, as before.
+
+Unlike torch.compile, which inlines the transform's operators into the graph, the
+node is opaque: graph counts match torch's, op counts do not.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.operations import NotConstant, as_constant
+from dynamo_capture.values import FunctionValue, PythonValue, TensorValue, TupleValue, Value
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = ["TRANSFORMS", "call_function_transform"]
+
+# transform -> the option names it takes (all must be constants)
+TRANSFORMS: dict[Callable[..., Any], tuple[str, ...]] = {
+    torch.func.grad: ("argnums", "has_aux"),
+    torch.func.grad_and_value: ("argnums", "has_aux"),
+    torch.func.vmap: ("in_dims", "out_dims", "randomness", "chunk_size"),
+    torch.vmap: ("in_dims", "out_dims", "randomness", "chunk_size"),
+    torch.func.jacrev: ("argnums", "has_aux", "chunk_size"),
+    torch.func.jacfwd: ("argnums", "has_aux", "randomness"),
+    torch.func.hessian: ("argnums",),
+}
+
+_TRANSFORMED = "__ember_transformed__"  # set on the functions made here
+_HIGHER_ORDER_COND = torch.ops.higher_order.cond  # the operator torch.cond calls
+
+
+def call_function_transform(
+    tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Value]
+) -> Value | None:
+    """The value of `fn(*args, **kwargs)` when `fn` is a transform, a function it made,
+    `torch.func.jvp` or `torch.cond`; None for any other callee."""
+    if fn in TRANSFORMS:
+        return _make_transformed(tx, fn, args, kwargs)
+    if getattr(fn, _TRANSFORMED, False):
+        return _node(tx, fn, tuple(args), kwargs)
+    if fn is torch.func.jvp:
+        return _jvp(tx, args, kwargs)
+    if fn is torch.cond or fn is _HIGHER_ORDER_COND:
+        return _cond(tx, args, kwargs)
+    return None
+
+
+def _node(tx: Translator, target: Any, args: tuple[Any, ...], kwargs: dict[str, Value]) -> Value:
+    """A node calling `target`; Unsupported where the backend refused such nodes."""
+    if not tx.ctx.transform_nodes:
+        raise Unsupported(
+            f"{target.__name__}: the backend cannot compile torch.func transforms or "
+            "torch.cond as graph nodes, so the call runs eagerly"
+        )
+    tx.ctx.transform_nodes_made += 1
+    return tx.ctx.call("call_function", target, args, kwargs)
+
+
+def _make_transformed(
+    tx: Translator, transform: Any, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    name = transform.__name__
+    if not args:
+        raise Unsupported(f"torch.func.{name} called without the function to transform")
+    function = _known_function(args[0], f"the function given to {name}")
+    options = _options(name, TRANSFORMS[transform], args[1:], kwargs)
+    applied = transform(function, **options)
+
+    def transformed(*call_args: Any, **call_kwargs: Any) -> Any:
+        return applied(*call_args, **call_kwargs)
+
+    _name(transformed, f"{name}_{_function_name(function)}")
+    return PythonValue(transformed)
+
+
+def _jvp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if not args:
+        raise Unsupported("torch.func.jvp called without the function")
+    function = _known_function(args[0], "the function given to jvp")
+    options = _options("jvp", ("has_aux",), [], {k: v for k, v in kwargs.items()})
+
+    def jvp(primals: Any, tangents: Any) -> Any:
+        return torch.func.jvp(function, primals, tangents, **options)
+
+    _name(jvp, f"jvp_{_function_name(function)}")
+    return _node(tx, jvp, tuple(args[1:3]), {})
+
+
+def _cond(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from dynamo_capture.calls import call
+    from dynamo_capture.operations import sequence_items
+
+    names = ("pred", "true_fn", "false_fn", "operands")
+    bound = dict(zip(names, args, strict=False))
+    bound.update(kwargs)
+    if set(bound) != set(names):
+        raise Unsupported(f"torch.cond takes {', '.join(names)}; got {', '.join(bound)}")
+    pred, operands = bound["pred"], bound["operands"]
+    if not isinstance(operands, TupleValue | PythonValue) and not hasattr(operands, "items"):
+        raise Unsupported("torch.cond operands must be a tuple or list")
+    items = sequence_items(tx, operands)
+    if not isinstance(pred, TensorValue):
+        try:
+            chosen = bound["true_fn"] if bool(as_constant(pred)) else bound["false_fn"]
+        except NotConstant:
+            raise Unsupported(
+                "torch.cond with a predicate that is neither a tensor nor a bool"
+            ) from None
+        return call(tx, chosen, items, {})  # a Python predicate picks the branch, as in torch
+    true_fn = _known_function(bound["true_fn"], "torch.cond's true_fn")
+    false_fn = _known_function(bound["false_fn"], "torch.cond's false_fn")
+
+    def cond(predicate: torch.Tensor, *operand_values: Any) -> Any:
+        return torch.cond(predicate, true_fn, false_fn, operand_values)
+
+    _name(cond, f"cond_{_function_name(true_fn)}_{_function_name(false_fn)}")
+    cond.__ember_example__ = _cond_example(true_fn, false_fn)  # type: ignore[attr-defined]
+    return _node(tx, cond, (pred, *items), {})
+
+
+def _cond_example(true_fn: Callable[..., Any], false_fn: Callable[..., Any]) -> Any:
+    """What capture runs on fakes for a cond node: both branches, which must agree."""
+
+    def example(predicate: torch.Tensor, *operands: Any) -> Any:
+        on_true, on_false = true_fn(*operands), false_fn(*operands)
+        if not _same_metadata(on_true, on_false):
+            raise Unsupported("torch.cond's branches return tensors of different metadata")
+        return on_true
+
+    return example
+
+
+def _same_metadata(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and a.device == b.device
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same_metadata(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and not isinstance(a, torch.Tensor)
+
+
+def _known_function(value: Value, what: str) -> Callable[..., Any]:
+    """The real callable `value` stands for: known now, and the same in every call the
+    guards let through (a function without cells or a module from the inputs or
+    globals, a lambda made in the frame without closure cells)."""
+    if isinstance(value, PythonValue) and callable(value.obj):
+        if isinstance(value.obj, types.FunctionType) and value.obj.__closure__:
+            # its guards check the code, not the cells: another closure would pass them
+            raise Unsupported(f"{what} is a closure (its cells are not guarded)")
+        return value.obj
+    if isinstance(value, FunctionValue) and not value.closure and not value.kwdefaults:
+        try:
+            defaults = tuple(as_constant(item) for item in value.defaults)
+        except NotConstant:
+            raise Unsupported(f"{what} has defaults that are not constants") from None
+        return types.FunctionType(value.code, value.globals, value.name, defaults or None)
+    raise Unsupported(f"{what} is not a function capture knows now (a closure over the frame)")
+
+
+def _options(
+    name: str, allowed: tuple[str, ...], positional: list[Value], kwargs: dict[str, Value]
+) -> dict[str, Any]:
+    options = dict(zip(allowed, positional, strict=False))
+    if len(positional) > len(allowed):
+        raise Unsupported(f"torch.func.{name}: too many arguments")
+    options.update(kwargs)
+    unknown = set(options) - set(allowed)
+    if unknown:
+        raise Unsupported(f"torch.func.{name}: options {sorted(unknown)} are not handled")
+    try:
+        return {key: as_constant(value) for key, value in options.items()}
+    except NotConstant:
+        raise Unsupported(f"torch.func.{name}: options must be constants") from None
+
+
+def _function_name(function: Any) -> str:
+    name = getattr(function, "__name__", type(function).__name__)
+    return "".join(c if c.isalnum() else "_" for c in name).strip("_") or "fn"
+
+
+def _name(function: Any, name: str) -> None:
+    function.__name__ = function.__qualname__ = name
+    setattr(function, _TRANSFORMED, True)

@@ -1,0 +1,658 @@
+"""NumPy arrays in captured code: ndarrays backed by tensors, NumPy calls as tensor nodes.
+
+An ndarray is a `TensorValue` whose `python_type` is `np.ndarray` (or a NumPy scalar
+type such as `np.float64`, for what NumPy returns as a scalar: `np.mean(a)`). It comes
+from `t.numpy()` (a `view_as` node), from an ndarray input of the frame (a tensor input
+the entry code makes with `torch.from_numpy`) or from a NumPy call on one; it leaves
+the graph as a tensor again through `torch.from_numpy(a)` / `torch.as_tensor(a)` (an
+`as_tensor` node), or as the frame's result (the entry code calls `.numpy()`).
+
+Each NumPy function, ndarray method and operator is one graph node calling a small
+wrapper (`NumpyOperation`) that runs the torch equivalent from `NUMPY_FUNCTIONS` /
+`NDARRAY_METHODS` on tensors converted to NumPy's result dtype. NumPy's own type rules
+decide that dtype (float64 by default, NEP 50 Python scalars, int -> float64 for
+`np.sin` or `np.mean`): capture calls the NumPy function on tiny arrays of the
+operands' dtypes and reads the result's dtype and type (array or scalar).
+
+    a = x.numpy()                 ->  a = x.view_as(x)
+    b = np.sin(a) + 1             ->  numpy_sin(a), numpy_add(numpy_sin, 1)
+    torch.from_numpy(b)           ->  torch.as_tensor(numpy_add)
+
+Anything not in the tables (in-place NumPy updates, `np.random`, a NumPy function
+capture does not list, an array of objects or strings) is Unsupported: the graph
+breaks there and NumPy runs eagerly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.operations import NotConstant, as_constant
+from dynamo_capture.values import ListValue, PythonValue, TensorValue, TupleValue, Value
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = [
+    "NDARRAY_METHODS",
+    "NUMPY_FUNCTIONS",
+    "NumpyOperation",
+    "call_numpy",
+    "is_ndarray",
+    "ndarray_attribute",
+    "ndarray_method",
+    "ndarray_operator",
+    "tensor_to_numpy",
+]
+
+_TORCH_DTYPES = {
+    np.dtype(np.float16): torch.float16,
+    np.dtype(np.float32): torch.float32,
+    np.dtype(np.float64): torch.float64,
+    np.dtype(np.complex64): torch.complex64,
+    np.dtype(np.complex128): torch.complex128,
+    np.dtype(np.int8): torch.int8,
+    np.dtype(np.int16): torch.int16,
+    np.dtype(np.int32): torch.int32,
+    np.dtype(np.int64): torch.int64,
+    np.dtype(np.uint8): torch.uint8,
+    np.dtype(np.bool_): torch.bool,
+}
+_NUMPY_DTYPES = {value: key for key, value in _TORCH_DTYPES.items()}
+
+
+def is_ndarray(value: Value) -> bool:
+    """Whether `value` is an ndarray (or NumPy scalar) backed by a tensor."""
+    return isinstance(value, TensorValue) and _is_numpy_type(value.python_type)
+
+
+def _is_numpy_type(cls: type) -> bool:
+    return cls is np.ndarray or (isinstance(cls, type) and issubclass(cls, np.generic))
+
+
+# ----- the tables ---------------------------------------------------------------------
+def _reduction(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A NumPy reduction (`axis`, `keepdims`) on torch's (`dim`, `keepdim`)."""
+
+    def reduce(a: torch.Tensor, axis: Any = None, keepdims: bool = False, **kwargs: Any) -> Any:
+        if axis is None:
+            result = torch_fn(a, **kwargs)
+            return result.reshape((1,) * a.dim()) if keepdims else result
+        return torch_fn(a, dim=axis, keepdim=keepdims, **kwargs)
+
+    return reduce
+
+
+def _arg_reduction(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
+    def reduce(a: torch.Tensor, axis: Any = None, keepdims: bool = False) -> Any:
+        if axis is None:
+            return torch_fn(a.reshape(-1))
+        return torch_fn(a, dim=axis, keepdim=keepdims)
+
+    return reduce
+
+
+def _moments(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
+    def moment(a: torch.Tensor, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
+        if axis is None:
+            result = torch_fn(a, correction=ddof)
+            return result.reshape((1,) * a.dim()) if keepdims else result
+        return torch_fn(a, dim=axis, correction=ddof, keepdim=keepdims)
+
+    return moment
+
+
+def _cumulative(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
+    def accumulate(a: torch.Tensor, axis: Any = None) -> Any:
+        return torch_fn(a.reshape(-1), 0) if axis is None else torch_fn(a, axis)
+
+    return accumulate
+
+
+def _concatenate(arrays: Any, axis: int | None = 0) -> torch.Tensor:
+    if axis is None:
+        return torch.cat([a.reshape(-1) for a in arrays])
+    return torch.cat(list(arrays), dim=axis)
+
+
+def _transpose(a: torch.Tensor, axes: Any = None, *more: int) -> torch.Tensor:
+    if more:
+        axes = (axes, *more)
+    if axes is None:
+        return a.permute(*reversed(range(a.dim())))
+    return a.permute(*axes)
+
+
+def _reshape(a: torch.Tensor, *shape: Any, order: str = "C") -> torch.Tensor:
+    if order != "C":
+        raise NotImplementedError("reshape with order other than 'C'")
+    if len(shape) == 1 and isinstance(shape[0], tuple | list):
+        shape = tuple(shape[0])
+    return a.reshape(shape)
+
+
+def _squeeze(a: torch.Tensor, axis: Any = None) -> torch.Tensor:
+    return a.squeeze() if axis is None else a.squeeze(axis)
+
+
+def _clip(a: torch.Tensor, a_min: Any = None, a_max: Any = None) -> torch.Tensor:
+    return torch.clamp(a, a_min, a_max)
+
+
+def _where(condition: torch.Tensor, x: Any, y: Any) -> torch.Tensor:
+    return torch.where(condition, x, y)
+
+
+def _full(shape: Any, fill_value: Any, dtype: Any = None) -> torch.Tensor:
+    return torch.full(shape if isinstance(shape, tuple | list) else (shape,), fill_value)
+
+
+def _shape_factory(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
+    def make(shape: Any, dtype: Any = None) -> torch.Tensor:
+        return torch_fn(shape if isinstance(shape, tuple | list) else (shape,))
+
+    return make
+
+
+def _like_factory(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
+    def make(a: torch.Tensor, dtype: Any = None) -> torch.Tensor:
+        return torch_fn(a)
+
+    return make
+
+
+def _arange(*args: Any, dtype: Any = None) -> torch.Tensor:
+    return torch.arange(*args)
+
+
+def _linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True) -> torch.Tensor:
+    if not endpoint:
+        step = (stop - start) / num
+        return torch.arange(num, dtype=torch.float64) * step + start
+    return torch.linspace(start, stop, num, dtype=torch.float64)
+
+
+def _eye(n: int, m: int | None = None, dtype: Any = None) -> torch.Tensor:
+    return torch.eye(n, n if m is None else m)
+
+
+def _astype(a: torch.Tensor, dtype: Any, copy: bool = True) -> torch.Tensor:
+    return a.clone()  # the cast to `dtype` is the operation's result dtype
+
+
+def _copy(a: torch.Tensor) -> torch.Tensor:
+    return a.clone()
+
+
+def _scalar(value: Any) -> torch.Tensor:
+    return torch.as_tensor(value)
+
+
+def _array(data: Any, dtype: Any = None) -> torch.Tensor:
+    """np.array / np.asarray of numbers, arrays or nested lists of them (a copy)."""
+    if isinstance(data, torch.Tensor):
+        return data.clone()
+    if isinstance(data, list | tuple) and any(isinstance(item, torch.Tensor) for item in data):
+        return torch.stack([torch.as_tensor(item) for item in data])
+    return torch.as_tensor(data)
+
+
+def _norm(a: torch.Tensor, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
+    if ord is not None:
+        raise NotImplementedError("np.linalg.norm with ord")
+    if axis is None:
+        result = torch.linalg.vector_norm(a)
+        return result.reshape((1,) * a.dim()) if keepdims else result
+    return torch.linalg.vector_norm(a, dim=axis, keepdim=keepdims)
+
+
+# NumPy function -> (torch equivalent on tensors, how operands are cast first):
+# "result": to the result dtype (arithmetic, math functions, reductions), "values": all
+# but the first to the result dtype (np.where's condition), "common": to the operands'
+# common dtype (comparisons), "none": left as they are (argmax, shapes).
+NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
+    np.sin: (torch.sin, "result"),
+    np.cos: (torch.cos, "result"),
+    np.tan: (torch.tan, "result"),
+    np.arcsin: (torch.asin, "result"),
+    np.arccos: (torch.acos, "result"),
+    np.arctan: (torch.atan, "result"),
+    np.sinh: (torch.sinh, "result"),
+    np.cosh: (torch.cosh, "result"),
+    np.tanh: (torch.tanh, "result"),
+    np.exp: (torch.exp, "result"),
+    np.exp2: (torch.exp2, "result"),
+    np.expm1: (torch.expm1, "result"),
+    np.log: (torch.log, "result"),
+    np.log2: (torch.log2, "result"),
+    np.log10: (torch.log10, "result"),
+    np.log1p: (torch.log1p, "result"),
+    np.sqrt: (torch.sqrt, "result"),
+    np.square: (torch.square, "result"),
+    np.abs: (torch.abs, "result"),
+    np.absolute: (torch.abs, "result"),
+    np.negative: (torch.neg, "result"),
+    np.sign: (torch.sign, "result"),
+    np.floor: (torch.floor, "result"),
+    np.ceil: (torch.ceil, "result"),
+    np.reciprocal: (torch.reciprocal, "result"),
+    np.add: (torch.add, "result"),
+    np.subtract: (torch.sub, "result"),
+    np.multiply: (torch.mul, "result"),
+    np.divide: (torch.div, "result"),
+    np.true_divide: (torch.div, "result"),
+    np.floor_divide: (torch.floor_divide, "result"),
+    np.power: (torch.pow, "result"),
+    np.remainder: (torch.remainder, "result"),
+    np.mod: (torch.remainder, "result"),
+    np.fmod: (torch.fmod, "result"),
+    np.maximum: (torch.maximum, "result"),
+    np.minimum: (torch.minimum, "result"),
+    np.arctan2: (torch.atan2, "result"),
+    np.hypot: (torch.hypot, "result"),
+    np.greater: (torch.gt, "common"),
+    np.greater_equal: (torch.ge, "common"),
+    np.less: (torch.lt, "common"),
+    np.less_equal: (torch.le, "common"),
+    np.equal: (torch.eq, "common"),
+    np.not_equal: (torch.ne, "common"),
+    np.logical_and: (torch.logical_and, "none"),
+    np.logical_or: (torch.logical_or, "none"),
+    np.logical_not: (torch.logical_not, "none"),
+    np.dot: (torch.matmul, "result"),
+    np.matmul: (torch.matmul, "result"),
+    np.sum: (_reduction(torch.sum), "result"),
+    np.prod: (_reduction(torch.prod), "result"),
+    np.mean: (_reduction(torch.mean), "result"),
+    np.max: (_reduction(torch.amax), "result"),
+    np.amax: (_reduction(torch.amax), "result"),
+    np.min: (_reduction(torch.amin), "result"),
+    np.amin: (_reduction(torch.amin), "result"),
+    np.all: (_reduction(torch.all), "none"),
+    np.any: (_reduction(torch.any), "none"),
+    np.std: (_moments(torch.std), "result"),
+    np.var: (_moments(torch.var), "result"),
+    np.argmax: (_arg_reduction(torch.argmax), "none"),
+    np.argmin: (_arg_reduction(torch.argmin), "none"),
+    np.cumsum: (_cumulative(torch.cumsum), "result"),
+    np.cumprod: (_cumulative(torch.cumprod), "result"),
+    np.concatenate: (_concatenate, "result"),
+    np.stack: (torch.stack, "result"),
+    np.transpose: (_transpose, "none"),
+    np.reshape: (_reshape, "none"),
+    np.ravel: (lambda a: a.reshape(-1), "none"),
+    np.squeeze: (_squeeze, "none"),
+    np.expand_dims: (torch.unsqueeze, "none"),
+    np.clip: (_clip, "result"),
+    np.where: (_where, "values"),
+    np.zeros: (_shape_factory(torch.zeros), "result"),
+    np.ones: (_shape_factory(torch.ones), "result"),
+    np.full: (_full, "result"),
+    np.zeros_like: (_like_factory(torch.zeros_like), "result"),
+    np.ones_like: (_like_factory(torch.ones_like), "result"),
+    np.arange: (_arange, "result"),
+    np.linspace: (_linspace, "result"),
+    np.eye: (_eye, "result"),
+    np.copy: (_copy, "none"),
+    np.array: (_array, "none"),
+    np.asarray: (_array, "none"),
+    np.linalg.norm: (_norm, "result"),
+    np.float16: (_scalar, "result"),
+    np.float32: (_scalar, "result"),
+    np.float64: (_scalar, "result"),
+    np.int32: (_scalar, "result"),
+    np.int64: (_scalar, "result"),
+}
+
+# ndarray method -> the NumPy function it is (called with the array first)
+NDARRAY_METHODS: dict[str, Any] = {
+    "sum": np.sum,
+    "prod": np.prod,
+    "mean": np.mean,
+    "max": np.max,
+    "min": np.min,
+    "all": np.all,
+    "any": np.any,
+    "std": np.std,
+    "var": np.var,
+    "argmax": np.argmax,
+    "argmin": np.argmin,
+    "cumsum": np.cumsum,
+    "cumprod": np.cumprod,
+    "transpose": np.transpose,
+    "reshape": np.reshape,
+    "ravel": np.ravel,
+    "flatten": np.ravel,
+    "squeeze": np.squeeze,
+    "clip": np.clip,
+    "copy": np.copy,
+    "dot": np.dot,
+    "astype": "astype",
+}
+
+# operator -> the NumPy function it calls on arrays
+_OPERATORS: dict[Any, Any] = {
+    operator.add: np.add,
+    operator.sub: np.subtract,
+    operator.mul: np.multiply,
+    operator.truediv: np.true_divide,
+    operator.floordiv: np.floor_divide,
+    operator.pow: np.power,
+    operator.mod: np.remainder,
+    operator.matmul: np.matmul,
+    operator.gt: np.greater,
+    operator.ge: np.greater_equal,
+    operator.lt: np.less,
+    operator.le: np.less_equal,
+    operator.eq: np.equal,
+    operator.ne: np.not_equal,
+    operator.neg: np.negative,
+    operator.abs: np.absolute,
+}
+
+
+# ----- the graph node -----------------------------------------------------------------
+class NumpyOperation:
+    """A graph node's target: NumPy function `name` as `torch_fn` on tensors cast first."""
+
+    def __init__(
+        self,
+        name: str,
+        torch_fn: Callable[..., Any],
+        cast: torch.dtype | None,
+        skip_first: bool = False,
+    ) -> None:
+        self.torch_fn = torch_fn
+        self.cast = cast
+        self.skip_first = skip_first  # the first operand keeps its dtype (a condition)
+        self.__name__ = self.__qualname__ = f"numpy_{name}"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.cast is not None:
+            first, rest = (args[:1], args[1:]) if self.skip_first else ((), args)
+            args = (*first, *_cast(rest, self.cast))
+        return self.torch_fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+def _cast(value: Any, dtype: torch.dtype) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(dtype)
+    if isinstance(value, list | tuple):
+        return type(value)(_cast(item, dtype) for item in value)
+    return value
+
+
+class _ResultCast:
+    """A node's target that casts the result to NumPy's dtype (factories, astype)."""
+
+    def __init__(self, operation: NumpyOperation, dtype: torch.dtype) -> None:
+        self.operation = operation
+        self.dtype = dtype
+        self.__name__ = self.__qualname__ = operation.__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.operation(*args, **kwargs).to(self.dtype)
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+# ----- NumPy's type rules, read from NumPy ----------------------------------------------
+def _dummy(value: Value, full: bool = False) -> Any:
+    """A NumPy stand-in for an operand: its dtype and rank (and, `full`, its shape), not
+    its data."""
+    if is_ndarray(value):
+        dtype = _NUMPY_DTYPES[value.example.dtype]
+        if value.python_type is np.ndarray:
+            shape = tuple(int(size) for size in value.example.shape) if full else None
+            return np.ones(shape or (1,) * value.example.dim(), dtype=dtype)
+        return dtype.type(1)
+    if isinstance(value, TensorValue):
+        raise Unsupported("a NumPy function called on a torch.Tensor")
+    if isinstance(value, TupleValue | ListValue):
+        items = [_dummy(item, full) for item in value.items]
+        return tuple(items) if isinstance(value, TupleValue) else items
+    try:
+        return as_constant(value)
+    except NotConstant:
+        raise Unsupported("a NumPy call on a value capture does not know") from None
+
+
+def _numpy_result(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> tuple[np.dtype, type]:
+    """(dtype, type) of NumPy's result of `fn(*args, **kwargs)`, from tiny stand-ins."""
+    result, error = None, None
+    for full in (False, True):  # tiny arrays first; real shapes where the op needs them
+        try:
+            with np.errstate(all="ignore"):
+                dummies = [_dummy(a, full) for a in args]
+                result = fn(*dummies, **{k: _dummy(v, full) for k, v in kwargs.items()})
+            break
+        except Unsupported:
+            raise
+        except Exception as failure:  # noqa: BLE001 - NumPy's own error, reported below
+            error = failure
+    if result is None:
+        raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} on these operands: {error}")
+    if not isinstance(result, np.ndarray | np.generic):
+        raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} returns a {type(result).__name__}")
+    if result.dtype not in _TORCH_DTYPES:
+        raise Unsupported(f"NumPy arrays of dtype {result.dtype}")
+    return result.dtype, type(result)
+
+
+# ----- entry points from the interpreter -------------------------------------------------
+def tensor_to_numpy(tx: Translator, tensor: TensorValue, force: bool = False) -> Value:
+    """`t.numpy()`: an ndarray sharing the tensor's data (a `view_as` node)."""
+    if tensor.example.dtype not in _NUMPY_DTYPES:
+        raise Unsupported(f"Tensor.numpy() of a {tensor.example.dtype} tensor")
+    if not force and (tensor.example.requires_grad or tensor.example.device.type != "cpu"):
+        # eager raises here: let it, by running the call eagerly
+        raise Unsupported("Tensor.numpy() of a tensor that requires grad or is not on the CPU")
+    result = tx.ctx.call("call_method", "view_as", (tensor, tensor), {})
+    result.python_type = np.ndarray
+    return result
+
+
+def call_numpy(
+    tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Value]
+) -> Value | None:
+    """`fn(*args, **kwargs)` for a NumPy function in the table, or a torch function taking
+    an ndarray (`torch.from_numpy`); None for anything else."""
+    if fn in (torch.from_numpy, torch.as_tensor, torch.tensor) and args and is_ndarray(args[0]):
+        if len(args) > 1 or kwargs:
+            raise Unsupported(f"{fn.__name__}(ndarray, ...) with more arguments")
+        result = tx.ctx.call("call_function", torch.as_tensor, (_as_tensor(args[0]),), {})
+        result.python_type = torch.Tensor
+        return result
+    if not _is_numpy_callable(fn):
+        return None
+    entry = NUMPY_FUNCTIONS.get(fn)
+    if entry is None:
+        raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} is not one capture puts in a graph")
+    return _numpy_node(tx, fn, entry, args, kwargs)
+
+
+def _is_numpy_callable(fn: Any) -> bool:
+    module = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", "")
+    if isinstance(fn, np.ufunc):
+        return True
+    return isinstance(module, str) and (module == "numpy" or module.startswith("numpy."))
+
+
+def _numpy_node(
+    tx: Translator,
+    fn: Any,
+    entry: tuple[Callable[..., Any], str],
+    args: list[Value],
+    kwargs: dict[str, Value],
+) -> Value:
+    torch_fn, cast_mode = entry
+    if "out" in kwargs or "dtype" in kwargs and fn not in _FACTORIES:
+        raise Unsupported(f"NumPy {fn.__name__} with out= or dtype=")
+    dtype, result_type = _numpy_result(fn, args, kwargs)
+    result_dtype = _TORCH_DTYPES[dtype]
+    cast = None
+    if cast_mode in ("result", "values"):
+        cast = result_dtype
+    elif cast_mode == "common":
+        operands = [_dummy(a) for a in args if is_ndarray(a)]
+        cast = _TORCH_DTYPES[np.result_type(*operands)] if operands else None
+    name = getattr(fn, "__name__", type(fn).__name__)
+    operation = NumpyOperation(name, torch_fn, cast, skip_first=cast_mode == "values")
+    target = _ResultCast(operation, result_dtype)
+    kwargs = {k: v for k, v in kwargs.items() if k != "dtype"}
+    node_args = tuple(_as_tensor(a) for a in args)
+    node_kwargs = {k: _as_tensor(v) for k, v in kwargs.items()}
+    result = tx.ctx.call("call_function", target, node_args, node_kwargs)
+    if not isinstance(result, TensorValue):
+        raise Unsupported(f"NumPy {name} returns several arrays")
+    result.python_type = result_type
+    return result
+
+
+_FACTORIES = frozenset(  # functions whose dtype= names the result's dtype
+    {np.zeros, np.ones, np.full, np.zeros_like, np.ones_like, np.arange, np.linspace, np.eye,
+     np.array, np.asarray}
+)  # fmt: skip
+
+
+def _as_tensor(value: Value) -> Value:
+    """The operand as the graph sees it: an ndarray's tensor (a plain tensor value)."""
+    if is_ndarray(value):
+        return dataclasses.replace(value, python_type=torch.Tensor)
+    if isinstance(value, TupleValue | ListValue):
+        return dataclasses.replace(value, items=[_as_tensor(item) for item in value.items])
+    return value
+
+
+def ndarray_operator(tx: Translator, op: Any, operands: list[Value]) -> Value:
+    """`a + b`, `-a`, `a > 0`... with an ndarray operand: the NumPy function it calls."""
+    if any(isinstance(v, TensorValue) and not is_ndarray(v) for v in operands):
+        return _tensor_with_numpy_scalar(tx, op, operands)
+    fn = _OPERATORS.get(op)
+    if fn is None:
+        raise Unsupported(f"operator {getattr(op, '__name__', op)} on a NumPy array")
+    return _numpy_node(tx, fn, NUMPY_FUNCTIONS[fn], operands, {})
+
+
+def ndarray_attribute(tx: Translator, value: TensorValue, name: str) -> Value:
+    """`a.shape`, `a.T`, `a.dtype`...; a method name gives its bound method."""
+    from dynamo_capture.values import BuiltinMethodValue
+
+    example = value.example
+    if name == "shape":
+        return PythonValue(tuple(example.shape))
+    if name == "ndim":
+        return PythonValue(example.dim())
+    if name == "size":
+        return PythonValue(example.numel())
+    if name == "dtype":
+        return PythonValue(_NUMPY_DTYPES[example.dtype])
+    if name == "itemsize":
+        return PythonValue(example.element_size())
+    if name == "T":
+        return _numpy_node(tx, np.transpose, NUMPY_FUNCTIONS[np.transpose], [value], {})
+    if name in NDARRAY_METHODS:
+        return BuiltinMethodValue(value, name)
+    raise Unsupported(f"ndarray attribute {name!r} inside captured code")
+
+
+def ndarray_method(
+    tx: Translator, value: TensorValue, name: str, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`a.sum(axis=0)`, `a.astype(np.float32)`, `a.reshape(2, -1)`..."""
+    fn = NDARRAY_METHODS.get(name)
+    if fn is None:
+        raise Unsupported(f"ndarray.{name}() inside captured code")
+    if fn == "astype":
+        return _astype_node(tx, value, args, kwargs)
+    if name in ("reshape", "transpose") and len(args) > 1:
+        args = [TupleValue(list(args))]  # a.reshape(2, -1) is a.reshape((2, -1))
+    return _numpy_node(tx, fn, NUMPY_FUNCTIONS[fn], [value, *args], kwargs)
+
+
+def _astype_node(
+    tx: Translator, value: TensorValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    values = dict(zip(("dtype", "copy"), args, strict=False)) | kwargs
+    try:
+        dtype = np.dtype(as_constant(values["dtype"]))
+    except (KeyError, NotConstant, TypeError):
+        raise Unsupported("ndarray.astype with a dtype capture does not know") from None
+    if dtype not in _TORCH_DTYPES:
+        raise Unsupported(f"ndarray.astype({dtype})")
+    target = _ResultCast(NumpyOperation("astype", _copy, None), _TORCH_DTYPES[dtype])
+    result = tx.ctx.call("call_function", target, (_as_tensor(value),), {})
+    result.python_type = np.ndarray
+    return result
+
+
+def ndarray_item(tx: Translator, value: TensorValue, index: Value) -> Value:
+    """`a[i]`, `a[1:, None]`...: the tensor's indexing; a full int index gives a scalar."""
+    import operator as operator_module
+
+    if is_ndarray(index) or isinstance(index, TensorValue):
+        raise Unsupported("indexing a NumPy array with an array")
+    result = tx.ctx.call("call_function", operator_module.getitem, (_as_tensor(value), index), {})
+    dtype = _NUMPY_DTYPES[value.example.dtype]
+    result.python_type = dtype.type if result.example.dim() == 0 else np.ndarray
+    return result
+
+
+class _WithWeakScalar:
+    """A node's target: `op` of a tensor and a NumPy scalar (a 0-d tensor), which torch
+    takes as a Python number: the result has the dtype it would have with one."""
+
+    def __init__(self, op: Any, dtype: torch.dtype) -> None:
+        self.op = op
+        self.dtype = dtype
+        self.__name__ = self.__qualname__ = f"with_scalar_{getattr(op, '__name__', 'op')}"
+
+    def __call__(self, *args: Any) -> Any:
+        return self.op(*args).to(self.dtype)
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+def _tensor_with_numpy_scalar(tx: Translator, op: Any, operands: list[Value]) -> Value:
+    """`t * s` for a torch tensor `t` and a NumPy scalar `s`: torch's semantics (eager
+    calls Tensor's operator, which takes the scalar as a Python number)."""
+    examples: list[Any] = []
+    for value in operands:
+        if is_ndarray(value):
+            if value.python_type is np.ndarray:
+                raise Unsupported("an operator between a torch.Tensor and a NumPy array")
+            examples.append(_python_number(value.example.dtype))
+        elif isinstance(value, TensorValue):
+            examples.append(torch.empty((), dtype=value.example.dtype))
+        else:
+            try:
+                examples.append(as_constant(value))
+            except NotConstant:
+                raise Unsupported("an operator on a NumPy scalar and an unknown value") from None
+    try:
+        dtype = op(*examples).dtype  # the dtype eager gives: a Python number's promotion
+    except Exception as error:  # noqa: BLE001 - eager's own error, met when it runs
+        raise Unsupported(f"operator on a tensor and a NumPy scalar: {error}") from error
+    target = _WithWeakScalar(op, dtype)
+    return tx.ctx.call("call_function", target, tuple(_as_tensor(v) for v in operands), {})
+
+
+def _python_number(dtype: torch.dtype) -> Any:
+    """The kind of Python number torch takes a NumPy scalar of `dtype` as."""
+    if dtype is torch.bool:
+        return True
+    if dtype.is_complex:
+        return 1j
+    return 1.0 if dtype.is_floating_point else 1
