@@ -203,3 +203,70 @@ def test_generator_context_as_decorator_runs_body_inside():
     )
     assert not compiled(torch.randn(3, requires_grad=True)).requires_grad
     assert torch.is_grad_enabled()
+
+
+def graph_break_inside_set_grad_enabled(x):
+    with torch.set_grad_enabled(False):
+        y = x * 2
+        torch._dynamo.graph_break()
+        y = y * 2
+    return y + x, torch.is_grad_enabled()
+
+
+def graph_break_inside_autocast(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = torch.mm(x.view(2, 2), x.view(2, 2))
+        torch._dynamo.graph_break()
+        z = torch.mm(y, y)
+    return z, torch.is_autocast_enabled("cpu")
+
+
+def graph_break_inside_nested_grad_modes(x):
+    with torch.no_grad():
+        with torch.enable_grad():
+            y = x * 2
+            torch._dynamo.graph_break()
+            y = y + 1
+        z = y * 2
+    return z
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        graph_break_inside_set_grad_enabled,
+        graph_break_inside_autocast,
+        graph_break_inside_nested_grad_modes,
+    ],
+)
+def test_torch_graph_break_call_breaks_like_torch(fn):
+    counter = check_like_torch(fn, _one)
+    assert counter.frame_count == 2
+
+
+@torch.enable_grad()
+def _doubled_with_grad(t):
+    return t * 2
+
+
+def enable_grad_decorator_inside_no_grad(x):
+    with torch.no_grad():
+        y = _doubled_with_grad(x)
+    return y
+
+
+def set_grad_enabled_private_switch(x):
+    torch._C._set_grad_enabled(False)
+    y = x * 2
+    torch._C._set_grad_enabled(True)
+    return y
+
+
+@pytest.mark.parametrize(
+    "fn", [enable_grad_decorator_inside_no_grad, set_grad_enabled_private_switch]
+)
+def test_grad_mode_switched_by_inlined_enter_is_in_the_graph(fn):
+    check_like_torch(fn, _one)
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward)
+    x = torch.randn(4, requires_grad=True)
+    assert compiled(x).requires_grad == fn(x).requires_grad

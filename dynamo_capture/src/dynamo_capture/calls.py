@@ -47,7 +47,7 @@ from dynamo_capture.sources import (
     Source,
     item_source,
 )
-from dynamo_capture.torch_markers import torch_inline_target
+from dynamo_capture.torch_markers import is_torch_graph_break, torch_inline_target
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -126,6 +126,20 @@ def _call_constant_result(obj: Any, args: list[Value], kwargs: dict[str, Value])
     return PythonValue(result)
 
 
+def _set_grad_enabled(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """torch._C._set_grad_enabled(mode): the mode changes now and in the graph."""
+    from dynamo_capture.methods import set_grad_mode
+
+    try:
+        (mode,), _ = _all_constant(args, kwargs)
+    except (NotConstant, ValueError) as error:
+        raise Unsupported(
+            "torch._C._set_grad_enabled with a mode known only when it runs"
+        ) from error
+    set_grad_mode(tx, bool(mode))
+    return PythonValue(None)
+
+
 def _all_constant(args: list[Value], kwargs: dict[str, Value]) -> tuple[list[Any], dict[str, Any]]:
     return [as_constant(a) for a in args], {k: as_constant(v) for k, v in kwargs.items()}
 
@@ -152,6 +166,10 @@ def _call_python(
     reason = disabled_reason(obj)
     if reason is not None:
         raise Unsupported(f"call to {describe(fn)}, which must run eagerly: {reason}")
+    if is_torch_graph_break(obj):
+        raise Unsupported("torch._dynamo.graph_break() forces a graph break here")
+    if obj is torch._C._set_grad_enabled:  # a grad-mode context's own __enter__/__exit__
+        return _set_grad_enabled(tx, args, kwargs)
     _check_not_eager_package(obj)
     if is_constant_result(obj):
         return _call_constant_result(obj, args, kwargs)
