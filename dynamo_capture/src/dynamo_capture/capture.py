@@ -27,9 +27,19 @@ from typing import Any
 import torch
 import torch.fx
 
-from dynamo_capture import opcodes_data, opcodes_flow, side_effects  # noqa: F401  (registers handlers)
+from dynamo_capture import (  # noqa: F401  (registers handlers)
+    opcodes_data,
+    opcodes_exceptions,
+    opcodes_flow,
+    side_effects,
+)
 from dynamo_capture.calls import is_made_in_frame
-from dynamo_capture.errors import BackendCompilerFailed, Unsupported, UserLocation
+from dynamo_capture.errors import (
+    BackendCompilerFailed,
+    ExceptionRaised,
+    Unsupported,
+    UserLocation,
+)
 from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
@@ -285,6 +295,7 @@ def capture_frame(
             located.contexts = open_contexts(tx)
             located.call_cut = call_cut(tx)
         located.callee = error.callee
+        located.escapes = isinstance(error, ExceptionRaised)
         raise located from error.__cause__
     except RecursionError as error:
         raise Unsupported("capture recursed too deeply") from error

@@ -10,6 +10,7 @@ __all__ = [
     "BackendCompilerFailed",
     "CaptureError",
     "CaptureUnavailableError",
+    "ExceptionRaised",
     "RecompileError",
     "StanceError",
     "Unsupported",
@@ -83,6 +84,8 @@ class Unsupported(CaptureError):
         # the code raised StopIteration outside any try block up to where it is caught:
         # a user iterator's __next__ ending the iteration
         self.stop_iteration = False
+        # an exception the code raised was caught by no handler of the compiled frame
+        self.escapes = False
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -103,3 +106,18 @@ class Unsupported(CaptureError):
         located.callee = self.callee
         located.stop_iteration = self.stop_iteration
         return located
+
+
+class ExceptionRaised(Unsupported):
+    """The captured code raised `value` (a PythonValue holding the exception instance).
+
+    The interpreter unwinds to the handler the code's exception table names; one that
+    leaves the compiled frame uncaught is a break that runs the frame eagerly, where
+    the exception is raised again with its type and message.
+    """
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        exception = value.obj
+        super().__init__(f"the code raises an exception while capturing: {exception!r}")
+        self.stop_iteration = isinstance(exception, StopIteration)

@@ -15,8 +15,8 @@ first `yield` (the yielded value is what `as` binds) and suspends it there;
 `__exit__` resumes it to its end. The generator's own `with` blocks stay open
 while it is suspended, so the body runs in its grad mode, as eagerly. A
 generator that yields twice, or not at all, is Unsupported (eagerly a
-RuntimeError); so is an exception reaching the `with` (capture has no
-exception paths).
+RuntimeError). An exception leaving the body is thrown into the generator at its
+`yield`, as `generator.throw` does: a generator that catches it suppresses it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import inspect
 import types
 from typing import TYPE_CHECKING, Any
 
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.errors import ExceptionRaised, Unsupported
 from dynamo_capture.sources import CellContentsSource
 from dynamo_capture.values import ContextValue, PythonValue, Value
 
@@ -104,12 +104,23 @@ def enter_generator(tx: Translator, context: ContextValue) -> Value:
     return child.yielded[-1]
 
 
-def exit_generator(tx: Translator, context: ContextValue) -> Value:
-    """`__exit__` without an exception: run the generator on to its end."""
+def exit_generator(tx: Translator, context: ContextValue, exception: Value | None = None) -> Value:
+    """`__exit__`: run the generator on to its end, the body's exception (if any) thrown
+    in at its yield. True when the generator swallowed that exception."""
     child = context.saved
     if child.done or not child.suspended:
         raise Unsupported("leaving a contextlib.contextmanager context not entered")
-    child.run_until_yield()
+    if exception is not None:
+        assert isinstance(exception, PythonValue)
+        child.pending = ExceptionRaised(exception)
+        try:
+            child.run_until_yield()
+        except ExceptionRaised as raised:
+            if raised.value.obj is exception.obj:
+                return PythonValue(False)  # not swallowed: the `with` re-raises it
+            raise
+    else:
+        child.run_until_yield()
     if child.suspended:
         raise Unsupported("a contextlib.contextmanager generator that yielded twice")
-    return PythonValue(None)
+    return PythonValue(exception is not None)

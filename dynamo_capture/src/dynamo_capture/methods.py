@@ -191,7 +191,9 @@ def _dict_pop(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value
         return d.items.pop(key)
     if len(args) > 1:
         return args[1]
-    raise Unsupported(f"KeyError {key!r} while capturing")
+    from dynamo_capture.operations import missing_key
+
+    raise missing_key(d, key)
 
 
 def _dict_setdefault(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -383,12 +385,17 @@ def enter_context(tx: Translator, context: ContextValue) -> Value:
     return _none()
 
 
-def exit_context(tx: Translator, context: ContextValue) -> Value:
-    """ctx.__exit__(...): restore the mode in capture and in the graph."""
+def exit_context(tx: Translator, context: ContextValue, exception: Value | None = None) -> Value:
+    """ctx.__exit__(...): restore the mode in capture and in the graph.
+
+    `exception` is the exception leaving the block, if any; only a generator's context
+    can suppress it (the others return None: it propagates)."""
+    if exception is not None and isinstance(exception, PythonValue) and exception.obj is None:
+        exception = None
     if context.kind == "generator":
         from dynamo_capture.generator_contexts import exit_generator
 
-        return exit_generator(tx, context)
+        return exit_generator(tx, context, exception)
     if context.kind == "grad":
         set_grad_mode(tx, context.saved)
         context.saved = None
@@ -439,7 +446,7 @@ def _context_method(tx: Translator, context: Any, name: str, args: list[Value]) 
     if name == "__enter__":
         return enter_context(tx, context)
     if name == "__exit__":
-        return exit_context(tx, context)
+        return exit_context(tx, context, args[1] if len(args) == 3 else None)
     raise Unsupported(f"method {name} of a context manager")
 
 
@@ -453,7 +460,9 @@ def _iterator_next(tx: Translator, iterator: IteratorValue, args: list[Value]) -
         return iterator.items[iterator.position - 1]
     if args:
         return args[0]
-    raise Unsupported("StopIteration raised by next() while capturing")
+    from dynamo_capture.errors import ExceptionRaised
+
+    raise ExceptionRaised(PythonValue(StopIteration()))
 
 
 # ----- dispatch ----------------------------------------------------------

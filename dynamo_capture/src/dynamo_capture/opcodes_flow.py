@@ -1,4 +1,5 @@
-"""Opcode handlers for calls, `with`, jumps, loops, returns and generators."""
+"""Opcode handlers for calls, `with`, jumps, loops, returns and generators (exceptions:
+opcodes_exceptions)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from dynamo_capture.calls import call
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.interpreter import Translator, opcode_handler
 from dynamo_capture.operations import (
-    as_constant,
     dict_items,
     get_iter,
     python_type_of,
@@ -204,33 +204,7 @@ def yield_value(tx: Translator, inst: Instruction) -> None:
         tx.suspended = True
 
 
-# ----- exceptions and the rest ---------------------------------------------
-@opcode_handler("EXCEPTION_PATH")
-def exception_path(tx: Translator, inst: Instruction) -> None:
-    raise Unsupported(f"exception handling ({inst.opname}) reached while capturing")
-
-
-@opcode_handler("RAISE_VARARGS")
-def raise_varargs(tx: Translator, inst: Instruction) -> None:
-    raised = tx.stack[-1] if inst.arg else None
-    what = ""
-    if isinstance(raised, PythonValue):
-        try:
-            what = (
-                f": {as_constant(raised)!r}"
-                if not isinstance(raised.obj, BaseException)
-                else f": {raised.obj!r}"
-            )
-        except Exception:  # noqa: BLE001
-            what = ""
-    error = Unsupported(f"the code raises an exception while capturing{what}")
-    if isinstance(raised, PythonValue) and (
-        raised.obj is StopIteration or type(raised.obj) is StopIteration
-    ):
-        error.stop_iteration = not tx._in_try()
-    raise error
-
-
+# ----- the rest ----------------------------------------------------------
 @opcode_handler("UNSUPPORTED")
 def unsupported(tx: Translator, inst: Instruction) -> None:
     raise Unsupported(f"bytecode {inst.opname} is not supported in captured code")

@@ -99,6 +99,16 @@ class NotConstant(Exception):
     """A value is not a capture-time constant."""
 
 
+def missing_key(container: Value, key: Any) -> Unsupported:
+    """The KeyError a plain dict raises for `key`, to raise in the captured code (a dict
+    subclass, whose __missing__ might answer, or a key that is no constant: a break)."""
+    from dynamo_capture.errors import ExceptionRaised
+
+    if getattr(container, "cls", None) in (dict, collections.OrderedDict) and is_constant(key):
+        return ExceptionRaised(PythonValue(KeyError(key)))
+    return Unsupported(f"KeyError {key!r} while capturing")
+
+
 def as_constant(value: Value) -> Any:
     """The Python constant `value` stands for, or NotConstant."""
     if isinstance(value, PythonValue):
@@ -111,6 +121,8 @@ def as_constant(value: Value) -> Any:
             return obj
         if isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType):
             return obj
+        if isinstance(obj, BaseException) and value.source is None:
+            return obj  # an exception made while capturing (`str(e)` in an except block)
         raise NotConstant
     if isinstance(value, TupleValue):
         items = [as_constant(item) for item in value.items]
@@ -651,7 +663,7 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
 
                 container.items[key] = call(tx, factory, [], {})  # defaultdict.__missing__
         if key not in container.items:
-            raise Unsupported(f"KeyError {key!r} while capturing")
+            raise missing_key(container, key)
         return container.items[key]
     if isinstance(container, PythonValue):
         return _real_get_item(tx, container, index)

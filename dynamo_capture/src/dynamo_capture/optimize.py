@@ -252,6 +252,8 @@ class CompiledCallable:
         except Unsupported as error:
             if self.fullgraph:
                 raise
+            if error.escapes:  # an exception no handler of the frame catches
+                return self._eager_entry(error, contexts)
             split = self._split_entry(error, contexts, f_locals)
             if split is not None:
                 return split
