@@ -270,3 +270,66 @@ def test_grad_mode_switched_by_inlined_enter_is_in_the_graph(fn):
     compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward)
     x = torch.randn(4, requires_grad=True)
     assert compiled(x).requires_grad == fn(x).requires_grad
+
+
+class Counted:
+    def __init__(self):
+        self.entered = 0
+        self.exited = 0
+
+    def __enter__(self):
+        self.entered += 1
+        return self
+
+    def __exit__(self, *exc):
+        self.exited += 1
+        return False
+
+
+def user_context_state_after_the_block(x):
+    counted = Counted()
+    with counted:
+        y = x * 2
+    return y, counted.entered, counted.exited
+
+
+def graph_break_inside_user_context(x):
+    counted = Counted()
+    with counted:
+        y = x * 2
+        torch._dynamo.graph_break()
+        y = y + 1
+    return y * 3, counted.exited
+
+
+def graph_break_inside_generator_context(x):
+    with scaled(2) as k:
+        y = x * k
+        torch._dynamo.graph_break()
+        y = y + 1
+    return y
+
+
+def graph_break_inside_no_grad_inside_try(x):
+    y = x * 2
+    try:
+        with torch.no_grad():
+            y = y + 1
+            torch._dynamo.graph_break()
+            y = y * 2
+    finally:
+        LOG.append("finally")
+    return y
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        user_context_state_after_the_block,
+        graph_break_inside_user_context,
+        graph_break_inside_generator_context,
+        graph_break_inside_no_grad_inside_try,
+    ],
+)
+def test_break_in_a_block_capture_cannot_reenter_runs_the_frame_eagerly_like_torch(fn):
+    check_like_torch(fn, _one)

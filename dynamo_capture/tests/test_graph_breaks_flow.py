@@ -338,9 +338,9 @@ PROGRAMS = [
     Program(loop_with_continue, (X,), None, 3),
     Program(loop_calls_breaking_callee, (X,), None, 3),
     Program(break_after_loop, (X,), 2, 1),
-    Program(in_try_body, (X,), 1, 1),
-    Program(try_finally, (X,), 1, 1),
-    Program(raise_caught_in_try, (X,), 1, 1),
+    Program(in_try_body, (X,), 0, 1),  # in a try block: eager, as torch.compile
+    Program(try_finally, (X,), 0, 1),  # in a try block: eager, as torch.compile
+    Program(raise_caught_in_try, (X,), 0, 1),  # in a try block: eager, as torch.compile
     Program(break_before_try, (X,), 2, 1),
     Program(break_after_try, (X,), 2, 1),
     Program(loop_try_continue_then_break, (X,), None, 2),  # the raise is caught in a graph

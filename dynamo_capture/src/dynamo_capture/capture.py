@@ -58,6 +58,7 @@ from dynamo_capture.values import (
     FunctionValue,
     IteratorValue,
     ListValue,
+    MethodValue,
     ObjectValue,
     PythonValue,
     SetValue,
@@ -166,6 +167,21 @@ def open_contexts(tx: Translator) -> tuple[ContextSpec, ...]:
             break
         specs.append(ContextSpec(*factory))
     return tuple(specs)
+
+
+def opens_unknown_with(tx: Translator) -> bool:
+    """Whether a `with` block on a context that cannot be rebuilt (a user class, a
+    contextmanager generator) is open in `tx`'s frame: its `__exit__` is on the stack."""
+    for value in tx.stack:
+        if isinstance(value, MethodValue):
+            if getattr(getattr(value.func, "obj", None), "__name__", None) == "__exit__":
+                return True
+        elif isinstance(value, BuiltinMethodValue) and value.name == "__exit__":
+            if not isinstance(value.receiver, ContextValue):
+                return True
+            if context_factory(value.receiver) is None:
+                return True
+    return False
 
 
 _CALLS = ("CALL",)
@@ -293,6 +309,7 @@ def capture_frame(
         if tx is not None and tx.current is not None:
             located.offset = tx.current.offset
             located.contexts = open_contexts(tx)
+            located.in_unknown_with = opens_unknown_with(tx)
             located.call_cut = call_cut(tx)
         located.callee = error.callee
         located.escapes = isinstance(error, ExceptionRaised)

@@ -86,6 +86,8 @@ class Unsupported(CaptureError):
         self.stop_iteration = False
         # an exception the code raised was caught by no handler of the compiled frame
         self.escapes = False
+        # a `with` block on a context capture cannot re-enter is open where it stopped
+        self.in_unknown_with = False
         super().__init__(self._message())
 
     def _message(self) -> str:

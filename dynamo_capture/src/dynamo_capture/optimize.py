@@ -58,6 +58,12 @@ Backend = Callable[..., Any]
 _live: weakref.WeakSet[CompiledCallable] = weakref.WeakSet()
 
 
+_FUNCTION_ATTRIBUTES = frozenset(
+    {"__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__", "__name__",
+     "__qualname__", "__annotations__"}
+)  # fmt: skip
+
+
 class CompiledCallable:
     """A callable compiled by capture; holds its cache of compiled entries.
 
@@ -99,6 +105,13 @@ class CompiledCallable:
         self.parent: CompiledCallable | None = None  # the split frame this is a part of
         self.compile_id = ""  # of the newest compile (compile_trace)
         _live.add(self)
+
+    def __getattr__(self, name: str) -> Any:
+        # NOTE: a compiled callable stands in for its function in a frame run eagerly
+        # (break_callees); code there may read the function's own attributes
+        if name in _FUNCTION_ATTRIBUTES:
+            return getattr(self.__dict__["target"], name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def __ember_capture_target__(self) -> Callable[..., Any]:
@@ -387,6 +400,12 @@ class CompiledCallable:
         if function is _module_call:
             return self._module_forward_entry(error, contexts)
         if error.offset is None:
+            return None
+        if error.in_unknown_with:  # torch.compile runs such a frame eagerly too
+            artifact_logger("graph_breaks").info(
+                "cannot split %s: the break lies in a `with` block capture cannot re-enter",
+                self.frame.name,
+            )
             return None
         plan = plan_split(function.__code__, error.offset, error.contexts, error.call_cut)
         if isinstance(plan, str):

@@ -313,14 +313,7 @@ def _cuts(
     ]
     entries = list(dis.Bytecode(code).exception_entries)
     jumps = _without_handler_returns(jumps, depths, entries)
-    by_offset = {inst.offset: index for index, inst in enumerate(insts)}
-    spans: dict[int, tuple[int, int]] = {}
-    for entry in entries:
-        low, high = spans.get(entry.target, (entry.start, entry.end))
-        spans[entry.target] = (min(low, entry.start), max(high, entry.end))
-    try_spans = [
-        span for target, span in spans.items() if not _is_with_handler(insts, by_offset, target)
-    ]
+    try_spans = _try_spans(code, insts)
     cuts = []
     for inst in insts:
         at = inst.offset
@@ -373,6 +366,27 @@ def _is_with_handler(insts: list[dis.Instruction], by_offset: dict[int, int], at
     )
 
 
+def _try_spans(code: types.CodeType, insts: list[dis.Instruction]) -> list[tuple[int, int]]:
+    """The [start, end) of every try body and handler of `code`, `with` blocks left out.
+
+    A handler's entries are merged into one span: a try body holding a `with` block has
+    entries before and after it (the with's own handler covers its body).
+    """
+    by_offset = {inst.offset: index for index, inst in enumerate(insts)}
+    spans: dict[int, tuple[int, int]] = {}
+    for entry in dis.Bytecode(code).exception_entries:
+        low, high = spans.get(entry.target, (entry.start, entry.end))
+        spans[entry.target] = (min(low, entry.start), max(high, entry.end))
+    return [
+        span for target, span in spans.items() if not _is_with_handler(insts, by_offset, target)
+    ]
+
+
+def in_try_block(code: types.CodeType, offset: int) -> bool:
+    """Whether `offset` lies in a try body or handler of `code` (a `with` block's is none)."""
+    return any(low <= offset < high for low, high in _try_spans(code, _instructions(code)))
+
+
 def plan_split(
     code: types.CodeType,
     offset: int,
@@ -419,6 +433,11 @@ def _plan_split(
     reason = _why_not_splittable(code)
     if reason is not None:
         return reason
+    if in_try_block(code, offset):
+        # NOTE: torch.compile runs such a frame eagerly too (it resumes only in `with`
+        # blocks it can re-enter); the rest of the frame used to run eagerly after a
+        # compiled prefix, which gave other graph counts
+        return "the break lies in a try block"
     if offset >= _GENERATED.get(code, len(code.co_code)):
         return "the part's values cannot leave its graph (capture failed in its epilogue)"
     insts = _instructions(code)
