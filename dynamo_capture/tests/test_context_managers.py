@@ -333,3 +333,82 @@ def graph_break_inside_no_grad_inside_try(x):
 )
 def test_break_in_a_block_capture_cannot_reenter_runs_the_frame_eagerly_like_torch(fn):
     check_like_torch(fn, _one)
+
+
+def inference_mode_block(x):
+    with torch.inference_mode():
+        y = x * 2
+    return y + 1
+
+
+def inference_mode_off_block(x):
+    with torch.inference_mode(False):
+        y = x * 2
+    return y + 1
+
+
+def graph_break_inside_inference_mode(x):
+    with torch.inference_mode():
+        y = x * 2
+        torch._dynamo.graph_break()
+        y = y + 1
+    return y
+
+
+def no_grad_inside_inference_mode(x):
+    with torch.inference_mode():
+        with torch.no_grad():
+            y = x * 2
+    return y + 1, torch.is_grad_enabled()
+
+
+@torch.inference_mode()
+def _doubled_in_inference(t):
+    return t * 2
+
+
+def inference_mode_decorator(x):
+    return _doubled_in_inference(x) + 1
+
+
+def decorators_applied_in_the_frame(x):
+    @torch.inference_mode()
+    def doubled(t):
+        return t * 2
+
+    @torch.no_grad()
+    def tripled(t):
+        return t * 3
+
+    return doubled(x) + 1, tripled(x)
+
+
+def generator_context_made_in_the_frame(x):
+    @contextlib.contextmanager
+    def swallowing():
+        try:
+            yield 3
+        except ValueError:
+            pass
+
+    with swallowing() as k:
+        x = x * k
+        raise ValueError("swallowed")
+    return x * 2
+
+
+INFERENCE = [
+    inference_mode_block,
+    inference_mode_off_block,
+    graph_break_inside_inference_mode,
+    no_grad_inside_inference_mode,
+    inference_mode_decorator,
+    decorators_applied_in_the_frame,
+    generator_context_made_in_the_frame,
+]
+
+
+@pytest.mark.parametrize("fn", INFERENCE, ids=[fn.__name__ for fn in INFERENCE])
+def test_inference_mode_and_decorators_like_torch(fn):
+    check_like_torch(fn, _one)
+    assert not torch.is_inference_mode_enabled()

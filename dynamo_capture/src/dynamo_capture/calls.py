@@ -52,6 +52,7 @@ from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
     CellValue,
+    ContextValue,
     DictValue,
     FunctionValue,
     IteratorValue,
@@ -93,6 +94,8 @@ def call(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, Value])
             return call(tx, PythonValue(method), [fn, *args], kwargs)
     if isinstance(fn, PythonValue):
         return _call_python(tx, fn, args, kwargs)
+    if isinstance(fn, ContextValue) and len(args) == 1 and not kwargs:
+        return _context_decorator(tx, fn, args[0])
     if fn is NULL:
         raise Unsupported("internal: called NULL")
     raise Unsupported(f"calling a {python_type_of(fn).__name__} object")
@@ -124,6 +127,32 @@ def _call_constant_result(obj: Any, args: list[Value], kwargs: dict[str, Value])
             f"{type(result).__name__}, not a Python constant"
         )
     return PythonValue(result)
+
+
+def _context_decorator(tx: Translator, context: ContextValue, func: Value) -> Value:
+    """`@torch.no_grad()` (or another torch context) applied inside the frame: torch's own
+    decorator, inlined, with a fresh context made for each call."""
+    from dynamo_capture.methods import context_factory
+
+    made = context_factory(context)
+    if made is None or not isinstance(func, FunctionValue | PythonValue):
+        raise Unsupported("a context manager capture knows used as a decorator of this object")
+    factory, factory_args = made
+    fresh = PythonValue(functools.partial(factory, *factory_args))
+    decorate = PythonValue(torch.utils._contextlib.context_decorator)
+    return call(tx, decorate, [fresh, func], {})
+
+
+def _inference_mode(args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """torch.inference_mode(mode): entered and left by graph nodes, as torch.compile does."""
+    try:
+        real_args, real_kwargs = _all_constant(args, kwargs)
+    except NotConstant as error:
+        raise Unsupported("torch.inference_mode with a mode known only when it runs") from error
+    mode = real_args[0] if real_args else real_kwargs.get("mode", True)
+    if not isinstance(mode, bool):
+        raise Unsupported("torch.inference_mode used as a decorator inside captured code")
+    return ContextValue("inference", (mode,))
 
 
 def _set_grad_enabled(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -594,6 +623,8 @@ def construct(
     cls = cls_value.obj
     if issubclass(cls, torch.nn.Module):
         return _construct_module(tx, cls, args, kwargs)
+    if cls is torch.inference_mode:
+        return _inference_mode(args, kwargs)
     if cls.__module__.split(".")[0] == "torch":
         return construct_torch_class(tx, cls, args, kwargs)
     if issubclass(cls, BaseException):

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynamo_capture.errors import ExceptionRaised, Unsupported
 from dynamo_capture.sources import CellContentsSource
-from dynamo_capture.values import ContextValue, PythonValue, Value
+from dynamo_capture.values import ContextValue, FunctionValue, PythonValue, Value
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
@@ -83,9 +83,14 @@ def _lazy_generator(
 ) -> Value:
     from dynamo_capture.calls import child_translator
 
-    func = func_value.obj if isinstance(func_value, PythonValue) else None
-    if not isinstance(func, types.FunctionType) or not (
-        func.__code__.co_flags & inspect.CO_GENERATOR
+    if isinstance(func_value, FunctionValue):  # a generator function made in the frame
+        func: Any = func_value
+        code = func_value.code
+    else:
+        func = func_value.obj if isinstance(func_value, PythonValue) else None
+        code = getattr(func, "__code__", None)
+    if not isinstance(func, types.FunctionType | FunctionValue) or not (
+        code.co_flags & inspect.CO_GENERATOR
     ):
         raise Unsupported("contextlib.contextmanager around something other than a generator")
     child = child_translator(tx, func, args, kwargs, source)

@@ -42,7 +42,7 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["call_method", "context_factory", "enter_context", "exit_context"]
+__all__ = ["call_method", "context_factory", "enter_context", "exit_context", "known_context"]
 
 Method = Callable[["Translator", Value, list[Value], dict[str, Value]], Value]
 
@@ -382,6 +382,15 @@ def enter_context(tx: Translator, context: ContextValue) -> Value:
         context.saved = (ctx_node, real)
         tx.ctx.open_autocasts.append(real)
         return _none()
+    if context.kind == "inference":
+        mode = context.args[0]
+        ctx_node = tx.ctx.graph.call_function(
+            torch.autograd.grad_mode._enter_inference_mode, (mode,)
+        )
+        real = torch.autograd.grad_mode._enter_inference_mode(mode)
+        context.saved = (ctx_node, real)
+        tx.ctx.open_inference_modes.append(real)
+        return _none()
     return _none()
 
 
@@ -404,7 +413,22 @@ def exit_context(tx: Translator, context: ContextValue, exception: Value | None 
         tx.ctx.graph.call_function(torch.amp.autocast_mode._exit_autocast, (ctx_node,))
         torch.amp.autocast_mode._exit_autocast(real)
         tx.ctx.open_autocasts.remove(real)
+    elif context.kind == "inference":
+        ctx_node, real = context.saved
+        tx.ctx.graph.call_function(torch.autograd.grad_mode._exit_inference_mode, (ctx_node,))
+        torch.autograd.grad_mode._exit_inference_mode(real)
+        tx.ctx.open_inference_modes.remove(real)
     return PythonValue(None)
+
+
+def known_context(obj: Any) -> ContextValue | None:
+    """The ContextValue for a real torch context object (one a torch decorator made for
+    its call: `@torch.no_grad()`, `@torch.inference_mode()`); None for other objects."""
+    if type(obj) in (torch.no_grad, torch.enable_grad):
+        return ContextValue("grad", (type(obj) is torch.enable_grad,))
+    if type(obj) is torch.inference_mode:
+        return ContextValue("inference", (bool(obj.mode),))
+    return None
 
 
 def context_factory(context: ContextValue) -> tuple[Any, tuple[Any, ...]] | None:
@@ -415,6 +439,8 @@ def context_factory(context: ContextValue) -> tuple[Any, tuple[Any, ...]] | None
         return torch.autocast, _autocast_args(context)
     if context.kind == "null":
         return contextlib.nullcontext, ()
+    if context.kind == "inference":
+        return torch.inference_mode, context.args
     return None
 
 

@@ -535,8 +535,7 @@ def make_function(tx: Translator, inst: Instruction) -> None:
     flags = inst.arg or 0
     code = tx.pop().obj  # type: ignore[attr-defined]
     closure = tuple(tx.pop().items) if flags & 0x08 else ()  # type: ignore[attr-defined]
-    if flags & 0x04:
-        tx.pop()  # annotations
+    annotations = tx.pop() if flags & 0x04 else None
     kwdefaults = dict_items(tx, tx.pop()) if flags & 0x02 else {}
     defaults = tuple(sequence_items(tx, tx.pop())) if flags & 0x01 else ()
     tx.push(
@@ -547,5 +546,6 @@ def make_function(tx: Translator, inst: Instruction) -> None:
             defaults,
             kwdefaults,
             closure,  # type: ignore[arg-type]
+            annotations=annotations,
         )
     )

@@ -66,6 +66,10 @@ def call_function_ex(tx: Translator, inst: Instruction) -> None:
 @opcode_handler("BEFORE_WITH")
 def before_with(tx: Translator, inst: Instruction) -> None:
     manager = tx.pop()
+    if isinstance(manager, PythonValue) and manager.source is None:
+        from dynamo_capture.methods import known_context
+
+        manager = known_context(manager.obj) or manager
     if isinstance(manager, ContextValue):
         from dynamo_capture.methods import enter_context
 

@@ -170,6 +170,7 @@ class CaptureContext:
         self.graph = torch.fx.Graph()
         self.guards = FrameGuards()
         self.open_autocasts: list[Any] = []  # real autocast states entered while capturing
+        self.open_inference_modes: list[Any] = []  # real inference modes entered likewise
         self.dynamic = dynamic
         self.history = history
         self.shape_env = None if dynamic is False else ShapeEnv()
