@@ -311,6 +311,12 @@ def capture_frame(
             located.contexts = open_contexts(tx)
             located.in_unknown_with = opens_unknown_with(tx)
             located.call_cut = call_cut(tx)
+            if located.call_cut is not None and located.call_cut[1] == 0:
+                # a cut at a statement's first call: only for a break inside a function
+                # the frame calls (torch.compile resumes after that call, its result on
+                # the stack); a call that breaks itself runs with its statement
+                if error.callee is None or error.callee.function is None:
+                    located.call_cut = None
         located.callee = error.callee
         located.escapes = isinstance(error, ExceptionRaised)
         raise located from error.__cause__

@@ -489,7 +489,7 @@ def _call_plan(
     """An instruction-level cut around the failing call, when its statement's partial
     values lie on the stack (`f(x) + g(x)`): the graph before holds `f(x)`, the call
     runs eagerly, and the resume part continues the expression with both values."""
-    if call_cut is None or call_cut[1] == 0 or code.co_cellvars or code.co_freevars:
+    if call_cut is None or code.co_cellvars or code.co_freevars:
         return None
     at, depth, after, depth_after = call_cut
     if at < body_start or at >= _GENERATED.get(code, len(code.co_code)):
