@@ -431,6 +431,8 @@ class OutputPlan:
             return f"___tuple_new({self._constant(value.cls)}, ({inner}))"
         if isinstance(value, ListValue):
             listed = "[" + ", ".join(self.expr(item) for item in value.items) + "]"
+            if value.cls is collections.deque:
+                return f"{self._constant(value.cls)}({listed}, {value.maxlen!r})"
             return listed if value.cls is list else f"{self._constant(value.cls)}({listed})"
         if isinstance(value, DictValue):
             inner = ", ".join(

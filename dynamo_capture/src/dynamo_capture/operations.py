@@ -529,7 +529,7 @@ def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
         ]
     if isinstance(obj, torch.nn.ParameterList):
         return [tx.ctx.wrap(item, item_source(source, index)) for index, item in enumerate(obj)]
-    if isinstance(obj, list | tuple):
+    if isinstance(obj, list | tuple | collections.deque):
         return [tx.ctx.wrap(item, item_source(source, index)) for index, item in enumerate(obj)]
     if isinstance(obj, dict):
         return [PythonValue(key) for key in obj]
@@ -674,11 +674,20 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
 
 def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Value:
     obj, source = container.obj, container.source
-    if isinstance(obj, torch.nn.Module | list | tuple | dict | str | range | torch.Size):
+    if isinstance(
+        obj, torch.nn.Module | list | tuple | dict | str | range | torch.Size | collections.deque
+    ):
         key = _index_constant(tx, index)
         try:
             item = obj[key]
-        except (IndexError, KeyError, TypeError) as error:
+        except (IndexError, KeyError) as error:
+            if type(obj) in (list, tuple, dict, str, range, collections.deque):
+                from dynamo_capture.errors import ExceptionRaised
+
+                # the container's length or keys are guarded: the code raises this
+                raise ExceptionRaised(PythonValue(type(error)(*error.args))) from None
+            raise Unsupported(f"{type(error).__name__} while capturing: {error}") from error
+        except TypeError as error:
             raise Unsupported(f"{type(error).__name__} while capturing: {error}") from error
         if isinstance(key, slice):
             if isinstance(obj, torch.nn.Module | list | tuple) and not isinstance(obj, torch.Size):

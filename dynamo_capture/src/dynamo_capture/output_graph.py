@@ -14,6 +14,7 @@ Unsupported.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import enum
@@ -221,6 +222,9 @@ class CaptureContext:
             guards.equals_match(source, obj)
         elif isinstance(obj, list | tuple):
             guards.length_check(source, obj)
+        elif isinstance(obj, collections.deque):
+            guards.length_check(source, obj)
+            guards.equals_match(AttrSource(source, "maxlen"), obj.maxlen)
         elif isinstance(obj, dict):
             guards.dict_keys(source, obj)
         elif isinstance(obj, set | frozenset):

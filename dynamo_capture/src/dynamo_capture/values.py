@@ -123,6 +123,7 @@ class ListValue(Value):
     items: list[Value]
     source: Source | None = None
     cls: type = list
+    maxlen: int | None = None  # a collections.deque's bound
 
 
 @dataclass(eq=False, slots=True)
