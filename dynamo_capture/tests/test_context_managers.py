@@ -412,3 +412,77 @@ INFERENCE = [
 def test_inference_mode_and_decorators_like_torch(fn):
     check_like_torch(fn, _one)
     assert not torch.is_inference_mode_enabled()
+
+
+def sdpa_kernel_block(x):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q = x.view(1, 1, 2, 2)
+    with sdpa_kernel(SDPBackend.MATH):
+        y = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    return y
+
+
+def saved_tensors_hooks_disabled_block(x):
+    with torch.autograd.graph.disable_saved_tensors_hooks("disabled here"):
+        y = x * 2
+    return y
+
+
+def profiler_session_across_a_break(x):
+    y = x**2
+    with torch.profiler.profile():
+        y = y + 2
+        with torch.autograd.profiler.record_function("region"):
+            z = y**3
+            torch._dynamo.graph_break()
+            z = z + 1
+    return z
+
+
+class SwitchesGrad:
+    """A user context that sets the grad mode itself, through torch's private switch."""
+
+    def __init__(self, mode):
+        self.previous = torch.is_grad_enabled()
+        self.mode = mode
+
+    def __enter__(self):
+        torch._C._set_grad_enabled(self.mode)
+
+    def __exit__(self, *exc):
+        torch._C._set_grad_enabled(self.previous)
+
+
+def user_context_switching_grad_mode(x):
+    x = x + 1
+    with SwitchesGrad(False):
+        y = x * 2
+    return y + 1, y.requires_grad
+
+
+TORCH_STATE = [
+    sdpa_kernel_block,
+    saved_tensors_hooks_disabled_block,
+    profiler_session_across_a_break,
+    user_context_switching_grad_mode,
+]
+
+
+@pytest.mark.parametrize("fn", TORCH_STATE, ids=[fn.__name__ for fn in TORCH_STATE])
+def test_torch_state_contexts_recorded_in_the_graph_like_torch(fn):
+    check_like_torch(fn, _one)
+
+
+def test_sdpa_kernel_state_is_set_in_the_graph_not_while_capturing():
+    from torch.nn.attention import _cur_sdpa_kernel_backends
+
+    before = _cur_sdpa_kernel_backends()
+    graphs = []
+    compiled = dynamo_capture.optimize(
+        sdpa_kernel_block, backend=lambda gm, ex: graphs.append(gm) or gm.forward
+    )
+    compiled(torch.randn(4))
+    assert _cur_sdpa_kernel_backends() == before
+    code = graphs[0].code
+    assert code.count("_sdpa_kernel(") == 2

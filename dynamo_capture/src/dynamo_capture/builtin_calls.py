@@ -365,6 +365,25 @@ def _dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return DictValue(items)
 
 
+@handles(dict.fromkeys)
+def _dict_fromkeys(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if kwargs or not 1 <= len(args) <= 2:
+        raise Unsupported("dict.fromkeys with unknown arguments")
+    fill = args[1] if len(args) == 2 else PythonValue(None)
+    try:
+        keys = [_enum_or_constant(key) for key in sequence_items(tx, args[0])]
+    except NotConstant as error:
+        raise Unsupported("dict.fromkeys of keys known only when it runs") from error
+    return DictValue(dict.fromkeys(keys, fill))
+
+
+def _enum_or_constant(value: Value) -> Any:
+    """A constant, or an enum member (Python's or a pybind11 enum's, as torch's SDPBackend)."""
+    if isinstance(value, PythonValue) and hasattr(type(value.obj), "__members__"):
+        return value.obj
+    return as_constant(value)
+
+
 @handles(builtins.set)
 def _set(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     items = sequence_items(tx, args[0]) if args else []

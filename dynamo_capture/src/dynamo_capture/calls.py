@@ -47,6 +47,7 @@ from dynamo_capture.sources import (
     Source,
     item_source,
 )
+from dynamo_capture.state_setters import STATE_READERS, STATE_SETTERS, call_state_setter
 from dynamo_capture.torch_markers import is_torch_graph_break, torch_inline_target
 from dynamo_capture.values import (
     NULL,
@@ -129,6 +130,9 @@ def _call_constant_result(obj: Any, args: list[Value], kwargs: dict[str, Value])
     return PythonValue(result)
 
 
+_PROFILERS = (torch.profiler.profile, torch.autograd.profiler.profile)
+
+
 def _context_decorator(tx: Translator, context: ContextValue, func: Value) -> Value:
     """`@torch.no_grad()` (or another torch context) applied inside the frame: torch's own
     decorator, inlined, with a fresh context made for each call."""
@@ -199,6 +203,14 @@ def _call_python(
         raise Unsupported("torch._dynamo.graph_break() forces a graph break here")
     if obj is torch._C._set_grad_enabled:  # a grad-mode context's own __enter__/__exit__
         return _set_grad_enabled(tx, args, kwargs)
+    if obj in STATE_SETTERS:  # torch contexts' own state changes (sdpa_kernel's)
+        return call_state_setter(tx, obj, args, kwargs)
+    if obj in STATE_READERS:  # the state such a context restores: read now
+        try:
+            real_args, real_kwargs = _all_constant(args, kwargs)
+        except NotConstant as error:
+            raise Unsupported(f"{describe(fn)} of values known only when it runs") from error
+        return PythonValue(obj(*real_args, **real_kwargs))
     _check_not_eager_package(obj)
     if is_constant_result(obj):
         return _call_constant_result(obj, args, kwargs)
@@ -214,11 +226,11 @@ def _call_python(
         return polyfilled
     if isinstance(obj, torch.nn.Module):
         return call_module(tx, fn, args, kwargs)
+    if isinstance(obj, types.FunctionType) and obj.__code__ is CONTEXTMANAGER_HELPER:
+        return generator_context(tx, fn, args, kwargs)  # torch's own contextmanagers too
     if is_torch_callable(obj) and not _inlined_for_callable_argument(obj, args, kwargs):
         return call_torch(tx, obj, args, kwargs)
     if isinstance(obj, types.FunctionType):
-        if obj.__code__ is CONTEXTMANAGER_HELPER:
-            return generator_context(tx, fn, args, kwargs)
         return inline_function(tx, obj, args, kwargs, fn.source)
     if isinstance(obj, types.MethodType):
         source = AttrSource(fn.source, "__self__") if fn.source is not None else None
@@ -625,6 +637,8 @@ def construct(
         return _construct_module(tx, cls, args, kwargs)
     if cls is torch.inference_mode:
         return _inference_mode(args, kwargs)
+    if cls in _PROFILERS:  # a profiling session: ignored in a graph, as torch.compile does
+        return ContextValue("null")
     if cls.__module__.split(".")[0] == "torch":
         return construct_torch_class(tx, cls, args, kwargs)
     if issubclass(cls, BaseException):
