@@ -205,6 +205,57 @@ def generator_context_catches_the_raise(x):
     return x * 2
 
 
+class _Fields:
+    def __init__(self):
+        self.a = 1
+
+
+_FIELDS = _Fields()
+
+
+def missing_attribute_of_an_outside_object_caught(x):
+    try:
+        scale = 2
+        _FIELDS.b  # noqa: B018
+    except AttributeError:
+        scale = 3
+    return torch.sin(x) * scale
+
+
+def division_by_zero_caught(x):
+    try:
+        1 / 0  # noqa: B018
+    except ZeroDivisionError:
+        x = x + 1
+    return x
+
+
+def failed_int_parse_caught(x):
+    try:
+        value = int("abc")
+    except ValueError:
+        value = 7
+    return x * value
+
+
+class _Lenient:
+    def __init__(self):
+        self._b = 20
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["_" + name]
+        except KeyError:
+            raise AttributeError(f"{name} absent") from None
+
+
+_LENIENT = _Lenient()
+
+
+def getattr_raising_attribute_error_read_by_hasattr(x):
+    return x * (2 if hasattr(_LENIENT, "c") else 3) * _LENIENT.b
+
+
 PROGRAMS = [
     raise_caught_by_type,
     raise_caught_as_name,
@@ -223,6 +274,10 @@ PROGRAMS = [
     suppress_swallows_the_raise,
     user_exit_swallows_the_raise,
     generator_context_catches_the_raise,
+    missing_attribute_of_an_outside_object_caught,
+    division_by_zero_caught,
+    failed_int_parse_caught,
+    getattr_raising_attribute_error_read_by_hasattr,
 ]
 
 

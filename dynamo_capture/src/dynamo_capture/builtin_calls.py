@@ -93,6 +93,10 @@ def _fold(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
         raise Unsupported(f"{name}() on values known only when it runs") from None
     try:
         return PythonValue(fn(*real_args, **real_kwargs))
+    except (ValueError, TypeError, ArithmeticError, LookupError) as error:
+        from dynamo_capture.errors import raised_by_python
+
+        raise raised_by_python(error) from None  # `int("x")`: the code raises it
     except Exception as error:
         raise Unsupported(
             f"{getattr(fn, '__name__', fn)}() raised {type(error).__name__}: {error}"
@@ -188,7 +192,7 @@ def _getattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
         _guard_missing(tx, args[0], name)
         if len(args) > 2:
             return args[2]
-        raise Unsupported(f"AttributeError: no attribute {name!r}") from None
+        raise missing_attribute(tx, args[0], name) from None
 
 
 @handles(builtins.hasattr)
@@ -199,6 +203,25 @@ def _hasattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
         _guard_missing(tx, args[0], as_constant(args[1]))
         return PythonValue(False)
     return PythonValue(True)
+
+
+def missing_attribute(
+    tx: Translator, value: Value, name: str, error: AttributeError | None = None
+) -> Unsupported:
+    """The AttributeError the code raises reading `name` of `value` (a real object, its
+    lack of the attribute guarded, or one made in the frame, whose attributes capture
+    knows); a break for other values."""
+    _guard_missing(tx, value, name)
+    if isinstance(value, PythonValue | ObjectValue):
+        from dynamo_capture.errors import raised_by_python
+        from dynamo_capture.operations import python_type_of
+
+        owner = python_type_of(value).__name__
+        message = str(error) if error is not None else ""
+        return raised_by_python(
+            AttributeError(message or f"{owner!r} object has no attribute {name!r}")
+        )
+    return Unsupported(f"AttributeError while capturing: no attribute {name!r}")
 
 
 def _guard_missing(tx: Translator, value: Value, name: str) -> None:

@@ -11,6 +11,7 @@ __all__ = [
     "CaptureError",
     "CaptureUnavailableError",
     "ExceptionRaised",
+    "raised_by_python",
     "RecompileError",
     "StanceError",
     "Unsupported",
@@ -123,3 +124,11 @@ class ExceptionRaised(Unsupported):
         exception = value.obj
         super().__init__(f"the code raises an exception while capturing: {exception!r}")
         self.stop_iteration = isinstance(exception, StopIteration)
+
+
+def raised_by_python(error: BaseException) -> ExceptionRaised:
+    """The code raises `error`, which Python raised computing on capture-time constants
+    (`1 / 0`, `int("x")`): the same exception, raised in the captured code."""
+    from dynamo_capture.values import PythonValue
+
+    return ExceptionRaised(PythonValue(error.with_traceback(None)))

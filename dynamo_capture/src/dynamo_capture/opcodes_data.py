@@ -234,7 +234,9 @@ def load_attr(tx: Translator, inst: Instruction) -> None:
     try:
         value = get_attr(tx, target, inst.argval)
     except AttributeError as error:
-        raise Unsupported(f"AttributeError while capturing: {error}") from error
+        from dynamo_capture.builtin_calls import missing_attribute
+
+        raise missing_attribute(tx, target, inst.argval, error) from None
     if inst.method:
         tx.push(NULL)
     tx.push(value)

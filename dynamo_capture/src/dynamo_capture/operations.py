@@ -305,11 +305,18 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         return result
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
     try:
-        return _folded(tx, plain, (as_constant(left), as_constant(right)))
+        constants = (as_constant(left), as_constant(right))
+        return _folded(tx, plain, constants)
     except NotConstant:
         pass
     except TypeError:
         pass
+    except ArithmeticError as error:  # 1 / 0 on plain numbers: the code raises it
+        if all(type(c) in (int, float, bool, complex) for c in constants):
+            from dynamo_capture.errors import raised_by_python
+
+            raise raised_by_python(error) from None
+        raise
     sequence = _sequence_op(tx, fn, left, right)
     if sequence is not None:
         return sequence
