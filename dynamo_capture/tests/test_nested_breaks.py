@@ -8,6 +8,8 @@ import pytest
 import torch
 from torchcheck import check_like_torch
 
+import dynamo_capture
+
 
 def _one():
     return (torch.randn(4, requires_grad=True),)
@@ -91,3 +93,37 @@ PROGRAMS = [
 @pytest.mark.parametrize("fn", PROGRAMS, ids=[fn.__name__ for fn in PROGRAMS])
 def test_break_inside_a_callee_resumes_like_torch(fn):
     check_like_torch(fn, _one)
+
+
+def _breaks_in_no_grad(t):
+    with torch.no_grad():
+        t = t + 1
+        torch._dynamo.graph_break()
+        return t + 2
+
+
+def _returns_from_enable_grad(t):
+    with torch.enable_grad():
+        t = t + 4
+        return _breaks_in_no_grad(t) + 8
+
+
+def return_inside_a_with_block_after_a_breaking_call(x):
+    with torch.no_grad():
+        x = x + 16
+        return _returns_from_enable_grad(x) + 32
+
+
+def test_return_inside_a_with_block_around_a_breaking_call_resumes_without_the_context():
+    # the `return` after the block closed is no place to re-enter it (the returned value
+    # lay where the context's exit had been)
+    compiled = dynamo_capture.optimize(
+        return_inside_a_with_block_after_a_breaking_call, backend=lambda gm, ex: gm.forward
+    )
+    for _ in range(2):
+        x = torch.zeros(3, requires_grad=True)
+        expected = return_inside_a_with_block_after_a_breaking_call(x)
+        got = compiled(x)
+        torch.testing.assert_close(got, expected)
+        assert got.requires_grad == expected.requires_grad
+        assert torch.is_grad_enabled()

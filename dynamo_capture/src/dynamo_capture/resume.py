@@ -320,6 +320,8 @@ def _cuts(
         depth = depths.get(at)
         if at < body_start or at >= generated or depth is None or inst.opname == "FOR_ITER":
             continue  # (a loop's FOR_ITER has the loop's real iterator on the stack)
+        if inst.opname == "RETURN_VALUE":
+            continue  # the returned value is on the stack (after a `with` closed: no context)
         if any(dst < at < src for src, dst in jumps):
             continue  # inside a loop
         covering = [entry for entry in entries if entry.start <= at < entry.end]
