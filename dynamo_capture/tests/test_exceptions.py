@@ -151,10 +151,11 @@ def missing_dict_key_caught(x):
     return x * scale
 
 
-def assertion_caught(x):
+def assertion_error_caught(x):
     seen = []
     try:
-        assert seen, "nothing seen"
+        if not seen:
+            raise AssertionError("nothing seen")
     except AssertionError:
         x = x + 1
     return x
@@ -269,7 +270,7 @@ PROGRAMS = [
     next_past_the_end_raises_stop_iteration,
     caught_in_a_loop,
     missing_dict_key_caught,
-    assertion_caught,
+    assertion_error_caught,
     exc_info_inside_handler,
     suppress_swallows_the_raise,
     user_exit_swallows_the_raise,
