@@ -327,3 +327,57 @@ def test_exception_leaving_the_frame_is_eagers_like_torch(fn):
         compiled(x)
     assert str(got.value) == str(eager.value)
     assert torch.is_grad_enabled()
+
+
+def _two_then_raises(t):
+    yield t + 1
+    yield t + 2
+    raise ValueError("third")
+
+
+class _TwoThenKeyError:
+    def __init__(self):
+        self.count = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.count += 1
+        if self.count == 3:
+            raise KeyError("third")
+        return self.count
+
+
+def generator_raising_after_two_items(x):
+    seen = []
+    try:
+        for item in _two_then_raises(x):
+            seen.append(item)
+    except ValueError:
+        pass
+    return len(seen), x + 1
+
+
+def iterator_raising_after_two_items(x):
+    seen = []
+    try:
+        for item in _TwoThenKeyError():
+            seen.append(item)
+    except KeyError:
+        pass
+    return x * len(seen)
+
+
+@pytest.mark.parametrize(
+    "fn", [generator_raising_after_two_items, iterator_raising_after_two_items]
+)
+def test_exception_of_a_generator_run_ahead_is_not_caught_early(fn):
+    # capture runs a generator to its end when it is called, and drains an iterator when
+    # the loop starts: their exception must not reach the handler before the loop body
+    # saw the items before it (eagerly it does not)
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward)
+    for _ in range(2):
+        x = torch.randn(3)
+        got, expected = compiled(x), fn(x)
+        torch.testing.assert_close(got, expected)

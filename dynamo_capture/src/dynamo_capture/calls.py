@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_ahead
 from dynamo_capture.operations import (
     NotConstant,
     as_constant,
@@ -426,10 +426,13 @@ def inline_function(
 ) -> Value:
     """Interpret `fn`'s body on the values; a generator runs to its end."""
     child = child_translator(tx, fn, args, kwargs, source)
-    result = child.run()
-    if child.yielded is not None:
-        return IteratorValue(list(child.yielded))
-    return result
+    if child.yielded is None:
+        return child.run()
+    try:
+        child.run()
+    except ExceptionRaised as error:  # eagerly raised by a later next(), not by the call
+        raise raised_ahead(error, f"the generator {child.code.co_name}") from None
+    return IteratorValue(list(child.yielded))
 
 
 def child_translator(

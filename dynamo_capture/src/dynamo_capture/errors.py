@@ -12,6 +12,7 @@ __all__ = [
     "CaptureUnavailableError",
     "ExceptionRaised",
     "raised_by_python",
+    "raised_ahead",
     "RecompileError",
     "StanceError",
     "Unsupported",
@@ -132,3 +133,10 @@ def raised_by_python(error: BaseException) -> ExceptionRaised:
     from dynamo_capture.values import PythonValue
 
     return ExceptionRaised(PythonValue(error.with_traceback(None)))
+
+
+def raised_ahead(error: ExceptionRaised, what: str) -> Unsupported:
+    """A break for an exception raised by code capture runs ahead of eager's order (a
+    generator run to its end when called, an iterator drained when a loop starts):
+    eagerly it is raised later, after the items before it were used."""
+    return Unsupported(f"{what} raised {error.value.obj!r} (capture runs it ahead of time)")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture import side_effects
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_ahead
 from dynamo_capture.output_graph import is_constant
 from dynamo_capture.sources import item_source
 from dynamo_capture.values import (
@@ -580,6 +580,8 @@ def _drain_user_iterator(tx: Translator, iterator: ObjectValue) -> list[Value]:
         except Unsupported as error:
             if error.stop_iteration:
                 return items
+            if isinstance(error, ExceptionRaised):
+                raise raised_ahead(error, "a user iterator's __next__") from None
             raise
     raise Unsupported(f"a user iterator gave more than {MAX_USER_ITERATOR_ITEMS} items")
 
