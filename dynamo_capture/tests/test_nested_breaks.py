@@ -127,3 +127,57 @@ def test_return_inside_a_with_block_around_a_breaking_call_resumes_without_the_c
         torch.testing.assert_close(got, expected)
         assert got.requires_grad == expected.requires_grad
         assert torch.is_grad_enabled()
+
+
+def _adds_then_breaks(t):
+    t = t + 1
+    torch._dynamo.graph_break()
+    return t + 2
+
+
+def _calls_with_computed_argument(t):
+    return _adds_then_breaks(t + 4) + 8
+
+
+def _breaks_then_calls(t):
+    t = t + 4
+    torch._dynamo.graph_break()
+    return _adds_then_breaks(t + 8) + 16
+
+
+def _two_arguments_then_breaks(a, b):
+    s = a + b
+    torch._dynamo.graph_break()
+    return s + 1
+
+
+def computed_argument_two_calls_deep(x):
+    return _calls_with_computed_argument(x + 16) + 32
+
+
+def computed_argument_after_a_break_in_the_middle(x):
+    return _breaks_then_calls(x + 32) + 64
+
+
+def two_computed_arguments(x):
+    return _two_arguments_then_breaks(x + 1, x * 2) + 3
+
+
+def callee_called_twice_with_computed_arguments(x):
+    first = _adds_then_breaks(x + 4)
+    second = _adds_then_breaks(x * 8) * 4
+    return first + second
+
+
+COMPUTED_ARGUMENTS = [
+    computed_argument_two_calls_deep,
+    computed_argument_after_a_break_in_the_middle,
+    two_computed_arguments,
+    callee_called_twice_with_computed_arguments,
+]
+
+
+@pytest.mark.parametrize("fn", COMPUTED_ARGUMENTS, ids=[fn.__name__ for fn in COMPUTED_ARGUMENTS])
+def test_arguments_of_a_breaking_call_are_computed_in_the_graph_before_like_torch(fn):
+    # the cut lies at the call instruction: `x + 16` is in the graph before the break
+    check_like_torch(fn, _one)

@@ -317,6 +317,8 @@ def capture_frame(
                 # the stack); a call that breaks itself runs with its statement
                 if error.callee is None or error.callee.function is None:
                     located.call_cut = None
+            if located.call_cut is not None and tx.current.opname in _CALLS:
+                located.plain_args = all(_plain(value) for value in tx.calling_args)
         located.callee = error.callee
         located.escapes = isinstance(error, ExceptionRaised)
         raise located from error.__cause__

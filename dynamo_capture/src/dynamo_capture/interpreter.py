@@ -136,6 +136,7 @@ class Translator:
         self.stack: list[Value] = []
         self.kw_names: tuple[str, ...] = ()
         self.calling: Value | None = None  # the callable of the CALL now running
+        self.calling_args: list[Value] = []  # and its positional arguments
         self.result: Value | None = None
         self.yielded: list[Value] | None = [] if generator else None
         # a generator run lazily (a @contextmanager's) stops at each yield until resumed

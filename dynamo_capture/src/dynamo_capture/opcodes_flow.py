@@ -36,6 +36,7 @@ def kw_names(tx: Translator, inst: Instruction) -> None:
 @opcode_handler("CALL")
 def call_(tx: Translator, inst: Instruction) -> None:
     args = tx.popn(inst.arg)
+    tx.calling_args = args
     second = tx.pop()
     first = tx.pop()
     if first is NULL:

@@ -407,7 +407,9 @@ class CompiledCallable:
                 self.frame.name,
             )
             return None
-        plan = plan_split(function.__code__, error.offset, error.contexts, error.call_cut)
+        plan = plan_split(
+            function.__code__, error.offset, error.contexts, error.call_cut, error.plain_args
+        )
         if isinstance(plan, str):
             artifact_logger("graph_breaks").info("cannot split %s: %s", self.frame.name, plan)
             return None
@@ -499,7 +501,14 @@ class CompiledCallable:
         parts: list[Callable[..., Any]] = []
         body = plan.body_start
         stack_in, stack_out = plan.stack if plan.stack is not None else (None, None)
-        if plan.start > body:
+        args = plan.call_args
+        if args is not None:  # the first part stops at the call, its arguments in a tuple
+            prefix = segment_function(
+                function, body, args[1], body, "pre", leave=plan.contexts,
+                stack_out=(stack_in or 0) + 1, call_args=args,
+            )  # fmt: skip
+            parts.append(self._part(prefix))
+        elif plan.start > body:
             prefix = segment_function(
                 function, body, plan.start, body, "pre", leave=plan.contexts, stack_out=stack_in
             )
@@ -513,7 +522,7 @@ class CompiledCallable:
             middle = segment_function(
                 function, plan.start, plan.stop, body, "eager", compiled_callees,
                 enter=plan.contexts, leave=plan.resume_contexts,
-                stack_in=stack_in, stack_out=stack_out,
+                stack_in=stack_in, stack_out=stack_out, call_args=args,
             )  # fmt: skip
             parts.append(ShadowedPart(middle, shadows) if shadows else middle)
         if plan.stop is not None:
