@@ -397,7 +397,15 @@ def generator_context_made_in_the_frame(x):
     return x * 2
 
 
+def inference_mode_queried_inside(x):
+    with torch.inference_mode():
+        y = x * 2
+        inside = torch.is_inference_mode_enabled()
+    return y, inside, torch.is_inference_mode_enabled()
+
+
 INFERENCE = [
+    inference_mode_queried_inside,
     inference_mode_block,
     inference_mode_off_block,
     graph_break_inside_inference_mode,

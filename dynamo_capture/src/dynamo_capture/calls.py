@@ -203,6 +203,9 @@ def _call_python(
         raise Unsupported("torch._dynamo.graph_break() forces a graph break here")
     if obj is torch._C._set_grad_enabled:  # a grad-mode context's own __enter__/__exit__
         return _set_grad_enabled(tx, args, kwargs)
+    if obj is torch.is_inference_mode_enabled and tx.ctx.open_inference_modes:
+        # NOTE: torch.compile breaks here (it folds the query outside such a block)
+        raise Unsupported("torch.is_inference_mode_enabled() inside an inference_mode block")
     if obj in STATE_SETTERS:  # torch contexts' own state changes (sdpa_kernel's)
         return call_state_setter(tx, obj, args, kwargs)
     if obj in STATE_READERS:  # the state such a context restores: read now
