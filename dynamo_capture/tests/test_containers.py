@@ -291,6 +291,83 @@ def test_deque_returned_is_a_deque():
     torch.testing.assert_close(got[1], torch.ones(2))
 
 
+def deque_with_maxlen(x):
+    d = collections.deque(maxlen=2)
+    for step in range(4):
+        d.append(x + step)
+    d.appendleft(x * 5)
+    return list(d), d.maxlen
+
+
+def deque_pop_of_empty_caught(x):
+    d = collections.deque([x])
+    d.pop()
+    try:
+        d.popleft()
+    except IndexError:
+        x = x + 1
+    return x
+
+
+def test_deque_bounded_like_torch():
+    check_like_torch(deque_with_maxlen, _one)
+
+
+def test_deque_pop_of_empty_raises_index_error_in_the_graph():
+    # torch.compile 2.13 fails on this program (an internal error), so eager is the reference
+    graphs = []
+    compiled = dynamo_capture.optimize(
+        deque_pop_of_empty_caught, backend=lambda gm, ex: graphs.append(gm) or gm.forward
+    )
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), deque_pop_of_empty_caught(x))
+    assert len(graphs) == 1 and not compiled.graph_breaks
+
+
+def test_deque_returned_keeps_its_maxlen():
+    compiled = dynamo_capture.optimize(
+        lambda x: collections.deque([x, x + 1, x + 2], maxlen=2),
+        backend=lambda gm, ex: gm.forward,
+        fullgraph=True,
+    )
+    got = compiled(torch.zeros(2))
+    assert type(got) is collections.deque and got.maxlen == 2 and len(got) == 2
+    torch.testing.assert_close(got[0], torch.ones(2))
+
+
+def _deque_input_changed(x, d):
+    d.append(x * 2)
+    first = d.popleft()
+    return first + x, len(d)
+
+
+def _deque_input_read(x, d):
+    total = x
+    for item in d:
+        total = total + item
+    return total * d[0], d.maxlen
+
+
+@pytest.mark.parametrize("maxlen", [None, 2])
+@pytest.mark.parametrize("fn", [_deque_input_changed, _deque_input_read])
+def test_deque_from_outside_the_frame_read_and_changed_like_eager(fn, maxlen):
+    backend_graphs = []
+    compiled = dynamo_capture.optimize(
+        fn, backend=lambda gm, ex: backend_graphs.append(gm) or gm.forward
+    )
+    for _ in range(2):
+        x = torch.randn(3)
+        items = [torch.randn(3), torch.randn(3)]
+        eager_deque = collections.deque([t.clone() for t in items], maxlen=maxlen)
+        got_deque = collections.deque([t.clone() for t in items], maxlen=maxlen)
+        expected = fn(x, eager_deque)
+        got = compiled(x, got_deque)
+        torch.testing.assert_close(got, expected)
+        assert got_deque.maxlen == maxlen
+        torch.testing.assert_close(list(got_deque), list(eager_deque))
+    assert len(backend_graphs) == 1 and not compiled.graph_breaks
+
+
 def frozensets_of_tensors_and_constants(x):
     y = x + 1
     s = frozenset([x, y])

@@ -9,6 +9,7 @@ import types
 
 import pytest
 import torch
+from torchcheck import check_like_torch
 
 import dynamo_capture
 from dynamo_capture import Unsupported
@@ -280,8 +281,8 @@ def in_no_grad(x):
     return z + 1
 
 
-@pytest.mark.parametrize("fn", [loops, while_loop, in_try, in_no_grad], ids=lambda f: f.__name__)
-def test_loop_try_and_with_statements_holding_a_break_compile_around_it(fn):
+@pytest.mark.parametrize("fn", [loops, while_loop, in_no_grad], ids=lambda f: f.__name__)
+def test_loop_and_with_statements_holding_a_break_compile_around_it(fn):
     backend = Counting()
     compiled = dynamo_capture.optimize(fn, backend=backend)
     x = torch.randn(3, requires_grad=True)
@@ -292,6 +293,10 @@ def test_loop_try_and_with_statements_holding_a_break_compile_around_it(fn):
     graphs, breaks = len(backend.graphs), len(compiled.graph_breaks)
     compiled(x)
     assert (len(backend.graphs), len(compiled.graph_breaks)) == (graphs, breaks)
+
+
+def test_break_in_a_try_block_runs_the_frame_eagerly_like_torch():
+    check_like_torch(in_try, lambda: (torch.randn(3, requires_grad=True),))
 
 
 def with_cell(x):

@@ -248,7 +248,7 @@ PROGRAMS = [
     Program(call_local_object_method, (torch.randn(3), Ops(5.0)), 4, 2),
     Program(call_submodule, (torch.randn(2, 4),), 6, 3),
     Program(call_module_twice, (torch.randn(2, 4),), None, 4),
-    Program(call_in_expression, (torch.randn(3),), 3, 2),
+    Program(call_in_expression, (torch.randn(3),), 4, 2),  # resumed after the call, as torch
     Program(call_result_unused, (torch.randn(3),), 3, 2),
     Program(call_in_return, (torch.randn(3),), 3, 2),
     Program(lambda_caller, (torch.randn(3),), None, 1),

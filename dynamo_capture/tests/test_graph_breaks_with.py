@@ -320,7 +320,7 @@ PROGRAMS = [
     Program(return_grad_state_inside, (X,), 1, 1),
     Program(item_in_no_grad, (X,), 1, 1),
     Program(data_if_in_no_grad, (X,), 2, 1),
-    Program(raise_in_eager_part, (X,), 1, 1),
+    Program(raise_in_eager_part, (X,), 0, 1),  # escapes the frame: eager, as torch.compile
     Program(raise_after_break, (X,), 1, 2),
     Program(caught_around_with, (X,), None, 1),
     Program(loop_in_no_grad, (X,), 2, 1),
@@ -334,7 +334,7 @@ PROGRAMS = [
     Program(no_grad_then_backward_usable, (X,), 2, 1),
     Program(break_before_with, (X,), 1, 1),
     Program(break_after_with, (X,), 2, 1),
-    Program(user_context_around_break, (X,), 2, 1),
+    Program(user_context_around_break, (X,), 0, 1),  # eager, as torch.compile
     Program(no_grad_in_user_context, (X,), None, 1),
     Program(call_in_no_grad, (X,), 4, 2),
     Program(module_in_no_grad, (torch.randn(2, 4),), 2, 1),

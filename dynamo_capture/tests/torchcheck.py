@@ -1,7 +1,8 @@
 """Run a program under ember's capture and under torch.compile with counting backends.
 
 `check_like_torch(fn, make_args)` calls both (and eager) on fresh arguments, `calls`
-times; it asserts the results equal eager's (values, types, requires_grad) and that
+times; it asserts the results equal eager's (values, types, requires_grad; or the
+exception eager raises, its type and message) and that
 ember's backend got as many graphs, with as many operations, as torch.compile's.
 torch.compile is only the reference here; capture never imports it.
 """
@@ -35,7 +36,14 @@ def _run_all(compiled: Callable[..., Any], fn: Callable[..., Any], make_args: An
     for _ in range(calls):
         args = make_args()
         torch.manual_seed(0)
-        expected = fn(*clone_inputs(args))
+        try:
+            expected = fn(*clone_inputs(args))
+        except Exception as eager_error:  # noqa: BLE001 - compiled must raise the same
+            torch.manual_seed(0)
+            with pytest.raises(type(eager_error)) as raised:
+                compiled(*clone_inputs(args))
+            assert str(raised.value) == str(eager_error)
+            continue
         torch.manual_seed(0)
         got = compiled(*clone_inputs(args))
         assert_same(got, expected)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import inspect
 import os
 import sys
@@ -97,6 +98,8 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
             return value.items[list(fields).index(name)]
         if not _builtin_method(value.cls, name):
             return _class_attr(tx, value, value.cls, name)
+    if isinstance(value, ListValue) and value.cls is collections.deque and name == "maxlen":
+        return PythonValue(value.maxlen)
     if (
         isinstance(value, ListValue)
         and value.cls is not list

@@ -99,6 +99,10 @@ def _fold(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
                 where = f"{getattr(fn, '__name__', fn)}() of a symbolic number"
                 result = fn(*concrete_numbers(real_args, where), **concrete_numbers(real_kwargs))
         return PythonValue(result)
+    except (ValueError, TypeError, ArithmeticError, LookupError) as error:
+        from dynamo_capture.errors import raised_by_python
+
+        raise raised_by_python(error) from None  # `int("x")`: the code raises it
     except Exception as error:
         raise Unsupported(
             f"{getattr(fn, '__name__', fn)}() raised {type(error).__name__}: {error}"
@@ -194,7 +198,7 @@ def _getattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
         _guard_missing(tx, args[0], name)
         if len(args) > 2:
             return args[2]
-        raise Unsupported(f"AttributeError: no attribute {name!r}") from None
+        raise missing_attribute(tx, args[0], name) from None
 
 
 @handles(builtins.hasattr)
@@ -205,6 +209,25 @@ def _hasattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
         _guard_missing(tx, args[0], as_constant(args[1]))
         return PythonValue(False)
     return PythonValue(True)
+
+
+def missing_attribute(
+    tx: Translator, value: Value, name: str, error: AttributeError | None = None
+) -> Unsupported:
+    """The AttributeError the code raises reading `name` of `value` (a real object, its
+    lack of the attribute guarded, or one made in the frame, whose attributes capture
+    knows); a break for other values."""
+    _guard_missing(tx, value, name)
+    if isinstance(value, PythonValue | ObjectValue):
+        from dynamo_capture.errors import raised_by_python
+        from dynamo_capture.operations import python_type_of
+
+        owner = python_type_of(value).__name__
+        message = str(error) if error is not None else ""
+        return raised_by_python(
+            AttributeError(message or f"{owner!r} object has no attribute {name!r}")
+        )
+    return Unsupported(f"AttributeError while capturing: no attribute {name!r}")
 
 
 def _guard_missing(tx: Translator, value: Value, name: str) -> None:
@@ -369,6 +392,25 @@ def _dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
                 items[as_constant(key)] = value
     items.update(kwargs)
     return DictValue(items)
+
+
+@handles(dict.fromkeys)
+def _dict_fromkeys(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if kwargs or not 1 <= len(args) <= 2:
+        raise Unsupported("dict.fromkeys with unknown arguments")
+    fill = args[1] if len(args) == 2 else PythonValue(None)
+    try:
+        keys = [_enum_or_constant(key) for key in sequence_items(tx, args[0])]
+    except NotConstant as error:
+        raise Unsupported("dict.fromkeys of keys known only when it runs") from error
+    return DictValue(dict.fromkeys(keys, fill))
+
+
+def _enum_or_constant(value: Value) -> Any:
+    """A constant, or an enum member (Python's or a pybind11 enum's, as torch's SDPBackend)."""
+    if isinstance(value, PythonValue) and hasattr(type(value.obj), "__members__"):
+        return value.obj
+    return as_constant(value)
 
 
 @handles(builtins.set)

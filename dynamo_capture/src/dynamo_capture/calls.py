@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_ahead
 from dynamo_capture.operations import (
     NotConstant,
     as_constant,
@@ -49,11 +49,13 @@ from dynamo_capture.sources import (
     Source,
     item_source,
 )
-from dynamo_capture.torch_markers import torch_inline_target
+from dynamo_capture.state_setters import STATE_READERS, STATE_SETTERS, call_state_setter
+from dynamo_capture.torch_markers import is_torch_graph_break, torch_inline_target
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
     CellValue,
+    ContextValue,
     DictValue,
     FunctionValue,
     IteratorValue,
@@ -103,6 +105,8 @@ def call(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, Value])
             return call(tx, PythonValue(method), [fn, *args], kwargs)
     if isinstance(fn, PythonValue):
         return _call_python(tx, fn, args, kwargs)
+    if isinstance(fn, ContextValue) and len(args) == 1 and not kwargs:
+        return _context_decorator(tx, fn, args[0])
     if fn is NULL:
         raise Unsupported("internal: called NULL")
     raise Unsupported(f"calling a {python_type_of(fn).__name__} object")
@@ -134,6 +138,49 @@ def _call_constant_result(obj: Any, args: list[Value], kwargs: dict[str, Value])
             f"{type(result).__name__}, not a Python constant"
         )
     return PythonValue(result)
+
+
+_PROFILERS = (torch.profiler.profile, torch.autograd.profiler.profile)
+
+
+def _context_decorator(tx: Translator, context: ContextValue, func: Value) -> Value:
+    """`@torch.no_grad()` (or another torch context) applied inside the frame: torch's own
+    decorator, inlined, with a fresh context made for each call."""
+    from dynamo_capture.methods import context_factory
+
+    made = context_factory(context)
+    if made is None or not isinstance(func, FunctionValue | PythonValue):
+        raise Unsupported("a context manager capture knows used as a decorator of this object")
+    factory, factory_args = made
+    fresh = PythonValue(functools.partial(factory, *factory_args))
+    decorate = PythonValue(torch.utils._contextlib.context_decorator)
+    return call(tx, decorate, [fresh, func], {})
+
+
+def _inference_mode(args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """torch.inference_mode(mode): entered and left by graph nodes, as torch.compile does."""
+    try:
+        real_args, real_kwargs = _all_constant(args, kwargs)
+    except NotConstant as error:
+        raise Unsupported("torch.inference_mode with a mode known only when it runs") from error
+    mode = real_args[0] if real_args else real_kwargs.get("mode", True)
+    if not isinstance(mode, bool):
+        raise Unsupported("torch.inference_mode used as a decorator inside captured code")
+    return ContextValue("inference", (mode,))
+
+
+def _set_grad_enabled(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """torch._C._set_grad_enabled(mode): the mode changes now and in the graph."""
+    from dynamo_capture.methods import set_grad_mode
+
+    try:
+        (mode,), _ = _all_constant(args, kwargs)
+    except (NotConstant, ValueError) as error:
+        raise Unsupported(
+            "torch._C._set_grad_enabled with a mode known only when it runs"
+        ) from error
+    set_grad_mode(tx, bool(mode))
+    return PythonValue(None)
 
 
 def _all_constant(args: list[Value], kwargs: dict[str, Value]) -> tuple[list[Any], dict[str, Any]]:
@@ -170,6 +217,21 @@ def _call_python(
     reason = disabled_reason(obj)
     if reason is not None:
         raise Unsupported(f"call to {describe(fn)}, which must run eagerly: {reason}")
+    if is_torch_graph_break(obj):
+        raise Unsupported("torch._dynamo.graph_break() forces a graph break here")
+    if obj is torch._C._set_grad_enabled:  # a grad-mode context's own __enter__/__exit__
+        return _set_grad_enabled(tx, args, kwargs)
+    if obj is torch.is_inference_mode_enabled and tx.ctx.open_inference_modes:
+        # NOTE: torch.compile breaks here (it folds the query outside such a block)
+        raise Unsupported("torch.is_inference_mode_enabled() inside an inference_mode block")
+    if obj in STATE_SETTERS:  # torch contexts' own state changes (sdpa_kernel's)
+        return call_state_setter(tx, obj, args, kwargs)
+    if obj in STATE_READERS:  # the state such a context restores: read now
+        try:
+            real_args, real_kwargs = _all_constant(args, kwargs)
+        except NotConstant as error:
+            raise Unsupported(f"{describe(fn)} of values known only when it runs") from error
+        return PythonValue(obj(*real_args, **real_kwargs))
     _check_not_eager_package(obj)
     if is_constant_result(obj):
         return _call_constant_result(obj, args, kwargs)
@@ -185,11 +247,11 @@ def _call_python(
         return polyfilled
     if isinstance(obj, torch.nn.Module):
         return call_module(tx, fn, args, kwargs)
+    if isinstance(obj, types.FunctionType) and obj.__code__ is CONTEXTMANAGER_HELPER:
+        return generator_context(tx, fn, args, kwargs)  # torch's own contextmanagers too
     if is_torch_callable(obj) and not _inlined_for_callable_argument(obj, args, kwargs):
         return call_torch(tx, obj, args, kwargs)
     if isinstance(obj, types.FunctionType):
-        if obj.__code__ is CONTEXTMANAGER_HELPER:
-            return generator_context(tx, fn, args, kwargs)
         return inline_function(tx, obj, args, kwargs, fn.source)
     if isinstance(obj, types.MethodType):
         source = AttrSource(fn.source, "__self__") if fn.source is not None else None
@@ -385,10 +447,13 @@ def inline_function(
 ) -> Value:
     """Interpret `fn`'s body on the values; a generator runs to its end."""
     child = child_translator(tx, fn, args, kwargs, source)
-    result = child.run()
-    if child.yielded is not None:
-        return IteratorValue(list(child.yielded))
-    return result
+    if child.yielded is None:
+        return child.run()
+    try:
+        child.run()
+    except ExceptionRaised as error:  # eagerly raised by a later next(), not by the call
+        raise raised_ahead(error, f"the generator {child.code.co_name}") from None
+    return IteratorValue(list(child.yielded))
 
 
 def child_translator(
@@ -594,6 +659,10 @@ def construct(
     cls = cls_value.obj
     if issubclass(cls, torch.nn.Module):
         return _construct_module(tx, cls, args, kwargs)
+    if cls is torch.inference_mode:
+        return _inference_mode(args, kwargs)
+    if cls in _PROFILERS:  # a profiling session: ignored in a graph, as torch.compile does
+        return ContextValue("null")
     if cls.__module__.split(".")[0] == "torch":
         return construct_torch_class(tx, cls, args, kwargs)
     if issubclass(cls, BaseException):

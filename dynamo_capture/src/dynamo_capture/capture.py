@@ -28,9 +28,19 @@ import numpy as np
 import torch
 import torch.fx
 
-from dynamo_capture import opcodes_data, opcodes_flow, side_effects  # noqa: F401  (registers handlers)
+from dynamo_capture import (  # noqa: F401  (registers handlers)
+    opcodes_data,
+    opcodes_exceptions,
+    opcodes_flow,
+    side_effects,
+)
 from dynamo_capture.calls import is_made_in_frame
-from dynamo_capture.errors import BackendCompilerFailed, Unsupported, UserLocation
+from dynamo_capture.errors import (
+    BackendCompilerFailed,
+    ExceptionRaised,
+    Unsupported,
+    UserLocation,
+)
 from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
@@ -49,6 +59,7 @@ from dynamo_capture.values import (
     FunctionValue,
     IteratorValue,
     ListValue,
+    MethodValue,
     ObjectValue,
     PythonValue,
     SetValue,
@@ -157,6 +168,21 @@ def open_contexts(tx: Translator) -> tuple[ContextSpec, ...]:
             break
         specs.append(ContextSpec(*factory))
     return tuple(specs)
+
+
+def opens_unknown_with(tx: Translator) -> bool:
+    """Whether a `with` block on a context that cannot be rebuilt (a user class, a
+    contextmanager generator) is open in `tx`'s frame: its `__exit__` is on the stack."""
+    for value in tx.stack:
+        if isinstance(value, MethodValue):
+            if getattr(getattr(value.func, "obj", None), "__name__", None) == "__exit__":
+                return True
+        elif isinstance(value, BuiltinMethodValue) and value.name == "__exit__":
+            if not isinstance(value.receiver, ContextValue):
+                return True
+            if context_factory(value.receiver) is None:
+                return True
+    return False
 
 
 _CALLS = ("CALL",)
@@ -291,8 +317,18 @@ def capture_frame(
         if tx is not None and tx.current is not None:
             located.offset = tx.current.offset
             located.contexts = open_contexts(tx)
+            located.in_unknown_with = opens_unknown_with(tx)
             located.call_cut = call_cut(tx)
+            if located.call_cut is not None and located.call_cut[1] == 0:
+                # a cut at a statement's first call: only for a break inside a function
+                # the frame calls (torch.compile resumes after that call, its result on
+                # the stack); a call that breaks itself runs with its statement
+                if error.callee is None or error.callee.function is None:
+                    located.call_cut = None
+            if located.call_cut is not None and tx.current.opname in _CALLS:
+                located.plain_args = all(_plain(value) for value in tx.calling_args)
         located.callee = error.callee
+        located.escapes = isinstance(error, ExceptionRaised)
         raise located from error.__cause__
     except RecursionError as error:
         raise Unsupported("capture recursed too deeply") from error
@@ -301,6 +337,8 @@ def capture_frame(
         torch._C._set_grad_enabled(grad_mode)
         for real in reversed(ctx.open_autocasts):  # capture stopped inside an autocast block
             torch.amp.autocast_mode._exit_autocast(real)
+        for real in reversed(ctx.open_inference_modes):  # or an inference_mode block
+            torch.autograd.grad_mode._exit_inference_mode(real)
     ctx.output_node(plan.outputs)
     drop_redundant_grad_modes(ctx.graph, grad_mode)  # 5. switches that change nothing
     ctx.add_size_inputs()
@@ -407,6 +445,8 @@ class OutputPlan:
             return f"___tuple_new({self._constant(value.cls)}, ({inner}))"
         if isinstance(value, ListValue):
             listed = "[" + ", ".join(self.expr(item) for item in value.items) + "]"
+            if value.cls is collections.deque:
+                return f"{self._constant(value.cls)}({listed}, {value.maxlen!r})"
             return listed if value.cls is list else f"{self._constant(value.cls)}({listed})"
         if isinstance(value, DictValue):
             inner = ", ".join(

@@ -3,7 +3,10 @@
     d = collections.deque(xs)      # ListValue(items, cls=deque)
     d.appendleft(x); d.popleft()   # DEQUE_METHODS below; list's where they agree
 
-A deque with a `maxlen` and slicing a deque (a TypeError eagerly) are Unsupported.
+A `maxlen` bounds it as eagerly (an append past it drops the other end). A deque
+that exists outside the frame is shadowed by one of these on its first change and
+given the shadow's items after the graph (side_effects). Slicing a deque (a
+TypeError eagerly) is Unsupported.
 """
 
 from __future__ import annotations
@@ -23,41 +26,61 @@ __all__ = ["DEQUE_METHODS", "make_deque"]
 
 def make_deque(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """collections.deque(iterable=(), maxlen=None)."""
-    maxlen = args[1] if len(args) > 1 else kwargs.get("maxlen", PythonValue(None))
+    maxlen_value = args[1] if len(args) > 1 else kwargs.get("maxlen", PythonValue(None))
     try:
-        bounded = as_constant(maxlen) is not None
+        maxlen = as_constant(maxlen_value)
     except NotConstant:
-        bounded = True
-    if bounded or len(args) > 2 or set(kwargs) - {"iterable", "maxlen"}:
-        raise Unsupported("collections.deque with a maxlen inside captured code")
+        raise Unsupported("collections.deque with a maxlen known only when it runs") from None
+    if len(args) > 2 or set(kwargs) - {"iterable", "maxlen"}:
+        raise Unsupported("collections.deque with unknown arguments")
+    if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
+        raise Unsupported("collections.deque with a maxlen that is not an int >= 0")
     iterable = args[0] if args else kwargs.get("iterable")
-    items = sequence_items(tx, iterable) if iterable is not None else []
-    return ListValue(items, cls=collections.deque)
+    deque = ListValue([], cls=collections.deque, maxlen=maxlen)
+    if iterable is not None:
+        _extend(tx, deque, [iterable], {})
+    return deque
 
 
 def _empty(name: str, d: ListValue) -> None:
     if not d.items:
-        raise Unsupported(f"deque.{name}() of an empty deque raises IndexError")
+        from dynamo_capture.errors import ExceptionRaised
+
+        raise ExceptionRaised(PythonValue(IndexError("pop from an empty deque")))
+
+
+def _bounded(d: ListValue, keep_left: bool) -> None:
+    """Drop items past the deque's maxlen from the end the new items did not go to."""
+    if d.maxlen is not None and len(d.items) > d.maxlen:
+        excess = len(d.items) - d.maxlen
+        if keep_left:
+            del d.items[len(d.items) - excess :]
+        else:
+            del d.items[:excess]
 
 
 def _append(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     d.items.append(args[0])
+    _bounded(d, keep_left=False)
     return PythonValue(None)
 
 
 def _appendleft(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     d.items.insert(0, args[0])
+    _bounded(d, keep_left=True)
     return PythonValue(None)
 
 
 def _extend(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     d.items.extend(sequence_items(tx, args[0]))
+    _bounded(d, keep_left=False)
     return PythonValue(None)
 
 
 def _extendleft(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     for item in sequence_items(tx, args[0]):
         d.items.insert(0, item)
+    _bounded(d, keep_left=True)
     return PythonValue(None)
 
 
@@ -85,7 +108,7 @@ def _clear(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) 
 
 
 def _copy(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ListValue(list(d.items), cls=collections.deque)
+    return ListValue(list(d.items), cls=collections.deque, maxlen=d.maxlen)
 
 
 def _reverse(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:

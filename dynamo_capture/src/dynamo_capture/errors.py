@@ -10,6 +10,9 @@ __all__ = [
     "BackendCompilerFailed",
     "CaptureError",
     "CaptureUnavailableError",
+    "ExceptionRaised",
+    "raised_by_python",
+    "raised_ahead",
     "RecompileError",
     "StanceError",
     "Unsupported",
@@ -80,9 +83,14 @@ class Unsupported(CaptureError):
         # an instruction-level cut: (offset where the failing call's sequence starts, stack
         # depth there, offset after the call), when the values below it can leave a graph
         self.call_cut: tuple[int, int, int, int] | None = None
+        self.plain_args = False  # the failing call's arguments are tensors or constants
         # the code raised StopIteration outside any try block up to where it is caught:
         # a user iterator's __next__ ending the iteration
         self.stop_iteration = False
+        # an exception the code raised was caught by no handler of the compiled frame
+        self.escapes = False
+        # a `with` block on a context capture cannot re-enter is open where it stopped
+        self.in_unknown_with = False
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -103,3 +111,33 @@ class Unsupported(CaptureError):
         located.callee = self.callee
         located.stop_iteration = self.stop_iteration
         return located
+
+
+class ExceptionRaised(Unsupported):
+    """The captured code raised `value` (a PythonValue holding the exception instance).
+
+    The interpreter unwinds to the handler the code's exception table names; one that
+    leaves the compiled frame uncaught is a break that runs the frame eagerly, where
+    the exception is raised again with its type and message.
+    """
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        exception = value.obj
+        super().__init__(f"the code raises an exception while capturing: {exception!r}")
+        self.stop_iteration = isinstance(exception, StopIteration)
+
+
+def raised_by_python(error: BaseException) -> ExceptionRaised:
+    """The code raises `error`, which Python raised computing on capture-time constants
+    (`1 / 0`, `int("x")`): the same exception, raised in the captured code."""
+    from dynamo_capture.values import PythonValue
+
+    return ExceptionRaised(PythonValue(error.with_traceback(None)))
+
+
+def raised_ahead(error: ExceptionRaised, what: str) -> Unsupported:
+    """A break for an exception raised by code capture runs ahead of eager's order (a
+    generator run to its end when called, an iterator drained when a loop starts):
+    eagerly it is raised later, after the items before it were used."""
+    return Unsupported(f"{what} raised {error.value.obj!r} (capture runs it ahead of time)")

@@ -45,9 +45,24 @@ def function_attr(value: FunctionValue, name: str) -> Value | None:
         return PythonValue(plain[name])
     if name == "__defaults__":
         return TupleValue(list(value.defaults)) if value.defaults else PythonValue(None)
+    if name == "__annotations__":
+        return _annotations(value)
     if name == "__kwdefaults__":
         return DictValue(dict(value.kwdefaults)) if value.kwdefaults else PythonValue(None)
     return None
+
+
+def _annotations(value: FunctionValue) -> Value | None:
+    """A fresh dict of the annotations MAKE_FUNCTION got (name, value, ...); {} for none."""
+    if value.annotations is None:
+        return DictValue({})
+    items = getattr(value.annotations, "items", None)
+    if not isinstance(value.annotations, TupleValue) or items is None or len(items) % 2:
+        return None
+    names = [getattr(item, "obj", None) for item in items[::2]]
+    if not all(isinstance(name, str) for name in names):
+        return None
+    return DictValue(dict(zip(names, items[1::2], strict=True)))
 
 
 def set_function_attr(value: FunctionValue, name: str, item: Value) -> bool:

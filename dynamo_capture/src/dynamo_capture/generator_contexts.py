@@ -15,8 +15,8 @@ first `yield` (the yielded value is what `as` binds) and suspends it there;
 `__exit__` resumes it to its end. The generator's own `with` blocks stay open
 while it is suspended, so the body runs in its grad mode, as eagerly. A
 generator that yields twice, or not at all, is Unsupported (eagerly a
-RuntimeError); so is an exception reaching the `with` (capture has no
-exception paths).
+RuntimeError). An exception leaving the body is thrown into the generator at its
+`yield`, as `generator.throw` does: a generator that catches it suppresses it.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import inspect
 import types
 from typing import TYPE_CHECKING, Any
 
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.errors import ExceptionRaised, Unsupported
 from dynamo_capture.sources import CellContentsSource
-from dynamo_capture.values import ContextValue, PythonValue, Value
+from dynamo_capture.values import ContextValue, FunctionValue, PythonValue, Value
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
@@ -83,9 +83,14 @@ def _lazy_generator(
 ) -> Value:
     from dynamo_capture.calls import child_translator
 
-    func = func_value.obj if isinstance(func_value, PythonValue) else None
-    if not isinstance(func, types.FunctionType) or not (
-        func.__code__.co_flags & inspect.CO_GENERATOR
+    if isinstance(func_value, FunctionValue):  # a generator function made in the frame
+        func: Any = func_value
+        code = func_value.code
+    else:
+        func = func_value.obj if isinstance(func_value, PythonValue) else None
+        code = getattr(func, "__code__", None)
+    if not isinstance(func, types.FunctionType | FunctionValue) or not (
+        code.co_flags & inspect.CO_GENERATOR
     ):
         raise Unsupported("contextlib.contextmanager around something other than a generator")
     child = child_translator(tx, func, args, kwargs, source)
@@ -104,12 +109,23 @@ def enter_generator(tx: Translator, context: ContextValue) -> Value:
     return child.yielded[-1]
 
 
-def exit_generator(tx: Translator, context: ContextValue) -> Value:
-    """`__exit__` without an exception: run the generator on to its end."""
+def exit_generator(tx: Translator, context: ContextValue, exception: Value | None = None) -> Value:
+    """`__exit__`: run the generator on to its end, the body's exception (if any) thrown
+    in at its yield. True when the generator swallowed that exception."""
     child = context.saved
     if child.done or not child.suspended:
         raise Unsupported("leaving a contextlib.contextmanager context not entered")
-    child.run_until_yield()
+    if exception is not None:
+        assert isinstance(exception, PythonValue)
+        child.pending = ExceptionRaised(exception)
+        try:
+            child.run_until_yield()
+        except ExceptionRaised as raised:
+            if raised.value.obj is exception.obj:
+                return PythonValue(False)  # not swallowed: the `with` re-raises it
+            raise
+    else:
+        child.run_until_yield()
     if child.suspended:
         raise Unsupported("a contextlib.contextmanager generator that yielded twice")
-    return PythonValue(None)
+    return PythonValue(exception is not None)

@@ -5,6 +5,7 @@ nodes; several in a row (a `with no_grad(), enable_grad():` opening, a block
 closing right before another opens) act as their last one, and a run whose last
 mode is the mode already in effect does nothing. torch.compile's graphs keep only
 the switches that change the mode; so do ours (operation counts compare equal).
+An `inference_mode(True)` block turns grad mode off until it closes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import torch.fx
 __all__ = ["drop_redundant_grad_modes"]
 
 _SET_GRAD = torch._C._set_grad_enabled
+_ENTER_INFERENCE = torch.autograd.grad_mode._enter_inference_mode
+_EXIT_INFERENCE = torch.autograd.grad_mode._exit_inference_mode
 
 
 def _is_switch(node: torch.fx.Node) -> bool:
@@ -25,6 +28,7 @@ def drop_redundant_grad_modes(graph: torch.fx.Graph, entry_mode: bool) -> None:
     """Erase (in place) the `_set_grad_enabled` nodes that do not change the mode."""
     mode = entry_mode
     run: list[torch.fx.Node] = []
+    outer_modes: list[bool] = []  # the modes around the open inference_mode blocks
     for node in list(graph.nodes):
         if _is_switch(node) and isinstance(node.args[0], bool):
             run.append(node)
@@ -35,3 +39,10 @@ def drop_redundant_grad_modes(graph: torch.fx.Graph, entry_mode: bool) -> None:
                 graph.erase_node(switch)
             mode = bool(last)
             run = []
+        if node.op != "call_function":
+            continue
+        if node.target is _ENTER_INFERENCE:
+            outer_modes.append(mode)
+            mode = mode and node.args[0] is not True
+        elif node.target is _EXIT_INFERENCE and outer_modes:
+            mode = outer_modes.pop()

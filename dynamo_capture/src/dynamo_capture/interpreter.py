@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dynamo_capture.bytecode import OPCODE_TABLE, Instruction, decode, expected_stack_effect
-from dynamo_capture.errors import Unsupported, UserLocation
+from dynamo_capture.errors import ExceptionRaised, Unsupported, UserLocation
 from dynamo_capture.output_graph import CaptureContext
 from dynamo_capture.sources import GlobalSource, ModuleGlobalSource, Source
 from dynamo_capture.values import CellValue, PythonValue, Value
@@ -136,6 +136,7 @@ class Translator:
         self.stack: list[Value] = []
         self.kw_names: tuple[str, ...] = ()
         self.calling: Value | None = None  # the callable of the CALL now running
+        self.calling_args: list[Value] = []  # and its positional arguments
         self.result: Value | None = None
         self.yielded: list[Value] | None = [] if generator else None
         # a generator run lazily (a @contextmanager's) stops at each yield until resumed
@@ -144,6 +145,10 @@ class Translator:
         self.done = False
         self.next_index = 0
         self.current: Instruction | None = None
+        # the exception an `except`/`finally` block of this frame handles (sys.exc_info())
+        self.handling: Value | None = None
+        # an exception thrown into a suspended generator at its yield (generator.throw)
+        self.pending: ExceptionRaised | None = None
         self.steps = 0 if parent is None else parent.steps
         # (offset, stack depth before it) of every instruction run: the compiled frame's only
         self.trace: list[tuple[int, int]] | None = [] if parent is None else None
@@ -223,7 +228,13 @@ class Translator:
         """Interpret until RETURN_VALUE or, with `stop_at_yield`, the next yield."""
         self.suspended = False
         try:
+            if self.pending is not None:
+                raised, self.pending = self.pending, None
+                if not self.unwind(raised):
+                    raise raised
             self._loop()
+        except ExceptionRaised:
+            raise  # the caller's handlers may catch it
         except Unsupported as error:
             located = error.located(self.where())
             if located.stop_iteration and self._in_try():
@@ -246,11 +257,42 @@ class Translator:
             depth = len(self.stack)
             if self.trace is not None:
                 self.trace.append((inst.offset, depth))
-            HANDLERS[inst.handler](self, inst)
+            try:
+                HANDLERS[inst.handler](self, inst)
+            except ExceptionRaised as raised:
+                if not self.unwind(raised):
+                    raise
+                continue
             if check and not self.done:
                 self._check_depth(inst, depth)
         if self.parent is not None:
             self.parent.steps = self.steps
+
+    def unwind(self, raised: ExceptionRaised) -> bool:
+        """Jump to the handler of the current instruction, as CPython unwinds on an
+        exception: the stack cut to the handler's depth, (lasti,) and the exception pushed.
+        False when no handler of this frame covers the instruction."""
+        if self.current is None:
+            return False
+        offset = self.current.offset
+        for entry in _exception_entries(self.code):
+            if entry.start <= offset < entry.end:
+                del self.stack[entry.depth :]
+                if entry.lasti:
+                    self.push(PythonValue(offset))
+                self.push(raised.value)
+                self.jump(entry.target)
+                return True
+        return False
+
+    def handled_exception(self) -> Value | None:
+        """The exception being handled here or in a calling frame (what bare `raise` raises)."""
+        tx: Translator | None = self
+        while tx is not None:
+            if tx.handling is not None:
+                return tx.handling
+            tx = tx.parent
+        return None
 
     def _in_try(self) -> bool:
         """Whether the current instruction lies in a try (or with) block of this frame."""

@@ -42,7 +42,7 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["call_method", "context_factory", "enter_context", "exit_context"]
+__all__ = ["call_method", "context_factory", "enter_context", "exit_context", "known_context"]
 
 Method = Callable[["Translator", Value, list[Value], dict[str, Value]], Value]
 
@@ -191,7 +191,9 @@ def _dict_pop(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value
         return d.items.pop(key)
     if len(args) > 1:
         return args[1]
-    raise Unsupported(f"KeyError {key!r} while capturing")
+    from dynamo_capture.operations import missing_key
+
+    raise missing_key(d, key)
 
 
 def _dict_setdefault(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -380,15 +382,29 @@ def enter_context(tx: Translator, context: ContextValue) -> Value:
         context.saved = (ctx_node, real)
         tx.ctx.open_autocasts.append(real)
         return _none()
+    if context.kind == "inference":
+        mode = context.args[0]
+        ctx_node = tx.ctx.graph.call_function(
+            torch.autograd.grad_mode._enter_inference_mode, (mode,)
+        )
+        real = torch.autograd.grad_mode._enter_inference_mode(mode)
+        context.saved = (ctx_node, real)
+        tx.ctx.open_inference_modes.append(real)
+        return _none()
     return _none()
 
 
-def exit_context(tx: Translator, context: ContextValue) -> Value:
-    """ctx.__exit__(...): restore the mode in capture and in the graph."""
+def exit_context(tx: Translator, context: ContextValue, exception: Value | None = None) -> Value:
+    """ctx.__exit__(...): restore the mode in capture and in the graph.
+
+    `exception` is the exception leaving the block, if any; only a generator's context
+    can suppress it (the others return None: it propagates)."""
+    if exception is not None and isinstance(exception, PythonValue) and exception.obj is None:
+        exception = None
     if context.kind == "generator":
         from dynamo_capture.generator_contexts import exit_generator
 
-        return exit_generator(tx, context)
+        return exit_generator(tx, context, exception)
     if context.kind == "grad":
         set_grad_mode(tx, context.saved)
         context.saved = None
@@ -397,7 +413,22 @@ def exit_context(tx: Translator, context: ContextValue) -> Value:
         tx.ctx.graph.call_function(torch.amp.autocast_mode._exit_autocast, (ctx_node,))
         torch.amp.autocast_mode._exit_autocast(real)
         tx.ctx.open_autocasts.remove(real)
+    elif context.kind == "inference":
+        ctx_node, real = context.saved
+        tx.ctx.graph.call_function(torch.autograd.grad_mode._exit_inference_mode, (ctx_node,))
+        torch.autograd.grad_mode._exit_inference_mode(real)
+        tx.ctx.open_inference_modes.remove(real)
     return PythonValue(None)
+
+
+def known_context(obj: Any) -> ContextValue | None:
+    """The ContextValue for a real torch context object (one a torch decorator made for
+    its call: `@torch.no_grad()`, `@torch.inference_mode()`); None for other objects."""
+    if type(obj) in (torch.no_grad, torch.enable_grad):
+        return ContextValue("grad", (type(obj) is torch.enable_grad,))
+    if type(obj) is torch.inference_mode:
+        return ContextValue("inference", (bool(obj.mode),))
+    return None
 
 
 def context_factory(context: ContextValue) -> tuple[Any, tuple[Any, ...]] | None:
@@ -408,6 +439,8 @@ def context_factory(context: ContextValue) -> tuple[Any, tuple[Any, ...]] | None
         return torch.autocast, _autocast_args(context)
     if context.kind == "null":
         return contextlib.nullcontext, ()
+    if context.kind == "inference":
+        return torch.inference_mode, context.args
     return None
 
 
@@ -439,7 +472,7 @@ def _context_method(tx: Translator, context: Any, name: str, args: list[Value]) 
     if name == "__enter__":
         return enter_context(tx, context)
     if name == "__exit__":
-        return exit_context(tx, context)
+        return exit_context(tx, context, args[1] if len(args) == 3 else None)
     raise Unsupported(f"method {name} of a context manager")
 
 
@@ -453,7 +486,9 @@ def _iterator_next(tx: Translator, iterator: IteratorValue, args: list[Value]) -
         return iterator.items[iterator.position - 1]
     if args:
         return args[0]
-    raise Unsupported("StopIteration raised by next() while capturing")
+    from dynamo_capture.errors import ExceptionRaised
+
+    raise ExceptionRaised(PythonValue(StopIteration()))
 
 
 # ----- dispatch ----------------------------------------------------------

@@ -235,7 +235,9 @@ def load_attr(tx: Translator, inst: Instruction) -> None:
     try:
         value = get_attr(tx, target, inst.argval)
     except AttributeError as error:
-        raise Unsupported(f"AttributeError while capturing: {error}") from error
+        from dynamo_capture.builtin_calls import missing_attribute
+
+        raise missing_attribute(tx, target, inst.argval, error) from None
     if inst.method:
         tx.push(NULL)
     tx.push(value)
@@ -537,8 +539,7 @@ def make_function(tx: Translator, inst: Instruction) -> None:
     flags = inst.arg or 0
     code = tx.pop().obj  # type: ignore[attr-defined]
     closure = tuple(tx.pop().items) if flags & 0x08 else ()  # type: ignore[attr-defined]
-    if flags & 0x04:
-        tx.pop()  # annotations
+    annotations = tx.pop() if flags & 0x04 else None
     kwdefaults = dict_items(tx, tx.pop()) if flags & 0x02 else {}
     defaults = tuple(sequence_items(tx, tx.pop())) if flags & 0x01 else ()
     tx.push(
@@ -549,5 +550,6 @@ def make_function(tx: Translator, inst: Instruction) -> None:
             defaults,
             kwdefaults,
             closure,  # type: ignore[arg-type]
+            annotations=annotations,
         )
     )

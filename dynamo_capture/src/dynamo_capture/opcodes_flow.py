@@ -1,4 +1,5 @@
-"""Opcode handlers for calls, `with`, jumps, loops, returns and generators."""
+"""Opcode handlers for calls, `with`, jumps, loops, returns and generators (exceptions:
+opcodes_exceptions)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from dynamo_capture.calls import call
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.interpreter import Translator, opcode_handler
 from dynamo_capture.operations import (
-    as_constant,
     dict_items,
     get_iter,
     python_type_of,
@@ -36,6 +36,7 @@ def kw_names(tx: Translator, inst: Instruction) -> None:
 @opcode_handler("CALL")
 def call_(tx: Translator, inst: Instruction) -> None:
     args = tx.popn(inst.arg)
+    tx.calling_args = args
     second = tx.pop()
     first = tx.pop()
     if first is NULL:
@@ -66,6 +67,10 @@ def call_function_ex(tx: Translator, inst: Instruction) -> None:
 @opcode_handler("BEFORE_WITH")
 def before_with(tx: Translator, inst: Instruction) -> None:
     manager = tx.pop()
+    if isinstance(manager, PythonValue) and manager.source is None:
+        from dynamo_capture.methods import known_context
+
+        manager = known_context(manager.obj) or manager
     if isinstance(manager, ContextValue):
         from dynamo_capture.methods import enter_context
 
@@ -204,33 +209,7 @@ def yield_value(tx: Translator, inst: Instruction) -> None:
         tx.suspended = True
 
 
-# ----- exceptions and the rest ---------------------------------------------
-@opcode_handler("EXCEPTION_PATH")
-def exception_path(tx: Translator, inst: Instruction) -> None:
-    raise Unsupported(f"exception handling ({inst.opname}) reached while capturing")
-
-
-@opcode_handler("RAISE_VARARGS")
-def raise_varargs(tx: Translator, inst: Instruction) -> None:
-    raised = tx.stack[-1] if inst.arg else None
-    what = ""
-    if isinstance(raised, PythonValue):
-        try:
-            what = (
-                f": {as_constant(raised)!r}"
-                if not isinstance(raised.obj, BaseException)
-                else f": {raised.obj!r}"
-            )
-        except Exception:  # noqa: BLE001
-            what = ""
-    error = Unsupported(f"the code raises an exception while capturing{what}")
-    if isinstance(raised, PythonValue) and (
-        raised.obj is StopIteration or type(raised.obj) is StopIteration
-    ):
-        error.stop_iteration = not tx._in_try()
-    raise error
-
-
+# ----- the rest ----------------------------------------------------------
 @opcode_handler("UNSUPPORTED")
 def unsupported(tx: Translator, inst: Instruction) -> None:
     raise Unsupported(f"bytecode {inst.opname} is not supported in captured code")

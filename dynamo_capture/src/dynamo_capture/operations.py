@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture import side_effects
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_ahead
 from dynamo_capture.output_graph import is_constant
 from dynamo_capture.sources import item_source
 from dynamo_capture.values import (
@@ -99,6 +99,16 @@ class NotConstant(Exception):
     """A value is not a capture-time constant."""
 
 
+def missing_key(container: Value, key: Any) -> Unsupported:
+    """The KeyError a plain dict raises for `key`, to raise in the captured code (a dict
+    subclass, whose __missing__ might answer, or a key that is no constant: a break)."""
+    from dynamo_capture.errors import ExceptionRaised
+
+    if getattr(container, "cls", None) in (dict, collections.OrderedDict) and is_constant(key):
+        return ExceptionRaised(PythonValue(KeyError(key)))
+    return Unsupported(f"KeyError {key!r} while capturing")
+
+
 def as_constant(value: Value) -> Any:
     """The Python constant `value` stands for, or NotConstant."""
     if isinstance(value, PythonValue):
@@ -111,6 +121,8 @@ def as_constant(value: Value) -> Any:
             return obj
         if isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType):
             return obj
+        if isinstance(obj, BaseException) and value.source is None:
+            return obj  # an exception made while capturing (`str(e)` in an except block)
         raise NotConstant
     if isinstance(value, TupleValue):
         items = [as_constant(item) for item in value.items]
@@ -299,11 +311,18 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         return result
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
     try:
-        return _folded(tx, plain, (as_constant(left), as_constant(right)))
+        constants = (as_constant(left), as_constant(right))
+        return _folded(tx, plain, constants)
     except NotConstant:
         pass
     except TypeError:
         pass
+    except ArithmeticError as error:  # 1 / 0 on plain numbers: the code raises it
+        if all(type(c) in (int, float, bool, complex) for c in constants):
+            from dynamo_capture.errors import raised_by_python
+
+            raise raised_by_python(error) from None
+        raise
     sequence = _sequence_op(tx, fn, left, right)
     if sequence is not None:
         return sequence
@@ -539,7 +558,7 @@ def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
         ]
     if isinstance(obj, torch.nn.ParameterList):
         return [tx.ctx.wrap(item, item_source(source, index)) for index, item in enumerate(obj)]
-    if isinstance(obj, list | tuple):
+    if isinstance(obj, list | tuple | collections.deque):
         return [tx.ctx.wrap(item, item_source(source, index)) for index, item in enumerate(obj)]
     if isinstance(obj, dict):
         return [PythonValue(key) for key in obj]
@@ -583,6 +602,8 @@ def _drain_user_iterator(tx: Translator, iterator: ObjectValue) -> list[Value]:
         except Unsupported as error:
             if error.stop_iteration:
                 return items
+            if isinstance(error, ExceptionRaised):
+                raise raised_ahead(error, "a user iterator's __next__") from None
             raise
     raise Unsupported(f"a user iterator gave more than {MAX_USER_ITERATOR_ITEMS} items")
 
@@ -677,7 +698,7 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
 
                 container.items[key] = call(tx, factory, [], {})  # defaultdict.__missing__
         if key not in container.items:
-            raise Unsupported(f"KeyError {key!r} while capturing")
+            raise missing_key(container, key)
         return container.items[key]
     if isinstance(container, PythonValue):
         return _real_get_item(tx, container, index)
@@ -688,11 +709,20 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
 
 def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Value:
     obj, source = container.obj, container.source
-    if isinstance(obj, torch.nn.Module | list | tuple | dict | str | range | torch.Size):
+    if isinstance(
+        obj, torch.nn.Module | list | tuple | dict | str | range | torch.Size | collections.deque
+    ):
         key = _index_constant(tx, index)
         try:
             item = obj[key]
-        except (IndexError, KeyError, TypeError) as error:
+        except (IndexError, KeyError) as error:
+            if type(obj) in (list, tuple, dict, str, range, collections.deque):
+                from dynamo_capture.errors import ExceptionRaised
+
+                # the container's length or keys are guarded: the code raises this
+                raise ExceptionRaised(PythonValue(type(error)(*error.args))) from None
+            raise Unsupported(f"{type(error).__name__} while capturing: {error}") from error
+        except TypeError as error:
             raise Unsupported(f"{type(error).__name__} while capturing: {error}") from error
         if isinstance(key, slice):
             if isinstance(obj, torch.nn.Module | list | tuple) and not isinstance(obj, torch.Size):

@@ -58,6 +58,12 @@ Backend = Callable[..., Any]
 _live: weakref.WeakSet[CompiledCallable] = weakref.WeakSet()
 
 
+_FUNCTION_ATTRIBUTES = frozenset(
+    {"__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__", "__name__",
+     "__qualname__", "__annotations__"}
+)  # fmt: skip
+
+
 class CompiledCallable:
     """A callable compiled by capture; holds its cache of compiled entries.
 
@@ -100,6 +106,13 @@ class CompiledCallable:
         self.parent: CompiledCallable | None = None  # the split frame this is a part of
         self.compile_id = ""  # of the newest compile (compile_trace)
         _live.add(self)
+
+    def __getattr__(self, name: str) -> Any:
+        # NOTE: a compiled callable stands in for its function in a frame run eagerly
+        # (break_callees); code there may read the function's own attributes
+        if name in _FUNCTION_ATTRIBUTES:
+            return getattr(self.__dict__["target"], name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def __ember_capture_target__(self) -> Callable[..., Any]:
@@ -256,6 +269,8 @@ class CompiledCallable:
         except Unsupported as error:
             if self.fullgraph:
                 raise
+            if error.escapes:  # an exception no handler of the frame catches
+                return self._eager_entry(error, contexts)
             split = self._split_entry(error, contexts, f_locals)
             if split is not None:
                 return split
@@ -409,7 +424,15 @@ class CompiledCallable:
             return self._module_forward_entry(error, contexts)
         if error.offset is None:
             return None
-        plan = plan_split(function.__code__, error.offset, error.contexts, error.call_cut)
+        if error.in_unknown_with:  # torch.compile runs such a frame eagerly too
+            artifact_logger("graph_breaks").info(
+                "cannot split %s: the break lies in a `with` block capture cannot re-enter",
+                self.frame.name,
+            )
+            return None
+        plan = plan_split(
+            function.__code__, error.offset, error.contexts, error.call_cut, error.plain_args
+        )
         if isinstance(plan, str):
             artifact_logger("graph_breaks").info("cannot split %s: %s", self.frame.name, plan)
             return None
@@ -501,7 +524,14 @@ class CompiledCallable:
         parts: list[Callable[..., Any]] = []
         body = plan.body_start
         stack_in, stack_out = plan.stack if plan.stack is not None else (None, None)
-        if plan.start > body:
+        args = plan.call_args
+        if args is not None:  # the first part stops at the call, its arguments in a tuple
+            prefix = segment_function(
+                function, body, args[1], body, "pre", leave=plan.contexts,
+                stack_out=(stack_in or 0) + 1, call_args=args,
+            )  # fmt: skip
+            parts.append(self._part(prefix))
+        elif plan.start > body:
             prefix = segment_function(
                 function, body, plan.start, body, "pre", leave=plan.contexts, stack_out=stack_in
             )
@@ -515,7 +545,7 @@ class CompiledCallable:
             middle = segment_function(
                 function, plan.start, plan.stop, body, "eager", compiled_callees,
                 enter=plan.contexts, leave=plan.resume_contexts,
-                stack_in=stack_in, stack_out=stack_out,
+                stack_in=stack_in, stack_out=stack_out, call_args=args,
             )  # fmt: skip
             parts.append(ShadowedPart(middle, shadows) if shadows else middle)
         if plan.stop is not None:

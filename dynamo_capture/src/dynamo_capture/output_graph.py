@@ -14,6 +14,7 @@ Unsupported.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import enum
@@ -191,6 +192,7 @@ class CaptureContext:
         self.graph = torch.fx.Graph()
         self.guards = FrameGuards()
         self.open_autocasts: list[Any] = []  # real autocast states entered while capturing
+        self.open_inference_modes: list[Any] = []  # real inference modes entered likewise
         self.dynamic = dynamic
         self.history = history
         # float inputs that change between calls become symbolic (else constants)
@@ -265,6 +267,9 @@ class CaptureContext:
             guards.equals_match(source, obj)
         elif isinstance(obj, list | tuple):
             guards.length_check(source, obj)
+        elif isinstance(obj, collections.deque):
+            guards.length_check(source, obj)
+            guards.equals_match(AttrSource(source, "maxlen"), obj.maxlen)
         elif isinstance(obj, dict):
             guards.dict_keys(source, obj)
         elif isinstance(obj, set | frozenset):

@@ -173,6 +173,9 @@ class SplitPlan:
     in_try: bool = False
     loop: LoopPlan | None = None
     stack: tuple[int, int] | None = None  # instruction-level cut: values at start, at stop
+    # a cut at the call instruction itself: (offset after the callable's load, offset of
+    # the call, argument count); the arguments are computed before the cut, in a graph
+    call_args: tuple[int, int, int] | None = None
 
 
 def is_end(result: Any) -> bool:
@@ -313,20 +316,15 @@ def _cuts(
     ]
     entries = list(dis.Bytecode(code).exception_entries)
     jumps = _without_handler_returns(jumps, depths, entries)
-    by_offset = {inst.offset: index for index, inst in enumerate(insts)}
-    spans: dict[int, tuple[int, int]] = {}
-    for entry in entries:
-        low, high = spans.get(entry.target, (entry.start, entry.end))
-        spans[entry.target] = (min(low, entry.start), max(high, entry.end))
-    try_spans = [
-        span for target, span in spans.items() if not _is_with_handler(insts, by_offset, target)
-    ]
+    try_spans = _try_spans(code, insts)
     cuts = []
     for inst in insts:
         at = inst.offset
         depth = depths.get(at)
         if at < body_start or at >= generated or depth is None or inst.opname == "FOR_ITER":
             continue  # (a loop's FOR_ITER has the loop's real iterator on the stack)
+        if inst.opname == "RETURN_VALUE":
+            continue  # the returned value is on the stack (after a `with` closed: no context)
         if any(dst < at < src for src, dst in jumps):
             continue  # inside a loop
         covering = [entry for entry in entries if entry.start <= at < entry.end]
@@ -373,19 +371,44 @@ def _is_with_handler(insts: list[dis.Instruction], by_offset: dict[int, int], at
     )
 
 
+def _try_spans(code: types.CodeType, insts: list[dis.Instruction]) -> list[tuple[int, int]]:
+    """The [start, end) of every try body and handler of `code`, `with` blocks left out.
+
+    A handler's entries are merged into one span: a try body holding a `with` block has
+    entries before and after it (the with's own handler covers its body).
+    """
+    by_offset = {inst.offset: index for index, inst in enumerate(insts)}
+    spans: dict[int, tuple[int, int]] = {}
+    for entry in dis.Bytecode(code).exception_entries:
+        low, high = spans.get(entry.target, (entry.start, entry.end))
+        spans[entry.target] = (min(low, entry.start), max(high, entry.end))
+    return [
+        span for target, span in spans.items() if not _is_with_handler(insts, by_offset, target)
+    ]
+
+
+def in_try_block(code: types.CodeType, offset: int) -> bool:
+    """Whether `offset` lies in a try body or handler of `code` (a `with` block's is none)."""
+    return any(low <= offset < high for low, high in _try_spans(code, _instructions(code)))
+
+
 def plan_split(
     code: types.CodeType,
     offset: int,
     contexts: tuple[ContextSpec, ...] = (),
     call_cut: tuple[int, int, int, int] | None = None,
+    plain_args: bool = False,
 ) -> SplitPlan | str:
     """The statement boundaries around `offset`, or the reason the frame cannot be split.
+
+    `plain_args`: the failing call's arguments are tensors or constants, so the cut may
+    lie at the call instruction itself (SplitPlan.call_args).
 
     `contexts` are the contexts capture had entered in this frame when it stopped
     (outermost first); a boundary inside a `with` block is usable only when its
     context is one of them (a grad-mode or autocast context).
     """
-    plan = _plan_split(code, offset, contexts, call_cut)
+    plan = _plan_split(code, offset, contexts, call_cut, plain_args)
     if isinstance(plan, SplitPlan) and code not in _ROOT and _cell_only_names(code):
         # the first part gets UNBOUND for the frame's other locals (first_part_arity)
         first = plan.loop.for_iter if plan.loop is not None else plan.stop
@@ -415,10 +438,16 @@ def _plan_split(
     offset: int,
     contexts: tuple[ContextSpec, ...],
     call_cut: tuple[int, int, int, int] | None,
+    plain_args: bool = False,
 ) -> SplitPlan | str:
     reason = _why_not_splittable(code)
     if reason is not None:
         return reason
+    if in_try_block(code, offset):
+        # NOTE: torch.compile runs such a frame eagerly too (it resumes only in `with`
+        # blocks it can re-enter); the rest of the frame used to run eagerly after a
+        # compiled prefix, which gave other graph counts
+        return "the break lies in a try block"
     if offset >= _GENERATED.get(code, len(code.co_code)):
         return "the part's values cannot leave its graph (capture failed in its epilogue)"
     insts = _instructions(code)
@@ -429,7 +458,7 @@ def _plan_split(
     if not starts:
         return "no statement boundary before the unsupported instruction"
     start = starts[-1]
-    at_call = _call_plan(code, insts, call_cut, jumps, body_start)
+    at_call = _call_plan(code, insts, call_cut, jumps, body_start, plain_args)
     if at_call is not None:
         return at_call
     # (not in a part that stops somewhere: a `break` would run on to that stop, whose
@@ -466,11 +495,12 @@ def _call_plan(
     call_cut: tuple[int, int, int, int] | None,
     jumps: list[tuple[int, int]],
     body_start: int,
+    args_known: bool = False,
 ) -> SplitPlan | None:
     """An instruction-level cut around the failing call, when its statement's partial
     values lie on the stack (`f(x) + g(x)`): the graph before holds `f(x)`, the call
     runs eagerly, and the resume part continues the expression with both values."""
-    if call_cut is None or call_cut[1] == 0 or code.co_cellvars or code.co_freevars:
+    if call_cut is None or code.co_cellvars or code.co_freevars:
         return None
     at, depth, after, depth_after = call_cut
     if at < body_start or at >= _GENERATED.get(code, len(code.co_code)):
@@ -486,7 +516,36 @@ def _call_plan(
     depths = _depths(insts)
     if depths.get(at) != depth or depths.get(after) != depth_after:
         return None
-    return SplitPlan(at, after, body_start, stack=(depth, depth_after))
+    call_args = _call_arguments(insts, at, after) if args_known else None
+    return SplitPlan(at, after, body_start, stack=(depth, depth_after), call_args=call_args)
+
+
+_MIN_ARGUMENT_ROOM = 4  # bytes for the jump over the arguments' code (one EXTENDED_ARG)
+
+
+def _call_arguments(
+    insts: list[dis.Instruction], at: int, after: int
+) -> tuple[int, int, int] | None:
+    """(offset after the callable's load, offset of the call, argument count) when the
+    call sequence [at, after) is `LOAD_GLOBAL (NULL + f)`, positional arguments computed
+    in room for a jump, then the call; None otherwise."""
+    index = {inst.offset: i for i, inst in enumerate(insts)}
+    first, end = index.get(at), index.get(after)
+    if first is None or end is None or end - first < 3:
+        return None
+    load = insts[first]
+    if load.opname != "LOAD_GLOBAL" or not (load.arg or 0) & 1:
+        return None
+    call = insts[end - 1]
+    if call.opname != "CALL":
+        return None
+    call_at = insts[end - 2].offset if insts[end - 2].opname == "PRECALL" else call.offset
+    if any(inst.opname == "KW_NAMES" for inst in insts[first:end]):
+        return None
+    args_start = insts[first + 1].offset
+    if call_at - args_start < _MIN_ARGUMENT_ROOM:
+        return None  # the arguments are loads only: the cut before the call gives the same
+    return args_start, call_at, call.arg or 0
 
 
 def _loop_plan(
@@ -580,6 +639,7 @@ def segment_function(
     returns_top: bool = False,
     stack_in: int | None = None,
     stack_out: int | None = None,
+    call_args: tuple[int, int, int] | None = None,
 ) -> types.FunctionType:
     """A function running `function`'s code from `start` to `stop`; every local is a parameter.
 
@@ -592,13 +652,20 @@ def segment_function(
     instruction-level cut) the part has one more local, `___stack`, a tuple of values
     pushed at entry and stored at the stop. `replacements` maps globals
     called in the part to what is called instead (the compiled callee of a break
-    inside an inlined call).
+    inside an inlined call). With `call_args` (a cut at a call instruction, see
+    SplitPlan) a part stopping at the call hands on its arguments as one more stack
+    value (the callable and its NULL are dropped: the next part loads the callable
+    again), and a part starting at the call's load jumps over the arguments' code to
+    push them from that value.
     """
     code = function.__code__
     raw = bytearray(code.co_code)
     consts = list(code.co_consts)
+    load_at = None
+    if call_args is not None and stop != call_args[1]:
+        load_at, start = start, call_args[1]  # the part starts at the call itself
     if replacements:
-        _replace_global_loads(code, raw, consts, replacements, (start, stop))
+        _replace_global_loads(code, raw, consts, replacements, (load_at or start, stop))
 
     def const(value: Any) -> int:
         for index, existing in enumerate(consts):
@@ -625,12 +692,20 @@ def segment_function(
     unbind = b""
     if start > body_start:
         unbind = _unbind_code(varnames, tracked, _binding_at(root, start), const)
-    if unbind or enter or stack_in:
+    if unbind or enter or stack_in or load_at is not None:
         prologue_at = len(raw)
         raw += unbind + _enter_code(enter, const)
         for index in range(stack_in or 0):
             raw += emit("LOAD_FAST", slot) + emit("LOAD_CONST", const(index))
             raw += emit("BINARY_SUBSCR")
+        if load_at is not None and call_args is not None:
+            # the callable's load (NULL + the function, replaced by its compiled part),
+            # then the arguments from the last stack value, then the call
+            raw += raw[load_at : call_args[0]]
+            for index in range(call_args[2]):
+                raw += emit("LOAD_FAST", slot) + emit("LOAD_CONST", const(stack_in or 0))
+                raw += emit("BINARY_SUBSCR") + emit("LOAD_CONST", const(index))
+                raw += emit("BINARY_SUBSCR")
         raw += emit_jump(len(raw), start)
         spans.append((len(raw) - prologue_at, line_at(code, start)))
         _place_jump(raw, body_start, prologue_at, limit=start)
@@ -638,6 +713,11 @@ def segment_function(
         _place_jump(raw, body_start, start, limit=start)
     if stop is not None:
         epilogue_at = len(raw)
+        if call_args is not None and stop == call_args[1]:
+            # [..., NULL, callable, *args] -> [..., args]: the NULL is consumed by a call
+            # of `tuple` on the arguments' tuple (no instruction pops a NULL)
+            raw += emit("BUILD_TUPLE", call_args[2]) + emit("SWAP", 2) + emit("POP_TOP")
+            raw += emit("LOAD_CONST", const(tuple)) + emit("SWAP", 2) + emit_call(1)
         raw += _leave_code(leave, const(None))
         if stack_out is not None:
             raw += emit("BUILD_TUPLE", stack_out) + emit("STORE_FAST", slot)

@@ -1,4 +1,4 @@
-"""Writes to lists and dicts that exist outside the frame, replayed after the graph.
+"""Writes to lists, deques and dicts that exist outside the frame, replayed after the graph.
 
 The first write to an outside list or dict (item assignment, append, update, ...)
 gives it a shadow: a ListValue / DictValue holding its items, which the rest of
@@ -9,6 +9,7 @@ the object's identity are both kept.
 
 from __future__ import annotations
 
+import collections
 from typing import TYPE_CHECKING, Any
 
 from dynamo_capture.values import DictValue, ListValue, PythonValue, Value
@@ -23,7 +24,11 @@ MUTATING_METHODS: dict[type, frozenset[str]] = {
         {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "__setitem__"}
     ),
     dict: frozenset({"update", "pop", "popitem", "setdefault", "clear", "__setitem__"}),
-}
+    collections.deque: frozenset(
+        {"append", "appendleft", "extend", "extendleft", "pop", "popleft", "rotate", "clear",
+         "reverse", "__setitem__"}
+    ),
+}  # fmt: skip
 
 
 def _shadowable(value: Value) -> bool:
@@ -51,6 +56,8 @@ def for_write(tx: Translator, value: Value, method: str = "__setitem__") -> Valu
 
     if isinstance(obj, list):
         shadow = ListValue(sequence_items(tx, value))
+    elif isinstance(obj, collections.deque):
+        shadow = ListValue(sequence_items(tx, value), cls=collections.deque, maxlen=obj.maxlen)
     else:
         shadow = DictValue(dict_items(tx, value))
     tx.ctx.shadows[id(obj)] = (obj, value.source, shadow)  # type: ignore[attr-defined]
@@ -59,6 +66,9 @@ def for_write(tx: Translator, value: Value, method: str = "__setitem__") -> Valu
 
 def replay_statement(target: str, shadow: Value, expr: Any, key_expr: Any) -> str:
     """The statement that gives the real object `target` the shadow's contents."""
+    if isinstance(shadow, ListValue) and shadow.cls is collections.deque:
+        items = ", ".join(expr(item) for item in shadow.items)
+        return f"___items = [{items}]; {target}.clear(); {target}.extend(___items)"
     if isinstance(shadow, ListValue):
         return f"{target}[:] = [{', '.join(expr(item) for item in shadow.items)}]"
     assert isinstance(shadow, DictValue)

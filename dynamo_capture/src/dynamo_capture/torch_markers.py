@@ -9,6 +9,8 @@ torch's decorators; capture honours them as it honours ember's:
         sets `_dynamo_marked_constant`
     a torch.compile'd function, torch.jit.trace output   the function it wraps is inlined
         sets `_torchdynamo_inline`
+    torch._dynamo.graph_break()                          a graph break at the call, as
+        recognised by its module and name                 torch.compile makes there
 
 Tensor marks (torch's `mark_dynamic` and friends) are read by `guards.marks`.
 
@@ -30,12 +32,14 @@ import torch
 _Module = torch.nn.Module
 
 __all__ = [
+    "is_torch_graph_break",
     "torch_constant_result",
     "torch_disabled_reason",
     "torch_inline_target",
 ]
 
 _DISABLED = "disabled with torch.compiler.disable"
+_GRAPH_BREAK = ("torch._dynamo.decorators", "graph_break")
 
 
 def _instance_attribute(obj: object, name: str) -> Any:
@@ -78,3 +82,10 @@ def torch_inline_target(obj: object) -> Callable[..., Any] | None:
     if target is None or target is obj or not callable(target):
         return None
     return target
+
+
+def is_torch_graph_break(obj: object) -> bool:
+    """Whether `obj` is torch's `graph_break()`, a call that forces a graph break."""
+    if not inspect.isfunction(obj):
+        return False
+    return (obj.__module__, obj.__name__) == _GRAPH_BREAK

@@ -123,6 +123,7 @@ class ListValue(Value):
     items: list[Value]
     source: Source | None = None
     cls: type = list
+    maxlen: int | None = None  # a collections.deque's bound
 
 
 @dataclass(eq=False, slots=True)
@@ -172,6 +173,7 @@ class FunctionValue(Value):
     closure: tuple[CellValue, ...] = ()
     source: Source | None = None
     attrs: dict[str, Value] = field(default_factory=dict)  # __wrapped__, __name__ set...
+    annotations: Value | None = None  # the (name, value, ...) tuple MAKE_FUNCTION got
 
 
 @dataclass(eq=False, slots=True)
@@ -222,7 +224,7 @@ class SuperValue(Value):
 
 @dataclass(eq=False, slots=True)
 class ContextValue(Value):
-    """A context manager capture knows: kind is grad, autocast or null."""
+    """A context manager capture knows: kind is grad, autocast, inference, null or generator."""
 
     kind: str
     args: tuple[Any, ...] = ()

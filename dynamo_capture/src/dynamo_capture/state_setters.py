@@ -1,0 +1,79 @@
+"""torch functions that set global state a `with` block changes, recorded in the graph.
+
+    torch.nn.attention._sdpa_kernel(backends, set_priority)   sdpa_kernel(...)'s body
+    torch._C._autograd._saved_tensors_hooks_disable(message)   disable_saved_tensors_hooks
+    torch._C._autograd._saved_tensors_hooks_enable()
+
+torch's own context managers call these from their (inlined) generator bodies. Each
+call becomes a graph node (the state changes when the graph runs, as eagerly) and is
+not run while capturing: the capture's values do not depend on this state, and a
+capture that stops inside the block leaves the process's state as it found it.
+Arguments must be constants; an `SDPBackend` is made in the graph from its name (FX
+code cannot spell an enum member), as torch.compile's graphs do.
+
+The state such a context restores on exit is read when capturing (STATE_READERS): the
+graph restores what was set when it was captured, as torch.compile's does.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.attention
+
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.operations import NotConstant, as_constant, sequence_items
+from dynamo_capture.values import ListValue, PythonValue, TupleValue, Value
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = ["STATE_READERS", "STATE_SETTERS", "call_state_setter"]
+
+STATE_SETTERS: frozenset[Callable[..., Any]] = frozenset(
+    {
+        torch.nn.attention._sdpa_kernel,
+        torch._C._autograd._saved_tensors_hooks_disable,
+        torch._C._autograd._saved_tensors_hooks_enable,
+    }
+)
+
+
+STATE_READERS: frozenset[Callable[..., Any]] = frozenset(
+    {torch.nn.attention._cur_sdpa_kernel_backends}
+)
+
+
+def _node_arg(tx: Translator, value: Value) -> Any:
+    """A graph-node argument for a constant Value (enum members made by a node)."""
+    if isinstance(value, ListValue | TupleValue):
+        items = [_node_arg(tx, item) for item in sequence_items(tx, value)]
+        return items if isinstance(value, ListValue) else tuple(items)
+    if isinstance(value, PythonValue) and type(value.obj) in (list, tuple):
+        items = [_node_arg(tx, PythonValue(item)) for item in value.obj]
+        return items if isinstance(value.obj, list) else tuple(items)
+    try:
+        is_member = isinstance(value, PythonValue) and hasattr(type(value.obj), "__members__")
+        constant = value.obj if is_member else as_constant(value)  # type: ignore[attr-defined]
+    except NotConstant:
+        raise Unsupported(
+            "a torch state setter called with values known only when it runs"
+        ) from None
+    if isinstance(constant, torch.nn.attention.SDPBackend):
+        return tx.ctx.graph.call_function(torch.nn.attention._backend_from_string, (constant.name,))
+    if isinstance(constant, enum.Enum):
+        raise Unsupported(f"a torch state setter called with an enum {constant!r}")
+    return constant
+
+
+def call_state_setter(
+    tx: Translator, fn: Callable[..., Any], args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """fn(*args, **kwargs) recorded as a graph node; None, as these functions return."""
+    node_args = tuple(_node_arg(tx, arg) for arg in args)
+    node_kwargs = {name: _node_arg(tx, arg) for name, arg in kwargs.items()}
+    tx.ctx.graph.call_function(fn, node_args, node_kwargs)
+    return PythonValue(None)

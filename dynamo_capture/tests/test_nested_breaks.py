@@ -1,0 +1,183 @@
+"""Graph breaks inside functions the compiled frame calls, one and two calls deep: the
+callee runs as a compiled frame of its own and the caller resumes after the call, with
+every frame's locals live across the break (graph counts as torch.compile's)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torchcheck import check_like_torch
+
+import dynamo_capture
+
+
+def _one():
+    return (torch.randn(4, requires_grad=True),)
+
+
+def _inner(t):
+    u = t + 1
+    torch._dynamo.graph_break()
+    return u * 2
+
+
+def _middle(t):
+    v = t * 3
+    w = _inner(v)
+    return v + w
+
+
+def _loop_then_break(t):
+    for step in range(2):
+        t = t + step
+    torch._dynamo.graph_break()
+    return t
+
+
+class _Breaking(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, t):
+        h = self.linear(t)
+        torch._dynamo.graph_break()
+        return h.relu()
+
+
+torch.manual_seed(0)
+_MODULE = _Breaking()
+
+
+def one_call_deep(x):
+    a = x.sin()
+    b = _inner(a)
+    return a + b
+
+
+def two_calls_deep(x):
+    a = x.cos()
+    b = _middle(a)
+    return a * b
+
+
+def callee_result_used_in_the_return(x):
+    return _loop_then_break(x) * 2
+
+
+def module_forward_breaks(x):
+    return _MODULE(x) + 1
+
+
+def callee_result_in_an_expression(x):
+    y = x.exp()
+    return _inner(y) * 2 + y
+
+
+def callee_in_no_grad(x):
+    with torch.no_grad():
+        y = _inner(x)
+    return y + x
+
+
+PROGRAMS = [
+    one_call_deep,
+    two_calls_deep,
+    callee_result_used_in_the_return,
+    module_forward_breaks,
+    callee_result_in_an_expression,
+    callee_in_no_grad,
+]
+
+
+@pytest.mark.parametrize("fn", PROGRAMS, ids=[fn.__name__ for fn in PROGRAMS])
+def test_break_inside_a_callee_resumes_like_torch(fn):
+    check_like_torch(fn, _one)
+
+
+def _breaks_in_no_grad(t):
+    with torch.no_grad():
+        t = t + 1
+        torch._dynamo.graph_break()
+        return t + 2
+
+
+def _returns_from_enable_grad(t):
+    with torch.enable_grad():
+        t = t + 4
+        return _breaks_in_no_grad(t) + 8
+
+
+def return_inside_a_with_block_after_a_breaking_call(x):
+    with torch.no_grad():
+        x = x + 16
+        return _returns_from_enable_grad(x) + 32
+
+
+def test_return_inside_a_with_block_around_a_breaking_call_resumes_without_the_context():
+    # the `return` after the block closed is no place to re-enter it (the returned value
+    # lay where the context's exit had been)
+    compiled = dynamo_capture.optimize(
+        return_inside_a_with_block_after_a_breaking_call, backend=lambda gm, ex: gm.forward
+    )
+    for _ in range(2):
+        x = torch.zeros(3, requires_grad=True)
+        expected = return_inside_a_with_block_after_a_breaking_call(x)
+        got = compiled(x)
+        torch.testing.assert_close(got, expected)
+        assert got.requires_grad == expected.requires_grad
+        assert torch.is_grad_enabled()
+
+
+def _adds_then_breaks(t):
+    t = t + 1
+    torch._dynamo.graph_break()
+    return t + 2
+
+
+def _calls_with_computed_argument(t):
+    return _adds_then_breaks(t + 4) + 8
+
+
+def _breaks_then_calls(t):
+    t = t + 4
+    torch._dynamo.graph_break()
+    return _adds_then_breaks(t + 8) + 16
+
+
+def _two_arguments_then_breaks(a, b):
+    s = a + b
+    torch._dynamo.graph_break()
+    return s + 1
+
+
+def computed_argument_two_calls_deep(x):
+    return _calls_with_computed_argument(x + 16) + 32
+
+
+def computed_argument_after_a_break_in_the_middle(x):
+    return _breaks_then_calls(x + 32) + 64
+
+
+def two_computed_arguments(x):
+    return _two_arguments_then_breaks(x + 1, x * 2) + 3
+
+
+def callee_called_twice_with_computed_arguments(x):
+    first = _adds_then_breaks(x + 4)
+    second = _adds_then_breaks(x * 8) * 4
+    return first + second
+
+
+COMPUTED_ARGUMENTS = [
+    computed_argument_two_calls_deep,
+    computed_argument_after_a_break_in_the_middle,
+    two_computed_arguments,
+    callee_called_twice_with_computed_arguments,
+]
+
+
+@pytest.mark.parametrize("fn", COMPUTED_ARGUMENTS, ids=[fn.__name__ for fn in COMPUTED_ARGUMENTS])
+def test_arguments_of_a_breaking_call_are_computed_in_the_graph_before_like_torch(fn):
+    # the cut lies at the call instruction: `x + 16` is in the graph before the break
+    check_like_torch(fn, _one)
