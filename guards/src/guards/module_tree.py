@@ -1,0 +1,421 @@
+"""One guard for a module tree, whose full check runs only after the tree may have changed.
+
+An entry compiled from `model(x)` holds guards on every submodule (identity,
+training flag, no hooks, no `forward` of its own), on its attributes
+(`conv.stride == (1, 1)`), on the keys of each `_modules`, and a tensor match on
+every parameter and buffer: checked one by one, that costs time in proportion
+to the depth of the model on every call. `split_module_trees` takes those
+guards out of the entry's list and puts them behind one `ModuleTreeGuard` per
+root module (`L['self']`):
+
+    def guard_check(L, G):
+        ...
+        self = L['self']
+        if not (___module_tree_3.holds(self, L, G)):
+            return False
+
+`holds` runs the generated check of the grouped guards (`structure`) only when
+the root is not the module seen last time or `module_mutations.mutation_stamp()`
+changed since that check passed: the stamp counts nn.Module's own mutation
+methods and hook registrations, which are the only ways (short of writing a
+module's `__dict__` by hand) that what those guards read can change. Otherwise
+it checks what is not counted, on every call, in C loops (`map`) rather than
+Python code per tensor:
+
+- the parameters and buffers themselves, read from their modules' `_parameters`
+  / `_buffers` dicts (held since the last full check): the same objects as then
+  (`torch.func.functional_call` writes those dicts directly: another object
+  sends the call to the full check), with the requires_grad, dtype and device
+  the entry was compiled for (`requires_grad_()`, `module.half()` keep the
+  objects);
+- their sizes and strides whenever their version counters moved (in-place
+  `resize_`, `set_`, `as_strided_` bump them; so does an optimizer step). A
+  `.data` replaced by a tensor of another shape is caught by the full check's
+  size check of a replaced object only; same as a TENSOR_MATCH that trusts
+  identity (tensor_guards.py), the same object's `.data` is trusted.
+
+Which guards move into a tree (`_covered`) and why:
+
+- `module_state` guards (NN_MODULE identity and training flag, no hooks, no
+  instance `forward`) on a module of the tree: setattr, hook registration;
+- TYPE_MATCH / DICT_KEYS / LENGTH of a module's `_modules`: add_module, setattr,
+  delattr, the containers' insert and pop;
+- EQUALS / TYPE (of a builtin type) / ID_MATCH of a module attribute that lives
+  in the instance `__dict__` and is no data descriptor of the class: setattr;
+- TENSOR_MATCH of a parameter or buffer with static sizes and strides.
+
+A tree is not formed where a module of it has a class overriding `__setattr__`
+or `__delattr__` (its writes may bypass nn.Module's), nor where a guard's module
+path goes through a module the guard set has no NN_MODULE guard for. The guards
+of such a tree stay in the entry's list, checked one by one as before.
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch.utils.hooks import RemovableHandle
+
+from guards import module_mutations
+from guards.guard_kinds import (
+    DictKeysGuard,
+    EqualsGuard,
+    Guard,
+    GuardCode,
+    IdGuard,
+    LengthGuard,
+    NNModuleGuard,
+    TypeGuard,
+)
+from guards.sources import AttrSource, ModuleSource, NNModuleSource, ParamBufferSource, Source
+from guards.tensor_guards import TensorMatchGuard
+
+__all__ = ["ModuleTreeGuard", "split_module_trees"]
+
+_MODULE_TABLES = ("_modules",)
+# Fewer covered guards than this are cheaper checked inline than behind a tree's call.
+MIN_COVERED = 8
+_requires_grad = operator.attrgetter("requires_grad")
+_dtype = operator.attrgetter("dtype")
+_device = operator.attrgetter("device")
+_is_cpu = operator.attrgetter("is_cpu")
+_shape = operator.attrgetter("shape")
+_version = operator.attrgetter("_version")
+_stride = operator.methodcaller("stride")
+_CPU = torch.device("cpu")
+_COUNT = module_mutations._COUNT
+
+
+def _root_of(source: Source) -> NNModuleSource | None:
+    """The NNModuleSource a module source is reached from through `_modules` only."""
+    while isinstance(source, ModuleSource):
+        source = source.source
+    return source if isinstance(source, NNModuleSource) else None
+
+
+def _module_path(source: Source) -> list[Source]:
+    """The module sources from `source` (a module source) up to its root, inclusive."""
+    path = []
+    while isinstance(source, ModuleSource):
+        path.append(source)
+        source = source.source
+    path.append(source)
+    return path
+
+
+def _is_data_descriptor(cls: type, name: str) -> bool:
+    found = inspect.getattr_static(cls, name, None)
+    return hasattr(type(found), "__set__") or hasattr(type(found), "__delete__")
+
+
+@dataclass(frozen=True, slots=True)
+class _Tree:
+    """What grouping learned about one root: its modules (by source) and their objects."""
+
+    root: NNModuleSource
+    modules: dict[Source, torch.nn.Module]
+
+
+def _module_owner(source: Source) -> Source | None:
+    """The module source whose state `source` is part of, for the sources a tree covers."""
+    if isinstance(source, ModuleSource | NNModuleSource):
+        return source
+    if isinstance(source, ParamBufferSource | AttrSource):
+        base = source.source
+        if isinstance(base, ModuleSource | NNModuleSource):
+            return base
+    return None
+
+
+def _covered(guard: Guard, modules: dict[Source, torch.nn.Module]) -> bool:
+    """Whether `guard` checks only state that a counted module mutation must change."""
+    source = guard.source
+    if len(guard.sources()) != 1:
+        return False
+    if isinstance(source, ModuleSource | NNModuleSource):
+        return type(guard).module_state
+    if isinstance(source, ParamBufferSource):
+        return _fast_tensor(guard)
+    if not isinstance(source, AttrSource) or source.source not in modules:
+        return False
+    if source.member in _MODULE_TABLES:
+        return isinstance(guard, TypeGuard | DictKeysGuard | LengthGuard)
+    module = modules[source.source]
+    if source.member not in vars(module) or _is_data_descriptor(type(module), source.member):
+        return False
+    if isinstance(guard, TypeGuard):
+        return guard.expected_type.__module__ == "builtins"
+    return isinstance(guard, EqualsGuard | IdGuard)
+
+
+def _fast_tensor(guard: Guard) -> bool:
+    """A tensor match the tree can check in its C loops (static, not complex, alive)."""
+    return (
+        isinstance(guard, TensorMatchGuard)
+        and all(size is not None for size in guard.sizes)
+        and all(stride is not None for stride in guard.strides)
+        and not guard.dtype.is_complex
+        and not guard.is_inference
+    )
+
+
+def _trees(guards: Sequence[Guard]) -> dict[NNModuleSource, _Tree]:
+    """Roots whose every known module has a class that keeps nn.Module's setattr/delattr."""
+    modules: dict[Source, torch.nn.Module] = {}
+    for guard in guards:
+        if isinstance(guard, NNModuleGuard):
+            module = guard.ref()
+            if module is not None:
+                modules[guard.source] = module
+    setattr_, delattr_ = torch.nn.Module.__setattr__, torch.nn.Module.__delattr__
+    trees: dict[NNModuleSource, _Tree] = {}
+    untrusted: set[NNModuleSource] = set()
+    for source, module in modules.items():
+        root = _root_of(source)
+        if root is None or root not in modules:
+            continue
+        cls = type(module)
+        if cls.__setattr__ is not setattr_ or cls.__delattr__ is not delattr_:
+            untrusted.add(root)
+        tree = trees.setdefault(root, _Tree(root, {}))
+        tree.modules[source] = module
+    return {root: tree for root, tree in trees.items() if root not in untrusted}
+
+
+def split_module_trees(
+    guards: Sequence[Guard],
+) -> tuple[list[Guard], list[tuple[NNModuleSource, torch.nn.Module, list[Guard]]]]:
+    """Split `guards` into those checked one by one and, per root module, the root's
+    source, the root module and the guards a `ModuleTreeGuard` covers (in the given
+    order). No tree when nn.Module's mutation methods cannot be counted (see
+    module_mutations.py)."""
+    module_mutations.install()
+    if not module_mutations.installed():
+        return list(guards), []
+    trees = _trees(guards)
+    grouped: dict[NNModuleSource, list[Guard]] = {}
+    for guard in guards:
+        owner = _module_owner(guard.source)
+        root = None if owner is None else _root_of(owner)
+        tree = trees.get(root) if root is not None else None
+        if (
+            tree is not None
+            and all(step in tree.modules for step in _module_path(owner))
+            and _covered(guard, tree.modules)
+        ):
+            grouped.setdefault(root, []).append(guard)
+    groups = [
+        (root, trees[root].modules[root], group)
+        for root, group in grouped.items()
+        if len(group) >= MIN_COVERED
+    ]
+    kept = {id(guard) for _, _, group in groups for guard in group}
+    return [guard for guard in guards if id(guard) not in kept], groups
+
+
+# ---------------------------------------------------------------------------- the guard
+
+
+class _TreeState:
+    """What a tree's last full check saw: the stamp, the tensor dicts and the tensors."""
+
+    __slots__ = ("guard", "root", "stamp", "tables", "tensors", "versions", "__weakref__")
+
+    def __init__(self, guard: ModuleTreeGuard, root: torch.nn.Module) -> None:
+        self.guard = guard
+        state = weakref.ref(self)
+        self.root = weakref.ref(root, lambda _: _forget(state))
+        self.stamp: Any = None
+        self.tables: tuple[dict, ...] = ()
+        self.tensors: tuple[torch.Tensor, ...] = ()
+        self.versions: tuple[int, ...] | None = None
+
+    def holds(self, root: Any, L: Any, G: Any) -> bool:  # noqa: N803 - the frame's names
+        """The tree's guards hold for this call (the fast path; see the module docstring)."""
+        guard = self.guard
+        if (
+            root is not self.root()
+            or self.stamp != (_COUNT[0], RemovableHandle.next_id)
+            or not guard.wrappers_in_place()
+        ):
+            return self.recheck(L, G)
+        try:
+            tensors = tuple(map(operator.getitem, self.tables, guard.names))
+        except KeyError:
+            return self.recheck(L, G)
+        if not all(map(operator.is_, tensors, self.tensors)):
+            return self.recheck(L, G)
+        if not guard.metadata_holds(tensors):
+            return False
+        try:
+            versions = tuple(map(_version, tensors))
+        except RuntimeError:  # an inference tensor has no version counter
+            return guard.layout_holds(tensors)
+        if versions != self.versions:
+            if not guard.layout_holds(tensors):
+                return False
+            self.versions = versions
+        return True
+
+    def recheck(self, L: Any, G: Any) -> bool:  # noqa: N803
+        """Run the full check; on success remember what it saw, for the fast path."""
+        stamp = module_mutations.mutation_stamp()  # NOTE: read before the check it stands for
+        guard = self.guard
+        if not guard.structure(L, G):
+            return False
+        tables = guard.read_tables(L, G)
+        tensors = tuple(map(operator.getitem, tables, guard.names))
+        if not (guard.metadata_holds(tensors) and guard.layout_holds(tensors)):
+            return False
+        try:
+            versions: tuple[int, ...] | None = tuple(map(_version, tensors))
+        except RuntimeError:
+            versions = None
+        if module_mutations.installed():
+            self.stamp, self.tables, self.tensors, self.versions = stamp, tables, tensors, versions
+        return True
+
+
+def _forget(state_ref: Callable[[], _TreeState | None]) -> None:
+    """The root module died: drop the dicts and tensors held for the fast path."""
+    state = state_ref()
+    if state is not None:
+        state.stamp, state.tables, state.tensors = None, (), ()
+
+
+def _wrappers_check() -> Callable[[], bool]:
+    """A function checking (by class attribute reads) that the counting wrappers are in place."""
+    wrappers = module_mutations.counted_methods()
+    namespace: dict[str, Any] = {}
+    terms = []
+    for index, ((cls, name), wrapper) in enumerate(wrappers.items()):
+        namespace[f"cls_{index}"], namespace[f"wrapper_{index}"] = cls, wrapper
+        terms.append(f"cls_{index}.__dict__[{name!r}] is wrapper_{index}")
+    source = f"def wrappers_in_place():\n    return {' and '.join(terms) or 'False'}\n"
+    exec(compile(source, "<ember module_tree wrappers>", "exec"), namespace)
+    return namespace["wrappers_in_place"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ModuleTreeGuard(Guard):
+    """The guards on one module tree (`covered`), checked in full only after it may have changed.
+
+    Build with `ModuleTreeGuard.of(root_source, root_module, covered, structure)`,
+    where `structure(L, G)` is the generated check of `covered`.
+    """
+
+    covered: tuple[Guard, ...]
+    structure: Callable[[Any, Any], bool] = field(repr=False)
+    tensor_sources: tuple[ParamBufferSource, ...] = field(repr=False)
+    names: tuple[str, ...] = field(repr=False)
+    requires_grad: tuple[bool, ...] = field(repr=False)
+    dtypes: tuple[torch.dtype, ...] = field(repr=False)
+    devices: tuple[torch.device, ...] | None = field(repr=False)
+    shapes: tuple[torch.Size, ...] = field(repr=False)
+    strides: tuple[tuple[int, ...], ...] = field(repr=False)
+    read_tables: Callable[[Any, Any], tuple[dict, ...]] = field(repr=False)
+    wrappers_in_place: Callable[[], bool] = field(repr=False)
+    state: _TreeState | None = field(default=None, repr=False)
+
+    guard_type: ClassVar[str] = "MODULE_TREE"
+    rank: ClassVar[int] = 24
+
+    @classmethod
+    def of(
+        cls,
+        root: NNModuleSource,
+        module: torch.nn.Module,
+        covered: Sequence[Guard],
+        structure: Callable[[Any, Any], bool],
+    ) -> ModuleTreeGuard:
+        tensors = [g for g in covered if isinstance(g, TensorMatchGuard)]
+        sources = tuple(g.source for g in tensors)
+        assert all(isinstance(s, ParamBufferSource) for s in sources)
+        devices = tuple(g.device for g in tensors)
+        guard = cls(
+            root,
+            tuple(covered),
+            structure,
+            sources,  # type: ignore[arg-type]
+            tuple(s.member for s in sources),  # type: ignore[attr-defined]
+            tuple(g.requires_grad for g in tensors),
+            tuple(g.dtype for g in tensors),
+            None if all(d == _CPU for d in devices) else devices,
+            tuple(torch.Size(g.sizes) for g in tensors),  # type: ignore[arg-type]
+            tuple(tuple(g.strides) for g in tensors),  # type: ignore[arg-type]
+            _tables_reader(sources),  # type: ignore[arg-type]
+            _wrappers_check(),
+        )
+        object.__setattr__(guard, "state", _TreeState(guard, module))
+        return guard
+
+    def metadata_holds(self, tensors: tuple[torch.Tensor, ...]) -> bool:
+        """requires_grad, dtype and device as compiled, for the tensors in source order."""
+        if tuple(map(_requires_grad, tensors)) != self.requires_grad:
+            return False
+        if tuple(map(_dtype, tensors)) != self.dtypes:
+            return False
+        if self.devices is None:
+            return all(map(_is_cpu, tensors))
+        return tuple(map(_device, tensors)) == self.devices
+
+    def layout_holds(self, tensors: tuple[torch.Tensor, ...]) -> bool:
+        """Sizes and strides as compiled."""
+        return (
+            tuple(map(_shape, tensors)) == self.shapes
+            and tuple(map(_stride, tensors)) == self.strides
+        )
+
+    def failure(self, root: Any) -> str | None:
+        # NOTE: CompiledGuards.why_failed reports the covered guards one by one before
+        # this one; what is left is the tensors' check, stricter than a trusted TENSOR_MATCH.
+        prefix = len(self.source.expr)
+        for index, source in enumerate(self.tensor_sources):
+            text = "root" + source.expr[prefix:]
+            tensor = eval(compile(text, "<ember module_tree>", "eval"), {}, {"root": root})
+            expected = (
+                self.requires_grad[index],
+                self.dtypes[index],
+                _CPU if self.devices is None else self.devices[index],
+                self.shapes[index],
+                self.strides[index],
+            )
+            actual = (
+                tensor.requires_grad,
+                tensor.dtype,
+                tensor.device,
+                tensor.shape,
+                tensor.stride(),
+            )
+            if actual != expected:
+                return (
+                    f"tensor {source.name!r} changed: expected (requires_grad, dtype, device, "
+                    f"size, stride) {expected}, actual {actual}"
+                )
+        return None
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        return [(self.rank, f"{code.const(self.state, 'module_tree')}.holds({names[0]}, L, G)")]
+
+    def describe(self) -> str:
+        tensors = len(self.tensor_sources)
+        return (
+            f"{self.guard_type}: {self.source.expr} ({len(self.covered)} guards, {tensors} "
+            "tensors; in full after a module mutation)"
+        )
+
+
+def _tables_reader(sources: tuple[ParamBufferSource, ...]) -> Callable[[Any, Any], tuple]:
+    """`read(L, G)`: the `_parameters` / `_buffers` dict holding each tensor source."""
+    exprs = [
+        f"{source.source.expr}.{'_buffers' if source.is_buffer else '_parameters'}"
+        for source in sources
+    ]
+    text = f"lambda L, G: ({''.join(expr + ', ' for expr in exprs)})"
+    return eval(compile(text, "<ember module_tree tables>", "eval"), {"__builtins__": {}})

@@ -1,0 +1,131 @@
+"""ModuleTreeGuard: a module tree's guards run in full only after a module mutation."""
+
+from __future__ import annotations
+
+import torch
+
+from guards import GuardSet, LocalSource, NNModuleSource
+from guards.module_mutations import mutation_stamp
+from guards.sources import ModuleSource, ParamBufferSource
+
+
+def _guard_tree(guards: GuardSet, source, module: torch.nn.Module) -> None:
+    guards.add_nn_module(source, module)
+    for name, tensor in module._parameters.items():
+        if tensor is not None:
+            guards.add_tensor(ParamBufferSource(source, name), tensor)
+    for name, tensor in module._buffers.items():
+        if tensor is not None:
+            guards.add_tensor(ParamBufferSource(source, name, is_buffer=True), tensor)
+    for name, child in module._modules.items():
+        _guard_tree(guards, ModuleSource(source, name), child)
+
+
+def _compiled(model: torch.nn.Module):
+    guards = GuardSet()
+    _guard_tree(guards, NNModuleSource(LocalSource("self")), model)
+    compiled = guards.compile(name="model")
+    frame = {"self": model}
+    assert compiled(frame, {}), compiled.why_failed(frame, {})
+    return compiled, frame
+
+
+def _counting_full_checks(tree) -> list[int]:
+    calls = [0]
+    structure = tree.structure
+
+    def counted(L, G):  # noqa: N803
+        calls[0] += 1
+        return structure(L, G)
+
+    object.__setattr__(tree, "structure", counted)
+    return calls
+
+
+def _model() -> torch.nn.Module:
+    return torch.nn.Sequential(
+        torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2)
+    ).eval()
+
+
+def test_module_tree_runs_its_full_check_only_after_a_module_mutation():
+    model = _model()
+    compiled, frame = _compiled(model)
+    (tree,) = compiled.trees
+    calls = _counting_full_checks(tree)
+    for _ in range(5):
+        assert compiled(frame, {})
+    assert calls[0] == 0
+    before = mutation_stamp()
+    model[1].momentum = 0.5  # an attribute the guards did not read: one full check, passes
+    assert mutation_stamp() != before
+    assert compiled(frame, {}) and compiled(frame, {})
+    assert calls[0] == 1
+    model.train()
+    assert not compiled(frame, {})
+    assert "training flag mismatch" in compiled.why_failed(frame, {})
+    model.eval()
+    assert compiled(frame, {})
+
+
+def test_module_tree_notices_tensor_changes_that_do_not_count_as_mutations():
+    model = _model()
+    compiled, frame = _compiled(model)
+    model[0].weight.requires_grad_(False)
+    assert not compiled(frame, {})
+    model[0].weight.requires_grad_(True)
+    assert compiled(frame, {})
+    with torch.no_grad():
+        model[1].running_mean.resize_(2)
+    assert not compiled(frame, {})
+    assert "running_mean" in compiled.why_failed(frame, {})
+
+
+def test_module_tree_sees_parameters_written_into_their_dict_directly():
+    model = _model()
+    compiled, frame = _compiled(model)
+    (tree,) = compiled.trees
+    calls = _counting_full_checks(tree)
+    original = model[2]._parameters["weight"]
+    model[2]._parameters["weight"] = torch.nn.Parameter(torch.randn(2, 4))  # same metadata
+    assert compiled(frame, {})
+    assert calls[0] == 1
+    model[2]._parameters["weight"] = torch.nn.Parameter(torch.randn(3, 4))
+    assert not compiled(frame, {})
+    model[2]._parameters["weight"] = original
+    assert compiled(frame, {})
+
+
+def test_module_tree_notices_dtype_and_device_moves():
+    model = _model()
+    compiled, frame = _compiled(model)
+    model.double()
+    assert not compiled(frame, {})
+    model.float()
+    assert compiled(frame, {})
+
+
+def test_module_with_its_own_setattr_is_checked_guard_by_guard():
+    class Raw(torch.nn.Linear):
+        def __setattr__(self, name, value):
+            object.__setattr__(self, name, value)
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), Raw(4, 4), torch.nn.Linear(4, 4))
+    compiled, frame = _compiled(model)
+    assert compiled.trees == ()
+    object.__setattr__(model[1], "training", False)
+    assert not compiled(frame, {})
+
+
+def test_module_tree_forgets_its_tensors_when_the_root_dies():
+    import gc
+    import weakref
+
+    model = _model()
+    compiled, frame = _compiled(model)
+    (tree,) = compiled.trees
+    weight = weakref.ref(model[0].weight)
+    del model, frame
+    gc.collect()
+    assert weight() is None
+    assert tree.state.tables == () and tree.state.tensors == ()
