@@ -43,9 +43,17 @@ def _counting_full_checks(tree) -> list[int]:
 
 
 def _model() -> torch.nn.Module:
-    return torch.nn.Sequential(
-        torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2)
-    ).eval()
+    """11 modules: a tree is formed from 8 (module_tree.MIN_MODULES)."""
+    blocks = [torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)) for _ in range(3)]
+    return torch.nn.Sequential(*blocks, torch.nn.Linear(4, 2)).eval()
+
+
+def test_small_module_tree_is_checked_guard_by_guard():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
+    compiled, frame = _compiled(model)
+    assert compiled.trees == ()
+    model[1].weight.requires_grad_(False)
+    assert not compiled(frame, {})
 
 
 def test_module_tree_runs_its_full_check_only_after_a_module_mutation():
@@ -57,7 +65,7 @@ def test_module_tree_runs_its_full_check_only_after_a_module_mutation():
         assert compiled(frame, {})
     assert calls[0] == 0
     before = mutation_stamp()
-    model[1].momentum = 0.5  # an attribute the guards did not read: one full check, passes
+    model[0][1].momentum = 0.5  # an attribute the guards did not read: one full check, passes
     assert mutation_stamp() != before
     assert compiled(frame, {}) and compiled(frame, {})
     assert calls[0] == 1
@@ -71,12 +79,12 @@ def test_module_tree_runs_its_full_check_only_after_a_module_mutation():
 def test_module_tree_notices_tensor_changes_that_do_not_count_as_mutations():
     model = _model()
     compiled, frame = _compiled(model)
-    model[0].weight.requires_grad_(False)
+    model[0][0].weight.requires_grad_(False)
     assert not compiled(frame, {})
-    model[0].weight.requires_grad_(True)
+    model[0][0].weight.requires_grad_(True)
     assert compiled(frame, {})
     with torch.no_grad():
-        model[1].running_mean.resize_(2)
+        model[1][1].running_mean.resize_(2)
     assert not compiled(frame, {})
     assert "running_mean" in compiled.why_failed(frame, {})
 
@@ -86,13 +94,13 @@ def test_module_tree_sees_parameters_written_into_their_dict_directly():
     compiled, frame = _compiled(model)
     (tree,) = compiled.trees
     calls = _counting_full_checks(tree)
-    original = model[2]._parameters["weight"]
-    model[2]._parameters["weight"] = torch.nn.Parameter(torch.randn(2, 4))  # same metadata
+    original = model[3]._parameters["weight"]
+    model[3]._parameters["weight"] = torch.nn.Parameter(torch.randn(2, 4))  # same metadata
     assert compiled(frame, {})
     assert calls[0] == 1
-    model[2]._parameters["weight"] = torch.nn.Parameter(torch.randn(3, 4))
+    model[3]._parameters["weight"] = torch.nn.Parameter(torch.randn(3, 4))
     assert not compiled(frame, {})
-    model[2]._parameters["weight"] = original
+    model[3]._parameters["weight"] = original
     assert compiled(frame, {})
 
 
@@ -110,10 +118,11 @@ def test_module_with_its_own_setattr_is_checked_guard_by_guard():
         def __setattr__(self, name, value):
             object.__setattr__(self, name, value)
 
-    model = torch.nn.Sequential(torch.nn.Linear(4, 4), Raw(4, 4), torch.nn.Linear(4, 4))
+    model = _model()
+    model[2][0] = Raw(4, 4)
     compiled, frame = _compiled(model)
     assert compiled.trees == ()
-    object.__setattr__(model[1], "training", False)
+    object.__setattr__(model[2][0], "training", False)
     assert not compiled(frame, {})
 
 
@@ -124,7 +133,7 @@ def test_module_tree_forgets_its_tensors_when_the_root_dies():
     model = _model()
     compiled, frame = _compiled(model)
     (tree,) = compiled.trees
-    weight = weakref.ref(model[0].weight)
+    weight = weakref.ref(model[0][0].weight)
     del model, frame
     gc.collect()
     assert weight() is None
