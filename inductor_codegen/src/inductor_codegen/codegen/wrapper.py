@@ -1,9 +1,11 @@
 """The generated Python wrapper: allocates buffers, calls kernels and ATen, frees at last use.
 
-Memory planning happens here: each buffer is deleted right after its last use;
-a buffer only kernels touched goes to a pool keyed by (dtype, elements) and a
-later allocation of the same key reuses its memory (the buffer itself when the
-layouts are equal, else a view of it).
+Memory planning happens here: each buffer is deleted right after its last use,
+unless a later kernel output of the same (dtype, elements) will take it over: a
+buffer only kernels touched then goes to a pool under that key, and the later
+allocation reuses its memory (the buffer itself when the layouts are equal,
+else a view of it). A buffer nothing takes over is never pooled, so it does not
+stay allocated until the call returns.
 
 Each call costs as few Python operations as the plan allows: views are
 `torch.as_strided` calls in the wrapper's own text, an ATen result's layout is
@@ -237,6 +239,9 @@ class WrapperCodegen:
         extern_read = {
             n for s in steps if isinstance(s, ExternBuffer) and s.is_fallback for n in s.reads
         }
+        freed = self._freed_after(steps, uses, last_use, held)
+        poolable = {name for names in freed for name in names if name not in extern_read}
+        reused = self._reused(steps, freed, poolable)
         pool: dict[tuple, list[str]] = {}
         lines = out.lines
         lines.append(
@@ -256,16 +261,52 @@ class WrapperCodegen:
                 self._extern(step)
             else:
                 self.kernel_call(step, pool)
-            for name in sorted(uses[position]):
-                if last_use.get(name) != position or name in held or name in self.graph.constants:
-                    continue
-                buf = self.buffers.get(name)
-                if isinstance(buf, ComputedBuffer) and name not in extern_read:
-                    pool.setdefault(_pool_key(buf.layout), []).append(name)
+            for name in freed[position]:
+                if name in reused:
+                    pool.setdefault(_pool_key(self.buffers[name].layout), []).append(name)
                     continue
                 lines.append(f"    del {', '.join(self.held_names(name))}")
         lines.append(f"    return {self._outputs()}")
         return out
+
+    def _freed_after(self, steps, uses, last_use, held) -> list[list[str]]:
+        """The buffers and inputs whose last use is each step, in the order they are freed."""
+        freed = []
+        for position in range(len(steps)):
+            freed.append(
+                [
+                    name
+                    for name in sorted(uses[position])
+                    if last_use.get(name) == position
+                    and name not in held
+                    and name not in self.graph.constants
+                ]
+            )
+        return freed
+
+    def _reused(self, steps, freed, poolable) -> set[str]:
+        """The freed buffers a later kernel output takes over (see `_allocate_outputs`).
+
+        Only these go to the pool; any other buffer is deleted at its last use. A pooled
+        buffer that nothing takes would stay allocated until the call returns: the input
+        of an extern convolution, a weight converted to channels-last, any buffer of a
+        size no later kernel output has. Pools are stacks, and a buffer no allocation
+        pops is never on top when one pops, so leaving it out changes nothing else.
+        """
+        pool: dict[tuple, list[str]] = {}
+        reused: set[str] = set()
+        for position, step in enumerate(steps):
+            if not isinstance(step, ExternBuffer):
+                for arg in self.kernels[step.name].args:
+                    if arg.kind == "out":
+                        stack = pool.get(_pool_key(self.allocated_layout(arg.name)))
+                        if stack:
+                            reused.add(stack.pop())
+            for name in freed[position]:
+                buf = self.buffers.get(name)
+                if isinstance(buf, ComputedBuffer) and name in poolable:
+                    pool.setdefault(_pool_key(buf.layout), []).append(name)
+        return reused
 
     def prologue(self, input_names: list[str]) -> list[str]:
         """Lines run once per call after the inputs are unpacked (none for C++)."""
