@@ -28,11 +28,14 @@ Python code per tensor:
   sends the call to the full check), with the requires_grad, dtype and device
   the entry was compiled for (`requires_grad_()`, `module.half()` keep the
   objects);
-- their sizes and strides whenever their version counters moved (in-place
-  `resize_`, `set_`, `as_strided_` bump them; so does an optimizer step). A
-  `.data` replaced by a tensor of another shape is caught by the full check's
-  size check of a replaced object only; same as a TENSOR_MATCH that trusts
-  identity (tensor_guards.py), the same object's `.data` is trusted.
+- the sizes and strides of those that do not require grad (buffers, frozen
+  parameters) whenever their version counters moved: in-place `resize_`, `set_`,
+  `as_strided_` bump them (so does any in-place update of the values). A tensor
+  that requires grad cannot be resized in place (autograd refuses); its sizes,
+  like a `.data` replaced by a tensor of another shape, are trusted for the same
+  object, as a TENSOR_MATCH that trusts identity does (tensor_guards.py). Checking
+  them too would cost two more C loops per call in training, where every
+  optimizer step moves every version counter.
 
 Which guards move into a tree (`_covered`) and why:
 
@@ -57,6 +60,7 @@ import operator
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any, ClassVar
 
 import torch
@@ -254,12 +258,15 @@ class _TreeState:
             return self.recheck(L, G)
         if not guard.metadata_holds(tensors):
             return False
+        if not guard.watched:
+            return True
+        watched = tuple(compress(tensors, guard.watched))
         try:
-            versions = tuple(map(_version, tensors))
+            versions = tuple(map(_version, watched))
         except RuntimeError:  # an inference tensor has no version counter
-            return guard.layout_holds(tensors)
+            return guard.layout_holds(watched)
         if versions != self.versions:
-            if not guard.layout_holds(tensors):
+            if not guard.layout_holds(watched):
                 return False
             self.versions = versions
         return True
@@ -272,10 +279,11 @@ class _TreeState:
             return False
         tables = guard.read_tables(L, G)
         tensors = tuple(map(operator.getitem, tables, guard.names))
-        if not (guard.metadata_holds(tensors) and guard.layout_holds(tensors)):
+        watched = tuple(compress(tensors, guard.watched))
+        if not (guard.metadata_holds(tensors) and guard.layout_holds(watched)):
             return False
         try:
-            versions: tuple[int, ...] | None = tuple(map(_version, tensors))
+            versions: tuple[int, ...] | None = tuple(map(_version, watched))
         except RuntimeError:
             versions = None
         if module_mutations.installed():
@@ -319,7 +327,8 @@ class ModuleTreeGuard(Guard):
     requires_grad: tuple[bool, ...] = field(repr=False)
     dtypes: tuple[torch.dtype, ...] = field(repr=False)
     devices: tuple[torch.device, ...] | None = field(repr=False)
-    shapes: tuple[torch.Size, ...] = field(repr=False)
+    watched: tuple[bool, ...] = field(repr=False)  # whose sizes and strides are checked
+    shapes: tuple[torch.Size, ...] = field(repr=False)  # of the watched tensors
     strides: tuple[tuple[int, ...], ...] = field(repr=False)
     read_tables: Callable[[Any, Any], tuple[dict, ...]] = field(repr=False)
     wrappers_in_place: Callable[[], bool] = field(repr=False)
@@ -349,8 +358,11 @@ class ModuleTreeGuard(Guard):
             tuple(g.requires_grad for g in tensors),
             tuple(g.dtype for g in tensors),
             None if all(d == _CPU for d in devices) else devices,
-            tuple(torch.Size(g.sizes) for g in tensors),  # type: ignore[arg-type]
-            tuple(tuple(g.strides) for g in tensors),  # type: ignore[arg-type]
+            tuple(not g.requires_grad for g in tensors)
+            if any(not g.requires_grad for g in tensors)
+            else (),
+            tuple(torch.Size(g.sizes) for g in tensors if not g.requires_grad),  # type: ignore[arg-type]
+            tuple(tuple(g.strides) for g in tensors if not g.requires_grad),  # type: ignore[arg-type]
             _tables_reader(sources),  # type: ignore[arg-type]
             _wrappers_check(),
         )
@@ -368,7 +380,7 @@ class ModuleTreeGuard(Guard):
         return tuple(map(_device, tensors)) == self.devices
 
     def layout_holds(self, tensors: tuple[torch.Tensor, ...]) -> bool:
-        """Sizes and strides as compiled."""
+        """Sizes and strides as compiled, for the watched tensors in source order."""
         return (
             tuple(map(_shape, tensors)) == self.shapes
             and tuple(map(_stride, tensors)) == self.strides
@@ -385,20 +397,16 @@ class ModuleTreeGuard(Guard):
                 self.requires_grad[index],
                 self.dtypes[index],
                 _CPU if self.devices is None else self.devices[index],
-                self.shapes[index],
-                self.strides[index],
             )
-            actual = (
-                tensor.requires_grad,
-                tensor.dtype,
-                tensor.device,
-                tensor.shape,
-                tensor.stride(),
-            )
+            actual = (tensor.requires_grad, tensor.dtype, tensor.device)
+            if self.watched and self.watched[index]:
+                layout = sum(self.watched[:index])
+                expected += (self.shapes[layout], self.strides[layout])
+                actual += (tensor.shape, tensor.stride())
             if actual != expected:
                 return (
-                    f"tensor {source.name!r} changed: expected (requires_grad, dtype, device, "
-                    f"size, stride) {expected}, actual {actual}"
+                    f"tensor {source.name!r} changed: expected (requires_grad, dtype, device"
+                    f"[, size, stride]) {expected}, actual {actual}"
                 )
         return None
 
