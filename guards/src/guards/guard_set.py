@@ -144,12 +144,14 @@ def _module_trees(guards: list[Guard], name: str) -> tuple[list[Guard], list[Mod
     guards of each module tree (module_tree.py); and those tree guards."""
     rest, groups = split_module_trees(guards)
     trees = []
-    for root, module, covered in groups:
+    for tree, covered in groups:
+        root = tree.root
         header = f"module tree {root.name} of {name or 'a compiled entry'}: {len(covered)} guards"
         structure = generate_guard_function(covered, header, drop_implied(covered))
         if artifact_enabled("guards"):
             _log.info("%s\n%s", structure.filename, structure.source)
-        trees.append(ModuleTreeGuard.of(root, module, covered, structure.check))
+        module = tree.modules[root]
+        trees.append(ModuleTreeGuard.of(root, module, covered, structure.check, list(tree.modules)))
     checked = sorted([*rest, *trees], key=lambda guard: guard.rank)
     return checked, trees
 

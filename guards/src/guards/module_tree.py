@@ -15,11 +15,14 @@ root module (`L['self']`):
             return False
 
 `holds` runs the generated check of the grouped guards (`structure`) only when
-the root is not the module seen last time or `module_mutations.mutation_stamp()`
-changed since that check passed: the stamp counts nn.Module's own mutation
-methods and hook registrations, which are the only ways (short of writing a
-module's `__dict__` by hand) that what those guards read can change. Otherwise
-it checks what is not counted, on every call, in C loops (`map`) rather than
+the root is not the module seen last time, a hook was registered anywhere
+(torch numbers hook handles with one counter, `RemovableHandle.next_id`), or
+one of the tree's modules' `__dict__` or `_modules` dicts was written since
+that check passed: CPython's dict version tags say so (dict_versions.py), for
+every way of writing them (setattr and `register_*`, `train()`, `object.__setattr__`,
+a container's `insert`, a dict written by hand). Those two dicts hold all that
+the grouped guards read, but for hooks and tensors. Otherwise
+it checks what the tags do not cover, on every call, in C loops (`map`) rather than
 Python code per tensor:
 
 - the parameters and buffers themselves, read from their modules' `_parameters`
@@ -47,10 +50,11 @@ Which guards move into a tree (`_covered`) and why:
   in the instance `__dict__` and is no data descriptor of the class: setattr;
 - TENSOR_MATCH of a parameter or buffer with static sizes and strides.
 
-A tree is not formed where a module of it has a class overriding `__setattr__`
-or `__delattr__` (its writes may bypass nn.Module's), nor where a guard's module
-path goes through a module the guard set has no NN_MODULE guard for. The guards
-of such a tree stay in the entry's list, checked one by one as before.
+A tree is not formed where a guard's module path goes through a module the guard
+set has no NN_MODULE guard for, nor where dict version tags are not available;
+its guards then stay in the entry's list, checked one by one as before. Module
+checks cost a C loop over two tags per module on every call: far less than the
+guards they stand for, but still in proportion to the number of modules.
 """
 
 from __future__ import annotations
@@ -66,7 +70,8 @@ from typing import Any, ClassVar
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from guards import module_mutations
+from guards import dict_versions
+from guards.dict_versions import VersionTags
 from guards.guard_kinds import (
     DictKeysGuard,
     EqualsGuard,
@@ -94,7 +99,6 @@ _shape = operator.attrgetter("shape")
 _version = operator.attrgetter("_version")
 _stride = operator.methodcaller("stride")
 _CPU = torch.device("cpu")
-_COUNT = module_mutations._COUNT
 
 
 def _root_of(source: Source) -> NNModuleSource | None:
@@ -171,37 +175,28 @@ def _fast_tensor(guard: Guard) -> bool:
 
 
 def _trees(guards: Sequence[Guard]) -> dict[NNModuleSource, _Tree]:
-    """Roots whose every known module has a class that keeps nn.Module's setattr/delattr."""
+    """The modules the guards know (by an NN_MODULE guard), by root."""
+    trees: dict[NNModuleSource, _Tree] = {}
     modules: dict[Source, torch.nn.Module] = {}
     for guard in guards:
         if isinstance(guard, NNModuleGuard):
             module = guard.ref()
             if module is not None:
                 modules[guard.source] = module
-    setattr_, delattr_ = torch.nn.Module.__setattr__, torch.nn.Module.__delattr__
-    trees: dict[NNModuleSource, _Tree] = {}
-    untrusted: set[NNModuleSource] = set()
     for source, module in modules.items():
         root = _root_of(source)
-        if root is None or root not in modules:
-            continue
-        cls = type(module)
-        if cls.__setattr__ is not setattr_ or cls.__delattr__ is not delattr_:
-            untrusted.add(root)
-        tree = trees.setdefault(root, _Tree(root, {}))
-        tree.modules[source] = module
-    return {root: tree for root, tree in trees.items() if root not in untrusted}
+        if root is not None and root in modules:
+            trees.setdefault(root, _Tree(root, {})).modules[source] = module
+    return trees
 
 
 def split_module_trees(
     guards: Sequence[Guard],
-) -> tuple[list[Guard], list[tuple[NNModuleSource, torch.nn.Module, list[Guard]]]]:
-    """Split `guards` into those checked one by one and, per root module, the root's
-    source, the root module and the guards a `ModuleTreeGuard` covers (in the given
-    order). No tree when nn.Module's mutation methods cannot be counted (see
-    module_mutations.py)."""
-    module_mutations.install()
-    if not module_mutations.installed():
+) -> tuple[list[Guard], list[tuple[_Tree, list[Guard]]]]:
+    """Split `guards` into those checked one by one and, per root module, the tree
+    (its modules by source) and the guards a `ModuleTreeGuard` covers (in the given
+    order). No tree without dict version tags (see dict_versions.py)."""
+    if not dict_versions.AVAILABLE:
         return list(guards), []
     trees = _trees(guards)
     grouped: dict[NNModuleSource, list[Guard]] = {}
@@ -216,40 +211,40 @@ def split_module_trees(
         ):
             grouped.setdefault(root, []).append(guard)
     groups = [
-        (root, trees[root].modules[root], group)
+        (trees[root], group)
         for root, group in grouped.items()
         if len(trees[root].modules) >= MIN_MODULES
     ]
-    kept = {id(guard) for _, _, group in groups for guard in group}
+    kept = {id(guard) for _, group in groups for guard in group}
     return [guard for guard in guards if id(guard) not in kept], groups
 
 
-# ---------------------------------------------------------------------------- the guard
-
-
 class _TreeState:
-    """What a tree's last full check saw: the stamp, the tensor dicts and the tensors."""
+    """What a tree's last full check saw: its dicts' tags, the tensor dicts and the tensors."""
 
-    __slots__ = ("guard", "root", "stamp", "tables", "tensors", "versions", "__weakref__")
+    __slots__ = ("guard", "root", "tags", "handles", "tables", "tensors", "versions", "__weakref__")
 
     def __init__(self, guard: ModuleTreeGuard, root: torch.nn.Module) -> None:
         self.guard = guard
         state = weakref.ref(self)
         self.root = weakref.ref(root, lambda _: _forget(state))
-        self.stamp: Any = None
+        self.tags: VersionTags | None = None  # of each module's __dict__ and _modules
+        self.handles = -1  # RemovableHandle.next_id when the full check last passed
         self.tables: tuple[dict, ...] = ()
         self.tensors: tuple[torch.Tensor, ...] = ()
         self.versions: tuple[int, ...] | None = None
 
     def holds(self, root: Any, L: Any, G: Any) -> bool:  # noqa: N803 - the frame's names
         """The tree's guards hold for this call (the fast path; see the module docstring)."""
-        guard = self.guard
+        tags = self.tags
         if (
             root is not self.root()
-            or self.stamp != (_COUNT[0], RemovableHandle.next_id)
-            or not guard.wrappers_in_place()
+            or self.handles != RemovableHandle.next_id
+            or tags is None
+            or tags.changed()
         ):
             return self.recheck(L, G)
+        guard = self.guard
         try:
             tensors = tuple(map(operator.getitem, self.tables, guard.names))
         except KeyError:
@@ -273,8 +268,14 @@ class _TreeState:
 
     def recheck(self, L: Any, G: Any) -> bool:  # noqa: N803
         """Run the full check; on success remember what it saw, for the fast path."""
-        stamp = module_mutations.mutation_stamp()  # NOTE: read before the check it stands for
         guard = self.guard
+        self.tags = None
+        handles = RemovableHandle.next_id
+        modules = guard.read_modules(L, G)
+        dicts = [vars(module) for module in modules]
+        dicts += [vars(module)["_modules"] for module in modules]
+        tags = VersionTags(dicts)
+        seen = tags.read()  # NOTE: read before the check they stand for
         if not guard.structure(L, G):
             return False
         tables = guard.read_tables(L, G)
@@ -286,8 +287,9 @@ class _TreeState:
             versions: tuple[int, ...] | None = tuple(map(_version, watched))
         except RuntimeError:
             versions = None
-        if module_mutations.installed():
-            self.stamp, self.tables, self.tensors, self.versions = stamp, tables, tensors, versions
+        tags.snapshot(seen)
+        self.tags, self.handles = tags, handles
+        self.tables, self.tensors, self.versions = tables, tensors, versions
         return True
 
 
@@ -295,29 +297,16 @@ def _forget(state_ref: Callable[[], _TreeState | None]) -> None:
     """The root module died: drop the dicts and tensors held for the fast path."""
     state = state_ref()
     if state is not None:
-        state.stamp, state.tables, state.tensors = None, (), ()
-
-
-def _wrappers_check() -> Callable[[], bool]:
-    """A function checking (by class attribute reads) that the counting wrappers are in place."""
-    wrappers = module_mutations.counted_methods()
-    namespace: dict[str, Any] = {}
-    terms = []
-    for index, ((cls, name), wrapper) in enumerate(wrappers.items()):
-        namespace[f"cls_{index}"], namespace[f"wrapper_{index}"] = cls, wrapper
-        # NOTE: a class attribute read, not `cls.__dict__[name]`: no mappingproxy per call.
-        terms.append(f"cls_{index}.{name} is wrapper_{index}")
-    source = f"def wrappers_in_place():\n    return {' and '.join(terms) or 'False'}\n"
-    exec(compile(source, "<ember module_tree wrappers>", "exec"), namespace)
-    return namespace["wrappers_in_place"]
+        state.tags, state.tables, state.tensors = None, (), ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ModuleTreeGuard(Guard):
     """The guards on one module tree (`covered`), checked in full only after it may have changed.
 
-    Build with `ModuleTreeGuard.of(root_source, root_module, covered, structure)`,
-    where `structure(L, G)` is the generated check of `covered`.
+    Build with `ModuleTreeGuard.of(root_source, root_module, covered, structure, modules)`,
+    where `structure(L, G)` is the generated check of `covered` and `modules` the
+    sources of the tree's modules (whose `__dict__` and `_modules` are watched).
     """
 
     covered: tuple[Guard, ...]
@@ -331,7 +320,7 @@ class ModuleTreeGuard(Guard):
     shapes: tuple[torch.Size, ...] = field(repr=False)  # of the watched tensors
     strides: tuple[tuple[int, ...], ...] = field(repr=False)
     read_tables: Callable[[Any, Any], tuple[dict, ...]] = field(repr=False)
-    wrappers_in_place: Callable[[], bool] = field(repr=False)
+    read_modules: Callable[[Any, Any], tuple[torch.nn.Module, ...]] = field(repr=False)
     state: _TreeState | None = field(default=None, repr=False)
 
     guard_type: ClassVar[str] = "MODULE_TREE"
@@ -344,6 +333,7 @@ class ModuleTreeGuard(Guard):
         module: torch.nn.Module,
         covered: Sequence[Guard],
         structure: Callable[[Any, Any], bool],
+        modules: Sequence[Source] = (),
     ) -> ModuleTreeGuard:
         tensors = [g for g in covered if isinstance(g, TensorMatchGuard)]
         sources = tuple(g.source for g in tensors)
@@ -364,7 +354,7 @@ class ModuleTreeGuard(Guard):
             tuple(torch.Size(g.sizes) for g in tensors if not g.requires_grad),  # type: ignore[arg-type]
             tuple(tuple(g.strides) for g in tensors if not g.requires_grad),  # type: ignore[arg-type]
             _tables_reader(sources),  # type: ignore[arg-type]
-            _wrappers_check(),
+            _reader(tuple(modules)),
         )
         object.__setattr__(guard, "state", _TreeState(guard, module))
         return guard
@@ -423,9 +413,15 @@ class ModuleTreeGuard(Guard):
 
 def _tables_reader(sources: tuple[ParamBufferSource, ...]) -> Callable[[Any, Any], tuple]:
     """`read(L, G)`: the `_parameters` / `_buffers` dict holding each tensor source."""
-    exprs = [
-        f"{source.source.expr}.{'_buffers' if source.is_buffer else '_parameters'}"
-        for source in sources
-    ]
-    text = f"lambda L, G: ({''.join(expr + ', ' for expr in exprs)})"
-    return eval(compile(text, "<ember module_tree tables>", "eval"), {"__builtins__": {}})
+    return _reader(
+        tuple(
+            AttrSource(source.source, "_buffers" if source.is_buffer else "_parameters")
+            for source in sources
+        )
+    )
+
+
+def _reader(sources: tuple[Source, ...]) -> Callable[[Any, Any], tuple]:
+    """`read(L, G)`: the values of `sources`, as a tuple (for full checks, not the fast path)."""
+    text = f"lambda L, G: ({''.join(source.expr + ', ' for source in sources)})"
+    return eval(compile(text, "<ember module_tree reader>", "eval"), {"__builtins__": {}})

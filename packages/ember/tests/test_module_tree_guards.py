@@ -220,3 +220,16 @@ def test_parameters_updated_in_place_keep_one_entry():
                 parameter.add_(0.1)
     runner = compiled.__dict__["_ember_compiled"]
     assert len(runner.entries) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_writes_that_bypass_module_setattr_recompile(backend):
+    model, compiled, x = _compiled(backend)
+    object.__setattr__(model[1].norm, "training", True)
+    _matches_eager(model, compiled, x)
+    object.__setattr__(model[1].norm, "training", False)
+    vars(model[2])["forward"] = lambda x: x * 0 + 7
+    _matches_eager(model, compiled, x)
+    del vars(model[2])["forward"]
+    model._modules["0"] = torch.nn.Tanh()
+    _matches_eager(model, compiled, x)
