@@ -139,3 +139,28 @@ def test_module_tree_forgets_its_tensors_when_the_root_dies():
     gc.collect()
     assert weight() is None
     assert tree.state.tables == () and tree.state.tensors == ()
+
+
+def test_dict_version_tags_change_on_every_kind_of_write():
+    from guards import dict_versions
+
+    if not dict_versions.AVAILABLE:
+        import pytest
+
+        pytest.skip("dict version tags need CPython 3.11-3.13")
+    module = torch.nn.Linear(2, 2)
+    tags = dict_versions.VersionTags([vars(module), module._modules])
+    writes = [
+        lambda: module.train(False),
+        lambda: setattr(module, "scale", 2.0),
+        lambda: object.__setattr__(module, "scale", 3.0),
+        lambda: vars(module).update(forward=print),
+        lambda: vars(module).pop("forward"),
+        lambda: module.add_module("act", torch.nn.ReLU()),
+        lambda: module._modules.pop("act"),
+    ]
+    for write in writes:
+        tags.snapshot(tags.read())
+        assert not tags.changed()
+        write()
+        assert tags.changed()
