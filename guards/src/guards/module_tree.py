@@ -21,9 +21,10 @@ one of the tree's modules' `__dict__` or `_modules` dicts was written since
 that check passed: CPython's dict version tags say so (dict_versions.py), for
 every way of writing them (setattr and `register_*`, `train()`, `object.__setattr__`,
 a container's `insert`, a dict written by hand). Those two dicts hold all that
-the grouped guards read, but for hooks and tensors. Otherwise
-it checks what the tags do not cover, on every call, in C loops (`map`) rather than
-Python code per tensor:
+the grouped guards read, but for hooks and tensors. A hook is noticed when it is
+registered (a hook dict written by hand, `m._forward_hooks[k] = f`, is not).
+Otherwise it checks what the tags do not cover, on every call, in C loops
+(`map`) rather than Python code per tensor:
 
 - the parameters and buffers themselves, read from their modules' `_parameters`
   / `_buffers` dicts (held since the last full check): the same objects as then
@@ -43,11 +44,14 @@ Python code per tensor:
 Which guards move into a tree (`_covered`) and why:
 
 - `module_state` guards (NN_MODULE identity and training flag, no hooks, no
-  instance `forward`) on a module of the tree: setattr, hook registration;
-- TYPE_MATCH / DICT_KEYS / LENGTH of a module's `_modules`: add_module, setattr,
-  delattr, the containers' insert and pop;
+  instance `forward`) on a module of the tree: the parent's `_modules` and the
+  module's `__dict__` tags, hook registration;
+- TYPE_MATCH / DICT_KEYS / LENGTH of a module's `_modules`: its `__dict__` and
+  `_modules` tags;
 - EQUALS / TYPE (of a builtin type) / ID_MATCH of a module attribute that lives
-  in the instance `__dict__` and is no data descriptor of the class: setattr;
+  in the instance `__dict__` and is no data descriptor of the class: the
+  `__dict__` tag (a class attribute changed later would not be seen, so those
+  stay out);
 - TENSOR_MATCH of a parameter or buffer with static sizes and strides.
 
 A tree is not formed where a guard's module path goes through a module the guard
