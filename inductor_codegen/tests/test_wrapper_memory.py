@@ -115,3 +115,20 @@ def test_pooled_buffer_is_still_reused_when_a_later_output_takes_it():
     wrapper = compiled.artifact("wrapper")
     assert "# reuses" in wrapper
     assert _unfreed(wrapper) == [], wrapper
+
+
+def test_buffer_is_not_held_for_reuse_across_the_peak():
+    w1, w2, w3 = (torch.randn(*size) / 16 for size in ((64, 256), (256, 64), (64, 8)))
+
+    def fn(x):
+        a = x.exp() + 1  # 16 KiB, last read by the first matmul
+        b = (a @ w1).relu() + 1  # the peak: the 64 KiB matmul result and this 64 KiB buffer
+        c = ((b @ w2).cos() + 1) @ w3  # a 16 KiB buffer again: could take over `a`'s
+        return c
+
+    x = torch.randn(64, 64) / 4
+    compiled = check(fn, x, rtol=1e-4, atol=1e-4)
+    wrapper = compiled.artifact("wrapper")
+    assert _unfreed(wrapper) == [], wrapper
+    # Holding `a` until the cos kernel would add its 16 KiB to the 128 KiB peak.
+    assert _peak(compiled, x) <= 2 * 64 * 1024 + 1024, wrapper
