@@ -62,8 +62,9 @@ class Guard:
     guard_type: ClassVar[str] = ""
     derived_guard_types: ClassVar[tuple[str, ...]] = ()
     rank: ClassVar[int] = 50
-    # On a module's source: what it checks changes only through nn.Module's own
-    # mutation methods or a hook registration (module_tree.py may then skip it).
+    # On a module's source: what it checks changes only by a write to that module's
+    # `__dict__`, its parent's `_modules`, or a hook registration (module_tree.py
+    # then checks it only after one of those).
     module_state: ClassVar[bool] = False
 
     def sources(self) -> tuple[Source, ...]:
