@@ -20,7 +20,11 @@ column counts the `if` tests in the generated function. Models need
 `transformers` and every package's src folder on PYTHONPATH; they are skipped
 otherwise, or with `--no-models`.
 
-    python benchmarks/guards_bench.py [--no-models]
+The depth rows time the same for a Sequential of 10 and of 100 small blocks
+(`--depth` runs them even with `--no-models`), and print the whole call's
+overhead over eager for ember and torch.compile on stderr.
+
+    python benchmarks/guards_bench.py [--no-models] [--depth]
 """
 
 from __future__ import annotations
@@ -187,6 +191,62 @@ def model_case(name: str) -> Row | None:
     )
 
 
+class DepthBlock(torch.nn.Module):
+    """One layer of the depth rows: Linear, LayerNorm, ReLU and a residual."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.norm = torch.nn.LayerNorm(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.relu(self.norm(self.fc(x)))
+
+
+def depth_case(depth: int) -> Row:
+    """A Sequential of `depth` DepthBlocks (3 modules, 4 parameters each), eval, no_grad.
+
+    "ember guard check" is the guard function `ember.compile(model, backend="eager")`
+    installs; the torch columns are torch's guard manager and torch.compile's
+    (backend="eager") whole call minus the eager call.
+    """
+    import ember
+
+    model = torch.nn.Sequential(*[DepthBlock() for _ in range(depth)]).eval()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        optimized = ember.compile(model, backend="eager")
+        optimized(x)
+        runner = optimized.__dict__["_ember_compiled"]
+        compiled = runner.entries[0].guards
+        frame_locals = runner.frame.bind((x,), {})
+        frame_globals = runner.frame.globals
+        assert compiled(frame_locals, frame_globals)
+        ember_us = best_microseconds(compiled.check, (frame_locals, frame_globals), 200)
+        eager = best_microseconds(model, (x,), 200)
+        ember_call = best_microseconds(optimized, (x,), 200)
+        torch._dynamo.reset()
+        reference = torch.compile(model, backend="eager")
+        torch_call = best_microseconds(reference, (x,), 200)
+        forward = type(model).forward
+        torch_locals = {"self": model, "input": x}
+        torch_guards = torch_guard_check(forward.__code__, torch_locals, 200)
+    print(
+        f"depth {depth}: eager call {eager:.1f} us, ember call {ember_call:.1f} us "
+        f"(overhead {ember_call - eager:.1f}), torch.compile call {torch_call:.1f} us "
+        f"(overhead {torch_call - eager:.1f})",
+        file=sys.stderr,
+    )
+    return Row(
+        f"Sequential of {depth} blocks ({4 * depth} parameters)",
+        len(compiled),
+        ember_us,
+        torch_guards,
+        torch_call - eager,
+        checks_of(compiled),
+    )
+
+
 def torch_guard_check(code, frame_locals: dict, number: int) -> float:
     """Time of torch's own guard check for the first cache entry of `code` (NaN if none)."""
     try:
@@ -205,6 +265,8 @@ def main() -> None:
     torch.set_num_threads(1)
     sys.path.insert(0, str(Path(__file__).parent))
     rows = [function_case(1), function_case(10), function_case(100), module_case()]
+    if "--no-models" not in sys.argv or "--depth" in sys.argv:
+        rows += [depth_case(10), depth_case(100)]
     if "--no-models" not in sys.argv:
         rows += [row for name in ("gpt2", "bert", "vit") if (row := model_case(name))]
     print(f"torch {torch.__version__}; microseconds per call, best of {REPEATS} runs\n")

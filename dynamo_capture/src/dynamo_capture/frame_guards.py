@@ -78,6 +78,7 @@ class NoModuleHooksGuard(Guard):
 
     guard_type: ClassVar[str] = "NN_MODULE"
     rank: ClassVar[int] = 25
+    module_state: ClassVar[bool] = True  # a hook is added through a registration
 
     def _tables(self) -> tuple[str, ...]:
         backward = ("_backward_hooks", "_backward_pre_hooks")

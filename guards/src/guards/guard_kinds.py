@@ -62,6 +62,10 @@ class Guard:
     guard_type: ClassVar[str] = ""
     derived_guard_types: ClassVar[tuple[str, ...]] = ()
     rank: ClassVar[int] = 50
+    # On a module's source: what it checks changes only by a write to that module's
+    # `__dict__`, its parent's `_modules`, or a hook registration (module_tree.py
+    # then checks it only after one of those).
+    module_state: ClassVar[bool] = False
 
     def sources(self) -> tuple[Source, ...]:
         """The values this guard reads, in the order `failure` and `emit` take them."""
@@ -389,6 +393,7 @@ class NNModuleGuard(Guard):
     guard_type: ClassVar[str] = "NN_MODULE"
     derived_guard_types: ClassVar[tuple[str, ...]] = ("ID_MATCH",)
     rank: ClassVar[int] = 40
+    module_state: ClassVar[bool] = True
 
     @classmethod
     def of(cls, source: Source, module: torch.nn.Module) -> NNModuleGuard:
@@ -623,6 +628,7 @@ class NotInInstanceDictGuard(Guard):
 
     guard_type: ClassVar[str] = "DICT_CONTAINS"
     rank: ClassVar[int] = 36
+    module_state: ClassVar[bool] = True  # an instance attribute is set through __setattr__
 
     def failure(self, value: Any) -> str | None:
         instance_dict = getattr(value, "__dict__", None)

@@ -37,6 +37,7 @@ from guards.guard_kinds import (
 )
 from guards.guard_pruning import drop_implied
 from guards.logs import artifact_enabled, artifact_logger
+from guards.module_tree import ModuleTreeGuard, split_module_trees
 from guards.sources import Source
 from guards.tensor_guards import NoTensorAliasingGuard, TensorMatchGuard, with_real_examples
 
@@ -100,9 +101,10 @@ class CompiledGuards:
         source: its Python source text.
         filename: the file holding that source (tracebacks and pdb show it).
         guards: the guards in check order.
+        trees: the ModuleTreeGuards that check some of `guards` together (module_tree.py).
     """
 
-    __slots__ = ("check", "filename", "guards", "source", "_reader")
+    __slots__ = ("check", "filename", "guards", "source", "trees", "_reader")
 
     def __init__(
         self,
@@ -110,11 +112,13 @@ class CompiledGuards:
         source: str,
         filename: str,
         guards: tuple[Guard, ...],
+        trees: tuple[ModuleTreeGuard, ...] = (),
     ) -> None:
         self.check = check
         self.source = source
         self.filename = filename
         self.guards = guards
+        self.trees = trees  # each stands for some of `guards` in the generated function
         self._reader = _SourceReader()
 
     def __call__(self, L: Any, G: Any) -> bool:  # noqa: N803 - the frame's names
@@ -122,17 +126,34 @@ class CompiledGuards:
 
     def why_failed(self, L: Any, G: Any) -> str | None:  # noqa: N803
         """The first failing guard in words, or None when every guard holds."""
-        return _first_failure(self.guards, self._reader, L, G)
+        return _first_failure((*self.guards, *self.trees), self._reader, L, G)
 
     def failures(self, L: Any, G: Any) -> list[str]:  # noqa: N803
         """Every failing guard in words, in check order (for recompile logs)."""
-        return _all_failures(self.guards, self._reader, L, G)
+        return _all_failures((*self.guards, *self.trees), self._reader, L, G)
 
     def __len__(self) -> int:
         return len(self.guards)
 
     def __repr__(self) -> str:
         return f"<CompiledGuards: {len(self.guards)} guards in {self.filename}>"
+
+
+def _module_trees(guards: list[Guard], name: str) -> tuple[list[Guard], list[ModuleTreeGuard]]:
+    """The guards to check one by one, in order, with a ModuleTreeGuard standing for the
+    guards of each module tree (module_tree.py); and those tree guards."""
+    rest, groups = split_module_trees(guards)
+    trees = []
+    for tree, covered in groups:
+        root = tree.root
+        header = f"module tree {root.name} of {name or 'a compiled entry'}: {len(covered)} guards"
+        structure = generate_guard_function(covered, header, drop_implied(covered))
+        if artifact_enabled("guards"):
+            _log.info("%s\n%s", structure.filename, structure.source)
+        module = tree.modules[root]
+        trees.append(ModuleTreeGuard.of(root, module, covered, structure.check, list(tree.modules)))
+    checked = sorted([*rest, *trees], key=lambda guard: guard.rank)
+    return checked, trees
 
 
 class GuardSet:
@@ -276,15 +297,22 @@ class GuardSet:
         if guard_filter_fn is not None:
             return self.filter(guard_filter_fn).compile(name=name)
         guards = with_real_examples(self.ordered())
-        implied = drop_implied(guards)
+        checked, trees = _module_trees(guards, name)
+        implied = drop_implied(checked)
         # NOTE: no counter in the header: equal guard sets share one content-named file.
         header = f"guards of {name or 'a compiled entry'}: {len(guards)} guards"
+        if trees:
+            covered = sum(len(tree.covered) for tree in trees)
+            header += f" ({covered} of them behind {len(trees)} module-tree guard(s))"
         if implied:
             header += f" ({len(implied)} implied by others, not checked again)"
-        generated = generate_guard_function(guards, header, implied)
+        generated = generate_guard_function(checked, header, implied)
         if artifact_enabled("guards"):
             _log.info("%s\n%s", generated.filename, generated.source)
-        return CompiledGuards(generated.check, generated.source, generated.filename, tuple(guards))
+        # NOTE: `guards` keeps every covered guard, so why_failed names the one that failed.
+        return CompiledGuards(
+            generated.check, generated.source, generated.filename, tuple(guards), tuple(trees)
+        )
 
     def why_failed(self, L: Any, G: Any) -> str | None:  # noqa: N803 - the frame's names
         """The first failing guard in words, or None when every guard holds."""

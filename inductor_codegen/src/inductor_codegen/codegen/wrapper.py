@@ -1,9 +1,12 @@
 """The generated Python wrapper: allocates buffers, calls kernels and ATen, frees at last use.
 
-Memory planning happens here: each buffer is deleted right after its last use;
-a buffer only kernels touched goes to a pool keyed by (dtype, elements) and a
-later allocation of the same key reuses its memory (the buffer itself when the
-layouts are equal, else a view of it).
+Memory planning happens here: each buffer is deleted right after its last use,
+unless a later kernel output of the same (dtype, elements) will take it over
+without raising the call's peak: a buffer only kernels touched then goes to a
+pool under that key, and the later allocation reuses its memory (the buffer
+itself when the layouts are equal, else a view of it). A buffer nothing takes
+over is never pooled, so it does not stay allocated until the call returns; one
+that would wait across the peak of the plan is deleted too (`_reused`).
 
 Each call costs as few Python operations as the plan allows: views are
 `torch.as_strided` calls in the wrapper's own text, an ATen result's layout is
@@ -122,6 +125,12 @@ def _pool_key(layout: Layout) -> tuple:
     return (layout.dtype, int(numel) if numel.is_Integer else numel)
 
 
+def _bytes(layout: Layout) -> int | None:
+    """Bytes of a buffer of `layout`; None when its size is symbolic."""
+    numel = layout.storage_numel()
+    return int(numel) * layout.dtype.itemsize if numel.is_Integer else None
+
+
 def _ints(values) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
@@ -237,6 +246,9 @@ class WrapperCodegen:
         extern_read = {
             n for s in steps if isinstance(s, ExternBuffer) and s.is_fallback for n in s.reads
         }
+        freed = self._freed_after(steps, uses, last_use, held)
+        poolable = {name for names in freed for name in names if name not in extern_read}
+        reused = self._reused(steps, freed, poolable)
         pool: dict[tuple, list[str]] = {}
         lines = out.lines
         lines.append(
@@ -256,16 +268,102 @@ class WrapperCodegen:
                 self._extern(step)
             else:
                 self.kernel_call(step, pool)
-            for name in sorted(uses[position]):
-                if last_use.get(name) != position or name in held or name in self.graph.constants:
-                    continue
-                buf = self.buffers.get(name)
-                if isinstance(buf, ComputedBuffer) and name not in extern_read:
-                    pool.setdefault(_pool_key(buf.layout), []).append(name)
+            for name in freed[position]:
+                if name in reused:
+                    pool.setdefault(_pool_key(self.buffers[name].layout), []).append(name)
                     continue
                 lines.append(f"    del {', '.join(self.held_names(name))}")
         lines.append(f"    return {self._outputs()}")
         return out
+
+    def _freed_after(self, steps, uses, last_use, held) -> list[list[str]]:
+        """The buffers and inputs whose last use is each step, in the order they are freed."""
+        freed = []
+        for position in range(len(steps)):
+            freed.append(
+                [
+                    name
+                    for name in sorted(uses[position])
+                    if last_use.get(name) == position
+                    and name not in held
+                    and name not in self.graph.constants
+                ]
+            )
+        return freed
+
+    def _reused(self, steps, freed, poolable) -> set[str]:
+        """The freed buffers a later kernel output takes over (see `_allocate_outputs`).
+
+        Only these go to the pool; any other buffer is deleted at its last use. A pooled
+        buffer stays allocated from its last use until the output that takes it over:
+        one nothing takes would stay until the call returns (the input of an extern
+        convolution, a weight converted to channels-last, a buffer of a size no later
+        output has), and one held across the call's peak raises the peak by its size.
+        So a buffer is taken over only when the bytes alive while it waits, plus its
+        own, stay within the peak of the plan that reuses nothing (buffers of symbolic
+        size are taken over as before: their bytes are not known here).
+
+        Pools are stacks. A buffer the simulation below passes over (held too long) is
+        taken out of it, so at each allocation the buffer it takes is on top of the
+        stack of taken buffers alone, which is what `generate` pushes.
+        """
+        allocated, sizes = self._allocations(steps)
+        live, profile = 0, []
+        for position in range(len(steps)):
+            live += sum(sizes[name] or 0 for name in allocated[position])
+            profile.append(live)
+            live -= sum(sizes[name] or 0 for name in freed[position] if name in sizes)
+        peak = max(profile, default=0)
+        pool: dict[tuple, list[tuple[str, int]]] = {}
+        reused: set[str] = set()
+        for position, step in enumerate(steps):
+            if not isinstance(step, ExternBuffer):
+                for arg in self.kernels[step.name].args:
+                    if arg.kind != "out":
+                        continue
+                    stack = pool.get(_pool_key(self.allocated_layout(arg.name)), [])
+                    while stack:
+                        name, since = stack.pop()
+                        size = sizes.get(name)
+                        waiting = range(since + 1, position)
+                        if (
+                            size is not None
+                            and max((profile[t] for t in waiting), default=0) + size > peak
+                        ):
+                            continue  # held across the peak: deleted at its last use instead
+                        for t in waiting:
+                            profile[t] += size or 0
+                        reused.add(name)
+                        break
+            for name in freed[position]:
+                buf = self.buffers.get(name)
+                if isinstance(buf, ComputedBuffer) and name in poolable:
+                    pool.setdefault(_pool_key(buf.layout), []).append((name, position))
+        return reused
+
+    def _allocations(self, steps) -> tuple[list[list[str]], dict[str, int | None]]:
+        """The buffers each step allocates (kernel outputs, extern results) and their bytes
+        (None when symbolic)."""
+        allocated: list[list[str]] = []
+        sizes: dict[str, int | None] = {}
+        for step in steps:
+            if isinstance(step, ExternBuffer):
+                if step.tuple_result:
+                    outputs = [
+                        (f"{step.name}_{i}", lay) for i, lay in enumerate(step.layouts) if lay
+                    ]
+                else:
+                    outputs = [(step.name, step.layout)] if step.layout is not None else []
+            else:
+                outputs = [
+                    (a.name, self.allocated_layout(a.name))
+                    for a in self.kernels[step.name].args
+                    if a.kind == "out"
+                ]
+            allocated.append([name for name, _ in outputs])
+            for name, layout in outputs:
+                sizes[name] = _bytes(layout)
+        return allocated, sizes
 
     def prologue(self, input_names: list[str]) -> list[str]:
         """Lines run once per call after the inputs are unpacked (none for C++)."""

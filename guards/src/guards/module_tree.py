@@ -1,0 +1,431 @@
+"""One guard for a module tree, whose full check runs only after the tree may have changed.
+
+An entry compiled from `model(x)` holds guards on every submodule (identity,
+training flag, no hooks, no `forward` of its own), on its attributes
+(`conv.stride == (1, 1)`), on the keys of each `_modules`, and a tensor match on
+every parameter and buffer: checked one by one, that costs time in proportion
+to the depth of the model on every call. `split_module_trees` takes those
+guards out of the entry's list and puts them behind one `ModuleTreeGuard` per
+root module (`L['self']`):
+
+    def guard_check(L, G):
+        ...
+        self = L['self']
+        if not (___module_tree_3.holds(self, L, G)):
+            return False
+
+`holds` runs the generated check of the grouped guards (`structure`) only when
+the root is not the module seen last time, a hook was registered anywhere
+(torch numbers hook handles with one counter, `RemovableHandle.next_id`), or
+one of the tree's modules' `__dict__` or `_modules` dicts was written since
+that check passed: CPython's dict version tags say so (dict_versions.py), for
+every way of writing them (setattr and `register_*`, `train()`, `object.__setattr__`,
+a container's `insert`, a dict written by hand). Those two dicts hold all that
+the grouped guards read, but for hooks and tensors. A hook is noticed when it is
+registered (a hook dict written by hand, `m._forward_hooks[k] = f`, is not).
+Otherwise it checks what the tags do not cover, on every call, in C loops
+(`map`) rather than Python code per tensor:
+
+- the parameters and buffers themselves, read from their modules' `_parameters`
+  / `_buffers` dicts (held since the last full check): the same objects as then
+  (`torch.func.functional_call` writes those dicts directly: another object
+  sends the call to the full check), with the requires_grad, dtype and device
+  the entry was compiled for (`requires_grad_()`, `module.half()` keep the
+  objects);
+- the sizes and strides of those that do not require grad (buffers, frozen
+  parameters) whenever their version counters moved: in-place `resize_`, `set_`,
+  `as_strided_` bump them (so does any in-place update of the values). A tensor
+  that requires grad cannot be resized in place (autograd refuses); its sizes,
+  like a `.data` replaced by a tensor of another shape, are trusted for the same
+  object, as a TENSOR_MATCH that trusts identity does (tensor_guards.py). Checking
+  them too would cost two more C loops per call in training, where every
+  optimizer step moves every version counter.
+
+Which guards move into a tree (`_covered`) and why:
+
+- `module_state` guards (NN_MODULE identity and training flag, no hooks, no
+  instance `forward`) on a module of the tree: the parent's `_modules` and the
+  module's `__dict__` tags, hook registration;
+- TYPE_MATCH / DICT_KEYS / LENGTH of a module's `_modules`: its `__dict__` and
+  `_modules` tags;
+- EQUALS / TYPE (of a builtin type) / ID_MATCH of a module attribute that lives
+  in the instance `__dict__` and is no data descriptor of the class: the
+  `__dict__` tag (a class attribute changed later would not be seen, so those
+  stay out);
+- TENSOR_MATCH of a parameter or buffer with static sizes and strides.
+
+A tree is not formed where a guard's module path goes through a module the guard
+set has no NN_MODULE guard for, nor where dict version tags are not available;
+its guards then stay in the entry's list, checked one by one as before. Module
+checks cost a C loop over two tags per module on every call: far less than the
+guards they stand for, but still in proportion to the number of modules.
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import compress
+from typing import Any, ClassVar
+
+import torch
+from torch.utils.hooks import RemovableHandle
+
+from guards import dict_versions
+from guards.dict_versions import VersionTags
+from guards.guard_kinds import (
+    DictKeysGuard,
+    EqualsGuard,
+    Guard,
+    GuardCode,
+    IdGuard,
+    LengthGuard,
+    NNModuleGuard,
+    TypeGuard,
+)
+from guards.sources import AttrSource, ModuleSource, NNModuleSource, ParamBufferSource, Source
+from guards.tensor_guards import TensorMatchGuard
+
+__all__ = ["ModuleTreeGuard", "split_module_trees"]
+
+_MODULE_TABLES = ("_modules",)
+# A tree's fast path costs about as much as the inline guards of 3-4 modules (a method
+# call, the stamp, a few C loops); smaller trees are checked inline.
+MIN_MODULES = 8
+_requires_grad = operator.attrgetter("requires_grad")
+_dtype = operator.attrgetter("dtype")
+_device = operator.attrgetter("device")
+_is_cpu = operator.attrgetter("is_cpu")
+_shape = operator.attrgetter("shape")
+_version = operator.attrgetter("_version")
+_stride = operator.methodcaller("stride")
+_CPU = torch.device("cpu")
+
+
+def _root_of(source: Source) -> NNModuleSource | None:
+    """The NNModuleSource a module source is reached from through `_modules` only."""
+    while isinstance(source, ModuleSource):
+        source = source.source
+    return source if isinstance(source, NNModuleSource) else None
+
+
+def _module_path(source: Source) -> list[Source]:
+    """The module sources from `source` (a module source) up to its root, inclusive."""
+    path = []
+    while isinstance(source, ModuleSource):
+        path.append(source)
+        source = source.source
+    path.append(source)
+    return path
+
+
+def _is_data_descriptor(cls: type, name: str) -> bool:
+    found = inspect.getattr_static(cls, name, None)
+    return hasattr(type(found), "__set__") or hasattr(type(found), "__delete__")
+
+
+@dataclass(frozen=True, slots=True)
+class _Tree:
+    """What grouping learned about one root: its modules (by source) and their objects."""
+
+    root: NNModuleSource
+    modules: dict[Source, torch.nn.Module]
+
+
+def _module_owner(source: Source) -> Source | None:
+    """The module source whose state `source` is part of, for the sources a tree covers."""
+    if isinstance(source, ModuleSource | NNModuleSource):
+        return source
+    if isinstance(source, ParamBufferSource | AttrSource):
+        base = source.source
+        if isinstance(base, ModuleSource | NNModuleSource):
+            return base
+    return None
+
+
+def _covered(guard: Guard, modules: dict[Source, torch.nn.Module]) -> bool:
+    """Whether `guard` checks only state that a counted module mutation must change."""
+    source = guard.source
+    if len(guard.sources()) != 1:
+        return False
+    if isinstance(source, ModuleSource | NNModuleSource):
+        return type(guard).module_state
+    if isinstance(source, ParamBufferSource):
+        return _fast_tensor(guard)
+    if not isinstance(source, AttrSource) or source.source not in modules:
+        return False
+    if source.member in _MODULE_TABLES:
+        return isinstance(guard, TypeGuard | DictKeysGuard | LengthGuard)
+    module = modules[source.source]
+    if source.member not in vars(module) or _is_data_descriptor(type(module), source.member):
+        return False
+    if isinstance(guard, TypeGuard):
+        return guard.expected_type.__module__ == "builtins"
+    return isinstance(guard, EqualsGuard | IdGuard)
+
+
+def _fast_tensor(guard: Guard) -> bool:
+    """A tensor match the tree can check in its C loops (static, not complex, alive)."""
+    return (
+        isinstance(guard, TensorMatchGuard)
+        and all(size is not None for size in guard.sizes)
+        and all(stride is not None for stride in guard.strides)
+        and not guard.dtype.is_complex
+        and not guard.is_inference
+    )
+
+
+def _trees(guards: Sequence[Guard]) -> dict[NNModuleSource, _Tree]:
+    """The modules the guards know (by an NN_MODULE guard), by root."""
+    trees: dict[NNModuleSource, _Tree] = {}
+    modules: dict[Source, torch.nn.Module] = {}
+    for guard in guards:
+        if isinstance(guard, NNModuleGuard):
+            module = guard.ref()
+            if module is not None:
+                modules[guard.source] = module
+    for source, module in modules.items():
+        root = _root_of(source)
+        if root is not None and root in modules:
+            trees.setdefault(root, _Tree(root, {})).modules[source] = module
+    return trees
+
+
+def split_module_trees(
+    guards: Sequence[Guard],
+) -> tuple[list[Guard], list[tuple[_Tree, list[Guard]]]]:
+    """Split `guards` into those checked one by one and, per root module, the tree
+    (its modules by source) and the guards a `ModuleTreeGuard` covers (in the given
+    order). No tree without dict version tags (see dict_versions.py)."""
+    if not dict_versions.AVAILABLE:
+        return list(guards), []
+    trees = _trees(guards)
+    grouped: dict[NNModuleSource, list[Guard]] = {}
+    for guard in guards:
+        owner = _module_owner(guard.source)
+        root = None if owner is None else _root_of(owner)
+        tree = trees.get(root) if root is not None else None
+        if (
+            tree is not None
+            and all(step in tree.modules for step in _module_path(owner))
+            and _covered(guard, tree.modules)
+        ):
+            grouped.setdefault(root, []).append(guard)
+    groups = [
+        (trees[root], group)
+        for root, group in grouped.items()
+        if len(trees[root].modules) >= MIN_MODULES
+    ]
+    kept = {id(guard) for _, group in groups for guard in group}
+    return [guard for guard in guards if id(guard) not in kept], groups
+
+
+class _TreeState:
+    """What a tree's last full check saw: its dicts' tags, the tensor dicts and the tensors."""
+
+    __slots__ = ("guard", "root", "tags", "handles", "tables", "tensors", "versions", "__weakref__")
+
+    def __init__(self, guard: ModuleTreeGuard, root: torch.nn.Module) -> None:
+        self.guard = guard
+        state = weakref.ref(self)
+        self.root = weakref.ref(root, lambda _: _forget(state))
+        self.tags: VersionTags | None = None  # of each module's __dict__ and _modules
+        self.handles = -1  # RemovableHandle.next_id when the full check last passed
+        self.tables: tuple[dict, ...] = ()
+        self.tensors: tuple[torch.Tensor, ...] = ()
+        self.versions: tuple[int, ...] | None = None
+
+    def holds(self, root: Any, L: Any, G: Any) -> bool:  # noqa: N803 - the frame's names
+        """The tree's guards hold for this call (the fast path; see the module docstring)."""
+        tags = self.tags
+        if (
+            root is not self.root()
+            or self.handles != RemovableHandle.next_id
+            or tags is None
+            or tags.changed()
+        ):
+            return self.recheck(L, G)
+        guard = self.guard
+        try:
+            tensors = tuple(map(operator.getitem, self.tables, guard.names))
+        except KeyError:
+            return self.recheck(L, G)
+        if not all(map(operator.is_, tensors, self.tensors)):
+            return self.recheck(L, G)
+        if not guard.metadata_holds(tensors):
+            return False
+        if not guard.watched:
+            return True
+        watched = tuple(compress(tensors, guard.watched))
+        try:
+            versions = tuple(map(_version, watched))
+        except RuntimeError:  # an inference tensor has no version counter
+            return guard.layout_holds(watched)
+        if versions != self.versions:
+            if not guard.layout_holds(watched):
+                return False
+            self.versions = versions
+        return True
+
+    def recheck(self, L: Any, G: Any) -> bool:  # noqa: N803
+        """Run the full check; on success remember what it saw, for the fast path."""
+        guard = self.guard
+        self.tags = None
+        handles = RemovableHandle.next_id
+        modules = guard.read_modules(L, G)
+        dicts = [vars(module) for module in modules]
+        dicts += [vars(module)["_modules"] for module in modules]
+        tags = VersionTags(dicts)
+        seen = tags.read()  # NOTE: read before the check they stand for
+        if not guard.structure(L, G):
+            return False
+        tables = guard.read_tables(L, G)
+        tensors = tuple(map(operator.getitem, tables, guard.names))
+        watched = tuple(compress(tensors, guard.watched))
+        if not (guard.metadata_holds(tensors) and guard.layout_holds(watched)):
+            return False
+        try:
+            versions: tuple[int, ...] | None = tuple(map(_version, watched))
+        except RuntimeError:
+            versions = None
+        tags.snapshot(seen)
+        self.tags, self.handles = tags, handles
+        self.tables, self.tensors, self.versions = tables, tensors, versions
+        return True
+
+
+def _forget(state_ref: Callable[[], _TreeState | None]) -> None:
+    """The root module died: drop the dicts and tensors held for the fast path."""
+    state = state_ref()
+    if state is not None:
+        state.tags, state.tables, state.tensors = None, (), ()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ModuleTreeGuard(Guard):
+    """The guards on one module tree (`covered`), checked in full only after it may have changed.
+
+    Build with `ModuleTreeGuard.of(root_source, root_module, covered, structure, modules)`,
+    where `structure(L, G)` is the generated check of `covered` and `modules` the
+    sources of the tree's modules (whose `__dict__` and `_modules` are watched).
+    """
+
+    covered: tuple[Guard, ...]
+    structure: Callable[[Any, Any], bool] = field(repr=False)
+    tensor_sources: tuple[ParamBufferSource, ...] = field(repr=False)
+    names: tuple[str, ...] = field(repr=False)
+    requires_grad: tuple[bool, ...] = field(repr=False)
+    dtypes: tuple[torch.dtype, ...] = field(repr=False)
+    devices: tuple[torch.device, ...] | None = field(repr=False)
+    watched: tuple[bool, ...] = field(repr=False)  # whose sizes and strides are checked
+    shapes: tuple[torch.Size, ...] = field(repr=False)  # of the watched tensors
+    strides: tuple[tuple[int, ...], ...] = field(repr=False)
+    read_tables: Callable[[Any, Any], tuple[dict, ...]] = field(repr=False)
+    read_modules: Callable[[Any, Any], tuple[torch.nn.Module, ...]] = field(repr=False)
+    state: _TreeState | None = field(default=None, repr=False)
+
+    guard_type: ClassVar[str] = "MODULE_TREE"
+    rank: ClassVar[int] = 24
+
+    @classmethod
+    def of(
+        cls,
+        root: NNModuleSource,
+        module: torch.nn.Module,
+        covered: Sequence[Guard],
+        structure: Callable[[Any, Any], bool],
+        modules: Sequence[Source] = (),
+    ) -> ModuleTreeGuard:
+        tensors = [g for g in covered if isinstance(g, TensorMatchGuard)]
+        sources = tuple(g.source for g in tensors)
+        assert all(isinstance(s, ParamBufferSource) for s in sources)
+        devices = tuple(g.device for g in tensors)
+        guard = cls(
+            root,
+            tuple(covered),
+            structure,
+            sources,  # type: ignore[arg-type]
+            tuple(s.member for s in sources),  # type: ignore[attr-defined]
+            tuple(g.requires_grad for g in tensors),
+            tuple(g.dtype for g in tensors),
+            None if all(d == _CPU for d in devices) else devices,
+            tuple(not g.requires_grad for g in tensors)
+            if any(not g.requires_grad for g in tensors)
+            else (),
+            tuple(torch.Size(g.sizes) for g in tensors if not g.requires_grad),  # type: ignore[arg-type]
+            tuple(tuple(g.strides) for g in tensors if not g.requires_grad),  # type: ignore[arg-type]
+            _tables_reader(sources),  # type: ignore[arg-type]
+            _reader(tuple(modules)),
+        )
+        object.__setattr__(guard, "state", _TreeState(guard, module))
+        return guard
+
+    def metadata_holds(self, tensors: tuple[torch.Tensor, ...]) -> bool:
+        """requires_grad, dtype and device as compiled, for the tensors in source order."""
+        if tuple(map(_requires_grad, tensors)) != self.requires_grad:
+            return False
+        if tuple(map(_dtype, tensors)) != self.dtypes:
+            return False
+        if self.devices is None:
+            return all(map(_is_cpu, tensors))
+        return tuple(map(_device, tensors)) == self.devices
+
+    def layout_holds(self, tensors: tuple[torch.Tensor, ...]) -> bool:
+        """Sizes and strides as compiled, for the watched tensors in source order."""
+        return (
+            tuple(map(_shape, tensors)) == self.shapes
+            and tuple(map(_stride, tensors)) == self.strides
+        )
+
+    def failure(self, root: Any) -> str | None:
+        # NOTE: CompiledGuards.why_failed reports the covered guards one by one before
+        # this one; what is left is the tensors' check, stricter than a trusted TENSOR_MATCH.
+        prefix = len(self.source.expr)
+        for index, source in enumerate(self.tensor_sources):
+            text = "root" + source.expr[prefix:]
+            tensor = eval(compile(text, "<ember module_tree>", "eval"), {}, {"root": root})
+            expected = (
+                self.requires_grad[index],
+                self.dtypes[index],
+                _CPU if self.devices is None else self.devices[index],
+            )
+            actual = (tensor.requires_grad, tensor.dtype, tensor.device)
+            if self.watched and self.watched[index]:
+                layout = sum(self.watched[:index])
+                expected += (self.shapes[layout], self.strides[layout])
+                actual += (tensor.shape, tensor.stride())
+            if actual != expected:
+                return (
+                    f"tensor {source.name!r} changed: expected (requires_grad, dtype, device"
+                    f"[, size, stride]) {expected}, actual {actual}"
+                )
+        return None
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        return [(self.rank, f"{code.const(self.state, 'module_tree')}.holds({names[0]}, L, G)")]
+
+    def describe(self) -> str:
+        tensors = len(self.tensor_sources)
+        return (
+            f"{self.guard_type}: {self.source.expr} ({len(self.covered)} guards, {tensors} "
+            "tensors; in full after a module mutation)"
+        )
+
+
+def _tables_reader(sources: tuple[ParamBufferSource, ...]) -> Callable[[Any, Any], tuple]:
+    """`read(L, G)`: the `_parameters` / `_buffers` dict holding each tensor source."""
+    return _reader(
+        tuple(
+            AttrSource(source.source, "_buffers" if source.is_buffer else "_parameters")
+            for source in sources
+        )
+    )
+
+
+def _reader(sources: tuple[Source, ...]) -> Callable[[Any, Any], tuple]:
+    """`read(L, G)`: the values of `sources`, as a tuple (for full checks, not the fast path)."""
+    text = f"lambda L, G: ({''.join(source.expr + ', ' for source in sources)})"
+    return eval(compile(text, "<ember module_tree reader>", "eval"), {"__builtins__": {}})

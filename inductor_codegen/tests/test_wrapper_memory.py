@@ -1,0 +1,134 @@
+"""The generated wrapper's memory: every buffer is freed at its last use or reused.
+
+A buffer that no later kernel output takes over is deleted right after its last
+use (an extern convolution's or matmul's input, a weight converted to another
+layout); it does not wait in the reuse pool until the call returns. Checked on
+the wrapper's text and by the live bytes of a call under a dispatch mode that
+tracks every tensor the call allocates.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+
+import torch
+from graph_helpers import check
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class LiveBytes(TorchDispatchMode):
+    """The peak of the bytes held by storages the ops under it created."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live: dict[int, list[int]] = {}
+        self.current = self.peak = 0
+
+    def _release(self, key: int) -> None:
+        entry = self.live[key]
+        entry[1] -= 1
+        if entry[1] == 0:
+            self.current -= entry[0]
+            del self.live[key]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+        inputs = {t.untyped_storage().data_ptr() for t in leaves if isinstance(t, torch.Tensor)}
+        for t in torch.utils._pytree.tree_leaves(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            key = t.untyped_storage().data_ptr()
+            if key == 0 or (key in inputs and key not in self.live):
+                continue
+            entry = self.live.get(key)
+            if entry is None:
+                entry = self.live[key] = [t.untyped_storage().nbytes(), 0]
+                self.current += entry[0]
+                self.peak = max(self.peak, self.current)
+            entry[1] += 1
+            weakref.finalize(t, self._release, key)
+        return out
+
+
+def _peak(fn, *args) -> int:
+    with torch.no_grad():
+        mode = LiveBytes()
+        with mode:
+            fn(*args)
+        return mode.peak
+
+
+def _unfreed(wrapper: str) -> list[str]:
+    """Buffers allocated in the wrapper that are neither deleted, reused nor returned."""
+    body, _, returned = wrapper.partition("\n    return ")
+    allocated = re.findall(r"^    (buf\d+) = torch\.empty_strided", body, re.M)
+    released = set(re.findall(r"^    del (buf\d+)", body, re.M))
+    released |= set(re.findall(r"# reuses (buf\d+)$", body, re.M))
+    outputs = set(re.findall(r"\bbuf\d+\b", returned.split("\n")[0]))
+    return [name for name in allocated if name not in released | outputs]
+
+
+def test_extern_inputs_of_distinct_sizes_are_freed_after_their_matmul():
+    weights = [torch.randn(16 * (i + 1), 4) for i in range(4)]
+
+    def fn(x):
+        total = 0
+        for i, w in enumerate(weights):
+            total = total + ((x[:, : 16 * (i + 1)].exp() + 1) @ w).sum()
+        return total
+
+    x = torch.randn(64, 64)
+    compiled = check(fn, x, rtol=1e-4, atol=1e-4)
+    wrapper = compiled.artifact("wrapper")
+    assert _unfreed(wrapper) == [], wrapper
+    # Each (64, 16k) input lives only until its matmul: at most two at a time, not all four.
+    largest = 64 * 64 * 4
+    assert _peak(compiled, x) <= 2 * largest + 4096, wrapper
+
+
+def test_channels_last_weight_copy_is_freed_after_its_convolution():
+    conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+    norm = torch.nn.BatchNorm2d(8).eval()
+
+    def fn(x):
+        return torch.relu(norm(conv(x))).sum((2, 3))
+
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        compiled = check(fn, x, rtol=1e-4, atol=1e-4)
+        wrapper = compiled.artifact("wrapper")
+        assert _unfreed(wrapper) == [], wrapper
+        assert _peak(compiled, x) <= _peak(fn, x), wrapper
+
+
+def test_pooled_buffer_is_still_reused_when_a_later_output_takes_it():
+    w = torch.randn(16, 16)
+
+    def chain(x):
+        a = (x.exp() + 1) @ w
+        b = (a.sin() + 1) @ w
+        return (b.cos() + 1) @ w
+
+    compiled = check(chain, torch.randn(16, 16), rtol=1e-4, atol=1e-4)
+    wrapper = compiled.artifact("wrapper")
+    assert "# reuses" in wrapper
+    assert _unfreed(wrapper) == [], wrapper
+
+
+def test_buffer_is_not_held_for_reuse_across_the_peak():
+    w1, w2, w3 = (torch.randn(*size) / 16 for size in ((64, 256), (256, 64), (64, 8)))
+
+    def fn(x):
+        a = x.exp() + 1  # 16 KiB, last read by the first matmul
+        b = (a @ w1).relu() + 1  # the peak: the 64 KiB matmul result and this 64 KiB buffer
+        c = ((b @ w2).cos() + 1) @ w3  # a 16 KiB buffer again: could take over `a`'s
+        return c
+
+    x = torch.randn(64, 64) / 4
+    compiled = check(fn, x, rtol=1e-4, atol=1e-4)
+    wrapper = compiled.artifact("wrapper")
+    assert _unfreed(wrapper) == [], wrapper
+    # Holding `a` until the cos kernel would add its 16 KiB to the 128 KiB peak.
+    assert _peak(compiled, x) <= 2 * 64 * 1024 + 1024, wrapper

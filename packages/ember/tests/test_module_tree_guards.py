@@ -1,0 +1,235 @@
+"""A compiled module tree is guarded as a whole: every change to it still recompiles.
+
+The guards on a module tree (identity and training flag of each submodule, its
+hooks, its attributes, the keys of its `_modules`, the tensors of its
+`_parameters` and `_buffers`) are checked in full only after nn.Module's own
+mutation methods ran (guards/module_tree.py). Each test compiles a nested
+model, calls it, changes the tree in one way, and checks that the next call
+gives eager's result.
+
+| footgun                                              | without the check        |
+| ---------------------------------------------------- | ------------------------ |
+| a parameter replaced, resized or made frozen         | silent wrong result      |
+| a submodule swapped, a hook added, `.eval()`         | silent wrong result      |
+| `forward` or a method replaced on an instance/class  | silent wrong result      |
+| parameters swapped by `torch.func.functional_call`   | silent wrong result      |
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import ember
+
+BACKENDS = ["eager", "aot_eager", "inductor"]
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.norm = torch.nn.BatchNorm1d(4)
+        self.scale = 2.0
+        self.register_buffer("offset", torch.linspace(0, 1, 4))
+
+    def forward(self, x):
+        return x + torch.relu(self.norm(self.fc(x))) * self.scale + self.offset
+
+
+def _model(depth: int = 3) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(*[Block() for _ in range(depth)], torch.nn.Linear(4, 2)).eval()
+
+
+def _compiled(backend: str):
+    model = _model()
+    compiled = ember.compile(model, backend=backend)
+    x = torch.randn(3, 4)
+    assert_close(compiled(x), model(x))
+    assert_close(compiled(x), model(x))  # the second call takes the fast path
+    return model, compiled, x
+
+
+def _matches_eager(model, compiled, x) -> None:
+    expected = model(x)
+    actual = compiled(x)
+    assert_close(actual, expected)
+    assert actual.requires_grad == expected.requires_grad
+    assert_close(compiled(x), model(x))  # and again, after the tree was re-checked
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parameter_replaced_through_setattr_recompiles(backend):
+    model, compiled, x = _compiled(backend)
+    model[1].fc.weight = torch.nn.Parameter(torch.randn(4, 4))
+    _matches_eager(model, compiled, x)
+    model[1].fc.bias = None
+    _matches_eager(model, compiled, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parameter_data_resized_in_place_recompiles(backend):
+    model, compiled, x = _compiled(backend)
+    model[2].fc = torch.nn.Linear(4, 4)
+    _matches_eager(model, compiled, x)
+    with torch.no_grad():
+        model[-1].weight.data = torch.randn(3, 4)
+        model[-1].bias.data = torch.randn(3)
+    _matches_eager(model, compiled, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_buffer_resized_in_place_recompiles(backend):
+    model, compiled, x = _compiled(backend)
+    with torch.no_grad():
+        model[0].offset.resize_(1)
+    _matches_eager(model, compiled, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forward_hook_added_and_removed_recompiles(backend):
+    model, compiled, x = _compiled(backend)
+    handle = model[1].fc.register_forward_hook(lambda module, args, out: out * 10)
+    _matches_eager(model, compiled, x)
+    handle.remove()
+    _matches_eager(model, compiled, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_training_flag_of_a_submodule_changed_recompiles(backend):
+    model, compiled, x = _compiled(backend)
+    model[1].norm.train()
+    _matches_eager(model, compiled, x)
+    model.eval()
+    _matches_eager(model, compiled, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_submodule_swapped_recompiles(backend):
+    model, compiled, x = _compiled(backend)
+    model[1].norm = torch.nn.Identity()
+    _matches_eager(model, compiled, x)
+    model[0] = torch.nn.Tanh()
+    _matches_eager(model, compiled, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_submodule_inserted_into_container_recompiles(backend):
+    model, compiled, x = _compiled(backend)
+    model.insert(1, torch.nn.Tanh())
+    _matches_eager(model, compiled, x)
+    layers = torch.nn.ModuleList([Block(), Block()]).eval()
+
+    class Stack(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = layers
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    stack = Stack()
+    compiled = ember.compile(stack, backend=backend)
+    _matches_eager(stack, compiled, x)
+    layers.insert(0, torch.nn.Tanh())
+    _matches_eager(stack, compiled, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_requires_grad_changed_recompiles(backend):
+    model, compiled, x = _compiled(backend)
+    model.requires_grad_(False)
+    _matches_eager(model, compiled, x)
+    model[1].fc.weight.requires_grad_(True)
+    _matches_eager(model, compiled, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forward_replaced_on_a_submodule_recompiles(backend):
+    model, compiled, x = _compiled(backend)
+    model[1].forward = lambda x: x - 100
+    _matches_eager(model, compiled, x)
+    del model[1].forward
+    _matches_eager(model, compiled, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_method_monkeypatched_on_a_class_recompiles(backend):
+    class Local(Block):
+        pass
+
+    model = torch.nn.Sequential(Block(), Local()).eval()
+    compiled = ember.compile(model, backend=backend)
+    x = torch.randn(3, 4)
+    _matches_eager(model, compiled, x)
+    Local.forward = lambda self, x: x * 3
+    _matches_eager(model, compiled, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_module_attribute_changed_recompiles(backend):
+    model, compiled, x = _compiled(backend)
+    model[2].scale = 5.0
+    _matches_eager(model, compiled, x)
+    model[0].norm.eps = 0.5
+    _matches_eager(model, compiled, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dtype_changed_by_module_to_recompiles(backend):
+    model, compiled, x = _compiled(backend)
+    model.double()
+    assert_close(compiled(x.double()), model(x.double()))
+    model.float()
+    _matches_eager(model, compiled, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parameters_swapped_by_functional_call_are_checked(backend):
+    model, compiled, x = _compiled(backend)
+    weights = {"3.weight": torch.randn(2, 4), "3.bias": torch.randn(2)}
+    expected = torch.func.functional_call(model, weights, (x,))
+    assert_close(torch.func.functional_call(compiled, weights, (x,)), expected)
+    resized = {"3.weight": torch.randn(5, 4), "3.bias": torch.randn(5)}
+    expected = torch.func.functional_call(model, resized, (x,))
+    assert_close(torch.func.functional_call(compiled, resized, (x,)), expected)
+    _matches_eager(model, compiled, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parameter_and_buffer_registered_recompiles(backend):
+    model, compiled, x = _compiled(backend)
+    model[1].norm.register_buffer("running_mean", torch.full((4,), 3.0))
+    _matches_eager(model, compiled, x)
+    model[1].fc.register_parameter("bias", torch.nn.Parameter(torch.full((4,), 2.0)))
+    _matches_eager(model, compiled, x)
+
+
+def test_parameters_updated_in_place_keep_one_entry():
+    model = _model()
+    compiled = ember.compile(model, backend="eager")
+    x = torch.randn(3, 4)
+    for _ in range(3):
+        assert_close(compiled(x), model(x))
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(0.1)
+    runner = compiled.__dict__["_ember_compiled"]
+    assert len(runner.entries) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_writes_that_bypass_module_setattr_recompile(backend):
+    model, compiled, x = _compiled(backend)
+    object.__setattr__(model[1].norm, "training", True)
+    _matches_eager(model, compiled, x)
+    object.__setattr__(model[1].norm, "training", False)
+    vars(model[2])["forward"] = lambda x: x * 0 + 7
+    _matches_eager(model, compiled, x)
+    del vars(model[2])["forward"]
+    model._modules["0"] = torch.nn.Tanh()
+    _matches_eager(model, compiled, x)
