@@ -7,7 +7,8 @@ import re
 
 import pytest
 import torch
-from graph_helpers import check, trace
+from graph_helpers import check, decompositions, trace
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from inductor_codegen import compile_graph
 from inductor_codegen.errors import InductorError
@@ -70,3 +71,23 @@ def test_tuple_results_nobody_reads_take_the_size_aten_gives():
 def test_an_aten_result_of_another_size_than_traced_is_an_error():
     with pytest.raises(InductorError, match="returned size"):
         ensure_layout(torch.ones(1), (5,), (1,))  # a copy would broadcast: never silent
+
+
+def _attention_of_a_computed_query(x, k, v):
+    q = x.transpose(1, 2) * 2  # traced (batch, seq, heads, dim) transposed, as a RoPE'd query
+    out = aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v, 0.0, True, scale=0.125)
+    return out[0].transpose(1, 2).reshape(2, 64, 128) + 1
+
+
+def test_flash_attention_query_is_stored_as_its_output_is_traced():
+    """CPU flash attention lays its output out like the query: a computed query stored in
+    the traced output's order gives the traced layout back, with no copy after the call."""
+    args = [torch.randn(2, 64, 4, 32), torch.randn(2, 4, 64, 32), torch.randn(2, 4, 64, 32)]
+    gm = make_fx(
+        _attention_of_a_computed_query, decomposition_table=decompositions(), tracing_mode="fake"
+    )(*args)
+    compiled = compile_graph(gm, list(args))
+    torch.testing.assert_close(compiled(*args), _attention_of_a_computed_query(*args))
+    with torch.profiler.profile() as profile:
+        compiled(*args)
+    assert "aten::copy_" not in {event.key for event in profile.key_averages()}
