@@ -91,3 +91,31 @@ def test_flash_attention_query_is_stored_as_its_output_is_traced():
     with torch.profiler.profile() as profile:
         compiled(*args)
     assert "aten::copy_" not in {event.key for event in profile.key_averages()}
+
+
+def _attention_returning_its_query(x, k, v):
+    q = (x.transpose(1, 2) * 2).sin()  # read twice: by the attention and as an output
+    out = aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v, 0.0, True, scale=0.125)
+    return out[0].transpose(1, 2).reshape(2, 64, 128) + 1, q
+
+
+def test_a_returned_value_read_twice_is_stored_once_in_its_returned_layout():
+    """A query saved for the backward pass is stored once, as it is returned: the
+    attention reads that buffer and gives its output in the traced layout (no copy)."""
+    args = [torch.randn(2, 64, 4, 32), torch.randn(2, 4, 64, 32), torch.randn(2, 4, 64, 32)]
+    gm = make_fx(
+        _attention_returning_its_query, decomposition_table=decompositions(), tracing_mode="fake"
+    )(*args)
+    compiled = compile_graph(gm, list(args))
+    out, q = compiled(*args)
+    torch.testing.assert_close((out, q), _attention_returning_its_query(*args))
+    assert q.stride() == (8192, 32, 128, 1)
+    with torch.profiler.profile() as profile:
+        compiled(*args)
+    assert "aten::copy_" not in {event.key for event in profile.key_averages()}
+    wrapper = open(compiled.wrapper_path).read()
+    assert (
+        wrapper.count("empty_strided((2, 64, 4, 32)")
+        + wrapper.count("empty_strided((2, 4, 64, 32)")
+        <= 1
+    ), wrapper

@@ -347,10 +347,13 @@ class GraphLowering:
         if not isinstance(value, TensorValue) or value.view is not None or not node.users:
             return value  # a value nothing reads (max pooling's unused indices) is never computed
         size = inline_size(value)
-        if size > MAX_INLINE_SIZE:
-            return self.realize(value)
-        if readers(node) > 1 and (size > MAX_SHARED_INLINE_SIZE or _has_expensive_op(value)):
-            return self.realize(value)
+        if size > MAX_INLINE_SIZE or (
+            readers(node) > 1 and (size > MAX_SHARED_INLINE_SIZE or _has_expensive_op(value))
+        ):
+            # A value the graph also returns is stored once, in the layout it is returned
+            # in (a RoPE'd query saved for the backward pass, laid out as eager's view).
+            returned = any(user.op == "output" for user in node.users)
+            return self.realize(value, layout_hint=meta_layout(node) if returned else None)
         return value
 
     # -------------------------------------------------------------- buffers
