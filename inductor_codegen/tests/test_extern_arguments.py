@@ -119,3 +119,19 @@ def test_a_returned_value_read_twice_is_stored_once_in_its_returned_layout():
         + wrapper.count("empty_strided((2, 4, 64, 32)")
         <= 1
     ), wrapper
+
+
+def _gradient_read_as_is_and_transposed(g, a, w):
+    h = g * a + 1  # cheap: no reason to store it but the two products
+    return h @ w, h.t() @ a
+
+
+def test_a_value_two_matrix_products_read_is_stored_once():
+    """A gradient the backward pass multiplies as is and transposed is one buffer that
+    both products read (the transposed one through a view), not two copies."""
+    g, a, w = torch.randn(128, 96), torch.randn(128, 96), torch.randn(96, 64)
+    compiled = check(_gradient_read_as_is_and_transposed, g, a, w)
+    wrapper = open(compiled.wrapper_path).read()
+    products = re.findall(r"= torch_mm\((.*)\)", wrapper)
+    assert len(products) == 2, wrapper
+    assert len({name for call in products for name in re.findall(r"buf\d+", call)}) == 1, wrapper

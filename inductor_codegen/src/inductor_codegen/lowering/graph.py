@@ -347,8 +347,12 @@ class GraphLowering:
         if not isinstance(value, TensorValue) or value.view is not None or not node.users:
             return value  # a value nothing reads (max pooling's unused indices) is never computed
         size = inline_size(value)
-        if size > MAX_INLINE_SIZE or (
-            readers(node) > 1 and (size > MAX_SHARED_INLINE_SIZE or _has_expensive_op(value))
+        if (
+            size > MAX_INLINE_SIZE
+            or (readers(node) > 1 and (size > MAX_SHARED_INLINE_SIZE or _has_expensive_op(value)))
+            # Each matrix product stores its operands: two of them (a gradient read
+            # as is and transposed) would store two copies of one value.
+            or _matrix_product_readers(node) > 1
         ):
             # A value the graph also returns is stored once, in the layout it is returned
             # in (a RoPE'd query saved for the backward pass, laid out as eager's view).
@@ -699,6 +703,25 @@ def _has_expensive_op(value: TensorValue) -> bool:
                 return True
             stack.extend(expr.args)
     return False
+
+
+def _matrix_product_readers(node: torch.fx.Node) -> int:
+    """How many matrix products (ANY_ORDER_OPERANDS) read `node`, directly or through
+    views of it."""
+    count = 0
+    for user in node.users:
+        if user.target in ANY_ORDER_OPERANDS:
+            count += 1
+        elif _returns_a_view(user):
+            count += _matrix_product_readers(user)
+    return count
+
+
+def _returns_a_view(node: torch.fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    if node.op != "call_function" or schema is None:
+        return False
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
 
 
 def inline_size(value: TensorValue) -> int:
