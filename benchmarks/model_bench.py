@@ -121,7 +121,10 @@ def accuracy_errors(measured, reference, training: bool) -> dict:
 def float64_reference(case, training: bool):
     """The float64 eager measurement of a case (a float64 copy of the model and inputs)."""
     model = copy.deepcopy(case.model).double()
-    inputs = tuple(x.double() if x.is_floating_point() else x for x in case.inputs)
+    inputs = tuple(
+        x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+        for x in case.inputs
+    )
     return measure(step_fn(model, inputs, case.loss, training), model, training)
 
 

@@ -77,3 +77,24 @@ def test_gpu_policy_keeps_a_cast_out_of_an_unrelated_reduction_kernel():
     assert _kernel_count(fn, *args, policy=GPU_FUSION_POLICY) == 2
     # a CPU kernel's threads split the outer loop whatever runs inside: one kernel there
     assert _kernel_count(fn, *args, policy=CPU_FUSION_POLICY) == 1
+
+
+def test_a_column_sum_stays_out_of_a_row_kernel_of_equal_size():
+    # as many rows as columns (a layer norm's backward over 128 tokens of width 128):
+    # the weight gradient, a sum over rows, keeps a tiled kernel of its own
+    def fn(x, g, w):
+        row = (x * w).sum(-1, keepdim=True)
+        return x * w * 128 - row, (g * x).sum(0)
+
+    x, g, w = torch.randn(128, 128), torch.randn(128, 128), torch.randn(128)
+    compiled = check(fn, x, g, w)
+    assert compiled.kernel_count == 2
+    kernels = "\n".join(a.text for a in compiled.artifacts if a.name == "codegen")
+    assert "x0_tile" in kernels, kernels
+    without = dataclasses.replace(
+        CPU_FUSION_POLICY,
+        horizontal_rules=tuple(
+            r for r in CPU_FUSION_POLICY.horizontal_rules if r != "column_reductions_tiled"
+        ),
+    )
+    assert _kernel_count(fn, x, g, w, policy=without) == 1

@@ -44,6 +44,7 @@ __all__ = [
     "CPU_FUSION_POLICY",
     "FusionPolicy",
     "HORIZONTAL_RULES",
+    "is_column_reduction",
     "schedule",
     "squeeze_ranges",
 ]
@@ -235,6 +236,51 @@ def joins_unrelated_reduction(c: Candidate) -> bool:
     return _has_groups(c.draft.plan) and not c.shares_reads and not small_reduction_beside(c)
 
 
+def breaks_a_column_reduction(c: Candidate) -> bool:
+    """A reduction read along columns (a sum over rows: a layer norm's weight gradient,
+    a bias gradient) keeps a kernel where C++ reads it row by row over a tile of
+    outputs, in memory order. Joined to a kernel over as many rows (the token count
+    equal to the hidden size) it would stride through memory for every output.
+
+    (tests/test_scheduler_policy.py::test_a_column_sum_stays_out_of_a_row_kernel_of_equal_size)
+    """
+    if is_column_reduction(c.plan, [*c.draft.bufs, c.buf]):
+        return False
+    return is_column_reduction(c.alone, [c.buf]) or is_column_reduction(c.draft.plan, c.draft.bufs)
+
+
+def is_column_reduction(plan, bufs: list[ComputedBuffer]) -> bool:
+    """Whether `plan` is one reduction loop group followed by outer-level nodes only,
+    whose reductions read memory along the last outer dim and never along the last
+    reduced dim while moving with the outer loops (a sum over rows).
+
+    Such a kernel reads best in the order r outside, x inside over a tile of
+    accumulators (the C++ generator's tiled reduction); the usual order would stride.
+    A load along r that does not move with x (a per-row statistic) is one value per
+    tile row in that order: it does not stand in the way.
+    """
+    outer, items = plan
+    if not outer or not items or isinstance(items[0], str) or items[0].kind != "reduction":
+        return False
+    if not items[0].ranges or not all(isinstance(item, str) for item in items[1:]):
+        return False
+    xs = outer_vars(len(outer))
+    last_x, last_r = xs[-1], inner_vars("r", len(items[0].ranges))[-1]
+    by_name = {buf.name: buf for buf in bufs}
+    loads = [
+        load
+        for name in items[0].nodes
+        for load in expr_loads(node_body(by_name[name], outer, "r")[0])
+    ]
+    along_x = [load for load in loads if load.index.coeff(last_x) == 1]
+    along_r = [
+        load
+        for load in loads
+        if load.index.coeff(last_r) == 1 and load.index.free_symbols & set(xs)
+    ]
+    return bool(along_x) and not along_r
+
+
 def _has_groups(plan) -> bool:
     return any(isinstance(item, LoopGroup) for item in plan[1])
 
@@ -247,6 +293,10 @@ HORIZONTAL_RULES = {
     "reductions_need_shared_reads": (
         joins_unrelated_reduction,
         "it shares no read with the reduction kernel",
+    ),
+    "column_reductions_tiled": (
+        breaks_a_column_reduction,
+        "a reduction over rows would stride through memory",
     ),
 }
 
@@ -265,7 +315,11 @@ class FusionPolicy:
 
     max_kernel_nodes: int = 48
     search_window: int = 8
-    horizontal_rules: tuple[str, ...] = ("index_divisions", "mixed_strides")
+    horizontal_rules: tuple[str, ...] = (
+        "index_divisions",
+        "mixed_strides",
+        "column_reductions_tiled",
+    )
     small_reduction_elements: int = 1 << 20
 
     def __post_init__(self):

@@ -62,6 +62,16 @@ ANY_ORDER_OPERANDS = frozenset(
 # itself reads its base's storage: see its lowering.)
 STORAGE_ADDRESSING_OPS = frozenset({aten.as_strided_scatter.default})
 
+# ATen kernels that allocate an output like one of their operands (`empty_like`: the
+# operand's stride order): op -> (operand, output). A computed operand is stored in the
+# traced output's stride order, so the result comes back in the layout the kernels were
+# generated for; stored row-major, it would come back row-major and be copied.
+OUTPUT_LIKE_OPERAND = {
+    # CPU flash attention's output follows the query (a RoPE'd query traced as a
+    # transposed (batch, seq, heads, dim) view).
+    aten._scaled_dot_product_flash_attention_for_cpu.default: (0, 0),
+}
+
 SUPPORTED_DTYPES = frozenset(
     {
         torch.float32,
@@ -339,10 +349,17 @@ class GraphLowering:
         if not isinstance(value, TensorValue) or value.view is not None or not node.users:
             return value  # a value nothing reads (max pooling's unused indices) is never computed
         size = inline_size(value)
-        if size > MAX_INLINE_SIZE:
-            return self.realize(value)
-        if readers(node) > 1 and (size > MAX_SHARED_INLINE_SIZE or _has_expensive_op(value)):
-            return self.realize(value)
+        if (
+            size > MAX_INLINE_SIZE
+            or (readers(node) > 1 and (size > MAX_SHARED_INLINE_SIZE or _has_expensive_op(value)))
+            # Each matrix product stores its operands: two of them (a gradient read
+            # as is and transposed) would store two copies of one value.
+            or _matrix_product_readers(node) > 1
+        ):
+            # A value the graph also returns is stored once, in the layout it is returned
+            # in (a RoPE'd query saved for the backward pass, laid out as eager's view).
+            returned = any(user.op == "output" for user in node.users)
+            return self.realize(value, layout_hint=meta_layout(node) if returned else None)
         return value
 
     # -------------------------------------------------------------- buffers
@@ -432,6 +449,8 @@ class GraphLowering:
 
     def extern(self, node, op, args, kwargs, *, is_fallback: bool):
         """Call ATen `op` from the wrapper; its outputs become buffers with meta layouts."""
+        if op in OUTPUT_LIKE_OPERAND:
+            args = self._store_like_output(node, args, *OUTPUT_LIKE_OPERAND[op])
         ext_args = self.extern_arg(tuple(args), op in ANY_ORDER_OPERANDS)
         ext_kwargs = {k: self.extern_arg(v) for k, v in kwargs.items()}
         reads = tuple(
@@ -477,6 +496,27 @@ class GraphLowering:
             f"node {node.name} ({op}) returns {type(val).__name__}; only tensors and tuples "
             "of tensors can come back from an ATen call"
         )
+
+    def _store_like_output(self, node, args, operand: int, output: int) -> tuple:
+        """`args` with a computed `args[operand]` stored in the stride order of `node`'s
+        traced output `output` (for an op that lays that output out like that operand)."""
+        val = node.meta.get("val")
+        value = args[operand] if len(args) > operand else None
+        if not isinstance(value, TensorValue) or value.view is not None:
+            return tuple(args)  # already stored: ensure_layout copies if the result differs
+        if not isinstance(val, (tuple, list)) or not isinstance(val[output], torch.Tensor):
+            return tuple(args)
+        target = val[output]
+        strides = target.stride()
+        if not all(isinstance(s, int) for s in (*strides, *target.shape)):
+            return tuple(args)
+        if tuple(target.shape) != tuple(int(s) for s in value.size):
+            return tuple(args)
+        order = tuple(sorted(range(target.ndim), key=lambda d: (-strides[d], d)))
+        if dense_layout(value.dtype, value.size, order).stride != tuple(strides):
+            return tuple(args)  # not dense: no stride order to follow
+        stored = self.realize(value, order=order)
+        return (*args[:operand], stored, *args[operand + 1 :])
 
     def fallback(self, node, args, kwargs):
         if not isinstance(node.target, torch._ops.OpOverload):
@@ -665,6 +705,25 @@ def _has_expensive_op(value: TensorValue) -> bool:
                 return True
             stack.extend(expr.args)
     return False
+
+
+def _matrix_product_readers(node: torch.fx.Node) -> int:
+    """How many matrix products (ANY_ORDER_OPERANDS) read `node`, directly or through
+    views of it."""
+    count = 0
+    for user in node.users:
+        if user.target in ANY_ORDER_OPERANDS:
+            count += 1
+        elif _returns_a_view(user):
+            count += _matrix_product_readers(user)
+    return count
+
+
+def _returns_a_view(node: torch.fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    if node.op != "call_function" or schema is None:
+        return False
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
 
 
 def inline_size(value: TensorValue) -> int:

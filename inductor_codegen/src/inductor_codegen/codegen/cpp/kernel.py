@@ -37,7 +37,14 @@ from inductor_codegen.ir import (
     expr_loads,
 )
 from inductor_codegen.runtime import DivisorCheck, IndexCheck
-from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
+from inductor_codegen.scheduler import (
+    FusedKernel,
+    LoopGroup,
+    inner_vars,
+    is_column_reduction,
+    node_body,
+    outer_vars,
+)
 from inductor_codegen.symbols import expr_symbols, kernel_size_symbols
 
 __all__ = ["KernelCodegen"]
@@ -515,33 +522,16 @@ class KernelCodegen(KernelPrinter):
     # ---------------------------------------------------------- reductions along outer dims
 
     def _wants_tiling(self) -> bool:
-        """One reduction group whose input is contiguous along the last outer dim, not along r,
-        followed only by nodes at the outer level (a mean's division, a norm's epilogue).
-
-        Then the loop order r-outside, x-inside (over a tile of accumulators)
-        reads memory in order; the usual order would stride through it. (Channels-last
-        data reduced over H and W, an average pool, is such a reduction.)
-        """
+        """A column reduction (`scheduler.is_column_reduction`: one reduction group read
+        along the last outer dim, then outer-level nodes such as a mean's division or a
+        norm's epilogue) runs r outside, x inside over a tile of accumulators, reading
+        memory in order. (Channels-last data reduced over H and W, an average pool, is
+        such a reduction.)"""
         items = self.kernel.items
-        if not items or isinstance(items[0], str) or items[0].kind != "reduction":
+        if not items or isinstance(items[0], str):
             return False
-        if not all(isinstance(item, str) for item in items[1:]):
-            return False
-        if not self.kernel.outer or not items[0].ranges:
-            return False
-        xs = outer_vars(len(self.kernel.outer))
-        last_x = xs[-1]
-        last_r = inner_vars("r", len(items[0].ranges))[-1]
-        loads = []
-        for name in items[0].nodes:
-            loads += expr_loads(node_body(self.buffers[name], self.kernel.outer, "r")[0])
-        along_x = [ld for ld in loads if ld.index.coeff(last_x) == 1]
-        # A load along r that does not move with x (a per-row statistic) is one value
-        # per tile row in the tiled order: it does not stand in the way.
-        along_r = [
-            ld for ld in loads if ld.index.coeff(last_r) == 1 and ld.index.free_symbols & set(xs)
-        ]
-        return bool(along_x) and not along_r
+        plan = (self.kernel.outer, items)
+        return is_column_reduction(plan, [self.buffers[name] for name in items[0].nodes])
 
     def _tiled_reduction_kernel(self) -> list[str]:
         group = self.kernel.items[0]
