@@ -7,9 +7,10 @@ set -u
 out=${1:-$OUT}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export PYTHONPATH=$root/guards/src:$root/dynamo_capture/src:$root/prim_decomp/src:$root/aot_autograd/src:$root/inductor_codegen/src:$root/packages/ember/src:${PYTHONPATH:-}
+jobs=${JOBS:-$(($(nproc --all) - 1))}  # before OMP_NUM_THREADS, which nproc honours
 export OMP_NUM_THREADS=1 EMBER_CACHE_DIR=${EMBER_CACHE_DIR:-/tmp/ember-fuzz-cache}
 cd "$root"
-count=${COUNT:-2000} seconds=${SECONDS_FRESH:-240} jobs=${JOBS:-$(($(nproc) - 1))}
+count=${COUNT:-2000} seconds=${SECONDS_FRESH:-240}
 per=$(((count + jobs - 1) / jobs))
 fresh=$(date +%s)
 for ((j = 0; j < jobs; j++)); do

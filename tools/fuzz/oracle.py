@@ -132,7 +132,8 @@ def loss_of(outputs: list) -> torch.Tensor | None:
     total = None
     for out in outputs:
         if isinstance(out, torch.Tensor) and out.requires_grad and out.is_floating_point():
-            weights = torch.linspace(-1, 1, out.numel(), dtype=torch.float64).reshape(out.shape)
+            weights = torch.linspace(-1, 1, out.numel(), dtype=torch.float64, device=out.device)
+            weights = weights.reshape(out.shape)
             term = (out.double() * weights).sum()
             total = term if total is None else total + term
     return total
