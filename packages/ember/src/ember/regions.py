@@ -43,6 +43,7 @@ import torch
 import torch.fx
 
 from dynamo_capture.calls import MODULE_CALLS
+from ember.artifacts import BackendRecord, PiecesRecord
 from guards import artifact_logger
 
 __all__ = ["MIN_REGION_OPS", "Piece", "plan_pieces", "regional"]
@@ -335,7 +336,15 @@ def regional(compile_graph: Callable[..., Any]) -> Callable[..., Any]:
             "%s: %d pieces, %d compiled; repeated calls: %s",
             type(gm).__name__, len(pieces), len(by_signature), ", ".join(regions),
         )  # fmt: skip
-        return chain(gm, pieces, compiled).forward
+        forward = chain(gm, pieces, compiled).forward
+
+        def run(*args: Any) -> Any:
+            return forward(*args)
+
+        records = [getattr(f, "stage_artifacts", None) for f in by_signature.values()]
+        records = [record for record in records if isinstance(record, BackendRecord)]
+        run.stage_artifacts = PiecesRecord(records)  # type: ignore[attr-defined]
+        return run
 
     backend.__name__ = backend.__qualname__ = compile_graph.__name__
     backend.__doc__ = compile_graph.__doc__
