@@ -220,3 +220,67 @@ def test_gpt2_blocks_compiled_once_match_eager():
     torch.testing.assert_close(out, expected)
     for name, parameter in model.named_parameters():
         torch.testing.assert_close(grads[name], parameter.grad, msg=name)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (Triton kernels)")
+def test_regional_blocks_on_gpu_match_eager():
+    torch.manual_seed(0)
+    model = Stack(depth=4).cuda()
+    x = torch.randn(4, 8, device="cuda")
+    compiled = ember.compile(model)
+    out = compiled(x)
+    out.square().sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    expected = model(x)
+    expected.square().sum().backward()
+    torch.testing.assert_close(out, expected)
+    for got, parameter in zip(grads, model.parameters(), strict=True):
+        torch.testing.assert_close(got, parameter.grad)
+    assert "triton" in ember.last_artifacts(compiled).parts[0].kernels
+
+
+class NormBlock(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(width, width, 3, padding=1)
+        self.norm = nn.BatchNorm1d(width)
+        self.conv2 = nn.Conv1d(width, width, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.norm(self.conv(x)))
+        h = self.conv2(h).sigmoid() * h + h.mean(dim=-1, keepdim=True)
+        return x + torch.tanh(h) - 0.5 * torch.sin(h)
+
+
+class NormStack(nn.Module):
+    def __init__(self, depth: int = 3, width: int = 6) -> None:
+        super().__init__()
+        self.stem = nn.Conv1d(width, width, 1)
+        self.layers = nn.ModuleList(NormBlock(width) for _ in range(depth))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_regional_blocks_update_their_own_batch_norm_statistics():
+    torch.manual_seed(0)
+    model = NormStack()
+    reference = NormStack()
+    reference.load_state_dict(model.state_dict())
+    compiled = ember.compile(model)
+    for _ in range(2):
+        x = torch.randn(4, 6, 10)
+        compiled(x).sum().backward()
+        reference(x).sum().backward()
+    ((gm, examples),) = _captured(NormStack(), torch.randn(4, 6, 10))
+    assert len([piece for piece in plan_pieces(gm, examples) if piece.region]) == 3
+    for (name, got), expected in zip(
+        model.state_dict().items(), reference.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(got, expected, msg=name)
+    for got, expected in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(got.grad, expected.grad)

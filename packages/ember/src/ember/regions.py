@@ -22,8 +22,9 @@ differ, so they are not merged. The outermost level with repeated calls is used;
 a call of fewer than `MIN_REGION_OPS` operations is not worth a piece of its own.
 
 The whole graph is compiled as before when nothing repeats, when the graph switches
-grad mode or autocast, or when it writes to a tensor in place (a piece's inputs may
-alias in ways its own compile cannot see). `options={"regional": False}` always
+grad mode or autocast, or when it writes in place to a tensor other than an input of
+its own that shares memory with no other input (such as a BatchNorm's counter): a
+piece's inputs may alias in ways its own compile cannot see. `options={"regional": False}` always
 compiles the whole graph (one piece: fusion across block boundaries, longer
 compiles).
 """
@@ -116,6 +117,8 @@ def _writes_in_place(node: torch.fx.Node) -> bool:
     name = _name(node.target)
     if name.endswith("_") and not name.endswith("__"):
         return True
+    if name in ("__setitem__", "__delitem__") or (name.startswith("__i") and name.endswith("__")):
+        return True  # x[i] = y, x += y
     if node.target in _IN_PLACE_OPERATORS or "out" in node.kwargs:
         return True
     if node.kwargs.get("inplace") is True:
@@ -131,12 +134,37 @@ def _writes_in_place(node: torch.fx.Node) -> bool:
     return False
 
 
-def _why_whole(gm: torch.fx.GraphModule) -> str | None:
-    """Why the graph must be compiled whole (None: it may be cut)."""
+def _separate_inputs(gm: torch.fx.GraphModule, example_inputs: list | None) -> set:
+    """The graph's tensor inputs that share memory with no other input (by their examples)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if example_inputs is None or len(example_inputs) != len(placeholders):
+        return set()
+    owners: dict[int, list[torch.fx.Node]] = collections.defaultdict(list)
+    for node, example in zip(placeholders, example_inputs, strict=True):
+        if not isinstance(example, torch.Tensor) or type(example) is not torch.Tensor:
+            if type(example) is not torch.nn.Parameter:
+                continue
+        try:
+            pointer = example.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError):
+            continue
+        if pointer:
+            owners[pointer].append(node)
+    return {nodes[0] for nodes in owners.values() if len(nodes) == 1}
+
+
+def _why_whole(gm: torch.fx.GraphModule, example_inputs: list | None) -> str | None:
+    """Why the graph must be compiled whole (None: it may be cut).
+
+    A piece that writes in place to one of its inputs is cut only where that input is
+    an input of the whole graph sharing memory with no other (a module's buffer): the
+    piece's own compile cannot see other inputs aliasing it.
+    """
+    separate = _separate_inputs(gm, example_inputs)
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target in _MODE_SWITCHES:
             return "it switches grad mode or autocast"
-        if _writes_in_place(node):
+        if _writes_in_place(node) and not (node.args and node.args[0] in separate):
             return f"it writes to a tensor in place ({node.format_node()})"
         if node.op == "call_module":
             return "it calls a submodule"
@@ -254,9 +282,9 @@ def _regions(gm: torch.fx.GraphModule, compute: list[torch.fx.Node]) -> list[Pie
     return sorted(regions, key=lambda piece: position[piece.nodes[0]])
 
 
-def plan_pieces(gm: torch.fx.GraphModule) -> list[Piece] | None:
+def plan_pieces(gm: torch.fx.GraphModule, example_inputs: list | None = None) -> list[Piece] | None:
     """The graph cut at its repeated module calls; None where it is compiled whole."""
-    why = _why_whole(gm)
+    why = _why_whole(gm, example_inputs)
     if why is not None:
         _log.debug("%s compiled whole: %s", type(gm).__name__, why)
         return None
@@ -319,7 +347,7 @@ def regional(compile_graph: Callable[..., Any]) -> Callable[..., Any]:
     calls once (see the module docstring); other graphs go to it whole."""
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
-        pieces = plan_pieces(gm)
+        pieces = plan_pieces(gm, example_inputs)
         if pieces is None:
             return compile_graph(gm, example_inputs)
         by_signature: dict[str, Any] = {}
