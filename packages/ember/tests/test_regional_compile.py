@@ -284,3 +284,32 @@ def test_regional_blocks_update_their_own_batch_norm_statistics():
         torch.testing.assert_close(got, expected, msg=name)
     for got, expected in zip(model.parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(got.grad, expected.grad)
+
+
+def test_regional_pieces_warm_start_bit_for_bit(tmp_path, monkeypatch):
+    from ember import warm_cache
+
+    monkeypatch.setenv("EMBER_WARM_START", "1")
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("EMBER_REMOTE_CACHE", raising=False)
+    warm_cache.STATS.clear()
+    torch.manual_seed(0)
+    model = Stack(depth=4)
+    x = torch.randn(4, 8)
+
+    def step():
+        ember.reset()
+        model.zero_grad()
+        out = ember.compile(model)(x)
+        out.sin().sum().backward()
+        return [out.detach().clone()] + [p.grad.clone() for p in model.parameters()]
+
+    try:
+        cold = step()
+        assert (warm_cache.STATS["hits"], warm_cache.STATS["stored"]) == (0, 3)
+        again = step()
+        assert (warm_cache.STATS["hits"], warm_cache.STATS["stored"]) == (3, 3)
+    finally:
+        ember.reset()
+    assert all(torch.equal(a, b) for a, b in zip(cold, again, strict=True))
+    torch.testing.assert_close(again[0], model(x))

@@ -350,12 +350,17 @@ def regional(compile_graph: Callable[..., Any]) -> Callable[..., Any]:
         pieces = plan_pieces(gm, example_inputs)
         if pieces is None:
             return compile_graph(gm, example_inputs)
+        # A piece's example inputs: the graph's own where it takes them (real tensors:
+        # their memory sharing is known, so warm start may store the piece), the
+        # recorded fake values of the others.
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        given = dict(zip(placeholders, example_inputs, strict=False))
         by_signature: dict[str, Any] = {}
         compiled = []
         for piece in pieces:
             function = by_signature.get(piece.signature)
             if function is None:
-                examples = [used.meta.get("val") for used in piece.inputs]
+                examples = [given.get(used, used.meta.get("val")) for used in piece.inputs]
                 function = compile_graph(piece.graph, examples)
                 by_signature[piece.signature] = function
             compiled.append(function)

@@ -58,6 +58,7 @@ import torch
 
 from guards import artifact_enabled, artifact_logger
 from guards.cache_root import cache_folder, discard, load_record, payload_digest, store_record
+from guards.fake_tensor import FakeTensor
 
 __all__ = ["STATS", "WarmStartCache", "graph_key", "warm_start_cache"]
 
@@ -129,7 +130,10 @@ def _check_printed(value: Any) -> None:
 
 
 def _tensor_metadata(t: torch.Tensor) -> list:
-    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+    # A FakeTensor example stands for a plain tensor made by the compiled code before
+    # it (an input of a piece cut out of a larger graph: ember.regions); its metadata
+    # is all the compile read of it.
+    if type(t) not in (torch.Tensor, torch.nn.Parameter, FakeTensor):
         raise NotStorable(f"a {type(t).__name__} (a tensor subclass)")
     if any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride())):
         raise NotStorable("symbolic sizes")
