@@ -313,3 +313,56 @@ def test_regional_pieces_warm_start_bit_for_bit(tmp_path, monkeypatch):
         ember.reset()
     assert all(torch.equal(a, b) for a, b in zip(cold, again, strict=True))
     torch.testing.assert_close(again[0], model(x))
+
+
+TRITON_PIECES = """
+import os, sys
+sys.path.insert(0, {tests!r})
+import torch, ember
+from aot_autograd import aot_graph
+from inductor_codegen import compile_graph
+from prim_decomp import inductor_default
+from ember.regions import regional
+from test_regional_compile import Stack, _captured
+torch.manual_seed(0)
+model, x = Stack(depth=3), torch.randn(4, 8)
+((gm, examples),) = _captured(model, x)
+compiled, kernels = [], []
+def triton(graph, inputs):
+    compiled.append(graph)
+    def part(g, i):
+        made = compile_graph(g, i, options={{"device_codegen": "triton"}})
+        kernels.extend(a.text for a in made.artifacts if a.name == "codegen")
+        return made
+    return aot_graph(graph, inputs, fw_compiler=part, bw_compiler=part,
+                     inference_compiler=part, decompositions=inductor_default)
+out = regional(triton)(gm, examples)(*examples)[0]
+out.square().sum().backward()
+grads = [p.grad.clone() for p in model.parameters()]
+model.zero_grad()
+expected = model(x)
+expected.square().sum().backward()
+torch.testing.assert_close(out, expected)
+for got, parameter in zip(grads, model.parameters()):
+    torch.testing.assert_close(got, parameter.grad)
+assert len(compiled) == 3, len(compiled)
+assert any("@triton.jit" in text for text in kernels), kernels
+"""
+
+
+def test_regional_pieces_compiled_to_triton_match_eager():
+    """The Triton path (TRITON_INTERPRET=1 on the CPU), in a process of its own: Triton
+    reads the variable when it is first imported."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("triton")
+    tests = Path(__file__).resolve().parent
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run(
+        [sys.executable, "-c", TRITON_PIECES.format(tests=str(tests))],
+        env=env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
