@@ -30,7 +30,10 @@ checked live, and what capture read (globals, closure values, config) is in the
 graph it hands over, so it is in the key. A graph that cannot be named across
 processes is not stored and compiles as before: symbolic sizes, a custom
 decomposition table, a function without a module and name, a submodule call,
-a non-tensor attribute, a tensor subclass, a graph run by Triton or eagerly.
+a non-tensor attribute, a tensor subclass, a graph run by Triton or eagerly. Each
+distinct piece of a graph cut at repeated blocks (`ember.regions`) is an entry of
+its own; its inputs that earlier pieces make are FakeTensor examples, keyed by their
+metadata like any input.
 
 Files: `<cache root>/warm/<key[:2]>/<key>.json`, written atomically with a checksum
 (`guards.cache_root`); a faulty one is removed with one warning and compiled again.
