@@ -366,3 +366,21 @@ def test_regional_pieces_compiled_to_triton_match_eager():
         env=env, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_a_piece_that_does_not_compile_falls_back_to_the_whole_graph():
+    torch.manual_seed(0)
+    model = Stack(depth=3)
+    x = torch.randn(4, 8)
+    ((gm, examples),) = _captured(model, x)
+    calls = []
+
+    def picky(graph, inputs):
+        calls.append(graph)
+        if graph is not gm:
+            raise RuntimeError("pieces are not supported here")
+        return graph.forward
+
+    run = regional(picky)(gm, examples)
+    assert calls[-1] is gm
+    torch.testing.assert_close(run(*examples)[0], model(x))

@@ -357,13 +357,20 @@ def regional(compile_graph: Callable[..., Any]) -> Callable[..., Any]:
         given = dict(zip(placeholders, example_inputs, strict=False))
         by_signature: dict[str, Any] = {}
         compiled = []
-        for piece in pieces:
-            function = by_signature.get(piece.signature)
-            if function is None:
-                examples = [given.get(used, used.meta.get("val")) for used in piece.inputs]
-                function = compile_graph(piece.graph, examples)
-                by_signature[piece.signature] = function
-            compiled.append(function)
+        try:
+            for piece in pieces:
+                function = by_signature.get(piece.signature)
+                if function is None:
+                    examples = [given.get(used, used.meta.get("val")) for used in piece.inputs]
+                    function = compile_graph(piece.graph, examples)
+                    by_signature[piece.signature] = function
+                compiled.append(function)
+        except Exception as error:  # noqa: BLE001 - the whole graph is always an option
+            _log.info(
+                "%s compiled whole: a piece did not compile (%s: %s)",
+                type(gm).__name__, type(error).__name__, error,
+            )  # fmt: skip
+            return compile_graph(gm, example_inputs)
         regions = [piece.region for piece in pieces if piece.region]
         _log.info(
             "%s: %d pieces, %d compiled; repeated calls: %s",
