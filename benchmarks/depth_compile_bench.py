@@ -3,8 +3,9 @@
     python benchmarks/depth_compile_bench.py                       # training step, CPU
     python benchmarks/depth_compile_bench.py --depths 2 24 --repeat 3 --inference
 
-Each row runs in a fresh process with empty caches (ember's and torch's): "compile s"
-is the first call (capture, compile, run; forward and backward for a training step)
+Each run is a fresh process with empty caches (ember's and torch's), the rows taking
+turns round by round; the table gives the median and the least of `--repeat` runs
+(the least is the steadiest on a shared machine). "compile s" is the first call (capture, compile, run; forward and backward for a training step)
 less one eager step; "step ms" is the median of 30 later calls (eager: of 10), on one
 CPU thread by default (steady on a shared machine); for ember, "step / whole-graph
 step" times the whole-graph compile in the same process, in turns. Compilers:
@@ -122,25 +123,31 @@ def main() -> None:
     train = not args.inference
     print(f"GPT-2, width {args.width}, {'training step' if train else 'inference'}, "
           f"{args.threads} thread(s), median of {args.repeat} fresh processes")  # fmt: skip
-    print("| compiler | layers | compile s | vs first depth | step ms | eager step ms "
-          "| step / whole-graph step |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+    print("| compiler | layers | compile s (median) | compile s (min) | vs first depth (min) "
+          "| step ms | eager step ms | step / whole-graph step |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    # Rounds outermost: each round runs every row once, so a shared machine's drifting
+    # load falls on every row alike.
+    rows: dict[tuple[str, int], list[dict]] = {}
+    for _ in range(args.repeat):
+        for compiler in args.compilers:
+            for depth in args.depths:
+                result = child(compiler, depth, train, args.width, args.threads)
+                rows.setdefault((compiler, depth), []).append(result)
     for compiler in args.compilers:
         base = None
         for depth in args.depths:
-            rows = [
-                child(compiler, depth, train, args.width, args.threads) for _ in range(args.repeat)
-            ]
-            compile_s = statistics.median(r["compile"] for r in rows)
-            step_ms = statistics.median(r["step"] for r in rows) * 1000
-            eager_ms = statistics.median(r["eager"] for r in rows) * 1000
+            done = rows[(compiler, depth)]
+            median = statistics.median(r["compile"] for r in done)
+            least = min(r["compile"] for r in done)
+            step_ms = statistics.median(r["step"] for r in done) * 1000
+            eager_ms = statistics.median(r["eager"] for r in done) * 1000
             beside = ""
-            if rows[0]["whole"] is not None:
-                ratio = statistics.median(r["step"] / r["whole"] for r in rows)
-                beside = f"{ratio:.3f}"
-            base = compile_s if base is None else base
-            print(f"| {compiler} | {depth} | {compile_s:.2f} | {compile_s / base:.2f}x | "
-                  f"{step_ms:.2f} | {eager_ms:.2f} | {beside} |", flush=True)  # fmt: skip
+            if done[0]["whole"] is not None:
+                beside = f"{statistics.median(r['step'] / r['whole'] for r in done):.3f}"
+            base = least if base is None else base
+            print(f"| {compiler} | {depth} | {median:.2f} | {least:.2f} | {least / base:.2f}x "
+                  f"| {step_ms:.2f} | {eager_ms:.2f} | {beside} |", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -89,9 +89,13 @@ class Piece:
     nodes: tuple[torch.fx.Node, ...]
     inputs: tuple[torch.fx.Node, ...]
     outputs: tuple[torch.fx.Node, ...]
-    graph: torch.fx.GraphModule
+    graph: torch.fx.Graph
     signature: str
     region: str  # the module call it is cut at ("" between regions)
+
+    def module(self, root: torch.nn.Module) -> torch.fx.GraphModule:
+        """The piece as a graph module (made only for the pieces compiled)."""
+        return torch.fx.GraphModule(root, self.graph, class_name="region_graph")
 
 
 # ----------------------------------------------------------------- what may be cut
@@ -209,9 +213,7 @@ def _identities(value: Any, found: list) -> None:
         found.append(id(value))
 
 
-def cut_piece(
-    gm: torch.fx.GraphModule, nodes: list[torch.fx.Node], inside: set[torch.fx.Node], region: str
-) -> Piece:
+def cut_piece(nodes: list[torch.fx.Node], inside: set[torch.fx.Node], region: str) -> Piece:
     """`nodes` (consecutive, `inside` as a set) as a graph with canonical names."""
     inputs: list[torch.fx.Node] = []
     for node in nodes:
@@ -234,10 +236,10 @@ def cut_piece(
         identities.append(id(node.target) if node.op == "call_function" else node.target)
         _identities((node.args, node.kwargs), identities)
     graph.output(tuple(local[node] for node in outputs))
-    piece_module = torch.fx.GraphModule(gm, graph, class_name="region_graph")
+    code = graph.python_code(root_module="self").src
     described = [_describe_value(used.meta.get("val")) for used in inputs]
-    signature = json.dumps([piece_module.code, identities, described], default=str)
-    return Piece(tuple(nodes), tuple(inputs), tuple(outputs), piece_module, signature, region)
+    signature = json.dumps([code, identities, described], default=str)
+    return Piece(tuple(nodes), tuple(inputs), tuple(outputs), graph, signature, region)
 
 
 def _module_calls(
@@ -255,7 +257,7 @@ def _module_calls(
     return calls
 
 
-def _regions(gm: torch.fx.GraphModule, compute: list[torch.fx.Node]) -> list[Piece]:
+def _regions(compute: list[torch.fx.Node]) -> list[Piece]:
     """The module calls that repeat (the outermost level), cut as pieces."""
     position = {node: index for index, node in enumerate(compute)}
     calls = _module_calls(compute)
@@ -271,7 +273,7 @@ def _regions(gm: torch.fx.GraphModule, compute: list[torch.fx.Node]) -> list[Pie
             if position[nodes[-1]] - position[nodes[0]] + 1 != len(nodes):
                 continue  # not one run of nodes
             tag = stack[-1]
-            piece = cut_piece(gm, nodes, set(nodes), f"{tag[1]} ({tag[2].__qualname__})")
+            piece = cut_piece(nodes, set(nodes), f"{tag[1]} ({tag[2].__qualname__})")
             groups[piece.signature].append(piece)
         for group in groups.values():
             if len(group) < 2:
@@ -289,7 +291,7 @@ def plan_pieces(gm: torch.fx.GraphModule, example_inputs: list | None = None) ->
         _log.debug("%s compiled whole: %s", type(gm).__name__, why)
         return None
     compute = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
-    regions = _regions(gm, compute)
+    regions = _regions(compute)
     if not regions:
         return None
     pieces: list[Piece] = []
@@ -299,12 +301,12 @@ def plan_pieces(gm: torch.fx.GraphModule, example_inputs: list | None = None) ->
         first = position[region.nodes[0]]
         if first > start:
             between = compute[start:first]
-            pieces.append(cut_piece(gm, between, set(between), ""))
+            pieces.append(cut_piece(between, set(between), ""))
         pieces.append(region)
         start = first + len(region.nodes)
     if start < len(compute):
         rest = compute[start:]
-        pieces.append(cut_piece(gm, rest, set(rest), ""))
+        pieces.append(cut_piece(rest, set(rest), ""))
     return pieces
 
 
@@ -362,7 +364,7 @@ def regional(compile_graph: Callable[..., Any]) -> Callable[..., Any]:
                 function = by_signature.get(piece.signature)
                 if function is None:
                     examples = [given.get(used, used.meta.get("val")) for used in piece.inputs]
-                    function = compile_graph(piece.graph, examples)
+                    function = compile_graph(piece.module(gm), examples)
                     by_signature[piece.signature] = function
                 compiled.append(function)
         except Exception as error:  # noqa: BLE001 - the whole graph is always an option
