@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import itertools
 import types
 import weakref
 from collections import OrderedDict
@@ -72,7 +73,7 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["call", "child_translator", "inline_function", "is_made_in_frame"]
+__all__ = ["MODULE_CALLS", "call", "child_translator", "inline_function", "is_made_in_frame"]
 
 _CO_GENERATOR = inspect.CO_GENERATOR
 _nn_call = torch.nn.Module.__call__
@@ -546,13 +547,38 @@ def _hooks_guard(tx: Translator, module_value: PythonValue) -> None:
 def call_module(
     tx: Translator, module_value: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
-    """module(*args, **kwargs): pre-hooks, forward, hooks, as nn.Module.__call__ runs them."""
+    """module(*args, **kwargs): pre-hooks, forward, hooks, as nn.Module.__call__ runs them.
+
+    The graph nodes the call makes are tagged with it (`MODULE_CALLS`), outermost call
+    first, so that a backend can find the calls of identical blocks."""
     module, source = module_value.obj, module_value.source
     guards = tx.ctx.guards
     guards.class_attribute(type(module), "__call__", type(module).__call__)
     if type(module).__call__ is not _nn_call:
         method = type(module).__call__
         return call(tx, PythonValue(method), [module_value, *args], kwargs)
+    graph = tx.ctx.graph
+    last = graph._root.prev  # the graph's last node before the call
+    output = _call_module_hooks_and_forward(tx, module_value, args, kwargs)
+    tag = (next(_module_call_counter), source.name if source else "", type(module))
+    node = last.next
+    while node is not graph._root:
+        node.meta[MODULE_CALLS] = (tag, *node.meta.get(MODULE_CALLS, ()))
+        node = node.next
+    return output
+
+
+# node.meta key: the module calls a node was made in, outermost first, each
+# (call number, the module's source name, the module's class).
+MODULE_CALLS = "module_calls"
+_module_call_counter = itertools.count()
+
+
+def _call_module_hooks_and_forward(
+    tx: Translator, module_value: PythonValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    module, source = module_value.obj, module_value.source
+    guards = tx.ctx.guards
     from dynamo_capture.lazy_modules import initialize_lazy_module
 
     initialize_lazy_module(tx, module_value, args, kwargs)

@@ -108,6 +108,17 @@ class BackendRecord:
         return found
 
 
+class PiecesRecord(BackendRecord):
+    """The records of a graph compiled as pieces (ember.regions), each distinct piece once."""
+
+    def __init__(self, records: list[BackendRecord]) -> None:
+        super().__init__()
+        self.records = records
+
+    def artifacts(self) -> list[StageArtifact]:
+        return [artifact for record in self.records for artifact in record.artifacts()]
+
+
 @dataclass
 class PartArtifacts:
     """The artifacts of one compiled part: capture's, then the backend's."""

@@ -103,7 +103,7 @@ def make_aot_eager(options: Mapping[str, Any]) -> Backend:
         )
         return record.attach(run)
 
-    backend = _takes_torch_symbols(aot_eager)
+    backend = _takes_torch_symbols(_regional(aot_eager, options))
     backend.supports_dynamic_shapes = _aot_supports_dynamic()  # type: ignore[attr-defined]
     return backend
 
@@ -141,9 +141,18 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
     # them; what either cannot do symbolically raises, and capture compiles static.
     from inductor_codegen import SUPPORTS_DYNAMIC_SHAPES as codegen_dynamic
 
-    backend = _takes_torch_symbols(inductor)
+    backend = _takes_torch_symbols(_regional(inductor, options))
     backend.supports_dynamic_shapes = _aot_supports_dynamic() and codegen_dynamic  # type: ignore[attr-defined]
     return backend
+
+
+def _regional(compile_graph: Backend, options: Mapping[str, Any]) -> Backend:
+    """Repeated module calls compiled once (ember.regions), unless `regional` is off."""
+    if options.get("regional", True) is False:
+        return compile_graph
+    from ember.regions import regional
+
+    return regional(compile_graph)
 
 
 def _warm_start_cache(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping) -> Any:

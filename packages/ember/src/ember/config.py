@@ -156,6 +156,15 @@ OPTIONS: dict[str, Option] = {
             _CODEGEN,
         ),
         Option(
+            "regional",
+            bool,
+            True,
+            "compile the calls of identical blocks (a ModuleList of equal layers) once, "
+            "each call running the one compiled block with its own parameters; False "
+            "compiles the whole graph as one (fusion across blocks, longer compiles)",
+            _AOT,
+        ),
+        Option(
             "max_autotune",
             bool,
             False,

@@ -30,7 +30,10 @@ checked live, and what capture read (globals, closure values, config) is in the
 graph it hands over, so it is in the key. A graph that cannot be named across
 processes is not stored and compiles as before: symbolic sizes, a custom
 decomposition table, a function without a module and name, a submodule call,
-a non-tensor attribute, a tensor subclass, a graph run by Triton or eagerly.
+a non-tensor attribute, a tensor subclass, a graph run by Triton or eagerly. Each
+distinct piece of a graph cut at repeated blocks (`ember.regions`) is an entry of
+its own; its inputs that earlier pieces make are FakeTensor examples, keyed by their
+metadata like any input.
 
 Files: `<cache root>/warm/<key[:2]>/<key>.json`, written atomically with a checksum
 (`guards.cache_root`); a faulty one is removed with one warning and compiled again.
@@ -58,6 +61,7 @@ import torch
 
 from guards import artifact_enabled, artifact_logger
 from guards.cache_root import cache_folder, discard, load_record, payload_digest, store_record
+from guards.fake_tensor import FakeTensor
 
 __all__ = ["STATS", "WarmStartCache", "graph_key", "warm_start_cache"]
 
@@ -129,7 +133,10 @@ def _check_printed(value: Any) -> None:
 
 
 def _tensor_metadata(t: torch.Tensor) -> list:
-    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+    # A FakeTensor example stands for a plain tensor made by the compiled code before
+    # it (an input of a piece cut out of a larger graph: ember.regions); its metadata
+    # is all the compile read of it.
+    if type(t) not in (torch.Tensor, torch.nn.Parameter, FakeTensor):
         raise NotStorable(f"a {type(t).__name__} (a tensor subclass)")
     if any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride())):
         raise NotStorable("symbolic sizes")

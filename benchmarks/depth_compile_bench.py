@@ -1,0 +1,154 @@
+"""Cold compile time against depth: GPT-2 (random weights, small width) of 2 to 24 layers.
+
+    python benchmarks/depth_compile_bench.py                       # training step, CPU
+    python benchmarks/depth_compile_bench.py --depths 2 24 --repeat 3 --inference
+
+Each run is a fresh process with empty caches (ember's and torch's), the rows taking
+turns round by round; the table gives the median and the least of `--repeat` runs
+(the least is the steadiest on a shared machine). "compile s" is the first call (capture, compile, run; forward and backward for a training step)
+less one eager step; "step ms" is the median of 30 later calls (eager: of 10), on one
+CPU thread by default (steady on a shared machine); for ember, "step / whole-graph
+step" times the whole-graph compile in the same process, in turns. Compilers:
+- ember: the default, the calls of identical blocks compiled once (ember.regions);
+- ember whole: options={"regional": False}, the whole graph as one;
+- torch: torch.compile (inductor), with nothing marked by hand.
+Every compiled output (and gradient) is checked against eager with assert_close.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ["packages/ember/src", "guards/src", "dynamo_capture/src", "prim_decomp/src"]
+SOURCES += ["aot_autograd/src", "inductor_codegen/src"]
+COMPILERS = ("ember", "ember whole", "torch")
+
+CHILD = """
+import json, statistics, sys, time, warnings
+warnings.filterwarnings("ignore")
+import torch, transformers
+transformers.logging.set_verbosity_error()
+compiler, depth, train, width = {compiler!r}, {depth}, {train}, {width}
+torch.set_num_threads({threads})
+torch.manual_seed(0)
+config = transformers.GPT2Config(
+    n_layer=depth, n_embd=width, n_head=4, n_positions=256, vocab_size=1000,
+    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+)
+model = transformers.GPT2Model(config).train(train)
+ids = torch.randint(0, 1000, (4, 64))
+def step(fn):
+    with torch.set_grad_enabled(train):
+        out = fn(ids).last_hidden_state
+        if train:
+            out.square().mean().backward()
+    return out
+start = time.perf_counter()
+expected = step(model)
+eager = time.perf_counter() - start
+grads = [p.grad.clone() for p in model.parameters()] if train else []
+model.zero_grad()
+if compiler == "torch":
+    compiled = torch.compile(model)
+else:
+    import ember
+    compiled = ember.compile(model, options={{"regional": compiler == "ember"}})
+start = time.perf_counter()
+out = step(compiled)
+first = time.perf_counter() - start
+torch.testing.assert_close(out, expected)
+for grad, parameter in zip(grads, model.parameters()):
+    torch.testing.assert_close(parameter.grad, grad)
+# the whole-graph compile beside it, timed in turns with it (a shared machine drifts)
+whole = None
+if compiler == "ember":
+    whole = ember.compile(model, options={{"regional": False}})
+    step(whole)
+times, whole_times = [], []
+for _ in range(30):
+    start = time.perf_counter()
+    step(compiled)
+    times.append(time.perf_counter() - start)
+    if whole is not None:
+        start = time.perf_counter()
+        step(whole)
+        whole_times.append(time.perf_counter() - start)
+eager_times = []
+for _ in range(10):
+    start = time.perf_counter()
+    step(model)
+    eager_times.append(time.perf_counter() - start)
+print(json.dumps({{"compile": first - eager, "step": statistics.median(times),
+                  "eager": statistics.median(eager_times),
+                  "whole": statistics.median(whole_times) if whole_times else None}}))
+"""
+
+
+def child(compiler: str, depth: int, train: bool, width: int, threads: int) -> dict:
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
+        env["EMBER_CACHE_DIR"] = str(Path(cache) / "ember")
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cache) / "torch")
+        env["TRITON_CACHE_DIR"] = str(Path(cache) / "triton")
+        env["OMP_NUM_THREADS"] = str(threads)
+        code = CHILD.format(
+            compiler=compiler, depth=depth, train=train, width=width, threads=threads
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+        )
+    if done.returncode:
+        raise RuntimeError(f"{compiler} at depth {depth} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--depths", type=int, nargs="+", default=[2, 6, 12, 24])
+    parser.add_argument("--compilers", nargs="+", default=list(COMPILERS), choices=COMPILERS)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--width", type=int, default=64)
+    parser.add_argument("--inference", action="store_true", help="no_grad forward only")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads (1: steady times)")
+    args = parser.parse_args()
+    train = not args.inference
+    print(f"GPT-2, width {args.width}, {'training step' if train else 'inference'}, "
+          f"{args.threads} thread(s), median of {args.repeat} fresh processes")  # fmt: skip
+    print("| compiler | layers | compile s (median) | compile s (min) | vs first depth (min) "
+          "| step ms | eager step ms | step / whole-graph step |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    # Rounds outermost: each round runs every row once, so a shared machine's drifting
+    # load falls on every row alike.
+    rows: dict[tuple[str, int], list[dict]] = {}
+    for _ in range(args.repeat):
+        for compiler in args.compilers:
+            for depth in args.depths:
+                result = child(compiler, depth, train, args.width, args.threads)
+                rows.setdefault((compiler, depth), []).append(result)
+    for compiler in args.compilers:
+        base = None
+        for depth in args.depths:
+            done = rows[(compiler, depth)]
+            median = statistics.median(r["compile"] for r in done)
+            least = min(r["compile"] for r in done)
+            step_ms = statistics.median(r["step"] for r in done) * 1000
+            eager_ms = statistics.median(r["eager"] for r in done) * 1000
+            beside = ""
+            if done[0]["whole"] is not None:
+                beside = f"{statistics.median(r['step'] / r['whole'] for r in done):.3f}"
+            base = least if base is None else base
+            print(f"| {compiler} | {depth} | {median:.2f} | {least:.2f} | {least / base:.2f}x "
+                  f"| {step_ms:.2f} | {eager_ms:.2f} | {beside} |", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,393 @@
+"""Repeated layers compiled once: regional compilation of identical module calls.
+
+A model whose forward loops over identical blocks (GPT-2's `h`, Llama's `layers`,
+BERT's `layer`) is captured as one graph holding N copies of the block. The
+inductor and aot_eager backends cut such a graph at the block calls and compile
+each distinct piece once; every call of a block runs the same compiled piece with
+its own parameters, forward and backward:
+
+    piece 0 (embeddings)    placeholders ... -> hidden
+    piece 1 (block)         hidden, h.0's parameters -> hidden      compiled once,
+    piece 1 (block)         hidden, h.1's parameters -> hidden      run for each block
+    ...
+    piece 2 (final norm)    hidden, ln_f's parameters -> output
+
+Capture tags each node with the module calls it was made in (`MODULE_CALLS`).
+Two calls are the same region when the graphs cut out of them are the same: the
+same code (node by node, with canonical names), the same functions called (by
+identity), the same constants, and inputs of the same kind, dtype, shape, strides,
+device and requires_grad. What differs between blocks in any way the graph shows
+(a hook on one block, an extra attribute read, another shape) makes their graphs
+differ, so they are not merged. The outermost level with repeated calls is used;
+a call of fewer than `MIN_REGION_OPS` operations is not worth a piece of its own.
+
+The whole graph is compiled as before when nothing repeats, when the graph switches
+grad mode or autocast, or when it writes in place to a tensor other than an input of
+its own that shares memory with no other input (such as a BatchNorm's counter): a
+piece's inputs may alias in ways its own compile cannot see. `options={"regional": False}` always
+compiles the whole graph (one piece: fusion across block boundaries, longer
+compiles).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import inspect
+import json
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx
+
+from dynamo_capture.calls import MODULE_CALLS
+from ember.artifacts import BackendRecord, PiecesRecord
+from guards import artifact_logger
+
+__all__ = ["MIN_REGION_OPS", "Piece", "plan_pieces", "regional"]
+
+MIN_REGION_OPS = 10
+_log = artifact_logger("graph_breaks")
+_MODE_SWITCHES = (
+    torch._C._set_grad_enabled,
+    torch.amp.autocast_mode._enter_autocast,
+    torch.amp.autocast_mode._exit_autocast,
+)
+_IN_PLACE_OPERATORS = (
+    operator.setitem,
+    operator.delitem,
+    operator.iadd,
+    operator.isub,
+    operator.imul,
+    operator.itruediv,
+    operator.ifloordiv,
+    operator.imod,
+    operator.ipow,
+    operator.imatmul,
+    operator.iand,
+    operator.ior,
+    operator.ixor,
+    operator.ilshift,
+    operator.irshift,
+)
+# Argument values a graph's code prints as themselves; anything else is named by identity.
+_PRINTED = (type(None), bool, int, float, str, torch.dtype, torch.device, torch.layout)
+_PRINTED += (torch.memory_format, type(Ellipsis))
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A run of consecutive graph nodes cut out as a graph of its own.
+
+    `graph` takes `inputs` (nodes of the whole graph, in order of first use) and
+    returns `outputs`; `signature` is equal for pieces that compute the same thing.
+    """
+
+    nodes: tuple[torch.fx.Node, ...]
+    inputs: tuple[torch.fx.Node, ...]
+    outputs: tuple[torch.fx.Node, ...]
+    graph: torch.fx.Graph
+    signature: str
+    region: str  # the module call it is cut at ("" between regions)
+
+    def module(self, root: torch.nn.Module) -> torch.fx.GraphModule:
+        """The piece as a graph module (made only for the pieces compiled)."""
+        return torch.fx.GraphModule(root, self.graph, class_name="region_graph")
+
+
+# ----------------------------------------------------------------- what may be cut
+
+
+def _name(target: Any) -> str:
+    return target if isinstance(target, str) else getattr(target, "__name__", "")
+
+
+@functools.lru_cache(maxsize=256)
+def _inplace_parameter(target: Any) -> inspect.Signature | None:
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):
+        return None
+    return signature if "inplace" in signature.parameters else None
+
+
+def _writes_in_place(node: torch.fx.Node) -> bool:
+    """The node may write to a tensor it is given (conservatively)."""
+    if node.op not in ("call_function", "call_method"):
+        return False
+    name = _name(node.target)
+    if name.endswith("_") and not name.endswith("__"):
+        return True
+    if name in ("__setitem__", "__delitem__") or (name.startswith("__i") and name.endswith("__")):
+        return True  # x[i] = y, x += y
+    if node.target in _IN_PLACE_OPERATORS or "out" in node.kwargs:
+        return True
+    if node.kwargs.get("inplace") is True:
+        return True
+    if node.op == "call_function" and any(a is True for a in node.args):
+        signature = _inplace_parameter(node.target)
+        if signature is not None:
+            try:
+                bound = signature.bind(*node.args, **node.kwargs)
+            except TypeError:
+                return True
+            return bound.arguments.get("inplace") is True
+    return False
+
+
+def _separate_inputs(gm: torch.fx.GraphModule, example_inputs: list | None) -> set:
+    """The graph's tensor inputs that share memory with no other input (by their examples)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if example_inputs is None or len(example_inputs) != len(placeholders):
+        return set()
+    owners: dict[int, list[torch.fx.Node]] = collections.defaultdict(list)
+    for node, example in zip(placeholders, example_inputs, strict=True):
+        if not isinstance(example, torch.Tensor) or type(example) is not torch.Tensor:
+            if type(example) is not torch.nn.Parameter:
+                continue
+        try:
+            pointer = example.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError):
+            continue
+        if pointer:
+            owners[pointer].append(node)
+    return {nodes[0] for nodes in owners.values() if len(nodes) == 1}
+
+
+def _why_whole(gm: torch.fx.GraphModule, example_inputs: list | None) -> str | None:
+    """Why the graph must be compiled whole (None: it may be cut).
+
+    A piece that writes in place to one of its inputs is cut only where that input is
+    an input of the whole graph sharing memory with no other (a module's buffer): the
+    piece's own compile cannot see other inputs aliasing it.
+    """
+    separate = _separate_inputs(gm, example_inputs)
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in _MODE_SWITCHES:
+            return "it switches grad mode or autocast"
+        if _writes_in_place(node) and not (node.args and node.args[0] in separate):
+            return f"it writes to a tensor in place ({node.format_node()})"
+        if node.op == "call_module":
+            return "it calls a submodule"
+    return None
+
+
+# ----------------------------------------------------------------- cutting
+
+
+def _describe_value(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return [
+            "tensor",
+            str(value.dtype),
+            [str(s) for s in value.shape],
+            [str(s) for s in value.stride()],
+            str(value.storage_offset()),
+            str(value.device),
+            str(value.layout),
+            value.requires_grad,
+            type(value).__name__,
+        ]
+    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+        return [type(value).__name__, str(value)]
+    if isinstance(value, _PRINTED):
+        return [type(value).__name__, repr(value)]
+    return ["object", id(value)]
+
+
+def _identities(value: Any, found: list) -> None:
+    """The identities of the objects a node's arguments hold that its code only names."""
+    if isinstance(value, list | tuple):
+        for item in value:
+            _identities(item, found)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _identities(key, found)
+            _identities(item, found)
+    elif isinstance(value, slice):
+        _identities((value.start, value.stop, value.step), found)
+    elif not isinstance(value, (*_PRINTED, torch.fx.Node)):
+        found.append(id(value))
+
+
+def cut_piece(nodes: list[torch.fx.Node], inside: set[torch.fx.Node], region: str) -> Piece:
+    """`nodes` (consecutive, `inside` as a set) as a graph with canonical names."""
+    inputs: list[torch.fx.Node] = []
+    for node in nodes:
+        for used in node.all_input_nodes:
+            if used not in inside and used not in inputs:
+                inputs.append(used)
+    outputs = [n for n in nodes if any(user not in inside for user in n.users)]
+    graph = torch.fx.Graph()
+    local: dict[torch.fx.Node, torch.fx.Node] = {}
+    for index, used in enumerate(inputs):
+        local[used] = graph.placeholder(f"input_{index}")
+        local[used].meta = dict(used.meta)
+    identities: list = []
+    for index, node in enumerate(nodes):
+        args = torch.fx.map_arg(node.args, local.__getitem__)
+        kwargs = torch.fx.map_arg(node.kwargs, local.__getitem__)
+        copy = graph.create_node(node.op, node.target, args, kwargs, name=f"n{index}")
+        copy.meta = dict(node.meta)
+        local[node] = copy
+        identities.append(id(node.target) if node.op == "call_function" else node.target)
+        _identities((node.args, node.kwargs), identities)
+    graph.output(tuple(local[node] for node in outputs))
+    code = graph.python_code(root_module="self").src
+    described = [_describe_value(used.meta.get("val")) for used in inputs]
+    signature = json.dumps([code, identities, described], default=str)
+    return Piece(tuple(nodes), tuple(inputs), tuple(outputs), graph, signature, region)
+
+
+def _module_calls(
+    compute: list[torch.fx.Node],
+) -> dict[int, tuple[int, tuple, list[torch.fx.Node]]]:
+    """call number -> (depth, the calls it is made in, its nodes in graph order)."""
+    calls: dict[int, tuple[int, tuple, list[torch.fx.Node]]] = {}
+    for node in compute:
+        stack = node.meta.get(MODULE_CALLS, ())
+        for depth, tag in enumerate(stack):
+            entry = calls.get(tag[0])
+            if entry is None:
+                entry = calls[tag[0]] = (depth, stack[: depth + 1], [])
+            entry[2].append(node)
+    return calls
+
+
+def _regions(compute: list[torch.fx.Node]) -> list[Piece]:
+    """The module calls that repeat (the outermost level), cut as pieces."""
+    position = {node: index for index, node in enumerate(compute)}
+    calls = _module_calls(compute)
+    chosen: set[int] = set()
+    regions: list[Piece] = []
+    for depth in sorted({depth for depth, _, _ in calls.values()}):
+        groups: dict[str, list[Piece]] = collections.defaultdict(list)
+        for call_depth, stack, nodes in calls.values():
+            if call_depth != depth or any(tag[0] in chosen for tag in stack[:-1]):
+                continue
+            if len(nodes) < MIN_REGION_OPS:
+                continue
+            if position[nodes[-1]] - position[nodes[0]] + 1 != len(nodes):
+                continue  # not one run of nodes
+            tag = stack[-1]
+            piece = cut_piece(nodes, set(nodes), f"{tag[1]} ({tag[2].__qualname__})")
+            groups[piece.signature].append(piece)
+        for group in groups.values():
+            if len(group) < 2:
+                continue
+            regions.extend(group)
+            for piece in group:
+                chosen.add(piece.nodes[0].meta[MODULE_CALLS][depth][0])
+    return sorted(regions, key=lambda piece: position[piece.nodes[0]])
+
+
+def plan_pieces(gm: torch.fx.GraphModule, example_inputs: list | None = None) -> list[Piece] | None:
+    """The graph cut at its repeated module calls; None where it is compiled whole."""
+    why = _why_whole(gm, example_inputs)
+    if why is not None:
+        _log.debug("%s compiled whole: %s", type(gm).__name__, why)
+        return None
+    compute = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
+    regions = _regions(compute)
+    if not regions:
+        return None
+    pieces: list[Piece] = []
+    start = 0
+    position = {node: index for index, node in enumerate(compute)}
+    for region in regions:
+        first = position[region.nodes[0]]
+        if first > start:
+            between = compute[start:first]
+            pieces.append(cut_piece(between, set(between), ""))
+        pieces.append(region)
+        start = first + len(region.nodes)
+    if start < len(compute):
+        rest = compute[start:]
+        pieces.append(cut_piece(rest, set(rest), ""))
+    return pieces
+
+
+# ----------------------------------------------------------------- running
+
+
+class _CompiledPiece(torch.nn.Module):
+    """A compiled piece as a submodule of the chaining graph (shared by equal pieces)."""
+
+    def __init__(self, compiled: Callable[..., Any]) -> None:
+        super().__init__()
+        self.compiled = compiled
+
+    def forward(self, *args: Any) -> Any:
+        return self.compiled(*args)
+
+
+def chain(gm: torch.fx.GraphModule, pieces: list[Piece], compiled: list[Any]) -> Any:
+    """A graph module calling the compiled pieces in order."""
+    top = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    nodes = list(gm.graph.nodes)
+    for node in nodes:
+        if node.op == "placeholder":
+            env[node] = top.node_copy(node)
+    root = torch.nn.Module()
+    for index, (piece, function) in enumerate(zip(pieces, compiled, strict=True)):
+        name = f"piece_{index}"
+        setattr(root, name, _CompiledPiece(function))
+        call = top.call_module(name, tuple(env[used] for used in piece.inputs))
+        for position, node in enumerate(piece.outputs):
+            env[node] = top.call_function(operator.getitem, (call, position))
+            env[node].meta = dict(node.meta)
+    top.node_copy(nodes[-1], env.__getitem__)
+    return torch.fx.GraphModule(root, top, class_name=f"{type(gm).__name__}_regions")
+
+
+def regional(compile_graph: Callable[..., Any]) -> Callable[..., Any]:
+    """`compile_graph`, compiling each distinct piece of a graph with repeated module
+    calls once (see the module docstring); other graphs go to it whole."""
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
+        pieces = plan_pieces(gm, example_inputs)
+        if pieces is None:
+            return compile_graph(gm, example_inputs)
+        # A piece's example inputs: the graph's own where it takes them (real tensors:
+        # their memory sharing is known, so warm start may store the piece), the
+        # recorded fake values of the others.
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        given = dict(zip(placeholders, example_inputs, strict=False))
+        by_signature: dict[str, Any] = {}
+        compiled = []
+        try:
+            for piece in pieces:
+                function = by_signature.get(piece.signature)
+                if function is None:
+                    examples = [given.get(used, used.meta.get("val")) for used in piece.inputs]
+                    function = compile_graph(piece.module(gm), examples)
+                    by_signature[piece.signature] = function
+                compiled.append(function)
+        except Exception as error:  # noqa: BLE001 - the whole graph is always an option
+            _log.info(
+                "%s compiled whole: a piece did not compile (%s: %s)",
+                type(gm).__name__, type(error).__name__, error,
+            )  # fmt: skip
+            return compile_graph(gm, example_inputs)
+        regions = [piece.region for piece in pieces if piece.region]
+        _log.info(
+            "%s: %d pieces, %d compiled; repeated calls: %s",
+            type(gm).__name__, len(pieces), len(by_signature), ", ".join(regions),
+        )  # fmt: skip
+        forward = chain(gm, pieces, compiled).forward
+
+        def run(*args: Any) -> Any:
+            return forward(*args)
+
+        records = [getattr(f, "stage_artifacts", None) for f in by_signature.values()]
+        records = [record for record in records if isinstance(record, BackendRecord)]
+        run.stage_artifacts = PiecesRecord(records)  # type: ignore[attr-defined]
+        return run
+
+    backend.__name__ = backend.__qualname__ = compile_graph.__name__
+    backend.__doc__ = compile_graph.__doc__
+    return backend
