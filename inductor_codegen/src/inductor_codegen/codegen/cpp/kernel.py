@@ -257,6 +257,8 @@ def cast_text(text: str, src: torch.dtype, dst: torch.dtype) -> str:
         return f"ember_round_bf16(static_cast<float>({text}))"
     if dst == torch.float16:
         return f"ember_round_f16(static_cast<float>({text}))"
+    if src.is_floating_point and dst in (torch.int32, torch.int64):
+        return f"ember_float_to_int<{compute_type(dst)}>({text})"
     return f"static_cast<{compute_type(dst)}>({text})"
 
 

@@ -76,6 +76,18 @@ static inline uint16_t ember_float_to_bf16(float f) {
 static inline float ember_round_bf16(float f) { return ember_bf16_to_float(ember_float_to_bf16(f)); }
 static inline float ember_round_f16(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
 
+// A float to a 32- or 64-bit integer: NaN and values out of the type's range give what
+// the x86 truncating conversion gives at run time (the type's lowest value), as eager's
+// kernels do; a plain cast is undefined there, and the C++ compiler folds it to anything
+// where it can see the value (0 for a NaN it computed itself).
+template <typename I, typename F> static inline I ember_float_to_int(F x) {
+#if defined(__x86_64__) || defined(__i386__)
+  constexpr F lo = static_cast<F>(std::numeric_limits<I>::min());
+  return (x >= lo && x < -lo) ? static_cast<I>(x) : std::numeric_limits<I>::min();
+#else
+  return static_cast<I>(x);
+#endif
+}
 // Branch-free (vectorizable: two selects, no `||`); a NaN in either argument wins.
 template <typename T> static inline T ember_maximum(T a, T b) { T m = a > b ? a : b; return a != a ? a : m; }
 template <typename T> static inline T ember_minimum(T a, T b) { T m = a < b ? a : b; return a != a ? a : m; }
