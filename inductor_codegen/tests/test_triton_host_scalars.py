@@ -89,8 +89,10 @@ def test_tensor_inputs_with_dims_stay_where_they_are():
 
 
 def test_cpu_scalar_with_triton_interpreter_matches_eager(tmp_path):
+    """On a GPU machine the tensor is on the GPU and the scalar on the CPU, as users mix them."""
     pytest.importorskip("triton")
-    x, scale = torch.randn(4, 3), torch.tensor(2.0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    x, scale = torch.randn(4, 3, device=device), torch.tensor(2.0)
     options = {"device_codegen": "triton", "cache_dir": str(tmp_path)}
     compiled = compile_graph(trace(_fn, x, scale), [x, scale], options=options)
     torch.testing.assert_close(compiled(x, scale), _fn(x, scale))
