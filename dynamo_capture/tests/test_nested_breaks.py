@@ -181,3 +181,104 @@ COMPUTED_ARGUMENTS = [
 def test_arguments_of_a_breaking_call_are_computed_in_the_graph_before_like_torch(fn):
     # the cut lies at the call instruction: `x + 16` is in the graph before the break
     check_like_torch(fn, _one)
+
+
+class _Scaler:
+    def __init__(self):
+        self.scale = 3
+
+    def adds_then_breaks(self, t):
+        t = t + self.scale
+        torch._dynamo.graph_break()
+        return t * 2
+
+
+_SCALER = _Scaler()
+
+
+def _scaled(t, scale=1, shift=0):
+    t = t * scale
+    torch._dynamo.graph_break()
+    return t + shift
+
+
+def method_call_with_computed_argument(x):
+    return _SCALER.adds_then_breaks(x + 1) + 2
+
+
+def method_call_on_a_local_object(x):
+    scaler = _SCALER
+    y = x.cos()
+    return scaler.adds_then_breaks(y * 4) - y
+
+
+def keyword_arguments_with_computed_argument(x):
+    return _scaled(x + 1, scale=2, shift=5) * 3
+
+
+def keyword_argument_computed(x):
+    return _scaled(x, scale=x.sum(), shift=1) + x
+
+
+def function_made_in_the_frame(x):
+    def g(t):
+        t = t + 1
+        torch._dynamo.graph_break()
+        return t * 2
+
+    return g(x * 2) + x * 2
+
+
+def function_made_in_the_frame_called_twice(x):
+    def g(t):
+        t = t.sin()
+        torch._dynamo.graph_break()
+        return t - 1
+
+    a = g(x + 1)
+    return g(a * 3) + a
+
+
+CALL_FORMS = [
+    method_call_with_computed_argument,
+    method_call_on_a_local_object,
+    keyword_arguments_with_computed_argument,
+    keyword_argument_computed,
+    function_made_in_the_frame,
+    function_made_in_the_frame_called_twice,
+]
+
+
+@pytest.mark.parametrize("fn", CALL_FORMS, ids=[fn.__name__ for fn in CALL_FORMS])
+def test_method_keyword_and_local_calls_cut_at_the_call_like_torch(fn):
+    # `obj.f(x + 1)`, `f(x + 1, scale=2)` and `g(x * 2)` of a `def` in the frame: the
+    # arguments are in the graph before the break, the callee is a compiled frame
+    check_like_torch(fn, _one, calls=3)
+
+
+class _Property:
+    calls = 0
+
+    @property
+    def adds_then_breaks(self):
+        _Property.calls += 1
+        return _SCALER.adds_then_breaks
+
+
+_PROPERTY = _Property()
+
+
+def method_through_a_property(x):
+    return _PROPERTY.adds_then_breaks(x + 1) + 2
+
+
+def test_callable_read_through_a_property_is_read_once_like_eager():
+    compiled = dynamo_capture.optimize(method_through_a_property, backend=lambda gm, ex: gm.forward)
+    for _ in range(2):
+        x = torch.randn(4)
+        before = _Property.calls
+        expected = method_through_a_property(x)
+        assert _Property.calls == before + 1
+        got = compiled(x)
+        torch.testing.assert_close(got, expected)
+        assert _Property.calls == before + 2

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Shadow", "ShadowedPart", "shadows_for"]
+__all__ = ["LocalFunctionRoute", "Shadow", "ShadowedPart", "shadows_for"]
 
 _MISSING = object()
 
@@ -88,6 +88,38 @@ class ShadowedPart:
 
 
 Compile = Callable[[Any], Any]
+
+
+class LocalFunctionRoute:
+    """Gives the compiled frame of a function made in the frame (a new object each call).
+
+    The eager part that makes the call passes the local's function through this route;
+    a function of `code` with no closure, defaults or attributes of its own, and the
+    globals of the first one seen, runs as one compiled frame made for the first (the
+    two run the same code the same way); any other callable is returned as it is.
+    """
+
+    def __init__(self, code: types.CodeType, compile_part: Compile) -> None:
+        self.code = code
+        self.compile_part = compile_part
+        self.first: types.FunctionType | None = None
+        self.part: Any = None
+
+    def __call__(self, function: Any) -> Any:
+        if not (
+            type(function) is types.FunctionType
+            and function.__code__ is self.code
+            and not function.__closure__
+            and not function.__defaults__
+            and not function.__kwdefaults__
+            and not function.__dict__
+        ):
+            return function
+        if self.first is None:
+            self.first, self.part = function, self.compile_part(function)
+        elif function.__globals__ is not self.first.__globals__:
+            return function
+        return self.part
 
 
 def shadows_for(

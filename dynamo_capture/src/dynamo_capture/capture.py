@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import inspect
 import itertools
 import linecache
 import os
@@ -253,6 +254,31 @@ def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | Non
     return None
 
 
+def _reloadable(callable_value: Any) -> bool:
+    """Whether loading the failing call's callable again (after its arguments, in the
+    eager part) gives the same callable with no effect: a function, or a method that is
+    a plain function on the receiver's class (no property, no `__getattr__`)."""
+    if isinstance(callable_value, FunctionValue):
+        return True
+    if isinstance(callable_value, PythonValue):
+        return isinstance(callable_value.obj, types.FunctionType | types.BuiltinFunctionType)
+    if not isinstance(callable_value, MethodValue):
+        return False
+    function = getattr(callable_value.func, "obj", None)
+    receiver = callable_value.self_value
+    if not isinstance(function, types.FunctionType):
+        return False
+    if isinstance(receiver, PythonValue):
+        if function.__name__ in getattr(receiver.obj, "__dict__", {}):
+            return False
+        cls = type(receiver.obj)
+    else:
+        cls = getattr(receiver, "cls", None)
+    if cls is None or "__getattribute__" in vars(cls):
+        return False
+    return inspect.getattr_static(cls, function.__name__, None) is function
+
+
 def _plain(value: Any) -> bool:
     if isinstance(value, TensorValue):
         return True
@@ -319,14 +345,20 @@ def capture_frame(
             located.contexts = open_contexts(tx)
             located.in_unknown_with = opens_unknown_with(tx)
             located.call_cut = call_cut(tx)
+            if isinstance(tx.calling, FunctionValue) and error.callee is not None:
+                located.callee_code = tx.calling.code  # a function made in the frame
             if located.call_cut is not None and located.call_cut[1] == 0:
                 # a cut at a statement's first call: only for a break inside a function
                 # the frame calls (torch.compile resumes after that call, its result on
                 # the stack); a call that breaks itself runs with its statement
-                if error.callee is None or error.callee.function is None:
+                if error.callee is None or (
+                    error.callee.function is None and located.callee_code is None
+                ):
                     located.call_cut = None
             if located.call_cut is not None and tx.current.opname in _CALLS:
-                located.plain_args = all(_plain(value) for value in tx.calling_args)
+                located.plain_args = all(
+                    _plain(value) for value in tx.calling_args
+                ) and _reloadable(tx.calling)
         located.callee = error.callee
         located.escapes = isinstance(error, ExceptionRaised)
         raise located from error.__cause__

@@ -22,7 +22,12 @@ from typing import Any
 import torch
 
 from dynamo_capture import compile_trace
-from dynamo_capture.break_callees import Shadow, ShadowedPart, shadows_for
+from dynamo_capture.break_callees import (
+    LocalFunctionRoute,
+    Shadow,
+    ShadowedPart,
+    shadows_for,
+)
 from dynamo_capture.capture import CaptureArtifacts, CompiledEntry, capture_frame, compile_entry
 from dynamo_capture.errors import BackendCompilerFailed, RecompileError, Unsupported
 from dynamo_capture.fallbacks import EagerFallback, forget_warnings, warn_eager_frame
@@ -442,6 +447,7 @@ class CompiledCallable:
             plan,
             tuple(id(function.__globals__[name]) for name in callees),
             (id(callee.function), id(callee.receiver)) if callee is not None else None,
+            error.callee_code,
         )
         parts = self._splits.get(key)
         if parts is None:
@@ -456,8 +462,12 @@ class CompiledCallable:
             shadows = []
             if callee is not None:
                 shadows = shadows_for(callee, function, f_locals, self._callee_part)
+            route = None
+            if plan.call_args is not None and plan.call_args.local is not None:
+                if error.callee_code is not None:
+                    route = LocalFunctionRoute(error.callee_code, self._part)
             try:
-                parts = self._split_parts(function, plan, callees, shadows)
+                parts = self._split_parts(function, plan, callees, shadows, route)
             except ValueError as no_room:  # no room for a part's entry jump
                 artifact_logger("graph_breaks").info(
                     "cannot split %s: %s", self.frame.name, no_room
@@ -518,16 +528,24 @@ class CompiledCallable:
         return CompiledEntry(guards, run_forward, artifacts)
 
     def _split_parts(
-        self, function: Any, plan: SplitPlan, callees: list[str], shadows: list[Shadow]
+        self,
+        function: Any,
+        plan: SplitPlan,
+        callees: list[str],
+        shadows: list[Shadow],
+        route: LocalFunctionRoute | None = None,
     ) -> list[Callable[..., Any]]:
-        """The parts of a split frame; parts of the same split are shared by its entries."""
+        """The parts of a split frame; parts of the same split are shared by its entries.
+
+        `route` gives the compiled frame of a function made in the frame whose call the
+        cut lies at."""
         parts: list[Callable[..., Any]] = []
         body = plan.body_start
         stack_in, stack_out = plan.stack if plan.stack is not None else (None, None)
         args = plan.call_args
         if args is not None:  # the first part stops at the call, its arguments in a tuple
             prefix = segment_function(
-                function, body, args[1], body, "pre", leave=plan.contexts,
+                function, body, args.call_at, body, "pre", leave=plan.contexts,
                 stack_out=(stack_in or 0) + 1, call_args=args,
             )  # fmt: skip
             parts.append(self._part(prefix))
@@ -545,7 +563,7 @@ class CompiledCallable:
             middle = segment_function(
                 function, plan.start, plan.stop, body, "eager", compiled_callees,
                 enter=plan.contexts, leave=plan.resume_contexts,
-                stack_in=stack_in, stack_out=stack_out, call_args=args,
+                stack_in=stack_in, stack_out=stack_out, call_args=args, route_local=route,
             )  # fmt: skip
             parts.append(ShadowedPart(middle, shadows) if shadows else middle)
         if plan.stop is not None:

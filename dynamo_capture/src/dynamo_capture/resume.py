@@ -60,6 +60,7 @@ from typing import Any
 from dynamo_capture.bound_locals import Binding, bindings, parameter_count
 from dynamo_capture.bytecode import (
     CHECKED_LOAD_FAST,
+    PY312,
     ExceptionEntry,
     append_exception_entries,
     append_line_spans,
@@ -75,6 +76,7 @@ __all__ = [
     "ITERATOR",
     "STACK_LOCAL",
     "UNBOUND",
+    "CallArguments",
     "ContextSpec",
     "LoopPlan",
     "LoopStage",
@@ -173,9 +175,7 @@ class SplitPlan:
     in_try: bool = False
     loop: LoopPlan | None = None
     stack: tuple[int, int] | None = None  # instruction-level cut: values at start, at stop
-    # a cut at the call instruction itself: (offset after the callable's load, offset of
-    # the call, argument count); the arguments are computed before the cut, in a graph
-    call_args: tuple[int, int, int] | None = None
+    call_args: CallArguments | None = None  # a cut at the call instruction itself
 
 
 def is_end(result: Any) -> bool:
@@ -520,32 +520,76 @@ def _call_plan(
     return SplitPlan(at, after, body_start, stack=(depth, depth_after), call_args=call_args)
 
 
-_MIN_ARGUMENT_ROOM = 4  # bytes for the jump over the arguments' code (one EXTENDED_ARG)
+_MIN_ARGUMENT_ROOM = 4  # bytes of argument code: below that they are loads only
+_CALLABLE_BASES = ("LOAD_FAST", "LOAD_GLOBAL", "LOAD_DEREF")
+_STORES = ("STORE_FAST", "STORE_GLOBAL", "STORE_ATTR", "STORE_SUBSCR", "STORE_DEREF")
 
 
-def _call_arguments(
-    insts: list[dis.Instruction], at: int, after: int
-) -> tuple[int, int, int] | None:
-    """(offset after the callable's load, offset of the call, argument count) when the
-    call sequence [at, after) is `LOAD_GLOBAL (NULL + f)`, positional arguments computed
-    in room for a jump, then the call; None otherwise."""
+@dataclass(frozen=True, slots=True)
+class CallArguments:
+    """A cut at a call instruction: its arguments are computed before the cut, in a graph.
+
+    `args_at`: the offset after the callable's load; `call_at`: the call's first
+    instruction (KW_NAMES, PRECALL or CALL); `count`: the values above the callable
+    (positional and keyword arguments). `method_at`: the method load (`obj.f` of
+    `obj.f(...)`) the part before the cut makes a plain attribute load, so its stack
+    holds NULL and the bound method as for a function. `local`: the local the callable
+    is loaded from (a function made in the frame), or None.
+    """
+
+    args_at: int
+    call_at: int
+    count: int
+    method_at: int | None = None
+    local: str | None = None
+
+
+def _call_arguments(insts: list[dis.Instruction], at: int, after: int) -> CallArguments | None:
+    """The call sequence [at, after) as a cut at its call, when it is `f(...)` of a global
+    or of a local function (`PUSH_NULL; LOAD_FAST g`), or `obj.f(...)` of a local or
+    global `obj`, its arguments computed in room for a jump and storing nothing; None
+    otherwise (the cut then lies before the whole call)."""
     index = {inst.offset: i for i, inst in enumerate(insts)}
     first, end = index.get(at), index.get(after)
     if first is None or end is None or end - first < 3:
         return None
-    load = insts[first]
-    if load.opname != "LOAD_GLOBAL" or not (load.arg or 0) & 1:
-        return None
     call = insts[end - 1]
     if call.opname != "CALL":
         return None
-    call_at = insts[end - 2].offset if insts[end - 2].opname == "PRECALL" else call.offset
-    if any(inst.opname == "KW_NAMES" for inst in insts[first:end]):
+    load = _callable_load(insts, first)
+    if load is None:
         return None
-    args_start = insts[first + 1].offset
-    if call_at - args_start < _MIN_ARGUMENT_ROOM:
+    args_index, method_at, local = load
+    call_index = end - 1
+    while insts[call_index - 1].opname in ("PRECALL", "KW_NAMES"):
+        call_index -= 1
+    arguments = insts[args_index:call_index]
+    if any(inst.opname in _STORES or inst.opcode in _JUMPS for inst in arguments):
+        return None
+    args_at, call_at = insts[args_index].offset, insts[call_index].offset
+    if call_at - args_at < _MIN_ARGUMENT_ROOM:
         return None  # the arguments are loads only: the cut before the call gives the same
-    return args_start, call_at, call.arg or 0
+    return CallArguments(args_at, call_at, call.arg or 0, method_at, local)
+
+
+def _callable_load(
+    insts: list[dis.Instruction], first: int
+) -> tuple[int, int | None, str | None] | None:
+    """(index of the first argument instruction, offset of a method load, local name) of
+    the callable's load at `insts[first]`; None for any other load."""
+    load = insts[first]
+    if load.opname == "LOAD_GLOBAL" and (load.arg or 0) & 1:
+        return first + 1, None, None  # NULL + a global function
+    if load.opname == "PUSH_NULL" and insts[first + 1].opname == "LOAD_FAST":
+        return first + 2, None, insts[first + 1].argval
+    pushes_null = load.opname == "LOAD_GLOBAL" and (load.arg or 0) & 1
+    if load.opname in _CALLABLE_BASES and not pushes_null and first + 1 < len(insts):
+        method = insts[first + 1]
+        if method.opname == "LOAD_METHOD" or (
+            method.opname == "LOAD_ATTR" and PY312 and (method.arg or 0) & 1
+        ):
+            return first + 2, method.offset, None
+    return None
 
 
 def _loop_plan(
@@ -639,7 +683,8 @@ def segment_function(
     returns_top: bool = False,
     stack_in: int | None = None,
     stack_out: int | None = None,
-    call_args: tuple[int, int, int] | None = None,
+    call_args: CallArguments | None = None,
+    route_local: Any = None,
 ) -> types.FunctionType:
     """A function running `function`'s code from `start` to `stop`; every local is a parameter.
 
@@ -656,14 +701,17 @@ def segment_function(
     SplitPlan) a part stopping at the call hands on its arguments as one more stack
     value (the callable and its NULL are dropped: the next part loads the callable
     again), and a part starting at the call's load jumps over the arguments' code to
-    push them from that value.
+    push them from that value; there a callable loaded from a local (a function made in
+    the frame) is passed through `route_local` (which gives its compiled frame).
     """
     code = function.__code__
     raw = bytearray(code.co_code)
     consts = list(code.co_consts)
     load_at = None
-    if call_args is not None and stop != call_args[1]:
-        load_at, start = start, call_args[1]  # the part starts at the call itself
+    if call_args is not None and stop != call_args.call_at:
+        load_at, start = start, call_args.call_at  # the part starts at the call itself
+    if call_args is not None and stop == call_args.call_at and call_args.method_at is not None:
+        _plain_attribute_load(code, raw, call_args.method_at)
     if replacements:
         _replace_global_loads(code, raw, consts, replacements, (load_at or start, stop))
 
@@ -701,8 +749,14 @@ def segment_function(
         if load_at is not None and call_args is not None:
             # the callable's load (NULL + the function, replaced by its compiled part),
             # then the arguments from the last stack value, then the call
-            raw += raw[load_at : call_args[0]]
-            for index in range(call_args[2]):
+            if call_args.local is not None and route_local is not None:
+                raw += (
+                    emit("PUSH_NULL") + emit("PUSH_NULL") + emit("LOAD_CONST", const(route_local))
+                )
+                raw += emit("LOAD_FAST", varnames.index(call_args.local)) + emit_call(1)
+            else:
+                raw += raw[load_at : call_args.args_at]
+            for index in range(call_args.count):
                 raw += emit("LOAD_FAST", slot) + emit("LOAD_CONST", const(stack_in or 0))
                 raw += emit("BINARY_SUBSCR") + emit("LOAD_CONST", const(index))
                 raw += emit("BINARY_SUBSCR")
@@ -713,10 +767,10 @@ def segment_function(
         _place_jump(raw, body_start, start, limit=start)
     if stop is not None:
         epilogue_at = len(raw)
-        if call_args is not None and stop == call_args[1]:
+        if call_args is not None and stop == call_args.call_at:
             # [..., NULL, callable, *args] -> [..., args]: the NULL is consumed by a call
             # of `tuple` on the arguments' tuple (no instruction pops a NULL)
-            raw += emit("BUILD_TUPLE", call_args[2]) + emit("SWAP", 2) + emit("POP_TOP")
+            raw += emit("BUILD_TUPLE", call_args.count) + emit("SWAP", 2) + emit("POP_TOP")
             raw += emit("LOAD_CONST", const(tuple)) + emit("SWAP", 2) + emit_call(1)
         raw += _leave_code(leave, const(None))
         if stack_out is not None:
@@ -759,6 +813,22 @@ def segment_function(
     return types.FunctionType(
         new_code, function.__globals__, new_code.co_name, None, function.__closure__
     )
+
+
+def _plain_attribute_load(code: types.CodeType, raw: bytearray, at: int) -> None:
+    """The method load at `at` becomes `LOAD_ATTR; PUSH_NULL; SWAP 2` (NULL, then the
+    bound method: what a method load leaves for a callable that is no plain method), so
+    the part's epilogue drops a NULL it knows is there. Raises ValueError without room."""
+    insts = _instructions(code)
+    index = next(i for i, inst in enumerate(insts) if inst.offset == at)
+    inst, size = insts[index], insts[index + 1].offset - at
+    arg = inst.arg & ~1 if PY312 else inst.arg
+    if arg > 0xFF:
+        raise ValueError("no room for the attribute load of a method call")
+    load = emit("LOAD_ATTR", arg) + emit("PUSH_NULL") + emit("SWAP", 2)
+    if len(load) > size:
+        raise ValueError("no room for the attribute load of a method call")
+    raw[at : at + size] = load + emit("NOP") * ((size - len(load)) // 2)
 
 
 def _tracked_locals(
