@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torchcheck import check_like_torch
+from torchcheck import Counting, check_like_torch, torch_counts
 
 import dynamo_capture
 
@@ -282,3 +282,39 @@ def test_callable_read_through_a_property_is_read_once_like_eager():
         got = compiled(x)
         torch.testing.assert_close(got, expected)
         assert _Property.calls == before + 2
+
+
+def _sigmoid_then_sine(x):
+    return torch.sigmoid(x) * 2 + torch.sin(x)
+
+
+def test_disallowed_call_starting_an_expression_cuts_at_the_call_like_torch():
+    # torch.compile compiles `* 2 + torch.sin(x)` after the eager sigmoid (one graph)
+    import torch._dynamo
+
+    from dynamo_capture import registry
+
+    dynamo_capture.disallow_in_graph(torch.sigmoid)
+    try:
+        counter = Counting()
+        compiled = dynamo_capture.optimize(_sigmoid_then_sine, backend=counter)
+        for _ in range(2):
+            x = torch.randn(4)
+            torch.testing.assert_close(compiled(x), _sigmoid_then_sine(x))
+    finally:
+        registry._disallowed_in_graph.pop(id(torch.sigmoid), None)
+    torch._dynamo.disallow_in_graph(torch.sigmoid)
+    try:
+        frames, ops = torch_counts(_sigmoid_then_sine, lambda: (torch.randn(4),))
+    finally:
+        torch._dynamo.allow_in_graph(torch.sigmoid)
+    assert (counter.frame_count, counter.op_count) == (frames, ops)
+
+
+def lambda_breaking_first(x):
+    g = lambda t: torch._dynamo.graph_break() or t + 1  # noqa: E731
+    return g(x * 2) + x
+
+
+def test_break_at_the_start_of_a_lambda_compiles_the_rest_like_torch():
+    check_like_torch(lambda_breaking_first, _one, calls=3)

@@ -254,6 +254,16 @@ def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | Non
     return None
 
 
+def _torch_callable(callable_value: Any) -> bool:
+    """Whether the failing call is of a torch function or a method of a tensor."""
+    if isinstance(callable_value, BuiltinMethodValue):
+        return isinstance(callable_value.receiver, TensorValue)
+    if isinstance(callable_value, PythonValue):
+        module = getattr(callable_value.obj, "__module__", None) or ""
+        return module == "torch" or module.startswith("torch.")
+    return False
+
+
 def _reloadable(callable_value: Any) -> bool:
     """Whether loading the failing call's callable again (after its arguments, in the
     eager part) gives the same callable with no effect: a function, or a method that is
@@ -348,11 +358,15 @@ def capture_frame(
             if isinstance(tx.calling, FunctionValue) and error.callee is not None:
                 located.callee_code = tx.calling.code  # a function made in the frame
             if located.call_cut is not None and located.call_cut[1] == 0:
-                # a cut at a statement's first call: only for a break inside a function
-                # the frame calls (torch.compile resumes after that call, its result on
-                # the stack); a call that breaks itself runs with its statement
-                if error.callee is None or (
-                    error.callee.function is None and located.callee_code is None
+                # a cut at a statement's first call: for a break inside a function the
+                # frame calls (torch.compile resumes after that call, its result on the
+                # stack), or at a torch function or tensor method that breaks; another
+                # call that breaks (`id(t)`, giving a new number each call) runs with
+                # its statement, so the graph after it does not depend on its result
+                made_here = located.callee_code is not None
+                if not (
+                    (error.callee is not None and (error.callee.function is not None or made_here))
+                    or _torch_callable(tx.calling)
                 ):
                     located.call_cut = None
             if located.call_cut is not None and tx.current.opname in _CALLS:

@@ -516,12 +516,13 @@ def _call_plan(
     depths = _depths(insts)
     if depths.get(at) != depth or depths.get(after) != depth_after:
         return None
-    call_args = _call_arguments(insts, at, after) if args_known else None
+    call_args = _call_arguments(insts, at, after, depths, depth) if args_known else None
     return SplitPlan(at, after, body_start, stack=(depth, depth_after), call_args=call_args)
 
 
 _MIN_ARGUMENT_ROOM = 4  # bytes of argument code: below that they are loads only
 _CALLABLE_BASES = ("LOAD_FAST", "LOAD_GLOBAL", "LOAD_DEREF")
+_PUSHES = ("LOAD_FAST", "LOAD_CONST", "LOAD_GLOBAL", "LOAD_DEREF", "PUSH_NULL", "KW_NAMES")
 _STORES = ("STORE_FAST", "STORE_GLOBAL", "STORE_ATTR", "STORE_SUBSCR", "STORE_DEREF")
 
 
@@ -544,7 +545,9 @@ class CallArguments:
     local: str | None = None
 
 
-def _call_arguments(insts: list[dis.Instruction], at: int, after: int) -> CallArguments | None:
+def _call_arguments(
+    insts: list[dis.Instruction], at: int, after: int, depths: dict[int, int], depth: int
+) -> CallArguments | None:
     """The call sequence [at, after) as a cut at its call, when it is `f(...)` of a global
     or of a local function (`PUSH_NULL; LOAD_FAST g`), or `obj.f(...)` of a local or
     global `obj`, its arguments computed in room for a jump and storing nothing; None
@@ -565,6 +568,12 @@ def _call_arguments(insts: list[dis.Instruction], at: int, after: int) -> CallAr
         call_index -= 1
     arguments = insts[args_index:call_index]
     if any(inst.opname in _STORES or inst.opcode in _JUMPS for inst in arguments):
+        return None
+    # the arguments leave the callable alone: each starts by pushing a value on it
+    # (`torch.sigmoid(x)` is `NULL + torch`, then an attribute load on the module)
+    if any(
+        depths.get(inst.offset) == depth + 2 and inst.opname not in _PUSHES for inst in arguments
+    ):
         return None
     args_at, call_at = insts[args_index].offset, insts[call_index].offset
     if call_at - args_at < _MIN_ARGUMENT_ROOM:
