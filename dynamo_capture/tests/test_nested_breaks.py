@@ -318,3 +318,57 @@ def lambda_breaking_first(x):
 
 def test_break_at_the_start_of_a_lambda_compiles_the_rest_like_torch():
     check_like_torch(lambda_breaking_first, _one, calls=3)
+
+
+def _fixed():
+    return (torch.tensor([0.5, 1.5, 2.5, 3.25], requires_grad=True),)
+
+
+def sum_of_values_read_in_a_call(x):
+    return x * sum(x.tolist())
+
+
+def int_of_an_item(x):
+    v = int(x.sum().item())
+    return x + v
+
+
+def int_of_an_item_of_a_computed_tensor(x):
+    y = x * 2
+    v = int(y.sum().item())
+    return y + v
+
+
+def item_inside_two_calls(x):
+    return x + max(float(x.max().item()), 0.5)
+
+
+def _adds_one_then_breaks(t):
+    t = t + 1
+    torch._dynamo.graph_break()
+    return t
+
+
+def breaking_call_inside_torch_call(x):
+    return torch.cat([x, _adds_one_then_breaks(x * 3)]) * 2
+
+
+def breaking_call_inside_a_builtin_call(x):
+    return x - abs(_adds_one_then_breaks(x.sin()))
+
+
+INSIDE_CALLS = [
+    sum_of_values_read_in_a_call,
+    int_of_an_item,
+    int_of_an_item_of_a_computed_tensor,
+    item_inside_two_calls,
+    breaking_call_inside_torch_call,
+    breaking_call_inside_a_builtin_call,
+]
+
+
+@pytest.mark.parametrize("fn", INSIDE_CALLS, ids=[fn.__name__ for fn in INSIDE_CALLS])
+def test_break_inside_another_calls_arguments_cuts_at_the_call_like_torch(fn):
+    # the enclosing call's NULL and callable wait below the cut; the graph before holds
+    # what the statement computed up to the breaking call, the graph after the rest
+    check_like_torch(fn, _fixed, calls=3)

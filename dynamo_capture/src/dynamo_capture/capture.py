@@ -53,6 +53,7 @@ from dynamo_capture.resume import ITERATOR, UNBOUND, ContextSpec, cell_locals
 from dynamo_capture.sources import AttrSource, ClosureSource, LocalSource, Source
 from dynamo_capture.state import capturing
 from dynamo_capture.values import (
+    NULL,
     BuiltinMethodValue,
     ContextValue,
     DictValue,
@@ -214,7 +215,7 @@ def call_cut(tx: Translator) -> tuple[int, int, int, int] | None:
             return None
         if before == depth:
             below = tx.stack[:depth]
-            if not all(_plain(value) for value in below):
+            if not all(_carried(value) for value in below):
                 return None
             index = tx.index_of[inst.offset] + 1
             if index >= len(tx.instructions):
@@ -245,7 +246,7 @@ def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | Non
             load = tx.instructions[tx.index_of[offset]]
             if load.opname not in _METHOD_LOADS or not load.method:
                 return None
-            if not all(_plain(value) for value in tx.stack[:depth]):
+            if not all(_carried(value) for value in tx.stack[:depth]):
                 return None
             index = tx.index_of[tx.current.offset] + 1
             if index >= len(tx.instructions):
@@ -287,6 +288,17 @@ def _reloadable(callable_value: Any) -> bool:
     if cls is None or "__getattribute__" in vars(cls):
         return False
     return inspect.getattr_static(cls, function.__name__, None) is function
+
+
+def _carried(value: Any) -> bool:
+    """Whether a value below the failing call can be handed on to the parts after the
+    cut: a tensor or constant, the NULL of an enclosing call's callable slot, or the
+    callable itself when it is a builtin or torch function or a class (a constant)."""
+    if value is NULL or _plain(value):
+        return True
+    if not isinstance(value, PythonValue):
+        return False
+    return isinstance(value.obj, type | types.BuiltinFunctionType) or _torch_callable(value)
 
 
 def _plain(value: Any) -> bool:
@@ -369,6 +381,9 @@ def capture_frame(
                     or _torch_callable(tx.calling)
                 ):
                     located.call_cut = None
+            if located.call_cut is not None:
+                below = tx.stack[: located.call_cut[1]]
+                located.stack_nulls = tuple(i for i, v in enumerate(below) if v is NULL)
             if located.call_cut is not None and tx.current.opname in _CALLS:
                 located.plain_args = all(
                     _plain(value) for value in tx.calling_args

@@ -436,8 +436,9 @@ class CompiledCallable:
             )
             return None
         plan = plan_split(
-            function.__code__, error.offset, error.contexts, error.call_cut, error.plain_args
-        )
+            function.__code__, error.offset, error.contexts, error.call_cut, error.plain_args,
+            error.stack_nulls,
+        )  # fmt: skip
         if isinstance(plan, str):
             artifact_logger("graph_breaks").info("cannot split %s: %s", self.frame.name, plan)
             return None
@@ -542,17 +543,19 @@ class CompiledCallable:
         parts: list[Callable[..., Any]] = []
         body = plan.body_start
         stack_in, stack_out = plan.stack if plan.stack is not None else (None, None)
+        nulls = plan.stack_nulls
         args = plan.call_args
         if args is not None:  # the first part stops at the call, its arguments in a tuple
             prefix = segment_function(
                 function, body, args.call_at, body, "pre", leave=plan.contexts,
-                stack_out=(stack_in or 0) + 1, call_args=args,
+                stack_out=(stack_in or 0) + 1, call_args=args, stack_nulls=nulls,
             )  # fmt: skip
             parts.append(self._part(prefix))
         elif plan.start > body:
             prefix = segment_function(
-                function, body, plan.start, body, "pre", leave=plan.contexts, stack_out=stack_in
-            )
+                function, body, plan.start, body, "pre", leave=plan.contexts,
+                stack_out=stack_in, stack_nulls=nulls,
+            )  # fmt: skip
             parts.append(self._part(prefix))
         if plan.loop is not None:
             parts.append(self._loop_stage(function, plan))
@@ -564,12 +567,13 @@ class CompiledCallable:
                 function, plan.start, plan.stop, body, "eager", compiled_callees,
                 enter=plan.contexts, leave=plan.resume_contexts,
                 stack_in=stack_in, stack_out=stack_out, call_args=args, route_local=route,
+                stack_nulls=nulls,
             )  # fmt: skip
             parts.append(ShadowedPart(middle, shadows) if shadows else middle)
         if plan.stop is not None:
             resume = segment_function(
                 function, plan.stop, None, body, "resume",
-                enter=plan.resume_contexts, stack_in=stack_out,
+                enter=plan.resume_contexts, stack_in=stack_out, stack_nulls=nulls,
             )  # fmt: skip
             parts.append(self._part(resume))
         return parts

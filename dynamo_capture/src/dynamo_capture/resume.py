@@ -176,6 +176,7 @@ class SplitPlan:
     loop: LoopPlan | None = None
     stack: tuple[int, int] | None = None  # instruction-level cut: values at start, at stop
     call_args: CallArguments | None = None  # a cut at the call instruction itself
+    stack_nulls: tuple[int, ...] = ()  # positions of NULLs among the stack values
 
 
 def is_end(result: Any) -> bool:
@@ -398,17 +399,19 @@ def plan_split(
     contexts: tuple[ContextSpec, ...] = (),
     call_cut: tuple[int, int, int, int] | None = None,
     plain_args: bool = False,
+    stack_nulls: tuple[int, ...] = (),
 ) -> SplitPlan | str:
     """The statement boundaries around `offset`, or the reason the frame cannot be split.
 
     `plain_args`: the failing call's arguments are tensors or constants, so the cut may
-    lie at the call instruction itself (SplitPlan.call_args).
+    lie at the call instruction itself (SplitPlan.call_args). `stack_nulls`: where the
+    values below the failing call hold NULLs (it lies in another call's arguments).
 
     `contexts` are the contexts capture had entered in this frame when it stopped
     (outermost first); a boundary inside a `with` block is usable only when its
     context is one of them (a grad-mode or autocast context).
     """
-    plan = _plan_split(code, offset, contexts, call_cut, plain_args)
+    plan = _plan_split(code, offset, contexts, call_cut, plain_args, stack_nulls)
     if isinstance(plan, SplitPlan) and code not in _ROOT and _cell_only_names(code):
         # the first part gets UNBOUND for the frame's other locals (first_part_arity)
         first = plan.loop.for_iter if plan.loop is not None else plan.stop
@@ -439,6 +442,7 @@ def _plan_split(
     contexts: tuple[ContextSpec, ...],
     call_cut: tuple[int, int, int, int] | None,
     plain_args: bool = False,
+    stack_nulls: tuple[int, ...] = (),
 ) -> SplitPlan | str:
     reason = _why_not_splittable(code)
     if reason is not None:
@@ -458,7 +462,7 @@ def _plan_split(
     if not starts:
         return "no statement boundary before the unsupported instruction"
     start = starts[-1]
-    at_call = _call_plan(code, insts, call_cut, jumps, body_start, plain_args)
+    at_call = _call_plan(code, insts, call_cut, jumps, body_start, plain_args, stack_nulls)
     if at_call is not None:
         return at_call
     # (not in a part that stops somewhere: a `break` would run on to that stop, whose
@@ -496,6 +500,7 @@ def _call_plan(
     jumps: list[tuple[int, int]],
     body_start: int,
     args_known: bool = False,
+    stack_nulls: tuple[int, ...] = (),
 ) -> SplitPlan | None:
     """An instruction-level cut around the failing call, when its statement's partial
     values lie on the stack (`f(x) + g(x)`): the graph before holds `f(x)`, the call
@@ -517,7 +522,10 @@ def _call_plan(
     if depths.get(at) != depth or depths.get(after) != depth_after:
         return None
     call_args = _call_arguments(insts, at, after, depths, depth) if args_known else None
-    return SplitPlan(at, after, body_start, stack=(depth, depth_after), call_args=call_args)
+    return SplitPlan(
+        at, after, body_start, stack=(depth, depth_after), call_args=call_args,
+        stack_nulls=stack_nulls,
+    )  # fmt: skip
 
 
 _MIN_ARGUMENT_ROOM = 4  # bytes of argument code: below that they are loads only
@@ -694,6 +702,7 @@ def segment_function(
     stack_out: int | None = None,
     call_args: CallArguments | None = None,
     route_local: Any = None,
+    stack_nulls: tuple[int, ...] = (),
 ) -> types.FunctionType:
     """A function running `function`'s code from `start` to `stop`; every local is a parameter.
 
@@ -704,7 +713,8 @@ def segment_function(
     blocks left the normal way, innermost first) and returns (END, *locals), or
     (END, top of stack, *locals) with `returns_top`. With `stack_in` / `stack_out` (an
     instruction-level cut) the part has one more local, `___stack`, a tuple of values
-    pushed at entry and stored at the stop. `replacements` maps globals
+    pushed at entry and stored at the stop; the NULLs at `stack_nulls` (the callable
+    slot of an enclosing call) are pushed again, not stored (see `_pack_stack`). `replacements` maps globals
     called in the part to what is called instead (the compiled callee of a break
     inside an inlined call). With `call_args` (a cut at a call instruction, see
     SplitPlan) a part stopping at the call hands on its arguments as one more stack
@@ -753,8 +763,12 @@ def segment_function(
         prologue_at = len(raw)
         raw += unbind + _enter_code(enter, const)
         for index in range(stack_in or 0):
-            raw += emit("LOAD_FAST", slot) + emit("LOAD_CONST", const(index))
-            raw += emit("BINARY_SUBSCR")
+            if index in stack_nulls:
+                raw += emit("PUSH_NULL")
+                continue
+            raw += emit("LOAD_FAST", slot)
+            for step in _stack_path(index, stack_nulls):
+                raw += emit("LOAD_CONST", const(step)) + emit("BINARY_SUBSCR")
         if load_at is not None and call_args is not None:
             # the callable's load (NULL + the function, replaced by its compiled part),
             # then the arguments from the last stack value, then the call
@@ -766,9 +780,9 @@ def segment_function(
             else:
                 raw += raw[load_at : call_args.args_at]
             for index in range(call_args.count):
-                raw += emit("LOAD_FAST", slot) + emit("LOAD_CONST", const(stack_in or 0))
-                raw += emit("BINARY_SUBSCR") + emit("LOAD_CONST", const(index))
-                raw += emit("BINARY_SUBSCR")
+                raw += emit("LOAD_FAST", slot)
+                for step in (*_stack_path(stack_in or 0, stack_nulls), index):
+                    raw += emit("LOAD_CONST", const(step)) + emit("BINARY_SUBSCR")
         raw += emit_jump(len(raw), start)
         spans.append((len(raw) - prologue_at, line_at(code, start)))
         _place_jump(raw, body_start, prologue_at, limit=start)
@@ -783,7 +797,7 @@ def segment_function(
             raw += emit("LOAD_CONST", const(tuple)) + emit("SWAP", 2) + emit_call(1)
         raw += _leave_code(leave, const(None))
         if stack_out is not None:
-            raw += emit("BUILD_TUPLE", stack_out) + emit("STORE_FAST", slot)
+            raw += _pack_stack(stack_out, stack_nulls, const) + emit("STORE_FAST", slot)
         reads = _local_reads(varnames, tracked, _binding_at(root, stop))
         entries += _epilogue(raw, reads, const, returns_top)
         spans.append((len(raw) - epilogue_at, line_at(code, stop)))
@@ -822,6 +836,34 @@ def segment_function(
     return types.FunctionType(
         new_code, function.__globals__, new_code.co_name, None, function.__closure__
     )
+
+
+def _pack_stack(count: int, nulls: tuple[int, ...], const: Any) -> bytes:
+    """Pack the top `count` stack values into one tuple; NULLs (at positions `nulls`,
+    counted from the bottom) cannot be in a tuple and no instruction pops one, so each
+    is consumed by a call of `tuple` on a tuple of the values above it:
+
+        [a, NULL, b, c] -> [a, NULL, (b, c)] -> [a, (b, c)] -> (a, (b, c))
+
+    `_stack_path` gives the indexes that read a value back."""
+    out = b""
+    top, nested = count, 0
+    for null in sorted(nulls, reverse=True):
+        out += emit("BUILD_TUPLE", top - null - 1 + nested)
+        out += emit("LOAD_CONST", const(tuple)) + emit("SWAP", 2) + emit_call(1)
+        top, nested = null, 1
+    return out + emit("BUILD_TUPLE", top + nested)
+
+
+def _stack_path(position: int, nulls: tuple[int, ...]) -> list[int]:
+    """The indexes reading stack value `position` from the tuple `_pack_stack` made."""
+    path, low = [], 0
+    for null in sorted(nulls):
+        if position < null:
+            break
+        path.append(null - low)  # the nested tuple of the values above this NULL
+        low = null + 1
+    return [*path, position - low]
 
 
 def _plain_attribute_load(code: types.CodeType, raw: bytearray, at: int) -> None:
