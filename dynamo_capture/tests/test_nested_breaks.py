@@ -372,3 +372,50 @@ def test_break_inside_another_calls_arguments_cuts_at_the_call_like_torch(fn):
     # the enclosing call's NULL and callable wait below the cut; the graph before holds
     # what the statement computed up to the breaking call, the graph after the rest
     check_like_torch(fn, _fixed, calls=3)
+
+
+def computed_argument_in_no_grad(x):
+    with torch.no_grad():
+        y = _adds_then_breaks(x + 1)
+    return y + x
+
+
+def method_call_in_enable_grad_inside_no_grad(x):
+    with torch.no_grad():
+        a = x * 2
+        with torch.enable_grad():
+            b = _SCALER.adds_then_breaks(x + a) * 3
+        c = b + a
+    return c - x
+
+
+def _returns_call_in_no_grad(t):
+    with torch.no_grad():
+        return _adds_then_breaks(t * 2) + 1
+
+
+def computed_argument_in_a_callers_with_block(x):
+    with torch.enable_grad():
+        y = _returns_call_in_no_grad(x + 1)
+    return y * x
+
+
+def keyword_call_in_set_grad_enabled(x):
+    with torch.set_grad_enabled(False):
+        y = x.cos() + _scaled(x + 2, scale=3)
+    return y + x
+
+
+IN_WITH_BLOCKS = [
+    computed_argument_in_no_grad,
+    method_call_in_enable_grad_inside_no_grad,
+    computed_argument_in_a_callers_with_block,
+    keyword_call_in_set_grad_enabled,
+]
+
+
+@pytest.mark.parametrize("fn", IN_WITH_BLOCKS, ids=[fn.__name__ for fn in IN_WITH_BLOCKS])
+def test_call_cut_inside_grad_mode_blocks_like_torch(fn):
+    # each part re-enters the open grad-mode blocks; the mode after the call is eager's
+    check_like_torch(fn, _one, calls=3)
+    assert torch.is_grad_enabled()

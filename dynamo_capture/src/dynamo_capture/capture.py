@@ -214,7 +214,7 @@ def call_cut(tx: Translator) -> tuple[int, int, int, int] | None:
         if before < depth:
             return None
         if before == depth:
-            below = tx.stack[:depth]
+            below = tx.stack[_open_withs(tx) : depth]  # above the open `with`s
             if not all(_carried(value) for value in below):
                 return None
             index = tx.index_of[inst.offset] + 1
@@ -246,13 +246,20 @@ def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | Non
             load = tx.instructions[tx.index_of[offset]]
             if load.opname not in _METHOD_LOADS or not load.method:
                 return None
-            if not all(_carried(value) for value in tx.stack[:depth]):
+            if not all(_carried(value) for value in tx.stack[_open_withs(tx) : depth]):
                 return None
             index = tx.index_of[tx.current.offset] + 1
             if index >= len(tx.instructions):
                 return None
             return offset, depth + 1, tx.instructions[index].offset, depth + 1
     return None
+
+
+def _open_withs(tx: Translator) -> int:
+    """How many rebuildable `with` blocks' exits lie at the bottom of the stack (a loop
+    body part's stand-in iterator ends them: no call cut lies above one)."""
+    contexts = open_contexts(tx)
+    return contexts.index(ITERATOR) if ITERATOR in contexts else len(contexts)
 
 
 def _torch_callable(callable_value: Any) -> bool:
@@ -369,7 +376,7 @@ def capture_frame(
             located.call_cut = call_cut(tx)
             if isinstance(tx.calling, FunctionValue) and error.callee is not None:
                 located.callee_code = tx.calling.code  # a function made in the frame
-            if located.call_cut is not None and located.call_cut[1] == 0:
+            if located.call_cut is not None and located.call_cut[1] == _open_withs(tx):
                 # a cut at a statement's first call: for a break inside a function the
                 # frame calls (torch.compile resumes after that call, its result on the
                 # stack), or at a torch function or tensor method that breaks; another

@@ -462,7 +462,9 @@ def _plan_split(
     if not starts:
         return "no statement boundary before the unsupported instruction"
     start = starts[-1]
-    at_call = _call_plan(code, insts, call_cut, jumps, body_start, plain_args, stack_nulls)
+    at_call = _call_plan(
+        code, insts, call_cut, jumps, body_start, plain_args, stack_nulls, contexts
+    )
     if at_call is not None:
         return at_call
     # (not in a part that stops somewhere: a `break` would run on to that stop, whose
@@ -501,21 +503,31 @@ def _call_plan(
     body_start: int,
     args_known: bool = False,
     stack_nulls: tuple[int, ...] = (),
+    contexts: tuple[ContextSpec, ...] = (),
 ) -> SplitPlan | None:
     """An instruction-level cut around the failing call, when its statement's partial
     values lie on the stack (`f(x) + g(x)`): the graph before holds `f(x)`, the call
-    runs eagerly, and the resume part continues the expression with both values."""
+    runs eagerly, and the resume part continues the expression with both values.
+
+    Inside `with` blocks on `contexts` (grad mode, autocast) each part re-enters them
+    as a statement cut does; their exits lie below the partial values. Not in a try."""
     if call_cut is None or code.co_cellvars or code.co_freevars:
         return None
     at, depth, after, depth_after = call_cut
     if at < body_start or at >= _GENERATED.get(code, len(code.co_code)):
         return None
     entries = list(dis.Bytecode(code).exception_entries)
+    withs = 0
     for point in (at, after):
-        if any(entry.start <= point < entry.end for entry in entries):
-            return None  # inside a try or with body
+        covering = [entry for entry in entries if entry.start <= point < entry.end]
+        if covering:
+            if in_try_block(code, point):
+                return None
+            withs = covering[0].depth  # the exits of the `with` blocks open there
         if any(dst < point < src for src, dst in jumps):
             return None  # inside a loop
+    if withs > len(contexts) or withs > depth:
+        return None  # a `with` on a context capture cannot rebuild
     if any(at <= src < after < dst for src, dst in jumps):
         return None
     depths = _depths(insts)
@@ -523,8 +535,9 @@ def _call_plan(
         return None
     call_args = _call_arguments(insts, at, after, depths, depth) if args_known else None
     return SplitPlan(
-        at, after, body_start, stack=(depth, depth_after), call_args=call_args,
-        stack_nulls=stack_nulls,
+        at, after, body_start, contexts[:withs], contexts[:withs],
+        stack=(depth - withs, depth_after - withs), call_args=call_args,
+        stack_nulls=tuple(null - withs for null in stack_nulls),
     )  # fmt: skip
 
 
@@ -795,9 +808,9 @@ def segment_function(
             # of `tuple` on the arguments' tuple (no instruction pops a NULL)
             raw += emit("BUILD_TUPLE", call_args.count) + emit("SWAP", 2) + emit("POP_TOP")
             raw += emit("LOAD_CONST", const(tuple)) + emit("SWAP", 2) + emit_call(1)
-        raw += _leave_code(leave, const(None))
-        if stack_out is not None:
+        if stack_out is not None:  # the values above the `with` blocks' exits
             raw += _pack_stack(stack_out, stack_nulls, const) + emit("STORE_FAST", slot)
+        raw += _leave_code(leave, const(None))
         reads = _local_reads(varnames, tracked, _binding_at(root, stop))
         entries += _epilogue(raw, reads, const, returns_top)
         spans.append((len(raw) - epilogue_at, line_at(code, stop)))
