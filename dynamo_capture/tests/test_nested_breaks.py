@@ -419,3 +419,60 @@ def test_call_cut_inside_grad_mode_blocks_like_torch(fn):
     # each part re-enters the open grad-mode blocks; the mode after the call is eager's
     check_like_torch(fn, _one, calls=3)
     assert torch.is_grad_enabled()
+
+
+def computed_argument_in_a_try_block(x):
+    try:
+        y = _adds_then_breaks(x + 1)
+    except ValueError:
+        y = x
+    return y + 1
+
+
+def two_breaking_calls_in_a_try_block(x):
+    try:
+        a = _adds_then_breaks(x * 2)
+        b = _adds_then_breaks(a - 1)
+    finally:
+        x = x + 0
+    return a + b
+
+
+IN_TRY_BLOCKS = [computed_argument_in_a_try_block, two_breaking_calls_in_a_try_block]
+
+
+@pytest.mark.parametrize("fn", IN_TRY_BLOCKS, ids=[fn.__name__ for fn in IN_TRY_BLOCKS])
+def test_break_in_a_callee_inside_a_try_block_compiles_the_callee_like_torch(fn):
+    # the frame runs eagerly (its try block cannot be resumed), the global function
+    # it calls runs as a compiled frame of its own
+    check_like_torch(fn, _one, calls=3)
+    assert globals()["_adds_then_breaks"].__code__.co_name == "_adds_then_breaks"
+
+
+def _replaced(t):
+    return t - 100
+
+
+def rebinds_the_called_global(x):
+    global _rebound_callee
+    try:
+        y = _rebound_callee(x + 1)
+        _rebound_callee = _replaced
+    except ValueError:
+        y = x
+    return y
+
+
+_rebound_callee = _adds_then_breaks
+
+
+def test_global_rebound_by_an_eager_frame_keeps_its_new_value():
+    global _rebound_callee
+    compiled = dynamo_capture.optimize(rebinds_the_called_global, backend=lambda gm, ex: gm.forward)
+    x = torch.randn(4)
+    try:
+        torch.testing.assert_close(compiled(x), _adds_then_breaks(x + 1))
+        assert _rebound_callee is _replaced
+        torch.testing.assert_close(compiled(x), x + 1 - 100)
+    finally:
+        _rebound_callee = _adds_then_breaks

@@ -13,10 +13,13 @@ only, by the compiled callable.
     method              obj.name(...)           obj.__dict__[name]
     staticmethod        cls.name(...)           cls.name (restored after)
     classmethod         cls.name(...)           cls.name (restored after)
+    global function     name(...)               the frame's globals[name] (restored
+                                                after, unless the frame rebound it)
 
 A submodule's class is shadowed on every module of that class under the frame's
 modules, so a loop over layers runs each layer's forward compiled. Global
-functions are handled by `resume.called_globals` (their load is rewritten).
+functions of a split frame are handled by `resume.called_globals` (their load is
+rewritten); a frame run eagerly as a whole (a break in a try block) shadows them.
 """
 
 from __future__ import annotations
@@ -42,8 +45,13 @@ class Shadow:
     name: str
     value: Any
     on_class: bool = False
+    in_dict: bool = False  # owner is a dict (a module's globals), name a key of it
 
     def apply(self) -> Any:
+        if self.in_dict:
+            saved = self.owner.get(self.name, _MISSING)
+            self.owner[self.name] = self.value
+            return saved
         if self.name == "cell_contents":
             saved = self.owner.cell_contents
             self.owner.cell_contents = self.value
@@ -57,6 +65,14 @@ class Shadow:
         return saved
 
     def restore(self, saved: Any) -> None:
+        if self.in_dict:
+            if self.owner.get(self.name, _MISSING) is not self.value:
+                return  # the frame rebound the global: its value stays
+            if saved is _MISSING:
+                self.owner.pop(self.name, None)
+            else:
+                self.owner[self.name] = saved
+            return
         if self.name == "cell_contents":
             self.owner.cell_contents = saved
         elif self.on_class:
@@ -155,6 +171,8 @@ def shadows_for(
     owner = _static_owner(function, f_locals, f_globals)
     if owner is not None:
         return [Shadow(owner, name, staticmethod(compile_part(function)), on_class=True)]
+    if receiver is None and f_globals.get(name) is function:
+        return [Shadow(f_globals, name, compile_part(function), in_dict=True)]
     return []
 
 
