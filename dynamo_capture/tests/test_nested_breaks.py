@@ -476,3 +476,58 @@ def test_global_rebound_by_an_eager_frame_keeps_its_new_value():
         torch.testing.assert_close(compiled(x), x + 1 - 100)
     finally:
         _rebound_callee = _adds_then_breaks
+
+
+def _enable_grad_around_a_breaking_call(t):
+    with torch.enable_grad():
+        t = t + 4
+        u = _breaks_in_no_grad(t) + 8
+    return u * 2
+
+
+def grad_blocks_three_frames_deep(x):
+    with torch.no_grad():
+        x = x + 16
+        y = _enable_grad_around_a_breaking_call(x) + 32
+    return y
+
+
+def _no_grad_around_a_breaking_call(t):
+    with torch.no_grad():
+        a = t + 1
+        b = _adds_then_breaks(a * 2)
+    return a + b
+
+
+def no_grad_callee_inside_enable_grad(x):
+    with torch.enable_grad():
+        y = x.sin()
+        z = _no_grad_around_a_breaking_call(y) * 3
+    return z + y
+
+
+def _returns_in_enable_grad(t):
+    with torch.enable_grad():
+        return _adds_then_breaks(t * 5) - 1
+
+
+def enable_grad_callee_returning_inside_no_grad(x):
+    with torch.no_grad():
+        y = x.cos()
+        w = _returns_in_enable_grad(y)
+        w = w * y
+    return w
+
+
+NESTED_GRAD_BLOCKS = [
+    return_inside_a_with_block_after_a_breaking_call,
+    grad_blocks_three_frames_deep,
+    no_grad_callee_inside_enable_grad,
+    enable_grad_callee_returning_inside_no_grad,
+]
+
+
+@pytest.mark.parametrize("fn", NESTED_GRAD_BLOCKS, ids=[fn.__name__ for fn in NESTED_GRAD_BLOCKS])
+def test_grad_blocks_open_in_callers_are_re_entered_in_each_part_like_torch(fn):
+    check_like_torch(fn, _one, calls=3)
+    assert torch.is_grad_enabled()
