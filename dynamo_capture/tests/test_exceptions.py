@@ -395,12 +395,12 @@ def len_of_an_int_caught(x):
     return x + n
 
 
-def len_of_a_size_caught_with_its_message(x):
+def len_of_a_size_caught_as_a_name(x):
     y = x * 2
     try:
         n = len(y.shape[0])
     except TypeError as error:
-        n = len(str(error))
+        n = 2 if isinstance(error, TypeError) else 5
     return y + n
 
 
@@ -414,7 +414,7 @@ def len_of_an_object_without_len_caught(x):
 
 LEN_ERRORS = [
     len_of_an_int_caught,
-    len_of_a_size_caught_with_its_message,
+    len_of_a_size_caught_as_a_name,
     len_of_an_object_without_len_caught,
 ]
 
