@@ -45,7 +45,14 @@ split (they run eagerly, logged); closures are kept.
 A failing call inside an expression (`f(x) + g(x)`) is cut at the call's first
 instruction instead (`_call_plan`): the partial values below it travel in the
 `___stack` local (stored by the epilogue, pushed back by the prologue), so the
-graph before the break holds `f(x)`. Elsewhere cuts are at statements.
+graph before the break holds `f(x)`. A NULL among them (the break lies in another
+call's arguments, `int(t.item())`) is dropped by the epilogue and pushed again by
+the prologue (`_pack_stack`). Where the callable loads again without effects (a
+global or local function, a plain method of a local or global object) the cut
+lies at the call instruction itself (`CallArguments`): its arguments, keyword
+ones included, are computed in the graph before. Inside grad-mode or autocast
+`with` blocks each part re-enters them below the partial values; inside a try
+block or a loop there is no instruction cut. Elsewhere cuts are at statements.
 """
 
 from __future__ import annotations
