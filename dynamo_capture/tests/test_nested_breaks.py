@@ -531,3 +531,61 @@ NESTED_GRAD_BLOCKS = [
 def test_grad_blocks_open_in_callers_are_re_entered_in_each_part_like_torch(fn):
     check_like_torch(fn, _one, calls=3)
     assert torch.is_grad_enabled()
+
+
+def function_passed_as_an_argument(x, fn=_adds_then_breaks):
+    return fn(x * 2) + 1
+
+
+def global_function_held_by_a_local(x):
+    fn = _adds_then_breaks
+    return fn(x * 2) + 1
+
+
+def function_made_in_the_frame_with_defaults(x):
+    def g(t, shift=2, *, scale=3.0):
+        t = t + shift
+        torch._dynamo.graph_break()
+        return t * scale
+
+    return g(x * 2) + g(x - 1, shift=2, scale=3.0)
+
+
+class _Counts(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.calls = 0
+
+    def helper(self, t, scale=1):
+        self.calls += 1
+        t = self.linear(t)
+        torch._dynamo.graph_break()
+        return t * scale
+
+    def forward(self, x):
+        return self.helper(x + 1, scale=3) - x
+
+
+torch.manual_seed(0)
+_COUNTS = _Counts()
+
+
+def module_method_with_keyword_argument(x):
+    return _COUNTS(x)
+
+
+LOCAL_CALLABLES = [
+    function_passed_as_an_argument,
+    global_function_held_by_a_local,
+    function_made_in_the_frame_with_defaults,
+    module_method_with_keyword_argument,
+]
+
+
+@pytest.mark.parametrize("fn", LOCAL_CALLABLES, ids=[fn.__name__ for fn in LOCAL_CALLABLES])
+def test_callable_held_by_a_local_runs_as_a_compiled_frame_like_torch(fn):
+    before = _COUNTS.calls
+    check_like_torch(fn, _one, calls=3)
+    if fn is module_method_with_keyword_argument:
+        assert _COUNTS.calls - before == 12  # ember, eager, torch.compile, eager

@@ -107,41 +107,69 @@ Compile = Callable[[Any], Any]
 
 
 class LocalFunctionRoute:
-    """Gives the compiled frame of a function made in the frame (a new object each call).
+    """Gives the compiled frame of the function a local holds where a cut call loads it.
 
-    The eager part that makes the call passes the local's function through this route;
-    a function of `code` with no closure, defaults or attributes of its own, and the
-    globals of the first one seen, runs as one compiled frame made for the first (the
-    two run the same code the same way); any other callable is returned as it is.
+    `known`: a function that came from outside the frame (a parameter, a global copied
+    to a local); that very function is routed to `compile_part(known)`. `code`: the
+    code of a function made in the frame (a new object each call): one with no
+    closure or attributes of its own, constant defaults equal to the first one's,
+    and the first one's globals runs as one compiled frame made for the first (the
+    two run the same code the same way). Any other callable is returned as it is.
     """
 
-    def __init__(self, code: types.CodeType, compile_part: Compile) -> None:
+    def __init__(
+        self, compile_part: Compile, code: types.CodeType | None = None, known: Any = None
+    ) -> None:
         self.code = code
+        self.known = known
         self.compile_part = compile_part
         self.first: types.FunctionType | None = None
         self.part: Any = None
 
     def __call__(self, function: Any) -> Any:
+        if self.known is not None:
+            return self.compile_part(function) if function is self.known else function
         if not (
             type(function) is types.FunctionType
             and function.__code__ is self.code
             and not function.__closure__
-            and not function.__defaults__
-            and not function.__kwdefaults__
             and not function.__dict__
+            and _constant_defaults(function)
         ):
             return function
         if self.first is None:
             self.first, self.part = function, self.compile_part(function)
-        elif function.__globals__ is not self.first.__globals__:
+        elif function.__globals__ is not self.first.__globals__ or _defaults(function) != _defaults(
+            self.first
+        ):
             return function
         return self.part
 
 
+_CONSTANT_TYPES = (bool, int, float, str, bytes, type(None))
+
+
+def _defaults(function: types.FunctionType) -> tuple[Any, ...]:
+    """The function's defaults with their types (`1 == 1.0 == True` are not the same)."""
+    values = (*(function.__defaults__ or ()), *sorted((function.__kwdefaults__ or {}).items()))
+    return tuple((type(value), value) for value in values)
+
+
+def _constant_defaults(function: types.FunctionType) -> bool:
+    values = (*(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values())
+    return all(type(value) in _CONSTANT_TYPES for value in values)
+
+
 def shadows_for(
-    callee: Any, frame_function: types.FunctionType, f_locals: dict[str, Any], compile_part: Compile
+    callee: Any,
+    frame_function: types.FunctionType,
+    f_locals: dict[str, Any],
+    compile_part: Compile,
+    *,
+    global_functions: bool = False,
 ) -> list[Shadow]:
-    """Shadows that route the call to `callee` (an interpreter.Callee) to compiled frames."""
+    """Shadows that route the call to `callee` (an interpreter.Callee) to compiled frames;
+    a global function only with `global_functions` (a frame run eagerly as a whole)."""
     function, receiver = callee.function, callee.receiver
     if not isinstance(function, types.FunctionType):
         return []
@@ -171,7 +199,7 @@ def shadows_for(
     owner = _static_owner(function, f_locals, f_globals)
     if owner is not None:
         return [Shadow(owner, name, staticmethod(compile_part(function)), on_class=True)]
-    if receiver is None and f_globals.get(name) is function:
+    if global_functions and receiver is None and f_globals.get(name) is function:
         return [Shadow(f_globals, name, compile_part(function), in_dict=True)]
     return []
 

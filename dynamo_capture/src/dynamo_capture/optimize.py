@@ -420,6 +420,15 @@ class CompiledCallable:
             part = self._callees[key] = self._part(callee, backend)
         return part
 
+    def _local_route(self, code: types.CodeType) -> LocalFunctionRoute:
+        """The route to the compiled frame of the functions of `code` made in the frame;
+        one for every call of them (as torch.compile caches a code's frames)."""
+        key = (id(code), "made in the frame")
+        route = self._callees.get(key)
+        if route is None:
+            route = self._callees[key] = LocalFunctionRoute(self._part, code=code)
+        return route
+
     def _split_entry(
         self, error: Unsupported, contexts: list[CaptureContext], f_locals: dict[str, Any]
     ) -> CompiledEntry | None:
@@ -465,8 +474,13 @@ class CompiledCallable:
                 shadows = shadows_for(callee, function, f_locals, self._callee_part)
             route = None
             if plan.call_args is not None and plan.call_args.local is not None:
-                if error.callee_code is not None:
-                    route = LocalFunctionRoute(error.callee_code, self._part)
+                known = callee.function if callee is not None else None
+                if error.callee_code is not None:  # a function made in the frame
+                    route = self._local_route(error.callee_code)
+                elif isinstance(known, types.FunctionType) and "<locals>" in known.__qualname__:
+                    route = self._local_route(known.__code__)  # made by an earlier part
+                elif isinstance(known, types.FunctionType):  # from outside, held by a local
+                    route = LocalFunctionRoute(self._callee_part, known=known)
             try:
                 parts = self._split_parts(function, plan, callees, shadows, route)
             except ValueError as no_room:  # no room for a part's entry jump
@@ -604,7 +618,9 @@ class CompiledCallable:
             return []
         if not isinstance(function, types.FunctionType):
             return []
-        return shadows_for(error.callee, function, f_locals, self._callee_part)
+        return shadows_for(
+            error.callee, function, f_locals, self._callee_part, global_functions=True
+        )
 
     def _forward_shadows(self, module: Any, backend: Backend | None = None) -> list[Shadow]:
         """`module.forward` looked up as a compiled frame of it while the module's call
