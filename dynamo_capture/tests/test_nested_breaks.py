@@ -589,3 +589,23 @@ def test_callable_held_by_a_local_runs_as_a_compiled_frame_like_torch(fn):
     check_like_torch(fn, _one, calls=3)
     if fn is module_method_with_keyword_argument:
         assert _COUNTS.calls - before == 12  # ember, eager, torch.compile, eager
+
+
+def breaking_call_inside_a_breaking_call(x):
+    return _adds_then_breaks(_adds_then_breaks(x + 1) * 2)
+
+
+def breaking_calls_nested_with_keywords(x):
+    return _scaled(_adds_then_breaks(x * 3) - 1, scale=2, shift=1) + x
+
+
+NESTED_BREAKING_CALLS = [breaking_call_inside_a_breaking_call, breaking_calls_nested_with_keywords]
+
+
+@pytest.mark.parametrize(
+    "fn", NESTED_BREAKING_CALLS, ids=[fn.__name__ for fn in NESTED_BREAKING_CALLS]
+)
+def test_breaking_call_whose_callable_was_handed_on_is_cut_at_its_call_like_torch(fn):
+    # the outer callable waits below the inner cut; the part resuming after it cuts at
+    # the outer call instruction and routes the callable to its compiled frame
+    check_like_torch(fn, _one, calls=3)

@@ -49,7 +49,7 @@ from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory
 from dynamo_capture.operations import IdentityKey, key_value
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
-from dynamo_capture.resume import ITERATOR, UNBOUND, ContextSpec, cell_locals
+from dynamo_capture.resume import ITERATOR, UNBOUND, ContextSpec, cell_locals, generated_from
 from dynamo_capture.sources import AttrSource, ClosureSource, LocalSource, Source
 from dynamo_capture.state import capturing
 from dynamo_capture.values import (
@@ -220,8 +220,25 @@ def call_cut(tx: Translator) -> tuple[int, int, int, int] | None:
             index = tx.index_of[inst.offset] + 1
             if index >= len(tx.instructions):
                 return None
+            if offset >= generated_from(tx.code):
+                # the callable was pushed by a part's prologue: cut at the call itself
+                return _cut_at_call(tx, depth, tx.instructions[index].offset)
             return offset, depth, tx.instructions[index].offset, depth + 1
     return None
+
+
+def _cut_at_call(tx: Translator, depth: int, after: int) -> tuple[int, int, int, int] | None:
+    """A cut at the call instruction itself, every stack value handed on: NULL, the
+    callable (a function or class) and the arguments (tensors or constants)."""
+    if not tx.calling_after_null or not _carried(tx.calling):
+        return None
+    if not all(_plain(value) for value in tx.calling_args):
+        return None
+    index = tx.index_of[tx.current.offset]
+    while index > 0 and tx.instructions[index - 1].opname in ("PRECALL", "KW_NAMES"):
+        index -= 1
+    full = depth + 2 + len(tx.calling_args)
+    return tx.instructions[index].offset, full, after, depth + 1
 
 
 def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | None:
@@ -300,12 +317,13 @@ def _reloadable(callable_value: Any) -> bool:
 def _carried(value: Any) -> bool:
     """Whether a value below the failing call can be handed on to the parts after the
     cut: a tensor or constant, the NULL of an enclosing call's callable slot, or the
-    callable itself when it is a builtin or torch function or a class (a constant)."""
+    callable itself when it is a function or a class (a constant, guarded by identity)."""
     if value is NULL or _plain(value):
         return True
     if not isinstance(value, PythonValue):
         return False
-    return isinstance(value.obj, type | types.BuiltinFunctionType) or _torch_callable(value)
+    callable_types = type | types.BuiltinFunctionType | types.FunctionType
+    return isinstance(value.obj, callable_types) or _torch_callable(value)
 
 
 def _plain(value: Any) -> bool:
@@ -390,7 +408,10 @@ def capture_frame(
                     located.call_cut = None
             if located.call_cut is not None:
                 below = tx.stack[: located.call_cut[1]]
-                located.stack_nulls = tuple(i for i, v in enumerate(below) if v is NULL)
+                nulls = [i for i, v in enumerate(below) if v is NULL]
+                if located.call_cut[1] == len(tx.stack) + 2 + len(tx.calling_args):
+                    nulls.append(len(tx.stack))  # a cut at the call itself: its NULL
+                located.stack_nulls = tuple(nulls)
             if located.call_cut is not None and tx.current.opname in _CALLS:
                 located.plain_args = all(
                     _plain(value) for value in tx.calling_args

@@ -39,6 +39,7 @@ def call_(tx: Translator, inst: Instruction) -> None:
     tx.calling_args = args
     second = tx.pop()
     first = tx.pop()
+    tx.calling_after_null = first is NULL
     if first is NULL:
         fn = second
     else:

@@ -473,7 +473,8 @@ class CompiledCallable:
             if callee is not None:
                 shadows = shadows_for(callee, function, f_locals, self._callee_part)
             route = None
-            if plan.call_args is not None and plan.call_args.local is not None:
+            local_call = plan.call_args is not None and plan.call_args.local is not None
+            if local_call or plan.routed is not None:
                 known = callee.function if callee is not None else None
                 if error.callee_code is not None:  # a function made in the frame
                     route = self._local_route(error.callee_code)
@@ -581,13 +582,13 @@ class CompiledCallable:
                 function, plan.start, plan.stop, body, "eager", compiled_callees,
                 enter=plan.contexts, leave=plan.resume_contexts,
                 stack_in=stack_in, stack_out=stack_out, call_args=args, route_local=route,
-                stack_nulls=nulls,
+                stack_nulls=nulls, routed=plan.routed, stack_nulls_out=plan.nulls_after,
             )  # fmt: skip
             parts.append(ShadowedPart(middle, shadows) if shadows else middle)
         if plan.stop is not None:
             resume = segment_function(
                 function, plan.stop, None, body, "resume",
-                enter=plan.resume_contexts, stack_in=stack_out, stack_nulls=nulls,
+                enter=plan.resume_contexts, stack_in=stack_out, stack_nulls=plan.nulls_after,
             )  # fmt: skip
             parts.append(self._part(resume))
         return parts

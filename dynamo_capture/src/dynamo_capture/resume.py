@@ -184,6 +184,16 @@ class SplitPlan:
     stack: tuple[int, int] | None = None  # instruction-level cut: values at start, at stop
     call_args: CallArguments | None = None  # a cut at the call instruction itself
     stack_nulls: tuple[int, ...] = ()  # positions of NULLs among the stack values
+    # a cut at the call instruction with its callable among the stack values (pushed
+    # by a part's prologue): the callable's position, routed to its compiled frame
+    routed: int | None = None
+
+    @property
+    def nulls_after(self) -> tuple[int, ...]:
+        """The NULLs among the stack values after the cut call (a routed call took its own)."""
+        if self.routed is None:
+            return self.stack_nulls
+        return tuple(null for null in self.stack_nulls if null != self.routed - 1)
 
 
 def is_end(result: Any) -> bool:
@@ -541,10 +551,18 @@ def _call_plan(
     if depths.get(at) != depth or depths.get(after) != depth_after:
         return None
     call_args = _call_arguments(insts, at, after, depths, depth) if args_known else None
+    nulls = tuple(null - withs for null in stack_nulls)
+    routed = None
+    by_offset = {inst.offset: inst for inst in insts}
+    if by_offset[at].opname in ("PRECALL", "KW_NAMES", "CALL"):  # a cut at the call itself
+        call = next(inst for inst in insts if inst.offset >= at and inst.opname == "CALL")
+        routed = depth - withs - (call.arg or 0) - 1
+        if routed - 1 not in nulls:
+            return None
     return SplitPlan(
         at, after, body_start, contexts[:withs], contexts[:withs],
         stack=(depth - withs, depth_after - withs), call_args=call_args,
-        stack_nulls=tuple(null - withs for null in stack_nulls),
+        stack_nulls=nulls, routed=routed,
     )  # fmt: skip
 
 
@@ -723,6 +741,8 @@ def segment_function(
     call_args: CallArguments | None = None,
     route_local: Any = None,
     stack_nulls: tuple[int, ...] = (),
+    routed: int | None = None,
+    stack_nulls_out: tuple[int, ...] | None = None,
 ) -> types.FunctionType:
     """A function running `function`'s code from `start` to `stop`; every local is a parameter.
 
@@ -734,7 +754,9 @@ def segment_function(
     (END, top of stack, *locals) with `returns_top`. With `stack_in` / `stack_out` (an
     instruction-level cut) the part has one more local, `___stack`, a tuple of values
     pushed at entry and stored at the stop; the NULLs at `stack_nulls` (the callable
-    slot of an enclosing call) are pushed again, not stored (see `_pack_stack`). `replacements` maps globals
+    slot of an enclosing call) are pushed again, not stored (see `_pack_stack`), and
+    stack value `routed` (the callable of a cut at a call) through `route_local`;
+    `stack_nulls_out` are the NULLs at the stop where they differ. `replacements` maps globals
     called in the part to what is called instead (the compiled callee of a break
     inside an inlined call). With `call_args` (a cut at a call instruction, see
     SplitPlan) a part stopping at the call hands on its arguments as one more stack
@@ -786,9 +808,14 @@ def segment_function(
             if index in stack_nulls:
                 raw += emit("PUSH_NULL")
                 continue
+            routing = index == routed and route_local is not None
+            if routing:
+                raw += emit("PUSH_NULL") + emit("LOAD_CONST", const(route_local))
             raw += emit("LOAD_FAST", slot)
             for step in _stack_path(index, stack_nulls):
                 raw += emit("LOAD_CONST", const(step)) + emit("BINARY_SUBSCR")
+            if routing:
+                raw += emit_call(1)
         if load_at is not None and call_args is not None:
             # the callable's load (NULL + the function, replaced by its compiled part),
             # then the arguments from the last stack value, then the call
@@ -816,7 +843,8 @@ def segment_function(
             raw += emit("BUILD_TUPLE", call_args.count) + emit("SWAP", 2) + emit("POP_TOP")
             raw += emit("LOAD_CONST", const(tuple)) + emit("SWAP", 2) + emit_call(1)
         if stack_out is not None:  # the values above the `with` blocks' exits
-            raw += _pack_stack(stack_out, stack_nulls, const) + emit("STORE_FAST", slot)
+            nulls_out = stack_nulls if stack_nulls_out is None else stack_nulls_out
+            raw += _pack_stack(stack_out, nulls_out, const) + emit("STORE_FAST", slot)
         raw += _leave_code(leave, const(None))
         reads = _local_reads(varnames, tracked, _binding_at(root, stop))
         entries += _epilogue(raw, reads, const, returns_top)
