@@ -609,3 +609,74 @@ def test_breaking_call_whose_callable_was_handed_on_is_cut_at_its_call_like_torc
     # the outer callable waits below the inner cut; the part resuming after it cuts at
     # the outer call instruction and routes the callable to its compiled frame
     check_like_torch(fn, _one, calls=3)
+
+
+class _Holder:
+    def __init__(self):
+        self.scaler = _SCALER
+        self.reads = 0
+
+    @property
+    def counted_scaler(self):
+        self.reads += 1
+        return _SCALER
+
+
+_HOLDER = _Holder()
+
+
+def method_of_an_attribute(x):
+    return _HOLDER.scaler.adds_then_breaks(x + 1) * 2
+
+
+class _Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def breaks_after(self, t, scale=1.0):
+        t = self.linear(t)
+        torch._dynamo.graph_break()
+        return t * scale
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = _Block()
+
+    def forward(self, x):
+        return self.block.breaks_after(x.sin(), scale=2.0) + x
+
+
+torch.manual_seed(0)
+_NET = _Net()
+
+
+def method_of_a_submodule(x):
+    return _NET(x)
+
+
+ATTRIBUTE_CHAINS = [method_of_an_attribute, method_of_a_submodule]
+
+
+@pytest.mark.parametrize("fn", ATTRIBUTE_CHAINS, ids=[fn.__name__ for fn in ATTRIBUTE_CHAINS])
+def test_method_of_an_attribute_cuts_at_the_call_like_torch(fn):
+    check_like_torch(fn, _one, calls=3)
+
+
+def method_through_a_counted_property(x):
+    return _HOLDER.counted_scaler.adds_then_breaks(x + 1) * 2
+
+
+def test_receiver_read_through_a_property_is_read_once_like_eager():
+    compiled = dynamo_capture.optimize(
+        method_through_a_counted_property, backend=lambda gm, ex: gm.forward
+    )
+    for _ in range(2):
+        x = torch.randn(4)
+        before = _HOLDER.reads
+        expected = method_through_a_counted_property(x)
+        got = compiled(x)
+        torch.testing.assert_close(got, expected)
+        assert _HOLDER.reads == before + 2

@@ -292,7 +292,8 @@ def _torch_callable(callable_value: Any) -> bool:
 def _reloadable(callable_value: Any) -> bool:
     """Whether loading the failing call's callable again (after its arguments, in the
     eager part) gives the same callable with no effect: a function, or a method that is
-    a plain function on the receiver's class (no property, no `__getattr__`)."""
+    a plain function on the receiver's class (no property, no `__getattr__`); the
+    receiver's own loads are checked by `_receiver_reloads`."""
     if isinstance(callable_value, FunctionValue):
         return True
     if isinstance(callable_value, PythonValue):
@@ -312,6 +313,53 @@ def _reloadable(callable_value: Any) -> bool:
     if cls is None or "__getattribute__" in vars(cls):
         return False
     return inspect.getattr_static(cls, function.__name__, None) is function
+
+
+_NOT_PLAIN = object()
+
+
+def _receiver_reloads(tx: Translator, at: int) -> bool:
+    """Whether the loads from `at` up to the failing call's method load (a local or
+    global, then attributes: `self.layer.f`) give its receiver again with no effect:
+    each attribute read from an instance dict or a module's parameters, buffers and
+    submodules (no property, descriptor or `__getattribute__` that could run code)."""
+    receiver = getattr(tx.calling, "self_value", None)
+    if not isinstance(tx.calling, MethodValue):
+        return True  # no receiver: a function, loaded by name
+    if not isinstance(receiver, PythonValue):
+        return False
+    insts = tx.instructions[tx.index_of[at] :]
+    if insts[0].opname == "LOAD_FAST":  # the local's value when the call was made
+        value = getattr(tx.locals.get(insts[0].argval), "obj", _NOT_PLAIN)
+    elif insts[0].opname == "LOAD_GLOBAL":
+        value = tx.f_globals.get(insts[0].argval, _NOT_PLAIN)
+    else:
+        return False
+    for inst in insts[1:]:
+        if inst.method:  # the method load: what it binds must be the receiver
+            return value is receiver.obj
+        if inst.opname != "LOAD_ATTR" or value is _NOT_PLAIN:
+            return False
+        value = _plain_attribute(value, inst.argval)
+    return False
+
+
+def _plain_attribute(base: Any, member: str) -> Any:
+    """`base.member` read from an instance dict or a module's stores; _NOT_PLAIN where
+    reading it could run code or find it elsewhere."""
+    if type(base).__getattribute__ is not object.__getattribute__:
+        return _NOT_PLAIN
+    on_class = inspect.getattr_static(type(base), member, None)
+    if hasattr(type(on_class), "__set__") or hasattr(type(on_class), "__delete__"):
+        return _NOT_PLAIN  # a property or another data descriptor
+    own = getattr(base, "__dict__", None)
+    if isinstance(own, dict) and member in own:
+        return own[member]
+    if isinstance(base, torch.nn.Module) and isinstance(own, dict):
+        for store in ("_parameters", "_buffers", "_modules"):
+            if member in own.get(store, {}):
+                return own[store][member]
+    return _NOT_PLAIN
 
 
 def _carried(value: Any) -> bool:
@@ -416,6 +464,8 @@ def capture_frame(
                 located.plain_args = all(
                     _plain(value) for value in tx.calling_args
                 ) and _reloadable(tx.calling)
+                if located.plain_args and located.call_cut[1] == len(tx.stack):
+                    located.plain_args = _receiver_reloads(tx, located.call_cut[0])
         located.callee = error.callee
         located.escapes = isinstance(error, ExceptionRaised)
         raise located from error.__cause__

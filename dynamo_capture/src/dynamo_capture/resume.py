@@ -638,12 +638,15 @@ def _callable_load(
     if load.opname == "PUSH_NULL" and insts[first + 1].opname == "LOAD_FAST":
         return first + 2, None, insts[first + 1].argval
     pushes_null = load.opname == "LOAD_GLOBAL" and (load.arg or 0) & 1
-    if load.opname in _CALLABLE_BASES and not pushes_null and first + 1 < len(insts):
-        method = insts[first + 1]
-        if method.opname == "LOAD_METHOD" or (
-            method.opname == "LOAD_ATTR" and PY312 and (method.arg or 0) & 1
-        ):
-            return first + 2, method.offset, None
+    if load.opname not in _CALLABLE_BASES or pushes_null:
+        return None
+    index = first + 1  # attribute loads (`self.layer`), then the method load
+    while index < len(insts) and insts[index].opname == "LOAD_ATTR":
+        if PY312 and (insts[index].arg or 0) & 1:
+            return index + 1, insts[index].offset, None  # 3.12's method load
+        index += 1
+    if index < len(insts) and insts[index].opname == "LOAD_METHOD":
+        return index + 1, insts[index].offset, None
     return None
 
 
