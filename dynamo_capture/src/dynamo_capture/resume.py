@@ -643,11 +643,22 @@ def _callable_load(
     index = first + 1  # attribute loads (`self.layer`), then the method load
     while index < len(insts) and insts[index].opname == "LOAD_ATTR":
         if PY312 and (insts[index].arg or 0) & 1:
-            return index + 1, insts[index].offset, None  # 3.12's method load
+            break  # 3.12's method load
         index += 1
-    if index < len(insts) and insts[index].opname == "LOAD_METHOD":
-        return index + 1, insts[index].offset, None
-    return None
+    if index + 1 >= len(insts) or not _rewritable_method_load(insts, index):
+        return None
+    return index + 1, insts[index].offset, None
+
+
+def _rewritable_method_load(insts: list[dis.Instruction], index: int) -> bool:
+    """Whether the method load at `insts[index]` has room for `_plain_attribute_load`."""
+    inst = insts[index]
+    if not (inst.opname == "LOAD_METHOD" or (PY312 and inst.opname == "LOAD_ATTR")):
+        return False
+    arg = (inst.arg or 0) & ~1 if PY312 else inst.arg or 0
+    size = insts[index + 1].offset - inst.offset
+    room = len(emit("LOAD_ATTR", arg) + emit("PUSH_NULL") + emit("SWAP", 2))
+    return arg <= 0xFF and room <= size
 
 
 def _loop_plan(
