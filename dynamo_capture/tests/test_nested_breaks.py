@@ -680,3 +680,22 @@ def test_receiver_read_through_a_property_is_read_once_like_eager():
         got = compiled(x)
         torch.testing.assert_close(got, expected)
         assert _HOLDER.reads == before + 2
+
+
+def breaking_call_with_star_arguments(x):
+    args = (x + 1,)
+    return _adds_then_breaks(*args) * 2
+
+
+def breaking_call_with_star_keywords(x):
+    kwargs = {"scale": 2, "shift": 1}
+    y = x.cos()
+    return x - _scaled(y, **kwargs)
+
+
+STAR_CALLS = [breaking_call_with_star_arguments, breaking_call_with_star_keywords]
+
+
+@pytest.mark.parametrize("fn", STAR_CALLS, ids=[fn.__name__ for fn in STAR_CALLS])
+def test_breaking_call_with_star_arguments_resumes_after_the_call_like_torch(fn):
+    check_like_torch(fn, _one, calls=3)

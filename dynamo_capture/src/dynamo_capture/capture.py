@@ -202,9 +202,14 @@ def call_cut(tx: Translator) -> tuple[int, int, int, int] | None:
     call).
     """
     inst, trace = tx.current, tx.trace
-    if inst is None or inst.opname not in _CALLS or not trace or trace[-1][0] != inst.offset:
+    if inst is None or not trace or trace[-1][0] != inst.offset:
         return None
-    depth = trace[-1][1] - (inst.arg or 0) - 2
+    if inst.opname in _CALLS:
+        depth = trace[-1][1] - (inst.arg or 0) - 2
+    elif inst.opname == "CALL_FUNCTION_EX":  # NULL, callable, args tuple[, kwargs dict]
+        depth = trace[-1][1] - 3 - ((inst.arg or 0) & 1)
+    else:
+        return None
     if depth < 0:
         return None
     receiver_cut = _receiver_cut(tx, depth)
@@ -222,6 +227,8 @@ def call_cut(tx: Translator) -> tuple[int, int, int, int] | None:
                 return None
             if offset >= generated_from(tx.code):
                 # the callable was pushed by a part's prologue: cut at the call itself
+                if inst.opname not in _CALLS:
+                    return None
                 return _cut_at_call(tx, depth, tx.instructions[index].offset)
             return offset, depth, tx.instructions[index].offset, depth + 1
     return None
@@ -440,7 +447,8 @@ def capture_frame(
             located.contexts = open_contexts(tx)
             located.in_unknown_with = opens_unknown_with(tx)
             located.call_cut = call_cut(tx)
-            if isinstance(tx.calling, FunctionValue) and error.callee is not None:
+            calls = tx.current.opname in (*_CALLS, "CALL_FUNCTION_EX")
+            if calls and isinstance(tx.calling, FunctionValue) and error.callee is not None:
                 located.callee_code = tx.calling.code  # a function made in the frame
             if located.call_cut is not None and located.call_cut[1] == _open_withs(tx):
                 # a cut at a statement's first call: for a break inside a function the
