@@ -317,7 +317,7 @@ def _reloadable(callable_value: Any) -> bool:
         cls = type(receiver.obj)
     else:
         cls = getattr(receiver, "cls", None)
-    if cls is None or "__getattribute__" in vars(cls):
+    if cls is None or cls.__getattribute__ is not object.__getattribute__:
         return False
     return inspect.getattr_static(cls, function.__name__, None) is function
 
