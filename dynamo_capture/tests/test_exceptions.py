@@ -381,3 +381,44 @@ def test_exception_of_a_generator_run_ahead_is_not_caught_early(fn):
         x = torch.randn(3)
         got, expected = compiled(x), fn(x)
         torch.testing.assert_close(got, expected)
+
+
+class _Sizeless:
+    pass
+
+
+def len_of_an_int_caught(x):
+    try:
+        n = len(5)
+    except TypeError:
+        n = 3
+    return x + n
+
+
+def len_of_a_size_caught_as_a_name(x):
+    y = x * 2
+    try:
+        n = len(y.shape[0])
+    except TypeError as error:
+        n = 2 if isinstance(error, TypeError) else 5
+    return y + n
+
+
+def len_of_an_object_without_len_caught(x):
+    try:
+        n = len(_Sizeless())
+    except TypeError:
+        n = -1
+    return x * n
+
+
+LEN_ERRORS = [
+    len_of_an_int_caught,
+    len_of_a_size_caught_as_a_name,
+    len_of_an_object_without_len_caught,
+]
+
+
+@pytest.mark.parametrize("fn", LEN_ERRORS, ids=[fn.__name__ for fn in LEN_ERRORS])
+def test_len_of_a_value_without_len_raises_in_the_frame_like_torch(fn):
+    check_like_torch(fn, _one)

@@ -318,7 +318,7 @@ PROGRAMS = [
     Program(two_breaks_in_no_grad, (X,), 3, 2),
     Program(return_inside_after_break, (X,), 2, 1),
     Program(return_grad_state_inside, (X,), 1, 1),
-    Program(item_in_no_grad, (X,), 1, 1),
+    Program(item_in_no_grad, (X,), 2, 1),
     Program(data_if_in_no_grad, (X,), 2, 1),
     Program(raise_in_eager_part, (X,), 0, 1),  # escapes the frame: eager, as torch.compile
     Program(raise_after_break, (X,), 1, 2),

@@ -13,10 +13,13 @@ only, by the compiled callable.
     method              obj.name(...)           obj.__dict__[name]
     staticmethod        cls.name(...)           cls.name (restored after)
     classmethod         cls.name(...)           cls.name (restored after)
+    global function     name(...)               the frame's globals[name] (restored
+                                                after, unless the frame rebound it)
 
 A submodule's class is shadowed on every module of that class under the frame's
 modules, so a loop over layers runs each layer's forward compiled. Global
-functions are handled by `resume.called_globals` (their load is rewritten).
+functions of a split frame are handled by `resume.called_globals` (their load is
+rewritten); a frame run eagerly as a whole (a break in a try block) shadows them.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Shadow", "ShadowedPart", "shadows_for"]
+__all__ = ["LocalFunctionRoute", "Shadow", "ShadowedPart", "shadows_for"]
 
 _MISSING = object()
 
@@ -42,8 +45,13 @@ class Shadow:
     name: str
     value: Any
     on_class: bool = False
+    in_dict: bool = False  # owner is a dict (a module's globals), name a key of it
 
     def apply(self) -> Any:
+        if self.in_dict:
+            saved = self.owner.get(self.name, _MISSING)
+            self.owner[self.name] = self.value
+            return saved
         if self.name == "cell_contents":
             saved = self.owner.cell_contents
             self.owner.cell_contents = self.value
@@ -57,6 +65,14 @@ class Shadow:
         return saved
 
     def restore(self, saved: Any) -> None:
+        if self.in_dict:
+            if self.owner.get(self.name, _MISSING) is not self.value:
+                return  # the frame rebound the global: its value stays
+            if saved is _MISSING:
+                self.owner.pop(self.name, None)
+            else:
+                self.owner[self.name] = saved
+            return
         if self.name == "cell_contents":
             self.owner.cell_contents = saved
         elif self.on_class:
@@ -90,10 +106,70 @@ class ShadowedPart:
 Compile = Callable[[Any], Any]
 
 
+class LocalFunctionRoute:
+    """Gives the compiled frame of the function a local holds where a cut call loads it.
+
+    `known`: a function that came from outside the frame (a parameter, a global copied
+    to a local); that very function is routed to `compile_part(known)`. `code`: the
+    code of a function made in the frame (a new object each call): one with no
+    closure or attributes of its own, constant defaults equal to the first one's,
+    and the first one's globals runs as one compiled frame made for the first (the
+    two run the same code the same way). Any other callable is returned as it is.
+    """
+
+    def __init__(
+        self, compile_part: Compile, code: types.CodeType | None = None, known: Any = None
+    ) -> None:
+        self.code = code
+        self.known = known
+        self.compile_part = compile_part
+        self.first: types.FunctionType | None = None
+        self.part: Any = None
+
+    def __call__(self, function: Any) -> Any:
+        if self.known is not None:
+            return self.compile_part(function) if function is self.known else function
+        if not (
+            type(function) is types.FunctionType
+            and function.__code__ is self.code
+            and not function.__closure__
+            and not function.__dict__
+            and _constant_defaults(function)
+        ):
+            return function
+        if self.first is None:
+            self.first, self.part = function, self.compile_part(function)
+        elif function.__globals__ is not self.first.__globals__ or _defaults(function) != _defaults(
+            self.first
+        ):
+            return function
+        return self.part
+
+
+_CONSTANT_TYPES = (bool, int, float, str, bytes, type(None))
+
+
+def _defaults(function: types.FunctionType) -> tuple[Any, ...]:
+    """The function's defaults with their types (`1 == 1.0 == True` are not the same)."""
+    values = (*(function.__defaults__ or ()), *sorted((function.__kwdefaults__ or {}).items()))
+    return tuple((type(value), value) for value in values)
+
+
+def _constant_defaults(function: types.FunctionType) -> bool:
+    values = (*(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values())
+    return all(type(value) in _CONSTANT_TYPES for value in values)
+
+
 def shadows_for(
-    callee: Any, frame_function: types.FunctionType, f_locals: dict[str, Any], compile_part: Compile
+    callee: Any,
+    frame_function: types.FunctionType,
+    f_locals: dict[str, Any],
+    compile_part: Compile,
+    *,
+    global_functions: bool = False,
 ) -> list[Shadow]:
-    """Shadows that route the call to `callee` (an interpreter.Callee) to compiled frames."""
+    """Shadows that route the call to `callee` (an interpreter.Callee) to compiled frames;
+    a global function only with `global_functions` (a frame run eagerly as a whole)."""
     function, receiver = callee.function, callee.receiver
     if not isinstance(function, types.FunctionType):
         return []
@@ -123,6 +199,8 @@ def shadows_for(
     owner = _static_owner(function, f_locals, f_globals)
     if owner is not None:
         return [Shadow(owner, name, staticmethod(compile_part(function)), on_class=True)]
+    if global_functions and receiver is None and f_globals.get(name) is function:
+        return [Shadow(f_globals, name, compile_part(function), in_dict=True)]
     return []
 
 

@@ -153,7 +153,18 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
             value.obj, list | tuple | dict | str | bytes | range | set | frozenset | torch.Size
         )
     ):
-        return PythonValue(len(value.obj))  # guarded on length (or value) when wrapped
+        try:
+            return PythonValue(len(value.obj))  # guarded on length (or value) when wrapped
+        except TypeError as error:  # `len(5)`: the code raises it
+            from dynamo_capture.errors import raised_by_python
+
+            raise raised_by_python(error) from None
+    if method is None and isinstance(value, PythonValue | ObjectValue):
+        from dynamo_capture.errors import raised_by_python
+
+        # `len(5)`: the type (guarded or made in the frame) has no __len__
+        name = python_type_of(value).__name__
+        raise raised_by_python(TypeError(f"object of type '{name}' has no len()"))
     raise Unsupported(f"len() of a {python_type_of(value).__name__}")
 
 

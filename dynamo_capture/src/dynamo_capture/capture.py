@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import inspect
 import itertools
 import linecache
 import os
@@ -48,10 +49,11 @@ from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory
 from dynamo_capture.operations import IdentityKey, key_value
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
-from dynamo_capture.resume import ITERATOR, UNBOUND, ContextSpec, cell_locals
+from dynamo_capture.resume import ITERATOR, UNBOUND, ContextSpec, cell_locals, generated_from
 from dynamo_capture.sources import AttrSource, ClosureSource, LocalSource, Source
 from dynamo_capture.state import capturing
 from dynamo_capture.values import (
+    NULL,
     BuiltinMethodValue,
     ContextValue,
     DictValue,
@@ -200,9 +202,14 @@ def call_cut(tx: Translator) -> tuple[int, int, int, int] | None:
     call).
     """
     inst, trace = tx.current, tx.trace
-    if inst is None or inst.opname not in _CALLS or not trace or trace[-1][0] != inst.offset:
+    if inst is None or not trace or trace[-1][0] != inst.offset:
         return None
-    depth = trace[-1][1] - (inst.arg or 0) - 2
+    if inst.opname in _CALLS:
+        depth = trace[-1][1] - (inst.arg or 0) - 2
+    elif inst.opname == "CALL_FUNCTION_EX":  # NULL, callable, args tuple[, kwargs dict]
+        depth = trace[-1][1] - 3 - ((inst.arg or 0) & 1)
+    else:
+        return None
     if depth < 0:
         return None
     receiver_cut = _receiver_cut(tx, depth)
@@ -212,14 +219,33 @@ def call_cut(tx: Translator) -> tuple[int, int, int, int] | None:
         if before < depth:
             return None
         if before == depth:
-            below = tx.stack[:depth]
-            if not all(_plain(value) for value in below):
+            below = tx.stack[_open_withs(tx) : depth]  # above the open `with`s
+            if not all(_carried(value) for value in below):
                 return None
             index = tx.index_of[inst.offset] + 1
             if index >= len(tx.instructions):
                 return None
+            if offset >= generated_from(tx.code):
+                # the callable was pushed by a part's prologue: cut at the call itself
+                if inst.opname not in _CALLS:
+                    return None
+                return _cut_at_call(tx, depth, tx.instructions[index].offset)
             return offset, depth, tx.instructions[index].offset, depth + 1
     return None
+
+
+def _cut_at_call(tx: Translator, depth: int, after: int) -> tuple[int, int, int, int] | None:
+    """A cut at the call instruction itself, every stack value handed on: NULL, the
+    callable (a function or class) and the arguments (tensors or constants)."""
+    if not tx.calling_after_null or not _carried(tx.calling):
+        return None
+    if not all(_plain(value) for value in tx.calling_args):
+        return None
+    index = tx.index_of[tx.current.offset]
+    while index > 0 and tx.instructions[index - 1].opname in ("PRECALL", "KW_NAMES"):
+        index -= 1
+    full = depth + 2 + len(tx.calling_args)
+    return tx.instructions[index].offset, full, after, depth + 1
 
 
 def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | None:
@@ -244,13 +270,115 @@ def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | Non
             load = tx.instructions[tx.index_of[offset]]
             if load.opname not in _METHOD_LOADS or not load.method:
                 return None
-            if not all(_plain(value) for value in tx.stack[:depth]):
+            if not all(_carried(value) for value in tx.stack[_open_withs(tx) : depth]):
                 return None
             index = tx.index_of[tx.current.offset] + 1
             if index >= len(tx.instructions):
                 return None
             return offset, depth + 1, tx.instructions[index].offset, depth + 1
     return None
+
+
+def _open_withs(tx: Translator) -> int:
+    """How many rebuildable `with` blocks' exits lie at the bottom of the stack (a loop
+    body part's stand-in iterator ends them: no call cut lies above one)."""
+    contexts = open_contexts(tx)
+    return contexts.index(ITERATOR) if ITERATOR in contexts else len(contexts)
+
+
+def _torch_callable(callable_value: Any) -> bool:
+    """Whether the failing call is of a torch function or a method of a tensor."""
+    if isinstance(callable_value, BuiltinMethodValue):
+        return isinstance(callable_value.receiver, TensorValue)
+    if isinstance(callable_value, PythonValue):
+        module = getattr(callable_value.obj, "__module__", None) or ""
+        return module == "torch" or module.startswith("torch.")
+    return False
+
+
+def _reloadable(callable_value: Any) -> bool:
+    """Whether loading the failing call's callable again (after its arguments, in the
+    eager part) gives the same callable with no effect: a function, or a method that is
+    a plain function on the receiver's class (no property, no `__getattr__`); the
+    receiver's own loads are checked by `_receiver_reloads`."""
+    if isinstance(callable_value, FunctionValue):
+        return True
+    if isinstance(callable_value, PythonValue):
+        return isinstance(callable_value.obj, types.FunctionType | types.BuiltinFunctionType)
+    if not isinstance(callable_value, MethodValue):
+        return False
+    function = getattr(callable_value.func, "obj", None)
+    receiver = callable_value.self_value
+    if not isinstance(function, types.FunctionType):
+        return False
+    if isinstance(receiver, PythonValue):
+        if function.__name__ in getattr(receiver.obj, "__dict__", {}):
+            return False
+        cls = type(receiver.obj)
+    else:
+        cls = getattr(receiver, "cls", None)
+    if cls is None or cls.__getattribute__ is not object.__getattribute__:
+        return False
+    return inspect.getattr_static(cls, function.__name__, None) is function
+
+
+_NOT_PLAIN = object()
+
+
+def _receiver_reloads(tx: Translator, at: int) -> bool:
+    """Whether the loads from `at` up to the failing call's method load (a local or
+    global, then attributes: `self.layer.f`) give its receiver again with no effect:
+    each attribute read from an instance dict or a module's parameters, buffers and
+    submodules (no property, descriptor or `__getattribute__` that could run code)."""
+    receiver = getattr(tx.calling, "self_value", None)
+    if not isinstance(tx.calling, MethodValue):
+        return True  # no receiver: a function, loaded by name
+    if not isinstance(receiver, PythonValue):
+        return False
+    insts = tx.instructions[tx.index_of[at] :]
+    if insts[0].opname == "LOAD_FAST":  # the local's value when the call was made
+        value = getattr(tx.locals.get(insts[0].argval), "obj", _NOT_PLAIN)
+    elif insts[0].opname == "LOAD_GLOBAL":
+        value = tx.f_globals.get(insts[0].argval, _NOT_PLAIN)
+    else:
+        return False
+    for inst in insts[1:]:
+        if inst.method:  # the method load: what it binds must be the receiver
+            return value is receiver.obj
+        if inst.opname != "LOAD_ATTR" or value is _NOT_PLAIN:
+            return False
+        value = _plain_attribute(value, inst.argval)
+    return False
+
+
+def _plain_attribute(base: Any, member: str) -> Any:
+    """`base.member` read from an instance dict or a module's stores; _NOT_PLAIN where
+    reading it could run code or find it elsewhere."""
+    if type(base).__getattribute__ is not object.__getattribute__:
+        return _NOT_PLAIN
+    on_class = inspect.getattr_static(type(base), member, None)
+    if hasattr(type(on_class), "__set__") or hasattr(type(on_class), "__delete__"):
+        return _NOT_PLAIN  # a property or another data descriptor
+    own = getattr(base, "__dict__", None)
+    if isinstance(own, dict) and member in own:
+        return own[member]
+    if isinstance(base, torch.nn.Module) and isinstance(own, dict):
+        for store in ("_parameters", "_buffers", "_modules"):
+            if member in own.get(store, {}):
+                return own[store][member]
+    return _NOT_PLAIN
+
+
+def _carried(value: Any) -> bool:
+    """Whether a value below the failing call can be handed on to the parts after the
+    cut: a tensor or constant, the NULL of an enclosing call's callable slot, or the
+    callable itself when it is a function or a class (a constant, guarded by identity)."""
+    if value is NULL or _plain(value):
+        return True
+    if not isinstance(value, PythonValue):
+        return False
+    callable_types = type | types.BuiltinFunctionType | types.FunctionType
+    return isinstance(value.obj, callable_types) or _torch_callable(value)
 
 
 def _plain(value: Any) -> bool:
@@ -319,14 +447,33 @@ def capture_frame(
             located.contexts = open_contexts(tx)
             located.in_unknown_with = opens_unknown_with(tx)
             located.call_cut = call_cut(tx)
-            if located.call_cut is not None and located.call_cut[1] == 0:
-                # a cut at a statement's first call: only for a break inside a function
-                # the frame calls (torch.compile resumes after that call, its result on
-                # the stack); a call that breaks itself runs with its statement
-                if error.callee is None or error.callee.function is None:
+            calls = tx.current.opname in (*_CALLS, "CALL_FUNCTION_EX")
+            if calls and isinstance(tx.calling, FunctionValue) and error.callee is not None:
+                located.callee_code = tx.calling.code  # a function made in the frame
+            if located.call_cut is not None and located.call_cut[1] == _open_withs(tx):
+                # a cut at a statement's first call: for a break inside a function the
+                # frame calls (torch.compile resumes after that call, its result on the
+                # stack), or at a torch function or tensor method that breaks; another
+                # call that breaks (`id(t)`, giving a new number each call) runs with
+                # its statement, so the graph after it does not depend on its result
+                made_here = located.callee_code is not None
+                if not (
+                    (error.callee is not None and (error.callee.function is not None or made_here))
+                    or _torch_callable(tx.calling)
+                ):
                     located.call_cut = None
+            if located.call_cut is not None:
+                below = tx.stack[: located.call_cut[1]]
+                nulls = [i for i, v in enumerate(below) if v is NULL]
+                if located.call_cut[1] == len(tx.stack) + 2 + len(tx.calling_args):
+                    nulls.append(len(tx.stack))  # a cut at the call itself: its NULL
+                located.stack_nulls = tuple(nulls)
             if located.call_cut is not None and tx.current.opname in _CALLS:
-                located.plain_args = all(_plain(value) for value in tx.calling_args)
+                located.plain_args = all(
+                    _plain(value) for value in tx.calling_args
+                ) and _reloadable(tx.calling)
+                if located.plain_args and located.call_cut[1] == len(tx.stack):
+                    located.plain_args = _receiver_reloads(tx, located.call_cut[0])
         located.callee = error.callee
         located.escapes = isinstance(error, ExceptionRaised)
         raise located from error.__cause__

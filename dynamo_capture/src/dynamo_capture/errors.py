@@ -84,6 +84,9 @@ class Unsupported(CaptureError):
         # depth there, offset after the call), when the values below it can leave a graph
         self.call_cut: tuple[int, int, int, int] | None = None
         self.plain_args = False  # the failing call's arguments are tensors or constants
+        self.stack_nulls: tuple[int, ...] = ()  # where NULLs lie below the failing call
+        # the code of the function made in the frame whose call broke (FunctionValue)
+        self.callee_code: Any = None
         # the code raised StopIteration outside any try block up to where it is caught:
         # a user iterator's __next__ ending the iteration
         self.stop_iteration = False

@@ -137,6 +137,7 @@ class Translator:
         self.kw_names: tuple[str, ...] = ()
         self.calling: Value | None = None  # the callable of the CALL now running
         self.calling_args: list[Value] = []  # and its positional arguments
+        self.calling_after_null = False  # its callable lay above a NULL (no method call)
         self.result: Value | None = None
         self.yielded: list[Value] | None = [] if generator else None
         # a generator run lazily (a @contextmanager's) stops at each yield until resumed

@@ -39,6 +39,7 @@ def call_(tx: Translator, inst: Instruction) -> None:
     tx.calling_args = args
     second = tx.pop()
     first = tx.pop()
+    tx.calling_after_null = first is NULL
     if first is NULL:
         fn = second
     else:
@@ -59,8 +60,10 @@ def call_function_ex(tx: Translator, inst: Instruction) -> None:
     args = sequence_items(tx, tx.pop())
     fn = tx.pop()
     null = tx.pop()
+    tx.calling_after_null = null is NULL
     if null is not NULL:
         fn, args = null, [fn, *args]
+    tx.calling, tx.calling_args = fn, list(args)
     tx.push(call(tx, fn, args, {str(k): v for k, v in kwargs.items()}))
 
 

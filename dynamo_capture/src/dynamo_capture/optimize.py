@@ -22,7 +22,12 @@ from typing import Any
 import torch
 
 from dynamo_capture import compile_trace
-from dynamo_capture.break_callees import Shadow, ShadowedPart, shadows_for
+from dynamo_capture.break_callees import (
+    LocalFunctionRoute,
+    Shadow,
+    ShadowedPart,
+    shadows_for,
+)
 from dynamo_capture.capture import CaptureArtifacts, CompiledEntry, capture_frame, compile_entry
 from dynamo_capture.errors import BackendCompilerFailed, RecompileError, Unsupported
 from dynamo_capture.fallbacks import EagerFallback, forget_warnings, warn_eager_frame
@@ -415,6 +420,15 @@ class CompiledCallable:
             part = self._callees[key] = self._part(callee, backend)
         return part
 
+    def _local_route(self, code: types.CodeType) -> LocalFunctionRoute:
+        """The route to the compiled frame of the functions of `code` made in the frame;
+        one for every call of them (as torch.compile caches a code's frames)."""
+        key = (id(code), "made in the frame")
+        route = self._callees.get(key)
+        if route is None:
+            route = self._callees[key] = LocalFunctionRoute(self._part, code=code)
+        return route
+
     def _split_entry(
         self, error: Unsupported, contexts: list[CaptureContext], f_locals: dict[str, Any]
     ) -> CompiledEntry | None:
@@ -431,8 +445,9 @@ class CompiledCallable:
             )
             return None
         plan = plan_split(
-            function.__code__, error.offset, error.contexts, error.call_cut, error.plain_args
-        )
+            function.__code__, error.offset, error.contexts, error.call_cut, error.plain_args,
+            error.stack_nulls,
+        )  # fmt: skip
         if isinstance(plan, str):
             artifact_logger("graph_breaks").info("cannot split %s: %s", self.frame.name, plan)
             return None
@@ -442,6 +457,7 @@ class CompiledCallable:
             plan,
             tuple(id(function.__globals__[name]) for name in callees),
             (id(callee.function), id(callee.receiver)) if callee is not None else None,
+            error.callee_code,
         )
         parts = self._splits.get(key)
         if parts is None:
@@ -456,8 +472,18 @@ class CompiledCallable:
             shadows = []
             if callee is not None:
                 shadows = shadows_for(callee, function, f_locals, self._callee_part)
+            route = None
+            local_call = plan.call_args is not None and plan.call_args.local is not None
+            if local_call or plan.routed is not None:
+                known = callee.function if callee is not None else None
+                if error.callee_code is not None:  # a function made in the frame
+                    route = self._local_route(error.callee_code)
+                elif isinstance(known, types.FunctionType) and "<locals>" in known.__qualname__:
+                    route = self._local_route(known.__code__)  # made by an earlier part
+                elif isinstance(known, types.FunctionType):  # from outside, held by a local
+                    route = LocalFunctionRoute(self._callee_part, known=known)
             try:
-                parts = self._split_parts(function, plan, callees, shadows)
+                parts = self._split_parts(function, plan, callees, shadows, route)
             except ValueError as no_room:  # no room for a part's entry jump
                 artifact_logger("graph_breaks").info(
                     "cannot split %s: %s", self.frame.name, no_room
@@ -518,23 +544,33 @@ class CompiledCallable:
         return CompiledEntry(guards, run_forward, artifacts)
 
     def _split_parts(
-        self, function: Any, plan: SplitPlan, callees: list[str], shadows: list[Shadow]
+        self,
+        function: Any,
+        plan: SplitPlan,
+        callees: list[str],
+        shadows: list[Shadow],
+        route: LocalFunctionRoute | None = None,
     ) -> list[Callable[..., Any]]:
-        """The parts of a split frame; parts of the same split are shared by its entries."""
+        """The parts of a split frame; parts of the same split are shared by its entries.
+
+        `route` gives the compiled frame of a function made in the frame whose call the
+        cut lies at."""
         parts: list[Callable[..., Any]] = []
         body = plan.body_start
         stack_in, stack_out = plan.stack if plan.stack is not None else (None, None)
+        nulls = plan.stack_nulls
         args = plan.call_args
         if args is not None:  # the first part stops at the call, its arguments in a tuple
             prefix = segment_function(
-                function, body, args[1], body, "pre", leave=plan.contexts,
-                stack_out=(stack_in or 0) + 1, call_args=args,
+                function, body, args.call_at, body, "pre", leave=plan.contexts,
+                stack_out=(stack_in or 0) + 1, call_args=args, stack_nulls=nulls,
             )  # fmt: skip
             parts.append(self._part(prefix))
         elif plan.start > body:
             prefix = segment_function(
-                function, body, plan.start, body, "pre", leave=plan.contexts, stack_out=stack_in
-            )
+                function, body, plan.start, body, "pre", leave=plan.contexts,
+                stack_out=stack_in, stack_nulls=nulls,
+            )  # fmt: skip
             parts.append(self._part(prefix))
         if plan.loop is not None:
             parts.append(self._loop_stage(function, plan))
@@ -545,13 +581,14 @@ class CompiledCallable:
             middle = segment_function(
                 function, plan.start, plan.stop, body, "eager", compiled_callees,
                 enter=plan.contexts, leave=plan.resume_contexts,
-                stack_in=stack_in, stack_out=stack_out, call_args=args,
+                stack_in=stack_in, stack_out=stack_out, call_args=args, route_local=route,
+                stack_nulls=nulls, routed=plan.routed, stack_nulls_out=plan.nulls_after,
             )  # fmt: skip
             parts.append(ShadowedPart(middle, shadows) if shadows else middle)
         if plan.stop is not None:
             resume = segment_function(
                 function, plan.stop, None, body, "resume",
-                enter=plan.resume_contexts, stack_in=stack_out,
+                enter=plan.resume_contexts, stack_in=stack_out, stack_nulls=plan.nulls_after,
             )  # fmt: skip
             parts.append(self._part(resume))
         return parts
@@ -582,7 +619,9 @@ class CompiledCallable:
             return []
         if not isinstance(function, types.FunctionType):
             return []
-        return shadows_for(error.callee, function, f_locals, self._callee_part)
+        return shadows_for(
+            error.callee, function, f_locals, self._callee_part, global_functions=True
+        )
 
     def _forward_shadows(self, module: Any, backend: Backend | None = None) -> list[Shadow]:
         """`module.forward` looked up as a compiled frame of it while the module's call

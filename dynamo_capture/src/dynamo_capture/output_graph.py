@@ -274,10 +274,13 @@ class CaptureContext:
             guards.dict_keys(source, obj)
         elif isinstance(obj, set | frozenset):
             guards.equals_match(source, obj)
-        elif isinstance(obj, types.FunctionType) and obj.__closure__:
-            # a closure is made afresh by each call of its maker (a split frame's parts
-            # make it again each call): its code decides what it does, and capture
-            # guards the cells and defaults it reads where it reads them
+        elif isinstance(obj, types.FunctionType) and (
+            obj.__closure__ or "<locals>" in obj.__qualname__
+        ):
+            # a closure, or any function made inside a function, is made afresh by each
+            # call of its maker (a split frame's parts make it again each call): its
+            # code decides what it does, and capture guards the cells and defaults it
+            # reads where it reads them
             guards.id_match(AttrSource(source, "__code__"), obj.__code__)
             guards.id_match(AttrSource(source, "__globals__"), obj.__globals__)
         elif isinstance(obj, torch.nn.Module) or _is_identity_object(obj):

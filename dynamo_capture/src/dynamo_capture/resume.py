@@ -45,7 +45,14 @@ split (they run eagerly, logged); closures are kept.
 A failing call inside an expression (`f(x) + g(x)`) is cut at the call's first
 instruction instead (`_call_plan`): the partial values below it travel in the
 `___stack` local (stored by the epilogue, pushed back by the prologue), so the
-graph before the break holds `f(x)`. Elsewhere cuts are at statements.
+graph before the break holds `f(x)`. A NULL among them (the break lies in another
+call's arguments, `int(t.item())`) is dropped by the epilogue and pushed again by
+the prologue (`_pack_stack`). Where the callable loads again without effects (a
+global or local function, a plain method of a local or global object) the cut
+lies at the call instruction itself (`CallArguments`): its arguments, keyword
+ones included, are computed in the graph before. Inside grad-mode or autocast
+`with` blocks each part re-enters them below the partial values; inside a try
+block or a loop there is no instruction cut. Elsewhere cuts are at statements.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ from typing import Any
 from dynamo_capture.bound_locals import Binding, bindings, parameter_count
 from dynamo_capture.bytecode import (
     CHECKED_LOAD_FAST,
+    PY312,
     ExceptionEntry,
     append_exception_entries,
     append_line_spans,
@@ -75,6 +83,7 @@ __all__ = [
     "ITERATOR",
     "STACK_LOCAL",
     "UNBOUND",
+    "CallArguments",
     "ContextSpec",
     "LoopPlan",
     "LoopStage",
@@ -173,9 +182,18 @@ class SplitPlan:
     in_try: bool = False
     loop: LoopPlan | None = None
     stack: tuple[int, int] | None = None  # instruction-level cut: values at start, at stop
-    # a cut at the call instruction itself: (offset after the callable's load, offset of
-    # the call, argument count); the arguments are computed before the cut, in a graph
-    call_args: tuple[int, int, int] | None = None
+    call_args: CallArguments | None = None  # a cut at the call instruction itself
+    stack_nulls: tuple[int, ...] = ()  # positions of NULLs among the stack values
+    # a cut at the call instruction with its callable among the stack values (pushed
+    # by a part's prologue): the callable's position, routed to its compiled frame
+    routed: int | None = None
+
+    @property
+    def nulls_after(self) -> tuple[int, ...]:
+        """The NULLs among the stack values after the cut call (a routed call took its own)."""
+        if self.routed is None:
+            return self.stack_nulls
+        return tuple(null for null in self.stack_nulls if null != self.routed - 1)
 
 
 def is_end(result: Any) -> bool:
@@ -398,17 +416,19 @@ def plan_split(
     contexts: tuple[ContextSpec, ...] = (),
     call_cut: tuple[int, int, int, int] | None = None,
     plain_args: bool = False,
+    stack_nulls: tuple[int, ...] = (),
 ) -> SplitPlan | str:
     """The statement boundaries around `offset`, or the reason the frame cannot be split.
 
     `plain_args`: the failing call's arguments are tensors or constants, so the cut may
-    lie at the call instruction itself (SplitPlan.call_args).
+    lie at the call instruction itself (SplitPlan.call_args). `stack_nulls`: where the
+    values below the failing call hold NULLs (it lies in another call's arguments).
 
     `contexts` are the contexts capture had entered in this frame when it stopped
     (outermost first); a boundary inside a `with` block is usable only when its
     context is one of them (a grad-mode or autocast context).
     """
-    plan = _plan_split(code, offset, contexts, call_cut, plain_args)
+    plan = _plan_split(code, offset, contexts, call_cut, plain_args, stack_nulls)
     if isinstance(plan, SplitPlan) and code not in _ROOT and _cell_only_names(code):
         # the first part gets UNBOUND for the frame's other locals (first_part_arity)
         first = plan.loop.for_iter if plan.loop is not None else plan.stop
@@ -439,6 +459,7 @@ def _plan_split(
     contexts: tuple[ContextSpec, ...],
     call_cut: tuple[int, int, int, int] | None,
     plain_args: bool = False,
+    stack_nulls: tuple[int, ...] = (),
 ) -> SplitPlan | str:
     reason = _why_not_splittable(code)
     if reason is not None:
@@ -458,7 +479,9 @@ def _plan_split(
     if not starts:
         return "no statement boundary before the unsupported instruction"
     start = starts[-1]
-    at_call = _call_plan(code, insts, call_cut, jumps, body_start, plain_args)
+    at_call = _call_plan(
+        code, insts, call_cut, jumps, body_start, plain_args, stack_nulls, contexts
+    )
     if at_call is not None:
         return at_call
     # (not in a part that stops somewhere: a `break` would run on to that stop, whose
@@ -496,56 +519,146 @@ def _call_plan(
     jumps: list[tuple[int, int]],
     body_start: int,
     args_known: bool = False,
+    stack_nulls: tuple[int, ...] = (),
+    contexts: tuple[ContextSpec, ...] = (),
 ) -> SplitPlan | None:
     """An instruction-level cut around the failing call, when its statement's partial
     values lie on the stack (`f(x) + g(x)`): the graph before holds `f(x)`, the call
-    runs eagerly, and the resume part continues the expression with both values."""
+    runs eagerly, and the resume part continues the expression with both values.
+
+    Inside `with` blocks on `contexts` (grad mode, autocast) each part re-enters them
+    as a statement cut does; their exits lie below the partial values. Not in a try."""
     if call_cut is None or code.co_cellvars or code.co_freevars:
         return None
     at, depth, after, depth_after = call_cut
     if at < body_start or at >= _GENERATED.get(code, len(code.co_code)):
         return None
     entries = list(dis.Bytecode(code).exception_entries)
+    withs = 0
     for point in (at, after):
-        if any(entry.start <= point < entry.end for entry in entries):
-            return None  # inside a try or with body
+        covering = [entry for entry in entries if entry.start <= point < entry.end]
+        if covering:
+            if in_try_block(code, point):
+                return None
+            withs = covering[0].depth  # the exits of the `with` blocks open there
         if any(dst < point < src for src, dst in jumps):
             return None  # inside a loop
+    if withs > len(contexts) or withs > depth:
+        return None  # a `with` on a context capture cannot rebuild
     if any(at <= src < after < dst for src, dst in jumps):
         return None
     depths = _depths(insts)
     if depths.get(at) != depth or depths.get(after) != depth_after:
         return None
-    call_args = _call_arguments(insts, at, after) if args_known else None
-    return SplitPlan(at, after, body_start, stack=(depth, depth_after), call_args=call_args)
+    call_args = _call_arguments(insts, at, after, depths, depth) if args_known else None
+    nulls = tuple(null - withs for null in stack_nulls)
+    routed = None
+    by_offset = {inst.offset: inst for inst in insts}
+    if by_offset[at].opname in ("PRECALL", "KW_NAMES", "CALL"):  # a cut at the call itself
+        call = next(inst for inst in insts if inst.offset >= at and inst.opname == "CALL")
+        routed = depth - withs - (call.arg or 0) - 1
+        if routed - 1 not in nulls:
+            return None
+    return SplitPlan(
+        at, after, body_start, contexts[:withs], contexts[:withs],
+        stack=(depth - withs, depth_after - withs), call_args=call_args,
+        stack_nulls=nulls, routed=routed,
+    )  # fmt: skip
 
 
-_MIN_ARGUMENT_ROOM = 4  # bytes for the jump over the arguments' code (one EXTENDED_ARG)
+_MIN_ARGUMENT_ROOM = 4  # bytes of argument code: below that they are loads only
+_CALLABLE_BASES = ("LOAD_FAST", "LOAD_GLOBAL", "LOAD_DEREF")
+_PUSHES = ("LOAD_FAST", "LOAD_CONST", "LOAD_GLOBAL", "LOAD_DEREF", "PUSH_NULL", "KW_NAMES")
+_STORES = ("STORE_FAST", "STORE_GLOBAL", "STORE_ATTR", "STORE_SUBSCR", "STORE_DEREF")
+
+
+@dataclass(frozen=True, slots=True)
+class CallArguments:
+    """A cut at a call instruction: its arguments are computed before the cut, in a graph.
+
+    `args_at`: the offset after the callable's load; `call_at`: the call's first
+    instruction (KW_NAMES, PRECALL or CALL); `count`: the values above the callable
+    (positional and keyword arguments). `method_at`: the method load (`obj.f` of
+    `obj.f(...)`) the part before the cut makes a plain attribute load, so its stack
+    holds NULL and the bound method as for a function. `local`: the local the callable
+    is loaded from (a function made in the frame), or None.
+    """
+
+    args_at: int
+    call_at: int
+    count: int
+    method_at: int | None = None
+    local: str | None = None
 
 
 def _call_arguments(
-    insts: list[dis.Instruction], at: int, after: int
-) -> tuple[int, int, int] | None:
-    """(offset after the callable's load, offset of the call, argument count) when the
-    call sequence [at, after) is `LOAD_GLOBAL (NULL + f)`, positional arguments computed
-    in room for a jump, then the call; None otherwise."""
+    insts: list[dis.Instruction], at: int, after: int, depths: dict[int, int], depth: int
+) -> CallArguments | None:
+    """The call sequence [at, after) as a cut at its call, when it is `f(...)` of a global
+    or of a local function (`PUSH_NULL; LOAD_FAST g`), or `obj.f(...)` of a local or
+    global `obj`, its arguments computed in room for a jump and storing nothing; None
+    otherwise (the cut then lies before the whole call)."""
     index = {inst.offset: i for i, inst in enumerate(insts)}
     first, end = index.get(at), index.get(after)
     if first is None or end is None or end - first < 3:
         return None
-    load = insts[first]
-    if load.opname != "LOAD_GLOBAL" or not (load.arg or 0) & 1:
-        return None
     call = insts[end - 1]
     if call.opname != "CALL":
         return None
-    call_at = insts[end - 2].offset if insts[end - 2].opname == "PRECALL" else call.offset
-    if any(inst.opname == "KW_NAMES" for inst in insts[first:end]):
+    load = _callable_load(insts, first)
+    if load is None:
         return None
-    args_start = insts[first + 1].offset
-    if call_at - args_start < _MIN_ARGUMENT_ROOM:
+    args_index, method_at, local = load
+    call_index = end - 1
+    while insts[call_index - 1].opname in ("PRECALL", "KW_NAMES"):
+        call_index -= 1
+    arguments = insts[args_index:call_index]
+    if any(inst.opname in _STORES or inst.opcode in _JUMPS for inst in arguments):
+        return None
+    # the arguments leave the callable alone: each starts by pushing a value on it
+    # (`torch.sigmoid(x)` is `NULL + torch`, then an attribute load on the module)
+    if any(
+        depths.get(inst.offset) == depth + 2 and inst.opname not in _PUSHES for inst in arguments
+    ):
+        return None
+    args_at, call_at = insts[args_index].offset, insts[call_index].offset
+    if call_at - args_at < _MIN_ARGUMENT_ROOM:
         return None  # the arguments are loads only: the cut before the call gives the same
-    return args_start, call_at, call.arg or 0
+    return CallArguments(args_at, call_at, call.arg or 0, method_at, local)
+
+
+def _callable_load(
+    insts: list[dis.Instruction], first: int
+) -> tuple[int, int | None, str | None] | None:
+    """(index of the first argument instruction, offset of a method load, local name) of
+    the callable's load at `insts[first]`; None for any other load."""
+    load = insts[first]
+    if load.opname == "LOAD_GLOBAL" and (load.arg or 0) & 1:
+        return first + 1, None, None  # NULL + a global function
+    if load.opname == "PUSH_NULL" and insts[first + 1].opname == "LOAD_FAST":
+        return first + 2, None, insts[first + 1].argval
+    pushes_null = load.opname == "LOAD_GLOBAL" and (load.arg or 0) & 1
+    if load.opname not in _CALLABLE_BASES or pushes_null:
+        return None
+    index = first + 1  # attribute loads (`self.layer`), then the method load
+    while index < len(insts) and insts[index].opname == "LOAD_ATTR":
+        if PY312 and (insts[index].arg or 0) & 1:
+            break  # 3.12's method load
+        index += 1
+    if index + 1 >= len(insts) or not _rewritable_method_load(insts, index):
+        return None
+    return index + 1, insts[index].offset, None
+
+
+def _rewritable_method_load(insts: list[dis.Instruction], index: int) -> bool:
+    """Whether the method load at `insts[index]` has room for `_plain_attribute_load`."""
+    inst = insts[index]
+    if not (inst.opname == "LOAD_METHOD" or (PY312 and inst.opname == "LOAD_ATTR")):
+        return False
+    arg = (inst.arg or 0) & ~1 if PY312 else inst.arg or 0
+    size = insts[index + 1].offset - inst.offset
+    room = len(emit("LOAD_ATTR", arg) + emit("PUSH_NULL") + emit("SWAP", 2))
+    return arg <= 0xFF and room <= size
 
 
 def _loop_plan(
@@ -639,7 +752,11 @@ def segment_function(
     returns_top: bool = False,
     stack_in: int | None = None,
     stack_out: int | None = None,
-    call_args: tuple[int, int, int] | None = None,
+    call_args: CallArguments | None = None,
+    route_local: Any = None,
+    stack_nulls: tuple[int, ...] = (),
+    routed: int | None = None,
+    stack_nulls_out: tuple[int, ...] | None = None,
 ) -> types.FunctionType:
     """A function running `function`'s code from `start` to `stop`; every local is a parameter.
 
@@ -650,20 +767,26 @@ def segment_function(
     blocks left the normal way, innermost first) and returns (END, *locals), or
     (END, top of stack, *locals) with `returns_top`. With `stack_in` / `stack_out` (an
     instruction-level cut) the part has one more local, `___stack`, a tuple of values
-    pushed at entry and stored at the stop. `replacements` maps globals
+    pushed at entry and stored at the stop; the NULLs at `stack_nulls` (the callable
+    slot of an enclosing call) are pushed again, not stored (see `_pack_stack`), and
+    stack value `routed` (the callable of a cut at a call) through `route_local`;
+    `stack_nulls_out` are the NULLs at the stop where they differ. `replacements` maps globals
     called in the part to what is called instead (the compiled callee of a break
     inside an inlined call). With `call_args` (a cut at a call instruction, see
     SplitPlan) a part stopping at the call hands on its arguments as one more stack
     value (the callable and its NULL are dropped: the next part loads the callable
     again), and a part starting at the call's load jumps over the arguments' code to
-    push them from that value.
+    push them from that value; there a callable loaded from a local (a function made in
+    the frame) is passed through `route_local` (which gives its compiled frame).
     """
     code = function.__code__
     raw = bytearray(code.co_code)
     consts = list(code.co_consts)
     load_at = None
-    if call_args is not None and stop != call_args[1]:
-        load_at, start = start, call_args[1]  # the part starts at the call itself
+    if call_args is not None and stop != call_args.call_at:
+        load_at, start = start, call_args.call_at  # the part starts at the call itself
+    if call_args is not None and stop == call_args.call_at and call_args.method_at is not None:
+        _plain_attribute_load(code, raw, call_args.method_at)
     if replacements:
         _replace_global_loads(code, raw, consts, replacements, (load_at or start, stop))
 
@@ -696,16 +819,31 @@ def segment_function(
         prologue_at = len(raw)
         raw += unbind + _enter_code(enter, const)
         for index in range(stack_in or 0):
-            raw += emit("LOAD_FAST", slot) + emit("LOAD_CONST", const(index))
-            raw += emit("BINARY_SUBSCR")
+            if index in stack_nulls:
+                raw += emit("PUSH_NULL")
+                continue
+            routing = index == routed and route_local is not None
+            if routing:
+                raw += emit("PUSH_NULL") + emit("LOAD_CONST", const(route_local))
+            raw += emit("LOAD_FAST", slot)
+            for step in _stack_path(index, stack_nulls):
+                raw += emit("LOAD_CONST", const(step)) + emit("BINARY_SUBSCR")
+            if routing:
+                raw += emit_call(1)
         if load_at is not None and call_args is not None:
             # the callable's load (NULL + the function, replaced by its compiled part),
             # then the arguments from the last stack value, then the call
-            raw += raw[load_at : call_args[0]]
-            for index in range(call_args[2]):
-                raw += emit("LOAD_FAST", slot) + emit("LOAD_CONST", const(stack_in or 0))
-                raw += emit("BINARY_SUBSCR") + emit("LOAD_CONST", const(index))
-                raw += emit("BINARY_SUBSCR")
+            if call_args.local is not None and route_local is not None:
+                raw += (
+                    emit("PUSH_NULL") + emit("PUSH_NULL") + emit("LOAD_CONST", const(route_local))
+                )
+                raw += emit("LOAD_FAST", varnames.index(call_args.local)) + emit_call(1)
+            else:
+                raw += raw[load_at : call_args.args_at]
+            for index in range(call_args.count):
+                raw += emit("LOAD_FAST", slot)
+                for step in (*_stack_path(stack_in or 0, stack_nulls), index):
+                    raw += emit("LOAD_CONST", const(step)) + emit("BINARY_SUBSCR")
         raw += emit_jump(len(raw), start)
         spans.append((len(raw) - prologue_at, line_at(code, start)))
         _place_jump(raw, body_start, prologue_at, limit=start)
@@ -713,14 +851,15 @@ def segment_function(
         _place_jump(raw, body_start, start, limit=start)
     if stop is not None:
         epilogue_at = len(raw)
-        if call_args is not None and stop == call_args[1]:
+        if call_args is not None and stop == call_args.call_at:
             # [..., NULL, callable, *args] -> [..., args]: the NULL is consumed by a call
             # of `tuple` on the arguments' tuple (no instruction pops a NULL)
-            raw += emit("BUILD_TUPLE", call_args[2]) + emit("SWAP", 2) + emit("POP_TOP")
+            raw += emit("BUILD_TUPLE", call_args.count) + emit("SWAP", 2) + emit("POP_TOP")
             raw += emit("LOAD_CONST", const(tuple)) + emit("SWAP", 2) + emit_call(1)
+        if stack_out is not None:  # the values above the `with` blocks' exits
+            nulls_out = stack_nulls if stack_nulls_out is None else stack_nulls_out
+            raw += _pack_stack(stack_out, nulls_out, const) + emit("STORE_FAST", slot)
         raw += _leave_code(leave, const(None))
-        if stack_out is not None:
-            raw += emit("BUILD_TUPLE", stack_out) + emit("STORE_FAST", slot)
         reads = _local_reads(varnames, tracked, _binding_at(root, stop))
         entries += _epilogue(raw, reads, const, returns_top)
         spans.append((len(raw) - epilogue_at, line_at(code, stop)))
@@ -759,6 +898,50 @@ def segment_function(
     return types.FunctionType(
         new_code, function.__globals__, new_code.co_name, None, function.__closure__
     )
+
+
+def _pack_stack(count: int, nulls: tuple[int, ...], const: Any) -> bytes:
+    """Pack the top `count` stack values into one tuple; NULLs (at positions `nulls`,
+    counted from the bottom) cannot be in a tuple and no instruction pops one, so each
+    is consumed by a call of `tuple` on a tuple of the values above it:
+
+        [a, NULL, b, c] -> [a, NULL, (b, c)] -> [a, (b, c)] -> (a, (b, c))
+
+    `_stack_path` gives the indexes that read a value back."""
+    out = b""
+    top, nested = count, 0
+    for null in sorted(nulls, reverse=True):
+        out += emit("BUILD_TUPLE", top - null - 1 + nested)
+        out += emit("LOAD_CONST", const(tuple)) + emit("SWAP", 2) + emit_call(1)
+        top, nested = null, 1
+    return out + emit("BUILD_TUPLE", top + nested)
+
+
+def _stack_path(position: int, nulls: tuple[int, ...]) -> list[int]:
+    """The indexes reading stack value `position` from the tuple `_pack_stack` made."""
+    path, low = [], 0
+    for null in sorted(nulls):
+        if position < null:
+            break
+        path.append(null - low)  # the nested tuple of the values above this NULL
+        low = null + 1
+    return [*path, position - low]
+
+
+def _plain_attribute_load(code: types.CodeType, raw: bytearray, at: int) -> None:
+    """The method load at `at` becomes `LOAD_ATTR; PUSH_NULL; SWAP 2` (NULL, then the
+    bound method: what a method load leaves for a callable that is no plain method), so
+    the part's epilogue drops a NULL it knows is there. Raises ValueError without room."""
+    insts = _instructions(code)
+    index = next(i for i, inst in enumerate(insts) if inst.offset == at)
+    inst, size = insts[index], insts[index + 1].offset - at
+    arg = inst.arg & ~1 if PY312 else inst.arg
+    if arg > 0xFF:
+        raise ValueError("no room for the attribute load of a method call")
+    load = emit("LOAD_ATTR", arg) + emit("PUSH_NULL") + emit("SWAP", 2)
+    if len(load) > size:
+        raise ValueError("no room for the attribute load of a method call")
+    raw[at : at + size] = load + emit("NOP") * ((size - len(load)) // 2)
 
 
 def _tracked_locals(
