@@ -102,7 +102,7 @@ OPS: dict[str, Spelling] = {
     "log2": Spelling(cpp=call("std::log2"), triton=call("tl.log2")),
     "log10": Spelling(cpp=call("std::log10"), triton=call("libdevice.log10")),
     "log1p": Spelling(cpp=call("std::log1p"), triton=call("libdevice.log1p")),
-    "sqrt": Spelling(cpp=call("std::sqrt"), triton=call("tl.sqrt_rn")),
+    "sqrt": Spelling(cpp=call("std::sqrt"), triton=triton.sqrt),
     "rsqrt": Spelling(
         cpp=lambda a, d, o: f"({cpp.compute_type(o)}(1) / std::sqrt({a[0]}))",
         triton=call("tl.rsqrt"),

@@ -14,6 +14,7 @@ __all__ = ["LIBDEVICE_NUMPY", "libdevice"]
 
 LIBDEVICE_NUMPY = {
     "expm1": np.expm1,
+    "sqrt": np.sqrt,
     "log10": np.log10,
     "log1p": np.log1p,
     "tan": np.tan,

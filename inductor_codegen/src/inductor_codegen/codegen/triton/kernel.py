@@ -59,6 +59,13 @@ COLUMN_PERSISTENT_ELEMENTS = 1 << 18
 # 64 rows would leave most lanes masked (summing 4 repeated attention heads' gradients).
 COLUMN_PERSISTENT_ROWS = 64
 REDUCTION_FAMILY = {"welford_mean": "welford", "welford_m2": "welford"}
+
+
+def _welford_dtype(dtype: torch.dtype) -> torch.dtype:
+    """A Welford reduction's accumulators: float64 for float64 values, else float32."""
+    return torch.float64 if compute_dtype(dtype) == torch.float64 else torch.float32
+
+
 # The element count launch heuristics assume for a symbolic one (the grid is computed per call).
 SYMBOLIC_NUMEL_HINT = 1 << 20
 
@@ -611,9 +618,10 @@ class TritonKernelCodegen(KernelPrinter):
             accumulators[key] = acc
             family, dtype = key[0], compute_dtype(value.dtype)
             shape = f"[XBLOCK, R{g}BLOCK]"
-            if family == "welford":
+            if family == "welford":  # float64 values keep float64 accumulators
+                wide = TRITON_DTYPES[_welford_dtype(dtype)]
                 for part in ("mean", "m2", "n"):
-                    scope.line(f"{acc}_{part} = tl.zeros({shape}, tl.float32)")
+                    scope.line(f"{acc}_{part} = tl.zeros({shape}, {wide})")
             elif family in ("argmax", "argmin"):
                 init = _lowest(dtype) if family == "argmax" else _highest(dtype)
                 scope.line(f"{acc} = tl.full({shape}, {init}, {TRITON_DTYPES[dtype]})")
@@ -702,9 +710,10 @@ class TritonKernelCodegen(KernelPrinter):
                 )
             scope.cache[("done", acc)] = done
         if rtype == "welford_mean":
-            return f'tl.where({done}_n == 0, float("nan"), {done}_mean)[:, None]', torch.float32
+            mean = f'tl.where({done}_n == 0, float("nan"), {done}_mean)[:, None]'
+            return mean, _welford_dtype(dtype)
         if rtype == "welford_m2":
-            return f"{done}_m2[:, None]", torch.float32
+            return f"{done}_m2[:, None]", _welford_dtype(dtype)
         if family in ("argmax", "argmin"):
             return done, torch.int64
         if family in ("any", "all"):

@@ -101,11 +101,18 @@ def by_kind(int_emit, float_emit):
 SMALL_POWERS = {"2.0": 2, "3.0": 3, "2": 2, "3": 3}
 
 
+def sqrt(args, dtypes, out):
+    """Correctly rounded: `tl.sqrt_rn` takes float32 only; float64 goes to libdevice."""
+    if out == torch.float64:
+        return f"libdevice.sqrt({args[0]})"
+    return f"tl.sqrt_rn({args[0]})"
+
+
 def power(args, dtypes, out):
     if args[1] in SMALL_POWERS:  # x**2, x**3 (GELU's tanh form) as products, not libdevice.pow
         return "(" + " * ".join([args[0]] * SMALL_POWERS[args[1]]) + ")"
     if args[1] == "0.5" and out.is_floating_point:
-        return f"tl.sqrt_rn({args[0]})"
+        return sqrt(args[:1], dtypes[:1], out)
     if out.is_floating_point:
         return f"libdevice.pow({args[0]}, {args[1]})"
     base = f"{args[0]}.to(tl.float64)"
