@@ -477,16 +477,19 @@ def _output_getter(program: TracedProgram, spec: Any) -> Callable[[Sequence, Seq
 
 
 def _copy_back(inputs: list, values: Sequence) -> None:
-    """`input.copy_(value)` for each mutated input; on the GPU the pairs of one dtype and
-    shape go in one multi-tensor launch (a BatchNorm model's running statistics: one
-    launch instead of three per layer)."""
+    """`input.copy_(value)` for each mutated input; on the GPU the pairs of one dtype go
+    in one multi-tensor launch (a BatchNorm model's running statistics: two launches
+    instead of three per layer)."""
     if len(inputs) < 2 or not inputs[0].is_cuda:
         for target, value in zip(inputs, values):
             target.copy_(value)
         return
     groups: dict = {}
     for target, value in zip(inputs, values):
-        key = (target.device, target.dtype, value.dtype, tuple(target.shape), tuple(value.shape))
+        if target.shape != value.shape:  # a broadcasting copy: alone
+            target.copy_(value)
+            continue
+        key = (target.device, target.dtype, value.dtype)
         groups.setdefault(key, ([], []))
         groups[key][0].append(target)
         groups[key][1].append(value)
