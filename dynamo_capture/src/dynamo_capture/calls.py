@@ -219,7 +219,7 @@ def _call_python(
     if reason is not None:
         raise Unsupported(f"call to {describe(fn)}, which must run eagerly: {reason}")
     if is_torch_graph_break(obj):
-        raise Unsupported("torch._dynamo.graph_break() forces a graph break here")
+        raise Unsupported(f"{describe(fn)}() forces a graph break here")
     if obj is torch._C._set_grad_enabled:  # a grad-mode context's own __enter__/__exit__
         return _set_grad_enabled(tx, args, kwargs)
     if obj is torch.is_inference_mode_enabled and tx.ctx.open_inference_modes:
