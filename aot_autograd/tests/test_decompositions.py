@@ -71,3 +71,28 @@ def test_corpus_with_prims_table(name, fn, make_inputs, grad):
         pytest.xfail("prim_decomp's table gives torch.zeros() an integer dtype, eager float32")
     torch.manual_seed(0)
     check(fn, *make_inputs(), grad=grad, decompositions=table)
+
+
+class _WriteIntoProduct(torch.nn.Module):
+    """A write into part of a matmul's result (the result is `_unsafe_view` of a bmm)."""
+
+    def forward(self, x):
+        y = x.mT @ x
+        y.select(-3, 0).fill_(1)
+        y[-1, :, 0].mul_(2)
+        return y
+
+
+@pytest.mark.parametrize("name", list(TABLES))
+@pytest.mark.parametrize("shape", [(1, 1, 1), (2, 3, 3)])
+def test_write_into_matmul_result_reaches_gradient(name, shape):
+    table = TABLES[name]()
+    x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+    x_compiled = x.detach().clone().requires_grad_()
+    expected = _WriteIntoProduct()(x)
+    actual = aot_module(_WriteIntoProduct(), RecordingCompiler(), decompositions=table)(x_compiled)
+    torch.testing.assert_close(actual, expected)
+    tangent = torch.randn(expected.shape, dtype=torch.float64)
+    expected.backward(tangent)
+    actual.backward(tangent)
+    torch.testing.assert_close(x_compiled.grad, x.grad)

@@ -116,6 +116,13 @@ def _keyword_only(op: Any, kwargs: dict) -> dict:
     return {name: kwargs[name] for name in names if name in kwargs}
 
 
+# NOTE: ops whose result shares its input's memory but is a new tensor to autograd and
+# to aliasing (`_unsafe_view`): their decomposition into a view would make the result an
+# alias while functionalizing, and a write into it would then reach neither the result's
+# autograd history nor the gradient. They are decomposed afterwards, as views are.
+_FRESH_VIEW_OPS = frozenset({torch.ops.aten._unsafe_view.default})
+
+
 def _is_view_op(op: Any) -> bool:
     return isinstance(op, torch._ops.OpOverload) and any(
         r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns
@@ -521,7 +528,7 @@ class AtenTracer(TorchDispatchMode):
 
     def _dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
         decomposition = self.decompositions.get(func)
-        if self.keep_views and _is_view_op(func):
+        if self.keep_views and (_is_view_op(func) or func in _FRESH_VIEW_OPS):
             decomposition = None
         if decomposition is not None:
             self._decomposing += 1
