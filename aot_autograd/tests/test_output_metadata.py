@@ -116,3 +116,29 @@ def test_output_views_keep_requires_grad_bits_and_grads(name):
         (grad_e,) = torch.autograd.grad(loss, x)
         (grad_a,) = torch.autograd.grad(_as_real_loss(actual), x)
         torch.testing.assert_close(grad_a, grad_e)
+
+
+def _cast_view_of_written_input(x, w):
+    x.masked_fill_(x < 0, 0)
+    y = x.to(torch.bfloat16) * w
+    return y.transpose(2, 0), y[0]
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_view_of_value_written_in_place_keeps_eager_layout(requires_grad):
+    """An output view of a value computed from an input written in place: eager kernels
+    on the functional graph lay the value out otherwise than tracing saw, and the views
+    must still read its elements where eager's do."""
+    base = torch.tensor([[[-1.0], [2.0]], [[3.0], [-4.0]]], dtype=torch.float64)
+    w = torch.tensor(1.5, dtype=torch.bfloat16, requires_grad=requires_grad)
+    w_compiled = w.detach().clone().requires_grad_(requires_grad)
+    x, x_compiled = base.clone().permute(2, 1, 0), base.clone().permute(2, 1, 0)
+    expected = _cast_view_of_written_input(x, w)
+    actual = aot_function(_cast_view_of_written_input, identity_compiler)(x_compiled, w_compiled)
+    _assert_same_outputs(actual, expected)
+    assert actual[0]._base is actual[1]._base
+    torch.testing.assert_close(x_compiled, x)
+    if requires_grad:
+        (expected[0].float().sum() * 2 + expected[1].float().sum()).backward()
+        (actual[0].float().sum() * 2 + actual[1].float().sum()).backward()
+        torch.testing.assert_close(w_compiled.grad, w.grad)

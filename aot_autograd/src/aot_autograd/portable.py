@@ -68,7 +68,8 @@ def _output(spec: OutputSpec) -> list:
     if spec.kind == "constant" and not isinstance(spec.value, _PLAIN):
         raise TypeError(f"constant output of type {type(spec.value).__name__}")
     flags = [bool(spec.requires_grad), bool(spec.conj), bool(spec.neg)]
-    return [spec.kind, spec.index, _geometry(spec.geometry), spec.value, *flags]
+    base_stride = None if spec.base_stride is None else _ints(spec.base_stride)
+    return [spec.kind, spec.index, _geometry(spec.geometry), spec.value, *flags, base_stride]
 
 
 # Every field of the two records, as the record below writes them: a field added to
@@ -81,7 +82,9 @@ _PROGRAM_FIELDS = frozenset(
         "symbol_sources", "missing_derivatives",
     }
 )  # fmt: skip
-_OUTPUT_FIELDS = frozenset({"kind", "index", "geometry", "value", "requires_grad", "conj", "neg"})
+_OUTPUT_FIELDS = frozenset(
+    {"kind", "index", "geometry", "value", "requires_grad", "conj", "neg", "base_stride"}
+)
 
 
 def _fields_known() -> bool:
@@ -123,11 +126,13 @@ def _dtype(name: str) -> torch.dtype:
 def program_from_record(record: dict[str, Any]) -> TracedProgram:
     """The TracedProgram (with `graph_module` None) `program_record` described."""
     outputs = []
-    for kind, index, geometry, value, requires_grad, conj, neg in record["outputs"]:
+    for kind, index, geometry, value, requires_grad, conj, neg, base_stride in record["outputs"]:
         if geometry is not None:
             size, stride, offset, dtype = geometry
             geometry = (tuple(size), tuple(stride), int(offset), _dtype(dtype))
         flags = {"requires_grad": bool(requires_grad), "conj": bool(conj), "neg": bool(neg)}
+        if base_stride is not None:
+            flags["base_stride"] = tuple(int(s) for s in base_stride)
         outputs.append(OutputSpec(kind, index, geometry, value, **flags))
     return TracedProgram(
         graph_module=None,  # type: ignore[arg-type]

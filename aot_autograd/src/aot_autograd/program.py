@@ -55,6 +55,9 @@ class OutputSpec:
     `geometry` is (size, stride, storage offset from the base in bytes, dtype) for views;
     `requires_grad`, `conj` and `neg` are the view's autograd flag and lazy conjugate and
     negative bits as traced (a `detach()` view does not require grad, `conj()` sets a bit).
+    `base_stride` (a "base_alias" only) is the strides the base had when traced, which
+    `geometry` assumes: a backend whose kernels return the base in another layout (eager
+    kernels on a functionalized graph may) gets it copied to these strides first.
     """
 
     kind: str
@@ -64,6 +67,7 @@ class OutputSpec:
     requires_grad: bool = False
     conj: bool = False
     neg: bool = False
+    base_stride: tuple | None = None
 
 
 def mark_user_visible_outputs(gm: fx.GraphModule, program: TracedProgram) -> None:
@@ -281,7 +285,8 @@ class _OutputPlan:
             index = base_index[id(base)]
             if not record.chain:
                 return OutputSpec("graph", index)
-            return _alias_spec("base_alias", index, leaf, record)
+            spec = _alias_spec("base_alias", index, leaf, record)
+            return dataclasses.replace(spec, base_stride=tuple(base.geometry[1]))
         return OutputSpec("graph", self._graph_output(leaf, self.recorder.node_of(leaf)))
 
 

@@ -500,12 +500,59 @@ def _copy_back(inputs: list, values: Sequence) -> None:
             torch._foreach_copy_(targets, group_values)
 
 
+def _same_layout(t: torch.Tensor, stride: Sequence[int]) -> bool:
+    """Whether `t`'s elements sit where `stride` puts them (size-1 dims' strides aside)."""
+    if t.stride() == tuple(stride) or t.numel() == 0:
+        return True
+    return all(n == 1 or a == b for n, a, b in zip(t.shape, t.stride(), stride))
+
+
+def _base_conformer(program: TracedProgram) -> Callable[[Sequence, Sequence], Sequence] | None:
+    """Graph outputs with each aliased output's base in the strides its views assume.
+
+    The views are rebuilt from the base's traced geometry; a backend running eager
+    kernels on the functional graph may return a base laid out otherwise (an op on a
+    value written in place while tracing, functional now), and viewing that base with
+    the traced strides would read its elements in the wrong places.
+    """
+    bases: dict[int, tuple] = {}
+    for spec in program.outputs:
+        if spec.kind == "base_alias" and spec.base_stride is not None:
+            bases[spec.index] = spec.base_stride
+    if not bases:
+        return None
+    symbolic = bool(program.symbol_sources)
+
+    def conform(args: Sequence, outputs: Sequence) -> Sequence:
+        fixed = None
+        for index, stride in bases.items():
+            base = outputs[index]
+            if symbolic:
+                stride = resolve_sizes(stride, program.symbol_sources, args)
+            if _same_layout(base, stride):
+                continue
+            if fixed is None:
+                fixed = list(outputs)
+            copy = torch.empty_strided(base.shape, stride, dtype=base.dtype, device=base.device)
+            fixed[index] = copy.copy_(base)  # differentiable where the base requires grad
+        return outputs if fixed is None else fixed
+
+    return conform
+
+
 def output_assembler(program: TracedProgram) -> Callable[[Sequence, Sequence], Any]:
     """`assemble_outputs` for one program, with everything not depending on the call precomputed."""
     first_mutation = program.num_forward_outputs - len(program.mutated_inputs)
     first_check = first_mutation - program.num_value_checks
     mutated = program.mutated_inputs
     flat_outputs = _flat_outputs(program)
+    conform = _base_conformer(program)
+    if conform is not None:
+        views = flat_outputs
+
+        def flat_outputs(args: Sequence, outputs: Sequence) -> Sequence:
+            return views(args, conform(args, outputs))
+
     rebuild = _rebuild(program)
     if not mutated and not program.num_value_checks:
         return lambda args, outputs: rebuild(flat_outputs(args, outputs))
