@@ -526,7 +526,9 @@ class TritonKernelCodegen(KernelPrinter):
         arange = "tl.arange(0, XBLOCK)[:, None]" if self.two_d else "tl.arange(0, XBLOCK)"
         scope.line(f"xnumel = {xnumel}")
         if self.segments:  # see `_segments`
-            scope.line("xblocks = (xnumel + XBLOCK - 1) // XBLOCK")
+            # At least one block per segment, as the launch grid counts them: with no
+            # elements (a zero-size tensor) the segment is still told apart, never `// 0`.
+            scope.line("xblocks = (xnumel + XBLOCK - 1) // XBLOCK + (xnumel == 0)")
             scope.line(f"xsegment = {pid} // xblocks")
             pid = f"({pid} - xsegment * xblocks)"
         scope.line(f"xindex = {pid} * XBLOCK + {arange}")
