@@ -67,3 +67,18 @@ def test_prod_backward_branch_is_chosen_at_every_call():
         x_compiled = torch.tensor(values, requires_grad=True)
         compiled(x_compiled).sum().backward()
         torch.testing.assert_close(x_compiled.grad, x_eager.grad, equal_nan=True)
+
+
+def test_autograd_nodes_visits_every_node_once_with_objects_freed_between():
+    """Node objects are made per access and freed once unreferenced; a walk keyed by
+    id() must keep them alive, or a reused id hides a node (a prod behind a select)."""
+    from aot_autograd.backward_formulas import autograd_nodes
+
+    x = torch.randn(3, 4, requires_grad=True)
+    branches = [x.prod(1).select(0, 0), x.sin().sum(), x.exp().mean(), x.cos().amax()]
+    y = sum(b - b for b in branches)
+    names = [node.name() for node in autograd_nodes([y.grad_fn])]
+    for name in ("ProdBackward1", "SelectBackward0", "SinBackward0", "ExpBackward0"):
+        assert names.count(name) == 1
+    assert names.count("SubBackward0") == 4
+    assert sum(name.endswith("AccumulateGrad") for name in names) == 1

@@ -97,9 +97,15 @@ def _prod_dim_backward(node: Any, grad: torch.Tensor) -> torch.Tensor:
     return torch.where((input == 0).any(), with_zeros, without_zeros)
 
 
-def _nodes(outputs: Sequence[torch.Tensor]) -> Iterator[Any]:
-    """Every autograd node the outputs' backward reaches, once each."""
-    stack = [t.grad_fn for t in outputs if t.grad_fn is not None]
+def autograd_nodes(roots: Sequence[Any]) -> Iterator[Any]:
+    """Every autograd node reachable from `roots` (nodes, None allowed), once each.
+
+    A node's Python object lives only while referenced (the next access makes a new
+    one), so every node seen is kept alive: otherwise a freed node's id is reused by
+    the next one's object, which is then taken as seen and never visited.
+    """
+    stack = [n for n in roots if n is not None]
+    alive = list(stack)
     seen = {id(n) for n in stack}
     while stack:
         node = stack.pop()
@@ -107,7 +113,13 @@ def _nodes(outputs: Sequence[torch.Tensor]) -> Iterator[Any]:
         for next_node, _ in node.next_functions:
             if next_node is not None and id(next_node) not in seen:
                 seen.add(id(next_node))
+                alive.append(next_node)
                 stack.append(next_node)
+
+
+def _nodes(outputs: Sequence[torch.Tensor]) -> Iterator[Any]:
+    """Every autograd node the outputs' backward reaches, once each."""
+    return autograd_nodes([t.grad_fn for t in outputs])
 
 
 def _hook(formula: BackwardFormula, node: Any) -> Callable:

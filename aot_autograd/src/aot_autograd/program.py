@@ -22,7 +22,7 @@ from torch import fx
 from torch.utils import _python_dispatch
 
 import guards
-from aot_autograd.backward_formulas import override_backward_formulas
+from aot_autograd.backward_formulas import autograd_nodes, override_backward_formulas
 from aot_autograd.cse import eliminate_common_subexpressions
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
@@ -192,16 +192,11 @@ def _backward_error(t: torch.Tensor) -> str:
 
 def _leaves(grad_fn: Any) -> list[torch.Tensor]:
     """The leaf tensors autograd's graph from `grad_fn` accumulates into."""
-    leaves, seen, stack = [], set(), [grad_fn]
-    while stack:
-        fn = stack.pop()
-        if fn is None or id(fn) in seen:
-            continue
-        seen.add(id(fn))
+    leaves = []
+    for fn in autograd_nodes([grad_fn]):
         variable = getattr(fn, "variable", None)
         if isinstance(variable, torch.Tensor):
             leaves.append(variable)
-        stack.extend(next_fn for next_fn, _ in fn.next_functions)
     return leaves
 
 
@@ -211,17 +206,7 @@ def _reaches_missing_derivative(grad_fn: Any) -> bool:
     Such an output (`x // 3`: floor_divide has none) has no gradient to trace; it is
     returned without one, and a backward through it raises.
     """
-    seen: set[int] = set()
-    stack = [grad_fn]
-    while stack:
-        fn = stack.pop()
-        if fn is None or id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        if type(fn).__name__ == "NotImplemented":
-            return True
-        stack.extend(next_fn for next_fn, _ in fn.next_functions)
-    return False
+    return any(type(fn).__name__ == "NotImplemented" for fn in autograd_nodes([grad_fn]))
 
 
 class _OutputPlan:
