@@ -29,6 +29,7 @@ current folder).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -109,15 +110,27 @@ def _grad_norm(model) -> float:
     return float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
 
 
-def _reference(name, backend, device, inputs, amp) -> tuple[float, float]:
-    """Loss and gradient norm of one step from the seeded weights (no optimizer step)."""
+@contextlib.contextmanager
+def _exact_float32():
+    """TF32 off for convolutions and matmuls (cuDNN allows it by default): the accuracy
+    step compares float32 with float32."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def _reference(name, backend, device, inputs) -> tuple[float, float]:
+    """Loss and gradient norm of one float32 step from the seeded weights (no update)."""
     model, _, loss_fn = _model(name, device.type == "cuda")
     wrapped = _wrap(backend, model.to(device), device)
-    with torch.autocast(device.type, torch.bfloat16, enabled=amp):
+    with _exact_float32():
         loss = loss_fn(wrapped(*inputs))
-    loss.backward()
-    _sync(device)
-    return float(loss), _grad_norm(model)
+        loss.backward()
+        _sync(device)
+    return float(loss.detach()), _grad_norm(model)
 
 
 def _worker(rank: int, world: int, port: int, args, out: str) -> None:
@@ -137,7 +150,7 @@ def _worker(rank: int, world: int, port: int, args, out: str) -> None:
                  else torch.randn_like(t)).to(device)
                 for t in inputs
             )  # fmt: skip
-            ref_loss, ref_norm = _reference(name, "eager", device, inputs, False)
+            ref_loss, ref_norm = _reference(name, "eager", device, inputs)
             for backend in ["eager", *args.backends.split(",")]:
                 row = {"model": name, "backend": backend, "world": world, "device": str(device)}
                 try:
@@ -146,11 +159,12 @@ def _worker(rank: int, world: int, port: int, args, out: str) -> None:
                     wrapped = _wrap(backend, model, device)
                     _sync(device)
                     start = time.perf_counter()
-                    loss = loss_fn(wrapped(*inputs))  # first call: capture and compile
-                    loss.backward()
-                    _sync(device)
+                    with _exact_float32():
+                        loss = loss_fn(wrapped(*inputs))  # first call: capture and compile
+                        loss.backward()
+                        _sync(device)
                     row["first_s"] = time.perf_counter() - start
-                    loss, norm = float(loss), _grad_norm(model)
+                    loss, norm = float(loss.detach()), _grad_norm(model)
                     err = max(
                         abs(loss - ref_loss) / max(abs(ref_loss), 1e-12),
                         abs(norm - ref_norm) / max(abs(ref_norm), 1e-12),
