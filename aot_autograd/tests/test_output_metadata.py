@@ -142,3 +142,19 @@ def test_view_of_value_written_in_place_keeps_eager_layout(requires_grad):
         (expected[0].float().sum() * 2 + expected[1].float().sum()).backward()
         (actual[0].float().sum() * 2 + actual[1].float().sum()).backward()
         torch.testing.assert_close(w_compiled.grad, w.grad)
+
+
+def _views_of_floor_division(x):
+    q = x // x
+    return q.narrow(-2, 0, q.shape[-2] // 2), q[1:]
+
+
+def test_views_of_result_without_derivative_require_grad_and_raise_on_backward():
+    """Eager's `x // x` requires grad but has no derivative; views of it too, and a
+    backward through them raises eager's error."""
+    x = torch.arange(1.0, 13.0).view(4, 3).requires_grad_()
+    expected = _views_of_floor_division(x)
+    actual = aot_function(_views_of_floor_division, identity_compiler)(x)
+    _assert_same_outputs(actual, expected)
+    with pytest.raises(RuntimeError, match="floor_divide is not implemented"):
+        (actual[0].sum() + actual[1].sum()).backward()

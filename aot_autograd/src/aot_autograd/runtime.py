@@ -470,6 +470,13 @@ def _output_getter(program: TracedProgram, spec: Any) -> Callable[[Sequence, Seq
         return lambda args, outputs: args[index]
     if spec.kind == "input_alias":
         return lambda args, outputs: _view(args[index], _geometry(program, spec, args), spec)
+    if spec.kind == "base_alias" and index in program.missing_derivatives:
+        # A view of a result without a derivative (`(x // x).narrow(...)`): requires grad
+        # as eager's does, and a backward through it raises eager's error.
+        message = program.missing_derivatives[index]
+        return lambda args, outputs: _view(
+            _without_derivative(outputs[index], message, args), _geometry(program, spec, args), spec
+        )
     if spec.kind == "base_alias":
         return lambda args, outputs: _view(outputs[index], _geometry(program, spec, args), spec)
     value = spec.value
