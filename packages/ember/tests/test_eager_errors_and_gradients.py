@@ -6,7 +6,8 @@ special values, are the compiled function's too (found by the differential fuzze
 | 1    | NaN grad through an output the loss does not use           | silent: NaN grad  | test_unused_output_does_not_spread_nan_into_gradient |
 | 1    | ... an unused output of unbind, with dynamic sizes          | silent: NaN grad  | test_unused_part_of_a_multi_output_op_gets_zeros_with_dynamic_sizes |
 | 1    | prod backward with inf/NaN and no zero                     | silent: finite    | test_prod_gradient_with_inf_matches_eager |
-| 2    | an op eager's kernel rejects (dtype, empty, an index out of range), live or dead | missing error | test_compiled_raises_where_eager_kernel_rejects |
+| 2    | an op eager's kernel rejects (dtype, empty, an index out of range, an integer divisor of zero), live or dead | missing error | test_compiled_raises_where_eager_kernel_rejects |
+| 2    | a saved tensor modified in place (`unsqueeze_`, `mul_`) before the backward | error in tracing | test_backward_raises_where_a_saved_tensor_was_modified_in_place |
 """
 
 from __future__ import annotations
@@ -80,6 +81,20 @@ REJECTED = {
     "in_place_float_into_int": (lambda a: a.mul_(1.5), torch.tensor([1, 2])),
     "dead_index_out_of_range": (lambda a: (a[a.long() + 5], a + 1)[1], torch.ones(3)),
     "dead_gather_out_of_range": (lambda a: (a.gather(0, a.long() + 5), a * 2)[1], torch.ones(3)),
+    "dead_int_gather_out_of_range": (
+        lambda a: (a.gather(0, a.long() + 5), a * 2)[1],
+        torch.ones(3, dtype=torch.int32),
+    ),
+    "dead_sub_of_bool_scalar": (lambda a: (torch.sub(a, True), a * 2)[1], torch.ones(3)),
+    "dead_remainder_by_zero": (
+        lambda a: (a % (a > 1), a * 2)[1],
+        torch.tensor([1, 2], dtype=torch.int32),
+    ),
+    "dead_floor_divide_by_zero": (lambda a: (a // (a - 1), a * 2)[1], torch.tensor([1, 2])),
+    "dead_in_place_fmod_by_zero": (
+        lambda a: ((a + 1).fmod_(a - 1), a * 2)[1],
+        torch.tensor([1, 2]),
+    ),
 }
 
 
@@ -90,3 +105,31 @@ def test_compiled_raises_where_eager_kernel_rejects(fn, value, backend):
         fn(value.clone())
     with pytest.raises(type(eager.value)):
         ember.compile(fn, backend=backend)(value.clone())
+
+
+MODIFIED_AFTER_SAVED = {
+    "unsqueeze_": lambda v: v.unsqueeze_(-1),
+    "mul_": lambda v: v.mul_(2),
+    "transpose_": lambda v: v.transpose_(0, 1),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mutate", MODIFIED_AFTER_SAVED.values(), ids=MODIFIED_AFTER_SAVED.keys())
+def test_backward_raises_where_a_saved_tensor_was_modified_in_place(mutate, backend):
+    def fn(a, b):
+        v = b - a
+        ratio = b / v  # saves v
+        mutate(v)
+        return ratio, b.cos()
+
+    a = torch.linspace(-1, 1, 6).reshape(2, 3)
+    results = []
+    for run in (fn, ember.compile(fn, backend=backend)):
+        b = torch.linspace(2, 3, 6).reshape(2, 3).requires_grad_()
+        ratio, cosine = run(a, b)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            ratio.sum().backward(retain_graph=True)
+        cosine.sum().backward()
+        results.append((ratio.detach(), cosine.detach(), b.grad))
+    torch.testing.assert_close(results[1], results[0])
