@@ -402,3 +402,22 @@ def test_parameters_feeding_only_unused_outputs_get_no_grad_as_in_eager():
             else:
                 torch.testing.assert_close(parameter.grad, expected[name], msg=name)
         net.zero_grad(set_to_none=True)
+
+
+def test_input_no_gradient_reaches_is_not_an_autograd_edge():
+    # `unused` requires grad through an op without a derivative; eager's backward of the
+    # output never reaches it, so the compiled backward must not either (it would raise)
+    def fn(unused, x, mask):
+        return (x * 3) ** 2, unused > 0
+
+    compiled = aot_function(fn, identity_compiler)
+    grads = []
+    for run in (fn, compiled):
+        a = torch.tensor([1.0, 2.0], requires_grad=True)
+        x = torch.tensor([0.5, -1.5], requires_grad=True)
+        unused = a // a
+        out, flags = run(unused, x, torch.tensor([True, False]))
+        assert out.requires_grad and not flags.requires_grad
+        out.sum().backward()
+        grads.append((x.grad, a.grad))
+    torch.testing.assert_close(grads[1], grads[0])

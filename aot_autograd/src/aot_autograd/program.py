@@ -110,6 +110,10 @@ class TracedProgram:
     # Forward output index -> the error a backward through it raises (eager's message):
     # outputs computed with an op that has no derivative (`x // 3`).
     missing_derivatives: dict[int, str] = field(default_factory=dict)
+    # Inputs in `grad_inputs` whose grad is None (no output's gradient reaches them): the
+    # backward's autograd.Function takes them detached, so a backward never calls their
+    # grad_fn, as eager's never reaches it (one without a derivative would raise).
+    grad_free_inputs: tuple[int, ...] = ()
 
 
 def _materialize(x: torch.Tensor) -> torch.Tensor:
@@ -520,6 +524,7 @@ def _trace(
         grad_inputs=tuple(grad_inputs),
         joint=joint,
         missing_derivatives=missing,
+        grad_free_inputs=tuple(i for i, g in zip(grad_inputs, grad_nodes) if g is None),
     )
 
 

@@ -292,7 +292,24 @@ def training_function(
         learned.append(_SavedLayout(outputs, saved, differentiable))
         return learned[0]
 
-    return _fast_apply(CompiledFunction)
+    return _detaching(_fast_apply(CompiledFunction), program.grad_free_inputs)
+
+
+def _detaching(apply: Callable[..., Any], positions: tuple[int, ...]) -> Callable[..., Any]:
+    """`apply` taking the arguments at `positions` detached: no autograd edge to them."""
+    if not positions:
+        return apply
+    tensor = torch.Tensor
+
+    def apply_detached(*args: Any) -> Any:
+        args_list = list(args)
+        for i in positions:
+            if isinstance(args_list[i], tensor):
+                args_list[i] = args_list[i].detach()
+        return apply(*args_list)
+
+    apply_detached.function = apply.function  # type: ignore[attr-defined]
+    return apply_detached
 
 
 def _tangents_with_zeros(

@@ -7,6 +7,7 @@ special values, are the compiled function's too (found by the differential fuzze
 | 1    | ... an unused output of unbind, with dynamic sizes          | silent: NaN grad  | test_unused_part_of_a_multi_output_op_gets_zeros_with_dynamic_sizes |
 | 1    | prod backward with inf/NaN and no zero                     | silent: finite    | test_prod_gradient_with_inf_matches_eager |
 | 2    | an op eager's kernel rejects (dtype, empty, an index out of range, an integer divisor of zero), live or dead | missing error | test_compiled_raises_where_eager_kernel_rejects |
+| 2    | a value without a derivative carried across a graph break, unused after | error at backward | test_value_without_derivative_across_a_graph_break_is_not_differentiated |
 | 2    | a saved tensor modified in place (`unsqueeze_`, `mul_`) before the backward | error in tracing | test_backward_raises_where_a_saved_tensor_was_modified_in_place |
 """
 
@@ -133,3 +134,19 @@ def test_backward_raises_where_a_saved_tensor_was_modified_in_place(mutate, back
         cosine.sum().backward()
         results.append((ratio.detach(), cosine.detach(), b.grad))
     torch.testing.assert_close(results[1], results[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_value_without_derivative_across_a_graph_break_is_not_differentiated(backend):
+    def fn(x, y):
+        quotient = x // x  # noqa: F841 - no derivative; a local of the graph after the break
+        positive = y[y > 0]  # data-dependent shape: a graph break
+        return positive**3
+
+    grads = []
+    for run in (fn, ember.compile(fn, backend=backend)):
+        x = torch.tensor([1.0, 3.0], requires_grad=True)
+        y = torch.tensor([[0.5, -1.0, 2.0]], requires_grad=True)
+        run(x, y).sum().backward()
+        grads.append((x.grad, y.grad))
+    torch.testing.assert_close(grads[1], grads[0])

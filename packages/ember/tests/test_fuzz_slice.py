@@ -41,6 +41,7 @@ FIXED_SEEDS: dict[int, str] = {
     405: "an unused `torch.sub(x, True)` (eager: bool subtraction error)",
     1306: "an unused integer remainder by a bool tensor with a zero (eager: ZeroDivisionError)",
     179574751143: "unsqueeze_ of a tensor the backward saved (eager: raises at backward)",
+    339456573265: "a value without a derivative carried across a graph break raised at backward",
 }
 
 pytestmark = pytest.mark.fuzz
