@@ -82,7 +82,9 @@ UNUSED_INDEXING = {
 
 
 UNUSED_INDEXING_OF_INTS = {
-    name: fn for name, fn in UNUSED_INDEXING.items() if name not in ("index_add", "embedding")
+    name: fn
+    for name, fn in UNUSED_INDEXING.items()
+    if name in ("tensor_index", "index_select", "gather")
 }
 
 
@@ -145,3 +147,21 @@ def test_used_indexing_gets_no_extra_check():
     compiled(FLOATS, torch.tensor([1]))
     (graph,) = graphs
     assert not any(n.target is torch.ops.aten.isnan.default for n in graph.graph.nodes)
+
+
+UNUSED_CLASS_TARGETS = {
+    "nll_loss": lambda a, b: (torch.nn.functional.nll_loss(a.view(1, 3), b), a + 1)[1],
+    "cross_entropy": lambda a, b: (torch.nn.functional.cross_entropy(a.view(1, 3), b), a + 1)[1],
+}
+
+
+@pytest.mark.parametrize("fn", UNUSED_CLASS_TARGETS.values(), ids=UNUSED_CLASS_TARGETS.keys())
+def test_unused_loss_still_raises_on_a_class_target_out_of_range(fn):
+    compiled = aot_function(fn, lambda gm, _: gm, decompositions=prim_decomp.inductor_default)
+    in_range, out_of_range = torch.tensor([1]), torch.tensor([5])
+    torch.testing.assert_close(compiled(FLOATS, in_range), fn(FLOATS, in_range))
+    with pytest.raises(IndexError):
+        fn(FLOATS, out_of_range)
+    # the decomposed loss reads the target through `gather`, whose error is a RuntimeError
+    with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
+        compiled(FLOATS, out_of_range)

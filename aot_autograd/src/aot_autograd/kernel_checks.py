@@ -95,12 +95,24 @@ _INTEGER_DIVISIONS = frozenset(
 )
 
 
+# Losses taking a tensor of class indices as `target`: their kernels raise on a class
+# out of range ("Target 5 is out of bounds").
+_CLASS_TARGET_LOSSES = frozenset(
+    {
+        aten.nll_loss_forward.default,
+        aten.nll_loss2d_forward.default,
+        aten.multi_margin_loss.default,
+        aten.multilabel_margin_loss_forward.default,
+    }
+)
+
+
 def checks_values(op: Any, out: Any) -> bool:
     """Whether `op`'s kernel raises on some values of its arguments, which fakes and the
     probe's stand-ins do not have: an index out of range (`gather`, `index_select`,
-    `x[idx]`) or an integer divisor of zero (`x % y`, `x // y`, `fmod` of integers,
+    `x[idx]`, a class `target` of `nll_loss`) or an integer divisor of zero (`x % y`, `x // y`, `fmod` of integers,
     with result `out`). Such a result is computed even where nothing uses it."""
-    if takes_index_tensor(op):
+    if takes_index_tensor(op) or op in _CLASS_TARGET_LOSSES:
         return True
     if op not in _INTEGER_DIVISIONS or not isinstance(out, torch.Tensor):
         return False

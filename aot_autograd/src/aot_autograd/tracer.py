@@ -516,8 +516,10 @@ class AtenTracer(TorchDispatchMode):
             return self._dispatch(func, args, kwargs)
         check_kernel_accepts(func, args, kwargs)
         out = self._dispatch(func, args, kwargs)
-        if checks_values(func, out) and isinstance(out, torch.Tensor):
-            self.recorder.value_checked_results.append(out)
+        if checks_values(func, out):
+            first = out[0] if isinstance(out, (tuple, list)) and out else out
+            if isinstance(first, torch.Tensor):
+                self.recorder.value_checked_results.append(first)
         return out
 
     def _dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:

@@ -86,6 +86,10 @@ REJECTED = {
         lambda a: (a.gather(0, a.long() + 5), a * 2)[1],
         torch.ones(3, dtype=torch.int32),
     ),
+    "dead_nll_loss_target_out_of_range": (
+        lambda a: (torch.nn.functional.nll_loss(a.view(1, 3), a.long()[:1] + 5), a * 2)[1],
+        torch.ones(3),
+    ),
     "dead_sub_of_bool_scalar": (lambda a: (torch.sub(a, True), a * 2)[1], torch.ones(3)),
     "dead_remainder_by_zero": (
         lambda a: (a % (a > 1), a * 2)[1],
