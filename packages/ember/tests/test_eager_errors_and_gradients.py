@@ -6,6 +6,7 @@ special values, are the compiled function's too (found by the differential fuzze
 | 1    | NaN grad through an output the loss does not use           | silent: NaN grad  | test_unused_output_does_not_spread_nan_into_gradient |
 | 1    | ... an unused output of unbind, with dynamic sizes          | silent: NaN grad  | test_unused_part_of_a_multi_output_op_gets_zeros_with_dynamic_sizes |
 | 1    | prod backward with inf/NaN and no zero                     | silent: finite    | test_prod_gradient_with_inf_matches_eager |
+| 1    | prod backward over a negative dim of a 3-D tensor          | silent: wrong dim | test_prod_gradient_over_a_negative_dim_matches_eager |
 | 2    | an op eager's kernel rejects (dtype, empty, an index out of range, an integer divisor of zero), live or dead | missing error | test_compiled_raises_where_eager_kernel_rejects |
 | 2    | a value without a derivative carried across a graph break, unused after | error at backward | test_value_without_derivative_across_a_graph_break_is_not_differentiated |
 | 2    | a saved tensor modified in place (`unsqueeze_`, `mul_`) before the backward | error in tracing | test_backward_raises_where_a_saved_tensor_was_modified_in_place |
@@ -153,4 +154,20 @@ def test_value_without_derivative_across_a_graph_break_is_not_differentiated(bac
         y = torch.tensor([[0.5, -1.0, 2.0]], requires_grad=True)
         run(x, y).sum().backward()
         grads.append((x.grad, y.grad))
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dim", [-3, -2, -1])
+def test_prod_gradient_over_a_negative_dim_matches_eager(backend, dim):
+    def fn(x):
+        return x.prod(dim)
+
+    x = torch.linspace(-2, 2, 27, dtype=torch.float64).reshape(3, 3, 3) + 0.125
+    grads = []
+    for run in (fn, ember.compile(fn, backend=backend)):
+        leaf = x.clone().requires_grad_()
+        out = run(leaf)
+        (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view(out.shape)).sum().backward()
+        grads.append(leaf.grad)
     torch.testing.assert_close(grads[1], grads[0])
