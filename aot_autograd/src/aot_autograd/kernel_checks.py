@@ -11,10 +11,10 @@ statement is not in the graph at all, so the error eager raises would be lost.
 `check_kernel_accepts(op, args, kwargs)` runs the op's real kernel once on small
 tensors of the arguments' dtypes, device and number of dims (each size capped at
 1; an empty dim stays empty; zeros for an index, ones elsewhere), its result
-cached per signature. Where that probe fails, for an op given a tensor or a number
-operand that is not floating point (`x - True`), an empty tensor or an index, or where
-the kernel lacks the dtype (`NotImplementedError`), it runs again
-at the arguments' full sizes (a size argument may not fit the capped tensors);
+cached per signature. Where that probe fails, for an op given a tensor that is not
+floating point, a bool or complex number (`x - True`), an empty tensor or an index,
+or where the kernel lacks the dtype (`NotImplementedError`), it runs again at the
+arguments' full sizes (a size argument may not fit the capped tensors);
 other failures of floating-point ops are taken as the capping's (a kernel larger
 than the capped image), not probed at full size, which would cost compile time.
 Where the full-size probe also fails, the op is rejected: on fakes with static
@@ -136,15 +136,17 @@ def _scalar_operands(op: Any, args: tuple, kwargs: dict) -> list:
 
 
 def _unusual(op: Any, args: tuple, kwargs: dict, tensors: list) -> bool:
-    """Arguments a kernel may reject where the meta function does not: a tensor or a
-    Scalar operand that is not floating point, an empty tensor, or an index argument."""
+    """Arguments a kernel may reject where the meta function does not: a tensor that is
+    not floating point, a bool or complex number operand, an empty tensor, or an index
+    argument. (An int operand is common and rarely rejected: a failing capped probe of
+    `constant_pad_nd(x, pads, 0)` is the capping's.)"""
     for t in tensors:
         if not t.dtype.is_floating_point:
             return True
         if any(concrete_hint(s) == 0 for s in t.shape):
             return True
     for value in _scalar_operands(op, args, kwargs):
-        if isinstance(value, (bool, int, complex, torch.SymInt, torch.SymBool)):
+        if isinstance(value, (bool, complex, torch.SymBool)):
             return True
     return takes_index_tensor(op)
 
