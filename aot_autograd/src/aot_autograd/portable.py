@@ -41,6 +41,8 @@ class CompiledParts:
     forward: Any
     backward: Any = None
     dependencies: tuple[frozenset[int], ...] | None = None
+    # Per saved value, the static strides the backward was compiled for (or None).
+    saved_strides: tuple[tuple[int, ...] | None, ...] = ()
 
 
 class CompiledGraphCache(Protocol):

@@ -7,6 +7,7 @@ special values, are the compiled function's too (found by the differential fuzze
 | 1    | ... an unused output of unbind, with dynamic sizes          | silent: NaN grad  | test_unused_part_of_a_multi_output_op_gets_zeros_with_dynamic_sizes |
 | 1    | prod backward with inf/NaN and no zero                     | silent: finite    | test_prod_gradient_with_inf_matches_eager |
 | 1    | prod backward over a negative dim of a 3-D tensor          | silent: wrong dim | test_prod_gradient_over_a_negative_dim_matches_eager |
+| 1    | a saved view the forward lays out densely, read by the backward with the view's strides | silent: wrong grad | test_saved_view_laid_out_densely_gives_eager_gradient |
 | 2    | an op eager's kernel rejects (dtype, empty, an index out of range, an integer divisor of zero), live or dead | missing error | test_compiled_raises_where_eager_kernel_rejects |
 | 2    | a value without a derivative carried across a graph break, unused after | error at backward | test_value_without_derivative_across_a_graph_break_is_not_differentiated |
 | 2    | a saved tensor modified in place (`unsqueeze_`, `mul_`) before the backward | error in tracing | test_backward_raises_where_a_saved_tensor_was_modified_in_place |
@@ -171,3 +172,23 @@ def test_prod_gradient_over_a_negative_dim_matches_eager(backend, dim):
         (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view(out.shape)).sum().backward()
         grads.append(leaf.grad)
     torch.testing.assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_saved_view_laid_out_densely_gives_eager_gradient(backend):
+    # the compiled forward gives the saved slice as a dense buffer; the backward was
+    # compiled for the slice's strides
+    def fn(x):
+        return torch.nn.functional.normalize((x + x)[:, 1:], dim=0)
+
+    x = torch.tensor([[[-0.5], [-0.25]], [[0.5], [1.0]]], dtype=torch.float64)
+    grads = []
+    for run in (fn, ember.compile(fn, backend=backend)):
+        for _ in range(2):  # compiled, then from the warm-start cache
+            leaf = x.clone().requires_grad_()
+            out = run(leaf)
+            weight = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view(out.shape)
+            (out * weight).sum().backward()
+            grads.append(leaf.grad)
+    for grad in grads[1:]:
+        torch.testing.assert_close(grad, grads[0])

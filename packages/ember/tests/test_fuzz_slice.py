@@ -43,6 +43,7 @@ FIXED_SEEDS: dict[int, str] = {
     179574751143: "unsqueeze_ of a tensor the backward saved (eager: raises at backward)",
     339456573265: "a value without a derivative carried across a graph break raised at backward",
     58201937486: "prod over a negative dim of a 3-D tensor differentiated along the wrong dim",
+    58201937560: "a saved slice the forward laid out densely, read by the backward as a slice",
 }
 
 pytestmark = pytest.mark.fuzz
