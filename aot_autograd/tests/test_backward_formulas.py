@@ -24,6 +24,9 @@ PROD_CALLS = {
     "one_dim": lambda x: x[0].prod(0),
     "zero_dim": lambda x: x[0, 0].prod(),
     "zero_dim_dim": lambda x: x[0, 0].prod(0),
+    # negative dims of a 3-D tensor (autograd saves them as their unsigned 64-bit wrap)
+    "first_of_three_negative": lambda x: x.unsqueeze(-1).prod(-3),
+    "middle_of_three_negative": lambda x: x.unsqueeze(0).prod(-2, keepdim=True),
 }
 
 PROD_INPUTS = {

@@ -35,6 +35,9 @@ REJECTED = {
     "dead_argmax_of_bool": (lambda a, b: (a.argmax(), a.int())[1], (BOOLS, None)),
     "dead_max_of_empty": (lambda a, b: (a.max(), a + 1)[1], (FLOATS[:0], None)),
     "dead_in_place_on_intermediate": (lambda a, b: ((a * 2).add_(0.5), a)[1], (INTS, None)),
+    "dead_sub_of_float_and_bool_scalar": (lambda a, b: (torch.sub(a, True), a)[1], (FLOATS, None)),
+    "dead_rsub_of_bool_scalar": (lambda a, b: (True - a, a + 1)[1], (FLOATS, None)),
+    "dead_sub_of_float_and_bool": (lambda a, b: (a - b, a + 1)[1], (FLOATS, BOOLS)),
 }
 
 
@@ -78,6 +81,50 @@ UNUSED_INDEXING = {
 }
 
 
+UNUSED_INDEXING_OF_INTS = {
+    name: fn
+    for name, fn in UNUSED_INDEXING.items()
+    if name in ("tensor_index", "index_select", "gather")
+}
+
+
+@pytest.mark.parametrize("fn", UNUSED_INDEXING_OF_INTS.values(), ids=UNUSED_INDEXING_OF_INTS.keys())
+def test_unused_indexing_of_integers_still_raises_on_an_index_out_of_range(fn):
+    compiled = aot_function(fn, lambda gm, _: gm, decompositions=prim_decomp.inductor_default)
+    torch.testing.assert_close(compiled(INTS, torch.tensor([1])), fn(INTS, torch.tensor([1])))
+    with pytest.raises(Exception) as eager:
+        fn(INTS, torch.tensor([5]))
+    with pytest.raises(type(eager.value)):
+        compiled(INTS, torch.tensor([5]))
+
+
+UNUSED_INTEGER_DIVISIONS = {
+    "remainder": lambda a, b: (a % b, a + 1)[1],
+    "floor_divide": lambda a, b: (a // b, a + 1)[1],
+    "fmod": lambda a, b: (torch.fmod(a, b), a + 1)[1],
+    "div_floor": lambda a, b: (torch.div(a, b, rounding_mode="floor"), a + 1)[1],
+    "div_trunc": lambda a, b: (torch.div(a, b, rounding_mode="trunc"), a + 1)[1],
+    "scalar_remainder": lambda a, b: (5 % b, a + 1)[1],
+    "remainder_in_place": lambda a, b: ((a * 2).remainder_(b), a + 1)[1],
+    "floor_divide_in_place": lambda a, b: ((a * 2).floor_divide_(b), a + 1)[1],
+    "remainder_then_view": lambda a, b: ((a % b).view(-1), a + 1)[1],
+}
+
+
+@pytest.mark.parametrize("divisor_dtype", [torch.int64, torch.bool])
+@pytest.mark.parametrize(
+    "fn", UNUSED_INTEGER_DIVISIONS.values(), ids=UNUSED_INTEGER_DIVISIONS.keys()
+)
+def test_unused_integer_division_still_raises_on_a_zero_divisor(fn, divisor_dtype):
+    compiled = aot_function(fn, lambda gm, _: gm, decompositions=prim_decomp.inductor_default)
+    nonzero, zero = torch.tensor([1]).to(divisor_dtype), torch.tensor([0]).to(divisor_dtype)
+    torch.testing.assert_close(compiled(INTS, nonzero), fn(INTS, nonzero))
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(INTS, zero)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        compiled(INTS, zero)
+
+
 @pytest.mark.parametrize("fn", UNUSED_INDEXING.values(), ids=UNUSED_INDEXING.keys())
 def test_unused_indexing_still_raises_on_an_index_out_of_range(fn):
     compiled = aot_function(fn, lambda gm, _: gm, decompositions=prim_decomp.inductor_default)
@@ -100,3 +147,21 @@ def test_used_indexing_gets_no_extra_check():
     compiled(FLOATS, torch.tensor([1]))
     (graph,) = graphs
     assert not any(n.target is torch.ops.aten.isnan.default for n in graph.graph.nodes)
+
+
+UNUSED_CLASS_TARGETS = {
+    "nll_loss": lambda a, b: (torch.nn.functional.nll_loss(a.view(1, 3), b), a + 1)[1],
+    "cross_entropy": lambda a, b: (torch.nn.functional.cross_entropy(a.view(1, 3), b), a + 1)[1],
+}
+
+
+@pytest.mark.parametrize("fn", UNUSED_CLASS_TARGETS.values(), ids=UNUSED_CLASS_TARGETS.keys())
+def test_unused_loss_still_raises_on_a_class_target_out_of_range(fn):
+    compiled = aot_function(fn, lambda gm, _: gm, decompositions=prim_decomp.inductor_default)
+    in_range, out_of_range = torch.tensor([1]), torch.tensor([5])
+    torch.testing.assert_close(compiled(FLOATS, in_range), fn(FLOATS, in_range))
+    with pytest.raises(IndexError):
+        fn(FLOATS, out_of_range)
+    # the decomposed loss reads the target through `gather`, whose error is a RuntimeError
+    with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
+        compiled(FLOATS, out_of_range)

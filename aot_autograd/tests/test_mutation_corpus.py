@@ -367,6 +367,24 @@ def _p55(index, weight):
     return F.embedding(index, weight, max_norm=1.0).sum(0)
 
 
+def _p56(x, w):
+    real = torch.view_as_real(torch.view_as_complex(x.contiguous()) * (1 + 2j))
+    real.mul_(w)  # writes the complex intermediate through view_as_real
+    return real * 2
+
+
+def _p57(x):
+    y = x * 2
+    torch.view_as_complex(y).mul_(1j)  # writes the real intermediate through view_as_complex
+    return y
+
+
+def _p58(x, w):
+    product = torch.view_as_complex(x.contiguous()) * (1 + 2j)
+    torch.view_as_real(product)[..., 0].add_(w)
+    return product
+
+
 CORPUS = [
     ("add_ on input", _p01, lambda: (r(3, 4),), False),
     ("mul_ on intermediate", _p02, lambda: (r(3, 4, grad=True),), True),
@@ -442,6 +460,9 @@ CORPUS = [
     ("view_as_real of complex input", _p52, lambda: (torch.randn(4, dtype=torch.cfloat),), False),
     ("mm with out= into an input", _p53, lambda: (r(3, 4), r(4, 2), torch.zeros(3, 2)), False),
     ("out= into fresh tensors, two outs", _p54, lambda: (r(3, 4), r(3, 4)), False),
+    ("write through view_as_real", _p56, lambda: (r(3, 2, grad=True), r(2)), True),
+    ("write through view_as_complex", _p57, lambda: (r(3, 2, grad=True),), True),
+    ("write through a slice of view_as_real", _p58, lambda: (r(3, 2), r(3)), False),
     (
         "embedding max_norm renormalizes the weight in place",
         _p55,

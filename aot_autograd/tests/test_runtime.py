@@ -402,3 +402,57 @@ def test_parameters_feeding_only_unused_outputs_get_no_grad_as_in_eager():
             else:
                 torch.testing.assert_close(parameter.grad, expected[name], msg=name)
         net.zero_grad(set_to_none=True)
+
+
+def test_input_no_gradient_reaches_is_not_an_autograd_edge():
+    # `unused` requires grad through an op without a derivative; eager's backward of the
+    # output never reaches it, so the compiled backward must not either (it would raise)
+    def fn(unused, x, mask):
+        return (x * 3) ** 2, unused > 0
+
+    compiled = aot_function(fn, identity_compiler)
+    grads = []
+    for run in (fn, compiled):
+        a = torch.tensor([1.0, 2.0], requires_grad=True)
+        x = torch.tensor([0.5, -1.5], requires_grad=True)
+        unused = a // a
+        out, flags = run(unused, x, torch.tensor([True, False]))
+        assert out.requires_grad and not flags.requires_grad
+        out.sum().backward()
+        grads.append((x.grad, a.grad))
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+def test_saved_tensor_in_other_strides_is_copied_into_those_the_backward_expects():
+    # A compiled forward may give a saved view as a dense buffer; a compiled backward
+    # indexes its inputs with the strides it was compiled for (here: emulated by
+    # reading each input through `as_strided` with its traced strides).
+    def fn(x):
+        y = (x + x)[:, 1:]
+        return torch.nn.functional.normalize(y, dim=0)
+
+    def dense_forward(gm, _):
+        def run(*args):
+            return [o.contiguous() if isinstance(o, torch.Tensor) else o for o in gm(*args)]
+
+        return run
+
+    def stride_assuming_backward(gm, example_inputs):
+        def run(*args):
+            read = [
+                a.as_strided(e.shape, e.stride()) if isinstance(a, torch.Tensor) else a
+                for a, e in zip(args, example_inputs)
+            ]
+            return gm(*read)
+
+        return run
+
+    compiled = aot_function(fn, dense_forward, bw_compiler=stride_assuming_backward)
+    x = torch.tensor([[-0.5, -0.25, 0.75], [0.5, 1.0, -2.0]], dtype=torch.float64)
+    grads = []
+    for run in (fn, compiled):
+        leaf = x.clone().requires_grad_()
+        out = run(leaf)
+        (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view(out.shape)).sum().backward()
+        grads.append(leaf.grad)
+    torch.testing.assert_close(grads[1], grads[0])

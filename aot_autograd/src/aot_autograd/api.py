@@ -39,6 +39,7 @@ from aot_autograd.program import TracedProgram, mark_user_visible_outputs, trace
 from aot_autograd.runtime import (
     compiled_call,
     requires_grad_flags,
+    static_saved_strides,
     tangent_dependencies,
     training_function,
 )
@@ -215,6 +216,7 @@ class AotCallable:
             parts.backward,
             list(parts.dependencies or ()),
             specialize,
+            parts.saved_strides,
         )
         return _Compiled(parts.program, run, True)
 
@@ -304,11 +306,14 @@ class AotCallable:
         compiled_backward = bw_compiler(backward, _placeholder_values(backward))
         # wrap: an autograd.Function around the compiled pair.
         dependencies = tangent_dependencies(backward)
+        saved_strides = tuple(static_saved_strides(backward))
         if store is not None:
-            parts = CompiledParts(program, compiled_forward, compiled_backward, tuple(dependencies))
+            parts = CompiledParts(
+                program, compiled_forward, compiled_backward, tuple(dependencies), saved_strides
+            )
             store[0].store(store[1], parts)
         run = training_function(
-            program, compiled_forward, compiled_backward, dependencies, specialize
+            program, compiled_forward, compiled_backward, dependencies, specialize, saved_strides
         )
         return _Compiled(program, run, True, self._assumptions(program))
 

@@ -44,6 +44,12 @@ def _conj(t: torch.Tensor) -> torch.Tensor:
     return t.conj_physical() if t.is_complex() else t
 
 
+def _signed(value: int) -> int:
+    """A saved int64 attribute of an autograd node: negative values come back as their
+    unsigned 64-bit wrap (`prod(x, -3)`'s `_saved_dim` is 2**64 - 3)."""
+    return value - 2**64 if value >= 2**63 else value
+
+
 def _prod_without_zeros(grad: torch.Tensor, input: torch.Tensor, dim: int) -> torch.Tensor:
     """Each element's gradient as the product of the others (exclusive cumulative products).
 
@@ -89,7 +95,7 @@ def _prod_dim_backward(node: Any, grad: torch.Tensor) -> torch.Tensor:
     if input.dim() == 0:
         return grad
     result = node._saved_result
-    dim = node._saved_dim % input.dim()
+    dim = _signed(node._saved_dim) % input.dim()
     if not node._saved_keepdim:
         grad, result = grad.unsqueeze(dim), result.unsqueeze(dim)
     without_zeros = grad * _conj(result / input)

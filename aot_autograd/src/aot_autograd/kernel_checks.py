@@ -11,9 +11,10 @@ statement is not in the graph at all, so the error eager raises would be lost.
 `check_kernel_accepts(op, args, kwargs)` runs the op's real kernel once on small
 tensors of the arguments' dtypes, device and number of dims (each size capped at
 1; an empty dim stays empty; zeros for an index, ones elsewhere), its result
-cached per signature. Where that probe fails, for an op given a tensor that is not floating point, an empty tensor or an
-index, or where the kernel lacks the dtype (`NotImplementedError`), it runs again
-at the arguments' full sizes (a size argument may not fit the capped tensors);
+cached per signature. Where that probe fails, for an op given a tensor that is not
+floating point, a bool or complex number (`x - True`), an empty tensor or an index,
+or where the kernel lacks the dtype (`NotImplementedError`), it runs again at the
+arguments' full sizes (a size argument may not fit the capped tensors);
 other failures of floating-point ops are taken as the capping's (a kernel larger
 than the capped image), not probed at full size, which would cost compile time.
 Where the full-size probe also fails, the op is rejected: on fakes with static
@@ -24,6 +25,10 @@ probe's error is raised.
 
 Ops whose result depends on values (`nonzero`, `.item()`) or on random numbers
 are not probed, nor views (metadata only, checked by their meta functions).
+
+Some kernels raise on values no probe has: an index out of range, an integer divisor
+of zero. `checks_values` names those ops; the tracer keeps their results computed even
+where unused, so the compiled graph runs the same check at every call.
 """
 
 from __future__ import annotations
@@ -37,7 +42,9 @@ from torch.utils._python_dispatch import _disable_current_modes
 import guards
 from aot_autograd.symbolic import concrete_hint
 
-__all__ = ["check_kernel_accepts", "takes_index_tensor"]
+__all__ = ["check_kernel_accepts", "checks_values", "takes_index_tensor"]
+
+aten = torch.ops.aten
 
 _SKIPPED_TAGS = (
     torch.Tag.data_dependent_output,
@@ -69,13 +76,77 @@ def takes_index_tensor(op: Any) -> bool:
     return any(a.name in _INDEX_NAMES and "Tensor" in str(a.type) for a in op._schema.arguments)
 
 
-def _unusual(op: Any, tensors: list) -> bool:
+# Ops dividing integers, in every form (functional, in place, out=); `div` only with a
+# rounding mode (true division of integers gives floats).
+_INTEGER_DIVISIONS = frozenset(
+    getattr(packet, name)
+    for packet in (
+        aten.remainder,
+        aten.remainder_,
+        aten.floor_divide,
+        aten.floor_divide_,
+        aten.fmod,
+        aten.fmod_,
+        aten.div,
+        aten.div_,
+    )
+    for name in packet.overloads()
+    if packet not in (aten.div, aten.div_) or "mode" in name
+)
+
+
+# Losses taking a tensor of class indices as `target`: their kernels raise on a class
+# out of range ("Target 5 is out of bounds").
+_CLASS_TARGET_LOSSES = frozenset(
+    {
+        aten.nll_loss_forward.default,
+        aten.nll_loss2d_forward.default,
+        aten.multi_margin_loss.default,
+        aten.multilabel_margin_loss_forward.default,
+    }
+)
+
+
+def checks_values(op: Any, out: Any) -> bool:
+    """Whether `op`'s kernel raises on some values of its arguments, which fakes and the
+    probe's stand-ins do not have: an index out of range (`gather`, `index_select`,
+    `x[idx]`, a class `target` of `nll_loss`) or an integer divisor of zero (`x % y`, `x // y`, `fmod` of integers,
+    with result `out`). Such a result is computed even where nothing uses it."""
+    if takes_index_tensor(op) or op in _CLASS_TARGET_LOSSES:
+        return True
+    if op not in _INTEGER_DIVISIONS or not isinstance(out, torch.Tensor):
+        return False
+    return not out.dtype.is_floating_point and not out.dtype.is_complex
+
+
+def _scalar_operands(op: Any, args: tuple, kwargs: dict) -> list:
+    """The numbers passed for the op's `Scalar` or `Tensor` arguments (`x - True`, `x * 2`)."""
+    operands = []
+    for i, argument in enumerate(op._schema.arguments):
+        kind = argument.type
+        if isinstance(kind, torch.OptionalType):
+            kind = kind.getElementType()
+        if not isinstance(kind, (torch.NumberType, torch.TensorType)):
+            continue
+        if i < len(args):
+            operands.append(args[i])
+        elif argument.name in kwargs:
+            operands.append(kwargs[argument.name])
+    return operands
+
+
+def _unusual(op: Any, args: tuple, kwargs: dict, tensors: list) -> bool:
     """Arguments a kernel may reject where the meta function does not: a tensor that is
-    not floating point, an empty tensor, or an index argument."""
+    not floating point, a bool or complex number operand, an empty tensor, or an index
+    argument. (An int operand is common and rarely rejected: a failing capped probe of
+    `constant_pad_nd(x, pads, 0)` is the capping's.)"""
     for t in tensors:
         if not t.dtype.is_floating_point:
             return True
         if any(concrete_hint(s) == 0 for s in t.shape):
+            return True
+    for value in _scalar_operands(op, args, kwargs):
+        if isinstance(value, (bool, complex, torch.SymBool)):
             return True
     return takes_index_tensor(op)
 
@@ -169,7 +240,9 @@ def check_kernel_accepts(op: Any, args: tuple, kwargs: dict) -> None:
         return
     fake = any(guards.is_fake(t) for t in tensors)
     error = _probe(op, args, kwargs, capped=True)
-    if error is None or not (_unusual(op, tensors) or isinstance(error, NotImplementedError)):
+    if error is None or not (
+        _unusual(op, args, kwargs, tensors) or isinstance(error, NotImplementedError)
+    ):
         _accept(key)
         return
     full_key = key and (*key, tuple(tuple(concrete_hint(s) for s in t.shape) for t in tensors))

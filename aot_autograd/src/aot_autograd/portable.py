@@ -41,6 +41,8 @@ class CompiledParts:
     forward: Any
     backward: Any = None
     dependencies: tuple[frozenset[int], ...] | None = None
+    # Per saved value, the static strides the backward was compiled for (or None).
+    saved_strides: tuple[tuple[int, ...] | None, ...] = ()
 
 
 class CompiledGraphCache(Protocol):
@@ -79,7 +81,7 @@ _PROGRAM_FIELDS = frozenset(
     {
         "graph_module", "num_inputs", "outputs", "out_spec", "num_forward_outputs",
         "mutated_inputs", "num_value_checks", "differentiable", "grad_inputs", "joint",
-        "symbol_sources", "missing_derivatives",
+        "symbol_sources", "missing_derivatives", "grad_free_inputs",
     }
 )  # fmt: skip
 _OUTPUT_FIELDS = frozenset(
@@ -111,6 +113,7 @@ def program_record(program: TracedProgram) -> dict[str, Any] | None:
             "missing_derivatives": [
                 [int(i), str(m)] for i, m in program.missing_derivatives.items()
             ],
+            "grad_free_inputs": list(program.grad_free_inputs),
         }
     except (TypeError, NotImplementedError, ValueError):
         return None
@@ -146,4 +149,5 @@ def program_from_record(record: dict[str, Any]) -> TracedProgram:
         grad_inputs=tuple(record["grad_inputs"]),
         joint=bool(record["joint"]),
         missing_derivatives={int(i): str(m) for i, m in record["missing_derivatives"]},
+        grad_free_inputs=tuple(int(i) for i in record.get("grad_free_inputs", ())),
     )

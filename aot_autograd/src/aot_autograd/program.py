@@ -26,6 +26,7 @@ from aot_autograd.backward_formulas import autograd_nodes, override_backward_for
 from aot_autograd.cse import eliminate_common_subexpressions
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
+from aot_autograd.saved_tensors import SavedTensors, stale_saved_tensor_errors
 from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
 from aot_autograd.tracer import AtenTracer, GraphRecorder, TensorRecord
 
@@ -113,6 +114,10 @@ class TracedProgram:
     # Forward output index -> the error a backward through it raises (eager's message):
     # outputs computed with an op that has no derivative (`x // 3`).
     missing_derivatives: dict[int, str] = field(default_factory=dict)
+    # Inputs in `grad_inputs` whose grad is None (no output's gradient reaches them): the
+    # backward's autograd.Function takes them detached, so a backward never calls their
+    # grad_fn, as eager's never reaches it (one without a derivative would raise).
+    grad_free_inputs: tuple[int, ...] = ()
 
 
 def _materialize(x: torch.Tensor) -> torch.Tensor:
@@ -461,7 +466,8 @@ def _trace(
     for i, value in enumerate(values):
         recorder.add_input(f"primals_{i + 1}", value, i)
     tracer = AtenTracer(recorder, decompositions, keep_views=True)
-    hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+    saved = SavedTensors(recorder)
+    hooks = saved.hooks
     # NOTE: tracing on real tensors draws random numbers; forking the RNG keeps compiling
     # invisible to the caller's seed, so compiled runs reproduce eager-style seeding.
     rng = torch.random.fork_rng(devices=_cuda_devices(values))
@@ -473,12 +479,15 @@ def _trace(
     mutated = sorted(
         (s.input_index, s.node) for s in states if s.input_index is not None and s.version > 0
     )
-    _keep_unused_indexing(recorder, [*plan.graph_nodes, *(node for _, node in mutated)])
+    _keep_unused_checked_ops(recorder, [*plan.graph_nodes, *(node for _, node in mutated)])
     checks = list(recorder.value_checks)
     recorder.allow_value_reads = False
     forward_nodes = [*plan.graph_nodes, *checks, *(node for _, node in mutated)]
     differentiable = [_differentiable(t) for t in plan.graph_tensors]
-    missing = _missing_derivatives(plan.graph_tensors) if joint else {}
+    missing = {}
+    if joint:
+        missing = stale_saved_tensor_errors(saved, plan.graph_tensors, _leaves)
+        missing.update(_missing_derivatives(plan.graph_tensors))
     differentiable += [False] * (len(checks) + len(mutated))
     grad_inputs: list[int] = []
     grad_nodes: list[Any] = []
@@ -505,16 +514,19 @@ def _trace(
         grad_inputs=tuple(grad_inputs),
         joint=joint,
         missing_derivatives=missing,
+        grad_free_inputs=tuple(i for i, g in zip(grad_inputs, grad_nodes) if g is None),
     )
 
 
-def _keep_unused_indexing(recorder: GraphRecorder, outputs: Sequence[Any]) -> None:
-    """Keep the ops taking tensors of indices whose results nothing uses, as value checks.
+def _keep_unused_checked_ops(recorder: GraphRecorder, outputs: Sequence[Any]) -> None:
+    """Keep the ops whose kernels check values (`checks_values`: an index tensor, an
+    integer divisor) where nothing uses their results, as value checks.
 
-    Eager raises on an index out of range even where the result is not used; dead code
-    elimination would drop the op and its check. Each such result gets a check that is
-    always true but reads it (`isnan(r) | ~isnan(r)`), so the compiled graph computes
-    the op, and its bounds check, at every call.
+    Eager raises on an index out of range or an integer division by zero even where the
+    result is not used; dead code elimination would drop the op and its check. Each such
+    result gets a check that is always true but reads it (`isnan(r) | ~isnan(r)`, or
+    `r == r` for integers), so the compiled graph computes the op, and its check, at
+    every call.
     """
     live: set[fx.Node] = set()
     stack = [n for n in [*outputs, *recorder.value_checks] if isinstance(n, fx.Node)]
@@ -523,16 +535,19 @@ def _keep_unused_indexing(recorder: GraphRecorder, outputs: Sequence[Any]) -> No
         if node not in live:
             live.add(node)
             stack.extend(node.all_input_nodes)
-    for result in recorder.indexed_results:
+    for result in recorder.value_checked_results:
         node = recorder.node_of(result)
         if node in live or not isinstance(node.meta.get("val"), torch.Tensor):
             continue
-        is_nan = recorder.emit(torch.ops.aten.isnan.default, (node,))
-        not_nan = recorder.emit(torch.ops.aten.logical_not.default, (is_nan,))
-        check = recorder.emit(torch.ops.aten.logical_or.default, (is_nan, not_nan))
+        if node.meta["val"].dtype.is_floating_point or node.meta["val"].dtype.is_complex:
+            is_nan = recorder.emit(torch.ops.aten.isnan.default, (node,))
+            not_nan = recorder.emit(torch.ops.aten.logical_not.default, (is_nan,))
+            check = recorder.emit(torch.ops.aten.logical_or.default, (is_nan, not_nan))
+        else:  # `isnan` of an integer is constant, and compilers fold it away
+            check = recorder.emit(torch.ops.aten.eq.Tensor, (node, node))
         recorder.value_checks.append(check)
         live.add(node)
-    recorder.indexed_results.clear()
+    recorder.value_checked_results.clear()
 
 
 def _trace_backward(

@@ -37,6 +37,7 @@ __all__ = [
     "compiled_call",
     "output_assembler",
     "requires_grad_flags",
+    "static_saved_strides",
     "training_function",
 ]
 
@@ -125,9 +126,15 @@ class _SavedLayout:
     for the zeros a backward gets in place of a missing tangent.
     """
 
-    __slots__ = ("all_tensors", "tensor_positions", "nondiff_tensors", "zeros_specs")
+    __slots__ = ("all_tensors", "tensor_positions", "nondiff_tensors", "zeros_specs", "restrided")
 
-    def __init__(self, outputs: Sequence, saved: Sequence, differentiable: Sequence[bool]) -> None:
+    def __init__(
+        self,
+        outputs: Sequence,
+        saved: Sequence,
+        differentiable: Sequence[bool],
+        saved_strides: Sequence[tuple | None],
+    ) -> None:
         is_tensor = [isinstance(s, torch.Tensor) for s in saved]
         self.all_tensors = all(is_tensor)
         self.tensor_positions = tuple(i for i, t in enumerate(is_tensor) if t)
@@ -139,6 +146,61 @@ class _SavedLayout:
         self.zeros_specs = tuple(
             (tuple(o.shape), o.dtype, o.device) for o, d in zip(outputs, differentiable) if d
         )
+        # Saved tensors the forward gives in other strides than the backward was compiled
+        # for (a compiled forward may lay out a saved view as a dense buffer): (position,
+        # strides), copied into those strides at every call.
+        self.restrided = tuple(
+            (i, stride)
+            for i, (value, stride) in enumerate(zip(saved, saved_strides))
+            if isinstance(value, torch.Tensor)
+            and stride is not None
+            and not _strides_agree(value, stride)
+            and _without_overlap(value.shape, stride)
+        )
+
+
+def _strides_agree(t: torch.Tensor, stride: tuple) -> bool:
+    """Whether `t` has `stride` on its dims of size > 1 (the only dims an index reads)."""
+    if t.dim() != len(stride):
+        return True  # not the value the backward expects here: leave it alone
+    return all(size == 1 or a == b for size, a, b in zip(t.shape, t.stride(), stride))
+
+
+def _without_overlap(shape: Sequence[int], stride: tuple) -> bool:
+    """Whether `stride` (its stride-0 dims aside) maps no two elements to one address."""
+    extent = 1
+    for size, step in sorted((z, s) for z, s in zip(shape, stride) if z > 1 and s != 0):
+        if step < extent:
+            return False
+        extent = step * size
+    return True
+
+
+def _in_strides(t: torch.Tensor, stride: tuple) -> torch.Tensor:
+    """`t`'s values in a new tensor of `stride`; a dim of stride 0 (an expanded value,
+    equal along it) is written once."""
+    copy = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
+    target, source = copy, t
+    for dim, (size, step) in enumerate(zip(t.shape, stride)):
+        if step == 0 and size > 1:
+            target, source = target.narrow(dim, 0, 1), source.narrow(dim, 0, 1)
+    target.copy_(source)
+    return copy
+
+
+def static_saved_strides(backward: fx.GraphModule) -> list[tuple | None]:
+    """Per saved value the backward graph takes (its placeholders before the tangents),
+    the strides it was traced with; None where not a tensor or not static."""
+    strides: list[tuple | None] = []
+    for node in backward.graph.nodes:
+        if node.op != "placeholder" or node.name.startswith("tangents"):
+            continue
+        value = node.meta.get("val")
+        static = isinstance(value, torch.Tensor) and all(
+            isinstance(s, int) for s in (*value.shape, *value.stride())
+        )
+        strides.append(tuple(value.stride()) if static else None)
+    return strides
 
 
 def _grad_scatter(grad_inputs: tuple[int, ...], num_inputs: int) -> Callable[[Sequence], tuple]:
@@ -188,8 +250,12 @@ def training_function(
     backward: Callable,
     dependencies: list[frozenset[int]] | None = None,
     specialize: Callable[[frozenset[int]], Callable | None] | None = None,
+    saved_strides: Sequence[tuple | None] = (),
 ) -> Callable[..., tuple]:
     """A function running `forward` under autograd, with `backward` as its derivative.
+
+    `saved_strides` (see `static_saved_strides`) are the strides the backward was
+    compiled for; a saved tensor the forward gives in others is copied into them.
 
     Outputs the caller never used get no gradient (None, not zeros) from autograd;
     a grad that reads only such outputs' tangents comes back None, as in eager, so
@@ -241,6 +307,10 @@ def training_function(
                 results = forward_boxed(list(args)) if forward_boxed else forward(*args)
             outputs, saved = tuple(results[:n_out]), results[n_out:]
             layout = learned[0] if learned else _learn(outputs, saved)
+            if layout.restrided:
+                saved = list(saved)
+                for i, stride in layout.restrided:
+                    saved[i] = _in_strides(saved[i], stride)
             if layout.all_tensors:
                 ctx.save_for_backward(*saved)
             else:
@@ -289,10 +359,28 @@ def training_function(
             return scatter(grads)
 
     def _learn(outputs: tuple, saved: Sequence) -> _SavedLayout:
-        learned.append(_SavedLayout(outputs, saved, differentiable))
+        strides = list(saved_strides) + [None] * (len(saved) - len(saved_strides))
+        learned.append(_SavedLayout(outputs, saved, differentiable, strides))
         return learned[0]
 
-    return _fast_apply(CompiledFunction)
+    return _detaching(_fast_apply(CompiledFunction), program.grad_free_inputs)
+
+
+def _detaching(apply: Callable[..., Any], positions: tuple[int, ...]) -> Callable[..., Any]:
+    """`apply` taking the arguments at `positions` detached: no autograd edge to them."""
+    if not positions:
+        return apply
+    tensor = torch.Tensor
+
+    def apply_detached(*args: Any) -> Any:
+        args_list = list(args)
+        for i in positions:
+            if isinstance(args_list[i], tensor):
+                args_list[i] = args_list[i].detach()
+        return apply(*args_list)
+
+    apply_detached.function = apply.function  # type: ignore[attr-defined]
+    return apply_detached
 
 
 def _tangents_with_zeros(

@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 import guards
 from aot_autograd.errors import AotAutogradError, UnsupportedMutationError
-from aot_autograd.kernel_checks import check_kernel_accepts, takes_index_tensor
+from aot_autograd.kernel_checks import check_kernel_accepts, checks_values
 from aot_autograd.mutations import functional_variant, mutated_arguments
 from aot_autograd.symbolic import SizeNodes
 from aot_autograd.views import ViewStep, normalized_args, replay, scatter_into_parent
@@ -138,8 +138,9 @@ class GraphRecorder:
         self.constants: dict[str, torch.Tensor] = {}
         # Nodes computing `value == traced value` for each tensor read into Python.
         self.value_checks: list[fx.Node] = []
-        # Results of ops taking a tensor of indices, whose kernels check the index values.
-        self.indexed_results: list[torch.Tensor] = []
+        # Results of ops whose kernels check their arguments' values (an index in range,
+        # an integer divisor not zero): kept even where unused.
+        self.value_checked_results: list[torch.Tensor] = []
         self.allow_value_reads = True
         self._alive: list[Any] = []  # keeps traced tensors alive so their ids stay unique
         # Symbolic sizes an op takes (SymInts) become nodes computing them from the inputs.
@@ -522,8 +523,10 @@ class AtenTracer(TorchDispatchMode):
             return self._dispatch(func, args, kwargs)
         check_kernel_accepts(func, args, kwargs)
         out = self._dispatch(func, args, kwargs)
-        if takes_index_tensor(func) and isinstance(out, torch.Tensor):
-            self.recorder.indexed_results.append(out)
+        if checks_values(func, out):
+            first = out[0] if isinstance(out, (tuple, list)) and out else out
+            if isinstance(first, torch.Tensor):
+                self.recorder.value_checked_results.append(first)
         return out
 
     def _dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:

@@ -119,6 +119,16 @@ def _unbind(emit: Emit, parent: Node, child: Node, step: ViewStep) -> Node:
     return emit(aten.select_scatter.default, (parent, child, dim, step.index))
 
 
+def _view_as_real(emit: Emit, parent: Node, child: Node, step: ViewStep) -> Node:
+    # view_as_complex needs a last dim of stride 1 and even strides elsewhere
+    contiguous = emit(aten.clone.default, (child,), {"memory_format": torch.contiguous_format})
+    return emit(aten.view_as_complex.default, (contiguous,))
+
+
+def _view_as_complex(emit: Emit, parent: Node, child: Node, step: ViewStep) -> Node:
+    return emit(aten.view_as_real.default, (child,))
+
+
 def _expand(emit: Emit, parent: Node, child: Node, step: ViewStep) -> Node:
     raise UnsupportedMutationError(
         "an in-place op writes to an expanded view, so one element would be written several "
@@ -149,6 +159,8 @@ VIEW_INVERSES: dict[Any, Callable[[Emit, Node, Node, ViewStep], Node]] = {
     aten.split_with_sizes.default: _split_with_sizes,
     aten.unbind.int: _unbind,
     aten.expand.default: _expand,
+    aten.view_as_real.default: _view_as_real,
+    aten.view_as_complex.default: _view_as_complex,
 }
 
 

@@ -6,7 +6,11 @@ special values, are the compiled function's too (found by the differential fuzze
 | 1    | NaN grad through an output the loss does not use           | silent: NaN grad  | test_unused_output_does_not_spread_nan_into_gradient |
 | 1    | ... an unused output of unbind, with dynamic sizes          | silent: NaN grad  | test_unused_part_of_a_multi_output_op_gets_zeros_with_dynamic_sizes |
 | 1    | prod backward with inf/NaN and no zero                     | silent: finite    | test_prod_gradient_with_inf_matches_eager |
-| 2    | an op eager's kernel rejects (dtype, empty, an index out of range), live or dead | missing error | test_compiled_raises_where_eager_kernel_rejects |
+| 1    | prod backward over a negative dim of a 3-D tensor          | silent: wrong dim | test_prod_gradient_over_a_negative_dim_matches_eager |
+| 1    | a saved view the forward lays out densely, read by the backward with the view's strides | silent: wrong grad | test_saved_view_laid_out_densely_gives_eager_gradient |
+| 2    | an op eager's kernel rejects (dtype, empty, an index out of range, an integer divisor of zero), live or dead | missing error | test_compiled_raises_where_eager_kernel_rejects |
+| 2    | a value without a derivative carried across a graph break, unused after | error at backward | test_value_without_derivative_across_a_graph_break_is_not_differentiated |
+| 2    | a saved tensor modified in place (`unsqueeze_`, `mul_`) before the backward | error in tracing | test_backward_raises_where_a_saved_tensor_was_modified_in_place |
 """
 
 from __future__ import annotations
@@ -80,6 +84,24 @@ REJECTED = {
     "in_place_float_into_int": (lambda a: a.mul_(1.5), torch.tensor([1, 2])),
     "dead_index_out_of_range": (lambda a: (a[a.long() + 5], a + 1)[1], torch.ones(3)),
     "dead_gather_out_of_range": (lambda a: (a.gather(0, a.long() + 5), a * 2)[1], torch.ones(3)),
+    "dead_int_gather_out_of_range": (
+        lambda a: (a.gather(0, a.long() + 5), a * 2)[1],
+        torch.ones(3, dtype=torch.int32),
+    ),
+    "dead_nll_loss_target_out_of_range": (
+        lambda a: (torch.nn.functional.nll_loss(a.view(1, 3), a.long()[:1] + 5), a * 2)[1],
+        torch.ones(3),
+    ),
+    "dead_sub_of_bool_scalar": (lambda a: (torch.sub(a, True), a * 2)[1], torch.ones(3)),
+    "dead_remainder_by_zero": (
+        lambda a: (a % (a > 1), a * 2)[1],
+        torch.tensor([1, 2], dtype=torch.int32),
+    ),
+    "dead_floor_divide_by_zero": (lambda a: (a // (a - 1), a * 2)[1], torch.tensor([1, 2])),
+    "dead_in_place_fmod_by_zero": (
+        lambda a: ((a + 1).fmod_(a - 1), a * 2)[1],
+        torch.tensor([1, 2]),
+    ),
 }
 
 
@@ -90,3 +112,83 @@ def test_compiled_raises_where_eager_kernel_rejects(fn, value, backend):
         fn(value.clone())
     with pytest.raises(type(eager.value)):
         ember.compile(fn, backend=backend)(value.clone())
+
+
+MODIFIED_AFTER_SAVED = {
+    "unsqueeze_": lambda v: v.unsqueeze_(-1),
+    "mul_": lambda v: v.mul_(2),
+    "transpose_": lambda v: v.transpose_(0, 1),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mutate", MODIFIED_AFTER_SAVED.values(), ids=MODIFIED_AFTER_SAVED.keys())
+def test_backward_raises_where_a_saved_tensor_was_modified_in_place(mutate, backend):
+    def fn(a, b):
+        v = b - a
+        ratio = b / v  # saves v
+        mutate(v)
+        return ratio, b.cos()
+
+    a = torch.linspace(-1, 1, 6).reshape(2, 3)
+    results = []
+    for run in (fn, ember.compile(fn, backend=backend)):
+        b = torch.linspace(2, 3, 6).reshape(2, 3).requires_grad_()
+        ratio, cosine = run(a, b)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            ratio.sum().backward(retain_graph=True)
+        cosine.sum().backward()
+        results.append((ratio.detach(), cosine.detach(), b.grad))
+    torch.testing.assert_close(results[1], results[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_value_without_derivative_across_a_graph_break_is_not_differentiated(backend):
+    def fn(x, y):
+        quotient = x // x  # noqa: F841 - no derivative; a local of the graph after the break
+        positive = y[y > 0]  # data-dependent shape: a graph break
+        return positive**3
+
+    grads = []
+    for run in (fn, ember.compile(fn, backend=backend)):
+        x = torch.tensor([1.0, 3.0], requires_grad=True)
+        y = torch.tensor([[0.5, -1.0, 2.0]], requires_grad=True)
+        run(x, y).sum().backward()
+        grads.append((x.grad, y.grad))
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dim", [-3, -2, -1])
+def test_prod_gradient_over_a_negative_dim_matches_eager(backend, dim):
+    def fn(x):
+        return x.prod(dim)
+
+    x = torch.linspace(-2, 2, 27, dtype=torch.float64).reshape(3, 3, 3) + 0.125
+    grads = []
+    for run in (fn, ember.compile(fn, backend=backend)):
+        leaf = x.clone().requires_grad_()
+        out = run(leaf)
+        (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view(out.shape)).sum().backward()
+        grads.append(leaf.grad)
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_saved_view_laid_out_densely_gives_eager_gradient(backend):
+    # the compiled forward gives the saved slice as a dense buffer; the backward was
+    # compiled for the slice's strides
+    def fn(x):
+        return torch.nn.functional.normalize((x + x)[:, 1:], dim=0)
+
+    x = torch.tensor([[[-0.5], [-0.25]], [[0.5], [1.0]]], dtype=torch.float64)
+    grads = []
+    for run in (fn, ember.compile(fn, backend=backend)):
+        for _ in range(2):  # compiled, then from the warm-start cache
+            leaf = x.clone().requires_grad_()
+            out = run(leaf)
+            weight = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view(out.shape)
+            (out * weight).sum().backward()
+            grads.append(leaf.grad)
+    for grad in grads[1:]:
+        torch.testing.assert_close(grad, grads[0])

@@ -38,6 +38,12 @@ KNOWN_SILENT: dict[int, tuple[str, str]] = {}
 FIXED_SEEDS: dict[int, str] = {
     454: "NaN grad through an output the loss does not use (zero tangent times inf)",
     1632: "prod backward over a dim of size 1 with an inf input (eager: NaN)",
+    405: "an unused `torch.sub(x, True)` (eager: bool subtraction error)",
+    1306: "an unused integer remainder by a bool tensor with a zero (eager: ZeroDivisionError)",
+    179574751143: "unsqueeze_ of a tensor the backward saved (eager: raises at backward)",
+    339456573265: "a value without a derivative carried across a graph break raised at backward",
+    58201937486: "prod over a negative dim of a 3-D tensor differentiated along the wrong dim",
+    58201937560: "a saved slice the forward laid out densely, read by the backward as a slice",
 }
 
 pytestmark = pytest.mark.fuzz

@@ -65,7 +65,7 @@ from guards.fake_tensor import FakeTensor
 
 __all__ = ["STATS", "WarmStartCache", "graph_key", "warm_start_cache"]
 
-SCHEMA = "1"
+SCHEMA = "2"
 STAGES = ("guards", "dynamo_capture", "prim_decomp", "aot_autograd", "inductor_codegen", "ember")
 _OWN_VARIABLES = ("EMBER_CACHE_DIR", "EMBER_LOGS", "EMBER_REMOTE_CACHE", "EMBER_CACHE_SIZE")
 _log = artifact_logger("cache")
@@ -404,6 +404,9 @@ class WarmStartCache:
             dependencies = record["dependencies"]
             if dependencies is not None:
                 dependencies = tuple(frozenset(int(i) for i in d) for d in dependencies)
+            saved_strides = tuple(
+                None if s is None else tuple(int(i) for i in s) for s in record["saved_strides"]
+            )
         except Exception as error:  # noqa: BLE001 - a faulty entry is compiled again
             discard(path, f"it could not be loaded: {type(error).__name__}: {error}")
             if source == "remote":
@@ -421,7 +424,7 @@ class WarmStartCache:
             "warm-start hit (%s) %s: %s in %.3fs", source, self.name, key,
             time.perf_counter() - start,
         )  # fmt: skip
-        return CompiledParts(program, forward, backward, dependencies)
+        return CompiledParts(program, forward, backward, dependencies, saved_strides)
 
     def store(self, variant: tuple, parts: Any) -> None:
         from aot_autograd.portable import program_record
@@ -492,6 +495,7 @@ class WarmStartCache:
             "forward": forward,
             "backward": backward,
             "dependencies": dependencies,
+            "saved_strides": [None if s is None else list(s) for s in parts.saved_strides],
         }
 
     # ------------------------------------------------------------ remote

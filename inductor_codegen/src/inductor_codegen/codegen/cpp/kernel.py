@@ -250,6 +250,16 @@ def _is_integral(dtype: torch.dtype) -> bool:
     return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
 
 
+# A float to a narrow integer type goes through this wider one and wraps, as eager's
+# kernels do (c10's `static_cast_with_inter_type` takes uint8 through int64; the C++
+# compiler takes int8 and int16 through int32): 300.5 -> int8 44, NaN and inf -> 0.
+NARROW_INTEGER_CASTS = {
+    torch.int8: torch.int32,
+    torch.int16: torch.int32,
+    torch.uint8: torch.int64,
+}
+
+
 def cast_text(text: str, src: torch.dtype, dst: torch.dtype) -> str:
     if dst == torch.bool:
         return f"({text} != 0)"
@@ -259,6 +269,9 @@ def cast_text(text: str, src: torch.dtype, dst: torch.dtype) -> str:
         return f"ember_round_f16(static_cast<float>({text}))"
     if src.is_floating_point and dst in (torch.int32, torch.int64):
         return f"ember_float_to_int<{compute_type(dst)}>({text})"
+    if src.is_floating_point and dst in NARROW_INTEGER_CASTS:
+        wide = compute_type(NARROW_INTEGER_CASTS[dst])
+        return f"static_cast<{compute_type(dst)}>(ember_float_to_int<{wide}>({text}))"
     return f"static_cast<{compute_type(dst)}>({text})"
 
 

@@ -1,0 +1,84 @@
+"""A tensor autograd saved for the backward, modified in place after: the forward runs,
+and the backward of an output reading it raises eager's error."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aot_autograd import aot_function
+
+
+def _divide_then_mutate(mutate):
+    def fn(a, b):
+        v = b - a
+        out = b / v  # saves v
+        mutate(v)
+        return out, b.sin()
+
+    return fn
+
+
+def _exp_then_mutate(mutate):
+    def fn(a, b):
+        v = (b * a).exp()  # saves its own output
+        mutate(v)
+        return v * 2, b.sin()
+
+    return fn
+
+
+MUTATIONS = {
+    "mul_": lambda v: v.mul_(2),
+    "unsqueeze_": lambda v: v.unsqueeze_(-1),
+    "squeeze_": lambda v: v.squeeze_(),
+    "transpose_": lambda v: v.transpose_(0, 2),
+    "zero_of_a_view": lambda v: v[0].zero_(),
+}
+
+
+def _inputs():
+    a = torch.linspace(-1, 1, 6).reshape(3, 2, 1)
+    b = (torch.linspace(2, 3, 6).reshape(3, 2, 1)).requires_grad_()
+    return a, b
+
+
+def _grad_or_error(outputs, b):
+    b.grad = None
+    try:
+        outputs.sum().backward(retain_graph=True)
+    except RuntimeError as error:
+        return error
+    return b.grad
+
+
+@pytest.mark.parametrize("make", [_divide_then_mutate, _exp_then_mutate])
+@pytest.mark.parametrize("mutate", MUTATIONS.values(), ids=MUTATIONS.keys())
+def test_backward_raises_where_a_saved_tensor_was_modified_in_place(make, mutate):
+    fn = make(mutate)
+    compiled = aot_function(fn, lambda gm, _: gm)
+    a, b = _inputs()
+    eager_out = fn(a, b)
+    compiled_out = compiled(a, b)
+    for eager, got in zip(eager_out, compiled_out):
+        torch.testing.assert_close(got, eager)
+    # the output reading the modified tensor: eager's backward raises, and so does ours
+    eager_error = _grad_or_error(eager_out[0], b)
+    assert isinstance(eager_error, RuntimeError)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        compiled_out[0].sum().backward()
+    # the output not reading it keeps its gradient
+    torch.testing.assert_close(_grad_or_error(compiled_out[1], b), _grad_or_error(eager_out[1], b))
+
+
+def test_saved_tensor_modified_before_it_is_saved_keeps_its_gradient():
+    def fn(a, b):
+        v = b - a
+        v.unsqueeze_(0).mul_(2)
+        return b / v
+
+    compiled = aot_function(fn, lambda gm, _: gm)
+    a, b = _inputs()
+    torch.testing.assert_close(
+        _grad_or_error(compiled(a, b), b).clone(), _grad_or_error(fn(a, b), b).clone()
+    )
