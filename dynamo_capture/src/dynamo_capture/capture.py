@@ -445,7 +445,17 @@ def capture_frame(
         if tx is not None and tx.current is not None:
             located.offset = tx.current.offset
             located.contexts = open_contexts(tx)
-            located.in_unknown_with = opens_unknown_with(tx)
+            located.in_unknown_with = opens_unknown_with(tx) or (
+                error.context_switch and bool(located.contexts)
+            )
+            if error.outside_context and tx.current.opname == "BEFORE_WITH":
+                # NOTE: torch.compile cuts a frame only at a statement outside any block
+                # whose graph so far has more than one call; it runs the rest eagerly
+                # (its resume function meets the same `with`). With fewer calls, or
+                # inside a block, the whole frame runs eagerly.
+                calls = sum(1 for node in tx.ctx.graph.nodes if node.op.startswith("call"))
+                located.in_unknown_with = calls <= 1 or bool(located.contexts)
+                located.rest_eager = True
             located.call_cut = call_cut(tx)
             calls = tx.current.opname in (*_CALLS, "CALL_FUNCTION_EX")
             if calls and isinstance(tx.calling, FunctionValue) and error.callee is not None:
@@ -621,6 +631,9 @@ class OutputPlan:
         if isinstance(value, ObjectValue):
             attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
             return f"___build_object({self._constant(value.cls)}, {{{attrs}}})"
+        if isinstance(value, ContextValue) and value.kind == "grad" and value.saved is None:
+            # a no_grad() / enable_grad() not entered: a fresh one is the same object
+            return f"{self._constant(torch.enable_grad if value.args[0] else torch.no_grad)}()"
         raise Unsupported(f"returning a {type(value).__name__} from the compiled frame")
 
     def _iterator(self, value: IteratorValue) -> str:

@@ -14,6 +14,7 @@ warns once (fallbacks.EagerFallbackWarning), or raises Unsupported under fullgra
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import weakref
 from collections.abc import Callable
@@ -451,6 +452,8 @@ class CompiledCallable:
         if isinstance(plan, str):
             artifact_logger("graph_breaks").info("cannot split %s: %s", self.frame.name, plan)
             return None
+        if error.rest_eager and plan.loop is None and plan.call_args is None:
+            plan = dataclasses.replace(plan, stop=None, resume_contexts=(), stack=None)
         callees = _callees(function, plan, error)
         callee = error.callee if not callees and error.callee is not None else None
         key = (
