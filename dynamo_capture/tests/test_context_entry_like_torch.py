@@ -8,8 +8,11 @@ constructor breaks: ember's graph and op counts equal torch.compile's, results e
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
+import torch._dynamo
 from torchcheck import check_like_torch
 
 
@@ -180,3 +183,52 @@ def test_hand_entered_enable_grad_inside_no_grad_keeps_its_mode():
     torch.testing.assert_close(got[0], expected[0])
     assert got[1] is expected[1] is True
     assert got[0].requires_grad
+
+
+# ----- names of the parts of a split frame, as torch.compile names its frames -----
+SEEN_NAMES: list[str] = []
+
+
+def _two_prints(x):
+    x = x + 1
+    print("first")
+    x = x * 2
+    print("second")
+    SEEN_NAMES.append(inspect.currentframe().f_code.co_name)
+    return x.sin()
+
+
+class _Model(torch.nn.Module):
+    def forward(self, x):
+        y = x.relu()
+        print("in forward")
+        SEEN_NAMES.append(inspect.currentframe().f_code.co_qualname)
+        return y + 1
+
+
+def test_resume_parts_carry_torch_compile_resume_names():
+    import dynamo_capture
+
+    line = _two_prints.__code__.co_firstlineno + 4  # the second print
+    for compile_fn in (
+        lambda fn: dynamo_capture.optimize(fn, backend=lambda gm, example: gm.forward),
+        lambda fn: torch.compile(fn, backend="eager"),
+    ):
+        SEEN_NAMES.clear()
+        x = torch.randn(3)
+        torch.testing.assert_close(compile_fn(_two_prints)(x), _two_prints(x))
+        assert SEEN_NAMES[0] == f"torch_dynamo_resume_in__two_prints_at_{line}"
+        assert SEEN_NAMES[1] == "_two_prints"
+    torch._dynamo.reset()
+
+
+def test_resume_part_of_a_method_keeps_its_class_in_the_qualified_name():
+    import dynamo_capture
+
+    line = _Model.forward.__code__.co_firstlineno + 2
+    SEEN_NAMES.clear()
+    model = _Model()
+    compiled = dynamo_capture.optimize(model, backend=lambda gm, example: gm.forward)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), model(x))
+    assert SEEN_NAMES[0] == f"_Model.torch_dynamo_resume_in_forward_at_{line}"
