@@ -31,6 +31,7 @@ import torch.fx
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
 from dynamo_capture.sources import (
+    ArraySizesSource,
     AttrSource,
     FloatTensorSource,
     ItemSource,
@@ -340,11 +341,20 @@ class CaptureContext:
             return known
         self.guards.type_match(source, array)
         self.guards.equals_match(AttrSource(AttrSource(source, "dtype"), "str"), array.dtype.str)
-        for attribute in ("shape", "strides"):
-            self.guards.equals_match(AttrSource(source, attribute), getattr(array, attribute))
         tensor = torch.from_numpy(np.asarray(array))
+        dims = frozenset()
+        if self.shape_env is not None and type(array) is np.ndarray:
+            dims = self._dims(source, tensor)  # sizes that changed: symbolic, as a tensor's
+        if dims:
+            # the shape guards read the sizes; the array's own guards keep its rank and
+            # the sizes that stay static
+            self.guards.equals_match(AttrSource(source, "ndim"), array.ndim)
+            example = self.fake_mode.from_real(tensor, ArraySizesSource(source), dynamic_dims=dims)
+        else:
+            for attribute in ("shape", "strides"):
+                self.guards.equals_match(AttrSource(source, attribute), getattr(array, attribute))
+            example = self.fake_mode.from_real(tensor)
         placeholder = self._placeholder(self._unique_name(source.name))
-        example = self.fake_mode.from_real(tensor)
         placeholder.meta["val"] = example
         self._converted_inputs[placeholder] = (NumpyTensorSource(source), tensor)
         value = TensorValue(placeholder, example, None, type(array))
