@@ -140,7 +140,36 @@ def constructor_breaks_in_no_grad_block(x):
     return x.sin()
 
 
+class GradSwitch:
+    """A user context manager switching grad mode with torch._C._set_grad_enabled."""
+
+    def __init__(self, mode):
+        self.prev = torch.is_grad_enabled()
+        self.mode = mode
+
+    def __enter__(self):
+        torch._C._set_grad_enabled(self.mode)
+
+    def __exit__(self, *exc):
+        torch._C._set_grad_enabled(self.prev)
+
+
+def user_grad_switch_to_the_mode_in_effect(x):
+    with GradSwitch(True):
+        x = x + 1
+        if torch.is_grad_enabled():
+            x = x * 2
+        with GradSwitch(False):
+            x = x * 1.5
+        x = x.relu()
+    return x - 1
+
+
 CASES = {
+    "user_grad_switch_to_the_mode_in_effect": (
+        user_grad_switch_to_the_mode_in_effect,
+        lambda: (torch.rand(2, 3, requires_grad=True),),
+    ),
     "no_grad_entered_by_hand": (no_grad_entered_by_hand, _grad_input),
     "enable_grad_entered_by_hand_with_print": (
         enable_grad_entered_by_hand_with_print,

@@ -444,10 +444,11 @@ def context_factory(context: ContextValue) -> tuple[Any, tuple[Any, ...]] | None
     return None
 
 
-def set_grad_mode(tx: Translator, mode: bool) -> None:
+def set_grad_mode(tx: Translator, mode: bool) -> torch.fx.Node:
     """Set the grad mode now and in the graph."""
-    tx.ctx.graph.call_function(torch._C._set_grad_enabled, (mode,))
+    node = tx.ctx.graph.call_function(torch._C._set_grad_enabled, (mode,))
     torch._C._set_grad_enabled(mode)
+    return node
 
 
 def _autocast_args(context: ContextValue) -> tuple[Any, ...]:
