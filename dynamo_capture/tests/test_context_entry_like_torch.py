@@ -165,7 +165,19 @@ def user_grad_switch_to_the_mode_in_effect(x):
     return x - 1
 
 
+def break_inside_saved_tensors_hooks_block(x):
+    with torch.autograd.graph.disable_saved_tensors_hooks("not here"):
+        y = x.exp() + 1
+        print("inside the block")
+        z = y * 2
+    return z.sin()
+
+
 CASES = {
+    "break_inside_saved_tensors_hooks_block": (
+        break_inside_saved_tensors_hooks_block,
+        lambda: (torch.randn(3),),
+    ),
     "user_grad_switch_to_the_mode_in_effect": (
         user_grad_switch_to_the_mode_in_effect,
         lambda: (torch.rand(2, 3, requires_grad=True),),
@@ -261,3 +273,23 @@ def test_resume_part_of_a_method_keeps_its_class_in_the_qualified_name():
     x = torch.randn(3)
     torch.testing.assert_close(compiled(x), model(x))
     assert SEEN_NAMES[0] == f"_Model.torch_dynamo_resume_in_forward_at_{line}"
+
+
+def test_break_inside_saved_tensors_hooks_block_resumes_inside_it():
+    import dynamo_capture
+
+    seen = []
+    hooks_message = torch._C._autograd._saved_tensors_hooks_get_disabled_error_message
+
+    def fn(x):
+        with torch.autograd.graph.disable_saved_tensors_hooks("not here"):
+            y = x + 1
+            print("inside the block", seen.append(hooks_message()))
+            z = y * 2
+        return z
+
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, example: gm.forward)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert seen == ["not here", "not here"]  # the eager statement ran inside the block
+    assert hooks_message() is None
