@@ -44,6 +44,7 @@ from dynamo_capture.errors import (
 )
 from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
+from dynamo_capture.functorch_inline import InlinedTransform
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory
@@ -706,6 +707,8 @@ class OutputPlan:
 
     def _python(self, value: PythonValue) -> str:
         obj = value.obj
+        if isinstance(obj, InlinedTransform) and obj.applied is None:
+            raise Unsupported("a torch.func transform of a closure leaving the compiled frame")
         if has_symbolic(obj):
             if value.source is not None:
                 return value.source.expr  # an int or float input made symbolic: read again

@@ -28,6 +28,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture.errors import Unsupported
+from dynamo_capture.functorch_inline import (
+    InlinedTransform,
+    call_inlined_transform,
+    inlined_transform,
+)
 from dynamo_capture.operations import NotConstant, as_constant
 from dynamo_capture.values import FunctionValue, PythonValue, TensorValue, TupleValue, Value
 
@@ -58,6 +63,8 @@ def call_function_transform(
     `torch.func.jvp` or `torch.cond`; None for any other callee."""
     if fn in TRANSFORMS:
         return _make_transformed(tx, fn, args, kwargs)
+    if isinstance(fn, InlinedTransform):
+        return call_inlined_transform(tx, fn, args, kwargs)
     if getattr(fn, _TRANSFORMED, False):
         return _node(tx, fn, tuple(args), kwargs)
     if fn is torch.func.jvp:
@@ -84,14 +91,25 @@ def _make_transformed(
     name = transform.__name__
     if not args:
         raise Unsupported(f"torch.func.{name} called without the function to transform")
-    function = _known_function(args[0], f"the function given to {name}")
     options = _options(name, TRANSFORMS[transform], args[1:], kwargs)
+    try:
+        function = _known_function(args[0], f"the function given to {name}")
+    except Unsupported:
+        # a closure over the frame's values: traced into the graph, or not at all
+        inlined = inlined_transform(name, args[0], options, None)
+        if inlined is None or not tx.ctx.transform_nodes:
+            raise
+        return PythonValue(inlined)
     applied = transform(function, **options)
 
     def transformed(*call_args: Any, **call_kwargs: Any) -> Any:
         return applied(*call_args, **call_kwargs)
 
     _name(transformed, f"{name}_{_function_name(function)}")
+    if tx.ctx.transform_nodes:  # traced into the graph as torch.compile does, where it can
+        inlined = inlined_transform(name, args[0], options, transformed)
+        if inlined is not None:
+            return PythonValue(inlined)
     return PythonValue(transformed)
 
 

@@ -201,6 +201,7 @@ class CaptureContext:
         # torch.func transforms and torch.cond as graph nodes (function_transforms)
         self.transform_nodes = True
         self.transform_nodes_made = 0
+        self.functorch_level = 0  # torch.func transforms traced into the graph, open now
         self.shape_env = None if dynamic is False else ShapeEnv()
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.use_fakes = USE_FAKES
