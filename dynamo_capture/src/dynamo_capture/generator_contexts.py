@@ -61,6 +61,7 @@ REENTERABLE: dict[Any, Any] = {
     ),
 }
 
+
 def generator_context(
     tx: Translator, helper: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
