@@ -86,7 +86,7 @@ PROGRAMS = {
 }
 
 
-TRACED = ("grad", "grad_and_value", "vmap", "vmap_in_dims")
+TRACED = ("grad", "grad_and_value", "vmap", "vmap_in_dims", "cond_tensor_predicate")
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
@@ -210,3 +210,17 @@ def test_aot_backends_run_transforms_eagerly(backend):
         compiled = ember.compile(fn, backend=backend)
         args = make_args()
         torch.testing.assert_close(compiled(*args), fn(*args))
+
+
+def _cond_pair(x):
+    a, b = torch.cond(x.sum() > 0, lambda t: (t.sin(), t + 1), lambda t: (t.cos(), t - 1), (x,))
+    return a * b
+
+
+def _cond_list(x):
+    return torch.cond(x.mean() > 0, lambda t: [t.exp()], lambda t: [t.neg()], (x,))
+
+
+@pytest.mark.parametrize("fn", [_cond_pair, _cond_list], ids=["pair", "list"])
+def test_cond_outputs_are_read_by_getitem_nodes_like_torch(fn):
+    check_like_torch(fn, _vector)
