@@ -33,6 +33,7 @@ from dynamo_capture.frame_guards import FrameGuards
 from dynamo_capture.sources import (
     ArraySizesSource,
     AttrSource,
+    CellContentsSource,
     FloatTensorSource,
     ItemSource,
     LocalSource,
@@ -115,9 +116,11 @@ _NUMPY_INPUT_DTYPES = frozenset(
 
 
 def _is_argument_source(source: Source) -> bool:
-    """Whether `source` is a local of the frame or an item of one (`L['t'][0]`)."""
-    while isinstance(source, ItemSource):
-        source = source.source
+    """Whether `source` is a local of the frame or read from one: an item (`L['t'][0]`),
+    an attribute of an object that is not an nn.Module (`L['cfg'].n`, as torch.compile
+    keeps a module's attributes static), a closure cell of a function argument."""
+    while isinstance(source, ItemSource | AttrSource | CellContentsSource):
+        source = source.base
     return isinstance(source, LocalSource)
 
 
