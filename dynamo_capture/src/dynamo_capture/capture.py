@@ -497,6 +497,7 @@ def capture_frame(
             torch.amp.autocast_mode._exit_autocast(real)
         for real in reversed(ctx.open_inference_modes):  # or an inference_mode block
             torch.autograd.grad_mode._exit_inference_mode(real)
+    ctx.guard_distinct_tensor_arguments()
     ctx.output_node(plan.outputs)
     drop_redundant_grad_modes(ctx.graph, grad_mode)  # 5. switches that change nothing
     ctx.add_size_inputs()

@@ -448,6 +448,18 @@ class CaptureContext:
         """Whether the graph has symbolic sizes (SymInt graph inputs)."""
         return self.shape_env is not None and bool(self.shape_env.graph_inputs())
 
+    def guard_distinct_tensor_arguments(self) -> None:
+        """The tensor arguments capture took as different graph inputs stay different
+        objects (a tensor passed twice is one input, guarded by `alias`)."""
+        sources = [
+            source
+            for source, tensor, _ in self.inputs
+            if isinstance(tensor, torch.Tensor)
+            and not isinstance(tensor, torch.nn.Parameter)
+            and _is_argument_source(source)
+        ]
+        self.guards.distinct(sources)
+
     def add_size_inputs(self) -> None:
         """SymInt placeholders for every input-size symbol; the shape guards join the guards."""
         if self.shape_env is None:
