@@ -211,3 +211,62 @@ def test_text_of_symbolic_int_is_its_value():
     for n in (2, 30, 500, 7, -1):
         x = torch.randn(4)
         torch.testing.assert_close(compiled(x, n), digits(x, n))
+
+
+def _calls_argument(x, fn):
+    return fn(x)
+
+
+def _adds(n):
+    def add(t):
+        return t + n
+
+    return add
+
+
+class _Config:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+def _scaled_by_config(x, config):
+    return x * config.scale
+
+
+def _scaled_by_dict(x, options):
+    return x * options["scale"]
+
+
+@pytest.mark.parametrize(
+    "fn, holder",
+    [
+        (_calls_argument, _adds),
+        (_scaled_by_config, _Config),
+        (_scaled_by_dict, lambda n: {"scale": n}),
+    ],
+    ids=["closure_cell", "attribute", "dict_item"],
+)
+def test_int_read_from_an_argument_becomes_dynamic_like_torch(fn, holder):
+    values = iter(range(2, 20))
+    check_like_torch(fn, lambda: (torch.randn(4), holder(next(values))), calls=4)
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.n = 1
+
+    def forward(self, x):
+        return x * self.n
+
+
+def test_int_attribute_of_a_module_stays_static_like_torch():
+    graphs = []
+    module = _Scaled()
+    compiled = dynamo_capture.optimize(
+        module, backend=lambda gm, ex: graphs.append(gm) or gm.forward
+    )
+    for n in range(2, 5):
+        module.n = n
+        torch.testing.assert_close(compiled(torch.ones(2)), torch.ones(2) * n)
+    assert len(graphs) == 3  # torch.compile: one graph per value (a module's ints are static)

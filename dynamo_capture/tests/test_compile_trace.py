@@ -54,7 +54,7 @@ def test_trace_events_give_split_parts_their_parent_and_breaks_their_user_line()
     starts = [e for e in events if e["kind"] == "compile_start"]
     top, *parts = starts
     assert top["frame"] == "_split" and top["parent_frame_id"] is None
-    assert [p["frame"] for p in parts] == ["_split_pre", "_split_resume"]
+    assert [p["frame"] for p in parts] == ["_split", "torch_dynamo_resume_in__split_at_24"]
     assert all(p["parent_frame_id"] == top["frame_id"] for p in parts)
     (graph_break,) = [e for e in events if e["kind"] == "graph_break"]
     assert graph_break["compile_id"] == f"{top['frame_id']}/0"

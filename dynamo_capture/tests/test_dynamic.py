@@ -261,3 +261,14 @@ def test_module_buffers_stay_static_with_dynamic_true(backend):
         torch.testing.assert_close(compiled(x), model(x))
     assert len(backend.graphs) == 1
     assert len(_symint_inputs(backend.graphs[0])) == 2, "the input's two sizes only"
+
+
+def _last_dim_sum(x):
+    return x.sum(-1) * 2
+
+
+def test_rank_change_makes_every_dim_dynamic_like_torch():
+    from torchcheck import check_like_torch
+
+    shapes = iter([(2,), (2, 3), (2, 3, 4), (5, 3)] * 2)
+    check_like_torch(_last_dim_sum, lambda: (torch.randn(*next(shapes)),), calls=4)

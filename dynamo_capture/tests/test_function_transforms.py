@@ -1,8 +1,9 @@
-"""torch.func transforms and torch.cond in captured code: one opaque graph node each.
+"""torch.func transforms and torch.cond in captured code.
 
 Each program runs under capture and torch.compile with counting backends: the graph
-counts are torch.compile's (torch inlines the transform's operators, so op counts
-differ) and the results are eager's.
+counts are torch.compile's and the results are eager's. grad, grad_and_value and vmap
+are traced into the graph as torch.compile traces them (functorch_inline), so their
+op counts are torch's too; the others are one opaque node each (op counts differ).
 """
 
 from __future__ import annotations
@@ -85,10 +86,86 @@ PROGRAMS = {
 }
 
 
+TRACED = ("grad", "grad_and_value", "vmap", "vmap_in_dims", "cond_tensor_predicate")
+
+
 @pytest.mark.parametrize("name", list(PROGRAMS))
-def test_function_transform_is_one_node_with_torch_graph_count(name):
+def test_function_transform_has_torch_graph_count(name):
     fn, make_args = PROGRAMS[name]
-    check_like_torch(fn, make_args, ops=False)
+    check_like_torch(fn, make_args, ops=name in TRACED)
+
+
+def _argnums_pair(x, y):
+    return torch.func.grad(lambda a, b: (a * b.sin()).sum(), argnums=(0, 1))(x, y)
+
+
+def _aux_output(x):
+    return torch.func.grad(lambda y: (y.sum(), y.cos()), has_aux=True)(x)
+
+
+def _value_and_aux(x):
+    return torch.func.grad_and_value(lambda y: (y.exp().sum(), y * 2), has_aux=True)(x)
+
+
+def _grad_under_no_grad(x):
+    with torch.no_grad():
+        return torch.func.grad(_loss)(x)
+
+
+def _grad_of_grad(x):
+    return torch.func.grad(lambda y: torch.func.grad(_loss)(y).sum())(x)
+
+
+def _vmap_of_grad(x):
+    return torch.func.vmap(torch.func.grad(_loss))(x)
+
+
+def _nested_vmap(x):
+    return torch.func.vmap(torch.func.vmap(torch.sum))(x)
+
+
+def _vmap_out_dims(x):
+    return torch.func.vmap(lambda row: (row * 2, row.sum()), out_dims=(1, 0))(x)
+
+
+def _vmap_last_dim_with_constant(x):
+    return torch.func.vmap(lambda col, k: col * k, in_dims=(-1, None))(x, 3)
+
+
+def _vmap_closure_then_ops(x, w):
+    return torch.func.vmap(lambda row: row @ w)(x).relu() + x.mean()
+
+
+TRACED_PROGRAMS = {
+    "argnums_pair": (_argnums_pair, lambda: (torch.randn(3), torch.randn(3))),
+    "aux_output": (_aux_output, _vector),
+    "value_and_aux": (_value_and_aux, _vector),
+    "grad_under_no_grad": (_grad_under_no_grad, _vector),
+    "grad_of_grad": (_grad_of_grad, _vector),
+    "vmap_of_grad": (_vmap_of_grad, lambda: (torch.randn(2, 3),)),
+    "nested_vmap": (_nested_vmap, lambda: (torch.randn(2, 3, 4),)),
+    "vmap_out_dims": (_vmap_out_dims, lambda: (torch.randn(4, 3),)),
+    "vmap_last_dim_with_constant": (_vmap_last_dim_with_constant, lambda: (torch.randn(4, 3),)),
+    "vmap_closure_then_ops": (
+        _vmap_closure_then_ops,
+        lambda: (torch.randn(4, 3), torch.randn(3, 3)),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TRACED_PROGRAMS))
+def test_traced_transform_counts_ops_like_torch(name):
+    fn, make_args = TRACED_PROGRAMS[name]
+    check_like_torch(fn, make_args)
+
+
+def test_vmap_batch_size_becomes_dynamic_like_torch():
+    sizes = iter([2, 3, 4, 2, 3, 4])
+    check_like_torch(
+        _vmap_closure_then_ops,
+        lambda: (torch.randn(next(sizes), 3), torch.ones(3, 3)),
+        calls=3,
+    )
 
 
 def test_cond_with_python_bool_inlines_the_branch_like_torch():
@@ -104,13 +181,24 @@ def test_cond_takes_the_branch_of_each_call():
         torch.testing.assert_close(compiled(x), cond_on_tensor(x))
 
 
-def test_transform_of_closure_over_frame_tensor_breaks_and_runs_eagerly():
+def test_grad_of_closure_over_frame_tensor_is_traced_into_the_graph_like_torch():
     def closure(x, w):
         return torch.func.grad(lambda t: (t * w).sum())(x) + 1
 
-    compiled = dynamo_capture.optimize(closure, backend=lambda gm, ex: gm.forward)
+    counter = check_like_torch(closure, lambda: (torch.randn(3), torch.randn(3)))
+    assert counter.frame_count == 1
+
+
+def test_transform_of_a_closure_returned_from_the_frame_runs_it_eagerly():
+    def returns_transform(x, w):
+        return torch.func.grad(lambda t: (t * w).sum()), x + 1
+
+    compiled = dynamo_capture.optimize(returns_transform, backend=lambda gm, ex: gm.forward)
     x, w = torch.randn(3), torch.randn(3)
-    torch.testing.assert_close(compiled(x, w), closure(x, w))
+    got_fn, got = compiled(x, w)
+    expected_fn, expected = returns_transform(x, w)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got_fn(x), expected_fn(x))
     assert compiled.graph_breaks
 
 
@@ -122,3 +210,17 @@ def test_aot_backends_run_transforms_eagerly(backend):
         compiled = ember.compile(fn, backend=backend)
         args = make_args()
         torch.testing.assert_close(compiled(*args), fn(*args))
+
+
+def _cond_pair(x):
+    a, b = torch.cond(x.sum() > 0, lambda t: (t.sin(), t + 1), lambda t: (t.cos(), t - 1), (x,))
+    return a * b
+
+
+def _cond_list(x):
+    return torch.cond(x.mean() > 0, lambda t: [t.exp()], lambda t: [t.neg()], (x,))
+
+
+@pytest.mark.parametrize("fn", [_cond_pair, _cond_list], ids=["pair", "list"])
+def test_cond_outputs_are_read_by_getitem_nodes_like_torch(fn):
+    check_like_torch(fn, _vector)

@@ -76,3 +76,50 @@ def test_object_of_another_type_in_place_of_none_is_guarded(backend):
     x = torch.randn(3)
     torch.testing.assert_close(fn(x, Cache(2.0)), x * 2.0)
     torch.testing.assert_close(fn(x, Other()), x * 5.0)
+
+
+def _add_into_first(a, b, c):
+    a.add_(b)
+    return c + 1
+
+
+def test_tensor_arguments_that_start_aliasing_recompile_like_torch():
+    import torch._dynamo
+    import torch._dynamo.testing
+
+    def run(compile_fn):
+        torch.manual_seed(0)
+        x, y, z = torch.randn(3), torch.randn(3), torch.randn(3)
+        compiled = compile_fn(_add_into_first)
+        compiled(x.clone(), y.clone(), z.clone())
+        compiled(z.clone(), y.clone(), x.clone())  # still distinct: no recompile
+        shared, expected_shared = x.clone(), x.clone()
+        got = compiled(shared, y.clone(), shared)  # aliased: recompile
+        expected = _add_into_first(expected_shared, y.clone(), expected_shared)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(shared, expected_shared)
+
+    graphs = []
+    run(
+        lambda fn: dynamo_capture.optimize(
+            fn, backend=lambda gm, ex: graphs.append(gm) or gm.forward
+        )
+    )
+    counter = torch._dynamo.testing.CompileCounter()
+    torch._dynamo.reset()
+    run(lambda fn: torch.compile(fn, backend=counter))
+    torch._dynamo.reset()
+    assert len(graphs) == counter.frame_count == 2
+
+
+def test_aliased_arguments_under_an_aot_backend_match_eager():
+    import ember
+
+    compiled = ember.compile(_add_into_first, backend="aot_eager")
+    x, y = torch.randn(3), torch.randn(3)
+    compiled(x.clone(), y.clone(), torch.randn(3))
+    shared, expected_shared = x.clone(), x.clone()
+    got = compiled(shared, y.clone(), shared)
+    expected = _add_into_first(expected_shared, y.clone(), expected_shared)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(shared, expected_shared)

@@ -219,3 +219,70 @@ def test_numpy_programs_under_ember_backends(backend):
         fn, make_args = PROGRAMS[name]
         args = make_args()
         assert_same(ember.compile(fn, backend=backend)(*args), fn(*args))
+
+
+def _scaled_sum(a):
+    return np.sin(a) * 2 + a.sum()
+
+
+def _rows_matmul(a, b):
+    return (a @ b).sum(0)
+
+
+def _tensor_plus_array(t, a):
+    return t + torch.from_numpy(a)
+
+
+_CALLS = iter(range(2, 100))
+
+
+def _growing_vector():
+    return (np.random.randn(next(_CALLS)),)
+
+
+def _growing_rows():
+    rows = next(_CALLS)
+    return np.random.randn(rows, 3), np.random.randn(3, 2)
+
+
+def _growing_pair():
+    n = next(_CALLS)
+    return torch.randn(n), np.random.randn(n).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "fn, make_args",
+    [
+        (_scaled_sum, _growing_vector),
+        (_rows_matmul, _growing_rows),
+        (_tensor_plus_array, _growing_pair),
+    ],
+    ids=["vector", "rows", "with_tensor"],
+)
+def test_ndarray_sizes_become_dynamic_after_a_change_like_torch(fn, make_args):
+    check_like_torch(fn, make_args, calls=4)
+
+
+def test_dynamic_ndarray_guards_rank_dtype_and_layout():
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def fn(a):
+        return (a * 2).sum(0) + a[0]
+
+    compiled = dynamo_capture.optimize(fn, backend=backend)
+    arrays = [
+        np.arange(3.0),
+        np.arange(4.0),
+        np.arange(8.0)[::2],  # strided: another entry
+        np.arange(5, dtype=np.float32),  # another dtype
+        np.arange(6.0).reshape(3, 2),  # another rank
+        np.arange(12.0).reshape(3, 4).T,  # transposed
+        np.arange(7.0),
+    ]
+    for array in arrays:
+        assert_same(compiled(array), fn(array))
+    assert len(graphs) <= len(arrays) - 1  # the 1-d float64 entry served 3.0, 4.0 and 7.0

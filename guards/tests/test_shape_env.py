@@ -280,7 +280,11 @@ def test_size_history_makes_changed_dims_dynamic():
     assert history.observe(x, torch.empty(8, 3)) == frozenset()
     assert history.observe(x, torch.empty(16, 3)) == {0}
     assert history.observe(x, torch.empty(16, 5)) == {0, 1}  # sticky
-    assert history.observe(x, torch.empty(4)) == frozenset()  # rank change starts over
+    assert history.observe(x, torch.empty(4)) == {0}  # a rank change: every dim dynamic
+    assert history.observe(x, torch.empty(4, 2, 2)) == {0, 1, 2}  # from then on
+    first_seen_rank_change = LocalSource("y")
+    history.observe(first_seen_rank_change, torch.empty(2))
+    assert history.observe(first_seen_rank_change, torch.empty(2, 3)) == {0, 1}
     n = LocalSource("n")
     assert not history.observe_int(n, 3) and not history.observe_int(n, 3)
     assert history.observe_int(n, 4) and history.observe_int(n, 4)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.errors import ContextSwitchCall, Unsupported
 from dynamo_capture.numpy_arrays import is_ndarray, ndarray_attribute
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
 from dynamo_capture.sources import (
@@ -54,6 +54,10 @@ _TENSOR_GRAPH_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
 _CONTAINER_VALUES = (TupleValue, ListValue, DictValue, SetValue)
 
 
+_MODE_SWITCHES = ("__enter__", "__exit__")
+_GRAD_MODE_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
+
+
 def _trusted_module(obj: Any) -> bool:
     name = getattr(obj, "__name__", "") or ""
     return name.split(".")[0] in TRUSTED_MODULES
@@ -61,6 +65,13 @@ def _trusted_module(obj: Any) -> bool:
 
 def get_attr(tx: Translator, value: Value, name: str) -> Value:
     """value.name; raises AttributeError when the attribute does not exist."""
+    grad_context = isinstance(value, ContextValue) and value.kind == "grad"
+    if isinstance(value, PythonValue) and type(value.obj) in _GRAD_MODE_CLASSES:
+        grad_context = True  # one made outside, or by an earlier part of a split frame
+    if grad_context and name in _MODE_SWITCHES:
+        # NOTE: torch.compile breaks the graph at an explicit `cm.__enter__()` or
+        # `cm.__exit__(...)` of a grad-mode context (a `with` statement is captured)
+        raise ContextSwitchCall(f"an explicit call of a grad-mode context's {name}")
     if isinstance(value, TensorValue):
         if is_ndarray(value):
             return ndarray_attribute(tx, value, name)

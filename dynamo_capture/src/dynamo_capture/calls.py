@@ -172,6 +172,7 @@ def _inference_mode(args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 def _set_grad_enabled(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """torch._C._set_grad_enabled(mode): the mode changes now and in the graph."""
+    from dynamo_capture.grad_mode_pass import KEEP
     from dynamo_capture.methods import set_grad_mode
 
     try:
@@ -180,7 +181,8 @@ def _set_grad_enabled(tx: Translator, args: list[Value], kwargs: dict[str, Value
         raise Unsupported(
             "torch._C._set_grad_enabled with a mode known only when it runs"
         ) from error
-    set_grad_mode(tx, bool(mode))
+    node = set_grad_mode(tx, bool(mode))
+    node.meta[KEEP] = True  # a call the code makes: kept like torch.compile keeps it
     return PythonValue(None)
 
 

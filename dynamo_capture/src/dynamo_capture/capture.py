@@ -44,6 +44,7 @@ from dynamo_capture.errors import (
 )
 from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
+from dynamo_capture.functorch_inline import InlinedTransform
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory
@@ -445,7 +446,17 @@ def capture_frame(
         if tx is not None and tx.current is not None:
             located.offset = tx.current.offset
             located.contexts = open_contexts(tx)
-            located.in_unknown_with = opens_unknown_with(tx)
+            located.in_unknown_with = opens_unknown_with(tx) or (
+                error.context_switch and bool(located.contexts)
+            )
+            if error.outside_context and tx.current.opname == "BEFORE_WITH":
+                # NOTE: torch.compile cuts a frame only at a statement outside any block
+                # whose graph so far has more than one call; it runs the rest eagerly
+                # (its resume function meets the same `with`). With fewer calls, or
+                # inside a block, the whole frame runs eagerly.
+                calls = sum(1 for node in tx.ctx.graph.nodes if node.op.startswith("call"))
+                located.in_unknown_with = calls <= 1 or bool(located.contexts)
+                located.rest_eager = True
             located.call_cut = call_cut(tx)
             calls = tx.current.opname in (*_CALLS, "CALL_FUNCTION_EX")
             if calls and isinstance(tx.calling, FunctionValue) and error.callee is not None:
@@ -486,6 +497,7 @@ def capture_frame(
             torch.amp.autocast_mode._exit_autocast(real)
         for real in reversed(ctx.open_inference_modes):  # or an inference_mode block
             torch.autograd.grad_mode._exit_inference_mode(real)
+    ctx.guard_distinct_tensor_arguments()
     ctx.output_node(plan.outputs)
     drop_redundant_grad_modes(ctx.graph, grad_mode)  # 5. switches that change nothing
     ctx.add_size_inputs()
@@ -621,6 +633,9 @@ class OutputPlan:
         if isinstance(value, ObjectValue):
             attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
             return f"___build_object({self._constant(value.cls)}, {{{attrs}}})"
+        if isinstance(value, ContextValue) and value.kind == "grad" and value.saved is None:
+            # a no_grad() / enable_grad() not entered: a fresh one is the same object
+            return f"{self._constant(torch.enable_grad if value.args[0] else torch.no_grad)}()"
         raise Unsupported(f"returning a {type(value).__name__} from the compiled frame")
 
     def _iterator(self, value: IteratorValue) -> str:
@@ -693,6 +708,8 @@ class OutputPlan:
 
     def _python(self, value: PythonValue) -> str:
         obj = value.obj
+        if isinstance(obj, InlinedTransform) and obj.applied is None:
+            raise Unsupported("a torch.func transform of a closure leaving the compiled frame")
         if has_symbolic(obj):
             if value.source is not None:
                 return value.source.expr  # an int or float input made symbolic: read again

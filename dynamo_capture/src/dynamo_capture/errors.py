@@ -94,6 +94,12 @@ class Unsupported(CaptureError):
         self.escapes = False
         # a `with` block on a context capture cannot re-enter is open where it stopped
         self.in_unknown_with = False
+        # an explicit __enter__/__exit__ call on a grad-mode context (ContextSwitchCall)
+        self.context_switch = isinstance(self, ContextSwitchCall)
+        # a `with` on a context manager made outside the frame (opcodes_flow.before_with)
+        self.outside_context = False
+        # the frame is cut at the statement where capture stopped; the rest runs eagerly
+        self.rest_eager = False
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -113,7 +119,15 @@ class Unsupported(CaptureError):
         located = Unsupported(self.reason, where)
         located.callee = self.callee
         located.stop_iteration = self.stop_iteration
+        located.context_switch = self.context_switch
+        located.outside_context = self.outside_context
         return located
+
+
+class ContextSwitchCall(Unsupported):
+    """An explicit `__enter__()` / `__exit__()` call on a grad-mode context: torch.compile
+    breaks the graph there. Inside a `with` block the frame runs eagerly: the parts of a
+    split frame enter that block again, which would undo the mode the call set."""
 
 
 class ExceptionRaised(Unsupported):

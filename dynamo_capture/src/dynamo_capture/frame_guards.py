@@ -4,7 +4,8 @@ Capture calls one method per assumption it makes (`tensor_match`, `equals_match`
 ...); `compile()` gives guards' `CompiledGuards`: one generated function,
 `why_failed(L, G)` in words. The guard kinds added here are `SameObjectGuard`
 (two sources that must hold the very same object: a tensor passed twice) and
-`NoModuleHooksGuard`; `hasattr` checks use guards' `HasAttrGuard`, which tests
+`NoModuleHooksGuard`, and `DistinctObjectsGuard` (tensor arguments that did not
+alias); `hasattr` checks use guards' `HasAttrGuard`, which tests
 presence cheaply on classes it knows (nn.Module, transformers configs).
 
 What capture finds on a class or a module rather than in the frame (a method
@@ -38,6 +39,7 @@ from guards import (
 
 __all__ = [
     "CompiledGuards",
+    "DistinctObjectsGuard",
     "FrameGuards",
     "HasAttrGuard",
     "NoModuleHooksGuard",
@@ -64,6 +66,31 @@ class SameObjectGuard(Guard):
 
     def emit(self, names: tuple[str, ...], code: Any) -> list[tuple[int, str]]:
         return [(self.rank, f"{names[0]} is {names[1]}")]
+
+
+@dataclass(frozen=True, slots=True)
+class DistinctObjectsGuard(Guard):
+    """`source` and `others` are different objects: tensor arguments that did not alias
+    when the frame was captured (one written in place and read through another would
+    compute otherwise), as torch.compile's NO_TENSOR_ALIASING guard."""
+
+    others: tuple[Source, ...] = ()
+
+    guard_type: ClassVar[str] = "NO_TENSOR_ALIASING"
+    rank: ClassVar[int] = 20
+
+    def sources(self) -> tuple[Source, ...]:
+        return (self.source, *self.others)
+
+    def failure(self, *values: Any) -> str | None:
+        if len({id(value) for value in values}) == len(values):
+            return None
+        names = ", ".join(repr(source.name) for source in self.sources())
+        return f"of {names}, which were different objects, two are now the same"
+
+    def emit(self, names: tuple[str, ...], code: Any) -> list[tuple[int, str]]:
+        ids = ", ".join(f"id({name})" for name in names)
+        return [(self.rank, f"len({{{ids}}}) == {len(names)}")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +151,11 @@ class FrameGuards:
 
     def alias(self, source: Source, other: Source) -> None:
         self.guard_set.add(SameObjectGuard(source, other))
+
+    def distinct(self, sources: list[Source]) -> None:
+        """The objects at `sources` (two or more) are all different objects."""
+        if len(sources) > 1:
+            self.guard_set.add(DistinctObjectsGuard(sources[0], tuple(sources[1:])))
 
     def has_attr(self, source: Source, attr: str, expected: bool) -> None:
         self.guard_set.add(HasAttrGuard(source, attr, expected))

@@ -28,8 +28,20 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture.errors import Unsupported
+from dynamo_capture.functorch_inline import (
+    InlinedTransform,
+    call_inlined_transform,
+    inlined_transform,
+)
 from dynamo_capture.operations import NotConstant, as_constant
-from dynamo_capture.values import FunctionValue, PythonValue, TensorValue, TupleValue, Value
+from dynamo_capture.values import (
+    FunctionValue,
+    ListValue,
+    PythonValue,
+    TensorValue,
+    TupleValue,
+    Value,
+)
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
@@ -58,6 +70,8 @@ def call_function_transform(
     `torch.func.jvp` or `torch.cond`; None for any other callee."""
     if fn in TRANSFORMS:
         return _make_transformed(tx, fn, args, kwargs)
+    if isinstance(fn, InlinedTransform):
+        return call_inlined_transform(tx, fn, args, kwargs)
     if getattr(fn, _TRANSFORMED, False):
         return _node(tx, fn, tuple(args), kwargs)
     if fn is torch.func.jvp:
@@ -84,14 +98,25 @@ def _make_transformed(
     name = transform.__name__
     if not args:
         raise Unsupported(f"torch.func.{name} called without the function to transform")
-    function = _known_function(args[0], f"the function given to {name}")
     options = _options(name, TRANSFORMS[transform], args[1:], kwargs)
+    try:
+        function = _known_function(args[0], f"the function given to {name}")
+    except Unsupported:
+        # a closure over the frame's values: traced into the graph, or not at all
+        inlined = inlined_transform(name, args[0], options, None)
+        if inlined is None or not tx.ctx.transform_nodes:
+            raise
+        return PythonValue(inlined)
     applied = transform(function, **options)
 
     def transformed(*call_args: Any, **call_kwargs: Any) -> Any:
         return applied(*call_args, **call_kwargs)
 
     _name(transformed, f"{name}_{_function_name(function)}")
+    if tx.ctx.transform_nodes:  # traced into the graph as torch.compile does, where it can
+        inlined = inlined_transform(name, args[0], options, transformed)
+        if inlined is not None:
+            return PythonValue(inlined)
     return PythonValue(transformed)
 
 
@@ -133,11 +158,42 @@ def _cond(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     false_fn = _known_function(bound["false_fn"], "torch.cond's false_fn")
 
     def cond(predicate: torch.Tensor, *operand_values: Any) -> Any:
-        return torch.cond(predicate, true_fn, false_fn, operand_values)
+        # NOTE: a flat tuple of the outputs, each read by a getitem node, as the graphs
+        # of torch.compile read torch.ops.higher_order.cond's
+        result = torch.cond(predicate, true_fn, false_fn, operand_values)
+        return tuple(result) if isinstance(result, tuple | list) else (result,)
 
     _name(cond, f"cond_{_function_name(true_fn)}_{_function_name(false_fn)}")
-    cond.__ember_example__ = _cond_example(true_fn, false_fn)  # type: ignore[attr-defined]
-    return _node(tx, cond, (pred, *items), {})
+    example = _cond_example(true_fn, false_fn)
+    cond.__ember_example__ = _flat_outputs(example)  # type: ignore[attr-defined]
+    flat = _node(tx, cond, (pred, *items), {})
+    structure = _cond_structure(tx, example, (pred, *items))
+    if structure is None:
+        return flat.items[0]  # type: ignore[attr-defined]
+    if structure is list:
+        return ListValue(list(flat.items))  # type: ignore[attr-defined]
+    return TupleValue(list(flat.items), structure)  # type: ignore[attr-defined]
+
+
+def _flat_outputs(example: Callable[..., Any]) -> Callable[..., Any]:
+    def flat(*args: Any) -> tuple[Any, ...]:
+        result = example(*args)
+        if isinstance(result, tuple | list):
+            if not all(isinstance(item, torch.Tensor) for item in result):
+                raise Unsupported("torch.cond's branches return a nested or non-tensor output")
+            return tuple(result)
+        return (result,)
+
+    return flat
+
+
+def _cond_structure(tx: Translator, example: Callable[..., Any], args: tuple[Value, ...]) -> Any:
+    """None where the branches return one tensor, else the type of the sequence they return."""
+    from dynamo_capture.output_graph import _to_example
+
+    with tx.ctx.fake_mode:
+        result = example(*(_to_example(arg) for arg in args))
+    return type(result) if isinstance(result, tuple | list) else None
 
 
 def _cond_example(true_fn: Callable[..., Any], false_fn: Callable[..., Any]) -> Any:

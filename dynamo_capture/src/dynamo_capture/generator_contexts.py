@@ -26,6 +26,8 @@ import inspect
 import types
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from dynamo_capture.errors import ExceptionRaised, Unsupported
 from dynamo_capture.sources import CellContentsSource
 from dynamo_capture.values import ContextValue, FunctionValue, PythonValue, Value
@@ -49,6 +51,15 @@ def _sample() -> Any:
 
 # the code of the function `contextlib.contextmanager` returns (shared by all of them)
 CONTEXTMANAGER_HELPER: types.CodeType = _sample.__code__
+
+
+# torch's contextmanager contexts that a fresh copy re-enters (a graph break inside
+# their block resumes in it, as torch.compile's does): generator function -> factory
+REENTERABLE: dict[Any, Any] = {
+    torch.autograd.graph.disable_saved_tensors_hooks.__wrapped__: (
+        torch.autograd.graph.disable_saved_tensors_hooks
+    ),
+}
 
 
 def generator_context(
@@ -95,7 +106,21 @@ def _lazy_generator(
         raise Unsupported("contextlib.contextmanager around something other than a generator")
     child = child_translator(tx, func, args, kwargs, source)
     child.stop_at_yield = True
-    return ContextValue("generator", saved=child)
+    return ContextValue("generator", _rebuild_args(func, args, kwargs), saved=child)
+
+
+def _rebuild_args(func: Any, args: list[Value], kwargs: dict[str, Value]) -> tuple[Any, ...]:
+    """(factory, constant arguments) that make a fresh copy of a torch context whose
+    block the parts of a split frame may enter again (REENTERABLE); () for others."""
+    from dynamo_capture.operations import NotConstant, as_constant
+
+    factory = REENTERABLE.get(func) if isinstance(func, types.FunctionType) else None
+    if factory is None or kwargs:
+        return ()
+    try:
+        return (factory, tuple(as_constant(arg) for arg in args))
+    except NotConstant:
+        return ()
 
 
 def enter_generator(tx: Translator, context: ContextValue) -> Value:

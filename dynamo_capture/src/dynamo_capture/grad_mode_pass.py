@@ -6,6 +6,10 @@ closing right before another opens) act as their last one, and a run whose last
 mode is the mode already in effect does nothing. torch.compile's graphs keep only
 the switches that change the mode; so do ours (operation counts compare equal).
 An `inference_mode(True)` block turns grad mode off until it closes.
+
+A switch the code makes itself (`torch._C._set_grad_enabled(mode)`, as a user
+context manager's `__enter__` does) is marked `KEEP` and stays, changing the mode
+or not, as torch.compile keeps such calls; it ends a run of context switches.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-__all__ = ["drop_redundant_grad_modes"]
+__all__ = ["KEEP", "drop_redundant_grad_modes"]
+
+KEEP = "ember_kept_grad_switch"  # node.meta key of a switch the code calls itself
 
 _SET_GRAD = torch._C._set_grad_enabled
 _ENTER_INFERENCE = torch.autograd.grad_mode._enter_inference_mode
@@ -30,7 +36,7 @@ def drop_redundant_grad_modes(graph: torch.fx.Graph, entry_mode: bool) -> None:
     run: list[torch.fx.Node] = []
     outer_modes: list[bool] = []  # the modes around the open inference_mode blocks
     for node in list(graph.nodes):
-        if _is_switch(node) and isinstance(node.args[0], bool):
+        if _is_switch(node) and isinstance(node.args[0], bool) and not node.meta.get(KEEP):
             run.append(node)
             continue
         if run:
@@ -41,7 +47,9 @@ def drop_redundant_grad_modes(graph: torch.fx.Graph, entry_mode: bool) -> None:
             run = []
         if node.op != "call_function":
             continue
-        if node.target is _ENTER_INFERENCE:
+        if node.meta.get(KEEP) and isinstance(node.args[0], bool):
+            mode = node.args[0]
+        elif node.target is _ENTER_INFERENCE:
             outer_modes.append(mode)
             mode = mode and node.args[0] is not True
         elif node.target is _EXIT_INFERENCE and outer_modes:

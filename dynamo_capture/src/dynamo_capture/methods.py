@@ -441,13 +441,16 @@ def context_factory(context: ContextValue) -> tuple[Any, tuple[Any, ...]] | None
         return contextlib.nullcontext, ()
     if context.kind == "inference":
         return torch.inference_mode, context.args
+    if context.kind == "generator" and context.args:  # generator_contexts.REENTERABLE
+        return context.args
     return None
 
 
-def set_grad_mode(tx: Translator, mode: bool) -> None:
+def set_grad_mode(tx: Translator, mode: bool) -> torch.fx.Node:
     """Set the grad mode now and in the graph."""
-    tx.ctx.graph.call_function(torch._C._set_grad_enabled, (mode,))
+    node = tx.ctx.graph.call_function(torch._C._set_grad_enabled, (mode,))
     torch._C._set_grad_enabled(mode)
+    return node
 
 
 def _autocast_args(context: ContextValue) -> tuple[Any, ...]:

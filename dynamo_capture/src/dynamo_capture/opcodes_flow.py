@@ -81,6 +81,13 @@ def before_with(tx: Translator, inst: Instruction) -> None:
         tx.push(enter_context(tx, manager))
         return
     cls = python_type_of(manager)
+    if isinstance(manager, PythonValue) and manager.source is not None:
+        # NOTE: torch.compile enters only context managers made in the frame it traces;
+        # one from outside (an argument, a global, a value an earlier part made) is a
+        # break at the `with` that it cannot resume from
+        error = Unsupported(f"`with` on a {cls.__name__} made outside the compiled frame")
+        error.outside_context = True
+        raise error
     enter, leave = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
     if isinstance(enter, types.FunctionType) and isinstance(leave, types.FunctionType):
         tx.push(MethodValue(PythonValue(leave), manager))

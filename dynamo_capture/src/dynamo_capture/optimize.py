@@ -14,6 +14,7 @@ warns once (fallbacks.EagerFallbackWarning), or raises Unsupported under fullgra
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import weakref
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from dynamo_capture.break_callees import (
     ShadowedPart,
     shadows_for,
 )
+from dynamo_capture.bytecode import line_at
 from dynamo_capture.capture import CaptureArtifacts, CompiledEntry, capture_frame, compile_entry
 from dynamo_capture.errors import BackendCompilerFailed, RecompileError, Unsupported
 from dynamo_capture.fallbacks import EagerFallback, forget_warnings, warn_eager_frame
@@ -451,6 +453,8 @@ class CompiledCallable:
         if isinstance(plan, str):
             artifact_logger("graph_breaks").info("cannot split %s: %s", self.frame.name, plan)
             return None
+        if error.rest_eager and plan.loop is None and plan.call_args is None:
+            plan = dataclasses.replace(plan, stop=None, resume_contexts=(), stack=None)
         callees = _callees(function, plan, error)
         callee = error.callee if not callees and error.callee is not None else None
         key = (
@@ -483,7 +487,8 @@ class CompiledCallable:
                 elif isinstance(known, types.FunctionType):  # from outside, held by a local
                     route = LocalFunctionRoute(self._callee_part, known=known)
             try:
-                parts = self._split_parts(function, plan, callees, shadows, route)
+                break_line = line_at(function.__code__, error.offset)
+                parts = self._split_parts(function, plan, callees, shadows, route, break_line)
             except ValueError as no_room:  # no room for a part's entry jump
                 artifact_logger("graph_breaks").info(
                     "cannot split %s: %s", self.frame.name, no_room
@@ -550,11 +555,12 @@ class CompiledCallable:
         callees: list[str],
         shadows: list[Shadow],
         route: LocalFunctionRoute | None = None,
+        break_line: int | None = None,
     ) -> list[Callable[..., Any]]:
         """The parts of a split frame; parts of the same split are shared by its entries.
 
         `route` gives the compiled frame of a function made in the frame whose call the
-        cut lies at."""
+        cut lies at; `break_line` (the line of the break) names the parts after it."""
         parts: list[Callable[..., Any]] = []
         body = plan.body_start
         stack_in, stack_out = plan.stack if plan.stack is not None else (None, None)
@@ -573,7 +579,7 @@ class CompiledCallable:
             )  # fmt: skip
             parts.append(self._part(prefix))
         if plan.loop is not None:
-            parts.append(self._loop_stage(function, plan))
+            parts.append(self._loop_stage(function, plan, break_line))
         else:
             compiled_callees = {
                 name: self._callee_part(function.__globals__[name]) for name in callees
@@ -589,11 +595,14 @@ class CompiledCallable:
             resume = segment_function(
                 function, plan.stop, None, body, "resume",
                 enter=plan.resume_contexts, stack_in=stack_out, stack_nulls=plan.nulls_after,
+                line=break_line,
             )  # fmt: skip
             parts.append(self._part(resume))
         return parts
 
-    def _loop_stage(self, function: Any, plan: SplitPlan) -> LoopStage:
+    def _loop_stage(
+        self, function: Any, plan: SplitPlan, break_line: int | None = None
+    ) -> LoopStage:
         """A `for` loop holding the break: eager header, body compiled as a part per item."""
         loop = plan.loop
         assert loop is not None
@@ -602,8 +611,9 @@ class CompiledCallable:
             function, plan.start, loop.for_iter, body, "loop", returns_top=True
         )
         body_part = segment_function(
-            function, loop.body, loop.for_iter, body, "body", enter=(ITERATOR,), leave=(ITERATOR,)
-        )
+            function, loop.body, loop.for_iter, body, "body", enter=(ITERATOR,), leave=(ITERATOR,),
+            line=break_line,
+        )  # fmt: skip
         return LoopStage(header, self._part(body_part), loop, function.__code__.co_varnames)
 
     def _eager_shadows(self, error: Unsupported, f_locals: dict[str, Any]) -> list[Shadow]:

@@ -31,7 +31,9 @@ import torch.fx
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
 from dynamo_capture.sources import (
+    ArraySizesSource,
     AttrSource,
+    CellContentsSource,
     FloatTensorSource,
     ItemSource,
     LocalSource,
@@ -114,9 +116,11 @@ _NUMPY_INPUT_DTYPES = frozenset(
 
 
 def _is_argument_source(source: Source) -> bool:
-    """Whether `source` is a local of the frame or an item of one (`L['t'][0]`)."""
-    while isinstance(source, ItemSource):
-        source = source.source
+    """Whether `source` is a local of the frame or read from one: an item (`L['t'][0]`),
+    an attribute of an object that is not an nn.Module (`L['cfg'].n`, as torch.compile
+    keeps a module's attributes static), a closure cell of a function argument."""
+    while isinstance(source, ItemSource | AttrSource | CellContentsSource):
+        source = source.base
     return isinstance(source, LocalSource)
 
 
@@ -200,6 +204,7 @@ class CaptureContext:
         # torch.func transforms and torch.cond as graph nodes (function_transforms)
         self.transform_nodes = True
         self.transform_nodes_made = 0
+        self.functorch_level = 0  # torch.func transforms traced into the graph, open now
         self.shape_env = None if dynamic is False else ShapeEnv()
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.use_fakes = USE_FAKES
@@ -340,11 +345,20 @@ class CaptureContext:
             return known
         self.guards.type_match(source, array)
         self.guards.equals_match(AttrSource(AttrSource(source, "dtype"), "str"), array.dtype.str)
-        for attribute in ("shape", "strides"):
-            self.guards.equals_match(AttrSource(source, attribute), getattr(array, attribute))
         tensor = torch.from_numpy(np.asarray(array))
+        dims = frozenset()
+        if self.shape_env is not None and type(array) is np.ndarray:
+            dims = self._dims(source, tensor)  # sizes that changed: symbolic, as a tensor's
+        if dims:
+            # the shape guards read the sizes; the array's own guards keep its rank and
+            # the sizes that stay static
+            self.guards.equals_match(AttrSource(source, "ndim"), array.ndim)
+            example = self.fake_mode.from_real(tensor, ArraySizesSource(source), dynamic_dims=dims)
+        else:
+            for attribute in ("shape", "strides"):
+                self.guards.equals_match(AttrSource(source, attribute), getattr(array, attribute))
+            example = self.fake_mode.from_real(tensor)
         placeholder = self._placeholder(self._unique_name(source.name))
-        example = self.fake_mode.from_real(tensor)
         placeholder.meta["val"] = example
         self._converted_inputs[placeholder] = (NumpyTensorSource(source), tensor)
         value = TensorValue(placeholder, example, None, type(array))
@@ -433,6 +447,18 @@ class CaptureContext:
     def symbolic(self) -> bool:
         """Whether the graph has symbolic sizes (SymInt graph inputs)."""
         return self.shape_env is not None and bool(self.shape_env.graph_inputs())
+
+    def guard_distinct_tensor_arguments(self) -> None:
+        """The tensor arguments capture took as different graph inputs stay different
+        objects (a tensor passed twice is one input, guarded by `alias`)."""
+        sources = [
+            source
+            for source, tensor, _ in self.inputs
+            if isinstance(tensor, torch.Tensor)
+            and not isinstance(tensor, torch.nn.Parameter)
+            and _is_argument_source(source)
+        ]
+        self.guards.distinct(sources)
 
     def add_size_inputs(self) -> None:
         """SymInt placeholders for every input-size symbol; the shape guards join the guards."""

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import dis
 import inspect
+import re
 import types
 import weakref
 from dataclasses import dataclass
@@ -739,6 +740,29 @@ def _replace_global_loads(
         raw[inst.offset : inst.offset + size] = load + emit("NOP") * ((size - len(load)) // 2)
 
 
+RESUME_PREFIX = "torch_dynamo_resume_in"
+_RESUME_TAGS = ("resume", "body")
+_RESUMED_NAME = re.compile(rf"{RESUME_PREFIX}_(.+)_at_\d+")
+
+
+def part_name(name: str, tag: str, line: int | None) -> str:
+    """The name (or qualified name) of a part of a split frame, as torch.compile names its
+    frames: the parts up to the break and the eager one keep the function's name, a part
+    after it is `torch_dynamo_resume_in_<name>_at_<line of the break>`, in the same
+    class or enclosing function (`Model.torch_dynamo_resume_in_forward_at_12`).
+
+        part_name("f", "resume", 7) == "torch_dynamo_resume_in_f_at_7"
+        part_name("torch_dynamo_resume_in_f_at_7", "resume", 9) == "torch_dynamo_resume_in_f_at_9"
+    """
+    if tag not in _RESUME_TAGS:
+        return name
+    outer, dot, inner = name.rpartition(".")
+    resumed = _RESUMED_NAME.fullmatch(inner)
+    if resumed is not None:  # a part of a part: named after the original function
+        inner = resumed.group(1)
+    return f"{outer}{dot}{RESUME_PREFIX}_{inner}_at_{line}"
+
+
 def segment_function(
     function: types.FunctionType,
     start: int,
@@ -757,8 +781,13 @@ def segment_function(
     stack_nulls: tuple[int, ...] = (),
     routed: int | None = None,
     stack_nulls_out: tuple[int, ...] | None = None,
+    line: int | None = None,
 ) -> types.FunctionType:
     """A function running `function`'s code from `start` to `stop`; every local is a parameter.
+
+    Its name is `function`'s, or for a part after a break (`tag` "resume" or "body")
+    torch.compile's name of a resume function, with `line` the line of the break (see
+    `part_name`).
 
     The original code stays in place (exception handlers past `stop` keep working); an
     entry jump at `body_start` goes to generated code appended after it, which enters
@@ -886,8 +915,8 @@ def segment_function(
             len(leave) + 6,
             (stack_out or 0) + 2,
         ),
-        co_name=f"{code.co_name}_{tag}",
-        co_qualname=f"{code.co_qualname}_{tag}",
+        co_name=part_name(code.co_name, tag, line),
+        co_qualname=part_name(code.co_qualname, tag, line),
         co_linetable=append_line_spans(code, spans),
         co_exceptiontable=append_exception_entries(code.co_exceptiontable, entries),
     )

@@ -36,6 +36,7 @@ __all__ = [
     "LocalSource",
     "ModuleGlobalSource",
     "ModuleSource",
+    "ArraySizesSource",
     "NumpyTensorSource",
     "NNModuleSource",
     "ParamBufferSource",
@@ -70,6 +71,26 @@ class FloatTensorSource(Source):
 
     def reconstruct(self, base_expr: str) -> str:
         return f"___float_tensor({base_expr})"
+
+    def short_name(self, base_name: str) -> str:
+        return base_name
+
+
+@dataclass(frozen=True, slots=True)
+class ArraySizesSource(Source):
+    """An ndarray input seen as the tensor the graph takes, for reading its sizes and
+    strides (in elements) where they are symbolic: guards and entry code read
+    `ArraySizesSource(L['a'])` as `torch.from_numpy(L['a'])`, which shares the array's
+    memory (no copy)."""
+
+    source: Source
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"__import__('torch').from_numpy({base_expr})"
 
     def short_name(self, base_name: str) -> str:
         return base_name

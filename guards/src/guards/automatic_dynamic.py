@@ -4,7 +4,9 @@ Capture keeps one `SizeHistory` per code object. Before building fakes for a
 compile it calls `observe(source, tensor)` for each tensor input; the answer is
 the set of dims whose size differed from an earlier compile (sticky: once
 dynamic, a dim stays dynamic), to pass as `dynamic_dims` to
-`FakeTensorMode.from_real`. `observe_int` does the same for int inputs.
+`FakeTensorMode.from_real`. `observe_int` does the same for int inputs. A tensor
+whose rank changed has every dim dynamic from then on, whatever its rank (as
+torch.compile's automatic dynamic marks such a size).
 
     >>> history = SizeHistory()
     >>> history.observe(LocalSource("x"), torch.empty(8, 3))
@@ -28,6 +30,7 @@ __all__ = ["SizeHistory"]
 class _Seen:
     sizes: tuple[int, ...]
     dynamic: set[int] = field(default_factory=set)
+    any_rank: bool = False  # the rank changed once: every dim is dynamic
 
 
 class SizeHistory:
@@ -41,9 +44,12 @@ class SizeHistory:
         """Record `tensor`'s sizes; the dims that changed since an earlier compile."""
         sizes = tuple(int(size) for size in tensor.shape)
         seen = self._tensors.get(source)
-        if seen is None or len(seen.sizes) != len(sizes):
+        if seen is None:
             self._tensors[source] = _Seen(sizes)
             return frozenset()
+        if seen.any_rank or len(seen.sizes) != len(sizes):
+            self._tensors[source] = _Seen(sizes, set(range(len(sizes))), any_rank=True)
+            return frozenset(range(len(sizes)))
         seen.dynamic.update(d for d, (a, b) in enumerate(zip(seen.sizes, sizes)) if a != b)
         seen.sizes = sizes
         return frozenset(seen.dynamic)

@@ -1,0 +1,338 @@
+"""torch.func.grad, grad_and_value and vmap traced into the graph, as torch.compile does.
+
+torch.compile inlines torch.func's Python and records the functorch calls it makes;
+this module records the same calls around the transformed function, traced like user
+code on the transform's tensors. For `torch.func.grad(f)(x)`:
+
+    _saved_tensors_hooks_disable(message)     grad and vjp refuse saved-tensor hooks
+    _grad_increment_nesting()                 level 1
+    x1 = _wrap_for_grad(x, 1)                 every tensor argument
+    set_inplace_requires_grad_allowed(True)
+    _set_tensor_requires_grad(x1)             every differentiated argument
+    set_inplace_requires_grad_allowed(False)
+    out = f(x1)                               traced here
+    grads = _autograd_grad((out,), [x1], create_graph=True)
+    _unwrap_for_grad(grads[0], 1); _unwrap_for_grad(out, 1)
+    _grad_decrement_nesting()
+    _saved_tensors_hooks_enable()
+
+and for `torch.func.vmap(f, in_dims, out_dims)(x)`: lazy_load_decompositions(),
+`_vmap_increment_nesting(batch_size, randomness)`, `_add_batch_dim(x, in_dim, level)`
+for each batched argument, f traced on tensors without their batch dimension,
+`_remove_batch_dim(out, level, batch_size, out_dim)` for each output,
+`_vmap_decrement_nesting()`. Graph and op counts then equal torch.compile's.
+
+The nodes call torch's functorch functions when the graph runs (`torch._C._functorch`,
+and the few Python helpers torch.func itself calls), so results are eager's; capture
+only gives each node its result's metadata (`__ember_example__`). Anything else (pytree
+arguments, chunked vmap, non-constant options, a function capture cannot trace)
+keeps the opaque node of function_transforms.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.values import ListValue, PythonValue, TensorValue, TupleValue, Value
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = ["InlinedTransform", "call_inlined_transform", "inlined_transform"]
+
+_GRAD_HOOKS_MESSAGE = (
+    "torch.func.{grad, vjp, jacrev, hessian} don't yet support saved tensor hooks. "
+    "Please open an issue with your use case."
+)
+
+
+class InlinedTransform:
+    """What `torch.func.grad(f, ...)` / `vmap(f, ...)` gives in captured code: called
+    there, it is traced into the graph; anywhere else it is torch's own transform."""
+
+    __slots__ = ("applied", "function", "kind", "options")
+
+    def __init__(self, kind: str, function: Value, options: dict[str, Any], applied: Any):
+        self.kind, self.function, self.options, self.applied = kind, function, options, applied
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.applied(*args, **kwargs)
+
+
+def inlined_transform(
+    kind: str, function: Value, options: dict[str, Any], applied: Any
+) -> InlinedTransform | None:
+    """The transform to trace into the graph, or None where its options are not ones
+    traced here (the opaque node is used then)."""
+    if kind in ("grad", "grad_and_value"):
+        argnums = options.get("argnums", 0)
+        numbers = argnums if isinstance(argnums, tuple) else (argnums,)
+        if not all(type(n) is int and n >= 0 for n in numbers) or not numbers:
+            return None
+        if not isinstance(options.get("has_aux", False), bool):
+            return None
+    elif kind == "vmap":
+        if options.get("chunk_size") is not None:
+            return None
+        if options.get("randomness", "error") not in ("error", "different", "same"):
+            return None
+        for key in ("in_dims", "out_dims"):
+            dims = options.get(key, 0)
+            flat = dims if isinstance(dims, tuple) else (dims,)
+            if not all(d is None or type(d) is int for d in flat):
+                return None
+    else:
+        return None
+    return InlinedTransform(kind, function, options, applied)
+
+
+def call_inlined_transform(
+    tx: Translator, transform: InlinedTransform, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    if kwargs:
+        raise Unsupported(f"torch.func.{transform.kind}(f)(...) with keyword arguments")
+    if transform.kind == "vmap":
+        return _vmap(tx, transform, args)
+    return _grad(tx, transform, args)
+
+
+# ----- node targets: torch's functorch calls, with the metadata of their results -----
+def _same_metadata(tensor: torch.Tensor, *rest: Any) -> torch.Tensor:
+    return torch.empty_strided(
+        tensor.shape, tensor.stride(), dtype=tensor.dtype, device=tensor.device
+    )
+
+
+def _wrap_for_grad(tensor: torch.Tensor, level: int) -> torch.Tensor:
+    return torch._C._functorch._wrap_for_grad(tensor, level)
+
+
+def _unwrap_for_grad(tensor: torch.Tensor, level: int) -> torch.Tensor:
+    return torch._C._functorch._unwrap_for_grad(tensor, level)
+
+
+def _set_tensor_requires_grad(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.requires_grad_()
+
+
+def _autograd_grad(
+    outputs: tuple[torch.Tensor, ...], inputs: list[torch.Tensor], create_graph: bool = True
+) -> tuple[torch.Tensor, ...]:
+    """torch.func.grad's gradient: zeros for an input the output does not depend on."""
+    differentiable = tuple(out for out in outputs if out.requires_grad)
+    if not differentiable:
+        return tuple(torch.zeros_like(inp) for inp in inputs)
+    grads = torch.autograd.grad(
+        differentiable, inputs, create_graph=create_graph, allow_unused=True
+    )
+    return tuple(
+        torch.zeros_like(inp) if grad is None else grad
+        for grad, inp in zip(grads, inputs, strict=True)
+    )
+
+
+def _autograd_grad_example(outputs: Any, inputs: list[torch.Tensor], **_: Any) -> Any:
+    return tuple(_same_metadata(inp) for inp in inputs)
+
+
+def _vmap_increment_nesting(batch_size: int, randomness: str) -> int:
+    return torch._C._functorch._vmap_increment_nesting(batch_size, randomness)
+
+
+def _no_result(*args: Any) -> None:
+    return None
+
+
+def _lazy_load_decompositions() -> None:
+    """torch.func.vmap registers its decompositions on first use; so does this node."""
+    predispatch = sys.modules.get("torch._functorch.predispatch")
+    if predispatch is not None:
+        predispatch.lazy_load_decompositions()
+
+
+def _add_batch_dim(tensor: torch.Tensor, in_dim: int, level: int) -> torch.Tensor:
+    return torch._C._functorch._add_batch_dim(tensor, in_dim, level)
+
+
+def _add_batch_dim_example(tensor: torch.Tensor, in_dim: int, level: int) -> torch.Tensor:
+    return tensor.select(in_dim, 0).clone()
+
+
+def _remove_batch_dim(
+    tensor: torch.Tensor, level: int, batch_size: int, out_dim: int
+) -> torch.Tensor:
+    return torch._C._functorch._remove_batch_dim(tensor, level, batch_size, out_dim)
+
+
+def _remove_batch_dim_example(
+    tensor: torch.Tensor, level: int, batch_size: int, out_dim: int
+) -> torch.Tensor:
+    shape = list(tensor.shape)
+    shape.insert(out_dim, batch_size)
+    return tensor.new_empty(shape)
+
+
+_wrap_for_grad.__ember_example__ = _same_metadata  # type: ignore[attr-defined]
+_unwrap_for_grad.__ember_example__ = _same_metadata  # type: ignore[attr-defined]
+_set_tensor_requires_grad.__ember_example__ = _same_metadata  # type: ignore[attr-defined]
+_autograd_grad.__ember_example__ = _autograd_grad_example  # type: ignore[attr-defined]
+_add_batch_dim.__ember_example__ = _add_batch_dim_example  # type: ignore[attr-defined]
+_remove_batch_dim.__ember_example__ = _remove_batch_dim_example  # type: ignore[attr-defined]
+_vmap_increment_nesting.__ember_example__ = _no_result  # type: ignore[attr-defined]
+
+
+# ----- the traced transforms ---------------------------------------------------------
+def _effect(tx: Translator, target: Any, *args: Any) -> None:
+    """A node run for its effect on functorch's or autograd's state."""
+    tx.ctx.graph.call_function(target, args)
+
+
+def _tensor(tx: Translator, target: Any, *args: Any, **kwargs: Any) -> Value:
+    return tx.ctx.call("call_function", target, args, kwargs)
+
+
+def _tensors_of(value: Value, what: str) -> list[TensorValue]:
+    if isinstance(value, TensorValue):
+        return [value]
+    if isinstance(value, TupleValue | ListValue):
+        return [item for inner in value.items for item in _tensors_of(inner, what)]
+    raise Unsupported(f"{what} holds a {type(value).__name__}, not tensors")
+
+
+def _map_tensors(value: Value, fn: Any) -> Value:
+    if isinstance(value, TensorValue):
+        return fn(value)
+    if isinstance(value, TupleValue):
+        return TupleValue([_map_tensors(item, fn) for item in value.items], value.cls)
+    if isinstance(value, ListValue):
+        return ListValue([_map_tensors(item, fn) for item in value.items])
+    return value
+
+
+def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value:
+    from dynamo_capture.calls import call
+    from dynamo_capture.methods import set_grad_mode
+
+    argnums = transform.options.get("argnums", 0)
+    has_aux = transform.options.get("has_aux", False)
+    numbers = argnums if isinstance(argnums, tuple) else (argnums,)
+    if max(numbers) >= len(args) or any(not isinstance(args[n], TensorValue) for n in numbers):
+        raise Unsupported(f"torch.func.{transform.kind}: a differentiated argument is not a tensor")
+    if any(not isinstance(a, TensorValue | PythonValue) for a in args):
+        raise Unsupported(f"torch.func.{transform.kind}: arguments holding tensors in containers")
+    hooks = torch._C._autograd
+    previous_message = hooks._saved_tensors_hooks_get_disabled_error_message()
+    _effect(tx, hooks._saved_tensors_hooks_disable, _GRAD_HOOKS_MESSAGE)
+    tx.ctx.functorch_level += 1
+    level = tx.ctx.functorch_level
+    _effect(tx, torch._C._functorch._grad_increment_nesting)
+    switched = not torch.is_grad_enabled()
+    if switched:  # grad and vjp differentiate under no_grad too (enable_grad inside)
+        set_grad_mode(tx, True)
+    wrapped = [
+        _tensor(tx, _wrap_for_grad, arg, level) if isinstance(arg, TensorValue) else arg
+        for arg in args
+    ]
+    for number in numbers:
+        _effect(tx, torch._C._functorch.set_inplace_requires_grad_allowed, True)
+        _tensor(tx, _set_tensor_requires_grad, wrapped[number])
+        _effect(tx, torch._C._functorch.set_inplace_requires_grad_allowed, False)
+    output = call(tx, transform.function, wrapped, {})
+    aux: Value | None = None
+    if has_aux:
+        if not (isinstance(output, TupleValue) and len(output.items) == 2):
+            raise Unsupported(f"torch.func.{transform.kind} with has_aux: f must return (out, aux)")
+        output, aux = output.items
+    if not isinstance(output, TensorValue) or output.example.dim() != 0:
+        raise Unsupported(f"torch.func.{transform.kind}: f must return a scalar tensor")
+    differentiated = [wrapped[n] for n in numbers]
+    grads = _tensor(tx, _autograd_grad, (output,), differentiated, create_graph=True)
+    grad_items = [
+        _tensor(tx, _unwrap_for_grad, _item(tx, grads, index), level)
+        for index in range(len(numbers))
+    ]
+    value = _tensor(tx, _unwrap_for_grad, output, level)
+    if aux is not None:
+        _tensors_of(aux, f"the aux output of torch.func.{transform.kind}")
+        aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+    if switched:
+        set_grad_mode(tx, False)
+    _effect(tx, torch._C._functorch._grad_decrement_nesting)
+    tx.ctx.functorch_level -= 1
+    if previous_message is None:
+        _effect(tx, hooks._saved_tensors_hooks_enable)
+    else:
+        _effect(tx, hooks._saved_tensors_hooks_disable, previous_message)
+    grad = grad_items[0] if not isinstance(argnums, tuple) else TupleValue(grad_items)
+    if transform.kind == "grad":
+        return TupleValue([grad, aux]) if aux is not None else grad
+    value_part = TupleValue([value, aux]) if aux is not None else value
+    return TupleValue([grad, value_part])
+
+
+def _item(tx: Translator, sequence: Value, index: int) -> Value:
+    if isinstance(sequence, TupleValue):  # a tuple result: its items are getitem nodes
+        return sequence.items[index]
+    import operator
+
+    return _tensor(tx, operator.getitem, sequence, index)
+
+
+def _vmap(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value:
+    from dynamo_capture.calls import call
+
+    in_dims = transform.options.get("in_dims", 0)
+    out_dims = transform.options.get("out_dims", 0)
+    dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
+    if len(dims) != len(args):
+        raise Unsupported("torch.func.vmap: in_dims do not match the arguments")
+    if any(not isinstance(a, TensorValue | PythonValue) for a in args):
+        raise Unsupported("torch.func.vmap: arguments holding tensors in containers")
+    sizes = [
+        arg.example.shape[dim]
+        for arg, dim in zip(args, dims, strict=True)
+        if isinstance(arg, TensorValue) and dim is not None
+    ]
+    if not sizes or any(size is not sizes[0] and size != sizes[0] for size in sizes):
+        raise Unsupported("torch.func.vmap: batch sizes that differ or no batched argument")
+    batch_size = sizes[0]  # a SymInt where the batch dimension is dynamic
+    randomness = transform.options.get("randomness", "error")
+    _effect(tx, _lazy_load_decompositions)
+    tx.ctx.functorch_level += 1
+    level = tx.ctx.functorch_level
+    tx.ctx.call(
+        "call_function",
+        _vmap_increment_nesting,
+        (PythonValue(batch_size), PythonValue(randomness)),
+        {},
+        allow_python_result=True,
+    )
+    batched = [
+        _tensor(tx, _add_batch_dim, arg, dim % arg.example.dim(), level)
+        if isinstance(arg, TensorValue) and dim is not None
+        else arg
+        for arg, dim in zip(args, dims, strict=True)
+    ]
+    output = call(tx, transform.function, batched, {})
+    outputs = _tensors_of(output, "the output of torch.func.vmap's function")
+    out_flat = out_dims if isinstance(out_dims, tuple) else (out_dims,) * len(outputs)
+    if len(out_flat) != len(outputs) or any(d is None for d in out_flat):
+        raise Unsupported("torch.func.vmap: out_dims that do not match the outputs")
+    removed = {
+        id(tensor): _tensor(
+            tx,
+            _remove_batch_dim,
+            tensor,
+            level,
+            PythonValue(batch_size),
+            dim % (tensor.example.dim() + 1),
+        )
+        for tensor, dim in zip(outputs, out_flat, strict=True)
+    }
+    _effect(tx, torch._C._functorch._vmap_decrement_nesting)
+    tx.ctx.functorch_level -= 1
+    return _map_tensors(output, lambda t: removed[id(t)])
