@@ -43,6 +43,7 @@ from dynamo_capture.operations import (
     set_item,
     truth,
     unary_op,
+    user_override,
 )
 from dynamo_capture.state import is_compiling, is_exporting
 from dynamo_capture.sym_numbers import SYM_FUNCTIONS, concrete_numbers, is_symbolic_number
@@ -125,6 +126,9 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
     (value,) = args
     value = side_effects.current(tx, value)
+    override = user_override(value, "__len__")
+    if override is not None:
+        return call(tx, PythonValue(override), [value], {})
     if isinstance(value, TensorValue):
         if value.data_dependent_shape:
             raise Unsupported("len() of a tensor whose shape depends on data")

@@ -668,14 +668,11 @@ class OutputPlan:
     def replays(self) -> list[str]:
         """Statements that redo the frame's attribute writes on outside objects, in order."""
         lines = []
-        for obj, source, value in self.ctx.attr_writes.values():
+        for key, (obj, source, value) in self.ctx.attr_writes.items():
             target = source.expr if source is not None else self._constant(obj)
-            name = next(
-                name
-                for (key, name), entry in self.ctx.attr_writes.items()
-                if entry[0] is obj and entry[2] is value
-            )
-            lines.append(f"setattr({target}, {name!r}, {self.expr(value)})")
+            # a write object.__setattr__ made (inside a class's own __setattr__) skips it
+            setter = "object.__setattr__" if key in self.ctx.raw_attr_writes else "setattr"
+            lines.append(f"{setter}({target}, {key[1]!r}, {self.expr(value)})")
         for (_, name), (scope, value) in self.ctx.global_writes.items():
             lines.append(f"{self._constant(scope)}[{name!r}] = {self.expr(value)}")
         for obj, source, shadow in self.ctx.shadows.values():

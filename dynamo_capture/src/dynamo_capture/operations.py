@@ -82,6 +82,9 @@ _DUNDER = {
     operator.eq: ("__eq__", "__eq__"), operator.ne: ("__ne__", "__ne__"),
     operator.lt: ("__lt__", "__gt__"), operator.gt: ("__gt__", "__lt__"),
     operator.le: ("__le__", "__ge__"), operator.ge: ("__ge__", "__le__"),
+    operator.and_: ("__and__", "__rand__"), operator.or_: ("__or__", "__ror__"),
+    operator.xor: ("__xor__", "__rxor__"), operator.lshift: ("__lshift__", "__rlshift__"),
+    operator.rshift: ("__rshift__", "__rrshift__"),
 }  # fmt: skip
 _INPLACE_TO_PLAIN = {
     operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
@@ -247,6 +250,8 @@ def truth(tx: Translator, value: Value) -> bool:
             "data-dependent control flow: the truth value of a tensor (if/while/and/or on a "
             "tensor) is only known when it runs"
         )
+    if user_override(value, "__bool__") or user_override(value, "__len__"):
+        return _object_truth(tx, value, python_type_of(value))
     if isinstance(value, TupleValue | ListValue):
         return bool(value.items)
     if isinstance(value, DictValue | SetValue):
@@ -310,6 +315,9 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
             return left
         return result
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
+    names = _DUNDER.get(plain, ())
+    if any(user_override(side, name) for side in (left, right) for name in names):
+        return _dunder_op(tx, plain, left, right)  # a container subclass's own operator
     try:
         constants = (as_constant(left), as_constant(right))
         return _folded(tx, plain, constants)
@@ -511,6 +519,13 @@ def unary_op(tx: Translator, fn: Any, value: Value) -> Value:
 def sequence_items(tx: Translator, value: Value) -> list[Value]:
     """The items iterating `value` gives (consumes an iterator)."""
     value = side_effects.current(tx, value)
+    if user_override(value, "__iter__") is not None:
+        return _user_iter(tx, value)
+    return builtin_items(tx, value)
+
+
+def builtin_items(tx: Translator, value: Value) -> list[Value]:
+    """The items iterating `value` gives, past a container subclass's own __iter__."""
     if isinstance(value, TupleValue | ListValue):
         return list(value.items)
     if isinstance(value, IteratorValue):
@@ -664,6 +679,14 @@ def _index_constant(tx: Translator, index: Value) -> Any:
 def get_item(tx: Translator, container: Value, index: Value) -> Value:
     """container[index]."""
     container = side_effects.current(tx, container)
+    override = user_override(container, "__getitem__")
+    if override is not None:
+        return _call_override(tx, override, container, [index])
+    return builtin_get_item(tx, container, index)
+
+
+def builtin_get_item(tx: Translator, container: Value, index: Value) -> Value:
+    """container[index] as the builtin type does it (list.__getitem__ of a subclass)."""
     if _numpy_operand(container):
         from dynamo_capture.numpy_arrays import ndarray_item
 
@@ -683,8 +706,6 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
             return container.items[operator.index(key)]
         except IndexError as error:
             raise Unsupported(f"IndexError while capturing: {error}") from error
-    if isinstance(container, DictValue) and _python_override(container.cls, "__getitem__"):
-        return _dunder_call(tx, container, "__getitem__", [index])
     if isinstance(container, DictValue):
         key = (
             hashable_key(index)
@@ -692,6 +713,9 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
             else _index_constant(tx, index)
         )
         factory = container.attrs.get("default_factory")
+        missing = user_override(container, "__missing__")
+        if key not in container.items and missing is not None:
+            return _call_override(tx, missing, container, [index])
         if key not in container.items and factory is not None and container.source is None:
             if not (isinstance(factory, PythonValue) and factory.obj is None):
                 from dynamo_capture.calls import call
@@ -738,13 +762,33 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
     return _dunder_call(tx, container, "__getitem__", [index])
 
 
-def _python_override(cls: type, name: str) -> bool:
-    """Whether `cls` (a subclass of a builtin) defines `name` in Python."""
+_BUILTIN_CONTAINER_CLASSES = frozenset(
+    {tuple, list, dict, set, frozenset, torch.Size, collections.deque, collections.OrderedDict,
+     collections.defaultdict}
+)  # fmt: skip
+
+
+def user_override(value: Value, name: str) -> types.FunctionType | None:
+    """The Python method `name` of a user subclass of a builtin container, else None.
+
+    `class Doubling(list): def __getitem__(self, i): ...` made in the frame is a
+    ListValue whose `cls` is Doubling: its `d[i]`, `len(d)`, `x in d`, `for x in d`
+    and operators run the subclass's methods, as eagerly.
+    """
+    if not isinstance(value, TupleValue | ListValue | DictValue | SetValue):
+        return None
+    if value.cls in _BUILTIN_CONTAINER_CLASSES:
+        return None
     import inspect
 
-    return cls not in (dict, list, tuple) and isinstance(
-        inspect.getattr_static(cls, name, None), types.FunctionType
-    )
+    static = inspect.getattr_static(value.cls, name, None)
+    return static if isinstance(static, types.FunctionType) else None
+
+
+def _call_override(tx: Translator, method: Any, receiver: Value, args: list[Value]) -> Value:
+    from dynamo_capture.calls import call
+
+    return call(tx, PythonValue(method), [receiver, *args], {})
 
 
 def _dunder_call(tx: Translator, receiver: Value, name: str, args: list[Value]) -> Value:
@@ -759,6 +803,15 @@ def _dunder_call(tx: Translator, receiver: Value, name: str, args: list[Value]) 
 def set_item(tx: Translator, container: Value, index: Value, value: Value) -> None:
     """container[index] = value."""
     container = side_effects.for_write(tx, container)
+    override = user_override(container, "__setitem__")
+    if override is not None:
+        _call_override(tx, override, container, [index, value])
+        return
+    builtin_set_item(tx, container, index, value)
+
+
+def builtin_set_item(tx: Translator, container: Value, index: Value, value: Value) -> None:
+    """container[index] = value as the builtin type does it (dict.__setitem__ of a subclass)."""
     if isinstance(container, TensorValue):
         tx.ctx.call(
             "call_function", operator.setitem, (container, index, value), {},
@@ -771,9 +824,6 @@ def set_item(tx: Translator, container: Value, index: Value, value: Value) -> No
             container.items[key] = sequence_items(tx, value)
         else:
             container.items[key] = value
-        return
-    if isinstance(container, DictValue) and _python_override(container.cls, "__setitem__"):
-        _dunder_call(tx, container, "__setitem__", [index, value])
         return
     if isinstance(container, DictValue) and container.source is None:
         container.items[_index_constant(tx, index)] = value
@@ -804,6 +854,14 @@ def _tensor_in_sequence(item: TensorValue, candidates: list[Value]) -> bool:
 def contains(tx: Translator, item: Value, container: Value) -> bool:
     """item in container, for capture-time keys and items."""
     container = side_effects.current(tx, container)
+    override = user_override(container, "__contains__")
+    if override is not None:
+        return truth(tx, _call_override(tx, override, container, [item]))
+    return builtin_contains(tx, item, container)
+
+
+def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
+    """item in container as the builtin type does it (list.__contains__ of a subclass)."""
     if isinstance(item, TensorValue | ObjectValue) and isinstance(container, DictValue | SetValue):
         return hashable_key(item) in container.items  # tensors hash by identity
     if isinstance(item, TensorValue) and isinstance(container, TupleValue | ListValue):

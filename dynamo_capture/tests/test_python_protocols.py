@@ -1,0 +1,232 @@
+"""Python's object protocols on values capture models: data descriptors (properties with
+setters, user descriptors with __set__) win over instance attributes, on reads and writes,
+on objects made in the frame and outside it; a user subclass of list/tuple/dict runs its
+own __getitem__, __len__, __iter__, __contains__, __missing__, __setitem__ and operators,
+and `super()` reaches the builtin's. Each program runs against eager and against
+torch.compile's graph and op counts.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from torchcheck import check_like_torch
+
+import dynamo_capture
+
+
+def _one():
+    return (torch.randn(4),)
+
+
+# ----- data descriptors ----------------------------------------------------------------
+class Scaled:
+    def __init__(self, value):
+        self._value = value
+
+    @property
+    def value(self):
+        return self._value * 2
+
+    @value.setter
+    def value(self, new):
+        self._value = new + 1
+
+
+class Tripled:
+    def __set_name__(self, owner, name):
+        self.slot = "_" + name
+
+    def __get__(self, obj, owner):
+        if obj is None:
+            return self
+        return getattr(obj, self.slot) * 3
+
+    def __set__(self, obj, value):
+        setattr(obj, self.slot, value)
+
+
+class HasTripled:
+    field = Tripled()
+
+    def __init__(self, value):
+        self.field = value
+
+
+class ReadOnly:
+    @property
+    def value(self):
+        return 1
+
+
+class Doubles:
+    def __init__(self):
+        object.__setattr__(self, "value", 0)
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value * 2)
+
+
+def property_setter_on_new_object(x):
+    s = Scaled(x)
+    s.value = x * 3
+    return s.value, s._value
+
+
+def user_descriptor_set_and_get(x):
+    h = HasTripled(x)
+    h.field = h.field + 1
+    return h.field
+
+
+def property_without_setter_raises(x):
+    try:
+        ReadOnly().value = 2
+    except AttributeError:
+        return x + 1
+    return x
+
+
+DESCRIPTOR_PROGRAMS = [
+    property_setter_on_new_object,
+    user_descriptor_set_and_get,
+    property_without_setter_raises,
+]
+
+
+@pytest.mark.parametrize("fn", DESCRIPTOR_PROGRAMS, ids=[f.__name__ for f in DESCRIPTOR_PROGRAMS])
+def test_data_descriptor_wins_over_instance_attribute_like_torch(fn):
+    check_like_torch(fn, _one)
+
+
+def test_property_setter_of_outside_object_runs_in_the_frame():
+    outside = Scaled(1)
+
+    def fn(x):
+        outside.value = 4
+        return x * outside.value
+
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x * 10)
+    assert outside._value == 5
+    outside._value = 1
+    torch.testing.assert_close(fn(x), compiled(x))
+
+
+def test_user_setattr_of_outside_object_runs_once():
+    outside = Doubles()
+
+    def fn(x):
+        outside.value = 3
+        return x * outside.value
+
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x * 6)
+    assert outside.value == 6  # replayed past __setattr__: not doubled twice
+
+
+# ----- builtin subclasses with their own dunders ---------------------------------------
+class DoublingList(list):
+    def __getitem__(self, index):
+        return super().__getitem__(index) * 2
+
+
+class SevenLong(list):
+    def __len__(self):
+        return 7
+
+
+class TriplingIter(list):
+    def __iter__(self):
+        return iter([item * 3 for item in super().__iter__()])
+
+
+class Shifted(tuple):
+    def __getitem__(self, index):
+        return tuple.__getitem__(self, index) + 1
+
+
+class DoublingDict(dict):
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value * 2)
+
+
+class LengthDefault(dict):
+    def __missing__(self, key):
+        return len(key)
+
+
+class Falsy(list):
+    def __bool__(self):
+        return False
+
+
+class Pairwise(list):
+    def __add__(self, other):
+        return Pairwise([a + b for a, b in zip(self, other)])
+
+
+def list_subclass_getitem(x):
+    items = DoublingList([x, x + 1])
+    return items[0] + items[1], len(items)
+
+
+def list_subclass_len(x):
+    return x * len(SevenLong([x]))
+
+
+def list_subclass_iter(x):
+    return [t for t in TriplingIter([x, x + 1])]
+
+
+def tuple_subclass_getitem(x):
+    t = Shifted((x, 1))
+    return t[0], t[1]
+
+
+def dict_subclass_setitem(x):
+    d = DoublingDict()
+    d["a"] = x
+    return d["a"]
+
+
+def dict_subclass_missing(x):
+    d = LengthDefault(a=x)
+    return d["a"] + d["abc"]
+
+
+def list_subclass_bool(x):
+    return x + 1 if Falsy([1]) else x - 1
+
+
+def list_subclass_operator(x):
+    return Pairwise([x, x]) + Pairwise([x, 1])
+
+
+def counter_operators(x):
+    a = collections.Counter(a=3, b=1)
+    b = collections.Counter(a=1, b=2)
+    return x * (a | b)["a"], dict(a & b)
+
+
+SUBCLASS_PROGRAMS = [
+    list_subclass_getitem,
+    list_subclass_len,
+    list_subclass_iter,
+    tuple_subclass_getitem,
+    dict_subclass_setitem,
+    dict_subclass_missing,
+    list_subclass_bool,
+    list_subclass_operator,
+    counter_operators,
+]
+
+
+@pytest.mark.parametrize("fn", SUBCLASS_PROGRAMS, ids=[f.__name__ for f in SUBCLASS_PROGRAMS])
+def test_builtin_subclass_dunder_runs_like_torch(fn):
+    counter = check_like_torch(fn, _one)
+    assert counter.frame_count == 1
