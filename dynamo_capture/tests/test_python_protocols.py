@@ -9,6 +9,7 @@ torch.compile's graph and op counts.
 from __future__ import annotations
 
 import collections
+import functools
 
 import pytest
 import torch
@@ -230,3 +231,141 @@ SUBCLASS_PROGRAMS = [
 def test_builtin_subclass_dunder_runs_like_torch(fn):
     counter = check_like_torch(fn, _one)
     assert counter.frame_count == 1
+
+
+# ----- object creation, class subscripts, builtins calling dunders ----------------------
+class MadeByNew:
+    def __new__(cls, value):
+        obj = super().__new__(cls)
+        obj.value = value * 2
+        return obj
+
+
+class NewThenInit(MadeByNew):
+    def __init__(self, value):
+        self.other = value + 1
+
+
+class Interned:
+    table: dict = {}
+
+    def __new__(cls, key):
+        if key in cls.table:
+            return cls.table[key]
+        return super().__new__(cls)
+
+
+INTERNED = Interned("k")
+Interned.table["k"] = INTERNED
+
+
+class NotAnInstance:
+    def __new__(cls, value):
+        return value + 1
+
+
+class Generic:
+    def __class_getitem__(cls, item):
+        return cls
+
+
+class Indexed:
+    def __init__(self, items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        return self.items[index]
+
+
+class Backwards:
+    def __reversed__(self):
+        return iter([3, 2, 1])
+
+
+class Magnitude:
+    def __init__(self, value):
+        self.value = value
+
+    def __abs__(self):
+        return Magnitude(abs(self.value))
+
+    def __round__(self, ndigits=None):
+        return 7
+
+    def __neg__(self):
+        return Magnitude(-self.value)
+
+
+def custom_new(x):
+    return MadeByNew(x).value
+
+
+def custom_new_then_init(x):
+    o = NewThenInit(x)
+    return o.value + o.other
+
+
+def new_returns_an_existing_instance(x):
+    return x * (Interned("k") is INTERNED), x * (Interned("z") is INTERNED)
+
+
+def new_returns_another_type(x):
+    return NotAnInstance(x)
+
+
+def class_getitem(x):
+    return x * (Generic[int] is Generic), list[int]
+
+
+def reversed_user_sequence(x):
+    return list(reversed(Indexed([x, x + 1, x + 2])))
+
+
+def iterate_sequence_protocol(x):
+    return [t * 2 for t in Indexed([x, x + 1])]
+
+
+def reversed_dunder(x):
+    return x * list(reversed(Backwards()))[0]
+
+
+def abs_round_neg_of_user_object(x):
+    m = abs(Magnitude(-x))
+    return m.value + round(Magnitude(1)) + (-m).value
+
+
+CREATION_PROGRAMS = [
+    custom_new,
+    custom_new_then_init,
+    new_returns_an_existing_instance,
+    new_returns_another_type,
+    class_getitem,
+    reversed_user_sequence,
+    iterate_sequence_protocol,
+    reversed_dunder,
+    abs_round_neg_of_user_object,
+]
+
+
+@pytest.mark.parametrize("fn", CREATION_PROGRAMS, ids=[f.__name__ for f in CREATION_PROGRAMS])
+def test_user_class_protocol_like_torch(fn):
+    counter = check_like_torch(fn, _one)
+    assert counter.frame_count == 1
+
+
+def test_partial_of_partial_is_flattened_like_eager():
+    def add(a, b, c, d=0):
+        return a * b + c + d
+
+    def fn(x):
+        p = functools.partial(functools.partial(add, x), 2, d=1)
+        return p(3), p.args[1:], p.keywords
+
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    x = torch.randn(3)
+    got, expected = compiled(x), fn(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:] == ((2,), {"d": 1})

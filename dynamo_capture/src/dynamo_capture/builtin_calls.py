@@ -23,7 +23,7 @@ import torch
 
 from dynamo_capture import side_effects
 from dynamo_capture.attributes import get_attr, set_attr
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.errors import Unsupported, raised_by_python
 from dynamo_capture.operations import (
     COMPARE,
     NotConstant,
@@ -45,6 +45,7 @@ from dynamo_capture.operations import (
     unary_op,
     user_override,
 )
+from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
 from dynamo_capture.state import is_compiling, is_exporting
 from dynamo_capture.sym_numbers import SYM_FUNCTIONS, concrete_numbers, is_symbolic_number
 from dynamo_capture.values import (
@@ -265,7 +266,17 @@ def _object_setattr(tx: Translator, args: list[Value], kwargs: dict[str, Value])
 
 @handles(object.__new__)
 def _object_new(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ObjectValue(args[0].obj)  # type: ignore[attr-defined]
+    cls = as_constant(args[0])
+    if (len(args) > 1 or kwargs) and (
+        cls.__new__ is not object.__new__ or cls.__init__ is object.__init__
+    ):
+        error = TypeError(f"{cls.__name__}() takes no arguments")
+        if cls.__new__ is not object.__new__:
+            error = TypeError(
+                "object.__new__() takes exactly one argument (the type to instantiate)"
+            )
+        raise raised_by_python(error)
+    return ObjectValue(cls)
 
 
 @handles(builtins.callable)
@@ -354,7 +365,17 @@ def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 @handles(builtins.reversed)
 def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return IteratorValue(list(reversed(sequence_items(tx, args[0]))))
+    from dynamo_capture.calls import call
+
+    (value,) = args
+    own = _user_dunder(tx, value, "__reversed__")
+    if own is not None:
+        return call(tx, PythonValue(own), [value], {})
+    if isinstance(value, ObjectValue | PythonValue) and _user_dunder(tx, value, "__getitem__"):
+        # the sequence protocol: __len__, then items len-1 ... 0
+        length = as_constant(_len(tx, [value], {}))
+        return IteratorValue([get_item(tx, value, PythonValue(i)) for i in reversed(range(length))])
+    return IteratorValue(list(reversed(sequence_items(tx, value))))
 
 
 @handles(builtins.map)
@@ -700,7 +721,10 @@ def _chain(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
 
 @handles(functools.partial)
 def _partial(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return PartialValue(args[0], list(args[1:]), dict(kwargs))
+    func = args[0]
+    if isinstance(func, PartialValue):  # partial(partial(f, a), b) is partial(f, a, b)
+        return PartialValue(func.func, [*func.args, *args[1:]], {**func.kwargs, **kwargs})
+    return PartialValue(func, list(args[1:]), dict(kwargs))
 
 
 @handles(functools.reduce)
@@ -835,4 +859,51 @@ for _fn in SYM_FUNCTIONS:
 for _fn in PURE_FUNCTIONS:
     BUILTIN_HANDLERS.setdefault(
         _fn, (lambda f: lambda tx, args, kwargs: _fold(f, args, kwargs))(_fn)
+    )
+
+
+# ----- builtins that call a dunder of their argument's class ---------------------------
+def _user_dunder(tx: Translator, value: Value, name: str) -> types.FunctionType | None:
+    """The Python method `name` of a user class `value` is an instance of, else None."""
+    if not isinstance(value, ObjectValue | PythonValue | TupleValue | ListValue | DictValue):
+        return None
+    if isinstance(value, PythonValue) and is_constant(value.obj):
+        return None  # an enum member, a number: folded
+    cls = python_type_of(value)
+    module = getattr(cls, "__module__", "builtins") or "builtins"
+    if module == "builtins" or module.split(".")[0] in TRUSTED_MODULES:
+        return None
+    method = inspect.getattr_static(cls, name, None)
+    if not isinstance(method, types.FunctionType):
+        return None
+    tx.ctx.guards.class_attribute(cls, name, method)
+    return method
+
+
+def _calls_dunder(name: str, fallback: Handler) -> Handler:
+    """abs(obj) runs type(obj).__abs__(obj) for a user class, as eagerly."""
+
+    def handler(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        method = _user_dunder(tx, args[0], name) if args else None
+        if method is None:
+            return fallback(tx, args, kwargs)
+        from dynamo_capture.calls import call
+
+        return call(tx, PythonValue(method), list(args), kwargs)
+
+    return handler
+
+
+_PROTOCOL_DUNDERS = {
+    builtins.abs: "__abs__", operator.abs: "__abs__", builtins.round: "__round__",
+    builtins.divmod: "__divmod__", builtins.format: "__format__", operator.index: "__index__",
+    builtins.int: "__int__", builtins.float: "__float__", builtins.complex: "__complex__",
+    math.floor: "__floor__", math.ceil: "__ceil__", math.trunc: "__trunc__",
+    operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__",
+}  # fmt: skip
+for _fn, _dunder in _PROTOCOL_DUNDERS.items():
+    BUILTIN_HANDLERS[_fn] = _calls_dunder(
+        _dunder,
+        BUILTIN_HANDLERS.get(_fn)
+        or (lambda f: lambda tx, args, kwargs: call_c_function(tx, f, args, kwargs))(_fn),
     )

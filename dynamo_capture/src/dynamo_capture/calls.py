@@ -730,16 +730,25 @@ def construct(
         return instance_dict
     if type(cls) not in (type, __import__("abc").ABCMeta):
         raise Unsupported(f"creating an instance of {cls.__name__}, whose metaclass is custom")
-    if cls.__new__ is not object.__new__ or any(
-        base.__module__ == "builtins" and base is not object for base in cls.__mro__
-    ):
-        raise Unsupported(f"creating an instance of {cls.__name__} (a builtin subclass or __new__)")
-    instance = ObjectValue(cls)
+    if any(base.__module__ == "builtins" and base is not object for base in cls.__mro__):
+        raise Unsupported(f"creating an instance of {cls.__name__} (a builtin subclass)")
+    new = cls.__new__
+    if new is object.__new__:
+        instance: Value = ObjectValue(cls)
+    elif isinstance(new, types.FunctionType):
+        # type.__call__: cls.__new__(cls, ...), then __init__ where it made an instance of cls
+        tx.ctx.guards.class_attribute(cls, "__new__", new)
+        instance = inline_function(tx, new, [cls_value, *args], kwargs, None)
+        if not issubclass(python_type_of(instance), cls):
+            return instance
+        cls = python_type_of(instance)
+    else:
+        raise Unsupported(f"creating an instance of {cls.__name__}, whose __new__ is in C")
     init = cls.__init__
     tx.ctx.guards.class_attribute(cls, "__init__", init)
     if isinstance(init, types.FunctionType):
         inline_function(tx, init, [instance, *args], kwargs, None)
-    elif args or kwargs:
+    elif (args or kwargs) and new is object.__new__:
         raise Unsupported(f"{cls.__name__}() takes no arguments")
     return instance
 

@@ -588,6 +588,10 @@ def _user_iter(tx: Translator, value: Value) -> list[Value]:
     from dynamo_capture.calls import call
 
     method = getattr(python_type_of(value), "__iter__", None)
+    if method is None and isinstance(
+        getattr(python_type_of(value), "__getitem__", None), types.FunctionType
+    ):
+        return _old_sequence_items(tx, value)
     if method is collections.abc.Sequence.__iter__:
         # Sequence.__iter__ stops at the IndexError of __getitem__; iterate up to len() instead.
         length = as_constant(call(tx, PythonValue(len), [value], {}))
@@ -603,6 +607,20 @@ def _user_iter(tx: Translator, value: Value) -> list[Value]:
 
 
 MAX_USER_ITERATOR_ITEMS = 10_000
+
+
+def _old_sequence_items(tx: Translator, value: Value) -> list[Value]:
+    """Iterating an object with __getitem__ and no __iter__: items 0, 1, ... until its
+    __getitem__ raises IndexError (or StopIteration)."""
+    items: list[Value] = []
+    while len(items) < MAX_USER_ITERATOR_ITEMS:
+        try:
+            items.append(get_item(tx, value, PythonValue(len(items))))
+        except ExceptionRaised as error:
+            if isinstance(error.value.obj, IndexError | StopIteration):
+                return items
+            raise raised_ahead(error, "a sequence's __getitem__") from None
+    raise Unsupported(f"a user sequence gave more than {MAX_USER_ITERATOR_ITEMS} items")
 
 
 def _drain_user_iterator(tx: Translator, iterator: ObjectValue) -> list[Value]:
@@ -705,6 +723,10 @@ def builtin_get_item(tx: Translator, container: Value, index: Value) -> Value:
         try:
             return container.items[operator.index(key)]
         except IndexError as error:
+            if container.source is None:  # its items are known: the code raises this
+                from dynamo_capture.errors import raised_by_python
+
+                raise raised_by_python(error) from None
             raise Unsupported(f"IndexError while capturing: {error}") from error
     if isinstance(container, DictValue):
         key = (
@@ -759,7 +781,30 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
             name = key if isinstance(key, str) else names[operator.index(key)]
             return tx.ctx.wrap(item, _submodule_source(source, name, item))
         return tx.ctx.wrap(item, item_source(source, key))
+    if isinstance(obj, type):
+        return _class_subscript(tx, container, index)
     return _dunder_call(tx, container, "__getitem__", [index])
+
+
+def _class_subscript(tx: Translator, cls_value: PythonValue, index: Value) -> Value:
+    """cls[index]: a user class's __class_getitem__ inlined, a builtin generic (list[int],
+    a typing generic) folded on a constant index."""
+    import inspect
+
+    cls = cls_value.obj
+    static = inspect.getattr_static(cls, "__class_getitem__", None)
+    method = static.__func__ if isinstance(static, classmethod) else static
+    if isinstance(method, types.FunctionType):
+        from dynamo_capture.calls import call
+
+        tx.ctx.guards.class_attribute(cls, "__class_getitem__", method, bound=True)
+        return call(tx, PythonValue(method), [cls_value, index], {})
+    if static is None:
+        raise Unsupported(f"{cls.__name__} is not subscriptable")
+    try:
+        return PythonValue(cls[as_constant(index)])
+    except NotConstant:
+        raise Unsupported(f"{cls.__name__}[...] of a value known only when it runs") from None
 
 
 _BUILTIN_CONTAINER_CLASSES = frozenset(
