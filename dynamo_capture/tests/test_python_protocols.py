@@ -369,3 +369,48 @@ def test_partial_of_partial_is_flattened_like_eager():
     got, expected = compiled(x), fn(x)
     torch.testing.assert_close(got[0], expected[0])
     assert got[1:] == expected[1:] == ((2,), {"d": 1})
+
+
+# ----- id() of values made in the frame, attribute-style dicts ------------------------
+class AttrDict(dict):
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+
+def id_of_values_made_in_frame(x):
+    a = [x]
+    b = a
+    memo = {id(a): 2}
+    return x * (id(a) == id(b)) + (id(a) != id([1])) + memo[id(b)]
+
+
+def attribute_dict_made_in_frame(x):
+    d = AttrDict(scale=2)
+    d.shift = x + 1
+    return d.scale * d.shift, getattr(d, "missing", 3)
+
+
+OBJECT_PROGRAMS = [id_of_values_made_in_frame, attribute_dict_made_in_frame]
+
+
+@pytest.mark.parametrize("fn", OBJECT_PROGRAMS, ids=[f.__name__ for f in OBJECT_PROGRAMS])
+def test_frame_object_program_like_torch(fn):
+    counter = check_like_torch(fn, _one)
+    assert counter.frame_count == 1
+
+
+def test_id_of_value_made_in_frame_returned_runs_eagerly():
+    def fn(x):
+        a = [x]
+        return x + 1, id(a) == id(a), id(a)
+
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward)
+    got = compiled(torch.ones(2))
+    torch.testing.assert_close(got[0], torch.ones(2) + 1)
+    assert got[1] is True and type(got[2]) is int

@@ -108,6 +108,12 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
         and not _builtin_method(value.cls, name)
     ):
         return _class_attr(tx, value, value.cls, name)
+    if isinstance(value, _CONTAINER_VALUES) and not hasattr(value.cls, name):
+        fallback = inspect.getattr_static(value.cls, "__getattr__", None)
+        if isinstance(fallback, types.FunctionType):  # a dict subclass reading keys as attributes
+            from dynamo_capture.calls import call
+
+            return call(tx, PythonValue(fallback), [value, PythonValue(name)], {})
     if isinstance(value, (*_CONTAINER_VALUES, IteratorValue, ContextValue, DictViewValue)):
         if name == "__class__":
             from dynamo_capture.operations import python_type_of

@@ -51,6 +51,7 @@ from dynamo_capture.sym_numbers import SYM_FUNCTIONS, concrete_numbers, is_symbo
 from dynamo_capture.values import (
     DictValue,
     DictViewValue,
+    FakeId,
     IteratorValue,
     ListValue,
     ObjectValue,
@@ -658,9 +659,13 @@ def _id(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if parameter is not None:  # a module's parameter: the same object from call to call
         tx.ctx.guards.id_match(args[0].source, parameter)
         return PythonValue(id(parameter))
-    obj = _outside_object(args[0], "id()")
-    guard_identity(tx, args[0])
-    return PythonValue(id(obj))
+    value = args[0]
+    if not isinstance(value, PythonValue) or isinstance(value.obj, torch.Tensor):
+        # made or traced in the frame: a stand-in number, the same for the same object
+        # while capturing (ids compare and key dicts as eagerly); it cannot leave the frame
+        return PythonValue(FakeId(id(value)))
+    guard_identity(tx, value)
+    return PythonValue(id(value.obj))
 
 
 def _input_parameter(tx: Translator, value: Value) -> torch.nn.Parameter | None:

@@ -58,6 +58,7 @@ from dynamo_capture.values import (
     ContextValue,
     DictValue,
     DictViewValue,
+    FakeId,
     FunctionValue,
     IteratorValue,
     ListValue,
@@ -690,6 +691,8 @@ class OutputPlan:
 
     def _python(self, value: PythonValue) -> str:
         obj = value.obj
+        if isinstance(obj, FakeId):
+            raise Unsupported("the id() of an object made in the frame leaves the frame")
         if has_symbolic(obj):
             if value.source is not None:
                 return value.source.expr  # an int or float input made symbolic: read again

@@ -24,6 +24,7 @@ from dynamo_capture.values import (
     ContextValue,
     DictValue,
     DictViewValue,
+    FakeId,
     FunctionValue,
     IteratorValue,
     ListValue,
@@ -116,7 +117,7 @@ def as_constant(value: Value) -> Any:
     """The Python constant `value` stands for, or NotConstant."""
     if isinstance(value, PythonValue):
         obj = value.obj
-        if is_constant(obj) or isinstance(obj, (torch.Size, *_SYMBOLIC_NUMBERS)):
+        if is_constant(obj) or isinstance(obj, (torch.Size, FakeId, *_SYMBOLIC_NUMBERS)):
             return obj  # symbolic sizes compute on their own (recording guards)
         if isinstance(obj, list) and all(is_constant(item) for item in obj):
             return list(obj)
