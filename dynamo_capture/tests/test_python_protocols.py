@@ -9,7 +9,10 @@ torch.compile's graph and op counts.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
+import inspect
+import typing
 
 import pytest
 import torch
@@ -414,3 +417,76 @@ def test_id_of_value_made_in_frame_returned_runs_eagerly():
     got = compiled(torch.ones(2))
     torch.testing.assert_close(got[0], torch.ones(2) + 1)
     assert got[1] is True and type(got[2]) is int
+
+
+# ----- signatures, vars(), typing ------------------------------------------------------
+@dataclasses.dataclass
+class Settings:
+    dim: int = 4
+
+
+def signature_of_function_made_in_frame(x):
+    def fn(a, b: int = 1, *, c=2) -> int:
+        return a
+
+    params = inspect.signature(fn).parameters
+    defaults = {k: v.default for k, v in params.items() if v.default is not inspect.Parameter.empty}
+    return x * defaults["b"] + defaults["c"], list(params), str(inspect.signature(fn))
+
+
+def vars_of_object_made_in_frame(x):
+    s = Settings()
+    d = vars(s)
+    s.__dict__.update(dim=6)
+    return x * s.dim + len(d)
+
+
+def typing_subscripts(x):
+    t = typing.Union[int, float]  # noqa: UP007 - the typing forms under test
+    origin = typing.get_origin(typing.List[int])  # noqa: UP006
+    return x + 1, origin is list, typing.get_args(t)
+
+
+SIGNATURE_PROGRAMS = [vars_of_object_made_in_frame, typing_subscripts]
+
+
+@pytest.mark.parametrize("fn", SIGNATURE_PROGRAMS, ids=[f.__name__ for f in SIGNATURE_PROGRAMS])
+def test_introspection_program_like_torch(fn):
+    counter = check_like_torch(fn, _one)
+    assert counter.frame_count == 1
+
+
+def test_signature_of_function_made_in_frame_keeps_defaults_and_annotations():
+    compiled = dynamo_capture.optimize(
+        signature_of_function_made_in_frame, backend=lambda gm, ex: gm.forward
+    )
+    x = torch.randn(3)
+    got, expected = compiled(x), signature_of_function_made_in_frame(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:]
+
+
+def test_function_made_in_frame_keeps_its_annotations_across_a_break():
+    def fn(x):
+        def inner(a: int) -> int:
+            return a
+
+        print(end="")  # a graph break: `inner` is made again for the rest of the frame
+        return x + 1, inner.__annotations__
+
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward)
+    assert compiled(torch.ones(2))[1] == fn(torch.ones(2))[1] == {"a": "int", "return": "int"}
+
+
+def test_writes_through_an_outside_objects_dict_are_seen_by_its_attributes():
+    settings = Settings()
+
+    def fn(x):
+        d = vars(settings)
+        d["dim"] = 5
+        return x * settings.dim, len(d)
+
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward)
+    got = compiled(torch.ones(2))
+    torch.testing.assert_close(got[0], torch.full((2,), 5.0))
+    assert settings.dim == 5 and got[1] == 1

@@ -231,6 +231,8 @@ def _instance_attr(tx: Translator, value: PythonValue, name: str, child: Any) ->
     if name == "__class__":
         return PythonValue(type(obj))
     instance_dict = getattr(obj, "__dict__", None)
+    if isinstance(instance_dict, dict) and id(instance_dict) in tx.ctx.shadows:
+        raise Unsupported("reading an attribute of an object whose __dict__ the frame changed")
     if _user_data_descriptor(type(obj), name) is not None:
         return _class_attr(tx, value, type(obj), name)
     if isinstance(instance_dict, dict) and name in instance_dict:
@@ -510,6 +512,8 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
             return
         if _set_through_descriptor(tx, target, cls, name, value):
             return
+        if id(getattr(target.obj, "__dict__", None)) in tx.ctx.shadows:
+            raise Unsupported("setting an attribute of an object whose __dict__ the frame changed")
         key = (id(target.obj), name)
         tx.ctx.attr_writes[key] = (target.obj, target.source, value)
         if raw:

@@ -633,13 +633,20 @@ def _super(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
     builtins.eval,
     builtins.globals,
     builtins.locals,
-    builtins.vars,
     builtins.breakpoint,
 )
 def _unsupported_builtin(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     raise Unsupported(
         "a call to print/input/open/exec/eval/globals/locals/vars (needs a graph break)"
     )
+
+
+@handles(builtins.vars)
+def _vars(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """vars(obj) is obj.__dict__ (live); vars() with no argument is locals()."""
+    if len(args) != 1 or kwargs:
+        raise Unsupported("vars() without an argument (the frame's locals)")
+    return get_attr(tx, args[0], "__dict__")
 
 
 def _outside_object(value: Value, what: str) -> Any:
@@ -660,7 +667,11 @@ def _id(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
         tx.ctx.guards.id_match(args[0].source, parameter)
         return PythonValue(id(parameter))
     value = args[0]
-    if not isinstance(value, PythonValue) or isinstance(value.obj, torch.Tensor):
+    if isinstance(value, TensorValue) or (
+        isinstance(value, PythonValue) and isinstance(value.obj, torch.Tensor)
+    ):
+        _outside_object(value, "id()")  # a tensor of the graph: a break
+    if not isinstance(value, PythonValue):
         # made or traced in the frame: a stand-in number, the same for the same object
         # while capturing (ids compare and key dicts as eagerly); it cannot leave the frame
         return PythonValue(FakeId(id(value)))
@@ -691,6 +702,7 @@ def _deepcopy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 @handles(inspect.signature)
 def _signature(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """inspect.signature of a callable known at capture time."""
+    from dynamo_capture.function_values import function_attr
     from dynamo_capture.values import FunctionValue, MethodValue
 
     target = args[0]
@@ -698,13 +710,27 @@ def _signature(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
         receiver = target.self_value.obj if isinstance(target.self_value, PythonValue) else object()
         real: Any = types.MethodType(target.func.obj, receiver)
     elif isinstance(target, FunctionValue):
+        try:  # the signature shows the defaults and annotations: they must be constants
+            defaults = tuple(as_constant(d) for d in target.defaults) or None
+            kwdefaults = {k: as_constant(v) for k, v in target.kwdefaults.items()} or None
+            annotations = function_attr(target, "__annotations__")
+            annotations = dict_items(tx, annotations) if annotations is not None else None
+            if annotations is None or "__annotations__" in target.attrs:
+                raise NotConstant
+            annotations = {k: as_constant(v) for k, v in annotations.items()}
+        except NotConstant:
+            raise Unsupported(
+                "inspect.signature of a function with non-constant defaults"
+            ) from None
         real = types.FunctionType(
             target.code,
             target.globals,
             target.name,
-            None,
+            defaults,
             tuple(types.CellType() for _ in target.code.co_freevars),
         )
+        real.__kwdefaults__ = kwdefaults
+        real.__annotations__ = annotations
     elif isinstance(target, PythonValue):
         real = target.obj
     else:

@@ -44,6 +44,7 @@ from dynamo_capture.errors import (
 )
 from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
+from dynamo_capture.function_values import function_attr
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory
@@ -660,7 +661,13 @@ class OutputPlan:
         kwdefaults = ", ".join(
             f"{name!r}: {self.expr(item)}" for name, item in value.kwdefaults.items()
         )
-        attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
+        attributes = dict(value.attrs)
+        if value.annotations is not None and "__annotations__" not in attributes:
+            annotations = function_attr(value, "__annotations__")
+            if annotations is None:
+                raise Unsupported(f"returning the function {value.name!r} with its annotations")
+            attributes["__annotations__"] = annotations
+        attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in attributes.items())
         return (
             f"___make_function({self._constant(value.code)}, {self._constant(value.globals)}, "
             f"{defaults}, {{{kwdefaults}}}, ({''.join(cells)}), {{{attrs}}})"

@@ -784,6 +784,11 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
         return tx.ctx.wrap(item, item_source(source, key))
     if isinstance(obj, type):
         return _class_subscript(tx, container, index)
+    if type(obj).__module__ in ("typing", "types"):  # typing.Optional[int], List[int]
+        try:
+            return PythonValue(obj[as_constant(index)])
+        except NotConstant:
+            raise Unsupported("a typing subscript of values known only when it runs") from None
     return _dunder_call(tx, container, "__getitem__", [index])
 
 

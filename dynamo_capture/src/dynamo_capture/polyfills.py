@@ -30,6 +30,7 @@ import math
 import operator
 import string
 import sys
+import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -255,6 +256,8 @@ FOLDED: set[Any] = {
     math.gcd,
     math.lcm,
     string.capwords,
+    typing.get_origin,
+    typing.get_args,
     collections.namedtuple,  # a class made from constants: made once, at capture time
     operator.itemgetter,
     operator.attrgetter,
