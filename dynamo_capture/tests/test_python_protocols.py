@@ -8,6 +8,7 @@ torch.compile's graph and op counts.
 
 from __future__ import annotations
 
+import abc
 import collections
 import dataclasses
 import functools
@@ -490,3 +491,69 @@ def test_writes_through_an_outside_objects_dict_are_seen_by_its_attributes():
     got = compiled(torch.ones(2))
     torch.testing.assert_close(got[0], torch.full((2,), 5.0))
     assert settings.dim == 5 and got[1] == 1
+
+
+# ----- attribute rules of classes: slots, abstract methods, in-place operators ----------
+class OneSlot:
+    __slots__ = ("a",)
+
+
+class Task(abc.ABC):
+    @abc.abstractmethod
+    def run(self, x): ...
+
+
+class Accumulating:
+    def __init__(self, t):
+        self.t = t
+
+    def __add__(self, other):
+        return Accumulating(self.t + other.t)
+
+    def __iadd__(self, other):
+        self.t = self.t + other.t * 10
+        return self
+
+
+def slots_reject_other_attributes(x):
+    s = OneSlot()
+    s.a = 1
+    try:
+        s.b = 1
+    except AttributeError:
+        return x + s.a
+    return x
+
+
+def abstract_class_cannot_be_made(x):
+    try:
+        Task()
+    except TypeError as error:
+        return x - 1, str(error)
+    return x, ""
+
+
+def inplace_operator_of_user_class(x):
+    a = Accumulating(x)
+    alias = a
+    a += Accumulating(x + 1)
+    return a.t, alias.t, a is alias
+
+
+CLASS_RULE_PROGRAMS = [slots_reject_other_attributes, inplace_operator_of_user_class]
+
+
+@pytest.mark.parametrize("fn", CLASS_RULE_PROGRAMS, ids=[f.__name__ for f in CLASS_RULE_PROGRAMS])
+def test_class_attribute_rules_like_torch(fn):
+    counter = check_like_torch(fn, _one)
+    assert counter.frame_count == 1
+
+
+def test_abstract_class_instantiation_raises_like_eager():
+    compiled = dynamo_capture.optimize(
+        abstract_class_cannot_be_made, backend=lambda gm, ex: gm.forward, fullgraph=True
+    )
+    x = torch.randn(3)
+    got, expected = compiled(x), abstract_class_cannot_be_made(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1]

@@ -328,6 +328,15 @@ def _is_data_descriptor(static: Any) -> bool:
     return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
 
+def _can_hold(cls: type, name: str) -> bool:
+    """Whether instances of `cls` take an attribute `name`: they have a __dict__, or a slot
+    of that name."""
+    if cls.__dictoffset__:
+        return True
+    static = inspect.getattr_static(cls, name, None)
+    return isinstance(static, types.MemberDescriptorType)
+
+
 def _user_data_descriptor(cls: type, name: str) -> Any:
     """The property or user descriptor with `__set__` that `cls.name` is, else None.
 
@@ -491,6 +500,11 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
             call(tx, PythonValue(setter), [target, PythonValue(name), value], {})
             return
         if not _set_through_descriptor(tx, target, target.cls, name, value):
+            if isinstance(target, ObjectValue) and not _can_hold(target.cls, name):
+                from dynamo_capture.errors import raised_by_python
+
+                message = f"{target.cls.__name__!r} object has no attribute {name!r}"
+                raise raised_by_python(AttributeError(message))
             target.attrs[name] = value
         return
     if isinstance(target, FunctionValue):

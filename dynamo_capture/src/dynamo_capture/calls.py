@@ -733,6 +733,13 @@ def construct(
     if any(base.__module__ == "builtins" and base is not object for base in cls.__mro__):
         raise Unsupported(f"creating an instance of {cls.__name__} (a builtin subclass)")
     new = cls.__new__
+    if getattr(cls, "__abstractmethods__", None):
+        try:
+            object.__new__(cls)  # raises TypeError, naming the abstract methods
+        except TypeError as error:
+            from dynamo_capture.errors import raised_by_python
+
+            raise raised_by_python(error) from None
     if new is object.__new__:
         instance: Value = ObjectValue(cls)
     elif isinstance(new, types.FunctionType):

@@ -317,6 +317,14 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         return result
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
     names = _DUNDER.get(plain, ())
+    if fn in _INPLACE_TO_PLAIN and names:  # `a += b` tries a user class's __iadd__ first
+        inplace = getattr(python_type_of(left), "__i" + names[0][2:], None)
+        if isinstance(inplace, types.FunctionType):
+            from dynamo_capture.calls import call
+
+            result = call(tx, PythonValue(inplace), [left, right], {})
+            if not (isinstance(result, PythonValue) and result.obj is NotImplemented):
+                return result
     if any(user_override(side, name) for side in (left, right) for name in names):
         return _dunder_op(tx, plain, left, right)  # a container subclass's own operator
     try:
