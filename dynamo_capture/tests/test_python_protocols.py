@@ -12,7 +12,9 @@ import abc
 import collections
 import dataclasses
 import functools
+import heapq
 import inspect
+import itertools
 import typing
 
 import pytest
@@ -557,3 +559,30 @@ def test_abstract_class_instantiation_raises_like_eager():
     got, expected = compiled(x), abstract_class_cannot_be_made(x)
     torch.testing.assert_close(got[0], expected[0])
     assert got[1] == expected[1]
+
+
+# ----- stand-ins for C helpers of the standard library ---------------------------------
+def tee_iterators(x):
+    a, b = itertools.tee([x, x + 1])
+    return list(a)[1] + list(b)[0]
+
+
+def counter_counting_and_most_common(x):
+    c = collections.Counter("abracadabra")
+    c.update(["a", "z"])
+    return x * c["a"], c.most_common(2), heapq.nsmallest(2, [3, 1, 2])
+
+
+STDLIB_PROGRAMS = [tee_iterators, counter_counting_and_most_common]
+
+
+@pytest.mark.parametrize("fn", STDLIB_PROGRAMS, ids=[f.__name__ for f in STDLIB_PROGRAMS])
+def test_stdlib_helper_stand_in_is_one_graph(fn):
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    x = torch.randn(3)
+    got, expected = compiled(x), fn(x)
+    if isinstance(expected, tuple):
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1:] == expected[1:]
+    else:
+        torch.testing.assert_close(got, expected)
