@@ -586,3 +586,34 @@ def test_stdlib_helper_stand_in_is_one_graph(fn):
         assert got[1:] == expected[1:]
     else:
         torch.testing.assert_close(got, expected)
+
+
+# ----- outside containers whose class defines its own protocol ------------------------
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: DoublingList([torch.ones(2), torch.ones(2) * 2]),
+        lambda: TriplingIter([torch.ones(2), torch.ones(2) * 2]),
+    ],
+    ids=["own_getitem", "own_iter"],
+)
+def test_iterating_outside_list_subclass_gives_eagers_items(make):
+    def fn(items):
+        return [t + 1 for t in items]
+
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward)
+    for got, expected in zip(compiled(make()), fn(make()), strict=True):
+        torch.testing.assert_close(got, expected)
+
+
+def test_items_of_outside_dict_subclass_with_own_getitem_are_eagers():
+    class PlusOne(dict):
+        def __getitem__(self, key):
+            return super().__getitem__(key) + 1
+
+    def fn(d):
+        return [v * 2 for _, v in d.items()], d["a"]
+
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward)
+    got, expected = compiled(PlusOne(a=torch.ones(2))), fn(PlusOne(a=torch.ones(2)))
+    torch.testing.assert_close(got, expected)

@@ -582,6 +582,10 @@ def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
         ]
     if isinstance(obj, torch.nn.ParameterList):
         return [tx.ctx.wrap(item, item_source(source, index)) for index, item in enumerate(obj)]
+    if isinstance(obj, list | tuple | dict) and type(obj).__module__ != "builtins":
+        if _defines_in_python(obj, "__iter__"):
+            return _user_iter(tx, value)
+        _check_items_read_as_iterated(obj)
     if isinstance(obj, list | tuple | collections.deque):
         return [tx.ctx.wrap(item, item_source(source, index)) for index, item in enumerate(obj)]
     if isinstance(obj, dict):
@@ -591,6 +595,22 @@ def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
     if isinstance(obj, types.GeneratorType | map | filter | zip | enumerate):
         raise Unsupported("iterating a generator or iterator created outside the frame")
     return _user_iter(tx, value)
+
+
+def _defines_in_python(obj: Any, name: str) -> bool:
+    import inspect
+
+    return isinstance(inspect.getattr_static(type(obj), name, None), types.FunctionType)
+
+
+def _check_items_read_as_iterated(obj: Any) -> None:
+    """An outside container's items are read back as `obj[key]`: a subclass whose own
+    __getitem__ gives other values than iterating it would feed the graph those."""
+    if _defines_in_python(obj, "__getitem__"):
+        raise Unsupported(
+            f"iterating a {type(obj).__name__} from outside the frame, whose __getitem__ is "
+            "its own (its items are read back by index)"
+        )
 
 
 def _user_iter(tx: Translator, value: Value) -> list[Value]:
@@ -675,6 +695,7 @@ def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
     if isinstance(value, DictValue):
         return dict(value.items)
     if isinstance(value, PythonValue) and isinstance(value.obj, dict):
+        _check_items_read_as_iterated(value.obj)
         source = value.source
         return {key: tx.ctx.wrap(item, item_source(source, key)) for key, item in value.obj.items()}
     if isinstance(value, PythonValue) and isinstance(value.obj, torch.nn.ModuleDict):
