@@ -17,6 +17,7 @@ a user class                                 a new ObjectValue, its __init__ inl
 from __future__ import annotations
 
 import collections
+import enum
 import functools
 import inspect
 import itertools
@@ -728,6 +729,15 @@ def construct(
 
             call_method(tx, instance_dict, "__init__", list(args), kwargs)
         return instance_dict
+    if isinstance(cls, enum.EnumMeta) and not kwargs:
+        try:  # Color("red"): a lookup of an existing member by its value
+            return PythonValue(cls(*(as_constant(a) for a in args)))
+        except NotConstant:
+            raise Unsupported(f"{cls.__name__}(...) of a value known only when it runs") from None
+        except ValueError as error:
+            from dynamo_capture.errors import raised_by_python
+
+            raise raised_by_python(error) from None
     if type(cls) not in (type, __import__("abc").ABCMeta):
         raise Unsupported(f"creating an instance of {cls.__name__}, whose metaclass is custom")
     if any(base.__module__ == "builtins" and base is not object for base in cls.__mro__):

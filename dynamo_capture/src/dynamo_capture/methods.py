@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -540,6 +541,15 @@ def call_method(
         receiver, TupleValue | ListValue | DictValue | SetValue
     ):
         return CONTAINER_DUNDERS[name](tx, receiver, args, kwargs)
+    if (
+        isinstance(receiver, PythonValue)
+        and isinstance(receiver.obj, types.MappingProxyType)
+        and receiver.source is None
+        and not any(isinstance(item, torch.Tensor) for item in receiver.obj.values())
+    ):
+        # a read-only mapping made while capturing (a Signature's parameters): its items now
+        snapshot = DictValue({key: PythonValue(item) for key, item in receiver.obj.items()})
+        return call_method(tx, snapshot, name, args, kwargs)
     table = _table_for(receiver)
     if table is not None and name in table:
         return table[name](tx, receiver, args, kwargs)

@@ -835,7 +835,20 @@ def _class_subscript(tx: Translator, cls_value: PythonValue, index: Value) -> Va
         tx.ctx.guards.class_attribute(cls, "__class_getitem__", method, bound=True)
         return call(tx, PythonValue(method), [cls_value, index], {})
     if static is None:
-        raise Unsupported(f"{cls.__name__} is not subscriptable")
+        import enum
+
+        if isinstance(cls, enum.EnumMeta):  # Color["RED"]: a member by its name
+            try:
+                return PythonValue(cls[as_constant(index)])
+            except KeyError as error:
+                from dynamo_capture.errors import raised_by_python
+
+                raise raised_by_python(error) from None
+            except NotConstant:
+                raise Unsupported(
+                    f"{cls.__name__}[...] of a value known only when it runs"
+                ) from None
+        return _dunder_call(tx, cls_value, "__getitem__", [index])  # the metaclass's own
     try:
         return PythonValue(cls[as_constant(index)])
     except NotConstant:
