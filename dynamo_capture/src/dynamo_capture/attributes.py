@@ -81,6 +81,8 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
     if isinstance(value, ObjectValue | DictValue) and name == "__dict__" and value.source is None:
         return DictValue(value.attrs)  # a live view: writes go to the attributes
     if isinstance(value, ObjectValue):
+        if _user_data_descriptor(value.cls, name) is not None:
+            return _class_attr(tx, value, value.cls, name)  # wins over the instance's own
         if name in value.attrs:
             return value.attrs[name]
         if name == "__class__":
@@ -117,6 +119,12 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
         and not _builtin_method(value.cls, name)
     ):
         return _class_attr(tx, value, value.cls, name)
+    if isinstance(value, _CONTAINER_VALUES) and not hasattr(value.cls, name):
+        fallback = inspect.getattr_static(value.cls, "__getattr__", None)
+        if isinstance(fallback, types.FunctionType):  # a dict subclass reading keys as attributes
+            from dynamo_capture.calls import call
+
+            return call(tx, PythonValue(fallback), [value, PythonValue(name)], {})
     if isinstance(value, (*_CONTAINER_VALUES, IteratorValue, ContextValue, DictViewValue)):
         if name == "__class__":
             from dynamo_capture.operations import python_type_of
@@ -234,6 +242,10 @@ def _instance_attr(tx: Translator, value: PythonValue, name: str, child: Any) ->
     if name == "__class__":
         return PythonValue(type(obj))
     instance_dict = getattr(obj, "__dict__", None)
+    if isinstance(instance_dict, dict) and id(instance_dict) in tx.ctx.shadows:
+        raise Unsupported("reading an attribute of an object whose __dict__ the frame changed")
+    if _user_data_descriptor(type(obj), name) is not None:
+        return _class_attr(tx, value, type(obj), name)
     if isinstance(instance_dict, dict) and name in instance_dict:
         return tx.ctx.wrap(instance_dict[name], child)
     try:
@@ -325,6 +337,63 @@ def _is_data_descriptor(static: Any) -> bool:
     """Whether a class attribute wins over an instance attribute of its name."""
     kind = type(static)
     return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
+
+
+def _can_hold(cls: type, name: str) -> bool:
+    """Whether instances of `cls` take an attribute `name`: they have a __dict__, or a slot
+    of that name."""
+    if cls.__dictoffset__:
+        return True
+    static = inspect.getattr_static(cls, name, None)
+    return isinstance(static, types.MemberDescriptorType)
+
+
+def _user_data_descriptor(cls: type, name: str) -> Any:
+    """The property or user descriptor with `__set__` that `cls.name` is, else None.
+
+    Such a class attribute wins over the instance's own attribute of that name, on
+    reads and on writes (slots and other C descriptors keep the instance's value).
+    """
+    if _torch_defines(cls, name):
+        return None
+    try:
+        static = inspect.getattr_static(cls, name)
+    except AttributeError:
+        return None
+    if isinstance(static, property):
+        return static
+    if isinstance(static, types.MemberDescriptorType | types.GetSetDescriptorType):
+        return None
+    if _is_data_descriptor(static) and not isinstance(static, type):
+        return static
+    return None
+
+
+def _set_through_descriptor(
+    tx: Translator, target: Value, cls: type, name: str, value: Value
+) -> bool:
+    """obj.name = value where the class's data descriptor takes the write: its setter runs."""
+    from dynamo_capture.calls import call
+
+    descriptor = _user_data_descriptor(cls, name)
+    if descriptor is None:
+        return False
+    _guard_class_attribute(tx, cls, name, descriptor)
+    if isinstance(descriptor, property):
+        if descriptor.fset is None:
+            from dynamo_capture.errors import raised_by_python
+
+            error = AttributeError(f"property {name!r} of {cls.__name__!r} object has no setter")
+            raise raised_by_python(error)
+        if not isinstance(descriptor.fset, types.FunctionType):
+            raise Unsupported(f"property {name!r} of {cls.__name__} with a C setter")
+        call(tx, PythonValue(descriptor.fset), [target, value], {})
+        return True
+    setter = getattr(type(descriptor), "__set__", None)
+    if not isinstance(setter, types.FunctionType):
+        raise Unsupported(f"write through the descriptor {name!r} of {cls.__name__}")
+    call(tx, PythonValue(setter), [PythonValue(descriptor), target, value], {})
+    return True
 
 
 def _torch_defines(cls: type, name: str) -> bool:
@@ -441,7 +510,13 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
 
             call(tx, PythonValue(setter), [target, PythonValue(name), value], {})
             return
-        target.attrs[name] = value
+        if not _set_through_descriptor(tx, target, target.cls, name, value):
+            if isinstance(target, ObjectValue) and not _can_hold(target.cls, name):
+                from dynamo_capture.errors import raised_by_python
+
+                message = f"{target.cls.__name__!r} object has no attribute {name!r}"
+                raise raised_by_python(AttributeError(message))
+            target.attrs[name] = value
         return
     if isinstance(target, FunctionValue):
         from dynamo_capture.function_values import set_function_attr
@@ -449,7 +524,27 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
         if set_function_attr(target, name, value):
             return
     if isinstance(target, PythonValue) and _replayable_attribute(target.obj, name):
-        tx.ctx.attr_writes[(id(target.obj), name)] = (target.obj, target.source, value)
+        cls = type(target.obj)
+        setter = inspect.getattr_static(cls, "__setattr__", None)
+        if (
+            isinstance(setter, types.FunctionType)
+            and not raw
+            and not _torch_defines(cls, "__setattr__")
+        ):
+            from dynamo_capture.calls import call
+
+            call(tx, PythonValue(setter), [target, PythonValue(name), value], {})
+            return
+        if _set_through_descriptor(tx, target, cls, name, value):
+            return
+        if id(getattr(target.obj, "__dict__", None)) in tx.ctx.shadows:
+            raise Unsupported("setting an attribute of an object whose __dict__ the frame changed")
+        key = (id(target.obj), name)
+        tx.ctx.attr_writes[key] = (target.obj, target.source, value)
+        if raw:
+            tx.ctx.raw_attr_writes.add(key)
+        else:
+            tx.ctx.raw_attr_writes.discard(key)
         return
     kind = target.obj if isinstance(target, PythonValue) else target
     raise Unsupported(

@@ -23,7 +23,7 @@ import torch
 
 from dynamo_capture import side_effects
 from dynamo_capture.attributes import get_attr, set_attr
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.errors import Unsupported, raised_by_python
 from dynamo_capture.operations import (
     COMPARE,
     NotConstant,
@@ -43,12 +43,15 @@ from dynamo_capture.operations import (
     set_item,
     truth,
     unary_op,
+    user_override,
 )
+from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
 from dynamo_capture.state import is_compiling, is_exporting
 from dynamo_capture.sym_numbers import SYM_FUNCTIONS, concrete_numbers, is_symbolic_number
 from dynamo_capture.values import (
     DictValue,
     DictViewValue,
+    FakeId,
     IteratorValue,
     ListValue,
     ObjectValue,
@@ -125,6 +128,9 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
     (value,) = args
     value = side_effects.current(tx, value)
+    override = user_override(value, "__len__")
+    if override is not None:
+        return call(tx, PythonValue(override), [value], {})
     if isinstance(value, TensorValue):
         if value.data_dependent_shape:
             raise Unsupported("len() of a tensor whose shape depends on data")
@@ -261,7 +267,17 @@ def _object_setattr(tx: Translator, args: list[Value], kwargs: dict[str, Value])
 
 @handles(object.__new__)
 def _object_new(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ObjectValue(args[0].obj)  # type: ignore[attr-defined]
+    cls = as_constant(args[0])
+    if (len(args) > 1 or kwargs) and (
+        cls.__new__ is not object.__new__ or cls.__init__ is object.__init__
+    ):
+        error = TypeError(f"{cls.__name__}() takes no arguments")
+        if cls.__new__ is not object.__new__:
+            error = TypeError(
+                "object.__new__() takes exactly one argument (the type to instantiate)"
+            )
+        raise raised_by_python(error)
+    return ObjectValue(cls)
 
 
 @handles(builtins.callable)
@@ -350,7 +366,17 @@ def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 @handles(builtins.reversed)
 def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return IteratorValue(list(reversed(sequence_items(tx, args[0]))))
+    from dynamo_capture.calls import call
+
+    (value,) = args
+    own = _user_dunder(tx, value, "__reversed__")
+    if own is not None:
+        return call(tx, PythonValue(own), [value], {})
+    if isinstance(value, ObjectValue | PythonValue) and _user_dunder(tx, value, "__getitem__"):
+        # the sequence protocol: __len__, then items len-1 ... 0
+        length = as_constant(_len(tx, [value], {}))
+        return IteratorValue([get_item(tx, value, PythonValue(i)) for i in reversed(range(length))])
+    return IteratorValue(list(reversed(sequence_items(tx, value))))
 
 
 @handles(builtins.map)
@@ -607,13 +633,20 @@ def _super(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
     builtins.eval,
     builtins.globals,
     builtins.locals,
-    builtins.vars,
     builtins.breakpoint,
 )
 def _unsupported_builtin(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     raise Unsupported(
         "a call to print/input/open/exec/eval/globals/locals/vars (needs a graph break)"
     )
+
+
+@handles(builtins.vars)
+def _vars(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """vars(obj) is obj.__dict__ (live); vars() with no argument is locals()."""
+    if len(args) != 1 or kwargs:
+        raise Unsupported("vars() without an argument (the frame's locals)")
+    return get_attr(tx, args[0], "__dict__")
 
 
 def _outside_object(value: Value, what: str) -> Any:
@@ -633,9 +666,17 @@ def _id(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if parameter is not None:  # a module's parameter: the same object from call to call
         tx.ctx.guards.id_match(args[0].source, parameter)
         return PythonValue(id(parameter))
-    obj = _outside_object(args[0], "id()")
-    guard_identity(tx, args[0])
-    return PythonValue(id(obj))
+    value = args[0]
+    if isinstance(value, TensorValue) or (
+        isinstance(value, PythonValue) and isinstance(value.obj, torch.Tensor)
+    ):
+        _outside_object(value, "id()")  # a tensor of the graph: a break
+    if not isinstance(value, PythonValue):
+        # made or traced in the frame: a stand-in number, the same for the same object
+        # while capturing (ids compare and key dicts as eagerly); it cannot leave the frame
+        return PythonValue(FakeId(id(value)))
+    guard_identity(tx, value)
+    return PythonValue(id(value.obj))
 
 
 def _input_parameter(tx: Translator, value: Value) -> torch.nn.Parameter | None:
@@ -661,6 +702,7 @@ def _deepcopy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 @handles(inspect.signature)
 def _signature(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """inspect.signature of a callable known at capture time."""
+    from dynamo_capture.function_values import function_attr
     from dynamo_capture.values import FunctionValue, MethodValue
 
     target = args[0]
@@ -668,13 +710,27 @@ def _signature(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
         receiver = target.self_value.obj if isinstance(target.self_value, PythonValue) else object()
         real: Any = types.MethodType(target.func.obj, receiver)
     elif isinstance(target, FunctionValue):
+        try:  # the signature shows the defaults and annotations: they must be constants
+            defaults = tuple(as_constant(d) for d in target.defaults) or None
+            kwdefaults = {k: as_constant(v) for k, v in target.kwdefaults.items()} or None
+            annotations = function_attr(target, "__annotations__")
+            annotations = dict_items(tx, annotations) if annotations is not None else None
+            if annotations is None or "__annotations__" in target.attrs:
+                raise NotConstant
+            annotations = {k: as_constant(v) for k, v in annotations.items()}
+        except NotConstant:
+            raise Unsupported(
+                "inspect.signature of a function with non-constant defaults"
+            ) from None
         real = types.FunctionType(
             target.code,
             target.globals,
             target.name,
-            None,
+            defaults,
             tuple(types.CellType() for _ in target.code.co_freevars),
         )
+        real.__kwdefaults__ = kwdefaults
+        real.__annotations__ = annotations
     elif isinstance(target, PythonValue):
         real = target.obj
     else:
@@ -696,7 +752,10 @@ def _chain(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
 
 @handles(functools.partial)
 def _partial(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return PartialValue(args[0], list(args[1:]), dict(kwargs))
+    func = args[0]
+    if isinstance(func, PartialValue):  # partial(partial(f, a), b) is partial(f, a, b)
+        return PartialValue(func.func, [*func.args, *args[1:]], {**func.kwargs, **kwargs})
+    return PartialValue(func, list(args[1:]), dict(kwargs))
 
 
 @handles(functools.reduce)
@@ -831,4 +890,51 @@ for _fn in SYM_FUNCTIONS:
 for _fn in PURE_FUNCTIONS:
     BUILTIN_HANDLERS.setdefault(
         _fn, (lambda f: lambda tx, args, kwargs: _fold(f, args, kwargs))(_fn)
+    )
+
+
+# ----- builtins that call a dunder of their argument's class ---------------------------
+def _user_dunder(tx: Translator, value: Value, name: str) -> types.FunctionType | None:
+    """The Python method `name` of a user class `value` is an instance of, else None."""
+    if not isinstance(value, ObjectValue | PythonValue | TupleValue | ListValue | DictValue):
+        return None
+    if isinstance(value, PythonValue) and is_constant(value.obj):
+        return None  # an enum member, a number: folded
+    cls = python_type_of(value)
+    module = getattr(cls, "__module__", "builtins") or "builtins"
+    if module == "builtins" or module.split(".")[0] in TRUSTED_MODULES:
+        return None
+    method = inspect.getattr_static(cls, name, None)
+    if not isinstance(method, types.FunctionType):
+        return None
+    tx.ctx.guards.class_attribute(cls, name, method)
+    return method
+
+
+def _calls_dunder(name: str, fallback: Handler) -> Handler:
+    """abs(obj) runs type(obj).__abs__(obj) for a user class, as eagerly."""
+
+    def handler(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        method = _user_dunder(tx, args[0], name) if args else None
+        if method is None:
+            return fallback(tx, args, kwargs)
+        from dynamo_capture.calls import call
+
+        return call(tx, PythonValue(method), list(args), kwargs)
+
+    return handler
+
+
+_PROTOCOL_DUNDERS = {
+    builtins.abs: "__abs__", operator.abs: "__abs__", builtins.round: "__round__",
+    builtins.divmod: "__divmod__", builtins.format: "__format__", operator.index: "__index__",
+    builtins.int: "__int__", builtins.float: "__float__", builtins.complex: "__complex__",
+    math.floor: "__floor__", math.ceil: "__ceil__", math.trunc: "__trunc__",
+    operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__",
+}  # fmt: skip
+for _fn, _dunder in _PROTOCOL_DUNDERS.items():
+    BUILTIN_HANDLERS[_fn] = _calls_dunder(
+        _dunder,
+        BUILTIN_HANDLERS.get(_fn)
+        or (lambda f: lambda tx, args, kwargs: call_c_function(tx, f, args, kwargs))(_fn),
     )

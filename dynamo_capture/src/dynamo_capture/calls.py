@@ -17,6 +17,7 @@ a user class                                 a new ObjectValue, its __init__ inl
 from __future__ import annotations
 
 import collections
+import enum
 import functools
 import inspect
 import itertools
@@ -730,18 +731,43 @@ def construct(
 
             call_method(tx, instance_dict, "__init__", list(args), kwargs)
         return instance_dict
+    if isinstance(cls, enum.EnumMeta) and not kwargs:
+        try:  # Color("red"): a lookup of an existing member by its value
+            return PythonValue(cls(*(as_constant(a) for a in args)))
+        except NotConstant:
+            raise Unsupported(f"{cls.__name__}(...) of a value known only when it runs") from None
+        except ValueError as error:
+            from dynamo_capture.errors import raised_by_python
+
+            raise raised_by_python(error) from None
     if type(cls) not in (type, __import__("abc").ABCMeta):
         raise Unsupported(f"creating an instance of {cls.__name__}, whose metaclass is custom")
-    if cls.__new__ is not object.__new__ or any(
-        base.__module__ == "builtins" and base is not object for base in cls.__mro__
-    ):
-        raise Unsupported(f"creating an instance of {cls.__name__} (a builtin subclass or __new__)")
-    instance = ObjectValue(cls)
+    if any(base.__module__ == "builtins" and base is not object for base in cls.__mro__):
+        raise Unsupported(f"creating an instance of {cls.__name__} (a builtin subclass)")
+    new = cls.__new__
+    if getattr(cls, "__abstractmethods__", None):
+        try:
+            object.__new__(cls)  # raises TypeError, naming the abstract methods
+        except TypeError as error:
+            from dynamo_capture.errors import raised_by_python
+
+            raise raised_by_python(error) from None
+    if new is object.__new__:
+        instance: Value = ObjectValue(cls)
+    elif isinstance(new, types.FunctionType):
+        # type.__call__: cls.__new__(cls, ...), then __init__ where it made an instance of cls
+        tx.ctx.guards.class_attribute(cls, "__new__", new)
+        instance = inline_function(tx, new, [cls_value, *args], kwargs, None)
+        if not issubclass(python_type_of(instance), cls):
+            return instance
+        cls = python_type_of(instance)
+    else:
+        raise Unsupported(f"creating an instance of {cls.__name__}, whose __new__ is in C")
     init = cls.__init__
     tx.ctx.guards.class_attribute(cls, "__init__", init)
     if isinstance(init, types.FunctionType):
         inline_function(tx, init, [instance, *args], kwargs, None)
-    elif args or kwargs:
+    elif (args or kwargs) and new is object.__new__:
         raise Unsupported(f"{cls.__name__}() takes no arguments")
     return instance
 

@@ -44,6 +44,7 @@ from dynamo_capture.errors import (
 )
 from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
+from dynamo_capture.function_values import function_attr
 from dynamo_capture.functorch_inline import InlinedTransform
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
 from dynamo_capture.interpreter import Translator, check_registry
@@ -59,6 +60,7 @@ from dynamo_capture.values import (
     ContextValue,
     DictValue,
     DictViewValue,
+    FakeId,
     FunctionValue,
     IteratorValue,
     ListValue,
@@ -674,7 +676,13 @@ class OutputPlan:
         kwdefaults = ", ".join(
             f"{name!r}: {self.expr(item)}" for name, item in value.kwdefaults.items()
         )
-        attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
+        attributes = dict(value.attrs)
+        if value.annotations is not None and "__annotations__" not in attributes:
+            annotations = function_attr(value, "__annotations__")
+            if annotations is None:
+                raise Unsupported(f"returning the function {value.name!r} with its annotations")
+            attributes["__annotations__"] = annotations
+        attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in attributes.items())
         return (
             f"___make_function({self._constant(value.code)}, {self._constant(value.globals)}, "
             f"{defaults}, {{{kwdefaults}}}, ({''.join(cells)}), {{{attrs}}})"
@@ -683,14 +691,11 @@ class OutputPlan:
     def replays(self) -> list[str]:
         """Statements that redo the frame's attribute writes on outside objects, in order."""
         lines = []
-        for obj, source, value in self.ctx.attr_writes.values():
+        for key, (obj, source, value) in self.ctx.attr_writes.items():
             target = source.expr if source is not None else self._constant(obj)
-            name = next(
-                name
-                for (key, name), entry in self.ctx.attr_writes.items()
-                if entry[0] is obj and entry[2] is value
-            )
-            lines.append(f"setattr({target}, {name!r}, {self.expr(value)})")
+            # a write object.__setattr__ made (inside a class's own __setattr__) skips it
+            setter = "object.__setattr__" if key in self.ctx.raw_attr_writes else "setattr"
+            lines.append(f"{setter}({target}, {key[1]!r}, {self.expr(value)})")
         for (_, name), (scope, value) in self.ctx.global_writes.items():
             lines.append(f"{self._constant(scope)}[{name!r}] = {self.expr(value)}")
         for obj, source, shadow in self.ctx.shadows.values():
@@ -710,6 +715,8 @@ class OutputPlan:
         obj = value.obj
         if isinstance(obj, InlinedTransform) and obj.applied is None:
             raise Unsupported("a torch.func transform of a closure leaving the compiled frame")
+        if isinstance(obj, FakeId):
+            raise Unsupported("the id() of an object made in the frame leaves the frame")
         if has_symbolic(obj):
             if value.source is not None:
                 return value.source.expr  # an int or float input made symbolic: read again

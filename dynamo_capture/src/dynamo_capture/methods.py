@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,10 @@ from dynamo_capture.errors import Unsupported
 from dynamo_capture.operations import (
     NotConstant,
     as_constant,
+    builtin_contains,
+    builtin_get_item,
+    builtin_items,
+    builtin_set_item,
     dict_items,
     hashable_key,
     key_value,
@@ -494,6 +499,29 @@ def _iterator_next(tx: Translator, iterator: IteratorValue, args: list[Value]) -
     raise ExceptionRaised(PythonValue(StopIteration()))
 
 
+# ----- the builtin dunders, called past a subclass's own (super().__getitem__(i)) ------
+def _builtin_delitem(tx: Translator, container: Value, args: list[Value], kwargs: Any) -> Value:
+    if not (isinstance(container, ListValue | DictValue) and container.source is None):
+        raise Unsupported("del container[index] on a container outside the frame (a side effect)")
+    del container.items[as_constant(args[0])]
+    return _none()
+
+
+def _builtin_setitem(tx: Translator, container: Value, args: list[Value], kwargs: Any) -> Value:
+    builtin_set_item(tx, container, args[0], args[1])
+    return _none()
+
+
+CONTAINER_DUNDERS: dict[str, Method] = {
+    "__getitem__": lambda tx, c, a, k: builtin_get_item(tx, c, a[0]),
+    "__setitem__": _builtin_setitem,
+    "__delitem__": _builtin_delitem,
+    "__len__": lambda tx, c, a, k: PythonValue(len(builtin_items(tx, c))),
+    "__contains__": lambda tx, c, a, k: PythonValue(builtin_contains(tx, a[0], c)),
+    "__iter__": lambda tx, c, a, k: IteratorValue(builtin_items(tx, c)),
+}
+
+
 # ----- dispatch ----------------------------------------------------------
 def call_method(
     tx: Translator, receiver: Value, name: str, args: list[Value], kwargs: dict[str, Value]
@@ -512,6 +540,19 @@ def call_method(
         from dynamo_capture.dict_views import call_view_method
 
         return call_view_method(tx, receiver, name, args, kwargs)
+    if name in CONTAINER_DUNDERS and isinstance(
+        receiver, TupleValue | ListValue | DictValue | SetValue
+    ):
+        return CONTAINER_DUNDERS[name](tx, receiver, args, kwargs)
+    if (
+        isinstance(receiver, PythonValue)
+        and isinstance(receiver.obj, types.MappingProxyType)
+        and receiver.source is None
+        and not any(isinstance(item, torch.Tensor) for item in receiver.obj.values())
+    ):
+        # a read-only mapping made while capturing (a Signature's parameters): its items now
+        snapshot = DictValue({key: PythonValue(item) for key, item in receiver.obj.items()})
+        return call_method(tx, snapshot, name, args, kwargs)
     table = _table_for(receiver)
     if table is not None and name in table:
         return table[name](tx, receiver, args, kwargs)

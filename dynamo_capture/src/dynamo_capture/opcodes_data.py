@@ -30,6 +30,7 @@ from dynamo_capture.operations import (
     sequence_items,
     set_item,
     unary_op,
+    user_override,
 )
 from dynamo_capture.output_graph import TRUSTED_MODULES
 from dynamo_capture.resume import UNBOUND, generated_from
@@ -370,6 +371,12 @@ def store_subscr(tx: Translator, inst: Instruction) -> None:
 def delete_subscr(tx: Translator, inst: Instruction) -> None:
     index = tx.pop()
     container = tx.pop()
+    override = user_override(container, "__delitem__")
+    if override is not None:
+        from dynamo_capture.calls import call
+
+        call(tx, PythonValue(override), [container, index], {})
+        return
     if isinstance(container, ListValue | DictValue) and container.source is None:
         key = as_constant(index)
         del container.items[key]

@@ -24,6 +24,7 @@ from dynamo_capture.values import (
     ContextValue,
     DictValue,
     DictViewValue,
+    FakeId,
     FunctionValue,
     IteratorValue,
     ListValue,
@@ -82,6 +83,9 @@ _DUNDER = {
     operator.eq: ("__eq__", "__eq__"), operator.ne: ("__ne__", "__ne__"),
     operator.lt: ("__lt__", "__gt__"), operator.gt: ("__gt__", "__lt__"),
     operator.le: ("__le__", "__ge__"), operator.ge: ("__ge__", "__le__"),
+    operator.and_: ("__and__", "__rand__"), operator.or_: ("__or__", "__ror__"),
+    operator.xor: ("__xor__", "__rxor__"), operator.lshift: ("__lshift__", "__rlshift__"),
+    operator.rshift: ("__rshift__", "__rrshift__"),
 }  # fmt: skip
 _INPLACE_TO_PLAIN = {
     operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
@@ -113,7 +117,7 @@ def as_constant(value: Value) -> Any:
     """The Python constant `value` stands for, or NotConstant."""
     if isinstance(value, PythonValue):
         obj = value.obj
-        if is_constant(obj) or isinstance(obj, (torch.Size, *_SYMBOLIC_NUMBERS)):
+        if is_constant(obj) or isinstance(obj, (torch.Size, FakeId, *_SYMBOLIC_NUMBERS)):
             return obj  # symbolic sizes compute on their own (recording guards)
         if isinstance(obj, list) and all(is_constant(item) for item in obj):
             return list(obj)
@@ -247,6 +251,8 @@ def truth(tx: Translator, value: Value) -> bool:
             "data-dependent control flow: the truth value of a tensor (if/while/and/or on a "
             "tensor) is only known when it runs"
         )
+    if user_override(value, "__bool__") or user_override(value, "__len__"):
+        return _object_truth(tx, value, python_type_of(value))
     if isinstance(value, TupleValue | ListValue):
         return bool(value.items)
     if isinstance(value, DictValue | SetValue):
@@ -310,6 +316,17 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
             return left
         return result
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
+    names = _DUNDER.get(plain, ())
+    if fn in _INPLACE_TO_PLAIN and names:  # `a += b` tries a user class's __iadd__ first
+        inplace = getattr(python_type_of(left), "__i" + names[0][2:], None)
+        if isinstance(inplace, types.FunctionType):
+            from dynamo_capture.calls import call
+
+            result = call(tx, PythonValue(inplace), [left, right], {})
+            if not (isinstance(result, PythonValue) and result.obj is NotImplemented):
+                return result
+    if any(user_override(side, name) for side in (left, right) for name in names):
+        return _dunder_op(tx, plain, left, right)  # a container subclass's own operator
     try:
         constants = (as_constant(left), as_constant(right))
         return _folded(tx, plain, constants)
@@ -511,6 +528,13 @@ def unary_op(tx: Translator, fn: Any, value: Value) -> Value:
 def sequence_items(tx: Translator, value: Value) -> list[Value]:
     """The items iterating `value` gives (consumes an iterator)."""
     value = side_effects.current(tx, value)
+    if user_override(value, "__iter__") is not None:
+        return _user_iter(tx, value)
+    return builtin_items(tx, value)
+
+
+def builtin_items(tx: Translator, value: Value) -> list[Value]:
+    """The items iterating `value` gives, past a container subclass's own __iter__."""
     if isinstance(value, TupleValue | ListValue):
         return list(value.items)
     if isinstance(value, IteratorValue):
@@ -558,6 +582,10 @@ def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
         ]
     if isinstance(obj, torch.nn.ParameterList):
         return [tx.ctx.wrap(item, item_source(source, index)) for index, item in enumerate(obj)]
+    if isinstance(obj, list | tuple | dict) and type(obj).__module__ != "builtins":
+        if _defines_in_python(obj, "__iter__"):
+            return _user_iter(tx, value)
+        _check_items_read_as_iterated(obj)
     if isinstance(obj, list | tuple | collections.deque):
         return [tx.ctx.wrap(item, item_source(source, index)) for index, item in enumerate(obj)]
     if isinstance(obj, dict):
@@ -569,10 +597,30 @@ def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
     return _user_iter(tx, value)
 
 
+def _defines_in_python(obj: Any, name: str) -> bool:
+    import inspect
+
+    return isinstance(inspect.getattr_static(type(obj), name, None), types.FunctionType)
+
+
+def _check_items_read_as_iterated(obj: Any) -> None:
+    """An outside container's items are read back as `obj[key]`: a subclass whose own
+    __getitem__ gives other values than iterating it would feed the graph those."""
+    if _defines_in_python(obj, "__getitem__"):
+        raise Unsupported(
+            f"iterating a {type(obj).__name__} from outside the frame, whose __getitem__ is "
+            "its own (its items are read back by index)"
+        )
+
+
 def _user_iter(tx: Translator, value: Value) -> list[Value]:
     from dynamo_capture.calls import call
 
     method = getattr(python_type_of(value), "__iter__", None)
+    if method is None and isinstance(
+        getattr(python_type_of(value), "__getitem__", None), types.FunctionType
+    ):
+        return _old_sequence_items(tx, value)
     if method is collections.abc.Sequence.__iter__:
         # Sequence.__iter__ stops at the IndexError of __getitem__; iterate up to len() instead.
         length = as_constant(call(tx, PythonValue(len), [value], {}))
@@ -588,6 +636,20 @@ def _user_iter(tx: Translator, value: Value) -> list[Value]:
 
 
 MAX_USER_ITERATOR_ITEMS = 10_000
+
+
+def _old_sequence_items(tx: Translator, value: Value) -> list[Value]:
+    """Iterating an object with __getitem__ and no __iter__: items 0, 1, ... until its
+    __getitem__ raises IndexError (or StopIteration)."""
+    items: list[Value] = []
+    while len(items) < MAX_USER_ITERATOR_ITEMS:
+        try:
+            items.append(get_item(tx, value, PythonValue(len(items))))
+        except ExceptionRaised as error:
+            if isinstance(error.value.obj, IndexError | StopIteration):
+                return items
+            raise raised_ahead(error, "a sequence's __getitem__") from None
+    raise Unsupported(f"a user sequence gave more than {MAX_USER_ITERATOR_ITEMS} items")
 
 
 def _drain_user_iterator(tx: Translator, iterator: ObjectValue) -> list[Value]:
@@ -633,6 +695,7 @@ def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
     if isinstance(value, DictValue):
         return dict(value.items)
     if isinstance(value, PythonValue) and isinstance(value.obj, dict):
+        _check_items_read_as_iterated(value.obj)
         source = value.source
         return {key: tx.ctx.wrap(item, item_source(source, key)) for key, item in value.obj.items()}
     if isinstance(value, PythonValue) and isinstance(value.obj, torch.nn.ModuleDict):
@@ -664,6 +727,14 @@ def _index_constant(tx: Translator, index: Value) -> Any:
 def get_item(tx: Translator, container: Value, index: Value) -> Value:
     """container[index]."""
     container = side_effects.current(tx, container)
+    override = user_override(container, "__getitem__")
+    if override is not None:
+        return _call_override(tx, override, container, [index])
+    return builtin_get_item(tx, container, index)
+
+
+def builtin_get_item(tx: Translator, container: Value, index: Value) -> Value:
+    """container[index] as the builtin type does it (list.__getitem__ of a subclass)."""
     if _numpy_operand(container):
         from dynamo_capture.numpy_arrays import ndarray_item
 
@@ -682,9 +753,11 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
         try:
             return container.items[operator.index(key)]
         except IndexError as error:
+            if container.source is None:  # its items are known: the code raises this
+                from dynamo_capture.errors import raised_by_python
+
+                raise raised_by_python(error) from None
             raise Unsupported(f"IndexError while capturing: {error}") from error
-    if isinstance(container, DictValue) and _python_override(container.cls, "__getitem__"):
-        return _dunder_call(tx, container, "__getitem__", [index])
     if isinstance(container, DictValue):
         key = (
             hashable_key(index)
@@ -692,6 +765,9 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
             else _index_constant(tx, index)
         )
         factory = container.attrs.get("default_factory")
+        missing = user_override(container, "__missing__")
+        if key not in container.items and missing is not None:
+            return _call_override(tx, missing, container, [index])
         if key not in container.items and factory is not None and container.source is None:
             if not (isinstance(factory, PythonValue) and factory.obj is None):
                 from dynamo_capture.calls import call
@@ -735,16 +811,77 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
             name = key if isinstance(key, str) else names[operator.index(key)]
             return tx.ctx.wrap(item, _submodule_source(source, name, item))
         return tx.ctx.wrap(item, item_source(source, key))
+    if isinstance(obj, type):
+        return _class_subscript(tx, container, index)
+    if type(obj).__module__ in ("typing", "types"):  # typing.Optional[int], List[int]
+        try:
+            return PythonValue(obj[as_constant(index)])
+        except NotConstant:
+            raise Unsupported("a typing subscript of values known only when it runs") from None
     return _dunder_call(tx, container, "__getitem__", [index])
 
 
-def _python_override(cls: type, name: str) -> bool:
-    """Whether `cls` (a subclass of a builtin) defines `name` in Python."""
+def _class_subscript(tx: Translator, cls_value: PythonValue, index: Value) -> Value:
+    """cls[index]: a user class's __class_getitem__ inlined, a builtin generic (list[int],
+    a typing generic) folded on a constant index."""
     import inspect
 
-    return cls not in (dict, list, tuple) and isinstance(
-        inspect.getattr_static(cls, name, None), types.FunctionType
-    )
+    cls = cls_value.obj
+    static = inspect.getattr_static(cls, "__class_getitem__", None)
+    method = static.__func__ if isinstance(static, classmethod) else static
+    if isinstance(method, types.FunctionType):
+        from dynamo_capture.calls import call
+
+        tx.ctx.guards.class_attribute(cls, "__class_getitem__", method, bound=True)
+        return call(tx, PythonValue(method), [cls_value, index], {})
+    if static is None:
+        import enum
+
+        if isinstance(cls, enum.EnumMeta):  # Color["RED"]: a member by its name
+            try:
+                return PythonValue(cls[as_constant(index)])
+            except KeyError as error:
+                from dynamo_capture.errors import raised_by_python
+
+                raise raised_by_python(error) from None
+            except NotConstant:
+                raise Unsupported(
+                    f"{cls.__name__}[...] of a value known only when it runs"
+                ) from None
+        return _dunder_call(tx, cls_value, "__getitem__", [index])  # the metaclass's own
+    try:
+        return PythonValue(cls[as_constant(index)])
+    except NotConstant:
+        raise Unsupported(f"{cls.__name__}[...] of a value known only when it runs") from None
+
+
+_BUILTIN_CONTAINER_CLASSES = frozenset(
+    {tuple, list, dict, set, frozenset, torch.Size, collections.deque, collections.OrderedDict,
+     collections.defaultdict}
+)  # fmt: skip
+
+
+def user_override(value: Value, name: str) -> types.FunctionType | None:
+    """The Python method `name` of a user subclass of a builtin container, else None.
+
+    `class Doubling(list): def __getitem__(self, i): ...` made in the frame is a
+    ListValue whose `cls` is Doubling: its `d[i]`, `len(d)`, `x in d`, `for x in d`
+    and operators run the subclass's methods, as eagerly.
+    """
+    if not isinstance(value, TupleValue | ListValue | DictValue | SetValue):
+        return None
+    if value.cls in _BUILTIN_CONTAINER_CLASSES:
+        return None
+    import inspect
+
+    static = inspect.getattr_static(value.cls, name, None)
+    return static if isinstance(static, types.FunctionType) else None
+
+
+def _call_override(tx: Translator, method: Any, receiver: Value, args: list[Value]) -> Value:
+    from dynamo_capture.calls import call
+
+    return call(tx, PythonValue(method), [receiver, *args], {})
 
 
 def _dunder_call(tx: Translator, receiver: Value, name: str, args: list[Value]) -> Value:
@@ -759,6 +896,15 @@ def _dunder_call(tx: Translator, receiver: Value, name: str, args: list[Value]) 
 def set_item(tx: Translator, container: Value, index: Value, value: Value) -> None:
     """container[index] = value."""
     container = side_effects.for_write(tx, container)
+    override = user_override(container, "__setitem__")
+    if override is not None:
+        _call_override(tx, override, container, [index, value])
+        return
+    builtin_set_item(tx, container, index, value)
+
+
+def builtin_set_item(tx: Translator, container: Value, index: Value, value: Value) -> None:
+    """container[index] = value as the builtin type does it (dict.__setitem__ of a subclass)."""
     if isinstance(container, TensorValue):
         tx.ctx.call(
             "call_function", operator.setitem, (container, index, value), {},
@@ -771,9 +917,6 @@ def set_item(tx: Translator, container: Value, index: Value, value: Value) -> No
             container.items[key] = sequence_items(tx, value)
         else:
             container.items[key] = value
-        return
-    if isinstance(container, DictValue) and _python_override(container.cls, "__setitem__"):
-        _dunder_call(tx, container, "__setitem__", [index, value])
         return
     if isinstance(container, DictValue) and container.source is None:
         container.items[_index_constant(tx, index)] = value
@@ -804,6 +947,14 @@ def _tensor_in_sequence(item: TensorValue, candidates: list[Value]) -> bool:
 def contains(tx: Translator, item: Value, container: Value) -> bool:
     """item in container, for capture-time keys and items."""
     container = side_effects.current(tx, container)
+    override = user_override(container, "__contains__")
+    if override is not None:
+        return truth(tx, _call_override(tx, override, container, [item]))
+    return builtin_contains(tx, item, container)
+
+
+def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
+    """item in container as the builtin type does it (list.__contains__ of a subclass)."""
     if isinstance(item, TensorValue | ObjectValue) and isinstance(container, DictValue | SetValue):
         return hashable_key(item) in container.items  # tensors hash by identity
     if isinstance(item, TensorValue) and isinstance(container, TupleValue | ListValue):

@@ -213,6 +213,8 @@ class CaptureContext:
         self._by_id: dict[int, TensorValue] = {}
         # attribute writes to objects that exist outside the frame, replayed after the graph
         self.attr_writes: dict[tuple[int, str], tuple[Any, Source | None, Value]] = {}
+        # those of them made by object.__setattr__: replayed the same way, past __setattr__
+        self.raw_attr_writes: set[tuple[int, str]] = set()
         # id(real closure cell) -> (the cell, its value): one value per real cell
         self.real_cell_values: dict[int, tuple[Any, Any]] = {}
         # outside lists/dicts written to: id -> (object, source, shadow Value)  (side_effects)

@@ -24,12 +24,14 @@ from __future__ import annotations
 import builtins
 import collections
 import contextlib
+import heapq
 import itertools
 import keyword
 import math
 import operator
 import string
 import sys
+import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -203,6 +205,24 @@ def _compress(data, selectors):
             yield element
 
 
+def _count_elements(mapping, iterable):
+    for element in iterable:
+        mapping[element] = mapping.get(element, 0) + 1
+
+
+def _tee(iterable, n=2):
+    items = list(iterable)  # read whole, as the stand-ins read their iterables
+    return tuple(iter(items) for _ in range(n))
+
+
+def _nlargest(n, iterable, key=None):
+    return sorted(iterable, key=key, reverse=True)[:n]  # as heapq documents it
+
+
+def _nsmallest(n, iterable, key=None):
+    return sorted(iterable, key=key)[:n]
+
+
 def _itemgetter_call(items, obj):
     if len(items) == 1:
         return obj[items[0]]
@@ -240,6 +260,10 @@ STAND_INS: dict[Any, Callable[..., Any]] = {
     itertools.dropwhile: _dropwhile,
     itertools.filterfalse: _filterfalse,
     itertools.compress: _compress,
+    itertools.tee: _tee,
+    heapq.nlargest: _nlargest,
+    heapq.nsmallest: _nsmallest,
+    collections._count_elements: _count_elements,  # Counter.update's counting loop
 }
 
 # Pure C callables (and this module's index helpers): folded on constant arguments.
@@ -255,6 +279,8 @@ FOLDED: set[Any] = {
     math.gcd,
     math.lcm,
     string.capwords,
+    typing.get_origin,
+    typing.get_args,
     collections.namedtuple,  # a class made from constants: made once, at capture time
     operator.itemgetter,
     operator.attrgetter,

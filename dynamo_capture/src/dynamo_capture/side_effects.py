@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING, Any
 
+from dynamo_capture.errors import Unsupported
 from dynamo_capture.values import DictValue, ListValue, PythonValue, Value
 
 if TYPE_CHECKING:
@@ -60,6 +61,12 @@ def for_write(tx: Translator, value: Value, method: str = "__setitem__") -> Valu
         shadow = ListValue(sequence_items(tx, value), cls=collections.deque, maxlen=obj.maxlen)
     else:
         shadow = DictValue(dict_items(tx, value))
+    if any(
+        getattr(written, "__dict__", None) is obj for written, _, _ in tx.ctx.attr_writes.values()
+    ):
+        # NOTE: the dict is the attribute dict of an object whose attributes the frame also
+        # set: the two replays would undo each other
+        raise Unsupported("writing to the __dict__ of an object whose attributes were set")
     tx.ctx.shadows[id(obj)] = (obj, value.source, shadow)  # type: ignore[attr-defined]
     return shadow
 

@@ -28,6 +28,7 @@ import torch.fx
 from dynamo_capture.sources import Source
 
 __all__ = [
+    "FakeId",
     "NULL",
     "BuiltinMethodValue",
     "CellValue",
@@ -239,3 +240,7 @@ class PartialValue(Value):
     args: list[Value]
     kwargs: dict[str, Value]
     source: Source | None = None
+
+
+class FakeId(int):
+    """id() of a value made during capture: compares like the real id, never leaves the frame."""
