@@ -293,3 +293,17 @@ def test_break_inside_saved_tensors_hooks_block_resumes_inside_it():
     torch.testing.assert_close(compiled(x), fn(x))
     assert seen == ["not here", "not here"]  # the eager statement ran inside the block
     assert hooks_message() is None
+
+
+def set_grad_enabled_as_decorator_in_frame(x):
+    @torch.set_grad_enabled(False)
+    def doubled(y):
+        return y * 2
+
+    out = doubled(x) + x
+    return out, out.requires_grad, torch.is_grad_enabled()
+
+
+def test_set_grad_enabled_decorator_restores_the_mode_like_eager():
+    check_like_torch(set_grad_enabled_as_decorator_in_frame, _grad_input)
+    assert torch.is_grad_enabled()

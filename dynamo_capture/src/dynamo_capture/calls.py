@@ -154,6 +154,13 @@ def _context_decorator(tx: Translator, context: ContextValue, func: Value) -> Va
     if made is None or not isinstance(func, FunctionValue | PythonValue):
         raise Unsupported("a context manager capture knows used as a decorator of this object")
     factory, factory_args = made
+    if context.kwargs.get("set_on_construction") and context.saved is not None:
+        # set_grad_enabled(mode) set the mode when made; its __call__ (the decorator)
+        # restores the mode before, and each call of the function sets it again
+        from dynamo_capture.methods import set_grad_mode
+
+        set_grad_mode(tx, context.saved)
+        context.saved = None
     fresh = PythonValue(functools.partial(factory, *factory_args))
     decorate = PythonValue(torch.utils._contextlib.context_decorator)
     return call(tx, decorate, [fresh, func], {})

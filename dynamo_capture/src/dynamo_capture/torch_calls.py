@@ -204,7 +204,7 @@ def construct_torch_class(
 
         previous = torch.is_grad_enabled()
         set_grad_mode(tx, bool(mode))
-        return ContextValue("grad", (bool(mode),), saved=previous)
+        return ContextValue("grad", (bool(mode),), {"set_on_construction": True}, saved=previous)
     if issubclass(cls, torch.autograd.profiler.record_function):
         return ContextValue("null")  # a profiler range: ignored in a graph, as torch.compile does
     if cls is torch.inference_mode:
