@@ -23,7 +23,7 @@ for each batched argument, f traced on tensors without their batch dimension,
 `_vmap_decrement_nesting()`. Graph and op counts then equal torch.compile's.
 
 The nodes call torch's functorch functions when the graph runs (`torch._C._functorch`,
-and the few Python helpers torch.func itself calls), so results are eager's; capture
+and `torch.func.vmap` once, for the batching rules it loads on first use), so results are eager's; capture
 only gives each node its result's metadata (`__ember_example__`). Anything else (pytree
 arguments, chunked vmap, non-constant options, a function capture cannot trace)
 keeps the opaque node of function_transforms.
@@ -31,7 +31,6 @@ keeps the opaque node of function_transforms.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -147,11 +146,16 @@ def _no_result(*args: Any) -> None:
     return None
 
 
+_VMAP_READY = False
+
+
 def _lazy_load_decompositions() -> None:
-    """torch.func.vmap registers its decompositions on first use; so does this node."""
-    predispatch = sys.modules.get("torch._functorch.predispatch")
-    if predispatch is not None:
-        predispatch.lazy_load_decompositions()
+    """torch.func.vmap registers its batching decompositions on its first call; this node
+    makes that first call (through the public `torch.func.vmap`) once a process."""
+    global _VMAP_READY
+    if not _VMAP_READY:
+        torch.func.vmap(torch.neg)(torch.zeros(1, 1))
+        _VMAP_READY = True
 
 
 def _add_batch_dim(tensor: torch.Tensor, in_dim: int, level: int) -> torch.Tensor:
