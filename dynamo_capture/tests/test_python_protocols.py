@@ -617,3 +617,25 @@ def test_items_of_outside_dict_subclass_with_own_getitem_are_eagers():
     compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward)
     got, expected = compiled(PlusOne(a=torch.ones(2))), fn(PlusOne(a=torch.ones(2)))
     torch.testing.assert_close(got, expected)
+
+
+def test_module_with_own_setattr_keeps_eagers_value():
+    class Doubling(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.k = 1
+
+        def __setattr__(self, name, value):
+            if name == "k":
+                value = value * 2
+            super().__setattr__(name, value)
+
+        def forward(self, x):
+            self.k = 3
+            return x * self.k
+
+    compiled_module, eager_module = Doubling(), Doubling()
+    compiled = dynamo_capture.optimize(compiled_module, backend=lambda gm, ex: gm.forward)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), eager_module(x))
+    assert compiled_module.k == eager_module.k == 6

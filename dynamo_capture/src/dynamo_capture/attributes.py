@@ -531,6 +531,10 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
             and not raw
             and not _torch_defines(cls, "__setattr__")
         ):
+            if isinstance(target.obj, torch.nn.Module):
+                # NOTE: its own __setattr__ would run nn.Module's in the frame; read back,
+                # the attribute would be the value before that __setattr__ changed it
+                raise Unsupported(f"setting {name!r} on a module whose class defines __setattr__")
             from dynamo_capture.calls import call
 
             call(tx, PythonValue(setter), [target, PythonValue(name), value], {})
