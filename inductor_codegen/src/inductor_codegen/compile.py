@@ -140,6 +140,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
         wrapper.text, kernel_text, {**wrapper.namespace, **graph.constants},
         tuple(sources.values()), graph.output_spec, config.cxx,
         opts.cxx_flags and config.flags, len(kernels), dict(graph.fallbacks),
+        graph.inputs_written_in_place,
     )  # fmt: skip
     return compiled
 
