@@ -109,3 +109,67 @@ def test_self_overlapping_input_is_not_written(tmp_path):
     x, index, v = torch.zeros(1, 3).expand(4, 3), torch.tensor([1]), torch.randn(1, 3)
     compiled = _compile(put, (x, index, v), ((1, 0),), "cpp", tmp_path)
     assert compiled.inputs_written_in_place == frozenset()
+
+
+def _running_mean(running, batch):
+    new = running * 0.9 + batch.mean(0) * 0.1
+    return batch * 2, new
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_pointwise_update_is_computed_into_the_input(path, tmp_path):
+    running, batch = torch.randn(6), torch.randn(5, 6)
+    compiled = _compile(_running_mean, (running, batch), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset({0})
+    assert " = running_1\n" in compiled.artifact("wrapper")  # no allocation
+    expected = _running_mean(running.clone(), batch)
+    actual = compiled(running, batch)
+    assert_close(actual[0], expected[0])
+    assert_close(running, expected[1])
+
+
+def test_pointwise_update_kernel_pointers_to_the_input_are_not_restrict(tmp_path):
+    running, batch = torch.randn(6), torch.randn(5, 6)
+    compiled = _compile(_running_mean, (running, batch), ((1, 0),), "cpp", tmp_path)
+    kernels = compiled.artifact("codegen")
+    assert "const float* in_ptr" in kernels and "float* out_ptr" in kernels
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_pointwise_update_reading_other_elements_is_not_in_place(path, tmp_path):
+    def shifted(running, batch):
+        new = running * 0.5 + running.roll(1, 0)
+        return batch * 2, new
+
+    running, batch = torch.randn(6), torch.randn(5, 6)
+    compiled = _compile(shifted, (running, batch), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset()
+    before = running.clone()
+    assert_close(compiled(running, batch), shifted(before, batch))
+    assert_close(running, before)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_pointwise_update_whose_input_another_kernel_reads_is_not_in_place(path, tmp_path):
+    def also_summed(running, batch):
+        new = running * 0.9 + batch.mean(0)
+        return batch * running.sum(), new
+
+    running, batch = torch.randn(6), torch.randn(5, 6)
+    compiled = _compile(also_summed, (running, batch), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset()
+    before = running.clone()
+    assert_close(compiled(running, batch), also_summed(before, batch))
+    assert_close(running, before)
+
+
+def test_pointwise_update_read_by_a_later_node_is_not_in_place(tmp_path):
+    def read_after(running, batch):
+        new = running * 0.9 + batch.mean(0)
+        return batch * new, new
+
+    running, batch = torch.randn(6), torch.randn(5, 6)
+    compiled = _compile(read_after, (running, batch), ((1, 0),), "cpp", tmp_path)
+    assert compiled.inputs_written_in_place == frozenset()
+    before = running.clone()
+    assert_close(compiled(running, batch), read_after(before, batch))

@@ -231,16 +231,36 @@ def test_input_requiring_grad_keeps_the_copy_back():
     assert_close(x.grad, x2.grad)
 
 
-def test_batch_norm_running_statistics_match_eager_in_training():
+def _conv_bn():
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+
+
+def test_batch_norm_running_statistics_update_in_place_in_training():
     torch.manual_seed(0)
-    eager = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
-    compiled_module = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+    eager, compiled_module = _conv_bn(), _conv_bn()
     compiled_module.load_state_dict(eager.state_dict())
     compiled = ember.compile(compiled_module, backend="inductor")
-    for _ in range(2):
+    for _ in range(3):
         x = torch.randn(2, 3, 6, 6)
         eager(x).sum().backward()
-        compiled(x).sum().backward()
+        with _CopyCounter() as counter:
+            loss = compiled(x).sum()
+        loss.backward()
+        for name, buffer in eager.named_buffers():
+            assert_close(dict(compiled_module.named_buffers())[name], buffer)
+        for p, q in zip(compiled_module.parameters(), eager.parameters()):
+            assert_close(p.grad, q.grad)
+    assert counter.shapes == []  # running mean, running var and the batch count
+
+
+def test_batch_norm_in_eval_mode_leaves_running_statistics_alone():
+    torch.manual_seed(0)
+    eager, compiled_module = _conv_bn().eval(), _conv_bn().eval()
+    compiled_module.load_state_dict(eager.state_dict())
+    compiled = ember.compile(compiled_module, backend="inductor")
+    x = torch.randn(2, 3, 6, 6)
+    with torch.no_grad():
+        assert_close(compiled(x), eager(x))
     for name, buffer in eager.named_buffers():
         assert_close(dict(compiled_module.named_buffers())[name], buffer)
 

@@ -159,6 +159,7 @@ class GraphLowering:
         # Scatter nodes stored into the mutated input they scatter over -> its index
         # (see reinplace); the run time does not copy those inputs back.
         self.inplace_writes: dict[torch.fx.Node, int] = {}
+        self._read_names: set[str] | None = None
 
     # -------------------------------------------------------------- driver
 
@@ -266,7 +267,7 @@ class GraphLowering:
             return tuple(self._lower_size_value(node, v) for v in val)
         if self.symbolic or self._symbols_seen:  # a static graph has no symbolic arguments
             args, kwargs = self._symbolic_arguments(node, args, kwargs)
-        if node in self.inplace_writes:
+        if node in self.inplace_writes and node.target in INPLACE_SCATTERS:
             return self._write_in_place(node, args, kwargs)
         lowering = self.lowerings.get(node.target)
         if lowering is None or not self._dtypes_supported(node):
@@ -308,6 +309,70 @@ class GraphLowering:
         layout = self.buffer_by_name[source].layout
         return self.extern(node, op, args, kwargs, is_fallback=True, layout=layout)
 
+    def _store_into_input(self, node, value):
+        """`node`'s pointwise value computed into the memory of the input it is the new
+        value of (see reinplace), where each element reads that input only at itself and
+        no other buffer reads the input; otherwise `value`, and the input is copied back."""
+        source = self.buffer_by_name[self._source_of(node)]
+        layout = source.layout
+        index = tuple(
+            sympy.Symbol(f"i{d}", integer=True, nonnegative=True) for d in range(len(layout.size))
+        )
+        own = layout.index(index)
+        if (
+            not isinstance(value, TensorValue)
+            or value.view is not None
+            or value.dtype != layout.dtype
+            or tuple(value.size) != tuple(layout.size)
+            or any(
+                load.buffer == source.name and sympy.expand(load.index - own) != 0
+                for load in expr_loads(value.loader(index))
+            )
+            or source.name in self._names_read_by_buffers()
+        ):
+            del self.inplace_writes[node]
+            return value
+        buf = ComputedBuffer(
+            self.new_name(), layout, Pointwise(value.size, value.loader), stored_into=source.name
+        )
+        self.add_buffer(buf)
+        return TensorValue.of_buffer(buf.name, layout)
+
+    def _source_of(self, node) -> str:
+        """The placeholder name of the input `node` (in `inplace_writes`) is the new value of."""
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        return placeholders[self.inplace_writes[node]].name
+
+    def _names_read_by_buffers(self) -> set[str]:
+        """Every buffer or input some buffer lowered before the outputs reads (all of them
+        where a body is not a plain loader). Computed once: the buffers the outputs add
+        read no input written in place (reinplace's rule on the graph)."""
+        if self._read_names is None:
+            self._read_names = self._buffer_reads()
+        return self._read_names
+
+    def _buffer_reads(self) -> set[str]:
+        names: set[str] = set()
+        for buf in self.buffers:
+            if isinstance(buf, ExternBuffer):
+                names.update(buf.reads)
+                continue
+            body = buf.body
+            n = len(body.ranges)
+            index = tuple(sympy.Symbol(f"i{d}", integer=True, nonnegative=True) for d in range(n))
+            if isinstance(body, Pointwise):
+                expr = body.loader(index)
+            elif isinstance(body, Reduction):
+                r = len(body.reduction_ranges)
+                rindex = tuple(
+                    sympy.Symbol(f"r{d}", integer=True, nonnegative=True) for d in range(r)
+                )
+                expr = body.loader(index, rindex)
+            else:  # a scatter: its reads are not walked here
+                return set(self.buffer_by_name)
+            names.update(load.buffer for load in expr_loads(expr))
+        return names
+
     def _lower_size_value(self, node, val):
         """A node computing a size (sym_size, size arithmetic): its expression over the symbols."""
         if isinstance(val, int):
@@ -342,6 +407,8 @@ class GraphLowering:
         user_visible = set(node.meta.get(USER_VISIBLE_OUTPUTS, ()))
         for index, item in enumerate(flat):
             value = self.env[item] if isinstance(item, torch.fx.Node) else item
+            if item in self.inplace_writes and item.target not in INPLACE_SCATTERS:
+                value = self._store_into_input(item, value)
             if item in self.inplace_writes:
                 pass  # the input itself: the caller does not read this output
             elif isinstance(value, TensorValue) and not (

@@ -11,8 +11,13 @@ op's in-place form on the input itself, so only the written elements move:
 
     buf0 = aten_index_copy__default(primals_1, 2, primals_3, primals_4)  # fallback
 
-and the compiled graph names the input in `inputs_written_in_place`, which tells the
-run time not to copy it back. The rule is conservative; the copy stays where
+Where it is a pointwise value nothing else in the graph reads (BatchNorm's running
+statistics, `running_mean * 0.9 + mean * 0.1`), the kernel computing it stores it into
+the input (`ComputedBuffer.stored_into`), provided each element reads the input only at
+the element it writes and no other buffer reads the input (GraphLowering checks both).
+
+Either way the compiled graph names the input in `inputs_written_in_place`, which tells
+the run time not to copy it back. The rule is conservative; the copy stays where
 
 - the input is a graph output (an input saved for the backward is a forward graph's
   output), or another node reads its old value other than on the way into the
@@ -85,13 +90,19 @@ def _writes_into(node, source: torch.fx.Node, returned: dict) -> bool:
     """Whether `node`, the new value of input `source`, may be stored into `source`."""
     if not isinstance(node, torch.fx.Node) or node.op != "call_function":
         return False
-    if node.target not in INPLACE_SCATTERS or not node.args or node.args[0] is not source:
+    if returned.get(node, 0) != 1 or source.op != "placeholder":
         return False
-    if returned.get(node, 0) != 1:
-        return False
-    if any(user is not node and not _read_before(user, node) for user in source.users):
-        return False
-    if any(a is source for a in pytree.tree_leaves((node.args[1:], node.kwargs))):
+    if node.target in INPLACE_SCATTERS:
+        if not node.args or node.args[0] is not source:
+            return False
+        if any(a is source for a in pytree.tree_leaves((node.args[1:], node.kwargs))):
+            return False
+        views_ok = False
+    elif any(user.op != "output" for user in node.users):
+        return False  # a later node reads the new value (a pointwise value is inlined there)
+    else:
+        views_ok = True  # the lowering checks where the stored value reads the input
+    if any(user is not node and not _read_before(user, node, views_ok) for user in source.users):
         return False
     old, new = source.meta.get("val"), node.meta.get("val")
     if not isinstance(old, torch.Tensor) or not isinstance(new, torch.Tensor):
@@ -105,7 +116,7 @@ def _writes_into(node, source: torch.fx.Node, returned: dict) -> bool:
     return _without_overlap(old_size, tuple(as_index(s) for s in old.stride()))
 
 
-def _read_before(user: torch.fx.Node, node: torch.fx.Node) -> bool:
+def _read_before(user: torch.fx.Node, node: torch.fx.Node, views_ok: bool = False) -> bool:
     """Whether everything computed from `user` (a reader of `node`'s input) goes only into
     `node`'s other operands, which are stored before the in-place call runs.
 
@@ -123,7 +134,7 @@ def _read_before(user: torch.fx.Node, node: torch.fx.Node) -> bool:
         seen.add(current)
         if current.op != "call_function" or not current.users:
             return False  # a graph output, or a value no one reads
-        if _returns_a_view(current) and not _shape_only(current):
+        if not views_ok and _returns_a_view(current) and not _shape_only(current):
             return False
         stack.extend(u for u in current.users if u is not node)
     return True
