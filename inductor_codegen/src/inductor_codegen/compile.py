@@ -90,7 +90,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
     # (convolutions on channels-last data: codegen/cpp/convolution.py).
     try:
         graph, plan = lower_and_schedule(
-            gm, example_inputs, opts.lowerings or cpp_lowerings(), passes
+            gm, example_inputs, opts.lowerings or cpp_lowerings(), passes, reinplace=opts.reinplace
         )
     except DynamicShapeError:
         raise

@@ -33,10 +33,10 @@ class _CopyCounter(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def _run(fn, make_args, *, steps=2, grad=False, dynamic=None, backend="inductor"):
+def _run(fn, make_args, *, steps=2, grad=False, dynamic=None, backend="inductor", options=None):
     """Compiled and eager `fn` on equal inputs for `steps` calls; asserts outputs and
     inputs match; returns the shapes of the tensors `copy_` wrote in the last call."""
-    compiled = ember.compile(fn, backend=backend, dynamic=dynamic)
+    compiled = ember.compile(fn, backend=backend, dynamic=dynamic, options=options)
     for step in range(steps):
         eager_args = make_args(step)
         compiled_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in eager_args]
@@ -268,3 +268,8 @@ def test_batch_norm_in_eval_mode_leaves_running_statistics_alone():
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_other_backends_still_update_the_cache(backend):
     _run(_index_copy_cache, _cache_args, backend=backend)
+
+
+def test_reinplace_option_off_copies_the_whole_cache_back():
+    shapes = _run(_index_copy_cache, _cache_args, options={"reinplace": False})
+    assert shapes == [(1, 2, 8, 4)]

@@ -116,7 +116,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
                 lowerings,
                 passes,
                 GPU_FUSION_POLICY,
-                reinplace=not device_options.cudagraphs,
+                reinplace=opts.reinplace and not device_options.cudagraphs,
             )
     except UnsupportedGraphError as error:
         return _maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)
