@@ -273,3 +273,19 @@ def test_other_backends_still_update_the_cache(backend):
 def test_reinplace_option_off_copies_the_whole_cache_back():
     shapes = _run(_index_copy_cache, _cache_args, options={"reinplace": False})
     assert shapes == [(1, 2, 8, 4)]
+
+
+def test_graph_loaded_by_warm_start_still_writes_in_place(tmp_path, monkeypatch):
+    from ember import warm_cache
+
+    monkeypatch.setenv("EMBER_WARM_START", "1")
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("EMBER_REMOTE_CACHE", raising=False)
+    warm_cache.STATS.clear()
+    try:
+        for _ in range(2):
+            ember.reset()
+            assert _run(_index_copy_cache, _cache_args, steps=1) == []
+        assert warm_cache.STATS["hits"] == 1 and warm_cache.STATS["stored"] == 1
+    finally:
+        ember.reset()
