@@ -22,7 +22,8 @@ the run time not to copy it back. The rule is conservative; the copy stays where
 - the input is a graph output (an input saved for the backward is a forward graph's
   output), or another node reads its old value other than on the way into the
   scatter's operands (see `_read_before`), or an operand is a view of its memory;
-- the new value is returned more than once, or is not the scatter's own result;
+- the new value is returned more than once; for a value that is not a scatter's, a
+  later node reads it (the value is inlined there, reading the input again);
 - the input's memory may overlap itself (an expanded tensor), or its dtype or sizes
   differ from the new value's.
 
@@ -65,7 +66,8 @@ INPLACE_SCATTERS = {
 
 
 def inplace_writes(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, int]:
-    """Scatter nodes whose result may be stored into their input -> that input's index."""
+    """New values of mutated inputs that may be stored into their input -> its index: the
+    scatters, and the pointwise candidates GraphLowering checks further (`stored_into`)."""
     output = next(n for n in gm.graph.nodes if n.op == "output")
     pairs = output.meta.get(INPUT_MUTATIONS)
     if not pairs:
