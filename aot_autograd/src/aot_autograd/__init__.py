@@ -31,13 +31,22 @@ from aot_autograd.partitioners import (
     min_cut_rematerialization_partition,
     saved_bytes,
 )
-from aot_autograd.program import USER_VISIBLE_OUTPUTS, OutputSpec, TracedProgram, trace_program
+from aot_autograd.program import (
+    INPUT_MUTATIONS,
+    INPUTS_WRITTEN_IN_PLACE,
+    USER_VISIBLE_OUTPUTS,
+    OutputSpec,
+    TracedProgram,
+    trace_program,
+)
 from aot_autograd.symbolic import ShapeAssumptions, SymbolSource
 from aot_autograd.tracer import AtenTracer, GraphRecorder
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "INPUTS_WRITTEN_IN_PLACE",
+    "INPUT_MUTATIONS",
     "USER_VISIBLE_OUTPUTS",
     "AotAutogradError",
     "AotCallable",

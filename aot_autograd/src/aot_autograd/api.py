@@ -35,7 +35,13 @@ from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.partitioners import default_partition
 from aot_autograd.portable import CompiledGraphCache, CompiledParts
-from aot_autograd.program import TracedProgram, mark_user_visible_outputs, trace_program
+from aot_autograd.program import (
+    TracedProgram,
+    inputs_written_in_place,
+    mark_input_mutations,
+    mark_user_visible_outputs,
+    trace_program,
+)
 from aot_autograd.runtime import (
     compiled_call,
     requires_grad_flags,
@@ -99,9 +105,12 @@ class _Compiled:
     assumptions: ShapeAssumptions | None = None
     # The per-call path (runtime.compiled_call): mutations, grad mode, outputs.
     call: Callable[[Sequence[Any]], Any] | None = None
+    # Mutated inputs the compiled graph wrote itself (not copied back; see
+    # program.mark_input_mutations).
+    written_in_place: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
-        self.call = compiled_call(self.program, self.run, self.training)
+        self.call = compiled_call(self.program, self.run, self.training, self.written_in_place)
 
 
 @dataclass(slots=True)
@@ -207,8 +216,9 @@ class AotCallable:
         if parts is None:
             return self._trace_and_compile(training, requires_grad, (cache, variant))
         # A cached compile: the run time around its graphs, nothing traced.
+        written = inputs_written_in_place(parts.forward, parts.program)
         if parts.backward is None:
-            return _Compiled(parts.program, parts.forward, False)
+            return _Compiled(parts.program, parts.forward, False, written_in_place=written)
         specialize = self._retraced_specializer(requires_grad, variant, parts)
         run = training_function(
             parts.program,
@@ -218,7 +228,7 @@ class AotCallable:
             specialize,
             parts.saved_strides,
         )
-        return _Compiled(parts.program, run, True)
+        return _Compiled(parts.program, run, True, written_in_place=written)
 
     def _retraced_specializer(
         self, requires_grad: Sequence[bool], variant: tuple, parts: CompiledParts
@@ -280,12 +290,14 @@ class AotCallable:
             gm = program.graph_module
             if not training:
                 mark_user_visible_outputs(gm, program)
+            mark_input_mutations(gm, program)
             run = compiler(gm, _placeholder_values(gm))
             if store is not None:
                 store[0].store(store[1], CompiledParts(program, run))
+            written = inputs_written_in_place(run, program)
             if isinstance(run, fx.GraphModule):
                 run = run.forward  # NOTE: skips nn.Module call machinery (hooks) per call
-            return _Compiled(program, run, False, self._assumptions(program))
+            return _Compiled(program, run, False, self._assumptions(program), None, written)
         # partition: forward (saving activations) and backward.
         start = time.perf_counter()
         partition = config.partition_fn or default_partition
@@ -300,6 +312,7 @@ class AotCallable:
         _log("forward graph", forward, seconds)
         _log("backward graph", backward, seconds)
         # compile: each graph with the caller's compiler.
+        mark_input_mutations(forward, program)
         compiled_forward = config.fw_compiler(forward, _placeholder_values(forward))
         bw_compiler = config.bw_compiler or config.fw_compiler
         specialize = _specializer(backward, bw_compiler)
@@ -315,7 +328,8 @@ class AotCallable:
         run = training_function(
             program, compiled_forward, compiled_backward, dependencies, specialize, saved_strides
         )
-        return _Compiled(program, run, True, self._assumptions(program))
+        written = inputs_written_in_place(compiled_forward, program)
+        return _Compiled(program, run, True, self._assumptions(program), None, written)
 
     def _assumptions(self, program: TracedProgram) -> ShapeAssumptions | None:
         """What tracing assumed about the symbolic sizes, beyond the ShapeEnv's earlier state."""

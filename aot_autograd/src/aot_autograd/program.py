@@ -31,9 +31,13 @@ from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbo
 from aot_autograd.tracer import AtenTracer, GraphRecorder, TensorRecord
 
 __all__ = [
+    "INPUTS_WRITTEN_IN_PLACE",
+    "INPUT_MUTATIONS",
     "USER_VISIBLE_OUTPUTS",
     "OutputSpec",
     "TracedProgram",
+    "inputs_written_in_place",
+    "mark_input_mutations",
     "mark_user_visible_outputs",
     "trace_program",
     "tracing_value",
@@ -42,6 +46,13 @@ __all__ = [
 # The output node's meta key naming the graph outputs handed to the user as they
 # are; a compiler may return those in other strides (see mark_user_visible_outputs).
 USER_VISIBLE_OUTPUTS = "user_visible_output_idxs"
+
+# The in-place contract between aot_autograd and a compiler (see mark_input_mutations):
+# the output node's meta key pairing each mutated input's new value (an output index)
+# with the input (a placeholder index), and the attribute of a compiled callable naming
+# the inputs it wrote itself, which the run time then does not copy back.
+INPUT_MUTATIONS = "input_mutation_idxs"
+INPUTS_WRITTEN_IN_PLACE = "inputs_written_in_place"
 
 _log = guards.artifact_logger("aot_graphs")
 
@@ -84,6 +95,47 @@ def mark_user_visible_outputs(gm: fx.GraphModule, program: TracedProgram) -> Non
     visible = sorted({spec.index for spec in program.outputs if spec.kind == "graph"} - bases)
     output = next(n for n in gm.graph.nodes if n.op == "output")
     output.meta[USER_VISIBLE_OUTPUTS] = tuple(visible)
+
+
+def mark_input_mutations(gm: fx.GraphModule, program: TracedProgram) -> None:
+    """Record on `gm`'s output node which outputs are new values of which inputs.
+
+    `output.meta[INPUT_MUTATIONS]` holds one (output index, placeholder index) pair per
+    mutated input. `gm` is an inference graph or a forward graph (whose placeholders are
+    the program's inputs and whose outputs start with the program's forward outputs).
+    A compiler may store such a new value into the input's own memory as it computes
+    it, where nothing else reads the input's old value; it then names those inputs in
+    the INPUTS_WRITTEN_IN_PLACE attribute (a frozenset of placeholder indices) of the
+    callable it returns, and the run time skips their copy back. A compiler that sets
+    nothing gets every mutated input copied back.
+
+    Inputs that get a gradient are left out (their copy back stays): the forward runs
+    inside an autograd.Function, which must not change its inputs unannounced.
+    """
+    first = program.num_forward_outputs - len(program.mutated_inputs)
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    differentiated = set(program.grad_inputs) if program.joint else set()
+    pairs = tuple(
+        (first + k, index)
+        for k, index in enumerate(program.mutated_inputs)
+        if index not in differentiated
+    )
+    output.meta[INPUT_MUTATIONS] = pairs
+
+
+def inputs_written_in_place(compiled: Any, program: TracedProgram) -> frozenset[int]:
+    """The mutated inputs `compiled` (a compiler's result) wrote itself (see above)."""
+    written = getattr(compiled, INPUTS_WRITTEN_IN_PLACE, None)
+    if not written:
+        return frozenset()
+    written = frozenset(written)
+    if not written <= set(program.mutated_inputs):
+        raise AotAutogradError(
+            f"the compiled graph says it wrote inputs {sorted(written)} in place, but the "
+            f"graph mutates only inputs {list(program.mutated_inputs)}; a compiler may name "
+            f"only inputs the graph's {INPUT_MUTATIONS!r} output meta pairs with an output"
+        )
+    return written
 
 
 @dataclass(frozen=True, slots=True)

@@ -635,11 +635,24 @@ def _base_conformer(program: TracedProgram) -> Callable[[Sequence, Sequence], Se
     return conform
 
 
-def output_assembler(program: TracedProgram) -> Callable[[Sequence, Sequence], Any]:
-    """`assemble_outputs` for one program, with everything not depending on the call precomputed."""
+def output_assembler(
+    program: TracedProgram, written_in_place: frozenset[int] = frozenset()
+) -> Callable[[Sequence, Sequence], Any]:
+    """`assemble_outputs` for one program, with everything not depending on the call precomputed.
+
+    Mutated inputs in `written_in_place` (the compiled graph stored their new values into
+    them itself; see program.mark_input_mutations) are not copied back.
+    """
     first_mutation = program.num_forward_outputs - len(program.mutated_inputs)
     first_check = first_mutation - program.num_value_checks
-    mutated = program.mutated_inputs
+    copied = [
+        (index, first_mutation + k)
+        for k, index in enumerate(program.mutated_inputs)
+        if index not in written_in_place
+    ]
+    mutated = tuple(index for index, _ in copied)
+    new_values = tuple(position for _, position in copied)
+    all_copied = len(copied) == len(program.mutated_inputs)
     flat_outputs = _flat_outputs(program)
     conform = _base_conformer(program)
     if conform is not None:
@@ -657,8 +670,12 @@ def output_assembler(program: TracedProgram) -> Callable[[Sequence, Sequence], A
             if not bool(check.all()):
                 raise ValueChangedError(_VALUE_CHANGED)
         if mutated:
+            if all_copied:
+                values = graph_outputs[first_mutation : first_mutation + len(mutated)]
+            else:
+                values = [graph_outputs[position] for position in new_values]
             with torch.no_grad():
-                _copy_back([args[i] for i in mutated], graph_outputs[first_mutation:])
+                _copy_back([args[i] for i in mutated], values)
         return rebuild(flat_outputs(args, graph_outputs))
 
     return assemble
@@ -676,14 +693,18 @@ def requires_grad_flags(args: Sequence[Any]) -> tuple[bool, ...]:
 
 
 def compiled_call(
-    program: TracedProgram, run: Callable[..., Any], training: bool
+    program: TracedProgram,
+    run: Callable[..., Any],
+    training: bool,
+    written_in_place: frozenset[int] = frozenset(),
 ) -> Callable[[Sequence], Any]:
     """The per-call path of one compiled program: `call(args)` gives the user's outputs.
 
     Checks that mutated inputs do not share memory, runs the graphs (an inference
-    graph under no_grad), copies mutations back and builds aliased outputs.
+    graph under no_grad), copies mutations back (but those in `written_in_place`, which
+    the compiled graph wrote itself) and builds aliased outputs.
     """
-    assemble = output_assembler(program)
+    assemble = output_assembler(program, written_in_place)
     checks_aliasing = bool(program.mutated_inputs)
     is_grad_enabled = torch.is_grad_enabled
     no_grad = torch.no_grad

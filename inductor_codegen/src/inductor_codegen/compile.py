@@ -90,7 +90,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
     # (convolutions on channels-last data: codegen/cpp/convolution.py).
     try:
         graph, plan = lower_and_schedule(
-            gm, example_inputs, opts.lowerings or cpp_lowerings(), passes
+            gm, example_inputs, opts.lowerings or cpp_lowerings(), passes, reinplace=opts.reinplace
         )
     except DynamicShapeError:
         raise
@@ -140,6 +140,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
         wrapper.text, kernel_text, {**wrapper.namespace, **graph.constants},
         tuple(sources.values()), graph.output_spec, config.cxx,
         opts.cxx_flags and config.flags, len(kernels), dict(graph.fallbacks),
+        graph.inputs_written_in_place,
     )  # fmt: skip
     return compiled
 

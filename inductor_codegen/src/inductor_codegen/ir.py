@@ -169,9 +169,13 @@ class InputBuffer:
 
 @dataclass(frozen=True, slots=True)
 class ComputedBuffer:
+    """`stored_into`: the graph input whose memory the buffer is (a mutated input's new
+    value computed in place, element by element; see lowering.reinplace), else None."""
+
     name: str
     layout: Layout
     body: Pointwise | Reduction
+    stored_into: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

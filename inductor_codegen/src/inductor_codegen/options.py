@@ -29,6 +29,9 @@ class Options:
     lowerings:   the lowering table, OpOverload -> function (default: LOWERINGS);
                  ops missing from it run through ATen.
     compile_workers: compiler processes run at once (default: CPU count).
+    reinplace:   store mutated inputs' new values into the inputs themselves where that
+                 is sound, and report them (default True; see lowering.reinplace).
+                 False returns every new value for the caller to copy back.
     """
 
     cache_dir: Path | None = None
@@ -36,6 +39,7 @@ class Options:
     cxx_flags: tuple[str, ...] | None = None
     lowerings: dict | None = None
     compile_workers: int | None = None
+    reinplace: bool = True
 
     @staticmethod
     def from_mapping(options) -> Options:
@@ -76,6 +80,7 @@ def _check_values(values: dict) -> None:
             lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
             "a positive int",
         ),
+        "reinplace": (lambda v: isinstance(v, bool), "True or False"),
     }
     for name, value in values.items():
         valid, accepted = checks.get(name, (None, ""))

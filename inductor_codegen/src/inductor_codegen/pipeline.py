@@ -68,10 +68,26 @@ class CompiledGraph:
     Returns what the graph returns (the same nesting of tuples and lists).
     The graph's dtypes are explicit, so it runs with autocast off: an autocast
     block around the call does not cast the graph's matmuls a second time.
+
+    `inputs_written_in_place`: the placeholder indices of mutated inputs (paired with
+    their new values by the output node's `input_mutation_idxs` meta, as aot_autograd
+    sets it) whose new values the call stores into the inputs themselves, so the caller
+    does not copy them back (see lowering.reinplace).
     """
 
-    def __init__(self, call, *, artifacts, fallbacks, kernel_count, wrapper_path, unflatten=None):
+    def __init__(
+        self,
+        call,
+        *,
+        artifacts,
+        fallbacks,
+        kernel_count,
+        wrapper_path,
+        unflatten=None,
+        inputs_written_in_place=frozenset(),
+    ):
         self._call = call
+        self.inputs_written_in_place: frozenset[int] = frozenset(inputs_written_in_place)
         self.artifacts: list[Artifact] = artifacts
         self.fallbacks: Counter[str] = fallbacks
         self.kernel_count = kernel_count
@@ -134,10 +150,19 @@ class PassRecorder:
 
 
 def lower_and_schedule(
-    gm, example_inputs, lowerings, passes: PassRecorder, policy: FusionPolicy = CPU_FUSION_POLICY
+    gm,
+    example_inputs,
+    lowerings,
+    passes: PassRecorder,
+    policy: FusionPolicy = CPU_FUSION_POLICY,
+    *,
+    reinplace: bool = True,
 ):
     """The passes every code generator shares: lower the graph to loop IR, then fuse
     with the device's fusion policy.
+
+    `reinplace`: scatters may store mutated inputs' new values into the inputs
+    themselves (see lowering.reinplace).
 
     Records the "lower" artifact; raises UnsupportedGraphError (logged on perf_hints)
     when the graph has to run through ATen whole, and DynamicShapeError when a graph
@@ -148,7 +173,7 @@ def lower_and_schedule(
     env = shape_env_of([*placeholders, *example_inputs]) if symbolic else None
     before = shape_env_state(env)
     try:
-        graph = GraphLowering(gm, example_inputs, lowerings).run()
+        graph = GraphLowering(gm, example_inputs, lowerings, reinplace=reinplace).run()
         output_buffers = {
             v.view.buffer
             for v in graph.outputs
@@ -247,6 +272,7 @@ def finish(graph, namespace: dict, path: Path, wrapper, kernel_text: str, passes
         kernel_count=kernel_count,
         wrapper_path=path,
         unflatten=unflatten,
+        inputs_written_in_place=graph.inputs_written_in_place,
     )
 
 
@@ -256,4 +282,6 @@ def describe_lowering(graph: GraphLowering) -> str:
         lines.append(f"{buf.name}: {type(buf).__name__} {getattr(buf, 'layout', None)}")
     if graph.fallbacks:
         lines.append(f"fallbacks: {dict(graph.fallbacks)}")
+    if graph.inplace_writes:
+        lines.append(f"inputs written in place: {sorted(graph.inputs_written_in_place)}")
     return "\n".join(lines)

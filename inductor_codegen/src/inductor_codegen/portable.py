@@ -63,6 +63,7 @@ class PortableGraph:
     cxx_flags: tuple[str, ...] | None
     kernel_count: int
     fallbacks: dict[str, int]
+    inputs_written_in_place: frozenset[int] = frozenset()
 
 
 class NotPortable(Exception):
@@ -189,6 +190,7 @@ def dump_compiled_graph(compiled: Any) -> tuple[dict[str, Any], list[torch.Tenso
         "cxx_flags": list(portable.cxx_flags) if portable.cxx_flags is not None else None,
         "kernel_count": portable.kernel_count,
         "fallbacks": dict(portable.fallbacks),
+        "inputs_written_in_place": sorted(portable.inputs_written_in_place),
     }
     return record, tensors
 
@@ -252,6 +254,8 @@ def load_compiled_graph(
         kernel_count=int(record["kernel_count"]),
         wrapper_path=path,
         unflatten=unflatten,
+        # (A record without the key came from a wrapper that writes no input itself.)
+        inputs_written_in_place=frozenset(record.get("inputs_written_in_place", ())),
     )
 
 

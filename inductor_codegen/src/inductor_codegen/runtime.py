@@ -20,6 +20,8 @@ __all__ = [
     "empty_strided",
     "ensure_layout",
     "reinterpret",
+    "select_scatter_into",
+    "slice_scatter_into",
 ]
 
 
@@ -136,3 +138,15 @@ def check_layout(tensor: torch.Tensor, size: tuple, stride: tuple) -> None:
 
 def _same_strides(tensor, size, stride) -> bool:
     return all(s == 1 or a == b for s, a, b in zip(size, tensor.stride(), stride))
+
+
+def slice_scatter_into(x: torch.Tensor, src: torch.Tensor, dim=0, start=None, end=None, step=1):
+    """`aten.slice_scatter` stored into `x` itself: only the slice's elements are written."""
+    torch.ops.aten.slice.Tensor(x, dim, start, end, step).copy_(src)
+    return x
+
+
+def select_scatter_into(x: torch.Tensor, src: torch.Tensor, dim: int, index: int):
+    """`aten.select_scatter` stored into `x` itself: only the selected elements are written."""
+    torch.ops.aten.select.int(x, dim, index).copy_(src)
+    return x

@@ -101,6 +101,32 @@ def test_generate_with_inductor_matches_eager_tokens():
     assert len(compiled.entries) == 3
 
 
+class _CopyShapes(torch.overrides.TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.shapes: list[tuple[int, ...]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.copy_:
+            self.shapes.append(tuple(args[0].shape))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_static_cache_generate_with_inductor_writes_the_cache_in_place(kind):
+    """Each decode step writes one position of each layer's key and value cache (the
+    inductor backend calls `index_copy_` on the cache) and copies no cache back."""
+    model = tiny_model(kind)
+    ids = torch.randint(1, 64, (2, PROMPT))
+    expected = generate(model, ids, "static")
+    compile_for_generate(model, "forward", "inductor")
+    generate(model, ids, "static")
+    with _CopyShapes() as copies:
+        actual = generate(model, ids, "static")
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+    assert not [shape for shape in copies.shapes if len(shape) == 4]  # (batch, heads, len, d)
+
+
 def test_generate_compiles_as_many_frames_as_torch_compile():
     from torch._dynamo.testing import CompileCounter
 

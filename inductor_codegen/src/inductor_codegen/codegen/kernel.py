@@ -79,8 +79,18 @@ class KernelPrinter:
         # Buffers this kernel computes: their pointers are outputs even where read.
         self.produced = set(kernel.nodes) if produced is None else produced
 
-    def pointer_type(self, kind: str, dtype: torch.dtype) -> str:
+    def pointer_type(self, kind: str, dtype: torch.dtype, aliased: bool = False) -> str:
+        """A pointer parameter's type; `aliased`: another parameter points at its memory."""
         raise NotImplementedError
+
+    def _aliased(self) -> set[str]:
+        """Buffers of this kernel stored into an input it also reads, and those inputs."""
+        names: set[str] = set()
+        for name in getattr(self.kernel, "nodes", ()):
+            into = getattr(self.buffers.get(name), "stored_into", None)
+            if into is not None:
+                names |= {name, into}
+        return names
 
     def scalar_type(self, dtype: torch.dtype) -> str:
         raise NotImplementedError
@@ -96,7 +106,8 @@ class KernelPrinter:
         count = sum(1 for a in self.args.values() if a.kind == kind)
         name = f"{kind}_ptr{count}"
         dtype = self.buffers[buffer].layout.dtype
-        self.args[buffer] = KernelArg(kind, buffer, self.pointer_type(kind, dtype))
+        aliased = buffer in self._aliased()
+        self.args[buffer] = KernelArg(kind, buffer, self.pointer_type(kind, dtype, aliased))
         self.pointer_names[buffer] = name
         return name
 

@@ -319,7 +319,7 @@ class WrapperCodegen:
         for position, step in enumerate(steps):
             if not isinstance(step, ExternBuffer):
                 for arg in self.kernels[step.name].args:
-                    if arg.kind != "out":
+                    if arg.kind != "out" or self._stored_into(arg.name) is not None:
                         continue
                     stack = pool.get(_pool_key(self.allocated_layout(arg.name)), [])
                     while stack:
@@ -386,6 +386,8 @@ class WrapperCodegen:
                     names.add(step.name)
             else:
                 names = {a.name for a in self.kernels[step.name].args if a.kind in ("in", "out")}
+                # (an input a kernel output is computed into lives until that kernel)
+                names |= {self._stored_into(n) for n in names} - {None}
             uses.append(names)
         return uses
 
@@ -508,6 +510,10 @@ class WrapperCodegen:
         for arg in source.args:
             if arg.kind != "out":
                 continue
+            into = self._stored_into(arg.name)
+            if into is not None:  # a mutated input's new value, computed in its memory
+                lines.append(f"    {arg.name} = {into}")
+                continue
             layout = self.allocated_layout(arg.name)
             key = _pool_key(layout)
             if pool.get(key):
@@ -520,6 +526,10 @@ class WrapperCodegen:
                 lines.append(f"    del {old}")
             else:
                 lines.append(f"    {arg.name} = {self.allocation(layout)}")
+
+    def _stored_into(self, name: str) -> str | None:
+        """The input buffer `name` is computed into (ComputedBuffer.stored_into), or None."""
+        return getattr(self.buffers.get(name), "stored_into", None)
 
     def allocation(self, layout: Layout) -> str:
         """A new CPU buffer of `layout`: torch.empty_strided itself, no helper frame."""

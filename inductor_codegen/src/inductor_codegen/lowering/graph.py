@@ -36,6 +36,7 @@ from inductor_codegen.ir import (
 )
 from inductor_codegen.lowering.common import size_hint, size_hints_scope
 from inductor_codegen.lowering.registry import LoweringTable
+from inductor_codegen.lowering.reinplace import INPLACE_SCATTERS, inplace_writes
 
 __all__ = [
     "BufferRef",
@@ -120,8 +121,16 @@ class BufferRef:
 class GraphLowering:
     """Lowers `gm` (functional ATen graph with meta["val"]) to loop IR buffers."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs, lowerings: LoweringTable):
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs,
+        lowerings: LoweringTable,
+        *,
+        reinplace: bool = True,
+    ):
         self.gm = gm
+        self.reinplace = reinplace
         self.example_inputs = list(example_inputs)
         self.lowerings = lowerings
         self.buffers: list[ComputedBuffer | ExternBuffer] = []
@@ -147,6 +156,10 @@ class GraphLowering:
         # Buffers holding a matmul padded to aligned rows (see triton/padding.py): a graph
         # output the user sees may stay the (M, N) window of one, rows N_pad apart.
         self.padded_products: set[str] = set()
+        # Scatter nodes stored into the mutated input they scatter over -> its index
+        # (see reinplace); the run time does not copy those inputs back.
+        self.inplace_writes: dict[torch.fx.Node, int] = {}
+        self._read_names: set[str] | None = None
 
     # -------------------------------------------------------------- driver
 
@@ -164,12 +177,18 @@ class GraphLowering:
                     f"node {node.name} calls {node.target}, which mutates its input; "
                     "inductor_codegen takes functional graphs (aot_autograd functionalizes them)"
                 )
+        self.inplace_writes = inplace_writes(self.gm) if self.reinplace else {}
         for node, example in zip(placeholders, self.example_inputs):
             self.env[node] = self._lower_placeholder(node, example)
         vals = [n.meta.get("val") for n in placeholders] + self.example_inputs
         with size_hints_scope(_size_hints(vals)):
             self._lower_nodes()
         return self
+
+    @property
+    def inputs_written_in_place(self) -> frozenset[int]:
+        """Placeholder indices of the mutated inputs the compiled graph writes itself."""
+        return frozenset(self.inplace_writes.values())
 
     def _lower_nodes(self) -> None:
         for node in self.gm.graph.nodes:
@@ -248,6 +267,8 @@ class GraphLowering:
             return tuple(self._lower_size_value(node, v) for v in val)
         if self.symbolic or self._symbols_seen:  # a static graph has no symbolic arguments
             args, kwargs = self._symbolic_arguments(node, args, kwargs)
+        if node in self.inplace_writes and node.target in INPLACE_SCATTERS:
+            return self._write_in_place(node, args, kwargs)
         lowering = self.lowerings.get(node.target)
         if lowering is None or not self._dtypes_supported(node):
             return self._maybe_realize(node, self.fallback(node, args, kwargs))
@@ -274,6 +295,83 @@ class GraphLowering:
                     f"{type(leaf).__name__} ({leaf}); generated code computes integer sizes only"
                 )
         return args, kwargs
+
+    def _write_in_place(self, node, args, kwargs) -> TensorValue:
+        """The scatter `node` as its in-place form on the input itself (see reinplace): an
+        ATen call whose result, the input, later kernels read in the input's own layout
+        (a fallback's result, for the alignment checks of Triton launches)."""
+        source = node.args[0].name
+        operands = pytree.tree_leaves((args[1:], kwargs))
+        if any(isinstance(v, TensorValue) and v.view and v.view.buffer == source for v in operands):
+            del self.inplace_writes[node]  # an operand is a view of the input's own memory
+            return self._lower_call(node)
+        op = INPLACE_SCATTERS[node.target]
+        layout = self.buffer_by_name[source].layout
+        return self.extern(node, op, args, kwargs, is_fallback=True, layout=layout)
+
+    def _store_into_input(self, node, value):
+        """`node`'s pointwise value computed into the memory of the input it is the new
+        value of (see reinplace), where each element reads that input only at itself and
+        no other buffer reads the input; otherwise `value`, and the input is copied back."""
+        source = self.buffer_by_name[self._source_of(node)]
+        layout = source.layout
+        index = tuple(
+            sympy.Symbol(f"i{d}", integer=True, nonnegative=True) for d in range(len(layout.size))
+        )
+        own = layout.index(index)
+        if (
+            not isinstance(value, TensorValue)
+            or value.view is not None
+            or value.dtype != layout.dtype
+            or tuple(value.size) != tuple(layout.size)
+            or any(
+                load.buffer == source.name and sympy.expand(load.index - own) != 0
+                for load in expr_loads(value.loader(index))
+            )
+            or source.name in self._names_read_by_buffers()
+        ):
+            del self.inplace_writes[node]
+            return value
+        buf = ComputedBuffer(
+            self.new_name(), layout, Pointwise(value.size, value.loader), stored_into=source.name
+        )
+        self.add_buffer(buf)
+        return TensorValue.of_buffer(buf.name, layout)
+
+    def _source_of(self, node) -> str:
+        """The placeholder name of the input `node` (in `inplace_writes`) is the new value of."""
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        return placeholders[self.inplace_writes[node]].name
+
+    def _names_read_by_buffers(self) -> set[str]:
+        """Every buffer or input some buffer lowered before the outputs reads (all of them
+        where a body is not a plain loader). Computed once: the buffers the outputs add
+        read no input written in place (reinplace's rule on the graph)."""
+        if self._read_names is None:
+            self._read_names = self._buffer_reads()
+        return self._read_names
+
+    def _buffer_reads(self) -> set[str]:
+        names: set[str] = set()
+        for buf in self.buffers:
+            if isinstance(buf, ExternBuffer):
+                names.update(buf.reads)
+                continue
+            body = buf.body
+            n = len(body.ranges)
+            index = tuple(sympy.Symbol(f"i{d}", integer=True, nonnegative=True) for d in range(n))
+            if isinstance(body, Pointwise):
+                expr = body.loader(index)
+            elif isinstance(body, Reduction):
+                r = len(body.reduction_ranges)
+                rindex = tuple(
+                    sympy.Symbol(f"r{d}", integer=True, nonnegative=True) for d in range(r)
+                )
+                expr = body.loader(index, rindex)
+            else:  # a scatter: its reads are not walked here
+                return set(self.buffer_by_name)
+            names.update(load.buffer for load in expr_loads(expr))
+        return names
 
     def _lower_size_value(self, node, val):
         """A node computing a size (sym_size, size arithmetic): its expression over the symbols."""
@@ -309,7 +407,11 @@ class GraphLowering:
         user_visible = set(node.meta.get(USER_VISIBLE_OUTPUTS, ()))
         for index, item in enumerate(flat):
             value = self.env[item] if isinstance(item, torch.fx.Node) else item
-            if isinstance(value, TensorValue) and not (
+            if item in self.inplace_writes and item.target not in INPLACE_SCATTERS:
+                value = self._store_into_input(item, value)
+            if item in self.inplace_writes:
+                pass  # the input itself: the caller does not read this output
+            elif isinstance(value, TensorValue) and not (
                 index in user_visible
                 and value.view is not None
                 and value.view.buffer in self.padded_products
@@ -447,8 +549,9 @@ class GraphLowering:
             return type(value)(self.extern_arg(v, any_order) for v in value)
         return value
 
-    def extern(self, node, op, args, kwargs, *, is_fallback: bool):
-        """Call ATen `op` from the wrapper; its outputs become buffers with meta layouts."""
+    def extern(self, node, op, args, kwargs, *, is_fallback: bool, layout: Layout | None = None):
+        """Call ATen `op` from the wrapper; its outputs become buffers with meta layouts
+        (or, for a single tensor, `layout` where given)."""
         if op in OUTPUT_LIKE_OPERAND:
             args = self._store_like_output(node, args, *OUTPUT_LIKE_OPERAND[op])
         ext_args = self.extern_arg(tuple(args), op in ANY_ORDER_OPERANDS)
@@ -461,7 +564,7 @@ class GraphLowering:
         val = node.meta.get("val")
         name = self.new_name()
         if isinstance(val, torch.Tensor):
-            layout = layout_of(val, where=f"node {node.name}")
+            layout = layout or layout_of(val, where=f"node {node.name}")
             buf = ExternBuffer(name, op, ext_args, ext_kwargs, (layout,), is_fallback, reads)
             self.add_buffer(buf)
             return TensorValue.of_buffer(name, layout)

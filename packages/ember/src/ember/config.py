@@ -165,6 +165,16 @@ OPTIONS: dict[str, Option] = {
             _AOT,
         ),
         Option(
+            "reinplace",
+            bool,
+            True,
+            "write a mutated input's new value into the input itself where that is sound "
+            "(a static key/value cache's update, BatchNorm's running statistics) instead "
+            "of copying the whole new value back after each call",
+            _CODEGEN,
+            codegen_name="reinplace",
+        ),
+        Option(
             "max_autotune",
             bool,
             False,

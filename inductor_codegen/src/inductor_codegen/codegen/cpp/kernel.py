@@ -363,11 +363,13 @@ class KernelCodegen(KernelPrinter):
 
     # ---------------------------------------------------------- arguments
 
-    def pointer_type(self, kind: str, dtype: torch.dtype) -> str:
+    def pointer_type(self, kind: str, dtype: torch.dtype, aliased: bool = False) -> str:
         # NOTE: buffers of one kernel never overlap (reuse happens after a last use),
-        # so pointers are __restrict__: loop-invariant loads hoist, loops vectorize.
+        # so pointers are __restrict__: loop-invariant loads hoist, loops vectorize. A
+        # buffer stored into an input the kernel reads is that input's memory: plain.
         const = "const " if kind == "in" else ""
-        return f"{const}{STORAGE_TYPES[dtype]}* __restrict__"
+        restrict = "" if aliased else " __restrict__"
+        return f"{const}{STORAGE_TYPES[dtype]}*{restrict}"
 
     def scalar_type(self, dtype: torch.dtype) -> str:
         return COMPUTE_TYPES[dtype]

@@ -108,8 +108,15 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     lowerings = opts.lowerings or TRITON_LOWERINGS
     try:
         with split_reductions(active_split_policy() or SplitPolicy()):
+            # NOTE: no input written in place under CUDA graphs: a replay reads copies of
+            # the inputs, so the new values are copied back from its outputs.
             graph, plan = lower_and_schedule(
-                gm, example_inputs, lowerings, passes, GPU_FUSION_POLICY
+                gm,
+                example_inputs,
+                lowerings,
+                passes,
+                GPU_FUSION_POLICY,
+                reinplace=opts.reinplace and not device_options.cudagraphs,
             )
     except UnsupportedGraphError as error:
         return _maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)

@@ -233,7 +233,7 @@ class TritonKernelCodegen(KernelPrinter):
 
     # ---------------------------------------------------------- arguments and memory
 
-    def pointer_type(self, kind: str, dtype: torch.dtype) -> str:
+    def pointer_type(self, kind: str, dtype: torch.dtype, aliased: bool = False) -> str:
         return TRITON_DTYPES[dtype]
 
     def scalar_type(self, dtype: torch.dtype) -> str:

@@ -89,8 +89,8 @@ class TritonWrapperCodegen(WrapperCodegen):
         return f"empty_strided({layout_args(layout)}, dtype={layout.dtype}, device=device0)"
 
     def _unchecked_names(self) -> set[str]:
-        """Tensors whose alignment the wrapper cannot vouch for: fallback results and
-        misaligned constants."""
+        """Tensors whose alignment the wrapper cannot vouch for: fallback results,
+        misaligned constants and buffers computed into an input."""
         names = set()
         for step in self.schedule.steps:
             if isinstance(step, ExternBuffer) and step.is_fallback:
@@ -98,6 +98,9 @@ class TritonWrapperCodegen(WrapperCodegen):
                 names.update(f"{step.name}_{i}" for i in range(len(step.layouts or ())))
         for name, value in self.graph.constants.items():
             if isinstance(value, torch.Tensor) and value.data_ptr() % ALIGNMENT:
+                names.add(name)
+        for name, buf in self.buffers.items():  # computed into an input's own memory
+            if getattr(buf, "stored_into", None) is not None:
                 names.add(name)
         return names
 

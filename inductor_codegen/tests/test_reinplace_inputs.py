@@ -1,0 +1,175 @@
+"""Re-inplacing: a scatter over a mutated input is stored into the input itself.
+
+Graphs here are made with make_fx and carry the output meta aot_autograd sets
+(`input_mutation_idxs`: output index, input index). Each runs on the C++ path and on
+the Triton path (TRITON_INTERPRET=1 on the CPU) and is compared with eager.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.testing import assert_close
+
+from inductor_codegen import compile_graph
+from inductor_codegen.lowering.reinplace import INPUT_MUTATIONS
+
+PATHS = ["cpp", pytest.param("triton", marks=pytest.mark.triton_interpret)]
+
+
+def _compile(fn, inputs, pairs, path, tmp_path):
+    gm = make_fx(fn)(*inputs)
+    if pairs is not None:
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        output.meta[INPUT_MUTATIONS] = pairs
+    options = {"cache_dir": str(tmp_path)}
+    if path == "triton":
+        pytest.importorskip("triton")
+        options["device_codegen"] = "triton"
+    return compile_graph(gm, list(inputs), options=options)
+
+
+def _cache_step(cache, position, key):
+    new = cache.index_copy(2, position, key)
+    return (new * 2).sum(-1), new
+
+
+def _cache_inputs():
+    return torch.zeros(1, 2, 8, 4), torch.tensor([3]), torch.randn(1, 2, 1, 4)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_cache_update_writes_only_into_the_input(path, tmp_path):
+    cache, position, key = _cache_inputs()
+    compiled = _compile(_cache_step, (cache, position, key), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset({0})
+    assert "aten_index_copy__default(" in compiled.artifact("wrapper")
+    expected = _cache_step(cache.clone(), position, key)
+    actual = compiled(cache, position, key)
+    assert_close(actual[0], expected[0])
+    assert_close(cache, expected[1])  # the input itself holds the new value
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_graph_without_mutation_meta_leaves_its_inputs_alone(path, tmp_path):
+    cache, position, key = _cache_inputs()
+    compiled = _compile(_cache_step, (cache, position, key), None, path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset()
+    expected = _cache_step(cache, position, key)
+    assert_close(compiled(cache, position, key), expected)
+    assert cache.abs().sum() == 0
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_input_read_elsewhere_is_not_written(path, tmp_path):
+    def reads_old(cache, position, key):
+        new = cache.index_copy(2, position, key)
+        return (new + cache).sum(-1), new
+
+    cache, position, key = _cache_inputs()
+    cache.normal_()
+    compiled = _compile(reads_old, (cache, position, key), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset()
+    before = cache.clone()
+    assert_close(compiled(cache, position, key), reads_old(before, position, key))
+    assert_close(cache, before)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_slice_scatter_writes_the_slice_into_the_input(path, tmp_path):
+    def assign(x, v):
+        new = x.slice_scatter(v, 1, 2, 4)
+        return new.sum(0), new
+
+    x, v = torch.randn(3, 8), torch.randn(3, 2)
+    compiled = _compile(assign, (x, v), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset({0})
+    expected = assign(x.clone(), v)
+    assert_close(compiled(x, v)[0], expected[0])
+    assert_close(x, expected[1])
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_input_returned_twice_is_not_written(path, tmp_path):
+    def twice(cache, position, key):
+        new = cache.index_copy(2, position, key)
+        return new, new
+
+    cache, position, key = _cache_inputs()
+    compiled = _compile(twice, (cache, position, key), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset()
+
+
+def test_self_overlapping_input_is_not_written(tmp_path):
+    def put(x, index, v):
+        new = torch.ops.aten.index_put(x, [index], v)
+        return new.sum(), new
+
+    x, index, v = torch.zeros(1, 3).expand(4, 3), torch.tensor([1]), torch.randn(1, 3)
+    compiled = _compile(put, (x, index, v), ((1, 0),), "cpp", tmp_path)
+    assert compiled.inputs_written_in_place == frozenset()
+
+
+def _running_mean(running, batch):
+    new = running * 0.9 + batch.mean(0) * 0.1
+    return batch * 2, new
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_pointwise_update_is_computed_into_the_input(path, tmp_path):
+    running, batch = torch.randn(6), torch.randn(5, 6)
+    compiled = _compile(_running_mean, (running, batch), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset({0})
+    assert " = running_1\n" in compiled.artifact("wrapper")  # no allocation
+    expected = _running_mean(running.clone(), batch)
+    actual = compiled(running, batch)
+    assert_close(actual[0], expected[0])
+    assert_close(running, expected[1])
+
+
+def test_pointwise_update_kernel_pointers_to_the_input_are_not_restrict(tmp_path):
+    running, batch = torch.randn(6), torch.randn(5, 6)
+    compiled = _compile(_running_mean, (running, batch), ((1, 0),), "cpp", tmp_path)
+    kernels = compiled.artifact("codegen")
+    assert "const float* in_ptr" in kernels and "float* out_ptr" in kernels
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_pointwise_update_reading_other_elements_is_not_in_place(path, tmp_path):
+    def shifted(running, batch):
+        new = running * 0.5 + running.roll(1, 0)
+        return batch * 2, new
+
+    running, batch = torch.randn(6), torch.randn(5, 6)
+    compiled = _compile(shifted, (running, batch), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset()
+    before = running.clone()
+    assert_close(compiled(running, batch), shifted(before, batch))
+    assert_close(running, before)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_pointwise_update_whose_input_another_kernel_reads_is_not_in_place(path, tmp_path):
+    def also_summed(running, batch):
+        new = running * 0.9 + batch.mean(0)
+        return batch * running.sum(), new
+
+    running, batch = torch.randn(6), torch.randn(5, 6)
+    compiled = _compile(also_summed, (running, batch), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset()
+    before = running.clone()
+    assert_close(compiled(running, batch), also_summed(before, batch))
+    assert_close(running, before)
+
+
+def test_pointwise_update_read_by_a_later_node_is_not_in_place(tmp_path):
+    def read_after(running, batch):
+        new = running * 0.9 + batch.mean(0)
+        return batch * new, new
+
+    running, batch = torch.randn(6), torch.randn(5, 6)
+    compiled = _compile(read_after, (running, batch), ((1, 0),), "cpp", tmp_path)
+    assert compiled.inputs_written_in_place == frozenset()
+    before = running.clone()
+    assert_close(compiled(running, batch), read_after(before, batch))
