@@ -45,7 +45,7 @@ from aot_autograd.program import (
 from aot_autograd.runtime import (
     compiled_call,
     requires_grad_flags,
-    static_saved_strides,
+    saved_strides_of,
     tangent_dependencies,
     training_function,
 )
@@ -319,7 +319,7 @@ class AotCallable:
         compiled_backward = bw_compiler(backward, _placeholder_values(backward))
         # wrap: an autograd.Function around the compiled pair.
         dependencies = tangent_dependencies(backward)
-        saved_strides = tuple(static_saved_strides(backward))
+        saved_strides = tuple(saved_strides_of(backward))
         if store is not None:
             parts = CompiledParts(
                 program, compiled_forward, compiled_backward, tuple(dependencies), saved_strides

@@ -37,7 +37,7 @@ __all__ = [
     "compiled_call",
     "output_assembler",
     "requires_grad_flags",
-    "static_saved_strides",
+    "saved_strides_of",
     "training_function",
 ]
 
@@ -169,7 +169,7 @@ def _strides_agree(t: torch.Tensor, stride: tuple) -> bool:
 def _without_overlap(shape: Sequence[int], stride: tuple) -> bool:
     """Whether `stride` (its stride-0 dims aside) maps no two elements to one address."""
     extent = 1
-    for size, step in sorted((z, s) for z, s in zip(shape, stride) if z > 1 and s != 0):
+    for step, size in sorted((s, z) for z, s in zip(shape, stride) if z > 1 and s != 0):
         if step < extent:
             return False
         extent = step * size
@@ -188,19 +188,32 @@ def _in_strides(t: torch.Tensor, stride: tuple) -> torch.Tensor:
     return copy
 
 
-def static_saved_strides(backward: fx.GraphModule) -> list[tuple | None]:
+def saved_strides_of(backward: fx.GraphModule) -> list[tuple | None]:
     """Per saved value the backward graph takes (its placeholders before the tangents),
-    the strides it was traced with; None where not a tensor or not static."""
+    the strides it was traced with (SymInts where sizes are symbolic); None where not a
+    tensor."""
     strides: list[tuple | None] = []
     for node in backward.graph.nodes:
         if node.op != "placeholder" or node.name.startswith("tangents"):
             continue
         value = node.meta.get("val")
-        static = isinstance(value, torch.Tensor) and all(
-            isinstance(s, int) for s in (*value.shape, *value.stride())
-        )
-        strides.append(tuple(value.stride()) if static else None)
+        strides.append(tuple(value.stride()) if isinstance(value, torch.Tensor) else None)
     return strides
+
+
+def _is_static(strides: Sequence[tuple | None]) -> bool:
+    return all(s is None or all(type(x) is int for x in s) for s in strides)
+
+
+def _restrided(saved: Sequence, strides: Sequence[tuple | None]) -> list:
+    """`saved` with each tensor not in its `strides` copied into them (see `_SavedLayout`)."""
+    saved = list(saved)
+    for i, (value, stride) in enumerate(zip(saved, strides)):
+        if not isinstance(value, torch.Tensor) or stride is None:
+            continue
+        if not _strides_agree(value, stride) and _without_overlap(value.shape, stride):
+            saved[i] = _in_strides(value, stride)
+    return saved
 
 
 def _grad_scatter(grad_inputs: tuple[int, ...], num_inputs: int) -> Callable[[Sequence], tuple]:
@@ -254,8 +267,9 @@ def training_function(
 ) -> Callable[..., tuple]:
     """A function running `forward` under autograd, with `backward` as its derivative.
 
-    `saved_strides` (see `static_saved_strides`) are the strides the backward was
-    compiled for; a saved tensor the forward gives in others is copied into them.
+    `saved_strides` (see `saved_strides_of`) are the strides the backward was
+    compiled for; a saved tensor the forward gives in others is copied into them
+    (symbolic strides are evaluated for each call's sizes).
 
     Outputs the caller never used get no gradient (None, not zeros) from autograd;
     a grad that reads only such outputs' tangents comes back None, as in eager, so
@@ -286,6 +300,8 @@ def training_function(
     if not callable(forward_boxed):
         forward_boxed = None
     learned: list[_SavedLayout] = []
+    symbolic_strides = not _is_static(saved_strides)
+    static_strides = () if symbolic_strides else tuple(saved_strides)
     specialized: dict[frozenset[int], Callable[[list], Any]] = {}
 
     def backward_without(unused: frozenset[int]) -> Callable[[list], Any]:
@@ -307,7 +323,10 @@ def training_function(
                 results = forward_boxed(list(args)) if forward_boxed else forward(*args)
             outputs, saved = tuple(results[:n_out]), results[n_out:]
             layout = learned[0] if learned else _learn(outputs, saved)
-            if layout.restrided:
+            if symbolic_strides:
+                strides = resolve_sizes(tuple(saved_strides), program.symbol_sources, args)
+                saved = _restrided(saved, strides)
+            elif layout.restrided:
                 saved = list(saved)
                 for i, stride in layout.restrided:
                     saved[i] = _in_strides(saved[i], stride)
@@ -359,7 +378,7 @@ def training_function(
             return scatter(grads)
 
     def _learn(outputs: tuple, saved: Sequence) -> _SavedLayout:
-        strides = list(saved_strides) + [None] * (len(saved) - len(saved_strides))
+        strides = list(static_strides) + [None] * (len(saved) - len(static_strides))
         learned.append(_SavedLayout(outputs, saved, differentiable, strides))
         return learned[0]
 
