@@ -172,6 +172,14 @@ class TracedProgram:
     grad_free_inputs: tuple[int, ...] = ()
 
 
+def _grad_free(grad_inputs: Sequence[int], grad_nodes: Sequence[Any]) -> tuple[int, ...]:
+    """The inputs of `grad_inputs` whose gradient is None, unless that is all of them:
+    outputs then still require grad through them, as eager's do (`torch.norm(x, 0)`
+    requires grad, its gradient is zeros)."""
+    free = tuple(i for i, g in zip(grad_inputs, grad_nodes) if g is None)
+    return free if len(free) < len(grad_inputs) else ()
+
+
 def _materialize(x: torch.Tensor) -> torch.Tensor:
     """A real tensor with `x`'s dtype, device, shape and strides (for fake inputs)."""
     real = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device=x.device)
@@ -566,7 +574,7 @@ def _trace(
         grad_inputs=tuple(grad_inputs),
         joint=joint,
         missing_derivatives=missing,
-        grad_free_inputs=tuple(i for i, g in zip(grad_inputs, grad_nodes) if g is None),
+        grad_free_inputs=_grad_free(grad_inputs, grad_nodes),
     )
 
 
