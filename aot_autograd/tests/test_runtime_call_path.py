@@ -263,3 +263,32 @@ def test_compiled_graphs_with_a_boxed_entry_are_called_through_it():
     with torch.no_grad():
         torch.testing.assert_close(compiled(x, w), fn(x, w))
     assert graphs[2].boxed_calls == 1  # the inference graph
+
+
+def test_requires_grad_flags_of_tensor_and_other_arguments():
+    from aot_autograd.runtime import requires_grad_flags
+
+    class HasFlag:
+        requires_grad = True  # not a tensor: never counts
+
+    weight = torch.nn.Parameter(torch.randn(2))
+    frozen = torch.randn(2)
+    assert requires_grad_flags([weight, frozen]) == (True, False)
+    assert requires_grad_flags([weight, 3, HasFlag(), frozen]) == (True, False, False, False)
+    assert requires_grad_flags([]) == ()
+
+
+def test_grad_mode_key_follows_requires_grad_flips_between_calls():
+    def fn(x, w):
+        return (x * w).sin()
+
+    compiled = aot_function(fn, identity_compiler)
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    for flag in (True, False, True):
+        w.requires_grad_(flag)
+        out = compiled(x, w)
+        assert out.requires_grad is flag
+        torch.testing.assert_close(out, fn(x, w))
+        if flag:
+            (grad,) = torch.autograd.grad(out.sum(), [w])
+            torch.testing.assert_close(grad, x * (x * w).detach().cos())

@@ -15,7 +15,9 @@ of a region that turned autocast off (a rotary embedding's float32 `cos`).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any
 
 import torch
@@ -527,9 +529,18 @@ def assemble_outputs(program: TracedProgram, args: Sequence[Any], graph_outputs:
     return output_assembler(program)(args, graph_outputs)
 
 
+_requires_grad = operator.attrgetter("requires_grad")
+
+
 def requires_grad_flags(args: Sequence[Any]) -> tuple[bool, ...]:
-    """Per argument, whether it is a tensor requiring grad (part of the compiled-graph key)."""
+    """Per argument, whether it is a tensor requiring grad (part of the compiled-graph key).
+
+    Read in C loops (`map`) where every argument is a tensor (a module's graph: its
+    parameters and buffers), about half the time of a Python loop per argument.
+    """
     tensor = torch.Tensor
+    if all(map(isinstance, args, repeat(tensor))):
+        return tuple(map(_requires_grad, args))
     return tuple([isinstance(a, tensor) and a.requires_grad for a in args])
 
 
