@@ -45,6 +45,8 @@ __all__ = [
 
 _any_autocast_enabled = torch._C._is_any_autocast_enabled
 _autocast_off = torch._C._DisableAutocast  # excludes the autocast dispatch keys
+_is_cpu = operator.attrgetter("is_cpu")
+_PLAIN_TENSORS = frozenset((torch.Tensor, torch.nn.Parameter))
 
 
 class _NoDoubleBackward(torch.autograd.Function):
@@ -481,7 +483,15 @@ def _output_getter(program: TracedProgram, spec: Any) -> Callable[[Sequence, Seq
 def _copy_back(inputs: list, values: Sequence) -> None:
     """`input.copy_(value)` for each mutated input; on the GPU the pairs of one dtype go
     in one multi-tensor launch (a BatchNorm model's running statistics: two launches
-    instead of three per layer)."""
+    instead of three per layer). On the CPU, plain tensors go in one `_foreach_copy_`
+    call, which runs `copy_` on each pair in C++ (broadcasting and casting as `copy_`
+    does), saving a Python dispatch per tensor; subclasses each get their own `copy_`."""
+    if len(inputs) >= 2 and all(map(_is_cpu, inputs)):
+        if _PLAIN_TENSORS.issuperset(map(type, inputs)) and _PLAIN_TENSORS.issuperset(
+            map(type, values)
+        ):
+            torch._foreach_copy_(inputs, list(values))
+            return
     if len(inputs) < 2 or not inputs[0].is_cuda:
         for target, value in zip(inputs, values):
             target.copy_(value)
