@@ -17,6 +17,11 @@ Cases, each on an input small enough that the time is the host's:
   (buffers mutated by the graph and copied back). Batch 2 since training needs more
   than one value per channel after layer4's 1x1 output.
 
+`EMBER_BENCH_VARIANTS=ember,eager` times only those variants. `EMBER_BENCH_DEVICE=cuda`
+runs every case on the GPU (each timed round ends with a synchronize; the split times
+the host alone) and `EMBER_BENCH_WIDTH=64` gives the ResNets torchvision's channel
+counts.
+
 Modes: `inference` (eval mode, under no_grad) and `training` (train mode, forward,
 `.sum()`, backward). Variants: eager, torch.compile and ember.compile, both with the
 backend `EMBER_BENCH_BACKEND` (default inductor), called in interleaved rounds (each
@@ -50,7 +55,9 @@ import copy
 import cProfile
 import os
 import pstats
+import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,10 +69,16 @@ import overhead_bench  # noqa: E402  (puts every package's src folder on sys.pat
 
 import ember  # noqa: E402
 
+DEVICE = os.environ.get("EMBER_BENCH_DEVICE", "cpu")
+WIDTH = int(os.environ.get("EMBER_BENCH_WIDTH", "8"))  # ResNets' channels after the stem
 ROUNDS = int(os.environ.get("EMBER_BENCH_ROUNDS", "30"))
 CALLS = int(os.environ.get("EMBER_BENCH_CALLS", "10"))
 BACKEND = os.environ.get("EMBER_BENCH_BACKEND", "inductor")
-VARIANTS = ("eager", "torch.compile", "ember")
+VARIANTS = tuple(
+    v
+    for v in ("eager", "torch.compile", "ember")
+    if v in os.environ.get("EMBER_BENCH_VARIANTS", "eager,torch.compile,ember").split(",")
+)
 
 
 # -- models ------------------------------------------------------------------------------------
@@ -165,8 +178,8 @@ CASES: dict[str, Callable[[], tuple[Callable, torch.Tensor]]] = {
     "fn1": lambda: (one_tensor, torch.randn(4)),
     "mlp10": lambda: (mlp(10), torch.randn(2, 4)),
     "mlp100": lambda: (mlp(100), torch.randn(2, 4)),
-    "resnet18": lambda: (ResNet(BasicBlock, [2, 2, 2, 2]), torch.randn(2, 3, 16, 16)),
-    "resnet50": lambda: (ResNet(Bottleneck, [3, 4, 6, 3]), torch.randn(2, 3, 16, 16)),
+    "resnet18": lambda: (ResNet(BasicBlock, [2, 2, 2, 2], WIDTH), torch.randn(2, 3, 16, 16)),
+    "resnet50": lambda: (ResNet(Bottleneck, [3, 4, 6, 3], WIDTH), torch.randn(2, 3, 16, 16)),
 }
 
 
@@ -181,7 +194,8 @@ def make_variant(name: str, model: Callable) -> Callable:
 def prepared(model: Callable, x: torch.Tensor, training: bool) -> tuple[Callable, torch.Tensor]:
     """A fresh copy of the model in the mode's train/eval state, and its input."""
     if isinstance(model, nn.Module):
-        model = copy.deepcopy(model).train(training)
+        model = copy.deepcopy(model).train(training).to(DEVICE)
+    x = x.to(DEVICE)
     return model, (x.clone().requires_grad_(True) if training and model is one_tensor else x)
 
 
@@ -267,6 +281,26 @@ def step_fn(model: Callable, x: torch.Tensor, training: bool) -> Callable[[], No
     return overhead_bench.step_fn(model, x, training)
 
 
+def interleaved(steps: dict[str, Callable[[], None]]) -> dict[str, float]:
+    """Median over rounds of each step's mean microseconds per call, variants interleaved;
+    on a GPU each round ends with a synchronize (so the time counts queued kernels too)."""
+    sync = torch.cuda.synchronize if DEVICE.startswith("cuda") else lambda: None
+    for step in steps.values():
+        for _ in range(CALLS):
+            step()
+    sync()
+    times: dict[str, list[float]] = {label: [] for label in steps}
+    clock = time.perf_counter_ns
+    for _ in range(ROUNDS):
+        for label, step in steps.items():
+            start = clock()
+            for _ in range(CALLS):
+                step()
+            sync()
+            times[label].append((clock() - start) / CALLS / 1000)
+    return {label: statistics.median(values) for label, values in times.items()}
+
+
 # -- driver ------------------------------------------------------------------------------------
 
 
@@ -278,12 +312,11 @@ def run_case(name: str, training: bool, profile: bool) -> dict:
         copy_of, x_of = prepared(model, x, training)
         steps[variant] = step_fn(make_variant(variant, copy_of), x_of, training)
         steps[variant]()  # compile outside the timed rounds
-    overhead_bench.ROUNDS, overhead_bench.CALLS = ROUNDS, CALLS
     row = {"case": name, "mode": "training" if training else "inference"}
-    row.update(overhead_bench.interleaved(steps))
-    if BACKEND == "inductor":
+    row.update(interleaved(steps))
+    if BACKEND == "inductor" and "ember" in steps:
         row["split"] = ember_split(*prepared(model, x, training), training)
-    if profile:
+    if profile and "ember" in steps:
         row["profile"] = profile_split(steps["ember"], ROUNDS * CALLS)
     return row
 
