@@ -382,34 +382,9 @@ def _storage_key(t: torch.Tensor) -> Any:
         return None
 
 
-_data_ptr = operator.methodcaller("data_ptr")
-_storage_offset = operator.methodcaller("storage_offset")
-_element_size = operator.methodcaller("element_size")
-
-
-def _storages_distinct(args: Sequence[Any]) -> bool:
-    """Whether the tensors `args` (all of them tensors) have distinct storages, told in C
-    loops: a storage's base address is `data_ptr() - storage_offset() * element_size()`
-    (no storage object made per tensor). False also where that cannot be told (a tensor
-    without data): the caller then looks tensor by tensor."""
-    try:
-        offsets = map(operator.mul, map(_storage_offset, args), map(_element_size, args))
-        bases = tuple(filter(None, map(operator.sub, map(_data_ptr, args), offsets)))
-    except (RuntimeError, TypeError, AttributeError):
-        return False
-    return len(set(bases)) == len(bases)
-
-
 def check_mutated_inputs_unaliased(program: TracedProgram, args: Sequence[Any]) -> None:
-    """A mutated input must not share memory with another input (the graph assumed not).
-
-    Per call: where every argument is a plain tensor and no two share a storage (a
-    module's parameters and buffers, whose BatchNorm statistics are mutated), C loops
-    tell so; otherwise each tensor's storage is looked up.
-    """
+    """A mutated input must not share memory with another input (the graph assumed not)."""
     if not program.mutated_inputs:
-        return
-    if _PLAIN_TENSORS.issuperset(map(type, args)) and _storages_distinct(args):
         return
     keys: dict[Any, int] = {}
     for a in args:
