@@ -27,7 +27,8 @@ Modes: `inference` (eval mode, under no_grad) and `training` (train mode, forwar
 backend `EMBER_BENCH_BACKEND` (default inductor), called in interleaved rounds (each
 round runs every variant `EMBER_BENCH_CALLS` times and keeps the mean, so load from
 other processes falls on all of them alike); the table gives the median over
-`EMBER_BENCH_ROUNDS` rounds, in microseconds per call.
+`EMBER_BENCH_ROUNDS` rounds (`EMBER_BENCH_STAT=min`: the fastest round, steadier on a
+loaded machine), in microseconds per call.
 
 The split of ember's time comes from a separately compiled instance whose layers are
 timed with perf_counter_ns (timers cost about 0.1 us each), as in overhead_bench.py:
@@ -72,6 +73,8 @@ import ember  # noqa: E402
 DEVICE = os.environ.get("EMBER_BENCH_DEVICE", "cpu")
 WIDTH = int(os.environ.get("EMBER_BENCH_WIDTH", "8"))  # ResNets' channels after the stem
 ROUNDS = int(os.environ.get("EMBER_BENCH_ROUNDS", "30"))
+# "median" of the rounds, or "min": on a machine other jobs load, the least disturbed round
+STAT = {"median": statistics.median, "min": min}[os.environ.get("EMBER_BENCH_STAT", "median")]
 CALLS = int(os.environ.get("EMBER_BENCH_CALLS", "10"))
 BACKEND = os.environ.get("EMBER_BENCH_BACKEND", "inductor")
 VARIANTS = tuple(
@@ -298,7 +301,7 @@ def interleaved(steps: dict[str, Callable[[], None]]) -> dict[str, float]:
                 step()
             sync()
             times[label].append((clock() - start) / CALLS / 1000)
-    return {label: statistics.median(values) for label, values in times.items()}
+    return {label: STAT(values) for label, values in times.items()}
 
 
 # -- driver ------------------------------------------------------------------------------------
@@ -345,7 +348,7 @@ def main(argv: list[str]) -> int:
     modes = os.environ.get("EMBER_BENCH_MODES", "inference,training").split(",")
     torch.set_num_threads(1)  # the kernels are tiny: thread start-up would only add noise
     print(
-        f"per-call wall time, us (median of {ROUNDS} rounds of {CALLS} calls); backend "
+        f"per-call wall time, us ({STAT.__name__} of {ROUNDS} rounds of {CALLS} calls); backend "
         f"{BACKEND}; torch {torch.__version__}, 1 thread",
         flush=True,
     )
