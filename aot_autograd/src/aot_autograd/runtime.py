@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from itertools import repeat
 from typing import Any
 
 import torch
@@ -545,12 +544,13 @@ _requires_grad = operator.attrgetter("requires_grad")
 def requires_grad_flags(args: Sequence[Any]) -> tuple[bool, ...]:
     """Per argument, whether it is a tensor requiring grad (part of the compiled-graph key).
 
-    Read in C loops (`map`) where every argument is a tensor (a module's graph: its
-    parameters and buffers), about half the time of a Python loop per argument.
+    Read in one C loop (`map`) where every argument is a plain tensor or parameter (a
+    module's graph: its parameters and buffers), told by a set of their types: two
+    thirds of the time of a Python loop per argument.
     """
-    tensor = torch.Tensor
-    if all(map(isinstance, args, repeat(tensor))):
+    if _PLAIN_TENSORS.issuperset(map(type, args)):
         return tuple(map(_requires_grad, args))
+    tensor = torch.Tensor
     return tuple([isinstance(a, tensor) and a.requires_grad for a in args])
 
 
