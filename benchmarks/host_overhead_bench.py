@@ -28,7 +28,8 @@ backend `EMBER_BENCH_BACKEND` (default inductor), called in interleaved rounds (
 round runs every variant `EMBER_BENCH_CALLS` times and keeps the mean, so load from
 other processes falls on all of them alike); the table gives the median over
 `EMBER_BENCH_ROUNDS` rounds (`EMBER_BENCH_STAT=min`: the fastest round, steadier on a
-loaded machine), in microseconds per call.
+loaded machine), in microseconds per call: wall time, or with `EMBER_BENCH_CLOCK=cpu`
+the thread's CPU time, which waiting for a core on a loaded machine does not inflate.
 
 The split of ember's time comes from a separately compiled instance whose layers are
 timed with perf_counter_ns (timers cost about 0.1 us each), as in overhead_bench.py:
@@ -73,6 +74,11 @@ import ember  # noqa: E402
 DEVICE = os.environ.get("EMBER_BENCH_DEVICE", "cpu")
 WIDTH = int(os.environ.get("EMBER_BENCH_WIDTH", "8"))  # ResNets' channels after the stem
 ROUNDS = int(os.environ.get("EMBER_BENCH_ROUNDS", "30"))
+# "wall" time, or "cpu": this thread's CPU time, which time spent waiting for a core does
+# not inflate (one thread: torch.set_num_threads(1) below; not for the GPU)
+CLOCK = {"wall": time.perf_counter_ns, "cpu": time.thread_time_ns}[
+    os.environ.get("EMBER_BENCH_CLOCK", "wall")
+]
 # "median" of the rounds, or "min": on a machine other jobs load, the least disturbed round
 STAT = {"median": statistics.median, "min": min}[os.environ.get("EMBER_BENCH_STAT", "median")]
 CALLS = int(os.environ.get("EMBER_BENCH_CALLS", "10"))
@@ -293,7 +299,7 @@ def interleaved(steps: dict[str, Callable[[], None]]) -> dict[str, float]:
             step()
     sync()
     times: dict[str, list[float]] = {label: [] for label in steps}
-    clock = time.perf_counter_ns
+    clock = CLOCK
     for _ in range(ROUNDS):
         for label, step in steps.items():
             start = clock()
@@ -348,7 +354,8 @@ def main(argv: list[str]) -> int:
     modes = os.environ.get("EMBER_BENCH_MODES", "inference,training").split(",")
     torch.set_num_threads(1)  # the kernels are tiny: thread start-up would only add noise
     print(
-        f"per-call wall time, us ({STAT.__name__} of {ROUNDS} rounds of {CALLS} calls); backend "
+        f"per-call {CLOCK.__name__}, us ({STAT.__name__} of {ROUNDS} rounds of {CALLS} calls); "
+        "backend "
         f"{BACKEND}; torch {torch.__version__}, 1 thread",
         flush=True,
     )
