@@ -46,6 +46,28 @@ def test_mutating_one_of_two_aliased_inputs_is_a_clear_error():
         aot_function(fn, identity_compiler)(x, x)
 
 
+def test_mutated_input_aliasing_another_is_caught_on_a_later_call():
+    def fn(a, b, c):
+        a.mul_(2)
+        return b + c
+
+    compiled = aot_function(fn, identity_compiler)
+    a, b, c = torch.ones(3), torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(compiled(a, b, c), b + c)
+    base = torch.zeros(8)
+    cases = [
+        (base[:3], base[3:6], c),  # views of one storage at other offsets
+        (base[5:8], c, base[::3]),  # a strided view reaching the mutated slice's storage
+        (base[:3], torch.nn.Parameter(base[3:6], requires_grad=False), c),  # a parameter
+        (a, b, a),  # the same tensor twice
+    ]
+    for case in cases:
+        with pytest.raises(UnsupportedMutationError, match="shares memory with another input"):
+            compiled(*case)
+    b_of_other_storage = torch.randn(3)
+    torch.testing.assert_close(compiled(a, b_of_other_storage, c), b_of_other_storage + c)
+
+
 def test_value_read_into_python_is_checked_at_every_call():
     from aot_autograd import ValueChangedError
 

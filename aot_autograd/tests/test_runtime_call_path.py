@@ -263,3 +263,86 @@ def test_compiled_graphs_with_a_boxed_entry_are_called_through_it():
     with torch.no_grad():
         torch.testing.assert_close(compiled(x, w), fn(x, w))
     assert graphs[2].boxed_calls == 1  # the inference graph
+
+
+def test_requires_grad_flags_of_tensor_and_other_arguments():
+    from aot_autograd.runtime import requires_grad_flags
+
+    class HasFlag:
+        requires_grad = True  # not a tensor: never counts
+
+    weight = torch.nn.Parameter(torch.randn(2))
+    frozen = torch.randn(2)
+    assert requires_grad_flags([weight, frozen]) == (True, False)
+    assert requires_grad_flags([weight, 3, HasFlag(), frozen]) == (True, False, False, False)
+    assert requires_grad_flags([]) == ()
+
+
+def test_grad_mode_key_follows_requires_grad_flips_between_calls():
+    def fn(x, w):
+        return (x * w).sin()
+
+    compiled = aot_function(fn, identity_compiler)
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    for flag in (True, False, True):
+        w.requires_grad_(flag)
+        out = compiled(x, w)
+        assert out.requires_grad is flag
+        torch.testing.assert_close(out, fn(x, w))
+        if flag:
+            (grad,) = torch.autograd.grad(out.sum(), [w])
+            torch.testing.assert_close(grad, x * (x * w).detach().cos())
+
+
+class _Tracked(torch.Tensor):
+    """A tensor subclass that counts the torch functions called on it."""
+
+    calls: list = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        cls.calls.append(func)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_several_mutated_inputs_of_mixed_dtypes_copied_back_together(grad):
+    def fn(x, mean, var, count, scale):
+        mean.mul_(0.9).add_(x.mean(0), alpha=0.1)
+        var.mul_(0.9).add_(x.pow(2).mean(0), alpha=0.1)
+        count.add_(1)
+        scale.copy_(x.amax())  # a 0-dim value into a 1-element input of another dtype
+        return x * mean
+
+    compiled = aot_function(fn, identity_compiler)
+    states = [
+        (torch.zeros(4), torch.ones(4), torch.tensor(0), torch.zeros(1, dtype=torch.float64))
+        for _ in range(2)
+    ]
+    for _ in range(CALLS):
+        x = torch.randn(3, 4, requires_grad=grad)
+        expected = fn(x, *states[0])
+        versions = [t._version for t in states[1]]
+        got = compiled(x, *states[1])
+        torch.testing.assert_close(got, expected)
+        for mine, eager in zip(states[1], states[0]):
+            torch.testing.assert_close(mine, eager)
+        assert all(t._version > v for t, v in zip(states[1], versions))
+
+
+def test_mutated_tensor_subclass_inputs_get_their_own_copy():
+    def fn(x, a, b):
+        a.add_(x)
+        b.mul_(2)
+        return x.sin()
+
+    compiled = aot_function(fn, identity_compiler)
+    a = torch.zeros(3).as_subclass(_Tracked)
+    b = torch.ones(3).as_subclass(_Tracked)
+    x = torch.randn(3)
+    compiled(x, a, b)
+    _Tracked.calls.clear()
+    compiled(x, a, b)
+    torch.testing.assert_close(a.as_subclass(torch.Tensor), 2 * x)
+    torch.testing.assert_close(b.as_subclass(torch.Tensor), torch.full((3,), 4.0))
+    assert torch.Tensor.copy_ in _Tracked.calls

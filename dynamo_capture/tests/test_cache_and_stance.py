@@ -279,10 +279,10 @@ def test_appending_to_a_module_list_recompiles(backend):
 
 
 class _Stack(torch.nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, blocks: int = 1) -> None:
         super().__init__()
         self.blocks = torch.nn.ModuleList(
-            torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4)) for _ in range(2)
+            torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4)) for _ in range(blocks)
         )
 
     def forward(self, x):
@@ -292,14 +292,33 @@ class _Stack(torch.nn.Module):
 
 
 def test_the_entry_reads_a_module_shared_by_inputs_once():
-    model = _Stack()
+    model = _Stack()  # 5 modules: too few for a module tree guard
     compiled = dynamo_capture.optimize(model, backend=lambda gm, _: gm.forward)
     x = torch.randn(3, 4)
     torch.testing.assert_close(compiled(x), model(x))
     entry = compiled.last_artifacts.entry_code
     blocks = "._modules['blocks']"
     assert entry.count(blocks) == 1, entry  # read into a local, then each layer from it
-    assert entry.count("._parameters['weight']") == 4, entry
+    assert entry.count("._parameters['weight']") == 2, entry
     with torch.no_grad():
-        model.blocks[1][0].weight.mul_(2)  # the entry reads the current parameters
+        model.blocks[0][0].weight.mul_(2)  # the entry reads the current parameters
     torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_the_entry_takes_module_tensors_from_the_module_tree_guard():
+    model = _Stack(blocks=3)  # 11 modules: one module tree guard
+    compiled = dynamo_capture.optimize(model, backend=lambda gm, _: gm.forward)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+    entry = compiled.last_artifacts.entry_code
+    assert "___tree0_state.tensors" in entry and "_parameters" not in entry, entry
+    torch.testing.assert_close(compiled(x), model(x))
+    model.blocks[1][0].weight = torch.nn.Parameter(torch.randn(4, 4))  # same metadata
+    torch.testing.assert_close(compiled(x), model(x))
+    with dynamo_capture.set_stance(skip_guard_eval_unsafe=True):  # no check: read by path
+        model.blocks[0][1].weight = torch.nn.Parameter(torch.randn(4))
+        torch.testing.assert_close(compiled(x), model(x))
+    del model.blocks[2][1].bias  # no longer a tensor: a new entry
+    model.blocks[2][1].bias = None
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(compiled.entries) == 2

@@ -127,6 +127,22 @@ def test_module_tree_sees_writes_that_bypass_module_setattr():
     assert not compiled(frame, {})
 
 
+def test_module_tree_watches_the_modules_table_of_parents_only():
+    model = _model()
+    compiled, frame = _compiled(model)
+    (tree,) = compiled.trees
+    calls = _counting_full_checks(tree)
+    # a leaf's `_modules` is read by no guard: a submodule added to it checks nothing again
+    assert sum(tree.module_tables) == 4  # the root and its three blocks
+    model[3].add_module("extra", torch.nn.ReLU())
+    assert compiled(frame, {})
+    assert calls[0] == 0
+    # a parent's `_modules` is: a child swapped for one with other parameters fails
+    model[0]._modules["0"] = torch.nn.Linear(4, 3)
+    assert not compiled(frame, {})
+    assert calls[0] == 1
+
+
 def test_module_tree_forgets_its_tensors_when_the_root_dies():
     import gc
     import weakref

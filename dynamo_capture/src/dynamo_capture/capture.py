@@ -141,6 +141,9 @@ class CompiledEntry:
     eager: bool = False
     compiled: Any = None  # what the backend returned (None when no graph is called)
     shadows: list[Any] = field(default_factory=list)  # eager entries: break_callees.Shadow
+    # `run` for a call whose guards were not checked (skip_guard_eval_unsafe): reads every
+    # input from its source, where `run` takes module tensors from the guards' last check
+    run_unchecked: Callable[..., Any] | None = None
 
     def check(self, L: dict[str, Any], G: dict[str, Any]) -> bool:  # noqa: N803
         return self.guards.check(L, G)
@@ -770,16 +773,50 @@ def _register_source(name: str, source: str) -> str:
     return filename
 
 
-def entry_source(frame: CapturedFrame, name: str, calls_graph: bool) -> str:
-    """The Python source of the entry function of one cache entry."""
+def entry_source(
+    frame: CapturedFrame, name: str, calls_graph: bool, held: dict[Source, str] | None = None
+) -> str:
+    """The Python source of the entry function of one cache entry.
+
+    `held` gives, for some graph inputs, an expression that reads the input without its
+    source: a module tree guard's tensors, which its check just read (see `held_reads`).
+    """
     lines = [f"def {name}(L, G):"]
     if calls_graph:
-        reads, arguments = shared_reads(frame.input_sources)
+        held = held or {}
+        for tree in sorted({expr.partition("[")[0] for expr in held.values()}):
+            lines.append(f"    {tree} = {tree}_state.tensors")
+        others = [source for source in frame.input_sources if source not in held]
+        reads, arguments = shared_reads(others)
         lines.extend(f"    {statement}" for statement in reads)
+        read = dict(zip(others, arguments))
+        arguments = [held.get(source) or read[source] for source in frame.input_sources]
         lines.append(f"    ___out = ___compiled({', '.join(arguments)})")
     lines.extend(f"    {statement}" for statement in frame.replays)
     lines.append(f"    return {frame.output_exprs}")
     return "\n".join(lines) + "\n"
+
+
+def held_reads(guards: CompiledGuards, sources: list[Source]) -> tuple[dict[Source, str], dict]:
+    """Graph inputs that a module tree guard of `guards` holds: an expression for each
+    (`___tree0[12]`: the 13th tensor of the first tree), and the trees' states by name.
+
+    NOTE: a tree's `holds` leaves in its state the very tensors that its modules'
+    `_parameters` / `_buffers` hold now (it checks their identity on every call), so an
+    entry run right after its guards passed reads them there, by position, instead of
+    walking each one's module path again. An entry run without its guards checked
+    (skip_guard_eval_unsafe) must not: it runs `CompiledEntry.run_unchecked`.
+    """
+    wanted = set(sources)
+    held: dict[Source, str] = {}
+    states: dict[str, Any] = {}
+    for tree in guards.trees:
+        name = f"___tree{len(states)}"
+        positions = {s: i for i, s in enumerate(tree.tensor_sources) if s in wanted}
+        if positions:
+            states[f"{name}_state"] = tree.state
+            held.update((s, f"{name}[{i}]") for s, i in positions.items() if s not in held)
+    return held, states
 
 
 def shared_reads(sources: list[Source]) -> tuple[list[str], list[str]]:
@@ -855,9 +892,12 @@ def compile_entry(
     compiled = _call_backend(backend, frame) if calls_graph else None
     backend_seconds = time.perf_counter() - start
     name = f"___entry_{''.join(c if c.isalnum() else '_' for c in frame.target.name)}_{next(_entry_counter)}"
-    source = entry_source(frame, name, calls_graph)
+    guards = frame.ctx.guards.compile(guard_filter_fn, name=frame.target.name)
+    held, states = held_reads(guards, frame.input_sources) if calls_graph else ({}, {})
+    source = entry_source(frame, name, calls_graph, held)
     filename = _register_source(name, source)
     scope: dict[str, Any] = {
+        **states,
         "___compiled": compiled,
         "___k": frame.constants,
         "___build_object": _build_object,
@@ -870,7 +910,13 @@ def compile_entry(
         "___from_numpy": _from_numpy,
     }
     exec(compile(source, filename, "exec"), scope)  # noqa: S102
-    guards = frame.ctx.guards.compile(guard_filter_fn, name=frame.target.name)
+    unchecked = None
+    if held:
+        unchecked_name = f"{name}_unchecked"
+        unchecked_source = entry_source(frame, unchecked_name, calls_graph)
+        unchecked_file = _register_source(unchecked_name, unchecked_source)
+        exec(compile(unchecked_source, unchecked_file, "exec"), scope)  # noqa: S102
+        unchecked = scope[unchecked_name]
     artifacts = CaptureArtifacts(
         graph_code=graph.code,
         guard_code=guards.source,
@@ -879,4 +925,6 @@ def compile_entry(
         backend_seconds=backend_seconds,
         compiled=compiled,
     )
-    return CompiledEntry(guards, scope[name], artifacts, graph, compiled=compiled)
+    return CompiledEntry(
+        guards, scope[name], artifacts, graph, compiled=compiled, run_unchecked=unchecked
+    )

@@ -151,7 +151,7 @@ class CompiledCallable:
         f_globals = frame.globals
         entries = self.entries
         if stance.skip_guard_eval_unsafe and len(entries) == 1:
-            return self._run(entries[0], f_locals, f_globals, args, kwargs)
+            return self._run(entries[0], f_locals, f_globals, args, kwargs, checked=False)
         for entry in entries:
             if entry.check(f_locals, f_globals):
                 entry.hits += 1
@@ -168,15 +168,24 @@ class CompiledCallable:
             entry.artifacts.compile_id = self.compile_id
             compile_trace.note_entry(self, entry)
         self.entries.append(entry)
-        return self._run(entry, f_locals, f_globals, args, kwargs)
+        return self._run(entry, f_locals, f_globals, args, kwargs, checked=False)
 
     def _run(
-        self, entry: CompiledEntry, f_locals: Any, f_globals: Any, args: Any, kwargs: Any
+        self,
+        entry: CompiledEntry,
+        f_locals: Any,
+        f_globals: Any,
+        args: Any,
+        kwargs: Any,
+        checked: bool = True,
     ) -> Any:
+        """Run `entry`; `checked`: its guards passed on these locals just now."""
         if entry.eager:
             if entry.shadows:
                 return ShadowedPart(self.target, entry.shadows)(*args, **kwargs)
             return self.target(*args, **kwargs)
+        if not checked and entry.run_unchecked is not None:
+            return entry.run_unchecked(f_locals, f_globals)
         return entry.run(f_locals, f_globals)
 
     def _run_once_with_aot_eager(self, args: Any, kwargs: Any) -> Any:
@@ -189,7 +198,7 @@ class CompiledCallable:
         except Unsupported:
             return self.target(*args, **kwargs)
         entry = compile_entry(frame, self.resolve_backend("aot_eager"))
-        return self._run(entry, f_locals, self.frame.globals, args, kwargs)
+        return self._run(entry, f_locals, self.frame.globals, args, kwargs, checked=False)
 
     def _on_recompile(
         self, stance: str, f_locals: dict[str, Any], f_globals: dict[str, Any]

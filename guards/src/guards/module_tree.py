@@ -57,8 +57,14 @@ Which guards move into a tree (`_covered`) and why:
 A tree is not formed where a guard's module path goes through a module the guard
 set has no NN_MODULE guard for, nor where dict version tags are not available;
 its guards then stay in the entry's list, checked one by one as before. Module
-checks cost a C loop over two tags per module on every call: far less than the
-guards they stand for, but still in proportion to the number of modules.
+checks cost a C loop over the tags on every call: one per module (its `__dict__`)
+and one per module whose `_modules` a covered guard reads (a parent's: a leaf's
+`_modules`, which no guard reads, is not watched). Far less than the guards they
+stand for, but still in proportion to the number of modules.
+
+After `holds` passed, the state's `tensors` are the tree's parameters and buffers
+as they are now: capture's entry takes its graph inputs from there (capture.py
+`held_reads`) instead of reading each through its module path again.
 """
 
 from __future__ import annotations
@@ -223,6 +229,31 @@ def split_module_trees(
     return [guard for guard in guards if id(guard) not in kept], groups
 
 
+def _reads_modules_table(covered: Sequence[Guard], modules: Sequence[Source]) -> tuple[bool, ...]:
+    """For each module source, whether a covered guard reads its `_modules` dict.
+
+    Covered guards reach a module through its parent's `_modules` (a ModuleSource) and
+    read `_modules` itself (an AttrSource), its `__dict__` (other attributes, the
+    `_parameters` / `_buffers` tables) or a tensor of those tables. A write to the
+    `_modules` of a module no guard reads it of (a leaf's, in most models) cannot change
+    what the guards check, so its tag need not be watched. A source of another kind on
+    the way to the root watches them all.
+    """
+    readers: set[Source] = set()
+    for guard in covered:
+        for source in guard.sources():
+            node: Source | None = source
+            while isinstance(node, ModuleSource | AttrSource | ParamBufferSource):
+                if isinstance(node, ModuleSource) or (
+                    isinstance(node, AttrSource) and node.member in _MODULE_TABLES
+                ):
+                    readers.add(node.source)
+                node = node.source
+            if not isinstance(node, NNModuleSource):
+                return (True,) * len(modules)
+    return tuple(source in readers for source in modules)
+
+
 class _TreeState:
     """What a tree's last full check saw: its dicts' tags, the tensor dicts and the tensors."""
 
@@ -277,7 +308,7 @@ class _TreeState:
         handles = RemovableHandle.next_id
         modules = guard.read_modules(L, G)
         dicts = [vars(module) for module in modules]
-        dicts += [vars(module)["_modules"] for module in modules]
+        dicts += [vars(m)["_modules"] for m in compress(modules, guard.module_tables)]
         tags = VersionTags(dicts)
         seen = tags.read()  # NOTE: read before the check they stand for
         if not guard.structure(L, G):
@@ -325,6 +356,7 @@ class ModuleTreeGuard(Guard):
     strides: tuple[tuple[int, ...], ...] = field(repr=False)
     read_tables: Callable[[Any, Any], tuple[dict, ...]] = field(repr=False)
     read_modules: Callable[[Any, Any], tuple[torch.nn.Module, ...]] = field(repr=False)
+    module_tables: tuple[bool, ...] = field(default=(), repr=False)  # whose _modules is watched
     state: _TreeState | None = field(default=None, repr=False)
 
     guard_type: ClassVar[str] = "MODULE_TREE"
@@ -359,6 +391,7 @@ class ModuleTreeGuard(Guard):
             tuple(tuple(g.strides) for g in tensors if not g.requires_grad),  # type: ignore[arg-type]
             _tables_reader(sources),  # type: ignore[arg-type]
             _reader(tuple(modules)),
+            _reads_modules_table(covered, modules),
         )
         object.__setattr__(guard, "state", _TreeState(guard, module))
         return guard

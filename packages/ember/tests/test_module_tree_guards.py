@@ -233,3 +233,58 @@ def test_writes_that_bypass_module_setattr_recompile(backend):
     del vars(model[2])["forward"]
     model._modules["0"] = torch.nn.Tanh()
     _matches_eager(model, compiled, x)
+
+
+def _entries(compiled) -> list:
+    return ember.api.compiled_callable_of(compiled).entries
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parameter_replaced_by_one_of_the_same_shape_is_read_without_recompiling(backend):
+    # the entry takes the parameters its module tree guard just checked (not their paths)
+    model, compiled, x = _compiled(backend)
+    model[1].fc.weight = torch.nn.Parameter(torch.randn(4, 4))
+    model[2].norm.running_var = torch.rand(4) + 0.5
+    _matches_eager(model, compiled, x)
+    with torch.no_grad():
+        model[0].fc._parameters["bias"] = torch.nn.Parameter(torch.randn(4))
+    _matches_eager(model, compiled, x)
+    assert len(_entries(compiled)) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_skip_guard_eval_unsafe_reads_parameters_through_their_modules(backend):
+    model, compiled, x = _compiled(backend)
+    with ember.set_stance(skip_guard_eval_unsafe=True):
+        model[1].fc.weight = torch.nn.Parameter(torch.randn(4, 4))
+        assert_close(compiled(x), model(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_entries_of_train_and_eval_each_read_their_own_tree(backend):
+    model, compiled, x = _compiled(backend)
+    model.train()
+    _matches_eager(model, compiled, x)
+    model.eval()
+    model[3].weight = torch.nn.Parameter(torch.randn(2, 4))
+    _matches_eager(model, compiled, x)
+    model.train()
+    model[0].fc.weight = torch.nn.Parameter(torch.randn(4, 4))
+    _matches_eager(model, compiled, x)
+    assert len(_entries(compiled)) == 2
+
+
+def test_parameters_replaced_between_training_steps_get_their_gradients():
+    model, compiled, x = _compiled("aot_eager")
+    model.train()
+    compiled(x).sum().backward()
+    new = torch.nn.Parameter(torch.randn(4, 4))
+    model[1].fc.weight = new
+    compiled(x).sum().backward()
+    expected = new.detach().clone().requires_grad_(True)
+    reference = _model().train()
+    reference.load_state_dict(model.state_dict())
+    reference[1].fc.weight = torch.nn.Parameter(expected)
+    reference(x).sum().backward()
+    assert new.grad is not None
+    assert_close(new.grad, reference[1].fc.weight.grad)
