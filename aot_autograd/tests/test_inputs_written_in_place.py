@@ -52,6 +52,8 @@ class _CountCopies(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func is torch.Tensor.copy_:
             self.count += 1
+        elif func is torch._foreach_copy_:  # copy-backs grouped in one call
+            self.count += len(args[0])
         return func(*args, **(kwargs or {}))
 
 

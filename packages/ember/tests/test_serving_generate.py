@@ -109,6 +109,8 @@ class _CopyShapes(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func is torch.Tensor.copy_:
             self.shapes.append(tuple(args[0].shape))
+        elif func is torch._foreach_copy_:  # copy-backs grouped in one call
+            self.shapes.extend(tuple(t.shape) for t in args[0])
         return func(*args, **(kwargs or {}))
 
 
