@@ -24,6 +24,7 @@ import itertools
 import types
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -162,8 +163,24 @@ def _context_decorator(tx: Translator, context: ContextValue, func: Value) -> Va
         set_grad_mode(tx, context.saved)
         context.saved = None
     fresh = PythonValue(functools.partial(factory, *factory_args))
-    decorate = PythonValue(torch.utils._contextlib.context_decorator)
-    return call(tx, decorate, [fresh, func], {})
+    return call(tx, PythonValue(_decorated_by_context), [fresh, func], {})
+
+
+def _decorated_by_context(
+    factory: Callable[[], Any], func: Callable[..., Any]
+) -> Callable[..., Any]:
+    """`func` run inside a context `factory()` makes at each call: what torch's context
+    decorators do for a plain function, written here so that capture inlines the same
+    code whatever torch's version (its private helper changed between versions)."""
+    if inspect.isgeneratorfunction(func) or inspect.isclass(func):
+        return torch.utils._contextlib.context_decorator(factory, func)
+
+    @functools.wraps(func)
+    def decorated(*args: Any, **kwargs: Any) -> Any:
+        with factory():
+            return func(*args, **kwargs)
+
+    return decorated
 
 
 def _inference_mode(args: list[Value], kwargs: dict[str, Value]) -> Value:

@@ -217,7 +217,7 @@ class TemplateCodegen(KernelPrinter):
 
     # ------------------------------------------------ what Scope calls
 
-    def pointer_type(self, kind: str, dtype) -> str:
+    def pointer_type(self, kind: str, dtype, aliased: bool = False) -> str:
         return TRITON_DTYPES[dtype]
 
     def scalar_type(self, dtype) -> str:
