@@ -198,16 +198,19 @@ class AotCallable:
         return examples
 
     def _compile(self, training: bool, requires_grad: Sequence[bool]) -> _Compiled:
-        cache = self.config.cache if self.shape_snapshot is None else None
+        cache = self.config.cache
         if cache is None:
             return self._trace_and_compile(training, requires_grad, None)
         variant = (training, tuple(requires_grad), torch.is_grad_enabled(), autocast_state())
         parts = cache.lookup(variant)
+        if parts is not None and (self.shape_snapshot is None) != (parts.assumptions is None):
+            parts = None  # NOTE: a static entry for symbolic sizes (or back): never its key's
         if parts is None:
             return self._trace_and_compile(training, requires_grad, (cache, variant))
-        # A cached compile: the run time around its graphs, nothing traced.
+        # A cached compile: the run time around its graphs, nothing traced. With symbolic
+        # sizes, what its tracing assumed of them is checked at every call, as after tracing.
         if parts.backward is None:
-            return _Compiled(parts.program, parts.forward, False)
+            return _Compiled(parts.program, parts.forward, False, parts.assumptions)
         specialize = self._retraced_specializer(requires_grad, variant, parts)
         run = training_function(
             parts.program,
@@ -216,7 +219,7 @@ class AotCallable:
             list(parts.dependencies or ()),
             specialize,
         )
-        return _Compiled(parts.program, run, True)
+        return _Compiled(parts.program, run, True, parts.assumptions)
 
     def _retraced_specializer(
         self, requires_grad: Sequence[bool], variant: tuple, parts: CompiledParts
@@ -279,11 +282,12 @@ class AotCallable:
             if not training:
                 mark_user_visible_outputs(gm, program)
             run = compiler(gm, _placeholder_values(gm))
+            assumptions = self._assumptions(program)
             if store is not None:
-                store[0].store(store[1], CompiledParts(program, run))
+                store[0].store(store[1], CompiledParts(program, run, assumptions=assumptions))
             if isinstance(run, fx.GraphModule):
                 run = run.forward  # NOTE: skips nn.Module call machinery (hooks) per call
-            return _Compiled(program, run, False, self._assumptions(program))
+            return _Compiled(program, run, False, assumptions)
         # partition: forward (saving activations) and backward.
         start = time.perf_counter()
         partition = config.partition_fn or default_partition
@@ -304,13 +308,16 @@ class AotCallable:
         compiled_backward = bw_compiler(backward, _placeholder_values(backward))
         # wrap: an autograd.Function around the compiled pair.
         dependencies = tangent_dependencies(backward)
+        assumptions = self._assumptions(program)
         if store is not None:
-            parts = CompiledParts(program, compiled_forward, compiled_backward, tuple(dependencies))
+            parts = CompiledParts(
+                program, compiled_forward, compiled_backward, tuple(dependencies), assumptions
+            )
             store[0].store(store[1], parts)
         run = training_function(
             program, compiled_forward, compiled_backward, dependencies, specialize
         )
-        return _Compiled(program, run, True, self._assumptions(program))
+        return _Compiled(program, run, True, assumptions)
 
     def _assumptions(self, program: TracedProgram) -> ShapeAssumptions | None:
         """What tracing assumed about the symbolic sizes, beyond the ShapeEnv's earlier state."""
@@ -431,7 +438,8 @@ def aot_graph(
     `SymbolicShapeError` (catch it to compile with static sizes).
 
     `cache` (see `aot_autograd.portable`) is asked for each grad mode's compiled
-    graphs before tracing (static graphs), and given them after compiling.
+    graphs before tracing, and given them after compiling (with symbolic sizes,
+    with what tracing assumed of them: `CompiledParts.assumptions`).
     """
     config = AotConfig(
         fw_compiler, bw_compiler, inference_compiler, decompositions, partition_fn, cache

@@ -1,6 +1,6 @@
 """What the run time needs of a traced program, as plain data, and a cache hook for it.
 
-    record = program_record(program)         # None: symbolic sizes or an odd output
+    record = program_record(program)         # None: an output it cannot describe
     program = program_from_record(record)    # graph_module is None: nothing to trace
 
 `aot_graph(..., cache=cache)` asks `cache.lookup(variant)` before tracing a grad
@@ -10,6 +10,12 @@ or compiling. After a miss, `cache.store(variant, parts)` gets what was compiled
 `variant` names what the graphs were made for: grad mode, which inputs require
 grad, the autocast state. The cache decides what it can keep (a compiled graph it
 cannot serialize is simply not stored).
+
+Symbolic sizes: the program's symbols are written by name with their sympy
+assumptions, where each comes from (`SymbolSource`), and each symbolic size of an
+output as its expression; `CompiledParts.assumptions` (what tracing and compiling
+assumed of the sizes beyond the caller's guards, `ShapeAssumptions`) is written by
+`assumptions_record` and checked again at every call of a loaded compile.
 """
 
 from __future__ import annotations
@@ -18,14 +24,18 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import sympy
 import torch
 import torch.utils._pytree as pytree
 
 from aot_autograd.program import OutputSpec, TracedProgram
+from aot_autograd.symbolic import ShapeAssumptions, SymbolSource, expression_of, expression_text
 
 __all__ = [
     "CompiledGraphCache",
     "CompiledParts",
+    "assumptions_from_record",
+    "assumptions_record",
     "program_from_record",
     "program_record",
 ]
@@ -35,12 +45,14 @@ _PLAIN = (bool, int, float, str, type(None))
 
 @dataclass(frozen=True, slots=True)
 class CompiledParts:
-    """One grad mode's compiled graphs: `backward` and `dependencies` only when training."""
+    """One grad mode's compiled graphs: `backward` and `dependencies` only when training;
+    `assumptions` only with symbolic sizes."""
 
     program: TracedProgram
     forward: Any
     backward: Any = None
     dependencies: tuple[frozenset[int], ...] | None = None
+    assumptions: ShapeAssumptions | None = None
 
 
 class CompiledGraphCache(Protocol):
@@ -49,19 +61,42 @@ class CompiledGraphCache(Protocol):
     def store(self, variant: tuple, parts: CompiledParts) -> None: ...
 
 
-def _ints(values: Any) -> list[int]:
-    if not all(type(v) is int for v in values):
-        raise TypeError("symbolic sizes")
-    return list(values)
+def _size(value: Any) -> int | list:
+    """An int, or a symbolic size as ["expr", its expression's text]."""
+    if type(value) is int:
+        return value
+    if isinstance(value, torch.SymInt):
+        constant = value.node.maybe_as_int()
+        return constant if constant is not None else ["expr", expression_text(value.node.expr)]
+    raise TypeError(f"a size of type {type(value).__name__}")
+
+
+def _size_of(value: Any) -> Any:
+    if isinstance(value, list):
+        if len(value) != 2 or value[0] != "expr":
+            raise ValueError(f"{value!r} is not a size")
+        return expression_of(value[1])
+    return int(value)
 
 
 def _geometry(geometry: tuple | None) -> list | None:
     if geometry is None:
         return None
     size, stride, offset, dtype = geometry
-    if type(offset) is not int:
-        raise TypeError("symbolic offset")
-    return [_ints(size), _ints(stride), offset, str(dtype).removeprefix("torch.")]
+    sizes = [[_size(v) for v in size], [_size(v) for v in stride], _size(offset)]
+    return [*sizes, str(dtype).removeprefix("torch.")]
+
+
+def _source(source: SymbolSource) -> list:
+    return [expression_text(source.symbol), source.index, source.kind, source.dim]
+
+
+def _source_of(record: list) -> SymbolSource:
+    text, index, kind, dim = record
+    symbol = expression_of(text)
+    if not isinstance(symbol, sympy.Symbol) or kind not in ("int", "size", "stride"):
+        raise ValueError(f"{record!r} is not a symbol source")
+    return SymbolSource(symbol, int(index), kind, int(dim))
 
 
 def _output(spec: OutputSpec) -> list:
@@ -92,7 +127,7 @@ def _fields_known() -> bool:
 
 def program_record(program: TracedProgram) -> dict[str, Any] | None:
     """`program` less its graph, as JSON-able data; None when that cannot be done soundly."""
-    if program.symbol_sources or not _fields_known():
+    if not _fields_known():
         return None
     try:
         return {
@@ -108,6 +143,7 @@ def program_record(program: TracedProgram) -> dict[str, Any] | None:
             "missing_derivatives": [
                 [int(i), str(m)] for i, m in program.missing_derivatives.items()
             ],
+            "symbol_sources": [_source(source) for source in program.symbol_sources],
         }
     except (TypeError, NotImplementedError, ValueError):
         return None
@@ -126,7 +162,8 @@ def program_from_record(record: dict[str, Any]) -> TracedProgram:
     for kind, index, geometry, value, requires_grad, conj, neg in record["outputs"]:
         if geometry is not None:
             size, stride, offset, dtype = geometry
-            geometry = (tuple(size), tuple(stride), int(offset), _dtype(dtype))
+            size, stride = tuple(map(_size_of, size)), tuple(map(_size_of, stride))
+            geometry = (size, stride, _size_of(offset), _dtype(dtype))
         flags = {"requires_grad": bool(requires_grad), "conj": bool(conj), "neg": bool(neg)}
         outputs.append(OutputSpec(kind, index, geometry, value, **flags))
     return TracedProgram(
@@ -141,4 +178,24 @@ def program_from_record(record: dict[str, Any]) -> TracedProgram:
         grad_inputs=tuple(record["grad_inputs"]),
         joint=bool(record["joint"]),
         missing_derivatives={int(i): str(m) for i, m in record["missing_derivatives"]},
+        symbol_sources=tuple(_source_of(source) for source in record["symbol_sources"]),
     )
+
+
+def assumptions_record(assumptions: ShapeAssumptions | None) -> dict[str, Any] | None:
+    """What tracing assumed of the symbolic sizes, as JSON-able data (None: static sizes)."""
+    if assumptions is None:
+        return None
+    return {
+        "sources": [_source(source) for source in assumptions.sources],
+        "conditions": [expression_text(c) for c in assumptions.conditions],
+    }
+
+
+def assumptions_from_record(record: dict[str, Any] | None) -> ShapeAssumptions | None:
+    """The ShapeAssumptions `assumptions_record` described."""
+    if record is None:
+        return None
+    sources = tuple(_source_of(source) for source in record["sources"])
+    conditions = tuple(expression_of(text) for text in record["conditions"])
+    return ShapeAssumptions.of(sources, conditions)

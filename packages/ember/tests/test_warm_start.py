@@ -386,3 +386,71 @@ def test_warm_start_concurrent_processes_share_one_cache(tmp_path, run_step):
     third = run_step(cache)
     assert third["digest"] == results[0]["digest"]
     assert third["stats"].get("hits") == 1 or third["stats"].get("stored") == 1
+
+
+# ----------------------------------------------------------------- symbolic sizes
+
+SIZES_STEP = """
+import json, sys
+import torch, ember
+from ember import warm_cache
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16))
+def fn(model, x):
+    if x.shape[0] > 6:  # a guard on the size that changes nothing in the graph
+        pass
+    return model(x).view(x.shape[0], 4, 4).sum(1) * 2.0
+compiled = ember.compile(fn)
+for size in json.loads(sys.argv[1]):
+    x = torch.randn(size, 8)
+    if sys.argv[2] == "mark":
+        ember.mark_dynamic(x, 0)
+    model.zero_grad()
+    out = compiled(model, x)
+    out.sin().sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    expected = fn(model, x)
+    expected.sin().sum().backward()
+    torch.testing.assert_close(out, expected)
+    for got, want in zip(grads, model.parameters()):
+        torch.testing.assert_close(got, want.grad)
+print(json.dumps(dict(warm_cache.STATS)))
+"""
+
+
+def _run_sizes(cache: Path, sizes: list[int], how: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
+    env["EMBER_CACHE_DIR"] = str(cache)
+    done = subprocess.run(
+        [sys.executable, "-c", SIZES_STEP, json.dumps(sizes), how],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_warm_start_symbolic_graph_of_mark_dynamic_hits_in_a_new_process_at_another_size(
+    tmp_path,
+):
+    cold = _run_sizes(tmp_path / "cache", [4], "mark")
+    assert cold.get("stored") == 1 and not cold.get("hits")
+    warm = _run_sizes(tmp_path / "cache", [3, 5], "mark")
+    assert warm.get("hits") == 1 and not warm.get("stored") and not warm.get("misses")
+
+
+def test_warm_start_symbolic_graph_of_automatic_dynamic_hits_in_a_new_process_at_a_third_size(
+    tmp_path,
+):
+    cold = _run_sizes(tmp_path / "cache", [4, 5], "automatic")  # static 4, then symbolic
+    assert cold.get("stored") == 2 and not cold.get("hits")
+    warm = _run_sizes(tmp_path / "cache", [4, 3], "automatic")  # static 4, then symbolic
+    assert warm.get("hits") == 2 and not warm.get("stored") and not warm.get("misses")
+
+
+def test_warm_start_symbolic_entry_misses_where_the_shape_guards_differ(tmp_path):
+    cold = _run_sizes(tmp_path / "cache", [4], "mark")  # guarded: size <= 6
+    assert cold.get("stored") == 1
+    warm = _run_sizes(tmp_path / "cache", [8], "mark")  # guarded: size > 6: the same graph
+    assert warm.get("misses") == 1 and warm.get("stored") == 1 and not warm.get("hits")

@@ -59,13 +59,14 @@ from typing import Any
 
 import torch
 
+from aot_autograd.symbolic import expression_text, is_symbolic, shape_env_of
 from guards import artifact_enabled, artifact_logger
 from guards.cache_root import cache_folder, discard, load_record, payload_digest, store_record
 from guards.fake_tensor import FakeTensor
 
 __all__ = ["STATS", "WarmStartCache", "graph_key", "warm_start_cache"]
 
-SCHEMA = "1"
+SCHEMA = "2"
 STAGES = ("guards", "dynamo_capture", "prim_decomp", "aot_autograd", "inductor_codegen", "ember")
 _OWN_VARIABLES = ("EMBER_CACHE_DIR", "EMBER_LOGS", "EMBER_REMOTE_CACHE", "EMBER_CACHE_SIZE")
 _log = artifact_logger("cache")
@@ -138,20 +139,26 @@ def _tensor_metadata(t: torch.Tensor) -> list:
     # is all the compile read of it.
     if type(t) not in (torch.Tensor, torch.nn.Parameter, FakeTensor):
         raise NotStorable(f"a {type(t).__name__} (a tensor subclass)")
-    if any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride())):
-        raise NotStorable("symbolic sizes")
     if t.device.type != "cpu":
         raise NotStorable(f"a tensor on {t.device} (only CPU graphs are stored)")
     return [
         str(t.dtype),
-        list(t.shape),
-        list(t.stride()),
-        t.storage_offset(),
+        [_size_text(s) for s in t.shape],
+        [_size_text(s) for s in t.stride()],
+        _size_text(t.storage_offset()),
         str(t.device),
         str(t.layout),
         t.requires_grad,
         isinstance(t, torch.nn.Parameter),
     ]
+
+
+def _size_text(value: Any) -> int | str:
+    """An int, or a symbolic size as its expression over the size symbols (not its hint)."""
+    if isinstance(value, torch.SymInt | torch.SymFloat):
+        constant = value.node.maybe_as_int() if isinstance(value, torch.SymInt) else None
+        return constant if constant is not None else f"sym:{value.node.expr}"
+    return value
 
 
 def _tensor_bytes(t: torch.Tensor) -> str:
@@ -213,26 +220,44 @@ def _attributes_part(gm: torch.fx.GraphModule) -> tuple[str, list[torch.Tensor]]
 
 
 def _inputs_part(gm: torch.fx.GraphModule, example_inputs: list, attrs: list) -> str:
+    """Each input's metadata: with symbolic sizes, the placeholder's (sizes as expressions
+    over the symbols, a size input as its symbol), never the example's sizes."""
+    placeholders = [n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")]
+    symbolic = len(placeholders) == len(example_inputs) and is_symbolic(placeholders)
     values = []
     tensors = list(attrs)
-    for value in example_inputs:
+    for i, value in enumerate(example_inputs):
+        described = placeholders[i] if symbolic else value
         if isinstance(value, torch.Tensor):
-            values.append(["tensor", _tensor_metadata(value)])
+            if symbolic and not isinstance(described, torch.Tensor):
+                raise NotStorable(f"input {i} is a tensor its placeholder does not describe")
+            values.append(["tensor", _tensor_metadata(described)])
             tensors.append(value)
+        elif symbolic and isinstance(described, torch.SymInt | torch.SymFloat):
+            values.append([type(described).__name__, _size_text(described)])
         elif isinstance(value, bool | int | float) and not isinstance(value, torch.SymInt):
             values.append([type(value).__name__, repr(value)])
         else:
             raise NotStorable(f"an input of type {type(value).__name__}")
-    for node in gm.graph.nodes:
-        if node.op == "placeholder":
-            value = node.meta.get("val")
-            if isinstance(value, torch.SymInt | torch.SymFloat):
-                raise NotStorable("symbolic sizes")
-            if isinstance(value, torch.Tensor) and any(
-                isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride())
-            ):
-                raise NotStorable("symbolic sizes")
     return json.dumps([values, _memory_sharing(tensors)])
+
+
+def _shapes_part(gm: torch.fx.GraphModule) -> str:
+    """What capture's ShapeEnv assumed of the size symbols (the frame's shape guard checks
+    it): each symbol's sources and range, and every check, with no hint. Equal text means
+    the guards accept exactly the same sizes, so an entry compiled under them is valid for
+    every call that reaches it."""
+    env = shape_env_of([n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")])
+    if env is None:
+        return "static"
+    bindings = [[str(b.symbol), [s.expr for s in b.sources], str(b.range)] for b in env.bindings()]
+    floats = [[str(symbol), source.expr] for symbol, source in env.float_bindings()]
+    ranges = [[str(symbol), str(r)] for symbol, r in env.ranges().items()]
+    checks = [
+        [kind, None if source is None else source.expr, expression_text(expr)]
+        for kind, source, expr in env.checks()
+    ]
+    return json.dumps([bindings, floats, ranges, checks])
 
 
 def _state_part() -> str:
@@ -315,6 +340,7 @@ def graph_key(
         ("graph", _graph_part(gm)),
         ("attributes", attributes),
         ("inputs", _inputs_part(gm, example_inputs, attribute_tensors)),
+        ("shapes", _shapes_part(gm)),
         ("state", _state_part()),
         ("options", _options_part(options)),
         ("versions", _versions_part()),
@@ -377,7 +403,11 @@ class WarmStartCache:
         return cache_folder("warm", key[:2], root=self.cache_dir) / f"{key}.json"
 
     def lookup(self, variant: tuple) -> Any:
-        from aot_autograd.portable import CompiledParts, program_from_record
+        from aot_autograd.portable import (
+            CompiledParts,
+            assumptions_from_record,
+            program_from_record,
+        )
 
         start = time.perf_counter()
         key = self.key(variant)
@@ -404,6 +434,7 @@ class WarmStartCache:
             dependencies = record["dependencies"]
             if dependencies is not None:
                 dependencies = tuple(frozenset(int(i) for i in d) for d in dependencies)
+            assumptions = assumptions_from_record(record["assumptions"])
         except Exception as error:  # noqa: BLE001 - a faulty entry is compiled again
             discard(path, f"it could not be loaded: {type(error).__name__}: {error}")
             if source == "remote":
@@ -421,13 +452,11 @@ class WarmStartCache:
             "warm-start hit (%s) %s: %s in %.3fs", source, self.name, key,
             time.perf_counter() - start,
         )  # fmt: skip
-        return CompiledParts(program, forward, backward, dependencies)
+        return CompiledParts(program, forward, backward, dependencies, assumptions)
 
     def store(self, variant: tuple, parts: Any) -> None:
-        from aot_autograd.portable import program_record
-
         try:
-            record = self._record(variant, parts, program_record)
+            record = self._record(variant, parts)
         except Exception as error:  # noqa: BLE001 - storing is an optimization
             _log.info("%s not stored: %s: %s", self.name, type(error).__name__, error)
             return
@@ -471,7 +500,9 @@ class WarmStartCache:
             for library in kernel_libraries(graph, self.cache_dir).values():
                 _touch(library)
 
-    def _record(self, variant: tuple, parts: Any, program_record: Any) -> dict | None:
+    def _record(self, variant: tuple, parts: Any) -> dict | None:
+        from aot_autograd.portable import assumptions_record, program_record
+
         program = program_record(parts.program)
         if program is None:
             _log.info("%s not stored: its outputs cannot be described as data", self.name)
@@ -492,6 +523,7 @@ class WarmStartCache:
             "forward": forward,
             "backward": backward,
             "dependencies": dependencies,
+            "assumptions": assumptions_record(parts.assumptions),
         }
 
     # ------------------------------------------------------------ remote
