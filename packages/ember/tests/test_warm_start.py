@@ -454,3 +454,65 @@ def test_warm_start_symbolic_entry_misses_where_the_shape_guards_differ(tmp_path
     assert cold.get("stored") == 1
     warm = _run_sizes(tmp_path / "cache", [8], "mark")  # guarded: size > 6: the same graph
     assert warm.get("misses") == 1 and warm.get("stored") == 1 and not warm.get("hits")
+
+
+# ----------------------------------------------------------------- Triton
+
+TRITON_STEP = """
+import hashlib, json
+import torch, ember
+from aot_autograd import aot_graph
+from inductor_codegen import compile_graph
+from prim_decomp import inductor_default
+from ember import warm_cache
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+OPTIONS = {"device_codegen": "triton"}
+def triton(gm, examples):  # the inductor backend, its graphs compiled to Triton on any device
+    def part(g, i):
+        return compile_graph(g, i, options=OPTIONS)
+    return aot_graph(gm, examples, fw_compiler=part, bw_compiler=part, inference_compiler=part,
+                     decompositions=inductor_default,
+                     cache=warm_cache.warm_start_cache(gm, examples, OPTIONS))
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16))
+model = model.to(DEVICE)
+def fn(model, x):
+    return model(x).sin() * 2.0
+x = torch.randn(4, 8, device=DEVICE)
+out = ember.compile(fn, backend=triton)(model, x)
+out.sum().backward()
+grads = [p.grad.clone() for p in model.parameters()]
+model.zero_grad()
+expected = fn(model, x)
+expected.sum().backward()
+torch.testing.assert_close(out, expected)
+for got, p in zip(grads, model.parameters()):
+    torch.testing.assert_close(got, p.grad)
+data = out.detach().cpu().numpy().tobytes() + b"".join(g.cpu().numpy().tobytes() for g in grads)
+print(json.dumps({"stats": dict(warm_cache.STATS), "digest": hashlib.sha256(data).hexdigest()}))
+"""
+
+
+def _run_triton(cache: Path, **variables: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBER_", "TRITON_"))}
+    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
+    env["EMBER_CACHE_DIR"] = str(cache)
+    if not torch.cuda.is_available():
+        env["TRITON_INTERPRET"] = "1"
+    env.update(variables)
+    done = subprocess.run(
+        [sys.executable, "-c", TRITON_STEP], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_warm_start_triton_graph_new_process_loads_the_entry_bit_for_bit(tmp_path):
+    pytest.importorskip("triton")
+    cold = _run_triton(tmp_path / "cache")
+    assert cold["stats"].get("stored") == 1 and not cold["stats"].get("hits")
+    warm = _run_triton(tmp_path / "cache")
+    assert warm["stats"].get("hits") == 1 and not warm["stats"].get("stored")
+    assert warm["digest"] == cold["digest"]
+    other = _run_triton(tmp_path / "cache", TRITON_DEBUG="0")  # a Triton switch: a miss
+    assert other["stats"].get("stored") == 1 and not other["stats"].get("hits")

@@ -139,8 +139,8 @@ def _tensor_metadata(t: torch.Tensor) -> list:
     # is all the compile read of it.
     if type(t) not in (torch.Tensor, torch.nn.Parameter, FakeTensor):
         raise NotStorable(f"a {type(t).__name__} (a tensor subclass)")
-    if t.device.type != "cpu":
-        raise NotStorable(f"a tensor on {t.device} (only CPU graphs are stored)")
+    if t.device.type not in ("cpu", "cuda"):
+        raise NotStorable(f"a tensor on {t.device} (only CPU and CUDA graphs are stored)")
     return [
         str(t.dtype),
         [_size_text(s) for s in t.shape],
@@ -167,7 +167,7 @@ def _tensor_bytes(t: torch.Tensor) -> str:
         t = t.resolve_conj().resolve_neg()
     if not t.numel():
         return hashlib.sha256(b"").hexdigest()
-    data = t.reshape(-1).contiguous().view(torch.uint8)
+    data = t.cpu().reshape(-1).contiguous().view(torch.uint8)
     return hashlib.sha256(data.numpy().tobytes()).hexdigest()
 
 
@@ -321,12 +321,33 @@ def _toolchain_part(cxx: str | None, flags: tuple[str, ...] | None) -> str:
 
 
 def _environment_part() -> str:
+    """EMBER_* variables (but the cache's own) and TRITON_* ones (the interpreter, its
+    compiler's switches)."""
     variables = {
         name: value
         for name, value in os.environ.items()
-        if name.startswith("EMBER_") and not name.startswith(_OWN_VARIABLES)
+        if (name.startswith("EMBER_") and not name.startswith(_OWN_VARIABLES))
+        or name.startswith("TRITON_")
     }
     return json.dumps(sorted(variables.items()))
+
+
+def _devices_part(example_inputs: list, gm: torch.fx.GraphModule) -> str:
+    """Each GPU the graph's tensors are on: its name, compute capability and CUDA version."""
+    tensors = [t for t in (*example_inputs, *gm.parameters(), *gm.buffers())]
+    devices = sorted({str(t.device) for t in tensors if isinstance(t, torch.Tensor) and t.is_cuda})
+    described = []
+    for name in devices:
+        device = torch.device(name)
+        described.append(
+            [
+                name,
+                torch.cuda.get_device_name(device),
+                list(torch.cuda.get_device_capability(device)),
+                torch.version.cuda,
+            ]
+        )
+    return json.dumps(described)
 
 
 def graph_key(
@@ -346,6 +367,7 @@ def graph_key(
         ("versions", _versions_part()),
         ("toolchain", _toolchain_part(options.get("cpp.cxx"), tuple(flags) if flags else None)),
         ("environment", _environment_part()),
+        ("devices", _devices_part(example_inputs, gm)),
     ]
     return [(name, _digest(text)[:16]) for name, text in parts]
 
@@ -510,7 +532,10 @@ class WarmStartCache:
         forward = _graph_record(parts.forward)
         backward = None if parts.backward is None else _graph_record(parts.backward)
         if forward is None or (parts.backward is not None and backward is None):
-            _log.info("%s not stored: a graph was not compiled to C++ kernels", self.name)
+            _log.info(
+                "%s not stored: a graph was not compiled to kernels (run eagerly, or with "
+                "matmul templates)", self.name,
+            )  # fmt: skip
             return None
         dependencies = None
         if parts.dependencies is not None:
