@@ -259,7 +259,7 @@ class AotCallable:
                 specializers.append(retraced())
             return specializers[0](absent) if specializers[0] is not None else None
 
-        return specialize
+        return _kept_specializations(specialize, config.cache, variant)
 
     def _trace_and_compile(
         self, training: bool, requires_grad: Sequence[bool], store: tuple | None
@@ -305,6 +305,8 @@ class AotCallable:
         compiled_forward = config.fw_compiler(forward, _placeholder_values(forward))
         bw_compiler = config.bw_compiler or config.fw_compiler
         specialize = _specializer(backward, bw_compiler)
+        if store is not None:
+            specialize = _kept_specializations(specialize, *store)
         compiled_backward = bw_compiler(backward, _placeholder_values(backward))
         # wrap: an autograd.Function around the compiled pair.
         dependencies = tangent_dependencies(backward)
@@ -346,6 +348,27 @@ def _specializer(backward: fx.GraphModule, compiler: Callable) -> Callable:
         return compiler(gm, _placeholder_values(gm))
 
     return specialize
+
+
+def _kept_specializations(specialize: Callable, cache: Any, variant: tuple) -> Callable:
+    """`specialize`, asking `cache` first for the backward compiled without those tangents
+    and giving it each one compiled (a cache without `lookup_backward` / `store_backward`:
+    `specialize` itself). A cached compile then pays no trace for its first backward
+    with a None tangent."""
+    lookup = getattr(cache, "lookup_backward", None)
+    store = getattr(cache, "store_backward", None)
+    if lookup is None or store is None:
+        return specialize
+
+    def kept(absent: frozenset[int]) -> Callable | None:
+        found = lookup(variant, absent)
+        if found is not None:
+            return found[0]
+        compiled = specialize(absent)
+        store(variant, absent, compiled)
+        return compiled
+
+    return kept
 
 
 def _assumptions_hold(compiled: _Compiled, args: Sequence[Any]) -> bool:

@@ -6,7 +6,9 @@
 `aot_graph(..., cache=cache)` asks `cache.lookup(variant)` before tracing a grad
 mode's graphs; a hit (`CompiledParts`: the program and its compiled graphs) is
 wrapped in the run time as a fresh compile would be, with no tracing, partitioning
-or compiling. After a miss, `cache.store(variant, parts)` gets what was compiled.
+or compiling. After a miss, `cache.store(variant, parts)` gets what was compiled. A cache
+with `lookup_backward` / `store_backward` (`SpecializedBackwardCache`) also keeps the
+backward graphs compiled later for calls that leave some tangents None.
 `variant` names what the graphs were made for: grad mode, which inputs require
 grad, the autocast state. The cache decides what it can keep (a compiled graph it
 cannot serialize is simply not stored).
@@ -34,6 +36,7 @@ from aot_autograd.symbolic import ShapeAssumptions, SymbolSource, expression_of,
 __all__ = [
     "CompiledGraphCache",
     "CompiledParts",
+    "SpecializedBackwardCache",
     "assumptions_from_record",
     "assumptions_record",
     "program_from_record",
@@ -59,6 +62,16 @@ class CompiledGraphCache(Protocol):
     def lookup(self, variant: tuple) -> CompiledParts | None: ...
 
     def store(self, variant: tuple, parts: CompiledParts) -> None: ...
+
+
+class SpecializedBackwardCache(Protocol):
+    """Optional methods of a cache: the backward graphs compiled for calls that leave some
+    tangents None (`absent`, their numbers), one per set. `lookup_backward` returns None
+    for a miss, else a 1-tuple of the compiled graph (None: the full backward runs)."""
+
+    def lookup_backward(self, variant: tuple, absent: frozenset[int]) -> tuple[Any] | None: ...
+
+    def store_backward(self, variant: tuple, absent: frozenset[int], compiled: Any) -> None: ...
 
 
 def _size(value: Any) -> int | list:

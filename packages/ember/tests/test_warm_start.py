@@ -217,6 +217,39 @@ def test_warm_start_off_stores_nothing(warm, monkeypatch):
     assert _counts() == (0, 0)
 
 
+def two_outputs(model, x):
+    y = model(x)
+    return y * SCALE, y.sum(1)
+
+
+def test_warm_start_keeps_the_backward_compiled_for_a_none_tangent(warm, monkeypatch):
+    model, x = _model(), torch.randn(4, 8)
+
+    def step():
+        ember.reset()
+        model.zero_grad()
+        out, _ = ember.compile(two_outputs)(model, x)
+        out.sum().backward()  # the second output's tangent is None: a backward without it
+        return out.detach(), [p.grad.clone() for p in model.parameters()]
+
+    cold = step()
+    assert _counts() == (0, 2)  # the graphs, and the backward without the second tangent
+    from aot_autograd import api
+
+    def no_trace(*args, **kwargs):
+        raise AssertionError("a hit traced the graph again")
+
+    monkeypatch.setattr(api, "trace_program", no_trace)
+    again = step()
+    assert _counts() == (2, 2)
+    assert torch.equal(cold[0], again[0])
+    assert all(torch.equal(a, b) for a, b in zip(cold[1], again[1]))
+    model.zero_grad()
+    (model(x) * SCALE).sum().backward()
+    for got, parameter in zip(again[1], model.parameters()):
+        torch.testing.assert_close(got, parameter.grad)
+
+
 # ----------------------------------------------------------------- new processes
 
 

@@ -5,8 +5,11 @@
                                       # replaces tracing, partitioning, lowering, building
 
 What is stored, per captured graph and grad mode: the run-time description of the
-AOT program (outputs, aliases, mutations), and for the forward and backward graphs
-the generated wrapper, its constants and its kernels (loaded from the kernel cache).
+AOT program (outputs, aliases, mutations; with symbolic sizes each symbol's source and
+each output size's expression), and for the forward and backward graphs the generated
+wrapper, its constants and its kernels (C++ ones from the kernel library cache, Triton
+ones from their source, compiled through Triton's cache). The backward compiled later
+for calls that leave some tangents None is an entry of its own (`lookup_backward`).
 A hit runs the very code the cold compile made: the same outputs, bit for bit.
 
 The key is an ordered list of named parts, each hashed (logged under
@@ -17,23 +20,32 @@ The key is an ordered list of named parts, each hashed (logged under
     attributes  the graph's parameters and buffers (metadata: they are inputs) and
                 constants (their bytes: they are compiled in)
     inputs      dtype, shape, strides, offset, device and requires_grad of each input,
-                which inputs share memory, and the value of each number
+                which inputs share memory, and the value of each number; a symbolic
+                size as its expression over the symbols, never its example value
+    shapes      with symbolic sizes, what capture's ShapeEnv assumed (each symbol's
+                sources and range, every check of the frame's shape guard): equal text,
+                so an entry serves exactly the sizes the cold compile's guards accepted
     state       default dtype, deterministic algorithms, matmul precision, threads
     options     the compile options that change what is compiled
     versions    Python, torch, triton, each Ember stage's version and source digest
     toolchain   the C++ compiler's identity, its flags and the host CPU
-    environment EMBER_* variables (but the cache's own)
+    environment EMBER_* variables (but the cache's own) and TRITON_* ones
+    devices     each GPU's name, compute capability and CUDA version
     variant     grad mode, which inputs require grad, autocast (the AOT compile's own key)
+
+With symbolic sizes, what tracing and compiling assumed of the sizes beyond the
+frame's guards (`aot_autograd.symbolic.ShapeAssumptions`) is stored with the entry and
+checked at every call of a loaded compile; a call that breaks it runs a static compile.
 
 Capture still runs in every process: the guards that keep an entry valid are
 checked live, and what capture read (globals, closure values, config) is in the
 graph it hands over, so it is in the key. A graph that cannot be named across
-processes is not stored and compiles as before: symbolic sizes, a custom
-decomposition table, a function without a module and name, a submodule call,
-a non-tensor attribute, a tensor subclass, a graph run by Triton or eagerly. Each
-distinct piece of a graph cut at repeated blocks (`ember.regions`) is an entry of
-its own; its inputs that earlier pieces make are FakeTensor examples, keyed by their
-metadata like any input.
+processes is not stored and compiles as before: a custom decomposition table, a
+function without a module and name, a submodule call, a non-tensor attribute, a
+tensor subclass, a tensor on a device other than the CPU or CUDA, a graph run eagerly
+or with Triton matmul templates. Each distinct piece of a graph cut at repeated blocks
+(`ember.regions`) is an entry of its own; its inputs that earlier pieces make are
+FakeTensor examples, keyed by their metadata like any input.
 
 Files: `<cache root>/warm/<key[:2]>/<key>.json`, written atomically with a checksum
 (`guards.cache_root`); a faulty one is removed with one warning and compiled again.
@@ -498,6 +510,55 @@ class WarmStartCache:
         self._publish(key, record)
         _prune_now_and_then(self.cache_dir)
 
+    # ------------------------------------------------------------ specialized backwards
+
+    def _backward_key(self, variant: tuple, absent: frozenset[int]) -> str:
+        return _digest(f"{self.key(variant)} without tangents {sorted(absent)}")[:40]
+
+    def lookup_backward(self, variant: tuple, absent: frozenset[int]) -> tuple[Any] | None:
+        """The backward compiled for calls leaving the tangents `absent` None (a 1-tuple;
+        None in it: the full backward runs), or None when it is not stored."""
+        key = self._backward_key(variant, absent)
+        path = self.path(key)
+        record = load_record(path)
+        if record is None:
+            record = self._fetch_remote(key, path)
+        if record is None:
+            return None
+        try:
+            if record.get("key") != key or record.get("schema") != SCHEMA:
+                raise ValueError("it was stored under another key")
+            self._fetch_kernels(record)
+            backward = record["backward"]
+            compiled = None if backward is None else _load_graph(backward, self.cache_dir)
+        except Exception as error:  # noqa: BLE001 - a faulty entry is compiled again
+            discard(path, f"it could not be loaded: {type(error).__name__}: {error}")
+            return None
+        self._touch(path, record)
+        STATS["hits"] += 1
+        _log.info("warm-start hit %s without tangents %s: %s", self.name, sorted(absent), key)
+        return (compiled,)
+
+    def store_backward(self, variant: tuple, absent: frozenset[int], compiled: Any) -> None:
+        backward = None
+        if compiled is not None:
+            try:
+                backward = _graph_record(compiled)
+            except Exception as error:  # noqa: BLE001 - storing is an optimization
+                _log.info("%s backward not stored: %s: %s", self.name, type(error).__name__, error)
+                return
+            if backward is None:
+                return
+        key = self._backward_key(variant, absent)
+        record = {"schema": SCHEMA, "key": key, "forward": None, "backward": backward}
+        try:
+            store_record(self.path(key), record)
+        except OSError as error:
+            _log.info("%s backward not stored: %s", self.name, error)
+            return
+        STATS["stored"] += 1
+        self._publish(key, record)
+
     def _last_stored_path(self) -> Path:
         """Where the key parts of the last entry stored for a graph of this name are kept."""
         return cache_folder("warm", "names", root=self.cache_dir) / _digest(self.name)[:24]
@@ -554,7 +615,9 @@ class WarmStartCache:
     # ------------------------------------------------------------ remote
 
     def _graph_records(self, record: dict) -> list[dict]:
-        return [g["graph"] for g in (record["forward"], record["backward"]) if g is not None]
+        return [
+            g["graph"] for g in (record.get("forward"), record.get("backward")) if g is not None
+        ]
 
     def _fetch_remote(self, key: str, path: Path) -> dict | None:
         from ember.remote_cache import remote_cache
