@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Protocol
 import torch
 
 from guards.errors import GuardsError
-from guards.hash_once import hash_once
+from guards.hash_once import hash_once, reduce_without_hash
 from guards.sources import HasAttrSource, HeldObjectSource, Source
 
 __all__ = [
@@ -64,6 +64,8 @@ class Guard:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         hash_once(cls)
+
+    __reduce__ = reduce_without_hash
 
     guard_type: ClassVar[str] = ""
     derived_guard_types: ClassVar[tuple[str, ...]] = ()

@@ -16,8 +16,8 @@ instance's `_hash` slot (a field of the base class, not compared, not shown).
 
 `__init_subclass__` runs again for the class `dataclass(slots=True)` makes in place of
 the one it decorates, with the generated `__hash__` already in it: that is the call
-that wraps it. A pickled copy leaves the value out (string hashes differ between
-processes).
+that wraps it. The base class's `__reduce__ = reduce_without_hash` leaves the value out
+of a pickled or copied instance (string hashes differ between processes).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-__all__ = ["hash_once"]
+__all__ = ["hash_once", "reduce_without_hash"]
 
 
 def hash_once(cls: type) -> None:
@@ -42,16 +42,17 @@ def hash_once(cls: type) -> None:
 
         __hash__.hash_once = True  # type: ignore[attr-defined]
         cls.__hash__ = __hash__  # type: ignore[method-assign]
-    getstate = cls.__dict__.get("__getstate__")
-    if getstate is not None and not getattr(getstate, "hash_once", False):
 
-        def __getstate__(self: Any) -> Any:
-            state = getstate(self)
-            names = [f.name for f in dataclasses.fields(self)]
-            if isinstance(state, list) and len(state) == len(names):
-                state = list(state)
-                state[names.index("_hash")] = None
-            return state
 
-        __getstate__.hash_once = True  # type: ignore[attr-defined]
-        cls.__getstate__ = __getstate__  # type: ignore[method-assign]
+def _rebuilt(cls: type, values: list[tuple[str, Any]]) -> Any:
+    instance = object.__new__(cls)
+    object.__setattr__(instance, "_hash", None)
+    for name, value in values:
+        object.__setattr__(instance, name, value)
+    return instance
+
+
+def reduce_without_hash(self: Any) -> tuple:
+    """`__reduce__` of a hash-once dataclass: its fields but the hash."""
+    values = [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
+    return _rebuilt, (type(self), [(name, value) for name, value in values if name != "_hash"])

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guards.errors import SourceError
-from guards.hash_once import hash_once
+from guards.hash_once import hash_once, reduce_without_hash
 
 __all__ = [
     "AttrSource",
@@ -72,6 +72,8 @@ class Source:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         hash_once(cls)
+
+    __reduce__ = reduce_without_hash
 
     @property
     def base(self) -> Source | None:
