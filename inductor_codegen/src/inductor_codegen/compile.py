@@ -41,12 +41,12 @@ from inductor_codegen.pipeline import (
     CompiledGraph,
     EagerGraph,
     PassRecorder,
+    PortableGraph,
     finish,
     is_symbolic_graph,
     load_wrapper,
     lower_and_schedule,
 )
-from inductor_codegen.portable import PortableGraph
 from inductor_codegen.scheduler import FusedKernel, describe, memoized_bodies
 
 __all__ = [

@@ -29,7 +29,6 @@ import importlib
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,7 @@ from inductor_codegen import runtime
 from inductor_codegen.codegen.cpp.build import CompilerConfig, KernelLibrary, cache_key_parts
 from inductor_codegen.codegen.kernel import KernelArg, KernelSource
 from inductor_codegen.codegen.wrapper import plain_spec
-from inductor_codegen.pipeline import Artifact, CompiledGraph, write_wrapper
+from inductor_codegen.pipeline import Artifact, CompiledGraph, PortableGraph, write_wrapper
 from inductor_codegen.runtime import IndexCheck, IndexStatus
 
 __all__ = [
@@ -56,24 +55,6 @@ __all__ = [
 
 RECORD_VERSION = 2
 _PLAIN = (bool, int, float, str, type(None))
-
-
-@dataclass(frozen=True, slots=True)
-class PortableGraph:
-    """What compile_graph made that a later process needs to run the graph again."""
-
-    wrapper_text: str
-    kernel_text: str
-    namespace: dict[str, Any]  # the wrapper's own objects and the graph's constants
-    kernels: tuple[KernelSource, ...]
-    output_spec: Any
-    cxx: str
-    cxx_flags: tuple[str, ...] | None
-    kernel_count: int
-    fallbacks: dict[str, int]
-    language: str = "C++"
-    device: str = "cpu"
-    device_options: Any = None  # Triton: the TritonOptions it was compiled with
 
 
 class NotPortable(Exception):

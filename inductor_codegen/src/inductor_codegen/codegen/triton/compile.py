@@ -34,6 +34,7 @@ from inductor_codegen.pipeline import (
     CompiledGraph,
     EagerGraph,
     PassRecorder,
+    PortableGraph,
     finish,
     load_wrapper,
     lower_and_schedule,
@@ -154,8 +155,6 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     result = maybe_cudagraphs(compiled, device_options)
     if not templates:
         # What a later process needs to load this graph without lowering (see portable).
-        from inductor_codegen.portable import PortableGraph
-
         result.portable = PortableGraph(
             wrapper.text, kernel_text, {**wrapper.namespace, **graph.constants},
             tuple(sources.values()), graph.output_spec, "", None, kernel_count,
