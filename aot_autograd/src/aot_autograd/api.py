@@ -259,7 +259,8 @@ class AotCallable:
                 specializers.append(retraced())
             return specializers[0](absent) if specializers[0] is not None else None
 
-        return _kept_specializations(specialize, config.cache, variant)
+        # NOTE: a None here may come of this call's autocast state: not kept for later calls.
+        return _kept_specializations(specialize, config.cache, variant, keep_none=False)
 
     def _trace_and_compile(
         self, training: bool, requires_grad: Sequence[bool], store: tuple | None
@@ -306,7 +307,7 @@ class AotCallable:
         bw_compiler = config.bw_compiler or config.fw_compiler
         specialize = _specializer(backward, bw_compiler)
         if store is not None:
-            specialize = _kept_specializations(specialize, *store)
+            specialize = _kept_specializations(specialize, *store, keep_none=True)
         compiled_backward = bw_compiler(backward, _placeholder_values(backward))
         # wrap: an autograd.Function around the compiled pair.
         dependencies = tangent_dependencies(backward)
@@ -350,11 +351,14 @@ def _specializer(backward: fx.GraphModule, compiler: Callable) -> Callable:
     return specialize
 
 
-def _kept_specializations(specialize: Callable, cache: Any, variant: tuple) -> Callable:
+def _kept_specializations(
+    specialize: Callable, cache: Any, variant: tuple, *, keep_none: bool
+) -> Callable:
     """`specialize`, asking `cache` first for the backward compiled without those tangents
     and giving it each one compiled (a cache without `lookup_backward` / `store_backward`:
     `specialize` itself). A cached compile then pays no trace for its first backward
-    with a None tangent."""
+    with a None tangent. `keep_none`: a None (no such backward: the full one runs) is
+    kept too."""
     lookup = getattr(cache, "lookup_backward", None)
     store = getattr(cache, "store_backward", None)
     if lookup is None or store is None:
@@ -365,7 +369,8 @@ def _kept_specializations(specialize: Callable, cache: Any, variant: tuple) -> C
         if found is not None:
             return found[0]
         compiled = specialize(absent)
-        store(variant, absent, compiled)
+        if compiled is not None or keep_none:
+            store(variant, absent, compiled)
         return compiled
 
     return kept
