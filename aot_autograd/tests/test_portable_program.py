@@ -1,5 +1,6 @@
 """aot_graph's cache hook (aot_autograd.portable): a stored program is wrapped in the run
-time without tracing; its description survives JSON; symbolic programs are not described."""
+time without tracing; its description survives JSON, symbolic sizes and what tracing
+assumed of them included."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ import json
 import torch
 
 from aot_autograd import aot_graph
-from aot_autograd.portable import CompiledParts, program_from_record, program_record
+from aot_autograd.portable import (
+    CompiledParts,
+    assumptions_from_record,
+    assumptions_record,
+    program_from_record,
+    program_record,
+)
 
 
 class DictCache:
@@ -24,8 +31,13 @@ class DictCache:
 
     def store(self, variant, parts):
         record = json.loads(json.dumps(program_record(parts.program)))
+        assumptions = json.loads(json.dumps(assumptions_record(parts.assumptions)))
         self.parts[variant] = CompiledParts(
-            program_from_record(record), parts.forward, parts.backward, parts.dependencies
+            program_from_record(record),
+            parts.forward,
+            parts.backward,
+            parts.dependencies,
+            assumptions_from_record(assumptions),
         )
 
 
@@ -83,15 +95,36 @@ def test_cached_program_variants_are_apart():
     torch.testing.assert_close(out, net.linear(x).relu())
 
 
-def test_symbolic_program_is_not_described():
-    from aot_autograd.program import TracedProgram
+def _prefix(x, y):
+    return x[: y.shape[0]] * y.sum(), x.view(-1)  # an output aliasing an input: symbolic view
 
-    program = TracedProgram(
-        graph_module=None, num_inputs=1, outputs=(), out_spec=None, num_forward_outputs=0,
-        mutated_inputs=(), num_value_checks=0, differentiable=(), grad_inputs=(), joint=False,
-        symbol_sources=("s0",),
-    )  # fmt: skip
-    assert program_record(program) is None
+
+def test_cached_symbolic_program_checks_what_tracing_assumed_at_every_call():
+    from test_dynamic_shapes import symbolic_graph
+
+    cache, compiled = DictCache(), []
+
+    def compiler(graph, inputs):
+        compiled.append(graph)
+        return graph
+
+    def compile_symbolic():
+        graph = symbolic_graph(_prefix, [torch.randn(8, 3), torch.randn(5)], [[0], [0]])
+        run = aot_graph(graph.gm, graph.example_inputs, fw_compiler=compiler, cache=cache)
+        return graph, run
+
+    compile_symbolic()
+    assert len(compiled) == 1 and len(cache.parts) == 1
+    (parts,) = cache.parts.values()
+    assert parts.program.symbol_sources and parts.assumptions.conditions
+    graph, run = compile_symbolic()
+    assert len(compiled) == 1  # a hit: nothing traced
+    for rows, n in [(9, 4), (6, 6), (4, 7), (3, 9)]:
+        x, y = torch.randn(rows, 3), torch.randn(n)
+        out, view = run(*graph.arguments([x, y]))
+        torch.testing.assert_close(out, _prefix(x, y)[0])
+        assert view.shape == (rows * 3,) and view.data_ptr() == x.data_ptr()
+    assert run.aot.static_compiles == 2  # n > rows breaks the stored assumption: static
 
 
 def test_program_description_keeps_every_field_of_programs_and_outputs():

@@ -119,3 +119,29 @@ def test_module_global_source():
     missing = GuardSet()
     missing.add_equals(ModuleGlobalSource("torch.nn.functional", "no_such_name"), 1)
     assert not missing.compile()({}, {})
+
+
+def test_source_and_guard_hash_once_and_pickle_without_it():
+    import dataclasses
+    import pickle
+
+    from guards import LocalSource
+    from guards.guard_kinds import EqualsGuard
+    from guards.sources import AttrSource, ItemSource
+
+    def chain():
+        return AttrSource(ItemSource(AttrSource(LocalSource("self"), "h"), 3), "weight")
+
+    source = chain()
+    assert source._hash is None
+    assert hash(source) == hash(chain()) and source == chain()
+    assert source._hash == hash(source)  # kept after the first hash
+    assert {source: 1}[chain()] == 1
+    copied = pickle.loads(pickle.dumps(source))
+    assert copied == source and copied._hash is None  # another process salts str hashes
+    assert hash(copied) == hash(source)
+    moved = dataclasses.replace(source, member="bias")
+    assert moved != source and moved._hash is None
+    guard = EqualsGuard(source, 3)
+    assert hash(guard) == hash(EqualsGuard(chain(), 3)) and guard._hash is not None
+    assert len({guard, EqualsGuard(chain(), 3), EqualsGuard(chain(), 4)}) == 2

@@ -80,3 +80,23 @@ def test_portable_graph_without_a_recipe_is_not_dumped(tmp_path):
     compiled.portable.namespace["odd"] = object()
     assert dump_compiled_graph(compiled) is None
     assert dump_compiled_graph(lambda x: x) is None
+
+
+@pytest.mark.triton_interpret
+def test_portable_triton_graph_loaded_in_another_cache_runs_bit_for_bit(tmp_path):
+    pytest.importorskip("triton")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+
+    def fn(x, w):
+        return (x @ w).tanh() + x.softmax(1), (x * 2).relu().sum(0)
+
+    x, w = torch.randn(6, 8, device=device), torch.randn(8, 8, device=device)
+    options = {"cache_dir": tmp_path / "a", "device_codegen": "triton"}
+    compiled = compile_graph(trace(fn, x, w), [x, w], options=options)
+    # loaded where the kernel module cache is empty: the modules are written from the record
+    loaded = _round_trip(compiled, tmp_path / "b")
+    assert loaded.kernel_count == compiled.kernel_count
+    for a, b in zip(compiled(x, w), loaded(x, w)):
+        assert torch.equal(a, b)
+    record, _ = dump_compiled_graph(compiled)
+    assert record["language"] == "Triton" and not kernel_keys(record)

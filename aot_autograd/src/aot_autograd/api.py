@@ -208,17 +208,22 @@ class AotCallable:
         return examples
 
     def _compile(self, training: bool, requires_grad: Sequence[bool]) -> _Compiled:
-        cache = self.config.cache if self.shape_snapshot is None else None
+        cache = self.config.cache
         if cache is None:
             return self._trace_and_compile(training, requires_grad, None)
         variant = (training, tuple(requires_grad), torch.is_grad_enabled(), autocast_state())
         parts = cache.lookup(variant)
+        if parts is not None and (self.shape_snapshot is None) != (parts.assumptions is None):
+            parts = None  # NOTE: a static entry for symbolic sizes (or back): never its key's
         if parts is None:
             return self._trace_and_compile(training, requires_grad, (cache, variant))
-        # A cached compile: the run time around its graphs, nothing traced.
+        # A cached compile: the run time around its graphs, nothing traced. With symbolic
+        # sizes, what its tracing assumed of them is checked at every call, as after tracing.
         written = inputs_written_in_place(parts.forward, parts.program)
         if parts.backward is None:
-            return _Compiled(parts.program, parts.forward, False, written_in_place=written)
+            return _Compiled(
+                parts.program, parts.forward, False, parts.assumptions, written_in_place=written
+            )
         specialize = self._retraced_specializer(requires_grad, variant, parts)
         run = training_function(
             parts.program,
@@ -228,7 +233,7 @@ class AotCallable:
             specialize,
             parts.saved_strides,
         )
-        return _Compiled(parts.program, run, True, written_in_place=written)
+        return _Compiled(parts.program, run, True, parts.assumptions, written_in_place=written)
 
     def _retraced_specializer(
         self, requires_grad: Sequence[bool], variant: tuple, parts: CompiledParts
@@ -268,7 +273,8 @@ class AotCallable:
                 specializers.append(retraced())
             return specializers[0](absent) if specializers[0] is not None else None
 
-        return specialize
+        # NOTE: a None here may come of this call's autocast state: not kept for later calls.
+        return _kept_specializations(specialize, config.cache, variant, keep_none=False)
 
     def _trace_and_compile(
         self, training: bool, requires_grad: Sequence[bool], store: tuple | None
@@ -292,12 +298,13 @@ class AotCallable:
                 mark_user_visible_outputs(gm, program)
             mark_input_mutations(gm, program)
             run = compiler(gm, _placeholder_values(gm))
+            assumptions = self._assumptions(program)
             if store is not None:
-                store[0].store(store[1], CompiledParts(program, run))
+                store[0].store(store[1], CompiledParts(program, run, assumptions=assumptions))
             written = inputs_written_in_place(run, program)
             if isinstance(run, fx.GraphModule):
                 run = run.forward  # NOTE: skips nn.Module call machinery (hooks) per call
-            return _Compiled(program, run, False, self._assumptions(program), None, written)
+            return _Compiled(program, run, False, assumptions, None, written)
         # partition: forward (saving activations) and backward.
         start = time.perf_counter()
         partition = config.partition_fn or default_partition
@@ -316,20 +323,28 @@ class AotCallable:
         compiled_forward = config.fw_compiler(forward, _placeholder_values(forward))
         bw_compiler = config.bw_compiler or config.fw_compiler
         specialize = _specializer(backward, bw_compiler)
+        if store is not None:
+            specialize = _kept_specializations(specialize, *store, keep_none=True)
         compiled_backward = bw_compiler(backward, _placeholder_values(backward))
         # wrap: an autograd.Function around the compiled pair.
         dependencies = tangent_dependencies(backward)
         saved_strides = tuple(saved_strides_of(backward))
+        assumptions = self._assumptions(program)
         if store is not None:
             parts = CompiledParts(
-                program, compiled_forward, compiled_backward, tuple(dependencies), saved_strides
+                program,
+                compiled_forward,
+                compiled_backward,
+                tuple(dependencies),
+                saved_strides,
+                assumptions,
             )
             store[0].store(store[1], parts)
         run = training_function(
             program, compiled_forward, compiled_backward, dependencies, specialize, saved_strides
         )
         written = inputs_written_in_place(compiled_forward, program)
-        return _Compiled(program, run, True, self._assumptions(program), None, written)
+        return _Compiled(program, run, True, assumptions, None, written)
 
     def _assumptions(self, program: TracedProgram) -> ShapeAssumptions | None:
         """What tracing assumed about the symbolic sizes, beyond the ShapeEnv's earlier state."""
@@ -358,6 +373,31 @@ def _specializer(backward: fx.GraphModule, compiler: Callable) -> Callable:
         return compiler(gm, _placeholder_values(gm))
 
     return specialize
+
+
+def _kept_specializations(
+    specialize: Callable, cache: Any, variant: tuple, *, keep_none: bool
+) -> Callable:
+    """`specialize`, asking `cache` first for the backward compiled without those tangents
+    and giving it each one compiled (a cache without `lookup_backward` / `store_backward`:
+    `specialize` itself). A cached compile then pays no trace for its first backward
+    with a None tangent. `keep_none`: a None (no such backward: the full one runs) is
+    kept too."""
+    lookup = getattr(cache, "lookup_backward", None)
+    store = getattr(cache, "store_backward", None)
+    if lookup is None or store is None:
+        return specialize
+
+    def kept(absent: frozenset[int]) -> Callable | None:
+        found = lookup(variant, absent)
+        if found is not None:
+            return found[0]
+        compiled = specialize(absent)
+        if compiled is not None or keep_none:
+            store(variant, absent, compiled)
+        return compiled
+
+    return kept
 
 
 def _assumptions_hold(compiled: _Compiled, args: Sequence[Any]) -> bool:
@@ -450,7 +490,8 @@ def aot_graph(
     `SymbolicShapeError` (catch it to compile with static sizes).
 
     `cache` (see `aot_autograd.portable`) is asked for each grad mode's compiled
-    graphs before tracing (static graphs), and given them after compiling.
+    graphs before tracing, and given them after compiling (with symbolic sizes,
+    with what tracing assumed of them: `CompiledParts.assumptions`).
     """
     config = AotConfig(
         fw_compiler, bw_compiler, inference_compiler, decompositions, partition_fn, cache

@@ -1,15 +1,23 @@
 """What the run time needs of a traced program, as plain data, and a cache hook for it.
 
-    record = program_record(program)         # None: symbolic sizes or an odd output
+    record = program_record(program)         # None: an output it cannot describe
     program = program_from_record(record)    # graph_module is None: nothing to trace
 
 `aot_graph(..., cache=cache)` asks `cache.lookup(variant)` before tracing a grad
 mode's graphs; a hit (`CompiledParts`: the program and its compiled graphs) is
 wrapped in the run time as a fresh compile would be, with no tracing, partitioning
-or compiling. After a miss, `cache.store(variant, parts)` gets what was compiled.
+or compiling. After a miss, `cache.store(variant, parts)` gets what was compiled. A cache
+with `lookup_backward` / `store_backward` (`SpecializedBackwardCache`) also keeps the
+backward graphs compiled later for calls that leave some tangents None.
 `variant` names what the graphs were made for: grad mode, which inputs require
 grad, the autocast state. The cache decides what it can keep (a compiled graph it
 cannot serialize is simply not stored).
+
+Symbolic sizes: the program's symbols are written by name with their sympy
+assumptions, where each comes from (`SymbolSource`), and each symbolic size of an
+output as its expression; `CompiledParts.assumptions` (what tracing and compiling
+assumed of the sizes beyond the caller's guards, `ShapeAssumptions`) is written by
+`assumptions_record` and checked again at every call of a loaded compile.
 """
 
 from __future__ import annotations
@@ -18,14 +26,19 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import sympy
 import torch
 import torch.utils._pytree as pytree
 
 from aot_autograd.program import OutputSpec, TracedProgram
+from aot_autograd.symbolic import ShapeAssumptions, SymbolSource, expression_of, expression_text
 
 __all__ = [
     "CompiledGraphCache",
     "CompiledParts",
+    "SpecializedBackwardCache",
+    "assumptions_from_record",
+    "assumptions_record",
     "program_from_record",
     "program_record",
 ]
@@ -35,7 +48,8 @@ _PLAIN = (bool, int, float, str, type(None))
 
 @dataclass(frozen=True, slots=True)
 class CompiledParts:
-    """One grad mode's compiled graphs: `backward` and `dependencies` only when training."""
+    """One grad mode's compiled graphs: `backward` and `dependencies` only when training;
+    `assumptions` only with symbolic sizes."""
 
     program: TracedProgram
     forward: Any
@@ -43,6 +57,7 @@ class CompiledParts:
     dependencies: tuple[frozenset[int], ...] | None = None
     # Per saved value, the static strides the backward was compiled for (or None).
     saved_strides: tuple[tuple[int, ...] | None, ...] = ()
+    assumptions: ShapeAssumptions | None = None
 
 
 class CompiledGraphCache(Protocol):
@@ -51,26 +66,59 @@ class CompiledGraphCache(Protocol):
     def store(self, variant: tuple, parts: CompiledParts) -> None: ...
 
 
-def _ints(values: Any) -> list[int]:
-    if not all(type(v) is int for v in values):
-        raise TypeError("symbolic sizes")
-    return list(values)
+class SpecializedBackwardCache(Protocol):
+    """Optional methods of a cache: the backward graphs compiled for calls that leave some
+    tangents None (`absent`, their numbers), one per set. `lookup_backward` returns None
+    for a miss, else a 1-tuple of the compiled graph (None: the full backward runs)."""
+
+    def lookup_backward(self, variant: tuple, absent: frozenset[int]) -> tuple[Any] | None: ...
+
+    def store_backward(self, variant: tuple, absent: frozenset[int], compiled: Any) -> None: ...
+
+
+def _size(value: Any) -> int | list:
+    """An int, or a symbolic size as ["expr", its expression's text]."""
+    if type(value) is int:
+        return value
+    if isinstance(value, torch.SymInt):
+        constant = value.node.maybe_as_int()
+        return constant if constant is not None else ["expr", expression_text(value.node.expr)]
+    raise TypeError(f"a size of type {type(value).__name__}")
+
+
+def _size_of(value: Any) -> Any:
+    if isinstance(value, list):
+        if len(value) != 2 or value[0] != "expr":
+            raise ValueError(f"{value!r} is not a size")
+        return expression_of(value[1])
+    return int(value)
 
 
 def _geometry(geometry: tuple | None) -> list | None:
     if geometry is None:
         return None
     size, stride, offset, dtype = geometry
-    if type(offset) is not int:
-        raise TypeError("symbolic offset")
-    return [_ints(size), _ints(stride), offset, str(dtype).removeprefix("torch.")]
+    sizes = [[_size(v) for v in size], [_size(v) for v in stride], _size(offset)]
+    return [*sizes, str(dtype).removeprefix("torch.")]
+
+
+def _source(source: SymbolSource) -> list:
+    return [expression_text(source.symbol), source.index, source.kind, source.dim]
+
+
+def _source_of(record: list) -> SymbolSource:
+    text, index, kind, dim = record
+    symbol = expression_of(text)
+    if not isinstance(symbol, sympy.Symbol) or kind not in ("int", "size", "stride"):
+        raise ValueError(f"{record!r} is not a symbol source")
+    return SymbolSource(symbol, int(index), kind, int(dim))
 
 
 def _output(spec: OutputSpec) -> list:
     if spec.kind == "constant" and not isinstance(spec.value, _PLAIN):
         raise TypeError(f"constant output of type {type(spec.value).__name__}")
     flags = [bool(spec.requires_grad), bool(spec.conj), bool(spec.neg)]
-    base_stride = None if spec.base_stride is None else _ints(spec.base_stride)
+    base_stride = None if spec.base_stride is None else [_size(v) for v in spec.base_stride]
     return [spec.kind, spec.index, _geometry(spec.geometry), spec.value, *flags, base_stride]
 
 
@@ -97,7 +145,7 @@ def _fields_known() -> bool:
 
 def program_record(program: TracedProgram) -> dict[str, Any] | None:
     """`program` less its graph, as JSON-able data; None when that cannot be done soundly."""
-    if program.symbol_sources or not _fields_known():
+    if not _fields_known():
         return None
     try:
         return {
@@ -114,6 +162,7 @@ def program_record(program: TracedProgram) -> dict[str, Any] | None:
                 [int(i), str(m)] for i, m in program.missing_derivatives.items()
             ],
             "grad_free_inputs": list(program.grad_free_inputs),
+            "symbol_sources": [_source(source) for source in program.symbol_sources],
         }
     except (TypeError, NotImplementedError, ValueError):
         return None
@@ -132,10 +181,11 @@ def program_from_record(record: dict[str, Any]) -> TracedProgram:
     for kind, index, geometry, value, requires_grad, conj, neg, base_stride in record["outputs"]:
         if geometry is not None:
             size, stride, offset, dtype = geometry
-            geometry = (tuple(size), tuple(stride), int(offset), _dtype(dtype))
+            size, stride = tuple(map(_size_of, size)), tuple(map(_size_of, stride))
+            geometry = (size, stride, _size_of(offset), _dtype(dtype))
         flags = {"requires_grad": bool(requires_grad), "conj": bool(conj), "neg": bool(neg)}
         if base_stride is not None:
-            flags["base_stride"] = tuple(int(s) for s in base_stride)
+            flags["base_stride"] = tuple(map(_size_of, base_stride))
         outputs.append(OutputSpec(kind, index, geometry, value, **flags))
     return TracedProgram(
         graph_module=None,  # type: ignore[arg-type]
@@ -150,4 +200,24 @@ def program_from_record(record: dict[str, Any]) -> TracedProgram:
         joint=bool(record["joint"]),
         missing_derivatives={int(i): str(m) for i, m in record["missing_derivatives"]},
         grad_free_inputs=tuple(int(i) for i in record.get("grad_free_inputs", ())),
+        symbol_sources=tuple(_source_of(source) for source in record["symbol_sources"]),
     )
+
+
+def assumptions_record(assumptions: ShapeAssumptions | None) -> dict[str, Any] | None:
+    """What tracing assumed of the symbolic sizes, as JSON-able data (None: static sizes)."""
+    if assumptions is None:
+        return None
+    return {
+        "sources": [_source(source) for source in assumptions.sources],
+        "conditions": [expression_text(c) for c in assumptions.conditions],
+    }
+
+
+def assumptions_from_record(record: dict[str, Any] | None) -> ShapeAssumptions | None:
+    """The ShapeAssumptions `assumptions_record` described."""
+    if record is None:
+        return None
+    sources = tuple(_source_of(source) for source in record["sources"])
+    conditions = tuple(expression_of(text) for text in record["conditions"])
+    return ShapeAssumptions.of(sources, conditions)

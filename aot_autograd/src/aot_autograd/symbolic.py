@@ -37,7 +37,7 @@ import torch.utils._pytree as pytree
 from torch import fx
 
 from aot_autograd.errors import SymbolicShapeError
-from guards import SIZE_RULES, SizeExpressionError, integer_quotient, size_to_graph
+from guards import SIZE_RULES, FloorDiv, SizeExpressionError, integer_quotient, size_to_graph
 
 __all__ = [
     "SIZE_RULES",
@@ -46,6 +46,8 @@ __all__ = [
     "SizeNodes",
     "SymbolSource",
     "concrete_hint",
+    "expression_of",
+    "expression_text",
     "is_symbolic",
     "shape_env_of",
     "symbol_sources",
@@ -316,6 +318,12 @@ class ShapeAssumptions:
         check = _compiled(tuple(s.symbol for s in used), conditions) if conditions else None
         return cls(used, conditions, check)
 
+    @classmethod
+    def of(cls, sources: tuple[SymbolSource, ...], conditions: tuple[Any, ...]) -> ShapeAssumptions:
+        """The assumptions `conditions` over the symbols `sources` bind (a stored compile's)."""
+        check = _compiled(tuple(s.symbol for s in sources), conditions) if conditions else None
+        return cls(sources, conditions, check)
+
     def hold(self, args: Sequence[Any]) -> bool:
         """Whether the call's sizes satisfy every condition."""
         if self.check is None:
@@ -327,15 +335,54 @@ class ShapeAssumptions:
         return ", ".join(str(c) for c in self.conditions) or "nothing"
 
 
+_SIZE_LEAVES = (torch.SymInt, sympy.Basic)
+
+
+def _expr(leaf: Any) -> sympy.Expr:
+    return leaf if isinstance(leaf, sympy.Basic) else leaf.node.expr
+
+
 def resolve_sizes(tree: Any, sources: Sequence[SymbolSource], args: Sequence[Any]) -> Any:
-    """`tree` with every SymInt replaced by its value for the call's arguments."""
+    """`tree` with every SymInt (or sympy expression) replaced by its value for the call's
+    arguments."""
     leaves, spec = pytree.tree_flatten(tree)
-    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.SymInt)]
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, _SIZE_LEAVES)]
     if not positions:
         return tree
-    exprs = tuple(leaves[i].node.expr for i in positions)
+    exprs = tuple(_expr(leaves[i]) for i in positions)
     symbols = tuple(s.symbol for s in sources)
     values = _compiled(symbols, exprs)(*(s.read(args) for s in sources))
     for i, value in zip(positions, values):
         leaves[i] = int(value)
     return pytree.tree_unflatten(leaves, spec)
+
+
+# -- size expressions as text (a stored compile's) ----------------------------------------------
+
+# Every name `sympy.srepr` writes for a size expression: sympy's classes and guards' FloorDiv.
+_EXPRESSION_NAMES = {name: getattr(sympy, name) for name in dir(sympy) if name[0].isupper()}
+_EXPRESSION_NAMES |= {"FloorDiv": FloorDiv, "Integer": sympy.Integer, "true": sympy.true}
+
+
+def expression_text(expr: Any) -> str:
+    """`expr` (a sympy expression or condition over size symbols) as text `expression_of` reads.
+
+    The text names each symbol with its assumptions (`Symbol('s0', integer=True,
+    positive=True)`), so the expression read back is equal to `expr`.
+    """
+    if isinstance(expr, bool):
+        expr = sympy.true if expr else sympy.false
+    return sympy.srepr(expr)
+
+
+def expression_of(text: str) -> Any:
+    """The sympy expression `expression_text` wrote; ValueError for anything else."""
+    if not isinstance(text, str) or "__" in text or "lambda" in text:
+        raise ValueError(f"{text!r} is not a size expression")
+    try:
+        expr = eval(text, {"__builtins__": {}}, _EXPRESSION_NAMES)  # noqa: S307 - names above only
+    except Exception as error:  # noqa: BLE001 - any failure: not an expression
+        raise ValueError(f"{text!r} is not a size expression: {error}") from error
+    if not isinstance(expr, sympy.Basic):
+        raise ValueError(f"{text!r} is not a size expression")
+    return expr

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Protocol
 import torch
 
 from guards.errors import GuardsError
+from guards.hash_once import hash_once, reduce_without_hash
 from guards.sources import HasAttrSource, HeldObjectSource, Source
 
 __all__ = [
@@ -58,6 +59,13 @@ class Guard:
     """Base class of guards. `source` says which value the guard checks."""
 
     source: Source
+    # The hash, computed once (see hash_once): guards are deduplicated in dicts.
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        hash_once(cls)
+
+    __reduce__ = reduce_without_hash
 
     guard_type: ClassVar[str] = ""
     derived_guard_types: ClassVar[tuple[str, ...]] = ()

@@ -21,10 +21,11 @@ inside a module whose class comes from `torch.nn`, `is_builtin_nn_module()`.
 from __future__ import annotations
 
 import keyword
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from guards.errors import SourceError
+from guards.hash_once import hash_once, reduce_without_hash
 
 __all__ = [
     "AttrSource",
@@ -65,6 +66,14 @@ def is_builtin_module_class(cls: type) -> bool:
 @dataclass(frozen=True, slots=True)
 class Source:
     """Base class: where a value came from. Subclasses define `base` and `reconstruct`."""
+
+    # The hash, computed once (see hash_once): sources are dict keys many times over.
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        hash_once(cls)
+
+    __reduce__ = reduce_without_hash
 
     @property
     def base(self) -> Source | None:

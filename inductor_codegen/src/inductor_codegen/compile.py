@@ -41,12 +41,12 @@ from inductor_codegen.pipeline import (
     CompiledGraph,
     EagerGraph,
     PassRecorder,
+    PortableGraph,
     finish,
     is_symbolic_graph,
     load_wrapper,
     lower_and_schedule,
 )
-from inductor_codegen.portable import PortableGraph
 from inductor_codegen.scheduler import FusedKernel, describe, memoized_bodies
 
 __all__ = [
@@ -140,7 +140,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
         wrapper.text, kernel_text, {**wrapper.namespace, **graph.constants},
         tuple(sources.values()), graph.output_spec, config.cxx,
         opts.cxx_flags and config.flags, len(kernels), dict(graph.fallbacks),
-        graph.inputs_written_in_place,
+        inputs_written_in_place=graph.inputs_written_in_place,
     )  # fmt: skip
     return compiled
 

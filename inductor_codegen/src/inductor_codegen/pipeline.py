@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.fx
@@ -35,6 +36,7 @@ from inductor_codegen.scheduler import CPU_FUSION_POLICY, FusionPolicy, schedule
 from inductor_codegen.symbols import shape_env_of, shape_env_state
 
 __all__ = [
+    "PortableGraph",
     "Artifact",
     "CompiledGraph",
     "EagerGraph",
@@ -212,6 +214,26 @@ def is_symbolic_graph(gm: torch.fx.GraphModule, example_inputs) -> bool:
             ):
                 return True
     return False
+
+
+@dataclass(frozen=True, slots=True)
+class PortableGraph:
+    """What compile_graph made that a later process needs to run the graph again
+    (`inductor_codegen.portable` writes it as data)."""
+
+    wrapper_text: str
+    kernel_text: str
+    namespace: dict[str, Any]  # the wrapper's own objects and the graph's constants
+    kernels: tuple[Any, ...]  # KernelSource (C++) or TritonKernelSource
+    output_spec: Any
+    cxx: str
+    cxx_flags: tuple[str, ...] | None
+    kernel_count: int
+    fallbacks: dict[str, int]
+    language: str = "C++"
+    device: str = "cpu"
+    device_options: Any = None  # Triton: the TritonOptions it was compiled with
+    inputs_written_in_place: frozenset[int] = frozenset()
 
 
 def write_wrapper(text: str, kernel_text: str, cache_dir, language: str = "C++") -> Path:

@@ -1,14 +1,21 @@
-"""A compiled CPU graph as plain data, and the graph loaded back from it without lowering.
+"""A compiled graph as plain data, and the graph loaded back from it without lowering.
 
     record, tensors = dump_compiled_graph(compiled)   # None when it cannot be stored
     compiled = load_compiled_graph(record, tensors, cache_dir=None)
 
-`record` is JSON-able: the wrapper's text, its kernels' C++ sources and parameters,
+`record` is JSON-able: the wrapper's text, its kernels' sources and parameters,
 and a recipe for each object of the wrapper's module namespace; `tensors` are the
 constants (loaded with `torch.load(weights_only=True)` by the caller). Loading runs
 the wrapper's text again over a namespace rebuilt from the recipes, and gets each
-kernel from the kernel library cache (compiling it when the cache lacks it), so the
-loaded graph runs the very code the compile made: the same outputs, bit for bit.
+kernel from its cache, so the loaded graph runs the very code the compile made:
+the same outputs, bit for bit.
+
+- C++ (`language` "C++"): each kernel from the kernel library cache (compiled when
+  the cache lacks it).
+- Triton (`language` "Triton"): each kernel's module from the Triton kernel module
+  cache (written again from its source when absent), compiled by Triton through its
+  own cache; the device options (autotuning, CUDA graphs) as the compile had them.
+  A graph with matmul templates is not stored.
 
 A namespace object with no recipe (anything but tensors, ATen operators, functions
 found again by module and name, devices, dtypes, plain numbers and the run-time
@@ -17,11 +24,11 @@ helpers) makes the graph not storable: the caller compiles instead.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +40,7 @@ from inductor_codegen import runtime
 from inductor_codegen.codegen.cpp.build import CompilerConfig, KernelLibrary, cache_key_parts
 from inductor_codegen.codegen.kernel import KernelArg, KernelSource
 from inductor_codegen.codegen.wrapper import plain_spec
-from inductor_codegen.pipeline import Artifact, CompiledGraph, write_wrapper
+from inductor_codegen.pipeline import Artifact, CompiledGraph, PortableGraph, write_wrapper
 from inductor_codegen.runtime import IndexCheck, IndexStatus
 
 __all__ = [
@@ -46,24 +53,8 @@ __all__ = [
     "toolchain_identity",
 ]
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 _PLAIN = (bool, int, float, str, type(None))
-
-
-@dataclass(frozen=True, slots=True)
-class PortableGraph:
-    """What compile_graph made that a later process needs to run the graph again."""
-
-    wrapper_text: str
-    kernel_text: str
-    namespace: dict[str, Any]  # the wrapper's own objects and the graph's constants
-    kernels: tuple[KernelSource, ...]
-    output_spec: Any
-    cxx: str
-    cxx_flags: tuple[str, ...] | None
-    kernel_count: int
-    fallbacks: dict[str, int]
-    inputs_written_in_place: frozenset[int] = frozenset()
 
 
 class NotPortable(Exception):
@@ -103,7 +94,7 @@ def _aten_builtin_recipe(key: str, value: Any) -> list:
 
 def _recipe(key: str, value: Any, tensors: list[torch.Tensor]) -> list:
     if isinstance(value, torch.Tensor):
-        if type(value) not in (torch.Tensor, torch.nn.Parameter) or value.device.type != "cpu":
+        if type(value) not in (torch.Tensor, torch.nn.Parameter):
             raise NotPortable(f"{key} is a {type(value).__name__} on {value.device}")
         tensors.append(value)
         return ["tensor", len(tensors) - 1]
@@ -171,12 +162,14 @@ def dump_compiled_graph(compiled: Any) -> tuple[dict[str, Any], list[torch.Tenso
             spec = pytree.treespec_dumps(portable.output_spec)
     except (NotPortable, TypeError, NotImplementedError):
         return None
-    record = {
-        "version": RECORD_VERSION,
-        "wrapper": portable.wrapper_text,
-        "kernel_text": portable.kernel_text,
-        "namespace": namespace,
-        "kernels": [
+    if portable.language == "Triton":
+        try:
+            kernels = [_triton_kernel_record(k) for k in portable.kernels]
+        except NotPortable:
+            return None
+        options = dataclasses.asdict(portable.device_options)
+    else:
+        kernels = [
             {
                 "name": k.name,
                 "source": k.source,
@@ -184,7 +177,17 @@ def dump_compiled_graph(compiled: Any) -> tuple[dict[str, Any], list[torch.Tenso
                 "checks": [[c.op, c.dim] for c in k.checks],
             }
             for k in portable.kernels
-        ],
+        ]
+        options = None
+    record = {
+        "version": RECORD_VERSION,
+        "language": portable.language,
+        "device": portable.device,
+        "device_options": options,
+        "wrapper": portable.wrapper_text,
+        "kernel_text": portable.kernel_text,
+        "namespace": namespace,
+        "kernels": kernels,
         "output_spec": spec,
         "cxx": portable.cxx,
         "cxx_flags": list(portable.cxx_flags) if portable.cxx_flags is not None else None,
@@ -195,7 +198,45 @@ def dump_compiled_graph(compiled: Any) -> tuple[dict[str, Any], list[torch.Tenso
     return record, tensors
 
 
+# Triton kernel fields that hold tuples of records (every other field is plain data).
+_TRITON_TUPLES = frozenset({"args", "groups"})
+
+
+def _triton_kernel_record(kernel: Any) -> dict[str, Any]:
+    """Every field of a TritonKernelSource, by name (a field of another kind: NotPortable)."""
+    record = {}
+    for field in dataclasses.fields(kernel):
+        value = getattr(kernel, field.name)
+        if field.name in _TRITON_TUPLES:
+            value = [[getattr(item, f.name) for f in dataclasses.fields(item)] for item in value]
+            if not all(isinstance(v, _PLAIN) for item in value for v in item):
+                raise NotPortable(f"kernel {kernel.name}'s {field.name}")
+        elif not isinstance(value, _PLAIN):
+            raise NotPortable(f"kernel {kernel.name}'s {field.name} is a {type(value).__name__}")
+        record[field.name] = value
+    return record
+
+
+def _triton_kernels(record: dict[str, Any]) -> dict[str, Any]:
+    from inductor_codegen.codegen.triton.kernel import GroupMeta, TritonKernelSource
+
+    classes = {"args": KernelArg, "groups": GroupMeta}
+    names = {f.name for f in dataclasses.fields(TritonKernelSource)}
+    kernels = {}
+    for kernel in record["kernels"]:
+        if set(kernel) != names:
+            raise ValueError(f"kernel fields {sorted(kernel)}, not {sorted(names)}")
+        fields = {
+            name: tuple(classes[name](*item) for item in value) if name in classes else value
+            for name, value in kernel.items()
+        }
+        kernels[kernel["name"]] = TritonKernelSource(**fields)
+    return kernels
+
+
 def _kernels(record: dict[str, Any]) -> list[KernelSource]:
+    if record.get("language") == "Triton":
+        return []  # no kernel libraries: Triton keeps its own cache
     return [
         KernelSource(
             k["name"],
@@ -214,7 +255,9 @@ def _library(record: dict[str, Any], cache_dir: Any) -> KernelLibrary:
 
 
 def kernel_keys(record: dict[str, Any], cache_dir: Any = None) -> list[str]:
-    """The kernel library cache keys of a record's kernels."""
+    """The kernel library cache keys of a record's kernels (none for Triton)."""
+    if record.get("language") == "Triton":
+        return []
     library = _library(record, cache_dir)
     return [library.key(k) for k in _kernels(record)]
 
@@ -226,6 +269,8 @@ def load_compiled_graph(
     start = time.perf_counter()
     if record.get("version") != RECORD_VERSION:
         raise ValueError(f"record version {record.get('version')!r}, not {RECORD_VERSION}")
+    if record["language"] == "Triton":
+        return _load_triton_graph(record, tensors, cache_dir, start)
     kernels = _kernels(record)
     functions = _library(record, cache_dir).build(kernels) if kernels else {}
     namespace = {
@@ -241,6 +286,10 @@ def load_compiled_graph(
     text = record["wrapper"]
     path = write_wrapper(text, record["kernel_text"], cache_dir, "C++")
     exec(compile(text, str(path), "exec"), namespace)
+    return _loaded(record, namespace, path, start)
+
+
+def _loaded(record: dict[str, Any], namespace: dict, path: Path, start: float) -> CompiledGraph:
     unflatten = None
     if record["output_spec"] is not None:
         spec = pytree.treespec_loads(record["output_spec"])
@@ -259,6 +308,22 @@ def load_compiled_graph(
     )
 
 
+def _load_triton_graph(
+    record: dict[str, Any], tensors: list[torch.Tensor], cache_dir: Any, start: float
+) -> CompiledGraph:
+    from inductor_codegen.codegen.triton.compile import load_triton_graph, maybe_cudagraphs
+    from inductor_codegen.codegen.triton.options import TritonOptions
+
+    options = TritonOptions(**record["device_options"])
+    device = torch.device(record["device"])
+    objects = {key: _rebuild(recipe, tensors) for key, recipe in record["namespace"].items()}
+    namespace, path = load_triton_graph(
+        record["wrapper"], record["kernel_text"], objects, _triton_kernels(record), device,
+        options, cache_dir=cache_dir,
+    )  # fmt: skip
+    return maybe_cudagraphs(_loaded(record, namespace, path, start), options)
+
+
 def toolchain_identity(cxx: str | None = None, cxx_flags: tuple[str, ...] | None = None) -> str:
     """The compiler, its flags and (for `-march=native`) the host CPU kernels are built for."""
     cxx = cxx or os.environ.get("CXX", "g++")
@@ -268,6 +333,8 @@ def toolchain_identity(cxx: str | None = None, cxx_flags: tuple[str, ...] | None
 
 def kernel_libraries(record: dict[str, Any], cache_dir: Any = None) -> dict[str, Path]:
     """Kernel key -> the checked library file holding it, for the record's kernels in the cache."""
+    if record.get("language") == "Triton":
+        return {}
     library = _library(record, cache_dir)
     found = {}
     for kernel in _kernels(record):

@@ -217,6 +217,39 @@ def test_warm_start_off_stores_nothing(warm, monkeypatch):
     assert _counts() == (0, 0)
 
 
+def two_outputs(model, x):
+    y = model(x)
+    return y * SCALE, y.sum(1)
+
+
+def test_warm_start_keeps_the_backward_compiled_for_a_none_tangent(warm, monkeypatch):
+    model, x = _model(), torch.randn(4, 8)
+
+    def step():
+        ember.reset()
+        model.zero_grad()
+        out, _ = ember.compile(two_outputs)(model, x)
+        out.sum().backward()  # the second output's tangent is None: a backward without it
+        return out.detach(), [p.grad.clone() for p in model.parameters()]
+
+    cold = step()
+    assert _counts() == (0, 2)  # the graphs, and the backward without the second tangent
+    from aot_autograd import api
+
+    def no_trace(*args, **kwargs):
+        raise AssertionError("a hit traced the graph again")
+
+    monkeypatch.setattr(api, "trace_program", no_trace)
+    again = step()
+    assert _counts() == (2, 2)
+    assert torch.equal(cold[0], again[0])
+    assert all(torch.equal(a, b) for a, b in zip(cold[1], again[1]))
+    model.zero_grad()
+    (model(x) * SCALE).sum().backward()
+    for got, parameter in zip(again[1], model.parameters()):
+        torch.testing.assert_close(got, parameter.grad)
+
+
 # ----------------------------------------------------------------- new processes
 
 
@@ -386,3 +419,133 @@ def test_warm_start_concurrent_processes_share_one_cache(tmp_path, run_step):
     third = run_step(cache)
     assert third["digest"] == results[0]["digest"]
     assert third["stats"].get("hits") == 1 or third["stats"].get("stored") == 1
+
+
+# ----------------------------------------------------------------- symbolic sizes
+
+SIZES_STEP = """
+import json, sys
+import torch, ember
+from ember import warm_cache
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16))
+def fn(model, x):
+    if x.shape[0] > 6:  # a guard on the size that changes nothing in the graph
+        pass
+    return model(x).view(x.shape[0], 4, 4).sum(1) * 2.0
+compiled = ember.compile(fn)
+for size in json.loads(sys.argv[1]):
+    x = torch.randn(size, 8)
+    if sys.argv[2] == "mark":
+        ember.mark_dynamic(x, 0)
+    model.zero_grad()
+    out = compiled(model, x)
+    out.sin().sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    expected = fn(model, x)
+    expected.sin().sum().backward()
+    torch.testing.assert_close(out, expected)
+    for got, want in zip(grads, model.parameters()):
+        torch.testing.assert_close(got, want.grad)
+print(json.dumps(dict(warm_cache.STATS)))
+"""
+
+
+def _run_sizes(cache: Path, sizes: list[int], how: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
+    env["EMBER_CACHE_DIR"] = str(cache)
+    done = subprocess.run(
+        [sys.executable, "-c", SIZES_STEP, json.dumps(sizes), how],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_warm_start_symbolic_graph_of_mark_dynamic_hits_in_a_new_process_at_another_size(
+    tmp_path,
+):
+    cold = _run_sizes(tmp_path / "cache", [4], "mark")
+    assert cold.get("stored") == 1 and not cold.get("hits")
+    warm = _run_sizes(tmp_path / "cache", [3, 5], "mark")
+    assert warm.get("hits") == 1 and not warm.get("stored") and not warm.get("misses")
+
+
+def test_warm_start_symbolic_graph_of_automatic_dynamic_hits_in_a_new_process_at_a_third_size(
+    tmp_path,
+):
+    cold = _run_sizes(tmp_path / "cache", [4, 5], "automatic")  # static 4, then symbolic
+    assert cold.get("stored") == 2 and not cold.get("hits")
+    warm = _run_sizes(tmp_path / "cache", [4, 3], "automatic")  # static 4, then symbolic
+    assert warm.get("hits") == 2 and not warm.get("stored") and not warm.get("misses")
+
+
+def test_warm_start_symbolic_entry_misses_where_the_shape_guards_differ(tmp_path):
+    cold = _run_sizes(tmp_path / "cache", [4], "mark")  # guarded: size <= 6
+    assert cold.get("stored") == 1
+    warm = _run_sizes(tmp_path / "cache", [8], "mark")  # guarded: size > 6: the same graph
+    assert warm.get("misses") == 1 and warm.get("stored") == 1 and not warm.get("hits")
+
+
+# ----------------------------------------------------------------- Triton
+
+TRITON_STEP = """
+import hashlib, json
+import torch, ember
+from aot_autograd import aot_graph
+from inductor_codegen import compile_graph
+from prim_decomp import inductor_default
+from ember import warm_cache
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+OPTIONS = {"device_codegen": "triton"}
+def triton(gm, examples):  # the inductor backend, its graphs compiled to Triton on any device
+    def part(g, i):
+        return compile_graph(g, i, options=OPTIONS)
+    return aot_graph(gm, examples, fw_compiler=part, bw_compiler=part, inference_compiler=part,
+                     decompositions=inductor_default,
+                     cache=warm_cache.warm_start_cache(gm, examples, OPTIONS))
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16))
+model = model.to(DEVICE)
+def fn(model, x):
+    return model(x).sin() * 2.0
+x = torch.randn(4, 8, device=DEVICE)
+out = ember.compile(fn, backend=triton)(model, x)
+out.sum().backward()
+grads = [p.grad.clone() for p in model.parameters()]
+model.zero_grad()
+expected = fn(model, x)
+expected.sum().backward()
+torch.testing.assert_close(out, expected)
+for got, p in zip(grads, model.parameters()):
+    torch.testing.assert_close(got, p.grad)
+data = out.detach().cpu().numpy().tobytes() + b"".join(g.cpu().numpy().tobytes() for g in grads)
+print(json.dumps({"stats": dict(warm_cache.STATS), "digest": hashlib.sha256(data).hexdigest()}))
+"""
+
+
+def _run_triton(cache: Path, **variables: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBER_", "TRITON_"))}
+    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
+    env["EMBER_CACHE_DIR"] = str(cache)
+    if not torch.cuda.is_available():
+        env["TRITON_INTERPRET"] = "1"
+    env.update(variables)
+    done = subprocess.run(
+        [sys.executable, "-c", TRITON_STEP], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_warm_start_triton_graph_new_process_loads_the_entry_bit_for_bit(tmp_path):
+    pytest.importorskip("triton")
+    cold = _run_triton(tmp_path / "cache")
+    assert cold["stats"].get("stored") == 1 and not cold["stats"].get("hits")
+    warm = _run_triton(tmp_path / "cache")
+    assert warm["stats"].get("hits") == 1 and not warm["stats"].get("stored")
+    assert warm["digest"] == cold["digest"]
+    other = _run_triton(tmp_path / "cache", TRITON_DEBUG="0")  # a Triton switch: a miss
+    assert other["stats"].get("stored") == 1 and not other["stats"].get("hits")

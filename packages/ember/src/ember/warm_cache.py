@@ -5,8 +5,11 @@
                                       # replaces tracing, partitioning, lowering, building
 
 What is stored, per captured graph and grad mode: the run-time description of the
-AOT program (outputs, aliases, mutations), and for the forward and backward graphs
-the generated wrapper, its constants and its kernels (loaded from the kernel cache).
+AOT program (outputs, aliases, mutations; with symbolic sizes each symbol's source and
+each output size's expression), and for the forward and backward graphs the generated
+wrapper, its constants and its kernels (C++ ones from the kernel library cache, Triton
+ones from their source, compiled through Triton's cache). The backward compiled later
+for calls that leave some tangents None is an entry of its own (`lookup_backward`).
 A hit runs the very code the cold compile made: the same outputs, bit for bit.
 
 The key is an ordered list of named parts, each hashed (logged under
@@ -17,23 +20,32 @@ The key is an ordered list of named parts, each hashed (logged under
     attributes  the graph's parameters and buffers (metadata: they are inputs) and
                 constants (their bytes: they are compiled in)
     inputs      dtype, shape, strides, offset, device and requires_grad of each input,
-                which inputs share memory, and the value of each number
+                which inputs share memory, and the value of each number; a symbolic
+                size as its expression over the symbols, never its example value
+    shapes      with symbolic sizes, what capture's ShapeEnv assumed (each symbol's
+                sources and range, every check of the frame's shape guard): equal text,
+                so an entry serves exactly the sizes the cold compile's guards accepted
     state       default dtype, deterministic algorithms, matmul precision, threads
     options     the compile options that change what is compiled
     versions    Python, torch, triton, each Ember stage's version and source digest
     toolchain   the C++ compiler's identity, its flags and the host CPU
-    environment EMBER_* variables (but the cache's own)
+    environment EMBER_* variables (but the cache's own) and TRITON_* ones
+    devices     each GPU's name, compute capability and CUDA version
     variant     grad mode, which inputs require grad, autocast (the AOT compile's own key)
+
+With symbolic sizes, what tracing and compiling assumed of the sizes beyond the
+frame's guards (`aot_autograd.symbolic.ShapeAssumptions`) is stored with the entry and
+checked at every call of a loaded compile; a call that breaks it runs a static compile.
 
 Capture still runs in every process: the guards that keep an entry valid are
 checked live, and what capture read (globals, closure values, config) is in the
 graph it hands over, so it is in the key. A graph that cannot be named across
-processes is not stored and compiles as before: symbolic sizes, a custom
-decomposition table, a function without a module and name, a submodule call,
-a non-tensor attribute, a tensor subclass, a graph run by Triton or eagerly. Each
-distinct piece of a graph cut at repeated blocks (`ember.regions`) is an entry of
-its own; its inputs that earlier pieces make are FakeTensor examples, keyed by their
-metadata like any input.
+processes is not stored and compiles as before: a custom decomposition table, a
+function without a module and name, a submodule call, a non-tensor attribute, a
+tensor subclass, a tensor on a device other than the CPU or CUDA, a graph run eagerly
+or with Triton matmul templates. Each distinct piece of a graph cut at repeated blocks
+(`ember.regions`) is an entry of its own; its inputs that earlier pieces make are
+FakeTensor examples, keyed by their metadata like any input.
 
 Files: `<cache root>/warm/<key[:2]>/<key>.json`, written atomically with a checksum
 (`guards.cache_root`); a faulty one is removed with one warning and compiled again.
@@ -59,6 +71,7 @@ from typing import Any
 
 import torch
 
+from aot_autograd.symbolic import expression_text, is_symbolic, shape_env_of
 from guards import artifact_enabled, artifact_logger
 from guards.cache_root import cache_folder, discard, load_record, payload_digest, store_record
 from guards.fake_tensor import FakeTensor
@@ -138,20 +151,26 @@ def _tensor_metadata(t: torch.Tensor) -> list:
     # is all the compile read of it.
     if type(t) not in (torch.Tensor, torch.nn.Parameter, FakeTensor):
         raise NotStorable(f"a {type(t).__name__} (a tensor subclass)")
-    if any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride())):
-        raise NotStorable("symbolic sizes")
-    if t.device.type != "cpu":
-        raise NotStorable(f"a tensor on {t.device} (only CPU graphs are stored)")
+    if t.device.type not in ("cpu", "cuda"):
+        raise NotStorable(f"a tensor on {t.device} (only CPU and CUDA graphs are stored)")
     return [
         str(t.dtype),
-        list(t.shape),
-        list(t.stride()),
-        t.storage_offset(),
+        [_size_text(s) for s in t.shape],
+        [_size_text(s) for s in t.stride()],
+        _size_text(t.storage_offset()),
         str(t.device),
         str(t.layout),
         t.requires_grad,
         isinstance(t, torch.nn.Parameter),
     ]
+
+
+def _size_text(value: Any) -> int | str:
+    """An int, or a symbolic size as its expression over the size symbols (not its hint)."""
+    if isinstance(value, torch.SymInt | torch.SymFloat):
+        constant = value.node.maybe_as_int() if isinstance(value, torch.SymInt) else None
+        return constant if constant is not None else f"sym:{value.node.expr}"
+    return value
 
 
 def _tensor_bytes(t: torch.Tensor) -> str:
@@ -160,7 +179,7 @@ def _tensor_bytes(t: torch.Tensor) -> str:
         t = t.resolve_conj().resolve_neg()
     if not t.numel():
         return hashlib.sha256(b"").hexdigest()
-    data = t.reshape(-1).contiguous().view(torch.uint8)
+    data = t.cpu().reshape(-1).contiguous().view(torch.uint8)
     return hashlib.sha256(data.numpy().tobytes()).hexdigest()
 
 
@@ -213,26 +232,44 @@ def _attributes_part(gm: torch.fx.GraphModule) -> tuple[str, list[torch.Tensor]]
 
 
 def _inputs_part(gm: torch.fx.GraphModule, example_inputs: list, attrs: list) -> str:
+    """Each input's metadata: with symbolic sizes, the placeholder's (sizes as expressions
+    over the symbols, a size input as its symbol), never the example's sizes."""
+    placeholders = [n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")]
+    symbolic = len(placeholders) == len(example_inputs) and is_symbolic(placeholders)
     values = []
     tensors = list(attrs)
-    for value in example_inputs:
+    for i, value in enumerate(example_inputs):
+        described = placeholders[i] if symbolic else value
         if isinstance(value, torch.Tensor):
-            values.append(["tensor", _tensor_metadata(value)])
+            if symbolic and not isinstance(described, torch.Tensor):
+                raise NotStorable(f"input {i} is a tensor its placeholder does not describe")
+            values.append(["tensor", _tensor_metadata(described)])
             tensors.append(value)
+        elif symbolic and isinstance(described, torch.SymInt | torch.SymFloat):
+            values.append([type(described).__name__, _size_text(described)])
         elif isinstance(value, bool | int | float) and not isinstance(value, torch.SymInt):
             values.append([type(value).__name__, repr(value)])
         else:
             raise NotStorable(f"an input of type {type(value).__name__}")
-    for node in gm.graph.nodes:
-        if node.op == "placeholder":
-            value = node.meta.get("val")
-            if isinstance(value, torch.SymInt | torch.SymFloat):
-                raise NotStorable("symbolic sizes")
-            if isinstance(value, torch.Tensor) and any(
-                isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride())
-            ):
-                raise NotStorable("symbolic sizes")
     return json.dumps([values, _memory_sharing(tensors)])
+
+
+def _shapes_part(gm: torch.fx.GraphModule) -> str:
+    """What capture's ShapeEnv assumed of the size symbols (the frame's shape guard checks
+    it): each symbol's sources and range, and every check, with no hint. Equal text means
+    the guards accept exactly the same sizes, so an entry compiled under them is valid for
+    every call that reaches it."""
+    env = shape_env_of([n.meta.get("val") for n in gm.graph.find_nodes(op="placeholder")])
+    if env is None:
+        return "static"
+    bindings = [[str(b.symbol), [s.expr for s in b.sources], str(b.range)] for b in env.bindings()]
+    floats = [[str(symbol), source.expr] for symbol, source in env.float_bindings()]
+    ranges = [[str(symbol), str(r)] for symbol, r in env.ranges().items()]
+    checks = [
+        [kind, None if source is None else source.expr, expression_text(expr)]
+        for kind, source, expr in env.checks()
+    ]
+    return json.dumps([bindings, floats, ranges, checks])
 
 
 def _state_part() -> str:
@@ -296,12 +333,33 @@ def _toolchain_part(cxx: str | None, flags: tuple[str, ...] | None) -> str:
 
 
 def _environment_part() -> str:
+    """EMBER_* variables (but the cache's own) and TRITON_* ones (the interpreter, its
+    compiler's switches)."""
     variables = {
         name: value
         for name, value in os.environ.items()
-        if name.startswith("EMBER_") and not name.startswith(_OWN_VARIABLES)
+        if (name.startswith("EMBER_") and not name.startswith(_OWN_VARIABLES))
+        or name.startswith("TRITON_")
     }
     return json.dumps(sorted(variables.items()))
+
+
+def _devices_part(example_inputs: list, gm: torch.fx.GraphModule) -> str:
+    """Each GPU the graph's tensors are on: its name, compute capability and CUDA version."""
+    tensors = [t for t in (*example_inputs, *gm.parameters(), *gm.buffers())]
+    devices = sorted({str(t.device) for t in tensors if isinstance(t, torch.Tensor) and t.is_cuda})
+    described = []
+    for name in devices:
+        device = torch.device(name)
+        described.append(
+            [
+                name,
+                torch.cuda.get_device_name(device),
+                list(torch.cuda.get_device_capability(device)),
+                torch.version.cuda,
+            ]
+        )
+    return json.dumps(described)
 
 
 def graph_key(
@@ -315,11 +373,13 @@ def graph_key(
         ("graph", _graph_part(gm)),
         ("attributes", attributes),
         ("inputs", _inputs_part(gm, example_inputs, attribute_tensors)),
+        ("shapes", _shapes_part(gm)),
         ("state", _state_part()),
         ("options", _options_part(options)),
         ("versions", _versions_part()),
         ("toolchain", _toolchain_part(options.get("cpp.cxx"), tuple(flags) if flags else None)),
         ("environment", _environment_part()),
+        ("devices", _devices_part(example_inputs, gm)),
     ]
     return [(name, _digest(text)[:16]) for name, text in parts]
 
@@ -377,7 +437,11 @@ class WarmStartCache:
         return cache_folder("warm", key[:2], root=self.cache_dir) / f"{key}.json"
 
     def lookup(self, variant: tuple) -> Any:
-        from aot_autograd.portable import CompiledParts, program_from_record
+        from aot_autograd.portable import (
+            CompiledParts,
+            assumptions_from_record,
+            program_from_record,
+        )
 
         start = time.perf_counter()
         key = self.key(variant)
@@ -407,6 +471,7 @@ class WarmStartCache:
             saved_strides = tuple(
                 None if s is None else tuple(int(i) for i in s) for s in record["saved_strides"]
             )
+            assumptions = assumptions_from_record(record["assumptions"])
         except Exception as error:  # noqa: BLE001 - a faulty entry is compiled again
             discard(path, f"it could not be loaded: {type(error).__name__}: {error}")
             if source == "remote":
@@ -424,13 +489,11 @@ class WarmStartCache:
             "warm-start hit (%s) %s: %s in %.3fs", source, self.name, key,
             time.perf_counter() - start,
         )  # fmt: skip
-        return CompiledParts(program, forward, backward, dependencies, saved_strides)
+        return CompiledParts(program, forward, backward, dependencies, saved_strides, assumptions)
 
     def store(self, variant: tuple, parts: Any) -> None:
-        from aot_autograd.portable import program_record
-
         try:
-            record = self._record(variant, parts, program_record)
+            record = self._record(variant, parts)
         except Exception as error:  # noqa: BLE001 - storing is an optimization
             _log.info("%s not stored: %s: %s", self.name, type(error).__name__, error)
             return
@@ -449,6 +512,55 @@ class WarmStartCache:
             pass
         self._publish(key, record)
         _prune_now_and_then(self.cache_dir)
+
+    # ------------------------------------------------------------ specialized backwards
+
+    def _backward_key(self, variant: tuple, absent: frozenset[int]) -> str:
+        return _digest(f"{self.key(variant)} without tangents {sorted(absent)}")[:40]
+
+    def lookup_backward(self, variant: tuple, absent: frozenset[int]) -> tuple[Any] | None:
+        """The backward compiled for calls leaving the tangents `absent` None (a 1-tuple;
+        None in it: the full backward runs), or None when it is not stored."""
+        key = self._backward_key(variant, absent)
+        path = self.path(key)
+        record = load_record(path)
+        if record is None:
+            record = self._fetch_remote(key, path)
+        if record is None:
+            return None
+        try:
+            if record.get("key") != key or record.get("schema") != SCHEMA:
+                raise ValueError("it was stored under another key")
+            self._fetch_kernels(record)
+            backward = record["backward"]
+            compiled = None if backward is None else _load_graph(backward, self.cache_dir)
+        except Exception as error:  # noqa: BLE001 - a faulty entry is compiled again
+            discard(path, f"it could not be loaded: {type(error).__name__}: {error}")
+            return None
+        self._touch(path, record)
+        STATS["hits"] += 1
+        _log.info("warm-start hit %s without tangents %s: %s", self.name, sorted(absent), key)
+        return (compiled,)
+
+    def store_backward(self, variant: tuple, absent: frozenset[int], compiled: Any) -> None:
+        backward = None
+        if compiled is not None:
+            try:
+                backward = _graph_record(compiled)
+            except Exception as error:  # noqa: BLE001 - storing is an optimization
+                _log.info("%s backward not stored: %s: %s", self.name, type(error).__name__, error)
+                return
+            if backward is None:
+                return
+        key = self._backward_key(variant, absent)
+        record = {"schema": SCHEMA, "key": key, "forward": None, "backward": backward}
+        try:
+            store_record(self.path(key), record)
+        except OSError as error:
+            _log.info("%s backward not stored: %s", self.name, error)
+            return
+        STATS["stored"] += 1
+        self._publish(key, record)
 
     def _last_stored_path(self) -> Path:
         """Where the key parts of the last entry stored for a graph of this name are kept."""
@@ -474,7 +586,9 @@ class WarmStartCache:
             for library in kernel_libraries(graph, self.cache_dir).values():
                 _touch(library)
 
-    def _record(self, variant: tuple, parts: Any, program_record: Any) -> dict | None:
+    def _record(self, variant: tuple, parts: Any) -> dict | None:
+        from aot_autograd.portable import assumptions_record, program_record
+
         program = program_record(parts.program)
         if program is None:
             _log.info("%s not stored: its outputs cannot be described as data", self.name)
@@ -482,7 +596,10 @@ class WarmStartCache:
         forward = _graph_record(parts.forward)
         backward = None if parts.backward is None else _graph_record(parts.backward)
         if forward is None or (parts.backward is not None and backward is None):
-            _log.info("%s not stored: a graph was not compiled to C++ kernels", self.name)
+            _log.info(
+                "%s not stored: a graph was not compiled to kernels (run eagerly, or with "
+                "matmul templates)", self.name,
+            )  # fmt: skip
             return None
         dependencies = None
         if parts.dependencies is not None:
@@ -496,12 +613,15 @@ class WarmStartCache:
             "backward": backward,
             "dependencies": dependencies,
             "saved_strides": [None if s is None else list(s) for s in parts.saved_strides],
+            "assumptions": assumptions_record(parts.assumptions),
         }
 
     # ------------------------------------------------------------ remote
 
     def _graph_records(self, record: dict) -> list[dict]:
-        return [g["graph"] for g in (record["forward"], record["backward"]) if g is not None]
+        return [
+            g["graph"] for g in (record.get("forward"), record.get("backward")) if g is not None
+        ]
 
     def _fetch_remote(self, key: str, path: Path) -> dict | None:
         from ember.remote_cache import remote_cache

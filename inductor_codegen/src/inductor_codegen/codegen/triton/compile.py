@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
@@ -33,9 +34,11 @@ from inductor_codegen.pipeline import (
     CompiledGraph,
     EagerGraph,
     PassRecorder,
+    PortableGraph,
     finish,
     load_wrapper,
     lower_and_schedule,
+    write_wrapper,
 )
 from inductor_codegen.scheduler import (
     FusedKernel,
@@ -45,7 +48,7 @@ from inductor_codegen.scheduler import (
     memoized_bodies,
 )
 
-__all__ = ["GPU_FUSION_POLICY", "compile_triton_graph"]
+__all__ = ["GPU_FUSION_POLICY", "compile_triton_graph", "load_triton_graph", "maybe_cudagraphs"]
 
 # A GPU kernel runs its outer loop in parallel and each program's inner loops in
 # sequence, so a horizontal fusion may neither put work in an inner pointwise loop
@@ -119,7 +122,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
                 reinplace=opts.reinplace and not device_options.cudagraphs,
             )
     except UnsupportedGraphError as error:
-        return _maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)
+        return maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)
     plan = _renamed(plan)
     done("schedule", lambda: describe(plan.steps))
 
@@ -140,10 +143,43 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     done("codegen", lambda: kernel_text)
 
     # load: kernel modules written by content hash and imported in parallel.
+    folder = cache_folder("triton", root=opts.cache_dir)
+    launchers, loaded = _launchers(
+        sources, templates, device_options, folder, opts.compile_workers, device
+    )
+    done("load", lambda: "\n".join(str(p) for _, p in loaded.values()))
+
+    # wrapper: the Python function that allocates buffers and launches kernels and ATen.
+    from inductor_codegen.codegen.triton.wrapper import generate_triton_wrapper
+
+    wrapper = generate_triton_wrapper(graph, plan, {**sources, **templates}, device)
+    done("wrapper", lambda: wrapper.text)
+
+    namespace = _namespace(device, {**wrapper.namespace, **graph.constants}, launchers)
+    path = load_wrapper(wrapper, kernel_text, namespace, opts.cache_dir, "Triton")
+    kernel_count = len(kernels) + len(templates)
+    compiled = finish(graph, namespace, path, wrapper, kernel_text, passes, kernel_count)
+    result = maybe_cudagraphs(compiled, device_options)
+    if not templates:
+        # What a later process needs to load this graph without lowering (see portable).
+        result.portable = PortableGraph(
+            wrapper.text, kernel_text, {**wrapper.namespace, **graph.constants},
+            tuple(sources.values()), graph.output_spec, "", None, kernel_count,
+            dict(graph.fallbacks), language="Triton", device=str(device),
+            device_options=device_options,
+            inputs_written_in_place=graph.inputs_written_in_place,
+        )  # fmt: skip
+    return result
+
+
+def _launchers(sources, templates, device_options, folder, workers, device):
+    """({step: its launcher}, {kernel name: (jit function, module path)}): the kernel
+    modules written by content hash and imported, each compiled for the device."""
     from inductor_codegen.codegen.triton.runtime import TritonKernel, load_kernels
 
-    folder = cache_folder("triton", root=opts.cache_dir)
-    loaded = load_kernels(every, folder, opts.compile_workers)
+    every = [*sources.values(), *templates.values()]
+    every += [t.epilogue for t in templates.values() if t.epilogue is not None]
+    loaded = load_kernels(every, folder, workers)
 
     def launcher(src):
         return TritonKernel(
@@ -172,18 +208,17 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
 
         precompile(
             [k for k in launchers.values() if isinstance(k, TritonKernel)],
-            opts.compile_workers,
+            workers,
             _device_index(device),
         )
-    done("load", lambda: "\n".join(str(p) for _, p in loaded.values()))
+    return launchers, loaded
 
-    # wrapper: the Python function that allocates buffers and launches kernels and ATen.
-    from inductor_codegen.codegen.triton.wrapper import aligned_copies, generate_triton_wrapper
 
-    wrapper = generate_triton_wrapper(graph, plan, {**sources, **templates}, device)
-    done("wrapper", lambda: wrapper.text)
+def _namespace(device: torch.device, objects: dict, launchers: dict) -> dict:
+    """The namespace the wrapper runs in: its helpers, its own objects, the launchers."""
+    from inductor_codegen.codegen.triton.wrapper import aligned_copies
 
-    namespace = {
+    return {
         "torch": torch,
         "aten": torch.ops.aten,
         "empty_strided": torch.empty_strided,
@@ -193,14 +228,30 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
         "reinterpret": runtime.reinterpret,
         "ensure_layout": runtime.ensure_layout,
         "check_layout": runtime.check_layout,
-        **wrapper.namespace,
-        **graph.constants,
+        **objects,
         **launchers,
     }
-    path = load_wrapper(wrapper, kernel_text, namespace, opts.cache_dir, "Triton")
-    kernel_count = len(kernels) + len(templates)
-    compiled = finish(graph, namespace, path, wrapper, kernel_text, passes, kernel_count)
-    return _maybe_cudagraphs(compiled, device_options)
+
+
+def load_triton_graph(
+    wrapper_text: str,
+    kernel_text: str,
+    objects: dict,
+    sources: dict,
+    device: torch.device,
+    device_options: TritonOptions,
+    *,
+    cache_dir=None,
+    workers: int | None = None,
+) -> tuple[dict, Path]:
+    """(the wrapper's namespace, its file) for a stored Triton graph (`portable`): its
+    kernels loaded through the kernel module cache, its wrapper run again."""
+    folder = cache_folder("triton", root=cache_dir)
+    launchers, _ = _launchers(sources, {}, device_options, folder, workers, device)
+    namespace = _namespace(device, objects, launchers)
+    path = write_wrapper(wrapper_text, kernel_text, cache_dir, "Triton")
+    exec(compile(wrapper_text, str(path), "exec"), namespace)
+    return namespace, path
 
 
 def _stream_getter(device: torch.device):
@@ -226,7 +277,7 @@ def _describe_templates(templates) -> str:
     return "\n".join(lines)
 
 
-def _maybe_cudagraphs(compiled: CompiledGraph, options: TritonOptions) -> CompiledGraph:
+def maybe_cudagraphs(compiled: CompiledGraph, options: TritonOptions) -> CompiledGraph:
     if not options.cudagraphs:
         return compiled
     from inductor_codegen.codegen.triton.cudagraphs import CUDAGraphRunner
