@@ -37,6 +37,7 @@ class DictCache:
             parts.forward,
             parts.backward,
             parts.dependencies,
+            parts.saved_strides,
             assumptions_from_record(assumptions),
         )
 
