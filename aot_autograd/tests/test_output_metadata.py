@@ -158,3 +158,23 @@ def test_views_of_result_without_derivative_require_grad_and_raise_on_backward()
     _assert_same_outputs(actual, expected)
     with pytest.raises(RuntimeError, match="floor_divide is not implemented"):
         (actual[0].sum() + actual[1].sum()).backward()
+
+
+def _reshaped_in_place_then_viewed(x):
+    y = torch.relu(x) + 3
+    y.unsqueeze_(-1)
+    return y.mT, y
+
+
+def test_outputs_sharing_a_base_reshaped_in_place_get_eager_gradients():
+    """Two outputs viewing one intermediate that `unsqueeze_` reshaped: the base comes
+    back in its new shape, the one its tangent was traced with (the old shape broadcast
+    against the tangent and doubled the gradient)."""
+    x = torch.tensor([[[1.0], [-2.0], [3.0]]], requires_grad=True)
+    x_compiled = x.detach().clone().requires_grad_()
+    expected = _reshaped_in_place_then_viewed(x)
+    actual = aot_function(_reshaped_in_place_then_viewed, identity_compiler)(x_compiled)
+    _assert_same_outputs(actual, expected)
+    (expected[0].sum() + 10 * expected[1].sum()).backward()
+    (actual[0].sum() + 10 * actual[1].sum()).backward()
+    torch.testing.assert_close(x_compiled.grad, x.grad)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -279,6 +280,7 @@ class _OutputPlan:
 
     def __init__(self, recorder: GraphRecorder, values: Sequence[Any], flat_outs: list) -> None:
         self.recorder = recorder
+        self._base_strides: dict[int, tuple] = {}  # per base output: the strides it has
         self.values = values
         self.graph_tensors: list[torch.Tensor] = []
         self.graph_nodes: list[fx.Node] = []
@@ -329,14 +331,22 @@ class _OutputPlan:
         # which the graph returns (in eager's layout) for the run time to view.
         shared = family[id(base)] > 1 and not base.constant
         if shared or (record.chain and _views_base(leaf, record)):
+            t = base.tensor
+            current = (tuple(t.shape), tuple(t.stride()), t.storage_offset())
             if id(base) not in base_index:
-                node = self._in_layout_of(base.geometry, base.node)
-                base_index[id(base)] = self._graph_output(base.tensor, node)
+                if current == base.geometry or t.numel() != math.prod(base.geometry[0]):
+                    layout, node = base.geometry, base.node
+                else:  # reshaped in place (`unsqueeze_`): the base as it is now, which
+                    # autograd (and the tangent traced for it) knows by its new shape
+                    layout, node = current, self.recorder.node_of(t)
+                node = self._in_layout_of(layout, node)
+                base_index[id(base)] = self._graph_output(t, node)
+                self._base_strides[id(base)] = tuple(layout[1])
             index = base_index[id(base)]
             if not record.chain:
                 return OutputSpec("graph", index)
             spec = _alias_spec("base_alias", index, leaf, record)
-            return dataclasses.replace(spec, base_stride=tuple(base.geometry[1]))
+            return dataclasses.replace(spec, base_stride=self._base_strides[id(base)])
         return OutputSpec("graph", self._graph_output(leaf, self.recorder.node_of(leaf)))
 
 

@@ -44,6 +44,9 @@ FIXED_SEEDS: dict[int, str] = {
     339456573265: "a value without a derivative carried across a graph break raised at backward",
     58201937486: "prod over a negative dim of a 3-D tensor differentiated along the wrong dim",
     58201937560: "a saved slice the forward laid out densely, read by the backward as a slice",
+    179576311059: "a fill_ into part of a matmul's result ignored by the gradient (inductor)",
+    179581311128: "a view of a cast of an input written in place read in the wrong order",
+    179568748534: "two outputs viewing a value unsqueeze_ reshaped: gradient doubled",
 }
 
 pytestmark = pytest.mark.fuzz
