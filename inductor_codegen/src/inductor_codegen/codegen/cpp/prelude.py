@@ -129,40 +129,6 @@ template <typename T> static inline T ember_ipow(T base, T exp) {
   return result;
 }
 template <typename T> static inline T ember_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
-// erf: std::erf for double; for float a rational function that gcc inlines and
-// vectorizes, x * P(x^2) / Q(x^2) for |x| < 3.9192059 (past it the nearest float to erf
-// is +-1), P of degree 6 and Q of degree 4: a weighted least-squares fit of erf(x)/x in
-// float64 (relative error 5e-8), rounded to float. Ten multiply-adds and a division
-// where glibc's vector erff is a call about 1.8x slower, and a polynomial of erf's
-// accuracy (1 ulp) needs twice the multiply-adds. Over every float it is within 6.5 ulp
-// and 3.9e-7 of erf (6.9 ulp, 4.1e-7 without fused multiply-add): eager's own GELU
-// kernel (ATen's vectorized erf) is within 1.5e-7 absolute but loses all relative
-// accuracy near 0, where this keeps it.
-#if defined(__FMA__) || defined(__aarch64__)
-#define EMBER_FMAF(a, b, c) __builtin_fmaf(a, b, c)
-#else
-#define EMBER_FMAF(a, b, c) ((a) * (b) + (c))
-#endif
-template <typename T> static inline T ember_erf(T x) { return std::erf(x); }
-template <> inline float ember_erf<float>(float x) {
-  const float ax = x < 0.0f ? -x : x;
-  const float y = x * x;
-  float p = 1.993084631e-08f;
-  p = EMBER_FMAF(p, y, -1.958109351e-06f);
-  p = EMBER_FMAF(p, y, 1.418371539e-04f);
-  p = EMBER_FMAF(p, y, 3.700499190e-03f);
-  p = EMBER_FMAF(p, y, 5.056955665e-02f);
-  p = EMBER_FMAF(p, y, 1.998946071e-01f);
-  p = EMBER_FMAF(p, y, 1.128379107e+00f);
-  float q = 9.558128077e-04f;
-  q = EMBER_FMAF(q, y, 1.435081288e-02f);
-  q = EMBER_FMAF(q, y, 1.149862334e-01f);
-  q = EMBER_FMAF(q, y, 5.104836226e-01f);
-  q = EMBER_FMAF(q, y, 1.0f);
-  const float inside = (x * p) / q;  // NaN past |x| = 7e6, where y overflows: not used there
-  const float r = ax < 3.9192059f ? inside : (x < 0.0f ? -1.0f : 1.0f);
-  return x != x ? x : r;
-}
 template <typename T> static inline T ember_sign(T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }
 template <typename T> static inline T ember_relu(T x) { return x < T(0) ? T(0) : x; }
 
