@@ -1,18 +1,21 @@
 """How much of the capture corpus and of the model set is captured as one graph.
 
-    python dynamo_capture/benchmarks/graph_breaks_report.py [--no-models]
+    python dynamo_capture/benchmarks/graph_breaks_report.py [--no-models] [--torch]
 
 Capture corpus: every program of tests/test_corpus_*.py (PROGRAMS tables), compiled
 without fullgraph; "one graph" means no break and at most one graph. Model set:
 benchmarks/models.py (mlp, cnn, gpt2, bert, llama, t5, vit), inference, compiled
 without fullgraph; graphs and breaks per model, and whether the result equals eager.
-Also the break programs of tests/test_graph_breaks*.py, counted.
+Also the break programs of tests/test_graph_breaks*.py, counted. `--torch` instead
+compiles every corpus program with torch.compile too (a counting backend) and reports,
+per corpus file, how many programs give the same number of graphs.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import importlib.util
 import io
 import pathlib
@@ -58,13 +61,57 @@ def _count(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int,
     return len(backend.graphs), len(compiled.graph_breaks), True
 
 
-def corpus() -> list[tuple[str, int, int, bool]]:
-    rows = []
+def _programs() -> list[tuple[str, Any, tuple[Any, ...]]]:
+    """(kind:name, fn, args) of every PROGRAMS table of tests/test_corpus_*.py."""
+    programs = []
     for path in sorted(TESTS.glob("test_corpus_*.py")):
         module = _load(path)
-        for name, (fn, args) in module.PROGRAMS.items():
-            rows.append((f"{path.stem[12:]}:{name}", *_count(fn, args, {})))
-    return rows
+        for name, (fn, args) in getattr(module, "PROGRAMS", {}).items():
+            programs.append((f"{path.stem[12:]}:{name}", fn, args))
+    return programs
+
+
+def corpus() -> list[tuple[str, int, int, bool]]:
+    return [(name, *_count(fn, args, {})) for name, fn, args in _programs()]
+
+
+def _torch_graphs(fn: Any, args: tuple[Any, ...]) -> int | None:
+    """Graphs torch.compile makes of `fn(*args)` (None where it raises)."""
+    import torch._dynamo  # the reference, in this report only
+
+    torch._dynamo.reset()
+    backend = Counting()
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            torch.compile(fn, backend=backend)(*copy.deepcopy(args))
+        except Exception:  # noqa: BLE001 - reported as failed
+            return None
+    return len(backend.graphs)
+
+
+def against_torch() -> None:
+    """Per corpus kind: programs whose graph count equals torch.compile's, same run."""
+    kinds: dict[str, list[int]] = {}
+    differ = []
+    for name, fn, args in _programs():
+        ours, _, ok = _count(fn, copy.deepcopy(args), {})
+        theirs = _torch_graphs(fn, args)
+        kind = name.split(":")[0]
+        counts = kinds.setdefault(kind, [0, 0, 0])
+        counts[0] += 1
+        if theirs is None:
+            counts[2] += 1
+        elif ok and ours == theirs:
+            counts[1] += 1
+        else:
+            differ.append(f"  {name}: ember {ours if ok else 'failed'}, torch.compile {theirs}")
+    total = [sum(c[i] for c in kinds.values()) for i in range(3)]
+    print("capture corpus against torch.compile (graph counts, same run):")
+    print(f"  {'kind':12} {'programs':>8} {'same count':>10} {'torch fails':>11}")
+    for kind, (programs, same, failed) in sorted(kinds.items()):
+        print(f"  {kind:12} {programs:8d} {same:10d} {failed:11d}")
+    print(f"  {'all':12} {total[0]:8d} {total[1]:10d} {total[2]:11d}")
+    print("\n".join(differ))
 
 
 def model_rows() -> list[tuple[str, int, int, bool, float]]:
@@ -134,7 +181,13 @@ def break_programs() -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-models", action="store_true", help="skip the model set")
+    parser.add_argument(
+        "--torch", action="store_true", help="compare the corpus's graph counts with torch.compile"
+    )
     options = parser.parse_args()
+    if options.torch:
+        against_torch()
+        return
     rows = corpus()
     one = sum(1 for _, graphs, breaks, ok in rows if ok and breaks == 0 and graphs <= 1)
     print(f"capture corpus: {one}/{len(rows)} programs captured as one graph")
