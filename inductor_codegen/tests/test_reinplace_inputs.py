@@ -15,18 +15,20 @@ from torch.testing import assert_close
 from inductor_codegen import compile_graph
 from inductor_codegen.lowering.reinplace import INPUT_MUTATIONS
 
-# The Triton path runs CPU tensors under the interpreter: on a CUDA machine (no
-# TRITON_INTERPRET) it is left to the model-level tests.
-PATHS = [
-    "cpp",
-    pytest.param(
-        "triton",
-        marks=[
-            pytest.mark.triton_interpret,
-            pytest.mark.skipif(torch.cuda.is_available(), reason="CPU tensors: interpreter only"),
-        ],
-    ),
-]
+PATHS = ["cpp", pytest.param("triton", marks=pytest.mark.triton_interpret)]
+
+
+@pytest.fixture(autouse=True)
+def _tensors_on_the_paths_device(request):
+    """The Triton path's tensors on the GPU where there is one (the interpreter runs
+    CPU tensors); the tests make them with factory functions, which follow this."""
+    callspec = getattr(request.node, "callspec", None)
+    path = callspec.params.get("path") if callspec is not None else None
+    if path == "triton" and torch.cuda.is_available():
+        with torch.device("cuda"):
+            yield
+    else:
+        yield
 
 
 def _compile(fn, inputs, pairs, path, tmp_path):
