@@ -208,7 +208,24 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
+# NOTE: a grad-mode context entered by hand inside a `with` block runs the frame eagerly
+# (its mode would be undone by the block re-entered in a resume function); torch.compile
+# breaks there and resumes, with two graphs.
+_EAGER_HERE = {"enable_grad_entered_by_hand_with_print"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            name,
+            marks=pytest.mark.xfail(strict=True, reason="runs eagerly; torch compiles 2 graphs"),
+        )
+        if name in _EAGER_HERE
+        else name
+        for name in CASES
+    ],
+)
 def test_context_entry_counts_like_torch(name):
     fn, make_args = CASES[name]
     check_like_torch(fn, make_args)

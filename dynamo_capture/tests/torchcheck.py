@@ -35,18 +35,31 @@ class Counting:
 def _run_all(compiled: Callable[..., Any], fn: Callable[..., Any], make_args: Any, calls: int):
     for _ in range(calls):
         args = make_args()
+        # NOTE: each side starts from the same grad mode and must leave the same one:
+        # some torch versions' eager itself leaves a mode set (set_grad_enabled used as a
+        # decorator sets it when constructed), and the compiled side must do likewise.
+        start_mode = torch.is_grad_enabled()
         torch.manual_seed(0)
         try:
             expected = fn(*clone_inputs(args))
         except Exception as eager_error:  # noqa: BLE001 - compiled must raise the same
+            torch.set_grad_enabled(start_mode)
             torch.manual_seed(0)
             with pytest.raises(type(eager_error)) as raised:
                 compiled(*clone_inputs(args))
+            torch.set_grad_enabled(start_mode)
             assert str(raised.value) == str(eager_error)
             continue
+        eager_end_mode = torch.is_grad_enabled()
+        torch.set_grad_enabled(start_mode)
         torch.manual_seed(0)
-        got = compiled(*clone_inputs(args))
+        try:
+            got = compiled(*clone_inputs(args))
+            compiled_end_mode = torch.is_grad_enabled()
+        finally:
+            torch.set_grad_enabled(start_mode)
         assert_same(got, expected)
+        assert compiled_end_mode == eager_end_mode, "the grad mode left after the call differs"
 
 
 def torch_counts(fn: Callable[..., Any], make_args: Any, calls: int = 2) -> tuple[int, int]:
