@@ -12,6 +12,12 @@ new value copied back whole after each call, instead of written in place). `EMBE
 (`cache_implementation="static"`: fixed-size key/value buffers, one decode shape)
 instead of the default DynamicCache.
 
+On a GPU, transformers compiles the decode step with torch.compile by itself when the
+cache is static (its "auto-compile"), whatever `model.forward` is. Every variant here
+passes `disable_compile=True` so that "eager" is eager and a compiled variant is its
+compiler alone; the variant `hf-auto` leaves transformers' own compile on (what a user
+of the static cache gets without compiling anything).
+
 Each variant compiles `model.forward` (`model.forward = compile(model.forward)`), the
 way serving code does, and runs `generate()` greedily with a DynamicCache. Columns:
 the first call's latency (capture and compile included), then tokens per second over
@@ -84,10 +90,15 @@ def build(kind: str) -> torch.nn.Module:
 
 
 def generate(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    extra: dict[str, Any] = {"cache_implementation": "static"} if CACHE == "static" else {}
+    if not getattr(model, "_hf_auto_compile", False) and hasattr(
+        transformers.GenerationConfig(), "disable_compile"
+    ):
+        extra["disable_compile"] = True  # no torch.compile of transformers' own
     with torch.no_grad():
         out = model.generate(
             ids, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
-            pad_token_id=0, **({"cache_implementation": "static"} if CACHE == "static" else {}),
+            pad_token_id=0, **extra,
         )  # fmt: skip
     if DEVICE == "cuda":
         torch.cuda.synchronize()
@@ -104,6 +115,8 @@ def prepare(kind: str, batch: int, variant: str) -> dict[str, Any]:
         model.forward = ember.compile(model.forward, mode=mode, options=options)
     elif compiler == "torch.compile":
         model.forward = torch.compile(model.forward, mode=mode)
+    elif compiler == "hf":  # hf-auto: transformers' own torch.compile of the decode step
+        model._hf_auto_compile = True
     torch.manual_seed(1)
     ids = torch.randint(1, model.config.vocab_size, (batch, PROMPT), device=DEVICE)
     start = time.perf_counter()
@@ -132,7 +145,7 @@ def main() -> None:
         for batch in BATCHES:
             runs = {}
             for variant in VARIANTS:
-                if variant.startswith("torch.compile"):
+                if variant.startswith(("torch.compile", "hf")):
                     torch._dynamo.reset()
                 try:
                     runs[variant] = prepare(kind, batch, variant)
