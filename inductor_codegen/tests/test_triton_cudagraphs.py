@@ -138,3 +138,26 @@ def test_new_shapes_record_new_graphs():
         x = torch.randn(n, device="cuda")
         torch.testing.assert_close(runner(x), x.relu() * 2)
     assert len(runner.recordings) == 2
+
+
+@gpu
+def test_inputs_written_in_place_are_recorded_at_their_own_address_and_written_once():
+    calls = []
+
+    def fn(counter, x):
+        calls.append(1)
+        counter.add_(1)  # written in place (as a graph reinplaced by the lowering does)
+        return x * counter
+
+    runner = CUDAGraphRunner(fn, pinned=frozenset({0}))
+    counter, x = torch.zeros(4, device="cuda"), torch.randn(4, device="cuda")
+    for step in range(1, 4):
+        torch.testing.assert_close(runner(counter, x), x * step)
+        torch.testing.assert_close(counter, torch.full((4,), float(step), device="cuda"))
+    (recordings,) = runner.recordings.values()
+    assert recordings[0].static_inputs[0] is counter and recordings[0].copied_positions == (1,)
+    other = torch.zeros(4, device="cuda")  # another address: a recording of its own
+    torch.testing.assert_close(runner(other, x), x)
+    torch.testing.assert_close(other, torch.ones(4, device="cuda"))
+    torch.testing.assert_close(counter, torch.full((4,), 3.0, device="cuda"))
+    assert len(runner.recordings) == 2

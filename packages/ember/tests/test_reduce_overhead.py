@@ -70,3 +70,32 @@ def test_a_cpu_scalar_input_under_reduce_overhead():
     for value in (2.0, 3.0, 4.0):
         scale = torch.tensor(value)  # a CPU 0-dim tensor beside a CUDA tensor, as eager allows
         torch.testing.assert_close(compiled(x, scale), f(x, scale))
+
+
+def _decode_step(cache, count, pos, k):
+    cache.index_copy_(1, pos, k)  # a static cache's update, written in place by the graph
+    count.add_(1)
+    return (cache.sum(1) * count).cos()
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=gpu)])
+def test_static_cache_written_in_place_under_reduce_overhead_matches_eager(device):
+    def fresh():
+        return torch.zeros(2, 8, 4, device=device), torch.zeros(1, device=device)
+
+    cache, count = fresh()
+    ref_cache, ref_count = fresh()
+    compiled = ember.compile(_decode_step, mode="reduce-overhead")
+    for i in range(6):
+        pos = torch.tensor([i], device=device)
+        k = torch.randn(2, 1, 4, device=device)
+        expected = _decode_step(ref_cache, ref_count, pos, k)
+        torch.testing.assert_close(compiled(cache, count, pos, k), expected)
+        torch.testing.assert_close(cache, ref_cache)
+        torch.testing.assert_close(count, ref_count)
+    other_cache, other_count = fresh()  # another cache object: its own recording
+    pos, k = torch.tensor([0], device=device), torch.randn(2, 1, 4, device=device)
+    torch.testing.assert_close(
+        compiled(other_cache, other_count, pos, k), _decode_step(*fresh(), pos, k)
+    )
+    torch.testing.assert_close(cache, ref_cache)

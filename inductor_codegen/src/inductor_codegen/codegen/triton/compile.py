@@ -111,15 +111,10 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     lowerings = opts.lowerings or TRITON_LOWERINGS
     try:
         with split_reductions(active_split_policy() or SplitPolicy()):
-            # NOTE: no input written in place under CUDA graphs: a replay reads copies of
-            # the inputs, so the new values are copied back from its outputs.
+            # NOTE: under CUDA graphs an input written in place is recorded at its own
+            # address (see cudagraphs.CUDAGraphRunner's `pinned`), not copied.
             graph, plan = lower_and_schedule(
-                gm,
-                example_inputs,
-                lowerings,
-                passes,
-                GPU_FUSION_POLICY,
-                reinplace=opts.reinplace and not device_options.cudagraphs,
+                gm, example_inputs, lowerings, passes, GPU_FUSION_POLICY, reinplace=opts.reinplace
             )
     except UnsupportedGraphError as error:
         return maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)
@@ -282,7 +277,8 @@ def maybe_cudagraphs(compiled: CompiledGraph, options: TritonOptions) -> Compile
         return compiled
     from inductor_codegen.codegen.triton.cudagraphs import CUDAGraphRunner
 
-    runner = CUDAGraphRunner(compiled)
+    written = compiled.inputs_written_in_place
+    runner = CUDAGraphRunner(compiled, pinned=written)
     return CompiledGraph(
         runner.call_boxed,
         artifacts=compiled.artifacts
@@ -290,6 +286,7 @@ def maybe_cudagraphs(compiled: CompiledGraph, options: TritonOptions) -> Compile
         fallbacks=compiled.fallbacks,
         kernel_count=compiled.kernel_count,
         wrapper_path=compiled.wrapper_path,
+        inputs_written_in_place=written,
     )
 
 

@@ -22,7 +22,10 @@ As with torch's CUDA graphs (torch.cuda.graphs, "reduce-overhead"):
   device copy per input whose address changed). Parameters, and tensors marked
   static (`torch._dynamo.mark_static_address`, which HF's static cache uses),
   are recorded at their own address: no copy, and a recording is specialized to
-  those addresses.
+  those addresses. So are the inputs the graph writes in place (`pinned`: a
+  static cache's `index_copy_` into the cache itself): the replay writes the
+  caller's tensor, whatever its marker, and a tensor at another address gets a
+  recording of its own.
 * Everything `fn` does must be capturable: no host synchronization, no
   data-dependent shapes. A graph with a CPU tensor input is not recorded (a
   CPU value would be frozen into the recording, and a host-to-device copy cannot
@@ -93,7 +96,7 @@ def _is_static_address(tensor: torch.Tensor) -> bool:
     )
 
 
-def _signature(args) -> tuple:
+def _signature(args, pinned: frozenset[int] = frozenset()) -> tuple:
     """What a recording is specialized to; cheap, since it runs on every call."""
     return tuple(
         (
@@ -101,11 +104,11 @@ def _signature(args) -> tuple:
             a.stride(),
             a.dtype,
             a.device,
-            a.data_ptr() if _is_static_address(a) else None,
+            a.data_ptr() if i in pinned or _is_static_address(a) else None,
         )
         if isinstance(a, torch.Tensor)
         else a
-        for a in args
+        for i, a in enumerate(args)
     )
 
 
@@ -121,8 +124,10 @@ def _map_tensors(value, fn):
 class CUDAGraphRunner:
     """Replays `fn` through CUDA graphs, one recording per input signature."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, pinned: frozenset[int] = frozenset()):
         self.fn = fn
+        # positions of inputs `fn` writes in place: always recorded at their own address
+        self.pinned = frozenset(pinned)
         self.recordings: dict[tuple, list[_Recording]] = {}
         self._said: set[str] = set()
 
@@ -140,7 +145,7 @@ class CUDAGraphRunner:
             return self.fn(*args)
         if any(not t.is_cuda for t in tensors):
             return self._plain(args, "an input is a CPU tensor")
-        key = _signature(args)
+        key = _signature(args, self.pinned)
         recordings = self.recordings.get(key)
         if recordings is None:
             if len(self.recordings) >= MAX_RECORDINGS:
@@ -181,13 +186,16 @@ class CUDAGraphRunner:
     def _record(self, args) -> _Recording:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
+        # warm-up (compile, autotune, allocate outside capture) over clones of the inputs
+        # written in place: the replay below is what writes them, once
+        warm = [_static_copy(a) if i in self.pinned else a for i, a in enumerate(args)]
         with torch.cuda.stream(stream):
-            self.fn(*args)  # warm-up: compile, autotune, allocate outside capture
+            self.fn(*warm)
         torch.cuda.current_stream().wait_stream(stream)
         copied = tuple(
             i
             for i, a in enumerate(args)
-            if isinstance(a, torch.Tensor) and not _is_static_address(a)
+            if isinstance(a, torch.Tensor) and i not in self.pinned and not _is_static_address(a)
         )
         static_inputs = [_static_copy(a) if i in copied else a for i, a in enumerate(args)]
         graph = torch.cuda.CUDAGraph()
