@@ -16,7 +16,8 @@ On a GPU, transformers compiles the decode step with torch.compile by itself whe
 cache is static (its "auto-compile"), whatever `model.forward` is. Every variant here
 passes `disable_compile=True` so that "eager" is eager and a compiled variant is its
 compiler alone; the variant `hf-auto` leaves transformers' own compile on (what a user
-of the static cache gets without compiling anything).
+of the static cache gets without compiling anything), `hf-ember` the same with
+`CompileConfig(backend="ember")`.
 
 Each variant compiles `model.forward` (`model.forward = compile(model.forward)`), the
 way serving code does, and runs `generate()` greedily with a DynamicCache. Columns:
@@ -115,8 +116,10 @@ def prepare(kind: str, batch: int, variant: str) -> dict[str, Any]:
         model.forward = ember.compile(model.forward, mode=mode, options=options)
     elif compiler == "torch.compile":
         model.forward = torch.compile(model.forward, mode=mode)
-    elif compiler == "hf":  # hf-auto: transformers' own torch.compile of the decode step
+    elif compiler == "hf":  # transformers' own torch.compile of static-cache decode steps
         model._hf_auto_compile = True
+        if suffix == "ember":  # hf-ember: with ember's torch.compile backend
+            model.generation_config.compile_config = transformers.CompileConfig(backend="ember")
     torch.manual_seed(1)
     ids = torch.randint(1, model.config.vocab_size, (batch, PROMPT), device=DEVICE)
     start = time.perf_counter()
