@@ -9,6 +9,8 @@ from pathlib import Path
 # Tests look at what each compile makes (artifacts, logs, kernel counts): they compile cold.
 # The warm-start tests turn it on for themselves, with a cache folder of their own.
 os.environ.setdefault("EMBER_WARM_START", "0")
+# Helper modules beside the tests (copy_counting, distributed_workers) import by name.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pytest
 

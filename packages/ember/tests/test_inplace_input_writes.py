@@ -17,22 +17,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from copy_counting import CopyShapes
 from torch.testing import assert_close
 
 import ember
-
-
-class _CopyCounter(torch.overrides.TorchFunctionMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.shapes: list[tuple[int, ...]] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is torch.Tensor.copy_:
-            self.shapes.append(tuple(args[0].shape))
-        elif func is torch._foreach_copy_:  # copy-backs grouped in one call
-            self.shapes.extend(tuple(t.shape) for t in args[0])
-        return func(*args, **(kwargs or {}))
 
 
 def _run(fn, make_args, *, steps=2, grad=False, dynamic=None, backend="inductor", options=None):
@@ -44,7 +32,7 @@ def _run(fn, make_args, *, steps=2, grad=False, dynamic=None, backend="inductor"
         compiled_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in eager_args]
         with torch.enable_grad() if grad else torch.no_grad():
             expected = fn(*eager_args)
-            with _CopyCounter() as counter:
+            with CopyShapes() as counter:
                 actual = compiled(*compiled_args)
         assert_close(actual, expected)
         for got, want in zip(compiled_args, eager_args):
@@ -206,7 +194,7 @@ def test_training_step_writes_buffer_in_place_and_matches_grads():
         position = torch.tensor([step])
         expected = eager(x, position)
         expected.backward()
-        with _CopyCounter() as counter:
+        with CopyShapes() as counter:
             actual = compiled(x, position)
         actual.backward()
         assert_close(actual, expected)
@@ -245,7 +233,7 @@ def test_batch_norm_running_statistics_update_in_place_in_training():
     for _ in range(3):
         x = torch.randn(2, 3, 6, 6)
         eager(x).sum().backward()
-        with _CopyCounter() as counter:
+        with CopyShapes() as counter:
             loss = compiled(x).sum()
         loss.backward()
         for name, buffer in eager.named_buffers():

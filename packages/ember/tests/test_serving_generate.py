@@ -14,6 +14,7 @@ import warnings
 
 import pytest
 import torch
+from copy_counting import CopyShapes
 
 import ember
 from ember.api import compiled_callable_of
@@ -101,19 +102,6 @@ def test_generate_with_inductor_matches_eager_tokens():
     assert len(compiled.entries) == 3
 
 
-class _CopyShapes(torch.overrides.TorchFunctionMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.shapes: list[tuple[int, ...]] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is torch.Tensor.copy_:
-            self.shapes.append(tuple(args[0].shape))
-        elif func is torch._foreach_copy_:  # copy-backs grouped in one call
-            self.shapes.extend(tuple(t.shape) for t in args[0])
-        return func(*args, **(kwargs or {}))
-
-
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 def test_static_cache_generate_with_inductor_writes_the_cache_in_place(kind):
     """Each decode step writes one position of each layer's key and value cache (the
@@ -123,7 +111,7 @@ def test_static_cache_generate_with_inductor_writes_the_cache_in_place(kind):
     expected = generate(model, ids, "static")
     compile_for_generate(model, "forward", "inductor")
     generate(model, ids, "static")
-    with _CopyShapes() as copies:
+    with CopyShapes() as copies:
         actual = generate(model, ids, "static")
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
     assert not [shape for shape in copies.shapes if len(shape) == 4]  # (batch, heads, len, d)
