@@ -485,6 +485,8 @@ class GraphRecorder:
                 "from outside, such as a module buffer read through get_attr); pass it as an "
                 "input (aot_module lifts parameters and buffers) so the update can be kept"
             )
+        if not record.chain and not _has_symbolic_geometry(t):
+            new_value = self._in_layout_of(tuple(t.shape), tuple(t.stride()), new_value)
         child = new_value
         if record.chain:
             parents = [base.node]
@@ -492,9 +494,47 @@ class GraphRecorder:
                 parents.append(replay(step, parents[-1], self.emit))
             for step, parent in zip(reversed(record.chain), reversed(parents)):
                 child = scatter_into_parent(step, parent, child, self.emit)
+            if base.geometry:
+                child = self._in_layout_of(base.geometry[0], base.geometry[1], child)
         base.node = child
         base.version += 1
         record.node, record.version = new_value, base.version
+
+    def _in_layout_of(self, shape: tuple, stride: tuple, value: fx.Node) -> fx.Node:
+        """`value` with the strides of the tensor it is written into (`shape`, `stride`).
+
+        An in-place op keeps its tensor's strides, where the functional form may not
+        (`masked_fill` of a transposed tensor is contiguous): later reads of the tensor
+        must see eager's layout (a result computed from it keeps it). Dense layouts and
+        static sizes only; other cases keep the functional form's strides.
+        """
+        new = value.meta.get("val")
+        if not isinstance(new, torch.Tensor) or _has_symbolic_geometry(new):
+            return value
+        if any(isinstance(v, torch.SymInt) for v in (*shape, *stride)):
+            return value
+        if tuple(new.shape) != tuple(shape):
+            return value
+        significant = [(size, step) for size, step in zip(shape, stride) if size != 1]
+        if all(new.stride(d) == step for d, (size, step) in enumerate(zip(shape, stride))
+               if size != 1) or not _is_dense(significant):  # fmt: skip
+            return value
+        empty = self.emit(
+            aten.empty_strided.default,
+            (list(shape), list(stride)),
+            {"dtype": new.dtype, "device": new.device},
+        )
+        return self.emit(aten.copy.default, (empty, value))
+
+
+def _is_dense(sizes_and_strides: list[tuple[int, int]]) -> bool:
+    """The (size, stride) pairs, sizes above 1, cover their memory without gaps or overlaps."""
+    expected = 1
+    for size, step in sorted(sizes_and_strides, key=lambda pair: pair[1]):
+        if step != expected:
+            return False
+        expected *= size
+    return True
 
 
 class AtenTracer(TorchDispatchMode):

@@ -1,0 +1,73 @@
+"""A tensor written in place keeps its strides, as in eager, for everything computed after.
+
+Functionalizing turns `x.masked_fill_(m, 0)` into `masked_fill(x, m, 0)`, whose result
+is contiguous where `x` is not (a transposed input); results computed from `x` later
+keep `x`'s layout in eager, so they must here too.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ember
+
+
+def fill_transposed_input_then_add(x):
+    x.masked_fill_(x < 0, 0)
+    return torch.add(x, 3)
+
+
+def fill_through_transposed_view_then_add(x, y):
+    v = x.transpose(1, 0)
+    v.masked_fill_(v < 0, 0)
+    return torch.add(x, y)
+
+
+def zero_a_column_of_a_view_then_cast(x):
+    v = x.view(-1, x.shape[-1])
+    v.narrow(1, 0, 1).zero_()
+    return v.to(torch.float64)
+
+
+def unsqueeze_in_place_then_scale_rows(x):
+    v = torch.expm1(x)
+    v.unsqueeze_(-1)
+    v[::2].mul_(3)
+    return v - v
+
+
+CASES = {
+    "fill_transposed_input_then_add": (
+        fill_transposed_input_then_add,
+        lambda: (torch.randn(3, 4).t(),),
+    ),
+    "fill_through_transposed_view_then_add": (
+        fill_through_transposed_view_then_add,
+        lambda: (torch.randn(4, 3, dtype=torch.float64), torch.randint(-3, 3, (3, 4, 1))),
+    ),
+    "zero_a_column_of_a_view_then_cast": (
+        zero_a_column_of_a_view_then_cast,
+        lambda: (torch.randn(3, 5).t(),),
+    ),
+    "unsqueeze_in_place_then_scale_rows": (
+        unsqueeze_in_place_then_scale_rows,
+        lambda: (torch.randn(3, 4).t(),),
+    ),
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_results_after_an_inplace_write_keep_eager_strides(name, backend):
+    fn, make = CASES[name]
+    args = make()
+    eager_args = [a.clone(memory_format=torch.preserve_format) for a in args]
+    eager_args = [e.as_strided(a.shape, a.stride()) if e.stride() != a.stride() else e
+                  for e, a in zip(eager_args, args)]  # fmt: skip
+    expected = fn(*eager_args)
+    got = ember.compile(fn, backend=backend)(*args)
+    torch.testing.assert_close(got, expected)
+    assert got.stride() == expected.stride()
+    for a, e in zip(args, eager_args):
+        torch.testing.assert_close(a, e)
