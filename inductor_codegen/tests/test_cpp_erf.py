@@ -43,9 +43,9 @@ def _float_sweep(stride: int = 128) -> torch.Tensor:
 
 
 def _ulps(actual: torch.Tensor, exact: torch.Tensor) -> torch.Tensor:
-    """Distance from the float64 value in units of the float32 spacing at it."""
-    rounded = exact.float().abs()
-    spacing = (torch.nextafter(rounded, torch.tensor(float("inf"))) - rounded).double()
+    """Distance from the float64 value in float32 ulps of the exact value's binade."""
+    _, exponent = torch.frexp(exact)
+    spacing = torch.ldexp(torch.ones_like(exact), (exponent - 24).clamp(min=-149))
     return (actual.double() - exact).abs() / spacing
 
 
