@@ -5,6 +5,7 @@
     nox -s lint                  ruff and the import-linter layer contracts
     nox -s demo                  the main job: compile a model and run it
     nox -s bench                 benchmarks/ (eager vs ember vs torch.compile)
+    nox -s bench_cpu             the CPU model suite at 2 pinned threads (benchmarks/cpu_suite.sh)
     nox -s fuzz                  tools/fuzz/: random programs, each backend against eager
     nox -s report                compile a small GPT-2 traced; its report page: report.html
     nox -s wheels                hatch-build each wheel; import it with only its siblings
@@ -186,6 +187,18 @@ def bench(session: nox.Session) -> None:
     """benchmarks/: eager vs ember vs torch.compile, each script in one run."""
     _install(session, list(PACKAGES), "transformers")
     session.run("python", "benchmarks/run.py", *session.posargs)
+
+
+@nox.session(venv_params=VENV_PARAMS)
+def bench_cpu(session: nox.Session) -> None:
+    """The CPU model suite, eager vs ember vs torch.compile at two pinned threads.
+
+    nox -s bench_cpu -- gpt2 bert      (model names; EMBER_BENCH_* as in model_bench.py)
+    """
+    _install(session, list(PACKAGES), "transformers")
+    session.run(
+        "bash", "benchmarks/cpu_suite.sh", *session.posargs, env={"PYTHON": "python"}, external=True
+    )
 
 
 @nox.session(venv_params=VENV_PARAMS)

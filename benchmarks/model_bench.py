@@ -17,9 +17,10 @@ in float64 (a float64 copy of the model and its float inputs): inference by its
 outputs, training by its loss and the global norm of all gradients. A row fails
 (FAIL in the table, `"<backend>_accuracy": "FAIL"` in the JSON) when its error
 exceeds 3x eager-fp32's error against the same float64 reference + 2e-3.
-Threads: torch's default
-(the machine's cores). Prints a markdown table and writes JSON beside it when
-EMBER_BENCH_JSON names a file.
+Threads: torch's default (the machine's cores), or EMBER_BENCH_THREADS (set
+OMP_NUM_THREADS to the same number, so that ember's OpenMP kernels use as many).
+benchmarks/cpu_suite.sh runs the whole suite pinned to two cores at two threads.
+Prints a markdown table and writes JSON beside it when EMBER_BENCH_JSON names a file.
 """
 
 from __future__ import annotations
@@ -49,14 +50,16 @@ def interleaved_medians(steps: dict, repeats: int = REPEATS) -> dict:
     """Median seconds per call of each step, timed in interleaved rounds.
 
     One call of each step per round, so a burst of load from other processes
-    on a shared machine falls on every variant alike and the ratios hold.
+    on a shared machine falls on every variant alike and the ratios hold; the
+    order reverses every other round, so no step always runs after the same one.
     """
     for step in steps.values():
         for _ in range(3):
             step()
     times: dict = {label: [] for label in steps}
-    for _ in range(repeats):
-        for label, step in steps.items():
+    for round_index in range(repeats):
+        order = list(steps.items())
+        for label, step in order if round_index % 2 == 0 else reversed(order):
             start = time.perf_counter()
             step()
             times[label].append(time.perf_counter() - start)
@@ -211,14 +214,31 @@ def geomean(values: list[float]) -> float:
     return product ** (1 / len(values))
 
 
+def set_threads() -> None:
+    """torch's thread count from EMBER_BENCH_THREADS, checked against OMP_NUM_THREADS."""
+    threads = os.environ.get("EMBER_BENCH_THREADS")
+    if not threads:
+        return
+    torch.set_num_threads(int(threads))
+    omp = os.environ.get("OMP_NUM_THREADS")
+    if omp != threads:
+        print(
+            f"warning: EMBER_BENCH_THREADS={threads} but OMP_NUM_THREADS={omp}: ember's "
+            "OpenMP kernels use OMP_NUM_THREADS (or every core); set both alike"
+        )
+
+
 def main(argv: list[str]) -> int:
+    set_threads()
     names = argv or list(MODELS)
     modes = os.environ.get("EMBER_BENCH_MODES", "inference,training").split(",")
     # Cold caches for both compilers, so compile times are comparable.
     os.environ.setdefault("EMBER_CACHE_DIR", tempfile.mkdtemp(prefix="ember-bench-"))
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="torch-bench-"))
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     print(
-        f"torch {torch.__version__}, threads {torch.get_num_threads()}, repeats {REPEATS}, "
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+        f"cores {','.join(map(str, cores)) or '?'}, repeats {REPEATS} (interleaved), "
         f"load average {os.getloadavg()[0]:.1f}"
     )
     rows = []

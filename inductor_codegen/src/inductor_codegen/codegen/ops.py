@@ -119,7 +119,7 @@ OPS: dict[str, Spelling] = {
     "asinh": Spelling(cpp=call("std::asinh"), triton=call("libdevice.asinh")),
     "acosh": Spelling(cpp=call("std::acosh"), triton=call("libdevice.acosh")),
     "atanh": Spelling(cpp=call("std::atanh"), triton=call("libdevice.atanh")),
-    "erf": Spelling(cpp=call("std::erf"), triton=call("tl.erf")),
+    "erf": Spelling(cpp=cpp.templated("ember_erf"), triton=call("tl.erf")),
     "erfc": Spelling(cpp=call("std::erfc"), triton=call("libdevice.erfc")),
     "lgamma": Spelling(cpp=call("std::lgamma"), triton=call("libdevice.lgamma")),
     "sigmoid": Spelling(
