@@ -31,6 +31,7 @@ from aot_autograd.errors import (
 )
 from aot_autograd.program import TracedProgram
 from aot_autograd.symbolic import resolve_sizes
+from aot_autograd.value_assertions import value_check_error
 
 __all__ = [
     "assemble_outputs",
@@ -695,9 +696,13 @@ def output_assembler(
     if not mutated and not program.num_value_checks:
         return lambda args, outputs: rebuild(flat_outputs(args, outputs))
 
+    assertions = program.value_assertions
+
     def assemble(args: Sequence, graph_outputs: Sequence) -> Any:
-        for check in graph_outputs[first_check:first_mutation]:
+        for k, check in enumerate(graph_outputs[first_check:first_mutation]):
             if not bool(check.all()):
+                if k in assertions:
+                    raise value_check_error(assertions[k])
                 raise ValueChangedError(_VALUE_CHANGED)
         if mutated:
             if all_copied:

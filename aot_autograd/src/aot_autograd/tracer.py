@@ -30,6 +30,7 @@ from aot_autograd.errors import AotAutogradError, UnsupportedMutationError
 from aot_autograd.kernel_checks import check_kernel_accepts, checks_values
 from aot_autograd.mutations import functional_variant, mutated_arguments
 from aot_autograd.symbolic import SizeNodes
+from aot_autograd.value_assertions import ValueAssertion
 from aot_autograd.views import ViewStep, normalized_args, replay, scatter_into_parent
 
 __all__ = ["AtenTracer", "BaseState", "GraphRecorder", "TensorRecord"]
@@ -138,6 +139,9 @@ class GraphRecorder:
         self.constants: dict[str, torch.Tensor] = {}
         # Nodes computing `value == traced value` for each tensor read into Python.
         self.value_checks: list[fx.Node] = []
+        # Position in value_checks -> what a failed check raises, for checks of values
+        # eager makes (value_assertions); the others say a value read changed.
+        self.value_assertions: dict[int, ValueAssertion] = {}
         # Results of ops whose kernels check their arguments' values (an index in range,
         # an integer divisor not zero): kept even where unused.
         self.value_checked_results: list[torch.Tensor] = []
@@ -272,6 +276,16 @@ class GraphRecorder:
             )
         check = self.emit(aten.eq.Scalar, (node, value))
         self.value_checks.append(check)
+
+    def record_value_assertion(self, predicate: torch.Tensor, assertion: ValueAssertion) -> None:
+        """A check eager makes of values (`predicate` must be all true), raising `assertion`."""
+        if not self.allow_value_reads:
+            raise AotAutogradError(
+                f"the backward checks values ({assertion.message}); aot_autograd checks "
+                "values in the forward only"
+            )
+        self.value_assertions[len(self.value_checks)] = assertion
+        self.value_checks.append(self.node_of(predicate))
 
     def _record_data_read(self, op: Any, args: tuple, kwargs: dict, out: bool) -> None:
         """`torch.allclose` / `torch.equal`: the bool is baked in, its tensor form checked."""
