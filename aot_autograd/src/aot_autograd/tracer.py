@@ -117,17 +117,24 @@ def _keyword_only(op: Any, kwargs: dict) -> dict:
     return {name: kwargs[name] for name in names if name in kwargs}
 
 
-# NOTE: ops whose result shares its input's memory but is a new tensor to autograd and
-# to aliasing (`_unsafe_view`): their decomposition into a view would make the result an
-# alias while functionalizing, and a write into it would then reach neither the result's
-# autograd history nor the gradient. They are decomposed afterwards, as views are.
-_FRESH_VIEW_OPS = frozenset({torch.ops.aten._unsafe_view.default})
-
-
 def _is_view_op(op: Any) -> bool:
     return isinstance(op, torch._ops.OpOverload) and any(
         r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns
     )
+
+
+def _returns_fresh(op: Any) -> bool:
+    """Whether `op`'s schema says its results are new tensors: no view, no in-place write."""
+    return (
+        isinstance(op, torch._ops.OpOverload)
+        and not _is_view_op(op)
+        and not mutated_arguments(op)
+        and not any(r.alias_info is not None for r in op._schema.returns)
+    )
+
+
+def _tensors(tree: Any) -> list[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
 class GraphRecorder:
@@ -178,6 +185,42 @@ class GraphRecorder:
         self.records[id(t)] = record
         self._alive.append(t)
         return record
+
+    def aliases_any(self, results: Any, tensors: Any) -> bool:
+        """Whether a tensor of `results` is one of `tensors` or shares a base with one."""
+        bases = set()
+        for t in _tensors(tensors):
+            record = self.records.get(id(t))
+            bases.add(id(record.base) if record is not None else None)
+        for r in _tensors(results):
+            if any(r is t for t in _tensors(tensors)):
+                return True
+            record = self.records.get(id(r))
+            if record is not None and id(record.base) in bases:
+                return True
+        return False
+
+    def make_fresh(self, results: Any) -> None:
+        """Each tensor of `results` becomes a base of its own, holding its current value.
+
+        For the results of an op whose schema says they are new tensors, computed by a
+        decomposition as views of the decomposition's own intermediates: to autograd and
+        to eager they alias nothing, and a write into one must reach neither the
+        intermediate nor another result (the gradient follows the op's autograd history).
+        """
+        tensors = _tensors(results)
+        for r in tensors:
+            record = self.records.get(id(r))
+            if record is None:
+                continue
+            shared = any(
+                o is not r
+                and (o_record := self.records.get(id(o))) is not None
+                and o_record.base is record.base
+                for o in tensors
+            )
+            if record.chain or shared or record.base.tensor is not r:
+                self._new_base(r, self.node_of(r))
 
     def record_of(self, t: torch.Tensor) -> TensorRecord:
         """The record of `t`; a tensor never seen before becomes a graph constant."""
@@ -545,7 +588,7 @@ class AtenTracer(TorchDispatchMode):
 
     def _dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
         decomposition = self.decompositions.get(func)
-        if self.keep_views and (_is_view_op(func) or func in _FRESH_VIEW_OPS):
+        if self.keep_views and _is_view_op(func):
             decomposition = None
         if decomposition is not None:
             self._decomposing += 1
@@ -555,7 +598,19 @@ class AtenTracer(TorchDispatchMode):
             finally:
                 self._decomposing -= 1
             if out is not NotImplemented:
-                return self._in_eager_layout(func, args, kwargs, out)
+                out = self._in_eager_layout(func, args, kwargs, out)
+                if not _returns_fresh(func):
+                    return out
+                if not self.keep_views:
+                    return self._apart_from_inputs(out)
+                # NOTE: while functionalizing, a result the schema calls new must alias
+                # nothing: a view of the decomposition's own intermediates becomes a base
+                # of its own; one aliasing an argument (`_unsafe_view` decomposes into
+                # `view`) is dropped, and the op is recorded whole, decomposed afterwards
+                # on the functional graph, as views are.
+                if not self.recorder.aliases_any(out, (args, kwargs)):
+                    self.recorder.make_fresh(out)
+                    return out
         elif self.decompositions and mutated_arguments(func) == (0,) and not _is_view_op(func):
             out = self._decompose_in_place(func, args, kwargs)
             if out is not NotImplemented:
@@ -568,6 +623,25 @@ class AtenTracer(TorchDispatchMode):
         out = func(*args, **kwargs)
         self.recorder.record_call(func, args, kwargs, out)
         return out
+
+    def _apart_from_inputs(self, out: Any) -> Any:
+        """`out`, a decomposition's results of an op whose schema calls them new, with a
+        copy for each that is a graph input or a view of one (`logsumexp` of a 0-d
+        tensor decomposes to its input): the compiled graph would otherwise return the
+        caller's own memory where eager returns a new tensor."""
+        results = out if isinstance(out, (tuple, list)) else (out,)
+        fixed = []
+        for r in results:
+            record = self.recorder.records.get(id(r)) if isinstance(r, torch.Tensor) else None
+            if record is None or record.base.input_index is None:
+                fixed.append(r)
+                continue
+            copy = aten.clone.default(r)
+            self.recorder.record_call(aten.clone.default, (r,), {}, copy)
+            fixed.append(copy)
+        if all(f is r for f, r in zip(fixed, results)):
+            return out
+        return type(out)(fixed) if isinstance(out, (tuple, list)) else fixed[0]
 
     def _in_eager_layout(self, func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
         """`out`, the decomposition of `func`, copied to the strides `func` gives eagerly.
