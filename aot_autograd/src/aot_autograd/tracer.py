@@ -96,6 +96,11 @@ def _is_contiguous(shape: tuple, stride: tuple) -> bool:
     return True
 
 
+def _has_no_elements(t: torch.Tensor) -> bool:
+    """Whether `t` surely has no elements (a size 0 that is not symbolic)."""
+    return any(isinstance(s, int) and s == 0 for s in t.shape)
+
+
 def _has_symbolic_geometry(t: torch.Tensor) -> bool:
     return any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride()))
 
@@ -534,6 +539,11 @@ class GraphRecorder:
 
     def write(self, t: torch.Tensor, new_value: fx.Node) -> None:
         """`t` now holds `new_value`: scatter it into its base, making every other alias stale."""
+        if _has_no_elements(t):
+            # NOTE: a write of no elements changes no memory, so it is not recorded: eager
+            # runs it even into a tensor whose elements share memory (an empty slice of an
+            # expanded input), which a copy back would refuse.
+            return
         record = self.record_of(t)
         base = record.base
         if base.constant and not base.fresh:

@@ -99,3 +99,21 @@ def test_write_eager_allows_into_expanded_input_matches_eager_or_raises(backend,
         return
     torch.testing.assert_close(compiled_base, base)
     torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_write_of_no_elements_into_expanded_input_runs_like_eager(backend):
+    """An empty slice of an expanded input written in place: eager writes nothing."""
+
+    def fn(x):
+        x.narrow(1, 0, 0).add_(1)
+        y = x.clamp(min=-1, max=2)
+        y.div_(y)
+        return y, x
+
+    base = torch.randn(1, 1)
+    expected = fn(base.expand(4, 1))
+    compiled_base = base.clone()
+    actual = ember.compile(fn, backend=backend)(compiled_base.expand(4, 1))
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(compiled_base, base)
