@@ -107,7 +107,10 @@ class ValueAssertionMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
-        rule = VALUE_ASSERTIONS.get(func)
+        try:
+            rule = VALUE_ASSERTIONS.get(func)
+        except TypeError:  # an unhashable callable has no rule
+            rule = None
         if rule is not None:
             out = rule(self._assert_value, args, kwargs)
             if out is not NotHandled:
