@@ -9,7 +9,7 @@ import torch
 from aot_checks import RecordingCompiler
 from test_mutation_corpus import CORPUS, check
 
-from aot_autograd import aot_module
+from aot_autograd import aot_function, aot_module
 
 prim_decomp = pytest.importorskip("prim_decomp")
 
@@ -96,3 +96,78 @@ def test_write_into_matmul_result_reaches_gradient(name, shape):
     expected.backward(tangent)
     actual.backward(tangent)
     torch.testing.assert_close(x_compiled.grad, x.grad)
+
+
+# Decompositions of ops whose schema says their result is a new tensor, computed as a
+# view: of their own intermediate (`sin` below), of their argument (`clone`), of a graph
+# input. Whether the result aliases something decides, not a list of ops.
+_aten = torch.ops.aten
+
+
+def _sin_as_view_of_intermediate(x):
+    return _aten.cos.default(_aten.sub.Tensor(x, torch.pi / 2)).unsqueeze(0).squeeze(0)
+
+
+def _clone_as_alias(x, memory_format=None):
+    return _aten.alias.default(x)
+
+
+def _neg_as_view(x):
+    return _aten.mul.Tensor(x, -1).view(-1).view(x.shape)
+
+
+def _write_into_sin(x):
+    y = x.sin()
+    y[0].fill_(1)
+    y[1:].mul_(3)
+    return y * 2
+
+
+def _write_into_clone(x):
+    y = x.clone()
+    y.view(-1)[:3].add_(1)
+    return y * x
+
+
+def _write_into_neg_then_read_input(x):
+    y = -x
+    y.t()[0].zero_()
+    return y * x
+
+
+_FRESH_CASES = {
+    "view_of_intermediate": (_write_into_sin, {_aten.sin.default: _sin_as_view_of_intermediate}),
+    "alias_of_argument": (_write_into_clone, {_aten.clone.default: _clone_as_alias}),
+    "view_chain_of_intermediate": (
+        _write_into_neg_then_read_input,
+        {_aten.neg.default: _neg_as_view},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_FRESH_CASES))
+def test_write_into_decomposed_fresh_result_matches_eager_values_and_gradient(case):
+    fn, table = _FRESH_CASES[case]
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    x_compiled = x.detach().clone().requires_grad_()
+    expected = fn(x)
+    actual = aot_function(fn, RecordingCompiler(), decompositions=table)(x_compiled)
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(x_compiled, x)  # the input itself is never written
+    tangent = torch.randn(expected.shape, dtype=torch.float64)
+    expected.backward(tangent)
+    actual.backward(tangent)
+    torch.testing.assert_close(x_compiled.grad, x.grad)
+
+
+def test_decomposed_fresh_result_is_never_the_callers_input():
+    """A decomposition returning its argument (`clone` as `alias`) gives a new tensor."""
+    x = torch.randn(4)
+    fn = aot_function(
+        lambda t: t.clone(),
+        RecordingCompiler(),
+        decompositions=_FRESH_CASES["alias_of_argument"][1],
+    )
+    out = fn(x)
+    torch.testing.assert_close(out, x)
+    assert out.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()

@@ -163,3 +163,30 @@ def test_program_description_keeps_every_field_of_programs_and_outputs():
     assert "missing_derivatives" in names and "conj" in {
         f.name for f in dataclasses.fields(OutputSpec)
     }
+
+
+def test_cached_program_keeps_value_assertions_of_one_hot():
+    import pytest
+
+    def fn(t):
+        return torch.nn.functional.one_hot(t, num_classes=3) * 2
+
+    gm = torch.fx.symbolic_trace(fn)
+    cache, compiled = DictCache(), []
+
+    def compiler(graph, inputs):
+        compiled.append(graph)
+        return graph
+
+    t = torch.tensor([0, 2, 1])
+    aot_graph(gm, [t], fw_compiler=compiler, cache=cache)(t)
+    (parts,) = cache.parts.values()
+    assert [a.message for a in parts.program.value_assertions.values()] == [
+        "Class values must be non-negative.",
+        "Class values must be smaller than num_classes.",
+    ]
+    loaded = aot_graph(gm, [t], fw_compiler=compiler, cache=cache)
+    assert len(compiled) == 1  # the program came from its stored description
+    torch.testing.assert_close(loaded(t), fn(t))
+    with pytest.raises(RuntimeError, match="Class values must be smaller than num_classes"):
+        loaded(torch.tensor([0, 3, 1]))

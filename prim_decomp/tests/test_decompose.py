@@ -292,3 +292,49 @@ def test_logsumexp_over_an_empty_dim_is_minus_infinity(keepdim, dtype):
         actual, expected = decompose(gm, table)(y), fn(y)
         assert actual.dtype == expected.dtype
         torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+@pytest.mark.parametrize("affine", [False, True])
+def test_layer_norm_backward_with_an_infinite_gradient_matches_eagers_cpu_kernel(dtype, affine):
+    """An inf gradient where the input is 0: eager's CPU kernel sums `g * x` (inf * 0 is
+    NaN, the whole row NaN), where the `x_hat` form gives -inf in part of the row."""
+    x = torch.tensor([[1.0, 0.5, -1.0, 0.0, -1.0, -1.75], [2.0, 1.0, -1.0, 0.5, 0.25, 3.0]])
+    grad = torch.ones_like(x)
+    grad[0, 3], grad[1, 1] = float("inf"), -float("inf")
+    x, grad = x.to(dtype), grad.to(dtype)
+    weight = torch.linspace(0.5, 2.0, 6, dtype=dtype)
+    _, mean, rstd = torch.native_layer_norm(x, [6], weight if affine else None, None, 1e-5)
+
+    def fn(g, x, mean, rstd, weight):
+        w = weight if affine else None
+        return aten.native_layer_norm_backward(
+            g, x, [6], mean, rstd, w, None, [True, affine, False]
+        )[0]
+
+    args = (grad, x, mean, rstd, weight)
+    gm = make_fx(fn, tracing_mode="fake")(*args)
+    expected = fn(*args)
+    for table in (core_aten, inductor_default):
+        actual = decompose(gm, table)(*args)
+        assert actual.isnan().all(dim=1).tolist() == expected.isnan().all(dim=1).tolist()
+        torch.testing.assert_close(actual, expected, equal_nan=True, atol=1e-2, rtol=1e-2)
+
+
+def test_layer_norm_backward_matches_eager_for_finite_values():
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, dtype=torch.float64) * 3 + 5
+    weight = torch.randn(8, dtype=torch.float64)
+    out, mean, rstd = torch.native_layer_norm(x, [8], weight, None, 1e-5)
+    grad = torch.randn_like(out)
+
+    def fn(g, x, mean, rstd, weight):
+        return aten.native_layer_norm_backward(
+            g, x, [8], mean, rstd, weight, None, [True, True, False]
+        )
+
+    args = (grad, x, mean, rstd, weight)
+    gm = make_fx(fn, tracing_mode="fake")(*args)
+    for actual, expected in zip(decompose(gm, inductor_default)(*args), fn(*args)):
+        if expected is not None:
+            torch.testing.assert_close(actual, expected)

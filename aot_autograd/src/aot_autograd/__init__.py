@@ -20,9 +20,12 @@ from aot_autograd.checks import checks_enabled, checks_on, verify_functional_gra
 from aot_autograd.errors import (
     AotAutogradError,
     DoubleBackwardError,
+    IndexValueCheckError,
     SymbolicShapeError,
     UnsupportedMutationError,
     ValueChangedError,
+    ValueCheckError,
+    ValueValueCheckError,
 )
 from aot_autograd.partitioners import (
     RECOMPUTABLE_OPS,
@@ -41,6 +44,7 @@ from aot_autograd.program import (
 )
 from aot_autograd.symbolic import ShapeAssumptions, SymbolSource
 from aot_autograd.tracer import AtenTracer, GraphRecorder
+from aot_autograd.value_assertions import ValueAssertion
 
 __version__ = "0.1.0"
 
@@ -55,6 +59,7 @@ __all__ = [
     "AtenTracer",
     "DoubleBackwardError",
     "GraphRecorder",
+    "IndexValueCheckError",
     "OutputSpec",
     "RECOMPUTABLE_OPS",
     "SUPPORTS_DYNAMIC_SHAPES",
@@ -63,7 +68,10 @@ __all__ = [
     "SymbolicShapeError",
     "TracedProgram",
     "UnsupportedMutationError",
+    "ValueAssertion",
     "ValueChangedError",
+    "ValueCheckError",
+    "ValueValueCheckError",
     "aot_function",
     "checks_enabled",
     "checks_on",

@@ -5,9 +5,12 @@ from __future__ import annotations
 __all__ = [
     "AotAutogradError",
     "DoubleBackwardError",
+    "IndexValueCheckError",
     "SymbolicShapeError",
     "UnsupportedMutationError",
     "ValueChangedError",
+    "ValueCheckError",
+    "ValueValueCheckError",
 ]
 
 
@@ -25,6 +28,19 @@ class DoubleBackwardError(AotAutogradError):
 
 class ValueChangedError(AotAutogradError):
     """A tensor value read into Python while tracing (bool(t), .item()) changed at run time."""
+
+
+class ValueCheckError(AotAutogradError):
+    """A check of values eager makes (`F.one_hot`'s classes in range) failed at run time:
+    the error eager raises, with its message (see value_assertions)."""
+
+
+class IndexValueCheckError(ValueCheckError, IndexError):
+    """A failed value check where eager raises an IndexError."""
+
+
+class ValueValueCheckError(ValueCheckError, ValueError):
+    """A failed value check where eager raises a ValueError."""
 
 
 class SymbolicShapeError(AotAutogradError):

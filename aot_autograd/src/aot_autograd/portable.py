@@ -32,6 +32,7 @@ import torch.utils._pytree as pytree
 
 from aot_autograd.program import OutputSpec, TracedProgram
 from aot_autograd.symbolic import ShapeAssumptions, SymbolSource, expression_of, expression_text
+from aot_autograd.value_assertions import ValueAssertion
 
 __all__ = [
     "CompiledGraphCache",
@@ -129,7 +130,7 @@ _PROGRAM_FIELDS = frozenset(
     {
         "graph_module", "num_inputs", "outputs", "out_spec", "num_forward_outputs",
         "mutated_inputs", "num_value_checks", "differentiable", "grad_inputs", "joint",
-        "symbol_sources", "missing_derivatives", "grad_free_inputs",
+        "symbol_sources", "missing_derivatives", "grad_free_inputs", "value_assertions",
     }
 )  # fmt: skip
 _OUTPUT_FIELDS = frozenset(
@@ -162,6 +163,9 @@ def program_record(program: TracedProgram) -> dict[str, Any] | None:
                 [int(i), str(m)] for i, m in program.missing_derivatives.items()
             ],
             "grad_free_inputs": list(program.grad_free_inputs),
+            "value_assertions": [
+                [int(k), a.error, a.message] for k, a in program.value_assertions.items()
+            ],
             "symbol_sources": [_source(source) for source in program.symbol_sources],
         }
     except (TypeError, NotImplementedError, ValueError):
@@ -200,6 +204,10 @@ def program_from_record(record: dict[str, Any]) -> TracedProgram:
         joint=bool(record["joint"]),
         missing_derivatives={int(i): str(m) for i, m in record["missing_derivatives"]},
         grad_free_inputs=tuple(int(i) for i in record.get("grad_free_inputs", ())),
+        value_assertions={
+            int(k): ValueAssertion(str(error), str(message))
+            for k, error, message in record["value_assertions"]
+        },
         symbol_sources=tuple(_source_of(source) for source in record["symbol_sources"]),
     )
 

@@ -30,6 +30,7 @@ from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
 from aot_autograd.saved_tensors import SavedTensors, stale_saved_tensor_errors
 from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
 from aot_autograd.tracer import AtenTracer, GraphRecorder, TensorRecord
+from aot_autograd.value_assertions import ValueAssertion, ValueAssertionMode
 
 __all__ = [
     "INPUTS_WRITTEN_IN_PLACE",
@@ -146,7 +147,9 @@ class TracedProgram:
     Forward graph outputs are, in order: user outputs computed by the graph,
     intermediate bases of aliased outputs, `num_value_checks` boolean checks
     (a tensor value read into Python while tracing, such as `bool(t)`, still
-    equals the traced value), new values of `mutated_inputs`.
+    equals the traced value; or, for checks in `value_assertions`, a check of values
+    eager makes, such as `F.one_hot`'s classes being in range), new values of
+    `mutated_inputs`.
     A joint graph adds tangent placeholders (one per `differentiable` output)
     and, after the forward outputs, one grad per input in `grad_inputs`.
     With symbolic sizes, `symbol_sources` says which input gives each size
@@ -171,6 +174,9 @@ class TracedProgram:
     # backward's autograd.Function takes them detached, so a backward never calls their
     # grad_fn, as eager's never reaches it (one without a derivative would raise).
     grad_free_inputs: tuple[int, ...] = ()
+    # Value check index (0 is the first check) -> what its failure raises (eager's error),
+    # for checks of values eager makes; a failed check not here says a value read changed.
+    value_assertions: dict[int, ValueAssertion] = field(default_factory=dict)
 
 
 def _grad_free(grad_inputs: Sequence[int], grad_nodes: Sequence[Any]) -> tuple[int, ...]:
@@ -541,7 +547,8 @@ def _trace(
     # NOTE: tracing on real tensors draws random numbers; forking the RNG keeps compiling
     # invisible to the caller's seed, so compiled runs reproduce eager-style seeding.
     rng = torch.random.fork_rng(devices=_cuda_devices(values))
-    with rng, torch.set_grad_enabled(joint), hooks, tracer:
+    assertions = ValueAssertionMode(recorder.record_value_assertion)
+    with rng, torch.set_grad_enabled(joint), hooks, tracer, assertions:
         outs = fn(*values)
     flat_outs, out_spec = pytree.tree_flatten(outs)
     plan = _OutputPlan(recorder, values, flat_outs)
@@ -585,6 +592,7 @@ def _trace(
         joint=joint,
         missing_derivatives=missing,
         grad_free_inputs=_grad_free(grad_inputs, grad_nodes),
+        value_assertions=dict(recorder.value_assertions),
     )
 
 

@@ -31,6 +31,7 @@ from aot_autograd.errors import (
 )
 from aot_autograd.program import TracedProgram
 from aot_autograd.symbolic import resolve_sizes
+from aot_autograd.value_assertions import value_check_error
 
 __all__ = [
     "assemble_outputs",
@@ -488,8 +489,15 @@ def _storage_key(t: torch.Tensor) -> Any:
         return None
 
 
+def _overlaps_itself(t: Any) -> bool:
+    """Whether elements of `t` surely share memory (a stride 0 on a dim of size > 1), the
+    overlap eager's in-place kernels refuse."""
+    return isinstance(t, torch.Tensor) and torch._debug_has_internal_overlap(t) == 1
+
+
 def check_mutated_inputs_unaliased(program: TracedProgram, args: Sequence[Any]) -> None:
-    """A mutated input must not share memory with another input (the graph assumed not)."""
+    """A mutated input must not share memory with another input (the graph assumed not),
+    nor with itself (an expanded tensor): both raise before the graph runs."""
     if not program.mutated_inputs:
         return
     keys: dict[Any, int] = {}
@@ -500,6 +508,14 @@ def check_mutated_inputs_unaliased(program: TracedProgram, args: Sequence[Any]) 
                 keys.setdefault(key, 0)
                 keys[key] += 1
     for index in program.mutated_inputs:
+        if _overlaps_itself(args[index]):
+            raise UnsupportedMutationError(
+                f"input {index} is written in place, but elements of it share memory (an "
+                f"expanded tensor, strides {tuple(args[index].stride())}); eager refuses "
+                'most such writes ("unsupported operation: more than one element of the '
+                'written-to tensor refers to a single memory location"), and the compiled '
+                "graph writes each element apart. Pass a .clone() of it"
+            )
         if keys.get(_storage_key(args[index]), 0) > 1:
             raise UnsupportedMutationError(
                 f"input {index} is written in place and shares memory with another input; "
@@ -695,9 +711,13 @@ def output_assembler(
     if not mutated and not program.num_value_checks:
         return lambda args, outputs: rebuild(flat_outputs(args, outputs))
 
+    assertions = program.value_assertions
+
     def assemble(args: Sequence, graph_outputs: Sequence) -> Any:
-        for check in graph_outputs[first_check:first_mutation]:
+        for k, check in enumerate(graph_outputs[first_check:first_mutation]):
             if not bool(check.all()):
+                if k in assertions:
+                    raise value_check_error(assertions[k])
                 raise ValueChangedError(_VALUE_CHANGED)
         if mutated:
             if all_copied:

@@ -30,6 +30,7 @@ from aot_autograd.errors import AotAutogradError, UnsupportedMutationError
 from aot_autograd.kernel_checks import check_kernel_accepts, checks_values
 from aot_autograd.mutations import functional_variant, mutated_arguments
 from aot_autograd.symbolic import SizeNodes
+from aot_autograd.value_assertions import ValueAssertion
 from aot_autograd.views import ViewStep, normalized_args, replay, scatter_into_parent
 
 __all__ = ["AtenTracer", "BaseState", "GraphRecorder", "TensorRecord"]
@@ -95,6 +96,11 @@ def _is_contiguous(shape: tuple, stride: tuple) -> bool:
     return True
 
 
+def _has_no_elements(t: torch.Tensor) -> bool:
+    """Whether `t` surely has no elements (a size 0 that is not symbolic)."""
+    return any(isinstance(s, int) and s == 0 for s in t.shape)
+
+
 def _has_symbolic_geometry(t: torch.Tensor) -> bool:
     return any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride()))
 
@@ -116,17 +122,24 @@ def _keyword_only(op: Any, kwargs: dict) -> dict:
     return {name: kwargs[name] for name in names if name in kwargs}
 
 
-# NOTE: ops whose result shares its input's memory but is a new tensor to autograd and
-# to aliasing (`_unsafe_view`): their decomposition into a view would make the result an
-# alias while functionalizing, and a write into it would then reach neither the result's
-# autograd history nor the gradient. They are decomposed afterwards, as views are.
-_FRESH_VIEW_OPS = frozenset({torch.ops.aten._unsafe_view.default})
-
-
 def _is_view_op(op: Any) -> bool:
     return isinstance(op, torch._ops.OpOverload) and any(
         r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns
     )
+
+
+def _returns_fresh(op: Any) -> bool:
+    """Whether `op`'s schema says its results are new tensors: no view, no in-place write."""
+    return (
+        isinstance(op, torch._ops.OpOverload)
+        and not _is_view_op(op)
+        and not mutated_arguments(op)
+        and not any(r.alias_info is not None for r in op._schema.returns)
+    )
+
+
+def _tensors(tree: Any) -> list[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
 class GraphRecorder:
@@ -138,6 +151,9 @@ class GraphRecorder:
         self.constants: dict[str, torch.Tensor] = {}
         # Nodes computing `value == traced value` for each tensor read into Python.
         self.value_checks: list[fx.Node] = []
+        # Position in value_checks -> what a failed check raises, for checks of values
+        # eager makes (value_assertions); the others say a value read changed.
+        self.value_assertions: dict[int, ValueAssertion] = {}
         # Results of ops whose kernels check their arguments' values (an index in range,
         # an integer divisor not zero): kept even where unused.
         self.value_checked_results: list[torch.Tensor] = []
@@ -174,6 +190,42 @@ class GraphRecorder:
         self.records[id(t)] = record
         self._alive.append(t)
         return record
+
+    def aliases_any(self, results: Any, tensors: Any) -> bool:
+        """Whether a tensor of `results` is one of `tensors` or shares a base with one."""
+        bases = set()
+        for t in _tensors(tensors):
+            record = self.records.get(id(t))
+            bases.add(id(record.base) if record is not None else None)
+        for r in _tensors(results):
+            if any(r is t for t in _tensors(tensors)):
+                return True
+            record = self.records.get(id(r))
+            if record is not None and id(record.base) in bases:
+                return True
+        return False
+
+    def make_fresh(self, results: Any) -> None:
+        """Each tensor of `results` becomes a base of its own, holding its current value.
+
+        For the results of an op whose schema says they are new tensors, computed by a
+        decomposition as views of the decomposition's own intermediates: to autograd and
+        to eager they alias nothing, and a write into one must reach neither the
+        intermediate nor another result (the gradient follows the op's autograd history).
+        """
+        tensors = _tensors(results)
+        for r in tensors:
+            record = self.records.get(id(r))
+            if record is None:
+                continue
+            shared = any(
+                o is not r
+                and (o_record := self.records.get(id(o))) is not None
+                and o_record.base is record.base
+                for o in tensors
+            )
+            if record.chain or shared or record.base.tensor is not r:
+                self._new_base(r, self.node_of(r))
 
     def record_of(self, t: torch.Tensor) -> TensorRecord:
         """The record of `t`; a tensor never seen before becomes a graph constant."""
@@ -272,6 +324,16 @@ class GraphRecorder:
             )
         check = self.emit(aten.eq.Scalar, (node, value))
         self.value_checks.append(check)
+
+    def record_value_assertion(self, predicate: torch.Tensor, assertion: ValueAssertion) -> None:
+        """A check eager makes of values (`predicate` must be all true), raising `assertion`."""
+        if not self.allow_value_reads:
+            raise AotAutogradError(
+                f"the backward checks values ({assertion.message}); aot_autograd checks "
+                "values in the forward only"
+            )
+        self.value_assertions[len(self.value_checks)] = assertion
+        self.value_checks.append(self.node_of(predicate))
 
     def _record_data_read(self, op: Any, args: tuple, kwargs: dict, out: bool) -> None:
         """`torch.allclose` / `torch.equal`: the bool is baked in, its tensor form checked."""
@@ -477,6 +539,11 @@ class GraphRecorder:
 
     def write(self, t: torch.Tensor, new_value: fx.Node) -> None:
         """`t` now holds `new_value`: scatter it into its base, making every other alias stale."""
+        if _has_no_elements(t):
+            # NOTE: a write of no elements changes no memory, so it is not recorded: eager
+            # runs it even into a tensor whose elements share memory (an empty slice of an
+            # expanded input), which a copy back would refuse.
+            return
         record = self.record_of(t)
         base = record.base
         if base.constant and not base.fresh:
@@ -571,7 +638,7 @@ class AtenTracer(TorchDispatchMode):
 
     def _dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
         decomposition = self.decompositions.get(func)
-        if self.keep_views and (_is_view_op(func) or func in _FRESH_VIEW_OPS):
+        if self.keep_views and _is_view_op(func):
             decomposition = None
         if decomposition is not None:
             self._decomposing += 1
@@ -581,7 +648,19 @@ class AtenTracer(TorchDispatchMode):
             finally:
                 self._decomposing -= 1
             if out is not NotImplemented:
-                return self._in_eager_layout(func, args, kwargs, out)
+                out = self._in_eager_layout(func, args, kwargs, out)
+                if not _returns_fresh(func):
+                    return out
+                if not self.keep_views:
+                    return self._apart_from_inputs(out)
+                # NOTE: while functionalizing, a result the schema calls new must alias
+                # nothing: a view of the decomposition's own intermediates becomes a base
+                # of its own; one aliasing an argument (`_unsafe_view` decomposes into
+                # `view`) is dropped, and the op is recorded whole, decomposed afterwards
+                # on the functional graph, as views are.
+                if not self.recorder.aliases_any(out, (args, kwargs)):
+                    self.recorder.make_fresh(out)
+                    return out
         elif self.decompositions and mutated_arguments(func) == (0,) and not _is_view_op(func):
             out = self._decompose_in_place(func, args, kwargs)
             if out is not NotImplemented:
@@ -594,6 +673,25 @@ class AtenTracer(TorchDispatchMode):
         out = func(*args, **kwargs)
         self.recorder.record_call(func, args, kwargs, out)
         return out
+
+    def _apart_from_inputs(self, out: Any) -> Any:
+        """`out`, a decomposition's results of an op whose schema calls them new, with a
+        copy for each that is a graph input or a view of one (`logsumexp` of a 0-d
+        tensor decomposes to its input): the compiled graph would otherwise return the
+        caller's own memory where eager returns a new tensor."""
+        results = out if isinstance(out, (tuple, list)) else (out,)
+        fixed = []
+        for r in results:
+            record = self.recorder.records.get(id(r)) if isinstance(r, torch.Tensor) else None
+            if record is None or record.base.input_index is None:
+                fixed.append(r)
+                continue
+            copy = aten.clone.default(r)
+            self.recorder.record_call(aten.clone.default, (r,), {}, copy)
+            fixed.append(copy)
+        if all(f is r for f, r in zip(fixed, results)):
+            return out
+        return type(out)(fixed) if isinstance(out, (tuple, list)) else fixed[0]
 
     def _in_eager_layout(self, func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
         """`out`, the decomposition of `func`, copied to the strides `func` gives eagerly.

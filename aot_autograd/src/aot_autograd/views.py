@@ -131,8 +131,10 @@ def _view_as_complex(emit: Emit, parent: Node, child: Node, step: ViewStep) -> N
 
 def _expand(emit: Emit, parent: Node, child: Node, step: ViewStep) -> Node:
     raise UnsupportedMutationError(
-        "an in-place op writes to an expanded view, so one element would be written several "
-        "times; call .clone() on the expanded tensor before mutating it"
+        "an in-place op writes through an expanded view, whose elements share memory; eager "
+        'refuses most such writes ("unsupported operation: more than one element of the '
+        'written-to tensor refers to a single memory location"), and functionalization '
+        "replays none: call .clone() on the expanded tensor before writing to it"
     )
 
 

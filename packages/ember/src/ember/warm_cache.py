@@ -78,7 +78,7 @@ from guards.fake_tensor import FakeTensor
 
 __all__ = ["STATS", "WarmStartCache", "graph_key", "warm_start_cache"]
 
-SCHEMA = "2"
+SCHEMA = "3"
 STAGES = ("guards", "dynamo_capture", "prim_decomp", "aot_autograd", "inductor_codegen", "ember")
 _OWN_VARIABLES = ("EMBER_CACHE_DIR", "EMBER_LOGS", "EMBER_REMOTE_CACHE", "EMBER_CACHE_SIZE")
 _log = artifact_logger("cache")

@@ -142,7 +142,11 @@ def native_layer_norm_backward(grad, x, normalized_shape, mean, rstd, weight, bi
     x_hat = (x_c - mean) * rstd
     grad_x_hat = grad_c * weight if weight is not None else grad_c
     grad_input = grad_weight = grad_bias = None
-    if mask[0]:
+    if mask[0] and x.device.type == "cpu":
+        grad_input = cast(
+            _layer_norm_grad_input_cpu(grad_x_hat, x_c, mean, rstd, dims, count), x.dtype
+        )
+    elif mask[0]:
         sum_g = aten.sum.dim_IntList(grad_x_hat, dims, True)
         sum_gx = aten.sum.dim_IntList(grad_x_hat * x_hat, dims, True)
         inner = grad_x_hat * count - sum_g - x_hat * sum_gx
@@ -152,6 +156,19 @@ def native_layer_norm_backward(grad, x, normalized_shape, mean, rstd, weight, bi
     if mask[2] and bias is not None:
         grad_bias = cast(_sum_to(grad_c, outer), bias.dtype)
     return grad_input, grad_weight, grad_bias
+
+
+def _layer_norm_grad_input_cpu(grad_x_hat, x, mean, rstd, dims: list[int], count):
+    """The input's gradient as eager's CPU kernel computes it: from the sums of `g` and
+    `g * x` (not of `g * x_hat`, as the CUDA kernel and the branch above do),
+    `dx = rstd * g + b * x + c`. Equal for finite values; with a non-finite gradient the
+    two disagree (an inf in `g` where `x == 0` makes eager's whole row NaN, where the
+    other form gives -inf in part of it), so each device gets its own kernel's form."""
+    sum_g = aten.sum.dim_IntList(grad_x_hat, dims, True)
+    sum_gx = aten.sum.dim_IntList(grad_x_hat * x, dims, True)
+    b = (sum_g * mean - sum_gx) * rstd * rstd * rstd / count
+    c = -b * mean - sum_g * rstd / count
+    return rstd * grad_x_hat + b * x + c
 
 
 def _sum_to(x: torch.Tensor, dims: list[int]) -> torch.Tensor:
