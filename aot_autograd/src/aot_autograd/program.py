@@ -554,7 +554,9 @@ def _trace(
     plan = _OutputPlan(recorder, values, flat_outs)
     states = {id(r.base): r.base for r in recorder.records.values()}.values()
     mutated = sorted(
-        (s.input_index, s.node) for s in states if s.input_index is not None and s.version > 0
+        (s.input_index, s.node if s.written is None else s.written)
+        for s in states
+        if s.input_index is not None and s.version > 0
     )
     _keep_unused_checked_ops(recorder, [*plan.graph_nodes, *(node for _, node in mutated)])
     checks = list(recorder.value_checks)

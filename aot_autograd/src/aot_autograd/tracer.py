@@ -63,6 +63,10 @@ class BaseState:
     # (shape, strides, offset) `tensor` had when it became a base (`unsqueeze_` and
     # friends may change the tensor's own geometry later).
     geometry: tuple = ()
+    # The last write's value before it was restrided to the base's layout (see
+    # GraphRecorder._in_layout_of), else None: a mutated input's new value as the graph
+    # returns it, so a compiler sees the write itself (a scatter it can do in place).
+    written: Any = None
 
 
 @dataclass(slots=True)
@@ -552,6 +556,7 @@ class GraphRecorder:
                 "from outside, such as a module buffer read through get_attr); pass it as an "
                 "input (aot_module lifts parameters and buffers) so the update can be kept"
             )
+        raw = new_value
         if not record.chain and not _has_symbolic_geometry(t):
             new_value = self._in_layout_of(tuple(t.shape), tuple(t.stride()), new_value)
         child = new_value
@@ -561,8 +566,10 @@ class GraphRecorder:
                 parents.append(replay(step, parents[-1], self.emit))
             for step, parent in zip(reversed(record.chain), reversed(parents)):
                 child = scatter_into_parent(step, parent, child, self.emit)
+            raw = child
             if base.geometry:
                 child = self._in_layout_of(base.geometry[0], base.geometry[1], child)
+        base.written = raw if raw is not child else None
         base.node = child
         base.version += 1
         record.node, record.version = new_value, base.version
