@@ -27,6 +27,7 @@ from dynamo_capture.break_callees import (
     LocalFunctionRoute,
     Shadow,
     ShadowedPart,
+    frame_shadows,
     shadows_for,
 )
 from dynamo_capture.bytecode import line_at
@@ -41,6 +42,7 @@ from dynamo_capture.resume import (
     STACK_LOCAL,
     LoopStage,
     SplitPlan,
+    breaks_inside_loop,
     called_globals,
     describe_split,
     first_part_arity,
@@ -62,6 +64,7 @@ from guards import ConstraintViolationError, SizeHistory, artifact_enabled, arti
 __all__ = ["CompiledCallable", "optimize", "reset"]
 
 Backend = Callable[..., Any]
+LOOP_BREAKS = ("eager_frame", "split")  # CompiledCallable's `loop_breaks` choices
 _live: weakref.WeakSet[CompiledCallable] = weakref.WeakSet()
 
 
@@ -76,6 +79,12 @@ class CompiledCallable:
 
     `entries` are the cache (newest last); `artifacts` lists the readable
     artifacts of every compile (graph code, guard code, entry code, reasons).
+
+    `loop_breaks` says what a graph break inside a loop of the frame does (see
+    resume.breaks_inside_loop for which breaks count as inside one): "eager_frame"
+    (the default, as torch.compile) runs the frame eagerly, the user functions,
+    methods and submodules it calls compiled as frames of their own; "split" compiles
+    around the loop and, for a `for` loop, the body as a part per item.
     """
 
     def __init__(
@@ -88,8 +97,14 @@ class CompiledCallable:
         guard_filter_fn: Callable[..., Any] | None = None,
         recompile_limit: int = 8,
         resolve_backend: Callable[[Any], Backend] | None = None,
+        loop_breaks: str = "eager_frame",
     ) -> None:
+        if loop_breaks not in LOOP_BREAKS:
+            raise ValueError(
+                f"loop_breaks={loop_breaks!r} is not one of {', '.join(map(repr, LOOP_BREAKS))}"
+            )
         self.target = target
+        self.loop_breaks = loop_breaks
         self.backend = backend
         self.fullgraph = fullgraph
         self.dynamic = dynamic
@@ -287,6 +302,8 @@ class CompiledCallable:
                 raise
             if error.escapes:  # an exception no handler of the frame catches
                 return self._eager_entry(error, contexts)
+            if self._breaks_inside_loop(error):  # run eagerly, as torch.compile skips it
+                return self._eager_entry(error, contexts, self._loop_shadows(error, f_locals))
             split = self._split_entry(error, contexts, f_locals)
             if split is not None:
                 return split
@@ -413,6 +430,7 @@ class CompiledCallable:
             guard_filter_fn=self.guard_filter_fn,
             recompile_limit=self.recompile_limit,
             resolve_backend=self.resolve_backend,
+            loop_breaks=self.loop_breaks,
         )
         part.graph_breaks = self.graph_breaks
         part.eager_frames = self.eager_frames
@@ -624,6 +642,32 @@ class CompiledCallable:
             line=break_line,
         )  # fmt: skip
         return LoopStage(header, self._part(body_part), loop, function.__code__.co_varnames)
+
+    def _breaks_inside_loop(self, error: Unsupported) -> bool:
+        """Whether the break lies in a loop of the frame (resume.breaks_inside_loop)."""
+        function = self.frame.function
+        if self.loop_breaks != "eager_frame" or error.offset is None:
+            return False
+        if not isinstance(function, types.FunctionType) or function is _module_call:
+            return False  # the module's forward is split as a frame of its own
+        if not breaks_inside_loop(function.__code__, error.offset):
+            return False
+        artifact_logger("graph_breaks").info(
+            "graph break in a loop of %s: the frame runs eagerly, its calls compiled: %s",
+            self.frame.name,
+            error,
+        )
+        return True
+
+    def _loop_shadows(self, error: Unsupported, f_locals: dict[str, Any]) -> list[Shadow]:
+        """The frame's calls of user functions, methods and submodules, compiled: torch.compile
+        compiles every frame the skipped frame's eager code calls."""
+        shadows = frame_shadows(self.frame.function, f_locals, self._callee_part)
+        named = {(id(shadow.owner), shadow.name) for shadow in shadows}
+        for shadow in self._eager_shadows(error, f_locals):  # the call that broke
+            if (id(shadow.owner), shadow.name) not in named:
+                shadows.append(shadow)
+        return shadows
 
     def _eager_shadows(self, error: Unsupported, f_locals: dict[str, Any]) -> list[Shadow]:
         """For a frame run eagerly: its call that broke still runs as a compiled frame.
