@@ -321,7 +321,7 @@ PROGRAMS = [
     Program(in_else_branch, (X, False), 2, 1),
     Program(in_nested_branch, (X, True, True), 2, 1),
     Program(return_in_branch_after_break, (X, True), 2, 1),
-    Program(data_if_then_break, (torch.ones(4),), None, 1),
+    Program(data_if_then_break, (torch.ones(4),), None, 2),  # at the jump, at float()
     Program(elif_chain, (X, "b"), 2, 1),
     Program(for_range_break, (X,), None, 2),
     Program(for_list_break, (X, [2.0, 3.0]), None, 2),

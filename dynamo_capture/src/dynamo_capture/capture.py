@@ -194,6 +194,10 @@ def opens_unknown_with(tx: Translator) -> bool:
 
 
 _CALLS = ("CALL",)
+_BRANCH_JUMPS = (
+    "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE",
+    "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
+)  # fmt: skip
 _METHOD_LOADS = ("LOAD_ATTR", "LOAD_METHOD")
 _PLAIN = (bool, int, float, str, type(None))
 
@@ -462,6 +466,8 @@ def capture_frame(
                 calls = sum(1 for node in tx.ctx.graph.nodes if node.op.startswith("call"))
                 located.in_unknown_with = calls <= 1 or bool(located.contexts)
                 located.rest_eager = True
+            if error.data_branch and tx.current.opname in _BRANCH_JUMPS:
+                located.branch_jump = tx.current.offset  # resumed at either of its targets
             located.call_cut = call_cut(tx)
             calls = tx.current.opname in (*_CALLS, "CALL_FUNCTION_EX")
             if calls and isinstance(tx.calling, FunctionValue) and error.callee is not None:

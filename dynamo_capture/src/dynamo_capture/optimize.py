@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from dynamo_capture import compile_trace
+from dynamo_capture.branches import BranchStage, breaks_inside_loop, plan_branch, root_function
 from dynamo_capture.break_callees import (
     LocalFunctionRoute,
     Shadow,
@@ -42,7 +43,6 @@ from dynamo_capture.resume import (
     STACK_LOCAL,
     LoopStage,
     SplitPlan,
-    breaks_inside_loop,
     called_globals,
     describe_split,
     first_part_arity,
@@ -81,7 +81,7 @@ class CompiledCallable:
     artifacts of every compile (graph code, guard code, entry code, reasons).
 
     `loop_breaks` says what a graph break inside a loop of the frame does (see
-    resume.breaks_inside_loop for which breaks count as inside one): "eager_frame"
+    branches.breaks_inside_loop for which breaks count as inside one): "eager_frame"
     (the default, as torch.compile) runs the frame eagerly, the user functions,
     methods and submodules it calls compiled as frames of their own; "split" compiles
     around the loop and, for a `for` loop, the body as a part per item.
@@ -473,6 +473,10 @@ class CompiledCallable:
                 self.frame.name,
             )
             return None
+        if error.branch_jump is not None:
+            branch = self._branch_entry(error, contexts)
+            if branch is not None:
+                return branch
         plan = plan_split(
             function.__code__, error.offset, error.contexts, error.call_cut, error.plain_args,
             error.stack_nulls,
@@ -550,6 +554,72 @@ class CompiledCallable:
         )
         self.artifacts.append(artifacts)
         return CompiledEntry(guards, run_parts, artifacts)
+
+    def _branch_entry(
+        self, error: Unsupported, contexts: list[CaptureContext]
+    ) -> CompiledEntry | None:
+        """Break the graph at a data-dependent jump as torch.compile does: a graph up to the
+        jump (the test in it), the truth taken eagerly, the taken branch resumed in a
+        compiled part of its own (resume.BranchPlan); None where the jump cannot be cut."""
+        function = self.frame.function
+        code = function.__code__
+        plan = plan_branch(code, error.offset, error.contexts)
+        if isinstance(plan, str):
+            artifact_logger("graph_breaks").info(
+                "%s: the data-dependent jump is cut at its statement: %s", self.frame.name, plan
+            )
+            return None
+        key = (plan, "branch")
+        parts = self._splits.get(key)
+        if parts is None:
+            break_line = line_at(code, error.offset)
+            body = plan.body_start
+            try:
+                prefix = segment_function(
+                    function, body, plan.jump, body, "pre", leave=plan.contexts, stack_out=1
+                )
+            except ValueError as no_room:
+                artifact_logger("graph_breaks").info(
+                    "cannot cut %s at its jump: %s", self.frame.name, no_room
+                )
+                return None
+            varnames = prefix.__code__.co_varnames
+            root = root_function(function)
+
+            def make(start: int) -> CompiledCallable:
+                # NOTE: one part per offset of the user's function, shared by every part
+                # that resumes there (torch.compile makes resume functions from the
+                # original code, so their caches are shared the same way)
+                shared = (id(root.__code__), start, plan.contexts, "resumed at")
+                part = self._callees.get(shared)  # type: ignore[call-overload]
+                if part is None:
+                    resume = segment_function(
+                        root, start, None, body, "resume", enter=plan.contexts, line=break_line
+                    )
+                    part = self._callees[shared] = self._part(resume)  # type: ignore[index]
+                return part
+
+            count = len(root.__code__.co_varnames)
+            stage = BranchStage(plan, varnames.index(STACK_LOCAL), count, make)
+            parts = self._splits[key] = [self._part(prefix), stage]
+            self.graph_breaks.append(error)
+            compile_trace.note_break(self, error, "split: resumed at the taken branch")
+            artifact_logger("graph_breaks").info("graph break in %s: %s", self.frame.name, error)
+        first, stage = parts
+        arity = first_part_arity(code)
+
+        def run_branch(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> Any:
+            result = first(*first_part_values(code, f_locals)[:arity])
+            if not is_end(result):
+                return result
+            return stage(*result[1:])
+
+        guards = contexts[0].guards.compile(name=self.frame.name)
+        artifacts = CaptureArtifacts(
+            "", guards.source, f"branch at offset {plan.jump}", graph_break_reason=str(error)
+        )
+        self.artifacts.append(artifacts)
+        return CompiledEntry(guards, run_branch, artifacts)
 
     def _module_forward_entry(
         self, error: Unsupported, contexts: list[CaptureContext]
@@ -644,7 +714,7 @@ class CompiledCallable:
         return LoopStage(header, self._part(body_part), loop, function.__code__.co_varnames)
 
     def _breaks_inside_loop(self, error: Unsupported) -> bool:
-        """Whether the break lies in a loop of the frame (resume.breaks_inside_loop)."""
+        """Whether the break lies in a loop of the frame (branches.breaks_inside_loop)."""
         function = self.frame.function
         if self.loop_breaks != "eager_frame" or error.offset is None:
             return False

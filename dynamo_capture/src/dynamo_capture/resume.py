@@ -89,7 +89,6 @@ __all__ = [
     "LoopPlan",
     "LoopStage",
     "SplitPlan",
-    "breaks_inside_loop",
     "called_globals",
     "cell_locals",
     "describe_split",
@@ -128,6 +127,8 @@ _PRELUDE = ("RESUME", "COPY_FREE_VARS", "MAKE_CELL")
 _GENERATED: weakref.WeakKeyDictionary[types.CodeType, int] = weakref.WeakKeyDictionary()
 # A part's code -> the user's code it was cut from (whose locals analysis applies to it).
 _ROOT: weakref.WeakKeyDictionary[types.CodeType, types.CodeType] = weakref.WeakKeyDictionary()
+# The parts that stop before the frame's end (a middle, a loop body): offset of the stop.
+_STOPS: weakref.WeakKeyDictionary[types.CodeType, int] = weakref.WeakKeyDictionary()
 # A part's code -> its locals that hold the frame's cells.
 _CELL_LOCALS: weakref.WeakKeyDictionary[types.CodeType, tuple[str, ...]] = (
     weakref.WeakKeyDictionary()
@@ -410,28 +411,6 @@ def _try_spans(code: types.CodeType, insts: list[dis.Instruction]) -> list[tuple
 def in_try_block(code: types.CodeType, offset: int) -> bool:
     """Whether `offset` lies in a try body or handler of `code` (a `with` block's is none)."""
     return any(low <= offset < high for low, high in _try_spans(code, _instructions(code)))
-
-
-def breaks_inside_loop(code: types.CodeType, offset: int) -> bool:
-    """Whether a break at `offset` counts as one inside a loop: a jump after it, before
-    the first `return` that follows, goes back to an offset before it.
-
-    torch.compile runs such a frame eagerly as a whole (its callees still compiled as
-    frames of their own) and resumes after a break only where this is false. The test
-    is the same approximation: a `return` inside the loop's body ends the search (so
-    `if t.sum() > 0: return t` in a loop is resumed after), and a `while` loop's first
-    test, whose backward jump lands after it, is not inside the loop. Generated code
-    of a part (appended after the original instructions) is not searched.
-    """
-    limit = generated_from(code)
-    insts = _instructions(code)
-    after = [inst for inst in insts if offset < inst.offset < limit]
-    for inst in after:
-        if inst.opname in ("RETURN_VALUE", "RETURN_CONST"):
-            return False
-        if inst.opcode in _JUMPS and inst.argval < offset:
-            return True
-    return False
 
 
 def plan_split(
@@ -945,6 +924,8 @@ def segment_function(
     )
     _GENERATED[new_code] = min(_GENERATED.get(code, len(code.co_code)), len(code.co_code))
     _ROOT[new_code] = root
+    if stop is not None or code in _STOPS:
+        _STOPS[new_code] = stop if stop is not None else _STOPS[code]
     if cells or code in _CELL_LOCALS:
         _CELL_LOCALS[new_code] = (*cell_locals(code), *cells)
     return types.FunctionType(
