@@ -10,6 +10,7 @@ and tensors it mutates) equal eager's and its graph and op counts torch.compile'
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 
 import pytest
@@ -261,3 +262,43 @@ def test_split_loop_breaks_still_compile_around_the_loop():
     xs = _tensors()
     torch.testing.assert_close(compiled(xs), calls_helper_in_loop(xs))
     assert len(graphs) >= 2  # before the loop, and the body around the print
+
+
+# ----- other frames run eagerly as a whole: their calls are compiled too -----------
+@contextlib.contextmanager
+def _plain_block():
+    yield
+
+
+def _cosine(t):
+    return t.cos() + 1
+
+
+def break_in_generator_with_calls_helpers(x):
+    with _plain_block():
+        torch._dynamo.graph_break()
+        y = _scale(x) * 2
+    return _cosine(y)
+
+
+def test_calls_of_a_frame_run_eagerly_are_compiled_like_torch():
+    check_like_torch(break_in_generator_with_calls_helpers, _one, calls=len(_SEEDS))
+
+
+def reads_helper_as_value(xs):
+    f = _scale
+    acc = torch.zeros(4)
+    for t in xs:
+        acc = acc + _scale(t)
+        print("value")
+    return acc, f is _scale, f
+
+
+def test_function_read_as_value_stays_itself_in_an_eager_frame():
+    import dynamo_capture
+
+    compiled = dynamo_capture.optimize(reads_helper_as_value, backend=lambda gm, ex: gm.forward)
+    xs = _tensors()
+    acc, same, f = compiled(xs)
+    torch.testing.assert_close(acc, reads_helper_as_value(xs)[0])
+    assert same and f is _scale

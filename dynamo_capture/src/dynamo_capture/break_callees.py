@@ -21,8 +21,8 @@ modules, so a loop over layers runs each layer's forward compiled. Global
 functions of a split frame are handled by `resume.called_globals` (their load is
 rewritten); a frame run eagerly as a whole (a break in a try block) shadows them.
 
-A frame run eagerly because it breaks inside a loop (as torch.compile skips it) gets
-`frame_shadows`: every user function it calls by a global name, every user method it
+A frame run eagerly as a whole (a break inside a loop, as torch.compile skips such a
+frame; in a try block; in a `with` capture cannot re-enter) gets `frame_shadows`: every user function it calls by a global name, every user method it
 calls on a local (`self.helper(x)`) and the `forward` of every user module under its
 local modules (`self.block(x)`, `for layer in self.layers: layer(x)`) runs as a
 compiled frame of its own, as torch.compile compiles each frame its eager code
@@ -34,6 +34,7 @@ from __future__ import annotations
 import dis
 import inspect
 import os
+import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -296,14 +297,23 @@ def frame_shadows(
     f_globals = frame_function.__globals__
     shadows: dict[tuple[int, str], Shadow] = {}
     insts = [i for i in dis.get_instructions(frame_function.__code__) if i.opname != "CACHE"]
+    # NOTE: only names the frame loads for a call alone: one it also reads as a value
+    # (`f = helper`, `g is helper`) or rebinds must stay the function itself
+    as_values = {
+        inst.argval
+        for inst in insts
+        if (inst.opname == "LOAD_GLOBAL" and not inst.arg & 1) or inst.opname == "STORE_GLOBAL"
+    }
     for index, inst in enumerate(insts):
         if inst.opname == "LOAD_GLOBAL":
             value = f_globals.get(inst.argval)
-            if _user_function(value) and value is not frame_function:
+            if inst.argval in as_values or value is frame_function:
+                continue
+            if _user_function(value):
                 key = (id(f_globals), inst.argval)
                 shadows.setdefault(key, Shadow(f_globals, inst.argval, None, in_dict=True))
             continue
-        if inst.opname not in ("LOAD_METHOD", "LOAD_ATTR") or index == 0:
+        if not _method_load(inst) or index == 0:
             continue
         loader = insts[index - 1]
         if loader.opname != "LOAD_FAST" or loader.argval not in f_locals:
@@ -326,6 +336,13 @@ def frame_shadows(
                 if _user_forward(module) is not None and module is not value:
                     shadows.setdefault((id(module), "forward"), Shadow(module, "forward", None))
     return [_compiled_shadow(shadow, compile_part) for shadow in shadows.values()]
+
+
+def _method_load(inst: dis.Instruction) -> bool:
+    """A load of an attribute for a call of it (`obj.name(...)`), not as a value."""
+    if inst.opname == "LOAD_METHOD":  # 3.11
+        return True
+    return inst.opname == "LOAD_ATTR" and sys.version_info >= (3, 12) and bool(inst.arg & 1)
 
 
 def _compiled_shadow(shadow: Shadow, compile_part: Compile) -> Shadow:

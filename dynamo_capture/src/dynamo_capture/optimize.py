@@ -303,11 +303,11 @@ class CompiledCallable:
             if error.escapes:  # an exception no handler of the frame catches
                 return self._eager_entry(error, contexts)
             if self._breaks_inside_loop(error):  # run eagerly, as torch.compile skips it
-                return self._eager_entry(error, contexts, self._loop_shadows(error, f_locals))
+                return self._eager_entry(error, contexts, self._frame_shadows(error, f_locals))
             split = self._split_entry(error, contexts, f_locals)
             if split is not None:
                 return split
-            return self._eager_entry(error, contexts, self._eager_shadows(error, f_locals))
+            return self._eager_entry(error, contexts, self._frame_shadows(error, f_locals))
         except Exception as error:
             unsupported = Unsupported(f"capture failed with {type(error).__name__}: {error}")
             if self.fullgraph:
@@ -729,10 +729,14 @@ class CompiledCallable:
         )
         return True
 
-    def _loop_shadows(self, error: Unsupported, f_locals: dict[str, Any]) -> list[Shadow]:
-        """The frame's calls of user functions, methods and submodules, compiled: torch.compile
-        compiles every frame the skipped frame's eager code calls."""
-        shadows = frame_shadows(self.frame.function, f_locals, self._callee_part)
+    def _frame_shadows(self, error: Unsupported, f_locals: dict[str, Any]) -> list[Shadow]:
+        """For a frame run eagerly as a whole (a break in a loop, in a try block, in a
+        `with` block capture cannot re-enter): its calls of user functions, methods and
+        submodules, compiled, as torch.compile compiles every frame eager code calls."""
+        function = self.frame.function
+        if function is _module_call or not isinstance(function, types.FunctionType):
+            return self._eager_shadows(error, f_locals)
+        shadows = frame_shadows(function, f_locals, self._callee_part)
         named = {(id(shadow.owner), shadow.name) for shadow in shadows}
         for shadow in self._eager_shadows(error, f_locals):  # the call that broke
             if (id(shadow.owner), shadow.name) not in named:
