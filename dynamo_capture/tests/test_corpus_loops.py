@@ -281,8 +281,55 @@ def break_in_generator_with_calls_helpers(x):
     return _cosine(y)
 
 
-def test_calls_of_a_frame_run_eagerly_are_compiled_like_torch():
-    check_like_torch(break_in_generator_with_calls_helpers, _one, calls=len(_SEEDS))
+def break_in_try_after_helpers(x):
+    a = _cosine(x)
+    try:
+        print("in try")
+        b = _scale(a) + x
+    except ValueError:
+        b = a
+    return _cosine(b)
+
+
+class _UserBlock:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def break_in_user_with_after_helpers(x):
+    a = _cosine(x) * 2
+    with _UserBlock():
+        print("in with")
+        b = _scale(a)
+    return _cosine(b) + x
+
+
+def break_in_try_after_one_call(x):
+    a = x + 1  # one call before the try: torch.compile keeps no graph of it
+    try:
+        print("in try")
+        a = _scale(a)
+    finally:
+        a = a * 2
+    return a
+
+
+EAGER_REST = [
+    break_in_generator_with_calls_helpers,
+    break_in_try_after_helpers,
+    break_in_user_with_after_helpers,
+    break_in_try_after_one_call,
+]
+
+
+@pytest.mark.parametrize("fn", EAGER_REST, ids=[fn.__name__ for fn in EAGER_REST])
+def test_calls_of_a_frame_run_eagerly_are_compiled_like_torch(fn):
+    # a break capture cannot resume from: the graph up to the last statement outside
+    # any block (with more than one call), the rest eager, its calls compiled
+    check_like_torch(fn, _one, calls=len(_SEEDS))
 
 
 def reads_helper_as_value(xs):

@@ -289,6 +289,15 @@ def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | Non
     return None
 
 
+def _checkpoint_calls(tx: Translator) -> tuple[tuple[int, int], ...]:
+    """The translator's checkpoints with the call nodes the graph had at each."""
+    calls, counts = 0, [0]
+    for node in tx.ctx.graph.nodes:
+        calls += node.op.startswith("call")
+        counts.append(calls)
+    return tuple((offset, counts[min(nodes, len(counts) - 1)]) for offset, nodes in tx.checkpoints)
+
+
 def _open_withs(tx: Translator) -> int:
     """How many rebuildable `with` blocks' exits lie at the bottom of the stack (a loop
     body part's stand-in iterator ends them: no call cut lies above one)."""
@@ -466,6 +475,7 @@ def capture_frame(
                 calls = sum(1 for node in tx.ctx.graph.nodes if node.op.startswith("call"))
                 located.in_unknown_with = calls <= 1 or bool(located.contexts)
                 located.rest_eager = True
+            located.checkpoints = _checkpoint_calls(tx)
             if error.data_branch and tx.current.opname in _BRANCH_JUMPS:
                 located.branch_jump = tx.current.offset  # resumed at either of its targets
             located.call_cut = call_cut(tx)

@@ -104,6 +104,10 @@ class Unsupported(CaptureError):
         # capture to the jump's offset when that jump is a POP_JUMP of the frame itself
         self.data_branch = False
         self.branch_jump: int | None = None
+        # (offset, call nodes of the graph so far) where the compiled frame's stack was
+        # empty, in the order run (capture_frame): where the frame may be cut before a
+        # break it cannot resume from
+        self.checkpoints: tuple[tuple[int, int], ...] = ()
         super().__init__(self._message())
 
     def _message(self) -> str:

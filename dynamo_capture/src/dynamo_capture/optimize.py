@@ -48,6 +48,7 @@ from dynamo_capture.resume import (
     first_part_arity,
     first_part_values,
     is_end,
+    plan_rest_eager,
     plan_split,
     segment_function,
 )
@@ -467,20 +468,24 @@ class CompiledCallable:
             return self._module_forward_entry(error, contexts)
         if error.offset is None:
             return None
-        if error.in_unknown_with:  # torch.compile runs such a frame eagerly too
-            artifact_logger("graph_breaks").info(
-                "cannot split %s: the break lies in a `with` block capture cannot re-enter",
-                self.frame.name,
-            )
-            return None
-        if error.branch_jump is not None:
+        if error.branch_jump is not None and not error.in_unknown_with:
             branch = self._branch_entry(error, contexts)
             if branch is not None:
                 return branch
-        plan = plan_split(
-            function.__code__, error.offset, error.contexts, error.call_cut, error.plain_args,
-            error.stack_nulls,
-        )  # fmt: skip
+        if error.in_unknown_with:  # torch.compile cannot resume there either
+            plan = "the break lies in a `with` block capture cannot re-enter"
+        else:
+            plan = plan_split(
+                function.__code__, error.offset, error.contexts, error.call_cut,
+                error.plain_args, error.stack_nulls,
+            )  # fmt: skip
+        if isinstance(plan, str) and (error.in_unknown_with or plan.startswith("the break lies")):
+            rest = plan_rest_eager(function.__code__, error.offset, error.checkpoints)
+            artifact_logger("graph_breaks").info(
+                "%s: %s; %s", self.frame.name, plan,
+                "the rest runs eagerly" if not isinstance(rest, str) else rest,
+            )  # fmt: skip
+            plan = rest
         if isinstance(plan, str):
             artifact_logger("graph_breaks").info("cannot split %s: %s", self.frame.name, plan)
             return None
@@ -505,7 +510,9 @@ class CompiledCallable:
                     self.frame.name,
                 )
             shadows = []
-            if callee is not None:
+            if plan.stop is None and plan.in_try:  # the rest of the frame runs eagerly
+                shadows = self._frame_shadows(error, f_locals)
+            elif callee is not None:
                 shadows = shadows_for(callee, function, f_locals, self._callee_part)
             route = None
             local_call = plan.call_args is not None and plan.call_args.local is not None
