@@ -1,4 +1,5 @@
-"""Data-dependent jumps (`if t.sum() > 0:`), counted like torch.compile (torchcheck).
+"""Data-dependent jumps (`if t.sum() > 0:`) and tensors made Python numbers (`int(t)`,
+`float(t)`, `bool(t)`), counted like torch.compile (torchcheck).
 
 capture breaks at the jump as torch.compile does: the graph before it holds the test,
 the truth is taken eagerly, and the code of the taken branch onwards is a compiled
@@ -126,6 +127,24 @@ def while_on_data(x, y):
     return x
 
 
+# ----- a tensor made a Python number: the graph before holds the tensor --------------
+def raise_unless_bool_of_test(x, y):
+    z = x.abs() + 1
+    if not bool((z > 0).all()):
+        raise ValueError("not positive")
+    return z.log() + y
+
+
+def int_of_count(x, y):
+    n = int((x > 0).sum())
+    return y * n + 1
+
+
+def float_of_max_in_expression(x, y):
+    a = x.sin()
+    return a + float(y.max()) * a.cos()
+
+
 PROGRAMS = {
     name: (fn, _pair())
     for name, fn in {
@@ -140,6 +159,9 @@ PROGRAMS = {
         "branch_in_callee": branch_in_callee,
         "branch_then_print": branch_then_print,
         "while_on_data": while_on_data,
+        "raise_unless_bool_of_test": raise_unless_bool_of_test,
+        "int_of_count": int_of_count,
+        "float_of_max_in_expression": float_of_max_in_expression,
     }.items()
 }
 PROGRAMS["branch_appends_to_list"] = (branch_appends_to_list, (*_pair(), []))

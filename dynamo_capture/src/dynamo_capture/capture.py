@@ -315,6 +315,21 @@ def _torch_callable(callable_value: Any) -> bool:
     return False
 
 
+_CONVERSIONS = (bool, int, float, complex)
+
+
+def _tensor_conversion(tx: Translator) -> bool:
+    """Whether the failing call is `bool(t)`, `int(t)`, `float(t)` or `complex(t)` of a
+    graph tensor: torch.compile breaks at the call, the tensor computed in the graph."""
+    calling = tx.calling
+    return (
+        isinstance(calling, PythonValue)
+        and any(calling.obj is conversion for conversion in _CONVERSIONS)
+        and len(tx.calling_args) == 1
+        and isinstance(tx.calling_args[0], TensorValue)
+    )
+
+
 def _reloadable(callable_value: Any) -> bool:
     """Whether loading the failing call's callable again (after its arguments, in the
     eager part) gives the same callable with no effect: a function, or a method that is
@@ -323,6 +338,8 @@ def _reloadable(callable_value: Any) -> bool:
     if isinstance(callable_value, FunctionValue):
         return True
     if isinstance(callable_value, PythonValue):
+        if any(callable_value.obj is conversion for conversion in _CONVERSIONS):
+            return True  # a builtin class loaded by name: the same class again
         return isinstance(callable_value.obj, types.FunctionType | types.BuiltinFunctionType)
     if not isinstance(callable_value, MethodValue):
         return False
@@ -492,6 +509,7 @@ def capture_frame(
                 if not (
                     (error.callee is not None and (error.callee.function is not None or made_here))
                     or _torch_callable(tx.calling)
+                    or _tensor_conversion(tx)
                 ):
                     located.call_cut = None
             if located.call_cut is not None:
