@@ -99,10 +99,11 @@ def assert_same(got: Any, expected: Any) -> None:
         assert got == expected
 
 
-def check_break_program(program: Program) -> dynamo_capture.CompiledCallable:
-    """Compile `program.fn`, run it twice against eager, check counts and reuse."""
+def check_break_program(program: Program, **settings: Any) -> dynamo_capture.CompiledCallable:
+    """Compile `program.fn` (with `settings` for optimize), run it twice against eager,
+    check counts and reuse."""
     backend = Counting()
-    compiled = dynamo_capture.optimize(program.fn, backend=backend)
+    compiled = dynamo_capture.optimize(program.fn, backend=backend, **settings)
     before = _state()
     for call in range(2):
         eager_args, got_args = _clone(program.args), _clone(program.args)

@@ -285,7 +285,7 @@ def in_no_grad(x):
 @pytest.mark.parametrize("fn", [loops, while_loop, in_no_grad], ids=lambda f: f.__name__)
 def test_loop_and_with_statements_holding_a_break_compile_around_it(fn):
     backend = Counting()
-    compiled = dynamo_capture.optimize(fn, backend=backend)
+    compiled = dynamo_capture.optimize(fn, backend=backend, loop_breaks="split")
     x = torch.randn(3, requires_grad=True)
     got, expected = compiled(x), fn(x)
     torch.testing.assert_close(got, expected)

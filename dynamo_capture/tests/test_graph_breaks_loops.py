@@ -416,8 +416,8 @@ PROGRAMS = [
 ]
 
 
-def _check(fn, make_args, capsys=None):
-    compiled = dynamo_capture.optimize(fn, backend=_eager_backend)
+def _check(fn, make_args, capsys=None, loop_breaks="eager_frame"):
+    compiled = dynamo_capture.optimize(fn, backend=_eager_backend, loop_breaks=loop_breaks)
     for seed in (0, 1, 2, 3, 0):
         LOG.clear()
         expected = fn(*make_args(seed))
@@ -432,13 +432,14 @@ def _check(fn, make_args, capsys=None):
     return compiled
 
 
+@pytest.mark.parametrize("loop_breaks", ["eager_frame", "split"])
 @pytest.mark.parametrize("fn", PROGRAMS, ids=lambda fn: fn.__name__)
-def test_break_inside_loop_matches_eager(fn, capsys):
-    _check(fn, lambda seed: (_xs(3, seed),), capsys)
+def test_break_inside_loop_matches_eager(fn, loop_breaks, capsys):
+    _check(fn, lambda seed: (_xs(3, seed),), capsys, loop_breaks)
 
 
 def test_data_branch_in_loop_is_not_halved():
-    compiled = dynamo_capture.optimize(branch_in_for, backend=_eager_backend)
+    compiled = dynamo_capture.optimize(branch_in_for, backend=_eager_backend, loop_breaks="split")
     xs = _xs()
     expected = branch_in_for(xs)
     torch.testing.assert_close(compiled(xs), expected)
@@ -456,7 +457,7 @@ def test_loop_over_generator_input():
                 acc = acc - t
         return acc
 
-    compiled = dynamo_capture.optimize(consume, backend=_eager_backend)
+    compiled = dynamo_capture.optimize(consume, backend=_eager_backend, loop_breaks="split")
     for seed in (0, 1):
         expected = consume(iter(_xs(4, seed)))
         got = compiled(t for t in _xs(4, seed))
@@ -475,7 +476,7 @@ def test_loop_over_iterator_advanced_in_body():
                 acc = acc + b
         return acc
 
-    _check(pairs, lambda seed: (_xs(4, seed),))
+    _check(pairs, lambda seed: (_xs(4, seed),), loop_breaks="split")
 
 
 def test_no_loop_driver_inside_a_part_that_stops():

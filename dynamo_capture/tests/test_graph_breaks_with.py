@@ -323,7 +323,7 @@ PROGRAMS = [
     Program(raise_in_eager_part, (X,), 0, 1),  # escapes the frame: eager, as torch.compile
     Program(raise_after_break, (X,), 1, 2),
     Program(caught_around_with, (X,), None, 1),
-    Program(loop_in_no_grad, (X,), 2, 1),
+    Program(loop_in_no_grad, (X,), 0, 1),  # runs eagerly: a break in a loop, as torch
     Program(autocast_bf16, (M, W), 2, 1),
     Program(autocast_then_float, (M, W), 2, 1),
     Program(autocast_nested_disabled, (M, W), 2, 1),

@@ -20,11 +20,21 @@ A submodule's class is shadowed on every module of that class under the frame's
 modules, so a loop over layers runs each layer's forward compiled. Global
 functions of a split frame are handled by `resume.called_globals` (their load is
 rewritten); a frame run eagerly as a whole (a break in a try block) shadows them.
+
+A frame run eagerly as a whole (a break inside a loop, as torch.compile skips such a
+frame; in a try block; in a `with` capture cannot re-enter) gets `frame_shadows`: every user function it calls by a global name, every user method it
+calls on a local (`self.helper(x)`) and the `forward` of every user module under its
+local modules (`self.block(x)`, `for layer in self.layers: layer(x)`) runs as a
+compiled frame of its own, as torch.compile compiles each frame its eager code
+calls. Functions of torch and of the standard library stay eager, as there.
 """
 
 from __future__ import annotations
 
+import dis
 import inspect
+import os
+import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +42,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["LocalFunctionRoute", "Shadow", "ShadowedPart", "shadows_for"]
+__all__ = ["LocalFunctionRoute", "Shadow", "ShadowedPart", "frame_shadows", "shadows_for"]
 
 _MISSING = object()
 
@@ -251,3 +261,94 @@ def _owner_of(cls: type, name: str, kind: type, function: types.FunctionType) ->
         if isinstance(found, kind) and found.__func__ is function:
             return klass
     return None
+
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+
+
+def _user_function(value: Any) -> bool:
+    """A Python function of the user's code (not torch's, not the standard library's)."""
+    if not isinstance(value, types.FunctionType):
+        return False
+    filename = os.path.abspath(value.__code__.co_filename)
+    if filename.startswith(_TORCH_DIR):
+        return False
+    if filename.startswith(_STDLIB_DIR):
+        return filename[len(_STDLIB_DIR) :].startswith(("site-packages", "dist-packages"))
+    return True
+
+
+def _user_forward(module: Any) -> types.FunctionType | None:
+    """The Python `forward` of a module of a user class (none for torch's own modules)."""
+    if not isinstance(module, torch.nn.Module) or "forward" in module.__dict__:
+        return None
+    if type(module).__call__ is not torch.nn.Module.__call__:
+        return None
+    forward = _class_attr(module, "forward")
+    return forward if _user_function(forward) else None
+
+
+def frame_shadows(
+    frame_function: types.FunctionType, f_locals: dict[str, Any], compile_part: Compile
+) -> list[Shadow]:
+    """Shadows that make the calls of a frame run eagerly as a whole go to compiled frames:
+    global user functions, and user methods and submodules' forwards of its locals."""
+    f_globals = frame_function.__globals__
+    shadows: dict[tuple[int, str], Shadow] = {}
+    insts = [i for i in dis.get_instructions(frame_function.__code__) if i.opname != "CACHE"]
+    # NOTE: only names the frame loads for a call alone: one it also reads as a value
+    # (`f = helper`, `g is helper`) or rebinds must stay the function itself
+    as_values = {
+        inst.argval
+        for inst in insts
+        if (inst.opname == "LOAD_GLOBAL" and not inst.arg & 1) or inst.opname == "STORE_GLOBAL"
+    }
+    for index, inst in enumerate(insts):
+        if inst.opname == "LOAD_GLOBAL":
+            value = f_globals.get(inst.argval)
+            if inst.argval in as_values or value is frame_function:
+                continue
+            if _user_function(value):
+                key = (id(f_globals), inst.argval)
+                shadows.setdefault(key, Shadow(f_globals, inst.argval, None, in_dict=True))
+            continue
+        if not _method_load(inst) or index == 0:
+            continue
+        loader = insts[index - 1]
+        if loader.opname != "LOAD_FAST" or loader.argval not in f_locals:
+            continue
+        receiver = f_locals[loader.argval]
+        if isinstance(receiver, type) or not hasattr(receiver, "__dict__"):
+            continue
+        name = inst.argval
+        member = _class_attr(receiver, name)
+        if (
+            name not in receiver.__dict__
+            and _user_function(member)
+            and not (name.startswith("__") and name.endswith("__"))
+        ):
+            shadows.setdefault((id(receiver), name), Shadow(receiver, name, member))
+            continue
+    for value in f_locals.values():  # submodules, called by name or from a container
+        if isinstance(value, torch.nn.Module):
+            for module in value.modules():
+                if _user_forward(module) is not None and module is not value:
+                    shadows.setdefault((id(module), "forward"), Shadow(module, "forward", None))
+    return [_compiled_shadow(shadow, compile_part) for shadow in shadows.values()]
+
+
+def _method_load(inst: dis.Instruction) -> bool:
+    """A load of an attribute for a call of it (`obj.name(...)`), not as a value."""
+    if inst.opname == "LOAD_METHOD":  # 3.11
+        return True
+    return inst.opname == "LOAD_ATTR" and sys.version_info >= (3, 12) and bool(inst.arg & 1)
+
+
+def _compiled_shadow(shadow: Shadow, compile_part: Compile) -> Shadow:
+    """The shadow with its compiled frame (one per function and receiver)."""
+    owner, name = shadow.owner, shadow.name
+    if shadow.in_dict:
+        return Shadow(owner, name, compile_part(owner[name]), in_dict=True)
+    function = _class_attr(owner, "forward") if name == "forward" else shadow.value
+    return Shadow(owner, name, compile_part(types.MethodType(function, owner)))

@@ -194,6 +194,10 @@ def opens_unknown_with(tx: Translator) -> bool:
 
 
 _CALLS = ("CALL",)
+_BRANCH_JUMPS = (
+    "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE",
+    "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
+)  # fmt: skip
 _METHOD_LOADS = ("LOAD_ATTR", "LOAD_METHOD")
 _PLAIN = (bool, int, float, str, type(None))
 
@@ -285,6 +289,15 @@ def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | Non
     return None
 
 
+def _checkpoint_calls(tx: Translator) -> tuple[tuple[int, int], ...]:
+    """The translator's checkpoints with the call nodes the graph had at each."""
+    calls, counts = 0, [0]
+    for node in tx.ctx.graph.nodes:
+        calls += node.op.startswith("call")
+        counts.append(calls)
+    return tuple((offset, counts[min(nodes, len(counts) - 1)]) for offset, nodes in tx.checkpoints)
+
+
 def _open_withs(tx: Translator) -> int:
     """How many rebuildable `with` blocks' exits lie at the bottom of the stack (a loop
     body part's stand-in iterator ends them: no call cut lies above one)."""
@@ -302,6 +315,21 @@ def _torch_callable(callable_value: Any) -> bool:
     return False
 
 
+_CONVERSIONS = (bool, int, float, complex)
+
+
+def _tensor_conversion(tx: Translator) -> bool:
+    """Whether the failing call is `bool(t)`, `int(t)`, `float(t)` or `complex(t)` of a
+    graph tensor: torch.compile breaks at the call, the tensor computed in the graph."""
+    calling = tx.calling
+    return (
+        isinstance(calling, PythonValue)
+        and any(calling.obj is conversion for conversion in _CONVERSIONS)
+        and len(tx.calling_args) == 1
+        and isinstance(tx.calling_args[0], TensorValue)
+    )
+
+
 def _reloadable(callable_value: Any) -> bool:
     """Whether loading the failing call's callable again (after its arguments, in the
     eager part) gives the same callable with no effect: a function, or a method that is
@@ -310,6 +338,8 @@ def _reloadable(callable_value: Any) -> bool:
     if isinstance(callable_value, FunctionValue):
         return True
     if isinstance(callable_value, PythonValue):
+        if any(callable_value.obj is conversion for conversion in _CONVERSIONS):
+            return True  # a builtin class loaded by name: the same class again
         return isinstance(callable_value.obj, types.FunctionType | types.BuiltinFunctionType)
     if not isinstance(callable_value, MethodValue):
         return False
@@ -462,6 +492,9 @@ def capture_frame(
                 calls = sum(1 for node in tx.ctx.graph.nodes if node.op.startswith("call"))
                 located.in_unknown_with = calls <= 1 or bool(located.contexts)
                 located.rest_eager = True
+            located.checkpoints = _checkpoint_calls(tx)
+            if error.data_branch and tx.current.opname in _BRANCH_JUMPS:
+                located.branch_jump = tx.current.offset  # resumed at either of its targets
             located.call_cut = call_cut(tx)
             calls = tx.current.opname in (*_CALLS, "CALL_FUNCTION_EX")
             if calls and isinstance(tx.calling, FunctionValue) and error.callee is not None:
@@ -476,6 +509,7 @@ def capture_frame(
                 if not (
                     (error.callee is not None and (error.callee.function is not None or made_here))
                     or _torch_callable(tx.calling)
+                    or _tensor_conversion(tx)
                 ):
                     located.call_cut = None
             if located.call_cut is not None:

@@ -100,6 +100,14 @@ class Unsupported(CaptureError):
         self.outside_context = False
         # the frame is cut at the statement where capture stopped; the rest runs eagerly
         self.rest_eager = False
+        # the truth value of a tensor a jump of the frame tests (`if t.sum() > 0:`); set by
+        # capture to the jump's offset when that jump is a POP_JUMP of the frame itself
+        self.data_branch = False
+        self.branch_jump: int | None = None
+        # (offset, call nodes of the graph so far) where the compiled frame's stack was
+        # empty, in the order run (capture_frame): where the frame may be cut before a
+        # break it cannot resume from
+        self.checkpoints: tuple[tuple[int, int], ...] = ()
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -121,6 +129,7 @@ class Unsupported(CaptureError):
         located.stop_iteration = self.stop_iteration
         located.context_switch = self.context_switch
         located.outside_context = self.outside_context
+        located.data_branch = self.data_branch
         return located
 
 

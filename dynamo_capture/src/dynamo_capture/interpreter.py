@@ -153,6 +153,9 @@ class Translator:
         self.steps = 0 if parent is None else parent.steps
         # (offset, stack depth before it) of every instruction run: the compiled frame's only
         self.trace: list[tuple[int, int]] | None = [] if parent is None else None
+        # (offset, graph nodes so far) of every instruction of the compiled frame run with
+        # an empty stack: where torch.compile may cut when it cannot resume at a break
+        self.checkpoints: list[tuple[int, int]] = []
         if self.depth > MAX_INLINE_DEPTH:
             raise Unsupported(f"inlining deeper than {MAX_INLINE_DEPTH} calls (recursion?)")
 
@@ -258,6 +261,8 @@ class Translator:
             depth = len(self.stack)
             if self.trace is not None:
                 self.trace.append((inst.offset, depth))
+                if depth == 0:
+                    self.checkpoints.append((inst.offset, len(self.ctx.graph.nodes)))
             try:
                 HANDLERS[inst.handler](self, inst)
             except ExceptionRaised as raised:

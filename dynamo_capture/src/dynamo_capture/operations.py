@@ -247,10 +247,12 @@ def python_type_of(value: Value) -> type:
 def truth(tx: Translator, value: Value) -> bool:
     """bool(value) at capture time; a tensor's truth is data-dependent."""
     if isinstance(value, TensorValue):
-        raise Unsupported(
+        error = Unsupported(
             "data-dependent control flow: the truth value of a tensor (if/while/and/or on a "
             "tensor) is only known when it runs"
         )
+        error.data_branch = True
+        raise error
     if user_override(value, "__bool__") or user_override(value, "__len__"):
         return _object_truth(tx, value, python_type_of(value))
     if isinstance(value, TupleValue | ListValue):

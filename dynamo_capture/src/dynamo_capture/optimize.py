@@ -23,10 +23,12 @@ from typing import Any
 import torch
 
 from dynamo_capture import compile_trace
+from dynamo_capture.branches import BranchStage, breaks_inside_loop, plan_branch, root_function
 from dynamo_capture.break_callees import (
     LocalFunctionRoute,
     Shadow,
     ShadowedPart,
+    frame_shadows,
     shadows_for,
 )
 from dynamo_capture.bytecode import line_at
@@ -46,6 +48,7 @@ from dynamo_capture.resume import (
     first_part_arity,
     first_part_values,
     is_end,
+    plan_rest_eager,
     plan_split,
     segment_function,
 )
@@ -62,6 +65,7 @@ from guards import ConstraintViolationError, SizeHistory, artifact_enabled, arti
 __all__ = ["CompiledCallable", "optimize", "reset"]
 
 Backend = Callable[..., Any]
+LOOP_BREAKS = ("eager_frame", "split")  # CompiledCallable's `loop_breaks` choices
 _live: weakref.WeakSet[CompiledCallable] = weakref.WeakSet()
 
 
@@ -76,6 +80,12 @@ class CompiledCallable:
 
     `entries` are the cache (newest last); `artifacts` lists the readable
     artifacts of every compile (graph code, guard code, entry code, reasons).
+
+    `loop_breaks` says what a graph break inside a loop of the frame does (see
+    branches.breaks_inside_loop for which breaks count as inside one): "eager_frame"
+    (the default, as torch.compile) runs the frame eagerly, the user functions,
+    methods and submodules it calls compiled as frames of their own; "split" compiles
+    around the loop and, for a `for` loop, the body as a part per item.
     """
 
     def __init__(
@@ -88,8 +98,14 @@ class CompiledCallable:
         guard_filter_fn: Callable[..., Any] | None = None,
         recompile_limit: int = 8,
         resolve_backend: Callable[[Any], Backend] | None = None,
+        loop_breaks: str = "eager_frame",
     ) -> None:
+        if loop_breaks not in LOOP_BREAKS:
+            raise ValueError(
+                f"loop_breaks={loop_breaks!r} is not one of {', '.join(map(repr, LOOP_BREAKS))}"
+            )
         self.target = target
+        self.loop_breaks = loop_breaks
         self.backend = backend
         self.fullgraph = fullgraph
         self.dynamic = dynamic
@@ -287,10 +303,12 @@ class CompiledCallable:
                 raise
             if error.escapes:  # an exception no handler of the frame catches
                 return self._eager_entry(error, contexts)
+            if self._breaks_inside_loop(error):  # run eagerly, as torch.compile skips it
+                return self._eager_entry(error, contexts, self._frame_shadows(error, f_locals))
             split = self._split_entry(error, contexts, f_locals)
             if split is not None:
                 return split
-            return self._eager_entry(error, contexts, self._eager_shadows(error, f_locals))
+            return self._eager_entry(error, contexts, self._frame_shadows(error, f_locals))
         except Exception as error:
             unsupported = Unsupported(f"capture failed with {type(error).__name__}: {error}")
             if self.fullgraph:
@@ -413,6 +431,7 @@ class CompiledCallable:
             guard_filter_fn=self.guard_filter_fn,
             recompile_limit=self.recompile_limit,
             resolve_backend=self.resolve_backend,
+            loop_breaks=self.loop_breaks,
         )
         part.graph_breaks = self.graph_breaks
         part.eager_frames = self.eager_frames
@@ -449,16 +468,24 @@ class CompiledCallable:
             return self._module_forward_entry(error, contexts)
         if error.offset is None:
             return None
-        if error.in_unknown_with:  # torch.compile runs such a frame eagerly too
+        if error.branch_jump is not None and not error.in_unknown_with:
+            branch = self._branch_entry(error, contexts)
+            if branch is not None:
+                return branch
+        if error.in_unknown_with:  # torch.compile cannot resume there either
+            plan = "the break lies in a `with` block capture cannot re-enter"
+        else:
+            plan = plan_split(
+                function.__code__, error.offset, error.contexts, error.call_cut,
+                error.plain_args, error.stack_nulls,
+            )  # fmt: skip
+        if isinstance(plan, str) and (error.in_unknown_with or plan.startswith("the break lies")):
+            rest = plan_rest_eager(function.__code__, error.offset, error.checkpoints)
             artifact_logger("graph_breaks").info(
-                "cannot split %s: the break lies in a `with` block capture cannot re-enter",
-                self.frame.name,
-            )
-            return None
-        plan = plan_split(
-            function.__code__, error.offset, error.contexts, error.call_cut, error.plain_args,
-            error.stack_nulls,
-        )  # fmt: skip
+                "%s: %s; %s", self.frame.name, plan,
+                "the rest runs eagerly" if not isinstance(rest, str) else rest,
+            )  # fmt: skip
+            plan = rest
         if isinstance(plan, str):
             artifact_logger("graph_breaks").info("cannot split %s: %s", self.frame.name, plan)
             return None
@@ -483,7 +510,9 @@ class CompiledCallable:
                     self.frame.name,
                 )
             shadows = []
-            if callee is not None:
+            if plan.stop is None and plan.in_try:  # the rest of the frame runs eagerly
+                shadows = self._frame_shadows(error, f_locals)
+            elif callee is not None:
                 shadows = shadows_for(callee, function, f_locals, self._callee_part)
             route = None
             local_call = plan.call_args is not None and plan.call_args.local is not None
@@ -532,6 +561,72 @@ class CompiledCallable:
         )
         self.artifacts.append(artifacts)
         return CompiledEntry(guards, run_parts, artifacts)
+
+    def _branch_entry(
+        self, error: Unsupported, contexts: list[CaptureContext]
+    ) -> CompiledEntry | None:
+        """Break the graph at a data-dependent jump as torch.compile does: a graph up to the
+        jump (the test in it), the truth taken eagerly, the taken branch resumed in a
+        compiled part of its own (resume.BranchPlan); None where the jump cannot be cut."""
+        function = self.frame.function
+        code = function.__code__
+        plan = plan_branch(code, error.offset, error.contexts)
+        if isinstance(plan, str):
+            artifact_logger("graph_breaks").info(
+                "%s: the data-dependent jump is cut at its statement: %s", self.frame.name, plan
+            )
+            return None
+        key = (plan, "branch")
+        parts = self._splits.get(key)
+        if parts is None:
+            break_line = line_at(code, error.offset)
+            body = plan.body_start
+            try:
+                prefix = segment_function(
+                    function, body, plan.jump, body, "pre", leave=plan.contexts, stack_out=1
+                )
+            except ValueError as no_room:
+                artifact_logger("graph_breaks").info(
+                    "cannot cut %s at its jump: %s", self.frame.name, no_room
+                )
+                return None
+            varnames = prefix.__code__.co_varnames
+            root = root_function(function)
+
+            def make(start: int) -> CompiledCallable:
+                # NOTE: one part per offset of the user's function, shared by every part
+                # that resumes there (torch.compile makes resume functions from the
+                # original code, so their caches are shared the same way)
+                shared = (id(root.__code__), start, plan.contexts, "resumed at")
+                part = self._callees.get(shared)  # type: ignore[call-overload]
+                if part is None:
+                    resume = segment_function(
+                        root, start, None, body, "resume", enter=plan.contexts, line=break_line
+                    )
+                    part = self._callees[shared] = self._part(resume)  # type: ignore[index]
+                return part
+
+            count = len(root.__code__.co_varnames)
+            stage = BranchStage(plan, varnames.index(STACK_LOCAL), count, make)
+            parts = self._splits[key] = [self._part(prefix), stage]
+            self.graph_breaks.append(error)
+            compile_trace.note_break(self, error, "split: resumed at the taken branch")
+            artifact_logger("graph_breaks").info("graph break in %s: %s", self.frame.name, error)
+        first, stage = parts
+        arity = first_part_arity(code)
+
+        def run_branch(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> Any:
+            result = first(*first_part_values(code, f_locals)[:arity])
+            if not is_end(result):
+                return result
+            return stage(*result[1:])
+
+        guards = contexts[0].guards.compile(name=self.frame.name)
+        artifacts = CaptureArtifacts(
+            "", guards.source, f"branch at offset {plan.jump}", graph_break_reason=str(error)
+        )
+        self.artifacts.append(artifacts)
+        return CompiledEntry(guards, run_branch, artifacts)
 
     def _module_forward_entry(
         self, error: Unsupported, contexts: list[CaptureContext]
@@ -624,6 +719,36 @@ class CompiledCallable:
             line=break_line,
         )  # fmt: skip
         return LoopStage(header, self._part(body_part), loop, function.__code__.co_varnames)
+
+    def _breaks_inside_loop(self, error: Unsupported) -> bool:
+        """Whether the break lies in a loop of the frame (branches.breaks_inside_loop)."""
+        function = self.frame.function
+        if self.loop_breaks != "eager_frame" or error.offset is None:
+            return False
+        if not isinstance(function, types.FunctionType) or function is _module_call:
+            return False  # the module's forward is split as a frame of its own
+        if not breaks_inside_loop(function.__code__, error.offset):
+            return False
+        artifact_logger("graph_breaks").info(
+            "graph break in a loop of %s: the frame runs eagerly, its calls compiled: %s",
+            self.frame.name,
+            error,
+        )
+        return True
+
+    def _frame_shadows(self, error: Unsupported, f_locals: dict[str, Any]) -> list[Shadow]:
+        """For a frame run eagerly as a whole (a break in a loop, in a try block, in a
+        `with` block capture cannot re-enter): its calls of user functions, methods and
+        submodules, compiled, as torch.compile compiles every frame eager code calls."""
+        function = self.frame.function
+        if function is _module_call or not isinstance(function, types.FunctionType):
+            return self._eager_shadows(error, f_locals)
+        shadows = frame_shadows(function, f_locals, self._callee_part)
+        named = {(id(shadow.owner), shadow.name) for shadow in shadows}
+        for shadow in self._eager_shadows(error, f_locals):  # the call that broke
+            if (id(shadow.owner), shadow.name) not in named:
+                shadows.append(shadow)
+        return shadows
 
     def _eager_shadows(self, error: Unsupported, f_locals: dict[str, Any]) -> list[Shadow]:
         """For a frame run eagerly: its call that broke still runs as a compiled frame.

@@ -96,6 +96,7 @@ __all__ = [
     "first_part_values",
     "generated_from",
     "is_end",
+    "plan_rest_eager",
     "plan_split",
     "segment_function",
 ]
@@ -127,6 +128,8 @@ _PRELUDE = ("RESUME", "COPY_FREE_VARS", "MAKE_CELL")
 _GENERATED: weakref.WeakKeyDictionary[types.CodeType, int] = weakref.WeakKeyDictionary()
 # A part's code -> the user's code it was cut from (whose locals analysis applies to it).
 _ROOT: weakref.WeakKeyDictionary[types.CodeType, types.CodeType] = weakref.WeakKeyDictionary()
+# The parts that stop before the frame's end (a middle, a loop body): offset of the stop.
+_STOPS: weakref.WeakKeyDictionary[types.CodeType, int] = weakref.WeakKeyDictionary()
 # A part's code -> its locals that hold the frame's cells.
 _CELL_LOCALS: weakref.WeakKeyDictionary[types.CodeType, tuple[str, ...]] = (
     weakref.WeakKeyDictionary()
@@ -438,6 +441,33 @@ def plan_split(
         if name is not None:
             return f"a frame with cells whose first part may read its local {name!r} unbound"
     return plan
+
+
+def plan_rest_eager(
+    code: types.CodeType, offset: int, checkpoints: tuple[tuple[int, int], ...]
+) -> SplitPlan | str:
+    """For a break capture cannot resume from (in a try block, in a `with` on a context
+    it cannot re-enter): compile up to the last statement boundary run before it, outside
+    any block, whose graph so far has more than one call, and run the rest eagerly, as
+    torch.compile compiles "up to the previous resumable state"; else the reason none."""
+    reason = _why_not_splittable(code)
+    if reason is not None:
+        return reason
+    if code.co_cellvars or _cell_only_names(code):
+        return "a frame with cells"
+    generated = _GENERATED.get(code, len(code.co_code))
+    if offset >= generated:
+        return "the break lies in generated code"
+    insts = _instructions(code)
+    body_start = next(inst.offset for inst in insts if inst.opname not in _PRELUDE)
+    cuts, _, leaving = _cuts(code, insts, body_start)
+    if leaving:
+        return "the part stops before the frame's end"
+    usable = {cut.offset for cut in cuts if cut.withs == 0 and not cut.in_try}
+    for at, calls in reversed(checkpoints):
+        if at in usable and at > body_start and calls > 1:
+            return SplitPlan(at, None, body_start, in_try=True)
+    return "no statement before the break whose graph has more than one call"
 
 
 def _read_maybe_unbound(code: types.CodeType, start: int, end: int | None) -> str | None:
@@ -922,6 +952,8 @@ def segment_function(
     )
     _GENERATED[new_code] = min(_GENERATED.get(code, len(code.co_code)), len(code.co_code))
     _ROOT[new_code] = root
+    if stop is not None or code in _STOPS:
+        _STOPS[new_code] = stop if stop is not None else _STOPS[code]
     if cells or code in _CELL_LOCALS:
         _CELL_LOCALS[new_code] = (*cell_locals(code), *cells)
     return types.FunctionType(

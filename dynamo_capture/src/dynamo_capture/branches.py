@@ -1,0 +1,150 @@
+"""Where a break is resumed as torch.compile resumes it: loops and data-dependent jumps.
+
+`breaks_inside_loop` is torch.compile's test for a break inside a loop (such a frame
+runs eagerly, its calls compiled: optimize's `loop_breaks`). A data-dependent jump
+outside one (`if t.sum() > 0:`) is cut at the jump itself (`plan_branch`): the part
+before it hands the tested value on (its graph holds the test), `BranchStage` takes
+its truth eagerly and runs the part resuming at the jump's target or after the jump,
+made from the user's function (`root_function`) so that every part resuming at one
+offset is the same compiled frame, as torch.compile's resume functions are made from
+the original code. Cuts elsewhere are at statements (resume.py).
+"""
+
+from __future__ import annotations
+
+import dis
+import types
+from dataclasses import dataclass
+from typing import Any
+
+from dynamo_capture.resume import (
+    _GENERATED,
+    _JUMPS,
+    _PRELUDE,
+    _ROOT,
+    _STOPS,
+    ITERATOR,
+    ContextSpec,
+    _depths,
+    _instructions,
+    _why_not_splittable,
+    generated_from,
+    in_try_block,
+)
+
+__all__ = ["BranchPlan", "BranchStage", "breaks_inside_loop", "plan_branch", "root_function"]
+
+
+@dataclass(frozen=True, slots=True)
+class BranchPlan:
+    """A data-dependent jump (`if t.sum() > 0:`) cut as torch.compile cuts it.
+
+    The first part runs to the jump and hands on the tested value (its graph holds the
+    test); `BranchStage` takes the value's truth eagerly and runs the part resuming at
+    the jump's target or at the instruction after it, each to the frame's end.
+    `contexts` are the `with` blocks open at the jump, re-entered by both parts.
+    """
+
+    jump: int
+    target: int
+    fallthrough: int
+    jumps_if: bool  # the jump is taken when the value is true
+    body_start: int
+    contexts: tuple[ContextSpec, ...] = ()
+
+
+def plan_branch(
+    code: types.CodeType, offset: int, contexts: tuple[ContextSpec, ...] = ()
+) -> BranchPlan | str:
+    """The branch cut at the data-dependent jump at `offset`, or why there is none (the
+    frame then splits at statements around the jump's statement)."""
+    reason = _why_not_splittable(code)
+    if reason is not None:
+        return reason
+    if code.co_cellvars or code.co_freevars:
+        return "a frame with cells hands no stack values on"
+    if code in _STOPS or ITERATOR in contexts:
+        return "the part stops before the frame's end (a loop body, an eager middle)"
+    if in_try_block(code, offset):
+        return "the jump lies in a try block"
+    generated = _GENERATED.get(code, len(code.co_code))
+    insts = _instructions(code)
+    index = next((i for i, inst in enumerate(insts) if inst.offset == offset), None)
+    if offset >= generated or index is None or index + 1 >= len(insts):
+        return "the jump lies in generated code"
+    inst = insts[index]
+    if not inst.opname.startswith("POP_JUMP") or "NONE" in inst.opname:
+        return f"{inst.opname} is not a jump on a value's truth"
+    target, fallthrough = inst.argval, insts[index + 1].offset
+    if target >= generated or fallthrough >= generated:
+        return "a branch leaves the frame's own code"
+    covering = [e for e in dis.Bytecode(code).exception_entries if e.start <= offset < e.end]
+    withs = covering[0].depth if covering else 0
+    depths = _depths(insts)
+    if withs > len(contexts):
+        return "the jump lies in a `with` block capture cannot re-enter"
+    if depths.get(offset) != withs + 1:
+        return "values other than the tested one lie on the stack (a loop's iterator)"
+    if depths.get(target) != withs or depths.get(fallthrough) != withs:
+        return "a branch starts with values on the stack"
+    body_start = next(i.offset for i in insts if i.opname not in _PRELUDE)
+    return BranchPlan(
+        offset, target, fallthrough, "TRUE" in inst.opname, body_start, contexts[:withs]
+    )
+
+
+def root_function(function: types.FunctionType) -> types.FunctionType:
+    """The user's function a part was cut from (itself for a user's function): a part
+    resuming at an offset is made from it, so it is the same whichever part it follows."""
+    root = _ROOT.get(function.__code__)
+    if root is None:
+        return function
+    return types.FunctionType(root, function.__globals__, root.co_name, None, function.__closure__)
+
+
+class BranchStage:
+    """Runs the part of the taken branch on the first part's locals (BranchPlan).
+
+    `slot`: where the first part's locals hold the handed-on stack (the tested value);
+    `count`: how many of its locals the branch parts take. A branch part is made and
+    compiled when its branch is first taken (`make(target)`), as torch.compile makes a
+    resume function when it first runs.
+    """
+
+    def __init__(self, plan: BranchPlan, slot: int, count: int, make: Any) -> None:
+        self.plan = plan
+        self.slot = slot
+        self.count = count
+        self.make = make
+        self.parts: dict[int, Any] = {}
+
+    def __call__(self, *values: Any) -> Any:
+        (tested,) = values[self.slot]
+        taken = bool(tested) is self.plan.jumps_if  # as the jump takes its value's truth
+        start = self.plan.target if taken else self.plan.fallthrough
+        part = self.parts.get(start)
+        if part is None:
+            part = self.parts[start] = self.make(start)
+        return part(*values[: self.count])
+
+
+def breaks_inside_loop(code: types.CodeType, offset: int) -> bool:
+    """Whether a break at `offset` counts as one inside a loop: a jump after it, before
+    the first `return` that follows, goes back to an offset before it.
+
+    torch.compile runs such a frame eagerly as a whole (its callees still compiled as
+    frames of their own) and resumes after a break only where this is false. The test
+    is the same approximation: a `return` inside the loop's body ends the search (so
+    `if t.sum() > 0: return t` in a loop is resumed after), and a `while` loop's first
+    test, whose backward jump lands after it, is not inside the loop. Generated code
+    of a part (appended after the original instructions) is not searched.
+    """
+    limit = generated_from(code)
+    insts = _instructions(code)
+    after = [inst for inst in insts if offset < inst.offset < limit]
+    for inst in after:
+        if inst.opname in ("RETURN_VALUE", "RETURN_CONST"):
+            return False
+        if inst.opcode in _JUMPS and inst.argval < offset:
+            return True
+    return False

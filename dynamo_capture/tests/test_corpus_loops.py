@@ -1,0 +1,351 @@
+"""Graph breaks inside loops, counted like torch.compile (torchcheck.check_like_torch).
+
+A break inside a `for` or `while` loop (a jump back to before the break follows it
+before any `return`) runs the frame eagerly, as torch.compile skips such a frame;
+the user functions, methods and submodules it calls are compiled as frames of their
+own. Each program runs on fresh arguments three times (the data-dependent ones take
+either branch), its results (and what flows out of the frame: lists, dicts, objects
+and tensors it mutates) equal eager's and its graph and op counts torch.compile's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+
+import pytest
+import torch
+from torchcheck import check_like_torch
+
+_SEEDS = (0, 1, 2)
+_calls = itertools.cycle(_SEEDS)  # capture's calls and torch.compile's see the same values
+
+
+def _tensors(n: int = 3) -> list[torch.Tensor]:
+    torch.manual_seed(next(_calls))
+    return [torch.randn(4) for _ in range(n)]
+
+
+def _scale(t):
+    return t * 2 + 1
+
+
+def _prints(t):
+    y = t.sin()
+    print("helper")
+    return y + 1
+
+
+def _reads_item(t):
+    return t * t.sum().item()
+
+
+class Holder(torch.nn.Module):  # a module: the harness gives each run a copy of its own
+    def __init__(self):
+        super().__init__()
+        self.total = None
+
+
+# ----- the kind of break inside the loop -------------------------------------------
+def print_in_range_loop(x):
+    for i in range(3):
+        x = x * 2 + i
+        print("step", i)
+    return x.sum()
+
+
+def data_branch_in_for(xs):
+    acc = torch.zeros(4)
+    for t in xs:
+        if t.max() > 0.5:
+            acc = acc + t
+        else:
+            acc = acc - t
+    return acc
+
+
+def item_in_for(xs):
+    acc = torch.zeros(4)
+    for t in xs:
+        acc = acc + t * t.sum().item()
+    return acc
+
+
+def forced_break_in_for(xs):
+    acc = xs[0] * 0
+    for t in xs:
+        acc = acc + t.cos()
+        torch._dynamo.graph_break()
+    return acc
+
+
+def print_in_while(x):
+    i = 0
+    while i < 3:
+        x = x + i
+        print("while", i)
+        i += 1
+    return x, i
+
+
+def data_condition_in_while_body(x):
+    steps = 0
+    while steps < 4:
+        if x.sum() > 10:
+            break
+        x = x * 2
+        steps += 1
+    return x, steps
+
+
+def nested_loops_inner_print(xs):
+    acc = torch.zeros(4)
+    for a in xs:
+        for b in xs:
+            acc = acc + a * b
+        print("row")
+    return acc
+
+
+def enumerate_zip_with_print(xs):
+    acc = torch.zeros(4)
+    for i, (a, b) in enumerate(zip(xs, xs[1:])):
+        acc = acc + a * i - b
+        print(i)
+    return acc
+
+
+# ----- data flowing out of the frame -----------------------------------------------
+def appends_to_input_list(xs, out):
+    for t in xs:
+        out.append(t * 3)
+        print("append")
+    return len(out)
+
+
+def fills_dict(xs):
+    found = {}
+    for i, t in enumerate(xs):
+        if t.sum() > 0:
+            found[i] = t.abs()
+    return found
+
+
+def mutates_tensor_in_place(xs, acc):
+    for t in xs:
+        acc.add_(t)
+        print("add")
+    return acc
+
+
+def sets_attribute(xs, holder):
+    for t in xs:
+        holder.total = t if holder.total is None else holder.total + t
+        print("set")
+    return holder.total
+
+
+# ----- calls of the frame run eagerly: compiled as frames of their own -------------
+def calls_helper_in_loop(xs):
+    acc = torch.zeros(4)
+    for t in xs:
+        acc = acc + _scale(t)
+        print("called")
+    return acc
+
+
+def calls_breaking_helper_in_loop(xs):
+    acc = torch.zeros(4)
+    for t in xs:
+        acc = acc + _prints(t)
+    return acc
+
+
+def calls_item_helper_in_loop(xs):
+    outs = []
+    for t in xs:
+        outs.append(_reads_item(t))
+    return torch.stack(outs)
+
+
+class Layer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x).relu() + 1
+
+
+class Looping(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(Layer() for _ in range(2))
+        self.last = torch.nn.Linear(4, 3)
+
+    def scale(self, x):
+        return x * 0.5
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+            print("layer")
+        x = self.scale(x)
+        return self.last(x)
+
+
+LOOPING = Looping()
+
+
+def module_loop_over_layers(x):
+    return LOOPING(x)
+
+
+def _one():
+    torch.manual_seed(next(_calls))
+    return (torch.randn(4),)
+
+
+PROGRAMS = {
+    "print_in_range_loop": (print_in_range_loop, (torch.randn(4),)),
+    "data_branch_in_for": (data_branch_in_for, (_tensors(),)),
+    "item_in_for": (item_in_for, (_tensors(),)),
+    "forced_break_in_for": (forced_break_in_for, (_tensors(),)),
+    "print_in_while": (print_in_while, (torch.randn(4),)),
+    "data_condition_in_while_body": (data_condition_in_while_body, (torch.rand(4),)),
+    "nested_loops_inner_print": (nested_loops_inner_print, (_tensors(),)),
+    "enumerate_zip_with_print": (enumerate_zip_with_print, (_tensors(),)),
+    "appends_to_input_list": (appends_to_input_list, (_tensors(), [])),
+    "fills_dict": (fills_dict, (_tensors(),)),
+    "mutates_tensor_in_place": (mutates_tensor_in_place, (_tensors(), torch.zeros(4))),
+    "sets_attribute": (sets_attribute, (_tensors(), Holder())),
+    "calls_helper_in_loop": (calls_helper_in_loop, (_tensors(),)),
+    "calls_breaking_helper_in_loop": (calls_breaking_helper_in_loop, (_tensors(),)),
+    "calls_item_helper_in_loop": (calls_item_helper_in_loop, (_tensors(),)),
+    "module_loop_over_layers": (module_loop_over_layers, (torch.randn(2, 4),)),
+}
+
+FRESH = {
+    "print_in_range_loop": _one,
+    "print_in_while": _one,
+    "data_condition_in_while_body": lambda: (torch.rand(4) * (3 * next(_calls) + 1),),
+    "appends_to_input_list": lambda: (_tensors(), []),
+    "mutates_tensor_in_place": lambda: (_tensors(), torch.zeros(4)),
+    "sets_attribute": lambda: (_tensors(), Holder()),
+    "module_loop_over_layers": lambda: (torch.randn(2, 4),),
+}
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_break_inside_loop_counts_like_torch(name):
+    fn = PROGRAMS[name][0]
+    check_like_torch(fn, FRESH.get(name, lambda: (_tensors(),)), calls=len(_SEEDS))
+
+
+def test_loop_breaks_setting_names_its_choices():
+    import dynamo_capture
+
+    with pytest.raises(ValueError, match="'eager_frame', 'split'"):
+        dynamo_capture.optimize(print_in_range_loop, backend=lambda gm, ex: gm, loop_breaks="x")
+
+
+def test_split_loop_breaks_still_compile_around_the_loop():
+    import dynamo_capture
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = dynamo_capture.optimize(calls_helper_in_loop, backend=backend, loop_breaks="split")
+    xs = _tensors()
+    torch.testing.assert_close(compiled(xs), calls_helper_in_loop(xs))
+    assert len(graphs) >= 2  # before the loop, and the body around the print
+
+
+# ----- other frames run eagerly as a whole: their calls are compiled too -----------
+@contextlib.contextmanager
+def _plain_block():
+    yield
+
+
+def _cosine(t):
+    return t.cos() + 1
+
+
+def break_in_generator_with_calls_helpers(x):
+    with _plain_block():
+        torch._dynamo.graph_break()
+        y = _scale(x) * 2
+    return _cosine(y)
+
+
+def break_in_try_after_helpers(x):
+    a = _cosine(x)
+    try:
+        print("in try")
+        b = _scale(a) + x
+    except ValueError:
+        b = a
+    return _cosine(b)
+
+
+class _UserBlock:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def break_in_user_with_after_helpers(x):
+    a = _cosine(x) * 2
+    with _UserBlock():
+        print("in with")
+        b = _scale(a)
+    return _cosine(b) + x
+
+
+def break_in_try_after_one_call(x):
+    a = x + 1  # one call before the try: torch.compile keeps no graph of it
+    try:
+        print("in try")
+        a = _scale(a)
+    finally:
+        a = a * 2
+    return a
+
+
+EAGER_REST = [
+    break_in_generator_with_calls_helpers,
+    break_in_try_after_helpers,
+    break_in_user_with_after_helpers,
+    break_in_try_after_one_call,
+]
+
+
+@pytest.mark.parametrize("fn", EAGER_REST, ids=[fn.__name__ for fn in EAGER_REST])
+def test_calls_of_a_frame_run_eagerly_are_compiled_like_torch(fn):
+    # a break capture cannot resume from: the graph up to the last statement outside
+    # any block (with more than one call), the rest eager, its calls compiled
+    check_like_torch(fn, _one, calls=len(_SEEDS))
+
+
+def reads_helper_as_value(xs):
+    f = _scale
+    acc = torch.zeros(4)
+    for t in xs:
+        acc = acc + _scale(t)
+        print("value")
+    return acc, f is _scale, f
+
+
+def test_function_read_as_value_stays_itself_in_an_eager_frame():
+    import dynamo_capture
+
+    compiled = dynamo_capture.optimize(reads_helper_as_value, backend=lambda gm, ex: gm.forward)
+    xs = _tensors()
+    acc, same, f = compiled(xs)
+    torch.testing.assert_close(acc, reads_helper_as_value(xs)[0])
+    assert same and f is _scale
