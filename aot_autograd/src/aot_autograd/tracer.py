@@ -591,7 +591,7 @@ class GraphRecorder:
             return value
         significant = [(size, step) for size, step in zip(shape, stride) if size != 1]
         if all(new.stride(d) == step for d, (size, step) in enumerate(zip(shape, stride))
-               if size != 1) or not _is_dense(significant):  # fmt: skip
+               if size != 1) or not _is_dense_layout(significant):  # fmt: skip
             return value
         empty = self.emit(
             aten.empty_strided.default,
@@ -601,7 +601,7 @@ class GraphRecorder:
         return self.emit(aten.copy.default, (empty, value))
 
 
-def _is_dense(sizes_and_strides: list[tuple[int, int]]) -> bool:
+def _is_dense_layout(sizes_and_strides: list[tuple[int, int]]) -> bool:
     """The (size, stride) pairs, sizes above 1, cover their memory without gaps or overlaps."""
     expected = 1
     for size, step in sorted(sizes_and_strides, key=lambda pair: pair[1]):
