@@ -458,3 +458,54 @@ def test_a_static_graph_compiled_for_its_own_traced_values_is_static():
     fn = lambda x, y: (x * y).sum(0)  # noqa: E731
     symbolic, examples = trace_symbolic(fn, torch.randn(4, 6), torch.randn(4, 6), dynamic={0: [0]})
     assert GraphLowering(symbolic, examples, LOWERINGS).run().symbolic
+
+
+class _WarmupRecorder:
+    """Stands in for a kernel's Triton function: records what each warmup compiled for."""
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def warmup(self, *args, **kwargs):
+        self.calls.append(args)
+        return object()
+
+
+def test_symbolic_kernels_compile_ahead_at_their_example_sizes(tmp_path, monkeypatch):
+    from inductor_codegen.codegen.triton import compile as triton_compile
+    from inductor_codegen.codegen.triton import runtime
+
+    pytest.importorskip("triton.runtime._async_compile")
+    seen = {}
+    launchers = triton_compile._launchers
+
+    def recording_launchers(*args, **kwargs):
+        result = launchers(*args, **kwargs)
+        seen["launchers"], seen["hints"] = result[0], args[6]
+        return result
+
+    monkeypatch.setattr(triton_compile, "_launchers", recording_launchers)
+    compile_symbolic_triton_graph(tmp_path)  # rows: the symbol s0, 6 in the example
+    hints = seen["hints"]
+    assert hints == {"s0": 6}
+    kernels = [k for k in seen["launchers"].values() if isinstance(k, runtime.TritonKernel)]
+    sized = [k for k in kernels if any(a.kind == "size" for a in k.source.args)]
+    assert sized, "the graph has kernels over its symbolic size"
+    calls = []
+    for kernel in kernels:
+        kernel.fn = _WarmupRecorder(calls)
+    monkeypatch.setattr(runtime, "interpreting", lambda: False)
+
+    # Without example sizes, kernels over symbolic sizes wait for their first launch.
+    runtime.precompile(kernels, 2, None)
+    assert len(calls) == len(kernels) - len(sized)
+
+    # With them, every kernel compiles ahead, size arguments at their example values.
+    calls.clear()
+    runtime.precompile(kernels, 2, None, hints)
+    assert len(calls) == len(kernels)
+    for kernel in sized:
+        args = kernel.warmup_arguments(hints)
+        assert tuple(args) in calls
+        for arg, value in zip(kernel.source.args, args):
+            assert value == 6 if arg.kind == "size" else isinstance(value, torch.dtype)

@@ -20,6 +20,7 @@ import linecache
 import os
 import sys
 import types
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -350,13 +351,35 @@ class TritonKernel:
     def _general_launch(self, stream, *args) -> None:
         self(*args)
 
-    def warmup(self):
-        """Compile for the default configuration without launching (tensor arguments as dtypes);
-        the compiled kernel, or a future of it under Triton's async compile mode."""
+    def warmup_arguments(self, size_hints: Mapping[str, int] | None = None) -> list | None:
+        """What `warmup` compiles for: tensor arguments as their dtypes, size arguments as
+        their example values (`size_hints`, by symbol name); None when an argument's value
+        is not known before the launch (a scalar input, a size without a hint).
+
+        A size's example value is the one its first launch passes (the graph compiles at
+        the call whose sizes gave the hints), so that launch finds the binary Triton
+        specialized for it (on the value being 1 or a multiple of 16) ready.
+        """
         from inductor_codegen.codegen.triton.ops import TRITON_DTYPES
 
         torch_dtype = {text: dtype for dtype, text in TRITON_DTYPES.items()}
-        mock = [torch_dtype[a.ctype] for a in self.source.args]
+        hints = size_hints or {}
+        mock = []
+        for arg in self.source.args:
+            if arg.kind == "size" and isinstance(hints.get(arg.name), int):
+                mock.append(hints[arg.name])
+            elif arg.kind in ("scalar", "size"):
+                return None
+            else:
+                mock.append(torch_dtype[arg.ctype])
+        return mock
+
+    def warmup(self, size_hints: Mapping[str, int] | None = None):
+        """Compile for the default configuration without launching (`warmup_arguments`);
+        the compiled kernel, or a future of it under Triton's async compile mode."""
+        mock = self.warmup_arguments(size_hints)
+        if mock is None:
+            raise ValueError(f"kernel {self.source.name} takes arguments known only at launch")
         config = self.config or default_config(self.source)
         return self.fn.warmup(*mock, grid=(1,), **config.constexprs(), num_warps=config.num_warps)
 
@@ -465,12 +488,17 @@ def _load_binary(compiled, device_index: int) -> None:
 
 
 def precompile(
-    kernels: list[TritonKernel], workers: int | None = None, device_index: int | None = None
+    kernels: list[TritonKernel],
+    workers: int | None = None,
+    device_index: int | None = None,
+    size_hints: Mapping[str, int] | None = None,
 ) -> None:
     """Compile kernels in parallel before their first launch (Triton's async compile mode),
     then load them onto the device and build their launchers in parallel too.
 
-    Kernels with scalar inputs, the interpreter, and Triton versions without
+    Kernels over symbolic sizes compile for the sizes' example values (`size_hints`,
+    by symbol name: those of the call the graph is compiled for, which launches them
+    first). Kernels with scalar inputs, the interpreter, and Triton versions without
     the async mode compile at their first launch instead.
     """
     if interpreting():
@@ -479,14 +507,14 @@ def precompile(
         from triton.runtime._async_compile import AsyncCompileMode
     except ImportError:
         return
-    wanted = [k for k in kernels if all(a.kind not in ("scalar", "size") for a in k.source.args)]
+    wanted = [k for k in kernels if k.warmup_arguments(size_hints) is not None]
     if not wanted:
         return
     log = artifact_logger("perf_hints")
     try:
         with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 4) as pool:
             with AsyncCompileMode(pool):
-                pending = [kernel.warmup() for kernel in wanted]
+                pending = [kernel.warmup(size_hints) for kernel in wanted]
             if device_index is not None:
                 compiled = [getattr(p, "result", lambda p=p: p)() for p in pending]
                 # One load per binary: kernels with the same text share it.
