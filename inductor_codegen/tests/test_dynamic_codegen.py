@@ -509,3 +509,59 @@ def test_symbolic_kernels_compile_ahead_at_their_example_sizes(tmp_path, monkeyp
         assert tuple(args) in calls
         for arg, value in zip(kernel.source.args, args):
             assert value == 6 if arg.kind == "size" else isinstance(value, torch.dtype)
+
+
+class _BackgroundCompile:
+    """Stands in for a kernel's Triton function: its warmup submits a compile that runs
+    until `release` is set (or fails with `error`) to the active async compile mode."""
+
+    def __init__(self, release, error=None):
+        self.release, self.error, self.finalized = release, error, []
+
+    def warmup(self, *args, **kwargs):
+        from triton.runtime._async_compile import active_mode
+
+        def compile_fn():
+            assert self.release.wait(10)
+            if self.error is not None:
+                raise self.error
+            return "binary"
+
+        def cleanup(future_kernel):
+            pass
+
+        return active_mode.get().submit(id(self), compile_fn, self.finalized.append, cleanup)
+
+
+def test_precompile_returns_before_the_kernels_finish_compiling(tmp_path, monkeypatch):
+    import threading
+
+    from inductor_codegen.codegen.triton import compile as triton_compile
+    from inductor_codegen.codegen.triton import runtime
+
+    pytest.importorskip("triton.runtime._async_compile")
+    seen = {}
+    launchers = triton_compile._launchers
+
+    def recording_launchers(*args, **kwargs):
+        result = launchers(*args, **kwargs)
+        seen["launchers"] = result[0]
+        return result
+
+    monkeypatch.setattr(triton_compile, "_launchers", recording_launchers)
+    compile_symbolic_triton_graph(tmp_path)
+    kernels = [k for k in seen["launchers"].values() if isinstance(k, runtime.TritonKernel)]
+    release = threading.Event()
+    compiles = [_BackgroundCompile(release) for _ in kernels]
+    compiles[0].error = RuntimeError("the compiler failed")
+    for kernel, compile_ in zip(kernels, compiles):
+        kernel.fn = compile_
+    monkeypatch.setattr(runtime, "interpreting", lambda: False)
+
+    runtime.precompile(kernels, 2, None, {"s0": 6})
+    assert all(k.precompiled is not None and not k.precompiled.done() for k in kernels)
+    release.set()
+    for kernel in kernels:
+        kernel._wait_for_precompile()  # what the first launch does first; a failure is left to it
+        assert kernel.precompiled is None
+    assert [c.finalized for c in compiles] == [[]] + [["binary"]] * (len(compiles) - 1)

@@ -21,7 +21,7 @@ import os
 import sys
 import types
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -49,6 +49,7 @@ __all__ = [
     "interpreting",
     "libdevice_module",
     "load_kernels",
+    "compile_pool",
     "precompile",
 ]
 
@@ -209,7 +210,7 @@ class Launcher:
                 except TypeError as error:  # a launcher that takes other arguments
                     artifact_logger("perf_hints").info("fast launch off: %s", error)
                     self.fast = False
-        compiled = self.fn[self.grid](*args, **self.constexprs, **self.options)
+        compiled = _resolved(self.fn[self.grid](*args, **self.constexprs, **self.options))
         if self.fast:
             try:
                 self.runners[key] = compiled[self.grid]
@@ -329,6 +330,8 @@ class TritonKernel:
             compile(source.xnumel_expr, "<xnumel>", "eval") if source.xnumel_expr else None
         )
         self.launch = self._first_launch
+        # The background compile and load `precompile` started, waited for at the first call.
+        self.precompiled: Future | None = None
 
     def _first_launch(self, stream, *args) -> None:
         self(*args)
@@ -388,10 +391,23 @@ class TritonKernel:
         if launcher is not None:
             launcher(args)
             return
+        if self.precompiled is not None:
+            self._wait_for_precompile()
         config = self.config or self._tuned(args)
         self._launch(config, args)
         if self.xnumel_code is None and self.config is config:
             self.static_launcher = self.launchers[(config, self.source.xnumel)]
+
+    def _wait_for_precompile(self) -> None:
+        """Wait for the compile `precompile` started (a failed one is left to the launch,
+        which compiles again and raises the compiler's error where the user sees it)."""
+        precompiled, self.precompiled = self.precompiled, None
+        try:
+            precompiled.result()
+        except Exception as error:
+            artifact_logger("perf_hints").info(
+                "background compile of %s failed, compiling at launch: %s", self.source.name, error
+            )
 
     def _launch(self, config: LaunchConfig, args) -> None:
         xnumel = self.source.xnumel
@@ -487,14 +503,32 @@ def _load_binary(compiled, device_index: int) -> None:
         artifact_logger("perf_hints").info("loading a kernel before its launch failed: %s", error)
 
 
+_COMPILE_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process id, size) -> pool
+
+
+def compile_pool(workers: int | None = None) -> ThreadPoolExecutor:
+    """The process's pool of Triton compile threads (`workers` of them, default the CPU
+    count), started at its first use and kept, so that graphs compiled one after the
+    other share it and a graph's kernels compile while the next graph is lowered."""
+    # NOTE: keyed by the process too: a forked child inherits the pool without its threads.
+    key = (os.getpid(), workers or os.cpu_count() or 4)
+    pool = _COMPILE_POOLS.get(key)
+    if pool is None:
+        pool = _COMPILE_POOLS[key] = ThreadPoolExecutor(key[1], "ember-triton-compile")
+    return pool
+
+
 def precompile(
     kernels: list[TritonKernel],
     workers: int | None = None,
     device_index: int | None = None,
     size_hints: Mapping[str, int] | None = None,
 ) -> None:
-    """Compile kernels in parallel before their first launch (Triton's async compile mode),
-    then load them onto the device and build their launchers in parallel too.
+    """Start compiling kernels in the background (Triton's async compile mode, on
+    `compile_pool`), each then loaded onto the device with its launcher built; return
+    at once. A kernel's first launch waits for its own compile and load only, so the
+    kernels of the graphs compiled next (a model's other regions, the backward) start
+    compiling before this graph's are done.
 
     Kernels over symbolic sizes compile for the sizes' example values (`size_hints`,
     by symbol name: those of the call the graph is compiled for, which launches them
@@ -504,22 +538,53 @@ def precompile(
     if interpreting():
         return
     try:
-        from triton.runtime._async_compile import AsyncCompileMode
+        from triton.runtime._async_compile import AsyncCompileMode, active_mode
     except ImportError:
         return
     wanted = [k for k in kernels if k.warmup_arguments(size_hints) is not None]
-    if not wanted:
+    if not wanted or active_mode.get() is not None:
         return
     log = artifact_logger("perf_hints")
+    pool = compile_pool(workers)
+    # NOTE: the mode is made active without `with`: its exit waits for every compile,
+    # which is what this function must not do. Futures left in it resolve at launch.
+    mode = AsyncCompileMode(pool)
+    token = active_mode.set(mode)
     try:
-        with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 4) as pool:
-            with AsyncCompileMode(pool):
-                pending = [kernel.warmup(size_hints) for kernel in wanted]
-            if device_index is not None:
-                compiled = [getattr(p, "result", lambda p=p: p)() for p in pending]
-                # One load per binary: kernels with the same text share it.
-                unique = {id(c): c for c in compiled if hasattr(c, "_init_handles")}
-                loadable = list(unique.values())
-                list(pool.map(lambda c: _load_binary(c, device_index), loadable))
-    except Exception as error:  # the kernels still compile at their first launch
-        log.info("parallel precompile failed, compiling at first launch: %s", error)
+        pending = {}
+        for kernel in wanted:
+            try:
+                pending[kernel] = kernel.warmup(size_hints)
+            except Exception as error:  # this kernel compiles at its first launch
+                log.info("precompile of %s failed: %s", kernel.source.name, error)
+    finally:
+        active_mode.reset(token)
+    # One load per binary (kernels with the same text share it), each after its compile.
+    loads: dict[int, Future] = {}
+    for kernel, compiled in pending.items():
+        load = loads.get(id(compiled))
+        if load is None:
+            load = loads[id(compiled)] = pool.submit(_finish_compile, compiled, device_index)
+        kernel.precompiled = load
+
+
+@functools.cache
+def _future_kernel_class() -> type | None:
+    try:
+        from triton.runtime._async_compile import FutureKernel
+    except ImportError:
+        return None
+    return FutureKernel
+
+
+def _resolved(kernel):
+    """The compiled kernel behind a future of one (Triton's async compile mode), or `kernel`."""
+    future_class = _future_kernel_class()
+    return kernel.result() if future_class and isinstance(kernel, future_class) else kernel
+
+
+def _finish_compile(compiled, device_index: int | None) -> None:
+    """Wait for a compile started by `precompile`, then load its binary onto the device."""
+    compiled = _resolved(compiled)
+    if device_index is not None and hasattr(compiled, "_init_handles"):
+        _load_binary(compiled, device_index)
