@@ -565,3 +565,31 @@ def test_precompile_returns_before_the_kernels_finish_compiling(tmp_path, monkey
         kernel._wait_for_precompile()  # what the first launch does first; a failure is left to it
         assert kernel.precompiled is None
     assert [c.finalized for c in compiles] == [[]] + [["binary"]] * (len(compiles) - 1)
+
+
+def test_waiting_for_background_compiles_covers_every_kernel(tmp_path, monkeypatch):
+    import threading
+
+    from inductor_codegen.codegen.triton import compile as triton_compile
+    from inductor_codegen.codegen.triton import runtime
+
+    pytest.importorskip("triton.runtime._async_compile")
+    seen = {}
+    launchers = triton_compile._launchers
+
+    def recording_launchers(*args, **kwargs):
+        result = launchers(*args, **kwargs)
+        seen["launchers"] = result[0]
+        return result
+
+    monkeypatch.setattr(triton_compile, "_launchers", recording_launchers)
+    compile_symbolic_triton_graph(tmp_path)
+    kernels = [k for k in seen["launchers"].values() if isinstance(k, runtime.TritonKernel)]
+    release = threading.Event()
+    for kernel in kernels:
+        kernel.fn = _BackgroundCompile(release)
+    monkeypatch.setattr(runtime, "interpreting", lambda: False)
+    runtime.precompile(kernels, 2, None, {"s0": 6})
+    threading.Timer(0.2, release.set).start()
+    runtime.wait_for_background_compiles()  # what a CUDA graph capture does first
+    assert all(k.precompiled.done() for k in kernels)

@@ -51,6 +51,7 @@ __all__ = [
     "load_kernels",
     "compile_pool",
     "precompile",
+    "wait_for_background_compiles",
 ]
 
 SCHEMA_VERSION = 1
@@ -503,6 +504,7 @@ def _load_binary(compiled, device_index: int) -> None:
         artifact_logger("perf_hints").info("loading a kernel before its launch failed: %s", error)
 
 
+_IN_FLIGHT: set[Future] = set()  # background compiles and loads not finished yet
 _COMPILE_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process id, size) -> pool
 
 
@@ -565,7 +567,20 @@ def precompile(
         load = loads.get(id(compiled))
         if load is None:
             load = loads[id(compiled)] = pool.submit(_finish_compile, compiled, device_index)
+            _IN_FLIGHT.add(load)
+            load.add_done_callback(_IN_FLIGHT.discard)
         kernel.precompiled = load
+
+
+def wait_for_background_compiles() -> None:
+    """Wait until every compile and load `precompile` started has finished (failed ones
+    are left to their launch). A CUDA graph capture needs this first: loading a module
+    onto the device from another thread would invalidate the capture."""
+    for load in list(_IN_FLIGHT):
+        try:
+            load.result()
+        except Exception:  # noqa: BLE001 - reported by the kernel's own launch
+            pass
 
 
 @functools.cache
