@@ -26,14 +26,20 @@ from collections.abc import Iterator
 __all__ = ["old_objects_frozen"]
 
 
+_frozen_here = [0]  # old_objects_frozen blocks open (of every thread): the outermost froze
+
+
 @contextlib.contextmanager
 def old_objects_frozen() -> Iterator[None]:
     """Run the block with the objects that exist now frozen (see the module docstring)."""
-    if not gc.isenabled() or gc.get_freeze_count():
+    # NOTE: gc.get_freeze_count() walks the frozen objects: asked only outside any block.
+    if _frozen_here[0] or not gc.isenabled() or gc.get_freeze_count():
         yield
         return
     gc.freeze()
+    _frozen_here[0] += 1
     try:
         yield
     finally:
+        _frozen_here[0] -= 1
         gc.unfreeze()
