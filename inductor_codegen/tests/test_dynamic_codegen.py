@@ -19,6 +19,7 @@ Footguns, worst first, and the test that holds each:
 
 from __future__ import annotations
 
+import inspect
 import operator
 import re
 
@@ -527,10 +528,11 @@ class _BackgroundCompile:
                 raise self.error
             return "binary"
 
-        def cleanup(future_kernel):
-            pass
-
-        return active_mode.get().submit(id(self), compile_fn, self.finalized.append, cleanup)
+        mode = active_mode.get()
+        # Older Triton versions take no cleanup function.
+        takes_cleanup = len(inspect.signature(mode.submit).parameters) > 3
+        cleanup = (lambda future_kernel: None,) if takes_cleanup else ()
+        return mode.submit(id(self), compile_fn, self.finalized.append, *cleanup)
 
 
 def test_precompile_returns_before_the_kernels_finish_compiling(tmp_path, monkeypatch):
