@@ -429,3 +429,17 @@ def test_held_object_guards_check_classes_modules_and_namespaces():
     Owner.limit = float("2.5")
     equal = GuardSet([AttributeIdGuard.of(Owner, "limit", float("2.5"))])
     assert _both(equal, {}) == (True, None)
+
+
+def test_guard_functions_of_one_source_share_code_but_not_constants():
+    # Two classes of one name: the generated sources name them alike, in a comment.
+    first, second = type("Same", (), {})(), type("Same", (), {})()
+    guards_first, guards_second = GuardSet(), GuardSet()
+    guards_first.add_type(X, first)
+    guards_second.add_type(X, second)
+    check_first, check_second = guards_first.compile(), guards_second.compile()
+    assert check_first.source == check_second.source  # compiled once
+    assert _both(guards_first, {"x": first}) == (True, None)
+    assert not check_first({"x": second}, {})
+    assert _both(guards_second, {"x": second}) == (True, None)
+    assert not check_second({"x": first}, {})

@@ -145,3 +145,19 @@ def test_source_and_guard_hash_once_and_pickle_without_it():
     guard = EqualsGuard(source, 3)
     assert hash(guard) == hash(EqualsGuard(chain(), 3)) and guard._hash is not None
     assert len({guard, EqualsGuard(chain(), 3), EqualsGuard(chain(), 4)}) == 2
+
+
+def test_a_sources_expression_is_built_once_and_follows_copies_and_replacements():
+    import copy
+    import dataclasses
+    import pickle
+
+    from guards import AttrSource, LocalSource
+
+    source = AttrSource(AttrSource(LocalSource("self"), "linear"), "weight")
+    assert source.expr == "L['self'].linear.weight"
+    assert source.expr is source.expr  # kept, not rebuilt
+    for same in (copy.copy(source), copy.deepcopy(source), pickle.loads(pickle.dumps(source))):
+        assert same == source and same.expr == source.expr and hash(same) == hash(source)
+    other = dataclasses.replace(source, member="bias")
+    assert other.expr == "L['self'].linear.bias"

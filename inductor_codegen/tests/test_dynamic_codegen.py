@@ -19,6 +19,7 @@ Footguns, worst first, and the test that holds each:
 
 from __future__ import annotations
 
+import inspect
 import operator
 import re
 
@@ -458,3 +459,139 @@ def test_a_static_graph_compiled_for_its_own_traced_values_is_static():
     fn = lambda x, y: (x * y).sum(0)  # noqa: E731
     symbolic, examples = trace_symbolic(fn, torch.randn(4, 6), torch.randn(4, 6), dynamic={0: [0]})
     assert GraphLowering(symbolic, examples, LOWERINGS).run().symbolic
+
+
+class _WarmupRecorder:
+    """Stands in for a kernel's Triton function: records what each warmup compiled for."""
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def warmup(self, *args, **kwargs):
+        self.calls.append(args)
+        return object()
+
+
+def test_symbolic_kernels_compile_ahead_at_their_example_sizes(tmp_path, monkeypatch):
+    from inductor_codegen.codegen.triton import compile as triton_compile
+    from inductor_codegen.codegen.triton import runtime
+
+    pytest.importorskip("triton.runtime._async_compile")
+    seen = {}
+    launchers = triton_compile._launchers
+
+    def recording_launchers(*args, **kwargs):
+        result = launchers(*args, **kwargs)
+        seen["launchers"], seen["hints"] = result[0], args[6]
+        return result
+
+    monkeypatch.setattr(triton_compile, "_launchers", recording_launchers)
+    compile_symbolic_triton_graph(tmp_path)  # rows: the symbol s0, 6 in the example
+    hints = seen["hints"]
+    assert hints == {"s0": 6}
+    kernels = [k for k in seen["launchers"].values() if isinstance(k, runtime.TritonKernel)]
+    sized = [k for k in kernels if any(a.kind == "size" for a in k.source.args)]
+    assert sized, "the graph has kernels over its symbolic size"
+    calls = []
+    for kernel in kernels:
+        kernel.fn = _WarmupRecorder(calls)
+    monkeypatch.setattr(runtime, "interpreting", lambda: False)
+
+    # Without example sizes, kernels over symbolic sizes wait for their first launch.
+    runtime.precompile(kernels, 2, None)
+    assert len(calls) == len(kernels) - len(sized)
+
+    # With them, every kernel compiles ahead, size arguments at their example values.
+    calls.clear()
+    runtime.precompile(kernels, 2, None, hints)
+    assert len(calls) == len(kernels)
+    for kernel in sized:
+        args = kernel.warmup_arguments(hints)
+        assert tuple(args) in calls
+        for arg, value in zip(kernel.source.args, args):
+            assert value == 6 if arg.kind == "size" else isinstance(value, torch.dtype)
+
+
+class _BackgroundCompile:
+    """Stands in for a kernel's Triton function: its warmup submits a compile that runs
+    until `release` is set (or fails with `error`) to the active async compile mode."""
+
+    def __init__(self, release, error=None):
+        self.release, self.error, self.finalized = release, error, []
+
+    def warmup(self, *args, **kwargs):
+        from triton.runtime._async_compile import active_mode
+
+        def compile_fn():
+            assert self.release.wait(10)
+            if self.error is not None:
+                raise self.error
+            return "binary"
+
+        mode = active_mode.get()
+        # Older Triton versions take no cleanup function.
+        takes_cleanup = len(inspect.signature(mode.submit).parameters) > 3
+        cleanup = (lambda future_kernel: None,) if takes_cleanup else ()
+        return mode.submit(id(self), compile_fn, self.finalized.append, *cleanup)
+
+
+def test_precompile_returns_before_the_kernels_finish_compiling(tmp_path, monkeypatch):
+    import threading
+
+    from inductor_codegen.codegen.triton import compile as triton_compile
+    from inductor_codegen.codegen.triton import runtime
+
+    pytest.importorskip("triton.runtime._async_compile")
+    seen = {}
+    launchers = triton_compile._launchers
+
+    def recording_launchers(*args, **kwargs):
+        result = launchers(*args, **kwargs)
+        seen["launchers"] = result[0]
+        return result
+
+    monkeypatch.setattr(triton_compile, "_launchers", recording_launchers)
+    compile_symbolic_triton_graph(tmp_path)
+    kernels = [k for k in seen["launchers"].values() if isinstance(k, runtime.TritonKernel)]
+    release = threading.Event()
+    compiles = [_BackgroundCompile(release) for _ in kernels]
+    compiles[0].error = RuntimeError("the compiler failed")
+    for kernel, compile_ in zip(kernels, compiles):
+        kernel.fn = compile_
+    monkeypatch.setattr(runtime, "interpreting", lambda: False)
+
+    runtime.precompile(kernels, 2, None, {"s0": 6})
+    assert all(k.precompiled is not None and not k.precompiled.done() for k in kernels)
+    release.set()
+    for kernel in kernels:
+        kernel._wait_for_precompile()  # what the first launch does first; a failure is left to it
+        assert kernel.precompiled is None
+    assert [c.finalized for c in compiles] == [[]] + [["binary"]] * (len(compiles) - 1)
+
+
+def test_waiting_for_background_compiles_covers_every_kernel(tmp_path, monkeypatch):
+    import threading
+
+    from inductor_codegen.codegen.triton import compile as triton_compile
+    from inductor_codegen.codegen.triton import runtime
+
+    pytest.importorskip("triton.runtime._async_compile")
+    seen = {}
+    launchers = triton_compile._launchers
+
+    def recording_launchers(*args, **kwargs):
+        result = launchers(*args, **kwargs)
+        seen["launchers"] = result[0]
+        return result
+
+    monkeypatch.setattr(triton_compile, "_launchers", recording_launchers)
+    compile_symbolic_triton_graph(tmp_path)
+    kernels = [k for k in seen["launchers"].values() if isinstance(k, runtime.TritonKernel)]
+    release = threading.Event()
+    for kernel in kernels:
+        kernel.fn = _BackgroundCompile(release)
+    monkeypatch.setattr(runtime, "interpreting", lambda: False)
+    runtime.precompile(kernels, 2, None, {"s0": 6})
+    threading.Timer(0.2, release.set).start()
+    runtime.wait_for_background_compiles()  # what a CUDA graph capture does first
+    assert all(k.precompiled.done() for k in kernels)

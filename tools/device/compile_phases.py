@@ -4,7 +4,8 @@
 
 Per model, in a process of its own with empty Triton and ember caches: the first
 call's seconds, split into ember's passes (lower, schedule, codegen, load with the
-parallel Triton compile, wrapper), the first launches after compiling, and the rest
+parallel Triton compile, wrapper), the first launches after compiling (the compiles
+run in the background from `precompile` on, so the wait for them falls here), and the rest
 (capture, guards, AOT tracing and partitioning). Then the model's distinct kernels
 are compiled again in fresh processes and fresh caches: with thread pools of each
 `--workers` size (how ember compiles) and with process pools of each `--processes`

@@ -50,6 +50,7 @@ from aot_autograd.runtime import (
     training_function,
 )
 from aot_autograd.symbolic import ShapeAssumptions, ShapeSnapshot, is_symbolic, shape_env_of
+from guards.garbage_collection import old_objects_frozen
 
 __all__ = [
     "AotCallable",
@@ -208,6 +209,11 @@ class AotCallable:
         return examples
 
     def _compile(self, training: bool, requires_grad: Sequence[bool]) -> _Compiled:
+        # NOTE: collections during the compile scan only what it allocates (see guards).
+        with old_objects_frozen():
+            return self._cached_or_compiled(training, requires_grad)
+
+    def _cached_or_compiled(self, training: bool, requires_grad: Sequence[bool]) -> _Compiled:
         cache = self.config.cache
         if cache is None:
             return self._trace_and_compile(training, requires_grad, None)

@@ -61,6 +61,7 @@ from dynamo_capture.wrapper_modules import (
     wrapped_module,
 )
 from guards import ConstraintViolationError, SizeHistory, artifact_enabled, artifact_logger
+from guards.garbage_collection import old_objects_frozen
 
 __all__ = ["CompiledCallable", "optimize", "reset"]
 
@@ -178,7 +179,7 @@ class CompiledCallable:
             eager = self._on_recompile(stance.name, f_locals, f_globals)
             if eager:
                 return self.target(*args, **kwargs)
-        with compile_trace.frame_compile(self):
+        with compile_trace.frame_compile(self), old_objects_frozen():
             entry = self._compile(f_locals, args, kwargs, stance)
             entry.artifacts.frame_name = self.frame.name
             entry.artifacts.compile_id = self.compile_id

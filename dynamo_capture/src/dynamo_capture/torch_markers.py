@@ -24,12 +24,14 @@ it with `ember.allow_in_graph` to keep it one node.
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 _Module = torch.nn.Module
+_FUNCTION = types.FunctionType
 
 __all__ = [
     "is_torch_graph_break",
@@ -45,6 +47,8 @@ _GRAPH_BREAK = ("torch._dynamo.decorators", "graph_break")
 def _instance_attribute(obj: object, name: str) -> Any:
     """`obj.name` when it is set on the object itself (or its function), without __getattr__."""
     target = getattr(obj, "__func__", obj) if inspect.ismethod(obj) else obj
+    if type(target) is _FUNCTION:  # most calls: attributes of a plain function are its own
+        return target.__dict__.get(name)
     try:
         return inspect.getattr_static(target, name, None)
     except Exception:  # noqa: BLE001 - an object whose introspection fails has no marker

@@ -29,11 +29,13 @@ file under the cache root, with guarded string and bytes values elided.
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import keyword
 import linecache
 import re
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -350,9 +352,17 @@ def generate_guard_function(
     source = "\n".join(lines) + "\n"
     filename = _write(source)
     namespace: dict[str, Any] = {"__builtins__": builtins}
-    exec(compile(source, filename, "exec"), namespace)
+    exec(_compiled(source, filename), namespace)
     namespace.update(code.constants)  # NOTE: after exec, which bound each name to `...`
     return GeneratedGuardFunction(namespace[FUNCTION_NAME], source, filename)
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled(source: str, filename: str) -> types.CodeType:
+    """The code object of a guard function's source, compiled once per source: the entries
+    of one frame (a prefill, a decode step, the symbolic decode steps) often share a guard
+    function whole (a model's module tree: thousands of lines, tens of ms to compile)."""
+    return compile(source, filename, "exec")
 
 
 def _short_repr(value: Any) -> str:

@@ -69,6 +69,8 @@ class Source:
 
     # The hash, computed once (see hash_once): sources are dict keys many times over.
     _hash: int | None = field(default=None, init=False, repr=False, compare=False)
+    # The expression, built once: guards and reads render a source's chain many times over.
+    _expr: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         hash_once(cls)
@@ -91,8 +93,12 @@ class Source:
     @property
     def expr(self) -> str:
         """The Python expression over `L` and `G` that fetches the value, e.g. `L['x']`."""
-        base = self.base
-        return self.reconstruct(base.expr if base is not None else "")
+        expr = self._expr
+        if expr is None:
+            base = self.base
+            expr = self.reconstruct(base.expr if base is not None else "")
+            object.__setattr__(self, "_expr", expr)
+        return expr
 
     @property
     def name(self) -> str:

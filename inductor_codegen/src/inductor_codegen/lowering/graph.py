@@ -147,6 +147,8 @@ class GraphLowering:
         # Floats computed from sizes (SymFloat nodes): name -> expression over the symbols.
         self.derived_scalars: dict[str, sympy.Expr] = {}
         self.symbolic = False
+        # Each size symbol's example value (the sizes of the call compiled for), by name.
+        self.size_hints: dict[str, int] = {}
         self._symbols_seen = False  # a size node with a symbol (data-dependent sizes included)
         self._counter = 0
         self._log = artifact_logger("perf_hints")
@@ -181,7 +183,13 @@ class GraphLowering:
         for node, example in zip(placeholders, self.example_inputs):
             self.env[node] = self._lower_placeholder(node, example)
         vals = [n.meta.get("val") for n in placeholders] + self.example_inputs
-        with size_hints_scope(_size_hints(vals)):
+        hints = _size_hints(vals)
+        self.size_hints = {
+            str(symbol): int(hint)
+            for symbol, hint in hints.items()
+            if isinstance(hint, int) or getattr(hint, "is_Integer", False)
+        }
+        with size_hints_scope(hints):
             self._lower_nodes()
         return self
 

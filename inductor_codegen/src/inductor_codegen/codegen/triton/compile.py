@@ -140,7 +140,7 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     # load: kernel modules written by content hash and imported in parallel.
     folder = cache_folder("triton", root=opts.cache_dir)
     launchers, loaded = _launchers(
-        sources, templates, device_options, folder, opts.compile_workers, device
+        sources, templates, device_options, folder, opts.compile_workers, device, graph.size_hints
     )
     done("load", lambda: "\n".join(str(p) for _, p in loaded.values()))
 
@@ -167,9 +167,10 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     return result
 
 
-def _launchers(sources, templates, device_options, folder, workers, device):
+def _launchers(sources, templates, device_options, folder, workers, device, size_hints=None):
     """({step: its launcher}, {kernel name: (jit function, module path)}): the kernel
-    modules written by content hash and imported, each compiled for the device."""
+    modules written by content hash and imported, each compiled for the device (kernels
+    over symbolic sizes for the sizes' example values, `size_hints`, where given)."""
     from inductor_codegen.codegen.triton.runtime import TritonKernel, load_kernels
 
     every = [*sources.values(), *templates.values()]
@@ -205,6 +206,7 @@ def _launchers(sources, templates, device_options, folder, workers, device):
             [k for k in launchers.values() if isinstance(k, TritonKernel)],
             workers,
             _device_index(device),
+            size_hints,
         )
     return launchers, loaded
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import torch
 
 from guards import artifact_logger
+from inductor_codegen.codegen.triton.runtime import wait_for_background_compiles
 
 __all__ = [
     "CUDAGraphRunner",
@@ -71,6 +72,7 @@ def shared_pool():
     """
     global _POOL
     if _POOL is None:
+        wait_for_background_compiles()
         pool = torch.cuda.graph_pool_handle()
         keeper = torch.cuda.CUDAGraph()
         with torch.cuda.graph(keeper, pool=pool):
@@ -199,7 +201,9 @@ class CUDAGraphRunner:
         )
         static_inputs = [_static_copy(a) if i in copied else a for i, a in enumerate(args)]
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=shared_pool()):
+        pool = shared_pool()
+        wait_for_background_compiles()  # no module loads from other threads while capturing
+        with torch.cuda.graph(graph, pool=pool):
             static_outputs = self.fn(*static_inputs)
         graph.replay()
         return _Recording(graph, static_inputs, static_outputs, copied)

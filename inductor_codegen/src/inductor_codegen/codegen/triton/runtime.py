@@ -20,7 +20,8 @@ import linecache
 import os
 import sys
 import types
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -48,7 +49,9 @@ __all__ = [
     "interpreting",
     "libdevice_module",
     "load_kernels",
+    "compile_pool",
     "precompile",
+    "wait_for_background_compiles",
 ]
 
 SCHEMA_VERSION = 1
@@ -208,7 +211,7 @@ class Launcher:
                 except TypeError as error:  # a launcher that takes other arguments
                     artifact_logger("perf_hints").info("fast launch off: %s", error)
                     self.fast = False
-        compiled = self.fn[self.grid](*args, **self.constexprs, **self.options)
+        compiled = _resolved(self.fn[self.grid](*args, **self.constexprs, **self.options))
         if self.fast:
             try:
                 self.runners[key] = compiled[self.grid]
@@ -328,6 +331,8 @@ class TritonKernel:
             compile(source.xnumel_expr, "<xnumel>", "eval") if source.xnumel_expr else None
         )
         self.launch = self._first_launch
+        # The background compile and load `precompile` started, waited for at the first call.
+        self.precompiled: Future | None = None
 
     def _first_launch(self, stream, *args) -> None:
         self(*args)
@@ -350,13 +355,35 @@ class TritonKernel:
     def _general_launch(self, stream, *args) -> None:
         self(*args)
 
-    def warmup(self):
-        """Compile for the default configuration without launching (tensor arguments as dtypes);
-        the compiled kernel, or a future of it under Triton's async compile mode."""
+    def warmup_arguments(self, size_hints: Mapping[str, int] | None = None) -> list | None:
+        """What `warmup` compiles for: tensor arguments as their dtypes, size arguments as
+        their example values (`size_hints`, by symbol name); None when an argument's value
+        is not known before the launch (a scalar input, a size without a hint).
+
+        A size's example value is the one its first launch passes (the graph compiles at
+        the call whose sizes gave the hints), so that launch finds the binary Triton
+        specialized for it (on the value being 1 or a multiple of 16) ready.
+        """
         from inductor_codegen.codegen.triton.ops import TRITON_DTYPES
 
         torch_dtype = {text: dtype for dtype, text in TRITON_DTYPES.items()}
-        mock = [torch_dtype[a.ctype] for a in self.source.args]
+        hints = size_hints or {}
+        mock = []
+        for arg in self.source.args:
+            if arg.kind == "size" and isinstance(hints.get(arg.name), int):
+                mock.append(hints[arg.name])
+            elif arg.kind in ("scalar", "size"):
+                return None
+            else:
+                mock.append(torch_dtype[arg.ctype])
+        return mock
+
+    def warmup(self, size_hints: Mapping[str, int] | None = None):
+        """Compile for the default configuration without launching (`warmup_arguments`);
+        the compiled kernel, or a future of it under Triton's async compile mode."""
+        mock = self.warmup_arguments(size_hints)
+        if mock is None:
+            raise ValueError(f"kernel {self.source.name} takes arguments known only at launch")
         config = self.config or default_config(self.source)
         return self.fn.warmup(*mock, grid=(1,), **config.constexprs(), num_warps=config.num_warps)
 
@@ -365,10 +392,23 @@ class TritonKernel:
         if launcher is not None:
             launcher(args)
             return
+        if self.precompiled is not None:
+            self._wait_for_precompile()
         config = self.config or self._tuned(args)
         self._launch(config, args)
         if self.xnumel_code is None and self.config is config:
             self.static_launcher = self.launchers[(config, self.source.xnumel)]
+
+    def _wait_for_precompile(self) -> None:
+        """Wait for the compile `precompile` started (a failed one is left to the launch,
+        which compiles again and raises the compiler's error where the user sees it)."""
+        precompiled, self.precompiled = self.precompiled, None
+        try:
+            precompiled.result()
+        except Exception as error:
+            artifact_logger("perf_hints").info(
+                "background compile of %s failed, compiling at launch: %s", self.source.name, error
+            )
 
     def _launch(self, config: LaunchConfig, args) -> None:
         xnumel = self.source.xnumel
@@ -464,34 +504,102 @@ def _load_binary(compiled, device_index: int) -> None:
         artifact_logger("perf_hints").info("loading a kernel before its launch failed: %s", error)
 
 
-def precompile(
-    kernels: list[TritonKernel], workers: int | None = None, device_index: int | None = None
-) -> None:
-    """Compile kernels in parallel before their first launch (Triton's async compile mode),
-    then load them onto the device and build their launchers in parallel too.
+_IN_FLIGHT: set[Future] = set()  # background compiles and loads not finished yet
+_COMPILE_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process id, size) -> pool
 
-    Kernels with scalar inputs, the interpreter, and Triton versions without
+
+def compile_pool(workers: int | None = None) -> ThreadPoolExecutor:
+    """The process's pool of Triton compile threads (`workers` of them, default the CPU
+    count), started at its first use and kept, so that graphs compiled one after the
+    other share it and a graph's kernels compile while the next graph is lowered."""
+    # NOTE: keyed by the process too: a forked child inherits the pool without its threads.
+    key = (os.getpid(), workers or os.cpu_count() or 4)
+    pool = _COMPILE_POOLS.get(key)
+    if pool is None:
+        pool = _COMPILE_POOLS[key] = ThreadPoolExecutor(key[1], "ember-triton-compile")
+    return pool
+
+
+def precompile(
+    kernels: list[TritonKernel],
+    workers: int | None = None,
+    device_index: int | None = None,
+    size_hints: Mapping[str, int] | None = None,
+) -> None:
+    """Start compiling kernels in the background (Triton's async compile mode, on
+    `compile_pool`), each then loaded onto the device with its launcher built; return
+    at once. A kernel's first launch waits for its own compile and load only, so the
+    kernels of the graphs compiled next (a model's other regions, the backward) start
+    compiling before this graph's are done.
+
+    Kernels over symbolic sizes compile for the sizes' example values (`size_hints`,
+    by symbol name: those of the call the graph is compiled for, which launches them
+    first). Kernels with scalar inputs, the interpreter, and Triton versions without
     the async mode compile at their first launch instead.
     """
     if interpreting():
         return
     try:
-        from triton.runtime._async_compile import AsyncCompileMode
+        from triton.runtime._async_compile import AsyncCompileMode, active_mode
     except ImportError:
         return
-    wanted = [k for k in kernels if all(a.kind not in ("scalar", "size") for a in k.source.args)]
-    if not wanted:
+    wanted = [k for k in kernels if k.warmup_arguments(size_hints) is not None]
+    if not wanted or active_mode.get() is not None:
         return
     log = artifact_logger("perf_hints")
+    pool = compile_pool(workers)
+    # NOTE: the mode is made active without `with`: its exit waits for every compile,
+    # which is what this function must not do. Futures left in it resolve at launch.
+    mode = AsyncCompileMode(pool)
+    token = active_mode.set(mode)
     try:
-        with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 4) as pool:
-            with AsyncCompileMode(pool):
-                pending = [kernel.warmup() for kernel in wanted]
-            if device_index is not None:
-                compiled = [getattr(p, "result", lambda p=p: p)() for p in pending]
-                # One load per binary: kernels with the same text share it.
-                unique = {id(c): c for c in compiled if hasattr(c, "_init_handles")}
-                loadable = list(unique.values())
-                list(pool.map(lambda c: _load_binary(c, device_index), loadable))
-    except Exception as error:  # the kernels still compile at their first launch
-        log.info("parallel precompile failed, compiling at first launch: %s", error)
+        pending = {}
+        for kernel in wanted:
+            try:
+                pending[kernel] = kernel.warmup(size_hints)
+            except Exception as error:  # this kernel compiles at its first launch
+                log.info("precompile of %s failed: %s", kernel.source.name, error)
+    finally:
+        active_mode.reset(token)
+    # One load per binary (kernels with the same text share it), each after its compile.
+    loads: dict[int, Future] = {}
+    for kernel, compiled in pending.items():
+        load = loads.get(id(compiled))
+        if load is None:
+            load = loads[id(compiled)] = pool.submit(_finish_compile, compiled, device_index)
+            _IN_FLIGHT.add(load)
+            load.add_done_callback(_IN_FLIGHT.discard)
+        kernel.precompiled = load
+
+
+def wait_for_background_compiles() -> None:
+    """Wait until every compile and load `precompile` started has finished (failed ones
+    are left to their launch). A CUDA graph capture needs this first: loading a module
+    onto the device from another thread would invalidate the capture."""
+    for load in list(_IN_FLIGHT):
+        try:
+            load.result()
+        except Exception:  # noqa: BLE001 - reported by the kernel's own launch
+            pass
+
+
+@functools.cache
+def _future_kernel_class() -> type | None:
+    try:
+        from triton.runtime._async_compile import FutureKernel
+    except ImportError:
+        return None
+    return FutureKernel
+
+
+def _resolved(kernel):
+    """The compiled kernel behind a future of one (Triton's async compile mode), or `kernel`."""
+    future_class = _future_kernel_class()
+    return kernel.result() if future_class and isinstance(kernel, future_class) else kernel
+
+
+def _finish_compile(compiled, device_index: int | None) -> None:
+    """Wait for a compile started by `precompile`, then load its binary onto the device."""
+    compiled = _resolved(compiled)
+    if device_index is not None and hasattr(compiled, "_init_handles"):
+        _load_binary(compiled, device_index)
