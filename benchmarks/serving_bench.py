@@ -119,7 +119,12 @@ def prepare(kind: str, batch: int, variant: str) -> dict[str, Any]:
     elif compiler == "hf":  # transformers' own torch.compile of static-cache decode steps
         model._hf_auto_compile = True
         if suffix == "ember":  # hf-ember: with ember's torch.compile backend
-            model.generation_config.compile_config = transformers.CompileConfig(backend="ember")
+            # (the function itself: "ember" names it where the package is installed)
+            from ember.torch_backends import ember_inductor
+
+            model.generation_config.compile_config = transformers.CompileConfig(
+                backend=ember_inductor
+            )
     torch.manual_seed(1)
     ids = torch.randint(1, model.config.vocab_size, (batch, PROMPT), device=DEVICE)
     start = time.perf_counter()
