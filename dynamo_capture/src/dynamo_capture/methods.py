@@ -607,7 +607,8 @@ def _fold_method(
         raise Unsupported(
             f"method {python_type_of(receiver).__name__}.{name} on values known only when it runs"
         ) from None
-    if isinstance(real, list | set | dict) and name not in ("copy", "index", "count"):
+    reads_only = name in ("copy", "index", "count") or (type(real) is set and name in _SET_QUERIES)
+    if isinstance(real, list | set | dict) and not reads_only:
         raise Unsupported(f"{type(real).__name__}.{name} on a container outside the frame")
     return PythonValue(getattr(real, name)(*real_args, **real_kwargs))
 

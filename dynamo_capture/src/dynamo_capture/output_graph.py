@@ -279,8 +279,8 @@ class CaptureContext:
             guards.equals_match(AttrSource(source, "maxlen"), obj.maxlen)
         elif isinstance(obj, dict):
             guards.dict_keys(source, obj)
-        elif isinstance(obj, set | frozenset):
-            guards.equals_match(source, obj)
+        elif type(obj) in (set, frozenset) and all(is_constant(item) for item in obj):
+            guards.set_items(source, obj)  # `in`, iteration and set algebra fold on it
         elif isinstance(obj, types.FunctionType) and (
             obj.__closure__ or "<locals>" in obj.__qualname__
         ):

@@ -41,6 +41,7 @@ __all__ = [
     "NNModuleGuard",
     "NameAbsentGuard",
     "NotInInstanceDictGuard",
+    "SetItemsGuard",
     "TypeGuard",
     "typed_equal",
 ]
@@ -348,6 +349,48 @@ class DictKeysGuard(Guard):
     @property
     def value(self) -> Any:
         return self.keys
+
+
+@dataclass(frozen=True, slots=True)
+class SetItemsGuard(Guard):
+    """A set or frozenset of constants: the same type, and the same items (each of the
+    same type) in the same iteration order, so that `in`, iteration and set algebra
+    folded at compile time hold for the value."""
+
+    set_type: type
+    items: tuple[Any, ...]
+
+    guard_type: ClassVar[str] = "SET_ITEMS_MATCH"
+    derived_guard_types: ClassVar[tuple[str, ...]] = ("TYPE_MATCH", "LENGTH_CHECK")
+    rank: ClassVar[int] = 14
+
+    def __post_init__(self) -> None:
+        if self.set_type not in (set, frozenset):
+            raise GuardsError(f"SetItemsGuard guards a set or frozenset, not {self.set_type}")
+        _check_constant(self.items)
+
+    def failure(self, value: Any) -> str | None:
+        if type(value) is not self.set_type:
+            return (
+                f"{self.source.name!r} type mismatch: expected {_type_name(self.set_type)}, "
+                f"actual {_type_name(type(value))}"
+            )
+        if typed_equal(tuple(value), self.items):
+            return None
+        return (
+            f"{self.source.name!r} items mismatch: expected {set(self.items)!r}, actual {value!r}"
+        )
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        name = names[0]
+        exact = f"type({name}) is {code.const(self.set_type, 'type')}"
+        equal = code.const(typed_equal, "typed_equal")
+        items = code.const(self.items, "items")
+        return [(self.rank, f"{exact} and {equal}(tuple({name}), {items})")]
+
+    @property
+    def value(self) -> Any:
+        return self.set_type(self.items)
 
 
 # ---------------------------------------------------------------------------- hasattr
