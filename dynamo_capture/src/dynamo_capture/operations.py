@@ -315,6 +315,12 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         if fn in _INPLACE_TO_PLAIN and isinstance(left, TensorValue):
             return left
         return result
+    method = _container_in_place_method(fn, left, right)
+    if method is not None:  # `items += more` writes the list, dict or set itself
+        from dynamo_capture.methods import call_method
+
+        call_method(tx, left, method, [right], {})
+        return side_effects.current(tx, left)
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
     names = _DUNDER.get(plain, ())
     if fn in _INPLACE_TO_PLAIN and names:  # `a += b` tries a user class's __iadd__ first
@@ -353,6 +359,34 @@ _SET_OPS = frozenset(
     {operator.or_, operator.and_, operator.sub, operator.xor, operator.eq, operator.ne,
      operator.le, operator.lt, operator.ge, operator.gt}
 )  # fmt: skip
+
+
+# (container type, in-place operator) -> the method it calls, and the right operand's types
+_CONTAINER_IN_PLACE: dict[tuple[type, Any], tuple[str, tuple[type, ...] | None]] = {
+    (list, operator.iadd): ("extend", None),
+    (collections.deque, operator.iadd): ("extend", None),
+    (dict, operator.ior): ("update", None),
+    (set, operator.ior): ("update", (set, frozenset)),
+    (set, operator.iand): ("intersection_update", (set, frozenset)),
+    (set, operator.isub): ("difference_update", (set, frozenset)),
+    (set, operator.ixor): ("symmetric_difference_update", (set, frozenset)),
+}
+
+
+def _container_in_place_method(fn: Any, left: Value, right: Value) -> str | None:
+    """The method an in-place operator on a plain list, deque, dict or set calls (which
+    writes the object, an input's too), or None."""
+    if fn not in _INPLACE_TO_PLAIN or not isinstance(
+        left, PythonValue | ListValue | DictValue | SetValue
+    ):
+        return None
+    entry = _CONTAINER_IN_PLACE.get((python_type_of(left), fn))
+    if entry is None:
+        return None
+    method, right_types = entry
+    if right_types is not None and python_type_of(right) not in right_types:
+        return None  # Python raises TypeError: left to the operator's own path
+    return method
 
 
 def _folded(tx: Translator, fn: Any, args: tuple[Any, ...]) -> PythonValue:
