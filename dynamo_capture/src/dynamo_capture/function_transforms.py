@@ -6,6 +6,9 @@
     torch.cond(pred, true_fn, false_fn, (x,))
         pred a tensor                    -> a node `cond_true_fn_false_fn(pred, x)`
         pred a Python bool               -> the branch it picks, inlined (guarded)
+    torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=False)
+                                         -> fn traced in place (the recomputation is
+                                            a memory choice of the backward)
 
 The node calls torch's own public transform when the graph runs, so the result is
 eager's; capture runs it on fake tensors only to learn the result's metadata (for
@@ -78,6 +81,8 @@ def call_function_transform(
         return _jvp(tx, args, kwargs)
     if fn is torch.cond or fn is _HIGHER_ORDER_COND:
         return _cond(tx, args, kwargs)
+    if fn is torch.utils.checkpoint.checkpoint:
+        return _checkpoint(tx, args, kwargs)
     return None
 
 
@@ -131,6 +136,49 @@ def _jvp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
     _name(jvp, f"jvp_{_function_name(function)}")
     return _node(tx, jvp, tuple(args[1:3]), {})
+
+
+# checkpoint's own options -> the value each must have to be traced (its default)
+_CHECKPOINT_OPTIONS: dict[str, Any] = {
+    "context_fn": torch.utils.checkpoint.noop_context_fn,
+    "determinism_check": "default",
+    "debug": False,
+    "early_stop": True,
+}
+
+
+def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`checkpoint(fn, *args, use_reentrant=False)`: fn traced into the graph.
+
+    The values and gradients are those of fn: checkpointing only chooses to recompute
+    fn's intermediates in the backward rather than save them, a choice of memory. Any
+    other option (use_reentrant=True or left out, a context_fn) is Unsupported: the
+    call runs eagerly, as before.
+    """
+    from dynamo_capture.calls import call
+
+    options = dict(kwargs)
+    try:
+        reentrant = as_constant(options.pop("use_reentrant", PythonValue(None)))
+        settings = {
+            name: as_constant(options.pop(name))
+            for name in (*_CHECKPOINT_OPTIONS, "preserve_rng_state")
+            if name in options
+        }
+    except NotConstant:
+        raise Unsupported(
+            "torch.utils.checkpoint.checkpoint with options known only when it runs"
+        ) from None
+    if reentrant is not False:
+        raise Unsupported("torch.utils.checkpoint.checkpoint without use_reentrant=False")
+    changed = [
+        name
+        for name, default in _CHECKPOINT_OPTIONS.items()
+        if name in settings and settings[name] != default
+    ]
+    if changed or not args:
+        raise Unsupported(f"torch.utils.checkpoint.checkpoint with options {changed}")
+    return call(tx, args[0], list(args[1:]), options)  # what is left goes to fn
 
 
 def _cond(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
