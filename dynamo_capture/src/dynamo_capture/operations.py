@@ -747,6 +747,13 @@ def get_iter(tx: Translator, value: Value) -> IteratorValue:
     return IteratorValue(sequence_items(tx, value))
 
 
+def _dict_key(tx: Translator, index: Value) -> Any:
+    """The key of a dict made in the frame: tensors and plain instances by identity."""
+    if isinstance(index, TensorValue | ObjectValue):
+        return hashable_key(index)
+    return _index_constant(tx, index)
+
+
 def _index_constant(tx: Translator, index: Value) -> Any:
     try:
         return as_constant(index)
@@ -793,11 +800,7 @@ def builtin_get_item(tx: Translator, container: Value, index: Value) -> Value:
                 raise raised_by_python(error) from None
             raise Unsupported(f"IndexError while capturing: {error}") from error
     if isinstance(container, DictValue):
-        key = (
-            hashable_key(index)
-            if isinstance(index, TensorValue | ObjectValue)
-            else _index_constant(tx, index)
-        )
+        key = _dict_key(tx, index)
         factory = container.attrs.get("default_factory")
         missing = user_override(container, "__missing__")
         if key not in container.items and missing is not None:
@@ -953,7 +956,7 @@ def builtin_set_item(tx: Translator, container: Value, index: Value, value: Valu
             container.items[key] = value
         return
     if isinstance(container, DictValue) and container.source is None:
-        container.items[_index_constant(tx, index)] = value
+        container.items[_dict_key(tx, index)] = value
         return
     if isinstance(container, ObjectValue):
         _dunder_call(tx, container, "__setitem__", [index, value])
@@ -999,6 +1002,8 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
             from dynamo_capture.calls import call
 
             return truth(tx, call(tx, PythonValue(method), [container, item], {}))
+    if isinstance(container, DictValue) and isinstance(item, TensorValue):
+        return _dict_key(tx, item) in container.items  # tensors hash by identity
     if isinstance(container, TensorValue) or isinstance(item, TensorValue):
         raise Unsupported("`in` on tensors is data-dependent")
     if isinstance(container, DictValue):
