@@ -100,6 +100,15 @@ def _set_of_modules_by_identity(x):
     return x
 
 
+def _dict_keyed_by_tensors(x, y):
+    names = {}
+    for name, tensor in (("a", x), ("b", y), ("c", x)):
+        if tensor not in names:
+            names[tensor] = set()
+        names[tensor].add(name)
+    return [sorted(group) for group in names.values()], x * len(names), y in names
+
+
 # ----- functools.lru_cache / cache / wraps ------------------------------------------------
 @functools.lru_cache(maxsize=16)
 def _cached_scale(n):
@@ -214,6 +223,7 @@ PROGRAMS = {
     "iterate_small_int_set": (_iterate_small_int_set, (r(3), {3, 1, 2})),
     "set_of_tensors_by_identity": (_set_of_tensors_by_identity, (r(3), r(3))),
     "set_of_modules_by_identity": (_set_of_modules_by_identity, (r(3),)),
+    "dict_keyed_by_tensors": (_dict_keyed_by_tensors, (r(3), r(3))),
     "lru_cache_on_constant": (_lru_cache_on_constant, (r(3),)),
     "cache_on_tensor": (_cache_on_tensor, (r(3),)),
     "lru_cache_with_keywords": (_lru_cache_with_keywords, (r(3),)),
@@ -341,3 +351,21 @@ def test_in_place_operators_write_argument_containers():
         got = compiled(*compiled_args)
         torch.testing.assert_close(got, expected)
         assert compiled_args[1:] == eager_args[1:]
+
+
+def _functorch_level_changed_in_frame(x):
+    level = torch._C._functorch._grad_increment_nesting()
+    torch._C._functorch._grad_decrement_nesting()
+    return x + level
+
+
+def test_functions_changing_torch_state_are_not_run_while_capturing():
+    compiled = dynamo_capture.optimize(_functorch_level_changed_in_frame, backend=_eager)
+    for _ in range(2):
+        x = r(3)
+        torch.testing.assert_close(compiled(x), _functorch_level_changed_in_frame(x))
+        assert torch._C._functorch.maybe_current_level() is None
+    with pytest.raises(dynamo_capture.Unsupported, match="changes torch's global state"):
+        dynamo_capture.optimize(_functorch_level_changed_in_frame, backend=_eager, fullgraph=True)(
+            r(3)
+        )

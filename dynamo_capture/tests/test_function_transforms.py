@@ -224,3 +224,60 @@ def _cond_list(x):
 @pytest.mark.parametrize("fn", [_cond_pair, _cond_list], ids=["pair", "list"])
 def test_cond_outputs_are_read_by_getitem_nodes_like_torch(fn):
     check_like_torch(fn, _vector)
+
+
+def _jacrev_of_closure(x, w):
+    return torch.func.jacrev(lambda a: (a * w).sin())(x)
+
+
+def _jacfwd_of_closure_two_cells(x, w, b):
+    return torch.func.jacfwd(lambda a: (a @ w + b).tanh())(x)
+
+
+def _hessian_of_closure_with_constant_cell(x):
+    k = 3
+    return torch.func.hessian(lambda a: (a * k).sin().sum())(x)
+
+
+def _jvp_of_closure(x, w):
+    out, tangent = torch.func.jvp(lambda a: a * w, (x,), (torch.ones_like(x),))
+    return out + tangent
+
+
+def _closure_cell_rebound_before_the_call(x):
+    w = x
+    jacobian = torch.func.jacrev(lambda a: (a * w).sin())
+    w = x * 2  # the call reads the cell as it is now, as eager does
+    return jacobian(x)
+
+
+CLOSURE_PROGRAMS = {
+    "jacrev_of_closure": (_jacrev_of_closure, lambda: (torch.randn(3), torch.randn(3))),
+    "jacfwd_of_closure_two_cells": (
+        _jacfwd_of_closure_two_cells,
+        lambda: (torch.randn(3), torch.randn(3, 3), torch.randn(3)),
+    ),
+    "hessian_of_closure_with_constant_cell": (_hessian_of_closure_with_constant_cell, _vector),
+    "jvp_of_closure": (_jvp_of_closure, lambda: (torch.randn(3), torch.randn(3))),
+    "closure_cell_rebound_before_the_call": (_closure_cell_rebound_before_the_call, _vector),
+}
+
+
+@pytest.mark.parametrize("name", list(CLOSURE_PROGRAMS))
+def test_transform_of_closure_over_tensors_is_one_node_like_torch_graph_count(name):
+    fn, make_args = CLOSURE_PROGRAMS[name]
+    check_like_torch(fn, make_args, ops=False)
+
+
+def _vjp_of_closure(x, w):
+    out, pullback = torch.func.vjp(lambda a: a * w, x)
+    (grad,) = pullback(torch.ones_like(out))
+    return out + grad
+
+
+def test_vjp_leaves_functorch_levels_as_they_were():
+    compiled = dynamo_capture.optimize(_vjp_of_closure, backend=lambda gm, ex: gm.forward)
+    for _ in range(2):
+        x, w = torch.randn(3), torch.randn(3)
+        torch.testing.assert_close(compiled(x, w), _vjp_of_closure(x, w))
+        assert torch._C._functorch.maybe_current_level() is None

@@ -14,9 +14,12 @@ The node calls torch's own public transform when the graph runs, so the result i
 eager's; capture runs it on fake tensors only to learn the result's metadata (for
 torch.cond: each branch on fakes, which must agree). The transformed function must be
 known now: a function without closure cells or a module (guarded where it came
-from), or a lambda made in the frame without closure cells. Anything else (a closure over the frame's tensors, a
-non-constant option, `vjp`, which returns a function) is Unsupported: the graph
-breaks there and the transform runs eagerly, as before.
+from), or a function made in the frame. A closure made in the frame whose cells hold
+tensors and constants gives a node taking those tensors first (read when the
+transformed function is called), which rebuilds the function from them each run.
+Anything else (cells holding other objects, a non-constant option, `vjp`, which
+returns a function) is Unsupported: the graph breaks there and the transform runs
+eagerly, as before.
 
 Unlike torch.compile, which inlines the transform's operators into the graph, the
 node is opaque: graph counts match torch's, op counts do not.
@@ -49,7 +52,7 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["TRANSFORMS", "call_function_transform"]
+__all__ = ["TRANSFORMS", "ClosureTransform", "call_function_transform"]
 
 # transform -> the option names it takes (all must be constants)
 TRANSFORMS: dict[Callable[..., Any], tuple[str, ...]] = {
@@ -75,6 +78,14 @@ def call_function_transform(
         return _make_transformed(tx, fn, args, kwargs)
     if isinstance(fn, InlinedTransform):
         return call_inlined_transform(tx, fn, args, kwargs)
+    if isinstance(fn, ClosureTransform):  # its cells are read now, as the call reads them
+        closure = _closure_over_tensors(fn.function)
+        if closure is None:
+            raise Unsupported(
+                f"torch.func.{fn.transform.__name__} of a closure whose cells changed"
+            )
+        target = _transformed_closure(fn.transform, fn.options, closure[0], len(closure[1]))
+        return _node(tx, target, (*closure[1], *args), kwargs)
     if getattr(fn, _TRANSFORMED, False):
         return _node(tx, fn, tuple(args), kwargs)
     if fn is torch.func.jvp:
@@ -107,11 +118,14 @@ def _make_transformed(
     try:
         function = _known_function(args[0], f"the function given to {name}")
     except Unsupported:
-        # a closure over the frame's values: traced into the graph, or not at all
+        # a closure over the frame's values: traced into the graph, or a node taking
+        # the tensors of its cells as arguments
         inlined = inlined_transform(name, args[0], options, None)
-        if inlined is None or not tx.ctx.transform_nodes:
+        if inlined is not None and tx.ctx.transform_nodes:
+            return PythonValue(inlined)
+        if _closure_over_tensors(args[0]) is None:
             raise
-        return PythonValue(inlined)
+        return PythonValue(ClosureTransform(transform, options, args[0]))
     applied = transform(function, **options)
 
     def transformed(*call_args: Any, **call_kwargs: Any) -> Any:
@@ -128,14 +142,90 @@ def _make_transformed(
 def _jvp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if not args:
         raise Unsupported("torch.func.jvp called without the function")
-    function = _known_function(args[0], "the function given to jvp")
     options = _options("jvp", ("has_aux",), [], {k: v for k, v in kwargs.items()})
+    try:
+        function = _known_function(args[0], "the function given to jvp")
+    except Unsupported:
+        closure = _closure_over_tensors(args[0])
+        if closure is None:
+            raise
+        make, cells = closure
+
+        def jvp_closure(*cells_and_inputs: Any) -> Any:
+            primals, tangents = cells_and_inputs[len(cells) :]
+            fn = make(cells_and_inputs[: len(cells)])
+            return torch.func.jvp(fn, primals, tangents, **options)
+
+        _name(jvp_closure, f"jvp_{args[0].name}")  # type: ignore[attr-defined]
+        return _node(tx, jvp_closure, (*cells, *args[1:3]), {})
 
     def jvp(primals: Any, tangents: Any) -> Any:
         return torch.func.jvp(function, primals, tangents, **options)
 
     _name(jvp, f"jvp_{_function_name(function)}")
     return _node(tx, jvp, tuple(args[1:3]), {})
+
+
+class ClosureTransform:
+    """`torch.func.jacrev(f)` of a closure `f` made in the frame over tensors: called in
+    captured code, a node taking the cells' tensors (read at the call) first."""
+
+    __slots__ = ("function", "options", "transform")
+
+    def __init__(self, transform: Any, options: dict[str, Any], function: FunctionValue):
+        self.transform, self.options, self.function = transform, options, function
+
+
+def _closure_over_tensors(value: Value) -> tuple[Callable[..., Any], list[Value]] | None:
+    """For a function made in the frame whose cells hold tensors and constants: a maker
+    of the real function from the cells' tensors, and those tensors (as Values); else None.
+
+    The node runs the transform on a function rebuilt each call from the tensors the
+    graph gives it, so nothing of a compile-time value is kept but the constants, which
+    capture derived (and guarded) like any other."""
+    from dynamo_capture.values import CellValue
+
+    if not isinstance(value, FunctionValue) or not value.closure or value.kwdefaults:
+        return None
+    try:
+        defaults = tuple(as_constant(item) for item in value.defaults)
+    except NotConstant:
+        return None
+    tensors: list[Value] = []
+    layout: list[tuple[str, Any]] = []  # ("tensor", index) or ("constant", value)
+    for cell in value.closure:
+        contents = cell.contents if isinstance(cell, CellValue) else None
+        if isinstance(contents, TensorValue):
+            layout.append(("tensor", len(tensors)))
+            tensors.append(contents)
+            continue
+        try:
+            layout.append(("constant", as_constant(contents) if contents is not None else None))
+        except NotConstant:
+            return None
+        if contents is None:
+            return None
+    code, scope, name = value.code, value.globals, value.name
+
+    def make(cell_tensors: tuple[Any, ...]) -> Callable[..., Any]:
+        cells = tuple(
+            types.CellType(cell_tensors[item] if kind == "tensor" else item)
+            for kind, item in layout
+        )
+        return types.FunctionType(code, scope, name, defaults or None, cells)
+
+    return make, tensors
+
+
+def _transformed_closure(
+    transform: Any, options: dict[str, Any], make: Callable[..., Any], count: int
+) -> Callable[..., Any]:
+    def transformed(*cells_and_args: Any, **call_kwargs: Any) -> Any:
+        fn = make(cells_and_args[:count])
+        return transform(fn, **options)(*cells_and_args[count:], **call_kwargs)
+
+    _name(transformed, f"{transform.__name__}_{_function_name(make((None,) * count))}")
+    return transformed
 
 
 # checkpoint's own options -> the value each must have to be traced (its default)
