@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture.errors import Unsupported
+from dynamo_capture.functional_calls import FUNCTIONAL_CALLS, call_functional
 from dynamo_capture.functorch_inline import (
     InlinedTransform,
     call_inlined_transform,
@@ -94,6 +95,8 @@ def call_function_transform(
         return _cond(tx, args, kwargs)
     if fn is torch.utils.checkpoint.checkpoint:
         return _checkpoint(tx, args, kwargs)
+    if fn in FUNCTIONAL_CALLS:
+        return call_functional(tx, args, kwargs)
     return None
 
 

@@ -205,6 +205,10 @@ class CaptureContext:
         self.transform_nodes = True
         self.transform_nodes_made = 0
         self.functorch_level = 0  # torch.func transforms traced into the graph, open now
+        # torch.func.functional_call's members, open now: (id(module), name) -> Value, and
+        # the ids of the tensors they replace (functional_calls)
+        self.replaced_members: dict[tuple[int, str], Value] = {}
+        self.replaced_tensors: set[int] = set()
         self.shape_env = None if dynamic is False else ShapeEnv()
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.use_fakes = USE_FAKES
@@ -247,6 +251,13 @@ class CaptureContext:
                 raise Unsupported(
                     "a tensor reached capture without a known source (a tensor constant "
                     "built outside the frame); pass it as an argument"
+                )
+            if id(obj) in self.replaced_tensors and not isinstance(source, ParamBufferSource):
+                # NOTE: a module attribute functional_call does not replace (another name
+                # of a tensor it replaces, with tie_weights=False) is the module's own
+                raise Unsupported(
+                    "a parameter or buffer torch.func.functional_call replaces, read other than "
+                    "as the module's attribute (module.parameters(), _parameters, a list of them)"
                 )
             return self.tensor_input(obj, source)
         if source is None:
