@@ -78,6 +78,15 @@ def _iterate_small_int_set(x, s):
     return y
 
 
+_ACTIVATIONS = {torch.nn.ReLU, torch.nn.Tanh}
+_NUMBER_TYPES = frozenset({int, float})
+
+
+def _global_sets_of_classes(x, k):
+    y = x * 2 if type(k) in _NUMBER_TYPES else x
+    return y if torch.nn.GELU in _ACTIVATIONS else y + 1, len(_ACTIVATIONS)
+
+
 def _set_of_tensors_by_identity(x, y):
     seen = {x, y}
     z = x + 1 if x in seen else x
@@ -221,6 +230,7 @@ PROGRAMS = {
     "set_of_strings": (_set_of_strings, (r(3), {"ab", "bb", "ac"})),
     "frozenset_of_tuples": (_frozenset_of_tuples, (r(3), frozenset({(1, 2), (3, 4)}))),
     "iterate_small_int_set": (_iterate_small_int_set, (r(3), {3, 1, 2})),
+    "global_sets_of_classes": (_global_sets_of_classes, (r(3), 2)),
     "set_of_tensors_by_identity": (_set_of_tensors_by_identity, (r(3), r(3))),
     "set_of_modules_by_identity": (_set_of_modules_by_identity, (r(3),)),
     "dict_keyed_by_tensors": (_dict_keyed_by_tensors, (r(3), r(3))),
@@ -369,3 +379,15 @@ def test_functions_changing_torch_state_are_not_run_while_capturing():
         dynamo_capture.optimize(_functorch_level_changed_in_frame, backend=_eager, fullgraph=True)(
             r(3)
         )
+
+
+def test_global_set_of_classes_is_guarded_on_its_items():
+    compiled = dynamo_capture.optimize(_global_sets_of_classes, backend=_eager)
+    x = r(3)
+    torch.testing.assert_close(compiled(x, 2), _global_sets_of_classes(x, 2))
+    _ACTIVATIONS.add(torch.nn.GELU)
+    try:
+        torch.testing.assert_close(compiled(x, 2), _global_sets_of_classes(x, 2))
+    finally:
+        _ACTIVATIONS.discard(torch.nn.GELU)
+    assert len(compiled.entries) == 2

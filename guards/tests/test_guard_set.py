@@ -216,6 +216,17 @@ def test_set_items_guard_checks_type_items_and_order():
     assert not _both(guards, {"s": second})[0]
 
 
+def test_set_items_guard_compares_other_objects_by_identity():
+    first, second = torch.nn.ReLU(), torch.nn.ReLU()
+    guards = GuardSet()
+    guards.add_set_items(LocalSource("s"), {first, int})
+    seen = {first, int}
+    assert _both(guards, {"s": seen}) == (True, None)
+    ok, why = _both(guards, {"s": {second, int}})
+    assert not ok and "items mismatch" in why
+    assert not _both(guards, {"s": {first, float}})[0]
+
+
 def test_nn_module_guard():
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
     source = NNModuleSource(LocalSource("self"))

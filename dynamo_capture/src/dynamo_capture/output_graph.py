@@ -290,8 +290,10 @@ class CaptureContext:
             guards.equals_match(AttrSource(source, "maxlen"), obj.maxlen)
         elif isinstance(obj, dict):
             guards.dict_keys(source, obj)
-        elif type(obj) in (set, frozenset) and all(is_constant(item) for item in obj):
+        elif type(obj) in (set, frozenset):
             guards.set_items(source, obj)  # `in`, iteration and set algebra fold on it
+        elif isinstance(obj, set | frozenset):
+            raise Unsupported(f"a {type(obj).__name__} (a set subclass) reaching captured code")
         elif isinstance(obj, types.FunctionType) and (
             obj.__closure__ or "<locals>" in obj.__qualname__
         ):

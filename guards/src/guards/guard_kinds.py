@@ -351,11 +351,31 @@ class DictKeysGuard(Guard):
         return self.keys
 
 
+def _is_constant_item(item: Any) -> bool:
+    try:
+        _check_constant(item)
+    except GuardsError:
+        return False
+    return True
+
+
+def same_set_items(value: Any, expected: tuple[Any, ...]) -> bool:
+    """The items of set `value`, in iteration order, are `expected`'s: constants equal
+    with the same type, other objects (types, modules, functions) the same object."""
+    actual = tuple(value)
+    return len(actual) == len(expected) and all(
+        a is e or (_is_constant_item(e) and typed_equal(a, e))
+        for a, e in zip(actual, expected, strict=True)
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class SetItemsGuard(Guard):
-    """A set or frozenset of constants: the same type, and the same items (each of the
-    same type) in the same iteration order, so that `in`, iteration and set algebra
-    folded at compile time hold for the value."""
+    """A set or frozenset: the same type, and the same items in the same iteration order
+    (constants equal with the same type, other objects identical), so that `in`,
+    iteration and set algebra folded at compile time hold for the value.
+
+    NOTE: objects among the items are held strongly, as the set itself holds them."""
 
     set_type: type
     items: tuple[Any, ...]
@@ -367,7 +387,6 @@ class SetItemsGuard(Guard):
     def __post_init__(self) -> None:
         if self.set_type not in (set, frozenset):
             raise GuardsError(f"SetItemsGuard guards a set or frozenset, not {self.set_type}")
-        _check_constant(self.items)
 
     def failure(self, value: Any) -> str | None:
         if type(value) is not self.set_type:
@@ -375,7 +394,7 @@ class SetItemsGuard(Guard):
                 f"{self.source.name!r} type mismatch: expected {_type_name(self.set_type)}, "
                 f"actual {_type_name(type(value))}"
             )
-        if typed_equal(tuple(value), self.items):
+        if same_set_items(value, self.items):
             return None
         return (
             f"{self.source.name!r} items mismatch: expected {set(self.items)!r}, actual {value!r}"
@@ -384,9 +403,8 @@ class SetItemsGuard(Guard):
     def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
         name = names[0]
         exact = f"type({name}) is {code.const(self.set_type, 'type')}"
-        equal = code.const(typed_equal, "typed_equal")
-        items = code.const(self.items, "items")
-        return [(self.rank, f"{exact} and {equal}(tuple({name}), {items})")]
+        same = code.const(same_set_items, "same_set_items")
+        return [(self.rank, f"{exact} and {same}({name}, {code.const(self.items, 'items')})")]
 
     @property
     def value(self) -> Any:
