@@ -136,6 +136,38 @@ def _vmap_closure_then_ops(x, w):
     return torch.func.vmap(lambda row: row @ w)(x).relu() + x.mean()
 
 
+def _vjp_of_closure(x, w):
+    out, pullback = torch.func.vjp(lambda a: a * w, x)
+    (grad,) = pullback(torch.ones_like(out))
+    return out + grad
+
+
+def _vjp_of_two_primals(x, y):
+    out, pullback = torch.func.vjp(lambda a, b: (a * b).sin(), x, y)
+    return pullback(torch.ones_like(out))
+
+
+def _vjp_tuple_output(x):
+    (a, b), pullback = torch.func.vjp(lambda t: (t.sin(), t.cos()), x)
+    return pullback((torch.ones_like(a), b))
+
+
+def _vjp_with_aux_and_unused_primal(x, y):
+    out, pullback, aux = torch.func.vjp(lambda a, b: (a.exp(), a.sum()), x, y, has_aux=True)
+    return pullback(out), aux
+
+
+def _vjp_under_no_grad(x):
+    with torch.no_grad():
+        out, pullback = torch.func.vjp(torch.sin, x)
+        return pullback(out)[0]
+
+
+def _vjp_pullback_called_twice(x):
+    out, pullback = torch.func.vjp(torch.tanh, x)
+    return pullback(out)[0] + pullback(out * 2, create_graph=False)[0]
+
+
 TRACED_PROGRAMS = {
     "argnums_pair": (_argnums_pair, lambda: (torch.randn(3), torch.randn(3))),
     "aux_output": (_aux_output, _vector),
@@ -149,6 +181,19 @@ TRACED_PROGRAMS = {
     "vmap_closure_then_ops": (
         _vmap_closure_then_ops,
         lambda: (torch.randn(4, 3), torch.randn(3, 3)),
+    ),
+    "vjp_of_closure": (_vjp_of_closure, lambda: (torch.randn(3), torch.randn(3))),
+    "vjp_of_two_primals": (_vjp_of_two_primals, lambda: (torch.randn(3), torch.randn(3))),
+    "vjp_tuple_output": (_vjp_tuple_output, _vector),
+    "vjp_with_aux_and_unused_primal": (
+        _vjp_with_aux_and_unused_primal,
+        lambda: (torch.randn(3), torch.randn(3)),
+    ),
+    "vjp_under_no_grad": (_vjp_under_no_grad, _vector),
+    "vjp_pullback_called_twice": (_vjp_pullback_called_twice, _vector),
+    "vjp_of_input_requiring_grad": (
+        lambda x: torch.func.vjp(lambda a: a**2, x)[1](torch.ones_like(x))[0].sum(),
+        lambda: (torch.randn(3, requires_grad=True),),
     ),
 }
 
@@ -269,15 +314,20 @@ def test_transform_of_closure_over_tensors_is_one_node_like_torch_graph_count(na
     check_like_torch(fn, make_args, ops=False)
 
 
-def _vjp_of_closure(x, w):
-    out, pullback = torch.func.vjp(lambda a: a * w, x)
-    (grad,) = pullback(torch.ones_like(out))
-    return out + grad
-
-
 def test_vjp_leaves_functorch_levels_as_they_were():
     compiled = dynamo_capture.optimize(_vjp_of_closure, backend=lambda gm, ex: gm.forward)
     for _ in range(2):
         x, w = torch.randn(3), torch.randn(3)
         torch.testing.assert_close(compiled(x, w), _vjp_of_closure(x, w))
         assert torch._C._functorch.maybe_current_level() is None
+
+
+def test_pullback_returned_from_the_frame_runs_eagerly():
+    def returned(x):
+        return torch.func.vjp(torch.sin, x)
+
+    x = torch.randn(3)
+    out, pullback = dynamo_capture.optimize(returned, backend=lambda gm, ex: gm.forward)(x)
+    torch.testing.assert_close(out, x.sin())
+    torch.testing.assert_close(pullback(torch.ones(3))[0], x.cos())
+    assert torch._C._functorch.maybe_current_level() is None

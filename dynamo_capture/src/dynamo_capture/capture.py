@@ -46,7 +46,7 @@ from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
 from dynamo_capture.function_transforms import ClosureTransform
 from dynamo_capture.function_values import function_attr
-from dynamo_capture.functorch_inline import InlinedTransform
+from dynamo_capture.functorch_inline import InlinedTransform, Pullback
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory
@@ -718,7 +718,7 @@ class OutputPlan:
     def _python(self, value: PythonValue) -> str:
         obj = value.obj
         if (
-            isinstance(obj, InlinedTransform | ClosureTransform)
+            isinstance(obj, InlinedTransform | ClosureTransform | Pullback)
             and getattr(obj, "applied", None) is None
         ):
             raise Unsupported("a torch.func transform of a closure leaving the compiled frame")

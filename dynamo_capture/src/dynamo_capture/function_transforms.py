@@ -37,7 +37,10 @@ from dynamo_capture.errors import Unsupported
 from dynamo_capture.functional_calls import FUNCTIONAL_CALLS, call_functional
 from dynamo_capture.functorch_inline import (
     InlinedTransform,
+    Pullback,
     call_inlined_transform,
+    call_pullback,
+    call_vjp,
     inlined_transform,
 )
 from dynamo_capture.operations import NotConstant, as_constant
@@ -89,6 +92,12 @@ def call_function_transform(
         return _node(tx, target, (*closure[1], *args), kwargs)
     if getattr(fn, _TRANSFORMED, False):
         return _node(tx, fn, tuple(args), kwargs)
+    if fn is torch.func.vjp:
+        if not tx.ctx.transform_nodes:
+            raise Unsupported("torch.func.vjp: the backend cannot compile functorch's calls")
+        return call_vjp(tx, args, kwargs)
+    if isinstance(fn, Pullback):
+        return call_pullback(tx, fn, args, kwargs)
     if fn is torch.func.jvp:
         return _jvp(tx, args, kwargs)
     if fn is torch.cond or fn is _HIGHER_ORDER_COND:

@@ -41,7 +41,14 @@ from dynamo_capture.values import ListValue, PythonValue, TensorValue, TupleValu
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["InlinedTransform", "call_inlined_transform", "inlined_transform"]
+__all__ = [
+    "InlinedTransform",
+    "Pullback",
+    "call_inlined_transform",
+    "call_pullback",
+    "call_vjp",
+    "inlined_transform",
+]
 
 _GRAD_HOOKS_MESSAGE = (
     "torch.func.{grad, vjp, jacrev, hessian} don't yet support saved tensor hooks. "
@@ -134,8 +141,34 @@ def _autograd_grad(
     )
 
 
-def _autograd_grad_example(outputs: Any, inputs: list[torch.Tensor], **_: Any) -> Any:
+def _autograd_grad_example(outputs: Any, inputs: list[torch.Tensor], *_: Any, **__: Any) -> Any:
     return tuple(_same_metadata(inp) for inp in inputs)
+
+
+def _autograd_vjp(
+    outputs: list[torch.Tensor],
+    inputs: list[torch.Tensor],
+    cotangents: list[torch.Tensor],
+    retain_graph: bool = True,
+    create_graph: bool = True,
+) -> tuple[torch.Tensor, ...]:
+    """torch.func.vjp's pullback: outputs that do not require grad are left out, and an
+    input no output depends on gets zeros."""
+    pairs = [(out, co) for out, co in zip(outputs, cotangents, strict=True) if out.requires_grad]
+    if not pairs:
+        return tuple(torch.zeros_like(inp) for inp in inputs)
+    grads = torch.autograd.grad(
+        [out for out, _ in pairs],
+        inputs,
+        [co for _, co in pairs],
+        retain_graph=retain_graph,
+        create_graph=create_graph,
+        allow_unused=True,
+    )
+    return tuple(
+        torch.zeros_like(inp) if grad is None else grad
+        for grad, inp in zip(grads, inputs, strict=True)
+    )
 
 
 def _vmap_increment_nesting(batch_size: int, randomness: str) -> int:
@@ -184,6 +217,7 @@ _wrap_for_grad.__ember_example__ = _same_metadata  # type: ignore[attr-defined]
 _unwrap_for_grad.__ember_example__ = _same_metadata  # type: ignore[attr-defined]
 _set_tensor_requires_grad.__ember_example__ = _same_metadata  # type: ignore[attr-defined]
 _autograd_grad.__ember_example__ = _autograd_grad_example  # type: ignore[attr-defined]
+_autograd_vjp.__ember_example__ = _autograd_grad_example  # type: ignore[attr-defined]
 _add_batch_dim.__ember_example__ = _add_batch_dim_example  # type: ignore[attr-defined]
 _remove_batch_dim.__ember_example__ = _remove_batch_dim_example  # type: ignore[attr-defined]
 _vmap_increment_nesting.__ember_example__ = _no_result  # type: ignore[attr-defined]
@@ -217,26 +251,41 @@ def _map_tensors(value: Value, fn: Any) -> Value:
     return value
 
 
-def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value:
-    from dynamo_capture.calls import call
+def _open_grad_level(tx: Translator) -> tuple[int, tuple[Any, bool]]:
+    """The calls torch.func.grad and vjp make on entry: saved-tensor hooks refused, a new
+    grad level, grad mode on. The level, and what closing it needs."""
     from dynamo_capture.methods import set_grad_mode
 
-    argnums = transform.options.get("argnums", 0)
-    has_aux = transform.options.get("has_aux", False)
-    numbers = argnums if isinstance(argnums, tuple) else (argnums,)
-    if max(numbers) >= len(args) or any(not isinstance(args[n], TensorValue) for n in numbers):
-        raise Unsupported(f"torch.func.{transform.kind}: a differentiated argument is not a tensor")
-    if any(not isinstance(a, TensorValue | PythonValue) for a in args):
-        raise Unsupported(f"torch.func.{transform.kind}: arguments holding tensors in containers")
     hooks = torch._C._autograd
     previous_message = hooks._saved_tensors_hooks_get_disabled_error_message()
     _effect(tx, hooks._saved_tensors_hooks_disable, _GRAD_HOOKS_MESSAGE)
     tx.ctx.functorch_level += 1
-    level = tx.ctx.functorch_level
     _effect(tx, torch._C._functorch._grad_increment_nesting)
     switched = not torch.is_grad_enabled()
     if switched:  # grad and vjp differentiate under no_grad too (enable_grad inside)
         set_grad_mode(tx, True)
+    return tx.ctx.functorch_level, (previous_message, switched)
+
+
+def _close_grad_level(tx: Translator, opened: tuple[Any, bool]) -> None:
+    from dynamo_capture.methods import set_grad_mode
+
+    previous_message, switched = opened
+    hooks = torch._C._autograd
+    if switched:
+        set_grad_mode(tx, False)
+    _effect(tx, torch._C._functorch._grad_decrement_nesting)
+    tx.ctx.functorch_level -= 1
+    if previous_message is None:
+        _effect(tx, hooks._saved_tensors_hooks_enable)
+    else:
+        _effect(tx, hooks._saved_tensors_hooks_disable, previous_message)
+
+
+def _wrap_and_require_grad(
+    tx: Translator, args: list[Value], numbers: tuple[int, ...], level: int
+) -> list[Value]:
+    """Every tensor argument wrapped at `level`; those differentiated made to require grad."""
     wrapped = [
         _tensor(tx, _wrap_for_grad, arg, level) if isinstance(arg, TensorValue) else arg
         for arg in args
@@ -245,6 +294,21 @@ def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Val
         _effect(tx, torch._C._functorch.set_inplace_requires_grad_allowed, True)
         _tensor(tx, _set_tensor_requires_grad, wrapped[number])
         _effect(tx, torch._C._functorch.set_inplace_requires_grad_allowed, False)
+    return wrapped
+
+
+def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value:
+    from dynamo_capture.calls import call
+
+    argnums = transform.options.get("argnums", 0)
+    has_aux = transform.options.get("has_aux", False)
+    numbers = argnums if isinstance(argnums, tuple) else (argnums,)
+    if max(numbers) >= len(args) or any(not isinstance(args[n], TensorValue) for n in numbers):
+        raise Unsupported(f"torch.func.{transform.kind}: a differentiated argument is not a tensor")
+    if any(not isinstance(a, TensorValue | PythonValue) for a in args):
+        raise Unsupported(f"torch.func.{transform.kind}: arguments holding tensors in containers")
+    level, opened = _open_grad_level(tx)
+    wrapped = _wrap_and_require_grad(tx, args, numbers, level)
     output = call(tx, transform.function, wrapped, {})
     aux: Value | None = None
     if has_aux:
@@ -263,14 +327,7 @@ def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Val
     if aux is not None:
         _tensors_of(aux, f"the aux output of torch.func.{transform.kind}")
         aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
-    if switched:
-        set_grad_mode(tx, False)
-    _effect(tx, torch._C._functorch._grad_decrement_nesting)
-    tx.ctx.functorch_level -= 1
-    if previous_message is None:
-        _effect(tx, hooks._saved_tensors_hooks_enable)
-    else:
-        _effect(tx, hooks._saved_tensors_hooks_disable, previous_message)
+    _close_grad_level(tx, opened)
     grad = grad_items[0] if not isinstance(argnums, tuple) else TupleValue(grad_items)
     if transform.kind == "grad":
         return TupleValue([grad, aux]) if aux is not None else grad
@@ -340,3 +397,91 @@ def _vmap(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Val
     _effect(tx, torch._C._functorch._vmap_decrement_nesting)
     tx.ctx.functorch_level -= 1
     return _map_tensors(output, lambda t: removed[id(t)])
+
+
+# ----- torch.func.vjp ------------------------------------------------------------------
+class Pullback:
+    """The function `torch.func.vjp(f, *primals)` returns, in captured code: called there,
+    an `_autograd_vjp` node over f's outputs and the differentiated primals; anywhere
+    else (returned from the frame) Unsupported."""
+
+    __slots__ = ("inputs", "outputs", "structure")
+
+    def __init__(self, outputs: list[TensorValue], inputs: list[TensorValue], structure: Any):
+        self.outputs, self.inputs, self.structure = outputs, inputs, structure
+
+
+def call_vjp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`torch.func.vjp(f, *primals, has_aux=...)` traced as torch.compile traces it."""
+    from dynamo_capture.calls import call
+    from dynamo_capture.operations import NotConstant, as_constant
+
+    if set(kwargs) - {"has_aux"} or len(args) < 2:
+        raise Unsupported("torch.func.vjp with arguments other than f, *primals, has_aux")
+    try:
+        has_aux = as_constant(kwargs.get("has_aux", PythonValue(False)))
+    except NotConstant:
+        raise Unsupported("torch.func.vjp with has_aux known only when it runs") from None
+    primals = list(args[1:])
+    if not isinstance(has_aux, bool) or not all(isinstance(p, TensorValue) for p in primals):
+        raise Unsupported("torch.func.vjp of primals other than tensors")
+    level, opened = _open_grad_level(tx)
+    wrapped = _wrap_and_require_grad(tx, primals, tuple(range(len(primals))), level)
+    output = call(tx, args[0], wrapped, {})
+    aux: Value | None = None
+    if has_aux:
+        if not (isinstance(output, TupleValue) and len(output.items) == 2):
+            raise Unsupported("torch.func.vjp with has_aux: f must return (out, aux)")
+        output, aux = output.items
+        _tensors_of(aux, "the aux output of torch.func.vjp")
+        aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+    outputs = _tensors_of(output, "the output of torch.func.vjp's function")
+    if not all(o.example.is_floating_point() or o.example.is_complex() for o in outputs):
+        raise Unsupported("torch.func.vjp: an output that is not floating point (eager raises)")
+    results = _map_tensors(output, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+    _close_grad_level(tx, opened)
+    pullback = PythonValue(Pullback(outputs, wrapped, _structure(output)))  # type: ignore[arg-type]
+    return TupleValue([results, pullback, *([aux] if aux is not None else [])])
+
+
+def call_pullback(
+    tx: Translator, pullback: Pullback, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    from dynamo_capture.operations import NotConstant, as_constant
+
+    names = ("cotangents", "retain_graph", "create_graph")
+    bound = dict(zip(names, args, strict=False))
+    bound.update(kwargs)
+    if set(bound) - set(names) or "cotangents" not in bound or len(args) > len(names):
+        raise Unsupported("the function torch.func.vjp returned, called with other arguments")
+    try:
+        retain_graph = as_constant(bound.get("retain_graph", PythonValue(True)))
+        create_graph = as_constant(bound.get("create_graph", PythonValue(None)))
+    except NotConstant:
+        raise Unsupported("a vjp function's options known only when it runs") from None
+    if create_graph is None:
+        create_graph = torch.is_grad_enabled()
+    cotangents = bound["cotangents"]
+    if _structure(cotangents) != pullback.structure:
+        raise Unsupported("cotangents of another structure than the vjp function's outputs")
+    flat = _tensors_of(cotangents, "the cotangents")
+    grads = _tensor(
+        tx,
+        _autograd_vjp,
+        list(pullback.outputs),
+        list(pullback.inputs),
+        flat,
+        retain_graph=bool(retain_graph),
+        create_graph=bool(create_graph),
+    )
+    return TupleValue([_item(tx, grads, index) for index in range(len(pullback.inputs))])
+
+
+def _structure(value: Value) -> Any:
+    """The nesting of tensors in `value` (None for a tensor), to compare cotangents with."""
+    if isinstance(value, TensorValue):
+        return None
+    if isinstance(value, TupleValue | ListValue):
+        kind = value.cls if isinstance(value, TupleValue) else list
+        return (kind, tuple(_structure(item) for item in value.items))
+    raise Unsupported(f"a {type(value).__name__} where torch.func.vjp takes tensors")
