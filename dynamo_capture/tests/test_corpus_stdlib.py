@@ -391,3 +391,15 @@ def test_global_set_of_classes_is_guarded_on_its_items():
     finally:
         _ACTIVATIONS.discard(torch.nn.GELU)
     assert len(compiled.entries) == 2
+
+
+def _set_of_tensors_argument(x, tensors):
+    return x + len(tensors), x in tensors
+
+
+def test_set_of_tensors_from_outside_runs_eagerly():
+    x, y = r(2), r(2)
+    compiled = dynamo_capture.optimize(_set_of_tensors_argument, backend=_eager)
+    torch.testing.assert_close(compiled(x, {x, y}), _set_of_tensors_argument(x, {x, y}))
+    with pytest.raises(dynamo_capture.Unsupported, match="set of tensors"):
+        dynamo_capture.optimize(_set_of_tensors_argument, backend=_eager, fullgraph=True)(x, {y})

@@ -291,6 +291,9 @@ class CaptureContext:
         elif isinstance(obj, dict):
             guards.dict_keys(source, obj)
         elif type(obj) in (set, frozenset):
+            if any(isinstance(item, torch.Tensor) for item in obj):
+                # NOTE: its guard would hold the tensors, and fail for every new one
+                raise Unsupported("a set of tensors reaching captured code from outside it")
             guards.set_items(source, obj)  # `in`, iteration and set algebra fold on it
         elif isinstance(obj, set | frozenset):
             raise Unsupported(f"a {type(obj).__name__} (a set subclass) reaching captured code")
