@@ -86,7 +86,7 @@ PROGRAMS = {
 }
 
 
-TRACED = ("grad", "grad_and_value", "vmap", "vmap_in_dims", "cond_tensor_predicate")
+TRACED = ("grad", "grad_and_value", "vmap", "vmap_in_dims", "jvp", "cond_tensor_predicate")
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
@@ -168,6 +168,35 @@ def _vjp_pullback_called_twice(x):
     return pullback(out)[0] + pullback(out * 2, create_graph=False)[0]
 
 
+def _jvp_of_two_primals(x, y):
+    return torch.func.jvp(torch.mul, (x, y), (torch.ones_like(x), torch.zeros_like(y)))
+
+
+def _jvp_output_independent_of_primals(x):
+    return torch.func.jvp(lambda a: (a.sin(), torch.ones(3)), (x,), (x,))
+
+
+def _jvp_with_aux(x):
+    return torch.func.jvp(lambda a: (a.sin(), a.cos()), (x,), (x,), has_aux=True)
+
+
+def _jvp_of_jvp(x):
+    return torch.func.jvp(lambda a: torch.func.jvp(torch.sin, (a,), (a,))[1], (x,), (x,))
+
+
+def _jvp_in_vmap(x):
+    return torch.func.vmap(lambda row: torch.func.jvp(torch.sin, (row,), (row * 0 + 1,))[1])(x)
+
+
+def _jvp_in_grad(x):
+    return torch.func.grad(lambda a: torch.func.jvp(torch.sin, (a,), (a,))[1].sum())(x)
+
+
+def _jvp_under_no_grad(x):
+    with torch.no_grad():
+        return torch.func.jvp(torch.cos, (x,), (x,))
+
+
 TRACED_PROGRAMS = {
     "argnums_pair": (_argnums_pair, lambda: (torch.randn(3), torch.randn(3))),
     "aux_output": (_aux_output, _vector),
@@ -181,6 +210,17 @@ TRACED_PROGRAMS = {
     "vmap_closure_then_ops": (
         _vmap_closure_then_ops,
         lambda: (torch.randn(4, 3), torch.randn(3, 3)),
+    ),
+    "jvp_of_two_primals": (_jvp_of_two_primals, lambda: (torch.randn(3), torch.randn(3))),
+    "jvp_output_independent_of_primals": (_jvp_output_independent_of_primals, _vector),
+    "jvp_with_aux": (_jvp_with_aux, _vector),
+    "jvp_of_jvp": (_jvp_of_jvp, _vector),
+    "jvp_in_vmap": (_jvp_in_vmap, lambda: (torch.randn(2, 3),)),
+    "jvp_in_grad": (_jvp_in_grad, _vector),
+    "jvp_under_no_grad": (_jvp_under_no_grad, _vector),
+    "jvp_of_input_requiring_grad": (
+        lambda x: torch.func.jvp(torch.exp, (x,), (torch.ones_like(x),))[1].sum(),
+        lambda: (torch.randn(3, requires_grad=True),),
     ),
     "vjp_of_closure": (_vjp_of_closure, lambda: (torch.randn(3), torch.randn(3))),
     "vjp_of_two_primals": (_vjp_of_two_primals, lambda: (torch.randn(3), torch.randn(3))),
@@ -331,3 +371,16 @@ def test_pullback_returned_from_the_frame_runs_eagerly():
     torch.testing.assert_close(out, x.sin())
     torch.testing.assert_close(pullback(torch.ones(3))[0], x.cos())
     assert torch._C._functorch.maybe_current_level() is None
+
+
+def _jacfwd_inside_jvp(x):
+    return torch.func.jvp(lambda a: torch.func.jacfwd(torch.sin)(a).sum(0), (x,), (x,))
+
+
+def test_transform_node_inside_traced_jvp_runs_eagerly():
+    """torch's jacfwd inside a traced jvp would open a second dual level: not traced."""
+    compiled = dynamo_capture.optimize(_jacfwd_inside_jvp, backend=lambda gm, ex: gm.forward)
+    for _ in range(2):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), _jacfwd_inside_jvp(x))
+        assert torch._C._functorch.maybe_current_level() is None

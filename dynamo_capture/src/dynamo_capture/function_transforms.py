@@ -2,7 +2,8 @@
 
     torch.func.grad(f, argnums=0)(x)     -> a node `grad_f(x)`, f a function known now
     torch.vmap(f, in_dims=(0, None))(x, y)
-    torch.func.jvp(f, primals, tangents) -> a node `jvp_f(primals, tangents)`
+    torch.func.jvp(f, primals, tangents) -> traced (functorch_inline), else a node
+                                            `jvp_f(primals, tangents)`
     torch.cond(pred, true_fn, false_fn, (x,))
         pred a tensor                    -> a node `cond_true_fn_false_fn(pred, x)`
         pred a Python bool               -> the branch it picks, inlined (guarded)
@@ -39,6 +40,7 @@ from dynamo_capture.functorch_inline import (
     InlinedTransform,
     Pullback,
     call_inlined_transform,
+    call_jvp,
     call_pullback,
     call_vjp,
     inlined_transform,
@@ -116,6 +118,11 @@ def _node(tx: Translator, target: Any, args: tuple[Any, ...], kwargs: dict[str, 
             f"{target.__name__}: the backend cannot compile torch.func transforms or "
             "torch.cond as graph nodes, so the call runs eagerly"
         )
+    if tx.ctx.jvp_nesting:
+        # NOTE: torch's own transform would not know of the traced jvp around it (its
+        # forward-AD nesting is Python state of torch.func): a jvp inside would open a
+        # second dual level, which forward AD refuses
+        raise Unsupported(f"{target.__name__} inside a torch.func.jvp traced into the graph")
     tx.ctx.transform_nodes_made += 1
     return tx.ctx.call("call_function", target, args, kwargs)
 
@@ -155,6 +162,10 @@ def _jvp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if not args:
         raise Unsupported("torch.func.jvp called without the function")
     options = _options("jvp", ("has_aux",), [], {k: v for k, v in kwargs.items()})
+    if len(args) == 3 and isinstance(options.get("has_aux", False), bool):
+        traced = call_jvp(tx, args[0], args[1], args[2], options.get("has_aux", False))
+        if traced is not None:  # as torch.compile traces it, where it can
+            return traced
     try:
         function = _known_function(args[0], "the function given to jvp")
     except Unsupported:

@@ -1,4 +1,4 @@
-"""torch.func.grad, grad_and_value and vmap traced into the graph, as torch.compile does.
+"""torch.func.grad, grad_and_value, vmap, vjp and jvp traced into the graph, as torch.compile does.
 
 torch.compile inlines torch.func's Python and records the functorch calls it makes;
 this module records the same calls around the transformed function, traced like user
@@ -20,7 +20,10 @@ and for `torch.func.vmap(f, in_dims, out_dims)(x)`: lazy_load_decompositions(),
 `_vmap_increment_nesting(batch_size, randomness)`, `_add_batch_dim(x, in_dim, level)`
 for each batched argument, f traced on tensors without their batch dimension,
 `_remove_batch_dim(out, level, batch_size, out_dim)` for each output,
-`_vmap_decrement_nesting()`. Graph and op counts then equal torch.compile's.
+`_vmap_decrement_nesting()`. `torch.func.vjp(f, x)` opens a grad level as grad does and
+returns a `Pullback`, whose call is one `_autograd_vjp` node; `torch.func.jvp` opens a jvp
+level and a forward-AD dual level, makes a dual of each primal and tangent and unpacks
+each output. Graph and op counts then equal torch.compile's.
 
 The nodes call torch's functorch functions when the graph runs (`torch._C._functorch`,
 and `torch.func.vmap` once, for the batching rules it loads on first use), so results are eager's; capture
@@ -45,6 +48,7 @@ __all__ = [
     "InlinedTransform",
     "Pullback",
     "call_inlined_transform",
+    "call_jvp",
     "call_pullback",
     "call_vjp",
     "inlined_transform",
@@ -485,3 +489,98 @@ def _structure(value: Value) -> Any:
         kind = value.cls if isinstance(value, TupleValue) else list
         return (kind, tuple(_structure(item) for item in value.items))
     raise Unsupported(f"a {type(value).__name__} where torch.func.vjp takes tensors")
+
+
+# ----- torch.func.jvp ------------------------------------------------------------------
+def _jvp_increment_nesting() -> int:
+    return torch._C._functorch._jvp_increment_nesting()
+
+
+def _enter_dual_level() -> None:
+    torch.autograd.forward_ad.enter_dual_level()
+
+
+def _exit_dual_level() -> None:
+    torch.autograd.forward_ad.exit_dual_level()
+
+
+def _make_dual(primal: torch.Tensor, tangent: torch.Tensor) -> torch.Tensor:
+    return torch.autograd.forward_ad.make_dual(primal, tangent)
+
+
+def _unpack_dual(dual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The primal and tangent of f's output; zeros where the output has no tangent (it
+    does not depend on the primals), as torch.func.jvp gives."""
+    primal, tangent = torch.autograd.forward_ad.unpack_dual(dual)
+    return primal, torch.zeros_like(primal) if tangent is None else tangent
+
+
+def _unpack_dual_example(dual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _same_metadata(dual), _same_metadata(dual)
+
+
+_jvp_increment_nesting.__ember_example__ = _no_result  # type: ignore[attr-defined]
+_make_dual.__ember_example__ = _same_metadata  # type: ignore[attr-defined]
+_unpack_dual.__ember_example__ = _unpack_dual_example  # type: ignore[attr-defined]
+
+
+def call_jvp(
+    tx: Translator, function: Value, primals: Value, tangents: Value, has_aux: bool
+) -> Value | None:
+    """`torch.func.jvp(f, primals, tangents)` traced into the graph as torch.compile traces
+    it (functorch's jvp level, a forward-AD dual level, duals made of each primal and
+    tangent, f traced on them, each output unpacked; a jvp inside another shares its
+    dual level, as eagerly); None where it is not traced so (primals or tangents that
+    are not a tuple of tensors)."""
+    from dynamo_capture.calls import call
+
+    if not tx.ctx.transform_nodes:
+        return None
+    if not (isinstance(primals, TupleValue) and isinstance(tangents, TupleValue)):
+        return None
+    pairs = list(zip(primals.items, tangents.items, strict=False))
+    if (
+        not pairs
+        or len(primals.items) != len(tangents.items)
+        or not all(isinstance(p, TensorValue) and isinstance(t, TensorValue) for p, t in pairs)
+    ):
+        return None
+    fwd_grad_was_enabled = torch._C._is_fwd_grad_enabled()
+    outermost = tx.ctx.jvp_nesting == 0
+    tx.ctx.functorch_level += 1
+    tx.ctx.jvp_nesting += 1
+    level = tx.ctx.functorch_level
+    tx.ctx.call("call_function", _jvp_increment_nesting, (), {}, allow_python_result=True)
+    _effect(tx, torch._C._set_fwd_grad_enabled, True)
+    if outermost:
+        _effect(tx, _enter_dual_level)
+    duals = []
+    for primal, tangent in pairs:  # fwAD.make_dual loads its decompositions each call
+        _effect(tx, torch.autograd.forward_ad._maybe_load_decompositions)
+        duals.append(_tensor(tx, _make_dual, primal, tangent))
+    output = call(tx, function, duals, {})
+    aux: Value | None = None
+    if has_aux:
+        if not (isinstance(output, TupleValue) and len(output.items) == 2):
+            raise Unsupported("torch.func.jvp with has_aux: f must return (out, aux)")
+        output, aux = output.items
+        _tensors_of(aux, "the aux output of torch.func.jvp")
+        aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+    outputs = _tensors_of(output, "the output of torch.func.jvp's function")
+    primal_of: dict[int, Value] = {}
+    tangent_of: dict[int, Value] = {}
+    for out in outputs:
+        unpacked = _tensor(tx, _unpack_dual, out)
+        primal_of[id(out)] = _tensor(tx, _unwrap_for_grad, _item(tx, unpacked, 0), level)
+        tangent_of[id(out)] = _tensor(tx, _unwrap_for_grad, _item(tx, unpacked, 1), level)
+    if outermost:
+        _effect(tx, _exit_dual_level)
+    _effect(tx, torch._C._set_fwd_grad_enabled, fwd_grad_was_enabled)
+    _effect(tx, torch._C._functorch._jvp_decrement_nesting)
+    tx.ctx.jvp_nesting -= 1
+    tx.ctx.functorch_level -= 1
+    result = [
+        _map_tensors(output, lambda t: primal_of[id(t)]),
+        _map_tensors(output, lambda t: tangent_of[id(t)]),
+    ]
+    return TupleValue([*result, *([aux] if aux is not None else [])])

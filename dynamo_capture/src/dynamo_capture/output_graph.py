@@ -205,6 +205,7 @@ class CaptureContext:
         self.transform_nodes = True
         self.transform_nodes_made = 0
         self.functorch_level = 0  # torch.func transforms traced into the graph, open now
+        self.jvp_nesting = 0  # of them, torch.func.jvp calls (only the outermost is traced)
         # torch.func.functional_call's members, open now: (id(module), name) -> Value, and
         # the ids of the tensors they replace (functional_calls)
         self.replaced_members: dict[tuple[int, str], Value] = {}
