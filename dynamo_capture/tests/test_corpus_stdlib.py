@@ -403,3 +403,27 @@ def test_set_of_tensors_from_outside_runs_eagerly():
     torch.testing.assert_close(compiled(x, {x, y}), _set_of_tensors_argument(x, {x, y}))
     with pytest.raises(dynamo_capture.Unsupported, match="set of tensors"):
         dynamo_capture.optimize(_set_of_tensors_argument, backend=_eager, fullgraph=True)(x, {y})
+
+
+def _in_place_operators_on_subclasses(x, ordered, counts, defaults):
+    ordered |= {"k": 2}
+    counts += collections.Counter(a=1)
+    defaults |= {"z": 1}
+    return x + len(ordered) + counts["a"]
+
+
+def test_in_place_operators_write_argument_dict_subclasses():
+    def make():
+        return (
+            collections.OrderedDict(a=1),
+            collections.Counter(a=2),
+            collections.defaultdict(int, b=2),
+        )
+
+    compiled = dynamo_capture.optimize(_in_place_operators_on_subclasses, backend=_eager)
+    for _ in range(2):
+        x = r(2)
+        eager_args, compiled_args = make(), make()
+        expected = _in_place_operators_on_subclasses(x, *eager_args)
+        torch.testing.assert_close(compiled(x, *compiled_args), expected)
+        assert compiled_args == eager_args

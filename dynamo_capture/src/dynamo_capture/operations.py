@@ -373,6 +373,15 @@ _CONTAINER_IN_PLACE: dict[tuple[type, Any], tuple[str, tuple[type, ...] | None]]
 }
 
 
+_IN_PLACE_DUNDER = {
+    operator.iadd: "__iadd__",
+    operator.ior: "__ior__",
+    operator.iand: "__iand__",
+    operator.isub: "__isub__",
+    operator.ixor: "__ixor__",
+}
+
+
 def _container_in_place_method(fn: Any, left: Value, right: Value) -> str | None:
     """The method an in-place operator on a plain list, deque, dict or set calls (which
     writes the object, an input's too), or None."""
@@ -380,7 +389,17 @@ def _container_in_place_method(fn: Any, left: Value, right: Value) -> str | None
         left, PythonValue | ListValue | DictValue | SetValue
     ):
         return None
-    entry = _CONTAINER_IN_PLACE.get((python_type_of(left), fn))
+    kind = python_type_of(left)
+    entry = next(
+        (
+            value
+            for (base, op), value in _CONTAINER_IN_PLACE.items()
+            if op is fn
+            and issubclass(kind, base)
+            and getattr(kind, _IN_PLACE_DUNDER[fn]) is getattr(base, _IN_PLACE_DUNDER[fn])
+        ),
+        None,
+    )  # a subclass that keeps the builtin's in-place operator (OrderedDict's |=) too
     if entry is None:
         return None
     method, right_types = entry
