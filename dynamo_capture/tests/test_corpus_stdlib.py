@@ -427,3 +427,26 @@ def test_in_place_operators_write_argument_dict_subclasses():
         expected = _in_place_operators_on_subclasses(x, *eager_args)
         torch.testing.assert_close(compiled(x, *compiled_args), expected)
         assert compiled_args == eager_args
+
+
+def _set_pops(x, s):
+    first = s.pop()
+    made = {5, 6, 300, 44}
+    second, third = made.pop(), made.pop()
+    empty = set()
+    try:
+        empty.pop()
+    except KeyError as error:
+        message = str(error)
+    return x + first + second + third + len(s) + len(made), sorted(s), sorted(made), message
+
+
+def test_set_pop_takes_items_in_eager_order():
+    compiled = dynamo_capture.optimize(_set_pops, backend=_eager, fullgraph=True)
+    for _ in range(2):
+        x = r(2)
+        eager_set, compiled_set = {1, 2, 3}, {1, 2, 3}
+        expected = _set_pops(x, eager_set)
+        got = compiled(x, compiled_set)
+        torch.testing.assert_close(got, expected)
+        assert compiled_set == eager_set

@@ -317,6 +317,27 @@ def _set_remove(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Val
     return _none()
 
 
+def _set_pop(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """set.pop(): the first item in iteration order, as CPython pops a set of constants.
+
+    A set holding items compared by identity (tensors) is iterated in an order eager
+    does not share (their hashes are addresses): Unsupported there."""
+    from dynamo_capture.operations import IdentityKey, key_value
+
+    _mutable(s, "pop")
+    if args or kwargs:
+        raise Unsupported("set.pop() takes no arguments")
+    if any(isinstance(item, IdentityKey) for item in s.items):
+        raise Unsupported("set.pop() of a set holding tensors or objects (an order by address)")
+    if not s.items:
+        from dynamo_capture.errors import ExceptionRaised
+
+        raise ExceptionRaised(PythonValue(KeyError("pop from an empty set")))
+    item = next(iter(s.items))
+    s.items.remove(item)
+    return key_value(item)
+
+
 def _set_clear(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _mutable(s, "clear")
     s.items.clear()
@@ -358,6 +379,7 @@ SET_METHODS: dict[str, Method] = {
     "discard": _set_discard,
     "remove": _set_remove,
     "clear": _set_clear,
+    "pop": _set_pop,
     **{
         name: _set_in_place(name)
         for name in ("difference_update", "intersection_update", "symmetric_difference_update")
