@@ -297,7 +297,8 @@ def test_writes_to_an_argument_set_are_replayed_after_the_graph():
         eager_set, compiled_set = {1, 2, 3}, {1, 2, 3}
         expected = _mutate_argument_set(x, eager_set)
         got = compiled(x, compiled_set)
-        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(got[:3], expected[:3])
+        assert got[3] == expected[3]
         assert compiled_set == eager_set
 
 
@@ -448,5 +449,6 @@ def test_set_pop_takes_items_in_eager_order():
         eager_set, compiled_set = {1, 2, 3}, {1, 2, 3}
         expected = _set_pops(x, eager_set)
         got = compiled(x, compiled_set)
-        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(got[:3], expected[:3])
+        assert got[3] == expected[3]
         assert compiled_set == eager_set
