@@ -86,7 +86,15 @@ PROGRAMS = {
 }
 
 
-TRACED = ("grad", "grad_and_value", "vmap", "vmap_in_dims", "jvp", "cond_tensor_predicate")
+TRACED = (
+    "grad",
+    "grad_and_value",
+    "vmap",
+    "vmap_in_dims",
+    "jvp",
+    "jacrev",
+    "cond_tensor_predicate",
+)
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
@@ -197,6 +205,23 @@ def _jvp_under_no_grad(x):
         return torch.func.jvp(torch.cos, (x,), (x,))
 
 
+def _jacrev_of_closure(x, w):
+    return torch.func.jacrev(lambda a: (a * w).sin())(x)
+
+
+def _jacrev_of_second_argument(x, y):
+    return torch.func.jacrev(torch.mul, argnums=1)(x, y)
+
+
+def _jacrev_of_matrix_product(x, w):
+    return torch.func.jacrev(lambda a: a @ w)(x)
+
+
+def _jacrev_under_no_grad(x):
+    with torch.no_grad():
+        return torch.func.jacrev(torch.tanh)(x)
+
+
 TRACED_PROGRAMS = {
     "argnums_pair": (_argnums_pair, lambda: (torch.randn(3), torch.randn(3))),
     "aux_output": (_aux_output, _vector),
@@ -222,6 +247,25 @@ TRACED_PROGRAMS = {
         lambda x: torch.func.jvp(torch.exp, (x,), (torch.ones_like(x),))[1].sum(),
         lambda: (torch.randn(3, requires_grad=True),),
     ),
+    "jacrev_of_closure_traced": (_jacrev_of_closure, lambda: (torch.randn(3), torch.randn(3))),
+    "jacrev_of_second_argument": (
+        _jacrev_of_second_argument,
+        lambda: (torch.randn(3), torch.randn(3)),
+    ),
+    "jacrev_of_matrix_product": (
+        _jacrev_of_matrix_product,
+        lambda: (torch.randn(2, 3), torch.randn(3, 4)),
+    ),
+    "jacrev_under_no_grad": (_jacrev_under_no_grad, _vector),
+    "jacrev_of_input_requiring_grad": (
+        lambda x: torch.func.jacrev(torch.exp)(x).sum(),
+        lambda: (torch.randn(3, requires_grad=True),),
+    ),
+    "jacrev_in_vmap": (
+        lambda x: torch.func.vmap(torch.func.jacrev(torch.sin))(x),
+        lambda: (torch.randn(2, 3),),
+    ),
+    "jacrev_of_jacrev": (lambda x: torch.func.jacrev(torch.func.jacrev(torch.sin))(x), _vector),
     "vjp_of_closure": (_vjp_of_closure, lambda: (torch.randn(3), torch.randn(3))),
     "vjp_of_two_primals": (_vjp_of_two_primals, lambda: (torch.randn(3), torch.randn(3))),
     "vjp_tuple_output": (_vjp_tuple_output, _vector),
@@ -309,10 +353,6 @@ def _cond_list(x):
 @pytest.mark.parametrize("fn", [_cond_pair, _cond_list], ids=["pair", "list"])
 def test_cond_outputs_are_read_by_getitem_nodes_like_torch(fn):
     check_like_torch(fn, _vector)
-
-
-def _jacrev_of_closure(x, w):
-    return torch.func.jacrev(lambda a: (a * w).sin())(x)
 
 
 def _jacfwd_of_closure_two_cells(x, w, b):

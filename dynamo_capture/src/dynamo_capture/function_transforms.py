@@ -140,11 +140,15 @@ def _make_transformed(
         # a closure over the frame's values: traced into the graph, or a node taking
         # the tensors of its cells as arguments
         inlined = inlined_transform(name, args[0], options, None)
+        closure = None
+        if _closure_over_tensors(args[0]) is not None:
+            closure = ClosureTransform(transform, options, args[0])
         if inlined is not None and tx.ctx.transform_nodes:
+            inlined.fallback = closure
             return PythonValue(inlined)
-        if _closure_over_tensors(args[0]) is None:
+        if closure is None:
             raise
-        return PythonValue(ClosureTransform(transform, options, args[0]))
+        return PythonValue(closure)
     applied = transform(function, **options)
 
     def transformed(*call_args: Any, **call_kwargs: Any) -> Any:

@@ -1,4 +1,4 @@
-"""torch.func.grad, grad_and_value, vmap, vjp and jvp traced into the graph, as torch.compile does.
+"""torch.func grad, grad_and_value, vmap, vjp, jvp, jacrev traced into the graph as torch does.
 
 torch.compile inlines torch.func's Python and records the functorch calls it makes;
 this module records the same calls around the transformed function, traced like user
@@ -23,7 +23,8 @@ for each batched argument, f traced on tensors without their batch dimension,
 `_vmap_decrement_nesting()`. `torch.func.vjp(f, x)` opens a grad level as grad does and
 returns a `Pullback`, whose call is one `_autograd_vjp` node; `torch.func.jvp` opens a jvp
 level and a forward-AD dual level, makes a dual of each primal and tangent and unpacks
-each output. Graph and op counts then equal torch.compile's.
+each output; `torch.func.jacrev(f)(x)` is vjp of f, an identity basis over the output
+and vmap of the pullback over it. Graph and op counts then equal torch.compile's.
 
 The nodes call torch's functorch functions when the graph runs (`torch._C._functorch`,
 and `torch.func.vmap` once, for the batching rules it loads on first use), so results are eager's; capture
@@ -48,6 +49,7 @@ __all__ = [
     "InlinedTransform",
     "Pullback",
     "call_inlined_transform",
+    "call_jacrev",
     "call_jvp",
     "call_pullback",
     "call_vjp",
@@ -64,10 +66,11 @@ class InlinedTransform:
     """What `torch.func.grad(f, ...)` / `vmap(f, ...)` gives in captured code: called
     there, it is traced into the graph; anywhere else it is torch's own transform."""
 
-    __slots__ = ("applied", "function", "kind", "options")
+    __slots__ = ("applied", "fallback", "function", "kind", "options")
 
     def __init__(self, kind: str, function: Value, options: dict[str, Any], applied: Any):
         self.kind, self.function, self.options, self.applied = kind, function, options, applied
+        self.fallback: Any = None  # what is called where a call is not traced (jacrev)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.applied(*args, **kwargs)
@@ -85,6 +88,8 @@ def inlined_transform(
             return None
         if not isinstance(options.get("has_aux", False), bool):
             return None
+    elif kind == "jacrev":
+        pass  # call_jacrev checks its options when called (the opaque node otherwise)
     elif kind == "vmap":
         if options.get("chunk_size") is not None:
             return None
@@ -107,6 +112,16 @@ def call_inlined_transform(
         raise Unsupported(f"torch.func.{transform.kind}(f)(...) with keyword arguments")
     if transform.kind == "vmap":
         return _vmap(tx, transform, args)
+    if transform.kind == "jacrev":
+        traced = call_jacrev(tx, transform, args)
+        if traced is not None:
+            return traced
+        from dynamo_capture.function_transforms import call_function_transform
+
+        fallback = transform.applied or transform.fallback
+        if fallback is None:
+            raise Unsupported("torch.func.jacrev of a closure in a form not traced here")
+        return call_function_transform(tx, fallback, args, {})  # type: ignore[return-value]
     return _grad(tx, transform, args)
 
 
@@ -584,3 +599,70 @@ def call_jvp(
         _map_tensors(output, lambda t: tangent_of[id(t)]),
     ]
     return TupleValue([*result, *([aux] if aux is not None else [])])
+
+
+# ----- torch.func.jacrev ---------------------------------------------------------------
+def call_jacrev(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value | None:
+    """`torch.func.jacrev(f, argnums=i)(*args)` of one tensor output traced as torch.compile
+    traces it: vjp of f, an identity basis over the output, vmap of the pullback over it,
+    the rows viewed as the Jacobian. None for other forms (argnum tuples, has_aux,
+    chunk_size, outputs that are not one tensor): the opaque node is used then."""
+    from dynamo_capture.calls import call
+
+    argnums = transform.options.get("argnums", 0)
+    if (
+        type(argnums) is not int
+        or transform.options.get("has_aux", False)
+        or transform.options.get("chunk_size") is not None
+        or not 0 <= argnums < len(args)
+        or not all(isinstance(a, TensorValue) for a in args)
+    ):
+        return None
+    level, opened = _open_grad_level(tx)
+    wrapped = _wrap_and_require_grad(tx, args, (argnums,), level)
+    output = call(tx, transform.function, wrapped, {})
+    if not isinstance(output, TensorValue):
+        raise Unsupported("torch.func.jacrev of a function not returning one tensor")
+    if not (output.example.is_floating_point() or output.example.is_complex()):
+        raise Unsupported("torch.func.jacrev: an output that is not floating point (eager raises)")
+    result = _tensor(tx, _unwrap_for_grad, output, level)
+    _close_grad_level(tx, opened)
+    size = output.example.numel()
+    basis = tx.ctx.call("call_method", "new_zeros", (result, size, size), {})
+    diagonal = tx.ctx.call("call_method", "diagonal", (basis, 0), {})
+    tx.ctx.call("call_method", "fill_", (diagonal, 1), {})
+    basis = tx.ctx.call("call_method", "view", (basis, size, *output.example.shape), {})
+    rows = _vmap_of_pullback(tx, output, wrapped[argnums], basis, size)
+    chunks = _tensor(tx, torch.split, rows, [size], dim=0)
+    jacobian_shape = (*output.example.shape, *args[argnums].example.shape)
+    return tx.ctx.call("call_method", "view", (_item(tx, chunks, 0), jacobian_shape), {})
+
+
+def _vmap_of_pullback(
+    tx: Translator, output: TensorValue, primal: TensorValue, basis: Value, size: Any
+) -> Value:
+    """vmap(vjp_fn)(basis): the pullback's autograd node run once per basis row."""
+    _effect(tx, _lazy_load_decompositions)
+    tx.ctx.functorch_level += 1
+    level = tx.ctx.functorch_level
+    tx.ctx.call(
+        "call_function",
+        _vmap_increment_nesting,
+        (PythonValue(size), PythonValue("error")),
+        {},
+        allow_python_result=True,
+    )
+    batched = _tensor(tx, _add_batch_dim, basis, 0, level)
+    grads = _tensor(
+        tx,
+        _autograd_vjp,
+        [output],
+        [primal],
+        [batched],
+        retain_graph=True,
+        create_graph=torch.is_grad_enabled(),
+    )
+    rows = _tensor(tx, _remove_batch_dim, _item(tx, grads, 0), level, PythonValue(size), 0)
+    _effect(tx, torch._C._functorch._vmap_decrement_nesting)
+    tx.ctx.functorch_level -= 1
+    return rows
