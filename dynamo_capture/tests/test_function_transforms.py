@@ -2,8 +2,9 @@
 
 Each program runs under capture and torch.compile with counting backends: the graph
 counts are torch.compile's and the results are eager's. grad, grad_and_value and vmap
-are traced into the graph as torch.compile traces them (functorch_inline), so their
-op counts are torch's too; the others are one opaque node each (op counts differ).
+and jvp, vjp, jacrev, jacfwd, hessian are traced into the graph as torch.compile traces
+them (functorch_inline), so their op counts are torch's too; forms not traced so are one
+opaque node each (op counts differ).
 """
 
 from __future__ import annotations
@@ -209,6 +210,11 @@ def _jacrev_of_closure(x, w):
     return torch.func.jacrev(lambda a: (a * w).sin())(x)
 
 
+def _hessian_of_closure_with_constant_cell(x):
+    k = 3
+    return torch.func.hessian(lambda a: (a * k).sin().sum())(x)
+
+
 def _jacrev_of_second_argument(x, y):
     return torch.func.jacrev(torch.mul, argnums=1)(x, y)
 
@@ -266,6 +272,30 @@ TRACED_PROGRAMS = {
         lambda: (torch.randn(2, 3),),
     ),
     "jacrev_of_jacrev": (lambda x: torch.func.jacrev(torch.func.jacrev(torch.sin))(x), _vector),
+    "jacfwd_of_closure": (
+        lambda x, w: torch.func.jacfwd(lambda a: (a * w).cos())(x),
+        lambda: (torch.randn(3), torch.randn(3)),
+    ),
+    "jacfwd_of_second_argument": (
+        lambda x, y: torch.func.jacfwd(torch.mul, argnums=1)(x, y),
+        lambda: (torch.randn(3), torch.randn(3)),
+    ),
+    "jacfwd_of_matrix_product": (
+        lambda x, w: torch.func.jacfwd(lambda a: a @ w)(x),
+        lambda: (torch.randn(2, 3), torch.randn(3, 4)),
+    ),
+    "jacfwd_in_vmap": (
+        lambda x: torch.func.vmap(torch.func.jacfwd(torch.sin))(x),
+        lambda: (torch.randn(2, 3),),
+    ),
+    "jacfwd_of_input_requiring_grad": (
+        lambda x: torch.func.jacfwd(torch.exp)(x).sum(),
+        lambda: (torch.randn(3, requires_grad=True),),
+    ),
+    "hessian_of_closure_traced": (
+        _hessian_of_closure_with_constant_cell,
+        _vector,
+    ),
     "vjp_of_closure": (_vjp_of_closure, lambda: (torch.randn(3), torch.randn(3))),
     "vjp_of_two_primals": (_vjp_of_two_primals, lambda: (torch.randn(3), torch.randn(3))),
     "vjp_tuple_output": (_vjp_tuple_output, _vector),
@@ -357,11 +387,6 @@ def test_cond_outputs_are_read_by_getitem_nodes_like_torch(fn):
 
 def _jacfwd_of_closure_two_cells(x, w, b):
     return torch.func.jacfwd(lambda a: (a @ w + b).tanh())(x)
-
-
-def _hessian_of_closure_with_constant_cell(x):
-    k = 3
-    return torch.func.hessian(lambda a: (a * k).sin().sum())(x)
 
 
 def _jvp_of_closure(x, w):

@@ -1,4 +1,4 @@
-"""torch.func grad, grad_and_value, vmap, vjp, jvp, jacrev traced into the graph as torch does.
+"""torch.func's transforms traced into the graph, as torch.compile traces them.
 
 torch.compile inlines torch.func's Python and records the functorch calls it makes;
 this module records the same calls around the transformed function, traced like user
@@ -24,7 +24,8 @@ for each batched argument, f traced on tensors without their batch dimension,
 returns a `Pullback`, whose call is one `_autograd_vjp` node; `torch.func.jvp` opens a jvp
 level and a forward-AD dual level, makes a dual of each primal and tangent and unpacks
 each output; `torch.func.jacrev(f)(x)` is vjp of f, an identity basis over the output
-and vmap of the pullback over it. Graph and op counts then equal torch.compile's.
+and vmap of the pullback over it; `jacfwd` is vmap over an identity basis over the input
+of jvp of f; `hessian` is jacfwd of jacrev. Graph and op counts then equal torch.compile's.
 
 The nodes call torch's functorch functions when the graph runs (`torch._C._functorch`,
 and `torch.func.vmap` once, for the batching rules it loads on first use), so results are eager's; capture
@@ -48,7 +49,9 @@ if TYPE_CHECKING:
 __all__ = [
     "InlinedTransform",
     "Pullback",
+    "call_hessian",
     "call_inlined_transform",
+    "call_jacfwd",
     "call_jacrev",
     "call_jvp",
     "call_pullback",
@@ -88,8 +91,8 @@ def inlined_transform(
             return None
         if not isinstance(options.get("has_aux", False), bool):
             return None
-    elif kind == "jacrev":
-        pass  # call_jacrev checks its options when called (the opaque node otherwise)
+    elif kind in ("jacrev", "jacfwd", "hessian"):
+        pass  # checked when called (the opaque node otherwise)
     elif kind == "vmap":
         if options.get("chunk_size") is not None:
             return None
@@ -112,15 +115,16 @@ def call_inlined_transform(
         raise Unsupported(f"torch.func.{transform.kind}(f)(...) with keyword arguments")
     if transform.kind == "vmap":
         return _vmap(tx, transform, args)
-    if transform.kind == "jacrev":
-        traced = call_jacrev(tx, transform, args)
+    if transform.kind in ("jacrev", "jacfwd", "hessian"):
+        trace = {"jacrev": call_jacrev, "jacfwd": call_jacfwd, "hessian": call_hessian}
+        traced = trace[transform.kind](tx, transform, args)
         if traced is not None:
             return traced
         from dynamo_capture.function_transforms import call_function_transform
 
         fallback = transform.applied or transform.fallback
         if fallback is None:
-            raise Unsupported("torch.func.jacrev of a closure in a form not traced here")
+            raise Unsupported(f"torch.func.{transform.kind} of a closure in a form not traced")
         return call_function_transform(tx, fallback, args, {})  # type: ignore[return-value]
     return _grad(tx, transform, args)
 
@@ -539,6 +543,35 @@ _make_dual.__ember_example__ = _same_metadata  # type: ignore[attr-defined]
 _unpack_dual.__ember_example__ = _unpack_dual_example  # type: ignore[attr-defined]
 
 
+def _open_jvp_level(tx: Translator) -> tuple[int, tuple[bool, bool]]:
+    """The calls torch.func.jvp makes on entry: a jvp level, forward grad on, a dual level
+    (only in the outermost jvp: an inner one shares it, as eagerly)."""
+    fwd_grad_was_enabled = torch._C._is_fwd_grad_enabled()
+    outermost = tx.ctx.jvp_nesting == 0
+    tx.ctx.functorch_level += 1
+    tx.ctx.jvp_nesting += 1
+    tx.ctx.call("call_function", _jvp_increment_nesting, (), {}, allow_python_result=True)
+    _effect(tx, torch._C._set_fwd_grad_enabled, True)
+    if outermost:
+        _effect(tx, _enter_dual_level)
+    return tx.ctx.functorch_level, (fwd_grad_was_enabled, outermost)
+
+
+def _close_jvp_level(tx: Translator, opened: tuple[bool, bool]) -> None:
+    fwd_grad_was_enabled, outermost = opened
+    if outermost:
+        _effect(tx, _exit_dual_level)
+    _effect(tx, torch._C._set_fwd_grad_enabled, fwd_grad_was_enabled)
+    _effect(tx, torch._C._functorch._jvp_decrement_nesting)
+    tx.ctx.jvp_nesting -= 1
+    tx.ctx.functorch_level -= 1
+
+
+def _dual(tx: Translator, primal: Value, tangent: Value) -> Value:
+    _effect(tx, torch.autograd.forward_ad._maybe_load_decompositions)  # each make_dual's
+    return _tensor(tx, _make_dual, primal, tangent)
+
+
 def call_jvp(
     tx: Translator, function: Value, primals: Value, tangents: Value, has_aux: bool
 ) -> Value | None:
@@ -560,19 +593,8 @@ def call_jvp(
         or not all(isinstance(p, TensorValue) and isinstance(t, TensorValue) for p, t in pairs)
     ):
         return None
-    fwd_grad_was_enabled = torch._C._is_fwd_grad_enabled()
-    outermost = tx.ctx.jvp_nesting == 0
-    tx.ctx.functorch_level += 1
-    tx.ctx.jvp_nesting += 1
-    level = tx.ctx.functorch_level
-    tx.ctx.call("call_function", _jvp_increment_nesting, (), {}, allow_python_result=True)
-    _effect(tx, torch._C._set_fwd_grad_enabled, True)
-    if outermost:
-        _effect(tx, _enter_dual_level)
-    duals = []
-    for primal, tangent in pairs:  # fwAD.make_dual loads its decompositions each call
-        _effect(tx, torch.autograd.forward_ad._maybe_load_decompositions)
-        duals.append(_tensor(tx, _make_dual, primal, tangent))
+    level, opened = _open_jvp_level(tx)
+    duals = [_dual(tx, primal, tangent) for primal, tangent in pairs]
     output = call(tx, function, duals, {})
     aux: Value | None = None
     if has_aux:
@@ -588,12 +610,7 @@ def call_jvp(
         unpacked = _tensor(tx, _unpack_dual, out)
         primal_of[id(out)] = _tensor(tx, _unwrap_for_grad, _item(tx, unpacked, 0), level)
         tangent_of[id(out)] = _tensor(tx, _unwrap_for_grad, _item(tx, unpacked, 1), level)
-    if outermost:
-        _effect(tx, _exit_dual_level)
-    _effect(tx, torch._C._set_fwd_grad_enabled, fwd_grad_was_enabled)
-    _effect(tx, torch._C._functorch._jvp_decrement_nesting)
-    tx.ctx.jvp_nesting -= 1
-    tx.ctx.functorch_level -= 1
+    _close_jvp_level(tx, opened)
     result = [
         _map_tensors(output, lambda t: primal_of[id(t)]),
         _map_tensors(output, lambda t: tangent_of[id(t)]),
@@ -628,10 +645,7 @@ def call_jacrev(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     result = _tensor(tx, _unwrap_for_grad, output, level)
     _close_grad_level(tx, opened)
     size = output.example.numel()
-    basis = tx.ctx.call("call_method", "new_zeros", (result, size, size), {})
-    diagonal = tx.ctx.call("call_method", "diagonal", (basis, 0), {})
-    tx.ctx.call("call_method", "fill_", (diagonal, 1), {})
-    basis = tx.ctx.call("call_method", "view", (basis, size, *output.example.shape), {})
+    basis = _identity_basis(tx, result, size, output.example.shape)
     rows = _vmap_of_pullback(tx, output, wrapped[argnums], basis, size)
     chunks = _tensor(tx, torch.split, rows, [size], dim=0)
     jacobian_shape = (*output.example.shape, *args[argnums].example.shape)
@@ -666,3 +680,73 @@ def _vmap_of_pullback(
     _effect(tx, torch._C._functorch._vmap_decrement_nesting)
     tx.ctx.functorch_level -= 1
     return rows
+
+
+# ----- torch.func.jacfwd ---------------------------------------------------------------
+def call_jacfwd(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value | None:
+    """`torch.func.jacfwd(f, argnums=i)(*args)` of one tensor output traced as torch.compile
+    traces it: an identity basis over the input, vmap over it of jvp of f, the columns
+    moved last and unflattened to the input's shape. None for other forms (argnum
+    tuples, has_aux, randomness other than "error", outputs that are not one tensor)."""
+    from dynamo_capture.calls import call
+
+    argnums = transform.options.get("argnums", 0)
+    if (
+        type(argnums) is not int
+        or transform.options.get("has_aux", False)
+        or transform.options.get("randomness", "error") != "error"
+        or not 0 <= argnums < len(args)
+        or not all(isinstance(a, TensorValue) for a in args)
+    ):
+        return None
+    primal = args[argnums]
+    assert isinstance(primal, TensorValue)
+    size = primal.example.numel()
+    basis = _identity_basis(tx, primal, size, primal.example.shape)
+    _effect(tx, _lazy_load_decompositions)
+    tx.ctx.functorch_level += 1
+    vmap_level = tx.ctx.functorch_level
+    tx.ctx.call(
+        "call_function",
+        _vmap_increment_nesting,
+        (PythonValue(size), PythonValue("error")),
+        {},
+        allow_python_result=True,
+    )
+    tangent = _tensor(tx, _add_batch_dim, basis, 0, vmap_level)
+    level, opened = _open_jvp_level(tx)
+    dual = _dual(tx, primal, tangent)
+    wrapped = [_tensor(tx, _wrap_for_grad, arg, level) for arg in args]
+    wrapped[argnums] = dual  # the primal's own wrapper is made and left unused, as in torch
+    output = call(tx, transform.function, wrapped, {})
+    if not isinstance(output, TensorValue):
+        raise Unsupported("torch.func.jacfwd of a function not returning one tensor")
+    unpacked = _tensor(tx, _unpack_dual, output)
+    _tensor(tx, _unwrap_for_grad, _item(tx, unpacked, 0), level)
+    tangent_out = _tensor(tx, _unwrap_for_grad, _item(tx, unpacked, 1), level)
+    _close_jvp_level(tx, opened)
+    columns = _tensor(tx, _remove_batch_dim, tangent_out, vmap_level, PythonValue(size), 0)
+    _effect(tx, torch._C._functorch._vmap_decrement_nesting)
+    tx.ctx.functorch_level -= 1
+    moved = tx.ctx.call("call_method", "movedim", (columns, 0, -1), {})
+    chunks = _tensor(tx, torch.split, moved, [size], dim=-1)
+    shape = tuple(primal.example.shape)
+    return tx.ctx.call("call_method", "unflatten", (_item(tx, chunks, 0), -1, shape), {})
+
+
+def _identity_basis(tx: Translator, like: Value, size: Any, shape: Any) -> Value:
+    """An identity matrix of `size` rows, each viewed as `shape` (jacrev's and jacfwd's)."""
+    basis = tx.ctx.call("call_method", "new_zeros", (like, size, size), {})
+    diagonal = tx.ctx.call("call_method", "diagonal", (basis, 0), {})
+    tx.ctx.call("call_method", "fill_", (diagonal, 1), {})
+    return tx.ctx.call("call_method", "view", (basis, size, *shape), {})
+
+
+def call_hessian(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value | None:
+    """`torch.func.hessian(f, argnums=i)`: jacfwd of jacrev of f, as torch defines it."""
+    argnums = transform.options.get("argnums", 0)
+    if type(argnums) is not int:
+        return None
+    inner = InlinedTransform("jacrev", transform.function, {"argnums": argnums}, None)
+    outer = InlinedTransform("jacfwd", PythonValue(inner), {"argnums": argnums}, None)
+    return call_jacfwd(tx, outer, args)
