@@ -228,6 +228,35 @@ def _jacrev_under_no_grad(x):
         return torch.func.jacrev(torch.tanh)(x)
 
 
+_LINEAR = torch.nn.Linear(3, 2)
+
+
+def _grad_of_dict_of_parameters(x, w, b):
+    return torch.func.grad(lambda p, x: (x @ p["w"].t() + p["b"]).sum())({"w": w, "b": b}, x)
+
+
+def _grad_of_tuple_of_parameters(x, w, b):
+    return torch.func.grad(lambda p, x: (x @ p[0].t() + p[1]).sum())((w, b), x)
+
+
+def _grad_of_functional_call(x):
+    params = {name: p.detach() for name, p in _LINEAR.named_parameters()}
+    return torch.func.grad(lambda p, x: torch.func.functional_call(_LINEAR, p, (x,)).sum())(
+        params, x
+    )
+
+
+def _grad_and_value_with_dict_aux(x, w):
+    def loss(p):
+        return (p["w"] * x).sum(), {"doubled": p["w"] * 2}
+
+    return torch.func.grad_and_value(loss, has_aux=True)({"w": w})
+
+
+def _grad_of_list_among_argnums(x, w):
+    return torch.func.grad(lambda a, ps: (a * ps[0] * ps[1]).sum(), argnums=(0, 1))(x, [w, w * 2])
+
+
 TRACED_PROGRAMS = {
     "argnums_pair": (_argnums_pair, lambda: (torch.randn(3), torch.randn(3))),
     "aux_output": (_aux_output, _vector),
@@ -295,6 +324,23 @@ TRACED_PROGRAMS = {
     "hessian_of_closure_traced": (
         _hessian_of_closure_with_constant_cell,
         _vector,
+    ),
+    "grad_of_dict_of_parameters": (
+        _grad_of_dict_of_parameters,
+        lambda: (torch.randn(4, 3), torch.randn(2, 3), torch.randn(2)),
+    ),
+    "grad_of_tuple_of_parameters": (
+        _grad_of_tuple_of_parameters,
+        lambda: (torch.randn(4, 3), torch.randn(2, 3), torch.randn(2)),
+    ),
+    "grad_of_functional_call": (_grad_of_functional_call, lambda: (torch.randn(4, 3),)),
+    "grad_and_value_with_dict_aux": (
+        _grad_and_value_with_dict_aux,
+        lambda: (torch.randn(3), torch.randn(3)),
+    ),
+    "grad_of_list_among_argnums": (
+        _grad_of_list_among_argnums,
+        lambda: (torch.randn(3), torch.randn(3)),
     ),
     "vjp_of_closure": (_vjp_of_closure, lambda: (torch.randn(3), torch.randn(3))),
     "vjp_of_two_primals": (_vjp_of_two_primals, lambda: (torch.randn(3), torch.randn(3))),

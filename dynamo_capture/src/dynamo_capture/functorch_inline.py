@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture.errors import Unsupported
-from dynamo_capture.values import ListValue, PythonValue, TensorValue, TupleValue, Value
+from dynamo_capture.values import DictValue, ListValue, PythonValue, TensorValue, TupleValue, Value
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
@@ -257,21 +257,35 @@ def _tensor(tx: Translator, target: Any, *args: Any, **kwargs: Any) -> Value:
 
 
 def _tensors_of(value: Value, what: str) -> list[TensorValue]:
+    """The tensors of a tensor or a (nested) tuple, list or dict of them, in torch's
+    pytree order (a dict's in insertion order)."""
     if isinstance(value, TensorValue):
         return [value]
     if isinstance(value, TupleValue | ListValue):
         return [item for inner in value.items for item in _tensors_of(inner, what)]
+    if isinstance(value, DictValue) and value.cls is dict:
+        return [item for inner in value.items.values() for item in _tensors_of(inner, what)]
     raise Unsupported(f"{what} holds a {type(value).__name__}, not tensors")
 
 
 def _map_tensors(value: Value, fn: Any) -> Value:
+    """`value` with each of its tensors (in _tensors_of's order) replaced by fn(tensor)."""
     if isinstance(value, TensorValue):
         return fn(value)
     if isinstance(value, TupleValue):
         return TupleValue([_map_tensors(item, fn) for item in value.items], value.cls)
     if isinstance(value, ListValue):
         return ListValue([_map_tensors(item, fn) for item in value.items])
+    if isinstance(value, DictValue) and value.cls is dict:
+        return DictValue({key: _map_tensors(item, fn) for key, item in value.items.items()})
     return value
+
+
+def _holds_tensors(value: Value) -> bool:
+    try:
+        return bool(_tensors_of(value, ""))
+    except Unsupported:
+        return False
 
 
 def _open_grad_level(tx: Translator) -> tuple[int, tuple[Any, bool]]:
@@ -309,14 +323,12 @@ def _wrap_and_require_grad(
     tx: Translator, args: list[Value], numbers: tuple[int, ...], level: int
 ) -> list[Value]:
     """Every tensor argument wrapped at `level`; those differentiated made to require grad."""
-    wrapped = [
-        _tensor(tx, _wrap_for_grad, arg, level) if isinstance(arg, TensorValue) else arg
-        for arg in args
-    ]
+    wrapped = [_map_tensors(arg, lambda t: _tensor(tx, _wrap_for_grad, t, level)) for arg in args]
     for number in numbers:
-        _effect(tx, torch._C._functorch.set_inplace_requires_grad_allowed, True)
-        _tensor(tx, _set_tensor_requires_grad, wrapped[number])
-        _effect(tx, torch._C._functorch.set_inplace_requires_grad_allowed, False)
+        for tensor in _tensors_of(wrapped[number], "a differentiated argument"):
+            _effect(tx, torch._C._functorch.set_inplace_requires_grad_allowed, True)
+            _tensor(tx, _set_tensor_requires_grad, tensor)
+            _effect(tx, torch._C._functorch.set_inplace_requires_grad_allowed, False)
     return wrapped
 
 
@@ -326,10 +338,13 @@ def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Val
     argnums = transform.options.get("argnums", 0)
     has_aux = transform.options.get("has_aux", False)
     numbers = argnums if isinstance(argnums, tuple) else (argnums,)
-    if max(numbers) >= len(args) or any(not isinstance(args[n], TensorValue) for n in numbers):
-        raise Unsupported(f"torch.func.{transform.kind}: a differentiated argument is not a tensor")
-    if any(not isinstance(a, TensorValue | PythonValue) for a in args):
-        raise Unsupported(f"torch.func.{transform.kind}: arguments holding tensors in containers")
+    if max(numbers) >= len(args) or not all(_holds_tensors(args[n]) for n in numbers):
+        raise Unsupported(
+            f"torch.func.{transform.kind}: a differentiated argument is not tensors (a tensor, "
+            "or tuples, lists and dicts of them)"
+        )
+    if any(not isinstance(a, PythonValue) and not _holds_tensors(a) for a in args):
+        raise Unsupported(f"torch.func.{transform.kind}: arguments holding other values")
     level, opened = _open_grad_level(tx)
     wrapped = _wrap_and_require_grad(tx, args, numbers, level)
     output = call(tx, transform.function, wrapped, {})
@@ -340,12 +355,15 @@ def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Val
         output, aux = output.items
     if not isinstance(output, TensorValue) or output.example.dim() != 0:
         raise Unsupported(f"torch.func.{transform.kind}: f must return a scalar tensor")
-    differentiated = [wrapped[n] for n in numbers]
+    differentiated = [t for n in numbers for t in _tensors_of(wrapped[n], "an argument")]
     grads = _tensor(tx, _autograd_grad, (output,), differentiated, create_graph=True)
-    grad_items = [
-        _tensor(tx, _unwrap_for_grad, _item(tx, grads, index), level)
-        for index in range(len(numbers))
-    ]
+    flat_grads = iter(
+        [
+            _tensor(tx, _unwrap_for_grad, _item(tx, grads, index), level)
+            for index in range(len(differentiated))
+        ]
+    )
+    grad_items = [_map_tensors(wrapped[n], lambda _: next(flat_grads)) for n in numbers]
     value = _tensor(tx, _unwrap_for_grad, output, level)
     if aux is not None:
         _tensors_of(aux, f"the aux output of torch.func.{transform.kind}")
