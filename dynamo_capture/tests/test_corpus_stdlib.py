@@ -118,6 +118,19 @@ def _dict_keyed_by_tensors(x, y):
     return [sorted(group) for group in names.values()], x * len(names), y in names
 
 
+def _deque_and_list_remove(x, y):
+    queue = collections.deque([1, 2, 3, 2], maxlen=4)
+    queue.remove(2)
+    items = [3, x, y]
+    items.remove(3)
+    return x * len(queue) + queue.index(3), list(queue), queue.count(2), len(items), items[0]
+
+
+def _count_and_index_by_identity(x, y):
+    same, numbers = [x, x], [1, 2, 1, x]
+    return same.count(x), numbers.index(2), y + len(numbers)
+
+
 # ----- functools.lru_cache / cache / wraps ------------------------------------------------
 @functools.lru_cache(maxsize=16)
 def _cached_scale(n):
@@ -234,6 +247,8 @@ PROGRAMS = {
     "set_of_tensors_by_identity": (_set_of_tensors_by_identity, (r(3), r(3))),
     "set_of_modules_by_identity": (_set_of_modules_by_identity, (r(3),)),
     "dict_keyed_by_tensors": (_dict_keyed_by_tensors, (r(3), r(3))),
+    "deque_and_list_remove": (_deque_and_list_remove, (r(3), r(3))),
+    "count_and_index_by_identity": (_count_and_index_by_identity, (r(3), r(3))),
     "lru_cache_on_constant": (_lru_cache_on_constant, (r(3),)),
     "cache_on_tensor": (_cache_on_tensor, (r(3),)),
     "lru_cache_with_keywords": (_lru_cache_with_keywords, (r(3),)),
@@ -297,8 +312,7 @@ def test_writes_to_an_argument_set_are_replayed_after_the_graph():
         eager_set, compiled_set = {1, 2, 3}, {1, 2, 3}
         expected = _mutate_argument_set(x, eager_set)
         got = compiled(x, compiled_set)
-        torch.testing.assert_close(got[:3], expected[:3])
-        assert got[3] == expected[3]
+        torch.testing.assert_close(got, expected)
         assert compiled_set == eager_set
 
 
@@ -452,3 +466,36 @@ def test_set_pop_takes_items_in_eager_order():
         torch.testing.assert_close(got[:3], expected[:3])
         assert got[3] == expected[3]
         assert compiled_set == eager_set
+
+
+def _deque_methods_not_modelled(x):
+    queue = collections.deque([1])
+    queue.insert(0, 5)
+    return x + 1, list(queue)
+
+
+def test_deque_methods_capture_does_not_model_are_not_folded_on_a_copy():
+    """deque.insert was run on a copy made at compile time: the deque kept its items."""
+    with pytest.raises(dynamo_capture.Unsupported, match="deque.insert"):
+        dynamo_capture.optimize(_deque_methods_not_modelled, backend=_eager, fullgraph=True)(r(2))
+    x = r(2)
+    got = dynamo_capture.optimize(_deque_methods_not_modelled, backend=_eager)(x)
+    expected = _deque_methods_not_modelled(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1]
+
+
+def _remove_from_argument_containers(x, queue, items):
+    queue.remove(2)
+    items.remove(1)
+    return x + len(queue) + len(items)
+
+
+def test_remove_from_argument_deque_and_list_is_replayed():
+    compiled = dynamo_capture.optimize(_remove_from_argument_containers, backend=_eager)
+    x = r(2)
+    eager_args = (collections.deque([1, 2, 3]), [1, 2])
+    compiled_args = (collections.deque([1, 2, 3]), [1, 2])
+    expected = _remove_from_argument_containers(x, *eager_args)
+    torch.testing.assert_close(compiled(x, *compiled_args), expected)
+    assert compiled_args == eager_args

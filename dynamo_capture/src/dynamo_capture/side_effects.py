@@ -27,7 +27,7 @@ MUTATING_METHODS: dict[type, frozenset[str]] = {
     dict: frozenset({"update", "pop", "popitem", "setdefault", "clear", "__setitem__"}),
     collections.deque: frozenset(
         {"append", "appendleft", "extend", "extendleft", "pop", "popleft", "rotate", "clear",
-         "reverse", "__setitem__"}
+         "reverse", "remove", "__setitem__"}
     ),
     set: frozenset(
         {"add", "update", "discard", "remove", "pop", "clear", "difference_update",
