@@ -9,6 +9,7 @@ opaque higher-order node for checkpoint).
 from __future__ import annotations
 
 import collections
+import collections.abc
 import functools
 
 import pytest
@@ -131,6 +132,46 @@ def _count_and_index_by_identity(x, y):
     return same.count(x), numbers.index(2), y + len(numbers)
 
 
+class _TwoKeys(collections.abc.Mapping):
+    def __init__(self):
+        self.data = {"ab": 1, "cd": 2}
+
+    def __getitem__(self, key):
+        return self.data[key]
+
+    def __iter__(self):
+        return iter(self.data)
+
+    def __len__(self):
+        return len(self.data)
+
+
+def _dict_of_mappings(x):
+    chained = collections.ChainMap({"ab": 1}, {"cd": 2})
+    chained["ef"] = 3
+    return x * len(dict(chained)), dict(chained), dict(_TwoKeys())
+
+
+def _sorted_with_cmp_to_key(x):
+    order = sorted([3, 1, 2], key=functools.cmp_to_key(lambda a, b: b - a))
+    words = sorted(["b", "a", "c"], key=functools.cmp_to_key(lambda a, b: (a > b) - (a < b)))
+    return [x * i for i in order], words
+
+
+class _Ranked:
+    def __init__(self, rank):
+        self.rank = rank
+
+    def __lt__(self, other):
+        return self.rank < other.rank
+
+
+def _sorted_user_objects(x):
+    ranked = sorted([_Ranked(3), _Ranked(1), _Ranked(2)])
+    backwards = sorted([_Ranked(1), _Ranked(5)], reverse=True)
+    return [x * item.rank for item in ranked], [item.rank for item in backwards]
+
+
 # ----- functools.lru_cache / cache / wraps ------------------------------------------------
 @functools.lru_cache(maxsize=16)
 def _cached_scale(n):
@@ -249,6 +290,9 @@ PROGRAMS = {
     "dict_keyed_by_tensors": (_dict_keyed_by_tensors, (r(3), r(3))),
     "deque_and_list_remove": (_deque_and_list_remove, (r(3), r(3))),
     "count_and_index_by_identity": (_count_and_index_by_identity, (r(3), r(3))),
+    "dict_of_mappings": (_dict_of_mappings, (r(3),)),
+    "sorted_with_cmp_to_key": (_sorted_with_cmp_to_key, (r(3),)),
+    "sorted_user_objects": (_sorted_user_objects, (r(3),)),
     "lru_cache_on_constant": (_lru_cache_on_constant, (r(3),)),
     "cache_on_tensor": (_cache_on_tensor, (r(3),)),
     "lru_cache_with_keywords": (_lru_cache_with_keywords, (r(3),)),
