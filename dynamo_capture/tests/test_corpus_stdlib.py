@@ -543,3 +543,28 @@ def test_remove_from_argument_deque_and_list_is_replayed():
     expected = _remove_from_argument_containers(x, *eager_args)
     torch.testing.assert_close(compiled(x, *compiled_args), expected)
     assert compiled_args == eager_args
+
+
+def _prints_then_sin(a):
+    print("checkpointed")
+    return a.sin()
+
+
+def _checkpoint_of_function_that_breaks(x):
+    y = x * 2
+    return checkpoint(_prints_then_sin, y, use_reentrant=False) + 1
+
+
+def test_checkpoint_whose_function_breaks_runs_it_eagerly_whole(capsys):
+    """Parts of fn compiled for the forward would differ from the code the backward
+    recomputes (checkpoint refuses that): the checkpoint call runs eagerly whole."""
+    x = r(3, grad=True)
+    eager_x, compiled_x = clone_inputs(x), clone_inputs(x)
+    compiled = dynamo_capture.optimize(_checkpoint_of_function_that_breaks, backend=_eager)
+    got = compiled(compiled_x)
+    got.sum().backward()
+    expected = _checkpoint_of_function_that_breaks(eager_x)
+    expected.sum().backward()
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(compiled_x.grad, eager_x.grad)
+    assert "checkpointed" in capsys.readouterr().out

@@ -295,7 +295,13 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
     ]
     if changed or not args:
         raise Unsupported(f"torch.utils.checkpoint.checkpoint with options {changed}")
-    return call(tx, args[0], list(args[1:]), options)  # what is left goes to fn
+    try:
+        return call(tx, args[0], list(args[1:]), options)  # what is left goes to fn
+    except Unsupported as error:
+        # NOTE: the graph breaks at the checkpoint call, which then runs eagerly as a
+        # whole: fn's own parts compiled for the forward would not be the code the
+        # backward's recomputation runs (checkpoint checks that both save alike)
+        raise Unsupported(f"torch.utils.checkpoint.checkpoint: {error.reason}") from error
 
 
 def _cond(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
