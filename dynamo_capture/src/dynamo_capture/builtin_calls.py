@@ -414,6 +414,16 @@ def _ordered_dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -
     return DictValue(made.items, collections.OrderedDict)  # type: ignore[attr-defined]
 
 
+def _is_mapping(value: Value) -> bool:
+    """Whether dict(value) reads `value` as a mapping (it has keys()), not as pairs."""
+    if not isinstance(value, PythonValue | ObjectValue):
+        return False
+    try:
+        return hasattr(python_type_of(value), "keys")
+    except Unsupported:
+        return False
+
+
 @handles(builtins.dict)
 def _dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     items: dict[Any, Value] = {}
@@ -423,7 +433,7 @@ def _dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
             isinstance(source, PythonValue) and isinstance(source.obj, dict)
         ):
             items.update(dict_items(tx, source))
-        elif hasattr(python_type_of(source), "keys"):
+        elif _is_mapping(source):
             # a mapping that is not a dict (ChainMap, a user Mapping): keys() and
             # source[key], as dict() reads one
             from dynamo_capture.attributes import get_attr
