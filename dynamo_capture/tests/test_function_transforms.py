@@ -488,10 +488,19 @@ def _jacfwd_inside_jvp(x):
     return torch.func.jvp(lambda a: torch.func.jacfwd(torch.sin)(a).sum(0), (x,), (x,))
 
 
+def _opaque_jacfwd_inside_jvp(x):
+    def inner(a):
+        return torch.func.jacfwd(torch.mul, argnums=(0, 1))(a, a)[0].sum(0)
+
+    return torch.func.jvp(inner, (x,), (x,))
+
+
 def test_transform_node_inside_traced_jvp_runs_eagerly():
-    """torch's jacfwd inside a traced jvp would open a second dual level: not traced."""
-    compiled = dynamo_capture.optimize(_jacfwd_inside_jvp, backend=lambda gm, ex: gm.forward)
+    """torch's own jacfwd (an opaque node) inside a traced jvp would open a second dual
+    level: the frame runs it eagerly; a jacfwd traced here shares the jvp's level."""
+    check_like_torch(_jacfwd_inside_jvp, _vector)
+    compiled = dynamo_capture.optimize(_opaque_jacfwd_inside_jvp, backend=lambda gm, ex: gm.forward)
     for _ in range(2):
         x = torch.randn(3)
-        torch.testing.assert_close(compiled(x), _jacfwd_inside_jvp(x))
+        torch.testing.assert_close(compiled(x), _opaque_jacfwd_inside_jvp(x))
         assert torch._C._functorch.maybe_current_level() is None
