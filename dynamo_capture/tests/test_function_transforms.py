@@ -2,8 +2,9 @@
 
 Each program runs under capture and torch.compile with counting backends: the graph
 counts are torch.compile's and the results are eager's. grad, grad_and_value and vmap
-are traced into the graph as torch.compile traces them (functorch_inline), so their
-op counts are torch's too; the others are one opaque node each (op counts differ).
+and jvp, vjp, jacrev, jacfwd, hessian are traced into the graph as torch.compile traces
+them (functorch_inline), so their op counts are torch's too; forms not traced so are one
+opaque node each (op counts differ).
 """
 
 from __future__ import annotations
@@ -86,7 +87,15 @@ PROGRAMS = {
 }
 
 
-TRACED = ("grad", "grad_and_value", "vmap", "vmap_in_dims", "cond_tensor_predicate")
+TRACED = (
+    "grad",
+    "grad_and_value",
+    "vmap",
+    "vmap_in_dims",
+    "jvp",
+    "jacrev",
+    "cond_tensor_predicate",
+)
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
@@ -136,6 +145,118 @@ def _vmap_closure_then_ops(x, w):
     return torch.func.vmap(lambda row: row @ w)(x).relu() + x.mean()
 
 
+def _vjp_of_closure(x, w):
+    out, pullback = torch.func.vjp(lambda a: a * w, x)
+    (grad,) = pullback(torch.ones_like(out))
+    return out + grad
+
+
+def _vjp_of_two_primals(x, y):
+    out, pullback = torch.func.vjp(lambda a, b: (a * b).sin(), x, y)
+    return pullback(torch.ones_like(out))
+
+
+def _vjp_tuple_output(x):
+    (a, b), pullback = torch.func.vjp(lambda t: (t.sin(), t.cos()), x)
+    return pullback((torch.ones_like(a), b))
+
+
+def _vjp_with_aux_and_unused_primal(x, y):
+    out, pullback, aux = torch.func.vjp(lambda a, b: (a.exp(), a.sum()), x, y, has_aux=True)
+    return pullback(out), aux
+
+
+def _vjp_under_no_grad(x):
+    with torch.no_grad():
+        out, pullback = torch.func.vjp(torch.sin, x)
+        return pullback(out)[0]
+
+
+def _vjp_pullback_called_twice(x):
+    out, pullback = torch.func.vjp(torch.tanh, x)
+    return pullback(out)[0] + pullback(out * 2, create_graph=False)[0]
+
+
+def _jvp_of_two_primals(x, y):
+    return torch.func.jvp(torch.mul, (x, y), (torch.ones_like(x), torch.zeros_like(y)))
+
+
+def _jvp_output_independent_of_primals(x):
+    return torch.func.jvp(lambda a: (a.sin(), torch.ones(3)), (x,), (x,))
+
+
+def _jvp_with_aux(x):
+    return torch.func.jvp(lambda a: (a.sin(), a.cos()), (x,), (x,), has_aux=True)
+
+
+def _jvp_of_jvp(x):
+    return torch.func.jvp(lambda a: torch.func.jvp(torch.sin, (a,), (a,))[1], (x,), (x,))
+
+
+def _jvp_in_vmap(x):
+    return torch.func.vmap(lambda row: torch.func.jvp(torch.sin, (row,), (row * 0 + 1,))[1])(x)
+
+
+def _jvp_in_grad(x):
+    return torch.func.grad(lambda a: torch.func.jvp(torch.sin, (a,), (a,))[1].sum())(x)
+
+
+def _jvp_under_no_grad(x):
+    with torch.no_grad():
+        return torch.func.jvp(torch.cos, (x,), (x,))
+
+
+def _jacrev_of_closure(x, w):
+    return torch.func.jacrev(lambda a: (a * w).sin())(x)
+
+
+def _hessian_of_closure_with_constant_cell(x):
+    k = 3
+    return torch.func.hessian(lambda a: (a * k).sin().sum())(x)
+
+
+def _jacrev_of_second_argument(x, y):
+    return torch.func.jacrev(torch.mul, argnums=1)(x, y)
+
+
+def _jacrev_of_matrix_product(x, w):
+    return torch.func.jacrev(lambda a: a @ w)(x)
+
+
+def _jacrev_under_no_grad(x):
+    with torch.no_grad():
+        return torch.func.jacrev(torch.tanh)(x)
+
+
+_LINEAR = torch.nn.Linear(3, 2)
+
+
+def _grad_of_dict_of_parameters(x, w, b):
+    return torch.func.grad(lambda p, x: (x @ p["w"].t() + p["b"]).sum())({"w": w, "b": b}, x)
+
+
+def _grad_of_tuple_of_parameters(x, w, b):
+    return torch.func.grad(lambda p, x: (x @ p[0].t() + p[1]).sum())((w, b), x)
+
+
+def _grad_of_functional_call(x):
+    params = {name: p.detach() for name, p in _LINEAR.named_parameters()}
+    return torch.func.grad(lambda p, x: torch.func.functional_call(_LINEAR, p, (x,)).sum())(
+        params, x
+    )
+
+
+def _grad_and_value_with_dict_aux(x, w):
+    def loss(p):
+        return (p["w"] * x).sum(), {"doubled": p["w"] * 2}
+
+    return torch.func.grad_and_value(loss, has_aux=True)({"w": w})
+
+
+def _grad_of_list_among_argnums(x, w):
+    return torch.func.grad(lambda a, ps: (a * ps[0] * ps[1]).sum(), argnums=(0, 1))(x, [w, w * 2])
+
+
 TRACED_PROGRAMS = {
     "argnums_pair": (_argnums_pair, lambda: (torch.randn(3), torch.randn(3))),
     "aux_output": (_aux_output, _vector),
@@ -149,6 +270,90 @@ TRACED_PROGRAMS = {
     "vmap_closure_then_ops": (
         _vmap_closure_then_ops,
         lambda: (torch.randn(4, 3), torch.randn(3, 3)),
+    ),
+    "jvp_of_two_primals": (_jvp_of_two_primals, lambda: (torch.randn(3), torch.randn(3))),
+    "jvp_output_independent_of_primals": (_jvp_output_independent_of_primals, _vector),
+    "jvp_with_aux": (_jvp_with_aux, _vector),
+    "jvp_of_jvp": (_jvp_of_jvp, _vector),
+    "jvp_in_vmap": (_jvp_in_vmap, lambda: (torch.randn(2, 3),)),
+    "jvp_in_grad": (_jvp_in_grad, _vector),
+    "jvp_under_no_grad": (_jvp_under_no_grad, _vector),
+    "jvp_of_input_requiring_grad": (
+        lambda x: torch.func.jvp(torch.exp, (x,), (torch.ones_like(x),))[1].sum(),
+        lambda: (torch.randn(3, requires_grad=True),),
+    ),
+    "jacrev_of_closure_traced": (_jacrev_of_closure, lambda: (torch.randn(3), torch.randn(3))),
+    "jacrev_of_second_argument": (
+        _jacrev_of_second_argument,
+        lambda: (torch.randn(3), torch.randn(3)),
+    ),
+    "jacrev_of_matrix_product": (
+        _jacrev_of_matrix_product,
+        lambda: (torch.randn(2, 3), torch.randn(3, 4)),
+    ),
+    "jacrev_under_no_grad": (_jacrev_under_no_grad, _vector),
+    "jacrev_of_input_requiring_grad": (
+        lambda x: torch.func.jacrev(torch.exp)(x).sum(),
+        lambda: (torch.randn(3, requires_grad=True),),
+    ),
+    "jacrev_in_vmap": (
+        lambda x: torch.func.vmap(torch.func.jacrev(torch.sin))(x),
+        lambda: (torch.randn(2, 3),),
+    ),
+    "jacrev_of_jacrev": (lambda x: torch.func.jacrev(torch.func.jacrev(torch.sin))(x), _vector),
+    "jacfwd_of_closure": (
+        lambda x, w: torch.func.jacfwd(lambda a: (a * w).cos())(x),
+        lambda: (torch.randn(3), torch.randn(3)),
+    ),
+    "jacfwd_of_second_argument": (
+        lambda x, y: torch.func.jacfwd(torch.mul, argnums=1)(x, y),
+        lambda: (torch.randn(3), torch.randn(3)),
+    ),
+    "jacfwd_of_matrix_product": (
+        lambda x, w: torch.func.jacfwd(lambda a: a @ w)(x),
+        lambda: (torch.randn(2, 3), torch.randn(3, 4)),
+    ),
+    "jacfwd_in_vmap": (
+        lambda x: torch.func.vmap(torch.func.jacfwd(torch.sin))(x),
+        lambda: (torch.randn(2, 3),),
+    ),
+    "jacfwd_of_input_requiring_grad": (
+        lambda x: torch.func.jacfwd(torch.exp)(x).sum(),
+        lambda: (torch.randn(3, requires_grad=True),),
+    ),
+    "hessian_of_closure_traced": (
+        _hessian_of_closure_with_constant_cell,
+        _vector,
+    ),
+    "grad_of_dict_of_parameters": (
+        _grad_of_dict_of_parameters,
+        lambda: (torch.randn(4, 3), torch.randn(2, 3), torch.randn(2)),
+    ),
+    "grad_of_tuple_of_parameters": (
+        _grad_of_tuple_of_parameters,
+        lambda: (torch.randn(4, 3), torch.randn(2, 3), torch.randn(2)),
+    ),
+    "grad_of_functional_call": (_grad_of_functional_call, lambda: (torch.randn(4, 3),)),
+    "grad_and_value_with_dict_aux": (
+        _grad_and_value_with_dict_aux,
+        lambda: (torch.randn(3), torch.randn(3)),
+    ),
+    "grad_of_list_among_argnums": (
+        _grad_of_list_among_argnums,
+        lambda: (torch.randn(3), torch.randn(3)),
+    ),
+    "vjp_of_closure": (_vjp_of_closure, lambda: (torch.randn(3), torch.randn(3))),
+    "vjp_of_two_primals": (_vjp_of_two_primals, lambda: (torch.randn(3), torch.randn(3))),
+    "vjp_tuple_output": (_vjp_tuple_output, _vector),
+    "vjp_with_aux_and_unused_primal": (
+        _vjp_with_aux_and_unused_primal,
+        lambda: (torch.randn(3), torch.randn(3)),
+    ),
+    "vjp_under_no_grad": (_vjp_under_no_grad, _vector),
+    "vjp_pullback_called_twice": (_vjp_pullback_called_twice, _vector),
+    "vjp_of_input_requiring_grad": (
+        lambda x: torch.func.vjp(lambda a: a**2, x)[1](torch.ones_like(x))[0].sum(),
+        lambda: (torch.randn(3, requires_grad=True),),
     ),
 }
 
@@ -224,3 +429,78 @@ def _cond_list(x):
 @pytest.mark.parametrize("fn", [_cond_pair, _cond_list], ids=["pair", "list"])
 def test_cond_outputs_are_read_by_getitem_nodes_like_torch(fn):
     check_like_torch(fn, _vector)
+
+
+def _jacfwd_of_closure_two_cells(x, w, b):
+    return torch.func.jacfwd(lambda a: (a @ w + b).tanh())(x)
+
+
+def _jvp_of_closure(x, w):
+    out, tangent = torch.func.jvp(lambda a: a * w, (x,), (torch.ones_like(x),))
+    return out + tangent
+
+
+def _closure_cell_rebound_before_the_call(x):
+    w = x
+    jacobian = torch.func.jacrev(lambda a: (a * w).sin())
+    w = x * 2  # the call reads the cell as it is now, as eager does
+    return jacobian(x)
+
+
+CLOSURE_PROGRAMS = {
+    "jacrev_of_closure": (_jacrev_of_closure, lambda: (torch.randn(3), torch.randn(3))),
+    "jacfwd_of_closure_two_cells": (
+        _jacfwd_of_closure_two_cells,
+        lambda: (torch.randn(3), torch.randn(3, 3), torch.randn(3)),
+    ),
+    "hessian_of_closure_with_constant_cell": (_hessian_of_closure_with_constant_cell, _vector),
+    "jvp_of_closure": (_jvp_of_closure, lambda: (torch.randn(3), torch.randn(3))),
+    "closure_cell_rebound_before_the_call": (_closure_cell_rebound_before_the_call, _vector),
+}
+
+
+@pytest.mark.parametrize("name", list(CLOSURE_PROGRAMS))
+def test_transform_of_closure_over_tensors_is_one_node_like_torch_graph_count(name):
+    fn, make_args = CLOSURE_PROGRAMS[name]
+    check_like_torch(fn, make_args, ops=False)
+
+
+def test_vjp_leaves_functorch_levels_as_they_were():
+    compiled = dynamo_capture.optimize(_vjp_of_closure, backend=lambda gm, ex: gm.forward)
+    for _ in range(2):
+        x, w = torch.randn(3), torch.randn(3)
+        torch.testing.assert_close(compiled(x, w), _vjp_of_closure(x, w))
+        assert torch._C._functorch.maybe_current_level() is None
+
+
+def test_pullback_returned_from_the_frame_runs_eagerly():
+    def returned(x):
+        return torch.func.vjp(torch.sin, x)
+
+    x = torch.randn(3)
+    out, pullback = dynamo_capture.optimize(returned, backend=lambda gm, ex: gm.forward)(x)
+    torch.testing.assert_close(out, x.sin())
+    torch.testing.assert_close(pullback(torch.ones(3))[0], x.cos())
+    assert torch._C._functorch.maybe_current_level() is None
+
+
+def _jacfwd_inside_jvp(x):
+    return torch.func.jvp(lambda a: torch.func.jacfwd(torch.sin)(a).sum(0), (x,), (x,))
+
+
+def _opaque_jacfwd_inside_jvp(x):
+    def inner(a):
+        return torch.func.jacfwd(torch.mul, argnums=(0, 1))(a, a)[0].sum(0)
+
+    return torch.func.jvp(inner, (x,), (x,))
+
+
+def test_transform_node_inside_traced_jvp_runs_eagerly():
+    """torch's own jacfwd (an opaque node) inside a traced jvp would open a second dual
+    level: the frame runs it eagerly; a jacfwd traced here shares the jvp's level."""
+    check_like_torch(_jacfwd_inside_jvp, _vector)
+    compiled = dynamo_capture.optimize(_opaque_jacfwd_inside_jvp, backend=lambda gm, ex: gm.forward)
+    for _ in range(2):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), _opaque_jacfwd_inside_jvp(x))
+        assert torch._C._functorch.maybe_current_level() is None

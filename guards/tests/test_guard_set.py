@@ -190,6 +190,43 @@ def test_length_and_dict_keys():
     assert not ok and "type mismatch" in why
 
 
+def test_set_items_guard_checks_type_items_and_order():
+    guards = GuardSet()
+    guards.add_set_items(LocalSource("s"), {1, 2, "a"})
+    guards.add_set_items(LocalSource("f"), frozenset({(1, 2), 3.5}))
+    good = {"s": {1, 2, "a"}, "f": frozenset({(1, 2), 3.5})}
+    assert _both(guards, good) == (True, None)
+    for bad in (
+        {"s": {1, 2}},
+        {"s": {1, 2, "b"}},
+        {"s": {1.0, 2, "a"}},  # equal, but an item of another type
+        {"s": frozenset({1, 2, "a"})},
+        {"f": {3.5, (1, 2)}},
+        {"f": frozenset({3.5, (1, 2.0)})},
+    ):
+        ok, why = _both(guards, dict(good, **bad))
+        assert not ok and "mismatch" in why
+    # equal sets whose items iterate in another order (a hash collision, inserted the
+    # other way round): iteration folded at compile time would differ, so they fail
+    first, second = {1, 9}, {9, 1}
+    assert first == second and list(first) != list(second)
+    guards = GuardSet()
+    guards.add_set_items(LocalSource("s"), first)
+    assert _both(guards, {"s": {1, 9}}) == (True, None)
+    assert not _both(guards, {"s": second})[0]
+
+
+def test_set_items_guard_compares_other_objects_by_identity():
+    first, second = torch.nn.ReLU(), torch.nn.ReLU()
+    guards = GuardSet()
+    guards.add_set_items(LocalSource("s"), {first, int})
+    seen = {first, int}
+    assert _both(guards, {"s": seen}) == (True, None)
+    ok, why = _both(guards, {"s": {second, int}})
+    assert not ok and "items mismatch" in why
+    assert not _both(guards, {"s": {first, float}})[0]
+
+
 def test_nn_module_guard():
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
     source = NNModuleSource(LocalSource("self"))

@@ -205,6 +205,9 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
     if isinstance(obj, os._Environ):
         return BuiltinMethodValue(value, name)  # read-only environment lookups are folded
     if isinstance(obj, torch.nn.Module):
+        replaced = tx.ctx.replaced_members.get((id(obj), name))
+        if replaced is not None:  # torch.func.functional_call's tensor for it
+            return replaced
         for table in ("_parameters", "_buffers", "_modules"):
             entries = obj.__dict__.get(table)
             if entries is not None and name in entries:

@@ -414,6 +414,16 @@ def _ordered_dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -
     return DictValue(made.items, collections.OrderedDict)  # type: ignore[attr-defined]
 
 
+def _is_mapping(value: Value) -> bool:
+    """Whether dict(value) reads `value` as a mapping (it has keys()), not as pairs."""
+    if not isinstance(value, PythonValue | ObjectValue):
+        return False
+    try:
+        return hasattr(python_type_of(value), "keys")
+    except Unsupported:
+        return False
+
+
 @handles(builtins.dict)
 def _dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     items: dict[Any, Value] = {}
@@ -423,6 +433,15 @@ def _dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
             isinstance(source, PythonValue) and isinstance(source.obj, dict)
         ):
             items.update(dict_items(tx, source))
+        elif _is_mapping(source):
+            # a mapping that is not a dict (ChainMap, a user Mapping): keys() and
+            # source[key], as dict() reads one
+            from dynamo_capture.attributes import get_attr
+            from dynamo_capture.calls import call
+            from dynamo_capture.operations import get_item
+
+            for key in sequence_items(tx, call(tx, get_attr(tx, source, "keys"), [], {})):
+                items[hashable_key(key)] = get_item(tx, source, key)
         else:
             for pair in sequence_items(tx, source):
                 key, value = sequence_items(tx, pair)
@@ -571,21 +590,37 @@ def _all(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 
 class _Opaque:
-    """A sort key part known only when the code runs: comparing it is Unsupported."""
+    """A sort key part known only when the code runs: comparing it is Unsupported, but
+    for instances of user classes, which `sorted` compares with their own `__lt__`,
+    traced (functools.cmp_to_key's keys)."""
+
+    __slots__ = ("tx", "value")
+
+    def __init__(self, tx: Translator | None = None, value: Value | None = None) -> None:
+        self.tx, self.value = tx, value
 
     def _fail(self, other: Any) -> bool:
         raise Unsupported("sorting compares values known only when the code runs")
 
-    __lt__ = __gt__ = __le__ = __ge__ = __eq__ = _fail
+    def __lt__(self, other: Any) -> bool:
+        if self.tx is None or not isinstance(other, _Opaque) or other.value is None:
+            return self._fail(other)
+        from dynamo_capture.operations import binary_op, truth
+
+        return truth(self.tx, binary_op(self.tx, operator.lt, self.value, other.value))
+
+    __gt__ = __le__ = __ge__ = __eq__ = _fail
     __hash__ = None  # type: ignore[assignment]
 
 
-def _sort_key(value: Value) -> Any:
+def _sort_key(value: Value, tx: Translator | None = None) -> Any:
     try:
         return as_constant(value)
     except NotConstant:
         if isinstance(value, TupleValue):
             return tuple(_sort_key(item) for item in value.items)
+        if isinstance(value, ObjectValue) and tx is not None:
+            return _Opaque(tx, value)  # sorted compares it with `<` only, as eagerly
         return _Opaque()
 
 
@@ -596,9 +631,9 @@ def sorted_values(tx: Translator, items: list[Value], kwargs: dict[str, Value]) 
     key = kwargs.get("key")
     reverse = as_constant(kwargs["reverse"]) if "reverse" in kwargs else False
     if key is None or (isinstance(key, PythonValue) and key.obj is None):
-        keys = [_sort_key(item) for item in items]
+        keys = [_sort_key(item, tx) for item in items]
     else:
-        keys = [_sort_key(call(tx, key, [item], {})) for item in items]
+        keys = [_sort_key(call(tx, key, [item], {}), tx) for item in items]
     order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
     return [items[i] for i in order]
 

@@ -287,6 +287,11 @@ def _call_python(
         return call(tx, PythonValue(obj.__func__), [receiver, *args], kwargs)
     if isinstance(obj, functools.partial):
         return _call_real_partial(tx, fn, args, kwargs)
+    if isinstance(obj, _LRU_CACHE_WRAPPER) and callable(getattr(obj, "__wrapped__", None)):
+        # NOTE: as torch.compile does, the cache is skipped and the wrapped function
+        # traced: the graph computes what the function computes on these arguments
+        source = AttrSource(fn.source, "__wrapped__") if fn.source is not None else None
+        return call(tx, tx.ctx.wrap(obj.__wrapped__, source), args, kwargs)
     if isinstance(obj, weakref.ReferenceType) and not args and not kwargs:
         return _dereference(tx, obj)
     if isinstance(obj, type):
@@ -308,6 +313,9 @@ def _call_python(
         tx.ctx.guards.class_attribute(type(obj), "__call__", method)
         return call(tx, PythonValue(method), [fn, *args], kwargs)
     raise Unsupported(f"call to {describe(fn)} ({type(obj).__name__}), which capture cannot trace")
+
+
+_LRU_CACHE_WRAPPER = type(functools.lru_cache(None)(lambda: None))  # functools.cache's too
 
 
 def _inlined_for_callable_argument(obj: Any, args: list[Value], kwargs: dict[str, Value]) -> bool:

@@ -44,8 +44,9 @@ from dynamo_capture.errors import (
 )
 from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
+from dynamo_capture.function_transforms import ClosureTransform
 from dynamo_capture.function_values import function_attr
-from dynamo_capture.functorch_inline import InlinedTransform
+from dynamo_capture.functorch_inline import InlinedTransform, Pullback
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory
@@ -750,7 +751,10 @@ class OutputPlan:
 
     def _python(self, value: PythonValue) -> str:
         obj = value.obj
-        if isinstance(obj, InlinedTransform) and obj.applied is None:
+        if (
+            isinstance(obj, InlinedTransform | ClosureTransform | Pullback)
+            and getattr(obj, "applied", None) is None
+        ):
             raise Unsupported("a torch.func transform of a closure leaving the compiled frame")
         if isinstance(obj, FakeId):
             raise Unsupported("the id() of an object made in the frame leaves the frame")

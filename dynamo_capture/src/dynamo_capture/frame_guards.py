@@ -138,13 +138,19 @@ class FrameGuards:
             self.guard_set.add_id(source, value)
 
     def equals_match(self, source: Source, value: Any) -> None:
-        self.guard_set.add_equals(source, value)
+        if type(value) in (set, frozenset):
+            self.guard_set.add_set_items(source, value)
+        else:
+            self.guard_set.add_equals(source, value)
 
     def tensor_match(self, source: Source, value: torch.Tensor) -> None:
         self.guard_set.add_tensor(source, value)
 
     def length_check(self, source: Source, value: Any) -> None:
         self.guard_set.add_length(source, value)
+
+    def set_items(self, source: Source, value: set[Any] | frozenset[Any]) -> None:
+        self.guard_set.add_set_items(source, value)
 
     def dict_keys(self, source: Source, value: dict[Any, Any]) -> None:
         self.guard_set.add_dict_keys(source, value)

@@ -2,18 +2,25 @@
 
     torch.func.grad(f, argnums=0)(x)     -> a node `grad_f(x)`, f a function known now
     torch.vmap(f, in_dims=(0, None))(x, y)
-    torch.func.jvp(f, primals, tangents) -> a node `jvp_f(primals, tangents)`
+    torch.func.jvp(f, primals, tangents) -> traced (functorch_inline), else a node
+                                            `jvp_f(primals, tangents)`
     torch.cond(pred, true_fn, false_fn, (x,))
         pred a tensor                    -> a node `cond_true_fn_false_fn(pred, x)`
         pred a Python bool               -> the branch it picks, inlined (guarded)
+    torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=False)
+                                         -> fn traced in place (the recomputation is
+                                            a memory choice of the backward)
 
 The node calls torch's own public transform when the graph runs, so the result is
 eager's; capture runs it on fake tensors only to learn the result's metadata (for
 torch.cond: each branch on fakes, which must agree). The transformed function must be
 known now: a function without closure cells or a module (guarded where it came
-from), or a lambda made in the frame without closure cells. Anything else (a closure over the frame's tensors, a
-non-constant option, `vjp`, which returns a function) is Unsupported: the graph
-breaks there and the transform runs eagerly, as before.
+from), or a function made in the frame. A closure made in the frame whose cells hold
+tensors and constants gives a node taking those tensors first (read when the
+transformed function is called), which rebuilds the function from them each run.
+Anything else (cells holding other objects, a non-constant option, `vjp`, which
+returns a function) is Unsupported: the graph breaks there and the transform runs
+eagerly, as before.
 
 Unlike torch.compile, which inlines the transform's operators into the graph, the
 node is opaque: graph counts match torch's, op counts do not.
@@ -28,9 +35,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture.errors import Unsupported
+from dynamo_capture.functional_calls import FUNCTIONAL_CALLS, call_functional
 from dynamo_capture.functorch_inline import (
     InlinedTransform,
+    Pullback,
     call_inlined_transform,
+    call_jvp,
+    call_pullback,
+    call_vjp,
     inlined_transform,
 )
 from dynamo_capture.operations import NotConstant, as_constant
@@ -46,7 +58,7 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["TRANSFORMS", "call_function_transform"]
+__all__ = ["TRANSFORMS", "ClosureTransform", "call_function_transform"]
 
 # transform -> the option names it takes (all must be constants)
 TRANSFORMS: dict[Callable[..., Any], tuple[str, ...]] = {
@@ -72,12 +84,30 @@ def call_function_transform(
         return _make_transformed(tx, fn, args, kwargs)
     if isinstance(fn, InlinedTransform):
         return call_inlined_transform(tx, fn, args, kwargs)
+    if isinstance(fn, ClosureTransform):  # its cells are read now, as the call reads them
+        closure = _closure_over_tensors(fn.function)
+        if closure is None:
+            raise Unsupported(
+                f"torch.func.{fn.transform.__name__} of a closure whose cells changed"
+            )
+        target = _transformed_closure(fn.transform, fn.options, closure[0], len(closure[1]))
+        return _node(tx, target, (*closure[1], *args), kwargs)
     if getattr(fn, _TRANSFORMED, False):
         return _node(tx, fn, tuple(args), kwargs)
+    if fn is torch.func.vjp:
+        if not tx.ctx.transform_nodes:
+            raise Unsupported("torch.func.vjp: the backend cannot compile functorch's calls")
+        return call_vjp(tx, args, kwargs)
+    if isinstance(fn, Pullback):
+        return call_pullback(tx, fn, args, kwargs)
     if fn is torch.func.jvp:
         return _jvp(tx, args, kwargs)
     if fn is torch.cond or fn is _HIGHER_ORDER_COND:
         return _cond(tx, args, kwargs)
+    if fn is torch.utils.checkpoint.checkpoint:
+        return _checkpoint(tx, args, kwargs)
+    if fn in FUNCTIONAL_CALLS:
+        return call_functional(tx, args, kwargs)
     return None
 
 
@@ -88,6 +118,11 @@ def _node(tx: Translator, target: Any, args: tuple[Any, ...], kwargs: dict[str, 
             f"{target.__name__}: the backend cannot compile torch.func transforms or "
             "torch.cond as graph nodes, so the call runs eagerly"
         )
+    if tx.ctx.jvp_nesting:
+        # NOTE: torch's own transform would not know of the traced jvp around it (its
+        # forward-AD nesting is Python state of torch.func): a jvp inside would open a
+        # second dual level, which forward AD refuses
+        raise Unsupported(f"{target.__name__} inside a torch.func.jvp traced into the graph")
     tx.ctx.transform_nodes_made += 1
     return tx.ctx.call("call_function", target, args, kwargs)
 
@@ -102,11 +137,18 @@ def _make_transformed(
     try:
         function = _known_function(args[0], f"the function given to {name}")
     except Unsupported:
-        # a closure over the frame's values: traced into the graph, or not at all
+        # a closure over the frame's values: traced into the graph, or a node taking
+        # the tensors of its cells as arguments
         inlined = inlined_transform(name, args[0], options, None)
-        if inlined is None or not tx.ctx.transform_nodes:
+        closure = None
+        if _closure_over_tensors(args[0]) is not None:
+            closure = ClosureTransform(transform, options, args[0])
+        if inlined is not None and tx.ctx.transform_nodes:
+            inlined.fallback = closure
+            return PythonValue(inlined)
+        if closure is None:
             raise
-        return PythonValue(inlined)
+        return PythonValue(closure)
     applied = transform(function, **options)
 
     def transformed(*call_args: Any, **call_kwargs: Any) -> Any:
@@ -123,14 +165,143 @@ def _make_transformed(
 def _jvp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if not args:
         raise Unsupported("torch.func.jvp called without the function")
-    function = _known_function(args[0], "the function given to jvp")
     options = _options("jvp", ("has_aux",), [], {k: v for k, v in kwargs.items()})
+    if len(args) == 3 and isinstance(options.get("has_aux", False), bool):
+        traced = call_jvp(tx, args[0], args[1], args[2], options.get("has_aux", False))
+        if traced is not None:  # as torch.compile traces it, where it can
+            return traced
+    try:
+        function = _known_function(args[0], "the function given to jvp")
+    except Unsupported:
+        closure = _closure_over_tensors(args[0])
+        if closure is None:
+            raise
+        make, cells = closure
+
+        def jvp_closure(*cells_and_inputs: Any) -> Any:
+            primals, tangents = cells_and_inputs[len(cells) :]
+            fn = make(cells_and_inputs[: len(cells)])
+            return torch.func.jvp(fn, primals, tangents, **options)
+
+        _name(jvp_closure, f"jvp_{args[0].name}")  # type: ignore[attr-defined]
+        return _node(tx, jvp_closure, (*cells, *args[1:3]), {})
 
     def jvp(primals: Any, tangents: Any) -> Any:
         return torch.func.jvp(function, primals, tangents, **options)
 
     _name(jvp, f"jvp_{_function_name(function)}")
     return _node(tx, jvp, tuple(args[1:3]), {})
+
+
+class ClosureTransform:
+    """`torch.func.jacrev(f)` of a closure `f` made in the frame over tensors: called in
+    captured code, a node taking the cells' tensors (read at the call) first."""
+
+    __slots__ = ("function", "options", "transform")
+
+    def __init__(self, transform: Any, options: dict[str, Any], function: FunctionValue):
+        self.transform, self.options, self.function = transform, options, function
+
+
+def _closure_over_tensors(value: Value) -> tuple[Callable[..., Any], list[Value]] | None:
+    """For a function made in the frame whose cells hold tensors and constants: a maker
+    of the real function from the cells' tensors, and those tensors (as Values); else None.
+
+    The node runs the transform on a function rebuilt each call from the tensors the
+    graph gives it, so nothing of a compile-time value is kept but the constants, which
+    capture derived (and guarded) like any other."""
+    from dynamo_capture.values import CellValue
+
+    if not isinstance(value, FunctionValue) or not value.closure or value.kwdefaults:
+        return None
+    try:
+        defaults = tuple(as_constant(item) for item in value.defaults)
+    except NotConstant:
+        return None
+    tensors: list[Value] = []
+    layout: list[tuple[str, Any]] = []  # ("tensor", index) or ("constant", value)
+    for cell in value.closure:
+        contents = cell.contents if isinstance(cell, CellValue) else None
+        if isinstance(contents, TensorValue):
+            layout.append(("tensor", len(tensors)))
+            tensors.append(contents)
+            continue
+        try:
+            layout.append(("constant", as_constant(contents) if contents is not None else None))
+        except NotConstant:
+            return None
+        if contents is None:
+            return None
+    code, scope, name = value.code, value.globals, value.name
+
+    def make(cell_tensors: tuple[Any, ...]) -> Callable[..., Any]:
+        cells = tuple(
+            types.CellType(cell_tensors[item] if kind == "tensor" else item)
+            for kind, item in layout
+        )
+        return types.FunctionType(code, scope, name, defaults or None, cells)
+
+    return make, tensors
+
+
+def _transformed_closure(
+    transform: Any, options: dict[str, Any], make: Callable[..., Any], count: int
+) -> Callable[..., Any]:
+    def transformed(*cells_and_args: Any, **call_kwargs: Any) -> Any:
+        fn = make(cells_and_args[:count])
+        return transform(fn, **options)(*cells_and_args[count:], **call_kwargs)
+
+    _name(transformed, f"{transform.__name__}_{_function_name(make((None,) * count))}")
+    return transformed
+
+
+# checkpoint's own options -> the value each must have to be traced (its default)
+_CHECKPOINT_OPTIONS: dict[str, Any] = {
+    "context_fn": torch.utils.checkpoint.noop_context_fn,
+    "determinism_check": "default",
+    "debug": False,
+    "early_stop": True,
+}
+
+
+def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`checkpoint(fn, *args, use_reentrant=False)`: fn traced into the graph.
+
+    The values and gradients are those of fn: checkpointing only chooses to recompute
+    fn's intermediates in the backward rather than save them, a choice of memory. Any
+    other option (use_reentrant=True or left out, a context_fn) is Unsupported: the
+    call runs eagerly, as before.
+    """
+    from dynamo_capture.calls import call
+
+    options = dict(kwargs)
+    try:
+        reentrant = as_constant(options.pop("use_reentrant", PythonValue(None)))
+        settings = {
+            name: as_constant(options.pop(name))
+            for name in (*_CHECKPOINT_OPTIONS, "preserve_rng_state")
+            if name in options
+        }
+    except NotConstant:
+        raise Unsupported(
+            "torch.utils.checkpoint.checkpoint with options known only when it runs"
+        ) from None
+    if reentrant is not False:
+        raise Unsupported("torch.utils.checkpoint.checkpoint without use_reentrant=False")
+    changed = [
+        name
+        for name, default in _CHECKPOINT_OPTIONS.items()
+        if name in settings and settings[name] != default
+    ]
+    if changed or not args:
+        raise Unsupported(f"torch.utils.checkpoint.checkpoint with options {changed}")
+    try:
+        return call(tx, args[0], list(args[1:]), options)  # what is left goes to fn
+    except Unsupported as error:
+        # NOTE: the graph breaks at the checkpoint call, which then runs eagerly as a
+        # whole: fn's own parts compiled for the forward would not be the code the
+        # backward's recomputation runs (checkpoint checks that both save alike)
+        raise Unsupported(f"torch.utils.checkpoint.checkpoint: {error.reason}") from error
 
 
 def _cond(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:

@@ -1,4 +1,4 @@
-"""torch.func.grad, grad_and_value and vmap traced into the graph, as torch.compile does.
+"""torch.func's transforms traced into the graph, as torch.compile traces them.
 
 torch.compile inlines torch.func's Python and records the functorch calls it makes;
 this module records the same calls around the transformed function, traced like user
@@ -20,7 +20,12 @@ and for `torch.func.vmap(f, in_dims, out_dims)(x)`: lazy_load_decompositions(),
 `_vmap_increment_nesting(batch_size, randomness)`, `_add_batch_dim(x, in_dim, level)`
 for each batched argument, f traced on tensors without their batch dimension,
 `_remove_batch_dim(out, level, batch_size, out_dim)` for each output,
-`_vmap_decrement_nesting()`. Graph and op counts then equal torch.compile's.
+`_vmap_decrement_nesting()`. `torch.func.vjp(f, x)` opens a grad level as grad does and
+returns a `Pullback`, whose call is one `_autograd_vjp` node; `torch.func.jvp` opens a jvp
+level and a forward-AD dual level, makes a dual of each primal and tangent and unpacks
+each output; `torch.func.jacrev(f)(x)` is vjp of f, an identity basis over the output
+and vmap of the pullback over it; `jacfwd` is vmap over an identity basis over the input
+of jvp of f; `hessian` is jacfwd of jacrev. Graph and op counts then equal torch.compile's.
 
 The nodes call torch's functorch functions when the graph runs (`torch._C._functorch`,
 and `torch.func.vmap` once, for the batching rules it loads on first use), so results are eager's; capture
@@ -36,12 +41,23 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture.errors import Unsupported
-from dynamo_capture.values import ListValue, PythonValue, TensorValue, TupleValue, Value
+from dynamo_capture.values import DictValue, ListValue, PythonValue, TensorValue, TupleValue, Value
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["InlinedTransform", "call_inlined_transform", "inlined_transform"]
+__all__ = [
+    "InlinedTransform",
+    "Pullback",
+    "call_hessian",
+    "call_inlined_transform",
+    "call_jacfwd",
+    "call_jacrev",
+    "call_jvp",
+    "call_pullback",
+    "call_vjp",
+    "inlined_transform",
+]
 
 _GRAD_HOOKS_MESSAGE = (
     "torch.func.{grad, vjp, jacrev, hessian} don't yet support saved tensor hooks. "
@@ -53,10 +69,11 @@ class InlinedTransform:
     """What `torch.func.grad(f, ...)` / `vmap(f, ...)` gives in captured code: called
     there, it is traced into the graph; anywhere else it is torch's own transform."""
 
-    __slots__ = ("applied", "function", "kind", "options")
+    __slots__ = ("applied", "fallback", "function", "kind", "options")
 
     def __init__(self, kind: str, function: Value, options: dict[str, Any], applied: Any):
         self.kind, self.function, self.options, self.applied = kind, function, options, applied
+        self.fallback: Any = None  # what is called where a call is not traced (jacrev)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.applied(*args, **kwargs)
@@ -74,6 +91,8 @@ def inlined_transform(
             return None
         if not isinstance(options.get("has_aux", False), bool):
             return None
+    elif kind in ("jacrev", "jacfwd", "hessian"):
+        pass  # checked when called (the opaque node otherwise)
     elif kind == "vmap":
         if options.get("chunk_size") is not None:
             return None
@@ -96,6 +115,17 @@ def call_inlined_transform(
         raise Unsupported(f"torch.func.{transform.kind}(f)(...) with keyword arguments")
     if transform.kind == "vmap":
         return _vmap(tx, transform, args)
+    if transform.kind in ("jacrev", "jacfwd", "hessian"):
+        trace = {"jacrev": call_jacrev, "jacfwd": call_jacfwd, "hessian": call_hessian}
+        traced = trace[transform.kind](tx, transform, args)
+        if traced is not None:
+            return traced
+        from dynamo_capture.function_transforms import call_function_transform
+
+        fallback = transform.applied or transform.fallback
+        if fallback is None:
+            raise Unsupported(f"torch.func.{transform.kind} of a closure in a form not traced")
+        return call_function_transform(tx, fallback, args, {})  # type: ignore[return-value]
     return _grad(tx, transform, args)
 
 
@@ -134,8 +164,34 @@ def _autograd_grad(
     )
 
 
-def _autograd_grad_example(outputs: Any, inputs: list[torch.Tensor], **_: Any) -> Any:
+def _autograd_grad_example(outputs: Any, inputs: list[torch.Tensor], *_: Any, **__: Any) -> Any:
     return tuple(_same_metadata(inp) for inp in inputs)
+
+
+def _autograd_vjp(
+    outputs: list[torch.Tensor],
+    inputs: list[torch.Tensor],
+    cotangents: list[torch.Tensor],
+    retain_graph: bool = True,
+    create_graph: bool = True,
+) -> tuple[torch.Tensor, ...]:
+    """torch.func.vjp's pullback: outputs that do not require grad are left out, and an
+    input no output depends on gets zeros."""
+    pairs = [(out, co) for out, co in zip(outputs, cotangents, strict=True) if out.requires_grad]
+    if not pairs:
+        return tuple(torch.zeros_like(inp) for inp in inputs)
+    grads = torch.autograd.grad(
+        [out for out, _ in pairs],
+        inputs,
+        [co for _, co in pairs],
+        retain_graph=retain_graph,
+        create_graph=create_graph,
+        allow_unused=True,
+    )
+    return tuple(
+        torch.zeros_like(inp) if grad is None else grad
+        for grad, inp in zip(grads, inputs, strict=True)
+    )
 
 
 def _vmap_increment_nesting(batch_size: int, randomness: str) -> int:
@@ -184,6 +240,7 @@ _wrap_for_grad.__ember_example__ = _same_metadata  # type: ignore[attr-defined]
 _unwrap_for_grad.__ember_example__ = _same_metadata  # type: ignore[attr-defined]
 _set_tensor_requires_grad.__ember_example__ = _same_metadata  # type: ignore[attr-defined]
 _autograd_grad.__ember_example__ = _autograd_grad_example  # type: ignore[attr-defined]
+_autograd_vjp.__ember_example__ = _autograd_grad_example  # type: ignore[attr-defined]
 _add_batch_dim.__ember_example__ = _add_batch_dim_example  # type: ignore[attr-defined]
 _remove_batch_dim.__ember_example__ = _remove_batch_dim_example  # type: ignore[attr-defined]
 _vmap_increment_nesting.__ember_example__ = _no_result  # type: ignore[attr-defined]
@@ -200,69 +257,58 @@ def _tensor(tx: Translator, target: Any, *args: Any, **kwargs: Any) -> Value:
 
 
 def _tensors_of(value: Value, what: str) -> list[TensorValue]:
+    """The tensors of a tensor or a (nested) tuple, list or dict of them, in torch's
+    pytree order (a dict's in insertion order)."""
     if isinstance(value, TensorValue):
         return [value]
     if isinstance(value, TupleValue | ListValue):
         return [item for inner in value.items for item in _tensors_of(inner, what)]
+    if isinstance(value, DictValue) and value.cls is dict:
+        return [item for inner in value.items.values() for item in _tensors_of(inner, what)]
     raise Unsupported(f"{what} holds a {type(value).__name__}, not tensors")
 
 
 def _map_tensors(value: Value, fn: Any) -> Value:
+    """`value` with each of its tensors (in _tensors_of's order) replaced by fn(tensor)."""
     if isinstance(value, TensorValue):
         return fn(value)
     if isinstance(value, TupleValue):
         return TupleValue([_map_tensors(item, fn) for item in value.items], value.cls)
     if isinstance(value, ListValue):
         return ListValue([_map_tensors(item, fn) for item in value.items])
+    if isinstance(value, DictValue) and value.cls is dict:
+        return DictValue({key: _map_tensors(item, fn) for key, item in value.items.items()})
     return value
 
 
-def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value:
-    from dynamo_capture.calls import call
+def _holds_tensors(value: Value) -> bool:
+    try:
+        return bool(_tensors_of(value, ""))
+    except Unsupported:
+        return False
+
+
+def _open_grad_level(tx: Translator) -> tuple[int, tuple[Any, bool]]:
+    """The calls torch.func.grad and vjp make on entry: saved-tensor hooks refused, a new
+    grad level, grad mode on. The level, and what closing it needs."""
     from dynamo_capture.methods import set_grad_mode
 
-    argnums = transform.options.get("argnums", 0)
-    has_aux = transform.options.get("has_aux", False)
-    numbers = argnums if isinstance(argnums, tuple) else (argnums,)
-    if max(numbers) >= len(args) or any(not isinstance(args[n], TensorValue) for n in numbers):
-        raise Unsupported(f"torch.func.{transform.kind}: a differentiated argument is not a tensor")
-    if any(not isinstance(a, TensorValue | PythonValue) for a in args):
-        raise Unsupported(f"torch.func.{transform.kind}: arguments holding tensors in containers")
     hooks = torch._C._autograd
     previous_message = hooks._saved_tensors_hooks_get_disabled_error_message()
     _effect(tx, hooks._saved_tensors_hooks_disable, _GRAD_HOOKS_MESSAGE)
     tx.ctx.functorch_level += 1
-    level = tx.ctx.functorch_level
     _effect(tx, torch._C._functorch._grad_increment_nesting)
     switched = not torch.is_grad_enabled()
     if switched:  # grad and vjp differentiate under no_grad too (enable_grad inside)
         set_grad_mode(tx, True)
-    wrapped = [
-        _tensor(tx, _wrap_for_grad, arg, level) if isinstance(arg, TensorValue) else arg
-        for arg in args
-    ]
-    for number in numbers:
-        _effect(tx, torch._C._functorch.set_inplace_requires_grad_allowed, True)
-        _tensor(tx, _set_tensor_requires_grad, wrapped[number])
-        _effect(tx, torch._C._functorch.set_inplace_requires_grad_allowed, False)
-    output = call(tx, transform.function, wrapped, {})
-    aux: Value | None = None
-    if has_aux:
-        if not (isinstance(output, TupleValue) and len(output.items) == 2):
-            raise Unsupported(f"torch.func.{transform.kind} with has_aux: f must return (out, aux)")
-        output, aux = output.items
-    if not isinstance(output, TensorValue) or output.example.dim() != 0:
-        raise Unsupported(f"torch.func.{transform.kind}: f must return a scalar tensor")
-    differentiated = [wrapped[n] for n in numbers]
-    grads = _tensor(tx, _autograd_grad, (output,), differentiated, create_graph=True)
-    grad_items = [
-        _tensor(tx, _unwrap_for_grad, _item(tx, grads, index), level)
-        for index in range(len(numbers))
-    ]
-    value = _tensor(tx, _unwrap_for_grad, output, level)
-    if aux is not None:
-        _tensors_of(aux, f"the aux output of torch.func.{transform.kind}")
-        aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+    return tx.ctx.functorch_level, (previous_message, switched)
+
+
+def _close_grad_level(tx: Translator, opened: tuple[Any, bool]) -> None:
+    from dynamo_capture.methods import set_grad_mode
+
+    previous_message, switched = opened
+    hooks = torch._C._autograd
     if switched:
         set_grad_mode(tx, False)
     _effect(tx, torch._C._functorch._grad_decrement_nesting)
@@ -271,6 +317,58 @@ def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Val
         _effect(tx, hooks._saved_tensors_hooks_enable)
     else:
         _effect(tx, hooks._saved_tensors_hooks_disable, previous_message)
+
+
+def _wrap_and_require_grad(
+    tx: Translator, args: list[Value], numbers: tuple[int, ...], level: int
+) -> list[Value]:
+    """Every tensor argument wrapped at `level`; those differentiated made to require grad."""
+    wrapped = [_map_tensors(arg, lambda t: _tensor(tx, _wrap_for_grad, t, level)) for arg in args]
+    for number in numbers:
+        for tensor in _tensors_of(wrapped[number], "a differentiated argument"):
+            _effect(tx, torch._C._functorch.set_inplace_requires_grad_allowed, True)
+            _tensor(tx, _set_tensor_requires_grad, tensor)
+            _effect(tx, torch._C._functorch.set_inplace_requires_grad_allowed, False)
+    return wrapped
+
+
+def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value:
+    from dynamo_capture.calls import call
+
+    argnums = transform.options.get("argnums", 0)
+    has_aux = transform.options.get("has_aux", False)
+    numbers = argnums if isinstance(argnums, tuple) else (argnums,)
+    if max(numbers) >= len(args) or not all(_holds_tensors(args[n]) for n in numbers):
+        raise Unsupported(
+            f"torch.func.{transform.kind}: a differentiated argument is not tensors (a tensor, "
+            "or tuples, lists and dicts of them)"
+        )
+    if any(not isinstance(a, PythonValue) and not _holds_tensors(a) for a in args):
+        raise Unsupported(f"torch.func.{transform.kind}: arguments holding other values")
+    level, opened = _open_grad_level(tx)
+    wrapped = _wrap_and_require_grad(tx, args, numbers, level)
+    output = call(tx, transform.function, wrapped, {})
+    aux: Value | None = None
+    if has_aux:
+        if not (isinstance(output, TupleValue) and len(output.items) == 2):
+            raise Unsupported(f"torch.func.{transform.kind} with has_aux: f must return (out, aux)")
+        output, aux = output.items
+    if not isinstance(output, TensorValue) or output.example.dim() != 0:
+        raise Unsupported(f"torch.func.{transform.kind}: f must return a scalar tensor")
+    differentiated = [t for n in numbers for t in _tensors_of(wrapped[n], "an argument")]
+    grads = _tensor(tx, _autograd_grad, (output,), differentiated, create_graph=True)
+    flat_grads = iter(
+        [
+            _tensor(tx, _unwrap_for_grad, _item(tx, grads, index), level)
+            for index in range(len(differentiated))
+        ]
+    )
+    grad_items = [_map_tensors(wrapped[n], lambda _: next(flat_grads)) for n in numbers]
+    value = _tensor(tx, _unwrap_for_grad, output, level)
+    if aux is not None:
+        _tensors_of(aux, f"the aux output of torch.func.{transform.kind}")
+        aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+    _close_grad_level(tx, opened)
     grad = grad_items[0] if not isinstance(argnums, tuple) else TupleValue(grad_items)
     if transform.kind == "grad":
         return TupleValue([grad, aux]) if aux is not None else grad
@@ -340,3 +438,333 @@ def _vmap(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Val
     _effect(tx, torch._C._functorch._vmap_decrement_nesting)
     tx.ctx.functorch_level -= 1
     return _map_tensors(output, lambda t: removed[id(t)])
+
+
+# ----- torch.func.vjp ------------------------------------------------------------------
+class Pullback:
+    """The function `torch.func.vjp(f, *primals)` returns, in captured code: called there,
+    an `_autograd_vjp` node over f's outputs and the differentiated primals; anywhere
+    else (returned from the frame) Unsupported."""
+
+    __slots__ = ("inputs", "outputs", "structure")
+
+    def __init__(self, outputs: list[TensorValue], inputs: list[TensorValue], structure: Any):
+        self.outputs, self.inputs, self.structure = outputs, inputs, structure
+
+
+def call_vjp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`torch.func.vjp(f, *primals, has_aux=...)` traced as torch.compile traces it."""
+    from dynamo_capture.calls import call
+    from dynamo_capture.operations import NotConstant, as_constant
+
+    if set(kwargs) - {"has_aux"} or len(args) < 2:
+        raise Unsupported("torch.func.vjp with arguments other than f, *primals, has_aux")
+    try:
+        has_aux = as_constant(kwargs.get("has_aux", PythonValue(False)))
+    except NotConstant:
+        raise Unsupported("torch.func.vjp with has_aux known only when it runs") from None
+    primals = list(args[1:])
+    if not isinstance(has_aux, bool) or not all(isinstance(p, TensorValue) for p in primals):
+        raise Unsupported("torch.func.vjp of primals other than tensors")
+    level, opened = _open_grad_level(tx)
+    wrapped = _wrap_and_require_grad(tx, primals, tuple(range(len(primals))), level)
+    output = call(tx, args[0], wrapped, {})
+    aux: Value | None = None
+    if has_aux:
+        if not (isinstance(output, TupleValue) and len(output.items) == 2):
+            raise Unsupported("torch.func.vjp with has_aux: f must return (out, aux)")
+        output, aux = output.items
+        _tensors_of(aux, "the aux output of torch.func.vjp")
+        aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+    outputs = _tensors_of(output, "the output of torch.func.vjp's function")
+    if not all(o.example.is_floating_point() or o.example.is_complex() for o in outputs):
+        raise Unsupported("torch.func.vjp: an output that is not floating point (eager raises)")
+    results = _map_tensors(output, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+    _close_grad_level(tx, opened)
+    pullback = PythonValue(Pullback(outputs, wrapped, _structure(output)))  # type: ignore[arg-type]
+    return TupleValue([results, pullback, *([aux] if aux is not None else [])])
+
+
+def call_pullback(
+    tx: Translator, pullback: Pullback, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    from dynamo_capture.operations import NotConstant, as_constant
+
+    names = ("cotangents", "retain_graph", "create_graph")
+    bound = dict(zip(names, args, strict=False))
+    bound.update(kwargs)
+    if set(bound) - set(names) or "cotangents" not in bound or len(args) > len(names):
+        raise Unsupported("the function torch.func.vjp returned, called with other arguments")
+    try:
+        retain_graph = as_constant(bound.get("retain_graph", PythonValue(True)))
+        create_graph = as_constant(bound.get("create_graph", PythonValue(None)))
+    except NotConstant:
+        raise Unsupported("a vjp function's options known only when it runs") from None
+    if create_graph is None:
+        create_graph = torch.is_grad_enabled()
+    cotangents = bound["cotangents"]
+    if _structure(cotangents) != pullback.structure:
+        raise Unsupported("cotangents of another structure than the vjp function's outputs")
+    flat = _tensors_of(cotangents, "the cotangents")
+    grads = _tensor(
+        tx,
+        _autograd_vjp,
+        list(pullback.outputs),
+        list(pullback.inputs),
+        flat,
+        retain_graph=bool(retain_graph),
+        create_graph=bool(create_graph),
+    )
+    return TupleValue([_item(tx, grads, index) for index in range(len(pullback.inputs))])
+
+
+def _structure(value: Value) -> Any:
+    """The nesting of tensors in `value` (None for a tensor), to compare cotangents with."""
+    if isinstance(value, TensorValue):
+        return None
+    if isinstance(value, TupleValue | ListValue):
+        kind = value.cls if isinstance(value, TupleValue) else list
+        return (kind, tuple(_structure(item) for item in value.items))
+    raise Unsupported(f"a {type(value).__name__} where torch.func.vjp takes tensors")
+
+
+# ----- torch.func.jvp ------------------------------------------------------------------
+def _jvp_increment_nesting() -> int:
+    return torch._C._functorch._jvp_increment_nesting()
+
+
+def _enter_dual_level() -> None:
+    torch.autograd.forward_ad.enter_dual_level()
+
+
+def _exit_dual_level() -> None:
+    torch.autograd.forward_ad.exit_dual_level()
+
+
+def _make_dual(primal: torch.Tensor, tangent: torch.Tensor) -> torch.Tensor:
+    return torch.autograd.forward_ad.make_dual(primal, tangent)
+
+
+def _unpack_dual(dual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The primal and tangent of f's output; zeros where the output has no tangent (it
+    does not depend on the primals), as torch.func.jvp gives."""
+    primal, tangent = torch.autograd.forward_ad.unpack_dual(dual)
+    return primal, torch.zeros_like(primal) if tangent is None else tangent
+
+
+def _unpack_dual_example(dual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _same_metadata(dual), _same_metadata(dual)
+
+
+_jvp_increment_nesting.__ember_example__ = _no_result  # type: ignore[attr-defined]
+_make_dual.__ember_example__ = _same_metadata  # type: ignore[attr-defined]
+_unpack_dual.__ember_example__ = _unpack_dual_example  # type: ignore[attr-defined]
+
+
+def _open_jvp_level(tx: Translator) -> tuple[int, tuple[bool, bool]]:
+    """The calls torch.func.jvp makes on entry: a jvp level, forward grad on, a dual level
+    (only in the outermost jvp: an inner one shares it, as eagerly)."""
+    fwd_grad_was_enabled = torch._C._is_fwd_grad_enabled()
+    outermost = tx.ctx.jvp_nesting == 0
+    tx.ctx.functorch_level += 1
+    tx.ctx.jvp_nesting += 1
+    tx.ctx.call("call_function", _jvp_increment_nesting, (), {}, allow_python_result=True)
+    _effect(tx, torch._C._set_fwd_grad_enabled, True)
+    if outermost:
+        _effect(tx, _enter_dual_level)
+    return tx.ctx.functorch_level, (fwd_grad_was_enabled, outermost)
+
+
+def _close_jvp_level(tx: Translator, opened: tuple[bool, bool]) -> None:
+    fwd_grad_was_enabled, outermost = opened
+    if outermost:
+        _effect(tx, _exit_dual_level)
+    _effect(tx, torch._C._set_fwd_grad_enabled, fwd_grad_was_enabled)
+    _effect(tx, torch._C._functorch._jvp_decrement_nesting)
+    tx.ctx.jvp_nesting -= 1
+    tx.ctx.functorch_level -= 1
+
+
+def _dual(tx: Translator, primal: Value, tangent: Value) -> Value:
+    _effect(tx, torch.autograd.forward_ad._maybe_load_decompositions)  # each make_dual's
+    return _tensor(tx, _make_dual, primal, tangent)
+
+
+def call_jvp(
+    tx: Translator, function: Value, primals: Value, tangents: Value, has_aux: bool
+) -> Value | None:
+    """`torch.func.jvp(f, primals, tangents)` traced into the graph as torch.compile traces
+    it (functorch's jvp level, a forward-AD dual level, duals made of each primal and
+    tangent, f traced on them, each output unpacked; a jvp inside another shares its
+    dual level, as eagerly); None where it is not traced so (primals or tangents that
+    are not a tuple of tensors)."""
+    from dynamo_capture.calls import call
+
+    if not tx.ctx.transform_nodes:
+        return None
+    if not (isinstance(primals, TupleValue) and isinstance(tangents, TupleValue)):
+        return None
+    pairs = list(zip(primals.items, tangents.items, strict=False))
+    if (
+        not pairs
+        or len(primals.items) != len(tangents.items)
+        or not all(isinstance(p, TensorValue) and isinstance(t, TensorValue) for p, t in pairs)
+    ):
+        return None
+    level, opened = _open_jvp_level(tx)
+    duals = [_dual(tx, primal, tangent) for primal, tangent in pairs]
+    output = call(tx, function, duals, {})
+    aux: Value | None = None
+    if has_aux:
+        if not (isinstance(output, TupleValue) and len(output.items) == 2):
+            raise Unsupported("torch.func.jvp with has_aux: f must return (out, aux)")
+        output, aux = output.items
+        _tensors_of(aux, "the aux output of torch.func.jvp")
+        aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+    outputs = _tensors_of(output, "the output of torch.func.jvp's function")
+    primal_of: dict[int, Value] = {}
+    tangent_of: dict[int, Value] = {}
+    for out in outputs:
+        unpacked = _tensor(tx, _unpack_dual, out)
+        primal_of[id(out)] = _tensor(tx, _unwrap_for_grad, _item(tx, unpacked, 0), level)
+        tangent_of[id(out)] = _tensor(tx, _unwrap_for_grad, _item(tx, unpacked, 1), level)
+    _close_jvp_level(tx, opened)
+    result = [
+        _map_tensors(output, lambda t: primal_of[id(t)]),
+        _map_tensors(output, lambda t: tangent_of[id(t)]),
+    ]
+    return TupleValue([*result, *([aux] if aux is not None else [])])
+
+
+# ----- torch.func.jacrev ---------------------------------------------------------------
+def call_jacrev(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value | None:
+    """`torch.func.jacrev(f, argnums=i)(*args)` of one tensor output traced as torch.compile
+    traces it: vjp of f, an identity basis over the output, vmap of the pullback over it,
+    the rows viewed as the Jacobian. None for other forms (argnum tuples, has_aux,
+    chunk_size, outputs that are not one tensor): the opaque node is used then."""
+    from dynamo_capture.calls import call
+
+    argnums = transform.options.get("argnums", 0)
+    if (
+        type(argnums) is not int
+        or transform.options.get("has_aux", False)
+        or transform.options.get("chunk_size") is not None
+        or not 0 <= argnums < len(args)
+        or not all(isinstance(a, TensorValue) for a in args)
+    ):
+        return None
+    level, opened = _open_grad_level(tx)
+    wrapped = _wrap_and_require_grad(tx, args, (argnums,), level)
+    output = call(tx, transform.function, wrapped, {})
+    if not isinstance(output, TensorValue):
+        raise Unsupported("torch.func.jacrev of a function not returning one tensor")
+    if not (output.example.is_floating_point() or output.example.is_complex()):
+        raise Unsupported("torch.func.jacrev: an output that is not floating point (eager raises)")
+    result = _tensor(tx, _unwrap_for_grad, output, level)
+    _close_grad_level(tx, opened)
+    size = output.example.numel()
+    basis = _identity_basis(tx, result, size, output.example.shape)
+    rows = _vmap_of_pullback(tx, output, wrapped[argnums], basis, size)
+    chunks = _tensor(tx, torch.split, rows, [size], dim=0)
+    jacobian_shape = (*output.example.shape, *args[argnums].example.shape)
+    return tx.ctx.call("call_method", "view", (_item(tx, chunks, 0), jacobian_shape), {})
+
+
+def _vmap_of_pullback(
+    tx: Translator, output: TensorValue, primal: TensorValue, basis: Value, size: Any
+) -> Value:
+    """vmap(vjp_fn)(basis): the pullback's autograd node run once per basis row."""
+    _effect(tx, _lazy_load_decompositions)
+    tx.ctx.functorch_level += 1
+    level = tx.ctx.functorch_level
+    tx.ctx.call(
+        "call_function",
+        _vmap_increment_nesting,
+        (PythonValue(size), PythonValue("error")),
+        {},
+        allow_python_result=True,
+    )
+    batched = _tensor(tx, _add_batch_dim, basis, 0, level)
+    grads = _tensor(
+        tx,
+        _autograd_vjp,
+        [output],
+        [primal],
+        [batched],
+        retain_graph=True,
+        create_graph=torch.is_grad_enabled(),
+    )
+    rows = _tensor(tx, _remove_batch_dim, _item(tx, grads, 0), level, PythonValue(size), 0)
+    _effect(tx, torch._C._functorch._vmap_decrement_nesting)
+    tx.ctx.functorch_level -= 1
+    return rows
+
+
+# ----- torch.func.jacfwd ---------------------------------------------------------------
+def call_jacfwd(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value | None:
+    """`torch.func.jacfwd(f, argnums=i)(*args)` of one tensor output traced as torch.compile
+    traces it: an identity basis over the input, vmap over it of jvp of f, the columns
+    moved last and unflattened to the input's shape. None for other forms (argnum
+    tuples, has_aux, randomness other than "error", outputs that are not one tensor)."""
+    from dynamo_capture.calls import call
+
+    argnums = transform.options.get("argnums", 0)
+    if (
+        type(argnums) is not int
+        or transform.options.get("has_aux", False)
+        or transform.options.get("randomness", "error") != "error"
+        or not 0 <= argnums < len(args)
+        or not all(isinstance(a, TensorValue) for a in args)
+    ):
+        return None
+    primal = args[argnums]
+    assert isinstance(primal, TensorValue)
+    size = primal.example.numel()
+    basis = _identity_basis(tx, primal, size, primal.example.shape)
+    _effect(tx, _lazy_load_decompositions)
+    tx.ctx.functorch_level += 1
+    vmap_level = tx.ctx.functorch_level
+    tx.ctx.call(
+        "call_function",
+        _vmap_increment_nesting,
+        (PythonValue(size), PythonValue("error")),
+        {},
+        allow_python_result=True,
+    )
+    tangent = _tensor(tx, _add_batch_dim, basis, 0, vmap_level)
+    level, opened = _open_jvp_level(tx)
+    dual = _dual(tx, primal, tangent)
+    wrapped = [_tensor(tx, _wrap_for_grad, arg, level) for arg in args]
+    wrapped[argnums] = dual  # the primal's own wrapper is made and left unused, as in torch
+    output = call(tx, transform.function, wrapped, {})
+    if not isinstance(output, TensorValue):
+        raise Unsupported("torch.func.jacfwd of a function not returning one tensor")
+    unpacked = _tensor(tx, _unpack_dual, output)
+    _tensor(tx, _unwrap_for_grad, _item(tx, unpacked, 0), level)
+    tangent_out = _tensor(tx, _unwrap_for_grad, _item(tx, unpacked, 1), level)
+    _close_jvp_level(tx, opened)
+    columns = _tensor(tx, _remove_batch_dim, tangent_out, vmap_level, PythonValue(size), 0)
+    _effect(tx, torch._C._functorch._vmap_decrement_nesting)
+    tx.ctx.functorch_level -= 1
+    moved = tx.ctx.call("call_method", "movedim", (columns, 0, -1), {})
+    chunks = _tensor(tx, torch.split, moved, [size], dim=-1)
+    shape = tuple(primal.example.shape)
+    return tx.ctx.call("call_method", "unflatten", (_item(tx, chunks, 0), -1, shape), {})
+
+
+def _identity_basis(tx: Translator, like: Value, size: Any, shape: Any) -> Value:
+    """An identity matrix of `size` rows, each viewed as `shape` (jacrev's and jacfwd's)."""
+    basis = tx.ctx.call("call_method", "new_zeros", (like, size, size), {})
+    diagonal = tx.ctx.call("call_method", "diagonal", (basis, 0), {})
+    tx.ctx.call("call_method", "fill_", (diagonal, 1), {})
+    return tx.ctx.call("call_method", "view", (basis, size, *shape), {})
+
+
+def call_hessian(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value | None:
+    """`torch.func.hessian(f, argnums=i)`: jacfwd of jacrev of f, as torch defines it."""
+    argnums = transform.options.get("argnums", 0)
+    if type(argnums) is not int:
+        return None
+    inner = InlinedTransform("jacrev", transform.function, {"argnums": argnums}, None)
+    outer = InlinedTransform("jacfwd", PythonValue(inner), {"argnums": argnums}, None)
+    return call_jacfwd(tx, outer, args)

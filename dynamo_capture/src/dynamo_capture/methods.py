@@ -108,26 +108,48 @@ def _list_copy(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Va
     return ListValue(sequence_items(tx, lst))
 
 
+def _matches(item: Value, wanted: Any) -> bool:
+    """`item == wanted` as list.count/index/remove compare them: the same object, else
+    `==` on constants. A tensor compared with `==` (not the same object) gives a tensor
+    whose truth depends on data: Unsupported."""
+    from dynamo_capture.operations import IdentityKey
+
+    key = _key(item)
+    if key is wanted or (isinstance(key, IdentityKey) and key == wanted):
+        return True
+    if isinstance(item, TensorValue) or (
+        isinstance(wanted, IdentityKey) and isinstance(wanted.value, TensorValue)
+    ):
+        raise Unsupported("comparing a tensor with == in a sequence's count/index/remove")
+    if isinstance(key, IdentityKey) or isinstance(wanted, IdentityKey):
+        return False  # objects compared by identity, and not the same
+    return bool(key == wanted)
+
+
 def _sequence_index(tx: Translator, seq: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     wanted = _key(args[0])
     for position, item in enumerate(sequence_items(tx, seq)):
-        try:
-            if as_constant(item) == wanted:
-                return PythonValue(position)
-        except NotConstant:
-            continue
+        if _matches(item, wanted):
+            return PythonValue(position)
     raise Unsupported("ValueError: .index() did not find the item")
 
 
 def _sequence_count(tx: Translator, seq: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     wanted = _key(args[0])
-    count = 0
-    for item in sequence_items(tx, seq):
-        try:
-            count += as_constant(item) == wanted
-        except NotConstant:
-            continue
-    return PythonValue(count)
+    return PythonValue(sum(_matches(item, wanted) for item in sequence_items(tx, seq)))
+
+
+def _sequence_remove(
+    tx: Translator, seq: Any, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """list.remove / deque.remove: the first matching item, in place."""
+    _mutable(seq, "remove")
+    wanted = _key(args[0])
+    for position, item in enumerate(seq.items):
+        if _matches(item, wanted):
+            del seq.items[position]
+            return _none()
+    raise Unsupported("ValueError: .remove() did not find the item")
 
 
 def _list_sort(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -149,6 +171,7 @@ LIST_METHODS: dict[str, Method] = {
     "index": _sequence_index,
     "count": _sequence_count,
     "sort": _list_sort,
+    "remove": _sequence_remove,
 }
 TUPLE_METHODS: dict[str, Method] = {"index": _sequence_index, "count": _sequence_count}
 
@@ -317,6 +340,27 @@ def _set_remove(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Val
     return _none()
 
 
+def _set_pop(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """set.pop(): the first item in iteration order, as CPython pops a set of constants.
+
+    A set holding items compared by identity (tensors) is iterated in an order eager
+    does not share (their hashes are addresses): Unsupported there."""
+    from dynamo_capture.operations import IdentityKey, key_value
+
+    _mutable(s, "pop")
+    if args or kwargs:
+        raise Unsupported("set.pop() takes no arguments")
+    if any(isinstance(item, IdentityKey) for item in s.items):
+        raise Unsupported("set.pop() of a set holding tensors or objects (an order by address)")
+    if not s.items:
+        from dynamo_capture.errors import ExceptionRaised
+
+        raise ExceptionRaised(PythonValue(KeyError("pop from an empty set")))
+    item = next(iter(s.items))
+    s.items.remove(item)
+    return key_value(item)
+
+
 def _set_clear(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _mutable(s, "clear")
     s.items.clear()
@@ -358,6 +402,7 @@ SET_METHODS: dict[str, Method] = {
     "discard": _set_discard,
     "remove": _set_remove,
     "clear": _set_clear,
+    "pop": _set_pop,
     **{
         name: _set_in_place(name)
         for name in ("difference_update", "intersection_update", "symmetric_difference_update")
@@ -564,7 +609,7 @@ def _table_for(receiver: Value) -> dict[str, Method] | None:
     if isinstance(receiver, ListValue) and receiver.cls is collections.deque:
         from dynamo_capture.deques import DEQUE_METHODS
 
-        return {**TUPLE_METHODS, **DEQUE_METHODS}
+        return {**TUPLE_METHODS, **DEQUE_METHODS, "remove": _sequence_remove}
     if isinstance(receiver, ListValue) or (isinstance(receiver, PythonValue) and kind is list):
         return LIST_METHODS
     if issubclass(kind, dict):
@@ -607,7 +652,8 @@ def _fold_method(
         raise Unsupported(
             f"method {python_type_of(receiver).__name__}.{name} on values known only when it runs"
         ) from None
-    if isinstance(real, list | set | dict) and name not in ("copy", "index", "count"):
+    reads_only = name in ("copy", "index", "count") or (type(real) is set and name in _SET_QUERIES)
+    if isinstance(real, list | set | dict | collections.deque | bytearray) and not reads_only:
         raise Unsupported(f"{type(real).__name__}.{name} on a container outside the frame")
     return PythonValue(getattr(real, name)(*real_args, **real_kwargs))
 

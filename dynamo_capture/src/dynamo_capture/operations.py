@@ -317,6 +317,12 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         if fn in _INPLACE_TO_PLAIN and isinstance(left, TensorValue):
             return left
         return result
+    method = _container_in_place_method(fn, left, right)
+    if method is not None:  # `items += more` writes the list, dict or set itself
+        from dynamo_capture.methods import call_method
+
+        call_method(tx, left, method, [right], {})
+        return side_effects.current(tx, left)
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
     names = _DUNDER.get(plain, ())
     if fn in _INPLACE_TO_PLAIN and names:  # `a += b` tries a user class's __iadd__ first
@@ -355,6 +361,53 @@ _SET_OPS = frozenset(
     {operator.or_, operator.and_, operator.sub, operator.xor, operator.eq, operator.ne,
      operator.le, operator.lt, operator.ge, operator.gt}
 )  # fmt: skip
+
+
+# (container type, in-place operator) -> the method it calls, and the right operand's types
+_CONTAINER_IN_PLACE: dict[tuple[type, Any], tuple[str, tuple[type, ...] | None]] = {
+    (list, operator.iadd): ("extend", None),
+    (collections.deque, operator.iadd): ("extend", None),
+    (dict, operator.ior): ("update", None),
+    (set, operator.ior): ("update", (set, frozenset)),
+    (set, operator.iand): ("intersection_update", (set, frozenset)),
+    (set, operator.isub): ("difference_update", (set, frozenset)),
+    (set, operator.ixor): ("symmetric_difference_update", (set, frozenset)),
+}
+
+
+_IN_PLACE_DUNDER = {
+    operator.iadd: "__iadd__",
+    operator.ior: "__ior__",
+    operator.iand: "__iand__",
+    operator.isub: "__isub__",
+    operator.ixor: "__ixor__",
+}
+
+
+def _container_in_place_method(fn: Any, left: Value, right: Value) -> str | None:
+    """The method an in-place operator on a plain list, deque, dict or set calls (which
+    writes the object, an input's too), or None."""
+    if fn not in _INPLACE_TO_PLAIN or not isinstance(
+        left, PythonValue | ListValue | DictValue | SetValue
+    ):
+        return None
+    kind = python_type_of(left)
+    entry = next(
+        (
+            value
+            for (base, op), value in _CONTAINER_IN_PLACE.items()
+            if op is fn
+            and issubclass(kind, base)
+            and getattr(kind, _IN_PLACE_DUNDER[fn]) is getattr(base, _IN_PLACE_DUNDER[fn])
+        ),
+        None,
+    )  # a subclass that keeps the builtin's in-place operator (OrderedDict's |=) too
+    if entry is None:
+        return None
+    method, right_types = entry
+    if right_types is not None and python_type_of(right) not in right_types:
+        return None  # Python raises TypeError: left to the operator's own path
+    return method
 
 
 def _folded(tx: Translator, fn: Any, args: tuple[Any, ...]) -> PythonValue:
@@ -715,6 +768,13 @@ def get_iter(tx: Translator, value: Value) -> IteratorValue:
     return IteratorValue(sequence_items(tx, value))
 
 
+def _dict_key(tx: Translator, index: Value) -> Any:
+    """The key of a dict made in the frame: tensors and plain instances by identity."""
+    if isinstance(index, TensorValue | ObjectValue):
+        return hashable_key(index)
+    return _index_constant(tx, index)
+
+
 def _index_constant(tx: Translator, index: Value) -> Any:
     try:
         return as_constant(index)
@@ -761,11 +821,7 @@ def builtin_get_item(tx: Translator, container: Value, index: Value) -> Value:
                 raise raised_by_python(error) from None
             raise Unsupported(f"IndexError while capturing: {error}") from error
     if isinstance(container, DictValue):
-        key = (
-            hashable_key(index)
-            if isinstance(index, TensorValue | ObjectValue)
-            else _index_constant(tx, index)
-        )
+        key = _dict_key(tx, index)
         factory = container.attrs.get("default_factory")
         missing = user_override(container, "__missing__")
         if key not in container.items and missing is not None:
@@ -921,7 +977,7 @@ def builtin_set_item(tx: Translator, container: Value, index: Value, value: Valu
             container.items[key] = value
         return
     if isinstance(container, DictValue) and container.source is None:
-        container.items[_index_constant(tx, index)] = value
+        container.items[_dict_key(tx, index)] = value
         return
     if isinstance(container, ObjectValue):
         _dunder_call(tx, container, "__setitem__", [index, value])
@@ -967,6 +1023,8 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
             from dynamo_capture.calls import call
 
             return truth(tx, call(tx, PythonValue(method), [container, item], {}))
+    if isinstance(container, DictValue) and isinstance(item, TensorValue):
+        return _dict_key(tx, item) in container.items  # tensors hash by identity
     if isinstance(container, TensorValue) or isinstance(item, TensorValue):
         raise Unsupported("`in` on tensors is data-dependent")
     if isinstance(container, DictValue):

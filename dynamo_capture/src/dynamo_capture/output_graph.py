@@ -205,6 +205,11 @@ class CaptureContext:
         self.transform_nodes = True
         self.transform_nodes_made = 0
         self.functorch_level = 0  # torch.func transforms traced into the graph, open now
+        self.jvp_nesting = 0  # of them, torch.func.jvp calls (only the outermost is traced)
+        # torch.func.functional_call's members, open now: (id(module), name) -> Value, and
+        # the ids of the tensors they replace (functional_calls)
+        self.replaced_members: dict[tuple[int, str], Value] = {}
+        self.replaced_tensors: set[int] = set()
         self.shape_env = None if dynamic is False else ShapeEnv()
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.use_fakes = USE_FAKES
@@ -248,6 +253,13 @@ class CaptureContext:
                     "a tensor reached capture without a known source (a tensor constant "
                     "built outside the frame); pass it as an argument"
                 )
+            if id(obj) in self.replaced_tensors and not isinstance(source, ParamBufferSource):
+                # NOTE: a module attribute functional_call does not replace (another name
+                # of a tensor it replaces, with tie_weights=False) is the module's own
+                raise Unsupported(
+                    "a parameter or buffer torch.func.functional_call replaces, read other than "
+                    "as the module's attribute (module.parameters(), _parameters, a list of them)"
+                )
             return self.tensor_input(obj, source)
         if source is None:
             return PythonValue(obj)
@@ -279,8 +291,13 @@ class CaptureContext:
             guards.equals_match(AttrSource(source, "maxlen"), obj.maxlen)
         elif isinstance(obj, dict):
             guards.dict_keys(source, obj)
+        elif type(obj) in (set, frozenset):
+            if any(isinstance(item, torch.Tensor) for item in obj):
+                # NOTE: its guard would hold the tensors, and fail for every new one
+                raise Unsupported("a set of tensors reaching captured code from outside it")
+            guards.set_items(source, obj)  # `in`, iteration and set algebra fold on it
         elif isinstance(obj, set | frozenset):
-            guards.equals_match(source, obj)
+            raise Unsupported(f"a {type(obj).__name__} (a set subclass) reaching captured code")
         elif isinstance(obj, types.FunctionType) and (
             obj.__closure__ or "<locals>" in obj.__qualname__
         ):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import builtins
 import collections
 import contextlib
+import functools
 import heapq
 import itertools
 import keyword
@@ -223,6 +224,40 @@ def _nsmallest(n, iterable, key=None):
     return sorted(iterable, key=key)[:n]
 
 
+class _ComparedByFunction:
+    """functools.cmp_to_key's key: orders objects by a comparison function's sign."""
+
+    __slots__ = ("compare", "obj")
+
+    def __init__(self, obj, compare):
+        self.obj = obj
+        self.compare = compare
+
+    def __lt__(self, other):
+        return self.compare(self.obj, other.obj) < 0
+
+    def __gt__(self, other):
+        return self.compare(self.obj, other.obj) > 0
+
+    def __eq__(self, other):
+        return self.compare(self.obj, other.obj) == 0
+
+    def __le__(self, other):
+        return self.compare(self.obj, other.obj) <= 0
+
+    def __ge__(self, other):
+        return self.compare(self.obj, other.obj) >= 0
+
+    __hash__ = None
+
+
+def _cmp_to_key(mycmp):
+    def key(obj):
+        return _ComparedByFunction(obj, mycmp)
+
+    return key
+
+
 def _itemgetter_call(items, obj):
     if len(items) == 1:
         return obj[items[0]]
@@ -264,6 +299,7 @@ STAND_INS: dict[Any, Callable[..., Any]] = {
     heapq.nlargest: _nlargest,
     heapq.nsmallest: _nsmallest,
     collections._count_elements: _count_elements,  # Counter.update's counting loop
+    functools.cmp_to_key: _cmp_to_key,
 }
 
 # Pure C callables (and this module's index helpers): folded on constant arguments.

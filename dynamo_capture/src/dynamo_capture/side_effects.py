@@ -1,7 +1,7 @@
-"""Writes to lists, deques and dicts that exist outside the frame, replayed after the graph.
+"""Writes to lists, deques, dicts and sets that exist outside the frame, replayed after the graph.
 
-The first write to an outside list or dict (item assignment, append, update, ...)
-gives it a shadow: a ListValue / DictValue holding its items, which the rest of
+The first write to an outside list, dict or set (item assignment, append, update, add,
+...) gives it a shadow: a ListValue / DictValue / SetValue holding its items, which the rest of
 the capture reads and writes instead. After the graph runs, the entry function
 rebuilds the real object's contents from the shadow, so eager's final state and
 the object's identity are both kept.
@@ -13,7 +13,7 @@ import collections
 from typing import TYPE_CHECKING, Any
 
 from dynamo_capture.errors import Unsupported
-from dynamo_capture.values import DictValue, ListValue, PythonValue, Value
+from dynamo_capture.values import DictValue, ListValue, PythonValue, SetValue, Value
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
@@ -27,7 +27,12 @@ MUTATING_METHODS: dict[type, frozenset[str]] = {
     dict: frozenset({"update", "pop", "popitem", "setdefault", "clear", "__setitem__"}),
     collections.deque: frozenset(
         {"append", "appendleft", "extend", "extendleft", "pop", "popleft", "rotate", "clear",
-         "reverse", "__setitem__"}
+         "reverse", "remove", "__setitem__"}
+    ),
+    set: frozenset(
+        {"add", "update", "discard", "remove", "pop", "clear", "difference_update",
+         "intersection_update", "symmetric_difference_update", "__ior__", "__iand__",
+         "__isub__", "__ixor__"}
     ),
 }  # fmt: skip
 
@@ -59,6 +64,8 @@ def for_write(tx: Translator, value: Value, method: str = "__setitem__") -> Valu
         shadow = ListValue(sequence_items(tx, value))
     elif isinstance(obj, collections.deque):
         shadow = ListValue(sequence_items(tx, value), cls=collections.deque, maxlen=obj.maxlen)
+    elif isinstance(obj, set):
+        shadow = _set_shadow(value)
     else:
         shadow = DictValue(dict_items(tx, value))
     if any(
@@ -71,6 +78,16 @@ def for_write(tx: Translator, value: Value, method: str = "__setitem__") -> Valu
     return shadow
 
 
+def _set_shadow(value: PythonValue) -> SetValue:
+    from dynamo_capture.output_graph import is_constant
+
+    # NOTE: only a set whose items are constants (guarded item by item) is shadowed; one
+    # holding tensors or modules would need each item's source to be rebuilt after
+    if not all(is_constant(item) for item in value.obj):
+        raise Unsupported("a write to a set outside the frame that holds non-constant items")
+    return SetValue(set(value.obj))
+
+
 def replay_statement(target: str, shadow: Value, expr: Any, key_expr: Any) -> str:
     """The statement that gives the real object `target` the shadow's contents."""
     if isinstance(shadow, ListValue) and shadow.cls is collections.deque:
@@ -78,6 +95,9 @@ def replay_statement(target: str, shadow: Value, expr: Any, key_expr: Any) -> st
         return f"___items = [{items}]; {target}.clear(); {target}.extend(___items)"
     if isinstance(shadow, ListValue):
         return f"{target}[:] = [{', '.join(expr(item) for item in shadow.items)}]"
+    if isinstance(shadow, SetValue):
+        inner = ", ".join(key_expr(item) for item in shadow.items)
+        return f"___items = {{{inner}}}; {target}.clear(); {target}.update(___items)"
     assert isinstance(shadow, DictValue)
     inner = ", ".join(f"{key_expr(key)}: {expr(item)}" for key, item in shadow.items.items())
     return f"___items = {{{inner}}}; {target}.clear(); {target}.update(___items)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -147,6 +148,13 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
     args = [realize(tx, a) for a in args]
     kwargs = {k: realize(tx, v) for k, v in kwargs.items()}
     if not _has_tensor_value(args, kwargs):
+        if _changes_state(fn):
+            # NOTE: folding runs the function now (and the factory probe runs it too):
+            # a change of torch's state made while capturing would leak past the capture
+            raise Unsupported(
+                f"{getattr(fn, '__module__', 'torch')}.{name} changes torch's global state "
+                "(it is not run while capturing); call it outside the compiled code"
+            )
         try:
             real_args = [as_constant(a) for a in args]
             real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
@@ -156,6 +164,20 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
             if not _returns_tensor(tx, fn, real_args, real_kwargs):
                 return PythonValue(fn(*real_args, **real_kwargs))
     return tx.ctx.call("call_function", fn, tuple(args), kwargs)
+
+
+# C functions named like these change torch's state (functorch's transform levels, hooks,
+# dispatch keys): never run while capturing to fold them
+_STATE_CHANGING = re.compile(
+    r"^_?(set|enable|disable|push|pop|increment|decrement|enter|exit|reset|clear|register|"
+    r"unregister|init|lazy_init)_|_(increment|decrement)_nesting$"
+)
+
+
+def _changes_state(fn: Any) -> bool:
+    if not isinstance(fn, types.BuiltinFunctionType | types.BuiltinMethodType):
+        return False
+    return bool(_STATE_CHANGING.search(getattr(fn, "__name__", "") or ""))
 
 
 def _returns_tensor(tx: Translator, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> bool:

@@ -38,6 +38,7 @@ from guards.guard_kinds import (
     NameAbsentGuard,
     NNModuleGuard,
     NotInInstanceDictGuard,
+    SetItemsGuard,
     TypeGuard,
 )
 from guards.guard_set import CompiledGuards, GuardSet
@@ -123,6 +124,7 @@ __all__ = [
     "AttributeIdGuard",
     "CompiledGuards",
     "DictKeysGuard",
+    "SetItemsGuard",
     "EqualsGuard",
     "GlobalStateGuard",
     "Guard",

@@ -41,6 +41,7 @@ __all__ = [
     "NNModuleGuard",
     "NameAbsentGuard",
     "NotInInstanceDictGuard",
+    "SetItemsGuard",
     "TypeGuard",
     "typed_equal",
 ]
@@ -348,6 +349,66 @@ class DictKeysGuard(Guard):
     @property
     def value(self) -> Any:
         return self.keys
+
+
+def _is_constant_item(item: Any) -> bool:
+    try:
+        _check_constant(item)
+    except GuardsError:
+        return False
+    return True
+
+
+def same_set_items(value: Any, expected: tuple[Any, ...]) -> bool:
+    """The items of set `value`, in iteration order, are `expected`'s: constants equal
+    with the same type, other objects (types, modules, functions) the same object."""
+    actual = tuple(value)
+    return len(actual) == len(expected) and all(
+        a is e or (_is_constant_item(e) and typed_equal(a, e))
+        for a, e in zip(actual, expected, strict=True)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SetItemsGuard(Guard):
+    """A set or frozenset: the same type, and the same items in the same iteration order
+    (constants equal with the same type, other objects identical), so that `in`,
+    iteration and set algebra folded at compile time hold for the value.
+
+    NOTE: objects among the items are held strongly, as the set itself holds them."""
+
+    set_type: type
+    items: tuple[Any, ...]
+
+    guard_type: ClassVar[str] = "SET_ITEMS_MATCH"
+    derived_guard_types: ClassVar[tuple[str, ...]] = ("TYPE_MATCH", "LENGTH_CHECK")
+    rank: ClassVar[int] = 14
+
+    def __post_init__(self) -> None:
+        if self.set_type not in (set, frozenset):
+            raise GuardsError(f"SetItemsGuard guards a set or frozenset, not {self.set_type}")
+
+    def failure(self, value: Any) -> str | None:
+        if type(value) is not self.set_type:
+            return (
+                f"{self.source.name!r} type mismatch: expected {_type_name(self.set_type)}, "
+                f"actual {_type_name(type(value))}"
+            )
+        if same_set_items(value, self.items):
+            return None
+        return (
+            f"{self.source.name!r} items mismatch: expected {set(self.items)!r}, actual {value!r}"
+        )
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        name = names[0]
+        exact = f"type({name}) is {code.const(self.set_type, 'type')}"
+        same = code.const(same_set_items, "same_set_items")
+        return [(self.rank, f"{exact} and {same}({name}, {code.const(self.items, 'items')})")]
+
+    @property
+    def value(self) -> Any:
+        return self.set_type(self.items)
 
 
 # ---------------------------------------------------------------------------- hasattr

@@ -33,6 +33,7 @@ from guards.guard_kinds import (
     IdGuard,
     LengthGuard,
     NNModuleGuard,
+    SetItemsGuard,
     TypeGuard,
 )
 from guards.guard_pruning import drop_implied
@@ -218,6 +219,10 @@ class GuardSet:
         """Guard the exact type and the keys (in order) of a dict."""
         self.add_type(source, value)
         return self.add(DictKeysGuard(source, tuple(value.keys())))
+
+    def add_set_items(self, source: Source, value: set | frozenset) -> Guard:
+        """Guard the exact type and the items (in iteration order) of a set of constants."""
+        return self.add(SetItemsGuard(source, type(value), tuple(value)))
 
     def add_has_attr(self, source: Source, attr: str, expected: bool) -> Guard:
         """Guard that `hasattr(value at source, attr)` is `expected`."""
