@@ -319,18 +319,24 @@ def test_local_names_never_shadow_builtins():
     assert _both(guards, L) == (True, None)
 
 
-def test_parameters_trust_their_identity_like_torch():
+def test_trusted_parameter_still_notices_data_replaced_in_place():
     param = torch.nn.Parameter(torch.randn(4, 4))
     guards = GuardSet()
     guard = guards.add_tensor(X, param)
     assert guard.trust_identity
     assert _both(guards, {"x": param}) == (True, None)
     with torch.no_grad():
-        param.data = torch.randn(2, 2)  # not noticed: the documented trade-off
-    assert _both(guards, {"x": param}) == (True, None)
-    param.requires_grad_(False)  # noticed
+        param.data = torch.randn(2, 2)  # the same object, another shape
     ok, why = _both(guards, {"x": param})
     assert not ok and "size mismatch" in why
+    param.data = torch.randn(4, 4).t()  # the same object, another layout
+    ok, why = _both(guards, {"x": param})
+    assert not ok and "stride mismatch" in why
+    param.data = torch.randn(4, 4)
+    assert _both(guards, {"x": param}) == (True, None)
+    with torch.no_grad():
+        param.t_()  # in place: a square parameter transposed
+    assert not _both(guards, {"x": param})[0]
     other = torch.nn.Parameter(torch.randn(2, 2))
     ok, why = _both(guards, {"x": other})
     assert not ok and "size mismatch" in why

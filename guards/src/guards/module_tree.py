@@ -26,20 +26,21 @@ registered (a hook dict written by hand, `m._forward_hooks[k] = f`, is not).
 Otherwise it checks what the tags do not cover, on every call, in C loops
 (`map`) rather than Python code per tensor:
 
+- the class of each module (`module.__class__ = Other` writes no dict), against
+  those the full check saw; the state holds the submodules for this (not the root);
+
 - the parameters and buffers themselves, read from their modules' `_parameters`
   / `_buffers` dicts (held since the last full check): the same objects as then
   (`torch.func.functional_call` writes those dicts directly: another object
-  sends the call to the full check), with the requires_grad, dtype and device
-  the entry was compiled for (`requires_grad_()`, `module.half()` keep the
-  objects);
-- the sizes and strides of those that do not require grad (buffers, frozen
-  parameters) whenever their version counters moved: in-place `resize_`, `set_`,
-  `as_strided_` bump them (so does any in-place update of the values). A tensor
-  that requires grad cannot be resized in place (autograd refuses); its sizes,
-  like a `.data` replaced by a tensor of another shape, are trusted for the same
-  object, as a TENSOR_MATCH that trusts identity does (tensor_guards.py). Checking
-  them too would cost two more C loops per call in training, where every
-  optimizer step moves every version counter.
+  sends the call to the full check), with the requires_grad, dtype, device,
+  sizes and strides the entry was compiled for. None of these can be trusted
+  for the same object: `requires_grad_()`, `module.half()` and `.data = other`
+  change them without writing a dict or bumping the tensor's version counter,
+  and `t_()`, `set_()`, `as_strided_()` under no_grad change a parameter's
+  layout in place. So this part costs five reads a tensor (a C loop each,
+  about 0.25 us a tensor in all), in proportion to the model's size: a check
+  flat in depth would need these setters intercepted or a C++ loop over the
+  TensorImpls, as torch's guard manager has.
 
 Which guards move into a tree (`_covered`) and why:
 
@@ -52,7 +53,8 @@ Which guards move into a tree (`_covered`) and why:
   in the instance `__dict__` and is no data descriptor of the class: the
   `__dict__` tag (a class attribute changed later would not be seen, so those
   stay out);
-- TENSOR_MATCH of a parameter or buffer with static sizes and strides.
+- TENSOR_MATCH of a parameter or buffer with static sizes and strides (checked exactly,
+  the strides of size-1 dims too: a tensor that differs there only recompiles).
 
 A tree is not formed where a guard's module path goes through a module the guard
 set has no NN_MODULE guard for, nor where dict version tags are not available;
@@ -106,8 +108,7 @@ _dtype = operator.attrgetter("dtype")
 _device = operator.attrgetter("device")
 _is_cpu = operator.attrgetter("is_cpu")
 _shape = operator.attrgetter("shape")
-_version = operator.attrgetter("_version")
-_stride = operator.methodcaller("stride")
+_stride = torch._C.TensorBase.stride  # the unbound method: half the cost of methodcaller
 _CPU = torch.device("cpu")
 
 
@@ -255,9 +256,21 @@ def _reads_modules_table(covered: Sequence[Guard], modules: Sequence[Source]) ->
 
 
 class _TreeState:
-    """What a tree's last full check saw: its dicts' tags, the tensor dicts and the tensors."""
+    """What a tree's last full check saw: its dicts' tags, its modules and their classes,
+    the tensor dicts and the tensors."""
 
-    __slots__ = ("guard", "root", "tags", "handles", "tables", "tensors", "versions", "__weakref__")
+    __slots__ = (
+        "guard",
+        "root",
+        "tags",
+        "handles",
+        "root_class",
+        "modules",
+        "classes",
+        "tables",
+        "tensors",
+        "__weakref__",
+    )
 
     def __init__(self, guard: ModuleTreeGuard, root: torch.nn.Module) -> None:
         self.guard = guard
@@ -265,9 +278,13 @@ class _TreeState:
         self.root = weakref.ref(root, lambda _: _forget(state))
         self.tags: VersionTags | None = None  # of each module's __dict__ and _modules
         self.handles = -1  # RemovableHandle.next_id when the full check last passed
+        # NOTE: `__class__` can be assigned without a dict write: the classes are compared.
+        # The submodules are held (not the root: its death clears the state).
+        self.root_class: type | None = None
+        self.modules: tuple[torch.nn.Module, ...] = ()
+        self.classes: tuple[type, ...] = ()
         self.tables: tuple[dict, ...] = ()
         self.tensors: tuple[torch.Tensor, ...] = ()
-        self.versions: tuple[int, ...] | None = None
 
     def holds(self, root: Any, L: Any, G: Any) -> bool:  # noqa: N803 - the frame's names
         """The tree's guards hold for this call (the fast path; see the module docstring)."""
@@ -277,6 +294,8 @@ class _TreeState:
             or self.handles != RemovableHandle.next_id
             or tags is None
             or tags.changed()
+            or type(root) is not self.root_class
+            or tuple(map(type, self.modules)) != self.classes
         ):
             return self.recheck(L, G)
         guard = self.guard
@@ -286,20 +305,7 @@ class _TreeState:
             return self.recheck(L, G)
         if not all(map(operator.is_, tensors, self.tensors)):
             return self.recheck(L, G)
-        if not guard.metadata_holds(tensors):
-            return False
-        if not guard.watched:
-            return True
-        watched = tuple(compress(tensors, guard.watched))
-        try:
-            versions = tuple(map(_version, watched))
-        except RuntimeError:  # an inference tensor has no version counter
-            return guard.layout_holds(watched)
-        if versions != self.versions:
-            if not guard.layout_holds(watched):
-                return False
-            self.versions = versions
-        return True
+        return guard.metadata_holds(tensors) and guard.layout_holds(tensors)
 
     def recheck(self, L: Any, G: Any) -> bool:  # noqa: N803
         """Run the full check; on success remember what it saw, for the fast path."""
@@ -315,16 +321,15 @@ class _TreeState:
             return False
         tables = guard.read_tables(L, G)
         tensors = tuple(map(operator.getitem, tables, guard.names))
-        watched = tuple(compress(tensors, guard.watched))
-        if not (guard.metadata_holds(tensors) and guard.layout_holds(watched)):
+        if not (guard.metadata_holds(tensors) and guard.layout_holds(tensors)):
             return False
-        try:
-            versions: tuple[int, ...] | None = tuple(map(_version, watched))
-        except RuntimeError:
-            versions = None
         tags.snapshot(seen)
         self.tags, self.handles = tags, handles
-        self.tables, self.tensors, self.versions = tables, tensors, versions
+        root = self.root()
+        self.root_class = type(root)
+        self.modules = tuple(module for module in modules if module is not root)
+        self.classes = tuple(map(type, self.modules))
+        self.tables, self.tensors = tables, tensors
         return True
 
 
@@ -332,7 +337,7 @@ def _forget(state_ref: Callable[[], _TreeState | None]) -> None:
     """The root module died: drop the dicts and tensors held for the fast path."""
     state = state_ref()
     if state is not None:
-        state.tags, state.tables, state.tensors = None, (), ()
+        state.tags, state.modules, state.tables, state.tensors = None, (), (), ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -351,8 +356,7 @@ class ModuleTreeGuard(Guard):
     requires_grad: tuple[bool, ...] = field(repr=False)
     dtypes: tuple[torch.dtype, ...] = field(repr=False)
     devices: tuple[torch.device, ...] | None = field(repr=False)
-    watched: tuple[bool, ...] = field(repr=False)  # whose sizes and strides are checked
-    shapes: tuple[torch.Size, ...] = field(repr=False)  # of the watched tensors
+    shapes: tuple[torch.Size, ...] = field(repr=False)
     strides: tuple[tuple[int, ...], ...] = field(repr=False)
     read_tables: Callable[[Any, Any], tuple[dict, ...]] = field(repr=False)
     read_modules: Callable[[Any, Any], tuple[torch.nn.Module, ...]] = field(repr=False)
@@ -384,11 +388,8 @@ class ModuleTreeGuard(Guard):
             tuple(g.requires_grad for g in tensors),
             tuple(g.dtype for g in tensors),
             None if all(d == _CPU for d in devices) else devices,
-            tuple(not g.requires_grad for g in tensors)
-            if any(not g.requires_grad for g in tensors)
-            else (),
-            tuple(torch.Size(g.sizes) for g in tensors if not g.requires_grad),  # type: ignore[arg-type]
-            tuple(tuple(g.strides) for g in tensors if not g.requires_grad),  # type: ignore[arg-type]
+            tuple(torch.Size(g.sizes) for g in tensors),  # type: ignore[arg-type]
+            tuple(tuple(g.strides) for g in tensors),  # type: ignore[arg-type]
             _tables_reader(sources),  # type: ignore[arg-type]
             _reader(tuple(modules)),
             _reads_modules_table(covered, modules),
@@ -407,7 +408,7 @@ class ModuleTreeGuard(Guard):
         return tuple(map(_device, tensors)) == self.devices
 
     def layout_holds(self, tensors: tuple[torch.Tensor, ...]) -> bool:
-        """Sizes and strides as compiled, for the watched tensors in source order."""
+        """Sizes and strides as compiled, for the tensors in source order."""
         return (
             tuple(map(_shape, tensors)) == self.shapes
             and tuple(map(_stride, tensors)) == self.strides
@@ -415,7 +416,7 @@ class ModuleTreeGuard(Guard):
 
     def failure(self, root: Any) -> str | None:
         # NOTE: CompiledGuards.why_failed reports the covered guards one by one before
-        # this one; what is left is the tensors' check, stricter than a trusted TENSOR_MATCH.
+        # this one; what is left is the tensors' check (exact strides, even of size-1 dims).
         prefix = len(self.source.expr)
         for index, source in enumerate(self.tensor_sources):
             text = "root" + source.expr[prefix:]
@@ -424,16 +425,20 @@ class ModuleTreeGuard(Guard):
                 self.requires_grad[index],
                 self.dtypes[index],
                 _CPU if self.devices is None else self.devices[index],
+                self.shapes[index],
+                self.strides[index],
             )
-            actual = (tensor.requires_grad, tensor.dtype, tensor.device)
-            if self.watched and self.watched[index]:
-                layout = sum(self.watched[:index])
-                expected += (self.shapes[layout], self.strides[layout])
-                actual += (tensor.shape, tensor.stride())
+            actual = (
+                tensor.requires_grad,
+                tensor.dtype,
+                tensor.device,
+                tensor.shape,
+                tensor.stride(),
+            )
             if actual != expected:
                 return (
-                    f"tensor {source.name!r} changed: expected (requires_grad, dtype, device"
-                    f"[, size, stride]) {expected}, actual {actual}"
+                    f"tensor {source.name!r} changed: expected (requires_grad, dtype, device, "
+                    f"size, stride) {expected}, actual {actual}"
                 )
         return None
 
