@@ -109,6 +109,7 @@ _device = operator.attrgetter("device")
 _is_cpu = operator.attrgetter("is_cpu")
 _shape = operator.attrgetter("shape")
 _stride = torch._C.TensorBase.stride  # the unbound method: half the cost of methodcaller
+_is_contiguous = torch._C.TensorBase.is_contiguous
 _CPU = torch.device("cpu")
 
 
@@ -132,6 +133,30 @@ def _module_path(source: Source) -> list[Source]:
 def _is_data_descriptor(cls: type, name: str) -> bool:
     found = inspect.getattr_static(cls, name, None)
     return hasattr(type(found), "__set__") or hasattr(type(found), "__delete__")
+
+
+def _none(flags: Any) -> bool:
+    return not any(flags)
+
+
+def _same_flag(flags: tuple[bool, ...]) -> bool | None:
+    """The flag all of `flags` share (True for none), or None where they differ."""
+    if all(flags):
+        return True
+    return False if not any(flags) else None
+
+
+def _contiguous(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether a tensor of these sizes and strides is contiguous, as `is_contiguous()`
+    tells (the strides of size-1 dims do not matter, nor any of an empty tensor)."""
+    if 0 in sizes:
+        return True
+    expected = 1
+    for size, stride in zip(reversed(sizes), reversed(strides), strict=True):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,6 +386,8 @@ class ModuleTreeGuard(Guard):
     read_tables: Callable[[Any, Any], tuple[dict, ...]] = field(repr=False)
     read_modules: Callable[[Any, Any], tuple[torch.nn.Module, ...]] = field(repr=False)
     module_tables: tuple[bool, ...] = field(default=(), repr=False)  # whose _modules is watched
+    all_requires_grad: bool | None = field(default=None, repr=False)  # None: mixed
+    contiguous: bool = field(default=False, repr=False)  # every tensor compiled contiguous
     state: _TreeState | None = field(default=None, repr=False)
 
     guard_type: ClassVar[str] = "MODULE_TREE"
@@ -393,13 +420,19 @@ class ModuleTreeGuard(Guard):
             _tables_reader(sources),  # type: ignore[arg-type]
             _reader(tuple(modules)),
             _reads_modules_table(covered, modules),
+            _same_flag(tuple(g.requires_grad for g in tensors)),
+            all(_contiguous(g.sizes, g.strides) for g in tensors),  # type: ignore[arg-type]
         )
         object.__setattr__(guard, "state", _TreeState(guard, module))
         return guard
 
     def metadata_holds(self, tensors: tuple[torch.Tensor, ...]) -> bool:
         """requires_grad, dtype and device as compiled, for the tensors in source order."""
-        if tuple(map(_requires_grad, tensors)) != self.requires_grad:
+        flag = self.all_requires_grad
+        if flag is None:
+            if tuple(map(_requires_grad, tensors)) != self.requires_grad:
+                return False
+        elif (all if flag else _none)(map(_requires_grad, tensors)) is False:
             return False
         if tuple(map(_dtype, tensors)) != self.dtypes:
             return False
@@ -408,15 +441,18 @@ class ModuleTreeGuard(Guard):
         return tuple(map(_device, tensors)) == self.devices
 
     def layout_holds(self, tensors: tuple[torch.Tensor, ...]) -> bool:
-        """Sizes and strides as compiled, for the tensors in source order."""
-        return (
-            tuple(map(_shape, tensors)) == self.shapes
-            and tuple(map(_stride, tensors)) == self.strides
-        )
+        """Sizes and strides as compiled, for the tensors in source order (where all were
+        contiguous, `is_contiguous()`: cheaper than `stride()`, blind to size-1 dims)."""
+        if tuple(map(_shape, tensors)) != self.shapes:
+            return False
+        if self.contiguous:
+            return all(map(_is_contiguous, tensors))
+        return tuple(map(_stride, tensors)) == self.strides
 
     def failure(self, root: Any) -> str | None:
         # NOTE: CompiledGuards.why_failed reports the covered guards one by one before
-        # this one; what is left is the tensors' check (exact strides, even of size-1 dims).
+        # this one; what is left is the tensors' check (exact strides, even of size-1 dims,
+        # or where every tensor was compiled contiguous, is_contiguous()).
         prefix = len(self.source.expr)
         for index, source in enumerate(self.tensor_sources):
             text = "root" + source.expr[prefix:]
@@ -426,19 +462,20 @@ class ModuleTreeGuard(Guard):
                 self.dtypes[index],
                 _CPU if self.devices is None else self.devices[index],
                 self.shapes[index],
-                self.strides[index],
+                True if self.contiguous else self.strides[index],
             )
             actual = (
                 tensor.requires_grad,
                 tensor.dtype,
                 tensor.device,
                 tensor.shape,
-                tensor.stride(),
+                tensor.is_contiguous() if self.contiguous else tensor.stride(),
             )
             if actual != expected:
+                layout = "is_contiguous" if self.contiguous else "stride"
                 return (
                     f"tensor {source.name!r} changed: expected (requires_grad, dtype, device, "
-                    f"size, stride) {expected}, actual {actual}"
+                    f"size, {layout}) {expected}, actual {actual}"
                 )
         return None
 
