@@ -17,11 +17,12 @@ root module (`L['self']`):
 `holds` runs the generated check of the grouped guards (`structure`) only when
 the root is not the module seen last time, a hook was registered anywhere
 (torch numbers hook handles with one counter, `RemovableHandle.next_id`), or
-one of the tree's modules' `__dict__` or `_modules` dicts was written since
-that check passed: CPython's dict version tags say so (dict_versions.py), for
-every way of writing them (setattr and `register_*`, `train()`, `object.__setattr__`,
-a container's `insert`, a dict written by hand). Those two dicts hold all that
-the grouped guards read, but for hooks and tensors. A hook is noticed when it is
+one of the tree's modules' `__dict__`, `_modules`, `_parameters` or `_buffers`
+dicts was written since that check passed: CPython's dict version tags say so
+(dict_versions.py), for every way of writing them (setattr and `register_*`,
+`train()`, `object.__setattr__`, a container's `insert`, `functional_call`, a
+dict written by hand). Those dicts hold all that the grouped guards read, but
+for hooks, classes and the tensors' own metadata. A hook is noticed when it is
 registered (a hook dict written by hand, `m._forward_hooks[k] = f`, is not).
 Otherwise it checks what the tags do not cover, on every call, in C loops
 (`map`) rather than Python code per tensor:
@@ -29,11 +30,9 @@ Otherwise it checks what the tags do not cover, on every call, in C loops
 - the class of each module (`module.__class__ = Other` writes no dict), against
   those the full check saw; the state holds the submodules for this (not the root);
 
-- the parameters and buffers themselves, read from their modules' `_parameters`
-  / `_buffers` dicts (held since the last full check): the same objects as then
-  (`torch.func.functional_call` writes those dicts directly: another object
-  sends the call to the full check), with the requires_grad, dtype, device,
-  sizes and strides the entry was compiled for. None of these can be trusted
+- the parameters and buffers the full check saw (the same objects while their
+  dicts' tags hold) have the requires_grad, dtype, device, sizes and strides
+  the entry was compiled for. None of these can be trusted
   for the same object: `requires_grad_()`, `module.half()` and `.data = other`
   change them without writing a dict or bumping the tensor's version counter,
   and `t_()`, `set_()`, `as_strided_()` under no_grad change a parameter's
@@ -53,16 +52,20 @@ Which guards move into a tree (`_covered`) and why:
   in the instance `__dict__` and is no data descriptor of the class: the
   `__dict__` tag (a class attribute changed later would not be seen, so those
   stay out);
-- TENSOR_MATCH of a parameter or buffer with static sizes and strides (checked exactly,
-  the strides of size-1 dims too: a tensor that differs there only recompiles).
+- TENSOR_MATCH of a parameter or buffer with static sizes and strides: its dict's
+  tag, and the checks above (strides exactly, those of size-1 dims too, unless
+  every tensor was compiled contiguous: a tensor that differs there only
+  recompiles).
 
 A tree is not formed where a guard's module path goes through a module the guard
 set has no NN_MODULE guard for, nor where dict version tags are not available;
 its guards then stay in the entry's list, checked one by one as before. Module
-checks cost a C loop over the tags on every call: one per module (its `__dict__`)
-and one per module whose `_modules` a covered guard reads (a parent's: a leaf's
-`_modules`, which no guard reads, is not watched). Far less than the guards they
-stand for, but still in proportion to the number of modules.
+checks cost one C call over the tags on every call (about 20 ns a tag): one per
+module (its `__dict__`), one per module whose `_modules` a covered guard reads (a
+parent's: a leaf's `_modules`, which no guard reads, is not watched), one per
+`_parameters` / `_buffers` dict holding a guarded tensor; and the classes (about
+10 ns a module). Far less than the guards they stand for, but still in proportion
+to the number of modules.
 
 After `holds` passed, the state's `tensors` are the tree's parameters and buffers
 as they are now: capture's entry takes its graph inputs from there (capture.py
@@ -323,13 +326,7 @@ class _TreeState:
             or tuple(map(type, self.modules)) != self.classes
         ):
             return self.recheck(L, G)
-        guard = self.guard
-        try:
-            tensors = tuple(map(operator.getitem, self.tables, guard.names))
-        except KeyError:
-            return self.recheck(L, G)
-        if not all(map(operator.is_, tensors, self.tensors)):
-            return self.recheck(L, G)
+        guard, tensors = self.guard, self.tensors  # their dicts' tags are unchanged
         return guard.metadata_holds(tensors) and guard.layout_holds(tensors)
 
     def recheck(self, L: Any, G: Any) -> bool:  # noqa: N803
@@ -338,13 +335,14 @@ class _TreeState:
         self.tags = None
         handles = RemovableHandle.next_id
         modules = guard.read_modules(L, G)
+        tables = guard.read_tables(L, G)
         dicts = [vars(module) for module in modules]
         dicts += [vars(m)["_modules"] for m in compress(modules, guard.module_tables)]
+        dicts += {id(table): table for table in tables}.values()
         tags = VersionTags(dicts)
         seen = tags.read()  # NOTE: read before the check they stand for
         if not guard.structure(L, G):
             return False
-        tables = guard.read_tables(L, G)
         tensors = tuple(map(operator.getitem, tables, guard.names))
         if not (guard.metadata_holds(tensors) and guard.layout_holds(tensors)):
             return False
