@@ -235,3 +235,23 @@ def test_dict_version_tags_change_on_every_kind_of_write():
         assert not tags.changed()
         write()
         assert tags.changed()
+
+
+def test_dict_version_tags_of_many_dicts_each_notice_a_write():
+    from guards import dict_versions
+
+    if not dict_versions.AVAILABLE:
+        import pytest
+
+        pytest.skip("dict version tags need CPython 3.11-3.13")
+    modules = [torch.nn.Linear(2, 2) for _ in range(50)]
+    dicts = [table for m in modules for table in (vars(m), m._parameters)]
+    dicts.append(dict.fromkeys(range(1000)))  # a large dict: its object is allocated alike
+    for count in (1, 2, len(dicts)):
+        tags = dict_versions.VersionTags(dicts[:count])
+        for index in range(count):
+            tags.snapshot(tags.read())
+            assert not tags.changed()
+            dicts[index]["_probe"] = index
+            assert tags.changed()
+            del dicts[index]["_probe"]
