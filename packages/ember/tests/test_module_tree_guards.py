@@ -3,7 +3,8 @@
 The guards on a module tree (identity and training flag of each submodule, its
 hooks, its attributes, the keys of its `_modules`, the tensors of its
 `_parameters` and `_buffers`) are checked in full only after nn.Module's own
-mutation methods ran (guards/module_tree.py). Each test compiles a nested
+mutation methods ran (guards/module_tree.py); the tensors' own metadata and the
+modules' classes on every call. Each test compiles a nested
 model, calls it, changes the tree in one way, and checks that the next call
 gives eager's result.
 
@@ -13,6 +14,8 @@ gives eager's result.
 | a submodule swapped, a hook added, `.eval()`         | silent wrong result      |
 | `forward` or a method replaced on an instance/class  | silent wrong result      |
 | parameters swapped by `torch.func.functional_call`   | silent wrong result      |
+| `.data = other`, `t_()` / `set_()` of a parameter     | silent wrong result, reads past the end |
+| `module.__class__` reassigned                        | silent wrong result      |
 """
 
 from __future__ import annotations
@@ -455,3 +458,41 @@ def test_every_module_change_is_seen(change, recompiles, backend, depth, grad):
             assert_close(actual, expected)
             assert actual.requires_grad == expected.requires_grad
         assert len(_entries(compiled)) - before == recompiles
+
+
+@pytest.mark.parametrize("depth", [3, 12])
+def test_global_forward_hook_added_and_removed_is_seen(depth):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[Leaf() for _ in range(depth)]).eval()
+    compiled = ember.compile(model, backend="eager")
+    x = torch.randn(4, 4)
+    assert_close(compiled(x), model(x))
+    assert_close(compiled(x), model(x))
+    hook = torch.nn.modules.module.register_module_forward_hook(
+        lambda module, args, out: out + 1 if isinstance(module, Leaf) else out
+    )
+    try:
+        assert_close(compiled(x), model(x))
+        assert_close(compiled(x), model(x))
+    finally:
+        hook.remove()
+    assert_close(compiled(x), model(x))
+    assert len(_entries(compiled)) == 2
+
+
+@pytest.mark.parametrize("depth", [3, 12])
+def test_backward_hook_added_is_seen_in_gradients(depth):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[Leaf() for _ in range(depth)]).eval()
+    reference = torch.nn.Sequential(*[Leaf() for _ in range(depth)]).eval()
+    reference.load_state_dict(model.state_dict())
+    compiled = ember.compile(model, backend="aot_eager")
+    x = torch.randn(4, 4)
+    compiled(x).sum().backward()
+    for module in (model[1], reference[1]):
+        module.register_full_backward_hook(lambda module, grad_in, grad_out: (grad_in[0] * 3,))
+    model.zero_grad()
+    compiled(x).sum().backward()
+    reference(x).sum().backward()
+    for ours, theirs in zip(model.parameters(), reference.parameters(), strict=True):
+        assert_close(ours.grad, theirs.grad)
