@@ -435,3 +435,18 @@ def test_held_object_guards_check_classes_modules_and_namespaces():
     Owner.limit = float("2.5")
     equal = GuardSet([AttributeIdGuard.of(Owner, "limit", float("2.5"))])
     assert _both(equal, {}) == (True, None)
+
+
+def test_nn_module_guard_checks_the_class_the_module_has_when_compiled():
+    class Other(torch.nn.Linear):
+        pass
+
+    module = torch.nn.Linear(2, 2)
+    guards = GuardSet()
+    guards.add_nn_module(X, module)
+    module.__class__ = Other  # as a lazy module's first call does, during capture
+    compiled = guards.compile()
+    assert compiled({"x": module}, {})
+    module.__class__ = torch.nn.Linear
+    assert not compiled({"x": module}, {})
+    assert "class changed" in compiled.why_failed({"x": module}, {})

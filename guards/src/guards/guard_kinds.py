@@ -79,6 +79,13 @@ class Guard:
         """The values this guard reads, in the order `failure` and `emit` take them."""
         return (self.source,)
 
+    def empty_module_dicts(self) -> tuple[str, ...]:
+        """For a `module_state` guard: the attributes of the module holding dicts the
+        guard requires to be empty (its hook dicts), read besides the module's
+        `__dict__`: a module tree checks on every call that they still are, so a
+        write by hand is seen."""
+        return ()
+
     def failure(self, *values: Any) -> str | None:
         """None if the guard holds for `values`, else what differs, in words."""
         raise NotImplementedError(type(self).__name__)

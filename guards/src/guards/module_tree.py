@@ -23,7 +23,9 @@ dicts was written since that check passed: CPython's dict version tags say so
 `train()`, `object.__setattr__`, a container's `insert`, `functional_call`, a
 dict written by hand). Those dicts hold all that the grouped guards read, but
 for hooks, classes and the tensors' own metadata. A hook is noticed when it is
-registered (a hook dict written by hand, `m._forward_hooks[k] = f`, is not).
+registered; and where a covered guard requires a module's hook dicts to be empty
+(`Guard.empty_module_dicts`: capture's "no hooks" guard), `any()` over those dicts
+on every call sees a hook written into one by hand (`m._forward_hooks[k] = f`).
 Otherwise it checks what the tags do not cover, on every call, in C loops
 (`map`) rather than Python code per tensor:
 
@@ -283,6 +285,21 @@ def _reads_modules_table(covered: Sequence[Guard], modules: Sequence[Source]) ->
     return tuple(source in readers for source in modules)
 
 
+def _empty_dicts(
+    covered: Sequence[Guard], modules: Sequence[Source]
+) -> tuple[tuple[int, str], ...]:
+    """(index in `modules`, attribute) of each dict a covered guard requires to be empty
+    (`Guard.empty_module_dicts`: hook dicts), checked on every call."""
+    index = {source: position for position, source in enumerate(modules)}
+    found = set()
+    for guard in covered:
+        for name in guard.empty_module_dicts():
+            if guard.source not in index:
+                raise ValueError(f"{guard.describe()} reads a module the tree does not hold")
+            found.add((index[guard.source], name))
+    return tuple(sorted(found))
+
+
 class _TreeState:
     """What a tree's last full check saw: its dicts' tags, its modules and their classes,
     the tensor dicts and the tensors."""
@@ -295,6 +312,7 @@ class _TreeState:
         "root_class",
         "modules",
         "classes",
+        "empty",
         "tables",
         "tensors",
         "__weakref__",
@@ -311,6 +329,7 @@ class _TreeState:
         self.root_class: type | None = None
         self.modules: tuple[torch.nn.Module, ...] = ()
         self.classes: tuple[type, ...] = ()
+        self.empty: tuple[dict, ...] = ()  # dicts the guards require empty (hook dicts)
         self.tables: tuple[dict, ...] = ()
         self.tensors: tuple[torch.Tensor, ...] = ()
 
@@ -324,6 +343,7 @@ class _TreeState:
             or tags.changed()
             or type(root) is not self.root_class
             or tuple(map(type, self.modules)) != self.classes
+            or any(self.empty)
         ):
             return self.recheck(L, G)
         guard, tensors = self.guard, self.tensors  # their dicts' tags are unchanged
@@ -352,6 +372,7 @@ class _TreeState:
         self.root_class = type(root)
         self.modules = tuple(module for module in modules if module is not root)
         self.classes = tuple(map(type, self.modules))
+        self.empty = tuple(getattr(modules[index], name) for index, name in guard.empty_dicts)
         self.tables, self.tensors = tables, tensors
         return True
 
@@ -360,7 +381,8 @@ def _forget(state_ref: Callable[[], _TreeState | None]) -> None:
     """The root module died: drop the dicts and tensors held for the fast path."""
     state = state_ref()
     if state is not None:
-        state.tags, state.modules, state.tables, state.tensors = None, (), (), ()
+        state.tags, state.modules, state.empty = None, (), ()
+        state.tables, state.tensors = (), ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -384,6 +406,7 @@ class ModuleTreeGuard(Guard):
     read_tables: Callable[[Any, Any], tuple[dict, ...]] = field(repr=False)
     read_modules: Callable[[Any, Any], tuple[torch.nn.Module, ...]] = field(repr=False)
     module_tables: tuple[bool, ...] = field(default=(), repr=False)  # whose _modules is watched
+    empty_dicts: tuple[tuple[int, str], ...] = field(default=(), repr=False)  # (module, attr)
     all_requires_grad: bool | None = field(default=None, repr=False)  # None: mixed
     contiguous: bool = field(default=False, repr=False)  # every tensor compiled contiguous
     state: _TreeState | None = field(default=None, repr=False)
@@ -418,6 +441,7 @@ class ModuleTreeGuard(Guard):
             _tables_reader(sources),  # type: ignore[arg-type]
             _reader(tuple(modules)),
             _reads_modules_table(covered, modules),
+            _empty_dicts(covered, modules),
             _same_flag(tuple(g.requires_grad for g in tensors)),
             all(_contiguous(g.sizes, g.strides) for g in tensors),  # type: ignore[arg-type]
         )

@@ -396,6 +396,10 @@ def _forward_hook(model):
     model[1].register_forward_hook(lambda module, args, out: out + 1)
 
 
+def _forward_hook_written_by_hand(model):
+    model[1]._forward_hooks[123456] = lambda module, args, out: out + 1
+
+
 def _forward_pre_hook(model):
     model[1].register_forward_pre_hook(lambda module, args: (args[0] * 2,))
 
@@ -430,6 +434,7 @@ CHANGES = [
     (_class_of_a_submodule_reassigned, 1),
     (_train_mode, 1),
     (_forward_hook, 1),
+    (_forward_hook_written_by_hand, 1),
     (_forward_pre_hook, 1),
     (_to_float64, 1),
     (_half_and_back, 0),
