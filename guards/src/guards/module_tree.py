@@ -140,10 +140,6 @@ def _is_data_descriptor(cls: type, name: str) -> bool:
     return hasattr(type(found), "__set__") or hasattr(type(found), "__delete__")
 
 
-def _none(flags: Any) -> bool:
-    return not any(flags)
-
-
 def _same_flag(flags: tuple[bool, ...]) -> bool | None:
     """The flag all of `flags` share (True for none), or None where they differ."""
     if all(flags):
@@ -450,11 +446,14 @@ class ModuleTreeGuard(Guard):
 
     def metadata_holds(self, tensors: tuple[torch.Tensor, ...]) -> bool:
         """requires_grad, dtype and device as compiled, for the tensors in source order."""
-        flag = self.all_requires_grad
-        if flag is None:
-            if tuple(map(_requires_grad, tensors)) != self.requires_grad:
+        flags = map(_requires_grad, tensors)
+        if self.all_requires_grad is None:
+            if tuple(flags) != self.requires_grad:
                 return False
-        elif (all if flag else _none)(map(_requires_grad, tensors)) is False:
+        elif self.all_requires_grad:
+            if not all(flags):
+                return False
+        elif any(flags):
             return False
         if tuple(map(_dtype, tensors)) != self.dtypes:
             return False
