@@ -24,12 +24,20 @@ The depth rows time the same for a Sequential of 10 and of 100 small blocks
 (`--depth` runs them even with `--no-models`), and print the whole call's
 overhead over eager for ember and torch.compile on stderr.
 
-    python benchmarks/guards_bench.py [--no-models] [--depth]
+`--trees` prints only the guard check `ember.compile(model, backend="eager")`
+installs (eval, no_grad) for host_overhead_bench.py's models (mlp10, mlp100,
+resnet50) and the depth rows' Sequentials, with their parameter and buffer
+counts: the cost of a module tree against depth. `EMBER_BENCH_CLOCK=cpu` times
+every row in the thread's CPU time, which waiting for a core on a loaded machine
+does not inflate.
+
+    python benchmarks/guards_bench.py [--no-models] [--depth] [--trees]
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -40,6 +48,9 @@ import torch
 from guards import AttrSource, GuardSet, ItemSource, LocalSource, NNModuleSource
 
 REPEATS = 7
+CLOCK = {"wall": time.perf_counter, "cpu": time.thread_time}[
+    os.environ.get("EMBER_BENCH_CLOCK", "wall")
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +74,10 @@ def best_microseconds(call, args, number: int) -> float:
         call(*args)
     best = float("inf")
     for _ in range(REPEATS):
-        start = time.perf_counter()
+        start = CLOCK()
         for _ in range(number):
             call(*args)
-        best = min(best, (time.perf_counter() - start) / number)
+        best = min(best, (CLOCK() - start) / number)
     return best * 1e6
 
 
@@ -261,9 +272,41 @@ def torch_guard_check(code, frame_locals: dict, number: int) -> float:
     return best_microseconds(manager.check, (frame_locals,), number)
 
 
+def tree_case(name: str) -> str:
+    """The guard check of `ember.compile(model)` (eval, no_grad) for one model, as text."""
+    from host_overhead_bench import CASES
+
+    import ember
+
+    torch.manual_seed(0)
+    if name.startswith("blocks"):
+        depth = int(name.removeprefix("blocks"))
+        model, x = torch.nn.Sequential(*[DepthBlock() for _ in range(depth)]), torch.randn(2, 4)
+    else:
+        model, x = CASES[name]()
+    model.eval()
+    with torch.no_grad():
+        optimized = ember.compile(model, backend="eager")
+        optimized(x)
+        runner = optimized.__dict__["_ember_compiled"]
+        compiled = runner.entries[0].guards
+        frame_locals = runner.frame.bind((x,), {})
+        assert compiled(frame_locals, runner.frame.globals)
+        check = best_microseconds(compiled.check, (frame_locals, runner.frame.globals), 200)
+    modules = sum(1 for _ in model.modules())
+    tensors = sum(1 for _ in model.parameters()) + sum(1 for _ in model.buffers())
+    return f"| {name} | {modules} | {tensors} | {check:.1f} |"
+
+
 def main() -> None:
     torch.set_num_threads(1)
     sys.path.insert(0, str(Path(__file__).parent))
+    if "--trees" in sys.argv:
+        print("| model | modules | parameters and buffers | guard check (us) |")
+        print("|---|---:|---:|---:|")
+        for name in ("mlp10", "mlp100", "resnet50", "blocks10", "blocks100"):
+            print(tree_case(name))
+        return
     rows = [function_case(1), function_case(10), function_case(100), module_case()]
     if "--no-models" not in sys.argv or "--depth" in sys.argv:
         rows += [depth_case(10), depth_case(100)]

@@ -356,18 +356,24 @@ def test_local_names_never_shadow_builtins():
     assert _both(guards, L) == (True, None)
 
 
-def test_parameters_trust_their_identity_like_torch():
+def test_trusted_parameter_still_notices_data_replaced_in_place():
     param = torch.nn.Parameter(torch.randn(4, 4))
     guards = GuardSet()
     guard = guards.add_tensor(X, param)
     assert guard.trust_identity
     assert _both(guards, {"x": param}) == (True, None)
     with torch.no_grad():
-        param.data = torch.randn(2, 2)  # not noticed: the documented trade-off
-    assert _both(guards, {"x": param}) == (True, None)
-    param.requires_grad_(False)  # noticed
+        param.data = torch.randn(2, 2)  # the same object, another shape
     ok, why = _both(guards, {"x": param})
     assert not ok and "size mismatch" in why
+    param.data = torch.randn(4, 4).t()  # the same object, another layout
+    ok, why = _both(guards, {"x": param})
+    assert not ok and "stride mismatch" in why
+    param.data = torch.randn(4, 4)
+    assert _both(guards, {"x": param}) == (True, None)
+    with torch.no_grad():
+        param.t_()  # in place: a square parameter transposed
+    assert not _both(guards, {"x": param})[0]
     other = torch.nn.Parameter(torch.randn(2, 2))
     ok, why = _both(guards, {"x": other})
     assert not ok and "size mismatch" in why
@@ -480,3 +486,18 @@ def test_guard_functions_of_one_source_share_code_but_not_constants():
     assert not check_first({"x": second}, {})
     assert _both(guards_second, {"x": second}) == (True, None)
     assert not check_second({"x": first}, {})
+
+
+def test_nn_module_guard_checks_the_class_the_module_has_when_compiled():
+    class Other(torch.nn.Linear):
+        pass
+
+    module = torch.nn.Linear(2, 2)
+    guards = GuardSet()
+    guards.add_nn_module(X, module)
+    module.__class__ = Other  # as a lazy module's first call does, during capture
+    compiled = guards.compile()
+    assert compiled({"x": module}, {})
+    module.__class__ = torch.nn.Linear
+    assert not compiled({"x": module}, {})
+    assert "class changed" in compiled.why_failed({"x": module}, {})

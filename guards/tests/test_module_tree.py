@@ -86,6 +86,61 @@ def test_module_tree_notices_tensor_changes_that_do_not_count_as_mutations():
     assert "running_mean" in compiled.why_failed(frame, {})
 
 
+def test_module_tree_checks_the_layout_of_the_same_tensors_on_every_call():
+    # `.data = other` bumps no version counter and writes no dict; t_() under no_grad
+    # keeps the object: the fast path reads sizes and strides every time
+    model = _model()
+    compiled, frame = _compiled(model)
+    (tree,) = compiled.trees
+    calls = _counting_full_checks(tree)
+    weight = model[0][0].weight
+    weight.data = torch.randn(4, 4).t()
+    assert not compiled(frame, {})
+    assert "weight" in compiled.why_failed(frame, {})
+    weight.data = torch.randn(2, 4)
+    assert not compiled(frame, {})
+    weight.data = torch.randn(4, 4)
+    assert compiled(frame, {})
+    with torch.no_grad():
+        weight.t_()
+    assert not compiled(frame, {})
+    with torch.no_grad():
+        weight.t_()
+    assert compiled(frame, {})
+    model[1][1].running_var.data = torch.rand(4).double()
+    assert not compiled(frame, {})
+    model[1][1].running_var.data = torch.rand(4)
+    assert compiled(frame, {})
+    assert calls[0] == 0  # none of these wrote a dict: all seen by the fast path
+
+
+def test_module_tree_compares_strides_of_tensors_compiled_non_contiguous():
+    model = _model()
+    model[0][0].weight.data = torch.randn(4, 4).t()
+    compiled, frame = _compiled(model)
+    (tree,) = compiled.trees
+    assert not tree.contiguous
+    model[0][0].weight.data = torch.randn(4, 4)
+    assert not compiled(frame, {})
+    model[0][0].weight.data = torch.randn(4, 4).t()
+    assert compiled(frame, {})
+
+
+def test_module_tree_sees_the_class_of_a_module_reassigned():
+    class Other(torch.nn.Linear):
+        pass
+
+    model = _model()
+    compiled, frame = _compiled(model)
+    model[3].__class__ = Other
+    assert not compiled(frame, {})
+    assert "class changed" in compiled.why_failed(frame, {})
+    model[3].__class__ = torch.nn.Linear
+    assert compiled(frame, {})
+    model.__class__ = type("Root", (torch.nn.Sequential,), {})
+    assert not compiled(frame, {})
+
+
 def test_module_tree_sees_parameters_written_into_their_dict_directly():
     model = _model()
     compiled, frame = _compiled(model)
@@ -180,3 +235,23 @@ def test_dict_version_tags_change_on_every_kind_of_write():
         assert not tags.changed()
         write()
         assert tags.changed()
+
+
+def test_dict_version_tags_of_many_dicts_each_notice_a_write():
+    from guards import dict_versions
+
+    if not dict_versions.AVAILABLE:
+        import pytest
+
+        pytest.skip("dict version tags need CPython 3.11-3.13")
+    modules = [torch.nn.Linear(2, 2) for _ in range(50)]
+    dicts = [table for m in modules for table in (vars(m), m._parameters)]
+    dicts.append(dict.fromkeys(range(1000)))  # a large dict: its object is allocated alike
+    for count in (1, 2, len(dicts)):
+        tags = dict_versions.VersionTags(dicts[:count])
+        for index in range(count):
+            tags.snapshot(tags.read())
+            assert not tags.changed()
+            dicts[index]["_probe"] = index
+            assert tags.changed()
+            del dicts[index]["_probe"]

@@ -105,11 +105,14 @@ class NoModuleHooksGuard(Guard):
 
     guard_type: ClassVar[str] = "NN_MODULE"
     rank: ClassVar[int] = 25
-    module_state: ClassVar[bool] = True  # a hook is added through a registration
+    module_state: ClassVar[bool] = True  # a module tree checks its hook dicts are empty
 
     def _tables(self) -> tuple[str, ...]:
         backward = ("_backward_hooks", "_backward_pre_hooks")
         return ("_forward_hooks", "_forward_pre_hooks", *backward) if self.forward else backward
+
+    def empty_module_dicts(self) -> tuple[str, ...]:
+        return self._tables()
 
     def failure(self, module: Any) -> str | None:
         found = [table for table in self._tables() if getattr(module, table)]

@@ -80,6 +80,13 @@ class Guard:
         """The values this guard reads, in the order `failure` and `emit` take them."""
         return (self.source,)
 
+    def empty_module_dicts(self) -> tuple[str, ...]:
+        """For a `module_state` guard: the attributes of the module holding dicts the
+        guard requires to be empty (its hook dicts), read besides the module's
+        `__dict__`: a module tree checks on every call that they still are, so a
+        write by hand is seen."""
+        return ()
+
     def failure(self, *values: Any) -> str | None:
         """None if the guard holds for `values`, else what differs, in words."""
         raise NotImplementedError(type(self).__name__)
@@ -453,11 +460,13 @@ class HasAttrGuard(Guard):
 
 @dataclass(frozen=True, slots=True)
 class NNModuleGuard(Guard):
-    """The same nn.Module object as at compile time, in the same training mode."""
+    """The same nn.Module object as at compile time, of the same class (`__class__` can
+    be assigned), in the same training mode."""
 
     object_id: int
     training: bool
     ref: Callable[[], Any] = field(compare=False, repr=False)
+    module_type: type | None = field(default=None, compare=False, repr=False)
 
     guard_type: ClassVar[str] = "NN_MODULE"
     derived_guard_types: ClassVar[tuple[str, ...]] = ("ID_MATCH",)
@@ -467,7 +476,7 @@ class NNModuleGuard(Guard):
     @classmethod
     def of(cls, source: Source, module: torch.nn.Module) -> NNModuleGuard:
         """The guard for `module` as seen at `source` (identity and training flag)."""
-        return cls(source, id(module), bool(module.training), _reference(module))
+        return cls(source, id(module), bool(module.training), _reference(module), type(module))
 
     def failure(self, value: Any) -> str | None:
         expected = self.ref()
@@ -475,6 +484,11 @@ class NNModuleGuard(Guard):
             return f"module {self.source.name!r} seen at compile time is gone"
         if value is not expected:
             return f"{self.source.name!r} is not the same nn.Module object as at compile time"
+        if self.module_type is not None and type(value) is not self.module_type:
+            return (
+                f"module {self.source.name!r} class changed: expected "
+                f"{_type_name(self.module_type)}, actual {_type_name(type(value))}"
+            )
         if value.training is not self.training:
             return (
                 f"module {self.source.name!r} training flag mismatch: expected "
@@ -484,12 +498,10 @@ class NNModuleGuard(Guard):
 
     def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
         name = names[0]
-        return [
-            (
-                self.rank,
-                f"{name} is {code.const(self.ref, 'module')}() and {name}.training is {self.training}",
-            )
-        ]
+        check = f"{name} is {code.const(self.ref, 'module')}()"
+        if self.module_type is not None:
+            check += f" and type({name}) is {code.const(self.module_type, 'type')}"
+        return [(self.rank, f"{check} and {name}.training is {self.training}")]
 
     @property
     def has_value(self) -> bool:

@@ -18,6 +18,7 @@ names the first guard that fails, in words.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -138,6 +139,20 @@ class CompiledGuards:
 
     def __repr__(self) -> str:
         return f"<CompiledGuards: {len(self.guards)} guards in {self.filename}>"
+
+
+def _with_module_classes(guards: list[Guard]) -> list[Guard]:
+    """`guards`, with each NN_MODULE guard checking the class its module has now, when the
+    set is compiled: capture may have changed it (a lazy module's first call turns
+    `LazyLinear` into `Linear`) after the guard was made."""
+    result = []
+    for guard in guards:
+        if isinstance(guard, NNModuleGuard):
+            module = guard.ref()
+            if module is not None and type(module) is not guard.module_type:
+                guard = replace(guard, module_type=type(module))
+        result.append(guard)
+    return result
 
 
 def _module_trees(guards: list[Guard], name: str) -> tuple[list[Guard], list[ModuleTreeGuard]]:
@@ -301,7 +316,7 @@ class GuardSet:
         """Generate the one check function; `guard_filter_fn` first drops guards it rejects."""
         if guard_filter_fn is not None:
             return self.filter(guard_filter_fn).compile(name=name)
-        guards = with_real_examples(self.ordered())
+        guards = _with_module_classes(with_real_examples(self.ordered()))
         checked, trees = _module_trees(guards, name)
         implied = drop_implied(checked)
         # NOTE: no counter in the header: equal guard sets share one content-named file.

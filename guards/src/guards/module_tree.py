@@ -17,29 +17,31 @@ root module (`L['self']`):
 `holds` runs the generated check of the grouped guards (`structure`) only when
 the root is not the module seen last time, a hook was registered anywhere
 (torch numbers hook handles with one counter, `RemovableHandle.next_id`), or
-one of the tree's modules' `__dict__` or `_modules` dicts was written since
-that check passed: CPython's dict version tags say so (dict_versions.py), for
-every way of writing them (setattr and `register_*`, `train()`, `object.__setattr__`,
-a container's `insert`, a dict written by hand). Those two dicts hold all that
-the grouped guards read, but for hooks and tensors. A hook is noticed when it is
-registered (a hook dict written by hand, `m._forward_hooks[k] = f`, is not).
+one of the tree's modules' `__dict__`, `_modules`, `_parameters` or `_buffers`
+dicts was written since that check passed: CPython's dict version tags say so
+(dict_versions.py), for every way of writing them (setattr and `register_*`,
+`train()`, `object.__setattr__`, a container's `insert`, `functional_call`, a
+dict written by hand). Those dicts hold all that the grouped guards read, but
+for hooks, classes and the tensors' own metadata. A hook is noticed when it is
+registered; and where a covered guard requires a module's hook dicts to be empty
+(`Guard.empty_module_dicts`: capture's "no hooks" guard), `any()` over those dicts
+on every call sees a hook written into one by hand (`m._forward_hooks[k] = f`).
 Otherwise it checks what the tags do not cover, on every call, in C loops
 (`map`) rather than Python code per tensor:
 
-- the parameters and buffers themselves, read from their modules' `_parameters`
-  / `_buffers` dicts (held since the last full check): the same objects as then
-  (`torch.func.functional_call` writes those dicts directly: another object
-  sends the call to the full check), with the requires_grad, dtype and device
-  the entry was compiled for (`requires_grad_()`, `module.half()` keep the
-  objects);
-- the sizes and strides of those that do not require grad (buffers, frozen
-  parameters) whenever their version counters moved: in-place `resize_`, `set_`,
-  `as_strided_` bump them (so does any in-place update of the values). A tensor
-  that requires grad cannot be resized in place (autograd refuses); its sizes,
-  like a `.data` replaced by a tensor of another shape, are trusted for the same
-  object, as a TENSOR_MATCH that trusts identity does (tensor_guards.py). Checking
-  them too would cost two more C loops per call in training, where every
-  optimizer step moves every version counter.
+- the class of each module (`module.__class__ = Other` writes no dict), against
+  those the full check saw; the state holds the submodules for this (not the root);
+
+- the parameters and buffers the full check saw (the same objects while their
+  dicts' tags hold) have the requires_grad, dtype, device, sizes and strides
+  the entry was compiled for. None of these can be trusted
+  for the same object: `requires_grad_()`, `module.half()` and `.data = other`
+  change them without writing a dict or bumping the tensor's version counter,
+  and `t_()`, `set_()`, `as_strided_()` under no_grad change a parameter's
+  layout in place. So this part costs five reads a tensor (a C loop each,
+  about 0.25 us a tensor in all), in proportion to the model's size: a check
+  flat in depth would need these setters intercepted or a C++ loop over the
+  TensorImpls, as torch's guard manager has.
 
 Which guards move into a tree (`_covered`) and why:
 
@@ -52,15 +54,20 @@ Which guards move into a tree (`_covered`) and why:
   in the instance `__dict__` and is no data descriptor of the class: the
   `__dict__` tag (a class attribute changed later would not be seen, so those
   stay out);
-- TENSOR_MATCH of a parameter or buffer with static sizes and strides.
+- TENSOR_MATCH of a parameter or buffer with static sizes and strides: its dict's
+  tag, and the checks above (strides exactly, those of size-1 dims too, unless
+  every tensor was compiled contiguous: a tensor that differs there only
+  recompiles).
 
 A tree is not formed where a guard's module path goes through a module the guard
 set has no NN_MODULE guard for, nor where dict version tags are not available;
 its guards then stay in the entry's list, checked one by one as before. Module
-checks cost a C loop over the tags on every call: one per module (its `__dict__`)
-and one per module whose `_modules` a covered guard reads (a parent's: a leaf's
-`_modules`, which no guard reads, is not watched). Far less than the guards they
-stand for, but still in proportion to the number of modules.
+checks cost one C call over the tags on every call (about 20 ns a tag): one per
+module (its `__dict__`), one per module whose `_modules` a covered guard reads (a
+parent's: a leaf's `_modules`, which no guard reads, is not watched), one per
+`_parameters` / `_buffers` dict holding a guarded tensor; and the classes (about
+10 ns a module). Far less than the guards they stand for, but still in proportion
+to the number of modules.
 
 After `holds` passed, the state's `tensors` are the tree's parameters and buffers
 as they are now: capture's entry takes its graph inputs from there (capture.py
@@ -106,8 +113,8 @@ _dtype = operator.attrgetter("dtype")
 _device = operator.attrgetter("device")
 _is_cpu = operator.attrgetter("is_cpu")
 _shape = operator.attrgetter("shape")
-_version = operator.attrgetter("_version")
-_stride = operator.methodcaller("stride")
+_stride = torch._C.TensorBase.stride  # the unbound method: half the cost of methodcaller
+_is_contiguous = torch._C.TensorBase.is_contiguous
 _CPU = torch.device("cpu")
 
 
@@ -131,6 +138,26 @@ def _module_path(source: Source) -> list[Source]:
 def _is_data_descriptor(cls: type, name: str) -> bool:
     found = inspect.getattr_static(cls, name, None)
     return hasattr(type(found), "__set__") or hasattr(type(found), "__delete__")
+
+
+def _same_flag(flags: tuple[bool, ...]) -> bool | None:
+    """The flag all of `flags` share (True for none), or None where they differ."""
+    if all(flags):
+        return True
+    return False if not any(flags) else None
+
+
+def _contiguous(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether a tensor of these sizes and strides is contiguous, as `is_contiguous()`
+    tells (the strides of size-1 dims do not matter, nor any of an empty tensor)."""
+    if 0 in sizes:
+        return True
+    expected = 1
+    for size, stride in zip(reversed(sizes), reversed(strides), strict=True):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,10 +281,38 @@ def _reads_modules_table(covered: Sequence[Guard], modules: Sequence[Source]) ->
     return tuple(source in readers for source in modules)
 
 
-class _TreeState:
-    """What a tree's last full check saw: its dicts' tags, the tensor dicts and the tensors."""
+def _empty_dicts(
+    covered: Sequence[Guard], modules: Sequence[Source]
+) -> tuple[tuple[int, str], ...]:
+    """(index in `modules`, attribute) of each dict a covered guard requires to be empty
+    (`Guard.empty_module_dicts`: hook dicts), checked on every call."""
+    index = {source: position for position, source in enumerate(modules)}
+    found = set()
+    for guard in covered:
+        for name in guard.empty_module_dicts():
+            if guard.source not in index:
+                raise ValueError(f"{guard.describe()} reads a module the tree does not hold")
+            found.add((index[guard.source], name))
+    return tuple(sorted(found))
 
-    __slots__ = ("guard", "root", "tags", "handles", "tables", "tensors", "versions", "__weakref__")
+
+class _TreeState:
+    """What a tree's last full check saw: its dicts' tags, its modules and their classes,
+    the tensor dicts and the tensors."""
+
+    __slots__ = (
+        "guard",
+        "root",
+        "tags",
+        "handles",
+        "root_class",
+        "modules",
+        "classes",
+        "empty",
+        "tables",
+        "tensors",
+        "__weakref__",
+    )
 
     def __init__(self, guard: ModuleTreeGuard, root: torch.nn.Module) -> None:
         self.guard = guard
@@ -265,9 +320,14 @@ class _TreeState:
         self.root = weakref.ref(root, lambda _: _forget(state))
         self.tags: VersionTags | None = None  # of each module's __dict__ and _modules
         self.handles = -1  # RemovableHandle.next_id when the full check last passed
+        # NOTE: `__class__` can be assigned without a dict write: the classes are compared.
+        # The submodules are held (not the root: its death clears the state).
+        self.root_class: type | None = None
+        self.modules: tuple[torch.nn.Module, ...] = ()
+        self.classes: tuple[type, ...] = ()
+        self.empty: tuple[dict, ...] = ()  # dicts the guards require empty (hook dicts)
         self.tables: tuple[dict, ...] = ()
         self.tensors: tuple[torch.Tensor, ...] = ()
-        self.versions: tuple[int, ...] | None = None
 
     def holds(self, root: Any, L: Any, G: Any) -> bool:  # noqa: N803 - the frame's names
         """The tree's guards hold for this call (the fast path; see the module docstring)."""
@@ -277,29 +337,13 @@ class _TreeState:
             or self.handles != RemovableHandle.next_id
             or tags is None
             or tags.changed()
+            or type(root) is not self.root_class
+            or tuple(map(type, self.modules)) != self.classes
+            or any(self.empty)
         ):
             return self.recheck(L, G)
-        guard = self.guard
-        try:
-            tensors = tuple(map(operator.getitem, self.tables, guard.names))
-        except KeyError:
-            return self.recheck(L, G)
-        if not all(map(operator.is_, tensors, self.tensors)):
-            return self.recheck(L, G)
-        if not guard.metadata_holds(tensors):
-            return False
-        if not guard.watched:
-            return True
-        watched = tuple(compress(tensors, guard.watched))
-        try:
-            versions = tuple(map(_version, watched))
-        except RuntimeError:  # an inference tensor has no version counter
-            return guard.layout_holds(watched)
-        if versions != self.versions:
-            if not guard.layout_holds(watched):
-                return False
-            self.versions = versions
-        return True
+        guard, tensors = self.guard, self.tensors  # their dicts' tags are unchanged
+        return guard.metadata_holds(tensors) and guard.layout_holds(tensors)
 
     def recheck(self, L: Any, G: Any) -> bool:  # noqa: N803
         """Run the full check; on success remember what it saw, for the fast path."""
@@ -307,24 +351,25 @@ class _TreeState:
         self.tags = None
         handles = RemovableHandle.next_id
         modules = guard.read_modules(L, G)
+        tables = guard.read_tables(L, G)
         dicts = [vars(module) for module in modules]
         dicts += [vars(m)["_modules"] for m in compress(modules, guard.module_tables)]
+        dicts += {id(table): table for table in tables}.values()
         tags = VersionTags(dicts)
         seen = tags.read()  # NOTE: read before the check they stand for
         if not guard.structure(L, G):
             return False
-        tables = guard.read_tables(L, G)
         tensors = tuple(map(operator.getitem, tables, guard.names))
-        watched = tuple(compress(tensors, guard.watched))
-        if not (guard.metadata_holds(tensors) and guard.layout_holds(watched)):
+        if not (guard.metadata_holds(tensors) and guard.layout_holds(tensors)):
             return False
-        try:
-            versions: tuple[int, ...] | None = tuple(map(_version, watched))
-        except RuntimeError:
-            versions = None
         tags.snapshot(seen)
         self.tags, self.handles = tags, handles
-        self.tables, self.tensors, self.versions = tables, tensors, versions
+        root = self.root()
+        self.root_class = type(root)
+        self.modules = tuple(module for module in modules if module is not root)
+        self.classes = tuple(map(type, self.modules))
+        self.empty = tuple(getattr(modules[index], name) for index, name in guard.empty_dicts)
+        self.tables, self.tensors = tables, tensors
         return True
 
 
@@ -332,7 +377,8 @@ def _forget(state_ref: Callable[[], _TreeState | None]) -> None:
     """The root module died: drop the dicts and tensors held for the fast path."""
     state = state_ref()
     if state is not None:
-        state.tags, state.tables, state.tensors = None, (), ()
+        state.tags, state.modules, state.empty = None, (), ()
+        state.tables, state.tensors = (), ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -351,12 +397,14 @@ class ModuleTreeGuard(Guard):
     requires_grad: tuple[bool, ...] = field(repr=False)
     dtypes: tuple[torch.dtype, ...] = field(repr=False)
     devices: tuple[torch.device, ...] | None = field(repr=False)
-    watched: tuple[bool, ...] = field(repr=False)  # whose sizes and strides are checked
-    shapes: tuple[torch.Size, ...] = field(repr=False)  # of the watched tensors
+    shapes: tuple[torch.Size, ...] = field(repr=False)
     strides: tuple[tuple[int, ...], ...] = field(repr=False)
     read_tables: Callable[[Any, Any], tuple[dict, ...]] = field(repr=False)
     read_modules: Callable[[Any, Any], tuple[torch.nn.Module, ...]] = field(repr=False)
     module_tables: tuple[bool, ...] = field(default=(), repr=False)  # whose _modules is watched
+    empty_dicts: tuple[tuple[int, str], ...] = field(default=(), repr=False)  # (module, attr)
+    all_requires_grad: bool | None = field(default=None, repr=False)  # None: mixed
+    contiguous: bool = field(default=False, repr=False)  # every tensor compiled contiguous
     state: _TreeState | None = field(default=None, repr=False)
 
     guard_type: ClassVar[str] = "MODULE_TREE"
@@ -384,21 +432,28 @@ class ModuleTreeGuard(Guard):
             tuple(g.requires_grad for g in tensors),
             tuple(g.dtype for g in tensors),
             None if all(d == _CPU for d in devices) else devices,
-            tuple(not g.requires_grad for g in tensors)
-            if any(not g.requires_grad for g in tensors)
-            else (),
-            tuple(torch.Size(g.sizes) for g in tensors if not g.requires_grad),  # type: ignore[arg-type]
-            tuple(tuple(g.strides) for g in tensors if not g.requires_grad),  # type: ignore[arg-type]
+            tuple(torch.Size(g.sizes) for g in tensors),  # type: ignore[arg-type]
+            tuple(tuple(g.strides) for g in tensors),  # type: ignore[arg-type]
             _tables_reader(sources),  # type: ignore[arg-type]
             _reader(tuple(modules)),
             _reads_modules_table(covered, modules),
+            _empty_dicts(covered, modules),
+            _same_flag(tuple(g.requires_grad for g in tensors)),
+            all(_contiguous(g.sizes, g.strides) for g in tensors),  # type: ignore[arg-type]
         )
         object.__setattr__(guard, "state", _TreeState(guard, module))
         return guard
 
     def metadata_holds(self, tensors: tuple[torch.Tensor, ...]) -> bool:
         """requires_grad, dtype and device as compiled, for the tensors in source order."""
-        if tuple(map(_requires_grad, tensors)) != self.requires_grad:
+        flags = map(_requires_grad, tensors)
+        if self.all_requires_grad is None:
+            if tuple(flags) != self.requires_grad:
+                return False
+        elif self.all_requires_grad:
+            if not all(flags):
+                return False
+        elif any(flags):
             return False
         if tuple(map(_dtype, tensors)) != self.dtypes:
             return False
@@ -407,15 +462,18 @@ class ModuleTreeGuard(Guard):
         return tuple(map(_device, tensors)) == self.devices
 
     def layout_holds(self, tensors: tuple[torch.Tensor, ...]) -> bool:
-        """Sizes and strides as compiled, for the watched tensors in source order."""
-        return (
-            tuple(map(_shape, tensors)) == self.shapes
-            and tuple(map(_stride, tensors)) == self.strides
-        )
+        """Sizes and strides as compiled, for the tensors in source order (where all were
+        contiguous, `is_contiguous()`: cheaper than `stride()`, blind to size-1 dims)."""
+        if tuple(map(_shape, tensors)) != self.shapes:
+            return False
+        if self.contiguous:
+            return all(map(_is_contiguous, tensors))
+        return tuple(map(_stride, tensors)) == self.strides
 
     def failure(self, root: Any) -> str | None:
         # NOTE: CompiledGuards.why_failed reports the covered guards one by one before
-        # this one; what is left is the tensors' check, stricter than a trusted TENSOR_MATCH.
+        # this one; what is left is the tensors' check (exact strides, even of size-1 dims,
+        # or where every tensor was compiled contiguous, is_contiguous()).
         prefix = len(self.source.expr)
         for index, source in enumerate(self.tensor_sources):
             text = "root" + source.expr[prefix:]
@@ -424,16 +482,21 @@ class ModuleTreeGuard(Guard):
                 self.requires_grad[index],
                 self.dtypes[index],
                 _CPU if self.devices is None else self.devices[index],
+                self.shapes[index],
+                True if self.contiguous else self.strides[index],
             )
-            actual = (tensor.requires_grad, tensor.dtype, tensor.device)
-            if self.watched and self.watched[index]:
-                layout = sum(self.watched[:index])
-                expected += (self.shapes[layout], self.strides[layout])
-                actual += (tensor.shape, tensor.stride())
+            actual = (
+                tensor.requires_grad,
+                tensor.dtype,
+                tensor.device,
+                tensor.shape,
+                tensor.is_contiguous() if self.contiguous else tensor.stride(),
+            )
             if actual != expected:
+                layout = "is_contiguous" if self.contiguous else "stride"
                 return (
-                    f"tensor {source.name!r} changed: expected (requires_grad, dtype, device"
-                    f"[, size, stride]) {expected}, actual {actual}"
+                    f"tensor {source.name!r} changed: expected (requires_grad, dtype, device, "
+                    f"size, {layout}) {expected}, actual {actual}"
                 )
         return None
 

@@ -57,15 +57,13 @@ class TensorMatchGuard(Guard):
     Build with `TensorMatchGuard.of(source, tensor)` (a real tensor or a
     FakeTensor); `dynamic_dims` leaves those sizes unchecked.
 
-    `trust_identity`: when the value is the very tensor object seen at compile
-    time, with the same requires_grad, dtype and device, its sizes and strides
-    are trusted without checking. This is close to torch's choice for module
-    parameters and buffers (it skips their tensor guards while the owning dict
-    is unchanged); it is the default for nn.Parameter values and
-    parameter/buffer sources. `module.half()` and `module.to(device)` keep the
-    parameter objects and are still noticed; a `.data` replaced in place by a
-    tensor of another shape is not: pass `trust_identity=False` where that can
-    happen.
+    `trust_identity` marks a guard whose value is a parameter or buffer (the
+    default for nn.Parameter values and parameter/buffer sources), whose real
+    tensor it keeps (`value`). Its check is the full one: the very object seen at
+    compile time is not trusted, since `requires_grad_()`, `module.half()`,
+    `.data = other` and in-place `t_()` / `set_()` change requires_grad, dtype,
+    device, sizes or strides of the same object (`.data = ` and
+    `requires_grad_()` without bumping its version counter).
     """
 
     tensor_type: type
@@ -147,14 +145,6 @@ class TensorMatchGuard(Guard):
 
     def failure(self, value: Any) -> str | None:
         name = self.source.name
-        if (
-            self.trust_identity
-            and value is self.example()
-            and value.requires_grad == self.requires_grad
-            and value.dtype == self.dtype
-            and value.device == self.device
-        ):
-            return None
         if type(value) is not self.tensor_type:
             return (
                 f"{name!r} type mismatch: expected {_type_name(self.tensor_type)}, "
@@ -215,11 +205,6 @@ class TensorMatchGuard(Guard):
         if self._complex:
             rest.append(f"{v}.is_conj()" if self.is_conj else f"not {v}.is_conj()")
             rest.append(f"{v}.is_neg()" if self.is_neg else f"not {v}.is_neg()")
-        if self.trust_identity:
-            grad = f"{v}.requires_grad" if self.requires_grad else f"not {v}.requires_grad"
-            same = f"{v} is {code.const(self.example, 'example')}() and {grad} and {rest[0]}"
-            same = f"({same} and {rest[1]})"
-            return [(self.rank, f"{same} or ({' and '.join(first + rest)})")]
         return [(self.rank, " and ".join(first)), (self.rank + 5, " and ".join(rest))]
 
     def _sizes_expr(self, v: str) -> str:
@@ -250,7 +235,7 @@ class TensorMatchGuard(Guard):
     def describe(self) -> str:
         sizes = tuple("?" if size is None else size for size in self.sizes)
         grad = " requires_grad" if self.requires_grad else ""
-        trust = " (same object trusted)" if self.trust_identity else ""
+        trust = " (parameter or buffer)" if self.trust_identity else ""
         dtype = str(self.dtype).removeprefix("torch.")
         return (
             f"{self.guard_type}: {self.source.expr} {self.tensor_type.__name__} {dtype} "

@@ -3,7 +3,8 @@
 The guards on a module tree (identity and training flag of each submodule, its
 hooks, its attributes, the keys of its `_modules`, the tensors of its
 `_parameters` and `_buffers`) are checked in full only after nn.Module's own
-mutation methods ran (guards/module_tree.py). Each test compiles a nested
+mutation methods ran (guards/module_tree.py); the tensors' own metadata and the
+modules' classes on every call. Each test compiles a nested
 model, calls it, changes the tree in one way, and checks that the next call
 gives eager's result.
 
@@ -13,6 +14,8 @@ gives eager's result.
 | a submodule swapped, a hook added, `.eval()`         | silent wrong result      |
 | `forward` or a method replaced on an instance/class  | silent wrong result      |
 | parameters swapped by `torch.func.functional_call`   | silent wrong result      |
+| `.data = other`, `t_()` / `set_()` of a parameter     | silent wrong result, reads past the end |
+| `module.__class__` reassigned                        | silent wrong result      |
 """
 
 from __future__ import annotations
@@ -288,3 +291,213 @@ def test_parameters_replaced_between_training_steps_get_their_gradients():
     reference(x).sum().backward()
     assert new.grad is not None
     assert_close(new.grad, reference[1].fc.weight.grad)
+
+
+# ------------------------------------------- every way to change a module between calls
+# A Sequential of `Leaf`s, each using its parameter and buffer pointwise (kernels
+# that index them by the compiled strides), is compiled, called twice, changed one
+# way, then called again: the call must give eager's result and compile exactly the
+# entries listed (a change back to a state seen before reuses its entry). Depth 3
+# keeps the guards inline; depth 12 puts them behind a module tree guard.
+
+
+class Leaf(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(4, 4))
+        self.register_buffer("shift", torch.randn(4))
+        self.scale = 2.0
+
+    def forward(self, x):
+        return torch.tanh(x * self.weight + self.shift) * self.scale
+
+
+def _replace_submodule(model):
+    model[1] = Leaf()
+
+
+def _replace_parameter_same_shape(model):
+    model[1].weight = torch.nn.Parameter(torch.randn(4, 4))
+
+
+def _replace_parameter_other_shape(model):
+    model[1].weight = torch.nn.Parameter(torch.randn(1, 4))
+
+
+def _replace_buffer(model):
+    model[1].shift = torch.randn(1)
+
+
+def _data_of_another_shape(model):
+    model[1].weight.data = torch.randn(1, 4)
+
+
+def _data_of_another_layout(model):
+    model[1].weight.data = torch.randn(4, 4).t()
+
+
+def _data_broadcast(model):
+    model[1].weight.data = torch.randn(4, 1).expand(4, 4)
+
+
+def _data_of_another_dtype(model):
+    model[1].weight.data = torch.randn(4, 4, dtype=torch.float64)
+
+
+def _requires_grad_off(model):
+    model[1].weight.requires_grad_(False)
+
+
+def _requires_grad_attribute_off(model):
+    model[1].weight.requires_grad = False
+
+
+def _buffer_resized_in_place(model):
+    with torch.no_grad():
+        model[1].shift.resize_(1)
+
+
+def _parameter_transposed_in_place(model):
+    with torch.no_grad():
+        model[1].weight.t_()
+
+
+def _parameter_set_to_other_storage(model):
+    with torch.no_grad():
+        model[1].weight.set_(torch.randn(4, 4).t())
+
+
+def _parameter_restrided_in_place(model):
+    with torch.no_grad():
+        model[1].weight.as_strided_((4, 4), (1, 4))
+
+
+def _plain_attribute_read_in_forward(model):
+    model[1].scale = 3.0
+
+
+def _forward_on_the_instance(model):
+    model[1].forward = lambda x: x - 1
+
+
+def _class_of_a_submodule_reassigned(model):
+    class Patched(Leaf):
+        def forward(self, x):
+            return x * self.weight
+
+    model[1].__class__ = Patched
+
+
+def _train_mode(model):
+    model.train()
+
+
+def _forward_hook(model):
+    model[1].register_forward_hook(lambda module, args, out: out + 1)
+
+
+def _forward_hook_written_by_hand(model):
+    model[1]._forward_hooks[123456] = lambda module, args, out: out + 1
+
+
+def _forward_pre_hook(model):
+    model[1].register_forward_pre_hook(lambda module, args: (args[0] * 2,))
+
+
+def _to_float64(model):
+    model.to(torch.float64)
+
+
+def _half_and_back(model):
+    model.half()
+    model.float()
+
+
+# (change, entries compiled by the next call)
+CHANGES = [
+    (_replace_submodule, 1),
+    (_replace_parameter_same_shape, 0),
+    (_replace_parameter_other_shape, 1),
+    (_replace_buffer, 1),
+    (_data_of_another_shape, 1),
+    (_data_of_another_layout, 1),
+    (_data_broadcast, 1),
+    (_data_of_another_dtype, 1),
+    (_requires_grad_off, 1),
+    (_requires_grad_attribute_off, 1),
+    (_buffer_resized_in_place, 1),
+    (_parameter_transposed_in_place, 1),
+    (_parameter_set_to_other_storage, 1),
+    (_parameter_restrided_in_place, 1),
+    (_plain_attribute_read_in_forward, 1),
+    (_forward_on_the_instance, 1),
+    (_class_of_a_submodule_reassigned, 1),
+    (_train_mode, 1),
+    (_forward_hook, 1),
+    (_forward_hook_written_by_hand, 1),
+    (_forward_pre_hook, 1),
+    (_to_float64, 1),
+    (_half_and_back, 0),
+]
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+@pytest.mark.parametrize("depth", [3, 12])
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize(
+    ("change", "recompiles"), CHANGES, ids=[change.__name__[1:] for change, _ in CHANGES]
+)
+def test_every_module_change_is_seen(change, recompiles, backend, depth, grad):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[Leaf() for _ in range(depth)]).eval()
+    compiled = ember.compile(model, backend=backend)
+    x = torch.randn(4, 4)
+    with torch.set_grad_enabled(grad):
+        assert_close(compiled(x), model(x))
+        assert_close(compiled(x), model(x))
+        before = len(_entries(compiled))
+        change(model)
+        x = x.to(next(model.parameters()).dtype)
+        for _ in range(2):  # the change is seen, then the new entry's fast path holds
+            expected, actual = model(x), compiled(x)
+            assert_close(actual, expected)
+            assert actual.requires_grad == expected.requires_grad
+        assert len(_entries(compiled)) - before == recompiles
+
+
+@pytest.mark.parametrize("depth", [3, 12])
+def test_global_forward_hook_added_and_removed_is_seen(depth):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[Leaf() for _ in range(depth)]).eval()
+    compiled = ember.compile(model, backend="eager")
+    x = torch.randn(4, 4)
+    assert_close(compiled(x), model(x))
+    assert_close(compiled(x), model(x))
+    hook = torch.nn.modules.module.register_module_forward_hook(
+        lambda module, args, out: out + 1 if isinstance(module, Leaf) else out
+    )
+    try:
+        assert_close(compiled(x), model(x))
+        assert_close(compiled(x), model(x))
+    finally:
+        hook.remove()
+    assert_close(compiled(x), model(x))
+    assert len(_entries(compiled)) == 2
+
+
+@pytest.mark.parametrize("depth", [3, 12])
+def test_backward_hook_added_is_seen_in_gradients(depth):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[Leaf() for _ in range(depth)]).eval()
+    reference = torch.nn.Sequential(*[Leaf() for _ in range(depth)]).eval()
+    reference.load_state_dict(model.state_dict())
+    compiled = ember.compile(model, backend="aot_eager")
+    x = torch.randn(4, 4)
+    compiled(x).sum().backward()
+    for module in (model[1], reference[1]):
+        module.register_full_backward_hook(lambda module, grad_in, grad_out: (grad_in[0] * 3,))
+    model.zero_grad()
+    compiled(x).sum().backward()
+    reference(x).sum().backward()
+    for ours, theirs in zip(model.parameters(), reference.parameters(), strict=True):
+        assert_close(ours.grad, theirs.grad)
