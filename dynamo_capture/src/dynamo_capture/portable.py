@@ -33,6 +33,7 @@ process, as before.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import importlib
 import json
@@ -43,6 +44,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.fx.immutable_collections import immutable_list
 
 from dynamo_capture.calls import MODULE_CALLS
 from guards import (
@@ -108,28 +110,74 @@ def _hash_code(code: types.CodeType, digest: Any) -> None:
             digest.update(f"{type(constant).__name__}:{constant!r}\0".encode())
 
 
-def _fingerprint(obj: Any) -> str:
+def _fingerprint(obj: Any, visiting: tuple = ()) -> str:
     if isinstance(obj, types.FunctionType):
-        if obj.__closure__:
-            raise NotPortable(f"{obj.__qualname__} has a closure")
+        if obj in visiting:  # a closure reaching back to a function around it
+            return f"cycle:{visiting.index(obj)}"
+        visiting = (*visiting, obj)
         parts = [code_digest(obj.__code__), obj.__globals__.get("__name__")]
         parts.append(encode_value(obj.__defaults__))
         parts.append(encode_value(tuple(sorted((obj.__kwdefaults__ or {}).items()))))
+        parts.append([_cell_fingerprint(cell, visiting) for cell in obj.__closure__ or ()])
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
     if isinstance(obj, type):
         return ",".join(f"{c.__module__}.{c.__qualname__}" for c in obj.__mro__)
     return ""
 
 
+def _cell_fingerprint(cell: types.CellType, visiting: tuple) -> Any:
+    """A closure cell's contents: a value as `encode_value` gives it, a function (the one
+    a decorator wraps) by its own fingerprint."""
+    try:
+        contents = cell.cell_contents
+    except ValueError:
+        return ["empty"]
+    if isinstance(contents, types.FunctionType):
+        return ["function", _fingerprint(contents, visiting)]
+    return encode_value(contents)
+
+
+def _identity_fingerprint(obj: Any) -> list:
+    """What an object an ID_MATCH guard held must be for the object at the guard's source in
+    a later process to stand for it: a code object, function, module namespace or enum
+    member equal in everything that decides what it does."""
+    if isinstance(obj, types.CodeType):
+        return ["code", code_digest(obj)]
+    if isinstance(obj, types.FunctionType):
+        return ["function", _fingerprint(obj)]
+    if isinstance(obj, dict):
+        return ["namespace", _namespace_name(obj)]
+    if isinstance(obj, property):
+        return ["property", [_accessor(f) for f in (obj.fget, obj.fset, obj.fdel)]]
+    if isinstance(obj, staticmethod | classmethod):
+        return [type(obj).__name__, _accessor(obj.__func__)]
+    state = getattr(obj, "__dict__", None)
+    if type(state) is dict and not hasattr(type(obj), "__slots__"):
+        # a plain object (a sentinel): its class and its attributes, plain values only
+        return ["object", _named(type(obj)), encode_value(tuple(sorted(state.items())))]
+    raise NotPortable(f"an id guard on a {type(obj).__name__}")
+
+
+def _accessor(function: Any) -> Any:
+    if function is None or not isinstance(function, types.FunctionType):
+        return encode_value(function)
+    return ["function", _fingerprint(function)]
+
+
 def _named(obj: Any) -> list:
     """["named", module, qualified name, fingerprint] of an object found again by import."""
     owner = getattr(obj, "__objclass__", None)
     modules = [getattr(obj, "__module__", None), getattr(owner, "__module__", None)]
-    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
-    if isinstance(name, str) and "<" not in name:
+    for name in (getattr(obj, "__qualname__", None), getattr(obj, "__name__", None)):
+        if not isinstance(name, str) or "<" in name:
+            continue
         for module in modules:
             if isinstance(module, str) and _resolve(module, name) is obj:
                 return ["named", module, name, _fingerprint(obj)]
+    if isinstance(obj, type) and obj.__module__ == "builtins":  # the interpreter's own types
+        for name, value in vars(types).items():
+            if value is obj:
+                return ["named", "types", name, _fingerprint(obj)]
     raise NotPortable(f"{obj!r} has no module and name to find it by")
 
 
@@ -169,7 +217,7 @@ def encode_value(value: Any, nodes: bool = False) -> Any:
         return ["ellipsis"]
     if kind is tuple:
         return ["tuple", [encode_value(v, nodes) for v in value]]
-    if kind is list:
+    if kind is list or (nodes and kind is immutable_list):  # FX keeps a node's lists so
         return ["list", [encode_value(v, nodes) for v in value]]
     if kind is slice:
         return ["slice", [encode_value(v, nodes) for v in (value.start, value.stop, value.step)]]
@@ -187,6 +235,8 @@ def encode_value(value: Any, nodes: bool = False) -> Any:
         return ["op", value._schema.name, value._overloadname]
     if isinstance(value, torch._ops.OpOverloadPacket):
         return ["op_packet", value._qualified_op_name]
+    if isinstance(value, enum.Enum):
+        return ["enum", _named(kind), value.name, encode_value(value.value)]
     if isinstance(value, types.ModuleType):
         if sys.modules.get(value.__name__) is not value:
             raise NotPortable(f"module {value.__name__} is not the one imported under its name")
@@ -237,6 +287,11 @@ def decode_value(data: Any, nodes: dict[str, torch.fx.Node] | None = None) -> An
     if tag == "op_packet":
         namespace, name = data[1].split("::")
         return getattr(getattr(torch.ops, namespace), name)
+    if tag == "enum":
+        member = getattr(decode_value(data[1]), data[2], None)
+        if not isinstance(member, enum.Enum) or encode_value(member.value) != data[3]:
+            raise Stale(f"enum member {data[2]} changed")
+        return member
     if tag == "module":
         return importlib.import_module(data[1])
     if tag == "named":
@@ -327,10 +382,14 @@ def encode_guard(guard: Guard) -> Any:
     """One guard as data: its class and its fields (held objects named)."""
     cls = type(guard)
     if isinstance(guard, AttributeIdGuard):
+        try:
+            expected = encode_value(guard.expected)
+        except NotPortable:  # found again on its owner, as the guard reads it
+            expected = ["by_owner", _identity_fingerprint(guard.expected)]
         fields = {
             "owner": encode_value(guard.owner),
             "attr": ["str", guard.attr],
-            "expected": encode_value(guard.expected),
+            "expected": expected,
             "bound": ["bool", guard.bound],
         }
     elif isinstance(guard, NameAbsentGuard):
@@ -349,7 +408,11 @@ def encode_guard(guard: Guard) -> Any:
         value = guard.ref()
         if value is None and guard.type_name != "NoneType":
             raise NotPortable("an id guard whose object is gone")
-        fields = {"source": _encode_field(guard.source), "value": encode_value(value)}
+        try:
+            encoded = encode_value(value)
+        except NotPortable:
+            encoded = ["by_source", _identity_fingerprint(value)]
+        fields = {"source": _encode_field(guard.source), "value": encoded}
     elif isinstance(guard, TensorMatchGuard):
         fields = _plain_fields(guard, skip={"example", "trust_requested"})
         fields["trust_requested"] = ["bool", guard.trust_requested]
@@ -385,10 +448,19 @@ def decode_guard(data: Any, read: Any) -> Guard:
     if not (isinstance(cls, type) and issubclass(cls, Guard)):
         raise ValueError(f"{module}.{name} is not a guard class")
     if cls is AttributeIdGuard:
-        return AttributeIdGuard.of(
-            decode_value(fields["owner"]), fields["attr"][1], decode_value(fields["expected"]),
-            bound=fields["bound"][1],
-        )  # fmt: skip
+        owner, attr, bound = decode_value(fields["owner"]), fields["attr"][1], fields["bound"][1]
+        if fields["expected"][0] != "by_owner":
+            expected = decode_value(fields["expected"])
+        else:
+            try:
+                expected = getattr(owner, attr)
+                expected = expected.__func__ if bound else expected
+                fingerprint = _identity_fingerprint(expected)
+            except (AttributeError, NotPortable) as error:
+                raise Stale(f"{attr} of {owner!r}: {error}") from error
+            if fingerprint != fields["expected"][1]:
+                raise Stale(f"{attr} of {owner!r} is not what it was")
+        return AttributeIdGuard.of(owner, attr, expected, bound=bound)
     if cls is NameAbsentGuard:
         return NameAbsentGuard.of(_namespace_of(fields["namespace"]), fields["name"][1])
     if cls is MappingItemGuard:
@@ -404,7 +476,17 @@ def decode_guard(data: Any, read: Any) -> Guard:
             raise Stale(f"{source.name} is not a module")
         return NNModuleGuard(source, id(module), fields["training"][1], weakref.ref(module))
     if cls is IdGuard:
-        return IdGuard.of(decode_source(fields["source"][1]), decode_value(fields["value"]))
+        source = decode_source(fields["source"][1])
+        if fields["value"][0] != "by_source":
+            return IdGuard.of(source, decode_value(fields["value"]))
+        value = read(source)
+        try:
+            fingerprint = _identity_fingerprint(value)
+        except NotPortable as error:
+            raise Stale(f"{source.name}: {error}") from error
+        if fingerprint != fields["value"][1]:
+            raise Stale(f"{source.name} is not what it was")
+        return IdGuard.of(source, value)
     values = {key: _decode_field(value) for key, value in fields.items()}
     if cls is TensorMatchGuard:
         guard = cls(**values)
@@ -596,14 +678,7 @@ def frame_fingerprint(target: Any) -> str:
     """What the frame itself is, beyond what its guards check: its function's module,
     qualified name, code (every nested code object), defaults and closure contents."""
     function = target.function
-    cells = []
-    for cell in function.__closure__ or ():
-        try:
-            contents = cell.cell_contents
-        except ValueError:  # an empty cell
-            cells.append(["empty"])
-            continue
-        cells.append(encode_value(contents))
+    cells = [_cell_fingerprint(cell, ()) for cell in function.__closure__ or ()]
     parts = [
         function.__globals__.get("__name__"),
         function.__qualname__,
