@@ -623,6 +623,7 @@ class InstalledParts:
     """A record made live for one call: its guards passed on that call's locals."""
 
     target: Any  # the FrameTarget
+    guard_set: GuardSet
     guards: CompiledGuards
     graph_module: torch.fx.GraphModule | None
     example_inputs: list[Any]
@@ -664,6 +665,7 @@ def install_parts(
         return None
     return InstalledParts(
         target,
+        guard_set,
         guards,
         graph_module,
         examples,
@@ -746,6 +748,8 @@ class CaptureCache:
                 continue
             if parts is None:
                 continue
+            if compiled.dynamic is None:
+                observe_sizes(parts.guard_set, compiled._sizes, f_locals, f_globals)
             if parts.graph_module is None:
                 return make_entry(parts, parts.guards, _NO_GRAPH)
             try:
@@ -754,6 +758,29 @@ class CaptureCache:
                 return None  # capture and compile as usual, which reports it
             return make_entry(parts, parts.guards, result)
         return None
+
+
+def observe_sizes(guards: GuardSet, history: Any, f_locals: dict, f_globals: dict) -> None:
+    """Tell automatic dynamic's `history` the input sizes an installed record stands for,
+    as capturing those inputs would have: a later capture at other sizes then makes the
+    dims that changed symbolic, as after a capture of this call."""
+    from dynamo_capture.output_graph import _is_argument_source
+    from guards.guard_kinds import EqualsGuard
+    from guards.sources import ParamBufferSource
+
+    for guard in guards:
+        source = guard.source
+        if isinstance(guard, TensorMatchGuard):
+            if guard.tensor_type is torch.nn.Parameter or isinstance(source, ParamBufferSource):
+                continue
+            tensor = eval(source.expr, {}, {"L": f_locals, "G": f_globals})  # noqa: S307
+            history.observe(source, tensor)
+        elif isinstance(guard, EqualsGuard) and _is_argument_source(source):
+            value = guard.expected
+            if type(value) in (int, float) or (
+                type(value) is tuple and any(type(v) in (int, float) for v in value)
+            ):
+                history.observe_value(source, value)
 
 
 def _calls_graph(frame: Any) -> bool:

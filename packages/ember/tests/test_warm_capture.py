@@ -279,3 +279,17 @@ def test_warm_capture_record_is_plain_json(warm):
     envelope = json.loads(path.read_text())
     record = json.loads(envelope["payload"])
     assert {"guards", "graph", "inputs", "output"} <= set(record)
+
+
+def test_warm_capture_installed_sizes_feed_automatic_dynamic(warm):
+    from ember.api import compiled_callable_of
+
+    _run(scaled, torch.randn(4, 8))
+    compiled = ember.compile(scaled, backend="eager")
+    compiled(torch.randn(4, 8))
+    assert warm_cache.STATS["capture_hits"] == 1
+    for rows in (5, 6, 7):
+        x = torch.randn(rows, 8)
+        torch.testing.assert_close(compiled(x), scaled(x))
+    # the installed entry, then one symbolic graph for every other size
+    assert len(compiled_callable_of(compiled).entries) == 2
