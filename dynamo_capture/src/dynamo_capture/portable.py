@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import importlib
 import json
@@ -195,6 +196,9 @@ def _resolve(module: str, name: str) -> Any:
 
 # ----------------------------------------------------------------- values
 
+# Objects found by name while one record is installed (each is checked once a record).
+_named_found: dict[tuple[str, str, str], Any] = {}
+
 _TORCH_ENUMS = (torch.layout, torch.memory_format, torch.qscheme)
 
 
@@ -295,6 +299,9 @@ def decode_value(data: Any, nodes: dict[str, torch.fx.Node] | None = None) -> An
     if tag == "module":
         return importlib.import_module(data[1])
     if tag == "named":
+        key = (data[1], data[2], data[3])
+        if key in _named_found:
+            return _named_found[key]
         found = _resolve(data[1], data[2])
         if found is None:
             raise Stale(f"{data[1]}.{data[2]} is not there")
@@ -304,6 +311,7 @@ def decode_value(data: Any, nodes: dict[str, torch.fx.Node] | None = None) -> An
             raise Stale(str(error)) from error
         if fingerprint != data[3]:
             raise Stale(f"{data[1]}.{data[2]} changed")
+        _named_found[key] = found
         return found
     raise ValueError(f"unknown value tag {tag!r}")
 
@@ -326,13 +334,18 @@ def encode_source(source: Source) -> Any:
     return [cls.__module__, cls.__qualname__, fields]
 
 
+@functools.lru_cache(maxsize=256)
+def _own_class(module: str, name: str, base: type) -> type:
+    """A source or guard class of guards / dynamo_capture, by module and name."""
+    cls = _resolve(module, name) if module.startswith(_SOURCE_MODULES) else None
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise ValueError(f"{module}.{name} is not a {base.__name__} class")
+    return cls
+
+
 def decode_source(data: Any) -> Source:
     module, name, fields = data
-    if not module.startswith(_SOURCE_MODULES):
-        raise ValueError(f"{module}.{name} is not a source class")
-    cls = _resolve(module, name)
-    if not (isinstance(cls, type) and issubclass(cls, Source)):
-        raise ValueError(f"{module}.{name} is not a source class")
+    cls = _own_class(module, name, Source)
     values = {
         key: decode_source(value[1]) if value[0] == "source" else decode_value(value)
         for key, value in fields.items()
@@ -442,11 +455,7 @@ def _plain_fields(guard: Guard, skip: set[str] = frozenset()) -> dict[str, Any]:
 def decode_guard(data: Any, read: Any) -> Guard:
     """The guard `encode_guard` gave `data` for; `read(source)` reads a source of this call."""
     module, name, fields = data
-    if not module.startswith(_SOURCE_MODULES):
-        raise ValueError(f"{module}.{name} is not a guard class")
-    cls = _resolve(module, name)
-    if not (isinstance(cls, type) and issubclass(cls, Guard)):
-        raise ValueError(f"{module}.{name} is not a guard class")
+    cls = _own_class(module, name, Guard)
     if cls is AttributeIdGuard:
         owner, attr, bound = decode_value(fields["owner"]), fields["attr"][1], fields["bound"][1]
         if fields["expected"][0] != "by_owner":
@@ -652,6 +661,8 @@ def install_parts(
         constants = [decode_value(c) for c in record["constants"]]
     except Stale:
         return None
+    finally:
+        _named_found.clear()
     guards = guard_set.compile(name=target.name)
     if not guards.check(f_locals, f_globals):
         return None
