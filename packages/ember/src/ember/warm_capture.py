@@ -28,6 +28,8 @@ read of it). Only static graphs of a whole frame are kept; a frame capture could
 make one graph, a symbolic graph, a guard filter or a stance other than the default
 keeps nothing. Files: `<cache root>/capture/<key[:2]>/<key>/<record>.json`, written
 atomically with a checksum; a faulty one is removed and the frame captured again.
+With `EMBER_REMOTE_CACHE`, the first record kept for a key is published
+(`ember:v1:capture:<key>`) and fetched by a process that has none locally.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from dynamo_capture.portable import CaptureCache, NotPortable, frame_fingerprint
+from ember.warm_cache import STATS
 from guards import artifact_enabled, artifact_logger
-from guards.cache_root import cache_folder, discard, load_record, store_record
+from guards.cache_root import cache_folder, discard, load_record, payload_digest, store_record
 
 __all__ = ["FileCaptureCache", "capture_cache"]
 
@@ -97,12 +100,13 @@ class FileCaptureCache(CaptureCache):
             self._parts = [(name, _digest(text)[:16]) for name, text in texts]
         return self._parts or None
 
-    def folder(self, compiled: Any) -> Path | None:
+    def key(self, compiled: Any) -> str | None:
         parts = self.parts(compiled)
-        if parts is None:
-            return None
-        key = _digest(repr(parts))[:40]
-        return cache_folder("capture", key[:2], key, root=self.cache_dir)
+        return None if parts is None else _digest(repr(parts))[:40]
+
+    def folder(self, compiled: Any) -> Path | None:
+        key = self.key(compiled)
+        return None if key is None else cache_folder("capture", key[:2], key, root=self.cache_dir)
 
     # ------------------------------------------------------------ CaptureCache
 
@@ -116,6 +120,10 @@ class FileCaptureCache(CaptureCache):
                     record = load_record(path)
                     if isinstance(record, dict):
                         self._loaded.append((path, record))
+            if folder is not None and not self._loaded:
+                fetched = self._fetch_remote(compiled, folder)
+                if fetched is not None:
+                    self._loaded.append(fetched)
             if artifact_enabled("cache"):
                 _log.info(
                     "capture of %s: %d record(s) kept", compiled.frame.name, len(self._loaded)
@@ -132,16 +140,56 @@ class FileCaptureCache(CaptureCache):
         except OSError as error:
             _log.info("capture of %s not kept: %s", compiled.frame.name, error)
             return
-        from ember.warm_cache import STATS
-
         STATS["captures_kept"] += 1
         _log.info("capture of %s kept: %s", compiled.frame.name, name)
+        self._publish(compiled, record)
+
+    # ------------------------------------------------------------ remote
+
+    def _publish(self, compiled: Any, record: dict[str, Any]) -> None:
+        """The record on the remote cache (the first one kept for a frame key stays there)."""
+        from ember.remote_cache import remote_cache
+
+        remote = remote_cache()
+        key = self.key(compiled)
+        if remote is None or key is None:
+            return
+        text = json.dumps(record, sort_keys=True)
+        envelope = {"sha256": payload_digest(text.encode()), "payload": text}
+        remote.put({f"capture:{key}": json.dumps(envelope).encode()})
+
+    def _fetch_remote(self, compiled: Any, folder: Path) -> tuple[Path, dict] | None:
+        from ember.remote_cache import remote_cache
+
+        remote = remote_cache()
+        key = self.key(compiled)
+        if remote is None or key is None:
+            return None
+        data = remote.get("capture", key)
+        if data is None:
+            return None
+        try:
+            envelope = json.loads(data.decode())
+            text = envelope["payload"]
+            if payload_digest(text.encode()) != envelope["sha256"]:
+                raise ValueError("its checksum does not match its contents")
+            record = json.loads(text)
+            if not isinstance(record, dict):
+                raise ValueError("it is not a record")
+        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as error:
+            remote.garbage(f"capture record {key}: {error}")
+            return None
+        path = folder / f"{_digest(json.dumps(record['guards'], sort_keys=True))[:24]}.json"
+        try:
+            store_record(path, record)
+        except OSError:
+            pass
+        STATS["capture_remote_hits"] += 1
+        return path, record
 
     def install(
         self, compiled: Any, f_locals: dict[str, Any], f_globals: dict[str, Any], backend: Any
     ) -> Any:
-        from ember.warm_cache import STATS
-
         entry = super().install(compiled, f_locals, f_globals, backend)
         if entry is not None:
             STATS["capture_hits"] += 1
