@@ -122,8 +122,33 @@ def _fingerprint(obj: Any, visiting: tuple = ()) -> str:
         parts.append([_cell_fingerprint(cell, visiting) for cell in obj.__closure__ or ()])
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
     if isinstance(obj, type):
-        return ",".join(f"{c.__module__}.{c.__qualname__}" for c in obj.__mro__)
+        return _class_fingerprint(obj)
     return ""
+
+
+# Modules whose classes change only with a version in the key (Python's, torch's, Ember's).
+_VERSIONED = ("builtins", "torch", "typing", "abc", "enum", "collections", "types", "functools")
+_VERSIONED += ("guards", "dynamo_capture", "aot_autograd", "inductor_codegen", "prim_decomp")
+
+
+def _class_fingerprint(cls: type) -> str:
+    """The classes of `cls`'s MRO by name and, for classes outside Python's, torch's and
+    Ember's modules, what their bodies define: each function's code (a method edited
+    between processes), the kind of every other attribute."""
+    digest = hashlib.sha256()
+    for base in cls.__mro__:
+        digest.update(f"{base.__module__}.{base.__qualname__}\0".encode())
+        if base.__module__.split(".")[0] in _VERSIONED:
+            continue
+        for name, value in sorted(vars(base).items(), key=lambda item: item[0]):
+            function = getattr(value, "__func__", value)  # staticmethod, classmethod
+            if isinstance(value, property):
+                function = value.fget
+            if isinstance(function, types.FunctionType):
+                digest.update(f"{name}:{code_digest(function.__code__)}\0".encode())
+            else:
+                digest.update(f"{name}:{type(value).__qualname__}\0".encode())
+    return digest.hexdigest()[:32]
 
 
 def _cell_fingerprint(cell: types.CellType, visiting: tuple) -> Any:
@@ -394,7 +419,7 @@ def _namespace_of(data: list) -> dict:
 def encode_guard(guard: Guard) -> Any:
     """One guard as data: its class and its fields (held objects named)."""
     cls = type(guard)
-    if isinstance(guard, AttributeIdGuard):
+    if cls is AttributeIdGuard:
         try:
             expected = encode_value(guard.expected)
         except NotPortable:  # found again on its owner, as the guard reads it
@@ -405,9 +430,9 @@ def encode_guard(guard: Guard) -> Any:
             "expected": expected,
             "bound": ["bool", guard.bound],
         }
-    elif isinstance(guard, NameAbsentGuard):
+    elif cls is NameAbsentGuard:
         fields = {"namespace": _namespace_name(guard.namespace), "name": ["str", guard.name]}
-    elif isinstance(guard, MappingItemGuard):
+    elif cls is MappingItemGuard:
         fields = {
             "mapping": encode_value(guard.mapping),
             "description": ["str", guard.source.description],
@@ -415,9 +440,9 @@ def encode_guard(guard: Guard) -> Any:
             "expected": encode_value(guard.expected),
             "presence_only": ["bool", guard.presence_only],
         }
-    elif isinstance(guard, NNModuleGuard):
+    elif cls is NNModuleGuard:
         fields = {"source": _encode_field(guard.source), "training": ["bool", guard.training]}
-    elif isinstance(guard, IdGuard):
+    elif cls is IdGuard:
         value = guard.ref()
         if value is None and guard.type_name != "NoneType":
             raise NotPortable("an id guard whose object is gone")
@@ -426,14 +451,19 @@ def encode_guard(guard: Guard) -> Any:
         except NotPortable:
             encoded = ["by_source", _identity_fingerprint(value)]
         fields = {"source": _encode_field(guard.source), "value": encoded}
-    elif isinstance(guard, TensorMatchGuard):
+    elif cls is TensorMatchGuard:
         fields = _plain_fields(guard, skip={"example", "trust_requested"})
         fields["trust_requested"] = ["bool", guard.trust_requested]
     else:
+        if isinstance(guard, _HELD_KINDS):  # a subclass of a kind holding an object
+            raise NotPortable(f"a {cls.__name__}")
         if any(isinstance(getattr(guard, f.name), HeldObjectSource) for f in _init_fields(guard)):
             raise NotPortable(f"a {cls.__name__} holding an object")
         fields = _plain_fields(guard)
     return [cls.__module__, cls.__qualname__, fields]
+
+
+_HELD_KINDS = (AttributeIdGuard, NameAbsentGuard, MappingItemGuard, IdGuard, TensorMatchGuard)
 
 
 def _init_fields(guard: Guard) -> list[dataclasses.Field]:

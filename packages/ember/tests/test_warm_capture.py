@@ -293,3 +293,45 @@ def test_warm_capture_installed_sizes_feed_automatic_dynamic(warm):
         torch.testing.assert_close(compiled(x), scaled(x))
     # the installed entry, then one symbolic graph for every other size
     assert len(compiled_callable_of(compiled).entries) == 2
+
+
+class Block(torch.nn.Module):
+    def forward(self, x):
+        return self.scale(x) + 1
+
+    def scale(self, x):
+        return x * 2
+
+
+def test_warm_capture_changed_class_body_recaptures(warm, monkeypatch):
+    x = torch.randn(4, 8)
+    ember.compile(Block(), backend="eager")(x)
+
+    class Edited(torch.nn.Module):  # the same name, one method edited
+        def forward(self, x):
+            return self.scale(x) + 1
+
+        def scale(self, x):
+            return x * 3
+
+    Edited.__name__ = Edited.__qualname__ = "Block"
+    monkeypatch.setattr(sys.modules[__name__], "Block", Edited)
+    out = ember.compile(Edited(), backend="eager")(x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, x * 3 + 1)
+
+
+def test_warm_capture_guard_subclass_is_not_kept_as_its_base():
+    from dataclasses import dataclass
+
+    from dynamo_capture.portable import NotPortable, encode_guard
+    from guards import IdGuard
+    from guards.sources import LocalSource
+
+    @dataclass(frozen=True, slots=True)
+    class Special(IdGuard):
+        extra: int = 0
+
+    guard = Special(LocalSource("x"), id(len), lambda: len, "builtin_function_or_method", 1)
+    with pytest.raises(NotPortable):
+        encode_guard(guard)
