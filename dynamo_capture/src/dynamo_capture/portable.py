@@ -54,6 +54,8 @@ from guards import (
     GuardSet,
     MappingItemGuard,
     NameAbsentGuard,
+    artifact_enabled,
+    artifact_logger,
 )
 from guards.fake_tensor import FakeTensor, FakeTensorMode
 from guards.guard_kinds import Guard, IdGuard, NNModuleGuard
@@ -71,7 +73,8 @@ __all__ = [
     "install_parts",
 ]
 
-RECORD_SCHEMA = "1"
+RECORD_SCHEMA = "2"
+_log = artifact_logger("cache")
 _SOURCE_MODULES = ("guards.", "dynamo_capture.")
 
 
@@ -108,10 +111,29 @@ def _hash_code(code: types.CodeType, digest: Any) -> None:
         if isinstance(constant, types.CodeType):
             _hash_code(constant, digest)
         else:
-            digest.update(f"{type(constant).__name__}:{constant!r}\0".encode())
+            digest.update(f"{_constant_text(constant)}\0".encode())
+
+
+def _constant_text(constant: Any) -> str:
+    """A code constant as text the same in every process: a frozenset's items sorted (its
+    repr follows string hashing, which differs between processes)."""
+    if isinstance(constant, frozenset):
+        return "frozenset:" + repr(sorted(_constant_text(item) for item in constant))
+    if isinstance(constant, tuple):
+        return "tuple:" + repr([_constant_text(item) for item in constant])
+    return f"{type(constant).__name__}:{constant!r}"
 
 
 def _fingerprint(obj: Any, visiting: tuple = ()) -> str:
+    global _fingerprinting
+    _fingerprinting += 1
+    try:
+        return _fingerprint_of(obj, visiting)
+    finally:
+        _fingerprinting -= 1
+
+
+def _fingerprint_of(obj: Any, visiting: tuple) -> str:
     if isinstance(obj, types.FunctionType):
         if obj in visiting:  # a closure reaching back to a function around it
             return f"cycle:{visiting.index(obj)}"
@@ -122,8 +144,15 @@ def _fingerprint(obj: Any, visiting: tuple = ()) -> str:
         parts.append([_cell_fingerprint(cell, visiting) for cell in obj.__closure__ or ()])
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
     if isinstance(obj, type):
-        return _class_fingerprint(obj)
+        found = _class_fingerprints.get(obj)
+        if found is None:
+            found = _class_fingerprints[obj] = _class_fingerprint(obj)
+        return found
     return ""
+
+
+# Fingerprints of the classes named while one record is made or installed.
+_class_fingerprints: dict[type, str] = {}
 
 
 # Modules whose classes change only with a version in the key (Python's, torch's, Ember's).
@@ -167,6 +196,15 @@ def _identity_fingerprint(obj: Any) -> list:
     """What an object an ID_MATCH guard held must be for the object at the guard's source in
     a later process to stand for it: a code object, function, module namespace or enum
     member equal in everything that decides what it does."""
+    global _fingerprinting
+    _fingerprinting += 1
+    try:
+        return _identity_fingerprint_of(obj)
+    finally:
+        _fingerprinting -= 1
+
+
+def _identity_fingerprint_of(obj: Any) -> list:
     if isinstance(obj, types.CodeType):
         return ["code", code_digest(obj)]
     if isinstance(obj, types.FunctionType):
@@ -191,7 +229,20 @@ def _accessor(function: Any) -> Any:
 
 
 def _named(obj: Any) -> list:
-    """["named", module, qualified name, fingerprint] of an object found again by import."""
+    """["named", module, qualified name, fingerprint] of an object found again by import
+    (while a record is made: a reference to it in the record's table of names)."""
+    tables = _tables
+    if tables is None or _fingerprinting:
+        return _named_entry(obj)
+    index = tables.name_index.get(id(obj))
+    if index is None:
+        entry = _named_entry(obj)
+        index = tables.name_index[id(obj)] = len(tables.names)
+        tables.names.append(entry)
+    return ["name", index]
+
+
+def _named_entry(obj: Any) -> list:
     owner = getattr(obj, "__objclass__", None)
     modules = [getattr(obj, "__module__", None), getattr(owner, "__module__", None)]
     for name in (getattr(obj, "__qualname__", None), getattr(obj, "__name__", None)):
@@ -223,6 +274,22 @@ def _resolve(module: str, name: str) -> Any:
 
 # Objects found by name while one record is installed (each is checked once a record).
 _named_found: dict[tuple[str, str, str], Any] = {}
+
+
+class _Tables:
+    """Sources and named objects of one record, each written once and referred to by
+    index (a guard set names the same module paths and classes hundreds of times)."""
+
+    def __init__(self, sources: list | None = None, names: list | None = None) -> None:
+        self.sources: list = [] if sources is None else sources
+        self.names: list = [] if names is None else names
+        self.source_index: dict[Source, int] = {}
+        self.name_index: dict[int, int] = {}
+        self.decoded: dict[int, Source] = {}
+
+
+_tables: _Tables | None = None  # while one record is made or installed
+_fingerprinting = 0  # > 0 inside a fingerprint: names written whole, never as table indexes
 
 _TORCH_ENUMS = (torch.layout, torch.memory_format, torch.qscheme)
 
@@ -323,6 +390,10 @@ def decode_value(data: Any, nodes: dict[str, torch.fx.Node] | None = None) -> An
         return member
     if tag == "module":
         return importlib.import_module(data[1])
+    if tag == "name":
+        if _tables is None:
+            raise ValueError("a name reference outside a record")
+        return decode_value(_tables.names[data[1]])
     if tag == "named":
         key = (data[1], data[2], data[3])
         if key in _named_found:
@@ -345,6 +416,19 @@ def decode_value(data: Any, nodes: dict[str, torch.fx.Node] | None = None) -> An
 
 
 def encode_source(source: Source) -> Any:
+    """A source as data (while a record is made: a reference into its table of sources)."""
+    tables = _tables
+    if tables is None:
+        return _source_entry(source)
+    index = tables.source_index.get(source)
+    if index is None:
+        entry = _source_entry(source)
+        index = tables.source_index[source] = len(tables.sources)
+        tables.sources.append(entry)
+    return ["ref", index]
+
+
+def _source_entry(source: Source) -> Any:
     cls = type(source)
     if not cls.__module__.startswith(_SOURCE_MODULES) or isinstance(source, HeldObjectSource):
         raise NotPortable(f"a {cls.__name__} source")
@@ -369,6 +453,14 @@ def _own_class(module: str, name: str, base: type) -> type:
 
 
 def decode_source(data: Any) -> Source:
+    if data[0] == "ref":
+        if _tables is None:
+            raise ValueError("a source reference outside a record")
+        index = data[1]
+        found = _tables.decoded.get(index)
+        if found is None:
+            found = _tables.decoded[index] = decode_source(_tables.sources[index])
+        return found
     module, name, fields = data
     cls = _own_class(module, name, Source)
     values = {
@@ -646,6 +738,28 @@ def entry_record(
     constants: list[Any],
 ) -> dict[str, Any]:
     """What `install_parts` needs to make the entry again; NotPortable when it cannot."""
+    global _tables
+    _tables = _Tables()
+    try:
+        record = _entry_record(
+            guard_set, graph_module, input_sources, output_exprs, replays, constants
+        )
+        record["sources"] = _tables.sources
+        record["names"] = _tables.names
+        return record
+    finally:
+        _tables = None
+        _class_fingerprints.clear()
+
+
+def _entry_record(
+    guard_set: GuardSet,
+    graph_module: torch.fx.GraphModule | None,
+    input_sources: list[Source],
+    output_exprs: str,
+    replays: list[str],
+    constants: list[Any],
+) -> dict[str, Any]:
     return {
         "schema": RECORD_SCHEMA,
         "guards": [encode_guard(g) for g in guard_set],
@@ -677,9 +791,23 @@ def install_parts(
 ) -> InstalledParts | None:
     """The live parts of `record` when its guards hold for this call; None when not (or when
     something it names changed). A malformed record raises ValueError / KeyError / TypeError."""
+    global _tables
     if record.get("schema") != RECORD_SCHEMA:
         raise ValueError("another record schema")
+    if not (isinstance(record["sources"], list) and isinstance(record["names"], list)):
+        raise ValueError("the record's tables are not lists")
+    _tables = _Tables(record["sources"], record["names"])
+    try:
+        return _install_parts(record, target, f_locals, f_globals)
+    finally:
+        _tables = None
+        _named_found.clear()
+        _class_fingerprints.clear()
 
+
+def _install_parts(
+    record: dict[str, Any], target: Any, f_locals: dict[str, Any], f_globals: dict[str, Any]
+) -> InstalledParts | None:
     def read(source: Source) -> Any:
         try:
             return eval(source.expr, {}, {"L": f_locals, "G": f_globals})  # noqa: S307
@@ -689,12 +817,16 @@ def install_parts(
     try:
         guard_set = GuardSet(decode_guard(g, read) for g in record["guards"])
         constants = [decode_value(c) for c in record["constants"]]
-    except Stale:
+    except Stale as error:
+        _log.info("capture record of %s does not apply: %s", target.name, error)
         return None
-    finally:
-        _named_found.clear()
     guards = guard_set.compile(name=target.name)
     if not guards.check(f_locals, f_globals):
+        if artifact_enabled("cache"):
+            _log.info(
+                "capture record of %s does not apply: %s",
+                target.name, guards.why_failed(f_locals, f_globals),
+            )  # fmt: skip
         return None
     sources = [decode_source(s) for s in record["inputs"]]
     graph_module = None

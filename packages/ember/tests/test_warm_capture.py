@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -335,3 +336,72 @@ def test_warm_capture_guard_subclass_is_not_kept_as_its_base():
     guard = Special(LocalSource("x"), id(len), lambda: len, "builtin_function_or_method", 1)
     with pytest.raises(NotPortable):
         encode_guard(guard)
+
+
+USER_MODULE = """
+import functools
+import torch
+
+
+def logged(function):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        return function(*args, **kwargs)
+
+    return wrapper
+
+
+class Base(torch.nn.Module):
+    def scale(self, x):
+        return x * 2
+
+
+class Block(Base):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.mode = "gelu"
+
+    @logged
+    def forward(self, x):
+        if self.mode in {"gelu", "tanh", "erf"}:  # a frozenset constant: hash-seed ordered
+            x = torch.nn.functional.gelu(self.linear(x))
+        return super().scale(x) + 1
+"""
+
+CHILD = """
+import json, sys
+sys.path.insert(0, {folder!r})
+import torch, ember, user_block
+from ember import warm_cache
+torch.manual_seed(0)
+block = user_block.Block()
+x = torch.randn(4, 8)
+out = ember.compile(block)(x)
+print(json.dumps({{"stats": dict(warm_cache.STATS), "out": out.tolist()}}))
+"""
+
+
+def test_warm_capture_user_classes_install_in_new_process_with_other_hash_seed(tmp_path):
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[3]
+    sources = ["packages/ember/src", "guards/src", "dynamo_capture/src", "prim_decomp/src"]
+    sources += ["aot_autograd/src", "inductor_codegen/src"]
+    (tmp_path / "user_block.py").write_text(USER_MODULE)
+    runs = []
+    for seed in ("1", "2"):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+        env["PYTHONPATH"] = os.pathsep.join(str(root / s) for s in sources)
+        env["EMBER_CACHE_DIR"] = str(tmp_path / "cache")
+        env["PYTHONHASHSEED"] = seed
+        code = CHILD.format(folder=str(tmp_path))
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert runs[0]["stats"].get("captures_kept") == 1
+    assert runs[1]["stats"].get("capture_hits") == 1, runs[1]["stats"]
+    assert runs[1]["out"] == runs[0]["out"]
