@@ -144,6 +144,8 @@ def _fingerprint_of(obj: Any, visiting: tuple) -> str:
         parts.append([_cell_fingerprint(cell, visiting) for cell in obj.__closure__ or ()])
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
     if isinstance(obj, type):
+        if _tables is None:  # memoized only while one record is made or installed
+            return _class_fingerprint(obj)
         found = _class_fingerprints.get(obj)
         if found is None:
             found = _class_fingerprints[obj] = _class_fingerprint(obj)
@@ -396,7 +398,7 @@ def decode_value(data: Any, nodes: dict[str, torch.fx.Node] | None = None) -> An
         return decode_value(_tables.names[data[1]])
     if tag == "named":
         key = (data[1], data[2], data[3])
-        if key in _named_found:
+        if _tables is not None and key in _named_found:
             return _named_found[key]
         found = _resolve(data[1], data[2])
         if found is None:
@@ -407,7 +409,8 @@ def decode_value(data: Any, nodes: dict[str, torch.fx.Node] | None = None) -> An
             raise Stale(str(error)) from error
         if fingerprint != data[3]:
             raise Stale(f"{data[1]}.{data[2]} changed")
-        _named_found[key] = found
+        if _tables is not None:
+            _named_found[key] = found
         return found
     raise ValueError(f"unknown value tag {tag!r}")
 
