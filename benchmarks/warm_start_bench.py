@@ -11,6 +11,9 @@ Each row is the median over `--repeat` rounds; each round runs fresh processes:
   started here on a free port (skipped without redis-server and redis-py);
 - eager: the model not compiled, for the first step's own cost.
 Every compiled process's outputs and grads must match the cold run's bit for bit.
+"CPU s" is the first call's CPU time (all threads, and the compilers it ran): steadier
+than wall time on a machine shared with other jobs. "capture" counts frames installed from a kept
+capture record (no bytecode capture).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ SOURCES = ["packages/ember/src", "guards/src", "dynamo_capture/src", "prim_decom
 SOURCES += ["aot_autograd/src", "inductor_codegen/src"]
 
 CHILD = """
-import hashlib, json, sys, time
+import hashlib, json, resource, sys, time
 sys.path.insert(0, {benchmarks!r})
 import torch, ember
 from ember import warm_cache
@@ -43,16 +46,19 @@ def step():
     loss = case.loss(compiled(*case.inputs))
     loss.backward()
     return loss
-start = time.perf_counter()
+def cpu_seconds():
+    return sum(sum(resource.getrusage(who)[:2]) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+start, cpu = time.perf_counter(), cpu_seconds()
 loss = step()
 first = time.perf_counter() - start
+first_cpu = cpu_seconds() - cpu
 case.model.zero_grad()
 start = time.perf_counter()
 step()
 later = time.perf_counter() - start
 data = loss.detach().numpy().tobytes()
 data += b"".join(p.grad.numpy().tobytes() for p in case.model.parameters() if p.grad is not None)
-print(json.dumps({{"first": first, "later": later, "digest": hashlib.sha256(data).hexdigest(),
+print(json.dumps({{"first": first, "first_cpu": first_cpu, "later": later, "digest": hashlib.sha256(data).hexdigest(),
                   "stats": dict(warm_cache.STATS)}}))
 """
 
@@ -127,7 +133,10 @@ def main() -> None:
         if remote is None:
             print("(no redis-server or redis-py: the remote-warm row is skipped)")
         try:
-            print(f"{'model':<8}{'run':<14}{'first call s':>13}{'x cold':>8}{'later s':>9}  hits")
+            print(
+                f"{'model':<8}{'run':<14}{'first call s':>13}{'x cold':>8}{'CPU s':>8}"
+                f"{'x cold':>8}{'later s':>9}  hits"
+            )
             for model in args.models:
                 rounds = []
                 for i in range(args.repeat):
@@ -137,13 +146,17 @@ def main() -> None:
                         redis_py.Redis.from_url(remote).flushdb()
                     rounds.append(one_round(model, base / f"{model}{i}", remote))
                 cold = statistics.median(r["cold"]["first"] for r in rounds)
+                cold_cpu = statistics.median(r["cold"]["first_cpu"] for r in rounds)
                 for name in rounds[0]:
                     first = statistics.median(r[name]["first"] for r in rounds)
+                    cpu = statistics.median(r[name]["first_cpu"] for r in rounds)
                     later = statistics.median(r[name]["later"] for r in rounds)
                     stats = rounds[0][name]["stats"]
                     hits = f"{stats.get('hits', 0)} ({stats.get('remote_hits', 0)} remote)"
+                    hits += f", capture {stats.get('capture_hits', 0)}"
                     print(
-                        f"{model:<8}{name:<14}{first:>13.3f}{first / cold:>8.2f}{later:>9.3f}  {hits}"
+                        f"{model:<8}{name:<14}{first:>13.3f}{first / cold:>8.2f}{cpu:>8.3f}"
+                        f"{cpu / cold_cpu:>8.2f}{later:>9.3f}  {hits}"
                     )
         finally:
             if redis is not None:

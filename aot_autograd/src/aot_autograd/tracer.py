@@ -614,6 +614,14 @@ def _is_dense_layout(sizes_and_strides: list[tuple[int, int]]) -> bool:
 class AtenTracer(TorchDispatchMode):
     """Records every ATen call into `recorder`, applying `decompositions` recursively."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # NOTE: TorchDispatchMode's documented opt-out. Left True, torch wraps
+        # `__torch_dispatch__` in torch._disable_dynamo, which imports torch._dynamo
+        # (about 1 s) at the mode's first dispatch; this mode never runs under
+        # torch.compile, so there is nothing to disable.
+        return False
+
     def __init__(
         self,
         recorder: GraphRecorder,

@@ -75,7 +75,14 @@ from dynamo_capture.values import (
 )
 from guards import SizeHistory
 
-__all__ = ["CaptureArtifacts", "CapturedFrame", "CompiledEntry", "capture_frame", "compile_entry"]
+__all__ = [
+    "CaptureArtifacts",
+    "CapturedFrame",
+    "CompiledEntry",
+    "capture_frame",
+    "compile_entry",
+    "make_entry",
+]
 
 check_registry()
 _MODE_SWITCHES = (
@@ -812,7 +819,7 @@ def _register_source(name: str, source: str) -> str:
 
 
 def entry_source(
-    frame: CapturedFrame, name: str, calls_graph: bool, held: dict[Source, str] | None = None
+    frame: Any, name: str, calls_graph: bool, held: dict[Source, str] | None = None
 ) -> str:
     """The Python source of the entry function of one cache entry.
 
@@ -924,20 +931,41 @@ def compile_entry(
     guard_filter_fn: Callable[..., Any] | None = None,
 ) -> CompiledEntry:
     """Hand the graph to the backend, compile the guards, generate the entry function."""
-    graph = frame.graph_module
     calls_graph = frame.call_count > 0 or bool(frame.ctx.graph.find_nodes(op="output")[0].args[0])
     start = time.perf_counter()
     compiled = _call_backend(backend, frame) if calls_graph else None
     backend_seconds = time.perf_counter() - start
-    name = f"___entry_{''.join(c if c.isalnum() else '_' for c in frame.target.name)}_{next(_entry_counter)}"
     guards = frame.ctx.guards.compile(guard_filter_fn, name=frame.target.name)
-    held, states = held_reads(guards, frame.input_sources) if calls_graph else ({}, {})
-    source = entry_source(frame, name, calls_graph, held)
+    entry = make_entry(frame, guards, compiled if calls_graph else _NO_GRAPH)
+    entry.artifacts.capture_seconds = frame.capture_seconds
+    entry.artifacts.backend_seconds = backend_seconds
+    return entry
+
+
+_NO_GRAPH = object()
+
+
+def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEntry:
+    """The entry running `compiled` (`_NO_GRAPH`: none is called) when `guards` pass.
+
+    `parts` has the frame's `target`, `graph_module`, `input_sources`, `output_exprs`,
+    `replays` and `constants`: a `CapturedFrame`, or a capture record installed in a
+    later process (`portable.install_parts`).
+    """
+    calls_graph = compiled is not _NO_GRAPH
+    compiled = compiled if calls_graph else None
+    graph = parts.graph_module
+    target_name = parts.target.name
+    name = (
+        f"___entry_{''.join(c if c.isalnum() else '_' for c in target_name)}_{next(_entry_counter)}"
+    )
+    held, states = held_reads(guards, parts.input_sources) if calls_graph else ({}, {})
+    source = entry_source(parts, name, calls_graph, held)
     filename = _register_source(name, source)
     scope: dict[str, Any] = {
         **states,
         "___compiled": compiled,
-        "___k": frame.constants,
+        "___k": parts.constants,
         "___build_object": _build_object,
         "___copy_module": copy.deepcopy,
         "___tuple_new": tuple.__new__,
@@ -951,16 +979,14 @@ def compile_entry(
     unchecked = None
     if held:
         unchecked_name = f"{name}_unchecked"
-        unchecked_source = entry_source(frame, unchecked_name, calls_graph)
+        unchecked_source = entry_source(parts, unchecked_name, calls_graph)
         unchecked_file = _register_source(unchecked_name, unchecked_source)
         exec(compile(unchecked_source, unchecked_file, "exec"), scope)  # noqa: S102
         unchecked = scope[unchecked_name]
     artifacts = CaptureArtifacts(
-        graph_code=graph.code,
+        graph_code=graph.code if graph is not None else "",
         guard_code=guards.source,
         entry_code=source,
-        capture_seconds=frame.capture_seconds,
-        backend_seconds=backend_seconds,
         compiled=compiled,
     )
     return CompiledEntry(

@@ -100,6 +100,7 @@ class CompiledCallable:
         recompile_limit: int = 8,
         resolve_backend: Callable[[Any], Backend] | None = None,
         loop_breaks: str = "eager_frame",
+        capture_cache: Any = None,
     ) -> None:
         if loop_breaks not in LOOP_BREAKS:
             raise ValueError(
@@ -113,6 +114,8 @@ class CompiledCallable:
         self.guard_filter_fn = guard_filter_fn
         self.recompile_limit = recompile_limit
         self.resolve_backend = resolve_backend
+        # Capture records kept across processes (see `_installed`); None: capture always.
+        self.capture_cache = capture_cache
         self.calls = 0
         self.entries: list[CompiledEntry] = []
         self.artifacts: list[CaptureArtifacts] = []
@@ -179,6 +182,10 @@ class CompiledCallable:
             eager = self._on_recompile(stance.name, f_locals, f_globals)
             if eager:
                 return self.target(*args, **kwargs)
+        entry = self._installed(stance, f_locals, f_globals)
+        if entry is not None:
+            self.entries.append(entry)
+            return self._run(entry, f_locals, f_globals, args, kwargs, checked=False)
         with compile_trace.frame_compile(self), old_objects_frozen():
             entry = self._compile(f_locals, args, kwargs, stance)
             entry.artifacts.frame_name = self.frame.name
@@ -333,11 +340,37 @@ class CompiledCallable:
                 )
             return self._compile(f_locals, args, kwargs, stance)
         self.artifacts.append(entry.artifacts)
+        if self._storable(stance) and not frame.ctx.symbolic:
+            self.capture_cache.store(self, frame)
         if artifact_enabled("graph"):
             artifact_logger("graph").info(
                 "captured graph of %s:\n%s", self.frame.name, entry.artifacts.graph_code
             )
         return entry
+
+    def _storable(self, stance: Any) -> bool:
+        """Whether this frame's compiles may be kept as capture records (`capture_cache`):
+        a whole frame, no guard filter, the default stance, not a part of a split frame."""
+        return (
+            self.capture_cache is not None
+            and self.parent is None
+            and self.guard_filter_fn is None
+            and stance.name == "default"
+            and stance.force_backend is None
+            and not stance.skip_guard_eval_unsafe
+        )
+
+    def _installed(
+        self, stance: Any, f_locals: dict[str, Any], f_globals: dict[str, Any]
+    ) -> CompiledEntry | None:
+        """An entry made from a capture record of an earlier process whose guards pass on
+        these locals: the graph goes to the backend without capturing. None: capture."""
+        if not self._storable(stance) or self.dynamic is True:
+            return None
+        if wrapped_module(self.target) is not None:
+            return None
+        backend = active_wrapper_backend(self._backend_for(stance))
+        return self.capture_cache.install(self, f_locals, f_globals, backend)
 
     def _capture(
         self, f_locals: dict[str, Any], contexts: list[CaptureContext], float_inputs: bool = True

@@ -57,9 +57,11 @@ def test_remote_cache_second_process_loads_with_remote_hits_only(tmp_path, redis
     a = run_step(tmp_path / "a", redis_url)
     client = redis.Redis.from_url(redis_url)
     kinds = {key.decode().split(":")[2] for key in client.keys("ember:*")}
-    assert kinds == {"entry", "kernel", "library"}
+    assert kinds == {"entry", "kernel", "library", "capture"}
     b = run_step(tmp_path / "b", redis_url)
     assert b["stats"].get("remote_hits") == 1 and not b["stats"].get("stored")
+    # nor captured: the capture record A published was installed
+    assert b["stats"].get("capture_remote_hits") == 1 and b["stats"].get("capture_hits") == 1
     assert b["digest"] == a["digest"]
     assert not b["warnings"]
     # B compiled no kernel: its libraries are the ones A published.

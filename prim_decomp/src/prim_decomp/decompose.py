@@ -32,6 +32,14 @@ _PROVENANCE_KEYS = ("stack_trace", "nn_module_stack", "source_fn_stack", "seq_nr
 class _GraphRecorder(TorchDispatchMode):
     """Records ops into `graph`, replacing the ones `table` holds by their decompositions."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # NOTE: TorchDispatchMode's documented opt-out. Left True, torch wraps
+        # `__torch_dispatch__` in torch._disable_dynamo, which imports torch._dynamo
+        # (about 1 s) at the mode's first dispatch; this mode never runs under
+        # torch.compile, so there is nothing to disable.
+        return False
+
     def __init__(self, graph: fx.Graph, root: torch.nn.Module, table: Mapping) -> None:
         super().__init__()
         self.graph = graph

@@ -27,6 +27,14 @@ class DecompositionMode(TorchDispatchMode):
         mode.leaf_ops  # Counter of the ops that ran, e.g. ember_prims.erf.default
     """
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # NOTE: TorchDispatchMode's documented opt-out. Left True, torch wraps
+        # `__torch_dispatch__` in torch._disable_dynamo, which imports torch._dynamo
+        # (about 1 s) at the mode's first dispatch; this mode never runs under
+        # torch.compile, so there is nothing to disable.
+        return False
+
     def __init__(self, table: Mapping) -> None:
         super().__init__()
         self.table = table

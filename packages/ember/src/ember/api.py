@@ -50,6 +50,8 @@ def _make_runner(
     fullgraph: bool,
     dynamic: bool | None,
 ) -> dynamo_capture.CompiledCallable:
+    from ember.warm_capture import capture_cache
+
     return dynamo_capture.optimize(
         target,
         backend=lookup_backend(backend, options),
@@ -58,6 +60,7 @@ def _make_runner(
         guard_filter_fn=options["guard_filter_fn"],
         recompile_limit=options["recompile_limit"],
         resolve_backend=lambda name: lookup_backend(name, options),
+        capture_cache=capture_cache(backend, options, fullgraph, dynamic),
     )
 
 

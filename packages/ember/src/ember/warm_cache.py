@@ -37,9 +37,10 @@ With symbolic sizes, what tracing and compiling assumed of the sizes beyond the
 frame's guards (`aot_autograd.symbolic.ShapeAssumptions`) is stored with the entry and
 checked at every call of a loaded compile; a call that breaks it runs a static compile.
 
-Capture still runs in every process: the guards that keep an entry valid are
-checked live, and what capture read (globals, closure values, config) is in the
-graph it hands over, so it is in the key. A graph that cannot be named across
+What capture read (globals, closure values, config) is in the graph it hands over,
+so it is in the key. Capture itself is skipped in a later process where a kept
+capture record's guards pass (`ember.warm_capture`); the rebuilt graph then reaches
+this cache as a captured one would. A graph that cannot be named across
 processes is not stored and compiles as before: a custom decomposition table, a
 function without a module and name, a submodule call, a non-tensor attribute, a
 tensor subclass, a tensor on a device other than the CPU or CUDA, a graph run eagerly

@@ -1,0 +1,100 @@
+"""Capture records as data (dynamo_capture.portable): values and named objects found again,
+and found stale when what they name changed.
+
+Footguns, worst first:
+| a changed function found as the old one | another body under the same name -> Stale
+| a digest that differs between processes | frozenset constants under other hash seeds -> equal
+| an object without a name kept           | a lambda -> NotPortable
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from dynamo_capture.portable import NotPortable, Stale, decode_value, encode_value
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+def target(x):
+    return x in {"a", "b", "c", "d"}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None, True, 3, 2.5, float("inf"), "s", b"\x00", (1, (2, 3)), [1, 2], slice(1, None, 2),
+        torch.float16, torch.device("cpu"), torch.channels_last, torch.Size([2, 3]),
+        Color.RED, torch.ops.aten.add.Tensor, torch.ops.aten.mm, torch.nn.functional.relu,
+        torch.conv2d, torch.nn.Linear, torch.nn.functional, target,
+    ],
+)  # fmt: skip
+def test_portable_value_round_trips(value):
+    decoded = decode_value(encode_value(value))
+    if isinstance(value, float | int | str | bytes | tuple | list | slice | torch.device):
+        assert decoded == value and type(decoded) is type(value)
+    else:
+        assert decoded is value
+
+
+def test_portable_lambda_is_not_portable():
+    with pytest.raises(NotPortable):
+        encode_value(lambda x: x)
+
+
+def test_portable_changed_function_under_same_name_is_stale(monkeypatch):
+    encoded = encode_value(target)
+
+    def edited(x):  # another body under the same name
+        return x
+
+    edited.__name__ = edited.__qualname__ = "target"
+    monkeypatch.setattr(sys.modules[__name__], "target", edited)
+    with pytest.raises(Stale):
+        decode_value(encoded)
+
+
+def test_portable_code_digest_is_the_same_under_other_hash_seeds():
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        f"import sys; sys.path[:0] = [{str(root / 'dynamo_capture' / 'src')!r}, "
+        f"{str(root / 'guards' / 'src')!r}]\n"
+        "from dynamo_capture.portable import code_digest\n"
+        "def target(x):\n    return x in {'a', 'b', 'c', 'd'}\n"
+        "print(code_digest(target.__code__))\n"
+    )
+    digests = set()
+    for seed in ("1", "2", "3"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        digests.add(done.stdout.strip())
+    assert len(digests) == 1
+
+
+class Holder:
+    def method(self):
+        return 1
+
+
+def test_portable_class_edited_in_process_gets_a_new_fingerprint(monkeypatch):
+    before = encode_value(Holder)
+
+    def method(self):
+        return 2
+
+    monkeypatch.setattr(Holder, "method", method)
+    assert encode_value(Holder) != before
+    with pytest.raises(Stale):
+        decode_value(before)

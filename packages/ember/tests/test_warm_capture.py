@@ -1,0 +1,407 @@
+"""Warm start of capture: a later compile of the same frame installs the kept capture record
+(no bytecode capture) only when nothing the record depends on changed.
+
+Footguns, worst first:
+| a stale record installed (wrong result) | frame code, a global read, a closure's contents,
+|                                         | a function the frame calls, a module attribute,
+|                                         | options, input metadata changed -> captured again
+| a faulty record crashes or installs     | corrupt file, malformed record -> captured again
+| a record kept that cannot be found      | a lambda in a closure, a symbolic graph -> not kept
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import ember
+from ember import warm_cache
+
+SCALE = 2.0
+
+
+def helper(x):
+    return x.cos() + 1
+
+
+@pytest.fixture
+def warm(tmp_path, monkeypatch):
+    """Warm start on, with a cache root of this test's own."""
+    monkeypatch.setenv("EMBER_WARM_START", "1")
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("EMBER_REMOTE_CACHE", raising=False)
+    warm_cache.STATS.clear()
+    yield tmp_path / "cache"
+    ember.reset()
+
+
+@pytest.fixture
+def no_capture(monkeypatch):
+    """Calling it makes every later capture fail the test (the record must be installed)."""
+
+    def forbid():
+        def capture(*args, **kwargs):
+            raise AssertionError("captured, though a kept record applies")
+
+        monkeypatch.setattr(sys.modules["dynamo_capture.optimize"], "capture_frame", capture)
+
+    return forbid
+
+
+def scaled(x):
+    return helper(x) * SCALE + x.sum()
+
+
+def _run(fn, *args, backend="eager", **compile_args):
+    """fn compiled afresh (a new compiled callable, as in a new process) and called."""
+    return ember.compile(fn, backend=backend, **compile_args)(*args)
+
+
+def _records(cache) -> list:
+    return sorted((cache / "capture").rglob("*.json"))
+
+
+def test_warm_capture_installs_record_without_capturing(warm, no_capture):
+    x = torch.randn(4, 8)
+    first = _run(scaled, x)
+    assert warm_cache.STATS["captures_kept"] == 1
+    no_capture()
+    second = _run(scaled, x)
+    assert warm_cache.STATS["capture_hits"] == 1
+    torch.testing.assert_close(second, scaled(x))
+    torch.testing.assert_close(first, second)
+
+
+def test_warm_capture_module_training_step_matches_eager(warm, no_capture):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16))
+    x = torch.randn(4, 8)
+    ember.compile(model, backend="aot_eager")(x).sum().backward()
+    model.zero_grad()
+    no_capture()
+    out = ember.compile(model, backend="aot_eager")(x)
+    out.sin().sum().backward()
+    assert warm_cache.STATS["capture_hits"] == 1
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    expected = model(x)
+    expected.sin().sum().backward()
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(grads, [p.grad for p in model.parameters()])
+
+
+def test_warm_capture_changed_global_recaptures(warm, monkeypatch):
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    monkeypatch.setattr(sys.modules[__name__], "SCALE", 3.0)
+    out = _run(scaled, x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, helper(x) * 3.0 + x.sum())
+
+
+def test_warm_capture_changed_called_function_recaptures(warm, monkeypatch):
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+
+    def helper(x):  # the same name, another body
+        return x.sin() - 1
+
+    helper.__qualname__ = "helper"
+    monkeypatch.setattr(sys.modules[__name__], "helper", helper)
+    out = _run(scaled, x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, helper(x) * SCALE + x.sum())
+
+
+def test_warm_capture_changed_frame_code_recaptures(warm):
+    x = torch.randn(4, 8)
+    namespace = {"__name__": __name__}
+    exec("def frame(x):\n    return x * 2\n", namespace)  # noqa: S102
+    _run(namespace["frame"], x)
+    exec("def frame(x):\n    return x * 5\n", namespace)  # noqa: S102
+    out = _run(namespace["frame"], x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, x * 5)
+
+
+def test_warm_capture_changed_closure_contents_recaptures(warm):
+    def make(k):
+        def frame(x):
+            return x * k
+
+        return frame
+
+    x = torch.randn(4, 8)
+    _run(make(2), x)
+    out = _run(make(7), x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, x * 7)
+    again = _run(make(7), x)
+    assert warm_cache.STATS["capture_hits"] == 1
+    torch.testing.assert_close(again, x * 7)
+
+
+def test_warm_capture_changed_module_attribute_recaptures(warm):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    x = torch.randn(4, 8)
+    ember.compile(model, backend="eager")(x)
+    model[1].eps = 0.5
+    out = ember.compile(model, backend="eager")(x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, model(x))
+    model.eval()  # the training flag: an NN_MODULE guard
+    out = ember.compile(model, backend="eager")(x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, model(x))
+
+
+def test_warm_capture_other_module_instance_of_same_structure_installs(warm, no_capture):
+    torch.manual_seed(0)
+    first = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    second = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    x = torch.randn(4, 8)
+    ember.compile(first, backend="eager")(x)
+    no_capture()
+    out = ember.compile(second, backend="eager")(x)
+    assert warm_cache.STATS["capture_hits"] == 1
+    torch.testing.assert_close(out, second(x))  # its own weights, not the first's
+
+
+def test_warm_capture_changed_options_recaptures(warm):
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    out = _run(scaled, x, backend="aot_eager")
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, scaled(x))
+    _run(scaled, x, fullgraph=True)
+    assert warm_cache.STATS["capture_hits"] == 0
+
+
+def test_warm_capture_changed_input_metadata_recaptures(warm):
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    for other in (torch.randn(5, 8), x.double(), x.t(), x.requires_grad_()):
+        out = _run(scaled, other)
+        torch.testing.assert_close(out, scaled(other))
+    assert warm_cache.STATS["capture_hits"] == 0
+
+
+def test_warm_capture_grad_mode_is_guarded(warm):
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    with torch.no_grad():
+        out = _run(scaled, x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, scaled(x))
+
+
+def test_warm_capture_corrupt_record_recaptures(warm):
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    (path,) = _records(warm)
+    path.write_bytes(b"not json")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = _run(scaled, x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    assert any("faulty" in str(w.message) for w in caught)
+    torch.testing.assert_close(out, scaled(x))
+
+
+def test_warm_capture_malformed_record_recaptures(warm):
+    from guards.cache_root import load_record, store_record
+
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    (path,) = _records(warm)
+    record = load_record(path)
+    record["graph"]["nodes"][1][1] = "no_such_op"  # a checksum that holds, a graph that does not
+    store_record(path, record)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = _run(scaled, x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    assert any("could not be installed" in str(w.message) for w in caught)
+    torch.testing.assert_close(out, scaled(x))
+
+
+def test_warm_capture_record_with_other_graph_code_is_not_installed(warm):
+    from guards.cache_root import load_record, store_record
+
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    (path,) = _records(warm)
+    record = load_record(path)
+    record["graph"]["code"] += "\n# another graph"
+    store_record(path, record)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        out = _run(scaled, x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, scaled(x))
+
+
+def test_warm_capture_lambda_in_closure_is_not_kept(warm):
+    fn = lambda x: x + 1  # noqa: E731
+
+    def frame(x):
+        return fn(x) * 2
+
+    x = torch.randn(4, 8)
+    _run(frame, x)
+    out = _run(frame, x)
+    torch.testing.assert_close(out, frame(x))
+
+
+def test_warm_capture_off_keeps_nothing(warm, monkeypatch):
+    monkeypatch.setenv("EMBER_WARM_START", "0")
+    _run(scaled, torch.randn(4, 8))
+    assert not (warm / "capture").exists() or not _records(warm)
+
+
+def test_warm_capture_training_step_in_new_process_is_bit_identical(tmp_path, run_step):
+    cold = run_step(tmp_path)
+    warm_run = run_step(tmp_path)
+    assert cold["stats"].get("captures_kept") == 1
+    assert warm_run["stats"].get("capture_hits") == 1
+    assert warm_run["digest"] == cold["digest"]
+    assert not warm_run["warnings"], warm_run["warnings"]
+
+
+def test_warm_capture_record_is_plain_json(warm):
+    _run(scaled, torch.randn(4, 8))
+    (path,) = _records(warm)
+    envelope = json.loads(path.read_text())
+    record = json.loads(envelope["payload"])
+    assert {"guards", "graph", "inputs", "output"} <= set(record)
+
+
+def test_warm_capture_installed_sizes_feed_automatic_dynamic(warm):
+    from ember.api import compiled_callable_of
+
+    _run(scaled, torch.randn(4, 8))
+    compiled = ember.compile(scaled, backend="eager")
+    compiled(torch.randn(4, 8))
+    assert warm_cache.STATS["capture_hits"] == 1
+    for rows in (5, 6, 7):
+        x = torch.randn(rows, 8)
+        torch.testing.assert_close(compiled(x), scaled(x))
+    # the installed entry, then one symbolic graph for every other size
+    assert len(compiled_callable_of(compiled).entries) == 2
+
+
+class Block(torch.nn.Module):
+    def forward(self, x):
+        return self.scale(x) + 1
+
+    def scale(self, x):
+        return x * 2
+
+
+def test_warm_capture_changed_class_body_recaptures(warm, monkeypatch):
+    x = torch.randn(4, 8)
+    ember.compile(Block(), backend="eager")(x)
+
+    class Edited(torch.nn.Module):  # the same name, one method edited
+        def forward(self, x):
+            return self.scale(x) + 1
+
+        def scale(self, x):
+            return x * 3
+
+    Edited.__name__ = Edited.__qualname__ = "Block"
+    monkeypatch.setattr(sys.modules[__name__], "Block", Edited)
+    out = ember.compile(Edited(), backend="eager")(x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, x * 3 + 1)
+
+
+def test_warm_capture_guard_subclass_is_not_kept_as_its_base():
+    from dataclasses import dataclass
+
+    from dynamo_capture.portable import NotPortable, encode_guard
+    from guards import IdGuard
+    from guards.sources import LocalSource
+
+    @dataclass(frozen=True, slots=True)
+    class Special(IdGuard):
+        extra: int = 0
+
+    guard = Special(LocalSource("x"), id(len), lambda: len, "builtin_function_or_method", 1)
+    with pytest.raises(NotPortable):
+        encode_guard(guard)
+
+
+USER_MODULE = """
+import functools
+import torch
+
+
+def logged(function):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        return function(*args, **kwargs)
+
+    return wrapper
+
+
+class Base(torch.nn.Module):
+    def scale(self, x):
+        return x * 2
+
+
+class Block(Base):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.mode = "gelu"
+
+    @logged
+    def forward(self, x):
+        if self.mode in {"gelu", "tanh", "erf"}:  # a frozenset constant: hash-seed ordered
+            x = torch.nn.functional.gelu(self.linear(x))
+        return super().scale(x) + 1
+"""
+
+CHILD = """
+import json, sys
+sys.path.insert(0, {folder!r})
+import torch, ember, user_block
+from ember import warm_cache
+torch.manual_seed(0)
+block = user_block.Block()
+x = torch.randn(4, 8)
+out = ember.compile(block)(x)
+print(json.dumps({{"stats": dict(warm_cache.STATS), "out": out.tolist()}}))
+"""
+
+
+def test_warm_capture_user_classes_install_in_new_process_with_other_hash_seed(tmp_path):
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[3]
+    sources = ["packages/ember/src", "guards/src", "dynamo_capture/src", "prim_decomp/src"]
+    sources += ["aot_autograd/src", "inductor_codegen/src"]
+    (tmp_path / "user_block.py").write_text(USER_MODULE)
+    runs = []
+    for seed in ("1", "2"):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+        env["PYTHONPATH"] = os.pathsep.join(str(root / s) for s in sources)
+        env["EMBER_CACHE_DIR"] = str(tmp_path / "cache")
+        env["PYTHONHASHSEED"] = seed
+        code = CHILD.format(folder=str(tmp_path))
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert runs[0]["stats"].get("captures_kept") == 1
+    assert runs[1]["stats"].get("capture_hits") == 1, runs[1]["stats"]
+    assert runs[1]["out"] == runs[0]["out"]
