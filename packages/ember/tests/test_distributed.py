@@ -76,7 +76,9 @@ def test_ddp_of_compiled_module_trains_as_eager_ddp(results):
 @pytest.mark.parametrize("when", ["after", "before"])
 def test_fully_shard_runs_hooks_eagerly_and_forwards_compiled(results, when):
     found = scenario(results, f"fsdp2_{when}_aot_eager")
-    assert found["graphs"] == 5  # the 3 sharded Linears' forwards, the 2 ReLUs between
+    # the 3 sharded Linears' forwards; the 2 ReLUs between them are torch's own modules
+    # called from a frame that runs eagerly, which stay eager (as torch.compile leaves them)
+    assert found["graphs"] == 3
     assert found["warnings"] == []
 
 
