@@ -607,7 +607,10 @@ class GraphRecorder:
         for d in _aliased_dims(base.geometry):
             compact = self.emit(aten.slice.Tensor, (compact, d, 0, 1, 1))
         merged = merge_aliases(self.emit, compact, value)
-        return self.emit(aten.expand.default, (merged, shape))
+        expanded = self.emit(aten.expand.default, (merged, shape))
+        # NOTE: a copy: a compiler may lay out views of it apart from their traced
+        # strides, and a copy into the traced (overlapping) strides is refused.
+        return self.emit(aten.clone.default, (expanded,), {"memory_format": torch.contiguous_format})
 
     def _in_layout_of(self, shape: tuple, stride: tuple, value: fx.Node) -> fx.Node:
         """`value` with the strides of the tensor it is written into (`shape`, `stride`).
@@ -845,6 +848,8 @@ class AtenTracer(TorchDispatchMode):
         if decomposition is None or not form.self_result or form.changes_view:
             return NotImplemented
         target = args[0]
+        if _aliased_dims(_geometry(target)):  # expanded: eager's kernel writes it (fill_)
+            return NotImplemented
         self._decomposing += 1
         try:
             with self, _autocast_off():

@@ -169,17 +169,17 @@ def merge_aliases(emit: Emit, compact: Node, child: Node) -> Node:
     order = keep + dims
     flat = [shape[d] for d in keep] + [_numel_of(shape[d] for d in dims)]
 
-    def flattened(node: Node) -> Node:
+    def flattened(node: Node, sizes: list) -> Node:
         moved = emit(aten.permute.default, (node, order))
         moved = emit(aten.clone.default, (moved,), {"memory_format": torch.contiguous_format})
-        return emit(aten.view.default, (moved, flat))
+        return emit(aten.view.default, (moved, sizes))
 
-    changed = flattened(changed)
+    changed = flattened(changed, flat)
     which = emit(aten._to_copy.default, (changed,), {"dtype": torch.int32})
     first = emit(aten.argmax.default, (which, -1, True))
-    picked = emit(aten.gather.default, (flattened(child), -1, first))
+    picked = emit(aten.gather.default, (flattened(child, flat), -1, first))
     written = emit(aten.any.dim, (changed, -1, True))
-    before = emit(aten.view.default, (flattened(compact), [*flat[:-1], 1]))
+    before = flattened(compact, [*flat[:-1], 1])
     merged = emit(aten.where.self, (written, picked, before))
     merged = emit(aten.view.default, (merged, [shape[d] for d in keep] + [1] * len(dims)))
     inverse = [order.index(d) for d in range(len(shape))]
