@@ -139,6 +139,18 @@ def _aliased_dims(geometry: tuple) -> list[int]:
     ]
 
 
+def _symbolic_aliased_dims(geometry: tuple) -> list[int]:
+    """Dims of stride 0 whose size is symbolic (never 0 or 1: those are specialized)."""
+    if not geometry:
+        return []
+    shape, stride, _ = geometry
+    return [
+        d
+        for d, (n, step) in enumerate(zip(shape, stride))
+        if isinstance(n, torch.SymInt) and isinstance(step, int) and step == 0
+    ]
+
+
 def _keyword_only(op: Any, kwargs: dict) -> dict:
     names = [a.name for a in op._schema.arguments if a.kwarg_only]
     return {name: kwargs[name] for name in names if name in kwargs}
@@ -588,6 +600,12 @@ class GraphRecorder:
             if base.geometry:
                 child = self._in_layout_of(base.geometry[0], base.geometry[1], child)
         merged = any(step.op is aten.expand.default for step in record.chain)
+        if base.input_index is not None and _symbolic_aliased_dims(base.geometry):
+            raise UnsupportedMutationError(
+                f"an in-place op writes into input {base.input_index}, an expanded tensor of "
+                "symbolic size whose elements share memory; functionalization merges such "
+                "writes for static sizes only: pass a .clone() of it, or mark its sizes static"
+            )
         if base.input_index is not None and _aliased_dims(base.geometry):
             child = raw = self._merged_into_input(base, child)
             merged = True
@@ -610,7 +628,9 @@ class GraphRecorder:
         expanded = self.emit(aten.expand.default, (merged, shape))
         # NOTE: a copy: a compiler may lay out views of it apart from their traced
         # strides, and a copy into the traced (overlapping) strides is refused.
-        return self.emit(aten.clone.default, (expanded,), {"memory_format": torch.contiguous_format})
+        return self.emit(
+            aten.clone.default, (expanded,), {"memory_format": torch.contiguous_format}
+        )
 
     def _in_layout_of(self, shape: tuple, stride: tuple, value: fx.Node) -> fx.Node:
         """`value` with the strides of the tensor it is written into (`shape`, `stride`).
@@ -682,7 +702,9 @@ def _check_no_overlapping_write(func: Any, args: tuple, kwargs: dict) -> None:
     names = [a.name for a in func._schema.arguments]
     for i in positions:
         t = values[i] if i < len(values) else kwargs.get(names[i])
-        if not isinstance(t, torch.Tensor) or not _aliased_dims(_geometry(t)):
+        if not isinstance(t, torch.Tensor):
+            continue
+        if not _aliased_dims(_geometry(t)) and not _symbolic_aliased_dims(_geometry(t)):
             continue
         if _has_no_elements(t):  # eager checks nothing where nothing is written
             continue
