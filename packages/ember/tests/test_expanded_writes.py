@@ -242,3 +242,34 @@ def test_fill_of_expanded_input_keeps_signed_zero_and_nan_like_eager(backend):
     torch.testing.assert_close(actual, expected, equal_nan=True)
     torch.testing.assert_close(compiled_base, base, equal_nan=True)
     assert torch.equal(torch.signbit(compiled_base), torch.signbit(base))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_expanded_input_written_then_returned_with_views_matches_eager(backend):
+    def fn(x):
+        x.masked_fill_(torch.tensor([True, False, True, False]), 7.0)
+        x[:, 3].add_(torch.arange(3.0))
+        return x, x[:, 1], x.diagonal()
+
+    base = torch.randn(3, 1)
+    compiled_base = base.clone()
+    with pytest.warns(UserWarning, match="deprecated"):
+        expected = fn(base.expand(3, 4))
+    actual = ember.compile(fn, backend=backend)(compiled_base.expand(3, 4))
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e)
+        assert a.stride() == e.stride()
+    torch.testing.assert_close(compiled_base, base)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_view_of_written_expand_in_the_frame_read_in_its_traced_layout(backend):
+    def fn(a):
+        x = a.expand(2, 3, 4)
+        x[1, :, 2].add_(1)
+        return x.diagonal(0, 1, 2) + 0, x.transpose(0, 2) * 1
+
+    a = torch.randn(3, 1)
+    compiled_a = a.clone()
+    torch.testing.assert_close(ember.compile(fn, backend=backend)(compiled_a), fn(a))
+    torch.testing.assert_close(compiled_a, a)
