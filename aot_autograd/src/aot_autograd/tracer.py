@@ -690,9 +690,33 @@ _OVERLAP_REFUSED = (
 )
 
 
+_INDEX_PUTS = (aten.index_put_.default, aten._index_put_impl_.default)
+
+
+def _check_index_put_into_overlap(func: Any, args: tuple, kwargs: dict) -> None:
+    """`index_put_` into an expanded tensor: eager writes (or adds) each value in turn to
+    the memory its index names, so aliases written with different values, or added to,
+    depend on eager's order; supported where all writes put one value (`x[mask] = 0`)."""
+    values = normalized_args(func, args, kwargs)
+    target, source, accumulate = values[0], values[2], values[3]
+    if not _aliased_dims(_geometry(target)) and not _symbolic_aliased_dims(_geometry(target)):
+        return
+    if _has_no_elements(target) or (not accumulate and source.numel() == 1):
+        return
+    raise UnsupportedMutationError(
+        f"{func} writes {'sums' if accumulate else 'several values'} into an expanded tensor "
+        "(elements sharing memory), where eager's result depends on the order of its writes; "
+        "functionalization supports writing one value only: call .clone() on the expanded "
+        "tensor before writing to it"
+    )
+
+
 def _check_no_overlapping_write(func: Any, args: tuple, kwargs: dict) -> None:
     """Raise eager's error for an in-place op writing into a tensor whose elements share
     memory (a stride 0 on a dim of size above 1), unless eager's kernel allows it."""
+    if func in _INDEX_PUTS:
+        _check_index_put_into_overlap(func, args, kwargs)
+        return
     if func in _WRITES_INTO_OVERLAP or not isinstance(func, torch._ops.OpOverload):
         return
     positions = mutated_arguments(func)

@@ -273,3 +273,30 @@ def test_view_of_written_expand_in_the_frame_read_in_its_traced_layout(backend):
     compiled_a = a.clone()
     torch.testing.assert_close(ember.compile(fn, backend=backend)(compiled_a), fn(a))
     torch.testing.assert_close(compiled_a, a)
+
+
+ORDER_DEPENDENT_INDEX_PUTS = {
+    # eager (torch 2.13) runs each: 10.0 (5 added twice), 6.0 (last write), 4.0 (a row's last)
+    "accumulate": lambda x: x.index_put_(
+        (torch.tensor([0, 0]), torch.tensor([1, 2])), torch.tensor(5.0), accumulate=True
+    ),
+    "several_values": lambda x: x.index_put_(
+        (torch.tensor([0, 0]), torch.tensor([2, 1])), torch.tensor([5.0, 6.0])
+    ),
+    "row_of_values": lambda x: x.index_put_((torch.tensor([0]),), torch.tensor([[1.0, 2, 3, 4]])),
+}
+
+
+@pytest.mark.filterwarnings("ignore:Use of .* on expanded tensors is deprecated")
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", sorted(ORDER_DEPENDENT_INDEX_PUTS))
+def test_index_put_of_order_dependent_values_into_expanded_input_refused(backend, case):
+    """index_put_ into an expanded tensor whose result depends on eager's write order:
+    refused with a clear error, the caller's tensor untouched (never other values)."""
+    fn = ORDER_DEPENDENT_INDEX_PUTS[case]
+    fn(torch.zeros(3, 1).expand(3, 4))  # eager runs it
+    base = torch.randn(3, 1)
+    before = base.clone()
+    with pytest.raises(RuntimeError, match="order of its writes"):
+        ember.compile(fn, backend=backend)(base.expand(3, 4))
+    torch.testing.assert_close(base, before)
