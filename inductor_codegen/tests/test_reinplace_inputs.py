@@ -186,3 +186,15 @@ def test_pointwise_update_read_by_a_later_node_is_not_in_place(tmp_path):
     assert compiled.inputs_written_in_place == frozenset()
     before = running.clone()
     assert_close(compiled(running, batch), read_after(before, batch))
+
+
+def test_ensure_layout_fills_an_expanded_layout_without_a_refused_copy():
+    """An ATen result whose traced layout repeats elements (stride 0, as a view of a
+    materialized expand has): its elements agree, and one of each fills the layout."""
+    from inductor_codegen.runtime import ensure_layout
+
+    compact = torch.randn(3, 1)
+    value = compact.expand(2, 3, 4).contiguous().diagonal(0, 1, 2)  # strides (12, 5)
+    out = ensure_layout(value, (2, 3), (0, 1))
+    assert out.stride() == (0, 1)
+    assert_close(out, value)

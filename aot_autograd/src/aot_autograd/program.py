@@ -117,12 +117,25 @@ def mark_input_mutations(gm: fx.GraphModule, program: TracedProgram) -> None:
     first = program.num_forward_outputs - len(program.mutated_inputs)
     output = next(n for n in gm.graph.nodes if n.op == "output")
     differentiated = set(program.grad_inputs) if program.joint else set()
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     pairs = tuple(
         (first + k, index)
         for k, index in enumerate(program.mutated_inputs)
-        if index not in differentiated
+        if index not in differentiated and not _expanded(placeholders[index])
     )
     output.meta[INPUT_MUTATIONS] = pairs
+
+
+def _expanded(placeholder: fx.Node) -> bool:
+    """Whether the input's elements share memory (a stride 0 on a dim of size above 1):
+    its new value is copied back into its compact memory (runtime._compact)."""
+    value = placeholder.meta.get("val")
+    if not isinstance(value, torch.Tensor):
+        return False
+    return any(
+        isinstance(n, int) and isinstance(s, int) and s == 0 and n > 1
+        for n, s in zip(value.shape, value.stride())
+    )
 
 
 def inputs_written_in_place(compiled: Any, program: TracedProgram) -> frozenset[int]:

@@ -496,8 +496,9 @@ def _overlaps_itself(t: Any) -> bool:
 
 
 def check_mutated_inputs_unaliased(program: TracedProgram, args: Sequence[Any]) -> None:
-    """A mutated input must not share memory with another input (the graph assumed not),
-    nor with itself (an expanded tensor): both raise before the graph runs."""
+    """A mutated input must not share memory with another input (the graph assumed not):
+    raises before the graph runs. (One whose elements share memory, an expanded tensor,
+    is written through its compact memory: see `_compact`.)"""
     if not program.mutated_inputs:
         return
     keys: dict[Any, int] = {}
@@ -508,20 +509,22 @@ def check_mutated_inputs_unaliased(program: TracedProgram, args: Sequence[Any]) 
                 keys.setdefault(key, 0)
                 keys[key] += 1
     for index in program.mutated_inputs:
-        if _overlaps_itself(args[index]):
-            raise UnsupportedMutationError(
-                f"input {index} is written in place, but elements of it share memory (an "
-                f"expanded tensor, strides {tuple(args[index].stride())}); eager refuses "
-                'most such writes ("unsupported operation: more than one element of the '
-                'written-to tensor refers to a single memory location"), and the compiled '
-                "graph writes each element apart. Pass a .clone() of it"
-            )
         if keys.get(_storage_key(args[index]), 0) > 1:
             raise UnsupportedMutationError(
                 f"input {index} is written in place and shares memory with another input; "
                 "the compiled graph treats inputs as separate tensors. Pass a .clone() of one "
                 "of them"
             )
+
+
+def _compact(target: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`target`, an expanded tensor (stride 0 on dims of size above 1), and its new value,
+    both narrowed to one element along those dims: the memory `target` covers. The
+    traced graph made the aliases of each location agree (tracer._merged_into_input)."""
+    for d, (size, stride) in enumerate(zip(target.shape, target.stride())):
+        if stride == 0 and size > 1:
+            target, value = target.narrow(d, 0, 1), value.narrow(d, 0, 1)
+    return target, value
 
 
 _VALUE_CHANGED = (
@@ -610,6 +613,13 @@ def _output_getter(program: TracedProgram, spec: Any) -> Callable[[Sequence, Seq
 
 
 def _copy_back(inputs: list, values: Sequence) -> None:
+    if any(map(_overlaps_itself, inputs)):
+        pairs = [_compact(t, v) if _overlaps_itself(t) else (t, v) for t, v in zip(inputs, values)]
+        inputs, values = [t for t, _ in pairs], [v for _, v in pairs]
+    _copy_pairs(inputs, values)
+
+
+def _copy_pairs(inputs: list, values: Sequence) -> None:
     """`input.copy_(value)` for each mutated input; on the GPU the pairs of one dtype go
     in one multi-tensor launch (a BatchNorm model's running statistics: two launches
     instead of three per layer). On the CPU, plain tensors go in one `_foreach_copy_`

@@ -31,7 +31,13 @@ from aot_autograd.kernel_checks import check_kernel_accepts, checks_values
 from aot_autograd.mutations import functional_variant, mutated_arguments
 from aot_autograd.symbolic import SizeNodes
 from aot_autograd.value_assertions import ValueAssertion
-from aot_autograd.views import ViewStep, normalized_args, replay, scatter_into_parent
+from aot_autograd.views import (
+    ViewStep,
+    merge_aliases,
+    normalized_args,
+    replay,
+    scatter_into_parent,
+)
 
 __all__ = ["AtenTracer", "BaseState", "GraphRecorder", "TensorRecord"]
 
@@ -119,6 +125,30 @@ def _is_dense(t: torch.Tensor) -> bool:
             return False
         expected *= size
     return True
+
+
+def _aliased_dims(geometry: tuple) -> list[int]:
+    """Dims of a (shape, stride, offset) geometry whose elements share memory (stride 0)."""
+    if not geometry:
+        return []
+    shape, stride, _ = geometry
+    return [
+        d
+        for d, (n, step) in enumerate(zip(shape, stride))
+        if isinstance(n, int) and isinstance(step, int) and step == 0 and n > 1
+    ]
+
+
+def _symbolic_aliased_dims(geometry: tuple) -> list[int]:
+    """Dims of stride 0 whose size is symbolic (never 0 or 1: those are specialized)."""
+    if not geometry:
+        return []
+    shape, stride, _ = geometry
+    return [
+        d
+        for d, (n, step) in enumerate(zip(shape, stride))
+        if isinstance(n, torch.SymInt) and isinstance(step, int) and step == 0
+    ]
 
 
 def _keyword_only(op: Any, kwargs: dict) -> dict:
@@ -569,10 +599,38 @@ class GraphRecorder:
             raw = child
             if base.geometry:
                 child = self._in_layout_of(base.geometry[0], base.geometry[1], child)
+        merged = any(step.op is aten.expand.default for step in record.chain)
+        if base.input_index is not None and _symbolic_aliased_dims(base.geometry):
+            raise UnsupportedMutationError(
+                f"an in-place op writes into input {base.input_index}, an expanded tensor of "
+                "symbolic size whose elements share memory; functionalization merges such "
+                "writes for static sizes only: pass a .clone() of it, or mark its sizes static"
+            )
+        if base.input_index is not None and _aliased_dims(base.geometry):
+            child = raw = self._merged_into_input(base, child)
+            merged = True
         base.written = raw if raw is not child else None
         base.node = child
         base.version += 1
         record.node, record.version = new_value, base.version
+        if merged:  # the aliases of a location now agree: `t` is read again from its base
+            record.version = base.version - 1
+
+    def _merged_into_input(self, base: BaseState, value: fx.Node) -> fx.Node:
+        """`value`, written into an expanded input, with each memory location's aliases
+        agreeing (see views.merge_aliases): what later reads of the input see, and what
+        is copied back into the caller's memory."""
+        compact = base.node
+        shape = list(base.geometry[0])
+        for d in _aliased_dims(base.geometry):
+            compact = self.emit(aten.slice.Tensor, (compact, d, 0, 1, 1))
+        merged = merge_aliases(self.emit, compact, value)
+        expanded = self.emit(aten.expand.default, (merged, shape))
+        # NOTE: a copy: a compiler may lay out views of it apart from their traced
+        # strides, and a copy into the traced (overlapping) strides is refused.
+        return self.emit(
+            aten.clone.default, (expanded,), {"memory_format": torch.contiguous_format}
+        )
 
     def _in_layout_of(self, shape: tuple, stride: tuple, value: fx.Node) -> fx.Node:
         """`value` with the strides of the tensor it is written into (`shape`, `stride`).
@@ -611,6 +669,79 @@ def _is_dense_layout(sizes_and_strides: list[tuple[int, int]]) -> bool:
     return True
 
 
+# In-place ops whose eager kernels write into a tensor whose elements share memory (an
+# expanded tensor): each writes one value to all the aliases it touches. Eager refuses
+# every other in-place op there.
+_WRITES_INTO_OVERLAP = frozenset(
+    {
+        aten.fill_.Scalar,
+        aten.zero_.default,
+        aten.masked_fill_.Scalar,
+        aten.masked_fill_.Tensor,
+        aten.index_fill_.int_Scalar,
+        aten.index_fill_.int_Tensor,
+        aten.index_put_.default,
+        aten._index_put_impl_.default,
+    }
+)
+_OVERLAP_REFUSED = (
+    "unsupported operation: more than one element of the written-to tensor refers to a "
+    "single memory location. Please clone() the tensor before performing the operation."
+)
+
+
+_INDEX_PUTS = (aten.index_put_.default, aten._index_put_impl_.default)
+
+
+def _check_index_put_into_overlap(func: Any, args: tuple, kwargs: dict) -> None:
+    """`index_put_` into an expanded tensor: eager writes (or adds) each value in turn to
+    the memory its index names, so aliases written with different values, or added to,
+    depend on eager's order; supported where all writes put one value (`x[mask] = 0`)."""
+    values = normalized_args(func, args, kwargs)
+    target, source, accumulate = values[0], values[2], values[3]
+    if not _aliased_dims(_geometry(target)) and not _symbolic_aliased_dims(_geometry(target)):
+        return
+    if _has_no_elements(target) or (not accumulate and source.numel() == 1):
+        return
+    raise UnsupportedMutationError(
+        f"{func} writes {'sums' if accumulate else 'several values'} into an expanded tensor "
+        "(elements sharing memory), where eager's result depends on the order of its writes; "
+        "functionalization supports writing one value only: call .clone() on the expanded "
+        "tensor before writing to it"
+    )
+
+
+def _check_no_overlapping_write(func: Any, args: tuple, kwargs: dict) -> None:
+    """Raise eager's error for an in-place op writing into a tensor whose elements share
+    memory (a stride 0 on a dim of size above 1), unless eager's kernel allows it."""
+    if func in _INDEX_PUTS:
+        _check_index_put_into_overlap(func, args, kwargs)
+        return
+    if func in _WRITES_INTO_OVERLAP or not isinstance(func, torch._ops.OpOverload):
+        return
+    positions = mutated_arguments(func)
+    if not positions:
+        return
+    values = normalized_args(func, args, kwargs)
+    names = [a.name for a in func._schema.arguments]
+    for i in positions:
+        t = values[i] if i < len(values) else kwargs.get(names[i])
+        if not isinstance(t, torch.Tensor):
+            continue
+        if not _aliased_dims(_geometry(t)) and not _symbolic_aliased_dims(_geometry(t)):
+            continue
+        if _has_no_elements(t):  # eager checks nothing where nothing is written
+            continue
+        if func in _RESIZE_OPS or func._schema.name in ("aten::set_", "aten::detach_"):
+            return
+        try:
+            if functional_variant(func).changes_view:  # squeeze_ and friends: no data
+                return
+        except UnsupportedMutationError:
+            pass
+        raise UnsupportedMutationError(_OVERLAP_REFUSED)
+
+
 class AtenTracer(TorchDispatchMode):
     """Records every ATen call into `recorder`, applying `decompositions` recursively."""
 
@@ -644,6 +775,7 @@ class AtenTracer(TorchDispatchMode):
         if self._decomposing:
             return self._dispatch(func, args, kwargs)
         check_kernel_accepts(func, args, kwargs)
+        _check_no_overlapping_write(func, args, kwargs)
         out = self._dispatch(func, args, kwargs)
         if checks_values(func, out):
             first = out[0] if isinstance(out, (tuple, list)) and out else out
@@ -762,6 +894,8 @@ class AtenTracer(TorchDispatchMode):
         if decomposition is None or not form.self_result or form.changes_view:
             return NotImplemented
         target = args[0]
+        if _aliased_dims(_geometry(target)):  # expanded: eager's kernel writes it (fill_)
+            return NotImplemented
         self._decomposing += 1
         try:
             with self, _autocast_off():

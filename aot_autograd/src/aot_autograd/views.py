@@ -17,7 +17,7 @@ from torch.fx import Node
 
 from aot_autograd.errors import UnsupportedMutationError
 
-__all__ = ["ViewStep", "VIEW_INVERSES", "normalized_args", "Emit"]
+__all__ = ["ViewStep", "VIEW_INVERSES", "normalized_args", "merge_aliases", "Emit"]
 
 aten = torch.ops.aten
 
@@ -129,13 +129,82 @@ def _view_as_complex(emit: Emit, parent: Node, child: Node, step: ViewStep) -> N
     return emit(aten.view_as_real.default, (child,))
 
 
+def _aliased_dims(compact_shape: tuple, shape: tuple) -> list[int]:
+    """Dims of `shape` whose elements share memory: size 1 in `compact_shape` (same rank)."""
+    return [d for d, (c, n) in enumerate(zip(compact_shape, shape)) if c == 1 and n != 1]
+
+
+def merge_aliases(emit: Emit, compact: Node, child: Node) -> Node:
+    """The new value of `compact`'s memory after its expansion was overwritten with `child`.
+
+    `child` has the expanded shape, `compact` the same rank with size 1 on the dims the
+    expansion repeats. Each memory location takes the value of an element of `child`
+    that differs from the location's old value (eager's writes into an expanded tensor
+    write one value to all the aliases they touch: `fill_`, `masked_fill_`, a slice
+    holding one alias of each location), else keeps its old value.
+    """
+    shape = tuple(child.meta["val"].shape)
+    compact_shape = tuple(compact.meta["val"].shape)
+    if any(isinstance(s, torch.SymInt) for s in (*shape, *compact_shape)):
+        raise UnsupportedMutationError(
+            "an in-place op writes through an expanded tensor of symbolic size, whose "
+            "elements share memory; functionalization merges such writes for static sizes "
+            "only: call .clone() on the expanded tensor before writing to it"
+        )
+    dims = _aliased_dims(compact_shape, shape)
+    if not dims:
+        return child
+    old = emit(aten.expand.default, (compact, list(shape)))
+    same = emit(aten.eq.Tensor, (child, old))
+    if child.meta["val"].is_floating_point():
+        # NaN equals NaN here, and -0.0 differs from 0.0: a written -0.0 is kept
+        signs = emit(aten.eq.Tensor, (emit(aten.signbit.default, (child,)),
+                                      emit(aten.signbit.default, (old,))))  # fmt: skip
+        same = emit(aten.logical_and.default, (same, signs))
+        nans = emit(aten.logical_and.default, (emit(aten.isnan.default, (child,)),
+                                               emit(aten.isnan.default, (old,))))  # fmt: skip
+        same = emit(aten.logical_or.default, (same, nans))
+    changed = emit(aten.logical_not.default, (same,))
+    keep = [d for d in range(len(shape)) if d not in dims]
+    order = keep + dims
+    flat = [shape[d] for d in keep] + [_numel_of(shape[d] for d in dims)]
+
+    def flattened(node: Node, sizes: list) -> Node:
+        moved = emit(aten.permute.default, (node, order))
+        moved = emit(aten.clone.default, (moved,), {"memory_format": torch.contiguous_format})
+        return emit(aten.view.default, (moved, sizes))
+
+    changed = flattened(changed, flat)
+    which = emit(aten._to_copy.default, (changed,), {"dtype": torch.int32})
+    first = emit(aten.argmax.default, (which, -1, True))
+    picked = emit(aten.gather.default, (flattened(child, flat), -1, first))
+    written = emit(aten.any.dim, (changed, -1, True))
+    before = flattened(compact, [*flat[:-1], 1])
+    merged = emit(aten.where.self, (written, picked, before))
+    merged = emit(aten.view.default, (merged, [shape[d] for d in keep] + [1] * len(dims)))
+    inverse = [order.index(d) for d in range(len(shape))]
+    merged = emit(aten.permute.default, (merged, inverse))
+    return emit(aten.clone.default, (merged,), {"memory_format": torch.contiguous_format})
+
+
+def _numel_of(sizes: Any) -> int:
+    count = 1
+    for size in sizes:
+        count *= size
+    return count
+
+
 def _expand(emit: Emit, parent: Node, child: Node, step: ViewStep) -> Node:
-    raise UnsupportedMutationError(
-        "an in-place op writes through an expanded view, whose elements share memory; eager "
-        'refuses most such writes ("unsupported operation: more than one element of the '
-        'written-to tensor refers to a single memory location"), and functionalization '
-        "replays none: call .clone() on the expanded tensor before writing to it"
-    )
+    parent_shape = tuple(step.parent_shape)
+    shape = tuple(child.meta["val"].shape)
+    lead = len(shape) - len(parent_shape)
+    compact = parent
+    if lead:  # dims expand adds in front: size 1 in the compact form
+        compact = emit(aten.view.default, (parent, [1] * lead + list(parent_shape)))
+    merged = merge_aliases(emit, compact, child)
+    if lead:
+        merged = emit(aten.view.default, (merged, list(parent_shape)))
+    return merged
 
 
 # view op -> inverse(emit, parent_value, new_child_value, step) -> new parent value.

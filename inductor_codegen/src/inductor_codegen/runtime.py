@@ -119,6 +119,15 @@ def ensure_layout(tensor: torch.Tensor | None, size: tuple, stride: tuple) -> to
     if tensor.numel() <= 1 or _same_strides(tensor, size, stride):
         return tensor
     out = torch.empty_strided(size, stride, dtype=tensor.dtype, device=tensor.device)
+    expanded = [d for d, (n, step) in enumerate(zip(size, stride)) if step == 0 and n > 1]
+    if expanded:
+        # An expanded layout (the traced value repeats along these dims, so their
+        # elements agree): one element of each goes into the memory they share.
+        target = out
+        for d in expanded:
+            target, tensor = target.narrow(d, 0, 1), tensor.narrow(d, 0, 1)
+        target.copy_(tensor)
+        return out
     return out.copy_(tensor)
 
 
