@@ -41,7 +41,12 @@ from guards.guard_pruning import drop_implied
 from guards.logs import artifact_enabled, artifact_logger
 from guards.module_tree import ModuleTreeGuard, split_module_trees
 from guards.sources import Source
-from guards.tensor_guards import NoTensorAliasingGuard, TensorMatchGuard, with_real_examples
+from guards.tensor_guards import (
+    NoTensorAliasingGuard,
+    TensorMatchGuard,
+    with_real_examples,
+    without_example,
+)
 
 __all__ = ["CompiledGuards", "GuardSet"]
 
@@ -317,6 +322,8 @@ class GuardSet:
         if guard_filter_fn is not None:
             return self.filter(guard_filter_fn).compile(name=name)
         guards = _with_module_classes(with_real_examples(self.ordered()))
+        # NOTE: the compiled guards keep no tensor they were built on (see tensor_guards.held).
+        guards = [without_example(guard) for guard in guards]
         checked, trees = _module_trees(guards, name)
         implied = drop_implied(checked)
         # NOTE: no counter in the header: equal guard sets share one content-named file.
