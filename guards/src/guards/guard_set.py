@@ -261,9 +261,13 @@ class GuardSet:
         """
         return self.add(TensorMatchGuard.of(source, tensor, dynamic_dims, trust_identity))
 
-    def add_nn_module(self, source: Source, module: torch.nn.Module) -> Guard:
-        """Guard that `source` is this very module, in the same training mode."""
-        return self.add(NNModuleGuard.of(source, module))
+    def add_nn_module(
+        self, source: Source, module: torch.nn.Module, *, training: bool = True
+    ) -> Guard:
+        """Guard that `source` is this very module (of its class), in the same training
+        mode unless `training=False` (then a guard on a read of `m.training` stands for
+        it: see NNModuleGuard)."""
+        return self.add(NNModuleGuard.of(source, module, training=training))
 
     def add_global_state(self) -> Guard:
         """Guard grad mode, inference mode, autocast, determinism and default dtype as now."""
