@@ -28,12 +28,12 @@ class FakeTensorConverter:
         # id(real) -> (the real tensor, its fake).
         # NOTE: the real tensor is held strongly, not by a weak reference: a weak reference
         # makes `torch.utils.swap_tensors` refuse the tensor (module.to() with
-        # swap_module_params_on_conversion, FSDP2-style parameter swaps). It keeps no more
-        # user memory alive than `_storages`, which already holds each real storage for
-        # the mode's life; holding the object keeps its id from being reused, and the
-        # entry is taken only for that very object (`is`). Capture drops them once its
-        # entry is compiled (`forget_real_tensors`), so a compiled entry, which keeps
-        # its fakes and so this converter, keeps no user tensor alive through it.
+        # swap_module_params_on_conversion, FSDP2-style parameter swaps). While a compile
+        # runs it keeps no more user memory alive than `_storages`, which holds each real
+        # storage; holding the object keeps its id from being reused, and the entry is
+        # taken only for that very object (`is`). Capture drops both once its entry is
+        # compiled (`forget_real_tensors`), so a compiled entry, which keeps its fakes
+        # and so this converter, keeps no user tensor or storage alive through it.
         self._fakes: dict[int, tuple[torch.Tensor, FakeTensor]] = {}
         # storage key -> (the real storage, kept alive so its key stays unique; the meta storage)
         self._storages: dict[int, tuple[torch.UntypedStorage, torch.UntypedStorage]] = {}
@@ -42,11 +42,13 @@ class FakeTensorConverter:
         return len(self._fakes)
 
     def forget_real_tensors(self) -> None:
-        """Drop the real tensors converted so far (once a compile is done with them).
+        """Drop the real tensors and storages converted so far (once a compile is done
+        with them), so that fakes kept by a compiled entry keep no user memory alive.
 
-        A later `from_real` of one of them makes a new fake (on the same meta storage).
+        A later `from_real` of one of them makes a new fake, on a new meta storage.
         """
         self._fakes.clear()
+        self._storages.clear()
 
     def pairs(self) -> list[tuple[torch.Tensor, FakeTensor]]:
         """(real tensor, its fake) for each tensor converted so far."""

@@ -16,6 +16,7 @@ gives eager's values, recompiling where the tensor's metadata changed.
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 
 import pytest
@@ -115,3 +116,21 @@ def test_compiled_entry_keeps_no_input_or_parameter_alive():
     del model, x
     gc.collect()
     assert all(ref() is None for ref in dead)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_compiled_entry_keeps_no_input_storage_alive(dynamic):
+    import numpy as np
+
+    def f(module, t):
+        return module(t).sin() + 1
+
+    # the storage of a tensor made by from_numpy holds the array: it is freed with it
+    array = np.ones((64, 4), dtype=np.float32)
+    alone = sys.getrefcount(array)
+    model, x = _model(), torch.from_numpy(array)
+    compiled = ember.compile(f, backend="eager", dynamic=dynamic)
+    assert_close(compiled(model, x), f(model, x))
+    del x
+    gc.collect()
+    assert sys.getrefcount(array) == alone
