@@ -11,6 +11,7 @@ import torch
 from guardcheck import check_both
 
 from guards import (
+    AttrSource,
     DictKeysGuard,
     EqualsGuard,
     GlobalSource,
@@ -225,6 +226,22 @@ def test_set_items_guard_compares_other_objects_by_identity():
     ok, why = _both(guards, {"s": {second, int}})
     assert not ok and "items mismatch" in why
     assert not _both(guards, {"s": {first, float}})[0]
+
+
+def test_nn_module_guard_without_training_flag_leaves_it_to_a_guard_on_its_read():
+    model = torch.nn.Dropout()
+    source = NNModuleSource(LocalSource("m"))
+    unread = GuardSet()
+    unread.add_nn_module(source, model, training=False)
+    read = GuardSet()
+    read.add_nn_module(source, model, training=False)
+    read.add_equals(AttrSource(source, "training"), True)
+    assert "implied by others" not in read.compile().source
+    model.eval()
+    assert _both(unread, {"m": model}) == (True, None)
+    ok, why = _both(read, {"m": model})
+    assert not ok and "training" in why
+    assert not _both(unread, {"m": torch.nn.Dropout()})[0]
 
 
 def test_nn_module_guard():

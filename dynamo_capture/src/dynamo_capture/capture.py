@@ -936,6 +936,7 @@ def compile_entry(
     compiled = _call_backend(backend, frame) if calls_graph else None
     backend_seconds = time.perf_counter() - start
     guards = frame.ctx.guards.compile(guard_filter_fn, name=frame.target.name)
+    frame.ctx.fake_mode.converter.forget_real_tensors()  # the entry keeps the fakes
     entry = make_entry(frame, guards, compiled if calls_graph else _NO_GRAPH)
     entry.artifacts.capture_seconds = frame.capture_seconds
     entry.artifacts.backend_seconds = backend_seconds

@@ -136,7 +136,9 @@ class FrameGuards:
 
     def id_match(self, source: Source, value: Any) -> None:
         if isinstance(value, torch.nn.Module):
-            self.guard_set.add_nn_module(source, value)
+            # NOTE: the training flag is guarded where capture reads it (an EQUALS_MATCH
+            # on `m.training`), so `eval()` recompiles only graphs that depend on it.
+            self.guard_set.add_nn_module(source, value, training=False)
         else:
             self.guard_set.add_id(source, value)
 

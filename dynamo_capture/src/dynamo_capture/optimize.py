@@ -590,6 +590,7 @@ class CompiledCallable:
             return result  # a part that stops (a loop body) ends in (END, *locals)
 
         guards = contexts[0].guards.compile(name=self.frame.name)
+        _forget_real_tensors(contexts)
         artifacts = CaptureArtifacts(
             "", guards.source, describe_split(plan, parts), graph_break_reason=str(error)
         )
@@ -656,6 +657,7 @@ class CompiledCallable:
             return stage(*result[1:])
 
         guards = contexts[0].guards.compile(name=self.frame.name)
+        _forget_real_tensors(contexts)
         artifacts = CaptureArtifacts(
             "", guards.source, f"branch at offset {plan.jump}", graph_break_reason=str(error)
         )
@@ -914,3 +916,10 @@ def reset() -> None:
     for compiled in list(_live):
         compiled.reset()
     forget_warnings()
+
+
+def _forget_real_tensors(contexts: list[Any]) -> None:
+    """The captures' fake modes drop their real tensors: the entry is compiled (see
+    FakeTensorConverter.forget_real_tensors)."""
+    for ctx in contexts:
+        ctx.fake_mode.converter.forget_real_tensors()

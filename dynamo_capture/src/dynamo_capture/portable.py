@@ -60,7 +60,7 @@ from guards import (
 from guards.fake_tensor import FakeTensor, FakeTensorMode
 from guards.guard_kinds import Guard, IdGuard, NNModuleGuard
 from guards.sources import HeldObjectSource, Source
-from guards.tensor_guards import TensorMatchGuard
+from guards.tensor_guards import TensorMatchGuard, held
 
 __all__ = [
     "CaptureCache",
@@ -627,7 +627,7 @@ def decode_guard(data: Any, read: Any) -> Guard:
         if guard.trust_identity:  # the identity check trusts the tensor seen at install
             tensor = read(guard.source)
             if isinstance(tensor, torch.Tensor) and guard.failure(tensor) is None:
-                guard = dataclasses.replace(guard, example=weakref.ref(tensor))
+                guard = dataclasses.replace(guard, example=held(tensor))
         return guard
     return cls(**values)
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils._mode_utils import no_dispatch
-from torch.utils.weak import WeakIdKeyDictionary
 
 from guards.errors import FakeTensorError
 
@@ -26,12 +25,34 @@ class FakeTensorConverter:
     """Memoizing real -> fake conversion for one `FakeTensorMode`."""
 
     def __init__(self) -> None:
-        self._fakes: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        # id(real) -> (the real tensor, its fake).
+        # NOTE: the real tensor is held strongly, not by a weak reference: a weak reference
+        # makes `torch.utils.swap_tensors` refuse the tensor (module.to() with
+        # swap_module_params_on_conversion, FSDP2-style parameter swaps). While a compile
+        # runs it keeps no more user memory alive than `_storages`, which holds each real
+        # storage; holding the object keeps its id from being reused, and the entry is
+        # taken only for that very object (`is`). Capture drops both once its entry is
+        # compiled (`forget_real_tensors`), so a compiled entry, which keeps its fakes
+        # and so this converter, keeps no user tensor or storage alive through it.
+        self._fakes: dict[int, tuple[torch.Tensor, FakeTensor]] = {}
         # storage key -> (the real storage, kept alive so its key stays unique; the meta storage)
         self._storages: dict[int, tuple[torch.UntypedStorage, torch.UntypedStorage]] = {}
 
     def __len__(self) -> int:
         return len(self._fakes)
+
+    def forget_real_tensors(self) -> None:
+        """Drop the real tensors and storages converted so far (once a compile is done
+        with them), so that fakes kept by a compiled entry keep no user memory alive.
+
+        A later `from_real` of one of them makes a new fake, on a new meta storage.
+        """
+        self._fakes.clear()
+        self._storages.clear()
+
+    def pairs(self) -> list[tuple[torch.Tensor, FakeTensor]]:
+        """(real tensor, its fake) for each tensor converted so far."""
+        return list(self._fakes.values())
 
     def meta_storage(self, tensor: torch.Tensor) -> torch.UntypedStorage:
         """The meta storage standing for `tensor`'s storage (one per real storage)."""
@@ -68,7 +89,8 @@ class FakeTensorConverter:
                 )
             return tensor
         _check_convertible(tensor)
-        hit = self._fakes.get(tensor)
+        held = self._fakes.get(id(tensor))
+        hit = held[1] if held is not None and held[0] is tensor else None
         if hit is not None and hit.meta._has_symbolic_sizes_strides:
             return hit  # NOTE: comparing symbolic sizes with real ones would record guards
         if hit is not None and _same_metadata(hit, tensor):
@@ -99,7 +121,7 @@ class FakeTensorConverter:
                 is_parameter=isinstance(tensor, torch.nn.Parameter),
             )
         fake.source = source
-        self._fakes[tensor] = fake
+        self._fakes[id(tensor)] = (tensor, fake)
         return fake
 
 

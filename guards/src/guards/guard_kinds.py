@@ -461,10 +461,17 @@ class HasAttrGuard(Guard):
 @dataclass(frozen=True, slots=True)
 class NNModuleGuard(Guard):
     """The same nn.Module object as at compile time, of the same class (`__class__` can
-    be assigned), in the same training mode."""
+    be assigned), and, where `training` is not None, in that training mode.
+
+    Capture builds it with `training=False` (flag unchecked): a module whose forward
+    behaviour depends on the flag reads `self.training` while it is captured (its own
+    forward, `F.dropout(x, training=self.training)`, BatchNorm and Dropout), and that
+    read is guarded by an EQUALS_MATCH on `m.training`, so `model.eval()` recompiles
+    only the graphs that read the flag (as torch.compile does).
+    """
 
     object_id: int
-    training: bool
+    training: bool | None
     ref: Callable[[], Any] = field(compare=False, repr=False)
     module_type: type | None = field(default=None, compare=False, repr=False)
 
@@ -474,9 +481,11 @@ class NNModuleGuard(Guard):
     module_state: ClassVar[bool] = True
 
     @classmethod
-    def of(cls, source: Source, module: torch.nn.Module) -> NNModuleGuard:
-        """The guard for `module` as seen at `source` (identity and training flag)."""
-        return cls(source, id(module), bool(module.training), _reference(module), type(module))
+    def of(cls, source: Source, module: torch.nn.Module, *, training: bool = True) -> NNModuleGuard:
+        """The guard for `module` as seen at `source`: its identity and class, and its
+        training flag unless `training=False` (see the class)."""
+        flag = bool(module.training) if training else None
+        return cls(source, id(module), flag, _reference(module), type(module))
 
     def failure(self, value: Any) -> str | None:
         expected = self.ref()
@@ -489,7 +498,7 @@ class NNModuleGuard(Guard):
                 f"module {self.source.name!r} class changed: expected "
                 f"{_type_name(self.module_type)}, actual {_type_name(type(value))}"
             )
-        if value.training is not self.training:
+        if self.training is not None and value.training is not self.training:
             return (
                 f"module {self.source.name!r} training flag mismatch: expected "
                 f"{self.training}, actual {value.training}"
@@ -501,7 +510,9 @@ class NNModuleGuard(Guard):
         check = f"{name} is {code.const(self.ref, 'module')}()"
         if self.module_type is not None:
             check += f" and type({name}) is {code.const(self.module_type, 'type')}"
-        return [(self.rank, f"{check} and {name}.training is {self.training}")]
+        if self.training is not None:
+            check += f" and {name}.training is {self.training}"
+        return [(self.rank, check)]
 
     @property
     def has_value(self) -> bool:

@@ -41,7 +41,12 @@ from guards.guard_pruning import drop_implied
 from guards.logs import artifact_enabled, artifact_logger
 from guards.module_tree import ModuleTreeGuard, split_module_trees
 from guards.sources import Source
-from guards.tensor_guards import NoTensorAliasingGuard, TensorMatchGuard, with_real_examples
+from guards.tensor_guards import (
+    NoTensorAliasingGuard,
+    TensorMatchGuard,
+    with_real_examples,
+    without_example,
+)
 
 __all__ = ["CompiledGuards", "GuardSet"]
 
@@ -256,9 +261,13 @@ class GuardSet:
         """
         return self.add(TensorMatchGuard.of(source, tensor, dynamic_dims, trust_identity))
 
-    def add_nn_module(self, source: Source, module: torch.nn.Module) -> Guard:
-        """Guard that `source` is this very module, in the same training mode."""
-        return self.add(NNModuleGuard.of(source, module))
+    def add_nn_module(
+        self, source: Source, module: torch.nn.Module, *, training: bool = True
+    ) -> Guard:
+        """Guard that `source` is this very module (of its class), in the same training
+        mode unless `training=False` (then a guard on a read of `m.training` stands for
+        it: see NNModuleGuard)."""
+        return self.add(NNModuleGuard.of(source, module, training=training))
 
     def add_global_state(self) -> Guard:
         """Guard grad mode, inference mode, autocast, determinism and default dtype as now."""
@@ -317,6 +326,8 @@ class GuardSet:
         if guard_filter_fn is not None:
             return self.filter(guard_filter_fn).compile(name=name)
         guards = _with_module_classes(with_real_examples(self.ordered()))
+        # NOTE: the compiled guards keep no tensor they were built on (see tensor_guards.held).
+        guards = [without_example(guard) for guard in guards]
         checked, trees = _module_trees(guards, name)
         implied = drop_implied(checked)
         # NOTE: no counter in the header: equal guard sets share one content-named file.

@@ -1,7 +1,7 @@
 """One guard for a module tree, whose full check runs only after the tree may have changed.
 
-An entry compiled from `model(x)` holds guards on every submodule (identity,
-training flag, no hooks, no `forward` of its own), on its attributes
+An entry compiled from `model(x)` holds guards on every submodule (identity, the
+training flag where capture read it, no hooks, no `forward` of its own), on its attributes
 (`conv.stride == (1, 1)`), on the keys of each `_modules`, and a tensor match on
 every parameter and buffer: checked one by one, that costs time in proportion
 to the depth of the model on every call. `split_module_trees` takes those

@@ -11,7 +11,6 @@ dynamic dimension: it is not checked here (the shape environment checks it).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
@@ -21,7 +20,14 @@ import torch
 from guards.guard_kinds import Guard, GuardCode, _type_name
 from guards.sources import Source
 
-__all__ = ["NoTensorAliasingGuard", "TensorMatchGuard", "strides_match", "with_real_examples"]
+__all__ = [
+    "NoTensorAliasingGuard",
+    "TensorMatchGuard",
+    "held",
+    "strides_match",
+    "with_real_examples",
+    "without_example",
+]
 
 _CPU = torch.device("cpu")
 
@@ -50,6 +56,26 @@ def _dead() -> None:
     return None
 
 
+def held(tensor: Any) -> Callable[[], Any]:
+    """`example` for a guard built on `tensor`: a strong reference, not a weak one.
+
+    NOTE: a weak reference on a tensor makes `torch.utils.swap_tensors` refuse it (and
+    with it `module.to()` under `set_swap_module_params_on_conversion(True)` and
+    FSDP2-style parameter swaps). The example is needed only while the guard set is
+    built and filtered (guard filters see it as `entry.value`); `GuardSet.compile`
+    keeps its guards without it (`without_example`), so no compiled entry keeps a
+    user's tensor alive through its guards.
+    """
+    return lambda: tensor
+
+
+def without_example(guard: Any) -> Any:
+    """`guard`, without the tensor it was built on (see `held`)."""
+    if isinstance(guard, TensorMatchGuard) and guard.example is not _dead:
+        return replace(guard, example=_dead)
+    return guard
+
+
 @dataclass(frozen=True, slots=True)
 class TensorMatchGuard(Guard):
     """A tensor with the same class, dtype, device, requires_grad, sizes and strides.
@@ -58,8 +84,8 @@ class TensorMatchGuard(Guard):
     FakeTensor); `dynamic_dims` leaves those sizes unchecked.
 
     `trust_identity` marks a guard whose value is a parameter or buffer (the
-    default for nn.Parameter values and parameter/buffer sources), whose real
-    tensor it keeps (`value`). Its check is the full one: the very object seen at
+    default for nn.Parameter values and parameter/buffer sources), built on the
+    real tensor (a fake's is found when the set is compiled). Its check is the full one: the very object seen at
     compile time is not trusted, since `requires_grad_()`, `module.half()`,
     `.data = other` and in-place `t_()` / `set_()` change requires_grad, dtype,
     device, sizes or strides of the same object (`.data = ` and
@@ -113,16 +139,13 @@ class TensorMatchGuard(Guard):
             strides: tuple[int | None, ...] = tuple(None for _ in tensor.stride())
         else:
             strides = tuple(int(s) for s in tensor.stride())
-        try:
-            example: Callable[[], Any] = weakref.ref(tensor)
-        except TypeError:
-            example = _dead
+        example = held(tensor)
         if trust_identity is None:
             trust_identity = tensor_type is torch.nn.Parameter or isinstance(
                 source, ParamBufferSource
             )
         # NOTE: a fake's real tensor is found when the set is compiled (with_real_examples).
-        trust = bool(trust_identity) and not isinstance(tensor, FakeTensor) and example is not _dead
+        trust = bool(trust_identity) and not isinstance(tensor, FakeTensor)
         return cls(
             source,
             tensor_type,
@@ -268,7 +291,7 @@ def with_real_examples(guards: list[Any]) -> list[Any]:
             fake = guard.example()
             real = _real_of(fake, reals) if isinstance(fake, FakeTensor) else None
             if real is not None and guard.failure(real) is None:
-                guard = replace(guard, trust_identity=True, example=weakref.ref(real))
+                guard = replace(guard, trust_identity=True, example=held(real))
         result.append(guard)
     return result
 
@@ -278,7 +301,7 @@ def _real_of(fake: Any, reals: dict[int, tuple[Any, dict[int, Any]]]) -> Any:
     converter = fake.fake_mode.converter
     entry = reals.get(id(converter))
     if entry is None:
-        index = {id(made): real for real, made in converter._fakes.items()}
+        index = {id(made): real for real, made in converter.pairs()}
         entry = reals[id(converter)] = (converter, index)
     return entry[1].get(id(fake))
 

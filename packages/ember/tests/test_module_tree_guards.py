@@ -432,7 +432,7 @@ CHANGES = [
     (_plain_attribute_read_in_forward, 1),
     (_forward_on_the_instance, 1),
     (_class_of_a_submodule_reassigned, 1),
-    (_train_mode, 1),
+    (_train_mode, 0),  # no Leaf reads `training`: its flag is not guarded (as in torch)
     (_forward_hook, 1),
     (_forward_hook_written_by_hand, 1),
     (_forward_pre_hook, 1),
