@@ -54,3 +54,16 @@ def test_nan_computed_in_the_kernel_casts_to_narrow_integers_as_eager(to):
         return (masked // masked).to(to), (x * 1e10).to(to)
 
     check(f, torch.tensor([0.5, -0.25, 0.0, 2.0, -3.0] * 13))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("to", [torch.int32, torch.int64, torch.int16])
+@pytest.mark.parametrize("size", [1, 67], ids=["one", "many"])
+def test_integer_zero_from_a_negative_fraction_is_a_positive_zero(dtype, to, size):
+    # (float)(int)x folded to trunc(x) would be -0.0 for x in (-1, 0): 1 / it gives -inf
+    def f(x, y):
+        return y / x.to(to), torch.atan2(x.to(to).to(x.dtype), y)
+
+    x = torch.linspace(-0.9, 0.9, size, dtype=dtype)
+    y = torch.linspace(-2.0, 3.0, size, dtype=dtype)
+    check(f, x, y)

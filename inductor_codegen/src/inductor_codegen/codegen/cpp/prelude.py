@@ -54,8 +54,20 @@ def vector_math_declarations() -> str:
 
 PRELUDE = r"""
 // No floating-point traps: lets gcc if-convert (and so vectorize) loops that
-// compare values computed by a select, such as a ReLU mask.
+// compare values computed by a select, such as a ReLU mask. Without traps gcc also folds
+// (float)(int)x into trunc(x), which is -0.0 for x in (-1, 0) where the int is 0 (a
+// later division by it gives -inf, not inf): an integer conversion's result passes
+// through EMBER_INT_BARRIER, which keeps the fold out; with no such builtin, traps stay.
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_assoc_barrier)
+#define EMBER_INT_BARRIER(v) __builtin_assoc_barrier(v)
+#endif
+#endif
+#ifdef EMBER_INT_BARRIER
 #pragma GCC optimize ("no-trapping-math")
+#else
+#define EMBER_INT_BARRIER(v) (v)
+#endif
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -83,9 +95,9 @@ static inline float ember_round_f16(float f) { return static_cast<float>(static_
 template <typename I, typename F> static inline I ember_float_to_int(F x) {
 #if defined(__x86_64__) || defined(__i386__)
   constexpr F lo = static_cast<F>(std::numeric_limits<I>::min());
-  return (x >= lo && x < -lo) ? static_cast<I>(x) : std::numeric_limits<I>::min();
+  return EMBER_INT_BARRIER((x >= lo && x < -lo) ? static_cast<I>(x) : std::numeric_limits<I>::min());
 #else
-  return static_cast<I>(x);
+  return EMBER_INT_BARRIER(static_cast<I>(x));
 #endif
 }
 // Branch-free (vectorizable: two selects, no `||`); a NaN in either argument wins.
