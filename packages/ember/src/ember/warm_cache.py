@@ -634,14 +634,10 @@ class WarmStartCache:
         if data is None:
             return None
         try:
-            envelope = json.loads(data.decode())
-            text = envelope["payload"]
-            if payload_digest(text.encode()) != envelope["sha256"]:
-                raise ValueError("its checksum does not match its contents")
-            record = json.loads(text)
-            if not isinstance(record, dict) or record.get("key") != key:
+            record = open_envelope(data)
+            if record.get("key") != key:
                 raise ValueError("it is not the entry of this key")
-        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as error:
+        except ENVELOPE_ERRORS as error:
             remote.garbage(f"entry {key}: {error}")
             return None
         try:
@@ -733,3 +729,20 @@ def warm_start_cache(
         return None
     name = getattr(gm, "_ember_name", None) or type(gm).__name__
     return WarmStartCache(parts, options.get("cache_dir"), name)
+
+
+# What a malformed envelope from the remote cache raises in `open_envelope`.
+ENVELOPE_ERRORS = (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError)
+
+
+def open_envelope(data: bytes) -> dict:
+    """The record a remote cache's envelope holds (`{"sha256", "payload"}`), its checksum
+    checked; raises one of ENVELOPE_ERRORS when the bytes are not such an envelope."""
+    envelope = json.loads(data.decode())
+    text = envelope["payload"]
+    if payload_digest(text.encode()) != envelope["sha256"]:
+        raise ValueError("its checksum does not match its contents")
+    record = json.loads(text)
+    if not isinstance(record, dict):
+        raise ValueError("it is not a record")
+    return record

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from dynamo_capture.portable import CaptureCache, NotPortable, frame_fingerprint
-from ember.warm_cache import STATS
+from ember.warm_cache import ENVELOPE_ERRORS, STATS, open_envelope
 from guards import artifact_enabled, artifact_logger
 from guards.cache_root import cache_folder, discard, load_record, payload_digest, store_record
 
@@ -169,14 +169,8 @@ class FileCaptureCache(CaptureCache):
         if data is None:
             return None
         try:
-            envelope = json.loads(data.decode())
-            text = envelope["payload"]
-            if payload_digest(text.encode()) != envelope["sha256"]:
-                raise ValueError("its checksum does not match its contents")
-            record = json.loads(text)
-            if not isinstance(record, dict):
-                raise ValueError("it is not a record")
-        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as error:
+            record = open_envelope(data)
+        except ENVELOPE_ERRORS as error:
             remote.garbage(f"capture record {key}: {error}")
             return None
         path = folder / f"{_digest(json.dumps(record['guards'], sort_keys=True))[:24]}.json"
