@@ -50,6 +50,19 @@ def bool_infix(bitwise, logical):
     return emit
 
 
+def quiet_compare(symbol: str, builtin: str):
+    """An ordered comparison; of floats through gcc's quiet builtin (same result, false
+    when either side is NaN, but no invalid-operation trap), which gcc may evaluate
+    unconditionally, so a loop comparing values computed by selects still vectorizes."""
+
+    def emit(args, dtypes, out):
+        if any(d.is_floating_point for d in dtypes):
+            return f"{builtin}({args[0]}, {args[1]})"
+        return f"({args[0]} {symbol} {args[1]})"
+
+    return emit
+
+
 def templated(fn):
     return lambda args, dtypes, out: f"{fn}<{compute_type(out)}>({', '.join(args)})"
 

@@ -53,19 +53,21 @@ def vector_math_declarations() -> str:
 
 
 PRELUDE = r"""
-// No floating-point traps: lets gcc if-convert (and so vectorize) loops that
-// compare values computed by a select, such as a ReLU mask. Without traps gcc also folds
-// (float)(int)x into trunc(x), which is -0.0 for x in (-1, 0) where the int is 0 (a
-// later division by it gives -inf, not inf): an integer conversion's result passes
-// through EMBER_INT_BARRIER, which keeps the fold out; with no such builtin, traps stay.
+// Floating-point traps stay on. Ordered comparisons of floats are spelled with the
+// quiet builtins (__builtin_isless, ...: the same results, no invalid-operation trap on
+// NaN), so gcc if-converts, and vectorizes, loops comparing values computed by a select
+// (a stored ReLU mask) without turning traps off. Turning them off instead helps gcc 12
+// there but leaves gcc 13 unable to vectorize a chain of NaN-propagating maximums after
+// ReLUs (a max pool over a batch norm), which then runs scalar and branchy, 10x slower.
+// A caller's -fno-trapping-math also lets gcc fold (float)(int)x into trunc(x), which is
+// -0.0 for x in (-1, 0) where the int is 0 (a later division by it gives -inf, not inf):
+// an integer conversion's result passes through EMBER_INT_BARRIER, which keeps the fold out.
 #if defined(__has_builtin)
 #if __has_builtin(__builtin_assoc_barrier)
 #define EMBER_INT_BARRIER(v) __builtin_assoc_barrier(v)
 #endif
 #endif
-#ifdef EMBER_INT_BARRIER
-#pragma GCC optimize ("no-trapping-math")
-#else
+#ifndef EMBER_INT_BARRIER
 #define EMBER_INT_BARRIER(v) (v)
 #endif
 #include <algorithm>
