@@ -489,7 +489,7 @@ def inline_function(
         child.run()
     except ExceptionRaised as error:  # eagerly raised by a later next(), not by the call
         raise raised_ahead(error, f"the generator {child.code.co_name}") from None
-    return IteratorValue(list(child.yielded))
+    return IteratorValue(list(child.yielded), kind="generator")
 
 
 def child_translator(
