@@ -126,6 +126,10 @@ def as_constant(value: Value) -> Any:
             return obj
         if isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType):
             return obj
+        if type(obj).__module__ == "typing" or isinstance(
+            obj, types.GenericAlias | types.UnionType
+        ):
+            return obj  # an annotation (a TypeVar, Callable[[T], Any], list[int]), immutable
         if isinstance(obj, BaseException) and value.source is None:
             return obj  # an exception made while capturing (`str(e)` in an except block)
         raise NotConstant
@@ -241,7 +245,18 @@ def python_type_of(value: Value) -> type:
         return super
     if isinstance(value, CellValue):
         return types.CellType
+    if isinstance(value, IteratorValue) and value.kind in _ITERATOR_TYPES:
+        return _ITERATOR_TYPES[value.kind]
     raise Unsupported(f"the type of a {type(value).__name__} is not known at capture time")
+
+
+# the kinds of IteratorValue whose Python type is known (others: many C iterators)
+_ITERATOR_TYPES: dict[str, type] = {
+    "zip": zip,
+    "map": map,
+    "filter": filter,
+    "generator": types.GeneratorType,
+}
 
 
 # ----- truth -------------------------------------------------------------
