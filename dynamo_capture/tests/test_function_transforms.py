@@ -257,6 +257,66 @@ def _grad_of_list_among_argnums(x, w):
     return torch.func.grad(lambda a, ps: (a * ps[0] * ps[1]).sum(), argnums=(0, 1))(x, [w, w * 2])
 
 
+def _matrix_and_vector():
+    return torch.randn(2, 3), torch.randn(4)
+
+
+def _exp_of_product(a, b):
+    return (a.sum(0) * b[:3]).exp()
+
+
+def _jacrev_of_argnum_tuple(x, y):
+    return torch.func.jacrev(_exp_of_product, argnums=(0, 1))(x, y)
+
+
+def _jacfwd_of_argnum_tuple(x, y):
+    return torch.func.jacfwd(_exp_of_product, argnums=(0, 1))(x, y)
+
+
+def _sin_sum_with_aux(a, b):
+    out = a.sin().sum(0) * b[0]
+    return out, (out.detach() * 2, b.cos())
+
+
+def _jacrev_with_tuple_aux(x, y):
+    return torch.func.jacrev(_sin_sum_with_aux, argnums=(0, 1), has_aux=True)(x, y)
+
+
+def _jacrev_with_aux_of_one_argnum(x, y):
+    return torch.func.jacrev(_sin_sum_with_aux, has_aux=True)(x, y)
+
+
+def _jacfwd_with_dict_aux(x, y):
+    def f(a, b):
+        out = a.sin().sum(0) * b[0]
+        return out, {"norm": out.norm(), "b": b}
+
+    return torch.func.jacfwd(f, argnums=(0, 1), has_aux=True)(x, y)
+
+
+def _jacfwd_with_aux_of_one_argnum(x, y):
+    return torch.func.jacfwd(_sin_sum_with_aux, has_aux=True)(x, y)
+
+
+def _jacrev_of_argnum_tuple_under_no_grad(x, y):
+    with torch.no_grad():
+        return torch.func.jacrev(lambda a, b: a * b[:3], argnums=(0, 1))(x, y)
+
+
+def _jacfwd_of_jacrev_of_argnum_tuple(x, y):
+    inner = torch.func.jacrev(lambda a, b: (a * b[:3]).sum(), argnums=(0, 1))
+    return torch.func.jacfwd(inner, argnums=0)(x, y)
+
+
+def _hessian_of_argnum_tuple(x, y):
+    return torch.func.hessian(lambda a, b: (a.sum(0) * b[:3]).sum(), argnums=(0, 1))(x, y)
+
+
+def _jacrev_of_closure_with_argnum_tuple(x, y):
+    w = y[:3] * 2
+    return torch.func.jacrev(lambda a, b: (a * w).sum(0) * b[:3], argnums=(0, 1))(x, y)
+
+
 TRACED_PROGRAMS = {
     "argnums_pair": (_argnums_pair, lambda: (torch.randn(3), torch.randn(3))),
     "aux_output": (_aux_output, _vector),
@@ -354,6 +414,26 @@ TRACED_PROGRAMS = {
     "vjp_of_input_requiring_grad": (
         lambda x: torch.func.vjp(lambda a: a**2, x)[1](torch.ones_like(x))[0].sum(),
         lambda: (torch.randn(3, requires_grad=True),),
+    ),
+    "jacrev_of_argnum_tuple": (_jacrev_of_argnum_tuple, _matrix_and_vector),
+    "jacfwd_of_argnum_tuple": (_jacfwd_of_argnum_tuple, _matrix_and_vector),
+    "jacrev_of_one_argnum_in_a_tuple": (
+        lambda x, y: torch.func.jacrev(lambda a, b: a.sum() * b, argnums=(1,))(x, y),
+        _matrix_and_vector,
+    ),
+    "jacrev_with_tuple_aux": (_jacrev_with_tuple_aux, _matrix_and_vector),
+    "jacrev_with_aux_of_one_argnum": (_jacrev_with_aux_of_one_argnum, _matrix_and_vector),
+    "jacfwd_with_dict_aux": (_jacfwd_with_dict_aux, _matrix_and_vector),
+    "jacfwd_with_aux_of_one_argnum": (_jacfwd_with_aux_of_one_argnum, _matrix_and_vector),
+    "jacrev_of_argnum_tuple_under_no_grad": (
+        _jacrev_of_argnum_tuple_under_no_grad,
+        _matrix_and_vector,
+    ),
+    "jacfwd_of_jacrev_of_argnum_tuple": (_jacfwd_of_jacrev_of_argnum_tuple, _matrix_and_vector),
+    "hessian_of_argnum_tuple": (_hessian_of_argnum_tuple, _matrix_and_vector),
+    "jacrev_of_closure_with_argnum_tuple": (
+        _jacrev_of_closure_with_argnum_tuple,
+        _matrix_and_vector,
     ),
 }
 

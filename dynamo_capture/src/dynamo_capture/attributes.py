@@ -223,8 +223,9 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
             return PythonValue(type(obj))
         if not hasattr(obj, name):
             raise AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
-        if callable(getattr(obj, name)):
+        if callable(getattr(obj, name)) and callable(inspect.getattr_static(type(obj), name)):
             return BuiltinMethodValue(value, name)
+        # a field (a namedtuple's, which may hold a function): its value
         return tx.ctx.wrap(getattr(obj, name), child)
     if isinstance(obj, type):
         return _type_attr(tx, value, obj, name)

@@ -23,7 +23,7 @@ import torch
 
 from dynamo_capture import side_effects
 from dynamo_capture.attributes import get_attr, set_attr
-from dynamo_capture.errors import Unsupported, raised_by_python
+from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_by_python
 from dynamo_capture.operations import (
     COMPARE,
     NotConstant,
@@ -216,6 +216,10 @@ def _getattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
         if len(args) > 2:
             return args[2]
         raise missing_attribute(tx, args[0], name) from None
+    except ExceptionRaised as raised:  # a __getattr__ the code defines raised it
+        if len(args) > 2 and _is_attribute_error(raised):
+            return args[2]
+        raise
 
 
 @handles(builtins.hasattr)
@@ -225,7 +229,18 @@ def _hasattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
     except AttributeError:
         _guard_missing(tx, args[0], as_constant(args[1]))
         return PythonValue(False)
+    except ExceptionRaised as raised:  # a __getattr__ the code defines raised it
+        if _is_attribute_error(raised):
+            return PythonValue(False)
+        raise
     return PythonValue(True)
+
+
+def _is_attribute_error(raised: ExceptionRaised) -> bool:
+    """Whether the captured code raised an AttributeError, which getattr with a default
+    and hasattr take as a missing attribute (what they do eagerly with a user
+    __getattr__ or property that raises it)."""
+    return isinstance(raised.value, PythonValue) and isinstance(raised.value.obj, AttributeError)
 
 
 def missing_attribute(

@@ -489,7 +489,7 @@ def inline_function(
         child.run()
     except ExceptionRaised as error:  # eagerly raised by a later next(), not by the call
         raise raised_ahead(error, f"the generator {child.code.co_name}") from None
-    return IteratorValue(list(child.yielded))
+    return IteratorValue(list(child.yielded), kind="generator")
 
 
 def child_translator(
@@ -715,7 +715,7 @@ def construct(
     tx: Translator, cls_value: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     """cls(*args, **kwargs) for a user class, a namedtuple or a dataclass."""
-    from dynamo_capture.torch_calls import construct_torch_class
+    from dynamo_capture.torch_calls import INLINED_TORCH_MODULES, construct_torch_class
 
     cls = cls_value.obj
     if issubclass(cls, torch.nn.Module):
@@ -724,7 +724,9 @@ def construct(
         return _inference_mode(args, kwargs)
     if cls in _PROFILERS:  # a profiling session: ignored in a graph, as torch.compile does
         return ContextValue("null")
-    if cls.__module__.split(".")[0] == "torch":
+    if cls.__module__.split(".")[0] == "torch" and not cls.__module__.startswith(
+        INLINED_TORCH_MODULES
+    ):
         return construct_torch_class(tx, cls, args, kwargs)
     if issubclass(cls, BaseException):
         try:

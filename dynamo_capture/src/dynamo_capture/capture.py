@@ -534,6 +534,7 @@ def capture_frame(
                     located.plain_args = _receiver_reloads(tx, located.call_cut[0])
         located.callee = error.callee
         located.escapes = isinstance(error, ExceptionRaised)
+        located.whole_frame = error.whole_frame
         raise located from error.__cause__
     except RecursionError as error:
         raise Unsupported("capture recursed too deeply") from error
@@ -687,7 +688,7 @@ class OutputPlan:
 
     def _iterator(self, value: IteratorValue) -> str:
         """An iterator made while capturing, made again over its items not yet read: a zip,
-        map or filter object as eagerly, else a tuple iterator (as torch.compile's)."""
+        map, filter or generator object as eagerly, else a tuple iterator."""
         if value.endless is not None:
             raise Unsupported("returning an endless iterator (itertools.count, repeat, cycle)")
         items = value.items[value.position :]
@@ -704,6 +705,8 @@ class OutputPlan:
             return f"map(___identity, {listed})"
         if value.kind == "filter":
             return f"filter(___keep, {listed})"
+        if value.kind == "generator":
+            return f"___generator({listed}, {value.position > 0})"
         return f"iter({listed})"
 
     def _function(self, value: FunctionValue) -> str:
@@ -788,6 +791,35 @@ def _identity(value: Any) -> Any:
 
 def _keep(value: Any) -> bool:
     return True
+
+
+def _generator(items: tuple[Any, ...], started: bool) -> Any:
+    """A generator made while capturing, made again over the items it has yet to give
+    (`started`: it gave some already, so it waits at a yield, as eagerly).
+
+    Capture ran it to its end sending None at each yield; a later `send` of another
+    value would have changed what it yields, so that is an error, not a silent change.
+    """
+    replay = _replay(items, started)
+    if started:
+        next(replay)  # now waiting at the yield that gave the last item read
+    return replay
+
+
+def _replay(items: tuple[Any, ...], started: bool) -> Any:
+    if started:
+        _refuse_sent((yield))
+    for item in items:
+        _refuse_sent((yield item))
+
+
+def _refuse_sent(sent: Any) -> None:
+    if sent is not None:
+        raise RuntimeError(
+            "send() of a value to a generator that a compiled part made and ran ahead of "
+            "time, sending None; compile the function with the generator's sends in one "
+            "part (no graph break between its creation and its sends)"
+        )
 
 
 def _make_function(
@@ -972,6 +1004,7 @@ def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEnt
         "___tuple_new": tuple.__new__,
         "___identity": _identity,
         "___keep": _keep,
+        "___generator": _generator,
         "___make_function": _make_function,
         "___float_tensor": _float_tensor,
         "___from_numpy": _from_numpy,

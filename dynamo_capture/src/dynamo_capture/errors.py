@@ -11,6 +11,7 @@ __all__ = [
     "CaptureError",
     "CaptureUnavailableError",
     "ExceptionRaised",
+    "NeedsEagerFrame",
     "raised_by_python",
     "raised_ahead",
     "RecompileError",
@@ -96,6 +97,9 @@ class Unsupported(CaptureError):
         self.in_unknown_with = False
         # an explicit __enter__/__exit__ call on a grad-mode context (ContextSwitchCall)
         self.context_switch = isinstance(self, ContextSwitchCall)
+        # no part of the frame may be compiled: a split would hand the eager part a
+        # value capture changed (NeedsEagerFrame)
+        self.whole_frame = isinstance(self, NeedsEagerFrame)
         # a `with` on a context manager made outside the frame (opcodes_flow.before_with)
         self.outside_context = False
         # the frame is cut at the statement where capture stopped; the rest runs eagerly
@@ -128,9 +132,16 @@ class Unsupported(CaptureError):
         located.callee = self.callee
         located.stop_iteration = self.stop_iteration
         located.context_switch = self.context_switch
+        located.whole_frame = self.whole_frame
         located.outside_context = self.outside_context
         located.data_branch = self.data_branch
         return located
+
+
+class NeedsEagerFrame(Unsupported):
+    """A construct the frame's compiled parts cannot hand to an eager part as eager
+    would see it (a generator capture ran ahead, driven by `send`): the whole frame
+    runs eagerly."""
 
 
 class ContextSwitchCall(Unsupported):

@@ -28,8 +28,10 @@ node is opaque: graph counts match torch's, op counts do not.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -73,6 +75,9 @@ TRANSFORMS: dict[Callable[..., Any], tuple[str, ...]] = {
 
 _TRANSFORMED = "__ember_transformed__"  # set on the functions made here
 _HIGHER_ORDER_COND = torch.ops.higher_order.cond  # the operator torch.cond calls
+_TORCH_COND = torch.cond
+_WHILE_LOOP = torch.while_loop
+_MAP = sys.modules["torch._higher_order_ops.map"].map  # loaded with torch.cond
 
 
 def call_function_transform(
@@ -102,8 +107,12 @@ def call_function_transform(
         return call_pullback(tx, fn, args, kwargs)
     if fn is torch.func.jvp:
         return _jvp(tx, args, kwargs)
-    if fn is torch.cond or fn is _HIGHER_ORDER_COND:
+    if fn is _TORCH_COND or fn is _HIGHER_ORDER_COND:
         return _cond(tx, args, kwargs)
+    if fn is _WHILE_LOOP:
+        return _while_loop(tx, args, kwargs)
+    if fn is _MAP:
+        return _map(tx, args, kwargs)
     if fn is torch.utils.checkpoint.checkpoint:
         return _checkpoint(tx, args, kwargs)
     if fn in FUNCTIONAL_CALLS:
@@ -325,25 +334,121 @@ def _cond(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
                 "torch.cond with a predicate that is neither a tensor nor a bool"
             ) from None
         return call(tx, chosen, items, {})  # a Python predicate picks the branch, as in torch
-    true_fn = _known_function(bound["true_fn"], "torch.cond's true_fn")
-    false_fn = _known_function(bound["false_fn"], "torch.cond's false_fn")
+    make_true, true_cells = _branch(bound["true_fn"], "torch.cond's true_fn")
+    make_false, false_cells = _branch(bound["false_fn"], "torch.cond's false_fn")
+    split = len(true_cells), len(true_cells) + len(false_cells)
 
-    def cond(predicate: torch.Tensor, *operand_values: Any) -> Any:
+    def branches(cells: tuple[Any, ...]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        return make_true(cells[: split[0]]), make_false(cells[split[0] : split[1]])
+
+    def cond(predicate: torch.Tensor, *cells_and_operands: Any) -> Any:
         # NOTE: a flat tuple of the outputs, each read by a getitem node, as the graphs
         # of torch.compile read torch.ops.higher_order.cond's
-        result = torch.cond(predicate, true_fn, false_fn, operand_values)
+        true_fn, false_fn = branches(cells_and_operands)
+        operand_values = cells_and_operands[split[1] :]
+        result = _TORCH_COND(predicate, true_fn, false_fn, operand_values)
         return tuple(result) if isinstance(result, tuple | list) else (result,)
 
-    _name(cond, f"cond_{_function_name(true_fn)}_{_function_name(false_fn)}")
-    example = _cond_example(true_fn, false_fn)
-    cond.__ember_example__ = _flat_outputs(example)  # type: ignore[attr-defined]
-    flat = _node(tx, cond, (pred, *items), {})
-    structure = _cond_structure(tx, example, (pred, *items))
+    names = [_function_name(fn) for fn in branches((None,) * split[1])]
+    _name(cond, f"cond_{names[0]}_{names[1]}")
+    example = _cond_example(branches, split[1])
+    return _flat_node(tx, cond, example, (pred, *true_cells, *false_cells, *items))
+
+
+def _flat_node(
+    tx: Translator, target: Any, example: Callable[..., Any], args: tuple[Value, ...]
+) -> Value:
+    """A node calling `target`, which returns its outputs as a flat tuple, each read by
+    a getitem node; the value has the structure `example` (its run on fakes) returns."""
+    target.__ember_example__ = _flat_outputs(example)
+    flat = _node(tx, target, args, {})
+    structure = _cond_structure(tx, example, args)
     if structure is None:
         return flat.items[0]  # type: ignore[attr-defined]
     if structure is list:
         return ListValue(list(flat.items))  # type: ignore[attr-defined]
     return TupleValue(list(flat.items), structure)  # type: ignore[attr-defined]
+
+
+def _while_loop(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`torch.while_loop(cond_fn, body_fn, carried)` with tensors carried: a node calling
+    it, the functions known now or closures made in the frame over tensors."""
+    from dynamo_capture.operations import sequence_items
+
+    bound = _bind("torch.while_loop", ("cond_fn", "body_fn", "carried_inputs"), args, kwargs)
+    carried = bound["carried_inputs"]
+    if not isinstance(carried, TupleValue | ListValue):
+        raise Unsupported("torch.while_loop with carried_inputs not a tuple or list")
+    carried_items = sequence_items(tx, carried)
+    if not all(isinstance(item, TensorValue) for item in carried_items):
+        raise Unsupported("torch.while_loop carrying values other than tensors")
+    make_cond, cond_cells = _branch(bound["cond_fn"], "torch.while_loop's cond_fn")
+    make_body, body_cells = _branch(bound["body_fn"], "torch.while_loop's body_fn")
+    split = len(cond_cells), len(cond_cells) + len(body_cells)
+
+    def functions(cells: tuple[Any, ...]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        return make_cond(cells[: split[0]]), make_body(cells[split[0] : split[1]])
+
+    def while_loop(*cells_and_carried: Any) -> Any:
+        cond_fn, body_fn = functions(cells_and_carried)
+        result = _WHILE_LOOP(cond_fn, body_fn, cells_and_carried[split[1] :])
+        return tuple(result) if isinstance(result, tuple | list) else (result,)
+
+    def example(*cells_and_carried: Any) -> Any:
+        cond_fn, body_fn = functions(cells_and_carried)
+        carried_values = cells_and_carried[split[1] :]
+        with _conds_on_fakes():
+            cond_fn(*carried_values)
+            result = body_fn(*carried_values)
+        flat = (result,) if isinstance(result, torch.Tensor) else tuple(result)
+        if not _same_metadata(flat, carried_values):
+            raise Unsupported("torch.while_loop's body_fn returns other than what it carries")
+        return result
+
+    names = [_function_name(fn) for fn in functions((None,) * split[1])]
+    _name(while_loop, f"while_loop_{names[0]}_{names[1]}")
+    return _flat_node(tx, while_loop, example, (*cond_cells, *body_cells, *carried_items))
+
+
+def _map(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`map(f, xs, *args)` of torch's control-flow operators over one tensor `xs`, with
+    tensor arguments: a node calling it, `f` known now or a closure over tensors."""
+    if len(args) < 2 or kwargs:
+        raise Unsupported("torch's map takes f, xs and tensor arguments by position")
+    if not all(isinstance(item, TensorValue) for item in args[1:]):
+        raise Unsupported("torch's map over values other than one tensor and tensor arguments")
+    make, cells = _branch(args[0], "the function given to torch's map")
+    count = len(cells)
+
+    def mapped(*cells_and_args: Any) -> Any:
+        result = _MAP(make(cells_and_args[:count]), *cells_and_args[count:])
+        return tuple(result) if isinstance(result, tuple | list) else (result,)
+
+    def example(*cells_and_args: Any) -> Any:
+        fn = make(cells_and_args[:count])
+        xs, *rest = cells_and_args[count:]
+        with _conds_on_fakes():
+            result = fn(xs[0], *rest)
+
+        def stacked(out: Any) -> Any:
+            return out.unsqueeze(0).expand(xs.shape[0], *out.shape).contiguous()
+
+        if isinstance(result, tuple | list):
+            return type(result)(stacked(out) for out in result)
+        return stacked(result)
+
+    _name(mapped, f"map_{_function_name(make((None,) * count))}")
+    return _flat_node(tx, mapped, example, (*cells, *args[1:]))
+
+
+def _bind(
+    name: str, names: tuple[str, ...], args: list[Value], kwargs: dict[str, Value]
+) -> dict[str, Value]:
+    bound = dict(zip(names, args, strict=False))
+    bound.update(kwargs)
+    if set(bound) != set(names) or len(args) > len(names):
+        raise Unsupported(f"{name} takes {', '.join(names)}; got {', '.join(bound)}")
+    return bound
 
 
 def _flat_outputs(example: Callable[..., Any]) -> Callable[..., Any]:
@@ -367,16 +472,63 @@ def _cond_structure(tx: Translator, example: Callable[..., Any], args: tuple[Val
     return type(result) if isinstance(result, tuple | list) else None
 
 
-def _cond_example(true_fn: Callable[..., Any], false_fn: Callable[..., Any]) -> Any:
+def _cond_example(branches: Callable[..., Any], cells: int) -> Any:
     """What capture runs on fakes for a cond node: both branches, which must agree."""
 
-    def example(predicate: torch.Tensor, *operands: Any) -> Any:
-        on_true, on_false = true_fn(*operands), false_fn(*operands)
-        if not _same_metadata(on_true, on_false):
-            raise Unsupported("torch.cond's branches return tensors of different metadata")
-        return on_true
+    def example(predicate: torch.Tensor, *cells_and_operands: Any) -> Any:
+        true_fn, false_fn = branches(cells_and_operands)
+        with _conds_on_fakes():
+            return _both_branches(true_fn, false_fn, cells_and_operands[cells:])
 
     return example
+
+
+def _branch(value: Value, what: str) -> tuple[Callable[..., Any], list[Value]]:
+    """A maker of a cond branch from the tensors its cells hold, and those tensors: none
+    for a function known now; a closure made in the frame over tensors and constants
+    gives its cells' tensors, which the node takes as inputs (as torch.compile lifts
+    them)."""
+    try:
+        function = _known_function(value, what)
+    except Unsupported:
+        closure = _closure_over_tensors(value)
+        if closure is None:
+            raise
+        return closure[0], closure[1]
+    return (lambda cells: function), []
+
+
+def _both_branches(true_fn: Callable[..., Any], false_fn: Callable[..., Any], operands: Any) -> Any:
+    on_true, on_false = true_fn(*operands), false_fn(*operands)
+    if not _same_metadata(on_true, on_false):
+        raise Unsupported("torch.cond's branches return tensors of different metadata")
+    return on_true
+
+
+def _cond_on_fakes(pred: Any, true_fn: Any, false_fn: Any, operands: Any) -> Any:
+    """torch.cond as a branch run on fakes calls it: the branch a Python predicate picks,
+    else both, which must agree (the metadata of the result is all capture learns)."""
+    if isinstance(pred, bool | int | float):
+        return (true_fn if pred else false_fn)(*operands)
+    return _both_branches(true_fn, false_fn, tuple(operands))
+
+
+@contextlib.contextmanager
+def _conds_on_fakes() -> Iterator[None]:
+    """torch.cond, while capture runs a cond's branches on fakes, is `_cond_on_fakes`.
+
+    NOTE: torch's own torch.cond, called under capture's fake mode (a dispatch mode of
+    its own), compiles its operator with torch.compile, which skips the frame for that
+    mode and keeps that choice: later eager torch.cond calls of the process then fail.
+    The branches call it as `torch.cond` (or through its module), read when called.
+    """
+    module = sys.modules[_TORCH_COND.__module__]
+    saved = torch.cond, getattr(module, "cond", None)
+    torch.cond = module.cond = _cond_on_fakes  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.cond, module.cond = saved  # type: ignore[assignment]
 
 
 def _same_metadata(a: Any, b: Any) -> bool:

@@ -24,8 +24,10 @@ for each batched argument, f traced on tensors without their batch dimension,
 returns a `Pullback`, whose call is one `_autograd_vjp` node; `torch.func.jvp` opens a jvp
 level and a forward-AD dual level, makes a dual of each primal and tangent and unpacks
 each output; `torch.func.jacrev(f)(x)` is vjp of f, an identity basis over the output
-and vmap of the pullback over it; `jacfwd` is vmap over an identity basis over the input
-of jvp of f; `hessian` is jacfwd of jacrev. Graph and op counts then equal torch.compile's.
+and vmap of the pullback over it; `jacfwd` is vmap over an identity basis over the inputs
+(one block per differentiated input) of jvp of f; `hessian` is jacfwd of jacrev. A
+tuple of argnums gives a tuple of Jacobians; `has_aux` unwraps aux's tensors (jacfwd
+then takes their first batch row, as torch does). Graph and op counts then equal torch.compile's.
 
 The nodes call torch's functorch functions when the graph runs (`torch._C._functorch`,
 and `torch.func.vmap` once, for the batching rules it loads on first use), so results are eager's; capture
@@ -638,24 +640,36 @@ def call_jvp(
 
 # ----- torch.func.jacrev ---------------------------------------------------------------
 def call_jacrev(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value | None:
-    """`torch.func.jacrev(f, argnums=i)(*args)` of one tensor output traced as torch.compile
-    traces it: vjp of f, an identity basis over the output, vmap of the pullback over it,
-    the rows viewed as the Jacobian. None for other forms (argnum tuples, has_aux,
-    chunk_size, outputs that are not one tensor): the opaque node is used then."""
+    """`torch.func.jacrev(f, argnums, has_aux)(*args)` of one tensor output traced as
+    torch.compile traces it: vjp of f, an identity basis over the output, vmap of the
+    pullback over it, the rows of each differentiated argument viewed as its Jacobian
+    (a tuple of them for a tuple of argnums; with has_aux, `(jacobian, aux)`, aux's
+    tensors unwrapped). None for other forms (chunk_size, arguments that are not
+    tensors): the opaque node is used then."""
     from dynamo_capture.calls import call
 
     argnums = transform.options.get("argnums", 0)
+    has_aux = transform.options.get("has_aux", False)
+    numbers = argnums if isinstance(argnums, tuple) else (argnums,)
     if (
-        type(argnums) is not int
-        or transform.options.get("has_aux", False)
+        not numbers
+        or not all(type(n) is int and 0 <= n < len(args) for n in numbers)
+        or len(set(numbers)) != len(numbers)
+        or not isinstance(has_aux, bool)
         or transform.options.get("chunk_size") is not None
-        or not 0 <= argnums < len(args)
         or not all(isinstance(a, TensorValue) for a in args)
     ):
         return None
     level, opened = _open_grad_level(tx)
-    wrapped = _wrap_and_require_grad(tx, args, (argnums,), level)
+    wrapped = _wrap_and_require_grad(tx, args, numbers, level)
     output = call(tx, transform.function, wrapped, {})
+    aux: Value | None = None
+    if has_aux:
+        if not (isinstance(output, TupleValue) and len(output.items) == 2):
+            raise Unsupported("torch.func.jacrev with has_aux: f must return (out, aux)")
+        output, aux = output.items
+        _tensors_of(aux, "the aux output of torch.func.jacrev")
+        aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
     if not isinstance(output, TensorValue):
         raise Unsupported("torch.func.jacrev of a function not returning one tensor")
     if not (output.example.is_floating_point() or output.example.is_complex()):
@@ -664,16 +678,21 @@ def call_jacrev(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     _close_grad_level(tx, opened)
     size = output.example.numel()
     basis = _identity_basis(tx, result, size, output.example.shape)
-    rows = _vmap_of_pullback(tx, output, wrapped[argnums], basis, size)
-    chunks = _tensor(tx, torch.split, rows, [size], dim=0)
-    jacobian_shape = (*output.example.shape, *args[argnums].example.shape)
-    return tx.ctx.call("call_method", "view", (_item(tx, chunks, 0), jacobian_shape), {})
+    rows = _vmap_of_pullback(tx, output, [wrapped[n] for n in numbers], basis, size)
+    firsts = [_item(tx, _tensor(tx, torch.split, row, [size], dim=0), 0) for row in rows]
+    jacobians = [
+        tx.ctx.call("call_method", "view", (first, (*output.example.shape, *shape)), {})
+        for first, shape in zip(firsts, (args[n].example.shape for n in numbers), strict=True)
+    ]
+    jacobian = jacobians[0] if type(argnums) is int else TupleValue(jacobians)
+    return TupleValue([jacobian, aux]) if aux is not None else jacobian
 
 
 def _vmap_of_pullback(
-    tx: Translator, output: TensorValue, primal: TensorValue, basis: Value, size: Any
-) -> Value:
-    """vmap(vjp_fn)(basis): the pullback's autograd node run once per basis row."""
+    tx: Translator, output: TensorValue, primals: list[Value], basis: Value, size: Any
+) -> list[Value]:
+    """vmap(vjp_fn)(basis): the pullback's autograd node run once per basis row; the
+    rows of each primal."""
     _effect(tx, _lazy_load_decompositions)
     tx.ctx.functorch_level += 1
     level = tx.ctx.functorch_level
@@ -689,12 +708,15 @@ def _vmap_of_pullback(
         tx,
         _autograd_vjp,
         [output],
-        [primal],
+        list(primals),
         [batched],
         retain_graph=True,
         create_graph=torch.is_grad_enabled(),
     )
-    rows = _tensor(tx, _remove_batch_dim, _item(tx, grads, 0), level, PythonValue(size), 0)
+    batched_grads = [_item(tx, grads, index) for index in range(len(primals))]
+    rows = [
+        _tensor(tx, _remove_batch_dim, grad, level, PythonValue(size), 0) for grad in batched_grads
+    ]
     _effect(tx, torch._C._functorch._vmap_decrement_nesting)
     tx.ctx.functorch_level -= 1
     return rows
@@ -702,25 +724,31 @@ def _vmap_of_pullback(
 
 # ----- torch.func.jacfwd ---------------------------------------------------------------
 def call_jacfwd(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value | None:
-    """`torch.func.jacfwd(f, argnums=i)(*args)` of one tensor output traced as torch.compile
-    traces it: an identity basis over the input, vmap over it of jvp of f, the columns
-    moved last and unflattened to the input's shape. None for other forms (argnum
-    tuples, has_aux, randomness other than "error", outputs that are not one tensor)."""
+    """`torch.func.jacfwd(f, argnums, has_aux)(*args)` of one tensor output traced as
+    torch.compile traces it: an identity basis over the differentiated inputs (one
+    block per input), vmap over it of jvp of f, the columns moved last, split per input
+    and unflattened to its shape (a tuple for a tuple of argnums; with has_aux,
+    `(jacobian, aux)`, aux's tensors unwrapped and their first batch row taken). None
+    for other forms (randomness other than "error", arguments that are not tensors)."""
     from dynamo_capture.calls import call
 
     argnums = transform.options.get("argnums", 0)
+    has_aux = transform.options.get("has_aux", False)
+    numbers = argnums if isinstance(argnums, tuple) else (argnums,)
     if (
-        type(argnums) is not int
-        or transform.options.get("has_aux", False)
+        not numbers
+        or not all(type(n) is int and 0 <= n < len(args) for n in numbers)
+        or len(set(numbers)) != len(numbers)
+        or not isinstance(has_aux, bool)
         or transform.options.get("randomness", "error") != "error"
-        or not 0 <= argnums < len(args)
         or not all(isinstance(a, TensorValue) for a in args)
     ):
         return None
-    primal = args[argnums]
-    assert isinstance(primal, TensorValue)
-    size = primal.example.numel()
-    basis = _identity_basis(tx, primal, size, primal.example.shape)
+    primals = [args[n] for n in numbers]
+    shapes = [tuple(p.example.shape) for p in primals]  # type: ignore[attr-defined]
+    sizes = [p.example.numel() for p in primals]  # type: ignore[attr-defined]
+    size = sum(sizes)
+    bases = _block_identity_basis(tx, primals, sizes, shapes)
     _effect(tx, _lazy_load_decompositions)
     tx.ctx.functorch_level += 1
     vmap_level = tx.ctx.functorch_level
@@ -731,25 +759,78 @@ def call_jacfwd(tx: Translator, transform: InlinedTransform, args: list[Value]) 
         {},
         allow_python_result=True,
     )
-    tangent = _tensor(tx, _add_batch_dim, basis, 0, vmap_level)
+    tangents = [_tensor(tx, _add_batch_dim, basis, 0, vmap_level) for basis in bases]
     level, opened = _open_jvp_level(tx)
-    dual = _dual(tx, primal, tangent)
+    duals = [_dual(tx, p, t) for p, t in zip(primals, tangents, strict=True)]
     wrapped = [_tensor(tx, _wrap_for_grad, arg, level) for arg in args]
-    wrapped[argnums] = dual  # the primal's own wrapper is made and left unused, as in torch
+    for number, dual in zip(numbers, duals, strict=True):
+        wrapped[number] = dual  # the primal's own wrapper is made and left unused, as in torch
     output = call(tx, transform.function, wrapped, {})
-    if not isinstance(output, TensorValue):
-        raise Unsupported("torch.func.jacfwd of a function not returning one tensor")
-    unpacked = _tensor(tx, _unpack_dual, output)
-    _tensor(tx, _unwrap_for_grad, _item(tx, unpacked, 0), level)
-    tangent_out = _tensor(tx, _unwrap_for_grad, _item(tx, unpacked, 1), level)
+    aux: Value | None = None
+    if has_aux:
+        if not (isinstance(output, TupleValue) and len(output.items) == 2):
+            raise Unsupported("torch.func.jacfwd with has_aux: f must return (out, aux)")
+        output, aux = output.items
+        _tensors_of(aux, "the aux output of torch.func.jacfwd")
+        aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+    several = isinstance(output, TupleValue) and output.cls is tuple
+    outputs = list(output.items) if several else [output]  # type: ignore[union-attr]
+    if not outputs or not all(isinstance(out, TensorValue) for out in outputs):
+        raise Unsupported("torch.func.jacfwd of a function not returning tensors")
+    unpacked = [_tensor(tx, _unpack_dual, out) for out in outputs]
+    for pair in unpacked:
+        _tensor(tx, _unwrap_for_grad, _item(tx, pair, 0), level)
+    tangents_out = [_tensor(tx, _unwrap_for_grad, _item(tx, pair, 1), level) for pair in unpacked]
     _close_jvp_level(tx, opened)
-    columns = _tensor(tx, _remove_batch_dim, tangent_out, vmap_level, PythonValue(size), 0)
+    batch_size = PythonValue(size)
+    all_columns = [
+        _tensor(tx, _remove_batch_dim, tangent_out, vmap_level, batch_size, 0)
+        for tangent_out in tangents_out
+    ]
+    if aux is not None:
+        batch = PythonValue(size)
+        aux = _map_tensors(aux, lambda t: _tensor(tx, _remove_batch_dim, t, vmap_level, batch, 0))
     _effect(tx, torch._C._functorch._vmap_decrement_nesting)
     tx.ctx.functorch_level -= 1
-    moved = tx.ctx.call("call_method", "movedim", (columns, 0, -1), {})
-    chunks = _tensor(tx, torch.split, moved, [size], dim=-1)
-    shape = tuple(primal.example.shape)
-    return tx.ctx.call("call_method", "unflatten", (_item(tx, chunks, 0), -1, shape), {})
+    if aux is not None:  # each aux tensor is the same for every basis row: the first
+        import operator
+
+        aux = _map_tensors(aux, lambda t: _tensor(tx, operator.getitem, t, 0))
+    per_output = []
+    for columns in all_columns:
+        moved = tx.ctx.call("call_method", "movedim", (columns, 0, -1), {})
+        chunks = _tensor(tx, torch.split, moved, sizes, dim=-1)
+        pieces = [_item(tx, chunks, index) for index in range(len(numbers))]
+        jacobians = [
+            tx.ctx.call("call_method", "unflatten", (piece, -1, shape), {})
+            for piece, shape in zip(pieces, shapes, strict=True)
+        ]
+        per_output.append(jacobians[0] if type(argnums) is int else TupleValue(jacobians))
+    jacobian = TupleValue(per_output) if several else per_output[0]
+    return TupleValue([jacobian, aux]) if aux is not None else jacobian
+
+
+def _block_identity_basis(
+    tx: Translator, primals: list[Value], sizes: list[Any], shapes: list[Any]
+) -> list[Value]:
+    """jacfwd's basis over several inputs: one identity block per input, the rows of all
+    inputs together (a single input's is `_identity_basis`)."""
+    if len(primals) == 1:
+        return [_identity_basis(tx, primals[0], sizes[0], shapes[0])]
+    total = sum(sizes)
+    blocks = [
+        tx.ctx.call("call_method", "new_zeros", (p, total, n), {})
+        for p, n in zip(primals, sizes, strict=True)
+    ]
+    offset = 0
+    for block, n in zip(blocks, sizes, strict=True):
+        diagonal = tx.ctx.call("call_method", "diagonal", (block, -offset), {})
+        tx.ctx.call("call_method", "fill_", (diagonal, 1), {})
+        offset += n
+    return [
+        tx.ctx.call("call_method", "view", (block, total, *shape), {})
+        for block, shape in zip(blocks, shapes, strict=True)
+    ]
 
 
 def _identity_basis(tx: Translator, like: Value, size: Any, shape: Any) -> Value:
@@ -763,7 +844,8 @@ def _identity_basis(tx: Translator, like: Value, size: Any, shape: Any) -> Value
 def call_hessian(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value | None:
     """`torch.func.hessian(f, argnums=i)`: jacfwd of jacrev of f, as torch defines it."""
     argnums = transform.options.get("argnums", 0)
-    if type(argnums) is not int:
+    numbers = argnums if isinstance(argnums, tuple) else (argnums,)
+    if not numbers or not all(type(n) is int for n in numbers):
         return None
     inner = InlinedTransform("jacrev", transform.function, {"argnums": argnums}, None)
     outer = InlinedTransform("jacfwd", PythonValue(inner), {"argnums": argnums}, None)

@@ -544,6 +544,27 @@ def _iterator_next(tx: Translator, iterator: IteratorValue, args: list[Value]) -
     raise ExceptionRaised(PythonValue(StopIteration()))
 
 
+def _generator_method(
+    tx: Translator, generator: IteratorValue, name: str, args: list[Value], kwargs: Any
+) -> Value:
+    """A method of a generator made in the frame, which capture ran to its end when it
+    was made, sending None at each yield: `send(None)` is `next`; any other send, a
+    throw or a close would change what it yields, so the frame runs eagerly."""
+    if name == "send" and len(args) == 1 and not kwargs:
+        try:
+            sent = as_constant(args[0])
+        except NotConstant:
+            sent = NotConstant
+        if sent is None:
+            return _iterator_next(tx, generator, [])
+    from dynamo_capture.errors import NeedsEagerFrame
+
+    raise NeedsEagerFrame(
+        f"{name}() on a generator made in the frame (capture runs a generator to its end "
+        "when it is made, sending None at each yield)"
+    )
+
+
 # ----- the builtin dunders, called past a subclass's own (super().__getitem__(i)) ------
 def _builtin_delitem(tx: Translator, container: Value, args: list[Value], kwargs: Any) -> Value:
     if not (isinstance(container, ListValue | DictValue) and container.source is None):
@@ -581,6 +602,8 @@ def call_method(
         return _context_method(tx, receiver, name, args)
     if isinstance(receiver, IteratorValue) and name == "__next__":
         return _iterator_next(tx, receiver, args)
+    if isinstance(receiver, IteratorValue) and receiver.kind == "generator":
+        return _generator_method(tx, receiver, name, args, kwargs)
     if isinstance(receiver, DictViewValue):
         from dynamo_capture.dict_views import call_view_method
 

@@ -7,6 +7,7 @@ is involved, and calls the user's dunder method (inlined) for user objects.
 from __future__ import annotations
 
 import collections.abc
+import enum
 import operator
 import types
 from typing import TYPE_CHECKING, Any
@@ -125,6 +126,10 @@ def as_constant(value: Value) -> Any:
             return obj
         if isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType):
             return obj
+        if type(obj).__module__ == "typing" or isinstance(
+            obj, types.GenericAlias | types.UnionType
+        ):
+            return obj  # an annotation (a TypeVar, Callable[[T], Any], list[int]), immutable
         if isinstance(obj, BaseException) and value.source is None:
             return obj  # an exception made while capturing (`str(e)` in an except block)
         raise NotConstant
@@ -240,7 +245,18 @@ def python_type_of(value: Value) -> type:
         return super
     if isinstance(value, CellValue):
         return types.CellType
+    if isinstance(value, IteratorValue) and value.kind in _ITERATOR_TYPES:
+        return _ITERATOR_TYPES[value.kind]
     raise Unsupported(f"the type of a {type(value).__name__} is not known at capture time")
+
+
+# the kinds of IteratorValue whose Python type is known (others: many C iterators)
+_ITERATOR_TYPES: dict[str, type] = {
+    "zip": zip,
+    "map": map,
+    "filter": filter,
+    "generator": types.GeneratorType,
+}
 
 
 # ----- truth -------------------------------------------------------------
@@ -645,11 +661,20 @@ def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
         return [tx.ctx.wrap(item, item_source(source, index)) for index, item in enumerate(obj)]
     if isinstance(obj, dict):
         return [PythonValue(key) for key in obj]
-    if isinstance(obj, range | str | bytes | set | frozenset):
+    if isinstance(obj, range | str | bytes | set | frozenset) or _enum_method(obj, "__iter__"):
         return [PythonValue(item) for item in obj]
     if isinstance(obj, types.GeneratorType | map | filter | zip | enumerate):
         raise Unsupported("iterating a generator or iterator created outside the frame")
     return _user_iter(tx, value)
+
+
+def _enum_method(obj: Any, name: str) -> bool:
+    """Whether `obj` is an enum member whose method `name` is the enum module's own
+    (a Flag's `in`, iteration, len): pure functions of constants, run at capture time."""
+    if not isinstance(obj, enum.Enum):
+        return False
+    method = getattr(type(obj), name, None)
+    return getattr(method, "__module__", None) == "enum"
 
 
 def _defines_in_python(obj: Any, name: str) -> bool:
@@ -844,13 +869,22 @@ def builtin_get_item(tx: Translator, container: Value, index: Value) -> Value:
 def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Value:
     obj, source = container.obj, container.source
     if isinstance(
-        obj, torch.nn.Module | list | tuple | dict | str | range | torch.Size | collections.deque
+        obj,
+        torch.nn.Module
+        | list
+        | tuple
+        | dict
+        | str
+        | bytes
+        | range
+        | torch.Size
+        | collections.deque,
     ):
         key = _index_constant(tx, index)
         try:
             item = obj[key]
         except (IndexError, KeyError) as error:
-            if type(obj) in (list, tuple, dict, str, range, collections.deque):
+            if type(obj) in (list, tuple, dict, str, bytes, range, collections.deque):
                 from dynamo_capture.errors import ExceptionRaised
 
                 # the container's length or keys are guarded: the code raises this
@@ -1033,8 +1067,9 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
         return contains(tx, item, container.mapping)
     if isinstance(container, PythonValue) and isinstance(container.obj, dict | torch.nn.ModuleDict):
         return _index_constant(tx, item) in container.obj
-    if isinstance(container, PythonValue) and isinstance(
-        container.obj, str | range | set | frozenset
+    if isinstance(container, PythonValue) and (
+        isinstance(container.obj, str | range | set | frozenset)
+        or _enum_method(container.obj, "__contains__")
     ):
         return _index_constant(tx, item) in container.obj
     try:

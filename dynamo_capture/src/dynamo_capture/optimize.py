@@ -309,7 +309,7 @@ class CompiledCallable:
         except Unsupported as error:
             if self.fullgraph:
                 raise
-            if error.escapes:  # an exception no handler of the frame catches
+            if error.escapes or error.whole_frame:  # an exception no handler catches
                 return self._eager_entry(error, contexts)
             if self._breaks_inside_loop(error):  # run eagerly, as torch.compile skips it
                 return self._eager_entry(error, contexts, self._frame_shadows(error, f_locals))

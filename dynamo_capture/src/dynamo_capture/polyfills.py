@@ -495,10 +495,20 @@ def call_polyfill(
         return handler(tx, args, kwargs)
     stand_in = _lookup(STAND_INS, obj)
     if stand_in is not None:
-        return inline_function(tx, stand_in, args, kwargs, None)
+        return _not_a_generator(inline_function(tx, stand_in, args, kwargs, None))
     bind = INSTANCE_CALLS.get(type(obj))
     if bind is not None:
         stand_in, leading = bind(obj)
         leading_values = [PythonValue(value) for value in leading]
-        return inline_function(tx, stand_in, [*leading_values, *args], kwargs, None)
+        return _not_a_generator(
+            inline_function(tx, stand_in, [*leading_values, *args], kwargs, None)
+        )
     return None
+
+
+def _not_a_generator(value: Value) -> Value:
+    """A stand-in's iterator: eagerly the C callable's own iterator (an itertools.chain),
+    not the generator the stand-in is."""
+    if isinstance(value, IteratorValue) and value.kind == "generator":
+        value.kind = "iter"
+    return value

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DATA_METHODS",
+    "INLINED_TORCH_MODULES",
     "METADATA_METHODS",
     "call_tensor_method",
     "call_torch",
@@ -55,12 +56,13 @@ _METADATA_FUNCTIONS = {
     torch.can_cast, torch.is_storage, torch.broadcast_shapes,
 }  # fmt: skip
 _GRAD_CONTEXTS = {torch.no_grad: False, torch.enable_grad: True}
-# torch modules whose Python functions are inlined like user code.
-_INLINED_TORCH_MODULES = (
+# torch modules whose Python functions (and classes) are traced like user code.
+INLINED_TORCH_MODULES = (
     "torch.nn.modules",
     "torch.utils._contextlib",
     "torch.nn.utils.parametrize",
     "torch.testing",
+    "torch.utils._pytree",
 )
 # torch predicates about tensors' Python types and tracing: answered for plain tensors.
 _FOLDED = {
@@ -92,7 +94,7 @@ def is_torch_callable(obj: Any) -> bool:
             return (
                 "." not in obj.__qualname__
                 and obj.__name__ != "<lambda>"
-                and not module.startswith(_INLINED_TORCH_MODULES)
+                and not module.startswith(INLINED_TORCH_MODULES)
             )
         return True
     if isinstance(obj, types.BuiltinFunctionType | types.BuiltinMethodType):
