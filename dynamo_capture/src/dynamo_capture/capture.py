@@ -14,6 +14,7 @@ function (Python source, registered with linecache) that calls it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import inspect
 import itertools
@@ -49,7 +50,7 @@ from dynamo_capture.function_values import function_attr
 from dynamo_capture.functorch_inline import InlinedTransform, Pullback
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
 from dynamo_capture.interpreter import Translator, check_registry
-from dynamo_capture.methods import context_factory
+from dynamo_capture.methods import context_factory, kept_grad_context
 from dynamo_capture.operations import IdentityKey, key_value
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
 from dynamo_capture.resume import ITERATOR, UNBOUND, ContextSpec, cell_locals, generated_from
@@ -85,11 +86,6 @@ __all__ = [
 ]
 
 check_registry()
-_MODE_SWITCHES = (
-    torch._C._set_grad_enabled,
-    torch.amp.autocast_mode._enter_autocast,
-    torch.amp.autocast_mode._exit_autocast,
-)
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _entry_counter = itertools.count()
 
@@ -110,11 +106,39 @@ class CapturedFrame:
 
     @property
     def call_count(self) -> int:
-        """Graph operations, not counting grad-mode and autocast switches."""
-        return sum(
-            node.op.startswith("call") and node.target not in _MODE_SWITCHES
-            for node in self.graph_module.graph.nodes
-        )
+        """Graph operations, as torch.compile counts them to decide whether a graph is
+        compiled: every call, less the grad-mode switches that undo each other
+        (`_set_grad_enabled(False)` right before `_set_grad_enabled(True)`, each a
+        change of the mode in effect). Autocast enters and exits count: a block whose
+        graph holds nothing else is still a graph there."""
+        calls = [node for node in self.graph_module.graph.nodes if node.op.startswith("call")]
+        return len(calls) - 2 * _undone_grad_switches(calls)
+
+
+def _undone_grad_switches(calls: list[torch.fx.Node]) -> int:
+    """Pairs of adjacent grad-mode switches that undo each other, as torch.compile's
+    graph cleanup finds them (and drops them): the first must switch away from the mode
+    in effect where the graph ends, which it reads as the mode in effect then."""
+    switches = [node.args[0] for node in calls if node.target is torch._C._set_grad_enabled]
+    if not switches:
+        return 0
+    grad_enabled = switches[-1]
+    pairs, index = 0, 0
+    while index + 1 < len(calls):
+        first, second = calls[index], calls[index + 1]
+        if _switches_to(first, not grad_enabled):
+            grad_enabled = first.args[0]
+            if _switches_to(second, not grad_enabled):
+                grad_enabled = second.args[0]
+                pairs += 1
+                index += 2
+                continue
+        index += 1
+    return pairs
+
+
+def _switches_to(node: torch.fx.Node, mode: bool) -> bool:
+    return node.target is torch._C._set_grad_enabled and tuple(node.args) == (mode,)
 
 
 @dataclass
@@ -680,10 +704,27 @@ class OutputPlan:
         if isinstance(value, ObjectValue):
             attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
             return f"___build_object({self._constant(value.cls)}, {{{attrs}}})"
-        if isinstance(value, ContextValue) and value.kind == "grad" and value.saved is None:
+        if isinstance(value, ContextValue):
+            return self._context(value)
+        raise Unsupported(f"returning a {type(value).__name__} from the compiled frame")
+
+    def _context(self, value: ContextValue) -> str:
+        """A context manager made in the frame and not entered (kept in a local across a
+        break, returned), made again as the same object."""
+        if value.kind == "grad" and value.kwargs.get("set_on_construction"):
+            # set_grad_enabled(mode): made (it set the mode then), not entered; made
+            # again without setting the mode a second time, with the mode it restores
+            mode, previous = value.args[0], value.saved
+            if previous is not None:
+                return f"___grad_context({mode!r}, {previous!r})"
+        elif value.kind == "grad" and value.saved is None:
             # a no_grad() / enable_grad() not entered: a fresh one is the same object
             return f"{self._constant(torch.enable_grad if value.args[0] else torch.no_grad)}()"
-        raise Unsupported(f"returning a {type(value).__name__} from the compiled frame")
+        elif value.kind == "null" and len(value.args) == 1:  # a nullcontext (not a profiler)
+            return f"{self._constant(contextlib.nullcontext)}({self.expr(value.args[0])})"
+        elif value.kind == "autocast" and value.saved is None:
+            return f"{self._constant(torch.autocast)}(*{self._constant(tuple(value.args))})"
+        raise Unsupported(f"keeping a {value.kind} context manager past a graph break")
 
     def _iterator(self, value: IteratorValue) -> str:
         """An iterator made while capturing, made again over its items not yet read: a zip,
@@ -968,6 +1009,7 @@ def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEnt
         "___compiled": compiled,
         "___k": parts.constants,
         "___build_object": _build_object,
+        "___grad_context": kept_grad_context,
         "___copy_module": copy.deepcopy,
         "___tuple_new": tuple.__new__,
         "___identity": _identity,

@@ -69,11 +69,13 @@ def call_function_ex(tx: Translator, inst: Instruction) -> None:
 
 @opcode_handler("BEFORE_WITH")
 def before_with(tx: Translator, inst: Instruction) -> None:
+    from dynamo_capture.methods import known_context, outside_context
+
     manager = tx.pop()
     if isinstance(manager, PythonValue) and manager.source is None:
-        from dynamo_capture.methods import known_context
-
         manager = known_context(manager.obj) or manager
+    elif isinstance(manager, PythonValue):
+        manager = outside_context(tx, manager) or manager
     if isinstance(manager, ContextValue):
         from dynamo_capture.methods import enter_context
 
