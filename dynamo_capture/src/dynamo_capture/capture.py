@@ -48,7 +48,7 @@ from dynamo_capture.frame_target import FrameTarget
 from dynamo_capture.function_transforms import ClosureTransform
 from dynamo_capture.function_values import function_attr
 from dynamo_capture.functorch_inline import InlinedTransform, Pullback
-from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
+from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes, drop_undone_switches
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.methods import context_factory, kept_grad_context
 from dynamo_capture.operations import IdentityKey, key_value
@@ -106,39 +106,9 @@ class CapturedFrame:
 
     @property
     def call_count(self) -> int:
-        """Graph operations, as torch.compile counts them to decide whether a graph is
-        compiled: every call, less the grad-mode switches that undo each other
-        (`_set_grad_enabled(False)` right before `_set_grad_enabled(True)`, each a
-        change of the mode in effect). Autocast enters and exits count: a block whose
-        graph holds nothing else is still a graph there."""
-        calls = [node for node in self.graph_module.graph.nodes if node.op.startswith("call")]
-        return len(calls) - 2 * _undone_grad_switches(calls)
-
-
-def _undone_grad_switches(calls: list[torch.fx.Node]) -> int:
-    """Pairs of adjacent grad-mode switches that undo each other, as torch.compile's
-    graph cleanup finds them (and drops them): the first must switch away from the mode
-    in effect where the graph ends, which it reads as the mode in effect then."""
-    switches = [node.args[0] for node in calls if node.target is torch._C._set_grad_enabled]
-    if not switches:
-        return 0
-    grad_enabled = switches[-1]
-    pairs, index = 0, 0
-    while index + 1 < len(calls):
-        first, second = calls[index], calls[index + 1]
-        if _switches_to(first, not grad_enabled):
-            grad_enabled = first.args[0]
-            if _switches_to(second, not grad_enabled):
-                grad_enabled = second.args[0]
-                pairs += 1
-                index += 2
-                continue
-        index += 1
-    return pairs
-
-
-def _switches_to(node: torch.fx.Node, mode: bool) -> bool:
-    return node.target is torch._C._set_grad_enabled and tuple(node.args) == (mode,)
+        """Graph operations (grad-mode and autocast switches included, as torch.compile
+        counts them to decide whether a graph is compiled)."""
+        return sum(node.op.startswith("call") for node in self.graph_module.graph.nodes)
 
 
 @dataclass
@@ -571,6 +541,7 @@ def capture_frame(
     ctx.guard_distinct_tensor_arguments()
     ctx.output_node(plan.outputs)
     drop_redundant_grad_modes(ctx.graph, grad_mode)  # 5. switches that change nothing
+    drop_undone_switches(ctx.graph)  # 6. a switch undone by the next one
     ctx.add_size_inputs()
     inputs = ctx.graph_inputs()
     graph_module = torch.fx.GraphModule(
