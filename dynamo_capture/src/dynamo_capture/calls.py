@@ -17,6 +17,7 @@ a user class                                 a new ObjectValue, its __init__ inl
 from __future__ import annotations
 
 import collections
+import contextlib
 import enum
 import functools
 import inspect
@@ -711,6 +712,16 @@ def _hook(tx: Translator, module_value: PythonValue, table: str, key: int) -> Va
 
 
 # ----- classes -----------------------------------------------------------
+# the standard library's context managers torch.compile does not trace: making one is a
+# break at the call, and a `with` on one (made outside) a break it cannot resume from
+UNTRACED_CONTEXTS: tuple[type, ...] = (
+    contextlib.closing,
+    contextlib.chdir,
+    contextlib.redirect_stdout,
+    contextlib.redirect_stderr,
+)
+
+
 def construct(
     tx: Translator, cls_value: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
@@ -724,6 +735,10 @@ def construct(
         return _inference_mode(args, kwargs)
     if cls in _PROFILERS:  # a profiling session: ignored in a graph, as torch.compile does
         return ContextValue("null")
+    if cls in UNTRACED_CONTEXTS:
+        error = Unsupported(f"contextlib.{cls.__name__}(...) is not traced (as torch.compile)")
+        error.outside_context = True
+        raise error
     if cls.__module__.split(".")[0] == "torch":
         return construct_torch_class(tx, cls, args, kwargs)
     if issubclass(cls, BaseException):

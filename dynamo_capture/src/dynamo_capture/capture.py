@@ -36,7 +36,7 @@ from dynamo_capture import (  # noqa: F401  (registers handlers)
     opcodes_flow,
     side_effects,
 )
-from dynamo_capture.calls import is_made_in_frame
+from dynamo_capture.calls import UNTRACED_CONTEXTS, is_made_in_frame
 from dynamo_capture.errors import (
     BackendCompilerFailed,
     ExceptionRaised,
@@ -493,6 +493,10 @@ def capture_frame(
                 # inside a block, the whole frame runs eagerly.
                 calls = sum(1 for node in tx.ctx.graph.nodes if node.op.startswith("call"))
                 located.in_unknown_with = calls <= 1 or bool(located.contexts)
+                located.rest_eager = True
+            elif error.outside_context and getattr(tx.calling, "obj", None) in UNTRACED_CONTEXTS:
+                # making a context torch.compile does not trace, in this frame: its resume
+                # function meets the `with` on it (from outside now) and runs eagerly
                 located.rest_eager = True
             located.checkpoints = _checkpoint_calls(tx)
             if error.data_branch and tx.current.opname in _BRANCH_JUMPS:

@@ -96,7 +96,8 @@ class Unsupported(CaptureError):
         self.in_unknown_with = False
         # an explicit __enter__/__exit__ call on a grad-mode context (ContextSwitchCall)
         self.context_switch = isinstance(self, ContextSwitchCall)
-        # a `with` on a context manager made outside the frame (opcodes_flow.before_with)
+        # a `with` torch.compile cannot resume from: on a context manager made outside
+        # the frame or of a kind not traced (opcodes_flow.before_with)
         self.outside_context = False
         # the frame is cut at the statement where capture stopped; the rest runs eagerly
         self.rest_eager = False

@@ -177,9 +177,7 @@ _STATE_CHANGING = re.compile(
 def _changes_state(fn: Any) -> bool:
     """A C function, or a Python function of torch's (torch.backends.*.set_flags), named
     like a setter of torch's state."""
-    if not isinstance(
-        fn, types.BuiltinFunctionType | types.BuiltinMethodType | types.FunctionType
-    ):
+    if not isinstance(fn, types.BuiltinFunctionType | types.BuiltinMethodType | types.FunctionType):
         return False
     return bool(_STATE_CHANGING.search(getattr(fn, "__name__", "") or ""))
 
