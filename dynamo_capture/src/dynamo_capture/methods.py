@@ -548,6 +548,8 @@ def context_factory(context: ContextValue) -> tuple[Any, tuple[Any, ...]] | None
         return contextlib.nullcontext, ()
     if context.kind == "inference":
         return torch.inference_mode, context.args
+    if context.kind == "torch_function":  # DisableTorchFunction(Subclass)
+        return context.args[0], ()
     if context.kind == "generator" and context.args:  # generator_contexts.REENTERABLE
         return context.args
     return None

@@ -241,6 +241,11 @@ def construct_torch_class(
         return ContextValue("null")  # a profiler range: ignored in a graph, as torch.compile does
     if cls is torch.inference_mode:
         raise Unsupported("torch.inference_mode inside captured code")
+    if cls in (torch._C.DisableTorchFunction, torch._C.DisableTorchFunctionSubclass):
+        # NOTE: the graph's operations run on plain tensors, which no __torch_function__
+        # override sees: the block records nothing (as torch.compile's graphs); a part
+        # resumed inside it enters a fresh one around its eager code
+        return ContextValue("torch_function", (cls,))
     if issubclass(cls, torch.autocast):
         return _autocast_context(cls, args, kwargs)
     if cls is torch.Size:
