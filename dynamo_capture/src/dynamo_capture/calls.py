@@ -254,8 +254,13 @@ def _call_python(
         # NOTE: torch.compile breaks here (it folds the query outside such a block)
         raise Unsupported("torch.is_inference_mode_enabled() inside an inference_mode block")
     if obj in STATE_SETTERS:  # torch contexts' own state changes (sdpa_kernel's)
+        tx.ctx.state_set_in_graph = True
         return call_state_setter(tx, obj, args, kwargs)
     if obj in STATE_READERS:  # the state such a context restores: read now
+        if tx.ctx.state_set_in_graph:
+            # NOTE: the graph sets that state when it runs, not while capturing: a read
+            # now would see the state from before (a break: read it eagerly)
+            raise Unsupported(f"{describe(fn)} after the graph set the state it reads")
         try:
             real_args, real_kwargs = _all_constant(args, kwargs)
         except NotConstant as error:

@@ -50,7 +50,7 @@ from dynamo_capture.function_values import function_attr
 from dynamo_capture.functorch_inline import InlinedTransform, Pullback
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes, drop_undone_switches
 from dynamo_capture.interpreter import Translator, check_registry
-from dynamo_capture.methods import context_factory, kept_grad_context
+from dynamo_capture.methods import context_factory, kept_context, kept_grad_context
 from dynamo_capture.operations import IdentityKey, key_value
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
 from dynamo_capture.resume import ITERATOR, UNBOUND, ContextSpec, cell_locals, generated_from
@@ -698,7 +698,8 @@ class OutputPlan:
         elif value.kind == "null" and len(value.args) == 1:  # a nullcontext (not a profiler)
             return f"{self._constant(contextlib.nullcontext)}({self.expr(value.args[0])})"
         elif value.kind == "autocast" and value.saved is None:
-            return f"{self._constant(torch.autocast)}(*{self._constant(tuple(value.args))})"
+            made = f"{self._constant(torch.autocast)}(*{self._constant(tuple(value.args))})"
+            return f"___kept_context({made})"
         raise Unsupported(f"keeping a {value.kind} context manager past a graph break")
 
     def _iterator(self, value: IteratorValue) -> str:
@@ -985,6 +986,7 @@ def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEnt
         "___k": parts.constants,
         "___build_object": _build_object,
         "___grad_context": kept_grad_context,
+        "___kept_context": kept_context,
         "___copy_module": copy.deepcopy,
         "___tuple_new": tuple.__new__,
         "___identity": _identity,

@@ -53,6 +53,7 @@ __all__ = [
     "context_factory",
     "enter_context",
     "exit_context",
+    "kept_context",
     "kept_grad_context",
     "known_context",
     "outside_context",
@@ -495,19 +496,25 @@ def known_context(obj: Any) -> ContextValue | None:
     return None
 
 
-# set_grad_enabled objects a compiled frame made and kept in a local across a break
-_KEPT_GRAD_CONTEXTS: weakref.WeakSet[Any] = weakref.WeakSet()
+# context objects a compiled frame made and kept in a local across a break
+_KEPT_CONTEXTS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def kept_context(context: Any) -> Any:
+    """Mark a context object made again for the part after a break (capture.OutputPlan):
+    the resume part enters it as one made in its frame (guarded by its settings, not by
+    its identity), as torch.compile enters the one it makes again there."""
+    _KEPT_CONTEXTS.add(context)
+    return context
 
 
 def kept_grad_context(mode: bool, previous: bool) -> torch.set_grad_enabled:
     """A `torch.set_grad_enabled(mode)` the frame made (which set the mode then) and kept
     in a local across a break: made again without setting the mode a second time, with
-    the mode it restores. The resume part enters it as one made in its frame, as
-    torch.compile enters the one it makes again there."""
+    the mode it restores."""
     kept = object.__new__(torch.set_grad_enabled)
     kept.prev, kept.mode = previous, mode
-    _KEPT_GRAD_CONTEXTS.add(kept)
-    return kept
+    return kept_context(kept)
 
 
 def outside_context(tx: Translator, manager: PythonValue) -> ContextValue | None:
@@ -516,6 +523,7 @@ def outside_context(tx: Translator, manager: PythonValue) -> ContextValue | None
     also enters by its settings; None for the others (a break at their `with`).
 
         torch.autocast (and torch's subclasses)   its settings; guarded by identity
+          (by its settings where the frame made it before a break: kept_context)
         torch.set_grad_enabled(mode) the frame    mode and the mode it restores; guarded
           made before a break (kept_grad_context)
         contextlib.nullcontext()                  guarded by type (no enter_result)
@@ -524,9 +532,14 @@ def outside_context(tx: Translator, manager: PythonValue) -> ContextValue | None
 
     obj, source = manager.obj, manager.source
     if isinstance(obj, torch.autocast) and known_context(obj) is not None:
-        tx.ctx.guards.id_match(source, obj)
+        if obj in _KEPT_CONTEXTS:
+            tx.ctx.guards.type_match(source, obj)
+            for name in ("device", "fast_dtype", "_enabled", "_cache_enabled"):
+                tx.ctx.guards.equals_match(AttrSource(source, name), getattr(obj, name))
+        else:
+            tx.ctx.guards.id_match(source, obj)
         return autocast_context(obj)
-    if type(obj) is torch.set_grad_enabled and obj in _KEPT_GRAD_CONTEXTS:
+    if type(obj) is torch.set_grad_enabled and obj in _KEPT_CONTEXTS:
         tx.ctx.guards.type_match(source, obj)
         tx.ctx.guards.equals_match(AttrSource(source, "mode"), obj.mode)
         tx.ctx.guards.equals_match(AttrSource(source, "prev"), obj.prev)
