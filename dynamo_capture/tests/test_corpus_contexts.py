@@ -191,6 +191,55 @@ def _user_switch_whose_enter_breaks(x):
     return z
 
 
+class Swallowing:
+    def __init__(self):
+        self.seen = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, traceback):
+        self.seen = exc_type
+        return exc_type is ValueError
+
+
+class Recording:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+        return 3
+
+    def __exit__(self, *exc):
+        self.log.append("exit")
+
+
+def _swallowing_context_in_eager_frame(x):
+    swallowing = Swallowing()
+    with swallowing:
+        y = x + 1
+        print("break")
+        raise ValueError(y.shape)
+    return x * 2, swallowing.seen is ValueError
+
+
+def _context_not_swallowing_in_eager_frame(x):
+    with Swallowing():
+        print("break")
+        raise KeyError("kept")
+    return x
+
+
+def _user_context_in_loop_with_break(x):
+    log = []
+    for step in range(2):
+        with Recording(log) as k:
+            x = x * k
+            print(step)
+    return x, log
+
+
 def _empty_user_switch_block(x):
     switch = GradSwitch(False)
     with switch:
@@ -309,6 +358,9 @@ PROGRAMS = {
     "nested_user_switches_with_break": (_nested_user_switches_with_break, (r(2, 3),)),
     "user_switch_whose_enter_breaks": (_user_switch_whose_enter_breaks, (r(2, 3, grad=True),)),
     "empty_user_switch_block": (_empty_user_switch_block, (r(3),)),
+    "swallowing_context_in_eager_frame": (_swallowing_context_in_eager_frame, (r(3),)),
+    "context_not_swallowing_in_eager_frame": (_context_not_swallowing_in_eager_frame, (r(3),)),
+    "user_context_in_loop_with_break": (_user_context_in_loop_with_break, (r(3),)),
     "sdpa_kernel_with_break": (_sdpa_kernel_with_break, (r(2, 2),)),
     "sdpa_kernel_block_calls_breaking_callee": (
         _sdpa_kernel_block_calls_breaking_callee,

@@ -31,6 +31,7 @@ calls. Functions of torch and of the standard library stay eager, as there.
 
 from __future__ import annotations
 
+import abc
 import dis
 import inspect
 import os
@@ -359,6 +360,8 @@ def _context_classes(
     for cls in candidates:
         if not isinstance(cls, type) or cls.__module__.split(".")[0] == "torch":
             continue
+        if type(cls) not in (type, abc.ABCMeta):
+            continue  # a metaclass of its own may refuse or watch class attribute writes
         enter, leave = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
         if _user_function(enter) and _user_function(leave):
             found.setdefault(id(cls), cls)
