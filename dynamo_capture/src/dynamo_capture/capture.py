@@ -765,6 +765,12 @@ class OutputPlan:
             lines.append(
                 side_effects.replay_statement(target, shadow, self._item_expr, self._key_expr)
             )
+        if self.ctx.graph.find_nodes(op="call_function", target=torch._C._set_grad_enabled):
+            # NOTE: the graph switches grad mode as it runs; a backend that traces it
+            # (aot_eager, inductor) keeps the switches' effect on its tensors but not on
+            # the process, so the mode the frame leaves is set again after the graph
+            setter = self._constant(torch._C._set_grad_enabled)
+            lines.append(f"{setter}({torch.is_grad_enabled()!r})")
         return lines
 
     def _item_expr(self, value: Value) -> str:
