@@ -31,6 +31,7 @@ calls. Functions of torch and of the standard library stay eager, as there.
 
 from __future__ import annotations
 
+import abc
 import dis
 import inspect
 import os
@@ -330,12 +331,55 @@ def frame_shadows(
         ):
             shadows.setdefault((id(receiver), name), Shadow(receiver, name, member))
             continue
+    if any(inst.opname == "BEFORE_WITH" for inst in insts):
+        closure = frame_function.__closure__ or ()
+        for cls in _context_classes(insts, f_locals, f_globals, closure):
+            for name in ("__enter__", "__exit__"):
+                shadows.setdefault((id(cls), name), Shadow(cls, name, None, on_class=True))
     for value in f_locals.values():  # submodules, called by name or from a container
         if isinstance(value, torch.nn.Module):
             for module in value.modules():
                 if _user_forward(module) is not None and module is not value:
                     shadows.setdefault((id(module), "forward"), Shadow(module, "forward", None))
     return [_compiled_shadow(shadow, compile_part) for shadow in shadows.values()]
+
+
+def _context_classes(
+    insts: list[dis.Instruction],
+    f_locals: dict[str, Any],
+    f_globals: dict[str, Any],
+    closure: tuple[Any, ...],
+) -> list[type]:
+    """User classes whose instances the frame may enter in a `with`: the classes it loads
+    by a global name or from a closure cell and the classes of its locals, with `__enter__` and `__exit__` both
+    user functions (the `with` statement calls them, looked up on the class)."""
+    candidates = [f_globals.get(inst.argval) for inst in insts if inst.opname == "LOAD_GLOBAL"]
+    candidates += [type(value) for value in f_locals.values()]
+    candidates += [_contents(cell) for cell in closure]
+    found: dict[int, type] = {}
+    for cls in candidates:
+        if not isinstance(cls, type) or cls.__module__.split(".")[0] == "torch":
+            continue
+        if type(cls) not in (type, abc.ABCMeta):
+            continue  # a metaclass of its own may refuse or watch class attribute writes
+        enter, leave = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
+        if _user_function(enter) and _user_function(leave):
+            found.setdefault(id(cls), cls)
+    return list(found.values())
+
+
+class _CompiledMethod:
+    """A class attribute standing for a method: looked up on an instance it gives the
+    compiled frame of the function bound to that instance (the `with` statement looks
+    `__enter__` and `__exit__` up on the class)."""
+
+    def __init__(self, compiled: Any) -> None:
+        self.compiled = compiled
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self.compiled
+        return types.MethodType(self.compiled, instance)
 
 
 def _method_load(inst: dis.Instruction) -> bool:
@@ -350,5 +394,8 @@ def _compiled_shadow(shadow: Shadow, compile_part: Compile) -> Shadow:
     owner, name = shadow.owner, shadow.name
     if shadow.in_dict:
         return Shadow(owner, name, compile_part(owner[name]), in_dict=True)
+    if shadow.on_class:  # a context manager's __enter__ / __exit__, found on its class
+        method = _CompiledMethod(compile_part(getattr(owner, name)))
+        return Shadow(owner, name, method, on_class=True)
     function = _class_attr(owner, "forward") if name == "forward" else shadow.value
     return Shadow(owner, name, compile_part(types.MethodType(function, owner)))

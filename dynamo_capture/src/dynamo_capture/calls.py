@@ -17,6 +17,7 @@ a user class                                 a new ObjectValue, its __init__ inl
 from __future__ import annotations
 
 import collections
+import contextlib
 import enum
 import functools
 import inspect
@@ -253,8 +254,13 @@ def _call_python(
         # NOTE: torch.compile breaks here (it folds the query outside such a block)
         raise Unsupported("torch.is_inference_mode_enabled() inside an inference_mode block")
     if obj in STATE_SETTERS:  # torch contexts' own state changes (sdpa_kernel's)
+        tx.ctx.state_set_in_graph = True
         return call_state_setter(tx, obj, args, kwargs)
     if obj in STATE_READERS:  # the state such a context restores: read now
+        if tx.ctx.state_set_in_graph:
+            # NOTE: the graph sets that state when it runs, not while capturing: a read
+            # now would see the state from before (a break: read it eagerly)
+            raise Unsupported(f"{describe(fn)} after the graph set the state it reads")
         try:
             real_args, real_kwargs = _all_constant(args, kwargs)
         except NotConstant as error:
@@ -711,6 +717,16 @@ def _hook(tx: Translator, module_value: PythonValue, table: str, key: int) -> Va
 
 
 # ----- classes -----------------------------------------------------------
+# the standard library's context managers torch.compile does not trace: making one is a
+# break at the call, and a `with` on one (made outside) a break it cannot resume from
+UNTRACED_CONTEXTS: tuple[type, ...] = (
+    contextlib.closing,
+    contextlib.chdir,
+    contextlib.redirect_stdout,
+    contextlib.redirect_stderr,
+)
+
+
 def construct(
     tx: Translator, cls_value: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
@@ -724,6 +740,10 @@ def construct(
         return _inference_mode(args, kwargs)
     if cls in _PROFILERS:  # a profiling session: ignored in a graph, as torch.compile does
         return ContextValue("null")
+    if cls in UNTRACED_CONTEXTS:
+        error = Unsupported(f"contextlib.{cls.__name__}(...) is not traced (as torch.compile)")
+        error.outside_context = True
+        raise error
     if cls.__module__.split(".")[0] == "torch" and not cls.__module__.startswith(
         INLINED_TORCH_MODULES
     ):

@@ -14,6 +14,7 @@ function (Python source, registered with linecache) that calls it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import inspect
 import itertools
@@ -35,7 +36,7 @@ from dynamo_capture import (  # noqa: F401  (registers handlers)
     opcodes_flow,
     side_effects,
 )
-from dynamo_capture.calls import is_made_in_frame
+from dynamo_capture.calls import UNTRACED_CONTEXTS, is_made_in_frame
 from dynamo_capture.errors import (
     BackendCompilerFailed,
     ExceptionRaised,
@@ -47,9 +48,9 @@ from dynamo_capture.frame_target import FrameTarget
 from dynamo_capture.function_transforms import ClosureTransform
 from dynamo_capture.function_values import function_attr
 from dynamo_capture.functorch_inline import InlinedTransform, Pullback
-from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
+from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes, drop_undone_switches
 from dynamo_capture.interpreter import Translator, check_registry
-from dynamo_capture.methods import context_factory
+from dynamo_capture.methods import context_factory, kept_context, kept_grad_context
 from dynamo_capture.operations import IdentityKey, key_value
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
 from dynamo_capture.resume import ITERATOR, UNBOUND, ContextSpec, cell_locals, generated_from
@@ -85,11 +86,6 @@ __all__ = [
 ]
 
 check_registry()
-_MODE_SWITCHES = (
-    torch._C._set_grad_enabled,
-    torch.amp.autocast_mode._enter_autocast,
-    torch.amp.autocast_mode._exit_autocast,
-)
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _entry_counter = itertools.count()
 
@@ -110,11 +106,9 @@ class CapturedFrame:
 
     @property
     def call_count(self) -> int:
-        """Graph operations, not counting grad-mode and autocast switches."""
-        return sum(
-            node.op.startswith("call") and node.target not in _MODE_SWITCHES
-            for node in self.graph_module.graph.nodes
-        )
+        """Graph operations (grad-mode and autocast switches included, as torch.compile
+        counts them to decide whether a graph is compiled)."""
+        return sum(node.op.startswith("call") for node in self.graph_module.graph.nodes)
 
 
 @dataclass
@@ -500,6 +494,10 @@ def capture_frame(
                 calls = sum(1 for node in tx.ctx.graph.nodes if node.op.startswith("call"))
                 located.in_unknown_with = calls <= 1 or bool(located.contexts)
                 located.rest_eager = True
+            elif error.outside_context and getattr(tx.calling, "obj", None) in UNTRACED_CONTEXTS:
+                # making a context torch.compile does not trace, in this frame: its resume
+                # function meets the `with` on it (from outside now) and runs eagerly
+                located.rest_eager = True
             located.checkpoints = _checkpoint_calls(tx)
             if error.data_branch and tx.current.opname in _BRANCH_JUMPS:
                 located.branch_jump = tx.current.offset  # resumed at either of its targets
@@ -548,6 +546,7 @@ def capture_frame(
     ctx.guard_distinct_tensor_arguments()
     ctx.output_node(plan.outputs)
     drop_redundant_grad_modes(ctx.graph, grad_mode)  # 5. switches that change nothing
+    drop_undone_switches(ctx.graph)  # 6. a switch undone by the next one
     ctx.add_size_inputs()
     inputs = ctx.graph_inputs()
     graph_module = torch.fx.GraphModule(
@@ -681,10 +680,28 @@ class OutputPlan:
         if isinstance(value, ObjectValue):
             attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
             return f"___build_object({self._constant(value.cls)}, {{{attrs}}})"
-        if isinstance(value, ContextValue) and value.kind == "grad" and value.saved is None:
+        if isinstance(value, ContextValue):
+            return self._context(value)
+        raise Unsupported(f"returning a {type(value).__name__} from the compiled frame")
+
+    def _context(self, value: ContextValue) -> str:
+        """A context manager made in the frame and not entered (kept in a local across a
+        break, returned), made again as the same object."""
+        if value.kind == "grad" and value.kwargs.get("set_on_construction"):
+            # set_grad_enabled(mode): made (it set the mode then), not entered; made
+            # again without setting the mode a second time, with the mode it restores
+            mode, previous = value.args[0], value.saved
+            if previous is not None:
+                return f"___grad_context({mode!r}, {previous!r})"
+        elif value.kind == "grad" and value.saved is None:
             # a no_grad() / enable_grad() not entered: a fresh one is the same object
             return f"{self._constant(torch.enable_grad if value.args[0] else torch.no_grad)}()"
-        raise Unsupported(f"returning a {type(value).__name__} from the compiled frame")
+        elif value.kind == "null" and len(value.args) == 1:  # a nullcontext (not a profiler)
+            return f"{self._constant(contextlib.nullcontext)}({self.expr(value.args[0])})"
+        elif value.kind == "autocast" and value.saved is None:
+            made = f"{self._constant(torch.autocast)}(*{self._constant(tuple(value.args))})"
+            return f"___kept_context({made})"
+        raise Unsupported(f"keeping a {value.kind} context manager past a graph break")
 
     def _iterator(self, value: IteratorValue) -> str:
         """An iterator made while capturing, made again over its items not yet read: a zip,
@@ -751,6 +768,12 @@ class OutputPlan:
             lines.append(
                 side_effects.replay_statement(target, shadow, self._item_expr, self._key_expr)
             )
+        if self.ctx.graph.find_nodes(op="call_function", target=torch._C._set_grad_enabled):
+            # NOTE: the graph switches grad mode as it runs; a backend that traces it
+            # (aot_eager, inductor) keeps the switches' effect on its tensors but not on
+            # the process, so the mode the frame leaves is set again after the graph
+            setter = self._constant(torch._C._set_grad_enabled)
+            lines.append(f"{setter}({torch.is_grad_enabled()!r})")
         return lines
 
     def _item_expr(self, value: Value) -> str:
@@ -1000,6 +1023,8 @@ def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEnt
         "___compiled": compiled,
         "___k": parts.constants,
         "___build_object": _build_object,
+        "___grad_context": kept_grad_context,
+        "___kept_context": kept_context,
         "___copy_module": copy.deepcopy,
         "___tuple_new": tuple.__new__,
         "___identity": _identity,

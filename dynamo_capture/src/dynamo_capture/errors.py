@@ -100,7 +100,8 @@ class Unsupported(CaptureError):
         # no part of the frame may be compiled: a split would hand the eager part a
         # value capture changed (NeedsEagerFrame)
         self.whole_frame = isinstance(self, NeedsEagerFrame)
-        # a `with` on a context manager made outside the frame (opcodes_flow.before_with)
+        # a `with` torch.compile cannot resume from: on a context manager made outside
+        # the frame or of a kind not traced (opcodes_flow.before_with)
         self.outside_context = False
         # the frame is cut at the statement where capture stopped; the rest runs eagerly
         self.rest_eager = False

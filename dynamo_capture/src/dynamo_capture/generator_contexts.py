@@ -22,6 +22,7 @@ RuntimeError). An exception leaving the body is thrown into the generator at its
 from __future__ import annotations
 
 import contextlib
+import enum
 import inspect
 import types
 from typing import TYPE_CHECKING, Any
@@ -53,12 +54,20 @@ def _sample() -> Any:
 CONTEXTMANAGER_HELPER: types.CodeType = _sample.__code__
 
 
+def _sdpa_kernel_of(backends: Any, set_priority: bool = False) -> Any:
+    """torch.nn.attention.sdpa_kernel, its list of backends kept as a tuple (hashable)."""
+    if isinstance(backends, tuple):
+        backends = list(backends)
+    return torch.nn.attention.sdpa_kernel(backends, set_priority)
+
+
 # torch's contextmanager contexts that a fresh copy re-enters (a graph break inside
 # their block resumes in it, as torch.compile's does): generator function -> factory
 REENTERABLE: dict[Any, Any] = {
     torch.autograd.graph.disable_saved_tensors_hooks.__wrapped__: (
         torch.autograd.graph.disable_saved_tensors_hooks
     ),
+    torch.nn.attention.sdpa_kernel.__wrapped__: _sdpa_kernel_of,
 }
 
 
@@ -112,15 +121,38 @@ def _lazy_generator(
 def _rebuild_args(func: Any, args: list[Value], kwargs: dict[str, Value]) -> tuple[Any, ...]:
     """(factory, constant arguments) that make a fresh copy of a torch context whose
     block the parts of a split frame may enter again (REENTERABLE); () for others."""
-    from dynamo_capture.operations import NotConstant, as_constant
+    from dynamo_capture.operations import NotConstant
 
     factory = REENTERABLE.get(func) if isinstance(func, types.FunctionType) else None
     if factory is None or kwargs:
         return ()
     try:
-        return (factory, tuple(as_constant(arg) for arg in args))
+        return (factory, tuple(_constant_argument(arg) for arg in args))
     except NotConstant:
         return ()
+
+
+def _enum_member(obj: Any) -> bool:
+    """A member of a Python enum or of a C++ (pybind11) enum such as SDPBackend."""
+    if isinstance(obj, enum.Enum):
+        return True
+    members = getattr(type(obj), "__members__", None)
+    return isinstance(members, dict) and any(obj is member for member in members.values())
+
+
+def _constant_argument(value: Value) -> Any:
+    """A constant, or a list or tuple of constants (sdpa_kernel's list of backends) as a
+    tuple: the arguments are part of a resume part's key."""
+    from dynamo_capture.operations import as_constant
+    from dynamo_capture.values import ListValue, TupleValue
+
+    if isinstance(value, ListValue) and value.cls is list:
+        return tuple(_constant_argument(item) for item in value.items)
+    if isinstance(value, TupleValue) and value.cls is tuple:
+        return tuple(_constant_argument(item) for item in value.items)
+    if isinstance(value, PythonValue) and _enum_member(value.obj):
+        return value.obj  # an enum member (SDPBackend.MATH): a singleton
+    return as_constant(value)
 
 
 def enter_generator(tx: Translator, context: ContextValue) -> Value:

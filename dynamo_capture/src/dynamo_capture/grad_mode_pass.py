@@ -10,6 +10,10 @@ An `inference_mode(True)` block turns grad mode off until it closes.
 A switch the code makes itself (`torch._C._set_grad_enabled(mode)`, as a user
 context manager's `__enter__` does) is marked `KEEP` and stays, changing the mode
 or not, as torch.compile keeps such calls; it ends a run of context switches.
+
+Then, as torch.compile cleans its graphs, a switch away from the mode in effect where
+the graph ends followed right away by a switch back (an empty `with` block of a user
+context manager setting the mode) is erased, the two together (drop_undone_switches).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-__all__ = ["KEEP", "drop_redundant_grad_modes"]
+__all__ = ["KEEP", "drop_redundant_grad_modes", "drop_undone_switches"]
 
 KEEP = "ember_kept_grad_switch"  # node.meta key of a switch the code calls itself
 
@@ -54,3 +58,24 @@ def drop_redundant_grad_modes(graph: torch.fx.Graph, entry_mode: bool) -> None:
             mode = mode and node.args[0] is not True
         elif node.target is _EXIT_INFERENCE and outer_modes:
             mode = outer_modes.pop()
+
+
+def drop_undone_switches(graph: torch.fx.Graph) -> None:
+    """Erase (in place) each pair of adjacent `_set_grad_enabled` nodes that undo each
+    other, the first switching away from the mode in effect where the graph ends (the
+    mode torch.compile reads when it cleans its graph: the last switch's)."""
+    switches = [node.args[0] for node in graph.nodes if _is_switch(node)]
+    if not switches or not isinstance(switches[-1], bool):
+        return
+    mode = switches[-1]
+    nodes = list(graph.nodes)
+    erased: set[torch.fx.Node] = set()
+    for first, second in zip(nodes, nodes[1:], strict=False):
+        if first in erased or not (_is_switch(first) and first.args == (not mode,)):
+            continue
+        mode = first.args[0]
+        if second not in erased and _is_switch(second) and second.args == (not mode,):
+            mode = second.args[0]
+            erased.update((first, second))
+            graph.erase_node(first)
+            graph.erase_node(second)

@@ -10,6 +10,7 @@ import collections
 import contextlib
 import os
 import types
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,16 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["call_method", "context_factory", "enter_context", "exit_context", "known_context"]
+__all__ = [
+    "call_method",
+    "context_factory",
+    "enter_context",
+    "exit_context",
+    "kept_context",
+    "kept_grad_context",
+    "known_context",
+    "outside_context",
+]
 
 Method = Callable[["Translator", Value, list[Value], dict[str, Value]], Value]
 
@@ -422,6 +432,8 @@ def enter_context(tx: Translator, context: ContextValue) -> Value:
         if context.saved is None:
             context.saved = torch.is_grad_enabled()
             set_grad_mode(tx, context.args[0])
+        elif torch.is_grad_enabled() != context.args[0]:
+            set_grad_mode(tx, context.args[0])  # set_grad_enabled's __enter__ sets its mode
         return _none()
     if context.kind == "null":
         return context.args[0] if context.args else _none()
@@ -473,11 +485,69 @@ def exit_context(tx: Translator, context: ContextValue, exception: Value | None 
 
 def known_context(obj: Any) -> ContextValue | None:
     """The ContextValue for a real torch context object (one a torch decorator made for
-    its call: `@torch.no_grad()`, `@torch.inference_mode()`); None for other objects."""
+    its call: `@torch.no_grad()`, `@torch.inference_mode()`; an autocast object, made
+    anywhere); None for other objects."""
     if type(obj) in (torch.no_grad, torch.enable_grad):
         return ContextValue("grad", (type(obj) is torch.enable_grad,))
     if type(obj) is torch.inference_mode:
         return ContextValue("inference", (bool(obj.mode),))
+    if isinstance(obj, torch.autocast) and type(obj).__module__.startswith("torch."):
+        return autocast_context(obj)  # torch's own subclasses (torch.cpu.amp.autocast)
+    return None
+
+
+# context objects a compiled frame made and kept in a local across a break
+_KEPT_CONTEXTS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def kept_context(context: Any) -> Any:
+    """Mark a context object made again for the part after a break (capture.OutputPlan):
+    the resume part enters it as one made in its frame (guarded by its settings, not by
+    its identity), as torch.compile enters the one it makes again there."""
+    _KEPT_CONTEXTS.add(context)
+    return context
+
+
+def kept_grad_context(mode: bool, previous: bool) -> torch.set_grad_enabled:
+    """A `torch.set_grad_enabled(mode)` the frame made (which set the mode then) and kept
+    in a local across a break: made again without setting the mode a second time, with
+    the mode it restores."""
+    kept = object.__new__(torch.set_grad_enabled)
+    kept.prev, kept.mode = previous, mode
+    return kept_context(kept)
+
+
+def outside_context(tx: Translator, manager: PythonValue) -> ContextValue | None:
+    """The ContextValue for a context object from outside the frame (a global, an
+    argument, a local an earlier part kept, the one a decorator holds) that torch.compile
+    also enters by its settings; None for the others (a break at their `with`).
+
+        torch.autocast (and torch's subclasses)   its settings; guarded by identity
+          (by its settings where the frame made it before a break: kept_context)
+        torch.set_grad_enabled(mode) the frame    mode and the mode it restores; guarded
+          made before a break (kept_grad_context)
+        contextlib.nullcontext()                  guarded by type (no enter_result)
+    """
+    from dynamo_capture.sources import AttrSource
+
+    obj, source = manager.obj, manager.source
+    if isinstance(obj, torch.autocast) and known_context(obj) is not None:
+        if obj in _KEPT_CONTEXTS:
+            tx.ctx.guards.type_match(source, obj)
+            for name in ("device", "fast_dtype", "_enabled", "_cache_enabled"):
+                tx.ctx.guards.equals_match(AttrSource(source, name), getattr(obj, name))
+        else:
+            tx.ctx.guards.id_match(source, obj)
+        return autocast_context(obj)
+    if type(obj) is torch.set_grad_enabled and obj in _KEPT_CONTEXTS:
+        tx.ctx.guards.type_match(source, obj)
+        tx.ctx.guards.equals_match(AttrSource(source, "mode"), obj.mode)
+        tx.ctx.guards.equals_match(AttrSource(source, "prev"), obj.prev)
+        return ContextValue("grad", (obj.mode,), {"set_on_construction": True}, saved=obj.prev)
+    if type(obj) is contextlib.nullcontext and obj.enter_result is None:
+        tx.ctx.guards.type_match(source, obj)
+        tx.ctx.guards.id_match(AttrSource(source, "enter_result"), None)
+        return ContextValue("null", (PythonValue(None),))
     return None
 
 
@@ -491,6 +561,8 @@ def context_factory(context: ContextValue) -> tuple[Any, tuple[Any, ...]] | None
         return contextlib.nullcontext, ()
     if context.kind == "inference":
         return torch.inference_mode, context.args
+    if context.kind == "torch_function":  # DisableTorchFunction(Subclass)
+        return context.args[0], ()
     if context.kind == "generator" and context.args:  # generator_contexts.REENTERABLE
         return context.args
     return None
@@ -503,22 +575,16 @@ def set_grad_mode(tx: Translator, mode: bool) -> torch.fx.Node:
     return node
 
 
-def _autocast_args(context: ContextValue) -> tuple[Any, ...]:
-    import inspect
+def autocast_context(real: torch.autocast) -> ContextValue:
+    """The ContextValue of a real autocast object (made in the frame or outside it, of
+    torch.autocast or a subclass): its device, dtype, enabled and cache flags, as
+    `_enter_autocast` takes them."""
+    settings = (real.device, real.fast_dtype, real._enabled, real._cache_enabled)
+    return ContextValue("autocast", settings)
 
-    signature = inspect.signature(torch.autocast.__init__)
-    bound = signature.bind(None, *context.args, **context.kwargs)
-    bound.apply_defaults()
-    arguments = bound.arguments
-    device_type = arguments["device_type"]
-    dtype = arguments["dtype"]
-    if dtype is None:
-        dtype = torch.get_autocast_dtype(device_type)
-    enabled = arguments["enabled"]
-    cache_enabled = arguments["cache_enabled"]
-    if cache_enabled is None:
-        cache_enabled = torch.is_autocast_cache_enabled()
-    return (device_type, dtype, enabled, cache_enabled)
+
+def _autocast_args(context: ContextValue) -> tuple[Any, ...]:
+    return context.args
 
 
 def _context_method(tx: Translator, context: Any, name: str, args: list[Value]) -> Value:

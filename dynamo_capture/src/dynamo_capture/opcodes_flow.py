@@ -6,7 +6,7 @@ from __future__ import annotations
 import types
 
 from dynamo_capture.bytecode import SEND_KEEPS_RECEIVER, Instruction
-from dynamo_capture.calls import call
+from dynamo_capture.calls import UNTRACED_CONTEXTS, call
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.interpreter import Translator, opcode_handler
 from dynamo_capture.operations import (
@@ -69,11 +69,13 @@ def call_function_ex(tx: Translator, inst: Instruction) -> None:
 
 @opcode_handler("BEFORE_WITH")
 def before_with(tx: Translator, inst: Instruction) -> None:
+    from dynamo_capture.methods import known_context, outside_context
+
     manager = tx.pop()
     if isinstance(manager, PythonValue) and manager.source is None:
-        from dynamo_capture.methods import known_context
-
         manager = known_context(manager.obj) or manager
+    elif isinstance(manager, PythonValue):
+        manager = outside_context(tx, manager) or manager
     if isinstance(manager, ContextValue):
         from dynamo_capture.methods import enter_context
 
@@ -81,19 +83,23 @@ def before_with(tx: Translator, inst: Instruction) -> None:
         tx.push(enter_context(tx, manager))
         return
     cls = python_type_of(manager)
+    # NOTE: torch.compile enters only context managers made in the frame it traces, of
+    # kinds it knows; any other is a break at the `with` that it cannot resume from
+    # (capture.py: the part before compiled, the rest eager, or the whole frame eager)
     if isinstance(manager, PythonValue) and manager.source is not None:
-        # NOTE: torch.compile enters only context managers made in the frame it traces;
-        # one from outside (an argument, a global, a value an earlier part made) is a
-        # break at the `with` that it cannot resume from
-        error = Unsupported(f"`with` on a {cls.__name__} made outside the compiled frame")
-        error.outside_context = True
-        raise error
-    enter, leave = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
-    if isinstance(enter, types.FunctionType) and isinstance(leave, types.FunctionType):
-        tx.push(MethodValue(PythonValue(leave), manager))
-        tx.push(call(tx, PythonValue(enter), [manager], {}))
-        return
-    raise Unsupported(f"`with` on a {cls.__name__}, a context manager capture does not know")
+        reason = f"`with` on a {cls.__name__} made outside the compiled frame"
+    elif cls in UNTRACED_CONTEXTS:
+        reason = f"`with` on a contextlib.{cls.__name__} (not traced, as torch.compile does)"
+    else:
+        enter, leave = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
+        if isinstance(enter, types.FunctionType) and isinstance(leave, types.FunctionType):
+            tx.push(MethodValue(PythonValue(leave), manager))
+            tx.push(call(tx, PythonValue(enter), [manager], {}))
+            return
+        reason = f"`with` on a {cls.__name__}, a context manager capture does not know"
+    error = Unsupported(reason)
+    error.outside_context = True
+    raise error
 
 
 # ----- jumps -------------------------------------------------------------

@@ -197,6 +197,9 @@ class CaptureContext:
         self.guards = FrameGuards()
         self.open_autocasts: list[Any] = []  # real autocast states entered while capturing
         self.open_inference_modes: list[Any] = []  # real inference modes entered likewise
+        # a torch state setter (state_setters.STATE_SETTERS) recorded in the graph: the
+        # state it sets is not set while capturing, so it cannot be read any more
+        self.state_set_in_graph = False
         self.dynamic = dynamic
         self.history = history
         # float inputs that change between calls become symbolic (else constants)

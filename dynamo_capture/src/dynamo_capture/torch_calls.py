@@ -139,7 +139,7 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
     if name in _SIDE_EFFECTS:
         raise Unsupported(f"torch.{name} changes global state; call it outside the compiled code")
     if fn is torch.autocast or fn is torch.amp.autocast:
-        return _autocast_context(args, kwargs)
+        return _autocast_context(torch.autocast, args, kwargs)
     if fn in _METADATA_FUNCTIONS:
         try:
             return PythonValue(fn(*_examples(list(args)), **_examples(dict(kwargs))))
@@ -177,7 +177,9 @@ _STATE_CHANGING = re.compile(
 
 
 def _changes_state(fn: Any) -> bool:
-    if not isinstance(fn, types.BuiltinFunctionType | types.BuiltinMethodType):
+    """A C function, or a Python function of torch's (torch.backends.*.set_flags), named
+    like a setter of torch's state."""
+    if not isinstance(fn, types.BuiltinFunctionType | types.BuiltinMethodType | types.FunctionType):
         return False
     return bool(_STATE_CHANGING.search(getattr(fn, "__name__", "") or ""))
 
@@ -205,13 +207,21 @@ def _contains_tensor(result: Any) -> bool:
     return False
 
 
-def _autocast_context(args: list[Value], kwargs: dict[str, Value]) -> ContextValue:
+def _autocast_context(cls: type, args: list[Value], kwargs: dict[str, Value]) -> ContextValue:
+    """An autocast context (torch.autocast or a subclass such as torch.cpu.amp.autocast).
+
+    NOTE: the real object is made now, as eager makes it at this call: its constructor
+    reads the defaults in effect (the autocast dtype, the cache flag), checks the
+    arguments (raising eager's errors) and may disable itself with a warning; capture
+    keeps only the four values it settled on (methods.autocast_context)."""
     try:
         real_args = tuple(as_constant(a) for a in args)
         real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
     except NotConstant as error:
         raise Unsupported("torch.autocast with arguments known only when it runs") from error
-    return ContextValue("autocast", real_args, real_kwargs)
+    from dynamo_capture.methods import autocast_context
+
+    return autocast_context(cls(*real_args, **real_kwargs))
 
 
 def construct_torch_class(
@@ -233,8 +243,13 @@ def construct_torch_class(
         return ContextValue("null")  # a profiler range: ignored in a graph, as torch.compile does
     if cls is torch.inference_mode:
         raise Unsupported("torch.inference_mode inside captured code")
+    if cls in (torch._C.DisableTorchFunction, torch._C.DisableTorchFunctionSubclass):
+        # NOTE: the graph's operations run on plain tensors, which no __torch_function__
+        # override sees: the block records nothing (as torch.compile's graphs); a part
+        # resumed inside it enters a fresh one around its eager code
+        return ContextValue("torch_function", (cls,))
     if issubclass(cls, torch.autocast):
-        return _autocast_context(args, kwargs)
+        return _autocast_context(cls, args, kwargs)
     if cls is torch.Size:
         items = args[0] if args else TupleValue([])
         from dynamo_capture.operations import sequence_items

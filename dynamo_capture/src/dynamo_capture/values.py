@@ -225,7 +225,8 @@ class SuperValue(Value):
 
 @dataclass(eq=False, slots=True)
 class ContextValue(Value):
-    """A context manager capture knows: kind is grad, autocast, inference, null or generator."""
+    """A context manager capture knows: kind is grad, autocast, inference, null,
+    torch_function (DisableTorchFunction) or generator."""
 
     kind: str
     args: tuple[Any, ...] = ()
