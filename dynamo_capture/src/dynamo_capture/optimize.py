@@ -60,7 +60,13 @@ from dynamo_capture.wrapper_modules import (
     wrapped_backend,
     wrapped_module,
 )
-from guards import ConstraintViolationError, SizeHistory, artifact_enabled, artifact_logger
+from guards import (
+    ConstraintViolationError,
+    SizeHistory,
+    artifact_enabled,
+    artifact_logger,
+    marks_of,
+)
 from guards.garbage_collection import old_objects_frozen
 
 __all__ = ["CompiledCallable", "optimize", "reset"]
@@ -379,16 +385,22 @@ class CompiledCallable:
     def _capture(
         self, f_locals: dict[str, Any], contexts: list[CaptureContext], float_inputs: bool = True
     ) -> Any:
-        """Capture with symbolic sizes where `dynamic` asks; statically when that fails."""
-        if self.dynamic is False or self._static_backend:
+        """Capture with symbolic sizes where `dynamic` asks; statically when that fails.
+
+        `dynamic=False` keeps every size static but the dims marked with mark_dynamic on
+        the arguments, as torch.compile(dynamic=False) does (no automatic dynamic)."""
+        dynamic, history = self.dynamic, self._sizes
+        if self.dynamic is False and not self._static_backend and _marked_dynamic(f_locals):
+            dynamic, history = None, None  # symbolic where marked only
+        elif self.dynamic is False or self._static_backend:
             return capture_frame(
                 self.frame, f_locals, guard_context=contexts,
                 transform_nodes=self._transform_nodes,
             )  # fmt: skip
         try:
             return capture_frame(
-                self.frame, f_locals, guard_context=contexts, dynamic=self.dynamic,
-                history=self._sizes, specialize_floats=self._specialize_floats,
+                self.frame, f_locals, guard_context=contexts, dynamic=dynamic,
+                history=history, specialize_floats=self._specialize_floats,
                 float_inputs=float_inputs, transform_nodes=self._transform_nodes,
             )  # fmt: skip
         except ConstraintViolationError:
@@ -949,6 +961,17 @@ def reset() -> None:
     for compiled in list(_live):
         compiled.reset()
     forget_warnings()
+
+
+def _marked_dynamic(f_locals: dict[str, Any]) -> bool:
+    """Whether a tensor argument (or one in a list, tuple or dict argument) has a dim
+    marked with mark_dynamic."""
+    for value in f_locals.values():
+        items = value.values() if isinstance(value, dict) else value
+        for item in items if isinstance(value, list | tuple | dict) else (value,):
+            if isinstance(item, torch.Tensor) and marks_of(item).dynamic:
+                return True
+    return False
 
 
 def _forget_real_tensors(contexts: list[Any]) -> None:

@@ -225,7 +225,10 @@ class CaptureContext:
         # the ids of the tensors they replace (functional_calls)
         self.replaced_members: dict[tuple[int, str], Value] = {}
         self.replaced_tensors: set[int] = set()
-        self.shape_env = None if dynamic is False else ShapeEnv()
+        # NOTE: as torch.compile, sizes made symbolic because they changed (automatic
+        # dynamic) or were marked get a symbol each; only dynamic=True gives equal
+        # sizes one symbol (duck sizing)
+        self.shape_env = None if dynamic is False else ShapeEnv(duck_shape=dynamic is True)
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.use_fakes = USE_FAKES
         self.frame_globals = frame_globals
