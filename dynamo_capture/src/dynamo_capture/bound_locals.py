@@ -26,7 +26,7 @@ import types
 import weakref
 from dataclasses import dataclass
 
-__all__ = ["Binding", "bindings", "parameter_count"]
+__all__ = ["Binding", "bindings", "live_locals", "parameter_count", "read_before_written"]
 
 _JUMPS = set(dis.hasjrel) | set(dis.hasjabs)
 _ENDS = ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE")
@@ -47,6 +47,7 @@ class Binding:
 
 
 _CACHE: weakref.WeakKeyDictionary[types.CodeType, dict[int, Binding]] = weakref.WeakKeyDictionary()
+_LIVE_CACHE: weakref.WeakKeyDictionary[types.CodeType, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
 def parameter_count(code: types.CodeType) -> int:
@@ -63,6 +64,72 @@ def bindings(code: types.CodeType) -> dict[int, Binding]:
     if found is None:
         found = _CACHE[code] = _solve(code)
     return found
+
+
+# reads of a local by name; DELETE_FAST too (it raises on an unbound local)
+_LOCAL_READS = ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST")
+# names through which code may read every local of its frame
+_FRAME_READERS = frozenset({"locals", "vars", "_getframe", "currentframe", "exec", "eval"})
+
+
+def read_before_written(code: types.CodeType) -> frozenset[str] | None:
+    """The locals some path from the entry may read before storing them (a backward
+    liveness over normal and exception flow); None where the code may read all of its
+    locals another way (`locals()`, `sys._getframe()`).
+
+    A part of a split frame hands its locals on by reading them in its epilogue, and
+    hands on a local no later part reads as UNBOUND (resume), so a local is left out
+    only where no later part needs it either: capture need not take it as an input,
+    nor guard it (as torch.compile's resume functions take only their live locals).
+    """
+    live = live_locals(code)
+    if live is None:
+        return None
+    return live.get(min(live), frozenset()) if live else frozenset()
+
+
+def live_locals(code: types.CodeType) -> dict[int, frozenset[str]] | None:
+    """Before each instruction, the locals some path from there may read before storing
+    them; None where the code may read all its locals another way (read_before_written)."""
+    if _FRAME_READERS & set(code.co_names):
+        return None
+    found = _LIVE_CACHE.get(code)
+    if found is None:
+        found = _LIVE_CACHE[code] = _solve_live(code)
+    return found
+
+
+def _solve_live(code: types.CodeType) -> dict[int, frozenset[str]]:
+    insts = [inst for inst in dis.get_instructions(code) if inst.opname != "CACHE"]
+    index_of = {inst.offset: index for index, inst in enumerate(insts)}
+    handlers: dict[int, list[int]] = {}
+    for entry in dis.Bytecode(code).exception_entries:
+        for inst in insts:
+            if entry.start <= inst.offset < entry.end:
+                handlers.setdefault(inst.offset, []).append(entry.target)
+    successors = [_successors(insts, index, handlers) for index in range(len(insts))]
+    live: list[frozenset[str]] = [frozenset()] * len(insts)
+    changed = True
+    while changed:
+        changed = False
+        for index in reversed(range(len(insts))):
+            inst = insts[index]
+            out: set[str] = set()
+            raised: set[str] = set()  # a handler runs before or after this store
+            for target in successors[index]:
+                if target not in index_of:
+                    continue
+                into = live[index_of[target]]
+                (raised if target in handlers.get(inst.offset, ()) else out).update(into)
+            if inst.opname == "STORE_FAST":
+                out.discard(inst.argval)
+            if inst.opname in _LOCAL_READS:
+                out.add(inst.argval)
+            new = frozenset(out | raised)
+            if new != live[index]:
+                live[index] = new
+                changed = True
+    return {inst.offset: live[index] for index, inst in enumerate(insts)}
 
 
 def _successors(

@@ -36,6 +36,7 @@ from dynamo_capture import (  # noqa: F401  (registers handlers)
     opcodes_flow,
     side_effects,
 )
+from dynamo_capture.bound_locals import read_before_written
 from dynamo_capture.calls import UNTRACED_CONTEXTS, is_made_in_frame
 from dynamo_capture.errors import (
     BackendCompilerFailed,
@@ -456,6 +457,7 @@ def capture_frame(
         float_inputs=float_inputs,
     )  # fmt: skip
     ctx.transform_nodes = transform_nodes
+    ctx.modules_by_structure = target.modules_by_structure
     if guard_context is not None:
         guard_context.append(ctx)
     _global_state_guards(ctx)
@@ -569,10 +571,16 @@ def _frame_locals(
     ctx: CaptureContext, code: types.CodeType, f_locals: dict[str, Any]
 ) -> dict[str, Value]:
     """The frame's locals as values; a part's local passed as UNBOUND stays unbound
-    (its prologue deletes it), guarded to be UNBOUND in later calls."""
+    (its prologue deletes it), guarded to be UNBOUND in later calls. A local the code
+    never reads before storing it (a dead argument, one a resume part no longer needs)
+    is left out: it is no input and has no guards."""
     arguments = {}
+    live = read_before_written(code)
+    kept = set(code.co_cellvars) | set(cell_locals(code))
     for name, value in f_locals.items():
         if name in code.co_freevars:
+            continue
+        if live is not None and name not in live and name not in kept:
             continue
         if value is UNBOUND:
             ctx.guards.id_match(LocalSource(name), UNBOUND)
@@ -603,6 +611,13 @@ class OutputPlan:
         for index, existing in enumerate(self.constants):
             if existing is value:
                 return f"___k[{index}]"
+        if self.ctx.modules_by_structure and _module_bound(value) and not is_made_in_frame(value):
+            # NOTE: the entry serves every module of a class: one of them (or its method)
+            # kept as a constant would be the one seen at compile time for all of them
+            raise Unsupported(
+                f"a {type(value).__name__} of the module read without a source leaves a frame "
+                "compiled for every module of its class"
+            )
         self.constants.append(value)
         return f"___k[{len(self.constants) - 1}]"
 
@@ -806,6 +821,12 @@ class OutputPlan:
         if isinstance(obj, list | dict | set):
             return f"{self._constant(obj)}.copy()"
         return self._constant(obj)
+
+
+def _module_bound(value: Any) -> bool:
+    """An nn.Module, or a method bound to one."""
+    owner = getattr(value, "__self__", None) if isinstance(value, types.MethodType) else value
+    return isinstance(owner, torch.nn.Module)
 
 
 def _identity(value: Any) -> Any:

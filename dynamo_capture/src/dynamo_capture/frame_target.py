@@ -58,6 +58,9 @@ class FrameTarget:
     function: types.FunctionType
     bind: Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]
     name: str
+    # nn.Module arguments are guarded on their structure, not their identity (one frame
+    # compiled for every module of a class: CompiledCallable._callee_part)
+    modules_by_structure: bool = False
 
     @property
     def code(self) -> types.CodeType:

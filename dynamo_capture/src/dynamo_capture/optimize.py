@@ -60,7 +60,13 @@ from dynamo_capture.wrapper_modules import (
     wrapped_backend,
     wrapped_module,
 )
-from guards import ConstraintViolationError, SizeHistory, artifact_enabled, artifact_logger
+from guards import (
+    ConstraintViolationError,
+    SizeHistory,
+    artifact_enabled,
+    artifact_logger,
+    marks_of,
+)
 from guards.garbage_collection import old_objects_frozen
 
 __all__ = ["CompiledCallable", "optimize", "reset"]
@@ -122,7 +128,7 @@ class CompiledCallable:
         self.graph_breaks: list[Unsupported] = []
         self.eager_frames: list[EagerFallback] = []  # frames run eagerly (all levels)
         self.parts: list[CompiledCallable] = []  # compiled parts of split frames (all levels)
-        self._callees: dict[tuple[int, int], CompiledCallable] = {}  # callee frames, shared
+        self._callees: dict[tuple[Any, ...], Any] = {}  # callee frames, shared
         self._splits: dict[tuple[Any, ...], list[Callable[..., Any]]] = {}
         self._frame: FrameTarget | None = None
         self._limit_logged = False
@@ -130,6 +136,8 @@ class CompiledCallable:
         self._static_backend = False  # the backend refused a symbolic graph: capture static
         self._specialize_floats = False  # the backend refused symbolic floats: make constants
         self._transform_nodes = True  # False: the backend refused torch.func / torch.cond nodes
+        # nn.Module arguments guarded on structure, not identity (see _callee_part)
+        self.modules_by_structure = False
         self.parent: CompiledCallable | None = None  # the split frame this is a part of
         self.compile_id = ""  # of the newest compile (compile_trace)
         _live.add(self)
@@ -150,6 +158,8 @@ class CompiledCallable:
     def frame(self) -> FrameTarget:
         if self._frame is None:
             self._frame = frame_target(self.target)
+            if self.modules_by_structure:
+                self._frame = dataclasses.replace(self._frame, modules_by_structure=True)
         return self._frame
 
     @property
@@ -375,16 +385,22 @@ class CompiledCallable:
     def _capture(
         self, f_locals: dict[str, Any], contexts: list[CaptureContext], float_inputs: bool = True
     ) -> Any:
-        """Capture with symbolic sizes where `dynamic` asks; statically when that fails."""
-        if self.dynamic is False or self._static_backend:
+        """Capture with symbolic sizes where `dynamic` asks; statically when that fails.
+
+        `dynamic=False` keeps every size static but the dims marked with mark_dynamic on
+        the arguments, as torch.compile(dynamic=False) does (no automatic dynamic)."""
+        dynamic, history = self.dynamic, self._sizes
+        if self.dynamic is False and not self._static_backend and _marked_dynamic(f_locals):
+            dynamic, history = None, None  # symbolic where marked only
+        elif self.dynamic is False or self._static_backend:
             return capture_frame(
                 self.frame, f_locals, guard_context=contexts,
                 transform_nodes=self._transform_nodes,
             )  # fmt: skip
         try:
             return capture_frame(
-                self.frame, f_locals, guard_context=contexts, dynamic=self.dynamic,
-                history=self._sizes, specialize_floats=self._specialize_floats,
+                self.frame, f_locals, guard_context=contexts, dynamic=dynamic,
+                history=history, specialize_floats=self._specialize_floats,
                 float_inputs=float_inputs, transform_nodes=self._transform_nodes,
             )  # fmt: skip
         except ConstraintViolationError:
@@ -471,14 +487,43 @@ class CompiledCallable:
         part.eager_frames = self.eager_frames
         part.artifacts = self.artifacts
         part.parent = self
+        part.modules_by_structure = self.modules_by_structure  # its `self`, say, as here
         part.parts = self.parts
         part._callees = self._callees
         self.parts.append(part)
         return part
 
-    def _callee_part(self, callee: Any, backend: Backend | None = None) -> CompiledCallable:
-        """The compiled frame of a function (or bound method) a split frame calls; one each."""
-        key = (id(getattr(callee, "__func__", callee)), id(getattr(callee, "__self__", None)))
+    def _callee_part(
+        self, callee: Any, backend: Backend | None = None, *, by_structure: bool = True
+    ) -> Any:
+        """The compiled frame of a function (or bound method) a split frame calls; one each.
+
+        A method of an nn.Module (`layer.forward` for each layer of a loop) is one compiled
+        frame of the function for every module of its class, as torch.compile keeps one
+        cache entry for them: the module is its `self` argument, guarded on its structure
+        (class, the attributes capture read, parameter and buffer metadata), its
+        parameters and buffers graph inputs (`modules_by_structure`).
+        """
+        function = getattr(callee, "__func__", None)
+        module = getattr(callee, "__self__", None)
+        if (
+            by_structure
+            and isinstance(module, torch.nn.Module)
+            and isinstance(callee, types.MethodType)
+            and isinstance(function, types.FunctionType)
+        ):
+            key = (id(function), -1)  # no object has id -1: the key of the shared frame
+            part = self._callees.get(key)
+            if part is None:
+                part = self._callees[key] = self._part(function, backend)
+                part.modules_by_structure = True
+            bound_key = (id(function), id(module), "bound")
+            bound = self._callees.get(bound_key)
+            if bound is None or bound.__self__ is not module:
+                # one bound method a module: what a guard on the module's `forward` sees
+                bound = self._callees[bound_key] = types.MethodType(part, module)
+            return bound
+        key = (id(getattr(callee, "__func__", callee)), id(module))
         part = self._callees.get(key)
         if part is None:
             part = self._callees[key] = self._part(callee, backend)
@@ -676,7 +721,7 @@ class CompiledCallable:
             return None
         # NOTE: one compiled part per forward function: a forward replaced on the
         # instance or the class fails this entry's guards and gets a part of its own.
-        compiled_forward = self._callee_part(forward)
+        compiled_forward = self._callee_part(forward, by_structure=False)
 
         def run_forward(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> Any:
             return compiled_forward(*f_locals["args"], **f_locals["kwargs"])
@@ -916,6 +961,17 @@ def reset() -> None:
     for compiled in list(_live):
         compiled.reset()
     forget_warnings()
+
+
+def _marked_dynamic(f_locals: dict[str, Any]) -> bool:
+    """Whether a tensor argument (or one in a list, tuple or dict argument) has a dim
+    marked with mark_dynamic."""
+    for value in f_locals.values():
+        items = value.values() if isinstance(value, dict) else value
+        for item in items if isinstance(value, list | tuple | dict) else (value,):
+            if isinstance(item, torch.Tensor) and marks_of(item).dynamic:
+                return True
+    return False
 
 
 def _forget_real_tensors(contexts: list[Any]) -> None:

@@ -124,6 +124,18 @@ def _is_argument_source(source: Source) -> bool:
     return isinstance(source, LocalSource)
 
 
+def _is_float_input_source(source: Source) -> bool:
+    """An argument source (`_is_argument_source`) or an attribute of an nn.Module argument,
+    at any depth (`L['self'].scale`, `L['self']._modules['block'].eps`): torch.compile
+    specializes a module's int attributes but not its floats (`specialize_float=False`),
+    which follow automatic dynamic as float arguments do."""
+    while isinstance(source, ItemSource | AttrSource | CellContentsSource):
+        source = source.base
+        while isinstance(source, ModuleSource | NNModuleSource):
+            source = source.base
+    return isinstance(source, LocalSource)
+
+
 def _holds_enum(obj: Any) -> bool:
     if isinstance(obj, enum.Enum):
         return True
@@ -206,6 +218,9 @@ class CaptureContext:
         self.float_inputs = float_inputs and not specialize_floats
         # torch.func transforms and torch.cond as graph nodes (function_transforms)
         self.transform_nodes = True
+        # nn.Module arguments guarded on structure (class, what capture read) instead of
+        # identity: one graph serves every module of a class (FrameTarget)
+        self.modules_by_structure = False
         self.transform_nodes_made = 0
         self.functorch_level = 0  # torch.func transforms traced into the graph, open now
         self.jvp_nesting = 0  # of them, torch.func.jvp calls (only the outermost is traced)
@@ -213,7 +228,10 @@ class CaptureContext:
         # the ids of the tensors they replace (functional_calls)
         self.replaced_members: dict[tuple[int, str], Value] = {}
         self.replaced_tensors: set[int] = set()
-        self.shape_env = None if dynamic is False else ShapeEnv()
+        # NOTE: as torch.compile, sizes made symbolic because they changed (automatic
+        # dynamic) or were marked get a symbol each; only dynamic=True gives equal
+        # sizes one symbol (duck sizing)
+        self.shape_env = None if dynamic is False else ShapeEnv(duck_shape=dynamic is True)
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.use_fakes = USE_FAKES
         self.frame_globals = frame_globals
@@ -310,6 +328,22 @@ class CaptureContext:
             # reads where it reads them
             guards.id_match(AttrSource(source, "__code__"), obj.__code__)
             guards.id_match(AttrSource(source, "__globals__"), obj.__globals__)
+        elif isinstance(obj, torch.nn.Module) and self.modules_by_structure:
+            # NOTE: every read of the module's state is guarded where capture makes it
+            # (attributes, training flag, hooks, `_modules` keys, parameters' metadata),
+            # as for a module guarded on identity, whose state can change between calls
+            # too; what identity alone fixed is its class. Identity comparisons (`is`,
+            # `id()`) still guard identity (guard_identity).
+            guards.type_match(source, obj)
+        elif (
+            isinstance(obj, types.MethodType)
+            and isinstance(obj.__self__, torch.nn.Module)
+            and self.modules_by_structure
+        ):
+            # a method bound to a module (a forward shadowed by its compiled frame): its
+            # function by identity, its module by structure where capture reads it
+            guards.type_match(source, obj)
+            guards.id_match(AttrSource(source, "__func__"), obj.__func__)
         elif isinstance(obj, torch.nn.Module) or _is_identity_object(obj):
             guards.id_match(source, obj)
         else:
@@ -426,7 +460,7 @@ class CaptureContext:
             return None
         if not self.float_inputs:
             return None
-        if not _is_argument_source(source) or not self.history.observe_value(source, value):
+        if not _is_float_input_source(source) or not self.history.observe_value(source, value):
             return None
         symbol = self.shape_env.create_float_symbol(value, source)
         number = torch.SymFloat(SymNode(symbol, self.shape_env, float, value))
@@ -477,8 +511,10 @@ class CaptureContext:
             source
             for source, tensor, _ in self.inputs
             if isinstance(tensor, torch.Tensor)
-            and not isinstance(tensor, torch.nn.Parameter)
-            and _is_argument_source(source)
+            and (
+                self.modules_by_structure  # another module may tie two of its tensors
+                or (not isinstance(tensor, torch.nn.Parameter) and _is_argument_source(source))
+            )
         ]
         self.guards.distinct(sources)
 

@@ -65,7 +65,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from dynamo_capture.bound_locals import Binding, bindings, parameter_count
+from dynamo_capture.bound_locals import Binding, bindings, live_locals, parameter_count
 from dynamo_capture.bytecode import (
     CHECKED_LOAD_FAST,
     PY312,
@@ -919,7 +919,10 @@ def segment_function(
             nulls_out = stack_nulls if stack_nulls_out is None else stack_nulls_out
             raw += _pack_stack(stack_out, nulls_out, const) + emit("STORE_FAST", slot)
         raw += _leave_code(leave, const(None))
-        reads = _local_reads(varnames, tracked, _binding_at(root, stop))
+        # NOTE: a part starting at a call cut loads the callable again (code before
+        # `stop`): liveness at `stop` does not see that read, so every local is handed on
+        live = None if call_args is not None else _live_at(root, stop)
+        reads = _local_reads(varnames, tracked, _binding_at(root, stop), live)
         entries += _epilogue(raw, reads, const, returns_top)
         spans.append((len(raw) - epilogue_at, line_at(code, stop)))
         _place_jump(raw, stop, epilogue_at, limit=None)
@@ -1032,14 +1035,26 @@ def _unbind_code(
     return out
 
 
+def _live_at(root: types.CodeType, offset: int) -> frozenset[str] | None:
+    """The root frame's locals read later before being stored, at `offset` (None: any)."""
+    live = live_locals(root)
+    return None if live is None or offset not in live else live[offset]
+
+
 def _local_reads(
-    varnames: tuple[str, ...], tracked: tuple[str, ...], binding: Binding | None
+    varnames: tuple[str, ...],
+    tracked: tuple[str, ...],
+    binding: Binding | None,
+    live: frozenset[str] | None = None,
 ) -> list[str]:
     """How the epilogue reads each local: "bound" (LOAD_FAST), "unbound" (UNBOUND on every
-    path) or "maybe" (LOAD_FAST, UNBOUND when it raises UnboundLocalError)."""
+    path, or no later code reads it before storing it: `live`) or "maybe" (LOAD_FAST,
+    UNBOUND when it raises UnboundLocalError)."""
     reads = []
     for name in varnames:
-        if name not in tracked or (binding is not None and name in binding.must):
+        if name in tracked and live is not None and name not in live:
+            reads.append("unbound")  # dead here: the next parts need not take it
+        elif name not in tracked or (binding is not None and name in binding.must):
             reads.append("bound")
         elif binding is not None and name not in binding.may:
             reads.append("unbound")

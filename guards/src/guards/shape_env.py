@@ -272,7 +272,9 @@ class ShapeEnv:
         """Sizes (SymInts at `dynamic_dims`), strides (expressed through the sizes where
         they follow from them, else new symbols) and the storage offset of `tensor`.
 
-        `dynamic_dims` may map dims to a range object with `min`/`max` (a DynamicRange).
+        `dynamic_dims` may map dims to a range object with `min`/`max` (a DynamicRange);
+        a dim given a range (an unbounded one too) gets a symbol of its own, never a
+        duck-sized one.
         """
         ranges = dynamic_dims if isinstance(dynamic_dims, dict) else dict.fromkeys(dynamic_dims)
         size_exprs: list[sympy.Expr] = []
@@ -284,6 +286,7 @@ class ShapeEnv:
                     TensorPropertySource(source, "size", dim),
                     min=getattr(limits, "min", None),
                     max=getattr(limits, "max", None),
+                    duck=False if limits is not None else None,  # a range: a symbol its own
                 )
             else:
                 expr = sympy.Integer(int(size))

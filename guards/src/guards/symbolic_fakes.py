@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["dynamic_dims_of", "symbolic_meta"]
 
 aten = torch.ops.aten
+_UNBOUNDED = DynamicRange()
 
 
 def dynamic_dims_of(
@@ -43,10 +44,12 @@ def dynamic_dims_of(
     if mode.shape_env is not None:
         # mark_dynamic marks apply where sizes can be symbolic; a mode without a ShapeEnv
         # traces static sizes (dynamic=False, or a backend that takes only static graphs)
+        # a marked dim gets a symbol of its own (a range, unbounded at least), never one
+        # shared with an equal size (duck sizing), as torch.compile
         for dim in marks.maybe_dynamic:
-            dims.setdefault(dim, None)
+            dims.setdefault(dim, _UNBOUNDED)
         for dim, limits in marks.dynamic.items():
-            dims[dim] = limits
+            dims[dim] = _UNBOUNDED if limits is None else limits
     for dim in marks.static:
         dims.pop(dim, None)
     if dims and mode.shape_env is None:
