@@ -29,7 +29,7 @@ from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
 from aot_autograd.saved_tensors import SavedTensors, stale_saved_tensor_errors
 from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
-from aot_autograd.tracer import AtenTracer, GraphRecorder, TensorRecord
+from aot_autograd.tracer import AtenTracer, GraphRecorder, KernelChecks, TensorRecord
 from aot_autograd.value_assertions import ValueAssertion, ValueAssertionMode
 
 __all__ = [
@@ -273,6 +273,37 @@ def _backward_error(t: torch.Tensor) -> str:
     except RuntimeError as error:
         return str(error)
     return "the derivative of an op computing this output is not implemented"
+
+
+def _raising_backwards(
+    outputs: Sequence[Any], differentiable: Sequence[bool], message: str
+) -> dict[int, str]:
+    """The outputs whose own backward raises `message`, the traced backward's error.
+
+    A backward formula can fail where the forward ran (`atan2(bool_tensor, x)`: its
+    gradient negates the bool operand); eager raises then at `backward()`, not at the
+    call. Each differentiable output's backward is run alone, before the traced one
+    (not traced: only the tracer's kernel checks and formula overrides); only those
+    failing with the same message are kept, so a failure of tracing itself is never
+    turned into a backward error.
+    """
+    errors = {}
+    for i, (t, wanted) in enumerate(zip(outputs, differentiable)):
+        leaves = _leaves(t.grad_fn) if wanted else []
+        if not leaves:
+            continue
+        grad = torch.ones(tuple(t.shape), dtype=t.dtype, device=t.device)
+        handles = override_backward_formulas([t])
+        try:
+            with torch.enable_grad(), torch._C._DisableAutocast(), KernelChecks():
+                torch.autograd.grad(t, leaves, grad, allow_unused=True, retain_graph=True)
+        except RuntimeError as error:
+            if str(error) == message:
+                errors[i] = message
+        finally:
+            for handle in handles:
+                handle.remove()
+    return errors
 
 
 def _leaves(grad_fn: Any) -> list[torch.Tensor]:
@@ -539,6 +570,15 @@ def _symbolic_failure(what: str, error: Exception) -> SymbolicShapeError:
     )
 
 
+class _BackwardRaises(Exception):  # noqa: N818 - a signal between two traces, never raised out
+    """The traced backward raised `message`: trace again, finding the outputs whose own
+    backward raises it (a formula eager fails in too) and leaving them out."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 def _trace(
     fn: Callable,
     example_inputs: Sequence[Any],
@@ -546,6 +586,23 @@ def _trace(
     joint: bool,
     mode: Any,
 ) -> TracedProgram:
+    try:
+        return _trace_once(fn, example_inputs, decompositions, joint, mode, None)
+    except _BackwardRaises as raised:
+        return _trace_once(fn, example_inputs, decompositions, joint, mode, raised.message)
+
+
+def _trace_once(
+    fn: Callable,
+    example_inputs: Sequence[Any],
+    decompositions: Mapping | None,
+    joint: bool,
+    mode: Any,
+    backward_error: str | None,
+) -> TracedProgram:
+    """One trace. `backward_error`: the error an earlier trace's backward raised; the
+    outputs whose own backward raises it are left out of the traced backward, and the
+    compiled function raises it at their backward, as eager does."""
     wants_grad = [joint and isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs]
     if mode is None:
         values = [tracing_value(x, g) for x, g in zip(example_inputs, wants_grad)]
@@ -576,10 +633,15 @@ def _trace(
     recorder.allow_value_reads = False
     forward_nodes = [*plan.graph_nodes, *checks, *(node for _, node in mutated)]
     differentiable = [_differentiable(t) for t in plan.graph_tensors]
+    raising_backward = {}
+    if joint and backward_error is not None:
+        raising_backward = _raising_backwards(plan.graph_tensors, differentiable, backward_error)
+        differentiable = [d and i not in raising_backward for i, d in enumerate(differentiable)]
     missing = {}
     if joint:
         missing = stale_saved_tensor_errors(saved, plan.graph_tensors, _leaves)
         missing.update(_missing_derivatives(plan.graph_tensors))
+        missing.update(raising_backward)
     differentiable += [False] * (len(checks) + len(mutated))
     grad_inputs: list[int] = []
     grad_nodes: list[Any] = []
@@ -587,7 +649,16 @@ def _trace(
         grad_inputs = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
         grad_inputs = [i for i in grad_inputs if values[i].requires_grad]
         with torch.random.fork_rng(devices=_cuda_devices(values)):
-            grad_nodes = _trace_backward(recorder, tracer, hooks, plan, values, grad_inputs)
+            try:
+                grad_nodes = _trace_backward(
+                    recorder, tracer, hooks, plan, values, grad_inputs, differentiable
+                )
+            except AotAutogradError:
+                raise
+            except RuntimeError as error:
+                if backward_error is not None:
+                    raise
+                raise _BackwardRaises(str(error)) from error
     gm = _finish(recorder, [*forward_nodes, *grad_nodes])
     if joint:
         select_evenly_distributed_gradients(gm)
@@ -650,9 +721,10 @@ def _trace_backward(
     plan: _OutputPlan,
     values: Sequence[Any],
     grad_inputs: list[int],
+    differentiable: Sequence[bool],
 ) -> list[Any]:
     """Run autograd on the traced forward under the tracer; the nodes of the input grads."""
-    outputs = [t for t in plan.graph_tensors if _differentiable(t)]
+    outputs = [t for t, d in zip(plan.graph_tensors, differentiable) if d]
     if not outputs or not grad_inputs:
         return [None] * len(grad_inputs)
     tangents = []

@@ -39,7 +39,7 @@ from aot_autograd.views import (
     scatter_into_parent,
 )
 
-__all__ = ["AtenTracer", "BaseState", "GraphRecorder", "TensorRecord"]
+__all__ = ["AtenTracer", "BaseState", "GraphRecorder", "KernelChecks", "TensorRecord"]
 
 aten = torch.ops.aten
 
@@ -762,6 +762,20 @@ def _check_no_overlapping_write(func: Any, args: tuple, kwargs: dict) -> None:
         except UnsupportedMutationError:
             pass
         raise UnsupportedMutationError(_OVERLAP_REFUSED)
+
+
+class KernelChecks(TorchDispatchMode):
+    """Runs each op after the tracer's check that eager's kernel accepts its arguments
+    (fake kernels accept more), recording nothing."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # as AtenTracer's: no torch._dynamo import at the first dispatch
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        check_kernel_accepts(func, args, kwargs)
+        return func(*args, **kwargs)
 
 
 class AtenTracer(TorchDispatchMode):
