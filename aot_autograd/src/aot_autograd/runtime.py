@@ -35,6 +35,7 @@ from aot_autograd.value_assertions import value_check_error
 
 __all__ = [
     "assemble_outputs",
+    "aliased_mutated_input",
     "check_mutated_inputs_unaliased",
     "compiled_call",
     "output_assembler",
@@ -495,12 +496,12 @@ def _overlaps_itself(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and torch._debug_has_internal_overlap(t) == 1
 
 
-def check_mutated_inputs_unaliased(program: TracedProgram, args: Sequence[Any]) -> None:
-    """A mutated input must not share memory with another input (the graph assumed not):
-    raises before the graph runs. (One whose elements share memory, an expanded tensor,
-    is written through its compact memory: see `_compact`.)"""
+def aliased_mutated_input(program: TracedProgram, args: Sequence[Any]) -> int | None:
+    """A mutated input sharing memory with another input (the graph assumed none do),
+    or None. (One whose elements share memory, an expanded tensor, is written through
+    its compact memory: see `_compact`.)"""
     if not program.mutated_inputs:
-        return
+        return None
     keys: dict[Any, int] = {}
     for a in args:
         if isinstance(a, torch.Tensor):
@@ -510,11 +511,20 @@ def check_mutated_inputs_unaliased(program: TracedProgram, args: Sequence[Any]) 
                 keys[key] += 1
     for index in program.mutated_inputs:
         if keys.get(_storage_key(args[index]), 0) > 1:
-            raise UnsupportedMutationError(
-                f"input {index} is written in place and shares memory with another input; "
-                "the compiled graph treats inputs as separate tensors. Pass a .clone() of one "
-                "of them"
-            )
+            return index
+    return None
+
+
+def check_mutated_inputs_unaliased(program: TracedProgram, args: Sequence[Any]) -> None:
+    """A mutated input must not share memory with another input (the graph assumed not):
+    raises before the graph runs."""
+    index = aliased_mutated_input(program, args)
+    if index is not None:
+        raise UnsupportedMutationError(
+            f"input {index} is written in place and shares memory with another input; "
+            "the compiled graph treats inputs as separate tensors. Pass a .clone() of one "
+            "of them"
+        )
 
 
 def _compact(target: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
