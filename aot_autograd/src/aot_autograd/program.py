@@ -59,17 +59,23 @@ INPUTS_WRITTEN_IN_PLACE = "inputs_written_in_place"
 _log = guards.artifact_logger("aot_graphs")
 
 
+# Kinds of OutputSpec viewing a forward graph output.
+BASE_ALIAS_KINDS = ("base_alias", "base_alias_no_grad")
+
+
 @dataclass(frozen=True, slots=True)
 class OutputSpec:
     """How the run time produces one (flattened) user output.
 
     kind: "graph" (forward graph output `index`), "input" (input `index` itself),
-    "input_alias" (a view of input `index`), "base_alias" (a view of forward
-    graph output `index`), "constant" (`value`, not a tensor).
+    "input_alias" (a view of input `index`), "base_alias" (a view of forward graph
+    output `index`), "input_alias_no_grad" and "base_alias_no_grad" (such views made
+    while grad mode was off: they require grad as their base does, and no gradient
+    flows through them into it), "constant" (`value`, not a tensor).
     `geometry` is (size, stride, storage offset from the base in bytes, dtype) for views;
     `requires_grad`, `conj` and `neg` are the view's autograd flag and lazy conjugate and
     negative bits as traced (a `detach()` view does not require grad, `conj()` sets a bit).
-    `base_stride` (a "base_alias" only) is the strides the base had when traced, which
+    `base_stride` (a view of a graph output only) is the strides the base had when traced, which
     `geometry` assumes: a backend whose kernels return the base in another layout (eager
     kernels on a functionalized graph may) gets it copied to these strides first.
     """
@@ -93,7 +99,7 @@ def mark_user_visible_outputs(gm: fx.GraphModule, program: TracedProgram) -> Non
     checks and mutated inputs' new values are left out; so is every output of a
     forward graph, whose saved values the backward was compiled against.
     """
-    bases = {spec.index for spec in program.outputs if spec.kind == "base_alias"}
+    bases = {spec.index for spec in program.outputs if spec.kind in BASE_ALIAS_KINDS}
     visible = sorted({spec.index for spec in program.outputs if spec.kind == "graph"} - bases)
     output = next(n for n in gm.graph.nodes if n.op == "output")
     output.meta[USER_VISIBLE_OUTPUTS] = tuple(visible)
@@ -243,6 +249,22 @@ def _alias_spec(kind: str, index: int, t: torch.Tensor, record: TensorRecord) ->
     return OutputSpec(kind, index, geometry, **flags)
 
 
+def _cut_from_autograd(view: torch.Tensor, base: torch.Tensor) -> bool:
+    """Whether `view` of `base` requires grad but autograd's graph from it does not reach
+    `base` (its node, or its leaf's): a view made while grad mode was off (`with
+    torch.no_grad(): v = x.view(-1)`, then maybe viewed again), which requires grad as
+    its base does while no gradient flows through it into the base."""
+    if view is base or not (view.requires_grad and base.requires_grad):
+        return False
+    if view.grad_fn is None:
+        return True
+    target = base.grad_fn  # (held: a node's Python object is the same while referenced)
+    for fn in autograd_nodes([view.grad_fn]):
+        if fn is target or (target is None and getattr(fn, "variable", None) is base):
+            return False
+    return True
+
+
 def _differentiable(t: Any) -> bool:
     if not isinstance(t, torch.Tensor):
         return False  # a size (SymInt) output
@@ -376,7 +398,10 @@ class _OutputPlan:
         if base.input_index is not None and base.input_index >= 0:
             if not record.chain and leaf is self.values[base.input_index]:
                 return OutputSpec("input", base.input_index)
-            return _alias_spec("input_alias", base.input_index, leaf, record)
+            spec = _alias_spec("input_alias", base.input_index, leaf, record)
+            if _cut_from_autograd(leaf, self.values[base.input_index]):
+                spec = dataclasses.replace(spec, kind="input_alias_no_grad")
+            return spec
         # A view of an intermediate comes back as eager returns it: a view of its base,
         # which the graph returns (in eager's layout) for the run time to view.
         shared = family[id(base)] > 1 and not base.constant
@@ -396,6 +421,8 @@ class _OutputPlan:
             if not record.chain:
                 return OutputSpec("graph", index)
             spec = _alias_spec("base_alias", index, leaf, record)
+            if _cut_from_autograd(leaf, t):
+                spec = dataclasses.replace(spec, kind="base_alias_no_grad")
             return dataclasses.replace(spec, base_stride=self._base_strides[id(base)])
         return OutputSpec("graph", self._graph_output(leaf, self.recorder.node_of(leaf)))
 
