@@ -627,9 +627,9 @@ def _trace_once(
     mode: Any,
     backward_error: str | None,
 ) -> TracedProgram:
-    """One trace. `backward_error`: the error an earlier trace's backward raised; the
-    outputs whose own backward raises it are left out of the traced backward, and the
-    compiled function raises it at their backward, as eager does."""
+    """One trace. `backward_error`: the error an earlier trace's backward raised on real
+    tensors; the outputs whose own backward raises it are left out of the traced
+    backward, and the compiled function raises it at their backward, as eager does."""
     wants_grad = [joint and isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs]
     if mode is None:
         values = [tracing_value(x, g) for x, g in zip(example_inputs, wants_grad)]
@@ -683,7 +683,9 @@ def _trace_once(
             except AotAutogradError:
                 raise
             except RuntimeError as error:
-                if backward_error is not None:
+                # NOTE: on fakes a failure may be the fakes' own (a data-dependent size):
+                # trace_program traces on real tensors then, where this is eager's error.
+                if backward_error is not None or mode is not None:
                     raise
                 raise _BackwardRaises(str(error)) from error
     gm = _finish(recorder, [*forward_nodes, *grad_nodes])
