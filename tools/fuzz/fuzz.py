@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from generator import generate  # noqa: E402
+from generator import PROFILES, generate  # noqa: E402
 from oracle import DEVICE, KINDS, Mismatch, check_source, quiet  # noqa: E402
 from program import Program, render  # noqa: E402
 from shrink import shrink  # noqa: E402
@@ -77,6 +77,8 @@ class Options:
     shrink_budget_s: float = 120.0
     shrinks_per_signature: int = 2  # later mismatches of a known signature are saved unshrunk
     verbose: bool = True
+    profile: str = "full"  # generator.PROFILES
+    dynamic: bool | None = None  # ember.compile(dynamic=...)
 
 
 def check_program(program: Program, backend: str) -> list[Mismatch]:
@@ -102,7 +104,7 @@ def save_reproducer(
 
 def fuzz_one(seed: int, options: Options, summary: Summary, shrunk: Counter) -> None:
     """Generate program `seed`, check it under each backend, shrink and save what differs."""
-    program = generate(seed)
+    program = generate(seed, profile=options.profile).replace(dynamic=options.dynamic)
     summary.programs += 1
     summary.seeds.append(seed)
     for backend in options.backends:
@@ -180,6 +182,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--replay", type=Path, help="check one saved reproducer and exit")
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument(
+        "--profile", default="full", choices=sorted(PROFILES),
+        help="generator tables: base (the ops of earlier runs) or full (regions, branches, ...)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dynamic", default="auto", choices=("auto", "true", "false"),
+        help="ember.compile(dynamic=): auto (None: specialize, then dynamic on a change), true, false",
+    )  # fmt: skip
+    parser.add_argument(
         "--device", default="cpu", help="where inputs live: cpu, or cuda (Triton kernels)"
     )
     return parser.parse_args(argv)
@@ -207,6 +217,8 @@ def main(argv: list[str]) -> int:
         shrink_budget_s=args.shrink_budget,
         shrinks_per_signature=args.shrinks_per_signature,
         verbose=not args.quiet,
+        profile=args.profile,
+        dynamic={"auto": None, "true": True, "false": False}[args.dynamic],
     )
     if args.seeds:
         seeds, seconds = [int(s) for s in args.seeds.split(",")], args.seconds
@@ -215,13 +227,17 @@ def main(argv: list[str]) -> int:
         seeds, seconds = range(first, first + args.count), args.seconds
     else:
         seeds, seconds = _forever(first), args.seconds if args.seconds is not None else 60.0
-    print(f"fuzzing from seed {first}, backends {', '.join(backends)}, out {args.out}")
+    print(
+        f"fuzzing from seed {first}, backends {', '.join(backends)}, profile {args.profile}, "
+        f"dynamic {args.dynamic}, out {args.out}"
+    )
     summary = run(seeds, options, seconds)
     print(summary.report())
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(
         json.dumps(
             {"programs": summary.programs, "first_seed": first, "backends": backends,
+             "profile": args.profile, "dynamic": args.dynamic,
              "counts": {f"{b}/{k}": n for (b, k), n in sorted(summary.counts.items())},
              "reproducers": summary.reproducers, "crashes": summary.crashes},
             indent=1,

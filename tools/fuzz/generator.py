@@ -235,6 +235,8 @@ def index(scope: Scope) -> str | None:
         return None
     t, rng = scope.value(name), scope.rng
     d = scope.dim(name)
+    if any(env[name].dim() != t.dim() for env in scope.envs):
+        return None  # its rank depends on the call's sizes (`squeeze_()`, a branch)
     size = min(env[name].shape[d] for env in scope.envs)
     picks = sorted(rng.randrange(size) for _ in range(3)) if size else []
     choices = {
@@ -303,6 +305,106 @@ def complex_view(scope: Scope) -> str | None:
     )  # fmt: skip
 
 
+def reduction_dims(scope: Scope) -> str | None:
+    """A reduction over a list or tuple of dims (negative ones included), keepdim either way."""
+    name = scope.pick(ranked(2))
+    if name is None:
+        return None
+    t, rng = scope.value(name), scope.rng
+    a, b = rng.sample(range(t.dim()), 2)
+    b = b - t.dim() if rng.random() < 0.4 else b
+    dims = rng.choice([f"({a}, {b})", f"[{a}, {b}]", f"[{b}]"])
+    keep = rng.random() < 0.5
+    ops = ["sum", "amax", "amin", "any", "all", "count_nonzero"]
+    if floating(t):
+        ops += ["mean", "var", "std", "logsumexp", "nansum", "norm"]
+    op = rng.choice(ops)
+    if op == "count_nonzero":
+        return f"torch.count_nonzero({name}, dim={dims.replace('[', '(').replace(']', ',)')})"
+    if op in ("var", "std"):
+        return f"{name}.{op}(dim={dims}, correction={rng.choice([0, 1])}, keepdim={keep})"
+    if op == "norm":
+        return f"torch.linalg.vector_norm({name}, dim={dims}, keepdim={keep})"
+    if op == "sum" and rng.random() < 0.3:
+        return f"{name}.sum(dim={dims}, keepdim={keep}, dtype=torch.float64)"
+    return f"{name}.{op}(dim={dims}, keepdim={keep})"
+
+
+def promotion(scope: Scope) -> str | None:
+    """Operands of different dtypes: int/bool/float tensors, 0-dim tensors, Python scalars."""
+    name = scope.pick()
+    if name is None:
+        return None
+    t, rng = scope.value(name), scope.rng
+    shape = t.shape
+
+    def other_dtype(u):
+        try:
+            torch.broadcast_shapes(shape, u.shape)
+        except RuntimeError:
+            return False
+        return u.dtype != t.dtype
+
+    other = scope.pick(other_dtype)
+    choices = [f"{rng.choice(['2', '1.5', 'True', '-3'])}"]
+    if other is not None:
+        choices += [other, other]
+    any_other = scope.pick(lambda u: u.numel() > 0 and u is not t)
+    if any_other is not None:
+        choices.append(f"{any_other}.{rng.choice(['sum()', 'amax()', 'to(torch.float64).sum()'])}")
+    b = rng.choice(choices)
+    op = rng.choice(["+", "-", "*", "/", "//", "%", "max", "where", "add_alpha"])
+    if op == "max":
+        return f"torch.maximum({name}, torch.as_tensor({b}))"
+    if op == "where":
+        return f"torch.where({name} != 0, {name}, {b})"
+    if op == "add_alpha":
+        return f"torch.add({name}, {b}, alpha=2)"
+    a, b = (name, b) if rng.random() < 0.7 or b[0].isdigit() or b[0] in "-T" else (b, name)
+    return f"{a} {op} {b}"
+
+
+def symbolic_int(scope: Scope) -> str | None:
+    """Sizes used as int arguments and Python numbers (symbolic under dynamic shapes)."""
+    name = scope.pick(ranked(1))
+    if name is None:
+        return None
+    t, rng = scope.value(name), scope.rng
+    d = scope.dim(name)
+    n = f"{name}.shape[{d}]"
+    choices = [
+        f"{name} * {n}",
+        f"{name}.sum({d}) / {n}",
+        f"{name}[..., : {name}.shape[-1] // 2]",
+        f"{name}.narrow({d}, {n} // 2, {n} - {n} // 2)",
+        f"{name}.roll({n} // 2 + 1, {d})",
+        f"{name}.new_full(({n}, 2), {n})",
+        f"torch.arange({n}, dtype={name}.dtype) + {name}.sum()",
+        f"{name}.reshape({name}.numel() // max({n}, 1), -1) if {n} else {name}",
+        f"{name}.repeat_interleave(2, {d}).narrow({d}, 0, {n})",
+        f"F.pad({name}, (1, {name}.shape[-1] % 2))",
+    ]
+    if t.dim() >= 2:
+        choices.append(f"{name}.flatten(0, 1).view({name}.shape[0], {name}.shape[1], -1)")
+    return rng.choice(choices)
+
+
+def item_scalar(scope: Scope) -> str | None:
+    """A value read back to Python (`.item()`, `int(...)`) and used as a scalar or a size."""
+    name = scope.pick(lambda t: t.dtype != torch.bool)
+    other = scope.pick(lambda t: t.numel() > 0)
+    if name is None or other is None:
+        return None
+    rng = scope.rng
+    choices = [
+        f"{name} * {other}.float().mean().item()",
+        f"{name} + int(({other} > 0).sum())",
+        f"{name}.reshape(-1)[: int(({other} > 0).sum())]",
+        f"{name} - {other}.amax().item()",
+    ]
+    return rng.choice(choices)
+
+
 EXPRESSIONS = {
     "unary": (unary, 4),
     "binary": (binary, 4),
@@ -368,12 +470,165 @@ def inplace_masked(scope: Scope) -> str | None:
     return f"{name}.masked_fill_({name} < 0, 0)"
 
 
+def inplace_input_view(scope: Scope) -> str | None:
+    """An input (or a variable viewing one) written in place through a fresh view of it."""
+    inputs = [n for n in scope.names if n in scope.inputs and scope.value(n).dim() >= 1]
+    name = scope.rng.choice(inputs) if inputs and scope.rng.random() < 0.6 else None
+    name = name or scope.pick(ranked(1))
+    if name is None:
+        return None
+    t, rng = scope.value(name), scope.rng
+    views = ["[1:]", "[..., ::2]", ".unsqueeze(0)", ".select(0, -1)", ".view(-1)", "[:, None]"]
+    if t.dim() >= 2:
+        views += [".t()" if t.dim() == 2 else ".mT", ".diagonal()", ".transpose(0, -1)[0]"]
+    view = rng.choice(views)
+    if t.dtype == torch.bool:
+        op = rng.choice(["zero_()", "fill_(True)", "logical_not_()"])
+    else:
+        op = rng.choice(
+            ["add_(1)", "mul_(2)", "zero_()", "clamp_(max=0)", "neg_()", "fill_(3)",
+             f"masked_fill_({name}{view} < 0, 1)", f"copy_({name}{view}.flip(0) * 2)"]
+        )  # fmt: skip
+    return f"{name}{view}.{op}"
+
+
 MUTATIONS = {
     "inplace_arith": (inplace_arith, 3),
     "inplace_view": (inplace_view, 2),
     "inplace_metadata": (inplace_metadata, 1),
     "inplace_masked": (inplace_masked, 1),
 }
+
+
+EXTRA_EXPRESSIONS = {
+    "reduction_dims": (reduction_dims, 2),
+    "promotion": (promotion, 2),
+    "symbolic_int": (symbolic_int, 2),
+    "item_scalar": (item_scalar, 1),
+}
+EXTRA_MUTATIONS = {
+    "inplace_input_view": (inplace_input_view, 2),
+}
+FULL_EXPRESSIONS = EXPRESSIONS | EXTRA_EXPRESSIONS
+FULL_MUTATIONS = MUTATIONS | EXTRA_MUTATIONS
+
+
+# ---------------------------------------------------------------- regions and branches
+#
+# A block is a statement of several lines: `with` regions (autocast, grad mode),
+# possibly nested, and `if`/`else` on values and sizes. A region's statements are
+# drawn from the tables one at a time and each is kept only when eager runs it,
+# under the region's headers, at every call; the scope then knows its result.
+
+
+def _indented(lines: list[tuple[int, str]]) -> str:
+    return "\n".join("    " * depth + line for depth, line in lines)
+
+
+def _under(headers: list[str], statement: str) -> str:
+    return _indented([*enumerate(headers), (len(headers), statement)])
+
+
+def _region_statement(scope: Scope, headers: list[str], expressions: dict) -> str | None:
+    """One statement kept when eager runs it under `headers` at every call (scope updated)."""
+    for _attempt in range(4):
+        mutate = scope.rng.random() < 0.25
+        text = _weighted(scope.rng, FULL_MUTATIONS if mutate else expressions)(scope)
+        if text is None:
+            continue
+        statement = text if mutate else f"{scope.new_name()} = {text}"
+        envs = _runs_everywhere(_under(headers, statement), scope.envs)
+        if envs is None:
+            continue
+        scope.envs = envs
+        if not mutate:
+            scope.names.append(statement.split(" = ")[0])
+        return statement
+    return None
+
+
+def _region(scope: Scope, headers: list[str], count: int, expressions: dict) -> list:
+    """(depth, line) of up to `count` statements under `headers` (the last one's body)."""
+    found = [_region_statement(scope, headers, expressions) for _ in range(count)]
+    return [(len(headers), line) for line in found if line is not None]
+
+
+def autocast_region(scope: Scope) -> str | None:
+    """`with torch.autocast("cpu", ...)`, matmuls favoured, maybe a disabled sub-region."""
+    rng = scope.rng
+    dtype = rng.choice(["bfloat16", "bfloat16", "float16"])
+    outer = f'with torch.autocast("cpu", dtype=torch.{dtype}):'
+    inner = 'with torch.autocast("cpu", enabled=False):'
+    table = FULL_EXPRESSIONS | {"matmul": (matmul, 6)}
+    body = _region(scope, [outer], rng.randint(1, 2), table)
+    if rng.random() < 0.6:
+        disabled = _region(scope, [outer, inner], rng.randint(1, 2), FULL_EXPRESSIONS)
+        body += [(1, inner), *disabled] if disabled else []
+        body += _region(scope, [outer], rng.randint(0, 1), table)
+    return _indented([(0, outer), *body]) if body else None
+
+
+def grad_region(scope: Scope) -> str | None:
+    """`with torch.no_grad()` (or set_grad_enabled(False)), maybe enable_grad inside."""
+    rng = scope.rng
+    outer = rng.choice(["with torch.no_grad():", "with torch.set_grad_enabled(False):"])
+    inner = "with torch.enable_grad():"
+    body = _region(scope, [outer], rng.randint(1, 2), FULL_EXPRESSIONS)
+    if rng.random() < 0.4:
+        enabled = _region(scope, [outer, inner], rng.randint(1, 2), FULL_EXPRESSIONS)
+        body += [(1, inner), *enabled] if enabled else []
+    return _indented([(0, outer), *body]) if body else None
+
+
+def branch(scope: Scope) -> str | None:
+    """`if` on a value (`.item()`, a tensor's truth) or a size: one new value per branch,
+    or a mutation under the condition."""
+    c = scope.pick()
+    if c is None:
+        return None
+    rng = scope.rng
+    cond = rng.choice(
+        [f"{c}.sum() > 0", f"({c} > 0).any()", f"{c}.float().mean().item() > 0.25",
+         f"{c}.numel() > 6", f"{c}.shape[0] % 2 == 0" if scope.value(c).dim() else f"{c} > 0",
+         f"int(({c} != 0).sum()) >= 2"]
+    )  # fmt: skip
+    name = None
+    if rng.random() < 0.3:
+        mutation = _weighted(rng, FULL_MUTATIONS)(scope)
+        if mutation is None:
+            return None
+        text = _indented([(0, f"if {cond}:"), (1, mutation)])
+    else:
+        then, other = (_weighted(rng, FULL_EXPRESSIONS)(scope) for _ in range(2))
+        if then is None or other is None:
+            return None
+        name = scope.new_name()
+        text = _indented(
+            [(0, f"if {cond}:"), (1, f"{name} = {then}"), (0, "else:"), (1, f"{name} = {other}")]
+        )
+    envs = _runs_everywhere(text, scope.envs)
+    if envs is None:
+        return None
+    scope.envs = envs
+    if name is not None:
+        scope.names.append(name)
+    return text
+
+
+BLOCKS = {
+    "autocast_region": (autocast_region, 2),
+    "grad_region": (grad_region, 2),
+    "branch": (branch, 2),
+}
+
+# Generator profiles: the tables a program draws from. "base" programs are those of
+# earlier fuzzer runs (seeds pinned in tests keep their programs); "full" adds the
+# extra expressions and mutations and the multi-line blocks.
+PROFILES = {
+    "base": (EXPRESSIONS, MUTATIONS, {}),
+    "full": (FULL_EXPRESSIONS, FULL_MUTATIONS, BLOCKS),
+}
+BLOCK_RATE = 0.15
 
 
 # ---------------------------------------------------------------- programs
@@ -445,13 +700,16 @@ def _runs_everywhere(statement: str, envs: list[dict]) -> list[dict] | None:
     return results
 
 
-def generate(seed: int, length: int | None = None) -> Program:
+def generate(seed: int, length: int | None = None, profile: str = "full") -> Program:
     """The program of one seed: random inputs, then up to `length` statements.
 
     A candidate statement that eager rejects is dropped, except now and then
     (RAISING_RATE): it is kept as the program's last statement, so that eager
-    raises at some call and the compiled function must raise too.
+    raises at some call and the compiled function must raise too. `profile` names
+    the tables drawn from (PROFILES).
     """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown fuzzer profile {profile!r}; choose from {sorted(PROFILES)}")
     rng = random.Random(seed)
     grad = rng.random() < 0.35
     inputs, dims = random_inputs(rng, grad)
@@ -459,7 +717,7 @@ def generate(seed: int, length: int | None = None) -> Program:
     scope = Scope(rng, input_values(program))
     statements: list[str] = []
     for _ in range(length or rng.randint(2, 9)):
-        statement, raises = _next_statement(rng, scope, grad)
+        statement, raises = _next_statement(rng, scope, grad, PROFILES[profile])
         if statement is None:
             continue
         statements.append(statement)
@@ -472,11 +730,19 @@ def generate(seed: int, length: int | None = None) -> Program:
 RAISING_RATE = 0.04
 
 
-def _next_statement(rng: random.Random, scope: Scope, grad: bool) -> tuple[str | None, bool]:
+def _next_statement(
+    rng: random.Random, scope: Scope, grad: bool, tables: tuple
+) -> tuple[str | None, bool]:
     """A new statement that eager runs at every call (scope updated), and whether it raises."""
+    expressions, mutations, blocks = tables
     for _attempt in range(8):
+        if blocks and rng.random() < BLOCK_RATE:
+            text = _weighted(rng, blocks)(scope)  # validated line by line, scope updated
+            if text is not None:
+                return text, False
+            continue
         mutate = rng.random() < (0.12 if grad else 0.25)
-        text = _weighted(rng, MUTATIONS if mutate else EXPRESSIONS)(scope)
+        text = _weighted(rng, mutations if mutate else expressions)(scope)
         if text is None:
             continue
         statement = text if mutate else f"{scope.new_name()} = {text}"
@@ -502,4 +768,14 @@ def _choose_outputs(rng: random.Random, scope: Scope) -> tuple[str, ...]:
     return tuple(chosen)
 
 
-__all__ = ["EXPRESSIONS", "HELPERS", "MUTATIONS", "generate", "input_values"]
+__all__ = [
+    "BLOCKS",
+    "EXPRESSIONS",
+    "EXTRA_EXPRESSIONS",
+    "EXTRA_MUTATIONS",
+    "HELPERS",
+    "MUTATIONS",
+    "PROFILES",
+    "generate",
+    "input_values",
+]

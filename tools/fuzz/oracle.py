@@ -202,7 +202,8 @@ def _differences(source: str, backend: str, first_only: bool) -> list[Mismatch]:
 
     floor = precision_floor(source)
     eager_ns, compiled_ns = load(source), load(source)
-    compiled = ember.compile(compiled_ns["program"], backend=backend)
+    dynamic = compiled_ns.get("DYNAMIC")
+    compiled = ember.compile(compiled_ns["program"], backend=backend, dynamic=dynamic)
     mismatches: list[Mismatch] = []
     with quiet():
         for call in range(len(eager_ns["DIMS"])):

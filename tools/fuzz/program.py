@@ -8,6 +8,7 @@ source text that is at once the thing compiled and the saved reproducer:
 
     DIMS = [{"d0": 3, "d1": 4}, {"d0": 5, "d1": 4}]   # sizes of each call
     GRAD = False                                       # compare input grads too
+    DYNAMIC = None                                     # ember.compile(dynamic=...)
     BACKEND = "inductor"
 
     def make_inputs(call):
@@ -80,6 +81,7 @@ class Program:
     dims: tuple[dict, ...]  # one {"d0": size, ...} per call
     grad: bool = False
     notes: tuple[str, ...] = field(default=())
+    dynamic: bool | None = None  # ember.compile(dynamic=...): None specializes first
 
     def replace(self, **changes) -> Program:
         return dataclasses.replace(self, **changes)
@@ -130,6 +132,7 @@ def render(program: Program, backend: str = "inductor", header: str = "") -> str
         "",
         f"DIMS = {list(program.dims)!r}",
         f"GRAD = {program.grad}",
+        f"DYNAMIC = {program.dynamic}",
     ]
     lines += [f'BACKEND = "{backend}"', HELPERS, ""]
     lines += [
@@ -141,7 +144,8 @@ def render(program: Program, backend: str = "inductor", header: str = "") -> str
     lines += [render_input(spec) for spec in program.inputs]
     lines.append(f"    return [{', '.join(spec.name for spec in program.inputs)}]")
     lines += ["", "", f"def program({', '.join(spec.name for spec in program.inputs)}):"]
-    lines += [f"    {statement}" for statement in program.statements]
+    for statement in program.statements:  # a block's lines keep their own indentation
+        lines += [f"    {line}" for line in statement.splitlines()]
     lines.append(f"    return ({''.join(name + ', ' for name in program.outputs)})")
     lines += ["", "", MAIN]
     return "\n".join(lines)

@@ -11,6 +11,7 @@ in the order `REDUCTIONS` tries them:
     drop_statements   delete chunks of statements (halves, quarters, ... single ones)
     simplify          replace `v = expr` by `v = <a variable expr reads>`
     inline_aliases    drop `a = b`, reading `b` where `a` was read
+    drop_regions      run a `with` block's statements outside the block
     drop_calls        keep only the first, or only the last, call
     drop_grad         compare values only
     drop_inputs       delete inputs no statement reads
@@ -28,6 +29,7 @@ from oracle import Mismatch, check_source, quiet
 from program import Program, render
 
 NAME = re.compile(r"\b([vx]\d+)\b")
+ASSIGNED = re.compile(r"^\s*([vx]\d+) = ", re.MULTILINE)  # in blocks too (regions, branches)
 
 
 def reproduces(program: Program, backend: str, target: Mismatch) -> bool:
@@ -52,7 +54,7 @@ def drop_statements(program: Program) -> Iterator[Program]:
     while chunk >= 1:
         for start in range(len(statements) - chunk, -1, -chunk):
             kept = statements[:start] + statements[start + chunk :]
-            defined = {s.split(" = ")[0] for s in kept if " = " in s}
+            defined = {name for s in kept for name in ASSIGNED.findall(s)}
             defined |= {spec.name for spec in program.inputs}
             outputs = tuple(o for o in program.outputs if o in defined)
             if outputs:
@@ -62,7 +64,7 @@ def drop_statements(program: Program) -> Iterator[Program]:
 
 def simplify(program: Program) -> Iterator[Program]:
     for i, statement in enumerate(program.statements):
-        if " = " not in statement:
+        if " = " not in statement or "\n" in statement:
             continue
         target, expr = statement.split(" = ", 1)
         for name in dict.fromkeys(NAME.findall(expr)):
@@ -82,6 +84,20 @@ def inline_aliases(program: Program) -> Iterator[Program]:
             rest = tuple(pattern.sub(name, s) for s in program.statements[i + 1 :])
             outputs = tuple(dict.fromkeys(pattern.sub(name, o) for o in program.outputs))
             yield program.replace(statements=program.statements[:i] + rest, outputs=outputs)
+
+
+def drop_regions(program: Program) -> Iterator[Program]:
+    """Run a `with` block's statements outside it (its region headers dropped)."""
+    for i, statement in enumerate(program.statements):
+        if statement.startswith("with "):
+            body = tuple(
+                line.strip()
+                for line in statement.splitlines()
+                if not line.lstrip().startswith("with ")
+            )
+            yield program.replace(
+                statements=program.statements[:i] + body + program.statements[i + 1 :]
+            )
 
 
 def drop_calls(program: Program) -> Iterator[Program]:
@@ -127,6 +143,7 @@ REDUCTIONS: dict[str, Callable[[Program], Iterator[Program]]] = {
     "drop_statements": drop_statements,
     "simplify": simplify,
     "inline_aliases": inline_aliases,
+    "drop_regions": drop_regions,
     "drop_calls": drop_calls,
     "drop_grad": drop_grad,
     "drop_inputs": drop_inputs,

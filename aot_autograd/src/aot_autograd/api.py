@@ -43,6 +43,7 @@ from aot_autograd.program import (
     trace_program,
 )
 from aot_autograd.runtime import (
+    aliased_mutated_input,
     compiled_call,
     requires_grad_flags,
     saved_strides_of,
@@ -155,7 +156,26 @@ class AotCallable:
             compiled.assumptions is not None and not _assumptions_hold(compiled, args)
         ):
             return self._static_call(args)
+        if (
+            compiled.program.mutated_inputs
+            and aliased_mutated_input(compiled.program, args) is not None
+        ):
+            return self._eager_call(args)
         return compiled.call(args)
+
+    def _eager_call(self, args: Sequence[Any]) -> Any:
+        """Run the traced function itself (eager ops) on this call's arguments.
+
+        NOTE: the graph writes an input in place that shares memory with another input
+        (a view of one and its base, passed in after a graph break); the compiled graph
+        treats its inputs as separate tensors, so this call runs the ops eagerly,
+        where writes through one input show in the other as in eager.
+        """
+        _aliasing_log.info(
+            "an input written in place shares memory with another input: running the "
+            "graph's ops eagerly for this call"
+        )
+        return self.flat_fn(*args)
 
     def compile_symbolic(self, example_values: Sequence[Any]) -> None:
         """Compile now, for the grad mode `example_values` (fakes) imply; SymbolicShapeError
@@ -363,6 +383,7 @@ class AotCallable:
 
 
 _dynamic_log = guards.artifact_logger("dynamic")
+_aliasing_log = guards.artifact_logger("perf_hints")
 
 
 def _specializer(backward: fx.GraphModule, compiler: Callable) -> Callable:

@@ -29,7 +29,7 @@ from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
 from aot_autograd.saved_tensors import SavedTensors, stale_saved_tensor_errors
 from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
-from aot_autograd.tracer import AtenTracer, GraphRecorder, TensorRecord
+from aot_autograd.tracer import AtenTracer, GraphRecorder, KernelChecks, TensorRecord
 from aot_autograd.value_assertions import ValueAssertion, ValueAssertionMode
 
 __all__ = [
@@ -59,17 +59,23 @@ INPUTS_WRITTEN_IN_PLACE = "inputs_written_in_place"
 _log = guards.artifact_logger("aot_graphs")
 
 
+# Kinds of OutputSpec viewing a forward graph output.
+BASE_ALIAS_KINDS = ("base_alias", "base_alias_no_grad")
+
+
 @dataclass(frozen=True, slots=True)
 class OutputSpec:
     """How the run time produces one (flattened) user output.
 
     kind: "graph" (forward graph output `index`), "input" (input `index` itself),
-    "input_alias" (a view of input `index`), "base_alias" (a view of forward
-    graph output `index`), "constant" (`value`, not a tensor).
+    "input_alias" (a view of input `index`), "base_alias" (a view of forward graph
+    output `index`), "input_alias_no_grad" and "base_alias_no_grad" (such views made
+    while grad mode was off: they require grad as their base does, and no gradient
+    flows through them into it), "constant" (`value`, not a tensor).
     `geometry` is (size, stride, storage offset from the base in bytes, dtype) for views;
     `requires_grad`, `conj` and `neg` are the view's autograd flag and lazy conjugate and
     negative bits as traced (a `detach()` view does not require grad, `conj()` sets a bit).
-    `base_stride` (a "base_alias" only) is the strides the base had when traced, which
+    `base_stride` (a view of a graph output only) is the strides the base had when traced, which
     `geometry` assumes: a backend whose kernels return the base in another layout (eager
     kernels on a functionalized graph may) gets it copied to these strides first.
     """
@@ -93,7 +99,7 @@ def mark_user_visible_outputs(gm: fx.GraphModule, program: TracedProgram) -> Non
     checks and mutated inputs' new values are left out; so is every output of a
     forward graph, whose saved values the backward was compiled against.
     """
-    bases = {spec.index for spec in program.outputs if spec.kind == "base_alias"}
+    bases = {spec.index for spec in program.outputs if spec.kind in BASE_ALIAS_KINDS}
     visible = sorted({spec.index for spec in program.outputs if spec.kind == "graph"} - bases)
     output = next(n for n in gm.graph.nodes if n.op == "output")
     output.meta[USER_VISIBLE_OUTPUTS] = tuple(visible)
@@ -243,6 +249,22 @@ def _alias_spec(kind: str, index: int, t: torch.Tensor, record: TensorRecord) ->
     return OutputSpec(kind, index, geometry, **flags)
 
 
+def _cut_from_autograd(view: torch.Tensor, base: torch.Tensor) -> bool:
+    """Whether `view` of `base` requires grad but autograd's graph from it does not reach
+    `base` (its node, or its leaf's): a view made while grad mode was off (`with
+    torch.no_grad(): v = x.view(-1)`, then maybe viewed again), which requires grad as
+    its base does while no gradient flows through it into the base."""
+    if view is base or not (view.requires_grad and base.requires_grad):
+        return False
+    if view.grad_fn is None:
+        return True
+    target = base.grad_fn  # (held: a node's Python object is the same while referenced)
+    for fn in autograd_nodes([view.grad_fn]):
+        if fn is target or (target is None and getattr(fn, "variable", None) is base):
+            return False
+    return True
+
+
 def _differentiable(t: Any) -> bool:
     if not isinstance(t, torch.Tensor):
         return False  # a size (SymInt) output
@@ -273,6 +295,37 @@ def _backward_error(t: torch.Tensor) -> str:
     except RuntimeError as error:
         return str(error)
     return "the derivative of an op computing this output is not implemented"
+
+
+def _raising_backwards(
+    outputs: Sequence[Any], differentiable: Sequence[bool], message: str
+) -> dict[int, str]:
+    """The outputs whose own backward raises `message`, the traced backward's error.
+
+    A backward formula can fail where the forward ran (`atan2(bool_tensor, x)`: its
+    gradient negates the bool operand); eager raises then at `backward()`, not at the
+    call. Each differentiable output's backward is run alone, before the traced one
+    (not traced: only the tracer's kernel checks and formula overrides); only those
+    failing with the same message are kept, so a failure of tracing itself is never
+    turned into a backward error.
+    """
+    errors = {}
+    for i, (t, wanted) in enumerate(zip(outputs, differentiable)):
+        leaves = _leaves(t.grad_fn) if wanted else []
+        if not leaves:
+            continue
+        grad = torch.ones(tuple(t.shape), dtype=t.dtype, device=t.device)
+        handles = override_backward_formulas([t])
+        try:
+            with torch.enable_grad(), torch._C._DisableAutocast(), KernelChecks():
+                torch.autograd.grad(t, leaves, grad, allow_unused=True, retain_graph=True)
+        except RuntimeError as error:
+            if str(error) == message:
+                errors[i] = message
+        finally:
+            for handle in handles:
+                handle.remove()
+    return errors
 
 
 def _leaves(grad_fn: Any) -> list[torch.Tensor]:
@@ -345,7 +398,10 @@ class _OutputPlan:
         if base.input_index is not None and base.input_index >= 0:
             if not record.chain and leaf is self.values[base.input_index]:
                 return OutputSpec("input", base.input_index)
-            return _alias_spec("input_alias", base.input_index, leaf, record)
+            spec = _alias_spec("input_alias", base.input_index, leaf, record)
+            if _cut_from_autograd(leaf, self.values[base.input_index]):
+                spec = dataclasses.replace(spec, kind="input_alias_no_grad")
+            return spec
         # A view of an intermediate comes back as eager returns it: a view of its base,
         # which the graph returns (in eager's layout) for the run time to view.
         shared = family[id(base)] > 1 and not base.constant
@@ -365,6 +421,8 @@ class _OutputPlan:
             if not record.chain:
                 return OutputSpec("graph", index)
             spec = _alias_spec("base_alias", index, leaf, record)
+            if _cut_from_autograd(leaf, t):
+                spec = dataclasses.replace(spec, kind="base_alias_no_grad")
             return dataclasses.replace(spec, base_stride=self._base_strides[id(base)])
         return OutputSpec("graph", self._graph_output(leaf, self.recorder.node_of(leaf)))
 
@@ -539,6 +597,15 @@ def _symbolic_failure(what: str, error: Exception) -> SymbolicShapeError:
     )
 
 
+class _BackwardRaises(Exception):  # noqa: N818 - a signal between two traces, never raised out
+    """The traced backward raised `message`: trace again, finding the outputs whose own
+    backward raises it (a formula eager fails in too) and leaving them out."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 def _trace(
     fn: Callable,
     example_inputs: Sequence[Any],
@@ -546,6 +613,23 @@ def _trace(
     joint: bool,
     mode: Any,
 ) -> TracedProgram:
+    try:
+        return _trace_once(fn, example_inputs, decompositions, joint, mode, None)
+    except _BackwardRaises as raised:
+        return _trace_once(fn, example_inputs, decompositions, joint, mode, raised.message)
+
+
+def _trace_once(
+    fn: Callable,
+    example_inputs: Sequence[Any],
+    decompositions: Mapping | None,
+    joint: bool,
+    mode: Any,
+    backward_error: str | None,
+) -> TracedProgram:
+    """One trace. `backward_error`: the error an earlier trace's backward raised on real
+    tensors; the outputs whose own backward raises it are left out of the traced
+    backward, and the compiled function raises it at their backward, as eager does."""
     wants_grad = [joint and isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs]
     if mode is None:
         values = [tracing_value(x, g) for x, g in zip(example_inputs, wants_grad)]
@@ -576,10 +660,15 @@ def _trace(
     recorder.allow_value_reads = False
     forward_nodes = [*plan.graph_nodes, *checks, *(node for _, node in mutated)]
     differentiable = [_differentiable(t) for t in plan.graph_tensors]
+    raising_backward = {}
+    if joint and backward_error is not None:
+        raising_backward = _raising_backwards(plan.graph_tensors, differentiable, backward_error)
+        differentiable = [d and i not in raising_backward for i, d in enumerate(differentiable)]
     missing = {}
     if joint:
         missing = stale_saved_tensor_errors(saved, plan.graph_tensors, _leaves)
         missing.update(_missing_derivatives(plan.graph_tensors))
+        missing.update(raising_backward)
     differentiable += [False] * (len(checks) + len(mutated))
     grad_inputs: list[int] = []
     grad_nodes: list[Any] = []
@@ -587,7 +676,18 @@ def _trace(
         grad_inputs = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
         grad_inputs = [i for i in grad_inputs if values[i].requires_grad]
         with torch.random.fork_rng(devices=_cuda_devices(values)):
-            grad_nodes = _trace_backward(recorder, tracer, hooks, plan, values, grad_inputs)
+            try:
+                grad_nodes = _trace_backward(
+                    recorder, tracer, hooks, plan, values, grad_inputs, differentiable
+                )
+            except AotAutogradError:
+                raise
+            except RuntimeError as error:
+                # NOTE: on fakes a failure may be the fakes' own (a data-dependent size):
+                # trace_program traces on real tensors then, where this is eager's error.
+                if backward_error is not None or mode is not None:
+                    raise
+                raise _BackwardRaises(str(error)) from error
     gm = _finish(recorder, [*forward_nodes, *grad_nodes])
     if joint:
         select_evenly_distributed_gradients(gm)
@@ -650,9 +750,10 @@ def _trace_backward(
     plan: _OutputPlan,
     values: Sequence[Any],
     grad_inputs: list[int],
+    differentiable: Sequence[bool],
 ) -> list[Any]:
     """Run autograd on the traced forward under the tracer; the nodes of the input grads."""
-    outputs = [t for t in plan.graph_tensors if _differentiable(t)]
+    outputs = [t for t, d in zip(plan.graph_tensors, differentiable) if d]
     if not outputs or not grad_inputs:
         return [None] * len(grad_inputs)
     tangents = []

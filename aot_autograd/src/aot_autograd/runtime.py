@@ -29,12 +29,13 @@ from aot_autograd.errors import (
     UnsupportedMutationError,
     ValueChangedError,
 )
-from aot_autograd.program import TracedProgram
+from aot_autograd.program import BASE_ALIAS_KINDS, TracedProgram
 from aot_autograd.symbolic import resolve_sizes
 from aot_autograd.value_assertions import value_check_error
 
 __all__ = [
     "assemble_outputs",
+    "aliased_mutated_input",
     "check_mutated_inputs_unaliased",
     "compiled_call",
     "output_assembler",
@@ -451,6 +452,17 @@ def _view(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
     return view
 
 
+def _view_without_grad(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
+    """The view of `base` made with grad mode off, as eager made it (see OutputSpec): it
+    requires grad as `base` does, and no gradient flows through it into `base`."""
+    size, stride, offset_bytes, dtype = geometry
+    if dtype != base.dtype or spec.conj != base.is_conj() or spec.neg != base.is_neg():
+        return _view(base, geometry, spec)
+    start = base.storage_offset() * base.element_size() + offset_bytes
+    with torch.no_grad():
+        return base.as_strided(size, stride, start // base.element_size())
+
+
 def _dtype_view(base: torch.Tensor, size: Any, stride: Any, start: int, dtype: Any) -> Any:
     """A view of `base`'s memory as `dtype` (not differentiable, like `view(dtype)`)."""
     alias = torch.empty(0, dtype=dtype, device=base.device)
@@ -495,12 +507,12 @@ def _overlaps_itself(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and torch._debug_has_internal_overlap(t) == 1
 
 
-def check_mutated_inputs_unaliased(program: TracedProgram, args: Sequence[Any]) -> None:
-    """A mutated input must not share memory with another input (the graph assumed not):
-    raises before the graph runs. (One whose elements share memory, an expanded tensor,
-    is written through its compact memory: see `_compact`.)"""
+def aliased_mutated_input(program: TracedProgram, args: Sequence[Any]) -> int | None:
+    """A mutated input sharing memory with another input (the graph assumed none do),
+    or None. (One whose elements share memory, an expanded tensor, is written through
+    its compact memory: see `_compact`.)"""
     if not program.mutated_inputs:
-        return
+        return None
     keys: dict[Any, int] = {}
     for a in args:
         if isinstance(a, torch.Tensor):
@@ -510,11 +522,20 @@ def check_mutated_inputs_unaliased(program: TracedProgram, args: Sequence[Any]) 
                 keys[key] += 1
     for index in program.mutated_inputs:
         if keys.get(_storage_key(args[index]), 0) > 1:
-            raise UnsupportedMutationError(
-                f"input {index} is written in place and shares memory with another input; "
-                "the compiled graph treats inputs as separate tensors. Pass a .clone() of one "
-                "of them"
-            )
+            return index
+    return None
+
+
+def check_mutated_inputs_unaliased(program: TracedProgram, args: Sequence[Any]) -> None:
+    """A mutated input must not share memory with another input (the graph assumed not):
+    raises before the graph runs."""
+    index = aliased_mutated_input(program, args)
+    if index is not None:
+        raise UnsupportedMutationError(
+            f"input {index} is written in place and shares memory with another input; "
+            "the compiled graph treats inputs as separate tensors. Pass a .clone() of one "
+            "of them"
+        )
 
 
 def _compact(target: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -599,6 +620,10 @@ def _output_getter(program: TracedProgram, spec: Any) -> Callable[[Sequence, Seq
         return lambda args, outputs: args[index]
     if spec.kind == "input_alias":
         return lambda args, outputs: _view(args[index], _geometry(program, spec, args), spec)
+    if spec.kind == "input_alias_no_grad":
+        return lambda args, outputs: _view_without_grad(
+            args[index], _geometry(program, spec, args), spec
+        )
     if spec.kind == "base_alias" and index in program.missing_derivatives:
         # A view of a result without a derivative (`(x // x).narrow(...)`): requires grad
         # as eager's does, and a backward through it raises eager's error.
@@ -608,6 +633,16 @@ def _output_getter(program: TracedProgram, spec: Any) -> Callable[[Sequence, Seq
         )
     if spec.kind == "base_alias":
         return lambda args, outputs: _view(outputs[index], _geometry(program, spec, args), spec)
+    if spec.kind == "base_alias_no_grad":
+        message = program.missing_derivatives.get(index)
+
+        def base_view(args: Sequence, outputs: Sequence) -> torch.Tensor:
+            base = outputs[index]
+            if message is not None:
+                base = _without_derivative(base, message, args)
+            return _view_without_grad(base, _geometry(program, spec, args), spec)
+
+        return base_view
     value = spec.value
     return lambda args, outputs: value
 
@@ -668,7 +703,7 @@ def _base_conformer(program: TracedProgram) -> Callable[[Sequence, Sequence], Se
     """
     bases: dict[int, tuple] = {}
     for spec in program.outputs:
-        if spec.kind == "base_alias" and spec.base_stride is not None:
+        if spec.kind in BASE_ALIAS_KINDS and spec.base_stride is not None:
             bases[spec.index] = spec.base_stride
     if not bases:
         return None

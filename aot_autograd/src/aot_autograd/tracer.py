@@ -39,7 +39,7 @@ from aot_autograd.views import (
     scatter_into_parent,
 )
 
-__all__ = ["AtenTracer", "BaseState", "GraphRecorder", "TensorRecord"]
+__all__ = ["AtenTracer", "BaseState", "GraphRecorder", "KernelChecks", "TensorRecord"]
 
 aten = torch.ops.aten
 
@@ -693,15 +693,37 @@ _OVERLAP_REFUSED = (
 _INDEX_PUTS = (aten.index_put_.default, aten._index_put_impl_.default)
 
 
+def _accumulates_into_overlap(func: Any, args: tuple, kwargs: dict) -> bool:
+    """`index_put_(..., accumulate=True)` into a tensor whose only aliasing is expanded
+    dims of static size (stride 0), the other dims apart in memory: eager adds every
+    value, in turn, to the memory location its index names, so a location gains the sum
+    of what its aliases were given (see `AtenTracer._accumulate_into_overlap`)."""
+    if func not in _INDEX_PUTS:
+        return False
+    values = normalized_args(func, args, kwargs)
+    target, accumulate = values[0], values[3]
+    geometry = _geometry(target)
+    if not accumulate or not _aliased_dims(geometry) or _symbolic_aliased_dims(geometry):
+        return False
+    if _has_no_elements(target) or _has_symbolic_geometry(target):
+        return False
+    shape, stride, _ = geometry
+    apart = sorted((step, n) for n, step in zip(shape, stride) if n > 1 and step != 0)
+    return all(outer >= step * n for (step, n), (outer, _) in zip(apart, apart[1:]))
+
+
 def _check_index_put_into_overlap(func: Any, args: tuple, kwargs: dict) -> None:
-    """`index_put_` into an expanded tensor: eager writes (or adds) each value in turn to
-    the memory its index names, so aliases written with different values, or added to,
-    depend on eager's order; supported where all writes put one value (`x[mask] = 0`)."""
+    """`index_put_` into an expanded tensor: eager writes each value in turn to the
+    memory its index names, so aliases written with different values depend on eager's
+    order; supported where all writes put one value (`x[mask] = 0`), and for sums
+    (`accumulate=True`, whose order changes only the rounding)."""
     values = normalized_args(func, args, kwargs)
     target, source, accumulate = values[0], values[2], values[3]
     if not _aliased_dims(_geometry(target)) and not _symbolic_aliased_dims(_geometry(target)):
         return
     if _has_no_elements(target) or (not accumulate and source.numel() == 1):
+        return
+    if _accumulates_into_overlap(func, args, kwargs):
         return
     raise UnsupportedMutationError(
         f"{func} writes {'sums' if accumulate else 'several values'} into an expanded tensor "
@@ -742,6 +764,20 @@ def _check_no_overlapping_write(func: Any, args: tuple, kwargs: dict) -> None:
         raise UnsupportedMutationError(_OVERLAP_REFUSED)
 
 
+class KernelChecks(TorchDispatchMode):
+    """Runs each op after the tracer's check that eager's kernel accepts its arguments
+    (fake kernels accept more), recording nothing."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # as AtenTracer's: no torch._dynamo import at the first dispatch
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        check_kernel_accepts(func, args, kwargs)
+        return func(*args, **kwargs)
+
+
 class AtenTracer(TorchDispatchMode):
     """Records every ATen call into `recorder`, applying `decompositions` recursively."""
 
@@ -776,6 +812,8 @@ class AtenTracer(TorchDispatchMode):
             return self._dispatch(func, args, kwargs)
         check_kernel_accepts(func, args, kwargs)
         _check_no_overlapping_write(func, args, kwargs)
+        if _accumulates_into_overlap(func, args, kwargs):
+            return self._accumulate_into_overlap(func, args, kwargs)
         out = self._dispatch(func, args, kwargs)
         if checks_values(func, out):
             first = out[0] if isinstance(out, (tuple, list)) and out else out
@@ -883,6 +921,27 @@ class AtenTracer(TorchDispatchMode):
             )
             copy.copy_(value)
         return copy
+
+    def _accumulate_into_overlap(self, func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
+        """`index_put_(..., accumulate=True)` into an expanded tensor, traced as the sums
+        it adds to each memory location: the values are accumulated into zeros of the
+        target's shape, summed over the expanded dims (the aliases of one location) and
+        added to the target, so every alias of a location holds the location's new value
+        (which the write into the expanded tensor's base then keeps)."""
+        values = normalized_args(func, args, kwargs)
+        target, indices, source = values[0], values[1], values[2]
+        dims = _aliased_dims(_geometry(target))
+        with self, _autocast_off():
+            added = torch.zeros(target.shape, dtype=target.dtype, device=target.device)
+            added = added.index_put_(indices, source, accumulate=True)
+            if target.dtype == torch.bool:
+                value = torch.logical_or(target, added.any(dim=dims, keepdim=True))
+            else:
+                value = target + added.sum(dim=dims, keepdim=True, dtype=target.dtype)
+        with _disable_current_modes():  # the data (none for fakes) follows eager's kernel
+            func(*args, **kwargs)
+        self.recorder.write(target, self.recorder.node_of(value))
+        return target
 
     def _decompose_in_place(self, func: Any, args: tuple, kwargs: dict) -> Any:
         """`x.op_(...)` traced as `op`'s decomposition, written into x, when the table has `op`."""

@@ -11,6 +11,7 @@ special values, are the compiled function's too (found by the differential fuzze
 | 2    | an op eager's kernel rejects (dtype, empty, an index out of range, an integer divisor of zero), live or dead | missing error | test_compiled_raises_where_eager_kernel_rejects |
 | 2    | a value without a derivative carried across a graph break, unused after | error at backward | test_value_without_derivative_across_a_graph_break_is_not_differentiated |
 | 2    | a saved tensor modified in place (`unsqueeze_`, `mul_`) before the backward | error in tracing | test_backward_raises_where_a_saved_tensor_was_modified_in_place |
+| 3    | a backward formula eager fails in (`x ** bool_tensor`, `atan2(bool_tensor, x)`) | error at the call, not at backward | test_backward_formula_eager_fails_in_raises_at_backward_only |
 """
 
 from __future__ import annotations
@@ -194,3 +195,31 @@ def test_saved_view_laid_out_densely_gives_eager_gradient(backend):
             (out * weight).sum().backward()
             grads.append(leaf.grad)
         torch.testing.assert_close(grads[1], grads[0])
+
+
+FAILING_BACKWARD_FORMULAS = {
+    # eager runs the forward; each formula fails at backward on the bool operand
+    "pow_bool_exponent": lambda x: x ** torch.tensor([True, False, True]),
+    "atan2_bool_first": lambda x: torch.atan2(torch.tensor(True), x),
+    "pow_bool_scalar_tensor": lambda x: torch.pow(x, torch.tensor(True)) * 2,
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "op", FAILING_BACKWARD_FORMULAS.values(), ids=FAILING_BACKWARD_FORMULAS.keys()
+)
+def test_backward_formula_eager_fails_in_raises_at_backward_only(op, backend):
+    def fn(x):
+        return op(x), x.sin() * 3
+
+    results = []
+    for run in (fn, ember.compile(fn, backend=backend)):
+        x = torch.tensor([[0.5, -2.0, 1.5], [0.25, 3.0, -1.0]], requires_grad=True)
+        failing, fine = run(x)
+        assert failing.requires_grad
+        fine.sum().backward()
+        with pytest.raises(RuntimeError, match="bool tensor is not supported"):
+            failing.sum().backward()
+        results.append((failing.detach(), fine.detach(), x.grad))
+    torch.testing.assert_close(results[1], results[0])

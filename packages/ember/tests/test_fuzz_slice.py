@@ -8,6 +8,9 @@ Seeds of the slice that show an open bug are listed in KNOWN_SILENT with the
 shrunk reproducer; they are left out of the slice and each is checked alone as a
 strict xfail, so the fix of the bug turns that test into a failure that says to
 move the seed back into the slice.
+
+The slice and FIXED_SEEDS use the generator's "base" profile (a seed gives the program
+it gave when pinned); FIXED_FULL_SEEDS are programs of the "full" profile.
 """
 
 from __future__ import annotations
@@ -51,6 +54,13 @@ FIXED_SEEDS: dict[int, str] = {
     179568748609: "fp16 layer_norm(x) / x with a zero in x: backward -inf where eager's is NaN",
 }
 
+# Programs of the generator's "full" profile (regions, branches, ...): seed -> (dynamic,
+# the bug it showed, since fixed). Each is run alone under both backends.
+FIXED_FULL_SEEDS: dict[int, tuple[bool | None, str]] = {
+    96000013: (True, "a no_grad view of an input, viewed again and returned: grad added"),
+    95000151: (None, "a view and its base written in place after a branch: refused"),
+}
+
 pytestmark = pytest.mark.fuzz
 
 
@@ -61,8 +71,11 @@ def _silent_report(summary: fuzz.Summary) -> str:
     return "\n".join(lines)
 
 
-def _run(seeds, tmp_path: Path, backends=BACKENDS) -> fuzz.Summary:
-    options = fuzz.Options(backends=backends, out=tmp_path, shrink=False, verbose=False)
+def _run(seeds, tmp_path: Path, backends=BACKENDS, profile="base", dynamic=None) -> fuzz.Summary:
+    options = fuzz.Options(
+        backends=backends, out=tmp_path, shrink=False, verbose=False, profile=profile,
+        dynamic=dynamic,
+    )  # fmt: skip
     return fuzz.run(seeds, options)
 
 
@@ -95,6 +108,16 @@ def test_fuzz_fixed_seed_matches_eager(seed, tmp_path):
     assert not any(summary.counts[b, "missing_error"] for b in BACKENDS), summary.report()
 
 
+@pytest.mark.parametrize("seed", sorted(FIXED_FULL_SEEDS))
+def test_fuzz_fixed_full_profile_seed_matches_eager(seed, tmp_path):
+    dynamic, bug = FIXED_FULL_SEEDS[seed]
+    summary = _run([seed], tmp_path, profile="full", dynamic=dynamic)
+    assert not summary.crashes, f"the fuzzer itself failed on seed {seed}"
+    assert not summary.silent(), f"{bug}:\n{_silent_report(summary)}"
+    kinds = ("missing_error", "error")
+    assert not any(summary.counts[b, k] for b in BACKENDS for k in kinds), summary.report()
+
+
 def _off_by_one_backend(gm, example_inputs):
     """A deliberately wrong backend: every float output of the graph is off by one."""
 
@@ -123,6 +146,7 @@ def test_fuzz_oracle_flags_a_wrong_backend_and_shrinks_it(tmp_path):
 
 
 def test_fuzz_programs_are_deterministic_by_seed():
-    first = fuzz_program.render(generator.generate(1234))
-    assert first == fuzz_program.render(generator.generate(1234))
-    assert first != fuzz_program.render(generator.generate(1235))
+    for profile in generator.PROFILES:
+        first = fuzz_program.render(generator.generate(1234, profile=profile))
+        assert first == fuzz_program.render(generator.generate(1234, profile=profile))
+        assert first != fuzz_program.render(generator.generate(1235, profile=profile))
