@@ -215,3 +215,24 @@ def test_resume_part_takes_only_the_locals_it_reads():
         return torch.randn(3), torch.randn(3, requires_grad=next(flags))
 
     check_like_torch(f, make_args, calls=4)
+
+
+def test_zero_argument_super_after_a_break_keeps_the_first_argument():
+    # super() reads the frame's first argument without naming it: a resumed part must
+    # receive it even though no instruction loads it by name
+    class Base:
+        def step(self, x):
+            return x * 2
+
+    class Child(Base):
+        def step(self, x):
+            y = x + 1
+            print("", end="")  # a graph break
+            return super().step(y) - 1
+
+    obj = Child()
+    x = torch.randn(4)
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(obj.step, backend=backend)
+    torch.testing.assert_close(compiled(x), obj.step(x))
+    assert len(backend.graphs) == 2

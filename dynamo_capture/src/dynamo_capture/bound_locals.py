@@ -75,7 +75,7 @@ _FRAME_READERS = frozenset({"locals", "vars", "_getframe", "currentframe", "exec
 def read_before_written(code: types.CodeType) -> frozenset[str] | None:
     """The locals some path from the entry may read before storing them (a backward
     liveness over normal and exception flow); None where the code may read all of its
-    locals another way (`locals()`, `sys._getframe()`).
+    locals another way (`locals()`, `sys._getframe()`, zero-argument `super()`).
 
     A part of a split frame hands its locals on by reading them in its epilogue, and
     hands on a local no later part reads as UNBOUND (resume), so a local is left out
@@ -92,6 +92,9 @@ def live_locals(code: types.CodeType) -> dict[int, frozenset[str]] | None:
     """Before each instruction, the locals some path from there may read before storing
     them; None where the code may read all its locals another way (read_before_written)."""
     if _FRAME_READERS & set(code.co_names):
+        return None
+    if "super" in code.co_names and "__class__" in code.co_freevars:
+        # zero-argument super() reads the first argument from the frame, not by name
         return None
     found = _LIVE_CACHE.get(code)
     if found is None:
