@@ -25,8 +25,9 @@ from inductor_codegen.lowering.channels_last import (
     lower_convolution_channels_last,
 )
 from inductor_codegen.lowering.registry import mark_cpp_table
+from inductor_codegen.lowering.shared_reads import store_shared_reads
 
-__all__ = ["CHANNELS_LAST_DTYPES", "cpp_lowerings", "lower_convolution"]
+__all__ = ["CHANNELS_LAST_DTYPES", "READS_THRESHOLD", "cpp_lowerings", "lower_convolution"]
 
 aten = torch.ops.aten
 
@@ -34,6 +35,13 @@ aten = torch.ops.aten
 CHANNELS_LAST_DTYPES = (
     (torch.float32, torch.bfloat16) if torch.backends.mkldnn.is_available() else ()
 )
+
+
+# A value several nodes read is stored once it reads more than this many heavy buffers
+# (lowering/shared_reads.py): a pre-norm transformer's residual stream every few layers.
+# Each C++ norm kernel passes over its row three times (mean, variance, output), each
+# pass loading what the row's value reads.
+READS_THRESHOLD = 3
 
 
 def lower_convolution(ctx, node, *args):
@@ -50,9 +58,15 @@ _TABLE: dict = {"source": None, "table": None}
 
 def cpp_lowerings() -> dict:
     """The C++ generator's lowering table: the common one (as it is now, lowerings
-    registered after import included), channels-last aware, with `lower_convolution`."""
+    registered after import included), channels-last aware, storing shared values that
+    read many buffers (READS_THRESHOLD), with `lower_convolution`."""
     if _TABLE["source"] != LOWERINGS:
-        table = {op: keep_channels_last(fn, CHANNELS_LAST_DTYPES) for op, fn in LOWERINGS.items()}
+        table = {
+            op: store_shared_reads(
+                keep_channels_last(fn, CHANNELS_LAST_DTYPES), lambda: READS_THRESHOLD
+            )
+            for op, fn in LOWERINGS.items()
+        }
         table[aten.convolution.default] = lower_convolution
         _TABLE["source"], _TABLE["table"] = dict(LOWERINGS), mark_cpp_table(table)
     return _TABLE["table"]
