@@ -76,6 +76,18 @@ def test_identical_blocks_are_one_region_compiled_once():
     torch.testing.assert_close(run(*examples)[0], model(x))
 
 
+def test_two_copies_of_a_block_compile_in_the_whole_graph():
+    # two blocks save little compile time; the whole graph fuses across their edges
+    torch.manual_seed(0)
+    model = Stack(depth=2)
+    x = torch.randn(4, 8)
+    ((gm, examples),) = _captured(model, x)
+    assert plan_pieces(gm, examples) is None
+    ((gm, examples),) = _captured(Stack(depth=3), x)
+    assert len([piece for piece in plan_pieces(gm, examples) if piece.region]) == 3
+    torch.testing.assert_close(ember.compile(model)(x), model(x))
+
+
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 def test_regional_blocks_match_eager_inference_and_training(backend):
     torch.manual_seed(0)
