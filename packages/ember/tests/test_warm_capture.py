@@ -405,3 +405,25 @@ def test_warm_capture_user_classes_install_in_new_process_with_other_hash_seed(t
     assert runs[0]["stats"].get("captures_kept") == 1
     assert runs[1]["stats"].get("capture_hits") == 1, runs[1]["stats"]
     assert runs[1]["out"] == runs[0]["out"]
+
+
+def test_warm_capture_records_are_read_once_per_frame_until_the_store_changes(warm, no_capture):
+    x = torch.randn(4, 8)
+    _run(scaled, x)  # read (nothing kept yet), captured, kept
+    reads = warm_cache.STATS["capture_record_reads"]
+    for _ in range(3):  # new compiled callables of the frame: one read for all of them
+        torch.testing.assert_close(_run(scaled, x), scaled(x))
+    assert warm_cache.STATS["capture_record_reads"] == reads + 1
+    assert warm_cache.STATS["capture_hits"] == 3
+
+
+def test_warm_capture_record_kept_later_in_the_process_is_installed(warm):
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    _run(scaled, x)  # the record read
+    doubled = x.double()
+    torch.testing.assert_close(_run(scaled, doubled), scaled(doubled))  # another record kept
+    assert warm_cache.STATS["captures_kept"] == 2
+    hits = warm_cache.STATS["capture_hits"]
+    torch.testing.assert_close(_run(scaled, doubled), scaled(doubled))  # the store changed
+    assert warm_cache.STATS["capture_hits"] == hits + 1
