@@ -427,3 +427,53 @@ def test_warm_capture_record_kept_later_in_the_process_is_installed(warm):
     hits = warm_cache.STATS["capture_hits"]
     torch.testing.assert_close(_run(scaled, doubled), scaled(doubled))  # the store changed
     assert warm_cache.STATS["capture_hits"] == hits + 1
+
+
+def with_default(x, factor=2.0):
+    return x.sin() * factor
+
+
+def test_warm_capture_changed_default_argument_recaptures(warm, monkeypatch):
+    x = torch.randn(4, 8)
+    _run(with_default, x)
+    monkeypatch.setattr(with_default, "__defaults__", (3.0,))
+    out = _run(with_default, x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, x.sin() * 3.0)
+
+
+def test_warm_capture_changed_version_recaptures(warm, monkeypatch):
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    monkeypatch.setattr(warm_cache, "_versions_part", lambda: json.dumps(["torch 9.9"]))
+    torch.testing.assert_close(_run(scaled, x), scaled(x))
+    assert warm_cache.STATS["capture_hits"] == 0
+
+
+def test_warm_capture_changed_config_variable_recaptures(warm, monkeypatch):
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    monkeypatch.setenv("EMBER_SOME_SETTING", "1")
+    torch.testing.assert_close(_run(scaled, x), scaled(x))
+    assert warm_cache.STATS["capture_hits"] == 0
+
+
+WORLD = {"size": 2}
+
+
+@ember.assume_constant_result
+def world_size():
+    return WORLD["size"]
+
+
+def scaled_by_world(x):
+    return x * world_size()
+
+
+def test_warm_capture_assume_constant_result_frame_is_not_kept(warm, monkeypatch):
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(_run(scaled_by_world, x), x * 2)
+    assert warm_cache.STATS["captures_kept"] == 0  # its result would hold in no later process
+    monkeypatch.setitem(WORLD, "size", 3)
+    torch.testing.assert_close(_run(scaled_by_world, x), x * 3)
+    assert warm_cache.STATS["capture_hits"] == 0
