@@ -477,3 +477,24 @@ def test_warm_capture_assume_constant_result_frame_is_not_kept(warm, monkeypatch
     monkeypatch.setitem(WORLD, "size", 3)
     torch.testing.assert_close(_run(scaled_by_world, x), x * 3)
     assert warm_cache.STATS["capture_hits"] == 0
+
+
+def test_warm_capture_install_runs_with_old_objects_frozen(warm, monkeypatch):
+    """A full collection during a warm first call would scan every object of the process
+    (a model's, torch's): installing, as compiling, freezes the objects that exist."""
+    from dynamo_capture import portable
+    from guards import garbage_collection
+
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    seen = []
+    install = portable.install_parts
+
+    def spying(*args, **kwargs):
+        seen.append(garbage_collection._frozen_here[0])
+        return install(*args, **kwargs)
+
+    monkeypatch.setattr(portable, "install_parts", spying)
+    torch.testing.assert_close(_run(scaled, x), scaled(x))
+    assert warm_cache.STATS["capture_hits"] == 1
+    assert seen == [1]
