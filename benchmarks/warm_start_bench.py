@@ -2,8 +2,10 @@
 
     python benchmarks/warm_start_bench.py                 # gpt2 (2 layers), 3 repeats
     python benchmarks/warm_start_bench.py --models gpt2 mlp --repeat 5
+    python benchmarks/warm_start_bench.py --models gpt2-infer   # forward under no_grad
 
-Each row is the median over `--repeat` rounds; each round runs fresh processes:
+A model name ending in `-infer` times a forward under `torch.no_grad()` instead of a
+training step. Each row is the median over `--repeat` rounds; each round runs fresh processes:
 - cold: an empty cache folder (capture, AOT, lowering, C++ builds);
 - kernels only: the kernel cache of the cold run, warm start off (what ember did before);
 - warm: the cold run's cache, warm start on;
@@ -43,6 +45,9 @@ from models import MODELS
 case = MODELS[{model!r}]()
 compiled = case.model if {eager} else ember.compile(case.model)
 def step():
+    if {infer}:
+        with torch.no_grad():
+            return case.loss(compiled(*case.inputs))
     loss = case.loss(compiled(*case.inputs))
     loss.backward()
     return loss
@@ -68,7 +73,8 @@ def child(model: str, cache: Path, eager: bool = False, **variables: str) -> dic
     env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
     env["EMBER_CACHE_DIR"] = str(cache)
     env.update(variables)
-    code = CHILD.format(benchmarks=str(ROOT / "benchmarks"), model=model, eager=eager)
+    name, infer = model.removesuffix("-infer"), model.endswith("-infer")
+    code = CHILD.format(benchmarks=str(ROOT / "benchmarks"), model=name, eager=eager, infer=infer)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-3000:])
@@ -134,7 +140,7 @@ def main() -> None:
             print("(no redis-server or redis-py: the remote-warm row is skipped)")
         try:
             print(
-                f"{'model':<8}{'run':<14}{'first call s':>13}{'x cold':>8}{'CPU s':>8}"
+                f"{'model':<12}{'run':<14}{'first call s':>13}{'x cold':>8}{'CPU s':>8}"
                 f"{'x cold':>8}{'later s':>9}  hits"
             )
             for model in args.models:
@@ -155,7 +161,7 @@ def main() -> None:
                     hits = f"{stats.get('hits', 0)} ({stats.get('remote_hits', 0)} remote)"
                     hits += f", capture {stats.get('capture_hits', 0)}"
                     print(
-                        f"{model:<8}{name:<14}{first:>13.3f}{first / cold:>8.2f}{cpu:>8.3f}"
+                        f"{model:<12}{name:<14}{first:>13.3f}{first / cold:>8.2f}{cpu:>8.3f}"
                         f"{cpu / cold_cpu:>8.2f}{later:>9.3f}  {hits}"
                     )
         finally:

@@ -99,3 +99,17 @@ def test_cached_graphs_also_skip_paths_of_outputs_without_gradient():
     for used in ([0], [1], [0]):
         torch.testing.assert_close(_grad(cached, x, used), _grad(fn, x, used), equal_nan=True)
     assert len(calls) == 2  # one backward per set of None tangents
+
+
+def test_full_backward_is_compiled_only_when_a_call_runs_it():
+    compiler, calls = _counting_compiler()
+    fn = PROGRAMS["three_outputs"]
+    compiled = aot_function(fn, fw_compiler=compiler)
+    x = torch.tensor([1.0, 4.0])
+    for _ in range(2):  # every call leaves a tangent None: only that backward compiles
+        torch.testing.assert_close(_grad(compiled, x, [0, 1]), _grad(fn, x, [0, 1]))
+    assert len(calls) == 2  # the forward and the backward without tangent 2
+    torch.testing.assert_close(_grad(compiled, x, [0, 1, 2]), _grad(fn, x, [0, 1, 2]))
+    assert len(calls) == 3  # the full backward, at its first use
+    torch.testing.assert_close(_grad(compiled, x, [0, 1, 2]), _grad(fn, x, [0, 1, 2]))
+    assert len(calls) == 3

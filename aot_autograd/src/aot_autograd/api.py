@@ -34,7 +34,7 @@ from aot_autograd.attention import dense_attention_masks
 from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
 from aot_autograd.partitioners import default_partition
-from aot_autograd.portable import CompiledGraphCache, CompiledParts
+from aot_autograd.portable import BACKWARD_STORED_APART, CompiledGraphCache, CompiledParts
 from aot_autograd.program import (
     TracedProgram,
     inputs_written_in_place,
@@ -43,6 +43,7 @@ from aot_autograd.program import (
     trace_program,
 )
 from aot_autograd.runtime import (
+    DeferredBackward,
     aliased_mutated_input,
     compiled_call,
     requires_grad_flags,
@@ -250,39 +251,51 @@ class AotCallable:
             return _Compiled(
                 parts.program, parts.forward, False, parts.assumptions, written_in_place=written
             )
-        specialize = self._retraced_specializer(requires_grad, variant, parts)
+        retraced = self._retraced_backward(requires_grad, variant, parts)
+        specialize = _kept_specializations(
+            _retraced_specializer(retraced, self.config), self.config.cache, variant,
+            keep_none=False,
+        )  # fmt: skip
+        # NOTE: above, a None may come of this call's autocast state: not kept for later.
+        backward = parts.backward
+        if backward is BACKWARD_STORED_APART:  # stored on its own once compiled
+            backward = self._cached_deferred_backward(retraced, variant)
         run = training_function(
             parts.program,
             parts.forward,
-            parts.backward,
+            backward,
             list(parts.dependencies or ()),
             specialize,
             parts.saved_strides,
         )
         return _Compiled(parts.program, run, True, parts.assumptions, written_in_place=written)
 
-    def _retraced_specializer(
+    def _retraced_backward(
         self, requires_grad: Sequence[bool], variant: tuple, parts: CompiledParts
-    ) -> Callable:
-        """`_specializer` for cached graphs, which come without their backward graph: the
-        first backward with a None tangent traces and partitions again (no compile) for it.
+    ) -> Callable[[bool], fx.GraphModule | None]:
+        """The backward graph of cached graphs, which come without it, traced and
+        partitioned again (no compile) at most once, on first need.
 
         The trace must match the cached graphs (same forward outputs, same tangents read
-        by each grad) and run under their autocast state; otherwise the full backward
-        runs on zeros.
+        by each grad) and run under their autocast state: `retraced(False)` gives None
+        when this call's autocast state differs; `retraced(True)` sets the state for the
+        trace. None too when the trace does not match.
         """
         config = self.config
-        specializers: list[Callable | None] = []
+        found: list[fx.GraphModule | None] = []
 
-        def retraced() -> Callable | None:
-            if autocast_state() != variant[3]:
+        def retraced(set_autocast: bool) -> fx.GraphModule | None:
+            if found:
+                return found[0]
+            if autocast_state() != variant[3] and not set_autocast:
                 return None
-            program = trace_program(
-                self.flat_fn,
-                self._examples(requires_grad),
-                decompositions=config.decompositions,
-                joint=True,
-            )
+            with _autocast_as(variant[3]):
+                program = trace_program(
+                    self.flat_fn,
+                    self._examples(requires_grad),
+                    decompositions=config.decompositions,
+                    joint=True,
+                )
             partition = config.partition_fn or default_partition
             _, backward = partition(
                 program.graph_module, num_forward_outputs=program.num_forward_outputs
@@ -290,17 +303,32 @@ class AotCallable:
             same = program.num_forward_outputs == parts.program.num_forward_outputs and tuple(
                 tangent_dependencies(backward)
             ) == tuple(parts.dependencies or ())
-            return (
-                _specializer(backward, config.bw_compiler or config.fw_compiler) if same else None
-            )
+            found.append(backward if same else None)
+            return found[0]
 
-        def specialize(absent: frozenset[int]) -> Callable | None:
-            if not specializers:
-                specializers.append(retraced())
-            return specializers[0](absent) if specializers[0] is not None else None
+        return retraced
 
-        # NOTE: a None here may come of this call's autocast state: not kept for later calls.
-        return _kept_specializations(specialize, config.cache, variant, keep_none=False)
+    def _cached_deferred_backward(
+        self, retraced: Callable[[bool], fx.GraphModule | None], variant: tuple
+    ) -> DeferredBackward:
+        """The full backward of cached graphs stored apart from them: from the cache
+        (`lookup_backward` with no tangent absent), else traced again and compiled."""
+        config = self.config
+        compiler = config.bw_compiler or config.fw_compiler
+
+        def compile_again(_absent: frozenset[int]) -> Callable:
+            backward = retraced(True)
+            if backward is None:
+                raise AotAutogradError(
+                    "the backward graph of a cached compile traced again does not match "
+                    "its forward graph; clear the ember cache (EMBER_CACHE_DIR) or set "
+                    "EMBER_WARM_START=0 to compile afresh"
+                )
+            _log("backward graph (traced again)", backward, 0.0)
+            return compiler(backward, _placeholder_values(backward))
+
+        kept = _kept_specializations(compile_again, config.cache, variant, keep_none=False)
+        return DeferredBackward(lambda: kept(frozenset()) or compile_again(frozenset()))
 
     def _trace_and_compile(
         self, training: bool, requires_grad: Sequence[bool], store: tuple | None
@@ -344,17 +372,20 @@ class AotCallable:
         seconds = time.perf_counter() - start
         _log("forward graph", forward, seconds)
         _log("backward graph", backward, seconds)
-        # compile: each graph with the caller's compiler.
+        # compile: the forward with the caller's compiler; the backward at its first use
+        # (a step leaving some tangent None runs only the backward without them).
+        dependencies = tangent_dependencies(backward)
+        saved_strides = tuple(saved_strides_of(backward))
         mark_input_mutations(forward, program)
         compiled_forward = config.fw_compiler(forward, _placeholder_values(forward))
         bw_compiler = config.bw_compiler or config.fw_compiler
         specialize = _specializer(backward, bw_compiler)
         if store is not None:
             specialize = _kept_specializations(specialize, *store, keep_none=True)
-        compiled_backward = bw_compiler(backward, _placeholder_values(backward))
+        compiled_backward = _deferred_backward(
+            lambda: bw_compiler(backward, _placeholder_values(backward)), store
+        )
         # wrap: an autograd.Function around the compiled pair.
-        dependencies = tangent_dependencies(backward)
-        saved_strides = tuple(saved_strides_of(backward))
         assumptions = self._assumptions(program)
         if store is not None:
             parts = CompiledParts(
@@ -400,6 +431,60 @@ def _specializer(backward: fx.GraphModule, compiler: Callable) -> Callable:
         return compiler(gm, _placeholder_values(gm))
 
     return specialize
+
+
+def _retraced_specializer(
+    retraced: Callable[[bool], fx.GraphModule | None], config: AotConfig
+) -> Callable:
+    """`_specializer` for cached graphs: the first backward with a None tangent traces
+    and partitions again (no compile) for it; where that trace is not the cached graphs'
+    (another autocast state, other outputs), the full backward runs on zeros."""
+    specializers: list[Callable | None] = []
+
+    def specialize(absent: frozenset[int]) -> Callable | None:
+        if not specializers:
+            backward = retraced(False)
+            compiler = config.bw_compiler or config.fw_compiler
+            specializers.append(None if backward is None else _specializer(backward, compiler))
+        return specializers[0](absent) if specializers[0] is not None else None
+
+    return specialize
+
+
+def _deferred_backward(compile: Callable[[], Callable], store: tuple | None) -> DeferredBackward:
+    """The full backward compiled at its first use; with a cache (`store`: the cache and
+    the variant), stored there on its own (`store_backward` with no tangent absent)."""
+    if store is None or getattr(store[0], "store_backward", None) is None:
+        return DeferredBackward(compile)
+    cache, variant = store
+
+    def compile_and_store() -> Callable:
+        compiled = compile()
+        cache.store_backward(variant, frozenset(), compiled)
+        return compiled
+
+    return DeferredBackward(compile_and_store)
+
+
+@contextlib.contextmanager
+def _autocast_as(state: tuple[tuple[str, torch.dtype], ...]) -> Iterator[None]:
+    """Autocast on for exactly the (device type, dtype) pairs of `state` (`autocast_state`)."""
+    if autocast_state() == state:
+        yield
+        return
+    on = dict(state)
+    with contextlib.ExitStack() as stack:
+        for device in _AUTOCAST_DEVICE_TYPES:
+            if device in on:
+                stack.enter_context(torch.autocast(device, dtype=on[device]))
+            elif torch.is_autocast_enabled(device):
+                stack.enter_context(torch.autocast(device, enabled=False))
+        if autocast_state() != state:
+            raise AotAutogradError(
+                f"could not set the autocast state {state} to trace a cached graph again; "
+                "set EMBER_WARM_START=0 to compile afresh"
+            )
+        yield
 
 
 def _kept_specializations(

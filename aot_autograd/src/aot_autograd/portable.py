@@ -35,6 +35,7 @@ from aot_autograd.symbolic import ShapeAssumptions, SymbolSource, expression_of,
 from aot_autograd.value_assertions import ValueAssertion
 
 __all__ = [
+    "BACKWARD_STORED_APART",
     "CompiledGraphCache",
     "CompiledParts",
     "SpecializedBackwardCache",
@@ -45,6 +46,14 @@ __all__ = [
 ]
 
 _PLAIN = (bool, int, float, str, type(None))
+
+
+# `CompiledParts.backward` of a training compile whose full backward is compiled at its
+# first use (`runtime.DeferredBackward`) and so stored apart from the forward, as
+# `store_backward(variant, frozenset(), compiled)`: a cache returning the parts from a
+# serialized entry gives this instead; aot_graph then asks `lookup_backward` at the
+# first full backward (tracing and compiling it again on a miss).
+BACKWARD_STORED_APART = "backward stored apart"
 
 
 @dataclass(frozen=True, slots=True)

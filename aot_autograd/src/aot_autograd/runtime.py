@@ -16,6 +16,7 @@ of a region that turned autocast off (a rotary embedding's float32 `cos`).
 from __future__ import annotations
 
 import operator
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ from aot_autograd.symbolic import resolve_sizes
 from aot_autograd.value_assertions import value_check_error
 
 __all__ = [
+    "DeferredBackward",
     "assemble_outputs",
     "aliased_mutated_input",
     "check_mutated_inputs_unaliased",
@@ -100,6 +102,34 @@ def _boxed(fn: Callable) -> Callable[[list], Any]:
         return fn(*args)
 
     return call
+
+
+class DeferredBackward:
+    """A backward compiled at its first use, not with its forward.
+
+        backward = DeferredBackward(lambda: compiler(graph, example_inputs))
+        backward.get()      # compiles (once) and returns the compiled graph
+        backward.compiled   # None until then
+
+    A training step whose calls each leave some tangent None (a model returning
+    outputs nobody differentiates, such as a cache of keys and values) only ever runs
+    the backwards compiled without those tangents (`absent_tangents`): compiling the
+    full one with the forward would pay a compile nothing runs.
+    """
+
+    __slots__ = ("_compile", "_lock", "compiled")
+
+    def __init__(self, compile: Callable[[], Callable]) -> None:
+        self._compile = compile
+        self._lock = threading.Lock()
+        self.compiled: Callable | None = None
+
+    def get(self) -> Callable:
+        if self.compiled is None:
+            with self._lock:
+                if self.compiled is None:
+                    self.compiled = self._compile()
+        return self.compiled
 
 
 def tangent_dependencies(backward: fx.GraphModule) -> list[frozenset[int]]:
@@ -286,6 +316,7 @@ def training_function(
     of None tangents; see `absent_tangents`): eager never runs the backward path of an
     output whose gradient is None, so zeros in its place could give `0 * inf = NaN`.
     Without it (or where it returns None) the full backward runs on zeros.
+    `backward` may be a `DeferredBackward`, compiled at the first call that runs it.
 
     Everything that does not depend on the call is worked out once: index tuples
     for the differentiable outputs and the grads, and, from the first call, which
@@ -297,7 +328,15 @@ def training_function(
     all_differentiable = len(tangent_positions) == len(differentiable)
     symbolic = bool(program.symbol_sources)
     scatter = _grad_scatter(program.grad_inputs, program.num_inputs)
-    boxed_backward = _boxed(backward)
+    boxed_full: list[Callable[[list], Any]] = []
+    if not isinstance(backward, DeferredBackward):
+        boxed_full.append(_boxed(backward))
+
+    def full_backward() -> Callable[[list], Any]:
+        if not boxed_full:  # a DeferredBackward: compiled at the first backward needing it
+            boxed_full.append(_boxed(backward.get()))
+        return boxed_full[0]
+
     if isinstance(forward, fx.GraphModule):
         forward = forward.forward  # NOTE: skips nn.Module call machinery (hooks) per call
     # A compiled graph's own boxed entry (inductor_codegen's call_boxed) saves a frame.
@@ -313,7 +352,7 @@ def training_function(
         run = specialized.get(unused)
         if run is None:
             compiled = specialize(unused) if specialize is not None else None
-            run = boxed_backward if compiled is None else _boxed(compiled)
+            run = full_backward() if compiled is None else _boxed(compiled)
             specialized[unused] = run
         return run
 
@@ -362,12 +401,12 @@ def training_function(
             else:
                 tangents = tuple(grad_outputs[i] for i in tangent_positions)
             unused = frozenset(i for i, g in enumerate(tangents) if g is None)
-            run = boxed_backward
             if unused:
                 args += _tangents_with_zeros(ctx, tangents, layout, symbolic)
                 run = backward_without(unused)
             else:
                 args += [g.contiguous() for g in tangents]
+                run = boxed_full[0] if boxed_full else full_backward()
             if _any_autocast_enabled():  # backward() called inside an autocast region
                 with _autocast_off():
                     grads = run(args)

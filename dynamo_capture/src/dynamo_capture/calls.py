@@ -268,6 +268,7 @@ def _call_python(
         return PythonValue(obj(*real_args, **real_kwargs))
     _check_not_eager_package(obj)
     if is_constant_result(obj):
+        tx.ctx.unguarded_constants.append(getattr(obj, "__qualname__", type(obj).__name__))
         return _call_constant_result(obj, args, kwargs)
     inline_target = torch_inline_target(obj)
     if inline_target is not None:

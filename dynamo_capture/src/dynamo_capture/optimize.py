@@ -192,7 +192,10 @@ class CompiledCallable:
             eager = self._on_recompile(stance.name, f_locals, f_globals)
             if eager:
                 return self.target(*args, **kwargs)
-        entry = self._installed(stance, f_locals, f_globals)
+        # NOTE: as while compiling, collections scan only what installing allocates (a
+        # full collection of a process holding a model costs more than the install).
+        with old_objects_frozen():
+            entry = self._installed(stance, f_locals, f_globals)
         if entry is not None:
             self.entries.append(entry)
             return self._run(entry, f_locals, f_globals, args, kwargs, checked=False)

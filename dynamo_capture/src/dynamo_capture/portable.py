@@ -892,6 +892,11 @@ class CaptureCache:
     def store(self, compiled: Any, frame: Any) -> None:
         """Keep the record of `frame` (a CapturedFrame just compiled) when it is portable."""
         try:
+            if frame.ctx.unguarded_constants:  # true in this process only, as documented
+                raise NotPortable(
+                    f"the result of {frame.ctx.unguarded_constants[0]} (assume_constant_result) "
+                    "is a constant no guard checks"
+                )
             for source in frame.input_sources:
                 if type(source).__module__ == "dynamo_capture.sources":
                     raise NotPortable(f"an input read as {type(source).__name__}")

@@ -405,3 +405,96 @@ def test_warm_capture_user_classes_install_in_new_process_with_other_hash_seed(t
     assert runs[0]["stats"].get("captures_kept") == 1
     assert runs[1]["stats"].get("capture_hits") == 1, runs[1]["stats"]
     assert runs[1]["out"] == runs[0]["out"]
+
+
+def test_warm_capture_records_are_read_once_per_frame_until_the_store_changes(warm, no_capture):
+    x = torch.randn(4, 8)
+    _run(scaled, x)  # read (nothing kept yet), captured, kept
+    reads = warm_cache.STATS["capture_record_reads"]
+    for _ in range(3):  # new compiled callables of the frame: one read for all of them
+        torch.testing.assert_close(_run(scaled, x), scaled(x))
+    assert warm_cache.STATS["capture_record_reads"] == reads + 1
+    assert warm_cache.STATS["capture_hits"] == 3
+
+
+def test_warm_capture_record_kept_later_in_the_process_is_installed(warm):
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    _run(scaled, x)  # the record read
+    doubled = x.double()
+    torch.testing.assert_close(_run(scaled, doubled), scaled(doubled))  # another record kept
+    assert warm_cache.STATS["captures_kept"] == 2
+    hits = warm_cache.STATS["capture_hits"]
+    torch.testing.assert_close(_run(scaled, doubled), scaled(doubled))  # the store changed
+    assert warm_cache.STATS["capture_hits"] == hits + 1
+
+
+def with_default(x, factor=2.0):
+    return x.sin() * factor
+
+
+def test_warm_capture_changed_default_argument_recaptures(warm, monkeypatch):
+    x = torch.randn(4, 8)
+    _run(with_default, x)
+    monkeypatch.setattr(with_default, "__defaults__", (3.0,))
+    out = _run(with_default, x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, x.sin() * 3.0)
+
+
+def test_warm_capture_changed_version_recaptures(warm, monkeypatch):
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    monkeypatch.setattr(warm_cache, "_versions_part", lambda: json.dumps(["torch 9.9"]))
+    torch.testing.assert_close(_run(scaled, x), scaled(x))
+    assert warm_cache.STATS["capture_hits"] == 0
+
+
+def test_warm_capture_changed_config_variable_recaptures(warm, monkeypatch):
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    monkeypatch.setenv("EMBER_SOME_SETTING", "1")
+    torch.testing.assert_close(_run(scaled, x), scaled(x))
+    assert warm_cache.STATS["capture_hits"] == 0
+
+
+WORLD = {"size": 2}
+
+
+@ember.assume_constant_result
+def world_size():
+    return WORLD["size"]
+
+
+def scaled_by_world(x):
+    return x * world_size()
+
+
+def test_warm_capture_assume_constant_result_frame_is_not_kept(warm, monkeypatch):
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(_run(scaled_by_world, x), x * 2)
+    assert warm_cache.STATS["captures_kept"] == 0  # its result would hold in no later process
+    monkeypatch.setitem(WORLD, "size", 3)
+    torch.testing.assert_close(_run(scaled_by_world, x), x * 3)
+    assert warm_cache.STATS["capture_hits"] == 0
+
+
+def test_warm_capture_install_runs_with_old_objects_frozen(warm, monkeypatch):
+    """A full collection during a warm first call would scan every object of the process
+    (a model's, torch's): installing, as compiling, freezes the objects that exist."""
+    from dynamo_capture import portable
+    from guards import garbage_collection
+
+    x = torch.randn(4, 8)
+    _run(scaled, x)
+    seen = []
+    install = portable.install_parts
+
+    def spying(*args, **kwargs):
+        seen.append(garbage_collection._frozen_here[0])
+        return install(*args, **kwargs)
+
+    monkeypatch.setattr(portable, "install_parts", spying)
+    torch.testing.assert_close(_run(scaled, x), scaled(x))
+    assert warm_cache.STATS["capture_hits"] == 1
+    assert seen == [1]

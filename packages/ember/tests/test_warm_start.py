@@ -159,10 +159,20 @@ def test_warm_start_misses_when_an_ember_variable_changes(warm, monkeypatch):
     assert _counts() == (0, 2)
 
 
+def _forward_entry(cache: Path) -> Path:
+    """The one entry file of a forward graph (a training entry's backward is one apart)."""
+    (entry,) = [
+        path
+        for path in (cache / "warm").rglob("*.json")
+        if json.loads(json.loads(path.read_text())["payload"])["forward"] is not None
+    ]
+    return entry
+
+
 def test_warm_start_corrupt_entry_is_recompiled_with_a_warning(warm):
     model, x = _model(), torch.randn(4, 8)
     cold = _step(scaled, model, x)
-    (entry,) = (warm / "warm").rglob("*.json")
+    entry = _forward_entry(warm)
     entry.write_bytes(entry.read_bytes()[:100])
     with pytest.warns(UserWarning, match="faulty"):
         again = _step(scaled, model, x)
@@ -173,7 +183,7 @@ def test_warm_start_corrupt_entry_is_recompiled_with_a_warning(warm):
 def test_warm_start_entry_that_fails_to_load_is_recompiled(warm):
     model, x = _model(), torch.randn(4, 8)
     cold = _step(scaled, model, x)
-    (entry,) = (warm / "warm").rglob("*.json")
+    entry = _forward_entry(warm)
     envelope = json.loads(entry.read_text())
     payload = json.loads(envelope["payload"])
     payload["forward"]["graph"]["wrapper"] = "def call(args):\n    raise RuntimeError('x')\n("
@@ -549,3 +559,40 @@ def test_warm_start_triton_graph_new_process_loads_the_entry_bit_for_bit(tmp_pat
     assert warm["digest"] == cold["digest"]
     other = _run_triton(tmp_path / "cache", TRITON_DEBUG="0")  # a Triton switch: a miss
     assert other["stats"].get("stored") == 1 and not other["stats"].get("hits")
+
+
+def output_and_ratio(model, x):
+    y = model(x)
+    return y * SCALE, (y / y).sum(0)
+
+
+def _two_output_step(model, x, used):
+    """Grads of a compiled step whose loss reads the outputs `used` (compiled afresh)."""
+    ember.reset()
+    compiled = ember.compile(output_and_ratio)
+    model.zero_grad()
+    outputs = compiled(model, x)
+    sum(outputs[i].sin().sum() for i in used).backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def test_warm_start_full_backward_first_run_in_a_later_process_matches_eager(warm):
+    model, x = _model(), torch.randn(4, 8)
+    _two_output_step(model, x, [0])  # only the backward without tangent 1 is compiled
+    assert warm_cache.STATS["full_backward_stored"] == 0
+    model.zero_grad()
+    outputs = output_and_ratio(model, x)
+    sum(o.sin().sum() for o in outputs).backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    got = _two_output_step(model, x, [0, 1])  # a hit; the full backward traced again
+    assert warm_cache.STATS["hits"] >= 1 and warm_cache.STATS["full_backward_stored"] == 1
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    ember.reset()
+    cold = ember.compile(output_and_ratio, options={"warm_start": False})
+    model.zero_grad()
+    sum(o.sin().sum() for o in cold(model, x)).backward()
+    assert all(torch.equal(a, p.grad) for a, p in zip(got, model.parameters()))
+    again = _two_output_step(model, x, [0, 1])
+    assert warm_cache.STATS["full_backward_hits"] == 1
+    assert all(torch.equal(a, b) for a, b in zip(got, again))

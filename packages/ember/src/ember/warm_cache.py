@@ -8,8 +8,10 @@ What is stored, per captured graph and grad mode: the run-time description of th
 AOT program (outputs, aliases, mutations; with symbolic sizes each symbol's source and
 each output size's expression), and for the forward and backward graphs the generated
 wrapper, its constants and its kernels (C++ ones from the kernel library cache, Triton
-ones from their source, compiled through Triton's cache). The backward compiled later
-for calls that leave some tangents None is an entry of its own (`lookup_backward`).
+ones from their source, compiled through Triton's cache). The backward is compiled at
+its first use, not with the forward, and is an entry of its own (`lookup_backward`
+with no tangent absent), as is each backward compiled for calls that leave some
+tangents None: a training step that always leaves some None compiles one backward.
 A hit runs the very code the cold compile made: the same outputs, bit for bit.
 
 The key is an ordered list of named parts, each hashed (logged under
@@ -79,11 +81,14 @@ from guards.fake_tensor import FakeTensor
 
 __all__ = ["STATS", "WarmStartCache", "graph_key", "warm_start_cache"]
 
-SCHEMA = "3"
+SCHEMA = "4"
+# The "backward" of a training entry whose full backward is an entry of its own.
+_APART = "apart"
 STAGES = ("guards", "dynamo_capture", "prim_decomp", "aot_autograd", "inductor_codegen", "ember")
 _OWN_VARIABLES = ("EMBER_CACHE_DIR", "EMBER_LOGS", "EMBER_REMOTE_CACHE", "EMBER_CACHE_SIZE")
 _log = artifact_logger("cache")
-# hits, remote_hits, misses, stored, not_storable: counted for this process (tests, reports)
+# hits, remote_hits, misses, stored, not_storable: counted for this process (tests, reports);
+# full_backward_hits, full_backward_stored: a training entry's backward, compiled at its first use
 STATS: collections.Counter[str] = collections.Counter()
 
 
@@ -439,6 +444,7 @@ class WarmStartCache:
 
     def lookup(self, variant: tuple) -> Any:
         from aot_autograd.portable import (
+            BACKWARD_STORED_APART,
             CompiledParts,
             assumptions_from_record,
             program_from_record,
@@ -463,9 +469,11 @@ class WarmStartCache:
             self._fetch_kernels(record)
             program = program_from_record(record["program"])
             forward = _load_graph(record["forward"], self.cache_dir)
-            backward = None
-            if record["backward"] is not None:
-                backward = _load_graph(record["backward"], self.cache_dir)
+            backward = record["backward"]
+            if backward == _APART:  # compiled at its first use, stored as a backward entry
+                backward = BACKWARD_STORED_APART
+            elif backward is not None:
+                backward = _load_graph(backward, self.cache_dir)
             dependencies = record["dependencies"]
             if dependencies is not None:
                 dependencies = tuple(frozenset(int(i) for i in d) for d in dependencies)
@@ -539,7 +547,8 @@ class WarmStartCache:
             discard(path, f"it could not be loaded: {type(error).__name__}: {error}")
             return None
         self._touch(path, record)
-        STATS["hits"] += 1
+        # NOTE: the full backward belongs to its forward's entry: counted apart
+        STATS["hits" if absent else "full_backward_hits"] += 1
         _log.info("warm-start hit %s without tangents %s: %s", self.name, sorted(absent), key)
         return (compiled,)
 
@@ -560,7 +569,7 @@ class WarmStartCache:
         except OSError as error:
             _log.info("%s backward not stored: %s", self.name, error)
             return
-        STATS["stored"] += 1
+        STATS["stored" if absent else "full_backward_stored"] += 1
         self._publish(key, record)
 
     def _last_stored_path(self) -> Path:
@@ -589,13 +598,18 @@ class WarmStartCache:
 
     def _record(self, variant: tuple, parts: Any) -> dict | None:
         from aot_autograd.portable import assumptions_record, program_record
+        from aot_autograd.runtime import DeferredBackward
 
         program = program_record(parts.program)
         if program is None:
             _log.info("%s not stored: its outputs cannot be described as data", self.name)
             return None
         forward = _graph_record(parts.forward)
-        backward = None if parts.backward is None else _graph_record(parts.backward)
+        backward = None
+        if isinstance(parts.backward, DeferredBackward):
+            backward = _APART  # `store_backward` with no tangent absent, once compiled
+        elif parts.backward is not None:
+            backward = _graph_record(parts.backward)
         if forward is None or (parts.backward is not None and backward is None):
             _log.info(
                 "%s not stored: a graph was not compiled to kernels (run eagerly, or with "
@@ -620,9 +634,8 @@ class WarmStartCache:
     # ------------------------------------------------------------ remote
 
     def _graph_records(self, record: dict) -> list[dict]:
-        return [
-            g["graph"] for g in (record.get("forward"), record.get("backward")) if g is not None
-        ]
+        graphs = (record.get("forward"), record.get("backward"))
+        return [g["graph"] for g in graphs if isinstance(g, dict)]
 
     def _fetch_remote(self, key: str, path: Path) -> dict | None:
         from ember.remote_cache import remote_cache

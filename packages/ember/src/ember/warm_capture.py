@@ -28,12 +28,15 @@ read of it). Only static graphs of a whole frame are kept; a frame capture could
 make one graph, a symbolic graph, a guard filter or a stance other than the default
 keeps nothing. Files: `<cache root>/capture/<key[:2]>/<key>/<record>.json`, written
 atomically with a checksum; a faulty one is removed and the frame captured again.
+A process reads a key's records once, at the first cache miss of any compiled callable
+of the frame, and again only when the folder changed (a record kept or removed).
 With `EMBER_REMOTE_CACHE`, the first record kept for a key is published
 (`ember:v1:capture:<key>`) and fetched by a process that has none locally.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -111,24 +114,37 @@ class FileCaptureCache(CaptureCache):
     # ------------------------------------------------------------ CaptureCache
 
     def records(self, compiled: Any) -> list[dict[str, Any]]:
-        if self._loaded is None:
+        """The records of the frame's key: read once per process (for every compiled
+        callable of the frame, at every miss of theirs) until its folder changes."""
+        folder = self.folder(compiled)
+        if folder is None:
             self._loaded = []
-            folder = self.folder(compiled)
-            if folder is not None and folder.is_dir():
-                paths = sorted(folder.glob("*.json"), key=_modified, reverse=True)
-                for path in paths[:_MAX_RECORDS]:
-                    record = load_record(path)
-                    if isinstance(record, dict):
-                        self._loaded.append((path, record))
-            if folder is not None and not self._loaded:
-                fetched = self._fetch_remote(compiled, folder)
-                if fetched is not None:
-                    self._loaded.append(fetched)
+            return []
+        stamp = _stamp(folder)
+        known = _KEPT.get(folder)
+        if known is None or known.stamp != stamp:
+            known = _KEPT[folder] = _Kept(stamp, self._read(compiled, folder))
             if artifact_enabled("cache"):
                 _log.info(
-                    "capture of %s: %d record(s) kept", compiled.frame.name, len(self._loaded)
+                    "capture of %s: %d record(s) kept", compiled.frame.name, len(known.loaded)
                 )
-        return [record for _, record in self._loaded]
+        self._loaded = known.loaded
+        return [record for _, record in known.loaded]
+
+    def _read(self, compiled: Any, folder: Path) -> list[tuple[Path, dict]]:
+        STATS["capture_record_reads"] += 1
+        loaded = []
+        if folder.is_dir():
+            paths = sorted(folder.glob("*.json"), key=_modified, reverse=True)
+            for path in paths[:_MAX_RECORDS]:
+                record = load_record(path)
+                if isinstance(record, dict):
+                    loaded.append((path, record))
+        if not loaded:
+            fetched = self._fetch_remote(compiled, folder)
+            if fetched is not None:
+                loaded.append(fetched)
+        return loaded
 
     def keep(self, compiled: Any, record: dict[str, Any]) -> None:
         folder = self.folder(compiled)
@@ -191,12 +207,35 @@ class FileCaptureCache(CaptureCache):
         return entry
 
     def discard(self, compiled: Any, record: dict[str, Any], reason: str) -> None:
-        for path, loaded in self._loaded or ():
+        for path, loaded in list(self._loaded or ()):
             if loaded is record:
+                self._loaded.remove((path, loaded))  # the table's list: gone for all
                 discard(path, f"it could not be installed: {reason}")
 
     def not_portable(self, compiled: Any, reason: str) -> None:
         _log.info("capture of %s not kept: %s", compiled.frame.name, reason)
+
+
+@dataclasses.dataclass(slots=True)
+class _Kept:
+    """The records of one frame key's folder as read, and the folder's state then."""
+
+    stamp: tuple[int, int] | None
+    loaded: list[tuple[Path, dict]]
+
+
+# Folder of a frame key -> its records read in this process. A cache miss of any
+# compiled callable of the frame asks here; the folder is read again only once it
+# changed (a record kept or removed, here or by another process: its mtime).
+_KEPT: dict[Path, _Kept] = {}
+
+
+def _stamp(folder: Path) -> tuple[int, int] | None:
+    try:
+        info = folder.stat()
+    except OSError:
+        return None
+    return info.st_mtime_ns, info.st_ino
 
 
 def _modified(path: Path) -> float:
