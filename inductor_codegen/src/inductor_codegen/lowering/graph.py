@@ -572,7 +572,9 @@ class GraphLowering:
         val = node.meta.get("val")
         name = self.new_name()
         if isinstance(val, torch.Tensor):
-            layout = layout or layout_of(val, where=f"node {node.name}")
+            layout = layout or _fresh_output_layout(
+                op, 0, layout_of(val, where=f"node {node.name}")
+            )
             buf = ExternBuffer(name, op, ext_args, ext_kwargs, (layout,), is_fallback, reads)
             self.add_buffer(buf)
             return TensorValue.of_buffer(name, layout)
@@ -582,7 +584,7 @@ class GraphLowering:
             # (`_embedding_bag_forward_only`'s offset2bag is empty on CPU).
             read = _read_items(node)
             layouts = tuple(
-                layout_of(v, where=f"node {node.name}")
+                _fresh_output_layout(op, i, layout_of(v, where=f"node {node.name}"))
                 if isinstance(v, torch.Tensor) and (read is None or i in read)
                 else None
                 for i, v in enumerate(val)
@@ -691,6 +693,20 @@ def _is_symbolic_size_error(error: TypeError) -> bool:
         words in text
         for words in ("symbol", "Symbol", "truth value of Relational", "should be of numeric type")
     )
+
+
+def _fresh_output_layout(op, index: int, layout: Layout) -> Layout:
+    """`layout`, or a row-major one where it repeats elements (a stride 0 on a dim of size
+    above 1) though output `index` of `op` is a new tensor, not a view: ATen never returns
+    such a tensor (torch 2.11's meta rule of `slice_scatter` on an expanded input says
+    stride 0 where the kernel returns a dense tensor, and copying the result into the
+    repeating layout would keep one element of each repeated run: a wrong value)."""
+    if not any(stride == 0 and size != 1 for size, stride in zip(layout.size, layout.stride)):
+        return layout
+    returns = getattr(getattr(op, "_schema", None), "returns", ())
+    if index >= len(returns) or returns[index].alias_info is not None:
+        return layout  # a view: its elements may share memory
+    return Layout.contiguous(layout.dtype, layout.size)
 
 
 def layout_of(value: torch.Tensor, where: str) -> Layout:
