@@ -15,6 +15,7 @@ float conversion (a dropout mask) scalar: it goes through int32.
 from __future__ import annotations
 
 import operator
+import re
 import shutil
 
 import pytest
@@ -179,3 +180,21 @@ def test_loop_split_decides_each_condition_as_the_comparison_would(name, slope, 
         left, right = slope * point + rest, 9
         expected = compare(right, left) if mirrored else compare(left, right)
         assert decided == Constant(float(expected), torch.float32), (point, piece)
+
+
+def test_loads_of_a_piece_stay_inside_its_loop(tmp_path):
+    # the second piece reads `e[batch, head - 4]`, the same for each feature: moved out
+    # of its loop (before the split), it would read e[-4] for the first piece's heads
+    q, e = torch.randn(2, 4, 64, 32), torch.randn(2, 4)
+
+    def f(q, e):
+        broadcast = e[:, None, :, None].expand(2, 64, 4, 32).reshape(2, 64, 128)
+        return torch.cat([q.transpose(1, 2).reshape(2, 64, 128), broadcast * 2], -1)
+
+    compiled, _ = compile_fn(f, q, e, options={"cache_dir": tmp_path})
+    torch.testing.assert_close(compiled(q, e), f(q, e))
+    (source,) = tmp_path.rglob("*.cpp")
+    kernel = source.read_text().split('extern "C" void kernel_', 1)[1].splitlines()
+    first_piece = next(i for i, line in enumerate(kernel) if re.search(r"< \w+_split0;", line))
+    loads = [i for i, line in enumerate(kernel) if "= in_ptr" in line]
+    assert loads and min(loads) > first_piece, "\n".join(kernel)

@@ -300,13 +300,17 @@ class KernelCodegen(KernelPrinter):
         # Buffers the loop being printed stores (their loads stay in the loop).
         self.looped_nodes: frozenset[str] = frozenset()
         self._reads: dict[int, tuple] = {}
+        # Whether the body being printed is a piece of a split loop (see generate).
+        self.in_piece = False
 
     def hoist_scope(self, expr) -> Scope | None:
         """The outermost scope where every loop variable `expr` reads is defined.
 
         None when `expr` reads an inner loop's variable (or the kernel is tiled).
         """
-        if not self.hoisted or any(load.buffer in self.produced for load in expr_loads(expr)):
+        if self.in_piece or not self.hoisted:
+            return None
+        if any(load.buffer in self.produced for load in expr_loads(expr)):
             return None
         if any(extent == 0 for extent in self.kernel.outer):
             return None  # the loops never run: a load moved before them would read nothing
@@ -330,7 +334,7 @@ class KernelCodegen(KernelPrinter):
     def outer_home(self, expr) -> Scope | None:
         """For a value of the innermost body: the scope before the first outer loop it
         does not read (a per-channel statistic is computed once per channel), or None."""
-        if not isinstance(expr, (Load, Op)) or not self.hoisted:
+        if not isinstance(expr, (Load, Op)) or not self.hoisted or self.in_piece:
             return None
         symbols, movable, reads_produced = self._read_set(expr)
         if not movable or reads_produced or any(e == 0 for e in self.kernel.outer):
@@ -436,6 +440,9 @@ class KernelCodegen(KernelPrinter):
         body = scope
         body.is_body = True
         split = self._outer_split(loops)
+        # NOTE: a piece's loads were guarded before the split and its loop may run zero
+        # times: nothing of it moves out of the loop (gcc hoists what is safe to hoist).
+        self.in_piece = split is not None
         pieces = []
         for piece in range(len(split.thresholds) + 1 if split else 1):
             # NOTE: each piece of a split loop prints the body afresh, in a scope of its own.
@@ -452,6 +459,7 @@ class KernelCodegen(KernelPrinter):
                 else:
                     self._reduction_group(body, item)
             pieces.append(body.lines)
+        self.in_piece = False
         lines = []
         clause = parallel_clause(kernel_work(kernel))
         collapse = self._collapse_depth(loops) if clause is not None else 1
