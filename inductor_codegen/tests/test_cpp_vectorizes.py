@@ -6,21 +6,27 @@ NaN-propagating maximums after ReLUs (a max pool over a batch norm) scalar and
 branchy, about 10x slower; with traps on, gcc 12 and 13 could not if-convert a
 loop storing a ReLU mask while comparisons trapped on NaN. Each program here is
 compiled by the code generator, and the compiler's own report must say that
-every kernel has a vectorized loop.
+every kernel has a vectorized loop (or one turned into memcpy/memset).
+A concatenation or a pad loads in a branch per piece, which gcc cannot
+if-convert: the loop is split where the pieces meet. gcc 12 leaves a bool to
+float conversion (a dropout mask) scalar: it goes through int32.
 """
 
 from __future__ import annotations
 
+import operator
 import re
 import shutil
-import subprocess
 
 import pytest
+import sympy
 import torch
 import torch.nn.functional as F
 from graph_helpers import compile_fn
 
-from inductor_codegen.codegen.cpp.build import CompilerConfig
+from inductor_codegen.codegen.cpp.loop_split import loop_split, substitute
+from inductor_codegen.codegen.cpp.vector_report import kernel_vector_notes
+from inductor_codegen.ir import Constant, IndexValue, Op
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
@@ -28,24 +34,8 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 def _kernel_reports(cache_dir) -> dict[str, list[str]]:
     """For each generated kernel, the compiler's vectorization notes inside it."""
     reports = {}
-    flags = [f for f in CompilerConfig().flags if f not in ("-shared", "-w")]
     for source in sorted(cache_dir.rglob("*.cpp")):
-        text = source.read_text()
-        report = subprocess.run(
-            ["g++", *flags, "-c", str(source), "-o", str(source.with_suffix(".o")),
-             "-fopt-info-vec-optimized"],
-            capture_output=True, text=True, check=True,
-        ).stderr  # fmt: skip
-        lines = text.splitlines()
-        starts = [
-            i + 1 for i, line in enumerate(lines) if line.startswith('extern "C" void kernel_')
-        ]
-        for start, end in zip(starts, [*starts[1:], len(lines) + 1]):
-            name = re.search(r"kernel_\w+", lines[start - 1]).group(0)
-            reports[name] = [
-                note for note in report.splitlines()
-                if "loop vectorized" in note and start <= int(note.split(":")[1]) < end
-            ]  # fmt: skip
+        reports.update(kernel_vector_notes(source))
     return reports
 
 
@@ -97,3 +87,114 @@ def test_float_comparisons_with_nan_and_mixed_types_match_eager(tmp_path):
 
     compiled, _ = compile_fn(f, x, i, options={"cache_dir": tmp_path})
     torch.testing.assert_close(compiled(x, i), f(x, i), equal_nan=True)
+
+
+def test_concatenation_along_the_innermost_dim_is_vectorized(tmp_path):
+    # attention's backward joins the gradients of q, k and v, each (batch, head, token,
+    # feature) or k's (batch, head, feature, token), into (batch, token, 3 * features):
+    # each piece loads from its own input, and the loop is split where the pieces
+    # meet, so no load sits in a branch
+    q, k, v = torch.randn(2, 4, 64, 32), torch.randn(2, 4, 32, 64), torch.randn(2, 4, 64, 32)
+    q[0, 0, 0, :4] = torch.tensor([float("nan"), -0.0, float("inf"), -float("inf")])
+
+    def f(q, k, v):
+        pieces = (q * 0.5, k.transpose(-1, -2) * 0.5, v)
+        return torch.cat([p.transpose(1, 2).reshape(2, 64, 128) for p in pieces], dim=-1)
+
+    compiled, _ = compile_fn(f, q, k, v, options={"cache_dir": tmp_path})
+    torch.testing.assert_close(compiled(q, k, v), f(q, k, v), equal_nan=True)
+    _assert_every_kernel_vectorized(tmp_path)
+
+
+def test_padding_and_reversed_concatenation_are_vectorized(tmp_path):
+    # a pad is a select between a fill and a load (both sides of the window); the
+    # flipped piece's index runs down as the loop variable runs up
+    x = torch.randn(16, 37)
+    x[3, 5] = -0.0
+
+    def f(x):
+        return F.pad(x, (3, 2), value=-1.5), torch.cat([x, x.flip(-1)], -1), F.pad(x, (-2, 4))
+
+    compiled, _ = compile_fn(f, x, options={"cache_dir": tmp_path})
+    for actual, expected in zip(compiled(x), f(x)):
+        torch.testing.assert_close(actual, expected)
+        assert torch.equal(actual.signbit(), expected.signbit())
+    _assert_every_kernel_vectorized(tmp_path)
+
+
+def test_dropout_mask_times_input_is_vectorized(tmp_path):
+    # a stored bool mask read back and turned into float (dropout's backward)
+    x, noise = torch.randn(8, 4096), torch.rand(8, 4096)
+
+    def f(x, noise):
+        keep = noise > 0.1
+        return x * keep.float() * (1 / 0.9), keep, (x * keep).double()
+
+    compiled, _ = compile_fn(f, x, noise, options={"cache_dir": tmp_path})
+    torch.testing.assert_close(compiled(x, noise), f(x, noise))
+    _assert_every_kernel_vectorized(tmp_path)
+
+
+def test_split_loops_match_eager_at_the_edges_of_their_pieces(tmp_path):
+    # pieces read forwards and backwards (a flipped concatenation: the index falls as
+    # the loop variable rises), pads cutting into the input, empty and one-wide
+    # pieces, masks stored as well as selected on
+    x, y = torch.randn(5, 7, 13), torch.randn(5, 7, 1)
+    x[0, 0, :4] = torch.tensor([float("nan"), -0.0, float("inf"), -float("inf")])
+
+    def f(x, y):
+        joined = torch.cat([x, y, x[..., :0], x * 2], -1)
+        return (
+            joined.flip(-1),
+            F.pad(x, (-3, 5), value=float("nan")),
+            F.pad(x, (2, -4)),
+            F.pad(x, (0, 0, 1, 2)) > 0,
+            torch.cat([y, x.flip(-1)], -1) + 1,
+        )
+
+    compiled, _ = compile_fn(f, x, y, options={"cache_dir": tmp_path})
+    for actual, expected in zip(compiled(x, y), f(x, y)):
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+        assert torch.equal(actual.signbit(), expected.signbit())
+
+
+@pytest.mark.parametrize("name", ["lt", "le", "gt", "ge"])
+@pytest.mark.parametrize("slope", [1, -1])
+@pytest.mark.parametrize("mirrored", [False, True])
+def test_loop_split_decides_each_condition_as_the_comparison_would(name, slope, mirrored):
+    # every comparison of `slope * v + 5` with 9, on either side, over v in [-20, 20)
+    v, rest = sympy.Symbol("y0", integer=True), 5
+    position = IndexValue(slope * v + rest, torch.int64)
+    bound = Constant(9, torch.int64)
+    args = (bound, position) if mirrored else (position, bound)
+    cond = Op(name, args, torch.bool)
+    value = Op("masked", (cond, Constant(1.0, torch.float32), Constant(0.0, torch.float32)),
+               torch.float32)  # fmt: skip
+    split = loop_split([value], v)
+    assert split is not None and len(split.thresholds) == 1
+    (threshold,) = split.thresholds
+    compare = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge}[name]
+    for point in range(-20, 20):
+        piece = 0 if point < int(threshold) else 1
+        decided = substitute(value, split.piece_values(piece))
+        left, right = slope * point + rest, 9
+        expected = compare(right, left) if mirrored else compare(left, right)
+        assert decided == Constant(float(expected), torch.float32), (point, piece)
+
+
+def test_loads_of_a_piece_stay_inside_its_loop(tmp_path):
+    # the second piece reads `e[batch, head - 4]`, the same for each feature: moved out
+    # of its loop (before the split), it would read e[-4] for the first piece's heads
+    q, e = torch.randn(2, 4, 64, 32), torch.randn(2, 4)
+
+    def f(q, e):
+        broadcast = e[:, None, :, None].expand(2, 64, 4, 32).reshape(2, 64, 128)
+        return torch.cat([q.transpose(1, 2).reshape(2, 64, 128), broadcast * 2], -1)
+
+    compiled, _ = compile_fn(f, q, e, options={"cache_dir": tmp_path})
+    torch.testing.assert_close(compiled(q, e), f(q, e))
+    (source,) = tmp_path.rglob("*.cpp")
+    kernel = source.read_text().split('extern "C" void kernel_', 1)[1].splitlines()
+    first_piece = next(i for i, line in enumerate(kernel) if re.search(r"< \w+_split0;", line))
+    loads = [i for i, line in enumerate(kernel) if "= in_ptr" in line]
+    assert loads and min(loads) > first_piece, "\n".join(kernel)

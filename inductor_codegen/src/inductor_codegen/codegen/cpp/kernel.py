@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import sympy
 import torch
 
+from inductor_codegen.codegen.cpp.loop_split import LoopSplit, loop_split, substitute
 from inductor_codegen.codegen.cpp.ops import COMPUTE_TYPES, STORAGE_TYPES, compute_type
 from inductor_codegen.codegen.kernel import (
     KernelArg,
@@ -103,6 +104,12 @@ class OuterLoop:
     header: str
     hoisted: bool
     whole: bool = True  # over the whole dim, from 0 (a tile's loops are not)
+    bounds: tuple[str, str] | None = None  # (start, end) of a loop of one variable
+
+
+def _loop(var, start: str, end: str, hoisted: bool, whole: bool) -> OuterLoop:
+    header = f"for (int64_t {var} = {start}; {var} < {end}; ++{var}) {{"
+    return OuterLoop(var, header, hoisted, whole, (start, end))
 
 
 def literal(value, dtype: torch.dtype) -> str:
@@ -263,6 +270,10 @@ NARROW_INTEGER_CASTS = {
 def cast_text(text: str, src: torch.dtype, dst: torch.dtype) -> str:
     if dst == torch.bool:
         return f"({text} != 0)"
+    if src == torch.bool and dst.is_floating_point:
+        # NOTE: through int32: gcc 12 leaves a loop converting bool to float scalar
+        # (a dropout mask times its input), but vectorizes int32 to float.
+        text = f"static_cast<int32_t>({text})"
     if dst == torch.bfloat16:
         return f"ember_round_bf16(static_cast<float>({text}))"
     if dst == torch.float16:
@@ -289,13 +300,17 @@ class KernelCodegen(KernelPrinter):
         # Buffers the loop being printed stores (their loads stay in the loop).
         self.looped_nodes: frozenset[str] = frozenset()
         self._reads: dict[int, tuple] = {}
+        # Whether the body being printed is a piece of a split loop (see generate).
+        self.in_piece = False
 
     def hoist_scope(self, expr) -> Scope | None:
         """The outermost scope where every loop variable `expr` reads is defined.
 
         None when `expr` reads an inner loop's variable (or the kernel is tiled).
         """
-        if not self.hoisted or any(load.buffer in self.produced for load in expr_loads(expr)):
+        if self.in_piece or not self.hoisted:
+            return None
+        if any(load.buffer in self.produced for load in expr_loads(expr)):
             return None
         if any(extent == 0 for extent in self.kernel.outer):
             return None  # the loops never run: a load moved before them would read nothing
@@ -319,7 +334,7 @@ class KernelCodegen(KernelPrinter):
     def outer_home(self, expr) -> Scope | None:
         """For a value of the innermost body: the scope before the first outer loop it
         does not read (a per-channel statistic is computed once per channel), or None."""
-        if not isinstance(expr, (Load, Op)) or not self.hoisted:
+        if not isinstance(expr, (Load, Op)) or not self.hoisted or self.in_piece:
             return None
         symbols, movable, reads_produced = self._read_set(expr)
         if not movable or reads_produced or any(e == 0 for e in self.kernel.outer):
@@ -424,13 +439,27 @@ class KernelCodegen(KernelPrinter):
             self.hoisted.append(scope)
         body = scope
         body.is_body = True
-        for item in kernel.items:
-            if isinstance(item, str):
-                self._outer_node(body, item)
-            elif item.kind == "pointwise":
-                self._pointwise_group(body, item)
-            else:
-                self._reduction_group(body, item)
+        split = self._outer_split(loops)
+        # NOTE: a piece's loads were guarded before the split and its loop may run zero
+        # times: nothing of it moves out of the loop (gcc hoists what is safe to hoist).
+        self.in_piece = split is not None
+        pieces = []
+        for piece in range(len(split.thresholds) + 1 if split else 1):
+            # NOTE: each piece of a split loop prints the body afresh, in a scope of its own.
+            if piece:
+                body = Scope(self, body.parent, body.indent)
+                body.is_body = True
+                self.hoisted[-1] = body
+            known = split.piece_values(piece) if split else {}
+            for item in kernel.items:
+                if isinstance(item, str):
+                    self._outer_node(body, item, known)
+                elif item.kind == "pointwise":
+                    self._pointwise_group(body, item)
+                else:
+                    self._reduction_group(body, item)
+            pieces.append(body.lines)
+        self.in_piece = False
         lines = []
         clause = parallel_clause(kernel_work(kernel))
         collapse = self._collapse_depth(loops) if clause is not None else 1
@@ -441,25 +470,59 @@ class KernelCodegen(KernelPrinter):
             pad = "  " * (1 + k)
             if loop.hoisted:
                 lines += self.hoisted[xs.index(loop.var)].lines
-            if k == 0 and clause is not None:
-                lines.append(f"{pad}#pragma omp parallel for{clause}")
-            elif k == len(loops) - 1 and vector_loop:
-                lines.append(f"{pad}#pragma GCC ivdep")
-            lines += [pad + line for line in loop.header.split("\n")]
-        lines += body.lines
-        for k in reversed(range(len(loops))):
+            headers = [loop.header]
+            if split and k == len(loops) - 1:
+                headers = self._piece_headers(split, loop)
+            for piece, header in enumerate(headers):
+                if k == 0 and clause is not None:
+                    lines.append(f"{pad}#pragma omp parallel for{clause}")
+                elif k == len(loops) - 1 and vector_loop:
+                    lines.append(f"{pad}#pragma GCC ivdep")
+                lines += [pad + line for line in header.split("\n")]
+                if len(headers) > 1:
+                    lines += pieces[piece]
+                    lines.append(pad + "}")
+        if not split:
+            lines += body.lines
+        for k in reversed(range(len(loops) - (1 if split else 0))):
             lines.append("  " * (1 + k) + "}")
         return self.finish(lines)
+
+    def _outer_split(self, loops: list[OuterLoop]) -> LoopSplit | None:
+        """How the innermost loop of a kernel of outer-level nodes splits into pieces
+        where its masks are constant (see loop_split), or None."""
+        kernel = self.kernel
+        if not loops or loops[-1].bounds is None:
+            return None
+        if not all(isinstance(i, str) for i in kernel.items):
+            return None
+        var = outer_vars(len(kernel.outer))[-1]
+        values = [node_body(self.buffers[name], kernel.outer, "y")[0] for name in kernel.items]
+        split = loop_split(values, var)
+        if split is None:
+            return None
+        start, end = loops[-1].bounds
+        before = self.hoisted[-2]
+        for k, threshold in enumerate(split.thresholds):
+            before.line(
+                f"const int64_t {var}_split{k} = std::min<int64_t>("
+                f"std::max<int64_t>({c_index(threshold)}, {start}), {end});"
+            )
+        return split
+
+    @staticmethod
+    def _piece_headers(split: LoopSplit, loop: OuterLoop) -> list[str]:
+        """The headers of the pieces of `loop`, split at its thresholds."""
+        var, (start, end) = loop.var, loop.bounds
+        bounds = [start, *(f"{var}_split{k}" for k in range(len(split.thresholds))), end]
+        return [_loop(var, a, b, False, False).header for a, b in zip(bounds, bounds[1:])]
 
     def _outer_loops(self) -> list[OuterLoop]:
         """The outer loop nest; the last two loops go in square tiles when a load reads
         the nest transposed (then each tile's reads stay in a few cache lines)."""
         outer = self.kernel.outer
         xs = outer_vars(len(outer))
-        loops = [
-            OuterLoop(var, f"for (int64_t {var} = 0; {var} < {c_index(size)}; ++{var}) {{", True)
-            for var, size in zip(xs, outer)
-        ]
+        loops = [_loop(var, "0", c_index(size), True, True) for var, size in zip(xs, outer)]
         if not self._reads_transposed():
             return loops
         (a, a_size), (b, b_size) = zip(xs[-2:], outer[-2:])
@@ -476,8 +539,7 @@ class KernelCodegen(KernelPrinter):
 
         def element_loop(var, size, hoisted):
             end = f"std::min<int64_t>({var}_tile + {tile}, {c_index(size)})"
-            header = f"for (int64_t {var} = {var}_tile; {var} < {end}; ++{var}) {{"
-            return OuterLoop(var, header, hoisted, False)
+            return _loop(var, f"{var}_tile", end, hoisted, False)
 
         return loops[:-2] + [
             OuterLoop(a, tile_loop(a, a_size).header, True, False),
@@ -643,9 +705,11 @@ class KernelCodegen(KernelPrinter):
             return self.scalars[key[len("scalar:") :]]
         return self.pointer_names[key]
 
-    def _outer_node(self, scope: Scope, name: str) -> None:
+    def _outer_node(self, scope: Scope, name: str, known: dict | None = None) -> None:
         buf = self.buffers[name]
         value, index = node_body(buf, self.kernel.outer, "y")[:2]
+        if known:
+            value = substitute(value, known)
         self.store(scope, name, index, scope.value(value), value.dtype)
 
     def _loop_open(
