@@ -33,6 +33,7 @@ from aot_autograd.errors import (
 from aot_autograd.program import BASE_ALIAS_KINDS, TracedProgram
 from aot_autograd.symbolic import resolve_sizes
 from aot_autograd.value_assertions import value_check_error
+from guards.garbage_collection import old_objects_frozen
 
 __all__ = [
     "DeferredBackward",
@@ -128,7 +129,10 @@ class DeferredBackward:
         if self.compiled is None:
             with self._lock:
                 if self.compiled is None:
-                    self.compiled = self._compile()
+                    # compiled as the forward was: the old objects frozen (no full
+                    # collection walks the user's heap mid-compile)
+                    with old_objects_frozen():
+                        self.compiled = self._compile()
         return self.compiled
 
 
