@@ -39,6 +39,7 @@ from dynamo_capture.calls import is_made_in_frame
 from dynamo_capture.errors import (
     BackendCompilerFailed,
     ExceptionRaised,
+    NeedsEagerFrame,
     Unsupported,
     UserLocation,
 )
@@ -49,6 +50,7 @@ from dynamo_capture.function_values import function_attr
 from dynamo_capture.functorch_inline import InlinedTransform, Pullback
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
 from dynamo_capture.interpreter import Translator, check_registry
+from dynamo_capture.lazy_iterators import drain
 from dynamo_capture.methods import context_factory
 from dynamo_capture.operations import IdentityKey, key_value
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
@@ -480,7 +482,7 @@ def capture_frame(
             arguments = _frame_locals(ctx, code, f_locals)
             tx = Translator(ctx, code, arguments, target.globals, real_cells=real_cells)
             result = tx.run()
-            plan = OutputPlan(ctx)
+            plan = OutputPlan(ctx, tx)
             output_exprs = plan.expr(result)
             replays = plan.replays()
             replays = plan.prelude + replays  # objects named once, before their first use
@@ -588,8 +590,9 @@ _NAMED_VALUES = (ObjectValue, ListValue, DictValue, SetValue, FunctionValue, Ite
 class OutputPlan:
     """Turns the returned Value into graph outputs plus a Python expression rebuilding it."""
 
-    def __init__(self, ctx: CaptureContext) -> None:
+    def __init__(self, ctx: CaptureContext, reader: Translator | None = None) -> None:
         self.ctx = ctx
+        self.reader = reader  # reads an unfinished lazy iterator to its end
         self.outputs: list[TensorValue] = []
         self.constants: list[Any] = []
         # statements that build each mutable value made while capturing once, into a
@@ -691,6 +694,8 @@ class OutputPlan:
         map, filter or generator object as eagerly, else a tuple iterator."""
         if value.endless is not None:
             raise Unsupported("returning an endless iterator (itertools.count, repeat, cycle)")
+        if value.produce is not None:
+            self._read_ahead(value)
         items = value.items[value.position :]
         listed = "(" + "".join(f"{self.expr(item)}, " for item in items) + ")"
         if value.kind == "zip" and all(isinstance(item, TupleValue) for item in items):
@@ -708,6 +713,26 @@ class OutputPlan:
         if value.kind == "generator":
             return f"___generator({listed}, {value.position > 0})"
         return f"iter({listed})"
+
+    def _read_ahead(self, value: IteratorValue) -> None:
+        """Make the items of a lazy iterator (a generator, map or filter made in the frame)
+        not yet read, now, side effects refused: eagerly its body runs later, when the
+        code after the compiled part reads them. One that cannot be read ahead runs the
+        frame eagerly."""
+        if self.reader is None:
+            raise NeedsEagerFrame(f"a {value.kind} made in the frame left unfinished")
+        position = value.position
+        self.ctx.reading_ahead = f"a {value.kind} made in the frame"
+        try:
+            drain(self.reader, value)
+        except Unsupported as error:
+            raise NeedsEagerFrame(
+                f"a {value.kind} made in the frame, left unfinished where the compiled part "
+                f"ends, cannot be read ahead: {error.reason}"
+            ) from None
+        finally:
+            self.ctx.reading_ahead = None
+        value.position = position  # the items are still to be read, by the code after
 
     def _function(self, value: FunctionValue) -> str:
         """A closure made while capturing, made again from its code and its real cells."""

@@ -9,6 +9,7 @@ from dynamo_capture.bytecode import SEND_KEEPS_RECEIVER, Instruction
 from dynamo_capture.calls import call
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.interpreter import Translator, opcode_handler
+from dynamo_capture.lazy_iterators import generator_steps, next_item
 from dynamo_capture.operations import (
     dict_items,
     get_iter,
@@ -16,7 +17,6 @@ from dynamo_capture.operations import (
     sequence_items,
     truth,
 )
-from dynamo_capture.polyfills import endless_item
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -156,11 +156,9 @@ def get_iter_(tx: Translator, inst: Instruction) -> None:
 def for_iter(tx: Translator, inst: Instruction) -> None:
     iterator = tx.stack[-1]
     assert isinstance(iterator, IteratorValue)
-    if iterator.endless is not None and iterator.position == len(iterator.items):
-        endless_item(iterator)
-    if iterator.position < len(iterator.items):
-        iterator.position += 1
-        tx.push(iterator.items[iterator.position - 1])
+    item = next_item(tx, iterator)
+    if item is not None:
+        tx.push(item)
     else:
         tx.pop()
         tx.jump(inst.target)  # type: ignore[arg-type]
@@ -172,9 +170,15 @@ def send(tx: Translator, inst: Instruction) -> None:
     receiver = tx.stack[-2]
     if not isinstance(receiver, IteratorValue):
         raise Unsupported("yield from / send on an object capture does not know")
-    if receiver.position < len(receiver.items):
-        receiver.position += 1
-        tx.stack[-1] = receiver.items[receiver.position - 1]
+    sent = tx.stack[-1]
+    steps = generator_steps(receiver)
+    if steps is not None and steps.started and not steps.child.done:
+        steps.send(sent)  # what the inner generator's paused yield evaluates to
+    elif not (isinstance(sent, PythonValue) and sent.obj is None):
+        raise Unsupported("yield from an iterator sent a value other than None")
+    item = next_item(tx, receiver)
+    if item is not None:
+        tx.stack[-1] = item
         return
     tx.pop()
     if SEND_KEEPS_RECEIVER:

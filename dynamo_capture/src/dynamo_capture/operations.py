@@ -609,11 +609,9 @@ def builtin_items(tx: Translator, value: Value) -> list[Value]:
     if isinstance(value, TupleValue | ListValue):
         return list(value.items)
     if isinstance(value, IteratorValue):
-        if value.endless is not None:
-            raise Unsupported("consuming an endless iterator (itertools.count, repeat, cycle)")
-        items = value.items[value.position :]
-        value.position = len(value.items)
-        return items
+        from dynamo_capture.lazy_iterators import drain
+
+        return drain(tx, value)
     if isinstance(value, DictValue):
         return [key_value(key) for key in value.items]
     if isinstance(value, SetValue):
@@ -987,6 +985,10 @@ def _dunder_call(tx: Translator, receiver: Value, name: str, args: list[Value]) 
 
 def set_item(tx: Translator, container: Value, index: Value, value: Value) -> None:
     """container[index] = value."""
+    if tx.ctx.reading_ahead is not None:
+        from dynamo_capture.lazy_iterators import check_side_effect
+
+        check_side_effect(tx, "an item assignment")
     container = side_effects.for_write(tx, container)
     override = user_override(container, "__setitem__")
     if override is not None:
@@ -1075,14 +1077,14 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
     try:
         key = as_constant(item)
     except NotConstant:
-        candidates = sequence_items(tx, container)
-        if not all(
-            _identity_comparable(item, c) for c in candidates if not isinstance(c, TensorValue)
-        ):
-            raise Unsupported("`in` with objects that define their own equality") from None
-        guard_identity(tx, item, *candidates)
-        return any(is_op(item, candidate) for candidate in candidates)
-    for candidate in sequence_items(tx, container):
+        for candidate in _candidates(tx, container):
+            if not isinstance(candidate, TensorValue) and not _identity_comparable(item, candidate):
+                raise Unsupported("`in` with objects that define their own equality") from None
+            guard_identity(tx, item, candidate)
+            if is_op(item, candidate):
+                return True
+        return False
+    for candidate in _candidates(tx, container):
         if isinstance(candidate, TensorValue):
             raise Unsupported("`in` over a sequence of tensors is data-dependent")
         try:
@@ -1091,6 +1093,18 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
         except NotConstant:
             continue
     return False
+
+
+def _candidates(tx: Translator, container: Value) -> collections.abc.Iterator[Value]:
+    """The items `in` compares against: an iterator's read one at a time, so a match
+    leaves the rest unread, as eagerly."""
+    if isinstance(container, IteratorValue):
+        from dynamo_capture.lazy_iterators import next_item
+
+        while (item := next_item(tx, container)) is not None:
+            yield item
+        return
+    yield from sequence_items(tx, container)
 
 
 def is_null(value: Value) -> bool:

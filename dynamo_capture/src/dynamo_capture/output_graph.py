@@ -216,6 +216,8 @@ class CaptureContext:
         self.frame_globals = frame_globals
         self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []
         self._by_id: dict[int, TensorValue] = {}
+        # what is read ahead of eager's order, side effects refused (lazy_iterators.drain)
+        self.reading_ahead: str | None = None
         # attribute writes to objects that exist outside the frame, replayed after the graph
         self.attr_writes: dict[tuple[int, str], tuple[Any, Source | None, Value]] = {}
         # those of them made by object.__setattr__: replayed the same way, past __setattr__
@@ -570,6 +572,11 @@ class CaptureContext:
         allow_python_result: bool = False,
     ) -> Value:
         """Add a call node; its result value is found by running `target` on examples."""
+        if self.reading_ahead is not None and _writes_in_place(kind, target, kwargs):
+            raise Unsupported(
+                f"{_describe_target(kind, target)} writes a tensor in place in "
+                f"{self.reading_ahead}, left unfinished where the compiled part ends"
+            )
         if target in NUMBER_READING_FUNCTIONS and self.shape_env is not None:
             args, kwargs = _map((args, kwargs), self._read_number)
         node_args = _map(args, self._to_node)
@@ -772,6 +779,25 @@ def _bool_index(example_args: Any) -> bool:
         isinstance(item, torch.Tensor) and item.dtype in (torch.bool, torch.uint8)
         for item in indexes
     )
+
+
+_IN_PLACE_OPERATORS = frozenset(
+    {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+     operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior,
+     operator.ixor, operator.ilshift, operator.irshift, operator.imatmul}
+)  # fmt: skip
+
+
+def _writes_in_place(kind: str, target: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether a call writes into a tensor: a trailing-underscore method or function
+    (`add_`, `torch.relu_`), an in-place operator, `out=` or `inplace=True`."""
+    if target in _IN_PLACE_OPERATORS or "out" in kwargs:
+        return True
+    inplace = kwargs.get("inplace")
+    if isinstance(inplace, PythonValue) and inplace.obj is True:
+        return True
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    return isinstance(name, str) and name.endswith("_") and not name.startswith("__")
 
 
 def _describe_target(kind: str, target: Any) -> str:

@@ -205,6 +205,8 @@ class IteratorValue(Value):
     source: Source | None = None
     endless: Any = None
     kind: str = "iter"  # what it is eagerly, where it leaves the frame: zip, map, filter
+    # a lazy one's next item, made when read (None at its end): lazy_iterators
+    produce: Any = None
 
 
 @dataclass(eq=False, slots=True)
