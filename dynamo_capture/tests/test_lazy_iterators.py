@@ -1,0 +1,332 @@
+"""Generators, generator expressions, map and filter made in the frame run their bodies
+as each item is read, in eager's order: a side effect of an item never read does not
+happen, and one of an item read later happens later. Results (with the side effects
+they show) equal eager's; graph and op counts equal torch.compile's
+(torchcheck.check_like_torch) where it compiles them.
+
+| footgun                                                        | rank          |
+|----------------------------------------------------------------|---------------|
+| a side effect of an item never read (map, genexpr, break, zip)  | wrong result  |
+| a side effect of an item read later seen too early              | wrong result  |
+| an unfinished generator with side effects leaving the frame     | wrong result  |
+| print inside a generator read partially                         | wrong output  |
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import assert_same, clone_inputs
+from torchcheck import check_like_torch
+
+import dynamo_capture
+
+
+def _eager(graph, example_inputs):
+    return graph.forward
+
+
+def _one():
+    return (torch.randn(3),)
+
+
+def _appending(x, acc):
+    for i in range(3):
+        acc.append(i)
+        yield x * i
+
+
+def _pure(x):
+    for i in range(3):
+        yield x * i
+
+
+def _adding_in_place(x):
+    for _ in range(3):
+        x.add_(1)
+        yield x.clone()
+
+
+def _echo():
+    sent = yield 1
+    again = yield sent * 2
+    yield again + 1
+
+
+def _delegating(x, acc):
+    yield from _appending(x, acc)
+    yield x
+
+
+def _two_then_raise(x):
+    yield x + 1
+    yield x + 2
+    raise KeyError("third")
+
+
+def _read_two(iterator):
+    return next(iterator) + next(iterator)
+
+
+# ----- side effects of items never read ----------------------------------------------
+def map_never_read(x):
+    acc = []
+    unread = map(acc.append, [1, 2])  # noqa: F841 - never read, as eagerly
+    return x + len(acc)
+
+
+def generator_expression_read_once(x):
+    acc = []
+    steps = (acc.append(i) for i in range(3))
+    next(steps)
+    return x + len(acc)
+
+
+def generator_function_stepped_by_next(x):
+    acc = []
+    items = _appending(x, acc)
+    first = next(items)
+    second = next(items)
+    return first + second + len(acc)
+
+
+def for_break_over_generator(x):
+    acc = []
+    out = x
+    for item in _appending(x, acc):
+        out = out + item
+        if len(acc) == 2:
+            break
+    return out, len(acc)
+
+
+def zip_stops_at_shorter_iterable(x):
+    acc = []
+    before = list(zip([1], _appending(x, acc)))  # the generator read once
+    after = list(zip(_appending(x, acc), [1]))  # read twice: the second read ends zip
+    return before[0][1] + after[0][0], len(acc)
+
+
+def any_all_short_circuit_over_generator(x):
+    acc = []
+    found = any(len(acc) >= 2 for _ in _appending(x, acc))
+    every = all(False for _ in _appending(x, acc))
+    return x + found + every + len(acc)
+
+
+def in_stops_at_the_match(x):
+    acc = []
+    found = 1 in (len(acc) for _ in _appending(x, acc))
+    return x + len(acc) + found
+
+
+def map_read_by_zip_until_the_shorter_ends(x):
+    acc = []
+    scaled = map(lambda v: acc.append(v) or v * x, [1, 2, 3])
+    rows = list(zip(scaled, [0]))
+    return rows[0][0], len(acc)
+
+
+def filter_read_once(x):
+    acc = []
+    kept = filter(lambda v: acc.append(v) or v > 1, [1, 2, 3])
+    return x * next(kept), len(acc)
+
+
+def generator_mutating_a_tensor_read_once(x):
+    items = _adding_in_place(x)
+    first = next(items)
+    return first, x.clone()
+
+
+def generator_reading_a_closure_counter(x):
+    count = 0
+
+    def counting():
+        nonlocal count
+        for i in range(3):
+            count += 1
+            yield x + i
+
+    items = counting()
+    next(items)
+    return x + count
+
+
+def enumerate_over_generator(x):
+    acc = []
+    pairs = enumerate(_appending(x, acc))
+    index, item = next(pairs)
+    return item + index, len(acc)
+
+
+def yield_from_read_partially(x):
+    acc = []
+    items = _delegating(x, acc)
+    first = next(items)
+    second = next(items)
+    return first + second, len(acc)
+
+
+def generator_read_in_a_callee(x):
+    acc = []
+    return _read_two(_appending(x, acc)), len(acc)
+
+
+def send_resumes_at_the_yield(x):
+    items = _echo()
+    first = next(items)
+    second = items.send(10)
+    third = items.send(20)
+    return x + first + second + third
+
+
+def closed_generator_gives_nothing_more(x):
+    items = _pure(x)
+    next(items)
+    items.close()
+    return x + sum(1 for _ in items)
+
+
+def generator_raising_after_the_items_read(x):
+    items = _two_then_raise(x)
+    return next(items) * next(items)
+
+
+def generator_raising_caught_in_the_frame(x):
+    items = _two_then_raise(x)
+    total = x
+    try:
+        for item in items:
+            total = total + item
+    except KeyError:
+        total = total * 2
+    return total
+
+
+# ----- generators without side effects: one graph, as before ---------------------------
+def sum_of_a_generator(x):
+    return sum(_pure(x))
+
+
+def list_of_a_map(x):
+    return list(map(torch.relu, [x, -x]))
+
+
+def list_of_a_generator_expression(x):
+    return torch.stack([v * 2 for v in (x + i for i in range(3))])
+
+
+PROGRAMS = [
+    map_never_read,
+    generator_expression_read_once,
+    generator_function_stepped_by_next,
+    for_break_over_generator,
+    zip_stops_at_shorter_iterable,
+    any_all_short_circuit_over_generator,
+    in_stops_at_the_match,
+    map_read_by_zip_until_the_shorter_ends,
+    filter_read_once,
+    generator_mutating_a_tensor_read_once,
+    generator_reading_a_closure_counter,
+    enumerate_over_generator,
+    yield_from_read_partially,
+    generator_read_in_a_callee,
+    send_resumes_at_the_yield,
+    closed_generator_gives_nothing_more,
+    generator_raising_after_the_items_read,
+    generator_raising_caught_in_the_frame,
+    sum_of_a_generator,
+    list_of_a_map,
+    list_of_a_generator_expression,
+]
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
+def test_lazy_iterator_side_effects_follow_eager_like_torch(program):
+    counter = check_like_torch(program, _one)
+    assert counter.frame_count == 1
+
+
+# ----- side effects on objects outside the frame ------------------------------------------
+def _compare_with_outside_list(program):
+    compiled = dynamo_capture.optimize(program, backend=_eager)
+    for _ in range(2):
+        (x,) = _one()
+        expected_log, got_log = [], []
+        expected = program(clone_inputs(x), expected_log)
+        got = compiled(clone_inputs(x), got_log)
+        assert_same(got, expected)
+        assert got_log == expected_log
+
+
+def test_generator_read_once_appends_once_to_an_outside_list():
+    def program(x, log):
+        items = _appending(x, log)
+        return next(items) + 1
+
+    _compare_with_outside_list(program)
+
+
+def test_map_never_read_appends_nothing_to_an_outside_list():
+    def program(x, log):
+        map(log.append, [1, 2, 3])
+        return x + 1
+
+    _compare_with_outside_list(program)
+
+
+def test_items_read_after_a_list_write_see_it():
+    def program(x, log):
+        items = (len(log) * x for _ in range(3))
+        first = next(items)
+        log.append(1)
+        return first + next(items)
+
+    _compare_with_outside_list(program)
+
+
+def test_print_in_a_generator_read_once_prints_once(capsys):
+    def printing(x):
+        for i in range(3):
+            print("item", i)
+            yield x + i
+
+    def program(x):
+        return next(printing(x)) * 2
+
+    (x,) = _one()
+    expected = program(x)
+    eager_out = capsys.readouterr().out
+    got = dynamo_capture.optimize(program, backend=_eager)(x)
+    assert_same(got, expected)
+    assert capsys.readouterr().out == eager_out
+
+
+# ----- unfinished generators leaving the frame ------------------------------------------
+def test_unfinished_generator_with_side_effects_returned_runs_them_later():
+    def program(x, log):
+        items = _appending(x, log)
+        return next(items), items
+
+    (x,) = _one()
+    expected_log, got_log = [], []
+    expected, expected_items = program(x, expected_log)
+    got, got_items = dynamo_capture.optimize(program, backend=_eager)(x, got_log)
+    assert_same(got, expected)
+    assert got_log == expected_log == [0]
+    assert_same(list(got_items), list(expected_items))
+    assert got_log == expected_log == [0, 1, 2]
+
+
+def test_unfinished_pure_generator_returned_gives_the_rest():
+    def program(x):
+        items = (x * i for i in range(3))
+        next(items)
+        return x + 1, items
+
+    (x,) = _one()
+    expected, expected_items = program(x)
+    got, got_items = dynamo_capture.optimize(program, backend=_eager)(x)
+    assert_same(got, expected)
+    assert_same(list(got_items), list(expected_items))
