@@ -204,6 +204,39 @@ def generator_raising_caught_in_the_frame(x):
     return total
 
 
+# ----- list iterators read the list as it is when an item is reached --------------------
+def generator_expression_over_a_list_written_before_reading(x):
+    values = [1, 2, 3]
+    scaled = (v * x for v in values)
+    values[0] = 10
+    return next(scaled)
+
+
+def loop_over_a_list_appended_inside_it(x):
+    values = [1, 2]
+    out = x
+    for v in values:
+        out = out + v
+        if len(values) < 5:
+            values.append(v + 1)
+    return out, len(values)
+
+
+def list_iterator_sees_an_append_after_it_was_made(x):
+    values = [x, x + 1]
+    items = iter(values)
+    values.append(x * 3)
+    return list(items)
+
+
+def list_iterator_sees_a_slice_assignment(x):
+    values = [1, 2, 3]
+    items = iter(values)
+    next(items)
+    values[:] = [7, 8, 9]
+    return x * next(items)
+
+
 # ----- generators without side effects: one graph, as before ---------------------------
 def sum_of_a_generator(x):
     return sum(_pure(x))
@@ -236,6 +269,10 @@ PROGRAMS = [
     closed_generator_gives_nothing_more,
     generator_raising_after_the_items_read,
     generator_raising_caught_in_the_frame,
+    generator_expression_over_a_list_written_before_reading,
+    loop_over_a_list_appended_inside_it,
+    list_iterator_sees_an_append_after_it_was_made,
+    list_iterator_sees_a_slice_assignment,
     sum_of_a_generator,
     list_of_a_map,
     list_of_a_generator_expression,

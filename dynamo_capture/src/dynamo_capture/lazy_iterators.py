@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dynamo_capture.errors import ExceptionRaised, Unsupported
-from dynamo_capture.values import IteratorValue, PythonValue, TupleValue, Value
+from dynamo_capture.values import IteratorValue, ListValue, PythonValue, TupleValue, Value
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
@@ -41,6 +41,7 @@ __all__ = [
     "lazy_filter",
     "lazy_map",
     "lazy_zip",
+    "list_iterator",
     "next_item",
 ]
 
@@ -132,7 +133,21 @@ def generator_steps(iterator: IteratorValue) -> Any:
     return produce if isinstance(produce, _GeneratorSteps) else None
 
 
-# ----- builtin iterators over iterators ------------------------------------------------
+# ----- builtin iterators -----------------------------------------------------------------
+def list_iterator(items: ListValue) -> IteratorValue:
+    """iter(a list made in the frame): item i read when it is reached, so a write to the
+    list after the iterator was made (an append inside the loop) is seen, as eagerly."""
+    index = [0]
+
+    def produce(reader: Translator) -> Value | None:
+        if index[0] >= len(items.items):
+            return None
+        index[0] += 1
+        return items.items[index[0] - 1]
+
+    return IteratorValue([], produce=produce)
+
+
 def _iterators(tx: Translator, args: list[Value]) -> list[IteratorValue]:
     from dynamo_capture.operations import get_iter
 

@@ -788,6 +788,11 @@ def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
 def get_iter(tx: Translator, value: Value) -> IteratorValue:
     if isinstance(value, IteratorValue):
         return value
+    current = side_effects.current(tx, value)
+    if isinstance(current, ListValue) and current.cls is list:
+        from dynamo_capture.lazy_iterators import list_iterator
+
+        return list_iterator(current)  # reads the list as it is then, as eagerly
     return IteratorValue(sequence_items(tx, value))
 
 
