@@ -14,6 +14,8 @@ they show) equal eager's; graph and op counts equal torch.compile's
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from conftest import assert_same, clone_inputs
@@ -204,6 +206,32 @@ def generator_raising_caught_in_the_frame(x):
     return total
 
 
+def generator_read_then_drained(x):
+    acc = []
+    items = _appending(x, acc)
+    first = next(items)
+    rest = list(items)
+    return first + sum(rest), len(acc), next(items, 5)
+
+
+def islice_of_a_generator(x):
+    acc = []
+    two = list(itertools.islice(_appending(x, acc), 2))
+    return two[1], len(acc)
+
+
+def generator_expression_over_a_generator(x):
+    acc = []
+    shifted = (y + 1 for y in _appending(x, acc))
+    return next(shifted), len(acc)
+
+
+def generator_kept_in_a_dict(x):
+    acc = []
+    holder = {"items": _appending(x, acc)}
+    return next(holder["items"]) + 1, len(acc)
+
+
 # ----- list iterators read the list as it is when an item is reached --------------------
 def generator_expression_over_a_list_written_before_reading(x):
     values = [1, 2, 3]
@@ -269,6 +297,10 @@ PROGRAMS = [
     closed_generator_gives_nothing_more,
     generator_raising_after_the_items_read,
     generator_raising_caught_in_the_frame,
+    generator_read_then_drained,
+    islice_of_a_generator,
+    generator_expression_over_a_generator,
+    generator_kept_in_a_dict,
     generator_expression_over_a_list_written_before_reading,
     loop_over_a_list_appended_inside_it,
     list_iterator_sees_an_append_after_it_was_made,
@@ -367,3 +399,62 @@ def test_unfinished_pure_generator_returned_gives_the_rest():
     got, got_items = dynamo_capture.optimize(program, backend=_eager)(x)
     assert_same(got, expected)
     assert_same(list(got_items), list(expected_items))
+
+
+# ----- generators paused inside a try/finally or `with` block --------------------------
+def _finishing(acc):
+    try:
+        yield 1
+        yield 2
+    finally:
+        acc.append(9)
+
+
+def _doubled_without_grad(x):
+    with torch.no_grad():
+        yield x * 2
+    yield x * 3
+
+
+def _compare_with_eager(program, make_args):
+    compiled = dynamo_capture.optimize(program, backend=_eager)
+    for _ in range(2):
+        args = make_args()
+        start = torch.is_grad_enabled()
+        expected = program(*clone_inputs(args))
+        eager_mode = torch.is_grad_enabled()
+        torch.set_grad_enabled(start)
+        got = compiled(*clone_inputs(args))
+        compiled_mode = torch.is_grad_enabled()
+        torch.set_grad_enabled(start)
+        assert_same(got, expected)
+        assert compiled_mode == eager_mode
+
+
+def test_deleted_generator_paused_in_try_runs_its_finally():
+    def program(x):
+        acc = []
+        items = _finishing(acc)
+        next(items)
+        del items
+        return x + len(acc)
+
+    _compare_with_eager(program, _one)
+
+
+def test_generator_paused_in_try_at_the_frame_end_runs_its_finally_after():
+    def program(x, log):
+        items = _finishing(log)
+        next(items)
+        return x + len(log)
+
+    _compare_with_outside_list(program)
+
+
+def test_generator_paused_in_no_grad_block_keeps_eagers_grad_mode():
+    def program(x):
+        items = _doubled_without_grad(x)
+        doubled = next(items)
+        return doubled, (x * 4).requires_grad
+
+    _compare_with_eager(program, lambda: (torch.randn(3, requires_grad=True),))

@@ -50,7 +50,7 @@ from dynamo_capture.function_values import function_attr
 from dynamo_capture.functorch_inline import InlinedTransform, Pullback
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
 from dynamo_capture.interpreter import Translator, check_registry
-from dynamo_capture.lazy_iterators import drain
+from dynamo_capture.lazy_iterators import check_no_pending_cleanup, drain
 from dynamo_capture.methods import context_factory
 from dynamo_capture.operations import IdentityKey, key_value
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
@@ -485,6 +485,7 @@ def capture_frame(
             plan = OutputPlan(ctx, tx)
             output_exprs = plan.expr(result)
             replays = plan.replays()
+            check_no_pending_cleanup(tx)
             replays = plan.prelude + replays  # objects named once, before their first use
     except Unsupported as error:
         located = Unsupported(error.reason, user_frames(error.where))

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
 __all__ = [
+    "check_no_pending_cleanup",
     "check_side_effect",
     "drain",
     "generator_iterator",
@@ -124,7 +125,42 @@ class _GeneratorSteps:
 
 def generator_iterator(child: Translator) -> IteratorValue:
     """The generator object of a call of a generator function, its body not yet run."""
-    return IteratorValue([], kind="generator", produce=_GeneratorSteps(child))
+    steps = _GeneratorSteps(child)
+    child.ctx.generators.append(steps)
+    return IteratorValue([], kind="generator", produce=steps)
+
+
+def check_no_pending_cleanup(tx: Translator) -> None:
+    """Refuse a frame that leaves a generator paused inside a try/finally or `with` block.
+
+    Eagerly the generator's cleanup (its `finally`, its context's `__exit__`) runs when
+    the generator is closed or collected (`del g`, the frame's end), which capture does
+    not see; the frame runs eagerly instead.
+    """
+    from dynamo_capture.errors import NeedsEagerFrame
+
+    for steps in tx.ctx.generators:
+        child = steps.child
+        if steps.started and not child.done and child.suspended and _in_cleanup_block(child):
+            raise NeedsEagerFrame(
+                f"the generator {child.code.co_name} is left paused inside a try/finally or "
+                "`with` block, whose cleanup runs eagerly when it is closed or collected"
+            )
+
+
+def _in_cleanup_block(child: Translator) -> bool:
+    """Whether the paused yield lies in a try or `with` block of the generator, past the
+    handler every generator has that turns a StopIteration leaving it into a RuntimeError."""
+    from dynamo_capture.interpreter import _exception_entries
+
+    assert child.current is not None
+    offset = child.current.offset
+    for entry in _exception_entries(child.code):
+        if entry.start <= offset < entry.end:
+            handler = child.instructions[child.index_of[entry.target]]
+            if handler.opname != "CALL_INTRINSIC_1":  # STOPITERATION_ERROR (3.12)
+                return True
+    return False
 
 
 def generator_steps(iterator: IteratorValue) -> Any:

@@ -218,6 +218,8 @@ class CaptureContext:
         self._by_id: dict[int, TensorValue] = {}
         # what is read ahead of eager's order, side effects refused (lazy_iterators.drain)
         self.reading_ahead: str | None = None
+        # the generators made in the frame, stepped as they are read (lazy_iterators)
+        self.generators: list[Any] = []
         # attribute writes to objects that exist outside the frame, replayed after the graph
         self.attr_writes: dict[tuple[int, str], tuple[Any, Source | None, Value]] = {}
         # those of them made by object.__setattr__: replayed the same way, past __setattr__
