@@ -173,7 +173,7 @@ def open_contexts(tx: Translator) -> tuple[ContextSpec, ...]:
     specs = []
     for value in tx.stack:
         if isinstance(value, IteratorValue):
-            if value.items or value.position:
+            if value.items or value.position or value.produce is not None:
                 break  # a real loop's iterator (inside its body: never a cut)
             specs.append(ITERATOR)  # the empty stand-in of a loop body run as a part
             continue
