@@ -823,8 +823,9 @@ def _generator(items: tuple[Any, ...], started: bool) -> Any:
     """A generator made while capturing, made again over the items it has yet to give
     (`started`: it gave some already, so it waits at a yield, as eagerly).
 
-    Capture ran it to its end sending None at each yield; a later `send` of another
-    value would have changed what it yields, so that is an error, not a silent change.
+    Capture read its rest ahead where the compiled part ended, sending None at each
+    yield; a later `send` of another value would have changed what it yields, so that
+    is an error, not a silent change.
     """
     replay = _replay(items, started)
     if started:

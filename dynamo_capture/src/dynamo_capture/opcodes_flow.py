@@ -166,7 +166,7 @@ def for_iter(tx: Translator, inst: Instruction) -> None:
 
 @opcode_handler("SEND")
 def send(tx: Translator, inst: Instruction) -> None:
-    """`yield from` over an iterator known at capture time (inside a generator run to its end)."""
+    """`yield from` over an iterator capture knows; a generator's own paused yield gets the sent value."""
     receiver = tx.stack[-2]
     if not isinstance(receiver, IteratorValue):
         raise Unsupported("yield from / send on an object capture does not know")
