@@ -458,3 +458,73 @@ def test_generator_paused_in_no_grad_block_keeps_eagers_grad_mode():
         return doubled, (x * 4).requires_grad
 
     _compare_with_eager(program, lambda: (torch.randn(3, requires_grad=True),))
+
+
+# ----- a break inside a generator's body ---------------------------------------------------
+def _printing(x):
+    for i in range(3):
+        print("item", i)
+        yield x + i
+
+
+def _reading_data(x):
+    for i in range(3):
+        yield x * int(x.sum().item() > 0) + i
+
+
+def _make_printing(x):
+    return _printing(x)
+
+
+def _loop_over_printing(x):
+    out = x
+    for item in _printing(x):
+        out = out * item
+    return out
+
+
+def _loop_over_printing_made_in_a_callee(x):
+    out = x
+    for item in _make_printing(x):
+        out = out * item
+    return out
+
+
+def _loop_over_a_data_read(x):
+    out = x
+    for item in _reading_data(x):
+        out = out + item
+    return out
+
+
+def _unpacked_printing(x):
+    first, second, third = _printing(x)
+    return first + second + third
+
+
+def _printing_read_after_other_work(x):
+    items = _printing(x)
+    doubled = x * 2
+    return doubled + next(items) + next(items)
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        _loop_over_printing,
+        _loop_over_printing_made_in_a_callee,
+        _loop_over_a_data_read,
+        _unpacked_printing,
+        _printing_read_after_other_work,
+    ],
+    ids=lambda p: p.__name__.lstrip("_"),
+)
+def test_break_inside_generator_body_keeps_eagers_results_and_output(program, capsys):
+    compiled = dynamo_capture.optimize(program, backend=_eager)
+    for _ in range(2):
+        (x,) = _one()
+        expected = program(clone_inputs(x))
+        eager_out = capsys.readouterr().out
+        got = compiled(clone_inputs(x))
+        assert_same(got, expected)
+        assert capsys.readouterr().out == eager_out

@@ -7,7 +7,7 @@ import types
 
 from dynamo_capture.bytecode import SEND_KEEPS_RECEIVER, Instruction
 from dynamo_capture.calls import call
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.errors import ExceptionRaised, NeedsEagerFrame, Unsupported
 from dynamo_capture.interpreter import Translator, opcode_handler
 from dynamo_capture.lazy_iterators import generator_steps, next_item
 from dynamo_capture.operations import (
@@ -156,7 +156,20 @@ def get_iter_(tx: Translator, inst: Instruction) -> None:
 def for_iter(tx: Translator, inst: Instruction) -> None:
     iterator = tx.stack[-1]
     assert isinstance(iterator, IteratorValue)
-    item = next_item(tx, iterator)
+    lazy = iterator.produce is not None
+    try:
+        item = next_item(tx, iterator)
+    except ExceptionRaised:
+        raise
+    except Unsupported as error:
+        if tx.parent is not None or not lazy:
+            raise
+        # NOTE: a break inside the body of a generator (or a map's function) the frame's
+        # own loop reads: the loop cannot resume at its FOR_ITER with the generator paused
+        # inside that body, so the frame runs eagerly.
+        raise NeedsEagerFrame(
+            f"a break inside an iterator the frame's loop reads: {error.reason}"
+        ) from error
     if item is not None:
         tx.push(item)
     else:
