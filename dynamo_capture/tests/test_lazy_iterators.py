@@ -528,3 +528,45 @@ def test_break_inside_generator_body_keeps_eagers_results_and_output(program, ca
         got = compiled(clone_inputs(x))
         assert_same(got, expected)
         assert capsys.readouterr().out == eager_out
+
+
+# ----- generators live at a break: read ahead only without side effects -----------------
+def _random_across_a_break(x):
+    draws = (torch.randn(3) for _ in range(2))
+    first = next(draws)
+    print("between")
+    middle = torch.randn(3)
+    return first, middle, next(draws) + x
+
+
+def _appending_across_a_break(x):
+    acc = []
+    items = _appending(x, acc)
+    first = next(items)
+    print("between")
+    seen = len(acc)
+    return first + next(items), seen, len(acc)
+
+
+def _in_place_across_a_break(x):
+    items = _adding_in_place(x)
+    first = next(items)
+    print("between")
+    before = x.clone()
+    return first, before, next(items)
+
+
+@pytest.mark.parametrize(
+    "program",
+    [_random_across_a_break, _appending_across_a_break, _in_place_across_a_break],
+    ids=lambda p: p.__name__.lstrip("_"),
+)
+def test_generator_with_side_effects_live_at_a_break_keeps_eagers_order(program, capsys):
+    compiled = dynamo_capture.optimize(program, backend=_eager)
+    for _ in range(2):
+        (x,) = _one()
+        torch.manual_seed(0)
+        expected = program(clone_inputs(x))
+        torch.manual_seed(0)
+        got = compiled(clone_inputs(x))
+        assert_same(got, expected)

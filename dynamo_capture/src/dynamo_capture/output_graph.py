@@ -574,10 +574,10 @@ class CaptureContext:
         allow_python_result: bool = False,
     ) -> Value:
         """Add a call node; its result value is found by running `target` on examples."""
-        if self.reading_ahead is not None and _writes_in_place(kind, target, kwargs):
+        if self.reading_ahead is not None and _has_side_effect(target, kwargs):
             raise Unsupported(
-                f"{_describe_target(kind, target)} writes a tensor in place in "
-                f"{self.reading_ahead}, left unfinished where the compiled part ends"
+                f"{_describe_target(kind, target)} writes a tensor in place or draws random "
+                f"numbers in {self.reading_ahead}, left unfinished where the compiled part ends"
             )
         if target in NUMBER_READING_FUNCTIONS and self.shape_env is not None:
             args, kwargs = _map((args, kwargs), self._read_number)
@@ -790,16 +790,27 @@ _IN_PLACE_OPERATORS = frozenset(
 )  # fmt: skip
 
 
-def _writes_in_place(kind: str, target: Any, kwargs: dict[str, Any]) -> bool:
-    """Whether a call writes into a tensor: a trailing-underscore method or function
-    (`add_`, `torch.relu_`), an in-place operator, `out=` or `inplace=True`."""
+# operations that draw from the global random generator (by name, function or method)
+_RANDOM_OPERATIONS = frozenset(
+    {"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like",
+     "bernoulli", "multinomial", "normal", "poisson", "dropout", "dropout1d", "dropout2d",
+     "dropout3d", "alpha_dropout", "feature_alpha_dropout", "rrelu", "native_dropout"}
+)  # fmt: skip
+
+
+def _has_side_effect(target: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether a call writes into a tensor (a trailing-underscore method or function such
+    as `add_` or `torch.relu_`, an in-place operator, `out=`, `inplace=True`) or draws
+    from the global random generator."""
     if target in _IN_PLACE_OPERATORS or "out" in kwargs:
         return True
     inplace = kwargs.get("inplace")
     if isinstance(inplace, PythonValue) and inplace.obj is True:
         return True
     name = target if isinstance(target, str) else getattr(target, "__name__", "")
-    return isinstance(name, str) and name.endswith("_") and not name.startswith("__")
+    if not isinstance(name, str):
+        return False
+    return name in _RANDOM_OPERATIONS or (name.endswith("_") and not name.startswith("__"))
 
 
 def _describe_target(kind: str, target: Any) -> str:
