@@ -232,6 +232,81 @@ def generator_kept_in_a_dict(x):
     return next(holder["items"]) + 1, len(acc)
 
 
+class _Bag:
+    def __init__(self, x, acc):
+        self.x = x
+        self.acc = acc
+
+    def __iter__(self):
+        for i in range(3):
+            self.acc.append(i)
+            yield self.x * i
+
+
+class _Steps:
+    def __init__(self, x, acc):
+        self.x = x
+        self.acc = acc
+        self.count = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.count >= 3:
+            raise StopIteration
+        self.count += 1
+        self.acc.append(self.count)
+        return self.x * self.count
+
+
+class _TwoThenKeyError:
+    def __init__(self, x):
+        self.x = x
+        self.count = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.count += 1
+        if self.count > 2:
+            raise KeyError("third")
+        return self.x * self.count
+
+
+def loop_break_over_a_user_generator_iter(x):
+    acc = []
+    out = x
+    for item in _Bag(x, acc):
+        out = out + item
+        break
+    return out, len(acc)
+
+
+def loop_break_over_a_user_iterator(x):
+    acc = []
+    out = x
+    for item in _Steps(x, acc):
+        out = out + item
+        if len(acc) == 2:
+            break
+    return out, len(acc)
+
+
+def next_of_iter_of_a_user_class(x):
+    acc = []
+    return next(iter(_Bag(x, acc))), len(acc)
+
+
+def loop_break_before_a_user_iterator_raises(x):
+    out = x
+    for item in _TwoThenKeyError(x):
+        out = out + item
+        break
+    return out
+
+
 # ----- list iterators read the list as it is when an item is reached --------------------
 def generator_expression_over_a_list_written_before_reading(x):
     values = [1, 2, 3]
@@ -301,6 +376,10 @@ PROGRAMS = [
     islice_of_a_generator,
     generator_expression_over_a_generator,
     generator_kept_in_a_dict,
+    loop_break_over_a_user_generator_iter,
+    loop_break_over_a_user_iterator,
+    next_of_iter_of_a_user_class,
+    loop_break_before_a_user_iterator_raises,
     generator_expression_over_a_list_written_before_reading,
     loop_over_a_list_appended_inside_it,
     list_iterator_sees_an_append_after_it_was_made,

@@ -793,7 +793,34 @@ def get_iter(tx: Translator, value: Value) -> IteratorValue:
         from dynamo_capture.lazy_iterators import list_iterator
 
         return list_iterator(current)  # reads the list as it is then, as eagerly
+    if isinstance(current, ObjectValue) or user_override(current, "__iter__") is not None:
+        method = getattr(python_type_of(current), "__iter__", None)
+        if isinstance(method, types.FunctionType):
+            return _user_iterator(tx, current, method)
     return IteratorValue(sequence_items(tx, value))
+
+
+def _user_iterator(tx: Translator, value: Value, method: types.FunctionType) -> IteratorValue:
+    """iter(obj) of a user class: its __iter__ called now; a generator it returns, or a
+    user iterator's __next__, gives each item when it is read, as eagerly."""
+    from dynamo_capture.calls import call
+
+    iterator = call(tx, PythonValue(method), [value], {})
+    if isinstance(iterator, IteratorValue):
+        return iterator
+    next_method = getattr(python_type_of(iterator), "__next__", None)
+    if not (isinstance(iterator, ObjectValue) and isinstance(next_method, types.FunctionType)):
+        return IteratorValue(sequence_items(tx, iterator))
+
+    def produce(reader: Translator) -> Value | None:
+        try:
+            return call(reader, PythonValue(next_method), [iterator], {})
+        except Unsupported as error:
+            if error.stop_iteration:
+                return None
+            raise
+
+    return IteratorValue([], produce=produce)
 
 
 def _dict_key(tx: Translator, index: Value) -> Any:
