@@ -307,6 +307,15 @@ def loop_break_before_a_user_iterator_raises(x):
     return out
 
 
+def reversed_generator_raises_without_running_it(x):
+    acc = []
+    try:
+        reversed(acc.append(i) or i for i in range(3))
+    except TypeError:
+        return x + len(acc)
+    return x
+
+
 # ----- list iterators read the list as it is when an item is reached --------------------
 def generator_expression_over_a_list_written_before_reading(x):
     values = [1, 2, 3]
@@ -380,6 +389,7 @@ PROGRAMS = [
     loop_break_over_a_user_iterator,
     next_of_iter_of_a_user_class,
     loop_break_before_a_user_iterator_raises,
+    reversed_generator_raises_without_running_it,
     generator_expression_over_a_list_written_before_reading,
     loop_over_a_list_appended_inside_it,
     list_iterator_sees_an_append_after_it_was_made,

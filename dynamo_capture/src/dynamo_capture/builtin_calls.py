@@ -396,6 +396,9 @@ def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
     from dynamo_capture.calls import call
 
     (value,) = args
+    if isinstance(value, IteratorValue) and value.kind in ("generator", "map", "filter", "zip"):
+        name = python_type_of(value).__name__
+        raise ExceptionRaised(PythonValue(TypeError(f"'{name}' object is not reversible")))
     own = _user_dunder(tx, value, "__reversed__")
     if own is not None:
         return call(tx, PythonValue(own), [value], {})
