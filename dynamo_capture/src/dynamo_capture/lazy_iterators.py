@@ -19,7 +19,9 @@ before; once its end is met `produce` is dropped and the iterator is a plain one
 An iterator left unfinished where the compiled part ends (returned, or live at a
 graph break) is read to its end there, as torch.compile does, with side effects
 refused (`ctx.reading_ahead`): a write the body would make later eagerly would
-otherwise happen now, so such a frame breaks instead.
+otherwise happen now, so such a frame runs eagerly instead. What the rest reads
+is read then: a tensor the code after a break writes in place is seen before the
+write (torch.compile reads ahead the same way).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ __all__ = [
     "check_side_effect",
     "drain",
     "generator_iterator",
+    "generator_steps",
     "is_lazy",
     "lazy_enumerate",
     "lazy_filter",
