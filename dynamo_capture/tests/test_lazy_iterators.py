@@ -659,3 +659,47 @@ def test_generator_with_side_effects_live_at_a_break_keeps_eagers_order(program,
         torch.manual_seed(0)
         got = compiled(clone_inputs(x))
         assert_same(got, expected)
+
+
+# ----- list iterators live at a break: the same list, at the same index -----------------
+def test_list_iterator_live_at_a_break_sees_later_appends(capsys):
+    def program(x):
+        values = [1, 2]
+        items = iter(values)
+        next(items)
+        print("between")
+        values.append(3)
+        return x * sum(items)
+
+    _compare_with_eager(program, _one)
+
+
+def test_outside_list_iterator_sees_appends_after_a_break(capsys):
+    def program(x, log):
+        items = iter(log)
+        first = next(items)
+        print("between")
+        log.append(3)
+        return x * (first + sum(items))
+
+    compiled = dynamo_capture.optimize(program, backend=_eager)
+    for _ in range(2):
+        (x,) = _one()
+        expected_log, got_log = [1, 2], [1, 2]
+        expected = program(clone_inputs(x), expected_log)
+        got = compiled(clone_inputs(x), got_log)
+        assert_same(got, expected)
+        assert got_log == expected_log
+
+
+def test_loop_over_an_outside_list_follows_its_length():
+    def program(x, values):
+        out = x
+        for v in values:
+            out = out + v
+        return out
+
+    compiled = dynamo_capture.optimize(program, backend=_eager)
+    for values in ([1, 2], [1, 2, 3], [4]):
+        (x,) = _one()
+        assert_same(compiled(x, list(values)), program(x, list(values)))

@@ -50,7 +50,7 @@ from dynamo_capture.function_values import function_attr
 from dynamo_capture.functorch_inline import InlinedTransform, Pullback
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes
 from dynamo_capture.interpreter import Translator, check_registry
-from dynamo_capture.lazy_iterators import check_no_pending_cleanup, drain
+from dynamo_capture.lazy_iterators import ListSteps, check_no_pending_cleanup, drain
 from dynamo_capture.methods import context_factory
 from dynamo_capture.operations import IdentityKey, key_value
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
@@ -695,6 +695,10 @@ class OutputPlan:
         map, filter or generator object as eagerly, else a tuple iterator."""
         if value.endless is not None:
             raise Unsupported("returning an endless iterator (itertools.count, repeat, cycle)")
+        if isinstance(value.produce, ListSteps) and value.position == len(value.items):
+            # the list itself, which the code after may still change
+            steps = value.produce
+            return f"___list_iterator({self.expr(steps.list)}, {steps.index})"
         if value.produce is not None:
             self._read_ahead(value)
         items = value.items[value.position :]
@@ -817,6 +821,14 @@ def _identity(value: Any) -> Any:
 
 def _keep(value: Any) -> bool:
     return True
+
+
+def _list_iterator(items: list[Any], index: int) -> Any:
+    """An iterator over a list, `index` items of it already read (a list_iterator)."""
+    iterator = iter(items)
+    for _ in range(index):
+        next(iterator)
+    return iterator
 
 
 def _generator(items: tuple[Any, ...], started: bool) -> Any:
@@ -1032,6 +1044,7 @@ def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEnt
         "___identity": _identity,
         "___keep": _keep,
         "___generator": _generator,
+        "___list_iterator": _list_iterator,
         "___make_function": _make_function,
         "___float_tensor": _float_tensor,
         "___from_numpy": _from_numpy,

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
 __all__ = [
+    "ListSteps",
     "check_no_pending_cleanup",
     "check_side_effect",
     "drain",
@@ -173,18 +174,40 @@ def generator_steps(iterator: IteratorValue) -> Any:
 
 
 # ----- builtin iterators -----------------------------------------------------------------
-def list_iterator(items: ListValue) -> IteratorValue:
-    """iter(a list made in the frame): item i read when it is reached, so a write to the
-    list after the iterator was made (an append inside the loop) is seen, as eagerly."""
-    index = [0]
+class ListSteps:
+    """The `produce` of iter(a list): item i read when it is reached, so a write to the
+    list after the iterator was made (an append inside the loop) is seen, as eagerly.
+    `list` is a list made in the frame, or an outside list (a PythonValue with a source,
+    its length guarded), read through its shadow once the frame writes to it. Where a
+    compiled part ends, it is made again as an iterator over the same list, at the same
+    index."""
 
-    def produce(reader: Translator) -> Value | None:
-        if index[0] >= len(items.items):
-            return None
-        index[0] += 1
-        return items.items[index[0] - 1]
+    def __init__(self, items: ListValue | PythonValue) -> None:
+        self.list = items
+        self.index = 0
 
-    return IteratorValue([], produce=produce)
+    def __call__(self, reader: Translator) -> Value | None:
+        from dynamo_capture import side_effects
+        from dynamo_capture.sources import item_source
+
+        current = side_effects.current(reader, self.list)
+        if isinstance(current, ListValue):
+            if self.index >= len(current.items):
+                return None
+            item = current.items[self.index]
+        else:
+            assert isinstance(current, PythonValue)
+            if self.index >= len(current.obj):
+                return None
+            real = current.obj[self.index]
+            item = reader.ctx.wrap(real, item_source(current.source, self.index))
+        self.index += 1
+        return item
+
+
+def list_iterator(items: ListValue | PythonValue) -> IteratorValue:
+    """iter(a list made in the frame, or an outside list), read as it is then."""
+    return IteratorValue([], produce=ListSteps(items))
 
 
 def _iterators(tx: Translator, args: list[Value]) -> list[IteratorValue]:

@@ -789,7 +789,12 @@ def get_iter(tx: Translator, value: Value) -> IteratorValue:
     if isinstance(value, IteratorValue):
         return value
     current = side_effects.current(tx, value)
-    if isinstance(current, ListValue) and current.cls is list:
+    outside_list = (
+        isinstance(current, PythonValue)
+        and type(current.obj) is list
+        and current.source is not None
+    )
+    if (isinstance(current, ListValue) and current.cls is list) or outside_list:
         from dynamo_capture.lazy_iterators import list_iterator
 
         return list_iterator(current)  # reads the list as it is then, as eagerly
