@@ -507,6 +507,10 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
 
     raw: object.__setattr__ itself (skips a Python __setattr__ of the class).
     """
+    if tx.ctx.reading_ahead is not None:
+        from dynamo_capture.lazy_iterators import check_side_effect
+
+        check_side_effect(tx, f"the attribute write .{name}")
     if isinstance(target, ObjectValue | DictValue) and target.source is None:
         setter = inspect.getattr_static(target.cls, "__setattr__", None)
         if isinstance(setter, types.FunctionType) and not raw:

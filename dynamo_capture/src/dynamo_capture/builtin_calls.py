@@ -24,6 +24,14 @@ import torch
 from dynamo_capture import side_effects
 from dynamo_capture.attributes import get_attr, set_attr
 from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_by_python
+from dynamo_capture.lazy_iterators import (
+    is_lazy,
+    lazy_enumerate,
+    lazy_filter,
+    lazy_map,
+    lazy_zip,
+    next_item,
+)
 from dynamo_capture.operations import (
     COMPARE,
     NotConstant,
@@ -339,6 +347,8 @@ def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
     start = (
         as_constant(args[1]) if len(args) > 1 else as_constant(kwargs.get("start", PythonValue(0)))
     )
+    if is_lazy(args[0]):
+        return lazy_enumerate(tx, args[0], start)
     items = sequence_items(tx, args[0])
     return IteratorValue(
         [TupleValue([PythonValue(start + i), item]) for i, item in enumerate(items)]
@@ -372,8 +382,10 @@ def _columns(tx: Translator, args: list[Value]) -> list[list[Value]]:
 
 @handles(builtins.zip)
 def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    columns = _columns(tx, args)
     strict = as_constant(kwargs["strict"]) if "strict" in kwargs else False
+    if any(is_lazy(arg) for arg in args):
+        return lazy_zip(tx, args, strict)
+    columns = _columns(tx, args)
     if strict and len({len(column) for column in columns}) > 1:
         raise Unsupported("zip(strict=True) on sequences of different lengths raises ValueError")
     return IteratorValue([TupleValue(list(row)) for row in zip(*columns)], kind="zip")
@@ -384,6 +396,9 @@ def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
     from dynamo_capture.calls import call
 
     (value,) = args
+    if isinstance(value, IteratorValue) and value.kind in ("generator", "map", "filter", "zip"):
+        name = python_type_of(value).__name__
+        raise ExceptionRaised(PythonValue(TypeError(f"'{name}' object is not reversible")))
     own = _user_dunder(tx, value, "__reversed__")
     if own is not None:
         return call(tx, PythonValue(own), [value], {})
@@ -396,21 +411,18 @@ def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 
 @handles(builtins.map)
 def _map(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from dynamo_capture.calls import call
-
-    columns = _columns(tx, args[1:])
-    return IteratorValue([call(tx, args[0], list(row), {}) for row in zip(*columns)], kind="map")
+    if not args[1:]:
+        raise ExceptionRaised(PythonValue(TypeError("map() must have at least two arguments.")))
+    if sum(isinstance(a, IteratorValue) and a.endless is not None for a in args[1:]) == len(
+        args[1:]
+    ):
+        raise Unsupported("map() of endless iterators only (itertools.count, repeat)")
+    return lazy_map(tx, args[0], args[1:])  # the function runs as each item is read
 
 
 @handles(builtins.filter)
 def _filter(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from dynamo_capture.calls import call
-
-    predicate, items = args[0], sequence_items(tx, args[1])
-    if isinstance(predicate, PythonValue) and predicate.obj is None:
-        return IteratorValue([item for item in items if truth(tx, item)], kind="filter")
-    kept = [item for item in items if truth(tx, call(tx, predicate, [item], {}))]
-    return IteratorValue(kept, kind="filter")
+    return lazy_filter(tx, args[0], args[1])  # the predicate runs as each item is read
 
 
 @handles(builtins.list)
@@ -596,12 +608,20 @@ def _sum(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 @handles(builtins.any)
 def _any(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return PythonValue(any(truth(tx, item) for item in sequence_items(tx, args[0])))
+    iterator = get_iter(tx, args[0])
+    while (item := next_item(tx, iterator)) is not None:
+        if truth(tx, item):
+            return PythonValue(True)  # the rest not read, as eagerly
+    return PythonValue(False)
 
 
 @handles(builtins.all)
 def _all(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return PythonValue(all(truth(tx, item) for item in sequence_items(tx, args[0])))
+    iterator = get_iter(tx, args[0])
+    while (item := next_item(tx, iterator)) is not None:
+        if not truth(tx, item):
+            return PythonValue(False)  # the rest not read, as eagerly
+    return PythonValue(True)
 
 
 class _Opaque:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_ahead
+from dynamo_capture.errors import Unsupported
 from dynamo_capture.operations import (
     NotConstant,
     as_constant,
@@ -62,7 +62,6 @@ from dynamo_capture.values import (
     ContextValue,
     DictValue,
     FunctionValue,
-    IteratorValue,
     ListValue,
     MethodValue,
     ObjectValue,
@@ -488,15 +487,13 @@ def inline_function(
     kwargs: dict[str, Value],
     source: Source | None,
 ) -> Value:
-    """Interpret `fn`'s body on the values; a generator runs to its end."""
+    """Interpret `fn`'s body on the values; a generator's body runs as it is read."""
+    from dynamo_capture.lazy_iterators import generator_iterator
+
     child = child_translator(tx, fn, args, kwargs, source)
     if child.yielded is None:
         return child.run()
-    try:
-        child.run()
-    except ExceptionRaised as error:  # eagerly raised by a later next(), not by the call
-        raise raised_ahead(error, f"the generator {child.code.co_name}") from None
-    return IteratorValue(list(child.yielded), kind="generator")
+    return generator_iterator(child)
 
 
 def child_translator(

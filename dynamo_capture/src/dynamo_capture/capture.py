@@ -41,6 +41,7 @@ from dynamo_capture.calls import UNTRACED_CONTEXTS, is_made_in_frame
 from dynamo_capture.errors import (
     BackendCompilerFailed,
     ExceptionRaised,
+    NeedsEagerFrame,
     Unsupported,
     UserLocation,
 )
@@ -51,6 +52,7 @@ from dynamo_capture.function_values import function_attr
 from dynamo_capture.functorch_inline import InlinedTransform, Pullback
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes, drop_undone_switches
 from dynamo_capture.interpreter import Translator, check_registry
+from dynamo_capture.lazy_iterators import ListSteps, check_no_pending_cleanup, drain
 from dynamo_capture.methods import context_factory, kept_context, kept_grad_context
 from dynamo_capture.operations import IdentityKey, key_value
 from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
@@ -166,7 +168,7 @@ def open_contexts(tx: Translator) -> tuple[ContextSpec, ...]:
     specs = []
     for value in tx.stack:
         if isinstance(value, IteratorValue):
-            if value.items or value.position:
+            if value.items or value.position or value.produce is not None:
                 break  # a real loop's iterator (inside its body: never a cut)
             specs.append(ITERATOR)  # the empty stand-in of a loop body run as a part
             continue
@@ -476,9 +478,10 @@ def capture_frame(
             arguments = _frame_locals(ctx, code, f_locals)
             tx = Translator(ctx, code, arguments, target.globals, real_cells=real_cells)
             result = tx.run()
-            plan = OutputPlan(ctx)
+            plan = OutputPlan(ctx, tx)
             output_exprs = plan.expr(result)
             replays = plan.replays()
+            check_no_pending_cleanup(tx)
             replays = plan.prelude + replays  # objects named once, before their first use
     except Unsupported as error:
         located = Unsupported(error.reason, user_frames(error.where))
@@ -595,8 +598,9 @@ _NAMED_VALUES = (ObjectValue, ListValue, DictValue, SetValue, FunctionValue, Ite
 class OutputPlan:
     """Turns the returned Value into graph outputs plus a Python expression rebuilding it."""
 
-    def __init__(self, ctx: CaptureContext) -> None:
+    def __init__(self, ctx: CaptureContext, reader: Translator | None = None) -> None:
         self.ctx = ctx
+        self.reader = reader  # reads an unfinished lazy iterator to its end
         self.outputs: list[TensorValue] = []
         self.constants: list[Any] = []
         # statements that build each mutable value made while capturing once, into a
@@ -723,6 +727,12 @@ class OutputPlan:
         map, filter or generator object as eagerly, else a tuple iterator."""
         if value.endless is not None:
             raise Unsupported("returning an endless iterator (itertools.count, repeat, cycle)")
+        if isinstance(value.produce, ListSteps) and value.position == len(value.items):
+            # the list itself, which the code after may still change
+            steps = value.produce
+            return f"___list_iterator({self.expr(steps.list)}, {steps.index})"
+        if value.produce is not None:
+            self._read_ahead(value)
         items = value.items[value.position :]
         listed = "(" + "".join(f"{self.expr(item)}, " for item in items) + ")"
         if value.kind == "zip" and all(isinstance(item, TupleValue) for item in items):
@@ -740,6 +750,26 @@ class OutputPlan:
         if value.kind == "generator":
             return f"___generator({listed}, {value.position > 0})"
         return f"iter({listed})"
+
+    def _read_ahead(self, value: IteratorValue) -> None:
+        """Make the items of a lazy iterator (a generator, map or filter made in the frame)
+        not yet read, now, side effects refused: eagerly its body runs later, when the
+        code after the compiled part reads them. One that cannot be read ahead runs the
+        frame eagerly."""
+        if self.reader is None:
+            raise NeedsEagerFrame(f"a {value.kind} made in the frame left unfinished")
+        position = value.position
+        self.ctx.reading_ahead = f"a {value.kind} made in the frame"
+        try:
+            drain(self.reader, value)
+        except Unsupported as error:
+            raise NeedsEagerFrame(
+                f"a {value.kind} made in the frame, left unfinished where the compiled part "
+                f"ends, cannot be read ahead: {error.reason}"
+            ) from None
+        finally:
+            self.ctx.reading_ahead = None
+        value.position = position  # the items are still to be read, by the code after
 
     def _function(self, value: FunctionValue) -> str:
         """A closure made while capturing, made again from its code and its real cells."""
@@ -837,12 +867,21 @@ def _keep(value: Any) -> bool:
     return True
 
 
+def _list_iterator(items: list[Any], index: int) -> Any:
+    """An iterator over a list, `index` items of it already read (a list_iterator)."""
+    iterator = iter(items)
+    for _ in range(index):
+        next(iterator)
+    return iterator
+
+
 def _generator(items: tuple[Any, ...], started: bool) -> Any:
     """A generator made while capturing, made again over the items it has yet to give
     (`started`: it gave some already, so it waits at a yield, as eagerly).
 
-    Capture ran it to its end sending None at each yield; a later `send` of another
-    value would have changed what it yields, so that is an error, not a silent change.
+    Capture read its rest ahead where the compiled part ended, sending None at each
+    yield; a later `send` of another value would have changed what it yields, so that
+    is an error, not a silent change.
     """
     replay = _replay(items, started)
     if started:
@@ -1051,6 +1090,7 @@ def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEnt
         "___identity": _identity,
         "___keep": _keep,
         "___generator": _generator,
+        "___list_iterator": _list_iterator,
         "___make_function": _make_function,
         "___float_tensor": _float_tensor,
         "___from_numpy": _from_numpy,

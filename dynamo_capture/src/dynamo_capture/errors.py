@@ -141,8 +141,8 @@ class Unsupported(CaptureError):
 
 class NeedsEagerFrame(Unsupported):
     """A construct the frame's compiled parts cannot hand to an eager part as eager
-    would see it (a generator capture ran ahead, driven by `send`): the whole frame
-    runs eagerly."""
+    would see it (a generator with side effects left unfinished where a part ends, one
+    paused inside a try/finally, a `throw`): the whole frame runs eagerly."""
 
 
 class ContextSwitchCall(Unsupported):
@@ -176,6 +176,6 @@ def raised_by_python(error: BaseException) -> ExceptionRaised:
 
 def raised_ahead(error: ExceptionRaised, what: str) -> Unsupported:
     """A break for an exception raised by code capture runs ahead of eager's order (a
-    generator run to its end when called, an iterator drained when a loop starts):
+    user iterator drained when a loop starts):
     eagerly it is raised later, after the items before it were used."""
     return Unsupported(f"{what} raised {error.value.obj!r} (capture runs it ahead of time)")

@@ -596,13 +596,11 @@ def _context_method(tx: Translator, context: Any, name: str, args: list[Value]) 
 
 
 def _iterator_next(tx: Translator, iterator: IteratorValue, args: list[Value]) -> Value:
-    if iterator.endless is not None and iterator.position == len(iterator.items):
-        from dynamo_capture.polyfills import endless_item
+    from dynamo_capture.lazy_iterators import next_item
 
-        endless_item(iterator)
-    if iterator.position < len(iterator.items):
-        iterator.position += 1
-        return iterator.items[iterator.position - 1]
+    item = next_item(tx, iterator)
+    if item is not None:
+        return item
     if args:
         return args[0]
     from dynamo_capture.errors import ExceptionRaised
@@ -613,22 +611,50 @@ def _iterator_next(tx: Translator, iterator: IteratorValue, args: list[Value]) -
 def _generator_method(
     tx: Translator, generator: IteratorValue, name: str, args: list[Value], kwargs: Any
 ) -> Value:
-    """A method of a generator made in the frame, which capture ran to its end when it
-    was made, sending None at each yield: `send(None)` is `next`; any other send, a
-    throw or a close would change what it yields, so the frame runs eagerly."""
-    if name == "send" and len(args) == 1 and not kwargs:
-        try:
-            sent = as_constant(args[0])
-        except NotConstant:
-            sent = NotConstant
-        if sent is None:
-            return _iterator_next(tx, generator, [])
-    from dynamo_capture.errors import NeedsEagerFrame
+    """A method of a generator made in the frame, whose body capture steps as it is read:
+    `send(value)` resumes it with the value at its paused yield, `close()` ends it (one
+    paused inside its body has GeneratorExit raised at its yield)."""
+    from dynamo_capture.errors import ExceptionRaised, NeedsEagerFrame
+    from dynamo_capture.lazy_iterators import generator_steps
 
-    raise NeedsEagerFrame(
-        f"{name}() on a generator made in the frame (capture runs a generator to its end "
-        "when it is made, sending None at each yield)"
-    )
+    steps = generator_steps(generator)
+    if name == "send" and len(args) == 1 and not kwargs:
+        sent = args[0]
+        is_none = isinstance(sent, PythonValue) and sent.obj is None
+        if steps is not None and steps.started and not steps.child.done:
+            steps.send(sent)
+        elif steps is not None and not steps.started and not is_none:
+            error = TypeError("can't send non-None value to a just-started generator")
+            raise ExceptionRaised(PythonValue(error))
+        return _iterator_next(tx, generator, [])
+    if name == "close" and not args and not kwargs:
+        if steps is not None:
+            _close_generator(steps)
+        generator.produce = None
+        return _none()
+    raise NeedsEagerFrame(f"{name}() on a generator made in the frame")
+
+
+def _close_generator(steps: Any) -> None:
+    """generator.close(): GeneratorExit raised at a paused yield; the body must not yield."""
+    from dynamo_capture.errors import ExceptionRaised
+
+    child = steps.child
+    if not steps.started or child.done:
+        child.done = True
+        return
+    child.pending = ExceptionRaised(PythonValue(GeneratorExit()))
+    try:
+        child.run_until_yield()
+    except ExceptionRaised as raised:
+        child.done = True
+        if isinstance(raised.value.obj, GeneratorExit | StopIteration):
+            return
+        raise
+    child.done = True
+    if child.suspended:
+        error = RuntimeError("generator ignored GeneratorExit")
+        raise ExceptionRaised(PythonValue(error))
 
 
 # ----- the builtin dunders, called past a subclass's own (super().__getitem__(i)) ------
@@ -659,6 +685,10 @@ def call_method(
     tx: Translator, receiver: Value, name: str, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     """receiver.name(*args, **kwargs) for a receiver capture interprets."""
+    if tx.ctx.reading_ahead is not None and side_effects.mutates(receiver, name):
+        from dynamo_capture.lazy_iterators import check_side_effect
+
+        check_side_effect(tx, f"{name}() on a {type(receiver).__name__}")
     receiver = side_effects.for_write(tx, receiver, name)
     if isinstance(receiver, TensorValue):
         from dynamo_capture.torch_calls import call_tensor_method

@@ -14,6 +14,7 @@ from dynamo_capture.attributes import get_attr, set_attr
 from dynamo_capture.bytecode import BINARY_OPERATORS, INTRINSICS, Instruction
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.interpreter import Translator, opcode_handler
+from dynamo_capture.lazy_iterators import check_side_effect
 from dynamo_capture.operations import (
     BINARY,
     NotConstant,
@@ -155,6 +156,7 @@ def load_global(tx: Translator, inst: Instruction) -> None:
 @opcode_handler("STORE_GLOBAL")
 def store_global(tx: Translator, inst: Instruction) -> None:
     """A global assignment: read back while capturing, replayed after the graph."""
+    check_side_effect(tx, f"the assignment of the global {inst.argval!r}")
     tx.ctx.global_writes[(id(tx.f_globals), inst.argval)] = (tx.f_globals, tx.pop())
 
 
@@ -174,6 +176,8 @@ def load_deref(tx: Translator, inst: Instruction) -> None:
 @opcode_handler("STORE_DEREF")
 def store_deref(tx: Translator, inst: Instruction) -> None:
     value = tx.pop()
+    if inst.argval in tx.code.co_freevars:  # a cell of an enclosing function
+        check_side_effect(tx, f"the assignment of the closure variable {inst.argval!r}")
     cell = tx.cell(inst.argval)
     if cell.source is not None:
         frame_cell = _frame_cell(tx, cell)
@@ -266,6 +270,7 @@ def store_attr(tx: Translator, inst: Instruction) -> None:
 def delete_attr(tx: Translator, inst: Instruction) -> None:
     """del obj.name: on an instance made while capturing; elsewhere Unsupported."""
     target = tx.pop()
+    check_side_effect(tx, f"del .{inst.argval}")
     if isinstance(target, ObjectValue) and target.source is None:
         deleter = inspect.getattr_static(target.cls, "__delattr__", None)
         if isinstance(deleter, types.FunctionType):
@@ -371,6 +376,7 @@ def store_subscr(tx: Translator, inst: Instruction) -> None:
 def delete_subscr(tx: Translator, inst: Instruction) -> None:
     index = tx.pop()
     container = tx.pop()
+    check_side_effect(tx, "del container[index]")
     override = user_override(container, "__delitem__")
     if override is not None:
         from dynamo_capture.calls import call

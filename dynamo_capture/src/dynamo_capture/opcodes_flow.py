@@ -7,8 +7,9 @@ import types
 
 from dynamo_capture.bytecode import SEND_KEEPS_RECEIVER, Instruction
 from dynamo_capture.calls import UNTRACED_CONTEXTS, call
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.errors import ExceptionRaised, NeedsEagerFrame, Unsupported
 from dynamo_capture.interpreter import Translator, opcode_handler
+from dynamo_capture.lazy_iterators import generator_steps, next_item
 from dynamo_capture.operations import (
     dict_items,
     get_iter,
@@ -16,7 +17,6 @@ from dynamo_capture.operations import (
     sequence_items,
     truth,
 )
-from dynamo_capture.polyfills import endless_item
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -162,11 +162,22 @@ def get_iter_(tx: Translator, inst: Instruction) -> None:
 def for_iter(tx: Translator, inst: Instruction) -> None:
     iterator = tx.stack[-1]
     assert isinstance(iterator, IteratorValue)
-    if iterator.endless is not None and iterator.position == len(iterator.items):
-        endless_item(iterator)
-    if iterator.position < len(iterator.items):
-        iterator.position += 1
-        tx.push(iterator.items[iterator.position - 1])
+    lazy = iterator.produce is not None
+    try:
+        item = next_item(tx, iterator)
+    except ExceptionRaised:
+        raise
+    except Unsupported as error:
+        if tx.parent is not None or not lazy:
+            raise
+        # NOTE: a break inside the body of a generator (or a map's function) the frame's
+        # own loop reads: the loop cannot resume at its FOR_ITER with the generator paused
+        # inside that body, so the frame runs eagerly.
+        raise NeedsEagerFrame(
+            f"a break inside an iterator the frame's loop reads: {error.reason}"
+        ) from error
+    if item is not None:
+        tx.push(item)
     else:
         tx.pop()
         tx.jump(inst.target)  # type: ignore[arg-type]
@@ -174,13 +185,19 @@ def for_iter(tx: Translator, inst: Instruction) -> None:
 
 @opcode_handler("SEND")
 def send(tx: Translator, inst: Instruction) -> None:
-    """`yield from` over an iterator known at capture time (inside a generator run to its end)."""
+    """`yield from` over an iterator capture knows; a generator's own paused yield gets the sent value."""
     receiver = tx.stack[-2]
     if not isinstance(receiver, IteratorValue):
         raise Unsupported("yield from / send on an object capture does not know")
-    if receiver.position < len(receiver.items):
-        receiver.position += 1
-        tx.stack[-1] = receiver.items[receiver.position - 1]
+    sent = tx.stack[-1]
+    steps = generator_steps(receiver)
+    if steps is not None and steps.started and not steps.child.done:
+        steps.send(sent)  # what the inner generator's paused yield evaluates to
+    elif not (isinstance(sent, PythonValue) and sent.obj is None):
+        raise Unsupported("yield from an iterator sent a value other than None")
+    item = next_item(tx, receiver)
+    if item is not None:
+        tx.stack[-1] = item
         return
     tx.pop()
     if SEND_KEEPS_RECEIVER:

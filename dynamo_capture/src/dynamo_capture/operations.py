@@ -609,11 +609,9 @@ def builtin_items(tx: Translator, value: Value) -> list[Value]:
     if isinstance(value, TupleValue | ListValue):
         return list(value.items)
     if isinstance(value, IteratorValue):
-        if value.endless is not None:
-            raise Unsupported("consuming an endless iterator (itertools.count, repeat, cycle)")
-        items = value.items[value.position :]
-        value.position = len(value.items)
-        return items
+        from dynamo_capture.lazy_iterators import drain
+
+        return drain(tx, value)
     if isinstance(value, DictValue):
         return [key_value(key) for key in value.items]
     if isinstance(value, SetValue):
@@ -790,7 +788,44 @@ def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
 def get_iter(tx: Translator, value: Value) -> IteratorValue:
     if isinstance(value, IteratorValue):
         return value
+    current = side_effects.current(tx, value)
+    outside_list = (
+        isinstance(current, PythonValue)
+        and type(current.obj) is list
+        and current.source is not None
+    )
+    if (isinstance(current, ListValue) and current.cls is list) or outside_list:
+        from dynamo_capture.lazy_iterators import list_iterator
+
+        return list_iterator(current)  # reads the list as it is then, as eagerly
+    if isinstance(current, ObjectValue) or user_override(current, "__iter__") is not None:
+        method = getattr(python_type_of(current), "__iter__", None)
+        if isinstance(method, types.FunctionType):
+            return _user_iterator(tx, current, method)
     return IteratorValue(sequence_items(tx, value))
+
+
+def _user_iterator(tx: Translator, value: Value, method: types.FunctionType) -> IteratorValue:
+    """iter(obj) of a user class: its __iter__ called now; a generator it returns, or a
+    user iterator's __next__, gives each item when it is read, as eagerly."""
+    from dynamo_capture.calls import call
+
+    iterator = call(tx, PythonValue(method), [value], {})
+    if isinstance(iterator, IteratorValue):
+        return iterator
+    next_method = getattr(python_type_of(iterator), "__next__", None)
+    if not (isinstance(iterator, ObjectValue) and isinstance(next_method, types.FunctionType)):
+        return IteratorValue(sequence_items(tx, iterator))
+
+    def produce(reader: Translator) -> Value | None:
+        try:
+            return call(reader, PythonValue(next_method), [iterator], {})
+        except Unsupported as error:
+            if error.stop_iteration:
+                return None
+            raise
+
+    return IteratorValue([], produce=produce)
 
 
 def _dict_key(tx: Translator, index: Value) -> Any:
@@ -987,6 +1022,10 @@ def _dunder_call(tx: Translator, receiver: Value, name: str, args: list[Value]) 
 
 def set_item(tx: Translator, container: Value, index: Value, value: Value) -> None:
     """container[index] = value."""
+    if tx.ctx.reading_ahead is not None:
+        from dynamo_capture.lazy_iterators import check_side_effect
+
+        check_side_effect(tx, "an item assignment")
     container = side_effects.for_write(tx, container)
     override = user_override(container, "__setitem__")
     if override is not None:
@@ -1075,14 +1114,14 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
     try:
         key = as_constant(item)
     except NotConstant:
-        candidates = sequence_items(tx, container)
-        if not all(
-            _identity_comparable(item, c) for c in candidates if not isinstance(c, TensorValue)
-        ):
-            raise Unsupported("`in` with objects that define their own equality") from None
-        guard_identity(tx, item, *candidates)
-        return any(is_op(item, candidate) for candidate in candidates)
-    for candidate in sequence_items(tx, container):
+        for candidate in _candidates(tx, container):
+            if not isinstance(candidate, TensorValue) and not _identity_comparable(item, candidate):
+                raise Unsupported("`in` with objects that define their own equality") from None
+            guard_identity(tx, item, candidate)
+            if is_op(item, candidate):
+                return True
+        return False
+    for candidate in _candidates(tx, container):
         if isinstance(candidate, TensorValue):
             raise Unsupported("`in` over a sequence of tensors is data-dependent")
         try:
@@ -1091,6 +1130,18 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
         except NotConstant:
             continue
     return False
+
+
+def _candidates(tx: Translator, container: Value) -> collections.abc.Iterator[Value]:
+    """The items `in` compares against: an iterator's read one at a time, so a match
+    leaves the rest unread, as eagerly."""
+    if isinstance(container, IteratorValue):
+        from dynamo_capture.lazy_iterators import next_item
+
+        while (item := next_item(tx, container)) is not None:
+            yield item
+        return
+    yield from sequence_items(tx, container)
 
 
 def is_null(value: Value) -> bool:

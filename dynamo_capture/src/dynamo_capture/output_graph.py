@@ -239,6 +239,10 @@ class CaptureContext:
         self.frame_globals = frame_globals
         self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []
         self._by_id: dict[int, TensorValue] = {}
+        # what is read ahead of eager's order, side effects refused (lazy_iterators.drain)
+        self.reading_ahead: str | None = None
+        # the generators made in the frame, stepped as they are read (lazy_iterators)
+        self.generators: list[Any] = []
         # attribute writes to objects that exist outside the frame, replayed after the graph
         self.attr_writes: dict[tuple[int, str], tuple[Any, Source | None, Value]] = {}
         # those of them made by object.__setattr__: replayed the same way, past __setattr__
@@ -611,6 +615,11 @@ class CaptureContext:
         allow_python_result: bool = False,
     ) -> Value:
         """Add a call node; its result value is found by running `target` on examples."""
+        if self.reading_ahead is not None and _has_side_effect(target, kwargs):
+            raise Unsupported(
+                f"{_describe_target(kind, target)} writes a tensor in place or draws random "
+                f"numbers in {self.reading_ahead}, left unfinished where the compiled part ends"
+            )
         if target in NUMBER_READING_FUNCTIONS and self.shape_env is not None:
             args, kwargs = _map((args, kwargs), self._read_number)
         node_args = _map(args, self._to_node)
@@ -813,6 +822,36 @@ def _bool_index(example_args: Any) -> bool:
         isinstance(item, torch.Tensor) and item.dtype in (torch.bool, torch.uint8)
         for item in indexes
     )
+
+
+_IN_PLACE_OPERATORS = frozenset(
+    {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+     operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior,
+     operator.ixor, operator.ilshift, operator.irshift, operator.imatmul}
+)  # fmt: skip
+
+
+# operations that draw from the global random generator (by name, function or method)
+_RANDOM_OPERATIONS = frozenset(
+    {"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like",
+     "bernoulli", "multinomial", "normal", "poisson", "dropout", "dropout1d", "dropout2d",
+     "dropout3d", "alpha_dropout", "feature_alpha_dropout", "rrelu", "native_dropout"}
+)  # fmt: skip
+
+
+def _has_side_effect(target: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether a call writes into a tensor (a trailing-underscore method or function such
+    as `add_` or `torch.relu_`, an in-place operator, `out=`, `inplace=True`) or draws
+    from the global random generator."""
+    if target in _IN_PLACE_OPERATORS or "out" in kwargs:
+        return True
+    inplace = kwargs.get("inplace")
+    if isinstance(inplace, PythonValue) and inplace.obj is True:
+        return True
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    if not isinstance(name, str):
+        return False
+    return name in _RANDOM_OPERATIONS or (name.endswith("_") and not name.startswith("__"))
 
 
 def _describe_target(kind: str, target: Any) -> str:

@@ -13,12 +13,12 @@ import collections
 from typing import TYPE_CHECKING, Any
 
 from dynamo_capture.errors import Unsupported
-from dynamo_capture.values import DictValue, ListValue, PythonValue, SetValue, Value
+from dynamo_capture.values import DictValue, ListValue, PythonValue, SetValue, TensorValue, Value
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["MUTATING_METHODS", "current", "for_write", "replay_statement"]
+__all__ = ["MUTATING_METHODS", "current", "for_write", "mutates", "replay_statement"]
 
 MUTATING_METHODS: dict[type, frozenset[str]] = {
     list: frozenset(
@@ -39,6 +39,19 @@ MUTATING_METHODS: dict[type, frozenset[str]] = {
 
 def _shadowable(value: Value) -> bool:
     return isinstance(value, PythonValue) and type(value.obj) in MUTATING_METHODS
+
+
+def mutates(value: Value, method: str) -> bool:
+    """Whether calling `method` on `value` changes a list, dict, deque or set (or a tensor
+    in place: a method named with a trailing underscore)."""
+    from dynamo_capture.operations import python_type_of
+
+    if isinstance(value, TensorValue):
+        return method.endswith("_") and not method.startswith("__")
+    cls = python_type_of(value)
+    return any(
+        issubclass(cls, base) and method in names for base, names in MUTATING_METHODS.items()
+    )
 
 
 def current(tx: Translator, value: Value) -> Value:

@@ -8,7 +8,7 @@ FunctionValue   a function created while capturing (MAKE_FUNCTION: lambdas, clos
 CellValue       a closure cell created while capturing
 MethodValue     a function bound to a value (user methods)
 BuiltinMethodValue  a method of a value, handled by capture (list.append, Tensor.view, ...)
-IteratorValue   an iterator over known items (range, zip, a generator run to its end)
+IteratorValue   an iterator over known items (range, zip) or made as read (a generator, map)
 ObjectValue     an instance of a user class created while capturing
 SuperValue      super(cls, obj)
 ContextValue    a context manager capture knows (no_grad, enable_grad, autocast, ...)
@@ -205,6 +205,8 @@ class IteratorValue(Value):
     source: Source | None = None
     endless: Any = None
     kind: str = "iter"  # what it is eagerly, where it leaves the frame: zip, map, filter
+    # a lazy one's next item, made when read (None at its end): lazy_iterators
+    produce: Any = None
 
 
 @dataclass(eq=False, slots=True)

@@ -1,0 +1,287 @@
+"""Iterators whose items are made when they are read, in eager's order.
+
+    def f(x):
+        acc = []
+        squares = (acc.append(i) or i * x for i in range(3))   # nothing runs yet
+        first = next(squares)                                  # one append
+        return first + len(acc)
+
+A generator made in the frame (a generator function's call, a generator
+expression), a `map`, a `filter`, and a `zip` or `enumerate` over one of those is
+an `IteratorValue` with a `produce` function: each read steps the generator's
+Translator to its next `yield` (`stop_at_yield`), or calls the mapped function on
+the next items, so a side effect of the body happens when eager's would, and a
+consumer that stops early (`next`, `for ... break`, `any`, `all`, `in`, a shorter
+`zip` argument) leaves the rest unrun. Items read are kept in `items`, so a
+consumer that reads a whole iterator (`list`, `sum`, unpacking) reads them as
+before; once its end is met `produce` is dropped and the iterator is a plain one.
+
+An iterator left unfinished where the compiled part ends (returned, or live at a
+graph break) is read to its end there, as torch.compile does, with side effects
+refused (`ctx.reading_ahead`): a write the body would make later eagerly would
+otherwise happen now, so such a frame runs eagerly instead. What the rest reads
+is read then: a tensor the code after a break writes in place is seen before the
+write (torch.compile reads ahead the same way).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dynamo_capture.errors import ExceptionRaised, Unsupported
+from dynamo_capture.values import IteratorValue, ListValue, PythonValue, TupleValue, Value
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = [
+    "ListSteps",
+    "check_no_pending_cleanup",
+    "check_side_effect",
+    "drain",
+    "generator_iterator",
+    "generator_steps",
+    "is_lazy",
+    "lazy_enumerate",
+    "lazy_filter",
+    "lazy_map",
+    "lazy_zip",
+    "list_iterator",
+    "next_item",
+]
+
+
+def is_lazy(value: Value) -> bool:
+    """Whether reading `value` runs code capture has not run yet."""
+    return isinstance(value, IteratorValue) and value.produce is not None
+
+
+def next_item(tx: Translator, iterator: IteratorValue) -> Value | None:
+    """The iterator's next item (made now, for a lazy or endless one); None at its end."""
+    if iterator.position == len(iterator.items):
+        if iterator.endless is not None:
+            from dynamo_capture.polyfills import endless_item
+
+            endless_item(iterator)
+        elif iterator.produce is not None:
+            produce, iterator.produce = iterator.produce, None  # finished unless it gives one
+            item = produce(tx)
+            if item is not None:
+                iterator.produce = produce
+                iterator.items.append(item)
+    if iterator.position < len(iterator.items):
+        iterator.position += 1
+        return iterator.items[iterator.position - 1]
+    return None
+
+
+def drain(tx: Translator, iterator: IteratorValue) -> list[Value]:
+    """The items the iterator has yet to give, all read now (made in order)."""
+    if iterator.endless is not None:
+        raise Unsupported("consuming an endless iterator (itertools.count, repeat, cycle)")
+    items = []
+    while (item := next_item(tx, iterator)) is not None:
+        items.append(item)
+    return items
+
+
+def check_side_effect(tx: Translator, what: str) -> None:
+    """Refuse a side effect while an unfinished iterator is read ahead of eager's order."""
+    reading = tx.ctx.reading_ahead
+    if reading is not None:
+        raise Unsupported(
+            f"{what} in {reading}, left unfinished where the compiled part ends: eagerly it "
+            "runs later, as the rest is read"
+        )
+
+
+# ----- generators ----------------------------------------------------------------------
+class _GeneratorSteps:
+    """The `produce` of a generator made in the frame: its Translator run to its next yield."""
+
+    def __init__(self, child: Translator) -> None:
+        child.stop_at_yield = True
+        self.child = child
+        self.started = False
+
+    def __call__(self, tx: Translator) -> Value | None:
+        child = self.child
+        if child.done:
+            return None
+        self.started = True
+        try:
+            child.run_until_yield()
+        except ExceptionRaised as raised:
+            child.done = True  # a generator that raised is finished
+            if raised.stop_iteration:  # PEP 479: StopIteration leaving a generator
+                error = RuntimeError("generator raised StopIteration")
+                raise ExceptionRaised(PythonValue(error)) from None
+            raise
+        if not child.suspended:
+            return None
+        assert child.yielded is not None
+        return child.yielded.pop()
+
+    def send(self, value: Value) -> None:
+        """What the paused `yield` evaluates to when it next runs."""
+        self.child.stack[-1] = value
+
+
+def generator_iterator(child: Translator) -> IteratorValue:
+    """The generator object of a call of a generator function, its body not yet run."""
+    steps = _GeneratorSteps(child)
+    child.ctx.generators.append(steps)
+    return IteratorValue([], kind="generator", produce=steps)
+
+
+def check_no_pending_cleanup(tx: Translator) -> None:
+    """Refuse a frame that leaves a generator paused inside a try/finally or `with` block.
+
+    Eagerly the generator's cleanup (its `finally`, its context's `__exit__`) runs when
+    the generator is closed or collected (`del g`, the frame's end), which capture does
+    not see; the frame runs eagerly instead.
+    """
+    from dynamo_capture.errors import NeedsEagerFrame
+
+    for steps in tx.ctx.generators:
+        child = steps.child
+        if steps.started and not child.done and child.suspended and _in_cleanup_block(child):
+            raise NeedsEagerFrame(
+                f"the generator {child.code.co_name} is left paused inside a try/finally or "
+                "`with` block, whose cleanup runs eagerly when it is closed or collected"
+            )
+
+
+def _in_cleanup_block(child: Translator) -> bool:
+    """Whether the paused yield lies in a try or `with` block of the generator, past the
+    handler every generator has that turns a StopIteration leaving it into a RuntimeError."""
+    from dynamo_capture.interpreter import _exception_entries
+
+    assert child.current is not None
+    offset = child.current.offset
+    for entry in _exception_entries(child.code):
+        if entry.start <= offset < entry.end:
+            handler = child.instructions[child.index_of[entry.target]]
+            if handler.opname != "CALL_INTRINSIC_1":  # STOPITERATION_ERROR (3.12)
+                return True
+    return False
+
+
+def generator_steps(iterator: IteratorValue) -> Any:
+    """The generator Translator stepper of a lazy generator, or None."""
+    produce = iterator.produce
+    return produce if isinstance(produce, _GeneratorSteps) else None
+
+
+# ----- builtin iterators -----------------------------------------------------------------
+class ListSteps:
+    """The `produce` of iter(a list): item i read when it is reached, so a write to the
+    list after the iterator was made (an append inside the loop) is seen, as eagerly.
+    `list` is a list made in the frame, or an outside list (a PythonValue with a source,
+    its length guarded), read through its shadow once the frame writes to it. Where a
+    compiled part ends, it is made again as an iterator over the same list, at the same
+    index."""
+
+    def __init__(self, items: ListValue | PythonValue) -> None:
+        self.list = items
+        self.index = 0
+
+    def __call__(self, reader: Translator) -> Value | None:
+        from dynamo_capture import side_effects
+        from dynamo_capture.sources import item_source
+
+        current = side_effects.current(reader, self.list)
+        if isinstance(current, ListValue):
+            if self.index >= len(current.items):
+                return None
+            item = current.items[self.index]
+        else:
+            assert isinstance(current, PythonValue)
+            if self.index >= len(current.obj):
+                return None
+            real = current.obj[self.index]
+            item = reader.ctx.wrap(real, item_source(current.source, self.index))
+        self.index += 1
+        return item
+
+
+def list_iterator(items: ListValue | PythonValue) -> IteratorValue:
+    """iter(a list made in the frame, or an outside list), read as it is then."""
+    return IteratorValue([], produce=ListSteps(items))
+
+
+def _iterators(tx: Translator, args: list[Value]) -> list[IteratorValue]:
+    from dynamo_capture.operations import get_iter
+
+    return [get_iter(tx, arg) for arg in args]
+
+
+def _row(tx: Translator, iterators: list[IteratorValue]) -> list[Value] | None:
+    """The next item of each, read in order; None when one ends (the rest not read)."""
+    row = []
+    for iterator in iterators:
+        item = next_item(tx, iterator)
+        if item is None:
+            return None
+        row.append(item)
+    return row
+
+
+def lazy_map(tx: Translator, function: Value, args: list[Value]) -> IteratorValue:
+    """map(function, *args): the function called on each row as it is read."""
+    from dynamo_capture.calls import call
+
+    iterators = _iterators(tx, args)
+
+    def produce(reader: Translator) -> Value | None:
+        row = _row(reader, iterators)
+        return None if row is None else call(reader, function, row, {})
+
+    return IteratorValue([], kind="map", produce=produce)
+
+
+def lazy_filter(tx: Translator, predicate: Value, arg: Value) -> IteratorValue:
+    """filter(predicate, arg): the predicate called on each item as it is read."""
+    from dynamo_capture.calls import call
+    from dynamo_capture.operations import truth
+
+    (iterator,) = _iterators(tx, [arg])
+    keeps_truthy = isinstance(predicate, PythonValue) and predicate.obj is None
+
+    def produce(reader: Translator) -> Value | None:
+        while (item := next_item(reader, iterator)) is not None:
+            kept = item if keeps_truthy else call(reader, predicate, [item], {})
+            if truth(reader, kept):
+                return item
+        return None
+
+    return IteratorValue([], kind="filter", produce=produce)
+
+
+def lazy_zip(tx: Translator, args: list[Value], strict: bool) -> IteratorValue:
+    """zip(*args) over an argument read lazily: a row read as it is read, stopping at the
+    first argument that ends (the ones after it not read), as eagerly."""
+    if strict:
+        raise Unsupported("zip(strict=True) over a generator, map or filter made in the frame")
+    iterators = _iterators(tx, args)
+
+    def produce(reader: Translator) -> Value | None:
+        row = _row(reader, iterators)
+        return None if row is None else TupleValue(row)
+
+    return IteratorValue([], kind="zip", produce=produce)
+
+
+def lazy_enumerate(tx: Translator, arg: Value, start: int) -> IteratorValue:
+    """enumerate(arg, start) over an argument read lazily."""
+    (iterator,) = _iterators(tx, [arg])
+    count: list[int] = [start]
+
+    def produce(reader: Translator) -> Value | None:
+        item = next_item(reader, iterator)
+        if item is None:
+            return None
+        count[0] += 1
+        return TupleValue([PythonValue(count[0] - 1), item])
+
+    return IteratorValue([], produce=produce)
