@@ -9,6 +9,7 @@ the real function made when the value leaves the frame.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from dynamo_capture.values import DictValue, FunctionValue, PythonValue, TupleValue, Value
@@ -39,6 +40,8 @@ def function_attr(value: FunctionValue, name: str) -> Value | None:
         "__doc__": None,
         "__globals__": value.globals,
     }
+    if sys.version_info >= (3, 12):
+        plain["__type_params__"] = ()  # a generic def (PEP 695) is not made in a frame here
     if name == "__doc__":
         return PythonValue(_doc(value))
     if name in plain:
