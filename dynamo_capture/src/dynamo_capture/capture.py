@@ -541,6 +541,7 @@ def capture_frame(
     finally:
         torch.random.set_rng_state(rng_state)
         torch._C._set_grad_enabled(grad_mode)
+        torch.set_default_dtype(ctx.entry_default_dtype)
         for real in reversed(ctx.open_autocasts):  # capture stopped inside an autocast block
             torch.amp.autocast_mode._exit_autocast(real)
         for real in reversed(ctx.open_inference_modes):  # or an inference_mode block
@@ -789,6 +790,10 @@ class OutputPlan:
             # the process, so the mode the frame leaves is set again after the graph
             setter = self._constant(torch._C._set_grad_enabled)
             lines.append(f"{setter}({torch.is_grad_enabled()!r})")
+        if self.ctx.graph.find_nodes(op="call_function", target=torch.set_default_dtype):
+            # likewise the default dtype the frame leaves
+            setter = self._constant(torch.set_default_dtype)
+            lines.append(f"{setter}({self._constant(torch.get_default_dtype())})")
         return lines
 
     def _item_expr(self, value: Value) -> str:
