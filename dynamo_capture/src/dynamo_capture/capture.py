@@ -991,6 +991,9 @@ def _float_tensor(value: float) -> torch.Tensor:
 def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
     """Run the backend on the frame's graph; its errors become BackendCompilerFailed."""
     graph = frame.graph_module
+    # NOTE: a backend that traces the graph runs its torch.set_default_dtype nodes while
+    # tracing; the default dtype in force is put back after it, as torch.compile does
+    default_dtype = torch.get_default_dtype()
     try:
         compiled = backend(graph, list(frame.example_inputs))
         if not callable(compiled):
@@ -1003,6 +1006,8 @@ def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
         code = frame.target.code
         where = f'{frame.target.name} (File "{code.co_filename}", line {code.co_firstlineno})'
         raise BackendCompilerFailed(backend, type(graph).__name__, where, error) from error
+    finally:
+        torch.set_default_dtype(default_dtype)
     return compiled
 
 

@@ -40,8 +40,21 @@ def leaves_float64(x):
     return x + torch.ones(3), torch.linspace(0, 1, 3)
 
 
+def sets_twice_around_break(x):
+    torch.set_default_dtype(torch.float64)
+    before = torch.ones(3)
+    print("a graph break")
+    after = torch.ones(2)  # the second part is entered under float64
+    torch.set_default_dtype(torch.float32)
+    return x + 1, before, after, torch.ones(1)
+
+
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-@pytest.mark.parametrize("fn", [factories_under_float64, leaves_float64], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "fn",
+    [factories_under_float64, leaves_float64, sets_twice_around_break],
+    ids=lambda f: f.__name__,
+)
 def test_default_dtype_set_in_frame_keeps_factory_dtypes(fn, backend):
     compiled = ember.compile(fn, backend=backend)
     for _ in range(2):
