@@ -613,10 +613,16 @@ def _trace(
     joint: bool,
     mode: Any,
 ) -> TracedProgram:
+    # NOTE: a captured graph's torch.set_default_dtype nodes run while tracing (the
+    # ATen graph keeps no such switch, its factories carry their dtypes): the default
+    # dtype in force is put back after the trace, or the graph would run under another
+    default_dtype = torch.get_default_dtype()
     try:
         return _trace_once(fn, example_inputs, decompositions, joint, mode, None)
     except _BackwardRaises as raised:
         return _trace_once(fn, example_inputs, decompositions, joint, mode, raised.message)
+    finally:
+        torch.set_default_dtype(default_dtype)
 
 
 def _trace_once(

@@ -53,7 +53,13 @@ from dynamo_capture.sources import (
     Source,
     item_source,
 )
-from dynamo_capture.state_setters import STATE_READERS, STATE_SETTERS, call_state_setter
+from dynamo_capture.state_setters import (
+    DEFAULT_DTYPE_SETTERS,
+    STATE_READERS,
+    STATE_SETTERS,
+    call_default_dtype_setter,
+    call_state_setter,
+)
 from dynamo_capture.torch_markers import is_torch_graph_break, torch_inline_target
 from dynamo_capture.values import (
     NULL,
@@ -252,6 +258,8 @@ def _call_python(
     if obj is torch.is_inference_mode_enabled and tx.ctx.open_inference_modes:
         # NOTE: torch.compile breaks here (it folds the query outside such a block)
         raise Unsupported("torch.is_inference_mode_enabled() inside an inference_mode block")
+    if obj in DEFAULT_DTYPE_SETTERS:
+        return call_default_dtype_setter(tx, obj, args, kwargs)
     if obj in STATE_SETTERS:  # torch contexts' own state changes (sdpa_kernel's)
         tx.ctx.state_set_in_graph = True
         return call_state_setter(tx, obj, args, kwargs)

@@ -544,6 +544,7 @@ def capture_frame(
     finally:
         torch.random.set_rng_state(rng_state)
         torch._C._set_grad_enabled(grad_mode)
+        torch.set_default_dtype(ctx.entry_default_dtype)
         for real in reversed(ctx.open_autocasts):  # capture stopped inside an autocast block
             torch.amp.autocast_mode._exit_autocast(real)
         for real in reversed(ctx.open_inference_modes):  # or an inference_mode block
@@ -819,6 +820,10 @@ class OutputPlan:
             # the process, so the mode the frame leaves is set again after the graph
             setter = self._constant(torch._C._set_grad_enabled)
             lines.append(f"{setter}({torch.is_grad_enabled()!r})")
+        if self.ctx.graph.find_nodes(op="call_function", target=torch.set_default_dtype):
+            # likewise the default dtype the frame leaves
+            setter = self._constant(torch.set_default_dtype)
+            lines.append(f"{setter}({self._constant(torch.get_default_dtype())})")
         return lines
 
     def _item_expr(self, value: Value) -> str:
@@ -1025,6 +1030,9 @@ def _float_tensor(value: float) -> torch.Tensor:
 def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
     """Run the backend on the frame's graph; its errors become BackendCompilerFailed."""
     graph = frame.graph_module
+    # NOTE: a backend that traces the graph runs its torch.set_default_dtype nodes while
+    # tracing; the default dtype in force is put back after it, as torch.compile does
+    default_dtype = torch.get_default_dtype()
     try:
         compiled = backend(graph, list(frame.example_inputs))
         if not callable(compiled):
@@ -1037,6 +1045,8 @@ def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
         code = frame.target.code
         where = f'{frame.target.name} (File "{code.co_filename}", line {code.co_firstlineno})'
         raise BackendCompilerFailed(backend, type(graph).__name__, where, error) from error
+    finally:
+        torch.set_default_dtype(default_dtype)
     return compiled
 
 

@@ -212,6 +212,9 @@ class CaptureContext:
         # a torch state setter (state_setters.STATE_SETTERS) recorded in the graph: the
         # state it sets is not set while capturing, so it cannot be read any more
         self.state_set_in_graph = False
+        # the default dtype the frame was entered with (guarded); torch.set_default_dtype
+        # in the frame changes it now and in the graph (state_setters)
+        self.entry_default_dtype = torch.get_default_dtype()
         self.dynamic = dynamic
         self.history = history
         # float inputs that change between calls become symbolic (else constants)
@@ -656,12 +659,64 @@ class CaptureContext:
                 f"{_describe_target(kind, target)} returned a Python {type(result).__name__} "
                 "computed from tensor data (data-dependent); keep it a tensor"
             )
+        if torch.get_default_dtype() is not self.entry_default_dtype and _has_tensor(result):
+            node_kwargs = self._pin_default_dtype(kind, target, example_args, example_kwargs,
+                                                  node_kwargs, result)  # fmt: skip
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         name = target if isinstance(target, str) else getattr(target, "__name__", "")
         data_dependent = data_dependent or name in DATA_DEPENDENT_SHAPE_OPS
         if name in ("__getitem__", "getitem") and _bool_index(example_args):
             data_dependent = True
         return self.wrap_result(node, result, data_dependent, result_type)
+
+    def _pin_default_dtype(
+        self,
+        kind: str,
+        target: Any,
+        example_args: Any,
+        example_kwargs: dict[str, Any],
+        node_kwargs: dict[str, Any],
+        result: Any,
+    ) -> dict[str, Any]:
+        """The node's kwargs for a call made while the frame has changed the default dtype.
+
+        NOTE: the graph sets the default dtype as it runs, but a backend that traces it
+        (aot_eager, inductor) keeps no such switch: its operations run under the dtype
+        the frame was entered with. A call whose result dtype does not depend on the
+        default dtype is kept as it is; a factory that takes a dtype gets the one in
+        force now as an explicit argument; any other call (an integer tensor divided,
+        a Python float added to one) breaks the graph.
+        """
+        wanted = _result_dtypes(result)
+        if self._dtypes_under_entry_default(kind, target, example_args, example_kwargs) == wanted:
+            return node_kwargs
+        if kind == "call_function" and "dtype" not in example_kwargs and len(wanted) == 1:
+            pinned = {**example_kwargs, "dtype": wanted[0]}
+            if self._dtypes_under_entry_default(kind, target, example_args, pinned) == wanted:
+                return {**node_kwargs, "dtype": wanted[0]}
+        raise Unsupported(
+            f"{_describe_target(kind, target)} gives a result whose dtype depends on the default "
+            f"dtype the frame set ({torch.get_default_dtype()}); set it outside the compiled code"
+        )
+
+    def _dtypes_under_entry_default(
+        self, kind: str, target: Any, example_args: Any, example_kwargs: dict[str, Any]
+    ) -> tuple[torch.dtype, ...] | None:
+        """The result's dtypes were the call run under the frame's entry default dtype."""
+        current = torch.get_default_dtype()
+        torch.set_default_dtype(self.entry_default_dtype)
+        try:
+            with self.fake_mode if self.use_fakes else contextlib.nullcontext():
+                if kind == "call_method":
+                    result = getattr(example_args[0], target)(*example_args[1:], **example_kwargs)
+                else:
+                    example_target = getattr(target, "__ember_example__", target)
+                    result = example_target(*example_args, **example_kwargs)
+        except Exception:  # noqa: BLE001 - any failure: treated as depending on it
+            return None
+        finally:
+            torch.set_default_dtype(current)
+        return _result_dtypes(result)
 
     def _read_number(self, value: Value) -> Value:
         """A symbolic float a tensor is built from, specialized (its sizes guarded)."""
@@ -707,6 +762,15 @@ class CaptureContext:
 
     def output_node(self, values: list[TensorValue]) -> None:
         self.graph.output(tuple(value.node for value in values))
+
+
+def _result_dtypes(result: Any) -> tuple[torch.dtype, ...]:
+    """The dtypes of the tensors in a call's result, in order."""
+    if isinstance(result, torch.Tensor):
+        return (result.dtype,)
+    if isinstance(result, list | tuple):
+        return tuple(dtype for item in result for dtype in _result_dtypes(item))
+    return ()
 
 
 def _to_example(value: Value) -> Any:

@@ -13,6 +13,13 @@ code cannot spell an enum member), as torch.compile's graphs do.
 
 The state such a context restores on exit is read when capturing (STATE_READERS): the
 graph restores what was set when it was captured, as torch.compile's does.
+
+`torch.set_default_dtype(dtype)` (DEFAULT_DTYPE_SETTERS) is a graph node too, and it
+also sets the default dtype now, so that what the frame reads and makes later sees
+it; the capture restores the dtype it was entered with (which its guards check). The
+graph's later calls whose result dtype depends on it get it pinned as an argument
+(CaptureContext.call), since a backend that traces the graph keeps no such switch,
+and the dtype the frame leaves is set again after the graph (capture.OutputPlan).
 """
 
 from __future__ import annotations
@@ -31,7 +38,13 @@ from dynamo_capture.values import ListValue, PythonValue, TupleValue, Value
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["STATE_READERS", "STATE_SETTERS", "call_state_setter"]
+__all__ = [
+    "DEFAULT_DTYPE_SETTERS",
+    "STATE_READERS",
+    "STATE_SETTERS",
+    "call_default_dtype_setter",
+    "call_state_setter",
+]
 
 STATE_SETTERS: frozenset[Callable[..., Any]] = frozenset(
     {
@@ -44,6 +57,10 @@ STATE_SETTERS: frozenset[Callable[..., Any]] = frozenset(
 
 STATE_READERS: frozenset[Callable[..., Any]] = frozenset(
     {torch.nn.attention._cur_sdpa_kernel_backends}
+)
+
+DEFAULT_DTYPE_SETTERS: frozenset[Callable[..., Any]] = frozenset(
+    {torch.set_default_dtype, torch._C._set_default_dtype}
 )
 
 
@@ -76,4 +93,24 @@ def call_state_setter(
     node_args = tuple(_node_arg(tx, arg) for arg in args)
     node_kwargs = {name: _node_arg(tx, arg) for name, arg in kwargs.items()}
     tx.ctx.graph.call_function(fn, node_args, node_kwargs)
+    return PythonValue(None)
+
+
+def call_default_dtype_setter(
+    tx: Translator, fn: Callable[..., Any], args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """torch.set_default_dtype(d): the default dtype changes now and in the graph."""
+    try:
+        real_args = [as_constant(arg) for arg in args]
+        real_kwargs = {name: as_constant(arg) for name, arg in kwargs.items()}
+    except NotConstant:
+        raise Unsupported("torch.set_default_dtype with a dtype known only when it runs") from None
+    dtype = real_args[0] if real_args else real_kwargs.get("d")
+    if len(real_args) + len(real_kwargs) != 1 or not isinstance(dtype, torch.dtype):
+        raise Unsupported("torch.set_default_dtype called with other than one dtype")
+    if not (dtype.is_floating_point and dtype.itemsize >= 2):
+        # eager raises its own TypeError: a break lets it
+        raise Unsupported(f"torch.set_default_dtype({dtype}) is refused eagerly")
+    fn(dtype)
+    tx.ctx.graph.call_function(torch.set_default_dtype, (dtype,))
     return PythonValue(None)

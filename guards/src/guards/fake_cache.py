@@ -52,7 +52,7 @@ class OutputSpec:
 
 
 class DispatchCache:
-    """Output metadata by (op, input metadata, constant arguments)."""
+    """Output metadata by (op, default dtype, input metadata, constant arguments)."""
 
     def __init__(self) -> None:
         self._entries: dict[Any, Any] = {}
@@ -80,7 +80,9 @@ class DispatchCache:
 
     def key(self, func: Any, args: tuple, kwargs: dict) -> Any:
         """The cache key, or None when an argument is not a plain constant or static tensor."""
-        parts: list[Any] = [func, tuple(kwargs)]
+        # NOTE: the default dtype decides the dtype of factories given none and of
+        # integer tensors combined with Python floats
+        parts: list[Any] = [func, tuple(kwargs), torch.get_default_dtype()]
         for value in itertools.chain(leaves(args), leaves(tuple(kwargs.values()))):
             if isinstance(value, torch.Tensor):
                 meta = value.meta  # a FakeTensor
