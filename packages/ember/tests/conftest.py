@@ -29,6 +29,19 @@ def _clean_state():
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 
+@pytest.fixture
+def unfrozen_heap():
+    """A test of compiles freezing the heap starts from an unfrozen one (torch.compile,
+    used as a reference by other tests, freezes the process's heap on some versions)."""
+    import gc
+
+    was_frozen = gc.get_freeze_count() > 0
+    gc.unfreeze()
+    yield
+    if was_frozen:
+        gc.freeze()
+
+
 @pytest.fixture(scope="session")
 def chromium() -> str:
     """The path of a Chromium (or Chrome) binary for headless page tests; skips without one.

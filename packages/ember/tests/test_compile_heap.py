@@ -9,7 +9,9 @@ import torch
 import ember
 
 
-def test_capture_and_codegen_run_with_older_objects_frozen_and_match_eager(monkeypatch):
+def test_capture_and_codegen_run_with_older_objects_frozen_and_match_eager(
+    monkeypatch, unfrozen_heap
+):
     import inductor_codegen
 
     seen = []

@@ -479,7 +479,7 @@ def test_warm_capture_assume_constant_result_frame_is_not_kept(warm, monkeypatch
     assert warm_cache.STATS["capture_hits"] == 0
 
 
-def test_warm_capture_install_runs_with_old_objects_frozen(warm, monkeypatch):
+def test_warm_capture_install_runs_with_old_objects_frozen(warm, monkeypatch, unfrozen_heap):
     """A full collection during a warm first call would scan every object of the process
     (a model's, torch's): installing, as compiling, freezes the objects that exist."""
     from dynamo_capture import portable
