@@ -220,7 +220,14 @@ def test_gpt2_blocks_compiled_once_match_eager():
     ids = torch.randint(0, 101, (2, 12))
     ((gm, _),) = _captured(model.eval(), ids)
     pieces = plan_pieces(gm)
-    assert [p.region.split(" ")[0] for p in pieces if p.region] == [f"self.h.{i}" for i in range(3)]
+    names = [p.region.split(" ")[0] for p in pieces if p.region]
+    # the blocks, or (with transformers versions whose block calls differ by layer, so the
+    # blocks' graphs do) each block's attention and MLP
+    assert names in (
+        [f"self.h.{i}" for i in range(3)],
+        [f"self.h.{i}.{part}" for i in range(3) for part in ("attn", "mlp")],
+    ), names
+    assert _distinct([p for p in pieces if p.region]) < len(names)
     compiled = ember.compile(model)
     model.train()
     out = compiled(ids).last_hidden_state
