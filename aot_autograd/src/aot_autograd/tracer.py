@@ -26,7 +26,11 @@ from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 import guards
-from aot_autograd.errors import AotAutogradError, UnsupportedMutationError
+from aot_autograd.errors import (
+    AotAutogradError,
+    OverlappingWriteError,
+    UnsupportedMutationError,
+)
 from aot_autograd.kernel_checks import check_kernel_accepts, checks_values
 from aot_autograd.mutations import functional_variant, mutated_arguments
 from aot_autograd.symbolic import SizeNodes
@@ -761,12 +765,13 @@ def _check_no_overlapping_write(func: Any, args: tuple, kwargs: dict) -> None:
                 return
         except UnsupportedMutationError:
             pass
-        raise UnsupportedMutationError(_OVERLAP_REFUSED)
+        raise OverlappingWriteError(_OVERLAP_REFUSED)
 
 
 class KernelChecks(TorchDispatchMode):
-    """Runs each op after the tracer's check that eager's kernel accepts its arguments
-    (fake kernels accept more), recording nothing."""
+    """Runs each op after the tracer's checks that eager's kernel accepts its arguments
+    (fake kernels accept more; eager refuses most writes into elements sharing memory),
+    recording nothing."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -775,6 +780,7 @@ class KernelChecks(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
         check_kernel_accepts(func, args, kwargs)
+        _check_no_overlapping_write(func, args, kwargs)
         return func(*args, **kwargs)
 
 

@@ -246,3 +246,26 @@ def test_backward_formula_eager_fails_in_raises_at_backward_only(op, backend):
             failing.sum().backward()
         results.append((failing.detach(), fine.detach(), x.grad))
     torch.testing.assert_close(results[1], results[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_backward_through_a_write_into_an_expanded_view_raises_at_backward_only(backend, dynamic):
+    """Eager allows `masked_fill_` into an expanded view; autograd's backward of that
+    write copies into the expanded strides, which eager refuses at `backward()`."""
+
+    def fn(x):
+        y = x * 2
+        view = y.unsqueeze(0).expand(2, *y.shape)
+        view.masked_fill_(view < 0, 0)
+        return view, x.cos()
+
+    results = []
+    for run in (fn, ember.compile(fn, backend=backend, dynamic=dynamic)):
+        x = torch.tensor([0.5, -2.0, 1.5], requires_grad=True)
+        written, fine = run(x)
+        fine.sum().backward()
+        with pytest.raises(RuntimeError, match="more than one element of the written-to"):
+            written.sum().backward()
+        results.append((written.detach(), fine.detach(), x.grad))
+    torch.testing.assert_close(results[1], results[0])

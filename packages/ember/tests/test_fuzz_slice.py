@@ -59,6 +59,7 @@ FIXED_SEEDS: dict[int, str] = {
 FIXED_FULL_SEEDS: dict[int, tuple[bool | None, str]] = {
     96000013: (True, "a no_grad view of an input, viewed again and returned: grad added"),
     95000151: (None, "a view and its base written in place after a branch: refused"),
+    635: (None, "masked_fill_ into an expanded view of a value requiring grad: refused"),
     271: (None, "an unused arange of dtype bool (eager: arange_cpu not implemented for 'Bool')"),
 }
 
