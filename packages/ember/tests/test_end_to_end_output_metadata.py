@@ -141,3 +141,24 @@ def _check_against(program, eager_args, compiled_args, tensors, backend, grad_mo
             (actual * weight).sum(), [compiled_tensors[i] for i in wanted]
         )
         torch.testing.assert_close(grads_a, grads_e, rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+FLOOR_DIVISIONS = {
+    "by_a_sum": lambda x: x.t() // x.sum(),
+    "by_the_untransposed": lambda x: x.mT // x,
+    "div_floor": lambda x: torch.div(x.t(), x.sum() + 3, rounding_mode="floor"),
+    "copysign": lambda x: torch.copysign(x.t(), x.sum()),
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("name", sorted(FLOOR_DIVISIONS))
+def test_floor_division_of_a_transposed_tensor_keeps_eager_strides(name, dynamic, backend):
+    fn = FLOOR_DIVISIONS[name]
+    compiled = ember.compile(fn, backend=backend, dynamic=dynamic)
+    for size in (3, 5):
+        x = torch.randn(size, size)
+        expected, actual = fn(x), compiled(x)
+        torch.testing.assert_close(actual, expected)
+        assert actual.stride() == expected.stride()
