@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import sympy
 import torch
 import torch.utils._pytree as pytree
 from torch import fx
@@ -117,6 +118,22 @@ def _has_no_elements(t: torch.Tensor) -> bool:
 
 def _has_symbolic_geometry(t: torch.Tensor) -> bool:
     return any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride()))
+
+
+def _size_expression(value: Any) -> sympy.Expr:
+    return value.node.expr if isinstance(value, torch.SymInt) else sympy.Integer(value)
+
+
+def _contiguous_by_expression(t: torch.Tensor) -> bool:
+    """Whether `t`'s strides are, as expressions of its sizes, the row-major ones (no
+    guard: sizes that make other strides row-major too are not considered)."""
+    expected = sympy.Integer(1)
+    for size, stride in reversed(list(zip(t.shape, t.stride()))):
+        size = _size_expression(size)
+        if size != 1 and sympy.expand(_size_expression(stride) - expected) != 0:
+            return False
+        expected = expected * size
+    return True
 
 
 def _is_dense(t: torch.Tensor) -> bool:
@@ -899,7 +916,7 @@ class AtenTracer(TorchDispatchMode):
         if not tensors or not all(guards.is_fake(t) for t in tensors):
             return out
         if any(_has_symbolic_geometry(t) for t in (*tensors, *results)):
-            return out
+            return self._in_eager_symbolic_layout(func, args, kwargs, out, tensors)
         if all(t.is_contiguous() for t in tensors):
             return out
         expected = func(*args, **kwargs)  # (on fakes: metadata only, nothing traced)
@@ -907,6 +924,34 @@ class AtenTracer(TorchDispatchMode):
         if len(expected) != len(results):
             return out
         fixed = [self._restrided(r, e) for r, e in zip(results, expected)]
+        if all(f is r for f, r in zip(fixed, results)):
+            return out
+        return type(out)(fixed) if isinstance(out, (tuple, list)) else fixed[0]
+
+    def _in_eager_symbolic_layout(
+        self, func: Any, args: tuple, kwargs: dict, out: Any, tensors: list
+    ) -> Any:
+        """`_in_eager_layout` with symbolic sizes, compared as expressions, without guards:
+        a result eager gives row-major strides (`masked_fill` of a transposed tensor)
+        that the decomposition does not is copied to them. Other layouts are kept."""
+        if all(_contiguous_by_expression(t) for t in tensors):
+            return out
+        results = out if isinstance(out, (tuple, list)) else (out,)
+        expected = func(*args, **kwargs)  # (on fakes: metadata only, nothing traced)
+        expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+        if len(expected) != len(results):
+            return out
+        fixed = []
+        for r, e in zip(results, expected):
+            if (
+                isinstance(e, torch.Tensor)
+                and len(e.shape) == len(r.shape)
+                and _contiguous_by_expression(e)
+                and not _contiguous_by_expression(r)
+            ):
+                with self:
+                    r = aten.clone.default(r, memory_format=torch.contiguous_format)
+            fixed.append(r)
         if all(f is r for f, r in zip(fixed, results)):
             return out
         return type(out)(fixed) if isinstance(out, (tuple, list)) else fixed[0]

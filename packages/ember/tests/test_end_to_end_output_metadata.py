@@ -162,3 +162,27 @@ def test_floor_division_of_a_transposed_tensor_keeps_eager_strides(name, dynamic
         expected, actual = fn(x), compiled(x)
         torch.testing.assert_close(actual, expected)
         assert actual.stride() == expected.stride()
+
+
+CONTIGUOUS_RESULTS = {
+    "masked_fill": lambda x: x.masked_fill(x > 0, 0),
+    "masked_fill_bool": lambda x: (x > 0).masked_fill(x > 1, False),
+    "masked_fill_tensor": lambda x: x.masked_fill(x > 0, x.sum()),
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("name", sorted(CONTIGUOUS_RESULTS))
+def test_contiguous_result_of_a_permuted_input_keeps_eager_strides_with_symbolic_sizes(
+    name, dynamic, backend
+):
+    """Eager's masked_fill returns a row-major tensor; its decomposition (a where)
+    follows the permuted input, which a copy sets right for symbolic sizes too."""
+    fn = CONTIGUOUS_RESULTS[name]
+    compiled = ember.compile(fn, backend=backend, dynamic=dynamic)
+    for rows, cols in ((1, 1), (2, 5), (4, 3)):
+        x = torch.randn(rows, cols).permute(1, 0)
+        expected, actual = fn(x), compiled(x)
+        torch.testing.assert_close(actual, expected)
+        assert actual.stride() == expected.stride()
