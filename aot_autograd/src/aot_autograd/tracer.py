@@ -608,7 +608,9 @@ class GraphRecorder:
                 "input (aot_module lifts parameters and buffers) so the update can be kept"
             )
         raw = new_value
-        if not record.chain and not _has_symbolic_geometry(t):
+        # A view keeps its strides too: later reads of it (`v = x.t(); v.masked_fill_(m, 0);
+        # v + v`) must see eager's layout, not the functional form's.
+        if not _has_symbolic_geometry(t):
             new_value = self._in_layout_of(tuple(t.shape), tuple(t.stride()), new_value)
         child = new_value
         if record.chain:

@@ -186,3 +186,24 @@ def test_contiguous_result_of_a_permuted_input_keeps_eager_strides_with_symbolic
         expected, actual = fn(x), compiled(x)
         torch.testing.assert_close(actual, expected)
         assert actual.stride() == expected.stride()
+
+
+VIEWS_WRITTEN_THEN_READ = {
+    "transpose_masked_fill_": lambda x: x.transpose(1, 0).masked_fill_(x.t() < 0, 0) * 2,
+    "movedim_masked_fill_": lambda x: x.unsqueeze(0).movedim(2, 1).masked_fill_(x.t() > 1, 1) / 3,
+    "transpose_clamp_": lambda x: x.t().clamp_(min=0) + 1,
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("name", sorted(VIEWS_WRITTEN_THEN_READ))
+def test_view_written_in_place_is_read_in_its_own_layout(name, backend):
+    """A view keeps its strides through an in-place write; a result computed from it
+    follows them (eager's TensorIterator), not the functional form's row-major ones."""
+    fn = VIEWS_WRITTEN_THEN_READ[name]
+    compiled = ember.compile(fn, backend=backend)
+    x = torch.randn(3, 4)
+    expected, actual = fn(x.clone()), compiled(x.clone())
+    torch.testing.assert_close(actual, expected)
+    sized = [d for d in range(expected.dim()) if expected.shape[d] > 1]  # a size-1 dim's
+    assert [actual.stride(d) for d in sized] == [expected.stride(d) for d in sized]  # is free
