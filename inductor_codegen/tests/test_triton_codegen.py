@@ -612,3 +612,20 @@ def test_float32_division_is_correctly_rounded():
     assert " / " not in source.replace("tl.div_rn", "")
     assert "tl.div_rn" in source
     compile_for_cuda(source, pointer="*fp32")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_float_fmod_and_remainder_are_exact(dtype):
+    """Triton's `%` of floats is a - trunc(a / b) * b, off where the quotient rounds
+    (large quotients; fmod(1.0, 0.1) came out negative): libdevice's fmod is exact."""
+    from cuda_target import compile_for_cuda
+
+    def fn(x, y):
+        return torch.fmod(x, y), torch.remainder(x, y), x % 0.1, torch.fmod(x, 3.0), x // y
+
+    x = torch.tensor([1.0, -1.0, 1e10, -1e10, 7.5, 0.3, 123456.7], dtype=dtype)
+    y = torch.tensor([0.1, 0.1, 3.0, 3.0, -2.0, 0.1, 0.01], dtype=dtype)
+    compiled = check(fn, x, y)
+    source = compiled.artifact("codegen")
+    assert " % " not in source
+    compile_for_cuda(source, pointer="*fp64" if dtype == torch.float64 else "*fp32")

@@ -68,9 +68,14 @@ OPS: dict[str, Spelling] = {
     ),
     "remainder": Spelling(
         cpp=cpp.templated("ember_remainder"),
-        triton=triton.by_kind(call("ember_remainder_int"), call("ember_remainder_float")),
+        triton=triton.by_kind(
+            call("ember_remainder_int"), triton.float_helper("ember_remainder_float")
+        ),
     ),
-    "fmod": Spelling(cpp=cpp.templated("ember_fmod"), triton=infix("%")),
+    "fmod": Spelling(
+        cpp=cpp.templated("ember_fmod"),
+        triton=triton.by_kind(infix("%"), triton.float_helper("ember_fmod_float")),
+    ),
     "pow": Spelling(
         cpp=cpp.integral_or(cpp.templated("ember_ipow"), call("std::pow")), triton=triton.power
     ),

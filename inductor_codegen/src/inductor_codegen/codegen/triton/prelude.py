@@ -10,6 +10,10 @@ import os
 import triton
 import triton.language as tl
 
+from inductor_codegen.codegen.triton.runtime import libdevice_module
+
+libdevice = libdevice_module()
+
 __all__ = [
     "ember_any_combine",
     "ember_argmax_combine",
@@ -18,6 +22,7 @@ __all__ = [
     "ember_dot",
     "ember_dot_ieee",
     "ember_floordiv_float",
+    "ember_fmod_float",
     "ember_floordiv_int",
     "ember_max_combine",
     "ember_min_combine",
@@ -53,11 +58,18 @@ def ember_div_rn(a, b):
 
 
 @triton.jit
+def ember_fmod_float(a, b):
+    """C's fmod, exact as eager's: Triton's `%` of floats is a - trunc(a / b) * b, off
+    (even in sign) where the quotient rounds (fmod(1.0, 0.1) came out -1.5e-8)."""
+    return libdevice.fmod(a, b)
+
+
+@triton.jit
 def ember_floordiv_float(a, b):
     """Eager's floor division of float tensors: the exact quotient of a - fmod(a, b), not
     floor(a / b) (1.0 // 0.1 is 9, while 1.0 / 0.1 rounds to 10)."""
     quotient = ember_div_rn(a, b)
-    mod = a % b
+    mod = ember_fmod_float(a, b)
     div = ember_div_rn(a - mod, b)
     div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
     floordiv = tl.floor(div)
@@ -74,7 +86,7 @@ def ember_truncdiv_float(a, b):
 
 @triton.jit
 def ember_remainder_float(a, b):
-    r = a % b
+    r = ember_fmod_float(a, b)
     return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
 
 
