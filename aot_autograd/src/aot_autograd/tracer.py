@@ -610,8 +610,7 @@ class GraphRecorder:
         raw = new_value
         # A view keeps its strides too: later reads of it (`v = x.t(); v.masked_fill_(m, 0);
         # v + v`) must see eager's layout, not the functional form's.
-        if not _has_symbolic_geometry(t):
-            new_value = self._in_layout_of(tuple(t.shape), tuple(t.stride()), new_value)
+        new_value = self._in_layout_of(tuple(t.shape), tuple(t.stride()), new_value)
         child = new_value
         if record.chain:
             parents = [base.node]
@@ -660,14 +659,16 @@ class GraphRecorder:
 
         An in-place op keeps its tensor's strides, where the functional form may not
         (`masked_fill` of a transposed tensor is contiguous): later reads of the tensor
-        must see eager's layout (a result computed from it keeps it). Dense layouts and
-        static sizes only; other cases keep the functional form's strides.
+        must see eager's layout (a result computed from it keeps it). Dense layouts only;
+        other cases keep the functional form's strides. Symbolic sizes and strides are
+        compared as expressions, without guards.
         """
         new = value.meta.get("val")
-        if not isinstance(new, torch.Tensor) or _has_symbolic_geometry(new):
+        if not isinstance(new, torch.Tensor):
             return value
-        if any(isinstance(v, torch.SymInt) for v in (*shape, *stride)):
-            return value
+        symbolic = _has_symbolic_geometry(new)
+        if symbolic or any(isinstance(v, torch.SymInt) for v in (*shape, *stride)):
+            return self._in_symbolic_layout_of(shape, stride, value, new)
         if tuple(new.shape) != tuple(shape):
             return value
         significant = [(size, step) for size, step in zip(shape, stride) if size != 1]
@@ -680,6 +681,41 @@ class GraphRecorder:
             {"dtype": new.dtype, "device": new.device},
         )
         return self.emit(aten.copy.default, (empty, value))
+
+    def _in_symbolic_layout_of(
+        self, shape: tuple, stride: tuple, value: fx.Node, new: torch.Tensor
+    ) -> fx.Node:
+        exprs = [(_size_expression(n), _size_expression(s)) for n, s in zip(shape, stride)]
+        new_exprs = [
+            (_size_expression(n), _size_expression(s)) for n, s in zip(new.shape, new.stride())
+        ]
+        if [n for n, _ in exprs] != [n for n, _ in new_exprs]:
+            return value
+        significant = [(n, s) for n, s in exprs if n != 1]
+        if all(
+            sympy.expand(s - t) == 0 for (n, s), (_, t) in zip(exprs, new_exprs) if n != 1
+        ) or not _is_dense_by_expression(significant):
+            return value
+        empty = self.emit(
+            aten.empty_strided.default,
+            (list(shape), list(stride)),
+            {"dtype": new.dtype, "device": new.device},
+        )
+        return self.emit(aten.copy.default, (empty, value))
+
+
+def _is_dense_by_expression(sizes_and_strides: list[tuple[sympy.Expr, sympy.Expr]]) -> bool:
+    """`_is_dense_layout` of size and stride expressions: each stride, taken in turn, is
+    the product of the sizes taken before it (the innermost stride 1), as expressions."""
+    remaining = list(sizes_and_strides)
+    expected = sympy.Integer(1)
+    while remaining:
+        match = next((p for p in remaining if sympy.expand(p[1] - expected) == 0), None)
+        if match is None:
+            return False
+        remaining.remove(match)
+        expected = expected * match[0]
+    return True
 
 
 def _is_dense_layout(sizes_and_strides: list[tuple[int, int]]) -> bool:

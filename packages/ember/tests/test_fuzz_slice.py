@@ -72,6 +72,7 @@ FIXED_FULL_LAYOUT_SEEDS: dict[int, str] = {
     462: "masked_fill of a permuted input with symbolic sizes: the where's layout",
     684: "masked_fill of a permuted input with symbolic sizes: the where's layout",
     680: "a transposed view written by masked_fill_, then read: row-major",
+    748: "a movedim view written by masked_fill_, then read, symbolic sizes: row-major",
 }
 
 pytestmark = pytest.mark.fuzz
