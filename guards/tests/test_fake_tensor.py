@@ -374,3 +374,31 @@ def test_cpu_embedding_bag_outputs_have_the_cpu_kernels_sizes(forward_only, mode
     for fake, real in zip(actual, expected, strict=True):
         assert fake.shape == real.shape
         assert fake.dtype == real.dtype
+
+
+TENSOR_ITERATOR_LAYOUT = {
+    "floor_divide": lambda a, b: torch.floor_divide(a, b),
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "copysign": torch.copysign,
+    "xlogy": torch.xlogy,
+    "int_floor_divide": lambda a, b: torch.floor_divide((a * 4).int(), 3),
+}
+
+
+@pytest.mark.parametrize("operands", ["transposed_0d", "transposed_dense", "dense_transposed"])
+@pytest.mark.parametrize("name", list(TENSOR_ITERATOR_LAYOUT))
+def test_binary_ops_lay_out_results_like_eager_tensor_iterator(name, operands):
+    """Eager's kernel follows the operands' layout (the first one's where two disagree;
+    a 0-d tensor does not count), where these ops' meta functions give other strides."""
+    op = TENSOR_ITERATOR_LAYOUT[name]
+    transposed = torch.randn(4, 3).t()
+    first, second = {
+        "transposed_0d": (transposed, torch.tensor(2.5)),
+        "transposed_dense": (transposed, torch.randn(3, 4)),
+        "dense_transposed": (torch.randn(3, 4), transposed),
+    }[operands]
+    mode = FakeTensorMode()
+    with mode:
+        fake = op(mode.from_real(first), mode.from_real(second))
+    _same_metadata(fake, op(first, second))

@@ -580,3 +580,52 @@ def test_a_tile_reading_few_contiguous_rows_is_wide_and_short(monkeypatch):
     assert transpose.yrun == 128  # all of y: the whole [256, 128] source is contiguous
     config = default_config(transpose)
     assert (config.xblock, config.yblock) == (64, 64)
+
+
+# ---------------------------------------------------------------- division
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_float_floor_division_is_eager_quotient_of_a_minus_fmod(dtype):
+    """floor(a / b) is not eager's floor division: 1.0 // 0.1 is 9 (1 - fmod(1, 0.1) is
+    just below 0.9), while 1.0 / 0.1 rounds to 10; x // x is 1, a zero divisor gives inf
+    or nan, a zero quotient keeps the sign of a / b."""
+    a = torch.tensor([1.0, 1.0, -1.0, 7.5, -7.5, 0.0, -0.0, 3.0, 2.25, 0.3, 5.0, 0.0], dtype=dtype)
+    b = torch.tensor([0.1, -0.1, 0.1, 2.0, 2.0, 3.0, 3.0, 0.0, 2.25, 0.1, -0.0, 0.0], dtype=dtype)
+    check(lambda x, y: (x // y, torch.div(x, y, rounding_mode="floor"), x // 0.1), a, b)
+    check(lambda x, y: (torch.div(x, y, rounding_mode="trunc"), x / y, 1 / y), a, b)
+
+
+def test_float32_division_is_correctly_rounded():
+    """Triton's `/` on float32 is div.full.f32 (2 ulp): x / x may fall just below 1 and
+    x // x to 0. Every float32 quotient goes through tl.div_rn, as eager's IEEE division."""
+    from cuda_target import compile_for_cuda
+
+    def fn(x, y):
+        v = torch.bmm(x, x.mT)
+        return v // v, x / y, torch.div(x, y, rounding_mode="trunc"), 2.0 / y, y.reciprocal()
+
+    x = torch.randint(-8, 9, (2, 3, 4)).float() / 4
+    y = torch.rand(2, 3, 4) + 0.5
+    compiled = check(fn, x, y)
+    source = compiled.artifact("codegen")
+    assert " / " not in source.replace("tl.div_rn", "")
+    assert "tl.div_rn" in source
+    compile_for_cuda(source, pointer="*fp32")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_float_fmod_and_remainder_are_exact(dtype):
+    """Triton's `%` of floats is a - trunc(a / b) * b, off where the quotient rounds
+    (large quotients; fmod(1.0, 0.1) came out negative): libdevice's fmod is exact."""
+    from cuda_target import compile_for_cuda
+
+    def fn(x, y):
+        return torch.fmod(x, y), torch.remainder(x, y), x % 0.1, torch.fmod(x, 3.0), x // y
+
+    x = torch.tensor([1.0, -1.0, 1e10, -1e10, 7.5, 0.3, 123456.7], dtype=dtype)
+    y = torch.tensor([0.1, 0.1, 3.0, 3.0, -2.0, 0.1, 0.01], dtype=dtype)
+    compiled = check(fn, x, y)
+    source = compiled.artifact("codegen")
+    assert " % " not in source
+    compile_for_cuda(source, pointer="*fp64" if dtype == torch.float64 else "*fp32")

@@ -57,3 +57,17 @@ def test_float64_sqrt_kernel_matches_eager(tmp_path):
     compiled = _compile(lambda x: (x * 2).sqrt() + x**0.5, x, tmp_path)
     assert "tl.sqrt_rn" not in compiled.artifact("codegen")
     torch.testing.assert_close(compiled(x), (x * 2).sqrt() + x**0.5)
+
+
+@pytest.mark.parametrize("exponent", [-1.5, 2.5, -0.25])
+def test_float64_pow_of_fractional_exponent_compiles_for_cuda(exponent, tmp_path):
+    """libdevice.pow has no (float64, float32) form: the literal exponent is a float64."""
+    from cuda_target import compile_for_cuda
+
+    def fn(x):
+        return x**exponent
+
+    x = torch.rand(5, 3, dtype=torch.float64, device=DEVICE) + 0.5
+    compiled = _compile(fn, x, tmp_path)
+    torch.testing.assert_close(compiled(x), fn(x))
+    compile_for_cuda(compiled.artifact("codegen"), pointer="*fp64")

@@ -6,6 +6,7 @@ __all__ = [
     "AotAutogradError",
     "DoubleBackwardError",
     "IndexValueCheckError",
+    "OverlappingWriteError",
     "SymbolicShapeError",
     "UnsupportedMutationError",
     "ValueChangedError",
@@ -20,6 +21,11 @@ class AotAutogradError(RuntimeError):
 
 class UnsupportedMutationError(AotAutogradError):
     """A mutation or aliasing pattern that the functionalization cannot express."""
+
+
+class OverlappingWriteError(UnsupportedMutationError):
+    """An in-place op writing into a tensor whose elements share memory (an expanded
+    tensor), which eager's kernel refuses too, with the same message."""
 
 
 class DoubleBackwardError(AotAutogradError):

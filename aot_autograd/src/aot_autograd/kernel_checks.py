@@ -23,6 +23,11 @@ the op's kernel runs on the real values and raises eager's error); on real tenso
 the kernel runs on the real arguments, raising its error; with symbolic sizes the
 probe's error is raised.
 
+A factory (`arange`, `full`, `linspace`: no tensor argument) is probed as called, where
+its meta function says the result is small (at most `_FACTORY_PROBE_NUMEL` elements,
+the dtype's dispatch does not depend on the size): `arange(n, dtype=torch.bool)` raises
+eager's "not implemented for 'Bool'" at trace time. A larger one is not probed.
+
 Ops whose result depends on values (`nonzero`, `.item()`) or on random numbers
 are not probed, nor views (metadata only, checked by their meta functions).
 
@@ -224,6 +229,30 @@ def _probe(op: Any, args: tuple, kwargs: dict, capped: bool) -> Exception | None
     return None
 
 
+_FACTORY_PROBE_NUMEL = 1 << 16
+
+
+def _check_factory_accepts(op: Any, args: tuple, kwargs: dict, leaves: list) -> None:
+    """Run a factory op (no tensor argument) once, where its result is small: its kernel
+    may lack the requested dtype, which its meta function does not check."""
+    device = kwargs.get("device")
+    if device is not None and not _runs_here(torch.device(device)):
+        return
+    key = _signature(op, leaves)
+    if key is not None and key in _accepted:
+        return
+    hinted_args, hinted_kwargs = pytree.tree_map_only(_SYMBOLIC, _hint, (args, kwargs))
+    with _disable_current_modes(), torch.no_grad(), _autocast_off():
+        try:
+            shape = op(*hinted_args, **{**hinted_kwargs, "device": "meta"})
+        except Exception:  # noqa: BLE001 - the meta function's own error is raised later
+            return
+        if not isinstance(shape, torch.Tensor) or shape.numel() > _FACTORY_PROBE_NUMEL:
+            return
+        op(*hinted_args, **hinted_kwargs)  # eager's error, where its kernel raises one
+    _accept(key)
+
+
 def check_kernel_accepts(op: Any, args: tuple, kwargs: dict) -> None:
     """Raise where `op`'s real kernel rejects arguments like these (see the module docstring).
 
@@ -233,7 +262,10 @@ def check_kernel_accepts(op: Any, args: tuple, kwargs: dict) -> None:
         return
     leaves = pytree.tree_leaves((args, kwargs))
     tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
-    if not tensors or not all(_runs_here(t.device) for t in tensors):
+    if not tensors:
+        _check_factory_accepts(op, args, kwargs, leaves)
+        return
+    if not all(_runs_here(t.device) for t in tensors):
         return
     key = _signature(op, leaves)
     if key is not None and key in _accepted:

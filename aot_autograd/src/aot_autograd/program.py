@@ -25,7 +25,7 @@ from torch.utils import _python_dispatch
 import guards
 from aot_autograd.backward_formulas import autograd_nodes, override_backward_formulas
 from aot_autograd.cse import eliminate_common_subexpressions
-from aot_autograd.errors import AotAutogradError, SymbolicShapeError
+from aot_autograd.errors import AotAutogradError, OverlappingWriteError, SymbolicShapeError
 from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
 from aot_autograd.saved_tensors import SavedTensors, stale_saved_tensor_errors
 from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
@@ -686,6 +686,12 @@ def _trace_once(
                 grad_nodes = _trace_backward(
                     recorder, tracer, hooks, plan, values, grad_inputs, differentiable
                 )
+            except OverlappingWriteError as error:
+                # Eager's refusal, decided by the strides (fakes have them): autograd's
+                # backward of a write into an expanded view copies into the overlap.
+                if backward_error is not None:
+                    raise
+                raise _BackwardRaises(str(error)) from error
             except AotAutogradError:
                 raise
             except RuntimeError as error:

@@ -20,13 +20,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import sympy
 import torch
 import torch.utils._pytree as pytree
 from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 import guards
-from aot_autograd.errors import AotAutogradError, UnsupportedMutationError
+from aot_autograd.errors import (
+    AotAutogradError,
+    OverlappingWriteError,
+    UnsupportedMutationError,
+)
 from aot_autograd.kernel_checks import check_kernel_accepts, checks_values
 from aot_autograd.mutations import functional_variant, mutated_arguments
 from aot_autograd.symbolic import SizeNodes
@@ -113,6 +118,22 @@ def _has_no_elements(t: torch.Tensor) -> bool:
 
 def _has_symbolic_geometry(t: torch.Tensor) -> bool:
     return any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride()))
+
+
+def _size_expression(value: Any) -> sympy.Expr:
+    return value.node.expr if isinstance(value, torch.SymInt) else sympy.Integer(value)
+
+
+def _contiguous_by_expression(t: torch.Tensor) -> bool:
+    """Whether `t`'s strides are, as expressions of its sizes, the row-major ones (no
+    guard: sizes that make other strides row-major too are not considered)."""
+    expected = sympy.Integer(1)
+    for size, stride in reversed(list(zip(t.shape, t.stride()))):
+        size = _size_expression(size)
+        if size != 1 and sympy.expand(_size_expression(stride) - expected) != 0:
+            return False
+        expected = expected * size
+    return True
 
 
 def _is_dense(t: torch.Tensor) -> bool:
@@ -587,8 +608,9 @@ class GraphRecorder:
                 "input (aot_module lifts parameters and buffers) so the update can be kept"
             )
         raw = new_value
-        if not record.chain and not _has_symbolic_geometry(t):
-            new_value = self._in_layout_of(tuple(t.shape), tuple(t.stride()), new_value)
+        # A view keeps its strides too: later reads of it (`v = x.t(); v.masked_fill_(m, 0);
+        # v + v`) must see eager's layout, not the functional form's.
+        new_value = self._in_layout_of(tuple(t.shape), tuple(t.stride()), new_value)
         child = new_value
         if record.chain:
             parents = [base.node]
@@ -637,14 +659,16 @@ class GraphRecorder:
 
         An in-place op keeps its tensor's strides, where the functional form may not
         (`masked_fill` of a transposed tensor is contiguous): later reads of the tensor
-        must see eager's layout (a result computed from it keeps it). Dense layouts and
-        static sizes only; other cases keep the functional form's strides.
+        must see eager's layout (a result computed from it keeps it). Dense layouts only;
+        other cases keep the functional form's strides. Symbolic sizes and strides are
+        compared as expressions, without guards.
         """
         new = value.meta.get("val")
-        if not isinstance(new, torch.Tensor) or _has_symbolic_geometry(new):
+        if not isinstance(new, torch.Tensor):
             return value
-        if any(isinstance(v, torch.SymInt) for v in (*shape, *stride)):
-            return value
+        symbolic = _has_symbolic_geometry(new)
+        if symbolic or any(isinstance(v, torch.SymInt) for v in (*shape, *stride)):
+            return self._in_symbolic_layout_of(shape, stride, value, new)
         if tuple(new.shape) != tuple(shape):
             return value
         significant = [(size, step) for size, step in zip(shape, stride) if size != 1]
@@ -657,6 +681,41 @@ class GraphRecorder:
             {"dtype": new.dtype, "device": new.device},
         )
         return self.emit(aten.copy.default, (empty, value))
+
+    def _in_symbolic_layout_of(
+        self, shape: tuple, stride: tuple, value: fx.Node, new: torch.Tensor
+    ) -> fx.Node:
+        exprs = [(_size_expression(n), _size_expression(s)) for n, s in zip(shape, stride)]
+        new_exprs = [
+            (_size_expression(n), _size_expression(s)) for n, s in zip(new.shape, new.stride())
+        ]
+        if [n for n, _ in exprs] != [n for n, _ in new_exprs]:
+            return value
+        significant = [(n, s) for n, s in exprs if n != 1]
+        if all(
+            sympy.expand(s - t) == 0 for (n, s), (_, t) in zip(exprs, new_exprs) if n != 1
+        ) or not _is_dense_by_expression(significant):
+            return value
+        empty = self.emit(
+            aten.empty_strided.default,
+            (list(shape), list(stride)),
+            {"dtype": new.dtype, "device": new.device},
+        )
+        return self.emit(aten.copy.default, (empty, value))
+
+
+def _is_dense_by_expression(sizes_and_strides: list[tuple[sympy.Expr, sympy.Expr]]) -> bool:
+    """`_is_dense_layout` of size and stride expressions: each stride, taken in turn, is
+    the product of the sizes taken before it (the innermost stride 1), as expressions."""
+    remaining = list(sizes_and_strides)
+    expected = sympy.Integer(1)
+    while remaining:
+        match = next((p for p in remaining if sympy.expand(p[1] - expected) == 0), None)
+        if match is None:
+            return False
+        remaining.remove(match)
+        expected = expected * match[0]
+    return True
 
 
 def _is_dense_layout(sizes_and_strides: list[tuple[int, int]]) -> bool:
@@ -761,12 +820,13 @@ def _check_no_overlapping_write(func: Any, args: tuple, kwargs: dict) -> None:
                 return
         except UnsupportedMutationError:
             pass
-        raise UnsupportedMutationError(_OVERLAP_REFUSED)
+        raise OverlappingWriteError(_OVERLAP_REFUSED)
 
 
 class KernelChecks(TorchDispatchMode):
-    """Runs each op after the tracer's check that eager's kernel accepts its arguments
-    (fake kernels accept more), recording nothing."""
+    """Runs each op after the tracer's checks that eager's kernel accepts its arguments
+    (fake kernels accept more; eager refuses most writes into elements sharing memory),
+    recording nothing."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -775,6 +835,7 @@ class KernelChecks(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
         check_kernel_accepts(func, args, kwargs)
+        _check_no_overlapping_write(func, args, kwargs)
         return func(*args, **kwargs)
 
 
@@ -893,7 +954,7 @@ class AtenTracer(TorchDispatchMode):
         if not tensors or not all(guards.is_fake(t) for t in tensors):
             return out
         if any(_has_symbolic_geometry(t) for t in (*tensors, *results)):
-            return out
+            return self._in_eager_symbolic_layout(func, args, kwargs, out, tensors)
         if all(t.is_contiguous() for t in tensors):
             return out
         expected = func(*args, **kwargs)  # (on fakes: metadata only, nothing traced)
@@ -901,6 +962,34 @@ class AtenTracer(TorchDispatchMode):
         if len(expected) != len(results):
             return out
         fixed = [self._restrided(r, e) for r, e in zip(results, expected)]
+        if all(f is r for f, r in zip(fixed, results)):
+            return out
+        return type(out)(fixed) if isinstance(out, (tuple, list)) else fixed[0]
+
+    def _in_eager_symbolic_layout(
+        self, func: Any, args: tuple, kwargs: dict, out: Any, tensors: list
+    ) -> Any:
+        """`_in_eager_layout` with symbolic sizes, compared as expressions, without guards:
+        a result eager gives row-major strides (`masked_fill` of a transposed tensor)
+        that the decomposition does not is copied to them. Other layouts are kept."""
+        if all(_contiguous_by_expression(t) for t in tensors):
+            return out
+        results = out if isinstance(out, (tuple, list)) else (out,)
+        expected = func(*args, **kwargs)  # (on fakes: metadata only, nothing traced)
+        expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+        if len(expected) != len(results):
+            return out
+        fixed = []
+        for r, e in zip(results, expected):
+            if (
+                isinstance(e, torch.Tensor)
+                and len(e.shape) == len(r.shape)
+                and _contiguous_by_expression(e)
+                and not _contiguous_by_expression(r)
+            ):
+                with self:
+                    r = aten.clone.default(r, memory_format=torch.contiguous_format)
+            fixed.append(r)
         if all(f is r for f, r in zip(fixed, results)):
             return out
         return type(out)(fixed) if isinstance(out, (tuple, list)) else fixed[0]

@@ -118,6 +118,33 @@ def _assertion(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     return None
 
 
+# Binary elementwise ops whose meta function (a Python decomposition) lays out the
+# result apart from eager's kernel, a TensorIterator: that one follows the operands'
+# layout, the first operand's where two disagree, a 0-d tensor not counting (`x.t() //
+# y.sum()` keeps the transposed strides). The result takes the layout of `add` of the
+# same operands, a TensorIterator meta kernel.
+_TENSOR_ITERATOR_LAYOUT_OPS = (
+    aten.floor_divide.default,
+    aten.floor_divide.Scalar,
+    aten.div.Tensor_mode,
+    aten.div.Scalar_mode,
+    aten.copysign.Tensor,
+    aten.copysign.Scalar,
+    aten.xlogy.Tensor,
+    aten.xlogy.Scalar_Other,
+)
+
+
+@register_fake_rule(*_TENSOR_ITERATOR_LAYOUT_OPS)
+def _tensor_iterator_layout(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    fakes = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    out = mode._run_meta(func, args, kwargs, fakes)
+    layout = mode._run_meta(aten.add.Tensor, tuple(args[:2]), {}, fakes)
+    if tuple(layout.shape) != tuple(out.shape) or layout.stride() == out.stride():
+        return out
+    return out.new_empty_strided(out.shape, layout.stride())
+
+
 # Operators that legitimately take tensors on different devices; the output
 # (if new) goes on the device of the first tensor argument.
 MIXED_DEVICE_OPS: frozenset[Any] = frozenset(

@@ -98,6 +98,18 @@ REJECTED = {
         lambda a: (a % (a > 1), a * 2)[1],
         torch.tensor([1, 2], dtype=torch.int32),
     ),
+    "dead_arange_of_bool": (
+        lambda a: (torch.arange(a.shape[0], dtype=torch.bool), a * 2)[1],
+        torch.ones(3),
+    ),
+    "dead_arange_of_complex": (
+        lambda a: (torch.arange(0, a.shape[0], 1, dtype=torch.complex64), a * 2)[1],
+        torch.ones(3),
+    ),
+    "dead_linspace_of_bool": (
+        lambda a: (torch.linspace(0, 1, a.shape[0], dtype=torch.bool), a * 2)[1],
+        torch.ones(3),
+    ),
     "dead_floor_divide_by_zero": (lambda a: (a // (a - 1), a * 2)[1], torch.tensor([1, 2])),
     "dead_in_place_fmod_by_zero": (
         lambda a: ((a + 1).fmod_(a - 1), a * 2)[1],
@@ -113,6 +125,17 @@ def test_compiled_raises_where_eager_kernel_rejects(fn, value, backend):
         fn(value.clone())
     with pytest.raises(type(eager.value)):
         ember.compile(fn, backend=backend)(value.clone())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_factory_of_a_dtype_its_kernel_lacks_raises_with_dynamic_sizes(backend):
+    def fn(a):
+        return (torch.arange(a.shape[0], dtype=torch.bool), a * 2)[1]
+
+    compiled = ember.compile(fn, backend=backend, dynamic=True)
+    for rows in (3, 5):
+        with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+            compiled(torch.ones(rows))
 
 
 MODIFIED_AFTER_SAVED = {
@@ -222,4 +245,27 @@ def test_backward_formula_eager_fails_in_raises_at_backward_only(op, backend):
         with pytest.raises(RuntimeError, match="bool tensor is not supported"):
             failing.sum().backward()
         results.append((failing.detach(), fine.detach(), x.grad))
+    torch.testing.assert_close(results[1], results[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_backward_through_a_write_into_an_expanded_view_raises_at_backward_only(backend, dynamic):
+    """Eager allows `masked_fill_` into an expanded view; autograd's backward of that
+    write copies into the expanded strides, which eager refuses at `backward()`."""
+
+    def fn(x):
+        y = x * 2
+        view = y.unsqueeze(0).expand(2, *y.shape)
+        view.masked_fill_(view < 0, 0)
+        return view, x.cos()
+
+    results = []
+    for run in (fn, ember.compile(fn, backend=backend, dynamic=dynamic)):
+        x = torch.tensor([0.5, -2.0, 1.5], requires_grad=True)
+        written, fine = run(x)
+        fine.sum().backward()
+        with pytest.raises(RuntimeError, match="more than one element of the written-to"):
+            written.sum().backward()
+        results.append((written.detach(), fine.detach(), x.grad))
     torch.testing.assert_close(results[1], results[0])

@@ -141,3 +141,71 @@ def _check_against(program, eager_args, compiled_args, tensors, backend, grad_mo
             (actual * weight).sum(), [compiled_tensors[i] for i in wanted]
         )
         torch.testing.assert_close(grads_a, grads_e, rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+FLOOR_DIVISIONS = {
+    "by_a_sum": lambda x: x.t() // x.sum(),
+    "by_the_untransposed": lambda x: x.mT // x,
+    "div_floor": lambda x: torch.div(x.t(), x.sum() + 3, rounding_mode="floor"),
+    "copysign": lambda x: torch.copysign(x.t(), x.sum()),
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("name", sorted(FLOOR_DIVISIONS))
+def test_floor_division_of_a_transposed_tensor_keeps_eager_strides(name, dynamic, backend):
+    fn = FLOOR_DIVISIONS[name]
+    compiled = ember.compile(fn, backend=backend, dynamic=dynamic)
+    for size in (3, 5):
+        x = torch.randn(size, size)
+        expected, actual = fn(x), compiled(x)
+        torch.testing.assert_close(actual, expected)
+        assert actual.stride() == expected.stride()
+
+
+CONTIGUOUS_RESULTS = {
+    "masked_fill": lambda x: x.masked_fill(x > 0, 0),
+    "masked_fill_bool": lambda x: (x > 0).masked_fill(x > 1, False),
+    "masked_fill_tensor": lambda x: x.masked_fill(x > 0, x.sum()),
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("name", sorted(CONTIGUOUS_RESULTS))
+def test_contiguous_result_of_a_permuted_input_keeps_eager_strides_with_symbolic_sizes(
+    name, dynamic, backend
+):
+    """Eager's masked_fill returns a row-major tensor; its decomposition (a where)
+    follows the permuted input, which a copy sets right for symbolic sizes too."""
+    fn = CONTIGUOUS_RESULTS[name]
+    compiled = ember.compile(fn, backend=backend, dynamic=dynamic)
+    for rows, cols in ((1, 1), (2, 5), (4, 3)):
+        x = torch.randn(rows, cols).permute(1, 0)
+        expected, actual = fn(x), compiled(x)
+        torch.testing.assert_close(actual, expected)
+        assert actual.stride() == expected.stride()
+
+
+VIEWS_WRITTEN_THEN_READ = {
+    "transpose_masked_fill_": lambda x: x.transpose(1, 0).masked_fill_(x.t() < 0, 0) * 2,
+    "movedim_masked_fill_": lambda x: x.unsqueeze(0).movedim(2, 1).masked_fill_(x.t() > 1, 1) / 3,
+    "transpose_clamp_": lambda x: x.t().clamp_(min=0) + 1,
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("name", sorted(VIEWS_WRITTEN_THEN_READ))
+def test_view_written_in_place_is_read_in_its_own_layout(name, dynamic, backend):
+    """A view keeps its strides through an in-place write; a result computed from it
+    follows them (eager's TensorIterator), not the functional form's row-major ones."""
+    fn = VIEWS_WRITTEN_THEN_READ[name]
+    compiled = ember.compile(fn, backend=backend, dynamic=dynamic)
+    for rows, cols in ((3, 4), (5, 2), (4, 7)):
+        x = torch.randn(rows, cols)
+        expected, actual = fn(x.clone()), compiled(x.clone())
+        torch.testing.assert_close(actual, expected)
+        sized = [d for d in range(expected.dim()) if expected.shape[d] > 1]  # a size-1
+        assert [actual.stride(d) for d in sized] == [expected.stride(d) for d in sized]

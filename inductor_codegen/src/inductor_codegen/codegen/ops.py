@@ -45,7 +45,7 @@ OPS: dict[str, Spelling] = {
     "add": same(infix("+")),
     "sub": same(infix("-")),
     "mul": same(infix("*")),
-    "truediv": same(infix("/")),
+    "truediv": Spelling(cpp=infix("/"), triton=triton.divide),
     "eq": same(infix("==")),
     "ne": same(infix("!=")),
     "lt": Spelling(cpp=cpp.quiet_compare("<", "__builtin_isless"), triton=infix("<")),
@@ -58,17 +58,24 @@ OPS: dict[str, Spelling] = {
     "neg": same(lambda a, d, o: f"(-{a[0]})"),
     "floordiv": Spelling(
         cpp=cpp.templated("ember_floordiv"),
-        triton=triton.by_kind(call("ember_floordiv_int"), call("ember_floordiv_float")),
+        triton=triton.by_kind(
+            call("ember_floordiv_int"), triton.float_helper("ember_floordiv_float")
+        ),
     ),
     "truncdiv": Spelling(
         cpp=cpp.templated("ember_truncdiv"),
-        triton=triton.by_kind(infix("//"), call("ember_truncdiv_float")),
+        triton=triton.by_kind(infix("//"), triton.float_helper("ember_truncdiv_float")),
     ),
     "remainder": Spelling(
         cpp=cpp.templated("ember_remainder"),
-        triton=triton.by_kind(call("ember_remainder_int"), call("ember_remainder_float")),
+        triton=triton.by_kind(
+            call("ember_remainder_int"), triton.float_helper("ember_remainder_float")
+        ),
     ),
-    "fmod": Spelling(cpp=cpp.templated("ember_fmod"), triton=infix("%")),
+    "fmod": Spelling(
+        cpp=cpp.templated("ember_fmod"),
+        triton=triton.by_kind(infix("%"), triton.float_helper("ember_fmod_float")),
+    ),
     "pow": Spelling(
         cpp=cpp.integral_or(cpp.templated("ember_ipow"), call("std::pow")), triton=triton.power
     ),
@@ -132,7 +139,7 @@ OPS: dict[str, Spelling] = {
     ),
     "reciprocal": Spelling(
         cpp=lambda a, d, o: f"({cpp.compute_type(o)}(1) / {a[0]})",
-        triton=lambda a, d, o: f"(1.0 / {a[0]})",
+        triton=lambda a, d, o: triton.divide(["1.0", a[0]], [o, d[0]], o),
     ),
     "floor": Spelling(cpp=call("std::floor"), triton=call("tl.floor")),
     "ceil": Spelling(cpp=call("std::ceil"), triton=call("tl.ceil")),

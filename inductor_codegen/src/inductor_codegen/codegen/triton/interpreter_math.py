@@ -33,6 +33,7 @@ LIBDEVICE_NUMPY = {
         otypes=[np.float64],
     ),
     "pow": np.power,
+    "fmod": np.fmod,
     "fmax": np.fmax,
     "fmin": np.fmin,
     "atan2": np.arctan2,

@@ -19,6 +19,8 @@ __all__ = [
     "by_kind",
     "cast_text",
     "compute_dtype",
+    "divide",
+    "float_helper",
     "literal",
     "maximum",
     "minimum",
@@ -108,13 +110,49 @@ def sqrt(args, dtypes, out):
     return f"tl.sqrt_rn({args[0]})"
 
 
+def in_compute_type(text: str, dtype: torch.dtype, out: torch.dtype) -> str:
+    """`text` as a tensor of out's compute type: a literal becomes one (Python floats are
+    float32 to Triton), a value of another compute type is converted."""
+    target = compute_dtype(out)
+    wrapped = as_tensor_text(text, target)
+    if wrapped != text:
+        return wrapped
+    if compute_dtype(dtype) != target:
+        return f"{text}.to({TRITON_DTYPES[target]})"
+    return text
+
+
+def divide(args, dtypes, out):
+    """Correctly rounded float division, as eager's: Triton's `/` on float32 is
+    `div.full.f32` (2 ulp), so `x / x` may be just below 1 and a floor of a quotient off
+    by one. `tl.div_rn` takes float32 only; float64's `/` is already correctly rounded."""
+    if compute_dtype(out) != torch.float32:
+        return f"({args[0]} / {args[1]})"
+    a, b = (in_compute_type(t, d, out) for t, d in zip(args, dtypes))
+    return f"tl.div_rn({a}, {b})"
+
+
+def float_helper(name: str):
+    """A prelude function of float tensors (`ember_floordiv_float(a, b)`), its operands in
+    the result's compute type: the helpers read their dtype, which a literal has not."""
+
+    def emit(args, dtypes, out):
+        operands = [in_compute_type(t, d, out) for t, d in zip(args, dtypes)]
+        return f"{name}({', '.join(operands)})"
+
+    return emit
+
+
 def power(args, dtypes, out):
     if args[1] in SMALL_POWERS:  # x**2, x**3 (GELU's tanh form) as products, not libdevice.pow
         return "(" + " * ".join([args[0]] * SMALL_POWERS[args[1]]) + ")"
     if args[1] == "0.5" and out.is_floating_point:
         return sqrt(args[:1], dtypes[:1], out)
     if out.is_floating_point:
-        return f"libdevice.pow({args[0]}, {args[1]})"
+        # libdevice.pow has (float32, float32) and (float64, float64) forms, no mixed one:
+        # both operands in the result's compute type (a float64 base, a literal exponent).
+        base, exponent = (in_compute_type(t, d, out) for t, d in zip(args, dtypes))
+        return f"libdevice.pow({base}, {exponent})"
     base = f"{args[0]}.to(tl.float64)"
     return f"libdevice.pow({base}, {args[1]}.to(tl.float64)).to({TRITON_DTYPES[out]})"
 

@@ -10,13 +10,19 @@ import os
 import triton
 import triton.language as tl
 
+from inductor_codegen.codegen.triton.runtime import libdevice_module
+
+libdevice = libdevice_module()
+
 __all__ = [
     "ember_any_combine",
     "ember_argmax_combine",
     "ember_argmin_combine",
+    "ember_div_rn",
     "ember_dot",
     "ember_dot_ieee",
     "ember_floordiv_float",
+    "ember_fmod_float",
     "ember_floordiv_int",
     "ember_max_combine",
     "ember_min_combine",
@@ -42,19 +48,45 @@ def ember_remainder_int(a, b):
 
 
 @triton.jit
+def ember_div_rn(a, b):
+    """Correctly rounded division of two float tensors (`/` is 2 ulp on float32)."""
+    if a.dtype == tl.float64:
+        q = a / b
+    else:
+        q = tl.div_rn(a, b)
+    return q
+
+
+@triton.jit
+def ember_fmod_float(a, b):
+    """C's fmod, exact as eager's: Triton's `%` of floats is a - trunc(a / b) * b, off
+    (even in sign) where the quotient rounds (fmod(1.0, 0.1) came out -1.5e-8)."""
+    return libdevice.fmod(a, b)
+
+
+@triton.jit
 def ember_floordiv_float(a, b):
-    return tl.floor(a / b)
+    """Eager's floor division of float tensors: the exact quotient of a - fmod(a, b), not
+    floor(a / b) (1.0 // 0.1 is 9, while 1.0 / 0.1 rounds to 10)."""
+    quotient = ember_div_rn(a, b)
+    mod = ember_fmod_float(a, b)
+    div = ember_div_rn(a - mod, b)
+    div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    floordiv = tl.floor(div)
+    floordiv = tl.where(div - floordiv > 0.5, floordiv + 1, floordiv)
+    floordiv = tl.where(div == 0, quotient * 0, floordiv)  # a zero with the quotient's sign
+    return tl.where(b == 0, quotient, floordiv)
 
 
 @triton.jit
 def ember_truncdiv_float(a, b):
-    q = a / b
+    q = ember_div_rn(a, b)
     return tl.where(q < 0, tl.ceil(q), tl.floor(q))
 
 
 @triton.jit
 def ember_remainder_float(a, b):
-    r = a % b
+    r = ember_fmod_float(a, b)
     return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
 
 
