@@ -9,7 +9,9 @@ compiled by the code generator, and the compiler's own report must say that
 every kernel has a vectorized loop (or one turned into memcpy/memset).
 A concatenation or a pad loads in a branch per piece, which gcc cannot
 if-convert: the loop is split where the pieces meet. gcc 12 leaves a bool to
-float conversion (a dropout mask) scalar: it goes through int32.
+float conversion (a dropout mask) scalar: it goes through int32. gcc 12 leaves an
+argmax spelled as three or more selects scalar where only the index is stored (max
+pool's indices): an integer select is a bit blend.
 """
 
 from __future__ import annotations
