@@ -9,7 +9,9 @@ compiled by the code generator, and the compiler's own report must say that
 every kernel has a vectorized loop (or one turned into memcpy/memset).
 A concatenation or a pad loads in a branch per piece, which gcc cannot
 if-convert: the loop is split where the pieces meet. gcc 12 leaves a bool to
-float conversion (a dropout mask) scalar: it goes through int32.
+float conversion (a dropout mask) scalar: it goes through int32. gcc 12 leaves an
+argmax spelled as three or more selects scalar where only the index is stored (max
+pool's indices): an integer select is a bit blend.
 """
 
 from __future__ import annotations
@@ -198,3 +200,100 @@ def test_loads_of_a_piece_stay_inside_its_loop(tmp_path):
     first_piece = next(i for i, line in enumerate(kernel) if re.search(r"< \w+_split0;", line))
     loads = [i for i, line in enumerate(kernel) if "= in_ptr" in line]
     assert loads and min(loads) > first_piece, "\n".join(kernel)
+
+
+def _pool_input(shape):
+    """Random values with NaNs (one or two in a window), ties and -inf windows."""
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    x[0, 0, 0, :4] = float("nan")  # every element of a 2x2 window's top row
+    x[0, 1, 2, 3] = float("nan")
+    x[0, 1, 3, 2] = float("nan")
+    x[0, 2, :2, :2] = float("-inf")  # a window of -inf: its first index
+    x[0, 3, :4, :4] = 1.5  # ties: the first index of each window
+    x[1, 0, 4:6, 4:6] = torch.tensor([[2.0, -float("inf")], [2.0, float("nan")]])
+    x[1, 1, :, 1::2] = x[1, 1, :, ::2]  # ties along a row
+    x[1, 2] = float("-inf")
+    return x
+
+
+@pytest.mark.parametrize(
+    "kernel, stride, padding", [(2, 2, 0), (3, 2, 1), (3, 1, 0), (2, 1, 0), (3, 3, 0)]
+)
+def test_max_pool_indices_are_vectorized_and_match_eager(tmp_path, kernel, stride, padding):
+    # the indices are a chain of int64 selects, one a window element, each driven by a
+    # float comparison (`v > max || isnan(v)`); gcc 12 left three or more such selects
+    # scalar, and vectorizes them as a bit blend
+    x = _pool_input((2, 8, 16, 16))
+
+    def f(x):
+        return F.max_pool2d(x, kernel, stride, padding, return_indices=True)
+
+    compiled, _ = compile_fn(f, x, options={"cache_dir": tmp_path})
+    (values, indices), (expected_values, expected_indices) = compiled(x), f(x)
+    torch.testing.assert_close(values, expected_values, equal_nan=True)
+    assert torch.equal(indices, expected_indices)
+    if padding == 0:  # a padded window loads under a mask, in a branch
+        _assert_every_kernel_vectorized(tmp_path)
+
+
+def test_max_pool_indices_channels_last_and_three_dims_match_eager(tmp_path):
+    x = _pool_input((2, 8, 16, 16)).contiguous(memory_format=torch.channels_last)
+    y = _pool_input((2, 8, 16, 16)).reshape(2, 8, 4, 8, 8)
+
+    def f(x, y):
+        return (
+            F.max_pool2d(x, 2, return_indices=True),
+            F.max_pool3d(y, 2, return_indices=True),
+            F.max_pool2d(-x, (1, 3), (1, 2), return_indices=True),
+        )
+
+    compiled, _ = compile_fn(f, x, y, options={"cache_dir": tmp_path})
+    for actual, expected in zip(compiled(x, y), f(x, y)):
+        torch.testing.assert_close(actual[0], expected[0], equal_nan=True)
+        assert torch.equal(actual[1], expected[1])
+
+
+@pytest.mark.parametrize("stages", [3, 5])
+@pytest.mark.parametrize(
+    "dtype", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64], ids=str
+)
+def test_argmax_chain_of_integer_selects_is_vectorized_and_exact(tmp_path, dtype, stages):
+    # an argmax over columns spelled as selects: the running maximum only decides, the
+    # index is stored; gcc 12 left three or more such stages scalar. The indices run
+    # between the type's extremes (a blend must not overflow); NaN, ties and -inf
+    torch.manual_seed(0)
+    xs = torch.randn(stages, 4096)
+    xs[:, ::7] = xs[0, ::7]
+    xs[1, ::5] = float("nan")
+    xs[2, ::3] = float("nan")
+    xs[:, ::11] = -float("inf")
+    info = torch.iinfo(dtype)
+    ramp = torch.linspace(info.min, info.max, 4096, dtype=torch.float64).to(dtype)
+
+    def f(xs, ramp):
+        best, index = torch.full_like(xs[0], -float("inf")), ramp
+        for k in range(stages):
+            take = (xs[k] > best) | xs[k].isnan()
+            best = torch.where(take, xs[k], best)
+            index = torch.where(take, ramp.flip(0) if k % 2 else ramp - k, index)
+        return index
+
+    compiled, _ = compile_fn(f, xs, ramp, options={"cache_dir": tmp_path})
+    actual, expected = compiled(xs, ramp), f(xs, ramp)
+    assert actual.dtype == expected.dtype and torch.equal(actual, expected)
+    _assert_every_kernel_vectorized(tmp_path)
+
+
+def test_integer_select_inside_a_padded_window_matches_eager(tmp_path):
+    # a select in a masked branch (a pad's window) keeps `?:`: its sides are loads
+    x, i, j = torch.randn(6, 9), torch.randint(-50, 50, (6, 9)), torch.randint(-50, 50, (6, 9))
+
+    def f(x, i, j):
+        return F.pad(torch.where(x > 0, i, j), (2, 3), value=7), F.pad(
+            torch.where(x > 0, i, i), (1, 0)
+        )
+
+    compiled, _ = compile_fn(f, x, i, j, options={"cache_dir": tmp_path})
+    for actual, expected in zip(compiled(x, i, j), f(x, i, j)):
+        assert torch.equal(actual, expected)

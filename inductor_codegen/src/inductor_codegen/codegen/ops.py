@@ -98,7 +98,7 @@ OPS: dict[str, Spelling] = {
         cpp=infix("!="), triton=lambda a, d, o: f"(({a[0]} != 0) ^ ({a[1]} != 0))"
     ),
     "where": Spelling(
-        cpp=lambda a, d, o: f"({a[0]} ? {a[1]} : {a[2]})",
+        cpp=cpp.select,
         triton=lambda a, d, o: f"tl.where({a[0]}, {a[1]}, {a[2]})",
     ),
     "abs": Spelling(cpp=call("std::abs"), triton=call("tl.abs")),

@@ -197,6 +197,11 @@ class Scope(ScopeChain):
             a = self.value(expr.args[1], inline=True)
             b = self.value(expr.args[2], inline=True)
             return f"({cond} ? {self._as(a, expr.args[1].dtype, expr.dtype)} : {self._as(b, expr.args[2].dtype, expr.dtype)})"
+        if expr.name == "where" and inline:
+            # NOTE: in a masked branch the sides are inline text (loads among them), which
+            # `?:` evaluates only where taken; the table's integer blend reads both.
+            cond, a, b = (self.value(arg, inline) for arg in expr.args)
+            return f"({cond} ? {a} : {b})"
         if expr.name == "to_dtype":
             return cast_text(self.value(expr.args[0], inline), expr.args[0].dtype, expr.dtype)
         args = [self.value(a, inline) for a in expr.args]

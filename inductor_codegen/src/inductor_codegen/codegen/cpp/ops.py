@@ -10,6 +10,7 @@ __all__ = [
     "bool_infix",
     "compute_type",
     "integral_or",
+    "select",
     "templated",
 ]
 
@@ -61,6 +62,26 @@ def quiet_compare(symbol: str, builtin: str):
         return f"({args[0]} {symbol} {args[1]})"
 
     return emit
+
+
+def select(args, dtypes, out):
+    """`where(cond, a, b)` on values already evaluated (both sides are, as in eager).
+
+    Integers are blended bitwise (`ember_select_bits`): gcc 12 leaves a loop of three or
+    more int64 selects driven by float comparisons (a max pool's indices) scalar, and
+    vectorizes the blend. Two equal sides need no select. Floats keep `?:`, which gcc
+    vectorizes and a blend would not keep bit-exact.
+    """
+    cond, a, b = args
+    if a == b:
+        return a
+    if all(_is_integer(d) for d in (out, *dtypes[1:])):
+        return f"ember_select_bits<{compute_type(out)}>({cond}, {a}, {b})"
+    return f"({cond} ? {a} : {b})"
+
+
+def _is_integer(dtype: torch.dtype) -> bool:
+    return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
 
 
 def templated(fn):

@@ -105,6 +105,12 @@ template <typename I, typename F> static inline I ember_float_to_int(F x) {
 // Branch-free (vectorizable: two selects, no `||`); a NaN in either argument wins.
 template <typename T> static inline T ember_maximum(T a, T b) { T m = a > b ? a : b; return a != a ? a : m; }
 template <typename T> static inline T ember_minimum(T a, T b) { T m = a < b ? a : b; return a != a ? a : m; }
+// An integer select as a bit blend: b, with the bits where a differs taken from a when c
+// holds. gcc 12 leaves a loop scalar where a chain of three or more int64 selects is
+// driven by float comparisons (a max pool's indices); the blend it vectorizes.
+template <typename T> static inline T ember_select_bits(bool c, T a, T b) {
+  return static_cast<T>(b ^ ((a ^ b) & -static_cast<T>(c)));
+}
 template <typename T> static inline T ember_floordiv(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     if (b == 0) return 0;
