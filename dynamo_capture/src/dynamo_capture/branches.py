@@ -43,6 +43,10 @@ class BranchPlan:
     test); `BranchStage` takes the value's truth eagerly and runs the part resuming at
     the jump's target or at the instruction after it, each to the frame's end.
     `contexts` are the `with` blocks open at the jump, re-entered by both parts.
+    `iterators`: the iterators of the `for` loops around the jump (below the tested
+    value): handed on with it in `___stack` and pushed back by both parts' prologues,
+    so a part resumes inside the loops, as torch.compile carries a loop's iterator into
+    its resume function.
     """
 
     jump: int
@@ -51,6 +55,7 @@ class BranchPlan:
     jumps_if: bool  # the jump is taken when the value is true
     body_start: int
     contexts: tuple[ContextSpec, ...] = ()
+    iterators: int = 0
 
 
 def plan_branch(
@@ -83,13 +88,27 @@ def plan_branch(
     depths = _depths(insts)
     if withs > len(contexts):
         return "the jump lies in a `with` block capture cannot re-enter"
-    if depths.get(offset) != withs + 1:
-        return "values other than the tested one lie on the stack (a loop's iterator)"
-    if depths.get(target) != withs or depths.get(fallthrough) != withs:
-        return "a branch starts with values on the stack"
+    loops = _enclosing_loops(insts, offset, generated)
+    if loops and withs:
+        return "the jump lies in both a loop and a `with` block"
+    if depths.get(offset) != withs + loops + 1:
+        return "values other than the tested one and loops' iterators lie on the stack"
+    below = withs + loops
+    if depths.get(target) != below or depths.get(fallthrough) != below:
+        return "a branch starts with values on the stack other than loops' iterators"
     body_start = next(i.offset for i in insts if i.opname not in _PRELUDE)
     return BranchPlan(
-        offset, target, fallthrough, "TRUE" in inst.opname, body_start, contexts[:withs]
+        offset, target, fallthrough, "TRUE" in inst.opname, body_start, contexts[:withs], loops
+    )
+
+
+def _enclosing_loops(insts: list[dis.Instruction], offset: int, generated: int) -> int:
+    """How many `for` loops of the frame's own code hold `offset` in their body (from
+    their FOR_ITER to its exit target); each keeps its iterator on the stack there."""
+    return sum(
+        1
+        for inst in insts
+        if inst.opname == "FOR_ITER" and inst.offset < offset < inst.argval <= generated
     )
 
 
@@ -119,7 +138,7 @@ class BranchStage:
         self.parts: dict[int, Any] = {}
 
     def __call__(self, *values: Any) -> Any:
-        (tested,) = values[self.slot]
+        tested = values[self.slot][-1]  # above the loops' iterators, if any
         taken = bool(tested) is self.plan.jumps_if  # as the jump takes its value's truth
         start = self.plan.target if taken else self.plan.fallthrough
         part = self.parts.get(start)

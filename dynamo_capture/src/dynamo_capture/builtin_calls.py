@@ -350,8 +350,10 @@ def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
     if is_lazy(args[0]):
         return lazy_enumerate(tx, args[0], start)
     items = sequence_items(tx, args[0])
+    ranged = isinstance(args[0], PythonValue) and type(args[0].obj) is range
     return IteratorValue(
-        [TupleValue([PythonValue(start + i), item]) for i, item in enumerate(items)]
+        [TupleValue([PythonValue(start + i), item]) for i, item in enumerate(items)],
+        kind="iter" if ranged else "enumerate",  # torch.compile folds one over a range
     )
 
 
@@ -396,7 +398,14 @@ def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
     from dynamo_capture.calls import call
 
     (value,) = args
-    if isinstance(value, IteratorValue) and value.kind in ("generator", "map", "filter", "zip"):
+    if isinstance(value, IteratorValue) and value.kind in (
+        "generator",
+        "map",
+        "filter",
+        "zip",
+        "range",
+        "enumerate",
+    ):
         name = python_type_of(value).__name__
         raise ExceptionRaised(PythonValue(TypeError(f"'{name}' object is not reversible")))
     own = _user_dunder(tx, value, "__reversed__")

@@ -256,6 +256,8 @@ _ITERATOR_TYPES: dict[str, type] = {
     "map": map,
     "filter": filter,
     "generator": types.GeneratorType,
+    "range": type(iter(range(0))),
+    "enumerate": enumerate,
 }
 
 
@@ -802,7 +804,8 @@ def get_iter(tx: Translator, value: Value) -> IteratorValue:
         method = getattr(python_type_of(current), "__iter__", None)
         if isinstance(method, types.FunctionType):
             return _user_iterator(tx, current, method)
-    return IteratorValue(sequence_items(tx, value))
+    ranged = isinstance(current, PythonValue) and type(current.obj) is range
+    return IteratorValue(sequence_items(tx, value), kind="range" if ranged else "iter")
 
 
 def _user_iterator(tx: Translator, value: Value, method: types.FunctionType) -> IteratorValue:
