@@ -759,7 +759,9 @@ def _submodule_source(source: Any, name: str, module: Any) -> Any:
 
 
 def realize(tx: Translator, value: Value) -> Value:
-    """An outside list/tuple/dict holding tensors, as a container of Values (items guarded)."""
+    """An outside list/tuple/dict holding tensors, as a container of Values (items guarded);
+    one the frame changed is its shadow (what it holds now)."""
+    value = side_effects.current(tx, value)
     if isinstance(value, PythonValue) and value.source is not None and not is_constant(value.obj):
         if type(value.obj) in (list, tuple):
             items = [realize(tx, item) for item in _real_items(tx, value)]
