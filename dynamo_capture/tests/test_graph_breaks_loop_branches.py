@@ -5,7 +5,8 @@ capture cuts the frame at the jump itself: the graph before it holds the test, a
 loops' iterators ride on with the tested value, so the part resuming at the taken
 branch continues inside the loops (each loop's next test is a cut of that part in
 turn). A range iterator is made again over the range left and guarded on it exactly,
-a tuple iterator over the items left (read as any argument's items). An enumerate of
+a tuple iterator over the items left (read as any argument's items), a list iterator
+over the same list at the same index (what the loop appends is still read). An enumerate of
 anything but a range runs the frame eagerly, as torch.compile; an iterator a local
 also holds is cut at the jump's statement.
 """
@@ -105,6 +106,15 @@ def return_in_enumerate_of_list(x):
     return x - 1
 
 
+def return_in_list_of_tensors_loop(xs):
+    acc = xs[0] * 0
+    for t in xs:
+        acc = acc + t
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
 PROGRAMS = {
     "return_in_range_loop": (return_in_range_loop, (-10, -2, 5)),
     "return_in_nested_range_loops": (return_in_nested_range_loops, (-4, 5)),
@@ -121,6 +131,46 @@ PROGRAMS = {
 def test_jump_in_loop_is_cut_like_torch(name):
     fn, shifts = PROGRAMS[name]
     check_like_torch(fn, _inputs(*shifts), calls=len(shifts))
+
+
+def test_jump_in_list_loop_is_cut_like_torch():
+    lists = iter(2 * [[torch.zeros(3) - 2, torch.ones(3), torch.ones(3)], [torch.ones(3)] * 2])
+    check_like_torch(return_in_list_of_tensors_loop, lambda: (next(lists),), calls=2)
+
+
+def test_list_growing_while_iterated_past_the_cut_keeps_eager_results():
+    def grows(xs):
+        acc = xs[0] * 0
+        for t in xs:
+            acc = acc + t
+            if len(xs) < 5:
+                xs.append(t + 0.5)
+            if acc.sum() > 0:
+                return acc, len(xs)
+        return acc - 1, len(xs)
+
+    def made_in_frame(x):
+        ws = [x, x + 1]
+        acc = x * 0
+        for w in ws:
+            acc = acc + w
+            if len(ws) < 4:
+                ws.append(w * 2)
+            if acc.sum() > 0:
+                return acc, ws
+        return acc, ws
+
+    compiled = dynamo_capture.optimize(grows, backend=CountingBackend())
+    for first in (-2.0, 1.0, -9.0, -2.0):
+        xs = [torch.zeros(3) + first, torch.ones(3)]
+        expected_xs = [t.clone() for t in xs]
+        expected = grows(expected_xs)
+        torch.testing.assert_close(compiled(xs), expected)
+        torch.testing.assert_close(xs, expected_xs)  # the caller's list, as eagerly
+    compiled = dynamo_capture.optimize(made_in_frame, backend=CountingBackend())
+    for shift in (-3.0, 5.0, -1.0):
+        x = torch.zeros(3) + shift
+        torch.testing.assert_close(compiled(x), made_in_frame(x))
 
 
 def test_jump_in_range_loop_resumes_inside_the_loop():

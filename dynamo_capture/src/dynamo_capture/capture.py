@@ -299,7 +299,8 @@ def _loop_iterators_handed_on(tx: Translator) -> str:
     """How a data-dependent jump with loops' iterators below its tested value is cut:
     "hand" where each can ride to the parts resuming at the jump's targets
     (branches.plan_branch): an iterator over items known now (a range, a tuple, an
-    enumerate of a range), made again over the items not yet read; "eager" (the whole
+    enumerate of a range), made again over the items not yet read, or over a list (the
+    same list, at the same index); "eager" (the whole
     frame) for an enumerate of anything else, as torch.compile; else "statement". One a
     local or another value also holds (`it = iter(xs)`) would be two objects after the
     cut, so its jump is cut at its statement."""
@@ -309,7 +310,12 @@ def _loop_iterators_handed_on(tx: Translator) -> str:
         return "hand"
     if any(it.kind == "enumerate" for it in real):
         return "eager"
-    if any(it.kind not in ("iter", "range") or it.produce or it.endless for it in real):
+    if any(
+        it.kind not in ("iter", "range")
+        or not (it.produce is None or isinstance(it.produce, ListSteps))
+        or it.endless
+        for it in real
+    ):
         return "statement"
     held = {id(it) for it in real}
     seen: set[int] = set()

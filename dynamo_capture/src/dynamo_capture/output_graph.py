@@ -111,7 +111,8 @@ def is_constant(obj: Any) -> bool:
 
 
 _RANGE_ITERATOR = type(iter(range(0)))
-_HANDED_ITERATORS = (type(iter(())), _RANGE_ITERATOR)
+_LIST_ITERATOR = type(iter([]))
+_HANDED_ITERATORS = (type(iter(())), _RANGE_ITERATOR, _LIST_ITERATOR)
 
 
 def _handed_on_stack(source: Source) -> bool:
@@ -387,9 +388,13 @@ class CaptureContext:
         As torch.compile: a range iterator is guarded on exactly the range left, its
         items constants (a loop's index is never symbolic); a tuple iterator on its
         index and length, its items read from the tuple as any argument's items are
-        (numbers follow automatic dynamic). Its state is `__reduce__()`: (iter, (the
-        range or tuple,), index), or (iter, ((),)) once exhausted.
+        (numbers follow automatic dynamic); a list iterator reads its list (the same
+        object the frame may hold and change) from its index on, as eagerly. Its state
+        is `__reduce__()`: (iter, (the range, tuple or list,), index), or (iter, ((),))
+        once exhausted.
         """
+        from dynamo_capture.lazy_iterators import list_iterator
+
         known = self._handed.get(source)
         if known is not None:
             return known
@@ -402,6 +407,11 @@ class CaptureContext:
             sequence, sequence_source = state[1][0], ItemSource(ItemSource(state_source, 1), 0)
             self.guards.equals_match(ItemSource(state_source, 2), state[2])
             rest = range(state[2], len(sequence))
+            if type(iterator) is _LIST_ITERATOR:
+                listed = self.wrap(sequence, sequence_source)  # its length guarded
+                value = self._handed[source] = list_iterator(listed)  # type: ignore[arg-type]
+                value.produce.index = state[2]
+                return value
             if type(iterator) is _RANGE_ITERATOR:
                 for member in ("start", "stop", "step"):
                     attribute = AttrSource(sequence_source, member)
