@@ -220,3 +220,24 @@ def test_loop_over_tuple_of_tensors_keeps_every_item():
         (torch.ones(3), -torch.ones(3)),
     ):
         torch.testing.assert_close(compiled(xs), first_positive_prefix(xs))
+
+
+def test_dict_items_loop_sees_values_changed_past_the_cut():
+    def doubles_later_values(d):
+        acc = d["a"] * 0
+        for key, value in d.items():
+            acc = acc + value
+            if acc.sum() > 0:
+                return acc, key
+            d["c"] = d["c"] * 2
+        return acc, "end"
+
+    compiled = dynamo_capture.optimize(doubles_later_values, backend=CountingBackend())
+    for first in (-2.0, 5.0, -9.0):
+        d = {"a": torch.zeros(3) + first, "b": torch.ones(3), "c": torch.ones(3)}
+        expected_d = {k: v.clone() for k, v in d.items()}
+        expected = doubles_later_values(expected_d)
+        got = compiled(d)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+        torch.testing.assert_close(d, expected_d)

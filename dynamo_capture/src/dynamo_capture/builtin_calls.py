@@ -353,7 +353,7 @@ def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
     ranged = isinstance(args[0], PythonValue) and type(args[0].obj) is range
     return IteratorValue(
         [TupleValue([PythonValue(start + i), item]) for i, item in enumerate(items)],
-        kind="iter" if ranged else "enumerate",  # torch.compile folds one over a range
+        kind="enumerate_range" if ranged else "enumerate",  # torch.compile folds the first
     )
 
 
@@ -393,19 +393,18 @@ def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return IteratorValue([TupleValue(list(row)) for row in zip(*columns)], kind="zip")
 
 
+# the kinds of IteratorValue whose eager iterator has no __reversed__
+_NOT_REVERSIBLE = (
+    "generator", "map", "filter", "zip", "range", "tuple", "enumerate", "enumerate_range",
+)  # fmt: skip
+
+
 @handles(builtins.reversed)
 def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     from dynamo_capture.calls import call
 
     (value,) = args
-    if isinstance(value, IteratorValue) and value.kind in (
-        "generator",
-        "map",
-        "filter",
-        "zip",
-        "range",
-        "enumerate",
-    ):
+    if isinstance(value, IteratorValue) and value.kind in _NOT_REVERSIBLE:
         name = python_type_of(value).__name__
         raise ExceptionRaised(PythonValue(TypeError(f"'{name}' object is not reversible")))
     own = _user_dunder(tx, value, "__reversed__")

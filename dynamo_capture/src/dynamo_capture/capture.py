@@ -295,6 +295,18 @@ def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | Non
     return None
 
 
+def _rebuilt_as_eager(iterator: IteratorValue) -> bool:
+    """Whether an iterator made again where a part ends gives what it would eagerly: one
+    over a range, a tuple or an enumerate of a range (items that cannot change), or a
+    list's (the same list, read at the same index). One over a dict or a set reads
+    them as they are when the loop starts, which eagerly would see later changes."""
+    if iterator.endless is not None:
+        return False
+    if isinstance(iterator.produce, ListSteps):
+        return iterator.kind == "iter"
+    return iterator.produce is None and iterator.kind in ("range", "tuple", "enumerate_range")
+
+
 def _loop_iterators_handed_on(tx: Translator) -> str:
     """How a data-dependent jump with loops' iterators below its tested value is cut:
     "hand" where each can ride to the parts resuming at the jump's targets
@@ -310,12 +322,7 @@ def _loop_iterators_handed_on(tx: Translator) -> str:
         return "hand"
     if any(it.kind == "enumerate" for it in real):
         return "eager"
-    if any(
-        it.kind not in ("iter", "range")
-        or not (it.produce is None or isinstance(it.produce, ListSteps))
-        or it.endless
-        for it in real
-    ):
+    if not all(_rebuilt_as_eager(it) for it in real):
         return "statement"
     held = {id(it) for it in real}
     seen: set[int] = set()

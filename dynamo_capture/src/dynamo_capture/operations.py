@@ -257,7 +257,9 @@ _ITERATOR_TYPES: dict[str, type] = {
     "filter": filter,
     "generator": types.GeneratorType,
     "range": type(iter(range(0))),
+    "tuple": type(iter(())),
     "enumerate": enumerate,
+    "enumerate_range": enumerate,
 }
 
 
@@ -806,8 +808,17 @@ def get_iter(tx: Translator, value: Value) -> IteratorValue:
         method = getattr(python_type_of(current), "__iter__", None)
         if isinstance(method, types.FunctionType):
             return _user_iterator(tx, current, method)
-    ranged = isinstance(current, PythonValue) and type(current.obj) is range
-    return IteratorValue(sequence_items(tx, value), kind="range" if ranged else "iter")
+    return IteratorValue(sequence_items(tx, value), kind=_iterator_kind(current))
+
+
+def _iterator_kind(value: Value) -> str:
+    """The kind of an iterator over `value`'s items read now: "range" and "tuple" (whose
+    items cannot change while it runs) apart from any other."""
+    if isinstance(value, PythonValue) and type(value.obj) in (range, tuple):
+        return type(value.obj).__name__
+    if isinstance(value, TupleValue) and value.cls is tuple:
+        return "tuple"
+    return "iter"
 
 
 def _user_iterator(tx: Translator, value: Value, method: types.FunctionType) -> IteratorValue:

@@ -420,7 +420,7 @@ class CaptureContext:
             else:
                 self.guards.length_check(sequence_source, sequence)
                 items = [self.wrap(sequence[i], ItemSource(sequence_source, i)) for i in rest]
-        kind = "range" if type(iterator) is _RANGE_ITERATOR else "iter"
+        kind = "range" if type(iterator) is _RANGE_ITERATOR else "tuple"
         value = self._handed[source] = IteratorValue(items, source=source, kind=kind)
         return value
 
