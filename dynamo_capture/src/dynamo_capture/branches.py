@@ -2,8 +2,10 @@
 
 `breaks_inside_loop` is torch.compile's test for a break inside a loop (such a frame
 runs eagerly, its calls compiled: optimize's `loop_breaks`). A data-dependent jump
-outside one (`if t.sum() > 0:`) is cut at the jump itself (`plan_branch`): the part
-before it hands the tested value on (its graph holds the test), `BranchStage` takes
+(`if t.sum() > 0:`) is cut at the jump itself (`plan_branch`), inside `for` loops too
+(their iterators ride on with the tested value, made again where the part ends and
+read back as guarded inputs: capture.OutputPlan, output_graph's `_handed_iterator`):
+the part before it hands the tested value on (its graph holds the test), `BranchStage` takes
 its truth eagerly and runs the part resuming at the jump's target or after the jump,
 made from the user's function (`root_function`) so that every part resuming at one
 offset is the same compiled frame, as torch.compile's resume functions are made from
