@@ -7,7 +7,7 @@ branch continues inside the loops (each loop's next test is a cut of that part i
 turn). A range iterator is made again over the range left and guarded on it exactly,
 a tuple iterator over the items left (read as any argument's items), a list iterator
 over the same list at the same index (what the loop appends is still read). An enumerate of
-anything but a range runs the frame eagerly, as torch.compile; an iterator a local
+a list or tuple runs the frame eagerly, as torch.compile; an iterator a local
 also holds is cut at the jump's statement.
 """
 

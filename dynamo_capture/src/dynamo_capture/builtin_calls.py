@@ -350,11 +350,24 @@ def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
     if is_lazy(args[0]):
         return lazy_enumerate(tx, args[0], start)
     items = sequence_items(tx, args[0])
-    ranged = isinstance(args[0], PythonValue) and type(args[0].obj) is range
     return IteratorValue(
         [TupleValue([PythonValue(start + i), item]) for i, item in enumerate(items)],
-        kind="enumerate_range" if ranged else "enumerate",  # torch.compile folds the first
+        kind=_enumerate_kind(args[0]),
     )
+
+
+def _enumerate_kind(value: Value) -> str:
+    """An enumerate of a range, of a plain list or tuple, or of anything else: where a
+    data-dependent jump in its loop cuts the frame, torch.compile hands the first on
+    and runs the frame eagerly for the second (capture._loop_iterators_handed_on)."""
+    obj = value.obj if isinstance(value, PythonValue) else None
+    if type(obj) is range:
+        return "enumerate_range"
+    if type(obj) in (list, tuple) or (
+        isinstance(value, ListValue | TupleValue) and value.cls in (list, tuple)
+    ):
+        return "enumerate_sequence"
+    return "enumerate"
 
 
 def _columns(tx: Translator, args: list[Value]) -> list[list[Value]]:
@@ -396,6 +409,7 @@ def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
 # the kinds of IteratorValue whose eager iterator has no __reversed__
 _NOT_REVERSIBLE = (
     "generator", "map", "filter", "zip", "range", "tuple", "enumerate", "enumerate_range",
+    "enumerate_sequence",
 )  # fmt: skip
 
 

@@ -313,14 +313,14 @@ def _loop_iterators_handed_on(tx: Translator) -> str:
     (branches.plan_branch): an iterator over items known now (a range, a tuple, an
     enumerate of a range), made again over the items not yet read, or over a list (the
     same list, at the same index); "eager" (the whole
-    frame) for an enumerate of anything else, as torch.compile; else "statement". One a
+    frame) for an enumerate of a list or tuple, as torch.compile; else "statement". One a
     local or another value also holds (`it = iter(xs)`) would be two objects after the
     cut, so its jump is cut at its statement."""
     iterators = [value for value in tx.stack if isinstance(value, IteratorValue)]
     real = [it for it in iterators if it.items or it.position or it.produce is not None]
     if not real:
         return "hand"
-    if any(it.kind == "enumerate" for it in real):
+    if any(it.kind == "enumerate_sequence" for it in real):
         return "eager"
     if not all(_rebuilt_as_eager(it) for it in real):
         return "statement"

@@ -260,6 +260,7 @@ _ITERATOR_TYPES: dict[str, type] = {
     "tuple": type(iter(())),
     "enumerate": enumerate,
     "enumerate_range": enumerate,
+    "enumerate_sequence": enumerate,
 }
 
 
