@@ -164,3 +164,16 @@ def test_global_writes_are_read_back_and_replayed():
     torch.testing.assert_close(got, expected)
     assert COUNTER == eager_state[0]
     torch.testing.assert_close(LAST, eager_state[1])
+
+
+def test_torch_function_reads_outside_list_as_changed_in_frame():
+    def stack_after_append(outs, t):
+        outs.append(t * 2)
+        return torch.stack(outs), torch.cat([*outs, t])
+
+    compiled = _compiled(stack_after_append)
+    got_list, expected_list = [torch.ones(3)], [torch.ones(3)]
+    torch.testing.assert_close(
+        compiled(got_list, torch.arange(3.0)), stack_after_append(expected_list, torch.arange(3.0))
+    )
+    torch.testing.assert_close(got_list, expected_list)

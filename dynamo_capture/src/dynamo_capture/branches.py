@@ -2,8 +2,10 @@
 
 `breaks_inside_loop` is torch.compile's test for a break inside a loop (such a frame
 runs eagerly, its calls compiled: optimize's `loop_breaks`). A data-dependent jump
-outside one (`if t.sum() > 0:`) is cut at the jump itself (`plan_branch`): the part
-before it hands the tested value on (its graph holds the test), `BranchStage` takes
+(`if t.sum() > 0:`) is cut at the jump itself (`plan_branch`), inside `for` loops too
+(their iterators ride on with the tested value, made again where the part ends and
+read back as guarded inputs: capture.OutputPlan, output_graph's `_handed_iterator`):
+the part before it hands the tested value on (its graph holds the test), `BranchStage` takes
 its truth eagerly and runs the part resuming at the jump's target or after the jump,
 made from the user's function (`root_function`) so that every part resuming at one
 offset is the same compiled frame, as torch.compile's resume functions are made from
@@ -43,6 +45,10 @@ class BranchPlan:
     test); `BranchStage` takes the value's truth eagerly and runs the part resuming at
     the jump's target or at the instruction after it, each to the frame's end.
     `contexts` are the `with` blocks open at the jump, re-entered by both parts.
+    `iterators`: the iterators of the `for` loops around the jump (below the tested
+    value): handed on with it in `___stack` and pushed back by both parts' prologues,
+    so a part resumes inside the loops, as torch.compile carries a loop's iterator into
+    its resume function.
     """
 
     jump: int
@@ -51,6 +57,7 @@ class BranchPlan:
     jumps_if: bool  # the jump is taken when the value is true
     body_start: int
     contexts: tuple[ContextSpec, ...] = ()
+    iterators: int = 0
 
 
 def plan_branch(
@@ -83,13 +90,27 @@ def plan_branch(
     depths = _depths(insts)
     if withs > len(contexts):
         return "the jump lies in a `with` block capture cannot re-enter"
-    if depths.get(offset) != withs + 1:
-        return "values other than the tested one lie on the stack (a loop's iterator)"
-    if depths.get(target) != withs or depths.get(fallthrough) != withs:
-        return "a branch starts with values on the stack"
+    loops = _enclosing_loops(insts, offset, generated)
+    if loops and withs:
+        return "the jump lies in both a loop and a `with` block"
+    if depths.get(offset) != withs + loops + 1:
+        return "values other than the tested one and loops' iterators lie on the stack"
+    below = withs + loops
+    if depths.get(target) != below or depths.get(fallthrough) != below:
+        return "a branch starts with values on the stack other than loops' iterators"
     body_start = next(i.offset for i in insts if i.opname not in _PRELUDE)
     return BranchPlan(
-        offset, target, fallthrough, "TRUE" in inst.opname, body_start, contexts[:withs]
+        offset, target, fallthrough, "TRUE" in inst.opname, body_start, contexts[:withs], loops
+    )
+
+
+def _enclosing_loops(insts: list[dis.Instruction], offset: int, generated: int) -> int:
+    """How many `for` loops of the frame's own code hold `offset` in their body (from
+    their FOR_ITER to its exit target); each keeps its iterator on the stack there."""
+    return sum(
+        1
+        for inst in insts
+        if inst.opname == "FOR_ITER" and inst.offset < offset < inst.argval <= generated
     )
 
 
@@ -119,7 +140,7 @@ class BranchStage:
         self.parts: dict[int, Any] = {}
 
     def __call__(self, *values: Any) -> Any:
-        (tested,) = values[self.slot]
+        tested = values[self.slot][-1]  # above the loops' iterators, if any
         taken = bool(tested) is self.plan.jumps_if  # as the jump takes its value's truth
         start = self.plan.target if taken else self.plan.fallthrough
         part = self.parts.get(start)

@@ -351,8 +351,23 @@ def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
         return lazy_enumerate(tx, args[0], start)
     items = sequence_items(tx, args[0])
     return IteratorValue(
-        [TupleValue([PythonValue(start + i), item]) for i, item in enumerate(items)]
+        [TupleValue([PythonValue(start + i), item]) for i, item in enumerate(items)],
+        kind=_enumerate_kind(args[0]),
     )
+
+
+def _enumerate_kind(value: Value) -> str:
+    """An enumerate of a range, of a plain list or tuple, or of anything else: where a
+    data-dependent jump in its loop cuts the frame, torch.compile hands the first on
+    and runs the frame eagerly for the second (capture._loop_iterators_handed_on)."""
+    obj = value.obj if isinstance(value, PythonValue) else None
+    if type(obj) is range:
+        return "enumerate_range"
+    if type(obj) in (list, tuple) or (
+        isinstance(value, ListValue | TupleValue) and value.cls in (list, tuple)
+    ):
+        return "enumerate_sequence"
+    return "enumerate"
 
 
 def _columns(tx: Translator, args: list[Value]) -> list[list[Value]]:
@@ -391,12 +406,19 @@ def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return IteratorValue([TupleValue(list(row)) for row in zip(*columns)], kind="zip")
 
 
+# the kinds of IteratorValue whose eager iterator has no __reversed__
+_NOT_REVERSIBLE = (
+    "generator", "map", "filter", "zip", "range", "tuple", "enumerate", "enumerate_range",
+    "enumerate_sequence",
+)  # fmt: skip
+
+
 @handles(builtins.reversed)
 def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     from dynamo_capture.calls import call
 
     (value,) = args
-    if isinstance(value, IteratorValue) and value.kind in ("generator", "map", "filter", "zip"):
+    if isinstance(value, IteratorValue) and value.kind in _NOT_REVERSIBLE:
         name = python_type_of(value).__name__
         raise ExceptionRaised(PythonValue(TypeError(f"'{name}' object is not reversible")))
     own = _user_dunder(tx, value, "__reversed__")

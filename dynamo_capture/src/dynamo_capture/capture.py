@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
+import dataclasses
 import inspect
 import itertools
 import linecache
@@ -294,6 +295,54 @@ def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | Non
     return None
 
 
+def _rebuilt_as_eager(iterator: IteratorValue) -> bool:
+    """Whether an iterator made again where a part ends gives what it would eagerly: one
+    over a range, a tuple or an enumerate of a range (items that cannot change), or a
+    list's (the same list, read at the same index). One over a dict or a set reads
+    them as they are when the loop starts, which eagerly would see later changes."""
+    if iterator.endless is not None:
+        return False
+    if isinstance(iterator.produce, ListSteps):
+        return iterator.kind == "iter"
+    return iterator.produce is None and iterator.kind in ("range", "tuple", "enumerate_range")
+
+
+def _loop_iterators_handed_on(tx: Translator) -> str:
+    """How a data-dependent jump with loops' iterators below its tested value is cut:
+    "hand" where each can ride to the parts resuming at the jump's targets
+    (branches.plan_branch): an iterator over items known now (a range, a tuple, an
+    enumerate of a range), made again over the items not yet read, or over a list (the
+    same list, at the same index); "eager" (the whole
+    frame) for an enumerate of a list or tuple, as torch.compile; else "statement". One a
+    local or another value also holds (`it = iter(xs)`) would be two objects after the
+    cut, so its jump is cut at its statement."""
+    iterators = [value for value in tx.stack if isinstance(value, IteratorValue)]
+    real = [it for it in iterators if it.items or it.position or it.produce is not None]
+    if not real:
+        return "hand"
+    if any(it.kind == "enumerate_sequence" for it in real):
+        return "eager"
+    if not all(_rebuilt_as_eager(it) for it in real):
+        return "statement"
+    held = {id(it) for it in real}
+    seen: set[int] = set()
+    work: list[Any] = [*tx.locals.values(), *tx.cells.values()]
+    while work:
+        item = work.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if id(item) in held:
+            return "statement"
+        if isinstance(item, list | tuple | set | frozenset):
+            work.extend(item)
+        elif isinstance(item, dict):
+            work.extend(item.values())
+        elif isinstance(item, Value) and dataclasses.is_dataclass(item):
+            work.extend(getattr(item, f.name) for f in dataclasses.fields(item))
+    return "hand"
+
+
 def _checkpoint_calls(tx: Translator) -> tuple[tuple[int, int], ...]:
     """The translator's checkpoints with the call nodes the graph had at each."""
     calls, counts = 0, [0]
@@ -504,7 +553,14 @@ def capture_frame(
                 # function meets the `with` on it (from outside now) and runs eagerly
                 located.rest_eager = True
             located.checkpoints = _checkpoint_calls(tx)
+            handed = "statement"
             if error.data_branch and tx.current.opname in _BRANCH_JUMPS:
+                handed = _loop_iterators_handed_on(tx)
+            if handed == "eager":
+                # NOTE: torch.compile reads enumerate() through a generator it cannot
+                # rebuild in a resume function: the frame runs eagerly
+                located.whole_frame = True
+            elif handed == "hand":
                 located.branch_jump = tx.current.offset  # resumed at either of its targets
             located.call_cut = call_cut(tx)
             calls = tx.current.opname in (*_CALLS, "CALL_FUNCTION_EX")
@@ -537,7 +593,7 @@ def capture_frame(
                     located.plain_args = _receiver_reloads(tx, located.call_cut[0])
         located.callee = error.callee
         located.escapes = isinstance(error, ExceptionRaised)
-        located.whole_frame = error.whole_frame
+        located.whole_frame = located.whole_frame or error.whole_frame
         raise located from error.__cause__
     except RecursionError as error:
         raise Unsupported("capture recursed too deeply") from error
@@ -735,6 +791,8 @@ class OutputPlan:
         if value.produce is not None:
             self._read_ahead(value)
         items = value.items[value.position :]
+        if value.kind == "range" and _plain_ints(items):
+            return f"iter({self._constant(_as_range([item.obj for item in items]))})"
         listed = "(" + "".join(f"{self.expr(item)}, " for item in items) + ")"
         if value.kind == "zip" and all(isinstance(item, TupleValue) for item in items):
             rows = [row.items for row in items]  # type: ignore[attr-defined]
@@ -870,6 +928,18 @@ def _identity(value: Any) -> Any:
 
 def _keep(value: Any) -> bool:
     return True
+
+
+def _plain_ints(items: list[Value]) -> bool:
+    return all(isinstance(item, PythonValue) and type(item.obj) is int for item in items)
+
+
+def _as_range(numbers: list[int]) -> range:
+    """The range giving `numbers` (the items a range iterator has yet to give)."""
+    if len(numbers) < 2:
+        return range(numbers[0], numbers[0] + 1) if numbers else range(0)
+    step = numbers[1] - numbers[0]
+    return range(numbers[0], numbers[-1] + step, step)
 
 
 def _list_iterator(items: list[Any], index: int) -> Any:

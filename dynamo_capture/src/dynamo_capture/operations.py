@@ -256,6 +256,11 @@ _ITERATOR_TYPES: dict[str, type] = {
     "map": map,
     "filter": filter,
     "generator": types.GeneratorType,
+    "range": type(iter(range(0))),
+    "tuple": type(iter(())),
+    "enumerate": enumerate,
+    "enumerate_range": enumerate,
+    "enumerate_sequence": enumerate,
 }
 
 
@@ -757,7 +762,9 @@ def _submodule_source(source: Any, name: str, module: Any) -> Any:
 
 
 def realize(tx: Translator, value: Value) -> Value:
-    """An outside list/tuple/dict holding tensors, as a container of Values (items guarded)."""
+    """An outside list/tuple/dict holding tensors, as a container of Values (items guarded);
+    one the frame changed is its shadow (what it holds now)."""
+    value = side_effects.current(tx, value)
     if isinstance(value, PythonValue) and value.source is not None and not is_constant(value.obj):
         if type(value.obj) in (list, tuple):
             items = [realize(tx, item) for item in _real_items(tx, value)]
@@ -802,7 +809,17 @@ def get_iter(tx: Translator, value: Value) -> IteratorValue:
         method = getattr(python_type_of(current), "__iter__", None)
         if isinstance(method, types.FunctionType):
             return _user_iterator(tx, current, method)
-    return IteratorValue(sequence_items(tx, value))
+    return IteratorValue(sequence_items(tx, value), kind=_iterator_kind(current))
+
+
+def _iterator_kind(value: Value) -> str:
+    """The kind of an iterator over `value`'s items read now: "range" and "tuple" (whose
+    items cannot change while it runs) apart from any other."""
+    if isinstance(value, PythonValue) and type(value.obj) in (range, tuple):
+        return type(value.obj).__name__
+    if isinstance(value, TupleValue) and value.cls is tuple:
+        return "tuple"
+    return "iter"
 
 
 def _user_iterator(tx: Translator, value: Value, method: types.FunctionType) -> IteratorValue:

@@ -30,12 +30,14 @@ import torch.fx
 
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
+from dynamo_capture.resume import STACK_LOCAL
 from dynamo_capture.sources import (
     ArraySizesSource,
     AttrSource,
     CellContentsSource,
     FloatTensorSource,
     ItemSource,
+    IteratorStateSource,
     LocalSource,
     ModuleSource,
     NNModuleSource,
@@ -48,6 +50,7 @@ from dynamo_capture.sym_numbers import SymNumbers, is_symbolic_number
 from dynamo_capture.values import (
     CONSTANT_TYPES,
     DictValue,
+    IteratorValue,
     ListValue,
     PythonValue,
     SetValue,
@@ -107,6 +110,21 @@ def is_constant(obj: Any) -> bool:
     return False
 
 
+_RANGE_ITERATOR = type(iter(range(0)))
+_LIST_ITERATOR = type(iter([]))
+_HANDED_ITERATORS = (type(iter(())), _RANGE_ITERATOR, _LIST_ITERATOR)
+
+
+def _handed_on_stack(source: Source) -> bool:
+    """Whether `source` is a value a part's prologue pushes from `___stack` (only
+    generated code reads that local: no user code holds what it holds)."""
+    return (
+        isinstance(source, ItemSource)
+        and isinstance(source.source, LocalSource)
+        and source.source.local_name == STACK_LOCAL
+    )
+
+
 # ndarray inputs capture takes as tensors (numpy_arrays); others stay Python objects
 _NUMPY_INPUT_DTYPES = frozenset(
     np.dtype(t)
@@ -118,8 +136,9 @@ _NUMPY_INPUT_DTYPES = frozenset(
 def _is_argument_source(source: Source) -> bool:
     """Whether `source` is a local of the frame or read from one: an item (`L['t'][0]`),
     an attribute of an object that is not an nn.Module (`L['cfg'].n`, as torch.compile
-    keeps a module's attributes static), a closure cell of a function argument."""
-    while isinstance(source, ItemSource | AttrSource | CellContentsSource):
+    keeps a module's attributes static), a closure cell of a function argument, an item
+    of a handed-on iterator."""
+    while isinstance(source, ItemSource | AttrSource | CellContentsSource | IteratorStateSource):
         source = source.base
     return isinstance(source, LocalSource)
 
@@ -129,7 +148,7 @@ def _is_float_input_source(source: Source) -> bool:
     at any depth (`L['self'].scale`, `L['self']._modules['block'].eps`): torch.compile
     specializes a module's int attributes but not its floats (`specialize_float=False`),
     which follow automatic dynamic as float arguments do."""
-    while isinstance(source, ItemSource | AttrSource | CellContentsSource):
+    while isinstance(source, ItemSource | AttrSource | CellContentsSource | IteratorStateSource):
         source = source.base
         while isinstance(source, ModuleSource | NNModuleSource):
             source = source.base
@@ -242,6 +261,7 @@ class CaptureContext:
         self.frame_globals = frame_globals
         self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []
         self._by_id: dict[int, TensorValue] = {}
+        self._handed: dict[Source, IteratorValue] = {}  # loops' iterators handed on
         # what is read ahead of eager's order, side effects refused (lazy_iterators.drain)
         self.reading_ahead: str | None = None
         # the generators made in the frame, stepped as they are read (lazy_iterators)
@@ -293,6 +313,8 @@ class CaptureContext:
             return self.tensor_input(obj, source)
         if source is None:
             return PythonValue(obj)
+        if type(obj) in _HANDED_ITERATORS and _handed_on_stack(source):
+            return self._handed_iterator(obj, source)
         guards = self.guards
         if source in self._numbers:
             return self._numbers[source]
@@ -358,6 +380,49 @@ class CaptureContext:
         else:
             guards.type_match(source, obj)
         return PythonValue(obj, source)
+
+    def _handed_iterator(self, iterator: Any, source: Source) -> IteratorValue:
+        """A loop's iterator handed on to a part resuming inside the loop, made again by
+        the part before over the items it had not read (capture.OutputPlan).
+
+        As torch.compile: a range iterator is guarded on exactly the range left, its
+        items constants (a loop's index is never symbolic); a tuple iterator on its
+        index and length, its items read from the tuple as any argument's items are
+        (numbers follow automatic dynamic); a list iterator reads its list (the same
+        object the frame may hold and change) from its index on, as eagerly. Its state
+        is `__reduce__()`: (iter, (the range, tuple or list,), index), or (iter, ((),))
+        once exhausted.
+        """
+        from dynamo_capture.lazy_iterators import list_iterator
+
+        known = self._handed.get(source)
+        if known is not None:
+            return known
+        state_source = IteratorStateSource(source)
+        state = iterator.__reduce__()
+        self.guards.type_match(source, iterator)
+        self.guards.length_check(state_source, state)
+        items: list[Value] = []
+        if len(state) == 3:
+            sequence, sequence_source = state[1][0], ItemSource(ItemSource(state_source, 1), 0)
+            self.guards.equals_match(ItemSource(state_source, 2), state[2])
+            rest = range(state[2], len(sequence))
+            if type(iterator) is _LIST_ITERATOR:
+                listed = self.wrap(sequence, sequence_source)  # its length guarded
+                value = self._handed[source] = list_iterator(listed)  # type: ignore[arg-type]
+                value.produce.index = state[2]
+                return value
+            if type(iterator) is _RANGE_ITERATOR:
+                for member in ("start", "stop", "step"):
+                    attribute = AttrSource(sequence_source, member)
+                    self.guards.equals_match(attribute, getattr(sequence, member))
+                items = [PythonValue(sequence[i]) for i in rest]
+            else:
+                self.guards.length_check(sequence_source, sequence)
+                items = [self.wrap(sequence[i], ItemSource(sequence_source, i)) for i in rest]
+        kind = "range" if type(iterator) is _RANGE_ITERATOR else "tuple"
+        value = self._handed[source] = IteratorValue(items, source=source, kind=kind)
+        return value
 
     def known_tensor(self, tensor: torch.Tensor) -> TensorValue | None:
         """The value of an input tensor capture has already seen, if any."""

@@ -33,6 +33,7 @@ __all__ = [
     "FloatTensorSource",
     "GlobalSource",
     "ItemSource",
+    "IteratorStateSource",
     "LocalSource",
     "ModuleGlobalSource",
     "ModuleSource",
@@ -74,6 +75,25 @@ class FloatTensorSource(Source):
 
     def short_name(self, base_name: str) -> str:
         return base_name
+
+
+@dataclass(frozen=True, slots=True)
+class IteratorStateSource(Source):
+    """The state of a tuple iterator: `base.__reduce__()`, which is `(iter, (the tuple,),
+    index of the next item)`, or `(iter, ((),))` once it is exhausted. Guards read the
+    items not yet read through it (the iterator itself has no other view of them)."""
+
+    source: Source
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"{base_expr}.__reduce__()"
+
+    def short_name(self, base_name: str) -> str:
+        return f"{base_name}.__reduce__()"
 
 
 @dataclass(frozen=True, slots=True)

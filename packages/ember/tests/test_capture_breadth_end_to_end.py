@@ -70,3 +70,27 @@ def test_set_argument_selects_the_graph():
     for names in ({"relu"}, {"relu", "double"}, {"relu"}, frozenset({"double"})):
         x = torch.randn(5)
         torch.testing.assert_close(compiled(x, names), fn(x, names))
+
+
+def _return_in_range_loop(x, ws):
+    for i in range(3):
+        x = x * ws[i] + 1
+        if x.sum() > 0:
+            return x * i
+    return x - 1
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_data_branch_in_loop_resumes_inside_loop_with_eager_gradients(backend):
+    compiled = ember.compile(_return_in_range_loop, backend=backend)
+    ws = [torch.full((3,), 0.5), torch.full((3,), 2.0), torch.full((3,), 3.0)]
+    for shift in (-4.0, 5.0, -9.0):
+        x = torch.zeros(3) + shift
+        x.requires_grad_(True)
+        eager_x, compiled_x = _clone(x), _clone(x)
+        expected = _return_in_range_loop(eager_x, ws)
+        expected.sum().backward()
+        got = compiled(compiled_x, ws)
+        got.sum().backward()
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(compiled_x.grad, eager_x.grad)
