@@ -830,7 +830,9 @@ class KernelChecks(TorchDispatchMode):
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
-        return False  # as AtenTracer's: no torch._dynamo import at the first dispatch
+        # as AtenTracer's: TorchDispatchMode's default would import torch's own capture
+        # stage at the first dispatch, to ask it whether to skip this mode
+        return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}

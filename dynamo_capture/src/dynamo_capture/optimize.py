@@ -391,7 +391,8 @@ class CompiledCallable:
         """Capture with symbolic sizes where `dynamic` asks; statically when that fails.
 
         `dynamic=False` keeps every size static but the dims marked with mark_dynamic on
-        the arguments, as torch.compile(dynamic=False) does (no automatic dynamic)."""
+        the arguments (no automatic dynamic), which is what torch.compile's `dynamic=False`
+        means too."""
         dynamic, history = self.dynamic, self._sizes
         if self.dynamic is False and not self._static_backend and _marked_dynamic(f_locals):
             dynamic, history = None, None  # symbolic where marked only

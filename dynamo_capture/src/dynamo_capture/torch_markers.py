@@ -9,8 +9,8 @@ torch's decorators; capture honours them as it honours ember's:
         sets `_dynamo_marked_constant`
     a torch.compile'd function, torch.jit.trace output   the function it wraps is inlined
         sets `_torchdynamo_inline`
-    torch._dynamo.graph_break()                          a graph break at the call, as
-        recognised by its module and name                 torch.compile makes there
+    torch's `graph_break()` marker function              a graph break at the call, as
+        recognised by its `__module__` and `__name__`     torch.compile makes there
 
 Tensor marks (torch's `mark_dynamic` and friends) are read by `guards.marks`.
 
@@ -41,6 +41,7 @@ __all__ = [
 ]
 
 _DISABLED = "disabled with torch.compiler.disable"
+# The marker's (__module__, __name__), compared as strings: the module is never imported.
 _GRAPH_BREAK = ("torch._dynamo.decorators", "graph_break")
 
 

@@ -20,7 +20,8 @@ As with torch's CUDA graphs (torch.cuda.graphs, "reduce-overhead"):
   that the call runs `fn` plainly (fresh memory).
 * Inputs that are not parameters are copied into static buffers each call (one
   device copy per input whose address changed). Parameters, and tensors marked
-  static (`torch._dynamo.mark_static_address`, which HF's static cache uses),
+  static by torch's `mark_static_address` (the `_dynamo_static_input_type`
+  attribute it sets on the tensor, read as data; HF's static cache uses it),
   are recorded at their own address: no copy, and a recording is specialized to
   those addresses. So are the inputs the graph writes in place (`pinned`: a
   static cache's `index_copy_` into the cache itself): the replay writes the
