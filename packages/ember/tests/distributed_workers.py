@@ -164,7 +164,10 @@ def run(rank: int, world_size: int, port: int, out_dir: str) -> None:
                 results[name] = scenario(rank)
             except Exception:  # noqa: BLE001 - reported by the test that reads it
                 results[name] = {"error": traceback.format_exc()}
+        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as file:
+            json.dump(results, file)
+        # no rank tears its process group down while the other may still use it (gloo
+        # aborts the process when a peer's pair closes under a pending operation)
+        dist.barrier()
     finally:
         dist.destroy_process_group()
-    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as file:
-        json.dump(results, file)
