@@ -18,19 +18,9 @@ from typing import Any
 import torch
 
 import dynamo_capture
+from dynamo_capture.testing import CountingBackend, assert_same, clone_inputs
 
 LOG: list = []
-
-
-class Counting:
-    """The eager backend, remembering every graph it was given."""
-
-    def __init__(self) -> None:
-        self.graphs: list[torch.fx.GraphModule] = []
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        self.graphs.append(gm)
-        return gm.forward
 
 
 @dataclass(frozen=True)
@@ -46,18 +36,6 @@ class Program:
     @property
     def name(self) -> str:
         return getattr(self.fn, "__name__", type(self.fn).__name__)
-
-
-def _clone(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone().requires_grad_(value.requires_grad)
-    if isinstance(value, list):
-        return [_clone(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _clone(item) for key, item in value.items()}
-    if isinstance(value, tuple):
-        return tuple(_clone(item) for item in value)
-    return value
 
 
 def _state() -> tuple[Any, ...]:
@@ -82,31 +60,14 @@ def _run(fn: Callable[..., Any], args: tuple[Any, ...], grad: bool) -> tuple[Any
     return result, error, out.getvalue(), list(LOG), state
 
 
-def assert_same(got: Any, expected: Any) -> None:
-    assert type(got) is type(expected), f"{type(got).__name__} != {type(expected).__name__}"
-    if isinstance(expected, torch.Tensor):
-        torch.testing.assert_close(got, expected)
-        assert got.requires_grad == expected.requires_grad, "requires_grad differs"
-    elif isinstance(expected, list | tuple):
-        assert len(got) == len(expected)
-        for a, b in zip(got, expected, strict=True):
-            assert_same(a, b)
-    elif isinstance(expected, dict):
-        assert list(got) == list(expected)
-        for key in expected:
-            assert_same(got[key], expected[key])
-    else:
-        assert got == expected
-
-
 def check_break_program(program: Program, **settings: Any) -> dynamo_capture.CompiledCallable:
     """Compile `program.fn` (with `settings` for optimize), run it twice against eager,
     check counts and reuse."""
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(program.fn, backend=backend, **settings)
     before = _state()
     for call in range(2):
-        eager_args, got_args = _clone(program.args), _clone(program.args)
+        eager_args, got_args = clone_inputs(program.args), clone_inputs(program.args)
         expected, eager_error, eager_text, eager_log, eager_state = _run(
             program.fn, eager_args, program.grad
         )

@@ -2,49 +2,21 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
 import dynamo_capture
 from dynamo_capture.interpreter import checks
-
-
-class CountingBackend:
-    """The eager backend (runs the FX graph) that remembers every graph it was given."""
-
-    def __init__(self) -> None:
-        self.graphs: list[torch.fx.GraphModule] = []
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        self.graphs.append(gm)
-        return gm.forward
+from dynamo_capture.testing import CountingBackend, assert_same, clone_inputs
 
 
 @pytest.fixture(autouse=True)
 def _interpreter_checks():
     with checks(True):
         yield
-
-
-def clone_inputs(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        cloned = value.detach().clone()
-        cloned.requires_grad_(value.requires_grad)
-        return cloned
-    if isinstance(value, torch.nn.Module):
-        return copy.deepcopy(value)
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, list | tuple):
-        return type(value)(clone_inputs(item) for item in value)
-    if isinstance(value, dict):
-        return {key: clone_inputs(item) for key, item in value.items()}
-    return value
 
 
 def perturb(value: Any) -> Any:
@@ -57,29 +29,6 @@ def perturb(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: perturb(item) for key, item in value.items()}
     return value
-
-
-def assert_same(got: Any, expected: Any) -> None:
-    """Eager and compiled results agree: tensors close, containers of the same type, rest equal."""
-    assert type(got) is type(expected), f"{type(got).__name__} != {type(expected).__name__}"
-    if isinstance(expected, torch.Tensor):
-        torch.testing.assert_close(got, expected, equal_nan=True)
-        assert got.requires_grad == expected.requires_grad
-    elif isinstance(expected, np.ndarray | np.generic):  # NumPy results: dtype too
-        assert got.dtype == expected.dtype, f"{got.dtype} != {expected.dtype}"
-        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
-    elif isinstance(expected, list | tuple):
-        assert len(got) == len(expected)
-        for a, b in zip(got, expected, strict=True):
-            assert_same(a, b)
-    elif isinstance(expected, dict):
-        assert list(got) == list(expected)
-        for key in expected:
-            assert_same(got[key], expected[key])
-    elif hasattr(expected, "__dict__") and not isinstance(expected, type):
-        assert_same(vars(got), vars(expected))
-    else:
-        assert got == expected
 
 
 def check_capture(

@@ -10,10 +10,10 @@ Capture runs a generator to its end when it is made, sending None at each yield:
 from __future__ import annotations
 
 import torch
-from conftest import CountingBackend
 from torchcheck import check_like_torch
 
 import dynamo_capture
+from dynamo_capture.testing import CountingBackend
 
 
 def _one():

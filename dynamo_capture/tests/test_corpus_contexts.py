@@ -23,10 +23,10 @@ import types
 import pytest
 import torch
 import torch._dynamo
-from conftest import clone_inputs
 from torchcheck import check_like_torch
 
 import dynamo_capture
+from dynamo_capture.testing import CountingBackend, clone_inputs
 
 
 def r(*shape, grad=False):
@@ -399,17 +399,8 @@ def test_context_programs_count_like_torch(name, outer):
 
 
 # ----- behaviours, against eager --------------------------------------------------------
-class Counting:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
-
-
 def test_autocast_object_from_outside_is_guarded_by_identity():
-    compiled = dynamo_capture.optimize(_autocast_argument_object, backend=Counting())
+    compiled = dynamo_capture.optimize(_autocast_argument_object, backend=CountingBackend())
     x = r(4, 4)
     bf16 = torch.autocast("cpu", dtype=torch.bfloat16)
     off = torch.autocast("cpu", dtype=torch.bfloat16, enabled=False)
@@ -423,7 +414,7 @@ def test_autocast_object_from_outside_is_guarded_by_identity():
 def test_cpu_amp_autocast_block_computes_in_bfloat16():
     x = r(4, 4)
     expected, _ = _cpu_amp_autocast(x)
-    backend = Counting()
+    backend = CountingBackend()
     got, enabled = dynamo_capture.optimize(_cpu_amp_autocast, backend=backend)(x)
     torch.testing.assert_close(got, expected)
     assert got.dtype == torch.bfloat16 and enabled is False
@@ -434,7 +425,9 @@ def test_set_grad_enabled_kept_across_a_break_restores_the_mode_before_it():
     x = r(3, grad=True)
     with torch.enable_grad():
         expected = _set_grad_disabled_made_before_break(x)
-        compiled = dynamo_capture.optimize(_set_grad_disabled_made_before_break, backend=Counting())
+        compiled = dynamo_capture.optimize(
+            _set_grad_disabled_made_before_break, backend=CountingBackend()
+        )
         got = compiled(x)
         assert torch.is_grad_enabled()
     torch.testing.assert_close(got[0], expected[0])
@@ -442,7 +435,7 @@ def test_set_grad_enabled_kept_across_a_break_restores_the_mode_before_it():
 
 
 def test_empty_user_grad_switch_block_leaves_no_graph_of_switches():
-    backend = Counting()
+    backend = CountingBackend()
     with torch.enable_grad():
         _, out = dynamo_capture.optimize(_empty_user_switch_block, backend=backend)(r(3))
     (graph,) = backend.graphs
@@ -452,7 +445,7 @@ def test_empty_user_grad_switch_block_leaves_no_graph_of_switches():
 
 
 def test_user_context_enter_and_exit_compiled_where_the_frame_runs_eagerly():
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(_user_switch_with_break, backend=backend)
     x = r(2, 3)
     with torch.no_grad():
@@ -475,7 +468,7 @@ def test_sdpa_kernel_block_resumed_after_a_break_keeps_its_backends():
         return x
 
     x = r(2, 2)
-    got = dynamo_capture.optimize(fn, backend=Counting())(x)
+    got = dynamo_capture.optimize(fn, backend=CountingBackend())(x)
     torch.testing.assert_close(got, (x + 1) * 2)
     assert seen == [[torch.nn.attention.SDPBackend.MATH]]
     assert set(torch.nn.attention._cur_sdpa_kernel_backends()) == original
@@ -493,11 +486,11 @@ def test_backend_flags_block_does_not_leave_its_flags_set():
 
     before = torch._C._get_mkldnn_enabled()
     x = r(3)
-    torch.testing.assert_close(dynamo_capture.optimize(fn, backend=Counting())(x), x * 2 + 1)
+    torch.testing.assert_close(dynamo_capture.optimize(fn, backend=CountingBackend())(x), x * 2 + 1)
     assert seen == [False]
     assert torch._C._get_mkldnn_enabled() == before
 
 
 def test_closing_in_frame_closes_its_resource_like_eager():
-    got, closed = dynamo_capture.optimize(_closing_block, backend=Counting())(r(3))
+    got, closed = dynamo_capture.optimize(_closing_block, backend=CountingBackend())(r(3))
     assert closed is True and got.shape == (3,)

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 import torch
-from conftest import CountingBackend
 from torchcheck import check_like_torch
 
 import dynamo_capture
+from dynamo_capture.testing import CountingBackend
 
 _map = sys.modules["torch._higher_order_ops.map"].map
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import clone_inputs
 from torchcheck import check_like_torch
 
 import dynamo_capture
+from dynamo_capture.testing import clone_inputs
 
 torch.manual_seed(5)
 _SEQUENTIAL = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))

@@ -14,19 +14,15 @@ import functools
 
 import pytest
 import torch
-from conftest import clone_inputs
 from torch.utils.checkpoint import checkpoint
 from torchcheck import check_like_torch
 
 import dynamo_capture
+from dynamo_capture.testing import clone_inputs, eager_backend
 
 torch.manual_seed(3)
 MODES = {"sum", "mean"}
 FLAGS = frozenset({"scale", "shift"})
-
-
-def _eager(gm, example_inputs):
-    return gm.forward
 
 
 def r(*shape, grad=False):
@@ -350,7 +346,7 @@ def _mutate_argument_set(x, s):
 
 
 def test_writes_to_an_argument_set_are_replayed_after_the_graph():
-    compiled = dynamo_capture.optimize(_mutate_argument_set, backend=_eager, fullgraph=True)
+    compiled = dynamo_capture.optimize(_mutate_argument_set, backend=eager_backend, fullgraph=True)
     for _ in range(2):
         x = r(3)
         eager_set, compiled_set = {1, 2, 3}, {1, 2, 3}
@@ -368,7 +364,7 @@ def test_checkpoint_gradients_equal_eager():
     ):
         eager_args, compiled_args = clone_inputs(args), clone_inputs(args)
         fn(*eager_args).sum().backward()
-        compiled = dynamo_capture.optimize(fn, backend=_eager, fullgraph=True)
+        compiled = dynamo_capture.optimize(fn, backend=eager_backend, fullgraph=True)
         compiled(*compiled_args).sum().backward()
         for eager, got in zip(eager_args, compiled_args, strict=True):
             if eager.requires_grad:
@@ -390,8 +386,8 @@ def test_checkpoint_with_reentrant_or_context_fn_runs_eagerly():
     for fn in (reentrant, context):
         x = r(3, grad=True)
         with pytest.raises(dynamo_capture.Unsupported, match="checkpoint"):
-            dynamo_capture.optimize(fn, backend=_eager, fullgraph=True)(x)
-        torch.testing.assert_close(dynamo_capture.optimize(fn, backend=_eager)(x), fn(x))
+            dynamo_capture.optimize(fn, backend=eager_backend, fullgraph=True)(x)
+        torch.testing.assert_close(dynamo_capture.optimize(fn, backend=eager_backend)(x), fn(x))
 
 
 def _in_place_operators(x, items, table, flags, queue):
@@ -412,7 +408,7 @@ def test_in_place_operators_write_argument_containers():
     def make():
         return r(2), [0], {}, {1, 2, 3}, collections.deque([1])
 
-    compiled = dynamo_capture.optimize(_in_place_operators, backend=_eager, fullgraph=True)
+    compiled = dynamo_capture.optimize(_in_place_operators, backend=eager_backend, fullgraph=True)
     for _ in range(2):
         eager_args, compiled_args = make(), make()
         compiled_args = (eager_args[0], *compiled_args[1:])
@@ -429,19 +425,19 @@ def _functorch_level_changed_in_frame(x):
 
 
 def test_functions_changing_torch_state_are_not_run_while_capturing():
-    compiled = dynamo_capture.optimize(_functorch_level_changed_in_frame, backend=_eager)
+    compiled = dynamo_capture.optimize(_functorch_level_changed_in_frame, backend=eager_backend)
     for _ in range(2):
         x = r(3)
         torch.testing.assert_close(compiled(x), _functorch_level_changed_in_frame(x))
         assert torch._C._functorch.maybe_current_level() is None
     with pytest.raises(dynamo_capture.Unsupported, match="changes torch's global state"):
-        dynamo_capture.optimize(_functorch_level_changed_in_frame, backend=_eager, fullgraph=True)(
-            r(3)
-        )
+        dynamo_capture.optimize(
+            _functorch_level_changed_in_frame, backend=eager_backend, fullgraph=True
+        )(r(3))
 
 
 def test_global_set_of_classes_is_guarded_on_its_items():
-    compiled = dynamo_capture.optimize(_global_sets_of_classes, backend=_eager)
+    compiled = dynamo_capture.optimize(_global_sets_of_classes, backend=eager_backend)
     x = r(3)
     torch.testing.assert_close(compiled(x, 2), _global_sets_of_classes(x, 2))
     _ACTIVATIONS.add(torch.nn.GELU)
@@ -458,10 +454,12 @@ def _set_of_tensors_argument(x, tensors):
 
 def test_set_of_tensors_from_outside_runs_eagerly():
     x, y = r(2), r(2)
-    compiled = dynamo_capture.optimize(_set_of_tensors_argument, backend=_eager)
+    compiled = dynamo_capture.optimize(_set_of_tensors_argument, backend=eager_backend)
     torch.testing.assert_close(compiled(x, {x, y}), _set_of_tensors_argument(x, {x, y}))
     with pytest.raises(dynamo_capture.Unsupported, match="set of tensors"):
-        dynamo_capture.optimize(_set_of_tensors_argument, backend=_eager, fullgraph=True)(x, {y})
+        dynamo_capture.optimize(_set_of_tensors_argument, backend=eager_backend, fullgraph=True)(
+            x, {y}
+        )
 
 
 def _in_place_operators_on_subclasses(x, ordered, counts, defaults):
@@ -479,7 +477,7 @@ def test_in_place_operators_write_argument_dict_subclasses():
             collections.defaultdict(int, b=2),
         )
 
-    compiled = dynamo_capture.optimize(_in_place_operators_on_subclasses, backend=_eager)
+    compiled = dynamo_capture.optimize(_in_place_operators_on_subclasses, backend=eager_backend)
     for _ in range(2):
         x = r(2)
         eager_args, compiled_args = make(), make()
@@ -501,7 +499,7 @@ def _set_pops(x, s):
 
 
 def test_set_pop_takes_items_in_eager_order():
-    compiled = dynamo_capture.optimize(_set_pops, backend=_eager, fullgraph=True)
+    compiled = dynamo_capture.optimize(_set_pops, backend=eager_backend, fullgraph=True)
     for _ in range(2):
         x = r(2)
         eager_set, compiled_set = {1, 2, 3}, {1, 2, 3}
@@ -521,9 +519,11 @@ def _deque_methods_not_modelled(x):
 def test_deque_methods_capture_does_not_model_are_not_folded_on_a_copy():
     """deque.insert was run on a copy made at compile time: the deque kept its items."""
     with pytest.raises(dynamo_capture.Unsupported, match="deque.insert"):
-        dynamo_capture.optimize(_deque_methods_not_modelled, backend=_eager, fullgraph=True)(r(2))
+        dynamo_capture.optimize(_deque_methods_not_modelled, backend=eager_backend, fullgraph=True)(
+            r(2)
+        )
     x = r(2)
-    got = dynamo_capture.optimize(_deque_methods_not_modelled, backend=_eager)(x)
+    got = dynamo_capture.optimize(_deque_methods_not_modelled, backend=eager_backend)(x)
     expected = _deque_methods_not_modelled(x)
     torch.testing.assert_close(got[0], expected[0])
     assert got[1] == expected[1]
@@ -536,7 +536,7 @@ def _remove_from_argument_containers(x, queue, items):
 
 
 def test_remove_from_argument_deque_and_list_is_replayed():
-    compiled = dynamo_capture.optimize(_remove_from_argument_containers, backend=_eager)
+    compiled = dynamo_capture.optimize(_remove_from_argument_containers, backend=eager_backend)
     x = r(2)
     eager_args = (collections.deque([1, 2, 3]), [1, 2])
     compiled_args = (collections.deque([1, 2, 3]), [1, 2])
@@ -560,7 +560,7 @@ def test_checkpoint_whose_function_breaks_runs_it_eagerly_whole(capsys):
     recomputes (checkpoint refuses that): the checkpoint call runs eagerly whole."""
     x = r(3, grad=True)
     eager_x, compiled_x = clone_inputs(x), clone_inputs(x)
-    compiled = dynamo_capture.optimize(_checkpoint_of_function_that_breaks, backend=_eager)
+    compiled = dynamo_capture.optimize(_checkpoint_of_function_that_breaks, backend=eager_backend)
     got = compiled(compiled_x)
     got.sum().backward()
     expected = _checkpoint_of_function_that_breaks(eager_x)

@@ -7,10 +7,10 @@ import contextlib
 
 import pytest
 import torch
-from conftest import CountingBackend, assert_same
 from torchcheck import check_like_torch
 
 import dynamo_capture
+from dynamo_capture.testing import CountingBackend, assert_same
 
 
 @pytest.fixture(autouse=True)

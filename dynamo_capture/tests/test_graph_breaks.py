@@ -15,17 +15,9 @@ from torchcheck import check_like_torch
 import dynamo_capture
 from dynamo_capture import Unsupported
 from dynamo_capture.resume import END, UNBOUND, is_end, plan_split, segment_function
+from dynamo_capture.testing import CountingBackend
 
 LOG: list = []
-
-
-class Counting:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
 
 
 def log_value(value):
@@ -154,7 +146,7 @@ def _clone(args):
 @pytest.mark.parametrize("fn", list(PROGRAMS), ids=[fn.__name__ for fn in PROGRAMS])
 def test_break_matches_eager_and_counts(fn, capsys):
     args, graphs, breaks = PROGRAMS[fn]
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(fn, backend=backend)
     LOG.clear()
     expected = fn(*_clone(args))
@@ -172,7 +164,7 @@ def test_break_matches_eager_and_counts(fn, capsys):
 
 
 def test_kwargs_binding_through_a_split():
-    compiled = dynamo_capture.optimize(kwargs_and_defaults, backend=Counting())
+    compiled = dynamo_capture.optimize(kwargs_and_defaults, backend=CountingBackend())
     x = torch.randn(3)
     torch.testing.assert_close(
         compiled(x, 3.0, shift=-1.0), kwargs_and_defaults(x, 3.0, shift=-1.0)
@@ -181,13 +173,13 @@ def test_kwargs_binding_through_a_split():
 
 
 def test_each_branch_of_a_data_dependent_if_runs_as_in_eager():
-    compiled = dynamo_capture.optimize(data_dependent_if, backend=Counting())
+    compiled = dynamo_capture.optimize(data_dependent_if, backend=CountingBackend())
     for x in (torch.ones(4), -torch.ones(4), torch.randn(4)):
         torch.testing.assert_close(compiled(x), data_dependent_if(x))
 
 
 def test_resume_function_compiled_once_and_reused():
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(two_breaks, backend=backend)
     for _ in range(4):
         x = torch.randn(3)
@@ -198,7 +190,7 @@ def test_resume_function_compiled_once_and_reused():
 
 
 def test_resume_function_recompiles_on_new_shape():
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(prints_between, backend=backend)
     for size in (3, 3, 5, 5):
         x, y = torch.randn(size), torch.randn(size)
@@ -210,20 +202,20 @@ def test_side_effects_before_and_after_a_break_in_order():
     x = torch.randn(2)
     eager_list, got_list = [], []
     expected = side_effect_then_break(x, eager_list)
-    got = dynamo_capture.optimize(side_effect_then_break, backend=Counting())(x, got_list)
+    got = dynamo_capture.optimize(side_effect_then_break, backend=CountingBackend())(x, got_list)
     assert got == expected
     torch.testing.assert_close(got_list, eager_list)
 
 
 def test_fullgraph_still_raises_at_the_first_break():
-    compiled = dynamo_capture.optimize(prints_between, backend=Counting(), fullgraph=True)
+    compiled = dynamo_capture.optimize(prints_between, backend=CountingBackend(), fullgraph=True)
     with pytest.raises(Unsupported) as info:
         compiled(torch.randn(3), torch.randn(3))
     assert __file__ in str(info.value) and "print" in str(info.value)
 
 
 def test_force_eager_stance_runs_every_part_eagerly():
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(two_breaks, backend=backend)
     x = torch.randn(3)
     with dynamo_capture.set_stance("force_eager"):
@@ -232,7 +224,7 @@ def test_force_eager_stance_runs_every_part_eagerly():
 
 
 def test_fail_on_recompile_applies_to_resume_functions():
-    compiled = dynamo_capture.optimize(prints_between, backend=Counting())
+    compiled = dynamo_capture.optimize(prints_between, backend=CountingBackend())
     compiled(torch.randn(3), torch.randn(3))
     with dynamo_capture.set_stance("fail_on_recompile"):
         compiled(torch.randn(3), torch.randn(3))
@@ -284,7 +276,7 @@ def in_no_grad(x):
 
 @pytest.mark.parametrize("fn", [loops, while_loop, in_no_grad], ids=lambda f: f.__name__)
 def test_loop_and_with_statements_holding_a_break_compile_around_it(fn):
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(fn, backend=backend, loop_breaks="split")
     x = torch.randn(3, requires_grad=True)
     got, expected = compiled(x), fn(x)
@@ -311,7 +303,7 @@ def with_cell(x):
 
 
 def test_frames_with_cells_split_and_share_their_cells():
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(with_cell, backend=backend)
     x = torch.randn(3)
     torch.testing.assert_close(compiled(x), with_cell(x))
@@ -370,7 +362,7 @@ class BreakingBlock(torch.nn.Module):
 def test_break_in_module_forward_splits_the_forward():
     torch.manual_seed(0)
     module = BreakingBlock()
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(module, backend=backend)
     for _ in range(2):
         x = torch.randn(2, 4)
@@ -387,7 +379,7 @@ def test_module_with_hooks_runs_hooks_eagerly_and_forward_compiled_on_a_break():
     module = BreakingBlock()
     calls = []
     module.register_forward_hook(lambda mod, args, out: calls.append(1))
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(module, backend=backend)
     x = torch.randn(2, 4)
     torch.testing.assert_close(compiled(x), module(x))
@@ -420,7 +412,7 @@ def caller(x):
 
 def test_callee_with_a_break_is_compiled_as_its_own_frame(capsys):
     global callee_with_tail
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(caller, backend=backend)
     x = torch.randn(3)
     for _ in range(2):
@@ -438,7 +430,7 @@ def test_callee_with_a_break_is_compiled_as_its_own_frame(capsys):
 
 
 def test_eager_on_recompile_runs_new_inputs_eagerly_in_every_part():
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(prints_between, backend=backend)
     compiled(torch.randn(3), torch.randn(3))
     graphs = len(backend.graphs)
@@ -449,7 +441,7 @@ def test_eager_on_recompile_runs_new_inputs_eagerly_in_every_part():
 
 
 def test_split_artifacts_show_the_generated_bytecode():
-    compiled = dynamo_capture.optimize(two_breaks, backend=Counting())
+    compiled = dynamo_capture.optimize(two_breaks, backend=CountingBackend())
     compiled(torch.randn(3))
     split = next(a for a in compiled.artifacts if a.graph_break_reason)
     assert "two_breaks" in split.entry_code and "RETURN_VALUE" in split.entry_code

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from breakcheck import LOG, Counting, Program, check_break_program
+from breakcheck import LOG, Program, check_break_program
 
 import dynamo_capture
+from dynamo_capture.testing import CountingBackend
 
 
 def helper_prints(t):
@@ -268,7 +269,7 @@ def test_break_inside_a_callee(program):
 
 
 def test_layers_in_a_loop_each_run_their_forward_compiled():
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(STACK_HELPERS, backend=backend)
     x = torch.randn(2, 4)
     torch.testing.assert_close(compiled(x), STACK_HELPERS(x))
@@ -296,7 +297,7 @@ def test_shadows_are_removed_when_the_callee_raises():
             return self.inner(h)
 
     outer = Outer()
-    compiled = dynamo_capture.optimize(outer, backend=Counting())
+    compiled = dynamo_capture.optimize(outer, backend=CountingBackend())
     with pytest.raises(ValueError, match="raised in the callee"):
         compiled(torch.randn(3))
     assert "forward" not in outer.inner.__dict__

@@ -198,11 +198,10 @@ def test_break_in_a_frame_with_cells(program):
 
 
 def test_closure_escaping_through_a_list_sees_the_later_write():
-    from breakcheck import Counting
-
     import dynamo_capture
+    from dynamo_capture.testing import CountingBackend
 
-    compiled = dynamo_capture.optimize(closure_escapes_through_a_list, backend=Counting())
+    compiled = dynamo_capture.optimize(closure_escapes_through_a_list, backend=CountingBackend())
     eager_out, compiled_out = [], []
     x = torch.randn(4)
     torch.testing.assert_close(
@@ -213,9 +212,8 @@ def test_closure_escaping_through_a_list_sees_the_later_write():
 
 
 def test_a_fresh_closure_each_call_reuses_the_compiled_code():
-    from breakcheck import Counting
-
     import dynamo_capture
+    from dynamo_capture.testing import CountingBackend
 
     def make(k):
         return lambda t: t * k
@@ -223,7 +221,7 @@ def test_a_fresh_closure_each_call_reuses_the_compiled_code():
     def apply(f, x):
         return f(x) + 1
 
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(apply, backend=backend)
     x = torch.randn(4)
     for _ in range(3):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import dynamo_capture
+from dynamo_capture.testing import CountingBackend
 
 LOG: list = []
 
@@ -62,22 +63,13 @@ def _program(shape: str, kind: str):
     return scope["fn"]
 
 
-class Counting:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
-
-
 CASES = [(shape, kind) for shape in SHAPES for kind in BREAKS]
 
 
 @pytest.mark.parametrize("shape, kind", CASES, ids=[f"{s}-{k}" for s, k in CASES])
 def test_generated_break_program(shape, kind, capsys):
     fn = _program(shape, kind)
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(fn, backend=backend)
     x = torch.randn(4)
     LOG.clear()

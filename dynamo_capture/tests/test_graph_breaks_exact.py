@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from breakcheck import LOG, Counting, Program, check_break_program
+from breakcheck import LOG, Program, check_break_program
 
 import dynamo_capture
+from dynamo_capture.testing import CountingBackend
 
 
 @dynamo_capture.disable
@@ -96,7 +97,7 @@ def test_break_at_the_exact_instruction(program):
 
 
 def test_graph_before_the_break_holds_the_partial_value():
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(sum_with_eager_term, backend=backend)
     torch.testing.assert_close(compiled(X), sum_with_eager_term(X))
     first, second = (gm.code for gm in backend.graphs)

@@ -12,10 +12,10 @@ import io
 
 import pytest
 import torch
-from breakcheck import Counting
 from test_models import make_inputs
 
 import dynamo_capture
+from dynamo_capture.testing import CountingBackend
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
@@ -71,7 +71,7 @@ def test_model_with_a_print_in_its_mlp(name, monkeypatch):
     monkeypatch.setattr(mlp_class, "forward", printing_mlp_forward)
     model.eval()
     eager, target = model, copy.deepcopy(model)
-    backend = Counting()
+    backend = CountingBackend()
     compiled = dynamo_capture.optimize(target, backend=backend)
     inputs = make_inputs(spec)
     for call in range(2):

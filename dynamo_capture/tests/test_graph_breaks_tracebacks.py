@@ -19,10 +19,7 @@ import pytest
 import torch
 
 import dynamo_capture
-
-
-def _eager_backend(gm, example_inputs):
-    return gm.forward
+from dynamo_capture.testing import eager_backend
 
 
 def _line_of(fn, text):
@@ -100,7 +97,7 @@ CASES = [
 
 @pytest.mark.parametrize("fn, args, kind", CASES, ids=lambda c: getattr(c, "__name__", ""))
 def test_exception_traceback_has_user_file_and_line(fn, args, kind, capsys):
-    compiled = dynamo_capture.optimize(fn, backend=_eager_backend)
+    compiled = dynamo_capture.optimize(fn, backend=eager_backend)
     target = fn if fn is not raise_in_callee_after_break else _helper_raises
     expected_line = _line_of(target, "# raise here")
     for _ in range(2):  # on the compiling call and on the cached one
@@ -129,7 +126,7 @@ def _walk(tb):
 
 
 def test_format_exc_inside_handler_works(capsys):
-    compiled = dynamo_capture.optimize(read_deleted_after_break, backend=_eager_backend)
+    compiled = dynamo_capture.optimize(read_deleted_after_break, backend=eager_backend)
     try:
         compiled(torch.ones(2))
     except UnboundLocalError:
@@ -146,7 +143,7 @@ def test_format_exc_inside_handler_works(capsys):
 
 
 def test_every_part_has_a_position_for_each_instruction(capsys):
-    compiled = dynamo_capture.optimize(raise_in_resume_after_two_breaks, backend=_eager_backend)
+    compiled = dynamo_capture.optimize(raise_in_resume_after_two_breaks, backend=eager_backend)
     with pytest.raises(KeyError):
         compiled(torch.ones(3), False)
     parts = [part.target for part in compiled.parts]

@@ -17,6 +17,7 @@ from breakcheck import Program, check_break_program
 
 import dynamo_capture
 from dynamo_capture.resume import UNBOUND, plan_split, segment_function
+from dynamo_capture.testing import eager_backend
 
 
 def del_between_breaks(x):
@@ -121,19 +122,15 @@ def test_unbound_local_stays_unbound_after_break(program, capsys):
     check_break_program(program)
 
 
-def _eager_backend(gm, example_inputs):
-    return gm.forward
-
-
 def test_resume_after_del_runs():
-    compiled = dynamo_capture.optimize(del_between_breaks, backend=_eager_backend)
+    compiled = dynamo_capture.optimize(del_between_breaks, backend=eager_backend)
     x = torch.randn(3)
     torch.testing.assert_close(compiled(x), del_between_breaks(x))
     torch.testing.assert_close(compiled(x), del_between_breaks(x))
 
 
 def test_local_unbound_on_one_call_bound_on_the_next():
-    compiled = dynamo_capture.optimize(assigned_on_one_branch, backend=_eager_backend)
+    compiled = dynamo_capture.optimize(assigned_on_one_branch, backend=eager_backend)
     x = torch.randn(3)
     for flag in (False, True, False, True):
         if flag:
@@ -169,7 +166,7 @@ def test_cell_frame_first_part_reading_maybe_unbound_runs_eagerly(capsys):
         print("a")
         return (lambda: z + x)()
 
-    compiled = dynamo_capture.optimize(fn, backend=_eager_backend)
+    compiled = dynamo_capture.optimize(fn, backend=eager_backend)
     x = torch.randn(3)
     torch.testing.assert_close(compiled(x, True), fn(x, True))
     with pytest.raises(UnboundLocalError):

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from breakcheck import LOG, Counting, Program, check_break_program
+from breakcheck import LOG, Program, check_break_program
 
 import dynamo_capture
+from dynamo_capture.testing import CountingBackend
 
 
 def no_grad_middle(x):
@@ -361,7 +362,7 @@ def test_autocast_resume_graph_enters_autocast():
 
 
 def test_gradients_flow_through_parts_outside_the_block():
-    compiled = dynamo_capture.optimize(no_grad_then_backward_usable, backend=Counting())
+    compiled = dynamo_capture.optimize(no_grad_then_backward_usable, backend=CountingBackend())
     x1 = X.detach().clone().requires_grad_()
     x2 = X.detach().clone().requires_grad_()
     no_grad_then_backward_usable(x1).sum().backward()

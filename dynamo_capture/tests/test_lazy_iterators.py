@@ -18,14 +18,10 @@ import itertools
 
 import pytest
 import torch
-from conftest import assert_same, clone_inputs
 from torchcheck import check_like_torch
 
 import dynamo_capture
-
-
-def _eager(graph, example_inputs):
-    return graph.forward
+from dynamo_capture.testing import assert_same, clone_inputs, eager_backend
 
 
 def _one():
@@ -408,7 +404,7 @@ def test_lazy_iterator_side_effects_follow_eager_like_torch(program):
 
 # ----- side effects on objects outside the frame ------------------------------------------
 def _compare_with_outside_list(program):
-    compiled = dynamo_capture.optimize(program, backend=_eager)
+    compiled = dynamo_capture.optimize(program, backend=eager_backend)
     for _ in range(2):
         (x,) = _one()
         expected_log, got_log = [], []
@@ -456,7 +452,7 @@ def test_print_in_a_generator_read_once_prints_once(capsys):
     (x,) = _one()
     expected = program(x)
     eager_out = capsys.readouterr().out
-    got = dynamo_capture.optimize(program, backend=_eager)(x)
+    got = dynamo_capture.optimize(program, backend=eager_backend)(x)
     assert_same(got, expected)
     assert capsys.readouterr().out == eager_out
 
@@ -470,7 +466,7 @@ def test_unfinished_generator_with_side_effects_returned_runs_them_later():
     (x,) = _one()
     expected_log, got_log = [], []
     expected, expected_items = program(x, expected_log)
-    got, got_items = dynamo_capture.optimize(program, backend=_eager)(x, got_log)
+    got, got_items = dynamo_capture.optimize(program, backend=eager_backend)(x, got_log)
     assert_same(got, expected)
     assert got_log == expected_log == [0]
     assert_same(list(got_items), list(expected_items))
@@ -485,7 +481,7 @@ def test_unfinished_pure_generator_returned_gives_the_rest():
 
     (x,) = _one()
     expected, expected_items = program(x)
-    got, got_items = dynamo_capture.optimize(program, backend=_eager)(x)
+    got, got_items = dynamo_capture.optimize(program, backend=eager_backend)(x)
     assert_same(got, expected)
     assert_same(list(got_items), list(expected_items))
 
@@ -506,7 +502,7 @@ def _doubled_without_grad(x):
 
 
 def _compare_with_eager(program, make_args):
-    compiled = dynamo_capture.optimize(program, backend=_eager)
+    compiled = dynamo_capture.optimize(program, backend=eager_backend)
     for _ in range(2):
         args = make_args()
         start = torch.is_grad_enabled()
@@ -609,7 +605,7 @@ def _printing_read_after_other_work(x):
     ids=lambda p: p.__name__.lstrip("_"),
 )
 def test_break_inside_generator_body_keeps_eagers_results_and_output(program, capsys):
-    compiled = dynamo_capture.optimize(program, backend=_eager)
+    compiled = dynamo_capture.optimize(program, backend=eager_backend)
     for _ in range(2):
         (x,) = _one()
         expected = program(clone_inputs(x))
@@ -651,7 +647,7 @@ def _in_place_across_a_break(x):
     ids=lambda p: p.__name__.lstrip("_"),
 )
 def test_generator_with_side_effects_live_at_a_break_keeps_eagers_order(program, capsys):
-    compiled = dynamo_capture.optimize(program, backend=_eager)
+    compiled = dynamo_capture.optimize(program, backend=eager_backend)
     for _ in range(2):
         (x,) = _one()
         torch.manual_seed(0)
@@ -682,7 +678,7 @@ def test_outside_list_iterator_sees_appends_after_a_break(capsys):
         log.append(3)
         return x * (first + sum(items))
 
-    compiled = dynamo_capture.optimize(program, backend=_eager)
+    compiled = dynamo_capture.optimize(program, backend=eager_backend)
     for _ in range(2):
         (x,) = _one()
         expected_log, got_log = [1, 2], [1, 2]
@@ -699,7 +695,7 @@ def test_loop_over_an_outside_list_follows_its_length():
             out = out + v
         return out
 
-    compiled = dynamo_capture.optimize(program, backend=_eager)
+    compiled = dynamo_capture.optimize(program, backend=eager_backend)
     for values in ([1, 2], [1, 2, 3], [4]):
         (x,) = _one()
         assert_same(compiled(x, list(values)), program(x, list(values)))

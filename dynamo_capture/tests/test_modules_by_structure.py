@@ -14,10 +14,10 @@ from __future__ import annotations
 import itertools
 
 import torch
-from conftest import CountingBackend
 from torchcheck import check_like_torch
 
 import dynamo_capture
+from dynamo_capture.testing import CountingBackend
 
 
 class Layer(torch.nn.Module):

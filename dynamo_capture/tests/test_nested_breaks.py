@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torchcheck import Counting, check_like_torch, torch_counts
+from torchcheck import check_like_torch, torch_counts
 
 import dynamo_capture
+from dynamo_capture.testing import CountingBackend
 
 
 def _one():
@@ -296,7 +297,7 @@ def test_disallowed_call_starting_an_expression_cuts_at_the_call_like_torch():
 
     dynamo_capture.disallow_in_graph(torch.sigmoid)
     try:
-        counter = Counting()
+        counter = CountingBackend()
         compiled = dynamo_capture.optimize(_sigmoid_then_sine, backend=counter)
         for _ in range(2):
             x = torch.randn(4)

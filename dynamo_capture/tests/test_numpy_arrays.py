@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import assert_same, clone_inputs
 from torchcheck import check_like_torch
 
 import dynamo_capture
+from dynamo_capture.testing import assert_same, clone_inputs
 
 
 def sin_of_numpy(x):

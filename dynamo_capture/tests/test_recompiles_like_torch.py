@@ -10,9 +10,9 @@ import pytest
 import torch
 import torch._dynamo
 import torch._dynamo.testing
-from torchcheck import Counting
 
 import dynamo_capture
+from dynamo_capture.testing import CountingBackend
 
 
 def _run(compiled, fn, inputs):
@@ -24,7 +24,7 @@ def _run(compiled, fn, inputs):
 
 def _counts_like_torch(fn, inputs, **settings):
     """Ember's graph count on `inputs` (arguments factories, one per call) equals torch's."""
-    counter = Counting()
+    counter = CountingBackend()
     _run(dynamo_capture.optimize(fn, backend=counter, **settings), fn, inputs)
     torch._dynamo.reset()
     reference = torch._dynamo.testing.CompileCounter()

@@ -11,14 +11,11 @@ import torch
 
 import dynamo_capture
 from dynamo_capture import BackendCompilerFailed
-
-
-def _eager(gm, example_inputs):
-    return gm.forward
+from dynamo_capture.testing import eager_backend
 
 
 def _compiled(fn):
-    return dynamo_capture.optimize(fn, backend=_eager, fullgraph=True)
+    return dynamo_capture.optimize(fn, backend=eager_backend, fullgraph=True)
 
 
 def append_and_write(x, out, d):

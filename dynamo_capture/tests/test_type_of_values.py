@@ -12,10 +12,7 @@ import pytest
 import torch
 
 import dynamo_capture
-
-
-def _eager_backend(gm, example_inputs):
-    return gm.forward
+from dynamo_capture.testing import eager_backend
 
 
 class Tagged(torch.Tensor):
@@ -71,7 +68,7 @@ def subclass_types(x, y):
 @pytest.mark.parametrize("dynamic", [False, True])
 @pytest.mark.parametrize("fn", [branch_on_exact_type, branch_on_type_equality])
 def test_type_of_computed_tensor_is_tensor(fn, dynamic):
-    compiled = dynamo_capture.optimize(fn, backend=_eager_backend, dynamic=dynamic)
+    compiled = dynamo_capture.optimize(fn, backend=eager_backend, dynamic=dynamic)
     for size in (3, 5):
         x = torch.randn(size)
         torch.testing.assert_close(compiled(x), fn(x))
@@ -80,7 +77,7 @@ def test_type_of_computed_tensor_is_tensor(fn, dynamic):
 
 @pytest.mark.parametrize("dynamic", [False, True, None])
 def test_type_of_values_matches_eager(dynamic):
-    compiled = dynamo_capture.optimize(types_of_values, backend=_eager_backend, dynamic=dynamic)
+    compiled = dynamo_capture.optimize(types_of_values, backend=eager_backend, dynamic=dynamic)
     for size, n in ((3, 2), (4, 7), (6, 9)):
         x = torch.randn(size)
         assert compiled(x, n) == types_of_values(x, n)
@@ -89,14 +86,14 @@ def test_type_of_values_matches_eager(dynamic):
 def test_type_of_parameter_and_its_results():
     module = torch.nn.Linear(2, 2)
     x = torch.randn(3, 2)
-    compiled = dynamo_capture.optimize(parameter_types, backend=_eager_backend)
+    compiled = dynamo_capture.optimize(parameter_types, backend=eager_backend)
     assert compiled(module, x) == parameter_types(module, x)
 
 
 def test_type_of_subclass_results_follows_torch_function():
     x = torch.randn(3).as_subclass(Tagged)
     y = torch.randn(3).as_subclass(MoreTagged)
-    compiled = dynamo_capture.optimize(subclass_types, backend=_eager_backend)
+    compiled = dynamo_capture.optimize(subclass_types, backend=eager_backend)
     assert compiled(x, y) == subclass_types(x, y)
     plain = torch.randn(3), torch.randn(3)
     assert compiled(*plain) == subclass_types(*plain)

@@ -14,22 +14,9 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import assert_same, clone_inputs
 
 import dynamo_capture
-
-
-class Counting:
-    """Counts graphs and their call nodes, like torch._dynamo.testing.CompileCounter."""
-
-    def __init__(self) -> None:
-        self.frame_count = 0
-        self.op_count = 0
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        self.frame_count += 1
-        self.op_count += sum(1 for node in gm.graph.nodes if node.op.startswith("call"))
-        return gm.forward
+from dynamo_capture.testing import CountingBackend, assert_same, clone_inputs
 
 
 def _run_all(compiled: Callable[..., Any], fn: Callable[..., Any], make_args: Any, calls: int):
@@ -79,9 +66,9 @@ def check_like_torch(
     *,
     calls: int = 2,
     ops: bool = True,
-) -> Counting:
+) -> CountingBackend:
     """Ember's results equal eager's; its graph (and op) counts equal torch.compile's."""
-    counter = Counting()
+    counter = CountingBackend()
     _run_all(dynamo_capture.optimize(fn, backend=counter), fn, make_args, calls)
     try:
         frames, op_count = torch_counts(fn, make_args, calls)

@@ -334,6 +334,61 @@ def _wrap_and_require_grad(
     return wrapped
 
 
+def _split_aux(output: Value, has_aux: bool, kind: str) -> tuple[Value, Value | None]:
+    """f's output and, with has_aux, its aux (f must return `(out, aux)` then)."""
+    if not has_aux:
+        return output, None
+    if not (isinstance(output, TupleValue) and len(output.items) == 2):
+        raise Unsupported(f"torch.func.{kind} with has_aux: f must return (out, aux)")
+    return output.items[0], output.items[1]
+
+
+def _unwrap_aux(tx: Translator, aux: Value, kind: str, level: int) -> Value:
+    """aux with each of its tensors unwrapped from `level` (it must hold only tensors)."""
+    _tensors_of(aux, f"the aux output of torch.func.{kind}")
+    return _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+
+
+def _open_vmap_level(tx: Translator, batch_size: Any, randomness: str) -> int:
+    """The calls torch.func.vmap makes on entry: its batching rules loaded, a new vmap
+    level of `batch_size`. The level."""
+    _effect(tx, _lazy_load_decompositions)
+    tx.ctx.functorch_level += 1
+    tx.ctx.call(
+        "call_function",
+        _vmap_increment_nesting,
+        (PythonValue(batch_size), PythonValue(randomness)),
+        {},
+        allow_python_result=True,
+    )
+    return tx.ctx.functorch_level
+
+
+def _close_vmap_level(tx: Translator) -> None:
+    _effect(tx, torch._C._functorch._vmap_decrement_nesting)
+    tx.ctx.functorch_level -= 1
+
+
+def _jacobian_argnums(
+    transform: InlinedTransform, args: list[Value], unsupported_option: bool
+) -> tuple[int, ...] | None:
+    """The differentiated argument numbers of jacrev or jacfwd, or None where the call
+    is not traced (argnums or has_aux not ones traced, an option set that is not
+    traced, arguments that are not tensors)."""
+    argnums = transform.options.get("argnums", 0)
+    numbers = argnums if isinstance(argnums, tuple) else (argnums,)
+    if (
+        not numbers
+        or not all(type(n) is int and 0 <= n < len(args) for n in numbers)
+        or len(set(numbers)) != len(numbers)
+        or not isinstance(transform.options.get("has_aux", False), bool)
+        or unsupported_option
+        or not all(isinstance(a, TensorValue) for a in args)
+    ):
+        return None
+    return numbers
+
+
 def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value:
     from dynamo_capture.calls import call
 
@@ -349,12 +404,7 @@ def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Val
         raise Unsupported(f"torch.func.{transform.kind}: arguments holding other values")
     level, opened = _open_grad_level(tx)
     wrapped = _wrap_and_require_grad(tx, args, numbers, level)
-    output = call(tx, transform.function, wrapped, {})
-    aux: Value | None = None
-    if has_aux:
-        if not (isinstance(output, TupleValue) and len(output.items) == 2):
-            raise Unsupported(f"torch.func.{transform.kind} with has_aux: f must return (out, aux)")
-        output, aux = output.items
+    output, aux = _split_aux(call(tx, transform.function, wrapped, {}), has_aux, transform.kind)
     if not isinstance(output, TensorValue) or output.example.dim() != 0:
         raise Unsupported(f"torch.func.{transform.kind}: f must return a scalar tensor")
     differentiated = [t for n in numbers for t in _tensors_of(wrapped[n], "an argument")]
@@ -368,8 +418,7 @@ def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Val
     grad_items = [_map_tensors(wrapped[n], lambda _: next(flat_grads)) for n in numbers]
     value = _tensor(tx, _unwrap_for_grad, output, level)
     if aux is not None:
-        _tensors_of(aux, f"the aux output of torch.func.{transform.kind}")
-        aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+        aux = _unwrap_aux(tx, aux, transform.kind, level)
     _close_grad_level(tx, opened)
     grad = grad_items[0] if not isinstance(argnums, tuple) else TupleValue(grad_items)
     if transform.kind == "grad":
@@ -404,17 +453,7 @@ def _vmap(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Val
     if not sizes or any(size is not sizes[0] and size != sizes[0] for size in sizes):
         raise Unsupported("torch.func.vmap: batch sizes that differ or no batched argument")
     batch_size = sizes[0]  # a SymInt where the batch dimension is dynamic
-    randomness = transform.options.get("randomness", "error")
-    _effect(tx, _lazy_load_decompositions)
-    tx.ctx.functorch_level += 1
-    level = tx.ctx.functorch_level
-    tx.ctx.call(
-        "call_function",
-        _vmap_increment_nesting,
-        (PythonValue(batch_size), PythonValue(randomness)),
-        {},
-        allow_python_result=True,
-    )
+    level = _open_vmap_level(tx, batch_size, transform.options.get("randomness", "error"))
     batched = [
         _tensor(tx, _add_batch_dim, arg, dim % arg.example.dim(), level)
         if isinstance(arg, TensorValue) and dim is not None
@@ -437,8 +476,7 @@ def _vmap(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Val
         )
         for tensor, dim in zip(outputs, out_flat, strict=True)
     }
-    _effect(tx, torch._C._functorch._vmap_decrement_nesting)
-    tx.ctx.functorch_level -= 1
+    _close_vmap_level(tx)
     return _map_tensors(output, lambda t: removed[id(t)])
 
 
@@ -470,14 +508,9 @@ def call_vjp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
         raise Unsupported("torch.func.vjp of primals other than tensors")
     level, opened = _open_grad_level(tx)
     wrapped = _wrap_and_require_grad(tx, primals, tuple(range(len(primals))), level)
-    output = call(tx, args[0], wrapped, {})
-    aux: Value | None = None
-    if has_aux:
-        if not (isinstance(output, TupleValue) and len(output.items) == 2):
-            raise Unsupported("torch.func.vjp with has_aux: f must return (out, aux)")
-        output, aux = output.items
-        _tensors_of(aux, "the aux output of torch.func.vjp")
-        aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+    output, aux = _split_aux(call(tx, args[0], wrapped, {}), has_aux, "vjp")
+    if aux is not None:
+        aux = _unwrap_aux(tx, aux, "vjp", level)
     outputs = _tensors_of(output, "the output of torch.func.vjp's function")
     if not all(o.example.is_floating_point() or o.example.is_complex() for o in outputs):
         raise Unsupported("torch.func.vjp: an output that is not floating point (eager raises)")
@@ -615,14 +648,9 @@ def call_jvp(
         return None
     level, opened = _open_jvp_level(tx)
     duals = [_dual(tx, primal, tangent) for primal, tangent in pairs]
-    output = call(tx, function, duals, {})
-    aux: Value | None = None
-    if has_aux:
-        if not (isinstance(output, TupleValue) and len(output.items) == 2):
-            raise Unsupported("torch.func.jvp with has_aux: f must return (out, aux)")
-        output, aux = output.items
-        _tensors_of(aux, "the aux output of torch.func.jvp")
-        aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+    output, aux = _split_aux(call(tx, function, duals, {}), has_aux, "jvp")
+    if aux is not None:
+        aux = _unwrap_aux(tx, aux, "jvp", level)
     outputs = _tensors_of(output, "the output of torch.func.jvp's function")
     primal_of: dict[int, Value] = {}
     tangent_of: dict[int, Value] = {}
@@ -648,28 +676,17 @@ def call_jacrev(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     tensors): the opaque node is used then."""
     from dynamo_capture.calls import call
 
+    chunked = transform.options.get("chunk_size") is not None
+    numbers = _jacobian_argnums(transform, args, unsupported_option=chunked)
+    if numbers is None:
+        return None
     argnums = transform.options.get("argnums", 0)
     has_aux = transform.options.get("has_aux", False)
-    numbers = argnums if isinstance(argnums, tuple) else (argnums,)
-    if (
-        not numbers
-        or not all(type(n) is int and 0 <= n < len(args) for n in numbers)
-        or len(set(numbers)) != len(numbers)
-        or not isinstance(has_aux, bool)
-        or transform.options.get("chunk_size") is not None
-        or not all(isinstance(a, TensorValue) for a in args)
-    ):
-        return None
     level, opened = _open_grad_level(tx)
     wrapped = _wrap_and_require_grad(tx, args, numbers, level)
-    output = call(tx, transform.function, wrapped, {})
-    aux: Value | None = None
-    if has_aux:
-        if not (isinstance(output, TupleValue) and len(output.items) == 2):
-            raise Unsupported("torch.func.jacrev with has_aux: f must return (out, aux)")
-        output, aux = output.items
-        _tensors_of(aux, "the aux output of torch.func.jacrev")
-        aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+    output, aux = _split_aux(call(tx, transform.function, wrapped, {}), has_aux, "jacrev")
+    if aux is not None:
+        aux = _unwrap_aux(tx, aux, "jacrev", level)
     if not isinstance(output, TensorValue):
         raise Unsupported("torch.func.jacrev of a function not returning one tensor")
     if not (output.example.is_floating_point() or output.example.is_complex()):
@@ -693,16 +710,7 @@ def _vmap_of_pullback(
 ) -> list[Value]:
     """vmap(vjp_fn)(basis): the pullback's autograd node run once per basis row; the
     rows of each primal."""
-    _effect(tx, _lazy_load_decompositions)
-    tx.ctx.functorch_level += 1
-    level = tx.ctx.functorch_level
-    tx.ctx.call(
-        "call_function",
-        _vmap_increment_nesting,
-        (PythonValue(size), PythonValue("error")),
-        {},
-        allow_python_result=True,
-    )
+    level = _open_vmap_level(tx, size, "error")
     batched = _tensor(tx, _add_batch_dim, basis, 0, level)
     grads = _tensor(
         tx,
@@ -717,8 +725,7 @@ def _vmap_of_pullback(
     rows = [
         _tensor(tx, _remove_batch_dim, grad, level, PythonValue(size), 0) for grad in batched_grads
     ]
-    _effect(tx, torch._C._functorch._vmap_decrement_nesting)
-    tx.ctx.functorch_level -= 1
+    _close_vmap_level(tx)
     return rows
 
 
@@ -732,47 +739,27 @@ def call_jacfwd(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     for other forms (randomness other than "error", arguments that are not tensors)."""
     from dynamo_capture.calls import call
 
+    random = transform.options.get("randomness", "error") != "error"
+    numbers = _jacobian_argnums(transform, args, unsupported_option=random)
+    if numbers is None:
+        return None
     argnums = transform.options.get("argnums", 0)
     has_aux = transform.options.get("has_aux", False)
-    numbers = argnums if isinstance(argnums, tuple) else (argnums,)
-    if (
-        not numbers
-        or not all(type(n) is int and 0 <= n < len(args) for n in numbers)
-        or len(set(numbers)) != len(numbers)
-        or not isinstance(has_aux, bool)
-        or transform.options.get("randomness", "error") != "error"
-        or not all(isinstance(a, TensorValue) for a in args)
-    ):
-        return None
     primals = [args[n] for n in numbers]
     shapes = [tuple(p.example.shape) for p in primals]  # type: ignore[attr-defined]
     sizes = [p.example.numel() for p in primals]  # type: ignore[attr-defined]
     size = sum(sizes)
     bases = _block_identity_basis(tx, primals, sizes, shapes)
-    _effect(tx, _lazy_load_decompositions)
-    tx.ctx.functorch_level += 1
-    vmap_level = tx.ctx.functorch_level
-    tx.ctx.call(
-        "call_function",
-        _vmap_increment_nesting,
-        (PythonValue(size), PythonValue("error")),
-        {},
-        allow_python_result=True,
-    )
+    vmap_level = _open_vmap_level(tx, size, "error")
     tangents = [_tensor(tx, _add_batch_dim, basis, 0, vmap_level) for basis in bases]
     level, opened = _open_jvp_level(tx)
     duals = [_dual(tx, p, t) for p, t in zip(primals, tangents, strict=True)]
     wrapped = [_tensor(tx, _wrap_for_grad, arg, level) for arg in args]
     for number, dual in zip(numbers, duals, strict=True):
         wrapped[number] = dual  # the primal's own wrapper is made and left unused, as in torch
-    output = call(tx, transform.function, wrapped, {})
-    aux: Value | None = None
-    if has_aux:
-        if not (isinstance(output, TupleValue) and len(output.items) == 2):
-            raise Unsupported("torch.func.jacfwd with has_aux: f must return (out, aux)")
-        output, aux = output.items
-        _tensors_of(aux, "the aux output of torch.func.jacfwd")
-        aux = _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
+    output, aux = _split_aux(call(tx, transform.function, wrapped, {}), has_aux, "jacfwd")
+    if aux is not None:
+        aux = _unwrap_aux(tx, aux, "jacfwd", level)
     several = isinstance(output, TupleValue) and output.cls is tuple
     outputs = list(output.items) if several else [output]  # type: ignore[union-attr]
     if not outputs or not all(isinstance(out, TensorValue) for out in outputs):
@@ -790,8 +777,7 @@ def call_jacfwd(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     if aux is not None:
         batch = PythonValue(size)
         aux = _map_tensors(aux, lambda t: _tensor(tx, _remove_batch_dim, t, vmap_level, batch, 0))
-    _effect(tx, torch._C._functorch._vmap_decrement_nesting)
-    tx.ctx.functorch_level -= 1
+    _close_vmap_level(tx)
     if aux is not None:  # each aux tensor is the same for every basis row: the first
         import operator
 

@@ -219,20 +219,12 @@ def python_type_of(value: Value) -> type:
     if isinstance(value, PythonValue):
         kind = type(value.obj)
         return _SYMBOLIC_TYPES.get(kind, kind)  # a symbolic size stands for an int
-    if isinstance(value, TupleValue):
-        return value.cls
-    if isinstance(value, ListValue):
-        return value.cls
-    if isinstance(value, DictValue):
-        return value.cls
-    if isinstance(value, SetValue):
+    if isinstance(value, TupleValue | ListValue | DictValue | SetValue | ObjectValue):
         return value.cls
     if isinstance(value, DictViewValue):
         from dynamo_capture.dict_views import VIEW_TYPES
 
         return VIEW_TYPES[value.kind]
-    if isinstance(value, ObjectValue):
-        return value.cls
     if isinstance(value, FunctionValue):
         return types.FunctionType
     if isinstance(value, MethodValue):

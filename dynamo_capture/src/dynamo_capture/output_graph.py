@@ -700,13 +700,7 @@ class CaptureContext:
         data_dependent = _any_data_dependent(args, kwargs)
         result_type = tensor_result_type(args, kwargs)
         try:
-            with self.fake_mode if self.use_fakes else contextlib.nullcontext():
-                if kind == "call_method":
-                    result = getattr(example_args[0], target)(*example_args[1:], **example_kwargs)
-                else:
-                    # a target that cannot run on fakes names what computes its metadata
-                    example_target = getattr(target, "__ember_example__", target)
-                    result = example_target(*example_args, **example_kwargs)
+            result = self._run_on_examples(kind, target, example_args, example_kwargs)
         except Unsupported:
             raise
         except DataDependentError as error:
@@ -764,6 +758,18 @@ class CaptureContext:
             f"dtype the frame set ({torch.get_default_dtype()}); set it outside the compiled code"
         )
 
+    def _run_on_examples(
+        self, kind: str, target: Any, example_args: Any, example_kwargs: dict[str, Any]
+    ) -> Any:
+        """The call run on the example values (under the fake mode where capture uses
+        fakes): its result, whose metadata the node's value takes."""
+        with self.fake_mode if self.use_fakes else contextlib.nullcontext():
+            if kind == "call_method":
+                return getattr(example_args[0], target)(*example_args[1:], **example_kwargs)
+            # a target that cannot run on fakes names what computes its metadata
+            example_target = getattr(target, "__ember_example__", target)
+            return example_target(*example_args, **example_kwargs)
+
     def _dtypes_under_entry_default(
         self, kind: str, target: Any, example_args: Any, example_kwargs: dict[str, Any]
     ) -> tuple[torch.dtype, ...] | None:
@@ -771,12 +777,7 @@ class CaptureContext:
         current = torch.get_default_dtype()
         torch.set_default_dtype(self.entry_default_dtype)
         try:
-            with self.fake_mode if self.use_fakes else contextlib.nullcontext():
-                if kind == "call_method":
-                    result = getattr(example_args[0], target)(*example_args[1:], **example_kwargs)
-                else:
-                    example_target = getattr(target, "__ember_example__", target)
-                    result = example_target(*example_args, **example_kwargs)
+            result = self._run_on_examples(kind, target, example_args, example_kwargs)
         except Exception:  # noqa: BLE001 - any failure: treated as depending on it
             return None
         finally:

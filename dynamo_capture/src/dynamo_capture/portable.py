@@ -378,13 +378,10 @@ def decode_value(data: Any, nodes: dict[str, torch.fx.Node] | None = None) -> An
         if nodes is None:
             raise ValueError("a graph node outside a graph")
         return nodes[data[1]]
-    if tag == "op":
+    if tag in ("op", "op_packet"):
         namespace, name = data[1].split("::")
         packet = getattr(getattr(torch.ops, namespace), name)
-        return getattr(packet, data[2] or "default")
-    if tag == "op_packet":
-        namespace, name = data[1].split("::")
-        return getattr(getattr(torch.ops, namespace), name)
+        return packet if tag == "op_packet" else getattr(packet, data[2] or "default")
     if tag == "enum":
         member = getattr(decode_value(data[1]), data[2], None)
         if not isinstance(member, enum.Enum) or encode_value(member.value) != data[3]:

@@ -15,6 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pytest
 
 import dynamo_capture
+import ember
+from ember import warm_cache
 
 
 @pytest.fixture(autouse=True)
@@ -27,6 +29,25 @@ def _clean_state():
 
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+@pytest.fixture
+def fresh_ember():
+    """A test of what compiles keep starts and ends with none kept (`ember.reset()`)."""
+    ember.reset()
+    yield
+    ember.reset()
+
+
+@pytest.fixture
+def warm(tmp_path, monkeypatch):
+    """Warm start on, with a cache root of this test's own."""
+    monkeypatch.setenv("EMBER_WARM_START", "1")
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("EMBER_REMOTE_CACHE", raising=False)
+    warm_cache.STATS.clear()
+    yield tmp_path / "cache"
+    ember.reset()
 
 
 @pytest.fixture

@@ -23,11 +23,7 @@ import ember
 BACKENDS = ("aot_eager", "inductor")
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    ember.reset()
-    yield
-    ember.reset()
+pytestmark = pytest.mark.usefixtures("fresh_ember")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

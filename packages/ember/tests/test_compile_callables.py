@@ -9,15 +9,7 @@ import pytest
 import torch
 
 import ember
-
-
-class CountingBackend:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
+from dynamo_capture.testing import CountingBackend
 
 
 def scale(x, y, *, k=1.0):

@@ -6,6 +6,7 @@ import functools
 import torch
 
 import ember
+from dynamo_capture.testing import CountingBackend
 
 
 def add_one(x):
@@ -81,19 +82,8 @@ def test_callable_objects_and_partials():
         torch.testing.assert_close(compiled(torch.zeros(2)), torch.ones(2))
 
 
-class RecordingBackend:
-    """A backend that keeps every graph it is given and runs it eagerly."""
-
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
-
-
 def test_compiled_function_matches_eager_and_compiles_once():
-    backend = RecordingBackend()
+    backend = CountingBackend()
     compiled = ember.compile(lambda x, y: torch.sin(x) * y + 1, backend=backend)
     x, y = torch.randn(4), torch.randn(4)
     torch.testing.assert_close(compiled(x, y), torch.sin(x) * y + 1)
@@ -104,7 +94,7 @@ def test_compiled_function_matches_eager_and_compiles_once():
 
 
 def test_a_new_input_type_recompiles():
-    backend = RecordingBackend()
+    backend = CountingBackend()
     compiled = ember.compile(add_one, backend=backend)
     compiled(torch.ones(2))
     compiled(torch.ones(2, dtype=torch.float64))
@@ -197,7 +187,7 @@ def test_compiled_module_matches_eager_and_runs_its_hooks():
     block = Block()
     block.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
     block.register_forward_hook(lambda mod, args, out: out + 100)
-    backend = RecordingBackend()
+    backend = CountingBackend()
     compiled = ember.compile(block, backend=backend)
     x = torch.randn(2, 4)
     expected = block(x)
@@ -245,7 +235,7 @@ def test_module_wrapper_pickles_with_its_settings():
 
 
 def test_reset_makes_the_next_call_compile_again():
-    backend = RecordingBackend()
+    backend = CountingBackend()
     compiled = ember.compile(add_one, backend=backend)
     compiled(torch.ones(1))
     compiled(torch.ones(1))

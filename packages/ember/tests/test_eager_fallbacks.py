@@ -17,16 +17,8 @@ import torch
 
 import dynamo_capture
 import ember
+from dynamo_capture.testing import CountingBackend
 from ember.api import compiled_callable_of
-
-
-class CountingBackend:
-    def __init__(self) -> None:
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
 
 
 def keep_arguments(module, args, kwargs):
@@ -71,7 +63,7 @@ def test_eager_frame_is_compiled_again_for_an_input_of_another_kind():
         for _ in range(2):
             torch.testing.assert_close(compiled(sparse), double(sparse))
             torch.testing.assert_close(compiled(dense), double(dense))
-    assert backend.graphs == 1
+    assert backend.frame_count == 1
     runner = compiled_callable_of(compiled)
     assert [entry.eager for entry in runner.entries] == [True, False]
 
@@ -108,7 +100,7 @@ def test_module_with_kwargs_pre_hook_is_compiled_with_the_module():
         for _ in range(2):
             torch.testing.assert_close(compiled(x), model.forward(x * 2))
     assert not fallback_warnings(record)
-    assert backend.graphs == 1
+    assert backend.frame_count == 1
     handle.remove()  # the hook's dict keys are guarded: compiled again without it
     torch.testing.assert_close(compiled(x), model.forward(x))
-    assert backend.graphs == 2
+    assert backend.frame_count == 2

@@ -57,6 +57,19 @@ def _distinct(pieces: list) -> int:
     return len({piece.signature for piece in pieces})
 
 
+def _assert_training_step_matches_eager(compiled, model, x):
+    """One step of `compiled` (output and parameter gradients) equals eager's on `model`."""
+    out = compiled(x)
+    out.square().sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    expected = model(x)
+    expected.square().sum().backward()
+    torch.testing.assert_close(out, expected)
+    for got, parameter in zip(grads, model.parameters(), strict=True):
+        torch.testing.assert_close(got, parameter.grad)
+
+
 def test_identical_blocks_are_one_region_compiled_once():
     torch.manual_seed(0)
     model = Stack(depth=5)
@@ -96,15 +109,7 @@ def test_regional_blocks_match_eager_inference_and_training(backend):
     x = torch.randn(4, 8)
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x))
-    out = compiled(x)
-    out.square().sum().backward()
-    grads = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
-    expected = model(x)
-    expected.square().sum().backward()
-    torch.testing.assert_close(out, expected)
-    for got, parameter in zip(grads, model.parameters(), strict=True):
-        torch.testing.assert_close(got, parameter.grad)
+    _assert_training_step_matches_eager(compiled, model, x)
 
 
 def test_regional_blocks_with_symbolic_sizes_match_eager():
@@ -247,15 +252,7 @@ def test_regional_blocks_on_gpu_match_eager():
     model = Stack(depth=4).cuda()
     x = torch.randn(4, 8, device="cuda")
     compiled = ember.compile(model)
-    out = compiled(x)
-    out.square().sum().backward()
-    grads = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
-    expected = model(x)
-    expected.square().sum().backward()
-    torch.testing.assert_close(out, expected)
-    for got, parameter in zip(grads, model.parameters(), strict=True):
-        torch.testing.assert_close(got, parameter.grad)
+    _assert_training_step_matches_eager(compiled, model, x)
     assert "triton" in ember.last_artifacts(compiled).parts[0].kernels
 
 

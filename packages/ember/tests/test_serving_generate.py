@@ -17,23 +17,13 @@ import torch
 from copy_counting import CopyShapes
 
 import ember
+from dynamo_capture.testing import CountingBackend
 from ember.api import compiled_callable_of
 
 transformers = pytest.importorskip("transformers")
 
 PROMPT = 6
 NEW_TOKENS = 5
-
-
-class CountingBackend:
-    """The eager backend, counting the graphs it gets."""
-
-    def __init__(self) -> None:
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
 
 
 def tiny_model(kind: str) -> torch.nn.Module:
@@ -87,7 +77,7 @@ def test_generate_stays_compiled_across_calls(kind, cache, how):
     first = entries_per_call[0]
     assert first <= 3
     assert entries_per_call == [first] * 4  # no compile after the first call
-    assert backend.graphs == first
+    assert backend.frame_count == first
     assert not any(entry.eager for entry in compiled.entries)
     assert not compiled.graph_breaks
 
@@ -133,7 +123,7 @@ def test_generate_compiles_as_many_frames_as_torch_compile():
             generate(model, ids, "dynamic"), generate(reference, ids, "dynamic"), rtol=0, atol=0
         )
     torch._dynamo.reset()
-    assert backend.graphs == counter.frame_count == 3
+    assert backend.frame_count == counter.frame_count == 3
 
 
 def test_generate_recompile_log_names_the_failing_guard_of_each_entry(capsys):

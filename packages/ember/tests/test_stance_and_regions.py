@@ -7,6 +7,7 @@ import torch
 
 import ember
 from dynamo_capture import current_stance, is_allowed_in_graph, substitute_for
+from dynamo_capture.testing import CountingBackend
 
 
 def add_one(x):
@@ -57,17 +58,8 @@ def test_force_backend_only_with_default():
         assert current_stance().force_backend == "eager"
 
 
-class RecordingBackend:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
-
-
 def test_eager_then_compile_runs_the_first_call_eagerly():
-    backend = RecordingBackend()
+    backend = CountingBackend()
     compiled = ember.compile(add_one, backend=backend)
     with ember.set_stance("eager_then_compile"):
         torch.testing.assert_close(compiled(torch.zeros(1)), torch.ones(1))
@@ -77,7 +69,7 @@ def test_eager_then_compile_runs_the_first_call_eagerly():
 
 
 def test_force_eager_never_calls_the_backend():
-    backend = RecordingBackend()
+    backend = CountingBackend()
     compiled = ember.compile(add_one, backend=backend)
     with ember.set_stance("force_eager"):
         compiled(torch.zeros(1))
@@ -109,7 +101,7 @@ def test_disable_runs_eagerly_and_marks_the_function():
 
 
 def test_recursive_disable_makes_compiled_callees_run_eagerly():
-    backend = RecordingBackend()
+    backend = CountingBackend()
     compiled = ember.compile(add_one, backend=backend)
 
     @ember.disable
@@ -123,7 +115,7 @@ def test_recursive_disable_makes_compiled_callees_run_eagerly():
 
 
 def test_non_recursive_disable_leaves_compiled_callees_compiled():
-    backend = RecordingBackend()
+    backend = CountingBackend()
     compiled = ember.compile(add_one, backend=backend)
     outer = ember.disable(lambda x: compiled(x), recursive=False)
     torch.testing.assert_close(outer(torch.zeros(1)), torch.ones(1))

@@ -6,15 +6,7 @@ import torch
 import torch._dynamo
 
 import ember
-
-
-class RecordingBackend:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
+from dynamo_capture.testing import CountingBackend
 
 
 def _double(x):
@@ -47,7 +39,7 @@ class _Model(torch.nn.Module):
 
 def test_torch_disabled_forward_in_a_model_breaks_the_graph_and_matches_eager():
     model = _Model()
-    backend = RecordingBackend()
+    backend = CountingBackend()
     compiled = ember.compile(model, backend=backend)
     x = torch.randn(3, 4)
     torch.testing.assert_close(compiled(x), model(x))
@@ -70,7 +62,7 @@ torch.compiler.allow_in_graph(_gelu_like)
 def test_ember_allow_in_graph_of_a_torch_allowed_function_is_one_node_under_fullgraph():
     # torch's registration is not read (it lives in a private registry of torch's);
     # ember's own marker keeps the function one node.
-    backend = RecordingBackend()
+    backend = CountingBackend()
     ember.allow_in_graph(_gelu_like)
     compiled = ember.compile(lambda x: _gelu_like(x) + 1, backend=backend, fullgraph=True)
     x = torch.randn(5)
@@ -79,7 +71,7 @@ def test_ember_allow_in_graph_of_a_torch_allowed_function_is_one_node_under_full
 
 
 def test_torch_mark_dynamic_input_compiles_once_for_all_sizes():
-    backend = RecordingBackend()
+    backend = CountingBackend()
     compiled = ember.compile(lambda x: (x * 2).sum(0), backend=backend)
     for n in (3, 5, 9):
         x = torch.randn(n, 4)
@@ -93,7 +85,7 @@ def test_torch_mark_dynamic_input_compiles_once_for_all_sizes():
 
 
 def test_torch_mark_static_keeps_a_size_static_under_dynamic_true():
-    backend = RecordingBackend()
+    backend = CountingBackend()
     compiled = ember.compile(lambda x: x + 1, backend=backend, dynamic=True)
     for n in (3, 5):
         x = torch.randn(n)
@@ -103,7 +95,7 @@ def test_torch_mark_static_keeps_a_size_static_under_dynamic_true():
 
 
 def test_torch_mark_dynamic_range_is_guarded():
-    backend = RecordingBackend()
+    backend = CountingBackend()
     compiled = ember.compile(lambda x: x.cos(), backend=backend)
     x = torch.randn(8)
     torch._dynamo.mark_dynamic(x, 0, min=4, max=16)
@@ -120,7 +112,7 @@ def _world_size():
 
 
 def test_torch_assume_constant_result_folds_into_the_graph():
-    backend = RecordingBackend()
+    backend = CountingBackend()
     compiled = ember.compile(lambda x: x / _world_size(), backend=backend, fullgraph=True)
     x = torch.randn(3)
     torch.testing.assert_close(compiled(x), x / 4)

@@ -30,17 +30,6 @@ def helper(x):
 
 
 @pytest.fixture
-def warm(tmp_path, monkeypatch):
-    """Warm start on, with a cache root of this test's own."""
-    monkeypatch.setenv("EMBER_WARM_START", "1")
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("EMBER_REMOTE_CACHE", raising=False)
-    warm_cache.STATS.clear()
-    yield tmp_path / "cache"
-    ember.reset()
-
-
-@pytest.fixture
 def no_capture(monkeypatch):
     """Calling it makes every later capture fail the test (the record must be installed)."""
 

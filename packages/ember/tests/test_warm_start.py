@@ -20,25 +20,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ROOT, SOURCES
 
 import ember
 from ember import warm_cache
 
-ROOT = Path(__file__).resolve().parents[3]
-SOURCES = ["packages/ember/src", "guards/src", "dynamo_capture/src", "prim_decomp/src"]
-SOURCES += ["aot_autograd/src", "inductor_codegen/src"]
 SCALE = 2.0
-
-
-@pytest.fixture
-def warm(tmp_path, monkeypatch):
-    """Warm start on, with a cache root of this test's own."""
-    monkeypatch.setenv("EMBER_WARM_START", "1")
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("EMBER_REMOTE_CACHE", raising=False)
-    warm_cache.STATS.clear()
-    yield tmp_path / "cache"
-    ember.reset()
 
 
 def _model() -> torch.nn.Module:

@@ -1,4 +1,4 @@
-"""Casting rules shared by decompositions: compute in float32 for half types."""
+"""Rules shared by decompositions: compute in float32 for half types; dims and strides."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 
 from prim_decomp.type_promotion import compute_dtype
 
-__all__ = ["aten", "cast", "opmath", "normalize_dims"]
+__all__ = ["aten", "cast", "is_non_overlapping_and_dense", "opmath", "normalize_dims"]
 
 aten = torch.ops.aten
 
@@ -61,3 +61,15 @@ def normalize_dims(dims: object, ndim: int) -> list[int]:
     if len(dims) == 0:
         return list(range(ndim))
     return sorted({d % max(ndim, 1) for d in dims})
+
+
+def is_non_overlapping_and_dense(x: torch.Tensor) -> bool:
+    """Whether `x`'s strides are a permutation of contiguous ones (its elements fill its
+    memory exactly, in some order)."""
+    pairs = sorted((stride, size) for size, stride in zip(x.shape, x.stride(), strict=True))
+    expected = 1
+    for stride, size in pairs:
+        if size != 1 and stride != expected:
+            return False
+        expected = expected * size
+    return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from prim_decomp.decompositions._opmath import aten
+from prim_decomp.decompositions._opmath import aten, is_non_overlapping_and_dense
 from prim_decomp.decompositions._registry import COMPOSITE, COMPOUND
 
 __all__: list[str] = []
@@ -66,20 +66,9 @@ def new_empty(x, size, *, dtype=None, layout=None, device=None, pin_memory=None)
 
 @COMPOSITE.register(aten.empty_like.default)
 def empty_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    if memory_format in (None, torch.preserve_format) and _dense(x):
+    if memory_format in (None, torch.preserve_format) and is_non_overlapping_and_dense(x):
         return aten.empty_strided.default(x.shape, x.stride(), **_like(x, dtype, device))
     return aten.empty.memory_format(x.shape, **_like(x, dtype, device))
-
-
-def _dense(x: torch.Tensor) -> bool:
-    """Non-overlapping and dense: the strides are a permutation of contiguous ones."""
-    pairs = sorted((stride, size) for size, stride in zip(x.shape, x.stride(), strict=True))
-    expected = 1
-    for stride, size in pairs:
-        if size != 1 and stride != expected:
-            return False
-        expected = expected * size
-    return True
 
 
 @COMPOSITE.register(aten.arange.default)

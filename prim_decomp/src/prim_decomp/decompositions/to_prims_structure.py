@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from prim_decomp.decompositions._opmath import aten, normalize_dims
+from prim_decomp.decompositions._opmath import aten, is_non_overlapping_and_dense, normalize_dims
 from prim_decomp.decompositions._prim_operands import (
     broadcast_shape,
     convert,
@@ -119,19 +119,9 @@ def _strides_for(x, memory_format) -> list:
     if memory_format == torch.channels_last and x.dim() == 4:
         n, c, h, w = x.shape
         return [h * w * c, 1, w * c, c]
-    if memory_format in (None, torch.preserve_format) and _dense(x):
+    if memory_format in (None, torch.preserve_format) and is_non_overlapping_and_dense(x):
         return list(x.stride())
     return _contiguous_strides(list(x.shape))
-
-
-def _dense(x) -> bool:
-    pairs = sorted((stride, size) for size, stride in zip(x.shape, x.stride(), strict=True))
-    expected = 1
-    for stride, size in pairs:
-        if size != 1 and stride != expected:
-            return False
-        expected = expected * size
-    return True
 
 
 @TO_PRIMS.register(aten.clone.default)
