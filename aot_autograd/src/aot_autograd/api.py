@@ -157,11 +157,10 @@ class AotCallable:
             compiled.assumptions is not None and not _assumptions_hold(compiled, args)
         ):
             return self._static_call(args)
-        if (
-            compiled.program.mutated_inputs
-            and aliased_mutated_input(compiled.program, args) is not None
-        ):
-            return self._eager_call(args)
+        if compiled.program.mutated_inputs:
+            if aliased_mutated_input(compiled.program, args) is not None:
+                return self._eager_call(args)
+            return compiled.call.aliasing_checked(args)
         return compiled.call(args)
 
     def _eager_call(self, args: Sequence[Any]) -> Any:
