@@ -260,3 +260,41 @@ def test_direct_launch_calls_a_pass_through_launchers_entry_itself():
     # a kernel with scratch memory, or a launcher of another form, goes through `run`
     assert binary_entry(PassThroughLauncher([], global_scratch_size=64)) is None
     assert binary_entry(lambda *args: None) is None
+
+
+def test_checked_launch_calls_the_binary_of_each_calls_specialization():
+    """A kernel whose arguments the wrapper cannot vouch for (a fallback's result it writes)
+    reads their specialization per call and launches the binary compiled for it directly;
+    a specialization never compiled, or scalar arguments, take the checking entry."""
+    from types import SimpleNamespace
+
+    from inductor_codegen.codegen.triton.runtime import Launcher, TritonKernel
+
+    calls = []
+
+    def compiled(tag):
+        return SimpleNamespace(
+            function=tag, packed_metadata="metadata", run=lambda *a: calls.append(a)
+        )
+
+    kernel = TritonKernel.__new__(TritonKernel)
+    kernel.source = SimpleNamespace(args=[SimpleNamespace(kind="in"), SimpleNamespace(kind="out")])
+    kernel.checked_direct = {}
+    launcher = Launcher.__new__(Launcher)
+    launcher.fast, launcher.grid, launcher.constexpr_values = True, (3, 1, 1), (64,)
+    aligned = torch.empty(8)
+    misaligned = torch.empty(9)[1:]
+    launcher.binaries = {(True, True): compiled("aligned"), (False, True): compiled("misaligned")}
+    kernel.static_launcher = launcher
+    entry = []
+    checking_entry = TritonKernel.__call__  # looked up on the class
+    try:
+        TritonKernel.__call__ = lambda self, *args: entry.append(args)
+        kernel.checked_launch(5, aligned, aligned)
+        kernel.checked_launch(5, misaligned, aligned)
+        kernel.checked_launch(5, aligned, misaligned)  # never compiled: the checking entry
+    finally:
+        TritonKernel.__call__ = checking_entry
+    assert [c[4] for c in calls] == ["aligned", "misaligned"]
+    assert calls[0][:4] == (3, 1, 1, 5) and calls[0][-3:] == (aligned, aligned, 64)
+    assert len(entry) == 1 and entry[0][1] is misaligned

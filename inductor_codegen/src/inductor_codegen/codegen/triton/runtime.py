@@ -20,7 +20,7 @@ import linecache
 import os
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -331,6 +331,8 @@ class TritonKernel:
             compile(source.xnumel_expr, "<xnumel>", "eval") if source.xnumel_expr else None
         )
         self.launch = self._first_launch
+        # checked_launch's direct entries, by the arguments' specialization (None: never)
+        self.checked_direct: dict[tuple, Callable[..., None]] | None = {}
         # The background compile and load `precompile` started, waited for at the first call.
         self.precompiled: Future | None = None
 
@@ -353,6 +355,28 @@ class TritonKernel:
         self.launch = direct_launch(compiled, launcher.grid, launcher.constexpr_values)
 
     def _general_launch(self, stream, *args) -> None:
+        self(*args)
+
+    def checked_launch(self, stream, *args) -> None:
+        """`launch` for a call whose arguments the wrapper cannot vouch for (a fallback's
+        result the kernel writes, a constant that may be misaligned): the specialization
+        of these arguments is read, and the binary compiled for it is called directly
+        when there is one; else the checking entry, `kernel(*args)`."""
+        launcher = self.static_launcher
+        if launcher is not None and launcher.fast and self.checked_direct is not None:
+            key = specialization_key(args)
+            direct = self.checked_direct.get(key)
+            if direct is None:
+                compiled = launcher.binaries.get(key)
+                if compiled is not None:
+                    if any(a.kind not in ("in", "out") for a in self.source.args) or _hooks_set():
+                        self.checked_direct = None  # scalars or a launch hook: never direct
+                    else:
+                        direct = direct_launch(compiled, launcher.grid, launcher.constexpr_values)
+                        self.checked_direct[key] = direct
+            if direct is not None:
+                direct(stream, *args)
+                return
         self(*args)
 
     def warmup_arguments(self, size_hints: Mapping[str, int] | None = None) -> list | None:

@@ -145,7 +145,7 @@ class TritonWrapperCodegen(WrapperCodegen):
             names = operands + names[len(operands) :]
             lines.append(f"    {kernel.name}({', '.join(names)})")
         elif any(self._needs_checking_entry(arg) for arg in source.args):
-            lines.append(f"    {kernel.name}({', '.join(names)})")
+            lines.append(f"    {kernel.name}.checked_launch({', '.join(['stream0', *names])})")
         else:
             checked = {
                 arg.name: f"{arg.name}_a" for arg in source.args if arg.name in self.unchecked
