@@ -530,3 +530,20 @@ def test_tensor_indexed_by_a_dynamic_int_is_not_specialised_at_zero():
         index_with_an_int_argument, lambda: (torch.arange(5.0), next(indices)), calls=4
     )
     assert counter.frame_count == 2
+
+
+def test_forward_replaced_after_compiling_a_hooked_module_is_not_stale():
+    block = _hooked(("hook", _double_output))
+    compiled = dynamo_capture.optimize(block, backend=Counting())
+    x = _fixed(2, 4)
+    torch.testing.assert_close(compiled(x), block(x))
+    block.forward = lambda x, scale=1.0: x * 5  # on the instance
+    torch.testing.assert_close(compiled(x), x * 10)
+    del block.forward
+    original = Block.forward
+    try:
+        Block.forward = lambda self, x, scale=1.0: x - 1  # on the class
+        torch.testing.assert_close(compiled(x), (x - 1) * 2)
+    finally:
+        Block.forward = original
+    torch.testing.assert_close(compiled(x), block(x))

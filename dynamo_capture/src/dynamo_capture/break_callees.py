@@ -436,14 +436,16 @@ def _user_hook(hook: Any) -> bool:
 
 
 def module_call_shadows(
-    module: torch.nn.Module, forward: Any, compile_part: Compile
+    module: torch.nn.Module, compile_forward: Compile, compile_hook: Compile
 ) -> list[Shadow]:
-    """For one eager nn.Module.__call__: `forward` (its compiled frame) and the compiled
-    frame of each user hook in the module's forward pre-hook and hook tables, read anew
-    on every call so that a hook added or removed later is seen at once."""
-    shadows = [Shadow(module, "forward", forward)]
+    """For one eager nn.Module.__call__: the compiled frames of the module's forward and
+    of each user hook in its forward pre-hook and hook tables, read anew on every call,
+    so that a hook added or removed later, or a forward replaced, is seen at once."""
+    shadows = []
+    if _user_forward(module) is not None:  # not one set on the instance
+        shadows.append(Shadow(module, "forward", compile_forward(module.forward)))
     for table in (module._forward_pre_hooks, module._forward_hooks):
         for key, hook in list(table.items()):
             if _user_hook(hook):
-                shadows.append(Shadow(table, key, compile_part(hook), in_dict=True))
+                shadows.append(Shadow(table, key, compile_hook(hook), in_dict=True))
     return shadows

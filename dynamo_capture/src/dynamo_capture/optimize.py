@@ -914,13 +914,14 @@ class CompiledCallable:
         )
         self.artifacts.append(artifacts)
         entry = CompiledEntry(guards, None, artifacts, eager=True)
-        forward = self._callee_part(module.forward)
-        self._fullgraph_part(forward)
+
+        def compile_forward(forward: Any) -> Any:
+            return self._fullgraph_part(self._callee_part(forward))
 
         def compile_hook(hook: Any) -> Any:
             return self._fullgraph_part(self._callee_part(hook, by_structure=False))
 
-        entry.call_shadows = lambda: module_call_shadows(module, forward, compile_hook)
+        entry.call_shadows = lambda: module_call_shadows(module, compile_forward, compile_hook)
         return entry
 
     def _fullgraph_part(self, part: Any) -> Any:
