@@ -507,7 +507,7 @@ def tolist_items(x):
 
 def int_item_indexes(x):
     i = int(x.argmax())
-    return x[i] + x[i - 1]
+    return x[i] + x[:i].sum()
 
 
 ITEM_PROGRAMS = [item_scales, item_branches, two_items, tolist_items, int_item_indexes]
@@ -547,3 +547,15 @@ def test_forward_replaced_after_compiling_a_hooked_module_is_not_stale():
     finally:
         Block.forward = original
     torch.testing.assert_close(compiled(x), block(x))
+
+
+def slice_with_an_int_argument(x, i):
+    return x[:i].sum() + x[i]
+
+
+def test_tensor_sliced_by_a_dynamic_int_is_not_specialised_at_zero():
+    indices = itertools.cycle([2, 0, 1, 3])
+    counter = check_like_torch(
+        slice_with_an_int_argument, lambda: (torch.arange(5.0), next(indices)), calls=4
+    )
+    assert counter.frame_count == 2
