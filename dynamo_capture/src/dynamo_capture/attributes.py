@@ -291,13 +291,21 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
     if isinstance(static, types.FunctionType):
         # with a source, the method's defaults and cells are guarded where it reads them
         return MethodValue(PythonValue(static, class_member_source(cls, name)), receiver)
-    if _plain_partialmethod(static):
-        # functools.partialmethod(function, *args, **kwargs) read through an instance: the
-        # function bound to it, the constant arguments first (partialmethod.__get__)
-        bound = MethodValue(PythonValue(static.func), receiver)
-        args = [PythonValue(arg) for arg in static.args]
-        keywords = {key: PythonValue(arg) for key, arg in static.keywords.items()}
-        return PartialValue(bound, args, keywords)
+    if type(static) is functools.partialmethod:
+        # NOTE: torch.compile fails inside partialmethod.__get__ and runs the frame
+        # eagerly, the method's function compiled as a frame of its own; so does capture
+        error = Unsupported(
+            f"functools.partialmethod {cls.__name__}.{name} read through an instance"
+        )
+        error.cannot_resume = True  # an inlined callee's frame too: it fails there
+        error.partial_methods = [
+            member
+            for klass in cls.__mro__
+            for member in vars(klass).values()
+            if type(member) is functools.partialmethod
+            and isinstance(member.func, types.FunctionType)
+        ]
+        raise error
     if isinstance(receiver, PythonValue):
         attr = getattr(receiver.obj, name)
         if isinstance(attr, types.MethodType):
@@ -314,16 +322,6 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
     if hasattr(static, "__get__") and not isinstance(static, type):
         raise Unsupported(f"descriptor {name!r} of {cls.__name__}")
     return _held_class_value(tx, cls, name, static)
-
-
-def _plain_partialmethod(static: Any) -> bool:
-    """A functools.partialmethod of a plain function with constant arguments; one of a
-    descriptor (a staticmethod, another partialmethod) binds otherwise."""
-    return (
-        type(static) is functools.partialmethod
-        and isinstance(static.func, types.FunctionType)
-        and all(is_constant(arg) for arg in (*static.args, *static.keywords.values()))
-    )
 
 
 def _held_class_value(tx: Translator, cls: type, name: str, static: Any) -> Value:

@@ -50,6 +50,7 @@ __all__ = [
     "frame_shadows",
     "hooks_run_eagerly",
     "module_call_shadows",
+    "partialmethod_shadows",
     "shadows_for",
 ]
 
@@ -449,3 +450,11 @@ def module_call_shadows(
             if _user_hook(hook):
                 shadows.append(Shadow(table, key, compile_hook(hook), in_dict=True))
     return shadows
+
+
+def partialmethod_shadows(methods: list[Any], compile_part: Compile) -> list[Shadow]:
+    """For a frame run eagerly: each functools.partialmethod's function, read through an
+    instance, gives the compiled frame of the function bound to it."""
+    return [
+        Shadow(method, "func", _CompiledMethod(compile_part(method.func))) for method in methods
+    ]

@@ -555,7 +555,7 @@ def capture_frame(
                 # function meets the `with` on it (from outside now) and runs eagerly
                 located.rest_eager = True
             located.checkpoints = _checkpoint_calls(tx)
-            located.cannot_resume = _holds_unrebuildable_context(tx)
+            located.cannot_resume = error.cannot_resume or _holds_unrebuildable_context(tx)
             handed = "statement"
             if error.data_branch and tx.current.opname in _BRANCH_JUMPS:
                 handed = _loop_iterators_handed_on(tx)
@@ -595,6 +595,7 @@ def capture_frame(
                 if located.plain_args and located.call_cut[1] == len(tx.stack):
                     located.plain_args = _receiver_reloads(tx, located.call_cut[0])
         located.callee = error.callee
+        located.partial_methods = error.partial_methods
         located.escapes = isinstance(error, ExceptionRaised)
         located.whole_frame = located.whole_frame or error.whole_frame
         raise located from error.__cause__

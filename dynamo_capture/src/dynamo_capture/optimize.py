@@ -31,6 +31,7 @@ from dynamo_capture.break_callees import (
     frame_shadows,
     hooks_run_eagerly,
     module_call_shadows,
+    partialmethod_shadows,
     shadows_for,
 )
 from dynamo_capture.bytecode import line_at
@@ -846,6 +847,7 @@ class CompiledCallable:
         if function is _module_call or not isinstance(function, types.FunctionType):
             return self._eager_shadows(error, f_locals)
         shadows = frame_shadows(function, f_locals, self._callee_part)
+        shadows += partialmethod_shadows(error.partial_methods, self._callee_part)
         named = {(id(shadow.owner), shadow.name) for shadow in shadows}
         for shadow in self._eager_shadows(error, f_locals):  # the call that broke
             if (id(shadow.owner), shadow.name) not in named:
