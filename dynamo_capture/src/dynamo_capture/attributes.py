@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import functools
 import inspect
 import os
 import sys
@@ -290,6 +291,21 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
     if isinstance(static, types.FunctionType):
         # with a source, the method's defaults and cells are guarded where it reads them
         return MethodValue(PythonValue(static, class_member_source(cls, name)), receiver)
+    if type(static) is functools.partialmethod:
+        # NOTE: torch.compile fails inside partialmethod.__get__ and runs the frame
+        # eagerly, the method's function compiled as a frame of its own; so does capture
+        error = Unsupported(
+            f"functools.partialmethod {cls.__name__}.{name} read through an instance"
+        )
+        error.cannot_resume = True  # an inlined callee's frame too: it fails there
+        error.partial_methods = [
+            member
+            for klass in cls.__mro__
+            for member in vars(klass).values()
+            if type(member) is functools.partialmethod
+            and isinstance(member.func, types.FunctionType)
+        ]
+        raise error
     if isinstance(receiver, PythonValue):
         attr = getattr(receiver.obj, name)
         if isinstance(attr, types.MethodType):

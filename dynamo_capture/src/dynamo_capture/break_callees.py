@@ -43,7 +43,16 @@ from typing import Any
 
 import torch
 
-__all__ = ["LocalFunctionRoute", "Shadow", "ShadowedPart", "frame_shadows", "shadows_for"]
+__all__ = [
+    "LocalFunctionRoute",
+    "Shadow",
+    "ShadowedPart",
+    "frame_shadows",
+    "hooks_run_eagerly",
+    "module_call_shadows",
+    "partialmethod_shadows",
+    "shadows_for",
+]
 
 _MISSING = object()
 
@@ -399,3 +408,53 @@ def _compiled_shadow(shadow: Shadow, compile_part: Compile) -> Shadow:
         return Shadow(owner, name, method, on_class=True)
     function = _class_attr(owner, "forward") if name == "forward" else shadow.value
     return Shadow(owner, name, compile_part(types.MethodType(function, owner)))
+
+
+def hooks_run_eagerly(module: Any) -> bool:
+    """Whether `module` is called as torch.compile(module) calls a module of a user class
+    that has hooks of its own: nn.Module.__call__ runs eagerly, and its forward and each
+    hook written in user code run as compiled frames of their own (module_call_shadows).
+    torch's own modules (nn.Linear, nn.Sequential) keep their hooks inlined in one graph."""
+    if _user_forward(module) is None:
+        return False
+    own = (
+        module._forward_hooks,
+        module._forward_pre_hooks,
+        module._backward_hooks,
+        module._backward_pre_hooks,
+    )
+    return any(bool(hooks) for hooks in own)
+
+
+def _user_hook(hook: Any) -> bool:
+    """A hook torch.compile would compile as a frame: a function, bound method or callable
+    object written in user code."""
+    if isinstance(hook, types.MethodType):
+        return _user_function(hook.__func__)
+    if isinstance(hook, types.FunctionType):
+        return _user_function(hook)
+    return _user_function(getattr(type(hook), "__call__", None))  # noqa: B004
+
+
+def module_call_shadows(
+    module: torch.nn.Module, compile_forward: Compile, compile_hook: Compile
+) -> list[Shadow]:
+    """For one eager nn.Module.__call__: the compiled frames of the module's forward and
+    of each user hook in its forward pre-hook and hook tables, read anew on every call,
+    so that a hook added or removed later, or a forward replaced, is seen at once."""
+    shadows = []
+    if _user_forward(module) is not None:  # not one set on the instance
+        shadows.append(Shadow(module, "forward", compile_forward(module.forward)))
+    for table in (module._forward_pre_hooks, module._forward_hooks):
+        for key, hook in list(table.items()):
+            if _user_hook(hook):
+                shadows.append(Shadow(table, key, compile_hook(hook), in_dict=True))
+    return shadows
+
+
+def partialmethod_shadows(methods: list[Any], compile_part: Compile) -> list[Shadow]:
+    """For a frame run eagerly: each functools.partialmethod's function, read through an
+    instance, gives the compiled frame of the function bound to it."""
+    return [
+        Shadow(method, "func", _CompiledMethod(compile_part(method.func))) for method in methods
+    ]

@@ -37,7 +37,7 @@ from dynamo_capture import (  # noqa: F401  (registers handlers)
     opcodes_flow,
     side_effects,
 )
-from dynamo_capture.bound_locals import read_before_written
+from dynamo_capture.bound_locals import live_locals, read_before_written
 from dynamo_capture.calls import UNTRACED_CONTEXTS, is_made_in_frame
 from dynamo_capture.errors import (
     BackendCompilerFailed,
@@ -147,6 +147,8 @@ class CompiledEntry:
     eager: bool = False
     compiled: Any = None  # what the backend returned (None when no graph is called)
     shadows: list[Any] = field(default_factory=list)  # eager entries: break_callees.Shadow
+    # eager entries whose shadows are made anew on every call (a module's hooks)
+    call_shadows: Callable[[], list[Any]] | None = None
     # `run` for a call whose guards were not checked (skip_guard_eval_unsafe): reads every
     # input from its source, where `run` takes module tensors from the guards' last check
     run_unchecked: Callable[..., Any] | None = None
@@ -553,6 +555,7 @@ def capture_frame(
                 # function meets the `with` on it (from outside now) and runs eagerly
                 located.rest_eager = True
             located.checkpoints = _checkpoint_calls(tx)
+            located.cannot_resume = error.cannot_resume or _holds_unrebuildable_context(tx)
             handed = "statement"
             if error.data_branch and tx.current.opname in _BRANCH_JUMPS:
                 handed = _loop_iterators_handed_on(tx)
@@ -592,6 +595,7 @@ def capture_frame(
                 if located.plain_args and located.call_cut[1] == len(tx.stack):
                     located.plain_args = _receiver_reloads(tx, located.call_cut[0])
         located.callee = error.callee
+        located.partial_methods = error.partial_methods
         located.escapes = isinstance(error, ExceptionRaised)
         located.whole_frame = located.whole_frame or error.whole_frame
         raise located from error.__cause__
@@ -647,6 +651,33 @@ def _frame_locals(
             continue
         arguments[name] = ctx.wrap(value, LocalSource(name))
     return arguments
+
+
+def context_rebuilds(value: ContextValue) -> bool:
+    """Whether a context manager capture knows can be made again outside the graph as
+    the same object (OutputPlan._context): a grad-mode or autocast context not entered,
+    a set_grad_enabled made (it set the mode then), a nullcontext. A generator's
+    context or one entered by hand holds state no new object has."""
+    if value.kind == "grad" and value.kwargs.get("set_on_construction"):
+        return value.saved is not None
+    if value.kind in ("grad", "autocast"):
+        return value.saved is None
+    return value.kind == "null" and len(value.args) == 1
+
+
+def _holds_unrebuildable_context(tx: Translator) -> bool:
+    """Whether a local the rest of the frame reads, where capture stopped, holds a context
+    manager no resume function can be handed (context_rebuilds): torch.compile runs such
+    a frame eagerly (its calls compiled) rather than resume it."""
+    live = live_locals(tx.code)
+    current = tx.current
+    if live is None or current is None or current.offset not in live:
+        return False
+    return any(
+        isinstance(value, ContextValue) and not context_rebuilds(value)
+        for name, value in tx.locals.items()
+        if name in live[current.offset]
+    )
 
 
 _NAMED_VALUES = (ObjectValue, ListValue, DictValue, SetValue, FunctionValue, IteratorValue)
@@ -763,6 +794,8 @@ class OutputPlan:
     def _context(self, value: ContextValue) -> str:
         """A context manager made in the frame and not entered (kept in a local across a
         break, returned), made again as the same object."""
+        if not context_rebuilds(value):
+            raise Unsupported(f"keeping a {value.kind} context manager past a graph break")
         if value.kind == "grad" and value.kwargs.get("set_on_construction"):
             # set_grad_enabled(mode): made (it set the mode then), not entered; made
             # again without setting the mode a second time, with the mode it restores

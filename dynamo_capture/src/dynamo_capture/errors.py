@@ -103,6 +103,13 @@ class Unsupported(CaptureError):
         # a `with` torch.compile cannot resume from: on a context manager made outside
         # the frame or of a kind not traced (opcodes_flow.before_with)
         self.outside_context = False
+        # a local the rest of the frame reads holds a context manager no resume function
+        # can be handed (a generator's context entered by hand): the frame runs eagerly,
+        # its calls compiled, as torch.compile does
+        self.cannot_resume = False
+        # functools.partialmethod objects whose function runs as a compiled frame of its
+        # own while the frame runs eagerly (break_callees.partialmethod_shadows)
+        self.partial_methods: list[Any] = []
         # the frame is cut at the statement where capture stopped; the rest runs eagerly
         self.rest_eager = False
         # the truth value of a tensor a jump of the frame tests (`if t.sum() > 0:`); set by
@@ -136,6 +143,8 @@ class Unsupported(CaptureError):
         located.whole_frame = self.whole_frame
         located.outside_context = self.outside_context
         located.data_branch = self.data_branch
+        located.cannot_resume = self.cannot_resume
+        located.partial_methods = self.partial_methods
         return located
 
 

@@ -871,6 +871,10 @@ def builtin_get_item(tx: Translator, container: Value, index: Value) -> Value:
 
         return ndarray_item(tx, container, index)
     if isinstance(container, TensorValue):
+        if isinstance(index, PythonValue) and isinstance(index.obj, torch.SymInt):
+            # NOTE: tensor[n] with a symbolic n is torch.select (as torch.compile writes
+            # it): Tensor.__getitem__ reads an int index with __index__, which would fix n
+            return tx.ctx.call("call_function", torch.select, (container, 0, index), {})
         return tx.ctx.call("call_function", operator.getitem, (container, index), {})
     if isinstance(container, TupleValue | ListValue):
         key = _index_constant(tx, index)

@@ -29,6 +29,9 @@ from dynamo_capture.break_callees import (
     Shadow,
     ShadowedPart,
     frame_shadows,
+    hooks_run_eagerly,
+    module_call_shadows,
+    partialmethod_shadows,
     shadows_for,
 )
 from dynamo_capture.bytecode import line_at
@@ -218,8 +221,9 @@ class CompiledCallable:
     ) -> Any:
         """Run `entry`; `checked`: its guards passed on these locals just now."""
         if entry.eager:
-            if entry.shadows:
-                return ShadowedPart(self.target, entry.shadows)(*args, **kwargs)
+            shadows = entry.shadows if entry.call_shadows is None else entry.call_shadows()
+            if shadows:
+                return ShadowedPart(self.target, shadows)(*args, **kwargs)
             return self.target(*args, **kwargs)
         if not checked and entry.run_unchecked is not None:
             return entry.run_unchecked(f_locals, f_globals)
@@ -311,6 +315,8 @@ class CompiledCallable:
         inner = wrapped_module(self.target)
         if inner is not None:
             return self._wrapper_entry(inner)
+        if hooks_run_eagerly(self.target):
+            return self._hooked_module_entry(self.target)
         contexts: list[CaptureContext] = []
         backend = active_wrapper_backend(self._backend_for(stance))
         try:
@@ -324,7 +330,7 @@ class CompiledCallable:
                 raise
             if error.escapes or error.whole_frame:  # an exception no handler catches
                 return self._eager_entry(error, contexts)
-            if self._breaks_inside_loop(error):  # run eagerly, as torch.compile skips it
+            if error.cannot_resume or self._breaks_inside_loop(error):  # as torch.compile
                 return self._eager_entry(error, contexts, self._frame_shadows(error, f_locals))
             split = self._split_entry(error, contexts, f_locals)
             if split is not None:
@@ -495,6 +501,15 @@ class CompiledCallable:
         part.parts = self.parts
         part._callees = self._callees
         self.parts.append(part)
+        return part
+
+    def _resume_part(self, function: Any) -> CompiledCallable:
+        """The compiled part resuming a split frame: the modules it is handed (one the
+        frame made, say `nn.Linear(4, 4)(x)` broken at its parameters' creation) are
+        guarded on their structure, not their identity, as torch.compile guards the
+        modules a resume function takes; a new module each call is no recompile."""
+        part = self._part(function)
+        part.modules_by_structure = True
         return part
 
     def _callee_part(
@@ -689,7 +704,7 @@ class CompiledCallable:
                         root, start, None, body, "resume", enter=plan.contexts,
                         stack_in=plan.iterators or None, line=break_line,
                     )  # fmt: skip
-                    part = self._callees[shared] = self._part(resume)  # type: ignore[index]
+                    part = self._callees[shared] = self._resume_part(resume)  # type: ignore[index]
                 return part
 
             # the parts take the user's locals, and `___stack` where loops' iterators ride in it
@@ -789,7 +804,7 @@ class CompiledCallable:
                 enter=plan.resume_contexts, stack_in=stack_out, stack_nulls=plan.nulls_after,
                 line=break_line,
             )  # fmt: skip
-            parts.append(self._part(resume))
+            parts.append(self._resume_part(resume))
         return parts
 
     def _loop_stage(
@@ -832,6 +847,7 @@ class CompiledCallable:
         if function is _module_call or not isinstance(function, types.FunctionType):
             return self._eager_shadows(error, f_locals)
         shadows = frame_shadows(function, f_locals, self._callee_part)
+        shadows += partialmethod_shadows(error.partial_methods, self._callee_part)
         named = {(id(shadow.owner), shadow.name) for shadow in shadows}
         for shadow in self._eager_shadows(error, f_locals):  # the call that broke
             if (id(shadow.owner), shadow.name) not in named:
@@ -885,6 +901,37 @@ class CompiledCallable:
         entry = CompiledEntry(guards, None, artifacts, eager=True)
         entry.shadows = self._forward_shadows(inner, wrapped_backend(self.target, self.backend))
         return entry
+
+    def _hooked_module_entry(self, module: torch.nn.Module) -> CompiledEntry:
+        """A module of a user class with hooks of its own, called as torch.compile(module)
+        calls it: nn.Module.__call__ runs eagerly, its forward and each user hook run as
+        compiled frames of their own (break_callees.module_call_shadows). The hooks are
+        read on every call, so the entry needs no guard on them: a hook added later is
+        compiled when first called, one removed is simply not called."""
+        from dynamo_capture.frame_guards import FrameGuards
+
+        guards = FrameGuards().compile(name=self.frame.name)
+        artifacts = CaptureArtifacts(
+            "", guards.source, f"{self.frame.name}: hooks and forward compiled one by one"
+        )
+        self.artifacts.append(artifacts)
+        entry = CompiledEntry(guards, None, artifacts, eager=True)
+
+        def compile_forward(forward: Any) -> Any:
+            return self._fullgraph_part(self._callee_part(forward))
+
+        def compile_hook(hook: Any) -> Any:
+            return self._fullgraph_part(self._callee_part(hook, by_structure=False))
+
+        entry.call_shadows = lambda: module_call_shadows(module, compile_forward, compile_hook)
+        return entry
+
+    def _fullgraph_part(self, part: Any) -> Any:
+        """A compiled frame of its own takes this callable's fullgraph setting."""
+        compiled = getattr(part, "__func__", part)
+        if isinstance(compiled, CompiledCallable):
+            compiled.fullgraph = self.fullgraph
+        return part
 
     def _eager_entry(
         self,

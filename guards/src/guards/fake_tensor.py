@@ -79,6 +79,9 @@ class FakeTensor(torch.Tensor):
             layout=meta.layout,
             device=device,
             requires_grad=requires_grad,
+            # NOTE: the storage's size is the meta tensor's (a view's is its base's); left
+            # out, it is computed from the sizes, which guards a symbolic size against 0
+            storage_size=meta.untyped_storage().nbytes(),
         )
         fake.meta = meta
         fake.fake_mode = mode

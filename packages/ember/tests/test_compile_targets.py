@@ -193,7 +193,8 @@ def test_compiled_module_matches_eager_and_runs_its_hooks():
     expected = block(x)
     assert expected.min() > 50
     torch.testing.assert_close(compiled(x), expected)
-    assert len(backend.graphs) == 1
+    # as torch.compile(module): the pre-hook, forward and hook are frames of their own
+    assert len(backend.graphs) == 3
 
 
 def test_compiled_module_sees_train_eval_switches():
