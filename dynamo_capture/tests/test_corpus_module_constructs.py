@@ -24,9 +24,10 @@ import torch
 import torch._dynamo
 import torch._dynamo.testing
 from torch import nn
-from torchcheck import Counting, check_like_torch
+from torchcheck import check_like_torch
 
 import dynamo_capture
+from dynamo_capture.testing import CountingBackend as Counting
 
 
 def _fixed(*shape, grad=False):
