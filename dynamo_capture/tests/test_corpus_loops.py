@@ -264,6 +264,138 @@ def test_split_loop_breaks_still_compile_around_the_loop():
     assert len(graphs) >= 2  # before the loop, and the body around the print
 
 
+# ----- a break followed by a `return` in loops torch.compile does not resume inside ---
+# A break with a `return` after it before the loop's back jump is resumed where the
+# loop's iterator can be made again (a range, a tuple, a list); over a generator, a
+# dict (its keys, values or items), an enumerate of a list or of another iterator,
+# the frame runs eagerly as a whole (its calls compiled), as torch.compile skips it.
+def return_in_loop_over_generator_local(xs):
+    acc = torch.zeros(4)
+    doubled = (t * 2 for t in xs)
+    for t in doubled:
+        acc = acc + t
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def print_in_loop_over_generator_local(xs):
+    acc = torch.zeros(4)
+    doubled = (t * 2 for t in xs)
+    for t in doubled:
+        acc = acc + t
+        print("item")
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def return_in_enumerate_of_zip(xs):
+    acc = torch.zeros(4)
+    for i, (a, b) in enumerate(zip(xs, xs[1:])):
+        acc = acc + a * i + b
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def graph_break_in_enumerate_of_list(xs):
+    acc = torch.zeros(4)
+    for i, t in enumerate(xs):
+        acc = acc + t * i
+        torch._dynamo.graph_break()
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def return_in_dict_keys_loop(xs):
+    d = dict(zip("abc", xs))
+    acc = torch.zeros(4)
+    for k in d:
+        acc = acc + d[k]
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def return_in_dict_items_loop_calls_helper(xs):
+    d = dict(zip("abc", xs))
+    acc = torch.zeros(4)
+    for _, v in d.items():
+        acc = acc + _scale(v)  # compiled as a frame of its own
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def print_in_dict_values_loop(xs):
+    d = dict(zip("abc", xs))
+    acc = torch.zeros(4)
+    for v in d.values():
+        acc = acc + v
+        print("value")
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def return_in_input_dict_items_loop(d):
+    acc = torch.zeros(4)
+    for _, v in d.items():
+        acc = acc + v
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+class DictOfLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleDict({name: Layer() for name in ("a", "b", "c")})
+
+    def forward(self, x):
+        for _, layer in self.layers.items():
+            x = layer(x)
+            if x.sum() > 4:
+                return x * 2
+        return x - 1
+
+
+DICT_OF_LAYERS = DictOfLayers()
+
+
+def return_in_module_dict_items_loop(x):
+    return DICT_OF_LAYERS(x)
+
+
+def _dict_of_tensors():
+    return (dict(zip("abc", _tensors())),)
+
+
+NOT_RESUMED = {
+    "return_in_loop_over_generator_local": return_in_loop_over_generator_local,
+    "print_in_loop_over_generator_local": print_in_loop_over_generator_local,
+    "return_in_enumerate_of_zip": return_in_enumerate_of_zip,
+    "graph_break_in_enumerate_of_list": graph_break_in_enumerate_of_list,
+    "return_in_dict_keys_loop": return_in_dict_keys_loop,
+    "return_in_dict_items_loop_calls_helper": return_in_dict_items_loop_calls_helper,
+    "print_in_dict_values_loop": print_in_dict_values_loop,
+    "return_in_input_dict_items_loop": return_in_input_dict_items_loop,
+    "return_in_module_dict_items_loop": return_in_module_dict_items_loop,
+}
+NOT_RESUMED_ARGS = {
+    "return_in_input_dict_items_loop": _dict_of_tensors,
+    "return_in_module_dict_items_loop": lambda: (torch.randn(2, 4),),
+}
+
+
+@pytest.mark.parametrize("name", list(NOT_RESUMED))
+def test_break_in_loop_not_resumed_runs_frame_like_torch(name):
+    make = NOT_RESUMED_ARGS.get(name, lambda: (_tensors(),))
+    check_like_torch(NOT_RESUMED[name], make, calls=len(_SEEDS))
+
+
 # ----- other frames run eagerly as a whole: their calls are compiled too -----------
 @contextlib.contextmanager
 def _plain_block():

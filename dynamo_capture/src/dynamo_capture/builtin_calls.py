@@ -348,7 +348,9 @@ def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
         as_constant(args[1]) if len(args) > 1 else as_constant(kwargs.get("start", PythonValue(0)))
     )
     if is_lazy(args[0]):
-        return lazy_enumerate(tx, args[0], start)
+        enumerated = lazy_enumerate(tx, args[0], start)
+        enumerated.kind = "enumerate_iterator"
+        return enumerated
     items = sequence_items(tx, args[0])
     return IteratorValue(
         [TupleValue([PythonValue(start + i), item]) for i, item in enumerate(items)],
@@ -357,12 +359,15 @@ def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
 
 
 def _enumerate_kind(value: Value) -> str:
-    """An enumerate of a range, of a plain list or tuple, or of anything else: where a
-    data-dependent jump in its loop cuts the frame, torch.compile hands the first on
-    and runs the frame eagerly for the second (capture._loop_iterators_handed_on)."""
+    """An enumerate of a range, of a plain list or tuple, of another iterator (a zip, a
+    generator) or of anything else: where a data-dependent jump in its loop cuts the
+    frame, torch.compile hands the first on and runs the frame eagerly for the second
+    and third (capture._loop_iterators_handed_on, capture.loop_iterator_not_resumed)."""
     obj = value.obj if isinstance(value, PythonValue) else None
     if type(obj) is range:
         return "enumerate_range"
+    if isinstance(value, IteratorValue):
+        return "enumerate_iterator"
     if type(obj) in (list, tuple) or (
         isinstance(value, ListValue | TupleValue) and value.cls in (list, tuple)
     ):
@@ -409,7 +414,7 @@ def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
 # the kinds of IteratorValue whose eager iterator has no __reversed__
 _NOT_REVERSIBLE = (
     "generator", "map", "filter", "zip", "range", "tuple", "enumerate", "enumerate_range",
-    "enumerate_sequence",
+    "enumerate_sequence", "enumerate_iterator", "dict",
 )  # fmt: skip
 
 

@@ -307,21 +307,39 @@ def _rebuilt_as_eager(iterator: IteratorValue) -> bool:
     return iterator.produce is None and iterator.kind in ("range", "tuple", "enumerate_range")
 
 
+# NOTE: kinds of loop iterator torch.compile reads through a generator or a view it
+# cannot make again in a resume function: a break with one on the stack (the loop
+# around it) runs the whole frame eagerly, its calls compiled, as torch.compile skips it.
+# An enumerate of a list or tuple, of another iterator (a zip, a generator); a
+# generator object; an iterator over a dict, its keys, values or items (a ModuleDict's).
+_NOT_RESUMED_KINDS = frozenset({"enumerate_sequence", "enumerate_iterator", "generator", "dict"})
+
+
+def _loop_iterators(tx: Translator) -> list[IteratorValue]:
+    """The iterators of the `for` loops open where `tx` stopped (a loop body run as a
+    part has an empty stand-in instead)."""
+    iterators = [value for value in tx.stack if isinstance(value, IteratorValue)]
+    return [it for it in iterators if it.items or it.position or it.produce is not None]
+
+
+def loop_iterator_not_resumed(tx: Translator) -> bool:
+    """Whether a loop open where `tx` stopped iterates something torch.compile does not
+    resume inside (`_NOT_RESUMED_KINDS`): the frame then runs eagerly as a whole."""
+    return any(it.kind in _NOT_RESUMED_KINDS for it in _loop_iterators(tx))
+
+
 def _loop_iterators_handed_on(tx: Translator) -> str:
     """How a data-dependent jump with loops' iterators below its tested value is cut:
     "hand" where each can ride to the parts resuming at the jump's targets
     (branches.plan_branch): an iterator over items known now (a range, a tuple, an
     enumerate of a range), made again over the items not yet read, or over a list (the
-    same list, at the same index); "eager" (the whole
-    frame) for an enumerate of a list or tuple, as torch.compile; else "statement". One a
+    same list, at the same index); else "statement" (loop_iterator_not_resumed tells the
+    loops that run the whole frame eagerly, as torch.compile). One a
     local or another value also holds (`it = iter(xs)`) would be two objects after the
     cut, so its jump is cut at its statement."""
-    iterators = [value for value in tx.stack if isinstance(value, IteratorValue)]
-    real = [it for it in iterators if it.items or it.position or it.produce is not None]
+    real = _loop_iterators(tx)
     if not real:
         return "hand"
-    if any(it.kind == "enumerate_sequence" for it in real):
-        return "eager"
     if not all(_rebuilt_as_eager(it) for it in real):
         return "statement"
     held = {id(it) for it in real}
@@ -554,13 +572,11 @@ def capture_frame(
                 located.rest_eager = True
             located.checkpoints = _checkpoint_calls(tx)
             handed = "statement"
-            if error.data_branch and tx.current.opname in _BRANCH_JUMPS:
+            if loop_iterator_not_resumed(tx):
+                located.loop_not_resumed = True
+            elif error.data_branch and tx.current.opname in _BRANCH_JUMPS:
                 handed = _loop_iterators_handed_on(tx)
-            if handed == "eager":
-                # NOTE: torch.compile reads enumerate() through a generator it cannot
-                # rebuild in a resume function: the frame runs eagerly
-                located.whole_frame = True
-            elif handed == "hand":
+            if handed == "hand":
                 located.branch_jump = tx.current.offset  # resumed at either of its targets
             located.call_cut = call_cut(tx)
             calls = tx.current.opname in (*_CALLS, "CALL_FUNCTION_EX")

@@ -100,6 +100,10 @@ class Unsupported(CaptureError):
         # no part of the frame may be compiled: a split would hand the eager part a
         # value capture changed (NeedsEagerFrame)
         self.whole_frame = isinstance(self, NeedsEagerFrame)
+        # a loop open where capture stopped iterates what torch.compile does not resume
+        # inside (a generator, a dict, an enumerate of a list): the frame runs eagerly,
+        # its calls compiled
+        self.loop_not_resumed = False
         # a `with` torch.compile cannot resume from: on a context manager made outside
         # the frame or of a kind not traced (opcodes_flow.before_with)
         self.outside_context = False

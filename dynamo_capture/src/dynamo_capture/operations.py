@@ -260,6 +260,7 @@ _ITERATOR_TYPES: dict[str, type] = {
     "tuple": type(iter(())),
     "enumerate": enumerate,
     "enumerate_range": enumerate,
+    "enumerate_iterator": enumerate,
     "enumerate_sequence": enumerate,
 }
 
@@ -819,6 +820,10 @@ def _iterator_kind(value: Value) -> str:
         return type(value.obj).__name__
     if isinstance(value, TupleValue) and value.cls is tuple:
         return "tuple"
+    if isinstance(value, DictValue | DictViewValue) or (
+        isinstance(value, PythonValue) and isinstance(value.obj, dict | torch.nn.ModuleDict)
+    ):
+        return "dict"  # over a dict's keys, values or items (capture._NOT_RESUMED_KINDS)
     return "iter"
 
 

@@ -324,7 +324,8 @@ class CompiledCallable:
                 raise
             if error.escapes or error.whole_frame:  # an exception no handler catches
                 return self._eager_entry(error, contexts)
-            if self._breaks_inside_loop(error):  # run eagerly, as torch.compile skips it
+            if self._loop_not_resumed(error) or self._breaks_inside_loop(error):
+                # run eagerly, as torch.compile skips it
                 return self._eager_entry(error, contexts, self._frame_shadows(error, f_locals))
             split = self._split_entry(error, contexts, f_locals)
             if split is not None:
@@ -807,6 +808,14 @@ class CompiledCallable:
             line=break_line,
         )  # fmt: skip
         return LoopStage(header, self._part(body_part), loop, function.__code__.co_varnames)
+
+    def _loop_not_resumed(self, error: Unsupported) -> bool:
+        """Whether a loop open at the break iterates what torch.compile does not resume
+        inside (capture.loop_iterator_not_resumed); with loop_breaks="split", only at a
+        data-dependent jump (a loop holding a statement break is driven by a LoopStage)."""
+        if not error.loop_not_resumed:
+            return False
+        return self.loop_breaks == "eager_frame" or error.data_branch
 
     def _breaks_inside_loop(self, error: Unsupported) -> bool:
         """Whether the break lies in a loop of the frame (branches.breaks_inside_loop)."""
