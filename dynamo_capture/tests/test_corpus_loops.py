@@ -396,6 +396,87 @@ def test_break_in_loop_not_resumed_runs_frame_like_torch(name):
     check_like_torch(NOT_RESUMED[name], make, calls=len(_SEEDS))
 
 
+# ----- a jump in a loop over an iterator a local holds too -------------------------
+# The part before the jump makes one iterator for the local and the loop: the part
+# resuming inside the loop reads them as one value (a `next(it)` in the body advances
+# the loop), guarded to be the same object.
+def jump_in_loop_over_list(xs):
+    # the part resuming at the `return` drops the loop's iterator unread: no guard on
+    # it, so a return at another item reuses that part
+    acc = torch.zeros(4)
+    for t in xs:
+        acc = acc + t
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def jump_in_loop_over_iterator_local(xs):
+    it = iter(xs)
+    acc = torch.zeros(4)
+    for t in it:
+        acc = acc + t
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def jump_in_loop_after_next_of_iterator_local(xs):
+    it = iter(xs)
+    acc = next(it) * 2
+    for t in it:
+        acc = acc + t
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def returns_rest_of_iterator_local(xs):
+    it = iter(xs)
+    for t in it:
+        if t.sum() > 0:
+            return t, list(it)
+    return xs[0], list(it)
+
+
+def next_of_iterator_local_in_loop_body(xs):
+    it = iter(xs)
+    acc = next(it) * 0
+    for t in it:
+        acc = acc + t
+        if acc.sum() > 0:
+            acc = acc + next(it, acc)
+        else:
+            acc = acc - 1
+    return acc, list(it)
+
+
+def next_of_second_name_in_loop_body(xs):
+    it = iter(xs)
+    other = it
+    acc = xs[0] * 0
+    for t in it:
+        acc = acc + t
+        if acc.sum() > 0:
+            acc = acc + next(other, acc)
+    return acc
+
+
+ITERATOR_LOCALS = [
+    jump_in_loop_over_list,
+    jump_in_loop_over_iterator_local,
+    jump_in_loop_after_next_of_iterator_local,
+    returns_rest_of_iterator_local,
+    next_of_iterator_local_in_loop_body,
+    next_of_second_name_in_loop_body,
+]
+
+
+@pytest.mark.parametrize("fn", ITERATOR_LOCALS, ids=[fn.__name__ for fn in ITERATOR_LOCALS])
+def test_jump_in_loop_over_iterator_local_counts_like_torch(fn):
+    check_like_torch(fn, lambda: (_tensors(5),), calls=len(_SEEDS))
+
+
 # ----- other frames run eagerly as a whole: their calls are compiled too -----------
 @contextlib.contextmanager
 def _plain_block():

@@ -56,9 +56,22 @@ from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.lazy_iterators import ListSteps, check_no_pending_cleanup, drain
 from dynamo_capture.methods import context_factory, kept_context, kept_grad_context
 from dynamo_capture.operations import IdentityKey, key_value
-from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
-from dynamo_capture.resume import ITERATOR, UNBOUND, ContextSpec, cell_locals, generated_from
-from dynamo_capture.sources import AttrSource, ClosureSource, LocalSource, Source
+from dynamo_capture.output_graph import (
+    HANDED_ITERATORS,
+    CaptureContext,
+    HandedSteps,
+    has_symbolic,
+    is_constant,
+)
+from dynamo_capture.resume import (
+    ITERATOR,
+    STACK_LOCAL,
+    UNBOUND,
+    ContextSpec,
+    cell_locals,
+    generated_from,
+)
+from dynamo_capture.sources import AttrSource, ClosureSource, ItemSource, LocalSource, Source
 from dynamo_capture.state import capturing
 from dynamo_capture.values import (
     NULL,
@@ -302,6 +315,8 @@ def _rebuilt_as_eager(iterator: IteratorValue) -> bool:
     them as they are when the loop starts, which eagerly would see later changes."""
     if iterator.endless is not None:
         return False
+    if isinstance(iterator.produce, HandedSteps):  # handed on to this part: the same again
+        return iterator.produce.real is None or _rebuilt_as_eager(iterator.produce.real)
     if isinstance(iterator.produce, ListSteps):
         return iterator.kind == "iter"
     return iterator.produce is None and iterator.kind in ("range", "tuple", "enumerate_range")
@@ -344,7 +359,12 @@ def _loop_iterators_handed_on(tx: Translator) -> str:
         return "statement"
     held = {id(it) for it in real}
     seen: set[int] = set()
-    work: list[Any] = [*tx.locals.values(), *tx.cells.values()]
+    # a local holding one itself is handed the same object (OutputPlan names it once,
+    # output_graph reads it as the stack's); one inside a value or a cell is not
+    work: list[Any] = [
+        *(value for value in tx.locals.values() if id(value) not in held),
+        *tx.cells.values(),
+    ]
     while work:
         item = work.pop()
         if id(item) in seen:
@@ -653,6 +673,12 @@ def _frame_locals(
     arguments = {}
     live = read_before_written(code)
     kept = set(code.co_cellvars) | set(cell_locals(code))
+    stack = f_locals.get(STACK_LOCAL)
+    if type(stack) is tuple:
+        # the loops' iterators handed on first: a local holding one reads the same value
+        for index, item in enumerate(stack):
+            if type(item) in HANDED_ITERATORS:
+                ctx.wrap(item, ItemSource(LocalSource(STACK_LOCAL), index))
     for name, value in f_locals.items():
         if name in code.co_freevars:
             continue
@@ -800,6 +826,13 @@ class OutputPlan:
         map, filter or generator object as eagerly, else a tuple iterator."""
         if value.endless is not None:
             raise Unsupported("returning an endless iterator (itertools.count, repeat, cycle)")
+        handed = value.produce
+        if isinstance(handed, HandedSteps):  # a loop's iterator this part was handed
+            if handed.real is None:
+                return handed.source.expr  # not read: the same object, as it came
+            if value.position != len(value.items):
+                raise Unsupported("an iterator handed on with items read but not taken")
+            return self._iterator(handed.real)
         if isinstance(value.produce, ListSteps) and value.position == len(value.items):
             # the list itself, which the code after may still change
             steps = value.produce
