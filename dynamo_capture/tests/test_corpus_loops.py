@@ -477,6 +477,53 @@ def test_jump_in_loop_over_iterator_local_counts_like_torch(fn):
     check_like_torch(fn, lambda: (_tensors(5),), calls=len(_SEEDS))
 
 
+# ----- a jump in a loop over reversed() of a dict: resumed inside over the keys left --
+def jump_in_loop_over_reversed_dict(xs):
+    d = dict(zip("abcde", xs))
+    acc = torch.zeros(4)
+    for k in reversed(d):
+        acc = acc + d[k]
+        if acc.sum() > 0:
+            return acc * 2, k
+    return acc - 1, None
+
+
+def jump_in_loop_over_reversed_input_dict(d):
+    acc = torch.zeros(4)
+    for k in reversed(d):
+        acc = acc + d[k]
+        d[k] = acc  # a value written, the keys unchanged
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def jump_in_loop_over_reversed_dict_items(xs):
+    d = dict(zip("abcde", xs))
+    acc = torch.zeros(4)
+    for _, v in reversed(d.items()):
+        acc = acc + v
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+REVERSED = {
+    "jump_in_loop_over_reversed_dict": jump_in_loop_over_reversed_dict,
+    "jump_in_loop_over_reversed_input_dict": jump_in_loop_over_reversed_input_dict,
+    "jump_in_loop_over_reversed_dict_items": jump_in_loop_over_reversed_dict_items,
+}
+
+
+@pytest.mark.parametrize("name", list(REVERSED))
+def test_jump_in_loop_over_reversed_counts_like_torch(name):
+    if name == "jump_in_loop_over_reversed_input_dict":
+        make = lambda: (dict(zip("abcde", _tensors(5))),)  # noqa: E731
+    else:
+        make = lambda: (_tensors(5),)  # noqa: E731
+    check_like_torch(REVERSED[name], make, calls=len(_SEEDS))
+
+
 # ----- other frames run eagerly as a whole: their calls are compiled too -----------
 @contextlib.contextmanager
 def _plain_block():

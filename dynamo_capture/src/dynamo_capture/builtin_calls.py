@@ -414,7 +414,7 @@ def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
 # the kinds of IteratorValue whose eager iterator has no __reversed__
 _NOT_REVERSIBLE = (
     "generator", "map", "filter", "zip", "range", "tuple", "enumerate", "enumerate_range",
-    "enumerate_sequence", "enumerate_iterator", "dict",
+    "enumerate_sequence", "enumerate_iterator", "dict", "reversed_fixed",
 )  # fmt: skip
 
 
@@ -433,7 +433,20 @@ def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
         # the sequence protocol: __len__, then items len-1 ... 0
         length = as_constant(_len(tx, [value], {}))
         return IteratorValue([get_item(tx, value, PythonValue(i)) for i in reversed(range(length))])
-    return IteratorValue(list(reversed(sequence_items(tx, value))))
+    return IteratorValue(list(reversed(sequence_items(tx, value))), kind=_reversed_kind(value))
+
+
+def _reversed_kind(value: Value) -> str:
+    """ "reversed_fixed" for reversed() of a dict or one of its views, whose keys cannot
+    change while it is read (eagerly a change ends the loop with an error): a loop over
+    it is resumed inside with the items left (capture._rebuilt_as_eager), as
+    torch.compile; "iter" for any other (a list's reversed iterator reads the list as it
+    is then; torch.compile reads a tuple's through an index of its own)."""
+    obj = value.obj if isinstance(value, PythonValue) else None
+    fixed = type(obj) in (dict, collections.OrderedDict) or (
+        isinstance(value, DictValue) and value.cls is dict
+    )
+    return "reversed_fixed" if fixed or isinstance(value, DictViewValue) else "iter"
 
 
 @handles(builtins.map)

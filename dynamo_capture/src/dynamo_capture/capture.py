@@ -310,8 +310,9 @@ def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | Non
 
 def _rebuilt_as_eager(iterator: IteratorValue) -> bool:
     """Whether an iterator made again where a part ends gives what it would eagerly: one
-    over a range, a tuple or an enumerate of a range (items that cannot change), or a
-    list's (the same list, read at the same index). One over a dict or a set reads
+    over a range, a tuple or an enumerate of a range (items that cannot change), a
+    reversed() of a dict or its view (builtin_calls._reversed_kind), or a list's (the
+    same list, read at the same index). One over a dict or a set reads
     them as they are when the loop starts, which eagerly would see later changes."""
     if iterator.endless is not None:
         return False
@@ -319,7 +320,8 @@ def _rebuilt_as_eager(iterator: IteratorValue) -> bool:
         return iterator.produce.real is None or _rebuilt_as_eager(iterator.produce.real)
     if isinstance(iterator.produce, ListSteps):
         return iterator.kind == "iter"
-    return iterator.produce is None and iterator.kind in ("range", "tuple", "enumerate_range")
+    fixed = ("range", "tuple", "enumerate_range", "reversed_fixed")
+    return iterator.produce is None and iterator.kind in fixed
 
 
 # NOTE: kinds of loop iterator torch.compile reads through a generator or a view it
