@@ -524,6 +524,79 @@ def test_jump_in_loop_over_reversed_counts_like_torch(name):
     check_like_torch(REVERSED[name], make, calls=len(_SEEDS))
 
 
+# ----- a jump in a loop over zip() of sequences --------------------------------------
+# The part before the jump makes the zip again over the same sequences, each read from
+# the zip's position on; the part resuming inside the loop, which capture does not
+# read a zip object in, runs eagerly (its calls compiled), as torch.compile skips it.
+def jump_in_zip_loop(xs):
+    ys = [t + 1 for t in xs]
+    acc = torch.zeros(4)
+    for a, b in zip(xs, ys):
+        acc = acc + a * b
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def jump_in_strict_zip_loop(xs):
+    acc = torch.zeros(4)
+    for a, b in zip(xs, tuple(xs), strict=True):
+        acc = acc + a - b * 2
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def jump_in_zip_loop_over_list_that_grows(xs):
+    ys = list(xs)
+    acc = torch.zeros(4)
+    for a, i in zip(ys, range(8)):
+        acc = acc + a * i
+        if acc.sum() > 0:
+            if len(ys) < 7:
+                ys.append(acc * 0 + 1)  # read by the zip as eagerly
+        else:
+            acc = _scale(acc)
+    return acc, len(ys)
+
+
+def jump_in_loop_over_zip_local(xs):
+    pairs = zip(xs, xs[1:])
+    acc = torch.zeros(4)
+    for a, b in pairs:
+        acc = acc + a * b
+        if acc.sum() > 0:
+            return acc, list(pairs)
+    return acc, list(pairs)
+
+
+def jump_in_zip_loop_over_input_lists(xs, ys):
+    acc = torch.zeros(4)
+    for a, b in zip(xs, ys):
+        acc = acc + a * b
+        if acc.sum() > 0:
+            ys[-1] = acc
+    return acc
+
+
+ZIPS = {
+    "jump_in_zip_loop": jump_in_zip_loop,
+    "jump_in_strict_zip_loop": jump_in_strict_zip_loop,
+    "jump_in_zip_loop_over_list_that_grows": jump_in_zip_loop_over_list_that_grows,
+    "jump_in_loop_over_zip_local": jump_in_loop_over_zip_local,
+    "jump_in_zip_loop_over_input_lists": jump_in_zip_loop_over_input_lists,
+}
+
+
+@pytest.mark.parametrize("name", list(ZIPS))
+def test_jump_in_zip_loop_counts_like_torch(name):
+    if name == "jump_in_zip_loop_over_input_lists":
+        make = lambda: (_tensors(5), _tensors(5))  # noqa: E731
+    else:
+        make = lambda: (_tensors(5),)  # noqa: E731
+    check_like_torch(ZIPS[name], make, calls=len(_SEEDS))
+
+
 # ----- other frames run eagerly as a whole: their calls are compiled too -----------
 @contextlib.contextmanager
 def _plain_block():

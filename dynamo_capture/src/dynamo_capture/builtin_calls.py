@@ -408,7 +408,17 @@ def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     columns = _columns(tx, args)
     if strict and len({len(column) for column in columns}) > 1:
         raise Unsupported("zip(strict=True) on sequences of different lengths raises ValueError")
-    return IteratorValue([TupleValue(list(row)) for row in zip(*columns)], kind="zip")
+    rows = [TupleValue(list(row)) for row in zip(*columns)]
+    zipped = (tuple(args), strict) if all(_sequence_value(arg) for arg in args) else None
+    return IteratorValue(rows, kind="zip", zipped=zipped)
+
+
+def _sequence_value(value: Value) -> bool:
+    """Whether `value` is a plain list, tuple or range (a zip over it is made again over
+    it, where a part ends inside the zip's loop)."""
+    if isinstance(value, ListValue | TupleValue):
+        return value.cls in (list, tuple)
+    return isinstance(value, PythonValue) and type(value.obj) in (list, tuple, range)
 
 
 # the kinds of IteratorValue whose eager iterator has no __reversed__

@@ -320,6 +320,8 @@ def _rebuilt_as_eager(iterator: IteratorValue) -> bool:
         return iterator.produce.real is None or _rebuilt_as_eager(iterator.produce.real)
     if isinstance(iterator.produce, ListSteps):
         return iterator.kind == "iter"
+    if iterator.zipped is not None:  # each sequence read again from the zip's position
+        return iterator.produce is None
     fixed = ("range", "tuple", "enumerate_range", "reversed_fixed")
     return iterator.produce is None and iterator.kind in fixed
 
@@ -632,6 +634,7 @@ def capture_frame(
         located.callee = error.callee
         located.escapes = isinstance(error, ExceptionRaised)
         located.whole_frame = located.whole_frame or error.whole_frame
+        located.loop_not_resumed = located.loop_not_resumed or error.loop_not_resumed
         raise located from error.__cause__
     except RecursionError as error:
         raise Unsupported("capture recursed too deeply") from error
@@ -839,6 +842,13 @@ class OutputPlan:
             # the list itself, which the code after may still change
             steps = value.produce
             return f"___list_iterator({self.expr(steps.list)}, {steps.index})"
+        if value.zipped is not None and value.produce is None:
+            # over the same sequences (a list the code after changes is seen), each read
+            # from the zip's position on, as eagerly
+            sequences, strict = value.zipped
+            position = value.position
+            rest = "".join(f"___list_iterator({self.expr(s)}, {position}), " for s in sequences)
+            return f"zip({rest}strict={strict!r})"
         if value.produce is not None:
             self._read_ahead(value)
         items = value.items[value.position :]
@@ -993,11 +1003,13 @@ def _as_range(numbers: list[int]) -> range:
     return range(numbers[0], numbers[-1] + step, step)
 
 
-def _list_iterator(items: list[Any], index: int) -> Any:
-    """An iterator over a list, `index` items of it already read (a list_iterator)."""
+def _list_iterator(items: list[Any] | tuple[Any, ...] | range, index: int) -> Any:
+    """An iterator over a list (a tuple, a range), `index` items of it already read:
+    its own iterator with that index set, as it would be eagerly (the list may have
+    changed length since)."""
     iterator = iter(items)
-    for _ in range(index):
-        next(iterator)
+    if index:
+        iterator.__setstate__(index)  # type: ignore[attr-defined]
     return iterator
 
 
