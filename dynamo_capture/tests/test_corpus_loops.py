@@ -597,6 +597,63 @@ def test_jump_in_zip_loop_counts_like_torch(name):
     check_like_torch(ZIPS[name], make, calls=len(_SEEDS))
 
 
+# ----- a jump in a loop over a ModuleList or Sequential ------------------------------
+# An enumerate of one is handed on as the (index, module) pairs left, its modules read
+# back through their sources and guarded; a plain loop over one runs the frame eagerly:
+# both as torch.compile.
+class Stack(torch.nn.Module):
+    def __init__(self, container, enumerated):
+        super().__init__()
+        self.layers = container(*[torch.nn.Linear(4, 4) for _ in range(3)])
+        self.enumerated = enumerated
+
+    def forward(self, x):
+        if self.enumerated:
+            for i, layer in enumerate(self.layers):
+                x = layer(x) + i
+                if x.sum() > 0:
+                    return x * 2
+            return x - 1
+        for layer in self.layers:
+            x = layer(x)
+            if x.sum() > 0:
+                return x * 2
+        return x - 1
+
+
+def _module_list(*layers):
+    return torch.nn.ModuleList(layers)
+
+
+STACKS = {
+    "enumerate_module_list": Stack(_module_list, True),
+    "enumerate_sequential": Stack(torch.nn.Sequential, True),
+    "plain_module_list": Stack(_module_list, False),
+    "plain_sequential": Stack(torch.nn.Sequential, False),
+}
+
+
+@pytest.mark.parametrize("name", list(STACKS))
+def test_jump_in_loop_over_modules_counts_like_torch(name):
+    model = STACKS[name]
+    check_like_torch(lambda x: model(x), lambda: (torch.randn(2, 4),), calls=len(_SEEDS))
+
+
+def test_jump_in_enumerate_of_module_list_follows_a_replaced_layer():
+    import dynamo_capture
+
+    model = Stack(_module_list, True)
+    compiled = dynamo_capture.optimize(model, backend=lambda gm, example_inputs: gm.forward)
+    torch.manual_seed(0)
+    for call in range(5):
+        if call == 2:
+            model.layers[1] = torch.nn.Linear(4, 4)
+        if call == 3:
+            model.layers.append(torch.nn.Linear(4, 4))
+        x = torch.randn(2, 4) - 1
+        torch.testing.assert_close(compiled(x), model(x))
+
+
 # ----- other frames run eagerly as a whole: their calls are compiled too -----------
 @contextlib.contextmanager
 def _plain_block():

@@ -360,14 +360,17 @@ def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
 
 def _enumerate_kind(value: Value) -> str:
     """An enumerate of a range, of a plain list or tuple, of another iterator (a zip, a
-    generator) or of anything else: where a data-dependent jump in its loop cuts the
-    frame, torch.compile hands the first on and runs the frame eagerly for the second
-    and third (capture._loop_iterators_handed_on, capture.loop_iterator_not_resumed)."""
+    generator), of a ModuleList or Sequential, or of anything else: where a
+    data-dependent jump in its loop cuts the frame, torch.compile hands the first and
+    fourth on and runs the frame eagerly for the second and third
+    (capture._loop_iterators_handed_on, capture.loop_iterator_not_resumed)."""
     obj = value.obj if isinstance(value, PythonValue) else None
     if type(obj) is range:
         return "enumerate_range"
     if isinstance(value, IteratorValue):
         return "enumerate_iterator"
+    if isinstance(obj, torch.nn.ModuleList | torch.nn.Sequential):
+        return "enumerate_modules"  # handed on as the (index, module) pairs left
     if type(obj) in (list, tuple) or (
         isinstance(value, ListValue | TupleValue) and value.cls in (list, tuple)
     ):
@@ -424,7 +427,8 @@ def _sequence_value(value: Value) -> bool:
 # the kinds of IteratorValue whose eager iterator has no __reversed__
 _NOT_REVERSIBLE = (
     "generator", "map", "filter", "zip", "range", "tuple", "enumerate", "enumerate_range",
-    "enumerate_sequence", "enumerate_iterator", "dict", "reversed_fixed",
+    "enumerate_sequence", "enumerate_iterator", "enumerate_modules", "dict", "modules",
+    "reversed_fixed",
 )  # fmt: skip
 
 

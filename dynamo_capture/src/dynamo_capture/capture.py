@@ -310,7 +310,8 @@ def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | Non
 
 def _rebuilt_as_eager(iterator: IteratorValue) -> bool:
     """Whether an iterator made again where a part ends gives what it would eagerly: one
-    over a range, a tuple or an enumerate of a range (items that cannot change), a
+    over a range, a tuple or an enumerate of a range or of a ModuleList or Sequential
+    (items that cannot change), a
     reversed() of a dict or its view (builtin_calls._reversed_kind), or a list's (the
     same list, read at the same index). One over a dict or a set reads
     them as they are when the loop starts, which eagerly would see later changes."""
@@ -322,7 +323,7 @@ def _rebuilt_as_eager(iterator: IteratorValue) -> bool:
         return iterator.kind == "iter"
     if iterator.zipped is not None:  # each sequence read again from the zip's position
         return iterator.produce is None
-    fixed = ("range", "tuple", "enumerate_range", "reversed_fixed")
+    fixed = ("range", "tuple", "enumerate_range", "enumerate_modules", "reversed_fixed")
     return iterator.produce is None and iterator.kind in fixed
 
 
@@ -330,8 +331,11 @@ def _rebuilt_as_eager(iterator: IteratorValue) -> bool:
 # cannot make again in a resume function: a break with one on the stack (the loop
 # around it) runs the whole frame eagerly, its calls compiled, as torch.compile skips it.
 # An enumerate of a list or tuple, of another iterator (a zip, a generator); a
-# generator object; an iterator over a dict, its keys, values or items (a ModuleDict's).
-_NOT_RESUMED_KINDS = frozenset({"enumerate_sequence", "enumerate_iterator", "generator", "dict"})
+# generator object; an iterator over a dict, its keys, values or items (a ModuleDict's);
+# one over a ModuleList or Sequential (an enumerate of one is handed on).
+_NOT_RESUMED_KINDS = frozenset(
+    {"enumerate_sequence", "enumerate_iterator", "generator", "dict", "modules"}
+)
 
 
 def _loop_iterators(tx: Translator) -> list[IteratorValue]:

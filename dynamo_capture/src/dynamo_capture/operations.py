@@ -261,6 +261,7 @@ _ITERATOR_TYPES: dict[str, type] = {
     "enumerate": enumerate,
     "enumerate_range": enumerate,
     "enumerate_iterator": enumerate,
+    "enumerate_modules": enumerate,
     "enumerate_sequence": enumerate,
 }
 
@@ -824,6 +825,10 @@ def _iterator_kind(value: Value) -> str:
         isinstance(value, PythonValue) and isinstance(value.obj, dict | torch.nn.ModuleDict)
     ):
         return "dict"  # over a dict's keys, values or items (capture._NOT_RESUMED_KINDS)
+    if isinstance(value, PythonValue) and isinstance(
+        value.obj, torch.nn.ModuleList | torch.nn.Sequential
+    ):
+        return "modules"  # torch.compile does not resume inside its loop either
     return "iter"
 
 
