@@ -654,6 +654,134 @@ def test_jump_in_enumerate_of_module_list_follows_a_replaced_layer():
         torch.testing.assert_close(compiled(x), model(x))
 
 
+# ----- a call that breaks in a loop, a `return` after it ------------------------------
+# Cut at the call, as a data-dependent jump is cut: the loops' iterators ride below the
+# statement's partial values to the part resuming after the call, inside the loops.
+def print_in_list_loop_then_return(xs):
+    acc = torch.zeros(4)
+    for t in xs:
+        acc = acc + t
+        print("item")
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def graph_break_in_loop_over_iterator_local(xs):
+    it = iter(xs)
+    acc = next(it) * 2
+    for t in it:
+        acc = acc + t
+        torch._dynamo.graph_break()
+        if acc.sum() > 0:
+            return acc * 2, list(it)
+    return acc - 1, []
+
+
+def print_in_zip_loop_then_return(xs):
+    acc = torch.zeros(4)
+    for a, b in zip(xs, xs[1:]):
+        acc = acc + a * b
+        print("pair")
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def print_in_reversed_dict_loop_then_return(xs):
+    d = dict(zip("abcde", xs))
+    acc = torch.zeros(4)
+    for k in reversed(d):
+        acc = acc + d[k]
+        print(k)
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def print_in_nested_loops_then_return(xs):
+    acc = torch.zeros(4)
+    for t in xs:
+        for c in (1.0, 2.0):
+            acc = acc + t * c
+            print("inner", c)
+            if acc.sum() > 2:
+                return acc
+    return acc
+
+
+def print_after_list_grows_then_return(xs):
+    ys = list(xs)
+    acc = torch.zeros(4)
+    for t in ys:
+        acc = acc + t
+        print(len(ys))
+        if len(ys) < 7:
+            ys.append(acc * 0 + 1)  # read by the loop after the cut, as eagerly
+        if acc.sum() > 3:
+            return acc, len(ys)
+    return acc, len(ys)
+
+
+class PrintingStack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x) + i
+            print("layer", i)
+            if x.sum() > 0:
+                return x * 2
+        return x - 1
+
+
+PRINTING_STACK = PrintingStack()
+
+
+def print_in_enumerate_of_module_list_then_return(x):
+    return PRINTING_STACK(x)
+
+
+CALL_BREAKS = {
+    "print_in_list_loop_then_return": print_in_list_loop_then_return,
+    "graph_break_in_loop_over_iterator_local": graph_break_in_loop_over_iterator_local,
+    "print_in_zip_loop_then_return": print_in_zip_loop_then_return,
+    "print_in_reversed_dict_loop_then_return": print_in_reversed_dict_loop_then_return,
+    "print_in_nested_loops_then_return": print_in_nested_loops_then_return,
+    "print_in_enumerate_of_module_list_then_return": (
+        print_in_enumerate_of_module_list_then_return
+    ),
+}
+
+
+def test_call_break_in_loop_over_list_that_grows_reads_the_list_as_eagerly():
+    # the part after the cut iterates the same list from the same index (torch.compile
+    # 2.13 hands a copy of the items left on and misses the ones appended)
+    import dynamo_capture
+
+    compiled = dynamo_capture.optimize(
+        print_after_list_grows_then_return, backend=lambda gm, example_inputs: gm.forward
+    )
+    for _ in _SEEDS:
+        xs = _tensors(5)
+        got = compiled(list(xs))
+        expected = print_after_list_grows_then_return(list(xs))
+        torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("name", list(CALL_BREAKS))
+def test_call_break_in_loop_before_return_counts_like_torch(name):
+    if name == "print_in_enumerate_of_module_list_then_return":
+        make = lambda: (torch.randn(2, 4),)  # noqa: E731
+    elif name == "print_in_nested_loops_then_return":
+        make = lambda: (_tensors(2),)  # noqa: E731  (below the recompile limit)
+    else:
+        make = lambda: (_tensors(5),)  # noqa: E731
+    check_like_torch(CALL_BREAKS[name], make, calls=len(_SEEDS))
+
+
 # ----- other frames run eagerly as a whole: their calls are compiled too -----------
 @contextlib.contextmanager
 def _plain_block():

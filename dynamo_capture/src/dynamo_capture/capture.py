@@ -221,15 +221,31 @@ _METHOD_LOADS = ("LOAD_ATTR", "LOAD_METHOD")
 _PLAIN = (bool, int, float, str, type(None))
 
 
-def call_cut(tx: Translator) -> tuple[int, int, int, int] | None:
+def _call_cut_in_loops(tx: Translator) -> bool:
+    """Whether a failing call inside `for` loops may be cut at the call, the loops'
+    iterators handed on below the partial values (as at a data-dependent jump): each
+    can be made again (`_loop_iterators_handed_on`), and a `return` follows the call
+    before any jump back (branches.breaks_inside_loop: else the frame runs eagerly)."""
+    from dynamo_capture.branches import breaks_inside_loop
+
+    if not _loop_iterators(tx) or tx.current is None or tx.parent is not None:
+        return False
+    if breaks_inside_loop(tx.code, tx.current.offset):
+        return False
+    return _loop_iterators_handed_on(tx) == "hand"
+
+
+def call_cut(tx: Translator, in_loops: bool = False) -> tuple[int, int, int, int] | None:
     """Where the failing call's instruction sequence starts, when it can be a cut.
 
     The values below the call's callable (the statement's partial values, e.g. `f(x)`
     in `f(x) + g(x)`) become outputs of the graph before the cut and are pushed back
-    by the eager part; they must be tensors or plain constants. Returns (offset of
-    the first instruction of the call sequence, stack depth there, offset after the
-    call).
+    by the eager part; they must be tensors or plain constants, or (`in_loops`) the
+    iterators of the `for` loops around the call. Returns (offset of the first
+    instruction of the call sequence, stack depth there, offset after the call).
     """
+    if _loop_iterators(tx) and not in_loops:
+        return None  # a loop's iterator below that cannot be handed on
     inst, trace = tx.current, tx.trace
     if inst is None or not trace or trace[-1][0] != inst.offset:
         return None
@@ -249,7 +265,8 @@ def call_cut(tx: Translator) -> tuple[int, int, int, int] | None:
             return None
         if before == depth:
             below = tx.stack[_open_withs(tx) : depth]  # above the open `with`s
-            if not all(_carried(value) for value in below):
+            loops = [v for v in below if isinstance(v, IteratorValue)] if in_loops else []
+            if not all(_carried(value) for value in below if value not in loops):
                 return None
             index = tx.index_of[inst.offset] + 1
             if index >= len(tx.instructions):
@@ -606,7 +623,8 @@ def capture_frame(
                 handed = _loop_iterators_handed_on(tx)
             if handed == "hand":
                 located.branch_jump = tx.current.offset  # resumed at either of its targets
-            located.call_cut = call_cut(tx)
+            located.call_cut_in_loops = _call_cut_in_loops(tx)
+            located.call_cut = call_cut(tx, located.call_cut_in_loops)
             calls = tx.current.opname in (*_CALLS, "CALL_FUNCTION_EX")
             if calls and isinstance(tx.calling, FunctionValue) and error.callee is not None:
                 located.callee_code = tx.calling.code  # a function made in the frame
@@ -838,7 +856,9 @@ class OutputPlan:
         handed = value.produce
         if isinstance(handed, HandedSteps):  # a loop's iterator this part was handed
             if handed.real is None:
-                return handed.source.expr  # not read: the same object, as it came
+                # handed on unread: read (and guarded) now, as torch.compile guards a
+                # stack value it hands on to the next resume function
+                handed.real = handed.make()
             if value.position != len(value.items):
                 raise Unsupported("an iterator handed on with items read but not taken")
             return self._iterator(handed.real)

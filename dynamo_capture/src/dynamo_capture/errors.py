@@ -84,6 +84,8 @@ class Unsupported(CaptureError):
         # an instruction-level cut: (offset where the failing call's sequence starts, stack
         # depth there, offset after the call), when the values below it can leave a graph
         self.call_cut: tuple[int, int, int, int] | None = None
+        # the call lies in `for` loops whose iterators ride below its partial values
+        self.call_cut_in_loops = False
         self.plain_args = False  # the failing call's arguments are tensors or constants
         self.stack_nulls: tuple[int, ...] = ()  # where NULLs lie below the failing call
         # the code of the function made in the frame whose call broke (FunctionValue)

@@ -561,7 +561,7 @@ class CompiledCallable:
         else:
             plan = plan_split(
                 function.__code__, error.offset, error.contexts, error.call_cut,
-                error.plain_args, error.stack_nulls,
+                error.plain_args, error.stack_nulls, error.call_cut_in_loops,
             )  # fmt: skip
         if isinstance(plan, str) and (error.in_unknown_with or plan.startswith("the break lies")):
             rest = plan_rest_eager(function.__code__, error.offset, error.checkpoints)

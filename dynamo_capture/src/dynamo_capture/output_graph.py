@@ -125,9 +125,9 @@ HANDED_ITERATORS = (type(iter(())), _RANGE_ITERATOR, _LIST_ITERATOR)
 class HandedSteps:
     """The `produce` of a loop's iterator handed on to a part resuming inside the loop:
     read, and guarded on its state, when the part first reads it (`real`), as
-    torch.compile guards a resume function's stack value where it is used; a part that
-    drops it unread (a `return` inside the loop) keeps no guard on it and, where it
-    leaves the part unread, hands on the same object (`source`)."""
+    torch.compile guards a resume function's stack value where it is used (read, or
+    handed on to the next part); a part that drops it unread (a `return` inside the
+    loop) keeps no guard on it."""
 
     def __init__(self, make: Callable[[], IteratorValue], source: Source) -> None:
         self.make = make
