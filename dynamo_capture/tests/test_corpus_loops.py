@@ -264,6 +264,524 @@ def test_split_loop_breaks_still_compile_around_the_loop():
     assert len(graphs) >= 2  # before the loop, and the body around the print
 
 
+# ----- a break followed by a `return` in loops torch.compile does not resume inside ---
+# A break with a `return` after it before the loop's back jump is resumed where the
+# loop's iterator can be made again (a range, a tuple, a list); over a generator, a
+# dict (its keys, values or items), an enumerate of a list or of another iterator,
+# the frame runs eagerly as a whole (its calls compiled), as torch.compile skips it.
+def return_in_loop_over_generator_local(xs):
+    acc = torch.zeros(4)
+    doubled = (t * 2 for t in xs)
+    for t in doubled:
+        acc = acc + t
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def print_in_loop_over_generator_local(xs):
+    acc = torch.zeros(4)
+    doubled = (t * 2 for t in xs)
+    for t in doubled:
+        acc = acc + t
+        print("item")
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def return_in_enumerate_of_zip(xs):
+    acc = torch.zeros(4)
+    for i, (a, b) in enumerate(zip(xs, xs[1:])):
+        acc = acc + a * i + b
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def graph_break_in_enumerate_of_list(xs):
+    acc = torch.zeros(4)
+    for i, t in enumerate(xs):
+        acc = acc + t * i
+        torch._dynamo.graph_break()
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def return_in_dict_keys_loop(xs):
+    d = dict(zip("abc", xs))
+    acc = torch.zeros(4)
+    for k in d:
+        acc = acc + d[k]
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def return_in_dict_items_loop_calls_helper(xs):
+    d = dict(zip("abc", xs))
+    acc = torch.zeros(4)
+    for _, v in d.items():
+        acc = acc + _scale(v)  # compiled as a frame of its own
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def print_in_dict_values_loop(xs):
+    d = dict(zip("abc", xs))
+    acc = torch.zeros(4)
+    for v in d.values():
+        acc = acc + v
+        print("value")
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def return_in_input_dict_items_loop(d):
+    acc = torch.zeros(4)
+    for _, v in d.items():
+        acc = acc + v
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+class DictOfLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleDict({name: Layer() for name in ("a", "b", "c")})
+
+    def forward(self, x):
+        for _, layer in self.layers.items():
+            x = layer(x)
+            if x.sum() > 4:
+                return x * 2
+        return x - 1
+
+
+DICT_OF_LAYERS = DictOfLayers()
+
+
+def return_in_module_dict_items_loop(x):
+    return DICT_OF_LAYERS(x)
+
+
+def _dict_of_tensors():
+    return (dict(zip("abc", _tensors())),)
+
+
+NOT_RESUMED = {
+    "return_in_loop_over_generator_local": return_in_loop_over_generator_local,
+    "print_in_loop_over_generator_local": print_in_loop_over_generator_local,
+    "return_in_enumerate_of_zip": return_in_enumerate_of_zip,
+    "graph_break_in_enumerate_of_list": graph_break_in_enumerate_of_list,
+    "return_in_dict_keys_loop": return_in_dict_keys_loop,
+    "return_in_dict_items_loop_calls_helper": return_in_dict_items_loop_calls_helper,
+    "print_in_dict_values_loop": print_in_dict_values_loop,
+    "return_in_input_dict_items_loop": return_in_input_dict_items_loop,
+    "return_in_module_dict_items_loop": return_in_module_dict_items_loop,
+}
+NOT_RESUMED_ARGS = {
+    "return_in_input_dict_items_loop": _dict_of_tensors,
+    "return_in_module_dict_items_loop": lambda: (torch.randn(2, 4),),
+}
+
+
+@pytest.mark.parametrize("name", list(NOT_RESUMED))
+def test_break_in_loop_not_resumed_runs_frame_like_torch(name):
+    make = NOT_RESUMED_ARGS.get(name, lambda: (_tensors(),))
+    check_like_torch(NOT_RESUMED[name], make, calls=len(_SEEDS))
+
+
+# ----- a jump in a loop over an iterator a local holds too -------------------------
+# The part before the jump makes one iterator for the local and the loop: the part
+# resuming inside the loop reads them as one value (a `next(it)` in the body advances
+# the loop), guarded to be the same object.
+def jump_in_loop_over_list(xs):
+    # the part resuming at the `return` drops the loop's iterator unread: no guard on
+    # it, so a return at another item reuses that part
+    acc = torch.zeros(4)
+    for t in xs:
+        acc = acc + t
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def jump_in_loop_over_iterator_local(xs):
+    it = iter(xs)
+    acc = torch.zeros(4)
+    for t in it:
+        acc = acc + t
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def jump_in_loop_after_next_of_iterator_local(xs):
+    it = iter(xs)
+    acc = next(it) * 2
+    for t in it:
+        acc = acc + t
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def returns_rest_of_iterator_local(xs):
+    it = iter(xs)
+    for t in it:
+        if t.sum() > 0:
+            return t, list(it)
+    return xs[0], list(it)
+
+
+def next_of_iterator_local_in_loop_body(xs):
+    it = iter(xs)
+    acc = next(it) * 0
+    for t in it:
+        acc = acc + t
+        if acc.sum() > 0:
+            acc = acc + next(it, acc)
+        else:
+            acc = acc - 1
+    return acc, list(it)
+
+
+def next_of_second_name_in_loop_body(xs):
+    it = iter(xs)
+    other = it
+    acc = xs[0] * 0
+    for t in it:
+        acc = acc + t
+        if acc.sum() > 0:
+            acc = acc + next(other, acc)
+    return acc
+
+
+ITERATOR_LOCALS = [
+    jump_in_loop_over_list,
+    jump_in_loop_over_iterator_local,
+    jump_in_loop_after_next_of_iterator_local,
+    returns_rest_of_iterator_local,
+    next_of_iterator_local_in_loop_body,
+    next_of_second_name_in_loop_body,
+]
+
+
+@pytest.mark.parametrize("fn", ITERATOR_LOCALS, ids=[fn.__name__ for fn in ITERATOR_LOCALS])
+def test_jump_in_loop_over_iterator_local_counts_like_torch(fn):
+    check_like_torch(fn, lambda: (_tensors(5),), calls=len(_SEEDS))
+
+
+# ----- a jump in a loop over reversed() of a dict: resumed inside over the keys left --
+def jump_in_loop_over_reversed_dict(xs):
+    d = dict(zip("abcde", xs))
+    acc = torch.zeros(4)
+    for k in reversed(d):
+        acc = acc + d[k]
+        if acc.sum() > 0:
+            return acc * 2, k
+    return acc - 1, None
+
+
+def jump_in_loop_over_reversed_input_dict(d):
+    acc = torch.zeros(4)
+    for k in reversed(d):
+        acc = acc + d[k]
+        d[k] = acc  # a value written, the keys unchanged
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def jump_in_loop_over_reversed_dict_items(xs):
+    d = dict(zip("abcde", xs))
+    acc = torch.zeros(4)
+    for _, v in reversed(d.items()):
+        acc = acc + v
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+REVERSED = {
+    "jump_in_loop_over_reversed_dict": jump_in_loop_over_reversed_dict,
+    "jump_in_loop_over_reversed_input_dict": jump_in_loop_over_reversed_input_dict,
+    "jump_in_loop_over_reversed_dict_items": jump_in_loop_over_reversed_dict_items,
+}
+
+
+@pytest.mark.parametrize("name", list(REVERSED))
+def test_jump_in_loop_over_reversed_counts_like_torch(name):
+    if name == "jump_in_loop_over_reversed_input_dict":
+        make = lambda: (dict(zip("abcde", _tensors(5))),)  # noqa: E731
+    else:
+        make = lambda: (_tensors(5),)  # noqa: E731
+    check_like_torch(REVERSED[name], make, calls=len(_SEEDS))
+
+
+# ----- a jump in a loop over zip() of sequences --------------------------------------
+# The part before the jump makes the zip again over the same sequences, each read from
+# the zip's position on; the part resuming inside the loop, which capture does not
+# read a zip object in, runs eagerly (its calls compiled), as torch.compile skips it.
+def jump_in_zip_loop(xs):
+    ys = [t + 1 for t in xs]
+    acc = torch.zeros(4)
+    for a, b in zip(xs, ys):
+        acc = acc + a * b
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def jump_in_strict_zip_loop(xs):
+    acc = torch.zeros(4)
+    for a, b in zip(xs, tuple(xs), strict=True):
+        acc = acc + a - b * 2
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def jump_in_zip_loop_over_list_that_grows(xs):
+    ys = list(xs)
+    acc = torch.zeros(4)
+    for a, i in zip(ys, range(8)):
+        acc = acc + a * i
+        if acc.sum() > 0:
+            if len(ys) < 7:
+                ys.append(acc * 0 + 1)  # read by the zip as eagerly
+        else:
+            acc = _scale(acc)
+    return acc, len(ys)
+
+
+def jump_in_loop_over_zip_local(xs):
+    pairs = zip(xs, xs[1:])
+    acc = torch.zeros(4)
+    for a, b in pairs:
+        acc = acc + a * b
+        if acc.sum() > 0:
+            return acc, list(pairs)
+    return acc, list(pairs)
+
+
+def jump_in_zip_loop_over_input_lists(xs, ys):
+    acc = torch.zeros(4)
+    for a, b in zip(xs, ys):
+        acc = acc + a * b
+        if acc.sum() > 0:
+            ys[-1] = acc
+    return acc
+
+
+ZIPS = {
+    "jump_in_zip_loop": jump_in_zip_loop,
+    "jump_in_strict_zip_loop": jump_in_strict_zip_loop,
+    "jump_in_zip_loop_over_list_that_grows": jump_in_zip_loop_over_list_that_grows,
+    "jump_in_loop_over_zip_local": jump_in_loop_over_zip_local,
+    "jump_in_zip_loop_over_input_lists": jump_in_zip_loop_over_input_lists,
+}
+
+
+@pytest.mark.parametrize("name", list(ZIPS))
+def test_jump_in_zip_loop_counts_like_torch(name):
+    if name == "jump_in_zip_loop_over_input_lists":
+        make = lambda: (_tensors(5), _tensors(5))  # noqa: E731
+    else:
+        make = lambda: (_tensors(5),)  # noqa: E731
+    check_like_torch(ZIPS[name], make, calls=len(_SEEDS))
+
+
+# ----- a jump in a loop over a ModuleList or Sequential ------------------------------
+# An enumerate of one is handed on as the (index, module) pairs left, its modules read
+# back through their sources and guarded; a plain loop over one runs the frame eagerly:
+# both as torch.compile.
+class Stack(torch.nn.Module):
+    def __init__(self, container, enumerated):
+        super().__init__()
+        self.layers = container(*[torch.nn.Linear(4, 4) for _ in range(3)])
+        self.enumerated = enumerated
+
+    def forward(self, x):
+        if self.enumerated:
+            for i, layer in enumerate(self.layers):
+                x = layer(x) + i
+                if x.sum() > 0:
+                    return x * 2
+            return x - 1
+        for layer in self.layers:
+            x = layer(x)
+            if x.sum() > 0:
+                return x * 2
+        return x - 1
+
+
+def _module_list(*layers):
+    return torch.nn.ModuleList(layers)
+
+
+STACKS = {
+    "enumerate_module_list": Stack(_module_list, True),
+    "enumerate_sequential": Stack(torch.nn.Sequential, True),
+    "plain_module_list": Stack(_module_list, False),
+    "plain_sequential": Stack(torch.nn.Sequential, False),
+}
+
+
+@pytest.mark.parametrize("name", list(STACKS))
+def test_jump_in_loop_over_modules_counts_like_torch(name):
+    model = STACKS[name]
+    check_like_torch(lambda x: model(x), lambda: (torch.randn(2, 4),), calls=len(_SEEDS))
+
+
+def test_jump_in_enumerate_of_module_list_follows_a_replaced_layer():
+    import dynamo_capture
+
+    model = Stack(_module_list, True)
+    compiled = dynamo_capture.optimize(model, backend=lambda gm, example_inputs: gm.forward)
+    torch.manual_seed(0)
+    for call in range(5):
+        if call == 2:
+            model.layers[1] = torch.nn.Linear(4, 4)
+        if call == 3:
+            model.layers.append(torch.nn.Linear(4, 4))
+        x = torch.randn(2, 4) - 1
+        torch.testing.assert_close(compiled(x), model(x))
+
+
+# ----- a call that breaks in a loop, a `return` after it ------------------------------
+# Cut at the call, as a data-dependent jump is cut: the loops' iterators ride below the
+# statement's partial values to the part resuming after the call, inside the loops.
+def print_in_list_loop_then_return(xs):
+    acc = torch.zeros(4)
+    for t in xs:
+        acc = acc + t
+        print("item")
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def graph_break_in_loop_over_iterator_local(xs):
+    it = iter(xs)
+    acc = next(it) * 2
+    for t in it:
+        acc = acc + t
+        torch._dynamo.graph_break()
+        if acc.sum() > 0:
+            return acc * 2, list(it)
+    return acc - 1, []
+
+
+def print_in_zip_loop_then_return(xs):
+    acc = torch.zeros(4)
+    for a, b in zip(xs, xs[1:]):
+        acc = acc + a * b
+        print("pair")
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def print_in_reversed_dict_loop_then_return(xs):
+    d = dict(zip("abcde", xs))
+    acc = torch.zeros(4)
+    for k in reversed(d):
+        acc = acc + d[k]
+        print(k)
+        if acc.sum() > 0:
+            return acc * 2
+    return acc - 1
+
+
+def print_in_nested_loops_then_return(xs):
+    acc = torch.zeros(4)
+    for t in xs:
+        for c in (1.0, 2.0):
+            acc = acc + t * c
+            print("inner", c)
+            if acc.sum() > 2:
+                return acc
+    return acc
+
+
+def print_after_list_grows_then_return(xs):
+    ys = list(xs)
+    acc = torch.zeros(4)
+    for t in ys:
+        acc = acc + t
+        print(len(ys))
+        if len(ys) < 7:
+            ys.append(acc * 0 + 1)  # read by the loop after the cut, as eagerly
+        if acc.sum() > 3:
+            return acc, len(ys)
+    return acc, len(ys)
+
+
+class PrintingStack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x) + i
+            print("layer", i)
+            if x.sum() > 0:
+                return x * 2
+        return x - 1
+
+
+PRINTING_STACK = PrintingStack()
+
+
+def print_in_enumerate_of_module_list_then_return(x):
+    return PRINTING_STACK(x)
+
+
+CALL_BREAKS = {
+    "print_in_list_loop_then_return": print_in_list_loop_then_return,
+    "graph_break_in_loop_over_iterator_local": graph_break_in_loop_over_iterator_local,
+    "print_in_zip_loop_then_return": print_in_zip_loop_then_return,
+    "print_in_reversed_dict_loop_then_return": print_in_reversed_dict_loop_then_return,
+    "print_in_nested_loops_then_return": print_in_nested_loops_then_return,
+    "print_in_enumerate_of_module_list_then_return": (
+        print_in_enumerate_of_module_list_then_return
+    ),
+}
+
+
+def test_call_break_in_loop_over_list_that_grows_reads_the_list_as_eagerly():
+    # the part after the cut iterates the same list from the same index (torch.compile
+    # 2.13 hands a copy of the items left on and misses the ones appended)
+    import dynamo_capture
+
+    compiled = dynamo_capture.optimize(
+        print_after_list_grows_then_return, backend=lambda gm, example_inputs: gm.forward
+    )
+    for _ in _SEEDS:
+        xs = _tensors(5)
+        got = compiled(list(xs))
+        expected = print_after_list_grows_then_return(list(xs))
+        torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("name", list(CALL_BREAKS))
+def test_call_break_in_loop_before_return_counts_like_torch(name):
+    if name == "print_in_enumerate_of_module_list_then_return":
+        make = lambda: (torch.randn(2, 4),)  # noqa: E731
+    elif name == "print_in_nested_loops_then_return":
+        make = lambda: (_tensors(2),)  # noqa: E731  (below the recompile limit)
+    else:
+        make = lambda: (_tensors(5),)  # noqa: E731
+    check_like_torch(CALL_BREAKS[name], make, calls=len(_SEEDS))
+
+
 # ----- other frames run eagerly as a whole: their calls are compiled too -----------
 @contextlib.contextmanager
 def _plain_block():

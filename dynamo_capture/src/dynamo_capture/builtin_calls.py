@@ -348,7 +348,9 @@ def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
         as_constant(args[1]) if len(args) > 1 else as_constant(kwargs.get("start", PythonValue(0)))
     )
     if is_lazy(args[0]):
-        return lazy_enumerate(tx, args[0], start)
+        enumerated = lazy_enumerate(tx, args[0], start)
+        enumerated.kind = "enumerate_iterator"
+        return enumerated
     items = sequence_items(tx, args[0])
     return IteratorValue(
         [TupleValue([PythonValue(start + i), item]) for i, item in enumerate(items)],
@@ -357,12 +359,18 @@ def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
 
 
 def _enumerate_kind(value: Value) -> str:
-    """An enumerate of a range, of a plain list or tuple, or of anything else: where a
-    data-dependent jump in its loop cuts the frame, torch.compile hands the first on
-    and runs the frame eagerly for the second (capture._loop_iterators_handed_on)."""
+    """An enumerate of a range, of a plain list or tuple, of another iterator (a zip, a
+    generator), of a ModuleList or Sequential, or of anything else: where a
+    data-dependent jump in its loop cuts the frame, torch.compile hands the first and
+    fourth on and runs the frame eagerly for the second and third
+    (capture._loop_iterators_handed_on, capture.loop_iterator_not_resumed)."""
     obj = value.obj if isinstance(value, PythonValue) else None
     if type(obj) is range:
         return "enumerate_range"
+    if isinstance(value, IteratorValue):
+        return "enumerate_iterator"
+    if isinstance(obj, torch.nn.ModuleList | torch.nn.Sequential):
+        return "enumerate_modules"  # handed on as the (index, module) pairs left
     if type(obj) in (list, tuple) or (
         isinstance(value, ListValue | TupleValue) and value.cls in (list, tuple)
     ):
@@ -403,13 +411,24 @@ def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     columns = _columns(tx, args)
     if strict and len({len(column) for column in columns}) > 1:
         raise Unsupported("zip(strict=True) on sequences of different lengths raises ValueError")
-    return IteratorValue([TupleValue(list(row)) for row in zip(*columns)], kind="zip")
+    rows = [TupleValue(list(row)) for row in zip(*columns)]
+    zipped = (tuple(args), strict) if all(_sequence_value(arg) for arg in args) else None
+    return IteratorValue(rows, kind="zip", zipped=zipped)
+
+
+def _sequence_value(value: Value) -> bool:
+    """Whether `value` is a plain list, tuple or range (a zip over it is made again over
+    it, where a part ends inside the zip's loop)."""
+    if isinstance(value, ListValue | TupleValue):
+        return value.cls in (list, tuple)
+    return isinstance(value, PythonValue) and type(value.obj) in (list, tuple, range)
 
 
 # the kinds of IteratorValue whose eager iterator has no __reversed__
 _NOT_REVERSIBLE = (
     "generator", "map", "filter", "zip", "range", "tuple", "enumerate", "enumerate_range",
-    "enumerate_sequence",
+    "enumerate_sequence", "enumerate_iterator", "enumerate_modules", "dict", "modules",
+    "reversed_fixed",
 )  # fmt: skip
 
 
@@ -428,7 +447,20 @@ def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
         # the sequence protocol: __len__, then items len-1 ... 0
         length = as_constant(_len(tx, [value], {}))
         return IteratorValue([get_item(tx, value, PythonValue(i)) for i in reversed(range(length))])
-    return IteratorValue(list(reversed(sequence_items(tx, value))))
+    return IteratorValue(list(reversed(sequence_items(tx, value))), kind=_reversed_kind(value))
+
+
+def _reversed_kind(value: Value) -> str:
+    """ "reversed_fixed" for reversed() of a dict or one of its views, whose keys cannot
+    change while it is read (eagerly a change ends the loop with an error): a loop over
+    it is resumed inside with the items left (capture._rebuilt_as_eager), as
+    torch.compile; "iter" for any other (a list's reversed iterator reads the list as it
+    is then; torch.compile reads a tuple's through an index of its own)."""
+    obj = value.obj if isinstance(value, PythonValue) else None
+    fixed = type(obj) in (dict, collections.OrderedDict) or (
+        isinstance(value, DictValue) and value.cls is dict
+    )
+    return "reversed_fixed" if fixed or isinstance(value, DictViewValue) else "iter"
 
 
 @handles(builtins.map)

@@ -56,9 +56,22 @@ from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.lazy_iterators import ListSteps, check_no_pending_cleanup, drain
 from dynamo_capture.methods import context_factory, kept_context, kept_grad_context
 from dynamo_capture.operations import IdentityKey, key_value
-from dynamo_capture.output_graph import CaptureContext, has_symbolic, is_constant
-from dynamo_capture.resume import ITERATOR, UNBOUND, ContextSpec, cell_locals, generated_from
-from dynamo_capture.sources import AttrSource, ClosureSource, LocalSource, Source
+from dynamo_capture.output_graph import (
+    HANDED_ITERATORS,
+    CaptureContext,
+    HandedSteps,
+    has_symbolic,
+    is_constant,
+)
+from dynamo_capture.resume import (
+    ITERATOR,
+    STACK_LOCAL,
+    UNBOUND,
+    ContextSpec,
+    cell_locals,
+    generated_from,
+)
+from dynamo_capture.sources import AttrSource, ClosureSource, ItemSource, LocalSource, Source
 from dynamo_capture.state import capturing
 from dynamo_capture.values import (
     NULL,
@@ -210,15 +223,31 @@ _METHOD_LOADS = ("LOAD_ATTR", "LOAD_METHOD")
 _PLAIN = (bool, int, float, str, type(None))
 
 
-def call_cut(tx: Translator) -> tuple[int, int, int, int] | None:
+def _call_cut_in_loops(tx: Translator) -> bool:
+    """Whether a failing call inside `for` loops may be cut at the call, the loops'
+    iterators handed on below the partial values (as at a data-dependent jump): each
+    can be made again (`_loop_iterators_handed_on`), and a `return` follows the call
+    before any jump back (branches.breaks_inside_loop: else the frame runs eagerly)."""
+    from dynamo_capture.branches import breaks_inside_loop
+
+    if not _loop_iterators(tx) or tx.current is None or tx.parent is not None:
+        return False
+    if breaks_inside_loop(tx.code, tx.current.offset):
+        return False
+    return _loop_iterators_handed_on(tx) == "hand"
+
+
+def call_cut(tx: Translator, in_loops: bool = False) -> tuple[int, int, int, int] | None:
     """Where the failing call's instruction sequence starts, when it can be a cut.
 
     The values below the call's callable (the statement's partial values, e.g. `f(x)`
     in `f(x) + g(x)`) become outputs of the graph before the cut and are pushed back
-    by the eager part; they must be tensors or plain constants. Returns (offset of
-    the first instruction of the call sequence, stack depth there, offset after the
-    call).
+    by the eager part; they must be tensors or plain constants, or (`in_loops`) the
+    iterators of the `for` loops around the call. Returns (offset of the first
+    instruction of the call sequence, stack depth there, offset after the call).
     """
+    if _loop_iterators(tx) and not in_loops:
+        return None  # a loop's iterator below that cannot be handed on
     inst, trace = tx.current, tx.trace
     if inst is None or not trace or trace[-1][0] != inst.offset:
         return None
@@ -238,7 +267,8 @@ def call_cut(tx: Translator) -> tuple[int, int, int, int] | None:
             return None
         if before == depth:
             below = tx.stack[_open_withs(tx) : depth]  # above the open `with`s
-            if not all(_carried(value) for value in below):
+            loops = [v for v in below if isinstance(v, IteratorValue)] if in_loops else []
+            if not all(_carried(value) for value in below if value not in loops):
                 return None
             index = tx.index_of[inst.offset] + 1
             if index >= len(tx.instructions):
@@ -299,14 +329,45 @@ def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | Non
 
 def _rebuilt_as_eager(iterator: IteratorValue) -> bool:
     """Whether an iterator made again where a part ends gives what it would eagerly: one
-    over a range, a tuple or an enumerate of a range (items that cannot change), or a
-    list's (the same list, read at the same index). One over a dict or a set reads
+    over a range, a tuple or an enumerate of a range or of a ModuleList or Sequential
+    (items that cannot change), a
+    reversed() of a dict or its view (builtin_calls._reversed_kind), or a list's (the
+    same list, read at the same index). One over a dict or a set reads
     them as they are when the loop starts, which eagerly would see later changes."""
     if iterator.endless is not None:
         return False
+    if isinstance(iterator.produce, HandedSteps):  # handed on to this part: the same again
+        return iterator.produce.real is None or _rebuilt_as_eager(iterator.produce.real)
     if isinstance(iterator.produce, ListSteps):
         return iterator.kind == "iter"
-    return iterator.produce is None and iterator.kind in ("range", "tuple", "enumerate_range")
+    if iterator.zipped is not None:  # each sequence read again from the zip's position
+        return iterator.produce is None
+    fixed = ("range", "tuple", "enumerate_range", "enumerate_modules", "reversed_fixed")
+    return iterator.produce is None and iterator.kind in fixed
+
+
+# NOTE: kinds of loop iterator torch.compile reads through a generator or a view it
+# cannot make again in a resume function: a break with one on the stack (the loop
+# around it) runs the whole frame eagerly, its calls compiled, as torch.compile skips it.
+# An enumerate of a list or tuple, of another iterator (a zip, a generator); a
+# generator object; an iterator over a dict, its keys, values or items (a ModuleDict's);
+# one over a ModuleList or Sequential (an enumerate of one is handed on).
+_NOT_RESUMED_KINDS = frozenset(
+    {"enumerate_sequence", "enumerate_iterator", "generator", "dict", "modules"}
+)
+
+
+def _loop_iterators(tx: Translator) -> list[IteratorValue]:
+    """The iterators of the `for` loops open where `tx` stopped (a loop body run as a
+    part has an empty stand-in instead)."""
+    iterators = [value for value in tx.stack if isinstance(value, IteratorValue)]
+    return [it for it in iterators if it.items or it.position or it.produce is not None]
+
+
+def loop_iterator_not_resumed(tx: Translator) -> bool:
+    """Whether a loop open where `tx` stopped iterates something torch.compile does not
+    resume inside (`_NOT_RESUMED_KINDS`): the frame then runs eagerly as a whole."""
+    return any(it.kind in _NOT_RESUMED_KINDS for it in _loop_iterators(tx))
 
 
 def _loop_iterators_handed_on(tx: Translator) -> str:
@@ -314,21 +375,23 @@ def _loop_iterators_handed_on(tx: Translator) -> str:
     "hand" where each can ride to the parts resuming at the jump's targets
     (branches.plan_branch): an iterator over items known now (a range, a tuple, an
     enumerate of a range), made again over the items not yet read, or over a list (the
-    same list, at the same index); "eager" (the whole
-    frame) for an enumerate of a list or tuple, as torch.compile; else "statement". One a
+    same list, at the same index); else "statement" (loop_iterator_not_resumed tells the
+    loops that run the whole frame eagerly, as torch.compile). One a
     local or another value also holds (`it = iter(xs)`) would be two objects after the
     cut, so its jump is cut at its statement."""
-    iterators = [value for value in tx.stack if isinstance(value, IteratorValue)]
-    real = [it for it in iterators if it.items or it.position or it.produce is not None]
+    real = _loop_iterators(tx)
     if not real:
         return "hand"
-    if any(it.kind == "enumerate_sequence" for it in real):
-        return "eager"
     if not all(_rebuilt_as_eager(it) for it in real):
         return "statement"
     held = {id(it) for it in real}
     seen: set[int] = set()
-    work: list[Any] = [*tx.locals.values(), *tx.cells.values()]
+    # a local holding one itself is handed the same object (OutputPlan names it once,
+    # output_graph reads it as the stack's); one inside a value or a cell is not
+    work: list[Any] = [
+        *(value for value in tx.locals.values() if id(value) not in held),
+        *tx.cells.values(),
+    ]
     while work:
         item = work.pop()
         if id(item) in seen:
@@ -557,15 +620,14 @@ def capture_frame(
             located.checkpoints = _checkpoint_calls(tx)
             located.cannot_resume = error.cannot_resume or _holds_unrebuildable_context(tx)
             handed = "statement"
-            if error.data_branch and tx.current.opname in _BRANCH_JUMPS:
+            if loop_iterator_not_resumed(tx):
+                located.loop_not_resumed = True
+            elif error.data_branch and tx.current.opname in _BRANCH_JUMPS:
                 handed = _loop_iterators_handed_on(tx)
-            if handed == "eager":
-                # NOTE: torch.compile reads enumerate() through a generator it cannot
-                # rebuild in a resume function: the frame runs eagerly
-                located.whole_frame = True
-            elif handed == "hand":
+            if handed == "hand":
                 located.branch_jump = tx.current.offset  # resumed at either of its targets
-            located.call_cut = call_cut(tx)
+            located.call_cut_in_loops = _call_cut_in_loops(tx)
+            located.call_cut = call_cut(tx, located.call_cut_in_loops)
             calls = tx.current.opname in (*_CALLS, "CALL_FUNCTION_EX")
             if calls and isinstance(tx.calling, FunctionValue) and error.callee is not None:
                 located.callee_code = tx.calling.code  # a function made in the frame
@@ -598,6 +660,7 @@ def capture_frame(
         located.partial_methods = error.partial_methods
         located.escapes = isinstance(error, ExceptionRaised)
         located.whole_frame = located.whole_frame or error.whole_frame
+        located.loop_not_resumed = located.loop_not_resumed or error.loop_not_resumed
         raise located from error.__cause__
     except RecursionError as error:
         raise Unsupported("capture recursed too deeply") from error
@@ -641,6 +704,12 @@ def _frame_locals(
     arguments = {}
     live = read_before_written(code)
     kept = set(code.co_cellvars) | set(cell_locals(code))
+    stack = f_locals.get(STACK_LOCAL)
+    if type(stack) is tuple:
+        # the loops' iterators handed on first: a local holding one reads the same value
+        for index, item in enumerate(stack):
+            if type(item) in HANDED_ITERATORS:
+                ctx.wrap(item, ItemSource(LocalSource(STACK_LOCAL), index))
     for name, value in f_locals.items():
         if name in code.co_freevars:
             continue
@@ -817,10 +886,26 @@ class OutputPlan:
         map, filter or generator object as eagerly, else a tuple iterator."""
         if value.endless is not None:
             raise Unsupported("returning an endless iterator (itertools.count, repeat, cycle)")
+        handed = value.produce
+        if isinstance(handed, HandedSteps):  # a loop's iterator this part was handed
+            if handed.real is None:
+                # handed on unread: read (and guarded) now, as torch.compile guards a
+                # stack value it hands on to the next resume function
+                handed.real = handed.make()
+            if value.position != len(value.items):
+                raise Unsupported("an iterator handed on with items read but not taken")
+            return self._iterator(handed.real)
         if isinstance(value.produce, ListSteps) and value.position == len(value.items):
             # the list itself, which the code after may still change
             steps = value.produce
             return f"___list_iterator({self.expr(steps.list)}, {steps.index})"
+        if value.zipped is not None and value.produce is None:
+            # over the same sequences (a list the code after changes is seen), each read
+            # from the zip's position on, as eagerly
+            sequences, strict = value.zipped
+            position = value.position
+            rest = "".join(f"___list_iterator({self.expr(s)}, {position}), " for s in sequences)
+            return f"zip({rest}strict={strict!r})"
         if value.produce is not None:
             self._read_ahead(value)
         items = value.items[value.position :]
@@ -975,11 +1060,13 @@ def _as_range(numbers: list[int]) -> range:
     return range(numbers[0], numbers[-1] + step, step)
 
 
-def _list_iterator(items: list[Any], index: int) -> Any:
-    """An iterator over a list, `index` items of it already read (a list_iterator)."""
+def _list_iterator(items: list[Any] | tuple[Any, ...] | range, index: int) -> Any:
+    """An iterator over a list (a tuple, a range), `index` items of it already read:
+    its own iterator with that index set, as it would be eagerly (the list may have
+    changed length since)."""
     iterator = iter(items)
-    for _ in range(index):
-        next(iterator)
+    if index:
+        iterator.__setstate__(index)  # type: ignore[attr-defined]
     return iterator
 
 

@@ -84,6 +84,8 @@ class Unsupported(CaptureError):
         # an instruction-level cut: (offset where the failing call's sequence starts, stack
         # depth there, offset after the call), when the values below it can leave a graph
         self.call_cut: tuple[int, int, int, int] | None = None
+        # the call lies in `for` loops whose iterators ride below its partial values
+        self.call_cut_in_loops = False
         self.plain_args = False  # the failing call's arguments are tensors or constants
         self.stack_nulls: tuple[int, ...] = ()  # where NULLs lie below the failing call
         # the code of the function made in the frame whose call broke (FunctionValue)
@@ -100,6 +102,10 @@ class Unsupported(CaptureError):
         # no part of the frame may be compiled: a split would hand the eager part a
         # value capture changed (NeedsEagerFrame)
         self.whole_frame = isinstance(self, NeedsEagerFrame)
+        # a loop open where capture stopped iterates what torch.compile does not resume
+        # inside (a generator, a dict, an enumerate of a list): the frame runs eagerly,
+        # its calls compiled
+        self.loop_not_resumed = False
         # a `with` torch.compile cannot resume from: on a context manager made outside
         # the frame or of a kind not traced (opcodes_flow.before_with)
         self.outside_context = False

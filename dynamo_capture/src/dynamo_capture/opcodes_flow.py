@@ -161,7 +161,13 @@ def get_iter_(tx: Translator, inst: Instruction) -> None:
 @opcode_handler("FOR_ITER")
 def for_iter(tx: Translator, inst: Instruction) -> None:
     iterator = tx.stack[-1]
-    assert isinstance(iterator, IteratorValue)
+    if not isinstance(iterator, IteratorValue):
+        # a loop's iterator a part was handed that capture does not read (a zip, an
+        # enumerate made again by the part before): the part runs eagerly, as
+        # torch.compile skips a resume function whose loop reads one
+        error = Unsupported(f"a loop over a {python_type_of(iterator).__name__} handed on")
+        error.loop_not_resumed = True
+        raise error
     lazy = iterator.produce is not None
     try:
         item = next_item(tx, iterator)

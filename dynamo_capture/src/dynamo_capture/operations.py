@@ -252,6 +252,8 @@ _ITERATOR_TYPES: dict[str, type] = {
     "tuple": type(iter(())),
     "enumerate": enumerate,
     "enumerate_range": enumerate,
+    "enumerate_iterator": enumerate,
+    "enumerate_modules": enumerate,
     "enumerate_sequence": enumerate,
 }
 
@@ -811,6 +813,14 @@ def _iterator_kind(value: Value) -> str:
         return type(value.obj).__name__
     if isinstance(value, TupleValue) and value.cls is tuple:
         return "tuple"
+    if isinstance(value, DictValue | DictViewValue) or (
+        isinstance(value, PythonValue) and isinstance(value.obj, dict | torch.nn.ModuleDict)
+    ):
+        return "dict"  # over a dict's keys, values or items (capture._NOT_RESUMED_KINDS)
+    if isinstance(value, PythonValue) and isinstance(
+        value.obj, torch.nn.ModuleList | torch.nn.Sequential
+    ):
+        return "modules"  # torch.compile does not resume inside its loop either
     return "iter"
 
 

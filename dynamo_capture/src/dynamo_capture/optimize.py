@@ -330,7 +330,12 @@ class CompiledCallable:
                 raise
             if error.escapes or error.whole_frame:  # an exception no handler catches
                 return self._eager_entry(error, contexts)
-            if error.cannot_resume or self._breaks_inside_loop(error):  # as torch.compile
+            if (
+                error.cannot_resume
+                or self._loop_not_resumed(error)
+                or self._breaks_inside_loop(error)
+            ):
+                # run eagerly, as torch.compile skips it
                 return self._eager_entry(error, contexts, self._frame_shadows(error, f_locals))
             split = self._split_entry(error, contexts, f_locals)
             if split is not None:
@@ -575,7 +580,7 @@ class CompiledCallable:
         else:
             plan = plan_split(
                 function.__code__, error.offset, error.contexts, error.call_cut,
-                error.plain_args, error.stack_nulls,
+                error.plain_args, error.stack_nulls, error.call_cut_in_loops,
             )  # fmt: skip
         if isinstance(plan, str) and (error.in_unknown_with or plan.startswith("the break lies")):
             rest = plan_rest_eager(function.__code__, error.offset, error.checkpoints)
@@ -822,6 +827,14 @@ class CompiledCallable:
             line=break_line,
         )  # fmt: skip
         return LoopStage(header, self._part(body_part), loop, function.__code__.co_varnames)
+
+    def _loop_not_resumed(self, error: Unsupported) -> bool:
+        """Whether a loop open at the break iterates what torch.compile does not resume
+        inside (capture.loop_iterator_not_resumed); with loop_breaks="split", only at a
+        data-dependent jump (a loop holding a statement break is driven by a LoopStage)."""
+        if not error.loop_not_resumed:
+            return False
+        return self.loop_breaks == "eager_frame" or error.data_branch
 
     def _breaks_inside_loop(self, error: Unsupported) -> bool:
         """Whether the break lies in a loop of the frame (branches.breaks_inside_loop)."""

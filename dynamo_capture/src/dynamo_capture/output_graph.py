@@ -60,7 +60,13 @@ from dynamo_capture.values import (
 )
 from guards import DataDependentError, FakeTensorMode, ShapeEnv, SizeHistory, SymNode
 
-__all__ = ["CaptureContext", "TRUSTED_MODULES", "is_constant", "is_graph_callable"]
+__all__ = [
+    "HANDED_ITERATORS",
+    "TRUSTED_MODULES",
+    "CaptureContext",
+    "is_constant",
+    "is_graph_callable",
+]
 
 # Modules whose attributes capture treats as fixed: reading them records no guard.
 TRUSTED_MODULES = (
@@ -112,7 +118,28 @@ def is_constant(obj: Any) -> bool:
 
 _RANGE_ITERATOR = type(iter(range(0)))
 _LIST_ITERATOR = type(iter([]))
-_HANDED_ITERATORS = (type(iter(())), _RANGE_ITERATOR, _LIST_ITERATOR)
+# the iterators a part resuming inside loops is handed (made again by the part before)
+HANDED_ITERATORS = (type(iter(())), _RANGE_ITERATOR, _LIST_ITERATOR)
+
+
+class HandedSteps:
+    """The `produce` of a loop's iterator handed on to a part resuming inside the loop:
+    read, and guarded on its state, when the part first reads it (`real`), as
+    torch.compile guards a resume function's stack value where it is used (read, or
+    handed on to the next part); a part that drops it unread (a `return` inside the
+    loop) keeps no guard on it."""
+
+    def __init__(self, make: Callable[[], IteratorValue], source: Source) -> None:
+        self.make = make
+        self.source = source
+        self.real: IteratorValue | None = None
+
+    def __call__(self, reader: Any) -> Value | None:
+        from dynamo_capture.lazy_iterators import next_item
+
+        if self.real is None:
+            self.real = self.make()
+        return next_item(reader, self.real)
 
 
 def _handed_on_stack(source: Source) -> bool:
@@ -262,6 +289,9 @@ class CaptureContext:
         self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []
         self._by_id: dict[int, TensorValue] = {}
         self._handed: dict[Source, IteratorValue] = {}  # loops' iterators handed on
+        # the same, by the identity of the real iterator: a local holding it too
+        # (`it = iter(xs); for t in it:`) reads the same value
+        self._handed_objects: dict[int, tuple[Any, IteratorValue, Source]] = {}
         # what is read ahead of eager's order, side effects refused (lazy_iterators.drain)
         self.reading_ahead: str | None = None
         # the generators made in the frame, stepped as they are read (lazy_iterators)
@@ -313,8 +343,15 @@ class CaptureContext:
             return self.tensor_input(obj, source)
         if source is None:
             return PythonValue(obj)
-        if type(obj) in _HANDED_ITERATORS and _handed_on_stack(source):
-            return self._handed_iterator(obj, source)
+        if type(obj) in HANDED_ITERATORS:
+            if _handed_on_stack(source):
+                return self._handed_iterator(obj, source)
+            handed = self._handed_objects.get(id(obj))
+            if handed is not None and handed[0] is obj:
+                # a local holding a loop's iterator handed on (the part before made one
+                # object for both): the same value, while they are the same object
+                self.guards.alias(source, handed[2])
+                return handed[1]
         guards = self.guards
         if source in self._numbers:
             return self._numbers[source]
@@ -382,6 +419,18 @@ class CaptureContext:
         return PythonValue(obj, source)
 
     def _handed_iterator(self, iterator: Any, source: Source) -> IteratorValue:
+        """A loop's iterator handed on, read and guarded when the part first reads it
+        (HandedSteps); `_new_handed_iterator` reads it."""
+        known = self._handed.get(source)
+        if known is not None:
+            return known
+        kind = {_RANGE_ITERATOR: "range", _LIST_ITERATOR: "iter"}.get(type(iterator), "tuple")
+        steps = HandedSteps(lambda: self._new_handed_iterator(iterator, source), source)
+        value = self._handed[source] = IteratorValue([], kind=kind, produce=steps)
+        self._handed_objects[id(iterator)] = (iterator, value, source)
+        return value
+
+    def _new_handed_iterator(self, iterator: Any, source: Source) -> IteratorValue:
         """A loop's iterator handed on to a part resuming inside the loop, made again by
         the part before over the items it had not read (capture.OutputPlan).
 
@@ -395,9 +444,6 @@ class CaptureContext:
         """
         from dynamo_capture.lazy_iterators import list_iterator
 
-        known = self._handed.get(source)
-        if known is not None:
-            return known
         state_source = IteratorStateSource(source)
         state = iterator.__reduce__()
         self.guards.type_match(source, iterator)
@@ -409,7 +455,7 @@ class CaptureContext:
             rest = range(state[2], len(sequence))
             if type(iterator) is _LIST_ITERATOR:
                 listed = self.wrap(sequence, sequence_source)  # its length guarded
-                value = self._handed[source] = list_iterator(listed)  # type: ignore[arg-type]
+                value = list_iterator(listed)  # type: ignore[arg-type]
                 value.produce.index = state[2]
                 return value
             if type(iterator) is _RANGE_ITERATOR:
@@ -421,8 +467,7 @@ class CaptureContext:
                 self.guards.length_check(sequence_source, sequence)
                 items = [self.wrap(sequence[i], ItemSource(sequence_source, i)) for i in rest]
         kind = "range" if type(iterator) is _RANGE_ITERATOR else "tuple"
-        value = self._handed[source] = IteratorValue(items, source=source, kind=kind)
-        return value
+        return IteratorValue(items, source=source, kind=kind)
 
     def known_tensor(self, tensor: torch.Tensor) -> TensorValue | None:
         """The value of an input tensor capture has already seen, if any."""

@@ -421,18 +421,21 @@ def plan_split(
     call_cut: tuple[int, int, int, int] | None = None,
     plain_args: bool = False,
     stack_nulls: tuple[int, ...] = (),
+    in_loops: bool = False,
 ) -> SplitPlan | str:
     """The statement boundaries around `offset`, or the reason the frame cannot be split.
 
     `plain_args`: the failing call's arguments are tensors or constants, so the cut may
     lie at the call instruction itself (SplitPlan.call_args). `stack_nulls`: where the
     values below the failing call hold NULLs (it lies in another call's arguments).
+    `in_loops`: the call lies in `for` loops whose iterators capture hands on below its
+    partial values, so `call_cut` may lie inside them.
 
     `contexts` are the contexts capture had entered in this frame when it stopped
     (outermost first); a boundary inside a `with` block is usable only when its
     context is one of them (a grad-mode or autocast context).
     """
-    plan = _plan_split(code, offset, contexts, call_cut, plain_args, stack_nulls)
+    plan = _plan_split(code, offset, contexts, call_cut, plain_args, stack_nulls, in_loops)
     if isinstance(plan, SplitPlan) and code not in _ROOT and _cell_only_names(code):
         # the first part gets UNBOUND for the frame's other locals (first_part_arity)
         first = plan.loop.for_iter if plan.loop is not None else plan.stop
@@ -491,6 +494,7 @@ def _plan_split(
     call_cut: tuple[int, int, int, int] | None,
     plain_args: bool = False,
     stack_nulls: tuple[int, ...] = (),
+    in_loops: bool = False,
 ) -> SplitPlan | str:
     reason = _why_not_splittable(code)
     if reason is not None:
@@ -511,7 +515,7 @@ def _plan_split(
         return "no statement boundary before the unsupported instruction"
     start = starts[-1]
     at_call = _call_plan(
-        code, insts, call_cut, jumps, body_start, plain_args, stack_nulls, contexts
+        code, insts, call_cut, jumps, body_start, plain_args, stack_nulls, contexts, in_loops
     )
     if at_call is not None:
         return at_call
@@ -552,13 +556,16 @@ def _call_plan(
     args_known: bool = False,
     stack_nulls: tuple[int, ...] = (),
     contexts: tuple[ContextSpec, ...] = (),
+    in_loops: bool = False,
 ) -> SplitPlan | None:
     """An instruction-level cut around the failing call, when its statement's partial
     values lie on the stack (`f(x) + g(x)`): the graph before holds `f(x)`, the call
     runs eagerly, and the resume part continues the expression with both values.
 
     Inside `with` blocks on `contexts` (grad mode, autocast) each part re-enters them
-    as a statement cut does; their exits lie below the partial values. Not in a try."""
+    as a statement cut does; their exits lie below the partial values. Not in a try.
+    Inside `for` loops only `in_loops` (their iterators lie below, handed on as at a
+    data-dependent jump); never inside a `while` loop."""
     if call_cut is None or code.co_cellvars or code.co_freevars:
         return None
     at, depth, after, depth_after = call_cut
@@ -566,14 +573,20 @@ def _call_plan(
         return None
     entries = list(dis.Bytecode(code).exception_entries)
     withs = 0
+    for_iters = {inst.offset for inst in insts if inst.opname == "FOR_ITER"}
+    loops = False
     for point in (at, after):
         covering = [entry for entry in entries if entry.start <= point < entry.end]
         if covering:
             if in_try_block(code, point):
                 return None
             withs = covering[0].depth  # the exits of the `with` blocks open there
-        if any(dst < point < src for src, dst in jumps):
-            return None  # inside a loop
+        back = [dst for src, dst in jumps if dst < point < src]
+        if back and (not in_loops or any(dst not in for_iters for dst in back)):
+            return None  # inside a `while` loop, or loops whose iterators stay
+        loops = loops or bool(back)  # inside `for` loops: their iterators lie below
+    if loops and withs:
+        return None
     if withs > len(contexts) or withs > depth:
         return None  # a `with` on a context capture cannot rebuild
     if any(at <= src < after < dst for src, dst in jumps):

@@ -207,6 +207,9 @@ class IteratorValue(Value):
     kind: str = "iter"  # what it is eagerly, where it leaves the frame: zip, map, filter
     # a lazy one's next item, made when read (None at its end): lazy_iterators
     produce: Any = None
+    # a zip over sequences (lists, tuples, ranges): (the sequences, strict), so that it
+    # is made again over them, each read from the zip's position on (capture.OutputPlan)
+    zipped: tuple[tuple[Value, ...], bool] | None = None
 
 
 @dataclass(eq=False, slots=True)
