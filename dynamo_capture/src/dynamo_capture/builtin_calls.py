@@ -57,11 +57,15 @@ from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
 from dynamo_capture.state import is_compiling, is_exporting
 from dynamo_capture.sym_numbers import SYM_FUNCTIONS, concrete_numbers, is_symbolic_number
 from dynamo_capture.values import (
+    BuiltinMethodValue,
+    ContextValue,
     DictValue,
     DictViewValue,
     FakeId,
+    FunctionValue,
     IteratorValue,
     ListValue,
+    MethodValue,
     ObjectValue,
     PartialValue,
     PythonValue,
@@ -308,11 +312,17 @@ def _callable(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
     value = args[0]
     if isinstance(value, PythonValue):
         return PythonValue(callable(value.obj))
-    if isinstance(value, TensorValue | TupleValue | ListValue | DictValue | SetValue):
-        return PythonValue(False)
-    if isinstance(value, ObjectValue):
-        return PythonValue(callable(getattr(value.cls, "__call__", None)))  # noqa: B004
-    return PythonValue(True)
+    if isinstance(value, FunctionValue | MethodValue | PartialValue | BuiltinMethodValue):
+        return PythonValue(True)
+    if isinstance(value, IteratorValue):
+        return PythonValue(False)  # no iterator type defines __call__
+    if isinstance(value, ContextValue):
+        # torch's grad/autocast/inference modes and contextmanager objects decorate
+        return PythonValue(value.kind not in ("null", "torch_function"))
+    # NOTE: an instance is callable when its class (not the class's metaclass) defines
+    # __call__ somewhere in its MRO; `getattr(cls, "__call__")` would find type.__call__.
+    cls = python_type_of(value)
+    return PythonValue(any("__call__" in vars(klass) for klass in cls.__mro__))
 
 
 @handles(builtins.iter)
@@ -459,44 +469,17 @@ def _tuple(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
 
 @handles(collections.OrderedDict)
 def _ordered_dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    made = _dict(tx, args, kwargs)
-    return DictValue(made.items, collections.OrderedDict)  # type: ignore[attr-defined]
+    from dynamo_capture.methods import update_items
 
-
-def _is_mapping(value: Value) -> bool:
-    """Whether dict(value) reads `value` as a mapping (it has keys()), not as pairs."""
-    if not isinstance(value, PythonValue | ObjectValue):
-        return False
-    try:
-        return hasattr(python_type_of(value), "keys")
-    except Unsupported:
-        return False
+    items = update_items(tx, collections.OrderedDict, "construct", args, kwargs)
+    return DictValue(items, collections.OrderedDict)
 
 
 @handles(builtins.dict)
 def _dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    items: dict[Any, Value] = {}
-    if args:
-        source = args[0]
-        if isinstance(source, DictValue) or (
-            isinstance(source, PythonValue) and isinstance(source.obj, dict)
-        ):
-            items.update(dict_items(tx, source))
-        elif _is_mapping(source):
-            # a mapping that is not a dict (ChainMap, a user Mapping): keys() and
-            # source[key], as dict() reads one
-            from dynamo_capture.attributes import get_attr
-            from dynamo_capture.calls import call
-            from dynamo_capture.operations import get_item
+    from dynamo_capture.methods import update_items
 
-            for key in sequence_items(tx, call(tx, get_attr(tx, source, "keys"), [], {})):
-                items[hashable_key(key)] = get_item(tx, source, key)
-        else:
-            for pair in sequence_items(tx, source):
-                key, value = sequence_items(tx, pair)
-                items[as_constant(key)] = value
-    items.update(kwargs)
-    return DictValue(items)
+    return DictValue(update_items(tx, dict, "construct", args, kwargs))
 
 
 @handles(dict.fromkeys)
@@ -795,7 +778,6 @@ def _deepcopy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 def _signature(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """inspect.signature of a callable known at capture time."""
     from dynamo_capture.function_values import function_attr
-    from dynamo_capture.values import FunctionValue, MethodValue
 
     target = args[0]
     if isinstance(target, MethodValue) and isinstance(target.func, PythonValue):

@@ -1,0 +1,189 @@
+"""Container methods, their errors and builtins on Python values, in the style of
+torch.compile's function and dict tests.
+
+Programs compared with torch.compile (`check_like_torch`) give its graph and op counts
+and eager's results; programs whose eager exception messages torch.compile does not
+reproduce are checked against eager alone, as one graph (`check_capture`).
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from torchcheck import check_like_torch
+
+
+def _one():
+    return (torch.randn(4),)
+
+
+class Plain:
+    pass
+
+
+class WithCall:
+    def __call__(self, value):
+        return value
+
+
+class MappingLike:
+    """A mapping by protocol only: keys() and [key], no dict base."""
+
+    def __init__(self, value):
+        self.data = {"a": value, "b": value + 1}
+
+    def keys(self):
+        return self.data.keys()
+
+    def __getitem__(self, key):
+        return self.data[key]
+
+
+# ----- callable() -----------------------------------------------------------------------
+def callable_of_instances_made_in_frame(x):
+    r = x
+    if callable(Plain()):
+        r = r + 1
+    if callable(WithCall()):
+        r = r + 2
+    if callable(Plain):
+        r = r + 4
+    if callable(x):
+        r = r + 8
+    if callable(iter([x])):
+        r = r + 16
+    return r, callable(lambda: 0), callable([x]), callable(collections.OrderedDict())
+
+
+def callable_of_instances_from_arguments(x, plain, with_call):
+    r = x
+    if callable(plain):
+        r = r + 1
+    if callable(with_call):
+        r = r * 2
+    return r
+
+
+def test_callable_of_instances_follows_the_class_not_its_metaclass():
+    check_like_torch(callable_of_instances_made_in_frame, _one)
+    check_like_torch(
+        callable_of_instances_from_arguments, lambda: (torch.randn(4), Plain(), WithCall())
+    )
+
+
+# ----- dict.update and dict() -------------------------------------------------------------
+def update_from_mapping_like(x):
+    d = {"a": x - 1}
+    result = d.update(MappingLike(x))
+    o = collections.OrderedDict()
+    o.update(MappingLike(x * 2))
+    return d["a"], d["b"], result is None, o
+
+
+def construct_from_mapping_like(x):
+    # NOTE: torch.compile 2.13 raises here (it iterates the mapping instead)
+    e = dict(MappingLike(x * 2), c=3)
+    o = collections.OrderedDict(MappingLike(x))
+    return e, o
+
+
+def update_from_pairs_and_keywords(x):
+    d = {"a": x}
+    d.update([("b", x + 1), ["c", x + 2]], d=4)
+    d.update(zip("ef", [x * 2, x * 3]))
+    d.update()
+    return d
+
+
+def test_dict_update_reads_a_mapping_by_keys_and_getitem(check):
+    check_like_torch(update_from_mapping_like, _one)
+    check_like_torch(update_from_pairs_and_keywords, _one)
+    check(construct_from_mapping_like, torch.randn(4))
+
+
+def dict_argument_errors(x):
+    out = []
+    attempts = [
+        lambda: {}.update({}, {}),
+        lambda: dict({}, {}),
+        lambda: collections.OrderedDict({}, {}),
+        lambda: {}.update([1]),
+        lambda: {}.update([(1, 2), (1, 2, 3)]),
+        lambda: dict(["ab", "c"]),
+    ]
+    for attempt in attempts:
+        try:
+            attempt()
+        except (TypeError, ValueError) as error:
+            out.append(f"{type(error).__name__}: {error}")
+    return x + len(out), out
+
+
+def test_dict_update_raises_pythons_errors_for_bad_arguments(check):
+    check(dict_argument_errors, torch.randn(4))
+
+
+# ----- errors of container methods, caught in the frame -----------------------------------
+def container_method_errors(x):
+    out = []
+    attempts = [
+        lambda: [].pop(),
+        lambda: [1, 2].pop(5),
+        lambda: [1, 2].pop(-3),
+        lambda: (1, 2).index(7),
+        lambda: [1, 2].index(7),
+        lambda: [1, 2].remove(9),
+        lambda: collections.deque([1]).remove(9),
+        lambda: {}.popitem(),
+        lambda: collections.OrderedDict().popitem(),
+        lambda: {1}.remove(3),
+        lambda: {1, 2}.remove("b"),
+    ]
+    for attempt in attempts:
+        try:
+            attempt()
+        except (IndexError, ValueError, KeyError) as error:
+            out.append(f"{type(error).__name__}: {error}")
+    return x + len(out), out
+
+
+def test_container_method_errors_are_raised_in_the_captured_code(check):
+    check(container_method_errors, torch.randn(4))
+
+
+def index_with_bounds(x):
+    items = [1, 2, 1, 3, 1]
+    return (
+        x + items.index(1, 1),
+        items.index(1, 3),
+        items.index(1, -1),
+        (1, 2, 1).index(1, 1, 3),
+        items.index(3, 0, 4),
+    )
+
+
+def index_missing_inside_bounds(x):
+    try:
+        [1, 2, 1].index(2, 2)
+    except ValueError as error:
+        return x + 1, str(error)
+    return x, ""
+
+
+def test_sequence_index_searches_between_start_and_stop(check):
+    check_like_torch(index_with_bounds, _one)
+    check(index_missing_inside_bounds, torch.randn(4))
+
+
+# ----- namedtuple made in the frame -------------------------------------------------------
+def namedtuple_made_in_frame(x):
+    point = collections.namedtuple("Point", ["x", "y"], defaults=(0,))
+    p = point(x)
+    return p.x + p.y, type(p).__module__ == __name__, type(p).__qualname__, p._fields
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+def test_namedtuple_made_in_frame_names_the_callers_module(check, calls):
+    check(namedtuple_made_in_frame, torch.randn(4))
