@@ -187,3 +187,67 @@ def namedtuple_made_in_frame(x):
 @pytest.mark.parametrize("calls", [1, 2])
 def test_namedtuple_made_in_frame_names_the_callers_module(check, calls):
     check(namedtuple_made_in_frame, torch.randn(4))
+
+
+# ----- sequence repetition and concatenation ------------------------------------------------
+class Items(list):
+    pass
+
+
+def repeat_with_the_count_on_either_side(x):
+    items = [x, 1]
+    alias = items
+    items *= 2
+    pair = (x,)
+    pair *= 3
+    return alias, pair, sum(4 * [x]), 2 * (x, 1), 2 * Items([x]), Items([1]) * 2, 0 * [x]
+
+
+def repeat_and_concatenate_errors(x):
+    out = []
+    attempts = [lambda: [1] * 2.0, lambda: (1,) + [2], lambda: [1] + (2,), lambda: 2.5 * (1,)]
+    for attempt in attempts:
+        try:
+            attempt()
+        except TypeError as error:
+            out.append(str(error))
+    items = [1]
+    items += (2, 3)
+    return x + 1, out, items
+
+
+def repeat_an_argument_list_in_place(x, items):
+    items *= 2
+    return x + len(items)
+
+
+def test_sequence_repetition_with_the_count_on_either_side(check):
+    check_like_torch(repeat_with_the_count_on_either_side, _one)
+    check_like_torch(repeat_an_argument_list_in_place, lambda: (torch.randn(4), [1, 2]))
+    check(repeat_and_concatenate_errors, torch.randn(4))
+
+
+# ----- OrderedDict comparison and fromkeys of dict types --------------------------------------
+def ordered_dicts_compare_by_order(x):
+    a = collections.OrderedDict(a=1, b=2)
+    b = collections.OrderedDict(b=2, a=1)
+    return x + 1, a == b, a != b, a == dict(b), dict(a) == dict(b), {"a": 1} == {"a": 1}
+
+
+def fromkeys_of_dict_types(x, y):
+    names = ["a", "b"]
+    plain = dict.fromkeys(names)
+    filled = dict.fromkeys(plain, x + 1)
+    default = collections.defaultdict.fromkeys(iter(filled), x - 2)
+    ordered = collections.OrderedDict.fromkeys(tuple(names), value=y)
+    return (
+        filled["a"] * default["b"] + ordered["a"],
+        type(default).__name__,
+        default.default_factory,
+        list(ordered),
+    )
+
+
+def test_ordered_dict_equality_and_fromkeys_of_dict_types():
+    check_like_torch(ordered_dicts_compare_by_order, _one)
+    check_like_torch(fromkeys_of_dict_types, lambda: (torch.randn(4), torch.randn(4)))

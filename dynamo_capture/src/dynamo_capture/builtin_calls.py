@@ -482,16 +482,29 @@ def _dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return DictValue(update_items(tx, dict, "construct", args, kwargs))
 
 
-@handles(dict.fromkeys)
-def _dict_fromkeys(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    if kwargs or not 1 <= len(args) <= 2:
-        raise Unsupported("dict.fromkeys with unknown arguments")
-    fill = args[1] if len(args) == 2 else PythonValue(None)
-    try:
-        keys = [_enum_or_constant(key) for key in sequence_items(tx, args[0])]
-    except NotConstant as error:
-        raise Unsupported("dict.fromkeys of keys known only when it runs") from error
-    return DictValue(dict.fromkeys(keys, fill))
+def _fromkeys(cls: type) -> Handler:
+    """cls.fromkeys(iterable, value=None) of dict, OrderedDict and defaultdict (whose
+    default_factory is None): keys known at capture time, any value."""
+    # dict's takes its arguments by position only; OrderedDict's by name too
+    names = ("iterable", "value") if cls is collections.OrderedDict else ()
+
+    def fromkeys(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        bound = list(args) + [kwargs[name] for name in names[len(args) :] if name in kwargs]
+        if set(kwargs) - set(names[len(args) :]) or not 1 <= len(bound) <= 2:
+            raise Unsupported(f"{cls.__name__}.fromkeys with unknown arguments")
+        fill = bound[1] if len(bound) == 2 else PythonValue(None)
+        try:
+            keys = [_enum_or_constant(key) for key in sequence_items(tx, bound[0])]
+        except NotConstant as error:
+            raise Unsupported(f"{cls.__name__}.fromkeys of keys known only when it runs") from error
+        attrs = {"default_factory": PythonValue(None)} if cls is collections.defaultdict else {}
+        return DictValue(dict.fromkeys(keys, fill), cls, attrs=attrs)
+
+    return fromkeys
+
+
+for _cls in (dict, collections.OrderedDict, collections.defaultdict):
+    BUILTIN_HANDLERS[_cls.fromkeys] = _fromkeys(_cls)
 
 
 def _enum_or_constant(value: Value) -> Any:

@@ -147,10 +147,10 @@ def as_constant(value: Value) -> Any:
         if any(isinstance(item, IdentityKey) for item in value.items):
             raise NotConstant
         return value.cls(value.items)
-    if isinstance(value, DictValue) and value.cls is dict:
+    if isinstance(value, DictValue) and value.cls in (dict, collections.OrderedDict):
         if any(isinstance(key, IdentityKey) for key in value.items):
             raise NotConstant
-        return {key: as_constant(item) for key, item in value.items.items()}
+        return value.cls((key, as_constant(item)) for key, item in value.items.items())
     if isinstance(value, DictViewValue):
         from dynamo_capture.dict_views import view_constant
 
@@ -441,17 +441,28 @@ def _folded(tx: Translator, fn: Any, args: tuple[Any, ...]) -> PythonValue:
 
 def _sequence_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value | None:
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
-    if plain is operator.add and _is_sequence(left) and _is_sequence(right):
+    left_kind, right_kind = _sequence_kind(left), _sequence_kind(right)
+    if plain is operator.add and left_kind is not None and right_kind is not None:
+        if left_kind is not right_kind and not (fn is operator.iadd and left_kind is list):
+            raise _raised_like_python(lambda: left_kind() + right_kind())
         items = sequence_items(tx, left) + sequence_items(tx, right)
         if fn is operator.iadd and isinstance(left, ListValue):
             left.items[:] = items
             return left
-        if python_type_of(left) is list:
-            return ListValue(items)
-        return TupleValue(items)
-    if plain is operator.mul and _is_sequence(left) and isinstance(right, PythonValue):
-        items = sequence_items(tx, left) * right.obj
-        return ListValue(items) if python_type_of(left) is list else TupleValue(items)
+        return ListValue(items) if left_kind is list else TupleValue(items)
+    if plain is operator.mul and (left_kind is not None or right_kind is not None):
+        # `seq * n` and `n * seq`: a list or tuple repeated (a subclass gives the base type)
+        sequence, count_value = (left, right) if left_kind is not None else (right, left)
+        kind = left_kind or right_kind
+        if not isinstance(count_value, PythonValue) or type(count_value.obj) in _SYMBOLIC_TYPES:
+            return None  # a number known only when it runs: the length is not known
+        count = count_value.obj
+        if not isinstance(count, int):
+            raise _raised_like_python(lambda: kind() * count)
+        items = sequence_items(tx, sequence) * count
+        if fn is operator.imul and kind is list and sequence is left:
+            return _repeat_list_in_place(tx, left, items)
+        return ListValue(items) if kind is list else TupleValue(items)
     if (
         plain is operator.or_
         and isinstance(left, DictValue | PythonValue)
@@ -460,6 +471,36 @@ def _sequence_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value | 
         if python_type_of(left) is dict and python_type_of(right) is dict:
             return DictValue({**dict_items(tx, left), **dict_items(tx, right)})
     return None
+
+
+def _sequence_kind(value: Value) -> type | None:
+    """list or tuple: the builtin sequence type `value` is an instance of; None for any
+    other value (a deque, whose operators keep its maxlen, included)."""
+    if not _is_sequence(value):
+        return None
+    kind = python_type_of(value)
+    return list if issubclass(kind, list) else tuple if issubclass(kind, tuple) else None
+
+
+def _repeat_list_in_place(tx: Translator, target: Value, items: list[Value]) -> Value:
+    """`items *= n`: the list itself holds its items repeated (an alias sees them)."""
+    from dynamo_capture.methods import call_method
+
+    call_method(tx, target, "clear", [], {})
+    call_method(tx, target, "extend", [TupleValue(items)], {})
+    return side_effects.current(tx, target)
+
+
+def _raised_like_python(operation: Any) -> Exception:
+    """The TypeError Python raises for `operation` on stand-in operands, raised in the
+    captured code."""
+    from dynamo_capture.errors import raised_by_python
+
+    try:
+        operation()
+    except TypeError as error:
+        return raised_by_python(error)
+    raise AssertionError("the stand-in operation was expected to raise")
 
 
 def _is_sequence(value: Value) -> bool:
