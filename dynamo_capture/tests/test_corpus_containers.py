@@ -9,7 +9,9 @@ reproduce are checked against eager alone, as one graph (`check_capture`).
 from __future__ import annotations
 
 import collections
+import functools
 
+import numpy as np
 import pytest
 import torch
 from torchcheck import check_like_torch
@@ -251,3 +253,44 @@ def fromkeys_of_dict_types(x, y):
 def test_ordered_dict_equality_and_fromkeys_of_dict_types():
     check_like_torch(ordered_dicts_compare_by_order, _one)
     check_like_torch(fromkeys_of_dict_types, lambda: (torch.randn(4), torch.randn(4)))
+
+
+# ----- attributes of partials made in the frame ---------------------------------------------
+PARTIAL_ATTRIBUTES = ("func", "args", "keywords", "__call__", "__dict__", "__doc__", "__module__",
+                      "__repr__", "__name__", "__qualname__", "__code__", "__defaults__", "__get__",
+                      "__wrapped__", "__class__")  # fmt: skip
+
+
+def partial_attributes(t):
+    p = functools.partial(lambda x, y: torch.sin(x) + torch.cos(y), y=t)
+    return p(t), [hasattr(p, name) for name in PARTIAL_ATTRIBUTES], p.__module__, p.__class__
+
+
+def partial_missing_attribute(t):
+    p = functools.partial(torch.add, other=t)
+    try:
+        return p.__name__
+    except AttributeError as error:
+        return p(t), str(error)
+
+
+def test_hasattr_of_a_partial_made_in_the_frame_reads_its_class(check):
+    check_like_torch(partial_attributes, _one)
+    check(partial_missing_attribute, torch.randn(4))
+
+
+# ----- NumPy type descriptions folded ---------------------------------------------------------
+def numpy_type_queries(x):
+    kind = np.dtype("float")
+    return (
+        x + np.iinfo(np.int16).bits,
+        kind,
+        np.finfo(kind).bits,
+        np.promote_types(np.int8, np.float32),
+        np.can_cast(np.int8, np.int64),
+        np.iinfo(np.uint8).max > 200,
+    )
+
+
+def test_numpy_finfo_iinfo_and_dtype_are_folded(check):
+    check(numpy_type_queries, torch.randn(4))

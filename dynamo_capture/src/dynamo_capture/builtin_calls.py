@@ -236,6 +236,9 @@ def _getattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
 
 @handles(builtins.hasattr)
 def _hasattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if isinstance(args[0], PartialValue):
+        # a partial made in the frame has only its class's attributes (its __dict__ is empty)
+        return PythonValue(hasattr(functools.partial(print), as_constant(args[1])))
     try:
         get_attr(tx, args[0], as_constant(args[1]))
     except AttributeError:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NDARRAY_METHODS",
     "NUMPY_FUNCTIONS",
+    "NUMPY_TYPE_DESCRIPTIONS",
     "NumpyOperation",
     "call_numpy",
     "is_ndarray",
@@ -476,10 +477,39 @@ def call_numpy(
         return result
     if not _is_numpy_callable(fn):
         return None
+    if fn in _FOLDED_NUMPY:
+        return _folded_numpy_call(fn, args, kwargs)
     entry = NUMPY_FUNCTIONS.get(fn)
     if entry is None:
         raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} is not one capture puts in a graph")
     return _numpy_node(tx, fn, entry, args, kwargs)
+
+
+# NumPy callables that only describe types: called at capture time on constant arguments.
+_FOLDED_NUMPY = frozenset({np.finfo, np.iinfo, np.dtype, np.promote_types, np.can_cast})
+# Their results whose attributes (limits, computed by properties) are read at capture time.
+NUMPY_TYPE_DESCRIPTIONS = (np.finfo, np.iinfo)
+
+
+def _numpy_constant(value: Value) -> Any:
+    """A constant, or a NumPy dtype or scalar (immutable) known at capture time."""
+    if isinstance(value, PythonValue) and isinstance(value.obj, np.dtype | np.generic):
+        return value.obj
+    return as_constant(value)
+
+
+def _folded_numpy_call(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    try:
+        real_args = [_numpy_constant(arg) for arg in args]
+        real_kwargs = {name: _numpy_constant(value) for name, value in kwargs.items()}
+    except NotConstant:
+        raise Unsupported(f"NumPy {fn.__name__}() of values known only when it runs") from None
+    try:
+        return PythonValue(fn(*real_args, **real_kwargs))
+    except (TypeError, ValueError) as error:
+        from dynamo_capture.errors import raised_by_python
+
+        raise raised_by_python(error) from None
 
 
 def _is_numpy_callable(fn: Any) -> bool:
