@@ -294,3 +294,56 @@ def numpy_type_queries(x):
 
 def test_numpy_finfo_iinfo_and_dtype_are_folded(check):
     check(numpy_type_queries, torch.randn(4))
+
+
+# ----- writes to a dict or set while it is iterated -------------------------------------------
+def dict_grows_while_iterated(x):
+    d = {"a": 1}
+    try:
+        for _ in d:
+            d["b"] = 2
+    except RuntimeError as error:
+        return x + 1, str(error), d
+    return x, "", d
+
+
+def set_grows_while_iterated(x):
+    s = {1, 2}
+    try:
+        for item in s:
+            s.add(item + 10)
+    except RuntimeError as error:
+        return x + 1, str(error)
+    return x, ""
+
+
+def argument_dict_shrinks_while_iterated(x, d):
+    try:
+        for _ in d.keys():
+            d.pop("b", None)
+    except RuntimeError as error:
+        return x + 1, str(error)
+    return x, ""
+
+
+def dict_values_written_while_iterated(x):
+    d = {"a": x, "b": x + 1}
+    seen = []
+    for key in d:
+        d["b"] = x * 5
+        seen.append(d[key])
+    values = []
+    for value in d.values():
+        d["a"] = x * 7
+        values.append(value)
+    return seen, values, list(d.items())
+
+
+def test_a_dict_or_set_changing_size_while_iterated_raises(check):
+    check_like_torch(dict_grows_while_iterated, _one)
+    check_like_torch(
+        argument_dict_shrinks_while_iterated, lambda: (torch.randn(4), {"a": 1, "b": 2})
+    )
+    check_like_torch(dict_values_written_while_iterated, _one)
+    # NOTE: torch.compile 2.13 gives its own message for the set
+    check(set_grows_while_iterated, torch.randn(4))

@@ -850,7 +850,35 @@ def get_iter(tx: Translator, value: Value) -> IteratorValue:
         method = getattr(python_type_of(current), "__iter__", None)
         if isinstance(method, types.FunctionType):
             return _user_iterator(tx, current, method)
+    watched = _watched_mapping(tx, current)
+    if watched is not None:  # a write while it is iterated raises, as eagerly
+        from dynamo_capture.lazy_iterators import mapping_iterator
+
+        return mapping_iterator(tx, *watched, _iterator_kind(current))
     return IteratorValue(sequence_items(tx, value), kind=_iterator_kind(current))
+
+
+def _watched_mapping(tx: Translator, value: Value) -> tuple[Value, str] | None:
+    """(the container, "keys"/"values"/"items"/"set") for a dict, a view of one, or a
+    set made in the frame whose iteration checks the container's size at each step."""
+    if isinstance(value, DictViewValue):
+        mapping = side_effects.current(tx, value.mapping)
+        if user_override(mapping, "__iter__") is None and _plain_dict(mapping):
+            return value.mapping, value.kind
+        return None
+    if _plain_dict(value):
+        return value, "keys"
+    if isinstance(value, SetValue):
+        return value, "set"
+    return None
+
+
+def _plain_dict(value: Value) -> bool:
+    if isinstance(value, DictValue):
+        return True
+    return isinstance(value, PythonValue) and type(value.obj) in (
+        dict, collections.OrderedDict, collections.defaultdict
+    )  # fmt: skip
 
 
 def _iterator_kind(value: Value) -> str:
