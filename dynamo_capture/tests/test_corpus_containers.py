@@ -292,8 +292,13 @@ def numpy_type_queries(x):
     )
 
 
+def numpy_limits_in_tensor_arithmetic(x, kind):
+    return x + np.iinfo(np.int16).max, x * np.finfo(kind).eps, np.float32(2.5) * x, x > np.int64(0)
+
+
 def test_numpy_finfo_iinfo_and_dtype_are_folded(check):
     check(numpy_type_queries, torch.randn(4))
+    check_like_torch(numpy_limits_in_tensor_arithmetic, lambda: (torch.randn(4), "float16"))
 
 
 # ----- writes to a dict or set while it is iterated -------------------------------------------

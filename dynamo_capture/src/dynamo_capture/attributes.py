@@ -214,7 +214,11 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
         return tx.ctx.wrap(attr, child)
     if isinstance(obj, os._Environ):
         return BuiltinMethodValue(value, name)  # read-only environment lookups are folded
-    if isinstance(obj, NUMPY_TYPE_DESCRIPTIONS) and not callable(getattr(obj, name)):
+    if (
+        isinstance(obj, NUMPY_TYPE_DESCRIPTIONS)
+        and source is None  # folded in the frame (one from outside is guarded as before)
+        and not callable(getattr(obj, name))
+    ):
         return PythonValue(getattr(obj, name))  # np.finfo(...).max: a limit, fixed
     if isinstance(obj, torch.nn.Module):
         replaced = tx.ctx.replaced_members.get((id(obj), name))

@@ -478,7 +478,7 @@ def call_numpy(
     if not _is_numpy_callable(fn):
         return None
     if fn in _FOLDED_NUMPY:
-        return _folded_numpy_call(fn, args, kwargs)
+        return _folded_numpy_call(tx, fn, args, kwargs)
     entry = NUMPY_FUNCTIONS.get(fn)
     if entry is None:
         raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} is not one capture puts in a graph")
@@ -491,17 +491,22 @@ _FOLDED_NUMPY = frozenset({np.finfo, np.iinfo, np.dtype, np.promote_types, np.ca
 NUMPY_TYPE_DESCRIPTIONS = (np.finfo, np.iinfo)
 
 
-def _numpy_constant(value: Value) -> Any:
-    """A constant, or a NumPy dtype or scalar (immutable) known at capture time."""
+def _numpy_constant(tx: Translator, value: Value) -> Any:
+    """A constant, or a NumPy dtype or scalar (immutable) known at capture time; one
+    from outside the frame is guarded equal."""
     if isinstance(value, PythonValue) and isinstance(value.obj, np.dtype | np.generic):
+        if value.source is not None:
+            tx.ctx.guards.equals_match(value.source, value.obj)
         return value.obj
     return as_constant(value)
 
 
-def _folded_numpy_call(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _folded_numpy_call(
+    tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
     try:
-        real_args = [_numpy_constant(arg) for arg in args]
-        real_kwargs = {name: _numpy_constant(value) for name, value in kwargs.items()}
+        real_args = [_numpy_constant(tx, arg) for arg in args]
+        real_kwargs = {name: _numpy_constant(tx, value) for name, value in kwargs.items()}
     except NotConstant:
         raise Unsupported(f"NumPy {fn.__name__}() of values known only when it runs") from None
     try:

@@ -334,6 +334,7 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
         if fn in _INPLACE_TO_PLAIN and not isinstance(left, TensorValue):
             fn = _INPLACE_TO_PLAIN[fn]  # `number += tensor` rebinds, like number + tensor
+        left, right = _python_scalar(left), _python_scalar(right)
         result = tx.ctx.call("call_function", fn, (left, right), {})
         if fn in _INPLACE_TO_PLAIN and isinstance(left, TensorValue):
             return left
@@ -601,8 +602,20 @@ def compare_op(tx: Translator, symbol: str, left: Value, right: Value) -> Value:
 
         return ndarray_operator(tx, fn, [left, right])
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
+        left, right = _python_scalar(left), _python_scalar(right)
         return tx.ctx.call("call_function", fn, (left, right), {})
     return binary_op(tx, fn, left, right)
+
+
+def _python_scalar(value: Value) -> Value:
+    """A NumPy integer or float scalar operand of a tensor operator as the Python number
+    it holds: the operators promote the two alike (np.bool_ does not: kept)."""
+    obj = value.obj if isinstance(value, PythonValue) else None
+    if type(obj).__module__ == "numpy" and hasattr(obj, "item") and not isinstance(obj, bool):
+        kind = getattr(obj, "dtype", None)
+        if kind is not None and kind.kind in "iuf" and getattr(obj, "ndim", 1) == 0:
+            return PythonValue(obj.item())
+    return value
 
 
 def is_op(left: Value, right: Value) -> bool:
