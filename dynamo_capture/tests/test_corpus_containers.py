@@ -352,3 +352,40 @@ def test_a_dict_or_set_changing_size_while_iterated_raises(check):
     check_like_torch(dict_values_written_while_iterated, _one)
     # NOTE: torch.compile 2.13 gives its own message for the set
     check(set_grows_while_iterated, torch.randn(4))
+
+
+# ----- eager's TypeError/IndexError for unhashable keys, bad indices, unorderable sorts ------
+def unhashable_keys_bad_indices_and_sorts(x):
+    pair = (x, 1)
+    half = 1.0
+    attempts = [
+        lambda: {[1]: 2},
+        lambda: {1}.add([2]),
+        lambda: {(1, [2]): 3},
+        lambda: {}.get([1]),
+        lambda: [1][half],
+        lambda: [1].__getitem__("a"),
+        lambda: [1, 2, 3].pop("x"),
+        lambda: pair[5],
+        lambda: collections.deque([1])[4],
+        lambda: [3, "a"].sort(),
+        lambda: sorted([1, "a"]),
+    ]
+    out = []
+    for attempt in attempts:
+        try:
+            attempt()
+        except (TypeError, IndexError) as error:
+            out.append(f"{type(error).__name__}: {error}")
+    return x + len(out), out
+
+
+def lists_as_items_of_sequence_methods(x):
+    nested = [[1], [2], 3]
+    nested.remove([1])
+    return x + nested.index([2]), nested.count([2]), [[1]].count([1]), nested
+
+
+def test_unhashable_keys_bad_indices_and_unorderable_sorts_raise_eagers_errors(check):
+    check(unhashable_keys_bad_indices_and_sorts, torch.randn(4))
+    check_like_torch(lists_as_items_of_sequence_methods, _one)

@@ -690,7 +690,13 @@ def sorted_values(tx: Translator, items: list[Value], kwargs: dict[str, Value]) 
         keys = [_sort_key(item, tx) for item in items]
     else:
         keys = [_sort_key(call(tx, key, [item], {}), tx) for item in items]
-    order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
+    try:
+        order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
+    except TypeError as error:
+        # keys known at capture time compare as eagerly, in the same order: its error
+        if any(isinstance(key, _Opaque) for key in keys):
+            raise
+        raise raised_by_python(error) from None
     return [items[i] for i in order]
 
 
@@ -915,6 +921,8 @@ PURE_FUNCTIONS: set[Any] = {
     builtins.chr, builtins.ord, builtins.hex, builtins.oct, builtins.bin, builtins.ascii,
     operator.index, operator.length_hint, operator.countOf, operator.indexOf,
     operator.floordiv, operator.abs,
+    # alternative constructors of immutable builtin types
+    int.from_bytes, float.fromhex, bytes.fromhex, str.maketrans, bytes.maketrans,
 }  # fmt: skip
 PURE_FUNCTIONS.update(
     getattr(math, name)

@@ -26,6 +26,7 @@ from dynamo_capture.operations import (
     builtin_get_item,
     builtin_items,
     builtin_set_item,
+    comparable_key,
     dict_items,
     hashable_key,
     key_value,
@@ -72,6 +73,11 @@ def _key(value: Value) -> Any:
     return hashable_key(value)
 
 
+def _item_key(value: Value) -> Any:
+    """An item as a sequence method compares it (by `==`, no hashing)."""
+    return comparable_key(value)
+
+
 def _mutable(receiver: Value, name: str) -> None:
     if receiver.source is not None or isinstance(receiver, PythonValue):
         raise Unsupported(
@@ -95,14 +101,14 @@ def _list_extend(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, 
 
 def _list_insert(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _mutable(lst, "insert")
-    lst.items.insert(_key(args[0]), args[1])
+    lst.items.insert(_item_key(args[0]), args[1])
     return _none()
 
 
 def _list_pop(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _mutable(lst, "pop")
-    index = _key(args[0]) if args else -1
-    if isinstance(index, int) and not -len(lst.items) <= index < len(lst.items):
+    index = _item_key(args[0]) if args else -1
+    if not isinstance(index, int) or not -len(lst.items) <= index < len(lst.items):
         stand_in = [None] * len(lst.items)
         raise _raised_like_python(lambda: stand_in.pop(index))
     return lst.items.pop(index)
@@ -128,7 +134,7 @@ def _matches(item: Value, wanted: Any) -> bool:
     """`item == wanted` as list.count/index/remove compare them: the same object, else
     `==` on constants. A tensor compared with `==` (not the same object) gives a tensor
     whose truth depends on data: Unsupported."""
-    key = _key(item)
+    key = _item_key(item)
     if key is wanted or (isinstance(key, IdentityKey) and key == wanted):
         return True
     if isinstance(item, TensorValue) or (
@@ -173,7 +179,7 @@ def _index_bounds(tx: Translator, args: list[Value], length: int) -> range:
 def _sequence_index(tx: Translator, seq: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if kwargs or not 1 <= len(args) <= 3:
         raise Unsupported("sequence.index() with unknown arguments")
-    wanted = _key(args[0])
+    wanted = _item_key(args[0])
     items = sequence_items(tx, seq)
     for position in _index_bounds(tx, args, len(items)):
         if _matches(items[position], wanted):
@@ -182,7 +188,7 @@ def _sequence_index(tx: Translator, seq: Any, args: list[Value], kwargs: dict[st
 
 
 def _sequence_count(tx: Translator, seq: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    wanted = _key(args[0])
+    wanted = _item_key(args[0])
     return PythonValue(sum(_matches(item, wanted) for item in sequence_items(tx, seq)))
 
 
@@ -191,7 +197,7 @@ def _sequence_remove(
 ) -> Value:
     """list.remove / deque.remove: the first matching item, in place."""
     _mutable(seq, "remove")
-    wanted = _key(args[0])
+    wanted = _item_key(args[0])
     for position, item in enumerate(seq.items):
         if _matches(item, wanted):
             del seq.items[position]

@@ -183,7 +183,27 @@ def key_value(key: Any) -> Value:
 
 def hashable_key(value: Value) -> Any:
     """A dict key or set item: a constant, or an object compared by identity (a module,
-    a tensor: an `IdentityKey`)."""
+    a tensor: an `IdentityKey`). An unhashable one raises eager's TypeError."""
+    if isinstance(value, ListValue | DictValue | SetValue | ObjectValue):
+        kind = python_type_of(value)
+        if kind.__hash__ is None:  # a list, dict or set, a class with __eq__ only
+            from dynamo_capture.errors import raised_by_python
+
+            raise raised_by_python(TypeError(f"unhashable type: '{kind.__name__}'"))
+    key = comparable_key(value)
+    if not isinstance(key, IdentityKey):
+        try:
+            hash(key)
+        except TypeError as error:  # a tuple holding a list: eager's error
+            from dynamo_capture.errors import raised_by_python
+
+            raise raised_by_python(error) from None
+    return key
+
+
+def comparable_key(value: Value) -> Any:
+    """What list.index/count/remove compare an item by: a constant (a list too), or an
+    object compared by identity (an `IdentityKey`)."""
     if isinstance(value, TensorValue):
         return IdentityKey(value)
     if isinstance(value, ObjectValue) and value.cls.__hash__ is object.__hash__:
@@ -973,12 +993,10 @@ def builtin_get_item(tx: Translator, container: Value, index: Value) -> Value:
             return TupleValue(items, container.cls if container.cls is torch.Size else tuple)
         try:
             return container.items[operator.index(key)]
-        except IndexError as error:
-            if container.source is None:  # its items are known: the code raises this
-                from dynamo_capture.errors import raised_by_python
-
-                raise raised_by_python(error) from None
-            raise Unsupported(f"IndexError while capturing: {error}") from error
+        except (IndexError, TypeError) as error:
+            if container.source is None:  # its items are known: the code raises eager's error
+                raise _sequence_lookup_error(container, key) from None
+            raise Unsupported(f"{type(error).__name__} while capturing: {error}") from error
     if isinstance(container, DictValue):
         key = _dict_key(tx, index)
         factory = container.attrs.get("default_factory")
@@ -998,6 +1016,20 @@ def builtin_get_item(tx: Translator, container: Value, index: Value) -> Value:
     if isinstance(container, ObjectValue):
         return _dunder_call(tx, container, "__getitem__", [index])
     raise Unsupported(f"subscript of a {type(container).__name__}")
+
+
+def _sequence_lookup_error(container: TupleValue | ListValue, key: Any) -> Exception:
+    """The IndexError or TypeError `container[key]` raises eagerly: the same lookup on
+    a stand-in of the builtin sequence type it is (whose message names that type)."""
+    from dynamo_capture.errors import raised_by_python
+
+    kind = python_type_of(container)
+    base = next((t for t in (list, collections.deque) if issubclass(kind, t)), tuple)
+    try:
+        base([None] * len(container.items))[key]
+    except (IndexError, TypeError) as error:
+        return raised_by_python(error)
+    raise AssertionError("the stand-in lookup was expected to raise")
 
 
 def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Value:
