@@ -389,3 +389,29 @@ def lists_as_items_of_sequence_methods(x):
 def test_unhashable_keys_bad_indices_and_unorderable_sorts_raise_eagers_errors(check):
     check(unhashable_keys_bad_indices_and_sorts, torch.randn(4))
     check_like_torch(lists_as_items_of_sequence_methods, _one)
+
+
+# ----- operator dunders of containers called by name -------------------------------------------
+def container_operator_dunders(x):
+    items = [1, 2]
+    alias = items
+    items.__iadd__([3])
+    joined = items.__add__([x])
+    repeated = items.__mul__(2)
+    flags = {1, 2}
+    flags.__ior__({3})
+    return (
+        joined,
+        alias,
+        repeated,
+        (1,).__rmul__(2),
+        flags.__or__({9}),
+        flags.__sub__({1}),
+        items.__eq__([1, 2, 3]),
+        items.__lt__([2]),
+        {"a": 1}.__or__({"b": x}),
+    )
+
+
+def test_container_operator_dunders_called_by_name():
+    check_like_torch(container_operator_dunders, _one)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import operator
 import os
 import types
 import weakref
@@ -768,7 +769,74 @@ def _builtin_setitem(tx: Translator, container: Value, args: list[Value], kwargs
     return _none()
 
 
+def _operator_dunder(fn: Callable[..., Any], counts: bool = False) -> Method:
+    """`container.__add__(other)` and the like, as the operator on the two: called with
+    an operand of the container's own builtin kind (or an int count, for repetition;
+    any iterable, for a list's `__iadd__`); others return NotImplemented or raise
+    eagerly, which capture does not model."""
+    from dynamo_capture.operations import binary_op
+
+    def method(tx: Translator, container: Value, args: list[Value], kwargs: Any) -> Value:
+        if kwargs or len(args) != 1:
+            raise Unsupported(f"{fn.__name__} dunder with unknown arguments")
+        other = args[0]
+        kind, other_kind = _builtin_kind(container), _builtin_kind(other)
+        if counts:
+            ok = isinstance(other, PythonValue) and type(other.obj) in (int, bool)
+        elif fn is operator.iadd and kind is list:
+            ok = other_kind is not None
+        else:
+            ok = kind is not None and kind is other_kind
+        # NOTE: a subclass's own operators (super().__add__ from one) are not modelled:
+        # the operator would call them again
+        plain = all(
+            python_type_of(side).__module__ in ("builtins", "collections")
+            for side in (container, other)
+        )
+        if not (ok and plain):
+            raise Unsupported(f"{fn.__name__} dunder of a {python_type_of(container).__name__}")
+        return binary_op(tx, fn, container, other)
+
+    return method
+
+
+def _builtin_kind(value: Value) -> type | None:
+    """The builtin container type `value` is an instance of (sets and frozensets alike)."""
+    try:
+        kind = python_type_of(value)
+    except Unsupported:
+        return None
+    for base in (list, tuple, dict):
+        if issubclass(kind, base):
+            return base
+    return set if issubclass(kind, set | frozenset) else None
+
+
 CONTAINER_DUNDERS: dict[str, Method] = {
+    **{
+        name: _operator_dunder(fn)
+        for name, fn in (
+            ("__add__", operator.add),
+            ("__iadd__", operator.iadd),
+            ("__or__", operator.or_),
+            ("__and__", operator.and_),
+            ("__sub__", operator.sub),
+            ("__xor__", operator.xor),
+            ("__ior__", operator.ior),
+            ("__iand__", operator.iand),
+            ("__isub__", operator.isub),
+            ("__ixor__", operator.ixor),
+            ("__eq__", operator.eq),
+            ("__ne__", operator.ne),
+            ("__lt__", operator.lt),
+            ("__le__", operator.le),
+            ("__gt__", operator.gt),
+            ("__ge__", operator.ge),
+        )
+    },  # fmt: skip
+    "__mul__": _operator_dunder(operator.mul, counts=True),
+    "__rmul__": _operator_dunder(operator.mul, counts=True),
+    "__imul__": _operator_dunder(operator.imul, counts=True),
     "__getitem__": lambda tx, c, a, k: builtin_get_item(tx, c, a[0]),
     "__setitem__": _builtin_setitem,
     "__delitem__": _builtin_delitem,
