@@ -16,9 +16,15 @@ import pytest
 import torch
 from torchcheck import check_like_torch
 
+import dynamo_capture
+
 
 def _one():
     return (torch.randn(4),)
+
+
+def _eager(gm, example_inputs):
+    return gm.forward
 
 
 class Plain:
@@ -415,3 +421,16 @@ def container_operator_dunders(x):
 
 def test_container_operator_dunders_called_by_name():
     check_like_torch(container_operator_dunders, _one)
+
+
+def limit_of_a_dtype_argument(x, kind):
+    return x + np.iinfo(kind).max, np.promote_types(kind, np.int8)
+
+
+def test_a_numpy_dtype_argument_folds_and_is_guarded():
+    compiled = dynamo_capture.optimize(limit_of_a_dtype_argument, backend=_eager, fullgraph=True)
+    for kind in (np.dtype("int16"), np.dtype("int32"), np.dtype("int16"), np.dtype(">i2")):
+        got = compiled(torch.zeros(2), kind)
+        expected = limit_of_a_dtype_argument(torch.zeros(2), kind)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]

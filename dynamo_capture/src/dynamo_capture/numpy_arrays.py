@@ -492,11 +492,11 @@ NUMPY_TYPE_DESCRIPTIONS = (np.finfo, np.iinfo)
 
 
 def _numpy_constant(tx: Translator, value: Value) -> Any:
-    """A constant, or a NumPy dtype or scalar (immutable) known at capture time; one
-    from outside the frame is guarded equal."""
-    if isinstance(value, PythonValue) and isinstance(value.obj, np.dtype | np.generic):
+    """A constant, or a NumPy dtype (immutable) known at capture time; one from outside
+    the frame is guarded by identity (NumPy's builtin dtypes are singletons)."""
+    if isinstance(value, PythonValue) and isinstance(value.obj, np.dtype):
         if value.source is not None:
-            tx.ctx.guards.equals_match(value.source, value.obj)
+            tx.ctx.guards.id_match(value.source, value.obj)
         return value.obj
     return as_constant(value)
 
