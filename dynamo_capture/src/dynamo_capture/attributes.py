@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture.errors import ContextSwitchCall, Unsupported
-from dynamo_capture.numpy_arrays import is_ndarray, ndarray_attribute
+from dynamo_capture.numpy_arrays import NUMPY_TYPE_DESCRIPTIONS, is_ndarray, ndarray_attribute
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
 from dynamo_capture.sources import (
     AttrSource,
@@ -138,6 +138,15 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
             return fields[name]
         if name == "keywords":
             return DictValue(dict(value.kwargs))
+        if name == "__class__":
+            return PythonValue(functools.partial)
+        if name in ("__doc__", "__module__"):
+            return PythonValue(getattr(functools.partial, name))
+        if not hasattr(functools.partial(print), name):  # one made in the frame: empty __dict__
+            from dynamo_capture.errors import raised_by_python
+
+            error = AttributeError(f"'functools.partial' object has no attribute '{name}'")
+            raise raised_by_python(error)
     if isinstance(value, FunctionValue):
         from dynamo_capture.function_values import function_attr
 
@@ -205,6 +214,12 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
         return tx.ctx.wrap(attr, child)
     if isinstance(obj, os._Environ):
         return BuiltinMethodValue(value, name)  # read-only environment lookups are folded
+    if (
+        isinstance(obj, NUMPY_TYPE_DESCRIPTIONS)
+        and source is None  # folded in the frame (one from outside is guarded as before)
+        and not callable(getattr(obj, name))
+    ):
+        return PythonValue(getattr(obj, name))  # np.finfo(...).max: a limit, fixed
     if isinstance(obj, torch.nn.Module):
         replaced = tx.ctx.replaced_members.get((id(obj), name))
         if replaced is not None:  # torch.func.functional_call's tensor for it

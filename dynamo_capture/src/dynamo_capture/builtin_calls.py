@@ -57,11 +57,15 @@ from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
 from dynamo_capture.state import is_compiling, is_exporting
 from dynamo_capture.sym_numbers import SYM_FUNCTIONS, concrete_numbers, is_symbolic_number
 from dynamo_capture.values import (
+    BuiltinMethodValue,
+    ContextValue,
     DictValue,
     DictViewValue,
     FakeId,
+    FunctionValue,
     IteratorValue,
     ListValue,
+    MethodValue,
     ObjectValue,
     PartialValue,
     PythonValue,
@@ -232,6 +236,9 @@ def _getattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
 
 @handles(builtins.hasattr)
 def _hasattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if isinstance(args[0], PartialValue):
+        # a partial made in the frame has only its class's attributes (its __dict__ is empty)
+        return PythonValue(hasattr(functools.partial(print), as_constant(args[1])))
     try:
         get_attr(tx, args[0], as_constant(args[1]))
     except AttributeError:
@@ -308,11 +315,17 @@ def _callable(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
     value = args[0]
     if isinstance(value, PythonValue):
         return PythonValue(callable(value.obj))
-    if isinstance(value, TensorValue | TupleValue | ListValue | DictValue | SetValue):
-        return PythonValue(False)
-    if isinstance(value, ObjectValue):
-        return PythonValue(callable(getattr(value.cls, "__call__", None)))  # noqa: B004
-    return PythonValue(True)
+    if isinstance(value, FunctionValue | MethodValue | PartialValue | BuiltinMethodValue):
+        return PythonValue(True)
+    if isinstance(value, IteratorValue):
+        return PythonValue(False)  # no iterator type defines __call__
+    if isinstance(value, ContextValue):
+        # torch's grad/autocast/inference modes and contextmanager objects decorate
+        return PythonValue(value.kind not in ("null", "torch_function"))
+    # NOTE: an instance is callable when its class (not the class's metaclass) defines
+    # __call__ somewhere in its MRO; `getattr(cls, "__call__")` would find type.__call__.
+    cls = python_type_of(value)
+    return PythonValue(any("__call__" in vars(klass) for klass in cls.__mro__))
 
 
 @handles(builtins.iter)
@@ -491,56 +504,42 @@ def _tuple(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
 
 @handles(collections.OrderedDict)
 def _ordered_dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    made = _dict(tx, args, kwargs)
-    return DictValue(made.items, collections.OrderedDict)  # type: ignore[attr-defined]
+    from dynamo_capture.methods import update_items
 
-
-def _is_mapping(value: Value) -> bool:
-    """Whether dict(value) reads `value` as a mapping (it has keys()), not as pairs."""
-    if not isinstance(value, PythonValue | ObjectValue):
-        return False
-    try:
-        return hasattr(python_type_of(value), "keys")
-    except Unsupported:
-        return False
+    items = update_items(tx, collections.OrderedDict, "construct", args, kwargs)
+    return DictValue(items, collections.OrderedDict)
 
 
 @handles(builtins.dict)
 def _dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    items: dict[Any, Value] = {}
-    if args:
-        source = args[0]
-        if isinstance(source, DictValue) or (
-            isinstance(source, PythonValue) and isinstance(source.obj, dict)
-        ):
-            items.update(dict_items(tx, source))
-        elif _is_mapping(source):
-            # a mapping that is not a dict (ChainMap, a user Mapping): keys() and
-            # source[key], as dict() reads one
-            from dynamo_capture.attributes import get_attr
-            from dynamo_capture.calls import call
-            from dynamo_capture.operations import get_item
+    from dynamo_capture.methods import update_items
 
-            for key in sequence_items(tx, call(tx, get_attr(tx, source, "keys"), [], {})):
-                items[hashable_key(key)] = get_item(tx, source, key)
-        else:
-            for pair in sequence_items(tx, source):
-                key, value = sequence_items(tx, pair)
-                items[as_constant(key)] = value
-    items.update(kwargs)
-    return DictValue(items)
+    return DictValue(update_items(tx, dict, "construct", args, kwargs))
 
 
-@handles(dict.fromkeys)
-def _dict_fromkeys(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    if kwargs or not 1 <= len(args) <= 2:
-        raise Unsupported("dict.fromkeys with unknown arguments")
-    fill = args[1] if len(args) == 2 else PythonValue(None)
-    try:
-        keys = [_enum_or_constant(key) for key in sequence_items(tx, args[0])]
-    except NotConstant as error:
-        raise Unsupported("dict.fromkeys of keys known only when it runs") from error
-    return DictValue(dict.fromkeys(keys, fill))
+def _fromkeys(cls: type) -> Handler:
+    """cls.fromkeys(iterable, value=None) of dict, OrderedDict and defaultdict (whose
+    default_factory is None): keys known at capture time, any value."""
+    # dict's takes its arguments by position only; OrderedDict's by name too
+    names = ("iterable", "value") if cls is collections.OrderedDict else ()
+
+    def fromkeys(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        bound = list(args) + [kwargs[name] for name in names[len(args) :] if name in kwargs]
+        if set(kwargs) - set(names[len(args) :]) or not 1 <= len(bound) <= 2:
+            raise Unsupported(f"{cls.__name__}.fromkeys with unknown arguments")
+        fill = bound[1] if len(bound) == 2 else PythonValue(None)
+        try:
+            keys = [_enum_or_constant(key) for key in sequence_items(tx, bound[0])]
+        except NotConstant as error:
+            raise Unsupported(f"{cls.__name__}.fromkeys of keys known only when it runs") from error
+        attrs = {"default_factory": PythonValue(None)} if cls is collections.defaultdict else {}
+        return DictValue(dict.fromkeys(keys, fill), cls, attrs=attrs)
+
+    return fromkeys
+
+
+for _cls in (dict, collections.OrderedDict, collections.defaultdict):
+    BUILTIN_HANDLERS[_cls.fromkeys] = _fromkeys(_cls)
 
 
 def _enum_or_constant(value: Value) -> Any:
@@ -723,7 +722,13 @@ def sorted_values(tx: Translator, items: list[Value], kwargs: dict[str, Value]) 
         keys = [_sort_key(item, tx) for item in items]
     else:
         keys = [_sort_key(call(tx, key, [item], {}), tx) for item in items]
-    order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
+    try:
+        order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
+    except TypeError as error:
+        # keys known at capture time compare as eagerly, in the same order: its error
+        if any(isinstance(key, _Opaque) for key in keys):
+            raise
+        raise raised_by_python(error) from None
     return [items[i] for i in order]
 
 
@@ -827,7 +832,6 @@ def _deepcopy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 def _signature(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """inspect.signature of a callable known at capture time."""
     from dynamo_capture.function_values import function_attr
-    from dynamo_capture.values import FunctionValue, MethodValue
 
     target = args[0]
     if isinstance(target, MethodValue) and isinstance(target.func, PythonValue):
@@ -949,6 +953,8 @@ PURE_FUNCTIONS: set[Any] = {
     builtins.chr, builtins.ord, builtins.hex, builtins.oct, builtins.bin, builtins.ascii,
     operator.index, operator.length_hint, operator.countOf, operator.indexOf,
     operator.floordiv, operator.abs,
+    # alternative constructors of immutable builtin types
+    int.from_bytes, float.fromhex, bytes.fromhex, str.maketrans, bytes.maketrans,
 }  # fmt: skip
 PURE_FUNCTIONS.update(
     getattr(math, name)

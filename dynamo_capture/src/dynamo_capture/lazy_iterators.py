@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ListSteps",
+    "MappingSteps",
     "check_no_pending_cleanup",
     "check_side_effect",
     "drain",
@@ -47,6 +48,7 @@ __all__ = [
     "lazy_map",
     "lazy_zip",
     "list_iterator",
+    "mapping_iterator",
     "next_item",
 ]
 
@@ -208,6 +210,65 @@ class ListSteps:
 def list_iterator(items: ListValue | PythonValue) -> IteratorValue:
     """iter(a list made in the frame, or an outside list), read as it is then."""
     return IteratorValue([], produce=ListSteps(items))
+
+
+class MappingSteps:
+    """The `produce` of iter(a dict, one of its views, or a set made in the frame): the
+    keys it had when the iterator was made, each item read when reached (a value
+    written since is seen). A change of size raises Python's RuntimeError at the next
+    step, as eagerly; keys changed at the same size (which CPython reports only later)
+    are Unsupported. `kind` is "keys", "values", "items" (a dict) or "set"."""
+
+    def __init__(self, tx: Translator, container: Value, kind: str) -> None:
+        from dynamo_capture.operations import sequence_items
+
+        self.container = container
+        self.kind = kind
+        sequence_items(tx, container)  # iterated as before: its checks, its keys guarded
+        self.keys = self._keys(tx)
+        self.index = 0
+
+    def _current(self, reader: Translator) -> Value:
+        from dynamo_capture import side_effects
+
+        return side_effects.current(reader, self.container)
+
+    def _keys(self, reader: Translator) -> list[Any]:
+        current = self._current(reader)
+        if isinstance(current, PythonValue):  # a dict from outside the frame, not written
+            return list(current.obj)
+        return list(current.items)  # type: ignore[attr-defined]
+
+    def __call__(self, reader: Translator) -> Value | None:
+        from dynamo_capture.errors import raised_by_python
+        from dynamo_capture.operations import key_value
+        from dynamo_capture.sources import item_source
+
+        keys = self._keys(reader)
+        if len(keys) != len(self.keys):
+            what = "Set" if self.kind == "set" else "dictionary"
+            raise raised_by_python(RuntimeError(f"{what} changed size during iteration"))
+        if keys != self.keys:
+            raise Unsupported("a dict whose keys changed (at the same size) while iterated")
+        if self.index >= len(keys):
+            return None
+        key = keys[self.index]
+        self.index += 1
+        if self.kind in ("keys", "set"):
+            return key_value(key)
+        current = self._current(reader)
+        if isinstance(current, PythonValue):
+            value = reader.ctx.wrap(current.obj[key], item_source(current.source, key))
+        else:
+            value = current.items[key]  # type: ignore[attr-defined]
+        return value if self.kind == "values" else TupleValue([key_value(key), value])
+
+
+def mapping_iterator(
+    tx: Translator, container: Value, kind: str, iterator_kind: str
+) -> IteratorValue:
+    """iter(a dict, a view of one, or a set): see MappingSteps."""
+    return IteratorValue([], kind=iterator_kind, produce=MappingSteps(tx, container, kind))
 
 
 def _iterators(tx: Translator, args: list[Value]) -> list[IteratorValue]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import operator
 import os
 import types
 import weakref
@@ -17,14 +18,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture import side_effects
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_by_python
 from dynamo_capture.operations import (
+    IdentityKey,
     NotConstant,
     as_constant,
     builtin_contains,
     builtin_get_item,
     builtin_items,
     builtin_set_item,
+    comparable_key,
     dict_items,
     hashable_key,
     key_value,
@@ -38,6 +41,7 @@ from dynamo_capture.values import (
     DictViewValue,
     IteratorValue,
     ListValue,
+    ObjectValue,
     PythonValue,
     SetValue,
     TensorValue,
@@ -70,6 +74,11 @@ def _key(value: Value) -> Any:
     return hashable_key(value)
 
 
+def _item_key(value: Value) -> Any:
+    """An item as a sequence method compares it (by `==`, no hashing)."""
+    return comparable_key(value)
+
+
 def _mutable(receiver: Value, name: str) -> None:
     if receiver.source is not None or isinstance(receiver, PythonValue):
         raise Unsupported(
@@ -93,13 +102,17 @@ def _list_extend(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, 
 
 def _list_insert(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _mutable(lst, "insert")
-    lst.items.insert(_key(args[0]), args[1])
+    lst.items.insert(_item_key(args[0]), args[1])
     return _none()
 
 
 def _list_pop(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _mutable(lst, "pop")
-    return lst.items.pop(_key(args[0]) if args else -1)
+    index = _item_key(args[0]) if args else -1
+    if not isinstance(index, int) or not -len(lst.items) <= index < len(lst.items):
+        stand_in = [None] * len(lst.items)
+        raise _raised_like_python(lambda: stand_in.pop(index))
+    return lst.items.pop(index)
 
 
 def _list_reverse(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -122,9 +135,7 @@ def _matches(item: Value, wanted: Any) -> bool:
     """`item == wanted` as list.count/index/remove compare them: the same object, else
     `==` on constants. A tensor compared with `==` (not the same object) gives a tensor
     whose truth depends on data: Unsupported."""
-    from dynamo_capture.operations import IdentityKey
-
-    key = _key(item)
+    key = _item_key(item)
     if key is wanted or (isinstance(key, IdentityKey) and key == wanted):
         return True
     if isinstance(item, TensorValue) or (
@@ -136,16 +147,49 @@ def _matches(item: Value, wanted: Any) -> bool:
     return bool(key == wanted)
 
 
+def _raised_like_python(operation: Callable[[], Any]) -> ExceptionRaised:
+    """The exception `operation` (Python's own method on a stand-in container) raises,
+    raised in the captured code: its type and message are eager's."""
+    try:
+        operation()
+    except Exception as error:  # noqa: BLE001 - re-raised in the captured code
+        return raised_by_python(error)
+    raise AssertionError("the stand-in operation was expected to raise")
+
+
+def _missing_item(seq: Any, wanted: Any, method: str) -> ExceptionRaised:
+    """The ValueError `seq.index(wanted)` / `seq.remove(wanted)` raises for a missing item,
+    from the builtin sequence type `seq` is (its message names that type and the item)."""
+    if isinstance(wanted, IdentityKey):
+        # eager's message holds the item's repr (a tensor's values, an object's address)
+        raise Unsupported(f"ValueError: .{method}() did not find the item")
+    kind = python_type_of(seq)
+    base = next(t for t in (list, tuple, collections.deque) if issubclass(kind, t))
+    return _raised_like_python(lambda: getattr(base(), method)(wanted))
+
+
+def _index_bounds(tx: Translator, args: list[Value], length: int) -> range:
+    """The positions seq.index(x, start, stop) searches (slice rules for the bounds)."""
+    bounds = [as_constant(arg) for arg in args[1:3]]
+    if not all(isinstance(bound, int) for bound in bounds):
+        raise Unsupported("sequence.index() with bounds that are not ints")
+    start, stop = (bounds + [0, length][len(bounds) :])[:2]
+    return range(*slice(start, stop).indices(length))
+
+
 def _sequence_index(tx: Translator, seq: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    wanted = _key(args[0])
-    for position, item in enumerate(sequence_items(tx, seq)):
-        if _matches(item, wanted):
+    if kwargs or not 1 <= len(args) <= 3:
+        raise Unsupported("sequence.index() with unknown arguments")
+    wanted = _item_key(args[0])
+    items = sequence_items(tx, seq)
+    for position in _index_bounds(tx, args, len(items)):
+        if _matches(items[position], wanted):
             return PythonValue(position)
-    raise Unsupported("ValueError: .index() did not find the item")
+    raise _missing_item(seq, wanted, "index")
 
 
 def _sequence_count(tx: Translator, seq: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    wanted = _key(args[0])
+    wanted = _item_key(args[0])
     return PythonValue(sum(_matches(item, wanted) for item in sequence_items(tx, seq)))
 
 
@@ -154,12 +198,12 @@ def _sequence_remove(
 ) -> Value:
     """list.remove / deque.remove: the first matching item, in place."""
     _mutable(seq, "remove")
-    wanted = _key(args[0])
+    wanted = _item_key(args[0])
     for position, item in enumerate(seq.items):
         if _matches(item, wanted):
             del seq.items[position]
             return _none()
-    raise Unsupported("ValueError: .remove() did not find the item")
+    raise _missing_item(seq, wanted, "remove")
 
 
 def _list_sort(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -206,19 +250,73 @@ def _dict_view(kind: str) -> Method:
 _dict_keys, _dict_values, _dict_items = map(_dict_view, ("keys", "values", "items"))
 
 
+def _is_mapping(value: Value) -> bool:
+    """Whether dict(value) / d.update(value) read `value` as a mapping (it has keys()), not
+    as pairs."""
+    if not isinstance(value, PythonValue | ObjectValue):
+        return False
+    try:
+        return hasattr(python_type_of(value), "keys")
+    except Unsupported:
+        return False
+
+
+def _pair_items(tx: Translator, source: Value, base: type) -> dict[Any, Value]:
+    """The (key, value) pairs of `source`, with the errors dict.update raises for an
+    item that is not a pair."""
+    items: dict[Any, Value] = {}
+    for position, pair in enumerate(sequence_items(tx, source)):
+        if isinstance(pair, PythonValue) and not hasattr(type(pair.obj), "__iter__"):
+            raise _raised_like_python(lambda item=pair.obj: base().update([item]))
+        parts = sequence_items(tx, pair)
+        if len(parts) != 2:
+            shaped = [(0, 0)] * position + [(0,) * len(parts)]
+            raise _raised_like_python(lambda pairs=shaped: base().update(pairs))
+        key, value = parts
+        items[_key(key)] = value
+    return items
+
+
+def update_items(
+    tx: Translator, base: type, call: str, args: list[Value], kwargs: dict[str, Value]
+) -> dict[Any, Value]:
+    """The items dict(*args, **kwargs) or d.update(*args, **kwargs) adds, in order: from a
+    dict, a mapping (keys() and [key]) or an iterable of pairs, then the keywords.
+
+    `base` is the builtin mapping type (dict, OrderedDict) whose errors are raised;
+    `call` is "update" or "construct"."""
+    from dynamo_capture.attributes import get_attr
+    from dynamo_capture.calls import call as call_value
+    from dynamo_capture.operations import get_item
+
+    if len(args) > 1:
+        fillers = [{}] * len(args)
+        operation = (
+            (lambda: base().update(*fillers)) if call == "update" else (lambda: base(*fillers))
+        )
+        raise _raised_like_python(operation)
+    items: dict[Any, Value] = {}
+    if args:
+        source = args[0]
+        if isinstance(source, DictValue) or (
+            isinstance(source, PythonValue) and isinstance(source.obj, dict)
+        ):
+            items.update(dict_items(tx, source))
+        elif _is_mapping(source):
+            # a mapping that is not a dict (ChainMap, a user Mapping): keys() and
+            # source[key], as dict() reads one
+            for key in sequence_items(tx, call_value(tx, get_attr(tx, source, "keys"), [], {})):
+                items[hashable_key(key)] = get_item(tx, source, key)
+        else:
+            items.update(_pair_items(tx, source, base))
+    items.update(kwargs)
+    return items
+
+
 def _dict_update(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _mutable(d, "update")
-    if args:
-        other = args[0]
-        if isinstance(other, DictValue) or (
-            isinstance(other, PythonValue) and isinstance(other.obj, dict)
-        ):
-            d.items.update(dict_items(tx, other))
-        else:
-            for pair in sequence_items(tx, other):
-                key, value = sequence_items(tx, pair)
-                d.items[_key(key)] = value
-    d.items.update(kwargs)
+    base = collections.OrderedDict if issubclass(d.cls, collections.OrderedDict) else dict
+    d.items.update(update_items(tx, base, "update", args, kwargs))
     return _none()
 
 
@@ -245,7 +343,8 @@ def _dict_setdefault(tx: Translator, d: Any, args: list[Value], kwargs: dict[str
 def _dict_popitem(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _mutable(d, "popitem")
     if not d.items:
-        raise Unsupported("dict.popitem() of an empty dict raises KeyError")
+        empty = collections.OrderedDict if issubclass(d.cls, collections.OrderedDict) else dict
+        raise _raised_like_python(empty().popitem)
     last = args[0] if args else kwargs.get("last", PythonValue(True))
     if (args or kwargs) and not issubclass(d.cls, collections.OrderedDict):
         raise Unsupported("dict.popitem() takes no arguments")
@@ -345,7 +444,9 @@ def _set_remove(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Val
     _mutable(s, "remove")
     key = _key(args[0])
     if key not in s.items:
-        raise Unsupported(f"set.remove({key!r}) of a missing item raises KeyError")
+        if isinstance(key, IdentityKey):
+            raise Unsupported("set.remove() of a missing tensor or object raises KeyError")
+        raise raised_by_python(KeyError(key))
     s.items.remove(key)
     return _none()
 
@@ -355,8 +456,6 @@ def _set_pop(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]
 
     A set holding items compared by identity (tensors) is iterated in an order eager
     does not share (their hashes are addresses): Unsupported there."""
-    from dynamo_capture.operations import IdentityKey, key_value
-
     _mutable(s, "pop")
     if args or kwargs:
         raise Unsupported("set.pop() takes no arguments")
@@ -670,7 +769,74 @@ def _builtin_setitem(tx: Translator, container: Value, args: list[Value], kwargs
     return _none()
 
 
+def _operator_dunder(fn: Callable[..., Any], counts: bool = False) -> Method:
+    """`container.__add__(other)` and the like, as the operator on the two: called with
+    an operand of the container's own builtin kind (or an int count, for repetition;
+    any iterable, for a list's `__iadd__`); others return NotImplemented or raise
+    eagerly, which capture does not model."""
+    from dynamo_capture.operations import binary_op
+
+    def method(tx: Translator, container: Value, args: list[Value], kwargs: Any) -> Value:
+        if kwargs or len(args) != 1:
+            raise Unsupported(f"{fn.__name__} dunder with unknown arguments")
+        other = args[0]
+        kind, other_kind = _builtin_kind(container), _builtin_kind(other)
+        if counts:
+            ok = isinstance(other, PythonValue) and type(other.obj) in (int, bool)
+        elif fn is operator.iadd and kind is list:
+            ok = other_kind is not None
+        else:
+            ok = kind is not None and kind is other_kind
+        # NOTE: a subclass's own operators (super().__add__ from one) are not modelled:
+        # the operator would call them again
+        plain = all(
+            python_type_of(side).__module__ in ("builtins", "collections")
+            for side in (container, other)
+        )
+        if not (ok and plain):
+            raise Unsupported(f"{fn.__name__} dunder of a {python_type_of(container).__name__}")
+        return binary_op(tx, fn, container, other)
+
+    return method
+
+
+def _builtin_kind(value: Value) -> type | None:
+    """The builtin container type `value` is an instance of (sets and frozensets alike)."""
+    try:
+        kind = python_type_of(value)
+    except Unsupported:
+        return None
+    for base in (list, tuple, dict):
+        if issubclass(kind, base):
+            return base
+    return set if issubclass(kind, set | frozenset) else None
+
+
 CONTAINER_DUNDERS: dict[str, Method] = {
+    **{
+        name: _operator_dunder(fn)
+        for name, fn in (
+            ("__add__", operator.add),
+            ("__iadd__", operator.iadd),
+            ("__or__", operator.or_),
+            ("__and__", operator.and_),
+            ("__sub__", operator.sub),
+            ("__xor__", operator.xor),
+            ("__ior__", operator.ior),
+            ("__iand__", operator.iand),
+            ("__isub__", operator.isub),
+            ("__ixor__", operator.ixor),
+            ("__eq__", operator.eq),
+            ("__ne__", operator.ne),
+            ("__lt__", operator.lt),
+            ("__le__", operator.le),
+            ("__gt__", operator.gt),
+            ("__ge__", operator.ge),
+        )
+    },  # fmt: skip
+    "__mul__": _operator_dunder(operator.mul, counts=True),
+    "__rmul__": _operator_dunder(operator.mul, counts=True),
+    "__imul__": _operator_dunder(operator.imul, counts=True),
     "__getitem__": lambda tx, c, a, k: builtin_get_item(tx, c, a[0]),
     "__setitem__": _builtin_setitem,
     "__delitem__": _builtin_delitem,

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NDARRAY_METHODS",
     "NUMPY_FUNCTIONS",
+    "NUMPY_TYPE_DESCRIPTIONS",
     "NumpyOperation",
     "call_numpy",
     "is_ndarray",
@@ -476,10 +477,44 @@ def call_numpy(
         return result
     if not _is_numpy_callable(fn):
         return None
+    if fn in _FOLDED_NUMPY:
+        return _folded_numpy_call(tx, fn, args, kwargs)
     entry = NUMPY_FUNCTIONS.get(fn)
     if entry is None:
         raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} is not one capture puts in a graph")
     return _numpy_node(tx, fn, entry, args, kwargs)
+
+
+# NumPy callables that only describe types: called at capture time on constant arguments.
+_FOLDED_NUMPY = frozenset({np.finfo, np.iinfo, np.dtype, np.promote_types, np.can_cast})
+# Their results whose attributes (limits, computed by properties) are read at capture time.
+NUMPY_TYPE_DESCRIPTIONS = (np.finfo, np.iinfo)
+
+
+def _numpy_constant(tx: Translator, value: Value) -> Any:
+    """A constant, or a NumPy dtype (immutable) known at capture time; one from outside
+    the frame is guarded by identity (NumPy's builtin dtypes are singletons)."""
+    if isinstance(value, PythonValue) and isinstance(value.obj, np.dtype):
+        if value.source is not None:
+            tx.ctx.guards.id_match(value.source, value.obj)
+        return value.obj
+    return as_constant(value)
+
+
+def _folded_numpy_call(
+    tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    try:
+        real_args = [_numpy_constant(tx, arg) for arg in args]
+        real_kwargs = {name: _numpy_constant(tx, value) for name, value in kwargs.items()}
+    except NotConstant:
+        raise Unsupported(f"NumPy {fn.__name__}() of values known only when it runs") from None
+    try:
+        return PythonValue(fn(*real_args, **real_kwargs))
+    except (TypeError, ValueError) as error:
+        from dynamo_capture.errors import raised_by_python
+
+        raise raised_by_python(error) from None
 
 
 def _is_numpy_callable(fn: Any) -> bool:

@@ -147,10 +147,10 @@ def as_constant(value: Value) -> Any:
         if any(isinstance(item, IdentityKey) for item in value.items):
             raise NotConstant
         return value.cls(value.items)
-    if isinstance(value, DictValue) and value.cls is dict:
+    if isinstance(value, DictValue) and value.cls in (dict, collections.OrderedDict):
         if any(isinstance(key, IdentityKey) for key in value.items):
             raise NotConstant
-        return {key: as_constant(item) for key, item in value.items.items()}
+        return value.cls((key, as_constant(item)) for key, item in value.items.items())
     if isinstance(value, DictViewValue):
         from dynamo_capture.dict_views import view_constant
 
@@ -183,7 +183,27 @@ def key_value(key: Any) -> Value:
 
 def hashable_key(value: Value) -> Any:
     """A dict key or set item: a constant, or an object compared by identity (a module,
-    a tensor: an `IdentityKey`)."""
+    a tensor: an `IdentityKey`). An unhashable one raises eager's TypeError."""
+    if isinstance(value, ListValue | DictValue | SetValue | ObjectValue):
+        kind = python_type_of(value)
+        if kind.__hash__ is None:  # a list, dict or set, a class with __eq__ only
+            from dynamo_capture.errors import raised_by_python
+
+            raise raised_by_python(TypeError(f"unhashable type: '{kind.__name__}'"))
+    key = comparable_key(value)
+    if not isinstance(key, IdentityKey):
+        try:
+            hash(key)
+        except TypeError as error:  # a tuple holding a list: eager's error
+            from dynamo_capture.errors import raised_by_python
+
+            raise raised_by_python(error) from None
+    return key
+
+
+def comparable_key(value: Value) -> Any:
+    """What list.index/count/remove compare an item by: a constant (a list too), or an
+    object compared by identity (an `IdentityKey`)."""
     if isinstance(value, TensorValue):
         return IdentityKey(value)
     if isinstance(value, ObjectValue) and value.cls.__hash__ is object.__hash__:
@@ -328,6 +348,7 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
         if fn in _INPLACE_TO_PLAIN and not isinstance(left, TensorValue):
             fn = _INPLACE_TO_PLAIN[fn]  # `number += tensor` rebinds, like number + tensor
+        left, right = _python_scalar(left), _python_scalar(right)
         result = tx.ctx.call("call_function", fn, (left, right), {})
         if fn in _INPLACE_TO_PLAIN and isinstance(left, TensorValue):
             return left
@@ -435,17 +456,28 @@ def _folded(tx: Translator, fn: Any, args: tuple[Any, ...]) -> PythonValue:
 
 def _sequence_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value | None:
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
-    if plain is operator.add and _is_sequence(left) and _is_sequence(right):
+    left_kind, right_kind = _sequence_kind(left), _sequence_kind(right)
+    if plain is operator.add and left_kind is not None and right_kind is not None:
+        if left_kind is not right_kind and not (fn is operator.iadd and left_kind is list):
+            raise _raised_like_python(lambda: left_kind() + right_kind())
         items = sequence_items(tx, left) + sequence_items(tx, right)
         if fn is operator.iadd and isinstance(left, ListValue):
             left.items[:] = items
             return left
-        if python_type_of(left) is list:
-            return ListValue(items)
-        return TupleValue(items)
-    if plain is operator.mul and _is_sequence(left) and isinstance(right, PythonValue):
-        items = sequence_items(tx, left) * right.obj
-        return ListValue(items) if python_type_of(left) is list else TupleValue(items)
+        return ListValue(items) if left_kind is list else TupleValue(items)
+    if plain is operator.mul and (left_kind is not None or right_kind is not None):
+        # `seq * n` and `n * seq`: a list or tuple repeated (a subclass gives the base type)
+        sequence, count_value = (left, right) if left_kind is not None else (right, left)
+        kind = left_kind or right_kind
+        if not isinstance(count_value, PythonValue) or type(count_value.obj) in _SYMBOLIC_TYPES:
+            return None  # a number known only when it runs: the length is not known
+        count = count_value.obj
+        if not isinstance(count, int):
+            raise _raised_like_python(lambda: kind() * count)
+        items = sequence_items(tx, sequence) * count
+        if fn is operator.imul and kind is list and sequence is left:
+            return _repeat_list_in_place(tx, left, items)
+        return ListValue(items) if kind is list else TupleValue(items)
     if (
         plain is operator.or_
         and isinstance(left, DictValue | PythonValue)
@@ -454,6 +486,36 @@ def _sequence_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value | 
         if python_type_of(left) is dict and python_type_of(right) is dict:
             return DictValue({**dict_items(tx, left), **dict_items(tx, right)})
     return None
+
+
+def _sequence_kind(value: Value) -> type | None:
+    """list or tuple: the builtin sequence type `value` is an instance of; None for any
+    other value (a deque, whose operators keep its maxlen, included)."""
+    if not _is_sequence(value):
+        return None
+    kind = python_type_of(value)
+    return list if issubclass(kind, list) else tuple if issubclass(kind, tuple) else None
+
+
+def _repeat_list_in_place(tx: Translator, target: Value, items: list[Value]) -> Value:
+    """`items *= n`: the list itself holds its items repeated (an alias sees them)."""
+    from dynamo_capture.methods import call_method
+
+    call_method(tx, target, "clear", [], {})
+    call_method(tx, target, "extend", [TupleValue(items)], {})
+    return side_effects.current(tx, target)
+
+
+def _raised_like_python(operation: Any) -> Exception:
+    """The TypeError Python raises for `operation` on stand-in operands, raised in the
+    captured code."""
+    from dynamo_capture.errors import raised_by_python
+
+    try:
+        operation()
+    except TypeError as error:
+        return raised_by_python(error)
+    raise AssertionError("the stand-in operation was expected to raise")
 
 
 def _is_sequence(value: Value) -> bool:
@@ -554,8 +616,20 @@ def compare_op(tx: Translator, symbol: str, left: Value, right: Value) -> Value:
 
         return ndarray_operator(tx, fn, [left, right])
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
+        left, right = _python_scalar(left), _python_scalar(right)
         return tx.ctx.call("call_function", fn, (left, right), {})
     return binary_op(tx, fn, left, right)
+
+
+def _python_scalar(value: Value) -> Value:
+    """A NumPy integer or float scalar operand of a tensor operator as the Python number
+    it holds: the operators promote the two alike (np.bool_ does not: kept)."""
+    obj = value.obj if isinstance(value, PythonValue) else None
+    if type(obj).__module__ == "numpy" and hasattr(obj, "item") and not isinstance(obj, bool):
+        kind = getattr(obj, "dtype", None)
+        if kind is not None and kind.kind in "iuf" and getattr(obj, "ndim", 1) == 0:
+            return PythonValue(obj.item())
+    return value
 
 
 def is_op(left: Value, right: Value) -> bool:
@@ -803,7 +877,35 @@ def get_iter(tx: Translator, value: Value) -> IteratorValue:
         method = getattr(python_type_of(current), "__iter__", None)
         if isinstance(method, types.FunctionType):
             return _user_iterator(tx, current, method)
+    watched = _watched_mapping(tx, current)
+    if watched is not None:  # a write while it is iterated raises, as eagerly
+        from dynamo_capture.lazy_iterators import mapping_iterator
+
+        return mapping_iterator(tx, *watched, _iterator_kind(current))
     return IteratorValue(sequence_items(tx, value), kind=_iterator_kind(current))
+
+
+def _watched_mapping(tx: Translator, value: Value) -> tuple[Value, str] | None:
+    """(the container, "keys"/"values"/"items"/"set") for a dict, a view of one, or a
+    set made in the frame whose iteration checks the container's size at each step."""
+    if isinstance(value, DictViewValue):
+        mapping = side_effects.current(tx, value.mapping)
+        if user_override(mapping, "__iter__") is None and _plain_dict(mapping):
+            return value.mapping, value.kind
+        return None
+    if _plain_dict(value):
+        return value, "keys"
+    if isinstance(value, SetValue):
+        return value, "set"
+    return None
+
+
+def _plain_dict(value: Value) -> bool:
+    if isinstance(value, DictValue):
+        return True
+    return isinstance(value, PythonValue) and type(value.obj) in (
+        dict, collections.OrderedDict, collections.defaultdict
+    )  # fmt: skip
 
 
 def _iterator_kind(value: Value) -> str:
@@ -897,12 +999,10 @@ def builtin_get_item(tx: Translator, container: Value, index: Value) -> Value:
             return TupleValue(items, container.cls if container.cls is torch.Size else tuple)
         try:
             return container.items[operator.index(key)]
-        except IndexError as error:
-            if container.source is None:  # its items are known: the code raises this
-                from dynamo_capture.errors import raised_by_python
-
-                raise raised_by_python(error) from None
-            raise Unsupported(f"IndexError while capturing: {error}") from error
+        except (IndexError, TypeError) as error:
+            if container.source is None:  # its items are known: the code raises eager's error
+                raise _sequence_lookup_error(container, key) from None
+            raise Unsupported(f"{type(error).__name__} while capturing: {error}") from error
     if isinstance(container, DictValue):
         key = _dict_key(tx, index)
         factory = container.attrs.get("default_factory")
@@ -922,6 +1022,20 @@ def builtin_get_item(tx: Translator, container: Value, index: Value) -> Value:
     if isinstance(container, ObjectValue):
         return _dunder_call(tx, container, "__getitem__", [index])
     raise Unsupported(f"subscript of a {type(container).__name__}")
+
+
+def _sequence_lookup_error(container: TupleValue | ListValue, key: Any) -> Exception:
+    """The IndexError or TypeError `container[key]` raises eagerly: the same lookup on
+    a stand-in of the builtin sequence type it is (whose message names that type)."""
+    from dynamo_capture.errors import raised_by_python
+
+    kind = python_type_of(container)
+    base = next((t for t in (list, collections.deque) if issubclass(kind, t)), tuple)
+    try:
+        base([None] * len(container.items))[key]
+    except (IndexError, TypeError) as error:
+        return raised_by_python(error)
+    raise AssertionError("the stand-in lookup was expected to raise")
 
 
 def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Value:

@@ -329,6 +329,12 @@ FOLDED: set[Any] = {
     _islice_bounds,
 }
 
+# Folded callables that name the module of the frame calling them (sys._getframe), and
+# the keyword that names it instead.
+_CALLER_MODULE_KEYWORDS: dict[Any, str] = {
+    collections.namedtuple: "module",
+}
+
 
 # ----- instances of C classes --------------------------------------------------------
 def _getter_call(stand_in: Callable[..., Any]) -> Callable[[Any], tuple[Any, list[Any]]]:
@@ -485,6 +491,11 @@ def call_polyfill(
                 return None  # the builtin table decides
             name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
             raise Unsupported(f"{name}() on values known only when it runs") from None
+        keyword = _lookup(_CALLER_MODULE_KEYWORDS, obj)
+        if keyword is not None and keyword not in real_kwargs:
+            # NOTE: these read their caller's frame for the module they name; called
+            # here, that frame is capture's own, so the user's module is passed instead.
+            real_kwargs[keyword] = tx.f_globals.get("__name__")
         try:
             return PythonValue(obj(*real_args, **real_kwargs))
         except Exception as error:
