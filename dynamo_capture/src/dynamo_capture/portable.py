@@ -48,6 +48,7 @@ import torch.fx
 from torch.fx.immutable_collections import immutable_list
 
 from dynamo_capture.calls import MODULE_CALLS
+from dynamo_capture.resume import END, UNBOUND
 from guards import (
     AttributeIdGuard,
     CompiledGuards,
@@ -313,6 +314,8 @@ def encode_value(value: Any, nodes: bool = False) -> Any:
         return ["bytes", value.hex()]
     if value is Ellipsis:
         return ["ellipsis"]
+    if value is END or value is UNBOUND:  # the markers of split parts' results
+        return ["marker", "end" if value is END else "unbound"]
     if kind is tuple:
         return ["tuple", [encode_value(v, nodes) for v in value]]
     if kind is list or (nodes and kind is immutable_list):  # FX keeps a node's lists so
@@ -359,6 +362,8 @@ def decode_value(data: Any, nodes: dict[str, torch.fx.Node] | None = None) -> An
         return bytes.fromhex(data[1])
     if tag == "ellipsis":
         return Ellipsis
+    if tag == "marker":
+        return {"end": END, "unbound": UNBOUND}[data[1]]
     if tag == "tuple":
         return tuple(decode_value(v, nodes) for v in data[1])
     if tag == "list":
@@ -774,6 +779,60 @@ def _entry_record(
     }
 
 
+# ----------------------------------------------------------------- graph breaks
+
+# What of a graph break (errors.Unsupported) decides the entry made of it: where capture
+# stopped, the blocks open there, how the statement may be cut. The split plans and
+# resume functions are made again from these and the frame's code (optimize._break_entry).
+_BREAK_FIELDS = (
+    "offset", "call_cut", "plain_args", "stack_nulls", "stop_iteration", "escapes",
+    "in_unknown_with", "context_switch", "whole_frame", "outside_context", "rest_eager",
+    "data_branch", "branch_jump", "checkpoints",
+)  # fmt: skip
+
+
+def _break_classes() -> dict[str, type]:
+    from dynamo_capture.errors import ContextSwitchCall, NeedsEagerFrame, Unsupported
+
+    return {cls.__name__: cls for cls in (Unsupported, NeedsEagerFrame, ContextSwitchCall)}
+
+
+def break_record(error: Any, module_frame: bool) -> dict[str, Any]:
+    """A graph break as data. `module_frame`: the frame is a module's call, whose entry
+    reads nothing of the inlined call the break happened in."""
+    cls = type(error)
+    if _break_classes().get(cls.__name__) is not cls:
+        raise NotPortable(f"a graph break of kind {cls.__name__}")
+    if not module_frame and (error.callee is not None or error.callee_code is not None):
+        raise NotPortable("a graph break inside a call of a function capture inlined")
+    contexts = [
+        [encode_value(spec.factory), encode_value(spec.args), spec.kind] for spec in error.contexts
+    ]
+    return {
+        "class": cls.__name__,
+        "reason": error.reason,
+        "where": [[loc.filename, loc.line, loc.function] for loc in error.where],
+        "contexts": contexts,
+        "fields": {name: encode_value(getattr(error, name)) for name in _BREAK_FIELDS},
+    }
+
+
+def decode_break(data: dict[str, Any]) -> Any:
+    """The graph break `break_record` described (no inlined call: see `break_record`)."""
+    from dynamo_capture.errors import UserLocation
+    from dynamo_capture.resume import ContextSpec
+
+    where = tuple(UserLocation(str(f), int(line), str(fn)) for f, line, fn in data["where"])
+    error = _break_classes()[data["class"]](str(data["reason"]), where)
+    error.contexts = tuple(
+        ContextSpec(decode_value(factory), decode_value(args), str(kind))
+        for factory, args, kind in data["contexts"]
+    )
+    for name in _BREAK_FIELDS:
+        setattr(error, name, decode_value(data["fields"][name]))
+    return error
+
+
 @dataclasses.dataclass
 class InstalledParts:
     """A record made live for one call: its guards passed on that call's locals."""
@@ -787,6 +846,7 @@ class InstalledParts:
     output_exprs: str
     replays: list[str]
     constants: list[Any]
+    graph_break: Any = None  # the Unsupported error of a frame split at a graph break
 
 
 def install_parts(
@@ -820,6 +880,7 @@ def _install_parts(
     try:
         guard_set = GuardSet(decode_guard(g, read) for g in record["guards"])
         constants = [decode_value(c) for c in record["constants"]]
+        graph_break = None if record.get("break") is None else decode_break(record["break"])
     except Stale as error:
         _log.info("capture record of %s does not apply: %s", target.name, error)
         return None
@@ -849,6 +910,7 @@ def _install_parts(
         record["output"],
         record["replays"],
         constants,
+        graph_break,
     )
 
 
@@ -888,6 +950,40 @@ class CaptureCache:
 
     def not_portable(self, compiled: Any, reason: str) -> None:
         """The compile just made cannot be kept (logged by a subclass)."""
+
+    def for_part(self) -> CaptureCache | None:
+        """The capture cache of a compiled part of a split frame (None: keep none)."""
+        return None
+
+    def store_break(self, compiled: Any, contexts: list[Any], error: Any) -> None:
+        """Keep the record of a frame whose capture stopped at `error`: the guards of that
+        capture and the break, from which a later process makes the same entry (split
+        parts, resume functions, or the frame run eagerly) without capturing."""
+        from dynamo_capture.frame_target import _module_call
+
+        global _tables
+        _tables = _Tables()
+        try:
+            if not contexts:
+                raise NotPortable("no capture before the break")
+            ctx = contexts[0]
+            if ctx.unguarded_constants:
+                raise NotPortable(
+                    f"the result of {ctx.unguarded_constants[0]} (assume_constant_result) "
+                    "is a constant no guard checks"
+                )
+            record = _entry_record(ctx.guards.guard_set, None, [], "", [], [])
+            record["break"] = break_record(error, compiled.frame.function is _module_call)
+            record["sources"] = _tables.sources
+            record["names"] = _tables.names
+            json.dumps(record)
+        except NotPortable as reason:
+            self.not_portable(compiled, f"graph break: {reason}")
+            return
+        finally:
+            _tables = None
+            _class_fingerprints.clear()
+        self.keep(compiled, record)
 
     def store(self, compiled: Any, frame: Any) -> None:
         """Keep the record of `frame` (a CapturedFrame just compiled) when it is portable."""
@@ -931,6 +1027,8 @@ class CaptureCache:
                 continue
             if compiled.dynamic is None:
                 observe_sizes(parts.guard_set, compiled._sizes, f_locals, f_globals)
+            if parts.graph_break is not None:
+                return compiled._break_entry(parts.graph_break, [], f_locals, parts.guards)
             if parts.graph_module is None:
                 return make_entry(parts, parts.guards, _NO_GRAPH)
             try:

@@ -73,6 +73,10 @@ class FileCaptureCache(CaptureCache):
         self._parts: list[tuple[str, str]] | None = None
         self._loaded: list[tuple[Path, dict]] | None = None
 
+    def for_part(self) -> FileCaptureCache:
+        """The capture records of a compiled part of a split frame: keyed by its own code."""
+        return FileCaptureCache(self.backend, self.options, self.fullgraph, self.dynamic)
+
     # ------------------------------------------------------------ the key
 
     def parts(self, compiled: Any) -> list[tuple[str, str]] | None:
