@@ -498,3 +498,165 @@ def test_warm_capture_install_runs_with_old_objects_frozen(warm, monkeypatch, un
     torch.testing.assert_close(_run(scaled, x), scaled(x))
     assert warm_cache.STATS["capture_hits"] == 1
     assert seen == [1]
+
+
+# ----------------------------------------------------------------- frames with graph breaks
+
+
+def printed_between(x):
+    y = x.sin() + 1
+    print("between the graphs", file=sys.stderr)
+    return y.cos() * 2 + x
+
+
+def branched(x):
+    y = x * 2
+    if y.sum() > 0:
+        return y.sin()
+    return y.cos() - 1
+
+
+def broken_in_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        print("inside no_grad", file=sys.stderr)
+        y = y + 1
+    return y * x
+
+
+def test_warm_capture_graph_break_frame_installs_without_capturing(warm, no_capture):
+    x = torch.randn(4, 8)
+    first = _run(printed_between, x)
+    kept = warm_cache.STATS["captures_kept"]
+    assert kept == 3  # the frame (its break), the part before it, the resume function
+    no_capture()
+    second = _run(printed_between, x)
+    assert warm_cache.STATS["capture_hits"] == kept
+    torch.testing.assert_close(second, printed_between(x))
+    torch.testing.assert_close(first, second)
+
+
+def test_warm_capture_data_dependent_branch_installs_either_branch(warm, no_capture):
+    x = torch.randn(4, 8).abs()
+    compiled = ember.compile(branched, backend="eager")
+    compiled(x)
+    compiled(-x)
+    no_capture()
+    again = ember.compile(branched, backend="eager")
+    for value in (x, -x):
+        torch.testing.assert_close(again(value), branched(value))
+    assert warm_cache.STATS["capture_hits"] >= 3
+
+
+def test_warm_capture_graph_break_in_no_grad_block_keeps_grad_mode(warm, no_capture):
+    x = torch.randn(4, 8, requires_grad=True)
+    _run(broken_in_no_grad, x)
+    no_capture()
+    out = _run(broken_in_no_grad, x)
+    expected = broken_in_no_grad(x)
+    torch.testing.assert_close(out, expected)
+    out.sum().backward()
+    grad = x.grad.clone()
+    x.grad = None
+    expected.sum().backward()
+    torch.testing.assert_close(grad, x.grad)
+
+
+class BrokenBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.linear(x).relu()
+        print("between the graphs", file=sys.stderr)
+        return self.linear(y) + 1
+
+
+def test_warm_capture_module_graph_break_training_step_matches_eager(warm, no_capture):
+    torch.manual_seed(0)
+    model = BrokenBlock()
+    x = torch.randn(4, 8)
+    ember.compile(model, backend="aot_eager")(x).sum().backward()
+    model.zero_grad()
+    no_capture()
+    out = ember.compile(model, backend="aot_eager")(x)
+    out.sin().sum().backward()
+    assert warm_cache.STATS["capture_hits"] >= 3
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    expected = model(x)
+    expected.sin().sum().backward()
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(grads, [p.grad for p in model.parameters()])
+
+
+def test_warm_capture_graph_break_failing_guard_recaptures(warm):
+    _run(printed_between, torch.randn(4, 8))
+    x = torch.randn(4, 8, dtype=torch.float64)
+    out = _run(printed_between, x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, printed_between(x))
+
+
+def test_warm_capture_graph_break_changed_code_after_break_recaptures(warm):
+    x = torch.randn(4, 8)
+    namespace = {"__name__": __name__, "sys": sys}
+    source = "def frame(x):\n    y = x * 2\n    print('', file=sys.stderr)\n    return y {}\n"
+    exec(source.format("+ 1"), namespace)  # noqa: S102
+    _run(namespace["frame"], x)
+    exec(source.format("- 5"), namespace)  # noqa: S102
+    out = _run(namespace["frame"], x)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, x * 2 - 5)
+
+
+BREAK_CHILD = """
+import json, sys
+import torch, ember
+import dynamo_capture.optimize as optimize
+from ember import warm_cache
+if {forbid}:
+    def capture(*args, **kwargs):
+        raise AssertionError("captured on the warm path")
+    optimize.capture_frame = capture
+def frame(x, n):
+    y = (x * n).sin()
+    print("between the graphs", file=sys.stderr)
+    if y.sum() > 0:
+        return y.cos() + x
+    return y - x
+torch.manual_seed(0)
+x = torch.randn(4, 8)
+compiled = ember.compile(frame, backend="inductor")
+outs = [compiled(x, 2).tolist(), compiled(-x, 2).tolist()]
+print(json.dumps({{"stats": dict(warm_cache.STATS), "outs": outs}}))
+"""
+
+
+def test_warm_capture_graph_break_frame_in_new_process_skips_capture(tmp_path):
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[3]
+    sources = ["packages/ember/src", "guards/src", "dynamo_capture/src", "prim_decomp/src"]
+    sources += ["aot_autograd/src", "inductor_codegen/src"]
+    runs = []
+    for forbid in (False, True):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+        env["PYTHONPATH"] = os.pathsep.join(str(root / s) for s in sources)
+        env["EMBER_CACHE_DIR"] = str(tmp_path / "cache")
+        done = subprocess.run(
+            [sys.executable, "-c", BREAK_CHILD.format(forbid=forbid)],
+            env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    cold, warm_run = runs
+    assert cold["stats"].get("captures_kept", 0) >= 4, cold["stats"]
+    assert warm_run["stats"].get("capture_hits") == cold["stats"]["captures_kept"]
+    assert warm_run["outs"] == cold["outs"]
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    y = (x * 2).sin()
+    torch.testing.assert_close(torch.tensor(cold["outs"][0]), y.cos() + x if y.sum() > 0 else y - x)
