@@ -25,8 +25,12 @@ Objects are named so a later process finds the same thing:
                         the record (an NN_MODULE guard), as capture guards what it
                         reads of them (attributes, hooks, parameters)
 
+A frame whose capture stopped at a graph break keeps the guards of that capture and
+the break (`break_record`): installing makes the split, branch or eager entry again
+from them and the frame's code, as right after that capture.
+
 Anything else (an object identified by its id, a closure, a tensor constant, a
-symbolic size) makes the record not portable: the frame is captured in every
+symbolic size, a break inside an inlined call) makes the record not portable: the frame is captured in every
 process, as before.
 """
 
