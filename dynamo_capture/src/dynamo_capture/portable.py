@@ -78,7 +78,7 @@ __all__ = [
     "install_parts",
 ]
 
-RECORD_SCHEMA = "2"
+RECORD_SCHEMA = "3"
 _log = artifact_logger("cache")
 _SOURCE_MODULES = ("guards.", "dynamo_capture.")
 
@@ -126,7 +126,10 @@ def _constant_text(constant: Any) -> str:
         return "frozenset:" + repr(sorted(_constant_text(item) for item in constant))
     if isinstance(constant, tuple):
         return "tuple:" + repr([_constant_text(item) for item in constant])
-    return f"{type(constant).__name__}:{constant!r}"
+    text = f"{type(constant).__name__}:{constant!r}"
+    if " at 0x" in text:  # an object a generated code holds (a split part's route)
+        raise NotPortable(f"a code constant known by its address ({text:.60})")
+    return text
 
 
 def _fingerprint(obj: Any, visiting: tuple = ()) -> str:
@@ -971,6 +974,8 @@ class CaptureCache:
             if not contexts:
                 raise NotPortable("no capture before the break")
             ctx = contexts[0]
+            if ctx.symbolic:
+                raise NotPortable("a capture with symbolic sizes")
             if ctx.unguarded_constants:
                 raise NotPortable(
                     f"the result of {ctx.unguarded_constants[0]} (assume_constant_result) "

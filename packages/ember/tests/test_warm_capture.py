@@ -529,6 +529,8 @@ def test_warm_capture_graph_break_frame_installs_without_capturing(warm, no_capt
     first = _run(printed_between, x)
     kept = warm_cache.STATS["captures_kept"]
     assert kept == 3  # the frame (its break), the part before it, the resume function
+    records = [json.loads(json.loads(p.read_text())["payload"]) for p in _records(warm)]
+    assert sum(record.get("break") is not None for record in records) == 1
     no_capture()
     second = _run(printed_between, x)
     assert warm_cache.STATS["capture_hits"] == kept
@@ -660,3 +662,33 @@ def test_warm_capture_graph_break_frame_in_new_process_skips_capture(tmp_path):
     x = torch.randn(4, 8)
     y = (x * 2).sin()
     torch.testing.assert_close(torch.tensor(cold["outs"][0]), y.cos() + x if y.sum() > 0 else y - x)
+
+
+def prints_inside(x):
+    print("inside a called function", file=sys.stderr)
+    return x + 1
+
+
+def calls_a_breaking_function(x):
+    y = x.sin()
+    return prints_inside(y) * 2
+
+
+def test_warm_capture_break_inside_inlined_call_keeps_no_frame_record(warm):
+    x = torch.randn(4, 8)
+    _run(calls_a_breaking_function, x)
+    out = _run(calls_a_breaking_function, x)
+    torch.testing.assert_close(out, calls_a_breaking_function(x))
+    records = [json.loads(json.loads(p.read_text())["payload"]) for p in _records(warm)]
+    # the called function, compiled as a frame of its own, breaks in its own code: its
+    # record is the only one holding a break (the calling frame's needs the inlined call)
+    assert sum(record.get("break") is not None for record in records) == 1
+
+
+def test_warm_capture_symbolic_capture_with_break_is_captured_again(warm):
+    x = torch.randn(4, 8)
+    _run(printed_between, x, dynamic=True)
+    y = torch.randn(6, 8)
+    out = _run(printed_between, y, dynamic=True)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, printed_between(y))
