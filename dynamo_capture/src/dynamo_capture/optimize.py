@@ -407,7 +407,7 @@ class CompiledCallable:
     ) -> CompiledEntry | None:
         """An entry made from a capture record of an earlier process whose guards pass on
         these locals: the graph goes to the backend without capturing. None: capture."""
-        if not self._storable(stance) or self.dynamic is True:
+        if not self._storable(stance):
             return None
         if wrapped_module(self.target) is not None:
             return None

@@ -65,6 +65,8 @@ from guards import (
 from guards.fake_tensor import FakeTensor, FakeTensorMode
 from guards.guard_kinds import Guard, IdGuard, NNModuleGuard
 from guards.sources import HeldObjectSource, Source
+from guards.sym_exprs import expr_data, expr_of_data
+from guards.symbolic_guards import ShapeCheck, ShapeGuard
 from guards.tensor_guards import TensorMatchGuard, held
 
 __all__ = [
@@ -558,6 +560,8 @@ def encode_guard(guard: Guard) -> Any:
         except NotPortable:
             encoded = ["by_source", _identity_fingerprint(value)]
         fields = {"source": _encode_field(guard.source), "value": encoded}
+    elif cls is ShapeGuard:
+        fields = _shape_guard_fields(guard)
     elif cls is TensorMatchGuard:
         fields = _plain_fields(guard, skip={"example", "trust_requested"})
         fields["trust_requested"] = ["bool", guard.trust_requested]
@@ -568,6 +572,31 @@ def encode_guard(guard: Guard) -> Any:
             raise NotPortable(f"a {cls.__name__} holding an object")
         fields = _plain_fields(guard)
     return [cls.__module__, cls.__qualname__, fields]
+
+
+def _shape_guard_fields(guard: ShapeGuard) -> dict[str, Any]:
+    """The shape guard's sources, symbol bindings and checks (expressions as data)."""
+    try:
+        symbols = [[expr_data(symbol), index] for symbol, index in guard.symbols]
+        checks = [[check.kind, check.index, expr_data(check.expr)] for check in guard.shape_checks]
+    except ValueError as error:
+        raise NotPortable(str(error)) from error
+    return {
+        "source": _encode_field(guard.source),
+        "property_sources": _encode_field(guard.property_sources),
+        "symbols": ["shape", symbols],
+        "shape_checks": ["shape", checks],
+    }
+
+
+def _shape_guard_of(fields: dict[str, Any]) -> ShapeGuard:
+    symbols = tuple((expr_of_data(symbol), int(index)) for symbol, index in fields["symbols"][1])
+    checks = tuple(
+        ShapeCheck(str(kind), None if index is None else int(index), expr_of_data(expr))
+        for kind, index, expr in fields["shape_checks"][1]
+    )
+    sources = _decode_field(fields["property_sources"])
+    return ShapeGuard(_decode_field(fields["source"]), sources, symbols, checks)
 
 
 _HELD_KINDS = (AttributeIdGuard, NameAbsentGuard, MappingItemGuard, IdGuard, TensorMatchGuard)
@@ -633,6 +662,8 @@ def decode_guard(data: Any, read: Any) -> Guard:
         if fingerprint != fields["value"][1]:
             raise Stale(f"{source.name} is not what it was")
         return IdGuard.of(source, value)
+    if cls is ShapeGuard:
+        return _shape_guard_of(fields)
     values = {key: _decode_field(value) for key, value in fields.items()}
     if cls is TensorMatchGuard:
         guard = cls(**values)
@@ -974,8 +1005,6 @@ class CaptureCache:
             if not contexts:
                 raise NotPortable("no capture before the break")
             ctx = contexts[0]
-            if ctx.symbolic:
-                raise NotPortable("a capture with symbolic sizes")
             if ctx.unguarded_constants:
                 raise NotPortable(
                     f"the result of {ctx.unguarded_constants[0]} (assume_constant_result) "
@@ -1027,6 +1056,8 @@ class CaptureCache:
         from dynamo_capture.errors import BackendCompilerFailed
 
         for record in self.records(compiled):
+            if compiled.dynamic is True and record.get("break") is None:
+                continue  # a static graph where every size is to be symbolic
             try:
                 parts = install_parts(record, compiled.frame, f_locals, f_globals)
             except Exception as error:  # noqa: BLE001 - a faulty record is captured again
