@@ -350,7 +350,9 @@ class CompiledCallable:
                 )
             return self._compile(f_locals, args, kwargs, stance)
         self.artifacts.append(entry.artifacts)
-        if self._storable(stance) and not frame.ctx.symbolic:
+        # NOTE: the graph of a symbolic capture the backend refused was captured again
+        # statically for the entry: only the graph the entry runs is kept
+        if self._storable(stance) and entry.graph_module is frame.graph_module:
             self.capture_cache.store(self, frame)
         if artifact_enabled("graph"):
             artifact_logger("graph").info(

@@ -678,7 +678,36 @@ def decode_guard(data: Any, read: Any) -> Guard:
 # ----------------------------------------------------------------- graphs
 
 
+def _size_data(value: Any) -> Any:
+    """A size, stride or offset: an int, or a SymInt's expression as data."""
+    if isinstance(value, torch.SymInt):
+        try:
+            return ["expr", expr_data(value.node.expr)]
+        except ValueError as error:
+            raise NotPortable(str(error)) from error
+    return ["int", str(int(value))]
+
+
+def _size_of(data: Any, env: Any) -> Any:
+    if data[0] == "int":
+        return int(data[1])
+    if env is None:
+        raise ValueError("a symbolic size in a record without a ShapeEnv")
+    expr = expr_of_data(data[1])
+    return env.create_symint(expr, env.hint_of(expr))
+
+
 def _fake_record(value: Any, storages: dict[int, int], sizes: list[int]) -> Any:
+    if isinstance(value, FakeTensor) and _has_symbolic_size(value.meta):
+        meta = value.meta  # a fresh storage of its own (guards.symbolic_fakes)
+        return [
+            "symfake", str(value.dtype).removeprefix("torch."),
+            [_size_data(d) for d in meta.shape], [_size_data(d) for d in meta.stride()],
+            _size_data(meta.storage_offset()), str(value.device), value.requires_grad,
+            value.is_parameter,
+        ]  # fmt: skip
+    if isinstance(value, torch.SymInt):
+        return ["symint", _size_data(value)]
     if isinstance(value, FakeTensor):
         meta = value.meta
         storage = meta.untyped_storage()
@@ -692,14 +721,31 @@ def _fake_record(value: Any, storages: dict[int, int], sizes: list[int]) -> Any:
         ]  # fmt: skip
     if isinstance(value, torch.Tensor):
         raise NotPortable("a node value that is a real tensor")
-    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
-        raise NotPortable("a symbolic size")
+    if isinstance(value, torch.SymFloat | torch.SymBool):
+        raise NotPortable("a symbolic float or condition")
     if isinstance(value, tuple | list):
         return [type(value).__name__, [_fake_record(v, storages, sizes) for v in value]]
     return ["value", encode_value(value)]
 
 
+def _has_symbolic_size(meta: torch.Tensor) -> bool:
+    values = (*meta.shape, *meta.stride(), meta.storage_offset())
+    return any(isinstance(v, torch.SymInt) for v in values)
+
+
 def _fake_of(data: Any, mode: FakeTensorMode, storages: list[torch.UntypedStorage]) -> Any:
+    if data[0] == "symfake":
+        _, dtype, shape, stride, offset, device, requires_grad, parameter = data
+        env = mode.shape_env
+        sizes = [_size_of(d, env) for d in shape]
+        strides = [_size_of(d, env) for d in stride]
+        meta = torch.empty_strided(sizes, strides, dtype=getattr(torch, dtype), device="meta")
+        start = _size_of(offset, env)
+        if not (isinstance(start, int) and start == 0):
+            meta = meta.as_strided(sizes, strides, start)
+        return FakeTensor(mode, meta, torch.device(device), requires_grad, parameter)
+    if data[0] == "symint":
+        return _size_of(data[1], mode.shape_env)
     if data[0] == "fake":
         _, dtype, shape, stride, offset, device, requires_grad, parameter, index = data
         meta = torch.empty(0, dtype=getattr(torch, dtype), device="meta")
@@ -743,9 +789,12 @@ def dict_items(mapping: dict) -> tuple:
     return tuple((key, value) for key, value in mapping.items())
 
 
-def graph_of(record: dict[str, Any]) -> tuple[torch.fx.GraphModule, FakeTensorMode]:
-    """The GraphModule `graph_record` described; ValueError when it comes out otherwise."""
-    mode = FakeTensorMode()
+def graph_of(
+    record: dict[str, Any], shape_env: Any = None
+) -> tuple[torch.fx.GraphModule, FakeTensorMode]:
+    """The GraphModule `graph_record` described (its symbolic sizes over `shape_env`);
+    ValueError when it comes out otherwise."""
+    mode = FakeTensorMode(shape_env=shape_env)
     storages = [torch.UntypedStorage(size, device="meta") for size in record["storages"]]
     graph = torch.fx.Graph()
     nodes: dict[str, torch.fx.Node] = {}
@@ -772,6 +821,66 @@ def graph_of(record: dict[str, Any]) -> tuple[torch.fx.GraphModule, FakeTensorMo
     return gm, mode
 
 
+# ----------------------------------------------------------------- symbolic sizes
+
+
+def shape_env_record(env: Any) -> dict[str, Any]:
+    """A capture's ShapeEnv as data (guards.shape_env.ShapeEnv.state): the symbols of a
+    symbolic graph, their ranges and sources, and what capture found of them."""
+    from guards.shape_env import ShapeEnvError
+
+    try:
+        state = env.state()
+        return {
+            "duck_shape": state.duck_shape,
+            "specialize_zero_one": state.specialize_zero_one,
+            "next_index": state.next_index,
+            "symbols": [
+                [
+                    expr_data(symbol),
+                    encode_value(lo),
+                    encode_value(hi),
+                    [encode_source(source) for source in sources],
+                ]
+                for symbol, lo, hi, sources in state.symbols
+            ],  # fmt: skip
+            "replacements": [[expr_data(a), expr_data(b)] for a, b in state.replacements],
+            "exact_divisions": [[expr_data(a), expr_data(b)] for a, b in state.exact_divisions],
+            "records": [[expr_data(c), str(where)] for c, where in state.records],
+            "seen": sorted((expr_data(c) for c in state.seen), key=json.dumps),
+            "source_exprs": [[encode_source(s), expr_data(e)] for s, e in state.source_exprs],
+        }
+    except (ShapeEnvError, ValueError) as error:
+        raise NotPortable(str(error)) from error
+
+
+def shape_env_of(data: dict[str, Any], read: Any) -> Any:
+    """The ShapeEnv `shape_env_record` described, each symbol's hint read at its first
+    source in this call (whose guards passed)."""
+    from guards.shape_env import ShapeEnv, ShapeEnvState
+
+    symbols = tuple(
+        (expr_of_data(symbol), decode_value(lo), decode_value(hi),
+         tuple(decode_source(s) for s in sources))
+        for symbol, lo, hi, sources in data["symbols"]
+    )  # fmt: skip
+    hints = {symbol: int(read(sources[0])) for symbol, _, _, sources in symbols}
+    pairs = [(expr_of_data(a), expr_of_data(b)) for a, b in data["replacements"]]
+    divisions = [(expr_of_data(a), expr_of_data(b)) for a, b in data["exact_divisions"]]
+    state = ShapeEnvState(
+        duck_shape=bool(data["duck_shape"]),
+        specialize_zero_one=bool(data["specialize_zero_one"]),
+        next_index=int(data["next_index"]),
+        symbols=symbols,
+        replacements=tuple(pairs),
+        exact_divisions=tuple(divisions),
+        records=tuple((expr_of_data(c), str(where)) for c, where in data["records"]),
+        seen=tuple(expr_of_data(c) for c in data["seen"]),
+        source_exprs=tuple((decode_source(s), expr_of_data(e)) for s, e in data["source_exprs"]),
+    )
+    return ShapeEnv.restore(state, hints)
+
+
 # ----------------------------------------------------------------- entries
 
 
@@ -782,14 +891,18 @@ def entry_record(
     output_exprs: str,
     replays: list[str],
     constants: list[Any],
+    shape_env: Any = None,
 ) -> dict[str, Any]:
-    """What `install_parts` needs to make the entry again; NotPortable when it cannot."""
+    """What `install_parts` needs to make the entry again; NotPortable when it cannot.
+    `shape_env`: the ShapeEnv of a graph with symbolic sizes."""
     global _tables
     _tables = _Tables()
     try:
         record = _entry_record(
             guard_set, graph_module, input_sources, output_exprs, replays, constants
         )
+        if shape_env is not None and graph_module is not None:
+            record["shape_env"] = shape_env_record(shape_env)
         record["sources"] = _tables.sources
         record["names"] = _tables.names
         return record
@@ -933,7 +1046,13 @@ def _install_parts(
     sources = [decode_source(s) for s in record["inputs"]]
     graph_module = None
     if record["graph"] is not None:
-        graph_module, _ = graph_of(record["graph"])
+        shape_env = None
+        if record.get("shape_env") is not None:
+            try:
+                shape_env = shape_env_of(record["shape_env"], read)
+            except Stale:
+                return None
+        graph_module, _ = graph_of(record["graph"], shape_env)
     try:
         examples = [read(source) for source in sources]
     except Stale:
@@ -1041,6 +1160,7 @@ class CaptureCache:
                 frame.output_exprs,
                 frame.replays,
                 frame.constants,
+                frame.ctx.shape_env if frame.ctx.symbolic else None,
             )
             json.dumps(record)
         except NotPortable as error:
@@ -1056,7 +1176,8 @@ class CaptureCache:
         from dynamo_capture.errors import BackendCompilerFailed
 
         for record in self.records(compiled):
-            if compiled.dynamic is True and record.get("break") is None:
+            static = record.get("break") is None and record.get("shape_env") is None
+            if compiled.dynamic is True and static and record.get("graph") is not None:
                 continue  # a static graph where every size is to be symbolic
             try:
                 parts = install_parts(record, compiled.frame, f_locals, f_globals)

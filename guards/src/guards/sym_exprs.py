@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sympy
+from sympy.core.assumptions import _assume_defined
 from sympy.printing.str import StrPrinter
 
 __all__ = [
@@ -331,8 +332,11 @@ def expr_data(expr: Any) -> list:
     if expr is sympy.true or expr is sympy.false:
         return ["bool", expr is sympy.true]
     if isinstance(expr, sympy.Symbol):
-        assumptions = {name: expr.assumptions0.get(name) for name in _SYMBOL_ASSUMPTIONS}
-        return ["symbol", expr.name, {k: v for k, v in assumptions.items() if v is not None}]
+        # the assumptions it was made with (those implied print otherwise, as in srepr)
+        given = getattr(expr, "_assumptions_orig", None)
+        if given is None:
+            given = {name: expr.assumptions0.get(name) for name in _SYMBOL_ASSUMPTIONS}
+        return ["symbol", expr.name, {k: v for k, v in given.items() if v is not None}]
     if isinstance(expr, sympy.Integer):
         return ["integer", str(int(expr))]
     if isinstance(expr, sympy.Rational):
@@ -353,7 +357,7 @@ def expr_of_data(data: list) -> Any:
     if tag == "bool":
         return sympy.true if data[1] else sympy.false
     if tag == "symbol":
-        assumptions = {k: bool(v) for k, v in data[2].items() if k in _SYMBOL_ASSUMPTIONS}
+        assumptions = {k: bool(v) for k, v in data[2].items() if k in _assume_defined}
         return sympy.Symbol(str(data[1]), **assumptions)
     if tag == "integer":
         return sympy.Integer(int(data[1]))

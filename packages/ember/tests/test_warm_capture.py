@@ -685,10 +685,117 @@ def test_warm_capture_break_inside_inlined_call_keeps_no_frame_record(warm):
     assert sum(record.get("break") is not None for record in records) == 1
 
 
-def test_warm_capture_symbolic_capture_with_break_is_captured_again(warm):
+def test_warm_capture_symbolic_frame_with_break_installs_its_parts_at_other_sizes(warm):
     x = torch.randn(4, 8)
     _run(printed_between, x, dynamic=True)
     y = torch.randn(6, 8)
     out = _run(printed_between, y, dynamic=True)
-    assert warm_cache.STATS["capture_hits"] == 0
+    # the frame broke on symbolic sizes and was captured statically up to its break (its
+    # record misses at 6 rows); the parts' symbolic graphs are installed at 6 rows
+    assert warm_cache.STATS["capture_hits"] == 2
     torch.testing.assert_close(out, printed_between(y))
+
+
+# ----------------------------------------------------------------- symbolic sizes
+
+
+def sized(x, y):
+    z = (x * 2).sum(0) + y[: x.shape[1]]
+    return z.cos() * x.shape[0]
+
+
+def longer_first(x, y):
+    if x.shape[0] > y.shape[0]:
+        return x[: y.shape[0]] + y
+    return x + y[: x.shape[0]]
+
+
+def test_warm_capture_dynamic_graph_installs_without_capturing(warm, no_capture):
+    _run(sized, torch.randn(6, 4), torch.randn(10), dynamic=True)
+    assert warm_cache.STATS["captures_kept"] == 1
+    no_capture()
+    compiled = ember.compile(sized, backend="eager", dynamic=True)
+    for shape in ((6, 4), (9, 3), (2, 10)):
+        x, y = torch.randn(*shape), torch.randn(10)
+        torch.testing.assert_close(compiled(x, y), sized(x, y))
+    assert warm_cache.STATS["capture_hits"] == 1  # one symbolic entry for every size
+
+
+def test_warm_capture_dynamic_record_failing_shape_guard_recaptures(warm):
+    _run(sized, torch.randn(6, 4), torch.randn(10), dynamic=True)
+    x, y = torch.randn(1, 4), torch.randn(10)  # 1 is specialized: the range 2 <= s0 fails
+    out = _run(sized, x, y, dynamic=True)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, sized(x, y))
+
+
+def test_warm_capture_dynamic_record_failing_relation_recaptures(warm):
+    _run(longer_first, torch.randn(8, 3), torch.randn(5, 3), dynamic=True)
+    x, y = torch.randn(4, 3), torch.randn(7, 3)  # the other side of the recorded relation
+    out = _run(longer_first, x, y, dynamic=True)
+    assert warm_cache.STATS["capture_hits"] == 0
+    torch.testing.assert_close(out, longer_first(x, y))
+    x, y = torch.randn(11, 3), torch.randn(6, 3)  # the first record's side: installed
+    out = _run(longer_first, x, y, dynamic=True)
+    assert warm_cache.STATS["capture_hits"] == 1
+    torch.testing.assert_close(out, longer_first(x, y))
+
+
+def test_warm_capture_automatic_dynamic_graph_installs_at_new_size(warm, no_capture):
+    compiled = ember.compile(sized, backend="aot_eager")
+    for rows in (6, 7):  # the second call makes the rows symbolic
+        compiled(torch.randn(rows, 4), torch.randn(10))
+    assert warm_cache.STATS["captures_kept"] == 2
+    no_capture()
+    x, y = torch.randn(9, 4), torch.randn(10)
+    out = ember.compile(sized, backend="aot_eager")(x, y)
+    assert warm_cache.STATS["capture_hits"] == 1
+    torch.testing.assert_close(out, sized(x, y))
+
+
+DYNAMIC_CHILD = """
+import json, sys
+import torch, ember
+from ember import warm_cache
+optimize = sys.modules["dynamo_capture.optimize"]
+if {forbid}:
+    def capture(*args, **kwargs):
+        raise AssertionError("captured on the warm path")
+    optimize.capture_frame = capture
+def frame(x, y):
+    z = (x * 2).sum(0) + y[: x.shape[1]]
+    return z.cos() * x.shape[0]
+torch.manual_seed(0)
+compiled = ember.compile(frame, backend="inductor", dynamic=True)
+outs = [compiled(torch.randn(rows, cols), torch.randn(12)).tolist() for rows, cols in {sizes}]
+print(json.dumps({{"stats": dict(warm_cache.STATS), "outs": outs}}))
+"""
+
+
+def test_warm_capture_dynamic_graph_in_new_process_skips_capture_and_compile(tmp_path):
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[3]
+    sources = ["packages/ember/src", "guards/src", "dynamo_capture/src", "prim_decomp/src"]
+    sources += ["aot_autograd/src", "inductor_codegen/src"]
+    runs = []
+    for forbid, sizes in ((False, [(6, 4)]), (True, [(6, 4), (9, 7), (3, 12)])):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+        env["PYTHONPATH"] = os.pathsep.join(str(root / s) for s in sources)
+        env["EMBER_CACHE_DIR"] = str(tmp_path / "cache")
+        done = subprocess.run(
+            [sys.executable, "-c", DYNAMIC_CHILD.format(forbid=forbid, sizes=sizes)],
+            env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    cold, warm_run = runs
+    assert cold["stats"].get("captures_kept") == 1, cold["stats"]
+    assert warm_run["stats"].get("capture_hits") == 1, warm_run["stats"]
+    assert warm_run["stats"].get("hits") == 1  # the compiled graph too: no inductor compile
+    assert warm_run["outs"][0] == cold["outs"][0]
+    torch.manual_seed(0)
+    for (rows, cols), out in zip([(6, 4), (9, 7), (3, 12)], warm_run["outs"], strict=True):
+        x, y = torch.randn(rows, cols), torch.randn(12)
+        torch.testing.assert_close(torch.tensor(out), sized(x, y))
