@@ -76,6 +76,16 @@ def mlp_break() -> ModelCase:
     return ModelCase("mlp_break", BranchingMLP(), (torch.randn(64, 256),), _logits_loss)
 
 
+def mlp_dynamic() -> ModelCase:
+    """`mlp` with its batch dim marked dynamic: capture makes a graph with symbolic sizes."""
+    from guards import mark_dynamic
+
+    case = mlp()
+    (x,) = case.inputs
+    mark_dynamic(x, 0)
+    return ModelCase("mlp_dynamic", case.model, (x,), case.loss)
+
+
 def cnn() -> ModelCase:
     torch.manual_seed(0)
     layers = []
@@ -190,6 +200,7 @@ def vit() -> ModelCase:
 MODELS: dict[str, Callable[[], ModelCase]] = {
     "mlp": mlp,
     "mlp_break": mlp_break,
+    "mlp_dynamic": mlp_dynamic,
     "cnn": cnn,
     "gpt2": gpt2,
     "bert": bert,

@@ -29,9 +29,14 @@ A frame whose capture stopped at a graph break keeps the guards of that capture 
 the break (`break_record`): installing makes the split, branch or eager entry again
 from them and the frame's code, as right after that capture.
 
+A graph with symbolic sizes keeps its ShapeEnv (`shape_env_record`: symbols with their
+ranges and sources, replacements, relations; expressions as `guards.sym_exprs.expr_data`)
+and its sizes as expressions; installing restores the ShapeEnv with the call's sizes as
+hints (after its shape guard passed) and rebuilds the fakes over it.
+
 Anything else (an object identified by its id, a closure, a tensor constant, a
-symbolic size, a break inside an inlined call) makes the record not portable: the frame is captured in every
-process, as before.
+symbolic float, a break inside an inlined call) makes the record not portable: the
+frame is captured in every process, as before.
 """
 
 from __future__ import annotations

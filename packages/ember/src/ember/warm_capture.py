@@ -26,8 +26,10 @@ against a fingerprint of their code; a module object an NN_MODULE guard held is 
 one at the guard's source in the installing call (capture guards each attribute it
 read of it). A frame with a graph break keeps its capture's guards and the break: a
 later process makes the split (resume functions, branches) again from them, and each
-compiled part keeps records under its own code. A symbolic graph, a break inside an
-inlined call, a guard filter or a stance other than the default keeps nothing. Files: `<cache root>/capture/<key[:2]>/<key>/<record>.json`, written
+compiled part keeps records under its own code. A graph with symbolic sizes keeps its
+ShapeEnv as data, rebuilt with the installing call's sizes as hints. Symbolic floats, a
+break inside an inlined call, a guard filter or a stance other than the default keep
+nothing. Files: `<cache root>/capture/<key[:2]>/<key>/<record>.json`, written
 atomically with a checksum; a faulty one is removed and the frame captured again.
 A process reads a key's records once, at the first cache miss of any compiled callable
 of the frame, and again only when the folder changed (a record kept or removed).
