@@ -799,3 +799,13 @@ def test_warm_capture_dynamic_graph_in_new_process_skips_capture_and_compile(tmp
     for (rows, cols), out in zip([(6, 4), (9, 7), (3, 12)], warm_run["outs"], strict=True):
         x, y = torch.randn(rows, cols), torch.randn(12)
         torch.testing.assert_close(torch.tensor(out), sized(x, y))
+
+
+def test_warm_capture_module_graph_break_with_hook_added_later_runs_the_hook(warm):
+    torch.manual_seed(0)
+    model = BrokenBlock()
+    x = torch.randn(4, 8)
+    ember.compile(model, backend="eager")(x)
+    model.register_forward_hook(lambda module, args, out: out * 10)
+    out = ember.compile(model, backend="eager")(x)
+    torch.testing.assert_close(out, model(x))
