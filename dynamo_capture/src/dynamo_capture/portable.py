@@ -702,17 +702,32 @@ def _size_of(data: Any, env: Any) -> Any:
     return env.create_symint(expr, env.hint_of(expr))
 
 
-def _fake_record(value: Any, storages: dict[int, int], sizes: list[int]) -> Any:
-    if isinstance(value, FakeTensor) and _has_symbolic_size(value.meta):
-        meta = value.meta  # a fresh storage of its own (guards.symbolic_fakes)
+def _fake_record(
+    value: Any, storages: dict[int, int], sizes: list[Any], symbolic: bool = False
+) -> Any:
+    """A node's value as data. In a graph with symbolic sizes (`symbolic`) a fake is its
+    sizes as expressions and the index of its storage: fakes sharing one are rebuilt as
+    views of the first (`sizes` holds each storage's dtype)."""
+    if isinstance(value, FakeTensor) and symbolic:
+        meta = value.meta
+        storage = meta.untyped_storage()
+        index = storages.setdefault(storage._cdata, len(storages))
+        if index == len(sizes):
+            sizes.append(value.dtype)
+        elif sizes[index] != value.dtype:
+            raise NotPortable("a view of another dtype of a value with symbolic sizes")
         return [
             "symfake", str(value.dtype).removeprefix("torch."),
             [_size_data(d) for d in meta.shape], [_size_data(d) for d in meta.stride()],
             _size_data(meta.storage_offset()), str(value.device), value.requires_grad,
-            value.is_parameter,
+            value.is_parameter, index,
         ]  # fmt: skip
-    if isinstance(value, torch.SymInt):
+    if isinstance(value, torch.SymInt) and symbolic:
         return ["symint", _size_data(value)]
+    if isinstance(value, FakeTensor) and _has_symbolic_size(value.meta):
+        raise NotPortable("a symbolic size in a graph without a ShapeEnv")
+    if isinstance(value, torch.SymInt):
+        raise NotPortable("a symbolic size in a graph without a ShapeEnv")
     if isinstance(value, FakeTensor):
         meta = value.meta
         storage = meta.untyped_storage()
@@ -729,7 +744,8 @@ def _fake_record(value: Any, storages: dict[int, int], sizes: list[int]) -> Any:
     if isinstance(value, torch.SymFloat | torch.SymBool):
         raise NotPortable("a symbolic float or condition")
     if isinstance(value, tuple | list):
-        return [type(value).__name__, [_fake_record(v, storages, sizes) for v in value]]
+        items = [_fake_record(v, storages, sizes, symbolic) for v in value]
+        return [type(value).__name__, items]
     return ["value", encode_value(value)]
 
 
@@ -738,16 +754,25 @@ def _has_symbolic_size(meta: torch.Tensor) -> bool:
     return any(isinstance(v, torch.SymInt) for v in values)
 
 
-def _fake_of(data: Any, mode: FakeTensorMode, storages: list[torch.UntypedStorage]) -> Any:
+def _fake_of(
+    data: Any, mode: FakeTensorMode, storages: list[torch.UntypedStorage], shared: dict
+) -> Any:
     if data[0] == "symfake":
-        _, dtype, shape, stride, offset, device, requires_grad, parameter = data
+        _, dtype, shape, stride, offset, device, requires_grad, parameter, index = data
         env = mode.shape_env
         sizes = [_size_of(d, env) for d in shape]
         strides = [_size_of(d, env) for d in stride]
-        meta = torch.empty_strided(sizes, strides, dtype=getattr(torch, dtype), device="meta")
         start = _size_of(offset, env)
-        if not (isinstance(start, int) and start == 0):
-            meta = meta.as_strided(sizes, strides, start)
+        base = shared.get(index)
+        if base is None:  # the first value on this storage: a fresh one (symbolic_fakes)
+            base = shared[index] = torch.empty_strided(
+                sizes, strides, dtype=getattr(torch, dtype), device="meta"
+            )
+            meta = base
+            if not (isinstance(start, int) and start == 0):
+                meta = base.as_strided(sizes, strides, start)
+        else:  # a view of an earlier value's memory, as in the capture
+            meta = base.as_strided(sizes, strides, start)
         return FakeTensor(mode, meta, torch.device(device), requires_grad, parameter)
     if data[0] == "symint":
         return _size_of(data[1], mode.shape_env)
@@ -757,12 +782,12 @@ def _fake_of(data: Any, mode: FakeTensorMode, storages: list[torch.UntypedStorag
         meta.set_(storages[index], offset, shape, stride)
         return FakeTensor(mode, meta, torch.device(device), requires_grad, parameter)
     if data[0] in ("tuple", "list"):
-        items = [_fake_of(v, mode, storages) for v in data[1]]
+        items = [_fake_of(v, mode, storages, shared) for v in data[1]]
         return tuple(items) if data[0] == "tuple" else items
     return decode_value(data[1])
 
 
-def graph_record(gm: torch.fx.GraphModule) -> dict[str, Any]:
+def graph_record(gm: torch.fx.GraphModule, symbolic: bool = False) -> dict[str, Any]:
     """The captured graph as data: nodes, their fake values and module calls."""
     if list(gm.named_parameters()) or list(gm.named_buffers()) or list(gm.named_children()):
         raise NotPortable("the graph holds tensors or submodules")
@@ -779,7 +804,9 @@ def graph_record(gm: torch.fx.GraphModule) -> dict[str, Any]:
         calls = [
             [call, where, encode_value(cls)] for call, where, cls in node.meta.get(MODULE_CALLS, ())
         ]
-        value = _fake_record(node.meta["val"], storages, sizes) if "val" in node.meta else None
+        value = None
+        if "val" in node.meta:
+            value = _fake_record(node.meta["val"], storages, sizes, symbolic)
         nodes.append(
             [
                 node.name, node.op, target, encode_value(node.args, nodes=True),
@@ -787,7 +814,8 @@ def graph_record(gm: torch.fx.GraphModule) -> dict[str, Any]:
                 node.meta.get("stack_trace"),
             ]
         )  # fmt: skip
-    return {"class": type(gm).__name__, "nodes": nodes, "storages": sizes, "code": gm.code}
+    storage_sizes = [] if symbolic else sizes  # symbolic: one dtype a storage, not kept
+    return {"class": type(gm).__name__, "nodes": nodes, "storages": storage_sizes, "code": gm.code}
 
 
 def dict_items(mapping: dict) -> tuple:
@@ -801,6 +829,7 @@ def graph_of(
     ValueError when it comes out otherwise."""
     mode = FakeTensorMode(shape_env=shape_env)
     storages = [torch.UntypedStorage(size, device="meta") for size in record["storages"]]
+    shared: dict[int, torch.Tensor] = {}
     graph = torch.fx.Graph()
     nodes: dict[str, torch.fx.Node] = {}
     for name, op, target, args, kwargs, value, calls, trace in record["nodes"]:
@@ -812,7 +841,7 @@ def graph_of(
         if node.name != name:
             raise ValueError(f"node {name} came out as {node.name}")
         if value is not None:
-            node.meta["val"] = _fake_of(value, mode, storages)
+            node.meta["val"] = _fake_of(value, mode, storages, shared)
         if calls:
             node.meta[MODULE_CALLS] = tuple(
                 (int(call), where, decode_value(cls)) for call, where, cls in calls
@@ -903,10 +932,11 @@ def entry_record(
     global _tables
     _tables = _Tables()
     try:
+        symbolic = shape_env is not None and graph_module is not None
         record = _entry_record(
-            guard_set, graph_module, input_sources, output_exprs, replays, constants
+            guard_set, graph_module, input_sources, output_exprs, replays, constants, symbolic
         )
-        if shape_env is not None and graph_module is not None:
+        if symbolic:
             record["shape_env"] = shape_env_record(shape_env)
         record["sources"] = _tables.sources
         record["names"] = _tables.names
@@ -923,11 +953,12 @@ def _entry_record(
     output_exprs: str,
     replays: list[str],
     constants: list[Any],
+    symbolic: bool = False,
 ) -> dict[str, Any]:
     return {
         "schema": RECORD_SCHEMA,
         "guards": [encode_guard(g) for g in guard_set],
-        "graph": None if graph_module is None else graph_record(graph_module),
+        "graph": None if graph_module is None else graph_record(graph_module, symbolic),
         "inputs": [encode_source(s) for s in input_sources],
         "output": output_exprs,
         "replays": list(replays),

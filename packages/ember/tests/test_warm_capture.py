@@ -809,3 +809,25 @@ def test_warm_capture_module_graph_break_with_hook_added_later_runs_the_hook(war
     model.register_forward_hook(lambda module, args, out: out * 10)
     out = ember.compile(model, backend="eager")(x)
     torch.testing.assert_close(out, model(x))
+
+
+def views_of_one_value(x):
+    h = x * 2
+    head = h[: x.shape[0] // 2]
+    flat = h.view(-1)
+    return head.sum(0) + flat[: x.shape[1]] + h.t().sum(1)[: x.shape[1]]
+
+
+def test_warm_capture_dynamic_graph_keeps_views_sharing_memory(warm, no_capture):
+    _run(views_of_one_value, torch.randn(6, 4), backend="aot_eager", dynamic=True)
+    (path,) = _records(warm)
+    record = json.loads(json.loads(path.read_text())["payload"])
+    fakes = [node[5] for node in record["graph"]["nodes"] if node[5] and node[5][0] == "symfake"]
+    storages = [fake[-1] for fake in fakes]
+    assert len(set(storages)) < len(storages)  # h and its views: one storage
+    no_capture()
+    compiled = ember.compile(views_of_one_value, backend="aot_eager", dynamic=True)
+    for shape in ((6, 4), (10, 3), (4, 8)):
+        x = torch.randn(*shape)
+        torch.testing.assert_close(compiled(x), views_of_one_value(x))
+    assert warm_cache.STATS["capture_hits"] == 1
