@@ -55,6 +55,37 @@ def mlp() -> ModelCase:
     return ModelCase("mlp", model, (torch.randn(64, 256),), _logits_loss)
 
 
+class BranchingMLP(nn.Module):
+    """An MLP whose forward tests a tensor in Python (`if h.mean() > 0`): a graph break
+    at a data-dependent jump, so capture makes a graph before it and a resume after."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 512))
+        self.head = nn.Sequential(nn.GELU(), nn.LayerNorm(512), nn.Linear(512, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inner(x)
+        if h.mean() > 0:
+            h = h * 2
+        return self.head(h)
+
+
+def mlp_break() -> ModelCase:
+    torch.manual_seed(0)
+    return ModelCase("mlp_break", BranchingMLP(), (torch.randn(64, 256),), _logits_loss)
+
+
+def mlp_dynamic() -> ModelCase:
+    """`mlp` with its batch dim marked dynamic: capture makes a graph with symbolic sizes."""
+    from guards import mark_dynamic
+
+    case = mlp()
+    (x,) = case.inputs
+    mark_dynamic(x, 0)
+    return ModelCase("mlp_dynamic", case.model, (x,), case.loss)
+
+
 def cnn() -> ModelCase:
     torch.manual_seed(0)
     layers = []
@@ -168,6 +199,8 @@ def vit() -> ModelCase:
 
 MODELS: dict[str, Callable[[], ModelCase]] = {
     "mlp": mlp,
+    "mlp_break": mlp_break,
+    "mlp_dynamic": mlp_dynamic,
     "cnn": cnn,
     "gpt2": gpt2,
     "bert": bert,

@@ -98,3 +98,26 @@ def test_portable_class_edited_in_process_gets_a_new_fingerprint(monkeypatch):
     assert encode_value(Holder) != before
     with pytest.raises(Stale):
         decode_value(before)
+
+
+def test_portable_shape_guard_round_trips_and_checks_the_same():
+    import sympy
+
+    from dynamo_capture.portable import decode_guard, encode_guard
+    from dynamo_capture.sources import LocalSource
+    from guards.shape_env import ShapeEnv, TensorPropertySource
+
+    env = ShapeEnv()
+    x, y = LocalSource("x"), LocalSource("y")
+    s0 = env.create_symbol(6, TensorPropertySource(x, "size", 0))
+    s1 = env.create_symbol(4, TensorPropertySource(x, "size", 1))
+    s2 = env.create_symbol(10, TensorPropertySource(y, "size", 0))
+    env.record(sympy.Le(s1, s2))
+    env.record(sympy.Eq(sympy.Mod(s0, 2), 0))
+    guard = env.guard()
+    decoded = decode_guard(encode_guard(guard), lambda source: None)
+    assert decoded == guard
+    for sizes in ((6, 4, 10), (8, 3, 3), (7, 4, 10), (6, 5, 4), (1, 4, 10)):
+        values = (*sizes,)
+        assert decoded.failure(*values) == guard.failure(*values)
+    assert decoded.failure(7, 4, 10) is not None  # s0 % 2 == 0 is still checked

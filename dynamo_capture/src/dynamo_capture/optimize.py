@@ -64,6 +64,7 @@ from dynamo_capture.wrapper_modules import (
     wrapped_module,
 )
 from guards import (
+    CompiledGuards,
     ConstraintViolationError,
     SizeHistory,
     artifact_enabled,
@@ -328,19 +329,10 @@ class CompiledCallable:
         except Unsupported as error:
             if self.fullgraph:
                 raise
-            if error.escapes or error.whole_frame:  # an exception no handler catches
-                return self._eager_entry(error, contexts)
-            if (
-                error.cannot_resume
-                or self._loop_not_resumed(error)
-                or self._breaks_inside_loop(error)
-            ):
-                # run eagerly, as torch.compile skips it
-                return self._eager_entry(error, contexts, self._frame_shadows(error, f_locals))
-            split = self._split_entry(error, contexts, f_locals)
-            if split is not None:
-                return split
-            return self._eager_entry(error, contexts, self._frame_shadows(error, f_locals))
+            entry = self._break_entry(error, contexts, f_locals)
+            if self._storable(stance):
+                self.capture_cache.store_break(self, contexts, error)
+            return entry
         except Exception as error:
             unsupported = Unsupported(f"capture failed with {type(error).__name__}: {error}")
             if self.fullgraph:
@@ -364,7 +356,9 @@ class CompiledCallable:
                 )
             return self._compile(f_locals, args, kwargs, stance)
         self.artifacts.append(entry.artifacts)
-        if self._storable(stance) and not frame.ctx.symbolic:
+        # NOTE: the graph of a symbolic capture the backend refused was captured again
+        # statically for the entry: only the graph the entry runs is kept
+        if self._storable(stance) and entry.graph_module is frame.graph_module:
             self.capture_cache.store(self, frame)
         if artifact_enabled("graph"):
             artifact_logger("graph").info(
@@ -372,12 +366,46 @@ class CompiledCallable:
             )
         return entry
 
+    def _break_entry(
+        self,
+        error: Unsupported,
+        contexts: list[CaptureContext],
+        f_locals: dict[str, Any],
+        guards: CompiledGuards | None = None,
+    ) -> CompiledEntry:
+        """The entry of a frame whose capture stopped at `error`: split around the break,
+        or run eagerly. `guards`: those of a capture record installed (`contexts` empty),
+        else the guards of the capture that stopped."""
+        if error.escapes or error.whole_frame:  # an exception no handler catches
+            return self._eager_entry(error, contexts, guards=guards)
+        if (
+            error.cannot_resume or self._loop_not_resumed(error) or self._breaks_inside_loop(error)
+        ):  # run eagerly, as torch.compile skips it
+            shadows = self._frame_shadows(error, f_locals)
+            return self._eager_entry(error, contexts, shadows, guards=guards)
+        split = self._split_entry(error, contexts, f_locals, guards)
+        if split is not None:
+            return split
+        shadows = self._frame_shadows(error, f_locals)
+        return self._eager_entry(error, contexts, shadows, guards=guards)
+
+    def _guards_of(
+        self, contexts: list[CaptureContext], guards: CompiledGuards | None
+    ) -> CompiledGuards:
+        """`guards` when given (a capture record's), else those of the first capture."""
+        if guards is not None:
+            return guards
+        from dynamo_capture.frame_guards import FrameGuards
+
+        return (contexts[0].guards if contexts else FrameGuards()).compile(name=self.frame.name)
+
     def _storable(self, stance: Any) -> bool:
         """Whether this frame's compiles may be kept as capture records (`capture_cache`):
-        a whole frame, no guard filter, the default stance, not a part of a split frame."""
+        no guard filter, the default stance, not a frame shared by the modules of a class
+        (a part of a split frame keeps its own records, under its own code)."""
         return (
             self.capture_cache is not None
-            and self.parent is None
+            and not self.modules_by_structure
             and self.guard_filter_fn is None
             and stance.name == "default"
             and stance.force_backend is None
@@ -389,7 +417,7 @@ class CompiledCallable:
     ) -> CompiledEntry | None:
         """An entry made from a capture record of an earlier process whose guards pass on
         these locals: the graph goes to the backend without capturing. None: capture."""
-        if not self._storable(stance) or self.dynamic is True:
+        if not self._storable(stance):
             return None
         if wrapped_module(self.target) is not None:
             return None
@@ -497,6 +525,12 @@ class CompiledCallable:
             recompile_limit=self.recompile_limit,
             resolve_backend=self.resolve_backend,
             loop_breaks=self.loop_breaks,
+            # the part's own capture records, keyed by its code (the same backend only)
+            capture_cache=(
+                self.capture_cache.for_part()
+                if self.capture_cache is not None and backend is None
+                else None
+            ),
         )
         part.graph_breaks = self.graph_breaks
         part.eager_frames = self.eager_frames
@@ -563,16 +597,20 @@ class CompiledCallable:
         return route
 
     def _split_entry(
-        self, error: Unsupported, contexts: list[CaptureContext], f_locals: dict[str, Any]
+        self,
+        error: Unsupported,
+        contexts: list[CaptureContext],
+        f_locals: dict[str, Any],
+        guards: CompiledGuards | None = None,
     ) -> CompiledEntry | None:
         """Break the graph at the unsupported statement: compiled prefix, eager middle, resume."""
         function = self.frame.function
         if function is _module_call:
-            return self._module_forward_entry(error, contexts)
+            return self._module_forward_entry(error, contexts, guards)
         if error.offset is None:
             return None
         if error.branch_jump is not None and not error.in_unknown_with:
-            branch = self._branch_entry(error, contexts)
+            branch = self._branch_entry(error, contexts, guards)
             if branch is not None:
                 return branch
         if error.in_unknown_with:  # torch.compile cannot resume there either
@@ -658,7 +696,7 @@ class CompiledCallable:
                 values = list(result[1:])
             return result  # a part that stops (a loop body) ends in (END, *locals)
 
-        guards = contexts[0].guards.compile(name=self.frame.name)
+        guards = self._guards_of(contexts, guards)
         _forget_real_tensors(contexts)
         artifacts = CaptureArtifacts(
             "", guards.source, describe_split(plan, parts), graph_break_reason=str(error)
@@ -667,7 +705,10 @@ class CompiledCallable:
         return CompiledEntry(guards, run_parts, artifacts)
 
     def _branch_entry(
-        self, error: Unsupported, contexts: list[CaptureContext]
+        self,
+        error: Unsupported,
+        contexts: list[CaptureContext],
+        guards: CompiledGuards | None = None,
     ) -> CompiledEntry | None:
         """Break the graph at a data-dependent jump as torch.compile does: a graph up to the
         jump (the test in it), the truth taken eagerly, the taken branch resumed in a
@@ -728,7 +769,7 @@ class CompiledCallable:
                 return result
             return stage(*result[1:])
 
-        guards = contexts[0].guards.compile(name=self.frame.name)
+        guards = self._guards_of(contexts, guards)
         _forget_real_tensors(contexts)
         artifacts = CaptureArtifacts(
             "", guards.source, f"branch at offset {plan.jump}", graph_break_reason=str(error)
@@ -737,7 +778,10 @@ class CompiledCallable:
         return CompiledEntry(guards, run_branch, artifacts)
 
     def _module_forward_entry(
-        self, error: Unsupported, contexts: list[CaptureContext]
+        self,
+        error: Unsupported,
+        contexts: list[CaptureContext],
+        guards: CompiledGuards | None = None,
     ) -> CompiledEntry | None:
         """A module without hooks: its forward becomes the frame, so a break splits forward."""
         module = self.target
@@ -753,9 +797,9 @@ class CompiledCallable:
         def run_forward(f_locals: dict[str, Any], f_globals: dict[str, Any]) -> Any:
             return compiled_forward(*f_locals["args"], **f_locals["kwargs"])
 
-        guards = contexts[0].guards.compile(name=self.frame.name) if contexts else None
-        if guards is None:
+        if guards is None and not contexts:
             return None
+        guards = self._guards_of(contexts, guards)
         artifacts = CaptureArtifacts("", guards.source, "", graph_break_reason=str(error))
         self.artifacts.append(artifacts)
         return CompiledEntry(guards, run_forward, artifacts)
@@ -951,6 +995,7 @@ class CompiledCallable:
         error: Unsupported,
         contexts: list[CaptureContext],
         shadows: list[Shadow] | None = None,
+        guards: CompiledGuards | None = None,
     ) -> CompiledEntry:
         """An entry that runs the frame eagerly, guarded by what capture saw before failing.
 
@@ -961,9 +1006,7 @@ class CompiledCallable:
         artifact_logger("graph_breaks").info("running %s eagerly: %s", self.frame.name, error)
         if not shadows:  # wholly eager (with shadows, the call that broke is compiled)
             self.eager_frames.append(warn_eager_frame(self.frame.name, error))
-        from dynamo_capture.frame_guards import FrameGuards
-
-        guards = (contexts[0].guards if contexts else FrameGuards()).compile(name=self.frame.name)
+        guards = self._guards_of(contexts, guards)
         artifacts = CaptureArtifacts("", guards.source, "", graph_break_reason=str(error))
         self.artifacts.append(artifacts)
         entry = CompiledEntry(guards, None, artifacts, eager=True)

@@ -25,9 +25,18 @@ Objects are named so a later process finds the same thing:
                         the record (an NN_MODULE guard), as capture guards what it
                         reads of them (attributes, hooks, parameters)
 
+A frame whose capture stopped at a graph break keeps the guards of that capture and
+the break (`break_record`): installing makes the split, branch or eager entry again
+from them and the frame's code, as right after that capture.
+
+A graph with symbolic sizes keeps its ShapeEnv (`shape_env_record`: symbols with their
+ranges and sources, replacements, relations; expressions as `guards.sym_exprs.expr_data`)
+and its sizes as expressions; installing restores the ShapeEnv with the call's sizes as
+hints (after its shape guard passed) and rebuilds the fakes over it.
+
 Anything else (an object identified by its id, a closure, a tensor constant, a
-symbolic size) makes the record not portable: the frame is captured in every
-process, as before.
+symbolic float, a break inside an inlined call) makes the record not portable: the
+frame is captured in every process, as before.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ import torch.fx
 from torch.fx.immutable_collections import immutable_list
 
 from dynamo_capture.calls import MODULE_CALLS
+from dynamo_capture.resume import END, UNBOUND
 from guards import (
     AttributeIdGuard,
     CompiledGuards,
@@ -60,6 +70,8 @@ from guards import (
 from guards.fake_tensor import FakeTensor, FakeTensorMode
 from guards.guard_kinds import Guard, IdGuard, NNModuleGuard
 from guards.sources import HeldObjectSource, Source
+from guards.sym_exprs import expr_data, expr_of_data
+from guards.symbolic_guards import ShapeCheck, ShapeGuard
 from guards.tensor_guards import TensorMatchGuard, held
 
 __all__ = [
@@ -73,7 +85,7 @@ __all__ = [
     "install_parts",
 ]
 
-RECORD_SCHEMA = "2"
+RECORD_SCHEMA = "4"
 _log = artifact_logger("cache")
 _SOURCE_MODULES = ("guards.", "dynamo_capture.")
 
@@ -121,7 +133,10 @@ def _constant_text(constant: Any) -> str:
         return "frozenset:" + repr(sorted(_constant_text(item) for item in constant))
     if isinstance(constant, tuple):
         return "tuple:" + repr([_constant_text(item) for item in constant])
-    return f"{type(constant).__name__}:{constant!r}"
+    text = f"{type(constant).__name__}:{constant!r}"
+    if " at 0x" in text:  # an object a generated code holds (a split part's route)
+        raise NotPortable(f"a code constant known by its address ({text:.60})")
+    return text
 
 
 def _fingerprint(obj: Any, visiting: tuple = ()) -> str:
@@ -313,6 +328,8 @@ def encode_value(value: Any, nodes: bool = False) -> Any:
         return ["bytes", value.hex()]
     if value is Ellipsis:
         return ["ellipsis"]
+    if value is END or value is UNBOUND:  # the markers of split parts' results
+        return ["marker", "end" if value is END else "unbound"]
     if kind is tuple:
         return ["tuple", [encode_value(v, nodes) for v in value]]
     if kind is list or (nodes and kind is immutable_list):  # FX keeps a node's lists so
@@ -359,6 +376,8 @@ def decode_value(data: Any, nodes: dict[str, torch.fx.Node] | None = None) -> An
         return bytes.fromhex(data[1])
     if tag == "ellipsis":
         return Ellipsis
+    if tag == "marker":
+        return {"end": END, "unbound": UNBOUND}[data[1]]
     if tag == "tuple":
         return tuple(decode_value(v, nodes) for v in data[1])
     if tag == "list":
@@ -543,6 +562,8 @@ def encode_guard(guard: Guard) -> Any:
         except NotPortable:
             encoded = ["by_source", _identity_fingerprint(value)]
         fields = {"source": _encode_field(guard.source), "value": encoded}
+    elif cls is ShapeGuard:
+        fields = _shape_guard_fields(guard)
     elif cls is TensorMatchGuard:
         fields = _plain_fields(guard, skip={"example", "trust_requested"})
         fields["trust_requested"] = ["bool", guard.trust_requested]
@@ -553,6 +574,31 @@ def encode_guard(guard: Guard) -> Any:
             raise NotPortable(f"a {cls.__name__} holding an object")
         fields = _plain_fields(guard)
     return [cls.__module__, cls.__qualname__, fields]
+
+
+def _shape_guard_fields(guard: ShapeGuard) -> dict[str, Any]:
+    """The shape guard's sources, symbol bindings and checks (expressions as data)."""
+    try:
+        symbols = [[expr_data(symbol), index] for symbol, index in guard.symbols]
+        checks = [[check.kind, check.index, expr_data(check.expr)] for check in guard.shape_checks]
+    except ValueError as error:
+        raise NotPortable(str(error)) from error
+    return {
+        "source": _encode_field(guard.source),
+        "property_sources": _encode_field(guard.property_sources),
+        "symbols": ["shape", symbols],
+        "shape_checks": ["shape", checks],
+    }
+
+
+def _shape_guard_of(fields: dict[str, Any]) -> ShapeGuard:
+    symbols = tuple((expr_of_data(symbol), int(index)) for symbol, index in fields["symbols"][1])
+    checks = tuple(
+        ShapeCheck(str(kind), None if index is None else int(index), expr_of_data(expr))
+        for kind, index, expr in fields["shape_checks"][1]
+    )
+    sources = _decode_field(fields["property_sources"])
+    return ShapeGuard(_decode_field(fields["source"]), sources, symbols, checks)
 
 
 _HELD_KINDS = (AttributeIdGuard, NameAbsentGuard, MappingItemGuard, IdGuard, TensorMatchGuard)
@@ -618,6 +664,8 @@ def decode_guard(data: Any, read: Any) -> Guard:
         if fingerprint != fields["value"][1]:
             raise Stale(f"{source.name} is not what it was")
         return IdGuard.of(source, value)
+    if cls is ShapeGuard:
+        return _shape_guard_of(fields)
     values = {key: _decode_field(value) for key, value in fields.items()}
     if cls is TensorMatchGuard:
         guard = cls(**values)
@@ -632,7 +680,51 @@ def decode_guard(data: Any, read: Any) -> Guard:
 # ----------------------------------------------------------------- graphs
 
 
-def _fake_record(value: Any, storages: dict[int, int], sizes: list[int]) -> Any:
+def _size_data(value: Any) -> Any:
+    """A size, stride or offset: an int, or a SymInt's expression as data."""
+    if isinstance(value, torch.SymInt):
+        try:
+            return ["expr", expr_data(value.node.expr)]
+        except ValueError as error:
+            raise NotPortable(str(error)) from error
+    return ["int", str(int(value))]
+
+
+def _size_of(data: Any, env: Any) -> Any:
+    if data[0] == "int":
+        return int(data[1])
+    if env is None:
+        raise ValueError("a symbolic size in a record without a ShapeEnv")
+    expr = expr_of_data(data[1])
+    return env.create_symint(expr, env.hint_of(expr))
+
+
+def _fake_record(
+    value: Any, storages: dict[int, int], sizes: list[Any], symbolic: bool = False
+) -> Any:
+    """A node's value as data. In a graph with symbolic sizes (`symbolic`) a fake is its
+    sizes as expressions and the index of its storage: fakes sharing one are rebuilt as
+    views of the first (`sizes` holds each storage's dtype)."""
+    if isinstance(value, FakeTensor) and symbolic:
+        meta = value.meta
+        storage = meta.untyped_storage()
+        index = storages.setdefault(storage._cdata, len(storages))
+        if index == len(sizes):
+            sizes.append(value.dtype)
+        elif sizes[index] != value.dtype:
+            raise NotPortable("a view of another dtype of a value with symbolic sizes")
+        return [
+            "symfake", str(value.dtype).removeprefix("torch."),
+            [_size_data(d) for d in meta.shape], [_size_data(d) for d in meta.stride()],
+            _size_data(meta.storage_offset()), str(value.device), value.requires_grad,
+            value.is_parameter, index,
+        ]  # fmt: skip
+    if isinstance(value, torch.SymInt) and symbolic:
+        return ["symint", _size_data(value)]
+    if isinstance(value, FakeTensor) and _has_symbolic_size(value.meta):
+        raise NotPortable("a symbolic size in a graph without a ShapeEnv")
+    if isinstance(value, torch.SymInt):
+        raise NotPortable("a symbolic size in a graph without a ShapeEnv")
     if isinstance(value, FakeTensor):
         meta = value.meta
         storage = meta.untyped_storage()
@@ -646,26 +738,53 @@ def _fake_record(value: Any, storages: dict[int, int], sizes: list[int]) -> Any:
         ]  # fmt: skip
     if isinstance(value, torch.Tensor):
         raise NotPortable("a node value that is a real tensor")
-    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
-        raise NotPortable("a symbolic size")
+    if isinstance(value, torch.SymFloat | torch.SymBool):
+        raise NotPortable("a symbolic float or condition")
     if isinstance(value, tuple | list):
-        return [type(value).__name__, [_fake_record(v, storages, sizes) for v in value]]
+        items = [_fake_record(v, storages, sizes, symbolic) for v in value]
+        return [type(value).__name__, items]
     return ["value", encode_value(value)]
 
 
-def _fake_of(data: Any, mode: FakeTensorMode, storages: list[torch.UntypedStorage]) -> Any:
+def _has_symbolic_size(meta: torch.Tensor) -> bool:
+    values = (*meta.shape, *meta.stride(), meta.storage_offset())
+    return any(isinstance(v, torch.SymInt) for v in values)
+
+
+def _fake_of(
+    data: Any, mode: FakeTensorMode, storages: list[torch.UntypedStorage], shared: dict
+) -> Any:
+    if data[0] == "symfake":
+        _, dtype, shape, stride, offset, device, requires_grad, parameter, index = data
+        env = mode.shape_env
+        sizes = [_size_of(d, env) for d in shape]
+        strides = [_size_of(d, env) for d in stride]
+        start = _size_of(offset, env)
+        base = shared.get(index)
+        if base is None:  # the first value on this storage: a fresh one (symbolic_fakes)
+            base = shared[index] = torch.empty_strided(
+                sizes, strides, dtype=getattr(torch, dtype), device="meta"
+            )
+            meta = base
+            if not (isinstance(start, int) and start == 0):
+                meta = base.as_strided(sizes, strides, start)
+        else:  # a view of an earlier value's memory, as in the capture
+            meta = base.as_strided(sizes, strides, start)
+        return FakeTensor(mode, meta, torch.device(device), requires_grad, parameter)
+    if data[0] == "symint":
+        return _size_of(data[1], mode.shape_env)
     if data[0] == "fake":
         _, dtype, shape, stride, offset, device, requires_grad, parameter, index = data
         meta = torch.empty(0, dtype=getattr(torch, dtype), device="meta")
         meta.set_(storages[index], offset, shape, stride)
         return FakeTensor(mode, meta, torch.device(device), requires_grad, parameter)
     if data[0] in ("tuple", "list"):
-        items = [_fake_of(v, mode, storages) for v in data[1]]
+        items = [_fake_of(v, mode, storages, shared) for v in data[1]]
         return tuple(items) if data[0] == "tuple" else items
     return decode_value(data[1])
 
 
-def graph_record(gm: torch.fx.GraphModule) -> dict[str, Any]:
+def graph_record(gm: torch.fx.GraphModule, symbolic: bool = False) -> dict[str, Any]:
     """The captured graph as data: nodes, their fake values and module calls."""
     if list(gm.named_parameters()) or list(gm.named_buffers()) or list(gm.named_children()):
         raise NotPortable("the graph holds tensors or submodules")
@@ -682,7 +801,9 @@ def graph_record(gm: torch.fx.GraphModule) -> dict[str, Any]:
         calls = [
             [call, where, encode_value(cls)] for call, where, cls in node.meta.get(MODULE_CALLS, ())
         ]
-        value = _fake_record(node.meta["val"], storages, sizes) if "val" in node.meta else None
+        value = None
+        if "val" in node.meta:
+            value = _fake_record(node.meta["val"], storages, sizes, symbolic)
         nodes.append(
             [
                 node.name, node.op, target, encode_value(node.args, nodes=True),
@@ -690,17 +811,22 @@ def graph_record(gm: torch.fx.GraphModule) -> dict[str, Any]:
                 node.meta.get("stack_trace"),
             ]
         )  # fmt: skip
-    return {"class": type(gm).__name__, "nodes": nodes, "storages": sizes, "code": gm.code}
+    storage_sizes = [] if symbolic else sizes  # symbolic: one dtype a storage, not kept
+    return {"class": type(gm).__name__, "nodes": nodes, "storages": storage_sizes, "code": gm.code}
 
 
 def dict_items(mapping: dict) -> tuple:
     return tuple((key, value) for key, value in mapping.items())
 
 
-def graph_of(record: dict[str, Any]) -> tuple[torch.fx.GraphModule, FakeTensorMode]:
-    """The GraphModule `graph_record` described; ValueError when it comes out otherwise."""
-    mode = FakeTensorMode()
+def graph_of(
+    record: dict[str, Any], shape_env: Any = None
+) -> tuple[torch.fx.GraphModule, FakeTensorMode]:
+    """The GraphModule `graph_record` described (its symbolic sizes over `shape_env`);
+    ValueError when it comes out otherwise."""
+    mode = FakeTensorMode(shape_env=shape_env)
     storages = [torch.UntypedStorage(size, device="meta") for size in record["storages"]]
+    shared: dict[int, torch.Tensor] = {}
     graph = torch.fx.Graph()
     nodes: dict[str, torch.fx.Node] = {}
     for name, op, target, args, kwargs, value, calls, trace in record["nodes"]:
@@ -712,7 +838,7 @@ def graph_of(record: dict[str, Any]) -> tuple[torch.fx.GraphModule, FakeTensorMo
         if node.name != name:
             raise ValueError(f"node {name} came out as {node.name}")
         if value is not None:
-            node.meta["val"] = _fake_of(value, mode, storages)
+            node.meta["val"] = _fake_of(value, mode, storages, shared)
         if calls:
             node.meta[MODULE_CALLS] = tuple(
                 (int(call), where, decode_value(cls)) for call, where, cls in calls
@@ -726,6 +852,66 @@ def graph_of(record: dict[str, Any]) -> tuple[torch.fx.GraphModule, FakeTensorMo
     return gm, mode
 
 
+# ----------------------------------------------------------------- symbolic sizes
+
+
+def shape_env_record(env: Any) -> dict[str, Any]:
+    """A capture's ShapeEnv as data (guards.shape_env.ShapeEnv.state): the symbols of a
+    symbolic graph, their ranges and sources, and what capture found of them."""
+    from guards.shape_env import ShapeEnvError
+
+    try:
+        state = env.state()
+        return {
+            "duck_shape": state.duck_shape,
+            "specialize_zero_one": state.specialize_zero_one,
+            "next_index": state.next_index,
+            "symbols": [
+                [
+                    expr_data(symbol),
+                    encode_value(lo),
+                    encode_value(hi),
+                    [encode_source(source) for source in sources],
+                ]
+                for symbol, lo, hi, sources in state.symbols
+            ],  # fmt: skip
+            "replacements": [[expr_data(a), expr_data(b)] for a, b in state.replacements],
+            "exact_divisions": [[expr_data(a), expr_data(b)] for a, b in state.exact_divisions],
+            "records": [[expr_data(c), str(where)] for c, where in state.records],
+            "seen": sorted((expr_data(c) for c in state.seen), key=json.dumps),
+            "source_exprs": [[encode_source(s), expr_data(e)] for s, e in state.source_exprs],
+        }
+    except (ShapeEnvError, ValueError) as error:
+        raise NotPortable(str(error)) from error
+
+
+def shape_env_of(data: dict[str, Any], read: Any) -> Any:
+    """The ShapeEnv `shape_env_record` described, each symbol's hint read at its first
+    source in this call (whose guards passed)."""
+    from guards.shape_env import ShapeEnv, ShapeEnvState
+
+    symbols = tuple(
+        (expr_of_data(symbol), decode_value(lo), decode_value(hi),
+         tuple(decode_source(s) for s in sources))
+        for symbol, lo, hi, sources in data["symbols"]
+    )  # fmt: skip
+    hints = {symbol: int(read(sources[0])) for symbol, _, _, sources in symbols}
+    pairs = [(expr_of_data(a), expr_of_data(b)) for a, b in data["replacements"]]
+    divisions = [(expr_of_data(a), expr_of_data(b)) for a, b in data["exact_divisions"]]
+    state = ShapeEnvState(
+        duck_shape=bool(data["duck_shape"]),
+        specialize_zero_one=bool(data["specialize_zero_one"]),
+        next_index=int(data["next_index"]),
+        symbols=symbols,
+        replacements=tuple(pairs),
+        exact_divisions=tuple(divisions),
+        records=tuple((expr_of_data(c), str(where)) for c, where in data["records"]),
+        seen=tuple(expr_of_data(c) for c in data["seen"]),
+        source_exprs=tuple((decode_source(s), expr_of_data(e)) for s, e in data["source_exprs"]),
+    )
+    return ShapeEnv.restore(state, hints)
+
+
 # ----------------------------------------------------------------- entries
 
 
@@ -736,14 +922,19 @@ def entry_record(
     output_exprs: str,
     replays: list[str],
     constants: list[Any],
+    shape_env: Any = None,
 ) -> dict[str, Any]:
-    """What `install_parts` needs to make the entry again; NotPortable when it cannot."""
+    """What `install_parts` needs to make the entry again; NotPortable when it cannot.
+    `shape_env`: the ShapeEnv of a graph with symbolic sizes."""
     global _tables
     _tables = _Tables()
     try:
+        symbolic = shape_env is not None and graph_module is not None
         record = _entry_record(
-            guard_set, graph_module, input_sources, output_exprs, replays, constants
+            guard_set, graph_module, input_sources, output_exprs, replays, constants, symbolic
         )
+        if symbolic:
+            record["shape_env"] = shape_env_record(shape_env)
         record["sources"] = _tables.sources
         record["names"] = _tables.names
         return record
@@ -759,16 +950,73 @@ def _entry_record(
     output_exprs: str,
     replays: list[str],
     constants: list[Any],
+    symbolic: bool = False,
 ) -> dict[str, Any]:
     return {
         "schema": RECORD_SCHEMA,
         "guards": [encode_guard(g) for g in guard_set],
-        "graph": None if graph_module is None else graph_record(graph_module),
+        "graph": None if graph_module is None else graph_record(graph_module, symbolic),
         "inputs": [encode_source(s) for s in input_sources],
         "output": output_exprs,
         "replays": list(replays),
         "constants": [encode_value(c) for c in constants],
     }
+
+
+# ----------------------------------------------------------------- graph breaks
+
+# What of a graph break (errors.Unsupported) decides the entry made of it: where capture
+# stopped, the blocks open there, how the statement may be cut. The split plans and
+# resume functions are made again from these and the frame's code (optimize._break_entry).
+_BREAK_FIELDS = (
+    "offset", "call_cut", "plain_args", "stack_nulls", "stop_iteration", "escapes",
+    "in_unknown_with", "context_switch", "whole_frame", "outside_context", "rest_eager",
+    "data_branch", "branch_jump", "checkpoints", "loop_not_resumed", "cannot_resume",
+)  # fmt: skip
+
+
+def _break_classes() -> dict[str, type]:
+    from dynamo_capture.errors import ContextSwitchCall, NeedsEagerFrame, Unsupported
+
+    return {cls.__name__: cls for cls in (Unsupported, NeedsEagerFrame, ContextSwitchCall)}
+
+
+def break_record(error: Any, module_frame: bool) -> dict[str, Any]:
+    """A graph break as data. `module_frame`: the frame is a module's call, whose entry
+    reads nothing of the inlined call the break happened in."""
+    cls = type(error)
+    if _break_classes().get(cls.__name__) is not cls:
+        raise NotPortable(f"a graph break of kind {cls.__name__}")
+    if not module_frame and (error.callee is not None or error.callee_code is not None):
+        raise NotPortable("a graph break inside a call of a function capture inlined")
+    if getattr(error, "partial_methods", None):
+        raise NotPortable("a graph break whose frame runs partialmethod functions compiled")
+    contexts = [
+        [encode_value(spec.factory), encode_value(spec.args), spec.kind] for spec in error.contexts
+    ]
+    return {
+        "class": cls.__name__,
+        "reason": error.reason,
+        "where": [[loc.filename, loc.line, loc.function] for loc in error.where],
+        "contexts": contexts,
+        "fields": {name: encode_value(getattr(error, name)) for name in _BREAK_FIELDS},
+    }
+
+
+def decode_break(data: dict[str, Any]) -> Any:
+    """The graph break `break_record` described (no inlined call: see `break_record`)."""
+    from dynamo_capture.errors import UserLocation
+    from dynamo_capture.resume import ContextSpec
+
+    where = tuple(UserLocation(str(f), int(line), str(fn)) for f, line, fn in data["where"])
+    error = _break_classes()[data["class"]](str(data["reason"]), where)
+    error.contexts = tuple(
+        ContextSpec(decode_value(factory), decode_value(args), str(kind))
+        for factory, args, kind in data["contexts"]
+    )
+    for name in _BREAK_FIELDS:
+        setattr(error, name, decode_value(data["fields"][name]))
+    return error
 
 
 @dataclasses.dataclass
@@ -784,6 +1032,7 @@ class InstalledParts:
     output_exprs: str
     replays: list[str]
     constants: list[Any]
+    graph_break: Any = None  # the Unsupported error of a frame split at a graph break
 
 
 def install_parts(
@@ -817,6 +1066,7 @@ def _install_parts(
     try:
         guard_set = GuardSet(decode_guard(g, read) for g in record["guards"])
         constants = [decode_value(c) for c in record["constants"]]
+        graph_break = None if record.get("break") is None else decode_break(record["break"])
     except Stale as error:
         _log.info("capture record of %s does not apply: %s", target.name, error)
         return None
@@ -831,7 +1081,13 @@ def _install_parts(
     sources = [decode_source(s) for s in record["inputs"]]
     graph_module = None
     if record["graph"] is not None:
-        graph_module, _ = graph_of(record["graph"])
+        shape_env = None
+        if record.get("shape_env") is not None:
+            try:
+                shape_env = shape_env_of(record["shape_env"], read)
+            except Stale:
+                return None
+        graph_module, _ = graph_of(record["graph"], shape_env)
     try:
         examples = [read(source) for source in sources]
     except Stale:
@@ -846,6 +1102,7 @@ def _install_parts(
         record["output"],
         record["replays"],
         constants,
+        graph_break,
     )
 
 
@@ -886,6 +1143,40 @@ class CaptureCache:
     def not_portable(self, compiled: Any, reason: str) -> None:
         """The compile just made cannot be kept (logged by a subclass)."""
 
+    def for_part(self) -> CaptureCache | None:
+        """The capture cache of a compiled part of a split frame (None: keep none)."""
+        return None
+
+    def store_break(self, compiled: Any, contexts: list[Any], error: Any) -> None:
+        """Keep the record of a frame whose capture stopped at `error`: the guards of that
+        capture and the break, from which a later process makes the same entry (split
+        parts, resume functions, or the frame run eagerly) without capturing."""
+        from dynamo_capture.frame_target import _module_call
+
+        global _tables
+        _tables = _Tables()
+        try:
+            if not contexts:
+                raise NotPortable("no capture before the break")
+            ctx = contexts[0]
+            if ctx.unguarded_constants:
+                raise NotPortable(
+                    f"the result of {ctx.unguarded_constants[0]} (assume_constant_result) "
+                    "is a constant no guard checks"
+                )
+            record = _entry_record(ctx.guards.guard_set, None, [], "", [], [])
+            record["break"] = break_record(error, compiled.frame.function is _module_call)
+            record["sources"] = _tables.sources
+            record["names"] = _tables.names
+            json.dumps(record)
+        except NotPortable as reason:
+            self.not_portable(compiled, f"graph break: {reason}")
+            return
+        finally:
+            _tables = None
+            _class_fingerprints.clear()
+        self.keep(compiled, record)
+
     def store(self, compiled: Any, frame: Any) -> None:
         """Keep the record of `frame` (a CapturedFrame just compiled) when it is portable."""
         try:
@@ -904,6 +1195,7 @@ class CaptureCache:
                 frame.output_exprs,
                 frame.replays,
                 frame.constants,
+                frame.ctx.shape_env if frame.ctx.symbolic else None,
             )
             json.dumps(record)
         except NotPortable as error:
@@ -919,6 +1211,9 @@ class CaptureCache:
         from dynamo_capture.errors import BackendCompilerFailed
 
         for record in self.records(compiled):
+            static = record.get("break") is None and record.get("shape_env") is None
+            if compiled.dynamic is True and static and record.get("graph") is not None:
+                continue  # a static graph where every size is to be symbolic
             try:
                 parts = install_parts(record, compiled.frame, f_locals, f_globals)
             except Exception as error:  # noqa: BLE001 - a faulty record is captured again
@@ -928,6 +1223,8 @@ class CaptureCache:
                 continue
             if compiled.dynamic is None:
                 observe_sizes(parts.guard_set, compiled._sizes, f_locals, f_globals)
+            if parts.graph_break is not None:
+                return compiled._break_entry(parts.graph_break, [], f_locals, parts.guards)
             if parts.graph_module is None:
                 return make_entry(parts, parts.guards, _NO_GRAPH)
             try:

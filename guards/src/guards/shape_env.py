@@ -52,6 +52,7 @@ __all__ = [
     "ShapeEnv",
     "ConstraintViolationError",
     "ShapeEnvError",
+    "ShapeEnvState",
     "ShapeRecord",
     "SymbolBinding",
     "TensorPropertySource",
@@ -127,6 +128,22 @@ class ShapeRecord:
 
     condition: Any
     where: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeEnvState:
+    """A ShapeEnv's symbols (each with its range and sources), replacements, exact
+    divisions, recorded relations and source expressions: `ShapeEnv.state`."""
+
+    duck_shape: bool
+    specialize_zero_one: bool
+    next_index: int
+    symbols: tuple[tuple[sympy.Symbol, Any, Any, tuple[Source, ...]], ...]
+    replacements: tuple[tuple[sympy.Symbol, Any], ...]
+    exact_divisions: tuple[tuple[Any, Any], ...]
+    records: tuple[tuple[Any, str], ...]
+    seen: tuple[Any, ...]
+    source_exprs: tuple[tuple[Source, Any], ...]
 
 
 class ShapeEnv:
@@ -559,6 +576,46 @@ class ShapeEnv:
         if artifact_enabled("dynamic") and self._symbols:
             _log.info("symbolic shape guards:\n%s", self.format_guards())
         return ShapeGuard.of(self) if self._symbols or self.float_bindings() else None
+
+    # ------------------------------------------------------------------ state as values
+
+    def state(self) -> ShapeEnvState:
+        """What this ShapeEnv knows, but the hints: `restore` makes an equal one for other
+        input sizes that pass its guard (a capture record's graph, in a later process)."""
+        if self._floats or self.specialized_floats:
+            raise ShapeEnvError("a ShapeEnv with float symbols has no state to restore")
+        symbols = tuple(
+            (info.symbol, info.range.lo, info.range.hi, tuple(info.sources))
+            for info in self._symbols.values()
+        )
+        names = [info.symbol.name for info in self._symbols.values()]
+        return ShapeEnvState(
+            duck_shape=self.duck_shape,
+            specialize_zero_one=self.specialize_zero_one,
+            next_index=1 + max((int(name[1:]) for name in names), default=-1),
+            symbols=symbols,
+            replacements=tuple(self._replacements.items()),
+            exact_divisions=tuple(self._exact_divisions.items()),
+            records=tuple((r.condition, r.where) for r in self._records),
+            seen=tuple(self._seen),
+            source_exprs=tuple(self._source_exprs.items()),
+        )
+
+    @classmethod
+    def restore(cls, state: ShapeEnvState, hints: dict[sympy.Symbol, int]) -> ShapeEnv:
+        """The ShapeEnv `state` describes, each symbol's hint from `hints`."""
+        env = cls(duck_shape=state.duck_shape, specialize_zero_one=state.specialize_zero_one)
+        env._counter = itertools.count(state.next_index)
+        for symbol, lo, hi, sources in state.symbols:
+            env._symbols[symbol] = _Symbol(
+                symbol, int(hints[symbol]), ValueRange(lo, hi), list(sources)
+            )
+        env._replacements = dict(state.replacements)
+        env._exact_divisions = dict(state.exact_divisions)
+        env._records = [ShapeRecord(condition, where) for condition, where in state.records]
+        env._seen = set(state.seen)
+        env._source_exprs = dict(state.source_exprs)
+        return env
 
     # ------------------------------------------------------------------ torch's names
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sympy
+from sympy.core.assumptions import _assume_defined
 from sympy.printing.str import StrPrinter
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "INF",
     "ValueRange",
     "bound",
+    "expr_data",
+    "expr_of_data",
     "python_code",
     "size_symbol",
     "static_truth",
@@ -306,3 +309,64 @@ def python_code(expr: Any, names: dict[sympy.Symbol, str] | None = None) -> str:
     """`expr` as a Python expression; `names` renames symbols (default: their own names)."""
     printer = _PythonPrinter(names) if names else _PRINTER
     return printer.doprint(expr)
+
+
+# ----------------------------------------------------------------- expressions as data
+
+# The expression classes `expr_data` writes, by name: what shape guards and symbolic
+# sizes are made of. Anything else is refused (a later process must rebuild the same).
+_DATA_CLASSES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (
+        sympy.Add, sympy.Mul, sympy.Pow, sympy.Mod, sympy.Max, sympy.Min, sympy.Abs,
+        sympy.floor, sympy.ceiling, sympy.And, sympy.Or, sympy.Not, sympy.Eq, sympy.Ne,
+        sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge, FloorDiv,
+    )
+}  # fmt: skip
+_SYMBOL_ASSUMPTIONS = ("integer", "positive", "real")
+
+
+def expr_data(expr: Any) -> list:
+    """`expr` (a sympy expression or condition) as JSON data; ValueError for a kind of
+    expression `expr_of_data` would not rebuild."""
+    if expr is sympy.true or expr is sympy.false:
+        return ["bool", expr is sympy.true]
+    if isinstance(expr, sympy.Symbol):
+        # the assumptions it was made with (those implied print otherwise, as in srepr)
+        given = getattr(expr, "_assumptions_orig", None)
+        if given is None:
+            given = {name: expr.assumptions0.get(name) for name in _SYMBOL_ASSUMPTIONS}
+        return ["symbol", expr.name, {k: v for k, v in given.items() if v is not None}]
+    if isinstance(expr, sympy.Integer):
+        return ["integer", str(int(expr))]
+    if isinstance(expr, sympy.Rational):
+        return ["rational", str(expr.p), str(expr.q)]
+    if isinstance(expr, sympy.Float):
+        return ["float", repr(float(expr))]
+    if expr in (sympy.oo, -sympy.oo):
+        return ["infinity", expr == sympy.oo]
+    name = type(expr).__name__
+    if _DATA_CLASSES.get(name) is not type(expr):
+        raise ValueError(f"a symbolic expression of kind {name} ({expr})")
+    return ["apply", name, [expr_data(arg) for arg in expr.args]]
+
+
+def expr_of_data(data: list) -> Any:
+    """The expression `expr_data` gave `data` for."""
+    tag = data[0]
+    if tag == "bool":
+        return sympy.true if data[1] else sympy.false
+    if tag == "symbol":
+        assumptions = {k: bool(v) for k, v in data[2].items() if k in _assume_defined}
+        return sympy.Symbol(str(data[1]), **assumptions)
+    if tag == "integer":
+        return sympy.Integer(int(data[1]))
+    if tag == "rational":
+        return sympy.Rational(int(data[1]), int(data[2]))
+    if tag == "float":
+        return sympy.Float(float(data[1]))
+    if tag == "infinity":
+        return sympy.oo if data[1] else -sympy.oo
+    if tag == "apply":
+        return _DATA_CLASSES[data[1]](*(expr_of_data(arg) for arg in data[2]))
+    raise ValueError(f"unknown expression tag {tag!r}")

@@ -24,9 +24,12 @@ What the guards do not see is the record's key, an ordered list of named parts
 Functions and classes a guard names are found again by module and name and checked
 against a fingerprint of their code; a module object an NN_MODULE guard held is the
 one at the guard's source in the installing call (capture guards each attribute it
-read of it). Only static graphs of a whole frame are kept; a frame capture could not
-make one graph, a symbolic graph, a guard filter or a stance other than the default
-keeps nothing. Files: `<cache root>/capture/<key[:2]>/<key>/<record>.json`, written
+read of it). A frame with a graph break keeps its capture's guards and the break: a
+later process makes the split (resume functions, branches) again from them, and each
+compiled part keeps records under its own code. A graph with symbolic sizes keeps its
+ShapeEnv as data, rebuilt with the installing call's sizes as hints. Symbolic floats, a
+break inside an inlined call, a guard filter or a stance other than the default keep
+nothing. Files: `<cache root>/capture/<key[:2]>/<key>/<record>.json`, written
 atomically with a checksum; a faulty one is removed and the frame captured again.
 A process reads a key's records once, at the first cache miss of any compiled callable
 of the frame, and again only when the folder changed (a record kept or removed).
@@ -72,6 +75,10 @@ class FileCaptureCache(CaptureCache):
         self.cache_dir = options.get("cache_dir")
         self._parts: list[tuple[str, str]] | None = None
         self._loaded: list[tuple[Path, dict]] | None = None
+
+    def for_part(self) -> FileCaptureCache:
+        """The capture records of a compiled part of a split frame: keyed by its own code."""
+        return FileCaptureCache(self.backend, self.options, self.fullgraph, self.dynamic)
 
     # ------------------------------------------------------------ the key
 
