@@ -307,6 +307,9 @@ class KernelCodegen(KernelPrinter):
         self._reads: dict[int, tuple] = {}
         # Whether the body being printed is a piece of a split loop (see generate).
         self.in_piece = False
+        # Whether a tile's element loops run the last dim outside (see _outer_loops):
+        # then no scope sits between them.
+        self.stores_along_second_last = False
 
     def hoist_scope(self, expr) -> Scope | None:
         """The outermost scope where every loop variable `expr` reads is defined.
@@ -323,7 +326,10 @@ class KernelCodegen(KernelPrinter):
         variables = index_symbols(expr) - expr_symbols(expr)
         if not variables <= outer.keys():
             return None
-        return self.hoisted[max((outer[v] + 1 for v in variables), default=0)]
+        depth = max((outer[v] + 1 for v in variables), default=0)
+        if self.stores_along_second_last and depth == len(self.kernel.outer) - 1:
+            return None
+        return self.hoisted[depth]
 
     def invariant(self, expr, loop_vars: frozenset) -> bool:
         """Whether `expr` (a Load or an Op) has one value for every iteration of `loop_vars`.
@@ -349,7 +355,8 @@ class KernelCodegen(KernelPrinter):
         if not loop_symbols <= depth.keys():
             return None
         home = max((depth[v] + 1 for v in loop_symbols), default=0)
-        return self.hoisted[home] if home < len(self.hoisted) - 1 else None
+        last = len(self.hoisted) - (3 if self.stores_along_second_last else 2)
+        return self.hoisted[home] if home <= last else None
 
     def _read_set(self, expr) -> tuple[frozenset, bool, bool]:
         """(index symbols `expr` reads, whether it may move out of a loop, whether it
@@ -436,7 +443,8 @@ class KernelCodegen(KernelPrinter):
         # One scope before each outer loop and the body: a loaded index that depends
         # only on the enclosing loops is loaded and checked there, not per element.
         loops = self._outer_loops()
-        position = {loop.var: k for k, loop in enumerate(loops) if loop.hoisted}
+        position = {loop.var: k for k, loop in enumerate(loops)}
+        position.update({loop.var: k for k, loop in enumerate(loops) if loop.hoisted})
         scope = None
         for depth in range(len(outer) + 1):
             indent = 1 + (position[xs[depth]] if depth < len(outer) else len(loops))
@@ -497,7 +505,7 @@ class KernelCodegen(KernelPrinter):
         """How the innermost loop of a kernel of outer-level nodes splits into pieces
         where its masks are constant (see loop_split), or None."""
         kernel = self.kernel
-        if not loops or loops[-1].bounds is None:
+        if not loops or loops[-1].bounds is None or self.stores_along_second_last:
             return None
         if not all(isinstance(i, str) for i in kernel.items):
             return None
@@ -523,12 +531,15 @@ class KernelCodegen(KernelPrinter):
         return [_loop(var, a, b, False, False).header for a, b in zip(bounds, bounds[1:])]
 
     def _outer_loops(self) -> list[OuterLoop]:
-        """The outer loop nest; the last two loops go in square tiles when a load reads
-        the nest transposed (then each tile's reads stay in a few cache lines)."""
+        """The outer loop nest; the last two loops go in square tiles when an access reads
+        or writes the nest transposed (then each tile's reads stay in a few cache lines).
+        Within a tile, the element loop along which the stores run is innermost."""
         outer = self.kernel.outer
         xs = outer_vars(len(outer))
         loops = [_loop(var, "0", c_index(size), True, True) for var, size in zip(xs, outer)]
-        if not self._reads_transposed():
+        self.stores_along_second_last = False
+        tiling = self._transposed_tiling()
+        if tiling is None:
             return loops
         (a, a_size), (b, b_size) = zip(xs[-2:], outer[-2:])
         tile = TRANSPOSE_TILE
@@ -546,32 +557,51 @@ class KernelCodegen(KernelPrinter):
             end = f"std::min<int64_t>({var}_tile + {tile}, {c_index(size)})"
             return _loop(var, f"{var}_tile", end, hoisted, False)
 
-        return loops[:-2] + [
-            OuterLoop(a, tile_loop(a, a_size).header, True, False),
-            tile_loop(b, b_size),
-            element_loop(a, a_size, False),
-            element_loop(b, b_size, True),
-        ]
+        tiles = [OuterLoop(a, tile_loop(a, a_size).header, True, False), tile_loop(b, b_size)]
+        if tiling == "last":
+            return (
+                loops[:-2] + tiles + [element_loop(a, a_size, False), element_loop(b, b_size, True)]
+            )
+        # NOTE: the element loop over the last dim is outside the one over the second-last:
+        # nothing is computed between them (see outer_home), each value in the body.
+        self.stores_along_second_last = True
+        return loops[:-2] + tiles + [element_loop(b, b_size, False), element_loop(a, a_size, False)]
 
-    def _reads_transposed(self) -> bool:
-        """Whether this kernel of outer-level nodes only (two outer loops at least, sizes
-        of a tile or more) loads along the second-last loop and stores along the last."""
+    def _transposed_tiling(self) -> str | None:
+        """For a kernel of outer-level nodes only (two outer loops at least, sizes of a
+        tile or more) that loads and stores the last two loops in different orders: the
+        loop every store runs along ("last" or "second-last"), or None (no tiles).
+
+        An access runs along a loop when its index steps by 1 with it; it reads the
+        nest transposed when it runs along one loop and steps by more along the other.
+        """
         kernel = self.kernel
         outer = kernel.outer
         if len(outer) < 2 or any(isinstance(i, LoopGroup) for i in kernel.items):
-            return False
+            return None
         if not all(s.is_Integer and int(s) >= TRANSPOSE_TILE for s in outer[-2:]):
-            return False
+            return None
         a, b = outer_vars(len(outer))[-2:]
-        transposed = False
+
+        def along(index, var, other) -> bool:
+            return index.coeff(var) == 1 and index.coeff(other) not in (0, 1)
+
+        stores, loads = set(), set()
         for name in kernel.nodes:
             value, store, _ = node_body(self.buffers[name], outer, "y")
-            if name not in kernel.locals_ and store.coeff(b) != 1:
-                return False
+            if name not in kernel.locals_:
+                stores.add(
+                    "last" if store.coeff(b) == 1 else "second-last" if along(store, a, b) else None
+                )
             for load in expr_loads(value):
-                if load.index.coeff(a) == 1 and load.index.coeff(b) not in (0, 1):
-                    transposed = True
-        return transposed
+                index = sympy.expand(load.index)
+                loads.add(
+                    "second-last" if along(index, a, b) else "last" if along(index, b, a) else None
+                )
+        if len(stores) != 1 or None in stores:
+            return None
+        (order,) = stores
+        return order if ({"last", "second-last"} - {order}) & loads else None
 
     def _collapse_depth(self, loops: list[OuterLoop]) -> int:
         """How many outer loops the parallel loop spans: more than the first when it has
