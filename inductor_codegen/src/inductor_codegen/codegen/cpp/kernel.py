@@ -310,6 +310,10 @@ class KernelCodegen(KernelPrinter):
         # Whether a tile's element loops run the last dim outside (see _outer_loops):
         # then no scope sits between them.
         self.stores_along_second_last = False
+        # Loads of a tiled kernel read across the tile, each from its transposed copy on
+        # the stack (see _stage_transposed_loads), and the lines that fill those copies.
+        self.staged: dict[Load, str] = {}
+        self.stage_lines: list[str] = []
 
     def hoist_scope(self, expr) -> Scope | None:
         """The outermost scope where every loop variable `expr` reads is defined.
@@ -402,6 +406,8 @@ class KernelCodegen(KernelPrinter):
         return COMPUTE_TYPES[dtype]
 
     def load(self, expr: Load) -> str:
+        if expr in self.staged:
+            return self.staged[expr]
         ptr = self.pointer(expr.buffer, writing=False)
         text = f"{ptr}[{c_index(expr.index)}]"
         if expr.dtype == torch.bfloat16:
@@ -492,6 +498,8 @@ class KernelCodegen(KernelPrinter):
                 elif k == len(loops) - 1 and vector_loop:
                     lines.append(f"{pad}#pragma GCC ivdep")
                 lines += [pad + line for line in header.split("\n")]
+                if self.stage_lines and k == len(loops) - 3:  # the tile loop of the last dim
+                    lines += [pad + "  " + line for line in self.stage_lines]
                 if len(headers) > 1:
                     lines += pieces[piece]
                     lines.append(pad + "}")
@@ -558,6 +566,8 @@ class KernelCodegen(KernelPrinter):
             return _loop(var, f"{var}_tile", end, hoisted, False)
 
         tiles = [OuterLoop(a, tile_loop(a, a_size).header, True, False), tile_loop(b, b_size)]
+        inner, across = (b, a) if tiling == "last" else (a, b)
+        self._stage_transposed_loads(inner, across)
         if tiling == "last":
             return (
                 loops[:-2] + tiles + [element_loop(a, a_size, False), element_loop(b, b_size, True)]
@@ -566,6 +576,50 @@ class KernelCodegen(KernelPrinter):
         # nothing is computed between them (see outer_home), each value in the body.
         self.stores_along_second_last = True
         return loops[:-2] + tiles + [element_loop(b, b_size, False), element_loop(a, a_size, False)]
+
+    def _stage_transposed_loads(self, inner: sympy.Symbol, across: sympy.Symbol) -> None:
+        """Each 4-byte load of a tiled kernel that runs along `across` (its index steps by 1
+        with it) and strides along `inner`, the tile's innermost loop, reads a copy of its
+        tile made before the element loops (`ember_transpose_tile`, in vector registers),
+        contiguous along `inner`: the element loop then vectorizes.
+
+        Only where every load is unconditional (no masked branch, no indirect load): the
+        copy reads the whole tile, each element of which the body reads anyway.
+        """
+        kernel, outer = self.kernel, self.kernel.outer
+        values = [node_body(self.buffers[name], outer, "y")[0] for name in kernel.nodes]
+        if any(_has_branch(value) for value in values):
+            return
+        xs = outer_vars(len(outer))
+        sizes = dict(zip(xs, outer))
+        corner = {v: sympy.Symbol(f"{v}_tile", integer=True) for v in (inner, across)}
+        extent = {
+            v: f"std::min<int64_t>({v}_tile + {TRANSPOSE_TILE}, {c_index(sizes[v])}) - {v}_tile"
+            for v in (inner, across)
+        }
+        skip = self.produced | self._aliased()
+        for value in values:
+            for load in expr_loads(value):
+                if load in self.staged or load.buffer in skip:
+                    continue
+                if load.dtype not in (torch.float32, torch.int32):
+                    continue
+                index = sympy.expand(load.index)
+                stride = index.coeff(inner)
+                rest = sympy.expand(index - across - stride * inner)
+                if index.coeff(across) != 1 or stride in (0, 1):
+                    continue
+                if (rest.free_symbols | stride.free_symbols) & {inner, across}:
+                    continue
+                tile = f"tile{len(self.staged)}"
+                ctype = STORAGE_TYPES[load.dtype]
+                ptr = self.pointer(load.buffer, writing=False)
+                self.stage_lines += [
+                    f"{ctype} {tile}[{TRANSPOSE_TILE}][{TRANSPOSE_TILE}];",
+                    f"ember_transpose_tile<{ctype}>({tile}, {ptr} + {c_index(index.xreplace(corner))}, "
+                    f"{c_index(stride)}, {extent[across]}, {extent[inner]});",
+                ]
+                self.staged[load] = f"{tile}[{across} - {across}_tile][{inner} - {inner}_tile]"
 
     def _transposed_tiling(self) -> str | None:
         """For a kernel of outer-level nodes only (two outer loops at least, sizes of a
@@ -867,6 +921,20 @@ class KernelCodegen(KernelPrinter):
         if rtype in ("any", "all"):
             return acc, torch.bool
         return f"static_cast<{compute_type(dtype)}>({acc})", dtype
+
+
+def _has_branch(expr) -> bool:
+    """Whether `expr` loads under a condition (a masked select) or through a loaded index."""
+    stack, seen = [expr], set()
+    while stack:
+        e = stack.pop()
+        if not isinstance(e, Op) or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if e.name in ("masked", "indirect_load"):
+            return True
+        stack.extend(e.args)
+    return False
 
 
 def index_symbols(expr) -> set[sympy.Symbol]:
