@@ -328,3 +328,42 @@ def test_transposed_tiles_are_vectorized_and_exact(tmp_path, shape):
     source = "".join(p.read_text() for p in tmp_path.rglob("*.cpp"))
     assert "ember_transpose_tile<float>" in source and "ember_transpose_tile<int32_t>" in source
     _assert_every_kernel_vectorized(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "shape, kernel, stride, padding, vectorized",
+    [
+        ((2, 8, 16, 16), 2, 2, 0, True),
+        ((2, 8, 16, 16), 3, 2, 1, True),
+        ((2, 4, 15, 96), 3, 3, 0, True),
+        ((2, 8, 14, 16), 4, 4, 1, True),
+        ((2, 8, 16, 14), 3, 2, 1, True),
+        ((2, 8, 16, 16), 3, 1, 1, True),
+        # gcc 12 leaves it scalar: three residues and a clamped row (16 rows, stride 3)
+        ((2, 4, 16, 96), 3, 3, 0, False),
+        ((2, 8, 18, 17), 2, 2, 0, False),  # odd width: the loop is not unrolled by residue
+    ],
+)
+def test_max_pool_backward_is_vectorized_and_matches_eager(
+    tmp_path, shape, kernel, stride, padding, vectorized
+):
+    # the gradient of input column w gathers from window columns (w + padding) // stride:
+    # the loop runs over the window column with each residue of w unrolled (plain loads,
+    # no gathers), split where the candidate windows leave the output; candidate rows
+    # outside it are read clamped and not picked. NaN, -inf windows and ties pick as
+    # eager does (its indices are the input)
+    even = (*shape[:-1], shape[-1] + shape[-1] % 2)
+    x = _pool_input(even)[..., : shape[-1]].contiguous()
+    _, indices = F.max_pool2d(x, kernel, stride, padding, return_indices=True)
+    grad = torch.randn(indices.shape)
+    grad[0, 0, 0, :3] = torch.tensor([-0.0, float("inf"), float("nan")])
+
+    def f(grad, x, indices):
+        return torch.ops.aten.max_pool2d_with_indices_backward(
+            grad, x, [kernel] * 2, [stride] * 2, [padding] * 2, [1, 1], False, indices
+        )
+
+    compiled, _ = compile_fn(f, grad, x, indices, options={"cache_dir": tmp_path})
+    torch.testing.assert_close(compiled(grad, x, indices), f(grad, x, indices), equal_nan=True)
+    if vectorized:
+        _assert_every_kernel_vectorized(tmp_path)

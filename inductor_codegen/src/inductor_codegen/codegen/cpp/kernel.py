@@ -19,6 +19,7 @@ import torch
 
 from inductor_codegen.codegen.cpp.loop_split import LoopSplit, loop_split, substitute
 from inductor_codegen.codegen.cpp.ops import COMPUTE_TYPES, STORAGE_TYPES, compute_type
+from inductor_codegen.codegen.cpp.residues import ResidueUnroll, expr_indices, residue_unroll
 from inductor_codegen.codegen.kernel import (
     KernelArg,
     KernelPrinter,
@@ -458,26 +459,35 @@ class KernelCodegen(KernelPrinter):
             self.hoisted.append(scope)
         body = scope
         body.is_body = True
-        split = self._outer_split(loops)
+        residues = self._residue_unroll(loops)
+        if residues:  # the innermost loop runs over the quotient
+            last = loops[-1]
+            quotient = str(residues.extent // residues.divisor)
+            loops[-1] = _loop(last.var, "0", quotient, last.hoisted, True)
+        split = self._outer_split(loops, residues)
         # NOTE: a piece's loads were guarded before the split and its loop may run zero
         # times: nothing of it moves out of the loop (gcc hoists what is safe to hoist).
         self.in_piece = split is not None
-        pieces = []
+        pieces = []  # for each piece of a split loop, the body of each residue
         for piece in range(len(split.thresholds) + 1 if split else 1):
-            # NOTE: each piece of a split loop prints the body afresh, in a scope of its own.
-            if piece:
-                body = Scope(self, body.parent, body.indent)
-                body.is_body = True
-                self.hoisted[-1] = body
             known = split.piece_values(piece) if split else {}
-            for item in kernel.items:
-                if isinstance(item, str):
-                    self._outer_node(body, item, known)
-                elif item.kind == "pointwise":
-                    self._pointwise_group(body, item)
-                else:
-                    self._reduction_group(body, item)
-            pieces.append(body.lines)
+            blocks = []
+            for residue in range(residues.divisor if residues else 1):
+                # NOTE: each piece of a split loop, and each residue, prints the body
+                # afresh, in a scope of its own.
+                if piece or residue:
+                    body = Scope(self, body.parent, body.indent)
+                    body.is_body = True
+                    self.hoisted[-1] = body
+                for item in kernel.items:
+                    if isinstance(item, str):
+                        self._outer_node(body, item, known, residues and (residues, residue))
+                    elif item.kind == "pointwise":
+                        self._pointwise_group(body, item)
+                    else:
+                        self._reduction_group(body, item)
+                blocks.append(body.lines)
+            pieces.append(_join_residues(blocks, len(loops)) if residues else blocks[0])
         self.in_piece = False
         lines = []
         clause = parallel_clause(kernel_work(kernel))
@@ -504,14 +514,30 @@ class KernelCodegen(KernelPrinter):
                     lines += pieces[piece]
                     lines.append(pad + "}")
         if not split:
-            lines += body.lines
+            lines += pieces[0]
         for k in reversed(range(len(loops) - (1 if split else 0))):
             lines.append("  " * (1 + k) + "}")
         return self.finish(lines)
 
-    def _outer_split(self, loops: list[OuterLoop]) -> LoopSplit | None:
+    def _residue_unroll(self, loops: list[OuterLoop]) -> ResidueUnroll | None:
+        """How the innermost loop (over a whole dim) of a kernel of outer-level nodes runs
+        over the quotient of the divisions of its variable (see residues), or None."""
+        kernel = self.kernel
+        if not loops or not loops[-1].whole or not all(isinstance(i, str) for i in kernel.items):
+            return None
+        var = outer_vars(len(kernel.outer))[-1]
+        indices = []
+        for name in kernel.items:
+            value, store = node_body(self.buffers[name], kernel.outer, "y")[:2]
+            indices += [store, *expr_indices(value)]
+        return residue_unroll(indices, var, kernel.outer[-1])
+
+    def _outer_split(
+        self, loops: list[OuterLoop], residues: ResidueUnroll | None = None
+    ) -> LoopSplit | None:
         """How the innermost loop of a kernel of outer-level nodes splits into pieces
-        where its masks are constant (see loop_split), or None."""
+        where its masks are constant (see loop_split), or None. With `residues`, the
+        loop runs over the quotient and its masks are those of every residue."""
         kernel = self.kernel
         if not loops or loops[-1].bounds is None or self.stores_along_second_last:
             return None
@@ -519,6 +545,8 @@ class KernelCodegen(KernelPrinter):
             return None
         var = outer_vars(len(kernel.outer))[-1]
         values = [node_body(self.buffers[name], kernel.outer, "y")[0] for name in kernel.items]
+        if residues:
+            values = [residues.rewrite(v, r) for v in values for r in range(residues.divisor)]
         split = loop_split(values, var)
         if split is None:
             return None
@@ -794,9 +822,12 @@ class KernelCodegen(KernelPrinter):
             return self.scalars[key[len("scalar:") :]]
         return self.pointer_names[key]
 
-    def _outer_node(self, scope: Scope, name: str, known: dict | None = None) -> None:
+    def _outer_node(self, scope: Scope, name: str, known: dict | None = None, residue=None) -> None:
         buf = self.buffers[name]
         value, index = node_body(buf, self.kernel.outer, "y")[:2]
+        if residue:  # (ResidueUnroll, the residue printed)
+            unroll, r = residue
+            value, index = unroll.rewrite(value, r), unroll.index(index, r)
         if known:
             value = substitute(value, known)
         self.store(scope, name, index, scope.value(value), value.dtype)
@@ -921,6 +952,16 @@ class KernelCodegen(KernelPrinter):
         if rtype in ("any", "all"):
             return acc, torch.bool
         return f"static_cast<{compute_type(dtype)}>({acc})", dtype
+
+
+def _join_residues(blocks: list[list[str]], depth: int) -> list[str]:
+    """The bodies of a loop's residues (see residues), one after another, each a block
+    of its own (their local variables are declared again)."""
+    pad = "  " * (1 + depth)
+    lines = []
+    for block in blocks:
+        lines += [pad + "{", *("  " + line for line in block), pad + "}"]
+    return lines
 
 
 def _has_branch(expr) -> bool:
