@@ -367,3 +367,25 @@ def test_max_pool_backward_is_vectorized_and_matches_eager(
     torch.testing.assert_close(compiled(grad, x, indices), f(grad, x, indices), equal_nan=True)
     if vectorized:
         _assert_every_kernel_vectorized(tmp_path)
+
+
+def test_loops_indexing_by_a_quotient_unroll_their_residues_and_match_eager(tmp_path):
+    # an input column read at (v + k) // s (nearest upsampling, a repeat_interleave) or
+    # (v + k) % s (a tiled repeat) runs over the quotient, the s residues of v unrolled
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 16)
+    x[0, 0, 0, :4] = torch.tensor([float("nan"), -0.0, float("inf"), -float("inf")])
+    y = torch.randn(5, 24)
+
+    def f(x, y):
+        return (
+            F.interpolate(x, scale_factor=2, mode="nearest") * 2,
+            F.interpolate(x, scale_factor=(1, 3), mode="nearest") + 1,
+            y.repeat_interleave(4, dim=-1) - y.repeat(1, 4),
+            F.pad(y, (1, 0)).repeat_interleave(2, dim=-1),
+        )
+
+    compiled, _ = compile_fn(f, x, y, options={"cache_dir": tmp_path})
+    for actual, expected in zip(compiled(x, y), f(x, y)):
+        torch.testing.assert_close(actual, expected, equal_nan=True, rtol=0, atol=0)
+        assert torch.equal(actual.signbit(), expected.signbit())
