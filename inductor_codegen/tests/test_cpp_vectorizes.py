@@ -297,3 +297,95 @@ def test_integer_select_inside_a_padded_window_matches_eager(tmp_path):
     compiled, _ = compile_fn(f, x, i, j, options={"cache_dir": tmp_path})
     for actual, expected in zip(compiled(x, i, j), f(x, i, j)):
         assert torch.equal(actual, expected)
+
+
+@pytest.mark.parametrize("shape", [(64, 48), (3, 40, 37), (16, 16)])
+def test_transposed_tiles_are_vectorized_and_exact(tmp_path, shape):
+    # a kernel reading its nest transposed runs in 16 x 16 tiles; the transposed read of
+    # each whole tile goes through vector registers into a stack copy read in order
+    # (gcc 12 left the strided read scalar). Partial tiles at the edges, the stores
+    # along the last loop (f) or the second-last (g: the results take the transposed
+    # input's strides), NaN / -0.0 / inf, int32 bits
+    torch.manual_seed(0)
+    x, y = torch.randn(shape), torch.randn(shape).transpose(-1, -2).contiguous()
+    x.view(-1)[:4] = torch.tensor([float("nan"), -0.0, float("inf"), -float("inf")])
+    i = torch.randint(-(2**31), 2**31 - 1, shape, dtype=torch.int32)
+
+    def f(x, y, i):
+        yt = y.transpose(-1, -2)
+        return x + yt, (x.transpose(-1, -2) * 0.5).contiguous(), i.mT.contiguous() + 1
+
+    def g(x, y):
+        yt = y.transpose(-1, -2)
+        return yt * 2 - x, yt.double() + torch.where(x > 0, x, -x).double()
+
+    for fn, args in ((f, (x, y, i)), (g, (x, y))):
+        compiled, _ = compile_fn(fn, *args, options={"cache_dir": tmp_path})
+        for actual, expected in zip(compiled(*args), fn(*args)):
+            assert actual.dtype == expected.dtype and actual.stride() == expected.stride()
+            torch.testing.assert_close(actual, expected, equal_nan=True, rtol=0, atol=0)
+            assert torch.equal(actual.signbit(), expected.signbit())
+    source = "".join(p.read_text() for p in tmp_path.rglob("*.cpp"))
+    assert "ember_transpose_tile<float>" in source and "ember_transpose_tile<int32_t>" in source
+    _assert_every_kernel_vectorized(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "shape, kernel, stride, padding, vectorized",
+    [
+        ((2, 8, 16, 16), 2, 2, 0, True),
+        ((2, 8, 16, 16), 3, 2, 1, True),
+        ((2, 4, 15, 96), 3, 3, 0, True),
+        ((2, 8, 14, 16), 4, 4, 1, True),
+        ((2, 8, 16, 14), 3, 2, 1, True),
+        ((2, 8, 16, 16), 3, 1, 1, True),
+        # gcc 12 leaves it scalar: three residues and a clamped row (16 rows, stride 3)
+        ((2, 4, 16, 96), 3, 3, 0, False),
+        ((2, 8, 18, 17), 2, 2, 0, False),  # odd width: the loop is not unrolled by residue
+    ],
+)
+def test_max_pool_backward_is_vectorized_and_matches_eager(
+    tmp_path, shape, kernel, stride, padding, vectorized
+):
+    # the gradient of input column w gathers from window columns (w + padding) // stride:
+    # the loop runs over the window column with each residue of w unrolled (plain loads,
+    # no gathers), split where the candidate windows leave the output; candidate rows
+    # outside it are read clamped and not picked. NaN, -inf windows and ties pick as
+    # eager does (its indices are the input)
+    even = (*shape[:-1], shape[-1] + shape[-1] % 2)
+    x = _pool_input(even)[..., : shape[-1]].contiguous()
+    _, indices = F.max_pool2d(x, kernel, stride, padding, return_indices=True)
+    grad = torch.randn(indices.shape)
+    grad[0, 0, 0, :3] = torch.tensor([-0.0, float("inf"), float("nan")])
+
+    def f(grad, x, indices):
+        return torch.ops.aten.max_pool2d_with_indices_backward(
+            grad, x, [kernel] * 2, [stride] * 2, [padding] * 2, [1, 1], False, indices
+        )
+
+    compiled, _ = compile_fn(f, grad, x, indices, options={"cache_dir": tmp_path})
+    torch.testing.assert_close(compiled(grad, x, indices), f(grad, x, indices), equal_nan=True)
+    if vectorized:
+        _assert_every_kernel_vectorized(tmp_path)
+
+
+def test_loops_indexing_by_a_quotient_unroll_their_residues_and_match_eager(tmp_path):
+    # an input column read at (v + k) // s (nearest upsampling, a repeat_interleave) or
+    # (v + k) % s (a tiled repeat) runs over the quotient, the s residues of v unrolled
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 16)
+    x[0, 0, 0, :4] = torch.tensor([float("nan"), -0.0, float("inf"), -float("inf")])
+    y = torch.randn(5, 24)
+
+    def f(x, y):
+        return (
+            F.interpolate(x, scale_factor=2, mode="nearest") * 2,
+            F.interpolate(x, scale_factor=(1, 3), mode="nearest") + 1,
+            y.repeat_interleave(4, dim=-1) - y.repeat(1, 4),
+            F.pad(y, (1, 0)).repeat_interleave(2, dim=-1),
+        )
+
+    compiled, _ = compile_fn(f, x, y, options={"cache_dir": tmp_path})
+    for actual, expected in zip(compiled(x, y), f(x, y)):
+        torch.testing.assert_close(actual, expected, equal_nan=True, rtol=0, atol=0)
+        assert torch.equal(actual.signbit(), expected.signbit())

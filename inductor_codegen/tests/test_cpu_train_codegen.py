@@ -110,6 +110,24 @@ def test_transposed_reads_go_in_square_tiles(shape):
     assert "_tile += " in compiled.artifact("codegen")
 
 
+@pytest.mark.parametrize("shape", [(512, 512), (300, 77), (3, 40, 17)])
+def test_transposed_stores_go_in_square_tiles(shape):
+    """`x.t() + y`: the result takes the transposed input's strides, so the stores run
+    along the second-last loop and `y` is read across it. The element loop the stores
+    run along goes innermost, in tiles (untiled, every store missed the cache)."""
+    torch.manual_seed(0)
+    x, y = torch.randn(shape).transpose(-1, -2).contiguous(), torch.randn(shape)
+    x[..., 0, :3] = torch.tensor([float("nan"), -0.0, float("inf")])
+
+    def fn(x, y):
+        xt = x.transpose(-1, -2)
+        return xt + y * 2, torch.where(xt > 0, y, xt)
+
+    compiled = check(fn, x, y)
+    code = compiled.artifact("codegen")
+    assert "_tile += " in code, code
+
+
 def test_straight_reads_are_not_tiled():
     x = torch.randn(64, 48)
     compiled = check(lambda x: x.exp() * 2, x)

@@ -174,6 +174,15 @@ def _inline_size(x: TensorValue) -> int:
     return expr_size(x.loader(idx), MAX_INLINE_PRODUCER + 1)
 
 
+def _clamp(position, low: int | None, high: int | None):
+    """`position` moved into [low, high) (a bound given as None is not needed)."""
+    if low is not None:
+        position = sympy.Max(position, low)
+    if high is not None:
+        position = sympy.Min(position, high - 1)
+    return position
+
+
 def _where(cond, a, b):
     return op("where", cond, a, b, dtype=a.dtype)
 
@@ -199,7 +208,10 @@ def max_pool2d_with_indices_backward(
         return ctx.fallback(node, args, {})
     dtype = node_dtype(node)
     out_h, out_w = (int(s) for s in grad.size[-2:])
-    in_w = int(size[-1])
+    in_h, in_w = (int(s) for s in size[-2:])
+    # The last candidate row (column) any input row (column) has: past it, none.
+    last_h = (in_h - 1 + padding[0]) // stride[0]
+    last_w = (in_w - 1 + padding[1]) // stride[1]
 
     def load(idx):
         h, w = idx[-2], idx[-1]
@@ -208,15 +220,28 @@ def max_pool2d_with_indices_backward(
         here = _index(h * in_w + w)
         total = None
         for a in range(candidates[0]):
-            oh = top_h - a
             for b in range(candidates[1]):
+                oh = top_h - a
                 ow = top_w - b
-                conds = _in_range(oh, 0 if a else None, out_h)
-                conds += _in_range(ow, 0 if b else None, out_w)
+                # bounds that every input position meets are left out (no mask)
+                row_low, row_high = (0 if a else None), (out_h if last_h - a >= out_h else None)
+                conds = _in_range(ow, 0 if b else None, out_w if last_w - b >= out_w else None)
+                row = None
+                if stride[0] > 1:
+                    # NOTE: a candidate row outside the output is read at the nearest row
+                    # (in bounds) and not picked: no masked load, whose branch (the same
+                    # for a whole row of the input) would keep the row's loop scalar. With
+                    # stride 1 rows and columns run as one loop (the index is affine), masked.
+                    row = _and(_in_range(oh, row_low, row_high))
+                    oh = oh if row is None else _clamp(oh, row_low, row_high)
+                else:
+                    conds = _in_range(oh, row_low, row_high) + conds
                 out_idx = (*idx[:-2], oh, ow)
                 picked = op(
                     "eq", cast(indices.loader(out_idx), torch.int64), here, dtype=torch.bool
                 )
+                if row is not None:
+                    picked = op("logical_and", row, picked, dtype=torch.bool)
                 value = _where(picked, cast(grad.loader(out_idx), dtype), const(0, dtype))
                 cond = _and(conds)
                 if cond is not None:

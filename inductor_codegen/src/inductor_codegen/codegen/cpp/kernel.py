@@ -19,6 +19,7 @@ import torch
 
 from inductor_codegen.codegen.cpp.loop_split import LoopSplit, loop_split, substitute
 from inductor_codegen.codegen.cpp.ops import COMPUTE_TYPES, STORAGE_TYPES, compute_type
+from inductor_codegen.codegen.cpp.residues import ResidueUnroll, expr_indices, residue_unroll
 from inductor_codegen.codegen.kernel import (
     KernelArg,
     KernelPrinter,
@@ -307,6 +308,13 @@ class KernelCodegen(KernelPrinter):
         self._reads: dict[int, tuple] = {}
         # Whether the body being printed is a piece of a split loop (see generate).
         self.in_piece = False
+        # Whether a tile's element loops run the last dim outside (see _outer_loops):
+        # then no scope sits between them.
+        self.stores_along_second_last = False
+        # Loads of a tiled kernel read across the tile, each from its transposed copy on
+        # the stack (see _stage_transposed_loads), and the lines that fill those copies.
+        self.staged: dict[Load, str] = {}
+        self.stage_lines: list[str] = []
 
     def hoist_scope(self, expr) -> Scope | None:
         """The outermost scope where every loop variable `expr` reads is defined.
@@ -323,7 +331,10 @@ class KernelCodegen(KernelPrinter):
         variables = index_symbols(expr) - expr_symbols(expr)
         if not variables <= outer.keys():
             return None
-        return self.hoisted[max((outer[v] + 1 for v in variables), default=0)]
+        depth = max((outer[v] + 1 for v in variables), default=0)
+        if self.stores_along_second_last and depth == len(self.kernel.outer) - 1:
+            return None
+        return self.hoisted[depth]
 
     def invariant(self, expr, loop_vars: frozenset) -> bool:
         """Whether `expr` (a Load or an Op) has one value for every iteration of `loop_vars`.
@@ -349,7 +360,8 @@ class KernelCodegen(KernelPrinter):
         if not loop_symbols <= depth.keys():
             return None
         home = max((depth[v] + 1 for v in loop_symbols), default=0)
-        return self.hoisted[home] if home < len(self.hoisted) - 1 else None
+        last = len(self.hoisted) - (3 if self.stores_along_second_last else 2)
+        return self.hoisted[home] if home <= last else None
 
     def _read_set(self, expr) -> tuple[frozenset, bool, bool]:
         """(index symbols `expr` reads, whether it may move out of a loop, whether it
@@ -395,6 +407,8 @@ class KernelCodegen(KernelPrinter):
         return COMPUTE_TYPES[dtype]
 
     def load(self, expr: Load) -> str:
+        if expr in self.staged:
+            return self.staged[expr]
         ptr = self.pointer(expr.buffer, writing=False)
         text = f"{ptr}[{c_index(expr.index)}]"
         if expr.dtype == torch.bfloat16:
@@ -436,7 +450,8 @@ class KernelCodegen(KernelPrinter):
         # One scope before each outer loop and the body: a loaded index that depends
         # only on the enclosing loops is loaded and checked there, not per element.
         loops = self._outer_loops()
-        position = {loop.var: k for k, loop in enumerate(loops) if loop.hoisted}
+        position = {loop.var: k for k, loop in enumerate(loops)}
+        position.update({loop.var: k for k, loop in enumerate(loops) if loop.hoisted})
         scope = None
         for depth in range(len(outer) + 1):
             indent = 1 + (position[xs[depth]] if depth < len(outer) else len(loops))
@@ -444,26 +459,35 @@ class KernelCodegen(KernelPrinter):
             self.hoisted.append(scope)
         body = scope
         body.is_body = True
-        split = self._outer_split(loops)
+        residues = self._residue_unroll(loops)
+        if residues:  # the innermost loop runs over the quotient
+            last = loops[-1]
+            quotient = str(residues.extent // residues.divisor)
+            loops[-1] = _loop(last.var, "0", quotient, last.hoisted, True)
+        split = self._outer_split(loops, residues)
         # NOTE: a piece's loads were guarded before the split and its loop may run zero
         # times: nothing of it moves out of the loop (gcc hoists what is safe to hoist).
         self.in_piece = split is not None
-        pieces = []
+        pieces = []  # for each piece of a split loop, the body of each residue
         for piece in range(len(split.thresholds) + 1 if split else 1):
-            # NOTE: each piece of a split loop prints the body afresh, in a scope of its own.
-            if piece:
-                body = Scope(self, body.parent, body.indent)
-                body.is_body = True
-                self.hoisted[-1] = body
             known = split.piece_values(piece) if split else {}
-            for item in kernel.items:
-                if isinstance(item, str):
-                    self._outer_node(body, item, known)
-                elif item.kind == "pointwise":
-                    self._pointwise_group(body, item)
-                else:
-                    self._reduction_group(body, item)
-            pieces.append(body.lines)
+            blocks = []
+            for residue in range(residues.divisor if residues else 1):
+                # NOTE: each piece of a split loop, and each residue, prints the body
+                # afresh, in a scope of its own.
+                if piece or residue:
+                    body = Scope(self, body.parent, body.indent)
+                    body.is_body = True
+                    self.hoisted[-1] = body
+                for item in kernel.items:
+                    if isinstance(item, str):
+                        self._outer_node(body, item, known, residues and (residues, residue))
+                    elif item.kind == "pointwise":
+                        self._pointwise_group(body, item)
+                    else:
+                        self._reduction_group(body, item)
+                blocks.append(body.lines)
+            pieces.append(_join_residues(blocks, len(loops)) if residues else blocks[0])
         self.in_piece = False
         lines = []
         clause = parallel_clause(kernel_work(kernel))
@@ -484,25 +508,45 @@ class KernelCodegen(KernelPrinter):
                 elif k == len(loops) - 1 and vector_loop:
                     lines.append(f"{pad}#pragma GCC ivdep")
                 lines += [pad + line for line in header.split("\n")]
+                if self.stage_lines and k == len(loops) - 3:  # the tile loop of the last dim
+                    lines += [pad + "  " + line for line in self.stage_lines]
                 if len(headers) > 1:
                     lines += pieces[piece]
                     lines.append(pad + "}")
         if not split:
-            lines += body.lines
+            lines += pieces[0]
         for k in reversed(range(len(loops) - (1 if split else 0))):
             lines.append("  " * (1 + k) + "}")
         return self.finish(lines)
 
-    def _outer_split(self, loops: list[OuterLoop]) -> LoopSplit | None:
-        """How the innermost loop of a kernel of outer-level nodes splits into pieces
-        where its masks are constant (see loop_split), or None."""
+    def _residue_unroll(self, loops: list[OuterLoop]) -> ResidueUnroll | None:
+        """How the innermost loop (over a whole dim) of a kernel of outer-level nodes runs
+        over the quotient of the divisions of its variable (see residues), or None."""
         kernel = self.kernel
-        if not loops or loops[-1].bounds is None:
+        if not loops or not loops[-1].whole or not all(isinstance(i, str) for i in kernel.items):
+            return None
+        var = outer_vars(len(kernel.outer))[-1]
+        indices = []
+        for name in kernel.items:
+            value, store = node_body(self.buffers[name], kernel.outer, "y")[:2]
+            indices += [store, *expr_indices(value)]
+        return residue_unroll(indices, var, kernel.outer[-1])
+
+    def _outer_split(
+        self, loops: list[OuterLoop], residues: ResidueUnroll | None = None
+    ) -> LoopSplit | None:
+        """How the innermost loop of a kernel of outer-level nodes splits into pieces
+        where its masks are constant (see loop_split), or None. With `residues`, the
+        loop runs over the quotient and its masks are those of every residue."""
+        kernel = self.kernel
+        if not loops or loops[-1].bounds is None or self.stores_along_second_last:
             return None
         if not all(isinstance(i, str) for i in kernel.items):
             return None
         var = outer_vars(len(kernel.outer))[-1]
         values = [node_body(self.buffers[name], kernel.outer, "y")[0] for name in kernel.items]
+        if residues:
+            values = [residues.rewrite(v, r) for v in values for r in range(residues.divisor)]
         split = loop_split(values, var)
         if split is None:
             return None
@@ -523,12 +567,15 @@ class KernelCodegen(KernelPrinter):
         return [_loop(var, a, b, False, False).header for a, b in zip(bounds, bounds[1:])]
 
     def _outer_loops(self) -> list[OuterLoop]:
-        """The outer loop nest; the last two loops go in square tiles when a load reads
-        the nest transposed (then each tile's reads stay in a few cache lines)."""
+        """The outer loop nest; the last two loops go in square tiles when an access reads
+        or writes the nest transposed (then each tile's reads stay in a few cache lines).
+        Within a tile, the element loop along which the stores run is innermost."""
         outer = self.kernel.outer
         xs = outer_vars(len(outer))
         loops = [_loop(var, "0", c_index(size), True, True) for var, size in zip(xs, outer)]
-        if not self._reads_transposed():
+        self.stores_along_second_last = False
+        tiling = self._transposed_tiling()
+        if tiling is None:
             return loops
         (a, a_size), (b, b_size) = zip(xs[-2:], outer[-2:])
         tile = TRANSPOSE_TILE
@@ -546,32 +593,97 @@ class KernelCodegen(KernelPrinter):
             end = f"std::min<int64_t>({var}_tile + {tile}, {c_index(size)})"
             return _loop(var, f"{var}_tile", end, hoisted, False)
 
-        return loops[:-2] + [
-            OuterLoop(a, tile_loop(a, a_size).header, True, False),
-            tile_loop(b, b_size),
-            element_loop(a, a_size, False),
-            element_loop(b, b_size, True),
-        ]
+        tiles = [OuterLoop(a, tile_loop(a, a_size).header, True, False), tile_loop(b, b_size)]
+        inner, across = (b, a) if tiling == "last" else (a, b)
+        self._stage_transposed_loads(inner, across)
+        if tiling == "last":
+            return (
+                loops[:-2] + tiles + [element_loop(a, a_size, False), element_loop(b, b_size, True)]
+            )
+        # NOTE: the element loop over the last dim is outside the one over the second-last:
+        # nothing is computed between them (see outer_home), each value in the body.
+        self.stores_along_second_last = True
+        return loops[:-2] + tiles + [element_loop(b, b_size, False), element_loop(a, a_size, False)]
 
-    def _reads_transposed(self) -> bool:
-        """Whether this kernel of outer-level nodes only (two outer loops at least, sizes
-        of a tile or more) loads along the second-last loop and stores along the last."""
+    def _stage_transposed_loads(self, inner: sympy.Symbol, across: sympy.Symbol) -> None:
+        """Each 4-byte load of a tiled kernel that runs along `across` (its index steps by 1
+        with it) and strides along `inner`, the tile's innermost loop, reads a copy of its
+        tile made before the element loops (`ember_transpose_tile`, in vector registers),
+        contiguous along `inner`: the element loop then vectorizes.
+
+        Only where every load is unconditional (no masked branch, no indirect load): the
+        copy reads the whole tile, each element of which the body reads anyway.
+        """
+        kernel, outer = self.kernel, self.kernel.outer
+        values = [node_body(self.buffers[name], outer, "y")[0] for name in kernel.nodes]
+        if any(_has_branch(value) for value in values):
+            return
+        xs = outer_vars(len(outer))
+        sizes = dict(zip(xs, outer))
+        corner = {v: sympy.Symbol(f"{v}_tile", integer=True) for v in (inner, across)}
+        extent = {
+            v: f"std::min<int64_t>({v}_tile + {TRANSPOSE_TILE}, {c_index(sizes[v])}) - {v}_tile"
+            for v in (inner, across)
+        }
+        skip = self.produced | self._aliased()
+        for value in values:
+            for load in expr_loads(value):
+                if load in self.staged or load.buffer in skip:
+                    continue
+                if load.dtype not in (torch.float32, torch.int32):
+                    continue
+                index = sympy.expand(load.index)
+                stride = index.coeff(inner)
+                rest = sympy.expand(index - across - stride * inner)
+                if index.coeff(across) != 1 or stride in (0, 1):
+                    continue
+                if (rest.free_symbols | stride.free_symbols) & {inner, across}:
+                    continue
+                tile = f"tile{len(self.staged)}"
+                ctype = STORAGE_TYPES[load.dtype]
+                ptr = self.pointer(load.buffer, writing=False)
+                self.stage_lines += [
+                    f"{ctype} {tile}[{TRANSPOSE_TILE}][{TRANSPOSE_TILE}];",
+                    f"ember_transpose_tile<{ctype}>({tile}, {ptr} + {c_index(index.xreplace(corner))}, "
+                    f"{c_index(stride)}, {extent[across]}, {extent[inner]});",
+                ]
+                self.staged[load] = f"{tile}[{across} - {across}_tile][{inner} - {inner}_tile]"
+
+    def _transposed_tiling(self) -> str | None:
+        """For a kernel of outer-level nodes only (two outer loops at least, sizes of a
+        tile or more) that loads and stores the last two loops in different orders: the
+        loop every store runs along ("last" or "second-last"), or None (no tiles).
+
+        An access runs along a loop when its index steps by 1 with it; it reads the
+        nest transposed when it runs along one loop and steps by more along the other.
+        """
         kernel = self.kernel
         outer = kernel.outer
         if len(outer) < 2 or any(isinstance(i, LoopGroup) for i in kernel.items):
-            return False
+            return None
         if not all(s.is_Integer and int(s) >= TRANSPOSE_TILE for s in outer[-2:]):
-            return False
+            return None
         a, b = outer_vars(len(outer))[-2:]
-        transposed = False
+
+        def along(index, var, other) -> bool:
+            return index.coeff(var) == 1 and index.coeff(other) not in (0, 1)
+
+        stores, loads = set(), set()
         for name in kernel.nodes:
             value, store, _ = node_body(self.buffers[name], outer, "y")
-            if name not in kernel.locals_ and store.coeff(b) != 1:
-                return False
+            if name not in kernel.locals_:
+                stores.add(
+                    "last" if store.coeff(b) == 1 else "second-last" if along(store, a, b) else None
+                )
             for load in expr_loads(value):
-                if load.index.coeff(a) == 1 and load.index.coeff(b) not in (0, 1):
-                    transposed = True
-        return transposed
+                index = sympy.expand(load.index)
+                loads.add(
+                    "second-last" if along(index, a, b) else "last" if along(index, b, a) else None
+                )
+        if len(stores) != 1 or None in stores:
+            return None
+        (order,) = stores
+        return order if ({"last", "second-last"} - {order}) & loads else None
 
     def _collapse_depth(self, loops: list[OuterLoop]) -> int:
         """How many outer loops the parallel loop spans: more than the first when it has
@@ -710,9 +822,12 @@ class KernelCodegen(KernelPrinter):
             return self.scalars[key[len("scalar:") :]]
         return self.pointer_names[key]
 
-    def _outer_node(self, scope: Scope, name: str, known: dict | None = None) -> None:
+    def _outer_node(self, scope: Scope, name: str, known: dict | None = None, residue=None) -> None:
         buf = self.buffers[name]
         value, index = node_body(buf, self.kernel.outer, "y")[:2]
+        if residue:  # (ResidueUnroll, the residue printed)
+            unroll, r = residue
+            value, index = unroll.rewrite(value, r), unroll.index(index, r)
         if known:
             value = substitute(value, known)
         self.store(scope, name, index, scope.value(value), value.dtype)
@@ -837,6 +952,30 @@ class KernelCodegen(KernelPrinter):
         if rtype in ("any", "all"):
             return acc, torch.bool
         return f"static_cast<{compute_type(dtype)}>({acc})", dtype
+
+
+def _join_residues(blocks: list[list[str]], depth: int) -> list[str]:
+    """The bodies of a loop's residues (see residues), one after another, each a block
+    of its own (their local variables are declared again)."""
+    pad = "  " * (1 + depth)
+    lines = []
+    for block in blocks:
+        lines += [pad + "{", *("  " + line for line in block), pad + "}"]
+    return lines
+
+
+def _has_branch(expr) -> bool:
+    """Whether `expr` loads under a condition (a masked select) or through a loaded index."""
+    stack, seen = [expr], set()
+    while stack:
+        e = stack.pop()
+        if not isinstance(e, Op) or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if e.name in ("masked", "indirect_load"):
+            return True
+        stack.extend(e.args)
+    return False
 
 
 def index_symbols(expr) -> set[sympy.Symbol]:

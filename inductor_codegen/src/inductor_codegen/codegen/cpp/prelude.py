@@ -111,6 +111,43 @@ template <typename T> static inline T ember_minimum(T a, T b) { T m = a < b ? a 
 template <typename T> static inline T ember_select_bits(bool c, T a, T b) {
   return static_cast<T>(b ^ ((a ^ b) & -static_cast<T>(c)));
 }
+// A square tile of a kernel reading its loop nest transposed (TRANSPOSE_TILE = 16 a side):
+// dst[i][j] = src[i + j * stride] for i < rows, j < cols, so the tile's element loop reads
+// dst contiguously. A whole tile of 4-byte values is transposed in vector registers: 16
+// row loads, four rounds of two-source shuffles (each swaps the off-diagonal blocks of
+// side d), 16 stores; gcc leaves the strided load of the element loop scalar.
+typedef float ember_v16f __attribute__((vector_size(64)));
+typedef int32_t ember_v16i __attribute__((vector_size(64)));
+static inline void ember_swap_blocks(ember_v16f* r, int d, ember_v16i low, ember_v16i high) {
+  for (int i = 0; i < 16; ++i) {
+    if (i & d) continue;
+    const ember_v16f a = r[i], b = r[i + d];
+    r[i] = __builtin_shuffle(a, b, low);
+    r[i + d] = __builtin_shuffle(a, b, high);
+  }
+}
+template <typename T>
+static inline void ember_transpose_tile(T (*dst)[16], const T* src, int64_t stride,
+                                        int64_t rows, int64_t cols) {
+  if constexpr (sizeof(T) == 4) {
+    if (rows == 16 && cols == 16) {
+      ember_v16f r[16];
+      for (int j = 0; j < 16; ++j) std::memcpy(&r[j], src + j * stride, 64);
+      ember_swap_blocks(r, 1, ember_v16i{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+                        ember_v16i{1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31});
+      ember_swap_blocks(r, 2, ember_v16i{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+                        ember_v16i{2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31});
+      ember_swap_blocks(r, 4, ember_v16i{0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+                        ember_v16i{4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31});
+      ember_swap_blocks(r, 8, ember_v16i{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+                        ember_v16i{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+      for (int i = 0; i < 16; ++i) std::memcpy(dst[i], &r[i], 64);
+      return;
+    }
+  }
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t i = 0; i < rows; ++i) dst[i][j] = src[i + j * stride];
+}
 template <typename T> static inline T ember_floordiv(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     if (b == 0) return 0;
