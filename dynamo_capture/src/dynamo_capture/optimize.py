@@ -142,6 +142,7 @@ class CompiledCallable:
         self._transform_nodes = True  # False: the backend refused torch.func / torch.cond nodes
         # nn.Module arguments guarded on structure, not identity (see _callee_part)
         self.modules_by_structure = False
+        self.records_by_structure = False  # capture records kept under modules_by_structure
         self.parent: CompiledCallable | None = None  # the split frame this is a part of
         self.compile_id = ""  # of the newest compile (compile_trace)
         _live.add(self)
@@ -405,7 +406,7 @@ class CompiledCallable:
         (a part of a split frame keeps its own records, under its own code)."""
         return (
             self.capture_cache is not None
-            and not self.modules_by_structure
+            and (not self.modules_by_structure or self.records_by_structure)
             and self.guard_filter_fn is None
             and stance.name == "default"
             and stance.force_backend is None
@@ -549,6 +550,10 @@ class CompiledCallable:
         modules a resume function takes; a new module each call is no recompile."""
         part = self._part(function)
         part.modules_by_structure = True
+        # NOTE: a resume function is a frame of its own code, not one shared by the modules
+        # of a class: what its records hold are the guards its capture made (a handed
+        # module's type and what was read of it), so it keeps them
+        part.records_by_structure = True
         return part
 
     def _callee_part(
