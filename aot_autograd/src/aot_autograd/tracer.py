@@ -488,15 +488,14 @@ class GraphRecorder:
             self.write(t, item)
 
     def _record_view_change(self, op: Any, args: tuple, kwargs: dict) -> None:
-        """`squeeze_`-like ops: the tensor becomes a view of what it was; no data changes."""
+        """`squeeze_`-like ops: the tensor becomes a view of what it was; no data changes.
+
+        A graph input so changed stays its own base (its value as passed in); the run time
+        gives the caller's tensor the final geometry after the graph (program.py
+        `_metadata_mutations`, runtime.py `_restride_inputs`)."""
         t = args[0]
         record = self.record_of(t)
         base = record.base
-        if base.tensor is t and base.input_index is not None:
-            raise UnsupportedMutationError(
-                f"{op}_ changes the shape or strides of a graph input in place, which cannot be "
-                f"replayed on the caller's tensor; use the out-of-place {op} instead"
-            )
         self._freeze_values_of(t, record.geometry)
         parent = self.node_of(t)
         node = self.graph.call_function(op, (parent, *self._to_nodes(args[1:])), kwargs)
