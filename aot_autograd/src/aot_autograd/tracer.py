@@ -34,6 +34,7 @@ from aot_autograd.errors import (
 )
 from aot_autograd.kernel_checks import check_kernel_accepts, checks_values
 from aot_autograd.mutations import functional_variant, mutated_arguments
+from aot_autograd.overlap import check_reads_of_written_memory
 from aot_autograd.symbolic import SizeNodes
 from aot_autograd.value_assertions import ValueAssertion
 from aot_autograd.views import (
@@ -281,6 +282,13 @@ class GraphRecorder:
             )
             if record.chain or shared or record.base.tensor is not r:
                 self._new_base(r, self.node_of(r))
+
+    def same_memory(self, a: torch.Tensor, b: torch.Tensor) -> bool:
+        """Whether traced tensors `a` and `b` are views of one storage."""
+        record_a, record_b = self.records.get(id(a)), self.records.get(id(b))
+        if record_a is None or record_b is None:
+            return False
+        return record_a.base is record_b.base
 
     def record_of(self, t: torch.Tensor) -> TensorRecord:
         """The record of `t`; a tensor never seen before becomes a graph constant."""
@@ -874,6 +882,7 @@ class AtenTracer(TorchDispatchMode):
             return self._dispatch(func, args, kwargs)
         check_kernel_accepts(func, args, kwargs)
         _check_no_overlapping_write(func, args, kwargs)
+        check_reads_of_written_memory(func, args, kwargs, self.recorder.same_memory)
         if _accumulates_into_overlap(func, args, kwargs):
             return self._accumulate_into_overlap(func, args, kwargs)
         out = self._dispatch(func, args, kwargs)
