@@ -321,6 +321,10 @@ def call_tensor_method(
         # compiled graph ran, where eager's is in its new shape (a parameter's `w.t_()`
         # under no_grad): the statement runs eagerly
         raise Unsupported(f"Tensor.{name}() restrides an input requiring grad in place")
+    if name in INPUT_RESTRIDES and tensor.node.op == "placeholder":
+        # NOTE: the input's own fake (its example input, its placeholder's value) keeps
+        # the geometry it was passed with; capture goes on with an alias restrided
+        tensor.example = tensor.example.view(tensor.example.shape)
     from dynamo_capture.operations import realize
 
     args = [realize(tx, a) for a in args]

@@ -215,3 +215,18 @@ def test_parameter_restrided_in_place_under_no_grad_has_eagers_gradient(backend)
     got.backward()
     _assert_same_tensor_state(model.weight.detach(), eager_model.weight.detach())
     torch.testing.assert_close(model.weight.grad, eager_model.weight.grad)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_input_restrided_once_when_another_input_turns_dynamic(backend):
+    def program(x, y):
+        y.unsqueeze_(0)
+        return x * 2
+
+    compiled = ember.compile(program, backend=backend)
+    for shape in [(6, 1, 5), (2, 1, 1), (3, 4, 2)]:  # the second call compiles with sizes symbolic
+        x, y = torch.randn(shape), torch.ones(1, dtype=torch.int32)
+        eager_y, got_y = y.clone(), y.clone()
+        expected = program(x, eager_y)
+        torch.testing.assert_close(compiled(x, got_y), expected)
+        _assert_same_tensor_state(got_y, eager_y)
