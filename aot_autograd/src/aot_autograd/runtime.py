@@ -798,10 +798,10 @@ def output_assembler(
 
     rebuild = _rebuild(program)
     if program.metadata_mutations:
-        views = flat_outputs
+        unrestrided = flat_outputs
 
         def flat_outputs(args: Sequence, outputs: Sequence) -> Sequence:
-            flat = views(args, outputs)  # (views of inputs made from their old geometry)
+            flat = unrestrided(args, outputs)  # (views of inputs made in their old geometry)
             _restride_inputs(program, args)
             return flat
 

@@ -230,3 +230,16 @@ def test_input_restrided_once_when_another_input_turns_dynamic(backend):
         expected = program(x, eager_y)
         torch.testing.assert_close(compiled(x, got_y), expected)
         _assert_same_tensor_state(got_y, eager_y)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_input_restrided_beside_an_output_returned_in_another_layout(backend):
+    def program(x0, x1):
+        x0.unsqueeze_(0)
+        return (torch.div(x1, x1).movedim(1, 0),)
+
+    compiled = ember.compile(program, backend=backend)
+    x0, x1 = torch.ones(1, 1, 1, dtype=torch.bool), torch.randn(1, 1, 1)
+    eager_x0, got_x0 = x0.clone(), x0.clone()
+    torch.testing.assert_close(compiled(got_x0, x1), program(eager_x0, x1))
+    _assert_same_tensor_state(got_x0, eager_x0)
