@@ -17,12 +17,14 @@ writes (`x[0].copy_(x[:, 0])`: the one shared element is read where it is writte
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from aot_autograd.errors import OverlappingWriteError, UnsupportedMutationError
 from aot_autograd.mutations import mutated_arguments
+from aot_autograd.symbolic import concrete_hint
 
 __all__ = ["check_reads_of_written_memory"]
 
@@ -36,51 +38,69 @@ PARTIAL_OVERLAP_REFUSED = (
 _MAX_EXTENT = 1 << 24
 
 
-def _is_static(t: torch.Tensor) -> bool:
-    values = (*t.shape, *t.stride(), t.storage_offset())
-    return not any(isinstance(v, torch.SymInt) for v in values)
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """A tensor's shape, strides and offset (sizes as their hints where symbolic: the
+    check then holds for the sizes compiled for), and its element size."""
 
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    element_size: int
 
-def _byte_range(t: torch.Tensor) -> tuple[int, int]:
-    """[first, last] bytes of `t`'s elements (non-negative strides; not empty)."""
-    last = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    return t.storage_offset() * t.element_size(), (last + 1) * t.element_size() - 1
+    @classmethod
+    def of(cls, t: torch.Tensor) -> _Layout:
+        def hint(values: Any) -> tuple[int, ...]:
+            return tuple(int(concrete_hint(v)) for v in values)
 
-
-def _is_dense(t: torch.Tensor) -> bool:
-    """Non-overlapping and dense, in any dim order (eager's is_non_overlapping_and_dense)."""
-    expected = 1
-    for step, size in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n > 1):
-        if step != expected:
-            return False
-        expected *= size
-    return True
-
-
-def _locations(t: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """The element index into the storage of each element of `t` broadcast to `shape`."""
-    extent = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1
-    with torch.no_grad():
-        memory = torch.arange(extent, device="cpu")
-        return memory.as_strided(tuple(t.shape), tuple(t.stride()), t.storage_offset()).expand(
-            shape
+        return cls(
+            hint(t.shape),
+            hint(t.stride()),
+            int(concrete_hint(t.storage_offset())),
+            t.element_size(),
         )
 
+    def byte_range(self) -> tuple[int, int]:
+        """[first, last] bytes of the elements (strides are never negative; not empty)."""
+        last = self.offset + sum((n - 1) * s for n, s in zip(self.shape, self.stride))
+        return self.offset * self.element_size, (last + 1) * self.element_size - 1
 
-def _reads_written_elsewhere(written: torch.Tensor, read: torch.Tensor) -> bool:
+    def is_dense(self) -> bool:
+        """Non-overlapping and dense, in any dim order (eager's is_non_overlapping_and_dense)."""
+        expected = 1
+        for step, size in sorted((s, n) for n, s in zip(self.shape, self.stride) if n > 1):
+            if step != expected:
+                return False
+            expected *= size
+        return True
+
+    def locations(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """The storage index of each element, broadcast to `shape`."""
+        extent = self.offset + sum((n - 1) * s for n, s in zip(self.shape, self.stride)) + 1
+        with torch.no_grad():
+            memory = torch.arange(extent, device="cpu")
+            view = memory.as_strided(self.shape, self.stride, self.offset)
+            return view.expand(shape)
+
+
+def _disjoint(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[1] < b[0] or b[1] < a[0]
+
+
+def _reads_written_elsewhere(written: _Layout, read: _Layout) -> bool:
     """Whether an element reads a location that another element writes."""
-    (w_first, w_last), (r_first, r_last) = _byte_range(written), _byte_range(read)
-    if w_last < r_first or r_last < w_first:
+    w_range, r_range = written.byte_range(), read.byte_range()
+    if _disjoint(w_range, r_range):
         return False
-    if written.element_size() != read.element_size() or max(w_last, r_last) > _MAX_EXTENT:
+    if written.element_size != read.element_size or max(w_range[1], r_range[1]) > _MAX_EXTENT:
         return True
     try:
-        shape = torch.broadcast_shapes(read.shape, written.shape)
+        shape = tuple(torch.broadcast_shapes(read.shape, written.shape))
     except RuntimeError:
         return True  # (the op raises its own error)
     if shape != written.shape:
         return True
-    w, r = _locations(written, shape), _locations(read, shape)
+    w, r = written.locations(shape), read.locations(shape)
     extent = int(max(int(w.max()), int(r.max()))) + 1
     is_written = torch.zeros(extent, dtype=torch.bool)
     is_written[w.reshape(-1)] = True
@@ -113,27 +133,30 @@ def check_reads_of_written_memory(func: Any, args: tuple, kwargs: dict, same_mem
     reads = _tensors(list(args)) + _tensors(list(kwargs.values()))
     checked_by_eager = torch.Tag.pointwise in func.tags or func._schema.name == "aten::copy_"
     for out in written:
-        if out.numel() == 0 or not _is_static(out) or out.is_complex():
+        if _is_empty(out) or out.is_complex():
             continue
         for t in reads:
-            if t is out or t.numel() == 0 or not _is_static(t) or t.is_complex():
+            if t is out or _is_empty(t) or t.is_complex():
                 continue
             if t.device != out.device or not same_memory(out, t):
                 continue
-            _check_pair(func, out, t, checked_by_eager)
+            _check_pair(func, _Layout.of(out), _Layout.of(t), checked_by_eager)
 
 
-def _check_pair(func: Any, out: torch.Tensor, read: torch.Tensor, checked_by_eager: bool) -> None:
+def _is_empty(t: torch.Tensor) -> bool:
+    return any(concrete_hint(n) == 0 for n in t.shape)
+
+
+def _check_pair(func: Any, out: _Layout, read: _Layout, checked_by_eager: bool) -> None:
     same_geometry = (
         out.shape == read.shape
-        and out.stride() == read.stride()
-        and out.storage_offset() * out.element_size() == read.storage_offset() * read.element_size()
+        and out.stride == read.stride
+        and out.offset * out.element_size == read.offset * read.element_size
     )
     if same_geometry:
         return  # each element reads what it then writes
-    if checked_by_eager and _is_dense(out) and _is_dense(read):
-        (w_first, w_last), (r_first, r_last) = _byte_range(out), _byte_range(read)
-        if not (w_last < r_first or r_last < w_first):
+    if checked_by_eager and out.is_dense() and read.is_dense():
+        if not _disjoint(out.byte_range(), read.byte_range()):
             raise OverlappingWriteError(PARTIAL_OVERLAP_REFUSED)
         return
     if _reads_written_elsewhere(out, read):

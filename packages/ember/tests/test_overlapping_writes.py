@@ -102,3 +102,24 @@ def test_overlapping_write_reading_only_its_own_elements_matches_eager(backend, 
     got = ember.compile(program, backend=backend)(got_x)
     torch.testing.assert_close(got, expected)
     torch.testing.assert_close(got_x, eager_x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_overlapping_write_with_symbolic_sizes_is_checked_at_the_compiled_sizes(backend):
+    compiled_copy = ember.compile(
+        _on_input(EAGER_RAISES["copy_shifted_rows"]), backend=backend, dynamic=True
+    )
+    with pytest.raises(RuntimeError, match="refer to a single memory location"):
+        compiled_copy(torch.randn(4, 40))
+    compiled_add = ember.compile(
+        _on_input(ORDER_DEPENDENT["add_shifted_columns"]), backend=backend, dynamic=True
+    )
+    with pytest.raises(RuntimeError, match="depends on the order"):
+        compiled_add(torch.randn(4, 40))
+    well_defined = _on_input(WELL_DEFINED["copy_even_into_odd_columns"])
+    compiled = ember.compile(well_defined, backend=backend, dynamic=True)
+    for shape in [(4, 6), (5, 8)]:
+        x = torch.randn(shape)
+        eager_x, got_x = x.clone(), x.clone()
+        torch.testing.assert_close(compiled(got_x), well_defined(eager_x))
+        torch.testing.assert_close(got_x, eager_x)
