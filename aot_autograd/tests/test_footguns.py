@@ -9,7 +9,7 @@
 | 1    | a size assumption of a symbolic trace is broken by a call    | silent: wrong    | test_dynamic_shapes.py: a call breaking a traced assumption |
 | 2    | double backward through the compiled backward                | wrong grads      | test_double_backward_is_a_clear_error |
 | 2    | set_, or resize_ growing shared memory, inside the graph     | wrong shapes     | test_set_and_growing_shared_memory_are_clear_errors |
-| 2    | an input's shape changed in place (t_, squeeze_)             | wrong shapes     | test_shape_change_of_an_input_is_a_clear_error |
+| 2    | an input's shape changed in place (t_, squeeze_)             | wrong shapes     | test_shape_change_of_an_input_is_replayed_on_the_callers_tensor |
 | 3    | fakes cannot follow (value reads): traced again on real data | slower compile   | logged under EMBER_LOGS=aot_graphs |
 """
 
@@ -119,13 +119,20 @@ def test_set_and_growing_shared_memory_are_clear_errors():
         aot_function(set_storage, identity_compiler)(torch.randn(4))
 
 
-def test_shape_change_of_an_input_is_a_clear_error():
+def test_shape_change_of_an_input_is_replayed_on_the_callers_tensor():
     def fn(x):
         x.t_()
-        return x + 1
+        x.add_(1)
+        return x, x * 2
 
-    with pytest.raises(UnsupportedMutationError, match="graph input"):
-        aot_function(fn, identity_compiler)(torch.randn(2, 3))
+    eager_x = torch.randn(2, 3)
+    got_x = eager_x.clone()
+    expected = fn(eager_x)
+    got = aot_function(fn, identity_compiler)(got_x)
+    torch.testing.assert_close(got, expected)
+    assert got[0] is got_x
+    assert (got_x.shape, got_x.stride()) == (eager_x.shape, eager_x.stride())
+    torch.testing.assert_close(got_x, eager_x)
 
 
 @pytest.mark.parametrize("read", [torch.allclose, torch.equal])

@@ -699,3 +699,89 @@ def test_loop_over_an_outside_list_follows_its_length():
     for values in ([1, 2], [1, 2, 3], [4]):
         (x,) = _one()
         assert_same(compiled(x, list(values)), program(x, list(values)))
+
+
+# ----- pure generators live at a break: later writes to what they read are seen ---------
+def _doubled_after_an_in_place_write(a, b):
+    xs = [a.clone(), b.clone()]
+    items = (t * 2 for t in xs)
+    first = next(items)
+    print("between")
+    xs[1].add_(1)
+    return first, next(items)
+
+
+def _doubled_list_after_an_in_place_write(a, b):
+    xs = [a.clone(), b.clone()]
+    items = (t * 2 for t in xs)
+    print("between")
+    xs[1].add_(1)
+    return list(items)
+
+
+def _map_after_an_in_place_write_to_an_input(a, b):
+    items = map(lambda t: t * 2, [a, b])
+    print("between")
+    b.mul_(3)
+    return list(items)
+
+
+def _generator_after_an_item_assignment(a, b):
+    xs = [a, a]
+    items = (t + 1 for t in xs)
+    first = next(items)
+    print("between")
+    xs[1] = b
+    return first, next(items)
+
+
+def _generator_after_an_append(a, b):
+    xs = [a]
+    items = (t.sum() for t in xs)
+    first = next(items)
+    print("between")
+    xs.append(b)
+    return first, list(items)
+
+
+def _filter_after_an_in_place_write(a, b):
+    items = filter(lambda t: bool(t.sum() > -100), [a, b])
+    print("between")
+    b.sub_(1)
+    return list(items)
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        _doubled_after_an_in_place_write,
+        _doubled_list_after_an_in_place_write,
+        _map_after_an_in_place_write_to_an_input,
+        _generator_after_an_item_assignment,
+        _generator_after_an_append,
+        _filter_after_an_in_place_write,
+    ],
+    ids=lambda p: p.__name__.lstrip("_"),
+)
+def test_pure_generator_live_at_a_break_sees_later_writes(program, capsys):
+    compiled = dynamo_capture.optimize(program, backend=_eager)
+    for _ in range(2):
+        args = (torch.randn(3), torch.randn(3))
+        expected = program(*clone_inputs(args))
+        got = compiled(*clone_inputs(args))
+        assert_same(got, expected)
+
+
+def test_pure_generator_returned_sees_the_callers_later_write():
+    def program(x):
+        return (x * i for i in range(3))
+
+    x = torch.randn(3)
+    expected_items = program(x.clone())
+    got_x = x.clone()
+    got_items = dynamo_capture.optimize(program, backend=_eager)(got_x)
+    expected_x = x.clone()
+    expected_items = program(expected_x)
+    expected_x.add_(1)
+    got_x.add_(1)
+    assert_same(list(got_items), list(expected_items))

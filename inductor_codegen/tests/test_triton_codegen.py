@@ -629,3 +629,29 @@ def test_float_fmod_and_remainder_are_exact(dtype):
     source = compiled.artifact("codegen")
     assert " % " not in source
     compile_for_cuda(source, pointer="*fp64" if dtype == torch.float64 else "*fp32")
+
+
+# ---------------------------------------------------------------- correctly rounded division
+
+
+def test_sigmoid_divides_correctly_rounded():
+    x = torch.linspace(-20, 20, 4001)
+    compiled = check(torch.sigmoid, x)
+    source = compiled.artifact("codegen")
+    assert "ember_sigmoid(" in source
+    assert "1.0 / (" not in source
+
+
+@pytest.mark.parametrize("kind", list(SHAPES))
+def test_welford_mean_and_combine_divide_correctly_rounded(kind):
+    import inspect
+
+    from inductor_codegen.codegen.triton import prelude
+
+    rows, width = SHAPES[kind]
+    compiled = check(lambda t: torch.var_mean(t, -1), randn(rows, width), rtol=1e-5, atol=1e-5)
+    source = compiled.artifact("codegen")
+    assert "div_rn(" in source
+    assert "_delta / " not in source and ", 1) / " not in source
+    combine = inspect.getsource(prelude.ember_welford_combine.fn)
+    assert "ember_div_rn(" in combine and "n_b / " not in combine

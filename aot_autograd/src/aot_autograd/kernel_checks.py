@@ -230,11 +230,34 @@ def _probe(op: Any, args: tuple, kwargs: dict, capped: bool) -> Exception | None
 
 
 _FACTORY_PROBE_NUMEL = 1 << 16
+# Arguments of a factory op that set how many elements it makes, and what a small probe
+# of the same op (its dtype, its device) takes instead.
+_FACTORY_COUNTS = {"size": lambda v: [min(n, 1) for n in v], "n": min, "m": min, "steps": min}
+
+
+def _small_factory_arguments(op: Any, args: tuple, kwargs: dict) -> tuple[list, dict]:
+    """`op`'s arguments with its element count cut to about one (`size`, `n`, `steps`;
+    `arange`'s `end` one `step` past `start`): its kernel's dtype check runs at any size."""
+    names = [a.name for a in op._schema.arguments]
+    values = dict(zip(names, args))
+    values.update(kwargs)
+    for name, cut in _FACTORY_COUNTS.items():
+        value = values.get(name)
+        if isinstance(value, (list, tuple)) and all(isinstance(n, int) for n in value):
+            values[name] = cut(value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            values[name] = cut(value, 1)
+    if op._schema.name == "aten::arange" and "end" in values:
+        start, step = values.get("start", 0), values.get("step", 1)
+        values["end"] = start + step if "start" in values else min(values["end"], 1)
+    positional = [values.pop(name) for name in names[: len(args)]]
+    return positional, values
 
 
 def _check_factory_accepts(op: Any, args: tuple, kwargs: dict, leaves: list) -> None:
-    """Run a factory op (no tensor argument) once, where its result is small: its kernel
-    may lack the requested dtype, which its meta function does not check."""
+    """Run a factory op (no tensor argument) once, where its result is small, else a
+    copy of it making about one element: its kernel may lack the requested dtype, which
+    its meta function does not check."""
     device = kwargs.get("device")
     if device is not None and not _runs_here(torch.device(device)):
         return
@@ -247,8 +270,16 @@ def _check_factory_accepts(op: Any, args: tuple, kwargs: dict, leaves: list) -> 
             shape = op(*hinted_args, **{**hinted_kwargs, "device": "meta"})
         except Exception:  # noqa: BLE001 - the meta function's own error is raised later
             return
-        if not isinstance(shape, torch.Tensor) or shape.numel() > _FACTORY_PROBE_NUMEL:
+        if not isinstance(shape, torch.Tensor):
             return
+        if shape.numel() > _FACTORY_PROBE_NUMEL:
+            hinted_args, hinted_kwargs = _small_factory_arguments(op, hinted_args, hinted_kwargs)
+            try:
+                small = op(*hinted_args, **{**hinted_kwargs, "device": "meta"})
+            except Exception:  # noqa: BLE001 - no small twin: the kernel is not probed
+                return
+            if not isinstance(small, torch.Tensor) or small.numel() > _FACTORY_PROBE_NUMEL:
+                return
         op(*hinted_args, **hinted_kwargs)  # eager's error, where its kernel raises one
     _accept(key)
 

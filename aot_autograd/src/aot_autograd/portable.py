@@ -140,6 +140,7 @@ _PROGRAM_FIELDS = frozenset(
         "graph_module", "num_inputs", "outputs", "out_spec", "num_forward_outputs",
         "mutated_inputs", "num_value_checks", "differentiable", "grad_inputs", "joint",
         "symbol_sources", "missing_derivatives", "grad_free_inputs", "value_assertions",
+        "metadata_mutations",
     }
 )  # fmt: skip
 _OUTPUT_FIELDS = frozenset(
@@ -155,8 +156,8 @@ def _fields_known() -> bool:
 
 def program_record(program: TracedProgram) -> dict[str, Any] | None:
     """`program` less its graph, as JSON-able data; None when that cannot be done soundly."""
-    if not _fields_known():
-        return None
+    if not _fields_known() or program.metadata_mutations:
+        return None  # (an input restrided in place is not stored: compiled again)
     try:
         return {
             "num_inputs": program.num_inputs,

@@ -25,7 +25,12 @@ from torch.utils import _python_dispatch
 import guards
 from aot_autograd.backward_formulas import autograd_nodes, override_backward_formulas
 from aot_autograd.cse import eliminate_common_subexpressions
-from aot_autograd.errors import AotAutogradError, OverlappingWriteError, SymbolicShapeError
+from aot_autograd.errors import (
+    AotAutogradError,
+    OverlappingWriteError,
+    SymbolicShapeError,
+    UnsupportedMutationError,
+)
 from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
 from aot_autograd.saved_tensors import SavedTensors, stale_saved_tensor_errors
 from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
@@ -196,6 +201,11 @@ class TracedProgram:
     # Value check index (0 is the first check) -> what its failure raises (eager's error),
     # for checks of values eager makes; a failed check not here says a value read changed.
     value_assertions: dict[int, ValueAssertion] = field(default_factory=dict)
+    # Inputs whose shape, strides or offset the graph changed in place (`x.t_()`,
+    # `x.unsqueeze_(0)`), each with its final (size, stride, offset in bytes, dtype) and
+    # whether that offset is from the storage's start (after `as_strided_`) rather than
+    # from the input's own offset: the run time restrides the caller's tensor so.
+    metadata_mutations: tuple[tuple[int, tuple, bool], ...] = ()
 
 
 def _grad_free(grad_inputs: Sequence[int], grad_nodes: Sequence[Any]) -> tuple[int, ...]:
@@ -238,6 +248,37 @@ def _relative_geometry(t: torch.Tensor, record: TensorRecord) -> tuple:
     offset = t.storage_offset() * t.element_size()
     offset -= base.storage_offset * base.tensor.element_size()
     return (tuple(t.shape), tuple(t.stride()), offset, t.dtype)
+
+
+def _metadata_mutations(
+    recorder: Any, values: Sequence[Any]
+) -> tuple[tuple[int, tuple, bool], ...]:
+    """Each input the graph restrided in place (`x.t_()`), with its final geometry
+    relative to itself as passed in (see TracedProgram.metadata_mutations)."""
+    mutations = []
+    for index, value in enumerate(values):
+        if not isinstance(value, torch.Tensor):
+            continue
+        record = recorder.record_of(value)
+        base = record.base
+        if not record.chain or base.tensor is not value:
+            continue
+        if base.input_index != index:
+            raise UnsupportedMutationError(
+                f"input {index} is restrided in place while it shares memory with another "
+                "input; restride a view of it (x = x.t()) instead"
+            )
+        geometry = _relative_geometry(value, record)
+        if geometry[:3] == (*base.geometry[:2], 0):
+            continue
+        if any(step.op is torch.ops.aten.as_strided.default for step in record.chain):
+            # as_strided_'s offset is one into the storage, whatever the input's own
+            size, stride, _, dtype = geometry
+            offset = value.storage_offset() * value.element_size()
+            mutations.append((index, (size, stride, offset, dtype), True))
+        else:
+            mutations.append((index, geometry, False))
+    return tuple(mutations)
 
 
 def _alias_spec(kind: str, index: int, t: torch.Tensor, record: TensorRecord) -> OutputSpec:
@@ -396,7 +437,7 @@ class _OutputPlan:
         record = self.recorder.record_of(leaf)
         base = record.base
         if base.input_index is not None and base.input_index >= 0:
-            if not record.chain and leaf is self.values[base.input_index]:
+            if leaf is self.values[base.input_index]:  # (restrided in place or not)
                 return OutputSpec("input", base.input_index)
             spec = _alias_spec("input_alias", base.input_index, leaf, record)
             if _cut_from_autograd(leaf, self.values[base.input_index]):
@@ -713,6 +754,7 @@ def _trace_once(
         out_spec=out_spec,
         num_forward_outputs=len(forward_nodes),
         mutated_inputs=tuple(i for i, _ in mutated),
+        metadata_mutations=_metadata_mutations(recorder, values),
         num_value_checks=len(checks),
         differentiable=tuple(differentiable),
         grad_inputs=tuple(grad_inputs),

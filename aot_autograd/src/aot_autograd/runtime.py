@@ -15,6 +15,7 @@ of a region that turned autocast off (a rotary embedding's float32 `cos`).
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import threading
 from collections.abc import Callable, Sequence
@@ -796,6 +797,14 @@ def output_assembler(
             return views(args, conform(args, outputs))
 
     rebuild = _rebuild(program)
+    if program.metadata_mutations:
+        unrestrided = flat_outputs
+
+        def flat_outputs(args: Sequence, outputs: Sequence) -> Sequence:
+            flat = unrestrided(args, outputs)  # (views of inputs made in their old geometry)
+            _restride_inputs(program, args)
+            return flat
+
     if not mutated and not program.num_value_checks:
         return lambda args, outputs: rebuild(flat_outputs(args, outputs))
 
@@ -817,6 +826,38 @@ def output_assembler(
         return rebuild(flat_outputs(args, graph_outputs))
 
     return assemble
+
+
+def _check_no_leaf_restrided(args: Sequence[Any], restrided: tuple[int, ...]) -> None:
+    """Refuse a leaf requiring grad that the graph restrides in place (`w.t_()` under
+    no_grad): autograd takes its gradient in the shape it has when the graph runs, the
+    old one, where eager's is in the new one."""
+    for index in restrided:
+        arg = args[index]
+        if arg.is_leaf and arg.requires_grad:
+            raise UnsupportedMutationError(
+                f"input {index} is a leaf tensor requiring grad whose shape or strides the "
+                "compiled code changes in place (t_, unsqueeze_, as_strided_ under no_grad); "
+                "restride it before calling the compiled function, or assign a view "
+                "(w = w.t()) instead"
+            )
+
+
+def _restride_inputs(program: TracedProgram, args: Sequence[Any]) -> None:
+    """Give each input the graph restrided in place (`x.t_()`) its final geometry, as
+    eager's in-place op left the caller's tensor: `as_strided_` on the caller's tensor,
+    after its new data (if any) was copied back in its old geometry."""
+    for index, geometry, from_storage_start in program.metadata_mutations:
+        if program.symbol_sources:
+            geometry = resolve_sizes(geometry, program.symbol_sources, args)
+        size, stride, offset_bytes, _ = geometry
+        arg = args[index]
+        start = offset_bytes // arg.element_size()
+        if not from_storage_start:
+            start += arg.storage_offset()
+        # (a leaf requiring grad is restrided only where grad mode was off, as tracing saw)
+        with torch.no_grad() if arg.is_leaf else contextlib.nullcontext():
+            arg.as_strided_(size, stride, start)
 
 
 def assemble_outputs(program: TracedProgram, args: Sequence[Any], graph_outputs: Sequence) -> Any:
@@ -863,12 +904,16 @@ def compiled_call(
     else:
         run_boxed = None
 
+    restrided = tuple(index for index, _, _ in program.metadata_mutations)
+
     def call(args: Sequence) -> Any:
         if checks_aliasing:
             check_mutated_inputs_unaliased(program, args)
         return aliasing_checked(args)
 
     def aliasing_checked(args: Sequence) -> Any:
+        if restrided and training:
+            _check_no_leaf_restrided(args, restrided)
         if _any_autocast_enabled():
             with _autocast_off():
                 return _run(args)

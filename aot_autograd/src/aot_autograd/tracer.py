@@ -34,6 +34,7 @@ from aot_autograd.errors import (
 )
 from aot_autograd.kernel_checks import check_kernel_accepts, checks_values
 from aot_autograd.mutations import functional_variant, mutated_arguments
+from aot_autograd.overlap import check_reads_of_written_memory
 from aot_autograd.symbolic import SizeNodes
 from aot_autograd.value_assertions import ValueAssertion
 from aot_autograd.views import (
@@ -282,6 +283,13 @@ class GraphRecorder:
             if record.chain or shared or record.base.tensor is not r:
                 self._new_base(r, self.node_of(r))
 
+    def same_memory(self, a: torch.Tensor, b: torch.Tensor) -> bool:
+        """Whether traced tensors `a` and `b` are views of one storage."""
+        record_a, record_b = self.records.get(id(a)), self.records.get(id(b))
+        if record_a is None or record_b is None:
+            return False
+        return record_a.base is record_b.base
+
     def record_of(self, t: torch.Tensor) -> TensorRecord:
         """The record of `t`; a tensor never seen before becomes a graph constant."""
         record = self.records.get(id(t))
@@ -488,15 +496,14 @@ class GraphRecorder:
             self.write(t, item)
 
     def _record_view_change(self, op: Any, args: tuple, kwargs: dict) -> None:
-        """`squeeze_`-like ops: the tensor becomes a view of what it was; no data changes."""
+        """`squeeze_`-like ops: the tensor becomes a view of what it was; no data changes.
+
+        A graph input so changed stays its own base (its value as passed in); the run time
+        gives the caller's tensor the final geometry after the graph (program.py
+        `_metadata_mutations`, runtime.py `_restride_inputs`)."""
         t = args[0]
         record = self.record_of(t)
         base = record.base
-        if base.tensor is t and base.input_index is not None:
-            raise UnsupportedMutationError(
-                f"{op}_ changes the shape or strides of a graph input in place, which cannot be "
-                f"replayed on the caller's tensor; use the out-of-place {op} instead"
-            )
         self._freeze_values_of(t, record.geometry)
         parent = self.node_of(t)
         node = self.graph.call_function(op, (parent, *self._to_nodes(args[1:])), kwargs)
@@ -875,6 +882,7 @@ class AtenTracer(TorchDispatchMode):
             return self._dispatch(func, args, kwargs)
         check_kernel_accepts(func, args, kwargs)
         _check_no_overlapping_write(func, args, kwargs)
+        check_reads_of_written_memory(func, args, kwargs, self.recorder.same_memory)
         if _accumulates_into_overlap(func, args, kwargs):
             return self._accumulate_into_overlap(func, args, kwargs)
         out = self._dispatch(func, args, kwargs)

@@ -53,7 +53,7 @@ from dynamo_capture.function_values import function_attr
 from dynamo_capture.functorch_inline import InlinedTransform, Pullback
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes, drop_undone_switches
 from dynamo_capture.interpreter import Translator, check_registry
-from dynamo_capture.lazy_iterators import ListSteps, check_no_pending_cleanup, drain
+from dynamo_capture.lazy_iterators import ListSteps, check_no_pending_cleanup
 from dynamo_capture.methods import context_factory, kept_context, kept_grad_context
 from dynamo_capture.operations import IdentityKey, key_value
 from dynamo_capture.output_graph import (
@@ -592,7 +592,7 @@ def capture_frame(
             arguments = _frame_locals(ctx, code, f_locals)
             tx = Translator(ctx, code, arguments, target.globals, real_cells=real_cells)
             result = tx.run()
-            plan = OutputPlan(ctx, tx)
+            plan = OutputPlan(ctx)
             output_exprs = plan.expr(result)
             replays = plan.replays()
             check_no_pending_cleanup(tx)
@@ -755,9 +755,8 @@ _NAMED_VALUES = (ObjectValue, ListValue, DictValue, SetValue, FunctionValue, Ite
 class OutputPlan:
     """Turns the returned Value into graph outputs plus a Python expression rebuilding it."""
 
-    def __init__(self, ctx: CaptureContext, reader: Translator | None = None) -> None:
+    def __init__(self, ctx: CaptureContext) -> None:
         self.ctx = ctx
-        self.reader = reader  # reads an unfinished lazy iterator to its end
         self.outputs: list[TensorValue] = []
         self.constants: list[Any] = []
         # statements that build each mutable value made while capturing once, into a
@@ -929,24 +928,17 @@ class OutputPlan:
         return f"iter({listed})"
 
     def _read_ahead(self, value: IteratorValue) -> None:
-        """Make the items of a lazy iterator (a generator, map or filter made in the frame)
-        not yet read, now, side effects refused: eagerly its body runs later, when the
-        code after the compiled part reads them. One that cannot be read ahead runs the
-        frame eagerly."""
-        if self.reader is None:
-            raise NeedsEagerFrame(f"a {value.kind} made in the frame left unfinished")
-        position = value.position
-        self.ctx.reading_ahead = f"a {value.kind} made in the frame"
-        try:
-            drain(self.reader, value)
-        except Unsupported as error:
-            raise NeedsEagerFrame(
-                f"a {value.kind} made in the frame, left unfinished where the compiled part "
-                f"ends, cannot be read ahead: {error.reason}"
-            ) from None
-        finally:
-            self.ctx.reading_ahead = None
-        value.position = position  # the items are still to be read, by the code after
+        """Refuse to read ahead a lazy iterator (a generator, map or filter made in the
+        frame) left unfinished where the compiled part ends: the frame runs eagerly.
+
+        NOTE: reading its items now, at the break or the return, reads the tensors, lists
+        and objects its body uses as they are now; eagerly they are read later, after the
+        code that follows may have written them (`xs[1].add_(1)`, `xs[1] = y`, an append).
+        Nothing of what that code does is known here, so no read ahead is sound."""
+        raise NeedsEagerFrame(
+            f"a {value.kind} made in the frame is left unfinished where the compiled part "
+            "ends; its items are made eagerly when they are read, after later writes"
+        )
 
     def _function(self, value: FunctionValue) -> str:
         """A closure made while capturing, made again from its code and its real cells."""

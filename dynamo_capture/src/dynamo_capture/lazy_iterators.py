@@ -17,11 +17,10 @@ consumer that reads a whole iterator (`list`, `sum`, unpacking) reads them as
 before; once its end is met `produce` is dropped and the iterator is a plain one.
 
 An iterator left unfinished where the compiled part ends (returned, or live at a
-graph break) is read to its end there, as torch.compile does, with side effects
-refused (`ctx.reading_ahead`): a write the body would make later eagerly would
-otherwise happen now, so such a frame runs eagerly instead. What the rest reads
-is read then: a tensor the code after a break writes in place is seen before the
-write (torch.compile reads ahead the same way).
+graph break) runs the frame eagerly: reading it ahead there would read the tensors,
+lists and objects its body uses before the code after the break (or the caller) writes
+them, where eagerly its items see those writes (`g = (t * 2 for t in xs)`, a break,
+`xs[1].add_(1)`, `next(g)`). Items already read are kept and given back as they are.
 """
 
 from __future__ import annotations

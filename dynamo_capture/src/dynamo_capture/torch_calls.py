@@ -272,20 +272,13 @@ def construct_torch_class(
     raise Unsupported(f"creating a {cls.__module__}.{cls.__qualname__} inside captured code")
 
 
-# In-place ops that change a tensor's shape or strides, not its data.
-INPUT_METADATA_MUTATIONS = frozenset(
-    {
-        "unsqueeze_",
-        "squeeze_",
-        "t_",
-        "transpose_",
-        "swapdims_",
-        "swapaxes_",
-        "as_strided_",
-        "resize_",
-        "resize_as_",
-        "set_",
-    }
+# In-place ops that change an input tensor's storage, not only its view of it: a graph
+# returns new tensors and cannot replay them on the caller's object. (Those that change
+# only its shape, strides or offset, `t_`, `unsqueeze_`, `as_strided_`, are captured: the
+# compiled function restrides the caller's tensor after the graph, as eager left it.)
+INPUT_METADATA_MUTATIONS = frozenset({"resize_", "resize_as_", "set_"})
+INPUT_RESTRIDES = frozenset(
+    {"unsqueeze_", "squeeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "as_strided_"}
 )
 
 
@@ -319,12 +312,19 @@ def call_tensor_method(
 
         return get_item(tx, tensor, args[0])
     if name in INPUT_METADATA_MUTATIONS and tensor.node.op == "placeholder":
-        # NOTE: the caller's tensor object itself changes shape or strides; a compiled
-        # graph returns new tensors and cannot replay that on the caller's object, so
-        # the statement runs eagerly (a graph break) and capture resumes after it.
-        raise Unsupported(
-            f"Tensor.{name}() changes the shape or strides of an input tensor in place"
-        )
+        # NOTE: the caller's tensor object itself may get new storage; a compiled graph
+        # returns new tensors and cannot replay that on the caller's object, so the
+        # statement runs eagerly (a graph break) and capture resumes after it.
+        raise Unsupported(f"Tensor.{name}() resizes or replaces an input tensor's storage")
+    if name in INPUT_RESTRIDES and tensor.node.op == "placeholder" and tensor.example.requires_grad:
+        # NOTE: autograd would take the gradient of the input in the shape it had when the
+        # compiled graph ran, where eager's is in its new shape (a parameter's `w.t_()`
+        # under no_grad): the statement runs eagerly
+        raise Unsupported(f"Tensor.{name}() restrides an input requiring grad in place")
+    if name in INPUT_RESTRIDES and tensor.node.op == "placeholder":
+        # NOTE: the input's own fake (its example input, its placeholder's value) keeps
+        # the geometry it was passed with; capture goes on with an alias restrided
+        tensor.example = tensor.example.view(tensor.example.shape)
     from dynamo_capture.operations import realize
 
     args = [realize(tx, a) for a in args]

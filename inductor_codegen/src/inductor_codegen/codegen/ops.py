@@ -131,7 +131,7 @@ OPS: dict[str, Spelling] = {
     "lgamma": Spelling(cpp=call("std::lgamma"), triton=call("libdevice.lgamma")),
     "sigmoid": Spelling(
         cpp=cpp.templated("ember_sigmoid"),
-        triton=lambda a, d, o: f"(1.0 / (1.0 + tl.exp(-{a[0]})))",
+        triton=call("ember_sigmoid"),
     ),
     "sign": Spelling(cpp=cpp.templated("ember_sign"), triton=triton.sign),
     "relu": Spelling(

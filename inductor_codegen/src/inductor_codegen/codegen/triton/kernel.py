@@ -664,7 +664,7 @@ class TritonKernelCodegen(KernelPrinter):
             scope.line(f"{acc}_count = {acc}_n + tl.where({mask}, 1.0, 0.0)")
             scope.line(f"{acc}_delta = {value} - {acc}_mean")
             scope.line(
-                f"{acc}_mean = {acc}_mean + tl.where({mask}, {acc}_delta / tl.maximum({acc}_count, 1.0), 0.0)"
+                f"{acc}_mean = {acc}_mean + tl.where({mask}, ember_div_rn({acc}_delta, tl.maximum({acc}_count, 1.0)), 0.0)"
             )
             scope.line(
                 f"{acc}_m2 = {acc}_m2 + tl.where({mask}, {acc}_delta * ({value} - {acc}_mean), 0.0)"
@@ -690,7 +690,9 @@ class TritonKernelCodegen(KernelPrinter):
             elif family == "welford" and self.group_meta[g].persistent:
                 mask = self.masks[acc]
                 scope.line(f"{done}_n = tl.sum(tl.where({mask}, 1.0, 0.0), 1)")
-                scope.line(f"{done}_mean = tl.sum({acc}_x, 1) / tl.maximum({done}_n, 1.0)")
+                scope.line(
+                    f"{done}_mean = ember_div_rn(tl.sum({acc}_x, 1), tl.maximum({done}_n, 1.0))"
+                )
                 scope.line(
                     f"{done}_m2 = tl.sum(tl.where({mask}, ({acc}_x - {done}_mean[:, None]) "
                     f"* ({acc}_x - {done}_mean[:, None]), 0.0), 1)"

@@ -19,6 +19,7 @@ __all__ = [
     "ember_argmax_combine",
     "ember_argmin_combine",
     "ember_div_rn",
+    "ember_sigmoid",
     "ember_dot",
     "ember_dot_ieee",
     "ember_floordiv_float",
@@ -55,6 +56,13 @@ def ember_div_rn(a, b):
     else:
         q = tl.div_rn(a, b)
     return q
+
+
+@triton.jit
+def ember_sigmoid(x):
+    """1 / (1 + exp(-x)), its division correctly rounded as eager's."""
+    denominator = 1.0 + tl.exp(-x)
+    return ember_div_rn(tl.zeros_like(denominator) + 1.0, denominator)
 
 
 @triton.jit
@@ -134,7 +142,7 @@ def ember_argmin_combine(value_a, index_a, value_b, index_b):
 def ember_welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     n = n_a + n_b
     delta = mean_b - mean_a
-    weight = tl.where(n == 0, 0.0, n_b / tl.where(n == 0, 1.0, n))
+    weight = tl.where(n == 0, 0.0, ember_div_rn(n_b, tl.where(n == 0, 1.0, n)))
     return mean_a + delta * weight, m2_a + m2_b + delta * delta * n_a * weight, n
 
 
