@@ -764,7 +764,7 @@ def _filter_after_an_in_place_write(a, b):
     ids=lambda p: p.__name__.lstrip("_"),
 )
 def test_pure_generator_live_at_a_break_sees_later_writes(program, capsys):
-    compiled = dynamo_capture.optimize(program, backend=_eager)
+    compiled = dynamo_capture.optimize(program, backend=eager_backend)
     for _ in range(2):
         args = (torch.randn(3), torch.randn(3))
         expected = program(*clone_inputs(args))
@@ -779,7 +779,7 @@ def test_pure_generator_returned_sees_the_callers_later_write():
     x = torch.randn(3)
     expected_items = program(x.clone())
     got_x = x.clone()
-    got_items = dynamo_capture.optimize(program, backend=_eager)(got_x)
+    got_items = dynamo_capture.optimize(program, backend=eager_backend)(got_x)
     expected_x = x.clone()
     expected_items = program(expected_x)
     expected_x.add_(1)
