@@ -25,7 +25,8 @@ exceeds 3x eager-bf16's error against the same float32 reference + 2e-3.
 For ember's Triton kernels it times the kernels that move the most bytes
 alone and reports achieved GB/s (bytes of the kernel's tensor arguments /
 kernel time) next to the device-to-device copy bandwidth. Backend
-"ember_nosplit" is ember with split reductions off (`lowering.split`).
+"ember_nosplit" is ember with split reductions off (`lowering.split`); "ember_whole" is ember
+with regional compile off (repeated blocks fused into one whole graph).
 `--bn-kernels` first times batch norm's training reductions alone on
 resnet50's shapes (bf16, channels-last): ember split and unsplit, and
 torch.compile, GB/s of the inputs read once (bn_kernels.md).
@@ -291,6 +292,8 @@ def compiled_model(backend, model):
     ember.reset()
     if backend == "ember_autotune":
         return ember.compile(model, backend="inductor", mode="max-autotune-no-cudagraphs")
+    if backend == "ember_whole":
+        return ember.compile(model, backend="inductor", options={"regional": False})
     return ember.compile(model, backend="inductor")
 
 
