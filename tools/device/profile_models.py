@@ -1,6 +1,7 @@
 """Where a compiled model's GPU time goes: kernels per call, GPU busy time, host time.
 
     python tools/device/profile_models.py vit_b_16,mobilenet_v3_large [infer|train] [--torch] [--top=N]
+    python tools/device/profile_models.py bert_base train --backends=ember,ember_whole
 
 For eager and ember (and torch.compile with --torch): wall ms per call (host +
 device, synchronized), the GPU's kernel time per call, kernel launches per
@@ -34,6 +35,9 @@ def main(argv: list[str]) -> None:
     names = argv[0].split(",")
     mode = argv[1] if len(argv) > 1 else "infer"
     backends = ["eager", "ember"] + (["torch"] if "--torch" in argv else [])
+    chosen = next((a.split("=", 1)[1] for a in argv if a.startswith("--backends=")), None)
+    if chosen:  # e.g. --backends=ember,ember_whole (gpu_bench's backend names)
+        backends = chosen.split(",")
     top = int(next((a.split("=")[1] for a in argv if a.startswith("--top=")), 10))
     if "--torch-first" in argv:  # gpu_bench's order: torch.compile runs before ember
         backends = ["eager", "torch", "ember"]
