@@ -1,0 +1,512 @@
+"""Stable reads: chains of a guard function that a full check reads once and later calls reuse.
+
+Most guards of a model built from library code are chains rooted at a module
+global, through classes, functions and their closures:
+
+    sys.modules['m'].__dict__['LlamaModel'].forward.__closure__[1].cell_contents.__defaults__[3]
+
+Each step is one of three kinds. A *stable* step gives the same object as long
+as some dicts keep their CPython version tag (dict_versions.py) and a few cheap
+facts hold; nothing else can change what it reads:
+
+- a module global (`vars(module)[name]`): that dict;
+- an item of an exact dict: that dict; of an exact tuple: nothing (immutable);
+- a function's `__closure__` or `__globals__` (read-only slots); any `co_*` of a code
+  object (immutable);
+- an attribute of a class whose metaclass is `type`, found in the dict of a class of
+  its MRO as a plain function, a property or an object of a builtin type without
+  `__get__`: the real dicts of the MRO's heap classes up to that one, and the MRO
+  itself (assigning `__bases__` writes no dict; it is compared on every call);
+- an attribute found in the instance dict of a module object, or of an object whose
+  class and bases (heap types over `object`) define neither the name nor
+  `__getattribute__`: that dict, the class dicts; the object's class and its dict's
+  identity are compared on every call (`__class__` and `__dict__` assignments write no
+  dict).
+
+A *checked* step (`cell_contents`, `__defaults__[i]`, `__code__`, `__name__`, ...)
+can change without a dict write: the fast path reads it again from its cached base
+and compares the object with the one the full check saw; a different object sends
+the call to the full check. Every other step is read as before, from its base.
+
+The generated guard function (guard_codegen.py) then has two bodies. The full
+check is today's, plus a snapshot of the pinned (stable or checked) values when it
+passes; `StableReads.snapshot` verifies each stable step against the rule above on
+those very values and collects the dicts to watch. While the tags, MROs, classes and
+instance dicts are as snapshotted, the fast body binds pinned values from the
+snapshot and leaves out every guard whose answer cannot have changed: an ID_MATCH or
+EQUALS_MATCH on a pinned value, a TYPE_MATCH naming a builtin type, the keys or length
+of a watched dict or of a tuple, a held class or module attribute (AttributeIdGuard,
+whose function's `__code__` is still compared) and a name absent from a watched
+globals dict. Any other guard runs as before, on the cached value where its source
+is pinned. Tags are read before the full check they stand for; a new set of
+watched dicts is trusted only from the next full check on, whose tags are read first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import operator
+import sys
+import types
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from guards import dict_versions
+from guards.dict_versions import VersionTags
+from guards.guard_kinds import (
+    AttributeIdGuard,
+    DictKeysGuard,
+    EqualsGuard,
+    Guard,
+    IdGuard,
+    LengthGuard,
+    NameAbsentGuard,
+    NotInInstanceDictGuard,
+    TypeGuard,
+    typed_equal,
+)
+from guards.sources import (
+    AttrSource,
+    CellContentsSource,
+    DefaultArgSource,
+    ItemSource,
+    ModuleGlobalSource,
+    Source,
+    TypeSource,
+)
+
+__all__ = ["StablePlan", "StableReads", "plan_stable_reads", "use_stable_reads"]
+
+_ENABLED = [True]
+
+
+@contextlib.contextmanager
+def use_stable_reads(enabled: bool) -> Iterator[None]:
+    """Within the block, guard functions are generated with (default) or without the
+    fast body over stable reads (a baseline for benchmarks, a check of the full path):
+
+        with use_stable_reads(False):
+            check = guards.compile()
+    """
+    _ENABLED.append(bool(enabled))
+    try:
+        yield
+    finally:
+        _ENABLED.pop()
+
+
+def stable_reads_enabled() -> bool:
+    """Whether guard functions generated now get the fast body (see `use_stable_reads`)."""
+    return _ENABLED[-1]
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+_MISSING = object()
+_TYPE_NAMES = frozenset(vars(type)) | {"__class__"}
+_MODULE_NAMES = frozenset(vars(types.ModuleType)) | frozenset(vars(object))
+# Attributes a checked step reads again on every call (they change without a dict write).
+_CHECKED_MEMBERS = frozenset(
+    {"__code__", "__name__", "__qualname__", "__defaults__", "__kwdefaults__", "__func__"}
+)
+_CONSTANTS = (type(None), bool, int, float, complex, str, bytes)
+_INSTANCE_DICT = object  # the watched type of a value whose instance dict a guard reads
+_mro = operator.attrgetter("__mro__")
+_object_getattribute = object.__getattribute__
+
+
+def _is_heap(cls: type) -> bool:
+    return bool(cls.__flags__ & _HEAPTYPE)
+
+
+def _class_dict(cls: type) -> dict:
+    """The dict behind a heap class's `__dict__` mappingproxy (written by `setattr(cls, ...)`)."""
+    found = [d for d in gc.get_referents(cls.__dict__) if type(d) is dict]
+    if len(found) != 1 or len(found[0]) != len(cls.__dict__):
+        raise LookupError(f"no dict behind {cls!r}.__dict__")
+    return found[0]
+
+
+@dataclass(slots=True)
+class Links:
+    """What a stable read depends on: dicts (by tag), classes (by MRO), objects (by class
+    and instance dict identity)."""
+
+    dicts: list[dict] = field(default_factory=list)
+    classes: list[type] = field(default_factory=list)
+    objects: list[tuple[Any, type, dict]] = field(default_factory=list)
+
+
+def _class_attribute(cls: type, member: str, links: Links) -> Any:
+    if type(cls) is not type or member in _TYPE_NAMES:
+        return _MISSING
+    found = _MISSING
+    for klass in cls.__mro__:
+        if _is_heap(klass):
+            real = _class_dict(klass)
+            links.dicts.append(real)
+            found = real.get(member, _MISSING)
+        else:
+            found = vars(klass).get(member, _MISSING)
+        if found is not _MISSING:
+            break
+    if found is _MISSING:
+        return _MISSING
+    kind = type(found)
+    if kind is not types.FunctionType and kind is not property:
+        if _is_heap(kind) or hasattr(kind, "__get__"):
+            return _MISSING
+    links.classes.append(cls)
+    return found
+
+
+def _instance_attribute(obj: Any, member: str, links: Links) -> Any:
+    cls = type(obj)
+    if member in ("__dict__", "__class__"):
+        return _MISSING
+    if cls is types.ModuleType:
+        if member in _MODULE_NAMES:
+            return _MISSING
+    else:
+        if not _is_heap(cls) or type(cls) is not type:
+            return _MISSING
+        for klass in cls.__mro__:
+            if klass is object:
+                continue
+            if not _is_heap(klass):
+                return _MISSING
+            real = _class_dict(klass)
+            if member in real or "__getattribute__" in real:
+                return _MISSING
+            links.dicts.append(real)
+        links.classes.append(cls)
+    instance = _object_getattribute(obj, "__dict__")
+    if type(instance) is not dict:
+        return _MISSING
+    found = instance.get(member, _MISSING)
+    if found is not _MISSING:
+        links.dicts.append(instance)
+        links.objects.append((obj, cls, instance))
+    return found
+
+
+def attribute_link(base: Any, member: str, links: Links) -> Any:
+    """`base.member` where a stable read gives it (recording what it depends on), else
+    `_MISSING`."""
+    kind = type(base)
+    if kind is types.FunctionType:
+        return getattr(base, member) if member in ("__closure__", "__globals__") else _MISSING
+    if kind is types.CodeType:
+        return getattr(base, member) if member.startswith("co_") else _MISSING
+    if isinstance(base, type):
+        return _class_attribute(base, member, links)
+    return _instance_attribute(base, member, links)
+
+
+def stable_link(base: Any, source: Source, links: Links) -> Any:
+    """The value of `source` read from `base` (its base's value; for a module global,
+    the module's dict) where the read is stable, else `_MISSING`."""
+    if isinstance(source, ModuleGlobalSource):
+        if type(base) is not dict:
+            return _MISSING
+        links.dicts.append(base)
+        return base.get(source.global_name, _MISSING)
+    if type(source) is ItemSource:
+        if type(base) is dict:
+            links.dicts.append(base)
+            return base.get(source.index, _MISSING)
+        if type(base) is tuple and type(source.index) is int:
+            return base[source.index] if -len(base) <= source.index < len(base) else _MISSING
+        return _MISSING
+    if type(source) is AttrSource:
+        return attribute_link(base, source.member, links)
+    return _MISSING
+
+
+def _checked_step(source: Source) -> bool:
+    """A step whose object a fast call reads again and compares with the snapshot's."""
+    if isinstance(source, CellContentsSource | DefaultArgSource | TypeSource):
+        return True
+    return type(source) is AttrSource and source.member in _CHECKED_MEMBERS
+
+
+def _read(source: Source, base: Any) -> Any:
+    return eval(source.reconstruct("b"), {"__builtins__": __builtins__}, {"b": base})
+
+
+# ---------------------------------------------------------------------------- the plan
+
+
+@dataclass(slots=True)
+class StablePlan:
+    """Which sources a guard function pins, which guards its fast body leaves out.
+
+    `pinned` in dependency order (a base before its reads); `checked` of those, the
+    ones read again and compared on every fast call; `skipped` the guards left out
+    (value: None, or the reduced check an AttributeIdGuard keeps); `watch_values`
+    pinned sources whose dict value is watched (a skipped keys or length guard).
+    """
+
+    pinned: list[Source]
+    checked: set[Source]
+    roots: dict[Source, dict]  # module global source -> its module's dict
+    skipped: dict[Guard, bool]  # guard -> whether a code identity check stays
+    watch_values: dict[Source, type]
+
+    def index(self, source: Source) -> int:
+        return self.pinned.index(source)
+
+
+def _has_instance_dict(value: Any) -> bool:
+    """Whether `value.__dict__` is its instance dict, read the plain way (no override)."""
+    cls = type(value)
+    if cls is not types.ModuleType and not (_is_heap(cls) and type(cls) is type):
+        return False
+    try:
+        instance = _object_getattribute(value, "__dict__")
+    except AttributeError:
+        return False
+    if type(instance) is not dict:
+        return False
+    for klass in cls.__mro__:
+        if klass is not object and _is_heap(klass) and "__getattribute__" in _class_dict(klass):
+            return False
+    return getattr(value, "__dict__", None) is instance
+
+
+def _skippable(guard: Guard, value: Any) -> tuple[bool, type | None]:
+    """Whether a guard on a pinned value can be left out (and the value's type to watch)."""
+    if isinstance(guard, IdGuard | EqualsGuard):
+        return True, None
+    if isinstance(guard, TypeGuard):
+        cls = guard.expected_type
+        return not _is_heap(cls) and not issubclass(cls, types.ModuleType), None
+    if isinstance(guard, NotInInstanceDictGuard):
+        return _has_instance_dict(value), _INSTANCE_DICT
+    if isinstance(guard, LengthGuard | DictKeysGuard):
+        if type(value) is dict or (type(value) is tuple and isinstance(guard, LengthGuard)):
+            return True, type(value)
+    return False, None
+
+
+def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
+    """The plan for `guards` (those the function checks), or None when nothing is pinned
+    or dict version tags are not available."""
+    if not dict_versions.AVAILABLE:
+        return None
+    values: dict[Source, Any] = {}
+    kinds: dict[Source, str] = {}  # "stable" | "checked"
+    roots: dict[Source, dict] = {}
+
+    def visit(source: Source) -> None:
+        if source in kinds or source in values:
+            return
+        base = source.base
+        if isinstance(source, ModuleGlobalSource):
+            module = sys.modules.get(source.module_name)
+            if module is None:
+                return
+            links = Links()
+            value = stable_link(vars(module), source, links)
+            if value is not _MISSING:
+                values[source], kinds[source] = value, "stable"
+                roots[source] = vars(module)
+            return
+        if base is None:
+            return
+        visit(base)
+        if base not in kinds:
+            return
+        try:
+            value = stable_link(values[base], source, Links())
+            if value is not _MISSING and value is _read(source, values[base]):
+                values[source], kinds[source] = value, "stable"
+            elif _checked_step(source):
+                values[source], kinds[source] = _read(source, values[base]), "checked"
+        except Exception:  # noqa: BLE001 - a read that fails now is simply not pinned
+            return
+
+    for guard in guards:
+        for source in guard.sources():
+            visit(source)
+    skipped: dict[Guard, bool] = {}
+    watch_values: dict[Source, type] = {}
+    for guard in guards:
+        if isinstance(guard, AttributeIdGuard):
+            if not guard.bound and _held_attribute(guard, Links()):
+                skipped[guard] = guard.code is not None
+            continue
+        if isinstance(guard, NameAbsentGuard):
+            if type(guard.namespace) is dict:
+                skipped[guard] = False
+            continue
+        sources = guard.sources()
+        if len(sources) != 1 or sources[0] not in kinds:
+            continue
+        skip, watched = _skippable(guard, values[sources[0]])
+        if skip:
+            skipped[guard] = False
+            if watched is not None:
+                watch_values[sources[0]] = watched
+    # A checked step is worth its comparison only where something rests on its object.
+    useful = {s for g in skipped for s in g.sources()}
+    for source in reversed(list(kinds)):
+        if source in useful and source.base is not None:
+            useful.add(source.base)
+        elif kinds[source] == "checked":
+            del kinds[source]
+        elif kinds[source] == "stable" and source.base is not None:
+            useful.add(source.base)
+    skipped = {g: code for g, code in skipped.items() if all(s in kinds for s in g.sources())}
+    if not skipped:
+        return None
+    pinned = [s for s in kinds]  # visit order: a base before its reads
+    checked = {s for s, kind in kinds.items() if kind == "checked"}
+    return StablePlan(
+        pinned,
+        checked,
+        {s: roots[s] for s in pinned if s in roots},
+        skipped,
+        {s: t for s, t in watch_values.items() if s in kinds},
+    )
+
+
+def _held_attribute(guard: AttributeIdGuard, links: Links) -> bool:
+    """Whether an AttributeIdGuard's read is stable and passes now (the same object, or
+    an equal constant of the same builtin type, as its check allows)."""
+    value = attribute_link(guard.owner, guard.attr, links)
+    if value is guard.expected:
+        return True
+    return type(value) in _CONSTANTS and typed_equal(value, guard.expected)
+
+
+# ---------------------------------------------------------------------------- the state
+
+
+def _same_objects(left: Sequence[Any], right: Sequence[Any]) -> bool:
+    return len(left) == len(right) and all(map(operator.is_, left, right))
+
+
+class StableReads:
+    """The snapshot a guard function's fast body reads: see the module docstring.
+
+    `unchanged()` is true while every watched dict keeps its tag, every watched class
+    its MRO and every watched object its class and instance dict; `values` are the
+    pinned values of the last full check that passed."""
+
+    __slots__ = (
+        "plan",
+        "values",
+        "_watch",
+        "_dicts",
+        "_seen",
+        "_pending",
+        "_classes",
+        "_mros",
+        "_objects",
+        "_types",
+        "_instance_dicts",
+        "_names",
+    )
+
+    def __init__(self, plan: StablePlan) -> None:
+        self.plan = plan
+        self.values: tuple = ()
+        self._watch: VersionTags | None = None
+        self._dicts: tuple[dict, ...] = ()
+        self._seen: Any = None
+        self._pending: Any = None
+        self._classes: tuple[type, ...] = ()
+        self._mros: tuple = ()
+        self._objects: tuple = ()
+        self._types: tuple[type, ...] = ()
+        self._instance_dicts: tuple[dict, ...] = ()
+        self._names: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:  # NOTE: no address: equal guard sources share one file
+        return f"<StableReads: {len(self.plan.pinned)} pinned, {len(self.plan.skipped)} left out>"
+
+    def unchanged(self) -> bool:
+        """Whether the snapshot still stands (the fast body may run)."""
+        watch = self._watch
+        return (
+            watch is not None
+            and watch.read() == self._seen
+            and tuple(map(_mro, self._classes)) == self._mros
+            and tuple(map(type, self._objects)) == self._types
+            and all(
+                map(
+                    operator.is_,
+                    map(_object_getattribute, self._objects, self._names),
+                    self._instance_dicts,
+                )
+            )
+        )
+
+    def begin(self) -> None:
+        """Read the watched tags before a full check (the snapshot after it may use them)."""
+        watch = self._watch
+        self._pending = None if watch is None else watch.read()
+
+    def snapshot(self, values: tuple) -> None:
+        """After a full check passed: verify the stable reads on `values` and remember them."""
+        try:
+            links = self._links(values)
+        except Exception:  # noqa: BLE001 - an unexpected object: no fast path until next time
+            links = None
+        if links is None:
+            self._watch, self._seen, self.values = None, None, ()
+            return
+        dicts = tuple({id(d): d for d in links.dicts}.values())
+        if (
+            self._watch is not None
+            and self._pending is not None
+            and _same_objects(dicts, self._dicts)
+        ):
+            self._seen = self._pending
+        else:  # NOTE: new dicts: their tags were not read before this check; trust the next.
+            self._watch, self._dicts, self._seen = VersionTags(dicts), dicts, None
+        classes = tuple({id(c): c for c in links.classes}.values())
+        self._classes, self._mros = classes, tuple(map(_mro, classes))
+        objects = {id(o[0]): o for o in links.objects}.values()
+        self._objects = tuple(o[0] for o in objects)
+        self._types = tuple(o[1] for o in objects)
+        self._instance_dicts = tuple(o[2] for o in objects)
+        self._names = ("__dict__",) * len(self._objects)
+        self.values = values
+
+    def _links(self, values: tuple) -> Links | None:
+        plan = self.plan
+        links = Links()
+        position = {source: index for index, source in enumerate(plan.pinned)}
+        for index, source in enumerate(plan.pinned):
+            if source in plan.checked:
+                continue
+            base = plan.roots.get(source)
+            if base is None:
+                base = values[position[source.base]]
+            if stable_link(base, source, links) is not values[index]:
+                return None
+        for source, kind in plan.watch_values.items():
+            value = values[position[source]]
+            if kind is _INSTANCE_DICT:
+                if not _has_instance_dict(value):
+                    return None
+                instance = _object_getattribute(value, "__dict__")
+                links.dicts.append(instance)
+                links.objects.append((value, type(value), instance))
+                links.classes.append(type(value))
+                links.dicts += [_class_dict(k) for k in type(value).__mro__ if _is_heap(k)]
+                continue
+            if type(value) is not kind:
+                return None
+            if kind is dict:
+                links.dicts.append(value)
+        for guard in plan.skipped:
+            if isinstance(guard, AttributeIdGuard):
+                if not _held_attribute(guard, links):
+                    return None
+            elif isinstance(guard, NameAbsentGuard):
+                links.dicts.append(guard.namespace)
+        return links
