@@ -363,8 +363,8 @@ def _stable_functions(
     """The full check (snapshotting its pinned values when it passes) and the fast check
     reading the snapshot while it stands (stable_reads.py)."""
     state = code.const(StableReads(plan), "stable_reads")
-    pinned = ", ".join(code.names[source] for source in plan.pinned)
-    full_body = [*full_body[:-1], f"{state}.snapshot(({pinned},))", "return True"]
+    pinned = "".join(f"{code.names[source]}, " for source in plan.pinned)
+    full_body = [*full_body[:-1], f"{state}.snapshot(({pinned}))", "return True"]
     full = _function(FULL_NAME, full_body, [f"{state}.begin()"])
     kept = []
     for place, guard, expr in atoms:
