@@ -49,6 +49,7 @@ import gc
 import operator
 import sys
 import types
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,6 +103,7 @@ def stable_reads_enabled() -> bool:
     return _ENABLED[-1]
 
 
+GIVE_UP_AFTER = 16  # snapshots before a guard function may stop taking them
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
 _MISSING = object()
 _TYPE_NAMES = frozenset(vars(type)) | {"__class__"}
@@ -120,12 +122,19 @@ def _is_heap(cls: type) -> bool:
     return bool(cls.__flags__ & _HEAPTYPE)
 
 
+# NOTE: a class keeps its dict for life (`__dict__` of a class cannot be assigned).
+_CLASS_DICTS: weakref.WeakKeyDictionary[type, dict] = weakref.WeakKeyDictionary()
+
+
 def _class_dict(cls: type) -> dict:
     """The dict behind a heap class's `__dict__` mappingproxy (written by `setattr(cls, ...)`)."""
-    found = [d for d in gc.get_referents(cls.__dict__) if type(d) is dict]
-    if len(found) != 1 or len(found[0]) != len(cls.__dict__):
-        raise LookupError(f"no dict behind {cls!r}.__dict__")
-    return found[0]
+    real = _CLASS_DICTS.get(cls)
+    if real is None:
+        found = [d for d in gc.get_referents(cls.__dict__) if type(d) is dict]
+        if len(found) != 1 or len(found[0]) != len(cls.__dict__):
+            raise LookupError(f"no dict behind {cls!r}.__dict__")
+        real = _CLASS_DICTS[cls] = found[0]
+    return real
 
 
 @dataclass(slots=True)
@@ -408,6 +417,12 @@ class StableReads:
         "_types",
         "_instance_dicts",
         "_names",
+        "_calls",
+        "_snapshots",
+        "_steps",
+        "_watched",
+        "_held",
+        "_namespaces",
     )
 
     def __init__(self, plan: StablePlan) -> None:
@@ -423,12 +438,27 @@ class StableReads:
         self._types: tuple[type, ...] = ()
         self._instance_dicts: tuple[dict, ...] = ()
         self._names: tuple[str, ...] = ()
+        self._calls = 0  # calls (fast path tried), and snapshots taken: see `snapshot`
+        self._snapshots = 0
+        # What `snapshot` verifies, by index in `values`: (index, base index or -1, the
+        # module dict of a root, source) of each stable read; watched values and their
+        # kind; held attributes; namespaces a name must stay out of.
+        position = {source: index for index, source in enumerate(plan.pinned)}
+        self._steps = tuple(
+            (index, position.get(source.base, -1), plan.roots.get(source), source)
+            for index, source in enumerate(plan.pinned)
+            if source not in plan.checked
+        )
+        self._watched = tuple((position[s], kind) for s, kind in plan.watch_values.items())
+        self._held = tuple(g for g in plan.skipped if isinstance(g, AttributeIdGuard))
+        self._namespaces = [g.namespace for g in plan.skipped if isinstance(g, NameAbsentGuard)]
 
     def __repr__(self) -> str:  # NOTE: no address: equal guard sources share one file
         return f"<StableReads: {len(self.plan.pinned)} pinned, {len(self.plan.skipped)} left out>"
 
     def unchanged(self) -> bool:
         """Whether the snapshot still stands (the fast body may run)."""
+        self._calls += 1
         watch = self._watch
         return (
             watch is not None
@@ -450,7 +480,20 @@ class StableReads:
         self._pending = None if watch is None else watch.read()
 
     def snapshot(self, values: tuple) -> None:
-        """After a full check passed: verify the stable reads on `values` and remember them."""
+        """After a full check passed: verify the stable reads on `values` and remember them.
+
+        Where the snapshot keeps going stale (a watched dict written on most calls: a
+        counter in a module global), taking it costs more than it saves: after
+        `GIVE_UP_AFTER` snapshots, more than one in four calls, none is taken any more and
+        every call runs the full check, as without stable reads.
+        """
+        self._snapshots += 1
+        if self._snapshots > GIVE_UP_AFTER and 4 * self._snapshots > self._calls:
+            self._watch, self._seen, self.values = None, None, ()
+            self._snapshots = -(1 << 62)  # never again
+            return
+        if self._snapshots < 0:
+            return
         try:
             links = self._links(values)
         except Exception:  # noqa: BLE001 - an unexpected object: no fast path until next time
@@ -477,19 +520,13 @@ class StableReads:
         self.values = values
 
     def _links(self, values: tuple) -> Links | None:
-        plan = self.plan
         links = Links()
-        position = {source: index for index, source in enumerate(plan.pinned)}
-        for index, source in enumerate(plan.pinned):
-            if source in plan.checked:
-                continue
-            base = plan.roots.get(source)
-            if base is None:
-                base = values[position[source.base]]
+        for index, base_index, root, source in self._steps:
+            base = root if base_index < 0 else values[base_index]
             if stable_link(base, source, links) is not values[index]:
                 return None
-        for source, kind in plan.watch_values.items():
-            value = values[position[source]]
+        for index, kind in self._watched:
+            value = values[index]
             if kind is _INSTANCE_DICT:
                 if not _has_instance_dict(value):
                     return None
@@ -503,10 +540,8 @@ class StableReads:
                 return None
             if kind is dict:
                 links.dicts.append(value)
-        for guard in plan.skipped:
-            if isinstance(guard, AttributeIdGuard):
-                if not _held_attribute(guard, links):
-                    return None
-            elif isinstance(guard, NameAbsentGuard):
-                links.dicts.append(guard.namespace)
+        for guard in self._held:
+            if not _held_attribute(guard, links):
+                return None
+        links.dicts += self._namespaces
         return links
