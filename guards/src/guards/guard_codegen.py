@@ -90,12 +90,12 @@ class _Code:
         self._bound: set[str] = set()
         self._known_types: dict[str, type] = {}  # exact types checked so far
         self._expected_types: dict[str, type] = {}  # exact types some guard will check
-        # The fast body's bindings of pinned sources (stable_reads.py): source -> its index
-        # in the snapshot's values, and those read again and compared with it.
-        self._pinned: dict[Source, int] = {}
+        # The fast body's bindings of pinned sources (stable_reads.py): source -> its value
+        # in the snapshot (an expression), and those read again and compared with it.
+        self._pinned: dict[Source, str] = {}
         self._checked: set[Source] = set()
 
-    def start_body(self, pinned: dict[Source, int], checked: set[Source]) -> None:
+    def start_body(self, pinned: dict[Source, str], checked: set[Source]) -> None:
         """Forget what the previous body bound: the next one binds its own locals."""
         self._bound = set()
         self._known_types = {}
@@ -131,9 +131,9 @@ class _Code:
         base = source.base
         if isinstance(source, NNModuleSource):
             return self.bind(source.source, lines)
-        index = self._pinned.get(source)
-        if index is not None and source not in self._checked:
-            lines.append(f"{name} = ___v[{index}]")
+        snapshot = self._pinned.get(source)
+        if snapshot is not None and source not in self._checked:
+            lines.append(f"{name} = {snapshot}")
             self._bound.add(name)
             return name
         expr = self._module_global(source)
@@ -145,8 +145,8 @@ class _Code:
             elif isinstance(source, HasAttrSource):
                 expr = self._plain_has(base_name, source.member, expr, lines)
         lines.append(f"{name} = {expr}")
-        if index is not None:  # a checked read: another object than the snapshot's
-            lines.append(f"if {name} is not ___v[{index}]:")
+        if snapshot is not None:  # a checked read: another object than the snapshot's
+            lines.append(f"if {name} is not {snapshot}:")
             lines.append(f"    return {FULL_NAME}(L, G)")
         self._bound.add(name)
         return name
@@ -376,7 +376,11 @@ def _stable_functions(
             seen = code.const(guard.expected, "seen")  # type: ignore[attr-defined]
             expr = f"{seen}.__code__ is {code.const(guard.code, 'code')}"  # type: ignore[attr-defined]
         kept.append((place, guard, expr))
-    code.start_body({source: i for i, source in enumerate(plan.pinned)}, plan.checked)
+    snapshot = {
+        source: f"___v[{i}]()" if source in plan.weak else f"___v[{i}]"
+        for i, source in enumerate(plan.pinned)
+    }
+    code.start_body(snapshot, plan.checked)
     # NOTE: every checked read first, whether a kept guard reads it or not: the values
     # pinned past it, and the guards left out on it, stand only while it is the same object.
     fast_body: list[str] = []

@@ -50,7 +50,7 @@ import operator
 import sys
 import types
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,16 +64,23 @@ from guards.guard_kinds import (
     IdGuard,
     LengthGuard,
     NameAbsentGuard,
+    NNModuleGuard,
     NotInInstanceDictGuard,
     TypeGuard,
     typed_equal,
 )
+from guards.module_tree import ModuleTreeGuard
 from guards.sources import (
     AttrSource,
     CellContentsSource,
     DefaultArgSource,
+    GlobalSource,
     ItemSource,
+    LocalSource,
     ModuleGlobalSource,
+    ModuleSource,
+    NNModuleSource,
+    ParamBufferSource,
     Source,
     TypeSource,
 )
@@ -230,7 +237,30 @@ def stable_link(base: Any, source: Source, links: Links) -> Any:
         return _MISSING
     if type(source) is AttrSource:
         return attribute_link(base, source.member, links)
+    if type(source) is ModuleSource or type(source) is ParamBufferSource:
+        table = "_modules" if type(source) is ModuleSource else None
+        table = table or ("_buffers" if source.is_buffer else "_parameters")
+        found = _instance_attribute(base, table, links)
+        if type(found) is not dict:
+            return _MISSING
+        links.dicts.append(found)
+        return found.get(source.member, _MISSING)
     return _MISSING
+
+
+def _through(source: Source) -> Source:
+    """The source an NNModuleSource marks (the same value, the same local)."""
+    while isinstance(source, NNModuleSource):
+        source = source.source
+    return source
+
+
+def _weakly_held(obj: Any) -> bool:
+    try:
+        weakref.ref(obj)
+    except TypeError:
+        return False
+    return True
 
 
 def _checked_step(source: Source) -> bool:
@@ -262,6 +292,7 @@ class StablePlan:
     roots: dict[Source, dict]  # module global source -> its module's dict
     skipped: dict[Guard, bool]  # guard -> whether a code identity check stays
     watch_values: dict[Source, type]
+    weak: frozenset[Source] = frozenset()  # checked roots (locals, globals), held weakly
 
     def index(self, source: Source) -> int:
         return self.pinned.index(source)
@@ -307,24 +338,40 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
     values: dict[Source, Any] = {}
     kinds: dict[Source, str] = {}  # "stable" | "checked"
     roots: dict[Source, dict] = {}
+    seen: set[Source] = set()
+    # Objects guards pin by identity: a local or global holding one is a checked root.
+    known: dict[Source, Any] = {}
+    for guard in guards:
+        obj = None
+        if isinstance(guard, IdGuard | NNModuleGuard):
+            obj = guard.ref()
+        elif isinstance(guard, ModuleTreeGuard) and guard.state is not None:
+            obj = guard.state.root()  # the tree's root module (its NN_MODULE guard is covered)
+        if obj is not None:
+            known[_through(guard.source)] = obj
 
     def visit(source: Source) -> None:
-        if source in kinds or source in values:
+        source = _through(source)
+        if source in seen:
             return
-        base = source.base
+        seen.add(source)
         if isinstance(source, ModuleGlobalSource):
             module = sys.modules.get(source.module_name)
             if module is None:
                 return
-            links = Links()
-            value = stable_link(vars(module), source, links)
+            value = stable_link(vars(module), source, Links())
             if value is not _MISSING:
                 values[source], kinds[source] = value, "stable"
                 roots[source] = vars(module)
             return
-        if base is None:
+        if isinstance(source, LocalSource | GlobalSource):
+            if source in known and _weakly_held(known[source]):
+                values[source], kinds[source] = known[source], "checked"
             return
-        visit(base)
+        if source.base is None:
+            return
+        visit(source.base)
+        base = _through(source.base)
         if base not in kinds:
             return
         try:
@@ -350,7 +397,7 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
             if type(guard.namespace) is dict:
                 skipped[guard] = False
             continue
-        sources = guard.sources()
+        sources = tuple(map(_through, guard.sources()))
         if len(sources) != 1 or sources[0] not in kinds:
             continue
         skip, watched = _skippable(guard, values[sources[0]])
@@ -359,15 +406,15 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
             if watched is not None:
                 watch_values[sources[0]] = watched
     # A checked step is worth its comparison only where something rests on its object.
-    useful = {s for g in skipped for s in g.sources()}
+    useful = {_through(s) for g in skipped for s in g.sources()}
     for source in reversed(list(kinds)):
-        if source in useful and source.base is not None:
-            useful.add(source.base)
-        elif kinds[source] == "checked":
+        if source not in useful and kinds[source] == "checked":
             del kinds[source]
-        elif kinds[source] == "stable" and source.base is not None:
-            useful.add(source.base)
-    skipped = {g: code for g, code in skipped.items() if all(s in kinds for s in g.sources())}
+        elif source.base is not None:
+            useful.add(_through(source.base))
+    skipped = {
+        g: code for g, code in skipped.items() if all(_through(s) in kinds for s in g.sources())
+    }
     if not skipped:
         return None
     pinned = [s for s in kinds]  # visit order: a base before its reads
@@ -378,6 +425,7 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
         {s: roots[s] for s in pinned if s in roots},
         skipped,
         {s: t for s, t in watch_values.items() if s in kinds},
+        frozenset(s for s in pinned if isinstance(s, LocalSource | GlobalSource)),
     )
 
 
@@ -391,6 +439,17 @@ def _held_attribute(guard: AttributeIdGuard, links: Links) -> bool:
 
 
 # ---------------------------------------------------------------------------- the state
+
+
+_call = operator.call
+
+
+def _holder(obj: Any) -> Callable[[], Any]:
+    """A weak reference to `obj`, or (for an object without) a strong one."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: obj
 
 
 def _same_objects(left: Sequence[Any], right: Sequence[Any]) -> bool:
@@ -423,6 +482,8 @@ class StableReads:
         "_watched",
         "_held",
         "_namespaces",
+        "_weak",
+        "__weakref__",
     )
 
     def __init__(self, plan: StablePlan) -> None:
@@ -445,12 +506,13 @@ class StableReads:
         # kind; held attributes; namespaces a name must stay out of.
         position = {source: index for index, source in enumerate(plan.pinned)}
         self._steps = tuple(
-            (index, position.get(source.base, -1), plan.roots.get(source), source)
+            (index, position.get(_through(source.base), -1), plan.roots.get(source), source)
             for index, source in enumerate(plan.pinned)
             if source not in plan.checked
         )
         self._watched = tuple((position[s], kind) for s, kind in plan.watch_values.items())
         self._held = tuple(g for g in plan.skipped if isinstance(g, AttributeIdGuard))
+        self._weak = tuple(index for index, s in enumerate(plan.pinned) if s in plan.weak)
         self._namespaces = [g.namespace for g in plan.skipped if isinstance(g, NameAbsentGuard)]
 
     def __repr__(self) -> str:  # NOTE: no address: equal guard sources share one file
@@ -464,11 +526,11 @@ class StableReads:
             watch is not None
             and watch.read() == self._seen
             and tuple(map(_mro, self._classes)) == self._mros
-            and tuple(map(type, self._objects)) == self._types
+            and tuple(map(type, objects := tuple(map(_call, self._objects)))) == self._types
             and all(
                 map(
                     operator.is_,
-                    map(_object_getattribute, self._objects, self._names),
+                    map(_object_getattribute, objects, self._names),
                     self._instance_dicts,
                 )
             )
@@ -513,11 +575,24 @@ class StableReads:
         classes = tuple({id(c): c for c in links.classes}.values())
         self._classes, self._mros = classes, tuple(map(_mro, classes))
         objects = {id(o[0]): o for o in links.objects}.values()
-        self._objects = tuple(o[0] for o in objects)
+        # NOTE: the objects and the roots (a local, `self`) are held weakly: a snapshot must
+        # not keep a model alive; the death of a root drops the snapshot.
+        self._objects = tuple(_holder(o[0]) for o in objects)
         self._types = tuple(o[1] for o in objects)
         self._instance_dicts = tuple(o[2] for o in objects)
         self._names = ("__dict__",) * len(self._objects)
+        if self._weak:
+            held = list(values)
+            for index in self._weak:
+                held[index] = weakref.ref(held[index], self._lost)
+            values = tuple(held)
         self.values = values
+
+    def _lost(self, _ref: Any) -> None:
+        """A root of the snapshot died: drop the snapshot (the next call runs in full)."""
+        self._watch, self._seen, self.values = None, None, ()
+        self._objects = self._types = self._instance_dicts = self._names = ()
+        self._dicts, self._classes, self._mros = (), (), ()
 
     def _links(self, values: tuple) -> Links | None:
         links = Links()
