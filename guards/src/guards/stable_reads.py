@@ -113,7 +113,15 @@ def stable_reads_enabled() -> bool:
 GIVE_UP_AFTER = 16  # snapshots before a guard function may stop taking them
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
 _MISSING = object()
-_TYPE_NAMES = frozenset(vars(type)) | {"__class__"}
+
+
+def _data_descriptor(value: Any) -> bool:
+    kind = type(value)
+    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
+
+
+# Names `type` itself answers for a class before its MRO (`__name__`, `__mro__`, ...).
+_TYPE_NAMES = frozenset(n for n, v in vars(type).items() if _data_descriptor(v)) | {"__class__"}
 _MODULE_NAMES = frozenset(vars(types.ModuleType)) | frozenset(vars(object))
 # Attributes a checked step reads again on every call (they change without a dict write).
 _CHECKED_MEMBERS = frozenset(

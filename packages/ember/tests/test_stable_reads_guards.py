@@ -251,3 +251,79 @@ def test_stable_reads_return_to_the_fast_path_after_a_change(module):
     _matches_eager(f, compiled, x)
     _matches_eager(f, compiled, x)
     assert any(state.unchanged() for state in _stable_reads(compiled))
+
+
+class Settings:
+    def __init__(self) -> None:
+        self.scale = 2.0
+        self.enabled = True
+
+
+class ScaledSettings(Settings):
+    @property
+    def scale(self):
+        return -3.0
+
+    @scale.setter
+    def scale(self, value):
+        pass
+
+
+class Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.settings = Settings()
+
+    def forward(self, x):
+        y = self.fc(x)
+        return y * self.settings.scale if self.settings.enabled else y - 1
+
+
+def _compiled_net():
+    torch.manual_seed(0)
+    model = Net().eval()
+
+    def f(model, x):
+        return model(x)
+
+    compiled = ember.compile(f, backend="eager")
+    x = torch.randn(2, 4)
+    for _ in range(4):
+        assert_close(compiled(model, x), f(model, x))
+    return model, f, compiled, x
+
+
+def _net_matches_eager(model, f, compiled, x) -> None:
+    for _ in range(3):
+        assert_close(compiled(model, x), f(model, x))
+
+
+def test_stable_reads_from_a_local_see_an_attribute_of_its_object_set():
+    model, f, compiled, x = _compiled_net()
+    model.settings.scale = 5.0
+    _net_matches_eager(model, f, compiled, x)
+    model.settings.enabled = False
+    _net_matches_eager(model, f, compiled, x)
+
+
+def test_stable_reads_from_a_local_see_its_object_replaced():
+    model, f, compiled, x = _compiled_net()
+    model.settings = Settings()
+    model.settings.scale = -1.0
+    _net_matches_eager(model, f, compiled, x)
+
+
+def test_stable_reads_from_a_local_see_a_class_swapped_under_it():
+    model, f, compiled, x = _compiled_net()
+    model.settings.__class__ = ScaledSettings
+    _net_matches_eager(model, f, compiled, x)
+
+
+def test_stable_reads_from_a_local_see_another_object_passed():
+    model, f, compiled, x = _compiled_net()
+    torch.manual_seed(1)
+    other = Net().eval()
+    other.settings.scale = 7.0
+    _net_matches_eager(other, f, compiled, x)
+    _net_matches_eager(model, f, compiled, x)
