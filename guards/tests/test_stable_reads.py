@@ -220,3 +220,27 @@ def test_a_class_with_its_own_getattribute_is_not_read_stably(module):
     assert "CONFIG'].flag" in fast  # still checked on every call
     module.CONFIG.flag = False
     assert not compiled.check({}, {})
+
+
+def test_stable_reads_of_code_attributes_see_the_code_replaced(module):
+    def helper(a, b):
+        return a + b
+
+    def other(c, d):
+        return c - d
+
+    module.helper = helper
+    code = AttrSource(ModuleGlobalSource(module.__name__, "helper"), "__code__")
+    names = AttrSource(code, "co_varnames")
+    guards = GuardSet()
+    guards.add_equals(names, ("a", "b"))
+    guards.add_equals(ItemSource(names, 0), "a")
+    compiled = guards.compile()
+    _warm(compiled)
+    assert _state(compiled).unchanged()
+    fast = compiled.source[compiled.source.index("def guard_check(") :]
+    assert "EQUALS_MATCH" not in fast
+    helper.__code__ = other.__code__
+    assert not compiled.check({}, {})
+    helper.__code__ = (lambda a, b: a * b).__code__
+    assert compiled.check({}, {})

@@ -12,7 +12,8 @@ facts hold; nothing else can change what it reads:
 - a module global (`vars(module)[name]`): that dict;
 - an item of an exact dict: that dict; of an exact tuple: nothing (immutable);
 - a function's `__closure__` or `__globals__` (read-only slots); any `co_*` of a code
-  object (immutable);
+  object (immutable; `co_varnames` is a new, equal tuple on each read: the snapshot's
+  stands for it);
 - an attribute of a class whose metaclass is `type`, found in the dict of a class of
   its MRO as a plain function, a property or an object of a builtin type without
   `__get__`: the real dicts of the MRO's heap classes up to that one, and the MRO
@@ -271,6 +272,12 @@ def _weakly_held(obj: Any) -> bool:
     return True
 
 
+def _same_code_value(base: Any, value: Any, seen: Any) -> bool:
+    """An attribute of a code object built anew on each read (`co_varnames` in 3.11+): a
+    code object is immutable, so an equal value of the same type stands for it."""
+    return type(base) is types.CodeType and type(value) is type(seen) and value == seen
+
+
 def _checked_step(source: Source) -> bool:
     """A step whose object a fast call reads again and compares with the snapshot's."""
     if isinstance(source, CellContentsSource | DefaultArgSource | TypeSource):
@@ -384,7 +391,9 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
             return
         try:
             value = stable_link(values[base], source, Links())
-            if value is not _MISSING and value is _read(source, values[base]):
+            if value is not _MISSING and (
+                value is _read(source, values[base]) or type(values[base]) is types.CodeType
+            ):
                 values[source], kinds[source] = value, "stable"
             elif _checked_step(source):
                 values[source], kinds[source] = _read(source, values[base]), "checked"
@@ -606,7 +615,8 @@ class StableReads:
         links = Links()
         for index, base_index, root, source in self._steps:
             base = root if base_index < 0 else values[base_index]
-            if stable_link(base, source, links) is not values[index]:
+            value = stable_link(base, source, links)
+            if value is not values[index] and not _same_code_value(base, value, values[index]):
                 return None
         for index, kind in self._watched:
             value = values[index]
