@@ -244,3 +244,31 @@ def test_stable_reads_of_code_attributes_see_the_code_replaced(module):
     assert not compiled.check({}, {})
     helper.__code__ = (lambda a, b: a * b).__code__
     assert compiled.check({}, {})
+
+
+class Registry:
+    _mapping = {"sdpa": 1}  # noqa: RUF012 - shared by the instances, as a registry is
+
+
+def test_stable_reads_of_a_class_attribute_through_an_instance_see_it_shadowed(module):
+    module.REGISTRY = Registry()
+    mapping = AttrSource(ModuleGlobalSource(module.__name__, "REGISTRY"), "_mapping")
+    guards = GuardSet()
+    guards.add_dict_keys(mapping, Registry._mapping)
+    compiled = guards.compile()
+    _warm(compiled)
+    assert _state(compiled).unchanged()
+    module.REGISTRY._mapping = {"eager": 2}  # the instance's own now
+    assert not compiled.check({}, {})
+    del module.REGISTRY._mapping
+    assert compiled.check({}, {})
+    Registry._mapping["eager"] = 2  # the class's dict itself
+    try:
+        assert not compiled.check({}, {})
+    finally:
+        del Registry._mapping["eager"]
+    Registry._mapping = {"flex": 3}
+    try:
+        assert not compiled.check({}, {})
+    finally:
+        Registry._mapping = {"sdpa": 1}

@@ -20,7 +20,9 @@ facts hold; nothing else can change what it reads:
   itself (assigning `__bases__` writes no dict; it is compared on every call);
 - an attribute found in the instance dict of a module object, or of an object whose
   class and bases (heap types over `object`) define neither the name nor
-  `__getattribute__`: that dict, the class dicts; the object's class and its dict's
+  `__getattribute__`; or, for such an object, found not in its instance dict but in a
+  class dict as an object of a builtin type without `__get__` (a dict kept on the
+  class): the instance dict, the class dicts; the object's class and its dict's
   identity are compared on every call (`__class__` and `__dict__` assignments write no
   dict).
 
@@ -193,7 +195,8 @@ def _instance_attribute(obj: Any, member: str, links: Links) -> Any:
     if cls is types.ModuleType:
         if member in _MODULE_NAMES:
             return _MISSING
-    else:
+    in_class = _MISSING  # the value a class of the MRO holds under `member`, first found
+    if cls is not types.ModuleType:
         if not _is_heap(cls) or type(cls) is not type:
             return _MISSING
         for klass in cls.__mro__:
@@ -202,17 +205,29 @@ def _instance_attribute(obj: Any, member: str, links: Links) -> Any:
             if not _is_heap(klass):
                 return _MISSING
             real = _class_dict(klass)
-            if member in real or "__getattribute__" in real:
+            if "__getattribute__" in real:
                 return _MISSING
+            if in_class is _MISSING:
+                in_class = real.get(member, _MISSING)
             links.dicts.append(real)
         links.classes.append(cls)
+    elif member in _MODULE_NAMES:
+        return _MISSING
     instance = _object_getattribute(obj, "__dict__")
     if type(instance) is not dict:
         return _MISSING
     found = instance.get(member, _MISSING)
-    if found is not _MISSING:
-        links.dicts.append(instance)
-        links.objects.append((obj, cls, instance))
+    if found is _MISSING:
+        # NOTE: a class attribute the instance dict does not shadow (a registry kept on the
+        # class): read as is where it is no descriptor and its class cannot change.
+        kind = type(in_class)
+        if in_class is _MISSING or _is_heap(kind) or hasattr(kind, "__get__"):
+            return _MISSING
+        found = in_class
+    elif in_class is not _MISSING:
+        return _MISSING  # NOTE: in both: a data descriptor of the class would win
+    links.dicts.append(instance)
+    links.objects.append((obj, cls, instance))
     return found
 
 
