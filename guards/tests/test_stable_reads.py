@@ -272,3 +272,18 @@ def test_stable_reads_of_a_class_attribute_through_an_instance_see_it_shadowed(m
         assert not compiled.check({}, {})
     finally:
         Registry._mapping = {"sdpa": 1}
+
+
+def test_stable_reads_keep_no_class_alive_after_the_guard_function(module):
+    class Made:
+        flag = True
+
+    module.MADE = Made
+    guards = GuardSet()
+    guards.add_equals(AttrSource(ModuleGlobalSource(module.__name__, "MADE"), "flag"), True)
+    compiled = guards.compile()
+    _warm(compiled)
+    alive = weakref.ref(Made)
+    del Made, module.MADE, compiled, guards
+    gc.collect()
+    assert alive() is None

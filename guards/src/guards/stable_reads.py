@@ -140,18 +140,17 @@ def _is_heap(cls: type) -> bool:
     return bool(cls.__flags__ & _HEAPTYPE)
 
 
-# NOTE: a class keeps its dict for life (`__dict__` of a class cannot be assigned).
-_CLASS_DICTS: weakref.WeakKeyDictionary[type, dict] = weakref.WeakKeyDictionary()
+def _class_dict(cls: type, found: dict[int, dict]) -> dict:
+    """The dict behind a heap class's `__dict__` mappingproxy (written by `setattr(cls, ...)`).
 
-
-def _class_dict(cls: type) -> dict:
-    """The dict behind a heap class's `__dict__` mappingproxy (written by `setattr(cls, ...)`)."""
-    real = _CLASS_DICTS.get(cls)
+    `found` memoizes by class id (a class keeps its dict for life, and the dict, through
+    its `__dict__` descriptor, keeps the class: a memo must not outlive its user)."""
+    real = found.get(id(cls))
     if real is None:
-        found = [d for d in gc.get_referents(cls.__dict__) if type(d) is dict]
-        if len(found) != 1 or len(found[0]) != len(cls.__dict__):
+        referents = [d for d in gc.get_referents(cls.__dict__) if type(d) is dict]
+        if len(referents) != 1 or len(referents[0]) != len(cls.__dict__):
             raise LookupError(f"no dict behind {cls!r}.__dict__")
-        real = _CLASS_DICTS[cls] = found[0]
+        real = found[id(cls)] = referents[0]
     return real
 
 
@@ -163,6 +162,7 @@ class Links:
     dicts: list[dict] = field(default_factory=list)
     classes: list[type] = field(default_factory=list)
     objects: list[tuple[Any, type, dict]] = field(default_factory=list)
+    class_dicts: dict[int, dict] = field(default_factory=dict)  # see `_class_dict`
 
 
 def _class_attribute(cls: type, member: str, links: Links) -> Any:
@@ -171,7 +171,7 @@ def _class_attribute(cls: type, member: str, links: Links) -> Any:
     found = _MISSING
     for klass in cls.__mro__:
         if _is_heap(klass):
-            real = _class_dict(klass)
+            real = _class_dict(klass, links.class_dicts)
             links.dicts.append(real)
             found = real.get(member, _MISSING)
         else:
@@ -204,7 +204,7 @@ def _instance_attribute(obj: Any, member: str, links: Links) -> Any:
                 continue
             if not _is_heap(klass):
                 return _MISSING
-            real = _class_dict(klass)
+            real = _class_dict(klass, links.class_dicts)
             if "__getattribute__" in real:
                 return _MISSING
             if in_class is _MISSING:
@@ -328,7 +328,7 @@ class StablePlan:
         return self.pinned.index(source)
 
 
-def _has_instance_dict(value: Any) -> bool:
+def _has_instance_dict(value: Any, class_dicts: dict[int, dict]) -> bool:
     """Whether `value.__dict__` is its instance dict, read the plain way (no override)."""
     cls = type(value)
     if cls is not types.ModuleType and not (_is_heap(cls) and type(cls) is type):
@@ -340,7 +340,11 @@ def _has_instance_dict(value: Any) -> bool:
     if type(instance) is not dict:
         return False
     for klass in cls.__mro__:
-        if klass is not object and _is_heap(klass) and "__getattribute__" in _class_dict(klass):
+        if (
+            klass is not object
+            and _is_heap(klass)
+            and "__getattribute__" in _class_dict(klass, class_dicts)
+        ):
             return False
     return getattr(value, "__dict__", None) is instance
 
@@ -353,7 +357,7 @@ def _skippable(guard: Guard, value: Any) -> tuple[bool, type | None]:
         cls = guard.expected_type
         return not _is_heap(cls) and not issubclass(cls, types.ModuleType), None
     if isinstance(guard, NotInInstanceDictGuard):
-        return _has_instance_dict(value), _INSTANCE_DICT
+        return _has_instance_dict(value, {}), _INSTANCE_DICT
     if isinstance(guard, LengthGuard | DictKeysGuard):
         if type(value) is dict or (type(value) is tuple and isinstance(guard, LengthGuard)):
             return True, type(value)
@@ -369,6 +373,7 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
     kinds: dict[Source, str] = {}  # "stable" | "checked"
     roots: dict[Source, dict] = {}
     seen: set[Source] = set()
+    class_dicts: dict[int, dict] = {}
     # Objects guards pin by identity: a local or global holding one is a checked root.
     known: dict[Source, Any] = {}
     for guard in guards:
@@ -389,7 +394,7 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
             module = sys.modules.get(source.module_name)
             if module is None:
                 return
-            value = stable_link(vars(module), source, Links())
+            value = stable_link(vars(module), source, Links(class_dicts=class_dicts))
             if value is not _MISSING:
                 values[source], kinds[source] = value, "stable"
                 roots[source] = vars(module)
@@ -405,7 +410,7 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
         if base not in kinds:
             return
         try:
-            value = stable_link(values[base], source, Links())
+            value = stable_link(values[base], source, Links(class_dicts=class_dicts))
             if value is not _MISSING and (
                 value is _read(source, values[base]) or type(values[base]) is types.CodeType
             ):
@@ -422,7 +427,7 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
     watch_values: dict[Source, type] = {}
     for guard in guards:
         if isinstance(guard, AttributeIdGuard):
-            if not guard.bound and _held_attribute(guard, Links()):
+            if not guard.bound and _held_attribute(guard, Links(class_dicts=class_dicts)):
                 skipped[guard] = guard.code is not None
             continue
         if isinstance(guard, NameAbsentGuard):
@@ -627,7 +632,7 @@ class StableReads:
         self._dicts, self._classes, self._mros = (), (), ()
 
     def _links(self, values: tuple) -> Links | None:
-        links = Links()
+        links = Links(class_dicts={})
         for index, base_index, root, source in self._steps:
             base = root if base_index < 0 else values[base_index]
             value = stable_link(base, source, links)
@@ -636,13 +641,15 @@ class StableReads:
         for index, kind in self._watched:
             value = values[index]
             if kind is _INSTANCE_DICT:
-                if not _has_instance_dict(value):
+                if not _has_instance_dict(value, links.class_dicts):
                     return None
                 instance = _object_getattribute(value, "__dict__")
                 links.dicts.append(instance)
                 links.objects.append((value, type(value), instance))
                 links.classes.append(type(value))
-                links.dicts += [_class_dict(k) for k in type(value).__mro__ if _is_heap(k)]
+                links.dicts += [
+                    _class_dict(k, links.class_dicts) for k in type(value).__mro__ if _is_heap(k)
+                ]
                 continue
             if type(value) is not kind:
                 return None
