@@ -21,7 +21,13 @@ others are left out (guard_pruning.py). An attribute of an object whose exact
 type was checked earlier in the function, and whose class overrides
 `__getattribute__` with a known forwarding override, is read with
 `object.__getattribute__` when the override provably forwards
-(attribute_access.py). The source is registered with linecache, so tracebacks
+(attribute_access.py). Where dict version tags are available and some chains can be
+read once and reused (stable_reads.py), two functions are generated: the full check
+above as `guard_check_full`, which snapshots the values it pinned when it passes,
+and `guard_check`, whose fast body binds those values from the snapshot, reads
+again only the links that change without a dict write, and leaves out the guards
+that cannot have changed; it runs while the snapshot stands, else the full check.
+The source is registered with linecache, so tracebacks
 and pdb show it; while the `guards` log is on it is also written to a private
 file under the cache root, with guarded string and bytes values elided.
 """
