@@ -79,6 +79,7 @@ from guards.sources import (
     TypeSource,
     is_builtin_module_class,
 )
+from guards.stable_reads import use_stable_reads
 from guards.sym_exprs import FloorDiv, ValueRange
 from guards.sym_node import SymNode
 from guards.symbolic_guards import ShapeCheck, ShapeGuard
@@ -176,4 +177,5 @@ __all__ = [
     "SymbolBinding",
     "TensorPropertySource",
     "ValueRange",
+    "use_stable_reads",
 ]

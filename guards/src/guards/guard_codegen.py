@@ -21,7 +21,13 @@ others are left out (guard_pruning.py). An attribute of an object whose exact
 type was checked earlier in the function, and whose class overrides
 `__getattribute__` with a known forwarding override, is read with
 `object.__getattribute__` when the override provably forwards
-(attribute_access.py). The source is registered with linecache, so tracebacks
+(attribute_access.py). Where dict version tags are available and some chains can be
+read once and reused (stable_reads.py), two functions are generated: the full check
+above as `guard_check_full`, which snapshots the values it pinned when it passes,
+and `guard_check`, whose fast body binds those values from the snapshot, reads
+again only the links that change without a dict write, and leaves out the guards
+that cannot have changed; it runs while the snapshot stands, else the full check.
+The source is registered with linecache, so tracebacks
 and pdb show it; while the `guards` log is on it is also written to a private
 file under the cache root, with guarded string and bytes values elided.
 """
@@ -36,6 +42,7 @@ import linecache
 import re
 import sys
 import types
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,10 +63,17 @@ from guards.sources import (
     NNModuleSource,
     Source,
 )
+from guards.stable_reads import (
+    StablePlan,
+    StableReads,
+    plan_stable_reads,
+    stable_reads_enabled,
+)
 
 __all__ = ["GeneratedGuardFunction", "generate_guard_function"]
 
 FUNCTION_NAME = "guard_check"
+FULL_NAME = "guard_check_full"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +96,16 @@ class _Code:
         self._bound: set[str] = set()
         self._known_types: dict[str, type] = {}  # exact types checked so far
         self._expected_types: dict[str, type] = {}  # exact types some guard will check
+        # The fast body's bindings of pinned sources (stable_reads.py): source -> its value
+        # in the snapshot (an expression), and those read again and compared with it.
+        self._pinned: dict[Source, str] = {}
+        self._checked: set[Source] = set()
+
+    def start_body(self, pinned: dict[Source, str], checked: set[Source]) -> None:
+        """Forget what the previous body bound: the next one binds its own locals."""
+        self._bound = set()
+        self._known_types = {}
+        self._pinned, self._checked = pinned, checked
 
     def const(self, value: Any, hint: str = "c") -> str:
         key = (id(value), hint)
@@ -113,6 +137,11 @@ class _Code:
         base = source.base
         if isinstance(source, NNModuleSource):
             return self.bind(source.source, lines)
+        snapshot = self._pinned.get(source)
+        if snapshot is not None and source not in self._checked:
+            lines.append(f"{name} = {snapshot}")
+            self._bound.add(name)
+            return name
         expr = self._module_global(source)
         if expr is None:
             base_name = self.bind(base, lines) if base is not None else ""
@@ -122,6 +151,9 @@ class _Code:
             elif isinstance(source, HasAttrSource):
                 expr = self._plain_has(base_name, source.member, expr, lines)
         lines.append(f"{name} = {expr}")
+        if snapshot is not None:  # a checked read: another object than the snapshot's
+            lines.append(f"if {name} is not {snapshot}:")
+            lines.append(f"    return {FULL_NAME}(L, G)")
         self._bound.add(name)
         return name
 
@@ -303,13 +335,92 @@ def _write(source: str) -> str:
     return path
 
 
+def _body(atoms: list[tuple[tuple[int, int], Guard, str]], code: _Code) -> list[str]:
+    """The lines checking `atoms` in order (each binding its sources first), then `return True`."""
+    body: list[str] = []
+    previous: Guard | None = None
+    for _, guard, expr in atoms:
+        for source in guard.sources():
+            code.bind(source, body)
+        if guard is not previous:
+            body.append(f"# {guard.describe()}")
+        previous = guard
+        body.append(f"if not ({expr}):")
+        body.append("    return False")
+        code.checked(guard)
+    body.append("return True")
+    return body
+
+
+def _function(name: str, body: list[str], prologue: Sequence[str] = ()) -> list[str]:
+    lines = [f"def {name}(L, G):", *(f"    {line}" for line in prologue), "    try:"]
+    lines += [f"        {line}" for line in body]
+    lines.append("    except Exception:")
+    lines.append("        return False")
+    return lines
+
+
+def _stable_functions(
+    atoms: list[tuple[tuple[int, int], Guard, str]],
+    code: _Code,
+    full_body: list[str],
+    plan: StablePlan,
+) -> list[str]:
+    """The full check (snapshotting its pinned values when it passes) and the fast check
+    reading the snapshot while it stands (stable_reads.py)."""
+    state = code.const(StableReads(plan), "stable_reads")
+    pinned = "".join(f"{code.names[source]}, " for source in plan.pinned)
+    full_body = [*full_body[:-1], f"{state}.snapshot(({pinned}))", "return True"]
+    full = _function(FULL_NAME, full_body, [f"{state}.begin()"])
+    kept = []
+    for place, guard, expr in atoms:
+        if guard in plan.skipped:
+            if not plan.skipped[guard]:
+                continue
+            # NOTE: a held function read stably is the same object, but its code may be
+            # replaced in place (autoreload): that stays checked.
+            seen = code.const(guard.expected, "seen")  # type: ignore[attr-defined]
+            expr = f"{seen}.__code__ is {code.const(guard.code, 'code')}"  # type: ignore[attr-defined]
+        kept.append((place, guard, expr))
+    snapshot = {
+        source: f"___v[{i}]()" if source in plan.weak else f"___v[{i}]"
+        for i, source in enumerate(plan.pinned)
+    }
+    code.start_body(snapshot, plan.checked)
+    # NOTE: every checked read first, whether a kept guard reads it or not: the values
+    # pinned past it, and the guards left out on it, stand only while it is the same object.
+    fast_body: list[str] = []
+    for source in plan.pinned:
+        if source in plan.checked:
+            code.bind(source, fast_body)
+    fast_body += _body(kept, code)
+    fast = [
+        f"def {FUNCTION_NAME}(L, G):",
+        "    try:",
+        f"        if {state}.unchanged():",
+        f"            ___v = {state}.values",
+        *(f"            {line}" for line in fast_body),
+        "    except Exception:",
+        "        pass",
+        f"    return {FULL_NAME}(L, G)",
+    ]
+    return [*full, *fast]
+
+
 def generate_guard_function(
-    guards: list[Guard], header: str = "", implied: dict[Guard, Guard] | None = None
+    guards: list[Guard],
+    header: str = "",
+    implied: dict[Guard, Guard] | None = None,
+    *,
+    stable_reads: bool | None = None,
 ) -> GeneratedGuardFunction:
     """Compile `guards` (already in check order) into one function `check(L, G) -> bool`.
 
     The guards in `implied` are left out; the first check of the guard implying
-    one moves up to the implied guard's place (see guard_pruning.py).
+    one moves up to the implied guard's place (see guard_pruning.py). With
+    `stable_reads` (default: `use_stable_reads`' setting) and dict version tags available,
+    reads that cannot have changed since the last full check are reused and the guards
+    on them left out (stable_reads.py).
     """
     implied = implied or {}
     places: dict[Guard, tuple[int, int]] = {}
@@ -330,25 +441,17 @@ def generate_guard_function(
                 place = min(place, places[guard])
             atoms.append((place, guard, expr))
     atoms.sort(key=lambda atom: atom[0])
-    body: list[str] = []
-    previous: Guard | None = None
-    for _, guard, expr in atoms:
-        for source in guard.sources():
-            code.bind(source, body)
-        if guard is not previous:
-            body.append(f"# {guard.describe()}")
-        previous = guard
-        body.append(f"if not ({expr}):")
-        body.append("    return False")
-        code.checked(guard)
-    body.append("return True")
+    body = _body(atoms, code)
+    plan = None
+    if stable_reads_enabled() if stable_reads is None else stable_reads:
+        plan = plan_stable_reads(list(dict.fromkeys(guard for _, guard, _ in atoms)))
     lines = [f"# {line}" for line in header.splitlines()]
+    if plan is None:
+        functions = _function(FUNCTION_NAME, body)
+    else:
+        functions = _stable_functions(atoms, code, body, plan)
     lines += [f"{name} = ...  # {_short_repr(value)}" for name, value in code.constants.items()]
-    lines.append(f"def {FUNCTION_NAME}(L, G):")
-    lines.append("    try:")
-    lines += [f"        {line}" for line in body]
-    lines.append("    except Exception:")
-    lines.append("        return False")
+    lines += functions
     source = "\n".join(lines) + "\n"
     filename = _write(source)
     namespace: dict[str, Any] = {"__builtins__": builtins}

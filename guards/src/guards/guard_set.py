@@ -168,7 +168,11 @@ def _module_trees(guards: list[Guard], name: str) -> tuple[list[Guard], list[Mod
     for tree, covered in groups:
         root = tree.root
         header = f"module tree {root.name} of {name or 'a compiled entry'}: {len(covered)} guards"
-        structure = generate_guard_function(covered, header, drop_implied(covered))
+        # NOTE: no stable reads: the tree runs this check only after one of its dicts was
+        # written, when a snapshot of them would be stale.
+        structure = generate_guard_function(
+            covered, header, drop_implied(covered), stable_reads=False
+        )
         if artifact_enabled("guards"):
             _log.info("%s\n%s", structure.filename, structure.source)
         module = tree.modules[root]

@@ -30,7 +30,8 @@ Otherwise it checks what the tags do not cover, on every call, in C loops
 (`map`) rather than Python code per tensor:
 
 - the class of each module (`module.__class__ = Other` writes no dict), against
-  those the full check saw; the state holds the submodules for this (not the root);
+  those the full check saw, and the identity of its `__dict__` (nor does
+  `module.__dict__ = other`); the state holds the submodules for this (not the root);
 
 - the parameters and buffers the full check saw (the same objects while their
   dicts' tags hold) have the requires_grad, dtype, device, sizes and strides
@@ -116,6 +117,7 @@ _shape = operator.attrgetter("shape")
 _stride = torch._C.TensorBase.stride  # the unbound method: half the cost of methodcaller
 _is_contiguous = torch._C.TensorBase.is_contiguous
 _CPU = torch.device("cpu")
+_instance_dict = operator.attrgetter("__dict__")
 
 
 def _root_of(source: Source) -> NNModuleSource | None:
@@ -306,6 +308,8 @@ class _TreeState:
         "tags",
         "handles",
         "root_class",
+        "root_dict",
+        "dicts",
         "modules",
         "classes",
         "empty",
@@ -325,6 +329,9 @@ class _TreeState:
         self.root_class: type | None = None
         self.modules: tuple[torch.nn.Module, ...] = ()
         self.classes: tuple[type, ...] = ()
+        # NOTE: `module.__dict__ = other` writes no dict either: the dicts are compared too.
+        self.root_dict: dict | None = None
+        self.dicts: tuple[dict, ...] = ()
         self.empty: tuple[dict, ...] = ()  # dicts the guards require empty (hook dicts)
         self.tables: tuple[dict, ...] = ()
         self.tensors: tuple[torch.Tensor, ...] = ()
@@ -339,6 +346,8 @@ class _TreeState:
             or tags.changed()
             or type(root) is not self.root_class
             or tuple(map(type, self.modules)) != self.classes
+            or _instance_dict(root) is not self.root_dict
+            or not all(map(operator.is_, map(_instance_dict, self.modules), self.dicts))
             or any(self.empty)
         ):
             return self.recheck(L, G)
@@ -368,6 +377,8 @@ class _TreeState:
         self.root_class = type(root)
         self.modules = tuple(module for module in modules if module is not root)
         self.classes = tuple(map(type, self.modules))
+        self.root_dict = _instance_dict(root)
+        self.dicts = tuple(map(_instance_dict, self.modules))
         self.empty = tuple(getattr(modules[index], name) for index, name in guard.empty_dicts)
         self.tables, self.tensors = tables, tensors
         return True
@@ -379,6 +390,7 @@ def _forget(state_ref: Callable[[], _TreeState | None]) -> None:
     if state is not None:
         state.tags, state.modules, state.empty = None, (), ()
         state.tables, state.tensors = (), ()
+        state.root_dict, state.dicts = None, ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -16,6 +16,7 @@ gives eager's result.
 | parameters swapped by `torch.func.functional_call`   | silent wrong result      |
 | `.data = other`, `t_()` / `set_()` of a parameter     | silent wrong result, reads past the end |
 | `module.__class__` reassigned                        | silent wrong result      |
+| `module.__dict__` reassigned                         | silent wrong result      |
 """
 
 from __future__ import annotations
@@ -501,3 +502,17 @@ def test_backward_hook_added_is_seen_in_gradients(depth):
     reference(x).sum().backward()
     for ours, theirs in zip(model.parameters(), reference.parameters(), strict=True):
         assert_close(ours.grad, theirs.grad)
+
+
+@pytest.mark.parametrize("which", ["submodule", "root"])
+def test_module_dict_replaced_is_seen(which):
+    model, compiled, x = _compiled("eager")
+    module = model[1] if which == "submodule" else model
+    replaced = dict(module.__dict__)
+    if which == "submodule":
+        replaced["scale"] = 5.0
+    else:
+        replaced["_modules"] = dict(replaced["_modules"])
+        replaced["_modules"]["3"] = torch.nn.Linear(4, 2)  # another last layer
+    module.__dict__ = replaced
+    _matches_eager(model, compiled, x)
