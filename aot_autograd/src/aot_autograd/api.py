@@ -51,6 +51,12 @@ from aot_autograd.runtime import (
     tangent_dependencies,
     training_function,
 )
+from aot_autograd.saved_layouts import (
+    changed_saved_strides,
+    mark_saved_outputs,
+    reported_saved_strides,
+    with_saved_strides,
+)
 from aot_autograd.symbolic import ShapeAssumptions, ShapeSnapshot, is_symbolic, shape_env_of
 from guards.garbage_collection import old_objects_frozen
 
@@ -303,6 +309,11 @@ class AotCallable:
             same = program.num_forward_outputs == parts.program.num_forward_outputs and tuple(
                 tangent_dependencies(backward)
             ) == tuple(parts.dependencies or ())
+            # the saved values in the strides the cached forward returns them in
+            changed = changed_saved_strides(backward, parts.saved_strides or ())
+            if same and changed:
+                backward = with_saved_strides(backward, changed)
+                same = backward is not None
             found.append(backward if same else None)
             return found[0]
 
@@ -375,9 +386,18 @@ class AotCallable:
         # compile: the forward with the caller's compiler; the backward at its first use
         # (a step leaving some tangent None runs only the backward without them).
         dependencies = tangent_dependencies(backward)
-        saved_strides = tuple(saved_strides_of(backward))
         mark_input_mutations(forward, program)
+        mark_saved_outputs(forward, program.num_forward_outputs)
         compiled_forward = config.fw_compiler(forward, _placeholder_values(forward))
+        # the backward against the layouts the compiled forward saves (see saved_layouts)
+        restrided = with_saved_strides(
+            backward,
+            reported_saved_strides(compiled_forward, program.num_forward_outputs, backward),
+        )
+        if restrided is not None:
+            backward = self.graphs["backward"] = restrided
+            _log("backward graph (saved values in the forward's layouts)", backward, 0.0)
+        saved_strides = tuple(saved_strides_of(backward))
         bw_compiler = config.bw_compiler or config.fw_compiler
         specialize = _specializer(backward, bw_compiler)
         if store is not None:
