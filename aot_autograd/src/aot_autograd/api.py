@@ -54,6 +54,7 @@ from aot_autograd.runtime import (
 from aot_autograd.saved_layouts import (
     changed_saved_strides,
     mark_saved_outputs,
+    outputs_in_traced_strides,
     reported_saved_strides,
     with_saved_strides,
 )
@@ -289,6 +290,7 @@ class AotCallable:
         """
         config = self.config
         found: list[fx.GraphModule | None] = []
+        restrided: list[bool] = []  # (see `retraced.restrided`)
 
         def retraced(set_autocast: bool) -> fx.GraphModule | None:
             if found:
@@ -314,9 +316,13 @@ class AotCallable:
             if same and changed:
                 backward = with_saved_strides(backward, changed)
                 same = backward is not None
+                restrided.append(True)
             found.append(backward if same else None)
             return found[0]
 
+        # whether the graph retraced takes the saved values in the cached forward's
+        # strides (its compiler then keeps the gradients in eager's: see saved_layouts)
+        retraced.restrided = restrided  # type: ignore[attr-defined]
         return retraced
 
     def _cached_deferred_backward(
@@ -336,7 +342,8 @@ class AotCallable:
                     "EMBER_WARM_START=0 to compile afresh"
                 )
             _log("backward graph (traced again)", backward, 0.0)
-            return compiler(backward, _placeholder_values(backward))
+            compile = outputs_in_traced_strides(compiler) if retraced.restrided else compiler
+            return compile(backward, _placeholder_values(backward))
 
         kept = _kept_specializations(compile_again, config.cache, variant, keep_none=False)
         return DeferredBackward(lambda: kept(frozenset()) or compile_again(frozenset()))
@@ -394,11 +401,12 @@ class AotCallable:
             backward,
             reported_saved_strides(compiled_forward, program.num_forward_outputs, backward),
         )
+        bw_compiler = config.bw_compiler or config.fw_compiler
         if restrided is not None:
             backward = self.graphs["backward"] = restrided
             _log("backward graph (saved values in the forward's layouts)", backward, 0.0)
+            bw_compiler = outputs_in_traced_strides(bw_compiler)
         saved_strides = tuple(saved_strides_of(backward))
-        bw_compiler = config.bw_compiler or config.fw_compiler
         specialize = _specializer(backward, bw_compiler)
         if store is not None:
             specialize = _kept_specializations(specialize, *store, keep_none=True)
@@ -465,6 +473,8 @@ def _retraced_specializer(
         if not specializers:
             backward = retraced(False)
             compiler = config.bw_compiler or config.fw_compiler
+            if getattr(retraced, "restrided", None):
+                compiler = outputs_in_traced_strides(compiler)
             specializers.append(None if backward is None else _specializer(backward, compiler))
         return specializers[0](absent) if specializers[0] is not None else None
 

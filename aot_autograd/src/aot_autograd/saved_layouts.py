@@ -15,14 +15,16 @@ eager's strides at every call (`runtime._SavedLayout.restrided`).
     backward = with_saved_strides(backward_graph, strides) or backward_graph
 
 What the user sees keeps eager's strides: the backward's outputs (the gradients)
-keep their traced meta["val"], so a compiler returns them in eager's layout.
+keep their traced meta["val"], so a compiler returns them in eager's layout; one that
+does not (a graph run by eager kernels, whose strides follow their operands') gets
+them copied to those strides (`outputs_in_traced_strides`).
 A graph whose propagation fails (a `view` that the new strides do not allow) is
 left as traced: the saved values are then copied to eager's strides, as before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -30,11 +32,13 @@ import torch.utils._pytree as pytree
 from torch import fx
 
 import guards
+from aot_autograd.runtime import _boxed, _in_strides, _strides_agree
 
 __all__ = [
     "SAVED_OUTPUTS",
     "changed_saved_strides",
     "mark_saved_outputs",
+    "outputs_in_traced_strides",
     "reported_saved_strides",
     "with_saved_strides",
 ]
@@ -160,3 +164,34 @@ def _propagate(gm: fx.GraphModule, strides: dict[fx.Node, tuple[int, ...]]) -> d
         else:
             raise NotImplementedError(f"node {node.name}: op {node.op}")
     return env
+
+
+def outputs_in_traced_strides(compiler: Callable) -> Callable:
+    """`compiler`, its compiled graphs returning each tensor output of static strides in
+    the strides of the graph's output meta["val"] (copied where they come otherwise)."""
+
+    def compile(gm: fx.GraphModule, example_inputs: list) -> Callable:
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        items = pytree.tree_leaves(output.args[0])
+        strides = []
+        for item in items:
+            val = item.meta.get("val") if isinstance(item, fx.Node) else None
+            static = isinstance(val, torch.Tensor) and all(
+                type(s) is int for s in (*val.shape, *val.stride())
+            )
+            strides.append(tuple(val.stride()) if static else None)
+        run = _boxed(compiler(gm, example_inputs))
+        checked = tuple((i, s) for i, s in enumerate(strides) if s is not None)
+
+        def call(args: list) -> list:
+            results = list(run(args))
+            for i, stride in checked:
+                value = results[i]
+                if isinstance(value, torch.Tensor) and not _strides_agree(value, stride):
+                    results[i] = _in_strides(value, stride)
+            return results
+
+        call._boxed_call = True  # type: ignore[attr-defined]
+        return call
+
+    return compile

@@ -11,8 +11,9 @@ lowerings with `keep_channels_last`, both for the dtypes it names:
   many convolutions read it;
 * the output gets channels-last strides; every later read goes through them;
 * a value that reads channels-last data and would be stored anyway (several
-  readers, a residual block's output say) is stored channels-last too, so the next
-  convolution needs no copy.
+  readers, a residual block's output say, or a value saved for the backward pass,
+  ReLU's mask included) is stored channels-last too, so the next convolution (or the
+  backward) needs no copy.
 
 Only where nobody outside the graph sees the layouts: a convolution whose output the
 user gets (a graph output other than a saved one, see `GraphLowering.layout_is_visible`)
@@ -152,7 +153,7 @@ def _kept(ctx, node, value, dtypes):
         not isinstance(value, TensorValue)
         or value.view is not None
         or value.ndim != 4
-        or value.dtype not in dtypes
+        or (value.dtype not in dtypes and value.dtype != torch.bool)  # (masks: ReLU's)
         or ctx.layout_is_visible(node)
         or not all(isinstance(s, sympy.Integer) for s in value.size)
         or not reads_channels_last(ctx, value)  # (cheap: no NHWC buffer in most graphs)
@@ -160,7 +161,8 @@ def _kept(ctx, node, value, dtypes):
         return value
     size = inline_size(value)
     shared = readers(node) > 1 and size > MAX_SHARED_INLINE_SIZE
-    if shared or size > MAX_INLINE_SIZE:
+    saved = any(user.op == "output" for user in node.users)  # (only saved ones get here)
+    if shared or saved or size > MAX_INLINE_SIZE:
         return as_channels_last(ctx, value)
     return value
 
