@@ -127,8 +127,14 @@ def _is_contiguous(layout: Layout) -> bool:
 def keep_channels_last(lowering, dtypes: tuple[torch.dtype, ...]):
     """`lowering`, storing its result channels-last where it reads channels-last data and
     would be stored anyway (the rule of `GraphLowering` for shared and large values).
+    `dtypes` are the convolutions' (none: `lowering` as it is); a result of any dtype
+    reading their NHWC data is stored NHWC (a float32 batch-norm statistic of bfloat16
+    activations, ReLU's boolean mask saved for the backward).
     A tuple result (max pooling's values and indices) is decided per element, from the
     readers of the `getitem` taking it."""
+
+    if not dtypes:
+        return lowering
 
     def lower(ctx, node, *args, **kwargs):
         value = lowering(ctx, node, *args, **kwargs)
@@ -138,22 +144,19 @@ def keep_channels_last(lowering, dtypes: tuple[torch.dtype, ...]):
                 for u in node.users
                 if u.target is operator.getitem and isinstance(u.args[1], int) and u.users
             }
-            return tuple(
-                _kept(ctx, taken[k], v, dtypes) if k in taken else v for k, v in enumerate(value)
-            )
-        return _kept(ctx, node, value, dtypes)
+            return tuple(_kept(ctx, taken[k], v) if k in taken else v for k, v in enumerate(value))
+        return _kept(ctx, node, value)
 
     lower.__name__ = getattr(lowering, "__name__", "lower")
     return lower
 
 
-def _kept(ctx, node, value, dtypes):
+def _kept(ctx, node, value):
     """`value` (the result `node` names) channels-last when the rule above stores it."""
     if (
         not isinstance(value, TensorValue)
         or value.view is not None
         or value.ndim != 4
-        or (value.dtype not in dtypes and value.dtype != torch.bool)  # (masks: ReLU's)
         or ctx.layout_is_visible(node)
         or not all(isinstance(s, sympy.Integer) for s in value.size)
         or not reads_channels_last(ctx, value)  # (cheap: no NHWC buffer in most graphs)
