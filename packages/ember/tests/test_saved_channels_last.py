@@ -151,3 +151,45 @@ def test_backward_makes_no_layout_copies_of_saved_activations():
     (backward,) = _wrappers(compiled, "backward")
     assert _activation_buffers(backward, (2, 8, 8, 8), nchw) == 0, backward
     assert backward.count("convolution_backward_default(") == 2, backward
+
+
+_BUFFER = re.compile(
+    r"empty_strided\(\((\d+), (\d+), (\d+), (\d+)\), \((\d+), (\d+), (\d+), (\d+)\)"
+)
+
+
+def _nchw_activations(wrapper: str, batch: int) -> list[str]:
+    """The (batch, C, H, W) buffers with several channels and square images (this file's
+    activations; a kernel's own scratch, (N, H, W, C) sized, and weights are left out)
+    that the wrapper allocates NCHW."""
+    found = []
+    for match in _BUFFER.finditer(wrapper):
+        n, c, h, w, *stride = (int(g) for g in match.groups())
+        if n == batch and c > 1 and h == w > 1 and stride == [c * h * w, h * w, w, 1]:
+            found.append(match.group(0))
+    return found
+
+
+def test_max_pooling_between_convolutions_stays_channels_last_in_training():
+    torch.manual_seed(0)
+    layers = []
+    channels = 3
+    for width in (8, 16):
+        layers += [
+            nn.Conv2d(channels, width, 3, padding=1, bias=False),
+            nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(2),
+        ]  # fmt: skip
+        channels = width
+    model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 4))
+    reference = copy.deepcopy(model)
+    x = torch.randn(2, 3, 16, 16)
+    compiled = ember.compile(model, backend="inductor")
+    outs, grads = _train_steps(compiled, x)
+    expected_outs, expected_grads = _train_steps(reference, x)
+    torch.testing.assert_close(outs, expected_outs, **TOL)
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, expected_grads[name], **TOL, msg=name)
+        assert _same_layout(grad, expected_grads[name]), name
+    for role in ("forward", "backward"):
+        (wrapper,) = _wrappers(compiled, role)
+        assert not _nchw_activations(wrapper, batch=2), (role, wrapper)
