@@ -324,3 +324,53 @@ def test_max_pooling_between_convolutions_stays_channels_last():
     assert "torch.int64" not in compiled.artifact("lower")
     # channels-last buffers are allocated as the NCHW views the convolutions take
     assert "as_strided" not in wrapper, wrapper
+
+
+# ---------------------------------------------------------------- saved activations
+
+
+def _conv_bn_relu_block(x, w1, w2, g, b):
+    y = torch.nn.functional.conv2d(x, w1, padding=1)
+    y = torch.relu(torch.nn.functional.batch_norm(y, None, None, g, b, training=True))
+    z = torch.nn.functional.conv2d(y, w2, padding=1, groups=4)
+    return torch.relu(z + y).float().mean((2, 3))
+
+
+def test_bf16_saved_activations_stay_channels_last_into_the_backward():
+    from aot_autograd import aot_function
+    from prim_decomp import inductor_default
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 6, 6, device=DEVICE, dtype=torch.bfloat16)
+    params = [
+        torch.randn(8, 8, 3, 3, device=DEVICE, dtype=torch.bfloat16),
+        torch.randn(8, 2, 3, 3, device=DEVICE, dtype=torch.bfloat16),
+        torch.rand(8, device=DEVICE, dtype=torch.bfloat16) + 0.5,
+        torch.randn(8, device=DEVICE, dtype=torch.bfloat16),
+    ]
+    params = [p.requires_grad_(True) for p in params]
+    compiled = []
+
+    def compiler(gm, example_inputs):
+        compiled.append(compile_graph(gm, example_inputs, options={"device_codegen": "triton"}))
+        return compiled[-1]
+
+    fn = aot_function(
+        _conv_bn_relu_block, fw_compiler=compiler, bw_compiler=compiler,
+        decompositions=inductor_default,
+    )  # fmt: skip
+    out = fn(x, *params)
+    grads = torch.autograd.grad(out.square().sum(), params)
+    params64 = [p.detach().double().requires_grad_(True) for p in params]
+    out64 = _conv_bn_relu_block(x.double(), *params64)
+    expected = torch.autograd.grad(out64.square().sum(), params64)
+    eager = torch.autograd.grad(_conv_bn_relu_block(x, *params).square().sum(), params)
+    assert relative(out.detach(), out64.detach()) <= 1e-2
+    for a, e, b in zip(grads, expected, eager):
+        assert relative(a, e) <= 2 * relative(b, e) + 1e-2
+        assert a.stride() == b.stride() or a.shape[1] == 1
+    forward, backward = compiled
+    nhwc = (288, 1, 48, 8)
+    assert nhwc in forward.output_strides  # saved convolution outputs, as computed
+    # the backward reads them as they are: no NCHW buffer of an activation's shape
+    assert "(2, 8, 6, 6), (288, 36, 6, 1)" not in backward.artifact("wrapper")

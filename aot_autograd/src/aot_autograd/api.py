@@ -51,6 +51,13 @@ from aot_autograd.runtime import (
     tangent_dependencies,
     training_function,
 )
+from aot_autograd.saved_layouts import (
+    changed_saved_strides,
+    mark_saved_outputs,
+    outputs_in_traced_strides,
+    reported_saved_strides,
+    with_saved_strides,
+)
 from aot_autograd.symbolic import ShapeAssumptions, ShapeSnapshot, is_symbolic, shape_env_of
 from guards.garbage_collection import old_objects_frozen
 
@@ -282,6 +289,7 @@ class AotCallable:
         """
         config = self.config
         found: list[fx.GraphModule | None] = []
+        restrided: list[bool] = []  # (see `retraced.restrided`)
 
         def retraced(set_autocast: bool) -> fx.GraphModule | None:
             if found:
@@ -302,9 +310,18 @@ class AotCallable:
             same = program.num_forward_outputs == parts.program.num_forward_outputs and tuple(
                 tangent_dependencies(backward)
             ) == tuple(parts.dependencies or ())
+            # the saved values in the strides the cached forward returns them in
+            changed = changed_saved_strides(backward, parts.saved_strides or ())
+            if same and changed:
+                backward = with_saved_strides(backward, changed)
+                same = backward is not None
+                restrided.append(True)
             found.append(backward if same else None)
             return found[0]
 
+        # whether the graph retraced takes the saved values in the cached forward's
+        # strides (its compiler then keeps the gradients in eager's: see saved_layouts)
+        retraced.restrided = restrided  # type: ignore[attr-defined]
         return retraced
 
     def _cached_deferred_backward(
@@ -324,7 +341,8 @@ class AotCallable:
                     "EMBER_WARM_START=0 to compile afresh"
                 )
             _log("backward graph (traced again)", backward, 0.0)
-            return compiler(backward, _placeholder_values(backward))
+            compile = outputs_in_traced_strides(compiler) if retraced.restrided else compiler
+            return compile(backward, _placeholder_values(backward))
 
         kept = _kept_specializations(compile_again, config.cache, variant, keep_none=False)
         return DeferredBackward(lambda: kept(frozenset()) or compile_again(frozenset()))
@@ -374,10 +392,20 @@ class AotCallable:
         # compile: the forward with the caller's compiler; the backward at its first use
         # (a step leaving some tangent None runs only the backward without them).
         dependencies = tangent_dependencies(backward)
-        saved_strides = tuple(saved_strides_of(backward))
         mark_input_mutations(forward, program)
+        mark_saved_outputs(forward, program.num_forward_outputs)
         compiled_forward = config.fw_compiler(forward, _placeholder_values(forward))
+        # the backward against the layouts the compiled forward saves (see saved_layouts)
+        restrided = with_saved_strides(
+            backward,
+            reported_saved_strides(compiled_forward, program.num_forward_outputs, backward),
+        )
         bw_compiler = config.bw_compiler or config.fw_compiler
+        if restrided is not None:
+            backward = self.graphs["backward"] = restrided
+            _log("backward graph (saved values in the forward's layouts)", backward, 0.0)
+            bw_compiler = outputs_in_traced_strides(bw_compiler)
+        saved_strides = tuple(saved_strides_of(backward))
         specialize = _specializer(backward, bw_compiler)
         if store is not None:
             specialize = _kept_specializations(specialize, *store, keep_none=True)
@@ -444,6 +472,8 @@ def _retraced_specializer(
         if not specializers:
             backward = retraced(False)
             compiler = config.bw_compiler or config.fw_compiler
+            if getattr(retraced, "restrided", None):
+                compiler = outputs_in_traced_strides(compiler)
             specializers.append(None if backward is None else _specializer(backward, compiler))
         return specializers[0](absent) if specializers[0] is not None else None
 

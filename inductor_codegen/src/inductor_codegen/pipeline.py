@@ -75,6 +75,11 @@ class CompiledGraph:
     their new values by the output node's `input_mutation_idxs` meta, as aot_autograd
     sets it) whose new values the call stores into the inputs themselves, so the caller
     does not copy them back (see lowering.reinplace).
+
+    `output_strides`: per flat output, the strides it is returned in (ints), or None
+    (not a tensor, or symbolic). A saved output of a forward graph (the output node's
+    `saved_output_idxs` meta) may come in a layout the compiler chose (channels-last);
+    aot_autograd compiles the backward against these.
     """
 
     def __init__(
@@ -87,8 +92,10 @@ class CompiledGraph:
         wrapper_path,
         unflatten=None,
         inputs_written_in_place=frozenset(),
+        output_strides=None,
     ):
         self._call = call
+        self.output_strides: tuple | None = output_strides
         self.inputs_written_in_place: frozenset[int] = frozenset(inputs_written_in_place)
         self.artifacts: list[Artifact] = artifacts
         self.fallbacks: Counter[str] = fallbacks
@@ -295,6 +302,7 @@ def finish(graph, namespace: dict, path: Path, wrapper, kernel_text: str, passes
         wrapper_path=path,
         unflatten=unflatten,
         inputs_written_in_place=graph.inputs_written_in_place,
+        output_strides=graph.output_strides,
     )
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "BufferRef",
     "GraphLowering",
     "SUPPORTED_DTYPES",
+    "SAVED_OUTPUTS",
     "USER_VISIBLE_OUTPUTS",
     "dense_layout",
     "inline_size",
@@ -92,6 +93,12 @@ SUPPORTED_DTYPES = frozenset(
 # their strides, so a padded matmul result among them is returned as its window.
 # Without the key, every output gets the traced graph's strides.
 USER_VISIBLE_OUTPUTS = "user_visible_output_idxs"
+# The output node's meta key listing the flat output positions that only the graph's
+# own backward reads (aot_autograd sets it on forward graphs: the saved activations).
+# Nobody outside the compiled pair sees their strides: a layout a lowering chose for
+# such a value (channels-last) is returned as it is, and the compiled graph reports
+# it (`output_strides`) for the backward to be compiled against.
+SAVED_OUTPUTS = "saved_output_idxs"
 # Pointwise values larger than this are stored to a buffer instead of inlined.
 MAX_INLINE_SIZE = 80
 # A value read by several nodes is recomputed by each when it is this small
@@ -162,6 +169,14 @@ class GraphLowering:
         # (see reinplace); the run time does not copy those inputs back.
         self.inplace_writes: dict[torch.fx.Node, int] = {}
         self._read_names: set[str] | None = None
+        # Buffers stored in a layout a lowering chose (channels-last), which a saved
+        # output (SAVED_OUTPUTS) returns as they are.
+        self.private_layouts: set[str] = set()
+        # Nodes some output position other than a saved one returns: their strides are
+        # eager's (see `layout_is_visible`).
+        self._visible_outputs = _visible_output_nodes(gm)
+        # Per flat output, its strides (ints) where static, else None; set by the output.
+        self.output_strides: tuple[tuple[int, ...] | None, ...] = ()
 
     # -------------------------------------------------------------- driver
 
@@ -409,23 +424,40 @@ class GraphLowering:
         self.derived_scalars[name] = expr
         return ScalarArg(name, torch.float64)
 
+    def layout_is_visible(self, node: torch.fx.Node) -> bool:
+        """Whether something outside the graph reads `node`'s strides: a graph output
+        other than a saved one (SAVED_OUTPUTS) returns it. A lowering may choose the
+        layout of a value where this is False."""
+        return node in self._visible_outputs
+
     def _lower_output(self, node):
         flat, spec = pytree.tree_flatten(node.args[0])
         self.output_spec = spec
         user_visible = set(node.meta.get(USER_VISIBLE_OUTPUTS, ()))
+        saved = set(node.meta.get(SAVED_OUTPUTS, ()))
         for index, item in enumerate(flat):
             value = self.env[item] if isinstance(item, torch.fx.Node) else item
             if item in self.inplace_writes and item.target not in INPLACE_SCATTERS:
                 value = self._store_into_input(item, value)
             if item in self.inplace_writes:
                 pass  # the input itself: the caller does not read this output
-            elif isinstance(value, TensorValue) and not (
-                index in user_visible
-                and value.view is not None
-                and value.view.buffer in self.padded_products
+            elif (
+                isinstance(value, TensorValue)
+                and not (
+                    index in user_visible
+                    and value.view is not None
+                    and value.view.buffer in self.padded_products
+                )
+                and not (
+                    index in saved
+                    and value.view is not None
+                    and value.view.buffer in self.private_layouts
+                    and value.view.layout.offset == 0
+                )
             ):
                 value = self._in_traced_layout(value, meta_layout(item))
             self.outputs.append(value)
+        self.output_strides = tuple(_static_strides(v) for v in self.outputs)
 
     def _in_traced_layout(self, value: TensorValue, traced: Layout | None) -> TensorValue:
         """An output in the layout of the traced graph's meta["val"] where that one is dense.
@@ -860,3 +892,25 @@ def inline_size(value: TensorValue) -> int:
     if isinstance(expr, (Load, Constant)):
         return 0
     return expr_size(expr, MAX_INLINE_SIZE + 1)
+
+
+def _visible_output_nodes(gm: torch.fx.GraphModule) -> frozenset:
+    """The nodes a graph output outside SAVED_OUTPUTS returns (all outputs without it)."""
+    output = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    if output is None:
+        return frozenset()
+    saved = set(output.meta.get(SAVED_OUTPUTS, ()))
+    flat, _ = pytree.tree_flatten(output.args[0])
+    return frozenset(
+        item for i, item in enumerate(flat) if isinstance(item, torch.fx.Node) and i not in saved
+    )
+
+
+def _static_strides(value) -> tuple[int, ...] | None:
+    """A stored output's strides as ints, or None (not a tensor, not stored, symbolic)."""
+    if not isinstance(value, TensorValue) or value.view is None:
+        return None
+    stride = value.view.layout.stride
+    if not all(isinstance(s, (int, sympy.Integer)) for s in stride):
+        return None
+    return tuple(int(s) for s in stride)

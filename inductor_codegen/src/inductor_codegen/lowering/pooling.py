@@ -19,6 +19,7 @@ import torch
 
 from inductor_codegen.indexing import FloorDiv, as_index
 from inductor_codegen.ir import Constant, IndexValue, Op, TensorValue, expr_size
+from inductor_codegen.lowering.channels_last import as_channels_last, reads_channels_last
 from inductor_codegen.lowering.common import cast, const, node_dtype, node_size, op
 from inductor_codegen.lowering.registry import register_lowering
 
@@ -122,8 +123,9 @@ def max_pool2d_with_indices(
     dtype = node.meta["val"][0].dtype
     if _reads_indices(node) and x.view is None and _inline_size(x) > MAX_INLINE_PRODUCER:
         # Training: the indices compare every point again, and their int64 stores keep
-        # the loop scalar; the producer is computed once, in a vector loop of its own.
-        x = ctx.realize(x)
+        # the loop scalar; the producer is computed once, in a vector loop of its own
+        # (channels-last where it reads channels-last data: a convolution's, say).
+        x = as_channels_last(ctx, x) if reads_channels_last(ctx, x) else ctx.realize(x)
     window = Window(x.size, out_size, kernel, stride, padding, dilation)
     in_w = window.in_w
 

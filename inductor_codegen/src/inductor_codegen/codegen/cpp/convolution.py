@@ -5,7 +5,9 @@ convolutions on channels-last (NHWC) data (`lowering/channels_last.py`). oneDNN'
 kernels need no reorder of the activations, and the pointwise kernels between
 convolutions (batch norm, activation, pooling, residual additions) read and write NHWC,
 fused as usual; a graph's NCHW input is copied once, a weight once per call (a few
-microseconds). A convolution whose output is a graph output keeps eager's layout.
+microseconds). A convolution whose output the user gets keeps eager's layout; one saved
+for the backward pass stays channels-last, and the backward's convolution_backward reads
+it (and its gradient) as NHWC.
 
 What was measured and left out (benchmarks/RESULTS.md): folding an eval-mode batch norm
 into the weight at every call costs a kernel over the weight and gains nothing, since the
@@ -22,12 +24,19 @@ import torch
 from inductor_codegen.lowering import LOWERINGS
 from inductor_codegen.lowering.channels_last import (
     keep_channels_last,
+    lower_convolution_backward_channels_last,
     lower_convolution_channels_last,
 )
 from inductor_codegen.lowering.registry import mark_cpp_table
 from inductor_codegen.lowering.shared_reads import store_shared_reads
 
-__all__ = ["CHANNELS_LAST_DTYPES", "READS_THRESHOLD", "cpp_lowerings", "lower_convolution"]
+__all__ = [
+    "CHANNELS_LAST_DTYPES",
+    "READS_THRESHOLD",
+    "cpp_lowerings",
+    "lower_convolution",
+    "lower_convolution_backward",
+]
 
 aten = torch.ops.aten
 
@@ -53,6 +62,15 @@ def lower_convolution(ctx, node, *args):
     return value
 
 
+def lower_convolution_backward(ctx, node, *args):
+    """aten.convolution_backward on channels-last data where its operands read saved
+    channels-last activations (see lowering/channels_last.py), else as eager lays it out."""
+    value = lower_convolution_backward_channels_last(ctx, node, args, CHANNELS_LAST_DTYPES)
+    if value is None:
+        return ctx.extern(node, node.target, args, {}, is_fallback=False)
+    return value
+
+
 _TABLE: dict = {"source": None, "table": None}
 
 
@@ -68,5 +86,6 @@ def cpp_lowerings() -> dict:
             for op, fn in LOWERINGS.items()
         }
         table[aten.convolution.default] = lower_convolution
+        table[aten.convolution_backward.default] = lower_convolution_backward
         _TABLE["source"], _TABLE["table"] = dict(LOWERINGS), mark_cpp_table(table)
     return _TABLE["table"]

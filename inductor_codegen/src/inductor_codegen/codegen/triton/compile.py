@@ -289,6 +289,7 @@ def maybe_cudagraphs(compiled: CompiledGraph, options: TritonOptions) -> Compile
         kernel_count=compiled.kernel_count,
         wrapper_path=compiled.wrapper_path,
         inputs_written_in_place=written,
+        output_strides=compiled.output_strides,
     )
 
 

@@ -5,7 +5,9 @@ NCHW data it transposes around every call. `lower_convolution` hands cuDNN
 channels-last input and weight and takes a channels-last output, so that the
 pointwise kernels between convolutions (batch norm, activation, residual add)
 read and write NHWC directly. The rules (what is computed into NHWC, what is
-copied once, what keeps eager's layout) are `lowering/channels_last.py`'s, which
+copied once, what keeps eager's layout, saved activations handed to the backward
+channels-last and read there by `lower_convolution_backward`) are
+`lowering/channels_last.py`'s, which
 the C++ generator applies to its float32 convolutions as well; here they apply to
 bfloat16 and float16 (float32 and float64 have no tensor cores to feed).
 """
@@ -18,6 +20,7 @@ from inductor_codegen.lowering.channels_last import (
     NHWC_ORDER,
     as_channels_last,
     channels_last_layout,
+    lower_convolution_backward_channels_last,
     lower_convolution_channels_last,
     reads_channels_last,
 )
@@ -32,6 +35,7 @@ __all__ = [
     "channels_last_layout",
     "keep_channels_last",
     "lower_convolution",
+    "lower_convolution_backward",
     "reads_channels_last",
 ]
 
@@ -49,6 +53,15 @@ def lower_convolution(
     """aten.convolution with channels-last input, weight and output (see the module notes)."""
     args = (x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     value = lower_convolution_channels_last(ctx, node, args, CHANNELS_LAST_DTYPES)
+    if value is None:
+        return ctx.extern(node, node.target, args, {}, is_fallback=False)
+    return value
+
+
+def lower_convolution_backward(ctx, node, *args):
+    """aten.convolution_backward on channels-last data where its operands read saved
+    channels-last activations (see the module notes), else as eager lays it out."""
+    value = lower_convolution_backward_channels_last(ctx, node, args, CHANNELS_LAST_DTYPES)
     if value is None:
         return ctx.extern(node, node.target, args, {}, is_fallback=False)
     return value

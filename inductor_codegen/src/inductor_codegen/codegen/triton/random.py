@@ -16,7 +16,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from inductor_codegen.codegen.triton.layouts import lower_convolution
+from inductor_codegen.codegen.triton.layouts import lower_convolution, lower_convolution_backward
 from inductor_codegen.codegen.triton.padding import lower_matmul
 from inductor_codegen.codegen.triton.realize import store_shared_reads
 from inductor_codegen.codegen.triton.strides import ATTENTION_OPS, lower_attention
@@ -126,6 +126,7 @@ TRITON_LOWERINGS[aten.rand.default] = lower_rand
 TRITON_LOWERINGS[aten.bernoulli.p] = lower_bernoulli
 TRITON_LOWERINGS[aten.native_dropout.default] = lower_native_dropout
 TRITON_LOWERINGS[aten.convolution.default] = lower_convolution
+TRITON_LOWERINGS[aten.convolution_backward.default] = lower_convolution_backward
 TRITON_LOWERINGS[aten.mm.default] = lower_matmul
 TRITON_LOWERINGS[aten.addmm.default] = lower_matmul
 TRITON_LOWERINGS.update(dict.fromkeys(ATTENTION_OPS, lower_attention))
