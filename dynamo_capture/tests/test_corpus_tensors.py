@@ -178,3 +178,13 @@ def _setitem_mask(x):
 def test_tensor_program(name, check):
     fn, args = PROGRAMS[name]
     check(fn, *args)
+
+
+def test_inputs_whose_names_differ_only_in_case_stay_apart(check):
+    """FX names nodes in snake case (`W` and `w` would both be `w`): each input keeps its own
+    value in the graph."""
+
+    def f(W, w, Input, input, max):  # noqa: A002, N803
+        return W.sum(0) + w * 100 + Input * 2 + input - max
+
+    check(f, torch.randn(3, 4), torch.randn(4), torch.randn(4), torch.randn(4), torch.randn(4))

@@ -692,12 +692,21 @@ class CaptureContext:
         return obj
 
     def _placeholder(self, name: str) -> torch.fx.Node:
-        """A new placeholder after the existing ones (placeholders stay first)."""
+        """A new placeholder after the existing ones (placeholders stay first).
+
+        NOTE: FX names a node in snake case (`W` becomes `w`, `x_1` where a builtin or
+        another node has the name); the forward's argument takes the node's own name, or
+        its code would begin `w = W; w_1 = w`, reading the argument `w` after overwriting
+        it (two inputs `W` and `w` would both be `W`).
+        """
         first_other = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
         if first_other is None:
-            return self.graph.placeholder(name)
-        with self.graph.inserting_before(first_other):
-            return self.graph.placeholder(name)
+            node = self.graph.placeholder(name)
+        else:
+            with self.graph.inserting_before(first_other):
+                node = self.graph.placeholder(name)
+        node.target = node.name
+        return node
 
     def _example_of(self, tensor: torch.Tensor) -> torch.Tensor:
         """The value capture computes with: a fake of the input (or a detached clone)."""

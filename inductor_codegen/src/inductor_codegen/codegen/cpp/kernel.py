@@ -199,10 +199,13 @@ class Scope(ScopeChain):
             b = self.value(expr.args[2], inline=True)
             return f"({cond} ? {self._as(a, expr.args[1].dtype, expr.dtype)} : {self._as(b, expr.args[2].dtype, expr.dtype)})"
         if expr.name == "where" and inline:
-            # NOTE: in a masked branch the sides are inline text (loads among them), which
-            # `?:` evaluates only where taken; the table's integer blend reads both.
+            # NOTE: in a masked branch the sides are inline text (loads among them). Both
+            # are read wherever the branch is taken (as eager computes both sides of a
+            # where), through a call: a `?:` with loads in its sides becomes masked loads,
+            # which gcc 12 and 13 get wrong in fully unrolled loops (the mask of the first
+            # vector reused for the others: `c[i] > 0 ? a[i] : b[i]` over 4x6 elements).
             cond, a, b = (self.value(arg, inline) for arg in expr.args)
-            return f"({cond} ? {a} : {b})"
+            return f"ember_where<{compute_type(expr.dtype)}>({cond}, {a}, {b})"
         if expr.name == "to_dtype":
             return cast_text(self.value(expr.args[0], inline), expr.args[0].dtype, expr.dtype)
         args = [self.value(a, inline) for a in expr.args]

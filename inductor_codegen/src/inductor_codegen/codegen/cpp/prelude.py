@@ -108,6 +108,10 @@ template <typename T> static inline T ember_minimum(T a, T b) { T m = a < b ? a 
 // An integer select as a bit blend: b, with the bits where a differs taken from a when c
 // holds. gcc 12 leaves a loop scalar where a chain of three or more int64 selects is
 // driven by float comparisons (a max pool's indices); the blend it vectorizes.
+// where() with both sides evaluated by the caller (a call, not `?:` over loads: see
+// Scope._op in kernel.py): gcc 12 and 13 turn `c ? a[i] : b[i]` into masked loads and, in a fully
+// unrolled loop, reuse the first vector's mask for the rest (silently wrong values).
+template <typename T> static inline T ember_where(bool c, T a, T b) { return c ? a : b; }
 template <typename T> static inline T ember_select_bits(bool c, T a, T b) {
   return static_cast<T>(b ^ ((a ^ b) & -static_cast<T>(c)));
 }
