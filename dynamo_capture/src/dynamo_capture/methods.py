@@ -19,6 +19,7 @@ import torch
 
 from dynamo_capture import side_effects
 from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_by_python
+from dynamo_capture.method_arguments import check_method_arguments
 from dynamo_capture.operations import (
     IdentityKey,
     NotConstant,
@@ -873,6 +874,7 @@ def call_method(
     if name in CONTAINER_DUNDERS and isinstance(
         receiver, TupleValue | ListValue | DictValue | SetValue
     ):
+        check_method_arguments(python_type_of(receiver), name, len(args), tuple(kwargs))
         return CONTAINER_DUNDERS[name](tx, receiver, args, kwargs)
     if (
         isinstance(receiver, PythonValue)
@@ -885,6 +887,7 @@ def call_method(
         return call_method(tx, snapshot, name, args, kwargs)
     table = _table_for(receiver)
     if table is not None and name in table:
+        check_method_arguments(python_type_of(receiver), name, len(args), tuple(kwargs))
         return table[name](tx, receiver, args, kwargs)
     return _fold_method(tx, receiver, name, args, kwargs)
 
@@ -940,7 +943,14 @@ def _fold_method(
     reads_only = name in ("copy", "index", "count") or (type(real) is set and name in _SET_QUERIES)
     if isinstance(real, list | set | dict | collections.deque | bytearray) and not reads_only:
         raise Unsupported(f"{type(real).__name__}.{name} on a container outside the frame")
-    return PythonValue(getattr(real, name)(*real_args, **real_kwargs))
+    method = getattr(real, name)
+    try:
+        result = method(*real_args, **real_kwargs)
+    except Exception as error:  # noqa: BLE001 - a method of a constant raises as eagerly
+        if type(real).__module__ != "builtins":
+            raise  # another object's method: capture fails, the frame runs eagerly
+        raise raised_by_python(error) from None
+    return PythonValue(result)
 
 
 def truth_of(tx: Translator, value: Value) -> bool:
