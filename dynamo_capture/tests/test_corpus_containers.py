@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 
 import numpy as np
 import pytest
@@ -524,3 +525,30 @@ def keyword_and_subclass_argument_errors_caught(x):
 def test_keyword_and_subclass_argument_errors_raise_eagers_messages(check):
     # torch.compile does not raise for the first two: compared with eager alone
     check(keyword_and_subclass_argument_errors_caught, torch.randn(4))
+
+
+# ----- dunders called by name, NumPy limits from outside ------------------------------
+def reversed_dunders_called_by_name(x):
+    items = [1, 2, 3]
+    names = {"a": 1, "b": 2}
+    queue = collections.deque([4, 5])
+    return (
+        [x * i for i in items.__reversed__()],
+        list(names.__reversed__()),
+        [x + i for i in queue.__reversed__()],
+    )
+
+
+def test_reversed_dunder_of_a_list_dict_or_deque_is_reversed():
+    check_like_torch(reversed_dunders_called_by_name, _one)
+
+
+def limits_of_an_iinfo_argument(x, info):
+    return x + info.max, x - info.min, info.bits
+
+
+def test_an_iinfo_argument_gives_its_limits_and_is_guarded():
+    kinds = itertools.cycle([np.int32, np.int32, np.int16, np.uint8, np.int16])
+    check_like_torch(
+        limits_of_an_iinfo_argument, lambda: (torch.randn(4), np.iinfo(next(kinds))), calls=5
+    )

@@ -215,7 +215,17 @@ def _list_sort(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Va
     return _none()
 
 
+def _builtin_reversed(
+    tx: Translator, seq: Value, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`seq.__reversed__()` of a list, dict or deque: what `reversed(seq)` gives."""
+    from dynamo_capture.calls import call
+
+    return call(tx, PythonValue(reversed), [seq], {})
+
+
 LIST_METHODS: dict[str, Method] = {
+    "__reversed__": _builtin_reversed,
     "append": _list_append,
     "extend": _list_extend,
     "insert": _list_insert,
@@ -401,6 +411,7 @@ def _dict_len(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Val
 
 
 DICT_METHODS: dict[str, Method] = {
+    "__reversed__": _builtin_reversed,
     "__setitem__": _dict_setitem,
     "__delitem__": _dict_delitem,
     "__init__": _dict_init,
@@ -897,7 +908,12 @@ def _table_for(receiver: Value) -> dict[str, Method] | None:
     if isinstance(receiver, ListValue) and receiver.cls is collections.deque:
         from dynamo_capture.deques import DEQUE_METHODS
 
-        return {**TUPLE_METHODS, **DEQUE_METHODS, "remove": _sequence_remove}
+        return {
+            **TUPLE_METHODS,
+            **DEQUE_METHODS,
+            "remove": _sequence_remove,
+            "__reversed__": _builtin_reversed,
+        }
     if isinstance(receiver, ListValue) or (isinstance(receiver, PythonValue) and kind is list):
         return LIST_METHODS
     if issubclass(kind, dict):
