@@ -886,6 +886,21 @@ def _partial(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
     return PartialValue(func, list(args[1:]), dict(kwargs))
 
 
+@handles(types.MethodType)
+def _method_type(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`types.MethodType(func, obj)`: `func` bound to `obj` (contextlib.ExitStack binds a
+    context's `__exit__` so)."""
+    if len(args) != 2 or kwargs:
+        raise Unsupported("types.MethodType() with other than (function, instance)")
+    func, receiver = args
+    plain = isinstance(func, FunctionValue) or (
+        isinstance(func, PythonValue) and isinstance(func.obj, types.FunctionType)
+    )
+    if not plain or (isinstance(receiver, PythonValue) and receiver.obj is None):
+        raise Unsupported("types.MethodType() of other than a Python function and an instance")
+    return MethodValue(func, receiver)
+
+
 @handles(functools.reduce)
 def _reduce(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     from dynamo_capture.calls import call

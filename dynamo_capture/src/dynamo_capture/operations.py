@@ -7,6 +7,7 @@ is involved, and calls the user's dunder method (inlined) for user objects.
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import enum
 import operator
 import types
@@ -259,7 +260,17 @@ def python_type_of(value: Value) -> type:
         return types.CellType
     if isinstance(value, IteratorValue) and value.kind in _ITERATOR_TYPES:
         return _ITERATOR_TYPES[value.kind]
+    if isinstance(value, ContextValue) and value.kind in _CONTEXT_TYPES:
+        return _CONTEXT_TYPES[value.kind]
     raise Unsupported(f"the type of a {type(value).__name__} is not known at capture time")
+
+
+# the kinds of ContextValue of one Python type: their `type(cm).__enter__(cm)` and
+# `__exit__` (contextlib.ExitStack calls them so) are the context's own (calls._context_dunder)
+_CONTEXT_TYPES: dict[str, type] = {
+    "generator": contextlib._GeneratorContextManager,
+    "null": contextlib.nullcontext,
+}
 
 
 # the kinds of IteratorValue whose Python type is known (others: many C iterators)
