@@ -552,3 +552,38 @@ def test_an_iinfo_argument_gives_its_limits_and_is_guarded():
     check_like_torch(
         limits_of_an_iinfo_argument, lambda: (torch.randn(4), np.iinfo(next(kinds))), calls=5
     )
+
+
+# ----- argument counts of modelled builtins ---------------------------------------------
+def wrong_builtin_arguments_caught(x):
+    caught = 0
+    for call in (
+        lambda: isinstance(x, torch.Tensor, strict=True),
+        lambda: len(),
+        lambda: abs(1, 2),
+        lambda: sorted([2, 1], None),
+        lambda: reversed([1], [2]),
+        lambda: list(1, 2),
+    ):
+        try:
+            call()
+        except TypeError as error:
+            caught += len(str(error))
+    return x + caught
+
+
+def test_a_builtin_called_with_wrong_arguments_raises_eagers_type_error(check):
+    check(wrong_builtin_arguments_caught, torch.randn(4))
+
+
+def isinstance_with_a_keyword(x):
+    x = x.sin()
+    if isinstance(x, torch.Tensor, strict=True):
+        x = x.sin()
+    return x
+
+
+def test_isinstance_with_a_keyword_raises_not_ignores_it():
+    compiled = dynamo_capture.optimize(isinstance_with_a_keyword, backend=_eager)
+    with pytest.raises(TypeError, match="isinstance\\(\\) takes no keyword arguments"):
+        compiled(torch.randn(4))

@@ -238,6 +238,7 @@ def _context_dunder(context: ContextValue, obj: Any) -> bool:
 def _call_python(
     tx: Translator, fn: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
+    from dynamo_capture.argument_counts import check_call_arguments
     from dynamo_capture.builtin_calls import BUILTIN_HANDLERS, call_c_function
     from dynamo_capture.function_transforms import call_function_transform
     from dynamo_capture.generator_contexts import CONTEXTMANAGER_HELPER, generator_context
@@ -302,6 +303,7 @@ def _call_python(
         return call(tx, tx.ctx.wrap(inline_target, source), args, kwargs)
     handler = _lookup(BUILTIN_HANDLERS, obj)
     if handler is not None:
+        check_call_arguments(obj, len(args), tuple(kwargs))
         return handler(tx, args, kwargs)
     polyfilled = call_polyfill(tx, obj, args, kwargs)
     if polyfilled is not None:

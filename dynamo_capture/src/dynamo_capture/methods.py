@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture import side_effects
+from dynamo_capture.argument_counts import check_method_arguments
 from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_by_python
-from dynamo_capture.method_arguments import check_method_arguments
 from dynamo_capture.operations import (
     IdentityKey,
     NotConstant,

@@ -1,19 +1,21 @@
-"""Argument counts of the builtin container methods capture models itself.
+"""Argument counts of the builtin functions and container methods capture models itself.
 
-A modelled method (`d.setdefault(k)`, `t.count(x)`, `l.pop()`) is called with the
-arguments the code gives; before its handler runs, the count (and the keywords) are
-checked against the builtin method's own signature, so a wrong call raises Python's
-own TypeError in the captured code (where a `try` may catch it), as eagerly:
+A modelled call (`isinstance(x, T)`, `d.setdefault(k)`, `t.count(x)`, `l.pop()`) is
+made with the arguments the code gives; before its handler runs, the count (and the
+keywords) are checked against the builtin's own signature, so a wrong call raises
+Python's own TypeError in the captured code (where a `try` may catch it), as eagerly:
 
-    {}.setdefault()    TypeError: setdefault expected at least 1 argument, got 0
-    l.pop(1, 2)        TypeError: pop expected at most 1 argument, got 2
+    {}.setdefault()               TypeError: setdefault expected at least 1 argument, got 0
+    l.pop(1, 2)                   TypeError: pop expected at most 1 argument, got 2
+    isinstance(x, T, strict=1)    TypeError: isinstance() takes no keyword arguments
 
-The signature is the method's text signature where CPython gives one
-(`inspect.signature(list.pop)`), else the positional counts declared below for the
-methods that take no keywords. The error itself comes from calling the builtin method
-on an empty stand-in of the receiver's builtin type with placeholder arguments:
-CPython checks the count before it reads an argument, so its message is eager's.
-A method a Python subclass overrides, or one neither source describes, is not checked.
+The signature is the callable's text signature where CPython gives one
+(`inspect.signature(list.pop)`), else, for container methods, the positional counts
+declared below for the methods that take no keywords. The error itself comes from
+calling the builtin on placeholder arguments (a method: on an empty stand-in of the
+receiver's builtin type): CPython checks the count before it reads an argument, so
+its message is eager's. A method a Python subclass overrides, or a callable neither
+source describes, is not checked.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_by_python
 
-__all__ = ["check_method_arguments"]
+__all__ = ["check_call_arguments", "check_method_arguments"]
 
 # The builtin types whose methods capture models, most derived first.
 _BUILTIN_BASES: tuple[type, ...] = (
@@ -142,3 +144,37 @@ def _eager_type_error(
     except Exception:  # noqa: BLE001 - any other outcome: not a count error after all
         pass
     return Unsupported(f"{base.__name__}.{name}() with {positional} arguments and {keywords}")
+
+
+@functools.cache
+def _callable_signature(fn: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (ValueError, TypeError):
+        return None
+
+
+def check_call_arguments(fn: Any, positional: int, keywords: tuple[str, ...]) -> None:
+    """Raise eager's TypeError in the captured code when `fn` (a builtin function or
+    class capture models by a handler) is called with arguments its signature rejects."""
+    try:
+        signature = _callable_signature(fn)
+    except TypeError:  # an unhashable callable
+        return
+    if signature is None:
+        return
+    placeholders = [None] * positional
+    try:
+        signature.bind(*placeholders, **dict.fromkeys(keywords))
+    except TypeError:
+        pass
+    else:
+        return
+    try:
+        fn(*placeholders, **dict.fromkeys(keywords))
+    except TypeError as error:
+        raise raised_by_python(error) from None
+    except Exception:  # noqa: BLE001 - any other outcome: not a count error after all
+        pass
+    name = getattr(fn, "__name__", fn)
+    raise Unsupported(f"{name}() with {positional} arguments and keywords {keywords}")
