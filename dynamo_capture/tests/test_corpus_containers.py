@@ -587,3 +587,12 @@ def test_isinstance_with_a_keyword_raises_not_ignores_it():
     compiled = dynamo_capture.optimize(isinstance_with_a_keyword, backend=_eager)
     with pytest.raises(TypeError, match="isinstance\\(\\) takes no keyword arguments"):
         compiled(torch.randn(4))
+
+
+def subdtype_of_an_argument_type(x, n):
+    return x + np.issubdtype(type(n), np.integer), np.issubdtype(np.float32, np.floating)
+
+
+def test_numpy_issubdtype_of_types_folds():
+    values = itertools.cycle([4096, 7, 2.5, 3])
+    check_like_torch(subdtype_of_an_argument_type, lambda: (torch.randn(4), next(values)), calls=4)
