@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 
 import numpy as np
 import pytest
@@ -434,3 +435,164 @@ def test_a_numpy_dtype_argument_folds_and_is_guarded():
         expected = limit_of_a_dtype_argument(torch.zeros(2), kind)
         torch.testing.assert_close(got[0], expected[0])
         assert got[1] == expected[1]
+
+
+# ----- argument counts of modelled methods ---------------------------------------------
+def wrong_argument_counts_caught_in_the_frame(x):
+    caught = 0
+    calls = (
+        lambda: {}.setdefault(),
+        lambda: dict(a=1).get(),
+        lambda: (1, 2).count(),
+        lambda: [1].append(),
+        lambda: [1].insert(1),
+        lambda: [2, 1].sort(1),
+        lambda: {1}.add(),
+        lambda: {1}.pop(1),
+        lambda: {1: 2}.pop(),
+        lambda: {1: 2}.items(1),
+        lambda: [1].clear(a=1),
+    )
+    for call in calls:
+        try:
+            call()
+        except TypeError:
+            caught += 1
+    return x + caught
+
+
+def test_a_wrong_argument_count_raises_pythons_type_error_in_the_graph():
+    check_like_torch(wrong_argument_counts_caught_in_the_frame, _one)
+
+
+def wrong_argument_count_leaves_the_list(x):
+    items = [1, 2]
+    try:
+        items.pop(1, 2)
+    except TypeError:
+        x = x + 1
+    return x * len(items), items
+
+
+def test_a_pop_with_too_many_arguments_leaves_the_list_unchanged():
+    check_like_torch(wrong_argument_count_leaves_the_list, _one)
+
+
+def unhashable_and_wrong_type_operands_caught(x):
+    caught = 0
+    for check in (
+        lambda: [1] in {1: 2},
+        lambda: [1] in {1, 2},
+        lambda: 1 in "abc",
+        lambda: frozenset({1}).union(1),
+        lambda: "a".upper(1),
+    ):
+        try:
+            check()
+        except TypeError:
+            caught += 1
+    return x * caught
+
+
+def test_unhashable_and_wrong_type_operands_raise_in_the_graph():
+    check_like_torch(unhashable_and_wrong_type_operands_caught, _one)
+
+
+def wrong_argument_count_propagates(x):
+    x = x + 1
+    {}.setdefault()
+    return x
+
+
+def test_a_wrong_argument_count_propagates_eagers_message():
+    check_like_torch(wrong_argument_count_propagates, _one)
+
+
+def keyword_and_subclass_argument_errors_caught(x):
+    caught = 0
+    for call in (
+        lambda: dict(a=1).get(1, default=2),
+        lambda: collections.defaultdict(int).copy(1),
+        lambda: collections.deque([1]).rotate(1, 2),
+    ):
+        try:
+            call()
+        except TypeError as error:
+            caught += len(str(error))
+    return x + caught
+
+
+def test_keyword_and_subclass_argument_errors_raise_eagers_messages(check):
+    # torch.compile does not raise for the first two: compared with eager alone
+    check(keyword_and_subclass_argument_errors_caught, torch.randn(4))
+
+
+# ----- dunders called by name, NumPy limits from outside ------------------------------
+def reversed_dunders_called_by_name(x):
+    items = [1, 2, 3]
+    names = {"a": 1, "b": 2}
+    queue = collections.deque([4, 5])
+    return (
+        [x * i for i in items.__reversed__()],
+        list(names.__reversed__()),
+        [x + i for i in queue.__reversed__()],
+    )
+
+
+def test_reversed_dunder_of_a_list_dict_or_deque_is_reversed():
+    check_like_torch(reversed_dunders_called_by_name, _one)
+
+
+def limits_of_an_iinfo_argument(x, info):
+    return x + info.max, x - info.min, info.bits
+
+
+def test_an_iinfo_argument_gives_its_limits_and_is_guarded():
+    kinds = itertools.cycle([np.int32, np.int32, np.int16, np.uint8, np.int16])
+    check_like_torch(
+        limits_of_an_iinfo_argument, lambda: (torch.randn(4), np.iinfo(next(kinds))), calls=5
+    )
+
+
+# ----- argument counts of modelled builtins ---------------------------------------------
+def wrong_builtin_arguments_caught(x):
+    caught = 0
+    for call in (
+        lambda: isinstance(x, torch.Tensor, strict=True),
+        lambda: len(),
+        lambda: abs(1, 2),
+        lambda: sorted([2, 1], None),
+        lambda: reversed([1], [2]),
+        lambda: list(1, 2),
+    ):
+        try:
+            call()
+        except TypeError as error:
+            caught += len(str(error))
+    return x + caught
+
+
+def test_a_builtin_called_with_wrong_arguments_raises_eagers_type_error(check):
+    check(wrong_builtin_arguments_caught, torch.randn(4))
+
+
+def isinstance_with_a_keyword(x):
+    x = x.sin()
+    if isinstance(x, torch.Tensor, strict=True):
+        x = x.sin()
+    return x
+
+
+def test_isinstance_with_a_keyword_raises_not_ignores_it():
+    compiled = dynamo_capture.optimize(isinstance_with_a_keyword, backend=_eager)
+    with pytest.raises(TypeError, match="isinstance\\(\\) takes no keyword arguments"):
+        compiled(torch.randn(4))
+
+
+def subdtype_of_an_argument_type(x, n):
+    return x + np.issubdtype(type(n), np.integer), np.issubdtype(np.float32, np.floating)
+
+
+def test_numpy_issubdtype_of_types_folds():
+    values = itertools.cycle([4096, 7, 2.5, 3])
+    check_like_torch(subdtype_of_an_argument_type, lambda: (torch.randn(4), next(values)), calls=4)

@@ -494,3 +494,68 @@ def test_backend_flags_block_does_not_leave_its_flags_set():
 def test_closing_in_frame_closes_its_resource_like_eager():
     got, closed = dynamo_capture.optimize(_closing_block, backend=CountingBackend())(r(3))
     assert closed is True and got.shape == (3,)
+
+
+# ----- contextlib.ExitStack over generator contexts -------------------------------------
+@contextlib.contextmanager
+def _logged_scale(log, factor):
+    log.append(f"enter {factor}")
+    yield factor
+    log.append(f"exit {factor}")
+
+
+@contextlib.contextmanager
+def _without_grad():
+    with torch.no_grad():
+        yield
+
+
+def exit_stack_enters_generator_contexts(x):
+    log = []
+    with contextlib.ExitStack() as stack:
+        a = stack.enter_context(_logged_scale(log, 2))
+        b = stack.enter_context(_logged_scale(log, 3))
+        stack.callback(log.append, "callback")
+        x = x * a + b
+    return x + 1, log
+
+
+def exit_stack_enters_a_grad_mode_generator(x):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_without_grad())
+        y = x * 2
+    return y + 1, y.requires_grad
+
+
+def exit_stack_unwinds_on_an_exception(x):
+    log = []
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(_logged_scale(log, 4))
+            stack.callback(log.append, "callback")
+            raise ValueError("inside the stack")
+    except ValueError:
+        x = x + 1
+    return x, log
+
+
+def context_dunders_called_on_its_type(x):
+    log = []
+    cm = _logged_scale(log, 5)
+    factor = type(cm).__enter__(cm)
+    x = x * factor
+    type(cm).__exit__(cm, None, None, None)
+    return x, log
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        exit_stack_enters_generator_contexts,
+        exit_stack_enters_a_grad_mode_generator,
+        exit_stack_unwinds_on_an_exception,
+        context_dunders_called_on_its_type,
+    ],
+)
+def test_exit_stack_enters_generator_contexts_in_the_graph(fn):
+    check_like_torch(fn, lambda: (torch.randn(4, requires_grad=True),))

@@ -250,3 +250,47 @@ def _scale(x, n):
 def test_int_argument_becomes_dynamic_like_torch():
     values = iter(list(range(2, 7)) * 2)
     check_like_torch(_scale, lambda: (torch.ones(3), next(values)), calls=5)
+
+
+def _addcdiv_with_value(x, y):
+    return torch.addcdiv(x, x, y.abs() + 1, value=0.5), torch.addcdiv(x, x, y, value=2)
+
+
+def test_addcdiv_with_value_records_torchs_ops():
+    check_like_torch(_addcdiv_with_value, _pair)
+
+
+def test_addcdiv_of_integer_tensors_raises_eagers_error():
+    # torch.compile divides integer tensors here; eager (and ember) raise
+    import dynamo_capture
+
+    compiled = dynamo_capture.optimize(_addcdiv_with_value, backend="eager")
+    with pytest.raises(RuntimeError, match="Integer division with addcdiv"):
+        compiled(torch.arange(4), torch.arange(4) + 1)
+
+
+def _unwrap_optional(x):
+    return torch.jit._unwrap_optional(x) + 1
+
+
+def test_unwrap_optional_is_inlined_like_torch():
+    check_like_torch(_unwrap_optional, _one)
+
+
+def _tensor_in_list_by_identity(x):
+    y = x + 1
+    if x in [x, y]:
+        return y * 2
+    return y
+
+
+def test_a_tensor_in_a_list_holding_it_compares_by_identity():
+    # torch.compile compares the items with ==, which eager does not do: eager alone
+    import dynamo_capture
+    from dynamo_capture.testing import CountingBackend
+
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(_tensor_in_list_by_identity, backend=backend)
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x), _tensor_in_list_by_identity(x))
+    assert backend.frame_count == 1 and backend.op_count == 2

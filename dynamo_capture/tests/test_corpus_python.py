@@ -595,3 +595,39 @@ def test_wrong_arguments_raise_like_eager(backend):
     compiled = dynamo_capture.optimize(_full_signature, backend=backend)
     with pytest.raises(TypeError):
         compiled(torch.ones(2))  # d is missing
+
+
+# ----- isinstance by the metaclass's own check ------------------------------------------
+class _AcceptsAll(type):
+    def __instancecheck__(cls, instance):
+        return True
+
+
+class _Anything(metaclass=_AcceptsAll):
+    pass
+
+
+def isinstance_of_legacy_tensor_types(x):
+    wide = torch.empty(4, dtype=torch.float64)
+    return (
+        x + 1,
+        isinstance(x, torch.FloatTensor),
+        isinstance(wide, torch.DoubleTensor),
+        isinstance(x, torch.LongTensor),
+        isinstance(x, (int, (torch.DoubleTensor, torch.FloatTensor))),
+        isinstance(3, torch.FloatTensor),
+    )
+
+
+def isinstance_by_a_metaclass_check(x):
+    return (
+        x * 2,
+        isinstance(x, _Anything),
+        isinstance([x], _Anything),
+        isinstance(x, (int, _Anything)),
+    )
+
+
+@pytest.mark.parametrize("fn", [isinstance_of_legacy_tensor_types, isinstance_by_a_metaclass_check])
+def test_isinstance_follows_the_metaclass_instancecheck(fn, check):
+    check(fn, torch.randn(4))

@@ -174,3 +174,42 @@ def test_torch_function_reads_outside_list_as_changed_in_frame():
         compiled(got_list, torch.arange(3.0)), stack_after_append(expected_list, torch.arange(3.0))
     )
     torch.testing.assert_close(got_list, expected_list)
+
+
+def popped_between_breaks(x):
+    items = [x]
+    items.append(x + 1)
+    print("first break")
+    last = items.pop()
+    print("second break")
+    return last * 2, len(items)
+
+
+def test_an_item_popped_before_a_break_is_read_before_the_pop_is_replayed():
+    compiled = dynamo_capture.optimize(popped_between_breaks, backend=eager_backend)
+    for _ in range(3):
+        x = torch.randn(3)
+        got, expected = compiled(x), popped_between_breaks(x)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+
+
+def popped_from_an_argument(x, items, holder):
+    last = items.pop()
+    holder.value = items
+    return last, x + 1, holder.value
+
+
+class _Holder:
+    value = None
+
+
+def test_an_argument_list_popped_returns_the_item_it_held():
+    compiled = _compiled(popped_from_an_argument)
+    x = torch.randn(3)
+    a, b = torch.randn(3), torch.randn(3)
+    got_items, eager_items = [a, b], [a, b]
+    got = compiled(x, got_items, _Holder())
+    expected = popped_from_an_argument(x, eager_items, _Holder())
+    torch.testing.assert_close(got[0], expected[0])
+    assert got_items == [a] and eager_items == [a]

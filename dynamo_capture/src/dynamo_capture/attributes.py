@@ -10,6 +10,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from dynamo_capture.errors import ContextSwitchCall, Unsupported
@@ -56,6 +57,7 @@ _CONTAINER_VALUES = (TupleValue, ListValue, DictValue, SetValue)
 
 
 _MODE_SWITCHES = ("__enter__", "__exit__")
+_IINFO_LIMITS = ("min", "max", "bits", "kind")
 _GRAD_MODE_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 
 
@@ -220,6 +222,13 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
         and not callable(getattr(obj, name))
     ):
         return PythonValue(getattr(obj, name))  # np.finfo(...).max: a limit, fixed
+    if isinstance(obj, np.iinfo) and name in _IINFO_LIMITS and source is not None:
+        # an np.iinfo from outside: its limits are properties of its kind and bits,
+        # which the guards fix
+        tx.ctx.guards.type_match(source, obj)
+        for part in ("kind", "bits"):
+            tx.ctx.guards.equals_match(AttrSource(source, part), getattr(obj, part))
+        return PythonValue(getattr(obj, name))
     if isinstance(obj, torch.nn.Module):
         replaced = tx.ctx.replaced_members.get((id(obj), name))
         if replaced is not None:  # torch.func.functional_call's tensor for it

@@ -7,6 +7,7 @@ builtin is known to be pure (`PURE_FUNCTIONS`); anything else is Unsupported.
 
 from __future__ import annotations
 
+import abc
 import builtins
 import collections
 import copy
@@ -199,7 +200,45 @@ def _isinstance(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
     kind = python_type_of(value)
     if isinstance(value, PythonValue) and kind is type(value.obj):
         return PythonValue(isinstance(value.obj, real_classes))
-    return PythonValue(issubclass(kind, real_classes))
+    for cls in _flat_classes(real_classes):
+        if _is_instance_of(tx, value, kind, cls):
+            return PythonValue(True)
+    return PythonValue(False)
+
+
+def _flat_classes(classes: Any) -> list[Any]:
+    """The classes of isinstance's second argument (nested tuples flattened, in order)."""
+    if isinstance(classes, tuple):
+        return [cls for item in classes for cls in _flat_classes(item)]
+    return [classes]
+
+
+# the metaclass of torch.FloatTensor and the other legacy tensor types
+_LEGACY_TENSOR_TYPE = type(torch.FloatTensor)
+# metaclasses whose __instancecheck__ agrees with __subclasscheck__ on the value's type
+_PLAIN_INSTANCECHECKS = (type, abc.ABCMeta, torch.nn.parameter._ParameterMeta)
+
+
+def _is_instance_of(tx: Translator, value: Value, kind: type, cls: Any) -> bool:
+    """isinstance(value, cls) for one class: a legacy tensor type (torch.FloatTensor)
+    by the tensor's dtype, device and layout; a class whose metaclass defines its own
+    __instancecheck__ in Python by calling it; any other by the value's type."""
+    meta = type(cls)
+    if meta is _LEGACY_TENSOR_TYPE:
+        if not isinstance(value, TensorValue):
+            return False
+        example = value.example
+        return (
+            example.dtype == cls.dtype
+            and example.device.type == ("cuda" if cls.is_cuda else "cpu")
+            and (example.layout == torch.sparse_coo) == cls.is_sparse
+        )
+    check = inspect.getattr_static(meta, "__instancecheck__", None)
+    if isinstance(check, types.FunctionType) and not issubclass(meta, _PLAIN_INSTANCECHECKS[1:]):
+        from dynamo_capture.calls import call
+
+        return truth(tx, call(tx, PythonValue(check), [PythonValue(cls), value], {}))
+    return issubclass(kind, cls)
 
 
 @handles(builtins.issubclass)
@@ -884,6 +923,21 @@ def _partial(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
     if isinstance(func, PartialValue):  # partial(partial(f, a), b) is partial(f, a, b)
         return PartialValue(func.func, [*func.args, *args[1:]], {**func.kwargs, **kwargs})
     return PartialValue(func, list(args[1:]), dict(kwargs))
+
+
+@handles(types.MethodType)
+def _method_type(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`types.MethodType(func, obj)`: `func` bound to `obj` (contextlib.ExitStack binds a
+    context's `__exit__` so)."""
+    if len(args) != 2 or kwargs:
+        raise Unsupported("types.MethodType() with other than (function, instance)")
+    func, receiver = args
+    plain = isinstance(func, FunctionValue) or (
+        isinstance(func, PythonValue) and isinstance(func.obj, types.FunctionType)
+    )
+    if not plain or (isinstance(receiver, PythonValue) and receiver.obj is None):
+        raise Unsupported("types.MethodType() of other than a Python function and an instance")
+    return MethodValue(func, receiver)
 
 
 @handles(functools.reduce)

@@ -221,9 +221,24 @@ def _all_constant(args: list[Value], kwargs: dict[str, Value]) -> tuple[list[Any
     return [as_constant(a) for a in args], {k: as_constant(v) for k, v in kwargs.items()}
 
 
+def _context_dunder(context: ContextValue, obj: Any) -> bool:
+    """Whether `obj` is the `__enter__` or `__exit__` of the type of `context`."""
+    from dynamo_capture.operations import python_type_of
+
+    name = getattr(obj, "__name__", None)
+    if name not in ("__enter__", "__exit__"):
+        return False
+    try:
+        kind = python_type_of(context)
+    except Unsupported:
+        return False
+    return getattr(kind, name, None) is obj
+
+
 def _call_python(
     tx: Translator, fn: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
+    from dynamo_capture.argument_counts import check_call_arguments
     from dynamo_capture.builtin_calls import BUILTIN_HANDLERS, call_c_function
     from dynamo_capture.function_transforms import call_function_transform
     from dynamo_capture.generator_contexts import CONTEXTMANAGER_HELPER, generator_context
@@ -232,6 +247,11 @@ def _call_python(
     from dynamo_capture.torch_calls import call_torch, is_torch_callable
 
     obj = fn.obj
+    if args and isinstance(args[0], ContextValue) and _context_dunder(args[0], obj):
+        # `type(cm).__enter__(cm)`: the context's own enter (or exit)
+        from dynamo_capture.methods import call_method
+
+        return call_method(tx, args[0], obj.__name__, list(args[1:]), kwargs)
     if isinstance(getattr(type(obj), "__ember_capture_target__", None), property):
         # a compiled callable called from captured code: inline what it compiles
         compiled_target = obj.__ember_capture_target__
@@ -283,6 +303,7 @@ def _call_python(
         return call(tx, tx.ctx.wrap(inline_target, source), args, kwargs)
     handler = _lookup(BUILTIN_HANDLERS, obj)
     if handler is not None:
+        check_call_arguments(obj, len(args), tuple(kwargs))
         return handler(tx, args, kwargs)
     polyfilled = call_polyfill(tx, obj, args, kwargs)
     if polyfilled is not None:

@@ -764,6 +764,8 @@ class OutputPlan:
         # one object, as eagerly
         self.prelude: list[str] = []
         self._named: dict[int, tuple[Value, str]] = {}
+        # outside values read into a local before the replayed writes (_source_read)
+        self._reads: dict[str, str] = {}
 
     def _constant(self, value: Any) -> str:
         if has_symbolic(value):
@@ -788,6 +790,20 @@ class OutputPlan:
         self.outputs.append(value)
         return f"___out[{len(self.outputs) - 1}]"
 
+    def _source_read(self, source: Source) -> str:
+        """An outside value, read by its source. Where the frame's writes to outside
+        objects are replayed, it is read into a local before them: an item the frame
+        popped from an outside list is no longer at its place once the pop is replayed."""
+        ctx = self.ctx
+        if not (ctx.shadows or ctx.attr_writes or ctx.global_writes):
+            return source.expr
+        named = self._reads.get(source.expr)
+        if named is None:
+            named = f"___s{len(self._reads)}"
+            self._reads[source.expr] = named
+            self.prelude.append(f"{named} = {source.expr}")
+        return named
+
     def expr(self, value: Value) -> str:
         if isinstance(value, _NAMED_VALUES):
             named = self._named.get(id(value))
@@ -810,7 +826,7 @@ class OutputPlan:
             if isinstance(value.python_type, type) and issubclass(value.python_type, np.generic):
                 return f"{self._output(value)}.numpy(force=True)[()]"  # a NumPy scalar
             if value.source is not None and value.node.op == "placeholder":
-                return value.source.expr
+                return self._source_read(value.source)
             return self._output(value)
         if isinstance(value, PythonValue):
             return self._python(value)
@@ -1011,14 +1027,14 @@ class OutputPlan:
             raise Unsupported("the id() of an object made in the frame leaves the frame")
         if has_symbolic(obj):
             if value.source is not None:
-                return value.source.expr  # an int or float input made symbolic: read again
+                return self._source_read(value.source)  # an int or float input made symbolic
             raise Unsupported("returning a symbolic size from the compiled frame")
         if obj is None or isinstance(obj, bool) or (type(obj) in (int, str)):
             return repr(obj)
         if type(obj) is float and obj == obj and obj not in (float("inf"), float("-inf")):
             return repr(obj)
         if value.source is not None and not is_constant(obj):
-            return value.source.expr
+            return self._source_read(value.source)
         if value.source is None and is_made_in_frame(obj):
             return f"___copy_module({self._constant(obj)})"  # a new module each call, as eager
         if isinstance(obj, list | dict | set):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture import side_effects
+from dynamo_capture.argument_counts import check_method_arguments
 from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_by_python
 from dynamo_capture.operations import (
     IdentityKey,
@@ -214,7 +215,17 @@ def _list_sort(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Va
     return _none()
 
 
+def _builtin_reversed(
+    tx: Translator, seq: Value, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`seq.__reversed__()` of a list, dict or deque: what `reversed(seq)` gives."""
+    from dynamo_capture.calls import call
+
+    return call(tx, PythonValue(reversed), [seq], {})
+
+
 LIST_METHODS: dict[str, Method] = {
+    "__reversed__": _builtin_reversed,
     "append": _list_append,
     "extend": _list_extend,
     "insert": _list_insert,
@@ -400,6 +411,7 @@ def _dict_len(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Val
 
 
 DICT_METHODS: dict[str, Method] = {
+    "__reversed__": _builtin_reversed,
     "__setitem__": _dict_setitem,
     "__delitem__": _dict_delitem,
     "__init__": _dict_init,
@@ -873,6 +885,7 @@ def call_method(
     if name in CONTAINER_DUNDERS and isinstance(
         receiver, TupleValue | ListValue | DictValue | SetValue
     ):
+        check_method_arguments(python_type_of(receiver), name, len(args), tuple(kwargs))
         return CONTAINER_DUNDERS[name](tx, receiver, args, kwargs)
     if (
         isinstance(receiver, PythonValue)
@@ -885,6 +898,7 @@ def call_method(
         return call_method(tx, snapshot, name, args, kwargs)
     table = _table_for(receiver)
     if table is not None and name in table:
+        check_method_arguments(python_type_of(receiver), name, len(args), tuple(kwargs))
         return table[name](tx, receiver, args, kwargs)
     return _fold_method(tx, receiver, name, args, kwargs)
 
@@ -894,7 +908,12 @@ def _table_for(receiver: Value) -> dict[str, Method] | None:
     if isinstance(receiver, ListValue) and receiver.cls is collections.deque:
         from dynamo_capture.deques import DEQUE_METHODS
 
-        return {**TUPLE_METHODS, **DEQUE_METHODS, "remove": _sequence_remove}
+        return {
+            **TUPLE_METHODS,
+            **DEQUE_METHODS,
+            "remove": _sequence_remove,
+            "__reversed__": _builtin_reversed,
+        }
     if isinstance(receiver, ListValue) or (isinstance(receiver, PythonValue) and kind is list):
         return LIST_METHODS
     if issubclass(kind, dict):
@@ -940,7 +959,14 @@ def _fold_method(
     reads_only = name in ("copy", "index", "count") or (type(real) is set and name in _SET_QUERIES)
     if isinstance(real, list | set | dict | collections.deque | bytearray) and not reads_only:
         raise Unsupported(f"{type(real).__name__}.{name} on a container outside the frame")
-    return PythonValue(getattr(real, name)(*real_args, **real_kwargs))
+    method = getattr(real, name)
+    try:
+        result = method(*real_args, **real_kwargs)
+    except Exception as error:  # noqa: BLE001 - a method of a constant raises as eagerly
+        if type(real).__module__ != "builtins":
+            raise  # another object's method: capture fails, the frame runs eagerly
+        raise raised_by_python(error) from None
+    return PythonValue(result)
 
 
 def truth_of(tx: Translator, value: Value) -> bool:

@@ -486,7 +486,9 @@ def call_numpy(
 
 
 # NumPy callables that only describe types: called at capture time on constant arguments.
-_FOLDED_NUMPY = frozenset({np.finfo, np.iinfo, np.dtype, np.promote_types, np.can_cast})
+_FOLDED_NUMPY = frozenset(
+    {np.finfo, np.iinfo, np.dtype, np.promote_types, np.can_cast, np.issubdtype}
+)
 # Their results whose attributes (limits, computed by properties) are read at capture time.
 NUMPY_TYPE_DESCRIPTIONS = (np.finfo, np.iinfo)
 
@@ -494,11 +496,19 @@ NUMPY_TYPE_DESCRIPTIONS = (np.finfo, np.iinfo)
 def _numpy_constant(tx: Translator, value: Value) -> Any:
     """A constant, or a NumPy dtype (immutable) known at capture time; one from outside
     the frame is guarded by identity (NumPy's builtin dtypes are singletons)."""
-    if isinstance(value, PythonValue) and isinstance(value.obj, np.dtype):
+    if isinstance(value, PythonValue) and (
+        isinstance(value.obj, np.dtype) or _builtin_or_numpy_class(value.obj)
+    ):
         if value.source is not None:
             tx.ctx.guards.id_match(value.source, value.obj)
         return value.obj
     return as_constant(value)
+
+
+def _builtin_or_numpy_class(obj: Any) -> bool:
+    """A Python builtin type or a NumPy scalar type (`int`, `np.integer`): what
+    np.issubdtype and np.dtype take as a type."""
+    return isinstance(obj, type) and (obj.__module__ == "builtins" or issubclass(obj, np.generic))
 
 
 def _folded_numpy_call(

@@ -7,6 +7,7 @@ is involved, and calls the user's dunder method (inlined) for user objects.
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import enum
 import operator
 import types
@@ -259,7 +260,17 @@ def python_type_of(value: Value) -> type:
         return types.CellType
     if isinstance(value, IteratorValue) and value.kind in _ITERATOR_TYPES:
         return _ITERATOR_TYPES[value.kind]
+    if isinstance(value, ContextValue) and value.kind in _CONTEXT_TYPES:
+        return _CONTEXT_TYPES[value.kind]
     raise Unsupported(f"the type of a {type(value).__name__} is not known at capture time")
+
+
+# the kinds of ContextValue of one Python type: their `type(cm).__enter__(cm)` and
+# `__exit__` (contextlib.ExitStack calls them so) are the context's own (calls._context_dunder)
+_CONTEXT_TYPES: dict[str, type] = {
+    "generator": contextlib._GeneratorContextManager,
+    "null": contextlib.nullcontext,
+}
 
 
 # the kinds of IteratorValue whose Python type is known (others: many C iterators)
@@ -783,7 +794,13 @@ def _user_iter(tx: Translator, value: Value) -> list[Value]:
         ):
             return _drain_user_iterator(tx, iterator)
         return sequence_items(tx, iterator)
-    raise Unsupported(f"iteration over a {python_type_of(value).__name__}")
+    kind = python_type_of(value)
+    if method is None and getattr(kind, "__getitem__", None) is None:
+        # not iterable by either protocol: eager's TypeError, raised in the captured code
+        from dynamo_capture.errors import raised_by_python
+
+        raise raised_by_python(TypeError(f"'{kind.__name__}' object is not iterable"))
+    raise Unsupported(f"iteration over a {kind.__name__}")
 
 
 MAX_USER_ITERATOR_ITEMS = 10_000
@@ -1238,16 +1255,16 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
     if isinstance(container, TensorValue) or isinstance(item, TensorValue):
         raise Unsupported("`in` on tensors is data-dependent")
     if isinstance(container, DictValue):
-        return _index_constant(tx, item) in container.items
+        return _constant_in(_index_constant(tx, item), container.items)
     if isinstance(container, DictViewValue) and container.kind == "keys":
         return contains(tx, item, container.mapping)
     if isinstance(container, PythonValue) and isinstance(container.obj, dict | torch.nn.ModuleDict):
-        return _index_constant(tx, item) in container.obj
+        return _constant_in(_index_constant(tx, item), container.obj)
     if isinstance(container, PythonValue) and (
         isinstance(container.obj, str | range | set | frozenset)
         or _enum_method(container.obj, "__contains__")
     ):
-        return _index_constant(tx, item) in container.obj
+        return _constant_in(_index_constant(tx, item), container.obj)
     try:
         key = as_constant(item)
     except NotConstant:
@@ -1267,6 +1284,17 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
         except NotConstant:
             continue
     return False
+
+
+def _constant_in(key: Any, container: Any) -> bool:
+    """`key in container` for a constant key: the TypeError eager raises (an unhashable
+    key of a dict, an int tested in a str) is raised in the captured code."""
+    try:
+        return key in container
+    except TypeError as error:
+        from dynamo_capture.errors import raised_by_python
+
+        raise raised_by_python(error) from None
 
 
 def _candidates(tx: Translator, container: Value) -> collections.abc.Iterator[Value]:

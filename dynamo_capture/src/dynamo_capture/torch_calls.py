@@ -64,6 +64,8 @@ INLINED_TORCH_MODULES = (
     "torch.testing",
     "torch.utils._pytree",
 )
+# torch's Python functions traced like user code, as torch.compile traces them
+INLINED_TORCH_FUNCTIONS = frozenset({torch.jit._unwrap_optional})
 # torch predicates about tensors' Python types and tracing: answered for plain tensors.
 _FOLDED = {
     torch._C._has_torch_function: False,
@@ -92,7 +94,8 @@ def is_torch_callable(obj: Any) -> bool:
         if isinstance(obj, types.FunctionType):
             # Lambdas have no importable name, so a graph could not refer to them.
             return (
-                "." not in obj.__qualname__
+                obj not in INLINED_TORCH_FUNCTIONS
+                and "." not in obj.__qualname__
                 and obj.__name__ != "<lambda>"
                 and not module.startswith(INLINED_TORCH_MODULES)
             )
@@ -149,6 +152,10 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
 
     args = [realize(tx, a) for a in args]
     kwargs = {k: realize(tx, v) for k, v in kwargs.items()}
+    rewrite = _REWRITES.get(fn)
+    rewritten = rewrite(tx, args, kwargs) if rewrite is not None else None
+    if rewritten is not None:
+        return rewritten
     if not _has_tensor_value(args, kwargs):
         if _changes_state(fn):
             # NOTE: folding runs the function now (and the factory probe runs it too):
@@ -166,6 +173,28 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
             if not _returns_tensor(tx, fn, real_args, real_kwargs):
                 return PythonValue(fn(*real_args, **real_kwargs))
     return tx.ctx.call("call_function", fn, tuple(args), kwargs)
+
+
+def _addcdiv_with_value(
+    tx: Translator, args: list[Value], kwargs: dict[str, Value]
+) -> Value | None:
+    """`torch.addcdiv(input, t1, t2, value=v)` on floating tensors and a number `v`: the
+    graph holds `input + (t1 / t2) * v`, the ops torch.compile records for it. Other
+    forms (integer tensors, which addcdiv rejects eagerly) stay one addcdiv node."""
+    if len(args) != 3 or set(kwargs) != {"value"}:
+        return None
+    if not all(isinstance(a, TensorValue) and a.example.is_floating_point() for a in args):
+        return None
+    value = kwargs["value"]
+    if not (isinstance(value, PythonValue) and type(value.obj) in (int, float)):
+        return None
+    quotient = tx.ctx.call("call_function", torch.div, (args[1], args[2]), {})
+    scaled = tx.ctx.call("call_function", torch.mul, (quotient, value), {})
+    return tx.ctx.call("call_function", torch.add, (args[0], scaled), {})
+
+
+# torch functions recorded as other ops where their arguments fit (None: as themselves)
+_REWRITES = {torch.addcdiv: _addcdiv_with_value}
 
 
 # C functions named like these change torch's state (functorch's transform levels, hooks,
