@@ -78,6 +78,8 @@ def row_buffers(kernel, buffers: dict) -> dict[str, RowBuffer]:
         group = group_of.get(name)
         if group is None or group.kind != "pointwise":
             continue
+        if getattr(buffers[name], "stored_into", None) is not None:
+            continue  # an input's new value, written into its memory
         row = _row(name, buffers[name], outer, group, xs)
         if row is not None:
             candidates[name] = row
