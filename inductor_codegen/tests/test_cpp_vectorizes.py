@@ -26,11 +26,19 @@ import torch
 import torch.nn.functional as F
 from graph_helpers import compile_fn
 
+from inductor_codegen.codegen.cpp.build import KernelLibrary
 from inductor_codegen.codegen.cpp.loop_split import loop_split, substitute
 from inductor_codegen.codegen.cpp.vector_report import kernel_vector_notes
 from inductor_codegen.ir import Constant, IndexValue, Op
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+
+
+@pytest.fixture(autouse=True)
+def _kernels_compiled_into_each_cache(monkeypatch):
+    """A kernel loaded earlier in the process (the same source from another test) is
+    compiled again into this test's cache folder, where its report is read."""
+    monkeypatch.setattr(KernelLibrary, "_loaded", {})
 
 
 def _kernel_reports(cache_dir) -> dict[str, list[str]]:
@@ -347,11 +355,12 @@ def test_transposed_tiles_are_vectorized_and_exact(tmp_path, shape):
 def test_max_pool_backward_is_vectorized_and_matches_eager(
     tmp_path, shape, kernel, stride, padding, vectorized
 ):
-    # the gradient of input column w gathers from window columns (w + padding) // stride:
-    # the loop runs over the window column with each residue of w unrolled (plain loads,
-    # no gathers), split where the candidate windows leave the output; candidate rows
-    # outside it are read clamped and not picked. NaN, -inf windows and ties pick as
-    # eager does (its indices are the input)
+    # windows that do not overlap: the gradient of input column w gathers from window
+    # column (w + padding) // stride: the loop runs over the window column with each
+    # residue of w unrolled (plain loads, no gathers), split where the candidate windows
+    # leave the output; candidate rows outside it are read clamped and not picked.
+    # Overlapping windows scatter per plane (test_cpp_max_pool_backward.py): the plane's
+    # fill is vectorized. NaN, -inf windows and ties pick as eager does
     even = (*shape[:-1], shape[-1] + shape[-1] % 2)
     x = _pool_input(even)[..., : shape[-1]].contiguous()
     _, indices = F.max_pool2d(x, kernel, stride, padding, return_indices=True)

@@ -53,12 +53,15 @@ class Target:
     """A loaded output coordinate: `offset` (int64) checked against the output's size.
 
     `wrap_negative`: a negative offset counts from the end (index_put); otherwise
-    it is out of range (scatter, index_add), as eager decides.
+    it is out of range (scatter, index_add), as eager decides. `skip_out_of_range`:
+    an offset out of range writes nothing, instead of failing `check` (max pooling's
+    backward, whose eager kernel skips an index of -1).
     """
 
     offset: Expr
     check: IndexCheck
     wrap_negative: bool = False
+    skip_out_of_range: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +91,11 @@ def _supported(ctx, node, *tensors) -> bool:
     )
 
 
-def scatter_buffer(ctx, node, body: Scatter) -> TensorValue:
-    """A new contiguous buffer computed by the scatter `body`; returns a view of it."""
-    dtype = node_dtype(node)
-    layout = Layout.contiguous(dtype, node_size(node))
+def scatter_buffer(ctx, node, body: Scatter, layout: Layout | None = None) -> TensorValue:
+    """A new buffer computed by the scatter `body` (contiguous unless `layout` is given);
+    returns a view of it."""
+    if layout is None:
+        layout = Layout.contiguous(node_dtype(node), node_size(node))
     buf = ComputedBuffer(ctx.new_name(), layout, body)
     ctx.add_buffer(buf)
     return TensorValue.of_buffer(buf.name, layout)

@@ -20,6 +20,7 @@ import torch
 from inductor_codegen.codegen.cpp.loop_split import LoopSplit, loop_split, substitute
 from inductor_codegen.codegen.cpp.ops import COMPUTE_TYPES, STORAGE_TYPES, compute_type
 from inductor_codegen.codegen.cpp.residues import ResidueUnroll, expr_indices, residue_unroll
+from inductor_codegen.codegen.cpp.row_buffers import RowBuffer, row_buffers
 from inductor_codegen.codegen.kernel import (
     KernelArg,
     KernelPrinter,
@@ -318,6 +319,8 @@ class KernelCodegen(KernelPrinter):
         # the stack (see _stage_transposed_loads), and the lines that fill those copies.
         self.staged: dict[Load, str] = {}
         self.stage_lines: list[str] = []
+        # Buffers kept in an array of one row on the stack (see row_buffers), set by generate.
+        self.rows: dict[str, RowBuffer] = {}
 
     def hoist_scope(self, expr) -> Scope | None:
         """The outermost scope where every loop variable `expr` reads is defined.
@@ -412,8 +415,11 @@ class KernelCodegen(KernelPrinter):
     def load(self, expr: Load) -> str:
         if expr in self.staged:
             return self.staged[expr]
-        ptr = self.pointer(expr.buffer, writing=False)
-        text = f"{ptr}[{c_index(expr.index)}]"
+        row = self.rows.get(expr.buffer)
+        if row is not None:
+            text = f"{row.array}[{c_index(row.local_index(expr.index))}]"
+        else:
+            text = f"{self.pointer(expr.buffer, writing=False)}[{c_index(expr.index)}]"
         if expr.dtype == torch.bfloat16:
             return f"ember_bf16_to_float({text})"
         if expr.dtype == torch.float16:
@@ -431,7 +437,11 @@ class KernelCodegen(KernelPrinter):
             scope.line(f"const {compute_type(dtype)} {var} = {value_text};")
             scope.cache[load_key] = var
             return
-        ptr = self.pointer(name, writing=True)
+        row = self.rows.get(name)
+        if row is not None:
+            ptr, index = row.array, row.local_index(index)
+        else:
+            ptr = self.pointer(name, writing=True)
         if dtype == torch.bfloat16:
             scope.line(f"{ptr}[{c_index(index)}] = ember_float_to_bf16({value_text});")
         elif dtype == torch.float16:
@@ -450,6 +460,7 @@ class KernelCodegen(KernelPrinter):
         xs = outer_vars(len(outer))
         if self._wants_tiling():
             return self.finish(self._tiled_reduction_kernel())
+        self.rows = row_buffers(kernel, self.buffers)
         # One scope before each outer loop and the body: a loaded index that depends
         # only on the enclosing loops is loaded and checked there, not per element.
         loops = self._outer_loops()
@@ -482,6 +493,8 @@ class KernelCodegen(KernelPrinter):
                     body = Scope(self, body.parent, body.indent)
                     body.is_body = True
                     self.hoisted[-1] = body
+                for row in self.rows.values():
+                    body.line(row.declaration())
                 for item in kernel.items:
                     if isinstance(item, str):
                         self._outer_node(body, item, known, residues and (residues, residue))
