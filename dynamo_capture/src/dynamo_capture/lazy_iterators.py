@@ -48,6 +48,8 @@ __all__ = [
     "lazy_zip",
     "list_iterator",
     "mapping_iterator",
+    "ReversedMappingIterator",
+    "reversed_mapping_iterator",
     "next_item",
 ]
 
@@ -212,20 +214,41 @@ def list_iterator(items: ListValue | PythonValue) -> IteratorValue:
 
 
 class MappingSteps:
-    """The `produce` of iter(a dict, one of its views, or a set made in the frame): the
-    keys it had when the iterator was made, each item read when reached (a value
-    written since is seen). A change of size raises Python's RuntimeError at the next
-    step, as eagerly; keys changed at the same size (which CPython reports only later)
-    are Unsupported. `kind` is "keys", "values", "items" (a dict) or "set"."""
+    """The `produce` of iter(a dict, one of its views, or a set made in the frame), or of
+    reversed(a dict or one of its views) (`reverse`): the keys it had when the iterator
+    was made, each item read when reached (a value written since is seen). A change of
+    size raises Python's RuntimeError at the next step, as eagerly; keys changed at the
+    same size (which CPython reports only later, or not at all for reversed(), whose
+    items then follow the dict's table) are Unsupported. `kind` is "keys", "values",
+    "items" (a dict) or "set". `size`: the container's size when the iterator was made,
+    where it was made by an earlier part (ReversedMappingIterator)."""
 
-    def __init__(self, tx: Translator, container: Value, kind: str) -> None:
+    def __init__(
+        self,
+        tx: Translator,
+        container: Value,
+        kind: str,
+        *,
+        reverse: bool = False,
+        index: int = 0,
+        size: int | None = None,
+    ) -> None:
         from dynamo_capture.operations import sequence_items
 
         self.container = container
         self.kind = kind
+        self.reverse = reverse
         sequence_items(tx, container)  # iterated as before: its checks, its keys guarded
         self.keys = self._keys(tx)
-        self.index = 0
+        self.size = len(self.keys) if size is None else size
+        self.index = index
+
+    def changed(self, reader: Translator) -> str | None:
+        """How the container changed since the iterator was made: "size", "keys" or None."""
+        keys = self._keys(reader)
+        if len(keys) != self.size:
+            return "size"
+        return "keys" if keys != self.keys else None
 
     def _current(self, reader: Translator) -> Value:
         from dynamo_capture import side_effects
@@ -243,15 +266,16 @@ class MappingSteps:
         from dynamo_capture.operations import key_value
         from dynamo_capture.sources import item_source
 
-        keys = self._keys(reader)
-        if len(keys) != len(self.keys):
+        change = self.changed(reader)
+        if change == "size":
             what = "Set" if self.kind == "set" else "dictionary"
             raise raised_by_python(RuntimeError(f"{what} changed size during iteration"))
-        if keys != self.keys:
+        if change == "keys":
             raise Unsupported("a dict whose keys changed (at the same size) while iterated")
+        keys = self.keys
         if self.index >= len(keys):
             return None
-        key = keys[self.index]
+        key = keys[len(keys) - 1 - self.index] if self.reverse else keys[self.index]
         self.index += 1
         if self.kind in ("keys", "set"):
             return key_value(key)
@@ -268,6 +292,42 @@ def mapping_iterator(
 ) -> IteratorValue:
     """iter(a dict, a view of one, or a set): see MappingSteps."""
     return IteratorValue([], kind=iterator_kind, produce=MappingSteps(tx, container, kind))
+
+
+def reversed_mapping_iterator(tx: Translator, container: Value, kind: str) -> IteratorValue:
+    """reversed(a dict or a view of one): see MappingSteps; where a compiled part ends in
+    its loop it is made again as a ReversedMappingIterator (capture.OutputPlan)."""
+    steps = MappingSteps(tx, container, kind, reverse=True)
+    return IteratorValue([], kind="reversed_fixed", produce=steps)
+
+
+class ReversedMappingIterator:
+    """reversed(a dict or a view of one) made again where a compiled part ends inside its
+    loop, `index` items read: CPython's own reversed iterator, advanced past them, so the
+    code after the part (eager, or a part resuming in the loop) sees its checks. A dict
+    whose size changed since the loop began (`size`, then) raises Python's error at the
+    next step, as the iterator the loop began with does. A part resuming in the loop reads
+    it as MappingSteps over `mapping` from `index` on (output_graph)."""
+
+    def __init__(self, mapping: dict, kind: str, index: int, size: int) -> None:
+        self.mapping, self.kind, self.index, self.size = mapping, kind, index, size
+        self._changed = len(mapping) != size
+        view = {"keys": mapping.keys, "values": mapping.values, "items": mapping.items}[kind]
+        self._real = reversed(view())
+        if not self._changed:
+            for _ in range(index):
+                next(self._real)
+
+    def __iter__(self) -> ReversedMappingIterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self._changed or len(self.mapping) != self.size:
+            self._changed = True
+            raise RuntimeError("dictionary changed size during iteration")
+        item = next(self._real)
+        self.index += 1
+        return item
 
 
 def _iterators(tx: Translator, args: list[Value]) -> list[IteratorValue]:
