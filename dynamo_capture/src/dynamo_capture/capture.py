@@ -54,6 +54,7 @@ from dynamo_capture.functorch_inline import InlinedTransform, Pullback
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes, drop_undone_switches
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.lazy_iterators import (
+    LazySteps,
     ListSteps,
     MappingSteps,
     ReversedMappingIterator,
@@ -351,6 +352,16 @@ def _rebuilt_as_eager(iterator: IteratorValue) -> bool:
         return iterator.produce is None
     fixed = ("range", "tuple", "enumerate_range", "enumerate_modules", "reversed_fixed")
     return iterator.produce is None and iterator.kind in fixed
+
+
+def _made_again_lazily(iterator: IteratorValue) -> bool:
+    """Whether an iterator made where a part ends reads nothing ahead: one rebuilt as
+    eagerly (`_rebuilt_as_eager`), or a map, filter, zip or enumerate over such ones."""
+    if isinstance(iterator.produce, LazySteps):
+        return iterator.position == len(iterator.items) and all(
+            _made_again_lazily(inner) for inner in iterator.produce.iterators
+        )
+    return _rebuilt_as_eager(iterator)
 
 
 # NOTE: kinds of loop iterator torch.compile reads through a generator or a view it
@@ -914,6 +925,8 @@ class OutputPlan:
             position = value.position
             rest = "".join(f"___list_iterator({self.expr(s)}, {position}), " for s in sequences)
             return f"zip({rest}strict={strict!r})"
+        if isinstance(value.produce, LazySteps):
+            return self._lazy(value)
         if value.produce is not None:
             self._read_ahead(value)
         items = value.items[value.position :]
@@ -950,6 +963,26 @@ class OutputPlan:
         mapping = self.expr(steps.container)
         arguments = f"{mapping}, {steps.kind!r}, {steps.index}, {steps.size}"
         return f"___reversed_mapping({arguments})"
+
+    def _lazy(self, value: IteratorValue) -> str:
+        """A map, filter, zip or enumerate made in the frame, left unfinished: the same
+        builtin over its iterators made again (each over the same list, or the items a
+        range or tuple has left, ...), its function the same, so nothing is read ahead
+        and each item is made when eagerly it is. Where one of its iterators cannot be
+        made again so (a generator, an iterator over a set), the frame runs eagerly."""
+        steps = value.produce
+        if value.position != len(value.items) or not _made_again_lazily(value):
+            self._read_ahead(value)
+        try:
+            inner = [self.expr(iterator) for iterator in steps.iterators]
+            function = "None" if steps.function is None else self.expr(steps.function)
+        except Unsupported:
+            self._read_ahead(value)
+        if steps.kind in ("map", "filter"):
+            return f"{steps.kind}({function}, {', '.join(inner)})"
+        if steps.kind == "zip":
+            return f"zip({''.join(f'{it}, ' for it in inner)})"
+        return f"enumerate({inner[0]}, {steps.count})"
 
     def _read_ahead(self, value: IteratorValue) -> None:
         """Refuse to read ahead a lazy iterator (a generator, map or filter made in the
