@@ -15,12 +15,14 @@ they show) equal eager's; graph and op counts equal torch.compile's
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import pytest
 import torch
 from torchcheck import check_like_torch
 
 import dynamo_capture
+from dynamo_capture.fallbacks import EagerFallbackWarning
 from dynamo_capture.testing import assert_same, clone_inputs, eager_backend
 
 
@@ -784,4 +786,106 @@ def test_pure_generator_returned_sees_the_callers_later_write():
     expected_items = program(expected_x)
     expected_x.add_(1)
     got_x.add_(1)
+    assert_same(list(got_items), list(expected_items))
+
+
+# ----- map, filter, zip, enumerate live at a break: made again lazily, the frame compiled --
+def _map_of_an_outside_list_at_a_break(a, xs):
+    items = map(lambda t: t * 2, xs)
+    print("between")
+    xs[1].add_(1)
+    return a + sum(items)
+
+
+def _map_read_once_then_written(a, xs):
+    items = map(torch.neg, xs)
+    first = next(items)
+    print("between")
+    xs[1].mul_(3)
+    return a + first + next(items)
+
+
+def _filter_sees_an_append(a, xs):
+    items = filter(lambda t: bool(t.sum() > -100), xs)
+    print("between")
+    xs.append(a * 5)
+    return a + sum(items)
+
+
+def _zip_of_a_map_and_a_range(a, xs):
+    items = zip(map(torch.relu, xs), range(10))
+    print("between")
+    xs[0].mul_(3)
+    return a + sum(t * i for t, i in items)
+
+
+def _enumerate_of_a_map_read_once(a, xs):
+    items = enumerate(map(torch.neg, xs), 4)
+    next(items)
+    print("between")
+    xs[1].mul_(3)
+    i, t = next(items)
+    return a + i * t
+
+
+def _map_with_a_closure_appending(a, xs):
+    log = []
+    scale = a * 3
+    items = map(lambda t: log.append(1) or t * scale, xs)
+    print("between", len(log))
+    xs[1].add_(1)
+    total = sum(items)
+    return total + len(log)
+
+
+def _map_over_reversed_dict_values(a, xs):
+    table = {"p": xs[0], "q": xs[1]}
+    items = map(torch.neg, reversed(table.values()))
+    print("between")
+    xs[0].add_(1)
+    return a + sum(items)
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        _map_of_an_outside_list_at_a_break,
+        _map_read_once_then_written,
+        _filter_sees_an_append,
+        _zip_of_a_map_and_a_range,
+        _enumerate_of_a_map_read_once,
+        _map_with_a_closure_appending,
+        _map_over_reversed_dict_values,
+    ],
+    ids=lambda p: p.__name__.lstrip("_"),
+)
+def test_lazy_builtin_iterator_live_at_a_break_is_handed_on_lazily(program, capsys):
+    compiled = dynamo_capture.optimize(program, backend=eager_backend)
+    for _ in range(2):
+        a = torch.randn(3)
+        xs = [torch.randn(3), torch.randn(3)]
+        expected_xs = clone_inputs(xs)
+        expected = program(a.clone(), expected_xs)
+        got_xs = clone_inputs(xs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", EagerFallbackWarning)
+            got = compiled(a.clone(), got_xs)
+        assert_same(got, expected)
+        assert_same(got_xs, expected_xs)
+
+
+def test_returned_map_reads_the_callers_later_write():
+    def program(x, xs):
+        return x + 1, map(lambda t: t * 2, xs)
+
+    xs = [torch.randn(3), torch.randn(3)]
+    expected_xs, got_xs = clone_inputs(xs), clone_inputs(xs)
+    _, expected_items = program(torch.ones(1), expected_xs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EagerFallbackWarning)
+        _, got_items = dynamo_capture.optimize(program, backend=eager_backend)(
+            torch.ones(1), got_xs
+        )
+    expected_xs[0].add_(1)
+    got_xs[0].add_(1)
     assert_same(list(got_items), list(expected_items))

@@ -655,3 +655,44 @@ def test_welford_mean_and_combine_divide_correctly_rounded(kind):
     assert "_delta / " not in source and ", 1) / " not in source
     combine = inspect.getsource(prelude.ember_welford_combine.fn)
     assert "ember_div_rn(" in combine and "n_b / " not in combine
+
+
+# ------------------------------------------------- transcendental functions' accuracy
+# What torch.compile's Triton spells (torch/_inductor/codegen/triton.py, defaults):
+# exp, exp2, log2, tanh and erf through libdevice; log as tl_math.log; sigmoid as
+# tl.sigmoid (1 / (1 + tl.exp(-x)), both approximate). Ember spells each at least as
+# accurately: libdevice for all of them, and a correctly rounded division in sigmoid.
+ACCURATE_MATH = {
+    "exp": (torch.exp, "libdevice.exp("),
+    "exp2": (torch.exp2, "libdevice.exp2("),
+    "log": (lambda x: torch.log(x.abs() + 0.1), "libdevice.log("),
+    "log2": (lambda x: torch.log2(x.abs() + 0.1), "libdevice.log2("),
+    "tanh": (torch.tanh, "libdevice.tanh("),
+    "erf": (torch.erf, "libdevice.erf("),
+    "sigmoid": (torch.sigmoid, "ember_sigmoid("),
+}
+APPROXIMATE_SPELLINGS = ("tl.exp(", "tl.exp2(", "tl.log(", "tl.log2(", "tl.erf(", "tl.sigmoid(")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("name", sorted(ACCURATE_MATH))
+def test_float32_transcendentals_use_libdevice_not_fast_approximations(name, dtype):
+    fn, spelling = ACCURATE_MATH[name]
+    compiled = check(fn, randn(8, 16, dtype=dtype), rtol=1e-3, atol=1e-3)
+    source = compiled.artifact("codegen")
+    assert spelling in source
+    kernel = source[source.index("def triton_fused") :]  # the kernels, after the prelude
+    assert not any(approximate in kernel for approximate in APPROXIMATE_SPELLINGS)
+
+
+def test_sigmoid_helper_uses_libdevice_exp_and_a_rounded_division():
+    import inspect
+
+    from inductor_codegen.codegen.triton import prelude
+
+    source = inspect.getsource(prelude)
+    helper = source[source.index("def ember_sigmoid") :]
+    helper = helper[: helper.index("@triton.jit")]
+    assert "libdevice.exp(" in helper and "tl.exp(" not in helper
+    assert "ember_div_rn(" in helper
+    check(torch.sigmoid, randn(8, 16))

@@ -13,6 +13,10 @@ otherwise raise the error above. Where one of them is not dense eager checks not
 and its result depends on the order its loop visits the elements: that is refused here
 with an error saying so, unless no element is read from a location another element
 writes (`x[0].copy_(x[:, 0])`: the one shared element is read where it is written).
+
+Under symbolic sizes every comparison made here is a guard on the sizes (a SymInt
+compared, or read as an int, records it), so a later call whose sizes would decide
+otherwise (views that newly overlap) recompiles and meets the check again.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ import torch
 
 from aot_autograd.errors import OverlappingWriteError, UnsupportedMutationError
 from aot_autograd.mutations import mutated_arguments
-from aot_autograd.symbolic import concrete_hint
 
 __all__ = ["check_reads_of_written_memory"]
 
@@ -40,42 +43,44 @@ _MAX_EXTENT = 1 << 24
 
 @dataclass(frozen=True, slots=True)
 class _Layout:
-    """A tensor's shape, strides and offset (sizes as their hints where symbolic: the
-    check then holds for the sizes compiled for), and its element size."""
+    """A tensor's shape, strides and offset (ints or SymInts: every decision taken on
+    them guards the sizes it depends on), and its element size."""
 
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    offset: int
+    shape: tuple[Any, ...]
+    stride: tuple[Any, ...]
+    offset: Any
     element_size: int
 
     @classmethod
     def of(cls, t: torch.Tensor) -> _Layout:
-        def hint(values: Any) -> tuple[int, ...]:
-            return tuple(int(concrete_hint(v)) for v in values)
+        return cls(tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.element_size())
 
-        return cls(
-            hint(t.shape),
-            hint(t.stride()),
-            int(concrete_hint(t.storage_offset())),
-            t.element_size(),
+    def concrete(self) -> _Layout:
+        """The layout as ints (guarding every symbolic size on its value)."""
+        return _Layout(
+            tuple(int(n) for n in self.shape),
+            tuple(int(s) for s in self.stride),
+            int(self.offset),
+            self.element_size,
         )
 
-    def byte_range(self) -> tuple[int, int]:
+    def byte_range(self) -> tuple[Any, Any]:
         """[first, last] bytes of the elements (strides are never negative; not empty)."""
         last = self.offset + sum((n - 1) * s for n, s in zip(self.shape, self.stride))
         return self.offset * self.element_size, (last + 1) * self.element_size - 1
 
     def is_dense(self) -> bool:
         """Non-overlapping and dense, in any dim order (eager's is_non_overlapping_and_dense)."""
+        layout = self.concrete()  # the dim order sorts symbolic strides: guard them
         expected = 1
-        for step, size in sorted((s, n) for n, s in zip(self.shape, self.stride) if n > 1):
+        for step, size in sorted((s, n) for n, s in zip(layout.shape, layout.stride) if n > 1):
             if step != expected:
                 return False
             expected *= size
         return True
 
     def locations(self, shape: tuple[int, ...]) -> torch.Tensor:
-        """The storage index of each element, broadcast to `shape`."""
+        """The storage index of each element, broadcast to `shape` (a concrete layout)."""
         extent = self.offset + sum((n - 1) * s for n, s in zip(self.shape, self.stride)) + 1
         with torch.no_grad():
             memory = torch.arange(extent, device="cpu")
@@ -83,15 +88,15 @@ class _Layout:
             return view.expand(shape)
 
 
-def _disjoint(a: tuple[int, int], b: tuple[int, int]) -> bool:
-    return a[1] < b[0] or b[1] < a[0]
+def _disjoint(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
+    return bool(a[1] < b[0]) or bool(b[1] < a[0])
 
 
 def _reads_written_elsewhere(written: _Layout, read: _Layout) -> bool:
-    """Whether an element reads a location that another element writes."""
+    """Whether an element reads a location that another element writes (their memory
+    ranges overlap). Element sets are compared at this call's sizes, guarded on them."""
+    written, read = written.concrete(), read.concrete()
     w_range, r_range = written.byte_range(), read.byte_range()
-    if _disjoint(w_range, r_range):
-        return False
     if written.element_size != read.element_size or max(w_range[1], r_range[1]) > _MAX_EXTENT:
         return True
     try:
@@ -144,21 +149,22 @@ def check_reads_of_written_memory(func: Any, args: tuple, kwargs: dict, same_mem
 
 
 def _is_empty(t: torch.Tensor) -> bool:
-    return any(concrete_hint(n) == 0 for n in t.shape)
+    return any(bool(n == 0) for n in t.shape)
 
 
 def _check_pair(func: Any, out: _Layout, read: _Layout, checked_by_eager: bool) -> None:
     same_geometry = (
-        out.shape == read.shape
-        and out.stride == read.stride
-        and out.offset * out.element_size == read.offset * read.element_size
+        len(out.shape) == len(read.shape)
+        and all(bool(a == b) for a, b in zip(out.shape, read.shape))
+        and all(bool(a == b) for a, b in zip(out.stride, read.stride))
+        and bool(out.offset * out.element_size == read.offset * read.element_size)
     )
     if same_geometry:
         return  # each element reads what it then writes
-    if checked_by_eager and out.is_dense() and read.is_dense():
-        if not _disjoint(out.byte_range(), read.byte_range()):
-            raise OverlappingWriteError(PARTIAL_OVERLAP_REFUSED)
+    if _disjoint(out.byte_range(), read.byte_range()):
         return
+    if checked_by_eager and out.is_dense() and read.is_dense():
+        raise OverlappingWriteError(PARTIAL_OVERLAP_REFUSED)
     if _reads_written_elsewhere(out, read):
         raise UnsupportedMutationError(
             f"{func} reads memory it writes elsewhere (a source overlapping the written "

@@ -499,6 +499,13 @@ def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
         # the sequence protocol: __len__, then items len-1 ... 0
         length = as_constant(_len(tx, [value], {}))
         return IteratorValue([get_item(tx, value, PythonValue(i)) for i in reversed(range(length))])
+    if _reversed_kind(value) == "reversed_fixed":
+        from dynamo_capture.lazy_iterators import reversed_mapping_iterator
+        from dynamo_capture.operations import watched_mapping
+
+        watched = watched_mapping(tx, side_effects.current(tx, value))
+        if watched is not None and watched[1] != "set":  # a write while it runs raises
+            return reversed_mapping_iterator(tx, *watched)
     return IteratorValue(list(reversed(sequence_items(tx, value))), kind=_reversed_kind(value))
 
 

@@ -53,7 +53,13 @@ from dynamo_capture.function_values import function_attr
 from dynamo_capture.functorch_inline import InlinedTransform, Pullback
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes, drop_undone_switches
 from dynamo_capture.interpreter import Translator, check_registry
-from dynamo_capture.lazy_iterators import ListSteps, check_no_pending_cleanup
+from dynamo_capture.lazy_iterators import (
+    LazySteps,
+    ListSteps,
+    MappingSteps,
+    ReversedMappingIterator,
+    check_no_pending_cleanup,
+)
 from dynamo_capture.methods import context_factory, kept_context, kept_grad_context
 from dynamo_capture.operations import IdentityKey, key_value
 from dynamo_capture.output_graph import (
@@ -340,10 +346,22 @@ def _rebuilt_as_eager(iterator: IteratorValue) -> bool:
         return iterator.produce.real is None or _rebuilt_as_eager(iterator.produce.real)
     if isinstance(iterator.produce, ListSteps):
         return iterator.kind == "iter"
+    if isinstance(iterator.produce, MappingSteps):  # reversed(a dict): made again as eager's
+        return iterator.produce.reverse
     if iterator.zipped is not None:  # each sequence read again from the zip's position
         return iterator.produce is None
     fixed = ("range", "tuple", "enumerate_range", "enumerate_modules", "reversed_fixed")
     return iterator.produce is None and iterator.kind in fixed
+
+
+def _made_again_lazily(iterator: IteratorValue) -> bool:
+    """Whether an iterator made where a part ends reads nothing ahead: one rebuilt as
+    eagerly (`_rebuilt_as_eager`), or a map, filter, zip or enumerate over such ones."""
+    if isinstance(iterator.produce, LazySteps):
+        return iterator.position == len(iterator.items) and all(
+            _made_again_lazily(inner) for inner in iterator.produce.iterators
+        )
+    return _rebuilt_as_eager(iterator)
 
 
 # NOTE: kinds of loop iterator torch.compile reads through a generator or a view it
@@ -914,6 +932,8 @@ class OutputPlan:
             # the list itself, which the code after may still change
             steps = value.produce
             return f"___list_iterator({self.expr(steps.list)}, {steps.index})"
+        if isinstance(value.produce, MappingSteps) and value.produce.reverse:
+            return self._reversed_mapping(value)
         if value.zipped is not None and value.produce is None:
             # over the same sequences (a list the code after changes is seen), each read
             # from the zip's position on, as eagerly
@@ -921,6 +941,8 @@ class OutputPlan:
             position = value.position
             rest = "".join(f"___list_iterator({self.expr(s)}, {position}), " for s in sequences)
             return f"zip({rest}strict={strict!r})"
+        if isinstance(value.produce, LazySteps):
+            return self._lazy(value)
         if value.produce is not None:
             self._read_ahead(value)
         items = value.items[value.position :]
@@ -942,6 +964,41 @@ class OutputPlan:
         if value.kind == "generator":
             return f"___generator({listed}, {value.position > 0})"
         return f"iter({listed})"
+
+    def _reversed_mapping(self, value: IteratorValue) -> str:
+        """reversed(a dict or its view) made again as CPython's own over the same dict, past
+        the items read, checking what this part changed of the dict as its next step
+        would: a new size raises eager's error there (ReversedMappingIterator)."""
+        steps = value.produce
+        if value.position != len(value.items):
+            raise Unsupported("a reversed() of a dict with items read but not taken")
+        # NOTE: the dict's state is read through the capture's shadows (all a reader is
+        # asked for by side_effects.current)
+        if steps.changed(types.SimpleNamespace(ctx=self.ctx)) == "keys":
+            raise Unsupported("a dict whose keys changed (at the same size) while iterated")
+        mapping = self.expr(steps.container)
+        arguments = f"{mapping}, {steps.kind!r}, {steps.index}, {steps.size}"
+        return f"___reversed_mapping({arguments})"
+
+    def _lazy(self, value: IteratorValue) -> str:
+        """A map, filter, zip or enumerate made in the frame, left unfinished: the same
+        builtin over its iterators made again (each over the same list, or the items a
+        range or tuple has left, ...), its function the same, so nothing is read ahead
+        and each item is made when eagerly it is. Where one of its iterators cannot be
+        made again so (a generator, an iterator over a set), the frame runs eagerly."""
+        steps = value.produce
+        if value.position != len(value.items) or not _made_again_lazily(value):
+            self._read_ahead(value)
+        try:
+            inner = [self.expr(iterator) for iterator in steps.iterators]
+            function = "None" if steps.function is None else self.expr(steps.function)
+        except Unsupported:
+            self._read_ahead(value)
+        if steps.kind in ("map", "filter"):
+            return f"{steps.kind}({function}, {', '.join(inner)})"
+        if steps.kind == "zip":
+            return f"zip({''.join(f'{it}, ' for it in inner)})"
+        return f"enumerate({inner[0]}, {steps.count})"
 
     def _read_ahead(self, value: IteratorValue) -> None:
         """Refuse to read ahead a lazy iterator (a generator, map or filter made in the
@@ -1299,6 +1356,7 @@ def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEnt
         "___keep": _keep,
         "___generator": _generator,
         "___list_iterator": _list_iterator,
+        "___reversed_mapping": ReversedMappingIterator,
         "___make_function": _make_function,
         "___float_tensor": _float_tensor,
         "___from_numpy": _from_numpy,

@@ -17,10 +17,14 @@ consumer that reads a whole iterator (`list`, `sum`, unpacking) reads them as
 before; once its end is met `produce` is dropped and the iterator is a plain one.
 
 An iterator left unfinished where the compiled part ends (returned, or live at a
-graph break) runs the frame eagerly: reading it ahead there would read the tensors,
-lists and objects its body uses before the code after the break (or the caller) writes
-them, where eagerly its items see those writes (`g = (t * 2 for t in xs)`, a break,
-`xs[1].add_(1)`, `next(g)`). Items already read are kept and given back as they are.
+graph break) is never read ahead there: that would read the tensors, lists and objects
+its body uses before the code after the break (or the caller) writes them, where
+eagerly its items see those writes (`g = map(f, xs)`, a break, `xs[1].add_(1)`,
+`next(g)`). A map, filter, zip or enumerate (`LazySteps`) over iterators that can be
+made again as they are (over the same list at the same index, the items a range or
+tuple has left, a reversed() of a dict) is made again as the same builtin over them,
+its function the same, so the code after the break reads it as eagerly; any other (a
+generator, one over a set or a dict's forward iterator) runs the frame eagerly.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
 __all__ = [
+    "LazySteps",
     "ListSteps",
     "MappingSteps",
     "check_no_pending_cleanup",
@@ -48,6 +53,8 @@ __all__ = [
     "lazy_zip",
     "list_iterator",
     "mapping_iterator",
+    "ReversedMappingIterator",
+    "reversed_mapping_iterator",
     "next_item",
 ]
 
@@ -212,20 +219,41 @@ def list_iterator(items: ListValue | PythonValue) -> IteratorValue:
 
 
 class MappingSteps:
-    """The `produce` of iter(a dict, one of its views, or a set made in the frame): the
-    keys it had when the iterator was made, each item read when reached (a value
-    written since is seen). A change of size raises Python's RuntimeError at the next
-    step, as eagerly; keys changed at the same size (which CPython reports only later)
-    are Unsupported. `kind` is "keys", "values", "items" (a dict) or "set"."""
+    """The `produce` of iter(a dict, one of its views, or a set made in the frame), or of
+    reversed(a dict or one of its views) (`reverse`): the keys it had when the iterator
+    was made, each item read when reached (a value written since is seen). A change of
+    size raises Python's RuntimeError at the next step, as eagerly; keys changed at the
+    same size (which CPython reports only later, or not at all for reversed(), whose
+    items then follow the dict's table) are Unsupported. `kind` is "keys", "values",
+    "items" (a dict) or "set". `size`: the container's size when the iterator was made,
+    where it was made by an earlier part (ReversedMappingIterator)."""
 
-    def __init__(self, tx: Translator, container: Value, kind: str) -> None:
+    def __init__(
+        self,
+        tx: Translator,
+        container: Value,
+        kind: str,
+        *,
+        reverse: bool = False,
+        index: int = 0,
+        size: int | None = None,
+    ) -> None:
         from dynamo_capture.operations import sequence_items
 
         self.container = container
         self.kind = kind
+        self.reverse = reverse
         sequence_items(tx, container)  # iterated as before: its checks, its keys guarded
         self.keys = self._keys(tx)
-        self.index = 0
+        self.size = len(self.keys) if size is None else size
+        self.index = index
+
+    def changed(self, reader: Translator) -> str | None:
+        """How the container changed since the iterator was made: "size", "keys" or None."""
+        keys = self._keys(reader)
+        if len(keys) != self.size:
+            return "size"
+        return "keys" if keys != self.keys else None
 
     def _current(self, reader: Translator) -> Value:
         from dynamo_capture import side_effects
@@ -243,15 +271,16 @@ class MappingSteps:
         from dynamo_capture.operations import key_value
         from dynamo_capture.sources import item_source
 
-        keys = self._keys(reader)
-        if len(keys) != len(self.keys):
+        change = self.changed(reader)
+        if change == "size":
             what = "Set" if self.kind == "set" else "dictionary"
             raise raised_by_python(RuntimeError(f"{what} changed size during iteration"))
-        if keys != self.keys:
+        if change == "keys":
             raise Unsupported("a dict whose keys changed (at the same size) while iterated")
+        keys = self.keys
         if self.index >= len(keys):
             return None
-        key = keys[self.index]
+        key = keys[len(keys) - 1 - self.index] if self.reverse else keys[self.index]
         self.index += 1
         if self.kind in ("keys", "set"):
             return key_value(key)
@@ -268,6 +297,42 @@ def mapping_iterator(
 ) -> IteratorValue:
     """iter(a dict, a view of one, or a set): see MappingSteps."""
     return IteratorValue([], kind=iterator_kind, produce=MappingSteps(tx, container, kind))
+
+
+def reversed_mapping_iterator(tx: Translator, container: Value, kind: str) -> IteratorValue:
+    """reversed(a dict or a view of one): see MappingSteps; where a compiled part ends in
+    its loop it is made again as a ReversedMappingIterator (capture.OutputPlan)."""
+    steps = MappingSteps(tx, container, kind, reverse=True)
+    return IteratorValue([], kind="reversed_fixed", produce=steps)
+
+
+class ReversedMappingIterator:
+    """reversed(a dict or a view of one) made again where a compiled part ends inside its
+    loop, `index` items read: CPython's own reversed iterator, advanced past them, so the
+    code after the part (eager, or a part resuming in the loop) sees its checks. A dict
+    whose size changed since the loop began (`size`, then) raises Python's error at the
+    next step, as the iterator the loop began with does. A part resuming in the loop reads
+    it as MappingSteps over `mapping` from `index` on (output_graph)."""
+
+    def __init__(self, mapping: dict, kind: str, index: int, size: int) -> None:
+        self.mapping, self.kind, self.index, self.size = mapping, kind, index, size
+        self._changed = len(mapping) != size
+        view = {"keys": mapping.keys, "values": mapping.values, "items": mapping.items}[kind]
+        self._real = reversed(view())
+        if not self._changed:
+            for _ in range(index):
+                next(self._real)
+
+    def __iter__(self) -> ReversedMappingIterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self._changed or len(self.mapping) != self.size:
+            self._changed = True
+            raise RuntimeError("dictionary changed size during iteration")
+        item = next(self._real)
+        self.index += 1
+        return item
 
 
 def _iterators(tx: Translator, args: list[Value]) -> list[IteratorValue]:
@@ -287,35 +352,55 @@ def _row(tx: Translator, iterators: list[IteratorValue]) -> list[Value] | None:
     return row
 
 
+class LazySteps:
+    """The `produce` of a map, filter, zip or enumerate made in the frame over other
+    iterators (`iterators`, read only through it): `function` the mapped function or the
+    predicate (None: filter(None, ...)), `count` an enumerate's next index. Where a
+    compiled part ends it is made again as the same builtin over its iterators made
+    again, when each of them can be (capture.OutputPlan): nothing is read ahead."""
+
+    def __init__(
+        self, kind: str, function: Value | None, iterators: list[IteratorValue], count: int = 0
+    ) -> None:
+        self.kind = kind
+        self.function = function
+        self.iterators = iterators
+        self.count = count
+
+    def __call__(self, reader: Translator) -> Value | None:
+        from dynamo_capture.calls import call
+        from dynamo_capture.operations import truth
+
+        if self.kind == "filter":
+            (iterator,) = self.iterators
+            while (item := next_item(reader, iterator)) is not None:
+                kept = item if self.function is None else call(reader, self.function, [item], {})
+                if truth(reader, kept):
+                    return item
+            return None
+        row = _row(reader, self.iterators)
+        if row is None:
+            return None
+        if self.kind == "map":
+            assert self.function is not None
+            return call(reader, self.function, row, {})
+        if self.kind == "zip":
+            return TupleValue(row)
+        self.count += 1  # enumerate
+        return TupleValue([PythonValue(self.count - 1), row[0]])
+
+
 def lazy_map(tx: Translator, function: Value, args: list[Value]) -> IteratorValue:
     """map(function, *args): the function called on each row as it is read."""
-    from dynamo_capture.calls import call
-
-    iterators = _iterators(tx, args)
-
-    def produce(reader: Translator) -> Value | None:
-        row = _row(reader, iterators)
-        return None if row is None else call(reader, function, row, {})
-
-    return IteratorValue([], kind="map", produce=produce)
+    steps = LazySteps("map", function, _iterators(tx, args))
+    return IteratorValue([], kind="map", produce=steps)
 
 
 def lazy_filter(tx: Translator, predicate: Value, arg: Value) -> IteratorValue:
     """filter(predicate, arg): the predicate called on each item as it is read."""
-    from dynamo_capture.calls import call
-    from dynamo_capture.operations import truth
-
-    (iterator,) = _iterators(tx, [arg])
     keeps_truthy = isinstance(predicate, PythonValue) and predicate.obj is None
-
-    def produce(reader: Translator) -> Value | None:
-        while (item := next_item(reader, iterator)) is not None:
-            kept = item if keeps_truthy else call(reader, predicate, [item], {})
-            if truth(reader, kept):
-                return item
-        return None
-
-    return IteratorValue([], kind="filter", produce=produce)
+    steps = LazySteps("filter", None if keeps_truthy else predicate, _iterators(tx, [arg]))
+    return IteratorValue([], kind="filter", produce=steps)
 
 
 def lazy_zip(tx: Translator, args: list[Value], strict: bool) -> IteratorValue:
@@ -323,25 +408,10 @@ def lazy_zip(tx: Translator, args: list[Value], strict: bool) -> IteratorValue:
     first argument that ends (the ones after it not read), as eagerly."""
     if strict:
         raise Unsupported("zip(strict=True) over a generator, map or filter made in the frame")
-    iterators = _iterators(tx, args)
-
-    def produce(reader: Translator) -> Value | None:
-        row = _row(reader, iterators)
-        return None if row is None else TupleValue(row)
-
-    return IteratorValue([], kind="zip", produce=produce)
+    return IteratorValue([], kind="zip", produce=LazySteps("zip", None, _iterators(tx, args)))
 
 
 def lazy_enumerate(tx: Translator, arg: Value, start: int) -> IteratorValue:
     """enumerate(arg, start) over an argument read lazily."""
-    (iterator,) = _iterators(tx, [arg])
-    count: list[int] = [start]
-
-    def produce(reader: Translator) -> Value | None:
-        item = next_item(reader, iterator)
-        if item is None:
-            return None
-        count[0] += 1
-        return TupleValue([PythonValue(count[0] - 1), item])
-
-    return IteratorValue([], produce=produce)
+    steps = LazySteps("enumerate", None, _iterators(tx, [arg]), start)
+    return IteratorValue([], produce=steps)

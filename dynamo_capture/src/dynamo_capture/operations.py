@@ -61,6 +61,7 @@ __all__ = [
     "set_item",
     "truth",
     "unary_op",
+    "watched_mapping",
 ]
 
 BINARY = {
@@ -894,7 +895,7 @@ def get_iter(tx: Translator, value: Value) -> IteratorValue:
         method = getattr(python_type_of(current), "__iter__", None)
         if isinstance(method, types.FunctionType):
             return _user_iterator(tx, current, method)
-    watched = _watched_mapping(tx, current)
+    watched = watched_mapping(tx, current)
     if watched is not None:  # a write while it is iterated raises, as eagerly
         from dynamo_capture.lazy_iterators import mapping_iterator
 
@@ -902,7 +903,7 @@ def get_iter(tx: Translator, value: Value) -> IteratorValue:
     return IteratorValue(sequence_items(tx, value), kind=_iterator_kind(current))
 
 
-def _watched_mapping(tx: Translator, value: Value) -> tuple[Value, str] | None:
+def watched_mapping(tx: Translator, value: Value) -> tuple[Value, str] | None:
     """(the container, "keys"/"values"/"items"/"set") for a dict, a view of one, or a
     set made in the frame whose iteration checks the container's size at each step."""
     if isinstance(value, DictViewValue):

@@ -30,6 +30,7 @@ import torch.fx
 
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
+from dynamo_capture.lazy_iterators import ReversedMappingIterator
 from dynamo_capture.resume import STACK_LOCAL
 from dynamo_capture.sources import (
     ArraySizesSource,
@@ -343,6 +344,8 @@ class CaptureContext:
             return self.tensor_input(obj, source)
         if source is None:
             return PythonValue(obj)
+        if type(obj) is ReversedMappingIterator:
+            return self._handed_reversed_mapping(obj, source)
         if type(obj) in HANDED_ITERATORS:
             if _handed_on_stack(source):
                 return self._handed_iterator(obj, source)
@@ -427,6 +430,39 @@ class CaptureContext:
         kind = {_RANGE_ITERATOR: "range", _LIST_ITERATOR: "iter"}.get(type(iterator), "tuple")
         steps = HandedSteps(lambda: self._new_handed_iterator(iterator, source), source)
         value = self._handed[source] = IteratorValue([], kind=kind, produce=steps)
+        self._handed_objects[id(iterator)] = (iterator, value, source)
+        return value
+
+    def _handed_reversed_mapping(self, iterator: Any, source: Source) -> IteratorValue:
+        """reversed(a dict or its view) handed on to a part resuming inside its loop: read
+        from its dict (guarded as any argument's keys), at its index and with the size
+        the loop began with, guarded, so the part checks the dict's size at each step."""
+        from dynamo_capture.lazy_iterators import MappingSteps
+
+        known = self._handed.get(source)
+        if known is not None:
+            return known
+        handed = self._handed_objects.get(id(iterator))
+        if handed is not None and handed[0] is iterator:  # one object at two sources
+            self.guards.alias(source, handed[2])
+            return handed[1]
+        self.guards.type_match(source, iterator)
+        for member in ("kind", "index", "size"):
+            self.guards.equals_match(AttrSource(source, member), getattr(iterator, member))
+        if iterator._changed:
+            raise Unsupported("a reversed() of a dict handed on after its size changed")
+        mapping = self.wrap(iterator.mapping, AttrSource(source, "mapping"))
+        # NOTE: the steps read the dict through this capture's shadows: a reader's `ctx`
+        # is all they ask of it here
+        steps = MappingSteps(
+            types.SimpleNamespace(ctx=self),  # type: ignore[arg-type]
+            mapping,
+            iterator.kind,
+            reverse=True,
+            index=iterator.index,
+            size=iterator.size,
+        )
+        value = self._handed[source] = IteratorValue([], kind="reversed_fixed", produce=steps)
         self._handed_objects[id(iterator)] = (iterator, value, source)
         return value
 

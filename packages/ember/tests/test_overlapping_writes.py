@@ -123,3 +123,53 @@ def test_overlapping_write_with_symbolic_sizes_is_checked_at_the_compiled_sizes(
         eager_x, got_x = x.clone(), x.clone()
         torch.testing.assert_close(compiled(got_x), well_defined(eager_x))
         torch.testing.assert_close(got_x, eager_x)
+
+
+def _fixed_length_copy_from_the_end(x):
+    x[:3].copy_(x[-3:])
+    return x * 2
+
+
+def _fixed_width_add_from_the_right(x):
+    x[:, :3].add_(x[:, -3:])
+    return x * 2
+
+
+def _three_from_the_middle(x):
+    x[:3].mul_(x[x.shape[0] // 2 :][:3])
+    return x * 2
+
+
+@pytest.mark.parametrize(
+    ("program", "overlapping_sizes"),
+    [(_fixed_length_copy_from_the_end, [5, 4]), (_three_from_the_middle, [5])],
+    ids=["fixed_length_copy", "three_from_the_middle"],
+)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_overlapping_write_at_sizes_newly_overlapping_is_refused_after_compiling(
+    backend, program, overlapping_sizes
+):
+    # Compiled where source and destination are disjoint, called where they overlap.
+    compiled = ember.compile(program, backend=backend, dynamic=True)
+    for size in [8, 10]:
+        x = torch.randn(size)
+        eager_x, got_x = x.clone(), x.clone()
+        torch.testing.assert_close(compiled(got_x), program(eager_x))
+        torch.testing.assert_close(got_x, eager_x)
+    for size in overlapping_sizes:
+        with pytest.raises(RuntimeError, match="refer to a single memory location"):
+            program(torch.randn(size))
+        with pytest.raises(RuntimeError, match="refer to a single memory location"):
+            compiled(torch.randn(size))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_order_dependent_write_at_sizes_newly_overlapping_is_a_clear_error(backend):
+    compiled = ember.compile(_fixed_width_add_from_the_right, backend=backend, dynamic=True)
+    for columns in [8, 9]:
+        x = torch.randn(4, columns)
+        eager_x, got_x = x.clone(), x.clone()
+        torch.testing.assert_close(compiled(got_x), _fixed_width_add_from_the_right(eager_x))
+        torch.testing.assert_close(got_x, eager_x)
+    with pytest.raises(RuntimeError, match="depends on the order"):
+        compiled(torch.randn(4, 5))

@@ -13,6 +13,11 @@ import numpy as np
 __all__ = ["LIBDEVICE_NUMPY", "libdevice"]
 
 LIBDEVICE_NUMPY = {
+    "exp": np.exp,
+    "exp2": np.exp2,
+    "log": np.log,
+    "log2": np.log2,
+    "erf": np.vectorize(math.erf, otypes=[np.float64]),
     "expm1": np.expm1,
     "sqrt": np.sqrt,
     "log10": np.log10,

@@ -2,8 +2,10 @@
 
 Values are computed in float32 for bfloat16 and float16 (loads convert up,
 stores round down), as on the CPU side. Functions without a `tl` builtin go
-through `libdevice`; the generated module binds that name to Triton's CUDA
-libdevice, or to numpy under the interpreter (see `interpreter_math`).
+through `libdevice`, and so do exp, exp2, log, log2 and erf, whose `tl` forms are
+fast approximations on float32 (ex2.approx, lg2.approx): torch.compile spells exp,
+exp2, log2, tanh and erf through libdevice too. The generated module binds that name
+to Triton's CUDA libdevice, or to numpy under the interpreter (see `interpreter_math`).
 """
 
 from __future__ import annotations

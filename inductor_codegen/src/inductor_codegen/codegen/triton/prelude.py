@@ -60,8 +60,9 @@ def ember_div_rn(a, b):
 
 @triton.jit
 def ember_sigmoid(x):
-    """1 / (1 + exp(-x)), its division correctly rounded as eager's."""
-    denominator = 1.0 + tl.exp(-x)
+    """1 / (1 + exp(-x)), its exp libdevice's (tl.exp is ex2.approx on float32) and its
+    division correctly rounded, as eager's."""
+    denominator = 1.0 + libdevice.exp(-x)
     return ember_div_rn(tl.zeros_like(denominator) + 1.0, denominator)
 
 
