@@ -124,8 +124,10 @@ class CapturedFrame:
     @property
     def call_count(self) -> int:
         """Graph operations (grad-mode and autocast switches included, as torch.compile
-        counts them to decide whether a graph is compiled)."""
-        return sum(node.op.startswith("call") for node in self.graph_module.graph.nodes)
+        counts them to decide whether a graph is compiled), and the operations the code ran
+        on symbolic numbers, which torch.compile traces as nodes before dropping the unused."""
+        calls = sum(node.op.startswith("call") for node in self.graph_module.graph.nodes)
+        return calls + self.ctx.sym_numbers.operations
 
 
 @dataclass
@@ -757,7 +759,7 @@ class OutputPlan:
 
     def __init__(self, ctx: CaptureContext) -> None:
         self.ctx = ctx
-        self.outputs: list[TensorValue] = []
+        self.outputs: list[TensorValue | torch.fx.Node] = []  # a node: a SymInt's
         self.constants: list[Any] = []
         # statements that build each mutable value made while capturing once, into a
         # local: a value reached twice (`return o, o`, a dict key also returned) stays
@@ -786,6 +788,18 @@ class OutputPlan:
             if existing is value:
                 return f"___out[{index}]"
         self.outputs.append(value)
+        return f"___out[{len(self.outputs) - 1}]"
+
+    def _symbolic_int(self, obj: torch.SymInt) -> str:
+        """A SymInt computed in the frame (`i + 1` of a symbolic `i`): a graph output, an
+        int when the graph runs, as torch.compile hands a resume function its locals."""
+        node = self.ctx.sym_numbers.node_of(obj)
+        if not isinstance(node, torch.fx.Node):
+            return repr(node)  # the expression folded to a number
+        for index, existing in enumerate(self.outputs):
+            if existing is node:
+                return f"___out[{index}]"
+        self.outputs.append(node)
         return f"___out[{len(self.outputs) - 1}]"
 
     def expr(self, value: Value) -> str:
@@ -1012,6 +1026,8 @@ class OutputPlan:
         if has_symbolic(obj):
             if value.source is not None:
                 return value.source.expr  # an int or float input made symbolic: read again
+            if isinstance(obj, torch.SymInt):
+                return self._symbolic_int(obj)
             raise Unsupported("returning a symbolic size from the compiled frame")
         if obj is None or isinstance(obj, bool) or (type(obj) in (int, str)):
             return repr(obj)

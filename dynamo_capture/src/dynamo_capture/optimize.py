@@ -452,9 +452,27 @@ class CompiledCallable:
         except Exception as error:
             if not (contexts and contexts[0].symbolic):
                 raise
+            if isinstance(error, Unsupported) and self._breaks_alike(error, f_locals):
+                # an ordinary graph break: the graph up to it keeps its symbolic sizes,
+                # and the entry its shape guards, as torch.compile keeps them
+                contexts[0].guards.guard_set.add_shape_env(contexts[0].shape_env)
+                raise
             self._log_static(f"capture failed on symbolic sizes: {error}")
         contexts.clear()
         return capture_frame(self.frame, f_locals, guard_context=contexts)
+
+    def _breaks_alike(self, error: Unsupported, f_locals: dict[str, Any]) -> bool:
+        """Whether a capture with static sizes stops at the same place as the symbolic one
+        that stopped at `error`: the break comes from the code, not from symbolic sizes."""
+        try:
+            capture_frame(self.frame, f_locals, guard_context=[])
+        except Unsupported as static_error:
+            return (static_error.offset, static_error.reason, type(static_error)) == (
+                error.offset, error.reason, type(error),
+            )  # fmt: skip
+        except Exception:  # noqa: BLE001 - the static capture decides nothing then
+            return False
+        return False
 
     def _symbolic_entry(
         self, frame: Any, backend: Backend, f_locals: dict[str, Any]

@@ -871,8 +871,10 @@ class CaptureContext:
             return value.node
         return _python_arg(value, self._to_node)
 
-    def output_node(self, values: list[TensorValue]) -> None:
-        self.graph.output(tuple(value.node for value in values))
+    def output_node(self, values: list[TensorValue | torch.fx.Node]) -> None:
+        """The graph's outputs: tensors' nodes, and nodes computing SymInts."""
+        nodes = (value if isinstance(value, torch.fx.Node) else value.node for value in values)
+        self.graph.output(tuple(nodes))
 
 
 def _result_dtypes(result: Any) -> tuple[torch.dtype, ...]:
