@@ -70,6 +70,7 @@ from dynamo_capture.resume import (
     ContextSpec,
     cell_locals,
     generated_from,
+    handed_on_only,
 )
 from dynamo_capture.sources import AttrSource, ClosureSource, ItemSource, LocalSource, Source
 from dynamo_capture.state import capturing
@@ -81,6 +82,7 @@ from dynamo_capture.values import (
     DictViewValue,
     FakeId,
     FunctionValue,
+    HandedOnValue,
     IteratorValue,
     ListValue,
     MethodValue,
@@ -696,6 +698,9 @@ def capture_frame(
     )
 
 
+_HANDED_AS_IS = (int, float, bool, str, type(None))  # a part hands them on unguarded
+
+
 def _frame_locals(
     ctx: CaptureContext, code: types.CodeType, f_locals: dict[str, Any]
 ) -> dict[str, Value]:
@@ -706,6 +711,7 @@ def _frame_locals(
     arguments = {}
     live = read_before_written(code)
     kept = set(code.co_cellvars) | set(cell_locals(code))
+    handed_on = handed_on_only(code)
     stack = f_locals.get(STACK_LOCAL)
     if type(stack) is tuple:
         # the loops' iterators handed on first: a local holding one reads the same value
@@ -719,6 +725,11 @@ def _frame_locals(
             continue
         if value is UNBOUND:
             ctx.guards.id_match(LocalSource(name), UNBOUND)
+            continue
+        if name in handed_on and type(value) in _HANDED_AS_IS:
+            # NOTE: immutable values only: an object capture models (an iterator also on
+            # the stack, a list) is rebuilt by the part, the local with it
+            arguments[name] = HandedOnValue(LocalSource(name))
             continue
         arguments[name] = ctx.wrap(value, LocalSource(name))
     return arguments
@@ -828,6 +839,8 @@ class OutputPlan:
             return self._output(value)
         if isinstance(value, PythonValue):
             return self._python(value)
+        if isinstance(value, HandedOnValue):
+            return value.source.expr
         if isinstance(value, TupleValue):
             inner = "".join(f"{self.expr(item)}, " for item in value.items)
             if value.cls is tuple:

@@ -65,7 +65,14 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from dynamo_capture.bound_locals import Binding, bindings, live_locals, parameter_count
+from dynamo_capture.bound_locals import (
+    Binding,
+    bindings,
+    live_locals,
+    parameter_count,
+    read_before_written,
+    read_not_only_handed_on,
+)
 from dynamo_capture.bytecode import (
     CHECKED_LOAD_FAST,
     PY312,
@@ -93,6 +100,7 @@ __all__ = [
     "called_globals",
     "cell_locals",
     "describe_split",
+    "handed_on_only",
     "first_part_arity",
     "first_part_values",
     "generated_from",
@@ -131,6 +139,10 @@ _GENERATED: weakref.WeakKeyDictionary[types.CodeType, int] = weakref.WeakKeyDict
 _ROOT: weakref.WeakKeyDictionary[types.CodeType, types.CodeType] = weakref.WeakKeyDictionary()
 # The parts that stop before the frame's end (a middle, a loop body): offset of the stop.
 _STOPS: weakref.WeakKeyDictionary[types.CodeType, int] = weakref.WeakKeyDictionary()
+# A part's code -> the spans of its epilogues, which read its locals to hand them on.
+_HANDING_ON: weakref.WeakKeyDictionary[types.CodeType, tuple[tuple[int, int], ...]] = (
+    weakref.WeakKeyDictionary()
+)
 # A part's code -> its locals that hold the frame's cells.
 _CELL_LOCALS: weakref.WeakKeyDictionary[types.CodeType, tuple[str, ...]] = (
     weakref.WeakKeyDictionary()
@@ -239,6 +251,21 @@ def cell_locals(code: types.CodeType) -> tuple[str, ...]:
 def generated_from(code: types.CodeType) -> int:
     """The offset where a part's generated code (prologue, epilogue) starts."""
     return _GENERATED.get(code, len(code.co_code))
+
+
+def handed_on_only(code: types.CodeType) -> frozenset[str]:
+    """The locals part `code` reads only to hand them on (in its epilogue, as `return
+    (END, *locals)`): its own instructions never read them, so capture takes them as
+    they are, read again when the part returns, unguarded (torch.compile guards a
+    resume function's local only when its code reads it)."""
+    spans = _HANDING_ON.get(code)
+    if not spans:
+        return frozenset()
+    every = read_before_written(code)
+    own = read_not_only_handed_on(code, spans)
+    if every is None or own is None:
+        return frozenset()
+    return every - own - {STACK_LOCAL, *cell_locals(code), *code.co_cellvars}
 
 
 def first_part_values(code: types.CodeType, f_locals: dict[str, Any]) -> list[Any]:
@@ -961,6 +988,7 @@ def segment_function(
         _place_jump(raw, body_start, prologue_at, limit=start)
     elif start > body_start:
         _place_jump(raw, body_start, start, limit=start)
+    handing_on = _HANDING_ON.get(code, ())
     if stop is not None:
         epilogue_at = len(raw)
         if call_args is not None and stop == call_args.call_at:
@@ -976,7 +1004,9 @@ def segment_function(
         # `stop`): liveness at `stop` does not see that read, so every local is handed on
         live = None if call_args is not None else _live_at(root, stop)
         reads = _local_reads(varnames, tracked, _binding_at(root, stop), live)
+        handing_at = len(raw)
         entries += _epilogue(raw, reads, const, returns_top)
+        handing_on = (*handing_on, (handing_at, len(raw)))
         spans.append((len(raw) - epilogue_at, line_at(code, stop)))
         _place_jump(raw, stop, epilogue_at, limit=None)
     if sum(size for size, _ in spans) != len(raw) - len(code.co_code):
@@ -1008,6 +1038,8 @@ def segment_function(
     )
     _GENERATED[new_code] = min(_GENERATED.get(code, len(code.co_code)), len(code.co_code))
     _ROOT[new_code] = root
+    if handing_on:
+        _HANDING_ON[new_code] = handing_on
     if stop is not None or code in _STOPS:
         _STOPS[new_code] = stop if stop is not None else _STOPS[code]
     if cells or code in _CELL_LOCALS:
