@@ -453,27 +453,22 @@ class CompiledCallable:
         except Exception as error:
             if not (contexts and contexts[0].symbolic):
                 raise
-            if isinstance(error, Unsupported) and self._breaks_alike(error, f_locals):
-                # an ordinary graph break: the graph up to it keeps its symbolic sizes,
-                # and the entry its shape guards, as torch.compile keeps them
-                contexts[0].guards.guard_set.add_shape_env(contexts[0].shape_env)
-                raise
-            self._log_static(f"capture failed on symbolic sizes: {error}")
+            symbolic_error = error
+        symbolic = list(contexts)
         contexts.clear()
-        return capture_frame(self.frame, f_locals, guard_context=contexts)
-
-    def _breaks_alike(self, error: Unsupported, f_locals: dict[str, Any]) -> bool:
-        """Whether a capture with static sizes stops at the same place as the symbolic one
-        that stopped at `error`: the break comes from the code, not from symbolic sizes."""
         try:
-            capture_frame(self.frame, f_locals, guard_context=[])
+            frame = capture_frame(self.frame, f_locals, guard_context=contexts)
         except Unsupported as static_error:
-            return (static_error.offset, static_error.reason, type(static_error)) == (
-                error.offset, error.reason, type(error),
-            )  # fmt: skip
-        except Exception:  # noqa: BLE001 - the static capture decides nothing then
-            return False
-        return False
+            if _same_break(symbolic_error, static_error):
+                # an ordinary graph break, not one of symbolic sizes: the capture up to
+                # it keeps them, and the entry its shape guards, as torch.compile's
+                contexts[:] = symbolic
+                symbolic[0].guards.guard_set.add_shape_env(symbolic[0].shape_env)
+                raise symbolic_error from symbolic_error.__cause__
+            self._log_static(f"capture failed on symbolic sizes: {symbolic_error}")
+            raise
+        self._log_static(f"capture failed on symbolic sizes: {symbolic_error}")
+        return frame
 
     def _symbolic_entry(
         self, frame: Any, backend: Backend, f_locals: dict[str, Any]
@@ -1116,6 +1111,16 @@ def reset() -> None:
     for compiled in list(_live):
         compiled.reset()
     forget_warnings()
+
+
+def _same_break(symbolic: Exception, static: Unsupported) -> bool:
+    """Whether a symbolic capture stopped (`symbolic`) where and why the static one did:
+    the break comes from the code, not from symbolic sizes."""
+    return isinstance(symbolic, Unsupported) and (
+        symbolic.offset,
+        symbolic.reason,
+        type(symbolic),
+    ) == (static.offset, static.reason, type(static))
 
 
 def _marked_dynamic(f_locals: dict[str, Any]) -> bool:
