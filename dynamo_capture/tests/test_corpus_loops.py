@@ -985,3 +985,32 @@ def test_break_keeps_symbolic_sizes_under_dynamic_like_torch():
         x = torch.randn(size)
         torch.testing.assert_close(compiled(x), prints_between_size_uses(x))
     assert len(compiled.entries) == 1
+
+
+def while_prints_in_no_grad_then_returns(x, n):
+    i = 0
+    while i < n:
+        with torch.no_grad():
+            x = x + 1
+            print("no grad")
+        if i == 2:
+            return x
+        i += 1
+    return x
+
+
+def test_while_loop_break_inside_with_block_keeps_eager_values():
+    # a cut inside a `with` block inside a `while` loop is not made (the with's exit
+    # lies below): the loop runs in the eager part, its values those of eager
+    import dynamo_capture
+    from dynamo_capture.testing import CountingBackend
+
+    compiled = dynamo_capture.optimize(
+        while_prints_in_no_grad_then_returns, backend=CountingBackend()
+    )
+    for shift in (1.0, 2.0, 3.0):
+        x = torch.ones(4, requires_grad=True) * shift
+        got = compiled(x, 6)
+        expected = while_prints_in_no_grad_then_returns(x, 6)
+        torch.testing.assert_close(got, expected)
+        assert got.requires_grad == expected.requires_grad

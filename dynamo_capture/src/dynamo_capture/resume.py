@@ -383,8 +383,8 @@ def _cuts(
         covering = [entry for entry in entries if entry.start <= at < entry.end]
         if covering and covering[0].depth != depth:
             continue  # a statement's temporaries are on the stack
-        if loops and covering:
-            continue  # a `while` loop inside a block: its exits lie below
+        if loops and (covering or depth):
+            continue  # inside a `with` block in a `while` loop: its exit lies below
         # uncovered: the stack holds `depth` values; plan_split accepts the cut only when
         # as many rebuildable values (contexts, loop iterators) lie at the stack's bottom.
         # Inside `while` loops the loops' state is the locals: a part resuming there
