@@ -11,6 +11,7 @@ with counting backends (`torchcheck`), one call per value.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -270,3 +271,25 @@ def test_int_attribute_of_a_module_stays_static_like_torch():
         module.n = n
         torch.testing.assert_close(compiled(torch.ones(2)), torch.ones(2) * n)
     assert len(graphs) == 3  # torch.compile: one graph per value (a module's ints are static)
+
+
+# ----- symbolic ints leaving the frame: graph outputs, ints when the graph runs -----
+def _returns_int_arithmetic(x, n):
+    return x + 1, n + 1
+
+
+def _returns_size_arithmetic(x):
+    return x * 2, x.shape[0] * 2 + 1
+
+
+def test_symbolic_int_returned_is_a_graph_output_like_torch():
+    turns = itertools.cycle((2, 3, 4))
+    check_like_torch(_returns_int_arithmetic, lambda: (torch.zeros(4), next(turns)), calls=3)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_symbolic_size_returned_is_a_graph_output_like_torch(dynamic):
+    turns = itertools.cycle((2, 3, 4))
+    check_like_torch(
+        _returns_size_arithmetic, lambda: (torch.zeros(next(turns)),), calls=3, dynamic=dynamic
+    )

@@ -867,3 +867,150 @@ def test_function_read_as_value_stays_itself_in_an_eager_frame():
     acc, same, f = compiled(xs)
     torch.testing.assert_close(acc, reads_helper_as_value(xs)[0])
     assert same and f is _scale
+
+
+# ----- a `while` loop resumed inside: a return comes before its jump back -----------
+# torch.compile cuts the frame at the break and resumes inside the loop; the part
+# resuming there is one for every pass of the loop, its counter made symbolic when it
+# changes (the part before hands it on as an int the graph computes).
+def while_returns_on_data(x, n, k):
+    i = 0
+    while i < n:
+        x = x + 1
+        if x.sum() > k:
+            return x
+        i += 1
+    return x
+
+
+def while_prints_then_returns(x, n):
+    i = 0
+    while i < n:
+        x = x + 1
+        print("step")
+        if i == 2:
+            return x * 2
+        i += 1
+    return x
+
+
+def while_prints_then_returns_on_data(x, n):
+    i = 0
+    while i < n:
+        x = x * 2
+        print("step", i)
+        if x.sum() > 10:
+            return x - i
+        i += 1
+    return x + i
+
+
+def while_steps_by_two_returns_counter(x, n):
+    i = 0
+    acc = x * 0
+    while i < n:
+        acc = acc + x * i
+        if acc.sum() > 20:
+            return acc, i
+        i += 2
+    return acc, i
+
+
+def while_two_counters_print(x, n):
+    i, j = 0, 10
+    while i < n:
+        x = x + j
+        print("c")
+        if i > 1:
+            return x * j
+        i += 1
+        j -= 1
+    return x
+
+
+def _cycling(*arguments):
+    """Arguments made afresh from `arguments` in turn (each side sees the same ones)."""
+    turns = itertools.cycle(arguments)
+
+    def make():
+        shift, *rest = next(turns)
+        return (torch.zeros(4) + shift, *rest)
+
+    return make
+
+
+WHILE_RESUMED = {
+    "returns_on_data": (while_returns_on_data, ((-3.0, 6, 4), (0.5, 6, 4), (-10.0, 6, 4))),
+    "prints_then_returns": (while_prints_then_returns, ((-3.0, 6), (0.5, 6), (-10.0, 6))),
+    "prints_then_returns_on_data": (
+        while_prints_then_returns_on_data,
+        ((0.01, 6), (3.0, 6), (0.001, 6)),
+    ),
+    "steps_by_two": (while_steps_by_two_returns_counter, ((0.1, 12), (1.0, 12), (0.01, 12))),
+    "two_counters": (while_two_counters_print, ((1.0, 6), (2.0, 6), (3.0, 6))),
+}
+
+
+@pytest.mark.parametrize("name", list(WHILE_RESUMED))
+def test_while_loop_resumed_inside_counts_like_torch(name):
+    fn, arguments = WHILE_RESUMED[name]
+    check_like_torch(fn, _cycling(*arguments), calls=len(arguments))
+
+
+@pytest.mark.parametrize("name", ["returns_on_data", "prints_then_returns"])
+def test_while_loop_resumed_inside_dynamic_counts_like_torch(name):
+    fn, arguments = WHILE_RESUMED[name]
+    check_like_torch(fn, _cycling(*arguments), calls=len(arguments), dynamic=True)
+
+
+def prints_between_size_uses(x):
+    y = x * x.shape[0]
+    print("mid")
+    return y + x.shape[0]
+
+
+def test_break_keeps_symbolic_sizes_under_dynamic_like_torch():
+    # the capture up to an ordinary break keeps its symbolic sizes: the frame's entry
+    # (split around the print) serves every size, not one entry a size
+    import dynamo_capture
+    from dynamo_capture.testing import CountingBackend
+
+    turns = itertools.cycle((3, 5, 7))
+    check_like_torch(prints_between_size_uses, lambda: (torch.randn(next(turns)),), calls=3,
+                     dynamic=True)  # fmt: skip
+    compiled = dynamo_capture.optimize(
+        prints_between_size_uses, backend=CountingBackend(), dynamic=True
+    )
+    for size in (3, 5, 7):
+        x = torch.randn(size)
+        torch.testing.assert_close(compiled(x), prints_between_size_uses(x))
+    assert len(compiled.entries) == 1
+
+
+def while_prints_in_no_grad_then_returns(x, n):
+    i = 0
+    while i < n:
+        with torch.no_grad():
+            x = x + 1
+            print("no grad")
+        if i == 2:
+            return x
+        i += 1
+    return x
+
+
+def test_while_loop_break_inside_with_block_keeps_eager_values():
+    # a cut inside a `with` block inside a `while` loop is not made (the with's exit
+    # lies below): the loop runs in the eager part, its values those of eager
+    import dynamo_capture
+    from dynamo_capture.testing import CountingBackend
+
+    compiled = dynamo_capture.optimize(
+        while_prints_in_no_grad_then_returns, backend=CountingBackend()
+    )
+    for shift in (1.0, 2.0, 3.0):
+        x = torch.ones(4, requires_grad=True) * shift
+        got = compiled(x, 6)
+        expected = while_prints_in_no_grad_then_returns(x, 6)
+        torch.testing.assert_close(got, expected)
+        assert got.requires_grad == expected.requires_grad

@@ -208,13 +208,17 @@ def test_dynamic_true_makes_int_arguments_symbolic_from_the_start(backend):
 
 
 @pytest.mark.parametrize("first", [0, 1])
-def test_int_arguments_zero_and_one_stay_static(backend, first):
+def test_int_arguments_zero_and_one_are_symbolic_too(backend, first):
+    # as torch.compile(dynamic=True): an int argument is never specialized on 0 or 1
+    # (only sizes are), nor does it share a size's symbol
     compiled = dynamo_capture.optimize(_int_branch, backend=backend, dynamic=True)
     x = torch.randn(4)
     torch.testing.assert_close(compiled(x, first), _int_branch(x, first))
-    assert len(_symint_inputs(backend.graphs[0])) == 1  # x's size only
+    assert len(_symint_inputs(backend.graphs[0])) == 2  # x's size and n
+    torch.testing.assert_close(compiled(x, 2), _int_branch(x, 2))
+    assert len(backend.graphs) == 1, "n <= 3 holds: the same graph"
     torch.testing.assert_close(compiled(x, 5), _int_branch(x, 5))
-    assert len(backend.graphs) == 2, "another value needs its own compile"
+    assert len(backend.graphs) == 2, "the other branch needs its own compile"
 
 
 def test_guards_check_symbolic_int_relations(backend):

@@ -49,13 +49,15 @@ def _run_all(compiled: Callable[..., Any], fn: Callable[..., Any], make_args: An
         assert compiled_end_mode == eager_end_mode, "the grad mode left after the call differs"
 
 
-def torch_counts(fn: Callable[..., Any], make_args: Any, calls: int = 2) -> tuple[int, int]:
+def torch_counts(
+    fn: Callable[..., Any], make_args: Any, calls: int = 2, **settings: Any
+) -> tuple[int, int]:
     import torch._dynamo
     import torch._dynamo.testing
 
     torch._dynamo.reset()
     counter = torch._dynamo.testing.CompileCounter()
-    _run_all(torch.compile(fn, backend=counter), fn, make_args, calls)
+    _run_all(torch.compile(fn, backend=counter, **settings), fn, make_args, calls)
     torch._dynamo.reset()
     return counter.frame_count, counter.op_count
 
@@ -66,12 +68,14 @@ def check_like_torch(
     *,
     calls: int = 2,
     ops: bool = True,
+    **settings: Any,
 ) -> CountingBackend:
-    """Ember's results equal eager's; its graph (and op) counts equal torch.compile's."""
+    """Ember's results equal eager's; its graph (and op) counts equal torch.compile's.
+    `settings` (`dynamic=True`, say) go to both compilers."""
     counter = CountingBackend()
-    _run_all(dynamo_capture.optimize(fn, backend=counter), fn, make_args, calls)
+    _run_all(dynamo_capture.optimize(fn, backend=counter, **settings), fn, make_args, calls)
     try:
-        frames, op_count = torch_counts(fn, make_args, calls)
+        frames, op_count = torch_counts(fn, make_args, calls, **settings)
     except AssertionError as error:  # the reference itself differs from eager here
         pytest.skip(f"torch.compile {torch.__version__} differs from eager: {error}")
     same = counter.frame_count == frames and (not ops or counter.op_count == op_count)

@@ -26,7 +26,14 @@ import types
 import weakref
 from dataclasses import dataclass
 
-__all__ = ["Binding", "bindings", "live_locals", "parameter_count", "read_before_written"]
+__all__ = [
+    "Binding",
+    "bindings",
+    "live_locals",
+    "parameter_count",
+    "read_before_written",
+    "read_not_only_handed_on",
+]
 
 _JUMPS = set(dis.hasjrel) | set(dis.hasjabs)
 _ENDS = ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE")
@@ -102,8 +109,23 @@ def live_locals(code: types.CodeType) -> dict[int, frozenset[str]] | None:
     return found
 
 
-def _solve_live(code: types.CodeType) -> dict[int, frozenset[str]]:
+def read_not_only_handed_on(
+    code: types.CodeType, handing_on: tuple[tuple[int, int], ...]
+) -> frozenset[str] | None:
+    """As read_before_written, not counting the reads in the spans `handing_on` (a
+    part's epilogues, which hand its locals on to the next part): the locals some path
+    reads for the code's own use."""
+    if live_locals(code) is None:
+        return None
+    live = _solve_live(code, handing_on)
+    return live.get(min(live), frozenset()) if live else frozenset()
+
+
+def _solve_live(
+    code: types.CodeType, ignored: tuple[tuple[int, int], ...] = ()
+) -> dict[int, frozenset[str]]:
     insts = [inst for inst in dis.get_instructions(code) if inst.opname != "CACHE"]
+    skipped = {inst.offset for inst in insts if any(lo <= inst.offset < hi for lo, hi in ignored)}
     index_of = {inst.offset: index for index, inst in enumerate(insts)}
     handlers: dict[int, list[int]] = {}
     for entry in dis.Bytecode(code).exception_entries:
@@ -126,7 +148,7 @@ def _solve_live(code: types.CodeType) -> dict[int, frozenset[str]]:
                 (raised if target in handlers.get(inst.offset, ()) else out).update(into)
             if inst.opname == "STORE_FAST":
                 out.discard(inst.argval)
-            if inst.opname in _LOCAL_READS:
+            if inst.opname in _LOCAL_READS and inst.offset not in skipped:
                 out.add(inst.argval)
             new = frozenset(out | raised)
             if new != live[index]:

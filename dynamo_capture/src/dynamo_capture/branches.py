@@ -21,7 +21,6 @@ from typing import Any
 
 from dynamo_capture.resume import (
     _GENERATED,
-    _JUMPS,
     _PRELUDE,
     _ROOT,
     _STOPS,
@@ -30,7 +29,7 @@ from dynamo_capture.resume import (
     _depths,
     _instructions,
     _why_not_splittable,
-    generated_from,
+    breaks_inside_loop,
     in_try_block,
 )
 
@@ -147,25 +146,3 @@ class BranchStage:
         if part is None:
             part = self.parts[start] = self.make(start)
         return part(*values[: self.count])
-
-
-def breaks_inside_loop(code: types.CodeType, offset: int) -> bool:
-    """Whether a break at `offset` counts as one inside a loop: a jump after it, before
-    the first `return` that follows, goes back to an offset before it.
-
-    torch.compile runs such a frame eagerly as a whole (its callees still compiled as
-    frames of their own) and resumes after a break only where this is false. The test
-    is the same approximation: a `return` inside the loop's body ends the search (so
-    `if t.sum() > 0: return t` in a loop is resumed after), and a `while` loop's first
-    test, whose backward jump lands after it, is not inside the loop. Generated code
-    of a part (appended after the original instructions) is not searched.
-    """
-    limit = generated_from(code)
-    insts = _instructions(code)
-    after = [inst for inst in insts if offset < inst.offset < limit]
-    for inst in after:
-        if inst.opname in ("RETURN_VALUE", "RETURN_CONST"):
-            return False
-        if inst.opcode in _JUMPS and inst.argval < offset:
-            return True
-    return False

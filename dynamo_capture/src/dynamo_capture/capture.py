@@ -76,6 +76,7 @@ from dynamo_capture.resume import (
     ContextSpec,
     cell_locals,
     generated_from,
+    handed_on_only,
 )
 from dynamo_capture.sources import AttrSource, ClosureSource, ItemSource, LocalSource, Source
 from dynamo_capture.state import capturing
@@ -87,6 +88,7 @@ from dynamo_capture.values import (
     DictViewValue,
     FakeId,
     FunctionValue,
+    HandedOnValue,
     IteratorValue,
     ListValue,
     MethodValue,
@@ -130,8 +132,10 @@ class CapturedFrame:
     @property
     def call_count(self) -> int:
         """Graph operations (grad-mode and autocast switches included, as torch.compile
-        counts them to decide whether a graph is compiled)."""
-        return sum(node.op.startswith("call") for node in self.graph_module.graph.nodes)
+        counts them to decide whether a graph is compiled), and the operations the code ran
+        on symbolic numbers, which torch.compile traces as nodes before dropping the unused."""
+        calls = sum(node.op.startswith("call") for node in self.graph_module.graph.nodes)
+        return calls + self.ctx.sym_numbers.operations
 
 
 @dataclass
@@ -712,6 +716,9 @@ def capture_frame(
     )
 
 
+_HANDED_AS_IS = (int, float, bool, str, type(None))  # a part hands them on unguarded
+
+
 def _frame_locals(
     ctx: CaptureContext, code: types.CodeType, f_locals: dict[str, Any]
 ) -> dict[str, Value]:
@@ -722,6 +729,7 @@ def _frame_locals(
     arguments = {}
     live = read_before_written(code)
     kept = set(code.co_cellvars) | set(cell_locals(code))
+    handed_on = handed_on_only(code)
     stack = f_locals.get(STACK_LOCAL)
     if type(stack) is tuple:
         # the loops' iterators handed on first: a local holding one reads the same value
@@ -735,6 +743,11 @@ def _frame_locals(
             continue
         if value is UNBOUND:
             ctx.guards.id_match(LocalSource(name), UNBOUND)
+            continue
+        if name in handed_on and type(value) in _HANDED_AS_IS:
+            # NOTE: immutable values only: an object capture models (an iterator also on
+            # the stack, a list) is rebuilt by the part, the local with it
+            arguments[name] = HandedOnValue(LocalSource(name))
             continue
         arguments[name] = ctx.wrap(value, LocalSource(name))
     return arguments
@@ -775,7 +788,7 @@ class OutputPlan:
 
     def __init__(self, ctx: CaptureContext) -> None:
         self.ctx = ctx
-        self.outputs: list[TensorValue] = []
+        self.outputs: list[TensorValue | torch.fx.Node] = []  # a node: a SymInt's
         self.constants: list[Any] = []
         # statements that build each mutable value made while capturing once, into a
         # local: a value reached twice (`return o, o`, a dict key also returned) stays
@@ -822,6 +835,18 @@ class OutputPlan:
             self.prelude.append(f"{named} = {source.expr}")
         return named
 
+    def _symbolic_int(self, obj: torch.SymInt) -> str:
+        """A SymInt computed in the frame (`i + 1` of a symbolic `i`): a graph output, an
+        int when the graph runs, as torch.compile hands a resume function its locals."""
+        node = self.ctx.sym_numbers.node_of(obj)
+        if not isinstance(node, torch.fx.Node):
+            return repr(node)  # the expression folded to a number
+        for index, existing in enumerate(self.outputs):
+            if existing is node:
+                return f"___out[{index}]"
+        self.outputs.append(node)
+        return f"___out[{len(self.outputs) - 1}]"
+
     def expr(self, value: Value) -> str:
         if isinstance(value, _NAMED_VALUES):
             named = self._named.get(id(value))
@@ -848,6 +873,8 @@ class OutputPlan:
             return self._output(value)
         if isinstance(value, PythonValue):
             return self._python(value)
+        if isinstance(value, HandedOnValue):
+            return value.source.expr
         if isinstance(value, TupleValue):
             inner = "".join(f"{self.expr(item)}, " for item in value.items)
             if value.cls is tuple:
@@ -1085,6 +1112,8 @@ class OutputPlan:
         if has_symbolic(obj):
             if value.source is not None:
                 return self._source_read(value.source)  # an int or float input made symbolic
+            if isinstance(obj, torch.SymInt):
+                return self._symbolic_int(obj)
             raise Unsupported("returning a symbolic size from the compiled frame")
         if obj is None or isinstance(obj, bool) or (type(obj) in (int, str)):
             return repr(obj)

@@ -47,6 +47,7 @@ from dynamo_capture.resume import (
     LoopStage,
     SplitPlan,
     called_globals,
+    cell_locals,
     describe_split,
     first_part_arity,
     first_part_values,
@@ -452,9 +453,22 @@ class CompiledCallable:
         except Exception as error:
             if not (contexts and contexts[0].symbolic):
                 raise
-            self._log_static(f"capture failed on symbolic sizes: {error}")
+            symbolic_error = error
+        symbolic = list(contexts)
         contexts.clear()
-        return capture_frame(self.frame, f_locals, guard_context=contexts)
+        try:
+            frame = capture_frame(self.frame, f_locals, guard_context=contexts)
+        except Unsupported as static_error:
+            if _same_break(symbolic_error, static_error):
+                # an ordinary graph break, not one of symbolic sizes: the capture up to
+                # it keeps them, and the entry its shape guards, as torch.compile's
+                contexts[:] = symbolic
+                symbolic[0].guards.guard_set.add_shape_env(symbolic[0].shape_env)
+                raise symbolic_error from symbolic_error.__cause__
+            self._log_static(f"capture failed on symbolic sizes: {symbolic_error}")
+            raise
+        self._log_static(f"capture failed on symbolic sizes: {symbolic_error}")
+        return frame
 
     def _symbolic_entry(
         self, frame: Any, backend: Backend, f_locals: dict[str, Any]
@@ -853,13 +867,34 @@ class CompiledCallable:
             )  # fmt: skip
             parts.append(ShadowedPart(middle, shadows) if shadows else middle)
         if plan.stop is not None:
+            parts.append(self._shared_resume_part(function, plan, stack_out, break_line))
+        return parts
+
+    def _shared_resume_part(
+        self, function: Any, plan: SplitPlan, stack_in: int | None, break_line: int | None
+    ) -> CompiledCallable:
+        """The part resuming a split frame at `plan.stop`: one for every split of the
+        user's function that resumes there with the same locals and stack, as
+        torch.compile makes one resume function of an offset of the original code (a
+        break in a `while` loop meets the same offset in the part resuming after it,
+        whose own resume part is then the same, recompiled as its locals change)."""
+        code = function.__code__
+        key = (
+            id(root_function(function).__code__), plan.stop, plan.resume_contexts, stack_in,
+            plan.nulls_after, code.co_varnames, cell_locals(code), id(function.__globals__),
+            id(function.__closure__), "split resumed at",
+        )  # fmt: skip
+        part = self._callees.get(key)  # type: ignore[call-overload]
+        if part is None:
             resume = segment_function(
-                function, plan.stop, None, body, "resume",
-                enter=plan.resume_contexts, stack_in=stack_out, stack_nulls=plan.nulls_after,
+                function, plan.stop, None, plan.body_start, "resume",
+                enter=plan.resume_contexts, stack_in=stack_in, stack_nulls=plan.nulls_after,
                 line=break_line,
             )  # fmt: skip
-            parts.append(self._resume_part(resume))
-        return parts
+            # NOTE: the part holds `function`'s globals and closure, so the ids in the
+            # key name live objects only
+            part = self._callees[key] = self._resume_part(resume)  # type: ignore[index]
+        return part
 
     def _loop_stage(
         self, function: Any, plan: SplitPlan, break_line: int | None = None
@@ -1076,6 +1111,16 @@ def reset() -> None:
     for compiled in list(_live):
         compiled.reset()
     forget_warnings()
+
+
+def _same_break(symbolic: Exception, static: Unsupported) -> bool:
+    """Whether a symbolic capture stopped (`symbolic`) where and why the static one did:
+    the break comes from the code, not from symbolic sizes."""
+    return isinstance(symbolic, Unsupported) and (
+        symbolic.offset,
+        symbolic.reason,
+        type(symbolic),
+    ) == (static.offset, static.reason, type(static))
 
 
 def _marked_dynamic(f_locals: dict[str, Any]) -> bool:

@@ -581,10 +581,10 @@ class CaptureContext:
 
         An int argument is a local or an item of a tuple or list argument (a value
         handed on to a resume part on its stack included). dynamic=True: every int
-        argument but 0 and 1; dynamic=None: one whose value changed since an earlier
-        compile (automatic dynamic; then 0, 1 and negative values are symbolic too,
-        as in torch). The shape guards check the value's range and relations; a type
-        guard checks it is still an int.
+        argument; dynamic=None: one whose value changed since an earlier compile
+        (automatic dynamic). Either way 0, 1 and negative values are symbolic too and
+        an int never shares a size's symbol, as in torch. The shape guards check the
+        value's range and relations; a type guard checks it is still an int.
         """
         if type(value) is not int or not _is_argument_source(source):
             return None
@@ -593,13 +593,7 @@ class CaptureContext:
         if self.dynamic is not True:
             if self.history is None or not self.history.observe_int(source, value):
                 return None
-            return self.shape_env.create_symint(
-                self.shape_env.create_int_symbol(value, source), value
-            )
-        expr = self.shape_env.create_symbol(value, source)
-        if expr.is_Integer:
-            return None  # 0 and 1 stay static
-        return self.shape_env.create_symint(expr, value)
+        return self.shape_env.create_symint(self.shape_env.create_int_symbol(value, source), value)
 
     def _symbolic_float(self, value: Any, source: Source) -> torch.SymFloat | None:
         """A SymFloat for a float argument whose value changed since an earlier compile.
@@ -916,8 +910,10 @@ class CaptureContext:
             return value.node
         return _python_arg(value, self._to_node)
 
-    def output_node(self, values: list[TensorValue]) -> None:
-        self.graph.output(tuple(value.node for value in values))
+    def output_node(self, values: list[TensorValue | torch.fx.Node]) -> None:
+        """The graph's outputs: tensors' nodes, and nodes computing SymInts."""
+        nodes = (value if isinstance(value, torch.fx.Node) else value.node for value in values)
+        self.graph.output(tuple(nodes))
 
 
 def _result_dtypes(result: Any) -> tuple[torch.dtype, ...]:

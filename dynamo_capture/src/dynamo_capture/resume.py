@@ -65,7 +65,14 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from dynamo_capture.bound_locals import Binding, bindings, live_locals, parameter_count
+from dynamo_capture.bound_locals import (
+    Binding,
+    bindings,
+    live_locals,
+    parameter_count,
+    read_before_written,
+    read_not_only_handed_on,
+)
 from dynamo_capture.bytecode import (
     CHECKED_LOAD_FAST,
     PY312,
@@ -89,9 +96,11 @@ __all__ = [
     "LoopPlan",
     "LoopStage",
     "SplitPlan",
+    "breaks_inside_loop",
     "called_globals",
     "cell_locals",
     "describe_split",
+    "handed_on_only",
     "first_part_arity",
     "first_part_values",
     "generated_from",
@@ -130,6 +139,10 @@ _GENERATED: weakref.WeakKeyDictionary[types.CodeType, int] = weakref.WeakKeyDict
 _ROOT: weakref.WeakKeyDictionary[types.CodeType, types.CodeType] = weakref.WeakKeyDictionary()
 # The parts that stop before the frame's end (a middle, a loop body): offset of the stop.
 _STOPS: weakref.WeakKeyDictionary[types.CodeType, int] = weakref.WeakKeyDictionary()
+# A part's code -> the spans of its epilogues, which read its locals to hand them on.
+_HANDING_ON: weakref.WeakKeyDictionary[types.CodeType, tuple[tuple[int, int], ...]] = (
+    weakref.WeakKeyDictionary()
+)
 # A part's code -> its locals that hold the frame's cells.
 _CELL_LOCALS: weakref.WeakKeyDictionary[types.CodeType, tuple[str, ...]] = (
     weakref.WeakKeyDictionary()
@@ -240,6 +253,21 @@ def generated_from(code: types.CodeType) -> int:
     return _GENERATED.get(code, len(code.co_code))
 
 
+def handed_on_only(code: types.CodeType) -> frozenset[str]:
+    """The locals part `code` reads only to hand them on (in its epilogue, as `return
+    (END, *locals)`): its own instructions never read them, so capture takes them as
+    they are, read again when the part returns, unguarded (torch.compile guards a
+    resume function's local only when its code reads it)."""
+    spans = _HANDING_ON.get(code)
+    if not spans:
+        return frozenset()
+    every = read_before_written(code)
+    own = read_not_only_handed_on(code, spans)
+    if every is None or own is None:
+        return frozenset()
+    return every - own - {STACK_LOCAL, *cell_locals(code), *code.co_cellvars}
+
+
 def first_part_values(code: types.CodeType, f_locals: dict[str, Any]) -> list[Any]:
     """The arguments of a split frame's first part: its locals (UNBOUND for those not
     bound yet), and a fresh cell for each cell variable (holding the argument's value
@@ -309,6 +337,7 @@ class _Cut:
     offset: int
     withs: int
     in_try: bool
+    in_while: bool = False  # inside `while` loops (and no `for` loop)
 
 
 def _cuts(
@@ -339,6 +368,7 @@ def _cuts(
     entries = list(dis.Bytecode(code).exception_entries)
     jumps = _without_handler_returns(jumps, depths, entries)
     try_spans = _try_spans(code, insts)
+    for_iters = {inst.offset for inst in insts if inst.opname == "FOR_ITER"}
     cuts = []
     for inst in insts:
         at = inst.offset
@@ -347,15 +377,20 @@ def _cuts(
             continue  # (a loop's FOR_ITER has the loop's real iterator on the stack)
         if inst.opname == "RETURN_VALUE":
             continue  # the returned value is on the stack (after a `with` closed: no context)
-        if any(dst < at < src for src, dst in jumps):
-            continue  # inside a loop
+        loops = [dst for src, dst in jumps if dst < at < src]
+        if any(dst in for_iters for dst in loops):
+            continue  # inside a `for` loop: its iterator is on the stack
         covering = [entry for entry in entries if entry.start <= at < entry.end]
         if covering and covering[0].depth != depth:
             continue  # a statement's temporaries are on the stack
+        if loops and (covering or depth):
+            continue  # inside a `with` block in a `while` loop: its exit lies below
         # uncovered: the stack holds `depth` values; plan_split accepts the cut only when
-        # as many rebuildable values (contexts, loop iterators) lie at the stack's bottom
+        # as many rebuildable values (contexts, loop iterators) lie at the stack's bottom.
+        # Inside `while` loops the loops' state is the locals: a part resuming there
+        # runs the rest of the loop, its jump back included
         in_try = any(low <= at < high for low, high in try_spans)
-        cuts.append(_Cut(at, depth, in_try))
+        cuts.append(_Cut(at, depth, in_try, bool(loops)))
     return cuts, jumps, leaving
 
 
@@ -466,7 +501,7 @@ def plan_rest_eager(
     cuts, _, leaving = _cuts(code, insts, body_start)
     if leaving:
         return "the part stops before the frame's end"
-    usable = {cut.offset for cut in cuts if cut.withs == 0 and not cut.in_try}
+    usable = {cut.offset for cut in cuts if cut.withs == 0 and not cut.in_try and not cut.in_while}
     for at, calls in reversed(checkpoints):
         if at in usable and at > body_start and calls > 1:
             return SplitPlan(at, None, body_start, in_try=True)
@@ -485,6 +520,28 @@ def _read_maybe_unbound(code: types.CodeType, start: int, end: int | None) -> st
             if inst.argval in tracked and (known is None or inst.argval not in known.must):
                 return inst.argval
     return None
+
+
+def breaks_inside_loop(code: types.CodeType, offset: int) -> bool:
+    """Whether a break at `offset` counts as one inside a loop: a jump after it, before
+    the first `return` that follows, goes back to an offset before it.
+
+    torch.compile runs such a frame eagerly as a whole (its callees still compiled as
+    frames of their own) and resumes after a break only where this is false. The test
+    is the same approximation: a `return` inside the loop's body ends the search (so
+    `if t.sum() > 0: return t` in a loop is resumed after), and a `while` loop's first
+    test, whose backward jump lands after it, is not inside the loop. Generated code
+    of a part (appended after the original instructions) is not searched.
+    """
+    limit = generated_from(code)
+    insts = _instructions(code)
+    after = [inst for inst in insts if offset < inst.offset < limit]
+    for inst in after:
+        if inst.opname in ("RETURN_VALUE", "RETURN_CONST"):
+            return False
+        if inst.opcode in _JUMPS and inst.argval < offset:
+            return True
+    return False
 
 
 def _plan_split(
@@ -509,7 +566,12 @@ def _plan_split(
     insts = _instructions(code)
     body_start = next(inst.offset for inst in insts if inst.opname not in _PRELUDE)
     all_cuts, jumps, leaving = _cuts(code, insts, body_start)
-    cuts = [cut for cut in all_cuts if cut.withs <= len(contexts)]
+    # a boundary inside a `while` loop only where the break is not inside a loop (a
+    # `return` comes before any jump back): else the loop runs in the eager part
+    in_loop = breaks_inside_loop(code, offset)
+    cuts = [
+        cut for cut in all_cuts if cut.withs <= len(contexts) and not (cut.in_while and in_loop)
+    ]
     starts = [cut for cut in cuts if cut.offset <= offset]
     if not starts:
         return "no statement boundary before the unsupported instruction"
@@ -565,7 +627,8 @@ def _call_plan(
     Inside `with` blocks on `contexts` (grad mode, autocast) each part re-enters them
     as a statement cut does; their exits lie below the partial values. Not in a try.
     Inside `for` loops only `in_loops` (their iterators lie below, handed on as at a
-    data-dependent jump); never inside a `while` loop."""
+    data-dependent jump); inside a `while` loop its state is the locals handed on, and
+    the part resuming there runs the rest of the loop (its back jump included)."""
     if call_cut is None or code.co_cellvars or code.co_freevars:
         return None
     at, depth, after, depth_after = call_cut
@@ -582,9 +645,13 @@ def _call_plan(
                 return None
             withs = covering[0].depth  # the exits of the `with` blocks open there
         back = [dst for src, dst in jumps if dst < point < src]
-        if back and (not in_loops or any(dst not in for_iters for dst in back)):
-            return None  # inside a `while` loop, or loops whose iterators stay
-        loops = loops or bool(back)  # inside `for` loops: their iterators lie below
+        if not in_loops and any(dst in for_iters for dst in back):
+            return None  # inside `for` loops whose iterators stay on the stack
+        if any(dst not in for_iters for dst in back) and breaks_inside_loop(code, at):
+            return None  # inside a `while` loop the break is inside of
+        # inside `while` loops only, the loops' state is locals, handed on; inside
+        # `for` loops (`in_loops`) their iterators lie below, handed on too
+        loops = loops or bool(back)
     if loops and withs:
         return None
     if withs > len(contexts) or withs > depth:
@@ -921,6 +988,7 @@ def segment_function(
         _place_jump(raw, body_start, prologue_at, limit=start)
     elif start > body_start:
         _place_jump(raw, body_start, start, limit=start)
+    handing_on = _HANDING_ON.get(code, ())
     if stop is not None:
         epilogue_at = len(raw)
         if call_args is not None and stop == call_args.call_at:
@@ -936,7 +1004,9 @@ def segment_function(
         # `stop`): liveness at `stop` does not see that read, so every local is handed on
         live = None if call_args is not None else _live_at(root, stop)
         reads = _local_reads(varnames, tracked, _binding_at(root, stop), live)
+        handing_at = len(raw)
         entries += _epilogue(raw, reads, const, returns_top)
+        handing_on = (*handing_on, (handing_at, len(raw)))
         spans.append((len(raw) - epilogue_at, line_at(code, stop)))
         _place_jump(raw, stop, epilogue_at, limit=None)
     if sum(size for size, _ in spans) != len(raw) - len(code.co_code):
@@ -968,6 +1038,8 @@ def segment_function(
     )
     _GENERATED[new_code] = min(_GENERATED.get(code, len(code.co_code)), len(code.co_code))
     _ROOT[new_code] = root
+    if handing_on:
+        _HANDING_ON[new_code] = handing_on
     if stop is not None or code in _STOPS:
         _STOPS[new_code] = stop if stop is not None else _STOPS[code]
     if cells or code in _CELL_LOCALS:

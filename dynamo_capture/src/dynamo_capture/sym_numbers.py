@@ -110,6 +110,9 @@ class SymNumbers:
         # (for a backend that takes symbolic sizes but not numbers computed from them)
         self.specialize_floats = specialize_floats
         self.emitted_numbers = 0  # SymFloat / SymBool nodes emitted from recipes
+        # operations on symbolic numbers the code ran (`i + 1`, `i < n`): torch.compile
+        # traces each as a graph node, so a graph of no other operation is still compiled
+        self.operations = 0
         # id(SymNode) -> recipe; the recipe holds the result, so the id stays its own
         self._recipes: dict[int, SymRecipe] = {}
         self._nodes: dict[int, tuple[Any, Any]] = {}  # id(SymNode) -> (value, node)
@@ -123,6 +126,7 @@ class SymNumbers:
         """
         if not is_symbolic_number(result) or any(arg is result for arg in args):
             return
+        self.operations += 1
         for arg in args:
             # `0 + f`, `f * 1`: the result is the argument itself (one node, not two)
             if is_symbolic_number(arg) and type(arg) is type(result):

@@ -36,6 +36,7 @@ __all__ = [
     "DictValue",
     "DictViewValue",
     "FunctionValue",
+    "HandedOnValue",
     "IteratorValue",
     "ListValue",
     "MethodValue",
@@ -106,6 +107,15 @@ class PythonValue(Value):
 
     obj: Any
     source: Source | None = None
+
+
+@dataclass(eq=False, slots=True)
+class HandedOnValue(Value):
+    """A local a part of a split frame only hands on to the next part (its epilogue
+    reads it, none of its own instructions do): read again from `source` when the part
+    returns, never looked at, so never guarded (resume.handed_on_only)."""
+
+    source: Source
 
 
 @dataclass(eq=False, slots=True)
