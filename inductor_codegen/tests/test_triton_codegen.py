@@ -696,3 +696,19 @@ def test_sigmoid_helper_uses_libdevice_exp_and_a_rounded_division():
     assert "libdevice.exp(" in helper and "tl.exp(" not in helper
     assert "ember_div_rn(" in helper
     check(torch.sigmoid, randn(8, 16))
+
+
+@pytest.mark.parametrize("reduce", ["amin", "amax"])
+def test_min_and_max_of_bools_accumulate_in_int8(reduce):
+    """Triton's tl.min / tl.max do not compile over int1: the minimum of bools is all(), the
+    maximum any(), accumulated in int8."""
+
+    def f(x):
+        return getattr(x.to(torch.bool), reduce)(dim=[-2], keepdim=True)
+
+    for shape in [(2, 1), (5, 3)]:
+        x = ((torch.randn(shape) > 0).half() * torch.randn(shape).half()).to(DEVICE)
+        compiled = compile_triton(f, x)
+        source = compiled.artifact("codegen")
+        assert "tl.int1)" not in source.split("tl.store")[0]
+        assert torch.equal(compiled(x), f(x))

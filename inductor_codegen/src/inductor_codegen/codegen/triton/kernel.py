@@ -59,6 +59,17 @@ COLUMN_PERSISTENT_ELEMENTS = 1 << 18
 # 64 rows would leave most lanes masked (summing 4 repeated attention heads' gradients).
 COLUMN_PERSISTENT_ROWS = 64
 REDUCTION_FAMILY = {"welford_mean": "welford", "welford_m2": "welford"}
+# The maximum of bools is any(), their minimum all(): int8 accumulators (Triton's tl.max
+# and tl.min do not compile over int1).
+BOOL_FAMILY = {"max": "any", "min": "all"}
+
+
+def reduction_family(rtype: str, dtype: torch.dtype) -> str:
+    """The accumulator family of a reduction of `rtype` over values of `dtype`."""
+    family = REDUCTION_FAMILY.get(rtype, rtype)
+    if dtype == torch.bool:
+        return BOOL_FAMILY.get(family, family)
+    return family
 
 
 def _welford_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -569,7 +580,7 @@ class TritonKernelCodegen(KernelPrinter):
             scope.lines.extend(inner.lines)
         for name, value, index in bodies if group.kind == "reduction" else ():
             rtype = self.buffers[name].body.reduction_type
-            acc = accumulators[(REDUCTION_FAMILY.get(rtype, rtype), value)]
+            acc = accumulators[(reduction_family(rtype, value.dtype), value)]
             result, dtype = self._result(scope, rtype, acc, value.dtype, g)
             self.store(scope, name, index, result, dtype)
 
@@ -612,7 +623,7 @@ class TritonKernelCodegen(KernelPrinter):
         accumulators: dict = {}
         for name, value, _ in bodies:
             rtype = self.buffers[name].body.reduction_type
-            key = (REDUCTION_FAMILY.get(rtype, rtype), value)
+            key = (reduction_family(rtype, value.dtype), value)
             if key in accumulators:
                 continue
             acc = f"acc{self.accumulator_count}"
@@ -674,7 +685,7 @@ class TritonKernelCodegen(KernelPrinter):
             raise InductorError(f"unknown reduction {family!r}")
 
     def _result(self, scope: Scope, rtype: str, acc: str, dtype, g: int):
-        family = REDUCTION_FAMILY.get(rtype, rtype)
+        family = reduction_family(rtype, dtype)
         done = f"{acc}_done"
         if scope.lookup(("done", acc)) is None:
             if family == "sum":
