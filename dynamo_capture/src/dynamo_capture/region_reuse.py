@@ -70,6 +70,13 @@ MAX_TEMPLATES_PER_CLASS = 4
 _PRINTED = (type(None), bool, int, float, str, torch.dtype, torch.device, torch.layout)
 
 
+_IN_PLACE_NAMES = (
+    "iadd isub imul itruediv ifloordiv imod ipow imatmul iand ior ixor ilshift irshift"
+)
+_IN_PLACE_OPERATORS = frozenset(getattr(operator, name) for name in _IN_PLACE_NAMES.split())
+_IN_PLACE_OPERATORS |= {operator.setitem, operator.delitem, operator.iconcat}
+
+
 class _NotReusable(Exception):
     """The call cannot be replayed from this template (internal; never escapes)."""
 
@@ -281,12 +288,14 @@ class _Recording:
 
 
 def _writes_in_place(node: torch.fx.Node) -> bool:
+    if getattr(node.target, "__module__", None) in ("operator", "_operator"):
+        return node.target in _IN_PLACE_OPERATORS  # operator.and_ and not_ compute anew
     name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
     if name.endswith("_") and not name.endswith("__"):
         return True
     if name in ("__setitem__", "__delitem__") or (name.startswith("__i") and name.endswith("__")):
         return True
-    if node.target in (operator.setitem, operator.delitem) or "out" in node.kwargs:
+    if "out" in node.kwargs:
         return True
     if node.kwargs.get("inplace") is True:
         return True
