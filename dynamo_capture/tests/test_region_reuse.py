@@ -246,3 +246,31 @@ def test_a_block_inside_another_grad_mode_is_traced_on_its_own(replays):
     _assert_same_capture_as_tracing(model, x)
     # layer 2 takes a tensor made under no_grad (no requires_grad): traced; layer 3 as 1
     assert set(replays) == {"self.layers.3"}
+
+
+class MaskedBlock(Block):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = super().forward(x)
+        return h * h[h > 0].mean()  # an intermediate of data-dependent shape
+
+
+def test_a_block_with_data_dependent_shapes_is_traced_each_call(replays):
+    torch.manual_seed(0)
+    model = Stack(depth=4)
+    for index in range(4):
+        model.layers[index] = MaskedBlock()
+    x = torch.randn(3, 8, requires_grad=True)
+    compiled = dynamo_capture.optimize(model, backend=dynamo_capture.testing.eager_backend)
+    torch.testing.assert_close(compiled(x), model(x))
+    assert replays == []
+
+
+def test_a_block_reading_an_attribute_the_frame_wrote_is_traced(replays):
+    torch.manual_seed(0)
+    model = Written()
+    x = torch.randn(3, 8, requires_grad=True)
+    compiled = dynamo_capture.optimize(model, backend=dynamo_capture.testing.eager_backend)
+    expected = Written()
+    expected.load_state_dict(model.state_dict())
+    torch.testing.assert_close(compiled(x), expected(x))
+    assert replays == []

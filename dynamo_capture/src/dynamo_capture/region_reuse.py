@@ -20,8 +20,10 @@ the copies' (fresh examples of the same metadata). Anything else falls back to
 tracing the block: a guard that fails (another class, shape, training flag, a hook,
 an attribute of another value), an object whose identity capture relied on (`is`,
 `id()`), arguments that are not tensors, constants or values of the frame's
-inputs, side effects recorded in the frame (attribute, list or global writes), and
-a call whose own trace wrote anything outside its graph or in place.
+inputs (a KV cache object made in the frame, which each block writes), a write of
+the frame the new block would read (an attribute the frame set on it) or one made
+since the first call, and a first call whose trace wrote anything outside its
+graph, read such a write, wrote a tensor in place or made a data-dependent shape.
 
 Guards and graph are those tracing would have made: a guard asked for by the first
 call but added before it (deduplicated) is still recorded, since a recorder sees
@@ -43,6 +45,7 @@ import torch
 import torch.fx
 
 from dynamo_capture.frame_guards import GuardRecorder
+from dynamo_capture.output_graph import DATA_DEPENDENT_SHAPE_OPS
 from dynamo_capture.sources import AttrSource, Source
 from dynamo_capture.values import PythonValue, TensorValue, TupleValue, Value
 from guards import Guard, NNModuleGuard, artifact_logger
@@ -311,6 +314,19 @@ def _writes_in_place(node: torch.fx.Node) -> bool:
     return False
 
 
+def _data_dependent(node: torch.fx.Node) -> bool:
+    """A result whose shape the first block's data decided (capture's examples)."""
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    if name in DATA_DEPENDENT_SHAPE_OPS:
+        return True
+    if name in ("__getitem__", "getitem"):
+        for used in node.all_input_nodes:
+            example = used.meta.get("val")
+            if isinstance(example, torch.Tensor) and example.dtype is torch.bool:
+                return True
+    return False
+
+
 @functools.lru_cache(maxsize=256)
 def _signature(target: Any) -> inspect.Signature | None:
     try:
@@ -360,6 +376,8 @@ def _finish(recording: _Recording, recorder: GuardRecorder, result: Value) -> No
             raise _NotReusable(f"a {node.op} node")
         if _writes_in_place(node):
             raise _NotReusable(f"it writes in place ({node.format_node()})")
+        if _data_dependent(node):
+            raise _NotReusable(f"its shapes depend on tensor data ({node.format_node()})")
         for used in node.all_input_nodes:
             if used in inside or used in arguments:
                 continue
@@ -402,8 +420,10 @@ def record_call(
     source = module_value.source
     if not ENABLED or source is None or ctx.frame_locals is None:
         return trace()
-    if _handling(tx):
-        return trace()
+    if _handling(tx) or ctx.replaced_members:
+        return trace()  # an exception being handled, or functional_call's members
+    if isinstance(module_value.obj, torch.nn.modules.lazy.LazyModuleMixin):
+        return trace()  # initialized by its first call
     try:
         key, tensors = _call_key(tx, module_value.obj, args, kwargs)
     except _NotReusable as why:
@@ -554,7 +574,7 @@ def _replay(
     ctx = tx.ctx
     new = module_value.source
     assert new is not None
-    if any(node._erased for node in template.nodes):
+    if template.nodes[0].graph is not ctx.graph or any(node._erased for node in template.nodes):
         raise _NotReusable("the template's nodes left the graph")
     if _writes(ctx) != template.writes:
         raise _NotReusable("the frame wrote outside the graph since the block was traced")
