@@ -168,8 +168,23 @@ def _value_key(value: Value, tensors: list[TensorValue], nodes: dict) -> Any:
             return ("constant", type(obj), repr(obj))
         if isinstance(obj, torch.Tensor):
             raise _NotReusable("a tensor constant")
-        return ("object", id(obj))
+        return ("object", _Same(obj))
     raise _NotReusable(f"an argument of kind {type(value).__name__}")
+
+
+class _Same:
+    """An object in a key, equal only to itself (held: its id is not reused meanwhile)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
 
 
 def _tensor_key(example: Any) -> tuple:
