@@ -203,6 +203,7 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
     obj, source = value.obj, value.source
     written = tx.ctx.attr_writes.get((id(obj), name))
     if written is not None and written[0] is obj:
+        tx.ctx.written_reads += 1
         return written[2]
     child = AttrSource(source, name) if source is not None else None
     if isinstance(obj, types.ModuleType):

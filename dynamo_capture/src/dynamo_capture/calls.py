@@ -21,7 +21,6 @@ import contextlib
 import enum
 import functools
 import inspect
-import itertools
 import types
 import weakref
 from collections import OrderedDict
@@ -39,6 +38,7 @@ from dynamo_capture.operations import (
     python_type_of,
     sequence_items,
 )
+from dynamo_capture.region_reuse import MODULE_CALLS, module_call_counter, record_call
 from dynamo_capture.registry import (
     disabled_reason,
     is_allowed_in_graph,
@@ -627,19 +627,16 @@ def call_module(
         return call(tx, PythonValue(method), [module_value, *args], kwargs)
     graph = tx.ctx.graph
     last = graph._root.prev  # the graph's last node before the call
-    output = _call_module_hooks_and_forward(tx, module_value, args, kwargs)
-    tag = (next(_module_call_counter), source.name if source else "", type(module))
+    output = record_call(
+        tx, module_value, args, kwargs,
+        lambda: _call_module_hooks_and_forward(tx, module_value, args, kwargs),
+    )  # fmt: skip
+    tag = (next(module_call_counter), source.name if source else "", type(module))
     node = last.next
     while node is not graph._root:
         node.meta[MODULE_CALLS] = (tag, *node.meta.get(MODULE_CALLS, ()))
         node = node.next
     return output
-
-
-# node.meta key: the module calls a node was made in, outermost first, each
-# (call number, the module's source name, the module's class).
-MODULE_CALLS = "module_calls"
-_module_call_counter = itertools.count()
 
 
 def _call_module_hooks_and_forward(

@@ -596,6 +596,7 @@ def capture_frame(
     )  # fmt: skip
     ctx.transform_nodes = transform_nodes
     ctx.modules_by_structure = target.modules_by_structure
+    ctx.frame_locals = f_locals
     if guard_context is not None:
         guard_context.append(ctx)
     _global_state_guards(ctx)

@@ -19,7 +19,8 @@ of that name (`not_in_instance_dict`), and a builtin against a global shadowing 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -41,6 +42,7 @@ __all__ = [
     "CompiledGuards",
     "DistinctObjectsGuard",
     "FrameGuards",
+    "GuardRecorder",
     "HasAttrGuard",
     "NoModuleHooksGuard",
     "SameObjectGuard",
@@ -125,17 +127,56 @@ class NoModuleHooksGuard(Guard):
         return [(self.rank, f"not ({' or '.join(f'{name}.{t}' for t in self._tables())})")]
 
 
+@dataclass(slots=True)
+class GuardRecorder:
+    """The guards asked for while it is open, duplicates included (region_reuse), and
+    the sources of modules whose identity capture relied on (`is`, `id()`), not only read."""
+
+    guards: list[Guard]
+    identities: set[Source]
+
+
+class _RecordedGuardSet(GuardSet):
+    """A GuardSet telling the open recorders of every guard asked for."""
+
+    def __init__(self) -> None:
+        self.recorders: list[GuardRecorder] = []
+        super().__init__()
+
+    def add(self, guard: Guard) -> Guard:
+        for recorder in self.recorders:
+            recorder.guards.append(guard)
+        return super().add(guard)
+
+
 class FrameGuards:
     """Collects the guards of one capture."""
 
     def __init__(self) -> None:
-        self.guard_set = GuardSet()
+        self.guard_set = _RecordedGuardSet()
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[GuardRecorder]:
+        """Record the guards asked for inside the block (nested recorders all see them)."""
+        recorder = GuardRecorder([], set())
+        self.guard_set.recorders.append(recorder)
+        try:
+            yield recorder
+        finally:
+            self.guard_set.recorders.remove(recorder)
 
     def type_match(self, source: Source, value: Any) -> None:
         self.guard_set.add_type(source, value)
 
+    def module_match(self, source: Source, module: torch.nn.Module) -> None:
+        """A module read from the frame: the same module (its state is guarded where
+        capture reads it); unlike `id_match`, capture did not rely on which object it is."""
+        self.guard_set.add_nn_module(source, module, training=False)
+
     def id_match(self, source: Source, value: Any) -> None:
         if isinstance(value, torch.nn.Module):
+            for recorder in self.guard_set.recorders:
+                recorder.identities.add(source)
             # NOTE: the training flag is guarded where capture reads it (an EQUALS_MATCH
             # on `m.training`), so `eval()` recompiles only graphs that depend on it.
             self.guard_set.add_nn_module(source, value, training=False)

@@ -128,6 +128,7 @@ def load_global(tx: Translator, inst: Instruction) -> None:
         tx.push(NULL)
     written = tx.ctx.global_writes.get((id(tx.f_globals), name))
     if written is not None:
+        tx.ctx.written_reads += 1
         tx.push(written[1])
         return
     if name in tx.f_globals:

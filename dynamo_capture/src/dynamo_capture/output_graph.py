@@ -287,6 +287,10 @@ class CaptureContext:
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.use_fakes = USE_FAKES
         self.frame_globals = frame_globals
+        # the frame's real locals (what guards read as L), where capture_frame knows them
+        self.frame_locals: dict[str, Any] | None = None
+        # the captured calls of blocks, replayed for identical blocks (region_reuse)
+        self.region_templates: dict[type, list[Any]] = {}
         self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []
         self._by_id: dict[int, TensorValue] = {}
         self._handed: dict[Source, IteratorValue] = {}  # loops' iterators handed on
@@ -307,6 +311,9 @@ class CaptureContext:
         self.shadows: dict[int, tuple[Any, Source | None, Value]] = {}
         # global assignments: (id(globals), name) -> (globals dict, Value), replayed in order
         self.global_writes: dict[tuple[int, str], tuple[dict[str, Any], Value]] = {}
+        # reads that found one of those writes (region_reuse: a call reading none may
+        # be replayed)
+        self.written_reads = 0
         self._names: set[str] = set()
         self._symbol_nodes: dict[Any, torch.fx.Node] = {}
         self._size_inputs: dict[torch.fx.Node, tuple[str, int]] = {}
@@ -415,7 +422,9 @@ class CaptureContext:
             # function by identity, its module by structure where capture reads it
             guards.type_match(source, obj)
             guards.id_match(AttrSource(source, "__func__"), obj.__func__)
-        elif isinstance(obj, torch.nn.Module) or _is_identity_object(obj):
+        elif isinstance(obj, torch.nn.Module):
+            guards.module_match(source, obj)
+        elif _is_identity_object(obj):
             guards.id_match(source, obj)
         else:
             guards.type_match(source, obj)

@@ -59,6 +59,7 @@ def current(tx: Translator, value: Value) -> Value:
     if _shadowable(value):
         entry = tx.ctx.shadows.get(id(value.obj))  # type: ignore[attr-defined]
         if entry is not None:
+            tx.ctx.written_reads += 1
             return entry[2]
     return value
 

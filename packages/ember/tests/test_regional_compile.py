@@ -400,3 +400,96 @@ def test_a_piece_that_does_not_compile_falls_back_to_the_whole_graph():
     run = regional(picky)(gm, examples)
     assert calls[-1] is gm
     torch.testing.assert_close(run(*examples)[0], model(x))
+
+
+def _transformer_stack(kind: str, depth: int) -> nn.Module:
+    """A GPT-2 or Llama model of `depth` layers from benchmarks/models.py, no KV cache."""
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("transformers")
+    benchmarks = Path(__file__).resolve().parents[3] / "benchmarks"
+    if not (benchmarks / "models.py").exists():
+        pytest.skip("benchmarks/models.py is not beside this checkout")
+    sys.path.insert(0, str(benchmarks))
+    import models
+
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        return models.transformers_model(
+            "GPT2LMHeadModel", "GPT2Config", n_layer=depth, n_head=4, n_embd=32,
+            vocab_size=101, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            use_cache=False,
+        )  # fmt: skip
+    return models.transformers_model(
+        "LlamaForCausalLM", "LlamaConfig", num_hidden_layers=depth, num_attention_heads=4,
+        num_key_value_heads=2, hidden_size=32, intermediate_size=64, vocab_size=101,
+        max_position_embeddings=64, use_cache=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_transformer_blocks_replayed_by_capture_train_like_eager(kind, monkeypatch):
+    from dynamo_capture import region_reuse
+
+    replayed = []
+    replay = region_reuse._replay
+
+    def counting(tx, template, module_value, tensors):
+        result = replay(tx, template, module_value, tensors)
+        replayed.append(module_value.source.name)
+        return result
+
+    monkeypatch.setattr(region_reuse, "_replay", counting)
+    model = _transformer_stack(kind, depth=4).train()
+    ids = torch.randint(0, 101, (2, 12))
+    compiled = ember.compile(model, backend="aot_eager")
+    for step in range(2):
+        out = compiled(ids).logits
+        out.sin().mean().backward()
+        grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+        model.zero_grad()
+        expected = model(ids).logits
+        expected.sin().mean().backward()
+        torch.testing.assert_close(out, expected)
+        for name, parameter in model.named_parameters():
+            torch.testing.assert_close(grads[name], parameter.grad, msg=name)
+        model.zero_grad()
+        if step == 0:
+            # blocks 1 to 3 replay block 0's capture; the graph is still cut at them
+            assert {name.rsplit(".", 1)[-1] for name in replayed} >= {"1", "2", "3"}
+            ((gm, examples),) = _captured(model, ids)
+            pieces = plan_pieces(gm, examples)
+            assert pieces is not None and len([p for p in pieces if p.region]) >= 4
+
+
+@pytest.mark.parametrize("change", ["eval", "attribute", "shape"])
+def test_one_transformer_block_changed_after_the_compile_recompiles(change):
+    model = _transformer_stack("llama", depth=4).train()
+    ids = torch.randint(0, 101, (2, 12))
+    compiled = ember.compile(model, backend="aot_eager")
+    torch.testing.assert_close(compiled(ids).logits, model(ids).logits)
+    layer = model.model.layers[2]
+    if change == "eval":
+        layer.eval()
+        layer.mlp.act_fn = nn.Identity().eval()
+    elif change == "attribute":
+        layer.self_attn.scaling = layer.self_attn.scaling * 3
+    else:
+        layer.mlp.down_proj = nn.Linear(64, 32, bias=True)
+    torch.testing.assert_close(compiled(ids).logits, model(ids).logits)
+
+
+class MaskBlock(Block):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        keep = (x > -1) & (x < 1)  # operator.and_: computes a new tensor
+        return super().forward(x).where(keep, x)
+
+
+def test_blocks_combining_masks_with_and_are_cut_into_regions():
+    torch.manual_seed(0)
+    model = Stack(depth=3, block=MaskBlock)
+    x = torch.randn(4, 8)
+    ((gm, examples),) = _captured(model, x)
+    assert len([piece for piece in plan_pieces(gm, examples) if piece.region]) == 3
+    _assert_training_step_matches_eager(ember.compile(model), model, x)

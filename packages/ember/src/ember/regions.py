@@ -123,6 +123,8 @@ def _writes_in_place(node: torch.fx.Node) -> bool:
     """The node may write to a tensor it is given (conservatively)."""
     if node.op not in ("call_function", "call_method"):
         return False
+    if getattr(node.target, "__module__", None) in ("operator", "_operator"):
+        return node.target in _IN_PLACE_OPERATORS  # operator.and_ and not_ compute anew
     name = _name(node.target)
     if name.endswith("_") and not name.endswith("__"):
         return True
