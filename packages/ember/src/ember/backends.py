@@ -147,12 +147,28 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
 
 
 def _regional(compile_graph: Backend, options: Mapping[str, Any]) -> Backend:
-    """Repeated module calls compiled once (ember.regions), unless `regional` is off."""
-    if options.get("regional", True) is False:
+    """Repeated module calls compiled once (ember.regions), unless `regional` is off.
+
+    NOTE: by default (None) only graphs on the CPU are cut: on an H100, AMP training steps
+    of BERT-base, GPT-2 and a Llama-style model ran as fast or faster compiled whole (BERT
+    1.92x against 1.52x over eager in one interleaved run), and whole graphs still compile
+    in a third of torch.compile's time there.
+    """
+    setting = options.get("regional")
+    if setting is False:
         return compile_graph
     from ember.regions import regional
 
-    return regional(compile_graph)
+    cut = regional(compile_graph)
+    if setting is True:
+        return cut
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Any:
+        if _on_gpu(example_inputs):
+            return compile_graph(gm, example_inputs)
+        return cut(gm, example_inputs)
+
+    return backend
 
 
 def _warm_start_cache(gm: torch.fx.GraphModule, example_inputs: list, options: Mapping) -> Any:

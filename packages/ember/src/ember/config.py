@@ -157,11 +157,13 @@ OPTIONS: dict[str, Option] = {
         ),
         Option(
             "regional",
-            bool,
-            True,
+            (bool, type(None)),
+            None,
             "compile the calls of identical blocks (a ModuleList of equal layers) once, "
-            "each call running the one compiled block with its own parameters; False "
-            "compiles the whole graph as one (fusion across blocks, longer compiles)",
+            "each call running the one compiled block with its own parameters; None (the "
+            "default) does so for CPU graphs and compiles CUDA graphs whole (measured as fast "
+            "or faster there: fusion across blocks, fewer pieces to launch); True on every "
+            "device; False compiles the whole graph everywhere",
             _AOT,
         ),
         Option(
