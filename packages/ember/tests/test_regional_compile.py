@@ -251,9 +251,11 @@ def test_regional_blocks_on_gpu_match_eager():
     torch.manual_seed(0)
     model = Stack(depth=4).cuda()
     x = torch.randn(4, 8, device="cuda")
-    compiled = ember.compile(model)
+    compiled = ember.compile(model, options={"regional": True})  # CUDA graphs: whole by default
     _assert_training_step_matches_eager(compiled, model, x)
     assert "triton" in ember.last_artifacts(compiled).parts[0].kernels
+    whole = ember.compile(model)
+    _assert_training_step_matches_eager(whole, model, x)
 
 
 class NormBlock(nn.Module):
