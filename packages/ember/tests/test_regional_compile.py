@@ -495,3 +495,18 @@ def test_blocks_combining_masks_with_and_are_cut_into_regions():
     ((gm, examples),) = _captured(model, x)
     assert len([piece for piece in plan_pieces(gm, examples) if piece.region]) == 3
     _assert_training_step_matches_eager(ember.compile(model), model, x)
+
+
+@pytest.mark.parametrize(
+    ("setting", "on_gpu", "expected"),
+    [(None, False, "cut"), (None, True, "whole"), (True, True, "cut"), (False, False, "whole")],
+)
+def test_regional_default_cuts_cpu_graphs_and_compiles_cuda_graphs_whole(
+    monkeypatch, setting, on_gpu, expected
+):
+    from ember import backends, regions
+
+    monkeypatch.setattr(regions, "regional", lambda compile_graph: lambda gm, ex: "cut")
+    monkeypatch.setattr(backends, "_on_gpu", lambda example_inputs: on_gpu)
+    backend = backends._regional(lambda gm, ex: "whole", {"regional": setting})
+    assert backend(None, []) == expected
