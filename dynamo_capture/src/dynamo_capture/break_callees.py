@@ -411,9 +411,9 @@ def _compiled_shadow(shadow: Shadow, compile_part: Compile) -> Shadow:
 
 
 def hooks_run_eagerly(module: Any) -> bool:
-    """Whether `module` is called as torch.compile(module) calls a module of a user class
-    that has hooks of its own: nn.Module.__call__ runs eagerly, and its forward and each
-    hook written in user code run as compiled frames of their own (module_call_shadows).
+    """Whether `module` is called as torch's compiler calls a compiled module of a user
+    class that has hooks of its own: nn.Module.__call__ runs eagerly, and its forward and
+    each hook written in user code run as compiled frames of their own (module_call_shadows).
     torch's own modules (nn.Linear, nn.Sequential) keep their hooks inlined in one graph."""
     if _user_forward(module) is None:
         return False

@@ -1000,9 +1000,9 @@ class CompiledCallable:
         return entry
 
     def _hooked_module_entry(self, module: torch.nn.Module) -> CompiledEntry:
-        """A module of a user class with hooks of its own, called as torch.compile(module)
-        calls it: nn.Module.__call__ runs eagerly, its forward and each user hook run as
-        compiled frames of their own (break_callees.module_call_shadows). The hooks are
+        """A module of a user class with hooks of its own, called as torch's compiler calls
+        such a compiled module: nn.Module.__call__ runs eagerly, its forward and each user
+        hook run as compiled frames of their own (break_callees.module_call_shadows). The hooks are
         read on every call, so the entry needs no guard on them: a hook added later is
         compiled when first called, one removed is simply not called."""
         from dynamo_capture.frame_guards import FrameGuards
