@@ -48,3 +48,20 @@ def test_gather_bfloat16_and_integer_tables():
     index = torch.randint(0, 6, (4, 3))
     check(lambda x, i: torch.gather(x, 1, i), torch.randn(4, 6).bfloat16(), index)
     check(lambda x, i: torch.gather(x, 1, i), torch.randint(-9, 9, (4, 6)), index)
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 0), (5, 3, 0)])
+def test_reduction_over_an_empty_gather_reads_no_offset(shape):
+    # The offset of an empty index tensor was read before a reduction loop that runs zero
+    # times: a read of an empty buffer (a crash when its storage has no memory).
+    def fn(x, index):
+        picked = x.index_select(2, index)
+        return (picked > 0).any(), picked.sum(1), picked.abs().sum()
+
+    check(fn, torch.randn(*shape), torch.tensor([], dtype=torch.long))
+
+
+def test_rows_reduced_over_an_empty_index_keep_the_reduction_identity():
+    empty = torch.tensor([], dtype=torch.long)
+    check(lambda x, i: x.index_select(1, i).sum(1) + 1, torch.randn(4, 6), empty)
+    check(lambda x, i: x.index_select(1, i).prod(1), torch.randn(4, 6), empty)

@@ -331,7 +331,7 @@ class KernelCodegen(KernelPrinter):
             return None
         if any(load.buffer in self.produced for load in expr_loads(expr)):
             return None
-        if any(extent == 0 for extent in self.kernel.outer):
+        if any(extent == 0 for extent in self.kernel.outer) or self._empty_inner_loop():
             return None  # the loops never run: a load moved before them would read nothing
         outer = {v: depth for depth, v in enumerate(outer_vars(len(self.kernel.outer)))}
         variables = index_symbols(expr) - expr_symbols(expr)
@@ -341,6 +341,14 @@ class KernelCodegen(KernelPrinter):
         if self.stores_along_second_last and depth == len(self.kernel.outer) - 1:
             return None
         return self.hoisted[depth]
+
+    def _empty_inner_loop(self) -> bool:
+        """Whether an inner loop nest of the kernel runs zero times (an empty reduction):
+        an offset hoisted out of it would be read from an empty buffer."""
+        return any(
+            not isinstance(item, str) and any(extent == 0 for extent in item.ranges)
+            for item in self.kernel.items
+        )
 
     def invariant(self, expr, loop_vars: frozenset) -> bool:
         """Whether `expr` (a Load or an Op) has one value for every iteration of `loop_vars`.
@@ -798,7 +806,9 @@ class KernelCodegen(KernelPrinter):
         scope.indent += 1
         scope.loop_start = start
         inner = Scope(self, scope, scope.indent)
-        inner.loop_vars = frozenset({last})
+        if all(extent != 0 for extent in group.ranges):
+            # NOTE: an empty reduction keeps its loads in the loop (they read nothing).
+            inner.loop_vars = frozenset({last})
         flat_r = c_index(flat_index(rs, contiguous_strides(group.ranges)))
         for (family, value), acc in accumulators.items():
             text = inner.value(value)
