@@ -162,13 +162,15 @@ def run_call(fn, namespace: dict, call: int) -> Outcome:
     except Exception as error:  # a raising program is an outcome to compare
         outcome.error = error
         return outcome
-    loss = loss_of(outcome.outputs) if namespace.get("GRAD") else None
-    if loss is not None:
-        try:
+    if not namespace.get("GRAD"):
+        return outcome
+    try:  # the loss itself may raise (a view made under no_grad, then restrided)
+        loss = loss_of(outcome.outputs)
+        if loss is not None:
             loss.backward()
             outcome.grads = [getattr(x, "grad", None) for x in inputs]
-        except Exception as error:
-            outcome.backward_error = error
+    except Exception as error:
+        outcome.backward_error = error
     return outcome
 
 
