@@ -178,3 +178,25 @@ def test_outputs_sharing_a_base_reshaped_in_place_get_eager_gradients():
     (expected[0].sum() + 10 * expected[1].sum()).backward()
     (actual[0].sum() + 10 * actual[1].sum()).backward()
     torch.testing.assert_close(x_compiled.grad, x.grad)
+
+
+def test_a_no_grad_view_restrided_in_place_is_returned_cut_from_autograd():
+    """A view made under no_grad and then restrided in place (`transpose_`) has a grad_fn
+    that autograd refuses to read; the output is returned as eager's, cut from the graph."""
+
+    def fn(x):
+        y = x * 2
+        with torch.no_grad():
+            v = y[:, ::2]
+            v.transpose_(0, 1)
+        return v, y + 1
+
+    x = torch.randn(3, 4, requires_grad=True)
+    out, other = aot_function(fn, identity_compiler)(x)
+    want, want_other = fn(x)
+    with torch.no_grad():  # (autograd refuses to read eager's view outside no_grad)
+        torch.testing.assert_close(out, want)
+    assert out.shape == want.shape and out.stride() == want.stride()
+    assert out.requires_grad == want.requires_grad
+    other.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))

@@ -297,10 +297,14 @@ def _cut_from_autograd(view: torch.Tensor, base: torch.Tensor) -> bool:
     its base does while no gradient flows through it into the base."""
     if view is base or not (view.requires_grad and base.requires_grad):
         return False
-    if view.grad_fn is None:
+    try:
+        node = view.grad_fn
+    except RuntimeError:  # a no_grad view whose base or itself was then modified in place
+        return True
+    if node is None:
         return True
     target = base.grad_fn  # (held: a node's Python object is the same while referenced)
-    for fn in autograd_nodes([view.grad_fn]):
+    for fn in autograd_nodes([node]):
         if fn is target or (target is None and getattr(fn, "variable", None) is base):
             return False
     return True
