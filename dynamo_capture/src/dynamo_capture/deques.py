@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.lazy_iterators import each_item
-from dynamo_capture.operations import NotConstant, as_constant, sequence_items
+from dynamo_capture.operations import NotConstant, as_constant
 from dynamo_capture.values import ListValue, PythonValue, Value
 
 if TYPE_CHECKING:
