@@ -1128,3 +1128,45 @@ def test_break_in_with_block_in_while_loop_resumes_inside_like_torch(fn):
     # the counter becomes symbolic on the second pass: its comparisons, traced by
     # torch.compile as nodes, keep the grad-mode switches around them from cancelling
     check_like_torch(fn, lambda: (torch.randn(4, requires_grad=True),), calls=3)
+
+
+# a break in a call inside an expression, inside a `with` block inside a `while` loop:
+# the cut lies at the call (the block's exit below the expression's partial values)
+def _prints_and_triples(t):
+    print("called")
+    return t * 3
+
+
+def while_no_grad_call_break_in_expression(x):
+    i = 0
+    while i < 5:
+        with torch.no_grad():
+            y = x.sin() + _prints_and_triples(x) * x.cos()
+            if i == 1:
+                return y + x
+        x = x * 2
+        i += 1
+    return x
+
+
+def while_autocast_call_break_in_matmul(x):
+    i = 0
+    while True:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.mm(x.view(2, 2), _prints_and_triples(x).view(2, 2))
+            if i == 1:
+                return y
+        i += 1
+
+
+CALL_IN_WITH_IN_WHILE = [
+    while_no_grad_call_break_in_expression,
+    while_autocast_call_break_in_matmul,
+]
+
+
+@pytest.mark.parametrize(
+    "fn", CALL_IN_WITH_IN_WHILE, ids=[fn.__name__ for fn in CALL_IN_WITH_IN_WHILE]
+)
+def test_call_break_in_with_block_in_while_loop_cuts_at_the_call_like_torch(fn):
+    check_like_torch(fn, lambda: (torch.randn(4, requires_grad=True),), calls=3)

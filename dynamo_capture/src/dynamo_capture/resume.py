@@ -638,7 +638,7 @@ def _call_plan(
     entries = list(dis.Bytecode(code).exception_entries)
     withs = 0
     for_iters = {inst.offset for inst in insts if inst.opname == "FOR_ITER"}
-    loops = False
+    loops = in_for = False
     for point in (at, after):
         covering = [entry for entry in entries if entry.start <= point < entry.end]
         if covering:
@@ -653,8 +653,10 @@ def _call_plan(
         # inside `while` loops only, the loops' state is locals, handed on; inside
         # `for` loops (`in_loops`) their iterators lie below, handed on too
         loops = loops or bool(back)
-    if loops and withs:
-        return None
+        in_for = in_for or any(dst in for_iters for dst in back)
+    if in_for and withs:
+        return None  # a `for` loop's iterator lies below the `with` exits
+
     if withs > len(contexts) or withs > depth:
         return None  # a `with` on a context capture cannot rebuild
     if any(at <= src < after < dst for src, dst in jumps):
