@@ -947,3 +947,45 @@ def test_generator_items_made_as_the_consumer_takes_them(fn):
         args = _one()
         assert_same(compiled(*clone_inputs(args)), fn(*clone_inputs(args)))
     assert compiled.entries
+
+
+# ----- a break inside a generator the frame made ------------------------------------
+def _yields_breaks_yields():
+    yield 1
+    torch._dynamo.graph_break()
+    yield 2
+
+
+def _sin_breaks_cos(t):
+    yield t.sin()
+    print("between")
+    yield t.cos()
+
+
+def break_inside_generator_made_in_frame(t):
+    gen = _yields_breaks_yields()
+    s = next(gen)
+    s += next(gen)
+    return t + s
+
+
+def _reads_both(t):
+    gen = _sin_breaks_cos(t)
+    return next(gen), next(gen)
+
+
+def break_inside_generator_made_in_callee(t):
+    sin, cos = _reads_both(t)
+    return sin + cos
+
+
+BREAKS_IN_GENERATORS = [break_inside_generator_made_in_frame, break_inside_generator_made_in_callee]
+
+
+@pytest.mark.parametrize(
+    "fn", BREAKS_IN_GENERATORS, ids=[fn.__name__ for fn in BREAKS_IN_GENERATORS]
+)
+def test_break_inside_generator_runs_its_frame_eagerly_like_torch(fn):
+    # the frame that made the paused generator runs eagerly (no part could hand it on);
+    # a callee that made it runs eagerly and the frame resumes after the call
+    check_like_torch(fn, _one)

@@ -141,6 +141,13 @@ class _GeneratorSteps:
                 error = RuntimeError("generator raised StopIteration")
                 raise ExceptionRaised(PythonValue(error)) from None
             raise
+        except Unsupported as error:
+            if child.depth == 1:
+                # a break inside a generator the compiled frame made: no part could hand
+                # the paused generator on, so the frame runs eagerly (its calls compiled),
+                # as torch.compile skips it
+                error.cannot_resume = True
+            raise
         if not child.suspended:
             return None
         assert child.yielded is not None
