@@ -559,3 +559,50 @@ def context_dunders_called_on_its_type(x):
 )
 def test_exit_stack_enters_generator_contexts_in_the_graph(fn):
     check_like_torch(fn, lambda: (torch.randn(4, requires_grad=True),))
+
+
+# ----- a grad-mode class given the function itself: `torch.no_grad(f)` ---------------
+# the class decorates `f` (as `torch.no_grad()(f)`); calling the result runs f under
+# the mode (the class object was taken for a context before: the call returned torch's
+# decorator function instead of f's result)
+def _no_grad_given_function(x):
+    def inner(t):
+        return t.sin() * 2
+
+    with torch.enable_grad():
+        inner = torch.no_grad(inner)
+    return inner(x), x.cos()
+
+
+def _enable_grad_given_function_in_no_grad(x):
+    def inner(t):
+        return t * 3
+
+    with torch.no_grad():
+        tripled = torch.enable_grad(inner)(x)
+        plain = inner(x)
+    return tripled, plain
+
+
+def _no_grad_given_none(x):
+    with torch.no_grad(None):
+        y = x * 2
+    return y
+
+
+GIVEN_FUNCTION = [_no_grad_given_function, _enable_grad_given_function_in_no_grad]
+
+
+@pytest.mark.parametrize("fn", GIVEN_FUNCTION, ids=[fn.__name__ for fn in GIVEN_FUNCTION])
+def test_grad_mode_class_given_a_function_decorates_it_like_torch(fn):
+    check_like_torch(fn, lambda: (r(4, grad=True),))
+
+
+def test_grad_mode_class_given_none_raises_like_eager():
+    # eager's no_grad(None) raises TypeError (torch.compile's returns the block's value)
+    compiled = dynamo_capture.optimize(_no_grad_given_none, backend=CountingBackend())
+    with pytest.raises(TypeError) as eager_error:
+        _no_grad_given_none(r(3))
+    with pytest.raises(TypeError) as raised:
+        compiled(r(3))
+    assert str(raised.value) == str(eager_error.value)

@@ -1000,8 +1000,8 @@ def while_prints_in_no_grad_then_returns(x, n):
 
 
 def test_while_loop_break_inside_with_block_keeps_eager_values():
-    # a cut inside a `with` block inside a `while` loop is not made (the with's exit
-    # lies below): the loop runs in the eager part, its values those of eager
+    # the part resuming inside the `with` block enters a fresh no_grad below the loop's
+    # rest: the values and requires_grad are eager's, the counts torch.compile's
     import dynamo_capture
     from dynamo_capture.testing import CountingBackend
 
@@ -1014,3 +1014,159 @@ def test_while_loop_break_inside_with_block_keeps_eager_values():
         expected = while_prints_in_no_grad_then_returns(x, 6)
         torch.testing.assert_close(got, expected)
         assert got.requires_grad == expected.requires_grad
+    turns = itertools.cycle((1.0, 2.0, 3.0))
+    check_like_torch(
+        while_prints_in_no_grad_then_returns,
+        lambda: (torch.ones(4, requires_grad=True) * next(turns), 6),
+        calls=3,
+    )
+
+
+# ----- a break inside a `with` block inside a `while` loop, a return before the jump
+# back: torch.compile resumes inside the block (re-entering its grad mode or autocast)
+# and runs the rest of the loop in the resumed part; so does ember
+def while_no_grad_prints_returns_inside(x):
+    i = 0
+    while True:
+        with torch.no_grad():
+            y = x * 2
+            print("in block")
+            if i == 1:
+                return y + x
+        x = x + y
+        i += 1
+
+
+def while_nested_modes_print_returns_pair(x):
+    i = 0
+    while i < 6:
+        with torch.enable_grad():
+            with torch.no_grad():
+                y = x * 2
+                print("inner")
+                total = y.sum()
+                if i == 1:
+                    return y + x, total
+            x = x * 3
+        i += 1
+    return x
+
+
+def while_no_grad_then_enable_grad_inside(x):
+    i = 0
+    while True:
+        with torch.no_grad():
+            y = x * 2
+            print("outer")
+            with torch.enable_grad():
+                w = x * 5
+            if i == 2:
+                return x + y + w, torch.is_grad_enabled()
+        i += 1
+        x = x + w
+
+
+def while_autocast_block_appends(x):
+    i = 0
+    out = []
+    while True:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.mm(x.view(2, 2), x.view(2, 2))
+            print("autocast")
+            out.append(y)
+            if i == 1:
+                return out
+        i += 1
+
+
+def while_inside_no_grad_block(x):
+    i = 0
+    with torch.no_grad():
+        while True:
+            x = x + 1
+            print("loop in block")
+            if i == 2:
+                return x
+            i += 1
+
+
+def while_set_grad_enabled_block(x):
+    i = 0
+    while True:
+        with torch.set_grad_enabled(False):
+            x = x + 1
+            print("set_grad_enabled")
+            if i == 2:
+                return x
+        i += 1
+
+
+def while_inference_mode_block(x):
+    i = 0
+    while True:
+        with torch.inference_mode():
+            y = x + 1
+            print("inference")
+            if i == 2:
+                return y
+        i += 1
+
+
+WITH_IN_WHILE = [
+    while_no_grad_prints_returns_inside,
+    while_nested_modes_print_returns_pair,
+    while_no_grad_then_enable_grad_inside,
+    while_autocast_block_appends,
+    while_inside_no_grad_block,
+    while_set_grad_enabled_block,
+    while_inference_mode_block,
+]
+
+
+@pytest.mark.parametrize("fn", WITH_IN_WHILE, ids=[fn.__name__ for fn in WITH_IN_WHILE])
+def test_break_in_with_block_in_while_loop_resumes_inside_like_torch(fn):
+    # the counter becomes symbolic on the second pass: its comparisons, traced by
+    # torch.compile as nodes, keep the grad-mode switches around them from cancelling
+    check_like_torch(fn, lambda: (torch.randn(4, requires_grad=True),), calls=3)
+
+
+# a break in a call inside an expression, inside a `with` block inside a `while` loop:
+# the cut lies at the call (the block's exit below the expression's partial values)
+def _prints_and_triples(t):
+    print("called")
+    return t * 3
+
+
+def while_no_grad_call_break_in_expression(x):
+    i = 0
+    while i < 5:
+        with torch.no_grad():
+            y = x.sin() + _prints_and_triples(x) * x.cos()
+            if i == 1:
+                return y + x
+        x = x * 2
+        i += 1
+    return x
+
+
+def while_autocast_call_break_in_matmul(x):
+    i = 0
+    while True:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.mm(x.view(2, 2), _prints_and_triples(x).view(2, 2))
+            if i == 1:
+                return y
+        i += 1
+
+
+CALL_IN_WITH_IN_WHILE = [
+    while_no_grad_call_break_in_expression,
+    while_autocast_call_break_in_matmul,
+]
+
+
+@pytest.mark.parametrize(
+    "fn", CALL_IN_WITH_IN_WHILE, ids=[fn.__name__ for fn in CALL_IN_WITH_IN_WHILE]
+)
+def test_call_break_in_with_block_in_while_loop_cuts_at_the_call_like_torch(fn):
+    check_like_torch(fn, lambda: (torch.randn(4, requires_grad=True),), calls=3)

@@ -10,6 +10,8 @@ they show) equal eager's; graph and op counts equal torch.compile's
 | a side effect of an item read later seen too early              | wrong result  |
 | an unfinished generator with side effects leaving the frame     | wrong result  |
 | print inside a generator read partially                         | wrong output  |
+| a list or deque extended by a generator that reads it           | wrong result  |
+| `yield from` a generator that returns a value                   | wrong result  |
 """
 
 from __future__ import annotations
@@ -889,3 +891,101 @@ def test_returned_map_reads_the_callers_later_write():
     expected_xs[0].add_(1)
     got_xs[0].add_(1)
     assert_same(list(got_items), list(expected_items))
+
+
+# ----- consumers that write between items; `yield from`'s value ------------------------
+def extend_by_generator_reading_the_list(x):
+    y = [1]
+    y.extend(y[-1] + k for k in range(3))  # each item sees the ones appended before
+    return x + 1, y
+
+
+def iadd_by_generator_reading_the_list(x):
+    y = [2]
+    y += (y[-1] * 2 for _ in range(3))
+    return x * len(y), y
+
+
+def deque_extend_by_generator_reading_it(x):
+    import collections
+
+    d = collections.deque([1], maxlen=3)
+    d.extend(d[-1] + k for k in range(4))
+    e = collections.deque([1])
+    e.extendleft(e[0] + k for k in range(3))
+    return x + 1, list(d), list(e)
+
+
+def _returns_after_yield(t):
+    yield t.sin()
+    return t.cos()
+
+
+def _delegates(t):
+    value = yield from _returns_after_yield(t)
+    yield value * 2
+
+
+def yield_from_gives_the_return_value(x):
+    return list(_delegates(x))
+
+
+WRITES_BETWEEN_ITEMS = [
+    extend_by_generator_reading_the_list,
+    iadd_by_generator_reading_the_list,
+    deque_extend_by_generator_reading_it,
+    yield_from_gives_the_return_value,
+]
+
+
+@pytest.mark.parametrize("fn", WRITES_BETWEEN_ITEMS, ids=[f.__name__ for f in WRITES_BETWEEN_ITEMS])
+def test_generator_items_made_as_the_consumer_takes_them(fn):
+    # torch.compile 2.13 reads the generator whole first (or drops the return value):
+    # compared with eager here
+    compiled = dynamo_capture.optimize(fn, backend=eager_backend)
+    for _ in range(2):
+        args = _one()
+        assert_same(compiled(*clone_inputs(args)), fn(*clone_inputs(args)))
+    assert compiled.entries
+
+
+# ----- a break inside a generator the frame made ------------------------------------
+def _yields_breaks_yields():
+    yield 1
+    torch._dynamo.graph_break()
+    yield 2
+
+
+def _sin_breaks_cos(t):
+    yield t.sin()
+    print("between")
+    yield t.cos()
+
+
+def break_inside_generator_made_in_frame(t):
+    gen = _yields_breaks_yields()
+    s = next(gen)
+    s += next(gen)
+    return t + s
+
+
+def _reads_both(t):
+    gen = _sin_breaks_cos(t)
+    return next(gen), next(gen)
+
+
+def break_inside_generator_made_in_callee(t):
+    sin, cos = _reads_both(t)
+    return sin + cos
+
+
+BREAKS_IN_GENERATORS = [break_inside_generator_made_in_frame, break_inside_generator_made_in_callee]
+
+
+@pytest.mark.parametrize(
+    "fn", BREAKS_IN_GENERATORS, ids=[fn.__name__ for fn in BREAKS_IN_GENERATORS]
+)
+def test_break_inside_generator_runs_its_frame_eagerly_like_torch(fn):
+    # the frame that made the paused generator runs eagerly (no part could hand it on);
+    # a callee that made it runs eagerly and the frame resumes after the call
+    check_like_torch(fn, _one)

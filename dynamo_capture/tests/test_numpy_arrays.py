@@ -286,3 +286,58 @@ def test_dynamic_ndarray_guards_rank_dtype_and_layout():
     for array in arrays:
         assert_same(compiled(array), fn(array))
     assert len(graphs) <= len(arrays) - 1  # the 1-d float64 entry served 3.0, 4.0 and 7.0
+
+
+# ----- NumPy scalars made from constants ---------------------------------------------
+# float() of a NumPy floating scalar computed from constants is that constant (the graph
+# holds the scalar's nodes, as torch.compile's does); int() of an integer one breaks
+# the graph, as there; one read from tensor data breaks it too.
+def float_of_numpy_float64(x):
+    return x * float(np.float64(2.5))
+
+
+def float_of_float32_arithmetic(x):
+    return x * float(np.float32(2.5) * 2)
+
+
+def float_of_int_scalar_divided(x):
+    return x * float(np.int64(3) / 2)
+
+
+def float_of_int_scalar_plus_python_float(x):
+    return x * float(np.int64(3) + 1.5)
+
+
+def float_of_numpy_sqrt_returned(x):
+    s = float(np.sqrt(np.float64(4.0)))
+    return x * s, s
+
+
+def int_of_numpy_int64(x):
+    return x * int(np.int64(3) + 1)
+
+
+def float_of_scalar_from_tensor_data(x):
+    return x * float(np.float64(x.sum().item()))
+
+
+def numpy_scalar_kept_and_converted(x):
+    v = np.float64(2.0) * 3
+    return x * v, float(v)
+
+
+CONSTANT_SCALARS = [
+    float_of_numpy_float64,
+    float_of_float32_arithmetic,
+    float_of_int_scalar_divided,
+    float_of_int_scalar_plus_python_float,
+    float_of_numpy_sqrt_returned,
+    int_of_numpy_int64,
+    float_of_scalar_from_tensor_data,
+    numpy_scalar_kept_and_converted,
+]
+
+
+@pytest.mark.parametrize("fn", CONSTANT_SCALARS, ids=[fn.__name__ for fn in CONSTANT_SCALARS])
+def test_float_of_numpy_scalar_from_constants_is_a_constant_like_torch(fn):
+    check_like_torch(fn, lambda: (torch.randn(4),))

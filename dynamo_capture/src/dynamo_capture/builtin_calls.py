@@ -655,6 +655,12 @@ def _number_call(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, V
 
 def _number_function(fn: Any) -> Handler:
     def handler(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if fn is builtins.float and len(args) == 1 and not kwargs:
+            from dynamo_capture.numpy_arrays import numpy_scalar_to_float
+
+            number = numpy_scalar_to_float(tx, args[0])
+            if number is not None:
+                return number
         if any(isinstance(arg, TensorValue) for arg in args):
             raise Unsupported(
                 f"{fn.__name__}() of a tensor turns tensor data into a Python value (data-dependent)"

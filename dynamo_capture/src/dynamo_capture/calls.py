@@ -81,7 +81,14 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["MODULE_CALLS", "call", "child_translator", "inline_function", "is_made_in_frame"]
+__all__ = [
+    "MODULE_CALLS",
+    "call",
+    "child_translator",
+    "decorate_with_context",
+    "inline_function",
+    "is_made_in_frame",
+]
 
 _CO_GENERATOR = inspect.CO_GENERATOR
 _nn_call = torch.nn.Module.__call__
@@ -115,7 +122,7 @@ def call(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, Value])
     if isinstance(fn, PythonValue):
         return _call_python(tx, fn, args, kwargs)
     if isinstance(fn, ContextValue) and len(args) == 1 and not kwargs:
-        return _context_decorator(tx, fn, args[0])
+        return decorate_with_context(tx, fn, args[0])
     if fn is NULL:
         raise Unsupported("internal: called NULL")
     raise Unsupported(f"calling a {python_type_of(fn).__name__} object")
@@ -152,7 +159,7 @@ def _call_constant_result(obj: Any, args: list[Value], kwargs: dict[str, Value])
 _PROFILERS = (torch.profiler.profile, torch.autograd.profiler.profile)
 
 
-def _context_decorator(tx: Translator, context: ContextValue, func: Value) -> Value:
+def decorate_with_context(tx: Translator, context: ContextValue, func: Value) -> Value:
     """`@torch.no_grad()` (or another torch context) applied inside the frame: torch's own
     decorator, inlined, with a fresh context made for each call."""
     from dynamo_capture.methods import context_factory

@@ -697,8 +697,12 @@ def capture_frame(
             torch.autograd.grad_mode._exit_inference_mode(real)
     ctx.guard_distinct_tensor_arguments()
     ctx.output_node(plan.outputs)
-    drop_redundant_grad_modes(ctx.graph, grad_mode)  # 5. switches that change nothing
-    drop_undone_switches(ctx.graph)  # 6. a switch undone by the next one
+    drop_redundant_grad_modes(
+        ctx.graph, grad_mode, ctx.sym_numbers.steps_after
+    )  # 5. switches that change nothing
+    drop_undone_switches(
+        ctx.graph, ctx.sym_numbers.steps_after
+    )  # 6. a switch undone by the next one
     ctx.add_size_inputs()
     inputs = ctx.graph_inputs()
     graph_module = torch.fx.GraphModule(

@@ -15,7 +15,8 @@ import collections
 from typing import TYPE_CHECKING, Any
 
 from dynamo_capture.errors import Unsupported
-from dynamo_capture.operations import NotConstant, as_constant, sequence_items
+from dynamo_capture.lazy_iterators import each_item
+from dynamo_capture.operations import NotConstant, as_constant
 from dynamo_capture.values import ListValue, PythonValue, Value
 
 if TYPE_CHECKING:
@@ -72,15 +73,16 @@ def _appendleft(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Val
 
 
 def _extend(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    d.items.extend(sequence_items(tx, args[0]))
-    _bounded(d, keep_left=False)
+    for item in each_item(tx, args[0]):  # added as made: a generator may read the deque
+        d.items.append(item)
+        _bounded(d, keep_left=False)
     return PythonValue(None)
 
 
 def _extendleft(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    for item in sequence_items(tx, args[0]):
+    for item in each_item(tx, args[0]):
         d.items.insert(0, item)
-    _bounded(d, keep_left=True)
+        _bounded(d, keep_left=True)
     return PythonValue(None)
 
 

@@ -18,6 +18,8 @@ context manager setting the mode) is erased, the two together (drop_undone_switc
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import torch
 import torch.fx
 
@@ -34,21 +36,33 @@ def _is_switch(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and node.target is _SET_GRAD and not node.users
 
 
-def drop_redundant_grad_modes(graph: torch.fx.Graph, entry_mode: bool) -> None:
-    """Erase (in place) the `_set_grad_enabled` nodes that do not change the mode."""
+def drop_redundant_grad_modes(
+    graph: torch.fx.Graph, entry_mode: bool, steps_after: Collection[torch.fx.Node] = ()
+) -> None:
+    """Erase (in place) the `_set_grad_enabled` nodes that do not change the mode.
+
+    A run of switches ends where the code ran an operation on symbolic numbers
+    (`steps_after`, see drop_undone_switches): torch.compile traces it as a node."""
     mode = entry_mode
     run: list[torch.fx.Node] = []
     outer_modes: list[bool] = []  # the modes around the open inference_mode blocks
+
+    def close_run() -> None:
+        nonlocal mode
+        last = run[-1].args[0]
+        for switch in run if last == mode else run[:-1]:
+            graph.erase_node(switch)
+        mode = bool(last)
+        run.clear()
+
     for node in list(graph.nodes):
         if _is_switch(node) and isinstance(node.args[0], bool) and not node.meta.get(KEEP):
             run.append(node)
+            if node in steps_after:
+                close_run()
             continue
         if run:
-            last = run[-1].args[0]
-            for switch in run if last == mode else run[:-1]:
-                graph.erase_node(switch)
-            mode = bool(last)
-            run = []
+            close_run()
         if node.op != "call_function":
             continue
         if node.meta.get(KEEP) and isinstance(node.args[0], bool):
@@ -60,10 +74,16 @@ def drop_redundant_grad_modes(graph: torch.fx.Graph, entry_mode: bool) -> None:
             mode = outer_modes.pop()
 
 
-def drop_undone_switches(graph: torch.fx.Graph) -> None:
+def drop_undone_switches(
+    graph: torch.fx.Graph, steps_after: Collection[torch.fx.Node] = ()
+) -> None:
     """Erase (in place) each pair of adjacent `_set_grad_enabled` nodes that undo each
     other, the first switching away from the mode in effect where the graph ends (the
-    mode torch.compile reads when it cleans its graph: the last switch's)."""
+    mode torch.compile reads when it cleans its graph: the last switch's).
+
+    `steps_after`: nodes right after which the code ran an operation on symbolic numbers
+    (`i + 1`, `i == 2` on a dynamic int). torch.compile traces each as a node it drops
+    only after this cleaning, so two switches around one are not adjacent."""
     switches = [node.args[0] for node in graph.nodes if _is_switch(node)]
     if not switches or not isinstance(switches[-1], bool):
         return
@@ -74,6 +94,8 @@ def drop_undone_switches(graph: torch.fx.Graph) -> None:
         if first in erased or not (_is_switch(first) and first.args == (not mode,)):
             continue
         mode = first.args[0]
+        if first in steps_after:
+            continue
         if second not in erased and _is_switch(second) and second.args == (not mode,):
             mode = second.args[0]
             erased.update((first, second))

@@ -29,6 +29,7 @@ generator, one over a set or a dict's forward iterator) runs the frame eagerly.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from dynamo_capture.errors import ExceptionRaised, Unsupported
@@ -44,6 +45,7 @@ __all__ = [
     "check_no_pending_cleanup",
     "check_side_effect",
     "drain",
+    "each_item",
     "generator_iterator",
     "generator_steps",
     "is_lazy",
@@ -81,6 +83,20 @@ def next_item(tx: Translator, iterator: IteratorValue) -> Value | None:
         iterator.position += 1
         return iterator.items[iterator.position - 1]
     return None
+
+
+def each_item(tx: Translator, value: Value) -> Iterator[Value]:
+    """The items iterating `value` gives, a lazy iterator's made one at a time as they are
+    taken: a consumer that writes each item before the next is made (`l.extend(gen)`,
+    whose generator may read `l`) sees the writes as eagerly."""
+    if is_lazy(value):
+        assert isinstance(value, IteratorValue)
+        while (item := next_item(tx, value)) is not None:
+            yield item
+        return
+    from dynamo_capture.operations import sequence_items
+
+    yield from sequence_items(tx, value)
 
 
 def drain(tx: Translator, iterator: IteratorValue) -> list[Value]:
@@ -124,6 +140,13 @@ class _GeneratorSteps:
             if raised.stop_iteration:  # PEP 479: StopIteration leaving a generator
                 error = RuntimeError("generator raised StopIteration")
                 raise ExceptionRaised(PythonValue(error)) from None
+            raise
+        except Unsupported as error:
+            if child.depth == 1:
+                # a break inside a generator the compiled frame made: no part could hand
+                # the paused generator on, so the frame runs eagerly (its calls compiled),
+                # as torch.compile skips it
+                error.cannot_resume = True
             raise
         if not child.suspended:
             return None

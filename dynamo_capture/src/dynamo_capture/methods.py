@@ -97,7 +97,10 @@ def _list_append(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, 
 
 def _list_extend(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _mutable(lst, "extend")
-    lst.items.extend(sequence_items(tx, args[0]))
+    from dynamo_capture.lazy_iterators import each_item
+
+    for item in each_item(tx, args[0]):  # appended as made: a generator may read the list
+        lst.items.append(item)
     return _none()
 
 

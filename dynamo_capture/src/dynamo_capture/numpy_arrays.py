@@ -50,6 +50,7 @@ __all__ = [
     "ndarray_attribute",
     "ndarray_method",
     "ndarray_operator",
+    "numpy_scalar_to_float",
     "tensor_to_numpy",
 ]
 
@@ -562,7 +563,69 @@ def _numpy_node(
     if not isinstance(result, TensorValue):
         raise Unsupported(f"NumPy {name} returns several arrays")
     result.python_type = result_type
+    if issubclass(result_type, np.generic):
+        _keep_constant(result, fn, args, kwargs)
     return result
+
+
+# ----- NumPy scalars computed from constants ---------------------------------------------
+# node.meta key: the NumPy scalar a node computes from constants alone (`np.float64(2.5)`,
+# `np.int64(3) + 1.5`), as torch.compile's fake tensors keep the value of a scalar made
+# from constants: `float()` of it is a constant, not a graph break.
+_CONSTANT = "ember_numpy_constant"
+
+
+def _known(value: Value) -> Any:
+    """The value `value` holds at capture time: a constant, or a NumPy scalar's kept one."""
+    if is_ndarray(value):
+        if _CONSTANT not in value.node.meta:
+            raise NotConstant(value)
+        return value.node.meta[_CONSTANT]
+    if isinstance(value, TensorValue):
+        raise NotConstant(value)
+    return as_constant(value)
+
+
+def _keep_constant(result: TensorValue, fn: Any, args: list[Value], kwargs: dict[str, Value]):
+    try:
+        real_args = [_known(arg) for arg in args]
+        real_kwargs = {name: _known(value) for name, value in kwargs.items()}
+    except NotConstant:
+        return
+    with np.errstate(all="ignore"):
+        value = fn(*real_args, **real_kwargs)
+    if isinstance(value, np.generic) and type(value) is result.python_type:
+        result.node.meta[_CONSTANT] = value
+
+
+class _ConstantItem:
+    """A node's target: `.item()` of a NumPy scalar known at capture time, the value kept
+    (the tensor it takes is not read)."""
+
+    __name__ = __qualname__ = "numpy_scalar_item"
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __call__(self, scalar: Any) -> Any:
+        return self.value
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+def numpy_scalar_to_float(tx: Translator, value: Value) -> Value | None:
+    """`float(s)` of a NumPy floating scalar computed from constants: the Python float, the
+    graph holding its `.item()` and `torch.sym_float` (unused) as torch.compile's does;
+    None for any other value (an integer scalar breaks the graph there too)."""
+    if not is_ndarray(value) or not issubclass(value.python_type, np.floating):
+        return None
+    if _CONSTANT not in value.node.meta:
+        return None
+    number = value.node.meta[_CONSTANT].item()
+    tx.ctx.graph.call_function(_ConstantItem(number), (value.node,))
+    tx.ctx.graph.call_function(torch.sym_float, (number,))
+    return PythonValue(float(number))
 
 
 _FACTORIES = frozenset(  # functions whose dtype= names the result's dtype

@@ -206,10 +206,14 @@ def send(tx: Translator, inst: Instruction) -> None:
         tx.stack[-1] = item
         return
     tx.pop()
+    # `yield from` evaluates to the return value of a generator it ran to its end
+    # (`steps`, read before next_item dropped the finished generator's stepper)
+    returned = steps.child.result if steps is not None and steps.child.done else None
+    result = returned if returned is not None else PythonValue(None)
     if SEND_KEEPS_RECEIVER:
-        tx.push(PythonValue(None))
+        tx.push(result)
     else:
-        tx.stack[-1] = PythonValue(None)
+        tx.stack[-1] = result
     tx.jump(inst.target)  # type: ignore[arg-type]
 
 

@@ -36,8 +36,11 @@ No boundary lies inside a loop (a backward jump crosses it). A `for` loop
 holding the break gets a `LoopPlan`: its header runs eagerly and returns the
 iterator, and `LoopStage` calls the body as a part per item (entered after the
 target's stores with an empty stand-in iterator on the stack, stopped at the
-loop's FOR_ITER); a `while` loop or a `with` on a context capture cannot
-rebuild runs eagerly as a whole. A break inside a `try` body compiles up to the
+loop's FOR_ITER). A `while` loop keeps its state in the locals: where a
+`return` comes before its jump back, a part resumes inside it (inside a grad-mode
+or autocast `with` block in it too, the block re-entered by the prologue) and
+runs the rest of the loop, else the loop runs in the eager part; a `with` on a
+context capture cannot rebuild runs eagerly as a whole. A break inside a `try` body compiles up to the
 last boundary before it and runs the rest of the frame eagerly (handlers
 kept), as torch does. Frames with cell variables or generator flags are not
 split (they run eagerly, logged); closures are kept.
@@ -383,8 +386,6 @@ def _cuts(
         covering = [entry for entry in entries if entry.start <= at < entry.end]
         if covering and covering[0].depth != depth:
             continue  # a statement's temporaries are on the stack
-        if loops and (covering or depth):
-            continue  # inside a `with` block in a `while` loop: its exit lies below
         # uncovered: the stack holds `depth` values; plan_split accepts the cut only when
         # as many rebuildable values (contexts, loop iterators) lie at the stack's bottom.
         # Inside `while` loops the loops' state is the locals: a part resuming there
@@ -637,7 +638,7 @@ def _call_plan(
     entries = list(dis.Bytecode(code).exception_entries)
     withs = 0
     for_iters = {inst.offset for inst in insts if inst.opname == "FOR_ITER"}
-    loops = False
+    loops = in_for = False
     for point in (at, after):
         covering = [entry for entry in entries if entry.start <= point < entry.end]
         if covering:
@@ -652,8 +653,10 @@ def _call_plan(
         # inside `while` loops only, the loops' state is locals, handed on; inside
         # `for` loops (`in_loops`) their iterators lie below, handed on too
         loops = loops or bool(back)
-    if loops and withs:
-        return None
+        in_for = in_for or any(dst in for_iters for dst in back)
+    if in_for and withs:
+        return None  # a `for` loop's iterator lies below the `with` exits
+
     if withs > len(contexts) or withs > depth:
         return None  # a `with` on a context capture cannot rebuild
     if any(at <= src < after < dst for src, dst in jumps):

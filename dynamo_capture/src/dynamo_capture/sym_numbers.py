@@ -113,6 +113,9 @@ class SymNumbers:
         # operations on symbolic numbers the code ran (`i + 1`, `i < n`): torch.compile
         # traces each as a graph node, so a graph of no other operation is still compiled
         self.operations = 0
+        # the graph's last node when each such operation ran: torch.compile's node for it
+        # lies right after, keeping two grad-mode switches around it from being adjacent
+        self.steps_after: set[torch.fx.Node] = set()
         # id(SymNode) -> recipe; the recipe holds the result, so the id stays its own
         self._recipes: dict[int, SymRecipe] = {}
         self._nodes: dict[int, tuple[Any, Any]] = {}  # id(SymNode) -> (value, node)
@@ -127,6 +130,9 @@ class SymNumbers:
         if not is_symbolic_number(result) or any(arg is result for arg in args):
             return
         self.operations += 1
+        last = next(reversed(self.graph.nodes), None)
+        if last is not None:
+            self.steps_after.add(last)
         for arg in args:
             # `0 + f`, `f * 1`: the result is the argument itself (one node, not two)
             if is_symbolic_number(arg) and type(arg) is type(result):

@@ -258,7 +258,16 @@ def construct_torch_class(
 ) -> Value:
     """A torch class called while capturing: grad-mode contexts, Size, device, dtype info."""
     if cls in _GRAD_CONTEXTS:
-        return ContextValue("grad", (_GRAD_CONTEXTS[cls],))
+        context = ContextValue("grad", (_GRAD_CONTEXTS[cls],))
+        if not args and not kwargs:
+            return context
+        function = args[0] if args else kwargs.get("orig_func")
+        if function is None or (isinstance(function, PythonValue) and function.obj is None):
+            raise Unsupported(f"torch.{cls.__name__} given None or another keyword raises")
+        # `torch.no_grad(f)`: the class decorates f itself, as `torch.no_grad()(f)` does
+        from dynamo_capture.calls import decorate_with_context
+
+        return decorate_with_context(tx, context, function)
     if cls is torch.set_grad_enabled:
         mode = as_constant(args[0]) if args else as_constant(kwargs["mode"])
         # set_grad_enabled(mode) sets the mode when made (it works called as a function);
