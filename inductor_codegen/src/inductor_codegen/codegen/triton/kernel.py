@@ -39,7 +39,14 @@ from inductor_codegen.errors import InductorError
 from inductor_codegen.indexing import FloorDiv, IndexMod, numel, py_index
 from inductor_codegen.ir import Constant, IndexValue, Load, Op, ScalarArg, expr_loads
 from inductor_codegen.lowering.split import REDUCTION_MASK
-from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
+from inductor_codegen.scheduler import (
+    FusedKernel,
+    LoopGroup,
+    inner_vars,
+    map_loads,
+    node_body,
+    outer_vars,
+)
 from inductor_codegen.symbols import kernel_size_symbols
 
 __all__ = ["GroupMeta", "TritonKernelSource", "generate_triton_kernel", "triton_index"]
@@ -115,6 +122,9 @@ class TritonKernelSource:
     # > 1: a flat kernel of independent parts, each over all xnumel elements; the grid
     # holds `segments` times the programs of one part, each program running one part.
     segments: int = 0
+    # > 0: each program runs this many rows, XBLOCK at a time (a row kernel computing
+    # column partials, see inductor_codegen.column_partials); the grid counts row blocks.
+    rows_per_program: int = 0
 
 
 def triton_index(expr, names: dict | None = None) -> str:
@@ -241,6 +251,8 @@ class TritonKernelCodegen(KernelPrinter):
             else None
         )
         self.segments = self._segments()
+        self.column_group: int | None = None  # the group printing column partials
+        self.column_values: list = []
 
     # ---------------------------------------------------------- arguments and memory
 
@@ -378,6 +390,8 @@ class TritonKernelCodegen(KernelPrinter):
 
     def generate(self) -> TritonKernelSource:
         outer = self.kernel.outer
+        if self.kernel.column_partials:
+            return self._generate_row_blocks(outer)
         body = Scope(self, None, 1, "xmask")
         self._prologue(body, outer)
         if self.segments:  # each part under its own branch, one part a program
@@ -396,6 +410,68 @@ class TritonKernelCodegen(KernelPrinter):
             else:
                 self._group(body, item)
         return self._finish(body.lines)
+
+    def _generate_row_blocks(self, outer) -> TritonKernelSource:
+        """A row kernel that also sums columns over its rows (`FusedKernel.column_partials`):
+
+            colacc0 = tl.zeros([1, R0BLOCK], tl.float32)
+            for xrow in range(0, ROWS, XBLOCK):     # this program's rows, XBLOCK at a time
+                ...                                 # the row kernel's body
+                colacc0 = colacc0 + tl.sum(tl.where(xmask & r0mask, <value>, 0.0), 0)[None, :]
+            tl.store(out_ptr + (N * pid + r0index), colacc0, r0mask)   # partials[pid, :]
+
+        The column values are printed in the last loop group's scope, where the row
+        kernel's own loads of the same elements are already held in registers."""
+        rows = self.kernel.rows_per_program
+        g = self.group_ids[-1]
+        meta = self.group_meta[g]
+        if not all(m.persistent for m in self.group_meta) or not isinstance(meta.numel, int):
+            raise InductorError(
+                f"kernel {self.kernel.name}: column partials need rows held in one block"
+            )
+        head = Scope(self, None, 1, "xmask")
+        pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
+        head.line(f"xnumel = {triton_index(numel(outer))}")
+        head.line(f"xstart = {pid} * {rows}")
+        self.column_values = []
+        for k, name in enumerate(self.kernel.column_partials):
+            dtype = TRITON_DTYPES[self.buffers[name].layout.dtype]
+            head.line(f"colacc{k} = tl.zeros([1, R{g}BLOCK], {dtype})")
+            self.column_values.append(_column_value(self.buffers[name], outer))
+        head.line(f"for xrow in range(0, {rows}, XBLOCK):")
+        body = Scope(self, None, 2, "xmask")
+        body.line("xlocal = xrow + tl.arange(0, XBLOCK)[:, None]")
+        body.line("xindex = xstart + xlocal")
+        body.line(f"xmask = (xindex < xnumel) & (xlocal < {rows})")
+        body.line("xzero = xindex * 0")
+        self._split_flat(body, "xindex", outer_vars(len(outer)), outer)
+        self.column_group = g
+        for item in self.kernel.items:
+            if isinstance(item, str):
+                value, index = node_body(self.buffers[item], outer, "y")[:2]
+                self.store(body, item, index, body.value(value), value.dtype)
+            else:
+                self._group(body, item)
+        head.lines.extend(body.lines)
+        head.line(f"r{g}index = tl.arange(0, R{g}BLOCK)[None, :]")
+        for k, name in enumerate(self.kernel.column_partials):
+            ptr = self.pointer(name, writing=True)
+            head.line(
+                f"tl.store({ptr} + ({meta.numel} * {pid} + r{g}index), colacc{k}, "
+                f"r{g}index < {meta.numel})"
+            )
+        return self._finish(head.lines)
+
+    def _column_sums(self, inner: Scope, g: int) -> None:
+        """Add this block's rows of each column value to its accumulator (row blocks)."""
+        for k, value in enumerate(self.column_values):
+            text = inner.value(value)
+            acc_dtype = self.buffers[self.kernel.column_partials[k]].layout.dtype
+            if compute_dtype(value.dtype) != acc_dtype:
+                text = cast_text(text, value.dtype, acc_dtype)
+            inner.line(
+                f"colacc{k} = colacc{k} + tl.sum(tl.where(xmask & r{g}mask, {text}, 0.0), 0)[None, :]"
+            )
 
     def _segments(self) -> list[list[str]]:
         """The independent parts of a flat pointwise kernel (horizontally fused nodes that
@@ -576,6 +652,8 @@ class TritonKernelCodegen(KernelPrinter):
                 text, mask = self._reduction_value(inner, value, g)
                 self.masks[acc] = mask
                 self._update(inner, family, acc, text, value.dtype, g, mask)
+        if g == self.column_group and group is self.groups[-1]:
+            self._column_sums(inner, g)
         if not meta.persistent:
             scope.lines.extend(inner.lines)
         for name, value, index in bodies if group.kind == "reduction" else ():
@@ -765,6 +843,7 @@ class TritonKernelCodegen(KernelPrinter):
             self._tile_run() if self.tiled else 0,
             self.math_calls,
             len(self.segments),
+            self.kernel.rows_per_program,
         )
 
     def _param_name(self, key: str) -> str:
@@ -900,6 +979,19 @@ def _number_groups(
         if persistent:
             shared[key] = ids[-1]
     return ids, metas
+
+
+def _column_value(partial, outer):
+    """A column partial's value at the row of the outer loops and column r0 (the partial's
+    body read at chunk 0, element = the flat row; its last-chunk mask dropped: every row
+    of the kernel is inside), loads expanded so they meet the row kernel's own."""
+    xs = outer_vars(len(outer))
+    row = sum((x * numel(outer[k + 1 :]) for k, x in enumerate(xs)), sympy.Integer(0))
+    column = sympy.Symbol("r0", integer=True, nonnegative=True)
+    value = partial.body.loader((sympy.Integer(0), column), (row,))
+    if isinstance(value, Op) and value.name == REDUCTION_MASK:
+        value = value.args[1]
+    return map_loads(value, lambda ld: Load(ld.buffer, sympy.expand(ld.index), ld.dtype))
 
 
 def generate_triton_kernel(kernel: FusedKernel, buffers: dict) -> TritonKernelSource:
