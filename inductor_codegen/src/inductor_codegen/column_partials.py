@@ -104,44 +104,60 @@ def column_partials(plan: Schedule, buffers: dict, policy: ColumnPartialPolicy) 
     if not policy.enabled:
         return plan
     steps = list(plan.steps)
+    done: set[str] = set()
+    while True:
+        fused = _fuse_one(steps, buffers, policy, done)
+        if fused is None:
+            return Schedule(tuple(steps), plan.buffers)
+        steps = fused
+
+
+def _fuse_one(steps, buffers, policy, done) -> list | None:
+    """The steps with the first column sum kernel not in `done` that can move into a row
+    kernel moved there; None when there is none left."""
     readers = _readers(steps, buffers)
     for position, step in enumerate(steps):
-        if not isinstance(step, FusedKernel):
+        if not isinstance(step, FusedKernel) or step.name in done:
             continue
+        done.add(step.name)
         sums = _column_sums(step, buffers, steps, position, readers)
         if not sums:
             continue
         rows, columns = sums[0].rows, sums[0].columns
+        per_program = -(-rows // policy.programs)
+        if per_program < policy.min_rows or columns > policy.max_row:
+            continue
         if any((s.rows, s.columns) != (rows, columns) for s in sums):
             continue
         dropped = {s.partial_of for s in sums if s.partial_of}
-        start = min(
-            [position] + [k for k, s in enumerate(steps) if _produces(s, dropped)],
-        )
-        row_at = _row_kernel(steps, start, rows, columns, sums, buffers, policy)
+        partial_steps = [k for k, other in enumerate(steps) if _produces(other, dropped)]
+        if any(not set(steps[k].nodes) <= dropped for k in partial_steps):
+            continue  # the split partials share their kernel with other nodes
+        start = min([position, *partial_steps])
+        row_at = _row_kernel_before(steps, start, rows, columns, sums, buffers)
         if row_at is None:
-            continue
-        per_program = -(-rows // policy.programs)
-        if per_program < policy.min_rows:
+            row_at = _row_kernel_after(steps, position, rows, columns, sums, buffers)
+        if row_at is None:
             continue
         splits = -(-rows // per_program)
         partials = []
         for s in sums:
-            partial = _partial_buffer(s, splits, per_program, buffers[s.name])
+            partial = _partial_buffer(s, splits, per_program)
             buffers[partial.name] = partial
             buffers[s.name] = _final_buffer(buffers[s.name], partial, splits)
             partials.append(partial.name)
-        row = steps[row_at]
-        steps[row_at] = replace(
-            row,
-            column_partials=tuple(partials),
-            rows_per_program=per_program,
-        )
-        steps[position] = _with_final_ranges(step, splits)
+        row = replace(steps[row_at], column_partials=tuple(partials), rows_per_program=per_program)
+        final = _with_final_ranges(step, splits)
+        result = []
         for k, other in enumerate(steps):
-            if _produces(other, dropped) and k != position:
-                steps[k] = None
-    return Schedule(tuple(s for s in steps if s is not None), plan.buffers)
+            if k == row_at:
+                result += [row, final] if row_at > position else [row]
+            elif k == position:
+                result += [final] if row_at < position else []
+            elif k not in partial_steps:
+                result.append(other)
+        return result
+    return None
 
 
 def _readers(steps, buffers) -> dict[str, set[int]]:
@@ -274,39 +290,78 @@ def _along_columns(value) -> bool:
     return any(i.coeff(n) == 1 for i in indices)
 
 
-def _row_kernel(steps, start, rows, columns, sums, buffers, policy) -> int | None:
-    """The latest kernel before `start` over M rows of N columns (in one block) that reads
-    what the column sums read along the columns, with nothing they read computed at or
-    after it."""
+def _wanted(sums) -> set[str]:
     m, n = _probe_vars()
     wanted = set()
     for s in sums:
         wanted |= {ld.buffer for ld in expr_loads(s.value(m, n))}
+    return wanted
+
+
+def _is_row_kernel(step, rows, columns, buffers, wanted) -> bool:
+    """A kernel over M rows whose every inner loop runs over the N columns, reading some
+    of what the column sums read."""
+    if not isinstance(step, FusedKernel) or step.column_partials:
+        return False
+    groups = [i for i in step.items if isinstance(i, LoopGroup)]
+    return (
+        bool(groups)
+        and numel(step.outer) == rows
+        and all(_static_1d(g.ranges) == columns for g in groups)
+        and _shares_reads(step, buffers, wanted)
+    )
+
+
+def _row_kernel_before(steps, start, rows, columns, sums, buffers) -> int | None:
+    """The latest row kernel before `start` with nothing the column sums read computed
+    (or written in place) at or after it."""
+    wanted = _wanted(sums)
     for k in range(start - 1, -1, -1):
         step = steps[k]
-        if step is None:
-            continue
-        if _produces(step, wanted):
+        if _writes(step, buffers) & wanted:
             return None
-        if not isinstance(step, FusedKernel) or step.column_partials:
-            continue
-        groups = [i for i in step.items if isinstance(i, LoopGroup)]
-        if (
-            groups
-            and numel(step.outer) == rows
-            and columns <= policy.max_row
-            and all(_static_1d(g.ranges) == columns for g in groups)
-            and _shares_reads(step, buffers, wanted)
-        ):
+        if _is_row_kernel(step, rows, columns, buffers, wanted):
             return k
     return None
+
+
+def _row_kernel_after(steps, position, rows, columns, sums, buffers) -> int | None:
+    """The first row kernel after `position` (an RMS norm's weight gradient is scheduled
+    before its input gradient) with nothing up to it reading the column sums or writing
+    what they read in place."""
+    wanted = _wanted(sums)
+    results = {s.name for s in sums}
+    for k in range(position + 1, len(steps)):
+        step = steps[k]
+        if _step_reads(step, buffers) & results or _writes(step, buffers) & wanted:
+            return None
+        if _is_row_kernel(step, rows, columns, buffers, wanted):
+            return k
+    return None
+
+
+def _step_reads(step, buffers) -> set[str]:
+    if isinstance(step, FusedKernel):
+        return set().union(*(_reads(buffers[name]) for name in step.nodes))
+    return set(getattr(step, "reads", ()))
+
+
+def _writes(step, buffers) -> set[str]:
+    """What a step writes: its buffers, the inputs it stores into, and for an ATen call
+    that mutates (its schema says so) everything it reads."""
+    if isinstance(step, FusedKernel):
+        names = set(step.nodes)
+        return names | {buffers[n].stored_into for n in names if buffers[n].stored_into}
+    schema = getattr(getattr(step, "op", None), "_schema", None)
+    mutates = schema is not None and schema.is_mutable
+    return {step.name} | (set(getattr(step, "reads", ())) if mutates else set())
 
 
 def _shares_reads(step: FusedKernel, buffers, wanted) -> bool:
     return any(_reads(buffers[name]) & wanted for name in step.nodes)
 
 
-def _partial_buffer(s: _ColumnSum, splits: int, rows: int, final) -> ComputedBuffer:
+def _partial_buffer(s: _ColumnSum, splits: int, rows: int) -> ComputedBuffer:
     """partials[p, n]: the column sum over rows [p * rows, (p + 1) * rows) (float32, or
     float64 for float64 values), masked past the last row."""
     m, n = _probe_vars()
