@@ -209,11 +209,13 @@ def _static_1d(ranges) -> int | None:
 
 
 def _column_sums(step: FusedKernel, buffers, steps, position, readers) -> list[_ColumnSum]:
-    """The column sums of `step` (every node one), or none."""
-    if len(step.items) != 1 or not isinstance(step.items[0], LoopGroup):
+    """The column sums of `step`, or none: its one loop group must hold nothing else (the
+    outer level may hold what is computed from them, a cast to the weight's dtype)."""
+    groups = [item for item in step.items if isinstance(item, LoopGroup)]
+    if len(groups) != 1 or groups[0].kind != "reduction" or step.items[0] is not groups[0]:
         return []
     result = []
-    for name in step.nodes:
+    for name in groups[0].nodes:
         buf = buffers[name]
         if not _is_sum(buf):
             return []
@@ -330,7 +332,7 @@ def _row_kernel_after(steps, position, rows, columns, sums, buffers) -> int | No
     before its input gradient) with nothing up to it reading the column sums or writing
     what they read in place."""
     wanted = _wanted(sums)
-    results = {s.name for s in sums}
+    results = set(steps[position].nodes)
     for k in range(position + 1, len(steps)):
         step = steps[k]
         if _step_reads(step, buffers) & results or _writes(step, buffers) & wanted:
@@ -404,5 +406,5 @@ def squeeze_index(ranges, idx):
 
 
 def _with_final_ranges(step: FusedKernel, splits: int) -> FusedKernel:
-    group = step.items[0]
-    return replace(step, items=(replace(group, ranges=(sympy.Integer(splits),)),))
+    group = replace(step.items[0], ranges=(sympy.Integer(splits),))
+    return replace(step, items=(group, *step.items[1:]))
