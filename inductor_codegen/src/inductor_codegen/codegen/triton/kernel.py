@@ -253,6 +253,9 @@ class TritonKernelCodegen(KernelPrinter):
         self.segments = self._segments()
         self.column_group: int | None = None  # the group printing column partials
         self.column_values: list = []
+        # Looped max groups printed as one online loop with the sum that follows them.
+        self.online = self._online_logsumexp_pairs()
+        self.online_second = {id(pair[0]) for pair in self.online.values()}
 
     # ---------------------------------------------------------- arguments and memory
 
@@ -634,8 +637,12 @@ class TritonKernelCodegen(KernelPrinter):
             scope.line(f"{var} = {quotient if size is None else f'({quotient} % {size})'}")
 
     def _group(self, scope: Scope, group: LoopGroup) -> None:
+        if id(group) in self.online_second:
+            return  # printed in the loop of the max before it
         g = self.group_ids[self.groups.index(group)]
         meta = self.group_meta[g]
+        if id(group) in self.online:
+            return self._online_logsumexp(scope, group, g, meta, *self.online[id(group)])
         prefix = "r"  # one name for inner variables, so equal loads are equal keys
         bodies = [
             (n, *node_body(self.buffers[n], self.kernel.outer, prefix)[:2]) for n in group.nodes
@@ -681,6 +688,90 @@ class TritonKernelCodegen(KernelPrinter):
         variables = [f"r{g}_{k}" for k in range(len(group.ranges))]
         self._split_flat(inner, f"r{g}index", variables, group.ranges)
         return inner
+
+    # ---------------------------------------------------------- online logsumexp
+
+    def _online_logsumexp_pairs(self) -> dict:
+        """{id(max group): (sum group, max node, sum node)} for adjacent looped groups
+        computing m = max(v) and then s = sum(exp(v - m)) over the same row (softmax,
+        log_softmax, logsumexp, cross-entropy over a long vocabulary). Each pair is printed
+        as one loop (`_online_logsumexp`): the row is read once instead of twice."""
+        pairs = {}
+        items = self.kernel.items
+        for first, second in zip(items, items[1:]):
+            if not (isinstance(first, LoopGroup) and isinstance(second, LoopGroup)):
+                continue
+            if (first.kind, second.kind) != ("reduction", "reduction") or first.ranges != (
+                second.ranges
+            ):
+                continue
+            if len(first.nodes) != 1 or len(second.nodes) != 1:
+                continue
+            g = self.group_ids[self.groups.index(first)]
+            if self.group_meta[g].persistent:
+                continue
+            top, total = self.buffers[first.nodes[0]], self.buffers[second.nodes[0]]
+            if (top.body.reduction_type, total.body.reduction_type) != ("max", "sum"):
+                continue
+            value, index = node_body(top, self.kernel.outer, "r")[:2]
+            summed = node_body(total, self.kernel.outer, "r")[0]
+            if compute_dtype(value.dtype) == torch.float32 and _is_exp_minus(
+                summed, value, top.name, index
+            ):
+                pairs[id(first)] = (second, top.name, total.name)
+        return pairs
+
+    def _online_logsumexp(self, scope: Scope, group, g, meta, second, top, total) -> None:
+        """m = max(v) and s = sum(exp(v - c)), c a function of m (m itself, or logsumexp's
+        `where(isinf(m), 0, m)`), in one loop.
+
+        Each lane keeps the true running maximum (for m), the maximum of its finite
+        elements f and the sum of exp(v - f) over them, rescaled by exp(f - f_new) when f
+        grows, and flags for NaN, +inf and -inf elements. At the end the lanes' sums are
+        moved to c (exp(f - c)) and each flagged class adds what exp(v - c) is for it
+        (NaN; exp(inf - c); exp(-inf - c)): the same values eager's two passes give,
+        rounding aside, for every row, non-finite ones included."""
+        value, top_index = node_body(self.buffers[top], self.kernel.outer, "r")[:2]
+        summed, total_index = node_body(self.buffers[total], self.kernel.outer, "r")[:2]
+        shift = summed.args[0].args[1]
+        m, f, s, k = (f"acc{self.accumulator_count}{part}" for part in ("", "_f", "_s", "_k"))
+        self.accumulator_count += 1
+        shape = f"[XBLOCK, R{g}BLOCK]"
+        scope.line(f'{m} = tl.full({shape}, float("-inf"), tl.float32)')
+        scope.line(f'{f} = tl.full({shape}, float("-inf"), tl.float32)')
+        scope.line(f"{s} = tl.zeros({shape}, tl.float32)")
+        scope.line(f"{k} = tl.zeros({shape}, tl.int8)")
+        inner = self._inner_scope(scope, group, g, meta)
+        v, mask = self._reduction_value(inner, value, g)
+        inner.line(f'{m} = ember_max_combine({m}, tl.where({mask}, {v}, float("-inf")))')
+        inner.line(f'{k}_finite = {mask} & (tl.abs({v}) < float("inf"))')
+        inner.line(f'{f}_new = tl.maximum({f}, tl.where({k}_finite, {v}, float("-inf")))')
+        inner.line(f"{s}_scale = tl.where({f} == {f}_new, 1.0, libdevice.exp({f} - {f}_new))")
+        inner.line(
+            f"{s} = {s} * {s}_scale + tl.where({k}_finite, libdevice.exp({v} - {f}_new), 0.0)"
+        )
+        inner.line(f"{f} = {f}_new")
+        inner.line(
+            f"{k} = {k} | tl.where({mask} & ~{k}_finite, "
+            f"tl.where({v} != {v}, 1, tl.where({v} > 0, 2, 4)), 0).to(tl.int8)"
+        )
+        scope.lines.extend(inner.lines)
+        self.masks[m] = mask
+        result, dtype = self._result(scope, "max", m, value.dtype, g)
+        self.store(scope, top, top_index, result, dtype)
+        c = scope.value(shift)
+        scope.line(
+            f'{s}_done = tl.sum(tl.where({f} == float("-inf"), 0.0, '
+            f"{s} * libdevice.exp({f} - {c})), 1)[:, None]"
+        )
+        for bit, term in ((1, 'float("nan")'), (2, f'libdevice.exp(float("inf") - {c})')):
+            flag = f"(tl.max({k} & {bit}, 1) != 0)[:, None]"
+            scope.line(f"{s}_done = {s}_done + tl.where({flag}, {term}, 0.0)")
+        flag = f"(tl.max({k} & 4, 1) != 0)[:, None]"
+        scope.line(
+            f'{s}_done = {s}_done + tl.where({flag}, libdevice.exp(float("-inf") - {c}), 0.0)'
+        )
+        self.store(scope, total, total_index, f"{s}_done", summed.dtype)
 
     # ---------------------------------------------------------- reductions
 
@@ -979,6 +1070,35 @@ def _number_groups(
         if persistent:
             shared[key] = ids[-1]
     return ids, metas
+
+
+def _is_exp_minus(summed, value, top: str, index) -> bool:
+    """Whether `summed` is exp(value - c(top[index])): c reads only the max at its own
+    index (m itself, or where(isinf(m), 0, m))."""
+    if not (isinstance(summed, Op) and summed.name == "exp" and len(summed.args) == 1):
+        return False
+    inner = summed.args[0]
+    if not (isinstance(inner, Op) and inner.name == "sub" and inner.args[0] == value):
+        return False
+    shift = inner.args[1]
+    loads = expr_loads(shift)
+    return (
+        bool(loads)
+        and all(ld.buffer == top and sympy.expand(ld.index - index) == 0 for ld in loads)
+        and not _has_index_values(shift)
+        and summed.dtype == value.dtype == inner.dtype == shift.dtype
+    )
+
+
+def _has_index_values(expr) -> bool:
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, IndexValue):
+            return True
+        if isinstance(e, Op):
+            stack.extend(e.args)
+    return False
 
 
 def _column_value(partial, outer):
