@@ -217,3 +217,21 @@ def test_norm_training_backward_takes_column_partials(module):
     backward = compiled[-1]
     assert "column partials" in backward.artifact("column_partials")
     assert backward.kernel_count == 2
+
+
+def test_layer_norm_backward_in_its_gpu_form_takes_column_partials():
+    # prim_decomp decomposes the backward per device (the sums of g and g * x_hat off the
+    # CPU); traced on meta tensors it takes that form, then compiles for these inputs
+    from graph_helpers import decompositions
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    args = layer_norm_backward_inputs(67, 129, torch.float32)
+    gm = make_fx(layer_norm_backward, decomposition_table=decompositions())(
+        *[a.to("meta") for a in args]
+    )
+    with column_partial_policy(SMALL):
+        compiled = compile_graph(gm, args, options=OPTIONS)
+    for got, want in zip(compiled(*args), layer_norm_backward(*args)):
+        torch.testing.assert_close(got, want, **tolerance(torch.float32))
+    assert compiled.kernel_count == 2
+    assert len(row_loads(row_kernel(compiled), 129)) == 2
