@@ -136,7 +136,7 @@ def _fuse_one(steps, buffers, policy, done) -> list | None:
         start = min([position, *partial_steps])
         row_at = _row_kernel_before(steps, start, rows, columns, sums, buffers)
         if row_at is None:
-            row_at = _row_kernel_after(steps, position, rows, columns, sums, buffers)
+            row_at = _row_kernel_after(steps, start, position, rows, columns, sums, buffers)
         if row_at is None:
             continue
         splits = -(-rows // per_program)
@@ -327,12 +327,14 @@ def _row_kernel_before(steps, start, rows, columns, sums, buffers) -> int | None
     return None
 
 
-def _row_kernel_after(steps, position, rows, columns, sums, buffers) -> int | None:
+def _row_kernel_after(steps, start, position, rows, columns, sums, buffers) -> int | None:
     """The first row kernel after `position` (an RMS norm's weight gradient is scheduled
-    before its input gradient) with nothing up to it reading the column sums or writing
-    what they read in place."""
+    before its input gradient) with nothing from `start` (the column sums' first step) up
+    to it writing what they read in place, nor from `position` on reading their results."""
     wanted = _wanted(sums)
     results = set(steps[position].nodes)
+    if any(_writes(steps[k], buffers) & wanted for k in range(start + 1, position)):
+        return None
     for k in range(position + 1, len(steps)):
         step = steps[k]
         if _step_reads(step, buffers) & results or _writes(step, buffers) & wanted:
