@@ -140,3 +140,25 @@ def test_buffers_are_reused_after_their_last_use():
 
     compiled = check(chain, torch.randn(16, 16), rtol=1e-4, atol=1e-4)
     assert "# reuses" in compiled.artifact("wrapper")
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_shared_value_reading_no_large_buffer_is_recomputed_not_stored(codegen):
+    # a cross-entropy gradient's one-hot rows, built from a per-row target: its two
+    # readers (a row sum and the pointwise result) recompute it, nothing [8, 300] is stored
+    # but the result
+    if codegen == "triton":
+        pytest.importorskip("triton")
+
+    def fn(t, s, x):
+        classes = torch.arange(x.shape[1], device=x.device)
+        hot = torch.where(classes == t[:, None], -s[:, None] * 2.0 + 1.0, 0.0)
+        hot = hot * (t[:, None] != -100)
+        return x - torch.exp(x) * hot.sum(1, keepdim=True) + hot
+
+    t = torch.randint(0, 300, (8,))
+    t[3] = -100
+    s, x = torch.randn(8), torch.randn(8, 300)
+    compiled = check(fn, t, s, x, options={"device_codegen": codegen})
+    schedule = compiled.artifact("schedule")
+    assert "pointwise loop [300]: buf1" in schedule and "buf2" not in schedule

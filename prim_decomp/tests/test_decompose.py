@@ -338,3 +338,40 @@ def test_layer_norm_backward_matches_eager_for_finite_values():
     for actual, expected in zip(decompose(gm, inductor_default)(*args), fn(*args)):
         if expected is not None:
             torch.testing.assert_close(actual, expected)
+
+
+def _nll_backward(op, weighted: bool, reduction):
+    def fn(grad, x, target, total, *weight):
+        return op(grad, x, target, weight[0] if weighted else None, reduction, -100, total)
+
+    return fn
+
+
+@pytest.mark.parametrize("reduction", [0, 1, 2])  # none, mean, sum
+@pytest.mark.parametrize("shape", [(5, 7), (7,), (2, 7, 3, 2)], ids=["2d", "1d", "nd"])
+def test_nll_loss_backward_is_a_one_hot_comparison_not_a_scatter(shape, reduction):
+    """The gradient is `where(class == target, -w * grad, 0)`: elementwise (it fuses into
+    its reader), with zero rows for ignored targets even under a NaN upstream gradient."""
+    torch.manual_seed(0)
+    x = torch.randn(shape).log_softmax(0 if len(shape) == 1 else 1)
+    target_shape = () if len(shape) == 1 else (shape[0], *shape[2:])
+    target = torch.randint(0, 7, target_shape)
+    if target.dim():
+        target.view(-1)[1] = -100  # ignored
+    weight = torch.rand(7) + 0.5
+    for w in (None, weight):
+        loss, total = (
+            aten.nll_loss2d_forward(x, target, w, reduction, -100)
+            if len(shape) == 4
+            else aten.nll_loss_forward(x, target, w, reduction, -100)
+        )
+        grad = torch.full_like(loss, float("nan")) if reduction == 0 else torch.ones_like(loss)
+        op = aten.nll_loss2d_backward if len(shape) == 4 else aten.nll_loss_backward
+
+        fn = _nll_backward(op, w is not None, reduction)
+        args = (grad, x, target, total) + ((w,) if w is not None else ())
+        gm = make_fx(fn, tracing_mode="fake")(*args)
+        decomposed = decompose(gm, inductor_default)
+        ops = {n.target for n in decomposed.graph.nodes if n.op == "call_function"}
+        assert aten.scatter.src not in ops
+        torch.testing.assert_close(decomposed(*args), fn(*args), equal_nan=True)

@@ -79,6 +79,10 @@ class FusedKernel:
     nodes: tuple[str, ...]
     locals_: frozenset[str] = frozenset()
     kernel_only: frozenset[str] = frozenset()
+    # Column sums computed here as partials over each program's rows (column_partials):
+    # the partial buffers, and the rows a program runs (0: one block of rows a program).
+    column_partials: tuple[str, ...] = ()
+    rows_per_program: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -801,4 +805,7 @@ def describe(steps) -> str:
                 lines.append(f"    {item}")
         if step.locals_:
             lines.append(f"    kept in registers: {', '.join(sorted(step.locals_))}")
+        if step.column_partials:
+            names = ", ".join(step.column_partials)
+            lines.append(f"    column partials, {step.rows_per_program} rows a program: {names}")
     return "\n".join(lines)

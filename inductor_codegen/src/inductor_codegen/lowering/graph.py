@@ -493,7 +493,7 @@ class GraphLowering:
         size = inline_size(value)
         if (
             size > MAX_INLINE_SIZE
-            or (readers(node) > 1 and (size > MAX_SHARED_INLINE_SIZE or _has_expensive_op(value)))
+            or (readers(node) > 1 and self._worth_sharing(value, size))
             # Each matrix product stores its operands: two of them (a gradient read
             # as is and transposed) would store two copies of one value.
             or _matrix_product_readers(node) > 1
@@ -503,6 +503,20 @@ class GraphLowering:
             returned = any(user.op == "output" for user in node.users)
             return self.realize(value, layout_hint=meta_layout(node) if returned else None)
         return value
+
+    def _worth_sharing(self, value: TensorValue, size: int) -> bool:
+        """Whether a value several nodes read is stored once rather than recomputed in
+        each: when it is large or calls an expensive function, unless it reads no buffer
+        as large as itself (a one-hot row from a per-row target, a mask from indices),
+        which each reader recomputes from registers and cache for less than a store and
+        the loads of every element."""
+        if _has_expensive_op(value):
+            return True
+        if size <= MAX_SHARED_INLINE_SIZE:
+            return False
+        from inductor_codegen.lowering.shared_reads import heavy_reads  # (imports this module)
+
+        return heavy_reads(self, value) > 0
 
     # -------------------------------------------------------------- buffers
 

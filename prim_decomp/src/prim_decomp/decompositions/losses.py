@@ -58,10 +58,22 @@ def nll_loss_backward(grad, x, target, weight, reduction: int, ignore_index, tot
         w = aten.full.default(target.shape, 1, dtype=x.dtype, device=x.device)
     w = aten.where.self(keep, w, aten.zeros_like.default(w))
     scale = grad / total_weight if reduction == _MEAN else grad
-    per_element = -w * scale
-    index = aten.unsqueeze.default(safe_target, class_dim)
-    src = aten.unsqueeze.default(per_element, class_dim)
-    return aten.scatter.src(aten.zeros_like.default(x), class_dim, index, src)
+    per_element = aten.unsqueeze.default(-w * scale, class_dim)
+    # NOTE: a comparison with the class index, not a scatter into zeros: elementwise, it
+    # fuses into what reads the gradient (log_softmax's backward), so the one-hot rows
+    # are never stored; ignored targets give zero rows, whatever the upstream gradient.
+    classes = x.shape[class_dim]
+    shape = [1] * x.dim()
+    shape[class_dim] = classes
+    index = aten.view.default(
+        aten.arange.start_step(0, classes, 1, dtype=target.dtype, device=x.device), shape
+    )
+    hit = aten.logical_and.default(
+        aten.eq.Tensor(index, aten.unsqueeze.default(safe_target, class_dim)),
+        aten.unsqueeze.default(keep, class_dim),
+    )
+    zero = aten.zeros.default([], dtype=x.dtype, device=x.device)
+    return aten.where.self(hit, per_element, zero)
 
 
 @COMPOSITE.register(aten.nll_loss.default, aten.nll_loss_nd.default)

@@ -23,9 +23,14 @@ import torch
 
 from guards.cache_root import cache_folder
 from inductor_codegen import runtime
-from inductor_codegen.codegen.triton.kernel import generate_triton_kernel
+from inductor_codegen.codegen.triton.kernel import PERSISTENT_MAX, generate_triton_kernel
 from inductor_codegen.codegen.triton.options import TritonOptions, split_device_options
 from inductor_codegen.codegen.triton.random import TRITON_LOWERINGS
+from inductor_codegen.column_partials import (
+    ColumnPartialPolicy,
+    active_column_partial_policy,
+    column_partials,
+)
 from inductor_codegen.errors import UnsupportedGraphError
 from inductor_codegen.lowering.split import SplitPolicy, active_split_policy, split_reductions
 from inductor_codegen.options import Options
@@ -57,6 +62,9 @@ __all__ = ["GPU_FUSION_POLICY", "compile_triton_graph", "load_triton_graph", "ma
 # of three weights [768, 768], [768, 3072] and [50257, 768] joined under an outer
 # loop of 768 would run as 768 programs looping over rows (1.6 ms for what three
 # flat kernels do in 0.3 ms).
+# Rows held in one block (a persistent reduction's longest row); about 4 programs an SM
+# of an H100 or H200 (132 SMs) of 4 warps each, sized by row blocks.
+COLUMN_PARTIAL_POLICY = ColumnPartialPolicy(max_row=PERSISTENT_MAX, programs=1024, min_rows=4)
 GPU_FUSION_POLICY = FusionPolicy(
     horizontal_rules=(
         "index_divisions",
@@ -120,6 +128,13 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
         return maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)
     plan = _renamed(plan)
     done("schedule", lambda: describe(plan.steps))
+
+    # column partials: column sums (a norm's weight gradient) computed in the row kernel
+    # that reads the same rows, as partials per block of rows, then a small final sum.
+    if not graph.symbolic:
+        policy = active_column_partial_policy() or COLUMN_PARTIAL_POLICY
+        plan = column_partials(plan, graph.buffer_by_name, policy)
+        done("column_partials", lambda: describe(plan.steps))
 
     # templates (max_autotune): matmuls as Triton templates with their epilogue fused.
     templates = {}

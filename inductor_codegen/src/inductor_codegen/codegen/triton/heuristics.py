@@ -98,6 +98,8 @@ def _config(kernel: TritonKernelSource, xblock: int, looped_rblock: int) -> Laun
     # A persistent row next to a looped one: the tile of the widest row still fits a program.
     widest = max(rblocks, default=1)
     xblock = max(1, min(xblock, next_power_of_2(kernel.xnumel), max(1, PROGRAM_ELEMENTS // widest)))
+    if kernel.rows_per_program:  # row blocks: XBLOCK rows at a time of a program's rows
+        xblock = min(xblock, next_power_of_2(kernel.rows_per_program))
     return LaunchConfig(xblock, rblocks, _warps(xblock * max(rblocks, default=1)))
 
 

@@ -39,7 +39,14 @@ from inductor_codegen.errors import InductorError
 from inductor_codegen.indexing import FloorDiv, IndexMod, numel, py_index
 from inductor_codegen.ir import Constant, IndexValue, Load, Op, ScalarArg, expr_loads
 from inductor_codegen.lowering.split import REDUCTION_MASK
-from inductor_codegen.scheduler import FusedKernel, LoopGroup, inner_vars, node_body, outer_vars
+from inductor_codegen.scheduler import (
+    FusedKernel,
+    LoopGroup,
+    inner_vars,
+    map_loads,
+    node_body,
+    outer_vars,
+)
 from inductor_codegen.symbols import kernel_size_symbols
 
 __all__ = ["GroupMeta", "TritonKernelSource", "generate_triton_kernel", "triton_index"]
@@ -115,6 +122,9 @@ class TritonKernelSource:
     # > 1: a flat kernel of independent parts, each over all xnumel elements; the grid
     # holds `segments` times the programs of one part, each program running one part.
     segments: int = 0
+    # > 0: each program runs this many rows, XBLOCK at a time (a row kernel computing
+    # column partials, see inductor_codegen.column_partials); the grid counts row blocks.
+    rows_per_program: int = 0
 
 
 def triton_index(expr, names: dict | None = None) -> str:
@@ -241,6 +251,11 @@ class TritonKernelCodegen(KernelPrinter):
             else None
         )
         self.segments = self._segments()
+        self.column_group: int | None = None  # the group printing column partials
+        self.column_values: list = []
+        # Looped max groups printed as one online loop with the sum that follows them.
+        self.online = self._online_logsumexp_pairs()
+        self.online_second = {id(pair[0]) for pair in self.online.values()}
 
     # ---------------------------------------------------------- arguments and memory
 
@@ -378,6 +393,8 @@ class TritonKernelCodegen(KernelPrinter):
 
     def generate(self) -> TritonKernelSource:
         outer = self.kernel.outer
+        if self.kernel.column_partials:
+            return self._generate_row_blocks(outer)
         body = Scope(self, None, 1, "xmask")
         self._prologue(body, outer)
         if self.segments:  # each part under its own branch, one part a program
@@ -396,6 +413,68 @@ class TritonKernelCodegen(KernelPrinter):
             else:
                 self._group(body, item)
         return self._finish(body.lines)
+
+    def _generate_row_blocks(self, outer) -> TritonKernelSource:
+        """A row kernel that also sums columns over its rows (`FusedKernel.column_partials`):
+
+            colacc0 = tl.zeros([1, R0BLOCK], tl.float32)
+            for xrow in range(0, ROWS, XBLOCK):     # this program's rows, XBLOCK at a time
+                ...                                 # the row kernel's body
+                colacc0 = colacc0 + tl.sum(tl.where(xmask & r0mask, <value>, 0.0), 0)[None, :]
+            tl.store(out_ptr + (N * pid + r0index), colacc0, r0mask)   # partials[pid, :]
+
+        The column values are printed in the last loop group's scope, where the row
+        kernel's own loads of the same elements are already held in registers."""
+        rows = self.kernel.rows_per_program
+        g = self.group_ids[-1]
+        meta = self.group_meta[g]
+        if not all(m.persistent for m in self.group_meta) or not isinstance(meta.numel, int):
+            raise InductorError(
+                f"kernel {self.kernel.name}: column partials need rows held in one block"
+            )
+        head = Scope(self, None, 1, "xmask")
+        pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
+        head.line(f"xnumel = {triton_index(numel(outer))}")
+        head.line(f"xstart = {pid} * {rows}")
+        self.column_values = []
+        for k, name in enumerate(self.kernel.column_partials):
+            dtype = TRITON_DTYPES[self.buffers[name].layout.dtype]
+            head.line(f"colacc{k} = tl.zeros([1, R{g}BLOCK], {dtype})")
+            self.column_values.append(_column_value(self.buffers[name], outer))
+        head.line(f"for xrow in range(0, {rows}, XBLOCK):")
+        body = Scope(self, None, 2, "xmask")
+        body.line("xlocal = xrow + tl.arange(0, XBLOCK)[:, None]")
+        body.line("xindex = xstart + xlocal")
+        body.line(f"xmask = (xindex < xnumel) & (xlocal < {rows})")
+        body.line("xzero = xindex * 0")
+        self._split_flat(body, "xindex", outer_vars(len(outer)), outer)
+        self.column_group = g
+        for item in self.kernel.items:
+            if isinstance(item, str):
+                value, index = node_body(self.buffers[item], outer, "y")[:2]
+                self.store(body, item, index, body.value(value), value.dtype)
+            else:
+                self._group(body, item)
+        head.lines.extend(body.lines)
+        head.line(f"r{g}index = tl.arange(0, R{g}BLOCK)[None, :]")
+        for k, name in enumerate(self.kernel.column_partials):
+            ptr = self.pointer(name, writing=True)
+            head.line(
+                f"tl.store({ptr} + ({meta.numel} * {pid} + r{g}index), colacc{k}, "
+                f"r{g}index < {meta.numel})"
+            )
+        return self._finish(head.lines)
+
+    def _column_sums(self, inner: Scope, g: int) -> None:
+        """Add this block's rows of each column value to its accumulator (row blocks)."""
+        for k, value in enumerate(self.column_values):
+            text = inner.value(value)
+            acc_dtype = self.buffers[self.kernel.column_partials[k]].layout.dtype
+            if compute_dtype(value.dtype) != acc_dtype:
+                text = cast_text(text, value.dtype, acc_dtype)
+            inner.line(
+                f"colacc{k} = colacc{k} + tl.sum(tl.where(xmask & r{g}mask, {text}, 0.0), 0)[None, :]"
+            )
 
     def _segments(self) -> list[list[str]]:
         """The independent parts of a flat pointwise kernel (horizontally fused nodes that
@@ -558,8 +637,12 @@ class TritonKernelCodegen(KernelPrinter):
             scope.line(f"{var} = {quotient if size is None else f'({quotient} % {size})'}")
 
     def _group(self, scope: Scope, group: LoopGroup) -> None:
+        if id(group) in self.online_second:
+            return  # printed in the loop of the max before it
         g = self.group_ids[self.groups.index(group)]
         meta = self.group_meta[g]
+        if id(group) in self.online:
+            return self._online_logsumexp(scope, group, g, meta, *self.online[id(group)])
         prefix = "r"  # one name for inner variables, so equal loads are equal keys
         bodies = [
             (n, *node_body(self.buffers[n], self.kernel.outer, prefix)[:2]) for n in group.nodes
@@ -576,6 +659,8 @@ class TritonKernelCodegen(KernelPrinter):
                 text, mask = self._reduction_value(inner, value, g)
                 self.masks[acc] = mask
                 self._update(inner, family, acc, text, value.dtype, g, mask)
+        if g == self.column_group and group is self.groups[-1]:
+            self._column_sums(inner, g)
         if not meta.persistent:
             scope.lines.extend(inner.lines)
         for name, value, index in bodies if group.kind == "reduction" else ():
@@ -603,6 +688,90 @@ class TritonKernelCodegen(KernelPrinter):
         variables = [f"r{g}_{k}" for k in range(len(group.ranges))]
         self._split_flat(inner, f"r{g}index", variables, group.ranges)
         return inner
+
+    # ---------------------------------------------------------- online logsumexp
+
+    def _online_logsumexp_pairs(self) -> dict:
+        """{id(max group): (sum group, max node, sum node)} for adjacent looped groups
+        computing m = max(v) and then s = sum(exp(v - m)) over the same row (softmax,
+        log_softmax, logsumexp, cross-entropy over a long vocabulary). Each pair is printed
+        as one loop (`_online_logsumexp`): the row is read once instead of twice."""
+        pairs = {}
+        items = self.kernel.items
+        for first, second in zip(items, items[1:]):
+            if not (isinstance(first, LoopGroup) and isinstance(second, LoopGroup)):
+                continue
+            if (first.kind, second.kind) != ("reduction", "reduction") or first.ranges != (
+                second.ranges
+            ):
+                continue
+            if len(first.nodes) != 1 or len(second.nodes) != 1:
+                continue
+            g = self.group_ids[self.groups.index(first)]
+            if self.group_meta[g].persistent:
+                continue
+            top, total = self.buffers[first.nodes[0]], self.buffers[second.nodes[0]]
+            if (top.body.reduction_type, total.body.reduction_type) != ("max", "sum"):
+                continue
+            value, index = node_body(top, self.kernel.outer, "r")[:2]
+            summed = node_body(total, self.kernel.outer, "r")[0]
+            if compute_dtype(value.dtype) == torch.float32 and _is_exp_minus(
+                summed, value, top.name, index
+            ):
+                pairs[id(first)] = (second, top.name, total.name)
+        return pairs
+
+    def _online_logsumexp(self, scope: Scope, group, g, meta, second, top, total) -> None:
+        """m = max(v) and s = sum(exp(v - c)), c a function of m (m itself, or logsumexp's
+        `where(isinf(m), 0, m)`), in one loop.
+
+        Each lane keeps the true running maximum (for m), the maximum of its finite
+        elements f and the sum of exp(v - f) over them, rescaled by exp(f - f_new) when f
+        grows, and flags for NaN, +inf and -inf elements. At the end the lanes' sums are
+        moved to c (exp(f - c)) and each flagged class adds what exp(v - c) is for it
+        (NaN; exp(inf - c); exp(-inf - c)): the same values eager's two passes give,
+        rounding aside, for every row, non-finite ones included."""
+        value, top_index = node_body(self.buffers[top], self.kernel.outer, "r")[:2]
+        summed, total_index = node_body(self.buffers[total], self.kernel.outer, "r")[:2]
+        shift = summed.args[0].args[1]
+        m, f, s, k = (f"acc{self.accumulator_count}{part}" for part in ("", "_f", "_s", "_k"))
+        self.accumulator_count += 1
+        shape = f"[XBLOCK, R{g}BLOCK]"
+        scope.line(f'{m} = tl.full({shape}, float("-inf"), tl.float32)')
+        scope.line(f'{f} = tl.full({shape}, float("-inf"), tl.float32)')
+        scope.line(f"{s} = tl.zeros({shape}, tl.float32)")
+        scope.line(f"{k} = tl.zeros({shape}, tl.int8)")
+        inner = self._inner_scope(scope, group, g, meta)
+        v, mask = self._reduction_value(inner, value, g)
+        inner.line(f'{m} = ember_max_combine({m}, tl.where({mask}, {v}, float("-inf")))')
+        inner.line(f'{k}_finite = {mask} & (tl.abs({v}) < float("inf"))')
+        inner.line(f'{f}_new = tl.maximum({f}, tl.where({k}_finite, {v}, float("-inf")))')
+        inner.line(f"{s}_scale = tl.where({f} == {f}_new, 1.0, libdevice.exp({f} - {f}_new))")
+        inner.line(
+            f"{s} = {s} * {s}_scale + tl.where({k}_finite, libdevice.exp({v} - {f}_new), 0.0)"
+        )
+        inner.line(f"{f} = {f}_new")
+        inner.line(
+            f"{k} = {k} | tl.where({mask} & ~{k}_finite, "
+            f"tl.where({v} != {v}, 1, tl.where({v} > 0, 2, 4)), 0).to(tl.int8)"
+        )
+        scope.lines.extend(inner.lines)
+        self.masks[m] = mask
+        result, dtype = self._result(scope, "max", m, value.dtype, g)
+        self.store(scope, top, top_index, result, dtype)
+        c = scope.value(shift)
+        scope.line(
+            f'{s}_done = tl.sum(tl.where({f} == float("-inf"), 0.0, '
+            f"{s} * libdevice.exp({f} - {c})), 1)[:, None]"
+        )
+        for bit, term in ((1, 'float("nan")'), (2, f'libdevice.exp(float("inf") - {c})')):
+            flag = f"(tl.max({k} & {bit}, 1) != 0)[:, None]"
+            scope.line(f"{s}_done = {s}_done + tl.where({flag}, {term}, 0.0)")
+        flag = f"(tl.max({k} & 4, 1) != 0)[:, None]"
+        scope.line(
+            f'{s}_done = {s}_done + tl.where({flag}, libdevice.exp(float("-inf") - {c}), 0.0)'
+        )
+        self.store(scope, total, total_index, f"{s}_done", summed.dtype)
 
     # ---------------------------------------------------------- reductions
 
@@ -765,6 +934,7 @@ class TritonKernelCodegen(KernelPrinter):
             self._tile_run() if self.tiled else 0,
             self.math_calls,
             len(self.segments),
+            self.kernel.rows_per_program,
         )
 
     def _param_name(self, key: str) -> str:
@@ -900,6 +1070,48 @@ def _number_groups(
         if persistent:
             shared[key] = ids[-1]
     return ids, metas
+
+
+def _is_exp_minus(summed, value, top: str, index) -> bool:
+    """Whether `summed` is exp(value - c(top[index])): c reads only the max at its own
+    index (m itself, or where(isinf(m), 0, m))."""
+    if not (isinstance(summed, Op) and summed.name == "exp" and len(summed.args) == 1):
+        return False
+    inner = summed.args[0]
+    if not (isinstance(inner, Op) and inner.name == "sub" and inner.args[0] == value):
+        return False
+    shift = inner.args[1]
+    loads = expr_loads(shift)
+    return (
+        bool(loads)
+        and all(ld.buffer == top and sympy.expand(ld.index - index) == 0 for ld in loads)
+        and not _has_index_values(shift)
+        and summed.dtype == value.dtype == inner.dtype == shift.dtype
+    )
+
+
+def _has_index_values(expr) -> bool:
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, IndexValue):
+            return True
+        if isinstance(e, Op):
+            stack.extend(e.args)
+    return False
+
+
+def _column_value(partial, outer):
+    """A column partial's value at the row of the outer loops and column r0 (the partial's
+    body read at chunk 0, element = the flat row; its last-chunk mask dropped: every row
+    of the kernel is inside), loads expanded so they meet the row kernel's own."""
+    xs = outer_vars(len(outer))
+    row = sum((x * numel(outer[k + 1 :]) for k, x in enumerate(xs)), sympy.Integer(0))
+    column = sympy.Symbol("r0", integer=True, nonnegative=True)
+    value = partial.body.loader((sympy.Integer(0), column), (row,))
+    if isinstance(value, Op) and value.name == REDUCTION_MASK:
+        value = value.args[1]
+    return map_loads(value, lambda ld: Load(ld.buffer, sympy.expand(ld.index), ld.dtype))
 
 
 def generate_triton_kernel(kernel: FusedKernel, buffers: dict) -> TritonKernelSource:

@@ -442,7 +442,8 @@ class TritonKernel:
         key = (config, xnumel)
         launcher = self.launchers.get(key)
         if launcher is None:
-            grid = (max(1, -(-xnumel // config.xblock)) * max(1, self.source.segments), 1, 1)
+            per_program = self.source.rows_per_program or config.xblock
+            grid = (max(1, -(-xnumel // per_program)) * max(1, self.source.segments), 1, 1)
             if config.yblock:
                 grid = (grid[0], max(1, -(-self.source.ynumel // config.yblock)), 1)
             launcher = Launcher(self.fn, grid, config.constexprs(), {"num_warps": config.num_warps})
