@@ -127,6 +127,7 @@ def _fold(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 @handles(is_compiling)
 def _is_compiling(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    tx.ctx.read_compiling_state = True
     return PythonValue(True)
 
 

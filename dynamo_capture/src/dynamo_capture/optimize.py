@@ -145,6 +145,9 @@ class CompiledCallable:
         self.modules_by_structure = False
         self.records_by_structure = False  # capture records kept under modules_by_structure
         self.parent: CompiledCallable | None = None  # the split frame this is a part of
+        # a capture of the whole frame found no operation: the code runs eagerly from then
+        # on, every call (`_skips_code`)
+        self.code_skipped = False
         self.compile_id = ""  # of the newest compile (compile_trace)
         _live.add(self)
 
@@ -179,6 +182,8 @@ class CompiledCallable:
         if stance.name == "force_eager" or eager_only_depth() > 0 or is_compiling():
             return self.target(*args, **kwargs)
         if stance.name == "eager_then_compile" and self.calls == 1:
+            return self.target(*args, **kwargs)
+        if self.code_skipped:
             return self.target(*args, **kwargs)
         if stance.name == "aot_eager_then_compile" and self.calls == 1:
             return self._run_once_with_aot_eager(args, kwargs)
@@ -358,6 +363,7 @@ class CompiledCallable:
                 )
             return self._compile(f_locals, args, kwargs, stance)
         self.artifacts.append(entry.artifacts)
+        self.code_skipped = self._skips_code(frame, f_locals)
         # NOTE: the graph of a symbolic capture the backend refused was captured again
         # statically for the entry: only the graph the entry runs is kept
         if self._storable(stance) and entry.graph_module is frame.graph_module:
@@ -367,6 +373,24 @@ class CompiledCallable:
                 "captured graph of %s:\n%s", self.frame.name, entry.artifacts.graph_code
             )
         return entry
+
+    def _skips_code(self, frame: Any, f_locals: dict[str, Any]) -> bool:
+        """Whether a capture of the whole frame (to its return) makes the code run eagerly
+        for good: it found no operation for a graph, as torch.compile skips such a frame
+        and every later call of its code, whatever the inputs (until reset).
+
+        Not under fullgraph, nor where the code asked whether it is being compiled, nor
+        where an argument is an nn.Module class (torch.compile keeps those too).
+        """
+        return (
+            not self.fullgraph
+            and frame.call_count == 0
+            and not frame.ctx.read_compiling_state
+            and not any(
+                isinstance(value, type) and issubclass(value, torch.nn.Module)
+                for value in f_locals.values()
+            )
+        )
 
     def _break_entry(
         self,
@@ -1058,6 +1082,7 @@ class CompiledCallable:
         self.calls = 0
         self.entries.clear()
         self._limit_logged = False
+        self.code_skipped = False
 
 
 def takes_float_inputs(backend: Backend) -> bool:

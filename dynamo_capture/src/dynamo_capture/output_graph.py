@@ -37,9 +37,11 @@ from dynamo_capture.sources import (
     AttrSource,
     CellContentsSource,
     FloatTensorSource,
+    GlobalSource,
     ItemSource,
     IteratorStateSource,
     LocalSource,
+    ModuleGlobalSource,
     ModuleSource,
     NNModuleSource,
     NumpyTensorSource,
@@ -172,15 +174,16 @@ def _is_argument_source(source: Source) -> bool:
 
 
 def _is_float_input_source(source: Source) -> bool:
-    """An argument source (`_is_argument_source`) or an attribute of an nn.Module argument,
-    at any depth (`L['self'].scale`, `L['self']._modules['block'].eps`): torch.compile
-    specializes a module's int attributes but not its floats (`specialize_float=False`),
-    which follow automatic dynamic as float arguments do."""
+    """An argument source (`_is_argument_source`), an attribute of an nn.Module argument
+    at any depth (`L['self'].scale`, `L['self']._modules['block'].eps`), a global or what
+    is read from one (`G['SCALE']`, `G['config'].eps`): torch.compile specializes a
+    module's int attributes and global ints but not floats (`specialize_float=False`),
+    which follow automatic dynamic wherever they are read from."""
     while isinstance(source, ItemSource | AttrSource | CellContentsSource | IteratorStateSource):
         source = source.base
         while isinstance(source, ModuleSource | NNModuleSource):
             source = source.base
-    return isinstance(source, LocalSource)
+    return isinstance(source, LocalSource | GlobalSource | ModuleGlobalSource)
 
 
 def _holds_enum(obj: Any) -> bool:
@@ -259,6 +262,10 @@ class CaptureContext:
         # a torch state setter (state_setters.STATE_SETTERS) recorded in the graph: the
         # state it sets is not set while capturing, so it cannot be read any more
         self.state_set_in_graph = False
+        # the code asked whether it is being compiled (`torch.compiler.is_compiling()`):
+        # it does something else when run eagerly, so a capture of it without operations
+        # is still kept (see CompiledCallable._skips_code)
+        self.read_compiling_state = False
         # the default dtype the frame was entered with (guarded); torch.set_default_dtype
         # in the frame changes it now and in the graph (state_setters)
         self.entry_default_dtype = torch.get_default_dtype()
@@ -605,7 +612,8 @@ class CaptureContext:
         return self.shape_env.create_symint(self.shape_env.create_int_symbol(value, source), value)
 
     def _symbolic_float(self, value: Any, source: Source) -> torch.SymFloat | None:
-        """A SymFloat for a float argument whose value changed since an earlier compile.
+        """A SymFloat for a float argument whose value changed since an earlier compile
+        (any float argument under dynamic=True).
 
         As in torch (automatic dynamic, `specialize_float=False`), the graph takes it
         as a 0-d float64 tensor input and reads it back with `.item()`; arithmetic on
@@ -614,12 +622,11 @@ class CaptureContext:
         """
         if type(value) is not float or not math.isfinite(value):
             return None
-        if self.shape_env is None or self.dynamic is True or self.history is None:
+        if self.shape_env is None or not self.float_inputs or not _is_float_input_source(source):
             return None
-        if not self.float_inputs:
-            return None
-        if not _is_float_input_source(source) or not self.history.observe_value(source, value):
-            return None
+        if self.dynamic is not True:  # dynamic=True: symbolic from the first call, as torch
+            if self.history is None or not self.history.observe_value(source, value):
+                return None
         symbol = self.shape_env.create_float_symbol(value, source)
         number = torch.SymFloat(SymNode(symbol, self.shape_env, float, value))
         tensor = torch.tensor(value, dtype=torch.float64)

@@ -133,6 +133,7 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
     """A call to a torch function: a context, a folded constant, or a graph node."""
     name = getattr(fn, "__name__", "") or ""
     if name in ("is_compiling", "is_dynamo_compiling"):
+        tx.ctx.read_compiling_state = True
         return PythonValue(True)
     if fn in _FOLDED:
         folded = _FOLDED[fn]
