@@ -148,6 +148,9 @@ class CompiledCallable:
         # a capture of the whole frame found no operation: the code runs eagerly from then
         # on, every call (`_skips_code`)
         self.code_skipped = False
+        # a frame of the user's code (a function, a resume function), not a segment of one
+        # cut out by a split (the code before a break, a loop body): only those are skipped
+        self.frame_of_its_own = True
         self.compile_id = ""  # of the newest compile (compile_trace)
         _live.add(self)
 
@@ -383,7 +386,8 @@ class CompiledCallable:
         where an argument is an nn.Module class (torch.compile keeps those too).
         """
         return (
-            not self.fullgraph
+            self.frame_of_its_own
+            and not self.fullgraph
             and frame.call_count == 0
             and not frame.ctx.read_compiling_state
             and not any(
@@ -579,6 +583,13 @@ class CompiledCallable:
         part.parts = self.parts
         part._callees = self._callees
         self.parts.append(part)
+        return part
+
+    def _segment_part(self, function: Any) -> CompiledCallable:
+        """The compiled part of a segment of a split frame (the code before the break, a
+        loop body): a piece of the frame's compile, never skipped on its own."""
+        part = self._part(function)
+        part.frame_of_its_own = False
         return part
 
     def _resume_part(self, function: Any) -> CompiledCallable:
@@ -799,7 +810,7 @@ class CompiledCallable:
             # the parts take the user's locals, and `___stack` where loops' iterators ride in it
             count = len(root.__code__.co_varnames) + (1 if plan.iterators else 0)
             stage = BranchStage(plan, varnames.index(STACK_LOCAL), count, make)
-            parts = self._splits[key] = [self._part(prefix), stage]
+            parts = self._splits[key] = [self._segment_part(prefix), stage]
             self.graph_breaks.append(error)
             compile_trace.note_break(self, error, "split: resumed at the taken branch")
             artifact_logger("graph_breaks").info("graph break in %s: %s", self.frame.name, error)
@@ -870,13 +881,13 @@ class CompiledCallable:
                 function, body, args.call_at, body, "pre", leave=plan.contexts,
                 stack_out=(stack_in or 0) + 1, call_args=args, stack_nulls=nulls,
             )  # fmt: skip
-            parts.append(self._part(prefix))
+            parts.append(self._segment_part(prefix))
         elif plan.start > body:
             prefix = segment_function(
                 function, body, plan.start, body, "pre", leave=plan.contexts,
                 stack_out=stack_in, stack_nulls=nulls,
             )  # fmt: skip
-            parts.append(self._part(prefix))
+            parts.append(self._segment_part(prefix))
         if plan.loop is not None:
             parts.append(self._loop_stage(function, plan, break_line))
         else:
@@ -934,7 +945,8 @@ class CompiledCallable:
             function, loop.body, loop.for_iter, body, "body", enter=(ITERATOR,), leave=(ITERATOR,),
             line=break_line,
         )  # fmt: skip
-        return LoopStage(header, self._part(body_part), loop, function.__code__.co_varnames)
+        body_stage = self._segment_part(body_part)
+        return LoopStage(header, body_stage, loop, function.__code__.co_varnames)
 
     def _loop_not_resumed(self, error: Unsupported) -> bool:
         """Whether a loop open at the break iterates what torch.compile does not resume

@@ -94,5 +94,7 @@ def assert_same(got: Any, expected: Any) -> None:
             assert_same(got[key], expected[key])
     elif hasattr(expected, "__dict__") and not isinstance(expected, type):
         assert_same(vars(got), vars(expected))
+    elif isinstance(expected, float) and expected != expected:  # NaN where eager has NaN
+        assert got != got, f"{got!r} != nan"
     else:
         assert got == expected
