@@ -12,6 +12,7 @@ on globals, attributes, closures, modules, tensor metadata, and the recompile li
 
 from __future__ import annotations
 
+import collections
 import math
 
 import pytest
@@ -170,6 +171,25 @@ def int_then_float(x, y):
     return x * y
 
 
+@program(_calls(lambda v: (torch.randn(4), v[0], v[1]), [(2, 5), (3, 1), (4, 4), (7, 2)]))
+def int_max_and_min(x, n, m):
+    return x * max(n, 3, m) + min(n, 3), max([n, m]), min(n, m)
+
+
+@program(_calls(_vector_and, [1, 2, 3, 4]))
+def tensor_of_an_int(x, n):
+    return x + torch.tensor(n), torch.tensor(n, dtype=torch.float16)
+
+
+Pair = collections.namedtuple("Pair", "count scale")
+
+
+@program(_calls(lambda n: (torch.randn(4), Pair(n, n + 0.5)), [1, 2, 3]))
+def namedtuple_fields(x, pair):
+    count, scale = pair
+    return x * pair.count + pair[1] + count * scale
+
+
 # ----- automatic dynamic: floats ----------------------------------------------------------
 @program(_calls(_vector_and, [1.5, 2.5, 3.5, 4.5]))
 def float_scale(x, s):
@@ -215,6 +235,11 @@ def float_order_under_dynamic_true(x, s):
 @program(_calls(_vector_and, [1.5, 2.5, 3.5, 2.5]), dynamic=False)
 def float_under_dynamic_false(x, s):
     return x * s
+
+
+@program(_calls(_vector_and, [0.5, 1.5, 3.5, 2.0]))
+def float_max_and_min(x, s):
+    return x * max(s, 1.0), min(s, 2.5)
 
 
 @program(_calls(lambda s: (torch.randn(5), _adder(s)), [1.5, 2.5, 3.5]))

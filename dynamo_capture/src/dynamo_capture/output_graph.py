@@ -173,6 +173,13 @@ def _is_argument_source(source: Source) -> bool:
     return isinstance(source, LocalSource)
 
 
+def _item_source(source: Source, obj: tuple, index: int) -> Source:
+    """The source of item `index` of tuple `obj` at `source`: a namedtuple's by field name
+    (as `pair.count` reads it), a tuple's by index."""
+    fields = getattr(type(obj), "_fields", None)
+    return AttrSource(source, fields[index]) if fields else ItemSource(source, index)
+
+
 def _is_float_input_source(source: Source) -> bool:
     """An argument source (`_is_argument_source`), an attribute of an nn.Module argument
     at any depth (`L['self'].scale`, `L['self']._modules['block'].eps`), a global or what
@@ -384,8 +391,8 @@ class CaptureContext:
             # wrapped one by one, so that those which changed become symbolic
             guards.type_match(source, obj)
             guards.length_check(source, obj)
-            items = [self.wrap(item, ItemSource(source, i)) for i, item in enumerate(obj)]
-            return TupleValue(items, source=source)
+            items = [self.wrap(item, _item_source(source, obj, i)) for i, item in enumerate(obj)]
+            return TupleValue(items, cls=type(obj), source=source)
         if _holds_enum(obj):
             guards.id_match(source, obj)  # enum members are singletons: guard identity
         elif is_constant(obj) or isinstance(obj, torch.Size):
@@ -639,15 +646,28 @@ class CaptureContext:
         return number
 
     def _numbers_changed(self, obj: Any, source: Source) -> bool:
-        """Whether `obj` is a tuple argument holding numbers that changed since an earlier
-        compile."""
-        if type(obj) is not tuple or self.shape_env is None or self.dynamic is True:
+        """Whether `obj` is a tuple (or namedtuple) argument holding numbers that changed
+        since an earlier compile."""
+        plain_namedtuple = (
+            isinstance(obj, tuple)
+            and type(type(obj)) is type
+            and (hasattr(type(obj), "_fields") and type(obj).__bases__ == (tuple,))
+        )
+        if not (type(obj) is tuple or plain_namedtuple):
+            return False
+        if self.shape_env is None or self.dynamic is True:
             return False
         if self.history is None or not _is_argument_source(source):
             return False
         if not any(type(item) in (int, float) for item in obj) or not is_constant(obj):
             return False
-        return self.history.observe_value(source, obj)
+        changed = self.history.observe_value(source, obj)
+        # each number item is seen at its own source too (as the item is wrapped once the
+        # tuple changed): an item that changes is symbolic in the next compile
+        for index, item in enumerate(obj):
+            if type(item) in (int, float):
+                self.history.observe_value(_item_source(source, obj, index), item)
+        return changed
 
     def _dims(self, source: Source, tensor: torch.Tensor) -> frozenset[int]:
         """The dims of input `tensor` traced symbolically (mark_dynamic marks are added later).

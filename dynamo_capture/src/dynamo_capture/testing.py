@@ -65,6 +65,8 @@ def clone_inputs(value: Any) -> Any:
         return copy.deepcopy(value)
     if isinstance(value, np.ndarray):
         return value.copy()
+    if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a namedtuple
+        return type(value)(*(clone_inputs(item) for item in value))
     if isinstance(value, list | tuple):
         return type(value)(clone_inputs(item) for item in value)
     if isinstance(value, dict):
