@@ -290,6 +290,19 @@ def test_size_history_makes_changed_dims_dynamic():
     assert history.observe_int(n, 4) and history.observe_int(n, 4)
 
 
+def test_size_history_source_seen_as_tensor_and_number_is_dynamic_in_both():
+    from guards import SizeHistory
+
+    history = SizeHistory()
+    y = LocalSource("y")
+    assert history.observe(y, torch.empty(2)) == frozenset()
+    assert history.observe_int(y, 3)  # a tensor before: symbolic at once
+    assert history.observe(y, torch.empty(4, 2)) == {0, 1}
+    z = LocalSource("z")
+    assert not history.observe_value(z, 1.5)
+    assert history.observe(z, torch.empty(3)) == {0}  # a number before: every dim
+
+
 def test_int_input_symbol_and_arange():
     from guards import FakeTensorMode, GuardSet
 
@@ -303,6 +316,47 @@ def test_int_input_symbol_and_arange():
     guards.add_shape_env(env)
     check = guards.compile()
     assert check({"n": 7}, {}) and not check({"n": 1}, {})
+
+
+def _float_input(env: ShapeEnv, hint: float, name: str = "s") -> torch.SymFloat:
+    return torch.SymFloat(
+        SymNode(env.create_float_symbol(hint, LocalSource(name)), env, float, hint)
+    )
+
+
+def test_float_input_guard_rejects_nan_but_takes_inf():
+    from guards import GuardSet
+
+    env = ShapeEnv()
+    scale = _float_input(env, 2.5)
+    assert bool(scale != 5.0)  # a relation on the float, no specialization
+    guards = GuardSet()
+    guards.add_shape_env(env)
+    check = guards.compile()
+    assert check({"s": 3.5}, {}) and check({"s": math.inf}, {})
+    assert not check({"s": 5.0}, {}) and not check({"s": math.nan}, {})
+    assert "is nan" in guards.why_failed({"s": math.nan}, {})
+
+
+def test_integer_equality_made_from_a_float_keeps_it_symbolic():
+    from guards import GuardSet
+
+    env = ShapeEnv()
+    scale = _float_input(env, 1.5)
+    size = math.floor(scale * 8.0)  # an output size computed from the float
+    assert bool(torch.sym_max(1, size) == size)
+    assert not env.specialized_floats
+    guards = GuardSet()
+    guards.add_shape_env(env)
+    check = guards.compile()
+    assert check({"s": 2.5}, {}) and not check({"s": 0.1}, {})
+
+
+def test_equality_on_the_float_itself_specializes_it():
+    env = ShapeEnv()
+    scale = _float_input(env, 1.5)
+    assert bool(scale == 1.5)
+    assert env.specialized_floats == {LocalSource("s"): 1.5}
 
 
 def test_graph_inputs_list_symbols_with_sources():

@@ -127,6 +127,7 @@ def _fold(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 @handles(is_compiling)
 def _is_compiling(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    tx.ctx.read_compiling_state = True
     return PythonValue(True)
 
 
@@ -678,6 +679,17 @@ def _extreme(symbol: str, name: str) -> Handler:
             if "default" in kwargs:
                 return kwargs["default"]
             raise Unsupported(f"{name}() of an empty sequence raises ValueError")
+        if key is None and _symbolic_numbers_of_one_kind(items):
+            # NOTE: as torch.compile, max/min of symbolic numbers is torch.sym_max/sym_min,
+            # no guard on which is larger (all ints or all floats: the result's type is
+            # the same whichever item wins)
+            target = torch.sym_max if name == "max" else torch.sym_min
+            result = items[0].obj
+            for item in items[1:]:
+                args = (result, item.obj)
+                result = target(*args)
+                tx.ctx.sym_numbers.record(result, target, args)
+            return PythonValue(result)
         try:
             real = [as_constant(item) for item in items]
             keys = real if key is None else None
@@ -697,6 +709,22 @@ def _extreme(symbol: str, name: str) -> Handler:
         return best_item
 
     return pick
+
+
+def _symbolic_numbers_of_one_kind(items: list[Value]) -> bool:
+    """Items that are all ints (or all floats), a symbolic one among them."""
+    numbers = [item.obj for item in items if isinstance(item, PythonValue)]
+    if len(numbers) != len(items) or not any(is_symbolic_number(n) for n in numbers):
+        return False
+    kinds = {
+        int
+        if type(n) in (int, torch.SymInt)
+        else float
+        if type(n) in (float, torch.SymFloat)
+        else None
+        for n in numbers
+    }
+    return len(kinds) == 1 and None not in kinds
 
 
 BUILTIN_HANDLERS[builtins.min] = _extreme("<", "min")

@@ -840,17 +840,36 @@ class OutputPlan:
             self.prelude.append(f"{named} = {source.expr}")
         return named
 
-    def _symbolic_int(self, obj: torch.SymInt) -> str:
-        """A SymInt computed in the frame (`i + 1` of a symbolic `i`): a graph output, an
-        int when the graph runs, as torch.compile hands a resume function its locals."""
+    def _symbolic_int(self, obj: torch.SymInt | torch.SymFloat | torch.SymBool) -> str:
+        """A symbolic number computed in the frame (`i + 1` of a symbolic `i`, `s * 2` of
+        a symbolic float `s`, `s > 0.5`): a graph output, an int (float, bool) when the
+        graph runs, as torch.compile returns it or hands it to a resume function."""
         node = self.ctx.sym_numbers.node_of(obj)
         if not isinstance(node, torch.fx.Node):
             return repr(node)  # the expression folded to a number
+        read = ""
+        if isinstance(obj, torch.SymFloat):
+            # NOTE: as torch.compile, a float leaves the graph as a 0-d float64 tensor
+            # (`torch.scalar_tensor`), read back with `.item()` where the graph ran
+            node = self._float_output(node)
+            read = ".item()"
         for index, existing in enumerate(self.outputs):
             if existing is node:
-                return f"___out[{index}]"
+                return f"___out[{index}]{read}"
         self.outputs.append(node)
-        return f"___out[{len(self.outputs) - 1}]"
+        return f"___out[{len(self.outputs) - 1}]{read}"
+
+    def _float_output(self, node: torch.fx.Node) -> torch.fx.Node:
+        """The 0-d float64 tensor node holding the float `node` computes (made once)."""
+        for user in node.users:
+            if user.target is torch.scalar_tensor and user in self.outputs:
+                return user
+        with self.ctx.graph.inserting_after(node):
+            wrapped = self.ctx.graph.call_function(
+                torch.scalar_tensor, (node,), {"dtype": torch.float64}
+            )
+        wrapped.meta["val"] = self.ctx.fake_mode.from_real(torch.zeros((), dtype=torch.float64))
+        return wrapped
 
     def expr(self, value: Value) -> str:
         if isinstance(value, _NAMED_VALUES):
@@ -1117,8 +1136,14 @@ class OutputPlan:
         if has_symbolic(obj):
             if value.source is not None:
                 return self._source_read(value.source)  # an int or float input made symbolic
-            if isinstance(obj, torch.SymInt):
+            if isinstance(obj, torch.SymInt | torch.SymFloat | torch.SymBool):
                 return self._symbolic_int(obj)
+            if type(obj) is torch.Size:  # a shape with symbolic sizes: made again from them
+                sizes = "".join(
+                    f"{self._symbolic_int(size) if isinstance(size, torch.SymInt) else int(size)}, "
+                    for size in obj
+                )
+                return f"{self._constant(torch.Size)}(({sizes}))"
             raise Unsupported("returning a symbolic size from the compiled frame")
         if obj is None or isinstance(obj, bool) or (type(obj) in (int, str)):
             return repr(obj)

@@ -145,6 +145,12 @@ class CompiledCallable:
         self.modules_by_structure = False
         self.records_by_structure = False  # capture records kept under modules_by_structure
         self.parent: CompiledCallable | None = None  # the split frame this is a part of
+        # a capture of the whole frame found no operation: the code runs eagerly from then
+        # on, every call (`_skips_code`)
+        self.code_skipped = False
+        # a frame of the user's code (a function, a resume function), not a segment of one
+        # cut out by a split (the code before a break, a loop body): only those are skipped
+        self.frame_of_its_own = True
         self.compile_id = ""  # of the newest compile (compile_trace)
         _live.add(self)
 
@@ -179,6 +185,8 @@ class CompiledCallable:
         if stance.name == "force_eager" or eager_only_depth() > 0 or is_compiling():
             return self.target(*args, **kwargs)
         if stance.name == "eager_then_compile" and self.calls == 1:
+            return self.target(*args, **kwargs)
+        if self.code_skipped:
             return self.target(*args, **kwargs)
         if stance.name == "aot_eager_then_compile" and self.calls == 1:
             return self._run_once_with_aot_eager(args, kwargs)
@@ -358,6 +366,7 @@ class CompiledCallable:
                 )
             return self._compile(f_locals, args, kwargs, stance)
         self.artifacts.append(entry.artifacts)
+        self.code_skipped = self._skips_code(frame, f_locals)
         # NOTE: the graph of a symbolic capture the backend refused was captured again
         # statically for the entry: only the graph the entry runs is kept
         if self._storable(stance) and entry.graph_module is frame.graph_module:
@@ -367,6 +376,25 @@ class CompiledCallable:
                 "captured graph of %s:\n%s", self.frame.name, entry.artifacts.graph_code
             )
         return entry
+
+    def _skips_code(self, frame: Any, f_locals: dict[str, Any]) -> bool:
+        """Whether a capture of the whole frame (to its return) makes the code run eagerly
+        for good: it found no operation for a graph, as torch.compile skips such a frame
+        and every later call of its code, whatever the inputs (until reset).
+
+        Not under fullgraph, nor where the code asked whether it is being compiled, nor
+        where an argument is an nn.Module class (torch.compile keeps those too).
+        """
+        return (
+            self.frame_of_its_own
+            and not self.fullgraph
+            and frame.call_count == 0
+            and not frame.ctx.read_compiling_state
+            and not any(
+                isinstance(value, type) and issubclass(value, torch.nn.Module)
+                for value in f_locals.values()
+            )
+        )
 
     def _break_entry(
         self,
@@ -555,6 +583,13 @@ class CompiledCallable:
         part.parts = self.parts
         part._callees = self._callees
         self.parts.append(part)
+        return part
+
+    def _segment_part(self, function: Any) -> CompiledCallable:
+        """The compiled part of a segment of a split frame (the code before the break, a
+        loop body): a piece of the frame's compile, never skipped on its own."""
+        part = self._part(function)
+        part.frame_of_its_own = False
         return part
 
     def _resume_part(self, function: Any) -> CompiledCallable:
@@ -775,7 +810,7 @@ class CompiledCallable:
             # the parts take the user's locals, and `___stack` where loops' iterators ride in it
             count = len(root.__code__.co_varnames) + (1 if plan.iterators else 0)
             stage = BranchStage(plan, varnames.index(STACK_LOCAL), count, make)
-            parts = self._splits[key] = [self._part(prefix), stage]
+            parts = self._splits[key] = [self._segment_part(prefix), stage]
             self.graph_breaks.append(error)
             compile_trace.note_break(self, error, "split: resumed at the taken branch")
             artifact_logger("graph_breaks").info("graph break in %s: %s", self.frame.name, error)
@@ -846,13 +881,13 @@ class CompiledCallable:
                 function, body, args.call_at, body, "pre", leave=plan.contexts,
                 stack_out=(stack_in or 0) + 1, call_args=args, stack_nulls=nulls,
             )  # fmt: skip
-            parts.append(self._part(prefix))
+            parts.append(self._segment_part(prefix))
         elif plan.start > body:
             prefix = segment_function(
                 function, body, plan.start, body, "pre", leave=plan.contexts,
                 stack_out=stack_in, stack_nulls=nulls,
             )  # fmt: skip
-            parts.append(self._part(prefix))
+            parts.append(self._segment_part(prefix))
         if plan.loop is not None:
             parts.append(self._loop_stage(function, plan, break_line))
         else:
@@ -910,7 +945,8 @@ class CompiledCallable:
             function, loop.body, loop.for_iter, body, "body", enter=(ITERATOR,), leave=(ITERATOR,),
             line=break_line,
         )  # fmt: skip
-        return LoopStage(header, self._part(body_part), loop, function.__code__.co_varnames)
+        body_stage = self._segment_part(body_part)
+        return LoopStage(header, body_stage, loop, function.__code__.co_varnames)
 
     def _loop_not_resumed(self, error: Unsupported) -> bool:
         """Whether a loop open at the break iterates what torch.compile does not resume
@@ -1058,6 +1094,7 @@ class CompiledCallable:
         self.calls = 0
         self.entries.clear()
         self._limit_logged = False
+        self.code_skipped = False
 
 
 def takes_float_inputs(backend: Backend) -> bool:

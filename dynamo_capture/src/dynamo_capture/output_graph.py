@@ -37,9 +37,11 @@ from dynamo_capture.sources import (
     AttrSource,
     CellContentsSource,
     FloatTensorSource,
+    GlobalSource,
     ItemSource,
     IteratorStateSource,
     LocalSource,
+    ModuleGlobalSource,
     ModuleSource,
     NNModuleSource,
     NumpyTensorSource,
@@ -171,16 +173,24 @@ def _is_argument_source(source: Source) -> bool:
     return isinstance(source, LocalSource)
 
 
+def _item_source(source: Source, obj: tuple, index: int) -> Source:
+    """The source of item `index` of tuple `obj` at `source`: a namedtuple's by field name
+    (as `pair.count` reads it), a tuple's by index."""
+    fields = getattr(type(obj), "_fields", None)
+    return AttrSource(source, fields[index]) if fields else ItemSource(source, index)
+
+
 def _is_float_input_source(source: Source) -> bool:
-    """An argument source (`_is_argument_source`) or an attribute of an nn.Module argument,
-    at any depth (`L['self'].scale`, `L['self']._modules['block'].eps`): torch.compile
-    specializes a module's int attributes but not its floats (`specialize_float=False`),
-    which follow automatic dynamic as float arguments do."""
+    """An argument source (`_is_argument_source`), an attribute of an nn.Module argument
+    at any depth (`L['self'].scale`, `L['self']._modules['block'].eps`), a global or what
+    is read from one (`G['SCALE']`, `G['config'].eps`): torch.compile specializes a
+    module's int attributes and global ints but not floats (`specialize_float=False`),
+    which follow automatic dynamic wherever they are read from."""
     while isinstance(source, ItemSource | AttrSource | CellContentsSource | IteratorStateSource):
         source = source.base
         while isinstance(source, ModuleSource | NNModuleSource):
             source = source.base
-    return isinstance(source, LocalSource)
+    return isinstance(source, LocalSource | GlobalSource | ModuleGlobalSource)
 
 
 def _holds_enum(obj: Any) -> bool:
@@ -259,6 +269,10 @@ class CaptureContext:
         # a torch state setter (state_setters.STATE_SETTERS) recorded in the graph: the
         # state it sets is not set while capturing, so it cannot be read any more
         self.state_set_in_graph = False
+        # the code asked whether it is being compiled (`torch.compiler.is_compiling()`):
+        # it does something else when run eagerly, so a capture of it without operations
+        # is still kept (see CompiledCallable._skips_code)
+        self.read_compiling_state = False
         # the default dtype the frame was entered with (guarded); torch.set_default_dtype
         # in the frame changes it now and in the graph (state_setters)
         self.entry_default_dtype = torch.get_default_dtype()
@@ -377,8 +391,8 @@ class CaptureContext:
             # wrapped one by one, so that those which changed become symbolic
             guards.type_match(source, obj)
             guards.length_check(source, obj)
-            items = [self.wrap(item, ItemSource(source, i)) for i, item in enumerate(obj)]
-            return TupleValue(items, source=source)
+            items = [self.wrap(item, _item_source(source, obj, i)) for i, item in enumerate(obj)]
+            return TupleValue(items, cls=type(obj), source=source)
         if _holds_enum(obj):
             guards.id_match(source, obj)  # enum members are singletons: guard identity
         elif is_constant(obj) or isinstance(obj, torch.Size):
@@ -605,7 +619,8 @@ class CaptureContext:
         return self.shape_env.create_symint(self.shape_env.create_int_symbol(value, source), value)
 
     def _symbolic_float(self, value: Any, source: Source) -> torch.SymFloat | None:
-        """A SymFloat for a float argument whose value changed since an earlier compile.
+        """A SymFloat for a float argument whose value changed since an earlier compile
+        (any float argument under dynamic=True).
 
         As in torch (automatic dynamic, `specialize_float=False`), the graph takes it
         as a 0-d float64 tensor input and reads it back with `.item()`; arithmetic on
@@ -614,12 +629,11 @@ class CaptureContext:
         """
         if type(value) is not float or not math.isfinite(value):
             return None
-        if self.shape_env is None or self.dynamic is True or self.history is None:
+        if self.shape_env is None or not self.float_inputs or not _is_float_input_source(source):
             return None
-        if not self.float_inputs:
-            return None
-        if not _is_float_input_source(source) or not self.history.observe_value(source, value):
-            return None
+        if self.dynamic is not True:  # dynamic=True: symbolic from the first call, as torch
+            if self.history is None or not self.history.observe_value(source, value):
+                return None
         symbol = self.shape_env.create_float_symbol(value, source)
         number = torch.SymFloat(SymNode(symbol, self.shape_env, float, value))
         tensor = torch.tensor(value, dtype=torch.float64)
@@ -632,15 +646,28 @@ class CaptureContext:
         return number
 
     def _numbers_changed(self, obj: Any, source: Source) -> bool:
-        """Whether `obj` is a tuple argument holding numbers that changed since an earlier
-        compile."""
-        if type(obj) is not tuple or self.shape_env is None or self.dynamic is True:
+        """Whether `obj` is a tuple (or namedtuple) argument holding numbers that changed
+        since an earlier compile."""
+        plain_namedtuple = (
+            isinstance(obj, tuple)
+            and type(type(obj)) is type
+            and (hasattr(type(obj), "_fields") and type(obj).__bases__ == (tuple,))
+        )
+        if not (type(obj) is tuple or plain_namedtuple):
+            return False
+        if self.shape_env is None or self.dynamic is True:
             return False
         if self.history is None or not _is_argument_source(source):
             return False
         if not any(type(item) in (int, float) for item in obj) or not is_constant(obj):
             return False
-        return self.history.observe_value(source, obj)
+        changed = self.history.observe_value(source, obj)
+        # each number item is seen at its own source too (as the item is wrapped once the
+        # tuple changed): an item that changes is symbolic in the next compile
+        for index, item in enumerate(obj):
+            if type(item) in (int, float):
+                self.history.observe_value(_item_source(source, obj, index), item)
+        return changed
 
     def _dims(self, source: Source, tensor: torch.Tensor) -> frozenset[int]:
         """The dims of input `tensor` traced symbolically (mark_dynamic marks are added later).

@@ -65,6 +65,8 @@ def clone_inputs(value: Any) -> Any:
         return copy.deepcopy(value)
     if isinstance(value, np.ndarray):
         return value.copy()
+    if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a namedtuple
+        return type(value)(*(clone_inputs(item) for item in value))
     if isinstance(value, list | tuple):
         return type(value)(clone_inputs(item) for item in value)
     if isinstance(value, dict):
@@ -94,5 +96,7 @@ def assert_same(got: Any, expected: Any) -> None:
             assert_same(got[key], expected[key])
     elif hasattr(expected, "__dict__") and not isinstance(expected, type):
         assert_same(vars(got), vars(expected))
+    elif isinstance(expected, float) and expected != expected:  # NaN where eager has NaN
+        assert got != got, f"{got!r} != nan"
     else:
         assert got == expected

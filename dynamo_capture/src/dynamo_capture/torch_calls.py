@@ -133,6 +133,7 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
     """A call to a torch function: a context, a folded constant, or a graph node."""
     name = getattr(fn, "__name__", "") or ""
     if name in ("is_compiling", "is_dynamo_compiling"):
+        tx.ctx.read_compiling_state = True
         return PythonValue(True)
     if fn in _FOLDED:
         folded = _FOLDED[fn]
@@ -193,8 +194,30 @@ def _addcdiv_with_value(
     return tx.ctx.call("call_function", torch.add, (args[0], scaled), {})
 
 
+def _tensor_of_a_symbolic_number(
+    tx: Translator, args: list[Value], kwargs: dict[str, Value]
+) -> Value | None:
+    """`torch.tensor(n)` of a symbolic int `n`: `torch.scalar_tensor(n, dtype=torch.int64)`,
+    which takes the number as it is (torch.tensor reads its value, a guard fixing `n`);
+    torch.compile keeps it symbolic too. (A symbolic float or bool a tensor is built
+    from is specialized where the node is made.)"""
+    from dynamo_capture.sym_numbers import is_symbolic_number
+
+    if len(args) != 1 or not set(kwargs) <= {"dtype", "device"}:
+        return None
+    number = args[0]
+    if not (isinstance(number, PythonValue) and isinstance(number.obj, torch.SymInt)):
+        return None
+    if not is_symbolic_number(number.obj):
+        return None
+    if not all(isinstance(v, PythonValue) for v in kwargs.values()):
+        return None
+    options = {"dtype": PythonValue(torch.int64), **kwargs}
+    return tx.ctx.call("call_function", torch.scalar_tensor, (number,), options)
+
+
 # torch functions recorded as other ops where their arguments fit (None: as themselves)
-_REWRITES = {torch.addcdiv: _addcdiv_with_value}
+_REWRITES = {torch.addcdiv: _addcdiv_with_value, torch.tensor: _tensor_of_a_symbolic_number}
 
 
 # C functions named like these change torch's state (functorch's transform levels, hooks,

@@ -6,7 +6,8 @@ the set of dims whose size differed from an earlier compile (sticky: once
 dynamic, a dim stays dynamic), to pass as `dynamic_dims` to
 `FakeTensorMode.from_real`. `observe_int` does the same for int inputs. A tensor
 whose rank changed has every dim dynamic from then on, whatever its rank (as
-torch.compile's automatic dynamic marks such a size).
+torch.compile's automatic dynamic marks such a size). A source that was a tensor
+in one compile and a number in another is dynamic in both kinds from then on.
 
     >>> history = SizeHistory()
     >>> history.observe(LocalSource("x"), torch.empty(8, 3))
@@ -44,6 +45,8 @@ class SizeHistory:
         """Record `tensor`'s sizes; the dims that changed since an earlier compile."""
         sizes = tuple(int(size) for size in tensor.shape)
         seen = self._tensors.get(source)
+        if seen is None and source in self._ints:  # a number before: every dim dynamic
+            seen = _Seen(sizes, any_rank=True)
         if seen is None:
             self._tensors[source] = _Seen(sizes)
             return frozenset()
@@ -62,7 +65,9 @@ class SizeHistory:
         """Record constant input `value` (an int, a tuple of numbers...); whether it
         changed since an earlier compile (sticky)."""
         seen = self._ints.get(source)
-        dynamic = seen is not None and (seen[1] or seen[0] != value)
+        # a tensor before: symbolic at once (torch.compile's automatic dynamic merges
+        # what it saw of a source, and a tensor and a number differ in everything)
+        dynamic = source in self._tensors or (seen is not None and (seen[1] or seen[0] != value))
         self._ints[source] = (value, dynamic)
         return dynamic
 

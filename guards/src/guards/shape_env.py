@@ -261,8 +261,11 @@ class ShapeEnv:
     def _specialize_floats(self, expr: Any) -> Any:
         """`expr` with its float input symbols specialized to their hints, where it is an
         equality (`s == 0.5`, a float read with `guard_float`); an order (`s > 0`) stays a
-        relation the guard checks on the float."""
+        relation the guard checks on the float, and so does an equality of integers made
+        from it (`floor(8.0*f0) == 12`, an output size), as torch.compile keeps them."""
         if not (isinstance(expr, sympy.Basic) and expr.has(sympy.Eq)):
+            return expr
+        if all(arg.is_integer for eq in expr.atoms(sympy.Eq) for arg in eq.args):
             return expr
         symbols = [s for s in getattr(expr, "free_symbols", ()) if s in self._floats]
         for symbol in symbols:
@@ -526,7 +529,9 @@ class ShapeEnv:
         """Every check the guard makes, as (kind, property source or None, expression).
 
         kinds: "equals" (source == expression), "range" (lo <= symbol <= hi, as a
-        sympy condition) and "relation" (a recorded condition).
+        sympy condition), "relation" (a recorded condition) and "not_nan" (the float
+        input of the symbol, the expression, is a number: NaN is specialized, as in
+        torch.compile, since the relations and equalities above mean nothing for it).
         """
         out: list[tuple[str, TensorPropertySource | None, Any]] = []
         definitions = self._definitions()
@@ -547,6 +552,7 @@ class ShapeEnv:
             if record.condition not in seen and record.condition is not sympy.true:
                 seen.add(record.condition)
                 out.append(("relation", None, record.condition))
+        out.extend(("not_nan", None, symbol) for symbol, _ in self.float_bindings())
         return _dedupe(out)
 
     def _definitions(self) -> dict[TensorPropertySource, sympy.Symbol]:
@@ -561,8 +567,11 @@ class ShapeEnv:
         """The symbols and their guards, one per line, in terms of the input sources."""
         lines = [f"{b.name} = {b.sources[0].expr}  # hint {b.hint}" for b in self.bindings()]
         names = {b.symbol: b.sources[0].expr for b in self.bindings()}
+        names.update({symbol: source.expr for symbol, source in self.float_bindings()})
         for kind, source, expr in self.checks():
             text = python_code(expr, names)
+            if kind == "not_nan":
+                text = f"not math.isnan({text})"
             lines.append(f"{source.expr} == {text}" if kind == "equals" else text)
         return "\n".join(lines)
 

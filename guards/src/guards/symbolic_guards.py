@@ -16,6 +16,7 @@ source, then checks in straight-line code:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -34,7 +35,8 @@ class ShapeCheck:
     """One check of a ShapeGuard.
 
     kind: "equals" (the value at property source `index` equals `expr`),
-    "range" or "relation" (`expr` is a condition that must hold).
+    "range" or "relation" (`expr` is a condition that must hold), "not_nan" (the float
+    bound to the symbol `expr` is not NaN).
     """
 
     kind: str
@@ -86,6 +88,11 @@ class ShapeGuard(Guard):
         return None
 
     def _check_failure(self, check: ShapeCheck, values: tuple, bound: dict) -> str | None:
+        if check.kind == "not_nan":
+            if not math.isnan(float(bound[check.expr])):
+                return None
+            name = self._names()[check.expr]
+            return f"{name} is nan, but the compiled code took it as a number (nan is specialized)"
         if check.kind == "equals":
             have = int(values[check.index])
             want = check.expr.xreplace(bound)
@@ -128,6 +135,9 @@ class ShapeGuard(Guard):
         local = {symbol: names[i] for symbol, i in self.symbols}
         out = []
         for check in self.shape_checks:
+            if check.kind == "not_nan":  # NaN is the one float unequal to itself
+                out.append((self.rank, f"{local[check.expr]} == {local[check.expr]}"))
+                continue
             text = python_code(check.expr, local)
             if check.kind == "equals":
                 text = f"{names[check.index]} == {text}"
