@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from graph_helpers import trace
 
-from inductor_codegen import compile_graph, deferred_builds
+from inductor_codegen import CppCompileError, compile_graph, deferred_builds
 from inductor_codegen.codegen.cpp.build import DeferredKernel, KernelLibrary
 
 
@@ -67,3 +68,13 @@ def test_nested_deferred_builds_build_at_the_outermost_end(tmp_path, monkeypatch
     assert len(calls) == 1
     torch.testing.assert_close(first(x), _first(x))
     torch.testing.assert_close(second(x), _second(x))
+
+
+def test_deferred_build_that_fails_raises_again_at_a_later_call(tmp_path):
+    x = torch.randn(3, 5)
+    options = {"cache_dir": tmp_path, "cxx": "g++", "cxx_flags": ("-shared", "-fno-such-option")}
+    with pytest.raises(CppCompileError):
+        with deferred_builds():
+            compiled = compile_graph(trace(_first, x), [x], options=options)
+    with pytest.raises(CppCompileError):
+        compiled(x)

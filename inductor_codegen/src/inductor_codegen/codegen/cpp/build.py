@@ -492,14 +492,20 @@ class _Batch:
                 place = (stub.library.lib_dir, stub.library.config)
                 by_library.setdefault(place, []).append(stub)
             workers = self._workers or os.cpu_count() or 1
-            for stubs in by_library.values():
-                library = stubs[0].library
-                by_key = {stub.key: stub.kernel for stub in stubs}
-                missing = [key for key in by_key if library._load(key, by_key[key]) is None]
-                if missing:
-                    library.compile_missing(missing, by_key, workers)
-                for stub in stubs:
-                    stub.resolve(library.loaded(stub.key, stub.kernel))
+            try:
+                for stubs in by_library.values():
+                    library = stubs[0].library
+                    by_key = {stub.key: stub.kernel for stub in stubs}
+                    missing = [key for key in by_key if library._load(key, by_key[key]) is None]
+                    if missing:
+                        library.compile_missing(missing, by_key, workers)
+                    for stub in stubs:
+                        stub.resolve(library.loaded(stub.key, stub.kernel))
+            finally:
+                # a failed build stays pending: a later call of its kernels raises again
+                for stub in pending:
+                    if stub.function is None:
+                        self._kernels[(id(stub.library), stub.key)] = stub
 
 
 _BATCH: contextvars.ContextVar[_Batch | None] = contextvars.ContextVar(
