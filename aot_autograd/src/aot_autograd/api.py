@@ -118,6 +118,8 @@ class _Compiled:
     # Mutated inputs the compiled graph wrote itself (not copied back; see
     # program.mark_input_mutations).
     written_in_place: frozenset[int] = frozenset()
+    # The full backward where it compiles at its first use (see `deferred_backwards`).
+    backward: DeferredBackward | None = None
 
     def __post_init__(self) -> None:
         self.call = compiled_call(self.program, self.run, self.training, self.written_in_place)
@@ -147,14 +149,7 @@ class AotCallable:
     _static: dict[tuple, AotCallable] = field(default_factory=dict)
 
     def __call__(self, *args: Any) -> Any:
-        if torch.is_grad_enabled():
-            requires_grad = requires_grad_flags(args)
-            training = True in requires_grad
-            key = (training, requires_grad if training else ())
-        else:  # inference under no_grad: nothing to look at per argument once compiled
-            requires_grad, training, key = None, False, _INFERENCE_KEY
-        if _any_autocast_enabled():  # a graph traced under autocast holds its casts
-            key = (*key, autocast_state())
+        requires_grad, training, key = self._key(args)
         compiled = self._cache.get(key, _MISSING)
         if compiled is _MISSING:
             if requires_grad is None:
@@ -169,6 +164,42 @@ class AotCallable:
                 return self._eager_call(args)
             return compiled.call.aliasing_checked(args)
         return compiled.call(args)
+
+    @staticmethod
+    def _key(args: Sequence[Any]) -> tuple[tuple | None, bool, tuple]:
+        """(requires_grad flags or None, training, the cache key) of a call with `args`."""
+        if torch.is_grad_enabled():
+            requires_grad = requires_grad_flags(args)
+            training = True in requires_grad
+            key = (training, requires_grad if training else ())
+        else:  # inference under no_grad: nothing to look at per argument once compiled
+            requires_grad, training, key = None, False, _INFERENCE_KEY
+        if _any_autocast_enabled():  # a graph traced under autocast holds its casts
+            key = (*key, autocast_state())
+        return requires_grad, training, key
+
+    def compile_ahead(self) -> None:
+        """Compile now what a first call with arguments like the example inputs (their
+        requires_grad) would compile, in the current grad mode and autocast state.
+
+        >>> run = aot_graph(gm, example_inputs, fw_compiler=compiler)
+        >>> run.aot.compile_ahead()     # traced and compiled here, not at the first call
+        """
+        requires_grad, training, key = self._key(self.example_inputs)
+        if key in self._cache:
+            return
+        if requires_grad is None:
+            requires_grad = requires_grad_flags(self.example_inputs)
+        self._cache[key] = self._compile_for_call(training, requires_grad)
+
+    def deferred_backwards(self) -> list[DeferredBackward]:
+        """The full backwards compiled so far that wait for their first use."""
+        found = []
+        for compiled in self._cache.values():
+            backward = getattr(compiled, "backward", None)
+            if isinstance(backward, DeferredBackward) and backward.compiled is None:
+                found.append(backward)
+        return found
 
     def _eager_call(self, args: Sequence[Any]) -> Any:
         """Run the traced function itself (eager ops) on this call's arguments.
@@ -274,7 +305,10 @@ class AotCallable:
             specialize,
             parts.saved_strides,
         )
-        return _Compiled(parts.program, run, True, parts.assumptions, written_in_place=written)
+        deferred = backward if isinstance(backward, DeferredBackward) else None
+        return _Compiled(
+            parts.program, run, True, parts.assumptions, written_in_place=written, backward=deferred
+        )
 
     def _retraced_backward(
         self, requires_grad: Sequence[bool], variant: tuple, parts: CompiledParts
@@ -428,7 +462,7 @@ class AotCallable:
             program, compiled_forward, compiled_backward, dependencies, specialize, saved_strides
         )
         written = inputs_written_in_place(compiled_forward, program)
-        return _Compiled(program, run, True, assumptions, None, written)
+        return _Compiled(program, run, True, assumptions, None, written, compiled_backward)
 
     def _assumptions(self, program: TracedProgram) -> ShapeAssumptions | None:
         """What tracing assumed about the symbolic sizes, beyond the ShapeEnv's earlier state."""

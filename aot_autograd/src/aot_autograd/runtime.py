@@ -34,11 +34,13 @@ from aot_autograd.errors import (
 from aot_autograd.program import BASE_ALIAS_KINDS, TracedProgram
 from aot_autograd.symbolic import resolve_sizes
 from aot_autograd.value_assertions import value_check_error
+from guards import artifact_logger
 from guards.garbage_collection import old_objects_frozen
 
 __all__ = [
     "DeferredBackward",
     "assemble_outputs",
+    "compile_together",
     "aliased_mutated_input",
     "check_mutated_inputs_unaliased",
     "compiled_call",
@@ -117,16 +119,39 @@ class DeferredBackward:
     outputs nobody differentiates, such as a cache of keys and values) only ever runs
     the backwards compiled without those tangents (`absent_tangents`): compiling the
     full one with the forward would pay a compile nothing runs.
+
+    Backwards joined by `compile_together` compile at the first use of any of them,
+    all at once, inside a context their owner gives (a batch of C++ builds).
     """
 
-    __slots__ = ("_compile", "_lock", "compiled")
+    __slots__ = ("_compile", "_lock", "_together", "compiled")
 
     def __init__(self, compile: Callable[[], Callable]) -> None:
         self._compile = compile
         self._lock = threading.Lock()
+        self._together: tuple | None = None
         self.compiled: Callable | None = None
 
     def get(self) -> Callable:
+        if self.compiled is None:
+            together, self._together = self._together, None
+            if together is None:
+                self._compile_once()
+            else:
+                backwards, around = together
+                with around():
+                    for backward in backwards:
+                        backward._together = None
+                        if backward is self:
+                            backward._compile_once()
+                            continue
+                        try:
+                            backward._compile_once()
+                        except Exception as error:  # noqa: BLE001 - compiled again when used
+                            _together_log.info("a backward compiled ahead failed: %r", error)
+        return self.compiled  # type: ignore[return-value]
+
+    def _compile_once(self) -> None:
         if self.compiled is None:
             with self._lock:
                 if self.compiled is None:
@@ -134,7 +159,22 @@ class DeferredBackward:
                     # collection walks the user's heap mid-compile)
                     with old_objects_frozen():
                         self.compiled = self._compile()
-        return self.compiled
+
+
+def compile_together(
+    backwards: Sequence[DeferredBackward], around: Callable[[], contextlib.AbstractContextManager]
+) -> None:
+    """The first of `backwards` used compiles all of them, inside `around()`: for
+    graphs whose backwards run in one step (the pieces of a graph cut into regions),
+    so that their builds share one batch. Those compiled already are left out."""
+    backwards = tuple(b for b in backwards if b.compiled is None)
+    if len(backwards) < 2:
+        return
+    for backward in backwards:
+        backward._together = (backwards, around)
+
+
+_together_log = artifact_logger("perf_hints")
 
 
 def tangent_dependencies(backward: fx.GraphModule) -> list[frozenset[int]]:

@@ -7,6 +7,7 @@
 Stable API: everything in `__all__`.
 """
 
+from inductor_codegen.codegen.cpp.build import deferred_builds
 from inductor_codegen.codegen.triton.cudagraphs import cudagraph_compiler
 from inductor_codegen.compile import (
     SUPPORTS_DYNAMIC_SHAPES,
@@ -40,5 +41,6 @@ __all__ = [
     "compile_graph",
     "cudagraph_compiler",
     "default_cache_dir",
+    "deferred_builds",
     "register_lowering",
 ]

@@ -28,7 +28,7 @@ import torch.fx
 
 from guards import artifact_logger
 from inductor_codegen import runtime
-from inductor_codegen.codegen.cpp.build import CompilerConfig, KernelLibrary
+from inductor_codegen.codegen.cpp.build import CompilerConfig, KernelLibrary, bind_deferred
 from inductor_codegen.codegen.cpp.convolution import cpp_lowerings
 from inductor_codegen.codegen.cpp.generate import generate_kernel
 from inductor_codegen.codegen.triton.compile import compile_triton_graph
@@ -132,6 +132,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
         **graph.constants,
         **functions,
     }
+    bind_deferred(namespace)  # kernels built later (deferred_builds) take their places here
     path = load_wrapper(wrapper, kernel_text, namespace, opts.cache_dir, "C++")
     done("load", lambda: str(path))
     compiled = finish(graph, namespace, path, wrapper, kernel_text, passes, len(kernels))

@@ -37,7 +37,12 @@ import torch.utils._pytree as pytree
 
 from guards.cache_root import payload_digest, read_private, store_record, write_private
 from inductor_codegen import runtime
-from inductor_codegen.codegen.cpp.build import CompilerConfig, KernelLibrary, cache_key_parts
+from inductor_codegen.codegen.cpp.build import (
+    CompilerConfig,
+    KernelLibrary,
+    bind_deferred,
+    cache_key_parts,
+)
 from inductor_codegen.codegen.kernel import KernelArg, KernelSource
 from inductor_codegen.codegen.wrapper import plain_spec
 from inductor_codegen.pipeline import Artifact, CompiledGraph, PortableGraph, write_wrapper
@@ -283,6 +288,7 @@ def load_compiled_graph(
         **{key: _rebuild(recipe, tensors) for key, recipe in record["namespace"].items()},
         **functions,
     }
+    bind_deferred(namespace)  # kernels built later (deferred_builds) take their places here
     text = record["wrapper"]
     path = write_wrapper(text, record["kernel_text"], cache_dir, "C++")
     exec(compile(text, str(path), "exec"), namespace)

@@ -510,3 +510,25 @@ def test_regional_default_cuts_cpu_graphs_and_compiles_cuda_graphs_whole(
     monkeypatch.setattr(backends, "_on_gpu", lambda example_inputs: on_gpu)
     backend = backends._regional(lambda gm, ex: "whole", {"regional": setting})
     assert backend(None, []) == expected
+
+
+def test_regional_pieces_build_their_kernels_in_one_batch_each_way(monkeypatch):
+    """Forward kernels of every piece in one batch (at compile), backward kernels in one
+    more (the first backward): not one C++ build per piece."""
+    from inductor_codegen.codegen.cpp import build
+
+    batched, alone = [], []
+    original = build.KernelLibrary.build
+
+    def counted(self, kernels, workers=None):
+        (batched if build._BATCH.get() is not None else alone).append(len(kernels))
+        return original(self, kernels, workers)
+
+    monkeypatch.setattr(build.KernelLibrary, "build", counted)
+    torch.manual_seed(0)
+    model = Stack(depth=4)
+    compiled = ember.compile(model, backend="inductor", options={"regional": True})
+    x = torch.randn(2, 5, 8)
+    _assert_training_step_matches_eager(compiled, model, x)
+    assert alone == []
+    assert len(batched) == 6  # three distinct pieces, forward and backward

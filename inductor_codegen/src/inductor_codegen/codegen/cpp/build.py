@@ -8,10 +8,20 @@ its own compiler process into one shared library, all chunks at once.
 An index record per kernel names its library (relative to the cache, with a
 checksum); an entry that is faulty in any way is removed, with one warning
 naming the file, and recompiled, never trusted.
+
+Inside `deferred_builds()` the missing kernels of every graph compiled are built
+together when the block ends, in one compiler process per core, instead of one
+build per graph: each compiler process costs about 0.1 s before it reads a kernel
+(the C++ headers), which a model cut into several graphs (ember's regions) would
+pay for every graph. Until then a graph's wrapper holds `DeferredKernel`s: the
+block's end puts the built functions in their place; one called earlier builds
+the batch first.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
 import ctypes.util
 import functools
@@ -22,7 +32,9 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +56,8 @@ from inductor_codegen.codegen.kernel import KernelSource
 from inductor_codegen.errors import CppCompileError
 from inductor_codegen.options import default_cache_dir
 
-__all__ = ["CompilerConfig", "KernelLibrary", "default_cache_dir"]
+__all__ = ["CompilerConfig", "DeferredKernel", "KernelLibrary", "default_cache_dir"]
+__all__ += ["bind_deferred", "deferred_builds"]
 
 SCHEMA_VERSION = "2"
 CTYPES = {
@@ -253,34 +266,54 @@ class KernelLibrary:
         return _digest(repr(cache_key_parts(kernel.source, self.config, self.toolchain)))[:24]
 
     def build(self, kernels: list[KernelSource], workers: int | None = None) -> dict[str, object]:
-        """kernel.name -> ctypes function, compiling what the cache lacks in parallel."""
+        """kernel.name -> ctypes function, compiling what the cache lacks in parallel
+        (inside `deferred_builds()`: a DeferredKernel for each kernel compiled later)."""
         keys = {k.name: self.key(k) for k in kernels}
         by_key = {keys[k.name]: k for k in kernels}
         missing = [key for key in by_key if self._load(key, by_key[key]) is None]
+        batch = _BATCH.get()
+        if missing and batch is not None:
+            result = {}
+            for kernel in kernels:
+                key = keys[kernel.name]
+                if key in missing:
+                    result[kernel.name] = batch.add(self, key, kernel, workers)
+                else:
+                    result[kernel.name] = self._loaded[key]
+            self.stats["hits"] += len(by_key) - len(missing)
+            return result
         if missing:
-            try:
-                self._compile(missing, by_key, workers or os.cpu_count() or 1)
-            except OSError as error:  # the cache filled up or became read-only meanwhile
-                self.root = private_temporary_root(self.cache_dir.parent, f"failed: {error}")
-                self.lib_dir, self.index_dir = self._folders()
-                self.cache_dir = self.lib_dir.parent
-                self._compile(missing, by_key, workers or os.cpu_count() or 1)
-            # NOTE: another process may have removed an entry just written (it found the
-            # old one faulty); compiling such a kernel once more settles it.
-            lost = [key for key in missing if self._load(key, by_key[key]) is None]
-            if lost:
-                self._compile(lost, by_key, 1)
+            self.compile_missing(missing, by_key, workers or os.cpu_count() or 1)
         result = {}
         for kernel in kernels:
-            fn = self._load(keys[kernel.name], kernel)
-            if fn is None:
-                raise CppCompileError(
-                    f"kernel {kernel.name} compiled but could not be loaded from the cache "
-                    f"folder {self.cache_dir}"
-                )
-            result[kernel.name] = fn
+            result[kernel.name] = self.loaded(keys[kernel.name], kernel)
         self.stats["hits"] += len(by_key) - len(missing)
         return result
+
+    def compile_missing(self, missing: list[str], by_key: dict, workers: int) -> None:
+        """Compile the kernels of `missing` (keys) into the cache."""
+        try:
+            self._compile(missing, by_key, workers)
+        except OSError as error:  # the cache filled up or became read-only meanwhile
+            self.root = private_temporary_root(self.cache_dir.parent, f"failed: {error}")
+            self.lib_dir, self.index_dir = self._folders()
+            self.cache_dir = self.lib_dir.parent
+            self._compile(missing, by_key, workers)
+        # NOTE: another process may have removed an entry just written (it found the
+        # old one faulty); compiling such a kernel once more settles it.
+        lost = [key for key in missing if self._load(key, by_key[key]) is None]
+        if lost:
+            self._compile(lost, by_key, 1)
+
+    def loaded(self, key: str, kernel: KernelSource):
+        """The compiled function of `kernel` (`key`) from the cache; CppCompileError if absent."""
+        fn = self._load(key, kernel)
+        if fn is None:
+            raise CppCompileError(
+                f"kernel {kernel.name} compiled but could not be loaded from the cache "
+                f"folder {self.cache_dir}"
+            )
+        return fn
 
     def source_of(self, kernel: KernelSource) -> str:
         return kernel.source.replace("KERNEL_NAME", "kernel_" + self.key(kernel))
@@ -386,3 +419,118 @@ class KernelLibrary:
         os.chmod(built, 0o600)
         os.replace(built, lib_dir / name)
         return name
+
+
+# ----------------------------------------------------------------- deferred builds
+
+
+class DeferredKernel:
+    """A kernel whose build waits for the end of a `deferred_builds()` block.
+
+    It stands in a wrapper's namespace (`bind_deferred`) until the batch is built,
+    which puts the compiled function in its place; called before that, it builds
+    the batch and calls the function.
+    """
+
+    __slots__ = ("_batch", "function", "homes", "kernel", "key", "library")
+
+    def __init__(self, batch: _Batch, library: KernelLibrary, key: str, kernel: KernelSource):
+        self._batch, self.library, self.key, self.kernel = batch, library, key, kernel
+        self.function = None
+        self.homes: list[tuple[dict, str]] = []
+
+    def __call__(self, *args):
+        if self.function is None:
+            self._batch.build()
+        return self.function(*args)
+
+    def resolve(self, function) -> None:
+        self.function = function
+        for namespace, name in self.homes:
+            if namespace.get(name) is self:
+                namespace[name] = function
+        self.homes.clear()
+
+
+def bind_deferred(namespace: dict) -> None:
+    """Let the DeferredKernels in `namespace` put their compiled functions there."""
+    for name, value in namespace.items():
+        if isinstance(value, DeferredKernel):
+            if value.function is not None:
+                namespace[name] = value.function
+            else:
+                value.homes.append((namespace, name))
+
+
+class _Batch:
+    """The kernels left to build by a `deferred_builds()` block."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kernels: dict[tuple, DeferredKernel] = {}
+        self._workers: int | None = None
+
+    def add(
+        self, library: KernelLibrary, key: str, kernel: KernelSource, workers: int | None
+    ) -> DeferredKernel:
+        with self._lock:
+            place = (id(library), key)
+            found = self._kernels.get(place)
+            if found is None:
+                found = self._kernels[place] = DeferredKernel(self, library, key, kernel)
+            self._workers = workers or self._workers
+            return found
+
+    def build(self) -> None:
+        """Compile every kernel added so far (one compile per cache folder and compiler
+        configuration, its kernels split over the cores), then hand each its function."""
+        with self._lock:
+            pending, self._kernels = list(self._kernels.values()), {}
+            # libraries of one cache folder and compiler configuration build together
+            by_library: dict[tuple, list[DeferredKernel]] = {}
+            for stub in pending:
+                place = (stub.library.lib_dir, stub.library.config)
+                by_library.setdefault(place, []).append(stub)
+            workers = self._workers or os.cpu_count() or 1
+            try:
+                for stubs in by_library.values():
+                    library = stubs[0].library
+                    by_key = {stub.key: stub.kernel for stub in stubs}
+                    missing = [key for key in by_key if library._load(key, by_key[key]) is None]
+                    if missing:
+                        library.compile_missing(missing, by_key, workers)
+                    for stub in stubs:
+                        stub.resolve(library.loaded(stub.key, stub.kernel))
+            finally:
+                # a failed build stays pending: a later call of its kernels raises again
+                for stub in pending:
+                    if stub.function is None:
+                        self._kernels[(id(stub.library), stub.key)] = stub
+
+
+_BATCH: contextvars.ContextVar[_Batch | None] = contextvars.ContextVar(
+    "inductor_codegen_deferred_builds", default=None
+)
+
+
+@contextlib.contextmanager
+def deferred_builds() -> Iterator[None]:
+    """Build the C++ kernels of the graphs compiled inside the block together, at its end.
+
+    >>> with deferred_builds():
+    ...     first = compile_graph(gm_a, inputs_a)
+    ...     second = compile_graph(gm_b, inputs_b)   # both built here, in one batch
+
+    Nested blocks build at the end of the outermost. A build that fails raises at
+    the end of the block (or at the first call of one of its graphs, if earlier).
+    """
+    if _BATCH.get() is not None:
+        yield
+        return
+    batch = _Batch()
+    token = _BATCH.set(batch)
+    try:
+        yield
+    finally:
+        _BATCH.reset(token)
+    batch.build()
