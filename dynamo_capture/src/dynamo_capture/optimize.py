@@ -2,8 +2,9 @@
 
     compiled = optimize(fn, backend=backend)
     compiled(*args)   # 1. stance and `disable` regions may run fn eagerly
-                      # 2. each cached entry's guard function runs on the frame's locals;
-                      #    the first that passes runs its entry code
+                      # 2. each cached entry's guard function runs on the frame's locals
+                      #    (the entry that passed last first, then the others oldest
+                      #    first); the first that passes runs its entry code
                       # 3. on a miss: capture, hand the graph to the backend, cache, run
 
 Past `recompile_limit` entries a call no entry accepts runs eagerly, logged on the
