@@ -322,3 +322,55 @@ def test_the_entry_takes_module_tensors_from_the_module_tree_guard():
     model.blocks[2][1].bias = None
     torch.testing.assert_close(compiled(x), model(x))
     assert len(compiled.entries) == 2
+
+
+def _counting_checks(fn):
+    """Wrap each entry's guard check; the list records which entry each check was of."""
+    checked: list[int] = []
+    for index, entry in enumerate(fn.entries):
+
+        def counted(f_locals, f_globals, check=entry.check, index=index):
+            checked.append(index)
+            return check(f_locals, f_globals)
+
+        entry.check = counted
+    return checked
+
+
+def test_entry_that_passed_last_is_checked_first(backend):
+    fn = compiled(scale, backend)
+    x = torch.randn(3)
+    fn(x, 2)  # entry 0
+    fn(x, 3)  # entry 1
+    checked = _counting_checks(fn)
+    for _ in range(4):
+        torch.testing.assert_close(fn(x, 3), x * 3)
+    assert checked == [1, 1, 1, 1]  # entry 0's guards never run for entry 1's calls
+    checked.clear()
+    torch.testing.assert_close(fn(x, 2), x * 2)
+    torch.testing.assert_close(fn(x, 2), x * 2)
+    assert checked == [1, 0, 0]
+    assert len(backend.graphs) == 2
+
+
+def test_entries_checked_in_any_order_still_run_the_entry_for_the_inputs(backend):
+    fn = compiled(scale, backend)
+    tensors = [torch.randn(3), torch.randn(4), torch.randn(3, dtype=torch.float64)]
+    for _ in range(3):
+        for x in tensors:
+            for factor in (2, 3):
+                torch.testing.assert_close(fn(x, factor), x * factor)
+    assert len(backend.graphs) == 6
+    assert sum(entry.hits for entry in fn.entries) == 12
+
+
+def test_a_new_entry_is_checked_first_on_the_next_call(backend):
+    fn = compiled(scale, backend)
+    x = torch.randn(3)
+    fn(x, 2)
+    fn(x, 3)
+    fn(x, 2)  # entry 0 passed last
+    fn(x, 4)  # compiled: entry 2
+    checked = _counting_checks(fn)
+    torch.testing.assert_close(fn(x, 4), x * 4)
+    assert checked == [2]

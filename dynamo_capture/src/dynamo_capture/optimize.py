@@ -2,8 +2,9 @@
 
     compiled = optimize(fn, backend=backend)
     compiled(*args)   # 1. stance and `disable` regions may run fn eagerly
-                      # 2. each cached entry's guard function runs on the frame's locals;
-                      #    the first that passes runs its entry code
+                      # 2. each cached entry's guard function runs on the frame's locals
+                      #    (the entry that passed last first, then the others oldest
+                      #    first); the first that passes runs its entry code
                       # 3. on a miss: capture, hand the graph to the backend, cache, run
 
 Past `recompile_limit` entries a call no entry accepts runs eagerly, logged on the
@@ -129,6 +130,7 @@ class CompiledCallable:
         self.capture_cache = capture_cache
         self.calls = 0
         self.entries: list[CompiledEntry] = []
+        self._last_hit = 0  # index in `entries` of the entry that passed last
         self.artifacts: list[CaptureArtifacts] = []
         self.graph_breaks: list[Unsupported] = []
         self.eager_frames: list[EagerFallback] = []  # frames run eagerly (all levels)
@@ -196,12 +198,18 @@ class CompiledCallable:
         entries = self.entries
         if stance.skip_guard_eval_unsafe and len(entries) == 1:
             return self._run(entries[0], f_locals, f_globals, args, kwargs, checked=False)
-        for entry in entries:
-            if entry.check(f_locals, f_globals):
-                entry.hits += 1
-                if not entry.hits & (entry.hits - 1):  # the 1st, 2nd, 4th... hit: traced
-                    compile_trace.note_hit(self, entry)
-                return self._run(entry, f_locals, f_globals, args, kwargs)
+        # NOTE: the entry that passed last is checked first (as torch's cache moves a hit
+        # to the front): a decode step after its prefill entries, the steady shape after
+        # a warm-up one, skip the guard functions of entries they do not use. Any entry
+        # whose guards pass was compiled for these inputs, so the order of the checks
+        # only decides which of two such entries runs.
+        last = self._last_hit
+        if last < len(entries) and entries[last].check(f_locals, f_globals):
+            return self._hit(entries[last], f_locals, f_globals, args, kwargs)
+        for index, entry in enumerate(entries):
+            if index != last and entry.check(f_locals, f_globals):
+                self._last_hit = index
+                return self._hit(entry, f_locals, f_globals, args, kwargs)
         if entries:
             eager = self._on_recompile(stance.name, f_locals, f_globals)
             if eager:
@@ -212,6 +220,7 @@ class CompiledCallable:
             entry = self._installed(stance, f_locals, f_globals)
         if entry is not None:
             self.entries.append(entry)
+            self._last_hit = len(self.entries) - 1
             return self._run(entry, f_locals, f_globals, args, kwargs, checked=False)
         with compile_trace.frame_compile(self), old_objects_frozen():
             entry = self._compile(f_locals, args, kwargs, stance)
@@ -219,7 +228,17 @@ class CompiledCallable:
             entry.artifacts.compile_id = self.compile_id
             compile_trace.note_entry(self, entry)
         self.entries.append(entry)
+        self._last_hit = len(self.entries) - 1
         return self._run(entry, f_locals, f_globals, args, kwargs, checked=False)
+
+    def _hit(
+        self, entry: CompiledEntry, f_locals: Any, f_globals: Any, args: Any, kwargs: Any
+    ) -> Any:
+        """Run `entry`, whose guards passed on these locals just now."""
+        entry.hits += 1
+        if not entry.hits & (entry.hits - 1):  # the 1st, 2nd, 4th... hit: traced
+            compile_trace.note_hit(self, entry)
+        return self._run(entry, f_locals, f_globals, args, kwargs)
 
     def _run(
         self,

@@ -516,3 +516,23 @@ def test_module_dict_replaced_is_seen(which):
         replaced["_modules"]["3"] = torch.nn.Linear(4, 2)  # another last layer
     module.__dict__ = replaced
     _matches_eager(model, compiled, x)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_entries_taken_in_turns_each_give_eager_results(backend):
+    # The entry that passed last is checked first: a call for another entry must still
+    # fail its guards and reach its own (train/eval, two batch sizes, a scale changed).
+    model = _model()
+    compiled = ember.compile(model, backend=backend, dynamic=False)
+    inputs = [torch.randn(3, 4), torch.randn(5, 4)]
+    with torch.no_grad():
+        for _ in range(3):
+            for training in (False, True):
+                model.train(training)
+                for x in inputs:
+                    assert_close(compiled(x), model(x))
+        model[0].scale = 3.0
+        for x in inputs:
+            assert_close(compiled(x), model(x))
+    runner = ember.api.compiled_callable_of(compiled)
+    assert all(entry.hits >= 1 for entry in runner.entries[:4])
