@@ -165,3 +165,45 @@ def test_unused_loss_still_raises_on_a_class_target_out_of_range(fn):
     # the decomposed loss reads the target through `gather`, whose error is a RuntimeError
     with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
         compiled(FLOATS, out_of_range)
+
+
+def test_probe_stand_ins_keep_class_targets_in_range():
+    """A probe's stand-in class target is 0, a class the capped logits have: on a GPU an
+    out-of-range target fails a device-side assertion that no exception handler undoes
+    (every later CUDA call of the process fails)."""
+    from aot_autograd.kernel_checks import _probe_arguments
+
+    aten = torch.ops.aten
+    logits, target = torch.randn(4, 50), torch.randint(0, 50, (4,))
+    for capped in (True, False):
+        args, _ = _probe_arguments(
+            aten.nll_loss_forward.default, (logits, target, None, 1, -100), {}, capped
+        )
+        assert int(args[1].max()) < args[0].shape[1]
+
+
+def test_probes_that_could_assert_on_a_gpu_are_not_run_there():
+    from aot_autograd.kernel_checks import _may_assert_on_device
+
+    aten = torch.ops.aten
+    index = torch.zeros(2, dtype=torch.long)
+    # on the CPU a probe's index error is an exception: probed as before
+    assert not _may_assert_on_device(aten.index_select.default, [torch.empty(0, 3), index])
+    if torch.cuda.is_available():
+        on_gpu = [torch.empty(0, 3, device="cuda"), index.cuda()]
+        assert _may_assert_on_device(aten.index_select.default, on_gpu)
+        assert not _may_assert_on_device(aten.sin.default, on_gpu[:1])
+
+
+def test_cross_entropy_over_many_classes_compiles_and_checks_its_targets():
+    import torch.nn.functional as F
+
+    def fn(logits, target):
+        return F.cross_entropy(logits.float(), target)
+
+    logits = torch.randn(6, 500, requires_grad=True)
+    target = torch.randint(0, 500, (6,))
+    compiled = aot_function(fn, lambda gm, _: gm, decompositions=prim_decomp.inductor_default)
+    torch.testing.assert_close(compiled(logits, target), fn(logits, target))
+    with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
+        compiled(logits, torch.full((6,), 500))

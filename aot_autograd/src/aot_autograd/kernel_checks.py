@@ -156,6 +156,18 @@ def _unusual(op: Any, args: tuple, kwargs: dict, tensors: list) -> bool:
     return takes_index_tensor(op)
 
 
+def _may_assert_on_device(op: Any, tensors: list) -> bool:
+    """Whether a probe of `op` could fail a device-side assertion: an index or class
+    target checked on a GPU where some dim is empty (no stand-in index is in range).
+    A GPU kernel reports an index out of range by an assertion that leaves the device
+    unusable for the whole process, not by an exception the probe could catch."""
+    if not any(t.device.type == "cuda" for t in tensors):
+        return False
+    if not (takes_index_tensor(op) or op in _CLASS_TARGET_LOSSES):
+        return False
+    return any(concrete_hint(s) == 0 for t in tensors for s in t.shape)
+
+
 def _runs_here(device: torch.device) -> bool:
     return device.type == "cpu" or (device.type == "cuda" and torch.cuda.is_available())
 
@@ -210,9 +222,10 @@ def _probe_arguments(op: Any, args: tuple, kwargs: dict, capped: bool) -> tuple[
     """Small stand-ins for the arguments: zeros for an index (valid at any size), ones
     elsewhere (a divisor, an exponent)."""
     names = [a.name for a in op._schema.arguments]
+    index_names = _INDEX_NAMES | ({"target"} if op in _CLASS_TARGET_LOSSES else set())
 
     def stand_in(name: str, value: Any) -> Any:
-        fill = 0 if name in _INDEX_NAMES else 1
+        fill = 0 if name in index_names else 1
         return pytree.tree_map(lambda leaf: _probe_value(leaf, capped, fill), value)
 
     probe_args = [stand_in(names[i] if i < len(names) else "", a) for i, a in enumerate(args)]
@@ -297,6 +310,8 @@ def check_kernel_accepts(op: Any, args: tuple, kwargs: dict) -> None:
         _check_factory_accepts(op, args, kwargs, leaves)
         return
     if not all(_runs_here(t.device) for t in tensors):
+        return
+    if _may_assert_on_device(op, tensors):
         return
     key = _signature(op, leaves)
     if key is not None and key in _accepted:
