@@ -205,3 +205,84 @@ def test_graph_outputs_are_never_reused_as_scratch(path):
     storages = {t.untyped_storage().data_ptr() for t in (first, later_t, total)}
     assert len(storages) == 3, compiled.artifact("wrapper")
     assert x.untyped_storage().data_ptr() not in storages
+
+
+def _in_place_lines(wrapper: str) -> list[str]:
+    """The `out = taken  # in place` lines, each checked: `taken` is read by the one
+    kernel call that follows and by nothing after it (deleted, never returned)."""
+    lines = wrapper.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        if not line.endswith("# in place"):
+            continue
+        taken = line.split(" = ")[1].split()[0]
+        call = next(j for j in range(i + 1, len(lines)) if ".launch(" in lines[j])
+        later = [ln for ln in lines[call + 1 :] if re.search(rf"\b{taken}\b", ln)]
+        assert all(ln.strip().startswith("del ") for ln in later), wrapper
+        found.append(line.strip())
+    return found
+
+
+@pytest.mark.triton_interpret
+def test_pointwise_kernel_computes_into_its_dying_matmul_result():
+    w1, w2 = torch.randn(32, 128) / 8, torch.randn(128, 32) / 8
+
+    def mlp(x):
+        return torch.nn.functional.gelu(x @ w1, approximate="tanh") @ w2
+
+    x = torch.randn(64, 32)
+    compiled = _triton_compile(mlp, x)
+    torch.testing.assert_close(compiled(x), mlp(x), rtol=1e-4, atol=1e-4)
+    wrapper = compiled.artifact("wrapper")
+    assert len(_in_place_lines(wrapper)) == 1, wrapper
+    # The GELU takes over the product's 32 KiB: one hidden activation at a time.
+    hidden = 64 * 128 * 4
+    assert _peak(compiled, x) <= hidden + 64 * 32 * 4 + 1024, wrapper
+
+
+@pytest.mark.triton_interpret
+def test_input_read_at_other_elements_is_not_overwritten_in_place():
+    w = torch.randn(32, 32) / 4
+
+    def fn(x):
+        y = x @ w
+        # each element reads y at its transposed position and its row's first element
+        return (y.t() + y[:, :1]).sin() @ w
+
+    x = torch.randn(32, 32)
+    compiled = _triton_compile(fn, x)
+    torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
+    assert _in_place_lines(compiled.artifact("wrapper")) == []
+
+
+@pytest.mark.triton_interpret
+def test_input_still_needed_or_returned_is_not_overwritten_in_place():
+    w = torch.randn(32, 32) / 4
+
+    def later_read(x):
+        y = x @ w
+        z = y.sin()  # y is read again below: it must keep its values
+        return (z @ w) + y
+
+    def returned(x):
+        y = x @ w
+        return y, y.sin() @ w
+
+    x = torch.randn(32, 32)
+    for fn in (later_read, returned):
+        compiled = _triton_compile(fn, x)
+        torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
+        _in_place_lines(compiled.artifact("wrapper"))
+    outputs = _triton_compile(returned, x)(x)
+    assert outputs[0].untyped_storage().data_ptr() != outputs[1].untyped_storage().data_ptr()
+
+
+def test_cpp_kernels_never_share_an_input_and_output_buffer():
+    w1, w2 = torch.randn(32, 128) / 8, torch.randn(128, 32) / 8
+
+    def mlp(x):
+        return torch.nn.functional.gelu(x @ w1) @ w2
+
+    compiled = check(mlp, torch.randn(64, 32), rtol=1e-4, atol=1e-4)
+    # C++ kernels declare their pointers __restrict__: no output aliases an input.
+    assert _in_place_lines(compiled.artifact("wrapper")) == []
