@@ -404,7 +404,7 @@ class WrapperCodegen:
                 ):
                     continue
                 if all(
-                    sympy.simplify(load.index - store) == 0
+                    (load.index == store or sympy.expand(load.index - store) == 0)
                     for load in loads
                     if load.buffer == candidate
                 ):
