@@ -315,6 +315,7 @@ def run_case(name, make, mode, backends) -> dict:
     inputs = tuple(x.to("cuda", floating if x.is_floating_point() else x.dtype) for x in inputs)
     row = {"model": name, "mode": mode}
     torch.cuda.reset_peak_memory_stats()
+    start = torch.cuda.memory_allocated()
     eager = make_step(model, inputs, mode)
     expected = [t.detach().clone() for t in eager()]
     eager_errors = accuracy_errors(accuracy_metrics(eager, mode), reference, mode)
@@ -322,11 +323,18 @@ def run_case(name, make, mode, backends) -> dict:
     for _ in range(3):
         eager()
     row["eager_peak_GB"] = torch.cuda.max_memory_allocated() / 1e9
+    row["eager_call_peak_GB"] = (torch.cuda.max_memory_allocated() - start) / 1e9
     steps = {"eager": eager}
     for backend in backends:
         try:
+            # NOTE: each backend's window starts with the same tensors alive (the model,
+            # its inputs, `expected`): the previous backend's outputs and metrics are
+            # gone, else they would count in this backend's peak (one logits tensor of
+            # an LM: 0.41 GB for GPT2, a whole output of `transpose`).
+            metrics = errors = None
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
+            start = torch.cuda.memory_allocated()
             step = make_step(compiled_model(backend, model), inputs, mode)
             if backend == "ember_nosplit":
                 step = _without_splits(step)
@@ -334,6 +342,8 @@ def run_case(name, make, mode, backends) -> dict:
             for _ in range(3):
                 step()
             row[f"{backend}_peak_GB"] = torch.cuda.max_memory_allocated() / 1e9
+            # the peak above what was allocated when the window opened
+            row[f"{backend}_call_peak_GB"] = (torch.cuda.max_memory_allocated() - start) / 1e9
             metrics = accuracy_metrics(step, mode)
             row[f"{backend}_rel_err"] = relative_error(
                 metrics if mode == "infer" else step(), expected

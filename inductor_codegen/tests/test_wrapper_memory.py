@@ -12,9 +12,13 @@ from __future__ import annotations
 import re
 import weakref
 
+import pytest
 import torch
-from graph_helpers import check
+from graph_helpers import check, trace
+from models import TransformerBlock
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from inductor_codegen import compile_graph
 
 
 class LiveBytes(TorchDispatchMode):
@@ -132,3 +136,153 @@ def test_buffer_is_not_held_for_reuse_across_the_peak():
     assert _unfreed(wrapper) == [], wrapper
     # Holding `a` until the cos kernel would add its 16 KiB to the 128 KiB peak.
     assert _peak(compiled, x) <= 2 * 64 * 1024 + 1024, wrapper
+
+
+def _triton_compile(fn, *args):
+    pytest.importorskip("triton")
+    gm = trace(fn, *args)
+    return compile_graph(gm, list(args), options={"device_codegen": "triton"})
+
+
+PATHS = ["cpp", pytest.param("triton", marks=pytest.mark.triton_interpret)]
+
+
+def _compile_on(path, fn, *args):
+    if path == "triton":
+        return _triton_compile(fn, *args)
+    return check(fn, *args, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_transformer_block_peak_stays_within_eager(path):
+    block = TransformerBlock(dim=32, heads=4).eval()
+    x = torch.randn(2, 16, 32)
+    with torch.no_grad():
+        compiled = _compile_on(path, block, x)
+        torch.testing.assert_close(compiled(x), block(x), rtol=1e-4, atol=1e-4)
+        wrapper = compiled.artifact("wrapper")
+        assert _unfreed(wrapper) == [], wrapper
+        # Freed at last use, each buffer allocated once: never above eager, which frees
+        # each temporary when Python drops it.
+        assert _peak(compiled, x) <= _peak(block, x), wrapper
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_language_model_head_logits_are_allocated_once(path):
+    torch.manual_seed(0)
+    block = TransformerBlock(dim=32, heads=4).eval()
+    norm = torch.nn.LayerNorm(32)
+    vocab = torch.randn(2048, 32) / 8
+
+    def lm(x):
+        return norm(block(x)) @ vocab.t()
+
+    x = torch.randn(2, 16, 32)
+    with torch.no_grad():
+        compiled = _compile_on(path, lm, x)
+        torch.testing.assert_close(compiled(x), lm(x), rtol=1e-4, atol=1e-4)
+        wrapper = compiled.artifact("wrapper")
+        logits = 2 * 16 * 2048 * 4  # 256 KiB
+        # The bound: the logits once, plus the block's activations alive at the head
+        # (each at most the 16 KiB of fc1's output); a second logits-sized buffer
+        # (a copy, a cast, a scratch buffer of the same size) exceeds it.
+        assert _peak(compiled, x) <= logits + 4 * 16 * 1024, wrapper
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_graph_outputs_are_never_reused_as_scratch(path):
+    def fn(x):
+        first = x.exp()  # an output, last read by the kernel below
+        scratch = (first * 2).sin()  # same size: would take over `first` if pooled
+        later = (scratch + 1).cos()
+        return first, later.t(), (later * scratch).sum(0)
+
+    x = torch.randn(32, 32)
+    compiled = _compile_on(path, fn, x)
+    first, later_t, total = compiled(x)
+    expected = fn(x)
+    torch.testing.assert_close((first, later_t, total), expected, rtol=1e-4, atol=1e-4)
+    storages = {t.untyped_storage().data_ptr() for t in (first, later_t, total)}
+    assert len(storages) == 3, compiled.artifact("wrapper")
+    assert x.untyped_storage().data_ptr() not in storages
+
+
+def _in_place_lines(wrapper: str) -> list[str]:
+    """The `out = taken  # in place` lines, each checked: `taken` is read by the one
+    kernel call that follows and by nothing after it (deleted, never returned)."""
+    lines = wrapper.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        if not line.endswith("# in place"):
+            continue
+        taken = line.split(" = ")[1].split()[0]
+        call = next(j for j in range(i + 1, len(lines)) if ".launch(" in lines[j])
+        later = [ln for ln in lines[call + 1 :] if re.search(rf"\b{taken}\b", ln)]
+        assert all(ln.strip().startswith("del ") for ln in later), wrapper
+        found.append(line.strip())
+    return found
+
+
+@pytest.mark.triton_interpret
+def test_pointwise_kernel_computes_into_its_dying_matmul_result():
+    w1, w2 = torch.randn(32, 128) / 8, torch.randn(128, 32) / 8
+
+    def mlp(x):
+        return torch.nn.functional.gelu(x @ w1, approximate="tanh") @ w2
+
+    x = torch.randn(64, 32)
+    compiled = _triton_compile(mlp, x)
+    torch.testing.assert_close(compiled(x), mlp(x), rtol=1e-4, atol=1e-4)
+    wrapper = compiled.artifact("wrapper")
+    assert len(_in_place_lines(wrapper)) == 1, wrapper
+    # The GELU takes over the product's 32 KiB: one hidden activation at a time.
+    hidden = 64 * 128 * 4
+    assert _peak(compiled, x) <= hidden + 64 * 32 * 4 + 1024, wrapper
+
+
+@pytest.mark.triton_interpret
+def test_input_read_at_other_elements_is_not_overwritten_in_place():
+    w = torch.randn(32, 32) / 4
+
+    def fn(x):
+        y = x @ w
+        # each element reads y at its transposed position and its row's first element
+        return (y.t() + y[:, :1]).sin() @ w
+
+    x = torch.randn(32, 32)
+    compiled = _triton_compile(fn, x)
+    torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
+    assert _in_place_lines(compiled.artifact("wrapper")) == []
+
+
+@pytest.mark.triton_interpret
+def test_input_still_needed_or_returned_is_not_overwritten_in_place():
+    w = torch.randn(32, 32) / 4
+
+    def later_read(x):
+        y = x @ w
+        z = y.sin()  # y is read again below: it must keep its values
+        return (z @ w) + y
+
+    def returned(x):
+        y = x @ w
+        return y, y.sin() @ w
+
+    x = torch.randn(32, 32)
+    for fn in (later_read, returned):
+        compiled = _triton_compile(fn, x)
+        torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
+        _in_place_lines(compiled.artifact("wrapper"))
+    outputs = _triton_compile(returned, x)(x)
+    assert outputs[0].untyped_storage().data_ptr() != outputs[1].untyped_storage().data_ptr()
+
+
+def test_cpp_kernels_never_share_an_input_and_output_buffer():
+    w1, w2 = torch.randn(32, 128) / 8, torch.randn(128, 32) / 8
+
+    def mlp(x):
+        return torch.nn.functional.gelu(x @ w1) @ w2
+
+    compiled = check(mlp, torch.randn(64, 32), rtol=1e-4, atol=1e-4)
+    # C++ kernels declare their pointers __restrict__: no output aliases an input.
+    assert _in_place_lines(compiled.artifact("wrapper")) == []

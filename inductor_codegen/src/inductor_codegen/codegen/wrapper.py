@@ -36,12 +36,14 @@ from inductor_codegen.ir import (
     ComputedBuffer,
     ExternBuffer,
     Layout,
+    Pointwise,
     ScalarArg,
     TensorValue,
+    expr_loads,
 )
 from inductor_codegen.lowering import BufferRef, GraphLowering, OpaqueInput
 from inductor_codegen.runtime import IndexStatus, reinterpret
-from inductor_codegen.scheduler import FusedKernel, Schedule
+from inductor_codegen.scheduler import FusedKernel, Schedule, outer_vars
 from inductor_codegen.symbols import bind_symbols, check_bound, layout_symbols
 
 __all__ = ["WrapperSource", "generate_wrapper"]
@@ -147,11 +149,15 @@ class WrapperCodegen:
     """The one wrapper generator: binds sizes, allocates and reuses buffers, calls extern
     ops, frees each buffer after its last use, and returns the outputs.
 
-    What a device changes are its hooks: `allocation` (a new buffer), `prologue`
-    (lines at the top of `call`), `held_names` (the locals a buffer lives in) and
-    `kernel_call` (the lines that run one kernel). These defaults are the CPU's (C++
+    What a device changes are its hooks: `computes_in_place`, `allocation` (a new
+    buffer), `prologue` (lines at the top of `call`), `held_names` (the locals a buffer
+    lives in) and `kernel_call` (the lines that run one kernel). These defaults are the CPU's (C++
     kernels called through data pointers); `codegen/triton/wrapper.py` overrides them.
     """
+
+    # Device hook: whether a kernel may take an input and an output that are one buffer
+    # (`_in_place`). Not for C++: its kernels declare every pointer __restrict__.
+    computes_in_place = False
 
     def __init__(self, graph: GraphLowering, schedule: Schedule, kernels: dict[str, KernelSource]):
         self.graph = graph
@@ -166,6 +172,8 @@ class WrapperCodegen:
         # Buffers allocated with the shape and strides of the one view every call reads
         # them through (see `_allocation_views`).
         self.alloc_layouts: dict[str, Layout] = {}
+        # Kernel outputs computed into the memory of an input that dies there (`_in_place`).
+        self.in_place: dict[str, str] = {}
 
     def render(self, value) -> str:
         """A Python expression for an extern-call argument."""
@@ -247,7 +255,9 @@ class WrapperCodegen:
             n for s in steps if isinstance(s, ExternBuffer) and s.is_fallback for n in s.reads
         }
         freed = self._freed_after(steps, uses, last_use, held)
-        poolable = {name for names in freed for name in names if name not in extern_read}
+        self.in_place = self._in_place(steps, last_use, held, extern_read)
+        taken = set(self.in_place.values())
+        poolable = {name for names in freed for name in names if name not in extern_read | taken}
         reused = self._reused(steps, freed, poolable)
         pool: dict[tuple, list[str]] = {}
         lines = out.lines
@@ -308,11 +318,16 @@ class WrapperCodegen:
         stack of taken buffers alone, which is what `generate` pushes.
         """
         allocated, sizes = self._allocations(steps)
+        taken = set(self.in_place.values())  # their memory lives on as their kernel's output
         live, profile = 0, []
         for position in range(len(steps)):
-            live += sum(sizes[name] or 0 for name in allocated[position])
+            live += sum(
+                sizes[name] or 0 for name in allocated[position] if name not in self.in_place
+            )
             profile.append(live)
-            live -= sum(sizes[name] or 0 for name in freed[position] if name in sizes)
+            live -= sum(
+                sizes[name] or 0 for name in freed[position] if name in sizes and name not in taken
+            )
         peak = max(profile, default=0)
         pool: dict[tuple, list[tuple[str, int]]] = {}
         reused: set[str] = set()
@@ -320,6 +335,8 @@ class WrapperCodegen:
             if not isinstance(step, ExternBuffer):
                 for arg in self.kernels[step.name].args:
                     if arg.kind != "out" or self._stored_into(arg.name) is not None:
+                        continue
+                    if arg.name in self.in_place:
                         continue
                     stack = pool.get(_pool_key(self.allocated_layout(arg.name)), [])
                     while stack:
@@ -340,6 +357,72 @@ class WrapperCodegen:
                 if isinstance(buf, ComputedBuffer) and name in poolable:
                     pool.setdefault(_pool_key(buf.layout), []).append((name, position))
         return reused
+
+    def _in_place(self, steps, last_use, held, extern_read) -> dict[str, str]:
+        """Kernel outputs computed into the memory of an input of the same kernel that
+        dies there: output -> input. A pointwise kernel of one buffer whose every load
+        of the input is at the element it stores (same layout, same index) reads each
+        element before it overwrites it, so the input's memory can hold the output
+        (a GELU after its matmul: one activation fewer at the peak).
+
+        The input must be memory the wrapper owns alone: a kernel output (not a mutated
+        input's new value) or a matmul-like extern result, not a fallback's (it may be a
+        view) and not read by a fallback, nor a graph input, constant or output.
+        """
+        in_place: dict[str, str] = {}
+        if not self.computes_in_place:
+            return in_place
+        for position, step in enumerate(steps):
+            if not isinstance(step, FusedKernel) or len(step.nodes) != 1:
+                continue
+            if step.items != step.nodes or step.name not in self.kernels:
+                continue
+            (name,) = step.nodes
+            buf = self.buffers.get(name)
+            if not isinstance(buf, ComputedBuffer) or not isinstance(buf.body, Pointwise):
+                continue
+            if buf.stored_into is not None or buf.body.ranges != buf.layout.size:
+                continue
+            layout = self.allocated_layout(name)
+            if not _same_layout(layout, buf.layout) or _bytes(layout) is None:
+                continue
+            idx = outer_vars(len(buf.layout.size))
+            loads = expr_loads(buf.body.loader(idx))
+            store = buf.layout.index(idx)
+            for candidate in dict.fromkeys(load.buffer for load in loads):
+                if (
+                    last_use.get(candidate) != position
+                    or candidate in held
+                    or candidate in extern_read
+                    or candidate in in_place.values()
+                    or not self._owned(candidate)
+                ):
+                    continue
+                source = self.allocated_layout(candidate)
+                if not _same_layout(source, buf.layout) or not _same_layout(
+                    self.buffers[candidate].layout, buf.layout
+                ):
+                    continue
+                if all(
+                    (load.index == store or sympy.expand(load.index - store) == 0)
+                    for load in loads
+                    if load.buffer == candidate
+                ):
+                    in_place[name] = candidate
+                    break
+        return in_place
+
+    def _owned(self, name: str) -> bool:
+        """Whether buffer `name` is memory the wrapper allocated (or a matmul-like extern
+        returned fresh) and nothing else holds."""
+        buf = self.buffers.get(name)
+        if name in self.graph.constants:
+            return False
+        if isinstance(buf, ComputedBuffer):
+            return buf.stored_into is None
+        if isinstance(buf, ExternBuffer):
+            return not buf.is_fallback and not buf.tuple_result and buf.layout is not None
+        return False
 
     def _allocations(self, steps) -> tuple[list[list[str]], dict[str, int | None]]:
         """The buffers each step allocates (kernel outputs, extern results) and their bytes
@@ -513,6 +596,9 @@ class WrapperCodegen:
             into = self._stored_into(arg.name)
             if into is not None:  # a mutated input's new value, computed in its memory
                 lines.append(f"    {arg.name} = {into}")
+                continue
+            if arg.name in self.in_place:  # deleted after the kernel, its last use
+                lines.append(f"    {arg.name} = {self.in_place[arg.name]}  # in place")
                 continue
             layout = self.allocated_layout(arg.name)
             key = _pool_key(layout)

@@ -74,6 +74,10 @@ def host_scalars(graph, device: torch.device) -> tuple[list[str], list[str]]:
 
 
 class TritonWrapperCodegen(WrapperCodegen):
+    # A pointwise kernel reads each element before it stores the same element, and Triton
+    # assumes nothing about pointers that differ: an input dying there can hold the output.
+    computes_in_place = True
+
     def __init__(self, graph, schedule, kernels, device: torch.device | None = None):
         super().__init__(graph, schedule, kernels)
         self.aliases: dict[str, str] = {}  # input -> the local the kernels read it through
