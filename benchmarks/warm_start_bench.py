@@ -3,6 +3,11 @@
     python benchmarks/warm_start_bench.py                 # gpt2 (2 layers), 3 repeats
     python benchmarks/warm_start_bench.py --models gpt2 mlp --repeat 5
     python benchmarks/warm_start_bench.py --models gpt2-infer   # forward under no_grad
+    python benchmarks/warm_start_bench.py --device cuda --models gpt2 gpt2-infer resnet50
+
+`--device cuda` takes the GPU suite's models (`models.GPU_MODELS`, as gpu_bench.py builds
+them: a training step under AMP bf16, inference in bf16 under no_grad), timed with a
+synchronize at the end of each step.
 
 A model name ending in `-infer` times a forward under `torch.no_grad()` instead of a
 training step. Each row is the median over `--repeat` rounds; each round runs fresh processes:
@@ -12,7 +17,8 @@ training step. Each row is the median over `--repeat` rounds; each round runs fr
 - remote-warm: an empty local cache, entries and kernels from a redis-server
   started here on a free port (skipped without redis-server and redis-py);
 - eager: the model not compiled, for the first step's own cost.
-Every compiled process's outputs and grads must match the cold run's bit for bit.
+Every compiled process's outputs and grads must match the cold run's bit for bit (on the
+GPU, where kernels with atomic adds vary between runs, their absolute sums within 1e-3).
 "CPU s" is the first call's CPU time (all threads, and the compilers it ran): steadier
 than wall time on a machine shared with other jobs. "capture" counts frames installed from a kept
 capture record (no bytecode capture).
@@ -67,17 +73,65 @@ print(json.dumps({{"first": first, "first_cpu": first_cpu, "later": later, "dige
                   "stats": dict(warm_cache.STATS)}}))
 """
 
+CHILD_GPU = """
+import hashlib, json, resource, sys, time
+sys.path.insert(0, {benchmarks!r})
+import torch, ember
+from ember import warm_cache
+from models import GPU_MODELS
+from gpu_bench import make_step
+torch.manual_seed(0)
+model, inputs = GPU_MODELS[{model!r}][0]()
+for m in model.modules():
+    if isinstance(m, torch.nn.Dropout):
+        m.p = 0.0
+mode = "infer" if {infer} else "train"
+floating = torch.bfloat16 if {infer} else torch.float32
+model = model.to("cuda")
+model = model.eval().to(floating) if {infer} else model.train()
+inputs = tuple(x.to("cuda", floating if x.is_floating_point() else x.dtype) for x in inputs)
+compiled = model if {eager} else ember.compile(model)
+run = make_step(compiled, inputs, mode)
+def step():
+    out = run()
+    torch.cuda.synchronize()
+    return out
+def cpu_seconds():
+    return sum(sum(resource.getrusage(who)[:2]) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+torch.cuda.synchronize()
+start, cpu = time.perf_counter(), cpu_seconds()
+result = step()
+first = time.perf_counter() - start
+first_cpu = cpu_seconds() - cpu
+start = time.perf_counter()
+step()
+later = time.perf_counter() - start
+data = b"".join(t.detach().float().cpu().numpy().tobytes() for t in result)
+total = sum(float(t.detach().double().abs().sum()) for t in result)
+print(json.dumps({{"first": first, "first_cpu": first_cpu, "later": later, "digest": hashlib.sha256(data).hexdigest(),
+                  "total": total,
+                  "stats": dict(warm_cache.STATS)}}))
+"""
+
+DEVICE = {"name": "cpu"}
+
 
 def child(model: str, cache: Path, eager: bool = False, **variables: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
-    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [*(str(ROOT / s) for s in SOURCES), env.get("PYTHONPATH", "")]
+    )
     env["EMBER_CACHE_DIR"] = str(cache)
     env.update(variables)
     name, infer = model.removesuffix("-infer"), model.endswith("-infer")
-    code = CHILD.format(benchmarks=str(ROOT / "benchmarks"), model=name, eager=eager, infer=infer)
+    template = CHILD_GPU if DEVICE["name"] == "cuda" else CHILD
+    code = template.format(
+        benchmarks=str(ROOT / "benchmarks"), model=name, eager=eager, infer=infer
+    )
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(done.stderr[-3000:])
+        run = ", ".join(f"{k}={v}" for k, v in variables.items()) or "default"
+        raise RuntimeError(f"{model} ({cache.name}, {run}, eager={eager}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -121,7 +175,13 @@ def one_round(model: str, folder: Path, remote: str | None) -> dict[str, dict]:
         child(model, folder / "b", EMBER_REMOTE_CACHE=remote)  # publishes
         rows["remote-warm"] = child(model, folder / "c", EMBER_REMOTE_CACHE=remote)
     for name, row in rows.items():
-        if row["digest"] != rows["cold"]["digest"]:
+        if DEVICE["name"] == "cuda":  # GPU kernels with atomics (embedding backward) vary
+            cold = rows["cold"]["total"]
+            if abs(row["total"] - cold) > 1e-3 * abs(cold):
+                raise AssertionError(
+                    f"{model}: the {name} run's outputs differ from the cold run's"
+                )
+        elif row["digest"] != rows["cold"]["digest"]:
             raise AssertionError(f"{model}: the {name} run's outputs differ from the cold run's")
     rows["eager"] = eager  # not compiled: the first step's own cost (allocations, thread pools)
     return rows
@@ -131,7 +191,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["gpt2"])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args()
+    DEVICE["name"] = args.device
     with tempfile.TemporaryDirectory(prefix="ember-warm-bench-") as tmp:
         base = Path(tmp)
         redis = start_redis(base)
