@@ -216,6 +216,7 @@ def _differences(source: str, backend: str, first_only: bool) -> list[Mismatch]:
 
 
 LOW_PRECISION = ("torch.float16", "torch.bfloat16")
+WIDENED = (*LOW_PRECISION, "torch.float32", "torch.float")  # spelled float64 for the check
 # NOTE: "shape" is here for data-dependent sizes: a boolean mask, `nonzero` or `unique`
 # over a comparison that rounding flips. A shape never depends on the float dtype
 # otherwise, and the verdict changes only when the float32 program matches entirely.
@@ -238,16 +239,20 @@ def reclassify_precision(source: str, backend: str, mismatches: list[Mismatch]) 
       "near:") with every float spelled float64: a sum of many terms that cancel
       (a gradient summed over a broadcast) carries an error of the summation order, and
       compiled code sums in another order than eager's.
+    A float16/bfloat16 program still differing in float32 is tried in float64 too.
     Only when the widened program shows no mismatch at all (but metadata) do the value
     mismatches become kind `precision`.
     """
     suspects = [m for m in mismatches if m.kind == "silent" and m.check in ROUNDING_CHECKS]
     if suspects and any(name in source for name in LOW_PRECISION):
-        return _widened(source, backend, mismatches, suspects, LOW_PRECISION, "torch.float32")
+        found = _widened(source, backend, mismatches, suspects, LOW_PRECISION, "torch.float32")
+        if found is not mismatches:
+            return found
+        # float32 may carry the summation-order error of the second case: try float64
+        return _widened(source, backend, mismatches, suspects, WIDENED, "torch.float64")
     suspects = [m for m in suspects if m.check != "shape" and m.message.startswith(NEAR)]
     if suspects:
-        wider = (*LOW_PRECISION, "torch.float32", "torch.float")
-        return _widened(source, backend, mismatches, suspects, wider, "torch.float64")
+        return _widened(source, backend, mismatches, suspects, WIDENED, "torch.float64")
     return mismatches
 
 
