@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F  # noqa: N812
 
 from aot_autograd import aot_function
 
@@ -38,6 +39,19 @@ REJECTED = {
     "dead_sub_of_float_and_bool_scalar": (lambda a, b: (torch.sub(a, True), a)[1], (FLOATS, None)),
     "dead_rsub_of_bool_scalar": (lambda a, b: (True - a, a + 1)[1], (FLOATS, None)),
     "dead_sub_of_float_and_bool": (lambda a, b: (a - b, a + 1)[1], (FLOATS, BOOLS)),
+    # a float op failing at its full (small) sizes, not only at the probe's capped ones
+    "dead_interpolate_to_zero_width": (
+        lambda a, b: (F.interpolate(a.reshape(1, 1, 1), scale_factor=0.5, mode="linear"), a)[1],
+        (FLOATS[:1], None),
+    ),
+    "dead_interpolate_to_zero_width_batched": (
+        lambda a, b: (F.interpolate(a.reshape(3, 1, 1), scale_factor=0.5), a + 1)[1],
+        (FLOATS, None),
+    ),
+    "dead_max_pool_larger_than_input": (
+        lambda a, b: (F.max_pool2d(a.reshape(1, 3, 1), 2), a + 1)[1],
+        (FLOATS, None),
+    ),
 }
 
 
@@ -63,6 +77,10 @@ ACCEPTED = {
         (FLOATS, INTS - 1),
     ),
     "max_of_empty_over_kept_dim": (lambda a, b: a.reshape(0, 1).amax(1), (FLOATS[:0], None)),
+    "interpolate_of_width_3_by_half": (
+        lambda a, b: F.interpolate(a.reshape(1, 1, 3), scale_factor=0.5, mode="linear"),
+        (FLOATS, None),
+    ),
 }
 
 

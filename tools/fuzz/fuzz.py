@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from generator import PROFILES, generate  # noqa: E402
+from generator import DEFAULT_PROFILE, PROFILES, generate  # noqa: E402
 from oracle import DEVICE, KINDS, Mismatch, check_source, quiet  # noqa: E402
 from program import Program, render  # noqa: E402
 from shrink import shrink  # noqa: E402
@@ -77,7 +77,7 @@ class Options:
     shrink_budget_s: float = 120.0
     shrinks_per_signature: int = 2  # later mismatches of a known signature are saved unshrunk
     verbose: bool = True
-    profile: str = "full"  # generator.PROFILES
+    profile: str = DEFAULT_PROFILE  # generator.PROFILES
     dynamic: bool | None = None  # ember.compile(dynamic=...)
 
 
@@ -182,8 +182,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--replay", type=Path, help="check one saved reproducer and exit")
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument(
-        "--profile", default="full", choices=sorted(PROFILES),
-        help="generator tables: base (the ops of earlier runs) or full (regions, branches, ...)",
+        "--profile", default=DEFAULT_PROFILE, choices=sorted(PROFILES),
+        help="generator tables: base (the ops of earlier runs), full (regions, branches, ...), "
+        "wide (full with larger sizes, more layouts, nn/scatter/sort ops)",
     )  # fmt: skip
     parser.add_argument(
         "--dynamic", default="auto", choices=("auto", "true", "false"),

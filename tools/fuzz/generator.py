@@ -15,64 +15,18 @@ function and one table entry.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F  # noqa: N812 (programs spell it F)
+import wide_ops
 from program import HELPERS, InputSpec, Program
+from scope import Scope, both, floating, integral, ranked
+from scope import runs_everywhere as _runs_everywhere
 
 FLOATS = ("float32", "float32", "float32", "float64", "float16", "bfloat16")
 INTS = ("int64", "int32")
 DTYPES = FLOATS + INTS + ("bool",)
-
-
-class Scope:
-    """Variables of a program being generated, with their eager values per call."""
-
-    def __init__(self, rng: random.Random, envs: list[dict]):
-        self.rng = rng
-        self.envs = envs  # one {name: value} per call, executed in order
-        self.names: list[str] = [n for n, v in envs[0].items() if isinstance(v, torch.Tensor)]
-        self.counter = 0
-        self.inputs: set[str] = set(self.names)
-
-    def value(self, name: str) -> torch.Tensor:
-        """The variable's value at the first call's sizes."""
-        return self.envs[0][name]
-
-    def pick(self, accept=lambda t: True) -> str | None:
-        """A random variable whose (first-call) value satisfies `accept`, newest favoured."""
-        fits = [n for n in self.names if accept(self.value(n))]
-        if not fits:
-            return None
-        if self.rng.random() < 0.5:
-            return fits[-1]
-        return self.rng.choice(fits)
-
-    def dim(self, name: str) -> int:
-        """A random valid dim of a variable (sometimes negative)."""
-        ndim = self.value(name).dim()
-        d = self.rng.randrange(max(ndim, 1))
-        return d - ndim if self.rng.random() < 0.3 and ndim else d
-
-    def new_name(self) -> str:
-        self.counter += 1
-        return f"v{self.counter}"
-
-
-def floating(t):
-    return t.is_floating_point()
-
-
-def integral(t):
-    return not t.is_floating_point() and t.dtype != torch.bool
-
-
-def ranked(k):
-    return lambda t: t.dim() >= k
-
-
-def both(*tests):
-    return lambda t: all(test(t) for test in tests)
 
 
 # ---------------------------------------------------------------- expressions
@@ -621,13 +575,6 @@ BLOCKS = {
     "branch": (branch, 2),
 }
 
-# Generator profiles: the tables a program draws from. "base" programs are those of
-# earlier fuzzer runs (seeds pinned in tests keep their programs); "full" adds the
-# extra expressions and mutations and the multi-line blocks.
-PROFILES = {
-    "base": (EXPRESSIONS, MUTATIONS, {}),
-    "full": (FULL_EXPRESSIONS, FULL_MUTATIONS, BLOCKS),
-}
 BLOCK_RATE = 0.15
 
 
@@ -677,6 +624,35 @@ def random_inputs(rng: random.Random, grad: bool) -> tuple[tuple[InputSpec, ...]
     return tuple(specs), tuple(dims)
 
 
+@dataclass(frozen=True)
+class Profile:
+    """What a program draws from: its inputs, and the tables of its statements."""
+
+    expressions: dict
+    mutations: dict
+    blocks: dict
+    inputs: Callable = random_inputs  # (rng, grad) -> (InputSpec tuple, each call's dims)
+    grad_rate: float = 0.35  # share of float programs whose input grads are compared
+
+
+# Generator profiles. "base" programs are those of earlier fuzzer runs (seeds pinned in
+# tests keep their programs); "full" adds the extra expressions and mutations and the
+# multi-line blocks; "wide" adds larger and odd sizes, more input layouts, and the ops
+# of wide_ops.py (nn ops, sort and scans, scatter, einsum, batch_norm's running stats).
+PROFILES = {
+    "base": Profile(EXPRESSIONS, MUTATIONS, {}),
+    "full": Profile(FULL_EXPRESSIONS, FULL_MUTATIONS, BLOCKS),
+    "wide": Profile(
+        FULL_EXPRESSIONS | wide_ops.EXPRESSIONS,
+        FULL_MUTATIONS | wide_ops.MUTATIONS,
+        BLOCKS | wide_ops.BLOCKS,
+        inputs=wide_ops.wide_inputs,
+        grad_rate=0.45,
+    ),
+}
+DEFAULT_PROFILE = "wide"
+
+
 def input_values(program: Program) -> list[dict]:
     """Each call's inputs, by name, built by the program's own rendered `make_inputs`."""
     from program import render
@@ -687,20 +663,7 @@ def input_values(program: Program) -> list[dict]:
     return [dict(zip(names, namespace["make_inputs"](c))) for c in range(len(program.dims))]
 
 
-def _runs_everywhere(statement: str, envs: list[dict]) -> list[dict] | None:
-    """Each env after running `statement` there, or None when eager raises at some call."""
-    results = []
-    for env in envs:
-        trial = dict(env)
-        try:
-            exec(statement, {"torch": torch, "F": F}, trial)
-        except Exception:
-            return None
-        results.append(trial)
-    return results
-
-
-def generate(seed: int, length: int | None = None, profile: str = "full") -> Program:
+def generate(seed: int, length: int | None = None, profile: str = DEFAULT_PROFILE) -> Program:
     """The program of one seed: random inputs, then up to `length` statements.
 
     A candidate statement that eager rejects is dropped, except now and then
@@ -710,14 +673,15 @@ def generate(seed: int, length: int | None = None, profile: str = "full") -> Pro
     """
     if profile not in PROFILES:
         raise ValueError(f"unknown fuzzer profile {profile!r}; choose from {sorted(PROFILES)}")
+    tables = PROFILES[profile]
     rng = random.Random(seed)
-    grad = rng.random() < 0.35
-    inputs, dims = random_inputs(rng, grad)
+    grad = rng.random() < tables.grad_rate
+    inputs, dims = tables.inputs(rng, grad)
     program = Program(seed=seed, inputs=inputs, statements=(), outputs=(), dims=dims, grad=grad)
     scope = Scope(rng, input_values(program))
     statements: list[str] = []
     for _ in range(length or rng.randint(2, 9)):
-        statement, raises = _next_statement(rng, scope, grad, PROFILES[profile])
+        statement, raises = _next_statement(rng, scope, grad, tables)
         if statement is None:
             continue
         statements.append(statement)
@@ -731,10 +695,10 @@ RAISING_RATE = 0.04
 
 
 def _next_statement(
-    rng: random.Random, scope: Scope, grad: bool, tables: tuple
+    rng: random.Random, scope: Scope, grad: bool, tables: Profile
 ) -> tuple[str | None, bool]:
     """A new statement that eager runs at every call (scope updated), and whether it raises."""
-    expressions, mutations, blocks = tables
+    expressions, mutations, blocks = tables.expressions, tables.mutations, tables.blocks
     for _attempt in range(8):
         if blocks and rng.random() < BLOCK_RATE:
             text = _weighted(rng, blocks)(scope)  # validated line by line, scope updated
@@ -770,12 +734,14 @@ def _choose_outputs(rng: random.Random, scope: Scope) -> tuple[str, ...]:
 
 __all__ = [
     "BLOCKS",
+    "DEFAULT_PROFILE",
     "EXPRESSIONS",
     "EXTRA_EXPRESSIONS",
     "EXTRA_MUTATIONS",
     "HELPERS",
     "MUTATIONS",
     "PROFILES",
+    "Profile",
     "generate",
     "input_values",
 ]

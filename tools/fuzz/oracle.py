@@ -223,28 +223,51 @@ def _differences(source: str, backend: str, first_only: bool) -> list[Mismatch]:
 
 
 LOW_PRECISION = ("torch.float16", "torch.bfloat16")
+WIDENED = (*LOW_PRECISION, "torch.float32", "torch.float")  # spelled float64 for the check
 # NOTE: "shape" is here for data-dependent sizes: a boolean mask, `nonzero` or `unique`
 # over a comparison that rounding flips. A shape never depends on the float dtype
 # otherwise, and the verdict changes only when the float32 program matches entirely.
 ROUNDING_CHECKS = ("value", "mutation_value", "grad_value", "shape")
+# A float32 value off by more than its tolerance but within this one is "near" (the
+# message says so): a candidate for the float64 check of `reclassify_precision`.
+NEAR_TOLERANCE = (1e-3, 1e-3)
+NEAR = "near: "
 
 
 def reclassify_precision(source: str, backend: str, mismatches: list[Mismatch]) -> list[Mismatch]:
-    """Value mismatches of a float16/bfloat16 program that vanish in float32 become `precision`.
+    """Value mismatches that vanish when the program computes in a wider dtype become `precision`.
 
-    Compiled code computes float16/bfloat16 chains in float32 and may skip an
-    intermediate rounding (as torch.compile does); a value computed near a
-    rounding boundary (a cast to int, a comparison, pow of a negative base) can
-    then differ by more than any tolerance. The program with every float16 and
-    bfloat16 spelled float32 is checked again: only when it shows no mismatch
-    at all (but metadata) do the value mismatches become kind `precision`.
+    Two cases, each checked by running the program again with its dtypes widened:
+    - float16/bfloat16 programs (spelled float32): compiled code computes such chains
+      in float32 and may skip an intermediate rounding (as torch.compile does); a value
+      computed near a rounding boundary (a cast to int, a comparison, pow of a negative
+      base) can then differ by more than any tolerance.
+    - float32 values that are near eager's (NEAR_TOLERANCE, the message starts with
+      "near:") with every float spelled float64: a sum of many terms that cancel
+      (a gradient summed over a broadcast) carries an error of the summation order, and
+      compiled code sums in another order than eager's.
+    A float16/bfloat16 program still differing in float32 is tried in float64 too.
+    Only when the widened program shows no mismatch at all (but metadata) do the value
+    mismatches become kind `precision`.
     """
     suspects = [m for m in mismatches if m.kind == "silent" and m.check in ROUNDING_CHECKS]
-    if not suspects or not any(name in source for name in LOW_PRECISION):
-        return mismatches
+    if suspects and any(name in source for name in LOW_PRECISION):
+        found = _widened(source, backend, mismatches, suspects, LOW_PRECISION, "torch.float32")
+        if found is not mismatches:
+            return found
+        # float32 may carry the summation-order error of the second case: try float64
+        return _widened(source, backend, mismatches, suspects, WIDENED, "torch.float64")
+    suspects = [m for m in suspects if m.check != "shape" and m.message.startswith(NEAR)]
+    if suspects:
+        return _widened(source, backend, mismatches, suspects, WIDENED, "torch.float64")
+    return mismatches
+
+
+def _widened(source, backend, mismatches, suspects, names, wider) -> list[Mismatch]:
+    """`suspects` made `precision` when the program with `names` spelled `wider` matches."""
     widened = source
-    for name in LOW_PRECISION:
-        widened = widened.replace(name, "torch.float32")
+    for name in names:
+        widened = re.sub(rf"{re.escape(name)}\b", wider, widened)
     try:
         again = _differences(widened, backend, False)
     except Exception:  # the widened program cannot run: keep the verdict
@@ -408,12 +431,24 @@ def value_difference(want: torch.Tensor, got: torch.Tensor, floor=torch.float64)
         try:
             torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)
         except AssertionError as error:
-            return " ".join(str(error).split())[:400]
+            text = " ".join(str(error).split())[:400]
+            return NEAR + text if _near(want, got) else text
         return None
     if not torch.equal(want, got):
         diff = (want != got).nonzero()[:3].tolist()
         return f"exact values differ at {diff}: expected {_sample(want)}, got {_sample(got)}"
     return None
+
+
+def _near(want: torch.Tensor, got: torch.Tensor) -> bool:
+    if want.dtype != torch.float32:
+        return False
+    rtol, atol = NEAR_TOLERANCE
+    try:
+        torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    except AssertionError:
+        return False
+    return True
 
 
 def _sample(t: torch.Tensor) -> str:

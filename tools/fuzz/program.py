@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 # How an input tensor is laid out in memory: the expression turning a fresh
 # tensor `t` of the listed allocation shape into the input.
-LAYOUTS = ("contiguous", "permuted", "sliced", "expanded", "offset")
+LAYOUTS = ("contiguous", "permuted", "sliced", "expanded", "offset", "transposed", "padded")
 
 HELPERS = '''
 def _tensor(shape, dtype, g, values):
@@ -105,6 +105,12 @@ def _allocation(spec: InputSpec) -> tuple[str, str]:
     if spec.layout == "expanded" and rank >= 1:
         alloc = ["1"] + sizes[1:]
         return ", ".join(alloc), f".expand({', '.join(sizes)})"
+    if spec.layout == "transposed" and rank >= 2:  # the last two dims swapped
+        alloc = sizes[:-2] + [sizes[-1], sizes[-2]]
+        return ", ".join(alloc), ".transpose(-1, -2)"
+    if spec.layout == "padded" and rank >= 1:  # rows padded: an odd row stride
+        alloc = sizes[:-1] + [f"{sizes[-1]} + 3"]
+        return ", ".join(alloc), f"[..., :{sizes[-1]}]"
     if spec.layout == "offset" and rank >= 1:
         alloc = [f"{sizes[0]} + 1"] + sizes[1:]
         return ", ".join(alloc), "[1:]"

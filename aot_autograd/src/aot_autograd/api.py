@@ -33,7 +33,7 @@ from aot_autograd.absent_tangents import without_absent_tangents
 from aot_autograd.attention import dense_attention_masks
 from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
-from aot_autograd.partitioners import default_partition
+from aot_autograd.partitioners import default_partition, mark_mutated_primals
 from aot_autograd.portable import BACKWARD_STORED_APART, CompiledGraphCache, CompiledParts
 from aot_autograd.program import (
     TracedProgram,
@@ -338,6 +338,7 @@ class AotCallable:
                     joint=True,
                 )
             partition = config.partition_fn or default_partition
+            mark_mutated_primals(program.graph_module, program.mutated_inputs)
             _, backward = partition(
                 program.graph_module, num_forward_outputs=program.num_forward_outputs
             )
@@ -413,6 +414,7 @@ class AotCallable:
         # partition: forward (saving activations) and backward.
         start = time.perf_counter()
         partition = config.partition_fn or default_partition
+        mark_mutated_primals(program.graph_module, program.mutated_inputs)
         forward, backward = partition(
             program.graph_module, num_forward_outputs=program.num_forward_outputs
         )

@@ -16,7 +16,10 @@ floating point, a bool or complex number (`x - True`), an empty tensor or an ind
 or where the kernel lacks the dtype (`NotImplementedError`), it runs again at the
 arguments' full sizes (a size argument may not fit the capped tensors);
 other failures of floating-point ops are taken as the capping's (a kernel larger
-than the capped image), not probed at full size, which would cost compile time.
+than the capped image), not probed at full size, which would cost compile time,
+unless the arguments are small (at most `_FULL_PROBE_NUMEL` elements together):
+`F.interpolate(x, scale_factor=0.5)` of a width-1 `x` raises eager's "output sizes
+should be greater than 0" even where its result is unused.
 Where the full-size probe also fails, the op is rejected: on fakes with static
 sizes by `guards.DataDependentError` (the trace then runs on real tensors, where
 the op's kernel runs on the real values and raises eager's error); on real tensors
@@ -166,6 +169,20 @@ def _may_assert_on_device(op: Any, tensors: list) -> bool:
     if not (takes_index_tensor(op) or op in _CLASS_TARGET_LOSSES):
         return False
     return any(concrete_hint(s) == 0 for t in tensors for s in t.shape)
+
+
+_FULL_PROBE_NUMEL = 1 << 12
+
+
+def _small(tensors: list) -> bool:
+    """Whether the arguments are small enough to probe at full size at little cost."""
+    total = 0
+    for t in tensors:
+        numel = 1
+        for s in t.shape:
+            numel *= concrete_hint(s)
+        total += numel
+    return total <= _FULL_PROBE_NUMEL
 
 
 def _runs_here(device: torch.device) -> bool:
@@ -319,7 +336,9 @@ def check_kernel_accepts(op: Any, args: tuple, kwargs: dict) -> None:
     fake = any(guards.is_fake(t) for t in tensors)
     error = _probe(op, args, kwargs, capped=True)
     if error is None or not (
-        _unusual(op, args, kwargs, tensors) or isinstance(error, NotImplementedError)
+        _unusual(op, args, kwargs, tensors)
+        or isinstance(error, NotImplementedError)
+        or _small(tensors)
     ):
         _accept(key)
         return

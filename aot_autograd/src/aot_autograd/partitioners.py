@@ -21,6 +21,11 @@ saving a value costs its size in bytes. The recompute policy:
   reductions, gathers and random ops (`torch.Tag.nondeterministic_seeded`:
   recomputing them would draw different numbers).
 
+An input the graph writes in place (`x.zero_()` under no_grad after `y = f(x)`) is
+not saved, nor a view of it, unless the backward reads it itself (as eager saves
+it): the run time writes its new value into the input after the forward, so a value
+recomputed from it in the backward would read the new value (`mark_mutated_primals`).
+
 A recomputable value on the backward side of the cut is recomputed in the
 backward from saved values; so the backward saves, for example, the input of
 a chain of pointwise ops instead of each intermediate. A value is not recomputed
@@ -53,6 +58,7 @@ __all__ = [
     "RECOMPUTABLE_OPS",
     "default_partition",
     "is_recomputable",
+    "mark_mutated_primals",
     "min_cut_rematerialization_partition",
     "saved_bytes",
 ]
@@ -90,6 +96,25 @@ def _is_view(target: object) -> bool:
     return isinstance(target, torch._ops.OpOverload) and any(
         r.alias_info is not None for r in target._schema.returns
     )
+
+
+MUTATED_INPUT = "mutated_input"  # placeholder meta key: the graph writes this input
+
+
+def mark_mutated_primals(joint: fx.GraphModule, mutated_inputs: Iterable[int]) -> None:
+    """Mark the placeholders of the inputs the graph writes in place (by index)."""
+    placeholders = [n for n in joint.graph.nodes if n.op == "placeholder"]
+    for index in mutated_inputs:
+        placeholders[index].meta[MUTATED_INPUT] = True
+
+
+def _aliases_of_mutated_inputs(region: list[fx.Node]) -> set[fx.Node]:
+    """Mutated input placeholders and the views of them (transitively)."""
+    found = {n for n in region if n.op == "placeholder" and n.meta.get(MUTATED_INPUT)}
+    for node in region:
+        if _is_view(node.target) and any(a in found for a in node.all_input_nodes):
+            found.add(node)
+    return found
 
 
 def _is_size_computation(node: fx.Node) -> bool:
@@ -386,6 +411,7 @@ def min_cut_rematerialization_partition(
     flow.add_node("source")
     flow.add_node("sink")
     banned = _many_read_bans(region)
+    unsavable = _aliases_of_mutated_inputs(region)
     for node in region:
         name = node.name
         if node.op == "placeholder" or not is_recomputable(node) or node in banned:
@@ -394,6 +420,8 @@ def min_cut_rematerialization_partition(
             flow.add_edge(name + "_out", "sink", capacity=math.inf)
         # NOTE: +1 on views breaks ties toward saving the base rather than a view of it.
         cost = _size_in_bytes(node) + (1.0 if _is_view(node.target) else 0.0)
+        if node in unsavable and not parts.read_by_backward(node):
+            cost = math.inf
         flow.add_edge(name + "_in", name + "_out", capacity=cost)
         for user in node.users:
             if user in in_region:

@@ -165,24 +165,39 @@ MIXED_DEVICE_OPS: frozenset[Any] = frozenset(
 )
 
 
-def _batch_norm_cpu_eval(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
-    """CPU batch norm outside training saves no statistics: eager returns empty tensors."""
-    if func is aten._native_batch_norm_legit_no_training.default:
-        training = False
-    else:
-        training = args[5] if len(args) > 5 else kwargs.get("training")
-    if training or args[0].device.type != "cpu":
+def _batch_norm_cpu(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """CPU batch norm, in eager's layouts.
+
+    Eager's kernel lays its output out in the input's suggested memory format: row-major
+    below 4 dims whatever the input's strides (a transposed input too), where the meta
+    function keeps the input's layout. Outside training it saves no statistics: eager
+    returns empty tensors for them.
+    """
+    x = args[0]
+    if x.device.type != "cpu":
         return NotImplemented
-    output = torch.empty_like(args[0])
-    empty = args[0].new_empty((0,))
-    return output, empty, empty.clone()
+    names = [argument.name for argument in func._schema.arguments]
+    training = {**dict(zip(names, args)), **kwargs}.get("training", False)
+    output = x.new_empty(x.shape) if x.dim() < 4 else torch.empty_like(x)
+    if not training and func is aten._native_batch_norm_legit.no_stats:
+        return NotImplemented
+    if not training:
+        empty = x.new_empty((0,))
+        return output, empty, empty.clone()
+    if x.dim() >= 4:
+        return NotImplemented
+    fakes = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    outs = mode._run_meta(func, args, kwargs, fakes)
+    return (output, *outs[1:])
 
 
 register_fake_rule(
     aten.native_batch_norm.default,
     aten._native_batch_norm_legit.default,
+    aten._native_batch_norm_legit.no_stats,
+    aten._native_batch_norm_legit_functional.default,
     aten._native_batch_norm_legit_no_training.default,
-)(_batch_norm_cpu_eval)
+)(_batch_norm_cpu)
 
 
 _EMBEDDING_BAG_SUM, _EMBEDDING_BAG_MAX = 0, 2

@@ -10,7 +10,8 @@ strict xfail, so the fix of the bug turns that test into a failure that says to
 move the seed back into the slice.
 
 The slice and FIXED_SEEDS use the generator's "base" profile (a seed gives the program
-it gave when pinned); FIXED_FULL_SEEDS are programs of the "full" profile.
+it gave when pinned); FIXED_FULL_SEEDS are programs of the "full" profile; WIDE_SLICE
+is a few programs of the "wide" profile (larger sizes, more layouts, nn and scatter ops).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import shrink  # noqa: E402
 
 BACKENDS = ("aot_eager", "inductor")
 SLICE = range(40, 75)
+WIDE_SLICE = range(0, 10)
 
 # seed -> (backend, shrunk reproducer of the open bug it shows). Remove a seed once
 # its bug is fixed (its strict xfail then fails, saying so).
@@ -102,6 +104,14 @@ def test_fuzz_slice_has_no_silent_mismatch(tmp_path):
     assert not summary.silent(), _silent_report(summary)
 
 
+def test_fuzz_wide_slice_has_no_silent_mismatch(tmp_path):
+    summary = _run(WIDE_SLICE, tmp_path, profile="wide")
+    print(summary.report())
+    assert summary.programs == len(WIDE_SLICE)
+    assert not summary.crashes, f"the fuzzer itself failed on seeds {summary.crashes}"
+    assert not summary.silent(), _silent_report(summary)
+
+
 @pytest.mark.parametrize(
     "seed",
     [pytest.param(seed, marks=pytest.mark.xfail(strict=True, reason=f"open bug: {repro}"))
@@ -167,6 +177,48 @@ def test_fuzz_oracle_flags_a_wrong_backend_and_shrinks_it(tmp_path):
     small, _ = shrink.shrink(source, "fuzz_off_by_one", found[0], budget_s=60)
     assert len(small.statements) <= 1 and len(small.dims) == 1
     assert small.outputs != ("v3",)  # an int output is not off by one
+
+
+def test_fuzz_oracle_calls_a_float32_summation_order_difference_precision():
+    # A gradient summed over a broadcast of 1056 terms that cancel: eager and compiled
+    # code sum in different orders (off by 2e-4 of a true 0). In float64 they agree.
+    source = fuzz_program.Program(
+        seed=1099,
+        inputs=(
+            fuzz_program.InputSpec("x0", ("d1", "d2"), "float32", requires_grad=True),
+            fuzz_program.InputSpec("x1", ("d0", "d1", "d2"), "float32"),
+        ),
+        statements=("v1 = torch.add(x1, x0.sum(), alpha=2)", "v2 = F.elu(v1)"),
+        outputs=("v2",),
+        dims=({"d0": 3, "d1": 32, "d2": 11},),
+        grad=True,
+    )
+    found = fuzz.check_program(source, "inductor")
+    assert not [m for m in found if m.kind == "silent"], [m.describe() for m in found]
+
+
+def _slightly_off_backend(gm, example_inputs):
+    """A deliberately wrong backend: float outputs off by 5e-4 (near, but not rounding)."""
+
+    def run(*args):
+        outputs = gm.forward(*args)
+        return type(outputs)(o + 5e-4 if o.is_floating_point() else o for o in outputs)
+
+    return run
+
+
+def test_fuzz_oracle_keeps_a_small_float32_error_silent_when_float64_shows_it(tmp_path):
+    if "fuzz_slightly_off" not in ember.list_backends():
+        ember.register_backend(_slightly_off_backend, name="fuzz_slightly_off")
+    source = fuzz_program.Program(
+        seed=5,
+        inputs=(fuzz_program.InputSpec("x0", ("d0", 3), "float32"),),
+        statements=("v1 = x0.sin()",),
+        outputs=("v1",),
+        dims=({"d0": 4},),
+    )
+    found = fuzz.check_program(source, "fuzz_slightly_off")
+    assert [(m.kind, m.check) for m in found] == [("silent", "value")]
 
 
 def test_fuzz_programs_are_deterministic_by_seed():

@@ -198,7 +198,12 @@ def _channel_view(t: torch.Tensor, ndim: int) -> torch.Tensor:
 
 
 def _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
-    """(output, save_mean, save_rstd, new_running_mean, new_running_var)."""
+    """(output, save_mean, save_rstd, new_running_mean, new_running_var).
+
+    The output is row-major below 4 dims, as eager's kernel lays it out whatever the
+    input's strides (4-D and 5-D ones follow the input's suggested memory format)."""
+    if x.dim() < 4:
+        x = _contiguous(x)
     reduce = [0] + list(range(2, x.dim()))
     xc = _upcast(x)
     new_mean, new_var = running_mean, running_var
