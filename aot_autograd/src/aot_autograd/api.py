@@ -33,6 +33,7 @@ from aot_autograd.absent_tangents import without_absent_tangents
 from aot_autograd.attention import dense_attention_masks
 from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import AotAutogradError, SymbolicShapeError
+from aot_autograd.identity_dropouts import identity_dropouts
 from aot_autograd.partitioners import default_partition, mark_mutated_primals
 from aot_autograd.portable import BACKWARD_STORED_APART, CompiledGraphCache, CompiledParts
 from aot_autograd.program import (
@@ -673,6 +674,7 @@ def aot_graph(
     config = AotConfig(
         fw_compiler, bw_compiler, inference_compiler, decompositions, partition_fn, cache
     )
+    identity_dropouts(gm)
     if dense_attention_masks(gm):
         guards.artifact_logger("perf_hints").info(
             "attention masks with a broadcast last dim made contiguous for fused attention"

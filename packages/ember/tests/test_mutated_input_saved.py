@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import ember
 
@@ -37,3 +38,24 @@ def test_backward_of_a_value_computed_before_its_input_is_written_in_place(backe
     actual = run(ember.compile(fn, backend=backend))
     for want, got in zip(expected, actual):
         torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize(
+    "drop", [lambda x: F.dropout(x, p=0.0), lambda x: F.dropout(x, 0.3, training=False)]
+)
+def test_a_dropout_that_drops_nothing_returns_its_input_itself(drop, backend, dynamic):
+    """Eager's dropout returns its input when it drops nothing: a write through the result
+    writes the input (under symbolic sizes too, where torch's Python decomposition copies)."""
+
+    def fn(x):
+        v = drop(x)
+        v.mul_(2)
+        return v + 1
+
+    x, want = torch.ones(4, 3), torch.ones(4, 3)
+    expected = fn(want)
+    got = ember.compile(fn, backend=backend, dynamic=dynamic)(x)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(x, want)

@@ -32,8 +32,10 @@ def native_dropout_backward(grad: torch.Tensor, mask: torch.Tensor, scale: float
 
 @COMPOSITE.register(aten.dropout.default)
 def dropout(x: torch.Tensor, p: float, train: bool) -> torch.Tensor:
-    if not train:
-        return aten.clone.default(x)
+    # NOTE: eager returns its input itself when nothing is dropped (eval, or p == 0): a
+    # write through the result writes the input, so the result is a view, not a copy.
+    if not train or p == 0:
+        return aten.alias.default(x)
     return aten.native_dropout.default(x, p, train)[0]
 
 
