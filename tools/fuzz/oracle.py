@@ -191,8 +191,9 @@ def quiet():
 
 def precision_floor(source: str) -> torch.dtype:
     """The lowest-precision float dtype a program's source names (float64 when none)."""
+    methods = {torch.bfloat16: ".bfloat16()", torch.float16: ".half()", torch.float32: ".float()"}
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
-        if str(dtype) in source:
+        if str(dtype) in source or methods[dtype] in source:
             return dtype
     return torch.float64
 
