@@ -488,6 +488,11 @@ def _reloadable(callable_value: Any) -> bool:
     receiver = callable_value.self_value
     if not isinstance(function, types.FunctionType):
         return False
+    if isinstance(receiver, PythonValue) and isinstance(receiver.obj, type):
+        # a classmethod bound to the class it is loaded from (`Fn.apply`)
+        found = inspect.getattr_static(receiver.obj, function.__name__, None)
+        plain_metaclass = type(receiver.obj).__getattribute__ is type.__getattribute__
+        return plain_metaclass and getattr(found, "__func__", None) is function
     if isinstance(receiver, PythonValue):
         if function.__name__ in getattr(receiver.obj, "__dict__", {}):
             return False

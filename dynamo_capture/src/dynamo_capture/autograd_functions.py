@@ -1,0 +1,347 @@
+"""Custom autograd Functions inside captured code: `Fn.apply(...)` as one graph node.
+
+    y = Sq.apply(x.sin(), 2.0)   ->   autograd_function_apply_Sq = <calls Sq.apply>
+                                      out = autograd_function_apply_Sq(sin, 2.0)
+                                      y = out[0]
+
+The node calls the user's own `Fn.apply` when the graph runs, so the forward, the
+ctx (saved tensors, attributes, needs_input_grad, mark_dirty, mark_non_differentiable,
+set_materialize_grads), `setup_context` and the user's backward are eager's own, not
+a derivative capture works out. A backend that traces the graph to ATen
+(aot_autograd) runs the node under its tracer: the forward's operators become the
+forward graph and autograd calls the user's backward while the joint graph is traced.
+Outputs are read by getitem nodes, as in torch.compile's graphs (graph and op counts
+equal its).
+
+The call is captured only where that is sound: at capture time the Function's
+staticmethods (forward, backward or vjp, setup_context, vmap, and the functions they
+call) are checked to read only modules, functions, classes and constants (constants
+read from globals or closure cells are guarded), to call no printing, input or
+reflection builtin and to write no global or closure cell; then `Fn.apply` runs on
+the capture's fake tensors, and its backward too (on ones as the gradients) where
+an output requires grad, so data-dependent Python in either (`.item()`, `if t > 0`)
+is found now. Anything else (a custom `apply`, keyword arguments, an argument that
+is neither a tensor nor a constant, outputs other than tensors and constants) is
+Unsupported: the graph breaks at the call, which then runs eagerly, as before.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dis
+import inspect
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.operations import NotConstant, as_constant
+from dynamo_capture.output_graph import is_constant
+from dynamo_capture.values import PythonValue, TensorValue, Value
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = ["call_autograd_function", "is_autograd_function_apply"]
+
+_APPLY = torch.autograd.Function.apply.__func__  # type: ignore[attr-defined]
+_BASE_SETUP_CONTEXT = torch.autograd.Function.setup_context
+_BASE_VMAP = torch.autograd.Function.vmap
+_BASE_JVP = torch.autograd.Function.jvp
+_BASE_BACKWARD = torch.autograd.Function.backward
+
+# builtins whose call has an effect beyond its result, or reads the caller's frame
+_IMPURE_BUILTINS = frozenset(
+    getattr(builtins, name)
+    for name in (
+        "print", "input", "open", "exec", "eval", "compile", "globals", "locals", "vars",
+        "setattr", "delattr", "breakpoint", "__import__", "exit", "quit",
+    )  # fmt: skip
+    if hasattr(builtins, name)
+)
+# modules whose functions draw Python-side random numbers or read the clock or the system
+_IMPURE_MODULES = frozenset(("random", "time", "os", "sys", "builtins", "logging", "numpy.random"))
+# writes that reach past the function's own frame
+_ESCAPING_STORES = frozenset(("STORE_GLOBAL", "DELETE_GLOBAL"))
+_SCAN_DEPTH = 6  # how deep the functions the staticmethods call are checked
+
+
+def is_autograd_function_apply(obj: Any) -> bool:
+    """Whether `obj` is `Fn.apply` of a torch.autograd.Function subclass (not overridden)."""
+    return (
+        isinstance(obj, types.MethodType)
+        and obj.__func__ is _APPLY
+        and isinstance(obj.__self__, type)
+        and issubclass(obj.__self__, torch.autograd.Function)
+    )
+
+
+def call_autograd_function(
+    tx: Translator, fn: PythonValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value | None:
+    """The value of `Fn.apply(*args)` (or of `Function.apply` called with the class
+    first, as a bound classmethod is called): one graph node calling it; None for any
+    other callee; Unsupported where capturing the call is not sound."""
+    if is_autograd_function_apply(fn.obj):
+        cls, source = fn.obj.__self__, fn.source
+    elif fn.obj is _APPLY and args and isinstance(args[0], PythonValue):
+        cls, source, args = args[0].obj, args[0].source, args[1:]
+        if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+            return None
+    else:
+        return None
+    name = cls.__qualname__
+    if not tx.ctx.transform_nodes:
+        raise Unsupported(f"{name}.apply: the backend cannot compile such calls as graph nodes")
+    if tx.ctx.jvp_nesting:
+        raise Unsupported(f"{name}.apply inside a torch.func.jvp traced into the graph")
+    if kwargs:
+        raise Unsupported(f"{name}.apply with keyword arguments (apply takes them by position)")
+    if source is None:
+        raise Unsupported(f"{name}.apply of a Function class capture cannot guard")
+    for arg in args:
+        if not isinstance(arg, TensorValue):
+            try:
+                as_constant(arg)
+            except NotConstant:
+                raise Unsupported(
+                    f"{name}.apply with an argument that is neither a tensor nor a constant"
+                ) from None
+    _check_function_class(tx, cls)
+    target = _apply_target(cls)
+    result = tx.ctx.call("call_function", target, tuple(args), {}, allow_python_result=True)
+    if target.single_output:
+        return result.items[0]  # type: ignore[attr-defined]
+    return result
+
+
+def _apply_target(cls: type[torch.autograd.Function]) -> Any:
+    """The node's target: `cls.apply` with its outputs as a tuple (a lone tensor in a
+    one-tuple, read by a getitem node as torch.compile reads it). Its `single_output`
+    says which, once the example has run."""
+
+    def autograd_function_apply(*args: Any) -> Any:
+        result = cls.apply(*args)
+        return (result,) if autograd_function_apply.single_output else result
+
+    def example(*args: Any) -> Any:
+        result = cls.apply(*args)
+        _check_outputs(cls, result)
+        _probe_backward(cls, args, result)
+        autograd_function_apply.single_output = not isinstance(result, tuple | list)
+        return (result,) if autograd_function_apply.single_output else result
+
+    name = "".join(c if c.isalnum() else "_" for c in cls.__name__)
+    autograd_function_apply.__name__ = f"autograd_function_apply_{name}"
+    autograd_function_apply.__qualname__ = autograd_function_apply.__name__
+    autograd_function_apply.single_output = True  # type: ignore[attr-defined]
+    autograd_function_apply.__ember_example__ = example  # type: ignore[attr-defined]
+    return autograd_function_apply
+
+
+def _check_outputs(cls: type, result: Any) -> None:
+    items = result if isinstance(result, tuple | list) else (result,)
+    for item in items:
+        if isinstance(item, tuple | list):
+            _check_outputs(cls, item)
+        elif not isinstance(item, torch.Tensor) and not is_constant(item):
+            raise Unsupported(
+                f"{cls.__qualname__}.forward returns a {type(item).__name__}, which is "
+                "neither a tensor nor a constant"
+            )
+
+
+def _probe_backward(cls: type, args: tuple[Any, ...], result: Any) -> None:
+    """Runs the user's backward on fakes where the graph would differentiate the call,
+    so that what it cannot trace is found while capturing."""
+    if not torch.is_grad_enabled():
+        return
+    outputs = [t for t in _tensors(result) if t.requires_grad and t.grad_fn is not None]
+    inputs = [t for t in args if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not outputs or not inputs:
+        return
+    try:
+        torch.autograd.grad(
+            outputs,
+            inputs,
+            [torch.ones_like(t) for t in outputs],
+            allow_unused=True,
+            materialize_grads=False,
+        )
+    except Unsupported:
+        raise
+    except Exception as error:
+        raise Unsupported(
+            f"{cls.__qualname__}.backward cannot run on the capture's example values "
+            f"({type(error).__name__}: {error})"
+        ) from error
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, tuple | list):
+        return [t for item in value for t in _tensors(item)]
+    return []
+
+
+def _check_function_class(tx: Translator, cls: type) -> None:
+    """The Function's staticmethods are plain functions, guarded, and pure (see module
+    docstring); Unsupported otherwise."""
+    name = cls.__qualname__
+    methods = ["forward"]
+    methods.append("backward" if _overridden(cls, "backward", _BASE_BACKWARD) else "vjp")
+    for optional, base in (("setup_context", _BASE_SETUP_CONTEXT), ("vmap", _BASE_VMAP),
+                           ("jvp", _BASE_JVP)):  # fmt: skip
+        if _overridden(cls, optional, base):
+            methods.append(optional)
+    seen: set[types.CodeType] = set()
+    for method in methods:
+        static = inspect.getattr_static(cls, method)
+        if not isinstance(static, staticmethod):
+            raise Unsupported(f"{name}.{method} is not a staticmethod")
+        function = static.__func__
+        tx.ctx.guards.class_attribute(cls, method, getattr(cls, method))
+        _check_pure(tx, function, f"{name}.{method}", seen, 0)
+
+
+def _overridden(cls: type, attr: str, base: Any) -> bool:
+    value = getattr(cls, attr, None)
+    return value is not None and getattr(value, "__func__", value) is not getattr(
+        base, "__func__", base
+    )
+
+
+def _check_pure(tx: Translator, function: Any, where: str, seen: set, depth: int) -> None:
+    """`function` writes no global or closure cell and reads only what `_check_read`
+    takes; the functions it reads are checked too."""
+    while isinstance(function, types.MethodType | staticmethod | classmethod):
+        function = function.__func__
+    if not isinstance(function, types.FunctionType):
+        return  # a builtin or torch's own C function: no Python of the user's to check
+    if _is_torch_function(function):
+        # torch's own Python (a decorator's wrapper: once_differentiable); the user's
+        # functions it wraps are checked
+        for cell in function.__closure__ or ():
+            inner = cell.cell_contents if _bound(cell) else None
+            if isinstance(inner, types.FunctionType):
+                _check_pure(tx, inner, where, seen, depth + 1)
+        return
+    code = function.__code__
+    if code in seen:
+        return
+    if depth > _SCAN_DEPTH:
+        raise Unsupported(f"{where} calls functions nested too deeply to check")
+    seen.add(code)
+    cells = dict(zip(code.co_freevars, function.__closure__ or (), strict=True))
+    _check_code(tx, code, function, cells, where, seen, depth)
+
+
+
+def _check_code(
+    tx: Translator,
+    code: types.CodeType,
+    function: types.FunctionType,
+    cells: dict[str, Any],
+    where: str,
+    seen: set,
+    depth: int,
+) -> None:
+    scope = function.__globals__
+    for inst in dis.get_instructions(code):
+        op = inst.opname
+        if op in _ESCAPING_STORES:
+            raise Unsupported(f"{where} writes the global {inst.argval!r}")
+        if op in ("STORE_DEREF", "DELETE_DEREF") and inst.argval in cells:
+            raise Unsupported(f"{where} writes the closure variable {inst.argval!r}")
+        if op in ("LOAD_GLOBAL", "LOAD_NAME"):
+            known = inst.argval in scope
+            value = scope[inst.argval] if known else getattr(builtins, inst.argval, None)
+            _check_read(tx, value, inst.argval, where, seen, depth)
+            if known and _guard_needed(value):
+                _guard_global(tx, function, inst.argval, value, where)
+        elif op in ("LOAD_DEREF", "LOAD_CLOSURE") and inst.argval in cells:
+            try:
+                value = cells[inst.argval].cell_contents
+            except ValueError:
+                continue  # not yet bound: the function's own local, bound before use
+            if inst.argval == "__class__":
+                continue
+            _check_read(tx, value, inst.argval, where, seen, depth)
+            if _guard_needed(value):  # a constant of the enclosing function
+                tx.ctx.guards.class_attribute(cells[inst.argval], "cell_contents", value)
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):  # a nested function, lambda or comprehension
+            # NOTE: its free variables are the enclosing function's locals or cells
+            inner_cells = {n: c for n, c in cells.items() if n in constant.co_freevars}
+            _check_code(tx, constant, function, inner_cells, where, seen, depth)
+
+
+def _check_read(tx: Translator, value: Any, name: str, where: str, seen: set, depth: int) -> None:
+    """What the staticmethods may read: modules (but those of the clock, the system and
+    Python's random numbers), classes, functions (checked in turn), constants."""
+    if isinstance(value, types.ModuleType):
+        if value.__name__ in _IMPURE_MODULES:
+            raise Unsupported(f"{where} uses the module {value.__name__}")
+        return
+    if value in _IMPURE_BUILTINS if _hashable(value) else False:
+        raise Unsupported(f"{where} calls {name}(), which must run eagerly")
+    if value is None or isinstance(value, type) or is_constant(value):
+        return
+    if isinstance(value, torch.Size | torch.dtype | torch.device):
+        return
+    if isinstance(value, types.FunctionType | types.MethodType):
+        _check_pure(tx, value, f"{where} (through {name})", seen, depth + 1)
+        return
+    if isinstance(value, types.BuiltinFunctionType | types.BuiltinMethodType):
+        receiver = getattr(value, "__self__", None)
+        if receiver is None or isinstance(receiver, types.ModuleType | type):
+            return
+        if getattr(receiver, "__name__", "") in _IMPURE_MODULES:
+            raise Unsupported(f"{where} calls {name}, which must run eagerly")
+        return
+    if callable(value) and type(value).__module__.startswith("torch"):
+        return  # torch's own callables (OpOverloadPackets, ufunc-like objects)
+    raise Unsupported(
+        f"{where} reads {name!r}, a {type(value).__name__} it could change or that changes"
+    )
+
+
+def _bound(cell: types.CellType) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _is_torch_function(function: types.FunctionType) -> bool:
+    module = function.__module__ or ""
+    return module == "torch" or module.startswith("torch.")
+
+
+def _guard_needed(value: Any) -> bool:
+    """Constants read from globals or cells: the compiled graph may have kept them."""
+    return not isinstance(value, types.ModuleType | type | types.FunctionType) and (
+        is_constant(value) or isinstance(value, torch.Size | torch.dtype | torch.device)
+    ) and not isinstance(value, types.BuiltinFunctionType)
+
+
+def _guard_global(
+    tx: Translator, function: types.FunctionType, name: str, value: Any, where: str
+) -> None:
+    module = sys.modules.get(function.__module__ or "")
+    if module is None or vars(module) is not function.__globals__:
+        raise Unsupported(f"{where} reads the global {name!r} of a namespace capture cannot guard")
+    tx.ctx.guards.class_attribute(module, name, value)
+
