@@ -22,7 +22,8 @@ the capture's fake tensors, and its backward too (on ones as the gradients) wher
 an output requires grad, so data-dependent Python in either (`.item()`, `if t > 0`)
 is found now. Anything else (a custom `apply`, keyword arguments, an argument that
 is neither a tensor nor a constant, outputs other than tensors and constants) is
-Unsupported: the graph breaks at the call, which then runs eagerly, as before.
+traced as before: capture inlines Function.apply, whose C call breaks the graph and
+runs eagerly.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def call_autograd_function(
 ) -> Value | None:
     """The value of `Fn.apply(*args)` (or of `Function.apply` called with the class
     first, as a bound classmethod is called): one graph node calling it; None for any
-    other callee; Unsupported where capturing the call is not sound."""
+    other callee, or where capturing the call is not sound (the reason is kept in
+    `tx.ctx.unsupported_autograd_functions`)."""
     if is_autograd_function_apply(fn.obj):
         cls, source = fn.obj.__self__, fn.source
     elif fn.obj is _APPLY and args and isinstance(args[0], PythonValue):
@@ -92,6 +94,18 @@ def call_autograd_function(
             return None
     else:
         return None
+    try:
+        return _captured_apply(tx, cls, source, args, kwargs)
+    except Unsupported as error:
+        # NOTE: the call is then traced as before this module: capture inlines
+        # Function.apply and breaks the graph at its C call, which runs eagerly
+        tx.ctx.unsupported_autograd_functions.append(error.reason)
+        return None
+
+
+def _captured_apply(
+    tx: Translator, cls: type, source: Any, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
     name = cls.__qualname__
     if not tx.ctx.transform_nodes:
         raise Unsupported(f"{name}.apply: the backend cannot compile such calls as graph nodes")
@@ -111,6 +125,7 @@ def call_autograd_function(
                 ) from None
     _check_function_class(tx, cls)
     target = _apply_target(cls)
+    tx.ctx.transform_nodes_made += 1  # a backend refusing such nodes gets a graph without
     result = tx.ctx.call("call_function", target, tuple(args), {}, allow_python_result=True)
     if target.single_output:
         return result.items[0]  # type: ignore[attr-defined]
