@@ -40,6 +40,8 @@ import torch
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.operations import NotConstant, as_constant
 from dynamo_capture.output_graph import is_constant
+from dynamo_capture.registry import disabled_reason
+from dynamo_capture.torch_markers import is_torch_graph_break
 from dynamo_capture.values import PythonValue, TensorValue, Value
 
 if TYPE_CHECKING:
@@ -66,6 +68,7 @@ _IMPURE_BUILTINS = frozenset(
 _IMPURE_MODULES = frozenset(("random", "time", "os", "sys", "builtins", "logging", "numpy.random"))
 # writes that reach past the function's own frame
 _ESCAPING_STORES = frozenset(("STORE_GLOBAL", "DELETE_GLOBAL"))
+_GRAPH_BREAK_NAMES = frozenset(("graph_break",))  # torch._dynamo.graph_break(), read as an attribute
 _SCAN_DEPTH = 6  # how deep the functions the staticmethods call are checked
 
 
@@ -107,7 +110,7 @@ def _captured_apply(
     tx: Translator, cls: type, source: Any, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     name = cls.__qualname__
-    if not tx.ctx.transform_nodes:
+    if not tx.ctx.autograd_function_nodes:
         raise Unsupported(f"{name}.apply: the backend cannot compile such calls as graph nodes")
     if tx.ctx.jvp_nesting:
         raise Unsupported(f"{name}.apply inside a torch.func.jvp traced into the graph")
@@ -125,7 +128,7 @@ def _captured_apply(
                 ) from None
     _check_function_class(tx, cls)
     target = _apply_target(cls)
-    tx.ctx.transform_nodes_made += 1  # a backend refusing such nodes gets a graph without
+    tx.ctx.autograd_function_nodes_made += 1  # a backend refusing them gets a graph without
     result = tx.ctx.call("call_function", target, tuple(args), {}, allow_python_result=True)
     if target.single_output:
         return result.items[0]  # type: ignore[attr-defined]
@@ -265,6 +268,8 @@ def _check_code(
     depth: int,
 ) -> None:
     scope = function.__globals__
+    if _GRAPH_BREAK_NAMES & set(code.co_names):
+        raise Unsupported(f"{where} calls a graph break")
     for inst in dis.get_instructions(code):
         op = inst.opname
         if op in _ESCAPING_STORES:
@@ -307,6 +312,8 @@ def _check_read(tx: Translator, value: Any, name: str, where: str, seen: set, de
         return
     if isinstance(value, torch.Size | torch.dtype | torch.device):
         return
+    if _hashable(value) and (disabled_reason(value) is not None or is_torch_graph_break(value)):
+        raise Unsupported(f"{where} calls {name}, which breaks the graph")
     if isinstance(value, types.FunctionType | types.MethodType):
         _check_pure(tx, value, f"{where} (through {name})", seen, depth + 1)
         return

@@ -583,6 +583,7 @@ def capture_frame(
     specialize_floats: bool = False,
     float_inputs: bool = True,
     transform_nodes: bool = True,
+    autograd_function_nodes: bool = True,
 ) -> CapturedFrame:
     """Interpret `target`'s code on `f_locals`; raise Unsupported when it cannot be one graph.
 
@@ -592,7 +593,8 @@ def capture_frame(
     `specialize_floats` turns symbolic floats operators take into constants (sym_numbers);
     `float_inputs=False` keeps float inputs constants (CaptureContext);
     `transform_nodes=False` breaks the graph at torch.func transforms and torch.cond
-    instead of making them nodes (function_transforms).
+    instead of making them nodes (function_transforms); `autograd_function_nodes=False`
+    likewise at `Fn.apply` of autograd Functions (autograd_functions).
     """
     start = time.perf_counter()
     ctx = CaptureContext(
@@ -600,6 +602,7 @@ def capture_frame(
         float_inputs=float_inputs,
     )  # fmt: skip
     ctx.transform_nodes = transform_nodes
+    ctx.autograd_function_nodes = autograd_function_nodes
     ctx.modules_by_structure = target.modules_by_structure
     ctx.frame_locals = f_locals
     if guard_context is not None:
