@@ -53,7 +53,9 @@ def test_autograd_function_apply_is_one_graph_with_eager_gradients(fn, make_args
     assert backend.frame_count == frames == 1
     if fn.__name__ not in _EXTRA_GETITEM:
         assert backend.op_count == ops
-    targets = [n.target.__name__ for g in backend.graphs for n in g.graph.nodes if callable(n.target)]
+    targets = [
+        n.target.__name__ for g in backend.graphs for n in g.graph.nodes if callable(n.target)
+    ]
     assert any(name.startswith("autograd_function_apply_") for name in targets)
 
 
@@ -79,7 +81,9 @@ def test_user_backward_is_used_not_the_true_derivative():
 
 def test_global_written_in_backward_is_written_each_backward():
     programs.CALLS.clear()
-    compiled = dynamo_capture.optimize(programs.writes_global_in_backward, backend=CountingBackend())
+    compiled = dynamo_capture.optimize(
+        programs.writes_global_in_backward, backend=CountingBackend()
+    )
     for _ in range(3):
         compiled(torch.randn(3, requires_grad=True)).sum().backward()
     assert programs.CALLS == [1, 1, 1]

@@ -59,8 +59,21 @@ _BASE_BACKWARD = torch.autograd.Function.backward
 _IMPURE_BUILTINS = frozenset(
     getattr(builtins, name)
     for name in (
-        "print", "input", "open", "exec", "eval", "compile", "globals", "locals", "vars",
-        "setattr", "delattr", "breakpoint", "__import__", "exit", "quit",
+        "print",
+        "input",
+        "open",
+        "exec",
+        "eval",
+        "compile",
+        "globals",
+        "locals",
+        "vars",
+        "setattr",
+        "delattr",
+        "breakpoint",
+        "__import__",
+        "exit",
+        "quit",
     )  # fmt: skip
     if hasattr(builtins, name)
 )
@@ -68,7 +81,9 @@ _IMPURE_BUILTINS = frozenset(
 _IMPURE_MODULES = frozenset(("random", "time", "os", "sys", "builtins", "logging", "numpy.random"))
 # writes that reach past the function's own frame
 _ESCAPING_STORES = frozenset(("STORE_GLOBAL", "DELETE_GLOBAL"))
-_GRAPH_BREAK_NAMES = frozenset(("graph_break",))  # torch._dynamo.graph_break(), read as an attribute
+_GRAPH_BREAK_NAMES = frozenset(
+    ("graph_break",)
+)  # torch._dynamo.graph_break(), read as an attribute
 _SCAN_DEPTH = 6  # how deep the functions the staticmethods call are checked
 
 
@@ -257,7 +272,6 @@ def _check_pure(tx: Translator, function: Any, where: str, seen: set, depth: int
     _check_code(tx, code, function, cells, where, seen, depth)
 
 
-
 def _check_code(
     tx: Translator,
     code: types.CodeType,
@@ -354,9 +368,11 @@ def _is_torch_function(function: types.FunctionType) -> bool:
 
 def _guard_needed(value: Any) -> bool:
     """Constants read from globals or cells: the compiled graph may have kept them."""
-    return not isinstance(value, types.ModuleType | type | types.FunctionType) and (
-        is_constant(value) or isinstance(value, torch.Size | torch.dtype | torch.device)
-    ) and not isinstance(value, types.BuiltinFunctionType)
+    return (
+        not isinstance(value, types.ModuleType | type | types.FunctionType)
+        and (is_constant(value) or isinstance(value, torch.Size | torch.dtype | torch.device))
+        and not isinstance(value, types.BuiltinFunctionType)
+    )
 
 
 def _guard_global(
@@ -366,4 +382,3 @@ def _guard_global(
     if module is None or vars(module) is not function.__globals__:
         raise Unsupported(f"{where} reads the global {name!r} of a namespace capture cannot guard")
     tx.ctx.guards.class_attribute(module, name, value)
-

@@ -247,8 +247,8 @@ def _call_python(
     tx: Translator, fn: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     from dynamo_capture.argument_counts import check_call_arguments
-    from dynamo_capture.builtin_calls import BUILTIN_HANDLERS, call_c_function
     from dynamo_capture.autograd_functions import call_autograd_function
+    from dynamo_capture.builtin_calls import BUILTIN_HANDLERS, call_c_function
     from dynamo_capture.function_transforms import call_function_transform
     from dynamo_capture.generator_contexts import CONTEXTMANAGER_HELPER, generator_context
     from dynamo_capture.numpy_arrays import call_numpy
