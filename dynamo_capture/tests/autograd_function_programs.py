@@ -270,6 +270,14 @@ def non_tensor_output(x):
     return y * n
 
 
+def reversed_gradient_of_input(x, weight):
+    return ReverseGradient.apply(x, weight)  # a view of the input, returned
+
+
+def reversed_gradient_returned(x):
+    return ReverseGradient.apply(x * 1, 0.5).view(-1)  # a view of an intermediate
+
+
 def chained(x):
     return ReverseGradient.apply(Square.apply(x), 2.0).sum()
 
@@ -310,6 +318,8 @@ CAPTURED = [
     (dirty_in_place, one()),
     (non_tensor_output, one()),
     (chained, one()),
+    (reversed_gradient_of_input, lambda: (torch.randn(4, 3, requires_grad=True), 0.25)),
+    (reversed_gradient_returned, one()),
 ]
 
 # programs whose Function call is not captured: the graph breaks around it

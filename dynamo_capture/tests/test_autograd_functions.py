@@ -38,7 +38,7 @@ def _run_with_gradients(fn, make_args, backend, calls=2):
             _first(expected).sum().backward()
             _first(got).sum().backward()
         for eager_arg, compiled_arg in zip(eager_args, compiled_args, strict=True):
-            if eager_arg.requires_grad:
+            if isinstance(eager_arg, torch.Tensor) and eager_arg.requires_grad:
                 torch.testing.assert_close(compiled_arg.grad, eager_arg.grad)
 
 
