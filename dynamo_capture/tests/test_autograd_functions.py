@@ -134,3 +134,84 @@ def test_autograd_function_with_constant_from_enclosing_function_is_guarded():
     backend = CountingBackend()
     _run_with_gradients(fn, lambda: (torch.randn(3, requires_grad=True),), backend)
     assert backend.frame_count == 1
+
+
+class _AppendsThroughModule(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        programs.CALLS.append(1)  # a list reached through a module attribute
+        return grad
+
+
+class _CallsInnerThatWrites(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return programs.WritesGlobalInBackward.apply(x) * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class _ScaledByModuleConstant(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * programs.SCALE
+
+
+class _PythonRandom(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * _random()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def _random():
+    import random
+
+    return random.random()
+
+
+@pytest.mark.parametrize("function", [_AppendsThroughModule, _CallsInnerThatWrites, _PythonRandom])
+def test_autograd_function_with_effects_reached_indirectly_breaks_the_graph(function):
+    def fn(x):
+        return function.apply(x.sin()) + 1
+
+    programs.CALLS.clear()
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=backend)
+    for _ in range(2):
+        compiled(torch.randn(3, requires_grad=True)).sum().backward()
+    targets = [getattr(n.target, "__name__", "") for g in backend.graphs for n in g.graph.nodes]
+    assert not any(name.startswith("autograd_function_apply_") for name in targets)
+    if function is _AppendsThroughModule:
+        assert programs.CALLS == [1, 1]
+
+
+def test_module_constant_read_by_backward_is_guarded():
+    def fn(x):
+        return _ScaledByModuleConstant.apply(x)
+
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=backend)
+    x = torch.randn(3, requires_grad=True)
+    compiled(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 3.0))
+    try:
+        programs.SCALE = 4.0
+        y = torch.randn(3, requires_grad=True)
+        compiled(y).sum().backward()
+        torch.testing.assert_close(y.grad, torch.full((3,), 4.0))
+    finally:
+        programs.SCALE = 3.0

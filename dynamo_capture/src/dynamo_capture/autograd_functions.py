@@ -78,13 +78,14 @@ _IMPURE_BUILTINS = frozenset(
     if hasattr(builtins, name)
 )
 # modules whose functions draw Python-side random numbers or read the clock or the system
-_IMPURE_MODULES = frozenset(("random", "time", "os", "sys", "builtins", "logging", "numpy.random"))
+_IMPURE_MODULES = frozenset(("random", "time", "os", "sys", "logging", "numpy.random"))
 # writes that reach past the function's own frame
 _ESCAPING_STORES = frozenset(("STORE_GLOBAL", "DELETE_GLOBAL"))
 _GRAPH_BREAK_NAMES = frozenset(
     ("graph_break",)
 )  # torch._dynamo.graph_break(), read as an attribute
-_SCAN_DEPTH = 6  # how deep the functions the staticmethods call are checked
+_SCAN_DEPTH = 6
+_NOTHING = object()  # an instruction that reads no module or class  # how deep the functions the staticmethods call are checked
 
 
 def is_autograd_function_apply(obj: Any) -> bool:
@@ -200,6 +201,7 @@ def _probe_backward(cls: type, args: tuple[Any, ...], result: Any) -> None:
             outputs,
             inputs,
             [torch.ones_like(t) for t in outputs],
+            retain_graph=True,  # the fakes after the call may be differentiated again
             allow_unused=True,
             materialize_grads=False,
         )
@@ -284,28 +286,46 @@ def _check_code(
     scope = function.__globals__
     if _GRAPH_BREAK_NAMES & set(code.co_names):
         raise Unsupported(f"{where} calls a graph break")
+    owner: Any = None  # the module or class the last load gave: its attributes are read
+    imported: Any = None  # the module the last import gave
     for inst in dis.get_instructions(code):
-        op = inst.opname
+        op, read = inst.opname, _NOTHING
         if op in _ESCAPING_STORES:
             raise Unsupported(f"{where} writes the global {inst.argval!r}")
         if op in ("STORE_DEREF", "DELETE_DEREF") and inst.argval in cells:
             raise Unsupported(f"{where} writes the closure variable {inst.argval!r}")
         if op in ("LOAD_GLOBAL", "LOAD_NAME"):
             known = inst.argval in scope
-            value = scope[inst.argval] if known else getattr(builtins, inst.argval, None)
-            _check_read(tx, value, inst.argval, where, seen, depth)
-            if known and _guard_needed(value):
-                _guard_global(tx, function, inst.argval, value, where)
+            read = scope[inst.argval] if known else getattr(builtins, inst.argval, None)
+            _check_read(tx, read, inst.argval, where, seen, depth)
+            if known and _guard_needed(read):
+                _guard_global(tx, function, inst.argval, read, where)
         elif op in ("LOAD_DEREF", "LOAD_CLOSURE") and inst.argval in cells:
-            try:
-                value = cells[inst.argval].cell_contents
-            except ValueError:
-                continue  # not yet bound: the function's own local, bound before use
-            if inst.argval == "__class__":
-                continue
-            _check_read(tx, value, inst.argval, where, seen, depth)
-            if _guard_needed(value):  # a constant of the enclosing function
-                tx.ctx.guards.class_attribute(cells[inst.argval], "cell_contents", value)
+            cell = cells[inst.argval]
+            if not _bound(cell) or inst.argval == "__class__":
+                owner = None
+                continue  # unbound: the function's own local, bound before use
+            read = cell.cell_contents
+            _check_read(tx, read, inst.argval, where, seen, depth)
+            if _guard_needed(read):  # a constant of the enclosing function
+                tx.ctx.guards.class_attribute(cell, "cell_contents", read)
+        elif op == "IMPORT_NAME":  # `import random` inside: the module it binds
+            read = sys.modules.get(inst.argval)
+            if inst.argval.split(".")[0] in _IMPURE_MODULES or read is None:
+                raise Unsupported(f"{where} imports {inst.argval}")
+            _check_read(tx, read, inst.argval, where, seen, depth)
+            imported = read  # on the stack for `from ... import` names that follow
+        elif op == "IMPORT_FROM" and isinstance(imported, types.ModuleType):
+            read = _attribute(imported, inst.argval, where)
+            _check_read(tx, read, inst.argval, where, seen, depth)
+            if _guard_needed(read):
+                tx.ctx.guards.class_attribute(imported, inst.argval, read)
+        elif op in ("LOAD_ATTR", "LOAD_METHOD") and owner is not None:
+            read = _attribute(owner, inst.argval, where)
+            _check_read(tx, read, inst.argval, where, seen, depth)
+            if _guard_needed(read):  # `config.SCALE`: a constant the graph may keep
+                tx.ctx.guards.class_attribute(owner, inst.argval, read)
+        owner = read if isinstance(read, types.ModuleType | type) else None
     for constant in code.co_consts:
         if isinstance(constant, types.CodeType):  # a nested function, lambda or comprehension
             # NOTE: its free variables are the enclosing function's locals or cells
@@ -322,7 +342,10 @@ def _check_read(tx: Translator, value: Any, name: str, where: str, seen: set, de
         return
     if value in _IMPURE_BUILTINS if _hashable(value) else False:
         raise Unsupported(f"{where} calls {name}(), which must run eagerly")
-    if value is None or isinstance(value, type) or is_constant(value):
+    if isinstance(value, type):
+        _check_class(tx, value, where, seen, depth)
+        return
+    if value is None or is_constant(value):
         return
     if isinstance(value, torch.Size | torch.dtype | torch.device):
         return
@@ -333,16 +356,59 @@ def _check_read(tx: Translator, value: Any, name: str, where: str, seen: set, de
         return
     if isinstance(value, types.BuiltinFunctionType | types.BuiltinMethodType):
         receiver = getattr(value, "__self__", None)
-        if receiver is None or isinstance(receiver, types.ModuleType | type):
+        if isinstance(receiver, types.ModuleType):
+            if receiver.__name__ in _IMPURE_MODULES:
+                raise Unsupported(f"{where} calls {name}, which must run eagerly")
             return
-        if getattr(receiver, "__name__", "") in _IMPURE_MODULES:
-            raise Unsupported(f"{where} calls {name}, which must run eagerly")
-        return
+        if receiver is None or isinstance(receiver, type) or _is_torch_object(receiver):
+            return
+        raise Unsupported(f"{where} calls {name}, a method of an object it could change")
     if callable(value) and type(value).__module__.startswith("torch"):
         return  # torch's own callables (OpOverloadPackets, ufunc-like objects)
     raise Unsupported(
         f"{where} reads {name!r}, a {type(value).__name__} it could change or that changes"
     )
+
+
+def _attribute(owner: Any, name: str, where: str) -> Any:
+    """`owner.name` of a module or class, read without running a descriptor's code."""
+    try:
+        found = inspect.getattr_static(owner, name)
+    except AttributeError:
+        raise Unsupported(f"{where} reads {name!r}, which capture cannot find now") from None
+    if isinstance(found, staticmethod | classmethod):
+        return found.__func__
+    if isinstance(found, property) or (
+        hasattr(type(found), "__get__")
+        and not isinstance(found, types.FunctionType | type)
+        and not _is_torch_object(found)
+    ):
+        raise Unsupported(f"{where} reads {name!r}, a descriptor that runs code")
+    return found
+
+
+def _is_torch_object(value: Any) -> bool:
+    module = getattr(type(value), "__module__", "") or ""
+    return module == "torch" or module.startswith("torch.")
+
+
+def _check_class(tx: Translator, cls: type, where: str, seen: set, depth: int) -> None:
+    """A class the staticmethods use (a nested Function, a helper they construct): its
+    functions are checked in turn; torch's and Python's own classes are not."""
+    for klass in cls.__mro__:
+        module = klass.__module__ or ""
+        if module == "builtins" or module == "torch" or module.startswith("torch."):
+            continue
+        if klass in seen:
+            continue
+        seen.add(klass)
+        for name, member in vars(klass).items():
+            if isinstance(member, staticmethod | classmethod):
+                member = member.__func__
+            if isinstance(member, property):
+                member = member.fget
+            if isinstance(member, types.FunctionType):
+                _check_pure(tx, member, f"{where} (through {cls.__name__}.{name})", seen, depth + 1)
 
 
 def _bound(cell: types.CellType) -> bool:
