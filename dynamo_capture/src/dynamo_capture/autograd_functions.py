@@ -14,16 +14,24 @@ Outputs are read by getitem nodes, as in torch.compile's graphs (graph and op co
 equal its).
 
 The call is captured only where that is sound: at capture time the Function's
-staticmethods (forward, backward or vjp, setup_context, vmap, and the functions they
-call) are checked to read only modules, functions, classes and constants (constants
-read from globals or closure cells are guarded), to call no printing, input or
-reflection builtin and to write no global or closure cell; then `Fn.apply` runs on
+staticmethods (forward, backward or vjp, setup_context, vmap, jvp, and the functions
+and classes they use, through globals, closure cells, module or class attributes and
+imports) are checked to read only modules, functions, classes and constants (those
+constants guarded), to call no printing, input or reflection builtin, no graph break
+and nothing of Python's random numbers, the clock or the system, and to write no
+global or closure cell (a bytecode check: a list or object they could change is
+refused, not followed); then `Fn.apply` runs on
 the capture's fake tensors, and its backward too (on ones as the gradients) where
 an output requires grad, so data-dependent Python in either (`.item()`, `if t > 0`)
 is found now. Anything else (a custom `apply`, keyword arguments, an argument that
 is neither a tensor nor a constant, outputs other than tensors and constants) is
 traced as before: capture inlines Function.apply, whose C call breaks the graph and
 runs eagerly.
+
+Unlike torch.compile, which traces the forward and backward into subgraphs, the node
+is opaque to capture: a backend given the graph as it is (eager) runs the Function
+in Python each call, and an aot_autograd backend traces it once per compile (hence
+the checks: nothing in the staticmethods may change between calls unguarded).
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from dynamo_capture.output_graph import is_constant
 from dynamo_capture.registry import disabled_reason
 from dynamo_capture.torch_markers import is_torch_graph_break
 from dynamo_capture.values import PythonValue, TensorValue, Value
+from guards import artifact_enabled, artifact_logger
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
@@ -56,36 +65,21 @@ _BASE_JVP = torch.autograd.Function.jvp
 _BASE_BACKWARD = torch.autograd.Function.backward
 
 # builtins whose call has an effect beyond its result, or reads the caller's frame
+_IMPURE_BUILTIN_NAMES = (
+    "print", "input", "open", "exec", "eval", "compile", "globals", "locals", "vars",
+    "setattr", "delattr", "breakpoint", "__import__", "exit", "quit",
+)  # fmt: skip
 _IMPURE_BUILTINS = frozenset(
-    getattr(builtins, name)
-    for name in (
-        "print",
-        "input",
-        "open",
-        "exec",
-        "eval",
-        "compile",
-        "globals",
-        "locals",
-        "vars",
-        "setattr",
-        "delattr",
-        "breakpoint",
-        "__import__",
-        "exit",
-        "quit",
-    )  # fmt: skip
-    if hasattr(builtins, name)
+    getattr(builtins, name) for name in _IMPURE_BUILTIN_NAMES if hasattr(builtins, name)
 )
 # modules whose functions draw Python-side random numbers or read the clock or the system
 _IMPURE_MODULES = frozenset(("random", "time", "os", "sys", "logging", "numpy.random"))
 # writes that reach past the function's own frame
 _ESCAPING_STORES = frozenset(("STORE_GLOBAL", "DELETE_GLOBAL"))
-_GRAPH_BREAK_NAMES = frozenset(
-    ("graph_break",)
-)  # torch._dynamo.graph_break(), read as an attribute
-_SCAN_DEPTH = 6
-_NOTHING = object()  # an instruction that reads no module or class  # how deep the functions the staticmethods call are checked
+# torch._dynamo.graph_break(), read as an attribute of a module
+_GRAPH_BREAK_NAMES = frozenset(("graph_break",))
+_SCAN_DEPTH = 6  # how deep the functions the staticmethods call are checked
+_NOTHING = object()  # what an instruction reading no module or class gives
 
 
 def is_autograd_function_apply(obj: Any) -> bool:
@@ -103,8 +97,8 @@ def call_autograd_function(
 ) -> Value | None:
     """The value of `Fn.apply(*args)` (or of `Function.apply` called with the class
     first, as a bound classmethod is called): one graph node calling it; None for any
-    other callee, or where capturing the call is not sound (the reason is kept in
-    `tx.ctx.unsupported_autograd_functions`)."""
+    other callee, or where capturing the call is not sound (the reason is logged as a
+    graph break's)."""
     if is_autograd_function_apply(fn.obj):
         cls, source = fn.obj.__self__, fn.source
     elif fn.obj is _APPLY and args and isinstance(args[0], PythonValue):
@@ -118,7 +112,8 @@ def call_autograd_function(
     except Unsupported as error:
         # NOTE: the call is then traced as before this module: capture inlines
         # Function.apply and breaks the graph at its C call, which runs eagerly
-        tx.ctx.unsupported_autograd_functions.append(error.reason)
+        if artifact_enabled("graph_breaks"):
+            artifact_logger("graph_breaks").info("%s.apply not captured: %s", cls, error.reason)
         return None
 
 

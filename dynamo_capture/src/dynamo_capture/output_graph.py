@@ -291,8 +291,6 @@ class CaptureContext:
         self.autograd_function_nodes_made = 0
         # assume_constant_result functions called: their results are constants, unguarded
         self.unguarded_constants: list[str] = []
-        # why Fn.apply calls were not captured as nodes (autograd_functions)
-        self.unsupported_autograd_functions: list[str] = []
         self.functorch_level = 0  # torch.func transforms traced into the graph, open now
         self.jvp_nesting = 0  # of them, torch.func.jvp calls (only the outermost is traced)
         # torch.func.functional_call's members, open now: (id(module), name) -> Value, and
