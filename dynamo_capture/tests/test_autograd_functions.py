@@ -19,7 +19,7 @@ import dynamo_capture
 from dynamo_capture.testing import CountingBackend, assert_same, clone_inputs
 
 # outputs the program drops keep their getitem node here (torch.compile removes it)
-_EXTRA_GETITEM = {"one_of_two_used", "non_tensor_output"}
+_EXTRA_GETITEM = {"one_of_two_used"}
 
 
 def _first(value):

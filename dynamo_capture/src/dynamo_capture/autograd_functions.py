@@ -1,8 +1,8 @@
 """Custom autograd Functions inside captured code: `Fn.apply(...)` as one graph node.
 
-    y = Sq.apply(x.sin(), 2.0)   ->   autograd_function_apply_Sq = <calls Sq.apply>
-                                      out = autograd_function_apply_Sq(sin, 2.0)
-                                      y = out[0]
+    y, n = Sq.apply(x.sin(), 2.0)  ->  out = autograd_function_apply_Sq(sin, 2.0)
+                                       y = out[0]    (its tensor outputs, flat)
+                                       n: a constant output, kept by capture
 
 The node calls the user's own `Fn.apply` when the graph runs, so the forward, the
 ctx (saved tensors, attributes, needs_input_grad, mark_dirty, mark_non_differentiable,
@@ -10,8 +10,8 @@ set_materialize_grads), `setup_context` and the user's backward are eager's own,
 a derivative capture works out. A backend that traces the graph to ATen
 (aot_autograd) runs the node under its tracer: the forward's operators become the
 forward graph and autograd calls the user's backward while the joint graph is traced.
-Outputs are read by getitem nodes, as in torch.compile's graphs (graph and op counts
-equal its).
+Tensor outputs are read by getitem nodes, as in torch.compile's graphs (graph and op
+counts equal its, but for getitems of outputs the program drops, which torch removes).
 
 The call is captured only where that is sound: at capture time the Function's
 staticmethods (forward, backward or vjp, setup_context, vmap, jvp, and the functions
@@ -50,7 +50,7 @@ from dynamo_capture.operations import NotConstant, as_constant
 from dynamo_capture.output_graph import is_constant
 from dynamo_capture.registry import disabled_reason
 from dynamo_capture.torch_markers import is_torch_graph_break
-from dynamo_capture.values import PythonValue, TensorValue, Value
+from dynamo_capture.values import ListValue, PythonValue, TensorValue, TupleValue, Value
 from guards import artifact_enabled, artifact_logger
 
 if TYPE_CHECKING:
@@ -140,46 +140,65 @@ def _captured_apply(
     _check_function_class(tx, cls)
     target = _apply_target(cls)
     tx.ctx.autograd_function_nodes_made += 1  # a backend refusing them gets a graph without
-    result = tx.ctx.call("call_function", target, tuple(args), {}, allow_python_result=True)
-    if target.single_output:
-        return result.items[0]  # type: ignore[attr-defined]
-    return result
+    flat = tx.ctx.call("call_function", target, tuple(args), {})
+    return _rebuild(target.structure, flat.items)  # type: ignore[attr-defined]
+
+
+class _TensorSlot:
+    """Where the Function's outputs hold the node's tensor output `index`."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
 
 
 def _apply_target(cls: type[torch.autograd.Function]) -> Any:
-    """The node's target: `cls.apply` with its outputs as a tuple (a lone tensor in a
-    one-tuple, read by a getitem node as torch.compile reads it). Its `single_output`
-    says which, once the example has run."""
+    """The node's target: `cls.apply` with its tensor outputs as a flat tuple, each read
+    by a getitem node as torch.compile reads them. Its `structure` (known once the
+    example has run) places those tensors and the constant outputs as apply returns
+    them."""
 
-    def autograd_function_apply(*args: Any) -> Any:
-        result = cls.apply(*args)
-        return (result,) if autograd_function_apply.single_output else result
+    def autograd_function_apply(*args: Any) -> tuple[torch.Tensor, ...]:
+        return tuple(_tensors(cls.apply(*args)))
 
-    def example(*args: Any) -> Any:
+    def example(*args: Any) -> tuple[torch.Tensor, ...]:
         result = cls.apply(*args)
-        _check_outputs(cls, result)
         _probe_backward(cls, args, result)
-        autograd_function_apply.single_output = not isinstance(result, tuple | list)
-        return (result,) if autograd_function_apply.single_output else result
+        tensors: list[torch.Tensor] = []
+        autograd_function_apply.structure = _structure(cls, result, tensors)
+        return tuple(tensors)
 
     name = "".join(c if c.isalnum() else "_" for c in cls.__name__)
     autograd_function_apply.__name__ = f"autograd_function_apply_{name}"
     autograd_function_apply.__qualname__ = autograd_function_apply.__name__
-    autograd_function_apply.single_output = True  # type: ignore[attr-defined]
     autograd_function_apply.__ember_example__ = example  # type: ignore[attr-defined]
     return autograd_function_apply
 
 
-def _check_outputs(cls: type, result: Any) -> None:
-    items = result if isinstance(result, tuple | list) else (result,)
-    for item in items:
-        if isinstance(item, tuple | list):
-            _check_outputs(cls, item)
-        elif not isinstance(item, torch.Tensor) and not is_constant(item):
-            raise Unsupported(
-                f"{cls.__qualname__}.forward returns a {type(item).__name__}, which is "
-                "neither a tensor nor a constant"
-            )
+def _structure(cls: type, result: Any, tensors: list[torch.Tensor]) -> Any:
+    """`result` with each tensor replaced by its slot in `tensors` (appended to)."""
+    if isinstance(result, torch.Tensor):
+        tensors.append(result)
+        return _TensorSlot(len(tensors) - 1)
+    if isinstance(result, tuple | list):
+        return type(result)(_structure(cls, item, tensors) for item in result)
+    if result is None or is_constant(result):
+        return result
+    raise Unsupported(
+        f"{cls.__qualname__}.forward returns a {type(result).__name__}, which is neither "
+        "a tensor nor a constant"
+    )
+
+
+def _rebuild(structure: Any, items: list[Value]) -> Value:
+    if isinstance(structure, _TensorSlot):
+        return items[structure.index]
+    if isinstance(structure, list):
+        return ListValue([_rebuild(item, items) for item in structure])
+    if isinstance(structure, tuple):
+        return TupleValue([_rebuild(item, items) for item in structure], tuple)
+    return PythonValue(structure)
 
 
 def _probe_backward(cls: type, args: tuple[Any, ...], result: Any) -> None:
