@@ -215,3 +215,40 @@ def test_module_constant_read_by_backward_is_guarded():
         torch.testing.assert_close(y.grad, torch.full((3,), 4.0))
     finally:
         programs.SCALE = 3.0
+
+
+def _vmap_of_function(x):
+    return torch.vmap(programs.VmapStyle.apply)(x)
+
+
+def _grad_of_function(x):
+    return torch.func.grad(lambda t: programs.SetupContextStyle.apply(t, 3).sum())(x)
+
+
+@pytest.mark.parametrize("fn", [_vmap_of_function, _grad_of_function])
+def test_autograd_function_under_torch_func_transform_matches_eager(fn):
+    backend = CountingBackend()
+    x = torch.randn(4, 3)
+    assert_same(dynamo_capture.optimize(fn, backend=backend)(x), fn(x))
+    assert backend.frame_count == 1
+
+
+class _TakesAList(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensors):
+        return tensors[0] * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None
+
+
+def test_autograd_function_with_a_list_argument_breaks_the_graph():
+    def fn(x):
+        return _TakesAList.apply([x.sin()]) + 1
+
+    backend = CountingBackend()
+    x = torch.randn(3)
+    assert_same(dynamo_capture.optimize(fn, backend=backend)(x), fn(x))
+    targets = [getattr(n.target, "__name__", "") for g in backend.graphs for n in g.graph.nodes]
+    assert not any(name.startswith("autograd_function_apply_") for name in targets)
