@@ -265,6 +265,17 @@ def dirty_in_place(x):
     return DirtyInPlace.apply(y) + 1
 
 
+def dirty_input_buffer(x, buffer):
+    y = DirtyInPlace.apply(buffer)  # the frame's input written in place
+    return y + x, buffer * 1
+
+
+def dirty_then_read_again(x):
+    y = x * 1
+    z = DirtyInPlace.apply(y)
+    return z + y, y
+
+
 def non_tensor_output(x):
     y, n = NonTensorOutput.apply(x + 1)
     return y * n
@@ -316,6 +327,8 @@ CAPTURED = [
     (setup_context_style, one()),
     (vmap_style, one()),
     (dirty_in_place, one()),
+    (dirty_input_buffer, lambda: (torch.randn(3, requires_grad=True), torch.ones(3))),
+    (dirty_then_read_again, one()),
     (non_tensor_output, one()),
     (chained, one()),
     (reversed_gradient_of_input, lambda: (torch.randn(4, 3, requires_grad=True), 0.25)),
