@@ -127,6 +127,10 @@ def _captured_apply(
         raise Unsupported(f"{name}.apply inside a torch.func.jvp traced into the graph")
     if kwargs:
         raise Unsupported(f"{name}.apply with keyword arguments (apply takes them by position)")
+    if tx.ctx.reading_ahead is not None:
+        # NOTE: the forward may write its inputs in place (mark_dirty) or draw random
+        # numbers, which a part left unfinished must not do twice
+        raise Unsupported(f"{name}.apply in {tx.ctx.reading_ahead}")
     if source is None:
         raise Unsupported(f"{name}.apply of a Function class capture cannot guard")
     for arg in args:
