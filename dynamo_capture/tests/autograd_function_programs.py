@@ -327,12 +327,17 @@ CAPTURED = [
     (setup_context_style, one()),
     (vmap_style, one()),
     (dirty_in_place, one()),
-    (dirty_input_buffer, lambda: (torch.randn(3, requires_grad=True), torch.ones(3))),
     (dirty_then_read_again, one()),
     (non_tensor_output, one()),
     (chained, one()),
     (reversed_gradient_of_input, lambda: (torch.randn(4, 3, requires_grad=True), 0.25)),
     (reversed_gradient_returned, one()),
+]
+
+# programs whose Function takes no tensor that requires grad: its forward is traced in
+# place, as torch.compile traces it
+INLINED = [
+    (dirty_input_buffer, lambda: (torch.randn(3, requires_grad=True), torch.ones(3))),
 ]
 
 # programs whose Function call is not captured: the graph breaks around it

@@ -19,9 +19,8 @@ import dynamo_capture
 from dynamo_capture.testing import CountingBackend, assert_same, clone_inputs
 
 # op counts that differ from torch.compile's: an output the program drops keeps its
-# getitem node here (torch removes it); torch breaks at mark_dirty of a graph input
-# (its graph before the call is empty) where capture keeps the call in the graph
-_OPS_DIFFER = {"one_of_two_used", "dirty_input_buffer"}
+# getitem node here (torch removes it)
+_OPS_DIFFER = {"one_of_two_used"}
 
 
 def _first(value):
@@ -59,6 +58,17 @@ def test_autograd_function_apply_is_one_graph_with_eager_gradients(fn, make_args
         n.target.__name__ for g in backend.graphs for n in g.graph.nodes if callable(n.target)
     ]
     assert any(name.startswith("autograd_function_apply_") for name in targets)
+
+
+@pytest.mark.parametrize(
+    ("fn", "make_args"), programs.INLINED, ids=[fn.__name__ for fn, _ in programs.INLINED]
+)
+def test_autograd_function_of_tensors_without_grad_is_traced_in_place(fn, make_args):
+    backend = CountingBackend()
+    _run_with_gradients(fn, make_args, backend)
+    assert backend.frame_count == 1
+    targets = [getattr(n.target, "__name__", "") for g in backend.graphs for n in g.graph.nodes]
+    assert not any(name.startswith("autograd_function_apply_") for name in targets)
 
 
 @pytest.mark.parametrize(
@@ -254,3 +264,34 @@ def test_autograd_function_with_a_list_argument_breaks_the_graph():
     assert_same(dynamo_capture.optimize(fn, backend=backend)(x), fn(x))
     targets = [getattr(n.target, "__name__", "") for g in backend.graphs for n in g.graph.nodes]
     assert not any(name.startswith("autograd_function_apply_") for name in targets)
+
+
+# torch.compile breaks at mark_dirty of a tensor that needs no gradient
+_INFERENCE_COUNTS_DIFFER = {"dirty_in_place", "dirty_input_buffer", "dirty_then_read_again"}
+
+
+def _without_grad(make_args):
+    def make():
+        return tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in make_args())
+
+    return make
+
+
+@pytest.mark.parametrize(
+    ("fn", "make_args"),
+    programs.CAPTURED + programs.INLINED + programs.BROKEN,
+    ids=[fn.__name__ for fn, _ in programs.CAPTURED + programs.INLINED + programs.BROKEN],
+)
+def test_autograd_function_without_gradients_traces_forward_like_torch(fn, make_args):
+    make = _without_grad(make_args)
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=backend)
+    for _ in range(2):
+        args = make()
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert_same(compiled(*clone_inputs(args)), fn(*clone_inputs(args)))
+    if fn.__name__ in _INFERENCE_COUNTS_DIFFER:
+        return
+    with contextlib.redirect_stdout(io.StringIO()):
+        frames, ops = torch_counts(fn, make)
+    assert (backend.frame_count, backend.op_count) == (frames, ops)

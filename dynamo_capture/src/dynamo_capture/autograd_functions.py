@@ -1,5 +1,9 @@
 """Custom autograd Functions inside captured code: `Fn.apply(...)` as one graph node.
 
+Where the call takes no gradient (grad mode off, or no tensor argument requiring grad)
+its forward (and setup_context) is traced in place with an `InferenceContext`, as
+torch.compile traces it; a graph break inside breaks the graph there. Otherwise:
+
     y, n = Sq.apply(x.sin(), 2.0)  ->  out = autograd_function_apply_Sq(sin, 2.0)
                                        y = out[0]    (its tensor outputs, flat)
                                        n: a constant output, kept by capture
@@ -56,7 +60,7 @@ from guards import artifact_enabled, artifact_logger
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["call_autograd_function", "is_autograd_function_apply"]
+__all__ = ["InferenceContext", "call_autograd_function", "is_autograd_function_apply"]
 
 _APPLY = torch.autograd.Function.apply.__func__  # type: ignore[attr-defined]
 _BASE_SETUP_CONTEXT = torch.autograd.Function.setup_context
@@ -107,6 +111,8 @@ def call_autograd_function(
             return None
     else:
         return None
+    if not kwargs and source is not None and _without_autograd(tx, args):
+        return _inlined_forward(tx, cls, args)
     try:
         return _captured_apply(tx, cls, source, args, kwargs)
     except Unsupported as error:
@@ -115,6 +121,74 @@ def call_autograd_function(
         if artifact_enabled("graph_breaks"):
             artifact_logger("graph_breaks").info("%s.apply not captured: %s", cls, error.reason)
         return None
+
+
+class InferenceContext:
+    """The ctx a Function's forward gets where no gradient is taken, traced with it:
+    what it saves and marks is dropped, as eager's apply drops it without autograd."""
+
+    def __init__(self, inputs: int) -> None:
+        self.needs_input_grad = (False,) * inputs
+        self.materialize_grads = True
+        self.to_save: tuple[Any, ...] = ()
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        self.to_save = tensors
+
+    def save_for_forward(self, *tensors: Any) -> None:
+        pass
+
+    def mark_dirty(self, *tensors: Any) -> None:
+        pass
+
+    def mark_non_differentiable(self, *tensors: Any) -> None:
+        pass
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.materialize_grads = value
+
+
+def _without_autograd(tx: Translator, args: list[Value]) -> bool:
+    """Whether the call takes no gradient (grad mode off, or no tensor argument that
+    requires grad) outside torch.func's transforms: torch.compile then traces the
+    forward in place, as eager's apply only runs it (under no_grad, which changes
+    nothing for tensors that do not require grad)."""
+    if tx.ctx.functorch_level or tx.ctx.jvp_nesting:
+        return False
+    if not all(isinstance(arg, TensorValue) or _is_constant_value(arg) for arg in args):
+        return False
+    tensors = [arg.example for arg in args if isinstance(arg, TensorValue)]
+    return not torch.is_grad_enabled() or not any(t.requires_grad for t in tensors)
+
+
+def _is_constant_value(value: Value) -> bool:
+    try:
+        as_constant(value)
+    except NotConstant:
+        return False
+    return True
+
+
+def _inlined_forward(tx: Translator, cls: type, args: list[Value]) -> Value:
+    """The forward (and setup_context) traced in place with an InferenceContext; a
+    graph break inside breaks the graph there, as in torch.compile."""
+    from dynamo_capture.calls import call, construct
+
+    forward = inspect.getattr_static(cls, "forward")
+    if not isinstance(forward, staticmethod):
+        raise Unsupported(f"{cls.__qualname__}.forward is not a staticmethod")
+    tx.ctx.guards.class_attribute(cls, "forward", forward.__func__)
+    ctx = construct(tx, PythonValue(InferenceContext), [PythonValue(len(args))], {})
+    if not _overridden(cls, "setup_context", _BASE_SETUP_CONTEXT):
+        return call(tx, PythonValue(forward.__func__), [ctx, *args], {})
+    setup = inspect.getattr_static(cls, "setup_context")
+    if not isinstance(setup, staticmethod):
+        raise Unsupported(f"{cls.__qualname__}.setup_context is not a staticmethod")
+    tx.ctx.guards.class_attribute(cls, "setup_context", setup.__func__)
+    output = call(tx, PythonValue(forward.__func__), list(args), {})
+    inputs = TupleValue(list(args), tuple)
+    call(tx, PythonValue(setup.__func__), [ctx, inputs, output], {})
+    return output
 
 
 def _captured_apply(

@@ -22,7 +22,7 @@ import autograd_function_programs as programs  # noqa: E402
 from dynamo_capture.testing import assert_same, clone_inputs  # noqa: E402
 
 BACKENDS = ["eager", "aot_eager", "inductor"]
-_ALL = programs.CAPTURED + programs.BROKEN
+_ALL = programs.CAPTURED + programs.INLINED + programs.BROKEN
 
 
 def _first(value):
@@ -81,3 +81,13 @@ def test_autograd_function_is_one_graph_on_every_backend(backend, fn, make_args)
     assert len(graphs) == 1
     names = [getattr(node.target, "__name__", "") for node in graphs[0].graph.nodes]
     assert any(name.startswith("autograd_function_apply_") for name in names)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("fn", "make_args"), _ALL, ids=[fn.__name__ for fn, _ in _ALL])
+def test_autograd_function_without_gradients_matches_eager(backend, fn, make_args):
+    compiled = ember.compile(fn, backend=backend)
+    for _ in range(2):
+        args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in make_args())
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert_same(compiled(*clone_inputs(args)), fn(*clone_inputs(args)))
