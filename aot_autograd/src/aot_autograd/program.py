@@ -310,6 +310,32 @@ def _cut_from_autograd(view: torch.Tensor, base: torch.Tensor) -> bool:
     return True
 
 
+_CUSTOM_FUNCTION_NODE = torch.autograd.function.BackwardCFunction
+
+
+def _through_custom_function(view: torch.Tensor, base: torch.Tensor) -> bool:
+    """Whether autograd's path from output `view` back to its `base` passes a custom
+    autograd Function's node (`x.view_as(x)` returned by a Function with a backward
+    of its own): replaying the view ops on the base would skip that backward."""
+    if not view.requires_grad:
+        return False
+    try:
+        node = view.grad_fn
+    except RuntimeError:
+        return False
+    target = base.grad_fn if base.requires_grad else None
+    for _ in range(256):  # a chain of views, each node with the viewed tensor first
+        if node is None or node is target or getattr(node, "variable", None) is base:
+            return False
+        if isinstance(node, _CUSTOM_FUNCTION_NODE):
+            return True
+        inputs = [n for n, _ in node.next_functions if n is not None]
+        if len(inputs) != 1:
+            return False
+        node = inputs[0]
+    return False
+
+
 def _differentiable(t: Any) -> bool:
     if not isinstance(t, torch.Tensor):
         return False  # a size (SymInt) output
@@ -440,7 +466,13 @@ class _OutputPlan:
             return OutputSpec("constant", value=leaf)
         record = self.recorder.record_of(leaf)
         base = record.base
-        if base.input_index is not None and base.input_index >= 0:
+        is_input = base.input_index is not None and base.input_index >= 0
+        base_tensor = self.values[base.input_index] if is_input else base.tensor
+        if leaf is not base_tensor and _through_custom_function(leaf, base_tensor):
+            # NOTE: a view rebuilt from its base at run time would lose the custom
+            # Function's backward between them: the graph returns it as its own output
+            return OutputSpec("graph", self._graph_output(leaf, self.recorder.node_of(leaf)))
+        if is_input:
             if leaf is self.values[base.input_index]:  # (restrided in place or not)
                 return OutputSpec("input", base.input_index)
             spec = _alias_spec("input_alias", base.input_index, leaf, record)

@@ -10,6 +10,7 @@ disable(fn)                                  Unsupported (the frame runs eagerly
 assume_constant_result(fn)                   called now, its result a constant
 a torch.compile'd or traced function         the function it wraps is inlined
 torch.func transforms, torch.cond             one graph node (function_transforms)
+Fn.apply of a torch.autograd.Function        one graph node (autograd_functions)
 a NumPy function on arrays from tensors       one graph node (numpy_arrays)
 a user class                                 a new ObjectValue, its __init__ inlined
 """
@@ -246,6 +247,7 @@ def _call_python(
     tx: Translator, fn: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     from dynamo_capture.argument_counts import check_call_arguments
+    from dynamo_capture.autograd_functions import call_autograd_function
     from dynamo_capture.builtin_calls import BUILTIN_HANDLERS, call_c_function
     from dynamo_capture.function_transforms import call_function_transform
     from dynamo_capture.generator_contexts import CONTEXTMANAGER_HELPER, generator_context
@@ -270,6 +272,9 @@ def _call_python(
     transformed = call_function_transform(tx, obj, args, kwargs)
     if transformed is not None:
         return transformed
+    applied = call_autograd_function(tx, fn, args, kwargs)
+    if applied is not None:
+        return applied
     numpy_result = call_numpy(tx, obj, args, kwargs)
     if numpy_result is not None:
         return numpy_result

@@ -488,6 +488,11 @@ def _reloadable(callable_value: Any) -> bool:
     receiver = callable_value.self_value
     if not isinstance(function, types.FunctionType):
         return False
+    if isinstance(receiver, PythonValue) and isinstance(receiver.obj, type):
+        # a classmethod bound to the class it is loaded from (`Fn.apply`)
+        found = inspect.getattr_static(receiver.obj, function.__name__, None)
+        plain_metaclass = type(receiver.obj).__getattribute__ is type.__getattribute__
+        return plain_metaclass and getattr(found, "__func__", None) is function
     if isinstance(receiver, PythonValue):
         if function.__name__ in getattr(receiver.obj, "__dict__", {}):
             return False
@@ -578,6 +583,7 @@ def capture_frame(
     specialize_floats: bool = False,
     float_inputs: bool = True,
     transform_nodes: bool = True,
+    autograd_function_nodes: bool = True,
 ) -> CapturedFrame:
     """Interpret `target`'s code on `f_locals`; raise Unsupported when it cannot be one graph.
 
@@ -587,7 +593,8 @@ def capture_frame(
     `specialize_floats` turns symbolic floats operators take into constants (sym_numbers);
     `float_inputs=False` keeps float inputs constants (CaptureContext);
     `transform_nodes=False` breaks the graph at torch.func transforms and torch.cond
-    instead of making them nodes (function_transforms).
+    instead of making them nodes (function_transforms); `autograd_function_nodes=False`
+    likewise at `Fn.apply` of autograd Functions (autograd_functions).
     """
     start = time.perf_counter()
     ctx = CaptureContext(
@@ -595,6 +602,7 @@ def capture_frame(
         float_inputs=float_inputs,
     )  # fmt: skip
     ctx.transform_nodes = transform_nodes
+    ctx.autograd_function_nodes = autograd_function_nodes
     ctx.modules_by_structure = target.modules_by_structure
     ctx.frame_locals = f_locals
     if guard_context is not None:

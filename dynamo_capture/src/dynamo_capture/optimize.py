@@ -143,6 +143,7 @@ class CompiledCallable:
         self._static_backend = False  # the backend refused a symbolic graph: capture static
         self._specialize_floats = False  # the backend refused symbolic floats: make constants
         self._transform_nodes = True  # False: the backend refused torch.func / torch.cond nodes
+        self._autograd_function_nodes = True  # False: the backend refused Fn.apply nodes
         # nn.Module arguments guarded on structure, not identity (see _callee_part)
         self.modules_by_structure = False
         self.records_by_structure = False  # capture records kept under modules_by_structure
@@ -372,11 +373,16 @@ class CompiledCallable:
             if entry is None:
                 entry = compile_entry(frame, backend, self.guard_filter_fn)
         except BackendCompilerFailed as error:
-            if not (self._transform_nodes and frame.ctx.transform_nodes_made):
+            transforms = self._transform_nodes and frame.ctx.transform_nodes_made
+            applies = self._autograd_function_nodes and frame.ctx.autograd_function_nodes_made
+            if not (transforms or applies):
                 raise
-            # a backend that cannot compile torch.func / torch.cond nodes: the graph
-            # breaks at those calls instead, and they run eagerly
-            self._transform_nodes = False
+            # a backend that cannot compile torch.func / torch.cond nodes (or Fn.apply
+            # nodes): the graph breaks at those calls instead, and they run eagerly
+            if transforms:
+                self._transform_nodes = False
+            else:
+                self._autograd_function_nodes = False
             if artifact_enabled("graph_breaks"):
                 artifact_logger("graph_breaks").info(
                     "%s: function transforms run eagerly for this backend (%s)",
@@ -488,12 +494,14 @@ class CompiledCallable:
             return capture_frame(
                 self.frame, f_locals, guard_context=contexts,
                 transform_nodes=self._transform_nodes,
+                autograd_function_nodes=self._autograd_function_nodes,
             )  # fmt: skip
         try:
             return capture_frame(
                 self.frame, f_locals, guard_context=contexts, dynamic=dynamic,
                 history=history, specialize_floats=self._specialize_floats,
                 float_inputs=float_inputs, transform_nodes=self._transform_nodes,
+                autograd_function_nodes=self._autograd_function_nodes,
             )  # fmt: skip
         except ConstraintViolationError:
             raise

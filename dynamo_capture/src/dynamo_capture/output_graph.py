@@ -286,6 +286,9 @@ class CaptureContext:
         # identity: one graph serves every module of a class (FrameTarget)
         self.modules_by_structure = False
         self.transform_nodes_made = 0
+        # Fn.apply of autograd Functions as graph nodes (autograd_functions), and how many
+        self.autograd_function_nodes = True
+        self.autograd_function_nodes_made = 0
         # assume_constant_result functions called: their results are constants, unguarded
         self.unguarded_constants: list[str] = []
         self.functorch_level = 0  # torch.func transforms traced into the graph, open now

@@ -1,0 +1,93 @@
+"""Custom torch.autograd.Functions through ember.compile on every backend: values and
+gradients equal eager's (the user's backward runs, not a derivative ember works out),
+one graph where torch.compile has one."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import pathlib
+import sys
+
+import pytest
+import torch
+
+import dynamo_capture
+import ember
+from ember.backends import lookup_backend
+
+sys.path.insert(0, str(pathlib.Path(__file__).parents[3] / "dynamo_capture" / "tests"))
+import autograd_function_programs as programs  # noqa: E402
+
+from dynamo_capture.testing import assert_same, clone_inputs  # noqa: E402
+
+BACKENDS = ["eager", "aot_eager", "inductor"]
+_ALL = programs.CAPTURED + programs.INLINED + programs.BROKEN
+
+
+def _first(value):
+    return value[0] if isinstance(value, tuple) else value
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("fn", "make_args"), _ALL, ids=[fn.__name__ for fn, _ in _ALL])
+def test_autograd_function_values_and_gradients_match_eager(backend, fn, make_args):
+    compiled = ember.compile(fn, backend=backend)
+    for _ in range(2):
+        args = make_args()
+        eager_args, compiled_args = clone_inputs(args), clone_inputs(args)
+        with contextlib.redirect_stdout(io.StringIO()):
+            expected = fn(*eager_args)
+            got = compiled(*compiled_args)
+            assert_same(got, expected)
+            _first(expected).sum().backward()
+            _first(got).sum().backward()
+        for eager_arg, compiled_arg in zip(eager_args, compiled_args, strict=True):
+            if isinstance(eager_arg, torch.Tensor) and eager_arg.requires_grad:
+                torch.testing.assert_close(compiled_arg.grad, eager_arg.grad)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autograd_function_inference_matches_eager(backend):
+    def fn(x):
+        return programs.Square.apply(x.sin()) + programs.StraightThroughRound.apply(x)
+
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(ember.compile(fn, backend=backend)(x), fn(x))
+
+
+def _counting(name):
+    inner = lookup_backend(name)
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return inner(gm, example_inputs)
+
+    for attribute in ("takes_function_transforms", "takes_float_inputs"):
+        if hasattr(inner, attribute):
+            setattr(counting, attribute, getattr(inner, attribute))
+    return counting, graphs
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("fn", "make_args"), programs.CAPTURED, ids=[fn.__name__ for fn, _ in programs.CAPTURED]
+)
+def test_autograd_function_is_one_graph_on_every_backend(backend, fn, make_args):
+    counting, graphs = _counting(backend)
+    with contextlib.redirect_stdout(io.StringIO()):
+        dynamo_capture.optimize(fn, backend=counting)(*make_args())
+    assert len(graphs) == 1
+    names = [getattr(node.target, "__name__", "") for node in graphs[0].graph.nodes]
+    assert any(name.startswith("autograd_function_apply_") for name in names)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("fn", "make_args"), _ALL, ids=[fn.__name__ for fn, _ in _ALL])
+def test_autograd_function_without_gradients_matches_eager(backend, fn, make_args):
+    compiled = ember.compile(fn, backend=backend)
+    for _ in range(2):
+        args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in make_args())
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert_same(compiled(*clone_inputs(args)), fn(*clone_inputs(args)))
