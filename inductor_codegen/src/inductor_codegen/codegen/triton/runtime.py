@@ -9,6 +9,10 @@ chose, or, with max_autotune, with the fastest of `autotune_configs` measured
 on the first call. Winners are stored as small JSON files under
 `<cache>/triton/autotune/`, keyed by the kernel source, the device and the
 Triton version, so later processes skip the measurement.
+
+Launchers (the C stub Triton builds per argument signature) are built under one lock,
+and a binary is checked to take its kernel's arguments before its first launch
+(`Launcher.checked_binary`; see the note at `_LAUNCHER_BUILD`).
 """
 
 from __future__ import annotations
@@ -246,26 +250,26 @@ class Launcher:
         warmup = getattr(self.fn, "warmup", None)
         if warmup is None:
             return None
+        name = getattr(self.fn, "__name__", self.fn)
         compiled = _resolved(warmup(*args, grid=self.grid, **self.constexprs, **self.options))
         if compiled is None:  # a JIT cache hook took the compile over
             return None
-        with _LAUNCHER_BUILD:
-            problem = binary_mismatch(compiled, self.fn)
-            if problem is None:
-                return compiled
-            artifact_logger("perf_hints").info(
-                "binary of %s does not take its arguments (%s): compiling it again",
-                getattr(self.fn, "__name__", self.fn),
-                problem,
-            )
-            _forget_binary(self.fn, compiled)
-            compiled = _resolved(warmup(*args, grid=self.grid, **self.constexprs, **self.options))
-            problem = binary_mismatch(compiled, self.fn)
+        problem = binary_mismatch(compiled, self.fn)
+        if problem is None:
+            return compiled
+        artifact_logger("perf_hints").info(
+            "binary of %s does not take its arguments (%s): compiling it again", name, problem
+        )
+        # NOTE: compiled again outside the launcher lock: a compile on the background pool
+        # must never wait behind a load that waits for this lock.
+        _forget_binary(self.fn, compiled)
+        compiled = _resolved(warmup(*args, grid=self.grid, **self.constexprs, **self.options))
+        problem = "not compiled" if compiled is None else binary_mismatch(compiled, self.fn)
         if problem is not None:
             raise KernelBinaryMismatch(
-                f"the compiled Triton kernel {getattr(self.fn, '__name__', self.fn)} does not take "
-                f"the arguments of its source ({problem}), even compiled again; it was not launched. "
-                "Clearing Triton's cache (TRITON_CACHE_DIR) and ember's cache may help."
+                f"the compiled Triton kernel {name} does not take the arguments of its source "
+                f"({problem}), even compiled again; it was not launched. Clearing Triton's "
+                "cache (TRITON_CACHE_DIR) and ember's cache may help."
             )
         return compiled
 
