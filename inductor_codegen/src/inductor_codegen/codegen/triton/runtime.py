@@ -54,6 +54,8 @@ __all__ = [
     "Launcher",
     "TritonKernel",
     "binary_mismatch",
+    "build_launcher",
+    "entry_arity",
     "interpreting",
     "libdevice_module",
     "load_kernels",
