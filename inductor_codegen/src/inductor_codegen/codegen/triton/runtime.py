@@ -9,6 +9,10 @@ chose, or, with max_autotune, with the fastest of `autotune_configs` measured
 on the first call. Winners are stored as small JSON files under
 `<cache>/triton/autotune/`, keyed by the kernel source, the device and the
 Triton version, so later processes skip the measurement.
+
+Launchers (the C stub Triton builds per argument signature) are built under one lock,
+and a binary is checked to take its kernel's arguments before its first launch
+(`Launcher.checked_binary`; see the note at `_LAUNCHER_BUILD`).
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ import hashlib
 import inspect
 import linecache
 import os
+import re
 import sys
+import threading
 import types
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import torch
@@ -44,8 +50,12 @@ from inductor_codegen.codegen.triton.heuristics import (
 from inductor_codegen.codegen.triton.kernel import TritonKernelSource
 
 __all__ = [
+    "KernelBinaryMismatch",
     "Launcher",
     "TritonKernel",
+    "binary_mismatch",
+    "build_launcher",
+    "entry_arity",
     "interpreting",
     "libdevice_module",
     "load_kernels",
@@ -180,14 +190,20 @@ def specialization_key(args) -> tuple:
     )
 
 
+class KernelBinaryMismatch(RuntimeError):
+    """A compiled kernel, or the launcher Triton built for it, takes other arguments than the
+    kernel's source: launching it would read the arguments wrongly, so it is never launched."""
+
+
 class Launcher:
     """Launches one kernel with one grid and one configuration, at a low cost per call.
 
-    The first call for a specialization of the arguments goes through Triton's
-    JIT entry (it binds the arguments, compiles or finds the binary); later
-    calls with the same specialization call the compiled binary's launcher
-    directly, skipping the argument binding, which dominates the launch time
-    of small kernels. EMBER_TRITON_FAST_LAUNCH=0 turns the shortcut off.
+    The first call for a specialization of the arguments finds (or compiles) the
+    binary through Triton's JIT, checks that it and its launcher take this
+    kernel's arguments (`binary_mismatch`), and launches it; later calls with the
+    same specialization call the compiled binary's launcher directly, skipping
+    the argument binding, which dominates the launch time of small kernels.
+    EMBER_TRITON_FAST_LAUNCH=0 turns the shortcut off.
     """
 
     def __init__(self, fn, grid: tuple[int, int, int], constexprs: dict, options: dict):
@@ -199,6 +215,7 @@ class Launcher:
         self.runners: dict[tuple, object] = {}
         self.binaries: dict[tuple, object] = {}  # the compiled kernel of each specialization
         self.fast = FAST_LAUNCH and not interpreting()
+        self.checked = not interpreting()  # binaries are checked before their first launch
 
     def __call__(self, args) -> None:
         if self.fast:
@@ -211,14 +228,117 @@ class Launcher:
                 except TypeError as error:  # a launcher that takes other arguments
                     artifact_logger("perf_hints").info("fast launch off: %s", error)
                     self.fast = False
-        compiled = _resolved(self.fn[self.grid](*args, **self.constexprs, **self.options))
+        compiled = self.checked_binary(args) if self.checked else None
+        if compiled is None:  # the interpreter: Triton's JIT entry
+            self.fn[self.grid](*args, **self.constexprs, **self.options)
+            return
+        try:
+            runner = compiled[self.grid]
+        except Exception as error:  # a Triton without the launcher shortcut
+            artifact_logger("perf_hints").info("fast launch off: %s", error)
+            self.fast = False
+            self.fn[self.grid](*args, **self.constexprs, **self.options)
+            return
+        runner(*args, *self.constexpr_values)
         if self.fast:
-            try:
-                self.runners[key] = compiled[self.grid]
-                self.binaries[key] = compiled
-            except Exception as error:  # a Triton without the launcher shortcut
-                artifact_logger("perf_hints").info("fast launch off: %s", error)
-                self.fast = False
+            self.runners[key] = runner
+            self.binaries[key] = compiled
+
+    def checked_binary(self, args):
+        """The compiled kernel for `args` (found or compiled by Triton's JIT, not launched),
+        with its launcher built and checked to take this kernel's arguments; one that does
+        not is compiled again, without the background compile; None where the JIT offers no
+        compile without a launch (`warmup`)."""
+        warmup = getattr(self.fn, "warmup", None)
+        if warmup is None:
+            return None
+        name = getattr(self.fn, "__name__", self.fn)
+        compiled = _resolved(warmup(*args, grid=self.grid, **self.constexprs, **self.options))
+        if compiled is None:  # a JIT cache hook took the compile over
+            return None
+        problem = binary_mismatch(compiled, self.fn)
+        if problem is None:
+            return compiled
+        artifact_logger("perf_hints").info(
+            "binary of %s does not take its arguments (%s): compiling it again", name, problem
+        )
+        # NOTE: compiled again outside the launcher lock: a compile on the background pool
+        # must never wait behind a load that waits for this lock.
+        _forget_binary(self.fn, compiled)
+        compiled = _resolved(warmup(*args, grid=self.grid, **self.constexprs, **self.options))
+        problem = "not compiled" if compiled is None else binary_mismatch(compiled, self.fn)
+        if problem is not None:
+            raise KernelBinaryMismatch(
+                f"the compiled Triton kernel {name} does not take the arguments of its source "
+                f"({problem}), even compiled again; it was not launched. Clearing Triton's "
+                "cache (TRITON_CACHE_DIR) and ember's cache may help."
+            )
+        return compiled
+
+
+# NOTE: Triton up to 3.6 builds the launcher of each argument signature as a C extension
+# module, and names every one of them `__triton_launcher`. CPython loads a single-phase
+# extension it has loaded before (the launcher of a second kernel with the same signature)
+# into the one module object that name has in sys.modules, refilling its dict from that
+# library's copy, and Triton then reads `mod.launch` from it. Two threads doing this at once
+# (a background load beside a first launch) can each read the other's `launch`: a launcher
+# for another signature, which raises "function takes exactly N arguments (M given)" or, with
+# as many arguments of other types, reads them wrongly. So every launcher ember makes Triton
+# build (a compiled kernel's first `.run` / `_init_handles`) is built under this lock.
+_LAUNCHER_BUILD = threading.RLock()
+
+# Arguments a pass-through launcher's C entry takes before the kernel's own (see
+# _PASS_THROUGH_CALLS): the grid (3), stream, function, the cooperative-grid and PDL flags,
+# the two scratch buffers, the packed metadata, the launch metadata and the two launch hooks.
+_PASS_THROUGH_FIXED_ARGUMENTS = 13
+_ARITY_ERROR = re.compile(r"takes exactly (\d+) arguments? \(0 given\)")
+
+
+def entry_arity(entry) -> int | None:
+    """How many arguments a launcher's C entry takes, read from the error it raises when
+    called with none (it parses its arguments before doing anything); None when unknown."""
+    if not inspect.isbuiltin(entry):
+        return None  # a Python wrapper could act on a call with no arguments
+    try:
+        entry()
+    except TypeError as error:
+        match = _ARITY_ERROR.search(str(error))
+        return int(match.group(1)) if match else None
+    except Exception:  # noqa: BLE001 - another failure says nothing about the arity
+        return None
+    return None
+
+
+def binary_mismatch(compiled, fn) -> str | None:
+    """Why `compiled` (a kernel Triton compiled) cannot take the arguments of the Triton
+    function `fn`, or None: it was compiled from another function, for another number of
+    parameters, or its launcher (built here, under the launcher lock) takes another count."""
+    params = getattr(fn, "params", None)
+    src = getattr(compiled, "src", None)
+    source_fn = getattr(src, "fn", None)
+    if source_fn is not None and source_fn is not fn:
+        return f"compiled from {getattr(source_fn, '__name__', source_fn)}"
+    signature = getattr(src, "signature", None)
+    if params is not None and signature is not None and len(signature) != len(params):
+        return f"compiled for {len(signature)} parameters, the source has {len(params)}"
+    with _LAUNCHER_BUILD:
+        run = compiled.run  # builds the launcher on first access
+    if params is None or not _passes_through(type(run)):
+        return None
+    arity = entry_arity(getattr(run, "launch", None))
+    expected = _PASS_THROUGH_FIXED_ARGUMENTS + len(params)
+    if arity is not None and arity != expected:
+        return f"its launcher takes {arity} arguments, a launch passes {expected}"
+    return None
+
+
+def _forget_binary(fn, compiled) -> None:
+    """Drop `compiled` (or a future of it) from `fn`'s JIT caches, so the next lookup compiles."""
+    for caches in list(getattr(fn, "device_caches", {}).values()):
+        kernels = caches[0]
+        for key, kernel in list(kernels.items()):
+            if kernel is compiled or getattr(kernel, "kernel", None) is compiled:
+                kernels.pop(key, None)
 
 
 def _hooks_set() -> bool:
@@ -519,12 +639,19 @@ class TritonKernel:
         return f"{kernel_function_name(self.source)[:40]}_{digest.hexdigest()[:24]}"
 
 
+def build_launcher(compiled) -> None:
+    """Load a compiled kernel onto the current device and build its launcher (a C stub
+    compiled once per argument signature), under the launcher lock (`_LAUNCHER_BUILD`)."""
+    with _LAUNCHER_BUILD:
+        compiled._init_handles()
+
+
 def _load_binary(compiled, device_index: int) -> None:
-    """Load a compiled kernel onto the device and build its launcher (a C stub compiled
-    once per argument signature), so the first launch finds both ready."""
+    """Load a compiled kernel onto the device and build its launcher, so the first launch
+    finds both ready."""
     try:
         with torch.cuda.device(device_index):
-            compiled._init_handles()
+            build_launcher(compiled)
     except Exception as error:  # the first launch loads it instead, and reports a real error
         artifact_logger("perf_hints").info("loading a kernel before its launch failed: %s", error)
 
@@ -617,10 +744,23 @@ def _future_kernel_class() -> type | None:
     return FutureKernel
 
 
+_RESOLVE = threading.Lock()
+
+
 def _resolved(kernel):
-    """The compiled kernel behind a future of one (Triton's async compile mode), or `kernel`."""
+    """The compiled kernel behind a future of one (Triton's async compile mode), or `kernel`.
+
+    A future is resolved by one thread at a time (Triton's `FutureKernel.result` is not safe
+    to call from two at once: a background load and a first launch may both ask), and its
+    compile is waited for before the lock, which a long compile would otherwise hold."""
     future_class = _future_kernel_class()
-    return kernel.result() if future_class and isinstance(kernel, future_class) else kernel
+    if not (future_class and isinstance(kernel, future_class)):
+        return kernel
+    compile_future = vars(kernel).get("future")  # not getattr: that would resolve it
+    if isinstance(compile_future, Future):
+        wait([compile_future])
+    with _RESOLVE:
+        return kernel.result()
 
 
 def _finish_compile(compiled, device_index: int | None) -> None:
