@@ -634,9 +634,12 @@ class CaptureContext:
             return None
         if self.shape_env is None or not self.float_inputs or not _is_float_input_source(source):
             return None
-        if self.dynamic is not True:  # dynamic=True: symbolic from the first call, as torch
-            if self.history is None or not self.history.observe_value(source, value):
-                return None
+        # NOTE: only a float whose value changed since an earlier compile is symbolic, with
+        # dynamic=True too (torch makes them symbolic from the first call there): the AOT
+        # backends trace a float input's `.item()` only on real values, so a symbolic float
+        # would turn the graph's symbolic sizes static (a compile for every size).
+        if self.history is None or not self.history.observe_value(source, value):
+            return None
         symbol = self.shape_env.create_float_symbol(value, source)
         number = torch.SymFloat(SymNode(symbol, self.shape_env, float, value))
         tensor = torch.tensor(value, dtype=torch.float64)
