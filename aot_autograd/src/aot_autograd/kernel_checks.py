@@ -160,15 +160,23 @@ def _unusual(op: Any, args: tuple, kwargs: dict, tensors: list) -> bool:
 
 
 def _may_assert_on_device(op: Any, tensors: list) -> bool:
-    """Whether a probe of `op` could fail a device-side assertion: an index or class
-    target checked on a GPU where some dim is empty (no stand-in index is in range).
-    A GPU kernel reports an index out of range by an assertion that leaves the device
-    unusable for the whole process, not by an exception the probe could catch."""
+    """Whether a probe of `op` could fail a device-side assertion on a GPU: an op given an
+    integer tensor (an index, a class target: `nll_loss_backward`'s too) or taking an
+    index. A GPU kernel reports an index out of range by an assertion that leaves the
+    device unusable for the whole process, not by an exception the probe could catch; such
+    ops are not probed on a GPU (their dtype checks are the CPU kernels' too)."""
     if not any(t.device.type == "cuda" for t in tensors):
         return False
-    if not (takes_index_tensor(op) or op in _CLASS_TARGET_LOSSES):
-        return False
-    return any(concrete_hint(s) == 0 for t in tensors for s in t.shape)
+    if any(_integral(t) for t in tensors):
+        # an integer tensor may be an index or a class target checked by an assertion
+        # (the losses' backwards, gathers, scatters): its stand-in values may be out of
+        # range for the capped shapes
+        return True
+    return takes_index_tensor(op) or op in _CLASS_TARGET_LOSSES
+
+
+def _integral(t: torch.Tensor) -> bool:
+    return not (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool)
 
 
 _FULL_PROBE_NUMEL = 1 << 12
