@@ -927,9 +927,13 @@ class OutputPlan:
         if isinstance(value, SetValue):
             if any(isinstance(item, IdentityKey) for item in value.items):
                 listed = "{" + ", ".join(self._key_expr(item) for item in value.items) + "}"
-                return listed if value.cls is set else f"frozenset({listed})"
+                if value.cls is set:
+                    return listed
+                return f"{self._constant(value.cls)}({listed})"
             if value.cls is frozenset:
                 return self._constant(frozenset(value.items))
+            if value.cls is not set:  # a user subclass keeping set's __new__ and __init__
+                return f"{self._constant(value.cls)}({self._constant(frozenset(value.items))})"
             return self._constant(set(value.items)) + ".copy()"
         if isinstance(value, IteratorValue):
             return self._iterator(value)

@@ -513,8 +513,8 @@ def _set_query(name: str) -> Method:
     def query(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
         others = [{_key(item) for item in sequence_items(tx, other)} for other in args]
         result = getattr(set(s.items), name)(*others)
-        if isinstance(result, set):
-            return SetValue(result, cls=s.cls)
+        if isinstance(result, set):  # a subclass's set algebra makes its builtin base
+            return SetValue(result, cls=frozenset if issubclass(s.cls, frozenset) else set)
         return PythonValue(result)
 
     return query
@@ -922,7 +922,7 @@ def _table_for(receiver: Value) -> dict[str, Method] | None:
     if issubclass(kind, dict):
         return DICT_METHODS
     if isinstance(receiver, SetValue):
-        if receiver.cls is frozenset:  # no methods that change it
+        if issubclass(receiver.cls, frozenset):  # no methods that change it
             return {name: SET_METHODS[name] for name in _SET_QUERIES}
         return SET_METHODS
     if issubclass(kind, tuple):

@@ -401,7 +401,9 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         return sequence
     if isinstance(left, SetValue) and isinstance(right, SetValue) and plain in _SET_OPS:
         result = plain(set(left.items), set(right.items))  # identity keys: tensors by id
-        return SetValue(result, cls=left.cls) if isinstance(result, set) else PythonValue(result)
+        if isinstance(result, set):
+            return SetValue(result, cls=frozenset if issubclass(left.cls, frozenset) else set)
+        return PythonValue(result)
     return _dunder_op(tx, plain, left, right)
 
 
@@ -490,6 +492,11 @@ def _sequence_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value | 
         if fn is operator.imul and kind is list and sequence is left:
             return _repeat_list_in_place(tx, left, items)
         return ListValue(items) if kind is list else TupleValue(items)
+    if plain in (operator.eq, operator.ne) and left_kind is not None and right_kind is not None:
+        same = _sequences_equal(tx, left, right) if left_kind is right_kind else False
+        if same is None:
+            return None
+        return PythonValue(same if plain is operator.eq else not same)
     if (
         plain is operator.or_
         and isinstance(left, DictValue | PythonValue)
@@ -498,6 +505,26 @@ def _sequence_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value | 
         if python_type_of(left) is dict and python_type_of(right) is dict:
             return DictValue({**dict_items(tx, left), **dict_items(tx, right)})
     return None
+
+
+def _sequences_equal(tx: Translator, left: Value, right: Value) -> bool | None:
+    """list == list, tuple == tuple of items not all constants, as Python compares them:
+    the lengths, then each pair of items by identity, else by ==; None where an item's
+    == gives no Python truth known now (a tensor's)."""
+    left_items, right_items = sequence_items(tx, left), sequence_items(tx, right)
+    if len(left_items) != len(right_items):
+        return False
+    for a, b in zip(left_items, right_items, strict=True):
+        constants = is_constant_value(a) and is_constant_value(b)
+        if not constants and _identical(a, b):
+            guard_identity(tx, a, b)
+            continue
+        equal = binary_op(tx, operator.eq, a, b)
+        if not (isinstance(equal, PythonValue) and type(equal.obj) is bool):
+            return None
+        if not equal.obj:
+            return False
+    return True
 
 
 def _sequence_kind(value: Value) -> type | None:
