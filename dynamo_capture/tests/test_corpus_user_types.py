@@ -550,6 +550,122 @@ def dataclass_fields_replace_asdict(x):
     return x * e.a + d.b, names, dataclasses.asdict(e), dataclasses.astuple(d), d == Config(1)
 
 
+# ----- match statements and `in` with user equality -----------------------------------------
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+class Box:
+    __match_args__ = ("w", "h")
+
+    def __init__(self, w, h):
+        self.w, self.h = w, h
+
+
+class Version:
+    def __init__(self, number):
+        self.number = number
+
+    def __eq__(self, other):
+        return isinstance(other, Version) and self.number == other.number
+
+    __hash__ = None
+
+
+def _describe(value):
+    match value:
+        case {"k": int(n)}:
+            return n
+        case [a, b, *rest]:
+            return a + b + len(rest)
+        case (1 | 2) as small:
+            return small * 10
+        case str() if len(value) > 2:
+            return 100
+        case _:
+            return -1
+
+
+def match_literal_mapping_and_sequence_patterns(x):
+    found = [_describe(v) for v in ({"k": 3}, [1, 2, 3, 4], 2, "long", "s", {"q": 1}, (5, 6))]
+    return x * sum(found), found
+
+
+def match_class_patterns_by_match_args_and_keywords(x):
+    def area(p):
+        match p:
+            case Point(0, y):
+                return y
+            case Point(x=px, y=0):
+                return px * 10
+            case Box(w, h=3):
+                return w
+            case Point(a, b):
+                return a * b
+
+    return x * area(Point(0, 5)) + area(Point(3, 0)) + area(Box(2, 3)) + area(Point(2, 2))
+
+
+def match_nested_patterns_with_captures(x):
+    match {"a": [1, (2, 3)], "b": "s"}:
+        case {"a": [1, (p, q)], "b": str() as t}:
+            return x * (p + q) + len(t)
+    return x
+
+
+def match_on_tensor_and_its_shape(x):
+    match x:
+        case torch.Tensor():
+            y = x + 1
+    match x.shape:
+        case (n,):
+            return y * n
+        case (n, m):
+            return y * m
+    return y
+
+
+def match_mapping_pattern_does_not_run_a_default_factory(x):
+    d = collections.defaultdict(int, a=1)
+    match d:
+        case {"zz": v}:
+            return x * 100, dict(d)
+        case {"a": v}:
+            return x * v, dict(d)
+
+
+def match_argument_by_class(x, obj):
+    match obj:
+        case Box(w, h):
+            return x * w + h
+        case Point(x=a):
+            return x - a
+        case str(s):
+            return x + len(s)
+    return x
+
+
+def match_argument_mapping(x, config):
+    match config:
+        case {"mode": "a", "scale": s}:
+            return x * s
+        case {"mode": m, **rest}:
+            return x + len(rest) + len(m)
+    return x
+
+
+def in_list_of_objects_with_their_own_equality(x):
+    versions = [Version(1), Version(2)]
+    y = x + 1 if Version(2) in versions else x - 1
+    return y, Version(5) in versions, Version(1) not in versions
+
+
+def in_list_of_dataclasses(x, points):
+    return x + 1 if Point(1, 2) in points else x - 1
+
+
 PROGRAMS = {
     fn.__name__: (fn, _one)
     for fn in (
@@ -602,6 +718,12 @@ PROGRAMS = {
         string_methods_and_formatting,
         enum_members_and_flags,
         dataclass_fields_replace_asdict,
+        match_literal_mapping_and_sequence_patterns,
+        match_class_patterns_by_match_args_and_keywords,
+        match_nested_patterns_with_captures,
+        match_on_tensor_and_its_shape,
+        match_mapping_pattern_does_not_run_a_default_factory,
+        in_list_of_objects_with_their_own_equality,
     )
 }
 PROGRAMS["namedtuple_argument_replace_and_make"] = (
@@ -614,10 +736,38 @@ PROGRAMS["sequences_of_classes_compare_by_identity"] = (
 )
 
 
+def _calls(fn, *arguments):
+    """Arguments for each call in turn (a new one each call of the result)."""
+    pending = iter(arguments)
+    return fn, lambda: (torch.randn(4), next(pending))
+
+
+# programs whose argument changes between calls: recompiled as torch.compile recompiles
+SEQUENCES = {
+    "match_argument_by_class": _calls(
+        match_argument_by_class, Box(2, 3), Point(1, 2), Box(4, 5), "abc"
+    ),
+    "match_argument_mapping": _calls(
+        match_argument_mapping, {"mode": "a", "scale": 2}, {"mode": "b"}, {"mode": "c", "z": 1}
+    ),
+    "in_list_of_dataclasses": _calls(
+        in_list_of_dataclasses, [Point(1, 2)], [Point(3, 4)], [Point(0, 0), Point(1, 2)]
+    ),
+}
+
+
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_user_type_programs_count_like_torch(name):
     fn, make_args = PROGRAMS[name]
     check_like_torch(fn, make_args)
+
+
+@pytest.mark.parametrize("name", list(SEQUENCES))
+def test_user_type_programs_recompile_like_torch(name):
+    fn, _ = SEQUENCES[name]
+    arguments = [SEQUENCES[name][1]() for _ in range(3)]  # each side sees the same three
+    calls = iter(arguments * 2)
+    check_like_torch(fn, lambda: next(calls), calls=3)
 
 
 def test_set_subclass_made_in_frame_keeps_its_type_and_algebra_gives_a_set(check):

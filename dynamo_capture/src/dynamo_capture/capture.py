@@ -35,6 +35,7 @@ from dynamo_capture import (  # noqa: F401  (registers handlers)
     opcodes_data,
     opcodes_exceptions,
     opcodes_flow,
+    opcodes_match,
     side_effects,
 )
 from dynamo_capture.bound_locals import live_locals, read_before_written

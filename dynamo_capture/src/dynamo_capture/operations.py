@@ -527,6 +527,14 @@ def _sequences_equal(tx: Translator, left: Value, right: Value) -> bool | None:
     return True
 
 
+def _user_equal(tx: Translator, left: Value, right: Value) -> bool:
+    """`left == right` where a side defines its own equality, as a Python truth known now."""
+    equal = binary_op(tx, operator.eq, left, right)
+    if isinstance(equal, TensorValue):
+        raise Unsupported("`in` with an __eq__ that gives a tensor is data-dependent")
+    return truth(tx, equal)
+
+
 def _sequence_kind(value: Value) -> type | None:
     """list or tuple: the builtin sequence type `value` is an instance of; None for any
     other value (a deque, whose operators keep its maxlen, included)."""
@@ -1297,10 +1305,13 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
         key = as_constant(item)
     except NotConstant:
         for candidate in _candidates(tx, container):
-            if not isinstance(candidate, TensorValue) and not _identity_comparable(item, candidate):
-                raise Unsupported("`in` with objects that define their own equality") from None
-            guard_identity(tx, item, candidate)
-            if is_op(item, candidate):
+            if isinstance(candidate, TensorValue) or _identity_comparable(item, candidate):
+                guard_identity(tx, item, candidate)
+                if is_op(item, candidate):
+                    return True
+            elif is_op(item, candidate):  # the same object, equal before any __eq__
+                return True
+            elif _user_equal(tx, candidate, item):
                 return True
         return False
     for candidate in _candidates(tx, container):
