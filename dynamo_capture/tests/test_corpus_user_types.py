@@ -24,6 +24,9 @@ import pytest
 import torch
 from torchcheck import check_like_torch
 
+import dynamo_capture
+from dynamo_capture.testing import CountingBackend
+
 
 def _one():
     return (torch.randn(4),)
@@ -666,6 +669,50 @@ def in_list_of_dataclasses(x, points):
     return x + 1 if Point(1, 2) in points else x - 1
 
 
+# ----- closures leaving the frame -----------------------------------------------------------
+_CALLBACKS = []
+
+
+def _make_adder(k):
+    def add(v):
+        return v + k
+
+    return add
+
+
+def closure_stored_in_a_global_list(x):
+    k = 3
+    _CALLBACKS.append(lambda v: v * k)
+    return _CALLBACKS[-1](x), len(_CALLBACKS) > 0
+
+
+def closure_over_a_size_returned(x):
+    k = x.shape[0]
+
+    def scale(v):
+        return v * k
+
+    return x + 1, scale
+
+
+def closures_from_a_factory_returned(x):
+    by_size, by_tensor = _make_adder(x.shape[0]), _make_adder(x * 2)
+    return by_size, by_tensor, by_size(x)
+
+
+def closures_sharing_a_cell_returned(x):
+    items = [1]
+
+    def get():
+        return items
+
+    def put(value):
+        items.append(value)
+
+    items.append(2)
+    return x + 1, get, put
+
+
 PROGRAMS = {
     fn.__name__: (fn, _one)
     for fn in (
@@ -724,6 +771,7 @@ PROGRAMS = {
         match_on_tensor_and_its_shape,
         match_mapping_pattern_does_not_run_a_default_factory,
         in_list_of_objects_with_their_own_equality,
+        closure_stored_in_a_global_list,
     )
 }
 PROGRAMS["namedtuple_argument_replace_and_make"] = (
@@ -778,3 +826,46 @@ def test_set_subclass_made_in_frame_keeps_its_type_and_algebra_gives_a_set(check
 @pytest.mark.parametrize("kinds", [(Holder, 1), (Slotted, 1), [Holder, 1], (Holder,)])
 def test_tuple_equality_of_classes_compares_items_by_identity(check, kinds):
     check(sequences_of_classes_compare_by_identity, torch.randn(4), kinds)
+
+
+def _called(result, x):
+    """The result with each function in it called (on x), for comparing with eager's."""
+    return [item(x) if callable(item) else item for item in result]
+
+
+@pytest.mark.parametrize(
+    "fn", [closure_over_a_size_returned, closures_from_a_factory_returned]
+)
+def test_closures_made_while_capturing_are_returned_with_their_cells(backend, fn):
+    compiled = dynamo_capture.optimize(fn, backend=backend)
+    for _ in range(2):
+        x = torch.randn(4)
+        torch.testing.assert_close(_called(compiled(x), x), _called(fn(x), x))
+    assert backend.frame_count == 1
+
+
+def test_closures_sharing_a_cell_share_it_when_returned(backend):
+    compiled = dynamo_capture.optimize(closures_sharing_a_cell_returned, backend=backend)
+    _, get, put = compiled(torch.randn(4))
+    put(7)
+    assert get() == [1, 2, 7]
+    assert get.__closure__[0] is put.__closure__[0]
+    assert backend.frame_count == 1
+
+
+def test_a_returned_closure_writing_its_cell_keeps_eagers_cell():
+    def counter(x):
+        n = 0
+
+        def bump():
+            nonlocal n
+            n += 1
+            return n
+
+        bump()
+        return x + n, bump
+
+    compiled = dynamo_capture.optimize(counter, backend=CountingBackend())
+    got, bump = compiled(torch.zeros(2))
+    torch.testing.assert_close(got, torch.ones(2))
+    assert (bump(), bump()) == (2, 3)
