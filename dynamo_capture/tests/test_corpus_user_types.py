@@ -833,9 +833,7 @@ def _called(result, x):
     return [item(x) if callable(item) else item for item in result]
 
 
-@pytest.mark.parametrize(
-    "fn", [closure_over_a_size_returned, closures_from_a_factory_returned]
-)
+@pytest.mark.parametrize("fn", [closure_over_a_size_returned, closures_from_a_factory_returned])
 def test_closures_made_while_capturing_are_returned_with_their_cells(backend, fn):
     compiled = dynamo_capture.optimize(fn, backend=backend)
     for _ in range(2):

@@ -84,11 +84,11 @@ from dynamo_capture.state import capturing
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
+    CellValue,
     ContextValue,
     DictValue,
     DictViewValue,
     FakeId,
-    CellValue,
     FunctionValue,
     HandedOnValue,
     IteratorValue,
