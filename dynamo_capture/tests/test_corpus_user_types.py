@@ -713,6 +713,23 @@ def closures_sharing_a_cell_returned(x):
     return x + 1, get, put
 
 
+# ----- iter(function, sentinel) --------------------------------------------------------------
+def iter_of_a_bound_method_until_a_sentinel(x):
+    source = iter([1, 2, 3, 0, 4])
+    return x + sum(iter(source.__next__, 0)), list(source)
+
+
+def iter_of_a_closure_until_a_sentinel(x):
+    values = [3, 2, 1, 0, 5]
+
+    def take():
+        return values.pop(0)
+
+    for value in iter(take, 0):
+        x = x * value
+    return x, values
+
+
 PROGRAMS = {
     fn.__name__: (fn, _one)
     for fn in (
@@ -772,6 +789,8 @@ PROGRAMS = {
         match_mapping_pattern_does_not_run_a_default_factory,
         in_list_of_objects_with_their_own_equality,
         closure_stored_in_a_global_list,
+        iter_of_a_bound_method_until_a_sentinel,
+        iter_of_a_closure_until_a_sentinel,
     )
 }
 PROGRAMS["namedtuple_argument_replace_and_make"] = (
@@ -867,3 +886,14 @@ def test_a_returned_closure_writing_its_cell_keeps_eagers_cell():
     got, bump = compiled(torch.zeros(2))
     torch.testing.assert_close(got, torch.ones(2))
     assert (bump(), bump()) == (2, 3)
+
+
+def test_iter_with_a_sentinel_leaving_the_frame_runs_eagerly(backend):
+    def fn(x):
+        values = [3, 2, 0, 5]
+        iterator = iter(lambda: values.pop(0), 0)
+        return x + 1, iterator, values
+
+    got, iterator, values = dynamo_capture.optimize(fn, backend=backend)(torch.zeros(2))
+    torch.testing.assert_close(got, torch.ones(2))
+    assert (list(iterator), values) == ([3, 2], [5])

@@ -375,6 +375,12 @@ def _callable(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 
 @handles(builtins.iter)
 def _iter(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if len(args) == 2:  # iter(function, sentinel)
+        if isinstance(args[0], PythonValue) and not callable(args[0].obj):
+            raise Unsupported("iter(function, sentinel) of a value that is not callable")
+        from dynamo_capture.lazy_iterators import lazy_callable
+
+        return lazy_callable(tx, args[0], args[1])
     return get_iter(tx, args[0])
 
 

@@ -1046,6 +1046,8 @@ class OutputPlan:
         and each item is made when eagerly it is. Where one of its iterators cannot be
         made again so (a generator, an iterator over a set), the frame runs eagerly."""
         steps = value.produce
+        if steps.kind == "callable":  # reading ahead would call the function early
+            raise Unsupported("an iter(function, sentinel) iterator leaving captured code")
         if value.position != len(value.items) or not _made_again_lazily(value):
             self._read_ahead(value)
         try:
