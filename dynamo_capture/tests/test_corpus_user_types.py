@@ -730,6 +730,69 @@ def iter_of_a_closure_until_a_sentinel(x):
     return x, values
 
 
+# ----- sets: subclasses' operators, early-stopping queries, operand errors ------------------
+class PlainSetSubclass(set):
+    pass
+
+
+class PlainFrozenSubclass(frozenset):
+    pass
+
+
+class AddOneSet(set):
+    def add(self, item):
+        return super().add(item + 1)
+
+
+def _set_algebra(kind):
+    p, q = kind("abc"), kind("bef")
+    return [
+        sorted(p - q), sorted(p | q), sorted(p & q), sorted(p ^ q),
+        p < q, kind("ab") < p, p <= p, p >= kind("ab"), p == set("abc"), p != frozenset("abc"),
+    ]  # fmt: skip
+
+
+def set_subclass_add_calling_super(x):
+    s = AddOneSet([1, 2])
+    s.add(3)
+    return x + (s == {1, 2, 4}), sorted(s)
+
+
+def set_and_frozenset_subclass_algebra(x):
+    return x + 1, _set_algebra(PlainSetSubclass), _set_algebra(PlainFrozenSubclass)
+
+
+def set_subclass_equality_dunders_across_kinds(x):
+    a = PlainFrozenSubclass("abc")
+    kinds = (PlainFrozenSubclass, set, frozenset, PlainSetSubclass)
+    return x + 1, [a == kind(a) for kind in kinds], a.__eq__(set(a)), set.__eq__(set(a), a)
+
+
+def set_isdisjoint_stops_at_the_first_common_item(x):
+    steps = [0]
+
+    def numbers():
+        for value in (7, 2, 9, 1):
+            steps[0] += 1
+            yield value
+
+    s = {2, 5}
+    disjoint = s.isdisjoint(numbers())
+    superset = {7, 2, 1}.issuperset(numbers())
+    return x + steps[0], disjoint, superset
+
+
+def set_operator_with_a_wrong_operand_raises_type_error(x):
+    s = {x}
+    messages = []
+    for attempt in (lambda: s - 1, lambda: s | [1]):
+        try:
+            attempt()
+        except TypeError as error:
+            messages.append(str(error))
+    return x + len(messages), messages
+
+
 PROGRAMS = {
     fn.__name__: (fn, _one)
     for fn in (
@@ -767,7 +830,6 @@ PROGRAMS = {
         itertools_compress_filterfalse_cycle,
         itertools_zip_longest_repeat,
         functools_reduce,
-        functools_partial_of_partial,
         functools_lru_cache_and_cached_property,
         class_with_own_new,
         data_descriptor_with_set_name,
@@ -791,6 +853,10 @@ PROGRAMS = {
         closure_stored_in_a_global_list,
         iter_of_a_bound_method_until_a_sentinel,
         iter_of_a_closure_until_a_sentinel,
+        set_subclass_add_calling_super,
+        set_and_frozenset_subclass_algebra,
+        set_subclass_equality_dunders_across_kinds,
+        set_operator_with_a_wrong_operand_raises_type_error,
     )
 }
 PROGRAMS["namedtuple_argument_replace_and_make"] = (
@@ -897,3 +963,11 @@ def test_iter_with_a_sentinel_leaving_the_frame_runs_eagerly(backend):
     got, iterator, values = dynamo_capture.optimize(fn, backend=backend)(torch.zeros(2))
     torch.testing.assert_close(got, torch.ones(2))
     assert (list(iterator), values) == ([3, 2], [5])
+
+
+# programs where torch.compile's results differ from eager's: eager is the reference
+@pytest.mark.parametrize(
+    "fn", [set_isdisjoint_stops_at_the_first_common_item, functools_partial_of_partial]
+)
+def test_user_type_programs_equal_eager(check, fn):
+    check(fn, torch.randn(4))

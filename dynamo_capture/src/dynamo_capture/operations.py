@@ -102,6 +102,16 @@ _INPLACE_TO_PLAIN = {
 _SYMBOLIC_NUMBERS = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
+def operator_dunders(fn: Any) -> tuple[str, ...]:
+    """The methods through which a class can change what operator `fn` does to it
+    (`__add__`, `__radd__`, and `__iadd__` for `+=`)."""
+    plain = _INPLACE_TO_PLAIN.get(fn, fn)
+    names = _DUNDER.get(plain, ())
+    if fn in _INPLACE_TO_PLAIN and names:
+        return (*names, "__i" + names[0][2:])
+    return names
+
+
 class NotConstant(Exception):
     """A value is not a capture-time constant."""
 
@@ -404,7 +414,7 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         if isinstance(result, set):
             return SetValue(result, cls=frozenset if issubclass(left.cls, frozenset) else set)
         return PythonValue(result)
-    return _dunder_op(tx, plain, left, right)
+    return _dunder_op(tx, plain, left, right, written=fn)
 
 
 _SET_OPS = frozenset(
@@ -571,7 +581,9 @@ def _is_sequence(value: Value) -> bool:
     return isinstance(value, PythonValue) and isinstance(value.obj, list | tuple)
 
 
-def _dunder_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
+def _dunder_op(tx: Translator, fn: Any, left: Value, right: Value, written: Any = None) -> Value:
+    """`left fn right` by the operands' own methods; `written` the operator as the code
+    wrote it (`-=` for `-`), which names it in Python's TypeError."""
     from dynamo_capture.calls import call
 
     names = _DUNDER.get(fn)
@@ -593,10 +605,39 @@ def _dunder_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         guard_same_object(tx, left, right)
         same = _identical(left, right)
         return PythonValue(same if fn is operator.eq else not same)
+    error = _builtin_operand_error(written or fn, left, right)
+    if error is not None:
+        raise error
     raise Unsupported(
         f"operator {getattr(fn, '__name__', fn)} on {python_type_of(left).__name__} and "
         f"{python_type_of(right).__name__}"
     )
+
+
+_EMPTY_BUILTINS = (set, frozenset, list, tuple, dict, int, float, complex, bool, str, bytes)
+
+
+def _builtin_operand_error(fn: Any, left: Value, right: Value) -> Exception | None:
+    """The TypeError Python raises for an operator its builtin operand types do not
+    support (`{x} - 1`), raised in the captured code; None where empty values of the
+    two types do not raise it (the operator may be defined for them)."""
+    kinds = []
+    for side in (left, right):
+        if isinstance(side, TensorValue):
+            return None
+        kind = python_type_of(side)
+        if kind not in _EMPTY_BUILTINS:
+            return None
+        kinds.append(kind)
+    try:
+        fn(kinds[0](), kinds[1]())
+    except TypeError as error:
+        from dynamo_capture.errors import raised_by_python
+
+        return raised_by_python(error)
+    except Exception:  # noqa: BLE001 - any other outcome: not known to be a TypeError
+        return None
+    return None
 
 
 def _identity_comparable(left: Value, right: Value) -> bool:
