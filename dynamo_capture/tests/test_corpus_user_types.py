@@ -971,3 +971,19 @@ def test_iter_with_a_sentinel_leaving_the_frame_runs_eagerly(backend):
 )
 def test_user_type_programs_equal_eager(check, fn):
     check(fn, torch.randn(4))
+
+
+class DoublingArgumentList(list):
+    def __getitem__(self, index):
+        return super().__getitem__(index) * 2
+
+
+def test_slice_of_a_list_subclass_argument_runs_its_getitem_once(backend):
+    # l[1:] is the override's result ([3] * 2), whose [0] is a plain list's item
+    def fn(x, items):
+        return x * items[1:][0] + items[0]
+
+    compiled = dynamo_capture.optimize(fn, backend=backend)
+    for _ in range(2):
+        items = DoublingArgumentList([2, 3])
+        torch.testing.assert_close(compiled(torch.ones(2), items), fn(torch.ones(2), items))

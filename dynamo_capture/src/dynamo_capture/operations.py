@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections.abc
 import contextlib
 import enum
+import inspect
 import operator
 import types
 from typing import TYPE_CHECKING, Any
@@ -1134,6 +1135,11 @@ def _sequence_lookup_error(container: TupleValue | ListValue, key: Any) -> Excep
 
 def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Value:
     obj, source = container.obj, container.source
+    if isinstance(obj, list | tuple | dict | collections.deque) and isinstance(
+        inspect.getattr_static(type(obj), "__getitem__", None), types.FunctionType
+    ):
+        # a subclass's own __getitem__ runs as code (not at capture time, item by item)
+        return _dunder_call(tx, container, "__getitem__", [index])
     if isinstance(
         obj,
         torch.nn.Module
