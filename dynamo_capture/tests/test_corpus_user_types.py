@@ -987,3 +987,26 @@ def test_slice_of_a_list_subclass_argument_runs_its_getitem_once(backend):
     for _ in range(2):
         items = DoublingArgumentList([2, 3])
         torch.testing.assert_close(compiled(torch.ones(2), items), fn(torch.ones(2), items))
+
+
+class ProtocolArgumentList(list):
+    def __len__(self):
+        return 10
+
+    def __iter__(self):
+        return iter([7, 7])
+
+    def __contains__(self, value):
+        return value == 99
+
+
+def test_protocol_methods_of_a_list_subclass_argument_are_its_own(backend):
+    def fn(x, items):
+        return x + len(items) + sum(items) + (99 in items) + (2 in items), list(items)
+
+    compiled = dynamo_capture.optimize(fn, backend=backend)
+    for _ in range(2):
+        items = ProtocolArgumentList([1, 2])
+        got, expected = compiled(torch.zeros(1), items), fn(torch.zeros(1), items)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]

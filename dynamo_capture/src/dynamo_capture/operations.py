@@ -1225,6 +1225,9 @@ _BUILTIN_CONTAINER_CLASSES = frozenset(
 )  # fmt: skip
 
 
+_CONTAINER_BASES = (list, tuple, dict, set, frozenset, collections.deque)
+
+
 def user_override(value: Value, name: str) -> types.FunctionType | None:
     """The Python method `name` of a user subclass of a builtin container, else None.
 
@@ -1232,13 +1235,15 @@ def user_override(value: Value, name: str) -> types.FunctionType | None:
     ListValue whose `cls` is Doubling: its `d[i]`, `len(d)`, `x in d`, `for x in d`
     and operators run the subclass's methods, as eagerly.
     """
-    if not isinstance(value, TupleValue | ListValue | DictValue | SetValue):
+    if isinstance(value, TupleValue | ListValue | DictValue | SetValue):
+        cls = value.cls
+    elif isinstance(value, PythonValue) and isinstance(value.obj, _CONTAINER_BASES):
+        cls = type(value.obj)  # one from outside the frame (an argument)
+    else:
         return None
-    if value.cls in _BUILTIN_CONTAINER_CLASSES:
+    if cls in _BUILTIN_CONTAINER_CLASSES or issubclass(cls, torch.Size):
         return None
-    import inspect
-
-    static = inspect.getattr_static(value.cls, name, None)
+    static = inspect.getattr_static(cls, name, None)
     return static if isinstance(static, types.FunctionType) else None
 
 
