@@ -16,7 +16,7 @@ def compiled(fn, backend, fullgraph=True):
 
 
 def opaque(x):
-    match x:  # a class pattern: capture does not interpret MATCH_CLASS
+    match x:  # a class pattern
         case torch.Tensor():
             return x * 2
     return x

@@ -79,7 +79,7 @@ def test_torch_disabled_module_breaks_the_graph(backend):
 
 
 def _opaque(x):
-    match x:  # a class pattern: capture does not interpret MATCH_CLASS
+    match x:  # a class pattern
         case torch.Tensor():
             return x * 3
     return x
@@ -90,8 +90,8 @@ torch.compiler.allow_in_graph(_opaque)
 
 def test_torch_allow_in_graph_is_not_read_from_torchs_private_registry(backend):
     # torch.compiler.allow_in_graph leaves no attribute, only an entry in a private
-    # registry of torch's: capture treats the function as any other (here: a break,
-    # since it cannot trace MATCH_CLASS), and its results stay eager's.
+    # registry of torch's: capture treats the function as any other (here: inlined,
+    # no call of it in the graph), and its results stay eager's.
     assert not dynamo_capture.is_allowed_in_graph(_opaque)
     fn = compiled(lambda x: _opaque(x + 1) - 1, backend)
     x = torch.randn(4)

@@ -117,8 +117,8 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
     if isinstance(value, ListValue) and value.cls is collections.deque and name == "maxlen":
         return PythonValue(value.maxlen)
     if (
-        isinstance(value, ListValue)
-        and value.cls is not list
+        isinstance(value, ListValue | SetValue)
+        and value.cls not in (list, set, frozenset)
         and not _builtin_method(value.cls, name)
     ):
         return _class_attr(tx, value, value.cls, name)
@@ -242,7 +242,8 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
                 )
     if is_constant(obj) or isinstance(obj, list | tuple | dict | set | frozenset | torch.Size):
         if type(obj).__module__ != "builtins" and isinstance(
-            inspect.getattr_static(type(obj), name, None), types.FunctionType | property
+            inspect.getattr_static(type(obj), name, None),
+            types.FunctionType | property | classmethod | staticmethod,
         ):
             return _class_attr(tx, value, type(obj), name)  # a subclass's Python method
         if name == "__class__":

@@ -77,12 +77,19 @@ def bindings(code: types.CodeType) -> dict[int, Binding]:
 _LOCAL_READS = ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST")
 # names through which code may read every local of its frame
 _FRAME_READERS = frozenset({"locals", "vars", "_getframe", "currentframe", "exec", "eval"})
+# names through which code may see when an object dies: eagerly a frame keeps every local
+# alive until it returns, so a part hands on even the locals no later code reads
+_LIFETIME_WATCHERS = frozenset(
+    {"weakref", "ref", "proxy", "finalize", "WeakMethod", "WeakSet", "WeakKeyDictionary",
+     "WeakValueDictionary", "getrefcount"}
+)  # fmt: skip
 
 
 def read_before_written(code: types.CodeType) -> frozenset[str] | None:
     """The locals some path from the entry may read before storing them (a backward
     liveness over normal and exception flow); None where the code may read all of its
-    locals another way (`locals()`, `sys._getframe()`, zero-argument `super()`).
+    locals another way (`locals()`, `sys._getframe()`, zero-argument `super()`), or may
+    see when a local's object dies (`weakref.ref`).
 
     A part of a split frame hands its locals on by reading them in its epilogue, and
     hands on a local no later part reads as UNBOUND (resume), so a local is left out
@@ -98,7 +105,7 @@ def read_before_written(code: types.CodeType) -> frozenset[str] | None:
 def live_locals(code: types.CodeType) -> dict[int, frozenset[str]] | None:
     """Before each instruction, the locals some path from there may read before storing
     them; None where the code may read all its locals another way (read_before_written)."""
-    if _FRAME_READERS & set(code.co_names):
+    if (_FRAME_READERS | _LIFETIME_WATCHERS) & set(code.co_names):
         return None
     if "super" in code.co_names and "__class__" in code.co_freevars:
         # zero-argument super() reads the first argument from the frame, not by name

@@ -279,16 +279,21 @@ def _hasattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
     if isinstance(args[0], PartialValue):
         # a partial made in the frame has only its class's attributes (its __dict__ is empty)
         return PythonValue(hasattr(functools.partial(print), as_constant(args[1])))
+    return PythonValue(attr_or_missing(tx, args[0], as_constant(args[1])) is not None)
+
+
+def attr_or_missing(tx: Translator, value: Value, name: str) -> Value | None:
+    """`value.name`, or None where reading it raises AttributeError (as hasattr and a
+    class pattern's reads take it: the attribute is missing)."""
     try:
-        get_attr(tx, args[0], as_constant(args[1]))
+        return get_attr(tx, value, name)
     except AttributeError:
-        _guard_missing(tx, args[0], as_constant(args[1]))
-        return PythonValue(False)
+        _guard_missing(tx, value, name)
+        return None
     except ExceptionRaised as raised:  # a __getattr__ the code defines raised it
         if _is_attribute_error(raised):
-            return PythonValue(False)
+            return None
         raise
-    return PythonValue(True)
 
 
 def _is_attribute_error(raised: ExceptionRaised) -> bool:
@@ -370,6 +375,12 @@ def _callable(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 
 @handles(builtins.iter)
 def _iter(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if len(args) == 2:  # iter(function, sentinel)
+        if isinstance(args[0], PythonValue) and not callable(args[0].obj):
+            raise Unsupported("iter(function, sentinel) of a value that is not callable")
+        from dynamo_capture.lazy_iterators import lazy_callable
+
+        return lazy_callable(tx, args[0], args[1])
     return get_iter(tx, args[0])
 
 

@@ -36,6 +36,7 @@ from dynamo_capture.operations import (
     as_constant,
     describe,
     dict_items,
+    hashable_key,
     python_type_of,
     sequence_items,
 )
@@ -74,6 +75,7 @@ from dynamo_capture.values import (
     ObjectValue,
     PartialValue,
     PythonValue,
+    SetValue,
     TensorValue,
     TupleValue,
     Value,
@@ -803,7 +805,14 @@ def construct(
         return TupleValue(sequence_items(tx, args[0]) if args else [], cls)
     if _plain_builtin_subclass(cls, list) and not kwargs and len(args) <= 1:
         return ListValue(sequence_items(tx, args[0]) if args else [], cls=cls)
-    if cls is collections.defaultdict:
+    if (
+        (_plain_builtin_subclass(cls, set) or _plain_builtin_subclass(cls, frozenset))
+        and not kwargs
+        and len(args) <= 1
+    ):
+        items = sequence_items(tx, args[0]) if args else []
+        return SetValue({hashable_key(item) for item in items}, cls=cls)
+    if cls is collections.defaultdict or _plain_builtin_subclass(cls, collections.defaultdict):
         factory = args[0] if args else kwargs.pop("default_factory", PythonValue(None))
         instance_dict = DictValue({}, cls, attrs={"default_factory": factory})
         from dynamo_capture.methods import call_method

@@ -35,6 +35,7 @@ from dynamo_capture import (  # noqa: F401  (registers handlers)
     opcodes_data,
     opcodes_exceptions,
     opcodes_flow,
+    opcodes_match,
     side_effects,
 )
 from dynamo_capture.bound_locals import live_locals, read_before_written
@@ -49,7 +50,7 @@ from dynamo_capture.errors import (
 from dynamo_capture.frame_guards import CompiledGuards
 from dynamo_capture.frame_target import FrameTarget
 from dynamo_capture.function_transforms import ClosureTransform
-from dynamo_capture.function_values import function_attr
+from dynamo_capture.function_values import function_attr, writes_free_variable
 from dynamo_capture.functorch_inline import InlinedTransform, Pullback
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes, drop_undone_switches
 from dynamo_capture.interpreter import Translator, check_registry
@@ -83,6 +84,7 @@ from dynamo_capture.state import capturing
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
+    CellValue,
     ContextValue,
     DictValue,
     DictViewValue,
@@ -810,6 +812,8 @@ class OutputPlan:
         self._named: dict[int, tuple[Value, str]] = {}
         # outside values read into a local before the replayed writes (_source_read)
         self._reads: dict[str, str] = {}
+        # the closures whose cells are being made (a cell holding one of them: a cycle)
+        self._making: set[int] = set()
 
     def _constant(self, value: Any) -> str:
         if has_symbolic(value):
@@ -935,9 +939,13 @@ class OutputPlan:
         if isinstance(value, SetValue):
             if any(isinstance(item, IdentityKey) for item in value.items):
                 listed = "{" + ", ".join(self._key_expr(item) for item in value.items) + "}"
-                return listed if value.cls is set else f"frozenset({listed})"
+                if value.cls is set:
+                    return listed
+                return f"{self._constant(value.cls)}({listed})"
             if value.cls is frozenset:
                 return self._constant(frozenset(value.items))
+            if value.cls is not set:  # a user subclass keeping set's __new__ and __init__
+                return f"{self._constant(value.cls)}({self._constant(frozenset(value.items))})"
             return self._constant(set(value.items)) + ".copy()"
         if isinstance(value, IteratorValue):
             return self._iterator(value)
@@ -1046,6 +1054,8 @@ class OutputPlan:
         and each item is made when eagerly it is. Where one of its iterators cannot be
         made again so (a generator, an iterator over a set), the frame runs eagerly."""
         steps = value.produce
+        if steps.kind == "callable":  # reading ahead would call the function early
+            raise Unsupported("an iter(function, sentinel) iterator leaving captured code")
         if value.position != len(value.items) or not _made_again_lazily(value):
             self._read_ahead(value)
         try:
@@ -1074,15 +1084,25 @@ class OutputPlan:
 
     def _function(self, value: FunctionValue) -> str:
         """A closure made while capturing, made again from its code and its real cells."""
+        self._making.add(id(value))
+        try:
+            return self._make_function(value)
+        finally:
+            self._making.discard(id(value))
+
+    def _make_function(self, value: FunctionValue) -> str:
         cells = []
-        for cell in value.closure:
+        for name, cell in zip(value.code.co_freevars, value.closure, strict=True):
             source = cell.source
-            if not (isinstance(source, AttrSource) and source.member == "cell_contents"):
+            if isinstance(source, AttrSource) and source.member == "cell_contents":
+                cells.append(f"{source.source.expr}, ")  # a real cell a part was handed
+            elif source is None and not writes_free_variable(value.code, name):
+                cells.append(f"{self._cell(value, cell)}, ")
+            else:
                 raise Unsupported(
                     f"returning the function {value.name!r}, whose closure holds a cell made "
                     "while capturing"
                 )
-            cells.append(f"{source.source.expr}, ")
         defaults = "(" + "".join(f"{self.expr(item)}, " for item in value.defaults) + ")"
         kwdefaults = ", ".join(
             f"{name!r}: {self.expr(item)}" for name, item in value.kwdefaults.items()
@@ -1098,6 +1118,25 @@ class OutputPlan:
             f"___make_function({self._constant(value.code)}, {self._constant(value.globals)}, "
             f"{defaults}, {{{kwdefaults}}}, ({''.join(cells)}), {{{attrs}}})"
         )
+
+    def _cell(self, function: FunctionValue, cell: CellValue) -> str:
+        """A cell made while capturing, as a new cell holding what it holds now, made once
+        for all the closures that share it.
+
+        NOTE: the code has run to where its values leave it (its return, a part's end),
+        and no closure sharing the cell writes it (writes_free_variable): what the cell
+        holds now is what it holds from then on, so a new cell is as good as the one the
+        eager frame made."""
+        named = self._named.get(id(cell))
+        if named is not None and named[0] is cell:
+            return named[1]
+        if isinstance(cell.contents, FunctionValue) and id(cell.contents) in self._making:
+            raise Unsupported(f"returning the function {function.name!r}, which calls itself")
+        contents = "" if cell.contents is None else self.expr(cell.contents)
+        name = f"___v{len(self.prelude)}"
+        self.prelude.append(f"{name} = {self._constant(types.CellType)}({contents})")
+        self._named[id(cell)] = (cell, name)
+        return name
 
     def replays(self) -> list[str]:
         """Statements that redo the frame's attribute writes on outside objects, in order."""

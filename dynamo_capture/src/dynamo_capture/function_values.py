@@ -9,12 +9,14 @@ the real function made when the value leaves the frame.
 
 from __future__ import annotations
 
+import dis
 import sys
+import types
 from typing import Any
 
 from dynamo_capture.values import DictValue, FunctionValue, PythonValue, TupleValue, Value
 
-__all__ = ["function_attr", "set_function_attr"]
+__all__ = ["function_attr", "set_function_attr", "writes_free_variable"]
 
 _READ_ONLY = frozenset({"__code__", "__globals__", "__closure__", "__builtins__"})
 
@@ -74,3 +76,16 @@ def set_function_attr(value: FunctionValue, name: str, item: Value) -> bool:
         return False
     value.attrs[name] = item
     return True
+
+
+def writes_free_variable(code: types.CodeType, name: str) -> bool:
+    """Whether `code`, or a function it makes, may store to or delete its free (or cell)
+    variable `name` (`nonlocal name; name = ...`)."""
+    for inst in dis.get_instructions(code):
+        if inst.opname in ("STORE_DEREF", "DELETE_DEREF") and inst.argval == name:
+            return True
+    return any(
+        writes_free_variable(const, name)
+        for const in code.co_consts
+        if isinstance(const, types.CodeType)
+    )

@@ -29,6 +29,7 @@ generator, one over a set or a dict's forward iterator) runs the frame eagerly.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -383,17 +384,35 @@ class LazySteps:
     again, when each of them can be (capture.OutputPlan): nothing is read ahead."""
 
     def __init__(
-        self, kind: str, function: Value | None, iterators: list[IteratorValue], count: int = 0
+        self,
+        kind: str,
+        function: Value | None,
+        iterators: list[IteratorValue],
+        count: int = 0,
+        sentinel: Value | None = None,
     ) -> None:
         self.kind = kind
         self.function = function
         self.iterators = iterators
         self.count = count
+        self.sentinel = sentinel  # iter(function, sentinel)'s
+        self.finished = False
 
     def __call__(self, reader: Translator) -> Value | None:
         from dynamo_capture.calls import call
-        from dynamo_capture.operations import truth
+        from dynamo_capture.operations import binary_op, truth
 
+        if self.kind == "callable":  # the function called until it gives the sentinel
+            assert self.function is not None and self.sentinel is not None
+            if self.finished:
+                return None
+            item = call(reader, self.function, [], {})
+            if item is self.sentinel or truth(
+                reader, binary_op(reader, operator.eq, item, self.sentinel)
+            ):
+                self.finished = True  # and stays so, as CPython's callable_iterator
+                return None
+            return item
         if self.kind == "filter":
             (iterator,) = self.iterators
             while (item := next_item(reader, iterator)) is not None:
@@ -432,6 +451,12 @@ def lazy_zip(tx: Translator, args: list[Value], strict: bool) -> IteratorValue:
     if strict:
         raise Unsupported("zip(strict=True) over a generator, map or filter made in the frame")
     return IteratorValue([], kind="zip", produce=LazySteps("zip", None, _iterators(tx, args)))
+
+
+def lazy_callable(tx: Translator, function: Value, sentinel: Value) -> IteratorValue:
+    """iter(function, sentinel): the function called as each item is read."""
+    steps = LazySteps("callable", function, [], sentinel=sentinel)
+    return IteratorValue([], kind="callable", produce=steps)
 
 
 def lazy_enumerate(tx: Translator, arg: Value, start: int) -> IteratorValue:

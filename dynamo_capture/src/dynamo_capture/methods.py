@@ -511,13 +511,28 @@ def _set_query(name: str) -> Method:
     """A set method that reads the set and its arguments (constants) and makes a new value."""
 
     def query(tx: Translator, s: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if name in ("isdisjoint", "issuperset") and len(args) == 1 and not kwargs:
+            return _set_stops_early(tx, s, name, args[0])
         others = [{_key(item) for item in sequence_items(tx, other)} for other in args]
         result = getattr(set(s.items), name)(*others)
-        if isinstance(result, set):
-            return SetValue(result, cls=s.cls)
+        if isinstance(result, set):  # a subclass's set algebra makes its builtin base
+            return SetValue(result, cls=frozenset if issubclass(s.cls, frozenset) else set)
         return PythonValue(result)
 
     return query
+
+
+def _set_stops_early(tx: Translator, s: Any, name: str, other: Value) -> Value:
+    """s.isdisjoint(other) / s.issuperset(other) as CPython reads an iterable: item by
+    item, stopping at the first that decides (an item in s / one not in s), so a
+    generator is not run past it."""
+    from dynamo_capture.lazy_iterators import each_item
+
+    mine = set(s.items)
+    for item in each_item(tx, other):
+        if (_key(item) in mine) == (name == "isdisjoint"):
+            return PythonValue(False)
+    return PythonValue(True)
 
 
 SET_METHODS: dict[str, Method] = {
@@ -789,7 +804,16 @@ def _operator_dunder(fn: Callable[..., Any], counts: bool = False) -> Method:
     an operand of the container's own builtin kind (or an int count, for repetition;
     any iterable, for a list's `__iadd__`); others return NotImplemented or raise
     eagerly, which capture does not model."""
-    from dynamo_capture.operations import binary_op
+    from dynamo_capture.operations import binary_op, operator_dunders, user_override
+
+    def builtin_operator(side: Value) -> bool:
+        """The operator on `side` is its builtin type's: a builtin, or a container
+        subclass made in the frame that defines none of the operator's methods."""
+        if python_type_of(side).__module__ in ("builtins", "collections"):
+            return True
+        return isinstance(side, TupleValue | ListValue | DictValue | SetValue) and not any(
+            user_override(side, name) for name in operator_dunders(fn)
+        )
 
     def method(tx: Translator, container: Value, args: list[Value], kwargs: Any) -> Value:
         if kwargs or len(args) != 1:
@@ -804,11 +828,7 @@ def _operator_dunder(fn: Callable[..., Any], counts: bool = False) -> Method:
             ok = kind is not None and kind is other_kind
         # NOTE: a subclass's own operators (super().__add__ from one) are not modelled:
         # the operator would call them again
-        plain = all(
-            python_type_of(side).__module__ in ("builtins", "collections")
-            for side in (container, other)
-        )
-        if not (ok and plain):
+        if not (ok and builtin_operator(container) and builtin_operator(other)):
             raise Unsupported(f"{fn.__name__} dunder of a {python_type_of(container).__name__}")
         return binary_op(tx, fn, container, other)
 
@@ -922,7 +942,7 @@ def _table_for(receiver: Value) -> dict[str, Method] | None:
     if issubclass(kind, dict):
         return DICT_METHODS
     if isinstance(receiver, SetValue):
-        if receiver.cls is frozenset:  # no methods that change it
+        if issubclass(receiver.cls, frozenset):  # no methods that change it
             return {name: SET_METHODS[name] for name in _SET_QUERIES}
         return SET_METHODS
     if issubclass(kind, tuple):

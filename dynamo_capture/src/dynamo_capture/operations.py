@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections.abc
 import contextlib
 import enum
+import inspect
 import operator
 import types
 from typing import TYPE_CHECKING, Any
@@ -100,6 +101,16 @@ _INPLACE_TO_PLAIN = {
 
 
 _SYMBOLIC_NUMBERS = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def operator_dunders(fn: Any) -> tuple[str, ...]:
+    """The methods through which a class can change what operator `fn` does to it
+    (`__add__`, `__radd__`, and `__iadd__` for `+=`)."""
+    plain = _INPLACE_TO_PLAIN.get(fn, fn)
+    names = _DUNDER.get(plain, ())
+    if fn in _INPLACE_TO_PLAIN and names:
+        return (*names, "__i" + names[0][2:])
+    return names
 
 
 class NotConstant(Exception):
@@ -401,8 +412,10 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         return sequence
     if isinstance(left, SetValue) and isinstance(right, SetValue) and plain in _SET_OPS:
         result = plain(set(left.items), set(right.items))  # identity keys: tensors by id
-        return SetValue(result, cls=left.cls) if isinstance(result, set) else PythonValue(result)
-    return _dunder_op(tx, plain, left, right)
+        if isinstance(result, set):
+            return SetValue(result, cls=frozenset if issubclass(left.cls, frozenset) else set)
+        return PythonValue(result)
+    return _dunder_op(tx, plain, left, right, written=fn)
 
 
 _SET_OPS = frozenset(
@@ -490,6 +503,11 @@ def _sequence_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value | 
         if fn is operator.imul and kind is list and sequence is left:
             return _repeat_list_in_place(tx, left, items)
         return ListValue(items) if kind is list else TupleValue(items)
+    if plain in (operator.eq, operator.ne) and left_kind is not None and right_kind is not None:
+        same = _sequences_equal(tx, left, right) if left_kind is right_kind else False
+        if same is None:
+            return None
+        return PythonValue(same if plain is operator.eq else not same)
     if (
         plain is operator.or_
         and isinstance(left, DictValue | PythonValue)
@@ -498,6 +516,34 @@ def _sequence_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value | 
         if python_type_of(left) is dict and python_type_of(right) is dict:
             return DictValue({**dict_items(tx, left), **dict_items(tx, right)})
     return None
+
+
+def _sequences_equal(tx: Translator, left: Value, right: Value) -> bool | None:
+    """list == list, tuple == tuple of items not all constants, as Python compares them:
+    the lengths, then each pair of items by identity, else by ==; None where an item's
+    == gives no Python truth known now (a tensor's)."""
+    left_items, right_items = sequence_items(tx, left), sequence_items(tx, right)
+    if len(left_items) != len(right_items):
+        return False
+    for a, b in zip(left_items, right_items, strict=True):
+        constants = is_constant_value(a) and is_constant_value(b)
+        if not constants and _identical(a, b):
+            guard_identity(tx, a, b)
+            continue
+        equal = binary_op(tx, operator.eq, a, b)
+        if not (isinstance(equal, PythonValue) and type(equal.obj) is bool):
+            return None
+        if not equal.obj:
+            return False
+    return True
+
+
+def _user_equal(tx: Translator, left: Value, right: Value) -> bool:
+    """`left == right` where a side defines its own equality, as a Python truth known now."""
+    equal = binary_op(tx, operator.eq, left, right)
+    if isinstance(equal, TensorValue):
+        raise Unsupported("`in` with an __eq__ that gives a tensor is data-dependent")
+    return truth(tx, equal)
 
 
 def _sequence_kind(value: Value) -> type | None:
@@ -536,7 +582,9 @@ def _is_sequence(value: Value) -> bool:
     return isinstance(value, PythonValue) and isinstance(value.obj, list | tuple)
 
 
-def _dunder_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
+def _dunder_op(tx: Translator, fn: Any, left: Value, right: Value, written: Any = None) -> Value:
+    """`left fn right` by the operands' own methods; `written` the operator as the code
+    wrote it (`-=` for `-`), which names it in Python's TypeError."""
     from dynamo_capture.calls import call
 
     names = _DUNDER.get(fn)
@@ -558,10 +606,39 @@ def _dunder_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         guard_same_object(tx, left, right)
         same = _identical(left, right)
         return PythonValue(same if fn is operator.eq else not same)
+    error = _builtin_operand_error(written or fn, left, right)
+    if error is not None:
+        raise error
     raise Unsupported(
         f"operator {getattr(fn, '__name__', fn)} on {python_type_of(left).__name__} and "
         f"{python_type_of(right).__name__}"
     )
+
+
+_EMPTY_BUILTINS = (set, frozenset, list, tuple, dict, int, float, complex, bool, str, bytes)
+
+
+def _builtin_operand_error(fn: Any, left: Value, right: Value) -> Exception | None:
+    """The TypeError Python raises for an operator its builtin operand types do not
+    support (`{x} - 1`), raised in the captured code; None where empty values of the
+    two types do not raise it (the operator may be defined for them)."""
+    kinds = []
+    for side in (left, right):
+        if isinstance(side, TensorValue):
+            return None
+        kind = python_type_of(side)
+        if kind not in _EMPTY_BUILTINS:
+            return None
+        kinds.append(kind)
+    try:
+        fn(kinds[0](), kinds[1]())
+    except TypeError as error:
+        from dynamo_capture.errors import raised_by_python
+
+        return raised_by_python(error)
+    except Exception:  # noqa: BLE001 - any other outcome: not known to be a TypeError
+        return None
+    return None
 
 
 def _identity_comparable(left: Value, right: Value) -> bool:
@@ -1058,6 +1135,11 @@ def _sequence_lookup_error(container: TupleValue | ListValue, key: Any) -> Excep
 
 def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Value:
     obj, source = container.obj, container.source
+    if isinstance(obj, list | tuple | dict | collections.deque) and isinstance(
+        inspect.getattr_static(type(obj), "__getitem__", None), types.FunctionType
+    ):
+        # a subclass's own __getitem__ runs as code (not at capture time, item by item)
+        return _dunder_call(tx, container, "__getitem__", [index])
     if isinstance(
         obj,
         torch.nn.Module
@@ -1143,6 +1225,9 @@ _BUILTIN_CONTAINER_CLASSES = frozenset(
 )  # fmt: skip
 
 
+_CONTAINER_BASES = (list, tuple, dict, set, frozenset, collections.deque)
+
+
 def user_override(value: Value, name: str) -> types.FunctionType | None:
     """The Python method `name` of a user subclass of a builtin container, else None.
 
@@ -1150,13 +1235,15 @@ def user_override(value: Value, name: str) -> types.FunctionType | None:
     ListValue whose `cls` is Doubling: its `d[i]`, `len(d)`, `x in d`, `for x in d`
     and operators run the subclass's methods, as eagerly.
     """
-    if not isinstance(value, TupleValue | ListValue | DictValue | SetValue):
+    if isinstance(value, TupleValue | ListValue | DictValue | SetValue):
+        cls = value.cls
+    elif isinstance(value, PythonValue) and isinstance(value.obj, _CONTAINER_BASES):
+        cls = type(value.obj)  # one from outside the frame (an argument)
+    else:
         return None
-    if value.cls in _BUILTIN_CONTAINER_CLASSES:
+    if cls in _BUILTIN_CONTAINER_CLASSES or issubclass(cls, torch.Size):
         return None
-    import inspect
-
-    static = inspect.getattr_static(value.cls, name, None)
+    static = inspect.getattr_static(cls, name, None)
     return static if isinstance(static, types.FunctionType) else None
 
 
@@ -1270,10 +1357,13 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
         key = as_constant(item)
     except NotConstant:
         for candidate in _candidates(tx, container):
-            if not isinstance(candidate, TensorValue) and not _identity_comparable(item, candidate):
-                raise Unsupported("`in` with objects that define their own equality") from None
-            guard_identity(tx, item, candidate)
-            if is_op(item, candidate):
+            if isinstance(candidate, TensorValue) or _identity_comparable(item, candidate):
+                guard_identity(tx, item, candidate)
+                if is_op(item, candidate):
+                    return True
+            elif is_op(item, candidate):  # the same object, equal before any __eq__
+                return True
+            elif _user_equal(tx, candidate, item):
                 return True
         return False
     for candidate in _candidates(tx, container):

@@ -50,7 +50,7 @@ def test_torch_disabled_forward_in_a_model_breaks_the_graph_and_matches_eager():
 
 
 def _gelu_like(x):
-    match x:  # a class pattern: capture does not interpret MATCH_CLASS
+    match x:  # a class pattern
         case torch.Tensor():
             return x * torch.sigmoid(1.702 * x)
     return x
