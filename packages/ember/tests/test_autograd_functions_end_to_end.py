@@ -5,6 +5,7 @@ one graph where torch.compile has one."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import pathlib
 import sys
@@ -14,12 +15,24 @@ import torch
 
 import dynamo_capture
 import ember
+from dynamo_capture.testing import assert_same, clone_inputs
 from ember.backends import lookup_backend
 
-sys.path.insert(0, str(pathlib.Path(__file__).parents[3] / "dynamo_capture" / "tests"))
-import autograd_function_programs as programs  # noqa: E402
 
-from dynamo_capture.testing import assert_same, clone_inputs  # noqa: E402
+def _programs():
+    """dynamo_capture's program table, loaded by path (its tests folder stays off
+    sys.path: its conftest would shadow this package's)."""
+    path = pathlib.Path(__file__).parents[3] / "dynamo_capture" / "tests"
+    spec = importlib.util.spec_from_file_location(
+        "autograd_function_programs", path / "autograd_function_programs.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+programs = _programs()
 
 BACKENDS = ["eager", "aot_eager", "inductor"]
 _ALL = programs.CAPTURED + programs.INLINED + programs.BROKEN
