@@ -200,3 +200,41 @@ def test_a_no_grad_view_restrided_in_place_is_returned_cut_from_autograd():
     assert out.requires_grad == want.requires_grad
     other.sum().backward()
     torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))
+
+
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_output_restrided_under_no_grad_beside_other_outputs_raises_only_at_its_backward(dim):
+    """`v.unsqueeze_(-1)` under no_grad leaves v's autograd node expecting the old
+    shape: eager's backward through v raises ("invalid gradient at index N", N its
+    place among the outputs differentiated together), the call and the other outputs'
+    gradients do not. `unsqueeze_(0)` keeps a shape the gradient sums back to."""
+
+    def fn(x):
+        a = x.sin() * 2
+        v = x.sum(dim=[-1], keepdim=True)
+        with torch.no_grad():
+            v.unsqueeze_(dim)
+        return a, v
+
+    def grads(outputs, x, which):
+        x.grad = None
+        loss = sum(
+            (outputs[i] * torch.arange(outputs[i].numel()).view(outputs[i].shape)).sum()
+            for i in which
+        )
+        try:
+            loss.backward(retain_graph=True)
+        except RuntimeError:
+            return "raised"
+        return x.grad.clone()
+
+    compiled = aot_function(fn, identity_compiler)
+    x = torch.randn(2, 2, requires_grad=True)
+    expected, actual = fn(x), compiled(x)
+    _assert_same_outputs(actual, expected)
+    for which in ([0], [0, 1]):
+        got, want = grads(actual, x, which), grads(expected, x, which)
+        if isinstance(want, str):
+            assert got == want
+        else:
+            torch.testing.assert_close(got, want)

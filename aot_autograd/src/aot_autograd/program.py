@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -352,7 +353,9 @@ def _raising_backwards(
     call. Each differentiable output's backward is run alone, before the traced one
     (not traced: only the tracer's kernel checks and formula overrides); only those
     failing with the same message are kept, so a failure of tracing itself is never
-    turned into a backward error.
+    turned into a backward error. The position autograd names in a message (`invalid
+    gradient at index 1`: the output's place among those differentiated together) is
+    not compared, and each output keeps its own run's message.
     """
     errors = {}
     for i, (t, wanted) in enumerate(zip(outputs, differentiable)):
@@ -365,12 +368,20 @@ def _raising_backwards(
             with torch.enable_grad(), torch._C._DisableAutocast(), KernelChecks():
                 torch.autograd.grad(t, leaves, grad, allow_unused=True, retain_graph=True)
         except RuntimeError as error:
-            if str(error) == message:
-                errors[i] = message
+            if _without_positions(str(error)) == _without_positions(message):
+                errors[i] = str(error)
         finally:
             for handle in handles:
                 handle.remove()
     return errors
+
+
+_POSITION = re.compile(r"\bat index \d+")
+
+
+def _without_positions(message: str) -> str:
+    """`message` with the output positions autograd names in it (`at index 1`) blanked."""
+    return _POSITION.sub("at index _", message)
 
 
 def _leaves(grad_fn: Any) -> list[torch.Tensor]:
