@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,12 @@ import guards
 from aot_autograd.absent_tangents import without_absent_tangents
 from aot_autograd.attention import dense_attention_masks
 from aot_autograd.checks import checks_on, verify_functional_graph
-from aot_autograd.errors import AotAutogradError, SymbolicShapeError
+from aot_autograd.errors import (
+    AotAutogradError,
+    EagerCallWarning,
+    RestridedLeafError,
+    SymbolicShapeError,
+)
 from aot_autograd.partitioners import default_partition
 from aot_autograd.portable import BACKWARD_STORED_APART, CompiledGraphCache, CompiledParts
 from aot_autograd.program import (
@@ -159,11 +165,19 @@ class AotCallable:
             compiled.assumptions is not None and not _assumptions_hold(compiled, args)
         ):
             return self._static_call(args)
-        if compiled.program.mutated_inputs:
-            if aliased_mutated_input(compiled.program, args) is not None:
-                return self._eager_call(args)
-            return compiled.call.aliasing_checked(args)
-        return compiled.call(args)
+        try:
+            if compiled.program.mutated_inputs:
+                if aliased_mutated_input(compiled.program, args) is not None:
+                    return self._eager_call(args)
+                return compiled.call.aliasing_checked(args)
+            return compiled.call(args)
+        except RestridedLeafError as error:  # raised before the graph ran
+            warnings.warn(
+                f"running the graph's ops eagerly for this call: {error}",
+                EagerCallWarning,
+                stacklevel=2,
+            )
+            return self.flat_fn(*args)
 
     @staticmethod
     def _key(args: Sequence[Any]) -> tuple[tuple | None, bool, tuple]:

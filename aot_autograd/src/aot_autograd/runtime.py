@@ -28,6 +28,7 @@ from torch import fx
 from aot_autograd.errors import (
     AotAutogradError,
     DoubleBackwardError,
+    RestridedLeafError,
     UnsupportedMutationError,
     ValueChangedError,
 )
@@ -871,15 +872,16 @@ def output_assembler(
 def _check_no_leaf_restrided(args: Sequence[Any], restrided: tuple[int, ...]) -> None:
     """Refuse a leaf requiring grad that the graph restrides in place (`w.t_()` under
     no_grad): autograd takes its gradient in the shape it has when the graph runs, the
-    old one, where eager's is in the new one."""
+    old one, where eager's is in the new one. Raised before the graph runs, so the
+    caller (AotCallable) runs the call's ops eagerly instead."""
     for index in restrided:
         arg = args[index]
         if arg.is_leaf and arg.requires_grad:
-            raise UnsupportedMutationError(
+            raise RestridedLeafError(
                 f"input {index} is a leaf tensor requiring grad whose shape or strides the "
                 "compiled code changes in place (t_, unsqueeze_, as_strided_ under no_grad); "
                 "restride it before calling the compiled function, or assign a view "
-                "(w = w.t()) instead"
+                "(w = w.t()) instead, to run the compiled graph"
             )
 
 
