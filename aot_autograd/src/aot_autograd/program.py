@@ -35,7 +35,13 @@ from aot_autograd.errors import (
 from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
 from aot_autograd.saved_tensors import SavedTensors, stale_saved_tensor_errors
 from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
-from aot_autograd.tracer import AtenTracer, GraphRecorder, KernelChecks, TensorRecord
+from aot_autograd.tracer import (
+    AtenTracer,
+    GraphRecorder,
+    KernelChecks,
+    TensorRecord,
+    _is_view_op,
+)
 from aot_autograd.value_assertions import ValueAssertion, ValueAssertionMode
 
 __all__ = [
@@ -427,6 +433,26 @@ class _OutputPlan:
         self.graph_nodes.append(node)
         return len(self.graph_nodes) - 1
 
+    def _fresh(self, node: fx.Node, shape: Sequence, stride: Sequence) -> fx.Node:
+        """`node`'s value as a tensor of its own where the graph computes it as a view
+        (`t(copy(t(v), ...))`: a value written through a view of it), laid out with
+        `shape` and `stride`.
+
+        A graph output that is a view would come back from the autograd Function as a
+        view made inside it, which autograd refuses to modify in place (`v.unsqueeze_(0)`
+        after the call), and as a view of a buffer eager's output is not.
+        """
+        if not (node.op == "call_function" and _is_view_op(node.target)):
+            return node
+        val = node.meta.get("val")
+        emit = self.recorder.emit
+        empty = emit(
+            torch.ops.aten.empty_strided.default,
+            (tuple(shape), tuple(stride)),
+            {"dtype": val.dtype, "device": val.device},
+        )
+        return emit(torch.ops.aten.copy.default, (empty, node))
+
     def _in_layout_of(self, geometry: tuple, node: fx.Node) -> fx.Node:
         """`node`'s value laid out with `geometry`'s shape and strides, its base's when
         made (a base written through a view may have come back from the writes in
@@ -470,7 +496,7 @@ class _OutputPlan:
                 else:  # reshaped in place (`unsqueeze_`): the base as it is now, which
                     # autograd (and the tangent traced for it) knows by its new shape
                     layout, node = current, self.recorder.node_of(t)
-                node = self._in_layout_of(layout, node)
+                node = self._fresh(self._in_layout_of(layout, node), *layout[:2])
                 base_index[id(base)] = self._graph_output(t, node)
                 self._base_strides[id(base)] = tuple(layout[1])
             index = base_index[id(base)]
@@ -480,7 +506,8 @@ class _OutputPlan:
             if _cut_from_autograd(leaf, t):
                 spec = dataclasses.replace(spec, kind="base_alias_no_grad")
             return dataclasses.replace(spec, base_stride=self._base_strides[id(base)])
-        return OutputSpec("graph", self._graph_output(leaf, self.recorder.node_of(leaf)))
+        node = self._fresh(self.recorder.node_of(leaf), leaf.shape, leaf.stride())
+        return OutputSpec("graph", self._graph_output(leaf, node))
 
 
 def _views_base(leaf: torch.Tensor, record: Any) -> bool:
