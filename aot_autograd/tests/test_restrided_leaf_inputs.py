@@ -66,3 +66,35 @@ def test_non_leaf_restrided_under_no_grad_runs_compiled():
         actual = compiled(base * 1)
     for got, want in zip(actual, expected, strict=True):
         torch.testing.assert_close(got, want)
+
+
+RESTRIDES_OF_A_CONSTANT = {
+    "unsqueeze_": lambda c: c.unsqueeze_(0),
+    "t_": lambda c: c.t_(),
+    "transpose_unsqueeze": lambda c: c.unsqueeze_(0).transpose_(1, 2),
+}
+
+
+@pytest.mark.parametrize(
+    "restride", RESTRIDES_OF_A_CONSTANT.values(), ids=RESTRIDES_OF_A_CONSTANT.keys()
+)
+def test_input_restrided_then_saved_for_backward_keeps_its_gradient(restride):
+    """`c.unsqueeze_(0)` on an input without grad, then `c * w`: the backward reads the
+    restrided `c`. Eager's version bump comes before the save; the compiled call's
+    restride after the graph must not fail the saved view's version check."""
+
+    def fn(w, c):
+        restride(c)
+        return torch.mul(c, w)
+
+    compiled = aot_function(fn, lambda gm, _: gm)
+    results = []
+    for f in (fn, compiled, compiled):
+        w = torch.linspace(-1, 1, 3).requires_grad_()
+        c = torch.arange(9.0).reshape(3, 3)
+        out = f(w, c)
+        out.sum().backward()
+        results.append((out.detach(), w.grad, c))
+    for got in results[1:]:
+        torch.testing.assert_close(got, results[0])
+        assert got[2].stride() == results[0][2].stride()

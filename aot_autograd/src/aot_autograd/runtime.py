@@ -898,8 +898,22 @@ def _restride_inputs(program: TracedProgram, args: Sequence[Any]) -> None:
         if not from_storage_start:
             start += arg.storage_offset()
         # (a leaf requiring grad is restrided only where grad mode was off, as tracing saw)
+        version = arg._version
         with torch.no_grad() if arg.is_leaf else contextlib.nullcontext():
             arg.as_strided_(size, stride, start)
+        # NOTE: the version bump of eager's in-place op was made before the graph ran
+        # (`_bump_restrided_versions`): bumping again here would fail the backward of
+        # the views of the input the graph saved, as in eager it does not.
+        torch._C._autograd._unsafe_set_version_counter((arg,), (version,))
+
+
+def _bump_restrided_versions(args: Sequence[Any], restrided: tuple[int, ...]) -> None:
+    """Bump the version of each input the graph restrides in place, before the graph
+    runs, as eager's `x.unsqueeze_(0)` does before the ops after it: the views of the
+    input the graph saves for the backward (`x * w` saves `unsqueeze(x)`) record the
+    bumped version, and the restride after the graph keeps it (`_restride_inputs`)."""
+    for index in restrided:
+        torch.autograd.graph.increment_version(args[index])
 
 
 def assemble_outputs(program: TracedProgram, args: Sequence[Any], graph_outputs: Sequence) -> Any:
@@ -954,8 +968,10 @@ def compiled_call(
         return aliasing_checked(args)
 
     def aliasing_checked(args: Sequence) -> Any:
-        if restrided and training:
-            _check_no_leaf_restrided(args, restrided)
+        if restrided:
+            if training:
+                _check_no_leaf_restrided(args, restrided)
+            _bump_restrided_versions(args, restrided)
         if _any_autocast_enabled():
             with _autocast_off():
                 return _run(args)
