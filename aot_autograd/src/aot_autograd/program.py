@@ -47,6 +47,7 @@ from aot_autograd.value_assertions import ValueAssertion, ValueAssertionMode
 __all__ = [
     "INPUTS_WRITTEN_IN_PLACE",
     "INPUT_MUTATIONS",
+    "MUTATED_INPUT",
     "USER_VISIBLE_OUTPUTS",
     "OutputSpec",
     "TracedProgram",
@@ -67,6 +68,8 @@ USER_VISIBLE_OUTPUTS = "user_visible_output_idxs"
 # the inputs it wrote itself, which the run time then does not copy back.
 INPUT_MUTATIONS = "input_mutation_idxs"
 INPUTS_WRITTEN_IN_PLACE = "inputs_written_in_place"
+# Placeholder meta flag: an input the graph writes (its new value is copied back).
+MUTATED_INPUT = "mutated_input"
 
 _log = guards.artifact_logger("aot_graphs")
 
@@ -789,6 +792,7 @@ def _trace_once(
     if decompositions and any(n.target in decompositions for n in gm.graph.nodes):
         gm = decompose_functional(gm, decompositions)
     eliminate_common_subexpressions(gm)
+    _mark_mutated_inputs(gm, [i for i, _ in mutated])
     return TracedProgram(
         graph_module=gm,
         num_inputs=len(values),
@@ -805,6 +809,15 @@ def _trace_once(
         grad_free_inputs=_grad_free(grad_inputs, grad_nodes),
         value_assertions=dict(recorder.value_assertions),
     )
+
+
+def _mark_mutated_inputs(gm: fx.GraphModule, indices: Sequence[int]) -> None:
+    """Flag the placeholders of the inputs the graph writes (`meta[MUTATED_INPUT]`): the
+    run time copies new values into them after the forward, so a partitioner must not
+    save them (or views of them) for the backward where it can save something else."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for index in indices:
+        placeholders[index].meta[MUTATED_INPUT] = True
 
 
 def _keep_unused_checked_ops(recorder: GraphRecorder, outputs: Sequence[Any]) -> None:
