@@ -445,9 +445,11 @@ class _OutputPlan:
         view made inside it, which autograd refuses to modify in place (`v.unsqueeze_(0)`
         after the call), and as a view of a buffer eager's output is not.
         """
-        if not (node.op == "call_function" and _is_view_op(node.target)):
-            return node
         val = node.meta.get("val")
+        if not (node.op == "call_function" and _is_view_op(node.target)) or not isinstance(
+            val, torch.Tensor
+        ):
+            return node
         emit = self.recorder.emit
         empty = emit(
             torch.ops.aten.empty_strided.default,
