@@ -1,14 +1,15 @@
-"""Footguns of compiling ahead of time, each turned into a clear error, ranked by harm.
+"""Footguns of compiling ahead of time, each turned into a clear error or an eager run
+(with an EagerCallWarning saying why), ranked by harm.
 
 | rank | footgun                                                     | without a check  | test |
 |------|-------------------------------------------------------------|------------------|------|
-| 1    | a tensor captured from outside is written in place          | silent: lost     | test_mutating_a_captured_tensor_is_a_clear_error |
+| 1    | a tensor captured from outside is written in place          | silent: lost     | test_mutating_a_captured_tensor_runs_eagerly |
 | 1    | two inputs share memory and one is written                   | silent: stale    | test_mutating_one_of_two_aliased_inputs_runs_like_eager (the call runs eagerly) |
 | 1    | a value read into Python at trace time differs at run time   | silent: branch   | test_value_read_into_python_is_checked_at_every_call |
 | 1    | torch.allclose / torch.equal returned a bool at trace time   | silent: baked    | test_allclose_and_equal_are_checked_at_every_call |
 | 1    | a size assumption of a symbolic trace is broken by a call    | silent: wrong    | test_dynamic_shapes.py: a call breaking a traced assumption |
 | 2    | double backward through the compiled backward                | wrong grads      | test_double_backward_is_a_clear_error |
-| 2    | set_, or resize_ growing shared memory, inside the graph     | wrong shapes     | test_set_and_growing_shared_memory_are_clear_errors |
+| 2    | set_, or resize_ growing shared memory, inside the graph     | wrong shapes     | test_set_and_growing_shared_memory_run_eagerly |
 | 2    | an input's shape changed in place (t_, squeeze_)             | wrong shapes     | test_shape_change_of_an_input_is_replayed_on_the_callers_tensor |
 | 3    | fakes cannot follow (value reads): traced again on real data | slower compile   | logged under EMBER_LOGS=aot_graphs |
 """
@@ -18,22 +19,25 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aot_autograd import DoubleBackwardError, UnsupportedMutationError, aot_function
+from aot_autograd import DoubleBackwardError, EagerCallWarning, aot_function
 
 
 def identity_compiler(gm, example_inputs):
     return gm
 
 
-def test_mutating_a_captured_tensor_is_a_clear_error():
+def test_mutating_a_captured_tensor_runs_eagerly():
     state = torch.zeros(3)
 
     def fn(x):
         state.add_(x)
         return x * 2
 
-    with pytest.raises(UnsupportedMutationError, match="not one of its inputs"):
-        aot_function(fn, identity_compiler)(torch.randn(3))
+    x = torch.randn(3)
+    with pytest.warns(EagerCallWarning, match="not one of its inputs"):
+        out = aot_function(fn, identity_compiler)(x)
+    torch.testing.assert_close(out, x * 2)
+    torch.testing.assert_close(state, x)  # the update is kept, as in eager
 
 
 def test_mutating_one_of_two_aliased_inputs_runs_like_eager():
@@ -100,23 +104,24 @@ def test_double_backward_is_a_clear_error():
         grad.sum().backward()
 
 
-def test_set_and_growing_shared_memory_are_clear_errors():
+def test_set_and_growing_shared_memory_run_eagerly():
     def grow(x):
         y = x * 1
         view = y[:2]
         y.resize_(20)
         return view + 1
 
-    with pytest.raises(UnsupportedMutationError, match="grows a tensor that shares"):
-        aot_function(grow, identity_compiler)(torch.randn(4))
+    x = torch.randn(4)
+    with pytest.warns(EagerCallWarning, match="grows a tensor that shares"):
+        torch.testing.assert_close(aot_function(grow, identity_compiler)(x), grow(x))
 
     def set_storage(x):
         y = x * 1
         y.set_(torch.zeros(8))
         return y
 
-    with pytest.raises(UnsupportedMutationError, match="size or storage"):
-        aot_function(set_storage, identity_compiler)(torch.randn(4))
+    with pytest.warns(EagerCallWarning, match="size or storage"):
+        torch.testing.assert_close(aot_function(set_storage, identity_compiler)(x), torch.zeros(8))
 
 
 def test_shape_change_of_an_input_is_replayed_on_the_callers_tensor():

@@ -200,3 +200,78 @@ def test_a_no_grad_view_restrided_in_place_is_returned_cut_from_autograd():
     assert out.requires_grad == want.requires_grad
     other.sum().backward()
     torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))
+
+
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_output_restrided_under_no_grad_beside_other_outputs_raises_only_at_its_backward(dim):
+    """`v.unsqueeze_(-1)` under no_grad leaves v's autograd node expecting the old
+    shape: eager's backward through v raises ("invalid gradient at index N", N its
+    place among the outputs differentiated together), the call and the other outputs'
+    gradients do not. `unsqueeze_(0)` keeps a shape the gradient sums back to."""
+
+    def fn(x):
+        a = x.sin() * 2
+        v = x.sum(dim=[-1], keepdim=True)
+        with torch.no_grad():
+            v.unsqueeze_(dim)
+        return a, v
+
+    def grads(outputs, x, which):
+        x.grad = None
+        loss = sum(
+            (outputs[i] * torch.arange(outputs[i].numel()).view(outputs[i].shape)).sum()
+            for i in which
+        )
+        try:
+            loss.backward(retain_graph=True)
+        except RuntimeError:
+            return "raised"
+        return x.grad.clone()
+
+    compiled = aot_function(fn, identity_compiler)
+    x = torch.randn(2, 2, requires_grad=True)
+    expected, actual = fn(x), compiled(x)
+    _assert_same_outputs(actual, expected)
+    for which in ([0], [0, 1]):
+        got, want = grads(actual, x, which), grads(expected, x, which)
+        if isinstance(want, str):
+            assert got == want
+        else:
+            torch.testing.assert_close(got, want)
+
+
+WRITES_THROUGH_A_VIEW = {
+    "transpose_copy": lambda v: v.transpose(0, -1).copy_(v.transpose(0, -1).flip(0)),
+    "row_mul": lambda v: v[0].mul_(2),
+    "diagonal_add": lambda v: v.diagonal().add_(1),
+}
+AFTER_THE_CALL = {
+    "unsqueeze_": lambda v: v.unsqueeze_(-1),
+    "mul_": lambda v: v.mul_(3),
+    "t_": lambda v: v.t_(),
+}
+
+
+@pytest.mark.parametrize("after", AFTER_THE_CALL.values(), ids=AFTER_THE_CALL.keys())
+@pytest.mark.parametrize("write", WRITES_THROUGH_A_VIEW.values(), ids=WRITES_THROUGH_A_VIEW.keys())
+@pytest.mark.parametrize("shared", [False, True])
+def test_output_written_through_a_view_is_not_a_view_and_takes_in_place_ops(write, after, shared):
+    """An intermediate written through a view of it (its graph value is a view op of
+    the write) and returned is no view, as in eager: the caller may modify it in place
+    (`v.unsqueeze_(-1)`, `v.mul_(3)`), and gradients flow as eager's."""
+
+    def fn(x):
+        v = x.sin() * 1
+        write(v)
+        return (v, v[1]) if shared else (v,)
+
+    compiled = aot_function(fn, identity_compiler)
+    grads = []
+    for f in (fn, compiled):
+        x = torch.linspace(-1, 1, 9).reshape(3, 3).requires_grad_()
+        outputs = f(x)
+        assert not outputs[0]._is_view()
+        after(outputs[0])
+        _as_real_loss(outputs[0]).backward()
+        grads.append((outputs[0].detach(), x.grad))
+    torch.testing.assert_close(grads[1], grads[0])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aot_autograd import UnsupportedMutationError, aot_function
+from aot_autograd import EagerCallWarning, aot_function
 
 
 def identity_compiler(gm, example_inputs):
@@ -53,22 +53,28 @@ def test_grown_tensor_keeps_its_elements_first():
     torch.testing.assert_close(actual[:60], x.reshape(-1))  # the rest eager leaves undefined
 
 
-def test_resize_of_an_input_is_a_clear_error():
-    with pytest.raises(UnsupportedMutationError, match="resizes a graph input"):
-        aot_function(lambda x: x.resize_(3), identity_compiler)(torch.randn(4))
+def test_resize_of_an_input_runs_eagerly_with_a_warning():
+    x = torch.randn(4)
+    with pytest.warns(EagerCallWarning, match="resizes a graph input"):
+        out = aot_function(lambda x: x.resize_(3), identity_compiler)(x)
+    assert out is x and x.shape == (3,)
 
 
-def test_growing_a_tensor_that_shares_memory_is_a_clear_error():
+def test_growing_a_tensor_that_shares_memory_runs_eagerly_with_a_warning():
     def fn(x):
         y = x * 1
         view = y[:2]
         y.resize_(20)
         return view
 
-    with pytest.raises(UnsupportedMutationError, match="grows a tensor that shares"):
-        aot_function(fn, identity_compiler)(torch.randn(4))
+    x = torch.randn(4)
+    with pytest.warns(EagerCallWarning, match="grows a tensor that shares"):
+        out = aot_function(fn, identity_compiler)(x)
+    torch.testing.assert_close(out, fn(x))
 
 
-def test_resize_of_a_non_contiguous_tensor_is_a_clear_error():
-    with pytest.raises(UnsupportedMutationError, match="non-contiguous"):
-        aot_function(lambda x: (x * 1).t().resize_(6), identity_compiler)(torch.randn(2, 3))
+def test_resize_of_a_non_contiguous_tensor_runs_eagerly_with_a_warning():
+    x = torch.randn(2, 3)
+    with pytest.warns(EagerCallWarning, match="non-contiguous"):
+        out = aot_function(lambda x: (x * 1).t().resize_(6), identity_compiler)(x)
+    assert out.shape == (6,)

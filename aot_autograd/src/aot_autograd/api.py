@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,14 @@ import guards
 from aot_autograd.absent_tangents import without_absent_tangents
 from aot_autograd.attention import dense_attention_masks
 from aot_autograd.checks import checks_on, verify_functional_graph
-from aot_autograd.errors import AotAutogradError, SymbolicShapeError
+from aot_autograd.errors import (
+    AotAutogradError,
+    EagerCallWarning,
+    OverlappingWriteError,
+    RestridedLeafError,
+    SymbolicShapeError,
+    UnsupportedMutationError,
+)
 from aot_autograd.identity_dropouts import identity_dropouts
 from aot_autograd.partitioners import default_partition, mark_mutated_primals
 from aot_autograd.portable import BACKWARD_STORED_APART, CompiledGraphCache, CompiledParts
@@ -156,15 +164,25 @@ class AotCallable:
             if requires_grad is None:
                 requires_grad = requires_grad_flags(args)
             compiled = self._cache[key] = self._compile_for_call(training, requires_grad)
+        if compiled is _RUN_EAGERLY:
+            return self.flat_fn(*args)
         if compiled is None or (
             compiled.assumptions is not None and not _assumptions_hold(compiled, args)
         ):
             return self._static_call(args)
-        if compiled.program.mutated_inputs:
-            if aliased_mutated_input(compiled.program, args) is not None:
-                return self._eager_call(args)
-            return compiled.call.aliasing_checked(args)
-        return compiled.call(args)
+        try:
+            if compiled.program.mutated_inputs:
+                if aliased_mutated_input(compiled.program, args) is not None:
+                    return self._eager_call(args)
+                return compiled.call.aliasing_checked(args)
+            return compiled.call(args)
+        except RestridedLeafError as error:  # raised before the graph ran
+            warnings.warn(
+                f"running the graph's ops eagerly for this call: {error}",
+                EagerCallWarning,
+                stacklevel=2,
+            )
+            return self.flat_fn(*args)
 
     @staticmethod
     def _key(args: Sequence[Any]) -> tuple[tuple | None, bool, tuple]:
@@ -236,10 +254,23 @@ class AotCallable:
                 f"{error}); compile it with static sizes (its example inputs) instead"
             ) from error
 
-    def _compile_for_call(self, training: bool, requires_grad: Sequence[bool]) -> _Compiled | None:
-        """The compiled graphs for a grad mode; None when symbolic sizes failed (go static)."""
+    def _compile_for_call(self, training: bool, requires_grad: Sequence[bool]) -> Any:
+        """The compiled graphs for a grad mode; None when symbolic sizes failed (go static);
+        _RUN_EAGERLY when tracing met a mutation functionalization cannot express."""
         if self.shape_snapshot is None:
-            return self._compile(training, requires_grad)
+            try:
+                return self._compile(training, requires_grad)
+            except OverlappingWriteError:
+                raise  # eager's own error, raised as eager raises it
+            except UnsupportedMutationError as error:
+                # NOTE: tracing ran on private copies of the inputs: nothing the caller
+                # sees was written, and eager's ops give eager's result (or its error).
+                warnings.warn(
+                    f"running the graph's ops eagerly for these arguments: {error}",
+                    EagerCallWarning,
+                    stacklevel=3,
+                )
+                return _RUN_EAGERLY
         try:
             return self._compile(training, requires_grad)
         except AotAutogradError as error:
@@ -701,6 +732,7 @@ def aot_graph(
 _LEAF_TYPES = (torch.Tensor, int, float, bool, type(None))
 _INFERENCE_KEY = (False, ())
 _MISSING = object()
+_RUN_EAGERLY = object()  # a cache entry: this grad mode's calls run the graph's ops eagerly
 
 
 def _metadata_key(flat_args: Sequence[Any]) -> tuple:

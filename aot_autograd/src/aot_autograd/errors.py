@@ -5,8 +5,10 @@ from __future__ import annotations
 __all__ = [
     "AotAutogradError",
     "DoubleBackwardError",
+    "EagerCallWarning",
     "IndexValueCheckError",
     "OverlappingWriteError",
+    "RestridedLeafError",
     "SymbolicShapeError",
     "UnsupportedMutationError",
     "ValueChangedError",
@@ -26,6 +28,16 @@ class UnsupportedMutationError(AotAutogradError):
 class OverlappingWriteError(UnsupportedMutationError):
     """An in-place op writing into a tensor whose elements share memory (an expanded
     tensor), which eager's kernel refuses too, with the same message."""
+
+
+class RestridedLeafError(UnsupportedMutationError):
+    """A call passing a leaf tensor requiring grad that the graph restrides in place
+    (`w.t_()` under no_grad): the compiled callable runs that call's ops eagerly."""
+
+
+class EagerCallWarning(UserWarning):
+    """A compiled callable ran one call's ops eagerly (the compiled graph cannot give
+    eager's result for those arguments); the message says why."""
 
 
 class DoubleBackwardError(AotAutogradError):

@@ -33,6 +33,11 @@ from more than `MAX_RECOMPUTE_READS` large saved values: a residual stream added
 to after every layer would otherwise be rebuilt from every layer's output at the
 start of the backward, all layers in one kernel (GPT2: 109 loads, 32 stores).
 
+An input the graph writes (placeholder meta `MUTATED_INPUT`) and its views are
+saved by min-cut only where no other cut exists: the run time copies the input's
+new value in after the forward, and the backward would read that (eager's backward
+raises then too, by autograd's version check).
+
 Both partitioners order the backward as the autograd engine runs it: a
 recomputed value comes just before its first use, not at the start of the
 backward, so it is alive only while needed and fuses with its readers.
@@ -52,6 +57,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import fx
 
+from aot_autograd.program import MUTATED_INPUT
 from aot_autograd.symbolic import concrete_hint
 
 __all__ = [
@@ -90,6 +96,8 @@ RECOMPUTABLE_OPS = frozenset(
 # How many heavy saved values one recomputed value may read (see `_many_read_bans`).
 MAX_RECOMPUTE_READS = 8
 LIGHT_READ_FRACTION = 16
+# The cost of saving an input the graph writes, or a view of it: above any tensor's bytes.
+OVERWRITTEN_COST = 2.0**62
 
 
 def _is_view(target: object) -> bool:
@@ -98,23 +106,11 @@ def _is_view(target: object) -> bool:
     )
 
 
-MUTATED_INPUT = "mutated_input"  # placeholder meta key: the graph writes this input
-
-
 def mark_mutated_primals(joint: fx.GraphModule, mutated_inputs: Iterable[int]) -> None:
     """Mark the placeholders of the inputs the graph writes in place (by index)."""
     placeholders = [n for n in joint.graph.nodes if n.op == "placeholder"]
     for index in mutated_inputs:
         placeholders[index].meta[MUTATED_INPUT] = True
-
-
-def _aliases_of_mutated_inputs(region: list[fx.Node]) -> set[fx.Node]:
-    """Mutated input placeholders and the views of them (transitively)."""
-    found = {n for n in region if n.op == "placeholder" and n.meta.get(MUTATED_INPUT)}
-    for node in region:
-        if _is_view(node.target) and any(a in found for a in node.all_input_nodes):
-            found.add(node)
-    return found
 
 
 def _is_size_computation(node: fx.Node) -> bool:
@@ -395,6 +391,19 @@ def _expand_multi_outputs(saved: list[fx.Node]) -> list[fx.Node]:
     return list(dict.fromkeys(result))
 
 
+def _aliases_of_mutated_inputs(region: list[fx.Node]) -> set[fx.Node]:
+    """The placeholders of inputs the graph writes (`MUTATED_INPUT`) and the views of
+    them: the run time copies the inputs' new values in after the forward, so a saved
+    one would hold the new value (and fail autograd's version check) in the backward."""
+    aliases: set[fx.Node] = set()
+    for node in region:
+        if node.op == "placeholder" and node.meta.get(MUTATED_INPUT):
+            aliases.add(node)
+        elif _is_view(node.target) and node.args and node.args[0] in aliases:
+            aliases.add(node)
+    return aliases
+
+
 def min_cut_rematerialization_partition(
     joint: fx.GraphModule, *, num_forward_outputs: int
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -411,7 +420,7 @@ def min_cut_rematerialization_partition(
     flow.add_node("source")
     flow.add_node("sink")
     banned = _many_read_bans(region)
-    unsavable = _aliases_of_mutated_inputs(region)
+    overwritten = _aliases_of_mutated_inputs(region)
     for node in region:
         name = node.name
         if node.op == "placeholder" or not is_recomputable(node) or node in banned:
@@ -420,8 +429,9 @@ def min_cut_rematerialization_partition(
             flow.add_edge(name + "_out", "sink", capacity=math.inf)
         # NOTE: +1 on views breaks ties toward saving the base rather than a view of it.
         cost = _size_in_bytes(node) + (1.0 if _is_view(node.target) else 0.0)
-        if node in unsavable and not parts.read_by_backward(node):
-            cost = math.inf
+        if node in overwritten and not parts.read_by_backward(node):
+            # saved only where nothing else can be (eager raises then)
+            cost = OVERWRITTEN_COST
         flow.add_edge(name + "_in", name + "_out", capacity=cost)
         for user in node.users:
             if user in in_region:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,12 +35,19 @@ from aot_autograd.errors import (
 from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
 from aot_autograd.saved_tensors import SavedTensors, stale_saved_tensor_errors
 from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
-from aot_autograd.tracer import AtenTracer, GraphRecorder, KernelChecks, TensorRecord
+from aot_autograd.tracer import (
+    AtenTracer,
+    GraphRecorder,
+    KernelChecks,
+    TensorRecord,
+    _is_view_op,
+)
 from aot_autograd.value_assertions import ValueAssertion, ValueAssertionMode
 
 __all__ = [
     "INPUTS_WRITTEN_IN_PLACE",
     "INPUT_MUTATIONS",
+    "MUTATED_INPUT",
     "USER_VISIBLE_OUTPUTS",
     "OutputSpec",
     "TracedProgram",
@@ -60,6 +68,8 @@ USER_VISIBLE_OUTPUTS = "user_visible_output_idxs"
 # the inputs it wrote itself, which the run time then does not copy back.
 INPUT_MUTATIONS = "input_mutation_idxs"
 INPUTS_WRITTEN_IN_PLACE = "inputs_written_in_place"
+# Placeholder meta flag: an input the graph writes (its new value is copied back).
+MUTATED_INPUT = "mutated_input"
 
 _log = guards.artifact_logger("aot_graphs")
 
@@ -378,7 +388,9 @@ def _raising_backwards(
     call. Each differentiable output's backward is run alone, before the traced one
     (not traced: only the tracer's kernel checks and formula overrides); only those
     failing with the same message are kept, so a failure of tracing itself is never
-    turned into a backward error.
+    turned into a backward error. The position autograd names in a message (`invalid
+    gradient at index 1`: the output's place among those differentiated together) is
+    not compared, and each output keeps its own run's message.
     """
     errors = {}
     for i, (t, wanted) in enumerate(zip(outputs, differentiable)):
@@ -391,12 +403,20 @@ def _raising_backwards(
             with torch.enable_grad(), torch._C._DisableAutocast(), KernelChecks():
                 torch.autograd.grad(t, leaves, grad, allow_unused=True, retain_graph=True)
         except RuntimeError as error:
-            if str(error) == message:
-                errors[i] = message
+            if _without_positions(str(error)) == _without_positions(message):
+                errors[i] = str(error)
         finally:
             for handle in handles:
                 handle.remove()
     return errors
+
+
+_POSITION = re.compile(r"\bat index \d+")
+
+
+def _without_positions(message: str) -> str:
+    """`message` with the output positions autograd names in it (`at index 1`) blanked."""
+    return _POSITION.sub("at index _", message)
 
 
 def _leaves(grad_fn: Any) -> list[torch.Tensor]:
@@ -441,6 +461,28 @@ class _OutputPlan:
         self.graph_tensors.append(t)
         self.graph_nodes.append(node)
         return len(self.graph_nodes) - 1
+
+    def _fresh(self, node: fx.Node, shape: Sequence, stride: Sequence) -> fx.Node:
+        """`node`'s value as a tensor of its own where the graph computes it as a view
+        (`t(copy(t(v), ...))`: a value written through a view of it), laid out with
+        `shape` and `stride`.
+
+        A graph output that is a view would come back from the autograd Function as a
+        view made inside it, which autograd refuses to modify in place (`v.unsqueeze_(0)`
+        after the call), and as a view of a buffer eager's output is not.
+        """
+        val = node.meta.get("val")
+        if not (node.op == "call_function" and _is_view_op(node.target)) or not isinstance(
+            val, torch.Tensor
+        ):
+            return node
+        emit = self.recorder.emit
+        empty = emit(
+            torch.ops.aten.empty_strided.default,
+            (tuple(shape), tuple(stride)),
+            {"dtype": val.dtype, "device": val.device},
+        )
+        return emit(torch.ops.aten.copy.default, (empty, node))
 
     def _in_layout_of(self, geometry: tuple, node: fx.Node) -> fx.Node:
         """`node`'s value laid out with `geometry`'s shape and strides, its base's when
@@ -491,7 +533,7 @@ class _OutputPlan:
                 else:  # reshaped in place (`unsqueeze_`): the base as it is now, which
                     # autograd (and the tangent traced for it) knows by its new shape
                     layout, node = current, self.recorder.node_of(t)
-                node = self._in_layout_of(layout, node)
+                node = self._fresh(self._in_layout_of(layout, node), *layout[:2])
                 base_index[id(base)] = self._graph_output(t, node)
                 self._base_strides[id(base)] = tuple(layout[1])
             index = base_index[id(base)]
@@ -501,7 +543,8 @@ class _OutputPlan:
             if _cut_from_autograd(leaf, t):
                 spec = dataclasses.replace(spec, kind="base_alias_no_grad")
             return dataclasses.replace(spec, base_stride=self._base_strides[id(base)])
-        return OutputSpec("graph", self._graph_output(leaf, self.recorder.node_of(leaf)))
+        node = self._fresh(self.recorder.node_of(leaf), leaf.shape, leaf.stride())
+        return OutputSpec("graph", self._graph_output(leaf, node))
 
 
 def _views_base(leaf: torch.Tensor, record: Any) -> bool:
@@ -783,6 +826,7 @@ def _trace_once(
     if decompositions and any(n.target in decompositions for n in gm.graph.nodes):
         gm = decompose_functional(gm, decompositions)
     eliminate_common_subexpressions(gm)
+    _mark_mutated_inputs(gm, [i for i, _ in mutated])
     return TracedProgram(
         graph_module=gm,
         num_inputs=len(values),
@@ -799,6 +843,15 @@ def _trace_once(
         grad_free_inputs=_grad_free(grad_inputs, grad_nodes),
         value_assertions=dict(recorder.value_assertions),
     )
+
+
+def _mark_mutated_inputs(gm: fx.GraphModule, indices: Sequence[int]) -> None:
+    """Flag the placeholders of the inputs the graph writes (`meta[MUTATED_INPUT]`): the
+    run time copies new values into them after the forward, so a partitioner must not
+    save them (or views of them) for the backward where it can save something else."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for index in indices:
+        placeholders[index].meta[MUTATED_INPUT] = True
 
 
 def _keep_unused_checked_ops(recorder: GraphRecorder, outputs: Sequence[Any]) -> None:

@@ -28,6 +28,7 @@ from torch import fx
 from aot_autograd.errors import (
     AotAutogradError,
     DoubleBackwardError,
+    RestridedLeafError,
     UnsupportedMutationError,
     ValueChangedError,
 )
@@ -871,15 +872,16 @@ def output_assembler(
 def _check_no_leaf_restrided(args: Sequence[Any], restrided: tuple[int, ...]) -> None:
     """Refuse a leaf requiring grad that the graph restrides in place (`w.t_()` under
     no_grad): autograd takes its gradient in the shape it has when the graph runs, the
-    old one, where eager's is in the new one."""
+    old one, where eager's is in the new one. Raised before the graph runs, so the
+    caller (AotCallable) runs the call's ops eagerly instead."""
     for index in restrided:
         arg = args[index]
         if arg.is_leaf and arg.requires_grad:
-            raise UnsupportedMutationError(
+            raise RestridedLeafError(
                 f"input {index} is a leaf tensor requiring grad whose shape or strides the "
                 "compiled code changes in place (t_, unsqueeze_, as_strided_ under no_grad); "
                 "restride it before calling the compiled function, or assign a view "
-                "(w = w.t()) instead"
+                "(w = w.t()) instead, to run the compiled graph"
             )
 
 
@@ -896,8 +898,22 @@ def _restride_inputs(program: TracedProgram, args: Sequence[Any]) -> None:
         if not from_storage_start:
             start += arg.storage_offset()
         # (a leaf requiring grad is restrided only where grad mode was off, as tracing saw)
+        version = arg._version
         with torch.no_grad() if arg.is_leaf else contextlib.nullcontext():
             arg.as_strided_(size, stride, start)
+        # NOTE: the version bump of eager's in-place op was made before the graph ran
+        # (`_bump_restrided_versions`): bumping again here would fail the backward of
+        # the views of the input the graph saved, as in eager it does not.
+        torch._C._autograd._unsafe_set_version_counter((arg,), (version,))
+
+
+def _bump_restrided_versions(args: Sequence[Any], restrided: tuple[int, ...]) -> None:
+    """Bump the version of each input the graph restrides in place, before the graph
+    runs, as eager's `x.unsqueeze_(0)` does before the ops after it: the views of the
+    input the graph saves for the backward (`x * w` saves `unsqueeze(x)`) record the
+    bumped version, and the restride after the graph keeps it (`_restride_inputs`)."""
+    for index in restrided:
+        torch.autograd.graph.increment_version(args[index])
 
 
 def assemble_outputs(program: TracedProgram, args: Sequence[Any], graph_outputs: Sequence) -> Any:
@@ -952,8 +968,10 @@ def compiled_call(
         return aliasing_checked(args)
 
     def aliasing_checked(args: Sequence) -> Any:
-        if restrided and training:
-            _check_no_leaf_restrided(args, restrided)
+        if restrided:
+            if training:
+                _check_no_leaf_restrided(args, restrided)
+            _bump_restrided_versions(args, restrided)
         if _any_autocast_enabled():
             with _autocast_off():
                 return _run(args)

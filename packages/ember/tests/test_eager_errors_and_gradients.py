@@ -12,6 +12,7 @@ special values, are the compiled function's too (found by the differential fuzze
 | 2    | a value without a derivative carried across a graph break, unused after | error at backward | test_value_without_derivative_across_a_graph_break_is_not_differentiated |
 | 2    | a saved tensor modified in place (`unsqueeze_`, `mul_`) before the backward | error in tracing | test_backward_raises_where_a_saved_tensor_was_modified_in_place |
 | 3    | a backward formula eager fails in (`x ** bool_tensor`, `atan2(bool_tensor, x)`) | error at the call, not at backward | test_backward_formula_eager_fails_in_raises_at_backward_only |
+| 3    | in-place ops eager runs and the graph cannot express (a leaf restrided under no_grad, an output written through its view then modified, an input restrided or written after being read) | error at the call or backward | test_mutations_the_graph_cannot_express_match_eager |
 """
 
 from __future__ import annotations
@@ -269,3 +270,61 @@ def test_backward_through_a_write_into_an_expanded_view_raises_at_backward_only(
             written.sum().backward()
         results.append((written.detach(), fine.detach(), x.grad))
     torch.testing.assert_close(results[1], results[0])
+
+
+def _restrides_a_leaf_under_no_grad(x, c):
+    y = x * 3
+    with torch.no_grad():
+        x.diagonal().masked_fill_(x.diagonal() < 0, 1)
+        x.unsqueeze_(0)
+    return y * 2, c
+
+
+def _restrides_an_output_beside_others(x, c):
+    v = x.sum(dim=[-1], keepdim=True)
+    with torch.set_grad_enabled(False):
+        v.unsqueeze_(-1)
+    return torch.round(x.sum((1, 0))) + x.cos().sum(), v.detach()
+
+
+def _restrides_a_constant_then_reads_it(x, c):
+    c.unsqueeze_(0)
+    return torch.mul(c, x), c
+
+
+def _writes_an_input_after_reading_it(x, c):
+    flat = x.reshape(-1)
+    out = torch.where(flat > 0, flat, 0.5)
+    with torch.no_grad():
+        x.sub_(flat.sum() / flat.shape[0])
+    return out.masked_fill_(out < 0, 0), c
+
+
+def _order_dependent_write(x, c):
+    c[:, 1:].add_(c[:, :-1])
+    return x * 2, c
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(
+    "program",
+    [
+        _restrides_a_leaf_under_no_grad,
+        _restrides_an_output_beside_others,
+        _restrides_a_constant_then_reads_it,
+        _writes_an_input_after_reading_it,
+        _order_dependent_write,
+    ],
+)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mutations_the_graph_cannot_express_match_eager(backend, program):
+    compiled = ember.compile(program, backend=backend)
+    results = []
+    for f in (program, compiled, compiled):
+        x = torch.linspace(-1, 1, 9).reshape(3, 3).requires_grad_()
+        c = torch.arange(9.0).reshape(3, 3)
+        out = f(x, c)
+        sum((o * 1).sum() for o in out if o.requires_grad).backward()
+        results.append([*(o.detach() for o in out), x.detach(), x.grad, c])
+    for got in results[1:]:
+        torch.testing.assert_close(got, results[0])
