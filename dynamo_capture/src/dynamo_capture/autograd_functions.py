@@ -80,7 +80,7 @@ _IMPURE_BUILTINS = frozenset(
 _IMPURE_MODULES = frozenset(("random", "time", "os", "sys", "logging", "numpy.random"))
 # writes that reach past the function's own frame
 _ESCAPING_STORES = frozenset(("STORE_GLOBAL", "DELETE_GLOBAL"))
-# torch._dynamo.graph_break(), read as an attribute of a module
+# a graph-break marker (`graph_break()`), read as an attribute of a module
 _GRAPH_BREAK_NAMES = frozenset(("graph_break",))
 _SCAN_DEPTH = 6  # how deep the functions the staticmethods call are checked
 _NOTHING = object()  # what an instruction reading no module or class gives
