@@ -244,3 +244,31 @@ def test_disallow_in_graph_breaks_at_the_call(backend, fn, target, absent):
         assert "disallow_in_graph" in str(compiled.graph_breaks[0])
     finally:
         registry._disallowed_in_graph.pop(id(target), None)
+
+
+def graph_break():  # a user function that only shares the marker's name
+    return None
+
+
+def test_torch_graph_break_marker_is_recognised_and_a_namesake_is_not():
+    from dynamo_capture.testing import CountingBackend
+    from dynamo_capture.torch_markers import is_torch_graph_break
+
+    assert is_torch_graph_break(torch._dynamo.graph_break)
+    assert not is_torch_graph_break(graph_break)
+
+    def with_marker(x):
+        x = x + 1
+        torch._dynamo.graph_break()
+        return x * 2
+
+    def with_namesake(x):
+        x = x + 1
+        graph_break()
+        return x * 2
+
+    for fn, frames in ((with_marker, 2), (with_namesake, 1)):
+        backend = CountingBackend()
+        x = torch.randn(3)
+        torch.testing.assert_close(dynamo_capture.optimize(fn, backend=backend)(x), fn(x))
+        assert backend.frame_count == frames

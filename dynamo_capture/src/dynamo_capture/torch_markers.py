@@ -10,7 +10,8 @@ torch's decorators; capture honours them as it honours ember's:
     a torch.compile'd function, torch.jit.trace output   the function it wraps is inlined
         sets `_torchdynamo_inline`
     torch's `graph_break()` marker function              a graph break at the call, as
-        recognised by its `__module__` and `__name__`     torch.compile makes there
+        a function of the torch package named             torch.compile makes there
+        `graph_break` (its root module and name)
 
 Tensor marks (torch's `mark_dynamic` and friends) are read by `guards.marks`.
 
@@ -41,8 +42,9 @@ __all__ = [
 ]
 
 _DISABLED = "disabled with torch.compiler.disable"
-# The marker's (__module__, __name__), compared as strings: the module is never imported.
-_GRAPH_BREAK = ("torch._dynamo.decorators", "graph_break")
+# torch's graph-break marker: the plain function of the torch package with this name
+# (its defining module is never named, imported or read).
+_GRAPH_BREAK_NAME = "graph_break"
 
 
 def _instance_attribute(obj: object, name: str) -> Any:
@@ -91,6 +93,7 @@ def torch_inline_target(obj: object) -> Callable[..., Any] | None:
 
 def is_torch_graph_break(obj: object) -> bool:
     """Whether `obj` is torch's `graph_break()`, a call that forces a graph break."""
-    if not inspect.isfunction(obj):
+    if not inspect.isfunction(obj) or obj.__name__ != _GRAPH_BREAK_NAME:
         return False
-    return (obj.__module__, obj.__name__) == _GRAPH_BREAK
+    module = obj.__module__
+    return isinstance(module, str) and module.partition(".")[0] == "torch"

@@ -1,13 +1,14 @@
-"""ember's pipelines as torch.compile backends.
+"""ember's pipelines as backends of torch's own compiler.
 
 Registered through torch's `torch_dynamo_backends` entry point group (see
-pyproject.toml), so that once ember is installed
+pyproject.toml) under two names, so that once ember is installed a model compiled by
+torch with one of them as its backend runs ember's pipeline:
 
-    torch.compile(model, backend="ember")             # aot_autograd + prim_decomp + inductor_codegen
-    torch.compile(model, backend="ember_aot_eager")   # aot_autograd's ATen graphs, run eagerly
+    backend="ember"             aot_autograd + prim_decomp + inductor_codegen
+    backend="ember_aot_eager"   aot_autograd's ATen graphs, run eagerly
 
-torch's Dynamo captures the graph and hands it here; ember compiles it as its own
-"inductor" / "aot_eager" backend does. `mode` and `options` of torch.compile are
+torch captures the graph and hands it here; ember compiles it as its own
+"inductor" / "aot_eager" backend does. The `mode` and `options` torch passes on are
 ember's (`ember.config.MODES` / `OPTIONS`). Stable API.
 """
 
@@ -31,10 +32,8 @@ def ember_inductor(
     mode: str | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> Callable[..., Any]:
-    """The `ember` backend of torch.compile: ember's inductor pipeline.
-
-    torch.compile(model, backend="ember", mode="max-autotune")
-    """
+    """The `ember` backend: ember's inductor pipeline, with the `mode` (e.g.
+    "max-autotune") and `options` torch's compiler was given."""
     return make_inductor(resolve_options(mode, options, "inductor"))(gm, example_inputs)
 
 
