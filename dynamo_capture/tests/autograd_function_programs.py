@@ -347,3 +347,29 @@ BROKEN = [
     (data_dependent_backward, one()),
     (data_dependent_forward, one()),
 ]
+
+
+def first(value):
+    return value[0] if isinstance(value, tuple) else value
+
+
+def check_values_and_gradients(compiled, fn, make_args, calls=2):
+    """`compiled` against `fn` on fresh arguments: outputs, then the inputs' grads of the
+    first output's sum (the user's backward must run, not a derivative worked out)."""
+    import contextlib
+    import io
+
+    from dynamo_capture.testing import assert_same, clone_inputs
+
+    for _ in range(calls):
+        args = make_args()
+        eager_args, compiled_args = clone_inputs(args), clone_inputs(args)
+        with contextlib.redirect_stdout(io.StringIO()):
+            expected = fn(*eager_args)
+            got = compiled(*compiled_args)
+            assert_same(got, expected)
+            first(expected).sum().backward()
+            first(got).sum().backward()
+        for eager_arg, compiled_arg in zip(eager_args, compiled_args, strict=True):
+            if isinstance(eager_arg, torch.Tensor) and eager_arg.requires_grad:
+                torch.testing.assert_close(compiled_arg.grad, eager_arg.grad)

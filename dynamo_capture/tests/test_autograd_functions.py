@@ -29,18 +29,7 @@ def _first(value):
 
 def _run_with_gradients(fn, make_args, backend, calls=2):
     compiled = dynamo_capture.optimize(fn, backend=backend)
-    for _ in range(calls):
-        args = make_args()
-        eager_args, compiled_args = clone_inputs(args), clone_inputs(args)
-        with contextlib.redirect_stdout(io.StringIO()):
-            expected = fn(*eager_args)
-            got = compiled(*compiled_args)
-            assert_same(got, expected)
-            _first(expected).sum().backward()
-            _first(got).sum().backward()
-        for eager_arg, compiled_arg in zip(eager_args, compiled_args, strict=True):
-            if isinstance(eager_arg, torch.Tensor) and eager_arg.requires_grad:
-                torch.testing.assert_close(compiled_arg.grad, eager_arg.grad)
+    programs.check_values_and_gradients(compiled, fn, make_args, calls)
 
 
 @pytest.mark.parametrize(

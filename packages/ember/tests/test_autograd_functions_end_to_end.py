@@ -45,19 +45,7 @@ def _first(value):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(("fn", "make_args"), _ALL, ids=[fn.__name__ for fn, _ in _ALL])
 def test_autograd_function_values_and_gradients_match_eager(backend, fn, make_args):
-    compiled = ember.compile(fn, backend=backend)
-    for _ in range(2):
-        args = make_args()
-        eager_args, compiled_args = clone_inputs(args), clone_inputs(args)
-        with contextlib.redirect_stdout(io.StringIO()):
-            expected = fn(*eager_args)
-            got = compiled(*compiled_args)
-            assert_same(got, expected)
-            _first(expected).sum().backward()
-            _first(got).sum().backward()
-        for eager_arg, compiled_arg in zip(eager_args, compiled_args, strict=True):
-            if isinstance(eager_arg, torch.Tensor) and eager_arg.requires_grad:
-                torch.testing.assert_close(compiled_arg.grad, eager_arg.grad)
+    programs.check_values_and_gradients(ember.compile(fn, backend=backend), fn, make_args)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
