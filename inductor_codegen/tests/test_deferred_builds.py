@@ -78,3 +78,20 @@ def test_deferred_build_that_fails_raises_again_at_a_later_call(tmp_path):
             compiled = compile_graph(trace(_first, x), [x], options=options)
     with pytest.raises(CppCompileError):
         compiled(x)
+
+
+def test_context_copied_inside_a_block_builds_at_once_after_it(tmp_path, monkeypatch):
+    # a backward compiled after the block, under the context its forward compiled in
+    # (aot_autograd's compiler_in_this_context), builds its own kernels: not into the
+    # block's batch, built already
+    import contextvars
+
+    calls = _counting_compiles(monkeypatch)
+    x = torch.randn(6, 11)  # (sizes no other test here builds: not in the loaded kernels)
+    with deferred_builds():
+        copied = contextvars.copy_context()
+    second = copied.run(compile_graph, trace(_second, x), [x], options={"cache_dir": tmp_path})
+    assert len(calls) == 1
+    namespace = second._call.__globals__
+    assert not any(isinstance(value, DeferredKernel) for value in namespace.values())
+    torch.testing.assert_close(second(x), _second(x))

@@ -9,6 +9,7 @@ tensors take the path large ones take on a GPU.
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
 import torch
@@ -161,7 +162,7 @@ class RMSNorm(torch.nn.Module):
         return self.weight * x.to(dtype)
 
 
-def train_step(model, x, dy):
+def train_step(model, x, dy, backward=lambda out, dy: out.backward(dy)):
     compiled = []
 
     def part(g, inputs):
@@ -172,7 +173,7 @@ def train_step(model, x, dy):
     fn = aot_graph_function(model, x, part)
     with column_partial_policy(SMALL):
         out = fn(x)
-        out.backward(dy)
+        backward(out, dy)
     got = [x.grad.clone()] + [p.grad.clone() for p in model.parameters()]
     x.grad = None
     model.zero_grad()
@@ -203,8 +204,29 @@ def aot_graph_function(model, x, part):
     return lambda x: compiled(x, *params)
 
 
+def on_a_thread_of_its_own(out, dy):
+    """The backward run as autograd's engine runs that of CUDA tensors: on a thread of
+    its own (one per device), which starts with no context variables set."""
+    errors = []
+
+    def run():
+        try:
+            out.backward(dy)
+        except BaseException as error:  # noqa: BLE001 - raised again on the caller's thread
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+
+
+@pytest.mark.parametrize("thread", ["caller", "its_own"])
 @pytest.mark.parametrize("module", ["layer_norm", "rms_norm"])
-def test_norm_training_backward_takes_column_partials(module):
+def test_norm_training_backward_takes_column_partials(module, thread):
+    # the backward compiles at its first use, on autograd's thread: under a GPU that is a
+    # thread of its own, where the policy of the block around the step must still hold
     torch.manual_seed(0)
     columns = 96
     model = torch.nn.LayerNorm(columns) if module == "layer_norm" else RMSNorm(columns)
@@ -214,7 +236,8 @@ def test_norm_training_backward_takes_column_partials(module):
     model = model.to(DEVICE)
     x = torch.randn(2, 33, columns, device=DEVICE, requires_grad=True)
     dy = torch.randn(2, 33, columns, device=DEVICE)
-    got, want, compiled = train_step(model, x, dy)
+    backward = on_a_thread_of_its_own if thread == "its_own" else (lambda out, dy: out.backward(dy))
+    got, want, compiled = train_step(model, x, dy, backward)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
     backward = compiled[-1]

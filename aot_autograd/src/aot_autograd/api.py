@@ -55,6 +55,7 @@ from aot_autograd.runtime import (
     DeferredBackward,
     aliased_mutated_input,
     compiled_call,
+    compiler_in_this_context,
     requires_grad_flags,
     saved_strides_of,
     tangent_dependencies,
@@ -397,7 +398,7 @@ class AotCallable:
         """The full backward of cached graphs stored apart from them: from the cache
         (`lookup_backward` with no tangent absent), else traced again and compiled."""
         config = self.config
-        compiler = config.bw_compiler or config.fw_compiler
+        compiler = compiler_in_this_context(config.bw_compiler or config.fw_compiler)
 
         def compile_again(_absent: frozenset[int]) -> Callable:
             backward = retraced(True)
@@ -468,7 +469,8 @@ class AotCallable:
             backward,
             reported_saved_strides(compiled_forward, program.num_forward_outputs, backward),
         )
-        bw_compiler = config.bw_compiler or config.fw_compiler
+        # (compiled at its first use, maybe on autograd's thread: see compiler_in_this_context)
+        bw_compiler = compiler_in_this_context(config.bw_compiler or config.fw_compiler)
         if restrided is not None:
             backward = self.graphs["backward"] = restrided
             _log("backward graph (saved values in the forward's layouts)", backward, 0.0)
@@ -535,14 +537,14 @@ def _retraced_specializer(
     and partitions again (no compile) for it; where that trace is not the cached graphs'
     (another autocast state, other outputs), the full backward runs on zeros."""
     specializers: list[Callable | None] = []
+    compiler = compiler_in_this_context(config.bw_compiler or config.fw_compiler)
 
     def specialize(absent: frozenset[int]) -> Callable | None:
         if not specializers:
             backward = retraced(False)
-            compiler = config.bw_compiler or config.fw_compiler
-            if getattr(retraced, "restrided", None):
-                compiler = outputs_in_traced_strides(compiler)
-            specializers.append(None if backward is None else _specializer(backward, compiler))
+            restrided = getattr(retraced, "restrided", None)
+            compile = outputs_in_traced_strides(compiler) if restrided else compiler
+            specializers.append(None if backward is None else _specializer(backward, compile))
         return specializers[0](absent) if specializers[0] is not None else None
 
     return specialize

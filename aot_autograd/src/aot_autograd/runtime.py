@@ -16,6 +16,7 @@ of a region that turned autocast off (a rotary embedding's float32 `cos`).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import operator
 import threading
 from collections.abc import Callable, Sequence
@@ -42,6 +43,7 @@ __all__ = [
     "DeferredBackward",
     "assemble_outputs",
     "compile_together",
+    "compiler_in_this_context",
     "aliased_mutated_input",
     "check_mutated_inputs_unaliased",
     "compiled_call",
@@ -107,6 +109,36 @@ def _boxed(fn: Callable) -> Callable[[list], Any]:
         return fn(*args)
 
     return call
+
+
+def compiler_in_this_context(compiler: Callable[..., Any]) -> Callable[..., Any]:
+    """`compiler`, called later from any thread, under the context variables set where
+    this was called (the configuration scopes around the forward's compile), those the
+    calling thread sets itself winning.
+
+        backward_compiler = compiler_in_this_context(bw_compiler)   # at the forward's compile
+        ...
+        backward_compiler(graph, inputs)   # at the first backward, on autograd's thread
+
+    NOTE: the autograd engine runs the backward of CUDA tensors on a thread of its own
+    (one per device), which starts with no context variables set: a backward compiled
+    there at its first use would otherwise lose the scopes the forward compiled in (a
+    `column_partial_policy` block around the training step), where on the CPU, whose
+    backward runs on the caller's thread, it keeps them.
+    """
+    captured = contextvars.copy_context()
+
+    def compile_in_context(*args: Any, **kwargs: Any) -> Any:
+        own = contextvars.copy_context()
+
+        def compile_with_own_values() -> Any:
+            for variable, value in own.items():
+                variable.set(value)
+            return compiler(*args, **kwargs)
+
+        return captured.copy().run(compile_with_own_values)
+
+    return compile_in_context
 
 
 class DeferredBackward:

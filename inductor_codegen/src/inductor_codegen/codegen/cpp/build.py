@@ -271,7 +271,7 @@ class KernelLibrary:
         keys = {k.name: self.key(k) for k in kernels}
         by_key = {keys[k.name]: k for k in kernels}
         missing = [key for key in by_key if self._load(key, by_key[key]) is None]
-        batch = _BATCH.get()
+        batch = _open_batch()
         if missing and batch is not None:
             result = {}
             for kernel in kernels:
@@ -469,6 +469,7 @@ class _Batch:
         self._lock = threading.Lock()
         self._kernels: dict[tuple, DeferredKernel] = {}
         self._workers: int | None = None
+        self.closed = False  # its block has ended: builds after it do not join it
 
     def add(
         self, library: KernelLibrary, key: str, kernel: KernelSource, workers: int | None
@@ -524,7 +525,7 @@ def deferred_builds() -> Iterator[None]:
     Nested blocks build at the end of the outermost. A build that fails raises at
     the end of the block (or at the first call of one of its graphs, if earlier).
     """
-    if _BATCH.get() is not None:
+    if _open_batch() is not None:
         yield
         return
     batch = _Batch()
@@ -533,4 +534,15 @@ def deferred_builds() -> Iterator[None]:
         yield
     finally:
         _BATCH.reset(token)
+        batch.closed = True
     batch.build()
+
+
+def _open_batch() -> _Batch | None:
+    """The batch of the `deferred_builds()` block the caller is in, if any.
+
+    NOTE: a context copied inside a block outlives it (a backward compiled later under
+    the context its forward compiled in, aot_autograd's `compiler_in_this_context`): a
+    closed batch found there is no block's."""
+    batch = _BATCH.get()
+    return batch if batch is not None and not batch.closed else None
