@@ -261,3 +261,29 @@ def test_layer_norm_backward_in_its_gpu_form_takes_column_partials():
         torch.testing.assert_close(got, want, **tolerance(torch.float32))
     assert compiled.kernel_count == 2
     assert len(row_loads(row_kernel(compiled), 129)) == 2
+
+
+@pytest.mark.parametrize("rows, columns", [(8192, 768), (8192, 4096), (4096, 1024)])
+def test_default_policy_takes_column_partials_at_gpu_sizes(rows, columns):
+    # the driver's own policy (no scope around the compile) at a transformer's sizes in
+    # bfloat16, the backward in its GPU form: compiled only (the interpreter would take
+    # minutes to run it; the tests above check the values of the same kernels)
+    from graph_helpers import decompositions
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    bf16 = torch.bfloat16
+    args = [
+        torch.empty(rows, columns, dtype=bf16),
+        torch.empty(rows, columns, dtype=bf16),
+        torch.empty(rows, 1),
+        torch.empty(rows, 1),
+        torch.empty(columns, dtype=bf16),
+        torch.empty(columns, dtype=bf16),
+    ]
+    gm = make_fx(layer_norm_backward, decomposition_table=decompositions())(
+        *[a.to("meta") for a in args]
+    )
+    compiled = compile_graph(gm, args, options=OPTIONS)
+    assert "column partials" in compiled.artifact("column_partials")
+    assert compiled.kernel_count == 2
+    assert len(row_loads(row_kernel(compiled), columns)) == 2
