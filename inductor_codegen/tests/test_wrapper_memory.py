@@ -5,6 +5,9 @@ use (an extern convolution's or matmul's input, a weight converted to another
 layout); it does not wait in the reuse pool until the call returns. Checked on
 the wrapper's text and by the live bytes of a call under a dispatch mode that
 tracks every tensor the call allocates.
+
+The Triton generator's tests run CUDA tensors where there is a GPU, and CPU tensors
+under the interpreter (TRITON_INTERPRET=1, set by conftest) where there is none.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from models import TransformerBlock
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from inductor_codegen import compile_graph
+
+# Where the Triton generator's kernels run: a GPU, else the interpreter on the CPU.
+TRITON_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class LiveBytes(TorchDispatchMode):
@@ -147,6 +153,11 @@ def _triton_compile(fn, *args):
 PATHS = ["cpp", pytest.param("triton", marks=pytest.mark.triton_interpret)]
 
 
+def _device(path: str) -> str:
+    """The device of a path's tensors: the C++ generator's are on the CPU."""
+    return TRITON_DEVICE if path == "triton" else "cpu"
+
+
 def _compile_on(path, fn, *args):
     if path == "triton":
         return _triton_compile(fn, *args)
@@ -155,8 +166,8 @@ def _compile_on(path, fn, *args):
 
 @pytest.mark.parametrize("path", PATHS)
 def test_transformer_block_peak_stays_within_eager(path):
-    block = TransformerBlock(dim=32, heads=4).eval()
-    x = torch.randn(2, 16, 32)
+    block = TransformerBlock(dim=32, heads=4).eval().to(_device(path))
+    x = torch.randn(2, 16, 32, device=_device(path))
     with torch.no_grad():
         compiled = _compile_on(path, block, x)
         torch.testing.assert_close(compiled(x), block(x), rtol=1e-4, atol=1e-4)
@@ -170,14 +181,15 @@ def test_transformer_block_peak_stays_within_eager(path):
 @pytest.mark.parametrize("path", PATHS)
 def test_language_model_head_logits_are_allocated_once(path):
     torch.manual_seed(0)
-    block = TransformerBlock(dim=32, heads=4).eval()
-    norm = torch.nn.LayerNorm(32)
-    vocab = torch.randn(2048, 32) / 8
+    device = _device(path)
+    block = TransformerBlock(dim=32, heads=4).eval().to(device)
+    norm = torch.nn.LayerNorm(32).to(device)
+    vocab = torch.randn(2048, 32, device=device) / 8
 
     def lm(x):
         return norm(block(x)) @ vocab.t()
 
-    x = torch.randn(2, 16, 32)
+    x = torch.randn(2, 16, 32, device=device)
     with torch.no_grad():
         compiled = _compile_on(path, lm, x)
         torch.testing.assert_close(compiled(x), lm(x), rtol=1e-4, atol=1e-4)
@@ -197,7 +209,7 @@ def test_graph_outputs_are_never_reused_as_scratch(path):
         later = (scratch + 1).cos()
         return first, later.t(), (later * scratch).sum(0)
 
-    x = torch.randn(32, 32)
+    x = torch.randn(32, 32, device=_device(path))
     compiled = _compile_on(path, fn, x)
     first, later_t, total = compiled(x)
     expected = fn(x)
@@ -225,12 +237,13 @@ def _in_place_lines(wrapper: str) -> list[str]:
 
 @pytest.mark.triton_interpret
 def test_pointwise_kernel_computes_into_its_dying_matmul_result():
-    w1, w2 = torch.randn(32, 128) / 8, torch.randn(128, 32) / 8
+    w1 = torch.randn(32, 128, device=TRITON_DEVICE) / 8
+    w2 = torch.randn(128, 32, device=TRITON_DEVICE) / 8
 
     def mlp(x):
         return torch.nn.functional.gelu(x @ w1, approximate="tanh") @ w2
 
-    x = torch.randn(64, 32)
+    x = torch.randn(64, 32, device=TRITON_DEVICE)
     compiled = _triton_compile(mlp, x)
     torch.testing.assert_close(compiled(x), mlp(x), rtol=1e-4, atol=1e-4)
     wrapper = compiled.artifact("wrapper")
@@ -242,14 +255,14 @@ def test_pointwise_kernel_computes_into_its_dying_matmul_result():
 
 @pytest.mark.triton_interpret
 def test_input_read_at_other_elements_is_not_overwritten_in_place():
-    w = torch.randn(32, 32) / 4
+    w = torch.randn(32, 32, device=TRITON_DEVICE) / 4
 
     def fn(x):
         y = x @ w
         # each element reads y at its transposed position and its row's first element
         return (y.t() + y[:, :1]).sin() @ w
 
-    x = torch.randn(32, 32)
+    x = torch.randn(32, 32, device=TRITON_DEVICE)
     compiled = _triton_compile(fn, x)
     torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
     assert _in_place_lines(compiled.artifact("wrapper")) == []
@@ -257,7 +270,7 @@ def test_input_read_at_other_elements_is_not_overwritten_in_place():
 
 @pytest.mark.triton_interpret
 def test_input_still_needed_or_returned_is_not_overwritten_in_place():
-    w = torch.randn(32, 32) / 4
+    w = torch.randn(32, 32, device=TRITON_DEVICE) / 4
 
     def later_read(x):
         y = x @ w
@@ -268,7 +281,7 @@ def test_input_still_needed_or_returned_is_not_overwritten_in_place():
         y = x @ w
         return y, y.sin() @ w
 
-    x = torch.randn(32, 32)
+    x = torch.randn(32, 32, device=TRITON_DEVICE)
     for fn in (later_read, returned):
         compiled = _triton_compile(fn, x)
         torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-4)
