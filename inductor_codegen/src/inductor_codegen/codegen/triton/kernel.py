@@ -227,6 +227,7 @@ class TritonKernelCodegen(KernelPrinter):
     def __init__(self, kernel: FusedKernel, buffers: dict):
         super().__init__(kernel, buffers)
         self.math_calls = 0
+        self.bounds_checked = False  # the kernel checks offsets of indirect loads
         self.local_names: dict[str, str] = {}
         self.groups = [i for i in kernel.items if isinstance(i, LoopGroup)]
         self.column = self._column_reduction()
@@ -373,6 +374,7 @@ class TritonKernelCodegen(KernelPrinter):
             scope.line(f"{in_range} = ({where} >= 0) & ({where} < {limit})")
             message = f"index out of range in {check.op} (dim {check.dim})"
             scope.line(f'tl.device_assert({in_range} | ~({mask}), "{message}")')
+            self.bounds_checked = True
             scope.cache[key] = in_range
         ptr = self.pointer(load.buffer, writing=False)
         text = f"tl.load({ptr} + {self.index(address, scope)}, ({mask}) & ({in_range}), other=0)"
@@ -955,9 +957,10 @@ class TritonKernelCodegen(KernelPrinter):
         params = [self._param_name(key) for key in self.args]
         params += ["XBLOCK: tl.constexpr"] + (["YBLOCK: tl.constexpr"] if self.tiled else [])
         params += [f"R{g}BLOCK: tl.constexpr" for g in range(len(self.group_meta))]
-        source = (
-            "@triton.jit\ndef KERNEL_NAME(" + ", ".join(params) + "):\n" + "\n".join(lines) + "\n"
-        )
+        # NOTE: in debug mode, so that the bounds checks of indirect loads run (Triton drops
+        # `tl.device_assert` otherwise); runtime.COMPILE_OPTIONS keeps overflow checks off.
+        jit = "@triton.jit(debug=True)" if self.bounds_checked else "@triton.jit"
+        source = f"{jit}\ndef KERNEL_NAME(" + ", ".join(params) + "):\n" + "\n".join(lines) + "\n"
         groups = tuple(self.group_meta)
         xnumel = numel(self.kernel.outer)
         symbolic = not xnumel.is_Integer
