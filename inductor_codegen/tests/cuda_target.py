@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-_KERNEL = re.compile(r"@triton\.jit\ndef (\w+)\(([^)]*)\):")
+_KERNEL = re.compile(r"@triton\.jit(?:\([^)]*\))?\ndef (\w+)\(([^)]*)\):")
 
 _CHILD = """
 import importlib.util, json, sys, tempfile

@@ -65,38 +65,40 @@ def test_specialization_key_matches_each_arguments_specialization():
     assert specialization_key(args)[:2] == (True, False)  # the view is 4 bytes off alignment
 
 
-def _gather_graph():
+def _fallback_graph():
     w = torch.randn(16, 8, device=DEVICE)
     index = torch.zeros(6, 2, dtype=torch.long, device=DEVICE)
 
     def fn(x, b):
         softmax = (torch.softmax(x, -1) * 2).sum(0) + b
-        return softmax, (x @ w).relu() + 1, torch.gather(x, 1, index).sin()
+        return softmax, (x @ w).relu() + 1, torch.scatter_add(x, 1, index, x[:, :2]).sin()
 
     return fn
 
 
-def _compiled_gather_graph(tmp_path):
-    """(compiled, fn, x, b): the gather graph compiled for Triton at x [6, 16], b [16]."""
+def _compiled_fallback_graph(tmp_path):
+    """(compiled, fn, x, b): the graph with an ATen fallback compiled for Triton at x [6, 16], b [16]."""
     pytest.importorskip("triton")
-    fn = _gather_graph()
+    fn = _fallback_graph()
     x, b = torch.randn(6, 16, device=DEVICE), torch.randn(16, device=DEVICE)
     options = {"device_codegen": "triton", "cache_dir": str(tmp_path)}
     return compile_graph(trace(fn, x, b), [x, b], options=options), fn, x, b
 
 
 def test_kernels_take_the_stream_and_aligned_inputs(tmp_path):
-    compiled, fn, x, b = _compiled_gather_graph(tmp_path)
+    compiled, fn, x, b = _compiled_fallback_graph(tmp_path)
     text = compiled.wrapper_path.read_text()
     assert "stream0 = get_raw_stream()" in text
     assert "aligned_copies(x_1, b_1)" in text
     launches = [line.strip() for line in text.splitlines() if ".launch(stream0" in line]
     assert len(launches) == 4 and all("x_1," not in line for line in launches)
-    # The gather is an ATen fallback: its result may sit at any offset, so it is checked
-    # before the kernel that reads it, which still launches directly.
-    (gather,) = [line.split(" = ")[0].strip() for line in text.splitlines() if "gather" in line]
-    assert f"aligned_copies({gather},)" in text
-    assert any(f"(stream0, {gather}_a," in line for line in launches)
+    # The scatter is an ATen fallback (on this generator): its result may sit at any
+    # offset, so it is checked before the kernel that reads it, which still launches directly.
+    (scatter,) = [
+        line.split(" = ")[0].strip() for line in text.splitlines() if "aten_scatter_add" in line
+    ]
+    assert f"aligned_copies({scatter},)" in text
+    assert any(f"(stream0, {scatter}_a," in line for line in launches)
     for _ in range(3):
         torch.testing.assert_close(compiled(x, b), fn(x, b))
     direct = [k for k in _kernels(compiled) if k.launch.__name__ == "launch"]
@@ -107,27 +109,27 @@ def test_kernels_take_the_stream_and_aligned_inputs(tmp_path):
 
 
 def test_a_misaligned_fallback_result_is_copied_before_a_kernel_reads_it(tmp_path):
-    compiled, fn, x, b = _compiled_gather_graph(tmp_path)
+    compiled, fn, x, b = _compiled_fallback_graph(tmp_path)
     namespace = compiled._call.__globals__
-    gather = namespace["aten_gather_default"]
+    scatter = namespace["aten_scatter_add_default"]
 
-    def misaligned_gather(*args, **kwargs):
-        result = gather(*args, **kwargs)
+    def misaligned_scatter(*args, **kwargs):
+        result = scatter(*args, **kwargs)
         storage = torch.empty(result.numel() + 1, dtype=result.dtype, device=result.device)
         view = storage[1:].view(result.shape).copy_(result)
         assert view.data_ptr() % 16
         return view
 
-    namespace["aten_gather_default"] = misaligned_gather
+    namespace["aten_scatter_add_default"] = misaligned_scatter
     try:
         for _ in range(2):
             torch.testing.assert_close(compiled(x, b), fn(x, b))
     finally:
-        namespace["aten_gather_default"] = gather
+        namespace["aten_scatter_add_default"] = scatter
 
 
 def test_misaligned_inputs_are_copied_and_match_eager(tmp_path):
-    compiled, fn, x, b = _compiled_gather_graph(tmp_path)
+    compiled, fn, x, b = _compiled_fallback_graph(tmp_path)
     compiled(x, b)
     for _ in range(2):
         x_off = torch.randn(6 * 16 + 1, device=DEVICE)[1:].view(6, 16)

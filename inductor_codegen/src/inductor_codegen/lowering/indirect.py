@@ -14,8 +14,13 @@ raises `runtime.IndexOutOfRangeError` (an IndexError and a RuntimeError) naming
 `check` (a `runtime.IndexCheck`: the op and the dim) right after the kernel.
 
 The gather fuses with what reads its result (the token + position embedding
-sum, dropout, a layer norm). Generators other than C++ do not print indirect
-loads: with any lowering table but the default one these ops call ATen.
+sum, dropout, a layer norm). A table not yet in memory (a pointwise value, such
+as cross-entropy's log_softmax) is not stored for the gather when it reads no
+more elements than the table holds: each of its loads at the gathered position
+becomes an indirect load of its own (`inline_indirect_loads`), so only the
+gathered elements are computed. The C++ and Triton generators print indirect
+loads (`registry.prints_indirect_loads`); with any other lowering table these
+ops call ATen.
 """
 
 from __future__ import annotations
@@ -25,12 +30,14 @@ import itertools
 import sympy
 import torch
 
+from inductor_codegen.errors import InductorError
+from inductor_codegen.indexing import numel
 from inductor_codegen.ir import IndexValue, Load, Op, TensorValue
 from inductor_codegen.lowering.common import cast, node_dtype, node_size, normalize_dim
-from inductor_codegen.lowering.registry import is_cpp_table, register_lowering
+from inductor_codegen.lowering.registry import prints_indirect_loads, register_lowering
 from inductor_codegen.runtime import IndexCheck
 
-__all__ = ["INDIRECT_LOAD", "IndirectOffset", "indirect_load"]
+__all__ = ["INDIRECT_LOAD", "IndirectOffset", "indirect_load", "inline_indirect_loads"]
 
 aten = torch.ops.aten
 
@@ -66,8 +73,85 @@ def indirect_load(table: TensorValue, index: tuple, dim: int, offset, op: str) -
     return Op(INDIRECT_LOAD, args, table.dtype)
 
 
+def inline_indirect_loads(value: TensorValue, index: tuple, dim: int, offset, op: str):
+    """`value[index]` with `index[dim]` replaced by `offset`, for a value not in memory:
+    its expression at that position with each load that reads the gathered position
+    an indirect load of its own (one bounds check of `offset` against value.size[dim]).
+
+    None where the expression reads the position other than through loads (an iota, a
+    mask of a pad), or gathers itself: the caller stores the value first.
+    """
+    marker = IndirectOffset(sympy.Integer(next(_placeholders)))
+    position = list(index)
+    position[dim] = marker
+    body = value.loader(tuple(position))
+    offset = cast(offset, torch.int64)
+    args = (offset, IndexValue(marker, torch.int64), IndexValue(value.size[dim], torch.int64))
+    check = IndexCheck(op, dim)
+    memo: dict[int, object] = {}
+
+    def visit(e):
+        key = id(e)
+        if key in memo:
+            return memo[key]
+        if isinstance(e, Load):
+            result = (
+                Op(INDIRECT_LOAD, (e, *args, check), e.dtype)
+                if marker in e.index.atoms(IndirectOffset)
+                else e
+            )
+        elif isinstance(e, IndexValue):
+            result = None if e.index.atoms(IndirectOffset) else e
+        elif isinstance(e, Op):
+            if e.name == INDIRECT_LOAD:
+                result = None
+            else:
+                inner = tuple(visit(a) for a in e.args)
+                result = None if any(a is None for a in inner) else Op(e.name, inner, e.dtype)
+        else:
+            result = e
+        memo[key] = result
+        return result
+
+    return visit(body)
+
+
+def _table_reader(ctx, x: TensorValue, dim: int, out_size: tuple, op: str):
+    """A function (position, offset) -> `x[position]` with position[dim] = offset.
+
+    A value in memory is read there. One not in memory is computed at the gathered
+    positions only (`inline_indirect_loads`) where the gather's `out_size` holds no
+    more elements than it (static counts) and its expression allows; else it is
+    stored first.
+    """
+    gathered, held = numel(out_size), numel(x.size)
+    if x.view is None and gathered.is_Integer and held.is_Integer and gathered <= held:
+
+        def inline(position, offset):
+            value = inline_indirect_loads(x, position, dim, offset, op)
+            if value is None:
+                raise InductorError(
+                    f"{op}: the table's expression reads the gathered position other than "
+                    "through loads at this position only; store it (ctx.realize) first"
+                )
+            return value
+
+        probe = tuple(
+            sympy.Symbol(f"gathered{k}", integer=True, nonnegative=True) for k in range(x.ndim)
+        )
+        offset = IndexValue(sympy.Integer(0), torch.int64)
+        if inline_indirect_loads(x, probe, dim, offset, op) is not None:
+            return inline
+    table = ctx.realize(x)
+
+    def stored(position, offset):
+        return indirect_load(table, position, dim, offset, op)
+
+    return stored
+
+
 def _supported(ctx) -> bool:
-    return is_cpp_table(ctx.lowerings)
+    return prints_indirect_loads(ctx.lowerings)
 
 
 @register_lowering(aten.index_select.default)
@@ -75,13 +159,13 @@ def index_select(ctx, node, x, dim, index):
     if not _supported(ctx) or not x.ndim:
         return ctx.fallback(node, (x, dim, index), {})
     dim = normalize_dim(dim, x.ndim)
-    table = ctx.realize(x)
     dtype = node_dtype(node)
+    read = _table_reader(ctx, x, dim, node_size(node), "index_select")
     index_loader = index.loader
 
     def load(idx):
         offset = index_loader((idx[dim],) if index.ndim else ())
-        return cast(indirect_load(table, idx, dim, offset, "index_select"), dtype)
+        return cast(read(idx, offset), dtype)
 
     return TensorValue(dtype, node_size(node), load)
 
@@ -91,16 +175,14 @@ def embedding(ctx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
     if not _supported(ctx) or weight.ndim != 2:
         args = (weight, indices, padding_idx, scale_grad_by_freq, sparse)
         return ctx.fallback(node, args, {})
-    table = ctx.realize(weight)
     dtype = node_dtype(node)
+    read = _table_reader(ctx, weight, 0, node_size(node), "embedding")
     index_loader = indices.loader
     prefix = indices.ndim
 
     def load(idx):
         offset = index_loader(tuple(idx[:prefix]))
-        return cast(
-            indirect_load(table, (sympy.Integer(0), idx[prefix]), 0, offset, "embedding"), dtype
-        )
+        return cast(read((sympy.Integer(0), idx[prefix]), offset), dtype)
 
     return TensorValue(dtype, node_size(node), load)
 
@@ -110,11 +192,11 @@ def gather(ctx, node, x, dim, index, sparse_grad=False):
     if not _supported(ctx) or not x.ndim:
         return ctx.fallback(node, (x, dim, index), {"sparse_grad": sparse_grad})
     dim = normalize_dim(dim, x.ndim)
-    table = ctx.realize(x)
     dtype = node_dtype(node)
+    read = _table_reader(ctx, x, dim, node_size(node), "gather")
     index_loader = index.loader
 
     def load(idx):
-        return cast(indirect_load(table, idx, dim, index_loader(idx), "gather"), dtype)
+        return cast(read(idx, index_loader(idx)), dtype)
 
     return TensorValue(dtype, node_size(node), load)

@@ -13,12 +13,22 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["LOWERINGS", "LoweringTable", "is_cpp_table", "mark_cpp_table", "register_lowering"]
+__all__ = [
+    "LOWERINGS",
+    "LoweringTable",
+    "is_cpp_table",
+    "mark_cpp_table",
+    "mark_indirect_load_table",
+    "prints_indirect_loads",
+    "register_lowering",
+]
 
 LoweringTable = dict[torch._ops.OpOverload, Callable]
 LOWERINGS: LoweringTable = {}
 # The table the C++ generator derives from LOWERINGS (codegen/cpp/convolution.py).
 _CPP_TABLE: list[LoweringTable] = []
+# Tables of other generators that print indirect loads (the Triton generator's).
+_INDIRECT_LOAD_TABLES: list[LoweringTable] = []
 
 
 def mark_cpp_table(table: LoweringTable) -> LoweringTable:
@@ -31,6 +41,19 @@ def mark_cpp_table(table: LoweringTable) -> LoweringTable:
 def is_cpp_table(table) -> bool:
     """Whether `table` is LOWERINGS or the C++ generator's table derived from it."""
     return table is LOWERINGS or any(table is t for t in _CPP_TABLE)
+
+
+def mark_indirect_load_table(table: LoweringTable) -> LoweringTable:
+    """Mark `table` (derived from LOWERINGS) as one whose generator prints indirect loads:
+    gathers (embedding, index_select, gather) lower to them for it, not to ATen calls."""
+    if not any(table is t for t in _INDIRECT_LOAD_TABLES):
+        _INDIRECT_LOAD_TABLES.append(table)
+    return table
+
+
+def prints_indirect_loads(table) -> bool:
+    """Whether the generator of `table` prints indirect loads (lowering.indirect)."""
+    return is_cpp_table(table) or any(table is t for t in _INDIRECT_LOAD_TABLES)
 
 
 def register_lowering(*ops: torch._ops.OpOverload, table: LoweringTable | None = None):

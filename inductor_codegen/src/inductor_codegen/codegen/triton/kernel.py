@@ -38,6 +38,7 @@ from inductor_codegen.codegen.triton.ops import (
 from inductor_codegen.errors import InductorError
 from inductor_codegen.indexing import FloorDiv, IndexMod, numel, py_index
 from inductor_codegen.ir import Constant, IndexValue, Load, Op, ScalarArg, expr_loads
+from inductor_codegen.lowering.indirect import INDIRECT_LOAD
 from inductor_codegen.lowering.split import REDUCTION_MASK
 from inductor_codegen.scheduler import (
     FusedKernel,
@@ -194,6 +195,8 @@ class Scope(ScopeChain):
         return name
 
     def _op(self, expr: Op, mask: str | None) -> str:
+        if expr.name == INDIRECT_LOAD:
+            return self.codegen.indirect_load(expr, self, mask)
         if expr.name == "masked":
             # Each branch loads only where it is taken: the other may index out of bounds
             # (the pieces of a cat, the border of a pad).
@@ -224,6 +227,7 @@ class TritonKernelCodegen(KernelPrinter):
     def __init__(self, kernel: FusedKernel, buffers: dict):
         super().__init__(kernel, buffers)
         self.math_calls = 0
+        self.bounds_checked = False  # the kernel checks offsets of indirect loads
         self.local_names: dict[str, str] = {}
         self.groups = [i for i in kernel.items if isinstance(i, LoopGroup)]
         self.column = self._column_reduction()
@@ -339,6 +343,47 @@ class TritonKernelCodegen(KernelPrinter):
             text = held
         if expr.dtype in LOW_PRECISION:
             return f"{text}.to(tl.float32)"
+        return text
+
+    def indirect_load(self, expr: Op, scope: Scope, extra_mask: str | None) -> str:
+        """A load whose address holds a loaded offset (see lowering.indirect):
+
+            tmp3 = tl.load(in_ptr1 + (xindex), xmask, other=0)      # the offset
+            tmp4 = (tmp3 >= 0) & (tmp3 < 5001)                      # its bounds check
+            tl.device_assert(tmp4 | ~(xmask), "index out of range in gather (dim 1)")
+            tmp5 = tl.load(in_ptr0 + (5001 * xindex + tmp3), (xmask) & (tmp4), other=0)
+
+        The lanes the kernel computes check their offset (`tl.device_assert`: an error
+        under the interpreter and in debug builds); an offset out of range is never read
+        and gives NaN in a floating-point table (0 in others), so that a run without
+        the assertion shows the fault in its result rather than an inconspicuous value.
+        """
+        load, offset, marker, bound, check = expr.args
+        where = scope.value(offset, extra_mask)
+        address = load.index.xreplace({marker.index: sympy.Symbol(where, integer=True)})
+        # Lanes are masked along the loop the address or the offset runs over.
+        reads = [address] + [e.index for e in expr_loads(offset)]
+        mask = self._mask_for(sympy.Add(*reads, evaluate=False), scope)
+        if extra_mask is not None:
+            mask = f"({mask}) & ({extra_mask})"
+        key = ("indirect_check", where, bound.index, mask)
+        in_range = scope.lookup(key)
+        if in_range is None:
+            in_range = self.new_temp()
+            limit = triton_index(bound.index, self._names(scope.group))
+            scope.line(f"{in_range} = ({where} >= 0) & ({where} < {limit})")
+            message = f"index out of range in {check.op} (dim {check.dim})"
+            scope.line(f'tl.device_assert({in_range} | ~({mask}), "{message}")')
+            self.bounds_checked = True
+            scope.cache[key] = in_range
+        ptr = self.pointer(load.buffer, writing=False)
+        text = f"tl.load({ptr} + {self.index(address, scope)}, ({mask}) & ({in_range}), other=0)"
+        if load.dtype in LOW_PRECISION:
+            text = f"{text}.to(tl.float32)"
+        if load.dtype.is_floating_point:
+            held = self.new_temp()
+            scope.line(f"{held} = {text}")
+            text = f'tl.where({in_range}, {held}, float("nan"))'
         return text
 
     def _uniform_load(self, expr: Load, scope: Scope, extra_mask: str | None) -> str | None:
@@ -912,9 +957,10 @@ class TritonKernelCodegen(KernelPrinter):
         params = [self._param_name(key) for key in self.args]
         params += ["XBLOCK: tl.constexpr"] + (["YBLOCK: tl.constexpr"] if self.tiled else [])
         params += [f"R{g}BLOCK: tl.constexpr" for g in range(len(self.group_meta))]
-        source = (
-            "@triton.jit\ndef KERNEL_NAME(" + ", ".join(params) + "):\n" + "\n".join(lines) + "\n"
-        )
+        # NOTE: in debug mode, so that the bounds checks of indirect loads run (Triton drops
+        # `tl.device_assert` otherwise); runtime.COMPILE_OPTIONS keeps overflow checks off.
+        jit = "@triton.jit(debug=True)" if self.bounds_checked else "@triton.jit"
+        source = f"{jit}\ndef KERNEL_NAME(" + ", ".join(params) + "):\n" + "\n".join(lines) + "\n"
         groups = tuple(self.group_meta)
         xnumel = numel(self.kernel.outer)
         symbolic = not xnumel.is_Integer

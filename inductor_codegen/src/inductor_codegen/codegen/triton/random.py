@@ -31,6 +31,7 @@ from inductor_codegen.ir import (
     TensorValue,
 )
 from inductor_codegen.lowering import LOWERINGS
+from inductor_codegen.lowering.registry import mark_indirect_load_table
 
 __all__ = ["TRITON_LOWERINGS", "philox_uniform"]
 
@@ -130,3 +131,4 @@ TRITON_LOWERINGS[aten.convolution_backward.default] = lower_convolution_backward
 TRITON_LOWERINGS[aten.mm.default] = lower_matmul
 TRITON_LOWERINGS[aten.addmm.default] = lower_matmul
 TRITON_LOWERINGS.update(dict.fromkeys(ATTENTION_OPS, lower_attention))
+mark_indirect_load_table(TRITON_LOWERINGS)

@@ -529,7 +529,9 @@ class TritonKernel:
         if mock is None:
             raise ValueError(f"kernel {self.source.name} takes arguments known only at launch")
         config = self.config or default_config(self.source)
-        return self.fn.warmup(*mock, grid=(1,), **config.constexprs(), num_warps=config.num_warps)
+        return self.fn.warmup(
+            *mock, grid=(1,), **config.constexprs(), num_warps=config.num_warps, **COMPILE_OPTIONS
+        )
 
     def __call__(self, *args) -> None:
         launcher = self.static_launcher
@@ -566,7 +568,8 @@ class TritonKernel:
             grid = (max(1, -(-xnumel // per_program)) * max(1, self.source.segments), 1, 1)
             if config.yblock:
                 grid = (grid[0], max(1, -(-self.source.ynumel // config.yblock)), 1)
-            launcher = Launcher(self.fn, grid, config.constexprs(), {"num_warps": config.num_warps})
+            options = {"num_warps": config.num_warps, **COMPILE_OPTIONS}
+            launcher = Launcher(self.fn, grid, config.constexprs(), options)
             self.launchers[key] = launcher
         launcher(args)
 
@@ -655,6 +658,11 @@ def _load_binary(compiled, device_index: int) -> None:
     except Exception as error:  # the first launch loads it instead, and reports a real error
         artifact_logger("perf_hints").info("loading a kernel before its launch failed: %s", error)
 
+
+# Options of every kernel's compile. Kernels with indirect loads are compiled in debug mode
+# (`@triton.jit(debug=True)`), so that their bounds checks (`tl.device_assert`) run; the
+# overflow checks debug mode would add to every 32-bit integer add and multiply stay off.
+COMPILE_OPTIONS = {"sanitize_overflow": False}
 
 _IN_FLIGHT: set[Future] = set()  # background compiles and loads not finished yet
 _COMPILE_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process id, size) -> pool
