@@ -994,13 +994,20 @@ class TritonKernelCodegen(KernelPrinter):
         """Whether loads from memory run along the last outer variable (then wide XBLOCK
         tiles read in order). In a reduction only the loads that step along its rows
         count: one element per output (a bias, a row's max) says nothing of the bulk of
-        the reads, and a buffer the kernel itself computes is not read from memory."""
+        the reads, and a buffer the kernel itself computes is not read from memory. Each
+        load weighs its group's length: where loads along the rows of a long group (the
+        logits of a cross-entropy backward, [4096, 50257]) outweigh loads along x of a
+        short one (8 partial sums of each row), the rows run along memory."""
         if not self.kernel.outer:
             return False
         last_x = outer_vars(len(self.kernel.outer))[-1]
         inside = set(self.kernel.nodes)
+        along_x = along_rows = 0
         for item in self.groups:
             r_vars = set(inner_vars("r", len(item.ranges))) if item.ranges else set()
+            last_r = inner_vars("r", len(item.ranges))[-1] if item.ranges else None
+            length = numel(item.ranges) if item.ranges else sympy.Integer(1)
+            weight = int(length) if length.is_Integer else SYMBOLIC_NUMEL_HINT
             for name in item.nodes:
                 value = node_body(self.buffers[name], self.kernel.outer, "r")[0]
                 for load in expr_loads(value):
@@ -1008,9 +1015,12 @@ class TritonKernelCodegen(KernelPrinter):
                         continue
                     if r_vars and not (load.index.free_symbols & r_vars):
                         continue
-                    if load.index.coeff(last_x) == 1:
-                        return True
-        return False
+                    index = sympy.expand(load.index)
+                    if index.coeff(last_x) == 1:
+                        along_x += weight
+                    elif last_r is not None and index.coeff(last_r) == 1:
+                        along_rows += weight
+        return along_x > along_rows
 
     def _elements(self) -> int:
         """Outer elements times the longest inner loop (a hint for symbolic sizes)."""
@@ -1027,9 +1037,7 @@ class TritonKernelCodegen(KernelPrinter):
             return False
         last_x = outer_vars(len(self.kernel.outer))[-1]
         along_x = False
-        for group in self.groups:
-            if group.kind != "reduction":
-                continue
+        for group in self.groups:  # a pointwise loop along the rows reads them too
             last_r = inner_vars("r", len(group.ranges))[-1] if group.ranges else None
             for name in group.nodes:
                 value = node_body(self.buffers[name], self.kernel.outer, "r")[0]
@@ -1038,7 +1046,7 @@ class TritonKernelCodegen(KernelPrinter):
                     steps_x = index.coeff(last_x)
                     if last_r is not None and index.coeff(last_r) == 1 and steps_x != 0:
                         return False  # a row-major read (one the same for all x is broadcast)
-                    along_x = along_x or steps_x == 1
+                    along_x = along_x or (group.kind == "reduction" and steps_x == 1)
         return along_x
 
     def _needs_int64(self) -> bool:
