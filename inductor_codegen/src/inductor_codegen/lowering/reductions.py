@@ -15,7 +15,7 @@ from inductor_codegen.indexing import (
     reshape_index,
     simplify_with_ranges,
 )
-from inductor_codegen.ir import TensorValue, expr_loads
+from inductor_codegen.ir import Constant, IndexValue, Load, Op, TensorValue, expr_loads
 from inductor_codegen.lowering.common import (
     cast,
     const,
@@ -42,10 +42,121 @@ def reduce(
     partial reductions and a final one.
     """
     ranges, reduction_ranges, load = _reduction_parts(x, dims, keepdim, value_dtype)
+    if reduction_type == "sum":
+        picked = _one_hot_sum(ranges, reduction_ranges, load, out_dtype)
+        if picked is not None:
+            return picked
     plan = plan_split(ranges, reduction_ranges, load, reduction_type)
     if plan is not None:
         return split_reduction(ctx, plan, out_dtype, ranges, reduction_ranges, reduction_type, load)
     return ctx.reduction(out_dtype, ranges, reduction_ranges, reduction_type, load)
+
+
+def _one_hot_sum(ranges, reduction_ranges, load, out_dtype) -> TensorValue | None:
+    """A sum over r of `where(r == k & rest, v, 0)` with k, rest and v free of r (a
+    one-hot row: nll_loss's backward read by log_softmax's) is the one term it picks:
+    `where(0 <= k < n & rest, v, 0)`, a pointwise value instead of a loop over the row
+    (the sum of one term and zeros is that term exactly)."""
+    if len(reduction_ranges) != 1:
+        return None
+    r = sympy.Symbol("r_one_hot", integer=True, nonnegative=True)
+    xs = tuple(
+        sympy.Symbol(f"x_one_hot{i}", integer=True, nonnegative=True) for i in range(len(ranges))
+    )
+    try:
+        if _pick_one_hot(load(xs, (r,)), r, reduction_ranges[0]) is None:
+            return None
+    except DynamicShapeError:
+        return None
+    extent = reduction_ranges[0]
+
+    def loader(idx):
+        return cast(_pick_one_hot(load(idx, (r,)), r, extent), out_dtype)
+
+    return TensorValue(out_dtype, tuple(ranges), loader)
+
+
+def _mentions(expr, symbol) -> bool:
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, (Load, IndexValue)):
+            if symbol in sympy.sympify(e.index).free_symbols:
+                return True
+        elif isinstance(e, Op):
+            stack.extend(e.args)
+    return False
+
+
+def _conjuncts(cond) -> list:
+    """`a & b & ...` of a boolean condition, `x != 0` of a bool read as x."""
+    if isinstance(cond, Op) and cond.dtype == torch.bool:
+        if cond.name in ("logical_and", "bitwise_and") and all(
+            a.dtype == torch.bool for a in cond.args
+        ):
+            return [c for a in cond.args for c in _conjuncts(a)]
+        if cond.name == "ne" and cond.args[0].dtype == torch.bool:
+            zero = cond.args[1]
+            if isinstance(zero, Constant) and not zero.value:
+                return _conjuncts(cond.args[0])
+    return [cond]
+
+
+def _integer_position(expr, r):
+    """The offset c of `expr` = r + c (an integer index value, casts to integers only),
+    else None."""
+    while isinstance(expr, Op) and expr.name == "to_dtype":
+        if expr.dtype.is_floating_point or expr.dtype == torch.bool:
+            return None
+        expr = expr.args[0]
+    if not isinstance(expr, IndexValue) or expr.dtype.is_floating_point:
+        return None
+    offset = sympy.expand(sympy.sympify(expr.index) - r)
+    return None if r in offset.free_symbols else offset
+
+
+def _pick_one_hot(expr, r, extent):
+    casts = []
+    while isinstance(expr, Op) and expr.name == "to_dtype":
+        casts.append(expr.dtype)
+        expr = expr.args[0]
+    if not (isinstance(expr, Op) and expr.name == "where" and len(expr.args) == 3):
+        return None
+    cond, value, other = expr.args
+    if not (isinstance(other, Constant) and other.value == 0) or _mentions(value, r):
+        return None
+    hit, rest = None, []
+    for c in _conjuncts(cond):
+        if not _mentions(c, r):
+            rest.append(c)
+            continue
+        if hit is not None or not (isinstance(c, Op) and c.name == "eq"):
+            return None
+        a, b = c.args
+        if _mentions(b, r):
+            a, b = b, a
+        offset = _integer_position(a, r)
+        if offset is None or _mentions(b, r) or b.dtype.is_floating_point or b.dtype == torch.bool:
+            return None
+        hit = (b, offset)
+    if hit is None:
+        return None
+    k, offset = hit
+    k = cast(k, torch.int64)
+    if offset != 0:
+        k = op("sub", k, scalar_expr(offset, torch.int64), dtype=torch.int64)
+    inside = op(
+        "logical_and",
+        op("ge", k, const(0, torch.int64), dtype=torch.bool),
+        op("lt", k, scalar_expr(extent, torch.int64), dtype=torch.bool),
+        dtype=torch.bool,
+    )
+    for c in rest:
+        inside = op("logical_and", inside, c, dtype=torch.bool)
+    picked = op("where", inside, value, other, dtype=expr.dtype)
+    for dtype in reversed(casts):
+        picked = cast(picked, dtype)
+    return picked
 
 
 def _reduction_parts(x: TensorValue, dims, keepdim: bool, value_dtype=None):
