@@ -21,6 +21,9 @@ Objects are named so a later process finds the same thing:
                         fingerprint checked when resolved: a function's code (every
                         nested code object), defaults and no closure; a class's MRO
     ATen operators      by name
+    code objects        a function's code made in the frame: by its place among the
+                        frame code's constants (the frame's code is in the key)
+    module globals      a module's namespace (a made function's globals), by name
     nn.Module objects   the object at the guard's own source in the call installing
                         the record (an NN_MODULE guard), as capture guards what it
                         reads of them (attributes, hooks, parameters)
@@ -301,9 +304,16 @@ class _Tables:
     """Sources and named objects of one record, each written once and referred to by
     index (a guard set names the same module paths and classes hundreds of times)."""
 
-    def __init__(self, sources: list | None = None, names: list | None = None) -> None:
+    def __init__(
+        self,
+        sources: list | None = None,
+        names: list | None = None,
+        frame_code: types.CodeType | None = None,
+    ) -> None:
         self.sources: list = [] if sources is None else sources
         self.names: list = [] if names is None else names
+        # the frame's code: a code object among its constants is named by its place there
+        self.frame_code = frame_code
         self.source_index: dict[Source, int] = {}
         self.name_index: dict[int, int] = {}
         self.decoded: dict[int, Source] = {}
@@ -356,6 +366,12 @@ def encode_value(value: Any, nodes: bool = False) -> Any:
         return ["op_packet", value._qualified_op_name]
     if isinstance(value, enum.Enum):
         return ["enum", _named(kind), value.name, encode_value(value.value)]
+    if kind is types.CodeType:  # a function's code made in the frame (its MAKE_FUNCTION)
+        if _tables is None or _tables.frame_code is None:
+            raise NotPortable(f"a code object outside a frame's record ({value.co_name})")
+        return ["code", _code_path(_tables.frame_code, value)]
+    if kind is dict and "__name__" in value:  # a module's globals (a made function's)
+        return ["namespace", _namespace_name(value)]
     if isinstance(value, types.ModuleType):
         if sys.modules.get(value.__name__) is not value:
             raise NotPortable(f"module {value.__name__} is not the one imported under its name")
@@ -412,6 +428,12 @@ def decode_value(data: Any, nodes: dict[str, torch.fx.Node] | None = None) -> An
         return member
     if tag == "module":
         return importlib.import_module(data[1])
+    if tag == "namespace":
+        return _namespace_of(data[1])
+    if tag == "code":
+        if _tables is None or _tables.frame_code is None:
+            raise ValueError("a code object outside a frame's record")
+        return _code_at(_tables.frame_code, data[1])
     if tag == "name":
         if _tables is None:
             raise ValueError("a name reference outside a record")
@@ -927,11 +949,13 @@ def entry_record(
     replays: list[str],
     constants: list[Any],
     shape_env: Any = None,
+    frame_code: types.CodeType | None = None,
 ) -> dict[str, Any]:
     """What `install_parts` needs to make the entry again; NotPortable when it cannot.
-    `shape_env`: the ShapeEnv of a graph with symbolic sizes."""
+    `shape_env`: the ShapeEnv of a graph with symbolic sizes; `frame_code`: the frame's
+    code (a code object among its constants is named by its place there)."""
     global _tables
-    _tables = _Tables()
+    _tables = _Tables(frame_code=frame_code)
     try:
         symbolic = shape_env is not None and graph_module is not None
         record = _entry_record(
@@ -1135,7 +1159,7 @@ def install_parts(
         raise ValueError("another record schema")
     if not (isinstance(record["sources"], list) and isinstance(record["names"], list)):
         raise ValueError("the record's tables are not lists")
-    _tables = _Tables(record["sources"], record["names"])
+    _tables = _Tables(record["sources"], record["names"], target.function.__code__)
     try:
         return _install_parts(record, target, f_locals, f_globals)
     finally:
@@ -1250,7 +1274,7 @@ class CaptureCache:
         from dynamo_capture.frame_target import _module_call
 
         global _tables
-        _tables = _Tables()
+        _tables = _Tables(frame_code=compiled.frame.function.__code__)
         try:
             if not contexts:
                 raise NotPortable("no capture before the break")
@@ -1293,6 +1317,7 @@ class CaptureCache:
                 frame.replays,
                 frame.constants,
                 frame.ctx.shape_env if frame.ctx.symbolic else None,
+                compiled.frame.function.__code__,
             )
             json.dumps(record)
         except NotPortable as error:

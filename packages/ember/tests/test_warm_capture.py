@@ -961,3 +961,26 @@ def test_warm_capture_break_inside_inlined_call_in_new_process_skips_capture(tmp
     assert warm_run["stats"].get("hits") == cold["stats"]["stored"]
     assert warm_run["out"] == cold["out"]  # bit-equal
     torch.testing.assert_close(torch.tensor(cold["out"]), torch.tensor(cold["expected"]))
+
+
+def makes_a_breaking_function(x):
+    def inner(y):
+        print("inside a function made in the frame", file=sys.stderr)
+        return y + 1
+
+    return inner(x.sin()) * 2
+
+
+def test_warm_capture_break_inside_function_made_in_frame_installs(warm, no_capture):
+    x = torch.randn(4, 8)
+    first = _run(makes_a_breaking_function, x)
+    kept = warm_cache.STATS["captures_kept"]
+    records = [json.loads(json.loads(p.read_text())["payload"]) for p in _records(warm)]
+    assert any((r.get("break") or {}).get("callee_code") for r in records)
+    no_capture()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        second = _run(makes_a_breaking_function, x)
+    assert warm_cache.STATS["capture_hits"] == kept
+    torch.testing.assert_close(second, makes_a_breaking_function(x))
+    torch.testing.assert_close(first, second, rtol=0, atol=0)
