@@ -31,7 +31,14 @@ counts: the cost of a module tree against depth. `EMBER_BENCH_CLOCK=cpu` times
 every row in the thread's CPU time, which waiting for a core on a loaded machine
 does not inflate.
 
-    python benchmarks/guards_bench.py [--no-models] [--depth] [--trees]
+`--layers` prints, for GPT-2 decoders (eval, no_grad, width 64) of 2, 12 and 24
+layers, with the guards the layers share checked as one loop (`guards.block_loops`)
+and without: the lines of generated guard code (the entry's function and its module
+tree's full check), the time to generate and compile them (`GuardSet.compile`), the
+entry's check per call, and the module tree's full check (run after a module
+mutation). Needs `transformers`.
+
+    python benchmarks/guards_bench.py [--no-models] [--depth] [--trees] [--layers]
 """
 
 from __future__ import annotations
@@ -298,9 +305,65 @@ def tree_case(name: str) -> str:
     return f"| {name} | {modules} | {tensors} | {check:.1f} |"
 
 
+def layers_case(layers: int, looped: bool) -> str:
+    """The guards of `ember.compile(gpt2)` for a GPT-2 of `layers` layers, as a table row."""
+    import linecache
+
+    from transformers import GPT2Config, GPT2Model
+
+    import ember
+    from guards import block_loops, guard_codegen
+
+    block_loops.ENABLED = looped
+    torch.manual_seed(0)
+    config = GPT2Config(
+        n_layer=layers, n_embd=64, n_head=4, vocab_size=128, n_positions=64,
+        bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    model = GPT2Model(config).eval()
+    ids = torch.randint(0, 128, (1, 8))
+    with torch.no_grad():
+        optimized = ember.compile(model, backend="eager")
+        optimized(ids)
+        runner = optimized.__dict__["_ember_compiled"]
+        frame_locals = runner.frame.bind((ids,), {})
+        frame_globals = runner.frame.globals
+        guard_set = GuardSet(runner.entries[0].guards.guards)
+        timings = []
+        for _ in range(REPEATS):
+            guard_codegen._compiled.cache_clear()  # Python's compile of the source too
+            start = CLOCK()
+            compiled = guard_set.compile(name=f"gpt2 of {layers} layers {looped}")
+            timings.append(CLOCK() - start)
+        assert compiled(frame_locals, frame_globals)
+        check = best_microseconds(compiled.check, (frame_locals, frame_globals), 200)
+        full = sum(
+            best_microseconds(tree.structure, (frame_locals, frame_globals), 50)
+            for tree in compiled.trees
+        )
+    lines = len(compiled.source.splitlines()) + sum(
+        len(linecache.getlines(tree.structure.__code__.co_filename)) for tree in compiled.trees
+    )
+    block_loops.ENABLED = True
+    return (
+        f"| {layers} | {'loop' if looped else 'one by one'} | {len(compiled.guards)} | {lines} "
+        f"| {min(timings) * 1e3:.1f} | {check:.1f} | {full:.1f} |"
+    )
+
+
 def main() -> None:
     torch.set_num_threads(1)
     sys.path.insert(0, str(Path(__file__).parent))
+    if "--layers" in sys.argv:
+        print(
+            "| layers | shared guards | guards | generated lines | compile (ms) "
+            "| check per call (us) | tree full check (us) |"
+        )
+        print("|---:|---|---:|---:|---:|---:|---:|")
+        for layers in (2, 12, 24):
+            for looped in (False, True):
+                print(layers_case(layers, looped))
+        return
     if "--trees" in sys.argv:
         print("| model | modules | parameters and buffers | guard check (us) |")
         print("|---|---:|---:|---:|")

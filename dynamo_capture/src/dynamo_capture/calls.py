@@ -580,8 +580,11 @@ def child_translator(
         raise Unsupported(f"async function {code.co_name}")
     f_locals = _bind(tx, code, args, kwargs, defaults, kwdefaults, resolve)
     generator = bool(code.co_flags & _CO_GENERATOR)
-    receiver = args[0].obj if args and isinstance(args[0], PythonValue) else None
-    callee = Callee(fn if isinstance(fn, types.FunctionType) else None, receiver)
+    receiver, receiver_source = None, None
+    if args and isinstance(args[0], PythonValue):
+        receiver, receiver_source = args[0].obj, args[0].source
+    function = fn if isinstance(fn, types.FunctionType) else None
+    callee = Callee(function, receiver, source if function is not None else None, receiver_source)
     return Translator(
         tx.ctx, code, f_locals, f_globals,
         cells=cells, real_cells=real_cells, parent=tx, generator=generator, callee=callee,

@@ -89,10 +89,14 @@ class Callee:
     """An inlined call: the real function and its real first argument (a method's self).
 
     Either is None when capture made it (a closure built while capturing, a new object).
+    The sources say where the compiled frame's locals hold them (None: nowhere known);
+    a capture record of the frame finds them again there (`portable.break_record`).
     """
 
     function: Any = None
     receiver: Any = None
+    function_source: Source | None = None
+    receiver_source: Source | None = None
 
 
 _decoded: dict[types.CodeType, tuple[list[Instruction], dict[int, int]]] = {}

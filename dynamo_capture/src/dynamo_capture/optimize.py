@@ -456,8 +456,8 @@ class CompiledCallable:
 
     def _storable(self, stance: Any) -> bool:
         """Whether this frame's compiles may be kept as capture records (`capture_cache`):
-        no guard filter, the default stance, not a frame shared by the modules of a class
-        (a part of a split frame keeps its own records, under its own code)."""
+        no guard filter, the default stance; a frame guarding its modules on structure
+        only where its records hold the guards its capture made (`records_by_structure`)."""
         return (
             self.capture_cache is not None
             and (not self.modules_by_structure or self.records_by_structure)
@@ -607,6 +607,7 @@ class CompiledCallable:
         part.artifacts = self.artifacts
         part.parent = self
         part.modules_by_structure = self.modules_by_structure  # its `self`, say, as here
+        part.records_by_structure = self.records_by_structure
         part.parts = self.parts
         part._callees = self._callees
         self.parts.append(part)
@@ -656,6 +657,10 @@ class CompiledCallable:
             if part is None:
                 part = self._callees[key] = self._part(function, backend)
                 part.modules_by_structure = True
+                # NOTE: its records hold the guards its capture made (the module's class
+                # and what was read of it, its tensors graph inputs), keyed apart from
+                # a frame of the same function guarding modules by identity
+                part.records_by_structure = True
             bound_key = (id(function), id(module), "bound")
             bound = self._callees.get(bound_key)
             if bound is None or bound.__self__ is not module:

@@ -21,13 +21,20 @@ Objects are named so a later process finds the same thing:
                         fingerprint checked when resolved: a function's code (every
                         nested code object), defaults and no closure; a class's MRO
     ATen operators      by name
+    code objects        a function's code made in the frame: by its place among the
+                        frame code's constants (the frame's code is in the key)
+    module globals      a module's namespace (a made function's globals), by name
     nn.Module objects   the object at the guard's own source in the call installing
                         the record (an NN_MODULE guard), as capture guards what it
                         reads of them (attributes, hooks, parameters)
 
 A frame whose capture stopped at a graph break keeps the guards of that capture and
 the break (`break_record`): installing makes the split, branch or eager entry again
-from them and the frame's code, as right after that capture.
+from them and the frame's code, as right after that capture. A break inside an inlined
+call keeps the call: its function by name (or by the source the frame read it from)
+with its fingerprint, its receiver by source with its class, found again there after
+the guards passed (`_callee_record`); a function made in the frame by its code's place
+among the frame code's constants.
 
 A graph with symbolic sizes keeps its ShapeEnv (`shape_env_record`: symbols with their
 ranges and sources, replacements, relations; expressions as `guards.sym_exprs.expr_data`)
@@ -35,7 +42,7 @@ and its sizes as expressions; installing restores the ShapeEnv with the call's s
 hints (after its shape guard passed) and rebuilds the fakes over it.
 
 Anything else (an object identified by its id, a closure, a tensor constant, a
-symbolic float, a break inside an inlined call) makes the record not portable: the
+symbolic float, a break inside a call on an object capture made) makes the record not portable: the
 frame is captured in every process, as before.
 """
 
@@ -297,9 +304,16 @@ class _Tables:
     """Sources and named objects of one record, each written once and referred to by
     index (a guard set names the same module paths and classes hundreds of times)."""
 
-    def __init__(self, sources: list | None = None, names: list | None = None) -> None:
+    def __init__(
+        self,
+        sources: list | None = None,
+        names: list | None = None,
+        frame_code: types.CodeType | None = None,
+    ) -> None:
         self.sources: list = [] if sources is None else sources
         self.names: list = [] if names is None else names
+        # the frame's code: a code object among its constants is named by its place there
+        self.frame_code = frame_code
         self.source_index: dict[Source, int] = {}
         self.name_index: dict[int, int] = {}
         self.decoded: dict[int, Source] = {}
@@ -352,6 +366,12 @@ def encode_value(value: Any, nodes: bool = False) -> Any:
         return ["op_packet", value._qualified_op_name]
     if isinstance(value, enum.Enum):
         return ["enum", _named(kind), value.name, encode_value(value.value)]
+    if kind is types.CodeType:  # a function's code made in the frame (its MAKE_FUNCTION)
+        if _tables is None or _tables.frame_code is None:
+            raise NotPortable(f"a code object outside a frame's record ({value.co_name})")
+        return ["code", _code_path(_tables.frame_code, value)]
+    if kind is dict and "__name__" in value:  # a module's globals (a made function's)
+        return ["namespace", _namespace_name(value)]
     if isinstance(value, types.ModuleType):
         if sys.modules.get(value.__name__) is not value:
             raise NotPortable(f"module {value.__name__} is not the one imported under its name")
@@ -408,6 +428,12 @@ def decode_value(data: Any, nodes: dict[str, torch.fx.Node] | None = None) -> An
         return member
     if tag == "module":
         return importlib.import_module(data[1])
+    if tag == "namespace":
+        return _namespace_of(data[1])
+    if tag == "code":
+        if _tables is None or _tables.frame_code is None:
+            raise ValueError("a code object outside a frame's record")
+        return _code_at(_tables.frame_code, data[1])
     if tag == "name":
         if _tables is None:
             raise ValueError("a name reference outside a record")
@@ -923,11 +949,13 @@ def entry_record(
     replays: list[str],
     constants: list[Any],
     shape_env: Any = None,
+    frame_code: types.CodeType | None = None,
 ) -> dict[str, Any]:
     """What `install_parts` needs to make the entry again; NotPortable when it cannot.
-    `shape_env`: the ShapeEnv of a graph with symbolic sizes."""
+    `shape_env`: the ShapeEnv of a graph with symbolic sizes; `frame_code`: the frame's
+    code (a code object among its constants is named by its place there)."""
     global _tables
-    _tables = _Tables()
+    _tables = _Tables(frame_code=frame_code)
     try:
         symbolic = shape_env is not None and graph_module is not None
         record = _entry_record(
@@ -981,30 +1009,112 @@ def _break_classes() -> dict[str, type]:
     return {cls.__name__: cls for cls in (Unsupported, NeedsEagerFrame, ContextSwitchCall)}
 
 
-def break_record(error: Any, module_frame: bool) -> dict[str, Any]:
+def break_record(error: Any, module_frame: bool, code: types.CodeType) -> dict[str, Any]:
     """A graph break as data. `module_frame`: the frame is a module's call, whose entry
-    reads nothing of the inlined call the break happened in."""
+    reads nothing of the inlined call the break happened in. `code`: the frame's code."""
     cls = type(error)
     if _break_classes().get(cls.__name__) is not cls:
         raise NotPortable(f"a graph break of kind {cls.__name__}")
-    if not module_frame and (error.callee is not None or error.callee_code is not None):
-        raise NotPortable("a graph break inside a call of a function capture inlined")
     if getattr(error, "partial_methods", None):
         raise NotPortable("a graph break whose frame runs partialmethod functions compiled")
     contexts = [
         [encode_value(spec.factory), encode_value(spec.args), spec.kind] for spec in error.contexts
     ]
+    callee = callee_code = None
+    if not module_frame:
+        callee = _callee_record(error.callee)
+        if error.callee_code is not None:
+            callee_code = _code_path(code, error.callee_code)
     return {
         "class": cls.__name__,
         "reason": error.reason,
         "where": [[loc.filename, loc.line, loc.function] for loc in error.where],
         "contexts": contexts,
         "fields": {name: encode_value(getattr(error, name)) for name in _BREAK_FIELDS},
+        "callee": callee,
+        "callee_code": callee_code,
     }
 
 
-def decode_break(data: dict[str, Any]) -> Any:
-    """The graph break `break_record` described (no inlined call: see `break_record`)."""
+def _callee_record(callee: Any) -> dict[str, Any] | None:
+    """The inlined call a break happened in (interpreter.Callee): its function by module
+    and name (or where the frame's locals hold it) with its fingerprint, its receiver
+    where the frame's locals hold it, with its class. The guards of the capture up to the
+    break check what was read of both; the split made of the break shadows the call on
+    exactly these objects, so a later process must find the same ones."""
+    if callee is None:
+        return None
+    function = None
+    if callee.function is not None:
+        try:
+            function = ["named", _named(callee.function)]
+        except NotPortable:
+            if callee.function_source is None:
+                raise
+            function = [
+                "read",
+                encode_source(callee.function_source),
+                _fingerprint(callee.function),
+            ]
+    receiver = None
+    if callee.receiver is not None:
+        if callee.receiver_source is None:
+            raise NotPortable("a graph break inside a call on an object capture made")
+        receiver = [encode_source(callee.receiver_source), _named(type(callee.receiver))]
+    return {"function": function, "receiver": receiver}
+
+
+def _callee_of(data: dict[str, Any] | None, read: Any) -> Any:
+    """The interpreter.Callee `_callee_record` described, found in this call's locals;
+    Stale when what is there is not what the record names."""
+    from dynamo_capture.interpreter import Callee
+
+    if data is None:
+        return None
+    function = function_source = None
+    if data["function"] is not None:
+        how = data["function"]
+        if how[0] == "named":
+            function = decode_value(how[1])
+        else:
+            function_source = decode_source(how[1])
+            function = read(function_source)
+            if not isinstance(function, types.FunctionType) or _fingerprint(function) != how[2]:
+                raise Stale(f"the function at {function_source.name} changed")
+    receiver = receiver_source = None
+    if data["receiver"] is not None:
+        receiver_source = decode_source(data["receiver"][0])
+        receiver = read(receiver_source)
+        if type(receiver) is not decode_value(data["receiver"][1]):
+            raise Stale(f"{receiver_source.name} is of another class")
+    return Callee(function, receiver, function_source, receiver_source)
+
+
+def _code_path(code: types.CodeType, target: types.CodeType) -> list[int]:
+    """Indexes into nested `co_consts` leading from `code` to `target` (a function's code
+    made in the frame); NotPortable where it is not a constant of the frame's code."""
+    for index, constant in enumerate(code.co_consts):
+        if constant is target:
+            return [index]
+        if isinstance(constant, types.CodeType):
+            try:
+                return [index, *_code_path(constant, target)]
+            except NotPortable:
+                continue
+    raise NotPortable("a graph break inside a function whose code is not the frame's")
+
+
+def _code_at(code: types.CodeType, path: list[int]) -> types.CodeType:
+    for index in path:
+        code = code.co_consts[int(index)]
+        if not isinstance(code, types.CodeType):
+            raise ValueError("the path to a function's code leads to another constant")
+    return code
+
+
+def decode_break(data: dict[str, Any], read: Any = None, code: Any = None) -> Any:
+    """The graph break `break_record` described; `read` evaluates a source on the
+    installing call's locals, `code` is the frame's code (for the inlined call's)."""
     from dynamo_capture.errors import UserLocation
     from dynamo_capture.resume import ContextSpec
 
@@ -1016,6 +1126,10 @@ def decode_break(data: dict[str, Any]) -> Any:
     )
     for name in _BREAK_FIELDS:
         setattr(error, name, decode_value(data["fields"][name]))
+    if data.get("callee") is not None:
+        error.callee = _callee_of(data["callee"], read)
+    if data.get("callee_code") is not None:
+        error.callee_code = _code_at(code, data["callee_code"])
     return error
 
 
@@ -1045,7 +1159,7 @@ def install_parts(
         raise ValueError("another record schema")
     if not (isinstance(record["sources"], list) and isinstance(record["names"], list)):
         raise ValueError("the record's tables are not lists")
-    _tables = _Tables(record["sources"], record["names"])
+    _tables = _Tables(record["sources"], record["names"], target.function.__code__)
     try:
         return _install_parts(record, target, f_locals, f_globals)
     finally:
@@ -1066,7 +1180,6 @@ def _install_parts(
     try:
         guard_set = GuardSet(decode_guard(g, read) for g in record["guards"])
         constants = [decode_value(c) for c in record["constants"]]
-        graph_break = None if record.get("break") is None else decode_break(record["break"])
     except Stale as error:
         _log.info("capture record of %s does not apply: %s", target.name, error)
         return None
@@ -1078,6 +1191,13 @@ def _install_parts(
                 target.name, guards.why_failed(f_locals, f_globals),
             )  # fmt: skip
         return None
+    graph_break = None
+    if record.get("break") is not None:
+        try:  # after the guards: the inlined call's objects are read where they passed
+            graph_break = decode_break(record["break"], read, target.function.__code__)
+        except Stale as error:
+            _log.info("capture record of %s does not apply: %s", target.name, error)
+            return None
     sources = [decode_source(s) for s in record["inputs"]]
     graph_module = None
     if record["graph"] is not None:
@@ -1154,7 +1274,7 @@ class CaptureCache:
         from dynamo_capture.frame_target import _module_call
 
         global _tables
-        _tables = _Tables()
+        _tables = _Tables(frame_code=compiled.frame.function.__code__)
         try:
             if not contexts:
                 raise NotPortable("no capture before the break")
@@ -1165,7 +1285,8 @@ class CaptureCache:
                     "is a constant no guard checks"
                 )
             record = _entry_record(ctx.guards.guard_set, None, [], "", [], [])
-            record["break"] = break_record(error, compiled.frame.function is _module_call)
+            function = compiled.frame.function
+            record["break"] = break_record(error, function is _module_call, function.__code__)
             record["sources"] = _tables.sources
             record["names"] = _tables.names
             json.dumps(record)
@@ -1196,6 +1317,7 @@ class CaptureCache:
                 frame.replays,
                 frame.constants,
                 frame.ctx.shape_env if frame.ctx.symbolic else None,
+                compiled.frame.function.__code__,
             )
             json.dumps(record)
         except NotPortable as error:

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from guards.block_loops import loop_identical_blocks
 from guards.filters import GuardFilterEntry, apply_guard_filter
 from guards.global_state import GlobalStateGuard
 from guards.guard_codegen import generate_guard_function
@@ -170,8 +171,9 @@ def _module_trees(guards: list[Guard], name: str) -> tuple[list[Guard], list[Mod
         header = f"module tree {root.name} of {name or 'a compiled entry'}: {len(covered)} guards"
         # NOTE: no stable reads: the tree runs this check only after one of its dicts was
         # written, when a snapshot of them would be stale.
+        looped = loop_identical_blocks(covered, _block_check, guards)
         structure = generate_guard_function(
-            covered, header, drop_implied(covered), stable_reads=False
+            looped, header, drop_implied(looped), stable_reads=False
         )
         if artifact_enabled("guards"):
             _log.info("%s\n%s", structure.filename, structure.source)
@@ -179,6 +181,14 @@ def _module_trees(guards: list[Guard], name: str) -> tuple[list[Guard], list[Mod
         trees.append(ModuleTreeGuard.of(root, module, covered, structure.check, list(tree.modules)))
     checked = sorted([*rest, *trees], key=lambda guard: guard.rank)
     return checked, trees
+
+
+def _block_check(guards: list[Guard], header: str) -> Callable[[Any, Any], bool]:
+    """The generated check of the guards one of identical blocks has (block_loops.py)."""
+    generated = generate_guard_function(guards, header, drop_implied(guards), stable_reads=False)
+    if artifact_enabled("guards"):
+        _log.info("%s\n%s", generated.filename, generated.source)
+    return generated.check
 
 
 class GuardSet:

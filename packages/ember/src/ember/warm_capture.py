@@ -27,8 +27,10 @@ one at the guard's source in the installing call (capture guards each attribute 
 read of it). A frame with a graph break keeps its capture's guards and the break: a
 later process makes the split (resume functions, branches) again from them, and each
 compiled part keeps records under its own code. A graph with symbolic sizes keeps its
-ShapeEnv as data, rebuilt with the installing call's sizes as hints. Symbolic floats, a
-break inside an inlined call, a guard filter or a stance other than the default keep
+ShapeEnv as data, rebuilt with the installing call's sizes as hints. A break inside an
+inlined call keeps the call (its function and receiver, found again where the frame's
+locals hold them); the called function, a compiled frame of its own, keeps its own
+records. Symbolic floats, a guard filter or a stance other than the default keep
 nothing. Files: `<cache root>/capture/<key[:2]>/<key>/<record>.json`, written
 atomically with a checksum; a faulty one is removed and the frame captured again.
 A process reads a key's records once, at the first cache miss of any compiled callable
@@ -95,6 +97,8 @@ class FileCaptureCache(CaptureCache):
             try:
                 options = _options_part(self.options)
                 frame = frame_fingerprint(compiled.frame)
+                if compiled.frame.modules_by_structure:  # its modules guarded on structure
+                    frame += ":modules by structure"
             except (NotStorable, NotPortable) as error:
                 _log.info("capture of %s not kept: %s", compiled.frame.name, error)
                 self._parts = []
