@@ -70,6 +70,7 @@ from dynamo_capture.output_graph import (
     has_symbolic,
     is_constant,
 )
+from dynamo_capture.registry import disabled_reason
 from dynamo_capture.resume import (
     ITERATOR,
     STACK_LOCAL,
@@ -458,6 +459,14 @@ def _torch_callable(callable_value: Any) -> bool:
     return False
 
 
+def _disabled_callable(callable_value: Any) -> bool:
+    """Whether the failing call is of a function or module marked to run eagerly
+    (`ember.disable`, `torch.compiler.disable`): torch.compile breaks at the call itself,
+    its arguments computed in the graph before and its result handed to the one after."""
+    obj = getattr(callable_value, "obj", None)
+    return obj is not None and disabled_reason(obj) is not None
+
+
 _CONVERSIONS = (bool, int, float, complex)
 
 
@@ -674,6 +683,7 @@ def capture_frame(
                 if not (
                     (error.callee is not None and (error.callee.function is not None or made_here))
                     or _torch_callable(tx.calling)
+                    or _disabled_callable(tx.calling)
                     or _tensor_conversion(tx)
                 ):
                     located.call_cut = None
