@@ -80,7 +80,15 @@ from dynamo_capture.resume import (
     generated_from,
     handed_on_only,
 )
-from dynamo_capture.sources import AttrSource, ClosureSource, ItemSource, LocalSource, Source
+from dynamo_capture.sources import (
+    AttrSource,
+    ClosureSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    NNModuleSource,
+    Source,
+)
 from dynamo_capture.state import capturing
 from dynamo_capture.values import (
     NULL,
@@ -464,6 +472,10 @@ def _disabled_callable(callable_value: Any) -> bool:
     (`ember.disable`, `torch.compiler.disable`): torch.compile breaks at the call itself,
     its arguments computed in the graph before and its result handed to the one after."""
     obj = getattr(callable_value, "obj", None)
+    if isinstance(obj, torch.nn.Module):  # a module whose forward is disabled
+        forward = getattr(type(obj), "forward", None)
+        if forward is not None and disabled_reason(forward) is not None:
+            return True
     return obj is not None and disabled_reason(obj) is not None
 
 
@@ -490,6 +502,12 @@ def _reloadable(callable_value: Any) -> bool:
     if isinstance(callable_value, FunctionValue):
         return True
     if isinstance(callable_value, PythonValue):
+        if isinstance(callable_value.obj, torch.nn.Module) and _disabled_callable(callable_value):
+            # a module that runs eagerly, read from a variable: the same module again
+            source = callable_value.source
+            if isinstance(source, NNModuleSource):
+                source = source.source
+            return isinstance(source, LocalSource | GlobalSource | ClosureSource)
         if any(callable_value.obj is conversion for conversion in _CONVERSIONS):
             return True  # a builtin class loaded by name: the same class again
         return isinstance(callable_value.obj, types.FunctionType | types.BuiltinFunctionType)
