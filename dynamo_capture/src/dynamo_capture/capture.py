@@ -1228,6 +1228,9 @@ class OutputPlan:
             return self._source_read(value.source)
         if value.source is None and is_made_in_frame(obj):
             return f"___copy_module({self._constant(obj)})"  # a new module each call, as eager
+        if value.source is None and id(obj) in self.ctx.sliced_modules:
+            # eager makes a new container each call, of the submodules then in place
+            raise Unsupported(f"a slice of a {type(obj).__name__} leaving the compiled frame")
         if isinstance(obj, list | dict | set):
             return f"{self._constant(obj)}.copy()"
         return self._constant(obj)
