@@ -471,6 +471,8 @@ def _disabled_callable(callable_value: Any) -> bool:
     """Whether the failing call is of a function or module marked to run eagerly
     (`ember.disable`, `torch.compiler.disable`): torch.compile breaks at the call itself,
     its arguments computed in the graph before and its result handed to the one after."""
+    if isinstance(callable_value, MethodValue):  # a disabled method of an object
+        callable_value = callable_value.func
     obj = getattr(callable_value, "obj", None)
     if isinstance(obj, torch.nn.Module):  # a module whose forward is disabled
         forward = getattr(type(obj), "forward", None)
