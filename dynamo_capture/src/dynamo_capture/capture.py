@@ -70,6 +70,7 @@ from dynamo_capture.output_graph import (
     has_symbolic,
     is_constant,
 )
+from dynamo_capture.registry import disabled_reason
 from dynamo_capture.resume import (
     ITERATOR,
     STACK_LOCAL,
@@ -79,7 +80,15 @@ from dynamo_capture.resume import (
     generated_from,
     handed_on_only,
 )
-from dynamo_capture.sources import AttrSource, ClosureSource, ItemSource, LocalSource, Source
+from dynamo_capture.sources import (
+    AttrSource,
+    ClosureSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    NNModuleSource,
+    Source,
+)
 from dynamo_capture.state import capturing
 from dynamo_capture.values import (
     NULL,
@@ -458,6 +467,20 @@ def _torch_callable(callable_value: Any) -> bool:
     return False
 
 
+def _disabled_callable(callable_value: Any) -> bool:
+    """Whether the failing call is of a function or module marked to run eagerly
+    (`ember.disable`, `torch.compiler.disable`): torch.compile breaks at the call itself,
+    its arguments computed in the graph before and its result handed to the one after."""
+    if isinstance(callable_value, MethodValue):  # a disabled method of an object
+        callable_value = callable_value.func
+    obj = getattr(callable_value, "obj", None)
+    if isinstance(obj, torch.nn.Module):  # a module whose forward is disabled
+        forward = getattr(type(obj), "forward", None)
+        if forward is not None and disabled_reason(forward) is not None:
+            return True
+    return obj is not None and disabled_reason(obj) is not None
+
+
 _CONVERSIONS = (bool, int, float, complex)
 
 
@@ -481,6 +504,12 @@ def _reloadable(callable_value: Any) -> bool:
     if isinstance(callable_value, FunctionValue):
         return True
     if isinstance(callable_value, PythonValue):
+        if isinstance(callable_value.obj, torch.nn.Module) and _disabled_callable(callable_value):
+            # a module that runs eagerly, read from a variable: the same module again
+            source = callable_value.source
+            if isinstance(source, NNModuleSource):
+                source = source.source
+            return isinstance(source, LocalSource | GlobalSource | ClosureSource)
         if any(callable_value.obj is conversion for conversion in _CONVERSIONS):
             return True  # a builtin class loaded by name: the same class again
         return isinstance(callable_value.obj, types.FunctionType | types.BuiltinFunctionType)
@@ -674,6 +703,7 @@ def capture_frame(
                 if not (
                     (error.callee is not None and (error.callee.function is not None or made_here))
                     or _torch_callable(tx.calling)
+                    or _disabled_callable(tx.calling)
                     or _tensor_conversion(tx)
                 ):
                     located.call_cut = None
@@ -1200,6 +1230,9 @@ class OutputPlan:
             return self._source_read(value.source)
         if value.source is None and is_made_in_frame(obj):
             return f"___copy_module({self._constant(obj)})"  # a new module each call, as eager
+        if value.source is None and id(obj) in self.ctx.sliced_modules:
+            # eager makes a new container each call, of the submodules then in place
+            raise Unsupported(f"a slice of a {type(obj).__name__} leaving the compiled frame")
         if isinstance(obj, list | dict | set):
             return f"{self._constant(obj)}.copy()"
         return self._constant(obj)

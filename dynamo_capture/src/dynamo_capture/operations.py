@@ -799,8 +799,17 @@ def builtin_items(tx: Translator, value: Value) -> list[Value]:
     raise Unsupported(f"iteration over a {type(value).__name__}")
 
 
+def _sliced_items(tx: Translator, obj: Any) -> list[Value] | None:
+    """The submodule values of a container a slice made in the frame, else None."""
+    sliced = tx.ctx.sliced_modules.get(id(obj))
+    return sliced[1] if sliced is not None and sliced[0] is obj else None
+
+
 def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
     obj, source = value.obj, value.source
+    sliced = _sliced_items(tx, obj)
+    if sliced is not None:
+        return list(sliced)
     if isinstance(obj, torch.nn.ModuleDict):
         return [PythonValue(key) for key in obj.keys()]
     if isinstance(obj, torch.nn.Module):
@@ -1168,8 +1177,18 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
             if isinstance(obj, torch.nn.Module | list | tuple) and not isinstance(obj, torch.Size):
                 positions = range(len(obj))[key]
                 items = [_real_get_item(tx, container, PythonValue(i)) for i in positions]
+                if type(obj) in (torch.nn.Sequential, torch.nn.ModuleList):
+                    # a new container of the same submodules (callable, a module as in
+                    # eager): its items are the values just read, with their sources
+                    tx.ctx.sliced_modules[id(item)] = (item, items)
+                    # nn.Module.__init__ logs its API use: kept as torch.compile keeps it
+                    tx.ctx.graph.call_function(torch._C._log_api_usage_once, ("python.nn_module",))
+                    return PythonValue(item)
                 return ListValue(items) if isinstance(obj, list) else TupleValue(items)
             return PythonValue(item)
+        sliced = _sliced_items(tx, obj)
+        if sliced is not None:
+            return sliced[operator.index(key)]
         if isinstance(obj, torch.nn.ModuleDict | torch.nn.ModuleList | torch.nn.Sequential):
             names = list(obj._modules)
             name = key if isinstance(key, str) else names[operator.index(key)]

@@ -314,6 +314,9 @@ class CaptureContext:
         # the same, by the identity of the real iterator: a local holding it too
         # (`it = iter(xs); for t in it:`) reads the same value
         self._handed_objects: dict[int, tuple[Any, IteratorValue, Source]] = {}
+        # the containers a slice of a Sequential or ModuleList made (`seq[1:3]`), by
+        # identity: their submodules are the values read from the sliced container
+        self.sliced_modules: dict[int, tuple[torch.nn.Module, list[Value]]] = {}
         # what is read ahead of eager's order, side effects refused (lazy_iterators.drain)
         self.reading_ahead: str | None = None
         # the generators made in the frame, stepped as they are read (lazy_iterators)

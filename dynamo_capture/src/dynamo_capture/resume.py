@@ -630,7 +630,7 @@ def _call_plan(
     Inside `for` loops only `in_loops` (their iterators lie below, handed on as at a
     data-dependent jump); inside a `while` loop its state is the locals handed on, and
     the part resuming there runs the rest of the loop (its back jump included)."""
-    if call_cut is None or code.co_cellvars or code.co_freevars:
+    if call_cut is None or code.co_cellvars:
         return None
     at, depth, after, depth_after = call_cut
     if at < body_start or at >= _GENERATED.get(code, len(code.co_code)):
@@ -751,6 +751,8 @@ def _callable_load(
         return first + 1, None, None  # NULL + a global function
     if load.opname == "PUSH_NULL" and insts[first + 1].opname == "LOAD_FAST":
         return first + 2, None, insts[first + 1].argval
+    if load.opname == "PUSH_NULL" and insts[first + 1].opname == "LOAD_DEREF":
+        return first + 2, None, None  # NULL + a free variable: its cell read again
     pushes_null = load.opname == "LOAD_GLOBAL" and (load.arg or 0) & 1
     if load.opname not in _CALLABLE_BASES or pushes_null:
         return None
@@ -950,6 +952,7 @@ def segment_function(
     if stacked and STACK_LOCAL not in varnames:
         varnames = (*varnames, STACK_LOCAL)
     slot = varnames.index(STACK_LOCAL) if stacked else -1
+    _shift_free_slots(code, raw, len(varnames))
     root = _ROOT.get(code, code)
     tracked = _tracked_locals(root, varnames, (*cell_locals(code), *cells))
     spans: list[tuple[int, int]] = []  # (bytes, user's line) of each run of generated code
@@ -1050,6 +1053,35 @@ def segment_function(
     return types.FunctionType(
         new_code, function.__globals__, new_code.co_name, None, function.__closure__
     )
+
+
+_DEREFS = frozenset(
+    dis.opmap[name]
+    for name in ("LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF")
+)
+
+
+def _shift_free_slots(code: types.CodeType, raw: bytearray, free_base: int) -> None:
+    """Point `code`'s free-variable accesses (in `raw`, its bytes) at their slots in a
+    part whose free variables start at `free_base`.
+
+    A frame's fast slots are its varnames, then its cell variables that are not
+    parameters, then its free variables, and LOAD_DEREF and its kin name a slot by that
+    index. A part adds locals (`___stack`) before the free variables, so their indices
+    move by as many. An index that would no longer fit in its byte raises ValueError
+    (the frame then runs eagerly)."""
+    cell_only = sum(1 for name in code.co_cellvars if name not in code.co_varnames)
+    old_base = len(code.co_varnames) + cell_only
+    shift = free_base - old_base
+    if shift == 0 or not code.co_freevars:
+        return
+    extended = False
+    for inst in dis.get_instructions(code):
+        if inst.opcode in _DEREFS and inst.arg is not None and inst.arg >= old_base:
+            if extended or inst.arg + shift > 255 or raw[inst.offset] != inst.opcode:
+                raise ValueError("a free variable's slot cannot move in place")
+            raw[inst.offset + 1] = inst.arg + shift
+        extended = inst.opname == "EXTENDED_ARG"
 
 
 def _pack_stack(count: int, nulls: tuple[int, ...], const: Any) -> bytes:

@@ -56,6 +56,8 @@ _METADATA_FUNCTIONS = {
     torch.can_cast, torch.is_storage, torch.broadcast_shapes,
 }  # fmt: skip
 _GRAD_CONTEXTS = {torch.no_grad: False, torch.enable_grad: True}
+# torch functions that run a backward pass: a graph break at the call (as Tensor.backward)
+_EAGER_AUTOGRAD = frozenset({torch.autograd.grad, torch.autograd.backward})
 # torch modules whose Python functions (and classes) are traced like user code.
 INLINED_TORCH_MODULES = (
     "torch.nn.modules",
@@ -142,6 +144,10 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
         )
     if name in _SIDE_EFFECTS:
         raise Unsupported(f"torch.{name} changes global state; call it outside the compiled code")
+    if fn in _EAGER_AUTOGRAD:
+        # NOTE: torch.compile breaks here too: the gradients are computed eagerly, on
+        # the autograd graph the graph before the break recorded
+        raise Unsupported(f"torch.autograd.{name} runs the backward pass eagerly")
     if fn is torch.autocast or fn is torch.amp.autocast:
         return _autocast_context(torch.autocast, args, kwargs)
     if fn in _METADATA_FUNCTIONS:
