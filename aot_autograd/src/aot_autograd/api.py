@@ -153,6 +153,8 @@ class AotCallable:
     config: AotConfig
     graphs: dict[str, fx.GraphModule] = field(default_factory=dict)
     shape_snapshot: ShapeSnapshot | None = None
+    # Input index -> the symbolic value of a float input (a 0-d tensor read with `.item()`)
+    float_inputs: Mapping[int, torch.SymFloat] = field(default_factory=dict)
     static_compiles: int = 0
     _cache: dict[tuple, _Compiled | None] = field(default_factory=dict)
     _static: dict[tuple, AotCallable] = field(default_factory=dict)
@@ -281,7 +283,9 @@ class AotCallable:
 
     def _static_call(self, args: Sequence[Any]) -> Any:
         """Run a graph compiled for these arguments' static sizes (compiled once per sizes)."""
-        key = _metadata_key(args)
+        # NOTE: a float input's value is part of the key: traced as static, its value is
+        # read into the graph (checked at each call), so each value gets its own graph.
+        key = (_metadata_key(args), *(float(args[i]) for i in sorted(self.float_inputs)))
         static = self._static.get(key)
         if static is None:
             self.static_compiles += 1
@@ -368,6 +372,7 @@ class AotCallable:
                     self._examples(requires_grad),
                     decompositions=config.decompositions,
                     joint=True,
+                    float_inputs=self.float_inputs,
                 )
             partition = config.partition_fn or default_partition
             mark_mutated_primals(program.graph_module, program.mutated_inputs)
@@ -422,7 +427,11 @@ class AotCallable:
         # trace: ATen level, functionalized; joint graph when training.
         start = time.perf_counter()
         program = trace_program(
-            self.flat_fn, examples, decompositions=config.decompositions, joint=training
+            self.flat_fn,
+            examples,
+            decompositions=config.decompositions,
+            joint=training,
+            float_inputs=self.float_inputs,
         )
         name = "joint" if training else "inference"
         self.graphs[name] = program.graph_module
@@ -613,6 +622,32 @@ def _assumptions_hold(compiled: _Compiled, args: Sequence[Any]) -> bool:
     return compiled.assumptions is None or compiled.assumptions.hold(args)
 
 
+def captured_float_inputs(gm: fx.GraphModule) -> dict[int, torch.SymFloat]:
+    """Placeholder index -> symbolic value, for each Python float input of captured `gm`.
+
+    Capture passes a float input traced symbolically as a 0-d floating tensor that the
+    graph reads with `.item()`, the read's meta["val"] being the input's SymFloat (a
+    symbol of the ShapeEnv): `item = scale.item(); mul = x * item`.
+    """
+    found: dict[int, torch.SymFloat] = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for index, node in enumerate(placeholders):
+        example = node.meta.get("val")
+        if not isinstance(example, torch.Tensor) or example.dim() or example.requires_grad:
+            continue
+        if not example.is_floating_point():
+            continue
+        for user in node.users:
+            value = user.meta.get("val")
+            reads = (user.op == "call_method" and user.target == "item") or (
+                user.op == "call_function" and user.target is aten._local_scalar_dense.default
+            )
+            if reads and isinstance(value, torch.SymFloat) and value.node.expr.is_Symbol:
+                found[index] = value
+                break
+    return found
+
+
 def _placeholder_values(gm: fx.GraphModule) -> list[Any]:
     return [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
 
@@ -712,10 +747,15 @@ def aot_graph(
         )
     flat_fn, tensors, slots = _lifted(gm, gm)
     values = _placeholder_values(gm)
-    if len(values) == len(example_inputs) and is_symbolic(values):
-        env = shape_env_of(values)
+    floats = {len(tensors) + i: v for i, v in captured_float_inputs(gm).items()}
+    if len(values) == len(example_inputs) and (is_symbolic(values) or floats):
+        env = shape_env_of([*values, *floats.values()])
         compiled = AotCallable(
-            flat_fn, [*tensors, *values], config, shape_snapshot=ShapeSnapshot.of(env)
+            flat_fn,
+            [*tensors, *values],
+            config,
+            shape_snapshot=ShapeSnapshot.of(env),
+            float_inputs=floats,
         )
         compiled.compile_symbolic([*tensors, *values])
     else:
@@ -729,6 +769,7 @@ def aot_graph(
     return run
 
 
+aten = torch.ops.aten
 _LEAF_TYPES = (torch.Tensor, int, float, bool, type(None))
 _INFERENCE_KEY = (False, ())
 _MISSING = object()

@@ -675,6 +675,7 @@ def trace_program(
     decompositions: Mapping | None = None,
     joint: bool = True,
     fake: bool = True,
+    float_inputs: Mapping[int, torch.SymFloat] | None = None,
 ) -> TracedProgram:
     """Trace `fn(*example_inputs)` to a functional ATen graph (joint when `joint`).
 
@@ -687,15 +688,20 @@ def trace_program(
     give a graph with symbolic sizes: SymInt inputs stay placeholders, and sizes
     ops take are computed from them. There is no real run to fall back on then:
     a failure raises `SymbolicShapeError`.
+
+    `float_inputs` (input index -> a `torch.SymFloat` over that ShapeEnv) names the
+    inputs that are Python floats passed as 0-d tensors: their `.item()` is that
+    symbolic value, and arithmetic on it is traced as nodes, not read as a constant.
     """
-    symbolic = is_symbolic(list(example_inputs))
+    float_inputs = dict(float_inputs or {})
+    symbolic = is_symbolic(list(example_inputs)) or bool(float_inputs)
     # Read before tracing: a symbol that tracing finds constant no longer shows in the sizes.
-    sources = symbol_sources(example_inputs)
+    sources = symbol_sources(example_inputs, float_inputs)
     if fake or symbolic:
         mode = _fake_mode_for(example_inputs)
         try:
             with mode:
-                program = _trace(fn, example_inputs, decompositions, joint, mode)
+                program = _trace(fn, example_inputs, decompositions, joint, mode, float_inputs)
             return dataclasses.replace(program, symbol_sources=sources)
         except AotAutogradError:
             raise
@@ -732,15 +738,18 @@ def _trace(
     decompositions: Mapping | None,
     joint: bool,
     mode: Any,
+    float_inputs: Mapping[int, torch.SymFloat] | None = None,
 ) -> TracedProgram:
     # NOTE: a captured graph's torch.set_default_dtype nodes run while tracing (the
     # ATen graph keeps no such switch, its factories carry their dtypes): the default
     # dtype in force is put back after the trace, or the graph would run under another
     default_dtype = torch.get_default_dtype()
     try:
-        return _trace_once(fn, example_inputs, decompositions, joint, mode, None)
+        return _trace_once(fn, example_inputs, decompositions, joint, mode, None, float_inputs)
     except _BackwardRaises as raised:
-        return _trace_once(fn, example_inputs, decompositions, joint, mode, raised.message)
+        return _trace_once(
+            fn, example_inputs, decompositions, joint, mode, raised.message, float_inputs
+        )
     finally:
         torch.set_default_dtype(default_dtype)
 
@@ -752,6 +761,7 @@ def _trace_once(
     joint: bool,
     mode: Any,
     backward_error: str | None,
+    float_inputs: Mapping[int, torch.SymFloat] | None = None,
 ) -> TracedProgram:
     """One trace. `backward_error`: the error an earlier trace's backward raised on real
     tensors; the outputs whose own backward raises it are left out of the traced
@@ -762,6 +772,7 @@ def _trace_once(
     else:
         values = [_fake_tracing_value(x, g, mode) for x, g in zip(example_inputs, wants_grad)]
     recorder = GraphRecorder()
+    recorder.float_inputs = dict(float_inputs or {})
     for i, value in enumerate(values):
         recorder.add_input(f"primals_{i + 1}", value, i)
     tracer = AtenTracer(recorder, decompositions, keep_views=True)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +134,10 @@ class SizeNodes:
                     if _symbolic_int(size) and size.node.expr.is_Symbol:
                         self._reads.setdefault(size.node.expr, (op, node, dim, size))
 
+    def bind_number(self, node: fx.Node, value: torch.SymFloat) -> None:
+        """`node` reads symbolic float input `value` (a float input's `.item()`)."""
+        self._nodes.setdefault(value.node.expr, node)
+
     def node_of(self, value: Any) -> Any:
         """A number for a constant SymInt / SymFloat, else the node computing it from the inputs."""
         if isinstance(value, torch.SymBool):
@@ -198,25 +202,34 @@ class SizeNodes:
 
 @dataclass(frozen=True, slots=True)
 class SymbolSource:
-    """Input `index` gives `symbol`: the int itself ("int"), or its size / stride `dim`."""
+    """Input `index` gives `symbol`: the int itself ("int"), its size / stride `dim`, or
+    the value of a float input passed as a 0-d tensor ("item")."""
 
     symbol: sympy.Symbol
     index: int
     kind: str
     dim: int = 0
 
-    def read(self, args: Sequence[Any]) -> int:
+    def read(self, args: Sequence[Any]) -> int | float:
         value = args[self.index]
         if self.kind == "int":
             return int(value)
+        if self.kind == "item":
+            return float(value)
         if self.kind == "size":
             return value.shape[self.dim]
         return value.stride(self.dim)
 
 
-def symbol_sources(values: Sequence[Any]) -> tuple[SymbolSource, ...]:
-    """One source per symbol of `values` (the example inputs): SymInt inputs first."""
+def symbol_sources(
+    values: Sequence[Any], float_inputs: Mapping[int, torch.SymFloat] | None = None
+) -> tuple[SymbolSource, ...]:
+    """One source per symbol of `values` (the example inputs): SymInt inputs first, then
+    the float inputs (`float_inputs`: input index -> its symbolic value), then sizes."""
     found: dict[sympy.Symbol, SymbolSource] = {}
+    for index, number in (float_inputs or {}).items():
+        symbol = number.node.expr
+        found.setdefault(symbol, SymbolSource(symbol, index, "item"))
     for index, value in enumerate(values):
         if _symbolic_int(value) and value.node.expr.is_Symbol:
             found.setdefault(value.node.expr, SymbolSource(value.node.expr, index, "int"))

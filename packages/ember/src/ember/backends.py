@@ -65,7 +65,7 @@ def _takes_torch_symbols(compile_graph: Backend) -> Backend:
     backend.__name__ = backend.__qualname__ = compile_graph.__name__
     # aot_autograd traces `.item()` of an input as a constant checked at each call: float
     # inputs stay constants under capture (one graph per value) rather than tensor inputs
-    backend.takes_float_inputs = False  # type: ignore[attr-defined]
+    backend.takes_float_inputs = True  # type: ignore[attr-defined]
     # nor does it trace torch.func transforms (saved-tensor hooks) or torch.cond: those
     # calls break the graph and run eagerly
     backend.takes_function_transforms = False  # type: ignore[attr-defined]
