@@ -627,7 +627,8 @@ def captured_float_inputs(gm: fx.GraphModule) -> dict[int, torch.SymFloat]:
 
     Capture passes a float input traced symbolically as a 0-d floating tensor that the
     graph reads with `.item()`, the read's meta["val"] being the input's SymFloat (a
-    symbol of the ShapeEnv): `item = scale.item(); mul = x * item`.
+    symbol of the ShapeEnv, or a constant where capture specialized it and guards
+    its value): `item = scale.item(); mul = x * item`.
     """
     found: dict[int, torch.SymFloat] = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -642,7 +643,10 @@ def captured_float_inputs(gm: fx.GraphModule) -> dict[int, torch.SymFloat]:
             reads = (user.op == "call_method" and user.target == "item") or (
                 user.op == "call_function" and user.target is aten._local_scalar_dense.default
             )
-            if reads and isinstance(value, torch.SymFloat) and value.node.expr.is_Symbol:
+            if not reads or not isinstance(value, torch.SymFloat):
+                continue
+            # (a float capture specialized is a constant it guards: read as that constant)
+            if value.node.expr.is_Symbol or value.node.maybe_as_float() is not None:
                 found[index] = value
                 break
     return found
@@ -748,7 +752,8 @@ def aot_graph(
     flat_fn, tensors, slots = _lifted(gm, gm)
     values = _placeholder_values(gm)
     floats = {len(tensors) + i: v for i, v in captured_float_inputs(gm).items()}
-    if len(values) == len(example_inputs) and (is_symbolic(values) or floats):
+    symbolic_floats = any(v.node.expr.is_Symbol for v in floats.values())
+    if len(values) == len(example_inputs) and (is_symbolic(values) or symbolic_floats):
         env = shape_env_of([*values, *floats.values()])
         compiled = AotCallable(
             flat_fn,

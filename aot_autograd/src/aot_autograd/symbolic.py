@@ -229,7 +229,8 @@ def symbol_sources(
     found: dict[sympy.Symbol, SymbolSource] = {}
     for index, number in (float_inputs or {}).items():
         symbol = number.node.expr
-        found.setdefault(symbol, SymbolSource(symbol, index, "item"))
+        if symbol.is_Symbol:
+            found.setdefault(symbol, SymbolSource(symbol, index, "item"))
     for index, value in enumerate(values):
         if _symbolic_int(value) and value.node.expr.is_Symbol:
             found.setdefault(value.node.expr, SymbolSource(value.node.expr, index, "int"))

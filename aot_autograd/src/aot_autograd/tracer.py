@@ -382,9 +382,10 @@ class GraphRecorder:
         else:
             self._record_plain(op, args, kwargs, out)
 
-    def read_float_input(self, t: torch.Tensor) -> torch.SymFloat | None:
+    def read_float_input(self, t: torch.Tensor) -> torch.SymFloat | float | None:
         """The symbolic value of `t.item()` where `t` is a float input as the caller
-        passed it (not written, not a view), else None (the value is read as usual).
+        passed it (not written, not a view), else None (the value is read as usual);
+        a float input specialized to a constant (which the caller guards) is that float.
 
         The graph reads the input once (`aten._local_scalar_dense`); arithmetic on the
         value stays symbolic, computed by nodes from that read (`SizeNodes`).
@@ -396,6 +397,9 @@ class GraphRecorder:
         value = self.float_inputs.get(index) if index is not None else None
         if value is None or record.base.tensor is not t:
             return None
+        constant = value.node.maybe_as_float()
+        if constant is not None:
+            return constant
         if index not in self._float_reads:
             node = self.graph.call_function(aten._local_scalar_dense.default, (record.node,))
             node.meta["val"] = value
