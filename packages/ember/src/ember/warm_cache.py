@@ -619,6 +619,10 @@ class WarmStartCache:
         dependencies = None
         if parts.dependencies is not None:
             dependencies = [sorted(d) for d in parts.dependencies]
+        strides = [s for s in parts.saved_strides if s is not None]
+        if any(type(i) is not int for s in strides for i in s):
+            _log.info("%s not stored: a saved value's strides are symbolic", self.name)
+            return None
         return {
             "schema": SCHEMA,
             "key": self.key(variant),
