@@ -67,7 +67,13 @@ from aot_autograd.saved_layouts import (
     reported_saved_strides,
     with_saved_strides,
 )
-from aot_autograd.symbolic import ShapeAssumptions, ShapeSnapshot, is_symbolic, shape_env_of
+from aot_autograd.symbolic import (
+    ShapeAssumptions,
+    ShapeSnapshot,
+    float_inputs_of,
+    is_symbolic,
+    shape_env_of,
+)
 from guards.garbage_collection import old_objects_frozen
 
 __all__ = [
@@ -622,36 +628,6 @@ def _assumptions_hold(compiled: _Compiled, args: Sequence[Any]) -> bool:
     return compiled.assumptions is None or compiled.assumptions.hold(args)
 
 
-def captured_float_inputs(gm: fx.GraphModule) -> dict[int, torch.SymFloat]:
-    """Placeholder index -> symbolic value, for each Python float input of captured `gm`.
-
-    Capture passes a float input traced symbolically as a 0-d floating tensor that the
-    graph reads with `.item()`, the read's meta["val"] being the input's SymFloat (a
-    symbol of the ShapeEnv, or a constant where capture specialized it and guards
-    its value): `item = scale.item(); mul = x * item`.
-    """
-    found: dict[int, torch.SymFloat] = {}
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for index, node in enumerate(placeholders):
-        example = node.meta.get("val")
-        if not isinstance(example, torch.Tensor) or example.dim() or example.requires_grad:
-            continue
-        if not example.is_floating_point():
-            continue
-        for user in node.users:
-            value = user.meta.get("val")
-            reads = (user.op == "call_method" and user.target == "item") or (
-                user.op == "call_function" and user.target is aten._local_scalar_dense.default
-            )
-            if not reads or not isinstance(value, torch.SymFloat):
-                continue
-            # (a float capture specialized is a constant it guards: read as that constant)
-            if value.node.expr.is_Symbol or value.node.maybe_as_float() is not None:
-                found[index] = value
-                break
-    return found
-
-
 def _placeholder_values(gm: fx.GraphModule) -> list[Any]:
     return [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
 
@@ -751,7 +727,7 @@ def aot_graph(
         )
     flat_fn, tensors, slots = _lifted(gm, gm)
     values = _placeholder_values(gm)
-    floats = {len(tensors) + i: v for i, v in captured_float_inputs(gm).items()}
+    floats = {len(tensors) + i: v for i, v in float_inputs_of(gm).items()}
     symbolic_floats = any(v.node.expr.is_Symbol for v in floats.values())
     if len(values) == len(example_inputs) and (is_symbolic(values) or symbolic_floats):
         env = shape_env_of([*values, *floats.values()])
@@ -774,7 +750,6 @@ def aot_graph(
     return run
 
 
-aten = torch.ops.aten
 _LEAF_TYPES = (torch.Tensor, int, float, bool, type(None))
 _INFERENCE_KEY = (False, ())
 _MISSING = object()

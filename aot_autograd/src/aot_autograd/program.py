@@ -34,7 +34,13 @@ from aot_autograd.errors import (
 )
 from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
 from aot_autograd.saved_tensors import SavedTensors, stale_saved_tensor_errors
-from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
+from aot_autograd.symbolic import (
+    SymbolSource,
+    float_inputs_of,
+    is_symbolic,
+    shape_env_of,
+    symbol_sources,
+)
 from aot_autograd.tracer import (
     AtenTracer,
     GraphRecorder,
@@ -622,7 +628,7 @@ def decompose_functional(gm: fx.GraphModule, decompositions: Mapping) -> fx.Grap
         with contextlib.nullcontext() if active else mode:
             return _retrace(gm, decompositions, fakes)
     except Exception as error:  # noqa: BLE001 - the real retrace decides
-        if is_symbolic(vals):
+        if is_symbolic(vals) or float_inputs_of(gm):
             raise _symbolic_failure("decomposing", error) from error
         _log.info("decomposing on fakes failed (%s); using real tensors", error)
     reals = [_materialize(v) if isinstance(v, torch.Tensor) else v for v in vals]
@@ -632,9 +638,10 @@ def decompose_functional(gm: fx.GraphModule, decompositions: Mapping) -> fx.Grap
 
 def _retrace(gm: fx.GraphModule, decompositions: Mapping, values: list) -> fx.GraphModule:
     recorder = GraphRecorder()
+    recorder.float_inputs = float_inputs_of(gm)
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-    for name, value in zip(names, values):
-        recorder.add_input(name, value, -1)
+    for index, (name, value) in enumerate(zip(names, values)):
+        recorder.add_input(name, value, index if index in recorder.float_inputs else -1)
     tracer = AtenTracer(recorder, decompositions)
     # The graph is ATen after autocast: its casts are ops of their own, not to be redone.
     with torch.no_grad(), torch._C._DisableAutocast(), tracer:

@@ -48,6 +48,7 @@ __all__ = [
     "concrete_hint",
     "expression_of",
     "expression_text",
+    "float_inputs_of",
     "is_symbolic",
     "shape_env_of",
     "symbol_sources",
@@ -73,6 +74,37 @@ def is_symbolic(value: Any) -> bool:
             if any(_symbolic_int(d) for d in (*leaf.shape, *leaf.stride())):
                 return True
     return False
+
+
+def float_inputs_of(gm: fx.GraphModule) -> dict[int, torch.SymFloat]:
+    """Placeholder index -> symbolic value, for each Python float input of `gm`.
+
+    Capture passes a float input traced symbolically as a 0-d floating tensor that the
+    graph reads with `.item()` (`aten._local_scalar_dense` once traced), the read's
+    meta["val"] being the input's SymFloat: a symbol of the ShapeEnv, or a constant
+    where capture specialized it and guards its value.
+
+        item = scale.item();  mul = x * item
+    """
+    found: dict[int, torch.SymFloat] = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for index, node in enumerate(placeholders):
+        example = node.meta.get("val")
+        if not isinstance(example, torch.Tensor) or example.dim() or example.requires_grad:
+            continue
+        if not example.is_floating_point():
+            continue
+        for user in node.users:
+            value = user.meta.get("val")
+            reads = (user.op == "call_method" and user.target == "item") or (
+                user.op == "call_function" and user.target is aten._local_scalar_dense.default
+            )
+            if not reads or not isinstance(value, torch.SymFloat):
+                continue
+            if value.node.expr.is_Symbol or value.node.maybe_as_float() is not None:
+                found[index] = value
+                break
+    return found
 
 
 def shape_env_of(values: Sequence[Any]) -> Any:
