@@ -413,7 +413,11 @@ class GraphLowering:
         if not isinstance(val, torch.SymFloat) or not val.node.expr.is_Symbol:
             return False
         buffer = self.buffer_by_name.get(source.name) if isinstance(source, torch.fx.Node) else None
-        return isinstance(buffer, InputBuffer) and source.op == "placeholder" and not buffer.layout.size
+        return (
+            isinstance(buffer, InputBuffer)
+            and source.op == "placeholder"
+            and not buffer.layout.size
+        )
 
     def _lower_float_input_read(self, node, val):
         """The float input's symbol, read once per call by the wrapper (`f0 = s.item()`) and
