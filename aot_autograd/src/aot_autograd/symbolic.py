@@ -297,6 +297,8 @@ class ShapeSnapshot:
     replacements: tuple[tuple[sympy.Symbol, sympy.Expr], ...]
     ranges: tuple[tuple[sympy.Symbol, Any], ...]
     relations: frozenset
+    # float input symbols not specialized yet (a decision on one specializes it)
+    float_symbols: tuple[sympy.Symbol, ...] = ()
 
     @classmethod
     def of(cls, env: Any) -> ShapeSnapshot:
@@ -306,6 +308,7 @@ class ShapeSnapshot:
             tuple((s, env.replace(s)) for s in symbols),
             tuple(env.ranges().items()),
             frozenset(record.condition for record in env.records),
+            tuple(symbol for symbol, _ in env.float_bindings()),
         )
 
     def added_since(self) -> list[Any]:
@@ -320,6 +323,12 @@ class ShapeSnapshot:
                 conditions.append(sympy.Eq(symbol, now))
             elif now == symbol and before_ranges.get(symbol) != value_range:
                 conditions.append(_range_condition(symbol, value_range))
+        for symbol in self.float_symbols:
+            # NOTE: tracing decided on a float input's value (`exponent == 0` in pow's
+            # backward): the graph holds that value, so each call checks it
+            now = env.replace(symbol)
+            if now != symbol:
+                conditions.append(sympy.Eq(symbol, now))
         before = {env.replace(condition) for condition in self.relations}
         for record in env.records:
             if record.condition not in before and record.condition is not sympy.true:

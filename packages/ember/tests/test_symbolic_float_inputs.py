@@ -206,3 +206,21 @@ def test_gpt2_training_over_sequence_lengths_traces_once():
     runner = compiled_callable_of(compiled)
     assert len(runner.entries) == 1 and not runner.graph_breaks
     assert not _static_compiles(messages), messages
+
+
+def float_exponent(x, s):
+    return x.abs() ** s
+
+
+def float_weight_of_lerp(x, s):
+    return torch.lerp(x, x.sin(), s)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [float_exponent, float_weight_of_lerp], ids=lambda fn: fn.__name__)
+def test_float_value_decided_in_a_backward_formula_is_checked_per_call(fn, backend):
+    # pow's and lerp's backward formulas decide on the float's value (`exponent == 0`,
+    # `weight < 0.5`): the graph traced for one value must not run for another
+    torch.manual_seed(0)
+    compiled = ember.compile(fn, backend=backend, dynamic=True)
+    _check_calls(compiled, fn, [0.5, 1.5, 0.25, 0.75, 0.5])
