@@ -224,3 +224,15 @@ def test_float_value_decided_in_a_backward_formula_is_checked_per_call(fn, backe
     torch.manual_seed(0)
     compiled = ember.compile(fn, backend=backend, dynamic=True)
     _check_calls(compiled, fn, [0.5, 1.5, 0.25, 0.75, 0.5])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float_input_specialized_by_capture_compiles_per_value(backend):
+    # layer_norm's eps is specialized (guarded equal): each value's graph reads its own
+    # constant, though the captured code (`item = s.item()`) is the same for every value
+    def normalized(x, s):
+        return F.layer_norm(x, (4,), eps=s)
+
+    torch.manual_seed(0)
+    compiled = ember.compile(normalized, backend=backend, dynamic=True)
+    _check_calls(compiled, normalized, [0.5, 1.5, 0.25, 1.5 + 1e-12])
