@@ -236,3 +236,43 @@ def test_float_input_specialized_by_capture_compiles_per_value(backend):
     torch.manual_seed(0)
     compiled = ember.compile(normalized, backend=backend, dynamic=True)
     _check_calls(compiled, normalized, [0.5, 1.5, 0.25, 1.5 + 1e-12])
+
+
+class _NormBlock(torch.nn.Module):
+    def __init__(self, eps, scale):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.eps = eps
+        self.scale = scale
+
+    def forward(self, x):
+        h = F.layer_norm(x, (8,), eps=self.eps)
+        h = self.linear(h).relu() * self.scale + h.sin() - h.cos() * 2 + h.exp().tanh()
+        return x + h.sigmoid() * h
+
+
+class _Blocks(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([_NormBlock(10.0**-i, 0.5 * i) for i in range(4)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_repeated_blocks_with_their_own_float_attributes_are_not_one_region(backend):
+    # each block's eps is a float input capture specializes (read with `.item()`, its
+    # value only in the read's meta): blocks with other values are other regions
+    torch.manual_seed(0)
+    model = _Blocks()
+    compiled = ember.compile(model, backend=backend, dynamic=True)
+    x = torch.randn(3, 8, requires_grad=True)
+    x_eager = x.detach().clone().requires_grad_()
+    got, expected = compiled(x), model(x_eager)
+    torch.testing.assert_close(got, expected)
+    (grad,) = torch.autograd.grad(got.sum(), x)
+    (grad_expected,) = torch.autograd.grad(expected.sum(), x_eager)
+    torch.testing.assert_close(grad, grad_expected)
