@@ -194,7 +194,7 @@ def test_int_symbol_takes_any_integer():
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_backends_that_bake_item_keep_float_inputs_constant(backend):
+def test_aot_backends_match_eager_on_changing_float_inputs(backend):
     import ember
 
     compiled = ember.compile(float_arithmetic, backend=backend)

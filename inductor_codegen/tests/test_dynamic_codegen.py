@@ -595,3 +595,44 @@ def test_waiting_for_background_compiles_covers_every_kernel(tmp_path, monkeypat
     threading.Timer(0.2, release.set).start()
     runtime.wait_for_background_compiles()  # what a CUDA graph capture does first
     assert all(k.precompiled.done() for k in kernels)
+
+
+def _float_input_graph(hint: float):
+    """out = x * (2 * s + 1) + s, with s a float input: a 0-d float64 tensor read with
+    `aten._local_scalar_dense` (its SymFloat a symbol), as aot_autograd traces one."""
+    from guards import FakeTensorMode, LocalSource, ShapeEnv
+    from guards.sym_node import SymNode
+
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env)
+    symbol = env.create_float_symbol(hint, LocalSource("s"))
+    number = torch.SymFloat(SymNode(symbol, env, float, hint))
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = mode.from_real(torch.randn(8))
+    s = graph.placeholder("s")
+    s.meta["val"] = mode.from_real(torch.tensor(hint, dtype=torch.float64))
+    read = graph.call_function(torch.ops.aten._local_scalar_dense.default, (s,))
+    read.meta["val"] = number
+    twice = graph.call_function(operator.mul, (2.0, read))
+    twice.meta["val"] = 2.0 * number
+    factor = graph.call_function(operator.add, (twice, 1.0))
+    factor.meta["val"] = 2.0 * number + 1.0
+    scaled = graph.call_function(torch.ops.aten.mul.Tensor, (x, factor))
+    scaled.meta["val"] = x.meta["val"] * 2.0
+    out = graph.call_function(torch.ops.aten.add.Tensor, (scaled, read))
+    out.meta["val"] = scaled.meta["val"]
+    graph.output((out,))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+def test_float_input_is_read_in_the_wrapper_and_passed_to_kernels(tmp_path):
+    gm = _float_input_graph(0.5)
+    example = [torch.randn(8), torch.tensor(0.5, dtype=torch.float64)]
+    compiled = compile_graph(gm, example, options={"cache_dir": tmp_path})
+    wrapper = compiled.artifact("wrapper")
+    assert re.search(r"f\d+ = s\.item\(\)", wrapper), wrapper
+    for s in (0.5, 1.5, -2.25, 3.0):
+        x = torch.randn(8)
+        (got,) = compiled(x, torch.tensor(s, dtype=torch.float64))
+        torch.testing.assert_close(got, x * (2 * s + 1) + s)

@@ -68,7 +68,13 @@ from aot_autograd.saved_layouts import (
     reported_saved_strides,
     with_saved_strides,
 )
-from aot_autograd.symbolic import ShapeAssumptions, ShapeSnapshot, is_symbolic, shape_env_of
+from aot_autograd.symbolic import (
+    ShapeAssumptions,
+    ShapeSnapshot,
+    float_inputs_of,
+    is_symbolic,
+    shape_env_of,
+)
 from guards.garbage_collection import old_objects_frozen
 
 __all__ = [
@@ -154,6 +160,8 @@ class AotCallable:
     config: AotConfig
     graphs: dict[str, fx.GraphModule] = field(default_factory=dict)
     shape_snapshot: ShapeSnapshot | None = None
+    # Input index -> the symbolic value of a float input (a 0-d tensor read with `.item()`)
+    float_inputs: Mapping[int, torch.SymFloat] = field(default_factory=dict)
     static_compiles: int = 0
     _cache: dict[tuple, _Compiled | None] = field(default_factory=dict)
     _static: dict[tuple, AotCallable] = field(default_factory=dict)
@@ -282,7 +290,9 @@ class AotCallable:
 
     def _static_call(self, args: Sequence[Any]) -> Any:
         """Run a graph compiled for these arguments' static sizes (compiled once per sizes)."""
-        key = _metadata_key(args)
+        # NOTE: a float input's value is part of the key: traced as static, its value is
+        # read into the graph (checked at each call), so each value gets its own graph.
+        key = (_metadata_key(args), *(float(args[i]) for i in sorted(self.float_inputs)))
         static = self._static.get(key)
         if static is None:
             self.static_compiles += 1
@@ -369,6 +379,7 @@ class AotCallable:
                     self._examples(requires_grad),
                     decompositions=config.decompositions,
                     joint=True,
+                    float_inputs=self.float_inputs,
                 )
             partition = config.partition_fn or default_partition
             mark_mutated_primals(program.graph_module, program.mutated_inputs)
@@ -423,7 +434,11 @@ class AotCallable:
         # trace: ATen level, functionalized; joint graph when training.
         start = time.perf_counter()
         program = trace_program(
-            self.flat_fn, examples, decompositions=config.decompositions, joint=training
+            self.flat_fn,
+            examples,
+            decompositions=config.decompositions,
+            joint=training,
+            float_inputs=self.float_inputs,
         )
         name = "joint" if training else "inference"
         self.graphs[name] = program.graph_module
@@ -714,10 +729,16 @@ def aot_graph(
         )
     flat_fn, tensors, slots = _lifted(gm, gm)
     values = _placeholder_values(gm)
-    if len(values) == len(example_inputs) and is_symbolic(values):
-        env = shape_env_of(values)
+    floats = {len(tensors) + i: v for i, v in float_inputs_of(gm).items()}
+    symbolic_floats = any(v.node.expr.is_Symbol for v in floats.values())
+    if len(values) == len(example_inputs) and (is_symbolic(values) or symbolic_floats):
+        env = shape_env_of([*values, *floats.values()])
         compiled = AotCallable(
-            flat_fn, [*tensors, *values], config, shape_snapshot=ShapeSnapshot.of(env)
+            flat_fn,
+            [*tensors, *values],
+            config,
+            shape_snapshot=ShapeSnapshot.of(env),
+            float_inputs=floats,
         )
         compiled.compile_symbolic([*tensors, *values])
     else:

@@ -297,22 +297,29 @@ def _size_symbols(value: Any) -> set:
         else:
             sizes = (leaf,)
         for size in sizes:
-            if isinstance(size, torch.SymInt):
+            if isinstance(size, torch.SymInt | torch.SymFloat):
                 symbols |= size.node.expr.free_symbols
     return symbols
 
 
 def _with_size_inputs(joint: _Joint, saved: list[fx.Node]) -> list[fx.Node]:
-    """`saved` plus the SymInt primals whose symbols the backward's values have.
+    """`saved` plus the SymInt primals and float input reads whose symbols the
+    backward's values have.
 
-    So the backward graph has a SymInt input for every symbol its shapes use, and a
-    downstream compiler can bind them without reading tensors' sizes.
+    So the backward graph has a SymInt input for every symbol its shapes use (and a
+    SymFloat input for every float input symbol its numbers use), and a downstream
+    compiler can bind them without reading tensors' sizes or values.
     """
     providers = {}
     for node in joint.primals:
         value = node.meta.get("val")
         if isinstance(value, torch.SymInt) and value.node.expr.is_Symbol:
             providers.setdefault(value.node.expr, node)
+    for node in joint.module.graph.nodes:
+        value = node.meta.get("val")
+        if node.target is aten._local_scalar_dense.default and isinstance(value, torch.SymFloat):
+            if value.node.expr.is_Symbol:
+                providers.setdefault(value.node.expr, node)
     if not providers:
         return saved
     inputs = set(saved) | set(joint.tangents)

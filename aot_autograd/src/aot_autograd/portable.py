@@ -119,7 +119,7 @@ def _source(source: SymbolSource) -> list:
 def _source_of(record: list) -> SymbolSource:
     text, index, kind, dim = record
     symbol = expression_of(text)
-    if not isinstance(symbol, sympy.Symbol) or kind not in ("int", "size", "stride"):
+    if not isinstance(symbol, sympy.Symbol) or kind not in ("int", "item", "size", "stride"):
         raise ValueError(f"{record!r} is not a symbol source")
     return SymbolSource(symbol, int(index), kind, int(dim))
 

@@ -34,7 +34,13 @@ from aot_autograd.errors import (
 )
 from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
 from aot_autograd.saved_tensors import SavedTensors, stale_saved_tensor_errors
-from aot_autograd.symbolic import SymbolSource, is_symbolic, shape_env_of, symbol_sources
+from aot_autograd.symbolic import (
+    SymbolSource,
+    float_inputs_of,
+    is_symbolic,
+    shape_env_of,
+    symbol_sources,
+)
 from aot_autograd.tracer import (
     AtenTracer,
     GraphRecorder,
@@ -622,7 +628,7 @@ def decompose_functional(gm: fx.GraphModule, decompositions: Mapping) -> fx.Grap
         with contextlib.nullcontext() if active else mode:
             return _retrace(gm, decompositions, fakes)
     except Exception as error:  # noqa: BLE001 - the real retrace decides
-        if is_symbolic(vals):
+        if is_symbolic(vals) or float_inputs_of(gm):
             raise _symbolic_failure("decomposing", error) from error
         _log.info("decomposing on fakes failed (%s); using real tensors", error)
     reals = [_materialize(v) if isinstance(v, torch.Tensor) else v for v in vals]
@@ -632,9 +638,10 @@ def decompose_functional(gm: fx.GraphModule, decompositions: Mapping) -> fx.Grap
 
 def _retrace(gm: fx.GraphModule, decompositions: Mapping, values: list) -> fx.GraphModule:
     recorder = GraphRecorder()
+    recorder.float_inputs = float_inputs_of(gm)
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-    for name, value in zip(names, values):
-        recorder.add_input(name, value, -1)
+    for index, (name, value) in enumerate(zip(names, values)):
+        recorder.add_input(name, value, index if index in recorder.float_inputs else -1)
     tracer = AtenTracer(recorder, decompositions)
     # The graph is ATen after autocast: its casts are ops of their own, not to be redone.
     with torch.no_grad(), torch._C._DisableAutocast(), tracer:
@@ -675,6 +682,7 @@ def trace_program(
     decompositions: Mapping | None = None,
     joint: bool = True,
     fake: bool = True,
+    float_inputs: Mapping[int, torch.SymFloat] | None = None,
 ) -> TracedProgram:
     """Trace `fn(*example_inputs)` to a functional ATen graph (joint when `joint`).
 
@@ -687,15 +695,20 @@ def trace_program(
     give a graph with symbolic sizes: SymInt inputs stay placeholders, and sizes
     ops take are computed from them. There is no real run to fall back on then:
     a failure raises `SymbolicShapeError`.
+
+    `float_inputs` (input index -> a `torch.SymFloat` over that ShapeEnv) names the
+    inputs that are Python floats passed as 0-d tensors: their `.item()` is that
+    symbolic value, and arithmetic on it is traced as nodes, not read as a constant.
     """
-    symbolic = is_symbolic(list(example_inputs))
+    float_inputs = dict(float_inputs or {})
+    symbolic = is_symbolic(list(example_inputs)) or bool(float_inputs)
     # Read before tracing: a symbol that tracing finds constant no longer shows in the sizes.
-    sources = symbol_sources(example_inputs)
+    sources = symbol_sources(example_inputs, float_inputs)
     if fake or symbolic:
         mode = _fake_mode_for(example_inputs)
         try:
             with mode:
-                program = _trace(fn, example_inputs, decompositions, joint, mode)
+                program = _trace(fn, example_inputs, decompositions, joint, mode, float_inputs)
             return dataclasses.replace(program, symbol_sources=sources)
         except AotAutogradError:
             raise
@@ -732,15 +745,18 @@ def _trace(
     decompositions: Mapping | None,
     joint: bool,
     mode: Any,
+    float_inputs: Mapping[int, torch.SymFloat] | None = None,
 ) -> TracedProgram:
     # NOTE: a captured graph's torch.set_default_dtype nodes run while tracing (the
     # ATen graph keeps no such switch, its factories carry their dtypes): the default
     # dtype in force is put back after the trace, or the graph would run under another
     default_dtype = torch.get_default_dtype()
     try:
-        return _trace_once(fn, example_inputs, decompositions, joint, mode, None)
+        return _trace_once(fn, example_inputs, decompositions, joint, mode, None, float_inputs)
     except _BackwardRaises as raised:
-        return _trace_once(fn, example_inputs, decompositions, joint, mode, raised.message)
+        return _trace_once(
+            fn, example_inputs, decompositions, joint, mode, raised.message, float_inputs
+        )
     finally:
         torch.set_default_dtype(default_dtype)
 
@@ -752,6 +768,7 @@ def _trace_once(
     joint: bool,
     mode: Any,
     backward_error: str | None,
+    float_inputs: Mapping[int, torch.SymFloat] | None = None,
 ) -> TracedProgram:
     """One trace. `backward_error`: the error an earlier trace's backward raised on real
     tensors; the outputs whose own backward raises it are left out of the traced
@@ -762,6 +779,7 @@ def _trace_once(
     else:
         values = [_fake_tracing_value(x, g, mode) for x, g in zip(example_inputs, wants_grad)]
     recorder = GraphRecorder()
+    recorder.float_inputs = dict(float_inputs or {})
     for i, value in enumerate(values):
         recorder.add_input(f"primals_{i + 1}", value, i)
     tracer = AtenTracer(recorder, decompositions, keep_views=True)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,7 @@ __all__ = [
     "concrete_hint",
     "expression_of",
     "expression_text",
+    "float_inputs_of",
     "is_symbolic",
     "shape_env_of",
     "symbol_sources",
@@ -73,6 +74,37 @@ def is_symbolic(value: Any) -> bool:
             if any(_symbolic_int(d) for d in (*leaf.shape, *leaf.stride())):
                 return True
     return False
+
+
+def float_inputs_of(gm: fx.GraphModule) -> dict[int, torch.SymFloat]:
+    """Placeholder index -> symbolic value, for each Python float input of `gm`.
+
+    Capture passes a float input traced symbolically as a 0-d floating tensor that the
+    graph reads with `.item()` (`aten._local_scalar_dense` once traced), the read's
+    meta["val"] being the input's SymFloat: a symbol of the ShapeEnv, or a constant
+    where capture specialized it and guards its value.
+
+        item = scale.item();  mul = x * item
+    """
+    found: dict[int, torch.SymFloat] = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for index, node in enumerate(placeholders):
+        example = node.meta.get("val")
+        if not isinstance(example, torch.Tensor) or example.dim() or example.requires_grad:
+            continue
+        if not example.is_floating_point():
+            continue
+        for user in node.users:
+            value = user.meta.get("val")
+            reads = (user.op == "call_method" and user.target == "item") or (
+                user.op == "call_function" and user.target is aten._local_scalar_dense.default
+            )
+            if not reads or not isinstance(value, torch.SymFloat):
+                continue
+            if value.node.expr.is_Symbol or value.node.maybe_as_float() is not None:
+                found[index] = value
+                break
+    return found
 
 
 def shape_env_of(values: Sequence[Any]) -> Any:
@@ -133,6 +165,10 @@ class SizeNodes:
                 for dim, size in enumerate(sizes):
                     if _symbolic_int(size) and size.node.expr.is_Symbol:
                         self._reads.setdefault(size.node.expr, (op, node, dim, size))
+
+    def bind_number(self, node: fx.Node, value: torch.SymFloat) -> None:
+        """`node` reads symbolic float input `value` (a float input's `.item()`)."""
+        self._nodes.setdefault(value.node.expr, node)
 
     def node_of(self, value: Any) -> Any:
         """A number for a constant SymInt / SymFloat, else the node computing it from the inputs."""
@@ -198,25 +234,35 @@ class SizeNodes:
 
 @dataclass(frozen=True, slots=True)
 class SymbolSource:
-    """Input `index` gives `symbol`: the int itself ("int"), or its size / stride `dim`."""
+    """Input `index` gives `symbol`: the int itself ("int"), its size / stride `dim`, or
+    the value of a float input passed as a 0-d tensor ("item")."""
 
     symbol: sympy.Symbol
     index: int
     kind: str
     dim: int = 0
 
-    def read(self, args: Sequence[Any]) -> int:
+    def read(self, args: Sequence[Any]) -> int | float:
         value = args[self.index]
         if self.kind == "int":
             return int(value)
+        if self.kind == "item":
+            return float(value)
         if self.kind == "size":
             return value.shape[self.dim]
         return value.stride(self.dim)
 
 
-def symbol_sources(values: Sequence[Any]) -> tuple[SymbolSource, ...]:
-    """One source per symbol of `values` (the example inputs): SymInt inputs first."""
+def symbol_sources(
+    values: Sequence[Any], float_inputs: Mapping[int, torch.SymFloat] | None = None
+) -> tuple[SymbolSource, ...]:
+    """One source per symbol of `values` (the example inputs): SymInt inputs first, then
+    the float inputs (`float_inputs`: input index -> its symbolic value), then sizes."""
     found: dict[sympy.Symbol, SymbolSource] = {}
+    for index, number in (float_inputs or {}).items():
+        symbol = number.node.expr
+        if symbol.is_Symbol:
+            found.setdefault(symbol, SymbolSource(symbol, index, "item"))
     for index, value in enumerate(values):
         if _symbolic_int(value) and value.node.expr.is_Symbol:
             found.setdefault(value.node.expr, SymbolSource(value.node.expr, index, "int"))
@@ -251,6 +297,8 @@ class ShapeSnapshot:
     replacements: tuple[tuple[sympy.Symbol, sympy.Expr], ...]
     ranges: tuple[tuple[sympy.Symbol, Any], ...]
     relations: frozenset
+    # float input symbols not specialized yet (a decision on one specializes it)
+    float_symbols: tuple[sympy.Symbol, ...] = ()
 
     @classmethod
     def of(cls, env: Any) -> ShapeSnapshot:
@@ -260,6 +308,7 @@ class ShapeSnapshot:
             tuple((s, env.replace(s)) for s in symbols),
             tuple(env.ranges().items()),
             frozenset(record.condition for record in env.records),
+            tuple(symbol for symbol, _ in env.float_bindings()),
         )
 
     def added_since(self) -> list[Any]:
@@ -274,6 +323,12 @@ class ShapeSnapshot:
                 conditions.append(sympy.Eq(symbol, now))
             elif now == symbol and before_ranges.get(symbol) != value_range:
                 conditions.append(_range_condition(symbol, value_range))
+        for symbol in self.float_symbols:
+            # NOTE: tracing decided on a float input's value (`exponent == 0` in pow's
+            # backward): the graph holds that value, so each call checks it
+            now = env.replace(symbol)
+            if now != symbol:
+                conditions.append(sympy.Eq(symbol, now))
         before = {env.replace(condition) for condition in self.relations}
         for record in env.records:
             if record.condition not in before and record.condition is not sympy.true:

@@ -217,6 +217,10 @@ class GraphRecorder:
         self._alive: list[Any] = []  # keeps traced tensors alive so their ids stay unique
         # Symbolic sizes an op takes (SymInts) become nodes computing them from the inputs.
         self.sizes = SizeNodes(self.graph)
+        # Input index -> the symbolic value of a float input (a 0-d tensor read with
+        # `.item()`), and the node reading it once read.
+        self.float_inputs: dict[int, torch.SymFloat] = {}
+        self._float_reads: dict[int, fx.Node] = {}
 
     # -- tensors and their nodes ---------------------------------------------------------
     def add_input(self, name: str, value: Any, index: int) -> fx.Node:
@@ -377,6 +381,31 @@ class GraphRecorder:
             self._record_view(op, args, kwargs, out)
         else:
             self._record_plain(op, args, kwargs, out)
+
+    def read_float_input(self, t: torch.Tensor) -> torch.SymFloat | float | None:
+        """The symbolic value of `t.item()` where `t` is a float input as the caller
+        passed it (not written, not a view), else None (the value is read as usual);
+        a float input specialized to a constant (which the caller guards) is that float.
+
+        The graph reads the input once (`aten._local_scalar_dense`); arithmetic on the
+        value stays symbolic, computed by nodes from that read (`SizeNodes`).
+        """
+        record = self.records.get(id(t)) if isinstance(t, torch.Tensor) else None
+        if record is None or record.chain or record.base.version:
+            return None
+        index = record.base.input_index
+        value = self.float_inputs.get(index) if index is not None else None
+        if value is None or record.base.tensor is not t:
+            return None
+        constant = value.node.maybe_as_float()
+        if constant is not None:
+            return constant
+        if index not in self._float_reads:
+            node = self.graph.call_function(aten._local_scalar_dense.default, (record.node,))
+            node.meta["val"] = value
+            self._float_reads[index] = node
+            self.sizes.bind_number(node, value)
+        return value
 
     def _record_value_read(self, node: fx.Node, value: Any) -> None:
         """`.item()` and friends: the traced value is baked in, and checked at every call."""
@@ -921,6 +950,10 @@ class AtenTracer(TorchDispatchMode):
             out = self._decompose_in_place(func, args, kwargs)
             if out is not NotImplemented:
                 return out
+        if func is aten._local_scalar_dense.default:
+            number = self.recorder.read_float_input(args[0])
+            if number is not None:
+                return number
         if func in _DATA_READ_OPS and any(guards.is_fake(a) for a in args[:2]):
             raise guards.DataDependentError(
                 f"{func} returns a bool computed from tensor values, which fakes do not have",

@@ -625,8 +625,8 @@ class CaptureContext:
         return self.shape_env.create_symint(self.shape_env.create_int_symbol(value, source), value)
 
     def _symbolic_float(self, value: Any, source: Source) -> torch.SymFloat | None:
-        """A SymFloat for a float argument whose value changed since an earlier compile
-        (any float argument under dynamic=True).
+        """A SymFloat for a float argument whose value changed since an earlier compile,
+        or any float argument from the first call under dynamic=True (as in torch).
 
         As in torch (automatic dynamic, `specialize_float=False`), the graph takes it
         as a 0-d float64 tensor input and reads it back with `.item()`; arithmetic on
@@ -637,12 +637,9 @@ class CaptureContext:
             return None
         if self.shape_env is None or not self.float_inputs or not _is_float_input_source(source):
             return None
-        # NOTE: only a float whose value changed since an earlier compile is symbolic, with
-        # dynamic=True too (torch makes them symbolic from the first call there): the AOT
-        # backends trace a float input's `.item()` only on real values, so a symbolic float
-        # would turn the graph's symbolic sizes static (a compile for every size).
-        if self.history is None or not self.history.observe_value(source, value):
-            return None
+        if self.dynamic is not True:
+            if self.history is None or not self.history.observe_value(source, value):
+                return None
         symbol = self.shape_env.create_float_symbol(value, source)
         number = torch.SymFloat(SymNode(symbol, self.shape_env, float, value))
         tensor = torch.tensor(value, dtype=torch.float64)

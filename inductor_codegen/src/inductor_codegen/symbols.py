@@ -106,15 +106,20 @@ def _name_order(name: str):
     return (match.group(1), int(match.group(2))) if match else (name, 0)
 
 
-def bind_symbols(inputs: list, symint_inputs: dict) -> dict[str, SymbolBinding]:
+def bind_symbols(
+    inputs: list, symint_inputs: dict, float_inputs: dict | None = None
+) -> dict[str, SymbolBinding]:
     """Where the wrapper reads each size symbol of the graph's inputs.
 
     `inputs` are the graph's inputs in order (InputBuffer for tensors);
-    `symint_inputs` maps a SymInt input's name to its expression. A symbol that
-    appears only inside non-linear sizes has no binding (the caller raises
-    DynamicShapeError when it is needed).
+    `symint_inputs` maps a SymInt input's name to its expression; `float_inputs`
+    maps a float input's symbol to the Python expression reading it (`f0 =
+    scale.item()`, a 0-d tensor input). A symbol that appears only inside non-linear sizes has no
+    binding (the caller raises DynamicShapeError when it is needed).
     """
     bindings: dict[str, SymbolBinding] = {}
+    for symbol, source in (float_inputs or {}).items():
+        bindings[symbol] = SymbolBinding(sympy.Symbol(symbol), source)
     places: list[tuple[sympy.Expr, str]] = []
     for name, expr in symint_inputs.items():
         places.append((expr, name))

@@ -699,7 +699,9 @@ class WrapperCodegen:
         needed = self._needed_symbols()
         if not needed:
             return []
-        bindings = bind_symbols(self.graph.inputs, self.graph.symint_inputs)
+        bindings = bind_symbols(
+            self.graph.inputs, self.graph.symint_inputs, self.graph.float_inputs
+        )
         check_bound(needed, bindings, "the compiled graph")
         lines = []
         for name, binding in bindings.items():

@@ -153,6 +153,10 @@ class GraphLowering:
         self.symint_inputs: dict[str, sympy.Expr] = {}
         # Floats computed from sizes (SymFloat nodes): name -> expression over the symbols.
         self.derived_scalars: dict[str, sympy.Expr] = {}
+        # Float input symbols (a Python float passed as a 0-d tensor, read with
+        # `aten._local_scalar_dense`, or such a value saved for the backward): symbol
+        # name -> the Python expression the wrapper reads it with (`scale.item()`).
+        self.float_inputs: dict[str, str] = {}
         self.symbolic = False
         # Each size symbol's example value (the sizes of the call compiled for), by name.
         self.size_hints: dict[str, int] = {}
@@ -249,8 +253,11 @@ class GraphLowering:
         elif isinstance(example, int):
             arg = ScalarArg(node.name, torch.int64)
         elif isinstance(example, float | torch.SymFloat):
-            # a SymFloat input (a float of sizes the forward saved) is a plain scalar per call
+            # a SymFloat input (a float of sizes the forward saved) is a plain scalar per call;
+            # one that is a float input's symbol binds that symbol
             arg = ScalarArg(node.name, torch.float64)
+            if isinstance(meta, torch.SymFloat) and meta.node.expr.is_Symbol:
+                self.float_inputs.setdefault(meta.node.expr.name, node.name)
         else:
             self.inputs.append(node.name)
             return OpaqueInput(node.name)
@@ -284,6 +291,8 @@ class GraphLowering:
             # One element of a lowered tuple: stored here, once, when several nodes read it.
             return self._maybe_realize(node, args[0][args[1]])
         val = node.meta.get("val")
+        if node.target is aten._local_scalar_dense.default and self._is_float_input_read(node):
+            return self._lower_float_input_read(node, val)
         if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             return self._lower_size_value(node, val)
         if _is_size_list(val):  # aten.size and friends: sizes, not tensors
@@ -395,6 +404,27 @@ class GraphLowering:
                 return set(self.buffer_by_name)
             names.update(load.buffer for load in expr_loads(expr))
         return names
+
+    def _is_float_input_read(self, node) -> bool:
+        """Whether `node` reads a float input: a 0-d floating tensor input's value, traced
+        as a symbol (a SymFloat that is one symbol)."""
+        val = node.meta.get("val")
+        source = node.args[0]
+        if not isinstance(val, torch.SymFloat) or not val.node.expr.is_Symbol:
+            return False
+        buffer = self.buffer_by_name.get(source.name) if isinstance(source, torch.fx.Node) else None
+        return (
+            isinstance(buffer, InputBuffer)
+            and source.op == "placeholder"
+            and not buffer.layout.size
+        )
+
+    def _lower_float_input_read(self, node, val):
+        """The float input's symbol, read once per call by the wrapper (`f0 = s.item()`) and
+        passed to kernels as a scalar argument, as size symbols are."""
+        self._symbols_seen = True  # later nodes take this scalar as an argument
+        self.float_inputs.setdefault(val.node.expr.name, f"{node.args[0].name}.item()")
+        return self.derived_scalar(val)
 
     def _lower_size_value(self, node, val):
         """A node computing a size (sym_size, size arithmetic): its expression over the symbols."""

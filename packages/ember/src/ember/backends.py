@@ -63,11 +63,10 @@ def _takes_torch_symbols(compile_graph: Backend) -> Backend:
             return SpecializingCall(gm, compile_graph)
 
     backend.__name__ = backend.__qualname__ = compile_graph.__name__
-    # aot_autograd traces `.item()` of an input as a constant checked at each call: float
-    # inputs stay constants under capture (one graph per value) rather than tensor inputs
-    backend.takes_float_inputs = False  # type: ignore[attr-defined]
-    # nor does it trace torch.func transforms (saved-tensor hooks) or torch.cond: those
-    # calls break the graph and run eagerly
+    # (float inputs made symbolic come as 0-d tensors read with `.item()`: aot_autograd
+    # traces the read as the float's symbol, as it traces SymInt inputs)
+    # aot_autograd does not trace torch.func transforms (saved-tensor hooks) or
+    # torch.cond: those calls break the graph and run eagerly
     backend.takes_function_transforms = False  # type: ignore[attr-defined]
     backend.__doc__ = compile_graph.__doc__
     return backend

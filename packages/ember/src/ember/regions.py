@@ -219,10 +219,21 @@ def _describe_value(value: Any) -> tuple:
             type(value).__name__,
         )
     if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
-        return (type(value).__name__, str(value))
+        return _describe_number(value)
     if isinstance(value, _PRINTED):
         return (type(value).__name__, repr(value))
     return ("object", id(value))
+
+
+def _describe_number(value: Any) -> tuple:
+    """A SymInt / SymFloat / SymBool by its expression, a constant float with every digit
+    (a float input capture specialized: its `.item()` read shows the value nowhere else)."""
+    if not isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+        return ()
+    expr = value.node.expr
+    if isinstance(value, torch.SymFloat) and expr.is_Number:
+        return (type(value).__name__, repr(float(expr)))
+    return (type(value).__name__, str(value))
 
 
 def _structure(value: Any, local: dict[torch.fx.Node, int]) -> Any:
@@ -258,7 +269,8 @@ def cut_piece(nodes: list[torch.fx.Node], inside: set[torch.fx.Node], region: st
     code = []
     for index, node in enumerate(nodes):
         target = node.target if isinstance(node.target, str) else ("object", id(node.target))
-        code.append((node.op, target, _structure(node.args, local), _structure(node.kwargs, local)))
+        arguments = (_structure(node.args, local), _structure(node.kwargs, local))
+        code.append((node.op, target, *arguments, _describe_number(node.meta.get("val"))))
         local[node] = index
     described = tuple(_describe_value(used.meta.get("val")) for used in inputs)
     signature = (tuple(code), tuple(local[node] for node in outputs), described)

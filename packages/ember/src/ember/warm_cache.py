@@ -204,13 +204,23 @@ def _memory_sharing(tensors: list[torch.Tensor]) -> list[int]:
 
 def _graph_part(gm: torch.fx.GraphModule) -> str:
     targets = []
+    # NOTE: a number node's constant value shows in no code: a float input capture
+    # specialized is read with `.item()` and its value lives in the read's meta["val"]
+    # (`item = s.item()` for every value), which the traced graph holds as a constant
+    numbers = []
     for node in gm.graph.nodes:
         if node.op == "call_module":
             raise NotStorable("the graph calls a submodule")
         if node.op in ("call_function", "call_method"):
             targets.append(_qualified(node.target))
             _check_printed((node.args, node.kwargs))
-    return json.dumps([gm.code, targets])
+        value = node.meta.get("val")
+        if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            expr = value.node.expr
+            if not expr.free_symbols:
+                text = repr(float(expr)) if expr.is_Number else str(expr)  # every digit
+                numbers.append([node.name, type(value).__name__, text])
+    return json.dumps([gm.code, targets, numbers])
 
 
 def _attributes_part(gm: torch.fx.GraphModule) -> tuple[str, list[torch.Tensor]]:
@@ -619,6 +629,10 @@ class WarmStartCache:
         dependencies = None
         if parts.dependencies is not None:
             dependencies = [sorted(d) for d in parts.dependencies]
+        strides = [s for s in parts.saved_strides if s is not None]
+        if any(type(i) is not int for s in strides for i in s):
+            _log.info("%s not stored: a saved value's strides are symbolic", self.name)
+            return None
         return {
             "schema": SCHEMA,
             "key": self.key(variant),
