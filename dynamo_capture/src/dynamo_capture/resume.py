@@ -1057,7 +1057,15 @@ def segment_function(
 
 _DEREFS = frozenset(
     dis.opmap[name]
-    for name in ("LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF")
+    for name in (
+        "LOAD_DEREF",
+        "STORE_DEREF",
+        "DELETE_DEREF",
+        "LOAD_CLOSURE",
+        "LOAD_CLASSDEREF",  # Python 3.11
+        "LOAD_FROM_DICT_OR_DEREF",  # Python 3.12
+    )
+    if name in dis.opmap
 )
 
 
