@@ -1349,7 +1349,7 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
     if isinstance(container, PythonValue) and isinstance(container.obj, dict | torch.nn.ModuleDict):
         return _constant_in(_index_constant(tx, item), container.obj)
     if isinstance(container, PythonValue) and (
-        isinstance(container.obj, str | range | set | frozenset)
+        isinstance(container.obj, str | bytes | range | set | frozenset)
         or _enum_method(container.obj, "__contains__")
     ):
         return _constant_in(_index_constant(tx, item), container.obj)
