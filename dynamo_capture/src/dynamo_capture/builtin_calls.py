@@ -57,6 +57,7 @@ from dynamo_capture.operations import (
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
 from dynamo_capture.state import is_compiling, is_exporting
 from dynamo_capture.sym_numbers import SYM_FUNCTIONS, concrete_numbers, is_symbolic_number
+from dynamo_capture.tensor_extremes import ChoiceValue, tensor_extreme
 from dynamo_capture.values import (
     BuiltinMethodValue,
     ContextValue,
@@ -701,6 +702,10 @@ def _extreme(symbol: str, name: str) -> Handler:
                 result = target(*args)
                 tx.ctx.sym_numbers.record(result, target, args)
             return PythonValue(result)
+        if key is None and any(isinstance(item, TensorValue | ChoiceValue) for item in items):
+            choice = tensor_extreme(tx, name, items)
+            if choice is not None:
+                return choice
         try:
             real = [as_constant(item) for item in items]
             keys = real if key is None else None

@@ -81,6 +81,7 @@ from dynamo_capture.resume import (
 )
 from dynamo_capture.sources import AttrSource, ClosureSource, ItemSource, LocalSource, Source
 from dynamo_capture.state import capturing
+from dynamo_capture.tensor_extremes import ChoiceValue, check_aliases
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -628,6 +629,7 @@ def capture_frame(
             plan = OutputPlan(ctx)
             output_exprs = plan.expr(result)
             replays = plan.replays()
+            check_aliases(ctx, plan.outputs)
             check_no_pending_cleanup(tx)
             replays = plan.prelude + replays  # objects named once, before their first use
     except Unsupported as error:
@@ -896,6 +898,12 @@ class OutputPlan:
         return self._build(value)
 
     def _build(self, value: Value) -> str:
+        if isinstance(value, ChoiceValue):
+            # NOTE: eagerly it is one of min/max's items (a number, or the tensor itself);
+            # the graph has only the picked value as a tensor
+            raise NeedsEagerFrame(
+                "the result of min()/max() of tensors and numbers leaves the compiled part"
+            )
         for obj, source, shadow in self.ctx.shadows.values():
             if shadow is value:  # an outside list/dict: the same object, contents replayed
                 return source.expr if source is not None else self._constant(obj)

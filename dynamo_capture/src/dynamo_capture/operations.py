@@ -20,6 +20,7 @@ from dynamo_capture import side_effects
 from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_ahead
 from dynamo_capture.output_graph import is_constant
 from dynamo_capture.sources import item_source
+from dynamo_capture.tensor_extremes import ChoiceValue, choice_operand
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -368,6 +369,8 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         if fn in _INPLACE_TO_PLAIN and isinstance(left, TensorValue):
             raise Unsupported("an in-place operator on a NumPy array (it writes the tensor)")
         return ndarray_operator(tx, _INPLACE_TO_PLAIN.get(fn, fn), [left, right])
+    if isinstance(left, ChoiceValue) or isinstance(right, ChoiceValue):
+        left, right = choice_operand(fn, left, right)
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
         if fn in _INPLACE_TO_PLAIN and not isinstance(left, TensorValue):
             fn = _INPLACE_TO_PLAIN[fn]  # `number += tensor` rebinds, like number + tensor
@@ -704,6 +707,8 @@ def compare_op(tx: Translator, symbol: str, left: Value, right: Value) -> Value:
         from dynamo_capture.numpy_arrays import ndarray_operator
 
         return ndarray_operator(tx, fn, [left, right])
+    if isinstance(left, ChoiceValue) or isinstance(right, ChoiceValue):
+        left, right = choice_operand(fn, left, right)
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
         left, right = _python_scalar(left), _python_scalar(right)
         return tx.ctx.call("call_function", fn, (left, right), {})
