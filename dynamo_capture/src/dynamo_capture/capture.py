@@ -653,7 +653,11 @@ def capture_frame(
                 # function meets the `with` on it (from outside now) and runs eagerly
                 located.rest_eager = True
             located.checkpoints = _checkpoint_calls(tx)
-            located.cannot_resume = error.cannot_resume or _holds_unrebuildable_context(tx)
+            located.cannot_resume = (
+                error.cannot_resume
+                or _holds_unrebuildable_context(tx)
+                or _holds_unfinished_generator(tx)
+            )
             handed = "statement"
             if loop_iterator_not_resumed(tx):
                 located.loop_not_resumed = True
@@ -795,6 +799,31 @@ def _holds_unrebuildable_context(tx: Translator) -> bool:
         for name, value in tx.locals.items()
         if name in live[current.offset]
     )
+
+
+def _holds_unfinished_generator(tx: Translator) -> bool:
+    """Whether a local the rest of the frame reads, or a value on its stack, where capture
+    stopped, is a generator made in the frame and not finished: no resume function can
+    be handed it paused (its items are made when read, after the code between), so
+    the frame runs eagerly (its calls compiled), as torch.compile skips it."""
+    live = live_locals(tx.code)
+    current = tx.current
+    if current is None:
+        return False
+    values = list(tx.stack)
+    if live is None:
+        values += tx.locals.values()
+    elif current.offset in live:
+        values += [value for name, value in tx.locals.items() if name in live[current.offset]]
+    return any(_unfinished_generator(value) for value in values)
+
+
+def _unfinished_generator(value: Any) -> bool:
+    if not (isinstance(value, IteratorValue) and value.kind == "generator"):
+        return False
+    steps = value.produce
+    child = getattr(steps, "child", None)
+    return value.position < len(value.items) or (child is not None and not child.done)
 
 
 _NAMED_VALUES = (ObjectValue, ListValue, DictValue, SetValue, FunctionValue, IteratorValue)
