@@ -608,6 +608,8 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
 
     raw: object.__setattr__ itself (skips a Python __setattr__ of the class).
     """
+    if isinstance(target, PythonValue) and any(target.obj is cls for cls in tx.ctx.classes_made):
+        raise Unsupported(f"writing .{name} of a class made by type() in the frame")
     if tx.ctx.reading_ahead is not None:
         from dynamo_capture.lazy_iterators import check_side_effect
 

@@ -927,6 +927,12 @@ class OutputPlan:
         return self._build(value)
 
     def _build(self, value: Value) -> str:
+        made = self.ctx.classes_made
+        if (isinstance(value, PythonValue) and any(value.obj is cls for cls in made)) or (
+            isinstance(value, ObjectValue) and any(value.cls is cls for cls in made)
+        ):
+            # NOTE: eagerly each call makes a new class; the compiled code holds one
+            raise NeedsEagerFrame("a class made by type() in the frame leaves the compiled part")
         if isinstance(value, ChoiceValue):
             # NOTE: eagerly it is one of min/max's items (a number, or the tensor itself);
             # the graph has only the picked value as a tensor
