@@ -21,6 +21,7 @@ from dynamo_capture.sources import (
     ModuleGlobalSource,
     ModuleSource,
     ParamBufferSource,
+    RawAttrSource,
     is_builtin_module_class,
 )
 from dynamo_capture.values import (
@@ -190,18 +191,17 @@ def _through_getattribute(tx: Translator, value: PythonValue | ObjectValue, name
     attributes), then `__getattr__` where it raises AttributeError."""
     from dynamo_capture.calls import call
 
-    if isinstance(value, PythonValue):
-        # NOTE: guards and entry code read an outside object's attributes as `obj.name`,
-        # through its __getattribute__: what the method computes from them is not theirs
+    if isinstance(value, PythonValue) and value.source is None:
         raise Unsupported(
-            f"attribute {name!r} of a {type(value.obj).__name__} from outside the frame, "
+            f"attribute {name!r} of a {type(value.obj).__name__} known only while capturing, "
             "whose class defines __getattribute__"
         )
     method = _user_getattribute(tx, value)
     try:
         return call(tx, PythonValue(method), [value, PythonValue(name)], {})
     except ExceptionRaised as raised:
-        fallback = inspect.getattr_static(value.cls, "__getattr__", None)
+        cls = value.cls if isinstance(value, ObjectValue) else type(value.obj)
+        fallback = inspect.getattr_static(cls, "__getattr__", None)
         if not (isinstance(fallback, types.FunctionType) and _is_attribute_error(raised)):
             raise
         return call(tx, PythonValue(fallback), [value, PythonValue(name)], {})
@@ -574,7 +574,7 @@ def _super_attr(tx: Translator, value: SuperValue, name: str) -> Value:
             return MethodValue(PythonValue(attr), self_value)
         if name == "__init__" and klass is object:
             return PythonValue(_object_init)
-        if name == "__getattribute__" and klass is object and isinstance(self_value, ObjectValue):
+        if name == "__getattribute__" and klass is object and _raw_readable(self_value):
             return MethodValue(PythonValue(super_getattribute), self_value)
         if isinstance(attr, types.WrapperDescriptorType | types.MethodDescriptorType):
             return MethodValue(PythonValue(attr), self_value)
@@ -591,6 +591,41 @@ def _replayable_attribute(obj: Any, name: str) -> bool:
             name in obj.__dict__.get(t, ()) for t in ("_parameters", "_buffers", "_modules")
         )
     return hasattr(obj, "__dict__")
+
+
+def _raw_readable(value: Value) -> bool:
+    """An object whose attributes capture reads past its class's `__getattribute__`:
+    one made in the frame, or one from outside (read by RawAttrSource)."""
+    return isinstance(value, ObjectValue) or (
+        isinstance(value, PythonValue)
+        and value.source is not None
+        and not isinstance(value.obj, type | types.ModuleType)
+    )
+
+
+def raw_attr(tx: Translator, value: Value, name: str) -> Value:
+    """`object.__getattribute__(value, name)`: the object's own attributes, then its
+    class's, past the class's `__getattribute__`; raises AttributeError where none."""
+    if isinstance(value, ObjectValue):
+        return object_attr(tx, value, name)
+    assert isinstance(value, PythonValue) and value.source is not None
+    obj = value.obj
+    instance_dict = (
+        object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else None
+    )
+    static = inspect.getattr_static(type(obj), name, _MISSING_ATTR)
+    in_dict = isinstance(instance_dict, dict) and name in instance_dict
+    if not in_dict and static is _MISSING_ATTR:
+        raise AttributeError(name)
+    if in_dict and (static is _MISSING_ATTR or not _is_data_descriptor(static)):
+        return tx.ctx.wrap(instance_dict[name], RawAttrSource(value.source, name))
+    if static is not _MISSING_ATTR and not in_dict and not _is_data_descriptor(static):
+        tx.ctx.guards.not_in_instance_dict(value.source, obj, name)
+        return _class_attr(tx, value, type(obj), name)
+    raise Unsupported(f"attribute {name!r} read past __getattribute__ through a descriptor")
+
+
+_MISSING_ATTR = object()
 
 
 def super_getattribute(self: Any, name: str) -> Any:

@@ -39,6 +39,7 @@ __all__ = [
     "ModuleSource",
     "ArraySizesSource",
     "BuiltinViewSource",
+    "RawAttrSource",
     "NumpyTensorSource",
     "NNModuleSource",
     "ParamBufferSource",
@@ -101,6 +102,25 @@ class BuiltinViewSource(Source):
         if self.index is None:
             return f"{self.kind}.__len__({base_name})"
         return f"{self.kind}.__getitem__({base_name}, {self.index!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class RawAttrSource(Source):
+    """An attribute read past the class's own `__getattribute__`:
+    `object.__getattribute__(base, name)`."""
+
+    source: Source
+    name: str
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"__import__('builtins').object.__getattribute__({base_expr}, {self.name!r})"
+
+    def short_name(self, base_name: str) -> str:
+        return f"object.__getattribute__({base_name}, {self.name!r})"
 
 
 @dataclass(frozen=True, slots=True)
