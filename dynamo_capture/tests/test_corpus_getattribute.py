@@ -167,3 +167,17 @@ def test_getattribute_of_argument_reads_its_attributes_each_call():
     held.k = 99  # the instance's own attribute hides the class's
     assert_same(compiled(x, held), fn(x, held))
     assert counter.frame_count == 3
+
+
+def getattribute_of_argument_written_in_the_frame(x, held):
+    held.a = 5
+    return x * held.a + held.z
+
+
+def test_getattribute_of_argument_reads_the_frames_own_write():
+    fn = getattribute_of_argument_written_in_the_frame
+    compiled = dynamo_capture.optimize(fn, backend=CountingBackend())
+    for _ in range(2):
+        x, mine, theirs = torch.randn(4), SuperRead(), SuperRead()
+        assert_same(compiled(x, mine), fn(x, theirs))
+        assert mine.a == theirs.a == 5

@@ -610,9 +610,15 @@ def raw_attr(tx: Translator, value: Value, name: str) -> Value:
         return object_attr(tx, value, name)
     assert isinstance(value, PythonValue) and value.source is not None
     obj = value.obj
+    written = tx.ctx.attr_writes.get((id(obj), name))
+    if written is not None and written[0] is obj:  # written by the frame: its value now
+        tx.ctx.written_reads += 1
+        return written[2]
     instance_dict = (
         object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else None
     )
+    if isinstance(instance_dict, dict) and id(instance_dict) in tx.ctx.shadows:
+        raise Unsupported("reading an attribute of an object whose __dict__ the frame changed")
     static = inspect.getattr_static(type(obj), name, _MISSING_ATTR)
     in_dict = isinstance(instance_dict, dict) and name in instance_dict
     if not in_dict and static is _MISSING_ATTR:
@@ -622,7 +628,11 @@ def raw_attr(tx: Translator, value: Value, name: str) -> Value:
     if static is not _MISSING_ATTR and not in_dict and not _is_data_descriptor(static):
         tx.ctx.guards.not_in_instance_dict(value.source, obj, name)
         return _class_attr(tx, value, type(obj), name)
-    raise Unsupported(f"attribute {name!r} read past __getattribute__ through a descriptor")
+    if isinstance(static, types.GetSetDescriptorType | types.MemberDescriptorType):
+        # a slot, or `__dict__`: read as object.__getattribute__ reads it
+        real = object.__getattribute__(obj, name)
+        return tx.ctx.wrap(real, RawAttrSource(value.source, name))
+    return _class_attr(tx, value, type(obj), name)  # a property or another data descriptor
 
 
 _MISSING_ATTR = object()
