@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from dynamo_capture.errors import ContextSwitchCall, Unsupported
+from dynamo_capture.errors import ContextSwitchCall, ExceptionRaised, Unsupported
 from dynamo_capture.numpy_arrays import NUMPY_TYPE_DESCRIPTIONS, is_ndarray, ndarray_attribute
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
 from dynamo_capture.sources import (
@@ -21,6 +21,7 @@ from dynamo_capture.sources import (
     ModuleGlobalSource,
     ModuleSource,
     ParamBufferSource,
+    RawAttrSource,
     is_builtin_module_class,
 )
 from dynamo_capture.values import (
@@ -79,19 +80,15 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
         if is_ndarray(value):
             return ndarray_attribute(tx, value, name)
         return _tensor_attr(tx, value, name)
+    if isinstance(value, PythonValue | ObjectValue) and _user_getattribute(tx, value) is not None:
+        return _through_getattribute(tx, value, name)
     if isinstance(value, PythonValue):
         return _python_attr(tx, value, name)
     if isinstance(value, ObjectValue | DictValue) and name == "__dict__" and value.source is None:
         return DictValue(value.attrs)  # a live view: writes go to the attributes
     if isinstance(value, ObjectValue):
-        if _user_data_descriptor(value.cls, name) is not None:
-            return _class_attr(tx, value, value.cls, name)  # wins over the instance's own
-        if name in value.attrs:
-            return value.attrs[name]
-        if name == "__class__":
-            return PythonValue(value.cls)
         try:
-            return _class_attr(tx, value, value.cls, name)
+            return object_attr(tx, value, name)
         except AttributeError:
             fallback = inspect.getattr_static(value.cls, "__getattr__", None)
             if not isinstance(fallback, types.FunctionType):
@@ -161,6 +158,60 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
         if name == "__func__":
             return value.func
     raise Unsupported(f"attribute {name!r} of a {type(value).__name__}")
+
+
+def object_attr(tx: Translator, value: ObjectValue, name: str) -> Value:
+    """`object.__getattribute__(value, name)` of an object made in the frame: data
+    descriptors of its class, then its own attributes, then its class's (no
+    `__getattr__`); raises AttributeError when there is none."""
+    if _user_data_descriptor(value.cls, name) is not None:
+        return _class_attr(tx, value, value.cls, name)  # wins over the instance's own
+    if name in value.attrs:
+        return value.attrs[name]
+    if name == "__class__":
+        return PythonValue(value.cls)
+    return _class_attr(tx, value, value.cls, name)
+
+
+def _user_getattribute(tx: Translator, value: PythonValue | ObjectValue) -> Any:
+    """The Python `__getattribute__` of the value's class (guarded), or None."""
+    cls = value.cls if isinstance(value, ObjectValue) else type(value.obj)
+    if isinstance(value, PythonValue) and isinstance(value.obj, type | types.ModuleType):
+        return None
+    method = inspect.getattr_static(cls, "__getattribute__", None)
+    if not isinstance(method, types.FunctionType):
+        return None
+    tx.ctx.guards.class_attribute(cls, "__getattribute__", method)
+    return method
+
+
+def _through_getattribute(tx: Translator, value: PythonValue | ObjectValue, name: str) -> Value:
+    """value.name on a class with its own `__getattribute__`: that method, traced (its
+    `object.__getattribute__`/`super().__getattribute__` reads the object's own
+    attributes), then `__getattr__` where it raises AttributeError."""
+    from dynamo_capture.calls import call
+
+    if isinstance(value, PythonValue) and value.source is None:
+        raise Unsupported(
+            f"attribute {name!r} of a {type(value.obj).__name__} known only while capturing, "
+            "whose class defines __getattribute__"
+        )
+    method = _user_getattribute(tx, value)
+    try:
+        return call(tx, PythonValue(method), [value, PythonValue(name)], {})
+    except ExceptionRaised as raised:
+        cls = value.cls if isinstance(value, ObjectValue) else type(value.obj)
+        fallback = inspect.getattr_static(cls, "__getattr__", None)
+        if not (isinstance(fallback, types.FunctionType) and _is_attribute_error(raised)):
+            raise
+        return call(tx, PythonValue(fallback), [value, PythonValue(name)], {})
+
+
+def _is_attribute_error(raised: ExceptionRaised) -> bool:
+    error = raised.value
+    if isinstance(error, ObjectValue):  # a user exception class made in the frame
+        return issubclass(error.cls, AttributeError)
+    return isinstance(getattr(error, "obj", None), AttributeError)
 
 
 def _input_tensor(tx: Translator, value: TensorValue) -> torch.Tensor | None:
@@ -523,6 +574,8 @@ def _super_attr(tx: Translator, value: SuperValue, name: str) -> Value:
             return MethodValue(PythonValue(attr), self_value)
         if name == "__init__" and klass is object:
             return PythonValue(_object_init)
+        if name == "__getattribute__" and klass is object and _raw_readable(self_value):
+            return MethodValue(PythonValue(super_getattribute), self_value)
         if isinstance(attr, types.WrapperDescriptorType | types.MethodDescriptorType):
             return MethodValue(PythonValue(attr), self_value)
         return PythonValue(attr)
@@ -540,6 +593,57 @@ def _replayable_attribute(obj: Any, name: str) -> bool:
     return hasattr(obj, "__dict__")
 
 
+def _raw_readable(value: Value) -> bool:
+    """An object whose attributes capture reads past its class's `__getattribute__`:
+    one made in the frame, or one from outside (read by RawAttrSource)."""
+    return isinstance(value, ObjectValue) or (
+        isinstance(value, PythonValue)
+        and value.source is not None
+        and not isinstance(value.obj, type | types.ModuleType)
+    )
+
+
+def raw_attr(tx: Translator, value: Value, name: str) -> Value:
+    """`object.__getattribute__(value, name)`: the object's own attributes, then its
+    class's, past the class's `__getattribute__`; raises AttributeError where none."""
+    if isinstance(value, ObjectValue):
+        return object_attr(tx, value, name)
+    assert isinstance(value, PythonValue) and value.source is not None
+    obj = value.obj
+    written = tx.ctx.attr_writes.get((id(obj), name))
+    if written is not None and written[0] is obj:  # written by the frame: its value now
+        tx.ctx.written_reads += 1
+        return written[2]
+    instance_dict = (
+        object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else None
+    )
+    if isinstance(instance_dict, dict) and id(instance_dict) in tx.ctx.shadows:
+        raise Unsupported("reading an attribute of an object whose __dict__ the frame changed")
+    static = inspect.getattr_static(type(obj), name, _MISSING_ATTR)
+    in_dict = isinstance(instance_dict, dict) and name in instance_dict
+    if not in_dict and static is _MISSING_ATTR:
+        raise AttributeError(name)
+    if in_dict and (static is _MISSING_ATTR or not _is_data_descriptor(static)):
+        return tx.ctx.wrap(instance_dict[name], RawAttrSource(value.source, name))
+    if static is not _MISSING_ATTR and not in_dict and not _is_data_descriptor(static):
+        tx.ctx.guards.not_in_instance_dict(value.source, obj, name)
+        return _class_attr(tx, value, type(obj), name)
+    if isinstance(static, types.GetSetDescriptorType | types.MemberDescriptorType):
+        # a slot, or `__dict__`: read as object.__getattribute__ reads it
+        real = object.__getattribute__(obj, name)
+        return tx.ctx.wrap(real, RawAttrSource(value.source, name))
+    return _class_attr(tx, value, type(obj), name)  # a property or another data descriptor
+
+
+_MISSING_ATTR = object()
+
+
+def super_getattribute(self: Any, name: str) -> Any:
+    """object.__getattribute__ seen through super() (capture reads the object's own
+    attributes for it)."""
+    return object.__getattribute__(self, name)
+
+
 def _object_init(self: Any, *args: Any, **kwargs: Any) -> None:
     """object.__init__ seen through super(): does nothing."""
 
@@ -549,6 +653,8 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
 
     raw: object.__setattr__ itself (skips a Python __setattr__ of the class).
     """
+    if isinstance(target, PythonValue) and any(target.obj is cls for cls in tx.ctx.classes_made):
+        raise Unsupported(f"writing .{name} of a class made by type() in the frame")
     if tx.ctx.reading_ahead is not None:
         from dynamo_capture.lazy_iterators import check_side_effect
 

@@ -47,6 +47,7 @@ from dynamo_capture.operations import (
     guard_module_children,
     guard_same_object,
     hashable_key,
+    key_value,
     python_type_of,
     sequence_items,
     set_item,
@@ -57,6 +58,7 @@ from dynamo_capture.operations import (
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
 from dynamo_capture.state import is_compiling, is_exporting
 from dynamo_capture.sym_numbers import SYM_FUNCTIONS, concrete_numbers, is_symbolic_number
+from dynamo_capture.tensor_extremes import ChoiceValue, tensor_extreme
 from dynamo_capture.values import (
     BuiltinMethodValue,
     ContextValue,
@@ -253,9 +255,64 @@ def _issubclass(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
 
 @handles(builtins.type)
 def _type(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if len(args) == 3 and not kwargs:
+        return _new_class(tx, *args)
     if len(args) != 1:
-        raise Unsupported("type() with three arguments (creating a class)")
+        raise Unsupported("type() with other than one or three arguments")
     return PythonValue(python_type_of(args[0]))
+
+
+def _new_class(tx: Translator, name: Value, bases: Value, namespace: Value) -> Value:
+    """type(name, bases, namespace): the class made now, once, where its namespace holds
+    constants and plain functions and its bases run no code at its creation.
+
+    NOTE: eagerly each call makes a new class; the compiled code holds this one. So it
+    must not leave the compiled part (nor an instance of it), nor be written: the frame
+    runs eagerly where it would (OutputPlan, set_attr)."""
+    try:
+        real_name = as_constant(name)
+        real_bases = tuple(base.obj for base in sequence_items(tx, bases))  # type: ignore[attr-defined]
+    except (NotConstant, AttributeError):
+        raise Unsupported("type() with a name or bases known only when it runs") from None
+    if not isinstance(real_name, str) or not isinstance(namespace, DictValue):
+        raise Unsupported("type() with a name other than a str or a namespace other than a dict")
+    for base in real_bases:
+        if not isinstance(base, type) or type(base) is not type:
+            raise Unsupported("type() with bases of another metaclass than type")
+        hook = inspect.getattr_static(base, "__init_subclass__", None)
+        if hook is not object.__dict__["__init_subclass__"]:
+            raise Unsupported("type() with a base whose __init_subclass__ runs code")
+    real_namespace = {}
+    for key in namespace.items:
+        item = namespace.items[key]
+        real_key = as_constant(key_value(key))
+        real_namespace[real_key] = _class_member(item)
+    cls = type(real_name, real_bases or (object,), real_namespace)
+    tx.ctx.classes_made.append(cls)
+    return PythonValue(cls)
+
+
+def _class_member(value: Value) -> Any:
+    """The real object a namespace value of a class made in the frame stands for: an
+    immutable constant, or a function made in the frame without cells."""
+    if isinstance(value, FunctionValue):
+        if value.closure or value.attrs or value.annotations is not None:
+            raise Unsupported("type() with a function that has cells or attributes")
+        try:
+            defaults = tuple(as_constant(d) for d in value.defaults) or None
+            kwdefaults = {k: as_constant(v) for k, v in value.kwdefaults.items()} or None
+        except NotConstant:
+            raise Unsupported("type() with a function whose defaults are not constants") from None
+        function = types.FunctionType(value.code, value.globals, value.name, defaults)
+        function.__kwdefaults__ = kwdefaults
+        function.__qualname__ = value.code.co_qualname
+        return function
+    if isinstance(value, PythonValue) and (
+        is_constant(value.obj) or isinstance(value.obj, types.FunctionType)
+    ):
+        if not isinstance(value.obj, list | dict | set):
+            return value.obj
+    raise Unsupported("type() with a namespace value other than a constant or function")
 
 
 @handles(builtins.getattr)
@@ -701,6 +758,10 @@ def _extreme(symbol: str, name: str) -> Handler:
                 result = target(*args)
                 tx.ctx.sym_numbers.record(result, target, args)
             return PythonValue(result)
+        if key is None and any(isinstance(item, TensorValue | ChoiceValue) for item in items):
+            choice = tensor_extreme(tx, name, items)
+            if choice is not None:
+                return choice
         try:
             real = [as_constant(item) for item in items]
             keys = real if key is None else None

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.attributes import raw_attr, super_getattribute
+from dynamo_capture.errors import NeedsEagerFrame, Unsupported, raised_by_python
 from dynamo_capture.operations import (
     NotConstant,
     as_constant,
@@ -123,6 +124,13 @@ def call(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, Value])
             tx.ctx.guards.class_attribute(fn.cls, "__call__", method)
             return call(tx, PythonValue(method), [fn, *args], kwargs)
     if isinstance(fn, PythonValue):
+        if fn.obj is super_getattribute and len(args) == 2:
+            # `super().__getattribute__(name)` in a class's own __getattribute__: the
+            # object's attributes, past that method
+            try:
+                return raw_attr(tx, args[0], as_constant(args[1]))
+            except AttributeError as error:
+                raise raised_by_python(error) from None
         return _call_python(tx, fn, args, kwargs)
     if isinstance(fn, ContextValue) and len(args) == 1 and not kwargs:
         return decorate_with_context(tx, fn, args[0])
@@ -345,6 +353,18 @@ def _call_python(
         return _dereference(tx, obj)
     if isinstance(obj, type):
         return construct(tx, fn, args, kwargs)
+    if (
+        obj is object.__getattribute__
+        and len(args) == 2
+        and (isinstance(args[0], ObjectValue) or _own_getattribute(args[0]))
+    ):
+        # NOTE: as torch.compile, a direct `object.__getattribute__(self, name)` on an
+        # object made in the frame, or on one whose class has its own, runs the frame
+        # eagerly
+        raise NeedsEagerFrame(
+            "object.__getattribute__ called directly on an object made in the frame, or "
+            "whose class defines __getattribute__"
+        )
     if isinstance(obj, types.MethodDescriptorType | types.WrapperDescriptorType) and args:
         from dynamo_capture.methods import call_method
 
@@ -362,6 +382,13 @@ def _call_python(
         tx.ctx.guards.class_attribute(type(obj), "__call__", method)
         return call(tx, PythonValue(method), [fn, *args], kwargs)
     raise Unsupported(f"call to {describe(fn)} ({type(obj).__name__}), which capture cannot trace")
+
+
+def _own_getattribute(value: Value) -> bool:
+    """An outside object whose class defines `__getattribute__` in Python."""
+    return isinstance(value, PythonValue) and isinstance(
+        inspect.getattr_static(type(value.obj), "__getattribute__", None), types.FunctionType
+    )
 
 
 _LRU_CACHE_WRAPPER = type(functools.lru_cache(None)(lambda: None))  # functools.cache's too

@@ -90,6 +90,7 @@ from dynamo_capture.sources import (
     Source,
 )
 from dynamo_capture.state import capturing
+from dynamo_capture.tensor_extremes import ChoiceValue, check_aliases
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -657,6 +658,7 @@ def capture_frame(
             plan = OutputPlan(ctx)
             output_exprs = plan.expr(result)
             replays = plan.replays()
+            check_aliases(ctx, plan.outputs)
             check_no_pending_cleanup(tx)
             replays = plan.prelude + replays  # objects named once, before their first use
     except Unsupported as error:
@@ -680,7 +682,11 @@ def capture_frame(
                 # function meets the `with` on it (from outside now) and runs eagerly
                 located.rest_eager = True
             located.checkpoints = _checkpoint_calls(tx)
-            located.cannot_resume = error.cannot_resume or _holds_unrebuildable_context(tx)
+            located.cannot_resume = (
+                error.cannot_resume
+                or _holds_unrebuildable_context(tx)
+                or _holds_unfinished_generator(tx)
+            )
             handed = "statement"
             if loop_iterator_not_resumed(tx):
                 located.loop_not_resumed = True
@@ -825,6 +831,31 @@ def _holds_unrebuildable_context(tx: Translator) -> bool:
     )
 
 
+def _holds_unfinished_generator(tx: Translator) -> bool:
+    """Whether a local the rest of the frame reads, or a value on its stack, where capture
+    stopped, is a generator made in the frame and not finished: no resume function can
+    be handed it paused (its items are made when read, after the code between), so
+    the frame runs eagerly (its calls compiled), as torch.compile skips it."""
+    live = live_locals(tx.code)
+    current = tx.current
+    if current is None:
+        return False
+    values = list(tx.stack)
+    if live is None:
+        values += tx.locals.values()
+    elif current.offset in live:
+        values += [value for name, value in tx.locals.items() if name in live[current.offset]]
+    return any(_unfinished_generator(value) for value in values)
+
+
+def _unfinished_generator(value: Any) -> bool:
+    if not (isinstance(value, IteratorValue) and value.kind == "generator"):
+        return False
+    steps = value.produce
+    child = getattr(steps, "child", None)
+    return value.position < len(value.items) or (child is not None and not child.done)
+
+
 _NAMED_VALUES = (ObjectValue, ListValue, DictValue, SetValue, FunctionValue, IteratorValue)
 
 
@@ -926,6 +957,18 @@ class OutputPlan:
         return self._build(value)
 
     def _build(self, value: Value) -> str:
+        made = self.ctx.classes_made
+        if (isinstance(value, PythonValue) and any(value.obj is cls for cls in made)) or (
+            isinstance(value, ObjectValue) and any(value.cls is cls for cls in made)
+        ):
+            # NOTE: eagerly each call makes a new class; the compiled code holds one
+            raise NeedsEagerFrame("a class made by type() in the frame leaves the compiled part")
+        if isinstance(value, ChoiceValue):
+            # NOTE: eagerly it is one of min/max's items (a number, or the tensor itself);
+            # the graph has only the picked value as a tensor
+            raise NeedsEagerFrame(
+                "the result of min()/max() of tensors and numbers leaves the compiled part"
+            )
         for obj, source, shadow in self.ctx.shadows.values():
             if shadow is value:  # an outside list/dict: the same object, contents replayed
                 return source.expr if source is not None else self._constant(obj)

@@ -111,6 +111,11 @@ def _decode_cached(code: types.CodeType) -> tuple[list[Instruction], dict[int, i
     return found
 
 
+# the Translators running now, innermost last (user __hash__/__eq__ of dict keys are
+# traced in the one that runs the dict operation: operations.UserHashKey)
+RUNNING: list[Translator] = []
+
+
 class Translator:
     """Interprets one code object on Values; inlined calls get a child Translator."""
 
@@ -235,6 +240,7 @@ class Translator:
     def run_until_yield(self) -> None:
         """Interpret until RETURN_VALUE or, with `stop_at_yield`, the next yield."""
         self.suspended = False
+        RUNNING.append(self)
         try:
             if self.pending is not None:
                 raised, self.pending = self.pending, None
@@ -250,6 +256,8 @@ class Translator:
             if self.depth == 1 and located.callee is None:
                 located.callee = self.callee  # the call in the compiled frame that broke
             raise located from error.__cause__
+        finally:
+            RUNNING.pop()
 
     def _loop(self) -> None:
         instructions = self.instructions

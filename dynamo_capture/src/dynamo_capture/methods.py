@@ -905,6 +905,9 @@ def call_method(
         from dynamo_capture.dict_views import call_view_method
 
         return call_view_method(tx, receiver, name, args, kwargs)
+    if name in _SUBCLASS_VIEWS and _outside_sequence_subclass(receiver):
+        check_method_arguments(python_type_of(receiver), name, len(args), tuple(kwargs))
+        return _subclass_view(tx, receiver, name, args)
     if name in CONTAINER_DUNDERS and isinstance(
         receiver, TupleValue | ListValue | DictValue | SetValue
     ):
@@ -924,6 +927,55 @@ def call_method(
         check_method_arguments(python_type_of(receiver), name, len(args), tuple(kwargs))
         return table[name](tx, receiver, args, kwargs)
     return _fold_method(tx, receiver, name, args, kwargs)
+
+
+_SUBCLASS_VIEWS = ("__len__", "__getitem__", "__iter__")
+
+
+def _outside_sequence_subclass(receiver: Value) -> bool:
+    """A list or tuple subclass instance from outside the frame (an argument)."""
+    return (
+        isinstance(receiver, PythonValue)
+        and receiver.source is not None
+        and isinstance(receiver.obj, list | tuple)
+        and type(receiver.obj) not in (list, tuple)
+        and not hasattr(receiver.obj, "_fields")  # namedtuples are read as tuples elsewhere
+    )
+
+
+def _subclass_view(tx: Translator, receiver: PythonValue, name: str, args: list[Value]) -> Value:
+    """`super().__len__()`, `super().__getitem__(i)`, `super().__iter__()` of a list or
+    tuple subclass from outside the frame: the builtin's view of its items (read past
+    the subclass's own methods), guarded on the builtin length and items."""
+    from dynamo_capture.sources import BuiltinViewSource
+
+    obj, source = receiver.obj, receiver.source
+    kind = list if isinstance(obj, list) else tuple
+    length = kind.__len__(obj)
+    tx.ctx.guards.equals_match(BuiltinViewSource(source, kind.__name__), length)
+    if name == "__len__":
+        return PythonValue(length)
+
+    def item(index: int) -> Value:
+        view = BuiltinViewSource(source, kind.__name__, index)
+        return tx.ctx.wrap(kind.__getitem__(obj, index), view)
+
+    items = [item(index) for index in range(length)]
+    if name == "__iter__":
+        return IteratorValue(items)
+    try:
+        key = as_constant(args[0])
+    except NotConstant:
+        raise Unsupported(
+            f"{kind.__name__}.__getitem__ with an index known only when it runs"
+        ) from None
+    if isinstance(key, slice):
+        picked = items[key]
+        return ListValue(picked) if kind is list else TupleValue(picked)
+    try:
+        return items[operator.index(key)]
+    except (IndexError, TypeError) as error:
+        raise raised_by_python(error) from None
 
 
 def _table_for(receiver: Value) -> dict[str, Method] | None:

@@ -20,6 +20,7 @@ from dynamo_capture import side_effects
 from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_ahead
 from dynamo_capture.output_graph import is_constant
 from dynamo_capture.sources import item_source
+from dynamo_capture.tensor_extremes import ChoiceValue, choice_operand
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -189,6 +190,76 @@ class IdentityKey:
         return f"IdentityKey({self.value!r})"
 
 
+class UserHashKey(IdentityKey):
+    """A dict key or set item made in the frame whose class defines `__hash__` and
+    `__eq__` in Python: hashed and compared by those methods, traced in the running
+    capture where the dict or set operation calls them, as eagerly (CPython's dict
+    calls them in the same order on keys with the same hashes)."""
+
+    __slots__ = ("_hash",)
+
+    def __init__(self, value: Value) -> None:
+        super().__init__(value)
+        self._hash: int | None = None
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            result = _call_user_dunder(self.value, "__hash__", [])
+            if type(result) is not int:
+                raise Unsupported("a __hash__ that gives other than an int known while capturing")
+            self._hash = result  # CPython makes it a hash as it does eagerly
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, IdentityKey):
+            if other.value is self.value:
+                return True
+            other_value = other.value
+        elif is_constant(other):
+            other_value = PythonValue(other)
+        else:
+            raise Unsupported("comparing a key made in the frame with an outside object")
+        result = _call_user_dunder(self.value, "__eq__", [other_value])
+        if result is NotImplemented and isinstance(other, UserHashKey):
+            result = _call_user_dunder(other_value, "__eq__", [self.value])
+        if result is NotImplemented:
+            return False  # neither compares: identity, and they are not the same object
+        return bool(result)
+
+
+def _call_user_dunder(value: Value, name: str, args: list[Value]) -> Any:
+    """value.<name>(*args) through its class's Python method, traced in the running
+    capture; the result as a capture-time constant."""
+    from dynamo_capture.calls import call
+    from dynamo_capture.interpreter import RUNNING
+
+    if not RUNNING:
+        raise Unsupported(f"{name} of a key outside a running capture")
+    tx = RUNNING[-1]
+    cls = python_type_of(value)
+    method = inspect.getattr_static(cls, name, None)
+    if not isinstance(method, types.FunctionType):
+        if name == "__eq__":
+            return NotImplemented
+        raise Unsupported(f"{cls.__name__}.{name} not a Python function")
+    tx.ctx.guards.class_attribute(cls, name, method)
+    result = call(tx, PythonValue(method), [value, *args], {})
+    if isinstance(result, TensorValue):
+        raise Unsupported(f"{cls.__name__}.{name} giving a tensor (its truth is data-dependent)")
+    try:
+        return as_constant(result)
+    except NotConstant:
+        raise Unsupported(f"{cls.__name__}.{name} giving a value known only when it runs") from None
+
+
+def _user_hashed(value: Value) -> bool:
+    """An instance made in the frame whose class hashes and compares it in Python."""
+    if not isinstance(value, ObjectValue) or value.source is not None:
+        return False
+    hash_method = inspect.getattr_static(value.cls, "__hash__", None)
+    return isinstance(hash_method, types.FunctionType)
+
+
 def key_value(key: Any) -> Value:
     """The value a dict key or set item stands for (see hashable_key)."""
     return key.value if isinstance(key, IdentityKey) else PythonValue(key)
@@ -221,6 +292,8 @@ def comparable_key(value: Value) -> Any:
         return IdentityKey(value)
     if isinstance(value, ObjectValue) and value.cls.__hash__ is object.__hash__:
         return IdentityKey(value)  # an instance made in the frame, hashed by identity
+    if _user_hashed(value):
+        return UserHashKey(value)
     try:
         return as_constant(value)
     except NotConstant:
@@ -368,6 +441,8 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         if fn in _INPLACE_TO_PLAIN and isinstance(left, TensorValue):
             raise Unsupported("an in-place operator on a NumPy array (it writes the tensor)")
         return ndarray_operator(tx, _INPLACE_TO_PLAIN.get(fn, fn), [left, right])
+    if isinstance(left, ChoiceValue) or isinstance(right, ChoiceValue):
+        left, right = choice_operand(fn, left, right)
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
         if fn in _INPLACE_TO_PLAIN and not isinstance(left, TensorValue):
             fn = _INPLACE_TO_PLAIN[fn]  # `number += tensor` rebinds, like number + tensor
@@ -704,6 +779,8 @@ def compare_op(tx: Translator, symbol: str, left: Value, right: Value) -> Value:
         from dynamo_capture.numpy_arrays import ndarray_operator
 
         return ndarray_operator(tx, fn, [left, right])
+    if isinstance(left, ChoiceValue) or isinstance(right, ChoiceValue):
+        left, right = choice_operand(fn, left, right)
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
         left, right = _python_scalar(left), _python_scalar(right)
         return tx.ctx.call("call_function", fn, (left, right), {})
@@ -1368,7 +1445,7 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
     if isinstance(container, PythonValue) and isinstance(container.obj, dict | torch.nn.ModuleDict):
         return _constant_in(_index_constant(tx, item), container.obj)
     if isinstance(container, PythonValue) and (
-        isinstance(container.obj, str | range | set | frozenset)
+        isinstance(container.obj, str | bytes | range | set | frozenset)
         or _enum_method(container.obj, "__contains__")
     ):
         return _constant_in(_index_constant(tx, item), container.obj)

@@ -291,6 +291,11 @@ class CaptureContext:
         self.autograd_function_nodes_made = 0
         # assume_constant_result functions called: their results are constants, unguarded
         self.unguarded_constants: list[str] = []
+        # min/max of tensors the graph computes, given as the picked tensor's value:
+        # (the graph node, the items), checked for aliasing when the graph ends
+        self.tensor_extremes: list[tuple[torch.fx.Node, list[Any]]] = []
+        # classes type(name, bases, namespace) made while capturing (made once, not per call)
+        self.classes_made: list[type] = []
         self.functorch_level = 0  # torch.func transforms traced into the graph, open now
         self.jvp_nesting = 0  # of them, torch.func.jvp calls (only the outermost is traced)
         # torch.func.functional_call's members, open now: (id(module), name) -> Value, and

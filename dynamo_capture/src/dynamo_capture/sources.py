@@ -38,6 +38,8 @@ __all__ = [
     "ModuleGlobalSource",
     "ModuleSource",
     "ArraySizesSource",
+    "BuiltinViewSource",
+    "RawAttrSource",
     "NumpyTensorSource",
     "NNModuleSource",
     "ParamBufferSource",
@@ -75,6 +77,50 @@ class FloatTensorSource(Source):
 
     def short_name(self, base_name: str) -> str:
         return base_name
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltinViewSource(Source):
+    """A builtin container method's view of a subclass instance, past the subclass's own
+    methods: `list.__len__(base)` (index None) or `list.__getitem__(base, index)`."""
+
+    source: Source
+    kind: str
+    index: int | None = None
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        builtin = f"__import__('builtins').{self.kind}"
+        if self.index is None:
+            return f"{builtin}.__len__({base_expr})"
+        return f"{builtin}.__getitem__({base_expr}, {self.index!r})"
+
+    def short_name(self, base_name: str) -> str:
+        if self.index is None:
+            return f"{self.kind}.__len__({base_name})"
+        return f"{self.kind}.__getitem__({base_name}, {self.index!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class RawAttrSource(Source):
+    """An attribute read past the class's own `__getattribute__`:
+    `object.__getattribute__(base, name)`."""
+
+    source: Source
+    name: str
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"__import__('builtins').object.__getattribute__({base_expr}, {self.name!r})"
+
+    def short_name(self, base_name: str) -> str:
+        return f"object.__getattribute__({base_name}, {self.name!r})"
 
 
 @dataclass(frozen=True, slots=True)
