@@ -197,7 +197,10 @@ def _batch_norm_cpu(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     fakes = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
     if not training:
         empty = x.new_empty((0,), dtype=stats)
-        return output, empty, empty.clone(), *mode._run_meta(func, args, kwargs, fakes)[3:]
+        running = ()  # the functional op's running statistics, as they are outside training
+        if len(func._schema.returns) > 3:
+            running = tuple(mode._run_meta(func, args, kwargs, fakes)[3:])
+        return output, empty, empty.clone(), *running
     outs = mode._run_meta(func, args, kwargs, fakes)
     if x.dim() >= 4:
         output = outs[0]
