@@ -197,15 +197,21 @@ def _batch_norm_cpu(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     fakes = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
     if not training:
         empty = x.new_empty((0,), dtype=stats)
-        running = ()  # the functional op's running statistics, as they are outside training
+        running = ()  # the functional op's running statistics
         if len(func._schema.returns) > 3:
-            running = tuple(mode._run_meta(func, args, kwargs, fakes)[3:])
+            running = _running_statistics(mode._run_meta(func, args, kwargs, fakes), params)
         return output, empty, empty.clone(), *running
     outs = mode._run_meta(func, args, kwargs, fakes)
     if x.dim() >= 4:
         output = outs[0]
     saved = tuple(t.new_empty(t.shape, dtype=stats) for t in outs[1:3])
-    return (output, *saved, *outs[3:])
+    return (output, *saved, *_running_statistics(outs, params))
+
+
+def _running_statistics(outs: tuple, params: list) -> tuple:
+    """The functional op's updated running statistics, in their own dtypes (the meta
+    function gives the compute dtype)."""
+    return tuple(t.new_empty(t.shape, dtype=p.dtype) for t, p in zip(outs[3:], params[2:]))
 
 
 register_fake_rule(
