@@ -11,10 +11,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812
+import torch.utils._pytree as pytree
 
 from aot_autograd import aot_function
 
 prim_decomp = pytest.importorskip("prim_decomp")
+aten = torch.ops.aten
 
 BOOLS = torch.tensor([True, False, True])
 INTS = torch.tensor([1, 2, 3])
@@ -206,11 +208,80 @@ def test_probes_that_could_assert_on_a_gpu_are_not_run_there():
     aten = torch.ops.aten
     index = torch.zeros(2, dtype=torch.long)
     # on the CPU a probe's index error is an exception: probed as before
-    assert not _may_assert_on_device(aten.index_select.default, [torch.empty(0, 3), index])
+    args = (torch.empty(0, 3), 0, index)
+    assert not _may_assert_on_device(aten.index_select.default, args, {}, [args[0], index])
     if torch.cuda.is_available():
-        on_gpu = [torch.empty(0, 3, device="cuda"), index.cuda()]
-        assert _may_assert_on_device(aten.index_select.default, on_gpu)
-        assert not _may_assert_on_device(aten.sin.default, on_gpu[:1])
+        on_gpu = (torch.empty(0, 3, device="cuda"), 0, index.cuda())
+        tensors = [on_gpu[0], on_gpu[2]]
+        assert _may_assert_on_device(aten.index_select.default, on_gpu, {}, tensors)
+        assert not _may_assert_on_device(aten.sin.default, on_gpu[:1], {}, tensors[:1])
+
+
+def _ints(*shape):
+    return torch.zeros(shape, dtype=torch.long)
+
+
+INDEX_LIKE = {
+    "gather": (aten.gather.default, (torch.randn(2, 3), 1, _ints(2, 3))),
+    "scatter": (aten.scatter.value, (torch.randn(2, 3), 1, _ints(2, 3), 1.0)),
+    "embedding": (aten.embedding.default, (torch.randn(5, 3), _ints(4))),
+    "take": (aten.take.default, (torch.randn(5), _ints(4))),
+    "index": (aten.index.Tensor, (torch.randn(5), [_ints(4)])),
+    "index_put": (aten.index_put.default, (torch.randn(5), [_ints(2)], torch.ones(2))),
+    "nll_loss_backward": (
+        aten.nll_loss_backward.default,
+        (torch.tensor(1.0), torch.randn(4, 3), _ints(4), None, 1, -100, torch.tensor(4.0)),
+    ),
+    "embedding_bag": (
+        aten._embedding_bag.default,
+        (torch.randn(5, 3), _ints(4), _ints(2)),
+    ),
+    "one_hot": (aten.one_hot.default, (_ints(4), 3)),
+}
+NOT_INDEX_LIKE = {
+    "softmax_of_ints": (aten._softmax.default, (_ints(2, 3), 1, False)),
+    "lerp_of_ints": (aten.lerp.Scalar, (_ints(3), _ints(3), 0.5)),
+    "add_of_ints": (aten.add.Tensor, (_ints(3), _ints(3))),
+    "sum_of_ints": (aten.sum.dim_IntList, (_ints(2, 3), [1])),
+    "float_target": (aten.binary_cross_entropy.default, (torch.rand(3), torch.rand(3))),
+}
+
+
+@pytest.mark.parametrize("name", INDEX_LIKE)
+def test_gpu_probes_skip_ops_given_index_like_integer_tensors(name, monkeypatch):
+    from aot_autograd import kernel_checks
+
+    monkeypatch.setattr(kernel_checks, "_on_gpu", lambda tensors: True)
+    op, args = INDEX_LIKE[name]
+    tensors = [t for t in pytree.tree_leaves(args) if isinstance(t, torch.Tensor)]
+    assert kernel_checks._may_assert_on_device(op, args, {}, tensors)
+
+
+@pytest.mark.parametrize("name", NOT_INDEX_LIKE)
+def test_gpu_probes_run_integer_ops_without_index_like_arguments(name, monkeypatch):
+    from aot_autograd import kernel_checks
+
+    monkeypatch.setattr(kernel_checks, "_on_gpu", lambda tensors: True)
+    op, args = NOT_INDEX_LIKE[name]
+    tensors = [t for t in pytree.tree_leaves(args) if isinstance(t, torch.Tensor)]
+    assert not kernel_checks._may_assert_on_device(op, args, {}, tensors)
+
+
+def test_softmax_of_integers_raises_under_a_gpu_probe_decision(monkeypatch):
+    """With the GPU's decision forced on the CPU, an integer op's dtype error is still
+    raised by its probe (eager raises it on a GPU too), and an index op is not probed."""
+    from aot_autograd import kernel_checks
+
+    monkeypatch.setattr(kernel_checks, "_on_gpu", lambda tensors: True)
+    ints = torch.arange(6).reshape(2, 3)
+    with pytest.raises(RuntimeError, match="Long"):
+        torch.softmax(ints, 1)  # eager's error
+    with pytest.raises(RuntimeError, match="Long"):
+        kernel_checks.check_kernel_accepts(aten._softmax.default, (ints, 1, False), {})
+    out_of_range = torch.full((2, 3), 7)
+    kernel_checks.check_kernel_accepts(
+        aten.gather.default, (torch.empty(0, 3), 0, out_of_range), {}
+    )
 
 
 def test_cross_entropy_over_many_classes_compiles_and_checks_its_targets():

@@ -402,3 +402,24 @@ def test_binary_ops_lay_out_results_like_eager_tensor_iterator(name, operands):
     with mode:
         fake = op(mode.from_real(first), mode.from_real(second))
     _same_metadata(fake, op(first, second))
+
+
+@pytest.mark.parametrize("param_dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("training", [True, False], ids=["training", "eval"])
+@pytest.mark.parametrize("dims", [3, 4])
+def test_cpu_half_batch_norm_fakes_keep_eager_statistics_dtypes(param_dtype, training, dims):
+    """CPU saves a half input's statistics in its dtype, float32 for float32 parameters
+    ("mixed"); the meta function, written for CUDA, always says float32."""
+    aten = torch.ops.aten
+    shape = (2, 3, 4, 4)[:dims]
+    x = torch.randn(shape, dtype=torch.bfloat16)
+    params = [torch.rand(3, dtype=param_dtype) + 0.5 for _ in range(4)]
+    for op in (aten.native_batch_norm.default, aten._native_batch_norm_legit_functional.default):
+        expected = op(x, *[p.clone() for p in params], training, 0.1, 1e-5)
+        mode = FakeTensorMode()
+        fakes = [mode.from_real(t) for t in (x, *params)]
+        with mode:
+            actual = op(*fakes, training, 0.1, 1e-5)
+        assert len(actual) == len(expected)
+        for got, want in zip(actual, expected):
+            assert (got.dtype, tuple(got.shape)) == (want.dtype, tuple(want.shape))

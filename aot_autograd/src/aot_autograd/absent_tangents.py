@@ -30,7 +30,7 @@ from collections.abc import Collection
 import torch
 from torch import fx
 
-__all__ = ["tangent_placeholders", "without_absent_tangents"]
+__all__ = ["saved_values_read", "tangent_placeholders", "without_absent_tangents"]
 
 aten = torch.ops.aten
 
@@ -38,6 +38,46 @@ aten = torch.ops.aten
 def tangent_placeholders(graph: fx.Graph) -> list[fx.Node]:
     """The backward graph's tangent placeholders, in order (named `tangents_*`)."""
     return [n for n in graph.nodes if n.op == "placeholder" and "tangent" in n.name]
+
+
+def saved_values_read(backward: fx.GraphModule, absent: Collection[int]) -> frozenset[int]:
+    """The positions, among `backward`'s saved values (its placeholders other than the
+    tangents, in order), that it reads with the tangents numbered in `absent` absent.
+
+    Eager checks a saved tensor's version only where a node reading it runs: a write
+    after the forward into a tensor only an unused output's backward reads is no error.
+    """
+    graph = backward.graph
+    if absent:
+        without = without_absent_tangents(backward, absent)
+        graph = graph if without is None else without.graph  # None: the full graph runs
+    saved = [n for n in graph.nodes if n.op == "placeholder" and "tangent" not in n.name]
+    return frozenset(
+        i
+        for i, node in enumerate(saved)
+        if any(user.target not in _METADATA_READS for user in node.users)
+    )
+
+
+# Ops reading only a tensor's sizes, strides, dtype and device, never its values (nor its
+# version: autograd checks that only where a node saved the tensor itself).
+_METADATA_READS = frozenset(
+    {
+        aten.empty_like.default,
+        aten.zeros_like.default,
+        aten.ones_like.default,
+        aten.full_like.default,
+        aten.new_empty.default,
+        aten.new_empty_strided.default,
+        aten.new_zeros.default,
+        aten.new_ones.default,
+        aten.new_full.default,
+        aten.sym_size.int,
+        aten.sym_stride.int,
+        aten.sym_numel.default,
+        aten.sym_storage_offset.default,
+    }
+)
 
 
 def without_absent_tangents(

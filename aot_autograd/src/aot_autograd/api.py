@@ -30,7 +30,7 @@ import torch.utils._pytree as pytree
 from torch import fx, nn
 
 import guards
-from aot_autograd.absent_tangents import without_absent_tangents
+from aot_autograd.absent_tangents import saved_values_read, without_absent_tangents
 from aot_autograd.attention import dense_attention_masks
 from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import (
@@ -347,6 +347,7 @@ class AotCallable:
             list(parts.dependencies or ()),
             specialize,
             parts.saved_strides,
+            _saved_reader(lambda: retraced(False)),
         )
         deferred = backward if isinstance(backward, DeferredBackward) else None
         return _Compiled(
@@ -478,6 +479,7 @@ class AotCallable:
         dependencies = tangent_dependencies(backward)
         mark_input_mutations(forward, program)
         mark_saved_outputs(forward, program.num_forward_outputs)
+        saves_inputs = _saves_inputs(forward, program.num_forward_outputs)
         compiled_forward = config.fw_compiler(forward, _placeholder_values(forward))
         # the backward against the layouts the compiled forward saves (see saved_layouts)
         restrided = with_saved_strides(
@@ -492,6 +494,10 @@ class AotCallable:
             bw_compiler = outputs_in_traced_strides(bw_compiler)
         saved_strides = tuple(saved_strides_of(backward))
         specialize = _specializer(backward, bw_compiler)
+        saved_reads = None
+        if saves_inputs:  # (a copy now: the backward's compiler may change the graph)
+            copied = _graph_copy(backward)
+            saved_reads = _saved_reader(lambda: copied)
         if store is not None:
             specialize = _kept_specializations(specialize, *store, keep_none=True)
         compiled_backward = _deferred_backward(
@@ -510,7 +516,13 @@ class AotCallable:
             )
             store[0].store(store[1], parts)
         run = training_function(
-            program, compiled_forward, compiled_backward, dependencies, specialize, saved_strides
+            program,
+            compiled_forward,
+            compiled_backward,
+            dependencies,
+            specialize,
+            saved_strides,
+            saved_reads,
         )
         written = inputs_written_in_place(compiled_forward, program)
         return _Compiled(program, run, True, assumptions, None, written, compiled_backward)
@@ -543,6 +555,36 @@ def _specializer(backward: fx.GraphModule, compiler: Callable) -> Callable:
         return compiler(gm, _placeholder_values(gm))
 
     return specialize
+
+
+def _saved_reader(
+    backward_graph: Callable[[], fx.GraphModule | None],
+) -> Callable[[frozenset[int]], frozenset[int] | None]:
+    """`saved_values_read` of the backward graph `backward_graph()` gives, copied at the
+    first call (the compiler may change the one it gets); None (all read) without one."""
+    copies: list[fx.GraphModule | None] = []
+
+    def saved_reads(absent: frozenset[int]) -> frozenset[int] | None:
+        if not copies:
+            backward = backward_graph()
+            copies.append(None if backward is None else _graph_copy(backward))
+        return None if copies[0] is None else saved_values_read(copies[0], absent)
+
+    return saved_reads
+
+
+def _graph_copy(gm: fx.GraphModule) -> fx.GraphModule:
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    return fx.GraphModule(gm, graph)
+
+
+def _saves_inputs(forward: fx.GraphModule, num_forward_outputs: int) -> bool:
+    """Whether the forward graph saves any of its inputs for the backward as they are."""
+    output = next(n for n in reversed(forward.graph.nodes) if n.op == "output")
+    results = output.args[0]
+    saved = results[num_forward_outputs:] if isinstance(results, (list, tuple)) else ()
+    return any(isinstance(n, fx.Node) and n.op == "placeholder" for n in saved)
 
 
 def _retraced_specializer(

@@ -159,20 +159,45 @@ def _unusual(op: Any, args: tuple, kwargs: dict, tensors: list) -> bool:
     return takes_index_tensor(op)
 
 
-def _may_assert_on_device(op: Any, tensors: list) -> bool:
-    """Whether a probe of `op` could fail a device-side assertion on a GPU: an op given an
-    integer tensor (an index, a class target: `nll_loss_backward`'s too) or taking an
-    index. A GPU kernel reports an index out of range by an assertion that leaves the
-    device unusable for the whole process, not by an exception the probe could catch; such
-    ops are not probed on a GPU (their dtype checks are the CPU kernels' too)."""
-    if not any(t.device.type == "cuda" for t in tensors):
+def _may_assert_on_device(op: Any, args: tuple, kwargs: dict, tensors: list) -> bool:
+    """Whether a probe of `op` could fail a device-side assertion on a GPU: an op taking an
+    index or given an integer tensor for an index-like argument (see
+    `_index_like_integers`). A GPU kernel reports an index out of range by an assertion
+    that leaves the device unusable for the whole process, not by an exception the probe
+    could catch; such ops are not probed on a GPU. Other integer ops are: a dead
+    `softmax` of an integer tensor raises eager's dtype error on a GPU as on the CPU."""
+    if not _on_gpu(tensors):
         return False
-    if any(_integral(t) for t in tensors):
-        # an integer tensor may be an index or a class target checked by an assertion
-        # (the losses' backwards, gathers, scatters): its stand-in values may be out of
-        # range for the capped shapes
+    if takes_index_tensor(op) or op in _CLASS_TARGET_LOSSES:
         return True
-    return takes_index_tensor(op) or op in _CLASS_TARGET_LOSSES
+    return _index_like_integers(op, args, kwargs)
+
+
+def _on_gpu(tensors: list) -> bool:
+    return any(t.device.type == "cuda" for t in tensors)
+
+
+# Words of the argument names whose integer tensors a GPU kernel checks against another
+# argument's sizes by an assertion: indices, class targets, offsets and lengths
+# (`gather`'s `index`, `nll_loss_backward`'s `target`, `embedding_bag`'s `offsets`,
+# `ctc_loss`'s `target_lengths`, `max_unpool2d`'s `indices`).
+_INDEX_LIKE_WORDS = ("index", "indices", "idx", "target", "offset", "length", "label", "bag")
+# Ops whose own input is such a tensor: `one_hot`'s classes.
+_INDEX_INPUT_OPS = frozenset({aten.one_hot.default})
+
+
+def _index_like_integers(op: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether `op` gets an integer tensor for an index-like argument (by its name)."""
+    if op in _INDEX_INPUT_OPS:
+        return True
+    for i, argument in enumerate(op._schema.arguments):
+        value = args[i] if i < len(args) else kwargs.get(argument.name)
+        if value is None or not any(word in argument.name for word in _INDEX_LIKE_WORDS):
+            continue
+        leaves = pytree.tree_leaves(value)
+        if any(isinstance(t, torch.Tensor) and _integral(t) for t in leaves):
+            return True
+    return False
 
 
 def _integral(t: torch.Tensor) -> bool:
@@ -336,7 +361,7 @@ def check_kernel_accepts(op: Any, args: tuple, kwargs: dict) -> None:
         return
     if not all(_runs_here(t.device) for t in tensors):
         return
-    if _may_assert_on_device(op, tensors):
+    if _may_assert_on_device(op, args, kwargs, tensors):
         return
     key = _signature(op, leaves)
     if key is not None and key in _accepted:

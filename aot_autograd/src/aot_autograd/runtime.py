@@ -239,7 +239,14 @@ class _SavedLayout:
     for the zeros a backward gets in place of a missing tangent.
     """
 
-    __slots__ = ("all_tensors", "tensor_positions", "nondiff_tensors", "zeros_specs", "restrided")
+    __slots__ = (
+        "all_tensors",
+        "tensor_positions",
+        "nondiff_tensors",
+        "zeros_specs",
+        "restrided",
+        "saved_inputs",
+    )
 
     def __init__(
         self,
@@ -247,6 +254,7 @@ class _SavedLayout:
         saved: Sequence,
         differentiable: Sequence[bool],
         saved_strides: Sequence[tuple | None],
+        args: Sequence = (),
     ) -> None:
         is_tensor = [isinstance(s, torch.Tensor) for s in saved]
         self.all_tensors = all(is_tensor)
@@ -270,6 +278,50 @@ class _SavedLayout:
             and not _strides_agree(value, stride)
             and _without_overlap(value.shape, stride)
         )
+        # Saved values that are the call's inputs themselves: (saved position, input
+        # position); kept apart from autograd's saved tensors (see training_function).
+        inputs = {id(a): j for j, a in enumerate(args) if isinstance(a, torch.Tensor)}
+        restrided = {i for i, _ in self.restrided}
+        self.saved_inputs = tuple(
+            (i, inputs[id(value)])
+            for i, value in enumerate(saved)
+            if isinstance(value, torch.Tensor) and id(value) in inputs and i not in restrided
+        )
+
+
+def _saved_hooks_active() -> bool:
+    """Whether saved-tensor hooks (`torch.autograd.graph.saved_tensors_hooks`) are on:
+    every saved value then goes through them."""
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    return top is None or top(False) is not None
+
+
+def _saved_inputs(positions: tuple, saved: Sequence, args: Sequence) -> frozenset[int]:
+    """The saved positions holding this call's inputs themselves (see `_SavedLayout`)."""
+    if not positions or _saved_hooks_active():
+        return frozenset()
+    return frozenset(i for i, j in positions if saved[i] is args[j])
+
+
+def _check_saved_inputs(
+    args: Sequence, versions: tuple, reads: Callable[[], frozenset[int] | None]
+) -> None:
+    """Eager's error where the backward reads a saved input written since the forward
+    (`reads()`: the saved values the backward reads, None for all; asked only then)."""
+    for i, version in versions:
+        tensor = args[i]
+        if tensor._version == version:
+            continue
+        read = reads()
+        if read is None or i in read:
+            shape = ", ".join(str(size) for size in tensor.shape)
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified "
+                f"by an inplace operation: [{tensor.type()} [{shape}]] is at version "
+                f"{tensor._version}; expected version {version} instead. Hint: the "
+                "compiled backward reads this input of the compiled region, written in "
+                "place after the region ran; write into a clone instead."
+            )
 
 
 def _strides_agree(t: torch.Tensor, stride: tuple) -> bool:
@@ -377,6 +429,7 @@ def training_function(
     dependencies: list[frozenset[int]] | None = None,
     specialize: Callable[[frozenset[int]], Callable | None] | None = None,
     saved_strides: Sequence[tuple | None] = (),
+    saved_reads: Callable[[frozenset[int]], frozenset[int]] | None = None,
 ) -> Callable[..., tuple]:
     """A function running `forward` under autograd, with `backward` as its derivative.
 
@@ -395,6 +448,12 @@ def training_function(
     output whose gradient is None, so zeros in its place could give `0 * inf = NaN`.
     Without it (or where it returns None) the full backward runs on zeros.
     `backward` may be a `DeferredBackward`, compiled at the first call that runs it.
+
+    Saved values that are the call's own inputs are kept apart from autograd's saved
+    tensors, with their versions: eager refuses a backward only where a node reading a
+    tensor written since runs, so a write after the call into an input only an unused
+    output's backward reads is no error. `saved_reads(None tangents' numbers)` (see
+    `saved_values_read`) says which saved values the backward reads; without it, all.
 
     Everything that does not depend on the call is worked out once: index tuples
     for the differentiable outputs and the grads, and, from the first call, which
@@ -425,6 +484,13 @@ def training_function(
     symbolic_strides = not _is_static(saved_strides)
     static_strides = () if symbolic_strides else tuple(saved_strides)
     specialized: dict[frozenset[int], Callable[[list], Any]] = {}
+    reads: dict[frozenset[int], frozenset[int] | None] = {}
+
+    def saved_read(unused: frozenset[int]) -> frozenset[int] | None:
+        """The saved values the backward run for `unused` reads (None: all of them)."""
+        if unused not in reads:
+            reads[unused] = saved_reads(unused) if saved_reads is not None else None
+        return reads[unused]
 
     def backward_without(unused: frozenset[int]) -> Callable[[list], Any]:
         run = specialized.get(unused)
@@ -444,7 +510,7 @@ def training_function(
             else:
                 results = forward_boxed(list(args)) if forward_boxed else forward(*args)
             outputs, saved = tuple(results[:n_out]), results[n_out:]
-            layout = learned[0] if learned else _learn(outputs, saved)
+            layout = learned[0] if learned else _learn(outputs, saved, args)
             if symbolic_strides:
                 strides = resolve_sizes(tuple(saved_strides), program.symbol_sources, args)
                 saved = _restrided(saved, strides)
@@ -452,11 +518,21 @@ def training_function(
                 saved = list(saved)
                 for i, stride in layout.restrided:
                     saved[i] = _in_strides(saved[i], stride)
-            if layout.all_tensors:
+            apart = _saved_inputs(layout.saved_inputs, saved, args)
+            if layout.all_tensors and not apart:
                 ctx.save_for_backward(*saved)
-            else:
+            elif not apart:
                 ctx.save_for_backward(*(saved[i] for i in layout.tensor_positions))
                 ctx.saved_others = [None if isinstance(s, torch.Tensor) else s for s in saved]
+            else:  # the inputs among them held apart, with their versions now
+                ctx.save_for_backward(
+                    *(saved[i] for i in layout.tensor_positions if i not in apart)
+                )
+                ctx.saved_others = [
+                    s if i in apart or not isinstance(s, torch.Tensor) else None
+                    for i, s in enumerate(saved)
+                ]
+                ctx.saved_versions = tuple((i, saved[i]._version) for i in apart)
             if symbolic:  # the zeros for a missing tangent take this call's sizes
                 ctx.output_shapes = [outputs[i].shape for i in tangent_positions]
             if layout.nondiff_tensors:
@@ -466,7 +542,8 @@ def training_function(
         @staticmethod
         def backward(ctx: Any, *grad_outputs: Any) -> tuple:
             layout = learned[0]
-            if layout.all_tensors:
+            versions = getattr(ctx, "saved_versions", None)
+            if layout.all_tensors and versions is None:
                 args = list(ctx.saved_tensors)
             else:
                 tensors = iter(ctx.saved_tensors)
@@ -479,6 +556,8 @@ def training_function(
             else:
                 tangents = tuple(grad_outputs[i] for i in tangent_positions)
             unused = frozenset(i for i, g in enumerate(tangents) if g is None)
+            if versions is not None:
+                _check_saved_inputs(args, versions, lambda: saved_read(unused))
             if unused:
                 args += _tangents_with_zeros(ctx, tangents, layout, symbolic)
                 run = backward_without(unused)
@@ -499,9 +578,9 @@ def training_function(
                 grads = _mark_no_double_backward(list(grads))
             return scatter(grads)
 
-    def _learn(outputs: tuple, saved: Sequence) -> _SavedLayout:
+    def _learn(outputs: tuple, saved: Sequence, args: Sequence) -> _SavedLayout:
         strides = list(static_strides) + [None] * (len(saved) - len(static_strides))
-        learned.append(_SavedLayout(outputs, saved, differentiable, strides))
+        learned.append(_SavedLayout(outputs, saved, differentiable, strides, args))
         return learned[0]
 
     return _detaching(_fast_apply(CompiledFunction), program.grad_free_inputs)

@@ -611,8 +611,13 @@ class GraphRecorder:
             old = t.as_strided(shape, stride, offset)
         self._alive.append(old)
         for node in self.graph.nodes:
-            if node.meta.get("val") is t:
+            value = node.meta.get("val")
+            if value is t:
                 node.meta["val"] = old
+            elif isinstance(value, (tuple, list)) and any(v is t for v in value):
+                # one result of a multi-output op (`sort(x).values`): its tuple too
+                replaced = [old if v is t else v for v in value]
+                node.meta["val"] = replaced if isinstance(value, list) else tuple(replaced)
 
     def _record_batch_norm(self, args: tuple, kwargs: dict, out: Any) -> None:
         # NOTE: native_batch_norm updates running_mean/var in place although its schema does

@@ -165,30 +165,53 @@ MIXED_DEVICE_OPS: frozenset[Any] = frozenset(
 )
 
 
+def _batch_norm_stats_dtype(x: torch.Tensor, params: list) -> torch.dtype:
+    """The dtype of CPU batch norm's saved statistics: float32 for a half input with
+    float32 parameters ("mixed" batch norm), else the input's."""
+    dtypes = {p.dtype for p in params if isinstance(p, torch.Tensor)}
+    if dtypes == {torch.float32} and x.dtype in (torch.bfloat16, torch.float16):
+        return torch.float32
+    return x.dtype
+
+
 def _batch_norm_cpu(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
-    """CPU batch norm, in eager's layouts.
+    """CPU batch norm, in eager's layouts and dtypes.
 
     Eager's kernel lays its output out in the input's suggested memory format: row-major
     below 4 dims whatever the input's strides (a transposed input too), where the meta
     function keeps the input's layout. Outside training it saves no statistics: eager
-    returns empty tensors for them.
+    returns empty tensors for them. The saved statistics keep the input's dtype unless
+    the batch norm is mixed (the meta function, written for CUDA, saves float32 ones).
     """
     x = args[0]
     if x.device.type != "cpu":
         return NotImplemented
     names = [argument.name for argument in func._schema.arguments]
-    training = {**dict(zip(names, args)), **kwargs}.get("training", False)
+    bound = {**dict(zip(names, args)), **kwargs}
+    training = bound.get("training", False)
+    params = [bound.get(name) for name in ("weight", "bias", "running_mean", "running_var")]
+    stats = _batch_norm_stats_dtype(x, params)
     output = x.new_empty(x.shape) if x.dim() < 4 else torch.empty_like(x)
     if not training and func is aten._native_batch_norm_legit.no_stats:
         return NotImplemented
-    if not training:
-        empty = x.new_empty((0,))
-        return output, empty, empty.clone()
-    if x.dim() >= 4:
-        return NotImplemented
     fakes = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    if not training:
+        empty = x.new_empty((0,), dtype=stats)
+        running = ()  # the functional op's running statistics
+        if len(func._schema.returns) > 3:
+            running = _running_statistics(mode._run_meta(func, args, kwargs, fakes), params)
+        return output, empty, empty.clone(), *running
     outs = mode._run_meta(func, args, kwargs, fakes)
-    return (output, *outs[1:])
+    if x.dim() >= 4:
+        output = outs[0]
+    saved = tuple(t.new_empty(t.shape, dtype=stats) for t in outs[1:3])
+    return (output, *saved, *_running_statistics(outs, params))
+
+
+def _running_statistics(outs: tuple, params: list) -> tuple:
+    """The functional op's updated running statistics, in their own dtypes (the meta
+    function gives the compute dtype)."""
+    return tuple(t.new_empty(t.shape, dtype=p.dtype) for t, p in zip(outs[3:], params[2:]))
 
 
 register_fake_rule(

@@ -71,3 +71,27 @@ def test_results_after_an_inplace_write_keep_eager_strides(name, backend):
     assert got.stride() == expected.stride()
     for a, e in zip(args, eager_args):
         torch.testing.assert_close(a, e)
+
+
+def _sorted_then_unsqueezed_in_place(x):
+    values = x.sort(-1, descending=True).values
+    values.unsqueeze_(0)
+    return values
+
+
+def _topk_values_then_transposed_in_place(x):
+    values = torch.topk(x, 2, dim=0).values
+    values.t_()
+    return values
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize(
+    "fn", [_sorted_then_unsqueezed_in_place, _topk_values_then_transposed_in_place]
+)
+def test_in_place_view_op_on_one_result_of_a_multi_output_op(backend, fn):
+    x = torch.randn(4, 3)
+    expected = fn(x.clone())
+    actual = ember.compile(fn, backend=backend, dynamic=False)(x.clone())
+    torch.testing.assert_close(actual, expected)
+    assert actual.stride() == expected.stride()

@@ -59,3 +59,51 @@ def test_a_dropout_that_drops_nothing_returns_its_input_itself(drop, backend, dy
     got = ember.compile(fn, backend=backend, dynamic=dynamic)(x)
     torch.testing.assert_close(got, expected)
     torch.testing.assert_close(x, want)
+
+
+def _pool_then_break_then_zero(x):
+    """The pool's backward reads `x`; only the scatter's output reaches the loss."""
+    v1 = x.scatter(0, torch.zeros_like(x, dtype=torch.long), 3.0)
+    v2 = F.adaptive_avg_pool2d(x, (2, 3))
+    if v2.float().mean().item() > -100:  # a graph break: the write is in the next graph
+        with torch.no_grad():
+            x.narrow(1, 0, 1).zero_()
+    return v1.amax() * 2, v2
+
+
+def _read_then_break_then_zero(x):
+    """Both outputs' backwards read `x` (the pools save it), written after the graph break."""
+    v1 = F.adaptive_avg_pool2d(x, (1, 2))
+    v2 = F.adaptive_max_pool2d(x, (1, 1))
+    if v2.float().mean().item() > -100:
+        with torch.no_grad():
+            x.zero_()
+    return v1, v2
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_write_after_graph_break_into_an_input_only_an_unused_backward_reads(backend, dtype):
+    def run(f):
+        x = torch.linspace(-1, 1, 24, dtype=dtype).reshape(2, 3, 4).requires_grad_()
+        used, unused = f(x)
+        used.backward()
+        return used, unused, x.grad, x.detach()
+
+    expected = run(_pool_then_break_then_zero)
+    actual = run(ember.compile(_pool_then_break_then_zero, backend=backend))
+    for want, got in zip(expected, actual):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("which", [0, 1])
+def test_write_after_graph_break_into_an_input_a_used_backward_reads_raises(backend, which):
+    def run(f):
+        x = torch.linspace(-1, 1, 24).reshape(2, 3, 4).requires_grad_()
+        f(x)[which].sum().backward()
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        run(_read_then_break_then_zero)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        run(ember.compile(_read_then_break_then_zero, backend=backend))

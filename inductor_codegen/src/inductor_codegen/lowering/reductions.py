@@ -462,11 +462,25 @@ def _batch_norm_inference(node, x, weight, bias, running_mean, running_var, eps)
         return cast(value, dtype)
 
     out = TensorValue(dtype, x.size, load)
-    vals = node.meta["val"]
+    # CPU saves empty statistics outside training, CUDA the running mean and the inverse
+    # standard deviation: the node's values say which, each in the dtype eager saves.
+    save_mean, save_rstd = node.meta["val"][1:3]
+
+    def mean_at(idx, _d=save_mean.dtype):
+        return cast(cast(running_mean.loader(idx), compute), _d)
+
+    def rstd_at(idx, _d=save_rstd.dtype):
+        var_eps = op(
+            "add", cast(running_var.loader(idx), compute), const(eps, compute), dtype=compute
+        )
+        return cast(op("rsqrt", var_eps, dtype=compute), _d)
+
     empties = tuple(
         TensorValue(
-            v.dtype, tuple(as_index(s) for s in v.shape), lambda i, _d=v.dtype: const(0, _d)
+            v.dtype,
+            tuple(as_index(s) for s in v.shape),
+            (lambda i, _d=v.dtype: const(0, _d)) if v.numel() == 0 else load_stat,
         )
-        for v in vals[1:]
+        for v, load_stat in ((save_mean, mean_at), (save_rstd, rstd_at))
     )
     return (out, *empties)

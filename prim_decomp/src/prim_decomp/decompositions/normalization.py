@@ -197,11 +197,30 @@ def _channel_view(t: torch.Tensor, ndim: int) -> torch.Tensor:
     return aten.view.default(t, [t.shape[0]] + [1] * (ndim - 2))
 
 
+def _stats_dtype(x, weight, bias, running_mean, running_var) -> torch.dtype | None:
+    """The dtype eager's kernel keeps the batch statistics in, or None where it refuses
+    the dtypes (the op then runs whole and raises eager's error).
+
+    Parameters all of the input's dtype: the input's on CPU, its accumulate dtype elsewhere
+    (CUDA saves float32 statistics for a half input). A half input with float32
+    parameters ("mixed" batch norm): float32 on every device.
+    """
+    params = {p.dtype for p in (weight, bias, running_mean, running_var) if p is not None}
+    if not params or params == {x.dtype}:
+        return x.dtype if x.device.type == "cpu" else compute_dtype(x.dtype)
+    if params == {torch.float32} and x.dtype in (torch.bfloat16, torch.float16):
+        return torch.float32
+    return None
+
+
 def _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
-    """(output, save_mean, save_rstd, new_running_mean, new_running_var).
+    """(output, save_mean, save_rstd, new_running_mean, new_running_var), the statistics
+    in the compute dtype.
 
     The output is row-major below 4 dims, as eager's kernel lays it out whatever the
-    input's strides (4-D and 5-D ones follow the input's suggested memory format)."""
+    input's strides (4-D and 5-D ones follow the input's suggested memory format).
+    Outside training, CPU saves empty statistics and CUDA the running mean and the
+    inverse standard deviation, as their kernels do."""
     if x.dim() < 4:
         x = _contiguous(x)
     reduce = [0] + list(range(2, x.dim()))
@@ -218,10 +237,13 @@ def _batch_norm(x, weight, bias, running_mean, running_var, training, momentum, 
             new_mean = momentum * save_mean + (1 - momentum) * running_mean
             new_var = momentum * unbiased + (1 - momentum) * running_var
     else:
-        mean = _channel_view(_upcast(running_mean), x.dim())
-        rstd = _channel_view(aten.rsqrt.default(_upcast(running_var) + eps), x.dim())
-        save_mean = aten.new_zeros.default(x, [0], dtype=xc.dtype)
-        save_rstd = aten.new_zeros.default(x, [0], dtype=xc.dtype)
+        save_mean = _upcast(running_mean)
+        save_rstd = aten.rsqrt.default(_upcast(running_var) + eps)
+        mean = _channel_view(save_mean, x.dim())
+        rstd = _channel_view(save_rstd, x.dim())
+        if x.device.type == "cpu":
+            save_mean = aten.new_zeros.default(x, [0], dtype=xc.dtype)
+            save_rstd = aten.new_zeros.default(x, [0], dtype=xc.dtype)
     out = (xc - mean) * rstd
     if weight is not None:
         out = out * _channel_view(weight, x.dim())
@@ -238,37 +260,51 @@ def _cast_like(new: torch.Tensor | None, old: torch.Tensor | None):
 def native_batch_norm_functional(
     x, weight, bias, running_mean, running_var, training, momentum, eps
 ):
+    stats = _stats_dtype(x, weight, bias, running_mean, running_var)
+    if stats is None:
+        return NotImplemented
     out, mean, rstd, new_mean, new_var = _batch_norm(
         x, weight, bias, running_mean, running_var, training, momentum, eps
     )
-    mean, rstd = cast(mean, x.dtype), cast(rstd, x.dtype)
+    mean, rstd = cast(mean, stats), cast(rstd, stats)
     return out, mean, rstd, _cast_like(new_mean, running_mean), _cast_like(new_var, running_var)
 
 
 @COMPOUND.register(aten._native_batch_norm_legit_no_training.default)
 def native_batch_norm_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
+    stats = _stats_dtype(x, weight, bias, running_mean, running_var)
+    if stats is None:
+        return NotImplemented
     out, mean, rstd, _, _ = _batch_norm(
         x, weight, bias, running_mean, running_var, False, momentum, eps
     )
-    return out, cast(mean, x.dtype), cast(rstd, x.dtype)
+    return out, cast(mean, stats), cast(rstd, stats)
 
 
 @COMPOUND.register(aten._native_batch_norm_legit.no_stats)
 def native_batch_norm_no_stats(x, weight, bias, training, momentum, eps):
+    if not training:
+        raise RuntimeError("running_mean must be defined in evaluation mode")
+    stats = _stats_dtype(x, weight, bias, None, None)
+    if stats is None:
+        return NotImplemented
     out, mean, rstd, _, _ = _batch_norm(x, weight, bias, None, None, training, momentum, eps)
-    return out, cast(mean, x.dtype), cast(rstd, x.dtype)
+    return out, cast(mean, stats), cast(rstd, stats)
 
 
 @COMPOUND.register(aten._native_batch_norm_legit.default)
 def native_batch_norm_legit(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """Updates the running statistics in place, as the op does."""
+    stats = _stats_dtype(x, weight, bias, running_mean, running_var)
+    if stats is None:
+        return NotImplemented
     out, mean, rstd, new_mean, new_var = _batch_norm(
         x, weight, bias, running_mean, running_var, training, momentum, eps
     )
     if training and running_mean is not None:
         aten.copy_.default(running_mean, cast(new_mean, running_mean.dtype))
         aten.copy_.default(running_var, cast(new_var, running_var.dtype))
-    return out, cast(mean, x.dtype), cast(rstd, x.dtype)
+    return out, cast(mean, stats), cast(rstd, stats)
 
 
 @COMPOSITE.register(aten.native_batch_norm.default)
