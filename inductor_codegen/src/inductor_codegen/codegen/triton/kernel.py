@@ -275,10 +275,11 @@ class TritonKernelCodegen(KernelPrinter):
             return {}
         return {f"{p}{k}": f"r{group}_{k}" for p in "ry" for k in range(8)}
 
-    def index(self, expr, scope: Scope) -> str:
+    def index(self, expr, scope: Scope, store: bool = False) -> str:
         text = self._linear_index(expr, scope) or triton_index(expr, self._names(scope.group))
         if not any(s.name.startswith(("x", "r", "y")) for s in expr.free_symbols):
-            text = f"({text} + xzero)"  # a block of pointers, not one
+            # a block of pointers, not one (a load in a tile: one per row of the tile)
+            text = f"({text} + {'yzero' if self.tiled and not store else 'xzero'})"
         return text
 
     def _linear_index(self, expr, scope: Scope) -> str | None:
@@ -316,8 +317,16 @@ class TritonKernelCodegen(KernelPrinter):
             parts.append(triton_index(rest))
         return "(" + " + ".join(parts) + ")"
 
-    def _mask_for(self, expr, scope: Scope) -> str:
+    def _mask_for(self, expr, scope: Scope, store: bool = False) -> str:
         if scope.group is None:
+            if (
+                self.tiled
+                and not store
+                and outer_vars(len(self.kernel.outer))[-1] not in expr.free_symbols
+            ):
+                # the same for every column of the tile: one load per row (a [YBLOCK, 1]
+                # block that broadcasts), not one per element
+                return "ymask"
             return "xmask"
         inner = any(s.name.startswith(("r", "y")) for s in expr.free_symbols)
         # An empty loop reads nothing, not even values that do not vary along it.
@@ -430,8 +439,8 @@ class TritonKernelCodegen(KernelPrinter):
             scope.line(f"{held} = {value_text}")
             value_text = held
         stored = f"{value_text}.to({TRITON_DTYPES[dtype]})"
-        mask = self._mask_for(index, scope)
-        scope.line(f"tl.store({ptr} + {self.index(index, scope)}, {stored}, {mask})")
+        mask = self._mask_for(index, scope, store=True)
+        scope.line(f"tl.store({ptr} + {self.index(index, scope, store=True)}, {stored}, {mask})")
         scope.cache[(Load(name, index, dtype), None)] = value_text
 
     # ---------------------------------------------------------- body
@@ -646,8 +655,10 @@ class TritonKernelCodegen(KernelPrinter):
         scope.line(f"xnumel = {int(outer[-1])}")
         scope.line(f"yindex = tl.program_id(1){pid} * YBLOCK + tl.arange(0, YBLOCK)[:, None]")
         scope.line(f"xindex = tl.program_id(0){pid} * XBLOCK + tl.arange(0, XBLOCK)[None, :]")
-        scope.line("xmask = (yindex < ynumel) & (xindex < xnumel)")
+        scope.line("ymask = yindex < ynumel")
+        scope.line("xmask = ymask & (xindex < xnumel)")
         scope.line("xzero = xindex * 0 + yindex * 0")
+        scope.line("yzero = yindex * 0")
         xs = outer_vars(len(outer))
         ys = [xs[k] for k in self.y_order]
         self._split_flat(scope, "yindex", ys, [outer[k] for k in self.y_order])
