@@ -189,6 +189,12 @@ def _tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
         return tx.ctx.call("call_method", "detach", (value,), {})
     if name == "__class__":
         return PythonValue(value.python_type)
+    if name == "grad":
+        # an input's gradient, as the caller left it: None (guarded to stay None) or a
+        # tensor input of its own; nothing in a graph writes it (backward breaks)
+        real = _input_tensor(tx, value)
+        if real is not None:
+            return tx.ctx.wrap(real.grad, AttrSource(value.source, "grad"))
     if name in ("grad", "grad_fn", "_base", "_version", "names"):
         raise Unsupported(f"Tensor.{name} inside captured code")
     attr = getattr(torch.Tensor, name, None)

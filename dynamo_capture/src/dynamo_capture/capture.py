@@ -81,6 +81,7 @@ from dynamo_capture.resume import (
 )
 from dynamo_capture.sources import AttrSource, ClosureSource, ItemSource, LocalSource, Source
 from dynamo_capture.state import capturing
+from dynamo_capture.unused_items import drop_unused_items
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -673,6 +674,7 @@ def capture_frame(
                 made_here = located.callee_code is not None
                 if not (
                     (error.callee is not None and (error.callee.function is not None or made_here))
+                    or error.eager_call
                     or _torch_callable(tx.calling)
                     or _tensor_conversion(tx)
                 ):
@@ -713,6 +715,7 @@ def capture_frame(
     drop_undone_switches(
         ctx.graph, ctx.sym_numbers.steps_after
     )  # 6. a switch undone by the next one
+    drop_unused_items(ctx.graph)  # 7. items of a result the code never read
     ctx.add_size_inputs()
     inputs = ctx.graph_inputs()
     graph_module = torch.fx.GraphModule(
