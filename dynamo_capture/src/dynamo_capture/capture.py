@@ -75,6 +75,7 @@ from dynamo_capture.resume import (
     STACK_LOCAL,
     UNBOUND,
     ContextSpec,
+    breaks_inside_loop,
     cell_locals,
     generated_from,
     handed_on_only,
@@ -668,13 +669,15 @@ def capture_frame(
             if located.call_cut is not None and located.call_cut[1] == _open_withs(tx):
                 # a cut at a statement's first call: for a break inside a function the
                 # frame calls (torch.compile resumes after that call, its result on the
-                # stack), or at a torch function or tensor method that breaks; another
+                # stack), at a torch function or tensor method that breaks, or at a call
+                # that runs eagerly on its own (a disabled function, print, a logging
+                # call) outside loops (inside one the loop runs eagerly); another
                 # call that breaks (`id(t)`, giving a new number each call) runs with
                 # its statement, so the graph after it does not depend on its result
                 made_here = located.callee_code is not None
                 if not (
                     (error.callee is not None and (error.callee.function is not None or made_here))
-                    or error.eager_call
+                    or (error.eager_call and not breaks_inside_loop(tx.code, tx.current.offset))
                     or _torch_callable(tx.calling)
                     or _tensor_conversion(tx)
                 ):
