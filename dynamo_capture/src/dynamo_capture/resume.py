@@ -736,8 +736,10 @@ def _call_arguments(
     ):
         return None
     args_at, call_at = insts[args_index].offset, insts[call_index].offset
-    if call_at - args_at < _MIN_ARGUMENT_ROOM:
-        return None  # the arguments are loads only: the cut before the call gives the same
+    if call_at - args_at < _MIN_ARGUMENT_ROOM and local is None:
+        # the arguments are loads only: the cut before the call gives the same (not for
+        # a function made in the frame, whose load the cut routes to its compiled frame)
+        return None
     return CallArguments(args_at, call_at, call.arg or 0, method_at, local)
 
 
