@@ -75,10 +75,10 @@ from dynamo_capture.resume import (
     STACK_LOCAL,
     UNBOUND,
     ContextSpec,
-    breaks_inside_loop,
     cell_locals,
     generated_from,
     handed_on_only,
+    lies_in_loop,
 )
 from dynamo_capture.sources import AttrSource, ClosureSource, ItemSource, LocalSource, Source
 from dynamo_capture.state import capturing
@@ -677,7 +677,7 @@ def capture_frame(
                 made_here = located.callee_code is not None
                 if not (
                     (error.callee is not None and (error.callee.function is not None or made_here))
-                    or (error.eager_call and not breaks_inside_loop(tx.code, tx.current.offset))
+                    or (error.eager_call and not lies_in_loop(tx.code, tx.current.offset))
                     or _torch_callable(tx.calling)
                     or _tensor_conversion(tx)
                 ):

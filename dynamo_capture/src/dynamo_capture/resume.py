@@ -100,6 +100,7 @@ __all__ = [
     "LoopStage",
     "SplitPlan",
     "breaks_inside_loop",
+    "lies_in_loop",
     "called_globals",
     "cell_locals",
     "describe_split",
@@ -521,6 +522,17 @@ def _read_maybe_unbound(code: types.CodeType, start: int, end: int | None) -> st
             if inst.argval in tracked and (known is None or inst.argval not in known.must):
                 return inst.argval
     return None
+
+
+def lies_in_loop(code: types.CodeType, offset: int) -> bool:
+    """Whether some jump after `offset` goes back to an offset before it (a loop's body,
+    a `while` loop's test included), whatever lies between."""
+    limit = generated_from(code)
+    return any(
+        inst.opcode in _JUMPS and inst.argval <= offset
+        for inst in _instructions(code)
+        if offset < inst.offset < limit
+    )
 
 
 def breaks_inside_loop(code: types.CodeType, offset: int) -> bool:
