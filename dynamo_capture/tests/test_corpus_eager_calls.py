@@ -9,7 +9,8 @@ counts equal torch.compile's and its results eager's (torchcheck.check_like_torc
     items of a multi-output result nothing reads (topk's indices) dropped from the graph
     Tensor.storage_offset() read where the code runs (guards do not fix it)
     a split frame whose locals are no identifiers (pytest's rewritten asserts)
-    an input's .grad read and guarded (None, or a tensor input of its own)
+    an input's .grad read and guarded (None, or a tensor input of its own); a leaf
+    input's .grad_fn None, guarded to stay a leaf
     a function made in the frame that breaks runs as a compiled frame of its own
 """
 
@@ -292,6 +293,10 @@ def _requires_grad_branch(x):
     return x * (2 if x.requires_grad else 3), y.requires_grad
 
 
+def _grad_fn_of_input(x):
+    return x * (1 if x.grad_fn is None else 2)
+
+
 # ----- in-place updates ------------------------------------------------------------
 def _inplace_on_argument(x):
     x.add_(1)
@@ -464,6 +469,7 @@ PROGRAMS = {
     "size_unpacked": (_size_unpacked, lambda: (r(4, 3),)),
     "stride_and_contiguity": (_stride_and_contiguity, lambda: (r(4, 3),)),
     "requires_grad_branch": (_requires_grad_branch, lambda: (r(4, 3, grad=True),)),
+    "grad_fn_of_input": (_grad_fn_of_input, lambda: (r(4, grad=True),)),
     "inplace_on_argument": (_inplace_on_argument, lambda: (r(4, 3),)),
     "inplace_on_argument_view": (_inplace_on_argument_view, lambda: (r(4, 3),)),
     "inplace_view_chain": (_inplace_view_chain, lambda: (r(4, 3),)),
@@ -551,3 +557,10 @@ def test_input_grad_is_read_and_guarded():
     x.grad = None
     torch.testing.assert_close(compiled(x), torch.zeros(3))
     assert len(compiled.entries) == 2  # grad None, grad a tensor
+
+
+def test_grad_fn_of_a_leaf_input_is_guarded_to_stay_a_leaf():
+    compiled = dynamo_capture.optimize(_grad_fn_of_input, backend=CountingBackend())
+    leaf = torch.ones(2, requires_grad=True)
+    for x in (leaf, leaf * 1, torch.ones(2)):  # a leaf, a tensor with a grad_fn, no grad
+        torch.testing.assert_close(compiled(x), _grad_fn_of_input(x))
