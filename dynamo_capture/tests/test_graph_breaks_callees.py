@@ -252,7 +252,7 @@ PROGRAMS = [
     Program(call_in_expression, (torch.randn(3),), 4, 2),  # resumed after the call, as torch
     Program(call_result_unused, (torch.randn(3),), 3, 2),
     Program(call_in_return, (torch.randn(3),), 3, 2),
-    Program(lambda_caller, (torch.randn(3),), None, 1),
+    Program(lambda_caller, (torch.randn(3),), 4, 3),  # the lambda runs as a frame of its own
     # the loop over blocks breaks: the frame runs eagerly, each block's forward compiled,
     # one compiled forward for all blocks of a class (the graphs torch.compile makes)
     Program(STACK, (torch.randn(2, 4),), 6, 4),

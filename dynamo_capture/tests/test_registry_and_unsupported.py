@@ -85,7 +85,7 @@ def test_disable_inside_fullgraph_raises(backend):
         compiled(uses_disabled, backend)(torch.ones(2))
 
 
-def test_disable_inside_runs_the_call_eagerly(backend, capsys):
+def test_disable_inside_runs_the_call_eagerly_and_compiles_after_it(backend, capsys):
     from guards import artifact_logger
 
     artifact_logger("graph_breaks").setLevel("INFO")

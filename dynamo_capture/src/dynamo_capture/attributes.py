@@ -240,6 +240,21 @@ def _tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
         return tx.ctx.call("call_method", "detach", (value,), {})
     if name == "__class__":
         return PythonValue(value.python_type)
+    if name == "grad":
+        # an input's gradient, as the caller left it: None (guarded to stay None) or a
+        # tensor input of its own; nothing in a graph writes it (backward breaks)
+        real = _input_tensor(tx, value)
+        if real is not None:
+            return tx.ctx.wrap(real.grad, AttrSource(value.source, "grad"))
+    if name == "grad_fn":
+        # None for a leaf input (guarded to stay a leaf) and for a tensor that needs no
+        # gradient; a tensor with a grad_fn breaks, as torch.compile does
+        real = _input_tensor(tx, value)
+        if real is not None and real.grad_fn is None:
+            tx.ctx.guards.equals_match(AttrSource(value.source, "is_leaf"), True)
+            return PythonValue(None)
+        if real is None and not value.example.requires_grad:
+            return PythonValue(None)
     if name in ("grad", "grad_fn", "_base", "_version", "names"):
         raise Unsupported(f"Tensor.{name} inside captured code")
     attr = getattr(torch.Tensor, name, None)

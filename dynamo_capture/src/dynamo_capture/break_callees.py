@@ -191,8 +191,8 @@ def shadows_for(
     """Shadows that route the call to `callee` (an interpreter.Callee) to compiled frames;
     a global function only with `global_functions` (a frame run eagerly as a whole)."""
     function, receiver = callee.function, callee.receiver
-    if not isinstance(function, types.FunctionType):
-        return []
+    if not isinstance(function, types.FunctionType) or _stdlib_function(function):
+        return []  # the standard library's frames run eagerly, as torch.compile skips them
     name = function.__name__
     f_globals = frame_function.__globals__
     for cell in frame_function.__closure__ or ():
@@ -275,6 +275,14 @@ def _owner_of(cls: type, name: str, kind: type, function: types.FunctionType) ->
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+
+
+def _stdlib_function(function: types.FunctionType) -> bool:
+    """A function of the standard library (`logging.Logger.info`), not an installed package's."""
+    filename = os.path.abspath(function.__code__.co_filename)
+    if not filename.startswith(_STDLIB_DIR):
+        return False
+    return not filename[len(_STDLIB_DIR) :].startswith(("site-packages", "dist-packages"))
 
 
 def _user_function(value: Any) -> bool:

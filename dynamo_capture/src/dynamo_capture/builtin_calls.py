@@ -906,8 +906,16 @@ def _super(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
     return SuperValue(cls.obj, self_value)  # type: ignore[union-attr,arg-type]
 
 
+@handles(builtins.print)
+def _print(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """print(...) runs eagerly on its own: the graph before computes its arguments, the
+    code resumes after the call (as torch.compile breaks there)."""
+    error = Unsupported("a call to print (needs a graph break)")
+    error.eager_call = True
+    raise error
+
+
 @handles(
-    builtins.print,
     builtins.input,
     builtins.open,
     builtins.exec,
@@ -918,7 +926,7 @@ def _super(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
 )
 def _unsupported_builtin(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     raise Unsupported(
-        "a call to print/input/open/exec/eval/globals/locals/vars (needs a graph break)"
+        "a call to input/open/exec/eval/globals/locals/breakpoint (needs a graph break)"
     )
 
 

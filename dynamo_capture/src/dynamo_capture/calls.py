@@ -292,7 +292,9 @@ def _call_python(
         return tx.ctx.call("call_function", obj, tuple(args), kwargs, allow_python_result=True)
     reason = disabled_reason(obj)
     if reason is not None:
-        raise Unsupported(f"call to {describe(fn)}, which must run eagerly: {reason}")
+        error = Unsupported(f"call to {describe(fn)}, which must run eagerly: {reason}")
+        error.eager_call = True
+        raise error
     if is_torch_graph_break(obj):
         raise Unsupported(f"{describe(fn)}() forces a graph break here")
     if obj is torch._C._set_grad_enabled:  # a grad-mode context's own __enter__/__exit__
@@ -528,6 +530,10 @@ def _bind(
 # DDP's reducer), which a graph cannot replay and fake tensors must not reach. Calls
 # into them run eagerly (a graph break).
 EAGER_PACKAGES = ("torch.distributed.", "torch._C._distributed")
+# Standard library modules torch.compile never traces (their frames are skipped): a call
+# into one is a break, its code run eagerly; inlined, a logger's cached levels would
+# decide at capture whether a message is written, and its locks cannot be traced.
+EAGER_STDLIB_MODULES = ("logging.", "threading.")
 # Their queries of the process group, fixed for a process: folded to constants.
 _PROCESS_QUERIES = frozenset(
     {"is_available", "is_initialized", "is_torchelastic_launched", "get_rank", "get_world_size"}
@@ -548,6 +554,14 @@ def _check_not_eager_package(obj: Any) -> None:
             f"call to {name} ({module}), library code that runs eagerly: it communicates "
             "between processes or changes sharded state"
         )
+    if isinstance(module, str) and f"{module}.".startswith(EAGER_STDLIB_MODULES):
+        name = getattr(inner, "__qualname__", None) or repr(inner)
+        error = Unsupported(
+            f"call to {name} ({module}): the standard library's {module.split('.')[0]} "
+            "runs eagerly, as torch.compile does not trace it"
+        )
+        error.eager_call = True
+        raise error
 
 
 def inline_function(

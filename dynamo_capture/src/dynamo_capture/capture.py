@@ -79,6 +79,7 @@ from dynamo_capture.resume import (
     cell_locals,
     generated_from,
     handed_on_only,
+    lies_in_loop,
 )
 from dynamo_capture.sources import (
     AttrSource,
@@ -91,6 +92,7 @@ from dynamo_capture.sources import (
 )
 from dynamo_capture.state import capturing
 from dynamo_capture.tensor_extremes import ChoiceValue, check_aliases
+from dynamo_capture.unused_items import drop_unused_items
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -702,12 +704,15 @@ def capture_frame(
             if located.call_cut is not None and located.call_cut[1] == _open_withs(tx):
                 # a cut at a statement's first call: for a break inside a function the
                 # frame calls (torch.compile resumes after that call, its result on the
-                # stack), or at a torch function or tensor method that breaks; another
+                # stack), at a torch function or tensor method that breaks, or at a call
+                # that runs eagerly on its own (a disabled function, print, a logging
+                # call) outside loops (inside one the loop runs eagerly); another
                 # call that breaks (`id(t)`, giving a new number each call) runs with
                 # its statement, so the graph after it does not depend on its result
                 made_here = located.callee_code is not None
                 if not (
                     (error.callee is not None and (error.callee.function is not None or made_here))
+                    or (error.eager_call and not lies_in_loop(tx.code, tx.current.offset))
                     or _torch_callable(tx.calling)
                     or _disabled_callable(tx.calling)
                     or _tensor_conversion(tx)
@@ -749,6 +754,7 @@ def capture_frame(
     drop_undone_switches(
         ctx.graph, ctx.sym_numbers.steps_after
     )  # 6. a switch undone by the next one
+    drop_unused_items(ctx.graph)  # 7. items of a result the code never read
     ctx.add_size_inputs()
     inputs = ctx.graph_inputs()
     graph_module = torch.fx.GraphModule(

@@ -81,6 +81,9 @@ class Unsupported(CaptureError):
         self.offset: int | None = None  # the compiled frame's instruction where capture stopped
         self.contexts: tuple[Any, ...] = ()  # grad/autocast blocks open there (resume.ContextSpec)
         self.callee: Any = None  # the inlined call the break happened in (interpreter.Callee)
+        # the failing call runs eagerly on its own (a disabled function, a logging call):
+        # the graph before it computes its arguments and the code resumes after the call
+        self.eager_call = False
         # an instruction-level cut: (offset where the failing call's sequence starts, stack
         # depth there, offset after the call), when the values below it can leave a graph
         self.call_cut: tuple[int, int, int, int] | None = None
@@ -144,6 +147,7 @@ class Unsupported(CaptureError):
             return self
         located = Unsupported(self.reason, where)
         located.callee = self.callee
+        located.eager_call = self.eager_call
         located.stop_iteration = self.stop_iteration
         located.context_switch = self.context_switch
         located.whole_frame = self.whole_frame

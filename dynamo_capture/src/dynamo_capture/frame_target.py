@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import keyword
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,9 +72,18 @@ class FrameTarget:
         return self.function.__globals__
 
 
+def _spelled(name: str, index: int) -> str:
+    """`name` as a parameter of generated source: a local whose name is no identifier
+    (pytest's rewritten asserts bind `@py_assert0`) is spelled `___local<index>`."""
+    if name.isidentifier() and not keyword.iskeyword(name):
+        return name
+    return f"___local{index}"
+
+
 def _parameter_list(code: types.CodeType) -> tuple[str, list[str]]:
-    """The parameter list of `code` as source text, and the parameter names."""
-    names = code.co_varnames
+    """The parameter list of `code` as source text (names spelled by `_spelled`), and
+    the parameter names as the code has them."""
+    names = tuple(_spelled(name, index) for index, name in enumerate(code.co_varnames))
     positional = list(names[: code.co_argcount])
     keyword_only = list(names[code.co_argcount : code.co_argcount + code.co_kwonlyargcount])
     index = code.co_argcount + code.co_kwonlyargcount
@@ -100,7 +110,8 @@ def _binder(
     """A generated function with `function`'s signature that returns the frame's locals L."""
     code = function.__code__
     params, names = _parameter_list(code)
-    items = ", ".join(f"{name!r}: {name}" for name in names)
+    spelled = {_spelled(name, index): name for index, name in enumerate(code.co_varnames)}
+    items = ", ".join(f"{spelled[name]!r}: {name}" for name in names)
     freevars = code.co_freevars
     lines = [f"def {code.co_name if code.co_name.isidentifier() else 'bind'}({params}):"]
     if freevars:

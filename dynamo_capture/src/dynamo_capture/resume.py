@@ -100,6 +100,7 @@ __all__ = [
     "LoopStage",
     "SplitPlan",
     "breaks_inside_loop",
+    "lies_in_loop",
     "called_globals",
     "cell_locals",
     "describe_split",
@@ -523,6 +524,17 @@ def _read_maybe_unbound(code: types.CodeType, start: int, end: int | None) -> st
     return None
 
 
+def lies_in_loop(code: types.CodeType, offset: int) -> bool:
+    """Whether some jump after `offset` goes back to an offset before it (a loop's body,
+    a `while` loop's test included), whatever lies between."""
+    limit = generated_from(code)
+    return any(
+        inst.opcode in _JUMPS and inst.argval <= offset
+        for inst in _instructions(code)
+        if offset < inst.offset < limit
+    )
+
+
 def breaks_inside_loop(code: types.CodeType, offset: int) -> bool:
     """Whether a break at `offset` counts as one inside a loop: a jump after it, before
     the first `return` that follows, goes back to an offset before it.
@@ -736,8 +748,10 @@ def _call_arguments(
     ):
         return None
     args_at, call_at = insts[args_index].offset, insts[call_index].offset
-    if call_at - args_at < _MIN_ARGUMENT_ROOM:
-        return None  # the arguments are loads only: the cut before the call gives the same
+    if call_at - args_at < _MIN_ARGUMENT_ROOM and local is None:
+        # the arguments are loads only: the cut before the call gives the same (not for
+        # a function made in the frame, whose load the cut routes to its compiled frame)
+        return None
     return CallArguments(args_at, call_at, call.arg or 0, method_at, local)
 
 

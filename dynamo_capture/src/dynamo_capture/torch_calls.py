@@ -37,7 +37,7 @@ DATA_METHODS = {
 # Tensor methods answered from the example's metadata (static shapes).
 METADATA_METHODS = {
     "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
-    "is_floating_point", "is_complex", "element_size", "get_device", "storage_offset",
+    "is_floating_point", "is_complex", "element_size", "get_device",
     "is_signed", "has_names", "__len__", "is_inference", "is_pinned", "is_set_to",
 }  # fmt: skip
 _SHAPE_METHODS = {"size", "numel", "nelement", "stride", "__len__", "is_contiguous"}
@@ -155,6 +155,7 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
             return PythonValue(fn(*_examples(list(args)), **_examples(dict(kwargs))))
         except NotConstant as error:
             raise Unsupported(f"torch.{name} on values known only when it runs") from error
+    _check_runs_eagerly(fn, kwargs)
     from dynamo_capture.operations import realize
 
     args = [realize(tx, a) for a in args]
@@ -180,6 +181,26 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
             if not _returns_tensor(tx, fn, real_args, real_kwargs):
                 return PythonValue(fn(*real_args, **real_kwargs))
     return tx.ctx.call("call_function", fn, tuple(args), kwargs)
+
+
+def _check_runs_eagerly(fn: Any, kwargs: dict[str, Value]) -> None:
+    """Raise Unsupported for the torch calls torch.compile runs eagerly, breaking the graph
+    at the call (its arguments computed in the graph before): `torch.autograd.grad`
+    (which walks the autograd graph of the eager tensors), and a tensor made with
+    `requires_grad=True` (a new leaf of the autograd graph, which a graph cannot return)."""
+    if fn is torch.autograd.grad:
+        error = Unsupported("torch.autograd.grad runs eagerly (a graph break at the call)")
+    else:
+        flag = kwargs.get("requires_grad")
+        if not (isinstance(flag, PythonValue) and flag.obj is True):
+            return
+        name = getattr(fn, "__name__", repr(fn))
+        error = Unsupported(
+            f"torch.{name}(..., requires_grad=True) makes a leaf tensor, which runs "
+            "eagerly (a graph break at the call); create it outside the compiled code"
+        )
+    error.eager_call = True
+    raise error
 
 
 def _addcdiv_with_value(
@@ -358,6 +379,12 @@ def call_tensor_method(
             f"Tensor.{name}() turns tensor data into a Python value (data-dependent); "
             "keep the value a tensor"
         )
+    if name == "storage_offset":
+        # NOTE: guards do not fix an input's storage offset (a view of another slice of
+        # its base passes them): read where the code runs, a graph break at the call
+        error = Unsupported("Tensor.storage_offset() runs eagerly (a graph break at the call)")
+        error.eager_call = True
+        raise error
     if name in METADATA_METHODS:
         if tensor.data_dependent_shape and name in _SHAPE_METHODS:
             raise Unsupported(f"Tensor.{name}() of a tensor whose shape depends on data")
