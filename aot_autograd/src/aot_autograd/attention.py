@@ -23,13 +23,15 @@ from torch import fx
 
 import guards
 
-__all__ = ["dense_attention_masks"]
+__all__ = ["ATTENTION_CALLS", "dense_attention_masks"]
 
 _ATTENTION = (
     torch._C._nn.scaled_dot_product_attention,
     torch.nn.functional.scaled_dot_product_attention,
 )
 _MASK_POSITION = 3
+# The calls whose masks `dense_attention_masks` may make dense.
+ATTENTION_CALLS = frozenset(_ATTENTION)
 
 
 def _mask_of(node: fx.Node) -> tuple[fx.Node | None, str | int | None]:

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
-__all__ = ["identity_dropouts"]
+__all__ = ["DROPOUT_CALLS", "identity_dropouts"]
 
 # (callable, its parameters in order, their defaults)
 _DROPOUTS = {
@@ -22,6 +22,9 @@ _DROPOUTS = {
     torch.dropout: (("input", "p", "train"), (None, None, None)),
     torch.ops.aten.dropout.default: (("input", "p", "train"), (None, None, None)),
 }
+
+# The calls `identity_dropouts` may rewrite.
+DROPOUT_CALLS = frozenset(_DROPOUTS)
 
 
 def _arguments(node: fx.Node) -> dict | None:

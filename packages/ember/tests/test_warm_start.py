@@ -586,3 +586,61 @@ def test_warm_start_full_backward_first_run_in_a_later_process_matches_eager(war
     again = _two_output_step(model, x, [0, 1])
     assert warm_cache.STATS["full_backward_hits"] == 1
     assert all(torch.equal(a, b) for a, b in zip(got, again))
+
+
+# A module whose graph has a dropout that drops nothing (p=0 in training, as transformers'
+# models built with zero dropout rates), run under CPU autocast bf16.
+DROPOUT_STEP = """
+import hashlib, json
+import torch, ember
+from ember import warm_cache
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 16)
+        self.drop = torch.nn.Dropout(0.0)
+        self.out = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.out(torch.nn.functional.gelu(self.drop(self.fc(x))) + 1.0)
+
+torch.manual_seed(0)
+model = Block().train()
+x = torch.randn(4, 8)
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    out = ember.compile(model)(x)
+    loss = out.float().sin().mean()
+loss.backward()
+grads = [p.grad.clone() for p in model.parameters()]
+model.zero_grad()
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    expected = model(x).float().sin().mean()
+expected.backward()
+torch.testing.assert_close(loss, expected, rtol=2e-2, atol=1e-3)  # bf16 rounding
+for got, p in zip(grads, model.parameters()):
+    torch.testing.assert_close(got, p.grad, rtol=2e-2, atol=1e-3)
+data = out.detach().float().numpy().tobytes() + b"".join(g.numpy().tobytes() for g in grads)
+print(json.dumps({"digest": hashlib.sha256(data).hexdigest(), "stats": dict(warm_cache.STATS)}))
+"""
+
+
+def test_warm_start_graph_with_identity_dropout_hits_in_a_new_process(tmp_path):
+    # The backend rewrites a dropout that drops nothing away before tracing; the capture
+    # record keeps the graph as captured, so the new process keys the same entry.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
+    env["EMBER_CACHE_DIR"] = str(tmp_path / "cache")
+    runs = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", DROPOUT_STEP], env=env, capture_output=True, text=True,
+            timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert cold["stats"].get("stored") == 1 and cold["stats"].get("captures_kept") == 1
+    assert warm["stats"].get("capture_hits") == 1
+    assert warm["stats"].get("hits") == 1 and not warm["stats"].get("misses")
+    assert warm["digest"] == cold["digest"]
