@@ -644,3 +644,54 @@ def test_warm_start_graph_with_identity_dropout_hits_in_a_new_process(tmp_path):
     assert warm["stats"].get("capture_hits") == 1
     assert warm["stats"].get("hits") == 1 and not warm["stats"].get("misses")
     assert warm["digest"] == cold["digest"]
+
+
+# A convolution training step: the compiled forward saves convolution outputs
+# channels-last, so the backward is compiled against those layouts and returns its
+# gradients in eager's strides through a wrapper (aot_autograd.saved_layouts).
+CONV_STEP = """
+import hashlib, json
+import torch, ember
+from ember import warm_cache
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(
+    torch.nn.Conv2d(3, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+    torch.nn.Conv2d(8, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+    torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4),
+).train()
+x = torch.randn(2, 3, 16, 16)
+out = ember.compile(model)(x)
+out.sin().sum().backward()
+grads = [p.grad.clone() for p in model.parameters()]
+strides = [g.stride() for g in grads]
+model.zero_grad()
+expected = model(x)  # eager (batch norm statistics updated twice: outputs do not read them)
+expected.sin().sum().backward()
+torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+for got, p in zip(grads, model.parameters()):
+    torch.testing.assert_close(got, p.grad, rtol=1e-4, atol=1e-5)
+    assert got.stride() == p.grad.stride()
+data = out.detach().numpy().tobytes() + b"".join(g.numpy().tobytes() for g in grads)
+print(json.dumps({"digest": hashlib.sha256(data).hexdigest(), "stats": dict(warm_cache.STATS)}))
+"""
+
+
+def _run_child(code: str, cache: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
+    env["EMBER_CACHE_DIR"] = str(cache)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_warm_start_backward_in_the_forwards_saved_layouts_is_stored_and_loaded(tmp_path):
+    cold = _run_child(CONV_STEP, tmp_path / "cache")
+    assert cold["stats"].get("stored") == 1 and cold["stats"].get("full_backward_stored") == 1
+    warm = _run_child(CONV_STEP, tmp_path / "cache")
+    assert warm["stats"].get("hits") == 1 and warm["stats"].get("full_backward_hits") == 1
+    assert not warm["stats"].get("misses") and not warm["stats"].get("full_backward_stored")
+    assert warm["digest"] == cold["digest"]
