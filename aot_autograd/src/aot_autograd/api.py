@@ -33,7 +33,7 @@ from torch import fx, nn
 
 import guards
 from aot_autograd.absent_tangents import without_absent_tangents
-from aot_autograd.attention import ATTENTION_CALLS, dense_attention_masks
+from aot_autograd.attention import dense_attention_masks, needs_dense_mask
 from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import (
     AotAutogradError,
@@ -43,7 +43,7 @@ from aot_autograd.errors import (
     SymbolicShapeError,
     UnsupportedMutationError,
 )
-from aot_autograd.identity_dropouts import DROPOUT_CALLS, identity_dropouts
+from aot_autograd.identity_dropouts import identity_dropouts, identity_source
 from aot_autograd.partitioners import default_partition, mark_mutated_primals
 from aot_autograd.portable import BACKWARD_STORED_APART, CompiledGraphCache, CompiledParts
 from aot_autograd.program import (
@@ -671,10 +671,6 @@ def _lifted(module: nn.Module, call: Callable) -> tuple[Callable, list[torch.Ten
     return flat_fn, tensors, slots
 
 
-# Calls that a rewrite before tracing may replace (`_rewritten`).
-_REWRITTEN_BEFORE_TRACING = DROPOUT_CALLS | ATTENTION_CALLS
-
-
 def _rewritten(gm: fx.GraphModule) -> Callable:
     """What the traced program runs for `gm`: where a rewrite before tracing applies
     (dropouts that drop nothing return their input, CUDA attention masks made dense),
@@ -687,8 +683,8 @@ def _rewritten(gm: fx.GraphModule) -> Callable:
     The rewritten code is called as `gm`'s forward (its hooks, which a captured graph
     has none of, are not run).
     """
-    called = {node.target for node in gm.graph.nodes if node.op == "call_function"}
-    if not called & _REWRITTEN_BEFORE_TRACING:
+    nodes = gm.graph.nodes
+    if not any(identity_source(n) is not None or needs_dense_mask(n) for n in nodes):
         return gm
     private = fx.GraphModule(gm, copy.deepcopy(gm.graph), class_name=type(gm).__name__)
     dropouts = identity_dropouts(private)
