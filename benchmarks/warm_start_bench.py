@@ -7,7 +7,9 @@
 
 `--device cuda` takes the GPU suite's models (`models.GPU_MODELS`, as gpu_bench.py builds
 them: a training step under AMP bf16, inference in bf16 under no_grad), timed with a
-synchronize at the end of each step.
+synchronize at the end of each step. `--suite gpu` runs those models on the CPU (under CPU
+autocast bf16), to reproduce on a machine without a GPU what a GPU run shows:
+    python benchmarks/warm_start_bench.py --suite gpu --models gpt2 --repeat 1
 
 A model name ending in `-infer` times a forward under `torch.no_grad()` instead of a
 training step. Each row is the median over `--repeat` rounds; each round runs fresh processes:
@@ -87,18 +89,20 @@ for m in model.modules():
         m.p = 0.0
 mode = "infer" if {infer} else "train"
 floating = torch.bfloat16 if {infer} else torch.float32
-model = model.to("cuda")
+model = model.to({device!r})
 model = model.eval().to(floating) if {infer} else model.train()
-inputs = tuple(x.to("cuda", floating if x.is_floating_point() else x.dtype) for x in inputs)
+inputs = tuple(x.to({device!r}, floating if x.is_floating_point() else x.dtype) for x in inputs)
 compiled = model if {eager} else ember.compile(model)
 run = make_step(compiled, inputs, mode)
 def step():
     out = run()
-    torch.cuda.synchronize()
+    if {device!r} == "cuda":
+        torch.cuda.synchronize()
     return out
 def cpu_seconds():
     return sum(sum(resource.getrusage(who)[:2]) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-torch.cuda.synchronize()
+if {device!r} == "cuda":
+    torch.cuda.synchronize()
 start, cpu = time.perf_counter(), cpu_seconds()
 result = step()
 first = time.perf_counter() - start
@@ -113,7 +117,7 @@ print(json.dumps({{"first": first, "first_cpu": first_cpu, "later": later, "dige
                   "stats": dict(warm_cache.STATS)}}))
 """
 
-DEVICE = {"name": "cpu"}
+DEVICE = {"name": "cpu", "suite": "cpu"}
 
 
 def child(model: str, cache: Path, eager: bool = False, **variables: str) -> dict:
@@ -124,10 +128,11 @@ def child(model: str, cache: Path, eager: bool = False, **variables: str) -> dic
     env["EMBER_CACHE_DIR"] = str(cache)
     env.update(variables)
     name, infer = model.removesuffix("-infer"), model.endswith("-infer")
-    template = CHILD_GPU if DEVICE["name"] == "cuda" else CHILD
+    template = CHILD_GPU if DEVICE["suite"] == "gpu" else CHILD
     code = template.format(
-        benchmarks=str(ROOT / "benchmarks"), model=name, eager=eager, infer=infer
-    )
+        benchmarks=str(ROOT / "benchmarks"), model=name, eager=eager, infer=infer,
+        device=DEVICE["name"],
+    )  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         run = ", ".join(f"{k}={v}" for k, v in variables.items()) or "default"
@@ -192,8 +197,12 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["gpt2"])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument(
+        "--suite", choices=("cpu", "gpu"), help="the models: gpu with --device cuda by default"
+    )
     args = parser.parse_args()
     DEVICE["name"] = args.device
+    DEVICE["suite"] = args.suite or ("gpu" if args.device == "cuda" else "cpu")
     with tempfile.TemporaryDirectory(prefix="ember-warm-bench-") as tmp:
         base = Path(tmp)
         redis = start_redis(base)

@@ -88,3 +88,30 @@ def test_a_broadcast_mask_takes_a_fused_kernel_and_matches_eager():
     got = compiled(q, k, v, mask).float()
     assert float((got - want).norm() / want.norm()) < 1e-2
     assert not any("bmm" in target for target in seen), seen
+
+
+def test_rewrites_before_tracing_leave_the_callers_graph_as_given():
+    # The caller keeps its graph (capture's record, the warm-start key): rewrites that
+    # apply (a dropout dropping nothing, a broadcast CUDA mask) act on a copy.
+    def fn(q, k, v, mask, x):
+        attention = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return attention, F.dropout(x, 0.0, True, False) * 2
+
+    gm = _with_values(fx.symbolic_trace(fn), [*_fakes("cuda:0"), None])
+    before, graph_before = gm.code, [(n.op, n.target, n.args) for n in gm.graph.nodes]
+    seen: list[str] = []
+
+    def record(graph, example_inputs):
+        seen.append(graph.code)
+        return graph
+
+    q, k, v = (torch.randn(2, 4, 8, 16) for _ in range(3))
+    mask = torch.ones(2, 1, 8, 1, dtype=torch.bool).expand(2, 1, 8, 8)
+    x = torch.randn(3, 5)
+    run = aot_graph(gm, [q, k, v, mask, x], fw_compiler=record)
+    attention, doubled = run(q, k, v, mask, x)
+    assert gm.code == before
+    assert [(n.op, n.target, n.args) for n in gm.graph.nodes] == graph_before
+    assert "dropout" not in seen[0]
+    torch.testing.assert_close(doubled, x * 2)
+    torch.testing.assert_close(attention, F.scaled_dot_product_attention(q, k, v, mask))

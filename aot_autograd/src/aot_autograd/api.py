@@ -18,7 +18,9 @@ sizes break an assumption runs a graph compiled for its static sizes.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
+import functools
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,7 +33,7 @@ from torch import fx, nn
 
 import guards
 from aot_autograd.absent_tangents import saved_values_read, without_absent_tangents
-from aot_autograd.attention import dense_attention_masks
+from aot_autograd.attention import dense_attention_masks, needs_dense_mask
 from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import (
     AotAutogradError,
@@ -41,7 +43,7 @@ from aot_autograd.errors import (
     SymbolicShapeError,
     UnsupportedMutationError,
 )
-from aot_autograd.identity_dropouts import identity_dropouts
+from aot_autograd.identity_dropouts import identity_dropouts, identity_source
 from aot_autograd.partitioners import default_partition, mark_mutated_primals
 from aot_autograd.portable import BACKWARD_STORED_APART, CompiledGraphCache, CompiledParts
 from aot_autograd.program import (
@@ -726,6 +728,33 @@ def _lifted(module: nn.Module, call: Callable) -> tuple[Callable, list[torch.Ten
     return flat_fn, tensors, slots
 
 
+def _rewritten(gm: fx.GraphModule) -> Callable:
+    """What the traced program runs for `gm`: where a rewrite before tracing applies
+    (dropouts that drop nothing return their input, CUDA attention masks made dense),
+    the rewritten code of a copy of its graph, run on `gm`'s own attributes; else `gm`.
+
+    NOTE: `gm` is left as its caller gave it. Capture keeps that graph as its record for
+    later processes, and the warm-start cache keyed its entry by that graph's code: a
+    rewrite made in place would have the record hold another graph than the one the
+    entry was keyed by, and a later process installing the record would miss the entry.
+    The rewritten code is called as `gm`'s forward (its hooks, which a captured graph
+    has none of, are not run).
+    """
+    nodes = gm.graph.nodes
+    if not any(identity_source(n) is not None or needs_dense_mask(n) for n in nodes):
+        return gm
+    private = fx.GraphModule(gm, copy.deepcopy(gm.graph), class_name=type(gm).__name__)
+    dropouts = identity_dropouts(private)
+    masks = dense_attention_masks(private)
+    if masks:
+        guards.artifact_logger("perf_hints").info(
+            "attention masks with a broadcast last dim made contiguous for fused attention"
+        )
+    if not dropouts and not masks:
+        return gm
+    return functools.partial(type(private).forward, gm)
+
+
 # -- entry points ------------------------------------------------------------------------------
 
 
@@ -764,12 +793,7 @@ def aot_graph(
     config = AotConfig(
         fw_compiler, bw_compiler, inference_compiler, decompositions, partition_fn, cache
     )
-    identity_dropouts(gm)
-    if dense_attention_masks(gm):
-        guards.artifact_logger("perf_hints").info(
-            "attention masks with a broadcast last dim made contiguous for fused attention"
-        )
-    flat_fn, tensors, slots = _lifted(gm, gm)
+    flat_fn, tensors, slots = _lifted(gm, _rewritten(gm))
     values = _placeholder_values(gm)
     floats = {len(tensors) + i: v for i, v in float_inputs_of(gm).items()}
     symbolic_floats = any(v.node.expr.is_Symbol for v in floats.values())

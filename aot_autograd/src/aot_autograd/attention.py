@@ -23,7 +23,7 @@ from torch import fx
 
 import guards
 
-__all__ = ["dense_attention_masks"]
+__all__ = ["dense_attention_masks", "needs_dense_mask"]
 
 _ATTENTION = (
     torch._C._nn.scaled_dot_product_attention,
@@ -51,15 +51,21 @@ def _needs_dense(mask: fx.Node) -> bool:
     return last > 1 and stride != 1
 
 
+def needs_dense_mask(node: fx.Node) -> bool:
+    """Whether `node` is an attention call whose CUDA mask's last dim is not dense."""
+    if node.op != "call_function" or node.target not in _ATTENTION:
+        return False
+    mask, _ = _mask_of(node)
+    return mask is not None and _needs_dense(mask)
+
+
 def dense_attention_masks(gm: fx.GraphModule) -> int:
     """Give CUDA attention masks whose last dim is not dense a contiguous copy; how many."""
     changed = 0
     for node in list(gm.graph.nodes):
-        if node.op != "call_function" or node.target not in _ATTENTION:
+        if not needs_dense_mask(node):
             continue
         mask, slot = _mask_of(node)
-        if mask is None or not _needs_dense(mask):
-            continue
         with gm.graph.inserting_before(node):
             dense = gm.graph.call_method("contiguous", (mask,))
         value = mask.meta["val"]

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
-__all__ = ["identity_dropouts"]
+__all__ = ["identity_dropouts", "identity_source"]
 
 # (callable, its parameters in order, their defaults)
 _DROPOUTS = {
@@ -34,23 +34,30 @@ def _arguments(node: fx.Node) -> dict | None:
     return values
 
 
+def identity_source(node: fx.Node) -> fx.Node | None:
+    """The input a dropout call returns itself (constant `p == 0` or `train == False`), or
+    None: not such a call."""
+    if node.op != "call_function" or node.target not in _DROPOUTS:
+        return None
+    values = _arguments(node)
+    if values is None or values.get("inplace"):
+        return None
+    p = values["p"]
+    train = values.get("training", values.get("train"))
+    if not isinstance(p, (int, float)) or not isinstance(train, bool):
+        return None
+    if isinstance(p, bool) or (train and p != 0):
+        return None
+    source = values["input"]
+    return source if isinstance(source, fx.Node) else None
+
+
 def identity_dropouts(gm: fx.GraphModule) -> int:
     """Replace dropouts of constant `p == 0` or `train == False` by their input; how many."""
     replaced = 0
     for node in list(gm.graph.nodes):
-        if node.op != "call_function" or node.target not in _DROPOUTS:
-            continue
-        values = _arguments(node)
-        if values is None or values.get("inplace"):
-            continue
-        p = values["p"]
-        train = values.get("training", values.get("train"))
-        if not isinstance(p, (int, float)) or not isinstance(train, bool):
-            continue
-        if isinstance(p, bool) or (train and p != 0):
-            continue
-        source = values["input"]
-        if not isinstance(source, fx.Node):
+        source = identity_source(node)
+        if source is None:
             continue
         node.replace_all_uses_with(source)
         gm.graph.erase_node(node)

@@ -36,6 +36,7 @@ from aot_autograd.runtime import _boxed, _in_strides, _strides_agree
 
 __all__ = [
     "SAVED_OUTPUTS",
+    "OutputsInStrides",
     "changed_saved_strides",
     "mark_saved_outputs",
     "outputs_in_traced_strides",
@@ -166,32 +167,46 @@ def _propagate(gm: fx.GraphModule, strides: dict[fx.Node, tuple[int, ...]]) -> d
     return env
 
 
+class OutputsInStrides:
+    """A compiled graph (`compiled`) whose tensor outputs are returned in `strides`
+    (output position, strides), copied where they come otherwise; a boxed call.
+
+    The compiled graph is kept as the compiler made it, so that a cache can store it and
+    wrap the graph it loads again (`ember.warm_cache`).
+    """
+
+    __slots__ = ("compiled", "strides", "_run")
+    _boxed_call = True
+
+    def __init__(self, compiled: Any, strides: Sequence[tuple[int, tuple[int, ...]]]) -> None:
+        self.compiled = compiled
+        self.strides = tuple((int(i), tuple(int(s) for s in stride)) for i, stride in strides)
+        self._run = _boxed(compiled)
+
+    def __call__(self, args: list) -> list:
+        results = list(self._run(args))
+        for i, stride in self.strides:
+            value = results[i]
+            if isinstance(value, torch.Tensor) and not _strides_agree(value, stride):
+                results[i] = _in_strides(value, stride)
+        return results
+
+
 def outputs_in_traced_strides(compiler: Callable) -> Callable:
     """`compiler`, its compiled graphs returning each tensor output of static strides in
     the strides of the graph's output meta["val"] (copied where they come otherwise)."""
 
-    def compile(gm: fx.GraphModule, example_inputs: list) -> Callable:
+    def compile(gm: fx.GraphModule, example_inputs: list) -> OutputsInStrides:
         output = next(n for n in gm.graph.nodes if n.op == "output")
         items = pytree.tree_leaves(output.args[0])
         strides = []
-        for item in items:
+        for i, item in enumerate(items):
             val = item.meta.get("val") if isinstance(item, fx.Node) else None
             static = isinstance(val, torch.Tensor) and all(
                 type(s) is int for s in (*val.shape, *val.stride())
             )
-            strides.append(tuple(val.stride()) if static else None)
-        run = _boxed(compiler(gm, example_inputs))
-        checked = tuple((i, s) for i, s in enumerate(strides) if s is not None)
-
-        def call(args: list) -> list:
-            results = list(run(args))
-            for i, stride in checked:
-                value = results[i]
-                if isinstance(value, torch.Tensor) and not _strides_agree(value, stride):
-                    results[i] = _in_strides(value, stride)
-            return results
-
-        call._boxed_call = True  # type: ignore[attr-defined]
-        return call
+            if static:
+                strides.append((i, tuple(val.stride())))
+        return OutputsInStrides(compiler(gm, example_inputs), strides)
 
     return compile

@@ -586,3 +586,112 @@ def test_warm_start_full_backward_first_run_in_a_later_process_matches_eager(war
     again = _two_output_step(model, x, [0, 1])
     assert warm_cache.STATS["full_backward_hits"] == 1
     assert all(torch.equal(a, b) for a, b in zip(got, again))
+
+
+# A module whose graph has a dropout that drops nothing (p=0 in training, as transformers'
+# models built with zero dropout rates), run under CPU autocast bf16.
+DROPOUT_STEP = """
+import hashlib, json
+import torch, ember
+from ember import warm_cache
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 16)
+        self.drop = torch.nn.Dropout(0.0)
+        self.out = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.out(torch.nn.functional.gelu(self.drop(self.fc(x))) + 1.0)
+
+torch.manual_seed(0)
+model = Block().train()
+x = torch.randn(4, 8)
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    out = ember.compile(model)(x)
+    loss = out.float().sin().mean()
+loss.backward()
+grads = [p.grad.clone() for p in model.parameters()]
+model.zero_grad()
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    expected = model(x).float().sin().mean()
+expected.backward()
+torch.testing.assert_close(loss, expected, rtol=2e-2, atol=1e-3)  # bf16 rounding
+for got, p in zip(grads, model.parameters()):
+    torch.testing.assert_close(got, p.grad, rtol=2e-2, atol=1e-3)
+data = out.detach().float().numpy().tobytes() + b"".join(g.numpy().tobytes() for g in grads)
+print(json.dumps({"digest": hashlib.sha256(data).hexdigest(), "stats": dict(warm_cache.STATS)}))
+"""
+
+
+def test_warm_start_graph_with_identity_dropout_hits_in_a_new_process(tmp_path):
+    # The backend rewrites a dropout that drops nothing away before tracing; the capture
+    # record keeps the graph as captured, so the new process keys the same entry.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
+    env["EMBER_CACHE_DIR"] = str(tmp_path / "cache")
+    runs = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", DROPOUT_STEP], env=env, capture_output=True, text=True,
+            timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert cold["stats"].get("stored") == 1 and cold["stats"].get("captures_kept") == 1
+    assert warm["stats"].get("capture_hits") == 1
+    assert warm["stats"].get("hits") == 1 and not warm["stats"].get("misses")
+    assert warm["digest"] == cold["digest"]
+
+
+# A convolution training step: the compiled forward saves convolution outputs
+# channels-last, so the backward is compiled against those layouts and returns its
+# gradients in eager's strides through a wrapper (aot_autograd.saved_layouts).
+CONV_STEP = """
+import hashlib, json
+import torch, ember
+from ember import warm_cache
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(
+    torch.nn.Conv2d(3, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+    torch.nn.Conv2d(8, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+    torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4),
+).train()
+x = torch.randn(2, 3, 16, 16)
+out = ember.compile(model)(x)
+out.sin().sum().backward()
+grads = [p.grad.clone() for p in model.parameters()]
+strides = [g.stride() for g in grads]
+model.zero_grad()
+expected = model(x)  # eager (batch norm statistics updated twice: outputs do not read them)
+expected.sin().sum().backward()
+torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+for got, p in zip(grads, model.parameters()):
+    torch.testing.assert_close(got, p.grad, rtol=1e-4, atol=1e-5)
+    assert got.stride() == p.grad.stride()
+data = out.detach().numpy().tobytes() + b"".join(g.numpy().tobytes() for g in grads)
+print(json.dumps({"digest": hashlib.sha256(data).hexdigest(), "stats": dict(warm_cache.STATS)}))
+"""
+
+
+def _run_child(code: str, cache: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
+    env["EMBER_CACHE_DIR"] = str(cache)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_warm_start_backward_in_the_forwards_saved_layouts_is_stored_and_loaded(tmp_path):
+    cold = _run_child(CONV_STEP, tmp_path / "cache")
+    assert cold["stats"].get("stored") == 1 and cold["stats"].get("full_backward_stored") == 1
+    warm = _run_child(CONV_STEP, tmp_path / "cache")
+    assert warm["stats"].get("hits") == 1 and warm["stats"].get("full_backward_hits") == 1
+    assert not warm["stats"].get("misses") and not warm["stats"].get("full_backward_stored")
+    assert warm["digest"] == cold["digest"]

@@ -12,6 +12,8 @@ ones from their source, compiled through Triton's cache). The backward is compil
 its first use, not with the forward, and is an entry of its own (`lookup_backward`
 with no tangent absent), as is each backward compiled for calls that leave some
 tangents None: a training step that always leaves some None compiles one backward.
+A backward compiled against the layouts its forward saves (`aot_autograd.saved_layouts`)
+is stored with the strides its gradients are returned in, and wrapped again when loaded.
 A hit runs the very code the cold compile made: the same outputs, bit for bit.
 
 The key is an ordered list of named parts, each hashed (logged under
@@ -81,7 +83,7 @@ from guards.fake_tensor import FakeTensor
 
 __all__ = ["STATS", "WarmStartCache", "graph_key", "warm_start_cache"]
 
-SCHEMA = "4"
+SCHEMA = "5"
 # The "backward" of a training entry whose full backward is an entry of its own.
 _APART = "apart"
 STAGES = ("guards", "dynamo_capture", "prim_decomp", "aot_autograd", "inductor_codegen", "ember")
@@ -417,19 +419,34 @@ def _tensors_of(text: str) -> list[torch.Tensor]:
 
 
 def _graph_record(compiled: Any) -> dict[str, Any] | None:
+    from aot_autograd.saved_layouts import OutputsInStrides
     from inductor_codegen.portable import dump_compiled_graph
 
+    # A backward compiled against the forward's saved layouts returns its gradients in
+    # eager's strides through a wrapper: the graph is stored, the strides beside it.
+    strides = None
+    if isinstance(compiled, OutputsInStrides):
+        compiled, strides = compiled.compiled, compiled.strides
     dumped = dump_compiled_graph(compiled)
     if dumped is None:
         return None
     record, tensors = dumped
-    return {"graph": record, "tensors": _tensors_text(tensors)}
+    graph = {"graph": record, "tensors": _tensors_text(tensors)}
+    if strides is not None:
+        graph["output_strides"] = [[i, list(stride)] for i, stride in strides]
+    return graph
 
 
 def _load_graph(record: dict[str, Any], cache_dir: Any) -> Any:
+    from aot_autograd.saved_layouts import OutputsInStrides
     from inductor_codegen.portable import load_compiled_graph
 
-    return load_compiled_graph(record["graph"], _tensors_of(record["tensors"]), cache_dir=cache_dir)
+    tensors = _tensors_of(record["tensors"])
+    compiled = load_compiled_graph(record["graph"], tensors, cache_dir=cache_dir)
+    strides = record.get("output_strides")
+    if strides is not None:
+        compiled = OutputsInStrides(compiled, [(i, tuple(stride)) for i, stride in strides])
+    return compiled
 
 
 def entry_folder(cache_dir: Any = None) -> Path:
