@@ -191,11 +191,9 @@ def _through_getattribute(tx: Translator, value: PythonValue | ObjectValue, name
     attributes), then `__getattr__` where it raises AttributeError."""
     from dynamo_capture.calls import call
 
-    if isinstance(value, PythonValue) and value.source is None:
-        raise Unsupported(
-            f"attribute {name!r} of a {type(value.obj).__name__} known only while capturing, "
-            "whose class defines __getattribute__"
-        )
+    # NOTE: an object known only while capturing (no source) is read through its
+    # method too: its own attributes are read as any such object's are (as constants of
+    # this capture), past the class's lookup rules
     method = _user_getattribute(tx, value)
     try:
         return call(tx, PythonValue(method), [value, PythonValue(name)], {})
@@ -612,9 +610,7 @@ def _raw_readable(value: Value) -> bool:
     """An object whose attributes capture reads past its class's `__getattribute__`:
     one made in the frame, or one from outside (read by RawAttrSource)."""
     return isinstance(value, ObjectValue) or (
-        isinstance(value, PythonValue)
-        and value.source is not None
-        and not isinstance(value.obj, type | types.ModuleType)
+        isinstance(value, PythonValue) and not isinstance(value.obj, type | types.ModuleType)
     )
 
 
@@ -623,8 +619,12 @@ def raw_attr(tx: Translator, value: Value, name: str) -> Value:
     class's, past the class's `__getattribute__`; raises AttributeError where none."""
     if isinstance(value, ObjectValue):
         return object_attr(tx, value, name)
-    assert isinstance(value, PythonValue) and value.source is not None
+    assert isinstance(value, PythonValue)
     obj = value.obj
+
+    def raw_source():  # an object known only while capturing: its reads are too
+        return None if value.source is None else RawAttrSource(value.source, name)
+
     written = tx.ctx.attr_writes.get((id(obj), name))
     if written is not None and written[0] is obj:  # written by the frame: its value now
         tx.ctx.written_reads += 1
@@ -639,14 +639,15 @@ def raw_attr(tx: Translator, value: Value, name: str) -> Value:
     if not in_dict and static is _MISSING_ATTR:
         raise AttributeError(name)
     if in_dict and (static is _MISSING_ATTR or not _is_data_descriptor(static)):
-        return tx.ctx.wrap(instance_dict[name], RawAttrSource(value.source, name))
+        return tx.ctx.wrap(instance_dict[name], raw_source())
     if static is not _MISSING_ATTR and not in_dict and not _is_data_descriptor(static):
-        tx.ctx.guards.not_in_instance_dict(value.source, obj, name)
+        if value.source is not None:
+            tx.ctx.guards.not_in_instance_dict(value.source, obj, name)
         return _class_attr(tx, value, type(obj), name)
     if isinstance(static, types.GetSetDescriptorType | types.MemberDescriptorType):
         # a slot, or `__dict__`: read as object.__getattribute__ reads it
         real = object.__getattribute__(obj, name)
-        return tx.ctx.wrap(real, RawAttrSource(value.source, name))
+        return tx.ctx.wrap(real, raw_source())
     return _class_attr(tx, value, type(obj), name)  # a property or another data descriptor
 
 
