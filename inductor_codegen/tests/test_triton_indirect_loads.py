@@ -141,3 +141,46 @@ def test_cpp_gather_of_a_pointwise_table_checks_its_index():
     index[1, 2] = 7
     with pytest.raises(IndexOutOfRangeError):
         compiled(x, index)
+
+
+def unchecked_check(fn, *args):
+    compiled = check(fn, *args, options=OPTIONS)
+    assert not compiled.fallbacks, compiled.fallbacks
+    source = compiled.artifact("codegen")
+    assert "tl.device_assert" not in source and "debug=True" not in source
+    return compiled
+
+
+def test_embedding_of_clamped_tokens_skips_the_bounds_check():
+    # clamp(i, 0, 49) is in [0, 50) whatever i holds: no check, no debug-mode kernel
+    wte = torch.randn(50, 16, device=DEVICE)
+    tokens = torch.randint(-20, 80, (2, 7), device=DEVICE)
+    unchecked_check(lambda w, i: F.embedding(i.clamp(0, 49), w) * 2, wte, tokens)
+
+
+def test_gather_of_where_between_in_range_values_skips_the_bounds_check():
+    x = torch.randn(4, 9, device=DEVICE)
+    index = torch.randint(-3, 12, (4, 5), device=DEVICE)
+    fn = lambda x, i: torch.gather(x, 1, torch.where(i < 0, 0, i % 9))  # noqa: E731
+    unchecked_check(fn, x, index)
+
+
+def test_index_select_at_an_arange_skips_the_bounds_check():
+    x = torch.randn(6, 5, device=DEVICE)
+    unchecked_check(lambda x: torch.index_select(x, 0, torch.arange(6, device=x.device)) + 1, x)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda i: i.clamp(0, 50),  # one past the end: 50 is out of range
+        lambda i: i.clamp(max=49),  # no lower bound
+        lambda i: torch.where(i < 0, i + 50, i),  # a loaded value in one arm
+        lambda i: i.clamp(0, 49) + 1,  # shifted past the end
+    ],
+    ids=["clamp_to_size", "clamp_max_only", "where_loaded", "shifted"],
+)
+def test_offset_not_provably_in_range_keeps_the_bounds_check(make):
+    wte = torch.randn(50, 16, device=DEVICE)
+    tokens = torch.randint(0, 49, (2, 7), device=DEVICE)
+    triton_check(lambda w, i: F.embedding(make(i), w), wte, tokens)

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.triton_interpret
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 OPTIONS = {"device_codegen": "triton"}
 LONG = 5001  # longer than a persistent block (4096), not a multiple of any block
+ONLINE = "_ref_new = tl.minimum"  # the running reference of the one-loop form
 
 
 def tolerance(dtype):
@@ -63,7 +64,7 @@ def test_long_rows_read_once_for_max_and_sum(fn, loops, dtype):
     compiled, found = compiled_and_loops(fn, x)
     torch.testing.assert_close(compiled(x), fn(x), **tolerance(dtype))
     assert found == loops  # max and sum in one loop (plus the pointwise pass, if any)
-    assert "_s_scale = tl.where" in compiled.artifact("codegen")
+    assert ONLINE in compiled.artifact("codegen")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -92,6 +93,71 @@ def test_non_finite_rows_match_eager():
     for fn in (logsumexp, log_softmax):
         compiled, _ = compiled_and_loops(fn, x)
         torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
+
+
+def loop_body(source):
+    """The lines of the (first) loop over the row."""
+    lines = source.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"\s+for r\d+offset", line))
+    indent = len(lines[start + 1]) - len(lines[start + 1].lstrip())
+    body = []
+    for line in lines[start + 1 :]:
+        if len(line) - len(line.lstrip()) < indent:
+            break
+        body.append(line)
+    return body
+
+
+@pytest.mark.parametrize("fn", [logsumexp, log_softmax], ids=lambda f: f.__name__)
+def test_online_loop_takes_one_exp_per_element_and_keeps_no_flags(fn):
+    # per element: one exp and one multiply-add; the rescale's exp is one per row (its
+    # argument is the [XBLOCK, 1] reference); no NaN/inf flags, no second maximum
+    x = torch.randn(3, LONG, device=DEVICE)
+    compiled, _ = compiled_and_loops(fn, x)
+    body = "\n".join(loop_body(compiled.artifact("codegen")))
+    assert body.count("libdevice.exp(") == 2
+    assert re.search(r"libdevice\.exp\((acc\d+)_ref - \1_ref_new\)", body)
+    assert "tl.int8" not in body and "ember_max_combine" not in body
+
+
+def test_non_finite_classes_in_one_row_match_eager():
+    x = torch.randn(8, LONG, device=DEVICE)
+    x[0, 10] = float("inf")
+    x[0, 4000] = float("nan")  # NaN after +inf: NaN
+    x[1, 10] = float("nan")
+    x[1, 4000] = float("inf")  # +inf after NaN: NaN
+    x[2, 5] = float("inf")
+    x[2, 4500] = float("inf")  # two +inf, the second in a later block
+    x[3, :] = float("inf")  # only +inf
+    x[4, :] = float("-inf")
+    x[4, 4999] = float("inf")  # -inf then +inf at the end
+    x[5, :] = float("-inf")
+    x[5, 3] = float("nan")  # a NaN among -inf
+    x[6, :] = float("-inf")
+    x[6, 4990] = -3.0e38  # one finite element at the bottom of the range
+    x[7] = torch.linspace(3.0e38, -3.0e38, LONG)  # huge magnitudes, finite
+    for fn in (logsumexp, log_softmax):
+        compiled, _ = compiled_and_loops(fn, x)
+        torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
+
+
+def test_shift_that_may_be_minus_inf_keeps_the_minus_inf_flag():
+    # sum(exp(x - c)) with c = -inf where the row's maximum is not positive: eager gives
+    # inf, or NaN where the row holds a -inf (exp(-inf - -inf)); the flag tells them apart
+    def shifted_sum(x):
+        m = x.amax(-1, keepdim=True)
+        c = torch.where(m > 0, m, float("-inf"))
+        return torch.exp(x - c).sum(-1)
+
+    x = torch.randn(4, LONG, device=DEVICE)
+    x[1] = -x[1].abs() - 1  # maximum negative: c = -inf, sum inf
+    x[2] = -x[2].abs() - 1
+    x[2, 4321] = float("-inf")  # and a -inf element: NaN
+    x[3, :] = float("-inf")  # only -inf: NaN
+    compiled, _ = compiled_and_loops(shifted_sum, x)
+    torch.testing.assert_close(compiled(x), shifted_sum(x), equal_nan=True)
+    assert ONLINE in compiled.artifact("codegen")
+    assert "tl.int8" in "\n".join(loop_body(compiled.artifact("codegen")))
 
 
 def test_short_rows_keep_their_persistent_form():
@@ -138,10 +204,11 @@ def test_cross_entropy_training_over_a_long_vocabulary(dtype):
     expected.backward()
     torch.testing.assert_close(loss, expected, **tolerance(dtype))
     torch.testing.assert_close(grad, logits.grad, **tolerance(dtype))
-    assert "_s_scale = tl.where" in compiled[0].artifact("codegen")
+    assert ONLINE in compiled[0].artifact("codegen")
     # the backward: the one-hot rows from the target (no scatter, nothing stored), the
     # saved [tokens, vocab] value read once, the gradient written once
     backward = compiled[-1].artifact("codegen")
     assert compiled[-1].kernel_count == 1
+    # (rows are the tile's y, or its x in a row kernel)
     assert len(re.findall(rf"tl\.load\(\w+ \+ \({LONG} \* [xy]index", backward)) == 1
     assert len(re.findall(rf"tl\.store\(\w+ \+ \({LONG} \* [xy]index", backward)) == 1

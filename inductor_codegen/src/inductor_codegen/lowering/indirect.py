@@ -31,13 +31,20 @@ import sympy
 import torch
 
 from inductor_codegen.errors import InductorError
-from inductor_codegen.indexing import numel
-from inductor_codegen.ir import IndexValue, Load, Op, TensorValue
+from inductor_codegen.indexing import FloorDiv, numel
+from inductor_codegen.ir import Constant, IndexValue, Load, Op, TensorValue
 from inductor_codegen.lowering.common import cast, node_dtype, node_size, normalize_dim
 from inductor_codegen.lowering.registry import prints_indirect_loads, register_lowering
 from inductor_codegen.runtime import IndexCheck
 
-__all__ = ["INDIRECT_LOAD", "IndirectOffset", "indirect_load", "inline_indirect_loads"]
+__all__ = [
+    "INDIRECT_LOAD",
+    "IndirectOffset",
+    "indirect_load",
+    "inline_indirect_loads",
+    "offset_in_range",
+    "value_bounds",
+]
 
 aten = torch.ops.aten
 
@@ -114,6 +121,102 @@ def inline_indirect_loads(value: TensorValue, index: tuple, dim: int, offset, op
         return result
 
     return visit(body)
+
+
+def offset_in_range(offset, bound: IndexValue, ranges: dict) -> bool:
+    """Whether an indirect load's `offset` is in [0, bound) for every value of the loop
+    variables (`ranges`: symbol -> size): its bounds check can then be left out (an
+    offset clamped into the table, a `where` between such, an arange)."""
+    bounds = value_bounds(offset, ranges)
+    size = sympy.sympify(bound.index)
+    return bounds is not None and bounds[0] >= 0 and size.is_Integer and bounds[1] < int(size)
+
+
+# Integer dtypes an offset's value range is known from (a loaded value: the dtype's).
+_INTEGER_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def value_bounds(expr, ranges: dict) -> tuple[int, int] | None:
+    """[low, high] that the integer expression `expr` is known to lie in, or None.
+
+    Sound, not complete: an op it does not know, a float value or a bound that does
+    not fit its dtype gives None."""
+    if expr.dtype not in _INTEGER_DTYPES:
+        return None
+    if expr.dtype == torch.bool:
+        full = (0, 1)
+    else:
+        info = torch.iinfo(expr.dtype)
+        full = (info.min, info.max)
+    if isinstance(expr, Load):
+        return full
+    if isinstance(expr, Constant):
+        return (int(expr.value), int(expr.value))
+    if isinstance(expr, IndexValue):
+        bounds = _index_bounds(sympy.sympify(expr.index), ranges)
+    elif isinstance(expr, Op):
+        bounds = _op_bounds(expr, ranges)
+    else:
+        return None
+    if bounds is None or bounds[0] < full[0] or bounds[1] > full[1]:
+        return None  # unknown, or the computation may wrap around in its dtype
+    return bounds
+
+
+def _op_bounds(expr: Op, ranges: dict) -> tuple[int, int] | None:
+    name, args = expr.name, expr.args
+    if name == "where":
+        arms = [value_bounds(a, ranges) for a in args[1:]]
+        if any(b is None for b in arms):
+            return None
+        return (min(b[0] for b in arms), max(b[1] for b in arms))
+    if name == "to_dtype":
+        return value_bounds(args[0], ranges)
+    inner = [value_bounds(a, ranges) for a in args]
+    if any(b is None for b in inner):
+        return None
+    if name in ("maximum", "clamp_min"):
+        return (max(b[0] for b in inner), max(b[1] for b in inner))
+    if name in ("minimum", "clamp_max"):
+        return (min(b[0] for b in inner), min(b[1] for b in inner))
+    if name == "add":
+        return (inner[0][0] + inner[1][0], inner[0][1] + inner[1][1])
+    if name == "sub":
+        return (inner[0][0] - inner[1][1], inner[0][1] - inner[1][0])
+    if name == "neg":
+        return (-inner[0][1], -inner[0][0])
+    if name == "mul":
+        products = [a * b for a in inner[0] for b in inner[1]]
+        return (min(products), max(products))
+    if name == "remainder" and inner[1][0] > 0:
+        return (0, inner[1][1] - 1)  # the divisor's sign: never negative
+    return None
+
+
+def _index_bounds(index, ranges: dict) -> tuple[int, int] | None:
+    """[low, high] of an index expression over loop variables in [0, ranges[s])."""
+    if index.is_Integer:
+        return (int(index), int(index))
+    if index.is_Symbol:
+        size = sympy.sympify(ranges.get(index, sympy.nan))
+        return (0, int(size) - 1) if size.is_Integer and size > 0 else None
+    if index.is_Add or index.is_Mul:
+        parts = [_index_bounds(a, ranges) for a in index.args]
+        if any(p is None for p in parts):
+            return None
+        low, high = parts[0]
+        for a, b in parts[1:]:
+            if index.is_Add:
+                low, high = low + a, high + b
+            else:
+                products = [x * y for x in (low, high) for y in (a, b)]
+                low, high = min(products), max(products)
+        return (low, high)
+    if isinstance(index, FloorDiv) and index.args[1].is_Integer and index.args[1] > 0:
+        inner = _index_bounds(index.args[0], ranges)
+        divisor = int(index.args[1])
+        return None if inner is None else (inner[0] // divisor, inner[1] // divisor)
+    return None
 
 
 def _table_reader(ctx, x: TensorValue, dim: int, out_size: tuple, op: str):

@@ -14,6 +14,7 @@ expressions.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import sympy
@@ -38,7 +39,7 @@ from inductor_codegen.codegen.triton.ops import (
 from inductor_codegen.errors import InductorError
 from inductor_codegen.indexing import FloorDiv, IndexMod, numel, py_index
 from inductor_codegen.ir import Constant, IndexValue, Load, Op, ScalarArg, expr_loads
-from inductor_codegen.lowering.indirect import INDIRECT_LOAD
+from inductor_codegen.lowering.indirect import INDIRECT_LOAD, offset_in_range
 from inductor_codegen.lowering.split import REDUCTION_MASK
 from inductor_codegen.scheduler import (
     FusedKernel,
@@ -377,6 +378,11 @@ class TritonKernelCodegen(KernelPrinter):
             mask = f"({mask}) & ({extra_mask})"
         key = ("indirect_check", where, bound.index, mask)
         in_range = scope.lookup(key)
+        if in_range is None and offset_in_range(offset, bound, self._outer_ranges()):
+            # in range by construction (a clamp, an arange): no check, no assertion
+            ptr = self.pointer(load.buffer, writing=False)
+            text = f"tl.load({ptr} + {self.index(address, scope)}, {mask}, other=0)"
+            return f"{text}.to(tl.float32)" if load.dtype in LOW_PRECISION else text
         if in_range is None:
             in_range = self.new_temp()
             limit = triton_index(bound.index, self._names(scope.group))
@@ -394,6 +400,11 @@ class TritonKernelCodegen(KernelPrinter):
             scope.line(f"{held} = {text}")
             text = f'tl.where({in_range}, {held}, float("nan"))'
         return text
+
+    def _outer_ranges(self) -> dict:
+        """{outer loop variable: its size}, the ranges an offset's index values lie in."""
+        outer = self.kernel.outer
+        return dict(zip(outer_vars(len(outer)), outer))
 
     def _uniform_load(self, expr: Load, scope: Scope, extra_mask: str | None) -> str | None:
         """A column reduction's load of a value per reduced row (a norm's mean and rstd
@@ -781,52 +792,56 @@ class TritonKernelCodegen(KernelPrinter):
         """m = max(v) and s = sum(exp(v - c)), c a function of m (m itself, or logsumexp's
         `where(isinf(m), 0, m)`), in one loop.
 
-        Each lane keeps the true running maximum (for m), the maximum of its finite
-        elements f and the sum of exp(v - f) over them, rescaled by exp(f - f_new) when f
-        grows, and flags for NaN, +inf and -inf elements. At the end the lanes' sums are
-        moved to c (exp(f - c)) and each flagged class adds what exp(v - c) is for it
-        (NaN; exp(inf - c); exp(-inf - c)): the same values eager's two passes give,
-        rounding aside, for every row, non-finite ones included."""
+        Each step takes the block's maximum along the row (one reduction a step) into the
+        row's running maximum m, and its reference r = m clamped to the finite floats;
+        the lanes' sums of exp(v - r) are rescaled by exp(r_old - r), one exp a row. An
+        element costs one exp and one multiply-add. No flags are kept: what eager gives
+        for non-finite elements follows from the results.
+
+        * NaN: exp(NaN - r) is NaN and stays so (r is finite: no inf - inf, no 0 * inf
+          arises otherwise), so the row's sum S is NaN exactly when a NaN was read;
+          m is then reported NaN (tl.max may drop NaN).
+        * +inf: m = +inf, r = FLT_MAX, S = inf (exp(inf - r)), and the rescale is 1 from
+          then on; S * exp(r - c) is inf, or NaN where c = +inf (log_softmax), as eager.
+        * -inf (and masked lanes): exp(-inf - r) = 0. A row of only -inf has S = 0 and
+          r = -FLT_MAX: 0 * exp(r - c) is NaN where c = -inf (log_softmax), else 0.
+          Only a shift c that may be -inf with m finite needs to know whether some
+          element was -inf: such shifts keep a flag (see `_finite_when_max_finite`).
+
+        The sum is then moved to c: s = S * exp(r - c), exactly S where c = m."""
         value, top_index = node_body(self.buffers[top], self.kernel.outer, "r")[:2]
         summed, total_index = node_body(self.buffers[total], self.kernel.outer, "r")[:2]
         shift = summed.args[0].args[1]
-        m, f, s, k = (f"acc{self.accumulator_count}{part}" for part in ("", "_f", "_s", "_k"))
+        flag_neg_inf = not _finite_when_max_finite(shift)
+        m, ref, s, k = (f"acc{self.accumulator_count}{part}" for part in ("", "_ref", "_s", "_k"))
         self.accumulator_count += 1
-        shape = f"[XBLOCK, R{g}BLOCK]"
-        scope.line(f'{m} = tl.full({shape}, float("-inf"), tl.float32)')
-        scope.line(f'{f} = tl.full({shape}, float("-inf"), tl.float32)')
-        scope.line(f"{s} = tl.zeros({shape}, tl.float32)")
-        scope.line(f"{k} = tl.zeros({shape}, tl.int8)")
+        scope.line(f'{m} = tl.full([XBLOCK, 1], float("-inf"), tl.float32)')
+        scope.line(f"{ref} = tl.full([XBLOCK, 1], {-_FLOAT32_MAX!r}, tl.float32)")
+        scope.line(f"{s} = tl.zeros([XBLOCK, R{g}BLOCK], tl.float32)")
+        if flag_neg_inf:
+            scope.line(f"{k} = tl.zeros([XBLOCK, R{g}BLOCK], tl.int8)")
         inner = self._inner_scope(scope, group, g, meta)
         v, mask = self._reduction_value(inner, value, g)
-        inner.line(f'{m} = ember_max_combine({m}, tl.where({mask}, {v}, float("-inf")))')
-        inner.line(f'{k}_finite = {mask} & (tl.abs({v}) < float("inf"))')
-        inner.line(f'{f}_new = tl.maximum({f}, tl.where({k}_finite, {v}, float("-inf")))')
-        inner.line(f"{s}_scale = tl.where({f} == {f}_new, 1.0, libdevice.exp({f} - {f}_new))")
+        inner.line(f'{m}_x = tl.where({mask}, {v}, float("-inf"))')
+        inner.line(f"{m} = tl.maximum({m}, tl.max({m}_x, 1)[:, None])")
+        inner.line(f"{ref}_new = tl.minimum(tl.maximum({m}, {-_FLOAT32_MAX!r}), {_FLOAT32_MAX!r})")
         inner.line(
-            f"{s} = {s} * {s}_scale + tl.where({k}_finite, libdevice.exp({v} - {f}_new), 0.0)"
+            f"{s} = {s} * libdevice.exp({ref} - {ref}_new) + libdevice.exp({m}_x - {ref}_new)"
         )
-        inner.line(f"{f} = {f}_new")
-        inner.line(
-            f"{k} = {k} | tl.where({mask} & ~{k}_finite, "
-            f"tl.where({v} != {v}, 1, tl.where({v} > 0, 2, 4)), 0).to(tl.int8)"
-        )
+        inner.line(f"{ref} = {ref}_new")
+        if flag_neg_inf:
+            inner.line(f'{k} = {k} | ({mask} & ({v} == float("-inf"))).to(tl.int8)')
         scope.lines.extend(inner.lines)
-        self.masks[m] = mask
-        result, dtype = self._result(scope, "max", m, value.dtype, g)
-        self.store(scope, top, top_index, result, dtype)
+        scope.line(f"{s}_row = tl.sum({s}, 1)[:, None]")
+        scope.line(f'{m}_done = tl.where({s}_row != {s}_row, float("nan"), {m})')
+        self.store(scope, top, top_index, f"{m}_done", value.dtype)
         c = scope.value(shift)
-        scope.line(
-            f'{s}_done = tl.sum(tl.where({f} == float("-inf"), 0.0, '
-            f"{s} * libdevice.exp({f} - {c})), 1)[:, None]"
-        )
-        for bit, term in ((1, 'float("nan")'), (2, f'libdevice.exp(float("inf") - {c})')):
-            flag = f"(tl.max({k} & {bit}, 1) != 0)[:, None]"
-            scope.line(f"{s}_done = {s}_done + tl.where({flag}, {term}, 0.0)")
-        flag = f"(tl.max({k} & 4, 1) != 0)[:, None]"
-        scope.line(
-            f'{s}_done = {s}_done + tl.where({flag}, libdevice.exp(float("-inf") - {c}), 0.0)'
-        )
+        scope.line(f"{s}_done = {s}_row * libdevice.exp({ref} - {c})")
+        if flag_neg_inf:
+            flag = f"(tl.max({k}, 1) != 0)[:, None]"
+            scope.line(
+                f'{s}_done = {s}_done + tl.where({flag}, libdevice.exp(float("-inf") - {c}), 0.0)'
+            )
         self.store(scope, total, total_index, f"{s}_done", summed.dtype)
 
     # ---------------------------------------------------------- reductions
@@ -1153,6 +1168,22 @@ def _is_exp_minus(summed, value, top: str, index) -> bool:
         and not _has_index_values(shift)
         and summed.dtype == value.dtype == inner.dtype == shift.dtype
     )
+
+
+_FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+
+
+def _finite_when_max_finite(shift) -> bool:
+    """Whether the online logsumexp's shift c(m) is finite wherever m is (m itself,
+    a finite constant, or a `where` choosing between such): then the -inf elements of a
+    row add exp(-inf - c) = 0 whatever the row holds, and need no flag."""
+    if isinstance(shift, Load):
+        return True  # the max itself (`_is_exp_minus` allows no other load)
+    if isinstance(shift, Constant):
+        return isinstance(shift.value, (int, float)) and math.isfinite(shift.value)
+    if isinstance(shift, Op) and shift.name == "where":
+        return all(_finite_when_max_finite(arm) for arm in shift.args[1:])
+    return False
 
 
 def _has_index_values(expr) -> bool:
