@@ -375,3 +375,27 @@ def test_nll_loss_backward_is_a_one_hot_comparison_not_a_scatter(shape, reductio
         ops = {n.target for n in decomposed.graph.nodes if n.op == "call_function"}
         assert aten.scatter.src not in ops
         torch.testing.assert_close(decomposed(*args), fn(*args), equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"scale_factor": 2},
+        {"scale_factor": 1.5, "align_corners": True},
+        {"size": (7, 3)},
+        {"size": (3, 5)},  # the input's own size: weights 0 toward each neighbour
+    ],
+)
+def test_bilinear_upsample_keeps_eagers_inf_and_nan(kwargs):
+    # Beside an infinite pixel eager gives inf (a positive weight) or NaN (a zero weight
+    # times inf); the lerp form a + (b - a) * w gives NaN where eager gives inf.
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor([[1.0, inf, 2.0, -inf, 3.0], [3.0, 4.0, nan, 5.0, 6.0], [7, -inf, 8, 9, 1]])
+    x = x.expand(2, 2, 3, 5).clone()
+
+    def fn(x):
+        return F.interpolate(x, mode="bilinear", **kwargs)
+
+    gm = make_fx(fn, tracing_mode="fake")(x)
+    for table in (inductor_default, TO_PRIMS):
+        torch.testing.assert_close(decompose(gm, table)(x), fn(x), equal_nan=True)
