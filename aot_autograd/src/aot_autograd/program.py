@@ -26,6 +26,7 @@ from torch.utils import _python_dispatch
 import guards
 from aot_autograd.backward_formulas import autograd_nodes, override_backward_formulas
 from aot_autograd.cse import eliminate_common_subexpressions
+from aot_autograd.eager_kernels import EagerKernelMode
 from aot_autograd.errors import (
     AotAutogradError,
     OverlappingWriteError,
@@ -771,7 +772,7 @@ def _trace_once(
     # invisible to the caller's seed, so compiled runs reproduce eager-style seeding.
     rng = torch.random.fork_rng(devices=_cuda_devices(values))
     assertions = ValueAssertionMode(recorder.record_value_assertion)
-    with rng, torch.set_grad_enabled(joint), hooks, tracer, assertions:
+    with rng, torch.set_grad_enabled(joint), hooks, tracer, assertions, EagerKernelMode():
         outs = fn(*values)
     flat_outs, out_spec = pytree.tree_flatten(outs)
     plan = _OutputPlan(recorder, values, flat_outs)

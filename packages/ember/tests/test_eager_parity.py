@@ -321,3 +321,33 @@ def test_intermediate_reshaped_in_place_then_written_keeps_eager_strides(produce
 
     for x in (torch.tensor([3.0, 1.0, 4.0, 2.0]), torch.arange(6.0).reshape(2, 3)):
         assert_like_eager(fn, x)
+
+
+# ---------------------------------------------------------------- interpolation
+
+_INTERPOLATIONS = {
+    "bilinear_align_corners": lambda x: F.interpolate(
+        x.unsqueeze(0), scale_factor=1.5, mode="bilinear", align_corners=True
+    ),
+    "bilinear": lambda x: F.interpolate(x.unsqueeze(0), scale_factor=2.0, mode="bilinear"),
+    "linear": lambda x: F.interpolate(x, size=11, mode="linear"),
+    "bicubic": lambda x: F.interpolate(x.unsqueeze(0), scale_factor=2.0, mode="bicubic"),
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("name", sorted(_INTERPOLATIONS))
+def test_interpolation_keeps_eagers_inf_and_nan_under_symbolic_sizes(backend, name):
+    # Beside an infinite pixel eager's weighted sums give inf where a lerp gives NaN.
+    inf, nan = float("inf"), float("nan")
+    row = torch.tensor([1.0, inf, 2.0, -inf, 3.0, 4.0, nan, 5.0])
+    interpolate = _INTERPOLATIONS[name]
+
+    def fn(x):
+        return interpolate(x * 1)
+
+    compiled = ember.compile(fn, backend=backend, dynamic=True)
+    for rows in (5, 7):
+        x = torch.stack([row.roll(i) for i in range(rows)]).expand(2, rows, 8).clone()
+        x.requires_grad_(True)
+        torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
