@@ -196,13 +196,14 @@ def upsample_bilinear2d(x, output_size, align_corners, scales_h=None, scales_w=N
     top_right = aten._unsafe_index.Tensor(xc, [None, None, rows0, w1])
     bottom_left = aten._unsafe_index.Tensor(xc, [None, None, rows1, w0])
     bottom_right = aten._unsafe_index.Tensor(xc, [None, None, rows1, w1])
-    # NOTE: weighted sums of the corners, rows first, as eager's kernels compute them
-    # (CPU and CUDA): the lerp form `a + (b - a) * w` gives NaN beside an infinite pixel
-    # (inf - inf) where eager gives inf, and inf where eager's zero weight gives NaN.
+    # NOTE: the sum of the corners times their weights' products, in eager's CPU kernel's
+    # order (the same rounding: a value zero up to rounding keeps eager's sign): the lerp
+    # form `a + (b - a) * w` gives NaN beside an infinite pixel (inf - inf) where eager
+    # gives inf, and inf where eager's zero weight gives NaN.
     weight_w0, weight_h0 = 1 - lambda_w, 1 - lambda_h
-    top = top_left * weight_w0 + top_right * lambda_w
-    bottom = bottom_left * weight_w0 + bottom_right * lambda_w
-    out = top * weight_h0 + bottom * lambda_h
+    out = top_left * (weight_h0 * weight_w0) + top_right * (weight_h0 * lambda_w)
+    out = out + bottom_left * (lambda_h * weight_w0)
+    out = out + bottom_right * (lambda_h * lambda_w)
     return cast(out, x.dtype)
 
 
