@@ -399,3 +399,37 @@ def test_bilinear_upsample_keeps_eagers_inf_and_nan(kwargs):
     gm = make_fx(fn, tracing_mode="fake")(x)
     for table in (inductor_default, TO_PRIMS):
         torch.testing.assert_close(decompose(gm, table)(x), fn(x), equal_nan=True)
+
+
+_PIECEWISE_ACTIVATIONS = {
+    "hardswish": F.hardswish,
+    "hardsigmoid": F.hardsigmoid,
+    "hardtanh": F.hardtanh,
+    "relu6": F.relu6,
+    "relu": F.relu,
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.1),
+    "elu": F.elu,
+    "celu": F.celu,
+    "selu": F.selu,
+    "softshrink": F.softshrink,
+    "hardshrink": F.hardshrink,
+    "threshold": lambda x: F.threshold(x, 1.0, -2.0),
+    "softplus": lambda x: F.softplus(x, beta=2.0, threshold=2.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_PIECEWISE_ACTIVATIONS))
+def test_piecewise_activation_gradient_at_its_breakpoints_is_eagers(name):
+    # At a breakpoint the slope is a convention of eager's kernel (hardswish: 0 at -3,
+    # 1 at 3): the decomposition must pick the same piece.
+    fn = _PIECEWISE_ACTIVATIONS[name]
+    x = torch.tensor([-6.0, -3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 6.0, -2.0, 2.0, 1.5])
+    x.requires_grad_(True)
+
+    def with_grad(x):
+        out = fn(x)
+        return out, torch.autograd.grad(out.sum(), [x])[0]
+
+    gm = make_fx(with_grad, tracing_mode="fake")(x)
+    for table in (inductor_default, TO_PRIMS):
+        torch.testing.assert_close(decompose(gm, table)(x), with_grad(x))
