@@ -582,8 +582,12 @@ class GraphRecorder:
             old = t.as_strided(shape, stride, offset)
         self._alive.append(old)
         for node in self.graph.nodes:
-            if node.meta.get("val") is t:
+            value = node.meta.get("val")
+            if value is t:
                 node.meta["val"] = old
+            elif isinstance(value, (tuple, list)) and any(v is t for v in value):
+                # a multi-output op (`sort`): its getitem's value above, and its own tuple
+                node.meta["val"] = type(value)(old if v is t else v for v in value)
 
     def _record_batch_norm(self, args: tuple, kwargs: dict, out: Any) -> None:
         # NOTE: native_batch_norm updates running_mean/var in place although its schema does

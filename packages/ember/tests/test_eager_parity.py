@@ -36,6 +36,8 @@ _PRODUCERS = {
     "pad": lambda x: F.pad(x, (1, 1)),
     "slice": lambda x: (x + 1)[1:],
     "permute": lambda x: (x + 1).t(),
+    # one output of a multi-output op (the op's node holds a tuple of values)
+    "sort": lambda x: x.sort(-1, descending=True).values,
 }
 _METADATA_MUTATIONS = {
     "unsqueeze_": lambda v: v.unsqueeze_(0),
