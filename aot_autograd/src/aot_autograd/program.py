@@ -746,6 +746,9 @@ def _trace(
         torch.set_default_dtype(default_dtype)
 
 
+_LEAF_WRITE = "a leaf Variable that requires grad is being used in an in-place operation"
+
+
 def _trace_once(
     fn: Callable,
     example_inputs: Sequence[Any],
@@ -773,7 +776,19 @@ def _trace_once(
     rng = torch.random.fork_rng(devices=_cuda_devices(values))
     assertions = ValueAssertionMode(recorder.record_value_assertion)
     with rng, torch.set_grad_enabled(joint), hooks, tracer, assertions, EagerKernelMode():
-        outs = fn(*values)
+        try:
+            outs = fn(*values)
+        except RuntimeError as error:
+            if _LEAF_WRITE not in str(error):
+                raise
+            # NOTE: the graph writes in place into an input requiring grad (through an
+            # alias capture did not see: a dropout returning its input). Traced, every
+            # input is a leaf; the caller's tensor may be a leaf (eager raises this) or
+            # not (eager writes it): its own ops decide.
+            raise UnsupportedMutationError(
+                "the graph writes in place into an input that requires grad: eager allows "
+                "it where the input is not a leaf; .clone() the input before writing to it"
+            ) from error
     flat_outs, out_spec = pytree.tree_flatten(outs)
     plan = _OutputPlan(recorder, values, flat_outs)
     states = {id(r.base): r.base for r in recorder.records.values()}.values()

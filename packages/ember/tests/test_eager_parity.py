@@ -353,3 +353,20 @@ def test_interpolation_keeps_eagers_inf_and_nan_under_symbolic_sizes(backend, na
         x = torch.stack([row.roll(i) for i in range(rows)]).expand(2, rows, 8).clone()
         x.requires_grad_(True)
         torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_write_through_a_dropout_of_nothing_into_a_non_leaf_input_runs_like_eager(backend):
+    # The dropout returns its input itself: the write reaches a graph input requiring grad.
+    def fn(x, v):
+        w = F.dropout(v, 0.0, training=True)
+        w.index_add_(
+            -1, torch.tensor([0, 4, 0]), w.index_select(-1, torch.tensor([0, 4])[[0, 1, 0]])
+        )
+        return w / x
+
+    x = torch.randn(7, requires_grad=True)
+    got = ember.compile(fn, backend=backend)(x, x * 2)
+    expected = fn(x, x * 2)
+    grads = [torch.autograd.grad(out.sum(), x)[0] for out in (got, expected)]
+    torch.testing.assert_close((got, grads[0]), (expected, grads[1]))
