@@ -8,6 +8,8 @@
 | 1    | a value read into Python at trace time differs at run time   | silent: branch   | test_value_read_into_python_is_checked_at_every_call |
 | 1    | torch.allclose / torch.equal returned a bool at trace time   | silent: baked    | test_allclose_and_equal_are_checked_at_every_call |
 | 1    | a size assumption of a symbolic trace is broken by a call    | silent: wrong    | test_dynamic_shapes.py: a call breaking a traced assumption |
+| 1    | one op writes two arguments sharing memory (batch norm stats)| silent: stale   | test_op_writing_two_arguments_that_share_memory_runs_eagerly |
+| 1    | an input requiring grad written in place (a non-leaf there)  | trace error      | test_write_into_an_input_requiring_grad_runs_eagerly |
 | 2    | double backward through the compiled backward                | wrong grads      | test_double_backward_is_a_clear_error |
 | 2    | set_, or resize_ growing shared memory, inside the graph     | wrong shapes     | test_set_and_growing_shared_memory_run_eagerly |
 | 2    | an input's shape changed in place (t_, squeeze_)             | wrong shapes     | test_shape_change_of_an_input_is_replayed_on_the_callers_tensor |
@@ -78,6 +80,64 @@ def test_mutated_input_aliasing_another_on_a_later_call_runs_like_eager():
     b_of_other_storage = torch.randn(3)
     got = compiled(a, b_of_other_storage, c)
     torch.testing.assert_close(got[0], b_of_other_storage + c)
+
+
+def test_op_writing_two_arguments_that_share_memory_runs_eagerly():
+    # Training batch norm writes running_mean, then running_var: where they share memory
+    # the variance update reads the mean just written.
+    def stats_in_one_buffer(x):
+        stats = torch.ones(x.shape[1])
+        out = torch.nn.functional.batch_norm(x, stats, stats.view(-1), training=True)
+        return out, stats
+
+    def overlapping_halves(x):
+        buffer = torch.ones(x.shape[1] + 2)
+        out = torch.nn.functional.batch_norm(x, buffer[:-2], buffer[2:], training=True)
+        return out, buffer
+
+    def disjoint_halves(x):
+        buffer = torch.ones(2 * x.shape[1])
+        mean, var = buffer[: x.shape[1]], buffer[x.shape[1] :]
+        out = torch.nn.functional.batch_norm(x, mean, var, training=True, momentum=0.5)
+        return out, buffer
+
+    x = torch.randn(6, 4)
+    for fn in (stats_in_one_buffer, overlapping_halves):
+        with pytest.warns(EagerCallWarning, match="writes two arguments that share memory"):
+            got = aot_function(fn, identity_compiler)(x)
+        torch.testing.assert_close(got, fn(x))
+    torch.testing.assert_close(
+        aot_function(disjoint_halves, identity_compiler)(x), disjoint_halves(x)
+    )
+
+    def stats_passed_in(x, mean, var):
+        return torch.nn.functional.batch_norm(x, mean, var, training=True) * 2
+
+    compiled = aot_function(stats_passed_in, identity_compiler)
+    compiled(x, torch.zeros(4), torch.ones(4))
+    buffer, twin = torch.ones(4), torch.ones(4)
+    got = compiled(x, buffer, buffer.view(-1))
+    torch.testing.assert_close(got, stats_passed_in(x, twin, twin.view(-1)))
+    torch.testing.assert_close(buffer, twin)
+
+
+def test_write_into_an_input_requiring_grad_runs_eagerly():
+    # Traced, every input is a leaf; the caller's tensor is a leaf (eager refuses the
+    # write) or not (eager writes it and differentiates through the write).
+    def fn(x, v):
+        v.mul_(2)
+        return v / x
+
+    x = torch.randn(5, requires_grad=True)
+    with pytest.warns(EagerCallWarning, match="writes in place into an input"):
+        got = aot_function(fn, identity_compiler)(x, x * 3)
+    (got_grad,) = torch.autograd.grad(got.sum(), x)
+    expected = fn(x, x * 3)
+    (expected_grad,) = torch.autograd.grad(expected.sum(), x)
+    torch.testing.assert_close((got, got_grad), (expected, expected_grad))
+    leaf = torch.randn(5, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        aot_function(fn, identity_compiler)(x, leaf)
 
 
 def test_value_read_into_python_is_checked_at_every_call():

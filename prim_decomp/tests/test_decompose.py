@@ -375,3 +375,61 @@ def test_nll_loss_backward_is_a_one_hot_comparison_not_a_scatter(shape, reductio
         ops = {n.target for n in decomposed.graph.nodes if n.op == "call_function"}
         assert aten.scatter.src not in ops
         torch.testing.assert_close(decomposed(*args), fn(*args), equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"scale_factor": 2},
+        {"scale_factor": 1.5, "align_corners": True},
+        {"size": (7, 3)},
+        {"size": (3, 5)},  # the input's own size: weights 0 toward each neighbour
+    ],
+)
+def test_bilinear_upsample_keeps_eagers_inf_and_nan(kwargs):
+    # Beside an infinite pixel eager gives inf (a positive weight) or NaN (a zero weight
+    # times inf); the lerp form a + (b - a) * w gives NaN where eager gives inf.
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor([[1.0, inf, 2.0, -inf, 3.0], [3.0, 4.0, nan, 5.0, 6.0], [7, -inf, 8, 9, 1]])
+    x = x.expand(2, 2, 3, 5).clone()
+
+    def fn(x):
+        return F.interpolate(x, mode="bilinear", **kwargs)
+
+    gm = make_fx(fn, tracing_mode="fake")(x)
+    for table in (inductor_default, TO_PRIMS):
+        torch.testing.assert_close(decompose(gm, table)(x), fn(x), equal_nan=True)
+
+
+_PIECEWISE_ACTIVATIONS = {
+    "hardswish": F.hardswish,
+    "hardsigmoid": F.hardsigmoid,
+    "hardtanh": F.hardtanh,
+    "relu6": F.relu6,
+    "relu": F.relu,
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.1),
+    "elu": F.elu,
+    "celu": F.celu,
+    "selu": F.selu,
+    "softshrink": F.softshrink,
+    "hardshrink": F.hardshrink,
+    "threshold": lambda x: F.threshold(x, 1.0, -2.0),
+    "softplus": lambda x: F.softplus(x, beta=2.0, threshold=2.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_PIECEWISE_ACTIVATIONS))
+def test_piecewise_activation_gradient_at_its_breakpoints_is_eagers(name):
+    # At a breakpoint the slope is a convention of eager's kernel (hardswish: 0 at -3,
+    # 1 at 3): the decomposition must pick the same piece.
+    fn = _PIECEWISE_ACTIVATIONS[name]
+    x = torch.tensor([-6.0, -3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 6.0, -2.0, 2.0, 1.5])
+    x.requires_grad_(True)
+
+    def with_grad(x):
+        out = fn(x)
+        return out, torch.autograd.grad(out.sum(), [x])[0]
+
+    gm = make_fx(with_grad, tracing_mode="fake")(x)
+    for table in (inductor_default, TO_PRIMS):
+        torch.testing.assert_close(decompose(gm, table)(x), with_grad(x))

@@ -32,6 +32,9 @@ Rules (documented in README.md):
   of every float output that requires grad; the grads of the inputs are
   compared like outputs. Where eager's backward raises (an input of the backward
   modified in place), grads are not compared.
+- rounding: value mismatches where eager itself changes with the float dtype or with
+  its inputs' layout (contiguous copies) are `precision` (`reclassify_rounding`,
+  `reclassify_layout`).
 - exceptions: where eager raises, the compiled function must raise an exception
   of the same family: its type, a cause or context of it, is an instance of the
   builtin base of eager's type (`RuntimeError`, `IndexError`, ...).
@@ -153,9 +156,12 @@ def on_device(x):
     return x.detach().to(DEVICE["name"]).requires_grad_(x.requires_grad)
 
 
-def run_call(fn, namespace: dict, call: int) -> Outcome:
-    """One call of `fn` on fresh inputs of `call`, then its backward where GRAD is set."""
+def run_call(fn, namespace: dict, call: int, prepare=None) -> Outcome:
+    """One call of `fn` on fresh inputs of `call`, then its backward where GRAD is set.
+    `prepare`, where given, maps the list of inputs to the inputs the call gets."""
     inputs = [on_device(x) for x in namespace["make_inputs"](call)]
+    if prepare is not None:
+        inputs = prepare(inputs)
     outcome = Outcome(inputs=inputs)
     try:
         outcome.outputs = flatten(fn(*inputs))
@@ -202,7 +208,8 @@ def check_source(source: str, backend: str, first_only: bool = False) -> list[Mi
     """Every mismatch between eager and `backend` over the program's calls."""
     mismatches = _differences(source, backend, first_only)
     mismatches = reclassify_precision(source, backend, mismatches)
-    return reclassify_rounding(source, mismatches)
+    mismatches = reclassify_rounding(source, mismatches)
+    return reclassify_layout(source, mismatches)
 
 
 def _differences(source: str, backend: str, first_only: bool) -> list[Mismatch]:
@@ -329,6 +336,108 @@ def _rounding_sensitive_places(source: str) -> set[str]:
                 if _differs_in_float32(a, b):
                     places.add(f"call {call} {place}")
     return places
+
+
+# A program naming one of these may see its inputs' layout (strides, memory) itself.
+LAYOUT_OBSERVERS = (
+    "as_strided",
+    ".stride(",
+    "is_contiguous",
+    "storage",
+    "data_ptr",
+    "empty",
+    "set_(",
+)
+# These return a view of a dense input and a copy of another one: with an in-place op in
+# the program, a write through the result reaches the input, or does not.
+VIEW_OR_COPY = (".reshape(", "reshape_as(", "flatten(", "ravel(", ".contiguous(", "memory_format")
+IN_PLACE = re.compile(r"\.[a-z][a-z0-9_]*[a-z0-9]_\(|\bout=")
+
+
+def reclassify_layout(source: str, mismatches: list[Mismatch]) -> list[Mismatch]:
+    """Value mismatches where eager itself changes with its inputs' layout become `precision`.
+
+    Eager's kernels sum in an order that depends on the strides of what they read: a
+    program branching on a value that is zero up to rounding (`if batch_norm(x).sum() >
+    0`) takes one branch for a strided input and the other for a contiguous copy of it,
+    in float64 too. The program is run eagerly again on contiguous copies of its inputs
+    (the same values): where eager's result changes at the very place of a mismatch,
+    that place's value is decided by rounding, and the mismatch is `precision`.
+    Not applied where the copies could change what the program computes: inputs sharing
+    memory, a program observing layouts, or one writing in place while it reshapes (a
+    reshape is a view of a contiguous tensor, a copy of a strided one).
+    """
+    suspects = [m for m in mismatches if m.kind == "silent" and m.check in ROUNDING_CHECKS]
+    if not suspects:
+        return mismatches
+    body = _program_body(source)
+    if any(name in body for name in LAYOUT_OBSERVERS):
+        return mismatches
+    if IN_PLACE.search(body) and any(name in body for name in VIEW_OR_COPY):
+        return mismatches
+    try:
+        sensitive = _layout_sensitive_places(source)
+    except Exception:  # the program cannot run on copies: keep the verdict
+        return mismatches
+    return [
+        dataclasses.replace(m, kind="precision") if m in suspects and m.where in sensitive else m
+        for m in mismatches
+    ]
+
+
+def _program_body(source: str) -> str:
+    start = source.find("def program(")
+    if start < 0:
+        return source
+    end = source.find("\nif __name__", start)
+    return source[start : end if end >= 0 else len(source)]
+
+
+def _contiguous_copies(inputs: list) -> list:
+    copies = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            x = x.detach().contiguous().clone().requires_grad_(x.requires_grad)
+        copies.append(x)
+    return copies
+
+
+def _layout_sensitive_places(source: str) -> set[str]:
+    """The places where eager on the inputs and eager on contiguous copies of them disagree,
+    the copies computing in float32 or, where the program names float32, in float64 (the
+    summation order of each dtype's kernels differs too)."""
+    variants = [source]
+    if "torch.float32" in source and not any(name in source for name in LOW_PRECISION):
+        variants.append(source.replace("torch.float32", "torch.float64"))
+    strided_ns = load(source)
+    places = set()
+    with quiet():
+        for variant in variants:
+            dense_ns = load(variant)
+            for call in range(len(strided_ns["DIMS"])):
+                inputs = strided_ns["make_inputs"](call)
+                tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+                pointers = [x.untyped_storage().data_ptr() for x in tensors]
+                if len(set(pointers)) != len(pointers):
+                    continue  # inputs sharing memory: copies would not share it
+                strided = run_call(strided_ns["program"], strided_ns, call)
+                dense = run_call(dense_ns["program"], dense_ns, call, _contiguous_copies)
+                if strided.error is not None or dense.error is not None:
+                    continue
+                for place, a, b in _places(strided, dense):
+                    if _differs_in_float32(a, b):
+                        places.add(f"call {call} {place}")
+    return places
+
+
+def _places(first: Outcome, second: Outcome) -> list[tuple[str, object, object]]:
+    pairs = [(f"output {i}", a, b) for i, (a, b) in enumerate(zip(first.outputs, second.outputs))]
+    pairs += [(f"input {i}", a, b) for i, (a, b) in enumerate(zip(first.inputs, second.inputs))]
+    if first.grads is not None and second.grads is not None:
+        pairs += [
+            (f"grad of input {i}", a, b) for i, (a, b) in enumerate(zip(first.grads, second.grads))
+        ]
+    return pairs
 
 
 def _differs_in_float32(narrow, wide) -> bool:

@@ -126,7 +126,7 @@ def check_reads_of_written_memory(func: Any, args: tuple, kwargs: dict, same_mem
     and `b` are views of one storage."""
     if not isinstance(func, torch._ops.OpOverload):
         return
-    positions = mutated_arguments(func)
+    positions = _written_positions(func, args)
     if not positions:
         return
     names = [a.name for a in func._schema.arguments]
@@ -135,6 +135,7 @@ def check_reads_of_written_memory(func: Any, args: tuple, kwargs: dict, same_mem
         t = args[i] if i < len(args) else kwargs.get(names[i])
         if isinstance(t, torch.Tensor):
             written.append(t)
+    _check_writes_disjoint(func, written, same_memory)
     reads = _tensors(list(args)) + _tensors(list(kwargs.values()))
     checked_by_eager = torch.Tag.pointwise in func.tags or func._schema.name == "aten::copy_"
     for out in written:
@@ -146,6 +147,30 @@ def check_reads_of_written_memory(func: Any, args: tuple, kwargs: dict, same_mem
             if t.device != out.device or not same_memory(out, t):
                 continue
             _check_pair(func, _Layout.of(out), _Layout.of(t), checked_by_eager)
+
+
+def _written_positions(func: Any, args: tuple) -> tuple[int, ...]:
+    """The positions of the arguments `func` writes: its schema's `Tensor(a!)`, and the
+    running statistics `native_batch_norm` updates in training (its schema does not say)."""
+    if func is torch.ops.aten.native_batch_norm.default and len(args) > 5 and args[5]:
+        return (3, 4)
+    return mutated_arguments(func)
+
+
+def _check_writes_disjoint(func: Any, written: list[torch.Tensor], same_memory: Any) -> None:
+    """Refuse an op writing two arguments that share memory (`F.batch_norm(x, s, s.view(-1),
+    training=True)`): eager writes them one after the other, the second reading what the
+    first wrote, where the functional form computes both from the values before the op."""
+    for i, a in enumerate(written):
+        for b in written[i + 1 :]:
+            if _is_empty(a) or _is_empty(b) or a.device != b.device or not same_memory(a, b):
+                continue
+            if a is b or not _disjoint(_Layout.of(a).byte_range(), _Layout.of(b).byte_range()):
+                raise UnsupportedMutationError(
+                    f"{func} writes two arguments that share memory; eager writes them in "
+                    "turn, each later write reading what the earlier one wrote: pass "
+                    "separate tensors (a .clone() of one of them)"
+                )
 
 
 def _is_empty(t: torch.Tensor) -> bool:

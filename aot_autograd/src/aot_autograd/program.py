@@ -26,6 +26,7 @@ from torch.utils import _python_dispatch
 import guards
 from aot_autograd.backward_formulas import autograd_nodes, override_backward_formulas
 from aot_autograd.cse import eliminate_common_subexpressions
+from aot_autograd.eager_kernels import EagerKernelMode
 from aot_autograd.errors import (
     AotAutogradError,
     OverlappingWriteError,
@@ -761,6 +762,9 @@ def _trace(
         torch.set_default_dtype(default_dtype)
 
 
+_LEAF_WRITE = "a leaf Variable that requires grad is being used in an in-place operation"
+
+
 def _trace_once(
     fn: Callable,
     example_inputs: Sequence[Any],
@@ -789,8 +793,20 @@ def _trace_once(
     # invisible to the caller's seed, so compiled runs reproduce eager-style seeding.
     rng = torch.random.fork_rng(devices=_cuda_devices(values))
     assertions = ValueAssertionMode(recorder.record_value_assertion)
-    with rng, torch.set_grad_enabled(joint), hooks, tracer, assertions:
-        outs = fn(*values)
+    with rng, torch.set_grad_enabled(joint), hooks, tracer, assertions, EagerKernelMode():
+        try:
+            outs = fn(*values)
+        except RuntimeError as error:
+            if _LEAF_WRITE not in str(error):
+                raise
+            # NOTE: the graph writes in place into an input requiring grad (through an
+            # alias capture did not see: a dropout returning its input). Traced, every
+            # input is a leaf; the caller's tensor may be a leaf (eager raises this) or
+            # not (eager writes it): its own ops decide.
+            raise UnsupportedMutationError(
+                "the graph writes in place into an input that requires grad: eager allows "
+                "it where the input is not a leaf; .clone() the input before writing to it"
+            ) from error
     flat_outs, out_spec = pytree.tree_flatten(outs)
     plan = _OutputPlan(recorder, values, flat_outs)
     states = {id(r.base): r.base for r in recorder.records.values()}.values()

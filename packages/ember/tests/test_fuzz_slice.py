@@ -28,6 +28,7 @@ sys.path.insert(0, str(FUZZ))
 
 import fuzz  # noqa: E402
 import generator  # noqa: E402
+import oracle  # noqa: E402
 import program as fuzz_program  # noqa: E402
 import shrink  # noqa: E402
 
@@ -219,6 +220,44 @@ def test_fuzz_oracle_keeps_a_small_float32_error_silent_when_float64_shows_it(tm
     )
     found = fuzz.check_program(source, "fuzz_slightly_off")
     assert [(m.kind, m.check) for m in found] == [("silent", "value")]
+
+
+def _batch_norm_branch(extra=()):
+    """A branch on the sum of a training batch norm's output: zero up to rounding, its sign
+    set by the summation order, which eager takes from the input's strides."""
+    bn = (
+        "F.batch_norm(x0, torch.zeros(x0.shape[1], dtype=x0.dtype), "
+        "torch.ones(x0.shape[1], dtype=x0.dtype), "
+        "torch.linspace(0.5, 1.5, x0.shape[1], dtype=x0.dtype), "
+        "torch.zeros(x0.shape[1], dtype=x0.dtype), training=True)"
+    )
+    program = fuzz_program.Program(
+        seed=625,
+        inputs=(fuzz_program.InputSpec("x0", ("d2", "d0"), "float32", layout="padded"),),
+        statements=(
+            f"v1 = {bn}",
+            *extra,
+            "v2 = v1 + 1.5 if v1.sum() > 0 else torch.zeros(1, 1, dtype=torch.float32)",
+            "v3 = x0.sin()",
+        ),
+        outputs=("v2", "v3"),
+        dims=({"d0": 5, "d2": 69},),
+    )
+    return fuzz_program.render(program)
+
+
+def test_fuzz_oracle_calls_a_branch_eager_takes_by_its_inputs_layout_precision():
+    # Eager sums the batch norm's output to -1.2e-7 for the strided input, and in float64
+    # to +8.9e-15 for a contiguous copy: which branch runs is decided by rounding.
+    source = _batch_norm_branch()
+    branch = oracle.Mismatch("silent", "shape", "inductor", "call 0 output 0", "(1, 1)")
+    sine = oracle.Mismatch("silent", "value", "inductor", "call 0 output 1", "differs")
+    found = oracle.reclassify_layout(source, [branch, sine])
+    assert [m.kind for m in found] == ["precision", "silent"]
+    # A reshape is a view of a contiguous input and a copy of a strided one: with an
+    # in-place write in the program, the copies could change what it computes.
+    source = _batch_norm_branch(extra=("v4 = x0.reshape(-1)", "v4.mul_(1)"))
+    assert [m.kind for m in oracle.reclassify_layout(source, [branch])] == ["silent"]
 
 
 def test_fuzz_programs_are_deterministic_by_seed():

@@ -92,9 +92,10 @@ def hardswish(x: torch.Tensor) -> torch.Tensor:
 @COMPOSITE.register(aten.hardswish_backward.default)
 @opmath
 def hardswish_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    # Eager's kernel: the slope is 0 at -3 and 1 at 3 (the outer pieces' own slopes).
     middle = grad * ((x / 3.0) + 0.5)
     zero = aten.zeros_like.default(grad)
-    return aten.where.self(x < -3.0, zero, aten.where.self(x <= 3.0, middle, grad))
+    return aten.where.self(x <= -3.0, zero, aten.where.self(x < 3.0, middle, grad))
 
 
 @COMPOSITE.register(aten.hardsigmoid.default)

@@ -170,9 +170,18 @@ def _bilinear_corners(like, output_size, in_h, in_w, align_corners, scales_h, sc
     h1 = aten.clamp.default(h0 + 1, None, in_h - 1)
     w1 = aten.clamp.default(w0 + 1, None, in_w - 1)
     dtype = compute_dtype(like.dtype)
-    lambda_h = aten.unsqueeze.default(cast(aten.clamp.default(src_h - h0, 0.0, 1.0), dtype), 1)
+    lambda_h = cast(aten.clamp.default(src_h - h0, 0.0, 1.0), dtype)
     lambda_w = cast(aten.clamp.default(src_w - w0, 0.0, 1.0), dtype)
-    return h0, h1, w0, w1, lambda_h, lambda_w
+    # NOTE: along an axis whose size does not change, eager's kernel reads each source
+    # pixel twice, with weights 1 and 0 (whatever the scale), not its neighbour: an
+    # infinite neighbour would make 0 * inf = NaN.
+    if out_h == in_h:
+        h0 = h1 = aten.arange.default(out_h, device=like.device)
+        lambda_h = aten.zeros.default([out_h], dtype=dtype, device=like.device)
+    if out_w == in_w:
+        w0 = w1 = aten.arange.default(out_w, device=like.device)
+        lambda_w = aten.zeros.default([out_w], dtype=dtype, device=like.device)
+    return h0, h1, w0, w1, aten.unsqueeze.default(lambda_h, 1), lambda_w
 
 
 @COMPOSITE.register(aten.upsample_bilinear2d.default)
@@ -187,9 +196,14 @@ def upsample_bilinear2d(x, output_size, align_corners, scales_h=None, scales_w=N
     top_right = aten._unsafe_index.Tensor(xc, [None, None, rows0, w1])
     bottom_left = aten._unsafe_index.Tensor(xc, [None, None, rows1, w0])
     bottom_right = aten._unsafe_index.Tensor(xc, [None, None, rows1, w1])
-    top = top_left + (top_right - top_left) * lambda_w
-    bottom = bottom_left + (bottom_right - bottom_left) * lambda_w
-    out = top + (bottom - top) * lambda_h
+    # NOTE: the sum of the corners times their weights' products, in eager's CPU kernel's
+    # order (the same rounding: a value zero up to rounding keeps eager's sign): the lerp
+    # form `a + (b - a) * w` gives NaN beside an infinite pixel (inf - inf) where eager
+    # gives inf, and inf where eager's zero weight gives NaN.
+    weight_w0, weight_h0 = 1 - lambda_w, 1 - lambda_h
+    out = top_left * (weight_h0 * weight_w0) + top_right * (weight_h0 * lambda_w)
+    out = out + bottom_left * (lambda_h * weight_w0)
+    out = out + bottom_right * (lambda_h * lambda_w)
     return cast(out, x.dtype)
 
 
