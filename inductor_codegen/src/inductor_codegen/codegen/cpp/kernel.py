@@ -196,6 +196,9 @@ class Scope(ScopeChain):
             return self._indirect_load(expr, inline)
         if expr.name == "masked":
             cond = self.value(expr.args[0], inline)
+            picked = self._load_at_picked_index(cond, expr.args[1], expr.args[2])
+            if picked is not None:
+                return self._as(picked, expr.args[1].dtype, expr.dtype)
             a = self.value(expr.args[1], inline=True)
             b = self.value(expr.args[2], inline=True)
             return f"({cond} ? {self._as(a, expr.args[1].dtype, expr.dtype)} : {self._as(b, expr.args[2].dtype, expr.dtype)})"
@@ -220,6 +223,28 @@ class Scope(ScopeChain):
                 f"the C++ op table has no entry for {expr.name!r}; add a row to codegen.ops.OPS"
             )
         return emit(args, [a.dtype for a in expr.args], expr.dtype)
+
+    def _load_at_picked_index(self, cond: str, a, b) -> str | None:
+        """`c ? p[i] : p[j]` (two pieces of one buffer: a roll, its backward) printed as
+        `p[c ? i : j]`: the same single read. gcc 12 vectorizes the first form wrongly
+        where c changes along an outer loop (the row where it switches read the other
+        branch); the second it gets right. Only for plain reads of a buffer in memory."""
+        if not (isinstance(a, Load) and isinstance(b, Load)):
+            return None
+        if a.buffer != b.buffer or a.dtype != b.dtype:
+            return None
+        codegen = self.codegen
+        if (
+            a.buffer in codegen.rows
+            or a.buffer in codegen.kernel.locals_
+            or a in codegen.staged
+            or b in codegen.staged
+            or self.lookup(a) is not None
+            or self.lookup(b) is not None
+        ):
+            return None
+        index = sympy.Symbol(f"({cond} ? {c_index(a.index)} : {c_index(b.index)})", integer=True)
+        return codegen.load(Load(a.buffer, index, a.dtype))
 
     def _indirect_load(self, expr: Op, inline: bool) -> str:
         """A load whose address holds a loaded offset (see lowering.indirect).
