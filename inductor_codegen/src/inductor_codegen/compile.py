@@ -75,7 +75,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, options=None) -> 
     DynamicShapeError is raised at compile time (compile with static sizes then).
     """
     with memoized_bodies():
-        return _compile_graph(gm, example_inputs, options)
+        try:
+            return _compile_graph(gm, example_inputs, options)
+        except RecursionError:
+            # NOTE: an expression deeper than Python's recursion limit (a long chain of
+            # ops fused into one value): the graph runs through ATen, as eager computes
+            return EagerGraph(gm, "an expression too deep to lower: the graph runs through ATen")
 
 
 def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> CompiledGraph:
