@@ -338,3 +338,18 @@ def _eager_decorator_leaks_grad_mode() -> bool:
 def test_set_grad_enabled_decorator_restores_the_mode_like_eager():
     check_like_torch(set_grad_enabled_as_decorator_in_frame, _grad_input)
     assert torch.is_grad_enabled()
+
+
+def test_a_state_read_of_torch_in_user_code_is_read_at_each_call():
+    import dynamo_capture
+
+    message = torch._C._autograd._saved_tensors_hooks_get_disabled_error_message
+
+    def fn(x):
+        return x + (1 if message() is None else 2)
+
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, example: gm.forward)
+    x = torch.zeros(1)
+    torch.testing.assert_close(compiled(x), fn(x))
+    with torch.autograd.graph.disable_saved_tensors_hooks("not here"):
+        torch.testing.assert_close(compiled(x), fn(x))  # not the value read while capturing

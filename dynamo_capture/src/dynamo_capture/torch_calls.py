@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import types
 from typing import TYPE_CHECKING, Any
@@ -178,9 +179,32 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
         except NotConstant:
             pass
         else:
+            if (
+                not real_args
+                and not real_kwargs
+                and isinstance(fn, types.BuiltinFunctionType)
+                and not _in_torch_code(tx)
+            ):
+                # NOTE: a C function of no arguments reads torch's state (a thread count,
+                # a saved-tensors-hooks message): folded, its value would hold for later
+                # calls unguarded; it runs eagerly
+                raise Unsupported(
+                    f"{getattr(fn, '__module__', None) or 'torch'}.{name}() reads torch's "
+                    "state, which runs eagerly"
+                )
             if not _returns_tensor(tx, fn, real_args, real_kwargs):
                 return PythonValue(fn(*real_args, **real_kwargs))
     return tx.ctx.call("call_function", fn, tuple(args), kwargs)
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+def _in_torch_code(tx: Translator) -> bool:
+    """Whether the code being captured is torch's own (a context manager saving and
+    restoring a state it reads): its reads are folded as they always were."""
+    code = getattr(tx, "code", None)
+    return code is not None and code.co_filename.startswith(_TORCH_DIR)
 
 
 def _check_runs_eagerly(fn: Any, kwargs: dict[str, Value]) -> None:
