@@ -52,8 +52,16 @@ __all__ = ["TENSOR_METADATA_ATTRS", "class_member_source", "get_attr", "set_attr
 TENSOR_METADATA_ATTRS = {
     "shape", "dtype", "device", "ndim", "is_cuda", "is_sparse", "layout", "requires_grad",
     "is_leaf", "is_quantized", "is_meta", "is_cpu", "itemsize", "is_nested", "is_mkldnn",
+    "nbytes", "is_xpu", "is_mps", "is_sparse_csr", "is_ipu", "is_xla", "is_vulkan", "is_maia",
+    "is_mtia",
 }  # fmt: skip
 _TENSOR_GRAPH_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
+# Metadata attributes torch.compile reads through a `getattr` node of its graph (unused,
+# the value itself folded): the count of operations includes it.
+_TRACED_METADATA_ATTRS = {
+    "itemsize", "nbytes", "is_leaf", "is_cpu", "is_meta", "is_mkldnn", "is_xpu", "is_mps",
+    "is_sparse_csr", "is_ipu", "is_xla", "is_vulkan", "is_maia", "is_mtia",
+}  # fmt: skip
 _CONTAINER_VALUES = (TupleValue, ListValue, DictValue, SetValue)
 
 
@@ -222,6 +230,25 @@ def _input_tensor(tx: Translator, value: TensorValue) -> torch.Tensor | None:
 
 
 def _tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
+    if name in _TRACED_METADATA_ATTRS:
+        return _traced_metadata(tx, value, name)
+    return _untraced_tensor_attr(tx, value, name)
+
+
+def _traced_metadata(tx: Translator, value: TensorValue, name: str) -> Value:
+    """A metadata attribute known from the example, read through an unused `getattr` node
+    as torch.compile records it; one that is not a plain constant (the byte count of a
+    tensor of symbolic size) breaks."""
+    result = _untraced_tensor_attr(tx, value, name)
+    if not (isinstance(result, PythonValue) and type(result.obj) in (bool, int)):
+        raise Unsupported(f"Tensor.{name} of a tensor of symbolic size")
+    import builtins
+
+    tx.ctx.graph.call_function(builtins.getattr, (value.node, name))
+    return result
+
+
+def _untraced_tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
     if name == "is_leaf":
         # an input's example is always a leaf: answer from the real tensor, and guard it
         real = _input_tensor(tx, value)

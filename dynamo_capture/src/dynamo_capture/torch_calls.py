@@ -13,6 +13,7 @@ from dynamo_capture.errors import Unsupported
 from dynamo_capture.operations import NotConstant, as_constant
 from dynamo_capture.output_graph import has_symbolic
 from dynamo_capture.state import is_compiling
+from dynamo_capture.tensor_extremes import ChoiceValue
 from dynamo_capture.values import ContextValue, PythonValue, TensorValue, TupleValue, Value
 
 if TYPE_CHECKING:
@@ -160,6 +161,8 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
 
     args = [realize(tx, a) for a in args]
     kwargs = {k: realize(tx, v) for k, v in kwargs.items()}
+    if any(isinstance(a, ChoiceValue) for a in args):
+        return _call_on_picked_tensor(tx, fn, args, kwargs)
     rewrite = _REWRITES.get(fn)
     rewritten = rewrite(tx, args, kwargs) if rewrite is not None else None
     if rewritten is not None:
@@ -181,6 +184,32 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
             if not _returns_tensor(tx, fn, real_args, real_kwargs):
                 return PythonValue(fn(*real_args, **real_kwargs))
     return tx.ctx.call("call_function", fn, tuple(args), kwargs)
+
+
+def _call_on_picked_tensor(
+    tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`torch.relu(max(a, b))` of tensors only: eagerly the function gets the very tensor
+    picked, in the graph the picked value; alike where the function makes a new tensor
+    from it. A function writing its argument in place or giving a view of it, a pick
+    among numbers or of a tensor requiring grad breaks."""
+    name = getattr(fn, "__name__", "") or ""
+    picked: list[Value] = []
+    for arg in args:
+        if isinstance(arg, ChoiceValue):
+            if arg.numbers or arg.grad or arg.derived:
+                raise Unsupported(
+                    f"torch.{name} of the result of min()/max() of tensors and numbers"
+                )
+            picked.append(arg.tensor)
+        else:
+            picked.append(arg)
+    if name.endswith("_") or "out" in kwargs:
+        raise Unsupported(f"torch.{name} writes the tensor min()/max() picked")
+    result = tx.ctx.call("call_function", fn, tuple(picked), kwargs)
+    if not isinstance(result, TensorValue) or result.example._is_view():
+        raise Unsupported(f"torch.{name} of the tensor min()/max() picked gives a view of it")
+    return result
 
 
 def _check_runs_eagerly(fn: Any, kwargs: dict[str, Value]) -> None:
