@@ -212,6 +212,24 @@ def _call_on_picked_tensor(
     return result
 
 
+def _requires_grad_(tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`t.requires_grad_(flag)`: the tensor itself where it already has that flag (no
+    node); a cut at the call where it changes, as torch.compile breaks there: a tensor of
+    the graph made a leaf of autograd (or an input's flag changed) runs eagerly."""
+    try:
+        flag = [as_constant(a) for a in args] or [as_constant(v) for v in kwargs.values()]
+    except NotConstant as error:
+        raise Unsupported("Tensor.requires_grad_ with a flag known only when it runs") from error
+    requires_grad = bool(flag[0]) if flag else True
+    if tensor.example.requires_grad == requires_grad:
+        return tensor
+    error = Unsupported(
+        "Tensor.requires_grad_() changing the flag runs eagerly (a cut at the call)"
+    )
+    error.eager_call = True
+    raise error
+
+
 def _check_runs_eagerly(fn: Any, kwargs: dict[str, Value]) -> None:
     """Raise Unsupported for the torch calls torch.compile runs eagerly, breaking the graph
     at the call (its arguments computed in the graph before): `torch.autograd.grad`
@@ -414,6 +432,8 @@ def call_tensor_method(
         error = Unsupported("Tensor.storage_offset() runs eagerly (a graph break at the call)")
         error.eager_call = True
         raise error
+    if name == "requires_grad_":
+        return _requires_grad_(tensor, args, kwargs)
     if name in METADATA_METHODS:
         if tensor.data_dependent_shape and name in _SHAPE_METHODS:
             raise Unsupported(f"Tensor.{name}() of a tensor whose shape depends on data")

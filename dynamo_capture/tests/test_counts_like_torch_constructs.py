@@ -1,0 +1,130 @@
+"""Constructs capture counts like torch.compile (graphs, operations), values as eager:
+tensor metadata attributes, requires_grad_, min/max picks in further arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torchcheck import check_like_torch
+
+import dynamo_capture
+from dynamo_capture.testing import eager_backend
+
+
+def _vector():
+    return (torch.randn(3),)
+
+
+def _scalars():
+    return (torch.randn(()), torch.randn(()))
+
+
+# ----- metadata attributes ------------------------------------------------------
+@pytest.mark.parametrize("name", ["nbytes", "itemsize", "is_leaf", "is_cpu", "is_meta"])
+def test_tensor_metadata_attribute_is_one_graph(name):
+    def fn(x):
+        y = x + 1
+        return y * int(getattr(y, name)) + int(getattr(x, name))
+
+    check_like_torch(fn, _vector)
+
+
+def test_nbytes_of_a_half_tensor_is_folded():
+    def fn(x):
+        return x.sum() / x.nbytes
+
+    check_like_torch(fn, lambda: (torch.randn(4, 2, dtype=torch.float16),))
+
+
+# ----- requires_grad_ -----------------------------------------------------------
+def test_requires_grad_on_a_frame_tensor_cuts_at_the_call():
+    def fn(x):
+        y = x * 2
+        y.requires_grad_()
+        return y + 1, y.requires_grad
+
+    check_like_torch(fn, _vector)
+
+
+def test_requires_grad_keyword_on_a_detached_tensor_cuts():
+    def fn(x):
+        y = (x.detach() * 2).sin()
+        y.requires_grad_(requires_grad=True)
+        return y.cos()
+
+    check_like_torch(fn, lambda: (torch.randn(3, requires_grad=True),))
+
+
+def test_requires_grad_that_changes_nothing_is_no_node():
+    def fn(x):
+        y = x * 2
+        z = y.requires_grad_()
+        return z.sin() + y
+
+    check_like_torch(fn, lambda: (torch.randn(3, requires_grad=True),))
+
+
+def test_requires_grad_of_a_detached_copy_then_more_ops():
+    def fn(x):
+        y = x.detach().clone().mul(3)
+        y.requires_grad_(True)
+        return (y * y).sum()
+
+    check_like_torch(fn, _vector)
+
+
+# ----- min/max picks ------------------------------------------------------------
+def test_negated_max_of_tensor_and_number_in_arithmetic():
+    def fn(x):
+        return -max(x.sum(), 0.5) * x
+
+    check_like_torch(fn, _vector)
+    check_like_torch(fn, lambda: (torch.full((3,), -1.0),))  # the number picked
+
+
+def test_min_with_numbers_then_arithmetic_with_a_tensor():
+    def fn(x):
+        return (min(x.sum(), 2) - 1) * x + (3 * max(x.mean(), -0.25)) / 2 * x
+
+    check_like_torch(fn, _vector)
+    check_like_torch(fn, lambda: (torch.full((3,), 4.0),))
+
+
+def test_sum_of_a_list_holding_a_max_pick_and_tensors():
+    def fn(x):
+        return sum([max(x.sum(), 0.5), x])
+
+    check_like_torch(fn, _vector)
+    check_like_torch(fn, lambda: (torch.full((3,), -1.0),))
+
+
+def test_torch_function_of_max_of_input_scalars():
+    def fn(a, b):
+        return torch.relu(max(a, b)) * b
+
+    check_like_torch(fn, _scalars)
+
+
+def test_torch_function_of_max_of_computed_scalars():
+    def fn(x):
+        return torch.relu(max(x.sum(), x.mean()))
+
+    check_like_torch(fn, _vector)
+
+
+def test_view_of_max_of_input_scalars_stays_eager():
+    def fn(a, b):
+        return torch.squeeze(max(a, b))
+
+    a, b = torch.tensor(1.0), torch.tensor(2.0)
+    out = dynamo_capture.optimize(fn, backend=eager_backend)(a, b)
+    assert out.data_ptr() == b.data_ptr()  # eagerly a view of the very tensor picked
+
+
+def test_max_pick_with_a_number_the_dtype_rounds_stays_exact():
+    def fn(x):
+        return (max(x.sum(), 0.1) + 0.2) * x
+
+    x = torch.full((3,), -1.0, dtype=torch.float64)
+    got = dynamo_capture.optimize(fn, backend=eager_backend)(x.clone())
+    assert torch.equal(got, fn(x.clone()))
