@@ -128,3 +128,79 @@ def test_max_pick_with_a_number_the_dtype_rounds_stays_exact():
     x = torch.full((3,), -1.0, dtype=torch.float64)
     got = dynamo_capture.optimize(fn, backend=eager_backend)(x.clone())
     assert torch.equal(got, fn(x.clone()))
+
+
+# ----- user modules made in the frame --------------------------------------------
+class _Shift(torch.nn.Module):
+    def __init__(self, k, scale=2.0):
+        super().__init__()
+        self.k = k
+        self.scale = self.k * scale
+
+    def forward(self, x):
+        return x * self.scale + self.k
+
+
+class _Counting(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.calls
+
+
+_made = []
+
+
+class _Recording(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        _made.append(self)  # an effect beyond the new module: not made while capturing
+
+    def forward(self, x):
+        return x + 1
+
+
+def test_user_module_made_in_the_frame_is_traced():
+    def fn(x):
+        return _Shift(3)(x) + _Shift(1, scale=0.5)(x)
+
+    check_like_torch(fn, _vector)
+
+
+def test_user_module_made_in_the_frame_keeps_its_state_per_call():
+    def fn(x):
+        counting = _Counting()
+        return counting(x) + counting(x), counting.calls
+
+    check_like_torch(fn, _vector)
+
+
+def test_user_module_with_effects_in_init_is_made_eagerly():
+    def fn(x):
+        return _Recording()(x)
+
+    compiled = dynamo_capture.optimize(fn, backend=eager_backend)
+    _made.clear()
+    for _ in range(3):
+        torch.testing.assert_close(compiled(torch.ones(3)), torch.full((3,), 2.0))
+    assert len(_made) == 3
+
+
+def test_plainly_made_module_rules():
+    from dynamo_capture.made_modules import plainly_made_module
+
+    class Reads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.k = len(_made)  # a global read
+
+    class Keywords(torch.nn.Module):
+        def __init__(self, **kwargs):
+            super().__init__()
+
+    assert plainly_made_module(_Shift) and plainly_made_module(_Counting)
+    assert not plainly_made_module(_Recording)
+    assert not plainly_made_module(Reads) and not plainly_made_module(Keywords)
