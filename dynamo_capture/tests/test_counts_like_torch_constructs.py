@@ -204,3 +204,68 @@ def test_plainly_made_module_rules():
     assert plainly_made_module(_Shift) and plainly_made_module(_Counting)
     assert not plainly_made_module(_Recording)
     assert not plainly_made_module(Reads) and not plainly_made_module(Keywords)
+
+
+# ----- buffers assigned in forward ----------------------------------------------
+class _Accumulating(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(3))
+        self.linear = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        self.total = self.total + x.detach()
+        y = self.linear(x * self.total)
+        self.total = self.total * 0.5
+        return y + self.total
+
+
+class _Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = _Accumulating()
+
+    def forward(self, x):
+        self.inner.total = self.inner.total - 1
+        return self.inner(x)
+
+
+class _ReadsBuffersAfter(_Accumulating):
+    def forward(self, x):
+        self.total = self.total + 1
+        return x * sum(b.sum() for b in self.buffers())
+
+
+def _buffer_counts(cls, calls=3):
+    import copy
+
+    import torch._dynamo
+    import torch._dynamo.testing
+
+    from dynamo_capture.testing import CountingBackend
+
+    torch.manual_seed(0)
+    ours = cls()
+    eager, theirs = copy.deepcopy(ours), copy.deepcopy(ours)
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(ours, backend=backend)
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounter()
+    reference = torch.compile(theirs, backend=counter)
+    for _ in range(calls):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), eager(x))
+        reference(x)
+        torch.testing.assert_close(dict(ours.named_buffers()), dict(eager.named_buffers()))
+    torch._dynamo.reset()
+    return (backend.frame_count, backend.op_count), (counter.frame_count, counter.op_count)
+
+
+@pytest.mark.parametrize("cls", [_Accumulating, _Outer])
+def test_buffer_assigned_in_forward_stays_in_the_graph(cls):
+    ours, theirs = _buffer_counts(cls)
+    assert ours == theirs
+
+
+def test_module_buffers_read_after_an_assignment_see_the_new_tensor():
+    _buffer_counts(_ReadsBuffersAfter)  # values and buffers as eager's

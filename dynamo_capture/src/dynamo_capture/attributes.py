@@ -324,6 +324,10 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
             tx.ctx.guards.equals_match(AttrSource(source, part), getattr(obj, part))
         return PythonValue(getattr(obj, name))
     if isinstance(obj, torch.nn.Module):
+        if name in ("_buffers", "__dict__") and _buffer_written(tx, obj):
+            # NOTE: the table still holds the buffer the frame replaced (the write is
+            # replayed after the graph): reading it whole would see the old tensor
+            raise Unsupported("reading a module's buffers after the frame assigned one")
         replaced = tx.ctx.replaced_members.get((id(obj), name))
         if replaced is not None:  # torch.func.functional_call's tensor for it
             return replaced
@@ -624,15 +628,25 @@ def _super_attr(tx: Translator, value: SuperValue, name: str) -> Value:
     raise AttributeError(f"'super' object has no attribute {name!r}")
 
 
-def _replayable_attribute(obj: Any, name: str) -> bool:
-    """Whether a write of obj.name can be replayed after the graph (not a module's tensors)."""
+def _replayable_attribute(obj: Any, name: str, value: Value) -> bool:
+    """Whether a write of obj.name can be replayed after the graph: not a module's
+    parameters or submodules; a buffer only given a plain tensor (which nn.Module's
+    __setattr__, run by the replay, files among the buffers again)."""
     if isinstance(obj, type | types.ModuleType | types.FunctionType):
         return False
     if isinstance(obj, torch.nn.Module):
-        return not any(
-            name in obj.__dict__.get(t, ()) for t in ("_parameters", "_buffers", "_modules")
-        )
+        if name in obj.__dict__.get("_buffers", ()):
+            return isinstance(value, TensorValue) and value.python_type is torch.Tensor
+        return not any(name in obj.__dict__.get(t, ()) for t in ("_parameters", "_modules"))
     return hasattr(obj, "__dict__")
+
+
+def _buffer_written(tx: Translator, module: torch.nn.Module) -> bool:
+    """The frame wrote one of the module's buffers (replayed after the graph)."""
+    return any(
+        written is module and name in module.__dict__.get("_buffers", ())
+        for (_, name), (written, _, _) in tx.ctx.attr_writes.items()
+    )
 
 
 def _raw_readable(value: Value) -> bool:
@@ -721,7 +735,7 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
 
         if set_function_attr(target, name, value):
             return
-    if isinstance(target, PythonValue) and _replayable_attribute(target.obj, name):
+    if isinstance(target, PythonValue) and _replayable_attribute(target.obj, name, value):
         cls = type(target.obj)
         setter = inspect.getattr_static(cls, "__setattr__", None)
         if (
