@@ -269,3 +269,65 @@ def test_buffer_assigned_in_forward_stays_in_the_graph(cls):
 
 def test_module_buffers_read_after_an_assignment_see_the_new_tensor():
     _buffer_counts(_ReadsBuffersAfter)  # values and buffers as eager's
+
+
+# ----- a closure made in the frame, broken inside -------------------------------
+def _closure_breaking(x, k):
+    scale = k * 2
+
+    def g(t):
+        a = t * scale
+        torch._dynamo.graph_break()
+        return a + scale
+
+    y = x.cos()
+    return g(y) * 2
+
+
+def test_closure_with_a_break_runs_as_a_compiled_frame_of_its_own():
+    check_like_torch(_closure_breaking, lambda: (torch.randn(3), 1.5))
+
+
+def test_closure_frame_reads_each_calls_cells():
+    compiled = dynamo_capture.optimize(_closure_breaking, backend=eager_backend)
+    for k in (1.0, 2.0, 3.0, 2.0):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x, k), _closure_breaking(x, k))
+
+
+def test_closure_whose_cell_another_closure_writes_runs_eagerly():
+    def fn(x):
+        total = 1.0
+
+        def bump():
+            nonlocal total
+            total += 1.0
+
+        def g(t):
+            bump()
+            torch._dynamo.graph_break()
+            bump()
+            return t * total
+
+        return g(x) + total
+
+    compiled = dynamo_capture.optimize(fn, backend=eager_backend)
+    for _ in range(2):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), fn(x))
+
+
+def test_closure_returned_after_a_broken_call_keeps_its_own_cells():
+    def fn(x, k):
+        def g(t):
+            a = t * k
+            torch._dynamo.graph_break()
+            return a + k
+
+        return g(x), g
+
+    compiled = dynamo_capture.optimize(fn, backend=eager_backend)
+    _, first = compiled(torch.ones(3), 2.0)
+    _, second = compiled(torch.ones(3), 5.0)
+    torch.testing.assert_close(first(torch.ones(3)), torch.full((3,), 4.0))
+    torch.testing.assert_close(second(torch.ones(3)), torch.full((3,), 10.0))
