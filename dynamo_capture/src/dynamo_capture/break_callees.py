@@ -160,6 +160,7 @@ class LocalFunctionRoute:
         self.part: Any = None
         self.private: types.FunctionType | None = None
         self.private_part: Any = None
+        self.private_running = False
 
     def __call__(self, function: Any) -> Any:
         if self.known is not None:
@@ -203,12 +204,16 @@ class LocalFunctionRoute:
         part = self.private_part
 
         def call_with_cells(*args: Any, **kwargs: Any) -> Any:
+            if self.private_running:  # a call inside one: the private cells are taken
+                return function(*args, **kwargs)
             cells = private.__closure__ or ()
             for mine, theirs in zip(cells, function.__closure__ or (), strict=True):
                 mine.cell_contents = theirs.cell_contents
+            self.private_running = True
             try:
                 return part(*args, **kwargs)
             finally:
+                self.private_running = False
                 for mine in cells:  # keep nothing of the call alive
                     del mine.cell_contents
 
@@ -233,6 +238,8 @@ def _cells_fixed_while_called(code: types.CodeType, maker: types.CodeType) -> bo
     `maker`, and no code made in `maker` other than `code` writes a cell of that name."""
     if any(name not in maker.co_cellvars for name in code.co_freevars):
         return False
+    if code.co_name in code.co_freevars:
+        return False  # it calls itself: a call inside a call
     for instruction in dis.get_instructions(code):
         if instruction.opname in _CELL_WRITES or instruction.opname == "LOAD_CLOSURE":
             return False
