@@ -331,3 +331,18 @@ def test_closure_returned_after_a_broken_call_keeps_its_own_cells():
     _, second = compiled(torch.ones(3), 5.0)
     torch.testing.assert_close(first(torch.ones(3)), torch.full((3,), 4.0))
     torch.testing.assert_close(second(torch.ones(3)), torch.full((3,), 10.0))
+
+
+def test_no_grad_decorated_closure_with_a_break_runs_compiled_under_no_grad():
+    def fn(x):
+        k = 2
+
+        @torch.no_grad()
+        def g(t):
+            a = t * k
+            torch._dynamo.graph_break()
+            return a + 1
+
+        return g(x.sin()), x.cos()
+
+    check_like_torch(fn, lambda: (torch.randn(3, requires_grad=True),))

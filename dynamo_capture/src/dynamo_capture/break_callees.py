@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import abc
 import dis
+import functools
 import inspect
 import os
 import sys
@@ -161,10 +162,14 @@ class LocalFunctionRoute:
         self.private: types.FunctionType | None = None
         self.private_part: Any = None
         self.private_running = False
+        self.wrapped_routes: dict[types.CodeType, LocalFunctionRoute] = {}
 
     def __call__(self, function: Any) -> Any:
         if self.known is not None:
             return self.compile_part(function) if function is self.known else function
+        wrapped = _context_decorated(function)
+        if wrapped is not None:
+            return self._decorated_call(function, wrapped)
         if not (
             type(function) is types.FunctionType
             and function.__code__ is self.code
@@ -181,6 +186,28 @@ class LocalFunctionRoute:
         ):
             return function
         return self.part
+
+    def _decorated_call(self, wrapper: types.FunctionType, cell: types.CellType) -> Any:
+        """A function made in the frame under a torch context decorator (`@torch.no_grad()`):
+        the decorator's wrapper runs eagerly, as torch.compile skips torch's frames,
+        and the function it calls is routed to its compiled frame for the call."""
+        inner = cell.cell_contents
+        route = self.wrapped_routes.get(inner.__code__)
+        if route is None:
+            route = LocalFunctionRoute(self.compile_part, code=inner.__code__, maker=self.maker)
+            self.wrapped_routes[inner.__code__] = route
+        routed = route(inner)
+        if routed is inner:
+            return wrapper
+
+        def call_decorated(*args: Any, **kwargs: Any) -> Any:
+            cell.cell_contents = routed
+            try:
+                return wrapper(*args, **kwargs)
+            finally:
+                cell.cell_contents = inner
+
+        return call_decorated
 
     def _closure_call(self, function: types.FunctionType) -> Any:
         """The compiled frame of the private function, its cells filled from
@@ -221,6 +248,33 @@ class LocalFunctionRoute:
 
 
 _CELL_WRITES = frozenset({"STORE_DEREF", "DELETE_DEREF"})
+
+
+@functools.cache
+def _decorator_wrapper_codes() -> frozenset[types.CodeType]:
+    """The codes of the wrappers context decorators (`@torch.no_grad()`) make: torch's,
+    and the one capture hands on for a function it decorated (calls.py)."""
+    from dynamo_capture.calls import decorated_by_context
+
+    codes = {decorated_by_context(lambda: None, lambda: None).__code__}
+    try:
+        codes.add(torch.utils._contextlib.context_decorator(lambda: None, lambda: None).__code__)
+    except Exception:  # noqa: BLE001 - another torch: its wrappers are not routed
+        pass
+    return frozenset(codes)
+
+
+def _context_decorated(function: Any) -> types.CellType | None:
+    """The cell of a torch context decorator's wrapper that holds the function it wraps
+    (a plain Python function); None for anything else."""
+    if type(function) is not types.FunctionType:
+        return None
+    if function.__code__ not in _decorator_wrapper_codes():
+        return None
+    inner = getattr(function, "__wrapped__", None)
+    if type(inner) is not types.FunctionType:
+        return None
+    return next((c for c in function.__closure__ or () if _contents(c) is inner), None)
 
 
 def _nested_codes(code: types.CodeType) -> list[types.CodeType]:

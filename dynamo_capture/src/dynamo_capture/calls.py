@@ -188,10 +188,10 @@ def decorate_with_context(tx: Translator, context: ContextValue, func: Value) ->
         set_grad_mode(tx, context.saved)
         context.saved = None
     fresh = PythonValue(functools.partial(factory, *factory_args))
-    return call(tx, PythonValue(_decorated_by_context), [fresh, func], {})
+    return call(tx, PythonValue(decorated_by_context), [fresh, func], {})
 
 
-def _decorated_by_context(
+def decorated_by_context(
     factory: Callable[[], Any], func: Callable[..., Any]
 ) -> Callable[..., Any]:
     """`func` run inside a context `factory()` makes at each call: what torch's context
