@@ -346,3 +346,16 @@ def test_no_grad_decorated_closure_with_a_break_runs_compiled_under_no_grad():
         return g(x.sin()), x.cos()
 
     check_like_torch(fn, lambda: (torch.randn(3, requires_grad=True),))
+
+
+def test_in_place_add_to_a_max_pick_writes_the_picked_tensor_as_eager():
+    def fn(x):
+        s = x.sum()
+        pick = max(s, 0.5)
+        pick += 1
+        return pick * x, s
+
+    compiled = dynamo_capture.optimize(fn, backend=eager_backend)
+    for x in (torch.ones(3), torch.full((3,), -1.0)):
+        got, expected = compiled(x.clone()), fn(x.clone())
+        torch.testing.assert_close(got, expected)

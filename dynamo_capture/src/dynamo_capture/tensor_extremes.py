@@ -199,6 +199,9 @@ def choice_with_number(tx: Translator, fn: Any, left: Value, right: Value) -> Va
     number = _plain_number(other)
     if op is None or number is None or not isinstance(choice, ChoiceValue):
         return None
+    if op is not fn and choice is left:
+        # NOTE: eagerly `pick += 1` writes a picked tensor in place (the item itself)
+        raise Unsupported("an in-place operator on the result of min()/max() of tensors")
     operands = (choice.tensor, other) if choice is left else (other, choice.tensor)
     try:
         numbers = [op(n, number) if choice is left else op(number, n) for n in choice.numbers]
