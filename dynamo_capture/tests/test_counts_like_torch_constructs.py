@@ -359,3 +359,20 @@ def test_in_place_add_to_a_max_pick_writes_the_picked_tensor_as_eager():
     for x in (torch.ones(3), torch.full((3,), -1.0)):
         got, expected = compiled(x.clone()), fn(x.clone())
         torch.testing.assert_close(got, expected)
+
+
+def test_generator_closure_with_a_break_reads_its_cells_after_the_call():
+    def fn(x, k):
+        def g(t):
+            yield t * k
+            torch._dynamo.graph_break()
+            yield t + k
+
+        return list(g(x))
+
+    compiled = dynamo_capture.optimize(fn, backend=eager_backend)
+    for k in (1.0, 2.0):
+        x = torch.randn(3)
+        got, expected = compiled(x, k), fn(x, k)
+        for a, b in zip(got, expected, strict=True):
+            torch.testing.assert_close(a, b)

@@ -294,6 +294,9 @@ def _cells_fixed_while_called(code: types.CodeType, maker: types.CodeType) -> bo
         return False
     if code.co_name in code.co_freevars:
         return False  # it calls itself: a call inside a call
+    lazy = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+    if code.co_flags & lazy:
+        return False  # it reads its cells after the call returns
     for instruction in dis.get_instructions(code):
         if instruction.opname in _CELL_WRITES or instruction.opname == "LOAD_CLOSURE":
             return False
