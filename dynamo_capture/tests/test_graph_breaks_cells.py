@@ -183,12 +183,12 @@ PROGRAMS = [
     Program(nonlocal_counter, (X,), 2, 1),
     Program(closure_made_after_break, (X,), 2, 1),
     Program(comprehension_captures, (X, 2.0), 2, 1),
-    Program(break_in_nested_function_reading_cell, (X,), None, 1),
+    Program(break_in_nested_function_reading_cell, (X,), 3, 2),  # inner: a frame of its own
     Program(WRAPPED, (torch.randn(2, 4),), 3, 2),
     Program(loop_in_a_frame_with_cells, (X,), None, 1),  # runs eagerly: a break in a loop
     Program(no_grad_block_in_a_frame_with_cells, (torch.randn(4, requires_grad=True),), 2, 1),
     Program(USES_SUPER.scale, (X,), 0, 1),
-    Program(break_via_log_in_closure, (X,), None, 2),
+    Program(break_via_log_in_closure, (X,), None, 4),
 ]
 
 

@@ -52,8 +52,16 @@ __all__ = ["TENSOR_METADATA_ATTRS", "class_member_source", "get_attr", "set_attr
 TENSOR_METADATA_ATTRS = {
     "shape", "dtype", "device", "ndim", "is_cuda", "is_sparse", "layout", "requires_grad",
     "is_leaf", "is_quantized", "is_meta", "is_cpu", "itemsize", "is_nested", "is_mkldnn",
+    "nbytes", "is_xpu", "is_mps", "is_sparse_csr", "is_ipu", "is_xla", "is_vulkan", "is_maia",
+    "is_mtia",
 }  # fmt: skip
 _TENSOR_GRAPH_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
+# Metadata attributes torch.compile reads through a `getattr` node of its graph (unused,
+# the value itself folded): the count of operations includes it.
+_TRACED_METADATA_ATTRS = {
+    "itemsize", "nbytes", "is_leaf", "is_cpu", "is_meta", "is_mkldnn", "is_xpu", "is_mps",
+    "is_sparse_csr", "is_ipu", "is_xla", "is_vulkan", "is_maia", "is_mtia",
+}  # fmt: skip
 _CONTAINER_VALUES = (TupleValue, ListValue, DictValue, SetValue)
 
 
@@ -220,6 +228,25 @@ def _input_tensor(tx: Translator, value: TensorValue) -> torch.Tensor | None:
 
 
 def _tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
+    if name in _TRACED_METADATA_ATTRS:
+        return _traced_metadata(tx, value, name)
+    return _untraced_tensor_attr(tx, value, name)
+
+
+def _traced_metadata(tx: Translator, value: TensorValue, name: str) -> Value:
+    """A metadata attribute known from the example, read through an unused `getattr` node
+    as torch.compile records it; one that is not a plain constant (the byte count of a
+    tensor of symbolic size) breaks."""
+    result = _untraced_tensor_attr(tx, value, name)
+    if not (isinstance(result, PythonValue) and type(result.obj) in (bool, int)):
+        raise Unsupported(f"Tensor.{name} of a tensor of symbolic size")
+    import builtins
+
+    tx.ctx.graph.call_function(builtins.getattr, (value.node, name))
+    return result
+
+
+def _untraced_tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
     if name == "is_leaf":
         # an input's example is always a leaf: answer from the real tensor, and guard it
         real = _input_tensor(tx, value)
@@ -295,6 +322,10 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
             tx.ctx.guards.equals_match(AttrSource(source, part), getattr(obj, part))
         return PythonValue(getattr(obj, name))
     if isinstance(obj, torch.nn.Module):
+        if name in ("_buffers", "__dict__") and _buffer_written(tx, obj):
+            # NOTE: the table still holds the buffer the frame replaced (the write is
+            # replayed after the graph): reading it whole would see the old tensor
+            raise Unsupported("reading a module's buffers after the frame assigned one")
         replaced = tx.ctx.replaced_members.get((id(obj), name))
         if replaced is not None:  # torch.func.functional_call's tensor for it
             return replaced
@@ -595,15 +626,25 @@ def _super_attr(tx: Translator, value: SuperValue, name: str) -> Value:
     raise AttributeError(f"'super' object has no attribute {name!r}")
 
 
-def _replayable_attribute(obj: Any, name: str) -> bool:
-    """Whether a write of obj.name can be replayed after the graph (not a module's tensors)."""
+def _replayable_attribute(obj: Any, name: str, value: Value) -> bool:
+    """Whether a write of obj.name can be replayed after the graph: not a module's
+    parameters or submodules; a buffer only given a plain tensor (which nn.Module's
+    __setattr__, run by the replay, files among the buffers again)."""
     if isinstance(obj, type | types.ModuleType | types.FunctionType):
         return False
     if isinstance(obj, torch.nn.Module):
-        return not any(
-            name in obj.__dict__.get(t, ()) for t in ("_parameters", "_buffers", "_modules")
-        )
+        if name in obj.__dict__.get("_buffers", ()):
+            return isinstance(value, TensorValue) and value.python_type is torch.Tensor
+        return not any(name in obj.__dict__.get(t, ()) for t in ("_parameters", "_modules"))
     return hasattr(obj, "__dict__")
+
+
+def _buffer_written(tx: Translator, module: torch.nn.Module) -> bool:
+    """The frame wrote one of the module's buffers (replayed after the graph)."""
+    return any(
+        written is module and name in module.__dict__.get("_buffers", ())
+        for (_, name), (written, _, _) in tx.ctx.attr_writes.items()
+    )
 
 
 def _raw_readable(value: Value) -> bool:
@@ -695,7 +736,7 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
 
         if set_function_attr(target, name, value):
             return
-    if isinstance(target, PythonValue) and _replayable_attribute(target.obj, name):
+    if isinstance(target, PythonValue) and _replayable_attribute(target.obj, name, value):
         cls = type(target.obj)
         setter = inspect.getattr_static(cls, "__setattr__", None)
         if (

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import abc
 import dis
+import functools
 import inspect
 import os
 import sys
@@ -135,28 +136,49 @@ class LocalFunctionRoute:
     closure or attributes of its own, constant defaults equal to the first one's,
     and the first one's globals runs as one compiled frame made for the first (the
     two run the same code the same way). Any other callable is returned as it is.
+
+    A function with a closure (`def g(t): return t * k` over the frame's `k`) runs as
+    one compiled frame of a private function of the same code whose cells get the
+    called function's contents at each call, where nothing can change those contents
+    while it runs: the function only reads its free variables (no `nonlocal` write,
+    no inner function capturing them), each is a cell of `maker` (the code that made
+    the function, suspended at the call) and no other code made inside `maker`
+    writes it.
     """
 
     def __init__(
-        self, compile_part: Compile, code: types.CodeType | None = None, known: Any = None
+        self,
+        compile_part: Compile,
+        code: types.CodeType | None = None,
+        known: Any = None,
+        maker: types.CodeType | None = None,
     ) -> None:
         self.code = code
         self.known = known
         self.compile_part = compile_part
+        self.maker = maker
         self.first: types.FunctionType | None = None
         self.part: Any = None
+        self.private: types.FunctionType | None = None
+        self.private_part: Any = None
+        self.private_running = False
+        self.wrapped_routes: dict[types.CodeType, LocalFunctionRoute] = {}
 
     def __call__(self, function: Any) -> Any:
         if self.known is not None:
             return self.compile_part(function) if function is self.known else function
+        wrapped = _context_decorated(function)
+        if wrapped is not None:
+            return self._decorated_call(function, wrapped)
         if not (
             type(function) is types.FunctionType
             and function.__code__ is self.code
-            and not function.__closure__
             and not function.__dict__
             and _constant_defaults(function)
         ):
             return function
+        if function.__closure__:
+            return self._closure_call(function)
         if self.first is None:
             self.first, self.part = function, self.compile_part(function)
         elif function.__globals__ is not self.first.__globals__ or _defaults(function) != _defaults(
@@ -164,6 +186,127 @@ class LocalFunctionRoute:
         ):
             return function
         return self.part
+
+    def _decorated_call(self, wrapper: types.FunctionType, cell: types.CellType) -> Any:
+        """A function made in the frame under a torch context decorator (`@torch.no_grad()`):
+        the decorator's wrapper runs eagerly, as torch.compile skips torch's frames,
+        and the function it calls is routed to its compiled frame for the call."""
+        inner = cell.cell_contents
+        route = self.wrapped_routes.get(inner.__code__)
+        if route is None:
+            route = LocalFunctionRoute(self.compile_part, code=inner.__code__, maker=self.maker)
+            self.wrapped_routes[inner.__code__] = route
+        routed = route(inner)
+        if routed is inner:
+            return wrapper
+
+        def call_decorated(*args: Any, **kwargs: Any) -> Any:
+            cell.cell_contents = routed
+            try:
+                return wrapper(*args, **kwargs)
+            finally:
+                cell.cell_contents = inner
+
+        return call_decorated
+
+    def _closure_call(self, function: types.FunctionType) -> Any:
+        """The compiled frame of the private function, its cells filled from
+        `function`'s for the call; `function` itself where that is not sound."""
+        if self.maker is None or not _cells_fixed_while_called(function.__code__, self.maker):
+            return function
+        if self.private is None:
+            cells = tuple(types.CellType() for _ in function.__closure__ or ())
+            self.private = types.FunctionType(
+                function.__code__, function.__globals__, function.__name__,
+                function.__defaults__, cells,
+            )  # fmt: skip
+            self.private.__kwdefaults__ = function.__kwdefaults__
+            self.private.__qualname__ = function.__qualname__
+            self.private_part = self.compile_part(self.private)
+        private = self.private
+        if function.__globals__ is not private.__globals__ or _defaults(function) != _defaults(
+            private
+        ):
+            return function
+        part = self.private_part
+
+        def call_with_cells(*args: Any, **kwargs: Any) -> Any:
+            if self.private_running:  # a call inside one: the private cells are taken
+                return function(*args, **kwargs)
+            cells = private.__closure__ or ()
+            for mine, theirs in zip(cells, function.__closure__ or (), strict=True):
+                mine.cell_contents = theirs.cell_contents
+            self.private_running = True
+            try:
+                return part(*args, **kwargs)
+            finally:
+                self.private_running = False
+                for mine in cells:  # keep nothing of the call alive
+                    del mine.cell_contents
+
+        return call_with_cells
+
+
+_CELL_WRITES = frozenset({"STORE_DEREF", "DELETE_DEREF"})
+
+
+@functools.cache
+def _decorator_wrapper_codes() -> frozenset[types.CodeType]:
+    """The codes of the wrappers context decorators (`@torch.no_grad()`) make: torch's,
+    and the one capture hands on for a function it decorated (calls.py)."""
+    from dynamo_capture.calls import decorated_by_context
+
+    codes = {decorated_by_context(lambda: None, lambda: None).__code__}
+    try:
+        codes.add(torch.utils._contextlib.context_decorator(lambda: None, lambda: None).__code__)
+    except Exception:  # noqa: BLE001 - another torch: its wrappers are not routed
+        pass
+    return frozenset(codes)
+
+
+def _context_decorated(function: Any) -> types.CellType | None:
+    """The cell of a torch context decorator's wrapper that holds the function it wraps
+    (a plain Python function); None for anything else."""
+    if type(function) is not types.FunctionType:
+        return None
+    if function.__code__ not in _decorator_wrapper_codes():
+        return None
+    inner = getattr(function, "__wrapped__", None)
+    if type(inner) is not types.FunctionType:
+        return None
+    return next((c for c in function.__closure__ or () if _contents(c) is inner), None)
+
+
+def _nested_codes(code: types.CodeType) -> list[types.CodeType]:
+    """The code objects made inside `code`, at any depth."""
+    found = []
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found += [const, *_nested_codes(const)]
+    return found
+
+
+def _cells_fixed_while_called(code: types.CodeType, maker: types.CodeType) -> bool:
+    """Whether the free variables of `code` (a function made by `maker`'s frame, called
+    there) keep their contents while it runs: `code` only reads them, each is a cell of
+    `maker`, and no code made in `maker` other than `code` writes a cell of that name."""
+    if any(name not in maker.co_cellvars for name in code.co_freevars):
+        return False
+    if code.co_name in code.co_freevars:
+        return False  # it calls itself: a call inside a call
+    lazy = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+    if code.co_flags & lazy:
+        return False  # it reads its cells after the call returns
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in _CELL_WRITES or instruction.opname == "LOAD_CLOSURE":
+            return False
+    for nested in _nested_codes(maker):
+        if nested is code:
+            continue
+        for instruction in dis.get_instructions(nested):
+            if instruction.opname in _CELL_WRITES and instruction.argval in code.co_freevars:
+                return False
+    return True
 
 
 _CONSTANT_TYPES = (bool, int, float, str, bytes, type(None))

@@ -32,6 +32,7 @@ import torch
 
 from dynamo_capture.attributes import raw_attr, super_getattribute
 from dynamo_capture.errors import NeedsEagerFrame, Unsupported, raised_by_python
+from dynamo_capture.made_modules import plain_constant, plainly_made_module
 from dynamo_capture.operations import (
     NotConstant,
     as_constant,
@@ -187,10 +188,10 @@ def decorate_with_context(tx: Translator, context: ContextValue, func: Value) ->
         set_grad_mode(tx, context.saved)
         context.saved = None
     fresh = PythonValue(functools.partial(factory, *factory_args))
-    return call(tx, PythonValue(_decorated_by_context), [fresh, func], {})
+    return call(tx, PythonValue(decorated_by_context), [fresh, func], {})
 
 
-def _decorated_by_context(
+def decorated_by_context(
     factory: Callable[[], Any], func: Callable[..., Any]
 ) -> Callable[..., Any]:
     """`func` run inside a context `factory()` makes at each call: what torch's context
@@ -919,8 +920,10 @@ def _construct_module(
     tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     """A torch.nn module without parameters or buffers made in the frame (a loss, an
-    activation), from constants: made now; its forward is traced where it is called."""
-    if not cls.__module__.startswith("torch.nn.modules."):
+    activation), or a user module whose __init__ only sets attributes (made_modules),
+    from constants: made now; its forward is traced where it is called."""
+    user_module = not cls.__module__.startswith("torch.nn.modules.")
+    if user_module and not plainly_made_module(cls):
         raise Unsupported(f"creating a module ({cls.__name__}) inside captured code")
     try:
         real_args = [_module_or_constant(a) for a in args]
@@ -929,7 +932,18 @@ def _construct_module(
         raise Unsupported(
             f"creating a module ({cls.__name__}) from values known only when it runs"
         ) from error
-    module = cls(*real_args, **real_kwargs)
+    if user_module:
+        if not all(plain_constant(a) for a in [*real_args, *real_kwargs.values()]):
+            raise Unsupported(f"creating a module ({cls.__name__}) from other than constants")
+        for klass in cls.__mro__[: cls.__mro__.index(torch.nn.Module)]:
+            # NOTE: the __init__ read stays the one run (a class patched later recompiles)
+            tx.ctx.guards.class_attribute(klass, "__init__", klass.__init__)
+        try:
+            module = cls(*real_args, **real_kwargs)
+        except Exception as error:  # noqa: BLE001 - it raises eagerly too, where it runs
+            raise Unsupported(f"creating a module ({cls.__name__}) raised {error!r}") from error
+    else:
+        module = cls(*real_args, **real_kwargs)
     if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
         raise Unsupported(f"creating a module with parameters ({cls.__name__}) in captured code")
     if cls is not torch.nn.CrossEntropyLoss:

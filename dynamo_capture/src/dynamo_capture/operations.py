@@ -20,7 +20,12 @@ from dynamo_capture import side_effects
 from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_ahead
 from dynamo_capture.output_graph import is_constant
 from dynamo_capture.sources import item_source
-from dynamo_capture.tensor_extremes import ChoiceValue, choice_operand
+from dynamo_capture.tensor_extremes import (
+    ChoiceValue,
+    choice_operand,
+    choice_with_number,
+    negated_choice,
+)
 from dynamo_capture.values import (
     NULL,
     BuiltinMethodValue,
@@ -442,6 +447,9 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
             raise Unsupported("an in-place operator on a NumPy array (it writes the tensor)")
         return ndarray_operator(tx, _INPLACE_TO_PLAIN.get(fn, fn), [left, right])
     if isinstance(left, ChoiceValue) or isinstance(right, ChoiceValue):
+        derived = choice_with_number(tx, fn, left, right)
+        if derived is not None:
+            return derived
         left, right = choice_operand(fn, left, right)
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
         if fn in _INPLACE_TO_PLAIN and not isinstance(left, TensorValue):
@@ -819,6 +827,8 @@ def unary_op(tx: Translator, fn: Any, value: Value) -> Value:
         return ndarray_operator(tx, fn, [value])
     if isinstance(value, TensorValue):
         return tx.ctx.call("call_function", fn, (value,), {})
+    if isinstance(value, ChoiceValue) and fn is operator.neg:
+        return negated_choice(tx, value)
     if fn is operator.not_:
         return PythonValue(not truth(tx, value))
     try:

@@ -673,13 +673,17 @@ class CompiledCallable:
             part = self._callees[key] = self._part(callee, backend)
         return part
 
-    def _local_route(self, code: types.CodeType) -> LocalFunctionRoute:
-        """The route to the compiled frame of the functions of `code` made in the frame;
-        one for every call of them (as torch.compile caches a code's frames)."""
+    def _local_route(
+        self, code: types.CodeType, maker: types.CodeType | None = None
+    ) -> LocalFunctionRoute:
+        """The route to the compiled frame of the functions of `code` made in the frame
+        (`maker` the frame's code); one for every call of them (as torch.compile caches
+        a code's frames)."""
         key = (id(code), "made in the frame")
         route = self._callees.get(key)
         if route is None:
-            route = self._callees[key] = LocalFunctionRoute(self._part, code=code)
+            route = LocalFunctionRoute(self._part, code=code, maker=maker)
+            self._callees[key] = route
         return route
 
     def _split_entry(
@@ -746,7 +750,8 @@ class CompiledCallable:
             if local_call or plan.routed is not None:
                 known = callee.function if callee is not None else None
                 if error.callee_code is not None:  # a function made in the frame
-                    route = self._local_route(error.callee_code)
+                    maker = root_function(function).__code__
+                    route = self._local_route(error.callee_code, maker)
                 elif isinstance(known, types.FunctionType) and "<locals>" in known.__qualname__:
                     route = self._local_route(known.__code__)  # made by an earlier part
                 elif isinstance(known, types.FunctionType):  # from outside, held by a local

@@ -642,7 +642,7 @@ def _call_plan(
     Inside `for` loops only `in_loops` (their iterators lie below, handed on as at a
     data-dependent jump); inside a `while` loop its state is the locals handed on, and
     the part resuming there runs the rest of the loop (its back jump included)."""
-    if call_cut is None or code.co_cellvars:
+    if call_cut is None:
         return None
     at, depth, after, depth_after = call_cut
     if at < body_start or at >= _GENERATED.get(code, len(code.co_code)):

@@ -10,6 +10,13 @@ result is a `ChoiceValue`, which capture lets only such arithmetic (and further
 min/max) read; anything else that reads it breaks the graph, and where it leaves the
 compiled part (returned, or live at a break) the frame runs eagerly.
 
+A ChoiceValue negated (`-max(t, 0.5)`) or combined with a Python number
+(`0 + max(t, 0.5)`, as `sum([...])` starts) is a derived ChoiceValue: eagerly the op
+applied to whichever item was picked, in the graph the op applied to the picked value.
+It too is read only by arithmetic with a dimensioned tensor, where both sides' values
+agree: the op keeps the tensors' dtype alike whichever tensor was picked, and the
+numbers the op gives must be exact in that dtype.
+
 NOTE: as torch.compile's, the ops give NaN where a NaN item is compared: Python's
 max/min keep the first item when a comparison with NaN is false.
 """
@@ -28,7 +35,14 @@ from dynamo_capture.values import PythonValue, TensorValue, Value
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["ChoiceValue", "check_aliases", "choice_operand", "tensor_extreme"]
+__all__ = [
+    "ChoiceValue",
+    "check_aliases",
+    "choice_operand",
+    "choice_with_number",
+    "negated_choice",
+    "tensor_extreme",
+]
 
 _NUMBER_TYPES = (int, float)
 # arithmetic and comparisons whose result with a dimensioned tensor has its shape
@@ -62,6 +76,9 @@ class ChoiceValue(Value):
     # a tensor that requires grad is among the items: it is the first, the rest numbers
     # (torch.clamp's gradient reaches it exactly where eagerly it is picked, ties too)
     grad: bool = False
+    # an op applied after the pick (`-max(...)`, `0 + max(...)`): `tensors` are then the
+    # items before it, and `numbers` the numbers the op gave
+    derived: bool = False
 
 
 def _plain_number(value: Value) -> int | float | None:
@@ -92,6 +109,8 @@ def tensor_extreme(tx: Translator, name: str, items: list[Value]) -> Value | Non
     tensors: list[TensorValue] = []
     numbers: list[int | float] = []
     for item in items:
+        if isinstance(item, ChoiceValue) and item.derived:
+            return None
         if isinstance(item, ChoiceValue):
             tensors += item.tensors
             numbers += item.numbers
@@ -140,6 +159,63 @@ def tensor_extreme(tx: Translator, name: str, items: list[Value]) -> Value | Non
         tx.ctx.tensor_extremes.append((current.node, tensors))
         return current
     return ChoiceValue(current, tensors, numbers, grad=grad)
+
+
+_NUMBER_OPS = {
+    operator.add: operator.add,
+    operator.sub: operator.sub,
+    operator.mul: operator.mul,
+    operator.truediv: operator.truediv,
+    operator.iadd: operator.add,
+    operator.isub: operator.sub,
+    operator.imul: operator.mul,
+    operator.itruediv: operator.truediv,
+}
+
+
+def _exact_in(numbers: list[int | float], dtype: torch.dtype) -> bool:
+    return all(_representable(number, dtype) for number in numbers)
+
+
+def negated_choice(tx: Translator, choice: ChoiceValue) -> ChoiceValue:
+    """-choice: eagerly the picked item negated; in the graph the picked value negated.
+    A choice among unsigned integer tensors breaks (negating wraps around there)."""
+    dtype = choice.tensor.example.dtype
+    if not (dtype.is_floating_point or dtype.is_signed):
+        raise Unsupported("negating min()/max() of unsigned integer tensors and numbers")
+    tensor = tx.ctx.call("call_function", operator.neg, (choice.tensor,), {})
+    assert isinstance(tensor, TensorValue)
+    numbers = [-number for number in choice.numbers]
+    return ChoiceValue(tensor, choice.tensors, numbers, grad=choice.grad, derived=True)
+
+
+def choice_with_number(tx: Translator, fn: Any, left: Value, right: Value) -> Value | None:
+    """`choice <op> number` or `number <op> choice` for + - * /: a derived ChoiceValue, or
+    None where one side is not a plain number (or the op is another). Breaks where the
+    numbers eager computes are not exact in the graph's dtype (the graph computes them
+    rounded to it)."""
+    op = _NUMBER_OPS.get(fn)
+    choice, other = (left, right) if isinstance(left, ChoiceValue) else (right, left)
+    number = _plain_number(other)
+    if op is None or number is None or not isinstance(choice, ChoiceValue):
+        return None
+    if op is not fn and choice is left:
+        # NOTE: eagerly `pick += 1` writes a picked tensor in place (the item itself)
+        raise Unsupported("an in-place operator on the result of min()/max() of tensors")
+    operands = (choice.tensor, other) if choice is left else (other, choice.tensor)
+    try:
+        numbers = [op(n, number) if choice is left else op(number, n) for n in choice.numbers]
+    except (ZeroDivisionError, OverflowError) as error:
+        raise Unsupported(f"min()/max() of tensors and numbers: {error}") from error
+    tensor = tx.ctx.call("call_function", op, operands, {})
+    assert isinstance(tensor, TensorValue)
+    dtype = tensor.example.dtype
+    if tensor.example.dim() != 0 or not _exact_in([number, *choice.numbers, *numbers], dtype):
+        raise Unsupported(
+            "arithmetic on min()/max() of tensors and numbers whose numbers the tensors' "
+            "dtype rounds"
+        )
+    return ChoiceValue(tensor, choice.tensors, numbers, grad=choice.grad, derived=True)
 
 
 def check_aliases(ctx: Any, outputs: list[Any]) -> None:
@@ -209,7 +285,9 @@ def choice_operand(fn: Any, left: Value, right: Value) -> tuple[Value, Value]:
             "with a tensor of at least one dimension"
         )
     example = other.example
-    kinds = {torch.result_type(t.example, example) for t in choice.tensors}
+    # a derived choice's tensor items went through the same op as the graph's value
+    picked = [] if choice.derived else choice.tensors
+    kinds = {torch.result_type(t.example, example) for t in picked}
     kinds |= {torch.result_type(number, example) for number in choice.numbers}
     kinds.add(torch.result_type(choice.tensor.example, example))
     if len(kinds) != 1:

@@ -14,6 +14,7 @@ from dynamo_capture.errors import Unsupported
 from dynamo_capture.operations import NotConstant, as_constant
 from dynamo_capture.output_graph import has_symbolic
 from dynamo_capture.state import is_compiling
+from dynamo_capture.tensor_extremes import ChoiceValue
 from dynamo_capture.values import ContextValue, PythonValue, TensorValue, TupleValue, Value
 
 if TYPE_CHECKING:
@@ -161,6 +162,8 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
 
     args = [realize(tx, a) for a in args]
     kwargs = {k: realize(tx, v) for k, v in kwargs.items()}
+    if any(isinstance(a, ChoiceValue) for a in args):
+        return _call_on_picked_tensor(tx, fn, args, kwargs)
     rewrite = _REWRITES.get(fn)
     rewritten = rewrite(tx, args, kwargs) if rewrite is not None else None
     if rewritten is not None:
@@ -205,6 +208,50 @@ def _in_torch_code(tx: Translator) -> bool:
     restoring a state it reads): its reads are folded as they always were."""
     code = getattr(tx, "code", None)
     return code is not None and code.co_filename.startswith(_TORCH_DIR)
+
+
+def _call_on_picked_tensor(
+    tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`torch.relu(max(a, b))` of tensors only: eagerly the function gets the very tensor
+    picked, in the graph the picked value; alike where the function makes a new tensor
+    from it. A function writing its argument in place or giving a view of it, a pick
+    among numbers or of a tensor requiring grad breaks."""
+    name = getattr(fn, "__name__", "") or ""
+    picked: list[Value] = []
+    for arg in args:
+        if isinstance(arg, ChoiceValue):
+            if arg.numbers or arg.grad or arg.derived:
+                raise Unsupported(
+                    f"torch.{name} of the result of min()/max() of tensors and numbers"
+                )
+            picked.append(arg.tensor)
+        else:
+            picked.append(arg)
+    if name.endswith("_") or "out" in kwargs:
+        raise Unsupported(f"torch.{name} writes the tensor min()/max() picked")
+    result = tx.ctx.call("call_function", fn, tuple(picked), kwargs)
+    if not isinstance(result, TensorValue) or result.example._is_view():
+        raise Unsupported(f"torch.{name} of the tensor min()/max() picked gives a view of it")
+    return result
+
+
+def _requires_grad_(tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`t.requires_grad_(flag)`: the tensor itself where it already has that flag (no
+    node); a cut at the call where it changes, as torch.compile breaks there: a tensor of
+    the graph made a leaf of autograd (or an input's flag changed) runs eagerly."""
+    try:
+        flag = [as_constant(a) for a in args] or [as_constant(v) for v in kwargs.values()]
+    except NotConstant as error:
+        raise Unsupported("Tensor.requires_grad_ with a flag known only when it runs") from error
+    requires_grad = bool(flag[0]) if flag else True
+    if tensor.example.requires_grad == requires_grad:
+        return tensor
+    error = Unsupported(
+        "Tensor.requires_grad_() changing the flag runs eagerly (a cut at the call)"
+    )
+    error.eager_call = True
+    raise error
 
 
 def _check_runs_eagerly(fn: Any, kwargs: dict[str, Value]) -> None:
@@ -409,6 +456,8 @@ def call_tensor_method(
         error = Unsupported("Tensor.storage_offset() runs eagerly (a graph break at the call)")
         error.eager_call = True
         raise error
+    if name == "requires_grad_":
+        return _requires_grad_(tensor, args, kwargs)
     if name in METADATA_METHODS:
         if tensor.data_dependent_shape and name in _SHAPE_METHODS:
             raise Unsupported(f"Tensor.{name}() of a tensor whose shape depends on data")
