@@ -206,6 +206,43 @@ def _array(data: Any, dtype: Any = None) -> torch.Tensor:
     return torch.as_tensor(data)
 
 
+def _comparison(torch_fn: Callable[..., Any], mirrored: Callable[..., Any]) -> Callable[..., Any]:
+    """A comparison whose first operand may be a Python number (`2 < a`): torch's takes a
+    tensor first, so a number there compares the other way round (`a > 2`)."""
+
+    def compare(a: Any, b: Any) -> Any:
+        return mirrored(b, a) if not isinstance(a, torch.Tensor) else torch_fn(a, b)
+
+    return compare
+
+
+def _sort(a: torch.Tensor, axis: int | None = -1) -> torch.Tensor:
+    if axis is None:
+        return torch.sort(a.reshape(-1)).values
+    return torch.sort(a, dim=axis).values
+
+
+def _round(a: torch.Tensor, decimals: int = 0) -> torch.Tensor:
+    return torch.round(a, decimals=decimals)
+
+
+def _flip(a: torch.Tensor, axis: Any = None) -> torch.Tensor:
+    if axis is None:
+        return torch.flip(a, tuple(range(a.dim())))
+    return torch.flip(a, axis if isinstance(axis, tuple | list) else (axis,))
+
+
+def _count_nonzero(a: torch.Tensor, axis: Any = None) -> torch.Tensor:
+    return torch.count_nonzero(a, dim=axis)
+
+
+def _triangle(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
+    def triangle(a: torch.Tensor, k: int = 0) -> torch.Tensor:
+        return torch_fn(a, diagonal=k)
+
+    return triangle
+
+
 def _norm(a: torch.Tensor, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
     if ord is not None:
         raise NotImplementedError("np.linalg.norm with ord")
@@ -259,15 +296,41 @@ NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
     np.minimum: (torch.minimum, "result"),
     np.arctan2: (torch.atan2, "result"),
     np.hypot: (torch.hypot, "result"),
-    np.greater: (torch.gt, "common"),
-    np.greater_equal: (torch.ge, "common"),
-    np.less: (torch.lt, "common"),
-    np.less_equal: (torch.le, "common"),
-    np.equal: (torch.eq, "common"),
-    np.not_equal: (torch.ne, "common"),
-    np.logical_and: (torch.logical_and, "none"),
-    np.logical_or: (torch.logical_or, "none"),
-    np.logical_not: (torch.logical_not, "none"),
+    np.bitwise_and: (torch.bitwise_and, "result"),
+    np.bitwise_or: (torch.bitwise_or, "result"),
+    np.bitwise_xor: (torch.bitwise_xor, "result"),
+    np.invert: (torch.bitwise_not, "result"),
+    np.left_shift: (torch.bitwise_left_shift, "result"),
+    np.right_shift: (torch.bitwise_right_shift, "result"),
+    np.positive: (torch.clone, "result"),
+    np.greater: (_comparison(torch.gt, torch.lt), "common"),
+    np.greater_equal: (_comparison(torch.ge, torch.le), "common"),
+    np.less: (_comparison(torch.lt, torch.gt), "common"),
+    np.less_equal: (_comparison(torch.le, torch.ge), "common"),
+    np.equal: (_comparison(torch.eq, torch.eq), "common"),
+    np.not_equal: (_comparison(torch.ne, torch.ne), "common"),
+    np.logical_and: (torch.logical_and, "result"),
+    np.logical_or: (torch.logical_or, "result"),
+    np.logical_xor: (torch.logical_xor, "result"),
+    np.logical_not: (torch.logical_not, "result"),
+    np.isnan: (torch.isnan, "none"),
+    np.isinf: (torch.isinf, "none"),
+    np.isfinite: (torch.isfinite, "none"),
+    np.trunc: (torch.trunc, "result"),
+    np.rint: (torch.round, "result"),
+    np.round: (_round, "result"),
+    np.around: (_round, "result"),
+    np.outer: (torch.outer, "result"),
+    np.sort: (_sort, "result"),
+    np.flip: (_flip, "none"),
+    np.count_nonzero: (_count_nonzero, "none"),
+    np.tril: (_triangle(torch.tril), "none"),
+    np.triu: (_triangle(torch.triu), "none"),
+    np.swapaxes: (torch.swapaxes, "none"),
+    np.moveaxis: (torch.moveaxis, "none"),
+    np.vstack: (torch.vstack, "result"),
+    np.hstack: (torch.hstack, "result"),
+    np.tile: (torch.tile, "none"),
     np.dot: (torch.matmul, "result"),
     np.matmul: (torch.matmul, "result"),
     np.sum: (_reduction(torch.sum), "result"),
@@ -336,8 +399,18 @@ NDARRAY_METHODS: dict[str, Any] = {
     "clip": np.clip,
     "copy": np.copy,
     "dot": np.dot,
+    "round": np.round,
+    "swapaxes": np.swapaxes,
     "astype": "astype",
 }
+
+# NumPy functions whose torch equivalent takes tensors only (`torch.maximum(a, 0)` is an
+# error): a Python number operand becomes a 0-d tensor of the dtype NumPy computes in
+_TENSOR_OPERANDS = frozenset(
+    {np.fmod, np.maximum, np.minimum, np.arctan2, np.hypot, np.bitwise_and, np.bitwise_or,
+     np.bitwise_xor, np.left_shift, np.right_shift, np.logical_and, np.logical_or,
+     np.logical_xor}
+)  # fmt: skip
 
 # operator -> the NumPy function it calls on arrays
 _OPERATORS: dict[Any, Any] = {
@@ -355,8 +428,15 @@ _OPERATORS: dict[Any, Any] = {
     operator.le: np.less_equal,
     operator.eq: np.equal,
     operator.ne: np.not_equal,
+    operator.and_: np.bitwise_and,
+    operator.or_: np.bitwise_or,
+    operator.xor: np.bitwise_xor,
+    operator.lshift: np.left_shift,
+    operator.rshift: np.right_shift,
     operator.neg: np.negative,
+    operator.pos: np.positive,
     operator.abs: np.absolute,
+    operator.invert: np.invert,
 }
 
 
@@ -370,16 +450,23 @@ class NumpyOperation:
         torch_fn: Callable[..., Any],
         cast: torch.dtype | None,
         skip_first: bool = False,
+        numbers_as_tensors: bool = False,
     ) -> None:
         self.torch_fn = torch_fn
         self.cast = cast
         self.skip_first = skip_first  # the first operand keeps its dtype (a condition)
+        self.numbers_as_tensors = numbers_as_tensors and cast is not None
         self.__name__ = self.__qualname__ = f"numpy_{name}"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.cast is not None:
             first, rest = (args[:1], args[1:]) if self.skip_first else ((), args)
             args = (*first, *_cast(rest, self.cast))
+        if self.numbers_as_tensors:
+            args = tuple(
+                torch.tensor(a, dtype=self.cast) if isinstance(a, bool | int | float) else a
+                for a in args
+            )
         return self.torch_fn(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -543,7 +630,9 @@ def _numpy_node(
     kwargs: dict[str, Value],
 ) -> Value:
     torch_fn, cast_mode = entry
-    if "out" in kwargs or "dtype" in kwargs and fn not in _FACTORIES:
+    if "out" in kwargs or "dtype" in kwargs and fn not in _FACTORIES and cast_mode != "result":
+        # NOTE: dtype= of a "result" function names the dtype NumPy computes in, the one
+        # its operands are cast to first
         raise Unsupported(f"NumPy {fn.__name__} with out= or dtype=")
     dtype, result_type = _numpy_result(fn, args, kwargs)
     result_dtype = _TORCH_DTYPES[dtype]
@@ -554,7 +643,13 @@ def _numpy_node(
         operands = [_dummy(a) for a in args if is_ndarray(a)]
         cast = _TORCH_DTYPES[np.result_type(*operands)] if operands else None
     name = getattr(fn, "__name__", type(fn).__name__)
-    operation = NumpyOperation(name, torch_fn, cast, skip_first=cast_mode == "values")
+    operation = NumpyOperation(
+        name,
+        torch_fn,
+        cast,
+        skip_first=cast_mode == "values",
+        numbers_as_tensors=fn in _TENSOR_OPERANDS,
+    )
     target = _ResultCast(operation, result_dtype)
     kwargs = {k: v for k, v in kwargs.items() if k != "dtype"}
     node_args = tuple(_as_tensor(a) for a in args)
@@ -670,9 +765,18 @@ def ndarray_attribute(tx: Translator, value: TensorValue, name: str) -> Value:
         return PythonValue(example.element_size())
     if name == "T":
         return _numpy_node(tx, np.transpose, NUMPY_FUNCTIONS[np.transpose], [value], {})
-    if name in NDARRAY_METHODS:
+    if name in NDARRAY_METHODS or _is_ndarray_method(name):
+        # a method capture does not put in a graph breaks where it is called, not here
         return BuiltinMethodValue(value, name)
     raise Unsupported(f"ndarray attribute {name!r} inside captured code")
+
+
+def _is_ndarray_method(name: str) -> bool:
+    """A public method of ndarray (`tolist`, `item`), not a property or a dunder."""
+    import types
+
+    member = getattr(np.ndarray, name, None)
+    return not name.startswith("_") and isinstance(member, types.MethodDescriptorType)
 
 
 def ndarray_method(

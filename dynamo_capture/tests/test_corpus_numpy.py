@@ -1,0 +1,177 @@
+"""NumPy programs on arrays from tensors, in the style of torch.compile's NumPy tests:
+NumPy functions, ndarray methods, attributes and operators as graph nodes, compared with
+torch.compile's graph and op counts and eager's results (`check_like_torch`).
+
+Programs where torch.compile itself gives another type than eager (an ndarray for a
+NumPy scalar) are checked against eager alone (`check_like_eager`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torchcheck import check_like_torch
+
+import dynamo_capture
+from dynamo_capture.testing import CountingBackend, assert_same, clone_inputs
+
+
+def _matrix():
+    return (torch.randn(3, 4),)
+
+
+def _positive():
+    return (torch.rand(3, 4) + 0.5,)
+
+
+def _integers():
+    return (torch.randint(-8, 8, (3, 4), dtype=torch.int32),)
+
+
+def _two():
+    return (torch.randn(3, 4), torch.randn(3, 4))
+
+
+def check_like_eager(fn, make_args, graphs=1):
+    counter = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=counter)
+    for _ in range(2):
+        args = make_args()
+        assert_same(compiled(*clone_inputs(args)), fn(*clone_inputs(args)))
+    assert counter.frame_count == graphs
+
+
+# ----- functions, methods and attributes -------------------------------------------------
+def reductions_along_axes(x):
+    a = x.numpy()
+    return np.sum(a, axis=0), a.mean(1), np.sum(a, axis=1, keepdims=True), a.cumsum(axis=1)
+
+
+def attributes_and_casts(x):
+    a = x.numpy()
+    return a.T * a.shape[0] + a.ndim, a.astype(np.float64) / 3, a.astype("float16")
+
+
+def math_functions(x):
+    a = x.numpy()
+    return np.exp(a) + np.log(a) + np.sin(a), np.sqrt(np.abs(a)), np.tanh(a) + np.floor(a)
+
+
+def where_clip_and_concatenate(x, y):
+    a, b = x.numpy(), y.numpy()
+    return np.where(a > 0, a, 0.0), np.clip(a, -0.5, 0.5), np.concatenate((a, b), axis=1)
+
+
+def arange_linspace_and_norm(x):
+    a = x.numpy()
+    return a + np.arange(4), np.linspace(0, 1, 4) * a, np.linalg.norm(a, axis=1)
+
+
+def maximum_minimum_with_numbers(x):
+    a = x.numpy()
+    return np.maximum(a, 0), np.maximum(0.1, a), np.minimum(a, a * 2), np.fmod(a, 0.3)
+
+
+def integer_maximum_with_a_float_is_float64(x):
+    a = x.numpy()
+    return np.maximum(a, 2.5), np.fmod(a, 3), np.minimum(7, a)
+
+
+def number_first_ufuncs(x):
+    a = x.numpy()
+    return np.add(1, a), np.subtract(2, a), np.less(0, a), np.greater_equal(0.5, a)
+
+
+def logical_functions(x):
+    a = x.numpy()
+    return np.logical_and(a > 0, a < 1), np.logical_not(a > 0), np.logical_xor(a > 0, 1)
+
+
+def boolean_operators(x):
+    a = x.numpy()
+    return (a > 0) & (a < 0.5), (a < -1) | (a > 1), ~(a > 0), -a, +a
+
+
+def integer_bitwise_operators(x):
+    a = x.numpy()
+    return a & 3, a | 8, a ^ a, ~a, a << 1, a >> 1
+
+
+def dtype_of_a_reduction(x):
+    a = x.numpy()
+    return np.mean(a, axis=0, dtype=np.float64), np.sum(a, axis=1, dtype="float64")
+
+
+def rounding_and_sorting(x):
+    a = x.numpy()
+    return np.round(a, 2), a.round(1), np.around(a), np.sort(a, axis=1), np.sort(a, axis=None)
+
+
+def rearranging_functions(x):
+    a = x.numpy()
+    return np.flip(a, 0), np.tril(a), np.triu(a, 1), np.swapaxes(a, 0, 1), np.tile(a, (2, 1))
+
+
+def stacking_and_outer(x):
+    a = x.numpy()
+    return np.vstack([a, a]), np.hstack([a, a]), np.outer(a[0], a[1])
+
+
+def nan_and_infinity_tests(x):
+    a = x.numpy()
+    return np.isnan(a), np.isfinite(a / 0.0), np.isinf(a / 0.0), np.trunc(a), np.rint(a)
+
+
+def float64_maximum_keeps_the_number_exact(x):
+    a = x.numpy().astype(np.float64)
+    return np.maximum(a, 0.1) - 0.1
+
+
+PROGRAMS = [
+    (reductions_along_axes, _matrix),
+    (attributes_and_casts, _matrix),
+    (math_functions, _positive),
+    (where_clip_and_concatenate, _two),
+    (arange_linspace_and_norm, _matrix),
+    (maximum_minimum_with_numbers, _matrix),
+    (integer_maximum_with_a_float_is_float64, _integers),
+    (number_first_ufuncs, _matrix),
+    (logical_functions, _matrix),
+    (boolean_operators, _matrix),
+    (integer_bitwise_operators, _integers),
+    (dtype_of_a_reduction, _matrix),
+    (rounding_and_sorting, _matrix),
+    (rearranging_functions, _matrix),
+    (stacking_and_outer, _matrix),
+    (nan_and_infinity_tests, _matrix),
+    (float64_maximum_keeps_the_number_exact, _matrix),
+]
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero")
+@pytest.mark.parametrize(("fn", "make_args"), PROGRAMS, ids=[fn.__name__ for fn, _ in PROGRAMS])
+def test_numpy_program_is_one_graph_like_torch(fn, make_args):
+    counter = check_like_torch(fn, make_args)
+    assert counter.frame_count == 1
+
+
+# ----- NumPy scalars: eager's types, where torch.compile gives 0-d arrays ----------------
+def full_reductions_give_numpy_scalars(x):
+    a = x.numpy()
+    return np.mean(a), a.max(), np.std(a), np.linalg.norm(a), np.sum(a, dtype=np.float64)
+
+
+def test_full_reductions_give_numpy_scalars_like_eager():
+    check_like_eager(full_reductions_give_numpy_scalars, _matrix)
+
+
+# ----- what capture does not put in a graph breaks there ---------------------------------
+def method_not_in_the_table(x):
+    a = x.numpy()
+    return x + len(a.tolist())
+
+
+def test_ndarray_method_not_in_the_table_breaks_at_its_call_like_torch():
+    counter = check_like_torch(method_not_in_the_table, _matrix)
+    assert counter.frame_count == 2
