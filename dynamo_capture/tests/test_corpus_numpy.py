@@ -175,3 +175,136 @@ def method_not_in_the_table(x):
 def test_ndarray_method_not_in_the_table_breaks_at_its_call_like_torch():
     counter = check_like_torch(method_not_in_the_table, _matrix)
     assert counter.frame_count == 2
+
+
+# ----- writes: in-place operators, out= and item assignment ------------------------------
+def in_place_operators_write_the_input(x):
+    a = x.numpy()
+    a += 1
+    a *= 2
+    return x * 2
+
+
+def in_place_operators_of_other_dtypes(x):
+    a = x.numpy() * 1
+    a += np.arange(4)
+    m = a > 0
+    m &= a < 1
+    n = 1
+    n += a
+    return a, m, n
+
+
+def out_argument_writes_and_gives_the_array(x):
+    a = x.numpy()
+    np.multiply(a, 2, out=a)
+    np.sin(a, out=a)
+    out = np.empty_like(a)
+    np.add(a, 1, out=out)
+    return x, out
+
+
+def item_assignments(x):
+    a = x.numpy()
+    a[0] = 5
+    a[1:, ::2] = -1.5
+    b = x.numpy() * 1
+    b[b < 0] = 0
+    b[:, 1] = b[:, 2]
+    b[0] = np.arange(4)
+    return x + 1, b
+
+
+def float_stored_into_an_integer_array(x):
+    a = x.numpy()
+    a[0] = 2.7
+    a[1] = -2.7
+    return a
+
+
+def float_added_in_place_to_an_integer_array(x):
+    a = x.numpy() * 1
+    a += 1.5
+    return a
+
+
+def result_of_another_shape_written_into_out(x):
+    out = np.zeros(3, dtype=np.float32)
+    np.add(x.numpy(), 1, out=out)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("fn", "make_args"),
+    [
+        (in_place_operators_write_the_input, _matrix),
+        (in_place_operators_of_other_dtypes, _matrix),
+        (out_argument_writes_and_gives_the_array, _matrix),
+        (item_assignments, _matrix),
+        (float_stored_into_an_integer_array, _integers),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_numpy_write_is_in_the_graph_like_torch(fn, make_args):
+    counter = check_like_torch(fn, make_args)
+    assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize(
+    "fn", [float_added_in_place_to_an_integer_array, result_of_another_shape_written_into_out]
+)
+def test_numpy_write_that_numpy_refuses_raises_like_eager(fn):
+    compiled = dynamo_capture.optimize(fn, backend=CountingBackend())
+    make_args = _integers if fn is float_added_in_place_to_an_integer_array else _matrix
+    args = make_args()
+    with pytest.raises(Exception) as expected:  # noqa: PT011 - NumPy's own error types
+        fn(*clone_inputs(args))
+    with pytest.raises(type(expected.value)):
+        compiled(*clone_inputs(args))
+
+
+def nan_stored_into_an_integer_array(x):
+    a = x.numpy()
+    a[0] = float("nan")
+    return a
+
+
+def test_nan_stored_into_an_integer_array_runs_eagerly_and_raises():
+    compiled = dynamo_capture.optimize(nan_stored_into_an_integer_array, backend=CountingBackend())
+    with pytest.raises(ValueError, match="NaN"):
+        compiled(_integers()[0])
+
+
+# ----- more functions and attributes ---------------------------------------------------------
+def linear_algebra_and_einsum(x):
+    a = x.numpy()
+    square = a[:, :3] + np.eye(3, dtype=np.float32) * 3
+    return np.linalg.inv(square), np.einsum("ij,ij->i", a, a), np.linalg.solve(square, a[:, 0])
+
+
+def differences_and_gathers(x):
+    a = x.numpy()
+    return np.diff(a, axis=1), np.take_along_axis(a, np.argmax(a, axis=1)[:, None], axis=1)
+
+
+def real_imag_strides_and_metadata_functions(x):
+    a = x.numpy()
+    return a.real + 1, a.imag, a * a.itemsize, a.strides, np.ndim(a), np.size(a)
+
+
+def number_arguments_of_a_ufunc(x):
+    return x + int(np.floor(2.7)) + float(np.sqrt(4.0))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        linear_algebra_and_einsum,
+        differences_and_gathers,
+        real_imag_strides_and_metadata_functions,
+        number_arguments_of_a_ufunc,
+    ],
+)
+def test_more_numpy_functions_in_one_graph_like_torch(fn):
+    counter = check_like_torch(fn, _matrix)
+    assert counter.frame_count == 1

@@ -26,6 +26,7 @@ breaks there and NumPy runs eagerly.
 from __future__ import annotations
 
 import dataclasses
+import math
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -48,9 +49,11 @@ __all__ = [
     "call_numpy",
     "is_ndarray",
     "ndarray_attribute",
+    "ndarray_in_place_operator",
     "ndarray_method",
+    "ndarray_set_item",
     "ndarray_operator",
-    "numpy_scalar_to_float",
+    "numpy_scalar_to_number",
     "tensor_to_numpy",
 ]
 
@@ -243,6 +246,22 @@ def _triangle(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
     return triangle
 
 
+def _diff(a: torch.Tensor, n: int = 1, axis: int = -1) -> torch.Tensor:
+    return torch.diff(a, n=n, dim=axis)
+
+
+def _take_along_axis(a: torch.Tensor, indices: torch.Tensor, axis: int) -> torch.Tensor:
+    return torch.take_along_dim(a, indices, dim=axis)
+
+
+def _imag(a: torch.Tensor) -> torch.Tensor:
+    return torch.imag(a) if a.is_complex() else torch.zeros_like(a)
+
+
+def _real(a: torch.Tensor) -> torch.Tensor:
+    return torch.real(a) if a.is_complex() else a.view_as(a)
+
+
 def _norm(a: torch.Tensor, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
     if ord is not None:
         raise NotImplementedError("np.linalg.norm with ord")
@@ -369,6 +388,16 @@ NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
     np.array: (_array, "none"),
     np.asarray: (_array, "none"),
     np.linalg.norm: (_norm, "result"),
+    np.linalg.inv: (torch.linalg.inv, "result"),
+    np.linalg.det: (torch.linalg.det, "result"),
+    np.linalg.solve: (torch.linalg.solve, "result"),
+    np.einsum: (torch.einsum, "result"),
+    np.diff: (_diff, "result"),
+    np.take_along_axis: (_take_along_axis, "none"),
+    np.real: (_real, "none"),
+    np.imag: (_imag, "none"),
+    np.empty: (_shape_factory(torch.zeros), "result"),
+    np.empty_like: (_like_factory(torch.zeros_like), "result"),
     np.float16: (_scalar, "result"),
     np.float32: (_scalar, "result"),
     np.float64: (_scalar, "result"),
@@ -404,13 +433,6 @@ NDARRAY_METHODS: dict[str, Any] = {
     "astype": "astype",
 }
 
-# NumPy functions whose torch equivalent takes tensors only (`torch.maximum(a, 0)` is an
-# error): a Python number operand becomes a 0-d tensor of the dtype NumPy computes in
-_TENSOR_OPERANDS = frozenset(
-    {np.fmod, np.maximum, np.minimum, np.arctan2, np.hypot, np.bitwise_and, np.bitwise_or,
-     np.bitwise_xor, np.left_shift, np.right_shift, np.logical_and, np.logical_or,
-     np.logical_xor}
-)  # fmt: skip
 
 # operator -> the NumPy function it calls on arrays
 _OPERATORS: dict[Any, Any] = {
@@ -567,11 +589,20 @@ def call_numpy(
         return None
     if fn in _FOLDED_NUMPY:
         return _folded_numpy_call(tx, fn, args, kwargs)
+    if fn in _METADATA_FUNCTIONS and len(args) == 1 and not kwargs and is_ndarray(args[0]):
+        return PythonValue(_METADATA_FUNCTIONS[fn](args[0].example))
     entry = NUMPY_FUNCTIONS.get(fn)
     if entry is None:
         raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} is not one capture puts in a graph")
     return _numpy_node(tx, fn, entry, args, kwargs)
 
+
+# NumPy functions of an array's metadata only, answered from its example at capture time
+_METADATA_FUNCTIONS: dict[Any, Callable[[torch.Tensor], Any]] = {
+    np.shape: lambda example: tuple(example.shape),
+    np.ndim: lambda example: example.dim(),
+    np.size: lambda example: example.numel(),
+}
 
 # NumPy callables that only describe types: called at capture time on constant arguments.
 _FOLDED_NUMPY = frozenset(
@@ -628,12 +659,22 @@ def _numpy_node(
     entry: tuple[Callable[..., Any], str],
     args: list[Value],
     kwargs: dict[str, Value],
+    out: Value | None = None,
 ) -> Value:
+    """One graph node for NumPy's `fn(*args, **kwargs)`; with `out` (`out=`, `a += b`)
+    the node writes the result into that ndarray, which is what it gives."""
     torch_fn, cast_mode = entry
-    if "out" in kwargs or "dtype" in kwargs and fn not in _FACTORIES and cast_mode != "result":
+    if "out" in kwargs:  # `np.add(a, b, out=c)`
+        kwargs = dict(kwargs)
+        out = kwargs.pop("out")
+        if isinstance(out, TupleValue) and len(out.items) == 1:
+            out = out.items[0]
+    if out is not None and not (is_ndarray(out) and out.python_type is np.ndarray):
+        raise Unsupported("a NumPy result written into something other than an ndarray")
+    if "dtype" in kwargs and fn not in _FACTORIES and cast_mode != "result":
         # NOTE: dtype= of a "result" function names the dtype NumPy computes in, the one
         # its operands are cast to first
-        raise Unsupported(f"NumPy {fn.__name__} with out= or dtype=")
+        raise Unsupported(f"NumPy {fn.__name__} with dtype=")
     dtype, result_type = _numpy_result(fn, args, kwargs)
     result_dtype = _TORCH_DTYPES[dtype]
     cast = None
@@ -648,12 +689,18 @@ def _numpy_node(
         torch_fn,
         cast,
         skip_first=cast_mode == "values",
-        numbers_as_tensors=fn in _TENSOR_OPERANDS,
+        # a ufunc computes in its result dtype, Python numbers included (NEP 50); torch's
+        # equivalents take tensors only (`torch.maximum(a, 0)`, `torch.floor(2.7)`)
+        numbers_as_tensors=isinstance(fn, np.ufunc) and cast_mode == "result",
     )
-    target = _ResultCast(operation, result_dtype)
+    target: Any = _ResultCast(operation, result_dtype)
     kwargs = {k: v for k, v in kwargs.items() if k != "dtype"}
     node_args = tuple(_as_tensor(a) for a in args)
     node_kwargs = {k: _as_tensor(v) for k, v in kwargs.items()}
+    if out is not None:
+        node_args = (_as_tensor(out), *node_args)
+        tx.ctx.call("call_function", _WriteInto(target), node_args, node_kwargs)
+        return out
     result = tx.ctx.call("call_function", target, node_args, node_kwargs)
     if not isinstance(result, TensorValue):
         raise Unsupported(f"NumPy {name} returns several arrays")
@@ -709,23 +756,24 @@ class _ConstantItem:
         return self.__name__
 
 
-def numpy_scalar_to_float(tx: Translator, value: Value) -> Value | None:
-    """`float(s)` of a NumPy floating scalar computed from constants: the Python float, the
-    graph holding its `.item()` and `torch.sym_float` (unused) as torch.compile's does;
-    None for any other value (an integer scalar breaks the graph there too)."""
+def numpy_scalar_to_number(tx: Translator, value: Value, kind: type) -> Value | None:
+    """`float(s)` or `int(s)` (`kind`) of a NumPy floating scalar computed from constants:
+    the Python number, the graph holding its `.item()` and `torch.sym_float` or
+    `torch.sym_int` (unused) as torch.compile's does; None for any other value (an integer
+    scalar breaks the graph there too)."""
     if not is_ndarray(value) or not issubclass(value.python_type, np.floating):
         return None
-    if _CONSTANT not in value.node.meta:
+    if _CONSTANT not in value.node.meta or kind not in (float, int):
         return None
     number = value.node.meta[_CONSTANT].item()
     tx.ctx.graph.call_function(_ConstantItem(number), (value.node,))
-    tx.ctx.graph.call_function(torch.sym_float, (number,))
-    return PythonValue(float(number))
+    tx.ctx.graph.call_function(torch.sym_float if kind is float else torch.sym_int, (number,))
+    return PythonValue(kind(number))
 
 
 _FACTORIES = frozenset(  # functions whose dtype= names the result's dtype
     {np.zeros, np.ones, np.full, np.zeros_like, np.ones_like, np.arange, np.linspace, np.eye,
-     np.array, np.asarray}
+     np.array, np.asarray, np.empty, np.empty_like}
 )  # fmt: skip
 
 
@@ -748,6 +796,89 @@ def ndarray_operator(tx: Translator, op: Any, operands: list[Value]) -> Value:
     return _numpy_node(tx, fn, NUMPY_FUNCTIONS[fn], operands, {})
 
 
+class _WriteInto:
+    """A node's target: NumPy's result written into ndarray `out` (`out=`, `a += b`), as
+    NumPy allows it: of `out`'s shape, its dtype reached by a "same_kind" cast."""
+
+    def __init__(self, operation: Any) -> None:
+        self.operation = operation
+        self.__name__ = self.__qualname__ = f"{operation.__name__}_into"
+
+    def __call__(self, out: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        result = self.operation(*args, **kwargs)
+        if result.shape != out.shape:
+            raise ValueError(f"NumPy result of shape {tuple(result.shape)} written into an "
+                             f"array of shape {tuple(out.shape)}")  # fmt: skip
+        source, target = _NUMPY_DTYPES[result.dtype], _NUMPY_DTYPES[out.dtype]
+        if not np.can_cast(source, target, "same_kind"):
+            raise TypeError(f"a {source} NumPy result written into a {target} array")
+        return out.copy_(result)
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+def ndarray_in_place_operator(tx: Translator, op: Any, target: Value, operand: Value) -> Value:
+    """`a += b` (`op` the plain operator): the result written into ndarray `a`; a NumPy
+    scalar or a Python number on the left is rebound to the plain result instead."""
+    if not (is_ndarray(target) and target.python_type is np.ndarray):
+        return ndarray_operator(tx, op, [target, operand])
+    if isinstance(operand, TensorValue) and not is_ndarray(operand):
+        raise Unsupported("an in-place operator on a NumPy array and a torch.Tensor")
+    fn = _OPERATORS.get(op)
+    if fn is None:
+        raise Unsupported(f"operator {getattr(op, '__name__', op)} on a NumPy array")
+    return _numpy_node(tx, fn, NUMPY_FUNCTIONS[fn], [target, operand], {}, out=target)
+
+
+class _SetItem:
+    """A node's target: `a[index] = value` on an ndarray's tensor, an array value cast to
+    the array's dtype first (NumPy casts what it stores)."""
+
+    __name__ = __qualname__ = "numpy_setitem"
+
+    def __call__(self, a: torch.Tensor, index: Any, value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            value = value.to(a.dtype)
+        a[index] = value
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+def _stores_like_torch(number: bool | int | float, dtype: np.dtype) -> bool:
+    """Whether torch stores the Python number into a tensor of `dtype` as NumPy stores it
+    into an array: where NumPy raises (a NaN or an out-of-range value into an integer
+    array) torch does not, and the store runs eagerly instead."""
+    if dtype.kind in "fcb":
+        return True
+    if isinstance(number, float) and not math.isfinite(number):
+        return False
+    limits = np.iinfo(dtype)
+    return limits.min <= int(number) <= limits.max
+
+
+def ndarray_set_item(tx: Translator, array: TensorValue, index: Value, value: Value) -> None:
+    """`a[index] = value` on an ndarray: a mask, an integer array, slices or numbers."""
+    if array.python_type is not np.ndarray:
+        raise Unsupported("item assignment on a NumPy scalar")
+    if isinstance(value, TensorValue) and not is_ndarray(value):
+        raise Unsupported("a torch.Tensor stored into a NumPy array")
+    if not isinstance(value, TensorValue):
+        try:
+            number = as_constant(value)
+        except NotConstant:
+            raise Unsupported("a value capture does not know stored into a NumPy array") from None
+        if not isinstance(number, bool | int | float) or not _stores_like_torch(
+            number, _NUMPY_DTYPES[array.example.dtype]
+        ):
+            raise Unsupported(f"{number!r} stored into a NumPy array of {array.example.dtype}")
+    tx.ctx.call(
+        "call_function", _SetItem(), (_as_tensor(array), _as_tensor(index), _as_tensor(value)),
+        {}, allow_python_result=True,
+    )  # fmt: skip
+
+
 def ndarray_attribute(tx: Translator, value: TensorValue, name: str) -> Value:
     """`a.shape`, `a.T`, `a.dtype`...; a method name gives its bound method."""
     from dynamo_capture.values import BuiltinMethodValue
@@ -763,12 +894,18 @@ def ndarray_attribute(tx: Translator, value: TensorValue, name: str) -> Value:
         return PythonValue(_NUMPY_DTYPES[example.dtype])
     if name == "itemsize":
         return PythonValue(example.element_size())
-    if name == "T":
-        return _numpy_node(tx, np.transpose, NUMPY_FUNCTIONS[np.transpose], [value], {})
+    if name == "strides":
+        return PythonValue(tuple(stride * example.element_size() for stride in example.stride()))
+    if name in _ATTRIBUTE_FUNCTIONS:  # `a.T`, `a.real`: NumPy's function of the array
+        fn = _ATTRIBUTE_FUNCTIONS[name]
+        return _numpy_node(tx, fn, NUMPY_FUNCTIONS[fn], [value], {})
     if name in NDARRAY_METHODS or _is_ndarray_method(name):
         # a method capture does not put in a graph breaks where it is called, not here
         return BuiltinMethodValue(value, name)
     raise Unsupported(f"ndarray attribute {name!r} inside captured code")
+
+
+_ATTRIBUTE_FUNCTIONS = {"T": np.transpose, "real": np.real, "imag": np.imag}
 
 
 def _is_ndarray_method(name: str) -> bool:

@@ -436,11 +436,11 @@ def _has_tensor(*values: Value) -> bool:
 def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
     """left <op> right (fn is an operator function such as operator.add or operator.iadd)."""
     if _numpy_operand(left, right):
-        from dynamo_capture.numpy_arrays import ndarray_operator
+        from dynamo_capture.numpy_arrays import ndarray_in_place_operator, ndarray_operator
 
-        if fn in _INPLACE_TO_PLAIN and isinstance(left, TensorValue):
-            raise Unsupported("an in-place operator on a NumPy array (it writes the tensor)")
-        return ndarray_operator(tx, _INPLACE_TO_PLAIN.get(fn, fn), [left, right])
+        if fn in _INPLACE_TO_PLAIN:
+            return ndarray_in_place_operator(tx, _INPLACE_TO_PLAIN[fn], left, right)
+        return ndarray_operator(tx, fn, [left, right])
     if isinstance(left, ChoiceValue) or isinstance(right, ChoiceValue):
         left, right = choice_operand(fn, left, right)
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
@@ -1374,6 +1374,11 @@ def set_item(tx: Translator, container: Value, index: Value, value: Value) -> No
 
 def builtin_set_item(tx: Translator, container: Value, index: Value, value: Value) -> None:
     """container[index] = value as the builtin type does it (dict.__setitem__ of a subclass)."""
+    if _numpy_operand(container):
+        from dynamo_capture.numpy_arrays import ndarray_set_item
+
+        ndarray_set_item(tx, container, index, value)
+        return
     if isinstance(container, TensorValue):
         tx.ctx.call(
             "call_function", operator.setitem, (container, index, value), {},
