@@ -110,7 +110,7 @@ def rounding_and_sorting(x):
 
 def rearranging_functions(x):
     a = x.numpy()
-    return np.flip(a, 0), np.tril(a), np.triu(a, 1), np.swapaxes(a, 0, 1), np.tile(a, (2, 1))
+    return np.tril(a), np.triu(a, 1), np.swapaxes(a, 0, 1), np.tile(a, (2, 1))
 
 
 def stacking_and_outer(x):
@@ -289,7 +289,7 @@ def differences_and_gathers(x):
 
 def real_imag_strides_and_metadata_functions(x):
     a = x.numpy()
-    return a.real + 1, a.imag, a * a.itemsize, a.strides, np.ndim(a), np.size(a)
+    return a.real + 1, a * a.itemsize, a.strides, np.ndim(a), np.size(a)
 
 
 def number_arguments_of_a_ufunc(x):
@@ -308,3 +308,71 @@ def number_arguments_of_a_ufunc(x):
 def test_more_numpy_functions_in_one_graph_like_torch(fn):
     counter = check_like_torch(fn, _matrix)
     assert counter.frame_count == 1
+
+
+# ----- aliasing: a view where NumPy gives a view, a copy where it copies -----------------
+def asarray_is_the_array_itself(x):
+    a = x.numpy() * 1
+    b = np.asarray(a)
+    b[0] = 5
+    c = np.asarray(a, dtype=np.float32)
+    c[1] = 7
+    d = a.astype(np.float32, copy=False)
+    d[2] = 9
+    return a, b is a, d is a
+
+
+def flatten_copies_and_ravel_of_a_strided_array_copies(x):
+    a = x.numpy() * 1
+    flat = a.flatten()
+    flat[0] = 5
+    row = a[0]
+    strided = row[::2].ravel()
+    strided[0] = 7
+    contiguous = row.ravel()
+    contiguous[1] = 9
+    return a, flat, strided, contiguous
+
+
+def views_written_write_their_base(x):
+    a = x.numpy() * 1
+    a.T[0] = 5
+    row = a[1]
+    row += 1
+    a.reshape(4, 3)[0] = 1
+    copied = a.T.reshape(-1)
+    copied[0] = 100
+    return a, copied
+
+
+def flip_then_write(x):
+    a = x.numpy() * 1
+    flipped = np.flip(a, 0)
+    a[0] = 5
+    return flipped
+
+
+def imag_of_a_real_array(x):
+    return x.numpy().imag
+
+
+def sum_over_no_axis(x):
+    return np.sum(x.numpy(), axis=())
+
+
+@pytest.mark.parametrize(
+    ("fn", "graphs"),
+    [
+        (asarray_is_the_array_itself, 1),
+        (flatten_copies_and_ravel_of_a_strided_array_copies, 1),
+        (views_written_write_their_base, 1),
+        # NumPy's flip is a view (torch's a copy), a real array's imag read-only, and
+        # axis=() reduces nothing (torch's dim=() everything): these run eagerly
+        (flip_then_write, 1),
+        (imag_of_a_real_array, 0),
+        (sum_over_no_axis, 0),
+    ],
+    ids=lambda value: getattr(value, "__name__", str(value)),
+)
+def test_numpy_results_alias_as_numpy_s_do(fn, graphs):
+    check_like_eager(fn, _matrix, graphs=graphs)

@@ -104,14 +104,18 @@ class NumpyOperation:
         cast: torch.dtype | None,
         skip_first: bool = False,
         numbers_as_tensors: bool = False,
+        stack_first: bool = False,
     ) -> None:
         self.torch_fn = torch_fn
         self.cast = cast
         self.skip_first = skip_first  # the first operand keeps its dtype (a condition)
         self.numbers_as_tensors = numbers_as_tensors and cast is not None
+        self.stack_first = stack_first  # the first operand is a list of arrays: one array
         self.__name__ = self.__qualname__ = f"numpy_{name}"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.stack_first:
+            args = (torch.stack([torch.as_tensor(item) for item in args[0]]), *args[1:])
         if self.cast is not None:
             first, rest = (args[:1], args[1:]) if self.skip_first else ((), args)
             args = (*first, *_cast(rest, self.cast))
@@ -220,12 +224,35 @@ def call_numpy(
         return None
     if fn in _FOLDED_NUMPY:
         return _folded_numpy_call(tx, fn, args, kwargs)
+    if fn is np.asarray and args and is_ndarray(args[0]) and args[0].python_type is np.ndarray:
+        if _same_dtype_asked(args[0], args[1:], kwargs):
+            return args[0]  # the array itself, as NumPy gives it
+    if fn in (np.asarray, np.array) and len(args) == 1 and not kwargs:
+        if isinstance(args[0], TensorValue) and not is_ndarray(args[0]):
+            # np.asarray(t) shares the tensor's data as t.numpy() does; np.array(t) copies
+            array = tensor_to_numpy(tx, args[0])
+            return (
+                array if fn is np.asarray else _numpy_node(tx, fn, NUMPY_FUNCTIONS[fn], [array], {})
+            )
     if fn in _METADATA_FUNCTIONS and len(args) == 1 and not kwargs and is_ndarray(args[0]):
         return PythonValue(_METADATA_FUNCTIONS[fn](args[0].example))
     entry = NUMPY_FUNCTIONS.get(fn)
     if entry is None:
         raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} is not one capture puts in a graph")
     return _numpy_node(tx, fn, entry, args, kwargs)
+
+
+def _same_dtype_asked(array: TensorValue, args: list[Value], kwargs: dict[str, Value]) -> bool:
+    """np.asarray(array, [dtype]) asks for no other dtype than the array's."""
+    if not args and not kwargs:
+        return True
+    if len(args) + len(kwargs) > 1 or (kwargs and "dtype" not in kwargs):
+        return False
+    try:
+        dtype = as_constant(args[0] if args else kwargs["dtype"])
+        return dtype is None or _TORCH_DTYPES.get(np.dtype(dtype)) == array.example.dtype
+    except (NotConstant, TypeError):
+        return False
 
 
 # NumPy functions of an array's metadata only, answered from its example at capture time
@@ -284,6 +311,20 @@ def _is_numpy_callable(fn: Any) -> bool:
     return isinstance(module, str) and (module == "numpy" or module.startswith("numpy."))
 
 
+# NumPy functions whose first argument is itself a sequence of arrays, or a shape
+_SEQUENCE_ARGUMENT = frozenset({np.concatenate, np.stack, np.vstack, np.hstack, np.array,
+                                np.asarray, np.einsum})  # fmt: skip
+
+
+def _sequence_of_arrays_for_an_array(fn: Any, args: list[Value]) -> bool:
+    """Whether the first argument is a list or tuple of arrays where `fn` takes one array
+    (`np.sum([a, b], axis=0)`): NumPy makes one array of it, as torch.stack does."""
+    if not args or fn in _SEQUENCE_ARGUMENT or fn in _FACTORIES:
+        return False
+    first = args[0]
+    return isinstance(first, TupleValue | ListValue) and any(is_ndarray(i) for i in first.items)
+
+
 def _numpy_node(
     tx: Translator,
     fn: Any,
@@ -323,6 +364,7 @@ def _numpy_node(
         # a ufunc computes in its result dtype, Python numbers included (NEP 50); torch's
         # equivalents take tensors only (`torch.maximum(a, 0)`, `torch.floor(2.7)`)
         numbers_as_tensors=isinstance(fn, np.ufunc) and cast_mode == "result",
+        stack_first=_sequence_of_arrays_for_an_array(fn, args),
     )
     target: Any = _ResultCast(operation, result_dtype)
     kwargs = {k: v for k, v in kwargs.items() if k != "dtype"}
@@ -527,6 +569,8 @@ def ndarray_attribute(tx: Translator, value: TensorValue, name: str) -> Value:
         return PythonValue(example.element_size())
     if name == "strides":
         return PythonValue(tuple(stride * example.element_size() for stride in example.stride()))
+    if name == "imag" and example.is_complex():
+        return _numpy_node(tx, np.imag, (torch.imag, "none"), [value], {})
     if name in _ATTRIBUTE_FUNCTIONS:  # `a.T`, `a.real`: NumPy's function of the array
         fn = _ATTRIBUTE_FUNCTIONS[name]
         return _numpy_node(tx, fn, NUMPY_FUNCTIONS[fn], [value], {})
@@ -536,7 +580,7 @@ def ndarray_attribute(tx: Translator, value: TensorValue, name: str) -> Value:
     raise Unsupported(f"ndarray attribute {name!r} inside captured code")
 
 
-_ATTRIBUTE_FUNCTIONS = {"T": np.transpose, "real": np.real, "imag": np.imag}
+_ATTRIBUTE_FUNCTIONS = {"T": np.transpose, "real": np.real}
 
 
 def _is_ndarray_method(name: str) -> bool:
@@ -571,6 +615,12 @@ def _astype_node(
         raise Unsupported("ndarray.astype with a dtype capture does not know") from None
     if dtype not in _TORCH_DTYPES:
         raise Unsupported(f"ndarray.astype({dtype})")
+    try:
+        copy = as_constant(values.get("copy", PythonValue(True)))
+    except NotConstant:
+        raise Unsupported("ndarray.astype with a copy= capture does not know") from None
+    if not copy and _TORCH_DTYPES[dtype] == value.example.dtype:
+        return value  # NumPy gives the array itself
     target = _ResultCast(NumpyOperation("astype", copy_array, None), _TORCH_DTYPES[dtype])
     result = tx.ctx.call("call_function", target, (_as_tensor(value),), {})
     result.python_type = np.ndarray

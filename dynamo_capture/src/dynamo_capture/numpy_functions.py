@@ -8,6 +8,11 @@ its torch equivalent on tensors (`numpy_arrays` makes the nodes):
 The torch equivalents take NumPy's arguments (`axis`, `keepdims`, `decimals`) and
 return tensors; the dtype NumPy computes in is the caller's business (the second item
 of an entry says which operands are cast to it). Adding a function is one entry here.
+
+Since writes to arrays are captured too, an equivalent must alias as NumPy's function
+does: a view where NumPy gives a view, a new tensor where NumPy copies. `np.flip` (a
+view in NumPy, a copy in torch) is left out for that reason, as is `imag` of a real
+array (NumPy's is read-only).
 """
 
 from __future__ import annotations
@@ -23,10 +28,17 @@ __all__ = ["NDARRAY_METHODS", "NUMPY_FUNCTIONS", "NUMPY_OPERATORS", "copy_array"
 
 
 # ----- torch equivalents ---------------------------------------------------------------------
+def _no_empty_axes(axis: Any) -> None:
+    if isinstance(axis, tuple | list) and not axis:
+        # NOTE: NumPy reduces over no axis there; torch's dim=() means every axis
+        raise NotImplementedError("a NumPy reduction over axis=()")
+
+
 def _reduction(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
     """A NumPy reduction (`axis`, `keepdims`) on torch's (`dim`, `keepdim`)."""
 
     def reduce(a: torch.Tensor, axis: Any = None, keepdims: bool = False, **kwargs: Any) -> Any:
+        _no_empty_axes(axis)
         if axis is None:
             result = torch_fn(a, **kwargs)
             return result.reshape((1,) * a.dim()) if keepdims else result
@@ -46,6 +58,7 @@ def _arg_reduction(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _moments(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
     def moment(a: torch.Tensor, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
+        _no_empty_axes(axis)
         if axis is None:
             result = torch_fn(a, correction=ddof)
             return result.reshape((1,) * a.dim()) if keepdims else result
@@ -81,6 +94,17 @@ def _reshape(a: torch.Tensor, *shape: Any, order: str = "C") -> torch.Tensor:
     if len(shape) == 1 and isinstance(shape[0], tuple | list):
         shape = tuple(shape[0])
     return a.reshape(shape)
+
+
+def _ravel(a: torch.Tensor) -> torch.Tensor:
+    """np.ravel: a view of a C-contiguous array, else a copy (torch's reshape(-1) views a
+    strided 1-d tensor, which NumPy copies)."""
+    return a.reshape(-1) if a.is_contiguous() else a.contiguous().reshape(-1)
+
+
+def _flatten(a: torch.Tensor) -> torch.Tensor:
+    """ndarray.flatten: always a copy."""
+    return a.reshape(-1).clone()
 
 
 def _squeeze(a: torch.Tensor, axis: Any = None) -> torch.Tensor:
@@ -169,12 +193,6 @@ def _round(a: torch.Tensor, decimals: int = 0) -> torch.Tensor:
     return torch.round(a, decimals=decimals)
 
 
-def _flip(a: torch.Tensor, axis: Any = None) -> torch.Tensor:
-    if axis is None:
-        return torch.flip(a, tuple(range(a.dim())))
-    return torch.flip(a, axis if isinstance(axis, tuple | list) else (axis,))
-
-
 def _count_nonzero(a: torch.Tensor, axis: Any = None) -> torch.Tensor:
     return torch.count_nonzero(a, dim=axis)
 
@@ -192,10 +210,6 @@ def _diff(a: torch.Tensor, n: int = 1, axis: int = -1) -> torch.Tensor:
 
 def _take_along_axis(a: torch.Tensor, indices: torch.Tensor, axis: int) -> torch.Tensor:
     return torch.take_along_dim(a, indices, dim=axis)
-
-
-def _imag(a: torch.Tensor) -> torch.Tensor:
-    return torch.imag(a) if a.is_complex() else torch.zeros_like(a)
 
 
 def _real(a: torch.Tensor) -> torch.Tensor:
@@ -281,7 +295,6 @@ NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
     np.around: (_round, "result"),
     np.outer: (torch.outer, "result"),
     np.sort: (_sort, "result"),
-    np.flip: (_flip, "none"),
     np.count_nonzero: (_count_nonzero, "none"),
     np.tril: (_triangle(torch.tril), "none"),
     np.triu: (_triangle(torch.triu), "none"),
@@ -311,7 +324,8 @@ NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
     np.stack: (torch.stack, "result"),
     np.transpose: (_transpose, "none"),
     np.reshape: (_reshape, "none"),
-    np.ravel: (lambda a: a.reshape(-1), "none"),
+    np.ravel: (_ravel, "none"),
+    np.ndarray.flatten: (_flatten, "none"),
     np.squeeze: (_squeeze, "none"),
     np.expand_dims: (torch.unsqueeze, "none"),
     np.clip: (_clip, "result"),
@@ -335,7 +349,6 @@ NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
     np.diff: (_diff, "result"),
     np.take_along_axis: (_take_along_axis, "none"),
     np.real: (_real, "none"),
-    np.imag: (_imag, "none"),
     np.empty: (_shape_factory(torch.zeros), "result"),
     np.empty_like: (_like_factory(torch.zeros_like), "result"),
     np.float16: (_scalar, "result"),
@@ -363,7 +376,7 @@ NDARRAY_METHODS: dict[str, Any] = {
     "transpose": np.transpose,
     "reshape": np.reshape,
     "ravel": np.ravel,
-    "flatten": np.ravel,
+    "flatten": np.ndarray.flatten,
     "squeeze": np.squeeze,
     "clip": np.clip,
     "copy": np.copy,
