@@ -1221,6 +1221,10 @@ def _sequence_lookup_error(container: TupleValue | ListValue, key: Any) -> Excep
 
 def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Value:
     obj, source = container.obj, container.source
+    if type(obj) is collections.defaultdict and source is not None:
+        key = _index_constant(tx, index)
+        if key not in obj:  # the factory fills the key: a write, replayed after the graph
+            return get_item(tx, side_effects.for_write(tx, container), index)
     if isinstance(obj, list | tuple | dict | collections.deque) and isinstance(
         inspect.getattr_static(type(obj), "__getitem__", None), types.FunctionType
     ):

@@ -1,0 +1,117 @@
+"""Containers that exist outside the frame (arguments, globals, attributes) written in
+it: each write goes to a shadow the rest of the capture reads, and the real object is
+given the shadow's contents after the graph runs, keeping its identity, its type and
+(for a defaultdict) its factory. Compared with eager's final state and torch.compile's
+graph counts.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+
+import dynamo_capture
+from dynamo_capture.testing import CountingBackend
+
+
+class State:
+    def __init__(self):
+        self.cache = collections.defaultdict(list)
+        self.cache["old"].append(1)
+        self.totals = collections.defaultdict(lambda: torch.zeros(3))
+        self.order = collections.OrderedDict(a=1, b=2, c=3)
+
+
+GLOBAL_COUNTS = collections.defaultdict(int)
+GLOBAL_ORDER = collections.OrderedDict(a=1, b=2)
+
+
+def write_outside_dict_subclasses(x, state):
+    state.cache["new"] = x * 2
+    state.cache["appended"].append(x + 1)  # a missing key: the factory's list, then written
+    state.totals["a"] = state.totals["a"] + x
+    state.totals["b"] += 1
+    state.order.move_to_end("a")
+    state.order["d"] = x
+    state.order.move_to_end("c", last=False)
+    return x + len(state.cache) + len(state.order)
+
+
+def _assert_same_state(got, expected):
+    for name in ("cache", "totals", "order"):
+        real, eager = getattr(got, name), getattr(expected, name)
+        assert type(real) is type(eager)
+        assert list(real) == list(eager), name
+        for key in eager:
+            torch.testing.assert_close(real[key], eager[key])
+    assert got.cache.default_factory is list
+
+
+def test_defaultdict_and_ordered_dict_outside_the_frame_written_in_one_graph():
+    counter = CountingBackend()
+    compiled = dynamo_capture.optimize(write_outside_dict_subclasses, backend=counter)
+    for _ in range(3):
+        x = torch.randn(3)
+        got_state, eager_state = State(), State()
+        torch.testing.assert_close(
+            compiled(x, got_state), write_outside_dict_subclasses(x, eager_state)
+        )
+        _assert_same_state(got_state, eager_state)
+        torch.testing.assert_close(got_state.totals["fresh"], torch.zeros(3))  # factory kept
+    assert counter.frame_count == 1
+
+
+def count_into_a_global_defaultdict(x):
+    for key in "abca":
+        GLOBAL_COUNTS[key] += 1
+    GLOBAL_ORDER.move_to_end("a")
+    return x * GLOBAL_COUNTS["a"]
+
+
+def test_global_defaultdict_and_ordered_dict_written_like_eager():
+    counter = CountingBackend()
+    compiled = dynamo_capture.optimize(count_into_a_global_defaultdict, backend=counter)
+    GLOBAL_COUNTS.clear()
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x * 2)
+    assert dict(GLOBAL_COUNTS) == {"a": 2, "b": 1, "c": 1}
+    assert list(GLOBAL_ORDER) == ["b", "a"]
+    assert type(GLOBAL_COUNTS) is collections.defaultdict
+    assert counter.frame_count == 1
+
+
+def move_missing_key_to_end(x):
+    try:
+        GLOBAL_ORDER.move_to_end("z")
+    except KeyError as error:
+        return x + len(str(error))
+    return x
+
+
+def test_ordered_dict_move_to_end_of_a_missing_key_raises_key_error_like_eager():
+    counter = CountingBackend()
+    compiled = dynamo_capture.optimize(move_missing_key_to_end, backend=counter)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), move_missing_key_to_end(x))
+    assert counter.frame_count == 1
+
+
+def read_missing_key_of_outside_defaultdict(x, state):
+    return x + len(state.cache["missing"]), sorted(state.cache)
+
+
+@pytest.mark.parametrize("calls", [1, 3])
+def test_reading_a_missing_key_of_an_outside_defaultdict_inserts_it_once(calls):
+    counter = CountingBackend()
+    compiled = dynamo_capture.optimize(read_missing_key_of_outside_defaultdict, backend=counter)
+    for _ in range(calls):
+        state, eager_state = State(), State()
+        x = torch.randn(3)
+        got = compiled(x, state)
+        expected = read_missing_key_of_outside_defaultdict(x, eager_state)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+        assert sorted(state.cache) == sorted(eager_state.cache)
+    assert counter.frame_count == 1
