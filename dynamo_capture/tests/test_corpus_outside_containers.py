@@ -11,9 +11,10 @@ import collections
 
 import pytest
 import torch
+from torchcheck import check_like_torch
 
 import dynamo_capture
-from dynamo_capture.testing import CountingBackend
+from dynamo_capture.testing import CountingBackend, assert_same
 
 
 class State:
@@ -115,3 +116,56 @@ def test_reading_a_missing_key_of_an_outside_defaultdict_inserts_it_once(calls):
         assert got[1] == expected[1]
         assert sorted(state.cache) == sorted(eager_state.cache)
     assert counter.frame_count == 1
+
+
+# ----- keys and items that are not constants ---------------------------------------------
+def dict_keyed_by_tuples_holding_tensors(x):
+    y = x + 1
+    d = {(0, x): 1, (1, y): 2}
+    d[(0, x)] += 5
+    return x * d[(0, x)] + len(d), [key[0] for key in d], (1, y) in d, (1, x) in d
+
+
+def set_of_tuples_holding_tensors(x):
+    y = x * 2
+    s = {(x, "a"), (y, "b"), (x, "a")}
+    return x + len(s), (x, "a") in s, (y, "a") in s
+
+
+@pytest.mark.parametrize(
+    "fn", [dict_keyed_by_tuples_holding_tensors, set_of_tuples_holding_tensors]
+)
+def test_tuple_holding_tensors_as_a_key_hashes_them_by_identity(fn):
+    counter = check_like_torch(fn, lambda: (torch.randn(3),))
+    assert counter.frame_count == 1
+
+
+def test_set_of_tuples_holding_tensors_returned_keeps_the_tensors():
+    def make(x):
+        y = x * 2
+        return {(x, "a"), (y, "b"), (x, "a")}, y
+
+    compiled = dynamo_capture.optimize(make, backend=CountingBackend())
+    x = torch.randn(3)
+    items, y = compiled(x)
+    assert type(items) is set and len(items) == 2
+    assert any(tensor is x for tensor, _ in items) and any(tensor is y for tensor, _ in items)
+
+
+def values_views_compared(x, d):
+    v = d.values()
+    w = d.values()
+    return x + (v == v) + (v == w) * 2 + (v != w) * 4
+
+
+def values_view_compared_with_constants(x, d):
+    return x + 1, d.values() == [1, 2], d.values() != {1, 2}
+
+
+def test_dict_values_views_compare_by_identity_like_eager():
+    counter = CountingBackend()
+    for fn in (values_views_compared, values_view_compared_with_constants):
+        compiled = dynamo_capture.optimize(fn, backend=counter)
+        x = torch.randn(3)
+        assert_same(compiled(x, {"a": 1, "b": 2}), fn(x, {"a": 1, "b": 2}))
+    assert counter.frame_count == 2
