@@ -226,7 +226,10 @@ def call_numpy(
         return _folded_numpy_call(tx, fn, args, kwargs)
     if fn is np.asarray and args and is_ndarray(args[0]) and args[0].python_type is np.ndarray:
         if _same_dtype_asked(args[0], args[1:], kwargs):
-            return args[0]  # the array itself, as NumPy gives it
+            # the array itself, as NumPy gives it; the graph keeps the (unused) call as
+            # torch.compile's does
+            tx.ctx.graph.call_function(_SameArray(), (args[0].node,))
+            return args[0]
     if fn in (np.asarray, np.array) and len(args) == 1 and not kwargs:
         if isinstance(args[0], TensorValue) and not is_ndarray(args[0]):
             # np.asarray(t) shares the tensor's data as t.numpy() does; np.array(t) copies
@@ -240,6 +243,18 @@ def call_numpy(
     if entry is None:
         raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} is not one capture puts in a graph")
     return _numpy_node(tx, fn, entry, args, kwargs)
+
+
+class _SameArray:
+    """A node's target: np.asarray of an array of its dtype, which is the array itself."""
+
+    __name__ = __qualname__ = "numpy_asarray"
+
+    def __call__(self, a: torch.Tensor) -> torch.Tensor:
+        return a
+
+    def __repr__(self) -> str:
+        return self.__name__
 
 
 def _same_dtype_asked(array: TensorValue, args: list[Value], kwargs: dict[str, Value]) -> bool:
