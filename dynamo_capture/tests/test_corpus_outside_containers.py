@@ -169,3 +169,62 @@ def test_dict_values_views_compare_by_identity_like_eager():
         x = torch.randn(3)
         assert_same(compiled(x, {"a": 1, "b": 2}), fn(x, {"a": 1, "b": 2}))
     assert counter.frame_count == 2
+
+
+# ----- containers held by an object the frame is given --------------------------------------
+class Holder:
+    def __init__(self):
+        self.items = [1, 2, 3, 2]
+        self.seen = {"x", "y"}
+        self.queue = collections.deque([1, 2, 3], maxlen=4)
+        self.nested = collections.defaultdict(lambda: collections.defaultdict(int))
+
+
+def list_remove_on_an_attribute(x, holder):
+    holder.items.remove(2)
+    return x + len(holder.items)
+
+
+def set_discard_and_add_on_an_attribute(x, holder):
+    holder.seen.discard("x")
+    holder.seen.discard("absent")
+    holder.seen.add("z")
+    return x + len(holder.seen)
+
+
+def deque_operations_on_an_attribute(x, holder):
+    holder.queue.append(4)
+    holder.queue.appendleft(0)
+    holder.queue.rotate(2)
+    return x + holder.queue.popleft() + len(holder.queue)
+
+
+def nested_defaultdict_on_an_attribute(x, holder):
+    holder.nested["a"]["b"] += 2
+    holder.nested["a"]["c"] = 1
+    return x * holder.nested["a"]["b"]
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        list_remove_on_an_attribute,
+        set_discard_and_add_on_an_attribute,
+        deque_operations_on_an_attribute,
+        nested_defaultdict_on_an_attribute,
+    ],
+)
+def test_containers_held_by_an_argument_written_like_eager(fn):
+    counter = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=counter)
+    for _ in range(2):
+        x = torch.randn(3)
+        got_holder, eager_holder = Holder(), Holder()
+        torch.testing.assert_close(compiled(x, got_holder), fn(x, eager_holder))
+        assert got_holder.items == eager_holder.items
+        assert got_holder.seen == eager_holder.seen
+        assert got_holder.queue == eager_holder.queue
+        assert got_holder.queue.maxlen == eager_holder.queue.maxlen
+        nested = {key: dict(inner) for key, inner in got_holder.nested.items()}
+        assert nested == {key: dict(inner) for key, inner in eager_holder.nested.items()}
+    assert counter.frame_count == 1
