@@ -170,14 +170,17 @@ def test_python_scalars_follow_numpy_promotion():
     _eager_and_compiled(promote, np.arange(4), np.ones(3, np.float32))
 
 
-def test_numpy_write_runs_eagerly():
+def test_numpy_write_of_an_input_array_is_in_the_graph():
     def write(a):
         a[0] = 5.0
         a += 1
         return a * 2
 
     compiled = _eager_and_compiled(write, np.ones(3))
-    assert compiled.graph_breaks
+    assert not compiled.graph_breaks
+    written = np.ones(3)
+    compiled(written)
+    np.testing.assert_array_equal(written, [6.0, 2.0, 2.0])
 
 
 def test_numpy_function_not_in_table_breaks():

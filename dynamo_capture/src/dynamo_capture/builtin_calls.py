@@ -724,10 +724,10 @@ def _number_call(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, V
 
 def _number_function(fn: Any) -> Handler:
     def handler(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        if fn is builtins.float and len(args) == 1 and not kwargs:
-            from dynamo_capture.numpy_arrays import numpy_scalar_to_float
+        if fn in (builtins.float, builtins.int) and len(args) == 1 and not kwargs:
+            from dynamo_capture.numpy_arrays import numpy_scalar_to_number
 
-            number = numpy_scalar_to_float(tx, args[0])
+            number = numpy_scalar_to_number(tx, args[0], fn)
             if number is not None:
                 return number
         if any(isinstance(arg, TensorValue) for arg in args):

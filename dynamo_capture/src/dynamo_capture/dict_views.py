@@ -4,7 +4,7 @@ A view is live, as in Python: it reads its dict each time it is used, so a
 write to the dict after `keys = d.keys()` shows through it. Keys and items views
 compare and combine as sets (`d.keys() == {"a", "b"}`, `d.keys() | other`) through
 their real counterparts, built from the dict's current constant keys (and
-values, for items); a values view compares by identity only, so it never folds.
+values, for items); a values view compares by identity only (operations.compare_op).
 """
 
 from __future__ import annotations

@@ -370,6 +370,28 @@ def _dict_popitem(tx: Translator, d: Any, args: list[Value], kwargs: dict[str, V
     return TupleValue([key_value(key), value])
 
 
+def _ordered_dict_move_to_end(
+    tx: Translator, d: Any, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """OrderedDict.move_to_end(key, last=True): the key's item moved last (or first)."""
+    if not (isinstance(d, DictValue) and issubclass(d.cls, collections.OrderedDict)):
+        raise Unsupported(f"move_to_end on a {python_type_of(d).__name__}")
+    _mutable(d, "move_to_end")
+    key = _key(args[0])
+    last = as_constant(args[1] if len(args) > 1 else kwargs.get("last", PythonValue(True)))
+    if key not in d.items:
+        raise _raised_like_python(lambda: collections.OrderedDict().move_to_end(key))
+    value = d.items.pop(key)
+    if last:
+        d.items[key] = value
+    else:
+        rest = dict(d.items)
+        d.items.clear()
+        d.items[key] = value
+        d.items.update(rest)
+    return _none()
+
+
 def _dict_copy(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
     kind = python_type_of(d)
     if kind in (collections.OrderedDict, collections.defaultdict):  # their copy keeps the type
@@ -428,6 +450,7 @@ DICT_METHODS: dict[str, Method] = {
     "pop": _dict_pop,
     "setdefault": _dict_setdefault,
     "popitem": _dict_popitem,
+    "move_to_end": _ordered_dict_move_to_end,
     "copy": _dict_copy,
     "clear": _dict_clear,
     "__contains__": _dict_contains,

@@ -9,7 +9,8 @@ the graph as a tensor again through `torch.from_numpy(a)` / `torch.as_tensor(a)`
 
 Each NumPy function, ndarray method and operator is one graph node calling a small
 wrapper (`NumpyOperation`) that runs the torch equivalent from `NUMPY_FUNCTIONS` /
-`NDARRAY_METHODS` on tensors converted to NumPy's result dtype. NumPy's own type rules
+`NDARRAY_METHODS` / `NUMPY_OPERATORS` (module `numpy_functions`) on tensors converted
+to NumPy's result dtype. NumPy's own type rules
 decide that dtype (float64 by default, NEP 50 Python scalars, int -> float64 for
 `np.sin` or `np.mean`): capture calls the NumPy function on tiny arrays of the
 operands' dtypes and reads the result's dtype and type (array or scalar).
@@ -18,15 +19,20 @@ operands' dtypes and reads the result's dtype and type (array or scalar).
     b = np.sin(a) + 1             ->  numpy_sin(a), numpy_add(numpy_sin, 1)
     torch.from_numpy(b)           ->  torch.as_tensor(numpy_add)
 
-Anything not in the tables (in-place NumPy updates, `np.random`, a NumPy function
-capture does not list, an array of objects or strings) is Unsupported: the graph
-breaks there and NumPy runs eagerly.
+A write (`a += b`, `np.add(a, b, out=c)`, `a[mask] = 0`) is one node writing the
+array's tensor (`_WriteInto`, `_SetItem`), which writes the tensor an array from
+`t.numpy()` shares, as eager does; a write NumPy refuses (another shape, a cast across
+kinds, a NaN into an integer array) raises there or runs eagerly.
+
+Anything not in the tables (`np.random`, a NumPy function capture does not list, an
+array of objects or strings) is Unsupported: the graph breaks there and NumPy runs
+eagerly.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import operator
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +40,12 @@ import numpy as np
 import torch
 
 from dynamo_capture.errors import Unsupported
+from dynamo_capture.numpy_functions import (
+    NDARRAY_METHODS,
+    NUMPY_FUNCTIONS,
+    NUMPY_OPERATORS,
+    copy_array,
+)
 from dynamo_capture.operations import NotConstant, as_constant
 from dynamo_capture.values import ListValue, PythonValue, TensorValue, TupleValue, Value
 
@@ -48,9 +60,11 @@ __all__ = [
     "call_numpy",
     "is_ndarray",
     "ndarray_attribute",
+    "ndarray_in_place_operator",
     "ndarray_method",
+    "ndarray_set_item",
     "ndarray_operator",
-    "numpy_scalar_to_float",
+    "numpy_scalar_to_number",
     "tensor_to_numpy",
 ]
 
@@ -79,287 +93,6 @@ def _is_numpy_type(cls: type) -> bool:
     return cls is np.ndarray or (isinstance(cls, type) and issubclass(cls, np.generic))
 
 
-# ----- the tables ---------------------------------------------------------------------
-def _reduction(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A NumPy reduction (`axis`, `keepdims`) on torch's (`dim`, `keepdim`)."""
-
-    def reduce(a: torch.Tensor, axis: Any = None, keepdims: bool = False, **kwargs: Any) -> Any:
-        if axis is None:
-            result = torch_fn(a, **kwargs)
-            return result.reshape((1,) * a.dim()) if keepdims else result
-        return torch_fn(a, dim=axis, keepdim=keepdims, **kwargs)
-
-    return reduce
-
-
-def _arg_reduction(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
-    def reduce(a: torch.Tensor, axis: Any = None, keepdims: bool = False) -> Any:
-        if axis is None:
-            return torch_fn(a.reshape(-1))
-        return torch_fn(a, dim=axis, keepdim=keepdims)
-
-    return reduce
-
-
-def _moments(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
-    def moment(a: torch.Tensor, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
-        if axis is None:
-            result = torch_fn(a, correction=ddof)
-            return result.reshape((1,) * a.dim()) if keepdims else result
-        return torch_fn(a, dim=axis, correction=ddof, keepdim=keepdims)
-
-    return moment
-
-
-def _cumulative(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
-    def accumulate(a: torch.Tensor, axis: Any = None) -> Any:
-        return torch_fn(a.reshape(-1), 0) if axis is None else torch_fn(a, axis)
-
-    return accumulate
-
-
-def _concatenate(arrays: Any, axis: int | None = 0) -> torch.Tensor:
-    if axis is None:
-        return torch.cat([a.reshape(-1) for a in arrays])
-    return torch.cat(list(arrays), dim=axis)
-
-
-def _transpose(a: torch.Tensor, axes: Any = None, *more: int) -> torch.Tensor:
-    if more:
-        axes = (axes, *more)
-    if axes is None:
-        return a.permute(*reversed(range(a.dim())))
-    return a.permute(*axes)
-
-
-def _reshape(a: torch.Tensor, *shape: Any, order: str = "C") -> torch.Tensor:
-    if order != "C":
-        raise NotImplementedError("reshape with order other than 'C'")
-    if len(shape) == 1 and isinstance(shape[0], tuple | list):
-        shape = tuple(shape[0])
-    return a.reshape(shape)
-
-
-def _squeeze(a: torch.Tensor, axis: Any = None) -> torch.Tensor:
-    return a.squeeze() if axis is None else a.squeeze(axis)
-
-
-def _clip(a: torch.Tensor, a_min: Any = None, a_max: Any = None) -> torch.Tensor:
-    return torch.clamp(a, a_min, a_max)
-
-
-def _where(condition: torch.Tensor, x: Any, y: Any) -> torch.Tensor:
-    return torch.where(condition, x, y)
-
-
-def _full(shape: Any, fill_value: Any, dtype: Any = None) -> torch.Tensor:
-    return torch.full(shape if isinstance(shape, tuple | list) else (shape,), fill_value)
-
-
-def _shape_factory(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
-    def make(shape: Any, dtype: Any = None) -> torch.Tensor:
-        return torch_fn(shape if isinstance(shape, tuple | list) else (shape,))
-
-    return make
-
-
-def _like_factory(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
-    def make(a: torch.Tensor, dtype: Any = None) -> torch.Tensor:
-        return torch_fn(a)
-
-    return make
-
-
-def _arange(*args: Any, dtype: Any = None) -> torch.Tensor:
-    return torch.arange(*args)
-
-
-def _linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True) -> torch.Tensor:
-    if not endpoint:
-        step = (stop - start) / num
-        return torch.arange(num, dtype=torch.float64) * step + start
-    return torch.linspace(start, stop, num, dtype=torch.float64)
-
-
-def _eye(n: int, m: int | None = None, dtype: Any = None) -> torch.Tensor:
-    return torch.eye(n, n if m is None else m)
-
-
-def _astype(a: torch.Tensor, dtype: Any, copy: bool = True) -> torch.Tensor:
-    return a.clone()  # the cast to `dtype` is the operation's result dtype
-
-
-def _copy(a: torch.Tensor) -> torch.Tensor:
-    return a.clone()
-
-
-def _scalar(value: Any) -> torch.Tensor:
-    return torch.as_tensor(value)
-
-
-def _array(data: Any, dtype: Any = None) -> torch.Tensor:
-    """np.array / np.asarray of numbers, arrays or nested lists of them (a copy)."""
-    if isinstance(data, torch.Tensor):
-        return data.clone()
-    if isinstance(data, list | tuple) and any(isinstance(item, torch.Tensor) for item in data):
-        return torch.stack([torch.as_tensor(item) for item in data])
-    return torch.as_tensor(data)
-
-
-def _norm(a: torch.Tensor, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
-    if ord is not None:
-        raise NotImplementedError("np.linalg.norm with ord")
-    if axis is None:
-        result = torch.linalg.vector_norm(a)
-        return result.reshape((1,) * a.dim()) if keepdims else result
-    return torch.linalg.vector_norm(a, dim=axis, keepdim=keepdims)
-
-
-# NumPy function -> (torch equivalent on tensors, how operands are cast first):
-# "result": to the result dtype (arithmetic, math functions, reductions), "values": all
-# but the first to the result dtype (np.where's condition), "common": to the operands'
-# common dtype (comparisons), "none": left as they are (argmax, shapes).
-NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
-    np.sin: (torch.sin, "result"),
-    np.cos: (torch.cos, "result"),
-    np.tan: (torch.tan, "result"),
-    np.arcsin: (torch.asin, "result"),
-    np.arccos: (torch.acos, "result"),
-    np.arctan: (torch.atan, "result"),
-    np.sinh: (torch.sinh, "result"),
-    np.cosh: (torch.cosh, "result"),
-    np.tanh: (torch.tanh, "result"),
-    np.exp: (torch.exp, "result"),
-    np.exp2: (torch.exp2, "result"),
-    np.expm1: (torch.expm1, "result"),
-    np.log: (torch.log, "result"),
-    np.log2: (torch.log2, "result"),
-    np.log10: (torch.log10, "result"),
-    np.log1p: (torch.log1p, "result"),
-    np.sqrt: (torch.sqrt, "result"),
-    np.square: (torch.square, "result"),
-    np.abs: (torch.abs, "result"),
-    np.absolute: (torch.abs, "result"),
-    np.negative: (torch.neg, "result"),
-    np.sign: (torch.sign, "result"),
-    np.floor: (torch.floor, "result"),
-    np.ceil: (torch.ceil, "result"),
-    np.reciprocal: (torch.reciprocal, "result"),
-    np.add: (torch.add, "result"),
-    np.subtract: (torch.sub, "result"),
-    np.multiply: (torch.mul, "result"),
-    np.divide: (torch.div, "result"),
-    np.true_divide: (torch.div, "result"),
-    np.floor_divide: (torch.floor_divide, "result"),
-    np.power: (torch.pow, "result"),
-    np.remainder: (torch.remainder, "result"),
-    np.mod: (torch.remainder, "result"),
-    np.fmod: (torch.fmod, "result"),
-    np.maximum: (torch.maximum, "result"),
-    np.minimum: (torch.minimum, "result"),
-    np.arctan2: (torch.atan2, "result"),
-    np.hypot: (torch.hypot, "result"),
-    np.greater: (torch.gt, "common"),
-    np.greater_equal: (torch.ge, "common"),
-    np.less: (torch.lt, "common"),
-    np.less_equal: (torch.le, "common"),
-    np.equal: (torch.eq, "common"),
-    np.not_equal: (torch.ne, "common"),
-    np.logical_and: (torch.logical_and, "none"),
-    np.logical_or: (torch.logical_or, "none"),
-    np.logical_not: (torch.logical_not, "none"),
-    np.dot: (torch.matmul, "result"),
-    np.matmul: (torch.matmul, "result"),
-    np.sum: (_reduction(torch.sum), "result"),
-    np.prod: (_reduction(torch.prod), "result"),
-    np.mean: (_reduction(torch.mean), "result"),
-    np.max: (_reduction(torch.amax), "result"),
-    np.amax: (_reduction(torch.amax), "result"),
-    np.min: (_reduction(torch.amin), "result"),
-    np.amin: (_reduction(torch.amin), "result"),
-    np.all: (_reduction(torch.all), "none"),
-    np.any: (_reduction(torch.any), "none"),
-    np.std: (_moments(torch.std), "result"),
-    np.var: (_moments(torch.var), "result"),
-    np.argmax: (_arg_reduction(torch.argmax), "none"),
-    np.argmin: (_arg_reduction(torch.argmin), "none"),
-    np.cumsum: (_cumulative(torch.cumsum), "result"),
-    np.cumprod: (_cumulative(torch.cumprod), "result"),
-    np.concatenate: (_concatenate, "result"),
-    np.stack: (torch.stack, "result"),
-    np.transpose: (_transpose, "none"),
-    np.reshape: (_reshape, "none"),
-    np.ravel: (lambda a: a.reshape(-1), "none"),
-    np.squeeze: (_squeeze, "none"),
-    np.expand_dims: (torch.unsqueeze, "none"),
-    np.clip: (_clip, "result"),
-    np.where: (_where, "values"),
-    np.zeros: (_shape_factory(torch.zeros), "result"),
-    np.ones: (_shape_factory(torch.ones), "result"),
-    np.full: (_full, "result"),
-    np.zeros_like: (_like_factory(torch.zeros_like), "result"),
-    np.ones_like: (_like_factory(torch.ones_like), "result"),
-    np.arange: (_arange, "result"),
-    np.linspace: (_linspace, "result"),
-    np.eye: (_eye, "result"),
-    np.copy: (_copy, "none"),
-    np.array: (_array, "none"),
-    np.asarray: (_array, "none"),
-    np.linalg.norm: (_norm, "result"),
-    np.float16: (_scalar, "result"),
-    np.float32: (_scalar, "result"),
-    np.float64: (_scalar, "result"),
-    np.int32: (_scalar, "result"),
-    np.int64: (_scalar, "result"),
-}
-
-# ndarray method -> the NumPy function it is (called with the array first)
-NDARRAY_METHODS: dict[str, Any] = {
-    "sum": np.sum,
-    "prod": np.prod,
-    "mean": np.mean,
-    "max": np.max,
-    "min": np.min,
-    "all": np.all,
-    "any": np.any,
-    "std": np.std,
-    "var": np.var,
-    "argmax": np.argmax,
-    "argmin": np.argmin,
-    "cumsum": np.cumsum,
-    "cumprod": np.cumprod,
-    "transpose": np.transpose,
-    "reshape": np.reshape,
-    "ravel": np.ravel,
-    "flatten": np.ravel,
-    "squeeze": np.squeeze,
-    "clip": np.clip,
-    "copy": np.copy,
-    "dot": np.dot,
-    "astype": "astype",
-}
-
-# operator -> the NumPy function it calls on arrays
-_OPERATORS: dict[Any, Any] = {
-    operator.add: np.add,
-    operator.sub: np.subtract,
-    operator.mul: np.multiply,
-    operator.truediv: np.true_divide,
-    operator.floordiv: np.floor_divide,
-    operator.pow: np.power,
-    operator.mod: np.remainder,
-    operator.matmul: np.matmul,
-    operator.gt: np.greater,
-    operator.ge: np.greater_equal,
-    operator.lt: np.less,
-    operator.le: np.less_equal,
-    operator.eq: np.equal,
-    operator.ne: np.not_equal,
-    operator.neg: np.negative,
-    operator.abs: np.absolute,
-}
-
-
 # ----- the graph node -----------------------------------------------------------------
 class NumpyOperation:
     """A graph node's target: NumPy function `name` as `torch_fn` on tensors cast first."""
@@ -370,16 +103,27 @@ class NumpyOperation:
         torch_fn: Callable[..., Any],
         cast: torch.dtype | None,
         skip_first: bool = False,
+        numbers_as_tensors: bool = False,
+        stack_first: bool = False,
     ) -> None:
         self.torch_fn = torch_fn
         self.cast = cast
         self.skip_first = skip_first  # the first operand keeps its dtype (a condition)
+        self.numbers_as_tensors = numbers_as_tensors and cast is not None
+        self.stack_first = stack_first  # the first operand is a list of arrays: one array
         self.__name__ = self.__qualname__ = f"numpy_{name}"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.stack_first:
+            args = (torch.stack([torch.as_tensor(item) for item in args[0]]), *args[1:])
         if self.cast is not None:
             first, rest = (args[:1], args[1:]) if self.skip_first else ((), args)
             args = (*first, *_cast(rest, self.cast))
+        if self.numbers_as_tensors:
+            args = tuple(
+                torch.tensor(a, dtype=self.cast) if isinstance(a, bool | int | float) else a
+                for a in args
+            )
         return self.torch_fn(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -480,11 +224,58 @@ def call_numpy(
         return None
     if fn in _FOLDED_NUMPY:
         return _folded_numpy_call(tx, fn, args, kwargs)
+    if fn is np.asarray and args and is_ndarray(args[0]) and args[0].python_type is np.ndarray:
+        if _same_dtype_asked(args[0], args[1:], kwargs):
+            # the array itself, as NumPy gives it; the graph keeps the (unused) call as
+            # torch.compile's does
+            tx.ctx.graph.call_function(_SameArray(), (args[0].node,))
+            return args[0]
+    if fn in (np.asarray, np.array) and len(args) == 1 and not kwargs:
+        if isinstance(args[0], TensorValue) and not is_ndarray(args[0]):
+            # np.asarray(t) shares the tensor's data as t.numpy() does; np.array(t) copies
+            array = tensor_to_numpy(tx, args[0])
+            return (
+                array if fn is np.asarray else _numpy_node(tx, fn, NUMPY_FUNCTIONS[fn], [array], {})
+            )
+    if fn in _METADATA_FUNCTIONS and len(args) == 1 and not kwargs and is_ndarray(args[0]):
+        return PythonValue(_METADATA_FUNCTIONS[fn](args[0].example))
     entry = NUMPY_FUNCTIONS.get(fn)
     if entry is None:
         raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} is not one capture puts in a graph")
     return _numpy_node(tx, fn, entry, args, kwargs)
 
+
+class _SameArray:
+    """A node's target: np.asarray of an array of its dtype, which is the array itself."""
+
+    __name__ = __qualname__ = "numpy_asarray"
+
+    def __call__(self, a: torch.Tensor) -> torch.Tensor:
+        return a
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+def _same_dtype_asked(array: TensorValue, args: list[Value], kwargs: dict[str, Value]) -> bool:
+    """np.asarray(array, [dtype]) asks for no other dtype than the array's."""
+    if not args and not kwargs:
+        return True
+    if len(args) + len(kwargs) > 1 or (kwargs and "dtype" not in kwargs):
+        return False
+    try:
+        dtype = as_constant(args[0] if args else kwargs["dtype"])
+        return dtype is None or _TORCH_DTYPES.get(np.dtype(dtype)) == array.example.dtype
+    except (NotConstant, TypeError):
+        return False
+
+
+# NumPy functions of an array's metadata only, answered from its example at capture time
+_METADATA_FUNCTIONS: dict[Any, Callable[[torch.Tensor], Any]] = {
+    np.shape: lambda example: tuple(example.shape),
+    np.ndim: lambda example: example.dim(),
+    np.size: lambda example: example.numel(),
+}
 
 # NumPy callables that only describe types: called at capture time on constant arguments.
 _FOLDED_NUMPY = frozenset(
@@ -535,16 +326,42 @@ def _is_numpy_callable(fn: Any) -> bool:
     return isinstance(module, str) and (module == "numpy" or module.startswith("numpy."))
 
 
+# NumPy functions whose first argument is itself a sequence of arrays, or a shape
+_SEQUENCE_ARGUMENT = frozenset({np.concatenate, np.stack, np.vstack, np.hstack, np.array,
+                                np.asarray, np.einsum})  # fmt: skip
+
+
+def _sequence_of_arrays_for_an_array(fn: Any, args: list[Value]) -> bool:
+    """Whether the first argument is a list or tuple of arrays where `fn` takes one array
+    (`np.sum([a, b], axis=0)`): NumPy makes one array of it, as torch.stack does."""
+    if not args or fn in _SEQUENCE_ARGUMENT or fn in _FACTORIES:
+        return False
+    first = args[0]
+    return isinstance(first, TupleValue | ListValue) and any(is_ndarray(i) for i in first.items)
+
+
 def _numpy_node(
     tx: Translator,
     fn: Any,
     entry: tuple[Callable[..., Any], str],
     args: list[Value],
     kwargs: dict[str, Value],
+    out: Value | None = None,
 ) -> Value:
+    """One graph node for NumPy's `fn(*args, **kwargs)`; with `out` (`out=`, `a += b`)
+    the node writes the result into that ndarray, which is what it gives."""
     torch_fn, cast_mode = entry
-    if "out" in kwargs or "dtype" in kwargs and fn not in _FACTORIES:
-        raise Unsupported(f"NumPy {fn.__name__} with out= or dtype=")
+    if "out" in kwargs:  # `np.add(a, b, out=c)`
+        kwargs = dict(kwargs)
+        out = kwargs.pop("out")
+        if isinstance(out, TupleValue) and len(out.items) == 1:
+            out = out.items[0]
+    if out is not None and not (is_ndarray(out) and out.python_type is np.ndarray):
+        raise Unsupported("a NumPy result written into something other than an ndarray")
+    if "dtype" in kwargs and fn not in _FACTORIES and cast_mode != "result":
+        # NOTE: dtype= of a "result" function names the dtype NumPy computes in, the one
+        # its operands are cast to first
+        raise Unsupported(f"NumPy {fn.__name__} with dtype=")
     dtype, result_type = _numpy_result(fn, args, kwargs)
     result_dtype = _TORCH_DTYPES[dtype]
     cast = None
@@ -554,11 +371,24 @@ def _numpy_node(
         operands = [_dummy(a) for a in args if is_ndarray(a)]
         cast = _TORCH_DTYPES[np.result_type(*operands)] if operands else None
     name = getattr(fn, "__name__", type(fn).__name__)
-    operation = NumpyOperation(name, torch_fn, cast, skip_first=cast_mode == "values")
-    target = _ResultCast(operation, result_dtype)
+    operation = NumpyOperation(
+        name,
+        torch_fn,
+        cast,
+        skip_first=cast_mode == "values",
+        # a ufunc computes in its result dtype, Python numbers included (NEP 50); torch's
+        # equivalents take tensors only (`torch.maximum(a, 0)`, `torch.floor(2.7)`)
+        numbers_as_tensors=isinstance(fn, np.ufunc) and cast_mode == "result",
+        stack_first=_sequence_of_arrays_for_an_array(fn, args),
+    )
+    target: Any = _ResultCast(operation, result_dtype)
     kwargs = {k: v for k, v in kwargs.items() if k != "dtype"}
     node_args = tuple(_as_tensor(a) for a in args)
     node_kwargs = {k: _as_tensor(v) for k, v in kwargs.items()}
+    if out is not None:
+        node_args = (_as_tensor(out), *node_args)
+        tx.ctx.call("call_function", _WriteInto(target), node_args, node_kwargs)
+        return out
     result = tx.ctx.call("call_function", target, node_args, node_kwargs)
     if not isinstance(result, TensorValue):
         raise Unsupported(f"NumPy {name} returns several arrays")
@@ -614,23 +444,24 @@ class _ConstantItem:
         return self.__name__
 
 
-def numpy_scalar_to_float(tx: Translator, value: Value) -> Value | None:
-    """`float(s)` of a NumPy floating scalar computed from constants: the Python float, the
-    graph holding its `.item()` and `torch.sym_float` (unused) as torch.compile's does;
-    None for any other value (an integer scalar breaks the graph there too)."""
+def numpy_scalar_to_number(tx: Translator, value: Value, kind: type) -> Value | None:
+    """`float(s)` or `int(s)` (`kind`) of a NumPy floating scalar computed from constants:
+    the Python number, the graph holding its `.item()` and `torch.sym_float` or
+    `torch.sym_int` (unused) as torch.compile's does; None for any other value (an integer
+    scalar breaks the graph there too)."""
     if not is_ndarray(value) or not issubclass(value.python_type, np.floating):
         return None
-    if _CONSTANT not in value.node.meta:
+    if _CONSTANT not in value.node.meta or kind not in (float, int):
         return None
     number = value.node.meta[_CONSTANT].item()
     tx.ctx.graph.call_function(_ConstantItem(number), (value.node,))
-    tx.ctx.graph.call_function(torch.sym_float, (number,))
-    return PythonValue(float(number))
+    tx.ctx.graph.call_function(torch.sym_float if kind is float else torch.sym_int, (number,))
+    return PythonValue(kind(number))
 
 
 _FACTORIES = frozenset(  # functions whose dtype= names the result's dtype
     {np.zeros, np.ones, np.full, np.zeros_like, np.ones_like, np.arange, np.linspace, np.eye,
-     np.array, np.asarray}
+     np.array, np.asarray, np.empty, np.empty_like}
 )  # fmt: skip
 
 
@@ -647,10 +478,93 @@ def ndarray_operator(tx: Translator, op: Any, operands: list[Value]) -> Value:
     """`a + b`, `-a`, `a > 0`... with an ndarray operand: the NumPy function it calls."""
     if any(isinstance(v, TensorValue) and not is_ndarray(v) for v in operands):
         return _tensor_with_numpy_scalar(tx, op, operands)
-    fn = _OPERATORS.get(op)
+    fn = NUMPY_OPERATORS.get(op)
     if fn is None:
         raise Unsupported(f"operator {getattr(op, '__name__', op)} on a NumPy array")
     return _numpy_node(tx, fn, NUMPY_FUNCTIONS[fn], operands, {})
+
+
+class _WriteInto:
+    """A node's target: NumPy's result written into ndarray `out` (`out=`, `a += b`), as
+    NumPy allows it: of `out`'s shape, its dtype reached by a "same_kind" cast."""
+
+    def __init__(self, operation: Any) -> None:
+        self.operation = operation
+        self.__name__ = self.__qualname__ = f"{operation.__name__}_into"
+
+    def __call__(self, out: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        result = self.operation(*args, **kwargs)
+        if result.shape != out.shape:
+            raise ValueError(f"NumPy result of shape {tuple(result.shape)} written into an "
+                             f"array of shape {tuple(out.shape)}")  # fmt: skip
+        source, target = _NUMPY_DTYPES[result.dtype], _NUMPY_DTYPES[out.dtype]
+        if not np.can_cast(source, target, "same_kind"):
+            raise TypeError(f"a {source} NumPy result written into a {target} array")
+        return out.copy_(result)
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+def ndarray_in_place_operator(tx: Translator, op: Any, target: Value, operand: Value) -> Value:
+    """`a += b` (`op` the plain operator): the result written into ndarray `a`; a NumPy
+    scalar or a Python number on the left is rebound to the plain result instead."""
+    if not (is_ndarray(target) and target.python_type is np.ndarray):
+        return ndarray_operator(tx, op, [target, operand])
+    if isinstance(operand, TensorValue) and not is_ndarray(operand):
+        raise Unsupported("an in-place operator on a NumPy array and a torch.Tensor")
+    fn = NUMPY_OPERATORS.get(op)
+    if fn is None:
+        raise Unsupported(f"operator {getattr(op, '__name__', op)} on a NumPy array")
+    return _numpy_node(tx, fn, NUMPY_FUNCTIONS[fn], [target, operand], {}, out=target)
+
+
+class _SetItem:
+    """A node's target: `a[index] = value` on an ndarray's tensor, an array value cast to
+    the array's dtype first (NumPy casts what it stores)."""
+
+    __name__ = __qualname__ = "numpy_setitem"
+
+    def __call__(self, a: torch.Tensor, index: Any, value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            value = value.to(a.dtype)
+        a[index] = value
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+def _stores_like_torch(number: bool | int | float, dtype: np.dtype) -> bool:
+    """Whether torch stores the Python number into a tensor of `dtype` as NumPy stores it
+    into an array: where NumPy raises (a NaN or an out-of-range value into an integer
+    array) torch does not, and the store runs eagerly instead."""
+    if dtype.kind in "fcb":
+        return True
+    if isinstance(number, float) and not math.isfinite(number):
+        return False
+    limits = np.iinfo(dtype)
+    return limits.min <= int(number) <= limits.max
+
+
+def ndarray_set_item(tx: Translator, array: TensorValue, index: Value, value: Value) -> None:
+    """`a[index] = value` on an ndarray: a mask, an integer array, slices or numbers."""
+    if array.python_type is not np.ndarray:
+        raise Unsupported("item assignment on a NumPy scalar")
+    if isinstance(value, TensorValue) and not is_ndarray(value):
+        raise Unsupported("a torch.Tensor stored into a NumPy array")
+    if not isinstance(value, TensorValue):
+        try:
+            number = as_constant(value)
+        except NotConstant:
+            raise Unsupported("a value capture does not know stored into a NumPy array") from None
+        if not isinstance(number, bool | int | float) or not _stores_like_torch(
+            number, _NUMPY_DTYPES[array.example.dtype]
+        ):
+            raise Unsupported(f"{number!r} stored into a NumPy array of {array.example.dtype}")
+    tx.ctx.call(
+        "call_function", _SetItem(), (_as_tensor(array), _as_tensor(index), _as_tensor(value)),
+        {}, allow_python_result=True,
+    )  # fmt: skip
 
 
 def ndarray_attribute(tx: Translator, value: TensorValue, name: str) -> Value:
@@ -668,11 +582,28 @@ def ndarray_attribute(tx: Translator, value: TensorValue, name: str) -> Value:
         return PythonValue(_NUMPY_DTYPES[example.dtype])
     if name == "itemsize":
         return PythonValue(example.element_size())
-    if name == "T":
-        return _numpy_node(tx, np.transpose, NUMPY_FUNCTIONS[np.transpose], [value], {})
-    if name in NDARRAY_METHODS:
+    if name == "strides":
+        return PythonValue(tuple(stride * example.element_size() for stride in example.stride()))
+    if name == "imag" and example.is_complex():
+        return _numpy_node(tx, np.imag, (torch.imag, "none"), [value], {})
+    if name in _ATTRIBUTE_FUNCTIONS:  # `a.T`, `a.real`: NumPy's function of the array
+        fn = _ATTRIBUTE_FUNCTIONS[name]
+        return _numpy_node(tx, fn, NUMPY_FUNCTIONS[fn], [value], {})
+    if name in NDARRAY_METHODS or _is_ndarray_method(name):
+        # a method capture does not put in a graph breaks where it is called, not here
         return BuiltinMethodValue(value, name)
     raise Unsupported(f"ndarray attribute {name!r} inside captured code")
+
+
+_ATTRIBUTE_FUNCTIONS = {"T": np.transpose, "real": np.real}
+
+
+def _is_ndarray_method(name: str) -> bool:
+    """A public method of ndarray (`tolist`, `item`), not a property or a dunder."""
+    import types
+
+    member = getattr(np.ndarray, name, None)
+    return not name.startswith("_") and isinstance(member, types.MethodDescriptorType)
 
 
 def ndarray_method(
@@ -699,7 +630,13 @@ def _astype_node(
         raise Unsupported("ndarray.astype with a dtype capture does not know") from None
     if dtype not in _TORCH_DTYPES:
         raise Unsupported(f"ndarray.astype({dtype})")
-    target = _ResultCast(NumpyOperation("astype", _copy, None), _TORCH_DTYPES[dtype])
+    try:
+        copy = as_constant(values.get("copy", PythonValue(True)))
+    except NotConstant:
+        raise Unsupported("ndarray.astype with a copy= capture does not know") from None
+    if not copy and _TORCH_DTYPES[dtype] == value.example.dtype:
+        return value  # NumPy gives the array itself
+    target = _ResultCast(NumpyOperation("astype", copy_array, None), _TORCH_DTYPES[dtype])
     result = tx.ctx.call("call_function", target, (_as_tensor(value),), {})
     result.python_type = np.ndarray
     return result

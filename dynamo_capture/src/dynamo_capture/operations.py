@@ -265,6 +265,24 @@ def _user_hashed(value: Value) -> bool:
     return isinstance(hash_method, types.FunctionType)
 
 
+class TupleKey(IdentityKey):
+    """A dict key or set item that is a tuple holding items hashed by identity (`(1, t)`
+    for a tensor `t`): hashed and compared item by item, as Python hashes a tuple; it
+    stands for the first tuple value seen with those items."""
+
+    __slots__ = ("members",)
+
+    def __init__(self, value: Value, members: tuple[Any, ...]) -> None:
+        super().__init__(value)
+        self.members = members
+
+    def __hash__(self) -> int:
+        return hash(self.members)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TupleKey) and other.members == self.members
+
+
 def key_value(key: Any) -> Value:
     """The value a dict key or set item stands for (see hashable_key)."""
     return key.value if isinstance(key, IdentityKey) else PythonValue(key)
@@ -279,6 +297,12 @@ def hashable_key(value: Value) -> Any:
             from dynamo_capture.errors import raised_by_python
 
             raise raised_by_python(TypeError(f"unhashable type: '{kind.__name__}'"))
+    if isinstance(value, TupleValue) and value.cls is tuple:
+        members = tuple(hashable_key(item) for item in value.items)
+        if any(isinstance(member, IdentityKey) for member in members):
+            # NOTE: only as a dict key or set item (hashed first): an `in` on a list
+            # compares tuples with ==, which compares the tensors in them
+            return TupleKey(value, members)
     key = comparable_key(value)
     if not isinstance(key, IdentityKey):
         try:
@@ -441,11 +465,11 @@ def _has_tensor(*values: Value) -> bool:
 def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
     """left <op> right (fn is an operator function such as operator.add or operator.iadd)."""
     if _numpy_operand(left, right):
-        from dynamo_capture.numpy_arrays import ndarray_operator
+        from dynamo_capture.numpy_arrays import ndarray_in_place_operator, ndarray_operator
 
-        if fn in _INPLACE_TO_PLAIN and isinstance(left, TensorValue):
-            raise Unsupported("an in-place operator on a NumPy array (it writes the tensor)")
-        return ndarray_operator(tx, _INPLACE_TO_PLAIN.get(fn, fn), [left, right])
+        if fn in _INPLACE_TO_PLAIN:
+            return ndarray_in_place_operator(tx, _INPLACE_TO_PLAIN[fn], left, right)
+        return ndarray_operator(tx, fn, [left, right])
     if isinstance(left, ChoiceValue) or isinstance(right, ChoiceValue):
         derived = choice_with_number(tx, fn, left, right)
         if derived is not None:
@@ -792,7 +816,27 @@ def compare_op(tx: Translator, symbol: str, left: Value, right: Value) -> Value:
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
         left, right = _python_scalar(left), _python_scalar(right)
         return tx.ctx.call("call_function", fn, (left, right), {})
+    if symbol in ("==", "!=") and _values_view_equality(left, right):
+        # NOTE: a values view has no __eq__ of its own: Python compares it by identity
+        same = _identical(left, right)
+        return PythonValue(same if symbol == "==" else not same)
     return binary_op(tx, fn, left, right)
+
+
+def _values_view_equality(left: Value, right: Value) -> bool:
+    """`==` with a dict values view on one side and a view or a constant on the other
+    (whose __eq__ does not know the view either)."""
+    views = [v for v in (left, right) if isinstance(v, DictViewValue) and v.kind == "values"]
+    if not views:
+        return False
+    other = right if left is views[0] else left
+    if isinstance(other, DictViewValue):
+        return True
+    try:
+        as_constant(other)
+    except NotConstant:
+        return False
+    return True
 
 
 def _python_scalar(value: Value) -> Value:
@@ -1142,7 +1186,7 @@ def _user_iterator(tx: Translator, value: Value, method: types.FunctionType) -> 
 
 def _dict_key(tx: Translator, index: Value) -> Any:
     """The key of a dict made in the frame: tensors and plain instances by identity."""
-    if isinstance(index, TensorValue | ObjectValue):
+    if isinstance(index, TensorValue | ObjectValue | TupleValue):
         return hashable_key(index)
     return _index_constant(tx, index)
 
@@ -1231,6 +1275,10 @@ def _sequence_lookup_error(container: TupleValue | ListValue, key: Any) -> Excep
 
 def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Value:
     obj, source = container.obj, container.source
+    if type(obj) is collections.defaultdict and source is not None:
+        key = _index_constant(tx, index)
+        if key not in obj:  # the factory fills the key: a write, replayed after the graph
+            return get_item(tx, side_effects.for_write(tx, container), index)
     if isinstance(obj, list | tuple | dict | collections.deque) and isinstance(
         inspect.getattr_static(type(obj), "__getitem__", None), types.FunctionType
     ):
@@ -1384,6 +1432,11 @@ def set_item(tx: Translator, container: Value, index: Value, value: Value) -> No
 
 def builtin_set_item(tx: Translator, container: Value, index: Value, value: Value) -> None:
     """container[index] = value as the builtin type does it (dict.__setitem__ of a subclass)."""
+    if _numpy_operand(container):
+        from dynamo_capture.numpy_arrays import ndarray_set_item
+
+        ndarray_set_item(tx, container, index, value)
+        return
     if isinstance(container, TensorValue):
         tx.ctx.call(
             "call_function", operator.setitem, (container, index, value), {},
@@ -1434,7 +1487,9 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
 
 def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
     """item in container as the builtin type does it (list.__contains__ of a subclass)."""
-    if isinstance(item, TensorValue | ObjectValue) and isinstance(container, DictValue | SetValue):
+    if isinstance(item, TensorValue | ObjectValue | TupleValue) and isinstance(
+        container, DictValue | SetValue
+    ):
         return hashable_key(item) in container.items  # tensors hash by identity
     if isinstance(item, TensorValue) and isinstance(container, TupleValue | ListValue):
         return _tensor_in_sequence(item, container.items)

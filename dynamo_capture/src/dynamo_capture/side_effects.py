@@ -37,6 +37,13 @@ MUTATING_METHODS: dict[type, frozenset[str]] = {
 }  # fmt: skip
 
 
+# dict subclasses whose shadow is a DictValue of that class: a defaultdict's factory
+# (read from the real object) fills a missing key, an OrderedDict keeps move_to_end's order
+_DICT_SUBCLASSES = (collections.defaultdict, collections.OrderedDict)
+MUTATING_METHODS[collections.OrderedDict] = MUTATING_METHODS[dict] | {"move_to_end"}
+MUTATING_METHODS[collections.defaultdict] = MUTATING_METHODS[dict]
+
+
 def _shadowable(value: Value) -> bool:
     return isinstance(value, PythonValue) and type(value.obj) in MUTATING_METHODS
 
@@ -80,6 +87,8 @@ def for_write(tx: Translator, value: Value, method: str = "__setitem__") -> Valu
         shadow = ListValue(sequence_items(tx, value), cls=collections.deque, maxlen=obj.maxlen)
     elif isinstance(obj, set):
         shadow = _set_shadow(value)
+    elif isinstance(obj, _DICT_SUBCLASSES):
+        shadow = _dict_subclass_shadow(tx, value, dict_items(tx, value))
     else:
         shadow = DictValue(dict_items(tx, value))
     if any(
@@ -90,6 +99,17 @@ def for_write(tx: Translator, value: Value, method: str = "__setitem__") -> Valu
         raise Unsupported("writing to the __dict__ of an object whose attributes were set")
     tx.ctx.shadows[id(obj)] = (obj, value.source, shadow)  # type: ignore[attr-defined]
     return shadow
+
+
+def _dict_subclass_shadow(tx: Translator, value: PythonValue, items: dict) -> DictValue:
+    obj = value.obj
+    if not isinstance(obj, collections.defaultdict):
+        return DictValue(items, type(obj))
+    from dynamo_capture.sources import AttrSource
+
+    source = AttrSource(value.source, "default_factory") if value.source is not None else None
+    factory = tx.ctx.wrap(obj.default_factory, source)
+    return DictValue(items, type(obj), attrs={"default_factory": factory})
 
 
 def _set_shadow(value: PythonValue) -> SetValue:
