@@ -198,3 +198,24 @@ def test_parameter_written_after_the_forward_raises_as_eager(backend):
     assert results[0][1] is None
     assert results[1][1] is None
     torch.testing.assert_close(results[1][0], results[0][0])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a no_grad view written in place under no_grad is rebuilt after the graph as a "
+    "fresh no_grad view: the write is not in its version, so its use in grad mode runs",
+)
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_no_grad_view_written_in_place_then_used_with_grad_raises(backend):
+    def fn(x):
+        v1 = x * 2
+        with torch.no_grad():
+            v4 = v1.narrow(0, 1, 2)
+            v4.mul_(v4)
+        return v1.sin(), torch.cat([v4, v4], 0)
+
+    x = torch.randn(4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="A view was created in no_grad mode"):
+        fn(x)
+    with pytest.raises(RuntimeError, match="A view was created in no_grad mode"):
+        ember.compile(fn, backend=backend)(x)
