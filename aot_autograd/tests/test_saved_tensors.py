@@ -82,3 +82,34 @@ def test_saved_tensor_modified_before_it_is_saved_keeps_its_gradient():
     torch.testing.assert_close(
         _grad_or_error(compiled(a, b), b).clone(), _grad_or_error(fn(a, b), b).clone()
     )
+
+
+def test_program_names_the_inputs_each_outputs_eager_backward_reads():
+    from aot_autograd.program import trace_program
+
+    def fn(x, w, b):
+        # sin saves x; mul saves both operands; a scale and an add save nothing
+        return x.sin(), x * w, (b + 1) * 2, (x[0] * 3).cos()
+
+    x, w, b = (torch.randn(3, 3, requires_grad=True) for _ in range(3))
+    program = trace_program(fn, [x, w, b], joint=True)
+    assert program.saved_input_readers == (
+        (0, frozenset({0, 1})),  # x: read by sin's and mul's backward
+        (1, frozenset({1})),  # w: by mul's
+    )
+
+
+def test_write_into_an_input_after_the_call_raises_where_eager_backward_reads_it():
+    compiled = aot_function(lambda x: (x.sin(), x.cos(), x * 2), fw_compiler=lambda gm, ex: gm)
+    for which, raises in ((0, True), (1, True), (2, False)):
+        x = torch.randn(4, requires_grad=True)
+        y = x * 1
+        outs = compiled(y)
+        with torch.no_grad():
+            y.zero_()
+        if raises:
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                outs[which].sum().backward()
+        else:
+            outs[which].sum().backward()
+            torch.testing.assert_close(x.grad, torch.full((4,), 2.0))

@@ -140,7 +140,7 @@ _PROGRAM_FIELDS = frozenset(
         "graph_module", "num_inputs", "outputs", "out_spec", "num_forward_outputs",
         "mutated_inputs", "num_value_checks", "differentiable", "grad_inputs", "joint",
         "symbol_sources", "missing_derivatives", "grad_free_inputs", "value_assertions",
-        "metadata_mutations",
+        "metadata_mutations", "saved_input_readers",
     }
 )  # fmt: skip
 _OUTPUT_FIELDS = frozenset(
@@ -177,6 +177,10 @@ def program_record(program: TracedProgram) -> dict[str, Any] | None:
                 [int(k), a.error, a.message] for k, a in program.value_assertions.items()
             ],
             "symbol_sources": [_source(source) for source in program.symbol_sources],
+            "saved_input_readers": [
+                [int(i), sorted(int(j) for j in readers)]
+                for i, readers in program.saved_input_readers
+            ],
         }
     except (TypeError, NotImplementedError, ValueError):
         return None
@@ -219,6 +223,10 @@ def program_from_record(record: dict[str, Any]) -> TracedProgram:
             for k, error, message in record["value_assertions"]
         },
         symbol_sources=tuple(_source_of(source) for source in record["symbol_sources"]),
+        saved_input_readers=tuple(
+            (int(i), frozenset(int(j) for j in readers))
+            for i, readers in record.get("saved_input_readers", ())
+        ),
     )
 
 

@@ -34,7 +34,11 @@ from aot_autograd.errors import (
     UnsupportedMutationError,
 )
 from aot_autograd.gradient_fixes import select_evenly_distributed_gradients
-from aot_autograd.saved_tensors import SavedTensors, stale_saved_tensor_errors
+from aot_autograd.saved_tensors import (
+    SavedTensors,
+    inputs_read_by_backward,
+    stale_saved_tensor_errors,
+)
 from aot_autograd.symbolic import (
     SymbolSource,
     float_inputs_of,
@@ -223,6 +227,11 @@ class TracedProgram:
     # whether that offset is from the storage's start (after `as_strided_`) rather than
     # from the input's own offset: the run time restrides the caller's tensor so.
     metadata_mutations: tuple[tuple[int, tuple, bool], ...] = ()
+    # Inputs eager's backward reads saved (or views of them), each with the tangent
+    # numbers whose backward reads it: the run time raises eager's error where one of
+    # those tangents is given and the input was written in place since the forward,
+    # whatever the partitioner saved in its place (`cos(x)` for `sin(x)`'s backward).
+    saved_input_readers: tuple[tuple[int, frozenset[int]], ...] = ()
 
 
 def _grad_free(grad_inputs: Sequence[int], grad_nodes: Sequence[Any]) -> tuple[int, ...]:
@@ -832,14 +841,19 @@ def _trace_once(
     differentiable += [False] * (len(checks) + len(mutated))
     grad_inputs: list[int] = []
     grad_nodes: list[Any] = []
+    saved_input_readers: tuple = ()
     if joint:
         grad_inputs = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
         grad_inputs = [i for i in grad_inputs if values[i].requires_grad]
         with torch.random.fork_rng(devices=_cuda_devices(values)):
             try:
+                saved.reads = []
                 grad_nodes = _trace_backward(
                     recorder, tracer, hooks, plan, values, grad_inputs, differentiable
                 )
+                outputs = [t for t, d in zip(plan.graph_tensors, differentiable) if d]
+                saved_input_readers = inputs_read_by_backward(saved.reads, outputs)
+                saved.reads = None
             except OverlappingWriteError as error:
                 # Eager's refusal, decided by the strides (fakes have them): autograd's
                 # backward of a write into an expanded view copies into the overlap.
@@ -876,6 +890,7 @@ def _trace_once(
         missing_derivatives=missing,
         grad_free_inputs=_grad_free(grad_inputs, grad_nodes),
         value_assertions=dict(recorder.value_assertions),
+        saved_input_readers=saved_input_readers,
     )
 
 

@@ -314,14 +314,34 @@ def _check_saved_inputs(
             continue
         read = reads()
         if read is None or i in read:
-            shape = ", ".join(str(size) for size in tensor.shape)
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified "
-                f"by an inplace operation: [{tensor.type()} [{shape}]] is at version "
-                f"{tensor._version}; expected version {version} instead. Hint: the "
-                "compiled backward reads this input of the compiled region, written in "
-                "place after the region ran; write into a clone instead."
-            )
+            raise _modified_since_error(tensor, version)
+
+
+def _input_readers(program: TracedProgram) -> tuple[tuple[int, frozenset[int]], ...]:
+    """`program.saved_input_readers` less the inputs the graph writes: the copy back
+    after the forward changes their versions (their writes after the call go unchecked)."""
+    mutated = set(program.mutated_inputs)
+    return tuple((i, js) for i, js in program.saved_input_readers if i not in mutated)
+
+
+def _check_inputs_eager_reads(checks: tuple, unused: frozenset[int]) -> None:
+    """Eager's error where a backward run for a given tangent reads, in eager, an input
+    saved by the forward that was written in place since (`checks`: (input, its version
+    after the forward, the tangents whose backward reads it))."""
+    for tensor, version, readers in checks:
+        if tensor._version != version and not readers <= unused:
+            raise _modified_since_error(tensor, version)
+
+
+def _modified_since_error(tensor: torch.Tensor, version: int) -> RuntimeError:
+    shape = ", ".join(str(size) for size in tensor.shape)
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified "
+        f"by an inplace operation: [{tensor.type()} [{shape}]] is at version "
+        f"{tensor._version}; expected version {version} instead. Hint: the "
+        "compiled backward reads this input of the compiled region, written in "
+        "place after the region ran; write into a clone instead."
+    )
 
 
 def _strides_agree(t: torch.Tensor, stride: tuple) -> bool:
@@ -454,6 +474,8 @@ def training_function(
     tensor written since runs, so a write after the call into an input only an unused
     output's backward reads is no error. `saved_reads(None tangents' numbers)` (see
     `saved_values_read`) says which saved values the backward reads; without it, all.
+    The inputs eager's own backward reads saved are checked so too, per tangent given
+    (`saved_input_readers`), whatever the partitioner saved in their place.
 
     Everything that does not depend on the call is worked out once: index tuples
     for the differentiable outputs and the grads, and, from the first call, which
@@ -465,6 +487,7 @@ def training_function(
     all_differentiable = len(tangent_positions) == len(differentiable)
     symbolic = bool(program.symbol_sources)
     scatter = _grad_scatter(program.grad_inputs, program.num_inputs)
+    input_readers = _input_readers(program)
     boxed_full: list[Callable[[list], Any]] = []
     if not isinstance(backward, DeferredBackward):
         boxed_full.append(_boxed(backward))
@@ -533,6 +556,10 @@ def training_function(
                     for i, s in enumerate(saved)
                 ]
                 ctx.saved_versions = tuple((i, saved[i]._version) for i in apart)
+            if input_readers and not _saved_hooks_active():
+                ctx.input_versions = tuple(
+                    (args[i], args[i]._version, readers) for i, readers in input_readers
+                )
             if symbolic:  # the zeros for a missing tangent take this call's sizes
                 ctx.output_shapes = [outputs[i].shape for i in tangent_positions]
             if layout.nondiff_tensors:
@@ -542,6 +569,15 @@ def training_function(
         @staticmethod
         def backward(ctx: Any, *grad_outputs: Any) -> tuple:
             layout = learned[0]
+            if all_differentiable:
+                tangents = grad_outputs
+            else:
+                tangents = tuple(grad_outputs[i] for i in tangent_positions)
+            unused = frozenset(i for i, g in enumerate(tangents) if g is None)
+            if input_readers and hasattr(ctx, "input_versions"):
+                # before the saved values are read: a saved view of such an input would
+                # raise autograd's error about views made under no_grad instead
+                _check_inputs_eager_reads(ctx.input_versions, unused)
             versions = getattr(ctx, "saved_versions", None)
             if layout.all_tensors and versions is None:
                 args = list(ctx.saved_tensors)
@@ -551,11 +587,6 @@ def training_function(
                 del tensors
             if hasattr(ctx, "maybe_clear_saved_tensors"):
                 ctx.maybe_clear_saved_tensors()  # the list now holds the only references
-            if all_differentiable:
-                tangents = grad_outputs
-            else:
-                tangents = tuple(grad_outputs[i] for i in tangent_positions)
-            unused = frozenset(i for i, g in enumerate(tangents) if g is None)
             if versions is not None:
                 _check_saved_inputs(args, versions, lambda: saved_read(unused))
             if unused:

@@ -12,6 +12,13 @@ version, geometry and graph node. Unpacking a tensor modified since:
   saved (the node of that time, the geometry of that time), so the trace goes on;
 - while an output is probed (`raising`), raises eager's error, which the compiled
   function raises at that output's backward (`stale_saved_tensor_errors`).
+
+Eager's check also covers writes after the call: a backward reading an input the
+forward saved raises where the caller wrote into that input since. The partitioner may
+save another value in its place (`cos(x)` for `sin(x)`'s backward, an output already),
+so the run time checks the inputs eager's nodes would read themselves: while the
+backward is traced, each unpack of a saved input (or a view of one) notes the autograd
+node reading it, and `inputs_read_by_backward` says which outputs' backward reach it.
 """
 
 from __future__ import annotations
@@ -24,7 +31,14 @@ import torch
 from torch import fx
 from torch.utils._python_dispatch import _disable_current_modes
 
-__all__ = ["SavedTensors", "StaleSavedTensorError", "stale_saved_tensor_errors"]
+from aot_autograd.backward_formulas import autograd_nodes
+
+__all__ = [
+    "SavedTensors",
+    "StaleSavedTensorError",
+    "inputs_read_by_backward",
+    "stale_saved_tensor_errors",
+]
 
 
 class StaleSavedTensorError(RuntimeError):
@@ -37,6 +51,7 @@ class _Saved:
     version: int
     geometry: tuple
     node: fx.Node | None
+    input_index: int | None  # the input it is (or views), else None
 
     def stale(self) -> bool:
         return self.tensor._version != self.version
@@ -49,19 +64,25 @@ class SavedTensors:
         self.recorder = recorder
         self.saved: list[_Saved] = []
         self.raising = False
+        # (input index, autograd node) per unpack of a saved input, while `reads` is a list
+        self.reads: list[tuple[int, Any]] | None = None
         self.hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
 
     def pack(self, t: torch.Tensor) -> _Saved:
         record = self.recorder.records.get(id(t))
-        node = None
-        if record is not None and record.version == record.base.version:
-            node = record.node
+        node = input_index = None
+        if record is not None:
+            input_index = record.base.input_index
+            if record.version == record.base.version:
+                node = record.node
         geometry = (tuple(t.shape), tuple(t.stride()), t.storage_offset())
-        entry = _Saved(t, t._version, geometry, node)
+        entry = _Saved(t, t._version, geometry, node, input_index)
         self.saved.append(entry)
         return entry
 
     def unpack(self, entry: _Saved) -> torch.Tensor:
+        if self.reads is not None and entry.input_index is not None:
+            self.reads.append((entry.input_index, torch._C._current_autograd_node()))
         if not entry.stale():
             return entry.tensor
         if self.raising or entry.node is None:
@@ -110,3 +131,23 @@ def stale_saved_tensor_errors(
     finally:
         saved.raising = False
     return errors
+
+
+def inputs_read_by_backward(
+    reads: Sequence[tuple[int, Any]], outputs: Sequence[torch.Tensor]
+) -> tuple[tuple[int, frozenset[int]], ...]:
+    """(input index, the positions in `outputs` whose backward reads it) per input that
+    eager's backward reads saved (`reads`: `SavedTensors.reads` of the traced backward
+    from `outputs`): an autograd node reads it for an output whose graph reaches it."""
+    if not reads:
+        return ()
+    # NOTE: the nodes in `reads` are held, so each has one Python object while compared.
+    held = [list(autograd_nodes([t.grad_fn])) for t in outputs]
+    reached = [{id(node) for node in nodes} for nodes in held]
+    by_input: dict[int, set[int]] = {}
+    for index, node in reads:
+        if node is None:
+            continue
+        readers = by_input.setdefault(index, set())
+        readers.update(j for j, nodes in enumerate(reached) if id(node) in nodes)
+    return tuple((i, frozenset(js)) for i, js in sorted(by_input.items()) if js)

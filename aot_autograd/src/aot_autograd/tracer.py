@@ -27,6 +27,7 @@ from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 import guards
+from aot_autograd.device_checks import check_devices_agree
 from aot_autograd.errors import (
     AotAutogradError,
     OverlappingWriteError,
@@ -877,6 +878,7 @@ class KernelChecks(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
+        check_devices_agree(func, args, kwargs)
         check_kernel_accepts(func, args, kwargs)
         _check_no_overlapping_write(func, args, kwargs)
         return func(*args, **kwargs)
@@ -914,6 +916,7 @@ class AtenTracer(TorchDispatchMode):
         kwargs = kwargs or {}
         if self._decomposing:
             return self._dispatch(func, args, kwargs)
+        check_devices_agree(func, args, kwargs)
         check_kernel_accepts(func, args, kwargs)
         _check_no_overlapping_write(func, args, kwargs)
         check_reads_of_written_memory(func, args, kwargs, self.recorder.same_memory)

@@ -297,6 +297,66 @@ def test_rotary_block_amp_training_within_eager_error(backend):
     _assert_amp_training_within_eager_error(model, inputs, backend)
 
 
+class _NormBlock(torch.nn.Module):
+    """Linear, a norm whose float32 parameters meet the linear's bfloat16 output under
+    autocast, GELU and a residual add: the norm's saved statistics in eager's dtype.
+    `channels`: the norm takes (batch, channels, length); `bias`: the linear's (a batch
+    norm makes its true gradient zero, where relative errors say nothing)."""
+
+    def __init__(self, norm, channels=False, bias=True):
+        super().__init__()
+        self.fc, self.norm = torch.nn.Linear(8, 16, bias=bias), norm
+        self.out, self.channels = torch.nn.Linear(16, 8), channels
+
+    def forward(self, x):
+        h = self.fc(x) + 1.0
+        h = self.norm(h.unsqueeze(-1)).squeeze(-1) if self.channels else self.norm(h)
+        return (x + self.out(torch.nn.functional.gelu(h))).float().sin().mean()
+
+
+NORMS = {
+    "layer_norm": lambda: _NormBlock(torch.nn.LayerNorm(16)),
+    "layer_norm_no_bias": lambda: _NormBlock(torch.nn.LayerNorm(16, bias=False)),
+    "layer_norm_no_affine": lambda: _NormBlock(torch.nn.LayerNorm(16, elementwise_affine=False)),
+    "rms_norm": lambda: _NormBlock(torch.nn.RMSNorm(16)),
+    "group_norm": lambda: _NormBlock(torch.nn.GroupNorm(4, 16), channels=True),
+    "group_norm_no_affine": lambda: _NormBlock(
+        torch.nn.GroupNorm(4, 16, affine=False), channels=True
+    ),
+    "batch_norm": lambda: _NormBlock(torch.nn.BatchNorm1d(16), channels=True, bias=False),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("norm", sorted(NORMS))
+def test_norm_of_autocast_output_trains_within_eager_error(backend, norm):
+    torch.manual_seed(0)
+    model = NORMS[norm]()
+    _assert_amp_training_within_eager_error(model, {"x": torch.randn(6, 8)}, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_layer_norm_under_autocast_backward_outside_the_region(backend):
+    torch.manual_seed(0)
+    fc, norm = torch.nn.Linear(8, 16), torch.nn.LayerNorm(16)
+    x = torch.randn(4, 8)
+    grads = []
+    for f in (
+        lambda x: norm(fc(x) + 1.0),
+        ember.compile(lambda x: norm(fc(x) + 1.0), backend=backend),
+    ):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = f(x).float().sin().mean()
+        loss.backward()
+        params = [*fc.parameters(), *norm.parameters()]
+        grads.append([p.grad.clone() for p in params])
+        for p in params:
+            p.grad = None
+    for got, want in zip(grads[1], grads[0]):
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=5e-3)
+
+
 def _hf_model(kind):
     transformers = pytest.importorskip("transformers")
     config_class, model_class = {

@@ -111,8 +111,33 @@ def _mean_and_rstd(x: torch.Tensor, dims: list[int], eps: float):
     return mean, aten.rsqrt.default(var + eps)
 
 
+def _mixed_stats_dtype(x, weight, bias) -> torch.dtype | None:
+    """The statistics' dtype of eager's layer and group norm kernels that keep them in the
+    input's dtype, or None where the kernel refuses the dtypes (the op then runs whole and
+    raises eager's error). A half or bfloat16 input with float32 parameters ("mixed"):
+    float32, as a backward reading them in float32 expects; otherwise the input's."""
+    first = next((p.dtype for p in (weight, bias) if p is not None), x.dtype)
+    if first == x.dtype:
+        return x.dtype
+    params = {p.dtype for p in (weight, bias) if p is not None}
+    if params == {torch.float32} and x.dtype in (torch.bfloat16, torch.float16):
+        return torch.float32
+    return None
+
+
+def _layer_norm_stats_dtype(x, weight, bias) -> torch.dtype | None:
+    """Eager's layer norm keeps mean and rstd in the accumulate dtype off the CPU (float32
+    for a half input); on the CPU, as its group norm does (`_mixed_stats_dtype`)."""
+    if x.device.type != "cpu":
+        return compute_dtype(x.dtype)
+    return _mixed_stats_dtype(x, weight, bias)
+
+
 @COMPOUND.register(aten.native_layer_norm.default)
 def native_layer_norm(x, normalized_shape, weight, bias, eps: float):
+    stats = _layer_norm_stats_dtype(x, weight, bias)
+    if stats is None:
+        return NotImplemented
     dims = _norm_dims(x, normalized_shape)
     xc = _upcast(x)
     mean, rstd = _mean_and_rstd(xc, dims, eps)
@@ -127,7 +152,7 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps: float):
         mean_shape = list(x.shape[: x.dim() - len(normalized_shape)]) + [1] * len(dims)
     mean = aten.view.default(mean, mean_shape)
     rstd = aten.view.default(rstd, mean_shape)
-    return cast(out, x.dtype), cast(mean, x.dtype), cast(rstd, x.dtype)
+    return cast(out, x.dtype), cast(mean, stats), cast(rstd, stats)
 
 
 @COMPOUND.register(aten.native_layer_norm_backward.default)
@@ -356,6 +381,9 @@ def native_batch_norm_backward(
 # --- group norm -------------------------------------------------------------------------
 @COMPOUND.register(aten.native_group_norm.default)
 def native_group_norm(x, weight, bias, N, C, HxW, group: int, eps: float):
+    stats = _mixed_stats_dtype(x, weight, bias)
+    if stats is None:
+        return NotImplemented
     xc = _upcast(x)
     grouped = aten.view.default(xc, [N, group, -1])
     mean, rstd = _mean_and_rstd(grouped, [2], eps)
@@ -367,7 +395,7 @@ def native_group_norm(x, weight, bias, N, C, HxW, group: int, eps: float):
         out = out + aten.view.default(bias, shape)
     mean = aten.view.default(mean, [N, group])
     rstd = aten.view.default(rstd, [N, group])
-    return cast(out, x.dtype), cast(mean, x.dtype), cast(rstd, x.dtype)
+    return cast(out, x.dtype), cast(mean, stats), cast(rstd, stats)
 
 
 @COMPOUND.register(aten.native_group_norm_backward.default)
