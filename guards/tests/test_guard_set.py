@@ -23,6 +23,7 @@ from guards import (
     LocalSource,
     ModuleSource,
     NNModuleSource,
+    NotInInstanceDictGuard,
     ParamBufferSource,
     Source,
     TensorMatchGuard,
@@ -557,3 +558,28 @@ def test_sources_read_through_an_imported_module_bind_it_once():
     object.__setattr__(obj, "size", 4)
     ok, why = _both(guards, {"x": obj})
     assert not ok and "mismatch" in why
+
+
+class _CountsReads:
+    reads = 0
+
+    def method(self):
+        return 1
+
+    def __getattribute__(self, name):
+        type(self).reads += 1
+        return object.__getattribute__(self, name)
+
+
+def test_instance_dict_guard_reads_the_real_dict_without_the_class_override():
+    obj = _CountsReads()
+    guards = GuardSet()
+    guards.add(NotInInstanceDictGuard(X, "method"))
+    compiled = guards.compile()
+    _CountsReads.reads = 0
+    assert compiled({"x": obj}, {})
+    assert _CountsReads.reads == 0
+    assert _both(guards, {"x": obj}) == (True, None)
+    object.__setattr__(obj, "method", lambda: 2)
+    ok, why = _both(guards, {"x": obj})
+    assert not ok and "its own attribute 'method'" in why
