@@ -346,3 +346,45 @@ def test_mutated_tensor_subclass_inputs_get_their_own_copy():
     torch.testing.assert_close(a.as_subclass(torch.Tensor), 2 * x)
     torch.testing.assert_close(b.as_subclass(torch.Tensor), torch.full((3,), 4.0))
     assert torch.Tensor.copy_ in _Tracked.calls
+
+
+class _BoxedGraph:
+    """A compiled graph with its own boxed entry (as inductor_codegen's CompiledGraph)."""
+
+    def __init__(self, gm):
+        self.gm = gm
+        self.boxed_calls = 0
+
+    def __call__(self, *args):
+        return self.gm(*args)
+
+    def call_boxed(self, args):
+        self.boxed_calls += 1
+        values = list(args)
+        args.clear()
+        return self.gm(*values)
+
+
+def test_graphs_with_a_boxed_entry_give_eager_results_in_every_grad_mode():
+    graphs = []
+
+    def boxed_compiler(gm, example_inputs):
+        graphs.append(_BoxedGraph(gm))
+        return graphs[-1]
+
+    def fn(x, w):
+        return (x @ w).relu() * 2, x.sin()
+
+    compiled = aot_function(fn, boxed_compiler)
+    torch.manual_seed(0)
+    for _ in range(CALLS):
+        x, w = torch.randn(4, 8), torch.randn(8, 3, requires_grad=True)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x, w), fn(x, w))
+        outputs, grads = _grads(compiled, (x, w))
+        expected, expected_grads = _grads(fn, (x, w))
+        torch.testing.assert_close(outputs, expected)
+        torch.testing.assert_close(grads, expected_grads)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.testing.assert_close(compiled(x, w), fn(x, w))
+    assert sum(g.boxed_calls for g in graphs) > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import linecache
 import logging
 import traceback
@@ -22,7 +23,9 @@ from guards import (
     LocalSource,
     ModuleSource,
     NNModuleSource,
+    NotInInstanceDictGuard,
     ParamBufferSource,
+    Source,
     TensorMatchGuard,
     set_logs,
 )
@@ -518,3 +521,65 @@ def test_nn_module_guard_checks_the_class_the_module_has_when_compiled():
     module.__class__ = torch.nn.Linear
     assert not compiled({"x": module}, {})
     assert "class changed" in compiled.why_failed({"x": module}, {})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _RawAttr(Source):
+    """`object.__getattribute__(base, name)`, written through `__import__('builtins')`."""
+
+    source: Source
+    member: str
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"__import__('builtins').object.__getattribute__({base_expr}, {self.member!r})"
+
+    def short_name(self, base_name: str) -> str:
+        return f"object.__getattribute__({base_name}, {self.member!r})"
+
+
+class _Hidden:
+    def __getattribute__(self, name):
+        raise AttributeError(name)
+
+
+def test_sources_read_through_an_imported_module_bind_it_once():
+    obj = _Hidden()
+    object.__setattr__(obj, "size", 3)
+    guards = GuardSet()
+    guards.add_equals(_RawAttr(X, "size"), 3)
+    compiled = guards.compile()
+    body = [line for line in compiled.source.splitlines() if not line.lstrip().startswith("#")]
+    assert not any("__import__" in line for line in body), compiled.source
+    assert _both(guards, {"x": obj}) == (True, None)
+    object.__setattr__(obj, "size", 4)
+    ok, why = _both(guards, {"x": obj})
+    assert not ok and "mismatch" in why
+
+
+class _CountsReads:
+    reads = 0
+
+    def method(self):
+        return 1
+
+    def __getattribute__(self, name):
+        type(self).reads += 1
+        return object.__getattribute__(self, name)
+
+
+def test_instance_dict_guard_reads_the_real_dict_without_the_class_override():
+    obj = _CountsReads()
+    guards = GuardSet()
+    guards.add(NotInInstanceDictGuard(X, "method"))
+    compiled = guards.compile()
+    _CountsReads.reads = 0
+    assert compiled({"x": obj}, {})
+    assert _CountsReads.reads == 0
+    assert _both(guards, {"x": obj}) == (True, None)
+    object.__setattr__(obj, "method", lambda: 2)
+    ok, why = _both(guards, {"x": obj})
+    assert not ok and "its own attribute 'method'" in why

@@ -810,9 +810,16 @@ def aot_graph(
     else:
         compiled = AotCallable(flat_fn, [*tensors, *example_inputs], config)
 
-    def run(*args: Any) -> Any:
-        current = [getattr(holders[0][0], holders[0][1])[holders[0][2]] for holders in slots]
-        return compiled(*current, *args)
+    if slots:
+
+        def run(*args: Any) -> Any:
+            current = [getattr(holders[0][0], holders[0][1])[holders[0][2]] for holders in slots]
+            return compiled(*current, *args)
+
+    else:  # a graph holding no tensors of its own (a region's piece): no list to build
+
+        def run(*args: Any) -> Any:
+            return compiled(*args)
 
     run.aot = compiled  # type: ignore[attr-defined]
     return run

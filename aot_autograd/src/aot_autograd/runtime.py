@@ -1126,6 +1126,22 @@ def compiled_call(
             outputs = run(*args)
         return assemble(args, outputs)
 
+    if not checks_aliasing and not restrided and run_boxed is not None:
+        # NOTE: nothing to check before the graph runs (no mutated input, no restrided
+        # one): one frame per call instead of three, on every call of every graph.
+        def plain(args: Sequence) -> Any:
+            if _any_autocast_enabled():
+                with _autocast_off():
+                    return _run(args)
+            if training or not is_grad_enabled():
+                return assemble(args, run_boxed(list(args)))
+            with no_grad():
+                outputs = run(*args)
+            return assemble(args, outputs)
+
+        plain.aliasing_checked = plain  # type: ignore[attr-defined]
+        return plain
+
     # NOTE: for a caller that ran `aliased_mutated_input` on these arguments itself (the
     # check reads the storage of every argument: a module's hundreds of tensors).
     call.aliasing_checked = aliasing_checked  # type: ignore[attr-defined]

@@ -6,12 +6,14 @@ captured graph is cut into and how many distinct ones are compiled.
 
 from __future__ import annotations
 
+import operator
+
 import pytest
 import torch
 from torch import nn
 
 import ember
-from ember.regions import plan_pieces, regional
+from ember.regions import chain, plan_pieces, regional
 
 
 class Block(nn.Module):
@@ -532,3 +534,20 @@ def test_regional_pieces_build_their_kernels_in_one_batch_each_way(monkeypatch):
     _assert_training_step_matches_eager(compiled, model, x)
     assert alone == []
     assert len(batched) == 6  # three distinct pieces, forward and backward
+
+
+def test_chained_pieces_are_called_as_functions_and_equal_pieces_share_one():
+    torch.manual_seed(0)
+    model = Stack(depth=4).eval()
+    x = torch.randn(2, 5, 8)
+    ((gm, example_inputs),) = _captured(model, x)
+    pieces = plan_pieces(gm, example_inputs)
+    assert pieces is not None
+    by_signature = {p.signature: p.module(gm).forward for p in pieces}
+    top = chain(gm, pieces, [by_signature[p.signature] for p in pieces])
+    ops = [node.op for node in top.graph.nodes]
+    assert "call_module" not in ops and not list(top.children())
+    targets = {node.target for node in top.graph.nodes if node.op == "call_function"}
+    assert len(targets - {operator.getitem}) == _distinct(pieces)
+    with torch.no_grad():
+        torch.testing.assert_close(top(*example_inputs), gm(*example_inputs))

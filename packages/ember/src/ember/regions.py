@@ -348,35 +348,40 @@ def plan_pieces(gm: torch.fx.GraphModule, example_inputs: list | None = None) ->
 # ----------------------------------------------------------------- running
 
 
-class _CompiledPiece(torch.nn.Module):
-    """A compiled piece as a submodule of the chaining graph (shared by equal pieces)."""
+def _piece_function(compiled: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """`compiled` under the name the chaining graph calls it by."""
 
-    def __init__(self, compiled: Callable[..., Any]) -> None:
-        super().__init__()
-        self.compiled = compiled
+    def piece(*args: Any) -> Any:
+        return compiled(*args)
 
-    def forward(self, *args: Any) -> Any:
-        return self.compiled(*args)
+    piece.__name__ = piece.__qualname__ = name
+    return piece
 
 
 def chain(gm: torch.fx.GraphModule, pieces: list[Piece], compiled: list[Any]) -> Any:
-    """A graph module calling the compiled pieces in order."""
+    """A graph module calling the compiled pieces in order.
+
+    # NOTE: the pieces are functions the graph calls (call_function), not submodules: a
+    # submodule's call goes through `Module.__call__` (hooks, tracing state), about 1.5 us
+    # a piece on every call of the model.
+    """
     top = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     nodes = list(gm.graph.nodes)
     for node in nodes:
         if node.op == "placeholder":
             env[node] = top.node_copy(node)
-    root = torch.nn.Module()
-    for index, (piece, function) in enumerate(zip(pieces, compiled, strict=True)):
-        name = f"piece_{index}"
-        setattr(root, name, _CompiledPiece(function))
-        call = top.call_module(name, tuple(env[used] for used in piece.inputs))
+    functions: dict[int, Callable[..., Any]] = {}  # equal pieces share one function
+    for piece, function in zip(pieces, compiled, strict=True):
+        target = functions.get(id(function))
+        if target is None:
+            target = functions[id(function)] = _piece_function(function, f"piece_{len(functions)}")
+        call = top.call_function(target, tuple(env[used] for used in piece.inputs))
         for position, node in enumerate(piece.outputs):
             env[node] = top.call_function(operator.getitem, (call, position))
             env[node].meta = dict(node.meta)
     top.node_copy(nodes[-1], env.__getitem__)
-    return torch.fx.GraphModule(root, top, class_name=f"{type(gm).__name__}_regions")
+    return torch.fx.GraphModule(torch.nn.Module(), top, class_name=f"{type(gm).__name__}_regions")
 
 
 def _compile_ahead(functions: list[Callable[..., Any]]) -> None:
