@@ -18,6 +18,9 @@ Environment variables widen the sweep (they combine):
 Low precision is judged as the rest of the project judges it: against a float32
 eager reference (the same sample upcast), the compiled error may be at most
 3x eager's own low-precision error + 2e-3 (relative, per output and per grad).
+A float32 result is close to eager (1e-4) or, where not (an ill-conditioned sample
+such as layer_norm over one element), within 3x eager's own error + 1e-5 against a
+float64 reference.
 `nox -s opinfo` runs a full sweep; see its docstring.
 """
 
@@ -60,6 +63,8 @@ def _dynamic_from_environment() -> tuple[bool, ...]:
 
 DTYPES = _dtypes_from_environment()
 DYNAMIC = _dynamic_from_environment()
+# The default selection (CI's) must capture whole; a widened sweep counts gaps as xfails.
+WIDENED = FULL or ALL_SAMPLES or DTYPES != (torch.float32,) or DYNAMIC != (False,)
 
 # Ops whose results are random or depend on state eager and compiled runs do not share.
 RANDOM = (
@@ -182,19 +187,23 @@ def _program(function):
 
 
 def _copies(structure, dtype=None):
-    """Fresh leaf copies of the tensors in `structure` (those of `dtype` cast to float32)."""
+    """Fresh leaf copies of the tensors in `structure`, those of `dtype` upcast to the
+    precision of its reference (float32 for bfloat16 and float16, float64 for float32)."""
 
     def copy(leaf):
         if not isinstance(leaf, torch.Tensor):
             return leaf
-        fresh = leaf.detach().float() if leaf.dtype == dtype else leaf.detach().clone()
+        if leaf.dtype == dtype:
+            fresh = leaf.detach().to(REFERENCE_DTYPE[dtype])
+        else:
+            fresh = leaf.detach().clone()
         return fresh.requires_grad_(leaf.requires_grad)
 
     return pytree.tree_map(copy, structure)
 
 
 def _capture_gap(unsupported):
-    if not FULL:
+    if not WIDENED:
         raise unsupported  # the subset's ops must capture whole
     pytest.xfail(f"capture: {str(unsupported).splitlines()[0]}")
 
@@ -210,10 +219,11 @@ def test_forward_through_ember_inductor(op, dtype, dynamic):
             expected = program(*eager_args, **eager_kwargs)
         except Exception:  # eager itself rejects this sample
             continue
-        reference = None
-        if dtype in LOW_PRECISION:
+
+        def reference(structure=structure):
             ref_args, ref_kwargs = _copies(structure, dtype)
-            reference = program(*ref_args, **ref_kwargs)
+            return program(*ref_args, **ref_kwargs)
+
         compiled = ember.compile(program, backend="inductor", fullgraph=True, dynamic=dynamic)
         try:
             actual = compiled(*args, **kwargs)
@@ -248,12 +258,19 @@ def test_forward_and_grads_through_ember(op, dtype, dynamic, backend):
             actual = compiled(*args, **kwargs)
         except Unsupported as unsupported:
             _capture_gap(unsupported)
-        reference = reference_grads = None
         upstream = _upstream_gradients(expected, seed=index)
-        if dtype in LOW_PRECISION:
+        references = []
+
+        def reference(structure=structure, references=references):
             ref_args, ref_kwargs = _copies(structure, dtype)
-            reference = program(*ref_args, **ref_kwargs)
-            reference_grads = _grads(reference, ref_args, ref_kwargs, upstream)
+            references.append((program(*ref_args, **ref_kwargs), ref_args, ref_kwargs))
+            return references[-1][0]
+
+        def reference_grads(upstream=upstream, references=references, reference=reference):
+            if not references:
+                reference()
+            return _grads(*references[-1], upstream)
+
         with _naming(index, sample):
             _assert_matches(actual, expected, reference, dtype)
             _assert_same_requires_grad(actual, expected)
@@ -268,6 +285,9 @@ def test_forward_and_grads_through_ember(op, dtype, dynamic, backend):
 # -- comparing --------------------------------------------------------------------------------
 
 LOW_PRECISION = (torch.bfloat16, torch.float16)
+REFERENCE_DTYPE = {torch.bfloat16: torch.float32, torch.float16: torch.float32}
+REFERENCE_DTYPE |= {torch.float32: torch.float64, torch.float64: torch.float64}
+REFERENCE_DTYPE |= {torch.complex64: torch.complex128, torch.complex128: torch.complex128}
 
 
 @contextlib.contextmanager
@@ -308,9 +328,23 @@ def _grads(outputs, args, kwargs, upstream):
 
 
 def _assert_matches(actual, expected, reference, dtype) -> None:
-    if reference is None:
-        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4, equal_nan=True)
-        return
+    """Low precision: within eager's own error against a float32 `reference()`.
+    Otherwise close to eager; where not (an ill-conditioned sample), within eager's own
+    error against a float64 `reference()`."""
+    floor = 2e-3
+    if dtype not in LOW_PRECISION:
+        try:
+            torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4, equal_nan=True)
+            return
+        except AssertionError as error:
+            close_error = error
+        try:
+            reference = reference()
+        except Exception:
+            raise close_error from None
+        floor = 1e-5
+    else:
+        reference = reference()
     leaves_a, leaves_e = pytree.tree_leaves(actual), pytree.tree_leaves(expected)
     leaves_r = pytree.tree_leaves(reference)
     assert len(leaves_a) == len(leaves_e) == len(leaves_r), "output structure differs"
@@ -324,8 +358,8 @@ def _assert_matches(actual, expected, reference, dtype) -> None:
         )
         compiled_error, eager_error, stray = _errors(a, e, r)
         assert stray == 0, f"output {i}: {stray} non-finite values where eager and fp32 are not"
-        assert compiled_error <= 3 * eager_error + 2e-3, (
-            f"output {i}: error {compiled_error:.3g} against the float32 reference, "
+        assert compiled_error <= 3 * eager_error + floor, (
+            f"output {i}: error {compiled_error:.3g} against the {r.dtype} reference, "
             f"eager's own {eager_error:.3g}"
         )
 
@@ -350,7 +384,7 @@ def _errors(a, e, r):
 
 def _as_real(t):
     t = t.resolve_conj().resolve_neg()
-    return torch.view_as_real(t.to(torch.complex64)) if t.is_complex() else t.to(torch.float64)
+    return torch.view_as_real(t.to(torch.complex128)) if t.is_complex() else t.to(torch.float64)
 
 
 def _assert_same_requires_grad(actual, expected) -> None:
