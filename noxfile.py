@@ -7,6 +7,8 @@
     nox -s bench                 benchmarks/ (eager vs ember vs torch.compile)
     nox -s bench_cpu             the CPU model suite at 2 pinned threads (benchmarks/cpu_suite.sh)
     nox -s fuzz                  tools/fuzz/: random programs, each backend against eager
+    nox -s opinfo                torch's OpInfo database through ember.compile: every
+                                 sample, bfloat16/float16, dynamic=True (one session each)
     nox -s report                compile a small GPT-2 traced; its report page: report.html
     nox -s wheels                hatch-build each wheel; import it with only its siblings
 
@@ -209,6 +211,28 @@ def fuzz(session: nox.Session) -> None:
     """
     _install(session, list(PACKAGES))
     session.run("python", "tools/fuzz/fuzz.py", *session.posargs)
+
+
+OPINFO_SWEEPS = {
+    "samples": {"EMBER_OPINFO_SAMPLES": "all"},
+    "low_precision": {"EMBER_OPINFO_DTYPES": "bfloat16,float16"},
+    "dynamic": {"EMBER_OPINFO_DYNAMIC": "1"},
+}
+
+
+@nox.session(venv_params=VENV_PARAMS)
+@nox.parametrize("sweep", list(OPINFO_SWEEPS))
+def opinfo(session: nox.Session, sweep: str) -> None:
+    """torch's whole OpInfo database through ember.compile (hours on a small CPU).
+
+    nox -s "opinfo(sweep='low_precision')" -- -k "test_forward_through and sum"
+    (every sample of each op; bfloat16 and float16; or dynamic=True: see
+    packages/ember/tests/test_end_to_end_opinfo.py)
+    """
+    _install(session, list(PACKAGES))
+    session.chdir(ROOT / PACKAGES["ember"])
+    env = {"EMBER_FULL_OPINFO": "1", **OPINFO_SWEEPS[sweep]}
+    session.run("pytest", "tests/test_end_to_end_opinfo.py", "-rfEX", *session.posargs, env=env)
 
 
 @nox.session(venv_params=VENV_PARAMS)

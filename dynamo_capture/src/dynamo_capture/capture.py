@@ -996,7 +996,7 @@ class OutputPlan:
                 return f"({inner})"
             if hasattr(value.cls, "_make"):
                 return f"{self._constant(value.cls)}._make(({inner}))"
-            if value.cls is torch.Size:
+            if value.cls is torch.Size or _is_structseq(value.cls):
                 return f"{self._constant(value.cls)}(({inner}))"
             # a user subclass: its own __new__ may take other arguments
             return f"___tuple_new({self._constant(value.cls)}, ({inner}))"
@@ -1566,3 +1566,9 @@ def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEnt
     return CompiledEntry(
         guards, scope[name], artifacts, graph, compiled=compiled, run_unchecked=unchecked
     )
+
+
+def _is_structseq(cls: type) -> bool:
+    """A C struct sequence (torch.return_types.max, os.stat_result): built from one
+    sequence, as `cls((a, b))`; `tuple.__new__(cls, ...)` refuses it."""
+    return issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields")

@@ -209,3 +209,23 @@ def test_view_written_in_place_is_read_in_its_own_layout(name, dynamic, backend)
         torch.testing.assert_close(actual, expected)
         sized = [d for d in range(expected.dim()) if expected.shape[d] > 1]  # a size-1
         assert [actual.stride(d) for d in sized] == [expected.stride(d) for d in sized]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda x: torch.cummax(x, 0),
+        lambda x: torch.max(x, 1),
+        lambda x: torch.aminmax(x, dim=0),
+        lambda x: torch.frexp(x),
+        lambda x: torch.kthvalue(x, 2, 1),
+    ],
+    ids=["cummax", "max_dim", "aminmax", "frexp", "kthvalue"],
+)
+def test_structseq_results_keep_their_type(op, dtype):
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(0)).to(dtype)
+    expected = op(x)
+    actual = ember.compile(op, backend="inductor", fullgraph=True)(x)
+    assert type(actual) is type(expected)
+    torch.testing.assert_close(tuple(actual), tuple(expected))
