@@ -154,7 +154,7 @@ OPS: dict[str, Spelling] = {
         cpp=call("std::isinf"), triton=lambda a, d, o: f'(tl.abs({a[0]}) == float("inf"))'
     ),
     "signbit": Spelling(
-        cpp=call("std::signbit"), triton=lambda a, d, o: f"(libdevice.signbit({a[0]}) != 0)"
+        cpp=call("ember_signbit"), triton=lambda a, d, o: f"(libdevice.signbit({a[0]}) != 0)"
     ),
     "logical_not": Spelling(
         cpp=lambda a, d, o: f"(!{a[0]})", triton=lambda a, d, o: f"({a[0]} == 0)"

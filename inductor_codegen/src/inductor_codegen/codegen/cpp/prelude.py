@@ -88,6 +88,11 @@ static inline uint16_t ember_float_to_bf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 static inline float ember_round_bf16(float f) { return ember_bf16_to_float(ember_float_to_bf16(f)); }
+// The sign bit as a bit test (std::signbit of a value widened from bf16 stops gcc 12 with
+// an internal compiler error in vectorized loops).
+static inline bool ember_signbit(float f) { uint32_t u; std::memcpy(&u, &f, 4); return (u >> 31) != 0; }
+static inline bool ember_signbit(double f) { uint64_t u; std::memcpy(&u, &f, 8); return (u >> 63) != 0; }
+template <typename T> static inline bool ember_signbit(T v) { return v < 0; }
 static inline float ember_round_f16(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
 
 // A float to a 32- or 64-bit integer: NaN and values out of the type's range give what
