@@ -353,3 +353,27 @@ def test_a_state_read_of_torch_in_user_code_is_read_at_each_call():
     torch.testing.assert_close(compiled(x), fn(x))
     with torch.autograd.graph.disable_saved_tensors_hooks("not here"):
         torch.testing.assert_close(compiled(x), fn(x))  # not the value read while capturing
+
+
+def test_a_read_of_state_every_entry_guards_is_folded_and_guarded():
+    import warnings
+
+    import dynamo_capture
+
+    graphs = []
+
+    def backend(gm, example):
+        graphs.append(gm)
+        return gm.forward
+
+    def fn(x):
+        return x * (2 if torch.get_autocast_cpu_dtype() == torch.bfloat16 else 3)
+
+    compiled = dynamo_capture.optimize(fn, backend=backend)
+    x = torch.ones(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # (torch's own getter)
+        torch.testing.assert_close(compiled(x), fn(x))
+        assert len(graphs) == 1  # folded: no break
+        with torch.autocast("cpu", dtype=torch.float16):
+            torch.testing.assert_close(compiled(x), fn(x))  # the guard sees the new dtype

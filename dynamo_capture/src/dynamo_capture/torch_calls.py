@@ -186,6 +186,7 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
                 not real_args
                 and not real_kwargs
                 and isinstance(fn, types.BuiltinFunctionType)
+                and fn not in _GUARDED_STATE_READS
                 and not _in_torch_code(tx)
             ):
                 # NOTE: a C function of no arguments reads torch's state (a thread count,
@@ -201,6 +202,17 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
 
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+# Reads of the global state every entry's guard checks (grad and inference mode,
+# autocast per device with its dtype, deterministic mode, default dtype): folded.
+_GUARDED_STATE_READS = frozenset(
+    getattr(torch, name)
+    for name in (
+        "is_grad_enabled", "is_inference_mode_enabled", "is_autocast_enabled",
+        "is_autocast_cpu_enabled", "get_autocast_gpu_dtype", "get_autocast_cpu_dtype",
+        "get_default_dtype", "are_deterministic_algorithms_enabled",
+    )
+    if hasattr(torch, name)
+)  # fmt: skip
 
 
 def _in_torch_code(tx: Translator) -> bool:
