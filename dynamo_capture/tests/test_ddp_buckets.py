@@ -44,3 +44,47 @@ def test_graph_within_one_bucket_is_not_cut(backend):
     x = torch.randn(3, 16)
     torch.testing.assert_close(compiled(x), model(x))
     assert bucketed.pieces == [] and len(backend.graphs) == 1
+
+
+def test_first_bucket_filled_from_the_end_holds_the_first_cap(backend):
+    # DDP all-reduces its first bucket (the last parameters) at a smaller size, so the
+    # first communication starts early: the last layer alone is the first piece here.
+    model = make_model()
+    reference = make_model()
+    bucketed = DDPBucketBackend(
+        backend, bucket_bytes_cap=2 * layer_bytes(), first_bucket_cap=layer_bytes()
+    )
+    compiled = dynamo_capture.optimize(model, backend=bucketed)
+    x = torch.randn(3, 16)
+    compiled(x).sum().backward()
+    reference(x).sum().backward()
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad)
+    # pieces from the start: layers 0-1 | layer 2 | layer 3 (the first bucket DDP fills)
+    assert len(bucketed.pieces) == 3
+    last = bucketed.pieces[-1]
+    shapes = [tuple(n.meta["val"].shape) for n in last.graph.find_nodes(op="placeholder")]
+    assert shapes.count((16, 16)) == 1 and shapes.count((16,)) == 1  # one weight, one bias
+
+
+def test_first_bucket_cap_follows_ddp():
+    from dynamo_capture.ddp_buckets import ddp_first_bucket_cap
+
+    class Config:
+        first_bucket_bytes_cap = 1234
+
+    class Recorded:
+        _bucket_config = Config()
+        bucket_bytes_cap = 25 * 1024 * 1024
+
+    class Default:
+        bucket_bytes_cap_default = True
+        bucket_bytes_cap = 25 * 1024 * 1024
+
+    class UserSet:
+        bucket_bytes_cap_default = False
+        bucket_bytes_cap = 4 * 1024 * 1024
+
+    assert ddp_first_bucket_cap(Recorded()) == 1234
+    assert ddp_first_bucket_cap(Default()) == torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+    assert ddp_first_bucket_cap(UserSet()) == 4 * 1024 * 1024

@@ -29,7 +29,7 @@ import torch.fx
 
 from guards import artifact_logger
 
-__all__ = ["DDPBucketBackend", "bucket_cuts", "split_graph"]
+__all__ = ["DDPBucketBackend", "bucket_cuts", "ddp_first_bucket_cap", "split_graph"]
 
 
 def _bytes(value: Any) -> int:
@@ -38,9 +38,17 @@ def _bytes(value: Any) -> int:
     return 0
 
 
-def bucket_cuts(gm: torch.fx.GraphModule, example_inputs: list[Any], cap: int) -> list[int]:
+def bucket_cuts(
+    gm: torch.fx.GraphModule,
+    example_inputs: list[Any],
+    cap: int,
+    first_cap: int | None = None,
+) -> list[int]:
     """Node indices where a new piece starts, so each piece holds about `cap` bytes of
-    parameters (the graph's inputs that require grad), filled from the end."""
+    parameters (the graph's inputs that require grad), filled from the end. The first
+    bucket DDP fills (the last parameters) holds `first_cap` bytes where given: DDP starts
+    a small all-reduce early (1 MiB by default)."""
+    first_cap = cap if first_cap is None else min(first_cap, cap)
     nodes = list(gm.graph.nodes)
     placeholders = [n for n in nodes if n.op == "placeholder"]
     parameters = {
@@ -58,10 +66,24 @@ def bucket_cuts(gm: torch.fx.GraphModule, example_inputs: list[Any], cap: int) -
             if used in parameters and used not in seen:
                 seen.add(used)
                 filled += _bytes(used.meta.get("val"))
-        if filled >= cap and index > first_compute:
+        if filled >= (first_cap if not cuts else cap) and index > first_compute:
             cuts.append(index)
             filled = 0
     return sorted(cuts)
+
+
+def ddp_first_bucket_cap(ddp: Any) -> int:
+    """The size of the first bucket `ddp` all-reduces: DDP's own where it records it, else
+    torch.distributed's default first bucket (1 MiB) when `bucket_cap_mb` was left at its
+    default, else `bucket_bytes_cap` (a user-set cap applies to every bucket)."""
+    config = getattr(ddp, "_bucket_config", None)
+    recorded = getattr(config, "first_bucket_bytes_cap", None)
+    if isinstance(recorded, int):
+        return recorded
+    default = getattr(torch.distributed, "_DEFAULT_FIRST_BUCKET_BYTES", None)
+    if getattr(ddp, "bucket_bytes_cap_default", False) and isinstance(default, int):
+        return min(default, ddp.bucket_bytes_cap)
+    return ddp.bucket_bytes_cap
 
 
 def split_graph(gm: torch.fx.GraphModule, cuts: list[int]) -> torch.fx.GraphModule:
@@ -109,15 +131,21 @@ def split_graph(gm: torch.fx.GraphModule, cuts: list[int]) -> torch.fx.GraphModu
 class DDPBucketBackend:
     """A backend that cuts the graph at DDP buckets and compiles each piece with `backend`."""
 
-    def __init__(self, backend: Callable[..., Any], bucket_bytes_cap: int) -> None:
+    def __init__(
+        self,
+        backend: Callable[..., Any],
+        bucket_bytes_cap: int,
+        first_bucket_cap: int | None = None,
+    ) -> None:
         self.backend = backend
         self.bucket_bytes_cap = bucket_bytes_cap
+        self.first_bucket_cap = first_bucket_cap
         self.supports_dynamic_shapes = getattr(backend, "supports_dynamic_shapes", True)
         self.__name__ = f"ddp_buckets({getattr(backend, '__name__', type(backend).__name__)})"
         self.pieces: list[torch.fx.GraphModule] = []  # every piece compiled, for inspection
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        cuts = bucket_cuts(gm, example_inputs, self.bucket_bytes_cap)
+        cuts = bucket_cuts(gm, example_inputs, self.bucket_bytes_cap, self.first_bucket_cap)
         if not cuts:
             return self.backend(gm, example_inputs)
         split = split_graph(gm, cuts)

@@ -100,12 +100,12 @@ def _register_torch_wrappers() -> None:
         return
     from torch.nn.parallel import DistributedDataParallel
 
-    from dynamo_capture.ddp_buckets import DDPBucketBackend
+    from dynamo_capture.ddp_buckets import DDPBucketBackend, ddp_first_bucket_cap
 
     def bucketed(ddp: Any, backend: Backend) -> Backend:
         if isinstance(backend, DDPBucketBackend):
             return backend  # the module of a compiled DDP, captured inside DDP's forward
-        return DDPBucketBackend(backend, ddp.bucket_bytes_cap)
+        return DDPBucketBackend(backend, ddp.bucket_bytes_cap, ddp_first_bucket_cap(ddp))
 
     register_wrapper_module(DistributedDataParallel, "module", bucketed)
     _ACTIVE_WRAPPERS.append(DistributedDataParallel._get_active_ddp_module)
