@@ -539,7 +539,7 @@ class CompiledCallable:
         frame captured with those floats specialized and the sizes still symbolic.
         """
         if not frame.ctx.symbolic:
-            return None
+            return self._float_input_entry(frame, backend, f_locals)
         if _opts_out_of_symbolic(backend):
             reason = (
                 f"backend {getattr(backend, '__name__', backend)!r} sets "
@@ -560,9 +560,28 @@ class CompiledCallable:
         static = capture_frame(self.frame, f_locals)
         return compile_entry(static, backend, self.guard_filter_fn)
 
+    def _float_input_entry(
+        self, frame: Any, backend: Backend, f_locals: dict[str, Any]
+    ) -> CompiledEntry | None:
+        """The entry of a graph whose only symbolic values are float arguments; None to
+        compile `frame` as it is. A backend that fails on it (one that needs a float's
+        value, as a backward formula taking `log(s)` does) gets the frame captured again
+        with those floats constants, guarded equal: a new value compiles again."""
+        if not frame.ctx.symbolic_float_inputs:
+            return None
+        try:
+            return compile_entry(frame, backend, self.guard_filter_fn)
+        except Exception as error:  # noqa: BLE001 - the capture with constant floats decides
+            reason = f"the backend failed on the graph taking symbolic floats: {error}"
+            retry = self._without_symbolic_floats(frame, f_locals, reason)
+            if retry is None:
+                raise
+            return compile_entry(retry, backend, self.guard_filter_fn)
+
     def _without_symbolic_floats(self, frame: Any, f_locals: dict[str, Any], reason: str) -> Any:
         """`frame` captured again with its symbolic floats specialized; None if it has none."""
-        if self._specialize_floats or not frame.ctx.sym_numbers.emitted_numbers:
+        numbers = frame.ctx.sym_numbers.emitted_numbers or frame.ctx.symbolic_float_inputs
+        if self._specialize_floats or not numbers:
             return None
         if artifact_enabled("dynamic"):
             artifact_logger("dynamic").info(
