@@ -32,6 +32,7 @@ from dynamo_capture.break_callees import (
     frame_shadows,
     hooks_run_eagerly,
     module_call_shadows,
+    module_hooks_hidden,
     partialmethod_shadows,
     shadows_for,
 )
@@ -155,6 +156,8 @@ class CompiledCallable:
         # cut out by a split (the code before a break, a loop body): only those are skipped
         self.frame_of_its_own = True
         self.compile_id = ""  # of the newest compile (compile_trace)
+        # a module whose own hooks, when it has some, run eagerly around its compiled frame
+        self._module_target = isinstance(target, torch.nn.Module)
         _live.add(self)
 
     def __getattr__(self, name: str) -> Any:
@@ -193,6 +196,8 @@ class CompiledCallable:
             return self.target(*args, **kwargs)
         if stance.name == "aot_eager_then_compile" and self.calls == 1:
             return self._run_once_with_aot_eager(args, kwargs)
+        if self._module_target and _own_hooks(self.target) and hooks_run_eagerly(self.target):
+            return self._call_with_hooks(args, kwargs)
         frame = self.frame
         f_locals = frame.bind(args, kwargs)
         f_globals = frame.globals
@@ -1091,6 +1096,29 @@ class CompiledCallable:
         entry.shadows = self._forward_shadows(inner, wrapped_backend(self.target, self.backend))
         return entry
 
+    def _call_with_hooks(self, args: Any, kwargs: Any) -> Any:
+        """A call of a module of a user class that has hooks of its own, as torch's compiler
+        runs such a compiled module: nn.Module.__call__ runs eagerly, each user hook as a
+        compiled frame of its own, and the forward as this callable's own frame with
+        the hooks hidden (module_hooks_hidden). That frame is the one a call without hooks
+        compiles: a hook registered after the first call compiles the hook alone, one
+        removed is simply not called."""
+        module = self.target
+        if _global_hooks():
+            # the module call captured again would run global hooks a second time
+            entry = self._hooked_module_entry(module)
+            return self._run(entry, {}, {}, args, kwargs, checked=False)
+
+        def run_forward(*forward_args: Any, **forward_kwargs: Any) -> Any:
+            with module_hooks_hidden(module):
+                return self(*forward_args, **forward_kwargs)
+
+        def compile_hook(hook: Any) -> Any:
+            return self._fullgraph_part(self._callee_part(hook, by_structure=False))
+
+        shadows = module_call_shadows(module, lambda forward: run_forward, compile_hook)
+        return ShadowedPart(module, shadows)(*args, **kwargs)
+
     def _hooked_module_entry(self, module: torch.nn.Module) -> CompiledEntry:
         """A module of a user class with hooks of its own, called as torch's compiler calls
         such a compiled module: nn.Module.__call__ runs eagerly, its forward and each user
@@ -1179,6 +1207,27 @@ def _callees(function: Any, plan: SplitPlan, error: Unsupported) -> list[str]:
         return []
     callee = error.where[1]
     return called_globals(function, plan.start, plan.stop, callee.filename, callee.function)
+
+
+def _own_hooks(module: torch.nn.Module) -> bool:
+    """Whether the module has hooks of its own (a cheap test on every call)."""
+    return bool(
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or module._backward_hooks
+        or module._backward_pre_hooks
+    )
+
+
+def _global_hooks() -> bool:
+    from torch.nn.modules import module as module_globals
+
+    return bool(
+        module_globals._global_forward_hooks
+        or module_globals._global_forward_pre_hooks
+        or module_globals._global_backward_hooks
+        or module_globals._global_backward_pre_hooks
+    )
 
 
 def _has_hooks(module: torch.nn.Module) -> bool:
