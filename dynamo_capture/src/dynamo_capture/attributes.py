@@ -282,6 +282,12 @@ def _untraced_tensor_attr(tx: Translator, value: TensorValue, name: str) -> Valu
             return PythonValue(None)
     if name in ("grad", "grad_fn", "_base", "_version", "names"):
         raise Unsupported(f"Tensor.{name} inside captured code")
+    if name == "retain_grad":
+        # NOTE: torch.compile breaks on reading the method, not on calling it, and cannot
+        # resume after the read (capture_frame cuts the frame as it does)
+        error = Unsupported("Tensor.retain_grad inside captured code")
+        error.read_not_resumed = True
+        raise error
     attr = getattr(torch.Tensor, name, None)
     if attr is None:
         raise AttributeError(f"'Tensor' object has no attribute {name!r}")
