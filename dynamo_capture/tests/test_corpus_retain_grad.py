@@ -1,5 +1,5 @@
-"""`Tensor.retain_grad()` in a compiled frame. torch.compile breaks on reading the
-method and cannot resume after that read: it compiles the frame up to the last
+"""`Tensor.retain_grad()` and the `grad_fn` of a tensor that has one, in a compiled
+frame. torch.compile breaks on reading them and cannot resume after that read: it compiles the frame up to the last
 statement outside any block whose graph has more than one call and runs the rest
 eagerly, or, with none, runs the whole frame eagerly; read in a callee, the frame
 breaks at the call. Capture cuts the frame as it does; each program's values equal
@@ -95,3 +95,32 @@ def test_retain_grad_keeps_the_intermediate_grad(fn):
     for got, expected in zip(kept, kept_eager, strict=True):
         torch.testing.assert_close(got.grad, expected.grad)
     torch.testing.assert_close(x.grad, x_eager.grad)
+
+
+def grad_fn_after_one_operation(x):
+    y = x * 2
+    return y + (y.grad_fn is None)
+
+
+def grad_fn_after_two_operations(x):
+    a = x + 1
+    y = a * 2
+    node = y.grad_fn
+    return y.exp(), node is None
+
+
+def _has_history(y):
+    return y.grad_fn is not None
+
+
+def grad_fn_in_a_callee(x):
+    y = x.sin() * 2
+    return y.cos() + _has_history(y)
+
+
+GRAD_FN_PROGRAMS = [grad_fn_after_one_operation, grad_fn_after_two_operations, grad_fn_in_a_callee]
+
+
+@pytest.mark.parametrize("fn", GRAD_FN_PROGRAMS, ids=[fn.__name__ for fn in GRAD_FN_PROGRAMS])
+def test_grad_fn_of_an_intermediate_cuts_the_frame_like_torch(fn):
+    check_like_torch(fn, _input)

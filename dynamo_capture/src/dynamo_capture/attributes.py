@@ -280,14 +280,15 @@ def _untraced_tensor_attr(tx: Translator, value: TensorValue, name: str) -> Valu
             return PythonValue(None)
         if real is None and not value.example.requires_grad:
             return PythonValue(None)
-    if name in ("grad", "grad_fn", "_base", "_version", "names"):
-        raise Unsupported(f"Tensor.{name} inside captured code")
-    if name == "retain_grad":
-        # NOTE: torch.compile breaks on reading the method, not on calling it, and cannot
-        # resume after the read (capture_frame cuts the frame as it does)
-        error = Unsupported("Tensor.retain_grad inside captured code")
+    if name in ("grad_fn", "retain_grad"):
+        # NOTE: torch.compile breaks on reading these (a grad_fn of a tensor with one; the
+        # method, not its call), and cannot resume after the read: capture_frame cuts
+        # the frame as it does
+        error = Unsupported(f"Tensor.{name} inside captured code")
         error.read_not_resumed = True
         raise error
+    if name in ("grad", "_base", "_version", "names"):
+        raise Unsupported(f"Tensor.{name} inside captured code")
     attr = getattr(torch.Tensor, name, None)
     if attr is None:
         raise AttributeError(f"'Tensor' object has no attribute {name!r}")
