@@ -197,7 +197,8 @@ class CompiledCallable:
         if stance.name == "aot_eager_then_compile" and self.calls == 1:
             return self._run_once_with_aot_eager(args, kwargs)
         if self._module_target and _own_hooks(self.target) and hooks_run_eagerly(self.target):
-            return self._call_with_hooks(args, kwargs)
+            if not _global_hooks():  # else an entry of its own (_hooked_module_entry)
+                return self._call_with_hooks(args, kwargs)
         frame = self.frame
         f_locals = frame.bind(args, kwargs)
         f_globals = frame.globals
@@ -1102,12 +1103,9 @@ class CompiledCallable:
         compiled frame of its own, and the forward as this callable's own frame with
         the hooks hidden (module_hooks_hidden). That frame is the one a call without hooks
         compiles: a hook registered after the first call compiles the hook alone, one
-        removed is simply not called."""
+        removed is simply not called. (With global hooks, which a frame of the module's
+        call would run a second time, the module's forward is a frame of its own.)"""
         module = self.target
-        if _global_hooks():
-            # the module call captured again would run global hooks a second time
-            entry = self._hooked_module_entry(module)
-            return self._run(entry, {}, {}, args, kwargs, checked=False)
 
         def run_forward(*forward_args: Any, **forward_kwargs: Any) -> Any:
             with module_hooks_hidden(module):
