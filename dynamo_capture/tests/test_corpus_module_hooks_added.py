@@ -10,6 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 from programcheck import check_program_like_torch
+from torch.nn.modules.module import register_module_forward_hook
+
+import dynamo_capture
 
 
 class Net(torch.nn.Module):
@@ -114,8 +117,6 @@ class RegistersAHook(torch.nn.Module):
 
 
 def test_hook_registered_by_the_forward_of_a_hooked_module_is_kept():
-    import dynamo_capture
-
     def doubled(module, args, out):
         return out * 2
 
@@ -127,3 +128,24 @@ def test_hook_registered_by_the_forward_of_a_hooked_module_is_kept():
     for _ in range(2):
         torch.testing.assert_close(compiled(x), twin(x))
     assert len(module._forward_hooks) == len(twin._forward_hooks) == 2
+
+
+def test_global_hook_and_own_hook_each_run_once_per_call():
+    module, twin = Net(), Net()
+    compiled = dynamo_capture.optimize(module, backend=lambda gm, example_inputs: gm.forward)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x), twin(x))
+    for net in (module, twin):
+        net.register_forward_hook(lambda m, args, out: out * 2)
+    calls: list[str] = []
+    handle = register_module_forward_hook(lambda m, args, out: calls.append(type(m).__name__))
+    try:
+        expected = twin(x)
+        eager_calls, calls[:] = list(calls), []
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), expected)
+            assert calls == eager_calls
+            calls.clear()
+    finally:
+        handle.remove()
+    torch.testing.assert_close(compiled(x), twin(x))
