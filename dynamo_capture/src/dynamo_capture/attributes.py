@@ -280,7 +280,14 @@ def _untraced_tensor_attr(tx: Translator, value: TensorValue, name: str) -> Valu
             return PythonValue(None)
         if real is None and not value.example.requires_grad:
             return PythonValue(None)
-    if name in ("grad", "grad_fn", "_base", "_version", "names"):
+    if name in ("grad_fn", "retain_grad"):
+        # NOTE: torch.compile breaks on reading these (a grad_fn of a tensor with one; the
+        # method, not its call), and cannot resume after the read: capture_frame cuts
+        # the frame as it does
+        error = Unsupported(f"Tensor.{name} inside captured code")
+        error.read_not_resumed = True
+        raise error
+    if name in ("grad", "_base", "_version", "names"):
         raise Unsupported(f"Tensor.{name} inside captured code")
     attr = getattr(torch.Tensor, name, None)
     if attr is None:

@@ -32,13 +32,14 @@ calls. Functions of torch and of the standard library stay eager, as there.
 from __future__ import annotations
 
 import abc
+import contextlib
 import dis
 import functools
 import inspect
 import os
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,7 @@ __all__ = [
     "frame_shadows",
     "hooks_run_eagerly",
     "module_call_shadows",
+    "module_hooks_hidden",
     "partialmethod_shadows",
     "shadows_for",
 ]
@@ -575,6 +577,36 @@ def hooks_run_eagerly(module: Any) -> bool:
         module._backward_pre_hooks,
     )
     return any(bool(hooks) for hooks in own)
+
+
+_OWN_HOOK_TABLES = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+)
+
+
+@contextlib.contextmanager
+def module_hooks_hidden(module: torch.nn.Module) -> Iterator[None]:
+    """While the block runs, `module` has no hooks of its own and no `forward` on the
+    instance: nn.Module.__call__, run eagerly around the module's compiled frame, already
+    ran its pre-hooks and runs its hooks after, so the frame is the module's call without
+    them (the same frame a call without hooks compiled). A hook registered meanwhile
+    is kept."""
+    table = module.__dict__
+    saved = {name: table[name] for name in _OWN_HOOK_TABLES if name in table}
+    forward = table.pop("forward", _MISSING)
+    for name, hooks in saved.items():
+        table[name] = type(hooks)()
+    try:
+        yield
+    finally:
+        for name, hooks in saved.items():
+            hooks.update(table[name])  # registered while hidden
+            table[name] = hooks
+        if forward is not _MISSING:
+            table["forward"] = forward
 
 
 def _user_hook(hook: Any) -> bool:

@@ -679,6 +679,14 @@ def capture_frame(
                 calls = sum(1 for node in tx.ctx.graph.nodes if node.op.startswith("call"))
                 located.in_unknown_with = calls <= 1 or bool(located.contexts)
                 located.rest_eager = True
+            elif error.read_not_resumed and tx.current.opname in _METHOD_LOADS:
+                # NOTE: torch.compile cannot resume after an attribute read of the frame
+                # itself that breaks: it cuts the frame at the last statement outside any
+                # block whose graph so far has more than one call, and runs the rest
+                # eagerly; with none, the whole frame runs eagerly. (Read in a callee, the
+                # frame breaks at the call to it, as any break in a callee.)
+                located.in_unknown_with = True
+                located.rest_eager = True
             elif error.outside_context and getattr(tx.calling, "obj", None) in UNTRACED_CONTEXTS:
                 # making a context torch.compile does not trace, in this frame: its resume
                 # function meets the `with` on it (from outside now) and runs eagerly

@@ -116,6 +116,9 @@ class Unsupported(CaptureError):
         # can be handed (a generator's context entered by hand): the frame runs eagerly,
         # its calls compiled, as torch.compile does
         self.cannot_resume = False
+        # raised reading an attribute torch.compile breaks on when read (not when called):
+        # it cannot resume after that instruction (capture_frame cuts the frame before it)
+        self.read_not_resumed = False
         # functools.partialmethod objects whose function runs as a compiled frame of its
         # own while the frame runs eagerly (break_callees.partialmethod_shadows)
         self.partial_methods: list[Any] = []
@@ -154,6 +157,7 @@ class Unsupported(CaptureError):
         located.outside_context = self.outside_context
         located.data_branch = self.data_branch
         located.cannot_resume = self.cannot_resume
+        located.read_not_resumed = self.read_not_resumed
         located.partial_methods = self.partial_methods
         return located
 

@@ -32,6 +32,7 @@ from dynamo_capture.break_callees import (
     frame_shadows,
     hooks_run_eagerly,
     module_call_shadows,
+    module_hooks_hidden,
     partialmethod_shadows,
     shadows_for,
 )
@@ -155,6 +156,8 @@ class CompiledCallable:
         # cut out by a split (the code before a break, a loop body): only those are skipped
         self.frame_of_its_own = True
         self.compile_id = ""  # of the newest compile (compile_trace)
+        # a module whose own hooks, when it has some, run eagerly around its compiled frame
+        self._module_target = isinstance(target, torch.nn.Module)
         _live.add(self)
 
     def __getattr__(self, name: str) -> Any:
@@ -193,6 +196,9 @@ class CompiledCallable:
             return self.target(*args, **kwargs)
         if stance.name == "aot_eager_then_compile" and self.calls == 1:
             return self._run_once_with_aot_eager(args, kwargs)
+        if self._module_target and _own_hooks(self.target) and hooks_run_eagerly(self.target):
+            if not _global_hooks():  # else an entry of its own (_hooked_module_entry)
+                return self._call_with_hooks(args, kwargs)
         frame = self.frame
         f_locals = frame.bind(args, kwargs)
         f_globals = frame.globals
@@ -539,7 +545,7 @@ class CompiledCallable:
         frame captured with those floats specialized and the sizes still symbolic.
         """
         if not frame.ctx.symbolic:
-            return None
+            return self._float_input_entry(frame, backend, f_locals)
         if _opts_out_of_symbolic(backend):
             reason = (
                 f"backend {getattr(backend, '__name__', backend)!r} sets "
@@ -560,9 +566,28 @@ class CompiledCallable:
         static = capture_frame(self.frame, f_locals)
         return compile_entry(static, backend, self.guard_filter_fn)
 
+    def _float_input_entry(
+        self, frame: Any, backend: Backend, f_locals: dict[str, Any]
+    ) -> CompiledEntry | None:
+        """The entry of a graph whose only symbolic values are float arguments; None to
+        compile `frame` as it is. A backend that fails on it (one that needs a float's
+        value, as a backward formula taking `log(s)` does) gets the frame captured again
+        with those floats constants, guarded equal: a new value compiles again."""
+        if not frame.ctx.symbolic_float_inputs:
+            return None
+        try:
+            return compile_entry(frame, backend, self.guard_filter_fn)
+        except Exception as error:  # noqa: BLE001 - the capture with constant floats decides
+            reason = f"the backend failed on the graph taking symbolic floats: {error}"
+            retry = self._without_symbolic_floats(frame, f_locals, reason)
+            if retry is None:
+                raise
+            return compile_entry(retry, backend, self.guard_filter_fn)
+
     def _without_symbolic_floats(self, frame: Any, f_locals: dict[str, Any], reason: str) -> Any:
         """`frame` captured again with its symbolic floats specialized; None if it has none."""
-        if self._specialize_floats or not frame.ctx.sym_numbers.emitted_numbers:
+        numbers = frame.ctx.sym_numbers.emitted_numbers or frame.ctx.symbolic_float_inputs
+        if self._specialize_floats or not numbers:
             return None
         if artifact_enabled("dynamic"):
             artifact_logger("dynamic").info(
@@ -1072,6 +1097,26 @@ class CompiledCallable:
         entry.shadows = self._forward_shadows(inner, wrapped_backend(self.target, self.backend))
         return entry
 
+    def _call_with_hooks(self, args: Any, kwargs: Any) -> Any:
+        """A call of a module of a user class that has hooks of its own, as torch's compiler
+        runs such a compiled module: nn.Module.__call__ runs eagerly, each user hook as a
+        compiled frame of its own, and the forward as this callable's own frame with
+        the hooks hidden (module_hooks_hidden). That frame is the one a call without hooks
+        compiles: a hook registered after the first call compiles the hook alone, one
+        removed is simply not called. (With global hooks, which a frame of the module's
+        call would run a second time, the module's forward is a frame of its own.)"""
+        module = self.target
+
+        def run_forward(*forward_args: Any, **forward_kwargs: Any) -> Any:
+            with module_hooks_hidden(module):
+                return self(*forward_args, **forward_kwargs)
+
+        def compile_hook(hook: Any) -> Any:
+            return self._fullgraph_part(self._callee_part(hook, by_structure=False))
+
+        shadows = module_call_shadows(module, lambda forward: run_forward, compile_hook)
+        return ShadowedPart(module, shadows)(*args, **kwargs)
+
     def _hooked_module_entry(self, module: torch.nn.Module) -> CompiledEntry:
         """A module of a user class with hooks of its own, called as torch's compiler calls
         such a compiled module: nn.Module.__call__ runs eagerly, its forward and each user
@@ -1160,6 +1205,27 @@ def _callees(function: Any, plan: SplitPlan, error: Unsupported) -> list[str]:
         return []
     callee = error.where[1]
     return called_globals(function, plan.start, plan.stop, callee.filename, callee.function)
+
+
+def _own_hooks(module: torch.nn.Module) -> bool:
+    """Whether the module has hooks of its own (a cheap test on every call)."""
+    return bool(
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or module._backward_hooks
+        or module._backward_pre_hooks
+    )
+
+
+def _global_hooks() -> bool:
+    from torch.nn.modules import module as module_globals
+
+    return bool(
+        module_globals._global_forward_hooks
+        or module_globals._global_forward_pre_hooks
+        or module_globals._global_backward_hooks
+        or module_globals._global_backward_pre_hooks
+    )
 
 
 def _has_hooks(module: torch.nn.Module) -> bool:

@@ -700,6 +700,13 @@ class CaptureContext:
         """Whether the graph has symbolic sizes (SymInt graph inputs)."""
         return self.shape_env is not None and bool(self.shape_env.graph_inputs())
 
+    @property
+    def symbolic_float_inputs(self) -> bool:
+        """Whether the graph takes a float argument as a symbolic number (a 0-d float64
+        input read back with `.item()`): a backend may need its value (a backward formula
+        of `s ** x` takes `log(s)`)."""
+        return bool(self._number_inputs)
+
     def guard_distinct_tensor_arguments(self) -> None:
         """The tensor arguments capture took as different graph inputs stay different
         objects (a tensor passed twice is one input, guarded by `alias`)."""

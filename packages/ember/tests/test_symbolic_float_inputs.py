@@ -226,6 +226,27 @@ def test_float_value_decided_in_a_backward_formula_is_checked_per_call(fn, backe
     _check_calls(compiled, fn, [0.5, 1.5, 0.25, 0.75, 0.5])
 
 
+def float_base_of_a_power(x, s):
+    return torch.pow(s, x)
+
+
+def float_base_and_exponent(x, s):
+    return torch.pow(s, x.tanh()) * x.abs() ** s
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dynamic", [None, True], ids=["automatic", "dynamic"])
+@pytest.mark.parametrize(
+    "fn", [float_base_of_a_power, float_base_and_exponent], ids=lambda fn: fn.__name__
+)
+def test_float_a_backward_formula_cannot_take_symbolic_compiles_per_value(fn, dynamic, backend):
+    # `s ** x` differentiates to `log(s) * s ** x`: a float the backward formula needs
+    # as a number becomes a constant, guarded equal, rather than failing the compile
+    torch.manual_seed(0)
+    compiled = ember.compile(fn, backend=backend, dynamic=dynamic)
+    _check_calls(compiled, fn, [0.5, 1.5, 2.5, 0.5, 0.75])
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_float_input_specialized_by_capture_compiles_per_value(backend):
     # layer_norm's eps is specialized (guarded equal): each value's graph reads its own
