@@ -731,6 +731,7 @@ def capture_frame(
                 if located.plain_args and located.call_cut[1] == len(tx.stack):
                     located.plain_args = _receiver_reloads(tx, located.call_cut[0])
         located.callee = error.callee
+        located.rest_from_checkpoint = error.rest_from_checkpoint
         located.partial_methods = error.partial_methods
         located.escapes = isinstance(error, ExceptionRaised)
         located.whole_frame = located.whole_frame or error.whole_frame

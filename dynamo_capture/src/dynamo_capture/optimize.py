@@ -703,7 +703,9 @@ class CompiledCallable:
             branch = self._branch_entry(error, contexts, guards)
             if branch is not None:
                 return branch
-        if error.in_unknown_with:  # torch.compile cannot resume there either
+        if error.rest_from_checkpoint:
+            plan = plan_rest_eager(function.__code__, error.offset, error.checkpoints)
+        elif error.in_unknown_with:  # torch.compile cannot resume there either
             plan = "the break lies in a `with` block capture cannot re-enter"
         else:
             plan = plan_split(
