@@ -88,6 +88,7 @@ from dynamo_capture.sources import (
     ItemSource,
     LocalSource,
     NNModuleSource,
+    NumpyTensorSource,
     Source,
 )
 from dynamo_capture.state import capturing
@@ -461,12 +462,13 @@ def _open_withs(tx: Translator) -> int:
 
 
 def _torch_callable(callable_value: Any) -> bool:
-    """Whether the failing call is of a torch function or a method of a tensor."""
+    """Whether the failing call is of a torch function or a method of a tensor, or of a
+    NumPy function (which torch.compile traces as torch's: a break at the call itself)."""
     if isinstance(callable_value, BuiltinMethodValue):
         return isinstance(callable_value.receiver, TensorValue)
     if isinstance(callable_value, PythonValue):
         module = getattr(callable_value.obj, "__module__", None) or ""
-        return module == "torch" or module.startswith("torch.")
+        return any(module == name or module.startswith(f"{name}.") for name in ("torch", "numpy"))
     return False
 
 
@@ -485,6 +487,8 @@ def _disabled_callable(callable_value: Any) -> bool:
 
 
 _CONVERSIONS = (bool, int, float, complex)
+# NumPy's functions (ufuncs, array-function dispatchers): module attributes without state
+_NUMPY_FUNCTION_TYPES = (np.ufunc, type(np.where), type(np.unique))
 
 
 def _tensor_conversion(tx: Translator) -> bool:
@@ -515,7 +519,8 @@ def _reloadable(callable_value: Any) -> bool:
             return isinstance(source, LocalSource | GlobalSource | ClosureSource)
         if any(callable_value.obj is conversion for conversion in _CONVERSIONS):
             return True  # a builtin class loaded by name: the same class again
-        return isinstance(callable_value.obj, types.FunctionType | types.BuiltinFunctionType)
+        plain = (types.FunctionType, types.BuiltinFunctionType, *_NUMPY_FUNCTION_TYPES)
+        return isinstance(callable_value.obj, plain)
     if not isinstance(callable_value, MethodValue):
         return False
     function = getattr(callable_value.func, "obj", None)
@@ -980,6 +985,9 @@ class OutputPlan:
             if shadow is value:  # an outside list/dict: the same object, contents replayed
                 return source.expr if source is not None else self._constant(obj)
         if isinstance(value, TensorValue):
+            converted = self.ctx._converted_inputs.get(value.node)
+            if converted is not None and isinstance(converted[0], NumpyTensorSource):
+                return self._source_read(converted[0].source)  # an input array: itself
             if value.python_type is np.ndarray:  # an array from a tensor: NumPy's again
                 return f"{self._output(value)}.numpy(force=True)"
             if isinstance(value.python_type, type) and issubclass(value.python_type, np.generic):
