@@ -29,6 +29,7 @@ node is opaque: graph counts match torch's, op counts do not.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -60,7 +61,7 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["TRANSFORMS", "ClosureTransform", "call_function_transform"]
+__all__ = ["CHECKPOINT_REGION", "TRANSFORMS", "ClosureTransform", "call_function_transform"]
 
 # transform -> the option names it takes (all must be constants)
 TRANSFORMS: dict[Callable[..., Any], tuple[str, ...]] = {
@@ -264,13 +265,23 @@ def _transformed_closure(
     return transformed
 
 
-# checkpoint's own options -> the value each must have to be traced (its default)
-_CHECKPOINT_OPTIONS: dict[str, Any] = {
-    "context_fn": torch.utils.checkpoint.noop_context_fn,
-    "determinism_check": "default",
-    "debug": False,
-    "early_stop": True,
+# checkpoint's own options -> the values each may have to be traced: those that change
+# only what the backward keeps or checks (early_stop, determinism_check), not a value
+_CHECKPOINT_OPTIONS: dict[str, tuple[Any, ...]] = {
+    "context_fn": (torch.utils.checkpoint.noop_context_fn,),
+    "determinism_check": ("default", "none"),
+    "debug": (False,),
+    "early_stop": (True, False),
+    # NOTE: without it eager's recomputation draws other random numbers than its forward
+    # did (another dropout mask in the backward): traced, the backward would use the
+    # forward's
+    "preserve_rng_state": (True,),
 }
+
+# node.meta key: the checkpoint call (a number per capture) a node of the graph was made
+# by; a backend may recompute the nodes of one region in the backward instead of saving
+# their results, as checkpoint does
+CHECKPOINT_REGION = "ember_checkpoint_region"
 
 
 def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -287,9 +298,7 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
     try:
         reentrant = as_constant(options.pop("use_reentrant", PythonValue(None)))
         settings = {
-            name: as_constant(options.pop(name))
-            for name in (*_CHECKPOINT_OPTIONS, "preserve_rng_state")
-            if name in options
+            name: as_constant(options.pop(name)) for name in _CHECKPOINT_OPTIONS if name in options
         }
     except NotConstant:
         raise Unsupported(
@@ -299,18 +308,29 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
         raise Unsupported("torch.utils.checkpoint.checkpoint without use_reentrant=False")
     changed = [
         name
-        for name, default in _CHECKPOINT_OPTIONS.items()
-        if name in settings and settings[name] != default
+        for name, allowed in _CHECKPOINT_OPTIONS.items()
+        if name in settings and not any(settings[name] is v or settings[name] == v for v in allowed)
     ]
     if changed or not args:
         raise Unsupported(f"torch.utils.checkpoint.checkpoint with options {changed}")
+    graph = tx.ctx.graph
+    last = graph._root.prev  # the graph's last node before the call
     try:
-        return call(tx, args[0], list(args[1:]), options)  # what is left goes to fn
+        result = call(tx, args[0], list(args[1:]), options)  # what is left goes to fn
     except Unsupported as error:
         # NOTE: the graph breaks at the checkpoint call, which then runs eagerly as a
         # whole: fn's own parts compiled for the forward would not be the code the
         # backward's recomputation runs (checkpoint checks that both save alike)
         raise Unsupported(f"torch.utils.checkpoint.checkpoint: {error.reason}") from error
+    region = next(_checkpoint_regions)
+    node = last.next
+    while node is not graph._root:
+        node.meta.setdefault(CHECKPOINT_REGION, region)  # a nested call keeps its own
+        node = node.next
+    return result
+
+
+_checkpoint_regions = itertools.count()
 
 
 def _cond(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
