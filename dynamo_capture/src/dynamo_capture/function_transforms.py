@@ -52,6 +52,7 @@ from dynamo_capture.operations import NotConstant, as_constant
 from dynamo_capture.values import (
     FunctionValue,
     ListValue,
+    MethodValue,
     PythonValue,
     TensorValue,
     TupleValue,
@@ -59,6 +60,7 @@ from dynamo_capture.values import (
 )
 
 if TYPE_CHECKING:
+    from dynamo_capture.frame_guards import FrameGuards
     from dynamo_capture.interpreter import Translator
 
 __all__ = ["CHECKPOINT_REGION", "TRANSFORMS", "ClosureTransform", "call_function_transform"]
@@ -213,13 +215,18 @@ class ClosureTransform:
         self.transform, self.options, self.function = transform, options, function
 
 
-def _closure_over_tensors(value: Value) -> tuple[Callable[..., Any], list[Value]] | None:
+def _closure_over_tensors(
+    value: Value, guards: FrameGuards | None = None
+) -> tuple[Callable[..., Any], list[Value]] | None:
     """For a function made in the frame whose cells hold tensors and constants: a maker
     of the real function from the cells' tensors, and those tensors (as Values); else None.
 
     The node runs the transform on a function rebuilt each call from the tensors the
     graph gives it, so nothing of a compile-time value is kept but the constants, which
-    capture derived (and guarded) like any other."""
+    capture derived (and guarded) like any other. With `guards`, a cell may also hold a
+    module read from the frame's inputs or globals (`self` of the forward making the
+    function): kept as it is, guarded to be that very module (its parameters are read
+    when the node runs, as the graph reads a global module's)."""
     from dynamo_capture.values import CellValue
 
     if not isinstance(value, FunctionValue) or not value.closure or value.kwdefaults:
@@ -235,6 +242,10 @@ def _closure_over_tensors(value: Value) -> tuple[Callable[..., Any], list[Value]
         if isinstance(contents, TensorValue):
             layout.append(("tensor", len(tensors)))
             tensors.append(contents)
+            continue
+        module = _guarded_module(contents, guards)
+        if module is not None:
+            layout.append(("constant", module))
             continue
         try:
             layout.append(("constant", as_constant(contents) if contents is not None else None))
@@ -354,8 +365,9 @@ def _cond(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
                 "torch.cond with a predicate that is neither a tensor nor a bool"
             ) from None
         return call(tx, chosen, items, {})  # a Python predicate picks the branch, as in torch
-    make_true, true_cells = _branch(bound["true_fn"], "torch.cond's true_fn")
-    make_false, false_cells = _branch(bound["false_fn"], "torch.cond's false_fn")
+    guards = tx.ctx.guards
+    make_true, true_cells = _branch(bound["true_fn"], "torch.cond's true_fn", guards)
+    make_false, false_cells = _branch(bound["false_fn"], "torch.cond's false_fn", guards)
     split = len(true_cells), len(true_cells) + len(false_cells)
 
     def branches(cells: tuple[Any, ...]) -> tuple[Callable[..., Any], Callable[..., Any]]:
@@ -503,19 +515,48 @@ def _cond_example(branches: Callable[..., Any], cells: int) -> Any:
     return example
 
 
-def _branch(value: Value, what: str) -> tuple[Callable[..., Any], list[Value]]:
+def _branch(
+    value: Value, what: str, guards: FrameGuards | None = None
+) -> tuple[Callable[..., Any], list[Value]]:
     """A maker of a cond branch from the tensors its cells hold, and those tensors: none
     for a function known now; a closure made in the frame over tensors and constants
     gives its cells' tensors, which the node takes as inputs (as torch.compile lifts
-    them)."""
+    them). With `guards`, a closure over a module and a method of a module (`self.f`)
+    are branches too, the module guarded to be the same (`_guarded_module`)."""
+    method = _module_method(value, guards)
+    if method is not None:
+        return (lambda cells: method), []
     try:
         function = _known_function(value, what)
     except Unsupported:
-        closure = _closure_over_tensors(value)
+        closure = _closure_over_tensors(value, guards)
         if closure is None:
             raise
         return closure[0], closure[1]
     return (lambda cells: function), []
+
+
+def _guarded_module(value: Any, guards: FrameGuards | None) -> torch.nn.Module | None:
+    """The module `value` holds when it was read from where the guards can check it is
+    the same module each call (an input, a global, an attribute of one), guarded so."""
+    if guards is None or not isinstance(value, PythonValue):
+        return None
+    if not isinstance(value.obj, torch.nn.Module) or value.source is None:
+        return None
+    guards.id_match(value.source, value.obj)
+    return value.obj
+
+
+def _module_method(value: Value, guards: FrameGuards | None) -> Callable[..., Any] | None:
+    """`module.f` for a method of a module from the inputs or globals, a plain function
+    of its class (its lookup guarded where capture made the method); else None."""
+    if not isinstance(value, MethodValue) or not isinstance(value.func, PythonValue):
+        return None
+    function = value.func.obj
+    if not isinstance(function, types.FunctionType) or function.__closure__:
+        return None
+    module = _guarded_module(value.self_value, guards)
+    return types.MethodType(function, module) if module is not None else None
 
 
 def _both_branches(true_fn: Callable[..., Any], false_fn: Callable[..., Any], operands: Any) -> Any:
