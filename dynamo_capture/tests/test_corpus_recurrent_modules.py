@@ -73,6 +73,76 @@ def _one_call_before(rnn):
     return fn
 
 
+class RangeLoop(nn.Module):
+    """The module read in a loop over a range: compiled up to the statement before it."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.rnn = nn.GRU(4, 4, batch_first=True)
+
+    def forward(self, x):
+        x = self.proj(x).relu() * 2
+        for _ in range(2):
+            x, _ = self.rnn(x)
+        return x.sum()
+
+
+class ModuleListLoop(nn.Module):
+    """The module met iterating a ModuleList: the whole frame runs eagerly."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.layers = nn.ModuleList([nn.Linear(4, 4), nn.LSTM(4, 4, batch_first=True)])
+
+    def forward(self, x):
+        x = self.proj(x).relu() * 2
+        for layer in self.layers:
+            x = layer(x)
+            if isinstance(x, tuple):
+                x = x[0]
+        return x.sum()
+
+
+class IndexedModuleList(nn.Module):
+    """The module read by index from a ModuleList: compiled up to that statement."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.layers = nn.ModuleList([nn.RNN(4, 4, batch_first=True)])
+
+    def forward(self, x):
+        x = self.proj(x).relu() * 2
+        x, _ = self.layers[0](x)
+        return x.sum()
+
+
+class SequentialHolding(nn.Module):
+    """The module inside an nn.Sequential: the break is the Sequential's call."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 4), nn.LSTM(4, 4, batch_first=True))
+
+    def forward(self, x):
+        y = x.sin().cos()
+        out, _ = self.body(y)
+        return out.exp()
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [RangeLoop, ModuleListLoop, IndexedModuleList, SequentialHolding],
+    ids=lambda c: c.__name__,
+)
+def test_recurrent_module_in_containers_and_loops_breaks_like_torch(cls):
+    torch.manual_seed(0)
+    module = cls()
+    check_like_torch(module, _seq())
+
+
 def _modules():
     torch.manual_seed(0)
     return {

@@ -737,6 +737,14 @@ def capture_frame(
                     located.plain_args = _receiver_reloads(tx, located.call_cut[0])
         located.callee = error.callee
         located.rest_from_checkpoint = error.rest_from_checkpoint
+        if error.rest_from_checkpoint and tx is not None and tx.current is not None:
+            # NOTE: torch.compile reads the items of a container it loops over when it
+            # starts the loop: a break there (an RNN module in a ModuleList or a list)
+            # runs the whole frame eagerly; a loop over a range reaches the module in its
+            # body, and the frame is compiled up to the statement before the loop
+            iterating = tx.current.opname in ("GET_ITER", "FOR_ITER")
+            if iterating or any(iterator.kind != "range" for iterator in _loop_iterators(tx)):
+                located.cannot_resume = True
         located.partial_methods = error.partial_methods
         located.escapes = isinstance(error, ExceptionRaised)
         located.whole_frame = located.whole_frame or error.whole_frame

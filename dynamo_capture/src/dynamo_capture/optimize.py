@@ -433,8 +433,9 @@ class CompiledCallable:
         else the guards of the capture that stopped."""
         if error.escapes or error.whole_frame:  # an exception no handler catches
             return self._eager_entry(error, contexts, guards=guards)
+        inside_loop = not error.rest_from_checkpoint and self._breaks_inside_loop(error)
         if (
-            error.cannot_resume or self._loop_not_resumed(error) or self._breaks_inside_loop(error)
+            error.cannot_resume or self._loop_not_resumed(error) or inside_loop
         ):  # run eagerly, as torch.compile skips it
             shadows = self._frame_shadows(error, f_locals)
             return self._eager_entry(error, contexts, shadows, guards=guards)
