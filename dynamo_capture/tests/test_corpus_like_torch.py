@@ -263,8 +263,9 @@ def test_addcdiv_with_value_records_torchs_ops():
 def test_addcdiv_of_integer_tensors_raises_eagers_error():
     # torch.compile divides integer tensors here; eager (and ember) raise
     import dynamo_capture
+    from dynamo_capture.testing import CountingBackend
 
-    compiled = dynamo_capture.optimize(_addcdiv_with_value, backend="eager")
+    compiled = dynamo_capture.optimize(_addcdiv_with_value, backend=CountingBackend())
     with pytest.raises(RuntimeError, match="Integer division with addcdiv"):
         compiled(torch.arange(4), torch.arange(4) + 1)
 

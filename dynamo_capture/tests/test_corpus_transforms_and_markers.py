@@ -2,7 +2,8 @@
 counts equal torch.compile's, its results eager's (programcheck.check_program_like_torch).
 
     torch.cond: closures over tensors and locals, several outputs and operands, nested,
-        a Python bool predicate, functorch's import, gradients through it
+        a Python bool predicate, functorch's import, gradients through it; branches
+        closing over a module (`self`, an argument) or that are a module's methods
     torch.utils.checkpoint.checkpoint(use_reentrant=False) of functions and modules
     torch.func.grad / grad_and_value / vmap (in_dims, out_dims, nested, of a module) /
         jacrev / jacfwd / hessian / vjp / jvp inside the compiled function
@@ -120,6 +121,79 @@ def cond_grad():
         return y
 
     return dict(fn=fn, args=x4g)
+
+
+class _CondOverSelf(nn.Module):
+    """Branches closing over `self` (its submodule's parameters)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.cond(
+            x.sum() > 0, lambda a: self.lin(a).relu(), lambda a: self.lin(a).sigmoid(), (x,)
+        )
+
+
+class _CondOfMethods(nn.Module):
+    """Branches that are the module's own methods."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def positive(self, a):
+        return self.lin(a)
+
+    def negative(self, a):
+        return -self.lin(a).tanh()
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, self.positive, self.negative, (x,))
+
+
+@_program
+def cond_branches_close_over_self():
+    torch.manual_seed(0)
+    model = _CondOverSelf()
+    return dict(fn=model, args=x4g)
+
+
+@_program
+def cond_branches_close_over_self_negative():
+    torch.manual_seed(0)
+    model = _CondOverSelf()
+    return dict(fn=model, args=lambda: (-x4g()[0],))
+
+
+@_program
+def cond_branches_are_methods():
+    torch.manual_seed(0)
+    model = _CondOfMethods()
+    return dict(fn=model, args=x4g)
+
+
+@_program
+def cond_branches_close_over_an_argument_module():
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 4)
+
+    def fn(module, x):
+        return torch.cond(x.mean() > 0, lambda a: module(a) * 2, lambda a: a.cos(), (x,))
+
+    return dict(fn=fn, args=lambda: (lin, *x4g()))
+
+
+@_program
+def cond_nested_over_self():
+    torch.manual_seed(0)
+    model = _CondOverSelf()
+
+    def fn(x):
+        return torch.cond(x.sum() < 0, lambda a: model(a) * 2, lambda a: a.exp(), (x,))
+
+    return dict(fn=fn, args=lambda: (-x4g()[0],))
 
 
 # ---- checkpoint ----

@@ -197,8 +197,6 @@ def run_both(module, *args, train=False, **kwargs):
             nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
             (torch.randn(2, 5, 8),),
         ),
-        (nn.LSTM(4, 6, batch_first=True), (torch.randn(2, 3, 4),)),
-        (nn.GRU(4, 5), (torch.randn(3, 2, 4),)),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, nn.Module) else "",
 )

@@ -42,6 +42,7 @@ from dynamo_capture.operations import (
     python_type_of,
     sequence_items,
 )
+from dynamo_capture.output_graph import RECURRENT_MODULES, recurrent_module_break
 from dynamo_capture.region_reuse import MODULE_CALLS, module_call_counter, record_call
 from dynamo_capture.registry import (
     disabled_reason,
@@ -679,6 +680,8 @@ def call_module(
     The graph nodes the call makes are tagged with it (`MODULE_CALLS`), outermost call
     first, so that a backend can find the calls of identical blocks."""
     module, source = module_value.obj, module_value.source
+    if isinstance(module, RECURRENT_MODULES):  # one made in the frame
+        raise recurrent_module_break(module)
     guards = tx.ctx.guards
     guards.class_attribute(type(module), "__call__", type(module).__call__)
     if type(module).__call__ is not _nn_call:

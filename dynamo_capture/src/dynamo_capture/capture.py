@@ -88,6 +88,7 @@ from dynamo_capture.sources import (
     ItemSource,
     LocalSource,
     NNModuleSource,
+    NumpyTensorSource,
     Source,
 )
 from dynamo_capture.state import capturing
@@ -461,12 +462,13 @@ def _open_withs(tx: Translator) -> int:
 
 
 def _torch_callable(callable_value: Any) -> bool:
-    """Whether the failing call is of a torch function or a method of a tensor."""
+    """Whether the failing call is of a torch function or a method of a tensor, or of a
+    NumPy function (which torch.compile traces as torch's: a break at the call itself)."""
     if isinstance(callable_value, BuiltinMethodValue):
         return isinstance(callable_value.receiver, TensorValue)
     if isinstance(callable_value, PythonValue):
         module = getattr(callable_value.obj, "__module__", None) or ""
-        return module == "torch" or module.startswith("torch.")
+        return any(module == name or module.startswith(f"{name}.") for name in ("torch", "numpy"))
     return False
 
 
@@ -485,6 +487,8 @@ def _disabled_callable(callable_value: Any) -> bool:
 
 
 _CONVERSIONS = (bool, int, float, complex)
+# NumPy's functions (ufuncs, array-function dispatchers): module attributes without state
+_NUMPY_FUNCTION_TYPES = (np.ufunc, type(np.where), type(np.unique))
 
 
 def _tensor_conversion(tx: Translator) -> bool:
@@ -515,7 +519,8 @@ def _reloadable(callable_value: Any) -> bool:
             return isinstance(source, LocalSource | GlobalSource | ClosureSource)
         if any(callable_value.obj is conversion for conversion in _CONVERSIONS):
             return True  # a builtin class loaded by name: the same class again
-        return isinstance(callable_value.obj, types.FunctionType | types.BuiltinFunctionType)
+        plain = (types.FunctionType, types.BuiltinFunctionType, *_NUMPY_FUNCTION_TYPES)
+        return isinstance(callable_value.obj, plain)
     if not isinstance(callable_value, MethodValue):
         return False
     function = getattr(callable_value.func, "obj", None)
@@ -739,6 +744,15 @@ def capture_frame(
                 if located.plain_args and located.call_cut[1] == len(tx.stack):
                     located.plain_args = _receiver_reloads(tx, located.call_cut[0])
         located.callee = error.callee
+        located.rest_from_checkpoint = error.rest_from_checkpoint
+        if error.rest_from_checkpoint and tx is not None and tx.current is not None:
+            # NOTE: torch.compile reads the items of a container it loops over when it
+            # starts the loop: a break there (an RNN module in a ModuleList or a list)
+            # runs the whole frame eagerly; a loop over a range reaches the module in its
+            # body, and the frame is compiled up to the statement before the loop
+            iterating = tx.current.opname in ("GET_ITER", "FOR_ITER")
+            if iterating or any(iterator.kind != "range" for iterator in _loop_iterators(tx)):
+                located.cannot_resume = True
         located.partial_methods = error.partial_methods
         located.escapes = isinstance(error, ExceptionRaised)
         located.whole_frame = located.whole_frame or error.whole_frame
@@ -987,6 +1001,9 @@ class OutputPlan:
             if shadow is value:  # an outside list/dict: the same object, contents replayed
                 return source.expr if source is not None else self._constant(obj)
         if isinstance(value, TensorValue):
+            converted = self.ctx._converted_inputs.get(value.node)
+            if converted is not None and isinstance(converted[0], NumpyTensorSource):
+                return self._source_read(converted[0].source)  # an input array: itself
             if value.python_type is np.ndarray:  # an array from a tensor: NumPy's again
                 return f"{self._output(value)}.numpy(force=True)"
             if isinstance(value.python_type, type) and issubclass(value.python_type, np.generic):

@@ -124,6 +124,10 @@ class Unsupported(CaptureError):
         self.partial_methods: list[Any] = []
         # the frame is cut at the statement where capture stopped; the rest runs eagerly
         self.rest_eager = False
+        # the break lies where torch.compile cannot resume (a module it refuses to wrap, as
+        # an RNN): the frame is compiled up to the last statement boundary before it whose
+        # graph has more than one call, the rest runs eagerly; else the frame runs eagerly
+        self.rest_from_checkpoint = False
         # the truth value of a tensor a jump of the frame tests (`if t.sum() > 0:`); set by
         # capture to the jump's offset when that jump is a POP_JUMP of the frame itself
         self.data_branch = False
@@ -158,6 +162,7 @@ class Unsupported(CaptureError):
         located.data_branch = self.data_branch
         located.cannot_resume = self.cannot_resume
         located.read_not_resumed = self.read_not_resumed
+        located.rest_from_checkpoint = self.rest_from_checkpoint
         located.partial_methods = self.partial_methods
         return located
 

@@ -29,6 +29,7 @@ node is opaque: graph counts match torch's, op counts do not.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -51,6 +52,7 @@ from dynamo_capture.operations import NotConstant, as_constant
 from dynamo_capture.values import (
     FunctionValue,
     ListValue,
+    MethodValue,
     PythonValue,
     TensorValue,
     TupleValue,
@@ -58,9 +60,10 @@ from dynamo_capture.values import (
 )
 
 if TYPE_CHECKING:
+    from dynamo_capture.frame_guards import FrameGuards
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["TRANSFORMS", "ClosureTransform", "call_function_transform"]
+__all__ = ["CHECKPOINT_REGION", "TRANSFORMS", "ClosureTransform", "call_function_transform"]
 
 # transform -> the option names it takes (all must be constants)
 TRANSFORMS: dict[Callable[..., Any], tuple[str, ...]] = {
@@ -212,13 +215,18 @@ class ClosureTransform:
         self.transform, self.options, self.function = transform, options, function
 
 
-def _closure_over_tensors(value: Value) -> tuple[Callable[..., Any], list[Value]] | None:
+def _closure_over_tensors(
+    value: Value, guards: FrameGuards | None = None
+) -> tuple[Callable[..., Any], list[Value]] | None:
     """For a function made in the frame whose cells hold tensors and constants: a maker
     of the real function from the cells' tensors, and those tensors (as Values); else None.
 
     The node runs the transform on a function rebuilt each call from the tensors the
     graph gives it, so nothing of a compile-time value is kept but the constants, which
-    capture derived (and guarded) like any other."""
+    capture derived (and guarded) like any other. With `guards`, a cell may also hold a
+    module read from the frame's inputs or globals (`self` of the forward making the
+    function): kept as it is, guarded to be that very module (its parameters are read
+    when the node runs, as the graph reads a global module's)."""
     from dynamo_capture.values import CellValue
 
     if not isinstance(value, FunctionValue) or not value.closure or value.kwdefaults:
@@ -234,6 +242,10 @@ def _closure_over_tensors(value: Value) -> tuple[Callable[..., Any], list[Value]
         if isinstance(contents, TensorValue):
             layout.append(("tensor", len(tensors)))
             tensors.append(contents)
+            continue
+        module = _guarded_module(contents, guards)
+        if module is not None:
+            layout.append(("constant", module))
             continue
         try:
             layout.append(("constant", as_constant(contents) if contents is not None else None))
@@ -264,13 +276,23 @@ def _transformed_closure(
     return transformed
 
 
-# checkpoint's own options -> the value each must have to be traced (its default)
-_CHECKPOINT_OPTIONS: dict[str, Any] = {
-    "context_fn": torch.utils.checkpoint.noop_context_fn,
-    "determinism_check": "default",
-    "debug": False,
-    "early_stop": True,
+# checkpoint's own options -> the values each may have to be traced: those that change
+# only what the backward keeps or checks (early_stop, determinism_check), not a value
+_CHECKPOINT_OPTIONS: dict[str, tuple[Any, ...]] = {
+    "context_fn": (torch.utils.checkpoint.noop_context_fn,),
+    "determinism_check": ("default", "none"),
+    "debug": (False,),
+    "early_stop": (True, False),
+    # NOTE: without it eager's recomputation draws other random numbers than its forward
+    # did (another dropout mask in the backward): traced, the backward would use the
+    # forward's
+    "preserve_rng_state": (True,),
 }
+
+# node.meta key: the checkpoint call (a number per capture) a node of the graph was made
+# by; a backend may recompute the nodes of one region in the backward instead of saving
+# their results, as checkpoint does
+CHECKPOINT_REGION = "ember_checkpoint_region"
 
 
 def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -287,9 +309,7 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
     try:
         reentrant = as_constant(options.pop("use_reentrant", PythonValue(None)))
         settings = {
-            name: as_constant(options.pop(name))
-            for name in (*_CHECKPOINT_OPTIONS, "preserve_rng_state")
-            if name in options
+            name: as_constant(options.pop(name)) for name in _CHECKPOINT_OPTIONS if name in options
         }
     except NotConstant:
         raise Unsupported(
@@ -299,18 +319,29 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
         raise Unsupported("torch.utils.checkpoint.checkpoint without use_reentrant=False")
     changed = [
         name
-        for name, default in _CHECKPOINT_OPTIONS.items()
-        if name in settings and settings[name] != default
+        for name, allowed in _CHECKPOINT_OPTIONS.items()
+        if name in settings and not any(settings[name] is v or settings[name] == v for v in allowed)
     ]
     if changed or not args:
         raise Unsupported(f"torch.utils.checkpoint.checkpoint with options {changed}")
+    graph = tx.ctx.graph
+    last = graph._root.prev  # the graph's last node before the call
     try:
-        return call(tx, args[0], list(args[1:]), options)  # what is left goes to fn
+        result = call(tx, args[0], list(args[1:]), options)  # what is left goes to fn
     except Unsupported as error:
         # NOTE: the graph breaks at the checkpoint call, which then runs eagerly as a
         # whole: fn's own parts compiled for the forward would not be the code the
         # backward's recomputation runs (checkpoint checks that both save alike)
         raise Unsupported(f"torch.utils.checkpoint.checkpoint: {error.reason}") from error
+    region = next(_checkpoint_regions)
+    node = last.next
+    while node is not graph._root:
+        node.meta.setdefault(CHECKPOINT_REGION, region)  # a nested call keeps its own
+        node = node.next
+    return result
+
+
+_checkpoint_regions = itertools.count()
 
 
 def _cond(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -334,8 +365,9 @@ def _cond(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
                 "torch.cond with a predicate that is neither a tensor nor a bool"
             ) from None
         return call(tx, chosen, items, {})  # a Python predicate picks the branch, as in torch
-    make_true, true_cells = _branch(bound["true_fn"], "torch.cond's true_fn")
-    make_false, false_cells = _branch(bound["false_fn"], "torch.cond's false_fn")
+    guards = tx.ctx.guards
+    make_true, true_cells = _branch(bound["true_fn"], "torch.cond's true_fn", guards)
+    make_false, false_cells = _branch(bound["false_fn"], "torch.cond's false_fn", guards)
     split = len(true_cells), len(true_cells) + len(false_cells)
 
     def branches(cells: tuple[Any, ...]) -> tuple[Callable[..., Any], Callable[..., Any]]:
@@ -483,19 +515,48 @@ def _cond_example(branches: Callable[..., Any], cells: int) -> Any:
     return example
 
 
-def _branch(value: Value, what: str) -> tuple[Callable[..., Any], list[Value]]:
+def _branch(
+    value: Value, what: str, guards: FrameGuards | None = None
+) -> tuple[Callable[..., Any], list[Value]]:
     """A maker of a cond branch from the tensors its cells hold, and those tensors: none
     for a function known now; a closure made in the frame over tensors and constants
     gives its cells' tensors, which the node takes as inputs (as torch.compile lifts
-    them)."""
+    them). With `guards`, a closure over a module and a method of a module (`self.f`)
+    are branches too, the module guarded to be the same (`_guarded_module`)."""
+    method = _module_method(value, guards)
+    if method is not None:
+        return (lambda cells: method), []
     try:
         function = _known_function(value, what)
     except Unsupported:
-        closure = _closure_over_tensors(value)
+        closure = _closure_over_tensors(value, guards)
         if closure is None:
             raise
         return closure[0], closure[1]
     return (lambda cells: function), []
+
+
+def _guarded_module(value: Any, guards: FrameGuards | None) -> torch.nn.Module | None:
+    """The module `value` holds when it was read from where the guards can check it is
+    the same module each call (an input, a global, an attribute of one), guarded so."""
+    if guards is None or not isinstance(value, PythonValue):
+        return None
+    if not isinstance(value.obj, torch.nn.Module) or value.source is None:
+        return None
+    guards.id_match(value.source, value.obj)
+    return value.obj
+
+
+def _module_method(value: Value, guards: FrameGuards | None) -> Callable[..., Any] | None:
+    """`module.f` for a method of a module from the inputs or globals, a plain function
+    of its class (its lookup guarded where capture made the method); else None."""
+    if not isinstance(value, MethodValue) or not isinstance(value.func, PythonValue):
+        return None
+    function = value.func.obj
+    if not isinstance(function, types.FunctionType) or function.__closure__:
+        return None
+    module = _guarded_module(value.self_value, guards)
+    return types.MethodType(function, module) if module is not None else None
 
 
 def _both_branches(true_fn: Callable[..., Any], false_fn: Callable[..., Any], operands: Any) -> Any:

@@ -253,6 +253,8 @@ class Translator:
             located = error.located(self.where())
             if located.stop_iteration and self._in_try():
                 located.stop_iteration = False  # a handler here might catch it
+            if self.depth >= 1:  # a break inside an inlined call: the call breaks
+                located.rest_from_checkpoint = False
             if self.depth == 1 and located.callee is None:
                 located.callee = self.callee  # the call in the compiled frame that broke
             raise located from error.__cause__

@@ -176,6 +176,33 @@ def _dummy(value: Value, full: bool = False) -> Any:
 
 def _numpy_result(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> tuple[np.dtype, type]:
     """(dtype, type) of NumPy's result of `fn(*args, **kwargs)`, from tiny stand-ins."""
+    result = _numpy_example(fn, args, kwargs)
+    if isinstance(result, tuple | list):
+        raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} returns several arrays")
+    return _array_kind(fn, result)
+
+
+def _numpy_results(
+    fn: Any, args: list[Value], kwargs: dict[str, Value]
+) -> tuple[type, list[tuple[np.dtype, type]]]:
+    """For a function returning several arrays (`np.split`, `np.meshgrid`): the type of
+    sequence NumPy returns and (dtype, type) of each array, from stand-ins."""
+    result = _numpy_example(fn, args, kwargs)
+    if not isinstance(result, tuple | list):
+        raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} returns one array")
+    return type(result), [_array_kind(fn, item) for item in result]
+
+
+def _array_kind(fn: Any, result: Any) -> tuple[np.dtype, type]:
+    if not isinstance(result, np.ndarray | np.generic):
+        raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} returns a {type(result).__name__}")
+    if result.dtype not in _TORCH_DTYPES:
+        raise Unsupported(f"NumPy arrays of dtype {result.dtype}")
+    return result.dtype, type(result)
+
+
+def _numpy_example(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Any:
+    """NumPy's result of `fn(*args, **kwargs)` on stand-ins of the operands."""
     result, error = None, None
     for full in (False, True):  # tiny arrays first; real shapes where the op needs them
         try:
@@ -189,11 +216,7 @@ def _numpy_result(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> tuple
             error = failure
     if result is None:
         raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} on these operands: {error}")
-    if not isinstance(result, np.ndarray | np.generic):
-        raise Unsupported(f"NumPy {getattr(fn, '__name__', fn)} returns a {type(result).__name__}")
-    if result.dtype not in _TORCH_DTYPES:
-        raise Unsupported(f"NumPy arrays of dtype {result.dtype}")
-    return result.dtype, type(result)
+    return result
 
 
 # ----- entry points from the interpreter -------------------------------------------------
@@ -351,6 +374,8 @@ def _numpy_node(
     """One graph node for NumPy's `fn(*args, **kwargs)`; with `out` (`out=`, `a += b`)
     the node writes the result into that ndarray, which is what it gives."""
     torch_fn, cast_mode = entry
+    if fn in _SEVERAL_RESULTS:
+        return _several_results_node(tx, fn, torch_fn, args, kwargs)
     if "out" in kwargs:  # `np.add(a, b, out=c)`
         kwargs = dict(kwargs)
         out = kwargs.pop("out")
@@ -395,6 +420,56 @@ def _numpy_node(
     result.python_type = result_type
     if issubclass(result_type, np.generic):
         _keep_constant(result, fn, args, kwargs)
+    return result
+
+
+# NumPy functions returning a tuple or list of arrays
+_SEVERAL_RESULTS = frozenset({np.meshgrid, np.split, np.array_split})
+
+
+class _ResultsCast:
+    """A node's target for a function returning several arrays: NumPy's sequence type,
+    each array cast to NumPy's dtype for it."""
+
+    def __init__(self, name: str, torch_fn: Callable[..., Any], sequence: type,
+                 dtypes: list[torch.dtype]) -> None:  # fmt: skip
+        self.torch_fn, self.sequence, self.dtypes = torch_fn, sequence, dtypes
+        self.__name__ = self.__qualname__ = f"numpy_{name}"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        results = self.torch_fn(*args, **kwargs)
+        if len(results) != len(self.dtypes):  # NOTE: capture learnt the count from NumPy
+            raise RuntimeError(
+                f"{self.__name__} gave {len(results)} arrays, NumPy {len(self.dtypes)}"
+            )
+        return self.sequence(r.to(d) for r, d in zip(results, self.dtypes, strict=True))
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+def _several_results_node(
+    tx: Translator,
+    fn: Any,
+    torch_fn: Callable[..., Any],
+    args: list[Value],
+    kwargs: dict[str, Value],
+) -> Value:
+    """One node for a NumPy function returning several arrays, each read by a getitem."""
+    name = getattr(fn, "__name__", type(fn).__name__)
+    if "out" in kwargs or "dtype" in kwargs:
+        raise Unsupported(f"NumPy {name} with out= or dtype=")
+    sequence, kinds = _numpy_results(fn, args, kwargs)
+    target = _ResultsCast(name, torch_fn, sequence, [_TORCH_DTYPES[dtype] for dtype, _ in kinds])
+    node_args = tuple(_as_tensor(a) for a in args)
+    node_kwargs = {k: _as_tensor(v) for k, v in kwargs.items()}
+    result = tx.ctx.call("call_function", target, node_args, node_kwargs)
+    if not isinstance(result, TupleValue | ListValue) or len(result.items) != len(kinds):
+        raise Unsupported(f"NumPy {name} gives another number of arrays than capture found")
+    for item, (_, kind) in zip(result.items, kinds, strict=True):
+        if not isinstance(item, TensorValue) or kind is not np.ndarray:
+            raise Unsupported(f"NumPy {name} returns values other than arrays")
+        item.python_type = kind
     return result
 
 
@@ -646,12 +721,30 @@ def ndarray_item(tx: Translator, value: TensorValue, index: Value) -> Value:
     """`a[i]`, `a[1:, None]`...: the tensor's indexing; a full int index gives a scalar."""
     import operator as operator_module
 
-    if is_ndarray(index) or isinstance(index, TensorValue):
-        raise Unsupported("indexing a NumPy array with an array")
-    result = tx.ctx.call("call_function", operator_module.getitem, (_as_tensor(value), index), {})
+    items = index.items if isinstance(index, TupleValue) else [index]
+    for item in items:
+        if isinstance(item, TensorValue) and not _integer_index_array(item):
+            # NOTE: a boolean mask gives a shape that depends on the data; a uint8 array
+            # is a mask for torch's indexing, an index for NumPy's
+            raise Unsupported("indexing a NumPy array with a boolean, unsigned or float array")
+    result = tx.ctx.call(
+        "call_function", operator_module.getitem, (_as_tensor(value), _as_tensor(index)), {}
+    )
     dtype = _NUMPY_DTYPES[value.example.dtype]
     result.python_type = dtype.type if result.example.dim() == 0 else np.ndarray
     return result
+
+
+_INDEX_DTYPES = frozenset({torch.int8, torch.int16, torch.int32, torch.int64})
+
+
+def _integer_index_array(value: TensorValue) -> bool:
+    """An ndarray of signed integers, which NumPy and torch index with alike."""
+    return (
+        is_ndarray(value)
+        and value.python_type is np.ndarray
+        and value.example.dtype in _INDEX_DTYPES
+    )
 
 
 class _WithWeakScalar:

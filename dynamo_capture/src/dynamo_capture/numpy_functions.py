@@ -225,6 +225,55 @@ def _norm(a: torch.Tensor, ord: Any = None, axis: Any = None, keepdims: bool = F
     return torch.linalg.vector_norm(a, dim=axis, keepdim=keepdims)
 
 
+# ----- functions returning several arrays -----------------------------------------------
+def _meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> Any:
+    """np.meshgrid as NumPy computes it: each input flattened along its own axis (the
+    first two swapped for "xy"), broadcast unless sparse, copied (C-contiguous)."""
+    if not copy:
+        raise NotImplementedError("np.meshgrid with copy=False (views NumPy makes read-only)")
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    if not all(isinstance(x, torch.Tensor) for x in xi):
+        raise NotImplementedError("np.meshgrid of values other than arrays")
+    ndim = len(xi)
+    shapes = [[1] * ndim for _ in xi]
+    for axis, shape in enumerate(shapes):
+        shape[axis] = -1
+    if indexing == "xy" and ndim > 1:
+        shapes[0][:2], shapes[1][:2] = [1, -1], [-1, 1]
+    grids = [x.reshape(shape) for x, shape in zip(xi, shapes, strict=True)]
+    if not sparse:
+        grids = list(torch.broadcast_tensors(*grids))
+    return tuple(grid.clone(memory_format=torch.contiguous_format) for grid in grids)
+
+
+def _split_points(size: int, sections: Any, equal: bool) -> list[int]:
+    """The boundaries NumPy's split (`equal`) or array_split cuts an axis of `size` at."""
+    if not isinstance(sections, int):
+        return [0, *(int(index) for index in sections), size]
+    if sections <= 0:
+        raise ValueError("number sections must be larger than 0.")
+    each, extra = divmod(size, sections)
+    if equal and extra:
+        raise ValueError("array split does not result in an equal division")
+    points = [0]
+    for index in range(sections):
+        points.append(points[-1] + each + (1 if index < extra else 0))
+    return points
+
+
+def _splitter(equal: bool) -> Callable[..., Any]:
+    def split(a: torch.Tensor, indices_or_sections: Any, axis: int = 0) -> list[torch.Tensor]:
+        axis = axis + a.dim() if axis < 0 else axis
+        points = _split_points(a.shape[axis], indices_or_sections, equal)
+        leading = (slice(None),) * axis
+        # NOTE: Python slices, as NumPy's split takes them: views, negative and
+        # out-of-range boundaries included
+        return [a[(*leading, slice(start, stop))] for start, stop in zip(points, points[1:])]
+
+    return split
+
+
 # NumPy function -> (torch equivalent on tensors, how operands are cast first):
 # "result": to the result dtype (arithmetic, math functions, reductions), "values": all
 # but the first to the result dtype (np.where's condition), "common": to the operands'
@@ -342,6 +391,9 @@ NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
     np.array: (_array, "none"),
     np.asarray: (_array, "none"),
     np.linalg.norm: (_norm, "result"),
+    np.meshgrid: (_meshgrid, "none"),
+    np.split: (_splitter(equal=True), "none"),
+    np.array_split: (_splitter(equal=False), "none"),
     np.linalg.inv: (torch.linalg.inv, "result"),
     np.linalg.det: (torch.linalg.det, "result"),
     np.linalg.solve: (torch.linalg.solve, "result"),

@@ -439,8 +439,9 @@ class CompiledCallable:
         else the guards of the capture that stopped."""
         if error.escapes or error.whole_frame:  # an exception no handler catches
             return self._eager_entry(error, contexts, guards=guards)
+        inside_loop = not error.rest_from_checkpoint and self._breaks_inside_loop(error)
         if (
-            error.cannot_resume or self._loop_not_resumed(error) or self._breaks_inside_loop(error)
+            error.cannot_resume or self._loop_not_resumed(error) or inside_loop
         ):  # run eagerly, as torch.compile skips it
             shadows = self._frame_shadows(error, f_locals)
             return self._eager_entry(error, contexts, shadows, guards=guards)
@@ -728,7 +729,9 @@ class CompiledCallable:
             branch = self._branch_entry(error, contexts, guards)
             if branch is not None:
                 return branch
-        if error.in_unknown_with:  # torch.compile cannot resume there either
+        if error.rest_from_checkpoint:
+            plan = plan_rest_eager(function.__code__, error.offset, error.checkpoints)
+        elif error.in_unknown_with:  # torch.compile cannot resume there either
             plan = "the break lies in a `with` block capture cannot re-enter"
         else:
             plan = plan_split(

@@ -65,10 +65,12 @@ from guards import DataDependentError, FakeTensorMode, ShapeEnv, SizeHistory, Sy
 
 __all__ = [
     "HANDED_ITERATORS",
+    "RECURRENT_MODULES",
     "TRUSTED_MODULES",
     "CaptureContext",
     "is_constant",
     "is_graph_callable",
+    "recurrent_module_break",
 ]
 
 # Modules whose attributes capture treats as fixed: reading them records no guard.
@@ -250,6 +252,23 @@ def _has_tensor(value: Any) -> bool:
     return False
 
 
+# modules torch.compile refuses to trace (its `allow_rnn` option, off by default)
+RECURRENT_MODULES = (torch.nn.RNN, torch.nn.GRU, torch.nn.LSTM)
+
+
+def recurrent_module_break(module: torch.nn.Module) -> Unsupported:
+    """The break where captured code reads an RNN, GRU or LSTM module: it runs eagerly.
+
+    NOTE: torch.compile stops where it reads such a module and cannot resume there: the
+    frame is compiled up to the last statement before it (where the graph so far has
+    more than one call) and the rest runs eagerly, or the whole frame runs eagerly. Read
+    by an inlined function, the break is that function's call, as for any other break
+    (the interpreter clears `rest_from_checkpoint` there)."""
+    error = Unsupported(f"{type(module).__name__} modules are not traced (they run eagerly)")
+    error.rest_from_checkpoint = True
+    return error
+
+
 class CaptureContext:
     """Everything one capture builds: the graph, its inputs and the guards."""
 
@@ -354,6 +373,8 @@ class CaptureContext:
     # ----- inputs -------------------------------------------------------
     def wrap(self, obj: Any, source: Source | None) -> Value:
         """A value for real object `obj` found at `source`, guarded on what it is."""
+        if isinstance(obj, RECURRENT_MODULES):
+            raise recurrent_module_break(obj)
         if isinstance(obj, torch.nn.Module) and source is not None:
             if not isinstance(source, ModuleSource | NNModuleSource):
                 source = NNModuleSource(source, is_builtin_module_class(type(obj)))

@@ -1000,6 +1000,7 @@ _BREAK_FIELDS = (
     "offset", "call_cut", "plain_args", "stack_nulls", "stop_iteration", "escapes",
     "in_unknown_with", "context_switch", "whole_frame", "outside_context", "rest_eager",
     "data_branch", "branch_jump", "checkpoints", "loop_not_resumed", "cannot_resume",
+    "rest_from_checkpoint",
 )  # fmt: skip
 
 
