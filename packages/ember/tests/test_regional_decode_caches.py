@@ -344,3 +344,49 @@ def test_layers_sharing_one_compile_hit_warm_start_with_their_own_indices(warm):
         outputs.append(dict(warm_cache.STATS))
     assert outputs[0].get("stored") == 1 and not outputs[0].get("hits")
     assert outputs[1].get("hits") == 1 and outputs[1].get("stored") == 1
+
+
+class IndexCopyLayer(IndexedCacheLayer):
+    """Writes as static caches do: `k_out = cache.key_cache[layer_idx]` then
+    `k_out.index_copy_(2, cache_position, k)`, and attends over the whole slice."""
+
+    def forward(self, x, cache, cache_position):
+        h = self.norm(x)
+        q, k, v = self.q(h), self.k(h), self.v(h)
+        k_out, v_out = cache.key_cache[self.index], cache.value_cache[self.index]
+        k_out.index_copy_(1, cache_position, k)
+        v_out.index_copy_(1, cache_position, v)
+        weights = torch.softmax(q @ k_out.transpose(-1, -2) / 4.0, dim=-1)
+        return x + self.o(weights @ v_out)
+
+
+class TwoTensorCache:
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        self.key_cache, self.value_cache = keys, values
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_layers_writing_a_static_cache_with_index_copy_share_one_compile(backend):
+    torch.manual_seed(0)
+    model = torch.nn.ModuleList(IndexCopyLayer(i) for i in range(LAYERS))
+
+    def step(x, cache, cache_position):
+        for layer in model:
+            x = layer(x, cache, cache_position)
+        return x
+
+    compiled = ember.compile(step, backend=backend)
+    with torch.no_grad():
+        for position in (2, 5):
+            keys, values = torch.randn(LAYERS, 1, 8, 16), torch.randn(LAYERS, 1, 8, 16)
+            expected_keys, expected_values = keys.clone(), values.clone()
+            x, where = torch.randn(1, 1, 16), torch.tensor([position])
+            expected = step(x, TwoTensorCache(expected_keys, expected_values), where)
+            got = compiled(x, TwoTensorCache(keys, values), where)
+            torch.testing.assert_close(got, expected)
+            torch.testing.assert_close(keys, expected_keys)
+            torch.testing.assert_close(values, expected_values)
+    cache = TwoTensorCache(torch.randn(LAYERS, 1, 8, 16), torch.randn(LAYERS, 1, 8, 16))
+    pieces = _planned(step, torch.randn(1, 1, 16), cache, torch.tensor([2]))
+    assert pieces is not None, "the decode step was compiled whole"
+    assert len({piece.signature for piece in pieces if piece.region}) == 1
