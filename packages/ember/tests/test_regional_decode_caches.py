@@ -390,3 +390,27 @@ def test_layers_writing_a_static_cache_with_index_copy_share_one_compile(backend
     pieces = _planned(step, torch.randn(1, 1, 16), cache, torch.tensor([2]))
     assert pieces is not None, "the decode step was compiled whole"
     assert len({piece.signature for piece in pieces if piece.region}) == 1
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_decode_loop_over_positions_compiles_once_more_for_every_later_position(backend):
+    """The position a step writes the cache at becomes symbolic at its second value: one
+    more compile serves every later position (the write is not fixed to its example)."""
+    torch.manual_seed(0)
+    model = IndexedCacheStack()
+    compiles = []
+
+    def counting(gm, example_inputs):
+        compiles.append(gm)
+        return ember.backends.lookup_backend(backend)(gm, example_inputs)
+
+    compiled = ember.compile(model, backend=counting)
+    cache = torch.randn(LAYERS, 2, 1, 8, 16)
+    expected_cache = cache.clone()
+    with torch.no_grad():
+        for position in range(2, 8):
+            x = torch.randn(1, 1, 16)
+            expected = model(x, expected_cache, position)
+            torch.testing.assert_close(compiled(x, cache, position), expected)
+            torch.testing.assert_close(cache, expected_cache)
+    assert len(compiles) == 2

@@ -53,6 +53,7 @@ import torch
 import torch.fx
 
 from dynamo_capture.calls import MODULE_CALLS
+from dynamo_capture.symbolic_indexing import assign_indexed_, basic_index, indexed_view
 from ember.artifacts import BackendRecord, PiecesRecord
 from guards import artifact_logger
 
@@ -89,7 +90,8 @@ _VIEW_METHODS = frozenset(
     + ("squeeze", "expand", "unflatten", "diagonal", "movedim", "t", "view_as")
 )
 _VIEW_FUNCTIONS = frozenset(
-    (operator.getitem, torch.select, torch.narrow, torch.transpose, torch.permute)
+    (operator.getitem, indexed_view, torch.select, torch.narrow, torch.transpose)
+    + (torch.permute,)
     + (torch.unsqueeze, torch.squeeze, torch.diagonal, torch.movedim, torch.t)
 )
 # Argument values a graph's code prints as themselves; anything else is named by identity.
@@ -331,7 +333,7 @@ def _lift_ints(value: Any, counter: Any, slots: dict[int, torch.fx.Node]) -> Any
 
 
 def _symbolic_indexing(node: torch.fx.Node, args: tuple, lifted_args: tuple) -> Any:
-    """The target of a piece's copy of `node`: `indexed_view` / `assign_indexed` for
+    """The target of a piece's copy of `node`: `indexed_view` / `assign_indexed_` for
     basic indexing of a tensor at a lifted int (Tensor.__getitem__ and __setitem__ read
     a SymInt index as an int, which would specialize it), else the node's own."""
     if node.op != "call_function" or node.target not in (operator.getitem, operator.setitem):
@@ -340,52 +342,16 @@ def _symbolic_indexing(node: torch.fx.Node, args: tuple, lifted_args: tuple) -> 
         return node.target
     if not isinstance(node.args[0].meta.get("val"), torch.Tensor):
         return node.target
-    index = lifted_args[1] if isinstance(lifted_args[1], tuple) else (lifted_args[1],)
-    if not all(_basic_entry(entry) for entry in index):
+    if not basic_index(lifted_args[1], _basic_entry):
         return node.target
-    return indexed_view if node.target is operator.getitem else assign_indexed
+    return indexed_view if node.target is operator.getitem else assign_indexed_
 
 
 def _basic_entry(entry: Any) -> bool:
-    """An entry of a basic index `indexed_view` takes: an int, a lifted int, None, a slice
-    of ints (no tensor, list, bool or Ellipsis)."""
-    if entry is None or _is_int(entry):
-        return True
+    """An int of a basic index: a constant or a lifted int (a placeholder of int value)."""
     if isinstance(entry, torch.fx.Node):
         return entry.op == "placeholder" and _is_int(entry.meta.get("val"))
-    if isinstance(entry, slice):
-        return all(
-            v is None or _is_int(v) or _basic_entry(v)
-            for v in (entry.start, entry.stop, entry.step)
-        )
-    return False
-
-
-def indexed_view(tensor: torch.Tensor, index: Any) -> torch.Tensor:
-    """`tensor[index]` for a basic index of ints (or SymInts, not negative), slices and
-    None, its ints taken with `select`, which keeps a SymInt index symbolic."""
-    view, dim = tensor, 0
-    for entry in index if isinstance(index, tuple) else (index,):
-        if entry is None:
-            view, dim = view.unsqueeze(dim), dim + 1
-        elif isinstance(entry, slice):
-            view, dim = view[(slice(None),) * dim + (entry,)], dim + 1
-        else:
-            view = view.select(dim, entry)
-    return view
-
-
-def assign_indexed(tensor: torch.Tensor, index: Any, value: Any) -> None:
-    """`tensor[index] = value` for a basic index (see `indexed_view`), as
-    Tensor.__setitem__ does it: the value's leading dims of size 1 dropped, the rest
-    broadcast to the view."""
-    view = indexed_view(tensor, index)
-    if not isinstance(value, torch.Tensor):
-        view.fill_(value)
-        return
-    while value.dim() > view.dim() and value.shape[0] == 1:
-        value = value.squeeze(0)
-    view.copy_(value)
+    return _is_int(entry)
 
 
 def cut_piece(nodes: list[torch.fx.Node], inside: set[torch.fx.Node], region: str) -> Piece:
