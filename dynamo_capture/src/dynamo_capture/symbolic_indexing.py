@@ -73,23 +73,22 @@ def assign_indexed_(tensor: torch.Tensor, index: Any, value: Any) -> None:
     view.copy_(value)
 
 
-def _has_symbolic(index: Any) -> bool:
-    for entry in index if isinstance(index, tuple) else (index,):
-        parts = (entry.start, entry.stop, entry.step) if isinstance(entry, slice) else (entry,)
-        if any(isinstance(part, _SYMBOLIC) for part in parts):
-            return True
-    return False
+def _has_symbolic_int(index: Any) -> bool:
+    """An entry of `index` is a SymInt (a SymInt bound of a slice stays symbolic in
+    Tensor.__getitem__ and __setitem__: such indexing is left as it is)."""
+    entries = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(entry, _SYMBOLIC) for entry in entries)
 
 
 def symbolic_indexing_target(target: Any, example_args: tuple) -> Any:
     """`indexed_view` / `assign_indexed_` in place of `operator.getitem` / `setitem` on a
-    tensor whose basic index holds a SymInt (given the call's example values); else
+    tensor whose basic index has a SymInt entry (given the call's example values); else
     `target` itself."""
     if target is not operator.getitem and target is not operator.setitem:
         return target
     if len(example_args) < 2 or not isinstance(example_args[0], torch.Tensor):
         return target
     index = example_args[1]
-    if not (_has_symbolic(index) and basic_index(index)):
+    if not (_has_symbolic_int(index) and basic_index(index)):
         return target
     return indexed_view if target is operator.getitem else assign_indexed_
