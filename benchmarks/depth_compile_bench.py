@@ -8,6 +8,12 @@ block then takes only tensors, and capture replays the first block's nodes for t
 others (dynamo_capture.region_reuse); with a cache, each block writes its own layer of
 it and is traced.
 
+`--decode` times a decode step instead (no_grad, one token at position 8): a stack of
+GPT-style blocks sharing one KV cache tensor `[layers, 2, batch, 16, width]`, each
+block writing and reading its own slice at its index (`cache[self.index, 0, :, p] = k`),
+as static caches holding all layers in one tensor do. The blocks' graphs differ only
+in that index; ember lifts it as an input of the region, so one is compiled.
+
 Each run is a fresh process with empty caches (ember's and torch's), the rows taking
 turns round by round; the table gives the median and the least of `--repeat` runs
 (the least is the steadiest on a shared machine); "compile CPU s" is the same in CPU
@@ -45,18 +51,59 @@ transformers.logging.set_verbosity_error()
 compiler, depth, train, width = {compiler!r}, {depth}, {train}, {width}
 torch.set_num_threads({threads})
 torch.manual_seed(0)
-config = transformers.GPT2Config(
-    n_layer=depth, n_embd=width, n_head=4, n_positions=256, vocab_size=1000,
-    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
-)
-model = transformers.GPT2Model(config).train(train)
-ids = torch.randint(0, 1000, (4, 64))
-def step(fn):
-    with torch.set_grad_enabled(train):
-        out = fn(ids).last_hidden_state
-        if train:
-            out.square().mean().backward()
-    return out
+if {decode}:
+    class Block(torch.nn.Module):
+        def __init__(self, index):
+            super().__init__()
+            self.index = index
+            self.ln_1, self.ln_2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+            self.qkv, self.proj = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+            self.mlp = torch.nn.Sequential(
+                torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width)
+            )
+        def forward(self, x, cache, position):
+            q, k, v = self.qkv(self.ln_1(x)).split(width, dim=-1)
+            cache[self.index, 0, :, position] = k[:, 0]
+            cache[self.index, 1, :, position] = v[:, 0]
+            keys = cache[self.index, 0, :, : position + 1]
+            values = cache[self.index, 1, :, : position + 1]
+            weights = torch.softmax(q @ keys.transpose(-1, -2) / width**0.5, dim=-1)
+            x = x + self.proj(weights @ values)
+            return x + self.mlp(self.ln_2(x))
+    class Decoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(1000, width)
+            self.blocks = torch.nn.ModuleList(Block(i) for i in range(depth))
+            self.head = torch.nn.Linear(width, 1000)
+        def forward(self, ids, cache, position):
+            x = self.embed(ids)
+            for block in self.blocks:
+                x = block(x, cache, position)
+            return self.head(x)
+    model = Decoder().eval()
+    ids = torch.randint(0, 1000, (4, 1))
+    prefilled = torch.randn(depth, 2, 4, 16, width)
+    caches = []
+    def step(fn):
+        cache = prefilled.clone()
+        with torch.no_grad():
+            out = fn(ids, cache, 8)
+        caches.append(cache)
+        return out
+else:
+    config = transformers.GPT2Config(
+        n_layer=depth, n_embd=width, n_head=4, n_positions=256, vocab_size=1000,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
+    )
+    model = transformers.GPT2Model(config).train(train)
+    ids = torch.randint(0, 1000, (4, 64))
+    def step(fn):
+        with torch.set_grad_enabled(train):
+            out = fn(ids).last_hidden_state
+            if train:
+                out.square().mean().backward()
+        return out
 def cpu():
     own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
@@ -74,6 +121,8 @@ start, start_cpu = time.perf_counter(), cpu()
 out = step(compiled)
 first, first_cpu = time.perf_counter() - start, cpu() - start_cpu
 torch.testing.assert_close(out, expected)
+if {decode}:
+    torch.testing.assert_close(caches[-1], caches[0])
 for grad, parameter in zip(grads, model.parameters()):
     torch.testing.assert_close(parameter.grad, grad)
 # the whole-graph compile beside it, timed in turns with it (a shared machine drifts)
@@ -101,7 +150,9 @@ print(json.dumps({{"compile": first - eager, "compile_cpu": first_cpu - eager_cp
 """
 
 
-def child(compiler: str, depth: int, train: bool, width: int, threads: int) -> dict:
+def child(
+    compiler: str, depth: int, train: bool, width: int, threads: int, decode: bool = False
+) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
@@ -110,8 +161,9 @@ def child(compiler: str, depth: int, train: bool, width: int, threads: int) -> d
         env["TRITON_CACHE_DIR"] = str(Path(cache) / "triton")
         env["OMP_NUM_THREADS"] = str(threads)
         code = CHILD.format(
-            compiler=compiler, depth=depth, train=train, width=width, threads=threads
-        )
+            compiler=compiler, depth=depth, train=train, width=width, threads=threads,
+            decode=decode,
+        )  # fmt: skip
         done = subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
         )
@@ -127,10 +179,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--inference", action="store_true", help="no_grad forward only")
+    parser.add_argument(
+        "--decode", action="store_true", help="a decode step over one shared KV cache tensor"
+    )
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (1: steady times)")
     args = parser.parse_args()
-    train = not args.inference
-    print(f"GPT-2, width {args.width}, {'training step' if train else 'inference'}, "
+    train = not (args.inference or args.decode)
+    what = "decode step" if args.decode else "training step" if train else "inference"
+    model = "GPT-style decoder, one KV cache tensor" if args.decode else "GPT-2"
+    print(f"{model}, width {args.width}, {what}, "
           f"{args.threads} thread(s), median of {args.repeat} fresh processes")  # fmt: skip
     print("| compiler | layers | compile s (median) | compile s (min) | vs first depth (min) "
           "| compile CPU s (median) | step ms | eager step ms | step / whole-graph step |")  # fmt: skip
@@ -141,7 +198,7 @@ def main() -> None:
     for _ in range(args.repeat):
         for compiler in args.compilers:
             for depth in args.depths:
-                result = child(compiler, depth, train, args.width, args.threads)
+                result = child(compiler, depth, train, args.width, args.threads, args.decode)
                 rows.setdefault((compiler, depth), []).append(result)
     for compiler in args.compilers:
         base = None

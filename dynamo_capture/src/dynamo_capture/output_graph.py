@@ -50,6 +50,7 @@ from dynamo_capture.sources import (
     is_builtin_module_class,
 )
 from dynamo_capture.sym_numbers import SymNumbers, is_symbolic_number
+from dynamo_capture.symbolic_indexing import symbolic_indexing_target
 from dynamo_capture.values import (
     CONSTANT_TYPES,
     DictValue,
@@ -856,6 +857,8 @@ class CaptureContext:
             node_kwargs = self._sizes_to_nodes(node_kwargs)
         example_args = _map(args, _to_example)
         example_kwargs = _map(kwargs, _to_example)
+        if kind == "call_function":  # x[i, p] / x[i, p] = v at a SymInt: select, not __index__
+            target = symbolic_indexing_target(target, example_args)
         data_dependent = _any_data_dependent(args, kwargs)
         result_type = tensor_result_type(args, kwargs)
         try:

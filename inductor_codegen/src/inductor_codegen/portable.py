@@ -351,6 +351,48 @@ def kernel_libraries(record: dict[str, Any], cache_dir: Any = None) -> dict[str,
     return found
 
 
+def triton_binaries(record: dict[str, Any]) -> dict[str, bytes]:
+    """The files of Triton's JIT cache holding the record's compiled kernels (`<cache
+    folder>/<file>` -> bytes), once the background compiles finished; {} for a C++ graph,
+    and for kernels not compiled yet (those compiled at their first launch)."""
+    if record.get("language") != "Triton":
+        return {}
+    from inductor_codegen.codegen.triton.jit_cache import kernel_binaries
+    from inductor_codegen.codegen.triton.runtime import (
+        kernel_function_name,
+        wait_for_background_compiles,
+    )
+
+    wait_for_background_compiles()
+    return kernel_binaries(kernel_function_name(k) for k in _triton_kernels(record).values())
+
+
+def install_triton_binaries(files: dict[str, bytes], cache_dir: Any = None) -> int:
+    """Put Triton cache files fetched from elsewhere (as `triton_binaries` gives them) into
+    ember's Triton JIT cache under `cache_dir`; none where the user chose Triton's folder."""
+    from inductor_codegen.codegen.triton.jit_cache import (
+        install_kernel_binaries,
+        use_jit_cache_under,
+    )
+
+    folder = use_jit_cache_under(cache_dir)
+    return 0 if folder is None else install_kernel_binaries(files, folder)
+
+
+def triton_binary_present(relative: str, digest: str, cache_dir: Any = None) -> bool:
+    """The file `relative` of ember's Triton JIT cache holds bytes of sha256 `digest`."""
+    from inductor_codegen.codegen.triton.jit_cache import use_jit_cache_under
+
+    folder = use_jit_cache_under(cache_dir)
+    if folder is None or ".." in relative.split("/"):
+        return False
+    try:
+        data = read_private(folder / relative)
+    except OSError:
+        return False
+    return data is not None and payload_digest(data) == digest
+
+
 def install_kernel_library(kernel_key: str, name: str, data: bytes, cache_dir: Any = None) -> None:
     """Put a library fetched from elsewhere (`name`: its sha256 + `.so`) into the kernel cache."""
     if payload_digest(data) + ".so" != name:

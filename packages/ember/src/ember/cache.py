@@ -10,6 +10,12 @@ the kernel libraries it loads. Pruning is safe while other processes compile or
 load: files are removed, never rewritten, so a reader finds a whole file or none
 and compiles again; a library removed goes with the index records naming it; two
 prunes never run at once (a lock file under the root).
+
+Triton's own JIT cache lives under `triton/jit/` where the user has not set
+TRITON_CACHE_DIR (`inductor_codegen.codegen.triton.jit_cache`): `info` counts it
+(the `triton-jit` line), `clear` empties it, and `prune` removes a compiled kernel's
+folder whole (its last use: its newest file), never some of its files, which Triton
+would read as a kernel to load and fail on.
 """
 
 from __future__ import annotations
@@ -33,10 +39,12 @@ KINDS = {
     "warm": "warm-start entries",
     "cpp": "C++ kernel libraries and their index",
     "wrappers": "generated wrappers",
-    "triton": "Triton kernels and autotuning",
+    "triton": "Triton kernel modules and autotuning",
+    "triton-jit": "Triton's compiled kernels (its JIT cache, triton/jit)",
     "guards": "guard functions (EMBER_LOGS=guards)",
 }
 _LOCK = ".prune.lock"
+_TRITON_JIT = ("triton", "jit")  # Triton's JIT cache: one folder per compiled kernel
 
 
 def parse_size(text: str) -> int:
@@ -80,7 +88,8 @@ def cache_info(root: Path | None = None) -> dict[str, tuple[int, int]]:
     for path, info in _files(root):
         if path.name == _LOCK:
             continue
-        kind = path.relative_to(root).parts[0]
+        parts = path.relative_to(root).parts
+        kind = "triton-jit" if parts[:2] == _TRITON_JIT else parts[0]
         kind = kind if kind in KINDS else "other"
         count, size = found[kind]
         found[kind] = (count + 1, size + info.st_size)
@@ -132,22 +141,42 @@ def prune(max_bytes: int, root: Path | None = None) -> tuple[int, int]:
     with _pruning(root) as mine:
         if not mine:
             return 0, 0
-        files = [
-            (info.st_mtime, path, info.st_size)
-            for path, info in _files(root)
-            if path.name != _LOCK and "index" not in path.relative_to(root).parts
-        ]
-        total = sum(size for _, _, size in files)
+        units = _eviction_units(root)
+        total = sum(size for _, _, size in units)
         removed, freed, libraries = 0, 0, set()
-        for _, path, _ in sorted(files, key=lambda f: f[0]):
+        for _, paths, _ in sorted(units, key=lambda unit: unit[0]):
             if total - freed <= max_bytes:
                 break
-            freed += _unlink(path)
-            removed += 1
-            if path.suffix == ".so":
-                libraries.add(path.name)
+            for path in paths:
+                freed += _unlink(path)
+                removed += 1
+                if path.suffix == ".so":
+                    libraries.add(path.name)
+            if paths[0].parent.parent == root.joinpath(*_TRITON_JIT):
+                with contextlib.suppress(OSError):
+                    paths[0].parent.rmdir()  # a Triton kernel's folder, now empty
         _drop_index_records(root, libraries)
         return removed, freed
+
+
+def _eviction_units(root: Path) -> list[tuple[float, list[Path], int]]:
+    """(last use, files, bytes) of what `prune` removes at once: a file, or the folder of
+    one kernel in Triton's JIT cache (its files go together, its last use the newest)."""
+    units: list[tuple[float, list[Path], int]] = []
+    kernels: dict[Path, list] = {}
+    for path, info in _files(root):
+        parts = path.relative_to(root).parts
+        if path.name == _LOCK or "index" in parts:
+            continue
+        if parts[:2] == _TRITON_JIT and len(parts) == 4:
+            unit = kernels.setdefault(path.parent, [0.0, [], 0])
+            unit[0] = max(unit[0], info.st_mtime)
+            unit[1].append(path)
+            unit[2] += info.st_size
+            continue
+        units.append((info.st_mtime, [path], info.st_size))
+    units.extend((mtime, paths, size) for mtime, paths, size in kernels.values())
+    return units
 
 
 def clear(root: Path | None = None) -> int:
@@ -191,9 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"size bound: {_human(size_bound())} (python -m ember.cache prune)")
         for kind, (count, size) in found.items():
             if count or kind in KINDS:
-                print(f"  {kind:<9} {count:>7} files {_human(size):>8}  {KINDS.get(kind, '')}")
+                print(f"  {kind:<10} {count:>7} files {_human(size):>8}  {KINDS.get(kind, '')}")
         total = sum(size for _, size in found.values())
-        print(f"  {'total':<9} {sum(c for c, _ in found.values()):>7} files {_human(total):>8}")
+        print(f"  {'total':<10} {sum(c for c, _ in found.values()):>7} files {_human(total):>8}")
     elif args.command == "clear":
         print(f"removed {_human(clear(root))} from {root}")
     else:

@@ -41,6 +41,7 @@ compiles).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import inspect
 import operator
@@ -52,6 +53,7 @@ import torch
 import torch.fx
 
 from dynamo_capture.calls import MODULE_CALLS
+from dynamo_capture.symbolic_indexing import assign_indexed_, basic_index, indexed_view
 from ember.artifacts import BackendRecord, PiecesRecord
 from guards import artifact_logger
 
@@ -82,6 +84,16 @@ _IN_PLACE_OPERATORS = (
     operator.ilshift,
     operator.irshift,
 )
+# Ops whose result is a view of their first argument (a write to it writes to that)
+_VIEW_METHODS = frozenset(
+    ("__getitem__", "select", "narrow", "view", "transpose", "permute", "unsqueeze")
+    + ("squeeze", "expand", "unflatten", "diagonal", "movedim", "t", "view_as")
+)
+_VIEW_FUNCTIONS = frozenset(
+    (operator.getitem, indexed_view, torch.select, torch.narrow, torch.transpose)
+    + (torch.permute,)
+    + (torch.unsqueeze, torch.squeeze, torch.diagonal, torch.movedim, torch.t)
+)
 # Argument values a graph's code prints as themselves; anything else is named by identity.
 _PRINTED = (type(None), bool, int, float, str, torch.dtype, torch.device, torch.layout)
 _PRINTED += (torch.memory_format, type(Ellipsis))
@@ -92,8 +104,10 @@ class Piece:
     """A run of consecutive graph nodes cut out as a graph of its own.
 
     The piece's graph takes `inputs` (nodes of the whole graph, in order of first
-    use) and returns `outputs`; `signature` is equal for pieces that compute the same
-    thing. The graph is built only for the pieces compiled (`graph()`, `module()`).
+    use), then the int constants at the slots `lifted` (their values in `constants`,
+    every int argument of the nodes in order), and returns `outputs`; `signature` is
+    equal for pieces that compute the same thing. The graph is built only for the
+    pieces compiled (`graph()`, `module()`).
     """
 
     nodes: tuple[torch.fx.Node, ...]
@@ -101,6 +115,13 @@ class Piece:
     outputs: tuple[torch.fx.Node, ...]
     signature: tuple
     region: str  # the module call it is cut at ("" between regions)
+    constants: tuple[int, ...] = ()
+    # slots of `constants` that are inputs of the graph, one input per tuple of slots
+    lifted: tuple[tuple[int, ...], ...] = ()
+
+    def lifted_values(self) -> tuple[int, ...]:
+        """This call's values of the lifted constants (the graph's last inputs)."""
+        return tuple(self.constants[slots[0]] for slots in self.lifted)
 
     def graph(self) -> torch.fx.Graph:
         """The nodes copied into a graph of their own, with canonical names."""
@@ -109,10 +130,22 @@ class Piece:
         for index, used in enumerate(self.inputs):
             local[used] = graph.placeholder(f"input_{index}")
             local[used].meta = dict(used.meta)
+        slots: dict[int, torch.fx.Node] = {}
+        for index, shared in enumerate(self.lifted):
+            placeholder = graph.placeholder(f"constant_{index}")
+            placeholder.meta["val"] = self.constants[shared[0]]
+            slots.update(dict.fromkeys(shared, placeholder))
+        counter = iter(range(len(self.constants)))
         for index, node in enumerate(self.nodes):
             args = torch.fx.map_arg(node.args, local.__getitem__)
             kwargs = torch.fx.map_arg(node.kwargs, local.__getitem__)
-            copy = graph.create_node(node.op, node.target, args, kwargs, name=f"n{index}")
+            target = node.target
+            if slots:
+                lifted_args = _lift_ints(args, counter, slots)
+                kwargs = _lift_ints(kwargs, counter, slots)
+                target = _symbolic_indexing(node, args, lifted_args)
+                args = lifted_args
+            copy = graph.create_node(node.op, target, args, kwargs, name=f"n{index}")
             copy.meta = dict(node.meta)
             local[node] = copy
         graph.output(tuple(local[node] for node in self.outputs))
@@ -184,18 +217,31 @@ def _separate_inputs(gm: torch.fx.GraphModule, example_inputs: list | None) -> s
     return {nodes[0] for nodes in owners.values() if len(nodes) == 1}
 
 
+def _view_base(value: Any) -> Any:
+    """The node `value` is a view of, through view ops of the graph (`cache[i][0, :, p]`,
+    `cache.select(0, i)`): the written tensor of a write through a view."""
+    while isinstance(value, torch.fx.Node) and value.args:
+        viewing = value.op == "call_method" and value.target in _VIEW_METHODS
+        viewing = viewing or value.op == "call_function" and value.target in _VIEW_FUNCTIONS
+        if not viewing or not isinstance(value.meta.get("val"), torch.Tensor):
+            return value
+        value = value.args[0]
+    return value
+
+
 def _why_whole(gm: torch.fx.GraphModule, example_inputs: list | None) -> str | None:
     """Why the graph must be compiled whole (None: it may be cut).
 
-    A piece that writes in place to one of its inputs is cut only where that input is
-    an input of the whole graph sharing memory with no other (a module's buffer): the
-    piece's own compile cannot see other inputs aliasing it.
+    A piece that writes in place to one of its inputs (or to a view of one) is cut only
+    where that input is an input of the whole graph sharing memory with no other (a
+    module's buffer, a cache tensor): the piece's own compile cannot see other inputs
+    aliasing it.
     """
     separate = _separate_inputs(gm, example_inputs)
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target in _MODE_SWITCHES:
             return "it switches grad mode or autocast"
-        if _writes_in_place(node) and not (node.args and node.args[0] in separate):
+        if _writes_in_place(node) and not (node.args and _view_base(node.args[0]) in separate):
             return f"it writes to a tensor in place ({node.format_node()})"
         if node.op == "call_module":
             return "it calls a submodule"
@@ -236,28 +282,84 @@ def _describe_number(value: Any) -> tuple:
     return (type(value).__name__, str(value))
 
 
-def _structure(value: Any, local: dict[torch.fx.Node, int]) -> Any:
+def _is_int(value: Any) -> bool:
+    return type(value) is int  # not a bool, not an int subclass (an enum member)
+
+
+def _structure(value: Any, local: dict[torch.fx.Node, int], ints: list[int]) -> Any:
     """A node argument as a hashable description: graph nodes by their place in the
-    piece, printed constants by type and text, other objects by identity (the graph
-    holds them, so no identity is reused meanwhile)."""
+    piece, ints by their slot (their values appended to `ints`, in the order
+    `_lift_ints` walks them), other printed constants by type and text, other objects
+    by identity (the graph holds them, so no identity is reused meanwhile)."""
     if isinstance(value, torch.fx.Node):
         return local[value]
+    if _is_int(value):
+        ints.append(value)
+        return ("int", len(ints) - 1)
     if isinstance(value, list | tuple):
-        return (type(value).__name__, *(_structure(item, local) for item in value))
+        return (type(value).__name__, *(_structure(item, local, ints) for item in value))
     if isinstance(value, dict):
-        items = ((_structure(k, local), _structure(v, local)) for k, v in value.items())
+        items = ((_structure(k, local, []), _structure(v, local, ints)) for k, v in value.items())
         return ("dict", *items)
     if isinstance(value, slice):
-        return ("slice", *(_structure(v, local) for v in (value.start, value.stop, value.step)))
+        parts = (value.start, value.stop, value.step)
+        return ("slice", *(_structure(v, local, ints) for v in parts))
     if isinstance(value, _PRINTED):
         return (type(value).__name__, repr(value))
     return ("object", id(value))
 
 
+def _lift_ints(value: Any, counter: Any, slots: dict[int, torch.fx.Node]) -> Any:
+    """`value` with the ints at `slots` replaced by those placeholders; `counter` numbers
+    the ints as `_structure` does (every int, lifted or not, in the same order)."""
+    if _is_int(value):
+        return slots.get(next(counter), value)
+    if isinstance(value, list | tuple):
+        items = [_lift_ints(item, counter, slots) for item in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        if hasattr(type(value), "_fields"):  # a named tuple
+            return type(value)(*items)
+        return type(value)(items)
+    if isinstance(value, dict):
+        lifted = {key: _lift_ints(item, counter, slots) for key, item in value.items()}
+        if all(lifted[key] is item for key, item in value.items()):
+            return value
+        return type(value)(lifted)
+    if isinstance(value, slice):
+        parts = [_lift_ints(v, counter, slots) for v in (value.start, value.stop, value.step)]
+        return slice(*parts)
+    return value
+
+
+def _symbolic_indexing(node: torch.fx.Node, args: tuple, lifted_args: tuple) -> Any:
+    """The target of a piece's copy of `node`: `indexed_view` / `assign_indexed_` for
+    basic indexing of a tensor at a lifted int (Tensor.__getitem__ and __setitem__ read
+    a SymInt index as an int, which would specialize it), else the node's own."""
+    if node.op != "call_function" or node.target not in (operator.getitem, operator.setitem):
+        return node.target
+    if args == lifted_args or not isinstance(node.args[0], torch.fx.Node):
+        return node.target
+    if not isinstance(node.args[0].meta.get("val"), torch.Tensor):
+        return node.target
+    if not basic_index(lifted_args[1], _basic_entry):
+        return node.target
+    return indexed_view if node.target is operator.getitem else assign_indexed_
+
+
+def _basic_entry(entry: Any) -> bool:
+    """An int of a basic index: a constant or a lifted int (a placeholder of int value)."""
+    if isinstance(entry, torch.fx.Node):
+        return entry.op == "placeholder" and _is_int(entry.meta.get("val"))
+    return _is_int(entry)
+
+
 def cut_piece(nodes: list[torch.fx.Node], inside: set[torch.fx.Node], region: str) -> Piece:
     """`nodes` (consecutive, `inside` as a set) as a piece: its inputs, outputs and a
     signature equal for pieces whose graphs (with canonical names) are the same code
-    calling the same functions with the same constants, on inputs alike."""
+    calling the same functions with the same constants, on inputs alike. The signature
+    without its last part (the int constants) is the same for pieces that differ only
+    in their ints (`_lift_varying_ints`)."""
     inputs: dict[torch.fx.Node, None] = {}
     for node in nodes:
         for used in node.all_input_nodes:
@@ -267,14 +369,15 @@ def cut_piece(nodes: list[torch.fx.Node], inside: set[torch.fx.Node], region: st
     # inputs numbered from -1 down, the piece's own nodes from 0 up
     local = {used: -1 - index for index, used in enumerate(inputs)}
     code = []
+    ints: list[int] = []
     for index, node in enumerate(nodes):
         target = node.target if isinstance(node.target, str) else ("object", id(node.target))
-        arguments = (_structure(node.args, local), _structure(node.kwargs, local))
+        arguments = (_structure(node.args, local, ints), _structure(node.kwargs, local, ints))
         code.append((node.op, target, *arguments, _describe_number(node.meta.get("val"))))
         local[node] = index
     described = tuple(_describe_value(used.meta.get("val")) for used in inputs)
-    signature = (tuple(code), tuple(local[node] for node in outputs), described)
-    return Piece(tuple(nodes), tuple(inputs), tuple(outputs), signature, region)
+    signature = (tuple(code), tuple(local[node] for node in outputs), described, tuple(ints))
+    return Piece(tuple(nodes), tuple(inputs), tuple(outputs), signature, region, tuple(ints))
 
 
 def _module_calls(
@@ -292,14 +395,14 @@ def _module_calls(
     return calls
 
 
-def _regions(compute: list[torch.fx.Node]) -> list[Piece]:
+def _regions(compute: list[torch.fx.Node], lift_ints: bool) -> list[Piece]:
     """The module calls that repeat (the outermost level), cut as pieces."""
     position = {node: index for index, node in enumerate(compute)}
     calls = _module_calls(compute)
     chosen: set[int] = set()
     regions: list[Piece] = []
     for depth in sorted({depth for depth, _, _ in calls.values()}):
-        groups: dict[str, list[Piece]] = collections.defaultdict(list)
+        pieces: list[Piece] = []
         for call_depth, stack, nodes in calls.values():
             if call_depth != depth or any(tag[0] in chosen for tag in stack[:-1]):
                 continue
@@ -308,9 +411,8 @@ def _regions(compute: list[torch.fx.Node]) -> list[Piece]:
             if position[nodes[-1]] - position[nodes[0]] + 1 != len(nodes):
                 continue  # not one run of nodes
             tag = stack[-1]
-            piece = cut_piece(nodes, set(nodes), f"{tag[1]} ({tag[2].__qualname__})")
-            groups[piece.signature].append(piece)
-        for group in groups.values():
+            pieces.append(cut_piece(nodes, set(nodes), f"{tag[1]} ({tag[2].__qualname__})"))
+        for group in _alike_groups(pieces, lift_ints):
             if len(group) < MIN_REGION_REPEATS:
                 continue
             regions.extend(group)
@@ -319,14 +421,79 @@ def _regions(compute: list[torch.fx.Node]) -> list[Piece]:
     return sorted(regions, key=lambda piece: position[piece.nodes[0]])
 
 
-def plan_pieces(gm: torch.fx.GraphModule, example_inputs: list | None = None) -> list[Piece] | None:
-    """The graph cut at its repeated module calls; None where it is compiled whole."""
+def _alike_groups(pieces: list[Piece], lift_ints: bool) -> list[list[Piece]]:
+    """`pieces` grouped into pieces compiled once: those equal but for their int constants
+    (a layer's index into a cache shared by all layers) share one graph taking the ints
+    that differ as inputs; where that cannot be (symbolic inputs), equal pieces."""
+    loose: dict[tuple, list[Piece]] = collections.defaultdict(list)
+    for piece in pieces:
+        loose[piece.signature[:-1]].append(piece)
+    groups: list[list[Piece]] = []
+    for group in loose.values():
+        many = len(group) >= MIN_REGION_REPEATS
+        lifted = _lift_varying_ints(group) if lift_ints and many else None
+        if lifted is not None:
+            groups.append(lifted)
+            continue
+        strict: dict[tuple, list[Piece]] = collections.defaultdict(list)
+        for piece in group:
+            strict[piece.signature].append(piece)
+        groups.extend(strict.values())
+    return groups
+
+
+def _lift_varying_ints(group: list[Piece]) -> list[Piece] | None:
+    """`group` (pieces equal but for their int constants) as pieces of one graph taking the
+    ints that differ between them as inputs; the group itself where none differ; None
+    where an input is symbolic or unknown (the ints are lifted as symbols of a ShapeEnv
+    of the piece's own, over fakes of static inputs).
+
+    The piece's compile traces the ints as symbols: what it assumes of them (an index in
+    range, or a value it had to specialize) is checked at every call, and a call
+    breaking an assumption runs a graph compiled for its own values.
+    """
+    slots = range(len(group[0].constants))
+    values = {s: tuple(piece.constants[s] for piece in group) for s in slots}
+    varying = [s for s in slots if len(set(values[s])) > 1]
+    if not varying:
+        return group
+    if not all(_static_value(used.meta.get("val")) for used in group[0].inputs):
+        return None
+    if any(value < 0 for s in varying for value in values[s]):
+        return None  # an index from the end: left as a constant (see `indexed_view`)
+    # slots holding the same value in every call (one index used four times) share an input
+    shared: dict[tuple[int, ...], list[int]] = collections.defaultdict(list)
+    for s in varying:
+        shared[values[s]].append(s)
+    lifted = tuple(tuple(same) for same in shared.values())
+    kept = tuple(None if s in varying else group[0].constants[s] for s in slots)
+    signature = (*group[0].signature[:-1], kept, ("lifted", lifted))
+    return [dataclasses.replace(p, signature=signature, lifted=lifted) for p in group]
+
+
+def _static_value(value: Any) -> bool:
+    """`value` is a tensor of static sizes, or a plain constant (a piece's input)."""
+    if isinstance(value, torch.Tensor):
+        numbers = (*value.shape, *value.stride(), value.storage_offset())
+        return all(type(n) is int for n in numbers)
+    return isinstance(value, _PRINTED) and value is not None
+
+
+def plan_pieces(
+    gm: torch.fx.GraphModule, example_inputs: list | None = None, *, lift_ints: bool = True
+) -> list[Piece] | None:
+    """The graph cut at its repeated module calls; None where it is compiled whole.
+
+    With `lift_ints`, calls that differ only in int constants of their code (a layer's
+    index into a cache tensor shared by all layers) are one region taking those ints
+    as inputs; without, they are alike only where their ints are equal too.
+    """
     why = _why_whole(gm, example_inputs)
     if why is not None:
         _log.debug("%s compiled whole: %s", type(gm).__name__, why)
         return None
     compute = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
-    regions = _regions(compute)
+    regions = _regions(compute, lift_ints)
     if not regions:
         return None
     pieces: list[Piece] = []
@@ -376,7 +543,8 @@ def chain(gm: torch.fx.GraphModule, pieces: list[Piece], compiled: list[Any]) ->
         target = functions.get(id(function))
         if target is None:
             target = functions[id(function)] = _piece_function(function, f"piece_{len(functions)}")
-        call = top.call_function(target, tuple(env[used] for used in piece.inputs))
+        arguments = (*(env[used] for used in piece.inputs), *piece.lifted_values())
+        call = top.call_function(target, arguments)
         for position, node in enumerate(piece.outputs):
             env[node] = top.call_function(operator.getitem, (call, position))
             env[node].meta = dict(node.meta)
@@ -410,45 +578,99 @@ def regional(compile_graph: Callable[..., Any]) -> Callable[..., Any]:
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable[..., Any]:
         pieces = plan_pieces(gm, example_inputs)
+        if pieces is not None and any(piece.lifted for piece in pieces):
+            try:
+                return _compile_chained(gm, example_inputs, pieces, compile_graph)
+            except Exception as error:  # noqa: BLE001 - cutting at equal ints is always an option
+                _log.info(
+                    "%s: a piece taking its ints as inputs did not compile (%s: %s); "
+                    "cutting at calls with equal ints only",
+                    type(gm).__name__, type(error).__name__, error,
+                )  # fmt: skip
+                pieces = plan_pieces(gm, example_inputs, lift_ints=False)
         if pieces is None:
             return compile_graph(gm, example_inputs)
-        # A piece's example inputs: the graph's own where it takes them (real tensors:
-        # their memory sharing is known, so warm start may store the piece), the
-        # recorded fake values of the others.
-        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-        given = dict(zip(placeholders, example_inputs, strict=False))
-        by_signature: dict[str, Any] = {}
-        compiled = []
         try:
-            for piece in pieces:
-                function = by_signature.get(piece.signature)
-                if function is None:
-                    examples = [given.get(used, used.meta.get("val")) for used in piece.inputs]
-                    function = compile_graph(piece.module(gm), examples)
-                    by_signature[piece.signature] = function
-                compiled.append(function)
-            _compile_ahead(list(by_signature.values()))
+            return _compile_chained(gm, example_inputs, pieces, compile_graph)
         except Exception as error:  # noqa: BLE001 - the whole graph is always an option
             _log.info(
                 "%s compiled whole: a piece did not compile (%s: %s)",
                 type(gm).__name__, type(error).__name__, error,
             )  # fmt: skip
             return compile_graph(gm, example_inputs)
-        regions = [piece.region for piece in pieces if piece.region]
-        _log.info(
-            "%s: %d pieces, %d compiled; repeated calls: %s",
-            type(gm).__name__, len(pieces), len(by_signature), ", ".join(regions),
-        )  # fmt: skip
-        forward = chain(gm, pieces, compiled).forward
-
-        def run(*args: Any) -> Any:
-            return forward(*args)
-
-        records = [getattr(f, "stage_artifacts", None) for f in by_signature.values()]
-        records = [record for record in records if isinstance(record, BackendRecord)]
-        run.stage_artifacts = PiecesRecord(records)  # type: ignore[attr-defined]
-        return run
 
     backend.__name__ = backend.__qualname__ = compile_graph.__name__
     backend.__doc__ = compile_graph.__doc__
     return backend
+
+
+def _compile_chained(
+    gm: torch.fx.GraphModule,
+    example_inputs: list,
+    pieces: list[Piece],
+    compile_graph: Callable[..., Any],
+) -> Callable[..., Any]:
+    """Each distinct piece compiled once, the pieces run in order."""
+    # A piece's example inputs: the graph's own where it takes them (real tensors:
+    # their memory sharing is known, so warm start may store the piece), the
+    # recorded fake values of the others, then its lifted ints.
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    given = dict(zip(placeholders, example_inputs, strict=False))
+    by_signature: dict[tuple, Any] = {}
+    compiled = []
+    for piece in pieces:
+        function = by_signature.get(piece.signature)
+        if function is None:
+            examples = [given.get(used, used.meta.get("val")) for used in piece.inputs]
+            examples.extend(piece.lifted_values())
+            module = _symbolic_module(piece, gm) if piece.lifted else piece.module(gm)
+            function = compile_graph(module, examples)
+            by_signature[piece.signature] = function
+        compiled.append(function)
+    _compile_ahead(list(by_signature.values()))
+    return _chained(gm, pieces, by_signature, compiled)
+
+
+def _symbolic_module(piece: Piece, root: torch.nn.Module) -> torch.fx.GraphModule:
+    """The graph module of a piece with lifted ints: its placeholders' values are fakes
+    of a FakeTensorMode of its own (static sizes, as the inputs have) and the ints are
+    symbols of that mode's ShapeEnv, so the piece compiles once for every value."""
+    from guards import FakeTensorMode, LocalSource, ShapeEnv
+
+    module = piece.module(root)
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env)
+    placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
+    for node in placeholders[: len(piece.inputs)]:
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor):
+            offset = value.storage_offset()
+            extent = offset + sum((n - 1) * s for n, s in zip(value.shape, value.stride()))
+            with mode:
+                base = torch.empty(extent + 1, dtype=value.dtype, device=value.device)
+                fake = base.as_strided(value.shape, value.stride(), offset)
+            node.meta["val"] = fake.requires_grad_(value.requires_grad)
+    for node, value in zip(placeholders[len(piece.inputs) :], piece.lifted_values(), strict=True):
+        symbol = env.create_int_symbol(value, LocalSource(node.name))
+        node.meta["val"] = env.create_symint(symbol, value)
+    return module
+
+
+def _chained(
+    gm: torch.fx.GraphModule, pieces: list[Piece], by_signature: dict, compiled: list
+) -> Callable[..., Any]:
+    """The compiled pieces run in order, with the record of what was compiled."""
+    regions = [piece.region for piece in pieces if piece.region]
+    _log.info(
+        "%s: %d pieces, %d compiled; repeated calls: %s",
+        type(gm).__name__, len(pieces), len(by_signature), ", ".join(regions),
+    )  # fmt: skip
+    forward = chain(gm, pieces, compiled).forward
+
+    def run(*args: Any) -> Any:
+        return forward(*args)
+
+    records = [getattr(f, "stage_artifacts", None) for f in by_signature.values()]
+    records = [record for record in records if isinstance(record, BackendRecord)]
+    run.stage_artifacts = PiecesRecord(records)  # type: ignore[attr-defined]
+    return run

@@ -5,8 +5,13 @@
 A process that compiles an entry publishes it, with the kernel libraries it calls,
 after storing it locally; a process that misses locally fetches before compiling.
 Keys (`ember:<schema>:` prefixed): `entry:<key>` (the entry record, JSON with its
-checksum), `kernel:<kernel key>` (the name of the library holding a kernel) and
-`library:<sha256>.so` (the library's bytes, checked against their name).
+checksum), `kernel:<kernel key>` (the name of the library holding a kernel),
+`library:<sha256>.so` (the library's bytes, checked against their name), and for an
+entry of Triton graphs `triton:<key>` (the files of Triton's JIT cache holding its
+compiled kernels, JSON: path -> sha256) and `binary:<sha256>` (a file's bytes, checked
+against their name). A Triton kernel compiled at its first launch rather than in the
+background (one with scalar arguments) is not built when its entry is published, so
+it is compiled again where the entry is fetched.
 
 The remote is an optimization, never a dependency: when it is down, slow (each
 request waits at most `EMBER_REMOTE_CACHE_TIMEOUT` seconds, default 2) or answers
@@ -20,8 +25,10 @@ loads them): point it only at a Redis your team controls, as with any build cach
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from collections.abc import Callable
 
 from guards import artifact_logger
 from guards.cache_root import payload_digest, warn_once
@@ -30,6 +37,7 @@ __all__ = ["RemoteCache", "remote_cache"]
 
 SCHEMA = "v1"
 _LIBRARY_NAME = re.compile(r"[0-9a-f]{64}\.so")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 _log = artifact_logger("cache")
 _remotes: dict[str, RemoteCache | None] = {}
 
@@ -105,6 +113,37 @@ class RemoteCache:
             self.garbage(f"library {text} does not match its checksum")
             return None
         return text, data
+
+    # ------------------------------------------------------------ Triton binaries
+
+    def fetch_binaries(self, key: str, present: Callable[[str, str], bool]) -> dict[str, bytes]:
+        """The Triton cache files of entry `key` that `present(path, sha256)` says are not
+        here, each checked against its checksum; {} where none are published or one fails."""
+        index = self.get("triton", key)
+        if index is None:
+            return {}
+        try:
+            files = json.loads(index)
+            if not isinstance(files, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and _DIGEST.fullmatch(v)
+                for k, v in files.items()
+            ):
+                raise ValueError("not a map of paths to checksums")
+        except ValueError as error:
+            self.garbage(f"the Triton files of entry {key}: {error}")
+            return {}
+        fetched = {}
+        for path, digest in files.items():
+            if present(path, digest):
+                continue
+            data = self.get("binary", digest)
+            if data is None:
+                return {}
+            if payload_digest(data) != digest:
+                self.garbage(f"binary {digest} does not match its checksum")
+                return {}
+            fetched[path] = data
+        return fetched
 
 
 def remote_cache() -> RemoteCache | None:

@@ -33,7 +33,8 @@ The key is an ordered list of named parts, each hashed (logged under
     options     the compile options that change what is compiled
     versions    Python, torch, triton, each Ember stage's version and source digest
     toolchain   the C++ compiler's identity, its flags and the host CPU
-    environment EMBER_* variables (but the cache's own) and TRITON_* ones
+    environment EMBER_* variables (but the cache's own) and TRITON_* ones (but the
+                folders of Triton's caches, which ember may set itself)
     devices     each GPU's name, compute capability and CUDA version
     variant     grad mode, which inputs require grad, autocast (the AOT compile's own key)
 
@@ -88,6 +89,9 @@ SCHEMA = "5"
 _APART = "apart"
 STAGES = ("guards", "dynamo_capture", "prim_decomp", "aot_autograd", "inductor_codegen", "ember")
 _OWN_VARIABLES = ("EMBER_CACHE_DIR", "EMBER_LOGS", "EMBER_REMOTE_CACHE", "EMBER_CACHE_SIZE")
+# Where Triton keeps its caches: no part of what it compiles (TRITON_CACHE_DIR is set by
+# ember itself to a folder under the cache root where the user has not set it)
+_TRITON_FOLDERS = ("TRITON_CACHE_DIR", "TRITON_DUMP_DIR", "TRITON_OVERRIDE_DIR", "TRITON_HOME")
 _log = artifact_logger("cache")
 # hits, remote_hits, misses, stored, not_storable: counted for this process (tests, reports);
 # full_backward_hits, full_backward_stored: a training entry's backward, compiled at its first use
@@ -352,12 +356,12 @@ def _toolchain_part(cxx: str | None, flags: tuple[str, ...] | None) -> str:
 
 def _environment_part() -> str:
     """EMBER_* variables (but the cache's own) and TRITON_* ones (the interpreter, its
-    compiler's switches)."""
+    compiler's switches; not the folders of its caches)."""
     variables = {
         name: value
         for name, value in os.environ.items()
         if (name.startswith("EMBER_") and not name.startswith(_OWN_VARIABLES))
-        or name.startswith("TRITON_")
+        or (name.startswith("TRITON_") and name not in _TRITON_FOLDERS)
     }
     return json.dumps(sorted(variables.items()))
 
@@ -706,10 +710,27 @@ class WarmStartCache:
                 fetched = remote.fetch_kernel(kernel_key)
                 if fetched is not None:
                     install_kernel_library(kernel_key, *fetched, cache_dir=self.cache_dir)
+        if any(graph.get("language") == "Triton" for graph in self._graph_records(record)):
+            self._fetch_triton_binaries(remote, record["key"])
+
+    def _fetch_triton_binaries(self, remote: Any, key: str) -> None:
+        """The compiled Triton kernels of an entry, into ember's Triton JIT cache (not into
+        a folder the user chose for Triton), so they are not compiled again here."""
+        from inductor_codegen.portable import install_triton_binaries, triton_binary_present
+
+        def present(path: str, digest: str) -> bool:
+            return triton_binary_present(path, digest, self.cache_dir)
+
+        files = remote.fetch_binaries(key, present)
+        if files:
+            try:
+                install_triton_binaries(files, self.cache_dir)
+            except (OSError, ValueError) as error:
+                remote.garbage(f"the Triton files of entry {key} could not be installed ({error})")
 
     def _publish(self, key: str, record: dict) -> None:
         from ember.remote_cache import remote_cache
-        from inductor_codegen.portable import kernel_libraries
+        from inductor_codegen.portable import kernel_libraries, triton_binaries
 
         remote = remote_cache()
         if remote is None:
@@ -717,10 +738,16 @@ class WarmStartCache:
         text = json.dumps(record, sort_keys=True)
         envelope = {"sha256": payload_digest(text.encode()), "payload": text}
         items = {f"entry:{key}": json.dumps(envelope).encode()}
+        binaries: dict[str, bytes] = {}
         for graph in self._graph_records(record):
             for kernel_key, library in kernel_libraries(graph, self.cache_dir).items():
                 items[f"kernel:{kernel_key}"] = library.name.encode()
                 items[f"library:{library.name}"] = library.read_bytes()
+            binaries.update(triton_binaries(graph))
+        if binaries:
+            index = {path: payload_digest(data) for path, data in binaries.items()}
+            items[f"triton:{key}"] = json.dumps(index, sort_keys=True).encode()
+            items.update({f"binary:{index[path]}": data for path, data in binaries.items()})
         remote.put(items)
 
 

@@ -23,6 +23,7 @@ import torch
 
 from guards.cache_root import cache_folder
 from inductor_codegen import runtime
+from inductor_codegen.codegen.triton.jit_cache import use_jit_cache_under
 from inductor_codegen.codegen.triton.kernel import PERSISTENT_MAX, generate_triton_kernel
 from inductor_codegen.codegen.triton.options import TritonOptions, split_device_options
 from inductor_codegen.codegen.triton.random import TRITON_LOWERINGS
@@ -152,8 +153,10 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
     kernel_text = "\n".join(s.source.replace("KERNEL_NAME", s.name) for s in every)
     done("codegen", lambda: kernel_text)
 
-    # load: kernel modules written by content hash and imported in parallel.
+    # load: kernel modules written by content hash and imported in parallel (Triton's
+    # own JIT cache under ember's root too, unless the user chose its folder).
     folder = cache_folder("triton", root=opts.cache_dir)
+    use_jit_cache_under(opts.cache_dir)
     launchers, loaded = _launchers(
         sources, templates, device_options, folder, opts.compile_workers, device, graph.size_hints
     )
@@ -259,6 +262,7 @@ def load_triton_graph(
     """(the wrapper's namespace, its file) for a stored Triton graph (`portable`): its
     kernels loaded through the kernel module cache, its wrapper run again."""
     folder = cache_folder("triton", root=cache_dir)
+    use_jit_cache_under(cache_dir)
     launchers, _ = _launchers(sources, {}, device_options, folder, workers, device)
     namespace = _namespace(device, objects, launchers)
     path = write_wrapper(wrapper_text, kernel_text, cache_dir, "Triton")
