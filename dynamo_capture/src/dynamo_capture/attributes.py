@@ -16,6 +16,7 @@ import torch
 from dynamo_capture.errors import ContextSwitchCall, ExceptionRaised, Unsupported
 from dynamo_capture.numpy_arrays import NUMPY_TYPE_DESCRIPTIONS, is_ndarray, ndarray_attribute
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
+from dynamo_capture.scalar_subclasses import made_scalar
 from dynamo_capture.sources import (
     AttrSource,
     ModuleGlobalSource,
@@ -68,6 +69,7 @@ _CONTAINER_VALUES = (TupleValue, ListValue, DictValue, SetValue)
 _MODE_SWITCHES = ("__enter__", "__exit__")
 _IINFO_LIMITS = ("min", "max", "bits", "kind")
 _GRAD_MODE_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
+LRU_CACHE_WRAPPER = type(functools.lru_cache(None)(lambda: None))  # functools.cache's too
 
 
 def _trusted_module(obj: Any) -> bool:
@@ -165,6 +167,9 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
             return value.self_value
         if name == "__func__":
             return value.func
+        if name == "__doc__" or (name not in vars(types.MethodType) and name not in vars(object)):
+            # a bound method reads other attributes from its function (`__wrapped__`)
+            return get_attr(tx, value.func, name)
     raise Unsupported(f"attribute {name!r} of a {type(value).__name__}")
 
 
@@ -411,6 +416,10 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
         return MethodValue(PythonValue(static.__func__), PythonValue(cls))
     if isinstance(static, types.FunctionType):
         # with a source, the method's defaults and cells are guarded where it reads them
+        return MethodValue(PythonValue(static, class_member_source(cls, name)), receiver)
+    if isinstance(static, LRU_CACHE_WRAPPER):
+        # a method wrapped by functools.lru_cache / cache: bound as its __get__ binds it
+        # (the call skips the cache and traces the method, as torch.compile does)
         return MethodValue(PythonValue(static, class_member_source(cls, name)), receiver)
     if type(static) is functools.partialmethod:
         # NOTE: torch.compile fails inside partialmethod.__get__ and runs the frame
@@ -736,6 +745,8 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
 
         if set_function_attr(target, name, value):
             return
+    if isinstance(target, PythonValue) and target.source is None and made_scalar(target.obj):
+        raise Unsupported(f"setting {name!r} on a {type(target.obj).__name__} made in the frame")
     if isinstance(target, PythonValue) and _replayable_attribute(target.obj, name, value):
         cls = type(target.obj)
         setter = inspect.getattr_static(cls, "__setattr__", None)

@@ -104,6 +104,18 @@ def _list_extend(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, 
     return _none()
 
 
+def _list_init(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """list.__init__(self, iterable=()): the items become those of the iterable (a list
+    subclass's own __init__ calling super().__init__(items))."""
+    _mutable(lst, "__init__")
+    if kwargs or len(args) > 1:
+        raise Unsupported("list.__init__ with other than one positional argument")
+    lst.items.clear()
+    if args:
+        _list_extend(tx, lst, args, kwargs)
+    return _none()
+
+
 def _list_insert(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _mutable(lst, "insert")
     lst.items.insert(_item_key(args[0]), args[1])
@@ -229,6 +241,7 @@ def _builtin_reversed(
 
 LIST_METHODS: dict[str, Method] = {
     "__reversed__": _builtin_reversed,
+    "__init__": _list_init,
     "append": _list_append,
     "extend": _list_extend,
     "insert": _list_insert,

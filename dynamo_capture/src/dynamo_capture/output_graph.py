@@ -32,6 +32,7 @@ from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
 from dynamo_capture.lazy_iterators import ReversedMappingIterator
 from dynamo_capture.resume import STACK_LOCAL
+from dynamo_capture.scalar_subclasses import made_scalar, plain_value
 from dynamo_capture.sources import (
     ArraySizesSource,
     AttrSource,
@@ -1006,6 +1007,8 @@ def _python_arg(value: Value, inner: Callable[[Value], Any]) -> Any:
             return value.obj
         if is_graph_callable(value.obj):
             return value.obj
+        if value.source is None and made_scalar(value.obj):
+            return plain_value(value.obj)  # an int subclass made in the frame: its int
         raise Unsupported(f"cannot pass a {type(value.obj).__name__} to a graph operation")
     if isinstance(value, TupleValue):
         items = tuple(inner(item) for item in value.items)

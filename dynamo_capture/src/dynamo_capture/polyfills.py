@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.operations import NotConstant, as_constant, sequence_items
+from dynamo_capture.scalar_subclasses import BASE_NEWS
 from dynamo_capture.values import (
     ContextValue,
     IteratorValue,
@@ -456,6 +457,7 @@ def _generator_context(tx: Translator, args: list[Value], kwargs: dict[str, Valu
 
 _HANDLERS: dict[Any, Callable[[Translator, list[Value], dict[str, Value]], Value]] = {
     tuple.__new__: _tuple_new,
+    **BASE_NEWS,
     contextlib.nullcontext: _nullcontext,
     contextlib._GeneratorContextManager: _generator_context,
     collections.deque: _deque,
