@@ -36,6 +36,7 @@ from dynamo_capture.operations import (
     sequence_items,
     truth,
 )
+from dynamo_capture.sym_numbers import recomputed_from_values
 from dynamo_capture.values import (
     ContextValue,
     DictValue,
@@ -1077,7 +1078,17 @@ def _fold_method(
         if type(real).__module__ != "builtins":
             raise  # another object's method: capture fails, the frame runs eagerly
         raise raised_by_python(error) from None
-    return PythonValue(result)
+    # `"{}".format(n)` of a symbolic size: made again from its value (the text names it)
+    where = f"{type(real).__name__}.{name} of a symbolic number"
+    return PythonValue(
+        recomputed_from_values(
+            lambda receiver, *a, **k: getattr(receiver, name)(*a, **k),
+            (real, *real_args),
+            real_kwargs,
+            result,
+            where,
+        )
+    )
 
 
 def truth_of(tx: Translator, value: Value) -> bool:

@@ -21,6 +21,7 @@ from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_ahead
 from dynamo_capture.output_graph import is_constant
 from dynamo_capture.scalar_subclasses import made_scalar
 from dynamo_capture.sources import item_source
+from dynamo_capture.sym_numbers import recomputed_from_values
 from dynamo_capture.tensor_extremes import (
     ChoiceValue,
     choice_operand,
@@ -586,7 +587,9 @@ def _folded(tx: Translator, fn: Any, args: tuple[Any, ...]) -> PythonValue:
     result = fn(*args)
     if isinstance(result, _SYMBOLIC_NUMBERS) and tx.ctx.shape_env is not None:
         tx.ctx.sym_numbers.record(result, fn, args)
-    return PythonValue(result)
+    # `"%s" % (x.shape,)`: a text naming symbolic sizes is made again from their values
+    where = f"{getattr(fn, '__name__', fn)} of a symbolic number"
+    return PythonValue(recomputed_from_values(fn, args, {}, result, where))
 
 
 def _sequence_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value | None:
