@@ -9,13 +9,17 @@ each, fresh arguments). Types of the standard library: test_corpus_library_types
 
 from __future__ import annotations
 
+import abc
+import bisect
 import collections
 import collections.abc
 import copy
 import dataclasses
 import enum
 import functools
+import heapq
 import itertools
+import math
 import numbers
 import operator
 import string
@@ -1000,6 +1004,324 @@ def x_namedtuple_iter_zip(x):
     NT = collections.namedtuple("NT", "a b c")
     t = NT(x, x * 2, x * 3)
     return {f: v for f, v in zip(t._fields, t)}
+
+
+@program()
+def i_isinstance_union(x):
+    return (
+        x
+        + isinstance(3, int | float)
+        + isinstance(None, typing.Optional[int]) * 2  # noqa: UP045 - the pattern under test
+        + isinstance("a", typing.Union[int, str]) * 4  # noqa: UP007 - the pattern under test
+    )
+
+
+@typing.runtime_checkable
+class _HasGo(typing.Protocol):
+    def go(self): ...
+
+
+class _Goer:
+    def go(self):
+        return 1
+
+
+@program()
+def i_runtime_protocol(x):
+    return x + isinstance(_Goer(), _HasGo) + isinstance(3, _HasGo) * 2
+
+
+@program()
+def i_sorted_key_str_lower(x):
+    return x + 1, sorted(["b", "A", "c"], key=str.lower), sorted(["bb", "a"], key=len, reverse=True)
+
+
+class _Rev:
+    def __init__(self):
+        self.v = [1, 2, 3]
+
+    def __reversed__(self):
+        return iter(self.v[::-1])
+
+
+@program()
+def i_user_reversed(x):
+    return [x * v for v in reversed(_Rev())]
+
+
+@program()
+def i_zip_star(x):
+    m = [[1, 2], [3, 4]]
+    return [x * sum(col) for col in zip(*m)]
+
+
+@program()
+def i_map_builtin(x):
+    return x + sum(map(int, ["1", "2"])) + sum(map(abs, [-1, -2])), list(map(str.upper, ["a"]))
+
+
+@program()
+def i_max_dict_items_key(x):
+    d = {"a": 3, "b": 5}
+    k, v = max(d.items(), key=operator.itemgetter(1))
+    return x * v, k
+
+
+@program()
+def i_min_gen_default(x):
+    return x + min((v for v in [] if v), default=7)
+
+
+@dataclasses.dataclass
+class _Base:
+    a: int = 1
+
+
+@dataclasses.dataclass
+class _Derived(_Base):
+    b: int = 2
+    c: int = dataclasses.field(init=False, default=5)
+    k: typing.ClassVar[int] = 9
+
+
+@program()
+def i_dataclass_inheritance(x):
+    d = _Derived(3)
+    return x * (d.a + d.b + d.c + d.k), [f.name for f in dataclasses.fields(d)]
+
+
+class _NTM(typing.NamedTuple):
+    a: int
+    b: int
+
+    @classmethod
+    def zero(cls):
+        return cls(0, 0)
+
+    @property
+    def total(self):
+        return self.a + self.b
+
+
+@program()
+def i_namedtuple_classmethod_property(x):
+    return x * _NTM(1, 2).total + _NTM.zero().total
+
+
+class _Act(enum.Enum):
+    RELU = "relu"
+    GELU = "gelu"
+
+    def fn(self):
+        return {"relu": torch.relu, "gelu": torch.nn.functional.gelu}[self.value]
+
+
+@program()
+def i_enum_method(x):
+    return _Act.GELU.fn()(x), _Act("relu").fn()(x)
+
+
+class _Perm(enum.Flag):
+    R = enum.auto()
+    W = enum.auto()
+    X = enum.auto()
+
+
+@program()
+def i_enum_flag(x):
+    p = _Perm.R | _Perm.W
+    return x * (bool(p & _Perm.W) + bool(p & _Perm.X) * 2), p.value
+
+
+@program()
+def i_partial_key(x):
+    key = functools.partial(operator.getitem, b=None) if False else functools.partial(pow, exp=2)
+    return x * sorted([-3, 2, 1], key=key)[0]
+
+
+@program()
+def i_partial_class(x):
+    Lin = functools.partial(collections.OrderedDict, a=1)
+    return x * Lin()["a"]
+
+
+@program()
+def i_reduce_lambda_tensor_initial(x):
+    return functools.reduce(lambda a, b: a * 0.5 + b, [x, x + 1, x + 2], torch.zeros(3))
+
+
+@program()
+def i_chain_generators(x):
+    return sum(itertools.chain((x * i for i in range(2)), (x + i for i in range(2))))
+
+
+@program()
+def i_chainmap(x):
+    cm = collections.ChainMap({"a": 1}, {"a": 2, "b": 3})
+    return x * cm["a"] + cm["b"], len(cm), sorted(cm)
+
+
+@program()
+def i_counter_ops(x):
+    c = collections.Counter(a=2, b=1) + collections.Counter(a=1)
+    return x * c["a"], sorted(c.elements())
+
+
+@program()
+def i_heapq(x):
+    h = [5, 1, 3]
+    heapq.heapify(h)
+    heapq.heappush(h, 0)
+    return x * heapq.heappop(h) + h[0], heapq.nlargest(2, [1, 5, 3])  # noqa: F821 - the pattern under test
+
+
+@program()
+def i_bisect(x):
+    return x * bisect.bisect_left([1, 3, 5], 4) + bisect.bisect([1, 2], 2)  # noqa: F821 - the pattern under test
+
+
+@program()
+def i_getattr_module_default(x):
+    return x * getattr(math, "tau", 1) + getattr(math, "nope", 0), hasattr(torch, "relu")
+
+
+@program()
+def i_setattr_obj_in_frame_loop(x):
+    class O:  # noqa: E742 - the pattern under test
+        pass
+
+    o = O()
+    for k, v in zip("abc", range(3)):
+        setattr(o, k, v)
+    return x * (o.a + o.b + o.c), sorted(vars(o))
+
+
+@program()
+def i_callable_class_and_instance(x):
+    class C:
+        def __call__(self):
+            return 1
+
+    return x + callable(C) + callable(C()) * 2 + callable(x) * 4
+
+
+@program()
+def i_str_methods_more(x):
+    s = "Hello_World"
+    return (
+        x + 1,
+        s.casefold(),
+        s.swapcase(),
+        s.ljust(13, "."),
+        s.rjust(13),
+        s.splitlines(),
+        s.lstrip("H"),
+        s.removeprefix("Hello"),
+        s.removesuffix("World"),
+        s.isalpha(),
+        s.index("o"),
+        s.rfind("o"),
+        s.expandtabs(),
+        "a\tb".expandtabs(4),
+        s.translate(str.maketrans("lo", "01")),
+    )
+
+
+@program()
+def i_fstring_conversions(x):
+    v = 3.5
+    return x + 1, f"{v!r:>8}", f"{'x'!a}", f"{v=}", "{literal}", f"{[1, 2]}"
+
+
+@program()
+def i_format_spec_variety(x):
+    return (
+        x + 1,
+        format(0.000123, ".2e"),
+        format(1234.5, "_.1f"),
+        format(42, "^7d"),
+        format(-3, "+05d"),
+        format(0.5, "%"),
+        format(10, "o"),
+        format(3, "c") if False else "",
+        format(True, "d"),
+    )
+
+
+@program()
+def i_repr_of_floats(x):
+    return (
+        x + 1,
+        repr(0.1 + 0.2),
+        repr(float("inf")),
+        repr(float("nan")),
+        repr(1e-7),
+        repr(123456789.0),
+        str(2**70),
+    )
+
+
+@program()
+def i_round_variants(x):
+    return (
+        x + round(0.5) + round(1.5) + round(2.675, 2) + round(-0.5),
+        round(1234.5678, -2),
+        round(7, 1),
+        type(round(2.5, 0)),
+    )
+
+
+@program()
+def i_divmod_float_neg(x):
+    return x + 1, divmod(-7.5, 2), divmod(7, -2), -7 // 2, -7 % 2, 7.5 % -2
+
+
+@program()
+def i_sum_start_list_and_floats(x):
+    return x + sum([0.1] * 10), sum([[1], [2]], [0]), sum((x, x), start=x)
+
+
+@program()
+def i_any_all_tensor_conditions(x):
+    shapes = [(1, 2), (1, 3)]
+    return x * any(s[1] > 2 for s in shapes) + all(len(s) == 2 for s in shapes)
+
+
+@program()
+def i_min_max_multiple_args_key(x):
+    return x * max(1, 5, 3, key=lambda v: -v) + min("bb", "a", key=len).__len__()
+
+
+@program()
+def i_enumerate_start_negative(x):
+    return [x * i for i, _ in enumerate(range(3), -1)]
+
+
+@program()
+def i_getattr_dunder_name(x):
+    return x + 1, torch.relu.__name__, type(x).__module__, math.sqrt.__name__
+
+
+@program()
+def i_hash_eq_consistency(x):
+    return (
+        x
+        + (hash(1) == hash(1.0))
+        + (hash(True) == hash(1))
+        + (hash(frozenset({1})) == hash(frozenset({1})))
+    )
+
+
+@program()
+def i_abc_register(x):
+    class Base(abc.ABC):  # noqa: B024 - the pattern under test
+        pass
+
+    class Other:
+        pass
+
+    Base.register(Other)
+    return x + isinstance(Other(), Base)
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))

@@ -143,6 +143,12 @@ def as_constant(value: Value) -> Any:
             return obj  # symbolic sizes compute on their own (recording guards)
         if isinstance(obj, list) and all(is_constant(item) for item in obj):
             return list(obj)
+        if (
+            value.source is None
+            and type(obj) is dict
+            and all(is_constant(k) and is_constant(v) for k, v in obj.items())
+        ):
+            return dict(obj)  # a folded result (`str.maketrans("ab", "xy")`)
         if isinstance(obj, set | frozenset) and all(is_constant(item) for item in obj):
             return obj
         if isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType):
