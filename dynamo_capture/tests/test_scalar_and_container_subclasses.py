@@ -204,3 +204,44 @@ def test_bound_method_reads_its_function_attributes():
         return x * method(2), method.__wrapped__.__name__, method.__name__
 
     check_like_torch(fn, _one)
+
+
+class Scaled(list):
+    def __init__(self, items, scale):
+        super().__init__(items)
+        self.scale = scale
+
+    def scaled(self):
+        return [t * self.scale for t in self]
+
+
+class SlottedItems(list):
+    __slots__ = ("k",)
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.k = 2
+
+
+def list_subclass_attributes(x):
+    items = Scaled([x, x + 1], 3)
+    items.scale += 1
+    return items.scaled(), items.scale, SlottedItems([x])[0] * SlottedItems([x]).k
+
+
+def test_list_subclass_with_attributes_is_one_graph_like_torch():
+    check_like_torch(list_subclass_attributes, _one)
+    dynamo_capture.optimize(list_subclass_attributes, backend=eager_backend, fullgraph=True)(
+        torch.randn(3)
+    )
+
+
+def test_list_subclass_returned_keeps_its_attributes():
+    compiled = dynamo_capture.optimize(
+        lambda x: (Scaled([x], 2), SlottedItems([x])), backend=eager_backend, fullgraph=True
+    )
+    x = torch.randn(3)
+    scaled, slotted = compiled(x)
+    assert type(scaled) is Scaled and scaled.scale == 2 and vars(scaled) == {"scale": 2}
+    assert type(slotted) is SlottedItems and slotted.k == 2
+    torch.testing.assert_close(scaled[0], x)

@@ -123,6 +123,9 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
             return _class_attr(tx, value, value.cls, name)
     if isinstance(value, ListValue) and value.cls is collections.deque and name == "maxlen":
         return PythonValue(value.maxlen)
+    if isinstance(value, ListValue) and name in value.attrs:
+        if _user_data_descriptor(value.cls, name) is None:
+            return value.attrs[name]
     if (
         isinstance(value, ListValue | SetValue)
         and value.cls not in (list, set, frozenset)
@@ -489,6 +492,16 @@ def _is_data_descriptor(static: Any) -> bool:
     return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
 
+def _holds_attributes(target: Value) -> bool:
+    """An object made in the frame whose attributes capture keeps: a user object, a dict,
+    or an instance of a user list subclass."""
+    if target.source is not None:  # type: ignore[attr-defined]
+        return False
+    if isinstance(target, ListValue):
+        return target.cls not in (list, collections.deque)
+    return isinstance(target, ObjectValue | DictValue)
+
+
 def _can_hold(cls: type, name: str) -> bool:
     """Whether instances of `cls` take an attribute `name`: they have a __dict__, or a slot
     of that name."""
@@ -725,7 +738,7 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
         from dynamo_capture.lazy_iterators import check_side_effect
 
         check_side_effect(tx, f"the attribute write .{name}")
-    if isinstance(target, ObjectValue | DictValue) and target.source is None:
+    if _holds_attributes(target):
         setter = inspect.getattr_static(target.cls, "__setattr__", None)
         if isinstance(setter, types.FunctionType) and not raw:
             from dynamo_capture.calls import call
@@ -733,7 +746,7 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
             call(tx, PythonValue(setter), [target, PythonValue(name), value], {})
             return
         if not _set_through_descriptor(tx, target, target.cls, name, value):
-            if isinstance(target, ObjectValue) and not _can_hold(target.cls, name):
+            if isinstance(target, ObjectValue | ListValue) and not _can_hold(target.cls, name):
                 from dynamo_capture.errors import raised_by_python
 
                 message = f"{target.cls.__name__!r} object has no attribute {name!r}"

@@ -1008,7 +1008,8 @@ class OutputPlan:
             if value.cls is list:
                 return listed
             # a user subclass: its own __init__ may take other arguments or add items
-            return f"___list_new({self._constant(value.cls)}, {listed})"
+            attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
+            return f"___list_new({self._constant(value.cls)}, {listed}, {{{attrs}}})"
         if isinstance(value, DictValue):
             inner = ", ".join(
                 f"{self._key_expr(key)}: {self.expr(item)}" for key, item in value.items.items()
@@ -1393,11 +1394,14 @@ def _build_object(cls: type, attrs: dict[str, Any]) -> Any:
     return instance
 
 
-def _list_subclass_new(cls: type, items: list[Any]) -> list[Any]:
-    """An instance of a list subclass holding `items`, made without running its __init__
-    (which ran while capturing: running it again could add or change items)."""
+def _list_subclass_new(cls: type, items: list[Any], attrs: dict[str, Any]) -> list[Any]:
+    """An instance of a list subclass holding `items` and attributes `attrs`, made without
+    running its __init__ (which ran while capturing: running it again could add or change
+    items)."""
     instance = list.__new__(cls)
     list.extend(instance, items)
+    for name, item in attrs.items():
+        object.__setattr__(instance, name, item)
     return instance
 
 
