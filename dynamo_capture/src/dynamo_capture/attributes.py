@@ -572,6 +572,11 @@ def _torch_defines(cls: type, name: str) -> bool:
     return False
 
 
+def _in_class_dicts(cls: type, name: str) -> bool:
+    """Whether `name` is found in the class or its bases, not only on its metaclass."""
+    return any(name in vars(klass) for klass in cls.__mro__)
+
+
 def _guard_class_attribute(tx: Translator, cls: type, name: str, static: Any) -> None:
     """Guard what `cls.name` resolves to, where capture used it (a method, a constant).
 
@@ -581,6 +586,12 @@ def _guard_class_attribute(tx: Translator, cls: type, name: str, static: Any) ->
     """
     if _torch_defines(cls, name):
         return  # torch's own methods (nn.Module.named_modules, ...): fixed, not guarded
+    if isinstance(cls, type) and not _in_class_dicts(cls, name):
+        # found on the metaclass: read through the class, a function binds to it and a
+        # property runs (its result is guarded where it is read)
+        if isinstance(static, types.FunctionType):
+            tx.ctx.guards.class_attribute(cls, name, static, bound=True)
+        return
     if isinstance(static, classmethod):
         tx.ctx.guards.class_attribute(cls, name, static.__func__, bound=True)
     elif isinstance(static, staticmethod):
@@ -602,6 +613,8 @@ def _type_attr(tx: Translator, value: PythonValue, cls: type, name: str) -> Valu
         return MethodValue(PythonValue(static.__func__), value)
     if isinstance(static, staticmethod):
         return PythonValue(static.__func__)
+    if isinstance(static, types.FunctionType) and not _in_class_dicts(cls, name):
+        return MethodValue(PythonValue(static), value)  # a method of the metaclass
     attr = getattr(cls, name)
     if isinstance(attr, types.FunctionType | types.BuiltinFunctionType | type):
         return PythonValue(attr)

@@ -17,6 +17,7 @@ a user class                                 a new ObjectValue, its __init__ inl
 
 from __future__ import annotations
 
+import abc
 import collections
 import contextlib
 import enum
@@ -894,8 +895,15 @@ def construct(
             from dynamo_capture.errors import raised_by_python
 
             raise raised_by_python(error) from None
-    if type(cls) not in (type, __import__("abc").ABCMeta):
-        raise Unsupported(f"creating an instance of {cls.__name__}, whose metaclass is custom")
+    metaclass = type(cls)
+    if metaclass not in (type, abc.ABCMeta):
+        if metaclass.__call__ is not type.__call__:
+            raise Unsupported(
+                f"creating an instance of {cls.__name__}, whose metaclass defines __call__"
+            )
+        # a metaclass that only shapes the class (registries, properties): instances are
+        # made by type.__call__, as for any class
+        tx.ctx.guards.class_attribute(metaclass, "__call__", type.__call__)
     if scalar_base(cls) is not None:
         return construct_scalar(tx, cls_value, args, kwargs)
     if any(base.__module__ == "builtins" and base is not object for base in cls.__mro__):
