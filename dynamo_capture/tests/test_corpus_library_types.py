@@ -984,6 +984,68 @@ def f_bound_method_missing_attr(x):
     return x + hasattr(m, "nope"), getattr(m, "nope", 3)
 
 
+class Tagged(list):
+    def __init__(self, items, scale):
+        super().__init__(items)
+        self.scale = scale
+
+    def scaled(self):
+        return [t * self.scale for t in self]
+
+
+@program()
+def f_list_subclass_attr_method(x):
+    t = Tagged([x, x + 1], 3)
+    t.scale += 1
+    return t.scaled(), t.scale
+
+
+@program()
+def f_list_subclass_attr_returned(x):
+    return Tagged([x], 2)
+
+
+class SlotList(list):
+    __slots__ = ("k",)
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.k = 2
+
+
+@program()
+def f_list_subclass_slots(x):
+    s = SlotList([x])
+    return s[0] * s.k
+
+
+class SlotOnly(list):
+    __slots__ = ()
+
+
+@program()
+def f_list_subclass_no_dict_setattr_raises(x):
+    s = SlotOnly([x])
+    try:
+        s.k = 1
+    except AttributeError:
+        return x + 1
+    return x
+
+
+@program()
+def f_list_subclass_attr_missing(x):
+    t = Tagged([x], 2)
+    return x * getattr(t, "missing", 5), hasattr(t, "scale")
+
+
+@program()
+def f_list_subclass_del_attr(x):
+    t = Tagged([x], 2)
+    del t.scale
+    return x + hasattr(t, "scale")
+
+
 class LowerName(str):
     def __new__(cls, v):
         return super().__new__(cls, v.lower())
@@ -1094,6 +1156,275 @@ def g_str_subclass_split_join(x):
 @program()
 def g_subclass_bool_and_hash(x):
     return x + bool(PlainIndex(0)) + (hash(PlainIndex(7)) == 7)
+
+
+@functools.total_ordering
+class _V:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, o):
+        return self.v == o.v
+
+    def __lt__(self, o):
+        return self.v < o.v
+
+
+@program()
+def j_total_ordering(x):
+    a, b = _V(1), _V(2)
+    return x + (a <= b) + (b >= a) * 2 + (a > b) * 4
+
+
+@program()
+def j_sorted_user_lt(x):
+    vs = sorted([_V(3), _V(1), _V(2)])
+    return x * vs[0].v + vs[-1].v, max([_V(1), _V(5)]).v
+
+
+@dataclasses.dataclass(order=True, frozen=True)
+class _Ord:
+    p: int
+    q: str = "a"
+
+
+@program()
+def j_dataclass_order(x):
+    items = sorted([_Ord(2), _Ord(1, "z"), _Ord(1, "b")])
+    return x * items[0].p, items[0].q, _Ord(1) < _Ord(2)
+
+
+class _Phase(str, enum.Enum):  # noqa: UP042 - the pattern under test
+    TRAIN = "train"
+    EVAL = "eval"
+
+
+@program()
+def j_str_enum_format(x):
+    m = _Phase.EVAL
+    return x + 1, f"{m.value}", m.name.lower(), str(m.value), m == "eval", m in ("eval", "x")
+
+
+class _Lvl(enum.IntEnum):
+    A = 0
+    B = 1
+
+
+@program()
+def j_enum_members_dict(x):
+    return x * len(_Lvl.__members__), list(_Lvl.__members__), sorted(_Lvl, reverse=True)[0].name
+
+
+@program()
+def j_enum_sorted_by_value(x):
+    return [x * m.value for m in sorted(_Lvl, key=lambda m: -m.value)]
+
+
+class _Meta(type):
+    def __call__(cls, *a, **k):
+        inst = super().__call__(*a, **k)
+        inst.ready = True
+        return inst
+
+    @property
+    def kind(cls):
+        return cls.__name__.lower()
+
+
+class _UsesMeta(metaclass=_Meta):
+    def __init__(self, v):
+        self.v = v
+
+
+@program()
+def j_metaclass_property(x):
+    return x * len(_UsesMeta.kind)
+
+
+class _Plugin:
+    registry = {}
+
+    def __init_subclass__(cls, /, name=None, **kw):
+        super().__init_subclass__(**kw)
+        _Plugin.registry[name or cls.__name__] = cls
+
+
+class _Alpha(_Plugin, name="alpha"):
+    scale = 2
+
+
+class _Beta(_Plugin):
+    scale = 3
+
+
+@program()
+def j_registry_lookup(x):
+    return x * _Plugin.registry["alpha"].scale + _Plugin.registry["_Beta"].scale, sorted(
+        _Plugin.registry
+    )
+
+
+def _register(cls):
+    cls.registered = True
+    return cls
+
+
+@_register
+class _Deco:
+    pass
+
+
+@program()
+def j_class_decorator_attr(x):
+    return x + _Deco.registered
+
+
+@program()
+def j_type_self_method(x):
+    class K:
+        def name(self):
+            return type(self).__name__ + self.__class__.__qualname__
+
+        @classmethod
+        def mro_names(cls):
+            return [c.__name__ for c in cls.__mro__]
+
+    return x + 1, K().name(), K.mro_names()
+
+
+class _P1:
+    @classmethod
+    def build(cls, v):
+        return cls.scale * v
+
+    scale = 1
+
+
+class _P2(_P1):
+    scale = 2
+
+    @classmethod
+    def build(cls, v):
+        return super().build(v) + super().build(v)
+
+
+class _P3(_P2):
+    scale = 3
+
+
+@program()
+def j_super_classmethod_chain(x):
+    return _P3.build(x), _P2.build(x)
+
+
+class _S1:
+    @staticmethod
+    def f(v):
+        return v + 1
+
+
+class _S2(_S1):
+    @staticmethod
+    def f(v):
+        return super(_S2, _S2).f(v) * 2
+
+
+@program()
+def j_super_in_staticmethod_explicit(x):
+    return _S2.f(x)
+
+
+class _AbsProp(abc.ABC):
+    @property
+    @abc.abstractmethod
+    def size(self): ...
+    def total(self, x):
+        return x * self.size
+
+
+class _ConcProp(_AbsProp):
+    @property
+    def size(self):
+        return 4
+
+
+@program()
+def j_abstract_property(x):
+    return _ConcProp().total(x)
+
+
+@program()
+def j_namedtuple_subclass_method(x):
+    class Pt(collections.namedtuple("Pt", "a b")):
+        __slots__ = ()
+
+        def norm(self):
+            return math.hypot(self.a, self.b)
+
+    return x * Pt(3, 4).norm()
+
+
+@program()
+def j_dict_subclass_methods(x):
+    class Cfg(dict):
+        def scale(self):
+            return self.get("scale", 1)
+
+        def with_(self, **k):
+            c = Cfg(self)
+            c.update(k)
+            return c
+
+    c = Cfg(scale=2).with_(shift=1)
+    return x * c.scale() + c["shift"], sorted(c)
+
+
+@program()
+def j_str_subclass_plain_methods(x):
+    class Tag(str):
+        def parts(self):
+            return self.split(":")
+
+    t = Tag("a:b:c")
+    return x * len(t.parts()), t.upper(), t[0], t + "!"
+
+
+@program()
+def j_int_subclass_arith_result_type(x):
+    class N(int):
+        def half(self):
+            return self // 2
+
+    n = N(9)
+    return x * n.half(), type(n + 1).__name__, type(n.half()).__name__
+
+
+@program()
+def j_float_subclass_repr(x):
+    class F(float):
+        pass
+
+    return x * F(1.5), repr(F(1.5)), F(2.5) > 2
+
+
+class _MetaM(type):
+    def make(cls, v):
+        return cls(v)
+
+    def describe(cls):
+        return cls.__name__ + "!"
+
+    level = 3
+
+
+class _WithMetaM(metaclass=_MetaM):
+    def __init__(self, v):
+        self.v = v
+
+
+@program()
+def j_metaclass_method(x):
+    return x * _WithMetaM.make(2).v, _WithMetaM.describe(), _WithMetaM.level
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
