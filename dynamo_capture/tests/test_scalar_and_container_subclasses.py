@@ -245,3 +245,24 @@ def test_list_subclass_returned_keeps_its_attributes():
     assert type(scaled) is Scaled and scaled.scale == 2 and vars(scaled) == {"scale": 2}
     assert type(slotted) is SlottedItems and slotted.k == 2
     torch.testing.assert_close(scaled[0], x)
+
+
+def test_int_subclass_from_outside_is_guarded_on_type_and_value():
+    def fn(x, index):
+        return x * index.doubled() if isinstance(index, Index) else x * index
+
+    counter = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=counter)
+    x = torch.randn(3)
+    for index, graphs in ((Index(4), 1), (Index(4), 1), (Index(5), 2), (5, 3), (Index(5), 3)):
+        torch.testing.assert_close(compiled(x, index), fn(x, index))
+        assert counter.frame_count == graphs
+
+
+def test_int_subclass_kept_across_a_graph_break():
+    def fn(x):
+        index = Index(3)
+        print("break")
+        return x * index.doubled(), index
+
+    check_like_torch(fn, _one)

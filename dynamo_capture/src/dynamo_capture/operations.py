@@ -19,7 +19,7 @@ import torch
 from dynamo_capture import side_effects
 from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_ahead
 from dynamo_capture.output_graph import is_constant
-from dynamo_capture.scalar_subclasses import made_scalar
+from dynamo_capture.scalar_subclasses import constant_scalar
 from dynamo_capture.sources import item_source
 from dynamo_capture.sym_numbers import recomputed_from_values
 from dynamo_capture.tensor_extremes import (
@@ -159,7 +159,7 @@ def as_constant(value: Value) -> Any:
             return obj  # an annotation (a TypeVar, Callable[[T], Any], list[int]), immutable
         if isinstance(obj, BaseException) and value.source is None:
             return obj  # an exception made while capturing (`str(e)` in an except block)
-        if value.source is None and made_scalar(obj):
+        if constant_scalar(value):
             return obj  # Name("a"), a str subclass made while capturing (scalar_subclasses)
         raise NotConstant
     if isinstance(value, TupleValue):

@@ -16,6 +16,8 @@ constant while capturing (`as_constant`); a graph operation is given its plain v
 (`x * Idx(3)` records `x * 6`, as torch.compile does), and one leaving the frame is made
 again each call (`base.__new__(cls, value)`), never handed out as one shared object.
 Its attributes cannot be written (it would be a capture-time object written once).
+An int or float subclass instance from outside the frame (an argument, a local kept
+across a graph break) folds too, guarded on its type and on `obj.real` (its value).
 """
 
 from __future__ import annotations
@@ -28,7 +30,15 @@ from dynamo_capture.values import PythonValue, Value
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["BASE_NEWS", "construct_scalar", "made_scalar", "plain_value", "scalar_base"]
+__all__ = [
+    "BASE_NEWS",
+    "constant_scalar",
+    "construct_scalar",
+    "guarded_by_value",
+    "made_scalar",
+    "plain_value",
+    "scalar_base",
+]
 
 _BASES = (int, float, complex, str, bytes)
 # the class attributes that change nothing an instance's C operations do
@@ -59,6 +69,19 @@ def scalar_base(cls: type) -> type | None:
 def made_scalar(obj: Any) -> bool:
     """An instance of such a subclass with no attributes of its own."""
     return scalar_base(type(obj)) is not None and not getattr(obj, "__dict__", None)
+
+
+def guarded_by_value(obj: Any) -> bool:
+    """An instance of an int or float subclass from outside the frame: guarded on its type
+    and its value (`obj.real`, the plain number), it folds as one made in the frame."""
+    return scalar_base(type(obj)) in (int, float) and made_scalar(obj)
+
+
+def constant_scalar(value: Value) -> bool:
+    """Whether `value` stands for such an instance capture may fold on."""
+    if not isinstance(value, PythonValue) or not made_scalar(value.obj):
+        return False
+    return value.source is None or guarded_by_value(value.obj)
 
 
 def plain_value(obj: Any) -> Any:
