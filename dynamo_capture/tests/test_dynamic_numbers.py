@@ -228,3 +228,28 @@ def test_loop_with_a_symbolic_bound_specializes_and_recompiles(fn, reason, backe
     assert len(symint_inputs) == 1
     reason = compiled.why_failed({"x": torch.randn(9, 10)}, compiled.frame.globals)
     assert reason != "guards pass"
+
+
+# ----- text made from symbolic sizes ----------------------------------------------------
+@pytest.mark.parametrize(
+    "text_of",
+    [
+        lambda x: repr(x.shape),
+        lambda x: "{}-{}".format(*x.shape),
+        lambda x: "{n}".format(n=x.shape[0]),  # noqa: UP032 - the call under test
+        lambda x: "%d/%s" % (x.shape[0], x.shape),  # noqa: UP031 - the operator under test
+        lambda x: "{}".format(tuple(x.shape)),  # noqa: UP032 - the call under test
+        lambda x: x.shape.__repr__(),
+        lambda x: ascii(x.size()),
+    ],
+    ids=["repr", "format", "format_keyword", "percent", "format_tuple", "method", "ascii"],
+)
+def test_text_of_symbolic_sizes_names_their_values(text_of, backend):
+    """Text folded from a shape holding symbolic sizes is made from their values
+    (guarded), never naming the symbols ("torch.Size([s0, 4])")."""
+    compiled = dynamo_capture.optimize(lambda x: (x + 1, text_of(x)), backend=backend, dynamic=True)
+    for rows in (3, 5, 3):
+        x = torch.randn(rows, 4)
+        got = compiled(x)
+        torch.testing.assert_close(got[0], x + 1)
+        assert got[1] == text_of(x)

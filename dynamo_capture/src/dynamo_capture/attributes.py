@@ -16,6 +16,7 @@ import torch
 from dynamo_capture.errors import ContextSwitchCall, ExceptionRaised, Unsupported
 from dynamo_capture.numpy_arrays import NUMPY_TYPE_DESCRIPTIONS, is_ndarray, ndarray_attribute
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
+from dynamo_capture.scalar_subclasses import made_scalar
 from dynamo_capture.sources import (
     AttrSource,
     ModuleGlobalSource,
@@ -68,6 +69,7 @@ _CONTAINER_VALUES = (TupleValue, ListValue, DictValue, SetValue)
 _MODE_SWITCHES = ("__enter__", "__exit__")
 _IINFO_LIMITS = ("min", "max", "bits", "kind")
 _GRAD_MODE_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
+LRU_CACHE_WRAPPER = type(functools.lru_cache(None)(lambda: None))  # functools.cache's too
 
 
 def _trusted_module(obj: Any) -> bool:
@@ -121,6 +123,9 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
             return _class_attr(tx, value, value.cls, name)
     if isinstance(value, ListValue) and value.cls is collections.deque and name == "maxlen":
         return PythonValue(value.maxlen)
+    if isinstance(value, ListValue) and name in value.attrs:
+        if _user_data_descriptor(value.cls, name) is None:
+            return value.attrs[name]
     if (
         isinstance(value, ListValue | SetValue)
         and value.cls not in (list, set, frozenset)
@@ -165,6 +170,9 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
             return value.self_value
         if name == "__func__":
             return value.func
+        if name == "__doc__" or (name not in vars(types.MethodType) and name not in vars(object)):
+            # a bound method reads other attributes from its function (`__wrapped__`)
+            return get_attr(tx, value.func, name)
     raise Unsupported(f"attribute {name!r} of a {type(value).__name__}")
 
 
@@ -419,6 +427,10 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
     if isinstance(static, types.FunctionType):
         # with a source, the method's defaults and cells are guarded where it reads them
         return MethodValue(PythonValue(static, class_member_source(cls, name)), receiver)
+    if isinstance(static, LRU_CACHE_WRAPPER):
+        # a method wrapped by functools.lru_cache / cache: bound as its __get__ binds it
+        # (the call skips the cache and traces the method, as torch.compile does)
+        return MethodValue(PythonValue(static, class_member_source(cls, name)), receiver)
     if type(static) is functools.partialmethod:
         # NOTE: torch.compile fails inside partialmethod.__get__ and runs the frame
         # eagerly, the method's function compiled as a frame of its own; so does capture
@@ -485,6 +497,16 @@ def _is_data_descriptor(static: Any) -> bool:
     """Whether a class attribute wins over an instance attribute of its name."""
     kind = type(static)
     return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
+
+
+def _holds_attributes(target: Value) -> bool:
+    """An object made in the frame whose attributes capture keeps: a user object, a dict,
+    or an instance of a user list subclass."""
+    if target.source is not None:  # type: ignore[attr-defined]
+        return False
+    if isinstance(target, ListValue):
+        return target.cls not in (list, collections.deque)
+    return isinstance(target, ObjectValue | DictValue)
 
 
 def _can_hold(cls: type, name: str) -> bool:
@@ -557,6 +579,11 @@ def _torch_defines(cls: type, name: str) -> bool:
     return False
 
 
+def _in_class_dicts(cls: type, name: str) -> bool:
+    """Whether `name` is found in the class or its bases, not only on its metaclass."""
+    return any(name in vars(klass) for klass in cls.__mro__)
+
+
 def _guard_class_attribute(tx: Translator, cls: type, name: str, static: Any) -> None:
     """Guard what `cls.name` resolves to, where capture used it (a method, a constant).
 
@@ -566,6 +593,12 @@ def _guard_class_attribute(tx: Translator, cls: type, name: str, static: Any) ->
     """
     if _torch_defines(cls, name):
         return  # torch's own methods (nn.Module.named_modules, ...): fixed, not guarded
+    if isinstance(cls, type) and not _in_class_dicts(cls, name):
+        # found on the metaclass: read through the class, a function binds to it and a
+        # property runs (its result is guarded where it is read)
+        if isinstance(static, types.FunctionType):
+            tx.ctx.guards.class_attribute(cls, name, static, bound=True)
+        return
     if isinstance(static, classmethod):
         tx.ctx.guards.class_attribute(cls, name, static.__func__, bound=True)
     elif isinstance(static, staticmethod):
@@ -587,6 +620,8 @@ def _type_attr(tx: Translator, value: PythonValue, cls: type, name: str) -> Valu
         return MethodValue(PythonValue(static.__func__), value)
     if isinstance(static, staticmethod):
         return PythonValue(static.__func__)
+    if isinstance(static, types.FunctionType) and not _in_class_dicts(cls, name):
+        return MethodValue(PythonValue(static), value)  # a method of the metaclass
     attr = getattr(cls, name)
     if isinstance(attr, types.FunctionType | types.BuiltinFunctionType | type):
         return PythonValue(attr)
@@ -723,7 +758,7 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
         from dynamo_capture.lazy_iterators import check_side_effect
 
         check_side_effect(tx, f"the attribute write .{name}")
-    if isinstance(target, ObjectValue | DictValue) and target.source is None:
+    if _holds_attributes(target):
         setter = inspect.getattr_static(target.cls, "__setattr__", None)
         if isinstance(setter, types.FunctionType) and not raw:
             from dynamo_capture.calls import call
@@ -731,7 +766,7 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
             call(tx, PythonValue(setter), [target, PythonValue(name), value], {})
             return
         if not _set_through_descriptor(tx, target, target.cls, name, value):
-            if isinstance(target, ObjectValue) and not _can_hold(target.cls, name):
+            if isinstance(target, ObjectValue | ListValue) and not _can_hold(target.cls, name):
                 from dynamo_capture.errors import raised_by_python
 
                 message = f"{target.cls.__name__!r} object has no attribute {name!r}"
@@ -743,6 +778,8 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
 
         if set_function_attr(target, name, value):
             return
+    if isinstance(target, PythonValue) and target.source is None and made_scalar(target.obj):
+        raise Unsupported(f"setting {name!r} on a {type(target.obj).__name__} made in the frame")
     if isinstance(target, PythonValue) and _replayable_attribute(target.obj, name, value):
         cls = type(target.obj)
         setter = inspect.getattr_static(cls, "__setattr__", None)

@@ -57,7 +57,12 @@ from dynamo_capture.operations import (
 )
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
 from dynamo_capture.state import is_compiling, is_exporting
-from dynamo_capture.sym_numbers import SYM_FUNCTIONS, concrete_numbers, is_symbolic_number
+from dynamo_capture.sym_numbers import (
+    SYM_FUNCTIONS,
+    concrete_numbers,
+    is_symbolic_number,
+    recomputed_from_values,
+)
 from dynamo_capture.tensor_extremes import ChoiceValue, tensor_extreme
 from dynamo_capture.values import (
     BuiltinMethodValue,
@@ -111,12 +116,13 @@ def _fold(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
         raise Unsupported(f"{name}() on values known only when it runs") from None
     try:
         result = fn(*real_args, **real_kwargs)
+        where = f"{getattr(fn, '__name__', fn)}() of a symbolic number"
         if not isinstance(result, bool) and not is_symbolic_number(result):
             if any(is_symbolic_number(a) for a in (*real_args, *real_kwargs.values())):
                 # a plain result from a symbolic number (`str(n)`): from its guarded value
-                where = f"{getattr(fn, '__name__', fn)}() of a symbolic number"
                 result = fn(*concrete_numbers(real_args, where), **concrete_numbers(real_kwargs))
-        return PythonValue(result)
+        # text naming symbolic sizes inside an argument (`repr(x.shape)`): from their values
+        return PythonValue(recomputed_from_values(fn, real_args, real_kwargs, result, where))
     except (ValueError, TypeError, ArithmeticError, LookupError) as error:
         from dynamo_capture.errors import raised_by_python
 

@@ -17,6 +17,7 @@ a user class                                 a new ObjectValue, its __init__ inl
 
 from __future__ import annotations
 
+import abc
 import collections
 import contextlib
 import enum
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dynamo_capture.attributes import raw_attr, super_getattribute
+from dynamo_capture.attributes import LRU_CACHE_WRAPPER, raw_attr, super_getattribute
 from dynamo_capture.errors import NeedsEagerFrame, Unsupported, raised_by_python
 from dynamo_capture.made_modules import plain_constant, plainly_made_module
 from dynamo_capture.operations import (
@@ -50,6 +51,7 @@ from dynamo_capture.registry import (
     is_constant_result,
     substitute_for,
 )
+from dynamo_capture.scalar_subclasses import construct_scalar, scalar_base
 from dynamo_capture.sources import (
     AttrSource,
     CellContentsSource,
@@ -348,7 +350,7 @@ def _call_python(
         return call(tx, PythonValue(obj.__func__), [receiver, *args], kwargs)
     if isinstance(obj, functools.partial):
         return _call_real_partial(tx, fn, args, kwargs)
-    if isinstance(obj, _LRU_CACHE_WRAPPER) and callable(getattr(obj, "__wrapped__", None)):
+    if isinstance(obj, LRU_CACHE_WRAPPER) and callable(getattr(obj, "__wrapped__", None)):
         # NOTE: as torch.compile does, the cache is skipped and the wrapped function
         # traced: the graph computes what the function computes on these arguments
         source = AttrSource(fn.source, "__wrapped__") if fn.source is not None else None
@@ -393,9 +395,6 @@ def _own_getattribute(value: Value) -> bool:
     return isinstance(value, PythonValue) and isinstance(
         inspect.getattr_static(type(value.obj), "__getattribute__", None), types.FunctionType
     )
-
-
-_LRU_CACHE_WRAPPER = type(functools.lru_cache(None)(lambda: None))  # functools.cache's too
 
 
 def _inlined_for_callable_argument(obj: Any, args: list[Value], kwargs: dict[str, Value]) -> bool:
@@ -853,6 +852,18 @@ def construct(
         return TupleValue(sequence_items(tx, args[0]) if args else [], cls)
     if _plain_builtin_subclass(cls, list) and not kwargs and len(args) <= 1:
         return ListValue(sequence_items(tx, args[0]) if args else [], cls=cls)
+    if issubclass(cls, list) and type(cls) is type and cls.__new__ is list.__new__:
+        # type.__call__: list.__new__ makes an empty list, then the class's __init__ runs
+        instance_list = ListValue([], cls=cls)
+        init = cls.__init__
+        tx.ctx.guards.class_attribute(cls, "__init__", init)
+        if isinstance(init, types.FunctionType):
+            inline_function(tx, init, [instance_list, *args], kwargs, None)
+        else:
+            from dynamo_capture.methods import call_method
+
+            call_method(tx, instance_list, "__init__", list(args), kwargs)
+        return instance_list
     if (
         (_plain_builtin_subclass(cls, set) or _plain_builtin_subclass(cls, frozenset))
         and not kwargs
@@ -887,8 +898,17 @@ def construct(
             from dynamo_capture.errors import raised_by_python
 
             raise raised_by_python(error) from None
-    if type(cls) not in (type, __import__("abc").ABCMeta):
-        raise Unsupported(f"creating an instance of {cls.__name__}, whose metaclass is custom")
+    metaclass = type(cls)
+    if metaclass not in (type, abc.ABCMeta):
+        if metaclass.__call__ is not type.__call__:
+            raise Unsupported(
+                f"creating an instance of {cls.__name__}, whose metaclass defines __call__"
+            )
+        # a metaclass that only shapes the class (registries, properties): instances are
+        # made by type.__call__, as for any class
+        tx.ctx.guards.class_attribute(metaclass, "__call__", type.__call__)
+    if scalar_base(cls) is not None:
+        return construct_scalar(tx, cls_value, args, kwargs)
     if any(base.__module__ == "builtins" and base is not object for base in cls.__mro__):
         raise Unsupported(f"creating an instance of {cls.__name__} (a builtin subclass)")
     new = cls.__new__

@@ -81,6 +81,7 @@ from dynamo_capture.resume import (
     handed_on_only,
     lies_in_loop,
 )
+from dynamo_capture.scalar_subclasses import made_scalar, plain_value, scalar_base
 from dynamo_capture.sources import (
     AttrSource,
     ClosureSource,
@@ -1029,7 +1030,11 @@ class OutputPlan:
             listed = "[" + ", ".join(self.expr(item) for item in value.items) + "]"
             if value.cls is collections.deque:
                 return f"{self._constant(value.cls)}({listed}, {value.maxlen!r})"
-            return listed if value.cls is list else f"{self._constant(value.cls)}({listed})"
+            if value.cls is list:
+                return listed
+            # a user subclass: its own __init__ may take other arguments or add items
+            attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
+            return f"___list_new({self._constant(value.cls)}, {listed}, {{{attrs}}})"
         if isinstance(value, DictValue):
             inner = ", ".join(
                 f"{self._key_expr(key)}: {self.expr(item)}" for key, item in value.items.items()
@@ -1039,6 +1044,16 @@ class OutputPlan:
             if "default_factory" in value.attrs:
                 factory = self.expr(value.attrs["default_factory"])
                 return f"{self._constant(value.cls)}({factory}, {{{inner}}})"
+            own_init = isinstance(value.cls.__init__, types.FunctionType)
+            if (own_init or value.attrs) and value.cls.__new__ is dict.__new__:
+                # a subclass whose own __init__ ran while capturing (not run again), or
+                # an instance given attributes
+                attrs = ", ".join(
+                    f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items()
+                )
+                return f"___dict_new({self._constant(value.cls)}, {{{inner}}}, {{{attrs}}})"
+            if value.attrs:
+                raise Unsupported(f"returning a {value.cls.__name__} with attributes set")
             return f"{self._constant(value.cls)}({{{inner}}})"
         if isinstance(value, SetValue):
             if any(isinstance(item, IdentityKey) for item in value.items):
@@ -1296,6 +1311,10 @@ class OutputPlan:
                 )
                 return f"{self._constant(torch.Size)}(({sizes}))"
             raise Unsupported("returning a symbolic size from the compiled frame")
+        if value.source is None and made_scalar(obj):
+            # made again each call, as eager makes a new instance (its __new__ already ran)
+            new = self._constant(scalar_base(type(obj)).__new__)
+            return f"{new}({self._constant(type(obj))}, {self._constant(plain_value(obj))})"
         if obj is None or isinstance(obj, bool) or (type(obj) in (int, str)):
             return repr(obj)
         if type(obj) is float and obj == obj and obj not in (float("inf"), float("-inf")):
@@ -1397,6 +1416,34 @@ def _make_function(
 def _build_object(cls: type, attrs: dict[str, Any]) -> Any:
     instance = object.__new__(cls)
     instance.__dict__.update(attrs)
+    return instance
+
+
+def _list_subclass_new(cls: type, items: list[Any], attrs: dict[str, Any]) -> list[Any]:
+    """An instance of a list subclass holding `items` and attributes `attrs`, made without
+    running its __init__ (which ran while capturing: running it again could add or change
+    items)."""
+    instance = list.__new__(cls)
+    list.extend(instance, items)
+    for name, item in attrs.items():
+        object.__setattr__(instance, name, item)
+    return instance
+
+
+def _dict_subclass_new(cls: type, items: dict[Any, Any], attrs: dict[str, Any]) -> dict[Any, Any]:
+    """An instance of a dict (or OrderedDict) subclass holding `items` and attributes
+    `attrs`, made without running its own __init__ or __setitem__ (both ran while
+    capturing)."""
+    instance = dict.__new__(cls)
+    for name, item in attrs.items():
+        object.__setattr__(instance, name, item)
+    store = (
+        collections.OrderedDict.__setitem__
+        if isinstance(instance, collections.OrderedDict)
+        else dict.__setitem__
+    )
+    for key, item in items.items():
+        store(instance, key, item)
     return instance
 
 
@@ -1565,6 +1612,8 @@ def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEnt
         "___kept_context": kept_context,
         "___copy_module": copy.deepcopy,
         "___tuple_new": tuple.__new__,
+        "___list_new": _list_subclass_new,
+        "___dict_new": _dict_subclass_new,
         "___identity": _identity,
         "___keep": _keep,
         "___generator": _generator,

@@ -36,6 +36,7 @@ from dynamo_capture.operations import (
     sequence_items,
     truth,
 )
+from dynamo_capture.sym_numbers import recomputed_from_values
 from dynamo_capture.values import (
     ContextValue,
     DictValue,
@@ -101,6 +102,18 @@ def _list_extend(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, 
 
     for item in each_item(tx, args[0]):  # appended as made: a generator may read the list
         lst.items.append(item)
+    return _none()
+
+
+def _list_init(tx: Translator, lst: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """list.__init__(self, iterable=()): the items become those of the iterable (a list
+    subclass's own __init__ calling super().__init__(items))."""
+    _mutable(lst, "__init__")
+    if kwargs or len(args) > 1:
+        raise Unsupported("list.__init__ with other than one positional argument")
+    lst.items.clear()
+    if args:
+        _list_extend(tx, lst, args, kwargs)
     return _none()
 
 
@@ -229,6 +242,7 @@ def _builtin_reversed(
 
 LIST_METHODS: dict[str, Method] = {
     "__reversed__": _builtin_reversed,
+    "__init__": _list_init,
     "append": _list_append,
     "extend": _list_extend,
     "insert": _list_insert,
@@ -1064,7 +1078,17 @@ def _fold_method(
         if type(real).__module__ != "builtins":
             raise  # another object's method: capture fails, the frame runs eagerly
         raise raised_by_python(error) from None
-    return PythonValue(result)
+    # `"{}".format(n)` of a symbolic size: made again from its value (the text names it)
+    where = f"{type(real).__name__}.{name} of a symbolic number"
+    return PythonValue(
+        recomputed_from_values(
+            lambda receiver, *a, **k: getattr(receiver, name)(*a, **k),
+            (real, *real_args),
+            real_kwargs,
+            result,
+            where,
+        )
+    )
 
 
 def truth_of(tx: Translator, value: Value) -> bool:

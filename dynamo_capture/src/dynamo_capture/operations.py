@@ -19,7 +19,9 @@ import torch
 from dynamo_capture import side_effects
 from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_ahead
 from dynamo_capture.output_graph import is_constant
+from dynamo_capture.scalar_subclasses import constant_scalar
 from dynamo_capture.sources import item_source
+from dynamo_capture.sym_numbers import recomputed_from_values
 from dynamo_capture.tensor_extremes import (
     ChoiceValue,
     choice_operand,
@@ -141,6 +143,12 @@ def as_constant(value: Value) -> Any:
             return obj  # symbolic sizes compute on their own (recording guards)
         if isinstance(obj, list) and all(is_constant(item) for item in obj):
             return list(obj)
+        if (
+            value.source is None
+            and type(obj) is dict
+            and all(is_constant(k) and is_constant(v) for k, v in obj.items())
+        ):
+            return dict(obj)  # a folded result (`str.maketrans("ab", "xy")`)
         if isinstance(obj, set | frozenset) and all(is_constant(item) for item in obj):
             return obj
         if isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType):
@@ -151,6 +159,8 @@ def as_constant(value: Value) -> Any:
             return obj  # an annotation (a TypeVar, Callable[[T], Any], list[int]), immutable
         if isinstance(obj, BaseException) and value.source is None:
             return obj  # an exception made while capturing (`str(e)` in an except block)
+        if constant_scalar(value):
+            return obj  # Name("a"), a str subclass made while capturing (scalar_subclasses)
         raise NotConstant
     if isinstance(value, TupleValue):
         items = [as_constant(item) for item in value.items]
@@ -583,7 +593,9 @@ def _folded(tx: Translator, fn: Any, args: tuple[Any, ...]) -> PythonValue:
     result = fn(*args)
     if isinstance(result, _SYMBOLIC_NUMBERS) and tx.ctx.shape_env is not None:
         tx.ctx.sym_numbers.record(result, fn, args)
-    return PythonValue(result)
+    # `"%s" % (x.shape,)`: a text naming symbolic sizes is made again from their values
+    where = f"{getattr(fn, '__name__', fn)} of a symbolic number"
+    return PythonValue(recomputed_from_values(fn, args, {}, result, where))
 
 
 def _sequence_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value | None:

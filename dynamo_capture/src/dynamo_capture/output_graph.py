@@ -32,6 +32,7 @@ from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
 from dynamo_capture.lazy_iterators import ReversedMappingIterator
 from dynamo_capture.resume import STACK_LOCAL
+from dynamo_capture.scalar_subclasses import constant_scalar, guarded_by_value, plain_value
 from dynamo_capture.sources import (
     ArraySizesSource,
     AttrSource,
@@ -426,7 +427,10 @@ class CaptureContext:
             guards.length_check(source, obj)
             items = [self.wrap(item, _item_source(source, obj, i)) for i, item in enumerate(obj)]
             return TupleValue(items, cls=type(obj), source=source)
-        if _holds_enum(obj):
+        if guarded_by_value(obj):
+            guards.type_match(source, obj)  # an int subclass instance: folded on its value
+            guards.equals_match(AttrSource(source, "real"), obj.real)
+        elif _holds_enum(obj):
             guards.id_match(source, obj)  # enum members are singletons: guard identity
         elif is_constant(obj) or isinstance(obj, torch.Size):
             guards.equals_match(source, obj)
@@ -1037,6 +1041,8 @@ def _python_arg(value: Value, inner: Callable[[Value], Any]) -> Any:
             return value.obj
         if is_graph_callable(value.obj):
             return value.obj
+        if constant_scalar(value):
+            return plain_value(value.obj)  # an int subclass instance: its int
         raise Unsupported(f"cannot pass a {type(value.obj).__name__} to a graph operation")
     if isinstance(value, TupleValue):
         items = tuple(inner(item) for item in value.items)

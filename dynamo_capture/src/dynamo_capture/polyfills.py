@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.operations import NotConstant, as_constant, sequence_items
+from dynamo_capture.scalar_subclasses import BASE_NEWS
+from dynamo_capture.sym_numbers import recomputed_from_values
 from dynamo_capture.values import (
     ContextValue,
     IteratorValue,
@@ -456,6 +458,7 @@ def _generator_context(tx: Translator, args: list[Value], kwargs: dict[str, Valu
 
 _HANDLERS: dict[Any, Callable[[Translator, list[Value], dict[str, Value]], Value]] = {
     tuple.__new__: _tuple_new,
+    **BASE_NEWS,
     contextlib.nullcontext: _nullcontext,
     contextlib._GeneratorContextManager: _generator_context,
     collections.deque: _deque,
@@ -497,7 +500,9 @@ def call_polyfill(
             # here, that frame is capture's own, so the user's module is passed instead.
             real_kwargs[keyword] = tx.f_globals.get("__name__")
         try:
-            return PythonValue(obj(*real_args, **real_kwargs))
+            result = obj(*real_args, **real_kwargs)
+            where = f"{getattr(obj, '__name__', obj)}() of a symbolic number"
+            return PythonValue(recomputed_from_values(obj, real_args, real_kwargs, result, where))
         except Exception as error:
             name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
             raise Unsupported(f"{name}() raised {type(error).__name__}: {error}") from error

@@ -33,7 +33,15 @@ import torch.fx
 from dynamo_capture.sym_sizes import SymbolNode, emit_size
 from guards import ShapeEnv, artifact_enabled, artifact_logger
 
-__all__ = ["SYM_FUNCTIONS", "SymNumbers", "SymRecipe", "concrete_numbers", "is_symbolic_number"]
+__all__ = [
+    "SYM_FUNCTIONS",
+    "SymNumbers",
+    "SymRecipe",
+    "concrete_numbers",
+    "holds_symbolic_number",
+    "is_symbolic_number",
+    "recomputed_from_values",
+]
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -80,7 +88,42 @@ def concrete_numbers(values: Any, where: str = "") -> Any:
         return type(values)(concrete_numbers(item, where) for item in values)
     if isinstance(values, dict):
         return {key: concrete_numbers(item, where) for key, item in values.items()}
+    if isinstance(values, slice):
+        return slice(*concrete_numbers((values.start, values.stop, values.step), where))
     return values
+
+
+def recomputed_from_values(
+    fn: Callable[..., Any], args: Any, kwargs: dict[str, Any], result: Any, where: str
+) -> Any:
+    """`result` of fn(*args, **kwargs), computed again from the guarded values of the
+    symbolic numbers among the arguments when it is text: made from them
+    (`"{}".format(n)`, `repr(x.shape)`), it would name them ("s0")."""
+    if not _holds_text(result) or not holds_symbolic_number((args, kwargs)):
+        return result
+    return fn(*concrete_numbers(args, where), **concrete_numbers(kwargs, where))
+
+
+def _holds_text(value: Any) -> bool:
+    if isinstance(value, str | bytes):
+        return True
+    if isinstance(value, tuple | list):
+        return any(_holds_text(item) for item in value)
+    return False
+
+
+def holds_symbolic_number(values: Any) -> bool:
+    """Whether a symbolic number (not a constant) is `values` or hides in its tuples,
+    lists, dicts and slices (`torch.Size([s0, 4])`)."""
+    if is_symbolic_number(values):
+        return True
+    if isinstance(values, tuple | list):
+        return any(holds_symbolic_number(item) for item in values)
+    if isinstance(values, dict):
+        return any(holds_symbolic_number(item) for item in values.values())
+    if isinstance(values, slice):
+        return holds_symbolic_number((values.start, values.stop, values.step))
+    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,6 +135,7 @@ class ListValue(Value):
     source: Source | None = None
     cls: type = list
     maxlen: int | None = None  # a collections.deque's bound
+    attrs: dict[str, Value] = field(default_factory=dict)  # a user subclass instance's own
 
 
 @dataclass(eq=False, slots=True)
