@@ -113,3 +113,40 @@ def test_write_into_an_input_after_the_call_raises_where_eager_backward_reads_it
         else:
             outs[which].sum().backward()
             torch.testing.assert_close(x.grad, torch.full((4,), 2.0))
+
+
+# Outputs, one of which the forward saves (exp saves its result), written in place by
+# the caller after the call: eager raises only for a backward reaching the node saving
+# it. (name: (fn, how the caller writes the saved output, which output is written))
+WRITTEN_SAVED_OUTPUTS = {
+    "exp_beside_scale": (lambda x: (x.exp(), x * 3), 0),
+    "exp_of_a_view_beside_scale": (lambda x: (x.exp().t(), x * 3), 0),
+    "scale_beside_tanh": (lambda x: (x * 3, x.tanh()), 1),
+    "sigmoid_beside_sum": (lambda x: (x.sigmoid(), x.sum(0)), 0),
+}
+
+
+@pytest.mark.parametrize("loss_of", [0, 1, "both"])
+@pytest.mark.parametrize("case", sorted(WRITTEN_SAVED_OUTPUTS))
+def test_write_into_a_saved_output_raises_only_where_its_backward_runs(case, loss_of):
+    fn, written = WRITTEN_SAVED_OUTPUTS[case]
+    compiled = aot_function(fn, lambda gm, _: gm)
+
+    def run(f):
+        x = torch.linspace(-1, 1, 6).reshape(2, 3).requires_grad_()
+        outs = f(x)
+        with torch.no_grad():
+            outs[written].mul_(2)
+        taken = outs if loss_of == "both" else [outs[loss_of]]
+        try:
+            sum(o.sum() for o in taken).backward()
+        except RuntimeError as error:
+            return error
+        return x.grad
+
+    expected, actual = run(fn), run(compiled)
+    if isinstance(expected, RuntimeError):
+        assert isinstance(actual, RuntimeError), actual
+        assert "modified by an inplace operation" in str(actual)
+    else:
+        torch.testing.assert_close(actual, expected)

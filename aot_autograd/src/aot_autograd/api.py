@@ -481,7 +481,7 @@ class AotCallable:
         dependencies = tangent_dependencies(backward)
         mark_input_mutations(forward, program)
         mark_saved_outputs(forward, program.num_forward_outputs)
-        saves_inputs = _saves_inputs(forward, program.num_forward_outputs)
+        saves_aliases = _saves_inputs_or_outputs(forward, program.num_forward_outputs)
         compiled_forward = config.fw_compiler(forward, _placeholder_values(forward))
         # the backward against the layouts the compiled forward saves (see saved_layouts)
         restrided = with_saved_strides(
@@ -497,7 +497,7 @@ class AotCallable:
         saved_strides = tuple(saved_strides_of(backward))
         specialize = _specializer(backward, bw_compiler)
         saved_reads = None
-        if saves_inputs:  # (a copy now: the backward's compiler may change the graph)
+        if saves_aliases:  # (a copy now: the backward's compiler may change the graph)
             copied = _graph_copy(backward)
             saved_reads = _saved_reader(lambda: copied)
         if store is not None:
@@ -581,12 +581,26 @@ def _graph_copy(gm: fx.GraphModule) -> fx.GraphModule:
     return fx.GraphModule(gm, graph)
 
 
-def _saves_inputs(forward: fx.GraphModule, num_forward_outputs: int) -> bool:
-    """Whether the forward graph saves any of its inputs for the backward as they are."""
+def _saves_inputs_or_outputs(forward: fx.GraphModule, num_forward_outputs: int) -> bool:
+    """Whether the forward graph saves for the backward any of its inputs as they are,
+    or any of its outputs or a view (the caller may write into those after the call)."""
     output = next(n for n in reversed(forward.graph.nodes) if n.op == "output")
     results = output.args[0]
-    saved = results[num_forward_outputs:] if isinstance(results, (list, tuple)) else ()
-    return any(isinstance(n, fx.Node) and n.op == "placeholder" for n in saved)
+    if not isinstance(results, (list, tuple)):
+        return False
+    outputs = {n for n in results[:num_forward_outputs] if isinstance(n, fx.Node)}
+    return any(
+        isinstance(n, fx.Node) and (n.op == "placeholder" or n in outputs or _is_view(n))
+        for n in results[num_forward_outputs:]
+    )
+
+
+def _is_view(node: fx.Node) -> bool:
+    """Whether `node` is an ATen view op's result (it may alias an output)."""
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and any(
+        r.alias_info is not None and not r.alias_info.is_write for r in schema.returns
+    )
 
 
 def _retraced_specializer(

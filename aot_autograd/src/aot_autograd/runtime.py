@@ -246,6 +246,7 @@ class _SavedLayout:
         "zeros_specs",
         "restrided",
         "saved_inputs",
+        "saved_outputs",
     )
 
     def __init__(
@@ -287,6 +288,22 @@ class _SavedLayout:
             for i, value in enumerate(saved)
             if isinstance(value, torch.Tensor) and id(value) in inputs and i not in restrided
         )
+        # ... and saved values that are outputs, or views of one: (saved position, output
+        # position); the caller may write into those after the call (see training_function).
+        roots = {
+            id(_alias_root(o)): j for j, o in enumerate(outputs) if isinstance(o, torch.Tensor)
+        }
+        held = {i for i, _ in self.saved_inputs} | restrided
+        self.saved_outputs = tuple(
+            (i, roots[id(_alias_root(value))])
+            for i, value in enumerate(saved)
+            if isinstance(value, torch.Tensor) and id(_alias_root(value)) in roots and i not in held
+        )
+
+
+def _alias_root(t: torch.Tensor) -> torch.Tensor:
+    """The tensor `t` views (itself where not a view): views share its version counter."""
+    return t if t._base is None else t._base
 
 
 def _saved_hooks_active() -> bool:
@@ -296,11 +313,20 @@ def _saved_hooks_active() -> bool:
     return top is None or top(False) is not None
 
 
-def _saved_inputs(positions: tuple, saved: Sequence, args: Sequence) -> frozenset[int]:
-    """The saved positions holding this call's inputs themselves (see `_SavedLayout`)."""
-    if not positions or _saved_hooks_active():
-        return frozenset()
-    return frozenset(i for i, j in positions if saved[i] is args[j])
+def _held_apart(
+    layout: _SavedLayout, saved: Sequence, args: Sequence, outputs: Sequence
+) -> dict[int, torch.Tensor]:
+    """Saved position -> the tensor held for it apart from autograd's saved tensors: this
+    call's inputs themselves, and outputs (or views of one) detached (an alias sharing
+    the version counter, holding no reference to the autograd node); see `_SavedLayout`."""
+    if not (layout.saved_inputs or layout.saved_outputs) or _saved_hooks_active():
+        return {}
+    held = {i: saved[i] for i, j in layout.saved_inputs if saved[i] is args[j]}
+    for i, j in layout.saved_outputs:
+        value = saved[i]
+        if _alias_root(value) is _alias_root(outputs[j]):
+            held[i] = value.detach()
+    return held
 
 
 def _check_saved_inputs(
@@ -339,8 +365,8 @@ def _modified_since_error(tensor: torch.Tensor, version: int) -> RuntimeError:
         "one of the variables needed for gradient computation has been modified "
         f"by an inplace operation: [{tensor.type()} [{shape}]] is at version "
         f"{tensor._version}; expected version {version} instead. Hint: the "
-        "compiled backward reads this input of the compiled region, written in "
-        "place after the region ran; write into a clone instead."
+        "compiled backward reads this input or output of the compiled region, written "
+        "in place after the region ran; write into a clone instead."
     )
 
 
@@ -469,10 +495,11 @@ def training_function(
     Without it (or where it returns None) the full backward runs on zeros.
     `backward` may be a `DeferredBackward`, compiled at the first call that runs it.
 
-    Saved values that are the call's own inputs are kept apart from autograd's saved
-    tensors, with their versions: eager refuses a backward only where a node reading a
-    tensor written since runs, so a write after the call into an input only an unused
-    output's backward reads is no error. `saved_reads(None tangents' numbers)` (see
+    Saved values that are the call's own inputs, or its outputs (or views of one), are
+    kept apart from autograd's saved tensors, with their versions: eager refuses a
+    backward only where a node reading a tensor written since runs, so a write after the
+    call into an input or output only an unused output's backward reads is no error
+    (one autograd node serves all the outputs here, where eager has one per op). `saved_reads(None tangents' numbers)` (see
     `saved_values_read`) says which saved values the backward reads; without it, all.
     The inputs eager's own backward reads saved are checked so too, per tangent given
     (`saved_input_readers`), whatever the partitioner saved in their place.
@@ -541,21 +568,21 @@ def training_function(
                 saved = list(saved)
                 for i, stride in layout.restrided:
                     saved[i] = _in_strides(saved[i], stride)
-            apart = _saved_inputs(layout.saved_inputs, saved, args)
+            apart = _held_apart(layout, saved, args, outputs)
             if layout.all_tensors and not apart:
                 ctx.save_for_backward(*saved)
             elif not apart:
                 ctx.save_for_backward(*(saved[i] for i in layout.tensor_positions))
                 ctx.saved_others = [None if isinstance(s, torch.Tensor) else s for s in saved]
-            else:  # the inputs among them held apart, with their versions now
+            else:  # the inputs and outputs among them held apart, with their versions now
                 ctx.save_for_backward(
                     *(saved[i] for i in layout.tensor_positions if i not in apart)
                 )
                 ctx.saved_others = [
-                    s if i in apart or not isinstance(s, torch.Tensor) else None
+                    apart.get(i, s) if i in apart or not isinstance(s, torch.Tensor) else None
                     for i, s in enumerate(saved)
                 ]
-                ctx.saved_versions = tuple((i, saved[i]._version) for i in apart)
+                ctx.saved_versions = tuple((i, t._version) for i, t in apart.items())
             if input_readers and not _saved_hooks_active():
                 ctx.input_versions = tuple(
                     (args[i], args[i]._version, readers) for i, readers in input_readers

@@ -173,6 +173,36 @@ def test_write_into_an_input_only_another_outputs_backward_reads(backend, case):
     torch.testing.assert_close(_loss_of(ember.compile(fn, backend=backend), which), expected)
 
 
+def _exp_and_scale_then_write_exp(x):
+    """exp saves its result, written in place after a graph break; only the scale's
+    output reaches the loss when `which` is 1."""
+    v2 = torch.exp(x)
+    v5 = x * -1.5
+    if (v2 > 0).any():
+        v2.abs_()
+    return v2, v5
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("which", [0, 1])
+def test_write_after_graph_break_into_a_saved_output_raises_only_where_eager_reads_it(
+    backend, which
+):
+    def run(f):
+        x = torch.linspace(-1, 1, 6).reshape(2, 3).requires_grad_()
+        f(x)[which].sum().backward()
+        return x.grad
+
+    compiled = ember.compile(_exp_and_scale_then_write_exp, backend=backend)
+    if which == 0:
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            run(_exp_and_scale_then_write_exp)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            run(compiled)
+    else:
+        torch.testing.assert_close(run(compiled), run(_exp_and_scale_then_write_exp))
+
+
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_parameter_written_after_the_forward_raises_as_eager(backend):
     """The second linear's backward reads its weight (for the first's output grad); the
