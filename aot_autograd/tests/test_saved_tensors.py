@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aot_autograd import aot_function
+from aot_autograd import aot_function, default_partition, min_cut_rematerialization_partition
 
 
 def _divide_then_mutate(mutate):
@@ -123,14 +123,16 @@ WRITTEN_SAVED_OUTPUTS = {
     "exp_of_a_view_beside_scale": (lambda x: (x.exp().t(), x * 3), 0),
     "scale_beside_tanh": (lambda x: (x * 3, x.tanh()), 1),
     "sigmoid_beside_sum": (lambda x: (x.sigmoid(), x.sum(0)), 0),
+    "tanh_beside_sin": (lambda x: (x.tanh(), x.sin()), 0),
 }
 
 
+@pytest.mark.parametrize("partition", [default_partition, min_cut_rematerialization_partition])
 @pytest.mark.parametrize("loss_of", [0, 1, "both"])
 @pytest.mark.parametrize("case", sorted(WRITTEN_SAVED_OUTPUTS))
-def test_write_into_a_saved_output_raises_only_where_its_backward_runs(case, loss_of):
+def test_write_into_a_saved_output_raises_only_where_its_backward_runs(case, loss_of, partition):
     fn, written = WRITTEN_SAVED_OUTPUTS[case]
-    compiled = aot_function(fn, lambda gm, _: gm)
+    compiled = aot_function(fn, lambda gm, _: gm, partition_fn=partition)
 
     def run(f):
         x = torch.linspace(-1, 1, 6).reshape(2, 3).requires_grad_()

@@ -34,11 +34,17 @@ from torch.utils._python_dispatch import _disable_current_modes
 from aot_autograd.backward_formulas import autograd_nodes
 
 __all__ = [
+    "EAGER_SAVED",
     "SavedTensors",
     "StaleSavedTensorError",
     "inputs_read_by_backward",
     "stale_saved_tensor_errors",
 ]
+
+
+# Node meta flag: a value eager's backward reads saved (a partitioner saves it, rather
+# than recomputing it from inputs the caller may write into since).
+EAGER_SAVED = "eager_saved"
 
 
 class StaleSavedTensorError(RuntimeError):
@@ -83,6 +89,8 @@ class SavedTensors:
     def unpack(self, entry: _Saved) -> torch.Tensor:
         if self.reads is not None and entry.input_index is not None:
             self.reads.append((entry.input_index, torch._C._current_autograd_node()))
+        if self.reads is not None and entry.node is not None and not entry.stale():
+            entry.node.meta[EAGER_SAVED] = True
         if not entry.stale():
             return entry.tensor
         if self.raising or entry.node is None:
