@@ -713,8 +713,25 @@ def _view_without_grad(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.
     if dtype != base.dtype or spec.conj != base.is_conj() or spec.neg != base.is_neg():
         return _view(base, geometry, spec)
     start = base.storage_offset() * base.element_size() + offset_bytes
+    if spec.written_since_made:
+        return _view_made_before_a_write(base, size, stride, start // base.element_size())
     with torch.no_grad():
         return base.as_strided(size, stride, start // base.element_size())
+
+
+def _view_made_before_a_write(base: torch.Tensor, size: Any, stride: Any, offset: Any) -> Any:
+    """A no_grad view of `base` that autograd sees as made before a write into `base`,
+    as eager's was (the write is in the graph): it refuses use in grad mode with eager's
+    error. Made while `base`'s version reads one more, then put back: the version of
+    `base` (which saved tensors compare) is unchanged."""
+    version = base._version
+    set_version = torch._C._autograd._unsafe_set_version_counter
+    set_version((base,), (version + 1,))
+    try:
+        with torch.no_grad():
+            return base.as_strided(size, stride, offset)
+    finally:
+        set_version((base,), (version,))
 
 
 def _dtype_view(base: torch.Tensor, size: Any, stride: Any, start: int, dtype: Any) -> Any:
