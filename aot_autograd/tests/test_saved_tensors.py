@@ -152,3 +152,25 @@ def test_write_into_a_saved_output_raises_only_where_its_backward_runs(case, los
         assert "modified by an inplace operation" in str(actual)
     else:
         torch.testing.assert_close(actual, expected)
+
+
+def test_compiled_function_called_inside_disable_saved_tensors_hooks_runs_as_eager():
+    """Eager refuses only pushing saved-tensor hooks there; the trace's own hooks are not
+    the caller's, and the disabling holds again after the call."""
+
+    def fn(x):
+        return x.exp().sin(), x * 2
+
+    compiled = aot_function(fn, lambda gm, _: gm)
+    grads = []
+    for f in (fn, compiled):
+        x = torch.linspace(-1, 1, 6, requires_grad=True)
+        with torch.autograd.graph.disable_saved_tensors_hooks("hooks are off here"):
+            a, b = f(x)
+            (a.sum() + b.sum()).backward()
+            with pytest.raises(RuntimeError, match="hooks are off here"):
+                with torch.autograd.graph.save_on_cpu():
+                    pass
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[1], grads[0])
+    assert torch._C._autograd._saved_tensors_hooks_is_enabled()

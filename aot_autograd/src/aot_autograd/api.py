@@ -742,10 +742,38 @@ def _lifted(module: nn.Module, call: Callable) -> tuple[Callable, list[torch.Ten
     return flat_fn, tensors, slots
 
 
+_SAVED_HOOKS_SWITCHES = (
+    torch._C._autograd._saved_tensors_hooks_disable,
+    torch._C._autograd._saved_tensors_hooks_enable,
+)
+
+
+def _drop_saved_hooks_blocks(gm: fx.GraphModule) -> bool:
+    """Drop the graph's `disable_saved_tensors_hooks` blocks (a disable, then an enable,
+    not nested): they refuse only pushing saved-tensor hooks, which no op of a graph does,
+    while the trace runs under hooks of its own (torch refuses a disable then). Mutates
+    `gm`; whether it dropped any. Other orders (a disable left open) stay, and fail."""
+    disable, enable = _SAVED_HOOKS_SWITCHES
+    switches = [
+        n for n in gm.graph.nodes if n.op == "call_function" and n.target in (disable, enable)
+    ]
+    order = [n.target for n in switches]
+    if not switches or order != [disable, enable] * (len(order) // 2) or len(order) % 2:
+        return False
+    if any(n.users for n in switches):
+        return False
+    for node in switches:
+        gm.graph.erase_node(node)
+    gm.recompile()
+    return True
+
+
 def _rewritten(gm: fx.GraphModule) -> Callable:
     """What the traced program runs for `gm`: where a rewrite before tracing applies
     (dropouts that drop nothing return their input, CUDA attention masks made dense),
     the rewritten code of a copy of its graph, run on `gm`'s own attributes; else `gm`.
+    (A `disable_saved_tensors_hooks` block in the graph is dropped: see
+    `_drop_saved_hooks_blocks`.)
 
     NOTE: `gm` is left as its caller gave it. Capture keeps that graph as its record for
     later processes, and the warm-start cache keyed its entry by that graph's code: a
@@ -755,7 +783,10 @@ def _rewritten(gm: fx.GraphModule) -> Callable:
     has none of, are not run).
     """
     nodes = gm.graph.nodes
-    if not any(identity_source(n) is not None or needs_dense_mask(n) for n in nodes):
+    if not any(
+        identity_source(n) is not None or needs_dense_mask(n) or n.target in _SAVED_HOOKS_SWITCHES
+        for n in nodes
+    ):
         return gm
     private = fx.GraphModule(gm, copy.deepcopy(gm.graph), class_name=type(gm).__name__)
     dropouts = identity_dropouts(private)
@@ -764,7 +795,8 @@ def _rewritten(gm: fx.GraphModule) -> Callable:
         guards.artifact_logger("perf_hints").info(
             "attention masks with a broadcast last dim made contiguous for fused attention"
         )
-    if not dropouts and not masks:
+    switches = _drop_saved_hooks_blocks(private)
+    if not dropouts and not masks and not switches:
         return gm
     return functools.partial(type(private).forward, gm)
 

@@ -63,6 +63,38 @@ class _Saved:
         return self.tensor._version != self.version
 
 
+class _TraceHooks:
+    """`saved_tensors_hooks(pack, unpack)`, pushed inside `disable_saved_tensors_hooks`
+    too: they are the trace's own, not the user's (whose code eager runs there); the
+    disabling is put back once they are popped (torch refuses it while hooks are on)."""
+
+    def __init__(self, pack: Any, unpack: Any) -> None:
+        self.hooks = torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+        self.messages: list[str | None] = []
+
+    def __enter__(self) -> None:
+        message = torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
+        if message is not None:
+            torch._C._autograd._saved_tensors_hooks_enable()
+        self.messages.append(message)
+        try:
+            self.hooks.__enter__()
+        except BaseException:
+            self._restore()
+            raise
+
+    def __exit__(self, *exc_info: Any) -> None:
+        try:
+            self.hooks.__exit__(*exc_info)
+        finally:
+            self._restore()
+
+    def _restore(self) -> None:
+        message = self.messages.pop()
+        if message is not None:
+            torch._C._autograd._saved_tensors_hooks_disable(message)
+
+
 class SavedTensors:
     """Saved-tensor hooks of a trace; see the module docstring."""
 
@@ -72,7 +104,7 @@ class SavedTensors:
         self.raising = False
         # (input index, autograd node) per unpack of a saved input, while `reads` is a list
         self.reads: list[tuple[int, Any]] | None = None
-        self.hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+        self.hooks = _TraceHooks(self.pack, self.unpack)
 
     def pack(self, t: torch.Tensor) -> _Saved:
         record = self.recorder.records.get(id(t))

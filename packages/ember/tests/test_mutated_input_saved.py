@@ -293,3 +293,29 @@ def test_returned_no_grad_view_written_in_place_refuses_grad_mode_use_as_eager(b
     actual = run(ember.compile(fn, backend=backend))
     for want, got in zip(expected, actual):
         torch.testing.assert_close(got, want)
+
+
+def _disabled_saved_hooks_around_breaks(x):
+    y = x.cos()
+    with torch.autograd.graph.disable_saved_tensors_hooks("hooks are off here"):
+        y = y * 2
+        z = torch.tensor(y.tolist())  # a graph break
+        y = y.exp() + z
+        print("a graph break")
+        y = y * 3
+    return y.sin()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_disable_saved_tensors_hooks_block_in_the_frame_runs_as_eager(backend, capsys):
+    def run(f):
+        x = torch.linspace(-1, 1, 6, requires_grad=True)
+        out = f(x)
+        out.sum().backward()
+        return out, x.grad
+
+    expected = run(_disabled_saved_hooks_around_breaks)
+    actual = run(ember.compile(_disabled_saved_hooks_around_breaks, backend=backend))
+    for want, got in zip(expected, actual):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)  # (sin of exp, fused)
+    assert torch._C._autograd._saved_tensors_hooks_is_enabled()
