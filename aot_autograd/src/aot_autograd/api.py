@@ -749,18 +749,16 @@ _SAVED_HOOKS_SWITCHES = (
 
 
 def _drop_saved_hooks_blocks(gm: fx.GraphModule) -> bool:
-    """Drop the graph's `disable_saved_tensors_hooks` blocks (a disable, then an enable,
-    not nested): they refuse only pushing saved-tensor hooks, which no op of a graph does,
-    while the trace runs under hooks of its own (torch refuses a disable then). Mutates
-    `gm`; whether it dropped any. Other orders (a disable left open) stay, and fail."""
+    """Drop the graph's `disable_saved_tensors_hooks` blocks where the graph ends with
+    them left (its last switch an enable): they refuse only pushing saved-tensor hooks,
+    which no op of a graph does, while the trace runs under hooks of its own (torch
+    refuses a disable then). Mutates `gm`; whether it dropped any. A graph leaving the
+    hooks disabled keeps its switches (and fails while traced)."""
     disable, enable = _SAVED_HOOKS_SWITCHES
     switches = [
         n for n in gm.graph.nodes if n.op == "call_function" and n.target in (disable, enable)
     ]
-    order = [n.target for n in switches]
-    if not switches or order != [disable, enable] * (len(order) // 2) or len(order) % 2:
-        return False
-    if any(n.users for n in switches):
+    if not switches or switches[-1].target is not enable or any(n.users for n in switches):
         return False
     for node in switches:
         gm.graph.erase_node(node)

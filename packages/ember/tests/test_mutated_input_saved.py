@@ -306,16 +306,29 @@ def _disabled_saved_hooks_around_breaks(x):
     return y.sin()
 
 
+def _nested_disabled_saved_hooks_around_a_break(x):
+    y = x.cos()
+    with torch.autograd.graph.disable_saved_tensors_hooks("outer"):
+        y = y * 2
+        with torch.autograd.graph.disable_saved_tensors_hooks("inner"):
+            print("a graph break")
+            y = y.exp()
+    return y.sin()
+
+
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_disable_saved_tensors_hooks_block_in_the_frame_runs_as_eager(backend, capsys):
+@pytest.mark.parametrize(
+    "fn", [_disabled_saved_hooks_around_breaks, _nested_disabled_saved_hooks_around_a_break]
+)
+def test_disable_saved_tensors_hooks_block_in_the_frame_runs_as_eager(fn, backend, capsys):
     def run(f):
         x = torch.linspace(-1, 1, 6, requires_grad=True)
         out = f(x)
         out.sum().backward()
         return out, x.grad
 
-    expected = run(_disabled_saved_hooks_around_breaks)
-    actual = run(ember.compile(_disabled_saved_hooks_around_breaks, backend=backend))
+    expected = run(fn)
+    actual = run(ember.compile(fn, backend=backend))
     for want, got in zip(expected, actual):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)  # (sin of exp, fused)
     assert torch._C._autograd._saved_tensors_hooks_is_enabled()
