@@ -847,15 +847,23 @@ def _rebuild(program: TracedProgram) -> Callable[[Sequence], Any]:
 
 
 class _MissingDerivative(torch.autograd.Function):
-    """An output requiring grad whose backward raises `message` (as eager's would)."""
+    """An output requiring grad whose backward raises `message` (as eager's would).
+
+    Reached with no gradient (autograd gives None: a compiled graph taking this output
+    and others among its inputs, whose backward gives it none for the tangents present)
+    it gives none on, without raising: eager's nodes, one an op, would not reach it.
+    """
 
     @staticmethod
     def forward(ctx: Any, message: str, value: torch.Tensor, *inputs: Any) -> torch.Tensor:
         ctx.message = message
+        ctx.set_materialize_grads(False)
         return value.detach()
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> tuple:
+        if all(g is None for g in grads):
+            return (None,) * len(ctx.needs_input_grad)
         raise RuntimeError(ctx.message)
 
 
