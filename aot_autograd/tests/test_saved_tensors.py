@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aot_autograd import aot_function
+from aot_autograd import aot_function, default_partition, min_cut_rematerialization_partition
 
 
 def _divide_then_mutate(mutate):
@@ -113,3 +113,64 @@ def test_write_into_an_input_after_the_call_raises_where_eager_backward_reads_it
         else:
             outs[which].sum().backward()
             torch.testing.assert_close(x.grad, torch.full((4,), 2.0))
+
+
+# Outputs, one of which the forward saves (exp saves its result), written in place by
+# the caller after the call: eager raises only for a backward reaching the node saving
+# it. (name: (fn, how the caller writes the saved output, which output is written))
+WRITTEN_SAVED_OUTPUTS = {
+    "exp_beside_scale": (lambda x: (x.exp(), x * 3), 0),
+    "exp_of_a_view_beside_scale": (lambda x: (x.exp().t(), x * 3), 0),
+    "scale_beside_tanh": (lambda x: (x * 3, x.tanh()), 1),
+    "sigmoid_beside_sum": (lambda x: (x.sigmoid(), x.sum(0)), 0),
+    "tanh_beside_sin": (lambda x: (x.tanh(), x.sin()), 0),
+}
+
+
+@pytest.mark.parametrize("partition", [default_partition, min_cut_rematerialization_partition])
+@pytest.mark.parametrize("loss_of", [0, 1, "both"])
+@pytest.mark.parametrize("case", sorted(WRITTEN_SAVED_OUTPUTS))
+def test_write_into_a_saved_output_raises_only_where_its_backward_runs(case, loss_of, partition):
+    fn, written = WRITTEN_SAVED_OUTPUTS[case]
+    compiled = aot_function(fn, lambda gm, _: gm, partition_fn=partition)
+
+    def run(f):
+        x = torch.linspace(-1, 1, 6).reshape(2, 3).requires_grad_()
+        outs = f(x)
+        with torch.no_grad():
+            outs[written].mul_(2)
+        taken = outs if loss_of == "both" else [outs[loss_of]]
+        try:
+            sum(o.sum() for o in taken).backward()
+        except RuntimeError as error:
+            return error
+        return x.grad
+
+    expected, actual = run(fn), run(compiled)
+    if isinstance(expected, RuntimeError):
+        assert isinstance(actual, RuntimeError), actual
+        assert "modified by an inplace operation" in str(actual)
+    else:
+        torch.testing.assert_close(actual, expected)
+
+
+def test_compiled_function_called_inside_disable_saved_tensors_hooks_runs_as_eager():
+    """Eager refuses only pushing saved-tensor hooks there; the trace's own hooks are not
+    the caller's, and the disabling holds again after the call."""
+
+    def fn(x):
+        return x.exp().sin(), x * 2
+
+    compiled = aot_function(fn, lambda gm, _: gm)
+    grads = []
+    for f in (fn, compiled):
+        x = torch.linspace(-1, 1, 6, requires_grad=True)
+        with torch.autograd.graph.disable_saved_tensors_hooks("hooks are off here"):
+            a, b = f(x)
+            (a.sum() + b.sum()).backward()
+            with pytest.raises(RuntimeError, match="hooks are off here"):
+                with torch.autograd.graph.save_on_cpu():
+                    pass
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[1], grads[0])
+    assert torch._C._autograd._saved_tensors_hooks_is_enabled()

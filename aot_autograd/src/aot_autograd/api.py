@@ -481,7 +481,7 @@ class AotCallable:
         dependencies = tangent_dependencies(backward)
         mark_input_mutations(forward, program)
         mark_saved_outputs(forward, program.num_forward_outputs)
-        saves_inputs = _saves_inputs(forward, program.num_forward_outputs)
+        saves_aliases = _saves_inputs_or_outputs(forward, program.num_forward_outputs)
         compiled_forward = config.fw_compiler(forward, _placeholder_values(forward))
         # the backward against the layouts the compiled forward saves (see saved_layouts)
         restrided = with_saved_strides(
@@ -497,7 +497,7 @@ class AotCallable:
         saved_strides = tuple(saved_strides_of(backward))
         specialize = _specializer(backward, bw_compiler)
         saved_reads = None
-        if saves_inputs:  # (a copy now: the backward's compiler may change the graph)
+        if saves_aliases:  # (a copy now: the backward's compiler may change the graph)
             copied = _graph_copy(backward)
             saved_reads = _saved_reader(lambda: copied)
         if store is not None:
@@ -581,12 +581,26 @@ def _graph_copy(gm: fx.GraphModule) -> fx.GraphModule:
     return fx.GraphModule(gm, graph)
 
 
-def _saves_inputs(forward: fx.GraphModule, num_forward_outputs: int) -> bool:
-    """Whether the forward graph saves any of its inputs for the backward as they are."""
+def _saves_inputs_or_outputs(forward: fx.GraphModule, num_forward_outputs: int) -> bool:
+    """Whether the forward graph saves for the backward any of its inputs as they are,
+    or any of its outputs or a view (the caller may write into those after the call)."""
     output = next(n for n in reversed(forward.graph.nodes) if n.op == "output")
     results = output.args[0]
-    saved = results[num_forward_outputs:] if isinstance(results, (list, tuple)) else ()
-    return any(isinstance(n, fx.Node) and n.op == "placeholder" for n in saved)
+    if not isinstance(results, (list, tuple)):
+        return False
+    outputs = {n for n in results[:num_forward_outputs] if isinstance(n, fx.Node)}
+    return any(
+        isinstance(n, fx.Node) and (n.op == "placeholder" or n in outputs or _is_view(n))
+        for n in results[num_forward_outputs:]
+    )
+
+
+def _is_view(node: fx.Node) -> bool:
+    """Whether `node` is an ATen view op's result (it may alias an output)."""
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and any(
+        r.alias_info is not None and not r.alias_info.is_write for r in schema.returns
+    )
 
 
 def _retraced_specializer(
@@ -728,10 +742,36 @@ def _lifted(module: nn.Module, call: Callable) -> tuple[Callable, list[torch.Ten
     return flat_fn, tensors, slots
 
 
+_SAVED_HOOKS_SWITCHES = (
+    torch._C._autograd._saved_tensors_hooks_disable,
+    torch._C._autograd._saved_tensors_hooks_enable,
+)
+
+
+def _drop_saved_hooks_blocks(gm: fx.GraphModule) -> bool:
+    """Drop the graph's `disable_saved_tensors_hooks` blocks where the graph ends with
+    them left (its last switch an enable): they refuse only pushing saved-tensor hooks,
+    which no op of a graph does, while the trace runs under hooks of its own (torch
+    refuses a disable then). Mutates `gm`; whether it dropped any. A graph leaving the
+    hooks disabled keeps its switches (and fails while traced)."""
+    disable, enable = _SAVED_HOOKS_SWITCHES
+    switches = [
+        n for n in gm.graph.nodes if n.op == "call_function" and n.target in (disable, enable)
+    ]
+    if not switches or switches[-1].target is not enable or any(n.users for n in switches):
+        return False
+    for node in switches:
+        gm.graph.erase_node(node)
+    gm.recompile()
+    return True
+
+
 def _rewritten(gm: fx.GraphModule) -> Callable:
     """What the traced program runs for `gm`: where a rewrite before tracing applies
     (dropouts that drop nothing return their input, CUDA attention masks made dense),
     the rewritten code of a copy of its graph, run on `gm`'s own attributes; else `gm`.
+    (A `disable_saved_tensors_hooks` block in the graph is dropped: see
+    `_drop_saved_hooks_blocks`.)
 
     NOTE: `gm` is left as its caller gave it. Capture keeps that graph as its record for
     later processes, and the warm-start cache keyed its entry by that graph's code: a
@@ -741,7 +781,10 @@ def _rewritten(gm: fx.GraphModule) -> Callable:
     has none of, are not run).
     """
     nodes = gm.graph.nodes
-    if not any(identity_source(n) is not None or needs_dense_mask(n) for n in nodes):
+    if not any(
+        identity_source(n) is not None or needs_dense_mask(n) or n.target in _SAVED_HOOKS_SWITCHES
+        for n in nodes
+    ):
         return gm
     private = fx.GraphModule(gm, copy.deepcopy(gm.graph), class_name=type(gm).__name__)
     dropouts = identity_dropouts(private)
@@ -750,7 +793,8 @@ def _rewritten(gm: fx.GraphModule) -> Callable:
         guards.artifact_logger("perf_hints").info(
             "attention masks with a broadcast last dim made contiguous for fused attention"
         )
-    if not dropouts and not masks:
+    switches = _drop_saved_hooks_blocks(private)
+    if not dropouts and not masks and not switches:
         return gm
     return functools.partial(type(private).forward, gm)
 

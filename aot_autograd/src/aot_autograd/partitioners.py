@@ -38,6 +38,11 @@ saved by min-cut only where no other cut exists: the run time copies the input's
 new value in after the forward, and the backward would read that (eager's backward
 raises then too, by autograd's version check).
 
+A forward output eager's backward reads saved (exp's, tanh's, sigmoid's result: node meta
+`EAGER_SAVED`) is saved by min-cut, not recomputed from the inputs: the caller may write
+into an input after the call, and eager's backward of that output reads only the output
+(the run time checks the version of what the backward reads).
+
 Both partitioners order the backward as the autograd engine runs it: a
 recomputed value comes just before its first use, not at the start of the
 backward, so it is alive only while needed and fuses with its readers.
@@ -58,6 +63,7 @@ import torch.utils._pytree as pytree
 from torch import fx
 
 from aot_autograd.program import MUTATED_INPUT
+from aot_autograd.saved_tensors import EAGER_SAVED
 from aot_autograd.symbolic import concrete_hint
 
 __all__ = [
@@ -398,6 +404,22 @@ def _expand_multi_outputs(saved: list[fx.Node]) -> list[fx.Node]:
     return list(dict.fromkeys(result))
 
 
+def _saved_outputs_eager_reads(parts: _Joint, region: set[fx.Node]) -> set[fx.Node]:
+    """The forward outputs eager's backward reads saved (`EAGER_SAVED`: exp's, tanh's,
+    sigmoid's result), which min-cut saves rather than recomputes: recomputed from the
+    inputs, the backward would read inputs the caller may write into after the call, where
+    eager's reads only the output (and its version check raises only where that changed).
+    Saving an output costs no memory it does not hold anyway."""
+    return {
+        node
+        for node in parts.forward_outputs
+        if isinstance(node, fx.Node)
+        and node.op != "placeholder"
+        and node in region
+        and node.meta.get(EAGER_SAVED)
+    }
+
+
 def _aliases_of_mutated_inputs(region: list[fx.Node]) -> set[fx.Node]:
     """The placeholders of inputs the graph writes (`MUTATED_INPUT`) and the views of
     them: the run time copies the inputs' new values in after the forward, so a saved
@@ -426,8 +448,9 @@ def min_cut_rematerialization_partition(
     flow = nx.DiGraph()
     flow.add_node("source")
     flow.add_node("sink")
-    banned = _many_read_bans(region)
     overwritten = _aliases_of_mutated_inputs(region)
+    eager_saved = _saved_outputs_eager_reads(parts, in_region) - overwritten
+    banned = _many_read_bans(region) | eager_saved
     for node in region:
         name = node.name
         if node.op == "placeholder" or not is_recomputable(node) or node in banned:
@@ -439,6 +462,8 @@ def min_cut_rematerialization_partition(
         if node in overwritten and not parts.read_by_backward(node):
             # saved only where nothing else can be (eager raises then)
             cost = OVERWRITTEN_COST
+        elif node in eager_saved:
+            cost = 0.0  # an output: alive anyway, and saved itself, cut at it first
         flow.add_edge(name + "_in", name + "_out", capacity=cost)
         for user in node.users:
             if user in in_region:

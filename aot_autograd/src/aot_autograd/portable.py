@@ -129,7 +129,9 @@ def _output(spec: OutputSpec) -> list:
         raise TypeError(f"constant output of type {type(spec.value).__name__}")
     flags = [bool(spec.requires_grad), bool(spec.conj), bool(spec.neg)]
     base_stride = None if spec.base_stride is None else [_size(v) for v in spec.base_stride]
-    return [spec.kind, spec.index, _geometry(spec.geometry), spec.value, *flags, base_stride]
+    record = [spec.kind, spec.index, _geometry(spec.geometry), spec.value, *flags, base_stride]
+    # (last, and only where set: a record written before the field reads as without it)
+    return [*record, True] if spec.written_since_made else record
 
 
 # Every field of the two records, as the record below writes them: a field added to
@@ -144,8 +146,11 @@ _PROGRAM_FIELDS = frozenset(
     }
 )  # fmt: skip
 _OUTPUT_FIELDS = frozenset(
-    {"kind", "index", "geometry", "value", "requires_grad", "conj", "neg", "base_stride"}
-)
+    {
+        "kind", "index", "geometry", "value", "requires_grad", "conj", "neg", "base_stride",
+        "written_since_made",
+    }
+)  # fmt: skip
 
 
 def _fields_known() -> bool:
@@ -196,7 +201,8 @@ def _dtype(name: str) -> torch.dtype:
 def program_from_record(record: dict[str, Any]) -> TracedProgram:
     """The TracedProgram (with `graph_module` None) `program_record` described."""
     outputs = []
-    for kind, index, geometry, value, requires_grad, conj, neg, base_stride in record["outputs"]:
+    for entry in record["outputs"]:
+        kind, index, geometry, value, requires_grad, conj, neg, base_stride, *rest = entry
         if geometry is not None:
             size, stride, offset, dtype = geometry
             size, stride = tuple(map(_size_of, size)), tuple(map(_size_of, stride))
@@ -204,6 +210,8 @@ def program_from_record(record: dict[str, Any]) -> TracedProgram:
         flags = {"requires_grad": bool(requires_grad), "conj": bool(conj), "neg": bool(neg)}
         if base_stride is not None:
             flags["base_stride"] = tuple(map(_size_of, base_stride))
+        if rest:
+            flags["written_since_made"] = bool(rest[0])
         outputs.append(OutputSpec(kind, index, geometry, value, **flags))
     return TracedProgram(
         graph_module=None,  # type: ignore[arg-type]

@@ -104,6 +104,9 @@ class OutputSpec:
     `base_stride` (a view of a graph output only) is the strides the base had when traced, which
     `geometry` assumes: a backend whose kernels return the base in another layout (eager
     kernels on a functionalized graph may) gets it copied to these strides first.
+    `written_since_made` (a no_grad view only): the view or its base was written in place
+    after the view was made, so eager's view refuses any use in grad mode (autograd cannot
+    say whether the write was meant to be tracked); the rebuilt view refuses as well.
     """
 
     kind: str
@@ -114,6 +117,7 @@ class OutputSpec:
     conj: bool = False
     neg: bool = False
     base_stride: tuple | None = None
+    written_since_made: bool = False
 
 
 def mark_user_visible_outputs(gm: fx.GraphModule, program: TracedProgram) -> None:
@@ -314,6 +318,16 @@ def _alias_spec(kind: str, index: int, t: torch.Tensor, record: TensorRecord) ->
     bits = t.meta if guards.is_fake(t) else t
     flags = {"requires_grad": t.requires_grad, "conj": bits.is_conj(), "neg": bits.is_neg()}
     return OutputSpec(kind, index, geometry, **flags)
+
+
+def _written_since_made(view: torch.Tensor) -> bool:
+    """Whether no_grad `view` refuses use in grad mode: it or its base was written in place
+    since it was made (autograd then refuses even to give its `grad_fn`)."""
+    try:
+        view.grad_fn  # noqa: B018 - the read is the check
+    except RuntimeError:
+        return True
+    return False
 
 
 def _cut_from_autograd(view: torch.Tensor, base: torch.Tensor) -> bool:
@@ -535,7 +549,10 @@ class _OutputPlan:
                 return OutputSpec("input", base.input_index)
             spec = _alias_spec("input_alias", base.input_index, leaf, record)
             if _cut_from_autograd(leaf, self.values[base.input_index]):
-                spec = dataclasses.replace(spec, kind="input_alias_no_grad")
+                written = _written_since_made(leaf)
+                spec = dataclasses.replace(
+                    spec, kind="input_alias_no_grad", written_since_made=written
+                )
             return spec
         # A view of an intermediate comes back as eager returns it: a view of its base,
         # which the graph returns (in eager's layout) for the run time to view.
@@ -557,7 +574,10 @@ class _OutputPlan:
                 return OutputSpec("graph", index)
             spec = _alias_spec("base_alias", index, leaf, record)
             if _cut_from_autograd(leaf, t):
-                spec = dataclasses.replace(spec, kind="base_alias_no_grad")
+                written = _written_since_made(leaf)
+                spec = dataclasses.replace(
+                    spec, kind="base_alias_no_grad", written_since_made=written
+                )
             return dataclasses.replace(spec, base_stride=self._base_strides[id(base)])
         node = self._fresh(self.recorder.node_of(leaf), leaf.shape, leaf.stride())
         return OutputSpec("graph", self._graph_output(leaf, node))

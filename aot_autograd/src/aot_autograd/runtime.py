@@ -246,6 +246,7 @@ class _SavedLayout:
         "zeros_specs",
         "restrided",
         "saved_inputs",
+        "saved_outputs",
     )
 
     def __init__(
@@ -287,6 +288,22 @@ class _SavedLayout:
             for i, value in enumerate(saved)
             if isinstance(value, torch.Tensor) and id(value) in inputs and i not in restrided
         )
+        # ... and saved values that are outputs, or views of one: (saved position, output
+        # position); the caller may write into those after the call (see training_function).
+        roots = {
+            id(_alias_root(o)): j for j, o in enumerate(outputs) if isinstance(o, torch.Tensor)
+        }
+        held = {i for i, _ in self.saved_inputs} | restrided
+        self.saved_outputs = tuple(
+            (i, roots[id(_alias_root(value))])
+            for i, value in enumerate(saved)
+            if isinstance(value, torch.Tensor) and id(_alias_root(value)) in roots and i not in held
+        )
+
+
+def _alias_root(t: torch.Tensor) -> torch.Tensor:
+    """The tensor `t` views (itself where not a view): views share its version counter."""
+    return t if t._base is None else t._base
 
 
 def _saved_hooks_active() -> bool:
@@ -296,11 +313,20 @@ def _saved_hooks_active() -> bool:
     return top is None or top(False) is not None
 
 
-def _saved_inputs(positions: tuple, saved: Sequence, args: Sequence) -> frozenset[int]:
-    """The saved positions holding this call's inputs themselves (see `_SavedLayout`)."""
-    if not positions or _saved_hooks_active():
-        return frozenset()
-    return frozenset(i for i, j in positions if saved[i] is args[j])
+def _held_apart(
+    layout: _SavedLayout, saved: Sequence, args: Sequence, outputs: Sequence
+) -> dict[int, torch.Tensor]:
+    """Saved position -> the tensor held for it apart from autograd's saved tensors: this
+    call's inputs themselves, and outputs (or views of one) detached (an alias sharing
+    the version counter, holding no reference to the autograd node); see `_SavedLayout`."""
+    if not (layout.saved_inputs or layout.saved_outputs) or _saved_hooks_active():
+        return {}
+    held = {i: saved[i] for i, j in layout.saved_inputs if saved[i] is args[j]}
+    for i, j in layout.saved_outputs:
+        value = saved[i]
+        if _alias_root(value) is _alias_root(outputs[j]):
+            held[i] = value.detach()
+    return held
 
 
 def _check_saved_inputs(
@@ -339,8 +365,8 @@ def _modified_since_error(tensor: torch.Tensor, version: int) -> RuntimeError:
         "one of the variables needed for gradient computation has been modified "
         f"by an inplace operation: [{tensor.type()} [{shape}]] is at version "
         f"{tensor._version}; expected version {version} instead. Hint: the "
-        "compiled backward reads this input of the compiled region, written in "
-        "place after the region ran; write into a clone instead."
+        "compiled backward reads this input or output of the compiled region, written "
+        "in place after the region ran; write into a clone instead."
     )
 
 
@@ -469,10 +495,11 @@ def training_function(
     Without it (or where it returns None) the full backward runs on zeros.
     `backward` may be a `DeferredBackward`, compiled at the first call that runs it.
 
-    Saved values that are the call's own inputs are kept apart from autograd's saved
-    tensors, with their versions: eager refuses a backward only where a node reading a
-    tensor written since runs, so a write after the call into an input only an unused
-    output's backward reads is no error. `saved_reads(None tangents' numbers)` (see
+    Saved values that are the call's own inputs, or its outputs (or views of one), are
+    kept apart from autograd's saved tensors, with their versions: eager refuses a
+    backward only where a node reading a tensor written since runs, so a write after the
+    call into an input or output only an unused output's backward reads is no error
+    (one autograd node serves all the outputs here, where eager has one per op). `saved_reads(None tangents' numbers)` (see
     `saved_values_read`) says which saved values the backward reads; without it, all.
     The inputs eager's own backward reads saved are checked so too, per tangent given
     (`saved_input_readers`), whatever the partitioner saved in their place.
@@ -541,21 +568,21 @@ def training_function(
                 saved = list(saved)
                 for i, stride in layout.restrided:
                     saved[i] = _in_strides(saved[i], stride)
-            apart = _saved_inputs(layout.saved_inputs, saved, args)
+            apart = _held_apart(layout, saved, args, outputs)
             if layout.all_tensors and not apart:
                 ctx.save_for_backward(*saved)
             elif not apart:
                 ctx.save_for_backward(*(saved[i] for i in layout.tensor_positions))
                 ctx.saved_others = [None if isinstance(s, torch.Tensor) else s for s in saved]
-            else:  # the inputs among them held apart, with their versions now
+            else:  # the inputs and outputs among them held apart, with their versions now
                 ctx.save_for_backward(
                     *(saved[i] for i in layout.tensor_positions if i not in apart)
                 )
                 ctx.saved_others = [
-                    s if i in apart or not isinstance(s, torch.Tensor) else None
+                    apart.get(i, s) if i in apart or not isinstance(s, torch.Tensor) else None
                     for i, s in enumerate(saved)
                 ]
-                ctx.saved_versions = tuple((i, saved[i]._version) for i in apart)
+                ctx.saved_versions = tuple((i, t._version) for i, t in apart.items())
             if input_readers and not _saved_hooks_active():
                 ctx.input_versions = tuple(
                     (args[i], args[i]._version, readers) for i, readers in input_readers
@@ -686,8 +713,25 @@ def _view_without_grad(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.
     if dtype != base.dtype or spec.conj != base.is_conj() or spec.neg != base.is_neg():
         return _view(base, geometry, spec)
     start = base.storage_offset() * base.element_size() + offset_bytes
+    if spec.written_since_made:
+        return _view_made_before_a_write(base, size, stride, start // base.element_size())
     with torch.no_grad():
         return base.as_strided(size, stride, start // base.element_size())
+
+
+def _view_made_before_a_write(base: torch.Tensor, size: Any, stride: Any, offset: Any) -> Any:
+    """A no_grad view of `base` that autograd sees as made before a write into `base`,
+    as eager's was (the write is in the graph): it refuses use in grad mode with eager's
+    error. Made while `base`'s version reads one more, then put back: the version of
+    `base` (which saved tensors compare) is unchanged."""
+    version = base._version
+    set_version = torch._C._autograd._unsafe_set_version_counter
+    set_version((base,), (version + 1,))
+    try:
+        with torch.no_grad():
+            return base.as_strided(size, stride, offset)
+    finally:
+        set_version((base,), (version,))
 
 
 def _dtype_view(base: torch.Tensor, size: Any, stride: Any, start: int, dtype: Any) -> Any:
@@ -803,15 +847,23 @@ def _rebuild(program: TracedProgram) -> Callable[[Sequence], Any]:
 
 
 class _MissingDerivative(torch.autograd.Function):
-    """An output requiring grad whose backward raises `message` (as eager's would)."""
+    """An output requiring grad whose backward raises `message` (as eager's would).
+
+    Reached with no gradient (autograd gives None: a compiled graph taking this output
+    and others among its inputs, whose backward gives it none for the tangents present)
+    it gives none on, without raising: eager's nodes, one an op, would not reach it.
+    """
 
     @staticmethod
     def forward(ctx: Any, message: str, value: torch.Tensor, *inputs: Any) -> torch.Tensor:
         ctx.message = message
+        ctx.set_materialize_grads(False)
         return value.detach()
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> tuple:
+        if all(g is None for g in grads):
+            return (None,) * len(ctx.needs_input_grad)
         raise RuntimeError(ctx.message)
 
 

@@ -34,11 +34,17 @@ from torch.utils._python_dispatch import _disable_current_modes
 from aot_autograd.backward_formulas import autograd_nodes
 
 __all__ = [
+    "EAGER_SAVED",
     "SavedTensors",
     "StaleSavedTensorError",
     "inputs_read_by_backward",
     "stale_saved_tensor_errors",
 ]
+
+
+# Node meta flag: a value eager's backward reads saved (a partitioner saves it, rather
+# than recomputing it from inputs the caller may write into since).
+EAGER_SAVED = "eager_saved"
 
 
 class StaleSavedTensorError(RuntimeError):
@@ -57,6 +63,38 @@ class _Saved:
         return self.tensor._version != self.version
 
 
+class _TraceHooks:
+    """`saved_tensors_hooks(pack, unpack)`, pushed inside `disable_saved_tensors_hooks`
+    too: they are the trace's own, not the user's (whose code eager runs there); the
+    disabling is put back once they are popped (torch refuses it while hooks are on)."""
+
+    def __init__(self, pack: Any, unpack: Any) -> None:
+        self.hooks = torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+        self.messages: list[str | None] = []
+
+    def __enter__(self) -> None:
+        message = torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
+        if message is not None:
+            torch._C._autograd._saved_tensors_hooks_enable()
+        self.messages.append(message)
+        try:
+            self.hooks.__enter__()
+        except BaseException:
+            self._restore()
+            raise
+
+    def __exit__(self, *exc_info: Any) -> None:
+        try:
+            self.hooks.__exit__(*exc_info)
+        finally:
+            self._restore()
+
+    def _restore(self) -> None:
+        message = self.messages.pop()
+        if message is not None:
+            torch._C._autograd._saved_tensors_hooks_disable(message)
+
+
 class SavedTensors:
     """Saved-tensor hooks of a trace; see the module docstring."""
 
@@ -66,7 +104,7 @@ class SavedTensors:
         self.raising = False
         # (input index, autograd node) per unpack of a saved input, while `reads` is a list
         self.reads: list[tuple[int, Any]] | None = None
-        self.hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+        self.hooks = _TraceHooks(self.pack, self.unpack)
 
     def pack(self, t: torch.Tensor) -> _Saved:
         record = self.recorder.records.get(id(t))
@@ -83,6 +121,8 @@ class SavedTensors:
     def unpack(self, entry: _Saved) -> torch.Tensor:
         if self.reads is not None and entry.input_index is not None:
             self.reads.append((entry.input_index, torch._C._current_autograd_node()))
+        if self.reads is not None and entry.node is not None and not entry.stale():
+            entry.node.meta[EAGER_SAVED] = True
         if not entry.stale():
             return entry.tensor
         if self.raising or entry.node is None:
