@@ -263,8 +263,10 @@ def test_addcdiv_with_value_records_torchs_ops():
 def test_addcdiv_of_integer_tensors_raises_eagers_error():
     # torch.compile divides integer tensors here; eager (and ember) raise
     import dynamo_capture
+    from dynamo_capture.testing import eager_backend
 
-    compiled = dynamo_capture.optimize(_addcdiv_with_value, backend="eager")
+    # the first addcdiv is a graph before the second, which runs eagerly and raises
+    compiled = dynamo_capture.optimize(_addcdiv_with_value, backend=eager_backend)
     with pytest.raises(RuntimeError, match="Integer division with addcdiv"):
         compiled(torch.arange(4), torch.arange(4) + 1)
 

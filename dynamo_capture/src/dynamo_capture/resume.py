@@ -762,7 +762,14 @@ def _callable_load(
     the callable's load at `insts[first]`; None for any other load."""
     load = insts[first]
     if load.opname == "LOAD_GLOBAL" and (load.arg or 0) & 1:
-        return first + 1, None, None  # NULL + a global function
+        # NULL + a global function, or a function of a global module (`torch.sub`,
+        # `torch.nn.functional.relu`: its attribute loads are reloaded with it)
+        index = first + 1
+        while index < len(insts) and insts[index].opname == "LOAD_ATTR":
+            if PY312 and (insts[index].arg or 0) & 1:
+                return None  # 3.12's method load on a global's attribute
+            index += 1
+        return index, None, None
     if load.opname == "PUSH_NULL" and insts[first + 1].opname == "LOAD_FAST":
         return first + 2, None, insts[first + 1].argval
     if load.opname == "PUSH_NULL" and insts[first + 1].opname == "LOAD_DEREF":
