@@ -446,6 +446,52 @@ def nested_sequentials_with_a_break():
     )
 
 
+class _Wrapping(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = _Breaking()
+        self.post = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.post(self.inner(x + 1))
+
+
+@program
+def breaking_submodule_called_inside_another_submodule_call():
+    return _module(_Wrapping)
+
+
+@program
+def breaking_submodule_inside_two_submodule_calls():
+    class Stacked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = _Breaking()
+            self.act = torch.nn.Tanh()
+            self.out = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.out(self.act(self.fc(x * 2)))
+
+    return _module(Stacked)
+
+
+@program
+def wrapping_layers_of_a_module_list():
+    return _module(lambda: _Layers([_Wrapping() for _ in range(3)]))
+
+
+def test_submodule_around_a_breaking_call_swapped_between_calls_gives_eager_values():
+    torch.manual_seed(0)
+    module = _Wrapping()
+    posts = [module.post, torch.nn.Linear(4, 4)]
+    compiled = dynamo_capture.optimize(module, backend=CountingBackend())
+    for index in (0, 0, 1, 0, 1):
+        module.post = posts[index]
+        x = torch.randn(2, 4)
+        torch.testing.assert_close(compiled(x), module(x))
+
+
 # ----- other breaking callees -----------------------------------------------------------------
 @program
 def break_in_a_callee_under_no_grad():
