@@ -580,6 +580,55 @@ def break_after_an_inplace_write_in_a_callee():
     return _twice(lambda x: inner(x.clone()))
 
 
+def _first_doubled_then_second(xs):
+    total = xs[0] * 2
+    torch._dynamo.graph_break()
+    return total + xs[1]
+
+
+def _appends_then_breaks(xs):
+    xs.append(xs[0] * 3)
+    torch._dynamo.graph_break()
+    return xs[-1] + len(xs)
+
+
+@program
+def list_built_for_a_breaking_callee():
+    return _twice(lambda x: _first_doubled_then_second([x, x * 2]) + 1, 3)
+
+
+@program
+def tuple_built_for_a_breaking_callee():
+    return _twice(lambda x: _first_doubled_then_second((x.sin(), x * 2)) + 1, 3)
+
+
+@program
+def list_built_for_a_callee_that_appends_to_it():
+    return _twice(lambda x: _appends_then_breaks([x + 1, x]) * 2, 3)
+
+
+@program
+def list_held_by_a_local_given_to_a_callee_that_appends():
+    def fn(x):
+        items = [x + 1]
+        y = _appends_then_breaks(items)
+        return y + items[-1]
+
+    return _twice(fn, 3)
+
+
+@program
+def list_given_to_a_breaking_callee_in_a_loop():
+    def inner(xs):
+        out = []
+        for t in xs:
+            out.append(t + 1)
+            torch._dynamo.graph_break()
+        return out
+
+    return _twice(lambda x: inner([x, x * 2]), 3)
+
+
 # ----- recompiles -----------------------------------------------------------------------------
 @program
 def dtypes_change():

@@ -645,6 +645,49 @@ def _module_by_identity(tx: Translator, value: Any) -> bool:
     )
 
 
+def _fresh_container(tx: Translator, value: Any) -> bool:
+    """Whether an argument of the failing call is a list or tuple of tensors and constants
+    built in the frame that nothing else holds (`inner([x, x * 2])`): handed on to the
+    eager part as a new one, as no other reference can tell it from the original."""
+    if not isinstance(value, ListValue | TupleValue) or value.source is not None:
+        return False
+    if value.cls not in (list, tuple) or getattr(value, "maxlen", None) is not None:
+        return False
+    if not all(_plain(item) for item in value.items):
+        return False
+    if sum(1 for argument in tx.calling_args if argument is value) > 1:
+        return False
+    held = [*tx.locals.values(), *tx.stack]
+    held += [cell.contents for cell in tx.cells.values()]
+    held += [written for _, _, written in tx.ctx.attr_writes.values()]
+    held += [written for _, written in tx.ctx.global_writes.values()]
+    parent = tx.parent
+    while parent is not None:
+        held += [*parent.locals.values(), *parent.stack]
+        parent = parent.parent
+    return not any(_holds(item, value, depth=0) for item in held)
+
+
+def _holds(container: Any, value: Any, depth: int) -> bool:
+    """Whether `container` is `value` or holds it (lists, tuples, dicts, sets, cells and
+    objects made in the frame, a few levels deep; deeper counts as holding it)."""
+    if container is value:
+        return True
+    if depth > 4:
+        return True
+    if isinstance(container, ListValue | TupleValue):
+        items = container.items
+    elif isinstance(container, DictValue):
+        items = list(container.items.values())
+    elif isinstance(container, CellValue):
+        items = [container.contents]
+    elif isinstance(container, ObjectValue | FunctionValue | MethodValue):
+        return True  # may hold it in a way not scanned here
+    else:
+        return False
+    return any(_holds(item, value, depth + 1) for item in items)
+
+
 def _plain(value: Any) -> bool:
     if isinstance(value, TensorValue):
         return True
@@ -773,9 +816,9 @@ def capture_frame(
                     nulls.append(len(tx.stack))  # a cut at the call itself: its NULL
                 located.stack_nulls = tuple(nulls)
             if located.call_cut is not None and tx.current.opname in _CALLS:
-                located.plain_args = all(_plain(value) for value in tx.calling_args) and (
-                    _reloadable(tx.calling) or _submodule_of_a_local(tx, tx.calling)
-                )
+                located.plain_args = all(
+                    _plain(value) or _fresh_container(tx, value) for value in tx.calling_args
+                ) and (_reloadable(tx.calling) or _submodule_of_a_local(tx, tx.calling))
                 if located.plain_args and located.call_cut[1] == len(tx.stack):
                     located.plain_args = _receiver_reloads(tx, located.call_cut[0])
         located.callee = error.callee
