@@ -297,12 +297,30 @@ def _untraced_tensor_attr(tx: Translator, value: TensorValue, name: str) -> Valu
         raise error
     if name in ("grad", "_base", "_version", "names"):
         raise Unsupported(f"Tensor.{name} inside captured code")
+    instance = _tensor_instance_attr(tx, value, name)
+    if instance is not None:
+        return instance
     attr = getattr(torch.Tensor, name, None)
     if attr is None:
         raise AttributeError(f"'Tensor' object has no attribute {name!r}")
     if callable(attr):
         return BuiltinMethodValue(value, name)
     raise Unsupported(f"tensor attribute {name!r}")
+
+
+def _tensor_instance_attr(tx: Translator, value: TensorValue, name: str) -> Value | None:
+    """An attribute the caller set on an input tensor (`x.scale = 2`, in its `__dict__`),
+    read from the real tensor and guarded at its source, as torch.compile reads it; None
+    where the tensor has no such attribute. One the frame may have written breaks."""
+    real = _input_tensor(tx, value)
+    if real is None or value.source is None:
+        return None
+    instance_dict = getattr(real, "__dict__", None)
+    if not instance_dict or name not in instance_dict or hasattr(type(real), name):
+        return None  # NOTE: a class attribute (a property, say) may take precedence
+    if any(key[1] == name for key in tx.ctx.attr_writes):
+        raise Unsupported(f"reading tensor attribute {name!r} the frame may have set")
+    return tx.ctx.wrap(instance_dict[name], AttrSource(value.source, name))
 
 
 def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:

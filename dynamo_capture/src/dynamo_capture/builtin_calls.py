@@ -387,7 +387,7 @@ def missing_attribute(
 
 def _guard_missing(tx: Translator, value: Value, name: str) -> None:
     """Capture relied on an outside object lacking an attribute: guard that it still does."""
-    if isinstance(value, PythonValue) and value.source is not None:
+    if isinstance(value, PythonValue | TensorValue) and value.source is not None:
         tx.ctx.guards.has_attr(value.source, name, False)
 
 

@@ -88,6 +88,7 @@ from dynamo_capture.sources import (
     GlobalSource,
     ItemSource,
     LocalSource,
+    ModuleSource,
     NNModuleSource,
     NumpyTensorSource,
     Source,
@@ -294,7 +295,11 @@ def call_cut(tx: Translator, in_loops: bool = False) -> tuple[int, int, int, int
         if before == depth:
             below = tx.stack[_open_withs(tx) : depth]  # above the open `with`s
             loops = [v for v in below if isinstance(v, IteratorValue)] if in_loops else []
-            if not all(_carried(value) for value in below if value not in loops):
+            if not all(
+                _carried(value) or _module_by_identity(tx, value)
+                for value in below
+                if value not in loops
+            ):
                 return None
             index = tx.index_of[inst.offset] + 1
             if index >= len(tx.instructions):
@@ -544,6 +549,36 @@ def _reloadable(callable_value: Any) -> bool:
     return inspect.getattr_static(cls, function.__name__, None) is function
 
 
+def _submodule_of_a_local(tx: Translator, callable_value: Any) -> bool:
+    """Whether the failing call's callable is a submodule of a module a local holds
+    (`self.inner`, `self.block.inner`), each step an entry of its owner's `_modules`
+    (no instance or class attribute of that name): reading it again after the call's
+    arguments, in the eager part, gives the same module with no effect."""
+    if not (isinstance(callable_value, PythonValue) and callable_value.source is not None):
+        return False
+    members: list[str] = []
+    source = callable_value.source
+    while True:
+        if isinstance(source, NNModuleSource):
+            source = source.source
+        elif isinstance(source, AttrSource | ModuleSource):  # `owner.name`
+            members.append(source.member)
+            source = source.source
+        else:
+            break
+    if not members or not isinstance(source, LocalSource):
+        return False
+    root = tx.locals.get(source.local_name)
+    owner = root.obj if isinstance(root, PythonValue) else None
+    for member in reversed(members):
+        if not isinstance(owner, torch.nn.Module) or member in owner.__dict__:
+            return False
+        if inspect.getattr_static(type(owner), member, _NOT_PLAIN) is not _NOT_PLAIN:
+            return False
+        owner = owner.__dict__.get("_modules", {}).get(member)
+    return owner is not None and owner is callable_value.obj
+
+
 _NOT_PLAIN = object()
 
 
@@ -601,6 +636,62 @@ def _carried(value: Any) -> bool:
         return False
     callable_types = type | types.BuiltinFunctionType | types.FunctionType
     return isinstance(value.obj, callable_types) or _torch_callable(value)
+
+
+def _module_by_identity(tx: Translator, value: Any) -> bool:
+    """Whether a value below the failing call is a module read from outside the frame and
+    guarded by identity (`self.post` in `self.post(self.inner(x))`): handed on as the
+    constant it is guarded to be. Not where modules are guarded by structure (a frame
+    shared by the layers of a list), whose parts see another module each call."""
+    return (
+        isinstance(value, PythonValue)
+        and isinstance(value.obj, torch.nn.Module)
+        and value.source is not None
+        and not tx.ctx.modules_by_structure
+    )
+
+
+def _fresh_container(tx: Translator, value: Any) -> bool:
+    """Whether an argument of the failing call is a list or tuple of tensors and constants
+    built in the frame that nothing else holds (`inner([x, x * 2])`): handed on to the
+    eager part as a new one, as no other reference can tell it from the original."""
+    if not isinstance(value, ListValue | TupleValue) or value.source is not None:
+        return False
+    if value.cls not in (list, tuple) or getattr(value, "maxlen", None) is not None:
+        return False
+    if not all(_plain(item) for item in value.items):
+        return False
+    if sum(1 for argument in tx.calling_args if argument is value) > 1:
+        return False
+    held = [*tx.locals.values(), *tx.stack]
+    held += [cell.contents for cell in tx.cells.values()]
+    held += [written for _, _, written in tx.ctx.attr_writes.values()]
+    held += [written for _, written in tx.ctx.global_writes.values()]
+    parent = tx.parent
+    while parent is not None:
+        held += [*parent.locals.values(), *parent.stack]
+        parent = parent.parent
+    return not any(_holds(item, value, depth=0) for item in held)
+
+
+def _holds(container: Any, value: Any, depth: int) -> bool:
+    """Whether `container` is `value` or holds it (lists, tuples, dicts, sets, cells and
+    objects made in the frame, a few levels deep; deeper counts as holding it)."""
+    if container is value:
+        return True
+    if depth > 4:
+        return True
+    if isinstance(container, ListValue | TupleValue):
+        items = container.items
+    elif isinstance(container, DictValue):
+        items = list(container.items.values())
+    elif isinstance(container, CellValue):
+        items = [container.contents]
+    elif isinstance(container, ObjectValue | FunctionValue | MethodValue):
+        return True  # may hold it in a way not scanned here
+    else:
+        return False
+    return any(_holds(item, value, depth + 1) for item in items)
 
 
 def _plain(value: Any) -> bool:
@@ -740,8 +831,8 @@ def capture_frame(
                 located.stack_nulls = tuple(nulls)
             if located.call_cut is not None and tx.current.opname in _CALLS:
                 located.plain_args = all(
-                    _plain(value) for value in tx.calling_args
-                ) and _reloadable(tx.calling)
+                    _plain(value) or _fresh_container(tx, value) for value in tx.calling_args
+                ) and (_reloadable(tx.calling) or _submodule_of_a_local(tx, tx.calling))
                 if located.plain_args and located.call_cut[1] == len(tx.stack):
                     located.plain_args = _receiver_reloads(tx, located.call_cut[0])
         located.callee = error.callee

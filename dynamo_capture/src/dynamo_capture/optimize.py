@@ -514,6 +514,8 @@ class CompiledCallable:
             raise
         except Exception as error:
             if not (contexts and contexts[0].symbolic):
+                if contexts:
+                    contexts[0].guard_shape_decisions()
                 raise
             symbolic_error = error
         symbolic = list(contexts)
@@ -525,7 +527,7 @@ class CompiledCallable:
                 # an ordinary graph break, not one of symbolic sizes: the capture up to
                 # it keeps them, and the entry its shape guards, as torch.compile's
                 contexts[:] = symbolic
-                symbolic[0].guards.guard_set.add_shape_env(symbolic[0].shape_env)
+                symbolic[0].guard_shape_decisions()
                 raise symbolic_error from symbolic_error.__cause__
             self._log_static(f"capture failed on symbolic sizes: {symbolic_error}")
             raise

@@ -747,6 +747,16 @@ class CaptureContext:
         ]
         self.guards.distinct(sources)
 
+    def guard_shape_decisions(self) -> None:
+        """The shape guards (and the floats specialized) join the guards of a capture that
+        stopped early: the branches it took on symbolic ints before a graph break hold
+        for the calls its entry accepts, even where no symbol became a graph input."""
+        if self.shape_env is None:
+            return
+        for source, value in self.shape_env.specialized_floats.items():
+            self.guards.equals_match(source, value)
+        self.guards.guard_set.add_shape_env(self.shape_env)
+
     def add_size_inputs(self) -> None:
         """SymInt placeholders for every input-size symbol; the shape guards join the guards."""
         if self.shape_env is None:
