@@ -433,3 +433,32 @@ def test_piecewise_activation_gradient_at_its_breakpoints_is_eagers(name):
     gm = make_fx(with_grad, tracing_mode="fake")(x)
     for table in (inductor_default, TO_PRIMS):
         torch.testing.assert_close(decompose(gm, table)(x), with_grad(x))
+
+
+@pytest.mark.parametrize(
+    "op", [aten._softmax_backward_data.default, aten._log_softmax_backward_data.default]
+)
+@pytest.mark.parametrize(
+    "dtype, input_dtype",
+    [
+        (torch.float16, torch.float32),
+        (torch.bfloat16, torch.float32),
+        (torch.float16, torch.bfloat16),
+        (torch.float32, torch.float32),
+        (torch.float64, torch.float32),
+    ],
+)
+def test_softmax_backward_data_keeps_grad_dtype(op, dtype, input_dtype):
+    """The result has `grad`'s dtype whatever `input_dtype` says (eager's meta rule)."""
+    torch.manual_seed(0)
+    grad = torch.randn(4, 6, dtype=dtype)
+    output = torch.randn(4, 6, dtype=dtype).softmax(1)
+
+    def fn(grad, output):
+        return op(grad, output, 1, input_dtype)
+
+    gm = make_fx(fn, tracing_mode="fake")(grad, output)
+    actual = decompose(gm, inductor_default)(grad, output)
+    expected = fn(grad, output)
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual, expected, rtol=1e-2, atol=1e-2)

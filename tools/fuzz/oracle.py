@@ -42,6 +42,7 @@ Rules (documented in README.md):
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import io
@@ -209,7 +210,8 @@ def check_source(source: str, backend: str, first_only: bool = False) -> list[Mi
     mismatches = _differences(source, backend, first_only)
     mismatches = reclassify_precision(source, backend, mismatches)
     mismatches = reclassify_rounding(source, mismatches)
-    return reclassify_layout(source, mismatches)
+    mismatches = reclassify_layout(source, mismatches)
+    return reclassify_stepwise(source, backend, mismatches)
 
 
 def _differences(source: str, backend: str, first_only: bool) -> list[Mismatch]:
@@ -232,6 +234,11 @@ def _differences(source: str, backend: str, first_only: bool) -> list[Mismatch]:
 
 LOW_PRECISION = ("torch.float16", "torch.bfloat16")
 WIDENED = (*LOW_PRECISION, "torch.float32", "torch.float")  # spelled float64 for the check
+# The casting methods naming those dtypes, widened with them (`.half()` is float32's
+# `.float()`, and float64's `.double()`).
+METHODS = {"torch.float32": ".float()", "torch.float64": ".double()"}
+LOW_PRECISION_METHODS = (".half()", ".bfloat16()")
+WIDENED_METHODS = (*LOW_PRECISION_METHODS, ".float()")
 # NOTE: "shape" is here for data-dependent sizes: a boolean mask, `nonzero` or `unique`
 # over a comparison that rounding flips. A shape never depends on the float dtype
 # otherwise, and the verdict changes only when the float32 program matches entirely.
@@ -259,7 +266,8 @@ def reclassify_precision(source: str, backend: str, mismatches: list[Mismatch]) 
     mismatches become kind `precision`.
     """
     suspects = [m for m in mismatches if m.kind == "silent" and m.check in ROUNDING_CHECKS]
-    if suspects and any(name in source for name in LOW_PRECISION):
+    low = (*LOW_PRECISION, *LOW_PRECISION_METHODS)
+    if suspects and any(name in source for name in low):
         found = _widened(source, backend, mismatches, suspects, LOW_PRECISION, "torch.float32")
         if found is not mismatches:
             return found
@@ -276,6 +284,9 @@ def _widened(source, backend, mismatches, suspects, names, wider) -> list[Mismat
     widened = source
     for name in names:
         widened = re.sub(rf"{re.escape(name)}\b", wider, widened)
+    methods = LOW_PRECISION_METHODS if wider == "torch.float32" else WIDENED_METHODS
+    for method in methods:
+        widened = widened.replace(method, METHODS[wider])
     try:
         again = _differences(widened, backend, False)
     except Exception:  # the widened program cannot run: keep the verdict
@@ -336,6 +347,173 @@ def _rounding_sensitive_places(source: str) -> set[str]:
                 if _differs_in_float32(a, b):
                     places.add(f"call {call} {place}")
     return places
+
+
+STEPWISE_CHECKS = ("value", "shape", "mutation_value", "mutation_shape")
+SNAPSHOT = "_stepwise_"
+
+
+def reclassify_stepwise(source: str, backend: str, mismatches: list[Mismatch]) -> list[Mismatch]:
+    """Mismatches of outputs and inputs that every statement explains, taken on compiled
+    operands, become `precision`.
+
+    A value zero in real arithmetic (`x - mean` of equal elements, a bilinear mix of values
+    that cancel) is a rounding residue in one of eager and compiled code (eager's batch
+    norm is `x * alpha + beta`, 7.6e-6) and exactly 0 in the other; a step discontinuous
+    at 0 (`!= 0`, `where`, `//`, `sign`, a division) turns that into a difference of 2 or
+    NaN, in float64 as in float32, so that no widening shows it. The program is run
+    again, eagerly and compiled, keeping a copy of every variable after each top-level
+    statement (a block is one). Where the compiled copies after a statement are not
+    eager's, the statement is run eagerly on copies of the compiled values before it;
+    when that reproduces the compiled values after it for every such statement (each step
+    is right on what it was given: the difference came from rounding within tolerance
+    upstream), the mismatches at the places that differ there too are `precision`. A step
+    wrong on its own operands, a result the instrumented program does not reproduce, or
+    variables sharing memory (copies do not) keep the verdict.
+    """
+    suspects = [
+        m
+        for m in mismatches
+        if m.kind == "silent"
+        and m.check in STEPWISE_CHECKS
+        and (" output " in f" {m.where} " or " input " in f" {m.where} ")
+    ]
+    if not suspects:
+        return mismatches
+    try:
+        explained = _stepwise_explained(source, backend)
+    except Exception:  # the instrumented program cannot run: keep the verdict
+        return mismatches
+    return [
+        dataclasses.replace(m, kind="precision") if m in suspects and m.where in explained else m
+        for m in mismatches
+    ]
+
+
+def _program_def(tree: ast.Module) -> ast.FunctionDef | None:
+    return next(
+        (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "program"), None
+    )
+
+
+def _stored_names(statement: ast.stmt) -> list[str]:
+    found = [
+        n.id
+        for n in ast.walk(statement)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    ]
+    return list(dict.fromkeys(found))
+
+
+def _instrumented(source: str) -> tuple[str, list, list[list[str]], list[str], list[str]] | None:
+    """The program returning a copy of every variable after each top-level statement; its
+    statements, the names copied after each, its parameters and the names it returns."""
+    tree = ast.parse(source)
+    program = _program_def(tree)
+    if program is None or not isinstance(program.body[-1], ast.Return):
+        return None
+    returned = program.body[-1].value
+    items = returned.elts if isinstance(returned, ast.Tuple) else [returned]
+    if not all(isinstance(n, ast.Name) for n in items):
+        return None
+    parameters = [a.arg for a in program.args.args]
+    statements, live, copied, body = program.body[:-1], list(parameters), [], []
+    for i, statement in enumerate(statements):
+        body.append(statement)
+        live += [n for n in _stored_names(statement) if n not in live]
+        copied.append(list(live))
+        for name in live:
+            body.append(
+                ast.parse(
+                    f"{SNAPSHOT}{i}_{name} = "
+                    f"{name}.detach().clone() if isinstance({name}, torch.Tensor) else {name}"
+                ).body[0]
+            )
+    names = [f"{SNAPSHOT}{i}_{n}" for i, group in enumerate(copied) for n in group]
+    body.append(ast.parse(f"return ({', '.join(names)},)").body[0])
+    program.body = body
+    instrumented = ast.unparse(ast.fix_missing_locations(tree))
+    return instrumented, statements, copied, parameters, [n.id for n in items]
+
+
+def _stepwise_explained(source: str, backend: str) -> set[str]:
+    """The places ("call 0 output 1", "call 1 input 0") whose difference every step
+    explains (see `reclassify_stepwise`)."""
+    import ember
+
+    parsed = _instrumented(source)
+    if parsed is None or not parsed[1]:
+        return set()
+    instrumented, statements, copied, parameters, returned = parsed
+    eager_ns, compiled_ns = load(instrumented), load(instrumented)
+    dynamic = compiled_ns.get("DYNAMIC")
+    compiled = ember.compile(compiled_ns["program"], backend=backend, dynamic=dynamic)
+    floor = precision_floor(source)
+    explained = set()
+    with quiet():
+        for call in range(len(eager_ns["DIMS"])):
+            inputs = eager_ns["make_inputs"](call)
+            if not _disjoint(inputs):
+                continue
+            eager = _by_statement(list(eager_ns["program"](*inputs)), copied)
+            actual = _by_statement(list(compiled(*compiled_ns["make_inputs"](call))), copied)
+            before = dict(zip(parameters, compiled_ns["make_inputs"](call)))
+            if not _steps_explained(statements, eager, actual, before, compiled_ns, floor):
+                continue
+            last_eager, last_actual = eager[-1], actual[-1]
+            differing = {n for n in last_eager if _differs(last_eager[n], last_actual[n], floor)}
+            index = 0
+            for name in returned:
+                width = len(flatten(last_eager[name]))
+                if name in differing:
+                    explained.update(f"call {call} output {index + k}" for k in range(width))
+                index += width
+            explained.update(
+                f"call {call} input {i}" for i, n in enumerate(parameters) if n in differing
+            )
+    return explained
+
+
+def _disjoint(inputs: list) -> bool:
+    """Whether no two input tensors share memory (copies of them would not)."""
+    pointers = [x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)]
+    return len(set(pointers)) == len(pointers)
+
+
+def _by_statement(values: list, copied: list[list[str]]) -> list[dict]:
+    """The instrumented program's flat results as one {name: value} per statement."""
+    groups, start = [], 0
+    for names in copied:
+        groups.append(dict(zip(names, values[start : start + len(names)])))
+        start += len(names)
+    return groups
+
+
+def _steps_explained(statements, eager, actual, before, namespace, floor) -> bool:
+    """Whether each statement whose compiled results differ from eager's gives the compiled
+    results when run eagerly on copies of the compiled values before it."""
+    for statement, want, got in zip(statements, eager, actual):
+        if any(_differs(want[n], got[n], floor) for n in want):
+            replay = dict(namespace)
+            replay.update({name: _copy(value) for name, value in before.items()})
+            exec(compile(ast.Module([statement], []), "<stepwise>", "exec"), replay)
+            if any(_differs(replay[n], got[n], floor) for n in got):
+                return False
+        before = got
+    return True
+
+
+def _copy(value):
+    return value.detach().clone() if isinstance(value, torch.Tensor) else value
+
+
+def _differs(want, got, floor) -> bool:
+    if isinstance(want, (tuple, list)) or isinstance(got, (tuple, list)):
+        want, got = flatten(want), flatten(got)
+        return len(want) != len(got) or any(_differs(w, g, floor) for w, g in zip(want, got))
+    if isinstance(want, float) and isinstance(got, float):
+        want, got = torch.tensor(want), torch.tensor(got)
+    return any(kind == "silent" for kind, _, _ in compare_tensors(want, got, False, floor))
 
 
 # A program naming one of these may see its inputs' layout (strides, memory) itself.

@@ -370,3 +370,26 @@ def test_write_through_a_dropout_of_nothing_into_a_non_leaf_input_runs_like_eage
     expected = fn(x, x * 2)
     grads = [torch.autograd.grad(out.sum(), x)[0] for out in (got, expected)]
     torch.testing.assert_close((got, grads[0]), (expected, grads[1]))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_softmax_backward_data_of_half_grad_keeps_its_dtype(backend, dtype):
+    """`_softmax_backward_data(grad, out, dim, input_dtype=float32)` with a half `grad`
+    returns `grad`'s dtype, as eager's meta rule says (not `input_dtype`)."""
+    aten = torch.ops.aten
+
+    def fn(grad, output):
+        return (
+            aten._softmax_backward_data(grad, output, 1, torch.float32) * 2,
+            aten._log_softmax_backward_data(grad, output, 1, torch.float32) + 1,
+        )
+
+    torch.manual_seed(0)
+    grad = torch.randn(3, 5, dtype=dtype)
+    output = torch.randn(3, 5, dtype=dtype).softmax(1)
+    expected = fn(grad, output)
+    actual = ember.compile(fn, backend=backend)(grad, output)
+    for a, e in zip(actual, expected, strict=True):
+        assert a.dtype == e.dtype
+        torch.testing.assert_close(a, e, rtol=1e-2, atol=1e-2)

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import ember
 
@@ -258,6 +259,96 @@ def test_fuzz_oracle_calls_a_branch_eager_takes_by_its_inputs_layout_precision()
     # in-place write in the program, the copies could change what it computes.
     source = _batch_norm_branch(extra=("v4 = x0.reshape(-1)", "v4.mul_(1)"))
     assert [m.kind for m in oracle.reclassify_layout(source, [branch])] == ["silent"]
+
+
+def test_fuzz_oracle_widens_casting_methods_with_their_dtypes():
+    # float16 inputs, `.float().mean().item()` scaling a value near 190 before a cosine:
+    # compiled code skips the float16 rounding of the product (0.125 apart there). In the
+    # widened programs `.float()` must widen too (to `.double()`): left float32, the mean's
+    # own rounding, times 190, shows in the float64 program's grads.
+    program = fuzz_program.Program(
+        seed=1651,
+        inputs=(
+            fuzz_program.InputSpec("x0", ("d1", "d2"), "float16", "offset", requires_grad=True),
+            fuzz_program.InputSpec(
+                "x1", ("d1", "d2"), "float16", values="randn", requires_grad=True
+            ),
+        ),
+        statements=(
+            "v3 = torch.add(x0, x1.sum(), alpha=2)",
+            "v4 = torch.relu(v3)",
+            "v5 = v3 * v4.float().mean().item()",
+            "v6 = torch.cos(v5)",
+        ),
+        outputs=("v6",),
+        dims=({"d1": 17, "d2": 2},),
+        grad=True,
+    )
+    source = fuzz_program.render(program, "inductor")
+    with fuzz.quiet():
+        found = oracle._differences(source, "inductor", False)
+        assert {m.kind for m in found} == {"silent"}
+        found = oracle.check_source(source, "inductor")
+    assert {m.kind for m in found} == {"precision"}
+
+
+def _zero_residue_program(step: str) -> fuzz_program.Program:
+    """A training batch norm over channels of two equal elements, so `x - mean` is zero in
+    real arithmetic: eager's `x * alpha + beta` leaves a residue (7.6e-6), the decomposed
+    `(x - mean) * invstd` gives exactly 0, and `step` is discontinuous there."""
+    bn = (
+        "F.batch_norm(x0, torch.zeros(x0.shape[1], dtype=torch.float32), "
+        "torch.ones(x0.shape[1], dtype=torch.float32), "
+        "torch.linspace(0.5, 1.5, x0.shape[1], dtype=x0.dtype), "
+        "torch.zeros(x0.shape[1], dtype=x0.dtype), training=True, momentum=0.1)"
+    )
+    return fuzz_program.Program(
+        seed=1219,
+        inputs=(fuzz_program.InputSpec("x0", (2, "d0", 1), "float32"),),
+        statements=(f"v1 = {bn}", f"v2 = {step}"),
+        outputs=("v2",),
+        dims=({"d0": 55},),
+    )
+
+
+@pytest.mark.parametrize("step", ["torch.where(v1 != 0, v1, 2)", "v1 // v1", "v1.sign() * 3"])
+def test_fuzz_oracle_calls_a_rounding_residue_turned_by_a_step_precision(step):
+    # The values differ by 2 (or NaN) where eager has the residue and inductor 0, in
+    # float64 as in float32; but each statement, run eagerly on the compiled values before
+    # it, gives the compiled values after it: a difference of rounding, not a wrong step.
+    source = fuzz_program.render(_zero_residue_program(step), "inductor")
+    with fuzz.quiet():
+        found = oracle._differences(source, "inductor", False)
+        assert [(m.kind, m.check) for m in found] == [("silent", "value")]
+        found = oracle.check_source(source, "inductor")
+    assert [(m.kind, m.check) for m in found] == [("precision", "value")]
+
+
+def _flipped_comparison_backend(gm, example_inputs):
+    """A deliberately wrong backend: every `!=` of the graph computes `==`."""
+    import operator
+
+    for node in gm.graph.nodes:
+        if node.target in (operator.ne, torch.ne):
+            node.target = operator.eq if node.target is operator.ne else torch.eq
+        elif node.op == "call_method" and node.target == "ne":
+            node.target = "eq"
+    gm.recompile()
+    return gm.forward
+
+
+def test_fuzz_oracle_keeps_a_step_wrong_on_its_operands_silent():
+    if "fuzz_flipped_comparison" not in ember.list_backends():
+        ember.register_backend(_flipped_comparison_backend, name="fuzz_flipped_comparison")
+    program = fuzz_program.Program(
+        seed=7,
+        inputs=(fuzz_program.InputSpec("x0", ("d0", 3), "float32"),),
+        statements=("v1 = x0 * 2", "v2 = torch.where(v1 != 0, v1, 2)", "v3 = v2.sin()"),
+        outputs=("v3",),
+        dims=({"d0": 4},),
+    )
+    found = fuzz.check_program(program, "fuzz_flipped_comparison")
+    assert [(m.kind, m.check) for m in found] == [("silent", "value")]
 
 
 def test_fuzz_programs_are_deterministic_by_seed():

@@ -48,19 +48,31 @@ def log_softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
     return cast(shifted - aten.log.default(total), out_dtype)
 
 
+def _softmax_backward_dtype(grad: torch.Tensor, input_dtype: torch.dtype) -> torch.dtype:
+    """The dtype of a (log-)softmax backward's result, as eager's meta function sets it:
+    `grad`'s, except a float32 `grad` of a softmax run half-to-float (`input_dtype`
+    float16) gives float16. `input_dtype` is otherwise only a hint: a float16 `grad`
+    with `input_dtype=float32` gives float16."""
+    if grad.dtype == torch.float32 and input_dtype == torch.float16:
+        return torch.float16
+    return grad.dtype
+
+
 @COMPOSITE.register(aten._softmax_backward_data.default)
 def softmax_backward_data(grad, output, dim: int, input_dtype: torch.dtype):
+    out_dtype = _softmax_backward_dtype(grad, input_dtype)
     grad, output = _upcast(_contiguous(grad)), _upcast(_contiguous(output))
     weighted = grad * output
     result = weighted - output * aten.sum.dim_IntList(weighted, [dim], True)
-    return cast(result, input_dtype)
+    return cast(result, out_dtype)
 
 
 @COMPOSITE.register(aten._log_softmax_backward_data.default)
 def log_softmax_backward_data(grad, output, dim: int, input_dtype: torch.dtype):
+    out_dtype = _softmax_backward_dtype(grad, input_dtype)
     grad, output = _upcast(_contiguous(grad)), _upcast(_contiguous(output))
     total = aten.sum.dim_IntList(grad, [dim], True)
-    return cast(grad - aten.exp.default(output) * total, input_dtype)
+    return cast(grad - aten.exp.default(output) * total, out_dtype)
 
 
 @COMPOSITE.register(aten.softmax.int)
