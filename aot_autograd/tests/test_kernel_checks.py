@@ -296,3 +296,55 @@ def test_cross_entropy_over_many_classes_compiles_and_checks_its_targets():
     torch.testing.assert_close(compiled(logits, target), fn(logits, target))
     with pytest.raises((IndexError, RuntimeError), match="out of bounds"):
         compiled(logits, torch.full((6,), 500))
+
+
+def test_ctc_loss_grads_compile_without_probing_past_capped_lengths():
+    """`_ctc_loss_backward` keeps `input_lengths` (50) while a capped probe's `log_probs`
+    has one step: its CPU kernel would read past it (a crash, not an exception), so an op
+    given lengths or offsets is not probed."""
+    from aot_autograd.kernel_checks import _may_read_out_of_bounds
+
+    log_probs = torch.randn(50, 3, 6).log_softmax(2).requires_grad_()
+    targets = torch.randint(1, 6, (3, 10))
+    lengths = ([50, 50, 50], [10, 8, 9])
+
+    def fn(log_probs, targets):
+        return F.ctc_loss(log_probs, targets, *lengths, reduction="none", zero_infinity=True)
+
+    compiled = aot_function(fn, lambda gm, _: gm, decompositions=prim_decomp.inductor_default)
+    expected, actual = fn(log_probs, targets), compiled(log_probs, targets)
+    torch.testing.assert_close(actual, expected)
+    grad = torch.randn_like(expected)
+    torch.testing.assert_close(
+        torch.autograd.grad(actual, log_probs, grad), torch.autograd.grad(expected, log_probs, grad)
+    )
+    assert _may_read_out_of_bounds(
+        aten._ctc_loss.default, (log_probs, targets, *lengths, 0, True), {}
+    )
+    assert not _may_read_out_of_bounds(aten.gather.default, (log_probs, 0, targets), {})
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_cholesky_of_a_matrix_not_positive_definite_raises_after_compiling(requires_grad):
+    """`linalg.cholesky` checks its factorization's `info` by an op with no result; a
+    training graph keeps it as a value check, so a later call on a matrix that is not
+    positive-definite raises as eager does, not returning garbage."""
+    a = torch.randn(3, 3)
+    positive_definite = (a @ a.mT + 3 * torch.eye(3)).requires_grad_(requires_grad)
+    compiled = aot_function(
+        torch.linalg.cholesky, lambda gm, _: gm, decompositions=prim_decomp.inductor_default
+    )
+    expected = torch.linalg.cholesky(positive_definite)
+    actual = compiled(positive_definite)
+    torch.testing.assert_close(actual, expected)
+    if requires_grad:
+        grad = torch.randn(3, 3)
+        torch.testing.assert_close(
+            torch.autograd.grad(actual, positive_definite, grad),
+            torch.autograd.grad(expected, positive_definite, grad),
+        )
+    singular = -torch.eye(3).requires_grad_(requires_grad)
+    with pytest.raises(RuntimeError, match="linalg.cholesky"):
+        torch.linalg.cholesky(singular)
+    with pytest.raises(RuntimeError, match="linalg.cholesky"):
+        compiled(singular)

@@ -124,3 +124,13 @@ def test_rounded_divisions_become_floor_divisions(shape_expr, python):
         assert eval(py_index(index), {}, {"s0": value}) == python(value)
     with pytest.raises(DynamicShapeError, match="inexact"):
         index_of_shape_expr(sympy.floor(s0 * sympy.Float(0.1)))
+
+
+def test_size_that_is_an_exact_quotient_prints_as_floor_division():
+    """A shape environment solving `s1*s1*s2 == s3` for `s2` gives `s3/s1**2`, a whole
+    size written as a quotient: the wrapper computes it with `//`."""
+    s3 = sympy.Symbol("s3", integer=True, positive=True)
+    text = py_index(s3 / s1**2)
+    assert eval(text, {"s1": 2, "s3": 12}) == 3
+    assert "//" in text and "/ " not in text.replace("//", "")
+    assert eval(py_index(s3 * s0 / 2), {"s0": 3, "s3": 4}) == 6

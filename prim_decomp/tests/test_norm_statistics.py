@@ -72,3 +72,24 @@ def test_norms_of_refused_dtypes_run_eager_kernel():
     with pytest.raises(RuntimeError):
         aten.native_group_norm.default(*group)
     assert inductor_default[aten.native_group_norm.default](*group) is NotImplemented
+
+
+@pytest.mark.parametrize("batch", [0, 2])
+def test_group_norm_of_an_empty_batch_decomposes(batch):
+    """The group norm decompositions spell their view sizes out: `view(x, [0, G, -1])`
+    of an empty batch is ambiguous and raises where eager's kernel returns empty."""
+    x = torch.randn(batch, 6, 5, dtype=torch.float64)
+    weight, bias = torch.rand(6, dtype=torch.float64) + 0.5, torch.randn(6, dtype=torch.float64)
+    args = (x, weight, bias, batch, 6, 5, 3, 1e-5)
+    forward = inductor_default[aten.native_group_norm.default]
+    expected = aten.native_group_norm.default(*args)
+    actual = forward(*args)
+    for got, want in zip(actual, expected):
+        torch.testing.assert_close(got, want)
+    grad = torch.randn_like(x)
+    backward_args = (grad, x, expected[1], expected[2], weight, batch, 6, 5, 3, [True] * 3)
+    backward = inductor_default[aten.native_group_norm_backward.default]
+    for got, want in zip(
+        backward(*backward_args), aten.native_group_norm_backward.default(*backward_args)
+    ):
+        torch.testing.assert_close(got, want)

@@ -32,7 +32,10 @@ the dtype's dispatch does not depend on the size): `arange(n, dtype=torch.bool)`
 eager's "not implemented for 'Bool'" at trace time. A larger one is not probed.
 
 Ops whose result depends on values (`nonzero`, `.item()`) or on random numbers
-are not probed, nor views (metadata only, checked by their meta functions).
+are not probed, nor views (metadata only, checked by their meta functions), nor ops
+given integers for an index-like argument the probe does not fill with zeros (lengths,
+offsets, a non-class target): a CPU kernel may read at those positions of the capped
+stand-ins unchecked (`_ctc_loss_backward` stops the process, no exception).
 
 Some kernels raise on values no probe has: an index out of range, an integer divisor
 of zero. `checks_values` names those ops; the tracer keeps their results computed even
@@ -64,10 +67,15 @@ _accepted: set[tuple] = set()
 _MAX_ACCEPTED = 100_000
 _INDEX_NAMES = frozenset({"index", "indices"})
 _autocast_off = torch._C._DisableAutocast
+# Ops whose whole work is checking their arguments' values (`info` of a factorization):
+# a probe's stand-in values say nothing about the real ones.
+_VALUE_CHECKS = frozenset({aten._linalg_check_errors.default})
 
 
 def _is_probed(op: Any) -> bool:
     if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
+        return False
+    if op in _VALUE_CHECKS:
         return False
     if any(tag in op.tags for tag in _SKIPPED_TAGS):
         return False
@@ -186,18 +194,45 @@ _INDEX_LIKE_WORDS = ("index", "indices", "idx", "target", "offset", "length", "l
 _INDEX_INPUT_OPS = frozenset({aten.one_hot.default})
 
 
-def _index_like_integers(op: Any, args: tuple, kwargs: dict) -> bool:
-    """Whether `op` gets an integer tensor for an index-like argument (by its name)."""
+def _index_like_integers(
+    op: Any, args: tuple, kwargs: dict, zero_filled: frozenset = frozenset()
+) -> bool:
+    """Whether `op` gets integers for an index-like argument (by its name) other than
+    those named in `zero_filled`: an integer tensor, or a list of ints (`_ctc_loss`'s
+    `input_lengths`)."""
     if op in _INDEX_INPUT_OPS:
         return True
     for i, argument in enumerate(op._schema.arguments):
         value = args[i] if i < len(args) else kwargs.get(argument.name)
-        if value is None or not any(word in argument.name for word in _INDEX_LIKE_WORDS):
+        if value is None or argument.name in zero_filled:
+            continue
+        if not any(word in argument.name for word in _INDEX_LIKE_WORDS):
             continue
         leaves = pytree.tree_leaves(value)
         if any(isinstance(t, torch.Tensor) and _integral(t) for t in leaves):
             return True
+        if isinstance(value, (list, tuple)) and any(_is_int(v) for v in leaves):
+            return True
     return False
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool)
+
+
+def _zero_filled_names(op: Any) -> frozenset:
+    """The arguments a probe fills with zeros (an index valid at any size)."""
+    return _INDEX_NAMES | ({"target"} if op in _CLASS_TARGET_LOSSES else frozenset())
+
+
+def _may_read_out_of_bounds(op: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether a capped probe of `op` could read past its stand-ins on the CPU: an
+    index-like argument it does not fill with zeros holds integers (a tensor filled with
+    ones, a list of lengths kept at its values) that point into tensors capped to one
+    element a dim. A CPU kernel need not check them: `_ctc_loss_backward` given
+    `input_lengths` of 50 over a one-step `log_probs` stops the process with a
+    segmentation fault, not an exception the probe could catch. Such ops are not probed."""
+    return _index_like_integers(op, args, kwargs, _zero_filled_names(op))
 
 
 def _integral(t: torch.Tensor) -> bool:
@@ -272,7 +307,7 @@ def _probe_arguments(op: Any, args: tuple, kwargs: dict, capped: bool) -> tuple[
     """Small stand-ins for the arguments: zeros for an index (valid at any size), ones
     elsewhere (a divisor, an exponent)."""
     names = [a.name for a in op._schema.arguments]
-    index_names = _INDEX_NAMES | ({"target"} if op in _CLASS_TARGET_LOSSES else set())
+    index_names = _zero_filled_names(op)
 
     def stand_in(name: str, value: Any) -> Any:
         fill = 0 if name in index_names else 1
@@ -362,6 +397,8 @@ def check_kernel_accepts(op: Any, args: tuple, kwargs: dict) -> None:
     if not all(_runs_here(t.device) for t in tensors):
         return
     if _may_assert_on_device(op, args, kwargs, tensors):
+        return
+    if _may_read_out_of_bounds(op, args, kwargs):
         return
     key = _signature(op, leaves)
     if key is not None and key in _accepted:

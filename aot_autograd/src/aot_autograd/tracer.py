@@ -923,11 +923,27 @@ class AtenTracer(TorchDispatchMode):
         if _accumulates_into_overlap(func, args, kwargs):
             return self._accumulate_into_overlap(func, args, kwargs)
         out = self._dispatch(func, args, kwargs)
+        if func is aten._linalg_check_errors.default:
+            self._assert_factorization_succeeded(*args, **kwargs)
         if checks_values(func, out):
             first = out[0] if isinstance(out, (tuple, list)) and out else out
             if isinstance(first, torch.Tensor):
                 self.recorder.value_checked_results.append(first)
         return out
+
+    def _assert_factorization_succeeded(
+        self, info: torch.Tensor, api_name: str, *, is_matrix: bool
+    ) -> None:
+        """`_linalg_check_errors(info, ...)` returns nothing, so a graph whose outputs
+        are all that is kept (a training graph's partition) would drop it, and with it
+        eager's error for a singular or not positive-definite input: its check (every
+        `info` zero) becomes a value check of the forward graph."""
+        if not self.recorder.allow_value_reads:
+            return  # a backward's check stays the op itself
+        with self:
+            succeeded = aten.all.default(aten.eq.Scalar(info, 0))
+        message = f"{api_name}: the factorization could not be completed (its info is not 0)"
+        self.recorder.record_value_assertion(succeeded, ValueAssertion("RuntimeError", message))
 
     def _dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
         decomposition = self.decompositions.get(func)

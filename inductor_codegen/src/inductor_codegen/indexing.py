@@ -419,6 +419,13 @@ def c_index(expr: Index) -> str:
     raise ValueError(f"cannot print index expression {expr} as C++")
 
 
+def _divides(expr: Index) -> bool:
+    """Whether a product divides (`s0*s1**(-2)`, `s0/2`): a size the shape environment
+    knows to be whole (`tensorinv`'s reshape of `s0*s1` elements into rows of `s1**2`),
+    printed as an exact floor division."""
+    return sympy.fraction(expr)[1] != 1
+
+
 def py_index(expr: Index) -> str:
     """An index expression as Python (the wrapper computes sizes with it at run time)."""
     expr = sympy.sympify(expr)
@@ -428,6 +435,9 @@ def py_index(expr: Index) -> str:
         return expr.name
     if expr.is_Add:
         return "(" + " + ".join(py_index(a) for a in _ordered(expr.args)) + ")"
+    if expr.is_Mul and _divides(expr):
+        numerator, denominator = sympy.fraction(expr)
+        return f"({py_index(numerator)} // {py_index(denominator)})"
     if expr.is_Mul:
         return "(" + " * ".join(py_index(a) for a in _ordered(expr.args)) + ")"
     if isinstance(expr, FloorDiv):

@@ -117,3 +117,24 @@ def test_mark_dynamic_with_a_backend_that_fails_on_symbolic_graphs_falls_back_to
         x = torch.randn(rows, 4)
         ember.mark_dynamic(x, 0)
         torch.testing.assert_close(compiled(x), x.sin() + 1)
+
+
+def test_tensorinv_with_a_size_solved_as_a_quotient_compiles_dynamic():
+    """`tensorinv` needs a square matrix: the guard `s1*s1*s2 == s3` makes `s2` the size
+    `s3/s1**2`, which the generated wrapper computes; outputs and grads match eager."""
+
+    def fn(x):
+        return torch.linalg.tensorinv(x, ind=3)
+
+    x = torch.randn(2, 2, 3, 12, 1) + 4 * torch.eye(12).reshape(2, 2, 3, 12, 1)
+    x_e, x_c = x.clone().requires_grad_(), x.clone().requires_grad_()
+    compiled = ember.compile(fn, backend="inductor", fullgraph=True, dynamic=True)
+    expected, actual = fn(x_e), compiled(x_c)
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
+    grad = torch.randn_like(expected)
+    torch.testing.assert_close(
+        torch.autograd.grad(actual, x_c, grad),
+        torch.autograd.grad(expected, x_e, grad),
+        rtol=1e-4,
+        atol=1e-4,
+    )

@@ -274,7 +274,14 @@ def test_forward_and_grads_through_ember(op, dtype, dynamic, backend):
         with _naming(index, sample):
             _assert_matches(actual, expected, reference, dtype)
             _assert_same_requires_grad(actual, expected)
-            grads_e = _grads(expected, eager_args, eager_kwargs, upstream)
+            try:
+                grads_e = _grads(expected, eager_args, eager_kwargs, upstream)
+            except RuntimeError:  # eager's backward rejects these upstream gradients
+                # (`linalg.eig`: a loss depending on the eigenvectors' phase): so must ours
+                with pytest.raises(RuntimeError):
+                    _grads(actual, args, kwargs, upstream)
+                ran += 1
+                continue
             grads_a = _grads(actual, args, kwargs, upstream)
             _assert_matches(grads_a, grads_e, reference_grads, dtype)
         ran += 1

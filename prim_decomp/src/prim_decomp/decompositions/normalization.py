@@ -397,7 +397,8 @@ def native_group_norm(x, weight, bias, N, C, HxW, group: int, eps: float):
     if stats is None:
         return NotImplemented
     xc = _upcast(x)
-    grouped = aten.view.default(xc, [N, group, -1])
+    # NOTE: sizes spelled out, not -1: an empty batch (N = 0) leaves -1 ambiguous.
+    grouped = aten.view.default(xc, [N, group, (C // group) * HxW])
     mean, rstd = _mean_and_rstd(grouped, [2], eps)
     out = aten.view.default((grouped - mean) * rstd, x.shape)
     shape = [1, C] + [1] * (x.dim() - 2)
@@ -414,8 +415,8 @@ def native_group_norm(x, weight, bias, N, C, HxW, group: int, eps: float):
 def native_group_norm_backward(grad, x, mean, rstd, weight, N, C, HxW, group, mask):
     grad_c, x_c = _upcast(grad), _upcast(x)
     per_group = C // group
-    g = aten.view.default(grad_c, [N, group, per_group, -1])
-    xv = aten.view.default(x_c, [N, group, per_group, -1])
+    g = aten.view.default(grad_c, [N, group, per_group, HxW])
+    xv = aten.view.default(x_c, [N, group, per_group, HxW])
     mean_b = aten.view.default(_upcast(mean), [N, group, 1, 1])
     rstd_b = aten.view.default(_upcast(rstd), [N, group, 1, 1])
     x_hat = (xv - mean_b) * rstd_b
