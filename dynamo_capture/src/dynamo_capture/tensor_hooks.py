@@ -1,0 +1,159 @@
+"""`t.register_hook(fn)` on a tensor the frame computed: one graph node.
+
+    y = x * 3                      y = mul(x, 3)
+    y.register_hook(lambda g: ...) y = tensor_hook_lambda(y)   (all later uses of y)
+    return y.cos()                 cos = y.cos()
+
+The node is an autograd Function: its forward copies the tensor, its backward calls
+the user's hook on the gradient and passes on what the hook returns in place of the
+gradient (the gradient itself where it returns None), as eager's autograd does with a
+tensor hook. Every later use of the tensor (locals, containers, the frame's outputs)
+reads the node, so all the gradient reaching the tensor goes through the hook.
+
+The hook is captured only where that is sound; anything else breaks the graph at the
+call, which runs eagerly:
+
+- the tensor is computed in the frame (not an input), requires grad, is not a view
+  (a view would lose its base once copied) and nothing in the graph read it yet:
+  such a read takes a gradient path that skips the hook; then the whole frame runs
+  eagerly, as a graph ending at the call would take that path too;
+- the handle the call returns is dropped (the next instruction pops it);
+- the hook is a function made in the frame (a lambda or a def) whose closure and
+  defaults hold only constants, and it is pure as autograd Functions' staticmethods
+  must be (autograd_functions._check_pure): a backend tracing the graph (aot_autograd)
+  runs it once, when it traces the backward;
+- it runs on the capture's example gradient and returns None or a tensor like it.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynamo_capture.autograd_functions import _check_pure
+from dynamo_capture.errors import NeedsEagerFrame, Unsupported
+from dynamo_capture.output_graph import is_constant
+from dynamo_capture.values import FunctionValue, PythonValue, TensorValue, Value
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = ["register_tensor_hook"]
+
+
+def register_tensor_hook(
+    tx: Translator, tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """The value of `tensor.register_hook(*args)`: the hook recorded as a graph node that
+    every later use of `tensor` reads; Unsupported where that is not sound."""
+    read_before = tensor.node.op != "placeholder" and bool(tensor.node.users)
+    reason = _refusal(tx, tensor, args, kwargs)
+    if reason is not None and read_before and tensor.example.requires_grad:
+        # NOTE: a graph ending after the call would differentiate those reads inside
+        # itself, past the tensor the hook is registered on, where eager's hook sees
+        # the gradient of every use: the whole frame runs eagerly
+        raise NeedsEagerFrame(f"Tensor.register_hook() {reason}")
+    if reason is not None:
+        raise Unsupported(f"Tensor.register_hook() {reason}; the call runs eagerly")
+    hook = _real_function(args[0])
+    _check_pure(tx, hook, "the tensor hook", set(), 0)
+    target = _hook_target(hook)
+    tx.ctx.autograd_function_nodes_made += 1  # a backend refusing them gets a graph without
+    hooked = tx.ctx.call("call_function", target, (tensor,), {})
+    if not isinstance(hooked, TensorValue):
+        raise Unsupported("Tensor.register_hook(): the hook node gave no tensor")
+    # NOTE: the value object is shared by every local and container holding the tensor:
+    # pointing it at the node makes all of them read the hooked tensor from now on
+    tensor.node, tensor.example = hooked.node, hooked.example
+    return PythonValue(None)
+
+
+def _refusal(
+    tx: Translator, tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]
+) -> str | None:
+    """Why capturing the call is not sound, or None."""
+    if kwargs or len(args) != 1:
+        return "with arguments other than one hook"
+    if not tx.ctx.autograd_function_nodes:
+        return "with a backend that cannot compile autograd Function nodes"
+    if tx.ctx.reading_ahead is not None:
+        return f"in {tx.ctx.reading_ahead}"
+    if not torch.is_grad_enabled() or not tensor.example.requires_grad:
+        return "on a tensor that takes no gradient"
+    if tensor.node.op != "call_function" and tensor.node.op != "call_method":
+        return "on a tensor the frame did not compute"
+    if tensor.example._base is not None:
+        return "on a view"
+    if tensor.node.users:
+        return "on a tensor the frame read before"
+    following = tx.instructions[tx.next_index] if tx.next_index < len(tx.instructions) else None
+    if following is None or following.opname != "POP_TOP":
+        return "whose handle is kept"
+    hook = args[0]
+    if not isinstance(hook, FunctionValue) or hook.attrs or hook.kwdefaults:
+        return "with a hook not made in the frame as a plain function"
+    for cell in hook.closure:
+        if not _is_constant(cell.contents):
+            return "with a hook whose closure holds more than constants"
+    if not all(_is_constant(value) for value in hook.defaults):
+        return "with a hook whose defaults are not constants"
+    return None
+
+
+def _is_constant(value: Value | None) -> bool:
+    return isinstance(value, PythonValue) and value.source is None and is_constant(value.obj)
+
+
+def _real_function(hook: FunctionValue) -> types.FunctionType:
+    """The hook as a Python function: its code with the constants it closes over."""
+    cells = tuple(types.CellType(cell.contents.obj) for cell in hook.closure)  # type: ignore[union-attr]
+    defaults = tuple(value.obj for value in hook.defaults) or None  # type: ignore[attr-defined]
+    return types.FunctionType(hook.code, hook.globals, hook.name, defaults, cells or None)
+
+
+def _hook_target(hook: types.FunctionType) -> Any:
+    """The node's target: an autograd Function copying its input forward and calling
+    `hook` on the gradient backward."""
+
+    class TensorHook(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, tensor: torch.Tensor) -> torch.Tensor:
+            return tensor.clone()
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+            result = hook(grad)
+            return grad if result is None else result
+
+    def tensor_hook(tensor: torch.Tensor) -> torch.Tensor:
+        return TensorHook.apply(tensor)
+
+    def example(tensor: torch.Tensor) -> torch.Tensor:
+        grad = torch.ones_like(tensor)
+        try:
+            result = hook(grad)
+        except Unsupported:
+            raise
+        except Exception as error:
+            raise Unsupported(
+                f"the tensor hook {hook.__qualname__} cannot run on the capture's example "
+                f"gradient ({type(error).__name__}: {error})"
+            ) from error
+        if result is not None and not (
+            isinstance(result, torch.Tensor)
+            and result.shape == grad.shape
+            and result.dtype == grad.dtype
+            and result.device == grad.device
+        ):
+            raise Unsupported(
+                f"the tensor hook {hook.__qualname__} returns something other than None or "
+                "a gradient like the one it got"
+            )
+        return TensorHook.apply(tensor)
+
+    name = "".join(c if c.isalnum() else "_" for c in hook.__name__)
+    tensor_hook.__name__ = tensor_hook.__qualname__ = f"tensor_hook_{name}"
+    tensor_hook.__ember_example__ = example  # type: ignore[attr-defined]
+    return tensor_hook
