@@ -1,0 +1,86 @@
+"""Tensor hooks registered inside a compiled function: the gradients (and the hooks'
+side effects) equal eager's on every backend."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ember
+
+SEEN: list[torch.Tensor] = []
+BACKENDS = ["eager", "aot_eager", "inductor"]
+
+
+def _hook_adds_one(x):
+    y = x * 3
+    y.register_hook(lambda g: g + 1)
+    return y.cos()
+
+
+def _hook_closes_over_constant(x):
+    y = x.sin()
+    scale = 5.0
+    y.register_hook(lambda g: g * scale)
+    return y * y + y
+
+
+def _hook_returns_none(x):
+    y = x * 2
+    y.register_hook(lambda g: None)
+    return y.exp()
+
+
+def _hook_on_returned_tensor(x):
+    y = x * 2
+    y.register_hook(lambda g: g * 3)
+    return y
+
+
+def _hook_appends_outside(x):
+    y = x * 2
+    y.register_hook(lambda g: SEEN.append(g.sum()))
+    return y.exp()
+
+
+def _hook_after_a_use(x):
+    y = x * 2
+    z = y.sin()
+    y.register_hook(lambda g: g * 10)
+    return z + y.cos()
+
+
+def _hook_after_a_use_with_side_effect(x):
+    y = x * 2
+    z = y.sin()
+    y.register_hook(lambda g: SEEN.append(g.sum()))
+    return z + y.cos()
+
+
+def _gradient_and_seen(fn, x):
+    SEEN.clear()
+    fn(x).sum().backward()
+    grad, x.grad = x.grad, None
+    return grad, [t.detach() for t in SEEN]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _hook_adds_one,
+        _hook_closes_over_constant,
+        _hook_returns_none,
+        _hook_on_returned_tensor,
+        _hook_appends_outside,
+        _hook_after_a_use,
+        _hook_after_a_use_with_side_effect,
+    ],
+    ids=lambda fn: fn.__name__.strip("_"),
+)
+def test_tensor_hook_in_frame_gives_eager_gradients(fn, backend):
+    x = torch.randn(5, requires_grad=True)
+    expected = _gradient_and_seen(fn, x)
+    compiled = ember.compile(fn, backend=backend)
+    for _ in range(2):
+        torch.testing.assert_close(_gradient_and_seen(compiled, x), expected)
