@@ -61,7 +61,15 @@ def _hook_appends_outside(x):
     return y.exp()
 
 
+def _two_hooks_in_order(x):
+    y = x * 2
+    y.register_hook(lambda g: g * 2)
+    y.register_hook(lambda g: g + 1)
+    return y.cos()
+
+
 PROGRAMS = [
+    _two_hooks_in_order,
     _hook_adds_one,
     _hook_closes_over_constant,
     _hook_returns_none,

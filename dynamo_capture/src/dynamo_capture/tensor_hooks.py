@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 __all__ = ["register_tensor_hook"]
 
+_UNHOOKED = "ember_unhooked_example"
+
 
 def register_tensor_hook(
     tx: Translator, tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]
@@ -49,21 +51,32 @@ def register_tensor_hook(
     """The value of `tensor.register_hook(*args)`: the hook recorded as a graph node that
     every later use of `tensor` reads; Unsupported where that is not sound."""
     read_before = tensor.node.op != "placeholder" and bool(tensor.node.users)
+    earlier = _UNHOOKED in tensor.node.meta  # the frame registered hooks on it before
     reason = _refusal(tx, tensor, args, kwargs)
-    if reason is not None and read_before and tensor.example.requires_grad:
+    if reason is not None and (read_before or earlier) and tensor.example.requires_grad:
         # NOTE: a graph ending after the call would differentiate those reads inside
         # itself, past the tensor the hook is registered on, where eager's hook sees
         # the gradient of every use: the whole frame runs eagerly
         raise NeedsEagerFrame(f"Tensor.register_hook() {reason}")
     if reason is not None:
         raise Unsupported(f"Tensor.register_hook() {reason}; the call runs eagerly")
-    hook = _real_function(args[0])
-    _check_pure(tx, hook, "the tensor hook", set(), 0)
-    target = _hook_target(hook)
-    tx.ctx.autograd_function_nodes_made += 1  # a backend refusing them gets a graph without
-    hooked = tx.ctx.call("call_function", target, (tensor,), {})
+    try:
+        hook = _real_function(args[0])
+        _check_pure(tx, hook, "the tensor hook", set(), 0)
+        if earlier:
+            _insert_below_earlier_hooks(tx, tensor.node, hook)
+            return PythonValue(None)
+        hooked = tx.ctx.call("call_function", _hook_target(hook), (tensor,), {})
+    except NeedsEagerFrame:
+        raise
+    except Unsupported as error:
+        if earlier:  # the earlier hooks' nodes would run after it: the frame runs eagerly
+            raise NeedsEagerFrame(error.reason) from error
+        raise
     if not isinstance(hooked, TensorValue):
         raise Unsupported("Tensor.register_hook(): the hook node gave no tensor")
+    tx.ctx.autograd_function_nodes_made += 1  # a backend refusing them gets a graph without
+    hooked.node.meta[_UNHOOKED] = tensor.example  # the tensor's example before the hook
     # NOTE: the value object is shared by every local and container holding the tensor:
     # pointing it at the node makes all of them read the hooked tensor from now on
     tensor.node, tensor.example = hooked.node, hooked.example
@@ -113,9 +126,33 @@ def _real_function(hook: FunctionValue) -> types.FunctionType:
     return types.FunctionType(hook.code, hook.globals, hook.name, defaults, cells or None)
 
 
+def _insert_below_earlier_hooks(tx: Translator, outermost: torch.fx.Node, hook: Any) -> None:
+    """Puts `hook`'s node below the chain of hook nodes ending at `outermost`.
+
+    NOTE: eager runs a tensor's hooks in the order they were registered, each on what
+    the one before returned; the gradient reaches the outermost node first, so a later
+    hook's node goes in below those of the earlier ones."""
+    innermost = _innermost_hook(outermost)
+    below = TensorValue(innermost.args[0], innermost.meta[_UNHOOKED])
+    with tx.ctx.graph.inserting_before(innermost):
+        hooked = tx.ctx.call("call_function", _hook_target(hook), (below,), {})
+    if not isinstance(hooked, TensorValue):
+        raise Unsupported("Tensor.register_hook(): the hook node gave no tensor")
+    tx.ctx.autograd_function_nodes_made += 1
+    hooked.node.meta[_UNHOOKED] = below.example
+    innermost.replace_input_with(below.node, hooked.node)
+
+
+def _innermost_hook(node: torch.fx.Node) -> torch.fx.Node:
+    """The first of the chain of hook nodes ending at `node`."""
+    while _UNHOOKED in node.args[0].meta:
+        node = node.args[0]
+    return node
+
+
 def _hook_target(hook: types.FunctionType) -> Any:
     """The node's target: an autograd Function copying its input forward and calling
-    `hook` on the gradient backward."""
+    `hook` on the gradient backward (the gradient itself where it returns None)."""
 
     class TensorHook(torch.autograd.Function):
         @staticmethod
@@ -131,29 +168,37 @@ def _hook_target(hook: types.FunctionType) -> Any:
         return TensorHook.apply(tensor)
 
     def example(tensor: torch.Tensor) -> torch.Tensor:
-        grad = torch.ones_like(tensor)
-        try:
-            result = hook(grad)
-        except Unsupported:
-            raise
-        except Exception as error:
-            raise Unsupported(
-                f"the tensor hook {hook.__qualname__} cannot run on the capture's example "
-                f"gradient ({type(error).__name__}: {error})"
-            ) from error
-        if result is not None and not (
-            isinstance(result, torch.Tensor)
-            and result.shape == grad.shape
-            and result.dtype == grad.dtype
-            and result.device == grad.device
-        ):
-            raise Unsupported(
-                f"the tensor hook {hook.__qualname__} returns something other than None or "
-                "a gradient like the one it got"
-            )
+        _example_hook_result(hook, torch.ones_like(tensor))
         return TensorHook.apply(tensor)
 
     name = "".join(c if c.isalnum() else "_" for c in hook.__name__)
     tensor_hook.__name__ = tensor_hook.__qualname__ = f"tensor_hook_{name}"
     tensor_hook.__ember_example__ = example  # type: ignore[attr-defined]
     return tensor_hook
+
+
+def _example_hook_result(hook: types.FunctionType, grad: torch.Tensor) -> torch.Tensor:
+    """The gradient after `hook` ran on the example `grad`; Unsupported where it cannot
+    run there or returns something autograd would refuse."""
+    try:
+        result = hook(grad)
+    except Unsupported:
+        raise
+    except Exception as error:
+        raise Unsupported(
+            f"the tensor hook {hook.__qualname__} cannot run on the capture's example "
+            f"gradient ({type(error).__name__}: {error})"
+        ) from error
+    if result is None:
+        return grad
+    if not (
+        isinstance(result, torch.Tensor)
+        and result.shape == grad.shape
+        and result.dtype == grad.dtype
+        and result.device == grad.device
+    ):
+        raise Unsupported(
+            f"the tensor hook {hook.__qualname__} returns something other than None or "
+            "a gradient like the one it got"
+        )
+    return result

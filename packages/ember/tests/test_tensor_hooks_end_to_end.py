@@ -57,6 +57,21 @@ def _hook_after_a_use_with_side_effect(x):
     return z + y.cos()
 
 
+def _two_hooks_in_order(x):
+    y = x * 2
+    y.register_hook(lambda g: g * 2)
+    y.register_hook(lambda g: g + 1)
+    return y.cos()
+
+
+def _pure_hook_then_one_with_side_effect(x):
+    y = x * 2
+    y.register_hook(lambda g: g * 2)
+    y.register_hook(lambda g: SEEN.append(g.sum()))
+    y.register_hook(lambda g: g + 1)
+    return y.cos()
+
+
 def _gradient_and_seen(fn, x):
     SEEN.clear()
     fn(x).sum().backward()
@@ -75,6 +90,8 @@ def _gradient_and_seen(fn, x):
         _hook_appends_outside,
         _hook_after_a_use,
         _hook_after_a_use_with_side_effect,
+        _two_hooks_in_order,
+        _pure_hook_then_one_with_side_effect,
     ],
     ids=lambda fn: fn.__name__.strip("_"),
 )
