@@ -3,7 +3,11 @@ torch.compile's and its results eager's (torchcheck.check_like_torch).
 
     a hook on a tensor the frame computed, pure, closing over constants or nothing,
     returning a new gradient or None: one graph node, the frame one graph
+    several hooks on one tensor: a node each, run in the order registered
     a hook with side effects (appending to a list outside): the call runs eagerly
+
+(Unlike torch.compile, capture breaks at the hook where the hooked tensor leaves the
+graph: a hook registered on it outside must run after the graph's.)
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ def _hook_closes_over_constant(x):
     y = x.sin()
     scale = 5.0
     y.register_hook(lambda g: g * scale)
-    return y * y, y
+    return y * y, y.sum()
 
 
 def _hook_returns_none(x):

@@ -33,14 +33,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture.autograd_functions import _check_pure
-from dynamo_capture.errors import NeedsEagerFrame, Unsupported
+from dynamo_capture.errors import NeedsEagerFrame, TensorHookEscapes, Unsupported
 from dynamo_capture.output_graph import is_constant
 from dynamo_capture.values import FunctionValue, PythonValue, TensorValue, Value
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
+    from dynamo_capture.output_graph import CaptureContext
 
-__all__ = ["register_tensor_hook"]
+__all__ = ["check_hooked_tensors_stay", "register_tensor_hook"]
 
 _UNHOOKED = "ember_unhooked_example"
 
@@ -89,6 +90,8 @@ def _refusal(
     """Why capturing the call is not sound, or None."""
     if kwargs or len(args) != 1:
         return "with arguments other than one hook"
+    if not tx.ctx.tensor_hook_nodes:
+        return "where a tensor hooked in the graph would leave it"
     if not tx.ctx.autograd_function_nodes:
         return "with a backend that cannot compile autograd Function nodes"
     if tx.ctx.reading_ahead is not None:
@@ -202,3 +205,15 @@ def _example_hook_result(hook: types.FunctionType, grad: torch.Tensor) -> torch.
             "a gradient like the one it got"
         )
     return result
+
+
+def check_hooked_tensors_stay(ctx: CaptureContext, outputs: list[Any]) -> None:
+    """TensorHookEscapes where a tensor with a hook node is among the graph's outputs.
+
+    NOTE: outside the graph a hook registered on that tensor (or its retained .grad)
+    would see the gradient before the graph's hook ran, where eager's hooks run in the
+    order registered: capture starts again with the hooks run eagerly."""
+    for output in outputs:
+        node = output.node if isinstance(output, TensorValue) else output
+        if isinstance(node, torch.fx.Node) and _UNHOOKED in node.meta:
+            raise TensorHookEscapes("a tensor with a hook registered in the frame leaves the graph")

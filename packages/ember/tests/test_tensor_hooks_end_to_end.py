@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch._dynamo
 
 import ember
 
@@ -72,6 +73,14 @@ def _pure_hook_then_one_with_side_effect(x):
     return y.cos()
 
 
+def _hook_then_break_then_hook(x):
+    y = x * 2
+    y.register_hook(lambda g: g * 2)
+    torch._dynamo.graph_break()
+    y.register_hook(lambda g: g + 1)
+    return y.cos()
+
+
 def _gradient_and_seen(fn, x):
     SEEN.clear()
     fn(x).sum().backward()
@@ -92,6 +101,7 @@ def _gradient_and_seen(fn, x):
         _hook_after_a_use_with_side_effect,
         _two_hooks_in_order,
         _pure_hook_then_one_with_side_effect,
+        _hook_then_break_then_hook,
     ],
     ids=lambda fn: fn.__name__.strip("_"),
 )
@@ -101,3 +111,26 @@ def test_tensor_hook_in_frame_gives_eager_gradients(fn, backend):
     compiled = ember.compile(fn, backend=backend)
     for _ in range(2):
         torch.testing.assert_close(_gradient_and_seen(compiled, x), expected)
+
+
+def _hooked_and_returned(x):
+    y = x * 2
+    y.register_hook(lambda g: g * 2)
+    return y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensor_hook_on_returned_tensor_runs_before_hooks_added_outside(backend):
+    x = torch.randn(5, requires_grad=True)
+    compiled = ember.compile(_hooked_and_returned, backend=backend)
+    for fn in (_hooked_and_returned, compiled, compiled):
+        y = fn(x)
+        y.register_hook(lambda g: g + 1)
+        y.retain_grad()
+        y.sum().backward()
+        grads = (x.grad, y.grad)
+        x.grad = None
+        if fn is _hooked_and_returned:
+            expected = grads
+        else:
+            torch.testing.assert_close(grads, expected)
