@@ -81,6 +81,63 @@ def _hook_then_break_then_hook(x):
     return y.cos()
 
 
+def _handle_kept_and_removed(x):
+    y = x * 2
+    handle = y.register_hook(lambda g: g * 3)
+    z = y.sin()
+    handle.remove()
+    return z + y
+
+
+def _hook_closes_over_tensor(x):
+    y = x * 2
+    w = x.detach() + 1
+    y.register_hook(lambda g: g * w)
+    return y.sin()
+
+
+def _hooks_in_loop(x):
+    out = x
+    for _ in range(3):
+        out = out * 2
+        out.register_hook(lambda g: g + 1)
+    return out.cos()
+
+
+def _registers_hook(y):
+    y.register_hook(lambda g: g * 4)
+    return y
+
+
+def _hook_in_callee(x):
+    return _registers_hook(x * 2).exp()
+
+
+def _hook_on_view(x):
+    y = x * 2
+    v = y[1:]
+    v.register_hook(lambda g: g * 2)
+    return v.sin() + y.sum()
+
+
+def _hook_reads_item(x):
+    y = x * 2
+    y.register_hook(lambda g: g * g.sum().item())
+    return y.sin()
+
+
+def _hook_counts_calls_in_cell(x):
+    calls = [0]
+    y = x * 2
+
+    def counted(g):
+        calls[0] += 1
+        return g * (calls[0] + 1)
+
+    y.register_hook(counted)
+    return y.sin()
+
+
 def _gradient_and_seen(fn, x):
     SEEN.clear()
     fn(x).sum().backward()
@@ -102,6 +159,13 @@ def _gradient_and_seen(fn, x):
         _two_hooks_in_order,
         _pure_hook_then_one_with_side_effect,
         _hook_then_break_then_hook,
+        _handle_kept_and_removed,
+        _hook_closes_over_tensor,
+        _hooks_in_loop,
+        _hook_in_callee,
+        _hook_on_view,
+        _hook_reads_item,
+        _hook_counts_calls_in_cell,
     ],
     ids=lambda fn: fn.__name__.strip("_"),
 )
