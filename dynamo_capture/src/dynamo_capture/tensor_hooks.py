@@ -19,7 +19,8 @@ call, which runs eagerly:
   eagerly, as a graph ending at the call would take that path too;
 - the handle the call returns is dropped (the next instruction pops it);
 - the hook is a function made in the frame (a lambda or a def) whose closure and
-  defaults hold only constants, and it is pure as autograd Functions' staticmethods
+  defaults hold only constants, the closure's variables bound once (outside loops:
+  eager's hook reads them when the backward runs), and it is pure as autograd Functions' staticmethods
   must be (autograd_functions._check_pure): a backend tracing the graph (aot_autograd)
   runs it once, when it traces the backward;
 - it runs on the capture's example gradient and returns None or a tensor like it.
@@ -27,6 +28,7 @@ call, which runs eagerly:
 
 from __future__ import annotations
 
+import dis
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +37,7 @@ import torch
 from dynamo_capture.autograd_functions import _check_pure
 from dynamo_capture.errors import NeedsEagerFrame, TensorHookEscapes, Unsupported
 from dynamo_capture.output_graph import is_constant
+from dynamo_capture.resume import lies_in_loop
 from dynamo_capture.values import FunctionValue, PythonValue, TensorValue, Value
 
 if TYPE_CHECKING:
@@ -113,9 +116,49 @@ def _refusal(
     for cell in hook.closure:
         if not _is_constant(cell.contents):
             return "with a hook whose closure holds more than constants"
+    if not _cells_fixed(tx, hook.code):
+        return "with a hook whose closure variables may be bound again before it runs"
     if not all(_is_constant(value) for value in hook.defaults):
         return "with a hook whose defaults are not constants"
     return None
+
+
+def _cells_fixed(tx: Translator, code: types.CodeType) -> bool:
+    """Whether the variables `code` closes over keep the values they hold now.
+
+    NOTE: the hook reads them when the backward runs, eager's late binding: the code
+    that made them (the nearest calling frame whose cells they are) must store each
+    at most once and outside any loop, and no function made in it may write them."""
+    names = set(code.co_freevars)
+    if not names:
+        return True
+    maker: Translator | None = tx
+    while maker is not None and not names <= set(maker.code.co_cellvars):
+        maker = maker.parent
+    if maker is None:
+        return False
+    stores = [
+        inst
+        for inst in dis.get_instructions(maker.code)
+        if inst.opname in ("STORE_DEREF", "DELETE_DEREF") and inst.argval in names
+    ]
+    if len({inst.argval for inst in stores}) != len(stores):
+        return False
+    if any(lies_in_loop(maker.code, inst.offset) for inst in stores):
+        return False
+    return not any(_writes_any(inner, names) for inner in _nested_codes(maker.code))
+
+
+def _nested_codes(code: types.CodeType) -> list[types.CodeType]:
+    inner = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return inner + [deeper for c in inner for deeper in _nested_codes(c)]
+
+
+def _writes_any(code: types.CodeType, names: set[str]) -> bool:
+    return any(
+        inst.opname in ("STORE_DEREF", "DELETE_DEREF") and inst.argval in names
+        for inst in dis.get_instructions(code)
+    )
 
 
 def _is_constant(value: Value | None) -> bool:

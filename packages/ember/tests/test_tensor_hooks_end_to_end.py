@@ -138,6 +138,22 @@ def _hook_counts_calls_in_cell(x):
     return y.sin()
 
 
+def _hook_variable_bound_again(x):
+    scale = 5.0
+    y = x * 2
+    y.register_hook(lambda g: g * scale)
+    scale = 7.0
+    return y.sin()
+
+
+def _hook_variable_of_loop(x):
+    y = x * 2
+    for scale in (2.0, 3.0):
+        y = y * 1
+        y.register_hook(lambda g: g * scale)  # noqa: B023 - late binding, as eager
+    return y.sin()
+
+
 def _gradient_and_seen(fn, x):
     SEEN.clear()
     fn(x).sum().backward()
@@ -166,6 +182,8 @@ def _gradient_and_seen(fn, x):
         _hook_on_view,
         _hook_reads_item,
         _hook_counts_calls_in_cell,
+        _hook_variable_bound_again,
+        _hook_variable_of_loop,
     ],
     ids=lambda fn: fn.__name__.strip("_"),
 )
