@@ -95,6 +95,7 @@ from dynamo_capture.sources import (
 )
 from dynamo_capture.state import capturing
 from dynamo_capture.tensor_extremes import ChoiceValue, check_aliases
+from dynamo_capture.tensor_hooks import check_hooked_tensors_stay
 from dynamo_capture.unused_items import drop_unused_items
 from dynamo_capture.values import (
     NULL,
@@ -715,6 +716,7 @@ def capture_frame(
     float_inputs: bool = True,
     transform_nodes: bool = True,
     autograd_function_nodes: bool = True,
+    tensor_hook_nodes: bool = True,
 ) -> CapturedFrame:
     """Interpret `target`'s code on `f_locals`; raise Unsupported when it cannot be one graph.
 
@@ -725,7 +727,8 @@ def capture_frame(
     `float_inputs=False` keeps float inputs constants (CaptureContext);
     `transform_nodes=False` breaks the graph at torch.func transforms and torch.cond
     instead of making them nodes (function_transforms); `autograd_function_nodes=False`
-    likewise at `Fn.apply` of autograd Functions (autograd_functions).
+    likewise at `Fn.apply` of autograd Functions (autograd_functions), and
+    `tensor_hook_nodes=False` at `Tensor.register_hook` (tensor_hooks).
     """
     start = time.perf_counter()
     ctx = CaptureContext(
@@ -734,6 +737,7 @@ def capture_frame(
     )  # fmt: skip
     ctx.transform_nodes = transform_nodes
     ctx.autograd_function_nodes = autograd_function_nodes
+    ctx.tensor_hook_nodes = tensor_hook_nodes
     ctx.modules_by_structure = target.modules_by_structure
     ctx.frame_locals = f_locals
     if guard_context is not None:
@@ -758,6 +762,7 @@ def capture_frame(
             output_exprs = plan.expr(result)
             replays = plan.replays()
             check_aliases(ctx, plan.outputs)
+            check_hooked_tensors_stay(ctx, plan.outputs)
             check_no_pending_cleanup(tx)
             replays = plan.prelude + replays  # objects named once, before their first use
     except Unsupported as error:

@@ -16,6 +16,7 @@ __all__ = [
     "raised_ahead",
     "RecompileError",
     "StanceError",
+    "TensorHookEscapes",
     "Unsupported",
     "UserLocation",
 ]
@@ -165,6 +166,12 @@ class Unsupported(CaptureError):
         located.rest_from_checkpoint = self.rest_from_checkpoint
         located.partial_methods = self.partial_methods
         return located
+
+
+class TensorHookEscapes(CaptureError):
+    """A tensor whose hook capture put in the graph leaves it (an output, a value handed
+    to an eager part): a hook registered on it outside would run before the graph's.
+    Capture starts again with `Tensor.register_hook` run eagerly (tensor_hooks)."""
 
 
 class NeedsEagerFrame(Unsupported):

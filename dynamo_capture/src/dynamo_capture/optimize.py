@@ -38,7 +38,12 @@ from dynamo_capture.break_callees import (
 )
 from dynamo_capture.bytecode import line_at
 from dynamo_capture.capture import CaptureArtifacts, CompiledEntry, capture_frame, compile_entry
-from dynamo_capture.errors import BackendCompilerFailed, RecompileError, Unsupported
+from dynamo_capture.errors import (
+    BackendCompilerFailed,
+    RecompileError,
+    TensorHookEscapes,
+    Unsupported,
+)
 from dynamo_capture.fallbacks import EagerFallback, forget_warnings, warn_eager_frame
 from dynamo_capture.frame_target import FrameTarget, _module_call, frame_target
 from dynamo_capture.output_graph import CaptureContext
@@ -145,6 +150,7 @@ class CompiledCallable:
         self._specialize_floats = False  # the backend refused symbolic floats: make constants
         self._transform_nodes = True  # False: the backend refused torch.func / torch.cond nodes
         self._autograd_function_nodes = True  # False: the backend refused Fn.apply nodes
+        self._tensor_hook_nodes = True  # False: a tensor hooked in the graph left it
         # nn.Module arguments guarded on structure, not identity (see _callee_part)
         self.modules_by_structure = False
         self.records_by_structure = False  # capture records kept under modules_by_structure
@@ -362,6 +368,9 @@ class CompiledCallable:
             frame = self._capture(f_locals, contexts, takes_float_inputs(backend))
         except ConstraintViolationError:
             raise  # an input outside its mark_dynamic range: the caller's error, as in torch
+        except TensorHookEscapes:
+            self._tensor_hook_nodes = False  # Tensor.register_hook runs eagerly from now on
+            return self._compile(f_locals, args, kwargs, stance)
         except Unsupported as error:
             if self.fullgraph:
                 raise
@@ -502,6 +511,7 @@ class CompiledCallable:
                 self.frame, f_locals, guard_context=contexts,
                 transform_nodes=self._transform_nodes,
                 autograd_function_nodes=self._autograd_function_nodes,
+                tensor_hook_nodes=self._tensor_hook_nodes,
             )  # fmt: skip
         try:
             return capture_frame(
@@ -509,8 +519,9 @@ class CompiledCallable:
                 history=history, specialize_floats=self._specialize_floats,
                 float_inputs=float_inputs, transform_nodes=self._transform_nodes,
                 autograd_function_nodes=self._autograd_function_nodes,
+                tensor_hook_nodes=self._tensor_hook_nodes,
             )  # fmt: skip
-        except ConstraintViolationError:
+        except (ConstraintViolationError, TensorHookEscapes):
             raise
         except Exception as error:
             if not (contexts and contexts[0].symbolic):
@@ -521,7 +532,10 @@ class CompiledCallable:
         symbolic = list(contexts)
         contexts.clear()
         try:
-            frame = capture_frame(self.frame, f_locals, guard_context=contexts)
+            frame = capture_frame(
+                self.frame, f_locals, guard_context=contexts,
+                tensor_hook_nodes=self._tensor_hook_nodes,
+            )  # fmt: skip
         except Unsupported as static_error:
             if _same_break(symbolic_error, static_error):
                 # an ordinary graph break, not one of symbolic sizes: the capture up to

@@ -310,6 +310,8 @@ class CaptureContext:
         # Fn.apply of autograd Functions as graph nodes (autograd_functions), and how many
         self.autograd_function_nodes = True
         self.autograd_function_nodes_made = 0
+        # Tensor.register_hook on tensors the frame computed as graph nodes (tensor_hooks)
+        self.tensor_hook_nodes = True
         # assume_constant_result functions called: their results are constants, unguarded
         self.unguarded_constants: list[str] = []
         # min/max of tensors the graph computes, given as the picked tensor's value:

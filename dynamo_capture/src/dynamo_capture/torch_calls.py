@@ -457,6 +457,10 @@ def call_tensor_method(
     tx: Translator, tensor: TensorValue, name: str, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     """tensor.name(*args, **kwargs)."""
+    if name == "register_hook":
+        from dynamo_capture.tensor_hooks import register_tensor_hook
+
+        return register_tensor_hook(tx, tensor, args, kwargs)
     if name in DATA_METHODS:
         raise Unsupported(
             f"Tensor.{name}() turns tensor data into a Python value (data-dependent); "

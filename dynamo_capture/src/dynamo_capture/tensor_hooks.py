@@ -1,0 +1,262 @@
+"""`t.register_hook(fn)` on a tensor the frame computed: one graph node.
+
+    y = x * 3                      y = mul(x, 3)
+    y.register_hook(lambda g: ...) y = tensor_hook_lambda(y)   (all later uses of y)
+    return y.cos()                 cos = y.cos()
+
+The node is an autograd Function: its forward copies the tensor, its backward calls
+the user's hook on the gradient and passes on what the hook returns in place of the
+gradient (the gradient itself where it returns None), as eager's autograd does with a
+tensor hook. Every later use of the tensor (locals, containers, the frame's outputs)
+reads the node, so all the gradient reaching the tensor goes through the hook.
+
+The hook is captured only where that is sound; anything else breaks the graph at the
+call, which runs eagerly:
+
+- the tensor is computed in the frame (not an input), requires grad, is not a view
+  (a view would lose its base once copied) and nothing in the graph read it yet:
+  such a read takes a gradient path that skips the hook; then the whole frame runs
+  eagerly, as a graph ending at the call would take that path too;
+- the handle the call returns is dropped (the next instruction pops it);
+- the hook is a function made in the frame (a lambda or a def) whose closure and
+  defaults hold only constants, the closure's variables bound once (outside loops:
+  eager's hook reads them when the backward runs), and it is pure as autograd Functions' staticmethods
+  must be (autograd_functions._check_pure): a backend tracing the graph (aot_autograd)
+  runs it once, when it traces the backward;
+- it runs on the capture's example gradient and returns None or a tensor like it.
+"""
+
+from __future__ import annotations
+
+import dis
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dynamo_capture.autograd_functions import _check_pure
+from dynamo_capture.errors import NeedsEagerFrame, TensorHookEscapes, Unsupported
+from dynamo_capture.output_graph import is_constant
+from dynamo_capture.resume import lies_in_loop
+from dynamo_capture.values import FunctionValue, PythonValue, TensorValue, Value
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+    from dynamo_capture.output_graph import CaptureContext
+
+__all__ = ["check_hooked_tensors_stay", "register_tensor_hook"]
+
+_UNHOOKED = "ember_unhooked_example"
+
+
+def register_tensor_hook(
+    tx: Translator, tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """The value of `tensor.register_hook(*args)`: the hook recorded as a graph node that
+    every later use of `tensor` reads; Unsupported where that is not sound."""
+    read_before = tensor.node.op != "placeholder" and bool(tensor.node.users)
+    earlier = _UNHOOKED in tensor.node.meta  # the frame registered hooks on it before
+    reason = _refusal(tx, tensor, args, kwargs)
+    if reason is not None and (read_before or earlier) and tensor.example.requires_grad:
+        # NOTE: a graph ending after the call would differentiate those reads inside
+        # itself, past the tensor the hook is registered on, where eager's hook sees
+        # the gradient of every use: the whole frame runs eagerly
+        raise NeedsEagerFrame(f"Tensor.register_hook() {reason}")
+    if reason is not None:
+        raise Unsupported(f"Tensor.register_hook() {reason}; the call runs eagerly")
+    try:
+        hook = _real_function(args[0])
+        _check_pure(tx, hook, "the tensor hook", set(), 0)
+        if earlier:
+            _insert_below_earlier_hooks(tx, tensor.node, hook)
+            return PythonValue(None)
+        hooked = tx.ctx.call("call_function", _hook_target(hook), (tensor,), {})
+    except NeedsEagerFrame:
+        raise
+    except Unsupported as error:
+        if earlier:  # the earlier hooks' nodes would run after it: the frame runs eagerly
+            raise NeedsEagerFrame(error.reason) from error
+        raise
+    if not isinstance(hooked, TensorValue):
+        raise Unsupported("Tensor.register_hook(): the hook node gave no tensor")
+    tx.ctx.autograd_function_nodes_made += 1  # a backend refusing them gets a graph without
+    hooked.node.meta[_UNHOOKED] = tensor.example  # the tensor's example before the hook
+    # NOTE: the value object is shared by every local and container holding the tensor:
+    # pointing it at the node makes all of them read the hooked tensor from now on
+    tensor.node, tensor.example = hooked.node, hooked.example
+    return PythonValue(None)
+
+
+def _refusal(
+    tx: Translator, tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]
+) -> str | None:
+    """Why capturing the call is not sound, or None."""
+    if kwargs or len(args) != 1:
+        return "with arguments other than one hook"
+    if not tx.ctx.tensor_hook_nodes:
+        return "where a tensor hooked in the graph would leave it"
+    if not tx.ctx.autograd_function_nodes:
+        return "with a backend that cannot compile autograd Function nodes"
+    if tx.ctx.reading_ahead is not None:
+        return f"in {tx.ctx.reading_ahead}"
+    if not torch.is_grad_enabled() or not tensor.example.requires_grad:
+        return "on a tensor that takes no gradient"
+    if tensor.node.op != "call_function" and tensor.node.op != "call_method":
+        return "on a tensor the frame did not compute"
+    if tensor.example._base is not None:
+        return "on a view"
+    if tensor.node.users:
+        return "on a tensor the frame read before"
+    following = tx.instructions[tx.next_index] if tx.next_index < len(tx.instructions) else None
+    if following is None or following.opname != "POP_TOP":
+        return "whose handle is kept"
+    hook = args[0]
+    if not isinstance(hook, FunctionValue) or hook.attrs or hook.kwdefaults:
+        return "with a hook not made in the frame as a plain function"
+    for cell in hook.closure:
+        if not _is_constant(cell.contents):
+            return "with a hook whose closure holds more than constants"
+    if not _cells_fixed(tx, hook.code):
+        return "with a hook whose closure variables may be bound again before it runs"
+    if not all(_is_constant(value) for value in hook.defaults):
+        return "with a hook whose defaults are not constants"
+    return None
+
+
+def _cells_fixed(tx: Translator, code: types.CodeType) -> bool:
+    """Whether the variables `code` closes over keep the values they hold now.
+
+    NOTE: the hook reads them when the backward runs, eager's late binding: the code
+    that made them (the nearest calling frame whose cells they are) must store each
+    at most once and outside any loop, and no function made in it may write them."""
+    names = set(code.co_freevars)
+    if not names:
+        return True
+    maker: Translator | None = tx
+    while maker is not None and not names <= set(maker.code.co_cellvars):
+        maker = maker.parent
+    if maker is None:
+        return False
+    stores = [
+        inst
+        for inst in dis.get_instructions(maker.code)
+        if inst.opname in ("STORE_DEREF", "DELETE_DEREF") and inst.argval in names
+    ]
+    if len({inst.argval for inst in stores}) != len(stores):
+        return False
+    if any(lies_in_loop(maker.code, inst.offset) for inst in stores):
+        return False
+    return not any(_writes_any(inner, names) for inner in _nested_codes(maker.code))
+
+
+def _nested_codes(code: types.CodeType) -> list[types.CodeType]:
+    inner = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return inner + [deeper for c in inner for deeper in _nested_codes(c)]
+
+
+def _writes_any(code: types.CodeType, names: set[str]) -> bool:
+    return any(
+        inst.opname in ("STORE_DEREF", "DELETE_DEREF") and inst.argval in names
+        for inst in dis.get_instructions(code)
+    )
+
+
+def _is_constant(value: Value | None) -> bool:
+    return isinstance(value, PythonValue) and value.source is None and is_constant(value.obj)
+
+
+def _real_function(hook: FunctionValue) -> types.FunctionType:
+    """The hook as a Python function: its code with the constants it closes over."""
+    cells = tuple(types.CellType(cell.contents.obj) for cell in hook.closure)  # type: ignore[union-attr]
+    defaults = tuple(value.obj for value in hook.defaults) or None  # type: ignore[attr-defined]
+    return types.FunctionType(hook.code, hook.globals, hook.name, defaults, cells or None)
+
+
+def _insert_below_earlier_hooks(tx: Translator, outermost: torch.fx.Node, hook: Any) -> None:
+    """Puts `hook`'s node below the chain of hook nodes ending at `outermost`.
+
+    NOTE: eager runs a tensor's hooks in the order they were registered, each on what
+    the one before returned; the gradient reaches the outermost node first, so a later
+    hook's node goes in below those of the earlier ones."""
+    innermost = _innermost_hook(outermost)
+    below = TensorValue(innermost.args[0], innermost.meta[_UNHOOKED])
+    with tx.ctx.graph.inserting_before(innermost):
+        hooked = tx.ctx.call("call_function", _hook_target(hook), (below,), {})
+    if not isinstance(hooked, TensorValue):
+        raise Unsupported("Tensor.register_hook(): the hook node gave no tensor")
+    tx.ctx.autograd_function_nodes_made += 1
+    hooked.node.meta[_UNHOOKED] = below.example
+    innermost.replace_input_with(below.node, hooked.node)
+
+
+def _innermost_hook(node: torch.fx.Node) -> torch.fx.Node:
+    """The first of the chain of hook nodes ending at `node`."""
+    while _UNHOOKED in node.args[0].meta:
+        node = node.args[0]
+    return node
+
+
+def _hook_target(hook: types.FunctionType) -> Any:
+    """The node's target: an autograd Function copying its input forward and calling
+    `hook` on the gradient backward (the gradient itself where it returns None)."""
+
+    class TensorHook(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, tensor: torch.Tensor) -> torch.Tensor:
+            return tensor.clone()
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+            result = hook(grad)
+            return grad if result is None else result
+
+    def tensor_hook(tensor: torch.Tensor) -> torch.Tensor:
+        return TensorHook.apply(tensor)
+
+    def example(tensor: torch.Tensor) -> torch.Tensor:
+        _example_hook_result(hook, torch.ones_like(tensor))
+        return TensorHook.apply(tensor)
+
+    name = "".join(c if c.isalnum() else "_" for c in hook.__name__)
+    tensor_hook.__name__ = tensor_hook.__qualname__ = f"tensor_hook_{name}"
+    tensor_hook.__ember_example__ = example  # type: ignore[attr-defined]
+    return tensor_hook
+
+
+def _example_hook_result(hook: types.FunctionType, grad: torch.Tensor) -> torch.Tensor:
+    """The gradient after `hook` ran on the example `grad`; Unsupported where it cannot
+    run there or returns something autograd would refuse."""
+    try:
+        result = hook(grad)
+    except Unsupported:
+        raise
+    except Exception as error:
+        raise Unsupported(
+            f"the tensor hook {hook.__qualname__} cannot run on the capture's example "
+            f"gradient ({type(error).__name__}: {error})"
+        ) from error
+    if result is None:
+        return grad
+    if not (
+        isinstance(result, torch.Tensor)
+        and result.shape == grad.shape
+        and result.dtype == grad.dtype
+        and result.device == grad.device
+    ):
+        raise Unsupported(
+            f"the tensor hook {hook.__qualname__} returns something other than None or "
+            "a gradient like the one it got"
+        )
+    return result
+
+
+def check_hooked_tensors_stay(ctx: CaptureContext, outputs: list[Any]) -> None:
+    """TensorHookEscapes where a tensor with a hook node is among the graph's outputs.
+
+    NOTE: outside the graph a hook registered on that tensor (or its retained .grad)
+    would see the gradient before the graph's hook ran, where eager's hooks run in the
+    order registered: capture starts again with the hooks run eagerly."""
+    for output in outputs:
+        node = output.node if isinstance(output, TensorValue) else output
+        if isinstance(node, torch.fx.Node) and _UNHOOKED in node.meta:
+            raise TensorHookEscapes("a tensor with a hook registered in the frame leaves the graph")
