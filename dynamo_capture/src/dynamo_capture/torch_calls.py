@@ -470,6 +470,13 @@ def call_tensor_method(
         raise error
     if name == "requires_grad_":
         return _requires_grad_(tensor, args, kwargs)
+    if name == "random_" or (name == "uniform_" and "from" in kwargs):
+        # NOTE: these lower to ATen overloads named `from`, a Python keyword a graph's
+        # code cannot spell (`aten.random.from`): the call runs eagerly, as in
+        # torch.compile, which breaks there too
+        error = Unsupported(f"Tensor.{name}() runs eagerly (a graph break at the call)")
+        error.eager_call = True
+        raise error
     if name in METADATA_METHODS:
         if tensor.data_dependent_shape and name in _SHAPE_METHODS:
             raise Unsupported(f"Tensor.{name}() of a tensor whose shape depends on data")
