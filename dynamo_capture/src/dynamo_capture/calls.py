@@ -62,9 +62,11 @@ from dynamo_capture.sources import (
 )
 from dynamo_capture.state_setters import (
     DEFAULT_DTYPE_SETTERS,
+    DETERMINISTIC_SETTERS,
     STATE_READERS,
     STATE_SETTERS,
     call_default_dtype_setter,
+    call_deterministic_setter,
     call_state_setter,
 )
 from dynamo_capture.torch_markers import is_torch_graph_break, torch_inline_target
@@ -308,6 +310,8 @@ def _call_python(
         raise Unsupported("torch.is_inference_mode_enabled() inside an inference_mode block")
     if obj in DEFAULT_DTYPE_SETTERS:
         return call_default_dtype_setter(tx, obj, args, kwargs)
+    if obj in DETERMINISTIC_SETTERS:
+        return call_deterministic_setter(tx, obj, args, kwargs)
     if obj in STATE_SETTERS:  # torch contexts' own state changes (sdpa_kernel's)
         tx.ctx.state_set_in_graph = True
         return call_state_setter(tx, obj, args, kwargs)

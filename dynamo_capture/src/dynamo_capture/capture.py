@@ -856,6 +856,8 @@ def capture_frame(
         torch.random.set_rng_state(rng_state)
         torch._C._set_grad_enabled(grad_mode)
         torch.set_default_dtype(ctx.entry_default_dtype)
+        mode, warn_only = ctx.entry_deterministic
+        torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
         for real in reversed(ctx.open_autocasts):  # capture stopped inside an autocast block
             torch.amp.autocast_mode._exit_autocast(real)
         for real in reversed(ctx.open_inference_modes):  # or an inference_mode block
@@ -1373,6 +1375,14 @@ class OutputPlan:
             # likewise the default dtype the frame leaves
             setter = self._constant(torch.set_default_dtype)
             lines.append(f"{setter}({self._constant(torch.get_default_dtype())})")
+        if self.ctx.graph.find_nodes(
+            op="call_function", target=torch._C._set_deterministic_algorithms
+        ):
+            # and the deterministic mode
+            setter = self._constant(torch._C._set_deterministic_algorithms)
+            mode = torch.are_deterministic_algorithms_enabled()
+            warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+            lines.append(f"{setter}({mode!r}, warn_only={warn_only!r})")
         return lines
 
     def _item_expr(self, value: Value) -> str:
@@ -1639,6 +1649,10 @@ def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
     # NOTE: a backend that traces the graph runs its torch.set_default_dtype nodes while
     # tracing; the default dtype in force is put back after it, as torch.compile does
     default_dtype = torch.get_default_dtype()
+    deterministic = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
     try:
         compiled = backend(graph, list(frame.example_inputs))
         if not callable(compiled):
@@ -1653,6 +1667,7 @@ def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
         raise BackendCompilerFailed(backend, type(graph).__name__, where, error) from error
     finally:
         torch.set_default_dtype(default_dtype)
+        torch._C._set_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
     return compiled
 
 

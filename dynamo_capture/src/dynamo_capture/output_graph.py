@@ -297,6 +297,11 @@ class CaptureContext:
         # the default dtype the frame was entered with (guarded); torch.set_default_dtype
         # in the frame changes it now and in the graph (state_setters)
         self.entry_default_dtype = torch.get_default_dtype()
+        # likewise the deterministic mode (and its warn_only flag)
+        self.entry_deterministic = (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        )
         self.dynamic = dynamic
         self.history = history
         # float inputs that change between calls become symbolic (else constants)
