@@ -4,7 +4,8 @@ counts equal torch.compile's (torchcheck.check_like_torch).
 
     random ops drawn in the graph, under a seed set before the call or in the frame
     torch.get_rng_state / torch.initial_seed run eagerly (a break at the call); a traced
-        graph would keep what they read while compiling
+        graph would keep what they read while compiling; torch.random.fork_rng is not
+        traced (its `with` runs eagerly)
     Tensor.random_ and uniform_(from=...) run eagerly: their ATen overload is named
         `from`, which a graph's code cannot spell
     out= calls give back the very out tensor; one resizing its out tensor or writing a
@@ -91,6 +92,12 @@ def fork_rng_block(x):
     return x + a + torch.rand(4, 4)
 
 
+def fork_rng_not_enabled(x):
+    with torch.random.fork_rng(enabled=False):
+        a = torch.rand(4)
+    return a + 1, x * 2
+
+
 def initial_seed_added(x):
     return x + torch.initial_seed()
 
@@ -113,7 +120,7 @@ RANDOM = [
     rand_added, randn_like_scaled, randint_and_randperm, bernoulli_of_probabilities,
     normal_and_uniform_in_place, dropout_in_training, seed_set_in_frame,
     seed_set_between_draws, draws_around_break, rng_state_read, rng_state_saved_and_restored,
-    fork_rng_block, initial_seed_added, random_from_to, random_to,
+    fork_rng_block, fork_rng_not_enabled, initial_seed_added, random_from_to, random_to,
     random_full_range_in_middle,
 ]  # fmt: skip
 

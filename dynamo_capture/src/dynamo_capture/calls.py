@@ -308,6 +308,10 @@ def _call_python(
     if obj is torch.is_inference_mode_enabled and tx.ctx.open_inference_modes:
         # NOTE: torch.compile breaks here (it folds the query outside such a block)
         raise Unsupported("torch.is_inference_mode_enabled() inside an inference_mode block")
+    if obj in UNTRACED_CONTEXT_FUNCTIONS:
+        error = Unsupported(f"{describe(fn)}(...) is not traced (as torch.compile)")
+        error.outside_context = True
+        raise error
     if obj in DEFAULT_DTYPE_SETTERS:
         return call_default_dtype_setter(tx, obj, args, kwargs)
     if obj in DETERMINISTIC_SETTERS:
@@ -814,6 +818,9 @@ UNTRACED_CONTEXTS: tuple[type, ...] = (
     contextlib.redirect_stdout,
     contextlib.redirect_stderr,
 )
+# torch's context-manager functions torch.compile does not trace, taken alike: a
+# random-state fork saves and restores the generator's state, which a graph cannot
+UNTRACED_CONTEXT_FUNCTIONS: frozenset[Any] = frozenset({torch.random.fork_rng})
 
 
 def construct(

@@ -39,7 +39,7 @@ from dynamo_capture import (  # noqa: F401  (registers handlers)
     side_effects,
 )
 from dynamo_capture.bound_locals import live_locals, read_before_written
-from dynamo_capture.calls import UNTRACED_CONTEXTS, is_made_in_frame
+from dynamo_capture.calls import UNTRACED_CONTEXT_FUNCTIONS, UNTRACED_CONTEXTS, is_made_in_frame
 from dynamo_capture.errors import (
     BackendCompilerFailed,
     ExceptionRaised,
@@ -784,7 +784,7 @@ def capture_frame(
                 # frame breaks at the call to it, as any break in a callee.)
                 located.in_unknown_with = True
                 located.rest_eager = True
-            elif error.outside_context and getattr(tx.calling, "obj", None) in UNTRACED_CONTEXTS:
+            elif error.outside_context and _untraced_context(getattr(tx.calling, "obj", None)):
                 # making a context torch.compile does not trace, in this frame: its resume
                 # function meets the `with` on it (from outside now) and runs eagerly
                 located.rest_eager = True
@@ -1641,6 +1641,14 @@ def _from_numpy(array: Any) -> torch.Tensor:
 def _float_tensor(value: float) -> torch.Tensor:
     """A float input as the graph takes it (FloatTensorSource)."""
     return torch.tensor(value, dtype=torch.float64)
+
+
+def _untraced_context(obj: Any) -> bool:
+    """A context manager class or function torch.compile does not trace."""
+    try:
+        return obj in UNTRACED_CONTEXTS or obj in UNTRACED_CONTEXT_FUNCTIONS
+    except TypeError:  # an unhashable object
+        return False
 
 
 def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
