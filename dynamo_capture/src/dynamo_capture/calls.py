@@ -62,9 +62,11 @@ from dynamo_capture.sources import (
 )
 from dynamo_capture.state_setters import (
     DEFAULT_DTYPE_SETTERS,
+    DETERMINISTIC_SETTERS,
     STATE_READERS,
     STATE_SETTERS,
     call_default_dtype_setter,
+    call_deterministic_setter,
     call_state_setter,
 )
 from dynamo_capture.torch_markers import is_torch_graph_break, torch_inline_target
@@ -306,8 +308,14 @@ def _call_python(
     if obj is torch.is_inference_mode_enabled and tx.ctx.open_inference_modes:
         # NOTE: torch.compile breaks here (it folds the query outside such a block)
         raise Unsupported("torch.is_inference_mode_enabled() inside an inference_mode block")
+    if obj in UNTRACED_CONTEXT_FUNCTIONS:
+        error = Unsupported(f"{describe(fn)}(...) is not traced (as torch.compile)")
+        error.outside_context = True
+        raise error
     if obj in DEFAULT_DTYPE_SETTERS:
         return call_default_dtype_setter(tx, obj, args, kwargs)
+    if obj in DETERMINISTIC_SETTERS:
+        return call_deterministic_setter(tx, obj, args, kwargs)
     if obj in STATE_SETTERS:  # torch contexts' own state changes (sdpa_kernel's)
         tx.ctx.state_set_in_graph = True
         return call_state_setter(tx, obj, args, kwargs)
@@ -810,6 +818,9 @@ UNTRACED_CONTEXTS: tuple[type, ...] = (
     contextlib.redirect_stdout,
     contextlib.redirect_stderr,
 )
+# torch's context-manager functions torch.compile does not trace, taken alike: a
+# random-state fork saves and restores the generator's state, which a graph cannot
+UNTRACED_CONTEXT_FUNCTIONS: frozenset[Any] = frozenset({torch.random.fork_rng})
 
 
 def construct(

@@ -39,7 +39,7 @@ from dynamo_capture import (  # noqa: F401  (registers handlers)
     side_effects,
 )
 from dynamo_capture.bound_locals import live_locals, read_before_written
-from dynamo_capture.calls import UNTRACED_CONTEXTS, is_made_in_frame
+from dynamo_capture.calls import UNTRACED_CONTEXT_FUNCTIONS, UNTRACED_CONTEXTS, is_made_in_frame
 from dynamo_capture.errors import (
     BackendCompilerFailed,
     ExceptionRaised,
@@ -789,7 +789,7 @@ def capture_frame(
                 # frame breaks at the call to it, as any break in a callee.)
                 located.in_unknown_with = True
                 located.rest_eager = True
-            elif error.outside_context and getattr(tx.calling, "obj", None) in UNTRACED_CONTEXTS:
+            elif error.outside_context and _untraced_context(getattr(tx.calling, "obj", None)):
                 # making a context torch.compile does not trace, in this frame: its resume
                 # function meets the `with` on it (from outside now) and runs eagerly
                 located.rest_eager = True
@@ -861,6 +861,8 @@ def capture_frame(
         torch.random.set_rng_state(rng_state)
         torch._C._set_grad_enabled(grad_mode)
         torch.set_default_dtype(ctx.entry_default_dtype)
+        mode, warn_only = ctx.entry_deterministic
+        torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
         for real in reversed(ctx.open_autocasts):  # capture stopped inside an autocast block
             torch.amp.autocast_mode._exit_autocast(real)
         for real in reversed(ctx.open_inference_modes):  # or an inference_mode block
@@ -1378,6 +1380,14 @@ class OutputPlan:
             # likewise the default dtype the frame leaves
             setter = self._constant(torch.set_default_dtype)
             lines.append(f"{setter}({self._constant(torch.get_default_dtype())})")
+        if self.ctx.graph.find_nodes(
+            op="call_function", target=torch._C._set_deterministic_algorithms
+        ):
+            # and the deterministic mode
+            setter = self._constant(torch._C._set_deterministic_algorithms)
+            mode = torch.are_deterministic_algorithms_enabled()
+            warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+            lines.append(f"{setter}({mode!r}, warn_only={warn_only!r})")
         return lines
 
     def _item_expr(self, value: Value) -> str:
@@ -1638,12 +1648,24 @@ def _float_tensor(value: float) -> torch.Tensor:
     return torch.tensor(value, dtype=torch.float64)
 
 
+def _untraced_context(obj: Any) -> bool:
+    """A context manager class or function torch.compile does not trace."""
+    try:
+        return obj in UNTRACED_CONTEXTS or obj in UNTRACED_CONTEXT_FUNCTIONS
+    except TypeError:  # an unhashable object
+        return False
+
+
 def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
     """Run the backend on the frame's graph; its errors become BackendCompilerFailed."""
     graph = frame.graph_module
     # NOTE: a backend that traces the graph runs its torch.set_default_dtype nodes while
     # tracing; the default dtype in force is put back after it, as torch.compile does
     default_dtype = torch.get_default_dtype()
+    deterministic = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
     try:
         compiled = backend(graph, list(frame.example_inputs))
         if not callable(compiled):
@@ -1658,6 +1680,7 @@ def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
         raise BackendCompilerFailed(backend, type(graph).__name__, where, error) from error
     finally:
         torch.set_default_dtype(default_dtype)
+        torch._C._set_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
     return compiled
 
 

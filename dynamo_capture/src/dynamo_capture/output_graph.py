@@ -297,6 +297,11 @@ class CaptureContext:
         # the default dtype the frame was entered with (guarded); torch.set_default_dtype
         # in the frame changes it now and in the graph (state_setters)
         self.entry_default_dtype = torch.get_default_dtype()
+        # likewise the deterministic mode (and its warn_only flag)
+        self.entry_deterministic = (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        )
         self.dynamic = dynamic
         self.history = history
         # float inputs that change between calls become symbolic (else constants)
@@ -877,6 +882,8 @@ class CaptureContext:
             target = symbolic_indexing_target(target, example_args)
         data_dependent = _any_data_dependent(args, kwargs)
         result_type = tensor_result_type(args, kwargs)
+        outs = _out_tensors(kwargs)
+        out_shapes = [out.example.shape for out in outs]
         try:
             result = self._run_on_examples(kind, target, example_args, example_kwargs)
         except Unsupported:
@@ -896,6 +903,7 @@ class CaptureContext:
                 f"{_describe_target(kind, target)} returned a Python {type(result).__name__} "
                 "computed from tensor data (data-dependent); keep it a tensor"
             )
+        _check_out_tensors(kind, target, outs, out_shapes)
         if torch.get_default_dtype() is not self.entry_default_dtype and _has_tensor(result):
             node_kwargs = self._pin_default_dtype(kind, target, example_args, example_kwargs,
                                                   node_kwargs, result)  # fmt: skip
@@ -904,7 +912,8 @@ class CaptureContext:
         data_dependent = data_dependent or name in DATA_DEPENDENT_SHAPE_OPS
         if name in ("__getitem__", "getitem") and _bool_index(example_args):
             data_dependent = True
-        return self.wrap_result(node, result, data_dependent, result_type)
+        wrapped = self.wrap_result(node, result, data_dependent, result_type)
+        return _returned_outs(wrapped, result, outs)
 
     def _pin_default_dtype(
         self,
@@ -1164,6 +1173,46 @@ def _has_side_effect(target: Any, kwargs: dict[str, Any]) -> bool:
     if not isinstance(name, str):
         return False
     return name in _RANDOM_OPERATIONS or (name.endswith("_") and not name.startswith("__"))
+
+
+def _out_tensors(kwargs: dict[str, Any]) -> list[TensorValue]:
+    """The tensors a call's `out=` argument names (one tensor, or a tuple or list)."""
+    out = kwargs.get("out")
+    if isinstance(out, TensorValue):
+        return [out]
+    if isinstance(out, TupleValue | ListValue):
+        return [item for item in out.items if isinstance(item, TensorValue)]
+    return []
+
+
+def _check_out_tensors(
+    kind: str, target: Any, outs: list[TensorValue], shapes: list[torch.Size]
+) -> None:
+    """A call writing into `out=` tensors it resizes, or into a non-contiguous one, runs
+    eagerly (a graph break at the call), as torch.compile breaks there: the graph's
+    value of the out tensor would keep its old geometry for the code that reads it."""
+    for out, shape in zip(outs, shapes):
+        if out.example.shape != shape or not out.example.is_contiguous():
+            error = Unsupported(
+                f"{_describe_target(kind, target)} resizes its out= tensor or writes a "
+                "non-contiguous one; it runs eagerly (a graph break at the call)"
+            )
+            error.eager_call = True
+            raise error
+
+
+def _returned_outs(wrapped: Value, result: Any, outs: list[TensorValue]) -> Value:
+    """A call's value where it returns its `out=` tensors: those very values, as eager
+    returns the very tensors passed (`torch.add(a, b, out=c) is c`)."""
+    by_example = {id(out.example): out for out in outs}
+    if isinstance(result, torch.Tensor):
+        return by_example.get(id(result), wrapped)
+    if isinstance(result, tuple | list) and isinstance(wrapped, TupleValue | ListValue):
+        items = [by_example.get(id(item), value) for item, value in zip(result, wrapped.items)]
+        if isinstance(wrapped, ListValue):
+            return ListValue(items)
+        return TupleValue(items, wrapped.cls)
+    return wrapped
 
 
 def _describe_target(kind: str, target: Any) -> str:

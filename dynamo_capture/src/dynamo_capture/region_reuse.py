@@ -117,6 +117,7 @@ def _state_key(tx: Translator) -> tuple:
         torch.is_inference_mode_enabled(),
         autocast,
         torch.get_default_dtype(),
+        torch.are_deterministic_algorithms_enabled(),
         ctx.state_set_in_graph,
         ctx.functorch_level,
         ctx.jvp_nesting,

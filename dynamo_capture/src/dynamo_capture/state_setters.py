@@ -20,6 +20,11 @@ it; the capture restores the dtype it was entered with (which its guards check).
 graph's later calls whose result dtype depends on it get it pinned as an argument
 (CaptureContext.call), since a backend that traces the graph keeps no such switch,
 and the dtype the frame leaves is set again after the graph (capture.OutputPlan).
+
+`torch.use_deterministic_algorithms(mode, warn_only=w)` (DETERMINISTIC_SETTERS) is
+alike: a `torch._C._set_deterministic_algorithms` node, as in torch.compile's graphs,
+set now for what the frame reads later, put back when the capture ends, and the mode
+the frame leaves set again after the graph.
 """
 
 from __future__ import annotations
@@ -40,9 +45,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_DTYPE_SETTERS",
+    "DETERMINISTIC_SETTERS",
     "STATE_READERS",
     "STATE_SETTERS",
     "call_default_dtype_setter",
+    "call_deterministic_setter",
     "call_state_setter",
 ]
 
@@ -61,6 +68,10 @@ STATE_READERS: frozenset[Callable[..., Any]] = frozenset(
 
 DEFAULT_DTYPE_SETTERS: frozenset[Callable[..., Any]] = frozenset(
     {torch.set_default_dtype, torch._C._set_default_dtype}
+)
+
+DETERMINISTIC_SETTERS: frozenset[Callable[..., Any]] = frozenset(
+    {torch.use_deterministic_algorithms, torch._C._set_deterministic_algorithms}
 )
 
 
@@ -113,4 +124,27 @@ def call_default_dtype_setter(
         raise Unsupported(f"torch.set_default_dtype({dtype}) is refused eagerly")
     fn(dtype)
     tx.ctx.graph.call_function(torch.set_default_dtype, (dtype,))
+    return PythonValue(None)
+
+
+def call_deterministic_setter(
+    tx: Translator, fn: Callable[..., Any], args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """torch.use_deterministic_algorithms(mode, warn_only=w): set now and in the graph."""
+    try:
+        real_args = [as_constant(arg) for arg in args]
+        real_kwargs = {name: as_constant(arg) for name, arg in kwargs.items()}
+    except NotConstant:
+        raise Unsupported(
+            "torch.use_deterministic_algorithms with a mode known only when it runs"
+        ) from None
+    if len(real_args) != 1 or set(real_kwargs) - {"warn_only"}:
+        raise Unsupported("torch.use_deterministic_algorithms called with other arguments")
+    mode, warn_only = real_args[0], real_kwargs.get("warn_only", False)
+    if type(mode) is not bool or type(warn_only) is not bool:
+        raise Unsupported("torch.use_deterministic_algorithms with other than bool flags")
+    torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
+    tx.ctx.graph.call_function(
+        torch._C._set_deterministic_algorithms, (mode,), {"warn_only": warn_only}
+    )
     return PythonValue(None)

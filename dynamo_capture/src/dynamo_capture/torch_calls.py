@@ -57,6 +57,14 @@ _METADATA_FUNCTIONS = {
     torch.is_inference_mode_enabled, torch.result_type, torch.promote_types,
     torch.can_cast, torch.is_storage, torch.broadcast_shapes,
 }  # fmt: skip
+# torch functions reading a random generator's state: each runs eagerly (a graph break)
+_RNG_STATE_READS = frozenset(
+    fn
+    for fn in (torch.random.get_rng_state, torch.random.initial_seed,
+               getattr(torch.cuda, "get_rng_state", None),
+               getattr(torch.cuda, "get_rng_state_all", None))
+    if fn is not None
+)  # fmt: skip
 _GRAD_CONTEXTS = {torch.no_grad: False, torch.enable_grad: True}
 # torch functions that run a backward pass: a graph break at the call (as Tensor.backward)
 _EAGER_AUTOGRAD = frozenset({torch.autograd.grad, torch.autograd.backward})
@@ -146,6 +154,12 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
         )
     if name in _SIDE_EFFECTS:
         raise Unsupported(f"torch.{name} changes global state; call it outside the compiled code")
+    if fn in _RNG_STATE_READS:
+        # NOTE: the state is no tensor operation: a backend tracing the graph would keep
+        # the state read while compiling as a constant. torch.compile breaks here too.
+        error = Unsupported(f"torch.{name}() reads the random generator's state eagerly")
+        error.eager_call = True
+        raise error
     if fn in _EAGER_AUTOGRAD:
         # NOTE: torch.compile breaks here too: the gradients are computed eagerly, on
         # the autograd graph the graph before the break recorded
@@ -474,6 +488,13 @@ def call_tensor_method(
         raise error
     if name == "requires_grad_":
         return _requires_grad_(tensor, args, kwargs)
+    if name == "random_" or (name == "uniform_" and "from" in kwargs):
+        # NOTE: these lower to ATen overloads named `from`, a Python keyword a graph's
+        # code cannot spell (`aten.random.from`): the call runs eagerly, as in
+        # torch.compile, which breaks there too
+        error = Unsupported(f"Tensor.{name}() runs eagerly (a graph break at the call)")
+        error.eager_call = True
+        raise error
     if name in METADATA_METHODS:
         if tensor.data_dependent_shape and name in _SHAPE_METHODS:
             raise Unsupported(f"Tensor.{name}() of a tensor whose shape depends on data")

@@ -20,9 +20,11 @@ def native_dropout(x: torch.Tensor, p: float, train: bool | None):
         return aten.clone.default(x), aten.full_like.default(x, 1, dtype=torch.bool)
     if p == 1:
         return aten.zeros_like.default(x), aten.zeros_like.default(x, dtype=torch.bool)
-    mask = aten.rand_like.default(x) > p
+    # NOTE: eager's CPU kernel draws its mask as `empty_like(x).bernoulli_(1 - p)` in the
+    # input's dtype: drawn alike, the mask is the one eager draws from the same state
+    keep = aten.bernoulli.p(aten.empty_like.default(x), 1.0 - p)
     scale = 1.0 / (1.0 - p)
-    return x * mask * scale, mask
+    return x * keep * scale, aten.ne.Scalar(keep, 0)
 
 
 @COMPOSITE.register(aten.native_dropout_backward.default)
