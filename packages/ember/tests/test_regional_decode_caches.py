@@ -244,6 +244,31 @@ def test_regional_decode_step_writes_the_shared_cache_in_place(monkeypatch):
     assert copied == []
 
 
+@pytest.mark.parametrize("regional", [None, True])
+def test_aot_eager_compiles_a_step_writing_its_cache_whole_unless_asked(monkeypatch, regional):
+    """aot_eager's graphs do not write their inputs themselves: cut into regions, each
+    region would copy the whole cache back, so by default the step is one graph (one
+    copy); `regional: True` still cuts it. Either way the step matches eager."""
+    import aot_autograd.runtime as runtime
+
+    copied = []
+    copy_back = runtime._copy_back
+    monkeypatch.setattr(
+        runtime, "_copy_back", lambda inputs, values: (copied.append(1), copy_back(inputs, values))
+    )
+    torch.manual_seed(0)
+    model = IndexedCacheStack()
+    options = {} if regional is None else {"regional": regional}
+    compiled = ember.compile(model, backend="aot_eager", options=options)
+    with torch.no_grad():
+        x, cache = torch.randn(1, 1, 16), torch.randn(LAYERS, 2, 1, 8, 16)
+        expected_cache = cache.clone()
+        expected = model(x, expected_cache, 5)
+        torch.testing.assert_close(compiled(x, cache, 5), expected)
+        torch.testing.assert_close(cache, expected_cache)
+    assert len(copied) == (1 if regional is None else LAYERS)
+
+
 class ShiftedLayer(torch.nn.Module):
     """Layers alike but for ints that shape what they compute: a roll and a dim size."""
 
