@@ -198,3 +198,60 @@ def test_ensure_layout_fills_an_expanded_layout_without_a_refused_copy():
     out = ensure_layout(value, (2, 3), (0, 1))
     assert out.stride() == (0, 1)
     assert_close(out, value)
+
+
+def _nested_write(cache, k, index):
+    """`cache[index, :, 5] = k` as functionalization traces it: a scatter into a view,
+    scattered back into the tensor the view was taken from."""
+    layer = cache.select(0, index)
+    return cache.select_scatter(layer.select_scatter(k, 1, 5), 0, index)
+
+
+def _two_cache_writes(cache, k, v):
+    first = _nested_write(cache, k, 1)
+    second = _nested_write(first, v, 2)
+    return (second.select(0, 1) * 2).sum(), second
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_chained_nested_scatters_write_into_the_input(path, tmp_path):
+    cache, k, v = torch.randn(4, 3, 8, 2), torch.randn(3, 2), torch.randn(3, 2)
+    compiled = _compile(_two_cache_writes, (cache, k, v), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset({0})
+    expected = _two_cache_writes(cache.clone(), k, v)
+    assert_close(compiled(cache, k, v)[0], expected[0])
+    assert_close(cache, expected[1])  # the input itself holds both writes
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_chained_scatters_whose_first_value_is_read_later_copy_back(path, tmp_path):
+    def reads_between(cache, k, v):
+        first = _nested_write(cache, k, 1)
+        second = _nested_write(first, v, 1)
+        return first.sum(-1) + second.sum(-1), second
+
+    cache, k, v = torch.randn(4, 3, 8, 2), torch.randn(3, 2), torch.randn(3, 2)
+    compiled = _compile(reads_between, (cache, k, v), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset()
+    expected = reads_between(cache.clone(), k, v)
+    actual = compiled(cache, k, v)
+    assert_close(actual[0], expected[0])
+    assert_close(actual[1], expected[1])
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_nested_scatter_whose_old_slice_is_read_elsewhere_is_not_written(path, tmp_path):
+    def reads_old_layer(cache, k):
+        layer = cache.select(0, 1)
+        new = cache.select_scatter(layer.select_scatter(k, 1, 5), 0, 1)
+        return layer.sum(-1), new
+
+    cache, k = torch.randn(4, 3, 8, 2), torch.randn(3, 2)
+    compiled = _compile(reads_old_layer, (cache, k), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset()
+    before = cache.clone()
+    expected = reads_old_layer(before, k)
+    actual = compiled(cache, k)
+    assert_close(actual[0], expected[0])
+    assert_close(actual[1], expected[1])
+    assert_close(cache, before)

@@ -28,7 +28,7 @@ import functools
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
@@ -345,18 +345,25 @@ def _range_condition(symbol: sympy.Symbol, value_range: Any) -> Any:
     return sympy.And(*parts) if parts else sympy.true
 
 
+_MAX_VERDICTS = 256  # values kept per compiled graph (sizes seen by a dynamic graph)
+
+
 @dataclass(frozen=True, slots=True)
 class ShapeAssumptions:
     """Conditions on the symbols that a compiled graph relies on, checked per call.
 
     `sources` bind each symbol to a value of the call's arguments; `conditions`
     are what tracing assumed beyond what the ShapeEnv held before (the caller's
-    guards checked those). `hold(args)` is a few Python comparisons.
+    guards checked those). `hold(args)` is a few Python comparisons, once for each
+    tuple of the symbols' values (`verdicts`: a layer's index into a shared cache, lifted
+    as an input of the layer's graph, takes one value at each call site).
     """
 
     sources: tuple[SymbolSource, ...]
     conditions: tuple[Any, ...]
     check: Callable[..., list] | None
+    # the symbols' values -> whether every condition holds for them (a pure function of them)
+    verdicts: dict[tuple, bool] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def since(cls, snapshot: ShapeSnapshot, sources: tuple[SymbolSource, ...]) -> ShapeAssumptions:
@@ -383,8 +390,14 @@ class ShapeAssumptions:
         """Whether the call's sizes satisfy every condition."""
         if self.check is None:
             return True
-        values = [source.read(args) for source in self.sources]
-        return all(self.check(*values))
+        values = tuple([source.read(args) for source in self.sources])
+        verdict = self.verdicts.get(values)
+        if verdict is None:
+            verdict = all(self.check(*values))
+            # (floats are not kept: -0.0 and 0.0 are one key)
+            if len(self.verdicts) < _MAX_VERDICTS and all(type(v) is int for v in values):
+                self.verdicts[values] = verdict
+        return verdict
 
     def describe(self) -> str:
         return ", ".join(str(c) for c in self.conditions) or "nothing"

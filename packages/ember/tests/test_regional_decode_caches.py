@@ -217,6 +217,58 @@ def test_layers_sharing_one_compile_write_their_own_cache_slots(stack, backend):
     assert len({piece.signature for piece in pieces if piece.region}) == 1
 
 
+def test_regional_decode_step_writes_the_shared_cache_in_place(monkeypatch):
+    """With inductor, each layer's region stores its two writes into the cache itself
+    (the nested scatters of `cache[i, 0, :, p] = k` re-inplaced), so nothing is copied
+    back after a region runs; the cache and the output match eager."""
+    import aot_autograd.runtime as runtime
+
+    copied = []
+    copy_back = runtime._copy_back
+    monkeypatch.setattr(
+        runtime,
+        "_copy_back",
+        lambda inputs, values: (copied.append(len(inputs)), copy_back(inputs, values)),
+    )
+    torch.manual_seed(0)
+    model = IndexedCacheStack()
+    compiled = ember.compile(model, backend="inductor")
+    with torch.no_grad():
+        for _ in range(2):
+            x, cache = torch.randn(1, 1, 16), torch.randn(LAYERS, 2, 1, 8, 16)
+            expected_cache = cache.clone()
+            expected = model(x, expected_cache, 5)
+            got = compiled(x, cache, 5)
+            torch.testing.assert_close(got, expected)
+            torch.testing.assert_close(cache, expected_cache)
+    assert copied == []
+
+
+@pytest.mark.parametrize("regional", [None, True])
+def test_aot_eager_compiles_a_step_writing_its_cache_whole_unless_asked(monkeypatch, regional):
+    """aot_eager's graphs do not write their inputs themselves: cut into regions, each
+    region would copy the whole cache back, so by default the step is one graph (one
+    copy); `regional: True` still cuts it. Either way the step matches eager."""
+    import aot_autograd.runtime as runtime
+
+    copied = []
+    copy_back = runtime._copy_back
+    monkeypatch.setattr(
+        runtime, "_copy_back", lambda inputs, values: (copied.append(1), copy_back(inputs, values))
+    )
+    torch.manual_seed(0)
+    model = IndexedCacheStack()
+    options = {} if regional is None else {"regional": regional}
+    compiled = ember.compile(model, backend="aot_eager", options=options)
+    with torch.no_grad():
+        x, cache = torch.randn(1, 1, 16), torch.randn(LAYERS, 2, 1, 8, 16)
+        expected_cache = cache.clone()
+        expected = model(x, expected_cache, 5)
+        torch.testing.assert_close(compiled(x, cache, 5), expected)
+        torch.testing.assert_close(cache, expected_cache)
+    assert len(copied) == (1 if regional is None else LAYERS)
+
+
 class ShiftedLayer(torch.nn.Module):
     """Layers alike but for ints that shape what they compute: a roll and a dim size."""
 

@@ -215,7 +215,13 @@ class GraphLowering:
     @property
     def inputs_written_in_place(self) -> frozenset[int]:
         """Placeholder indices of the mutated inputs the compiled graph writes itself."""
-        return frozenset(self.inplace_writes.values())
+        # (a chain of scatters writes its input only where its last one, the returned
+        # value, was stored there too)
+        return frozenset(
+            index
+            for node, index in self.inplace_writes.items()
+            if any(user.op == "output" for user in node.users)
+        )
 
     def _lower_nodes(self) -> None:
         for node in self.gm.graph.nodes:
@@ -332,9 +338,17 @@ class GraphLowering:
         """The scatter `node` as its in-place form on the input itself (see reinplace): an
         ATen call whose result, the input, later kernels read in the input's own layout
         (a fallback's result, for the alignment checks of Triton launches)."""
-        source = node.args[0].name
+        base = node.args[0]
+        source = self._source_of(node)
+        memory = {source}
+        if base.op != "placeholder":  # a scatter after another on the same input
+            if base not in self.inplace_writes:  # the one before was not stored in place
+                del self.inplace_writes[node]
+                return self._lower_call(node)
+            if isinstance(args[0], TensorValue) and args[0].view is not None:
+                memory.add(args[0].view.buffer)
         operands = pytree.tree_leaves((args[1:], kwargs))
-        if any(isinstance(v, TensorValue) and v.view and v.view.buffer == source for v in operands):
+        if any(isinstance(v, TensorValue) and v.view and v.view.buffer in memory for v in operands):
             del self.inplace_writes[node]  # an operand is a view of the input's own memory
             return self._lower_call(node)
         op = INPLACE_SCATTERS[node.target]

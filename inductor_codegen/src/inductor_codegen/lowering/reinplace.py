@@ -11,6 +11,13 @@ op's in-place form on the input itself, so only the written elements move:
 
     buf0 = aten_index_copy__default(primals_1, 2, primals_3, primals_4)  # fallback
 
+A write through views (`cache[i, 0, :, p] = k`) traces as scatters nested in views
+of the input, each level building a new tensor from the view below; only the outermost
+scatter is over the input, and storing it there copies one slice, not the whole input.
+Several writes to one input in a row (`cache[i, 0] = k; cache[i, 1] = v`) are a chain
+of scatters, each over the one before: all are stored into the input where nothing but
+the next scatter's operands reads a value before the last (`_scatter_chain`).
+
 Where it is a pointwise value nothing else in the graph reads (BatchNorm's running
 statistics, `running_mean * 0.9 + mean * 0.1`), the kernel computing it stores it into
 the input (`ComputedBuffer.stored_into`), provided each element reads the input only at
@@ -85,7 +92,61 @@ def inplace_writes(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, int]:
         node, source = flat[position], placeholders[index]
         if _writes_into(node, source, returned):
             writes[node] = index
+            continue
+        for link in _scatter_chain(node, source, returned):
+            writes[link] = index
     return writes
+
+
+def _scatter_chain(node, source: torch.fx.Node, returned: dict) -> list[torch.fx.Node]:
+    """The scatters `node` is the last of, each over the one before and the first over
+    `source` (two writes to one cache, `cache[i, 0] = k; cache[i, 1] = v`), where every
+    one may be stored into `source` in turn; else none.
+
+    Each scatter's base (the input, or the scatter before) may be read only on the way
+    into that scatter's operands (`_read_before`), so no later node sees the value the
+    next write overwrites; the scatters before the last are no graph outputs.
+    """
+    links = []
+    current = node
+    while (
+        isinstance(current, torch.fx.Node)
+        and current.op == "call_function"
+        and current.target in INPLACE_SCATTERS
+        and current.args
+        and current is not source
+    ):
+        links.append(current)
+        current = current.args[0]
+    if current is not source or len(links) < 2 or returned.get(node, 0) != 1:
+        return []
+    for link in links:
+        base = link.args[0]
+        if link is not node and returned.get(link, 0):
+            return []  # an earlier write's value is returned as such, not as the input
+        if any(a is base or a is source for a in pytree.tree_leaves((link.args[1:], link.kwargs))):
+            return []
+        if any(user is not link and not _read_before(user, link) for user in base.users):
+            return []
+    first = links[-1]
+    if not _fits_input(first, source):
+        return []
+    return links
+
+
+def _fits_input(node: torch.fx.Node, source: torch.fx.Node) -> bool:
+    """`node`'s value has the input's dtype, device and sizes, and the input's memory no
+    element twice: it may be stored there."""
+    old, new = source.meta.get("val"), node.meta.get("val")
+    if not isinstance(old, torch.Tensor) or not isinstance(new, torch.Tensor):
+        return False
+    if old.dtype != new.dtype or old.device != new.device:
+        return False
+    # (Sizes compared as expressions: comparing SymInts would add a guard.)
+    old_size = tuple(as_index(s) for s in old.shape)
+    if old_size != tuple(as_index(s) for s in new.shape):
+        return False
+    return _without_overlap(old_size, tuple(as_index(s) for s in old.stride()))
 
 
 def _writes_into(node, source: torch.fx.Node, returned: dict) -> bool:
@@ -106,16 +167,7 @@ def _writes_into(node, source: torch.fx.Node, returned: dict) -> bool:
         views_ok = True  # the lowering checks where the stored value reads the input
     if any(user is not node and not _read_before(user, node, views_ok) for user in source.users):
         return False
-    old, new = source.meta.get("val"), node.meta.get("val")
-    if not isinstance(old, torch.Tensor) or not isinstance(new, torch.Tensor):
-        return False
-    if old.dtype != new.dtype or old.device != new.device:
-        return False
-    # (Sizes compared as expressions: comparing SymInts would add a guard.)
-    old_size = tuple(as_index(s) for s in old.shape)
-    if old_size != tuple(as_index(s) for s in new.shape):
-        return False
-    return _without_overlap(old_size, tuple(as_index(s) for s in old.stride()))
+    return _fits_input(node, source)
 
 
 def _read_before(user: torch.fx.Node, node: torch.fx.Node, views_ok: bool = False) -> bool:
@@ -150,14 +202,27 @@ def _returns_a_view(node: torch.fx.Node) -> bool:
 
 
 def _shape_only(view: torch.fx.Node) -> bool:
-    """Whether every reader of `view` is `aten.copy` taking it as `self` alone (whose
-    result is the source's values in `self`'s shape)."""
+    """Whether every reader of `view` copies it: `aten.copy` taking it as `self` alone
+    (whose result is the source's values in `self`'s shape), a functional scatter over it
+    (`x[i, 0, :, p] = k` traces as `select_scatter(x, select_scatter(select(x, 0, i),
+    select_scatter(select(select(x, 0, i), 0, 0), k, 1, p), 0, 0), 0, i)`: each level
+    builds a new tensor from the view), or a further view read only so."""
     for reader in view.users:
-        if reader.target is not aten.copy.default or reader.args[0] is not view:
+        if reader.op != "call_function" or reader.args[0] is not view:
             return False
         if any(a is view for a in pytree.tree_leaves((reader.args[1:], reader.kwargs))):
             return False
+        if reader.target is aten.copy.default or reader.target in _COPYING_SCATTERS:
+            continue
+        if not (_VIEW_OPS.get(reader.target) and _shape_only(reader)):
+            return False
     return True
+
+
+# Functional scatters: their result is a new tensor (never `self`'s memory).
+_COPYING_SCATTERS = frozenset((aten.select_scatter.default, aten.slice_scatter.default))
+# Views whose readers `_shape_only` follows.
+_VIEW_OPS = {aten.select.int: True, aten.slice.Tensor: True}
 
 
 def _without_overlap(size: tuple, stride: tuple) -> bool:

@@ -33,7 +33,9 @@ so a model of any depth pays two compiler runs, as its whole graph would.
 The whole graph is compiled as before when nothing repeats, when the graph switches
 grad mode or autocast, or when it writes in place to a tensor other than an input of
 its own that shares memory with no other input (such as a BatchNorm's counter): a
-piece's inputs may alias in ways its own compile cannot see. `options={"regional": False}` always
+piece's inputs may alias in ways its own compile cannot see. A backend whose graphs never
+write an input themselves (aot_eager) compiles whole, by default, a graph writing an input
+in place: every piece would copy it back (`ember.backends`). `options={"regional": False}` always
 compiles the whole graph (one piece: fusion across block boundaries, longer
 compiles).
 """
@@ -57,7 +59,14 @@ from dynamo_capture.symbolic_indexing import assign_indexed_, basic_index, index
 from ember.artifacts import BackendRecord, PiecesRecord
 from guards import artifact_logger
 
-__all__ = ["MIN_REGION_OPS", "MIN_REGION_REPEATS", "Piece", "plan_pieces", "regional"]
+__all__ = [
+    "MIN_REGION_OPS",
+    "MIN_REGION_REPEATS",
+    "Piece",
+    "plan_pieces",
+    "regional",
+    "writes_inputs",
+]
 
 MIN_REGION_OPS = 10
 MIN_REGION_REPEATS = 3
@@ -196,6 +205,13 @@ def _writes_in_place(node: torch.fx.Node) -> bool:
                 return True
             return bound.arguments.get("inplace") is True
     return False
+
+
+def writes_inputs(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph writes in place to a tensor (an input, as a cut graph may only):
+    each piece doing so copies that input back after it runs, where no kernel of its
+    own writes the input (aot_eager)."""
+    return any(_writes_in_place(node) for node in gm.graph.nodes)
 
 
 def _separate_inputs(gm: torch.fx.GraphModule, example_inputs: list | None) -> set:
