@@ -32,6 +32,7 @@ import contextlib
 import itertools
 import sys
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ from dynamo_capture.functorch_inline import (
     inlined_transform,
 )
 from dynamo_capture.operations import NotConstant, as_constant
+from dynamo_capture.reentrant_checkpoints import check_reentrant_region, outside_state
 from dynamo_capture.values import (
     FunctionValue,
     ListValue,
@@ -300,8 +302,10 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
 
     The values and gradients are those of fn: checkpointing only chooses to recompute
     fn's intermediates in the backward rather than save them, a choice of memory. Any
-    other option (use_reentrant=True or left out, a context_fn) is Unsupported: the
-    call runs eagerly, as before.
+    option that changes values (a context_fn, preserve_rng_state=False) is Unsupported:
+    the call runs eagerly, as before. use_reentrant=True (or left out, which warns as
+    eager does) is traced alike where that is sound (reentrant_checkpoints), else
+    Unsupported.
     """
     from dynamo_capture.calls import call
 
@@ -315,8 +319,19 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
         raise Unsupported(
             "torch.utils.checkpoint.checkpoint with options known only when it runs"
         ) from None
+    if reentrant is None:
+        warnings.warn(
+            "torch.utils.checkpoint: the use_reentrant parameter should be passed "
+            "explicitly; use_reentrant=False is recommended",
+            stacklevel=2,
+        )
+    if reentrant is not False and options:
+        # eager raises: reentrant checkpoint takes no keyword arguments for fn
+        raise Unsupported("torch.utils.checkpoint.checkpoint(use_reentrant=True) with kwargs")
     if reentrant is not False:
-        raise Unsupported("torch.utils.checkpoint.checkpoint without use_reentrant=False")
+        # options the reentrant form ignores (what its backward keeps or checks)
+        settings.pop("determinism_check", None)
+        settings.pop("early_stop", None)
     changed = [
         name
         for name, allowed in _CHECKPOINT_OPTIONS.items()
@@ -326,8 +341,11 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
         raise Unsupported(f"torch.utils.checkpoint.checkpoint with options {changed}")
     graph = tx.ctx.graph
     last = graph._root.prev  # the graph's last node before the call
+    before = outside_state(tx.ctx)
     try:
         result = call(tx, args[0], list(args[1:]), options)  # what is left goes to fn
+        if reentrant is not False:
+            check_reentrant_region(tx.ctx, before, last.next, args[1:], result)
     except Unsupported as error:
         # NOTE: the graph breaks at the checkpoint call, which then runs eagerly as a
         # whole: fn's own parts compiled for the forward would not be the code the
