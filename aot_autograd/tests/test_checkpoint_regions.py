@@ -12,7 +12,7 @@ import torch
 from torch import fx
 
 from aot_autograd import aot_graph, default_partition, min_cut_rematerialization_partition
-from aot_autograd.checkpoint_regions import CHECKPOINT_REGION
+from aot_autograd.checkpoint_regions import CHECKPOINT_POLICY, CHECKPOINT_REGION
 
 PARTITIONS = {"default": default_partition, "min_cut": min_cut_rematerialization_partition}
 
@@ -143,3 +143,50 @@ def test_checkpoint_region_reading_an_input_written_later_matches_eager(partitio
     torch.testing.assert_close(got, out)
     torch.testing.assert_close(got_grad, grad)
     torch.testing.assert_close(compiled_b, eager_b)
+
+
+def _policy_graph(policy):
+    """`_layers` traced with its regions tagged with `policy`."""
+    gm = _graph(_layers, tagged=True)
+    for node in gm.graph.nodes:
+        if node.meta.get(CHECKPOINT_REGION) is not None:
+            node.meta[CHECKPOINT_POLICY] = policy
+    return gm
+
+
+def _save_matmuls(ctx, op, *args, **kwargs):
+    return op is torch.ops.aten.mm.default
+
+
+def _failing_policy(ctx, op, *args, **kwargs):
+    raise RuntimeError("a policy reading tensor values")
+
+
+@pytest.mark.parametrize("partition", PARTITIONS.values(), ids=PARTITIONS.keys())
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [(_save_matmuls, 12), (_failing_policy, None)],
+    ids=["save_matmuls", "failing_policy_saves"],
+)
+def test_selective_checkpoint_policy_decides_what_is_saved(partition, policy, expected):
+    inputs = _inputs()
+    saved = []
+
+    def forward_compiler(gm, example_inputs):
+        saved.append(len(next(n for n in gm.graph.nodes if n.op == "output").args[0]) - 1)
+        return gm
+
+    compiled = aot_graph(
+        _policy_graph(policy),
+        inputs,
+        fw_compiler=forward_compiler,
+        bw_compiler=lambda gm, _: gm,
+        partition_fn=partition,
+    )
+    _check_against_eager(_layers, compiled, inputs)
+    # the first matmul of each layer saved besides the inputs; a failing policy saves
+    # every op's result
+    if expected is not None:
+        assert saved == [expected]
+    else:
+        assert saved[0] > 12

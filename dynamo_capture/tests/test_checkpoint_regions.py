@@ -1,7 +1,9 @@
 """torch.utils.checkpoint.checkpoint inside compiled code: with use_reentrant=False its
 function is traced in place and its nodes tagged as one region (CHECKPOINT_REGION);
-values and gradients are eager's. Options that change values (preserve_rng_state=False,
-a context_fn, debug) break the graph: the call runs eagerly, as checkpoint itself runs
+values and gradients are eager's; a selective checkpoint's policy (context_fn=
+partial(create_selective_checkpoint_contexts, policy)) is kept on the nodes
+(CHECKPOINT_POLICY). Options that change values (preserve_rng_state=False, another
+context_fn, debug) break the graph: the call runs eagerly, as checkpoint itself runs
 it. use_reentrant=True or left out is traced alike where fn touches nothing outside
 itself and its outputs require grad as the reentrant Function's do; else it runs eagerly.
 """
@@ -9,6 +11,7 @@ itself and its outputs require grad as the reentrant Function's do; else it runs
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 
 import pytest
@@ -17,7 +20,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 import dynamo_capture
-from dynamo_capture.function_transforms import CHECKPOINT_REGION
+from dynamo_capture.function_transforms import CHECKPOINT_POLICY, CHECKPOINT_REGION
 from dynamo_capture.testing import CountingBackend
 
 
@@ -206,3 +209,27 @@ def test_reentrant_checkpoint_of_inputs_without_grad_runs_eagerly():
 
     counter = _compare_with_parameters(fn, _LINEAR)
     assert all(region is None for region in _regions(counter))
+
+
+def _save_matmuls(ctx, op, *args, **kwargs):
+    return op is torch.ops.aten.mm.default
+
+
+_SELECTIVE = functools.partial(
+    torch.utils.checkpoint.create_selective_checkpoint_contexts, _save_matmuls
+)
+
+
+def test_selective_checkpoint_is_traced_with_its_policy():
+    def fn(x):
+        return checkpoint(_block, x.sin(), use_reentrant=False, context_fn=_SELECTIVE).cos()
+
+    counter = _run_with_gradients(fn)
+    assert counter.frame_count == 1
+    policies = [
+        node.meta.get(CHECKPOINT_POLICY)
+        for gm in counter.graphs
+        for node in gm.graph.nodes
+        if node.meta.get(CHECKPOINT_REGION) is not None
+    ]
+    assert policies and all(policy is _save_matmuls for policy in policies)

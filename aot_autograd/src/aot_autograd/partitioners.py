@@ -48,7 +48,8 @@ The nodes of a checkpoint region (`must_recompute`: tagged by capture for
 backward by both partitioners, whatever their op (a matmul too), from the region's
 inputs and its random ops' results: the default partitioner saves those instead of
 the region's values; min-cut may save a region's value only where no other cut
-exists (it costs `MUST_RECOMPUTE_COST`). A region's value that is a forward output,
+exists (it costs `MUST_RECOMPUTE_COST`). A value a selective checkpoint's policy
+said to save (`saved_by_policy`) is saved by both, never recomputed. A region's value that is a forward output,
 another region's input, or computed from an input the graph writes, is saved as
 before. The backward's ops that read no tangent, cheap ones reading a recomputed value,
 are recomputed with it.
@@ -72,7 +73,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import fx
 
-from aot_autograd.checkpoint_regions import CHECKPOINT_REGION, must_recompute
+from aot_autograd.checkpoint_regions import CHECKPOINT_REGION, must_recompute, saved_by_policy
 from aot_autograd.program import MUTATED_INPUT
 from aot_autograd.saved_tensors import EAGER_SAVED
 from aot_autograd.symbolic import concrete_hint
@@ -393,7 +394,9 @@ def _checkpointed(parts: _Joint, region: list[fx.Node]) -> set[fx.Node]:
         inputs = node.all_input_nodes
         if node in outputs or any(i in overwritten for i in inputs):
             continue
-        if must_recompute(node):
+        if saved_by_policy(node):
+            readable.add(node)
+        elif must_recompute(node):
             readable.add(node)
             if not _feeds_another_region(node):
                 checkpointed.add(node)
@@ -535,6 +538,7 @@ def min_cut_rematerialization_partition(
     checkpointed = _checkpointed(parts, region) - eager_saved
     # a region's input made by another region is saved, as checkpoint saves it
     boundaries = {n for n in region if must_recompute(n) and n not in checkpointed}
+    boundaries |= {n for n in region if saved_by_policy(n)}  # and what a policy saves
     banned = (_many_read_bans(region) - checkpointed) | eager_saved | boundaries
     # only a region's own nodes cost more to save than anything else
     checkpointed = {n for n in checkpointed if must_recompute(n)}

@@ -917,13 +917,14 @@ class AtenTracer(TorchDispatchMode):
         kwargs = kwargs or {}
         if self._decomposing:
             return self._dispatch(func, args, kwargs)
-        region = current_region()
-        if region is None:
+        tag = current_region()
+        if tag is None:
             return self._traced_call(func, args, kwargs)
         # the nodes recorded for an op of a checkpoint region carry its tag
+        save = tag.saves(func, args, kwargs)
         last = self.recorder.graph._root.prev
         out = self._traced_call(func, args, kwargs)
-        tag_nodes_after(last, region)
+        tag_nodes_after(last, tag.region, save)
         return out
 
     def _traced_call(self, func: Any, args: tuple, kwargs: dict) -> Any:

@@ -1,14 +1,16 @@
 """torch.utils.checkpoint.checkpoint(fn, use_reentrant=False) in compiled code: the
 backward recomputes each checkpointed region from its inputs, so the compiled function
 holds fewer saved tensors than without checkpoint (counted by saved-tensor hooks);
-dropout inside a region gives the backward the forward's mask; values and gradients are
-eager's."""
+dropout inside a region gives the backward the forward's mask; a selective checkpoint's
+policy decides per op what is saved; values and gradients are eager's."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
 import ember
 
@@ -91,3 +93,26 @@ def test_warm_start_tells_checkpointed_graphs_apart(warm):
     ember.reset()
     checkpointed = _compare(_layer, "inductor", checkpointed=True)
     assert checkpointed < plain
+
+
+def _save_matmuls(ctx, op, *args, **kwargs):
+    policy = torch.utils.checkpoint.CheckpointPolicy
+    return policy.MUST_SAVE if op is torch.ops.aten.mm.default else policy.PREFER_RECOMPUTE
+
+
+SELECTIVE = {
+    "policy_function": functools.partial(create_selective_checkpoint_contexts, _save_matmuls),
+    "op_list": functools.partial(create_selective_checkpoint_contexts, [torch.ops.aten.mm.default]),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("context_fn", SELECTIVE.values(), ids=SELECTIVE.keys())
+def test_selective_checkpoint_saves_what_its_policy_says(backend, context_fn):
+    def layer(x, w):
+        return checkpoint(_layer, x, w, use_reentrant=False, context_fn=context_fn)
+
+    saved = _compare(layer, backend, checkpointed=False)  # (layer checkpoints itself)
+    # each layer's input and weight, and its first matmul's result (the second's is
+    # the next layer's input)
+    assert saved == 12

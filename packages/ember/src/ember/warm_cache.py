@@ -78,7 +78,7 @@ from typing import Any
 
 import torch
 
-from aot_autograd.checkpoint_regions import CHECKPOINT_REGION
+from aot_autograd.checkpoint_regions import CHECKPOINT_POLICY, CHECKPOINT_REGION
 from aot_autograd.symbolic import expression_text, is_symbolic, shape_env_of
 from guards import artifact_enabled, artifact_logger
 from guards.cache_root import cache_folder, discard, load_record, payload_digest, store_record
@@ -221,6 +221,8 @@ def _graph_part(gm: torch.fx.GraphModule) -> str:
     regions: dict[Any, int] = {}
     tagged = []
     for node in gm.graph.nodes:
+        if node.meta.get(CHECKPOINT_POLICY) is not None:
+            raise NotStorable("the graph has a selective checkpoint's policy function")
         region = node.meta.get(CHECKPOINT_REGION)
         if region is not None:
             tagged.append([node.name, regions.setdefault(region, len(regions))])
