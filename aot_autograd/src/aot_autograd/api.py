@@ -34,6 +34,7 @@ from torch import fx, nn
 import guards
 from aot_autograd.absent_tangents import saved_values_read, without_absent_tangents
 from aot_autograd.attention import dense_attention_masks, needs_dense_mask
+from aot_autograd.checkpoint_regions import has_regions, running_regions
 from aot_autograd.checks import checks_on, verify_functional_graph
 from aot_autograd.errors import (
     AotAutogradError,
@@ -771,7 +772,8 @@ def _rewritten(gm: fx.GraphModule) -> Callable:
     (dropouts that drop nothing return their input, CUDA attention masks made dense),
     the rewritten code of a copy of its graph, run on `gm`'s own attributes; else `gm`.
     (A `disable_saved_tensors_hooks` block in the graph is dropped: see
-    `_drop_saved_hooks_blocks`.)
+    `_drop_saved_hooks_blocks`.) A graph with checkpoint regions runs node by node,
+    so the ATen nodes traced carry their regions (see checkpoint_regions).
 
     NOTE: `gm` is left as its caller gave it. Capture keeps that graph as its record for
     later processes, and the warm-start cache keyed its entry by that graph's code: a
@@ -785,7 +787,7 @@ def _rewritten(gm: fx.GraphModule) -> Callable:
         identity_source(n) is not None or needs_dense_mask(n) or n.target in _SAVED_HOOKS_SWITCHES
         for n in nodes
     ):
-        return gm
+        return running_regions(gm) if has_regions(gm.graph) else gm
     private = fx.GraphModule(gm, copy.deepcopy(gm.graph), class_name=type(gm).__name__)
     dropouts = identity_dropouts(private)
     masks = dense_attention_masks(private)
@@ -795,7 +797,9 @@ def _rewritten(gm: fx.GraphModule) -> Callable:
         )
     switches = _drop_saved_hooks_blocks(private)
     if not dropouts and not masks and not switches:
-        return gm
+        return running_regions(gm) if has_regions(gm.graph) else gm
+    if has_regions(private.graph):
+        return running_regions(gm, private.graph)
     return functools.partial(type(private).forward, gm)
 
 

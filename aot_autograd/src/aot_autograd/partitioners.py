@@ -43,6 +43,17 @@ A forward output eager's backward reads saved (exp's, tanh's, sigmoid's result: 
 into an input after the call, and eager's backward of that output reads only the output
 (the run time checks the version of what the backward reads).
 
+The nodes of a checkpoint region (`must_recompute`: tagged by capture for
+`torch.utils.checkpoint.checkpoint`, random ops excepted) are recomputed in the
+backward by both partitioners, whatever their op (a matmul too), from the region's
+inputs and its random ops' results: the default partitioner saves those instead of
+the region's values; min-cut may save a region's value only where no other cut
+exists (it costs `MUST_RECOMPUTE_COST`). A value a selective checkpoint's policy
+said to save (`saved_by_policy`) is saved by both, never recomputed. A region's value that is a forward output,
+another region's input, or computed from an input the graph writes, is saved as
+before. The backward's ops that read no tangent, cheap ones reading a recomputed value,
+are recomputed with it.
+
 Both partitioners order the backward as the autograd engine runs it: a
 recomputed value comes just before its first use, not at the start of the
 backward, so it is alive only while needed and fuses with its readers.
@@ -62,6 +73,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import fx
 
+from aot_autograd.checkpoint_regions import CHECKPOINT_REGION, must_recompute, saved_by_policy
 from aot_autograd.program import MUTATED_INPUT
 from aot_autograd.saved_tensors import EAGER_SAVED
 from aot_autograd.symbolic import concrete_hint
@@ -104,6 +116,9 @@ MAX_RECOMPUTE_READS = 8
 LIGHT_READ_FRACTION = 16
 # The cost of saving an input the graph writes, or a view of it: above any tensor's bytes.
 OVERWRITTEN_COST = 2.0**62
+# The cost of saving a checkpointed value (`must_recompute`): above any tensor's bytes,
+# below an overwritten input's.
+MUST_RECOMPUTE_COST = 2.0**60
 
 
 def _is_view(target: object) -> bool:
@@ -351,9 +366,79 @@ def default_partition(
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
     """Compute everything tangent-independent in the forward; save what the backward reads."""
     parts = _Joint(joint, num_forward_outputs)
-    saved = [n for n in parts.forward_region() if parts.read_by_backward(n)]
+    region = parts.forward_region()
+    saved = [n for n in region if parts.read_by_backward(n)]
+    saved = _recomputed_from_region_inputs(saved, _checkpointed(parts, region))
     saved = _expand_multi_outputs(saved)
     return _split(parts, saved)
+
+
+def _checkpointed(parts: _Joint, region: list[fx.Node]) -> set[fx.Node]:
+    """The nodes of `region` the backward recomputes: the `must_recompute` ones, less the
+    forward outputs (alive anyway), another region's inputs (`_feeds_another_region`)
+    and the nodes reading an input the graph writes, or a view of it (the backward would
+    read its new value); and the backward's own cheap ops reading only those, or the
+    inputs of those.
+
+    NOTE: the backward's ops that read no tangent (the cos of sin's derivative, the
+    transposes a matmul's derivative takes) are traced apart from the forward's,
+    untagged, and no forward output is computed from them; saved, they would take the
+    place of the region's values.
+    """
+    overwritten = _aliases_of_mutated_inputs(region)
+    outputs = set(parts.forward_outputs)
+    forward = _ancestors(n for n in parts.forward_outputs if isinstance(n, fx.Node))
+    checkpointed: set[fx.Node] = set()
+    readable: set[fx.Node] = set()  # what a recomputed backward op may read
+    for node in region:  # (graph order: a node's inputs come first)
+        inputs = node.all_input_nodes
+        if node in outputs or any(i in overwritten for i in inputs):
+            continue
+        if saved_by_policy(node):
+            readable.add(node)
+        elif must_recompute(node):
+            readable.add(node)
+            if not _feeds_another_region(node):
+                checkpointed.add(node)
+                readable.update(inputs)
+        elif (
+            node not in forward
+            and node.meta.get(CHECKPOINT_REGION) is None
+            and is_recomputable(node)
+            and inputs
+            and all(i in readable for i in inputs)
+        ):
+            checkpointed.add(node)
+            readable.add(node)
+    return checkpointed
+
+
+def _feeds_another_region(node: fx.Node) -> bool:
+    """Whether a checkpointed node is read by another checkpoint region: that region's
+    input, which checkpoint saves (two checkpoint calls in a row keep their boundary)."""
+    region = node.meta.get(CHECKPOINT_REGION)
+    return any(user.meta.get(CHECKPOINT_REGION) not in (None, region) for user in node.users)
+
+
+def _recomputed_from_region_inputs(saved: list[fx.Node], checkpointed: set[fx.Node]) -> list:
+    """`saved` with each checkpointed node replaced by the values it is recomputed from
+    (the first ones, walking up, that are not checkpointed), in graph order."""
+    if not checkpointed:
+        return saved
+    result: set[fx.Node] = set()
+    seen: set[fx.Node] = set()
+    stack = list(saved)
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node in checkpointed:
+            stack.extend(node.all_input_nodes)
+        else:
+            result.add(node)
+    order = {n: k for k, n in enumerate(next(iter(saved)).graph.nodes)}
+    return sorted(result, key=order.__getitem__)
 
 
 def _many_read_bans(region: list[fx.Node]) -> set[fx.Node]:
@@ -450,10 +535,17 @@ def min_cut_rematerialization_partition(
     flow.add_node("sink")
     overwritten = _aliases_of_mutated_inputs(region)
     eager_saved = _saved_outputs_eager_reads(parts, in_region) - overwritten
-    banned = _many_read_bans(region) | eager_saved
+    checkpointed = _checkpointed(parts, region) - eager_saved
+    # a region's input made by another region is saved, as checkpoint saves it
+    boundaries = {n for n in region if must_recompute(n) and n not in checkpointed}
+    boundaries |= {n for n in region if saved_by_policy(n)}  # and what a policy saves
+    banned = (_many_read_bans(region) - checkpointed) | eager_saved | boundaries
+    # only a region's own nodes cost more to save than anything else
+    checkpointed = {n for n in checkpointed if must_recompute(n)}
     for node in region:
         name = node.name
-        if node.op == "placeholder" or not is_recomputable(node) or node in banned:
+        recomputable = is_recomputable(node) or node in checkpointed
+        if node.op == "placeholder" or not recomputable or node in banned:
             flow.add_edge("source", name + "_in", capacity=math.inf)
         if parts.read_by_backward(node):
             flow.add_edge(name + "_out", "sink", capacity=math.inf)
@@ -464,6 +556,8 @@ def min_cut_rematerialization_partition(
             cost = OVERWRITTEN_COST
         elif node in eager_saved:
             cost = 0.0  # an output: alive anyway, and saved itself, cut at it first
+        elif node in checkpointed:
+            cost = MUST_RECOMPUTE_COST
         flow.add_edge(name + "_in", name + "_out", capacity=cost)
         for user in node.users:
             if user in in_region:

@@ -25,6 +25,7 @@ from torch.utils import _python_dispatch
 
 import guards
 from aot_autograd.backward_formulas import autograd_nodes, override_backward_formulas
+from aot_autograd.checkpoint_regions import RegionInterpreter
 from aot_autograd.cse import eliminate_common_subexpressions
 from aot_autograd.eager_kernels import EagerKernelMode
 from aot_autograd.errors import (
@@ -675,7 +676,7 @@ def _retrace(gm: fx.GraphModule, decompositions: Mapping, values: list) -> fx.Gr
     tracer = AtenTracer(recorder, decompositions)
     # The graph is ATen after autocast: its casts are ops of their own, not to be redone.
     with torch.no_grad(), torch._C._DisableAutocast(), tracer:
-        outputs = fx.Interpreter(gm).run(*values)
+        outputs = RegionInterpreter(gm).run(*values)  # (keeps checkpoint regions' tags)
     nodes = [recorder.node_of(o) if isinstance(o, torch.Tensor) else o for o in outputs]
     return _finish(recorder, nodes)
 

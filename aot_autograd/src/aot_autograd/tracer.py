@@ -27,6 +27,7 @@ from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 import guards
+from aot_autograd.checkpoint_regions import current_region, tag_nodes_after
 from aot_autograd.device_checks import check_devices_agree
 from aot_autograd.errors import (
     AotAutogradError,
@@ -916,6 +917,17 @@ class AtenTracer(TorchDispatchMode):
         kwargs = kwargs or {}
         if self._decomposing:
             return self._dispatch(func, args, kwargs)
+        tag = current_region()
+        if tag is None:
+            return self._traced_call(func, args, kwargs)
+        # the nodes recorded for an op of a checkpoint region carry its tag
+        save = tag.saves(func, args, kwargs)
+        last = self.recorder.graph._root.prev
+        out = self._traced_call(func, args, kwargs)
+        tag_nodes_after(last, tag.region, save)
+        return out
+
+    def _traced_call(self, func: Any, args: tuple, kwargs: dict) -> Any:
         check_devices_agree(func, args, kwargs)
         check_kernel_accepts(func, args, kwargs)
         _check_no_overlapping_write(func, args, kwargs)

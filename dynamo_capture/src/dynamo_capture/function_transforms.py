@@ -29,9 +29,11 @@ node is opaque: graph counts match torch's, op counts do not.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import sys
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +51,7 @@ from dynamo_capture.functorch_inline import (
     inlined_transform,
 )
 from dynamo_capture.operations import NotConstant, as_constant
+from dynamo_capture.reentrant_checkpoints import check_reentrant_region, outside_state
 from dynamo_capture.values import (
     FunctionValue,
     ListValue,
@@ -63,7 +66,13 @@ if TYPE_CHECKING:
     from dynamo_capture.frame_guards import FrameGuards
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["CHECKPOINT_REGION", "TRANSFORMS", "ClosureTransform", "call_function_transform"]
+__all__ = [
+    "CHECKPOINT_POLICY",
+    "CHECKPOINT_REGION",
+    "TRANSFORMS",
+    "ClosureTransform",
+    "call_function_transform",
+]
 
 # transform -> the option names it takes (all must be constants)
 TRANSFORMS: dict[Callable[..., Any], tuple[str, ...]] = {
@@ -293,6 +302,38 @@ _CHECKPOINT_OPTIONS: dict[str, tuple[Any, ...]] = {
 # by; a backend may recompute the nodes of one region in the backward instead of saving
 # their results, as checkpoint does
 CHECKPOINT_REGION = "ember_checkpoint_region"
+# node.meta key: the policy function of a selective checkpoint (context_fn=
+# functools.partial(create_selective_checkpoint_contexts, policy)), which a backend may
+# ask per ATen op whether to save its result or recompute it
+CHECKPOINT_POLICY = "ember_checkpoint_policy"
+
+
+def _policy_option(tx: Translator, options: dict[str, Value]) -> Callable | None:
+    """The policy of a selective checkpoint's context_fn (taken out of `options`, and
+    guarded by identity), or None, the option left in `options`."""
+    value = options.get("context_fn")
+    if not isinstance(value, PythonValue) or value.source is None:
+        return None
+    policy = _selective_policy(value.obj)
+    if policy is not None:
+        tx.ctx.guards.id_match(value.source, value.obj)
+        del options["context_fn"]
+    return policy
+
+
+def _selective_policy(context_fn: Any) -> Callable | None:
+    """The policy function of a selective checkpoint's context_fn, or None where
+    context_fn is anything else (which may change values: it runs eagerly)."""
+    if not (
+        isinstance(context_fn, functools.partial)
+        and context_fn.func is torch.utils.checkpoint.create_selective_checkpoint_contexts
+    ):
+        return None
+    try:
+        caching, _ = context_fn()  # builds two dispatch modes; runs nothing
+    except (TypeError, ValueError) as error:  # eager raises it at the call
+        raise Unsupported(f"torch.utils.checkpoint.checkpoint: {error}") from error
+    return getattr(caching, "policy_fn", None)
 
 
 def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -300,12 +341,17 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
 
     The values and gradients are those of fn: checkpointing only chooses to recompute
     fn's intermediates in the backward rather than save them, a choice of memory. Any
-    other option (use_reentrant=True or left out, a context_fn) is Unsupported: the
-    call runs eagerly, as before.
+    option that changes values (a context_fn, preserve_rng_state=False) is Unsupported:
+    the call runs eagerly, as before; but a selective checkpoint's context_fn
+    (`functools.partial(create_selective_checkpoint_contexts, policy)`), which chooses
+    only what is saved, gives its nodes the policy (CHECKPOINT_POLICY) for the backend. use_reentrant=True (or left out, which warns as
+    eager does) is traced alike where that is sound (reentrant_checkpoints), else
+    Unsupported.
     """
     from dynamo_capture.calls import call
 
     options = dict(kwargs)
+    policy = _policy_option(tx, options)
     try:
         reentrant = as_constant(options.pop("use_reentrant", PythonValue(None)))
         settings = {
@@ -315,8 +361,21 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
         raise Unsupported(
             "torch.utils.checkpoint.checkpoint with options known only when it runs"
         ) from None
+    if reentrant is None:
+        warnings.warn(
+            "torch.utils.checkpoint: the use_reentrant parameter should be passed "
+            "explicitly; use_reentrant=False is recommended",
+            stacklevel=2,
+        )
+    if reentrant is not False and options:
+        # eager raises: reentrant checkpoint takes no keyword arguments for fn
+        raise Unsupported("torch.utils.checkpoint.checkpoint(use_reentrant=True) with kwargs")
     if reentrant is not False:
-        raise Unsupported("torch.utils.checkpoint.checkpoint without use_reentrant=False")
+        # options the reentrant form ignores (what its backward keeps or checks)
+        settings.pop("determinism_check", None)
+        settings.pop("early_stop", None)
+    if policy is not None and reentrant is not False:  # eager raises
+        raise Unsupported("torch.utils.checkpoint.checkpoint(use_reentrant=True) with context_fn")
     changed = [
         name
         for name, allowed in _CHECKPOINT_OPTIONS.items()
@@ -326,8 +385,11 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
         raise Unsupported(f"torch.utils.checkpoint.checkpoint with options {changed}")
     graph = tx.ctx.graph
     last = graph._root.prev  # the graph's last node before the call
+    before = outside_state(tx.ctx)
     try:
         result = call(tx, args[0], list(args[1:]), options)  # what is left goes to fn
+        if reentrant is not False:
+            check_reentrant_region(tx.ctx, before, last.next, args[1:], result)
     except Unsupported as error:
         # NOTE: the graph breaks at the checkpoint call, which then runs eagerly as a
         # whole: fn's own parts compiled for the forward would not be the code the
@@ -336,7 +398,10 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
     region = next(_checkpoint_regions)
     node = last.next
     while node is not graph._root:
-        node.meta.setdefault(CHECKPOINT_REGION, region)  # a nested call keeps its own
+        if CHECKPOINT_REGION not in node.meta:  # a nested call keeps its own
+            node.meta[CHECKPOINT_REGION] = region
+            if policy is not None:
+                node.meta[CHECKPOINT_POLICY] = policy
         node = node.next
     return result
 

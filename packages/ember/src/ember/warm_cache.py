@@ -21,6 +21,7 @@ The key is an ordered list of named parts, each hashed (logged under
 
     schema      the record layout
     graph       the captured graph's code, and every function it calls, by module and name
+                (and the checkpoint region of each node, which its code does not show)
     attributes  the graph's parameters and buffers (metadata: they are inputs) and
                 constants (their bytes: they are compiled in)
     inputs      dtype, shape, strides, offset, device and requires_grad of each input,
@@ -77,6 +78,7 @@ from typing import Any
 
 import torch
 
+from aot_autograd.checkpoint_regions import CHECKPOINT_POLICY, CHECKPOINT_REGION
 from aot_autograd.symbolic import expression_text, is_symbolic, shape_env_of
 from guards import artifact_enabled, artifact_logger
 from guards.cache_root import cache_folder, discard, load_record, payload_digest, store_record
@@ -214,7 +216,16 @@ def _graph_part(gm: torch.fx.GraphModule) -> str:
     # specialized is read with `.item()` and its value lives in the read's meta["val"]
     # (`item = s.item()` for every value), which the traced graph holds as a constant
     numbers = []
+    # NOTE: checkpoint regions show in no code either, and decide what the backward
+    # recomputes: each tagged node's region, numbered in graph order
+    regions: dict[Any, int] = {}
+    tagged = []
     for node in gm.graph.nodes:
+        if node.meta.get(CHECKPOINT_POLICY) is not None:
+            raise NotStorable("the graph has a selective checkpoint's policy function")
+        region = node.meta.get(CHECKPOINT_REGION)
+        if region is not None:
+            tagged.append([node.name, regions.setdefault(region, len(regions))])
         if node.op == "call_module":
             raise NotStorable("the graph calls a submodule")
         if node.op in ("call_function", "call_method"):
@@ -226,7 +237,7 @@ def _graph_part(gm: torch.fx.GraphModule) -> str:
             if not expr.free_symbols:
                 text = repr(float(expr)) if expr.is_Number else str(expr)  # every digit
                 numbers.append([node.name, type(value).__name__, text])
-    return json.dumps([gm.code, targets, numbers])
+    return json.dumps([gm.code, targets, numbers, tagged])
 
 
 def _attributes_part(gm: torch.fx.GraphModule) -> tuple[str, list[torch.Tensor]]:
