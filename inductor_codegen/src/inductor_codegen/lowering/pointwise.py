@@ -174,6 +174,8 @@ def _rounded(expr):
         return expr
     if isinstance(expr, Constant):
         return const(torch.tensor(float(expr.value)).to(expr.dtype).item(), expr.dtype)
+    if isinstance(expr, Op) and expr.name == "to_dtype":
+        return expr  # a cast to float16/bfloat16 rounds already
     if isinstance(expr, Op | ScalarArg):
         return Op("to_dtype", (expr,), expr.dtype)
     return expr
