@@ -79,6 +79,12 @@ FIXED_FULL_LAYOUT_SEEDS: dict[int, str] = {
     748: "a movedim view written by masked_fill_, then read, symbolic sizes: row-major",
 }
 
+# Programs of the "wide" profile: seed -> the bug it showed, since fixed. Run alone under
+# both backends.
+FIXED_WIDE_SEEDS: dict[int, str] = {
+    830568: "bf16 amax backward: x == amax(x) of a recomputed, unrounded x matched nothing",
+}
+
 pytestmark = pytest.mark.fuzz
 
 
@@ -152,6 +158,21 @@ def test_fuzz_fixed_full_profile_seed_keeps_eager_strides(seed, tmp_path):
     assert not any(summary.counts[b, k] for b in BACKENDS for k in kinds), (
         f"{FIXED_FULL_LAYOUT_SEEDS[seed]}:\n{summary.report()}"
     )
+
+
+@pytest.mark.parametrize("seed", sorted(FIXED_WIDE_SEEDS))
+def test_fuzz_fixed_wide_profile_seed_matches_eager(seed, tmp_path):
+    summary = _run([seed], tmp_path, profile="wide")
+    assert not summary.crashes, f"the fuzzer itself failed on seed {seed}"
+    assert not summary.silent(), f"{FIXED_WIDE_SEEDS[seed]}:\n{_silent_report(summary)}"
+
+
+def test_oracle_nan_from_finite_half_values_is_never_precision():
+    want = torch.tensor([0.5, -0.125, 2.0], dtype=torch.bfloat16)
+    got = torch.tensor([float("nan"), -0.125, 2.0], dtype=torch.bfloat16)
+    assert oracle.value_difference(want, got, torch.bfloat16).startswith(oracle.NONFINITE)
+    overflowed = torch.tensor([float("inf"), -0.125, 2.0], dtype=torch.bfloat16)
+    assert not oracle.value_difference(overflowed, got, torch.bfloat16).startswith(oracle.NONFINITE)
 
 
 def _off_by_one_backend(gm, example_inputs):

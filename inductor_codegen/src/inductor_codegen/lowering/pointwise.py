@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from inductor_codegen.ir import TensorValue
+from inductor_codegen.ir import Constant, Op, ScalarArg, TensorValue
 from inductor_codegen.lowering.common import (
     cast,
     const,
@@ -159,10 +159,36 @@ COMPARISONS = {
 }
 
 
+LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+
+def _rounded(expr):
+    """`expr` rounded to its own dtype where that is float16/bfloat16 and it is computed
+    (kept in float32 inside a kernel, unrounded), or a constant (a Python scalar, which
+    eager converts to the comparison's dtype); a load is exact already.
+
+    A comparison's result jumps at a rounding boundary, so it must see the values eager
+    compares: `x == amax(x)` of a recomputed low-precision `x` against the stored (rounded)
+    amax would otherwise match no element (amax's backward divides by that count)."""
+    if expr.dtype not in LOW_PRECISION:
+        return expr
+    if isinstance(expr, Constant):
+        return const(torch.tensor(float(expr.value)).to(expr.dtype).item(), expr.dtype)
+    if isinstance(expr, Op) and expr.name == "to_dtype":
+        return expr  # a cast to float16/bfloat16 rounds already
+    if isinstance(expr, Op | ScalarArg):
+        return Op("to_dtype", (expr,), expr.dtype)
+    return expr
+
+
 def _comparison(name):
     def lower(ctx, node, a, b):
         return make_pointwise(
-            node, lambda x, y: op(name, x, y, dtype=torch.bool), a, b, compute_dtype=promote(a, b)
+            node,
+            lambda x, y: op(name, _rounded(x), _rounded(y), dtype=torch.bool),
+            a,
+            b,
+            compute_dtype=promote(a, b),
         )
 
     return lower
