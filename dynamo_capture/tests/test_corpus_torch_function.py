@@ -522,3 +522,27 @@ def test_subclass_with_own_torch_function_runs_its_override():
         return z, type(z).__name__, isinstance(x, Plain)
 
     _against_eager(f, torch.randn(3).as_subclass(Plain), torch.randn(3))
+
+
+class _ScaledMulMode(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        return result + 100 if func in (torch.mul, torch.Tensor.mul) else result
+
+
+def test_mode_stack_read_in_frame_is_guarded():
+    """A frame compiled under a torch function mode that reads the mode stack is not
+    reused outside the mode (nor the other way round)."""
+    from torch.overrides import _get_current_function_mode_stack
+
+    def f(x):
+        return x + len(_get_current_function_mode_stack()), torch.mul(x, 2)
+
+    counter = CountingBackend()
+    compiled = dynamo_capture.optimize(f, backend=counter)
+    x = torch.randn(3)
+    for _ in range(2):
+        with _ScaledMulMode():
+            assert_same(compiled(x), f(x))
+        assert_same(compiled(x), f(x))
+    assert counter.frame_count == 2
