@@ -9,7 +9,9 @@ writes on leaves.
 
 Each program gives eager's results and torch.compile's graph and op counts (two calls
 each, fresh arguments). A subclass defining its own `__torch_function__` breaks the graph
-at its operations; the tests at the end check those against eager alone.
+at its operations, as do those of a subclass inside a DisableTorchFunction(Subclass)
+block; the tests at the end check those against eager alone, and frames called inside
+and outside a torch function mode (guarded: one graph each).
 """
 
 from __future__ import annotations
@@ -443,6 +445,85 @@ def _with_grad():
     return x
 
 
+@program(lambda: df(r(3)))
+def s_default_requires_grad_setter(x):
+    y = x.clone()
+    y.requires_grad = True
+    return y * 2, type(y).__name__
+
+
+@program(lambda: df(r(3)))
+def s_default_view_results(x):
+    return x.detach(), x.clone(), x.view(3), x[0]
+
+
+@program(lambda: df(r(3)), lambda: df(r(3)))
+def s_default_two_inputs(x, y):
+    return torch.cat([x, y]), torch.stack([x, y])
+
+
+@program(lambda: df(r(3)))
+def s_default_unbind(x):
+    return x.unbind(0)
+
+
+@program(lambda: df(r(3)))
+def s_default_result_class_name(x):
+    return x + len(type(x * 2).__name__)
+
+
+@program(lambda: df(r(3)))
+def s_default_isinstance(x):
+    return x * 2 if isinstance(x, Default) else x
+
+
+@program(lambda: df(r(3)))
+def s_default_factories(x):
+    return x.new_zeros(2), torch.zeros_like(x), x.new_tensor([1.0])
+
+
+@program(lambda: df(r(2, 3)))
+def s_default_functional(x):
+    return torch.nn.functional.relu(x), torch.nn.functional.softmax(x, -1)
+
+
+@program()
+def t_requires_grad_setter_on_result(x):
+    y = (x * 2).requires_grad_()
+    y.requires_grad = False
+    return y
+
+
+@program(lambda: r(3).requires_grad_())
+def t_requires_grad_setter_on_non_leaf_raises(x):
+    y = x * 2
+    y.requires_grad = False
+    return y
+
+
+@program(lambda: r(3, 4))
+def t_is_contiguous_channels_last_2d(x):
+    return x + (1 if x.is_contiguous(memory_format=torch.channels_last) else 2)
+
+
+@program(lambda: r(2, 3, 4, 5))
+def t_channels_last_strides(x):
+    y = x.to(memory_format=torch.channels_last)
+    return y.stride(), y + 1
+
+
+@program(lambda: r(6))
+def t_as_strided_storage_offset(x):
+    y = x.as_strided((2,), (2,), 1)
+    return y * y.storage_offset()
+
+
+@program(lambda: r(4, 4))
+def t_diagonal_stride_and_offset(x):
+    y = x.diagonal()
+    return y * y.stride(0) + y.storage_offset()
+
+
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_torch_function_program_like_torch(name):
     fn, make_args = PROGRAMS[name]
@@ -546,3 +627,43 @@ def test_mode_stack_read_in_frame_is_guarded():
             assert_same(compiled(x), f(x))
         assert_same(compiled(x), f(x))
     assert counter.frame_count == 2
+
+
+def _mode_stack_depth(x):
+    from torch.overrides import _get_current_function_mode_stack
+
+    return x + len(_get_current_function_mode_stack())
+
+
+def _sum_of_sines(x):
+    return x.sin().sum()
+
+
+def _in_place_product(x):
+    y = x.clone()
+    y.mul_(2)
+    return y
+
+
+@pytest.mark.parametrize("fn", [_mode_stack_depth, _sum_of_sines, _in_place_product])
+def test_frame_called_inside_and_outside_a_mode_like_torch(fn):
+    """Called under a torch function mode and outside it: eager's values, and as many
+    graphs (one each) and operations as torch.compile."""
+    import torch._dynamo
+    import torch._dynamo.testing
+
+    def run(compiled, counter):
+        for _ in range(2):
+            x = torch.randn(3)
+            with _ScaledMulMode():
+                assert_same(compiled(x.clone()), fn(x.clone()))
+            assert_same(compiled(x.clone()), fn(x.clone()))
+        return counter.frame_count, counter.op_count
+
+    counter = CountingBackend()
+    ours = run(dynamo_capture.optimize(fn, backend=counter), counter)
+    torch._dynamo.reset()
+    reference = torch._dynamo.testing.CompileCounter()
+    theirs = run(torch.compile(fn, backend=reference), reference)
+    torch._dynamo.reset()
+    assert ours == theirs
