@@ -301,6 +301,29 @@ def test_global_state_under_autocast():
     assert not _both(guards, {})[0]
 
 
+class _PassingMode(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class _OtherMode(_PassingMode):
+    pass
+
+
+def test_global_state_checks_torch_function_modes_and_state():
+    with _PassingMode():
+        guards = GuardSet([GlobalStateGuard.current()])
+        assert _both(guards, {}) == (True, None)
+        with _OtherMode():
+            ok, why = _both(guards, {})
+            assert not ok and "torch function modes" in why
+        with torch._C.DisableTorchFunctionSubclass():
+            ok, why = _both(guards, {})
+            assert not ok and "torch function state" in why
+    ok, why = _both(guards, {})
+    assert not ok and "torch function modes" in why
+
+
 def test_no_aliasing_guard():
     guards = GuardSet()
     guards.add_no_aliasing([LocalSource("a"), LocalSource("b"), GlobalSource("W")])

@@ -198,6 +198,20 @@ class CompiledEntry:
         return self.guards.check(L, G)
 
 
+def _converted_subclass(kind: Any) -> bool:
+    """A tensor subclass keeping torch's default `__torch_function__`, which converts
+    the results of operations on it to itself."""
+    if not isinstance(kind, type) or kind is torch.Tensor or not issubclass(kind, torch.Tensor):
+        return False
+    handler = kind.__torch_function__
+    return getattr(handler, "__func__", handler) is torch.Tensor.__torch_function__.__func__
+
+
+def as_tensor_subclass(tensor: torch.Tensor, kind: type) -> torch.Tensor:
+    """`tensor` as a `kind` (the compiled code's output, where eager gives a subclass)."""
+    return tensor if type(tensor) is kind else tensor.as_subclass(kind)
+
+
 def user_frames(where: tuple[UserLocation, ...]) -> tuple[UserLocation, ...]:
     """Drop this package's own frames (the module-call driver) from a location chain."""
     return tuple(loc for loc in where if not loc.filename.startswith(_PACKAGE_DIR))
@@ -1109,6 +1123,11 @@ class OutputPlan:
                 return f"{self._output(value)}.numpy(force=True)[()]"  # a NumPy scalar
             if value.source is not None and value.node.op == "placeholder":
                 return self._source_read(value.source)
+            if _converted_subclass(value.python_type):
+                # NOTE: a backend's compiled code may give plain tensors where eager's
+                # operations on the subclass give the subclass (torch's default handling)
+                convert = self._constant(as_tensor_subclass)
+                return f"{convert}({self._output(value)}, {self._constant(value.python_type)})"
             return self._output(value)
         if isinstance(value, PythonValue):
             return self._python(value)

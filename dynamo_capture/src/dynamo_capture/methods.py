@@ -603,6 +603,9 @@ def enter_context(tx: Translator, context: ContextValue) -> Value:
         return _none()
     if context.kind == "null":
         return context.args[0] if context.args else _none()
+    if context.kind == "torch_function":
+        tx.ctx.torch_function_disabled += 1
+        return _none()
     if context.kind == "autocast":
         node_args = _autocast_args(context)
         ctx_node = tx.ctx.graph.call_function(torch.amp.autocast_mode._enter_autocast, node_args)
@@ -646,6 +649,8 @@ def exit_context(tx: Translator, context: ContextValue, exception: Value | None 
         tx.ctx.graph.call_function(torch.autograd.grad_mode._exit_inference_mode, (ctx_node,))
         torch.autograd.grad_mode._exit_inference_mode(real)
         tx.ctx.open_inference_modes.remove(real)
+    elif context.kind == "torch_function":
+        tx.ctx.torch_function_disabled -= 1
     return PythonValue(None)
 
 

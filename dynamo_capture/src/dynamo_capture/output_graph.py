@@ -287,6 +287,9 @@ class CaptureContext:
         self.guards = FrameGuards()
         self.open_autocasts: list[Any] = []  # real autocast states entered while capturing
         self.open_inference_modes: list[Any] = []  # real inference modes entered likewise
+        # DisableTorchFunction(Subclass) blocks open in the frame: torch functions inside
+        # them skip every __torch_function__ override and give plain tensors
+        self.torch_function_disabled = 0
         # a torch state setter (state_setters.STATE_SETTERS) recorded in the graph: the
         # state it sets is not set while capturing, so it cannot be read any more
         self.state_set_in_graph = False
@@ -881,7 +884,7 @@ class CaptureContext:
         if kind == "call_function":  # x[i, p] / x[i, p] = v at a SymInt: select, not __index__
             target = symbolic_indexing_target(target, example_args)
         data_dependent = _any_data_dependent(args, kwargs)
-        result_type = tensor_result_type(args, kwargs)
+        result_type = tensor_result_type(args, kwargs, self.torch_function_disabled > 0)
         outs = _out_tensors(kwargs)
         out_shapes = [out.example.shape for out in outs]
         try:
@@ -1083,8 +1086,11 @@ _PLAIN_TORCH_FUNCTIONS = (
 )
 
 
-def tensor_result_type(args: Any, kwargs: Any) -> type:
+def tensor_result_type(args: Any, kwargs: Any, disabled: bool = False) -> type:
     """The Python type eager gives the tensors an operation on `args` returns.
+
+    Inside a DisableTorchFunction(Subclass) block (`disabled`: of the frame, or one
+    entered outside it), a subclass argument breaks the graph.
 
     A plain tensor for tensors and parameters (nn.Parameter turns torch function
     handling off); for a subclass keeping torch's default `__torch_function__`, the
@@ -1104,6 +1110,13 @@ def tensor_result_type(args: Any, kwargs: Any) -> type:
     _map(args, visit)
     _map(kwargs, visit)
     chosen: type = torch.Tensor
+    if kinds and (disabled or not torch._C._is_torch_function_enabled()):
+        # NOTE: the graph keeps no DisableTorchFunction(Subclass) switch: run on the real
+        # subclass inputs, its operations would call the overrides eager skips here
+        raise Unsupported(
+            "an operation on a tensor subclass inside a DisableTorchFunction(Subclass) "
+            "block (the graph does not turn torch function handling off)"
+        )
     for kind in kinds:
         if not issubclass(kind, torch.Tensor):  # a NumPy array: only numpy_arrays takes it
             raise Unsupported(f"a torch operation on a {kind.__name__} (NumPy) value")

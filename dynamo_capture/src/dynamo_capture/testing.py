@@ -55,10 +55,15 @@ class CountingBackend:
 
 def clone_inputs(value: Any) -> Any:
     """A copy of arguments for one side of a comparison: tensors detached and cloned
-    (keeping requires_grad), modules deep-copied, NumPy arrays copied, lists, tuples and
+    (keeping requires_grad and a user's subclass; parameters stay parameters), modules deep-copied, NumPy arrays copied, lists, tuples and
     dicts copied through; anything else shared."""
     if isinstance(value, torch.Tensor):
-        cloned = value.detach().clone()
+        with torch._C.DisableTorchFunctionSubclass():
+            cloned = value.detach().clone()
+        if isinstance(value, torch.nn.Parameter):
+            return type(value)(cloned, requires_grad=value.requires_grad)
+        if type(value) is not torch.Tensor and type(value).__module__.split(".")[0] != "torch":
+            cloned = cloned.as_subclass(type(value))  # a user's subclass stays one
         cloned.requires_grad_(value.requires_grad)
         return cloned
     if isinstance(value, torch.nn.Module):

@@ -79,13 +79,14 @@ INLINED_TORCH_MODULES = (
 # torch's Python functions traced like user code, as torch.compile traces them
 INLINED_TORCH_FUNCTIONS = frozenset({torch.jit._unwrap_optional})
 # torch predicates about tensors' Python types and tracing: answered for plain tensors.
+# whether arguments have a __torch_function__ override: False for plain tensors,
+# parameters and constants (anything else breaks the graph: see call_torch)
+_TORCH_FUNCTION_QUERIES = frozenset(
+    {torch._C._has_torch_function, torch._C._has_torch_function_unary,
+     torch._C._has_torch_function_variadic, torch.overrides.has_torch_function,
+     torch.overrides.has_torch_function_unary, torch.overrides.has_torch_function_variadic}
+)  # fmt: skip
 _FOLDED = {
-    torch._C._has_torch_function: False,
-    torch._C._has_torch_function_unary: False,
-    torch._C._has_torch_function_variadic: False,
-    torch.overrides.has_torch_function: False,
-    torch.overrides.has_torch_function_unary: False,
-    torch.overrides.has_torch_function_variadic: False,
     torch.jit.is_scripting: False,
     torch.jit.is_tracing: False,
     torch._C._get_tracing_state: None,
@@ -141,12 +142,46 @@ def _has_tensor_value(args: list[Value], kwargs: dict[str, Value]) -> bool:
     return any(visit(v) for v in [*args, *kwargs.values()])
 
 
+def _check_no_torch_function_overrides(
+    name: str, args: list[Value], kwargs: dict[str, Value]
+) -> None:
+    """Raise Unsupported unless `torch.overrides.has_torch_function(...)` is False for
+    these arguments: no torch function mode is active and every argument (or item of
+    one) is a constant, a plain tensor or one whose type turns handling off."""
+
+    def overridden(value: Value) -> bool:
+        if isinstance(value, TensorValue):  # as torch checks: not exactly a Tensor, and
+            kind = value.python_type  # handling not turned off (as nn.Parameter turns it)
+            handler = getattr(kind, "__torch_function__", None)
+            handler = getattr(handler, "__func__", handler)
+            return (
+                kind is not torch.Tensor and handler is not torch._C._disabled_torch_function_impl
+            )
+        items = getattr(value, "items", None)
+        if isinstance(items, list | tuple):
+            return any(overridden(item) for item in items)
+        if isinstance(value, PythonValue):
+            return hasattr(type(value.obj), "__torch_function__")
+        return True  # an object capture does not see into
+
+    if torch._C._is_torch_function_mode_enabled() or any(
+        overridden(v) for v in [*args, *kwargs.values()]
+    ):
+        raise Unsupported(
+            f"torch.overrides.{name} on an argument with its own __torch_function__ (or "
+            "under a torch function mode): capture does not run overrides"
+        )
+
+
 def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """A call to a torch function: a context, a folded constant, or a graph node."""
     name = getattr(fn, "__name__", "") or ""
     if name in ("is_compiling", "is_dynamo_compiling"):
         tx.ctx.read_compiling_state = True
         return PythonValue(True)
+    if fn in _TORCH_FUNCTION_QUERIES:
+        _check_no_torch_function_overrides(name, args, kwargs)
+        return PythonValue(False)
     if fn in _FOLDED:
         folded = _FOLDED[fn]
         return PythonValue(

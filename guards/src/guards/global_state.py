@@ -1,7 +1,10 @@
 """The global-state guard: process-wide settings a traced graph depends on.
 
 Grad mode, inference mode, autocast (per device type, with its dtype),
-deterministic algorithms and the default dtype. `GlobalStateGuard.current()`
+deterministic algorithms, the default dtype, and torch function handling (whether
+DisableTorchFunction(Subclass) is in force, and the types of the torch function modes
+on the stack: a mode's override runs in the graph's operations and answers the frame's
+questions about the stack). `GlobalStateGuard.current()`
 snapshots them; the generated check compares each with one C call.
 """
 
@@ -43,9 +46,18 @@ def _autocast_state() -> tuple[tuple[str, torch.dtype], ...]:
     )
 
 
+def _torch_function_modes() -> tuple[type, ...]:
+    """The types of the torch function modes on the stack, innermost last."""
+    return tuple(
+        type(torch._C._get_function_stack_at(index))
+        for index in range(torch._C._len_torch_function_stack())
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class GlobalStateGuard(Guard):
-    """Grad mode, inference mode, autocast, deterministic algorithms and default dtype."""
+    """Grad mode, inference mode, autocast, deterministic algorithms, default dtype and
+    torch function handling (its state and the types of the modes on its stack)."""
 
     source: GlobalStateSource = field(default_factory=GlobalStateSource)
     grad_enabled: bool = True
@@ -54,6 +66,8 @@ class GlobalStateGuard(Guard):
     deterministic: bool = False
     deterministic_warn_only: bool = False
     default_dtype: torch.dtype = torch.float32
+    torch_function_state: Any = torch._C._TorchFunctionState.ENABLED
+    torch_function_modes: tuple[type, ...] = ()
 
     guard_type: ClassVar[str] = "GLOBAL_STATE"
     rank: ClassVar[int] = 30
@@ -69,6 +83,8 @@ class GlobalStateGuard(Guard):
             torch.are_deterministic_algorithms_enabled(),
             torch.is_deterministic_algorithms_warn_only_enabled(),
             torch.get_default_dtype(),
+            torch._C._get_torch_function_state(),
+            _torch_function_modes(),
         )
 
     def sources(self) -> tuple:
@@ -83,6 +99,8 @@ class GlobalStateGuard(Guard):
             "deterministic",
             "deterministic_warn_only",
             "default_dtype",
+            "torch_function_state",
+            "torch_function_modes",
         ):
             want, have = getattr(self, what), getattr(now, what)
             if want != have:
@@ -98,6 +116,17 @@ class GlobalStateGuard(Guard):
             f"{c(_deterministic, 'deterministic')}() is {self.deterministic}",
             f"{c(_deterministic_warn_only, 'warn_only')}() is {self.deterministic_warn_only}",
         ]
+        checks.append(
+            f"{c(torch._C._get_torch_function_state, 'torch_function_state')}() == "
+            f"{c(self.torch_function_state, 'torch_function_state_value')}"
+        )
+        if not self.torch_function_modes:
+            checks.append(f"{c(torch._C._len_torch_function_stack, 'function_modes')}() == 0")
+        else:
+            checks.append(
+                f"{c(_torch_function_modes, 'torch_function_modes')}() == "
+                f"{c(self.torch_function_modes, 'modes')}"
+            )
         if not self.autocast:
             checks.append(f"{c(torch._C._is_any_autocast_enabled, 'any_autocast')}() is False")
         else:
@@ -118,5 +147,6 @@ class GlobalStateGuard(Guard):
         return (
             f"{self.guard_type}: grad={self.grad_enabled} inference={self.inference_mode} "
             f"autocast={self.autocast} deterministic={self.deterministic} "
-            f"default_dtype={self.default_dtype}"
+            f"default_dtype={self.default_dtype} torch_function={self.torch_function_state.name} "
+            f"modes={[mode.__qualname__ for mode in self.torch_function_modes]}"
         )
