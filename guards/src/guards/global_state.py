@@ -66,7 +66,8 @@ class GlobalStateGuard(Guard):
     deterministic: bool = False
     deterministic_warn_only: bool = False
     default_dtype: torch.dtype = torch.float32
-    torch_function_state: Any = torch._C._TorchFunctionState.ENABLED
+    # torch._C._TorchFunctionState as its int (a plain value, kept in warm-start records)
+    torch_function_state: int = 0
     torch_function_modes: tuple[type, ...] = ()
 
     guard_type: ClassVar[str] = "GLOBAL_STATE"
@@ -83,7 +84,7 @@ class GlobalStateGuard(Guard):
             torch.are_deterministic_algorithms_enabled(),
             torch.is_deterministic_algorithms_warn_only_enabled(),
             torch.get_default_dtype(),
-            torch._C._get_torch_function_state(),
+            int(torch._C._get_torch_function_state()),
             _torch_function_modes(),
         )
 
@@ -118,7 +119,7 @@ class GlobalStateGuard(Guard):
         ]
         checks.append(
             f"{c(torch._C._get_torch_function_state, 'torch_function_state')}() == "
-            f"{c(self.torch_function_state, 'torch_function_state_value')}"
+            f"{c(torch._C._TorchFunctionState(self.torch_function_state), 'tf_state_value')}"
         )
         if not self.torch_function_modes:
             checks.append(f"{c(torch._C._len_torch_function_stack, 'function_modes')}() == 0")
@@ -147,6 +148,7 @@ class GlobalStateGuard(Guard):
         return (
             f"{self.guard_type}: grad={self.grad_enabled} inference={self.inference_mode} "
             f"autocast={self.autocast} deterministic={self.deterministic} "
-            f"default_dtype={self.default_dtype} torch_function={self.torch_function_state.name} "
+            f"default_dtype={self.default_dtype} "
+            f"torch_function={torch._C._TorchFunctionState(self.torch_function_state).name} "
             f"modes={[mode.__qualname__ for mode in self.torch_function_modes]}"
         )
