@@ -735,3 +735,17 @@ def test_a_tile_loads_values_shared_by_its_columns_once_per_row(monkeypatch):
     assert re.findall(r"tl\.load\(\w+ \+ \(yindex\), ymask, other=0\)", source.source)
     assert len(re.findall(r"tl\.load\(.*xmask", source.source)) == 1
     assert len(re.findall(r"tl\.store\(.*xmask\)", source.source)) == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_reduction_read_in_its_kernel_is_rounded_as_stored(dtype):
+    # amax's backward compares x with amax(x): the max kept in registers must be the
+    # rounded value its buffer holds, or no element of a recomputed x matches it
+    x = torch.tensor([[1.0, 0.75], [3.0, 2.25], [0.3, 0.7]], dtype=dtype)
+    s = torch.tensor(1.1, dtype=dtype)
+
+    def f(x, s):
+        y = x * s
+        return y == y.amax(-1, keepdim=True), y.amax(-1) * 2
+
+    check(f, x, s)

@@ -433,10 +433,16 @@ class TritonKernelCodegen(KernelPrinter):
         dtype = self.buffers[name].layout.dtype
         if compute_dtype(value_dtype) != compute_dtype(dtype) or dtype == torch.bool:
             value_text = cast_text(value_text, value_dtype, dtype)
+        # NOTE: a float16/bfloat16 buffer holds its values rounded; a read of it in this
+        # kernel (a local, or the value just stored) must see them rounded too, as a load
+        # would: `x == amax(x)` against an unrounded max matches no element
+        rounded = dtype in (torch.float16, torch.bfloat16)
         if name in self.locals_:
             # Numbered per kernel, not named after the buffer: each layer's copy of a
             # kernel then has the same text, and the same compiled function.
             var = self.local_names.setdefault(name, f"local{len(self.local_names)}")
+            if rounded:
+                value_text = f"({value_text}).to({TRITON_DTYPES[dtype]}).to(tl.float32)"
             scope.line(f"{var} = {value_text}")
             scope.cache[(Load(name, index, dtype), None)] = var
             return
@@ -452,6 +458,8 @@ class TritonKernelCodegen(KernelPrinter):
         stored = f"{value_text}.to({TRITON_DTYPES[dtype]})"
         mask = self._mask_for(index, scope, store=True)
         scope.line(f"tl.store({ptr} + {self.index(index, scope, store=True)}, {stored}, {mask})")
+        if rounded:
+            value_text = f"{stored}.to(tl.float32)"
         scope.cache[(Load(name, index, dtype), None)] = value_text
 
     # ---------------------------------------------------------- body
