@@ -285,3 +285,13 @@ def test_graph_loaded_by_warm_start_still_writes_in_place(tmp_path, monkeypatch)
         assert warm_cache.STATS["hits"] == 1 and warm_cache.STATS["stored"] == 1
     finally:
         ember.reset()
+
+
+def test_copy_counter_sees_the_copy_back_of_a_graph_not_writing_in_place():
+    # the counter the tests above rely on: without re-inplacing, the cache is copied back
+    compiled = ember.compile(_index_copy_cache, backend="inductor", options={"reinplace": False})
+    cache, position, key = _cache_args(0)
+    compiled(cache.clone(), position, key)
+    with CopyShapes() as counter:
+        compiled(cache, position, key)
+    assert (1, 2, 8, 4) in counter.shapes

@@ -467,6 +467,10 @@ class KernelCodegen(KernelPrinter):
         load_key = Load(name, index, dtype)
         if name in self.kernel.locals_:
             var = f"{name}_v"
+            if dtype == torch.bfloat16:  # what the buffer would hold, as a load reads it
+                value_text = f"ember_round_bf16({value_text})"
+            elif dtype == torch.float16:
+                value_text = f"static_cast<float>(static_cast<_Float16>({value_text}))"
             scope.line(f"const {compute_type(dtype)} {var} = {value_text};")
             scope.cache[load_key] = var
             return
@@ -481,7 +485,10 @@ class KernelCodegen(KernelPrinter):
             scope.line(f"{ptr}[{c_index(index)}] = static_cast<_Float16>({value_text});")
         else:
             scope.line(f"{ptr}[{c_index(index)}] = {value_text};")
-        scope.cache[load_key] = value_text if value_text.isidentifier() else None
+        # NOTE: a float16/bfloat16 buffer holds the value rounded: a later read in this
+        # kernel loads it again rather than reuse the unrounded value (`x == amax(x)`)
+        exact = dtype not in (torch.bfloat16, torch.float16)
+        scope.cache[load_key] = value_text if exact and value_text.isidentifier() else None
         if scope.cache[load_key] is None:
             del scope.cache[load_key]
 
