@@ -27,27 +27,13 @@ import typing
 
 import pytest
 import torch
-from torchcheck import check_like_torch
+from torchcheck import check_like_torch, program_registry
 
-PROGRAMS = {}
+PROGRAMS, program = program_registry()
 
 
 def r(*shape):
     return torch.randn(*shape)
-
-
-def program(*argument_makers):
-    """Register a program; its arguments are made by `argument_makers` (one tensor of 3
-    when none)."""
-
-    def register(fn):
-        if argument_makers:
-            PROGRAMS[fn.__name__] = (fn, lambda: tuple(make() for make in argument_makers))
-        else:
-            PROGRAMS[fn.__name__] = (fn, lambda: (r(3),))
-        return fn
-
-    return register
 
 
 def _lin(x, a, b=0.0, *, c=1.0):

@@ -20,30 +20,16 @@ import pytest
 import torch
 import torch.nn as nn
 from torch.overrides import handle_torch_function, has_torch_function
-from torchcheck import check_like_torch
+from torchcheck import check_like_torch, program_registry
 
 import dynamo_capture
 from dynamo_capture.testing import CountingBackend, assert_same
 
-PROGRAMS = {}
+PROGRAMS, program = program_registry()
 
 
 def r(*shape):
     return torch.randn(*shape)
-
-
-def program(*argument_makers):
-    """Register a program; its arguments are made by `argument_makers` (one tensor of 3
-    when none)."""
-
-    def register(fn):
-        if argument_makers:
-            PROGRAMS[fn.__name__] = (fn, lambda: tuple(make() for make in argument_makers))
-        else:
-            PROGRAMS[fn.__name__] = (fn, lambda: (r(3),))
-        return fn
-
-    return register
 
 
 class Passing(torch.Tensor):

@@ -90,3 +90,22 @@ def check_like_torch(
 
 
 REFERENCE_TORCH = "2.13"
+
+
+def program_registry() -> tuple[dict[str, Any], Callable[..., Any]]:
+    """A corpus's table of programs and the decorator registering one in it:
+    `@program(make_a, make_b)` makes its arguments with the makers (one tensor of 3 when
+    none are given)."""
+    programs: dict[str, Any] = {}
+
+    def program(*argument_makers: Callable[[], Any]) -> Callable[..., Any]:
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            if argument_makers:
+                programs[fn.__name__] = (fn, lambda: tuple(make() for make in argument_makers))
+            else:
+                programs[fn.__name__] = (fn, lambda: (torch.randn(3),))
+            return fn
+
+        return register
+
+    return programs, program
