@@ -236,6 +236,18 @@ def _input_tensor(tx: Translator, value: TensorValue) -> torch.Tensor | None:
 
 
 def _tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
+    static = inspect.getattr_static(torch.Tensor, name, None)
+    if (
+        isinstance(static, types.GetSetDescriptorType)
+        and static.__objclass__ is torch._C.TensorBase
+        and inspect.getattr_static(value.python_type, name, None) is static
+    ):
+        # a property read eager hands to an override as `Tensor.<name>.__get__`
+        from dynamo_capture.torch_function_dispatch import dispatch_torch_function
+
+        handled = dispatch_torch_function(tx, static.__get__, [value], {})
+        if handled is not None:
+            return handled
     if name in _TRACED_METADATA_ATTRS:
         return _traced_metadata(tx, value, name)
     return _untraced_tensor_attr(tx, value, name)
@@ -300,12 +312,25 @@ def _untraced_tensor_attr(tx: Translator, value: TensorValue, name: str) -> Valu
     instance = _tensor_instance_attr(tx, value, name)
     if instance is not None:
         return instance
+    if _subclass_defines(value.python_type, name):
+        return _class_attr(tx, value, value.python_type, name)  # a subclass's own member
     attr = getattr(torch.Tensor, name, None)
     if attr is None:
         raise AttributeError(f"'Tensor' object has no attribute {name!r}")
     if callable(attr):
         return BuiltinMethodValue(value, name)
     raise Unsupported(f"tensor attribute {name!r}")
+
+
+def _subclass_defines(kind: type, name: str) -> bool:
+    """Whether a user tensor subclass `kind` (or a user base of it) defines `name`."""
+    if kind is torch.Tensor or not issubclass(kind, torch.Tensor):
+        return False
+    return any(
+        name in vars(klass)
+        for klass in kind.__mro__
+        if issubclass(klass, torch.Tensor) and not klass.__module__.startswith("torch")
+    )
 
 
 def _tensor_instance_attr(tx: Translator, value: TensorValue, name: str) -> Value | None:

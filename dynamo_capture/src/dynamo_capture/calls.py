@@ -277,6 +277,9 @@ def _call_python(
         from dynamo_capture.methods import call_method
 
         return call_method(tx, args[0], obj.__name__, list(args[1:]), kwargs)
+    overridden = _torch_function_machinery(tx, obj, args, kwargs)
+    if overridden is not None:
+        return overridden
     if isinstance(getattr(type(obj), "__ember_capture_target__", None), property):
         # a compiled callable called from captured code: inline what it compiles
         compiled_target = obj.__ember_capture_target__
@@ -396,6 +399,54 @@ def _call_python(
         tx.ctx.guards.class_attribute(type(obj), "__call__", method)
         return call(tx, PythonValue(method), [fn, *args], kwargs)
     raise Unsupported(f"call to {describe(fn)} ({type(obj).__name__}), which capture cannot trace")
+
+
+_TENSOR_TORCH_FUNCTION = torch.Tensor.__torch_function__.__func__  # type: ignore[attr-defined]
+
+
+def _torch_function_machinery(
+    tx: Translator, obj: Any, args: list[Value], kwargs: dict[str, Value]
+) -> Value | None:
+    """torch's own override machinery called from the user's overrides (see
+    torch_function_dispatch); None for any other callee."""
+    from dynamo_capture.torch_function_dispatch import (
+        default_torch_function,
+        is_mode_class,
+        returns_unwrapped,
+    )
+
+    if obj is returns_unwrapped and len(args) == 1 and isinstance(args[0], PythonValue):
+        return PythonValue(returns_unwrapped(args[0].obj))
+
+    if obj is _TENSOR_TORCH_FUNCTION or getattr(obj, "__func__", None) is _TENSOR_TORCH_FUNCTION:
+        # `super().__torch_function__(...)`: torch's default handling
+        owner = [PythonValue(obj.__self__)] if obj is not _TENSOR_TORCH_FUNCTION else []
+        return inline_function(tx, default_torch_function, [*owner, *args], kwargs, None)
+    mode_methods = (torch.overrides.TorchFunctionMode.__enter__, torch.overrides.TorchFunctionMode.__exit__)
+    if obj in mode_methods and args and isinstance(args[0], ObjectValue):
+        mode = args[0]
+        if not is_mode_class(mode.cls):
+            raise Unsupported(f"torch function mode {mode.cls.__qualname__} with its own __enter__")
+        if obj is torch.overrides.TorchFunctionMode.__enter__:
+            tx.ctx.function_modes.append(mode)
+            return mode
+        if not tx.ctx.function_modes or tx.ctx.function_modes[-1] is not mode:
+            raise Unsupported("a torch function mode left other than innermost first")
+        tx.ctx.function_modes.pop()
+        return PythonValue(None)
+    if (
+        isinstance(obj, types.MethodWrapperType)
+        and obj.__name__ == "__get__"
+        and isinstance(obj.__self__, types.GetSetDescriptorType)
+        and obj.__self__.__objclass__ is torch._C.TensorBase
+        and len(args) == 1
+        and not kwargs
+    ):
+        # `Tensor.shape.__get__(t)`: the func eager hands an override for a property read
+        from dynamo_capture.attributes import get_attr
+
+        return get_attr(tx, args[0], obj.__self__.__name__)
+    return None
 
 
 def _own_getattribute(value: Value) -> bool:

@@ -96,6 +96,7 @@ from dynamo_capture.sources import (
 from dynamo_capture.state import capturing
 from dynamo_capture.tensor_extremes import ChoiceValue, check_aliases
 from dynamo_capture.tensor_hooks import check_hooked_tensors_stay
+from dynamo_capture.torch_function_dispatch import has_own_torch_function
 from dynamo_capture.unused_items import drop_unused_items
 from dynamo_capture.values import (
     NULL,
@@ -204,6 +205,8 @@ def _converted_subclass(kind: Any) -> bool:
     if not isinstance(kind, type) or kind is torch.Tensor or not issubclass(kind, torch.Tensor):
         return False
     handler = kind.__torch_function__
+    if has_own_torch_function(kind):
+        return True  # the graph gives plain tensors (torch_function_dispatch)
     return getattr(handler, "__func__", handler) is torch.Tensor.__torch_function__.__func__
 
 
@@ -1657,6 +1660,12 @@ def shared_reads(sources: list[Source]) -> tuple[list[str], list[str]]:
     return statements, [read(source) for source in sources]
 
 
+def _as_plain_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """An input of a subclass with its own __torch_function__ as the graph takes it
+    (PlainTensorSource): the same data and autograd history, as a torch.Tensor."""
+    return tensor.as_subclass(torch.Tensor)
+
+
 def _from_numpy(array: Any) -> torch.Tensor:
     """An ndarray or NumPy scalar input as the graph takes it (NumpyTensorSource)."""
     return torch.from_numpy(np.asarray(array))
@@ -1760,6 +1769,7 @@ def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEnt
         "___make_function": _make_function,
         "___float_tensor": _float_tensor,
         "___from_numpy": _from_numpy,
+        "___as_plain": _as_plain_tensor,
     }
     exec(compile(source, filename, "exec"), scope)  # noqa: S102
     unchecked = None

@@ -605,6 +605,8 @@ def enter_context(tx: Translator, context: ContextValue) -> Value:
         return context.args[0] if context.args else _none()
     if context.kind == "torch_function":
         tx.ctx.torch_function_disabled += 1
+        if context.args[0] is torch._C.DisableTorchFunction:
+            tx.ctx.torch_function_all_disabled += 1
         return _none()
     if context.kind == "autocast":
         node_args = _autocast_args(context)
@@ -651,6 +653,8 @@ def exit_context(tx: Translator, context: ContextValue, exception: Value | None 
         tx.ctx.open_inference_modes.remove(real)
     elif context.kind == "torch_function":
         tx.ctx.torch_function_disabled -= 1
+        if context.args[0] is torch._C.DisableTorchFunction:
+            tx.ctx.torch_function_all_disabled -= 1
     return PythonValue(None)
 
 

@@ -489,6 +489,9 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         if fn in _INPLACE_TO_PLAIN and not isinstance(left, TensorValue):
             fn = _INPLACE_TO_PLAIN[fn]  # `number += tensor` rebinds, like number + tensor
         left, right = _python_scalar(left), _python_scalar(right)
+        handled = operator_override(tx, fn.__name__.strip("_"), left, right)
+        if handled is not None:
+            return handled
         result = tx.ctx.call("call_function", fn, (left, right), {})
         if fn in _INPLACE_TO_PLAIN and isinstance(left, TensorValue):
             return left
@@ -827,12 +830,41 @@ def compare_op(tx: Translator, symbol: str, left: Value, right: Value) -> Value:
         left, right = choice_operand(fn, left, right)
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
         left, right = _python_scalar(left), _python_scalar(right)
+        handled = operator_override(tx, fn.__name__, left, right)
+        if handled is not None:
+            return handled
         return tx.ctx.call("call_function", fn, (left, right), {})
     if symbol in ("==", "!=") and _values_view_equality(left, right):
         # NOTE: a values view has no __eq__ of its own: Python compares it by identity
         same = _identical(left, right)
         return PythonValue(same if symbol == "==" else not same)
     return binary_op(tx, fn, left, right)
+
+
+# comparisons with the tensor on the right: Python asks it for the swapped one
+_SWAPPED_COMPARISONS = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+def operator_override(tx: Translator, name: str, left: Value, right: Value | None) -> Value | None:
+    """`left <op> right` (`<op> left` when right is None; `name` the operator's, as
+    "add", "iadd", "lt", "neg") handed to a `__torch_function__` override as eager
+    hands it: as `Tensor.__add__(left, right)`, or `Tensor.__radd__(right, left)` where
+    only the right operand is a tensor. None where no override applies."""
+    from dynamo_capture.torch_function_dispatch import dispatch_torch_function, overrides_apply
+
+    operands = [left] if right is None else [left, right]
+    if not overrides_apply(tx, operands, {}):
+        return None
+    if right is None or isinstance(left, TensorValue):
+        dunder = f"__{name}__"
+    elif name in _SWAPPED_COMPARISONS:
+        dunder, operands = f"__{_SWAPPED_COMPARISONS[name]}__", [right, left]
+    else:
+        dunder, operands = f"__r{name}__", [right, left]
+    method = getattr(torch.Tensor, dunder, None)
+    if method is None:
+        raise Unsupported(f"operator {name} on a tensor with a __torch_function__ override")
+    return dispatch_torch_function(tx, method, operands, {})
 
 
 def _values_view_equality(left: Value, right: Value) -> bool:
@@ -882,6 +914,9 @@ def unary_op(tx: Translator, fn: Any, value: Value) -> Value:
 
         return ndarray_operator(tx, fn, [value])
     if isinstance(value, TensorValue):
+        handled = operator_override(tx, fn.__name__, value, None)
+        if handled is not None:
+            return handled
         return tx.ctx.call("call_function", fn, (value,), {})
     if isinstance(value, ChoiceValue) and fn is operator.neg:
         return negated_choice(tx, value)
@@ -1217,6 +1252,12 @@ def _index_constant(tx: Translator, index: Value) -> Any:
 def get_item(tx: Translator, container: Value, index: Value) -> Value:
     """container[index]."""
     container = side_effects.current(tx, container)
+    if isinstance(container, TensorValue):
+        from dynamo_capture.torch_function_dispatch import dispatch_torch_function
+
+        handled = dispatch_torch_function(tx, torch.Tensor.__getitem__, [container, index], {})
+        if handled is not None:
+            return handled
     override = user_override(container, "__getitem__")
     if override is not None:
         return _call_override(tx, override, container, [index])
@@ -1435,6 +1476,12 @@ def set_item(tx: Translator, container: Value, index: Value, value: Value) -> No
 
         check_side_effect(tx, "an item assignment")
     container = side_effects.for_write(tx, container)
+    if isinstance(container, TensorValue):
+        from dynamo_capture.torch_function_dispatch import dispatch_torch_function
+
+        args = [container, index, value]
+        if dispatch_torch_function(tx, torch.Tensor.__setitem__, args, {}) is not None:
+            return
     override = user_override(container, "__setitem__")
     if override is not None:
         _call_override(tx, override, container, [index, value])

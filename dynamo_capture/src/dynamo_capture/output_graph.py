@@ -46,12 +46,14 @@ from dynamo_capture.sources import (
     ModuleSource,
     NNModuleSource,
     NumpyTensorSource,
+    PlainTensorSource,
     ParamBufferSource,
     Source,
     is_builtin_module_class,
 )
 from dynamo_capture.sym_numbers import SymNumbers, is_symbolic_number
 from dynamo_capture.symbolic_indexing import symbolic_indexing_target
+from dynamo_capture.torch_function_dispatch import has_own_torch_function
 from dynamo_capture.values import (
     CONSTANT_TYPES,
     DictValue,
@@ -290,6 +292,11 @@ class CaptureContext:
         # DisableTorchFunction(Subclass) blocks open in the frame: torch functions inside
         # them skip every __torch_function__ override and give plain tensors
         self.torch_function_disabled = 0
+        # of those, DisableTorchFunction blocks (they turn torch function modes off too)
+        self.torch_function_all_disabled = 0
+        # torch function modes entered in the frame, innermost last (their values): the
+        # calls inside their blocks are handed to them (torch_function_dispatch)
+        self.function_modes: list[Value] = []
         # a torch state setter (state_setters.STATE_SETTERS) recorded in the graph: the
         # state it sets is not set while capturing, so it cannot be read any more
         self.state_set_in_graph = False
@@ -607,6 +614,15 @@ class CaptureContext:
             self.guards.tensor_match(source, example)
             node = self._placeholder(self._unique_name(source.name))
             node.meta["val"] = example
+        elif has_own_torch_function(type(tensor)):
+            # NOTE: the graph gets the input as a plain tensor: its operations, as those
+            # an override runs, skip the override (torch_function_dispatch)
+            self.guards.tensor_match(source, tensor)
+            node = self._placeholder(self._unique_name(source.name))
+            plain = tensor.as_subclass(torch.Tensor)
+            example = self._example_of(plain)
+            node.meta["val"] = _to_fake(self.fake_mode, plain)
+            self._converted_inputs[node] = (PlainTensorSource(source), plain)
         else:
             self.guards.tensor_match(source, tensor)
             node = self._placeholder(self._unique_name(source.name))
@@ -884,6 +900,11 @@ class CaptureContext:
         if kind == "call_function":  # x[i, p] / x[i, p] = v at a SymInt: select, not __index__
             target = symbolic_indexing_target(target, example_args)
         data_dependent = _any_data_dependent(args, kwargs)
+        if self.function_modes and not self.torch_function_all_disabled:
+            raise Unsupported(
+                f"{_describe_target(kind, target)} under a torch function mode entered in the "
+                "frame, reached without the mode (capture hands only calls it knows to modes)"
+            )
         result_type = tensor_result_type(args, kwargs, self.torch_function_disabled > 0)
         outs = _out_tensors(kwargs)
         out_shapes = [out.example.shape for out in outs]
@@ -1110,7 +1131,8 @@ def tensor_result_type(args: Any, kwargs: Any, disabled: bool = False) -> type:
     _map(args, visit)
     _map(kwargs, visit)
     chosen: type = torch.Tensor
-    if kinds and (disabled or not torch._C._is_torch_function_enabled()):
+    converted = [kind for kind in kinds if not has_own_torch_function(kind)]
+    if converted and (disabled or not torch._C._is_torch_function_enabled()):
         # NOTE: the graph keeps no DisableTorchFunction(Subclass) switch: run on the real
         # subclass inputs, its operations would call the overrides eager skips here
         raise Unsupported(
@@ -1120,6 +1142,13 @@ def tensor_result_type(args: Any, kwargs: Any, disabled: bool = False) -> type:
     for kind in kinds:
         if not issubclass(kind, torch.Tensor):  # a NumPy array: only numpy_arrays takes it
             raise Unsupported(f"a torch operation on a {kind.__name__} (NumPy) value")
+        if has_own_torch_function(kind):
+            if disabled or not torch._C._is_torch_function_enabled():
+                continue  # a plain tensor in the graph: results are plain, as eager's
+            raise Unsupported(
+                f"an operation on tensor subclass {kind.__qualname__}, which defines its own "
+                "__torch_function__, that capture did not hand to it"
+            )
         handler = getattr(kind.__torch_function__, "__func__", kind.__torch_function__)
         if handler not in _PLAIN_TORCH_FUNCTIONS:
             raise Unsupported(

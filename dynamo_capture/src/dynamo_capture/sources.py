@@ -42,6 +42,7 @@ __all__ = [
     "RawAttrSource",
     "NumpyTensorSource",
     "NNModuleSource",
+    "PlainTensorSource",
     "ParamBufferSource",
     "Source",
     "is_builtin_module_class",
@@ -157,6 +158,27 @@ class ArraySizesSource(Source):
 
     def reconstruct(self, base_expr: str) -> str:
         return f"__import__('torch').from_numpy({base_expr})"
+
+    def short_name(self, base_name: str) -> str:
+        return base_name
+
+
+@dataclass(frozen=True, slots=True)
+class PlainTensorSource(Source):
+    """An input of a tensor subclass with its own `__torch_function__` handed to the
+    graph as a plain tensor: `___as_plain(base)` (see torch_function_dispatch).
+
+    Only the entry code reads it; guards check the tensor at `source` itself.
+    """
+
+    source: Source
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"___as_plain({base_expr})"
 
     def short_name(self, base_name: str) -> str:
         return base_name

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture.errors import Unsupported
-from dynamo_capture.operations import NotConstant, as_constant
+from dynamo_capture.operations import NotConstant, as_constant, describe
 from dynamo_capture.output_graph import has_symbolic
 from dynamo_capture.state import is_compiling
 from dynamo_capture.tensor_extremes import ChoiceValue
@@ -164,8 +164,18 @@ def _check_no_torch_function_overrides(
             return hasattr(type(value.obj), "__torch_function__")
         return True  # an object capture does not see into
 
+    from dynamo_capture.torch_function_dispatch import has_own_torch_function
+
+    def opaque(value: Value) -> bool:  # an override capture does not run
+        if isinstance(value, TensorValue):
+            return overridden(value) and not has_own_torch_function(value.python_type)
+        items = getattr(value, "items", None)
+        if isinstance(items, list | tuple):
+            return any(opaque(item) for item in items)
+        return overridden(value)
+
     if torch._C._is_torch_function_mode_enabled() or any(
-        overridden(v) for v in [*args, *kwargs.values()]
+        opaque(v) for v in [*args, *kwargs.values()]
     ):
         raise Unsupported(
             f"torch.overrides.{name} on an argument with its own __torch_function__ (or "
@@ -179,9 +189,23 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
     if name in ("is_compiling", "is_dynamo_compiling"):
         tx.ctx.read_compiling_state = True
         return PythonValue(True)
+    from dynamo_capture.torch_function_dispatch import dispatch_torch_function, overrides_apply
+
     if fn in _TORCH_FUNCTION_QUERIES:
+        # NOTE: a mode entered outside the frame, or an argument whose override capture
+        # does not run, breaks; the overrides capture runs answer True
         _check_no_torch_function_overrides(name, args, kwargs)
-        return PythonValue(False)
+        return PythonValue(overrides_apply(tx, args, kwargs))
+    if fn is torch.overrides.handle_torch_function:
+        # `handle_torch_function(public_api, relevant_args, *args, **kwargs)` after a
+        # has_torch_function check answered True: the call handed to its override
+        handled = dispatch_torch_function(tx, as_constant(args[0]), list(args[2:]), kwargs)
+        if handled is None:
+            raise Unsupported(f"handle_torch_function of {describe(args[0])} with no override")
+        return handled
+    handled = dispatch_torch_function(tx, fn, list(args), kwargs)
+    if handled is not None:
+        return handled
     if fn in _FOLDED:
         folded = _FOLDED[fn]
         return PythonValue(
@@ -506,6 +530,15 @@ def call_tensor_method(
     tx: Translator, tensor: TensorValue, name: str, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     """tensor.name(*args, **kwargs)."""
+    from dynamo_capture.torch_function_dispatch import dispatch_torch_function
+
+    method = getattr(torch.Tensor, name, None)
+    if method is not None and name != "as_subclass":
+        handled = dispatch_torch_function(tx, method, [tensor, *args], kwargs)
+        if handled is not None:
+            return handled
+    if name == "as_subclass":
+        return _as_subclass(tensor, args, kwargs)
     if name == "register_hook":
         from dynamo_capture.tensor_hooks import register_tensor_hook
 
@@ -572,6 +605,21 @@ def call_tensor_method(
     if name.endswith("_") and not name.endswith("__"):
         return tensor
     return result
+
+
+def _as_subclass(tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`t.as_subclass(cls)`: the same graph value, which eager's operations treat as a
+    `cls` (no override runs for the call itself)."""
+    cls = args[0] if args else kwargs.get("cls")
+    kind = cls.obj if isinstance(cls, PythonValue) else None
+    if len(args) + len(kwargs) != 1 or not (
+        isinstance(kind, type) and issubclass(kind, torch.Tensor)
+    ):
+        raise Unsupported("Tensor.as_subclass of something other than a tensor class")
+    handler = getattr(kind.__torch_function__, "__func__", kind.__torch_function__)
+    if handler is torch._C._disabled_torch_function_impl and kind is not torch.Tensor:
+        raise Unsupported(f"Tensor.as_subclass({kind.__qualname__}), a class turning overrides off")
+    return TensorValue(tensor.node, tensor.example, None, kind, tensor.data_dependent_shape)
 
 
 def is_compiling_function(obj: Any) -> bool:
