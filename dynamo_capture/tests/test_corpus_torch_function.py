@@ -8,10 +8,11 @@ in user functions, and `.mT`, `.H`/`.mH`, `.real`/`.imag`, `.layout`,
 writes on leaves.
 
 Each program gives eager's results and torch.compile's graph and op counts (two calls
-each, fresh arguments). A subclass defining its own `__torch_function__` breaks the graph
-at its operations, as do those of a subclass inside a DisableTorchFunction(Subclass)
-block; the tests at the end check those against eager alone, and frames called inside
-and outside a torch function mode (guarded: one graph each).
+each, fresh arguments). A subclass defining its own `__torch_function__` has its override
+run while capturing (test_corpus_torch_function_subclasses has those); operations of a
+subclass keeping torch's default inside a DisableTorchFunction(Subclass) block break
+the graph; the tests at the end check those against eager alone, and frames called
+inside and outside a torch function mode (guarded: one graph each).
 """
 
 from __future__ import annotations
@@ -166,11 +167,6 @@ def o_has_torch_function_plain(x):
 @program()
 def o_has_torch_function_unary_plain(x):
     return user_op_unary(x) + 1
-
-
-@program(lambda: ps(r(3)))
-def o_has_torch_function_passing(x):
-    return user_op(x) + 1
 
 
 @program()
@@ -557,6 +553,17 @@ def test_subclass_under_disable_block_entered_outside_frame_keeps_eager_type():
     assert_same(compiled(x), f(x))
 
 
+def test_user_function_handed_to_passing_override():
+    """`user_op` hands itself to Passing's override, whose default handling calls it
+    again with subclass handling off (has_torch_function is False there): one graph.
+    (torch.compile's has_torch_function answers True inside the override; it runs the
+    frame eagerly.)"""
+    x = torch.randn(3).as_subclass(Passing)
+    _against_eager(lambda x: user_op(x) + 1, x)
+    explained = dynamo_capture.explain(lambda x: user_op(x) + 1)(x)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
 def test_has_torch_function_on_overriding_subclass_runs_its_override():
     """`has_torch_function` is True for a subclass with its own override: the user
     function hands the call to it (capture does not fold it to False)."""
@@ -581,14 +588,17 @@ def test_unused_tensor_index_that_may_raise_stays_in_graph():
 
 
 def test_subclass_with_own_torch_function_runs_its_override():
-    """Operations on a subclass defining `__torch_function__` break the graph: eager runs
-    the override (here it returns plain tensors)."""
+    """Operations on a subclass defining `__torch_function__` run its override while
+    capturing (here it returns plain tensors): one graph."""
 
     def f(x, y):
         z = torch.relu(x) + y
         return z, type(z).__name__, isinstance(x, Plain)
 
-    _against_eager(f, torch.randn(3).as_subclass(Plain), torch.randn(3))
+    args = (torch.randn(3).as_subclass(Plain), torch.randn(3))
+    _against_eager(f, *args)
+    explained = dynamo_capture.explain(f)(*args)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
 
 
 class _ScaledMulMode(torch.overrides.TorchFunctionMode):

@@ -472,6 +472,12 @@ def _has_tensor(*values: Value) -> bool:
     return False
 
 
+def operator_override(tx: Translator, fn: Any, operands: list[Value]) -> Value | None:
+    from dynamo_capture.torch_function_dispatch import operator_override as handed_on
+
+    return handed_on(tx, fn, operands)
+
+
 def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
     """left <op> right (fn is an operator function such as operator.add or operator.iadd)."""
     if _numpy_operand(left, right):
@@ -489,9 +495,9 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         if fn in _INPLACE_TO_PLAIN and not isinstance(left, TensorValue):
             fn = _INPLACE_TO_PLAIN[fn]  # `number += tensor` rebinds, like number + tensor
         left, right = _python_scalar(left), _python_scalar(right)
-        handled = operator_override(tx, fn.__name__.strip("_"), left, right)
+        handled = operator_override(tx, fn, [left, right])
         if handled is not None:
-            return handled
+            return handled  # eager rebinds `x += 1` to what the override returns
         result = tx.ctx.call("call_function", fn, (left, right), {})
         if fn in _INPLACE_TO_PLAIN and isinstance(left, TensorValue):
             return left
@@ -724,6 +730,12 @@ def _dunder_op(tx: Translator, fn: Any, left: Value, right: Value, written: Any 
                 result = call(tx, PythonValue(method), [receiver, other], {})
                 if not (isinstance(result, PythonValue) and result.obj is NotImplemented):
                     return PythonValue(not truth(tx, result))
+    if fn in (operator.eq, operator.ne) and _c_callables(left, right):
+        # NOTE: builtin functions, method descriptors and method-wrappers compare by what
+        # they wrap (no user code): `func in (torch.add, Tensor.add)` in an override
+        guard_identity(tx, left, right)
+        same = left.obj == right.obj
+        return PythonValue(same if fn is operator.eq else not same)
     if fn in (operator.eq, operator.ne) and _identity_comparable(left, right):
         guard_same_object(tx, left, right)
         same = _identical(left, right)
@@ -761,6 +773,21 @@ def _builtin_operand_error(fn: Any, left: Value, right: Value) -> Exception | No
     except Exception:  # noqa: BLE001 - any other outcome: not known to be a TypeError
         return None
     return None
+
+
+_C_CALLABLES = (
+    types.BuiltinFunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.MethodWrapperType,
+    types.FunctionType,
+)
+
+
+def _c_callables(left: Value, right: Value) -> bool:
+    """Both sides are functions known now, one at least a C one (whose `==` is its own)."""
+    sides = (left, right)
+    return all(isinstance(v, PythonValue) and isinstance(v.obj, _C_CALLABLES) for v in sides)
 
 
 def _identity_comparable(left: Value, right: Value) -> bool:
@@ -830,7 +857,7 @@ def compare_op(tx: Translator, symbol: str, left: Value, right: Value) -> Value:
         left, right = choice_operand(fn, left, right)
     if isinstance(left, TensorValue) or isinstance(right, TensorValue):
         left, right = _python_scalar(left), _python_scalar(right)
-        handled = operator_override(tx, fn.__name__, left, right)
+        handled = operator_override(tx, fn, [left, right])
         if handled is not None:
             return handled
         return tx.ctx.call("call_function", fn, (left, right), {})
@@ -839,32 +866,6 @@ def compare_op(tx: Translator, symbol: str, left: Value, right: Value) -> Value:
         same = _identical(left, right)
         return PythonValue(same if symbol == "==" else not same)
     return binary_op(tx, fn, left, right)
-
-
-# comparisons with the tensor on the right: Python asks it for the swapped one
-_SWAPPED_COMPARISONS = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
-
-
-def operator_override(tx: Translator, name: str, left: Value, right: Value | None) -> Value | None:
-    """`left <op> right` (`<op> left` when right is None; `name` the operator's, as
-    "add", "iadd", "lt", "neg") handed to a `__torch_function__` override as eager
-    hands it: as `Tensor.__add__(left, right)`, or `Tensor.__radd__(right, left)` where
-    only the right operand is a tensor. None where no override applies."""
-    from dynamo_capture.torch_function_dispatch import dispatch_torch_function, overrides_apply
-
-    operands = [left] if right is None else [left, right]
-    if not overrides_apply(tx, operands, {}):
-        return None
-    if right is None or isinstance(left, TensorValue):
-        dunder = f"__{name}__"
-    elif name in _SWAPPED_COMPARISONS:
-        dunder, operands = f"__{_SWAPPED_COMPARISONS[name]}__", [right, left]
-    else:
-        dunder, operands = f"__r{name}__", [right, left]
-    method = getattr(torch.Tensor, dunder, None)
-    if method is None:
-        raise Unsupported(f"operator {name} on a tensor with a __torch_function__ override")
-    return dispatch_torch_function(tx, method, operands, {})
 
 
 def _values_view_equality(left: Value, right: Value) -> bool:
@@ -914,7 +915,7 @@ def unary_op(tx: Translator, fn: Any, value: Value) -> Value:
 
         return ndarray_operator(tx, fn, [value])
     if isinstance(value, TensorValue):
-        handled = operator_override(tx, fn.__name__, value, None)
+        handled = operator_override(tx, fn, [value])
         if handled is not None:
             return handled
         return tx.ctx.call("call_function", fn, (value,), {})

@@ -189,7 +189,11 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
     if name in ("is_compiling", "is_dynamo_compiling"):
         tx.ctx.read_compiling_state = True
         return PythonValue(True)
-    from dynamo_capture.torch_function_dispatch import dispatch_torch_function, overrides_apply
+    from dynamo_capture.torch_function_dispatch import (
+        call_with_overrides,
+        dispatch_torch_function,
+        overrides_apply,
+    )
 
     if fn in _TORCH_FUNCTION_QUERIES:
         # NOTE: a mode entered outside the frame, or an argument whose override capture
@@ -199,11 +203,14 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
     if fn is torch.overrides.handle_torch_function:
         # `handle_torch_function(public_api, relevant_args, *args, **kwargs)` after a
         # has_torch_function check answered True: the call handed to its override
-        handled = dispatch_torch_function(tx, as_constant(args[0]), list(args[2:]), kwargs)
+        public_api = as_constant(args[0])
+        handled = dispatch_torch_function(
+            tx, public_api, list(args[2:]), kwargs, kwargs_as_dict=True
+        )
         if handled is None:
             raise Unsupported(f"handle_torch_function of {describe(args[0])} with no override")
         return handled
-    handled = dispatch_torch_function(tx, fn, list(args), kwargs)
+    handled = call_with_overrides(tx, fn, list(args), kwargs)
     if handled is not None:
         return handled
     if fn in _FOLDED:
@@ -530,11 +537,11 @@ def call_tensor_method(
     tx: Translator, tensor: TensorValue, name: str, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     """tensor.name(*args, **kwargs)."""
-    from dynamo_capture.torch_function_dispatch import dispatch_torch_function
+    from dynamo_capture.torch_function_dispatch import call_with_overrides
 
     method = getattr(torch.Tensor, name, None)
     if method is not None and name != "as_subclass":
-        handled = dispatch_torch_function(tx, method, [tensor, *args], kwargs)
+        handled = call_with_overrides(tx, method, [tensor, *args], kwargs)
         if handled is not None:
             return handled
     if name == "as_subclass":
@@ -616,8 +623,11 @@ def _as_subclass(tensor: TensorValue, args: list[Value], kwargs: dict[str, Value
         isinstance(kind, type) and issubclass(kind, torch.Tensor)
     ):
         raise Unsupported("Tensor.as_subclass of something other than a tensor class")
+    if kind is torch.Tensor:
+        # NOTE: torch.compile breaks here too (it takes only a user subclass)
+        raise Unsupported("Tensor.as_subclass(torch.Tensor) runs eagerly (a graph break)")
     handler = getattr(kind.__torch_function__, "__func__", kind.__torch_function__)
-    if handler is torch._C._disabled_torch_function_impl and kind is not torch.Tensor:
+    if handler is torch._C._disabled_torch_function_impl:
         raise Unsupported(f"Tensor.as_subclass({kind.__qualname__}), a class turning overrides off")
     return TensorValue(tensor.node, tensor.example, None, kind, tensor.data_dependent_shape)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -47,10 +48,12 @@ if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
 __all__ = [
+    "call_with_overrides",
     "default_torch_function",
     "dispatch_torch_function",
     "has_own_torch_function",
     "is_mode_class",
+    "operator_override",
     "overrides_apply",
     "returns_unwrapped",
 ]
@@ -130,11 +133,40 @@ def overrides_apply(tx: Translator, args: list[Value], kwargs: dict[str, Value])
     return _subclasses_on(tx) and bool(_overriding_kinds(args, kwargs))
 
 
-def dispatch_torch_function(
+def call_with_overrides(
     tx: Translator, func: Any, args: list[Value], kwargs: dict[str, Value]
 ) -> Value | None:
+    """A call of torch function or Tensor method `func` where an override may apply:
+    a Python one (F.relu, Tensor.split) is inlined, so that its own
+    `has_torch_function` check hands it on with the arguments eager hands on; a C one
+    is dispatched here. None where no override applies."""
+    if not overrides_apply(tx, args, kwargs):
+        return None
+    if inspect.isfunction(func) and not _is_operator_wrapper(func):
+        from dynamo_capture.calls import inline_function
+
+        return inline_function(tx, func, args, kwargs, None)
+    return dispatch_torch_function(tx, func, args, kwargs)
+
+
+def _is_operator_wrapper(func: Any) -> bool:
+    """Tensor.__rsub__ and its kind: Python wrappers whose override gets the wrapper."""
+    return any(func is entry[0] for entry in _OPERATOR_FUNCS.values())
+
+
+def dispatch_torch_function(
+    tx: Translator,
+    func: Any,
+    args: list[Value],
+    kwargs: dict[str, Value],
+    *,
+    kwargs_as_dict: bool = False,
+) -> Value | None:
     """`func(*args, **kwargs)` handed to the override eager hands it to, inlined; None
-    where no override applies (the caller records the call itself)."""
+    where no override applies (the caller records the call itself).
+
+    The override gets `kwargs=None` for a C function called without keywords, as in
+    eager; a dict where `kwargs_as_dict` (`handle_torch_function`) or func is Python."""
     modes = _modes_on(tx)
     kinds = _overriding_kinds(args, kwargs) if _subclasses_on(tx) else []
     if not modes and not kinds:
@@ -158,11 +190,12 @@ def dispatch_torch_function(
     from dynamo_capture.calls import call
 
     types_value = TupleValue([PythonValue(kind) for kind in kinds])
+    as_dict = kwargs or kwargs_as_dict or inspect.isfunction(func)
     handler_args = [
         PythonValue(func),
         types_value,
         TupleValue(list(args)),
-        DictValue(dict(kwargs)),
+        DictValue(dict(kwargs)) if as_dict else PythonValue(None),
     ]
     if modes:
         mode = modes.pop()  # eager pops the mode while its override runs
@@ -184,6 +217,77 @@ def dispatch_torch_function(
         if not _is_not_implemented(result):
             return result
     raise Unsupported(f"every __torch_function__ override returned NotImplemented for {name}")
+
+
+def operator_override(tx: Translator, op: Any, operands: list[Value]) -> Value | None:
+    """`operands[0] <op> operands[1]` (or `<op> operands[0]`) handed to an override as
+    eager hands it (`x * 2` as `Tensor.mul(x, 2)`, `1 - x` as `Tensor.__rsub__(x, 1)`,
+    `1 < x` as `Tensor.gt(x, 1)`: see _record_operator); None where none applies."""
+    if not overrides_apply(tx, operands, {}):
+        return None
+    entry = _OPERATOR_FUNCS.get((op, isinstance(operands[0], TensorValue)))
+    if entry is None:
+        name = getattr(op, "__name__", op)
+        raise Unsupported(f"operator {name} on a tensor with a __torch_function__ override")
+    func, swapped = entry
+    return dispatch_torch_function(tx, func, operands[::-1] if swapped else operands, {})
+
+
+class _Handed(Exception):  # noqa: N818 - not an error: what an override was handed
+    def __init__(self, func: Any, handed_args: tuple[Any, ...]) -> None:
+        super().__init__()
+        self.func, self.handed_args = func, handed_args
+
+
+class _Recorder(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+        raise _Handed(func, args)
+
+
+_UNARY = (operator.neg, operator.pos, operator.invert)
+_BINARY = (
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+    operator.mod, operator.pow, operator.matmul, operator.and_, operator.or_, operator.xor,
+    operator.lshift, operator.rshift, operator.iadd, operator.isub, operator.imul,
+    operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
+    operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift,
+    operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne,
+)  # fmt: skip
+
+
+def _record_operator(op: Any, tensor_first: bool, other: Any = 1) -> tuple[Any, bool] | None:
+    """What eager hands an override for `op` with a tensor first (or second, the other
+    operand a number): the func, and whether the operands come swapped."""
+    recorder = torch.zeros(2, dtype=torch.int64).as_subclass(_Recorder)
+    if op in _UNARY:
+        operands: tuple[Any, ...] = (recorder,)
+    else:
+        operands = (recorder, other) if tensor_first else (other, recorder)
+    try:
+        op(*operands)
+    except _Handed as handed:
+        return handed.func, handed.handed_args[0] is not operands[0]
+    except Exception:  # noqa: BLE001 - Python refuses the operands: no entry
+        return None
+    return None
+
+
+def _record_operators() -> dict[tuple[Any, bool], tuple[Any, bool]]:
+    # NOTE: read from torch itself (once, when capture is imported), so the table is the
+    # installed version's: `x * 2` hands Tensor.mul, `x // 2` Tensor.__floordiv__
+    table = {}
+    for op in (*_UNARY, *_BINARY):
+        for tensor_first in (True, False) if op not in _UNARY else (True,):
+            entry = _record_operator(op, tensor_first)
+            if entry is None and tensor_first:  # `x @ y`: a tensor on both sides
+                entry = _record_operator(op, tensor_first, torch.zeros(2, dtype=torch.int64))
+            if entry is not None:
+                table[(op, tensor_first)] = entry
+    return table
+
+
+_OPERATOR_FUNCS = _record_operators()
 
 
 def _mode_handler(tx: Translator, mode: Value) -> Any:
