@@ -236,6 +236,16 @@ def _input_tensor(tx: Translator, value: TensorValue) -> torch.Tensor | None:
 
 
 def _tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
+    if _subclass_defines(value.python_type, name):
+        # a user subclass's own member shadows Tensor's (an attribute the caller set on
+        # the instance shadows a method, not a property)
+        member = inspect.getattr_static(value.python_type, name)
+        real = _input_tensor(tx, value)
+        if not _is_data_descriptor(member) and (
+            name in getattr(real, "__dict__", {}) or any(k[1] == name for k in tx.ctx.attr_writes)
+        ):
+            raise Unsupported(f"tensor attribute {name!r} set on the instance over its class's")
+        return _class_attr(tx, value, value.python_type, name)
     static = inspect.getattr_static(torch.Tensor, name, None)
     if (
         isinstance(static, types.GetSetDescriptorType)
@@ -312,8 +322,6 @@ def _untraced_tensor_attr(tx: Translator, value: TensorValue, name: str) -> Valu
     instance = _tensor_instance_attr(tx, value, name)
     if instance is not None:
         return instance
-    if _subclass_defines(value.python_type, name):
-        return _class_attr(tx, value, value.python_type, name)  # a subclass's own member
     attr = getattr(torch.Tensor, name, None)
     if attr is None:
         raise AttributeError(f"'Tensor' object has no attribute {name!r}")

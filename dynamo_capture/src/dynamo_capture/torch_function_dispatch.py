@@ -245,7 +245,7 @@ class _Recorder(torch.Tensor):
         raise _Handed(func, args)
 
 
-_UNARY = (operator.neg, operator.pos, operator.invert)
+_UNARY = (operator.neg, operator.pos, operator.invert, operator.abs)
 _BINARY = (
     operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
     operator.mod, operator.pow, operator.matmul, operator.and_, operator.or_, operator.xor,
