@@ -376,6 +376,11 @@ def sub_neg_abs(x):
     return -x, abs(x), x.abs()
 
 
+@program(lambda: ps(r(4, 2)))
+def sub_len(x):
+    return x * len(x)
+
+
 # ----- torch function modes entered in the frame ------------------------------
 class PassMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -535,6 +540,13 @@ def mode_disable_subclass_inside(x):
     with ScaleMode(4.0):
         with torch._C.DisableTorchFunctionSubclass():
             y = torch.sin(x)
+    return y
+
+
+@program(lambda: r(4, 2))
+def mode_len(x):
+    with PassMode():
+        y = x * len(x)
     return y
 
 

@@ -154,6 +154,11 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if override is not None:
         return call(tx, PythonValue(override), [value], {})
     if isinstance(value, TensorValue):
+        from dynamo_capture.torch_function_dispatch import call_with_overrides
+
+        handled = call_with_overrides(tx, torch.Tensor.__len__, [value], {})
+        if handled is not None:  # Tensor.__len__ hands itself to an override
+            return handled
         if value.data_dependent_shape:
             raise Unsupported("len() of a tensor whose shape depends on data")
         if value.example.dim() == 0:

@@ -422,7 +422,10 @@ def _torch_function_machinery(
         # `super().__torch_function__(...)`: torch's default handling
         owner = [PythonValue(obj.__self__)] if obj is not _TENSOR_TORCH_FUNCTION else []
         return inline_function(tx, default_torch_function, [*owner, *args], kwargs, None)
-    mode_methods = (torch.overrides.TorchFunctionMode.__enter__, torch.overrides.TorchFunctionMode.__exit__)
+    mode_methods = (
+        torch.overrides.TorchFunctionMode.__enter__,
+        torch.overrides.TorchFunctionMode.__exit__,
+    )
     if obj in mode_methods and args and isinstance(args[0], ObjectValue):
         mode = args[0]
         if not is_mode_class(mode.cls):

@@ -46,8 +46,8 @@ from dynamo_capture.sources import (
     ModuleSource,
     NNModuleSource,
     NumpyTensorSource,
-    PlainTensorSource,
     ParamBufferSource,
+    PlainTensorSource,
     Source,
     is_builtin_module_class,
 )
