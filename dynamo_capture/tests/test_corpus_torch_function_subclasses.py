@@ -668,3 +668,30 @@ def test_graph_break_inside_a_mode_block_keeps_eager_values():
 
     x = r(3)
     assert_same(dynamo_capture.optimize(f, backend=CountingBackend())(x), f(x))
+
+
+class Counting(torch.Tensor):
+    calls = 0
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        cls.calls += 1
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+def test_override_runs_as_often_as_in_eager():
+    """The override's side effect (a class counter) happens as often as in eager: the
+    guards and the compiled code read the input's metadata without running it."""
+
+    def f(x):
+        return (x + 1) * Counting.calls
+
+    compiled = dynamo_capture.optimize(f, backend=CountingBackend())
+    for start in (0, 5, 10):
+        x = r(3)
+        Counting.calls = start
+        expected = f(x.as_subclass(Counting))
+        eager_calls = Counting.calls
+        Counting.calls = start
+        assert_same(compiled(x.as_subclass(Counting)), expected)
+        assert Counting.calls == eager_calls

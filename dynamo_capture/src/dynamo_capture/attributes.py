@@ -25,6 +25,7 @@ from dynamo_capture.sources import (
     RawAttrSource,
     is_builtin_module_class,
 )
+from dynamo_capture.torch_function_dispatch import has_own_torch_function
 from dynamo_capture.values import (
     BuiltinMethodValue,
     ContextValue,
@@ -258,6 +259,14 @@ def _tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
         handled = dispatch_torch_function(tx, static.__get__, [value], {})
         if handled is not None:
             return handled
+    if has_own_torch_function(value.python_type):
+        # NOTE: the real input's metadata (`is_leaf`, `grad`) read without its override
+        with torch._C.DisableTorchFunctionSubclass():
+            return _tensor_metadata(tx, value, name)
+    return _tensor_metadata(tx, value, name)
+
+
+def _tensor_metadata(tx: Translator, value: TensorValue, name: str) -> Value:
     if name in _TRACED_METADATA_ATTRS:
         return _traced_metadata(tx, value, name)
     return _untraced_tensor_attr(tx, value, name)

@@ -43,6 +43,7 @@ from dynamo_capture.values import (
     TupleValue,
     Value,
 )
+from guards.tensor_guards import has_own_torch_function
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
@@ -57,20 +58,6 @@ __all__ = [
     "overrides_apply",
     "returns_unwrapped",
 ]
-
-_DEFAULT_HANDLERS = (
-    torch.Tensor.__torch_function__.__func__,  # type: ignore[attr-defined]
-    torch._C._disabled_torch_function_impl,
-)
-
-
-def has_own_torch_function(kind: Any) -> bool:
-    """A tensor subclass defining its own `__torch_function__` (neither torch's default,
-    which converts results to the subclass, nor the one turning handling off)."""
-    if not isinstance(kind, type) or kind is torch.Tensor or not issubclass(kind, torch.Tensor):
-        return False
-    handler = getattr(kind, "__torch_function__", None)
-    return getattr(handler, "__func__", handler) not in _DEFAULT_HANDLERS
 
 
 def is_mode_class(cls: Any) -> bool:

@@ -42,10 +42,12 @@ import linecache
 import re
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from guards.attribute_access import (
     MODULE_ATTRIBUTE_DICTS,
@@ -473,7 +475,32 @@ def generate_guard_function(
     namespace: dict[str, Any] = {"__builtins__": builtins}
     exec(_compiled(source, filename), namespace)
     namespace.update(code.constants)  # NOTE: after exec, which bound each name to `...`
-    return GeneratedGuardFunction(namespace[FUNCTION_NAME], source, filename)
+    check = namespace[FUNCTION_NAME]
+    if any(_overriding_tensor(guard) for guard in guards):
+        check = _overrides_off(check)
+    return GeneratedGuardFunction(check, source, filename)
+
+
+def _overriding_tensor(guard: Guard) -> bool:
+    from guards.tensor_guards import TensorMatchGuard, has_own_torch_function
+
+    return isinstance(guard, TensorMatchGuard) and has_own_torch_function(guard.tensor_type)
+
+
+def _overrides_off(check: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    """`check` run with tensor subclass overrides off.
+
+    NOTE: a guarded tensor's subclass defines its own `__torch_function__`: each metadata
+    read (`x.shape`, `x.stride()`, `x.requires_grad`) would run that Python override,
+    with its side effects, on every call. The guards check the tensor's own metadata
+    (what the graph computes on); what the override makes of it was traced.
+    """
+
+    def check_without_overrides(L: Any, G: Any) -> bool:  # noqa: N803 - the frame's names
+        with torch._C.DisableTorchFunctionSubclass():
+            return check(L, G)
+
+    return check_without_overrides
 
 
 @functools.lru_cache(maxsize=32)
@@ -485,5 +512,6 @@ def _compiled(source: str, filename: str) -> types.CodeType:
 
 
 def _short_repr(value: Any) -> str:
-    text = repr(value).replace("\n", " ")
+    with torch._C.DisableTorchFunctionSubclass():  # no tensor subclass's override runs
+        text = repr(value).replace("\n", " ")
     return text if len(text) <= 100 else text[:97] + "..."

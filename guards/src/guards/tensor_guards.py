@@ -22,6 +22,7 @@ from guards.sources import Source
 
 __all__ = [
     "NoTensorAliasingGuard",
+    "has_own_torch_function",
     "TensorMatchGuard",
     "held",
     "strides_match",
@@ -54,6 +55,22 @@ def _contiguous_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 def _dead() -> None:
     return None
+
+
+_DEFAULT_TORCH_FUNCTIONS = (
+    torch.Tensor.__torch_function__.__func__,  # type: ignore[attr-defined]
+    torch._C._disabled_torch_function_impl,
+)
+
+
+def has_own_torch_function(kind: type) -> bool:
+    """A tensor subclass defining its own `__torch_function__`: reading its metadata
+    (`t.shape`, `t.stride()`) runs that override, so guards read it with subclass
+    handling off (see guard_codegen's `generate_guard_function`)."""
+    if kind is torch.Tensor or not (isinstance(kind, type) and issubclass(kind, torch.Tensor)):
+        return False
+    handler = getattr(kind, "__torch_function__", None)
+    return getattr(handler, "__func__", handler) not in _DEFAULT_TORCH_FUNCTIONS
 
 
 def held(tensor: Any) -> Callable[[], Any]:
@@ -128,6 +145,13 @@ class TensorMatchGuard(Guard):
             tensor_type: type = torch.nn.Parameter if tensor.is_parameter else torch.Tensor
         else:
             tensor_type = type(tensor)
+        if has_own_torch_function(tensor_type):
+            # NOTE: the metadata is read without running the subclass's override
+            with torch._C.DisableTorchFunctionSubclass():
+                plain = cls.of(source, tensor.as_subclass(torch.Tensor), dynamic_dims, False)
+            return replace(
+                plain, tensor_type=tensor_type, example=held(tensor), trust_requested=False
+            )
         is_inference = tensor.is_inference()  # a fake is one where its real tensor is
         # NOTE: symbolic sizes (SymInts of a ShapeEnv) are checked by the ShapeGuard.
         symbolic = tuple(d for d, size in enumerate(tensor.shape) if not isinstance(size, int))
@@ -173,6 +197,12 @@ class TensorMatchGuard(Guard):
                 f"{name!r} type mismatch: expected {_type_name(self.tensor_type)}, "
                 f"actual {_type_name(type(value))}"
             )
+        if has_own_torch_function(self.tensor_type):
+            with torch._C.DisableTorchFunctionSubclass():  # metadata, not the override
+                return self._metadata_failure(name, value)
+        return self._metadata_failure(name, value)
+
+    def _metadata_failure(self, name: str, value: Any) -> str | None:
         if value.dim() != len(self.sizes):
             return (
                 f"tensor {name!r} number of dimensions mismatch: expected {len(self.sizes)}, "
