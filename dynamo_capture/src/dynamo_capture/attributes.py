@@ -260,8 +260,10 @@ def _tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
         if handled is not None:
             return handled
     if has_own_torch_function(value.python_type):
-        # NOTE: the real input's metadata (`is_leaf`, `grad`) read without its override
-        with torch._C.DisableTorchFunctionSubclass():
+        if name in ("is_leaf", "grad", "grad_fn") and _input_tensor(tx, value) is not None:
+            # NOTE: the guard on the input's attribute would run the override each call
+            raise Unsupported(f"Tensor.{name} of an input whose subclass overrides it")
+        with torch._C.DisableTorchFunctionSubclass():  # the real input's, not the override's
             return _tensor_metadata(tx, value, name)
     return _tensor_metadata(tx, value, name)
 

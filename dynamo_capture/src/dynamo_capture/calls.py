@@ -417,7 +417,6 @@ def _torch_function_machinery(
 
     if obj is returns_unwrapped and len(args) == 1 and isinstance(args[0], PythonValue):
         return PythonValue(returns_unwrapped(args[0].obj))
-
     if obj is _TENSOR_TORCH_FUNCTION or getattr(obj, "__func__", None) is _TENSOR_TORCH_FUNCTION:
         # `super().__torch_function__(...)`: torch's default handling
         owner = [PythonValue(obj.__self__)] if obj is not _TENSOR_TORCH_FUNCTION else []
@@ -426,7 +425,7 @@ def _torch_function_machinery(
         torch.overrides.TorchFunctionMode.__enter__,
         torch.overrides.TorchFunctionMode.__exit__,
     )
-    if obj in mode_methods and args and isinstance(args[0], ObjectValue):
+    if any(obj is method for method in mode_methods) and args and isinstance(args[0], ObjectValue):
         mode = args[0]
         if not is_mode_class(mode.cls):
             raise Unsupported(f"torch function mode {mode.cls.__qualname__} with its own __enter__")

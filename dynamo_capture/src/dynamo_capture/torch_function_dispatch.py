@@ -109,7 +109,7 @@ def _modes_on(tx: Translator) -> list[Value]:
     """The modes entered in the frame that are in force now (innermost last)."""
     if tx.ctx.torch_function_all_disabled or torch._C._is_torch_function_all_disabled():
         return []
-    return tx.ctx.function_modes
+    return tx.ctx.function_modes  # ObjectValues
 
 
 def overrides_apply(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> bool:
@@ -277,8 +277,10 @@ def _record_operators() -> dict[tuple[Any, bool], tuple[Any, bool]]:
 _OPERATOR_FUNCS = _record_operators()
 
 
-def _mode_handler(tx: Translator, mode: Value) -> Any:
-    cls = mode.cls if isinstance(mode, ObjectValue) else type(getattr(mode, "obj", None))
+def _mode_handler(tx: Translator, mode: ObjectValue) -> Any:
+    """The mode's `__torch_function__` (a mode made in the frame: calls.py enters only
+    those), guarded on its class."""
+    cls = mode.cls
     handler = inspect.getattr_static(cls, "__torch_function__", None)
     if not inspect.isfunction(handler):
         raise Unsupported(f"torch function mode {cls.__qualname__} without a Python override")

@@ -42,7 +42,7 @@ import linecache
 import re
 import sys
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -475,32 +475,7 @@ def generate_guard_function(
     namespace: dict[str, Any] = {"__builtins__": builtins}
     exec(_compiled(source, filename), namespace)
     namespace.update(code.constants)  # NOTE: after exec, which bound each name to `...`
-    check = namespace[FUNCTION_NAME]
-    if any(_overriding_tensor(guard) for guard in guards):
-        check = _overrides_off(check)
-    return GeneratedGuardFunction(check, source, filename)
-
-
-def _overriding_tensor(guard: Guard) -> bool:
-    from guards.tensor_guards import TensorMatchGuard, has_own_torch_function
-
-    return isinstance(guard, TensorMatchGuard) and has_own_torch_function(guard.tensor_type)
-
-
-def _overrides_off(check: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
-    """`check` run with tensor subclass overrides off.
-
-    NOTE: a guarded tensor's subclass defines its own `__torch_function__`: each metadata
-    read (`x.shape`, `x.stride()`, `x.requires_grad`) would run that Python override,
-    with its side effects, on every call. The guards check the tensor's own metadata
-    (what the graph computes on); what the override makes of it was traced.
-    """
-
-    def check_without_overrides(L: Any, G: Any) -> bool:  # noqa: N803 - the frame's names
-        with torch._C.DisableTorchFunctionSubclass():
-            return check(L, G)
-
-    return check_without_overrides
+    return GeneratedGuardFunction(namespace[FUNCTION_NAME], source, filename)
 
 
 @functools.lru_cache(maxsize=32)

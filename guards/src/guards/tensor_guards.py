@@ -22,6 +22,7 @@ from guards.sources import Source
 
 __all__ = [
     "NoTensorAliasingGuard",
+    "as_plain_tensor",
     "has_own_torch_function",
     "TensorMatchGuard",
     "held",
@@ -63,10 +64,15 @@ _DEFAULT_TORCH_FUNCTIONS = (
 )
 
 
+def as_plain_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor` as a torch.Tensor alias (same storage, metadata and autograd history)."""
+    return tensor.as_subclass(torch.Tensor)
+
+
 def has_own_torch_function(kind: type) -> bool:
     """A tensor subclass defining its own `__torch_function__`: reading its metadata
     (`t.shape`, `t.stride()`) runs that override, so guards read it with subclass
-    handling off (see guard_codegen's `generate_guard_function`)."""
+    handling off, or on a plain alias (`as_plain_tensor`)."""
     if kind is torch.Tensor or not (isinstance(kind, type) and issubclass(kind, torch.Tensor)):
         return False
     handler = getattr(kind, "__torch_function__", None)
@@ -243,7 +249,12 @@ class TensorMatchGuard(Guard):
 
     def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
         v = names[0]
-        first = [f"type({v}) is {code.const(self.tensor_type, 'type')}", self._sizes_expr(v)]
+        kind = f"type({v}) is {code.const(self.tensor_type, 'type')}"
+        if has_own_torch_function(self.tensor_type):
+            # NOTE: metadata read on a plain alias: on the tensor itself each read would
+            # run the subclass's Python override (and its side effects) every call
+            v = f"{code.const(as_plain_tensor, 'as_plain_tensor')}({v})"
+        first = [kind, self._sizes_expr(v)]
         rest = [
             f"{v}.dtype is {code.const(self.dtype, 'dtype')}",
             f"{v}.is_cpu"
