@@ -1116,7 +1116,9 @@ def tensor_result_type(args: Any, kwargs: Any, disabled: bool = False) -> type:
     A plain tensor for tensors and parameters (nn.Parameter turns torch function
     handling off); for a subclass keeping torch's default `__torch_function__`, the
     most derived such subclass among the arguments (torch converts the results to it).
-    A subclass defining its own `__torch_function__` runs code capture does not see.
+    A subclass defining its own `__torch_function__` is a plain tensor in the graph: an
+    operation reaching here on it runs inside its override (subclass handling off: a
+    plain result, as eager's); one that did not go through the override breaks.
     """
     kinds: list[type] = []
 

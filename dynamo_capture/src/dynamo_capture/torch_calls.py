@@ -80,7 +80,8 @@ INLINED_TORCH_MODULES = (
 INLINED_TORCH_FUNCTIONS = frozenset({torch.jit._unwrap_optional})
 # torch predicates about tensors' Python types and tracing: answered for plain tensors.
 # whether arguments have a __torch_function__ override: False for plain tensors,
-# parameters and constants (anything else breaks the graph: see call_torch)
+# parameters and constants, True for overrides capture runs (torch_function_dispatch);
+# anything else breaks the graph (see call_torch)
 _TORCH_FUNCTION_QUERIES = frozenset(
     {torch._C._has_torch_function, torch._C._has_torch_function_unary,
      torch._C._has_torch_function_variadic, torch.overrides.has_torch_function,
@@ -145,9 +146,11 @@ def _has_tensor_value(args: list[Value], kwargs: dict[str, Value]) -> bool:
 def _check_no_torch_function_overrides(
     name: str, args: list[Value], kwargs: dict[str, Value]
 ) -> None:
-    """Raise Unsupported unless `torch.overrides.has_torch_function(...)` is False for
-    these arguments: no torch function mode is active and every argument (or item of
-    one) is a constant, a plain tensor or one whose type turns handling off."""
+    """Raise Unsupported where `torch.overrides.has_torch_function(...)` would hand the
+    call to an override capture does not run: a torch function mode entered outside
+    the frame, or an argument (or item of one) that is neither a constant, a tensor of
+    a subclass keeping torch's default or turning handling off, nor one whose subclass
+    defines its own override (capture runs that: torch_function_dispatch)."""
 
     def overridden(value: Value) -> bool:
         if isinstance(value, TensorValue):  # as torch checks: not exactly a Tensor, and
