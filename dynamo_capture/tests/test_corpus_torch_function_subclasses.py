@@ -536,6 +536,14 @@ def mode_in_place(x):
 
 
 @program()
+def mode_state_queries(x):
+    with ScaleMode(2.0):
+        y = torch.sin(x) if torch.is_grad_enabled() else x
+        z = y.to(torch.get_default_dtype())
+    return z
+
+
+@program()
 def mode_disable_subclass_inside(x):
     with ScaleMode(4.0):
         with torch._C.DisableTorchFunctionSubclass():

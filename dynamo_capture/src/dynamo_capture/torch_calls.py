@@ -213,14 +213,15 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
         if handled is None:
             raise Unsupported(f"handle_torch_function of {describe(args[0])} with no override")
         return handled
-    handled = call_with_overrides(tx, fn, list(args), kwargs)
-    if handled is not None:
-        return handled
     if fn in _FOLDED:
         folded = _FOLDED[fn]
         return PythonValue(
             fn() if folded is None and fn is not torch._C._get_tracing_state else folded
         )
+    if fn not in _GUARDED_STATE_READS:  # state queries: no override sees them
+        handled = call_with_overrides(tx, fn, list(args), kwargs)
+        if handled is not None:
+            return handled
     if name in _SIDE_EFFECTS:
         raise Unsupported(f"torch.{name} changes global state; call it outside the compiled code")
     if fn in _RNG_STATE_READS:
