@@ -275,3 +275,16 @@ def test_output_written_through_a_view_is_not_a_view_and_takes_in_place_ops(writ
         _as_real_loss(outputs[0]).backward()
         grads.append((outputs[0].detach(), x.grad))
     torch.testing.assert_close(grads[1], grads[0])
+
+
+def test_outputs_made_under_inference_mode_come_back_as_inference_tensors():
+    def fn(x):
+        with torch.inference_mode():
+            y = x.sin()
+        return y, x.cos()
+
+    x = torch.randn(3, requires_grad=True)
+    got = aot_function(fn, fw_compiler=lambda gm, inputs: gm)(x)
+    expected = fn(x)
+    assert [t.is_inference() for t in got] == [t.is_inference() for t in expected] == [True, False]
+    torch.testing.assert_close(got, expected)

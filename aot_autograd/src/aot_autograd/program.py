@@ -237,6 +237,10 @@ class TracedProgram:
     # those tangents is given and the input was written in place since the forward,
     # whatever the partitioner saved in its place (`cos(x)` for `sin(x)`'s backward).
     saved_input_readers: tuple[tuple[int, frozenset[int]], ...] = ()
+    # Flat user outputs eager makes as inference tensors (made under an
+    # `inference_mode()` block of the traced code): the run time returns them so
+    # (`is_inference()`, and autograd refuses to save them, as eager's).
+    inference_outputs: tuple[int, ...] = ()
 
 
 def _grad_free(grad_inputs: Sequence[int], grad_nodes: Sequence[Any]) -> tuple[int, ...]:
@@ -912,6 +916,13 @@ def _trace_once(
         grad_free_inputs=_grad_free(grad_inputs, grad_nodes),
         value_assertions=dict(recorder.value_assertions),
         saved_input_readers=saved_input_readers,
+        inference_outputs=_inference_outputs(flat_outs),
+    )
+
+
+def _inference_outputs(flat_outs: Sequence[Any]) -> tuple[int, ...]:
+    return tuple(
+        i for i, t in enumerate(flat_outs) if isinstance(t, torch.Tensor) and t.is_inference()
     )
 
 

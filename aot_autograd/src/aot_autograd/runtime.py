@@ -1031,6 +1031,12 @@ def output_assembler(
         def flat_outputs(args: Sequence, outputs: Sequence) -> Sequence:
             return views(args, conform(args, outputs))
 
+    if program.inference_outputs:
+        normal = flat_outputs
+
+        def flat_outputs(args: Sequence, outputs: Sequence) -> Sequence:
+            return _as_inference_tensors(normal(args, outputs), program.inference_outputs)
+
     rebuild = _rebuild(program)
     if program.metadata_mutations:
         unrestrided = flat_outputs
@@ -1061,6 +1067,29 @@ def output_assembler(
         return rebuild(flat_outputs(args, graph_outputs))
 
     return assemble
+
+
+def _as_inference_tensors(flat: Sequence, positions: tuple[int, ...]) -> list:
+    """`flat` with the tensors at `positions` as inference tensors over the same memory.
+
+    The compiled graph runs outside `inference_mode` (its other outputs are normal
+    tensors); eager made these inside a block of it. An inference tensor is a tensor of
+    its own kind, not a flag: each is remade, without a copy, as a tensor set to the
+    same storage, sizes, strides and offset inside `inference_mode`.
+    """
+    flat = list(flat)
+    for i in positions:
+        t = flat[i]
+        if not isinstance(t, torch.Tensor) or t.is_inference():
+            continue
+        with torch.inference_mode():
+            made = torch.empty(0, dtype=t.dtype, device=t.device).set_(
+                t.untyped_storage(), t.storage_offset(), t.size(), t.stride()
+            )
+        if t.requires_grad and t.is_leaf:  # `torch.ones(2, requires_grad=True)` in the block
+            made.requires_grad_(True)
+        flat[i] = made
+    return flat
 
 
 def _check_no_leaf_restrided(args: Sequence[Any], restrided: tuple[int, ...]) -> None:
