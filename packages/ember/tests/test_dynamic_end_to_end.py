@@ -157,3 +157,22 @@ def test_slice_scatter_with_int_bounds_backward_serves_every_step(backend):
             f(*leaves, start, end, step).backward(upstream)
             grads.append([leaf.grad for leaf in leaves])
         torch.testing.assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("dtype, dynamic", [(torch.float32, True), (torch.bfloat16, False)])
+def test_embedding_bag_grads_run_where_the_cpu_kernel_leaves_offset2bag_empty(dtype, dynamic):
+    def fn(weight, indices, offsets, per_sample_weights):
+        return torch.nn.functional.embedding_bag(
+            indices, weight, offsets, mode="sum", per_sample_weights=per_sample_weights
+        )
+
+    compiled = ember.compile(fn, backend="inductor", dynamic=dynamic)
+    for count in (5, 7):
+        weight, weights = torch.randn(10, 4, dtype=dtype), torch.randn(count, dtype=dtype)
+        indices, offsets = torch.randint(0, 10, (count,)), torch.tensor([0, 3])
+        grads = []
+        for f in (fn, compiled):
+            leaves = [weight.clone().requires_grad_(), weights.clone().requires_grad_()]
+            f(leaves[0], indices, offsets, leaves[1]).sum().backward()
+            grads.append([leaf.grad for leaf in leaves])
+        torch.testing.assert_close(grads[1], grads[0])
