@@ -689,7 +689,11 @@ def _view(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
         base = base.detach()
     start = base.storage_offset() * base.element_size() + offset_bytes
     if dtype == base.dtype:
-        view = base.as_strided(size, stride, start // base.element_size())
+        view = None
+        if spec.requires_grad and 0 in stride:
+            view = _as_expand(base, size, stride, start // base.element_size())
+        if view is None:
+            view = base.as_strided(size, stride, start // base.element_size())
     elif spec.requires_grad:
         view = _differentiable_dtype_view(base, size, stride, start, dtype)
     else:
@@ -704,6 +708,24 @@ def _view(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
             f"{spec.requires_grad} from a {base.dtype} tensor; return a copy (.clone()) of it"
         )
     return view
+
+
+def _as_expand(base: torch.Tensor, size: Any, stride: Any, offset: Any) -> Any:
+    """`base.expand(size)` where that is the view (size, stride, offset) of `base`, else None.
+
+    Both give the same tensor; their backwards differ in rounding. as_strided's sums the
+    gradient over one expanded dim at a time, rounding to a bfloat16 or half gradient's
+    dtype between; expand's (eager's, for `broadcast_tensors`, `expand`) sums over all of
+    them at once.
+    """
+    if offset != base.storage_offset() or len(size) < base.dim():
+        return None
+    lead = len(size) - base.dim()
+    for have, want in zip(base.shape, size[lead:]):
+        if have != want and have != 1:
+            return None
+    expanded = base.expand(size)
+    return expanded if tuple(expanded.stride()) == tuple(stride) else None
 
 
 def _view_without_grad(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
