@@ -143,6 +143,7 @@ _PROGRAM_FIELDS = frozenset(
         "mutated_inputs", "num_value_checks", "differentiable", "grad_inputs", "joint",
         "symbol_sources", "missing_derivatives", "grad_free_inputs", "value_assertions",
         "metadata_mutations", "saved_input_readers", "inference_outputs",
+        "backward_assertions",
     }
 )  # fmt: skip
 _OUTPUT_FIELDS = frozenset(
@@ -187,6 +188,7 @@ def program_record(program: TracedProgram) -> dict[str, Any] | None:
                 for i, readers in program.saved_input_readers
             ],
             "inference_outputs": list(program.inference_outputs),
+            "backward_assertions": [[a.error, a.message] for a in program.backward_assertions],
         }
     except (TypeError, NotImplementedError, ValueError):
         return None
@@ -237,6 +239,10 @@ def program_from_record(record: dict[str, Any]) -> TracedProgram:
             for i, readers in record.get("saved_input_readers", ())
         ),
         inference_outputs=tuple(int(i) for i in record.get("inference_outputs", ())),
+        backward_assertions=tuple(
+            ValueAssertion(str(error), str(message))
+            for error, message in record.get("backward_assertions", ())
+        ),
     )
 
 

@@ -510,6 +510,7 @@ def training_function(
     """
     n_out = program.num_forward_outputs
     differentiable = program.differentiable
+    backward_assertions = program.backward_assertions
     tangent_positions = tuple(i for i, d in enumerate(differentiable) if d)
     all_differentiable = len(tangent_positions) == len(differentiable)
     symbolic = bool(program.symbol_sources)
@@ -632,6 +633,8 @@ def training_function(
                     None if reads and reads <= unused else grad
                     for grad, reads in zip(grads, dependencies)
                 ]
+            if backward_assertions:
+                grads = _checked_backward(grads, backward_assertions)
             if torch.is_grad_enabled():
                 grads = _mark_no_double_backward(list(grads))
             return scatter(grads)
@@ -642,6 +645,17 @@ def training_function(
         return learned[0]
 
     return _detaching(_fast_apply(CompiledFunction), program.grad_free_inputs)
+
+
+def _checked_backward(results: Sequence, assertions: tuple) -> Sequence:
+    """The grads among a backward's results, after raising eager's error for the first of
+    its checks (the last `len(assertions)` results, see backward_checks) not all true. A
+    check given None (it read only absent tangents) is one eager does not make."""
+    count = len(results) - len(assertions)
+    for check, assertion in zip(results[count:], assertions):
+        if check is not None and not bool(check.all()):
+            raise value_check_error(assertion)
+    return results[:count]
 
 
 def _detaching(apply: Callable[..., Any], positions: tuple[int, ...]) -> Callable[..., Any]:

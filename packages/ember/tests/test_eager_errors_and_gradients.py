@@ -13,6 +13,7 @@ special values, are the compiled function's too (found by the differential fuzze
 | 2    | a saved tensor modified in place (`unsqueeze_`, `mul_`) before the backward | error in tracing | test_backward_raises_where_a_saved_tensor_was_modified_in_place |
 | 2    | two equal ops merged, one an output written after the call (`exp`, `clone`) | spurious "modified by an inplace operation" at backward | test_output_written_after_call_beside_an_equal_value_backwards_as_eager |
 | 2    | tensors made under `inference_mode()` in the frame          | silent: normal tensors, missing "cannot be saved for backward" | test_inference_mode_outputs_are_inference_tensors |
+| 1    | eig backward where the loss depends on the eigenvectors' phase | silent: a gradient eager refuses | test_eig_backward_refuses_a_phase_dependent_loss_as_eager |
 | 3    | a backward formula eager fails in (`x ** bool_tensor`, `atan2(bool_tensor, x)`) | error at the call, not at backward | test_backward_formula_eager_fails_in_raises_at_backward_only |
 | 3    | in-place ops eager runs and the graph cannot express (a leaf restrided under no_grad, an output written through its view then modified, an input restrided or written after being read) | error at the call or backward | test_mutations_the_graph_cannot_express_match_eager |
 """
@@ -385,3 +386,24 @@ def test_inference_tensor_used_by_autograd_in_the_frame_raises_as_eager(backend)
         fn(torch.randn(4), w)
     with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
         ember.compile(fn, backend=backend)(torch.randn(4), w)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_eig_backward_refuses_a_phase_dependent_loss_as_eager(backend):
+    def fn(x):
+        values, vectors = torch.linalg.eig(x)
+        return values, vectors
+
+    compiled = ember.compile(fn, backend=backend)
+    x = torch.randn(3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    for f in (fn, compiled):
+        leaf = x.clone().requires_grad_()
+        with pytest.raises(RuntimeError, match="ill-defined"):
+            f(leaf)[1].real.sum().backward()
+    grads = []
+    for f in (fn, compiled):  # a loss that does not depend on the phase
+        leaf = x.clone().requires_grad_()
+        values, vectors = f(leaf)
+        (values.real.sum() + vectors.abs().sum()).backward()
+        grads.append(leaf.grad)
+    torch.testing.assert_close(grads[1], grads[0])
