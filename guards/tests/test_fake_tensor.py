@@ -450,3 +450,19 @@ def test_cpu_embedding_bag_outputs_have_the_cpu_kernels_sizes_with_symbolic_size
         actual = aten._embedding_bag(*fakes, -1)
     for fake, real in zip(actual, expected, strict=True):
         assert [int(s) for s in fake.shape] == list(real.shape)
+
+
+def test_a_view_of_an_inference_tensor_is_one_outside_inference_mode_too():
+    mode = FakeTensorMode()
+    fake = mode.from_real(torch.randn(2, 3))
+    with torch.inference_mode():
+        real_made = torch.randn(2, 3) * 2
+    with mode:
+        with torch.inference_mode():
+            made = fake * 2
+        views = [made.view(-1), made.t(), made[0], made.unsqueeze(0)]
+        computed = made + 1
+    real_views = [real_made.view(-1), real_made.t(), real_made[0], real_made.unsqueeze(0)]
+    assert [v.is_inference() for v in views] == [v.is_inference() for v in real_views]
+    assert all(v.is_inference() for v in views)
+    assert computed.is_inference() == (real_made + 1).is_inference() == False  # noqa: E712

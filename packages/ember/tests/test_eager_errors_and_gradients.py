@@ -375,6 +375,19 @@ def test_inference_mode_outputs_are_inference_tensors(backend, requires_grad):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_views_of_inference_tensors_taken_after_the_block_are_inference_tensors(backend):
+    def fn(x):
+        with torch.inference_mode():
+            y = x * 2
+        return y.view(-1), y.t(), y.sum()  # views of an inference tensor are ones
+
+    x = torch.randn(2, 3)
+    expected, got = fn(x), ember.compile(fn, backend=backend)(x)
+    assert [t.is_inference() for t in got] == [t.is_inference() for t in expected]
+    torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_inference_tensor_used_by_autograd_in_the_frame_raises_as_eager(backend):
     def fn(x, w):
         with torch.inference_mode():
