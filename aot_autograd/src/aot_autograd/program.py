@@ -983,7 +983,7 @@ def _trace_backward(
     values: Sequence[Any],
     grad_inputs: list[int],
     differentiable: Sequence[bool],
-) -> list[Any]:
+) -> tuple[list[Any], list[tuple[fx.Node, ValueAssertion]]]:
     """Run autograd on the traced forward under the tracer; the nodes of the input grads,
     and those of the backward's checks of values (see backward_checks) with their errors."""
     outputs = [t for t, d in zip(plan.graph_tensors, differentiable) if d]
