@@ -78,3 +78,56 @@ def test_random_draws_are_not_merged():
     out = compiled(torch.randn(1000))
     assert out.abs().max() > 0
     assert sum(1 for n in graphs[0].graph.nodes if "rand" in str(n.target)) == 2
+
+
+def _written_output_then_backward(fn, compiled):
+    """Run fn, write into its first output after the call, then backward the second."""
+    x = torch.randn(4, requires_grad=True)
+    a, c = compiled(x)
+    with torch.no_grad():
+        a.add_(1)
+    c.sum().backward()
+    return x.grad
+
+
+def test_output_written_after_call_does_not_refuse_a_repeats_backward():
+    # `a` and `b` are one value; merged, `sin`'s backward would save the output `a`,
+    # and the write into `a` after the call would refuse a backward eager runs
+    def fn(x):
+        a = x.exp()
+        b = x.exp()
+        return a, b.sin()
+
+    compiled, graphs = _compiled(fn)
+    torch.manual_seed(0)
+    got = _written_output_then_backward(fn, compiled)
+    torch.manual_seed(0)
+    expected = _written_output_then_backward(fn, fn)
+    torch.testing.assert_close(got, expected)
+    assert _count(graphs[0], aten.exp.default) == 2
+
+
+def test_view_of_an_output_keeps_its_base_unmerged():
+    def fn(x):
+        a = x.clone()
+        b = x.clone()
+        return a.view(2, 2), b * b
+
+    compiled, graphs = _compiled(fn)
+    torch.manual_seed(0)
+    got = _written_output_then_backward(fn, compiled)
+    torch.manual_seed(0)
+    expected = _written_output_then_backward(fn, fn)
+    torch.testing.assert_close(got, expected)
+
+
+def test_repeats_only_used_inside_the_graph_are_still_merged():
+    def fn(x):
+        a = x.exp()
+        b = x.exp()
+        return a.sin() + b.cos()
+
+    compiled, graphs = _compiled(fn)
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert _count(graphs[0], aten.exp.default) == 1

@@ -275,3 +275,36 @@ def test_output_written_through_a_view_is_not_a_view_and_takes_in_place_ops(writ
         _as_real_loss(outputs[0]).backward()
         grads.append((outputs[0].detach(), x.grad))
     torch.testing.assert_close(grads[1], grads[0])
+
+
+def test_outputs_made_under_inference_mode_come_back_as_inference_tensors():
+    def fn(x):
+        with torch.inference_mode():
+            y = x.sin()
+        return y, x.cos()
+
+    x = torch.randn(3, requires_grad=True)
+    got = aot_function(fn, fw_compiler=lambda gm, inputs: gm)(x)
+    expected = fn(x)
+    assert [t.is_inference() for t in got] == [t.is_inference() for t in expected] == [True, False]
+    torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_expanded_input_output_grad_sums_expanded_dims_at_once_as_eager(dtype):
+    # rebuilt by as_strided, the output's backward summed one expanded dim at a time,
+    # rounding to `dtype` in between: one unit off eager's expand backward
+    def fn(a, b):
+        return torch.broadcast_tensors(a, b)
+
+    compiled = aot_function(fn, fw_compiler=lambda gm, inputs: gm)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(10):
+        a = torch.randn(1, 1, generator=generator).to(dtype)
+        b = torch.randn(5, 2, 3, generator=generator).to(dtype)
+        upstream = [torch.randn(5, 2, 3, generator=generator).to(dtype) for _ in range(2)]
+        grads = []
+        for f in (fn, compiled):
+            leaves = (a.clone().requires_grad_(), b.clone().requires_grad_())
+            grads.append(torch.autograd.grad(f(*leaves), leaves, upstream))
+        assert torch.equal(grads[1][0], grads[0][0]) and torch.equal(grads[1][1], grads[0][1])

@@ -352,13 +352,15 @@ def test_attention_kernel_choice_is_the_devices_own(layout):
 @pytest.mark.parametrize("forward_only", [False, True], ids=["with_grad_outputs", "forward_only"])
 @pytest.mark.parametrize("mode_", [0, 1, 2], ids=["sum", "mean", "max"])
 @pytest.mark.parametrize(
-    "variant", ["plain", "last_offset", "padding_idx", "float64", "per_sample_weights"]
+    "variant",
+    ["plain", "last_offset", "padding_idx", "float64", "bfloat16", "float16", "per_sample_weights"],
 )
 def test_cpu_embedding_bag_outputs_have_the_cpu_kernels_sizes(forward_only, mode_, variant):
     """offset2bag, bag_size and max_indices: the CPU kernel's sizes, not a GPU kernel's."""
     if variant == "per_sample_weights" and mode_ != 0:
         pytest.skip("per_sample_weights needs mode='sum'")
-    dtype = torch.float64 if variant == "float64" else torch.float32
+    dtype = getattr(torch, variant) if variant.startswith("float") else torch.float32
+    dtype = torch.bfloat16 if variant == "bfloat16" else dtype
     weight = torch.randn(10, 3, dtype=dtype)
     indices = torch.tensor([1, 2, 4, 5, 4, 3, 2])
     offsets = torch.tensor([0, 3, 5] if variant != "last_offset" else [0, 3, 7])
@@ -423,3 +425,44 @@ def test_cpu_half_batch_norm_fakes_keep_eager_statistics_dtypes(param_dtype, tra
         assert len(actual) == len(expected)
         for got, want in zip(actual, expected):
             assert (got.dtype, tuple(got.shape)) == (want.dtype, tuple(want.shape))
+
+
+@pytest.mark.parametrize("mode_", [0, 1], ids=["sum", "mean"])
+def test_cpu_embedding_bag_outputs_have_the_cpu_kernels_sizes_with_symbolic_sizes(mode_):
+    from guards import LocalSource, ShapeEnv
+
+    weight, indices, offsets = (
+        torch.randn(10, 3),
+        torch.tensor([1, 2, 4, 5, 4]),
+        torch.tensor([0, 3]),
+    )
+    args = (weight, indices, offsets, False, mode_, False, None, False)
+    expected = aten._embedding_bag(*args, -1)
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    fakes = [
+        mode.from_real(a, LocalSource(f"a{i}"), dynamic_dims=[0])
+        if isinstance(a, torch.Tensor)
+        else a
+        for i, a in enumerate(args)
+    ]
+    assert isinstance(fakes[1].shape[0], torch.SymInt)
+    with mode:
+        actual = aten._embedding_bag(*fakes, -1)
+    for fake, real in zip(actual, expected, strict=True):
+        assert [int(s) for s in fake.shape] == list(real.shape)
+
+
+def test_a_view_of_an_inference_tensor_is_one_outside_inference_mode_too():
+    mode = FakeTensorMode()
+    fake = mode.from_real(torch.randn(2, 3))
+    with torch.inference_mode():
+        real_made = torch.randn(2, 3) * 2
+    with mode:
+        with torch.inference_mode():
+            made = fake * 2
+        views = [made.view(-1), made.t(), made[0], made.unsqueeze(0)]
+        computed = made + 1
+    real_views = [real_made.view(-1), real_made.t(), real_made[0], real_made.unsqueeze(0)]
+    assert [v.is_inference() for v in views] == [v.is_inference() for v in real_views]
+    assert all(v.is_inference() for v in views)
+    assert computed.is_inference() == (real_made + 1).is_inference() == False  # noqa: E712

@@ -120,6 +120,8 @@ def test_guard_on_a_local_named_like_a_keyword_compiles(name):
         ("mean", "mean", "sum"),
         (torch.float16, torch.float16, torch.bfloat16),
         (torch.device("cpu"), torch.device("cpu"), torch.device("meta")),
+        (torch.channels_last, torch.channels_last, torch.contiguous_format),
+        (torch.strided, torch.strided, torch.sparse_coo),
         (torch.Size([2, 3]), torch.Size([2, 3]), (2, 3)),
         ((1, 2.0, "a"), (1, 2.0, "a"), (1, 2, "a")),
         ((1, (True, 2)), (1, (True, 2)), (1, (1, 2))),

@@ -12,8 +12,10 @@ import guards
 from inductor_codegen import DynamicShapeError
 from inductor_codegen.indexing import (
     FloorDiv,
+    GuardedFacts,
     IndexMod,
     as_index,
+    guarded_facts,
     index_of_shape_expr,
     py_index,
     reshape_index,
@@ -22,7 +24,7 @@ from inductor_codegen.indexing import (
     view_strides,
 )
 from inductor_codegen.ir import InputBuffer, Layout
-from inductor_codegen.symbols import bind_symbols
+from inductor_codegen.symbols import bind_symbols, guarded_facts_of
 
 s0, s1 = (sympy.Symbol(f"s{k}", integer=True, positive=True) for k in range(2))
 x0, y0 = (sympy.Symbol(n, integer=True, nonnegative=True) for n in ("x0", "y0"))
@@ -134,3 +136,33 @@ def test_size_that_is_an_exact_quotient_prints_as_floor_division():
     assert eval(text, {"s1": 2, "s3": 12}) == 3
     assert "//" in text and "/ " not in text.replace("//", "")
     assert eval(py_index(s3 * s0 / 2), {"s0": 3, "s3": 4}) == 6
+
+
+def test_division_by_an_int_input_uses_its_guarded_range_and_relations():
+    # slice(start, end, step) with int inputs: (end - start + step - 1) // step
+    start, end, step = (sympy.Symbol(f"s{k}", integer=True) for k in (2, 3, 4))
+    expr = sympy.Function("FloorDiv")(end - start + step - 1, step)
+    with pytest.raises(DynamicShapeError, match="may not be positive"):
+        index_of_shape_expr(expr)
+    with guarded_facts(GuardedFacts({start: 0, end: 0, step: 1})):
+        with pytest.raises(DynamicShapeError, match="may be negative"):
+            index_of_shape_expr(expr)  # end - start may be negative
+    with guarded_facts(GuardedFacts({start: 0, end: 0, step: 1}, (end - start,))):
+        index = index_of_shape_expr(expr)
+    assert index == FloorDiv(end - start + step - 1, step)
+    for a, b, c in itertools.product(range(0, 5), range(0, 5), range(1, 4)):
+        if b >= a:
+            assert int(index.subs({start: a, end: b, step: c})) == (b - a + c - 1) // c
+
+
+def test_guarded_facts_come_from_the_shape_environment():
+    env = guards.ShapeEnv()
+    source = guards.LocalSource("step")
+    step = env.create_int_symbol(3, source)
+    other = env.create_int_symbol(1, guards.LocalSource("start"))
+    assert guarded_facts_of(env) == GuardedFacts()
+    env.record(sympy.Ge(step, 1))
+    env.record(sympy.Ge(step, other))
+    facts = guarded_facts_of(env)
+    assert facts.lower_bounds == {step: 1}
+    assert facts.nonnegative == (step - other,)

@@ -10,8 +10,11 @@ three stores of the same tensor) and fewer values to save for the backward.
 
 Random ops (`torch.Tag.nondeterministic_seeded`), ops that mutate or return
 nothing, and calls whose arguments cannot be compared are left alone, and so
-is a repeat that is itself a graph output (eager returns two tensors there,
-which the caller may change independently).
+is any pair where either call's result is a graph output or a view of one:
+eager returns separate tensors there, which the caller may change
+independently. Merging `a = x.exp(); b = x.exp(); return a, b.sin()` would
+make the output `a` the value `sin`'s backward saves for `b`, so a write into
+`a` after the call would refuse a backward eager runs.
 """
 
 from __future__ import annotations
@@ -59,10 +62,40 @@ def _eligible(node: fx.Node) -> bool:
     return torch.Tag.nondeterministic_seeded not in target.tags
 
 
+def _is_view(node: fx.Node) -> bool:
+    target = node.target
+    if target is operator.getitem:
+        return True  # an element of a multi-output op (split, unbind) is that op's result
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    if target is torch.ops.aten._unsafe_view.default:
+        return True  # eager's `reshape`/`view` here, whose result aliases the input
+    returns = target._schema.returns
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+
+
+def _output_aliases(gm: fx.GraphModule) -> set[fx.Node]:
+    """The graph outputs and every node one of them views (through a chain of views)."""
+    stack = []
+    fx.node.map_arg(gm.graph.output_node().args, stack.append)
+    aliases: set[fx.Node] = set()
+    while stack:
+        node = stack.pop()
+        if node in aliases:
+            continue
+        aliases.add(node)
+        if node.op == "call_function" and _is_view(node) and node.args:
+            base = node.args[0]
+            if isinstance(base, fx.Node):
+                stack.append(base)
+    return aliases
+
+
 def eliminate_common_subexpressions(gm: fx.GraphModule) -> int:
     """Replace each call that repeats an earlier one (same op, same arguments) by the
     earlier call's result; returns how many calls were removed."""
     seen: dict[Any, fx.Node] = {}
+    user_visible = _output_aliases(gm)
     replaced: dict[fx.Node, fx.Node] = {}
     for node in list(gm.graph.nodes):
         if not _eligible(node):
@@ -75,8 +108,10 @@ def eliminate_common_subexpressions(gm: fx.GraphModule) -> int:
         if earlier is None:
             seen[key] = node
             continue
-        if any(user.op == "output" for user in node.users):
-            continue  # two outputs would be one tensor where eager returns two
+        if node in user_visible or earlier in user_visible:
+            # the caller may write into an output (or a view of one) after the call:
+            # merged, that write would reach the other value, or its saved version
+            continue
         node.replace_all_uses_with(earlier)
         replaced[node] = earlier
         gm.graph.erase_node(node)

@@ -142,7 +142,8 @@ _PROGRAM_FIELDS = frozenset(
         "graph_module", "num_inputs", "outputs", "out_spec", "num_forward_outputs",
         "mutated_inputs", "num_value_checks", "differentiable", "grad_inputs", "joint",
         "symbol_sources", "missing_derivatives", "grad_free_inputs", "value_assertions",
-        "metadata_mutations", "saved_input_readers",
+        "metadata_mutations", "saved_input_readers", "inference_outputs",
+        "backward_assertions",
     }
 )  # fmt: skip
 _OUTPUT_FIELDS = frozenset(
@@ -186,6 +187,8 @@ def program_record(program: TracedProgram) -> dict[str, Any] | None:
                 [int(i), sorted(int(j) for j in readers)]
                 for i, readers in program.saved_input_readers
             ],
+            "inference_outputs": list(program.inference_outputs),
+            "backward_assertions": [[a.error, a.message] for a in program.backward_assertions],
         }
     except (TypeError, NotImplementedError, ValueError):
         return None
@@ -234,6 +237,11 @@ def program_from_record(record: dict[str, Any]) -> TracedProgram:
         saved_input_readers=tuple(
             (int(i), frozenset(int(j) for j in readers))
             for i, readers in record.get("saved_input_readers", ())
+        ),
+        inference_outputs=tuple(int(i) for i in record.get("inference_outputs", ())),
+        backward_assertions=tuple(
+            ValueAssertion(str(error), str(message))
+            for error, message in record.get("backward_assertions", ())
         ),
     )
 

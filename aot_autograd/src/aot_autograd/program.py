@@ -24,6 +24,7 @@ from torch import fx
 from torch.utils import _python_dispatch
 
 import guards
+from aot_autograd.backward_checks import check_backward_values
 from aot_autograd.backward_formulas import autograd_nodes, override_backward_formulas
 from aot_autograd.checkpoint_regions import RegionInterpreter
 from aot_autograd.cse import eliminate_common_subexpressions
@@ -237,6 +238,14 @@ class TracedProgram:
     # those tangents is given and the input was written in place since the forward,
     # whatever the partitioner saved in its place (`cos(x)` for `sin(x)`'s backward).
     saved_input_readers: tuple[tuple[int, frozenset[int]], ...] = ()
+    # Flat user outputs eager makes as inference tensors (made under an
+    # `inference_mode()` block of the traced code): the run time returns them so
+    # (`is_inference()`, and autograd refuses to save them, as eager's).
+    inference_outputs: tuple[int, ...] = ()
+    # What each backward check raises (eager's error) where it is not all true: checks of
+    # values autograd's formulas make (see backward_checks), output by the joint graph
+    # after the grads, and so by the backward graph after its grads.
+    backward_assertions: tuple[ValueAssertion, ...] = ()
 
 
 def _grad_free(grad_inputs: Sequence[int], grad_nodes: Sequence[Any]) -> tuple[int, ...]:
@@ -862,6 +871,7 @@ def _trace_once(
     differentiable += [False] * (len(checks) + len(mutated))
     grad_inputs: list[int] = []
     grad_nodes: list[Any] = []
+    backward_checks: list[tuple[fx.Node, ValueAssertion]] = []
     saved_input_readers: tuple = ()
     if joint:
         grad_inputs = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
@@ -869,7 +879,7 @@ def _trace_once(
         with torch.random.fork_rng(devices=_cuda_devices(values)):
             try:
                 saved.reads = []
-                grad_nodes = _trace_backward(
+                grad_nodes, backward_checks = _trace_backward(
                     recorder, tracer, hooks, plan, values, grad_inputs, differentiable
                 )
                 outputs = [t for t, d in zip(plan.graph_tensors, differentiable) if d]
@@ -889,7 +899,8 @@ def _trace_once(
                 if backward_error is not None or mode is not None:
                     raise
                 raise _BackwardRaises(str(error)) from error
-    gm = _finish(recorder, [*forward_nodes, *grad_nodes])
+    check_nodes = [node for node, _ in backward_checks]
+    gm = _finish(recorder, [*forward_nodes, *grad_nodes, *check_nodes])
     if joint:
         select_evenly_distributed_gradients(gm)
     if decompositions and any(n.target in decompositions for n in gm.graph.nodes):
@@ -910,8 +921,16 @@ def _trace_once(
         joint=joint,
         missing_derivatives=missing,
         grad_free_inputs=_grad_free(grad_inputs, grad_nodes),
+        backward_assertions=tuple(assertion for _, assertion in backward_checks),
         value_assertions=dict(recorder.value_assertions),
         saved_input_readers=saved_input_readers,
+        inference_outputs=_inference_outputs(flat_outs),
+    )
+
+
+def _inference_outputs(flat_outs: Sequence[Any]) -> tuple[int, ...]:
+    return tuple(
+        i for i, t in enumerate(flat_outs) if isinstance(t, torch.Tensor) and t.is_inference()
     )
 
 
@@ -964,11 +983,12 @@ def _trace_backward(
     values: Sequence[Any],
     grad_inputs: list[int],
     differentiable: Sequence[bool],
-) -> list[Any]:
-    """Run autograd on the traced forward under the tracer; the nodes of the input grads."""
+) -> tuple[list[Any], list[tuple[fx.Node, ValueAssertion]]]:
+    """Run autograd on the traced forward under the tracer; the nodes of the input grads,
+    and those of the backward's checks of values (see backward_checks) with their errors."""
     outputs = [t for t, d in zip(plan.graph_tensors, differentiable) if d]
     if not outputs or not grad_inputs:
-        return [None] * len(grad_inputs)
+        return [None] * len(grad_inputs), []
     tangents = []
     for j, t in enumerate(outputs):
         tangent = torch.ones(tuple(t.shape), dtype=t.dtype, device=t.device)
@@ -978,7 +998,12 @@ def _trace_backward(
     # after the autocast block: each backward op takes the dtypes its forward op's casts
     # gave (an autocast-disabled float32 region differentiates in float32).
     # NOTE: formulas that branch on tensor data are replaced (see backward_formulas).
-    handles = override_backward_formulas(outputs)
+    checks: list[tuple[torch.Tensor, ValueAssertion]] = []
+
+    def assert_value(predicate: torch.Tensor, error: str, message: str) -> None:
+        checks.append((predicate, ValueAssertion(error, message)))
+
+    handles = override_backward_formulas(outputs) + check_backward_values(outputs, assert_value)
     try:
         with torch.enable_grad(), torch._C._DisableAutocast(), hooks, tracer:
             grads = torch.autograd.grad(
@@ -987,4 +1012,5 @@ def _trace_backward(
     finally:
         for handle in handles:
             handle.remove()
-    return [None if g is None else recorder.node_of(g) for g in grads]
+    grad_nodes = [None if g is None else recorder.node_of(g) for g in grads]
+    return grad_nodes, [(recorder.node_of(t), assertion) for t, assertion in checks]

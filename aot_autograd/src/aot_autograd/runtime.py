@@ -510,6 +510,7 @@ def training_function(
     """
     n_out = program.num_forward_outputs
     differentiable = program.differentiable
+    backward_assertions = program.backward_assertions
     tangent_positions = tuple(i for i, d in enumerate(differentiable) if d)
     all_differentiable = len(tangent_positions) == len(differentiable)
     symbolic = bool(program.symbol_sources)
@@ -632,6 +633,8 @@ def training_function(
                     None if reads and reads <= unused else grad
                     for grad, reads in zip(grads, dependencies)
                 ]
+            if backward_assertions:
+                grads = _checked_backward(grads, backward_assertions)
             if torch.is_grad_enabled():
                 grads = _mark_no_double_backward(list(grads))
             return scatter(grads)
@@ -642,6 +645,17 @@ def training_function(
         return learned[0]
 
     return _detaching(_fast_apply(CompiledFunction), program.grad_free_inputs)
+
+
+def _checked_backward(results: Sequence, assertions: tuple) -> Sequence:
+    """The grads among a backward's results, after raising eager's error for the first of
+    its checks (the last `len(assertions)` results, see backward_checks) not all true. A
+    check given None (it read only absent tangents) is one eager does not make."""
+    count = len(results) - len(assertions)
+    for check, assertion in zip(results[count:], assertions):
+        if check is not None and not bool(check.all()):
+            raise value_check_error(assertion)
+    return results[:count]
 
 
 def _detaching(apply: Callable[..., Any], positions: tuple[int, ...]) -> Callable[..., Any]:
@@ -689,7 +703,11 @@ def _view(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
         base = base.detach()
     start = base.storage_offset() * base.element_size() + offset_bytes
     if dtype == base.dtype:
-        view = base.as_strided(size, stride, start // base.element_size())
+        view = None
+        if spec.requires_grad and 0 in stride:
+            view = _as_expand(base, size, stride, start // base.element_size())
+        if view is None:
+            view = base.as_strided(size, stride, start // base.element_size())
     elif spec.requires_grad:
         view = _differentiable_dtype_view(base, size, stride, start, dtype)
     else:
@@ -704,6 +722,24 @@ def _view(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
             f"{spec.requires_grad} from a {base.dtype} tensor; return a copy (.clone()) of it"
         )
     return view
+
+
+def _as_expand(base: torch.Tensor, size: Any, stride: Any, offset: Any) -> Any:
+    """`base.expand(size)` where that is the view (size, stride, offset) of `base`, else None.
+
+    Both give the same tensor; their backwards differ in rounding. as_strided's sums the
+    gradient over one expanded dim at a time, rounding to a bfloat16 or half gradient's
+    dtype between; expand's (eager's, for `broadcast_tensors`, `expand`) sums over all of
+    them at once.
+    """
+    if offset != base.storage_offset() or len(size) < base.dim():
+        return None
+    lead = len(size) - base.dim()
+    for have, want in zip(base.shape, size[lead:]):
+        if have != want and have != 1:
+            return None
+    expanded = base.expand(size)
+    return expanded if tuple(expanded.stride()) == tuple(stride) else None
 
 
 def _view_without_grad(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
@@ -1031,6 +1067,12 @@ def output_assembler(
         def flat_outputs(args: Sequence, outputs: Sequence) -> Sequence:
             return views(args, conform(args, outputs))
 
+    if program.inference_outputs:
+        normal = flat_outputs
+
+        def flat_outputs(args: Sequence, outputs: Sequence) -> Sequence:
+            return _as_inference_tensors(normal(args, outputs), program.inference_outputs)
+
     rebuild = _rebuild(program)
     if program.metadata_mutations:
         unrestrided = flat_outputs
@@ -1061,6 +1103,29 @@ def output_assembler(
         return rebuild(flat_outputs(args, graph_outputs))
 
     return assemble
+
+
+def _as_inference_tensors(flat: Sequence, positions: tuple[int, ...]) -> list:
+    """`flat` with the tensors at `positions` as inference tensors over the same memory.
+
+    The compiled graph runs outside `inference_mode` (its other outputs are normal
+    tensors); eager made these inside a block of it. An inference tensor is a tensor of
+    its own kind, not a flag: each is remade, without a copy, as a tensor set to the
+    same storage, sizes, strides and offset inside `inference_mode`.
+    """
+    flat = list(flat)
+    for i in positions:
+        t = flat[i]
+        if not isinstance(t, torch.Tensor) or t.is_inference():
+            continue
+        with torch.inference_mode():
+            made = torch.empty(0, dtype=t.dtype, device=t.device).set_(
+                t.untyped_storage(), t.storage_offset(), t.size(), t.stride()
+            )
+        if t.requires_grad and t.is_leaf:  # `torch.ones(2, requires_grad=True)` in the block
+            made.requires_grad_(True)
+        flat[i] = made
+    return flat
 
 
 def _check_no_leaf_restrided(args: Sequence[Any], restrided: tuple[int, ...]) -> None:

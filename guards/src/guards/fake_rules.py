@@ -231,22 +231,23 @@ def _embedding_bag_cpu(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     """CPU embedding_bag's bookkeeping outputs have sizes of their own.
 
     The meta kernel runs on meta tensors, so it gives a GPU kernel's sizes. On CPU
-    (EmbeddingBag.cpp): `offset2bag` is empty on the fast sum path (float or half
-    weights with unit inner strides, no padding_idx); `bag_size` has one entry a bag,
+    (EmbeddingBag.cpp): `offset2bag` is empty on the fast sum path (float, half or
+    bfloat16 weights with unit inner strides, no padding_idx); `bag_size` has one entry a bag,
     `max_indices` is (bags, dim) for max mode, else one entry a bag; the forward-only
     sum leaves the last two unfilled, one entry an offset.
     """
     names = [argument.name for argument in func._schema.arguments]
     bound = {**dict(zip(names, args)), **kwargs}
     weight, indices, offsets = bound["weight"], bound["indices"], bound["offsets"]
-    if offsets.device.type != "cpu" or any(_symbolic(t) for t in (weight, indices, offsets)):
+    if offsets.device.type != "cpu":
         return NotImplemented
+    # (symbolic sizes too: the meta kernel's sizes are a GPU kernel's at any size)
     reduction = bound.get("mode", 0)
     weights = bound.get("per_sample_weights")
     padding_idx = bound.get("padding_idx", -1)
     bags = offsets.size(0) - (1 if bound.get("include_last_offset", False) else 0)
     fast_sum = (
-        weight.dtype in (torch.float32, torch.float16)
+        weight.dtype in (torch.float32, torch.float16, torch.bfloat16)
         and weight.stride(1) == 1
         and (padding_idx is None or padding_idx < 0)
         and (weights is None or weights.stride(0) == 1)

@@ -294,6 +294,14 @@ class FakeTensorMode(TorchDispatchMode):
 
         args = map_structure(collect, args)
         kwargs = {name: map_structure(collect, value) for name, value in kwargs.items()}
+        if _views_an_inference_tensor(func, fakes):
+            # NOTE: a view of an inference tensor is one, in inference mode or not; a
+            # fake's kind is set when it is made, so the view is made in inference mode
+            with torch.inference_mode():
+                return self._run(func, args, kwargs, fakes)
+        return self._run(func, args, kwargs, fakes)
+
+    def _run(self, func: Any, args: tuple, kwargs: dict, fakes: list[FakeTensor]) -> Any:
         rule = fake_rule_for(func)
         if rule is not None:
             result = rule(self, func, args, kwargs)
@@ -397,6 +405,15 @@ class FakeTensorMode(TorchDispatchMode):
             return FakeTensor(self, value, device)
 
         return map_structure(wrap, out)
+
+
+def _views_an_inference_tensor(func: Any, fakes: list[FakeTensor]) -> bool:
+    """Whether `func` returns a view of its inputs (outside inference mode) and one of
+    them is an inference tensor."""
+    if torch.is_inference_mode_enabled() or not any(f.is_inference() for f in fakes):
+        return False
+    returns = getattr(getattr(func, "_schema", None), "returns", ())
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in returns)
 
 
 def _meta_of(value: Any) -> Any:

@@ -210,16 +210,18 @@ class IdGuard(Guard):
 # ---------------------------------------------------------------------------- equals
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))
+# torch's immutable argument values (a `memory_format=` or `layout=` passed in)
+_TORCH_CONSTANTS = (torch.dtype, torch.device, torch.memory_format, torch.layout)
 
 
 def _check_constant(value: Any) -> None:
     if isinstance(value, tuple):
         for item in value:
             _check_constant(item)
-    elif not (type(value) in _SCALARS or isinstance(value, torch.dtype | torch.device)):
+    elif not (type(value) in _SCALARS or isinstance(value, _TORCH_CONSTANTS)):
         raise GuardsError(
             f"EqualsGuard supports None, bool, int, float, complex, str, bytes, dtype, device, "
-            f"torch.Size and tuples of those; got {_type_name(type(value))}. Guard other "
+            f"memory_format, layout, torch.Size and tuples of those; got {_type_name(type(value))}. Guard other "
             "objects with IdGuard or TypeGuard"
         )
 
@@ -246,7 +248,8 @@ def _literal(value: Any) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class EqualsGuard(Guard):
-    """`value == expected` with the same type (None, bool, int, float, str, dtype, device, Size, tuples)."""
+    """`value == expected` with the same type (None, bool, int, float, str, dtype, device,
+    memory_format, layout, Size, tuples)."""
 
     expected: Any
 

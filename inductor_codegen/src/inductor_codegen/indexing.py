@@ -12,12 +12,21 @@ environment's division and modulo onto `FloorDiv` / `IndexMod`). A size symbol
 is at least `MIN_SYMBOLIC_SIZE` (sizes 0 and 1 are kept static by the tracer), so
 comparisons between sizes are decided for every size (`statically_lt`) or not at
 all; the code generator never decides one from the example sizes.
+
+A symbol of an int input (`step`, `n`) may be any integer; where the shape
+environment's guarded range gives it a lower bound (`slice(..., step=n)` guards
+`n >= 1`), or a guarded relation orders two of them (`end >= start`),
+`guarded_facts` lets the proofs here use it: the graph's guard checks it at every
+call.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import sympy
 import torch
@@ -33,6 +42,8 @@ __all__ = [
     "contiguous_strides",
     "c_index",
     "flat_index",
+    "GuardedFacts",
+    "guarded_facts",
     "index_of_shape_expr",
     "is_symbolic",
     "numel",
@@ -152,6 +163,15 @@ def _provably(expr, sign: str) -> bool:
     expr = sympy.expand(expr)
     if expr.is_Integer:
         return int(expr) > 0 if sign == "positive" else int(expr) >= 0
+    if _shifted_has_sign(expr, sign):
+        return True
+    # expr = (expr - k*d) + k*d with a guarded d >= 0: the first part's sign is enough
+    facts = _FACTS.get()
+    nonnegative = facts.nonnegative if facts is not None else ()
+    return any(_shifted_has_sign(expr - k * d, sign) for d in nonnegative for k in (1, 2))
+
+
+def _shifted_has_sign(expr, sign: str) -> bool:
     shifted = _shift_symbols(expr)
     return bool(shifted.is_positive if sign == "positive" else shifted.is_nonnegative)
 
@@ -336,16 +356,50 @@ def statically_lt(a: Index, b: Index) -> bool | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class GuardedFacts:
+    """What a graph's guards (checked at every call) say of its symbols, for the proofs
+    here: `lower_bounds`, the least value of symbols not known positive (an int input's
+    `step >= 1`), and `nonnegative`, linear expressions of them the guards keep >= 0
+    (`end - start` where `end >= start` is guarded)."""
+
+    lower_bounds: Mapping[sympy.Symbol, int] = field(default_factory=dict)
+    nonnegative: tuple[Index, ...] = ()
+
+
+_FACTS: contextvars.ContextVar[GuardedFacts | None] = contextvars.ContextVar(
+    "inductor_codegen_guarded_facts", default=None
+)
+
+
+@contextlib.contextmanager
+def guarded_facts(facts: GuardedFacts) -> Iterator[None]:
+    """Within the block, proofs (`FloorDiv(a, n)` needs `a >= 0` and `n > 0`) may use
+    `facts`, which the caller guarantees the graph's guards check at every call."""
+    token = _FACTS.set(facts)
+    try:
+        yield
+    finally:
+        _FACTS.reset(token)
+
+
 def _shift_symbols(expr: Index) -> Index:
     """expr with each size symbol s written as t + MIN_SYMBOLIC_SIZE, t >= 0 (then expanded).
 
     Size symbols are the positive ones; loop variables (non-negative) stay as they are.
+    Another symbol with a guarded lower bound b (see `guarded_facts`) is t + b.
     """
-    shift = {
-        s: sympy.Symbol(f"_{s.name}_excess", integer=True, nonnegative=True) + MIN_SYMBOLIC_SIZE
-        for s in expr.free_symbols
-        if s.is_positive
-    }
+    facts = _FACTS.get()
+    bounds = facts.lower_bounds if facts is not None else {}
+    shift = {}
+    for s in expr.free_symbols:
+        if s.is_positive:
+            least = MIN_SYMBOLIC_SIZE
+        elif s in bounds:
+            least = bounds[s]
+        else:
+            continue
+        shift[s] = sympy.Symbol(f"_{s.name}_excess", integer=True, nonnegative=True) + least
     return sympy.expand(expr.xreplace(shift))
 
 

@@ -30,10 +30,11 @@ from guards.cache_root import (
 )
 from inductor_codegen.codegen.wrapper import plain_spec
 from inductor_codegen.errors import DynamicShapeError, UnsupportedGraphError
+from inductor_codegen.indexing import guarded_facts
 from inductor_codegen.ir import TensorValue
 from inductor_codegen.lowering import GraphLowering
 from inductor_codegen.scheduler import CPU_FUSION_POLICY, FusionPolicy, schedule
-from inductor_codegen.symbols import shape_env_of, shape_env_state
+from inductor_codegen.symbols import guarded_facts_of, shape_env_of, shape_env_state
 
 __all__ = [
     "PortableGraph",
@@ -182,7 +183,8 @@ def lower_and_schedule(
     env = shape_env_of([*placeholders, *example_inputs]) if symbolic else None
     before = shape_env_state(env)
     try:
-        graph = GraphLowering(gm, example_inputs, lowerings, reinplace=reinplace).run()
+        with guarded_facts(guarded_facts_of(env)):
+            graph = GraphLowering(gm, example_inputs, lowerings, reinplace=reinplace).run()
         output_buffers = {
             v.view.buffer
             for v in graph.outputs

@@ -11,6 +11,7 @@ take the symbols their loop bounds and index math use as `int64_t` arguments
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ import sympy
 import torch
 
 from inductor_codegen.errors import DynamicShapeError
+from inductor_codegen.indexing import GuardedFacts
 from inductor_codegen.ir import IndexValue, InputBuffer, Layout, Load, Op
 from inductor_codegen.scheduler import FusedKernel, LoopGroup, node_body
 
@@ -25,6 +27,7 @@ __all__ = [
     "SymbolBinding",
     "bind_symbols",
     "expr_symbols",
+    "guarded_facts_of",
     "check_bound",
     "kernel_size_symbols",
     "layout_symbols",
@@ -169,6 +172,53 @@ def shape_env_of(values) -> object | None:
                 if isinstance(size, torch.SymInt):
                     return size.node.shape_env
     return None
+
+
+def guarded_facts_of(env) -> GuardedFacts:
+    """What `env`'s guards say of its symbols beyond sizes being sizes (see
+    `indexing.GuardedFacts`): the finite lower ends of the ranges of symbols not known
+    positive, and each linear relation between symbols (`s3 >= s2`) as an expression
+    kept >= 0. Nothing for torch's ShapeEnv and for static graphs."""
+    ranges = getattr(env, "ranges", None)
+    records = getattr(env, "records", None)
+    if not callable(ranges) or records is None or callable(records):
+        return GuardedFacts()
+    bounds = {}
+    for symbol, value_range in ranges().items():
+        lo = value_range.lo
+        if not symbol.is_positive and lo not in (-math.inf, math.inf) and lo == int(lo):
+            bounds[symbol] = int(lo)
+    nonnegative = []
+    for record in records:
+        difference = _nonnegative_difference(record.condition)
+        if difference is not None:
+            nonnegative.append(difference)
+    return GuardedFacts(bounds, tuple(nonnegative))
+
+
+def _nonnegative_difference(condition) -> sympy.Expr | None:
+    """`condition` (`a >= b`, `a > b`, `a <= b`, `a < b` over integers, linear) as an
+    expression that is >= 0 exactly where it holds; None for any other condition."""
+    if isinstance(condition, sympy.Ge):
+        difference = condition.lhs - condition.rhs
+    elif isinstance(condition, sympy.Gt):
+        difference = condition.lhs - condition.rhs - 1
+    elif isinstance(condition, sympy.Le):
+        difference = condition.rhs - condition.lhs
+    elif isinstance(condition, sympy.Lt):
+        difference = condition.rhs - condition.lhs - 1
+    else:
+        return None
+    difference = sympy.expand(difference)
+    symbols = difference.free_symbols
+    if not symbols or not all(s.is_integer for s in symbols):
+        return None
+    if (
+        not difference.is_polynomial(*symbols)
+        or sympy.Poly(difference, *symbols).total_degree() > 1
+    ):
+        return None
+    return difference
 
 
 def shape_env_state(env) -> tuple:

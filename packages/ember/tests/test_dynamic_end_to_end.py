@@ -138,3 +138,41 @@ def test_tensorinv_with_a_size_solved_as_a_quotient_compiles_dynamic():
         rtol=1e-4,
         atol=1e-4,
     )
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_slice_scatter_with_int_bounds_backward_serves_every_step(backend):
+    # the backward's slice sizes divide by `step`, an int input: its guard `step >= 1`
+    # (and `end >= start`) let the compiled code divide by it
+    def fn(x, src, start, end, step):
+        return torch.slice_scatter(x, src, 0, start, end, step).sin()
+
+    compiled = ember.compile(fn, backend=backend, dynamic=True)
+    for n, start, end, step in [(20, 0, 20, 1), (12, 2, 10, 2), (9, 1, 9, 3), (10, 4, 4, 1)]:
+        rows = len(range(n)[start:end:step])
+        x, src, upstream = torch.randn(n, 3), torch.randn(rows, 3), torch.randn(n, 3)
+        grads = []
+        for f in (fn, compiled):
+            leaves = [x.clone().requires_grad_(), src.clone().requires_grad_()]
+            f(*leaves, start, end, step).backward(upstream)
+            grads.append([leaf.grad for leaf in leaves])
+        torch.testing.assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("dtype, dynamic", [(torch.float32, True), (torch.bfloat16, False)])
+def test_embedding_bag_grads_run_where_the_cpu_kernel_leaves_offset2bag_empty(dtype, dynamic):
+    def fn(weight, indices, offsets, per_sample_weights):
+        return torch.nn.functional.embedding_bag(
+            indices, weight, offsets, mode="sum", per_sample_weights=per_sample_weights
+        )
+
+    compiled = ember.compile(fn, backend="inductor", dynamic=dynamic)
+    for count in (5, 7):
+        weight, weights = torch.randn(10, 4, dtype=dtype), torch.randn(count, dtype=dtype)
+        indices, offsets = torch.randint(0, 10, (count,)), torch.tensor([0, 3])
+        grads = []
+        for f in (fn, compiled):
+            leaves = [weight.clone().requires_grad_(), weights.clone().requires_grad_()]
+            f(leaves[0], indices, offsets, leaves[1]).sum().backward()
+            grads.append([leaf.grad for leaf in leaves])
+        torch.testing.assert_close(grads[1], grads[0])

@@ -11,6 +11,9 @@ special values, are the compiled function's too (found by the differential fuzze
 | 2    | an op eager's kernel rejects (dtype, empty, an index out of range, an integer divisor of zero), live or dead | missing error | test_compiled_raises_where_eager_kernel_rejects |
 | 2    | a value without a derivative carried across a graph break, unused after | error at backward | test_value_without_derivative_across_a_graph_break_is_not_differentiated |
 | 2    | a saved tensor modified in place (`unsqueeze_`, `mul_`) before the backward | error in tracing | test_backward_raises_where_a_saved_tensor_was_modified_in_place |
+| 2    | two equal ops merged, one an output written after the call (`exp`, `clone`) | spurious "modified by an inplace operation" at backward | test_output_written_after_call_beside_an_equal_value_backwards_as_eager |
+| 2    | tensors made under `inference_mode()` in the frame          | silent: normal tensors, missing "cannot be saved for backward" | test_inference_mode_outputs_are_inference_tensors |
+| 1    | eig backward where the loss depends on the eigenvectors' phase | silent: a gradient eager refuses | test_eig_backward_refuses_a_phase_dependent_loss_as_eager |
 | 3    | a backward formula eager fails in (`x ** bool_tensor`, `atan2(bool_tensor, x)`) | error at the call, not at backward | test_backward_formula_eager_fails_in_raises_at_backward_only |
 | 3    | in-place ops eager runs and the graph cannot express (a leaf restrided under no_grad, an output written through its view then modified, an input restrided or written after being read) | error at the call or backward | test_mutations_the_graph_cannot_express_match_eager |
 """
@@ -328,3 +331,92 @@ def test_mutations_the_graph_cannot_express_match_eager(backend, program):
         results.append([*(o.detach() for o in out), x.detach(), x.grad, c])
     for got in results[1:]:
         torch.testing.assert_close(got, results[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", ["exp", "clone"])
+def test_output_written_after_call_beside_an_equal_value_backwards_as_eager(backend, op):
+    def fn(x):
+        a = getattr(x, op)()
+        b = getattr(x, op)()  # the same value: merged, `b * b` would save the output `a`
+        return a, b * b
+
+    def run(f):
+        x = torch.linspace(-1, 1, 4).requires_grad_()
+        a, c = f(x)
+        with torch.no_grad():
+            a.add_(1)
+        c.sum().backward()
+        return x.grad
+
+    torch.testing.assert_close(run(ember.compile(fn, backend=backend)), run(fn))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_inference_mode_outputs_are_inference_tensors(backend, requires_grad):
+    def fn(x):
+        with torch.inference_mode():
+            y = x * 2
+            v = x.view(-1)  # a view of a normal tensor stays normal
+        return y, x + 1, v, y.view(2, 2)
+
+    x = torch.randn(4, requires_grad=requires_grad)
+    expected = fn(x)
+    got = ember.compile(fn, backend=backend)(x)
+    assert [t.is_inference() for t in got] == [t.is_inference() for t in expected]
+    assert [t.requires_grad for t in got] == [t.requires_grad for t in expected]
+    torch.testing.assert_close(got, expected)
+    w = torch.randn(4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+        got[0] * w
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
+        got[0].add_(1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_views_of_inference_tensors_taken_after_the_block_are_inference_tensors(backend):
+    def fn(x):
+        with torch.inference_mode():
+            y = x * 2
+        return y.view(-1), y.t(), y.sum()  # views of an inference tensor are ones
+
+    x = torch.randn(2, 3)
+    expected, got = fn(x), ember.compile(fn, backend=backend)(x)
+    assert [t.is_inference() for t in got] == [t.is_inference() for t in expected]
+    torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inference_tensor_used_by_autograd_in_the_frame_raises_as_eager(backend):
+    def fn(x, w):
+        with torch.inference_mode():
+            y = x * 2
+        return (y * w).sum()
+
+    w = torch.randn(4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+        fn(torch.randn(4), w)
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+        ember.compile(fn, backend=backend)(torch.randn(4), w)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_eig_backward_refuses_a_phase_dependent_loss_as_eager(backend):
+    def fn(x):
+        values, vectors = torch.linalg.eig(x)
+        return values, vectors
+
+    compiled = ember.compile(fn, backend=backend)
+    x = torch.randn(3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    for f in (fn, compiled):
+        leaf = x.clone().requires_grad_()
+        with pytest.raises(RuntimeError, match="ill-defined"):
+            f(leaf)[1].real.sum().backward()
+    grads = []
+    for f in (fn, compiled):  # a loss that does not depend on the phase
+        leaf = x.clone().requires_grad_()
+        values, vectors = f(leaf)
+        (values.real.sum() + vectors.abs().sum()).backward()
+        grads.append(leaf.grad)
+    torch.testing.assert_close(grads[1], grads[0])
