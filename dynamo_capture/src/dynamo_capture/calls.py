@@ -348,6 +348,13 @@ def _call_python(
         return call_module(tx, fn, args, kwargs)
     if isinstance(obj, types.FunctionType) and obj.__code__ is CONTEXTMANAGER_HELPER:
         return generator_context(tx, fn, args, kwargs)  # torch's own contextmanagers too
+    if _is_grad_switch_clone(obj):
+        # NOTE: `@torch.set_grad_enabled(mode)`'s wrapper makes a fresh context by
+        # `self.clone()`, which sets the mode when made: traced (its `self.__class__(mode)`
+        # records the switch and the mode to restore), never run while capturing
+        source = AttrSource(fn.source, "__self__") if fn.source is not None else None
+        receiver = tx.ctx.wrap(obj.__self__, source)
+        return inline_function(tx, obj.__func__, [receiver, *args], kwargs, None)
     if is_torch_callable(obj) and not _inlined_for_callable_argument(obj, args, kwargs):
         return call_torch(tx, obj, args, kwargs)
     if isinstance(obj, types.FunctionType):
@@ -396,6 +403,15 @@ def _call_python(
         tx.ctx.guards.class_attribute(type(obj), "__call__", method)
         return call(tx, PythonValue(method), [fn, *args], kwargs)
     raise Unsupported(f"call to {describe(fn)} ({type(obj).__name__}), which capture cannot trace")
+
+
+def _is_grad_switch_clone(obj: Any) -> bool:
+    """`obj` is the bound `clone` of a real `torch.set_grad_enabled` (its decorator's)."""
+    return (
+        isinstance(obj, types.MethodType)
+        and type(obj.__self__) is torch.set_grad_enabled
+        and obj.__func__ is torch.set_grad_enabled.clone
+    )
 
 
 def _own_getattribute(value: Value) -> bool:

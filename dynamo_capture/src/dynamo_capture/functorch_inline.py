@@ -38,6 +38,7 @@ keeps the opaque node of function_transforms.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -96,15 +97,20 @@ def inlined_transform(
     elif kind in ("jacrev", "jacfwd", "hessian"):
         pass  # checked when called (the opaque node otherwise)
     elif kind == "vmap":
-        if options.get("chunk_size") is not None:
+        chunk_size = options.get("chunk_size")
+        if chunk_size is not None and (type(chunk_size) is not int or chunk_size <= 0):
             return None
-        if options.get("randomness", "error") not in ("error", "different", "same"):
+        randomness = options.get("randomness", "error")
+        if randomness not in ("error", "different", "same"):
             return None
-        for key in ("in_dims", "out_dims"):
-            dims = options.get(key, 0)
-            flat = dims if isinstance(dims, tuple) else (dims,)
-            if not all(d is None or type(d) is int for d in flat):
-                return None
+        if chunk_size is not None and randomness == "same":
+            return None  # each chunk restores the RNG state: not traced here
+        if not _dims_tree(options.get("in_dims", 0)):
+            return None
+        dims = options.get("out_dims", 0)
+        flat = dims if isinstance(dims, tuple) else (dims,)
+        if not all(d is None or type(d) is int for d in flat):
+            return None
     else:
         return None
     return InlinedTransform(kind, function, options, applied)
@@ -113,10 +119,10 @@ def inlined_transform(
 def call_inlined_transform(
     tx: Translator, transform: InlinedTransform, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
-    if kwargs:
+    if kwargs and transform.kind not in ("vmap", "grad", "grad_and_value"):
         raise Unsupported(f"torch.func.{transform.kind}(f)(...) with keyword arguments")
     if transform.kind == "vmap":
-        return _vmap(tx, transform, args)
+        return _vmap(tx, transform, args, kwargs)
     if transform.kind in ("jacrev", "jacfwd", "hessian"):
         trace = {"jacrev": call_jacrev, "jacfwd": call_jacfwd, "hessian": call_hessian}
         traced = trace[transform.kind](tx, transform, args)
@@ -128,7 +134,18 @@ def call_inlined_transform(
         if fallback is None:
             raise Unsupported(f"torch.func.{transform.kind} of a closure in a form not traced")
         return call_function_transform(tx, fallback, args, {})  # type: ignore[return-value]
-    return _grad(tx, transform, args)
+    return _grad(tx, transform, args, kwargs)
+
+
+def _dims_tree(dims: Any) -> bool:
+    """`dims` is a vmap in_dims: None, an int, or tuples, lists and dicts of them."""
+    if dims is None or type(dims) is int:
+        return True
+    if type(dims) in (tuple, list):
+        return all(_dims_tree(d) for d in dims)
+    if type(dims) is dict:
+        return all(_dims_tree(d) for d in dims.values())
+    return False
 
 
 # ----- node targets: torch's functorch calls, with the metadata of their results -----
@@ -349,10 +366,12 @@ def _unwrap_aux(tx: Translator, aux: Value, kind: str, level: int) -> Value:
     return _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
 
 
-def _open_vmap_level(tx: Translator, batch_size: Any, randomness: str) -> int:
-    """The calls torch.func.vmap makes on entry: its batching rules loaded, a new vmap
+def _open_vmap_level(tx: Translator, batch_size: Any, randomness: str, load: bool = True) -> int:
+    """The calls torch.func.vmap makes on entry: its batching rules loaded (unless
+    `load` is False: a chunked vmap loads them once, before its chunks), a new vmap
     level of `batch_size`. The level."""
-    _effect(tx, _lazy_load_decompositions)
+    if load:
+        _effect(tx, _lazy_load_decompositions)
     tx.ctx.functorch_level += 1
     tx.ctx.call(
         "call_function",
@@ -389,7 +408,9 @@ def _jacobian_argnums(
     return numbers
 
 
-def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value:
+def _grad(
+    tx: Translator, transform: InlinedTransform, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
     from dynamo_capture.calls import call
 
     argnums = transform.options.get("argnums", 0)
@@ -404,7 +425,9 @@ def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Val
         raise Unsupported(f"torch.func.{transform.kind}: arguments holding other values")
     level, opened = _open_grad_level(tx)
     wrapped = _wrap_and_require_grad(tx, args, numbers, level)
-    output, aux = _split_aux(call(tx, transform.function, wrapped, {}), has_aux, transform.kind)
+    # keyword arguments reach f as they are (torch.func.grad neither wraps nor
+    # differentiates them)
+    output, aux = _split_aux(call(tx, transform.function, wrapped, kwargs), has_aux, transform.kind)
     if not isinstance(output, TensorValue) or output.example.dim() != 0:
         raise Unsupported(f"torch.func.{transform.kind}: f must return a scalar tensor")
     differentiated = [t for n in numbers for t in _tensors_of(wrapped[n], "an argument")]
@@ -435,32 +458,84 @@ def _item(tx: Translator, sequence: Value, index: int) -> Value:
     return _tensor(tx, operator.getitem, sequence, index)
 
 
-def _vmap(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value:
-    from dynamo_capture.calls import call
-
+def _vmap(
+    tx: Translator, transform: InlinedTransform, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """vmap(f, in_dims, out_dims, randomness, chunk_size)(*args, **kwargs) as torch's
+    vmap_impl runs it: the batched tensors (in_dims a prefix of the arguments'
+    structure) found in pytree order; without chunk_size one vmap level around f; with
+    it, each batched tensor `tensor_split` into chunks, one level a chunk (empty chunks
+    skipped) and each output's chunks `torch.cat` on its out_dim. Keyword arguments
+    reach f unbatched."""
     in_dims = transform.options.get("in_dims", 0)
-    out_dims = transform.options.get("out_dims", 0)
     dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
     if len(dims) != len(args):
         raise Unsupported("torch.func.vmap: in_dims do not match the arguments")
-    if any(not isinstance(a, TensorValue | PythonValue) for a in args):
-        raise Unsupported("torch.func.vmap: arguments holding tensors in containers")
-    sizes = [
-        arg.example.shape[dim]
-        for arg, dim in zip(args, dims, strict=True)
-        if isinstance(arg, TensorValue) and dim is not None
-    ]
+    leaves: list[tuple[TensorValue, int]] = []
+    for arg, dim in zip(args, dims, strict=True):
+        _map_batched(arg, dim, lambda t, d: leaves.append((t, d)) or t)
+    sizes = [tensor.example.shape[dim] for tensor, dim in leaves]
     if not sizes or any(size is not sizes[0] and size != sizes[0] for size in sizes):
         raise Unsupported("torch.func.vmap: batch sizes that differ or no batched argument")
     batch_size = sizes[0]  # a SymInt where the batch dimension is dynamic
-    level = _open_vmap_level(tx, batch_size, transform.options.get("randomness", "error"))
+    chunk_size = transform.options.get("chunk_size")
+    if chunk_size is None:
+        return _flat_vmap(tx, transform, args, dims, batch_size, kwargs)
+    if type(batch_size) is not int:
+        raise Unsupported("torch.func.vmap with chunk_size over a dynamic batch dimension")
+    return _chunked_vmap(tx, transform, args, dims, batch_size, chunk_size, leaves, kwargs)
+
+
+def _map_batched(value: Value, dim: Any, visit: Any) -> Value:
+    """`value` with each tensor `dim` (an in_dims entry: None, an int, or a tuple, list
+    or dict prefix of value's structure) batches replaced by visit(tensor, its dim),
+    in torch's pytree order."""
+    if dim is None:
+        return value
+    if type(dim) is int:
+
+        def batched(tensor: TensorValue) -> Value:
+            rank = tensor.example.dim()
+            if not -rank <= dim < rank:
+                raise Unsupported(f"torch.func.vmap: in_dim {dim} of a {rank}-d tensor")
+            return visit(tensor, dim % rank)
+
+        _tensors_of(value, "a batched argument of torch.func.vmap")
+        return _map_tensors(value, batched)
+    if type(dim) is tuple and isinstance(value, TupleValue) and value.cls is tuple:
+        if len(dim) == len(value.items):
+            items = [_map_batched(v, d, visit) for v, d in zip(value.items, dim, strict=True)]
+            return TupleValue(items, value.cls)
+    if type(dim) is list and isinstance(value, ListValue) and len(dim) == len(value.items):
+        return ListValue([_map_batched(v, d, visit) for v, d in zip(value.items, dim, strict=True)])
+    if type(dim) is dict and isinstance(value, DictValue) and value.cls is dict:
+        if list(dim) == list(value.items) or set(dim) == set(value.items):
+            return DictValue(
+                {key: _map_batched(item, dim[key], visit) for key, item in value.items.items()}
+            )
+    raise Unsupported("torch.func.vmap: in_dims whose structure does not match the argument's")
+
+
+def _flat_vmap(
+    tx: Translator,
+    transform: InlinedTransform,
+    args: list[Value],
+    dims: tuple[Any, ...],
+    batch_size: Any,
+    kwargs: dict[str, Value],
+    load: bool = True,
+) -> Value:
+    """One vmap level of `batch_size` around f: batch dims added, f traced, removed."""
+    from dynamo_capture.calls import call
+
+    out_dims = transform.options.get("out_dims", 0)
+    randomness = transform.options.get("randomness", "error")
+    level = _open_vmap_level(tx, batch_size, randomness, load)
     batched = [
-        _tensor(tx, _add_batch_dim, arg, dim % arg.example.dim(), level)
-        if isinstance(arg, TensorValue) and dim is not None
-        else arg
+        _map_batched(arg, dim, lambda t, d: _tensor(tx, _add_batch_dim, t, d, level))
         for arg, dim in zip(args, dims, strict=True)
     ]
-    output = call(tx, transform.function, batched, {})
+    output = call(tx, transform.function, batched, kwargs)
     outputs = _tensors_of(output, "the output of torch.func.vmap's function")
     out_flat = out_dims if isinstance(out_dims, tuple) else (out_dims,) * len(outputs)
     if len(out_flat) != len(outputs) or any(d is None for d in out_flat):
@@ -478,6 +553,52 @@ def _vmap(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Val
     }
     _close_vmap_level(tx)
     return _map_tensors(output, lambda t: removed[id(t)])
+
+
+def _chunked_vmap(
+    tx: Translator,
+    transform: InlinedTransform,
+    args: list[Value],
+    dims: tuple[Any, ...],
+    batch_size: int,
+    chunk_size: int,
+    leaves: list[tuple[TensorValue, int]],
+    kwargs: dict[str, Value],
+) -> Value:
+    """vmap with chunk_size: torch's `_get_chunked_inputs` and `_chunked_vmap`."""
+    from dynamo_capture.methods import call_method
+
+    chunk_sizes = [chunk_size] * (batch_size // chunk_size)
+    if batch_size % chunk_size:
+        chunk_sizes.append(batch_size % chunk_size)
+    split_indices = tuple(itertools.accumulate(chunk_sizes))
+    _effect(tx, _lazy_load_decompositions)
+    pieces = []
+    for tensor, dim in leaves:
+        split = call_method(
+            tx, tensor, "tensor_split", [PythonValue(split_indices)], {"dim": PythonValue(dim)}
+        )
+        pieces.append([_item(tx, split, index) for index in range(len(split_indices) + 1)])
+    sizes = [*chunk_sizes, batch_size - split_indices[-1]]
+    outputs: list[Value] = []
+    for index, size in enumerate(sizes):
+        if size == 0:
+            continue  # torch skips an empty chunk
+        chunk = iter(piece[index] for piece in pieces)
+        chunk_args = [
+            _map_batched(arg, dim, lambda t, d, chunk=chunk: next(chunk))
+            for arg, dim in zip(args, dims, strict=True)
+        ]
+        outputs.append(_flat_vmap(tx, transform, chunk_args, dims, size, kwargs, load=False))
+    flat = [_tensors_of(output, "the output of torch.func.vmap's function") for output in outputs]
+    out_dims = transform.options.get("out_dims", 0)
+    out_flat = out_dims if isinstance(out_dims, tuple) else (out_dims,) * len(flat[0])
+    joined = [
+        _tensor(tx, torch.cat, ListValue([chunks[position] for chunks in flat]), dim=out_dim)
+        for position, out_dim in enumerate(out_flat)
+    ]
+    result = iter(joined)
+    return _map_tensors(outputs[0], lambda _: next(result))
 
 
 # ----- torch.func.vjp ------------------------------------------------------------------
