@@ -121,6 +121,13 @@ def call_inlined_transform(
 ) -> Value:
     if kwargs and transform.kind not in ("vmap", "grad", "grad_and_value"):
         raise Unsupported(f"torch.func.{transform.kind}(f)(...) with keyword arguments")
+    if transform.kind in ("vmap", "grad", "grad_and_value", "jacrev"):
+        # containers from outside the frame (a dict of parameters an eager part made)
+        # read as containers of tensors, their items guarded
+        from dynamo_capture.operations import realize
+
+        args = [realize(tx, arg) for arg in args]
+        kwargs = {name: realize(tx, value) for name, value in kwargs.items()}
     if transform.kind == "vmap":
         return _vmap(tx, transform, args, kwargs)
     if transform.kind in ("jacrev", "jacfwd", "hessian"):
@@ -389,7 +396,10 @@ def _close_vmap_level(tx: Translator) -> None:
 
 
 def _jacobian_argnums(
-    transform: InlinedTransform, args: list[Value], unsupported_option: bool
+    transform: InlinedTransform,
+    args: list[Value],
+    unsupported_option: bool,
+    containers: bool = False,
 ) -> tuple[int, ...] | None:
     """The differentiated argument numbers of jacrev or jacfwd, or None where the call
     is not traced (argnums or has_aux not ones traced, an option set that is not
@@ -402,7 +412,7 @@ def _jacobian_argnums(
         or len(set(numbers)) != len(numbers)
         or not isinstance(transform.options.get("has_aux", False), bool)
         or unsupported_option
-        or not all(isinstance(a, TensorValue) for a in args)
+        or not all(isinstance(a, TensorValue) or (containers and _holds_tensors(a)) for a in args)
     ):
         return None
     return numbers
@@ -425,9 +435,14 @@ def _grad(
         raise Unsupported(f"torch.func.{transform.kind}: arguments holding other values")
     level, opened = _open_grad_level(tx)
     wrapped = _wrap_and_require_grad(tx, args, numbers, level)
-    # keyword arguments reach f as they are (torch.func.grad neither wraps nor
-    # differentiates them)
-    output, aux = _split_aux(call(tx, transform.function, wrapped, kwargs), has_aux, transform.kind)
+    # keyword arguments' tensors are wrapped too, never differentiated
+    wrapped_kwargs = {
+        name: _map_tensors(value, lambda t: _tensor(tx, _wrap_for_grad, t, level))
+        for name, value in kwargs.items()
+    }
+    output, aux = _split_aux(
+        call(tx, transform.function, wrapped, wrapped_kwargs), has_aux, transform.kind
+    )
     if not isinstance(output, TensorValue) or output.example.dim() != 0:
         raise Unsupported(f"torch.func.{transform.kind}: f must return a scalar tensor")
     differentiated = [t for n in numbers for t in _tensors_of(wrapped[n], "an argument")]
@@ -798,7 +813,7 @@ def call_jacrev(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     from dynamo_capture.calls import call
 
     chunked = transform.options.get("chunk_size") is not None
-    numbers = _jacobian_argnums(transform, args, unsupported_option=chunked)
+    numbers = _jacobian_argnums(transform, args, unsupported_option=chunked, containers=True)
     if numbers is None:
         return None
     argnums = transform.options.get("argnums", 0)
@@ -816,12 +831,17 @@ def call_jacrev(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     _close_grad_level(tx, opened)
     size = output.example.numel()
     basis = _identity_basis(tx, result, size, output.example.shape)
-    rows = _vmap_of_pullback(tx, output, [wrapped[n] for n in numbers], basis, size)
+    # one Jacobian a differentiated tensor (in pytree order), in its argument's structure
+    primals = [t for n in numbers for t in _tensors_of(wrapped[n], "a differentiated argument")]
+    rows = _vmap_of_pullback(tx, output, primals, basis, size)
     firsts = [_item(tx, _tensor(tx, torch.split, row, [size], dim=0), 0) for row in rows]
-    jacobians = [
-        tx.ctx.call("call_method", "view", (first, (*output.example.shape, *shape)), {})
-        for first, shape in zip(firsts, (args[n].example.shape for n in numbers), strict=True)
-    ]
+    flat = iter(
+        tx.ctx.call(
+            "call_method", "view", (first, (*output.example.shape, *primal.example.shape)), {}
+        )
+        for first, primal in zip(firsts, primals, strict=True)
+    )
+    jacobians = [_map_tensors(args[n], lambda _: next(flat)) for n in numbers]
     jacobian = jacobians[0] if type(argnums) is int else TupleValue(jacobians)
     return TupleValue([jacobian, aux]) if aux is not None else jacobian
 
