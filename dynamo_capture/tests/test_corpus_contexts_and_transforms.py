@@ -947,3 +947,16 @@ def test_chunked_vmap_splits_and_concatenates_in_the_graph():
         node.target for node in graph.graph.nodes if node.op in ("call_function", "call_method")
     ]
     assert calls.count("tensor_split") == 1 and calls.count(torch.cat) == 2
+
+
+def test_vmap_dict_in_dims_in_another_key_order_runs_like_eager():
+    # torch pairs the dims with the dict's items by position: `b` is batched here
+    def fn(x, y):
+        return torch.vmap(lambda d: d["a"] + d["b"], in_dims=({"b": None, "a": 0},))(
+            {"a": x, "b": y}
+        )
+
+    x, y = torch.randn(3, 2), torch.randn(2)
+    got = dynamo_capture.optimize(fn, backend=CountingBackend())(x, y)
+    assert_same(got, fn(x, y))
+    assert got.shape == (2, 3, 2)

@@ -20,7 +20,10 @@ and for `torch.func.vmap(f, in_dims, out_dims)(x)`: lazy_load_decompositions(),
 `_vmap_increment_nesting(batch_size, randomness)`, `_add_batch_dim(x, in_dim, level)`
 for each batched argument, f traced on tensors without their batch dimension,
 `_remove_batch_dim(out, level, batch_size, out_dim)` for each output,
-`_vmap_decrement_nesting()`. `torch.func.vjp(f, x)` opens a grad level as grad does and
+`_vmap_decrement_nesting()` (in_dims a prefix of the arguments' pytree; keyword
+arguments unbatched; with chunk_size, each batched tensor `tensor_split`, one level a
+chunk, each output's chunks `torch.cat`, as torch's `_chunked_vmap`).
+`torch.func.vjp(f, x)` opens a grad level as grad does and
 returns a `Pullback`, whose call is one `_autograd_vjp` node; `torch.func.jvp` opens a jvp
 level and a forward-AD dual level, makes a dual of each primal and tangent and unpacks
 each output; `torch.func.jacrev(f)(x)` is vjp of f, an identity basis over the output
@@ -31,9 +34,10 @@ then takes their first batch row, as torch does). Graph and op counts then equal
 
 The nodes call torch's functorch functions when the graph runs (`torch._C._functorch`,
 and `torch.func.vmap` once, for the batching rules it loads on first use), so results are eager's; capture
-only gives each node its result's metadata (`__ember_example__`). Anything else (pytree
-arguments, chunked vmap, non-constant options, a function capture cannot trace)
-keeps the opaque node of function_transforms.
+only gives each node its result's metadata (`__ember_example__`). Anything else
+(jacfwd of containers, vmap with chunk_size and randomness="same", non-constant
+options, a function capture cannot trace) keeps the opaque node of
+function_transforms.
 """
 
 from __future__ import annotations
@@ -496,8 +500,8 @@ def _vmap(
     chunk_size = transform.options.get("chunk_size")
     if chunk_size is None:
         return _flat_vmap(tx, transform, args, dims, batch_size, kwargs)
-    if type(batch_size) is not int:
-        raise Unsupported("torch.func.vmap with chunk_size over a dynamic batch dimension")
+    if type(batch_size) is not int or batch_size == 0:
+        raise Unsupported("torch.func.vmap with chunk_size over a dynamic or empty batch")
     return _chunked_vmap(tx, transform, args, dims, batch_size, chunk_size, leaves, kwargs)
 
 
@@ -524,7 +528,9 @@ def _map_batched(value: Value, dim: Any, visit: Any) -> Value:
     if type(dim) is list and isinstance(value, ListValue) and len(dim) == len(value.items):
         return ListValue([_map_batched(v, d, visit) for v, d in zip(value.items, dim, strict=True)])
     if type(dim) is dict and isinstance(value, DictValue) and value.cls is dict:
-        if list(dim) == list(value.items) or set(dim) == set(value.items):
+        # NOTE: torch pairs a dict's dims with its items by position (pytree order), not
+        # by key: keys in another order are left to eager
+        if list(dim) == list(value.items):
             return DictValue(
                 {key: _map_batched(item, dim[key], visit) for key, item in value.items.items()}
             )
