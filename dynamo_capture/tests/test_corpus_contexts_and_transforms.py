@@ -14,11 +14,13 @@ the state before it (torchcheck.check_like_torch).
     (b) torch.func.grad / grad_and_value / vjp / jvp / jacrev / jacfwd / hessian of
         modules, functional_call over parameters and buffers (per-sample gradients,
         stack_module_state ensembles), vmap with pytree in_dims (tuples, lists, dicts of
-        parameters), keyword arguments, chunk_size, out_dims tuples, nested; breaks
-        before, after and inside the transformed function
+        parameters), keyword arguments, chunk_size, out_dims tuples, nested; vjp,
+        jacrev, jacfwd and hessian of dicts of tensors; grad of a module's method and
+        inside its forward; breaks before, after and inside the transformed function
 
 Programs where torch.compile itself differs (it raises, gives another value, or compiles
-frames capture does not see) are checked against eager only (DIFFERS below).
+frames capture does not see) or where ember's graphs differ from it (each with its
+reason in DIFFERENCES) are checked against eager, with ember's own graph count (DIFFERS).
 """
 
 from __future__ import annotations
@@ -859,6 +861,117 @@ def vmap_in_dims_mismatch_raises(x):
     return torch.vmap(lambda r: r * 2, in_dims=(0, 0))(x)
 
 
+# ----- more transforms: containers of tensors, modules' methods, unbatched outputs ------
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 1)
+
+    def loss(self, x):
+        return self.lin(x).pow(2).sum()
+
+    def forward(self, x):
+        return torch.func.grad(self.loss)(x)
+
+
+with torch.random.fork_rng():
+    torch.manual_seed(1)
+    MODEL = Model()
+
+
+@program(b24)
+def jacfwd_wrt_params(x):
+    params = {k: v.detach() for k, v in LINEAR.named_parameters()}
+    jac = torch.func.jacfwd(lambda p: functional_call(LINEAR, p, (x,)))(params)
+    return jac["weight"], jac["bias"]
+
+
+@program(b24)
+def hessian_wrt_bias(x):
+    params = {"bias": LINEAR.bias.detach()}
+    return torch.func.hessian(lambda p: functional_call(LINEAR, p, (x,)).pow(2).sum())(params)
+
+
+@program(v4)
+def vjp_of_dict_primal(x):
+    out, pullback = torch.func.vjp(lambda d: d["a"].sin() * d["b"], {"a": x, "b": x * 2})
+    return out, pullback(torch.ones_like(out))
+
+
+@program(v4)
+def grad_of_module_method(x):
+    return torch.func.grad(MODEL.loss)(x)
+
+
+@program(v4)
+def grad_inside_module_forward(x):
+    return MODEL(x)
+
+
+@program(lambda: torch.randn(3, 4, 2))
+def vmap_negative_in_dim(x):
+    return torch.vmap(lambda r: r.sum(0), in_dims=-1)(x)
+
+
+@differs(b34)
+def vmap_out_dims_none_for_unbatched(x):
+    c = torch.ones(2)
+    return torch.vmap(lambda r: (r * 2, c), out_dims=(0, None))(x)
+
+
+@program(b34)
+def vmap_randomness_different(x):
+    return torch.vmap(lambda r: r + torch.rand(4), randomness="different")(x).shape
+
+
+@program(v4)
+def grad_of_vector_output_raises(x):
+    return torch.func.grad(lambda t: t.sin())(x)
+
+
+@program(b34)
+def vmap_returning_number_raises(x):
+    return torch.vmap(lambda r: 3)(x)
+
+
+@program(v4)
+def jvp_of_closure_over_module(x):
+    return torch.func.jvp(lambda t: LINEAR(t).tanh(), (x,), (torch.ones_like(x),))
+
+
+@program(b34)
+def vmap_of_jacrev(x):
+    return torch.vmap(torch.func.jacrev(lambda t: t.sin().sum()))(x)
+
+
+@program(v4)
+def grad_argnums_tuple_of_dict_and_tensor(x):
+    def f(d, t):
+        return (d["w"] * t).sum()
+
+    return torch.func.grad(f, argnums=(0, 1))({"w": x.cos()}, x)
+
+
+@program(b34)
+def vmap_inside_no_grad_with_break(x):
+    with torch.no_grad():
+        y = torch.vmap(lambda r: r * 2)(x)
+        torch._dynamo.graph_break()
+        z = torch.vmap(lambda r: r.sum())(y)
+    return y, z
+
+
+@program(v4)
+def functional_call_strict_tie(x):
+    return functional_call(MLP, {"0.weight": torch.ones(5, 4)}, (x,), strict=False)
+
+
+@program(b34)
+def vmap_of_functional_call_module_in_dims_none(x):
+    params = dict(LINEAR.named_parameters())
+    return torch.vmap(lambda p, t: functional_call(LINEAR, p, (t,)), in_dims=(None, 0))(params, x)
+
+
 # ===== the checks =======================================================================
 def _state():
     return (
@@ -897,6 +1010,9 @@ DIFFERENCES = {
     "saved_tensors_hooks_block": 0,
     # linearize's GraphModule runs eagerly (torch.compile compiles its frames: 4 graphs)
     "linearize_sin": 2,
+    # an out_dims of None: capture cannot tell whether the output is batched, so the
+    # vmap is one opaque node (torch.compile traces it: 8 operations)
+    "vmap_out_dims_none_for_unbatched": 1,
 }
 
 

@@ -125,7 +125,7 @@ def call_inlined_transform(
 ) -> Value:
     if kwargs and transform.kind not in ("vmap", "grad", "grad_and_value"):
         raise Unsupported(f"torch.func.{transform.kind}(f)(...) with keyword arguments")
-    if transform.kind in ("vmap", "grad", "grad_and_value", "jacrev"):
+    if transform.kind in ("vmap", "grad", "grad_and_value", "jacrev", "jacfwd", "hessian"):
         # containers from outside the frame (a dict of parameters an eager part made)
         # read as containers of tensors, their items guarded
         from dynamo_capture.operations import realize
@@ -628,10 +628,17 @@ class Pullback:
     an `_autograd_vjp` node over f's outputs and the differentiated primals; anywhere
     else (returned from the frame) Unsupported."""
 
-    __slots__ = ("inputs", "outputs", "structure")
+    __slots__ = ("inputs", "outputs", "primals", "structure")
 
-    def __init__(self, outputs: list[TensorValue], inputs: list[TensorValue], structure: Any):
+    def __init__(
+        self,
+        outputs: list[TensorValue],
+        inputs: list[TensorValue],
+        structure: Any,
+        primals: list[Value],
+    ):
         self.outputs, self.inputs, self.structure = outputs, inputs, structure
+        self.primals = primals  # the wrapped primals: their structure is the result's
 
 
 def call_vjp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -645,9 +652,11 @@ def call_vjp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
         has_aux = as_constant(kwargs.get("has_aux", PythonValue(False)))
     except NotConstant:
         raise Unsupported("torch.func.vjp with has_aux known only when it runs") from None
-    primals = list(args[1:])
-    if not isinstance(has_aux, bool) or not all(isinstance(p, TensorValue) for p in primals):
-        raise Unsupported("torch.func.vjp of primals other than tensors")
+    from dynamo_capture.operations import realize
+
+    primals = [realize(tx, p) for p in args[1:]]
+    if not isinstance(has_aux, bool) or not all(_holds_tensors(p) for p in primals):
+        raise Unsupported("torch.func.vjp of primals other than tensors (or containers of them)")
     level, opened = _open_grad_level(tx)
     wrapped = _wrap_and_require_grad(tx, primals, tuple(range(len(primals))), level)
     output, aux = _split_aux(call(tx, args[0], wrapped, {}), has_aux, "vjp")
@@ -658,7 +667,8 @@ def call_vjp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
         raise Unsupported("torch.func.vjp: an output that is not floating point (eager raises)")
     results = _map_tensors(output, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
     _close_grad_level(tx, opened)
-    pullback = PythonValue(Pullback(outputs, wrapped, _structure(output)))  # type: ignore[arg-type]
+    inputs = [t for p in wrapped for t in _tensors_of(p, "a primal")]
+    pullback = PythonValue(Pullback(outputs, inputs, _structure(output), wrapped))
     return TupleValue([results, pullback, *([aux] if aux is not None else [])])
 
 
@@ -692,7 +702,9 @@ def call_pullback(
         retain_graph=bool(retain_graph),
         create_graph=bool(create_graph),
     )
-    return TupleValue([_item(tx, grads, index) for index in range(len(pullback.inputs))])
+    flat = iter([_item(tx, grads, index) for index in range(len(pullback.inputs))])
+    # one gradient a primal, in the primal's structure (a dict of tensors gives a dict)
+    return TupleValue([_map_tensors(primal, lambda _: next(flat)) for primal in pullback.primals])
 
 
 def _structure(value: Value) -> Any:
@@ -847,7 +859,7 @@ def call_jacrev(tx: Translator, transform: InlinedTransform, args: list[Value]) 
         )
         for first, primal in zip(firsts, primals, strict=True)
     )
-    jacobians = [_map_tensors(args[n], lambda _: next(flat)) for n in numbers]
+    jacobians = [_map_tensors(args[n], lambda _, flat=flat: next(flat)) for n in numbers]
     jacobian = jacobians[0] if type(argnums) is int else TupleValue(jacobians)
     return TupleValue([jacobian, aux]) if aux is not None else jacobian
 
@@ -887,12 +899,13 @@ def call_jacfwd(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     from dynamo_capture.calls import call
 
     random = transform.options.get("randomness", "error") != "error"
-    numbers = _jacobian_argnums(transform, args, unsupported_option=random)
+    numbers = _jacobian_argnums(transform, args, unsupported_option=random, containers=True)
     if numbers is None:
         return None
     argnums = transform.options.get("argnums", 0)
     has_aux = transform.options.get("has_aux", False)
-    primals = [args[n] for n in numbers]
+    # the differentiated tensors, in pytree order (an argument may be a dict of them)
+    primals = [t for n in numbers for t in _tensors_of(args[n], "a differentiated argument")]
     shapes = [tuple(p.example.shape) for p in primals]  # type: ignore[attr-defined]
     sizes = [p.example.numel() for p in primals]  # type: ignore[attr-defined]
     size = sum(sizes)
@@ -900,16 +913,16 @@ def call_jacfwd(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     vmap_level = _open_vmap_level(tx, size, "error")
     tangents = [_tensor(tx, _add_batch_dim, basis, 0, vmap_level) for basis in bases]
     level, opened = _open_jvp_level(tx)
-    duals = [_dual(tx, p, t) for p, t in zip(primals, tangents, strict=True)]
-    wrapped = [_tensor(tx, _wrap_for_grad, arg, level) for arg in args]
-    for number, dual in zip(numbers, duals, strict=True):
-        wrapped[number] = dual  # the primal's own wrapper is made and left unused, as in torch
+    duals = iter([_dual(tx, p, t) for p, t in zip(primals, tangents, strict=True)])
+    wrapped = [_map_tensors(arg, lambda t: _tensor(tx, _wrap_for_grad, t, level)) for arg in args]
+    for number in numbers:
+        # the primal's own wrapper is made and left unused, as in torch
+        wrapped[number] = _map_tensors(args[number], lambda _: next(duals))
     output, aux = _split_aux(call(tx, transform.function, wrapped, {}), has_aux, "jacfwd")
     if aux is not None:
         aux = _unwrap_aux(tx, aux, "jacfwd", level)
-    several = isinstance(output, TupleValue) and output.cls is tuple
-    outputs = list(output.items) if several else [output]  # type: ignore[union-attr]
-    if not outputs or not all(isinstance(out, TensorValue) for out in outputs):
+    outputs = _tensors_of(output, "the output of torch.func.jacfwd's function")
+    if not outputs:
         raise Unsupported("torch.func.jacfwd of a function not returning tensors")
     unpacked = [_tensor(tx, _unpack_dual, out) for out in outputs]
     for pair in unpacked:
@@ -933,13 +946,17 @@ def call_jacfwd(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     for columns in all_columns:
         moved = tx.ctx.call("call_method", "movedim", (columns, 0, -1), {})
         chunks = _tensor(tx, torch.split, moved, sizes, dim=-1)
-        pieces = [_item(tx, chunks, index) for index in range(len(numbers))]
-        jacobians = [
-            tx.ctx.call("call_method", "unflatten", (piece, -1, shape), {})
-            for piece, shape in zip(pieces, shapes, strict=True)
-        ]
+        pieces = [_item(tx, chunks, index) for index in range(len(primals))]
+        flat = iter(
+            [
+                tx.ctx.call("call_method", "unflatten", (piece, -1, shape), {})
+                for piece, shape in zip(pieces, shapes, strict=True)
+            ]
+        )
+        jacobians = [_map_tensors(args[n], lambda _, flat=flat: next(flat)) for n in numbers]
         per_output.append(jacobians[0] if type(argnums) is int else TupleValue(jacobians))
-    jacobian = TupleValue(per_output) if several else per_output[0]
+    each_output = iter(per_output)
+    jacobian = _map_tensors(output, lambda _: next(each_output))
     return TupleValue([jacobian, aux]) if aux is not None else jacobian
 
 
