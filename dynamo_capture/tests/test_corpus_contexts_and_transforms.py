@@ -913,7 +913,7 @@ def vmap_negative_in_dim(x):
     return torch.vmap(lambda r: r.sum(0), in_dims=-1)(x)
 
 
-@differs(b34)
+@program(b34)
 def vmap_out_dims_none_for_unbatched(x):
     c = torch.ones(2)
     return torch.vmap(lambda r: (r * 2, c), out_dims=(0, None))(x)
@@ -972,6 +972,21 @@ def vmap_of_functional_call_module_in_dims_none(x):
     return torch.vmap(lambda p, t: functional_call(LINEAR, p, (t,)), in_dims=(None, 0))(params, x)
 
 
+@program(b34)
+def vmap_out_dims_none_for_batched_raises(x):
+    return torch.vmap(lambda r: r * 2, out_dims=None)(x)
+
+
+@program(b34, lambda: torch.randn(4))
+def vmap_out_dims_none_returns_unbatched_argument(x, w):
+    return torch.vmap(lambda r, v: (r.sum(), v), in_dims=(0, None), out_dims=(0, None))(x, w)
+
+
+@differs(b34)
+def vmap_out_dims_none_for_tensor_made_inside(x):
+    return torch.vmap(lambda r: (r + 1, torch.zeros(2)), out_dims=(0, None))(x)
+
+
 # ===== the checks =======================================================================
 def _state():
     return (
@@ -1010,9 +1025,9 @@ DIFFERENCES = {
     "saved_tensors_hooks_block": 0,
     # linearize's GraphModule runs eagerly (torch.compile compiles its frames: 4 graphs)
     "linearize_sin": 2,
-    # an out_dims of None: capture cannot tell whether the output is batched, so the
-    # vmap is one opaque node (torch.compile traces it: 8 operations)
-    "vmap_out_dims_none_for_unbatched": 1,
+    # an out_dim of None for a tensor the function made: capture does not tell whether
+    # the level batched it, so the call runs eagerly (torch.compile: 1 graph)
+    "vmap_out_dims_none_for_tensor_made_inside": 0,
 }
 
 

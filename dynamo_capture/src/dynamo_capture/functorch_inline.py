@@ -34,10 +34,10 @@ then takes their first batch row, as torch does). Graph and op counts then equal
 
 The nodes call torch's functorch functions when the graph runs (`torch._C._functorch`,
 and `torch.func.vmap` once, for the batching rules it loads on first use), so results are eager's; capture
-only gives each node its result's metadata (`__ember_example__`). Anything else
-(jacfwd of containers, vmap with chunk_size and randomness="same", non-constant
-options, a function capture cannot trace) keeps the opaque node of
-function_transforms.
+only gives each node its result's metadata (`__ember_example__`). Arguments may be
+tuples, lists and dicts of tensors (pytree order, as torch's). Anything else (vmap
+with chunk_size and randomness="same", non-constant options, a function capture
+cannot trace) keeps the opaque node of function_transforms.
 """
 
 from __future__ import annotations
@@ -551,6 +551,7 @@ def _flat_vmap(
 
     out_dims = transform.options.get("out_dims", 0)
     randomness = transform.options.get("randomness", "error")
+    before = set(tx.ctx.graph.nodes)  # tensors made before the level: never batched by it
     level = _open_vmap_level(tx, batch_size, randomness, load)
     batched = [
         _map_batched(arg, dim, lambda t, d: _tensor(tx, _add_batch_dim, t, d, level))
@@ -559,21 +560,34 @@ def _flat_vmap(
     output = call(tx, transform.function, batched, kwargs)
     outputs = _tensors_of(output, "the output of torch.func.vmap's function")
     out_flat = out_dims if isinstance(out_dims, tuple) else (out_dims,) * len(outputs)
-    if len(out_flat) != len(outputs) or any(d is None for d in out_flat):
+    if len(out_flat) != len(outputs):
         raise Unsupported("torch.func.vmap: out_dims that do not match the outputs")
-    removed = {
-        id(tensor): _tensor(
-            tx,
-            _remove_batch_dim,
-            tensor,
-            level,
-            PythonValue(batch_size),
-            dim % (tensor.example.dim() + 1),
-        )
-        for tensor, dim in zip(outputs, out_flat, strict=True)
-    }
+    removed = {}
+    for tensor, dim in zip(outputs, out_flat, strict=True):
+        if dim is not None:
+            removed[id(tensor)] = _tensor(
+                tx,
+                _remove_batch_dim,
+                tensor,
+                level,
+                PythonValue(batch_size),
+                dim % (tensor.example.dim() + 1),
+            )
+        elif _made_before_level(tensor, before):
+            # NOTE: an out_dim of None returns the tensor as it is; torch.compile records
+            # the batched-ness query it makes. A tensor the level may have batched is
+            # left to eager (torch raises for a batched one)
+            _effect(tx, torch._C._functorch.is_batchedtensor, tensor.node)
+            removed[id(tensor)] = tensor
+        else:
+            raise Unsupported("torch.func.vmap: an out_dim of None for an output it may batch")
     _close_vmap_level(tx)
     return _map_tensors(output, lambda t: removed[id(t)])
+
+
+def _made_before_level(tensor: TensorValue, before: set[torch.fx.Node]) -> bool:
+    """The tensor is an input, a constant, or was made before a vmap level opened."""
+    return tensor.node.op in ("placeholder", "get_attr") or tensor.node in before
 
 
 def _chunked_vmap(
@@ -588,6 +602,10 @@ def _chunked_vmap(
 ) -> Value:
     """vmap with chunk_size: torch's `_get_chunked_inputs` and `_chunked_vmap`."""
     from dynamo_capture.methods import call_method
+
+    out_dims = transform.options.get("out_dims", 0)
+    if out_dims is None or (isinstance(out_dims, tuple) and None in out_dims):
+        raise Unsupported("torch.func.vmap with chunk_size and an out_dim of None")
 
     chunk_sizes = [chunk_size] * (batch_size // chunk_size)
     if batch_size % chunk_size:
@@ -612,7 +630,6 @@ def _chunked_vmap(
         ]
         outputs.append(_flat_vmap(tx, transform, chunk_args, dims, size, kwargs, load=False))
     flat = [_tensors_of(output, "the output of torch.func.vmap's function") for output in outputs]
-    out_dims = transform.options.get("out_dims", 0)
     out_flat = out_dims if isinstance(out_dims, tuple) else (out_dims,) * len(flat[0])
     joined = [
         _tensor(tx, torch.cat, ListValue([chunks[position] for chunks in flat]), dim=out_dim)
