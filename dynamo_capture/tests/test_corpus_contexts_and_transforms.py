@@ -10,7 +10,11 @@ the state before it (torchcheck.check_like_torch).
         decorators (a break in the callee), set_grad_enabled nested around a break,
         inference_mode nested off; autocast as a decorator with a break; sdpa_kernel
         with a break and as a decorator; record_function ignored; fork_rng; default
-        dtype set across a break; exceptions leaving no_grad / autocast blocks
+        dtype set across a break; exceptions leaving no_grad / autocast blocks (before
+        and after a break); several items in one `with`; a global no_grad object;
+        continue / break / return leaving blocks; a global function under
+        `@torch.inference_mode()` breaking inside (torch's wrapper runs eagerly, the
+        function compiled by itself)
     (b) torch.func.grad / grad_and_value / vjp / jvp / jacrev / jacfwd / hessian of
         modules, functional_call over parameters and buffers (per-sample gradients,
         stack_module_state ensembles), vmap with pytree in_dims (tuples, lists, dicts of
@@ -543,6 +547,185 @@ def saved_tensors_hooks_with_break(x):
         torch._dynamo.graph_break()
         z = y.cos()
     return z
+
+
+# ----- more contexts: several items, outside objects, exits by continue/break/return ----
+NO_GRAD = torch.no_grad()
+COUNTS = {"n": 0}
+
+
+@contextlib.contextmanager
+def counted():
+    COUNTS["n"] += 1
+    try:
+        yield COUNTS["n"]
+    finally:
+        COUNTS["n"] -= 1
+
+
+@contextlib.contextmanager
+def shifted(t):
+    yield t + 1
+
+
+class Swallow:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return True
+
+
+@program(v3g)
+def set_grad_enabled_called_then_break(x):
+    torch.set_grad_enabled(False)
+    y = x * 2
+    torch._dynamo.graph_break()
+    z = x * 3
+    return y, z
+
+
+@program(v3g, m4)
+def two_items_one_with_break(x, m):
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        a = torch.mm(m, m)
+        torch._dynamo.graph_break()
+        b = x * 2
+    return a, b, torch.mm(m, m)
+
+
+@program(v3g)
+def global_no_grad_object(x):
+    with NO_GRAD:
+        y = x * 2
+    return y, x * 3
+
+
+@program(v3g)
+def global_no_grad_object_break_inside(x):
+    with NO_GRAD:
+        y = x * 2
+        torch._dynamo.graph_break()
+        z = x * 3
+    return y, z
+
+
+@program(v3)
+def generator_finally_global_break(x):
+    with counted() as n:
+        x = x * n
+        torch._dynamo.graph_break()
+        x = x + COUNTS["n"]
+    return x, COUNTS["n"]
+
+
+@program(v3)
+def generator_yields_tensor_break(x):
+    with shifted(x) as y:
+        torch._dynamo.graph_break()
+        z = y * 2
+    return z
+
+
+@program(v3)
+def swallow_after_break(x):
+    with Swallow():
+        x = x + 1
+        torch._dynamo.graph_break()
+        raise ValueError("swallowed")
+    return x
+
+
+@program(v3)
+def suppress_raise_after_break(x):
+    with contextlib.suppress(KeyError):
+        x = x * 2
+        torch._dynamo.graph_break()
+        raise KeyError("k")
+    return x + 1
+
+
+@program(v3g)
+def with_in_loop_continue_break(x):
+    out = []
+    for i in range(4):
+        with torch.no_grad():
+            if i == 1:
+                continue
+            if i == 3:
+                break
+            out.append(x * i)
+    return out, torch.is_grad_enabled()
+
+
+@program(v3g, m4)
+def return_from_nested_with(x, m):
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch.mm(m, m), x * 2
+
+
+@torch.inference_mode()
+def _inference_callee_breaks(t):
+    t = t * 2
+    torch._dynamo.graph_break()
+    return t + 1
+
+
+@program(v3)
+def inference_decorated_callee_breaks(x):
+    y = _inference_callee_breaks(x)
+    return y, y.is_inference()
+
+
+@program(m4)
+def autocast_disabled_with_break(m):
+    with torch.autocast("cpu", enabled=False):
+        a = torch.mm(m, m)
+        torch._dynamo.graph_break()
+        b = torch.mm(m, m)
+    return a, b
+
+
+@program(v3g)
+def enable_grad_inside_no_grad_break(x):
+    with torch.no_grad():
+        with torch.enable_grad():
+            y = x * 2
+            torch._dynamo.graph_break()
+            z = y * 3
+        w = x * 4
+    return y, z, w
+
+
+@program(v3)
+def default_dtype_generator_with_break(x):
+    @contextlib.contextmanager
+    def dtype(d):
+        old = torch.get_default_dtype()
+        torch.set_default_dtype(d)
+        try:
+            yield
+        finally:
+            torch.set_default_dtype(old)
+
+    with dtype(torch.float64):
+        a = torch.ones(2)
+        torch._dynamo.graph_break()
+        b = torch.ones(2)
+    return x, a.dtype, b.dtype, torch.ones(1).dtype
+
+
+@program(v3g)
+def no_grad_exception_after_break_caught(x):
+    try:
+        with torch.no_grad():
+            y = x * 2
+            torch._dynamo.graph_break()
+            raise RuntimeError("after")
+    except RuntimeError:
+        z = x * 3
+    return y, z
 
 
 # ===== (b) torch.func transforms =====================================================

@@ -29,6 +29,7 @@ from dynamo_capture.break_callees import (
     LocalFunctionRoute,
     Shadow,
     ShadowedPart,
+    context_decorated_part,
     frame_shadows,
     hooks_run_eagerly,
     module_call_shadows,
@@ -715,6 +716,19 @@ class CompiledCallable:
             part = self._callees[key] = self._part(callee, backend)
         return part
 
+    def _global_callee_part(self, callee: Any) -> Any:
+        """The compiled frame of a global function a split frame calls; for one a torch
+        context decorator wraps, that wrapper run eagerly around the compiled function
+        (break_callees.context_decorated_part)."""
+        key = (id(callee), "context decorated")
+        part = self._callees.get(key)
+        if part is None:
+            part = context_decorated_part(callee, self._callee_part)
+            if part is None:
+                return self._callee_part(callee)
+            self._callees[key] = part
+        return part
+
     def _local_route(
         self, code: types.CodeType, maker: types.CodeType | None = None
     ) -> LocalFunctionRoute:
@@ -973,7 +987,7 @@ class CompiledCallable:
             parts.append(self._loop_stage(function, plan, break_line))
         else:
             compiled_callees = {
-                name: self._callee_part(function.__globals__[name]) for name in callees
+                name: self._global_callee_part(function.__globals__[name]) for name in callees
             }
             middle = segment_function(
                 function, plan.start, plan.stop, body, "eager", compiled_callees,
