@@ -265,7 +265,7 @@ def _call_python(
     from dynamo_capture.argument_counts import check_call_arguments
     from dynamo_capture.autograd_functions import call_autograd_function
     from dynamo_capture.builtin_calls import BUILTIN_HANDLERS, call_c_function
-    from dynamo_capture.function_transforms import call_function_transform
+    from dynamo_capture.function_transforms import call_function_transform, call_outside_transform
     from dynamo_capture.generator_contexts import CONTEXTMANAGER_HELPER, generator_context
     from dynamo_capture.numpy_arrays import call_numpy
     from dynamo_capture.polyfills import call_polyfill
@@ -286,6 +286,9 @@ def _call_python(
     if substitute is not None:
         return _call_substitute(tx, substitute, args, kwargs)
     transformed = call_function_transform(tx, obj, args, kwargs)
+    if transformed is not None:
+        return transformed
+    transformed = call_outside_transform(tx, fn, args, kwargs)
     if transformed is not None:
         return transformed
     applied = call_autograd_function(tx, fn, args, kwargs)

@@ -193,6 +193,18 @@ class CompiledCallable:
         return self.artifacts[-1] if self.artifacts else None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # NOTE: a graph that raises inside a torch.func transform it traced (a random op
+        # under vmap's randomness="error") leaves functorch's levels open: every later
+        # operation would run batched. As torch.compile, the depth of functorch's layer
+        # stack on entry is restored on the way out.
+        depth = _functorch_depth()
+        try:
+            return self._call(*args, **kwargs)
+        finally:
+            if _functorch_depth() != depth:
+                torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
+
+    def _call(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
         stance = current_stance()
         if stance.name == "force_eager" or eager_only_depth() > 0 or is_compiling():
@@ -1210,6 +1222,9 @@ class CompiledCallable:
         self.entries.clear()
         self._limit_logged = False
         self.code_skipped = False
+
+
+_functorch_depth = torch._C._functorch.get_dynamic_layer_stack_depth
 
 
 def takes_float_inputs(backend: Backend) -> bool:
