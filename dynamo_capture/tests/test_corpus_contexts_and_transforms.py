@@ -1265,6 +1265,75 @@ def vmap_randomness_error_raises(x):
     return torch.vmap(lambda r: r + torch.rand(4))(x)
 
 
+# ----- transforms inside contexts, contexts inside transformed functions -------------
+@contextlib.contextmanager
+def halved():
+    yield 0.5
+
+
+@program(v4)
+def grad_inside_inference_mode(x):
+    with torch.inference_mode():
+        return torch.func.grad(lambda t: t.sin().sum())(x)
+
+
+@program(b34)
+def vmap_of_grad_in_no_grad(x):
+    with torch.no_grad():
+        return torch.vmap(torch.func.grad(lambda t: (t**3).sum()))(x)
+
+
+@program(v4)
+def jvp_under_autocast(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return torch.func.jvp(torch.sin, (x,), (torch.ones_like(x),))
+
+
+@program(b34)
+def vmap_body_with_no_grad(x):
+    def f(r):
+        with torch.no_grad():
+            return r * 2
+
+    return torch.vmap(f)(x)
+
+
+@program(b34)
+def functional_call_in_no_grad_then_break(x):
+    with torch.no_grad():
+        y = functional_call(LINEAR, dict(LINEAR.named_parameters()), (x,))
+    torch._dynamo.graph_break()
+    return y, y.requires_grad
+
+
+@program(v4)
+def grad_with_generator_context_inside(x):
+    def f(t):
+        with halved() as k:
+            return (t * k).sin().sum()
+
+    return torch.func.grad(f)(x)
+
+
+@program(b34)
+def vmap_with_generator_context_inside(x):
+    def f(r):
+        with halved() as k:
+            return r * k
+
+    return torch.vmap(f)(x)
+
+
+@program(v4)
+def grad_then_exception_caught(x):
+    try:
+        g = torch.func.grad(lambda t: t.sum())(x)
+        raise ValueError(g.shape)
+    except ValueError:
+        g = x * 0
+    return g
+
+
 # ===== the checks =======================================================================
 def _state():
     return (
