@@ -16,6 +16,9 @@ only, by the compiled callable.
     global function     name(...)               the frame's globals[name] (restored
                                                 after, unless the frame rebound it)
 
+A global function a torch context decorator wraps (`@torch.inference_mode()`) keeps
+its wrapper eager, the function it wraps compiled (context_decorated_part).
+
 A submodule's class is shadowed on every module of that class under the frame's
 modules, so a loop over layers runs each layer's forward compiled. Global
 functions of a split frame are handled by `resume.called_globals` (their load is
@@ -49,6 +52,7 @@ __all__ = [
     "LocalFunctionRoute",
     "Shadow",
     "ShadowedPart",
+    "context_decorated_part",
     "frame_shadows",
     "hooks_run_eagerly",
     "module_call_shadows",
@@ -277,6 +281,27 @@ def _context_decorated(function: Any) -> types.CellType | None:
     if type(inner) is not types.FunctionType:
         return None
     return next((c for c in function.__closure__ or () if _contents(c) is inner), None)
+
+
+def context_decorated_part(function: Any, compile_part: Compile) -> Any:
+    """For the wrapper a torch context decorator made (`@torch.inference_mode()` on a
+    global function the split frame calls): the wrapper run eagerly, as torch.compile
+    skips torch's frames, the function it wraps routed to its compiled frame for the
+    call. None for any other function."""
+    cell = _context_decorated(function)
+    if cell is None:
+        return None
+    inner = cell.cell_contents
+    part = compile_part(inner)
+
+    def call_decorated(*args: Any, **kwargs: Any) -> Any:
+        cell.cell_contents = part
+        try:
+            return function(*args, **kwargs)
+        finally:
+            cell.cell_contents = inner
+
+    return call_decorated
 
 
 def _nested_codes(code: types.CodeType) -> list[types.CodeType]:

@@ -265,7 +265,7 @@ def _call_python(
     from dynamo_capture.argument_counts import check_call_arguments
     from dynamo_capture.autograd_functions import call_autograd_function
     from dynamo_capture.builtin_calls import BUILTIN_HANDLERS, call_c_function
-    from dynamo_capture.function_transforms import call_function_transform
+    from dynamo_capture.function_transforms import call_function_transform, call_outside_transform
     from dynamo_capture.generator_contexts import CONTEXTMANAGER_HELPER, generator_context
     from dynamo_capture.numpy_arrays import call_numpy
     from dynamo_capture.polyfills import call_polyfill
@@ -289,6 +289,9 @@ def _call_python(
     if substitute is not None:
         return _call_substitute(tx, substitute, args, kwargs)
     transformed = call_function_transform(tx, obj, args, kwargs)
+    if transformed is not None:
+        return transformed
+    transformed = call_outside_transform(tx, fn, args, kwargs)
     if transformed is not None:
         return transformed
     applied = call_autograd_function(tx, fn, args, kwargs)
@@ -351,6 +354,13 @@ def _call_python(
         return call_module(tx, fn, args, kwargs)
     if isinstance(obj, types.FunctionType) and obj.__code__ is CONTEXTMANAGER_HELPER:
         return generator_context(tx, fn, args, kwargs)  # torch's own contextmanagers too
+    if _is_grad_switch_clone(obj):
+        # NOTE: `@torch.set_grad_enabled(mode)`'s wrapper makes a fresh context by
+        # `self.clone()`, which sets the mode when made: traced (its `self.__class__(mode)`
+        # records the switch and the mode to restore), never run while capturing
+        source = AttrSource(fn.source, "__self__") if fn.source is not None else None
+        receiver = tx.ctx.wrap(obj.__self__, source)
+        return inline_function(tx, obj.__func__, [receiver, *args], kwargs, None)
     if is_torch_callable(obj) and not _inlined_for_callable_argument(obj, args, kwargs):
         return call_torch(tx, obj, args, kwargs)
     if isinstance(obj, types.FunctionType):
@@ -449,6 +459,15 @@ def _torch_function_machinery(
 
         return get_attr(tx, args[0], obj.__self__.__name__)
     return None
+
+
+def _is_grad_switch_clone(obj: Any) -> bool:
+    """`obj` is the bound `clone` of a real `torch.set_grad_enabled` (its decorator's)."""
+    return (
+        isinstance(obj, types.MethodType)
+        and type(obj.__self__) is torch.set_grad_enabled
+        and obj.__func__ is torch.set_grad_enabled.clone
+    )
 
 
 def _own_getattribute(value: Value) -> bool:

@@ -72,6 +72,7 @@ __all__ = [
     "TRANSFORMS",
     "ClosureTransform",
     "call_function_transform",
+    "call_outside_transform",
 ]
 
 # transform -> the option names it takes (all must be constants)
@@ -130,6 +131,59 @@ def call_function_transform(
     if fn in FUNCTIONAL_CALLS:
         return call_functional(tx, args, kwargs)
     return None
+
+
+@functools.cache
+def _transform_wrapper_codes() -> dict[types.CodeType, Callable[..., Any]]:
+    """The code of the function each torch.func transform returns -> the transform
+    (hessian's is jacfwd's, of jacrev's)."""
+    codes: dict[types.CodeType, Callable[..., Any]] = {}
+    for transform in (
+        torch.func.grad,
+        torch.func.grad_and_value,
+        torch.func.vmap,
+        torch.func.jacrev,
+        torch.func.jacfwd,
+    ):
+        wrapper = transform(torch.neg)
+        if isinstance(wrapper, types.FunctionType):
+            codes.setdefault(wrapper.__code__, transform)
+    return codes
+
+
+def call_outside_transform(
+    tx: Translator, fn: PythonValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value | None:
+    """A function a torch.func transform made outside the frame (`G =
+    torch.func.grad(f)` at import), called in it: traced as the same transform made in
+    the frame (its function and options read from the wrapper's cells, the options
+    guarded); None for any other callee."""
+    from dynamo_capture.calls import call
+    from dynamo_capture.sources import CellContentsSource
+
+    obj = fn.obj
+    if not isinstance(obj, types.FunctionType):
+        return None
+    transform = _transform_wrapper_codes().get(obj.__code__)
+    if transform is None or not obj.__closure__:
+        return None
+    names = obj.__code__.co_freevars
+    cells = {name: cell.cell_contents for name, cell in zip(names, obj.__closure__, strict=True)}
+    if "func" not in cells or cells.get("_preallocate_and_copy"):
+        return None
+
+    def cell_source(name: str) -> Any:
+        return None if fn.source is None else CellContentsSource(fn.source, names.index(name), name)
+
+    options: dict[str, Value] = {}
+    for name in TRANSFORMS[transform]:
+        if name in cells:
+            if fn.source is not None:
+                tx.ctx.guards.equals_match(cell_source(name), cells[name])
+            options[name] = PythonValue(cells[name])
+    function = tx.ctx.wrap(cells["func"], cell_source("func"))
+    made = _make_transformed(tx, transform, [function], options)
+    return call(tx, made, args, kwargs)
 
 
 def _node(tx: Translator, target: Any, args: tuple[Any, ...], kwargs: dict[str, Value]) -> Value:

@@ -20,7 +20,10 @@ and for `torch.func.vmap(f, in_dims, out_dims)(x)`: lazy_load_decompositions(),
 `_vmap_increment_nesting(batch_size, randomness)`, `_add_batch_dim(x, in_dim, level)`
 for each batched argument, f traced on tensors without their batch dimension,
 `_remove_batch_dim(out, level, batch_size, out_dim)` for each output,
-`_vmap_decrement_nesting()`. `torch.func.vjp(f, x)` opens a grad level as grad does and
+`_vmap_decrement_nesting()` (in_dims a prefix of the arguments' pytree; keyword
+arguments unbatched; with chunk_size, each batched tensor `tensor_split`, one level a
+chunk, each output's chunks `torch.cat`, as torch's `_chunked_vmap`).
+`torch.func.vjp(f, x)` opens a grad level as grad does and
 returns a `Pullback`, whose call is one `_autograd_vjp` node; `torch.func.jvp` opens a jvp
 level and a forward-AD dual level, makes a dual of each primal and tangent and unpacks
 each output; `torch.func.jacrev(f)(x)` is vjp of f, an identity basis over the output
@@ -31,13 +34,15 @@ then takes their first batch row, as torch does). Graph and op counts then equal
 
 The nodes call torch's functorch functions when the graph runs (`torch._C._functorch`,
 and `torch.func.vmap` once, for the batching rules it loads on first use), so results are eager's; capture
-only gives each node its result's metadata (`__ember_example__`). Anything else (pytree
-arguments, chunked vmap, non-constant options, a function capture cannot trace)
-keeps the opaque node of function_transforms.
+only gives each node its result's metadata (`__ember_example__`). Arguments may be
+tuples, lists and dicts of tensors (pytree order, as torch's). Anything else (vmap
+with chunk_size and randomness="same", non-constant options, a function capture
+cannot trace) keeps the opaque node of function_transforms.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -96,15 +101,20 @@ def inlined_transform(
     elif kind in ("jacrev", "jacfwd", "hessian"):
         pass  # checked when called (the opaque node otherwise)
     elif kind == "vmap":
-        if options.get("chunk_size") is not None:
+        chunk_size = options.get("chunk_size")
+        if chunk_size is not None and (type(chunk_size) is not int or chunk_size <= 0):
             return None
-        if options.get("randomness", "error") not in ("error", "different", "same"):
+        randomness = options.get("randomness", "error")
+        if randomness not in ("error", "different", "same"):
             return None
-        for key in ("in_dims", "out_dims"):
-            dims = options.get(key, 0)
-            flat = dims if isinstance(dims, tuple) else (dims,)
-            if not all(d is None or type(d) is int for d in flat):
-                return None
+        if chunk_size is not None and randomness == "same":
+            return None  # each chunk restores the RNG state: not traced here
+        if not _dims_tree(options.get("in_dims", 0)):
+            return None
+        dims = options.get("out_dims", 0)
+        flat = dims if isinstance(dims, tuple) else (dims,)
+        if not all(d is None or type(d) is int for d in flat):
+            return None
     else:
         return None
     return InlinedTransform(kind, function, options, applied)
@@ -113,10 +123,17 @@ def inlined_transform(
 def call_inlined_transform(
     tx: Translator, transform: InlinedTransform, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
-    if kwargs:
+    if kwargs and transform.kind not in ("vmap", "grad", "grad_and_value"):
         raise Unsupported(f"torch.func.{transform.kind}(f)(...) with keyword arguments")
+    if transform.kind in ("vmap", "grad", "grad_and_value", "jacrev", "jacfwd", "hessian"):
+        # containers from outside the frame (a dict of parameters an eager part made)
+        # read as containers of tensors, their items guarded
+        from dynamo_capture.operations import realize
+
+        args = [realize(tx, arg) for arg in args]
+        kwargs = {name: realize(tx, value) for name, value in kwargs.items()}
     if transform.kind == "vmap":
-        return _vmap(tx, transform, args)
+        return _vmap(tx, transform, args, kwargs)
     if transform.kind in ("jacrev", "jacfwd", "hessian"):
         trace = {"jacrev": call_jacrev, "jacfwd": call_jacfwd, "hessian": call_hessian}
         traced = trace[transform.kind](tx, transform, args)
@@ -128,7 +145,18 @@ def call_inlined_transform(
         if fallback is None:
             raise Unsupported(f"torch.func.{transform.kind} of a closure in a form not traced")
         return call_function_transform(tx, fallback, args, {})  # type: ignore[return-value]
-    return _grad(tx, transform, args)
+    return _grad(tx, transform, args, kwargs)
+
+
+def _dims_tree(dims: Any) -> bool:
+    """`dims` is a vmap in_dims: None, an int, or tuples, lists and dicts of them."""
+    if dims is None or type(dims) is int:
+        return True
+    if type(dims) in (tuple, list):
+        return all(_dims_tree(d) for d in dims)
+    if type(dims) is dict:
+        return all(_dims_tree(d) for d in dims.values())
+    return False
 
 
 # ----- node targets: torch's functorch calls, with the metadata of their results -----
@@ -349,10 +377,12 @@ def _unwrap_aux(tx: Translator, aux: Value, kind: str, level: int) -> Value:
     return _map_tensors(aux, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
 
 
-def _open_vmap_level(tx: Translator, batch_size: Any, randomness: str) -> int:
-    """The calls torch.func.vmap makes on entry: its batching rules loaded, a new vmap
+def _open_vmap_level(tx: Translator, batch_size: Any, randomness: str, load: bool = True) -> int:
+    """The calls torch.func.vmap makes on entry: its batching rules loaded (unless
+    `load` is False: a chunked vmap loads them once, before its chunks), a new vmap
     level of `batch_size`. The level."""
-    _effect(tx, _lazy_load_decompositions)
+    if load:
+        _effect(tx, _lazy_load_decompositions)
     tx.ctx.functorch_level += 1
     tx.ctx.call(
         "call_function",
@@ -370,7 +400,10 @@ def _close_vmap_level(tx: Translator) -> None:
 
 
 def _jacobian_argnums(
-    transform: InlinedTransform, args: list[Value], unsupported_option: bool
+    transform: InlinedTransform,
+    args: list[Value],
+    unsupported_option: bool,
+    containers: bool = False,
 ) -> tuple[int, ...] | None:
     """The differentiated argument numbers of jacrev or jacfwd, or None where the call
     is not traced (argnums or has_aux not ones traced, an option set that is not
@@ -383,13 +416,15 @@ def _jacobian_argnums(
         or len(set(numbers)) != len(numbers)
         or not isinstance(transform.options.get("has_aux", False), bool)
         or unsupported_option
-        or not all(isinstance(a, TensorValue) for a in args)
+        or not all(isinstance(a, TensorValue) or (containers and _holds_tensors(a)) for a in args)
     ):
         return None
     return numbers
 
 
-def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value:
+def _grad(
+    tx: Translator, transform: InlinedTransform, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
     from dynamo_capture.calls import call
 
     argnums = transform.options.get("argnums", 0)
@@ -404,7 +439,14 @@ def _grad(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Val
         raise Unsupported(f"torch.func.{transform.kind}: arguments holding other values")
     level, opened = _open_grad_level(tx)
     wrapped = _wrap_and_require_grad(tx, args, numbers, level)
-    output, aux = _split_aux(call(tx, transform.function, wrapped, {}), has_aux, transform.kind)
+    # keyword arguments' tensors are wrapped too, never differentiated
+    wrapped_kwargs = {
+        name: _map_tensors(value, lambda t: _tensor(tx, _wrap_for_grad, t, level))
+        for name, value in kwargs.items()
+    }
+    output, aux = _split_aux(
+        call(tx, transform.function, wrapped, wrapped_kwargs), has_aux, transform.kind
+    )
     if not isinstance(output, TensorValue) or output.example.dim() != 0:
         raise Unsupported(f"torch.func.{transform.kind}: f must return a scalar tensor")
     differentiated = [t for n in numbers for t in _tensors_of(wrapped[n], "an argument")]
@@ -435,49 +477,166 @@ def _item(tx: Translator, sequence: Value, index: int) -> Value:
     return _tensor(tx, operator.getitem, sequence, index)
 
 
-def _vmap(tx: Translator, transform: InlinedTransform, args: list[Value]) -> Value:
-    from dynamo_capture.calls import call
-
+def _vmap(
+    tx: Translator, transform: InlinedTransform, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """vmap(f, in_dims, out_dims, randomness, chunk_size)(*args, **kwargs) as torch's
+    vmap_impl runs it: the batched tensors (in_dims a prefix of the arguments'
+    structure) found in pytree order; without chunk_size one vmap level around f; with
+    it, each batched tensor `tensor_split` into chunks, one level a chunk (empty chunks
+    skipped) and each output's chunks `torch.cat` on its out_dim. Keyword arguments
+    reach f unbatched."""
     in_dims = transform.options.get("in_dims", 0)
-    out_dims = transform.options.get("out_dims", 0)
     dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
     if len(dims) != len(args):
         raise Unsupported("torch.func.vmap: in_dims do not match the arguments")
-    if any(not isinstance(a, TensorValue | PythonValue) for a in args):
-        raise Unsupported("torch.func.vmap: arguments holding tensors in containers")
-    sizes = [
-        arg.example.shape[dim]
-        for arg, dim in zip(args, dims, strict=True)
-        if isinstance(arg, TensorValue) and dim is not None
-    ]
+    leaves: list[tuple[TensorValue, int]] = []
+    for arg, dim in zip(args, dims, strict=True):
+        _map_batched(arg, dim, lambda t, d: leaves.append((t, d)) or t)
+    sizes = [tensor.example.shape[dim] for tensor, dim in leaves]
     if not sizes or any(size is not sizes[0] and size != sizes[0] for size in sizes):
         raise Unsupported("torch.func.vmap: batch sizes that differ or no batched argument")
     batch_size = sizes[0]  # a SymInt where the batch dimension is dynamic
-    level = _open_vmap_level(tx, batch_size, transform.options.get("randomness", "error"))
+    chunk_size = transform.options.get("chunk_size")
+    if chunk_size is None:
+        return _flat_vmap(tx, transform, args, dims, batch_size, kwargs)
+    if type(batch_size) is not int or batch_size == 0:
+        raise Unsupported("torch.func.vmap with chunk_size over a dynamic or empty batch")
+    return _chunked_vmap(tx, transform, args, dims, batch_size, chunk_size, leaves, kwargs)
+
+
+def _map_batched(value: Value, dim: Any, visit: Any) -> Value:
+    """`value` with each tensor `dim` (an in_dims entry: None, an int, or a tuple, list
+    or dict prefix of value's structure) batches replaced by visit(tensor, its dim),
+    in torch's pytree order."""
+    if dim is None:
+        return value
+    if type(dim) is int:
+
+        def batched(tensor: TensorValue) -> Value:
+            rank = tensor.example.dim()
+            if not -rank <= dim < rank:
+                raise Unsupported(f"torch.func.vmap: in_dim {dim} of a {rank}-d tensor")
+            return visit(tensor, dim % rank)
+
+        _tensors_of(value, "a batched argument of torch.func.vmap")
+        return _map_tensors(value, batched)
+    if type(dim) is tuple and isinstance(value, TupleValue) and value.cls is tuple:
+        if len(dim) == len(value.items):
+            items = [_map_batched(v, d, visit) for v, d in zip(value.items, dim, strict=True)]
+            return TupleValue(items, value.cls)
+    if type(dim) is list and isinstance(value, ListValue) and len(dim) == len(value.items):
+        return ListValue([_map_batched(v, d, visit) for v, d in zip(value.items, dim, strict=True)])
+    if type(dim) is dict and isinstance(value, DictValue) and value.cls is dict:
+        # NOTE: torch pairs a dict's dims with its items by position (pytree order), not
+        # by key: keys in another order are left to eager
+        if list(dim) == list(value.items):
+            return DictValue(
+                {key: _map_batched(item, dim[key], visit) for key, item in value.items.items()}
+            )
+    raise Unsupported("torch.func.vmap: in_dims whose structure does not match the argument's")
+
+
+def _flat_vmap(
+    tx: Translator,
+    transform: InlinedTransform,
+    args: list[Value],
+    dims: tuple[Any, ...],
+    batch_size: Any,
+    kwargs: dict[str, Value],
+    load: bool = True,
+) -> Value:
+    """One vmap level of `batch_size` around f: batch dims added, f traced, removed."""
+    from dynamo_capture.calls import call
+
+    out_dims = transform.options.get("out_dims", 0)
+    randomness = transform.options.get("randomness", "error")
+    before = set(tx.ctx.graph.nodes)  # tensors made before the level: never batched by it
+    level = _open_vmap_level(tx, batch_size, randomness, load)
     batched = [
-        _tensor(tx, _add_batch_dim, arg, dim % arg.example.dim(), level)
-        if isinstance(arg, TensorValue) and dim is not None
-        else arg
+        _map_batched(arg, dim, lambda t, d: _tensor(tx, _add_batch_dim, t, d, level))
         for arg, dim in zip(args, dims, strict=True)
     ]
-    output = call(tx, transform.function, batched, {})
+    output = call(tx, transform.function, batched, kwargs)
     outputs = _tensors_of(output, "the output of torch.func.vmap's function")
     out_flat = out_dims if isinstance(out_dims, tuple) else (out_dims,) * len(outputs)
-    if len(out_flat) != len(outputs) or any(d is None for d in out_flat):
+    if len(out_flat) != len(outputs):
         raise Unsupported("torch.func.vmap: out_dims that do not match the outputs")
-    removed = {
-        id(tensor): _tensor(
-            tx,
-            _remove_batch_dim,
-            tensor,
-            level,
-            PythonValue(batch_size),
-            dim % (tensor.example.dim() + 1),
-        )
-        for tensor, dim in zip(outputs, out_flat, strict=True)
-    }
+    removed = {}
+    for tensor, dim in zip(outputs, out_flat, strict=True):
+        if dim is not None:
+            removed[id(tensor)] = _tensor(
+                tx,
+                _remove_batch_dim,
+                tensor,
+                level,
+                PythonValue(batch_size),
+                dim % (tensor.example.dim() + 1),
+            )
+        elif _made_before_level(tensor, before):
+            # NOTE: an out_dim of None returns the tensor as it is; torch.compile records
+            # the batched-ness query it makes. A tensor the level may have batched is
+            # left to eager (torch raises for a batched one)
+            _effect(tx, torch._C._functorch.is_batchedtensor, tensor.node)
+            removed[id(tensor)] = tensor
+        else:
+            raise Unsupported("torch.func.vmap: an out_dim of None for an output it may batch")
     _close_vmap_level(tx)
     return _map_tensors(output, lambda t: removed[id(t)])
+
+
+def _made_before_level(tensor: TensorValue, before: set[torch.fx.Node]) -> bool:
+    """The tensor is an input, a constant, or was made before a vmap level opened."""
+    return tensor.node.op in ("placeholder", "get_attr") or tensor.node in before
+
+
+def _chunked_vmap(
+    tx: Translator,
+    transform: InlinedTransform,
+    args: list[Value],
+    dims: tuple[Any, ...],
+    batch_size: int,
+    chunk_size: int,
+    leaves: list[tuple[TensorValue, int]],
+    kwargs: dict[str, Value],
+) -> Value:
+    """vmap with chunk_size: torch's `_get_chunked_inputs` and `_chunked_vmap`."""
+    from dynamo_capture.methods import call_method
+
+    out_dims = transform.options.get("out_dims", 0)
+    if out_dims is None or (isinstance(out_dims, tuple) and None in out_dims):
+        raise Unsupported("torch.func.vmap with chunk_size and an out_dim of None")
+
+    chunk_sizes = [chunk_size] * (batch_size // chunk_size)
+    if batch_size % chunk_size:
+        chunk_sizes.append(batch_size % chunk_size)
+    split_indices = tuple(itertools.accumulate(chunk_sizes))
+    _effect(tx, _lazy_load_decompositions)
+    pieces = []
+    for tensor, dim in leaves:
+        split = call_method(
+            tx, tensor, "tensor_split", [PythonValue(split_indices)], {"dim": PythonValue(dim)}
+        )
+        pieces.append([_item(tx, split, index) for index in range(len(split_indices) + 1)])
+    sizes = [*chunk_sizes, batch_size - split_indices[-1]]
+    outputs: list[Value] = []
+    for index, size in enumerate(sizes):
+        if size == 0:
+            continue  # torch skips an empty chunk
+        chunk = iter(piece[index] for piece in pieces)
+        chunk_args = [
+            _map_batched(arg, dim, lambda t, d, chunk=chunk: next(chunk))
+            for arg, dim in zip(args, dims, strict=True)
+        ]
+        outputs.append(_flat_vmap(tx, transform, chunk_args, dims, size, kwargs, load=False))
+    flat = [_tensors_of(output, "the output of torch.func.vmap's function") for output in outputs]
+    out_flat = out_dims if isinstance(out_dims, tuple) else (out_dims,) * len(flat[0])
+    joined = [
+        _tensor(tx, torch.cat, ListValue([chunks[position] for chunks in flat]), dim=out_dim)
+        for position, out_dim in enumerate(out_flat)
+    ]
+    result = iter(joined)
+    return _map_tensors(outputs[0], lambda _: next(result))
 
 
 # ----- torch.func.vjp ------------------------------------------------------------------
@@ -486,10 +645,17 @@ class Pullback:
     an `_autograd_vjp` node over f's outputs and the differentiated primals; anywhere
     else (returned from the frame) Unsupported."""
 
-    __slots__ = ("inputs", "outputs", "structure")
+    __slots__ = ("inputs", "outputs", "primals", "structure")
 
-    def __init__(self, outputs: list[TensorValue], inputs: list[TensorValue], structure: Any):
+    def __init__(
+        self,
+        outputs: list[TensorValue],
+        inputs: list[TensorValue],
+        structure: Any,
+        primals: list[Value],
+    ):
         self.outputs, self.inputs, self.structure = outputs, inputs, structure
+        self.primals = primals  # the wrapped primals: their structure is the result's
 
 
 def call_vjp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -503,9 +669,11 @@ def call_vjp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
         has_aux = as_constant(kwargs.get("has_aux", PythonValue(False)))
     except NotConstant:
         raise Unsupported("torch.func.vjp with has_aux known only when it runs") from None
-    primals = list(args[1:])
-    if not isinstance(has_aux, bool) or not all(isinstance(p, TensorValue) for p in primals):
-        raise Unsupported("torch.func.vjp of primals other than tensors")
+    from dynamo_capture.operations import realize
+
+    primals = [realize(tx, p) for p in args[1:]]
+    if not isinstance(has_aux, bool) or not all(_holds_tensors(p) for p in primals):
+        raise Unsupported("torch.func.vjp of primals other than tensors (or containers of them)")
     level, opened = _open_grad_level(tx)
     wrapped = _wrap_and_require_grad(tx, primals, tuple(range(len(primals))), level)
     output, aux = _split_aux(call(tx, args[0], wrapped, {}), has_aux, "vjp")
@@ -516,7 +684,8 @@ def call_vjp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
         raise Unsupported("torch.func.vjp: an output that is not floating point (eager raises)")
     results = _map_tensors(output, lambda t: _tensor(tx, _unwrap_for_grad, t, level))
     _close_grad_level(tx, opened)
-    pullback = PythonValue(Pullback(outputs, wrapped, _structure(output)))  # type: ignore[arg-type]
+    inputs = [t for p in wrapped for t in _tensors_of(p, "a primal")]
+    pullback = PythonValue(Pullback(outputs, inputs, _structure(output), wrapped))
     return TupleValue([results, pullback, *([aux] if aux is not None else [])])
 
 
@@ -550,7 +719,9 @@ def call_pullback(
         retain_graph=bool(retain_graph),
         create_graph=bool(create_graph),
     )
-    return TupleValue([_item(tx, grads, index) for index in range(len(pullback.inputs))])
+    flat = iter([_item(tx, grads, index) for index in range(len(pullback.inputs))])
+    # one gradient a primal, in the primal's structure (a dict of tensors gives a dict)
+    return TupleValue([_map_tensors(primal, lambda _: next(flat)) for primal in pullback.primals])
 
 
 def _structure(value: Value) -> Any:
@@ -677,7 +848,7 @@ def call_jacrev(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     from dynamo_capture.calls import call
 
     chunked = transform.options.get("chunk_size") is not None
-    numbers = _jacobian_argnums(transform, args, unsupported_option=chunked)
+    numbers = _jacobian_argnums(transform, args, unsupported_option=chunked, containers=True)
     if numbers is None:
         return None
     argnums = transform.options.get("argnums", 0)
@@ -695,12 +866,17 @@ def call_jacrev(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     _close_grad_level(tx, opened)
     size = output.example.numel()
     basis = _identity_basis(tx, result, size, output.example.shape)
-    rows = _vmap_of_pullback(tx, output, [wrapped[n] for n in numbers], basis, size)
+    # one Jacobian a differentiated tensor (in pytree order), in its argument's structure
+    primals = [t for n in numbers for t in _tensors_of(wrapped[n], "a differentiated argument")]
+    rows = _vmap_of_pullback(tx, output, primals, basis, size)
     firsts = [_item(tx, _tensor(tx, torch.split, row, [size], dim=0), 0) for row in rows]
-    jacobians = [
-        tx.ctx.call("call_method", "view", (first, (*output.example.shape, *shape)), {})
-        for first, shape in zip(firsts, (args[n].example.shape for n in numbers), strict=True)
-    ]
+    flat = iter(
+        tx.ctx.call(
+            "call_method", "view", (first, (*output.example.shape, *primal.example.shape)), {}
+        )
+        for first, primal in zip(firsts, primals, strict=True)
+    )
+    jacobians = [_map_tensors(args[n], lambda _, flat=flat: next(flat)) for n in numbers]
     jacobian = jacobians[0] if type(argnums) is int else TupleValue(jacobians)
     return TupleValue([jacobian, aux]) if aux is not None else jacobian
 
@@ -740,12 +916,13 @@ def call_jacfwd(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     from dynamo_capture.calls import call
 
     random = transform.options.get("randomness", "error") != "error"
-    numbers = _jacobian_argnums(transform, args, unsupported_option=random)
+    numbers = _jacobian_argnums(transform, args, unsupported_option=random, containers=True)
     if numbers is None:
         return None
     argnums = transform.options.get("argnums", 0)
     has_aux = transform.options.get("has_aux", False)
-    primals = [args[n] for n in numbers]
+    # the differentiated tensors, in pytree order (an argument may be a dict of them)
+    primals = [t for n in numbers for t in _tensors_of(args[n], "a differentiated argument")]
     shapes = [tuple(p.example.shape) for p in primals]  # type: ignore[attr-defined]
     sizes = [p.example.numel() for p in primals]  # type: ignore[attr-defined]
     size = sum(sizes)
@@ -753,16 +930,16 @@ def call_jacfwd(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     vmap_level = _open_vmap_level(tx, size, "error")
     tangents = [_tensor(tx, _add_batch_dim, basis, 0, vmap_level) for basis in bases]
     level, opened = _open_jvp_level(tx)
-    duals = [_dual(tx, p, t) for p, t in zip(primals, tangents, strict=True)]
-    wrapped = [_tensor(tx, _wrap_for_grad, arg, level) for arg in args]
-    for number, dual in zip(numbers, duals, strict=True):
-        wrapped[number] = dual  # the primal's own wrapper is made and left unused, as in torch
+    duals = iter([_dual(tx, p, t) for p, t in zip(primals, tangents, strict=True)])
+    wrapped = [_map_tensors(arg, lambda t: _tensor(tx, _wrap_for_grad, t, level)) for arg in args]
+    for number in numbers:
+        # the primal's own wrapper is made and left unused, as in torch
+        wrapped[number] = _map_tensors(args[number], lambda _: next(duals))
     output, aux = _split_aux(call(tx, transform.function, wrapped, {}), has_aux, "jacfwd")
     if aux is not None:
         aux = _unwrap_aux(tx, aux, "jacfwd", level)
-    several = isinstance(output, TupleValue) and output.cls is tuple
-    outputs = list(output.items) if several else [output]  # type: ignore[union-attr]
-    if not outputs or not all(isinstance(out, TensorValue) for out in outputs):
+    outputs = _tensors_of(output, "the output of torch.func.jacfwd's function")
+    if not outputs:
         raise Unsupported("torch.func.jacfwd of a function not returning tensors")
     unpacked = [_tensor(tx, _unpack_dual, out) for out in outputs]
     for pair in unpacked:
@@ -786,13 +963,17 @@ def call_jacfwd(tx: Translator, transform: InlinedTransform, args: list[Value]) 
     for columns in all_columns:
         moved = tx.ctx.call("call_method", "movedim", (columns, 0, -1), {})
         chunks = _tensor(tx, torch.split, moved, sizes, dim=-1)
-        pieces = [_item(tx, chunks, index) for index in range(len(numbers))]
-        jacobians = [
-            tx.ctx.call("call_method", "unflatten", (piece, -1, shape), {})
-            for piece, shape in zip(pieces, shapes, strict=True)
-        ]
+        pieces = [_item(tx, chunks, index) for index in range(len(primals))]
+        flat = iter(
+            [
+                tx.ctx.call("call_method", "unflatten", (piece, -1, shape), {})
+                for piece, shape in zip(pieces, shapes, strict=True)
+            ]
+        )
+        jacobians = [_map_tensors(args[n], lambda _, flat=flat: next(flat)) for n in numbers]
         per_output.append(jacobians[0] if type(argnums) is int else TupleValue(jacobians))
-    jacobian = TupleValue(per_output) if several else per_output[0]
+    each_output = iter(per_output)
+    jacobian = _map_tensors(output, lambda _: next(each_output))
     return TupleValue([jacobian, aux]) if aux is not None else jacobian
 
 

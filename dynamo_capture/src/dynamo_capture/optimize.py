@@ -29,6 +29,7 @@ from dynamo_capture.break_callees import (
     LocalFunctionRoute,
     Shadow,
     ShadowedPart,
+    context_decorated_part,
     frame_shadows,
     hooks_run_eagerly,
     module_call_shadows,
@@ -192,6 +193,18 @@ class CompiledCallable:
         return self.artifacts[-1] if self.artifacts else None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # NOTE: a graph that raises inside a torch.func transform it traced (a random op
+        # under vmap's randomness="error") leaves functorch's levels open: every later
+        # operation would run batched. As torch.compile, the depth of functorch's layer
+        # stack on entry is restored on the way out.
+        depth = _functorch_depth()
+        try:
+            return self._call(*args, **kwargs)
+        finally:
+            if _functorch_depth() != depth:
+                torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
+
+    def _call(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
         stance = current_stance()
         if stance.name == "force_eager" or eager_only_depth() > 0 or is_compiling():
@@ -715,6 +728,19 @@ class CompiledCallable:
             part = self._callees[key] = self._part(callee, backend)
         return part
 
+    def _global_callee_part(self, callee: Any) -> Any:
+        """The compiled frame of a global function a split frame calls; for one a torch
+        context decorator wraps, that wrapper run eagerly around the compiled function
+        (break_callees.context_decorated_part)."""
+        key = (id(callee), "context decorated")
+        part = self._callees.get(key)
+        if part is None:
+            part = context_decorated_part(callee, self._callee_part)
+            if part is None:
+                return self._callee_part(callee)
+            self._callees[key] = part
+        return part
+
     def _local_route(
         self, code: types.CodeType, maker: types.CodeType | None = None
     ) -> LocalFunctionRoute:
@@ -973,7 +999,7 @@ class CompiledCallable:
             parts.append(self._loop_stage(function, plan, break_line))
         else:
             compiled_callees = {
-                name: self._callee_part(function.__globals__[name]) for name in callees
+                name: self._global_callee_part(function.__globals__[name]) for name in callees
             }
             middle = segment_function(
                 function, plan.start, plan.stop, body, "eager", compiled_callees,
@@ -1196,6 +1222,9 @@ class CompiledCallable:
         self.entries.clear()
         self._limit_logged = False
         self.code_skipped = False
+
+
+_functorch_depth = torch._C._functorch.get_dynamic_layer_stack_depth
 
 
 def takes_float_inputs(backend: Backend) -> bool:
