@@ -668,7 +668,11 @@ def _super_attr(tx: Translator, value: SuperValue, name: str) -> Value:
     from dynamo_capture.operations import python_type_of
 
     self_value = value.self_value
-    if isinstance(self_value, PythonValue) and isinstance(self_value.obj, type):
+    if (
+        isinstance(self_value, PythonValue)
+        and isinstance(self_value.obj, type)
+        and issubclass(self_value.obj, value.cls)
+    ):
         mro, receiver_is_class = self_value.obj.__mro__, True
     else:
         mro, receiver_is_class = python_type_of(self_value).__mro__, False
