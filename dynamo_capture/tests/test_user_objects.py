@@ -155,16 +155,21 @@ def test_del_attribute_of_instance_made_in_frame():
     check_like_torch(drop, _one)
 
 
-def test_del_attribute_of_outside_object_runs_eagerly():
+def test_del_attribute_of_outside_object_is_replayed_after_the_graph():
+    """A write then a delete on an object from outside: one graph; the object ends
+    without the attribute, as eagerly, and a read after the delete raises there too."""
     outside = Plain()
 
     def drop(x):
         outside.a = 1
         del outside.a
-        return x + 1
+        return x + 1, getattr(outside, "a", 7)
 
-    compiled = dynamo_capture.optimize(drop, backend=lambda gm, ex: gm.forward)
-    torch.testing.assert_close(compiled(torch.zeros(2)), torch.ones(2))
+    compiled = dynamo_capture.optimize(drop, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    assert compiled(torch.zeros(2))[1] == 7
+    assert not hasattr(outside, "a")
+    outside.a = 3  # there before the call this time: deleted by the replay
+    torch.testing.assert_close(compiled(torch.zeros(2))[0], torch.ones(2))
     assert not hasattr(outside, "a")
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "class_member_source",
     "delete_attr",
     "get_attr",
+    "replay_delete",
     "set_attr",
 ]
 
@@ -806,6 +807,13 @@ class _Deleted:
 DELETED = PythonValue(_Deleted())
 
 
+def replay_delete(obj: Any, name: str) -> None:
+    """The replay of the frame's `del obj.name` (a write then a delete included): the
+    instance's `__dict__` ends without `name`, as eager's does."""
+    if name in vars(obj):
+        delattr(obj, name)
+
+
 def _written_value(obj: Any, name: str, value: Value) -> Value:
     """The value the frame wrote to `obj.name`; AttributeError, as eager raises it, for one
     the frame deleted (`delete_attr` took only attributes no class attribute backs)."""
@@ -836,10 +844,14 @@ def delete_attr(tx: Translator, target: Value, name: str) -> None:
         raise Unsupported(f"del .{name} of a {cls.__name__}, whose class defines {name!r}")
     if not _replayable_attribute(obj, name, DELETED):
         raise Unsupported(f"del .{name} of a {cls.__name__} (not replayable)")
-    get_attr(tx, target, name)  # the attribute exists now (guarded), or AttributeError
+    key = (id(obj), name)
+    written = tx.ctx.attr_writes.get(key)
+    if written is not None and written[0] is obj:
+        _written_value(obj, name, written[2])  # AttributeError where deleted already
+    else:
+        get_attr(tx, target, name)  # the attribute exists now (guarded), or AttributeError
     if id(getattr(obj, "__dict__", None)) in tx.ctx.shadows:
         raise Unsupported("deleting an attribute of an object whose __dict__ the frame changed")
-    key = (id(obj), name)
     tx.ctx.attr_writes[key] = (obj, target.source, DELETED)
     tx.ctx.raw_attr_writes.discard(key)
 

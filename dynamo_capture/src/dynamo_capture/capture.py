@@ -38,7 +38,7 @@ from dynamo_capture import (  # noqa: F401  (registers handlers)
     opcodes_match,
     side_effects,
 )
-from dynamo_capture.attributes import DELETED
+from dynamo_capture.attributes import DELETED, replay_delete
 from dynamo_capture.bound_locals import live_locals, read_before_written
 from dynamo_capture.calls import UNTRACED_CONTEXT_FUNCTIONS, UNTRACED_CONTEXTS, is_made_in_frame
 from dynamo_capture.errors import (
@@ -1382,7 +1382,7 @@ class OutputPlan:
             target = source.expr if source is not None else self._constant(obj)
             # a write object.__setattr__ made (inside a class's own __setattr__) skips it
             if value is DELETED:
-                lines.append(f"delattr({target}, {key[1]!r})")
+                lines.append(f"{self._constant(replay_delete)}({target}, {key[1]!r})")
                 continue
             setter = "object.__setattr__" if key in self.ctx.raw_attr_writes else "setattr"
             lines.append(f"{setter}({target}, {key[1]!r}, {self.expr(value)})")
