@@ -711,9 +711,10 @@ def _holds(container: Any, value: Any, depth: int) -> bool:
 
 
 def _plain(value: Any) -> bool:
+    """A tensor, a constant, or a symbolic int (an output of the graph, as a size is)."""
     if isinstance(value, TensorValue):
         return True
-    return isinstance(value, PythonValue) and type(value.obj) in _PLAIN
+    return isinstance(value, PythonValue) and type(value.obj) in (*_PLAIN, torch.SymInt)
 
 
 def _global_state_guards(ctx: CaptureContext) -> None:

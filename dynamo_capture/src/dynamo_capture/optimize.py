@@ -660,6 +660,10 @@ class CompiledCallable:
         loop body): a piece of the frame's compile, never skipped on its own."""
         part = self._part(function)
         part.frame_of_its_own = False
+        # NOTE: the segment is the frame's own code up to the break, as in torch.compile,
+        # whose automatic dynamic follows a code object: a number that changed between
+        # the frame's compiles (a recursion's depth) is symbolic in the segment's graph too
+        part._sizes = self._sizes
         return part
 
     def _resume_part(self, function: Any) -> CompiledCallable:
