@@ -842,14 +842,26 @@ def delete_attr(tx: Translator, target: Value, name: str) -> None:
         raise Unsupported(f"del on a {cls.__name__}, whose class defines __delattr__")
     if inspect.getattr_static(cls, name, _MISSING_ATTR) is not _MISSING_ATTR:
         raise Unsupported(f"del .{name} of a {cls.__name__}, whose class defines {name!r}")
+    custom_lookup = any(
+        inspect.getattr_static(cls, hook, None) not in (None, object.__getattribute__)
+        for hook in ("__getattr__", "__getattribute__")
+    )
+    if custom_lookup and not _torch_defines(cls, "__getattr__"):
+        raise Unsupported(f"del .{name} of a {cls.__name__}, whose class defines __getattr__")
     if not _replayable_attribute(obj, name, DELETED):
         raise Unsupported(f"del .{name} of a {cls.__name__} (not replayable)")
     key = (id(obj), name)
     written = tx.ctx.attr_writes.get(key)
     if written is not None and written[0] is obj:
         _written_value(obj, name, written[2])  # AttributeError where deleted already
-    else:
-        get_attr(tx, target, name)  # the attribute exists now (guarded), or AttributeError
+    else:  # whether it is there now, guarded (its value is not read)
+        present = name in vars(obj)
+        tx.ctx.guards.has_attr(target.source, name, present)
+        if not present:
+            from dynamo_capture.errors import raised_by_python
+
+            message = f"{cls.__name__!r} object has no attribute {name!r}"
+            raise raised_by_python(AttributeError(message))
     if id(getattr(obj, "__dict__", None)) in tx.ctx.shadows:
         raise Unsupported("deleting an attribute of an object whose __dict__ the frame changed")
     tx.ctx.attr_writes[key] = (obj, target.source, DELETED)
