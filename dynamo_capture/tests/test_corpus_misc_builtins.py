@@ -583,7 +583,8 @@ def str_methods_on_shape(x):
 
 @program(r34)
 def format_spec_of_size(x):
-    return x.sum(), "{:>4}|{:03d}".format(x.size(0), x.size(1)), f"{x.numel():,}"
+    spec = "{:>4}|{:03d}"  # str.format on the sizes
+    return x.sum(), spec.format(x.size(0), x.size(1)), f"{x.numel():,}"
 
 
 @program()
