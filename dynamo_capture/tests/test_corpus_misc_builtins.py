@@ -85,6 +85,28 @@ def _breaks_then_doubles(t):
     return t * 2
 
 
+def _breaks_inside(t):
+    return _breaks_then_doubles(t) + 1
+
+
+@program()
+def map_of_breaking_function(x):
+    items = [x, x.sin()]
+    return list(map(_breaks_inside, items))
+
+
+@program()
+def comprehension_calling_breaking_function(x):
+    items = (x, x.cos())
+    return [_breaks_inside(t) for t in items]
+
+
+@program()
+def generator_of_breaking_function_summed(x):
+    items = [x, x * 3]
+    return sum(_breaks_inside(t) for t in items)
+
+
 @program()
 def map_lambda_no_break(x):
     return tuple(map(lambda a, b: a * b, [x, x + 1], [2, 3]))

@@ -55,6 +55,7 @@ from dynamo_capture.resume import (
     SplitPlan,
     called_globals,
     cell_locals,
+    comprehension_callees,
     describe_split,
     first_part_arity,
     first_part_values,
@@ -793,6 +794,10 @@ class CompiledCallable:
                 shadows = self._frame_shadows(error, f_locals)
             elif callee is not None:
                 shadows = shadows_for(callee, function, f_locals, self._callee_part)
+            shadows += [
+                Shadow(function.__globals__, name, self._callee_part(value), in_dict=True)
+                for name, value in comprehension_callees(function, plan.start, plan.stop, error)
+            ]
             route = None
             local_call = plan.call_args is not None and plan.call_args.local is not None
             if local_call or plan.routed is not None:
