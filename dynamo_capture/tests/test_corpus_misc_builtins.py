@@ -34,8 +34,9 @@ from dynamo_capture.testing import CountingBackend, assert_same, clone_inputs
 
 PROGRAMS, program = program_registry()
 # captured as one graph where torch.compile breaks (bytes.count, deque.rotate and
-# heapq's C functions behind Counter.most_common are not traced there) or falls back to
-# eager for the whole frame (it skips a metaclass's __call__ and then fails)
+# heapq's C functions behind Counter.most_common are not traced there), falls back to
+# eager for the whole frame (it skips a metaclass's __call__ and then fails) or differs
+# from eager (`__defaults__` assigned in the frame: torch 2.13 calls with the old ones)
 WHOLE_PROGRAMS, whole_program = program_registry()
 
 
@@ -317,6 +318,25 @@ def nested_function_qualname(x):
     return inner(x), inner.__name__, inner.__qualname__.split(".")[-1]
 
 
+@whole_program()
+def function_defaults_changed_in_frame(x):
+    def scaled(t, k=2):
+        return t * k
+
+    scaled.__defaults__ = (5,)
+    return scaled(x)
+
+
+@program()
+def wraps_chain_names(x):
+    @_decorated
+    @_decorated
+    def twice(t):
+        return t - 1
+
+    return twice(x), twice.__name__, twice.__wrapped__.__wrapped__.__name__
+
+
 @program()
 def function_module_and_doc(x):
     return x + 1, _with_defaults.__module__ == __name__, _with_defaults.__doc__
@@ -453,6 +473,26 @@ def deque_rotate_and_pops(x):
     q.appendleft(x + 10)
     left, right = q.popleft(), q.pop()
     return left + right, len(q)
+
+
+@program()
+def deque_extendleft_and_index(x):
+    q = collections.deque([1, 2])
+    q.extendleft([3, 4])
+    return x * q[0] + q.index(2), list(q)
+
+
+@program()
+def chain_from_generator(x):
+    rows = ([x * i, x + i] for i in range(2))
+    return sum(itertools.chain.from_iterable(rows))
+
+
+@program()
+def attrgetter_on_module_weight(x):
+    layer = torch.nn.Linear(3, 2)
+    shape = operator.attrgetter("weight.shape")(layer)
+    return x.sum() * shape[0]
 
 
 @program()
@@ -607,6 +647,18 @@ def str_methods_on_shape(x):
 def format_spec_of_size(x):
     spec = "{:>4}|{:03d}"  # str.format on the sizes
     return x.sum(), spec.format(x.size(0), x.size(1)), f"{x.numel():,}"
+
+
+@program(r34)
+def str_of_dtype_and_device(x):
+    name = str(x.dtype).split(".")[-1]
+    return x.double() if name == "float32" else x, f"{x.device}", repr(x.shape)
+
+
+@program(r34)
+def fstring_key_into_dict(x):
+    table = {"3x4": 2.0, "4x3": 3.0}
+    return x * table[f"{x.shape[0]}x{x.shape[1]}"]
 
 
 @program()
