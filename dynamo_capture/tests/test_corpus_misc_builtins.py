@@ -328,6 +328,15 @@ def function_defaults_changed_in_frame(x):
 
 
 @program()
+def function_defaults_read_after_set(x):
+    def scaled(t, k=2, m=1):
+        return t * k + m
+
+    scaled.__defaults__ = (x.sum(), 3)
+    return scaled(x), scaled.__defaults__[1]
+
+
+@program()
 def wraps_chain_names(x):
     @_decorated
     @_decorated
