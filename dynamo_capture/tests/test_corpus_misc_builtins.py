@@ -327,7 +327,7 @@ def function_defaults_changed_in_frame(x):
     return scaled(x)
 
 
-@program()
+@whole_program()
 def function_defaults_read_after_set(x):
     def scaled(t, k=2, m=1):
         return t * k + m
