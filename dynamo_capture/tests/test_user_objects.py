@@ -173,6 +173,44 @@ def test_del_attribute_of_outside_object_is_replayed_after_the_graph():
     assert not hasattr(outside, "a")
 
 
+class Shadowing:
+    scale = 2  # a class attribute the instance's own hides
+
+
+class Guarded:
+    def __delattr__(self, name):
+        raise PermissionError(name)
+
+
+@pytest.mark.parametrize("kind", [Shadowing, Guarded])
+def test_del_attribute_backed_by_class_or_hook_breaks_with_eager_result(kind):
+    """`del` where the class holds the name (a read after falls back to it) or defines
+    __delattr__ is not logged: the statement runs eagerly, with eager's effect or error."""
+    eager_obj, compiled_obj = kind(), kind()
+    for obj in (eager_obj, compiled_obj):
+        object.__setattr__(obj, "scale", 5)
+
+    def make(obj):
+        def drop(x):
+            y = x * obj.scale
+            del obj.scale
+            return y + getattr(obj, "scale", 0)
+
+        return drop
+
+    compiled = dynamo_capture.optimize(make(compiled_obj), backend=lambda gm, ex: gm.forward)
+    x = torch.ones(2)
+    try:
+        expected = make(eager_obj)(x)
+    except PermissionError:
+        with pytest.raises(PermissionError):
+            compiled(x)
+    else:
+        torch.testing.assert_close(compiled(x), expected)
+    assert vars(compiled_obj) == vars(eager_obj)
+    assert compiled.graph_breaks
+
+
 class Named:
     def __repr__(self):
         return "Named()"
