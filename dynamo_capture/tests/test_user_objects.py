@@ -227,3 +227,41 @@ def repr_and_str_of_instances(x):
 
 def test_repr_and_str_call_user_methods_like_torch():
     check_like_torch(repr_and_str_of_instances, _one)
+
+
+def _dict_after_delete(x, holder):
+    del holder.a
+    return x + 1, dict(vars(holder)), holder.__dict__.get("a", 9)
+
+
+def _dict_after_write(x, holder):
+    holder.a = 7
+    return x + 1, dict(vars(holder))
+
+
+def _dict_read_then_written(x, holder):
+    instance_dict = vars(holder)
+    holder.a = 7
+    return x + 1, instance_dict["a"]
+
+
+def _dict_read_then_deleted(x, holder):
+    instance_dict = holder.__dict__
+    del holder.a
+    return x + 1, "a" in instance_dict
+
+
+@pytest.mark.parametrize(
+    "fn", [_dict_after_delete, _dict_after_write, _dict_read_then_written, _dict_read_then_deleted]
+)
+def test_instance_dict_sees_the_frames_attribute_writes(fn):
+    """A live `__dict__` read and an attribute write or delete on the same outside object
+    (replayed after the graph) break between them: the dict shows what eager's shows."""
+    eager_holder, compiled_holder = Plain(), Plain()
+    for holder in (eager_holder, compiled_holder):
+        holder.a, holder.b = 1, 2
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward)
+    got, expected = compiled(torch.ones(1), compiled_holder), fn(torch.ones(1), eager_holder)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:]
+    assert vars(compiled_holder) == vars(eager_holder)

@@ -366,6 +366,8 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
         for part in ("kind", "bits"):
             tx.ctx.guards.equals_match(AttrSource(source, part), getattr(obj, part))
         return PythonValue(getattr(obj, name))
+    if name == "__dict__":
+        _read_instance_dict(tx, obj)
     if isinstance(obj, torch.nn.Module):
         if name in ("_buffers", "__dict__") and _buffer_written(tx, obj):
             # NOTE: the table still holds the buffer the frame replaced (the write is
@@ -715,6 +717,22 @@ def _replayable_attribute(obj: Any, name: str, value: Value) -> bool:
     return hasattr(obj, "__dict__")
 
 
+def _read_instance_dict(tx: Translator, obj: Any) -> None:
+    """`obj.__dict__` (or vars(obj)) of an outside object, read live: a break where the
+    frame set or deleted one of its attributes before (the dict still holds the old
+    ones until the replay after the graph); noted, so that such a write after it breaks."""
+    # NOTE: the dict still holds what the frame replaced or deleted: reading it whole
+    # would see the old values
+    if any(written is obj for written, _, _ in tx.ctx.attr_writes.values()):
+        raise Unsupported("reading the __dict__ of an object after the frame set or deleted one")
+    tx.ctx.dicts_read.add(id(obj))
+
+
+def _check_dict_not_read(tx: Translator, obj: Any, name: str) -> None:
+    if id(obj) in tx.ctx.dicts_read:
+        raise Unsupported(f"setting or deleting .{name} of an object whose __dict__ the frame read")
+
+
 def _buffer_written(tx: Translator, module: torch.nn.Module) -> bool:
     """The frame wrote one of the module's buffers (replayed after the graph)."""
     return any(
@@ -746,6 +764,8 @@ def raw_attr(tx: Translator, value: Value, name: str) -> Value:
     if written is not None and written[0] is obj:  # written by the frame: its value now
         tx.ctx.written_reads += 1
         return _written_value(obj, name, written[2])
+    if name == "__dict__":
+        _read_instance_dict(tx, obj)
     instance_dict = (
         object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else None
     )
@@ -864,6 +884,7 @@ def delete_attr(tx: Translator, target: Value, name: str) -> None:
             raise raised_by_python(AttributeError(message))
     if id(getattr(obj, "__dict__", None)) in tx.ctx.shadows:
         raise Unsupported("deleting an attribute of an object whose __dict__ the frame changed")
+    _check_dict_not_read(tx, obj, name)
     tx.ctx.attr_writes[key] = (obj, target.source, DELETED)
     tx.ctx.raw_attr_writes.discard(key)
 
@@ -931,6 +952,7 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
             return
         if id(getattr(target.obj, "__dict__", None)) in tx.ctx.shadows:
             raise Unsupported("setting an attribute of an object whose __dict__ the frame changed")
+        _check_dict_not_read(tx, target.obj, name)
         key = (id(target.obj), name)
         tx.ctx.attr_writes[key] = (target.obj, target.source, value)
         if raw:
