@@ -1,17 +1,20 @@
 """Builtins, the standard library and Python's object model in captured frames, modelled
-on pytorch's test/dynamo test_misc.py and test_functions.py: a tensor's `_version`,
-bytes and bytearray, `map` over a lambda that breaks, a submodule swapped for one of
-another class after compiling, recursion with a break at depth, the `.data` and `.grad`
-setters, a metaclass's `__call__`, typing generics (Generic, TypeVar, cast, Protocol),
-functools.lru_cache / cache, a function's `__name__` / `__qualname__` / `__wrapped__` /
-`__defaults__`, `del obj.attr` on objects from outside the frame, operator.itemgetter /
-attrgetter / methodcaller, itertools (accumulate, pairwise, groupby, starmap,
-zip_longest, islice, chain.from_iterable), collections.Counter / OrderedDict / deque,
-dataclasses made in the frame, enum members, str methods and f-strings of shapes.
+on pytorch's test/dynamo test_misc.py and test_functions.py: bytes and bytearray, `map`,
+comprehensions and generator expressions over a function that breaks, a submodule
+swapped for one of another class after compiling, recursion with a break at depth, the
+`.grad` setter, a metaclass's `__call__`, typing generics (Generic, TypeVar, cast,
+Protocol, NamedTuple), functools.lru_cache / cache / reduce / partial, a function's
+`__name__` / `__qualname__` / `__wrapped__` / `__defaults__`, `del obj.attr` on objects
+from outside the frame, operator.itemgetter / attrgetter / methodcaller, itertools
+(accumulate, pairwise, groupby, starmap, zip_longest, islice, chain.from_iterable),
+collections.Counter / OrderedDict / deque / defaultdict, dataclasses made in the frame,
+enum members and flags, str methods and f-strings of shapes.
 
 Each program gives eager's results and torch.compile's graph and op counts (two calls
-each, fresh arguments); the stateful ones also leave eager's state.
-"""
+each, fresh arguments); the stateful ones also leave eager's state. WHOLE_PROGRAMS are
+captured as one graph where torch.compile breaks, skips the frame or differs from
+eager. Not here yet (benchmarks/RESULTS.md): `x._version` read in the frame, `map` over
+a lambda that breaks, the `.data` setter."""
 
 from __future__ import annotations
 
@@ -48,9 +51,6 @@ def r34():
     return torch.randn(3, 4)
 
 
-# ----- a tensor's _version --------------------------------------------------------------
-
-
 # ----- bytes and bytearray --------------------------------------------------------------
 @whole_program()
 def bytes_constant_ops(x):
@@ -80,7 +80,7 @@ def bytes_join_split(x):
     return x + len(parts), b"-".join(parts), b" pad ".strip()
 
 
-# ----- map over a lambda that breaks ----------------------------------------------------
+# ----- map and comprehensions over a function that breaks ------------------------------
 def _breaks_then_doubles(t):
     torch._dynamo.graph_break()
     return t * 2
