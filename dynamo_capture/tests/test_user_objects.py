@@ -155,17 +155,60 @@ def test_del_attribute_of_instance_made_in_frame():
     check_like_torch(drop, _one)
 
 
-def test_del_attribute_of_outside_object_runs_eagerly():
+def test_del_attribute_of_outside_object_is_replayed_after_the_graph():
+    """A write then a delete on an object from outside: one graph; the object ends
+    without the attribute, as eagerly, and a read after the delete raises there too."""
     outside = Plain()
 
     def drop(x):
         outside.a = 1
         del outside.a
-        return x + 1
+        return x + 1, getattr(outside, "a", 7)
 
-    compiled = dynamo_capture.optimize(drop, backend=lambda gm, ex: gm.forward)
-    torch.testing.assert_close(compiled(torch.zeros(2)), torch.ones(2))
+    compiled = dynamo_capture.optimize(drop, backend=lambda gm, ex: gm.forward, fullgraph=True)
+    assert compiled(torch.zeros(2))[1] == 7
     assert not hasattr(outside, "a")
+    outside.a = 3  # there before the call this time: deleted by the replay
+    torch.testing.assert_close(compiled(torch.zeros(2))[0], torch.ones(2))
+    assert not hasattr(outside, "a")
+
+
+class Shadowing:
+    scale = 2  # a class attribute the instance's own hides
+
+
+class Guarded:
+    def __delattr__(self, name):
+        raise PermissionError(name)
+
+
+@pytest.mark.parametrize("kind", [Shadowing, Guarded])
+def test_del_attribute_backed_by_class_or_hook_breaks_with_eager_result(kind):
+    """`del` where the class holds the name (a read after falls back to it) or defines
+    __delattr__ is not logged: the statement runs eagerly, with eager's effect or error."""
+    eager_obj, compiled_obj = kind(), kind()
+    for obj in (eager_obj, compiled_obj):
+        object.__setattr__(obj, "scale", 5)
+
+    def make(obj):
+        def drop(x):
+            y = x * obj.scale
+            del obj.scale
+            return y + getattr(obj, "scale", 0)
+
+        return drop
+
+    compiled = dynamo_capture.optimize(make(compiled_obj), backend=lambda gm, ex: gm.forward)
+    x = torch.ones(2)
+    try:
+        expected = make(eager_obj)(x)
+    except PermissionError:
+        with pytest.raises(PermissionError):
+            compiled(x)
+    else:
+        torch.testing.assert_close(compiled(x), expected)
+    assert vars(compiled_obj) == vars(eager_obj)
+    assert compiled.graph_breaks
 
 
 class Named:
@@ -184,3 +227,41 @@ def repr_and_str_of_instances(x):
 
 def test_repr_and_str_call_user_methods_like_torch():
     check_like_torch(repr_and_str_of_instances, _one)
+
+
+def _dict_after_delete(x, holder):
+    del holder.a
+    return x + 1, dict(vars(holder)), holder.__dict__.get("a", 9)
+
+
+def _dict_after_write(x, holder):
+    holder.a = 7
+    return x + 1, dict(vars(holder))
+
+
+def _dict_read_then_written(x, holder):
+    instance_dict = vars(holder)
+    holder.a = 7
+    return x + 1, instance_dict["a"]
+
+
+def _dict_read_then_deleted(x, holder):
+    instance_dict = holder.__dict__
+    del holder.a
+    return x + 1, "a" in instance_dict
+
+
+@pytest.mark.parametrize(
+    "fn", [_dict_after_delete, _dict_after_write, _dict_read_then_written, _dict_read_then_deleted]
+)
+def test_instance_dict_sees_the_frames_attribute_writes(fn):
+    """A live `__dict__` read and an attribute write or delete on the same outside object
+    (replayed after the graph) break between them: the dict shows what eager's shows."""
+    eager_holder, compiled_holder = Plain(), Plain()
+    for holder in (eager_holder, compiled_holder):
+        holder.a, holder.b = 1, 2
+    compiled = dynamo_capture.optimize(fn, backend=lambda gm, ex: gm.forward)
+    got, expected = compiled(torch.ones(1), compiled_holder), fn(torch.ones(1), eager_holder)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:]
+    assert vars(compiled_holder) == vars(eager_holder)

@@ -48,7 +48,15 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["TENSOR_METADATA_ATTRS", "class_member_source", "get_attr", "set_attr"]
+__all__ = [
+    "DELETED",
+    "TENSOR_METADATA_ATTRS",
+    "class_member_source",
+    "delete_attr",
+    "get_attr",
+    "replay_delete",
+    "set_attr",
+]
 
 # Tensor attributes that are metadata (known from the example), not graph values.
 TENSOR_METADATA_ATTRS = {
@@ -310,6 +318,10 @@ def _untraced_tensor_attr(tx: Translator, value: TensorValue, name: str) -> Valu
         # an input's gradient, as the caller left it: None (guarded to stay None) or a
         # tensor input of its own; nothing in a graph writes it (backward breaks)
         real = _input_tensor(tx, value)
+        written = tx.ctx.attr_writes.get((id(real), "grad")) if real is not None else None
+        if written is not None and written[0] is real:  # set by the frame: its value now
+            tx.ctx.written_reads += 1
+            return written[2]
         if real is not None:
             return tx.ctx.wrap(real.grad, AttrSource(value.source, "grad"))
     if name == "grad_fn":
@@ -372,7 +384,7 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
     written = tx.ctx.attr_writes.get((id(obj), name))
     if written is not None and written[0] is obj:
         tx.ctx.written_reads += 1
-        return written[2]
+        return _written_value(obj, name, written[2])
     child = AttrSource(source, name) if source is not None else None
     if isinstance(obj, types.ModuleType):
         attr = getattr(obj, name)
@@ -398,6 +410,8 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
         for part in ("kind", "bits"):
             tx.ctx.guards.equals_match(AttrSource(source, part), getattr(obj, part))
         return PythonValue(getattr(obj, name))
+    if name == "__dict__":
+        _read_instance_dict(tx, obj)
     if isinstance(obj, torch.nn.Module):
         if name in ("_buffers", "__dict__") and _buffer_written(tx, obj):
             # NOTE: the table still holds the buffer the frame replaced (the write is
@@ -701,7 +715,11 @@ def _super_attr(tx: Translator, value: SuperValue, name: str) -> Value:
     from dynamo_capture.operations import python_type_of
 
     self_value = value.self_value
-    if isinstance(self_value, PythonValue) and isinstance(self_value.obj, type):
+    if (
+        isinstance(self_value, PythonValue)
+        and isinstance(self_value.obj, type)
+        and issubclass(self_value.obj, value.cls)
+    ):
         mro, receiver_is_class = self_value.obj.__mro__, True
     else:
         mro, receiver_is_class = python_type_of(self_value).__mro__, False
@@ -743,6 +761,22 @@ def _replayable_attribute(obj: Any, name: str, value: Value) -> bool:
     return hasattr(obj, "__dict__")
 
 
+def _read_instance_dict(tx: Translator, obj: Any) -> None:
+    """`obj.__dict__` (or vars(obj)) of an outside object, read live: a break where the
+    frame set or deleted one of its attributes before (the dict still holds the old
+    ones until the replay after the graph); noted, so that such a write after it breaks."""
+    # NOTE: the dict still holds what the frame replaced or deleted: reading it whole
+    # would see the old values
+    if any(written is obj for written, _, _ in tx.ctx.attr_writes.values()):
+        raise Unsupported("reading the __dict__ of an object after the frame set or deleted one")
+    tx.ctx.dicts_read.add(id(obj))
+
+
+def _check_dict_not_read(tx: Translator, obj: Any, name: str) -> None:
+    if id(obj) in tx.ctx.dicts_read:
+        raise Unsupported(f"setting or deleting .{name} of an object whose __dict__ the frame read")
+
+
 def _buffer_written(tx: Translator, module: torch.nn.Module) -> bool:
     """The frame wrote one of the module's buffers (replayed after the graph)."""
     return any(
@@ -773,7 +807,9 @@ def raw_attr(tx: Translator, value: Value, name: str) -> Value:
     written = tx.ctx.attr_writes.get((id(obj), name))
     if written is not None and written[0] is obj:  # written by the frame: its value now
         tx.ctx.written_reads += 1
-        return written[2]
+        return _written_value(obj, name, written[2])
+    if name == "__dict__":
+        _read_instance_dict(tx, obj)
     instance_dict = (
         object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else None
     )
@@ -796,7 +832,105 @@ def raw_attr(tx: Translator, value: Value, name: str) -> Value:
     return _class_attr(tx, value, type(obj), name)  # a property or another data descriptor
 
 
+def _set_input_grad(tx: Translator, target: TensorValue, value: Value) -> bool:
+    """`leaf.grad = g` on an input leaf tensor (a parameter): logged like an attribute
+    write and replayed after the graph, as torch.compile does, where the setter cannot
+    fail: `g` is None or a plain tensor of the leaf's static shape, dtype, device and
+    layout (eager's setter raises otherwise; such a write breaks)."""
+    real = _input_tensor(tx, target)
+    if real is None or not real.is_leaf or type(real.grad) not in (torch.Tensor, type(None)):
+        return False
+    if isinstance(value, TensorValue):
+        grad, leaf = value.example, target.example
+        same = (
+            value.python_type is torch.Tensor
+            and all(type(size) is int for size in (*grad.shape, *leaf.shape))
+            and (grad.shape, grad.dtype, grad.device, grad.layout)
+            == (leaf.shape, leaf.dtype, leaf.device, leaf.layout)
+        )
+        if not same:
+            return False
+    elif not (isinstance(value, PythonValue) and value.obj is None):
+        return False
+    tx.ctx.guards.equals_match(AttrSource(target.source, "is_leaf"), True)
+    key = (id(real), "grad")
+    tx.ctx.attr_writes[key] = (real, target.source, value)
+    tx.ctx.raw_attr_writes.discard(key)
+    return True
+
+
 _MISSING_ATTR = object()
+
+
+class _Deleted:
+    def __repr__(self) -> str:
+        return "<attribute deleted by the frame>"
+
+
+# What `attr_writes` holds for `del obj.name` on an outside object: replayed as delattr.
+DELETED = PythonValue(_Deleted())
+
+
+def replay_delete(obj: Any, name: str) -> None:
+    """The replay of the frame's `del obj.name` (a write then a delete included): the
+    instance's `__dict__` ends without `name`, as eager's does."""
+    if name in vars(obj):
+        delattr(obj, name)
+
+
+def _written_value(obj: Any, name: str, value: Value) -> Value:
+    """The value the frame wrote to `obj.name`; AttributeError, as eager raises it, for one
+    the frame deleted (`delete_attr` took only attributes no class attribute backs)."""
+    if value is DELETED:
+        from dynamo_capture.errors import raised_by_python
+
+        message = f"{type(obj).__name__!r} object has no attribute {name!r}"
+        raise raised_by_python(AttributeError(message))
+    return value
+
+
+def delete_attr(tx: Translator, target: Value, name: str) -> None:
+    """`del obj.name` on an object from outside the frame: logged like an attribute write
+    (DELETED), replayed after the graph as `delattr`, and later reads in the frame raise
+    AttributeError. Only an attribute of the instance's `__dict__` that no class
+    attribute shadows or backs, on a class without its own `__delattr__` (torch's
+    nn.Module one aside: it deletes a plain attribute as object's does)."""
+    if not isinstance(target, PythonValue) or target.source is None:
+        from dynamo_capture.operations import python_type_of
+
+        kind = python_type_of(target).__name__
+        raise Unsupported(f"del of attribute {name!r} of a {kind} (not modelled)")
+    obj, cls = target.obj, type(target.obj)
+    deleter = inspect.getattr_static(cls, "__delattr__", None)
+    if isinstance(deleter, types.FunctionType) and not _torch_defines(cls, "__delattr__"):
+        raise Unsupported(f"del on a {cls.__name__}, whose class defines __delattr__")
+    if inspect.getattr_static(cls, name, _MISSING_ATTR) is not _MISSING_ATTR:
+        raise Unsupported(f"del .{name} of a {cls.__name__}, whose class defines {name!r}")
+    custom_lookup = any(
+        inspect.getattr_static(cls, hook, None) not in (None, object.__getattribute__)
+        for hook in ("__getattr__", "__getattribute__")
+    )
+    if custom_lookup and not _torch_defines(cls, "__getattr__"):
+        raise Unsupported(f"del .{name} of a {cls.__name__}, whose class defines __getattr__")
+    if not _replayable_attribute(obj, name, DELETED):
+        raise Unsupported(f"del .{name} of a {cls.__name__} (not replayable)")
+    key = (id(obj), name)
+    written = tx.ctx.attr_writes.get(key)
+    if written is not None and written[0] is obj:
+        _written_value(obj, name, written[2])  # AttributeError where deleted already
+    else:  # whether it is there now, guarded (its value is not read)
+        present = name in vars(obj)
+        tx.ctx.guards.has_attr(target.source, name, present)
+        if not present:
+            from dynamo_capture.errors import raised_by_python
+
+            message = f"{cls.__name__!r} object has no attribute {name!r}"
+            raise raised_by_python(AttributeError(message))
+    if id(getattr(obj, "__dict__", None)) in tx.ctx.shadows:
+        raise Unsupported("deleting an attribute of an object whose __dict__ the frame changed")
+    _check_dict_not_read(tx, obj, name)
+    tx.ctx.attr_writes[key] = (obj, target.source, DELETED)
+    tx.ctx.raw_attr_writes.discard(key)
 
 
 def super_getattribute(self: Any, name: str) -> Any:
@@ -862,12 +996,15 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
             return
         if id(getattr(target.obj, "__dict__", None)) in tx.ctx.shadows:
             raise Unsupported("setting an attribute of an object whose __dict__ the frame changed")
+        _check_dict_not_read(tx, target.obj, name)
         key = (id(target.obj), name)
         tx.ctx.attr_writes[key] = (target.obj, target.source, value)
         if raw:
             tx.ctx.raw_attr_writes.add(key)
         else:
             tx.ctx.raw_attr_writes.discard(key)
+        return
+    if isinstance(target, TensorValue) and name == "grad" and _set_input_grad(tx, target, value):
         return
     kind = target.obj if isinstance(target, PythonValue) else target
     raise Unsupported(

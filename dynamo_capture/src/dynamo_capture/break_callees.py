@@ -49,6 +49,7 @@ from typing import Any
 import torch
 
 __all__ = [
+    "COMPREHENSIONS",
     "LocalFunctionRoute",
     "Shadow",
     "ShadowedPart",
@@ -254,6 +255,8 @@ class LocalFunctionRoute:
 
 
 _CELL_WRITES = frozenset({"STORE_DEREF", "DELETE_DEREF"})
+# the names of the codes Python 3.11 makes for comprehensions and generator expressions
+COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
 
 
 @functools.cache
@@ -485,14 +488,23 @@ def frame_shadows(
     f_globals = frame_function.__globals__
     shadows: dict[tuple[int, str], Shadow] = {}
     insts = [i for i in dis.get_instructions(frame_function.__code__) if i.opname != "CACHE"]
+    # the comprehensions' codes (Python 3.11 runs each as a function of its own) call the
+    # frame's globals too: `[helper(t) for t in xs]`, `sum(helper(t) for t in xs)`
+    comprehension_insts = [
+        inst
+        for code in _nested_codes(frame_function.__code__)
+        if code.co_name in COMPREHENSIONS
+        for inst in dis.get_instructions(code)
+        if inst.opname in ("LOAD_GLOBAL", "STORE_GLOBAL")
+    ]
     # NOTE: only names the frame loads for a call alone: one it also reads as a value
     # (`f = helper`, `g is helper`) or rebinds must stay the function itself
     as_values = {
         inst.argval
-        for inst in insts
+        for inst in [*insts, *comprehension_insts]
         if (inst.opname == "LOAD_GLOBAL" and not inst.arg & 1) or inst.opname == "STORE_GLOBAL"
     }
-    for index, inst in enumerate(insts):
+    for index, inst in enumerate([*insts, *comprehension_insts]):
         if inst.opname == "LOAD_GLOBAL":
             value = f_globals.get(inst.argval)
             if inst.argval in as_values or value is frame_function:
@@ -501,7 +513,7 @@ def frame_shadows(
                 key = (id(f_globals), inst.argval)
                 shadows.setdefault(key, Shadow(f_globals, inst.argval, None, in_dict=True))
             continue
-        if not _method_load(inst) or index == 0:
+        if index >= len(insts) or not _method_load(inst) or index == 0:
             continue
         loader = insts[index - 1]
         if loader.opname != "LOAD_FAST" or loader.argval not in f_locals:

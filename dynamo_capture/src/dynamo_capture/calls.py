@@ -380,6 +380,9 @@ def _call_python(
         return _dereference(tx, obj)
     if isinstance(obj, type):
         return construct(tx, fn, args, kwargs)
+    if obj is type.__call__ and args and isinstance(args[0], PythonValue):
+        if isinstance(args[0].obj, type) and not issubclass(args[0].obj, torch.nn.Module):
+            return construct(tx, args[0], args[1:], kwargs, by_type_call=True)
     if (
         obj is object.__getattribute__
         and len(args) == 2
@@ -896,9 +899,17 @@ UNTRACED_CONTEXT_FUNCTIONS: frozenset[Any] = frozenset({torch.random.fork_rng})
 
 
 def construct(
-    tx: Translator, cls_value: PythonValue, args: list[Value], kwargs: dict[str, Value]
+    tx: Translator,
+    cls_value: PythonValue,
+    args: list[Value],
+    kwargs: dict[str, Value],
+    *,
+    by_type_call: bool = False,
 ) -> Value:
-    """cls(*args, **kwargs) for a user class, a namedtuple or a dataclass."""
+    """cls(*args, **kwargs) for a user class, a namedtuple or a dataclass.
+
+    by_type_call: `type.__call__(cls, ...)` itself (what a metaclass's own `__call__`
+    reaches through `super().__call__`): the metaclass's `__call__` is not run again."""
     from dynamo_capture.torch_calls import INLINED_TORCH_MODULES, construct_torch_class
 
     cls = cls_value.obj
@@ -982,11 +993,18 @@ def construct(
 
             raise raised_by_python(error) from None
     metaclass = type(cls)
-    if metaclass not in (type, abc.ABCMeta):
+    if metaclass not in (type, abc.ABCMeta) and not by_type_call:
         if metaclass.__call__ is not type.__call__:
-            raise Unsupported(
-                f"creating an instance of {cls.__name__}, whose metaclass defines __call__"
-            )
+            meta_call = inspect.getattr_static(metaclass, "__call__", None)
+            if not isinstance(meta_call, types.FunctionType):
+                raise Unsupported(
+                    f"creating an instance of {cls.__name__}, whose metaclass's __call__ is "
+                    "not a Python function"
+                )
+            # the metaclass's __call__ is traced like a method of the class (`cls` its
+            # receiver); its `super().__call__(...)` comes back here as type.__call__
+            tx.ctx.guards.class_attribute(metaclass, "__call__", meta_call)
+            return inline_function(tx, meta_call, [cls_value, *args], kwargs, None)
         # a metaclass that only shapes the class (registries, properties): instances are
         # made by type.__call__, as for any class
         tx.ctx.guards.class_attribute(metaclass, "__call__", type.__call__)

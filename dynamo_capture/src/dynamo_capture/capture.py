@@ -38,6 +38,7 @@ from dynamo_capture import (  # noqa: F401  (registers handlers)
     opcodes_match,
     side_effects,
 )
+from dynamo_capture.attributes import DELETED, replay_delete
 from dynamo_capture.bound_locals import live_locals, read_before_written
 from dynamo_capture.calls import UNTRACED_CONTEXT_FUNCTIONS, UNTRACED_CONTEXTS, is_made_in_frame
 from dynamo_capture.errors import (
@@ -713,9 +714,10 @@ def _holds(container: Any, value: Any, depth: int) -> bool:
 
 
 def _plain(value: Any) -> bool:
+    """A tensor, a constant, or a symbolic int (an output of the graph, as a size is)."""
     if isinstance(value, TensorValue):
         return True
-    return isinstance(value, PythonValue) and type(value.obj) in _PLAIN
+    return isinstance(value, PythonValue) and type(value.obj) in (*_PLAIN, torch.SymInt)
 
 
 def _global_state_guards(ctx: CaptureContext) -> None:
@@ -1383,6 +1385,9 @@ class OutputPlan:
         for key, (obj, source, value) in self.ctx.attr_writes.items():
             target = source.expr if source is not None else self._constant(obj)
             # a write object.__setattr__ made (inside a class's own __setattr__) skips it
+            if value is DELETED:
+                lines.append(f"{self._constant(replay_delete)}({target}, {key[1]!r})")
+                continue
             setter = "object.__setattr__" if key in self.ctx.raw_attr_writes else "setattr"
             lines.append(f"{setter}({target}, {key[1]!r}, {self.expr(value)})")
         for (_, name), (scope, value) in self.ctx.global_writes.items():

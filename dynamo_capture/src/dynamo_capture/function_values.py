@@ -71,7 +71,26 @@ def _annotations(value: FunctionValue) -> Value | None:
 
 
 def set_function_attr(value: FunctionValue, name: str, item: Value) -> bool:
-    """value.name = item; False where capture cannot keep it (the frame then breaks)."""
+    """value.name = item; False where capture cannot keep it (the frame then breaks).
+
+    `__defaults__` of a function made in the frame takes a tuple (or None): later calls
+    and reads see the new defaults, as eager's do."""
+    if name == "__defaults__" and value.source is None:
+        if isinstance(item, PythonValue) and item.obj is None:
+            value.defaults = ()
+            return True
+        if isinstance(item, TupleValue) and item.cls is tuple:
+            value.defaults = tuple(item.items)
+            return True
+        constants = (bool, int, float, complex, str, bytes, type(None))
+        if (
+            isinstance(item, PythonValue)
+            and type(item.obj) is tuple
+            and all(type(default) in constants for default in item.obj)
+        ):
+            value.defaults = tuple(PythonValue(default) for default in item.obj)
+            return True
+        return False
     if name in _READ_ONLY or name in ("__defaults__", "__kwdefaults__", "__dict__"):
         return False
     value.attrs[name] = item

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from dynamo_capture.attributes import delete_attr as delete_outside_attr
 from dynamo_capture.attributes import get_attr, set_attr
 from dynamo_capture.bytecode import BINARY_OPERATORS, INTRINSICS, Instruction
 from dynamo_capture.errors import Unsupported
@@ -27,7 +28,6 @@ from dynamo_capture.operations import (
     guard_same_object,
     hashable_key,
     is_op,
-    python_type_of,
     sequence_items,
     set_item,
     unary_op,
@@ -269,7 +269,8 @@ def store_attr(tx: Translator, inst: Instruction) -> None:
 
 @opcode_handler("DELETE_ATTR")
 def delete_attr(tx: Translator, inst: Instruction) -> None:
-    """del obj.name: on an instance made while capturing; elsewhere Unsupported."""
+    """del obj.name: on an instance made while capturing; on an outside object, logged
+    and replayed after the graph (attributes.delete_attr)."""
     target = tx.pop()
     check_side_effect(tx, f"del .{inst.argval}")
     if isinstance(target, ObjectValue) and target.source is None:
@@ -280,10 +281,7 @@ def delete_attr(tx: Translator, inst: Instruction) -> None:
             raise Unsupported(f"AttributeError while capturing: del of a missing {inst.argval!r}")
         del target.attrs[inst.argval]
         return
-    raise Unsupported(
-        f"del of attribute {inst.argval!r} of a {python_type_of(target).__name__} that exists "
-        "outside the frame (a side effect)"
-    )
+    delete_outside_attr(tx, target, inst.argval)
 
 
 @opcode_handler("LOAD_ASSERTION_ERROR")

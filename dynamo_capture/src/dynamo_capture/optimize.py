@@ -56,6 +56,7 @@ from dynamo_capture.resume import (
     SplitPlan,
     called_globals,
     cell_locals,
+    comprehension_callees,
     describe_split,
     first_part_arity,
     first_part_values,
@@ -673,6 +674,10 @@ class CompiledCallable:
         loop body): a piece of the frame's compile, never skipped on its own."""
         part = self._part(function)
         part.frame_of_its_own = False
+        # NOTE: the segment is the frame's own code up to the break, as in torch.compile,
+        # whose automatic dynamic follows a code object: a number that changed between
+        # the frame's compiles (a recursion's depth) is symbolic in the segment's graph too
+        part._sizes = self._sizes
         return part
 
     def _resume_part(self, function: Any) -> CompiledCallable:
@@ -815,6 +820,10 @@ class CompiledCallable:
                 shadows = self._frame_shadows(error, f_locals)
             elif callee is not None:
                 shadows = shadows_for(callee, function, f_locals, self._callee_part)
+            shadows += [
+                Shadow(function.__globals__, name, self._callee_part(value), in_dict=True)
+                for name, value in comprehension_callees(function, plan.start, plan.stop, error)
+            ]
             route = None
             local_call = plan.call_args is not None and plan.call_args.local is not None
             if local_call or plan.routed is not None:

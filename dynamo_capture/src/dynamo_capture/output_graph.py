@@ -368,6 +368,9 @@ class CaptureContext:
         self.attr_writes: dict[tuple[int, str], tuple[Any, Source | None, Value]] = {}
         # those of them made by object.__setattr__: replayed the same way, past __setattr__
         self.raw_attr_writes: set[tuple[int, str]] = set()
+        # ids of outside objects whose live __dict__ the frame read: a later attribute write
+        # or delete on one breaks (the dict read would not see it until the replay)
+        self.dicts_read: set[int] = set()
         # id(real closure cell) -> (the cell, its value): one value per real cell
         self.real_cell_values: dict[int, tuple[Any, Any]] = {}
         # outside lists/dicts written to: id -> (object, source, shadow Value)  (side_effects)

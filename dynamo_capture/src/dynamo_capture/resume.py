@@ -76,6 +76,7 @@ from dynamo_capture.bound_locals import (
     read_before_written,
     read_not_only_handed_on,
 )
+from dynamo_capture.break_callees import COMPREHENSIONS
 from dynamo_capture.bytecode import (
     CHECKED_LOAD_FAST,
     PY312,
@@ -102,6 +103,7 @@ __all__ = [
     "breaks_inside_loop",
     "lies_in_loop",
     "called_globals",
+    "comprehension_callees",
     "cell_locals",
     "describe_split",
     "handed_on_only",
@@ -852,6 +854,36 @@ def called_globals(
             if code.co_filename == filename and code.co_name == name:
                 found.append(inst.argval)
     return found
+
+
+def comprehension_callees(
+    function: types.FunctionType, start: int, stop: int | None, error: Any
+) -> list[tuple[str, types.FunctionType]]:
+    """Globals a comprehension of the statement in [start, stop) calls that hold the
+    function the break happened in (`[g(t) for t in xs]`, the break inside `g`): the
+    comprehension is a code of its own (Python 3.11), run by the eager statement, whose
+    loads of `g` the statement's rewrite does not reach; the eager part shadows them."""
+    if len(error.where) < 3 or error.where[1].function not in COMPREHENSIONS:
+        return []
+    made, callee = error.where[1], error.where[2]
+    nested = set()
+    for inst in _instructions(function.__code__):
+        if inst.offset < start or (stop is not None and inst.offset >= stop):
+            continue
+        const = inst.argval if inst.opname == "LOAD_CONST" else None
+        if isinstance(const, types.CodeType) and const.co_name == made.function:
+            nested.add(const)
+    found = {}
+    for code in nested:
+        for inst in _instructions(code):
+            if inst.opname != "LOAD_GLOBAL":
+                continue
+            value = function.__globals__.get(inst.argval)
+            target = getattr(value, "__code__", None)
+            if isinstance(value, types.FunctionType) and target is not None:
+                if target.co_filename == callee.filename and target.co_name == callee.function:
+                    found[inst.argval] = value
+    return list(found.items())
 
 
 def _replace_global_loads(
