@@ -78,7 +78,8 @@ OPS: dict[str, Spelling] = {
         triton=triton.by_kind(infix("%"), triton.float_helper("ember_fmod_float")),
     ),
     "pow": Spelling(
-        cpp=cpp.integral_or(cpp.templated("ember_ipow"), vector_math_call("pow")), triton=triton.power
+        cpp=cpp.integral_or(cpp.templated("ember_ipow"), vector_math_call("pow")),
+        triton=triton.power,
     ),
     "maximum": Spelling(cpp=cpp.templated("ember_maximum"), triton=triton.maximum),
     "minimum": Spelling(cpp=cpp.templated("ember_minimum"), triton=triton.minimum),
