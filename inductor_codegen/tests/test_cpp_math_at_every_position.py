@@ -15,7 +15,7 @@ import pytest
 import torch
 from graph_helpers import compile_fn
 
-from inductor_codegen.codegen.cpp.build import KernelLibrary
+from inductor_codegen.codegen.cpp.build import KernelLibrary, default_flags
 from inductor_codegen.codegen.cpp.vector_math import (
     VECTOR_MATH,
     needed_functions,
@@ -128,3 +128,17 @@ def test_only_the_functions_called_are_defined():
     assert "_ZGVeN16v_ember_vm_tanhf(" in source and "_ZGVeN16v_ember_vm_expf(" in source
     assert "_ZGVeN16v_ember_vm_sinf(" not in source
     assert "float ember_vm_sinf(float);" in source  # declared all the same
+
+
+def test_kernels_built_for_256_bit_loops_give_equal_results_at_every_position(tmp_path):
+    # the routine is then libmvec's 256-bit one, and no 512-bit variant is defined
+    flags = [f for f in default_flags() if f != "-mprefer-vector-width=512"]
+    torch.manual_seed(2)
+    x = torch.randn(37).repeat(REPEATS)
+    options = {"cache_dir": tmp_path, "cxx_flags": flags}
+    compiled, _ = compile_fn(torch.tanh, x, options=options)
+    got = compiled(x)
+    assert torch.equal(got.view(REPEATS, 37), got[:37].expand(REPEATS, 37))
+    torch.testing.assert_close(got, torch.tanh(x))
+    source = "".join(path.read_text() for path in tmp_path.rglob("*.cpp"))
+    assert "_ZGVeN16v_ember_vm_tanhf(" not in source

@@ -122,10 +122,12 @@ def vector_math_available() -> bool:
     return ctypes.util.find_library("mvec") is not None
 
 
-def prelude(source: str) -> str:
-    """The text a generated file of kernels `source` starts with: the math library
-    functions it calls (through libmvec when linkable) and the helpers."""
-    return vector_math_source(needed_functions(source), vector_math_available()) + PRELUDE
+def prelude(source: str, flags: tuple[str, ...]) -> str:
+    """The text a generated file of kernels `source`, built with `flags`, starts with:
+    the math library functions it calls (through libmvec when linkable) and the helpers."""
+    widest = 64 if "-mprefer-vector-width=512" in flags else 32
+    used = needed_functions(source)
+    return vector_math_source(used, vector_math_available(), widest) + PRELUDE
 
 
 def link_flags() -> tuple[str, ...]:
@@ -221,7 +223,7 @@ def cache_key_parts(
     toolchain = compiler_version(config.cxx) if toolchain is None else toolchain
     return [
         ("schema", SCHEMA_VERSION),
-        ("source", _digest(prelude(source) + source)[:16]),
+        ("source", _digest(prelude(source, config.flags) + source)[:16]),
         ("compiler", _digest(config.cxx + toolchain)[:16]),
         ("flags", _digest(" ".join(config.flags + link_flags()))[:16]),
         ("cpu", _digest(host_cpu() if "-march=native" in config.flags else "")[:16]),
@@ -382,7 +384,7 @@ class KernelLibrary:
         jobs = []
         for chunk in chunks:
             kernels = "\n".join(self.source_of(by_key[k]) for k in chunk)
-            text = prelude(kernels) + "\n" + kernels
+            text = prelude(kernels, self.config.flags) + "\n" + kernels
             cpp_path = lib_dir / f"{_digest(text)[:24]}.cpp"
             write_private(cpp_path, text.encode())
             fd, tmp = tempfile.mkstemp(suffix=".so.tmp", dir=lib_dir)  # 0600, a fresh name

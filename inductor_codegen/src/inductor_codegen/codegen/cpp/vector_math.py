@@ -96,19 +96,25 @@ def needed_functions(text: str) -> frozenset[str]:
     return frozenset(used)
 
 
-def vector_math_source(used: frozenset[str], libmvec: bool) -> str:
+def vector_math_source(used: frozenset[str], libmvec: bool, widest_bytes: int = 64) -> str:
     """Declarations of every `ember_vm_*` function and definitions of those in `used`:
-    through libmvec where `libmvec` (on x86-64), else libm's scalar functions."""
+    through libmvec where `libmvec` (on x86-64), else libm's scalar functions.
+
+    The routine computing every value is libmvec's widest variant the build targets and
+    the loops may use (`widest_bytes`: 64 where kernels are built for 512-bit loops, else
+    32); the variants up to it are defined. gcc calls none wider (its loops are no wider
+    than the preferred width); a call to one would fail to load, never run another routine.
+    """
     scalar = _scalar_source(used)
     if not libmvec:
         return "#include <cmath>\n" + scalar + "\n"
     lines = ["#include <cmath>", "#if defined(__x86_64__)", _VECTOR_TYPES]
     lines += [_declaration(name, suffix, ctype) for name in _ARITY for suffix, ctype, _ in _CTYPES]
-    widest = [f"defined({macro})" for _, _, macro in reversed(_ISAS) if macro]
-    for i, (letter, width, macro) in enumerate(reversed(_ISAS)):
+    references = [isa for isa in reversed(_ISAS) if isa[1] <= widest_bytes]
+    for i, (letter, width, macro) in enumerate(references):
         keyword = "#if" if i == 0 else "#elif"
-        lines.append(f"{keyword} {widest[i]}" if macro else "#else")
-        lines += _definitions(used, _ISAS[: len(_ISAS) - i], letter, width)
+        lines.append(f"{keyword} defined({macro})" if macro else "#else")
+        lines += _definitions(used, _ISAS[: _ISAS.index((letter, width, macro)) + 1], letter, width)
     lines += ["#endif", "#else", scalar, "#endif"]
     return "\n".join(lines) + "\n"
 
