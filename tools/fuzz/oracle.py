@@ -34,7 +34,10 @@ Rules (documented in README.md):
   modified in place), grads are not compared.
 - rounding: value mismatches where eager itself changes with the float dtype or with
   its inputs' layout (contiguous copies) are `precision` (`reclassify_rounding`,
-  `reclassify_layout`).
+  `reclassify_layout`; element by element for programs naming float16/bfloat16,
+  `reclassify_rounding_by_element`); so are those of a program calling an eager kernel
+  whose result depends on the element's position, where one of its formulas at every
+  position gives the compiled result (`reclassify_eager_by_position`).
 - exceptions: where eager raises, the compiled function must raise an exception
   of the same family: its type, a cause or context of it, is an instance of the
   builtin base of eager's type (`RuntimeError`, `IndexError`, ...).
