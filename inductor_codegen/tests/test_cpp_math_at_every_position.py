@@ -124,6 +124,7 @@ def test_loops_calling_math_functions_stay_vectorized(tmp_path):
 def test_only_the_functions_called_are_defined():
     text = "out[i] = ember_vm_tanhf(a[i]) + ember_sigmoid<float>(b[i]);"
     assert needed_functions(text) == {"tanh", "exp"}
+    assert needed_functions("ember_vm_erf(x) + ember_vm_erfcf(y)") == {"erf", "erfc"}
     source = vector_math_source(needed_functions(text), libmvec=True)
     # the 512-bit variants are libmvec's routines (aliases), the narrower ones pad
     assert '.set _ZGVeN16v_ember_vm_tanhf, _ZGVeN16v_tanhf"' in source
@@ -144,3 +145,21 @@ def test_kernels_built_for_256_bit_loops_give_equal_results_at_every_position(tm
     torch.testing.assert_close(got, torch.tanh(x))
     source = "".join(path.read_text() for path in tmp_path.rglob("*.cpp"))
     assert "_ZGVeN16v_ember_vm_tanhf" not in source
+
+
+@pytest.mark.parametrize("libmvec, widest", [(True, 64), (True, 32), (False, 64)])
+def test_every_function_s_definitions_build_and_link(tmp_path, libmvec, widest):
+    import subprocess
+
+    from inductor_codegen.codegen.cpp.build import link_flags, vector_math_available
+
+    if libmvec and not vector_math_available():
+        pytest.skip("libmvec is not linkable here")
+    names = frozenset(n for arity in VECTOR_MATH.values() for n in arity)
+    source = tmp_path / "math.cpp"
+    source.write_text(vector_math_source(names, libmvec, widest))
+    flags = [f for f in default_flags() if f != "-mprefer-vector-width=512"]
+    command = ["g++", *flags, str(source), "-o", str(tmp_path / "math.so")]
+    command += ["-Wl,--no-undefined", *(link_flags() if libmvec else ()), "-lm"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]

@@ -88,8 +88,12 @@ def vector_math_call(name: str):
 def needed_functions(text: str) -> frozenset[str]:
     """The vector math functions `text` (kernel source) calls, directly or through a
     prelude helper."""
-    used = set(re.findall(r"\bember_vm_([a-z0-9]+?)f?\(", text))
-    used &= set(_ARITY)
+    used = set()
+    for token in re.findall(r"\bember_vm_([a-z0-9]+)\(", text):
+        if token in _ARITY:  # double (`erf` ends in f: the whole name first)
+            used.add(token)
+        elif token.endswith("f") and token[:-1] in _ARITY:
+            used.add(token[:-1])
     for helper, names in _HELPER_CALLS.items():
         if re.search(rf"\b{helper}\b", text):
             used.update(names)
