@@ -4,15 +4,17 @@ gcc vectorizes a loop calling `tanhf` through glibc's vector math library (libmv
 `_ZGVeN16v_tanhf`) and runs the loop's last iterations (and any loop it leaves
 scalar) through the scalar `tanhf`. The two are different algorithms: equal inputs
 then give results 1 ulp apart by their position, so ties are broken (a sort, an
-argmax or an `==` of a computed tensor disagrees with eager, whose own vector
-kernels compute their tail through the same vector routine).
+argmax or an `==` of a computed tensor disagrees with eager, whose vectorized math
+(tanh, exp, log, ...) computes its tail through the same vector routine; a few eager
+kernels, sigmoid and sinh among them, do not, and eager is then itself inconsistent).
 
 So kernels call `ember_vm_tanhf` (float) or `ember_vm_tanh` (double), declared
 `simd`, and each file defines, for the functions it calls:
 
 - the vector variants gcc calls (`_ZGV{b,c,d,e}N{lanes}v_ember_vm_tanhf`, every
-  instruction set up to the widest the build targets), each computing through
-  the widest one of libmvec (a narrower vector padded with zeros);
+  instruction set up to the widest the build targets and prefers), each computing
+  through libmvec's variant of that width: the widest is that routine itself (an
+  assembler alias), a narrower vector is padded with zeros;
 - the scalar function, the same routine on one lane.
 
 Every value of `tanh` in a kernel is then that one libmvec routine's (lanes are
