@@ -34,7 +34,10 @@ Rules (documented in README.md):
   modified in place), grads are not compared.
 - rounding: value mismatches where eager itself changes with the float dtype or with
   its inputs' layout (contiguous copies) are `precision` (`reclassify_rounding`,
-  `reclassify_layout`).
+  `reclassify_layout`; element by element for programs naming float16/bfloat16,
+  `reclassify_rounding_by_element`); so are those of a program calling an eager kernel
+  whose result depends on the element's position, where one of its formulas at every
+  position gives the compiled result (`reclassify_eager_by_position`).
 - exceptions: where eager raises, the compiled function must raise an exception
   of the same family: its type, a cause or context of it, is an instance of the
   builtin base of eager's type (`RuntimeError`, `IndexError`, ...).
@@ -210,15 +213,22 @@ def check_source(source: str, backend: str, first_only: bool = False) -> list[Mi
     mismatches = _differences(source, backend, first_only)
     mismatches = reclassify_precision(source, backend, mismatches)
     mismatches = reclassify_rounding(source, mismatches)
+    mismatches = reclassify_rounding_by_element(source, backend, mismatches)
     mismatches = reclassify_layout(source, mismatches)
+    mismatches = reclassify_eager_by_position(source, backend, mismatches)
     return reclassify_stepwise(source, backend, mismatches)
 
 
-def _differences(source: str, backend: str, first_only: bool) -> list[Mismatch]:
+def _differences(
+    source: str, backend: str, first_only: bool, eager_source: str | None = None
+) -> list[Mismatch]:
+    """Mismatches of the program compiled against eager (of `eager_source`, a respelling
+    of the program, where given)."""
     import ember
 
     floor = precision_floor(source)
-    eager_ns, compiled_ns = load(source), load(source)
+    eager_ns, compiled_ns = load(source if eager_source is None else eager_source), load(source)
+    eager_ns.update(EAGER_FORMULAS)
     dynamic = compiled_ns.get("DYNAMIC")
     compiled = ember.compile(compiled_ns["program"], backend=backend, dynamic=dynamic)
     mismatches: list[Mismatch] = []
@@ -352,6 +362,196 @@ def _rounding_sensitive_places(source: str) -> set[str]:
                 if _differs_in_float32(a, b):
                     places.add(f"call {call} {place}")
     return places
+
+
+class _HardswishAtEveryPosition(torch.autograd.Function):
+    """F.hardswish whose backward computes one of eager's two CPU formulas everywhere:
+    its vectorized loop's (`x >= 3` passes the gradient on, a NaN input gives NaN) or its
+    scalar tail's (`x <= 3` scales it, a NaN input passes it on)."""
+
+    @staticmethod
+    def forward(ctx, x, vectorized):
+        ctx.save_for_backward(x)
+        ctx.vectorized = vectorized
+        return torch.nn.functional.hardswish(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        wide, wide_grad = x.float(), grad.float()  # float16/bfloat16 computed in float32
+        scaled = wide_grad * (wide / 3 + 0.5)
+        if ctx.vectorized:
+            inside = torch.where(wide >= 3, wide_grad, scaled)
+        else:
+            inside = torch.where(wide <= 3, scaled, wide_grad)
+        result = torch.where(wide < -3, torch.zeros_like(wide_grad), inside)
+        return result.to(grad.dtype), None
+
+
+# Eager CPU kernels whose result for a value depends on its position: the vectorized
+# loop and the scalar tail compute different formulas, which disagree at some inputs
+# (NaN). Keyed by the program text of the call: the respellings computing each of the
+# kernel's formulas at every position (`EAGER_FORMULAS` defines them for the program).
+EAGER_BY_POSITION = {
+    "F.hardswish(": ("_eager_hardswish_vectorized(", "_eager_hardswish_scalar("),
+}
+EAGER_FORMULAS = {
+    "_eager_hardswish_vectorized": lambda x: _HardswishAtEveryPosition.apply(x, True),
+    "_eager_hardswish_scalar": lambda x: _HardswishAtEveryPosition.apply(x, False),
+}
+BY_POSITION = "eager-by-position: "
+
+
+def reclassify_eager_by_position(
+    source: str, backend: str, mismatches: list[Mismatch]
+) -> list[Mismatch]:
+    """Value mismatches of a program calling a kernel of `EAGER_BY_POSITION` become
+    `precision` where eager, computing one of that kernel's formulas at every position,
+    gives the compiled results.
+
+    Eager's hardswish backward passes the gradient on at a NaN input in its scalar tail
+    and gives NaN in its vectorized loop (64 of 70 elements NaN, 6 not): no one answer is
+    eager's. The program is run eagerly again with each call of such a kernel respelled
+    as one formula everywhere; only when the compiled program then matches entirely (but
+    metadata) do the value mismatches become `precision` (the message says why).
+    """
+    suspects = [m for m in mismatches if m.kind == "silent" and m.check in ROUNDING_CHECKS]
+    body = _program_body(source)
+    calls = [text for text in EAGER_BY_POSITION if text in body]
+    if not suspects or not calls or any(m.check == "shape" for m in suspects):
+        return mismatches
+    for formula in range(2):
+        respelled = source
+        for text in calls:
+            respelled = respelled.replace(text, EAGER_BY_POSITION[text][formula])
+        try:
+            again = _differences(source, backend, False, eager_source=respelled)
+        except Exception:  # the respelled program cannot run: keep the verdict
+            continue
+        if all(m.kind == "metadata" for m in again):
+            return [
+                dataclasses.replace(m, kind="precision", message=BY_POSITION + m.message)
+                if m in suspects
+                else m
+                for m in mismatches
+            ]
+    return mismatches
+
+
+ELEMENT_CHECKS = ("value", "mutation_value", "grad_value")
+BY_ELEMENT = "float64 by element: "
+
+
+def reclassify_rounding_by_element(
+    source: str, backend: str, mismatches: list[Mismatch]
+) -> list[Mismatch]:
+    """Value mismatches of a program naming float16/bfloat16 (left by `reclassify_rounding`
+    to the widening of `reclassify_precision`, which did not explain them) become
+    `precision` where every differing element sits where eager itself disagrees with its
+    float64 spelling.
+
+    A sum of values near float32's largest (`nan_to_num` of infinities, then a row sum)
+    overflows or not by its summation order: eager gives NaN, inf or 0.0 where compiled
+    code gives inf, 3.4e38 or 0.5. The float64 spelling does not overflow there (or, with
+    `nan_to_num`'s float64 largest value, otherwise), so widening the whole program cannot
+    explain it, and a program naming float16 anywhere (an autocast region) was left out of
+    `reclassify_rounding`. Here the program is run again, eagerly in float32 and in float64
+    and compiled: a place (an output, an input after the call, a grad) is `precision` only
+    when each element where compiled and eager differ is one where eager's float32 and
+    float64 runs differ too (by more than float32's tolerance). Any other differing element
+    keeps the whole place `silent`.
+    """
+    suspects = [m for m in mismatches if m.kind == "silent" and m.check in ELEMENT_CHECKS]
+    suspects = [m for m in suspects if not m.message.startswith(NONFINITE)]
+    if not suspects or "torch.float32" not in source:
+        return mismatches
+    if not any(name in source for name in (*LOW_PRECISION, *LOW_PRECISION_METHODS)):
+        return mismatches  # reclassify_rounding decided
+    try:
+        explained = _rounding_explained_elements(source, backend)
+    except Exception:  # a run failed: keep the verdict
+        return mismatches
+    return [
+        dataclasses.replace(m, kind="precision", message=BY_ELEMENT + m.message)
+        if m in suspects and m.where in explained
+        else m
+        for m in mismatches
+    ]
+
+
+def _rounding_explained_elements(source: str, backend: str) -> set[str]:
+    """The places where every element compiled code computes otherwise than eager is one
+    where eager in float32 and in float64 disagree."""
+    import ember
+
+    floor = precision_floor(source)
+    narrow_ns, compiled_ns = load(source), load(source)
+    wide_ns = load(_float64_spelling(source))
+    wide_ns.update(FLOAT32_LIMITS)
+    dynamic = compiled_ns.get("DYNAMIC")
+    compiled = ember.compile(compiled_ns["program"], backend=backend, dynamic=dynamic)
+    places = set()
+    with quiet():
+        for call in range(len(narrow_ns["DIMS"])):
+            narrow = run_call(narrow_ns["program"], narrow_ns, call)
+            wide = run_call(wide_ns["program"], wide_ns, call)
+            actual = run_call(compiled, compiled_ns, call)
+            runs = (narrow, wide, actual)
+            if any(r.error is not None or r.backward_error is not None for r in runs):
+                continue
+            triples = [(f"output {i}", *t) for i, t in enumerate(zip(*(r.outputs for r in runs)))]
+            triples += [(f"input {i}", *t) for i, t in enumerate(zip(*(r.inputs for r in runs)))]
+            if all(r.grads is not None for r in runs):
+                grads = zip(*(r.grads for r in runs))
+                triples += [(f"grad of input {i}", *t) for i, t in enumerate(grads)]
+            for place, eager32, eager64, got in triples:
+                if _differing_elements_explained(eager32, eager64, got, floor):
+                    places.add(f"call {call} {place}")
+    return places
+
+
+# Ops whose result depends on the float dtype's range (`nan_to_num` maps inf to the
+# dtype's largest value): in the float64 spelling they keep float32's, so the float64 run
+# computes the float32 program's values exactly, without its overflow.
+FLOAT32_LIMITS_IN_FLOAT64 = {"torch.nan_to_num(": "_nan_to_num_at_float32_limits("}
+
+
+def _nan_to_num_at_float32_limits(x, *args, **kwargs):
+    if isinstance(x, torch.Tensor) and x.dtype == torch.float64 and not args and not kwargs:
+        largest = torch.finfo(torch.float32).max
+        return torch.nan_to_num(x, posinf=largest, neginf=-largest)
+    return torch.nan_to_num(x, *args, **kwargs)
+
+
+FLOAT32_LIMITS = {"_nan_to_num_at_float32_limits": _nan_to_num_at_float32_limits}
+
+
+def _float64_spelling(source: str) -> str:
+    """The program with float32 spelled float64; where it names no float64 of its own,
+    the ops of FLOAT32_LIMITS_IN_FLOAT64 keep float32's range."""
+    start = source.find("def make_inputs(")
+    own = source[start:] if start >= 0 else source  # the inputs and the program
+    own_float64 = "torch.float64" in own or ".double()" in own
+    wide = source.replace("torch.float32", "torch.float64")
+    if not own_float64:
+        for text, spelling in FLOAT32_LIMITS_IN_FLOAT64.items():
+            wide = wide.replace(text, spelling)
+    return wide
+
+
+def _differing_elements_explained(eager32, eager64, got, floor) -> bool:
+    """Whether `got` differs from `eager32` somewhere, and only where `eager64` does too."""
+    tensors = (eager32, eager64, got)
+    if not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in tensors):
+        return False
+    if not (eager32.shape == eager64.shape == got.shape) or eager32.dtype != got.dtype:
+        return False
+    eager32, eager64, got = (t.detach().to(torch.float64) for t in tensors)
+    rtol, atol = max(TOLERANCES.get(tensors[0].dtype, (1e-4, 1e-4)), TOLERANCES[floor])
+    differs = ~torch.isclose(got, eager32, rtol=rtol, atol=atol, equal_nan=True)
+    rtol, atol = TOLERANCES[torch.float32]
+    unsure = ~torch.isclose(eager64, eager32, rtol=rtol, atol=atol, equal_nan=True)
+    return bool(differs.any()) and not bool((differs & ~unsure).any())
 
 
 STEPWISE_CHECKS = ("value", "shape", "mutation_value", "mutation_shape")

@@ -372,6 +372,79 @@ def test_fuzz_oracle_keeps_a_step_wrong_on_its_operands_silent():
     assert [(m.kind, m.check) for m in found] == [("silent", "value")]
 
 
+def _hardswish_program(size: int = 56) -> fuzz_program.Program:
+    """F.hardswish of grid values with NaN and infinities (seed 900178, shrunk)."""
+    return fuzz_program.Program(
+        seed=900178,
+        inputs=(
+            fuzz_program.InputSpec(
+                "x1", ("d2", 1), "float32", values="special", requires_grad=True
+            ),
+        ),
+        statements=("v7 = F.hardswish(x1)",),
+        outputs=("v7",),
+        dims=({"d2": size},),
+        grad=True,
+    )
+
+
+def test_fuzz_oracle_calls_hardswish_grad_at_nan_by_eager_position_precision():
+    # Eager's hardswish backward gives NaN at a NaN input in its vectorized loop and passes
+    # the gradient on in its scalar tail (56 elements: 32 and 24); inductor passes it on
+    # everywhere, as eager's scalar formula does at every position.
+    source = fuzz_program.render(_hardswish_program(), "inductor")
+    with fuzz.quiet():
+        found = oracle._differences(source, "inductor", False)
+        assert [(m.kind, m.check) for m in found] == [("silent", "grad_value")]
+        found = oracle.check_source(source, "inductor")
+    assert [(m.kind, m.check) for m in found] == [("precision", "grad_value")]
+    assert found[0].message.startswith(oracle.BY_POSITION)
+
+
+def test_fuzz_oracle_keeps_a_wrong_result_of_a_hardswish_program_silent():
+    if "fuzz_off_by_one" not in ember.list_backends():
+        ember.register_backend(_off_by_one_backend, name="fuzz_off_by_one")
+    found = fuzz.check_program(_hardswish_program(), "fuzz_off_by_one")
+    assert ("silent", "value") in [(m.kind, m.check) for m in found]
+
+
+def test_fuzz_oracle_explains_an_overflow_only_where_eager_float64_disagrees():
+    # float32 sums of values near 3.4e38 overflow by their order (seed 900355): eager
+    # gives inf where the exact sum is 6.8e38 (eager is unsure there) and 0.0 where it
+    # is exact.
+    big = torch.finfo(torch.float32).max
+    eager32 = torch.tensor([float("inf"), 0.0, 1.0])
+    eager64 = torch.tensor([2.0 * big, 0.0, 1.0], dtype=torch.float64)
+    explained = oracle._differing_elements_explained
+    # compiled differs only where eager overflowed: explained
+    assert explained(eager32, eager64, torch.tensor([big, 0.0, 1.0]), torch.float32)
+    # compiled overflowed where eager is exact: not explained
+    assert not explained(eager32, eager64, torch.tensor([big, -float("inf"), 1.0]), torch.float32)
+    # a wrong value where eager is exact: not explained
+    assert not explained(eager32, eager64, torch.tensor([big, 0.0, 2.0]), torch.float32)
+    # no difference at all: nothing to explain
+    assert not explained(eager32, eager64, eager32.clone(), torch.float32)
+
+
+def test_fuzz_oracle_float64_spelling_keeps_float32_range_of_nan_to_num():
+    program = fuzz_program.Program(
+        seed=900355,
+        inputs=(fuzz_program.InputSpec("x1", ("d0", 4), "float32", values="special"),),
+        statements=("v1 = torch.nan_to_num(x1)", "v2 = v1.sum(0)"),
+        outputs=("v2",),
+        dims=({"d0": 16},),
+    )
+    source = fuzz_program.render(program, "inductor")
+    wide = oracle.load(oracle._float64_spelling(source))
+    wide.update(oracle.FLOAT32_LIMITS)
+    x = wide["make_inputs"](0)[0]
+    assert x.dtype == torch.float64 and torch.isinf(x).any()
+    assert wide["program"](x)[0].abs().max() <= 16 * torch.finfo(torch.float32).max
+    # a program with float64 values of its own keeps float64's range
+    own = source.replace("v2 = v1.sum(0)", "v2 = v1.sum(0).double()")
+    assert "_nan_to_num_at_float32_limits" not in oracle._float64_spelling(own)
+
+
 def test_fuzz_programs_are_deterministic_by_seed():
     for profile in generator.PROFILES:
         first = fuzz_program.render(generator.generate(1234, profile=profile))

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from inductor_codegen.codegen.cpp import ops as cpp
+from inductor_codegen.codegen.cpp.vector_math import vector_math_call
 from inductor_codegen.codegen.op_text import Emit, call, infix
 from inductor_codegen.codegen.triton import ops as triton
 
@@ -77,7 +78,8 @@ OPS: dict[str, Spelling] = {
         triton=triton.by_kind(infix("%"), triton.float_helper("ember_fmod_float")),
     ),
     "pow": Spelling(
-        cpp=cpp.integral_or(cpp.templated("ember_ipow"), call("std::pow")), triton=triton.power
+        cpp=cpp.integral_or(cpp.templated("ember_ipow"), vector_math_call("pow")),
+        triton=triton.power,
     ),
     "maximum": Spelling(cpp=cpp.templated("ember_maximum"), triton=triton.maximum),
     "minimum": Spelling(cpp=cpp.templated("ember_minimum"), triton=triton.minimum),
@@ -85,8 +87,8 @@ OPS: dict[str, Spelling] = {
     "clamp_max": Spelling(cpp=cpp.templated("ember_minimum"), triton=triton.minimum),
     "fmax": Spelling(cpp=call("std::fmax"), triton=call("libdevice.fmax")),
     "fmin": Spelling(cpp=call("std::fmin"), triton=call("libdevice.fmin")),
-    "atan2": Spelling(cpp=call("std::atan2"), triton=call("libdevice.atan2")),
-    "hypot": Spelling(cpp=call("std::hypot"), triton=call("libdevice.hypot")),
+    "atan2": Spelling(cpp=vector_math_call("atan2"), triton=call("libdevice.atan2")),
+    "hypot": Spelling(cpp=vector_math_call("hypot"), triton=call("libdevice.hypot")),
     "copysign": Spelling(cpp=call("std::copysign"), triton=call("libdevice.copysign")),
     "logical_and": Spelling(
         cpp=cpp.bool_infix("&", "&&"), triton=lambda a, d, o: f"(({a[0]} != 0) & ({a[1]} != 0))"
@@ -102,32 +104,32 @@ OPS: dict[str, Spelling] = {
         triton=lambda a, d, o: f"tl.where({a[0]}, {a[1]}, {a[2]})",
     ),
     "abs": Spelling(cpp=call("std::abs"), triton=call("tl.abs")),
-    "exp": Spelling(cpp=call("std::exp"), triton=call("libdevice.exp")),
-    "exp2": Spelling(cpp=call("std::exp2"), triton=call("libdevice.exp2")),
-    "expm1": Spelling(cpp=call("std::expm1"), triton=call("libdevice.expm1")),
-    "log": Spelling(cpp=call("std::log"), triton=call("libdevice.log")),
-    "log2": Spelling(cpp=call("std::log2"), triton=call("libdevice.log2")),
-    "log10": Spelling(cpp=call("std::log10"), triton=call("libdevice.log10")),
-    "log1p": Spelling(cpp=call("std::log1p"), triton=call("libdevice.log1p")),
+    "exp": Spelling(cpp=vector_math_call("exp"), triton=call("libdevice.exp")),
+    "exp2": Spelling(cpp=vector_math_call("exp2"), triton=call("libdevice.exp2")),
+    "expm1": Spelling(cpp=vector_math_call("expm1"), triton=call("libdevice.expm1")),
+    "log": Spelling(cpp=vector_math_call("log"), triton=call("libdevice.log")),
+    "log2": Spelling(cpp=vector_math_call("log2"), triton=call("libdevice.log2")),
+    "log10": Spelling(cpp=vector_math_call("log10"), triton=call("libdevice.log10")),
+    "log1p": Spelling(cpp=vector_math_call("log1p"), triton=call("libdevice.log1p")),
     "sqrt": Spelling(cpp=call("std::sqrt"), triton=triton.sqrt),
     "rsqrt": Spelling(
         cpp=lambda a, d, o: f"({cpp.compute_type(o)}(1) / std::sqrt({a[0]}))",
         triton=call("tl.rsqrt"),
     ),
-    "sin": Spelling(cpp=call("std::sin"), triton=call("tl.sin")),
-    "cos": Spelling(cpp=call("std::cos"), triton=call("tl.cos")),
-    "tan": Spelling(cpp=call("std::tan"), triton=call("libdevice.tan")),
-    "asin": Spelling(cpp=call("std::asin"), triton=call("libdevice.asin")),
-    "acos": Spelling(cpp=call("std::acos"), triton=call("libdevice.acos")),
-    "atan": Spelling(cpp=call("std::atan"), triton=call("libdevice.atan")),
-    "sinh": Spelling(cpp=call("std::sinh"), triton=call("libdevice.sinh")),
-    "cosh": Spelling(cpp=call("std::cosh"), triton=call("libdevice.cosh")),
-    "tanh": Spelling(cpp=call("std::tanh"), triton=call("libdevice.tanh")),
-    "asinh": Spelling(cpp=call("std::asinh"), triton=call("libdevice.asinh")),
-    "acosh": Spelling(cpp=call("std::acosh"), triton=call("libdevice.acosh")),
-    "atanh": Spelling(cpp=call("std::atanh"), triton=call("libdevice.atanh")),
+    "sin": Spelling(cpp=vector_math_call("sin"), triton=call("tl.sin")),
+    "cos": Spelling(cpp=vector_math_call("cos"), triton=call("tl.cos")),
+    "tan": Spelling(cpp=vector_math_call("tan"), triton=call("libdevice.tan")),
+    "asin": Spelling(cpp=vector_math_call("asin"), triton=call("libdevice.asin")),
+    "acos": Spelling(cpp=vector_math_call("acos"), triton=call("libdevice.acos")),
+    "atan": Spelling(cpp=vector_math_call("atan"), triton=call("libdevice.atan")),
+    "sinh": Spelling(cpp=vector_math_call("sinh"), triton=call("libdevice.sinh")),
+    "cosh": Spelling(cpp=vector_math_call("cosh"), triton=call("libdevice.cosh")),
+    "tanh": Spelling(cpp=vector_math_call("tanh"), triton=call("libdevice.tanh")),
+    "asinh": Spelling(cpp=vector_math_call("asinh"), triton=call("libdevice.asinh")),
+    "acosh": Spelling(cpp=vector_math_call("acosh"), triton=call("libdevice.acosh")),
+    "atanh": Spelling(cpp=vector_math_call("atanh"), triton=call("libdevice.atanh")),
     "erf": Spelling(cpp=cpp.templated("ember_erf"), triton=call("libdevice.erf")),
-    "erfc": Spelling(cpp=call("std::erfc"), triton=call("libdevice.erfc")),
+    "erfc": Spelling(cpp=vector_math_call("erfc"), triton=call("libdevice.erfc")),
     "lgamma": Spelling(cpp=call("std::lgamma"), triton=call("libdevice.lgamma")),
     "sigmoid": Spelling(
         cpp=cpp.templated("ember_sigmoid"),

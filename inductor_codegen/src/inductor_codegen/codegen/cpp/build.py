@@ -51,7 +51,8 @@ from guards.cache_root import (
     store_record,
     write_private,
 )
-from inductor_codegen.codegen.cpp.prelude import PRELUDE, vector_math_declarations
+from inductor_codegen.codegen.cpp.prelude import PRELUDE
+from inductor_codegen.codegen.cpp.vector_math import needed_functions, vector_math_source
 from inductor_codegen.codegen.kernel import KernelSource
 from inductor_codegen.errors import CppCompileError
 from inductor_codegen.options import default_cache_dir
@@ -121,9 +122,12 @@ def vector_math_available() -> bool:
     return ctypes.util.find_library("mvec") is not None
 
 
-def prelude() -> str:
-    """The text every generated file starts with (vector math declared when linkable)."""
-    return (vector_math_declarations() if vector_math_available() else "") + PRELUDE
+def prelude(source: str, flags: tuple[str, ...]) -> str:
+    """The text a generated file of kernels `source`, built with `flags`, starts with:
+    the math library functions it calls (through libmvec when linkable) and the helpers."""
+    widest = 64 if "-mprefer-vector-width=512" in flags else 32
+    used = needed_functions(source)
+    return vector_math_source(used, vector_math_available(), widest) + PRELUDE
 
 
 def link_flags() -> tuple[str, ...]:
@@ -219,7 +223,7 @@ def cache_key_parts(
     toolchain = compiler_version(config.cxx) if toolchain is None else toolchain
     return [
         ("schema", SCHEMA_VERSION),
-        ("source", _digest(prelude() + source)[:16]),
+        ("source", _digest(prelude(source, config.flags) + source)[:16]),
         ("compiler", _digest(config.cxx + toolchain)[:16]),
         ("flags", _digest(" ".join(config.flags + link_flags()))[:16]),
         ("cpu", _digest(host_cpu() if "-march=native" in config.flags else "")[:16]),
@@ -379,7 +383,8 @@ class KernelLibrary:
         lib_dir = self.lib_dir
         jobs = []
         for chunk in chunks:
-            text = prelude() + "\n" + "\n".join(self.source_of(by_key[k]) for k in chunk)
+            kernels = "\n".join(self.source_of(by_key[k]) for k in chunk)
+            text = prelude(kernels, self.config.flags) + "\n" + kernels
             cpp_path = lib_dir / f"{_digest(text)[:24]}.cpp"
             write_private(cpp_path, text.encode())
             fd, tmp = tempfile.mkstemp(suffix=".so.tmp", dir=lib_dir)  # 0600, a fresh name

@@ -7,50 +7,7 @@ to nearest even, first-index argmax/argmin with NaN as the largest value.
 
 from __future__ import annotations
 
-__all__ = ["PRELUDE", "VECTOR_MATH", "vector_math_declarations"]
-
-# glibc's libmvec has SIMD variants of these; declaring them `simd` lets the
-# compiler vectorize loops that call them (with -fno-math-errno, -lmvec).
-VECTOR_MATH = {
-    1: (
-        "acos",
-        "acosh",
-        "asin",
-        "asinh",
-        "atan",
-        "atanh",
-        "cos",
-        "cosh",
-        "erf",
-        "erfc",
-        "exp",
-        "exp2",
-        "expm1",
-        "log",
-        "log10",
-        "log1p",
-        "log2",
-        "sin",
-        "sinh",
-        "tan",
-        "tanh",
-    ),
-    2: ("atan2", "hypot", "pow"),
-}
-
-
-def vector_math_declarations() -> str:
-    lines = ['extern "C" {']
-    for arity, names in VECTOR_MATH.items():
-        for name in names:
-            for suffix, ctype in (("f", "float"), ("", "double")):
-                params = ", ".join([ctype] * arity)
-                lines.append(
-                    f'__attribute__((simd("notinbranch"))) {ctype} {name}{suffix}({params}) noexcept;'
-                )
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
+__all__ = ["PRELUDE"]
 
 PRELUDE = r"""
 // Floating-point traps stay on. Ordered comparisons of floats are spelled with the
@@ -194,8 +151,12 @@ template <typename T> static inline T ember_ipow(T base, T exp) {
   while (exp) { if (exp & 1) result *= base; base *= base; exp >>= 1; }
   return result;
 }
-template <typename T> static inline T ember_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
-// erf: std::erf for double (glibc's vector erf where gcc vectorizes it); for float an
+// Math library calls go through ember_vm_* (one routine at every position: vector_math.py).
+template <typename T> static inline T ember_vm_exp_of(T x) {
+  if constexpr (std::is_same_v<T, float>) return ember_vm_expf(x); else return ember_vm_exp(x);
+}
+template <typename T> static inline T ember_sigmoid(T x) { return T(1) / (T(1) + ember_vm_exp_of(-x)); }
+// erf: ember_vm_erf for double (glibc's vector erf, at every position); for float an
 // inline function gcc vectorizes, within 1.08 ulp of erf over every float (1.32 ulp
 // without fused multiply-add), where glibc's AVX-512 vector erff is within 4 ulp and a
 // call. Odd in x, so computed on a = |x| and given x's sign (keeps -0 and NaN):
@@ -211,7 +172,7 @@ template <typename T> static inline T ember_sigmoid(T x) { return T(1) / (T(1) +
 #else
 #define EMBER_FMAF(a, b, c) ((a) * (b) + (c))
 #endif
-template <typename T> static inline T ember_erf(T x) { return std::erf(x); }
+template <typename T> static inline T ember_erf(T x) { return ember_vm_erf(x); }
 template <> inline float ember_erf<float>(float x) {
   const float a = std::fabs(x);
   const float s = a * a;
