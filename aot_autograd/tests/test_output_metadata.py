@@ -240,6 +240,34 @@ def test_output_restrided_under_no_grad_beside_other_outputs_raises_only_at_its_
             torch.testing.assert_close(got, want)
 
 
+def test_outputs_whose_backwards_fail_with_different_messages_raise_only_at_backward():
+    """`v.unsqueeze_(-1)` under no_grad, then `index_copy` of v: the backward of v fails
+    at its root ("invalid gradient ..."), that of the copy in IndexCopyBackward0
+    ("Function IndexCopyBackward0 returned an invalid gradient ..."). Eager's call runs
+    and its backward raises; each message is found by a trace of its own, and the call
+    ran no backward before."""
+
+    def fn(x):
+        v = x.clamp(min=-1, max=2)
+        with torch.no_grad():
+            v.unsqueeze_(-1)
+        w = v.index_copy(2, torch.tensor([0]), v.index_select(2, torch.tensor([0])).flip(2))
+        return v, w, x.cos()
+
+    compiled = aot_function(fn, identity_compiler)
+    x = torch.randn(5, 3, 1, requires_grad=True)
+    expected, actual = fn(x), compiled(x)
+    _assert_same_outputs(actual, expected)
+    for i in (0, 1):
+        with pytest.raises(RuntimeError, match="invalid gradient"):
+            actual[i].sum().backward(retain_graph=True)
+        with pytest.raises(RuntimeError, match="invalid gradient"):
+            expected[i].sum().backward(retain_graph=True)
+    x.grad = None
+    actual[2].sum().backward()
+    torch.testing.assert_close(x.grad, -x.detach().sin())
+
+
 WRITES_THROUGH_A_VIEW = {
     "transpose_copy": lambda v: v.transpose(0, -1).copy_(v.transpose(0, -1).flip(0)),
     "row_mul": lambda v: v[0].mul_(2),

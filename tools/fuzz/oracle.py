@@ -253,6 +253,14 @@ WIDENED_METHODS = (*LOW_PRECISION_METHODS, ".float()")
 # over a comparison that rounding flips. A shape never depends on the float dtype
 # otherwise, and the verdict changes only when the float32 program matches entirely.
 ROUNDING_CHECKS = ("value", "mutation_value", "grad_value", "shape")
+# What can make a size depend on values: a boolean mask (`x[x > 0]`), a value read into
+# Python (`.item()`, `int(...)`, a branch), `nonzero`, `masked_select`, `unique`. A shape
+# mismatch of a program without any of these is no rounding: it stays `silent` (a wrong
+# size can vanish in the widened program for another reason, such as a stale cache entry).
+DATA_DEPENDENT_SIZE = re.compile(
+    r"\[[^\]\n]*[<>!=]=?[^\]\n]*\]|\b(\w+)\[\1\]|\.item\(\)|\b(?:int|float|bool)\(|\bif\b"
+    r"|\bnonzero\b|\bmasked_select\b|\bunique|\.tolist\(\)"
+)
 # A float32 value off by more than its tolerance but within this one is "near" (the
 # message says so): a candidate for the float64 check of `reclassify_precision`.
 NEAR_TOLERANCE = (1e-3, 1e-3)
@@ -261,6 +269,19 @@ NEAR = "near: "
 # largest value: no overflow or invalid operation happened in eager's chain, and skipping
 # an intermediate rounding only makes values more exact, so this is never `precision`.
 NONFINITE = "nonfinite: "
+
+
+def _rounding_suspects(source: str, mismatches: list[Mismatch]) -> list[Mismatch]:
+    """The silent mismatches rounding may explain: values, and sizes the program computes
+    from values (DATA_DEPENDENT_SIZE)."""
+    sizes_from_values = DATA_DEPENDENT_SIZE.search(_program_body(source)) is not None
+    return [
+        m
+        for m in mismatches
+        if m.kind == "silent"
+        and m.check in ROUNDING_CHECKS
+        and (m.check != "shape" or sizes_from_values)
+    ]
 
 
 def reclassify_precision(source: str, backend: str, mismatches: list[Mismatch]) -> list[Mismatch]:
@@ -279,7 +300,7 @@ def reclassify_precision(source: str, backend: str, mismatches: list[Mismatch]) 
     Only when the widened program shows no mismatch at all (but metadata) do the value
     mismatches become kind `precision`.
     """
-    suspects = [m for m in mismatches if m.kind == "silent" and m.check in ROUNDING_CHECKS]
+    suspects = _rounding_suspects(source, mismatches)
     suspects = [m for m in suspects if not m.message.startswith(NONFINITE)]
     low = (*LOW_PRECISION, *LOW_PRECISION_METHODS)
     if suspects and any(name in source for name in low):
@@ -322,7 +343,7 @@ def reclassify_rounding(source: str, mismatches: list[Mismatch]) -> list[Mismatc
     mismatch (by more than float32's tolerance), that mismatch is `precision`.
     Programs naming float16/bfloat16 are left to `reclassify_precision`.
     """
-    suspects = [m for m in mismatches if m.kind == "silent" and m.check in ROUNDING_CHECKS]
+    suspects = _rounding_suspects(source, mismatches)
     if not suspects or "torch.float32" not in source:
         return mismatches
     if any(name in source for name in LOW_PRECISION):
@@ -750,7 +771,7 @@ def reclassify_layout(source: str, mismatches: list[Mismatch]) -> list[Mismatch]
     memory, a program observing layouts, or one writing in place while it reshapes (a
     reshape is a view of a contiguous tensor, a copy of a strided one).
     """
-    suspects = [m for m in mismatches if m.kind == "silent" and m.check in ROUNDING_CHECKS]
+    suspects = _rounding_suspects(source, mismatches)
     if not suspects:
         return mismatches
     body = _program_body(source)

@@ -419,15 +419,15 @@ def _backward_error(t: torch.Tensor) -> str:
 
 
 def _raising_backwards(
-    outputs: Sequence[Any], differentiable: Sequence[bool], message: str
+    outputs: Sequence[Any], differentiable: Sequence[bool], messages: Sequence[str]
 ) -> dict[int, str]:
-    """The outputs whose own backward raises `message`, the traced backward's error.
+    """The outputs whose own backward raises one of `messages`, the traced backwards' errors.
 
     A backward formula can fail where the forward ran (`atan2(bool_tensor, x)`: its
     gradient negates the bool operand); eager raises then at `backward()`, not at the
     call. Each differentiable output's backward is run alone, before the traced one
     (not traced: only the tracer's kernel checks and formula overrides); only those
-    failing with the same message are kept, so a failure of tracing itself is never
+    failing with one of the messages are kept, so a failure of tracing itself is never
     turned into a backward error. The position autograd names in a message (`invalid
     gradient at index 1`: the output's place among those differentiated together) is
     not compared, and each output keeps its own run's message.
@@ -443,7 +443,7 @@ def _raising_backwards(
             with torch.enable_grad(), torch._C._DisableAutocast(), KernelChecks():
                 torch.autograd.grad(t, leaves, grad, allow_unused=True, retain_graph=True)
         except RuntimeError as error:
-            if _without_positions(str(error)) == _without_positions(message):
+            if _without_positions(str(error)) in {_without_positions(m) for m in messages}:
                 errors[i] = str(error)
         finally:
             for handle in handles:
@@ -790,13 +790,23 @@ def _trace(
     # NOTE: a captured graph's torch.set_default_dtype nodes run while tracing (the
     # ATen graph keeps no such switch, its factories carry their dtypes): the default
     # dtype in force is put back after the trace, or the graph would run under another
+    # NOTE: outputs whose backwards fail with different messages (a root's shape check,
+    # a formula's returned gradient) are found one message at a time: each trace leaves
+    # out the outputs failing with the messages seen so far; a message seen twice is
+    # tracing's own failure, raised as it is.
     default_dtype = torch.get_default_dtype()
+    backward_errors: tuple[str, ...] = ()
     try:
-        return _trace_once(fn, example_inputs, decompositions, joint, mode, None, float_inputs)
-    except _BackwardRaises as raised:
-        return _trace_once(
-            fn, example_inputs, decompositions, joint, mode, raised.message, float_inputs
-        )
+        while True:
+            try:
+                return _trace_once(
+                    fn, example_inputs, decompositions, joint, mode, backward_errors, float_inputs
+                )
+            except _BackwardRaises as raised:
+                seen = {_without_positions(m) for m in backward_errors}
+                if _without_positions(raised.message) in seen:
+                    raise raised.__cause__ from None
+                backward_errors += (raised.message,)
     finally:
         torch.set_default_dtype(default_dtype)
 
@@ -810,11 +820,11 @@ def _trace_once(
     decompositions: Mapping | None,
     joint: bool,
     mode: Any,
-    backward_error: str | None,
+    backward_errors: tuple[str, ...] = (),
     float_inputs: Mapping[int, torch.SymFloat] | None = None,
 ) -> TracedProgram:
-    """One trace. `backward_error`: the error an earlier trace's backward raised on real
-    tensors; the outputs whose own backward raises it are left out of the traced
+    """One trace. `backward_errors`: the errors earlier traces' backwards raised on real
+    tensors; the outputs whose own backward raises one of them are left out of the traced
     backward, and the compiled function raises it at their backward, as eager does."""
     wants_grad = [joint and isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs]
     if mode is None:
@@ -860,8 +870,8 @@ def _trace_once(
     forward_nodes = [*plan.graph_nodes, *checks, *(node for _, node in mutated)]
     differentiable = [_differentiable(t) for t in plan.graph_tensors]
     raising_backward = {}
-    if joint and backward_error is not None:
-        raising_backward = _raising_backwards(plan.graph_tensors, differentiable, backward_error)
+    if joint and backward_errors:
+        raising_backward = _raising_backwards(plan.graph_tensors, differentiable, backward_errors)
         differentiable = [d and i not in raising_backward for i, d in enumerate(differentiable)]
     missing = {}
     if joint:
@@ -888,15 +898,13 @@ def _trace_once(
             except OverlappingWriteError as error:
                 # Eager's refusal, decided by the strides (fakes have them): autograd's
                 # backward of a write into an expanded view copies into the overlap.
-                if backward_error is not None:
-                    raise
                 raise _BackwardRaises(str(error)) from error
             except AotAutogradError:
                 raise
             except RuntimeError as error:
                 # NOTE: on fakes a failure may be the fakes' own (a data-dependent size):
                 # trace_program traces on real tensors then, where this is eager's error.
-                if backward_error is not None or mode is not None:
+                if mode is not None:
                     raise
                 raise _BackwardRaises(str(error)) from error
     check_nodes = [node for node, _ in backward_checks]

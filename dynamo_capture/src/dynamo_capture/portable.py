@@ -1206,7 +1206,11 @@ def _install_parts(
         if record.get("shape_env") is not None:
             try:
                 shape_env = shape_env_of(record["shape_env"], read)
+                failure = _assumption_failure(shape_env, read)
             except Stale:
+                return None
+            if failure is not None:
+                _log.info("capture record of %s does not apply: %s", target.name, failure)
                 return None
         graph_module, _ = graph_of(record["graph"], shape_env)
     try:
@@ -1225,6 +1229,21 @@ def _install_parts(
         constants,
         graph_break,
     )
+
+
+def _assumption_failure(shape_env: Any, read: Any) -> str | None:
+    """Why this call's sizes break what the kept ShapeEnv assumed, or None.
+
+    A record is kept once the backend compiled its graph, and the backend's tracing
+    narrows the ShapeEnv it shares with capture (`aot_autograd.symbolic`: a size proven
+    equal to its example, `Eq(s0, 33)`, becomes a replacement the graph's sizes are then
+    written with). The frame's guards, made before, do not check those assumptions (the
+    compiling process checks them at every call of the compiled code), so the restored
+    ShapeEnv's own guard is checked here: a call it rejects is captured again."""
+    guard = ShapeGuard.of(shape_env)
+    if guard is None:
+        return None
+    return guard.failure(*(read(source) for source in guard.property_sources))
 
 
 def frame_fingerprint(target: Any) -> str:

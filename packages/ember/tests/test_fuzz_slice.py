@@ -443,6 +443,49 @@ def test_fuzz_oracle_float64_spelling_keeps_float32_range_of_nan_to_num():
     # a program with float64 values of its own keeps float64's range
     own = source.replace("v2 = v1.sum(0)", "v2 = v1.sum(0).double()")
     assert "_nan_to_num_at_float32_limits" not in oracle._float64_spelling(own)
+def _half_rows_dropped_backend(gm, example_inputs):
+    """A deliberately wrong backend: float16/bfloat16 outputs lose their last row."""
+
+    def run(*args):
+        outputs = gm.forward(*args)
+        low = (torch.float16, torch.bfloat16)
+        return type(outputs)(o[:-1] if o.dtype in low else o for o in outputs)
+
+    return run
+
+
+def test_fuzz_oracle_keeps_a_wrong_size_silent_where_no_size_comes_from_values():
+    # The float32 spelling of the program matches (the backend is wrong on bfloat16
+    # alone), as a stale compiled entry missed by the widened program's other key does:
+    # no rounding changes a size computed from sizes alone.
+    if "fuzz_half_rows_dropped" not in ember.list_backends():
+        ember.register_backend(_half_rows_dropped_backend, name="fuzz_half_rows_dropped")
+    program = fuzz_program.Program(
+        seed=11,
+        inputs=(fuzz_program.InputSpec("x0", ("d0", 3), "bfloat16"),),
+        statements=("v1 = x0.cumsum(0)", "v2 = v1.amin(dim=[-1], keepdim=True)"),
+        outputs=("v2",),
+        dims=({"d0": 4},),
+    )
+    found = fuzz.check_program(program, "fuzz_half_rows_dropped")
+    assert [(m.kind, m.check) for m in found] == [("silent", "shape")]
+
+
+@pytest.mark.parametrize(
+    "statement, from_values",
+    [
+        ("v1 = x0[x0 > 0]", True),
+        ("v1 = x1[x1]", True),
+        ("v1 = x0.reshape(-1)[: int((x0 > 0).sum())]", True),
+        ("v1 = x0 * x0.amax().item()", True),
+        ("v1 = torch.nonzero(x0)", True),
+        ("v1 = x0[1:, ::2].amin(dim=[-1], keepdim=True)", False),
+        ("v1 = torch.einsum('ij->ji', x0)", False),
+    ],
+)
+def test_fuzz_oracle_knows_sizes_computed_from_values(statement, from_values):
+    body = f"def program(x0, x1):\n    {statement}\n    return (v1, )\n"
+    assert (oracle.DATA_DEPENDENT_SIZE.search(body) is not None) == from_values
 
 
 def test_fuzz_programs_are_deterministic_by_seed():

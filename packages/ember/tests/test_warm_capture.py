@@ -808,6 +808,33 @@ def test_warm_capture_automatic_dynamic_graph_installs_at_new_size(warm, no_capt
     torch.testing.assert_close(out, sized(x, y))
 
 
+def running_product(x):
+    return x.cumprod(0) * 2
+
+
+def test_warm_capture_dynamic_record_checks_what_the_backward_assumed(warm):
+    # Tracing cumprod's backward proves the rows equal to the example's (Eq(s0, 5)): the
+    # ShapeEnv kept with the record writes the graph's sizes with 5. A call of 7 rows
+    # passes the frame's guards (rows symbolic) but not that assumption: captured again.
+    x = torch.randn(5, 3, requires_grad=True)
+    _run(running_product, x, backend="aot_eager", dynamic=True).sum().backward()
+    assert warm_cache.STATS["captures_kept"] == 1
+    y = torch.randn(7, 3, requires_grad=True)
+    out = _run(running_product, y, backend="aot_eager", dynamic=True)
+    out.sum().backward()
+    assert warm_cache.STATS["capture_hits"] == 0
+    expected_y = y.detach().clone().requires_grad_()
+    expected = running_product(expected_y)
+    expected.sum().backward()
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(y.grad, expected_y.grad)
+    z = torch.randn(5, 3, requires_grad=True)  # the sizes it assumed: installed
+    torch.testing.assert_close(
+        _run(running_product, z, backend="aot_eager", dynamic=True), running_product(z)
+    )
+    assert warm_cache.STATS["capture_hits"] == 1
+
+
 DYNAMIC_CHILD = """
 import json, sys
 import torch, ember

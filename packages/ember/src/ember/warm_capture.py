@@ -161,7 +161,7 @@ class FileCaptureCache(CaptureCache):
         folder = self.folder(compiled)
         if folder is None:
             return
-        name = _digest(json.dumps(record["guards"], sort_keys=True))[:24]
+        name = _record_name(record)
         try:
             store_record(folder / f"{name}.json", record)
         except OSError as error:
@@ -200,7 +200,7 @@ class FileCaptureCache(CaptureCache):
         except ENVELOPE_ERRORS as error:
             remote.garbage(f"capture record {key}: {error}")
             return None
-        path = folder / f"{_digest(json.dumps(record['guards'], sort_keys=True))[:24]}.json"
+        path = folder / f"{_record_name(record)}.json"
         try:
             store_record(path, record)
         except OSError:
@@ -239,6 +239,12 @@ class _Kept:
 # compiled callable of the frame asks here; the folder is read again only once it
 # changed (a record kept or removed, here or by another process: its mtime).
 _KEPT: dict[Path, _Kept] = {}
+
+
+def _record_name(record: dict[str, Any]) -> str:
+    """A record's file name: its guards and, for a symbolic graph, what its ShapeEnv
+    assumed (records of equal guards whose compiles assumed other sizes are kept apart)."""
+    return _digest(json.dumps([record["guards"], record.get("shape_env")], sort_keys=True))[:24]
 
 
 def _stamp(folder: Path) -> tuple[int, int] | None:
