@@ -443,6 +443,8 @@ def test_fuzz_oracle_float64_spelling_keeps_float32_range_of_nan_to_num():
     # a program with float64 values of its own keeps float64's range
     own = source.replace("v2 = v1.sum(0)", "v2 = v1.sum(0).double()")
     assert "_nan_to_num_at_float32_limits" not in oracle._float64_spelling(own)
+
+
 def _half_rows_dropped_backend(gm, example_inputs):
     """A deliberately wrong backend: float16/bfloat16 outputs lose their last row."""
 
