@@ -26,6 +26,7 @@ from inductor_codegen.lowering.channels_last import (
     keep_channels_last,
     lower_convolution_backward_channels_last,
     lower_convolution_channels_last,
+    lower_convolution_pointwise_channels_last,
 )
 from inductor_codegen.lowering.registry import mark_cpp_table
 from inductor_codegen.lowering.shared_reads import store_shared_reads
@@ -36,6 +37,7 @@ __all__ = [
     "cpp_lowerings",
     "lower_convolution",
     "lower_convolution_backward",
+    "lower_convolution_pointwise",
 ]
 
 aten = torch.ops.aten
@@ -71,6 +73,15 @@ def lower_convolution_backward(ctx, node, *args):
     return value
 
 
+def lower_convolution_pointwise(ctx, node, *args):
+    """mkldnn._convolution_pointwise, the folded convolution `frozen_convolutions` makes,
+    on channels-last data where the user does not see its output."""
+    value = lower_convolution_pointwise_channels_last(ctx, node, args)
+    if value is None:
+        return ctx.extern(node, node.target, args, {}, is_fallback=False)
+    return value
+
+
 _TABLE: dict = {"source": None, "table": None}
 
 
@@ -87,5 +98,7 @@ def cpp_lowerings() -> dict:
         }
         table[aten.convolution.default] = lower_convolution
         table[aten.convolution_backward.default] = lower_convolution_backward
+        if hasattr(torch.ops.mkldnn, "_convolution_pointwise"):
+            table[torch.ops.mkldnn._convolution_pointwise.default] = lower_convolution_pointwise
         _TABLE["source"], _TABLE["table"] = dict(LOWERINGS), mark_cpp_table(table)
     return _TABLE["table"]
