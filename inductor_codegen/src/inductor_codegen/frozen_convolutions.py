@@ -418,6 +418,10 @@ def bytes_equal_kernel() -> KernelSource:
     )
 
 
+# Folds kept per compiled graph (one per distinct set of source tensors, see below).
+MAX_FOLDS_KEPT = 64
+
+
 class FoldedWeights:
     """The folded weights and biases of one compiled graph, kept while its inputs'
     contents stay the same (see the module's docstring).
@@ -439,7 +443,9 @@ class FoldedWeights:
                 | {f.bias for f in folds if f.bias is not None}
             )
         )
-        self._state = None  # (copies of the watched tensors, new inputs)
+        # One fold per set of watched tensors' data pointers, oldest first: a graph that
+        # runs for several layers of one shape (regions) keeps each layer's fold.
+        self._states: dict[tuple, _FoldState] = {}
         self._lock = threading.Lock()
         self.folds_made = 0  # how many times the weights were folded (tests read it)
 
@@ -452,24 +458,31 @@ class FoldedWeights:
         self._addresses = (ctypes.addressof(self._pointers), ctypes.addressof(self._same))
 
     def arguments(self, args) -> list:
-        state = self._state
-        if state is not None and self._unchanged(args, state):
-            return state.new_inputs
-        with self._lock:
+        with self._lock:  # (the pointer and result cells are shared)
+            pointers = [args[position].data_ptr() for position in self.watched]
+            key = tuple(pointers)
+            state = self._states.get(key)
+            if state is not None and self._unchanged(pointers, state):
+                return state.new_inputs
             state = self._fold(args)
-            self._state = state
-        return state.new_inputs
+            self._states.pop(key, None)
+            if len(self._states) >= MAX_FOLDS_KEPT:
+                self._states.pop(next(iter(self._states)))
+            self._states[key] = state
+            return state.new_inputs
 
-    def _unchanged(self, args, state: _FoldState) -> bool:
-        # NOTE: only data pointers are read here. The compiled graph is specialized to its
-        # inputs' sizes and strides (its kernels index with them), so the guards that
-        # pick it have checked them: each watched tensor has its copy's shape and strides
-        # (its copy is dense, by empty_like, so the tensor is too) and its bytes are one
-        # span from its data pointer, as long as the copy's.
-        self._pointers[:] = [args[position].data_ptr() for position in self.watched]
+    def _unchanged(self, pointers: list, state: _FoldState) -> bool:
+        # NOTE: only data pointers are read per call. The compiled graph is specialized to
+        # its inputs' sizes and strides, so the guards that pick it have checked them: a
+        # watched tensor has the shape and strides it had at the fold, where it was dense
+        # (`state.dense`), so its bytes are one span from its data pointer, as long as
+        # its copy's.
+        if not state.dense:
+            return False
+        self._pointers[:] = pointers
         pointers_at, same_at = self._addresses
         self._bytes_equal(
-            len(self.watched), pointers_at, state.copy_sizes_at, state.copy_pointers_at,
+            len(pointers), pointers_at, state.copy_sizes_at, state.copy_pointers_at,
             state.copy_sizes_at, same_at,
         )  # fmt: skip
         return self._same[0] == 1
@@ -485,15 +498,17 @@ class FoldedWeights:
             for fold in self.folds:
                 new_inputs += _fold_one(fold, args, vectors)
         self.folds_made += 1
-        return _FoldState(copies, new_inputs)
+        dense = all(copy.stride() == args[i].stride() for copy, i in zip(copies, self.watched))
+        return _FoldState(copies, new_inputs, dense)
 
 
 class _FoldState:
     """The copies of the watched tensors taken at one fold, and what it computed."""
 
-    def __init__(self, copies: list, new_inputs: list):
+    def __init__(self, copies: list, new_inputs: list, dense: bool):
         self.copies = copies
         self.new_inputs = new_inputs
+        self.dense = dense  # every watched tensor dense (its copy has its strides)
         count = len(copies)
         self._copy_pointers = (ctypes.c_int64 * count)(*(c.data_ptr() for c in copies))
         self._copy_sizes = (ctypes.c_int64 * count)(*(c.nbytes for c in copies))

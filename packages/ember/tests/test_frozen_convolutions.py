@@ -253,3 +253,53 @@ def test_visible_outputs_hand_written_affine_and_per_sample_scales(folds):
         for got, expected in zip(compiled(x, gate), model(x, gate)):
             assert_close(got, expected, **TOL)
     assert folds["folds"] == 2
+
+
+def _block() -> torch.nn.Module:
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(8, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU()
+    )
+
+
+class RepeatedBlocks(torch.nn.Module):
+    """Identical blocks: one compiled region runs for each, with its own weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(_block() for _ in range(3))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+@pytest.mark.parametrize("regional", [True, False])
+def test_repeated_blocks_keep_one_fold_each(regional, folds):
+    torch.manual_seed(0)
+    model = RepeatedBlocks()
+    _randomize_statistics(model)
+    model.eval()
+    compiled = ember.compile(model, backend="inductor", options={"regional": regional})
+    x = torch.randn(2, 8, 8, 8)
+    assert_close(_infer(compiled, x), _infer(model, x), **TOL)
+    first = folds["folds"]
+    assert 1 <= first <= 3  # one graph, or one region per block
+    for _ in range(2):
+        assert_close(_infer(compiled, x), _infer(model, x), **TOL)
+    assert folds["folds"] == first  # each block's fold kept, none made again
+    model.blocks[1][1].running_mean.data.add_(1.0)
+    assert_close(_infer(compiled, x), _infer(model, x), **TOL)
+    assert folds["folds"] == first + 1
+
+
+def test_frozen_parameters_with_grad_enabled(folds):
+    """Parameters with requires_grad=False called with grad mode on: an inference graph."""
+    model = _model()
+    model.requires_grad_(False)
+    compiled = ember.compile(model, backend="inductor")
+    x = torch.randn(2, 3, 16, 16)
+    assert_close(compiled(x), model(x), **TOL)
+    model.conv1.weight.data.mul_(-1.0)
+    assert_close(compiled(x), model(x), **TOL)
+    assert folds["folds"] == 2

@@ -9,12 +9,11 @@ microseconds). A convolution whose output the user gets keeps eager's layout; on
 for the backward pass stays channels-last, and the backward's convolution_backward reads
 it (and its gradient) as NHWC.
 
-What was measured and left out (benchmarks/RESULTS.md): folding an eval-mode batch norm
-into the weight at every call costs a kernel over the weight and gains nothing, since the
-batch norm's arithmetic is free in the fused kernel after the convolution; a folded and
-prepacked weight cached across calls would gain a few percent per convolution, but no
-cache key is sound: the fused CPU optimizers (`Adam(fused=True)` and friends) and writes
-through `.data` change parameters without bumping their version counters.
+Inference graphs may instead fold the batch norm after a convolution into a prepacked
+weight (`frozen_convolutions`, option `fold_convolutions`): its `mkldnn._convolution_pointwise`
+calls are lowered here too (`lower_convolution_pointwise`), on the same channels-last data.
+Training graphs keep `aten.convolution` and compute the batch norm in the kernel after it
+(its arithmetic is free there; benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
