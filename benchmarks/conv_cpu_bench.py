@@ -3,6 +3,7 @@
     python benchmarks/conv_cpu_bench.py                      batch 8 and 32, both modes
     EMBER_BENCH_BATCHES=8 EMBER_BENCH_MODES=inference python benchmarks/conv_cpu_bench.py
     EMBER_BENCH_ROUNDS=200 EMBER_BENCH_THREADS=2 python benchmarks/conv_cpu_bench.py
+    python benchmarks/conv_cpu_bench.py convolutions   the CNN's three convolutions alone
 
 The model is the model suite's `cnn` (benchmarks/models.py: three conv (no bias) +
 BatchNorm2d + ReLU + MaxPool2d(2) blocks of 16, 32 and 64 channels, adaptive average pool,
@@ -99,8 +100,46 @@ def run(batch: int, training: bool) -> dict:
     return {label: (lo * 1e3, mid * 1e3) for label, (lo, mid) in result.items()}
 
 
+def _convolution_steps(x, w, b) -> dict:
+    conv = torch.ops.aten.convolution.default
+    pointwise = torch.ops.mkldnn._convolution_pointwise.default
+    ones = [1, 1]
+    xc = x.contiguous(memory_format=torch.channels_last)
+    wc = w.contiguous(memory_format=torch.channels_last)
+    packed = torch.ops.mkldnn._reorder_convolution_weight(w, ones, ones, ones, 1, list(x.shape))
+    return {
+        "nchw": lambda: conv(x, w, None, ones, ones, ones, False, [0, 0], 1),
+        "cl": lambda: conv(xc, wc, None, ones, ones, ones, False, [0, 0], 1),
+        "bias": lambda: conv(xc, wc, b, ones, ones, ones, False, [0, 0], 1),
+        "plain": lambda: pointwise(xc, wc, b, ones, ones, ones, 1, "none", [], ""),
+        "packed": lambda: pointwise(xc, packed, b, ones, ones, ones, 1, "none", [], ""),
+    }
+
+
+def convolutions() -> None:
+    """The CNN's three convolutions alone, microseconds (min of interleaved rounds): NCHW,
+    channels-last (what ember's training graphs run), channels-last with a bias,
+    `mkldnn._convolution_pointwise` on the plain weight, and on a prepacked one (what
+    ember's inference graphs run after folding)."""
+    print("| batch | layer | NCHW | channels-last | + bias | pointwise, plain weight "
+          "| pointwise, prepacked |")  # fmt: skip
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for batch in [int(b) for b in os.environ.get("EMBER_BENCH_BATCHES", "8,32").split(",")]:
+        for cin, cout, size in ((3, 16, 32), (16, 32, 16), (32, 64, 8)):
+            x = torch.randn(batch, cin, size, size)
+            w, b = torch.randn(cout, cin, 3, 3), torch.randn(cout)
+            steps = _convolution_steps(x, w, b)
+            with torch.no_grad():
+                best = {k: lo * 1e6 for k, (lo, _) in interleaved(steps, ROUNDS).items()}
+            cells = " | ".join(f"{best[k]:.0f}" for k in steps)
+            print(f"| {batch} | {cin}->{cout}, {size}x{size} | {cells} |", flush=True)
+
+
 def main() -> int:
     torch.set_num_threads(THREADS)
+    if sys.argv[1:] == ["convolutions"]:
+        convolutions()
+        return 0
     os.environ.setdefault("EMBER_CACHE_DIR", tempfile.mkdtemp(prefix="ember-bench-"))
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="torch-bench-"))
     batches = [int(b) for b in os.environ.get("EMBER_BENCH_BATCHES", "8,32").split(",")]
