@@ -55,7 +55,7 @@ def residual_block(x, w1, b1, m1, v1, g1, s1, w2, m2, v2, g2, s2):
 def _block_args(seed: int = 0):
     torch.manual_seed(seed)
     return (
-        torch.randn(2, 4, 10, 10),
+        torch.randn(4, 4, 10, 10),
         torch.randn(8, 4, 3, 3),
         torch.randn(8),
         *_bn(8, seed),
@@ -130,7 +130,7 @@ def scaled_by_random(x, w):
 
 
 def test_random_vector_is_not_folded():
-    x, w = torch.randn(1, 2, 5, 5), torch.randn(4, 2, 3, 3)
+    x, w = torch.randn(1, 2, 20, 20), torch.randn(4, 2, 3, 3)
     gm = _inference_graph(scaled_by_random, x, w)
     new_gm, _, weights = frozen.fold_convolutions(gm, [x, w])
     assert all(fold.steps == () for fold in weights.folds)  # the conv alone, prepacked
@@ -144,7 +144,7 @@ def conv_times_input(x, w, scale):
 def test_per_channel_input_changing_every_call_refolds():
     """A per-channel graph input that is not a parameter is folded too, and refolded
     whenever its values change: correct, at a fold per call."""
-    x, w = torch.randn(2, 3, 6, 6), torch.randn(5, 3, 3, 3)
+    x, w = torch.randn(2, 3, 12, 12), torch.randn(5, 3, 3, 3)
     scale = torch.rand(5, 1, 1)
     compiled = compile_graph(
         _inference_graph(conv_times_input, x, w, scale), [x, w, scale], options=FOLD
@@ -161,3 +161,11 @@ def test_option_off_by_default():
     compiled = compile_graph(_inference_graph(residual_block, *args), list(args))
     assert not hasattr(compiled, "folded_weights")
     assert "torch_convolution" in compiled.artifact("wrapper")
+
+
+def test_small_outputs_are_not_folded():
+    """A convolution with few output positions per weight element (batch 1, 4x4) is not
+    worth a per-call comparison of its weight: left to aten.convolution."""
+    x, w = torch.randn(1, 8, 6, 6), torch.randn(16, 8, 3, 3)
+    gm = _inference_graph(lambda x, w: F.conv2d(x, w), x, w)
+    assert frozen.fold_convolutions(gm, [x, w]) is None

@@ -93,7 +93,7 @@ def test_folded_inference_matches_eager_and_folds_once(folds):
 def test_inference_mode_matches_eager(folds):
     model = _model()
     compiled = ember.compile(model, backend="inductor")
-    x = torch.randn(2, 3, 16, 16)
+    x = torch.randn(4, 3, 16, 16)
     with torch.inference_mode():
         assert_close(compiled(x), model(x), **TOL)
         assert_close(compiled(x), model(x), **TOL)
@@ -103,7 +103,7 @@ def test_inference_mode_matches_eager(folds):
 def test_fold_can_be_turned_off(folds):
     model = _model()
     compiled = ember.compile(model, backend="inductor", options={"fold_convolutions": False})
-    x = torch.randn(2, 3, 16, 16)
+    x = torch.randn(4, 3, 16, 16)
     assert_close(_infer(compiled, x), _infer(model, x), **TOL)
     assert folds["folds"] == 0
 
@@ -141,7 +141,7 @@ def _load_state_dict(model):
 
 def _fused_adam_step(model):
     optimizer = torch.optim.Adam(model.parameters(), lr=0.1, fused=True)
-    x = torch.randn(2, 3, 16, 16)
+    x = torch.randn(4, 3, 16, 16)
     model(x).square().mean().backward()
     optimizer.step()  # writes every parameter without bumping its version
     model.zero_grad(set_to_none=True)
@@ -163,7 +163,7 @@ def _fused_adam_step(model):
 def test_weights_updated_between_calls_give_eager_values(update, folds):
     model = _model()
     compiled = ember.compile(model, backend="inductor")
-    x = torch.randn(2, 3, 16, 16)
+    x = torch.randn(4, 3, 16, 16)
     before = _infer(compiled, x)
     assert_close(before, _infer(model, x), **TOL)
     update(model)
@@ -205,7 +205,7 @@ def test_eval_batch_norm_in_a_training_graph_is_not_folded(folds):
     through the unfolded graph."""
     model = _model()
     compiled = ember.compile(model, backend="inductor")
-    x = torch.randn(2, 3, 16, 16)
+    x = torch.randn(4, 3, 16, 16)
     compiled(x).sum().backward()
     grads = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
@@ -241,12 +241,12 @@ def test_visible_outputs_hand_written_affine_and_per_sample_scales(folds):
     _randomize_statistics(model)
     model.eval()
     compiled = ember.compile(model, backend="inductor")
-    x, gate = torch.randn(2, 3, 8, 8), torch.randn(2, 1, 1, 1)
+    x, gate = torch.randn(4, 3, 8, 8), torch.randn(4, 1, 1, 1)
     with torch.no_grad():
         for got, expected in zip(compiled(x, gate), model(x, gate)):
             assert_close(got, expected, **TOL)
             assert got.stride() == expected.stride()
-        gate = torch.randn(2, 1, 1, 1)  # a new per-sample input: no fold again
+        gate = torch.randn(4, 1, 1, 1)  # a new per-sample input: no fold again
         for got, expected in zip(compiled(x, gate), model(x, gate)):
             assert_close(got, expected, **TOL)
         model.scale.data.mul_(2.0)
@@ -281,7 +281,7 @@ def test_repeated_blocks_keep_one_fold_each(regional, folds):
     _randomize_statistics(model)
     model.eval()
     compiled = ember.compile(model, backend="inductor", options={"regional": regional})
-    x = torch.randn(2, 8, 8, 8)
+    x = torch.randn(4, 8, 8, 8)
     assert_close(_infer(compiled, x), _infer(model, x), **TOL)
     first = folds["folds"]
     assert 1 <= first <= 3  # one graph, or one region per block
@@ -298,7 +298,7 @@ def test_frozen_parameters_with_grad_enabled(folds):
     model = _model()
     model.requires_grad_(False)
     compiled = ember.compile(model, backend="inductor")
-    x = torch.randn(2, 3, 16, 16)
+    x = torch.randn(4, 3, 16, 16)
     assert_close(compiled(x), model(x), **TOL)
     model.conv1.weight.data.mul_(-1.0)
     assert_close(compiled(x), model(x), **TOL)
