@@ -23,13 +23,18 @@ parameter's values without bumping its version (checked on torch 2.13). So the c
 is checked by content: each call compares the bytes of every tensor a fold read
 against a copy taken when it was folded (`memcmp`, a few microseconds for a CNN's
 weights), and folds again when any differs. A stale fold is impossible; a graph whose
-inputs change on every call pays the comparison and the fold each time.
+inputs change on every call pays the comparison and the fold each time. Folds are kept
+per set of source tensors (by data pointers; up to MAX_FOLDS_KEPT, dropped once a source
+is freed), so one graph run for several layers keeps each layer's. A convolution with few
+output positions per weight element (MIN_OUTPUT_POSITIONS) is not folded: the comparison
+would cost more than the prepacked weight saves.
 """
 
 from __future__ import annotations
 
 import ctypes
 import threading
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -37,7 +42,13 @@ import torch.fx
 
 from inductor_codegen.codegen.kernel import KernelArg, KernelSource
 
-__all__ = ["FoldedWeights", "PackedWeight", "bytes_equal_kernel", "fold_convolutions"]
+__all__ = [
+    "FoldedWeights",
+    "PackedWeight",
+    "available",
+    "bytes_equal_kernel",
+    "fold_convolutions",
+]
 
 aten = torch.ops.aten
 mkldnn_ops = torch.ops.mkldnn
@@ -429,7 +440,7 @@ def bytes_equal_kernel() -> KernelSource:
 
 
 # Folds kept per compiled graph (one per distinct set of source tensors, see below).
-MAX_FOLDS_KEPT = 64
+MAX_FOLDS_KEPT = 16
 
 
 class FoldedWeights:
@@ -476,6 +487,9 @@ class FoldedWeights:
                 return state.new_inputs
             state = self._fold(args)
             self._states.pop(key, None)
+            # Folds of tensors freed since (fresh weights every call) hold memory only.
+            for stale in [k for k, s in self._states.items() if not s.sources_alive()]:
+                del self._states[stale]
             if len(self._states) >= MAX_FOLDS_KEPT:
                 self._states.pop(next(iter(self._states)))
             self._states[key] = state
@@ -509,15 +523,20 @@ class FoldedWeights:
                 new_inputs += _fold_one(fold, args, vectors)
         self.folds_made += 1
         dense = all(copy.stride() == args[i].stride() for copy, i in zip(copies, self.watched))
-        return _FoldState(copies, new_inputs, dense)
+        sources = tuple(weakref.ref(args[i]) for i in self.watched)
+        return _FoldState(copies, new_inputs, dense, sources)
 
 
 class _FoldState:
     """The copies of the watched tensors taken at one fold, and what it computed."""
 
-    def __init__(self, copies: list, new_inputs: list, dense: bool):
+    def sources_alive(self) -> bool:
+        return all(source() is not None for source in self.sources)
+
+    def __init__(self, copies: list, new_inputs: list, dense: bool, sources: tuple):
         self.copies = copies
         self.new_inputs = new_inputs
+        self.sources = sources  # weak references to the tensors folded
         self.dense = dense  # every watched tensor dense (its copy has its strides)
         count = len(copies)
         self._copy_pointers = (ctypes.c_int64 * count)(*(c.data_ptr() for c in copies))
