@@ -4,6 +4,7 @@
     EMBER_BENCH_BATCHES=8 EMBER_BENCH_MODES=inference python benchmarks/conv_cpu_bench.py
     EMBER_BENCH_ROUNDS=200 EMBER_BENCH_THREADS=2 python benchmarks/conv_cpu_bench.py
     python benchmarks/conv_cpu_bench.py convolutions   the CNN's three convolutions alone
+    python benchmarks/conv_cpu_bench.py fold           inference, ember folded against not
 
 The model is the model suite's `cnn` (benchmarks/models.py: three conv (no bias) +
 BatchNorm2d + ReLU + MaxPool2d(2) blocks of 16, 32 and 64 channels, adaptive average pool,
@@ -70,6 +71,28 @@ def make_step(model, x, training: bool):
         return loss.detach()
 
     return train
+
+
+def fold_ab() -> None:
+    """Inference, ember with and without `fold_convolutions`, nothing else interleaved."""
+    print("| batch | folded us (min / median) | not folded us |")
+    print("|---:|---:|---:|")
+    for batch in [int(b) for b in os.environ.get("EMBER_BENCH_BATCHES", "8,32").split(",")]:
+        model = MODELS["cnn"]().model.eval()
+        x = torch.randn(batch, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+        steps = {
+            "folded": make_step(ember.compile(model, backend="inductor"), x, False),
+            "not folded": make_step(
+                ember.compile(model, backend="inductor", options={"fold_convolutions": False}),
+                x,
+                False,
+            ),
+        }
+        times = interleaved(steps, ROUNDS)
+        a, b = times["folded"], times["not folded"]
+        print(
+            f"| {batch} | {a[0] * 1e6:.0f} / {a[1] * 1e6:.0f} | {b[0] * 1e6:.0f} / {b[1] * 1e6:.0f} |"
+        )
 
 
 def run(batch: int, training: bool) -> dict:
@@ -139,6 +162,9 @@ def main() -> int:
     torch.set_num_threads(THREADS)
     if sys.argv[1:] == ["convolutions"]:
         convolutions()
+        return 0
+    if sys.argv[1:] == ["fold"]:
+        fold_ab()
         return 0
     os.environ.setdefault("EMBER_CACHE_DIR", tempfile.mkdtemp(prefix="ember-bench-"))
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="torch-bench-"))
