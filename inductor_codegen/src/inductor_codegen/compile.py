@@ -3,6 +3,7 @@
     lower     FX graph of ATen ops -> loop IR buffers (GraphLowering)
     schedule  buffers -> fused kernels and extern calls (scheduler.schedule)
     codegen   each fused kernel -> a C++ function (codegen.cpp)
+    fold      (inference graphs, an option) batch norms into prepacked convolution weights
     build     C++ -> shared libraries, in parallel, cached on disk (codegen.cpp.build)
     wrapper   the Python function that allocates, calls and frees (codegen.wrapper)
     load      the wrapper written to a real file and imported (pipeline)
@@ -35,6 +36,7 @@ from inductor_codegen.codegen.triton.compile import compile_triton_graph
 from inductor_codegen.codegen.triton.options import split_device_options, wants_triton
 from inductor_codegen.codegen.wrapper import generate_wrapper
 from inductor_codegen.errors import DynamicShapeError, UnsupportedGraphError
+from inductor_codegen.frozen_convolutions import bytes_equal_kernel, fold_convolutions
 from inductor_codegen.options import Options
 from inductor_codegen.pipeline import (
     Artifact,
@@ -91,6 +93,13 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
     passes = PassRecorder()
     done = passes.done
 
+    # fold: per-channel affine maps after convolutions into prepacked weights, which
+    # become inputs computed per call from the graph's (frozen_convolutions).
+    folded = fold_convolutions(gm, example_inputs) if opts.fold_convolutions else None
+    if folded is not None:
+        gm, example_inputs, weights = folded
+        done("fold", lambda: f"{len(weights.folds)} convolutions folded\n{gm.code}")
+
     # lower + schedule: FX graph -> loop IR buffers -> fused kernels and extern calls
     # (convolutions on channels-last data: codegen/cpp/convolution.py).
     try:
@@ -114,6 +123,9 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
     )
     library = KernelLibrary(opts.cache_dir, config)
     functions = library.build(list(sources.values()), opts.compile_workers)
+    if folded is not None:
+        comparison = bytes_equal_kernel()
+        weights.use_comparison(library.build([comparison], 1)[comparison.name])
     done("build", lambda: f"{len(sources)} kernels; cache stats {library.stats}")
 
     # wrapper: the Python function that allocates buffers and calls kernels and ATen.
@@ -141,6 +153,10 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
     path = load_wrapper(wrapper, kernel_text, namespace, opts.cache_dir, "C++")
     done("load", lambda: str(path))
     compiled = finish(graph, namespace, path, wrapper, kernel_text, passes, len(kernels))
+    if folded is not None:
+        # NOTE: the folded weights live in this process only: no portable form.
+        compiled.with_folded_weights(weights)
+        return compiled
     # What a later process needs to load this graph without lowering (see portable).
     compiled.portable = PortableGraph(
         wrapper.text, kernel_text, {**wrapper.namespace, **graph.constants},

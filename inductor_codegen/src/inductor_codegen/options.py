@@ -32,6 +32,11 @@ class Options:
     reinplace:   store mutated inputs' new values into the inputs themselves where that
                  is sound, and report them (default True; see lowering.reinplace).
                  False returns every new value for the caller to copy back.
+    fold_convolutions: for an inference graph (no backward reads it): fold per-channel
+                 affine maps after 2-D float32 convolutions (eval-mode batch norm) into
+                 their weights and prepack them for oneDNN, folded again whenever the
+                 tensors they come from change (see frozen_convolutions; default False,
+                 ember's inductor backend turns it on for inference graphs).
     """
 
     cache_dir: Path | None = None
@@ -40,6 +45,7 @@ class Options:
     lowerings: dict | None = None
     compile_workers: int | None = None
     reinplace: bool = True
+    fold_convolutions: bool = False
 
     @staticmethod
     def from_mapping(options) -> Options:
@@ -81,6 +87,7 @@ def _check_values(values: dict) -> None:
             "a positive int",
         ),
         "reinplace": (lambda v: isinstance(v, bool), "True or False"),
+        "fold_convolutions": (lambda v: isinstance(v, bool), "True or False"),
     }
     for name, value in values.items():
         valid, accepted = checks.get(name, (None, ""))

@@ -107,6 +107,18 @@ class CompiledGraph:
     def __call__(self, *args):
         return self.call_boxed(list(args))
 
+    def with_folded_weights(self, weights) -> None:
+        """Call the wrapper with `weights.arguments(args)` appended to the inputs (the folded
+        convolution weights of `frozen_convolutions`, refolded when their sources change)."""
+        inner = self._call
+        self.folded_weights = weights
+
+        def call(args):
+            args.extend(weights.arguments(args))
+            return inner(args)
+
+        self._call = call
+
     def call_boxed(self, args: list):
         if _any_autocast_enabled():
             with _autocast_off():

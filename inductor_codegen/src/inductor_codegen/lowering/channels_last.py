@@ -50,6 +50,7 @@ __all__ = [
     "keep_channels_last",
     "lower_convolution_backward_channels_last",
     "lower_convolution_channels_last",
+    "lower_convolution_pointwise_channels_last",
     "reads_channels_last",
 ]
 
@@ -268,3 +269,35 @@ def _convolution_backward_layouts(node, operands, rest) -> tuple:
         if isinstance(t, torch.Tensor) else None
         for t in out
     )  # fmt: skip
+
+
+def lower_convolution_pointwise_channels_last(ctx, node, args: tuple) -> TensorValue | None:
+    """mkldnn._convolution_pointwise (a folded, prepacked convolution, see
+    `frozen_convolutions`) on channels-last input, its output channels-last; where the
+    user gets the output, in the strides the node's value has (the wrapper copies
+    oneDNN's result into them when they differ). None for what this does not handle."""
+    x, *rest = args
+    val = node.meta.get("val")
+    if (
+        not isinstance(val, torch.Tensor)
+        or val.dim() != 4
+        or not isinstance(x, TensorValue)
+        or x.ndim != 4
+        or not all(isinstance(s, int) for s in val.shape)
+    ):
+        return None
+    size = tuple(sympy.Integer(s) for s in val.shape)
+    visible = ctx.layout_is_visible(node)
+    if visible:
+        strides = tuple(sympy.Integer(s) for s in val.stride())
+        layout = Layout(val.dtype, size, strides)
+    else:
+        x = as_channels_last(ctx, x)
+        layout = channels_last_layout(val.dtype, size)
+    ext_args = ctx.extern_arg((x, *rest))
+    reads = tuple(a.name for a in ext_args if isinstance(a, BufferRef))
+    name = ctx.new_name()
+    ctx.add_buffer(ExternBuffer(name, node.target, ext_args, {}, (layout,), False, reads))
+    if not visible:
+        _mark_channels_last(ctx, name)
+    return TensorValue.of_buffer(name, layout)

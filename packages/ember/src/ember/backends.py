@@ -122,6 +122,15 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
         def compile_part(graph: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
             return compile_graph(graph, inputs, options=codegen_options)
 
+        # Inference graphs (no backward) fold batch norms into prepacked convolution
+        # weights, checked against the parameters' contents on every call.
+        inference_options = {**codegen_options, "fold_convolutions": True}
+        if _on_gpu(example_inputs) or options.get("fold_convolutions") is False:
+            inference_options = codegen_options
+
+        def compile_inference(graph: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
+            return compile_graph(graph, inputs, options=inference_options)
+
         # The record keeps each graph's kernels and wrapper (ember.last_artifacts, the trace).
         record = BackendRecord()
         run = _aot_graph()(
@@ -129,7 +138,7 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
             example_inputs,
             fw_compiler=record.compiler("forward", compile_part),
             bw_compiler=record.compiler("backward", compile_part),
-            inference_compiler=record.compiler("inference", compile_part),
+            inference_compiler=record.compiler("inference", compile_inference),
             decompositions=table,
             partition_fn=_partitioner(options, "min_cut"),
             cache=_warm_start_cache(gm, example_inputs, options),

@@ -177,6 +177,15 @@ OPTIONS: dict[str, Option] = {
             codegen_name="reinplace",
         ),
         Option(
+            "fold_convolutions",
+            bool,
+            True,
+            "in inference graphs on the CPU (no_grad, inference_mode), fold per-channel "
+            "affine maps after 2-D convolutions (eval-mode BatchNorm2d) into the weights and "
+            "prepack them for oneDNN; folded again whenever those tensors' contents change",
+            _CODEGEN,
+        ),
+        Option(
             "max_autotune",
             bool,
             False,

@@ -9,12 +9,11 @@ microseconds). A convolution whose output the user gets keeps eager's layout; on
 for the backward pass stays channels-last, and the backward's convolution_backward reads
 it (and its gradient) as NHWC.
 
-What was measured and left out (benchmarks/RESULTS.md): folding an eval-mode batch norm
-into the weight at every call costs a kernel over the weight and gains nothing, since the
-batch norm's arithmetic is free in the fused kernel after the convolution; a folded and
-prepacked weight cached across calls would gain a few percent per convolution, but no
-cache key is sound: the fused CPU optimizers (`Adam(fused=True)` and friends) and writes
-through `.data` change parameters without bumping their version counters.
+Inference graphs may instead fold the batch norm after a convolution into a prepacked
+weight (`frozen_convolutions`, option `fold_convolutions`): its `mkldnn._convolution_pointwise`
+calls are lowered here too (`lower_convolution_pointwise`), on the same channels-last data.
+Training graphs keep `aten.convolution` and compute the batch norm in the kernel after it
+(its arithmetic is free there; benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from inductor_codegen.lowering.channels_last import (
     keep_channels_last,
     lower_convolution_backward_channels_last,
     lower_convolution_channels_last,
+    lower_convolution_pointwise_channels_last,
 )
 from inductor_codegen.lowering.registry import mark_cpp_table
 from inductor_codegen.lowering.shared_reads import store_shared_reads
@@ -36,6 +36,7 @@ __all__ = [
     "cpp_lowerings",
     "lower_convolution",
     "lower_convolution_backward",
+    "lower_convolution_pointwise",
 ]
 
 aten = torch.ops.aten
@@ -71,6 +72,15 @@ def lower_convolution_backward(ctx, node, *args):
     return value
 
 
+def lower_convolution_pointwise(ctx, node, *args):
+    """mkldnn._convolution_pointwise, the folded convolution `frozen_convolutions` makes,
+    on channels-last data where the user does not see its output."""
+    value = lower_convolution_pointwise_channels_last(ctx, node, args)
+    if value is None:
+        return ctx.extern(node, node.target, args, {}, is_fallback=False)
+    return value
+
+
 _TABLE: dict = {"source": None, "table": None}
 
 
@@ -87,5 +97,7 @@ def cpp_lowerings() -> dict:
         }
         table[aten.convolution.default] = lower_convolution
         table[aten.convolution_backward.default] = lower_convolution_backward
+        if hasattr(torch.ops.mkldnn, "_convolution_pointwise"):
+            table[torch.ops.mkldnn._convolution_pointwise.default] = lower_convolution_pointwise
         _TABLE["source"], _TABLE["table"] = dict(LOWERINGS), mark_cpp_table(table)
     return _TABLE["table"]
