@@ -23,6 +23,8 @@ frozen = pytest.importorskip("inductor_codegen.frozen_convolutions")
 pytestmark = pytest.mark.skipif(not frozen.available(), reason="torch without oneDNN")
 
 TOL = {"rtol": 1e-4, "atol": 1e-4}
+# The fold is opt-in: each call compares the source tensors' bytes.
+FOLD = {"fold_convolutions": True}
 
 
 class ConvBnResidual(torch.nn.Module):
@@ -83,7 +85,7 @@ def _infer(fn, x):
 
 def test_folded_inference_matches_eager_and_folds_once(folds):
     model = _model()
-    compiled = ember.compile(model, backend="inductor")
+    compiled = ember.compile(model, backend="inductor", options=FOLD)
     x = torch.randn(4, 3, 16, 16)
     for _ in range(3):
         assert_close(_infer(compiled, x), _infer(model, x), **TOL)
@@ -92,7 +94,7 @@ def test_folded_inference_matches_eager_and_folds_once(folds):
 
 def test_inference_mode_matches_eager(folds):
     model = _model()
-    compiled = ember.compile(model, backend="inductor")
+    compiled = ember.compile(model, backend="inductor", options=FOLD)
     x = torch.randn(4, 3, 16, 16)
     with torch.inference_mode():
         assert_close(compiled(x), model(x), **TOL)
@@ -100,9 +102,10 @@ def test_inference_mode_matches_eager(folds):
     assert folds["folds"] == 1
 
 
-def test_fold_can_be_turned_off(folds):
+@pytest.mark.parametrize("options", [{}, {"fold_convolutions": False}], ids=["default", "off"])
+def test_fold_is_off_unless_asked(folds, options):
     model = _model()
-    compiled = ember.compile(model, backend="inductor", options={"fold_convolutions": False})
+    compiled = ember.compile(model, backend="inductor", options=options)
     x = torch.randn(4, 3, 16, 16)
     assert_close(_infer(compiled, x), _infer(model, x), **TOL)
     assert folds["folds"] == 0
@@ -162,7 +165,7 @@ def _fused_adam_step(model):
 )
 def test_weights_updated_between_calls_give_eager_values(update, folds):
     model = _model()
-    compiled = ember.compile(model, backend="inductor")
+    compiled = ember.compile(model, backend="inductor", options=FOLD)
     x = torch.randn(4, 3, 16, 16)
     before = _infer(compiled, x)
     assert_close(before, _infer(model, x), **TOL)
@@ -175,7 +178,7 @@ def test_weights_updated_between_calls_give_eager_values(update, folds):
 
 def test_train_and_eval_switches(folds):
     model = _model()
-    compiled = ember.compile(model, backend="inductor")
+    compiled = ember.compile(model, backend="inductor", options=FOLD)
     x = torch.randn(4, 3, 16, 16)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     reference = ConvBnResidual()
@@ -204,7 +207,7 @@ def test_eval_batch_norm_in_a_training_graph_is_not_folded(folds):
     """Gradients to frozen-statistics batch norm layers (fine-tuning in eval mode) go
     through the unfolded graph."""
     model = _model()
-    compiled = ember.compile(model, backend="inductor")
+    compiled = ember.compile(model, backend="inductor", options=FOLD)
     x = torch.randn(4, 3, 16, 16)
     compiled(x).sum().backward()
     grads = [p.grad.clone() for p in model.parameters()]
@@ -240,7 +243,7 @@ def test_visible_outputs_hand_written_affine_and_per_sample_scales(folds):
     model = ConvOutputs()
     _randomize_statistics(model)
     model.eval()
-    compiled = ember.compile(model, backend="inductor")
+    compiled = ember.compile(model, backend="inductor", options=FOLD)
     x, gate = torch.randn(4, 3, 8, 8), torch.randn(4, 1, 1, 1)
     with torch.no_grad():
         for got, expected in zip(compiled(x, gate), model(x, gate)):
@@ -280,7 +283,7 @@ def test_repeated_blocks_keep_one_fold_each(regional, folds):
     model = RepeatedBlocks()
     _randomize_statistics(model)
     model.eval()
-    compiled = ember.compile(model, backend="inductor", options={"regional": regional})
+    compiled = ember.compile(model, backend="inductor", options={**FOLD, "regional": regional})
     x = torch.randn(4, 8, 8, 8)
     assert_close(_infer(compiled, x), _infer(model, x), **TOL)
     first = folds["folds"]
@@ -297,7 +300,7 @@ def test_frozen_parameters_with_grad_enabled(folds):
     """Parameters with requires_grad=False called with grad mode on: an inference graph."""
     model = _model()
     model.requires_grad_(False)
-    compiled = ember.compile(model, backend="inductor")
+    compiled = ember.compile(model, backend="inductor", options=FOLD)
     x = torch.randn(4, 3, 16, 16)
     assert_close(compiled(x), model(x), **TOL)
     model.conv1.weight.data.mul_(-1.0)

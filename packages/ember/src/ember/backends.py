@@ -122,11 +122,12 @@ def make_inductor(options: Mapping[str, Any]) -> Backend:
         def compile_part(graph: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
             return compile_graph(graph, inputs, options=codegen_options)
 
-        # Inference graphs (no backward) fold batch norms into prepacked convolution
-        # weights, checked against the parameters' contents on every call.
-        inference_options = {**codegen_options, "fold_convolutions": True}
-        if _on_gpu(example_inputs) or options.get("fold_convolutions") is False:
-            inference_options = codegen_options
+        # Inference graphs (no backward) may fold batch norms into prepacked convolution
+        # weights, checked against the parameters' contents on every call (opt-in: the
+        # check reads every folded weight each call).
+        inference_options = codegen_options
+        if options.get("fold_convolutions") is True and not _on_gpu(example_inputs):
+            inference_options = {**codegen_options, "fold_convolutions": True}
 
         def compile_inference(graph: torch.fx.GraphModule, inputs: list) -> Callable[..., Any]:
             return compile_graph(graph, inputs, options=inference_options)

@@ -179,10 +179,12 @@ OPTIONS: dict[str, Option] = {
         Option(
             "fold_convolutions",
             bool,
-            True,
+            False,
             "in inference graphs on the CPU (no_grad, inference_mode), fold per-channel "
             "affine maps after 2-D convolutions (eval-mode BatchNorm2d) into the weights and "
-            "prepack them for oneDNN; folded again whenever those tensors' contents change",
+            "prepack them for oneDNN; folded again whenever those tensors' contents change "
+            "(each call compares the folded tensors' bytes with copies: twice the weights' "
+            "memory and one read of them a call)",
             _CODEGEN,
         ),
         Option(
