@@ -8,7 +8,9 @@
 
 A variant ending in `-ro` compiles with `mode="reduce-overhead"` (CUDA graphs on the
 GPU); `ember-copyback` compiles with `options={"reinplace": False}` (the static cache's
-new value copied back whole after each call, instead of written in place). `EMBER_SERVING_CACHE=static` runs generate() with HF's static cache
+new value copied back whole after each call, instead of written in place); `ember-whole`
+with `options={"regional": False}` (the whole graph, not its repeated layers compiled
+once, which is the CPU default). `EMBER_SERVING_CACHE=static` runs generate() with HF's static cache
 (`cache_implementation="static"`: fixed-size key/value buffers, one decode shape)
 instead of the default DynamicCache.
 
@@ -112,7 +114,7 @@ def prepare(kind: str, batch: int, variant: str) -> dict[str, Any]:
     compiler, _, suffix = variant.partition("-")
     mode = "reduce-overhead" if suffix == "ro" else None
     if compiler == "ember":
-        options = {"reinplace": False} if suffix == "copyback" else None
+        options = {"copyback": {"reinplace": False}, "whole": {"regional": False}}.get(suffix)
         model.forward = ember.compile(model.forward, mode=mode, options=options)
     elif compiler == "torch.compile":
         model.forward = torch.compile(model.forward, mode=mode)

@@ -140,7 +140,7 @@ class IndexedCacheStack(torch.nn.Module):
         return x
 
 
-def _planned(model: torch.nn.Module, *inputs) -> list:
+def _planned(model: torch.nn.Module, *inputs, dynamic=None) -> list:
     graphs = []
 
     def record(gm, example_inputs):
@@ -148,7 +148,7 @@ def _planned(model: torch.nn.Module, *inputs) -> list:
         return gm.forward
 
     with torch.no_grad():
-        ember.compile(model, backend=record)(*inputs)
+        ember.compile(model, backend=record, dynamic=dynamic)(*inputs)
     ((gm, examples),) = graphs
     return plan_pieces(gm, examples)
 
@@ -466,3 +466,56 @@ def test_decode_loop_over_positions_compiles_once_more_for_every_later_position(
             torch.testing.assert_close(compiled(x, cache, position), expected)
             torch.testing.assert_close(cache, expected_cache)
     assert len(compiles) == 2
+
+
+def test_layers_indexing_one_cache_are_one_region_under_dynamic_shapes():
+    # with symbolic sizes (the cache's length, the position) the layer's index is still
+    # lifted: the piece takes the graph's sizes as symbols of its own ShapeEnv
+    torch.manual_seed(0)
+    model = IndexedCacheStack()
+    x, cache = torch.randn(1, 1, 16), torch.zeros(LAYERS, 2, 1, 8, 16)
+    pieces = _planned(model, x, cache, 3, dynamic=True)
+    assert pieces is not None, "the decode step was compiled whole"
+    regions = [piece for piece in pieces if piece.region]
+    assert len(regions) == LAYERS and len({piece.signature for piece in regions}) == 1
+    assert [piece.lifted_values() for piece in regions] == [(i,) for i in range(LAYERS)]
+    values = [used.meta.get("val") for used in regions[0].inputs]
+    assert any(isinstance(v, torch.Tensor) and _symbolic(v.shape) for v in values)
+
+
+def _symbolic(sizes) -> bool:
+    return any(isinstance(n, torch.SymInt) for n in sizes)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_dynamic_decode_step_with_lifted_layer_index_matches_eager(backend, monkeypatch):
+    """One compile serves every cache length and position, the layers one region taking
+    their index; each layer writes and reads its own slots of the shared cache
+    (distinct values show any mix-up)."""
+    from ember import regions
+    from ember.api import compiled_callable_of
+
+    chained = []  # (lifted, compiled) of each attempt to compile the pieces
+
+    def record(gm, example_inputs, pieces, compile_graph):
+        chained.append((any(piece.lifted for piece in pieces), False))
+        result = compile_chained(gm, example_inputs, pieces, compile_graph)
+        chained[-1] = (chained[-1][0], True)
+        return result
+
+    compile_chained = regions._compile_chained
+    monkeypatch.setattr(regions, "_compile_chained", record)
+    torch.manual_seed(0)
+    model = IndexedCacheStack()
+    # (aot_eager compiles a graph writing an input whole unless told: see ember.backends)
+    options = {"regional": True}
+    compiled = ember.compile(model, backend=backend, dynamic=True, options=options)
+    with torch.no_grad():
+        for length, position in ((8, 3), (10, 5), (12, 6)):
+            x, cache = torch.randn(1, 1, 16), torch.randn(LAYERS, 2, 1, length, 16)
+            expected_cache = cache.clone()
+            expected = model(x, expected_cache, position)
+            torch.testing.assert_close(compiled(x, cache, position), expected)
+            torch.testing.assert_close(cache, expected_cache)
+    assert len(compiled_callable_of(compiled).entries) == 1
+    assert chained == [(True, True)]

@@ -46,6 +46,7 @@ import collections
 import dataclasses
 import functools
 import inspect
+import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -461,8 +462,9 @@ def _alike_groups(pieces: list[Piece], lift_ints: bool) -> list[list[Piece]]:
 def _lift_varying_ints(group: list[Piece]) -> list[Piece] | None:
     """`group` (pieces equal but for their int constants) as pieces of one graph taking the
     ints that differ between them as inputs; the group itself where none differ; None
-    where an input is symbolic or unknown (the ints are lifted as symbols of a ShapeEnv
-    of the piece's own, over fakes of static inputs).
+    where an input is unknown (the ints are lifted as symbols of a ShapeEnv of the
+    piece's own, over fakes of its inputs: an input of symbolic sizes gets symbols of
+    that ShapeEnv in place of the graph's, see `_symbolic_module`).
 
     The piece's compile traces the ints as symbols: what it assumes of them (an index in
     range, or a value it had to specialize) is checked at every call, and a call
@@ -473,7 +475,7 @@ def _lift_varying_ints(group: list[Piece]) -> list[Piece] | None:
     varying = [s for s in slots if len(set(values[s])) > 1]
     if not varying:
         return group
-    if not all(_static_value(used.meta.get("val")) for used in group[0].inputs):
+    if not all(_liftable_input(used.meta.get("val")) for used in group[0].inputs):
         return None
     if any(value < 0 for s in varying for value in values[s]):
         return None  # an index from the end: left as a constant (see `indexed_view`)
@@ -487,12 +489,19 @@ def _lift_varying_ints(group: list[Piece]) -> list[Piece] | None:
     return [dataclasses.replace(p, signature=signature, lifted=lifted) for p in group]
 
 
-def _static_value(value: Any) -> bool:
-    """`value` is a tensor of static sizes, or a plain constant (a piece's input)."""
+def _liftable_input(value: Any) -> bool:
+    """`value` (a piece's input) is a tensor whose sizes, strides and offset are ints or
+    SymInts with hints, a SymInt with a hint, or a plain constant."""
     if isinstance(value, torch.Tensor):
         numbers = (*value.shape, *value.stride(), value.storage_offset())
-        return all(type(n) is int for n in numbers)
+        return all(type(n) is int or _hinted(n) for n in numbers)
+    if isinstance(value, torch.SymInt):
+        return _hinted(value)
     return isinstance(value, _PRINTED) and value is not None
+
+
+def _hinted(number: Any) -> bool:
+    return isinstance(number, torch.SymInt) and number.node.hint is not None
 
 
 def plan_pieces(
@@ -656,20 +665,62 @@ def _symbolic_module(piece: Piece, root: torch.nn.Module) -> torch.fx.GraphModul
     module = piece.module(root)
     env = ShapeEnv()
     mode = FakeTensorMode(shape_env=env)
+    own = _OwnSymbols(env)
     placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
     for node in placeholders[: len(piece.inputs)]:
         value = node.meta.get("val")
-        if isinstance(value, torch.Tensor):
-            offset = value.storage_offset()
-            extent = offset + sum((n - 1) * s for n, s in zip(value.shape, value.stride()))
+        if isinstance(value, torch.SymInt):
+            node.meta["val"] = own.number(value, node.name)
+        elif isinstance(value, torch.Tensor):
+            shape = tuple(own.number(n, f"{node.name}_size{d}") for d, n in enumerate(value.shape))
+            stride = tuple(
+                own.number(n, f"{node.name}_stride{d}") for d, n in enumerate(value.stride())
+            )
+            offset = own.number(value.storage_offset(), f"{node.name}_offset")
+            extent = offset + sum((n - 1) * st for n, st in zip(shape, stride))
             with mode:
                 base = torch.empty(extent + 1, dtype=value.dtype, device=value.device)
-                fake = base.as_strided(value.shape, value.stride(), offset)
+                fake = base.as_strided(shape, stride, offset)
             node.meta["val"] = fake.requires_grad_(value.requires_grad)
     for node, value in zip(placeholders[len(piece.inputs) :], piece.lifted_values(), strict=True):
         symbol = env.create_int_symbol(value, LocalSource(node.name))
         node.meta["val"] = env.create_symint(symbol, value)
     return module
+
+
+class _OwnSymbols:
+    """The graph's size symbols re-made in a piece's own ShapeEnv: each symbol of the
+    graph's ShapeEnv gets one of `env` with its hint and range, and a symbolic size the
+    expression of those (`s0 * 64`), so the piece compiles for every size the graph
+    does; the piece checks what it assumes of them on its own inputs at each call."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.symbols: dict[Any, Any] = {}  # the graph's symbol -> the piece's
+
+    def number(self, value: Any, name: str) -> Any:
+        from guards import LocalSource
+
+        if not isinstance(value, torch.SymInt):
+            return value
+        node = value.node
+        outer = node.shape_env
+        expr = node.expr
+        for symbol in sorted(expr.free_symbols, key=str):
+            if symbol in self.symbols:
+                continue
+            hint = outer.hint_of(symbol)
+            bounds = outer.bound_sympy(symbol)
+            source = LocalSource(f"{name}_{symbol}")
+            if bounds.lo >= 2:
+                high = None if math.isinf(float(bounds.hi)) else int(bounds.hi)
+                made = self.env.create_symbol(
+                    hint, source, min=int(bounds.lo), max=high, duck=False
+                )
+            else:
+                made = self.env.create_int_symbol(hint, source)
+            self.symbols[symbol] = made
+        return self.env.create_symint(expr.xreplace(self.symbols), node.hint)
 
 
 def _chained(
