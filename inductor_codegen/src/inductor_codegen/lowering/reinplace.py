@@ -6,17 +6,18 @@ value as a graph output, which the run time copies back into the input whole. Th
 output node's meta INPUT_MUTATIONS pairs each such output with its input.
 
 Where that new value is a scatter over the input (`INPLACE_SCATTERS`: only some
-elements change) and nothing else reads the input's old value, the wrapper calls the
-op's in-place form on the input itself, so only the written elements move:
+elements change) and no node after it reads the input's old value, the wrapper calls
+the op's in-place form on the input itself, so only the written elements move:
 
     buf0 = aten_index_copy__default(primals_1, 2, primals_3, primals_4)  # fallback
 
 A write through views (`cache[i, 0, :, p] = k`) traces as scatters nested in views
-of the input, each level building a new tensor from the view below; only the outermost
-scatter is over the input, and storing it there copies one slice, not the whole input.
+of the input, each level building a new tensor from the view below; the outermost
+scatter is over the input, and the ones inside it are written through their views into
+the input's memory, so only `k`'s elements move (`nested_writes`).
 Several writes to one input in a row (`cache[i, 0] = k; cache[i, 1] = v`) are a chain
-of scatters, each over the one before: all are stored into the input where nothing but
-the next scatter's operands reads a value before the last (`_scatter_chain`).
+of scatters, each over the one before: all are stored into the input where every read
+of a value before the last comes before the next write (`_scatter_chain`).
 
 Where it is a pointwise value nothing else in the graph reads (BatchNorm's running
 statistics, `running_mean * 0.9 + mean * 0.1`), the kernel computing it stores it into
