@@ -519,3 +519,55 @@ def test_dynamic_decode_step_with_lifted_layer_index_matches_eager(backend, monk
             torch.testing.assert_close(cache, expected_cache)
     assert len(compiled_callable_of(compiled).entries) == 1
     assert chained == [(True, True)]
+
+
+def _generate(model: torch.nn.Module, prompt: torch.Tensor) -> torch.Tensor:
+    import warnings
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.generate(prompt, max_new_tokens=4, do_sample=False, pad_token_id=0)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_symbolic_decode_step_is_cut_into_layer_regions(name):
+    """The decode steps with a symbolic length read each layer's cache tensors, whose
+    lengths are symbols of their own (`s0`, `s2`, ...): the layers read them alike, so
+    they are one region, compiled over symbols of its own."""
+    make, block = MODELS[name]
+    torch.manual_seed(0)
+    model = make()
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append((gm, example_inputs))
+        return gm.forward
+
+    model.forward = ember.compile(model.forward, backend=record)
+    _generate(model, torch.randint(1, 128, (1, 6)))
+    gm, examples = graphs[-1]  # the decode steps of symbolic length
+    values = [node.meta.get("val") for node in gm.graph.find_nodes(op="placeholder")]
+    assert any(isinstance(v, torch.Tensor) and _symbolic(v.shape) for v in values)
+    pieces = plan_pieces(gm, examples)
+    assert pieces is not None, "the symbolic decode step was compiled whole"
+    regions = [piece for piece in pieces if piece.region]
+    assert [region.region.split(" ")[-1] for region in regions] == [f"({block})"] * LAYERS
+    assert len({piece.signature for piece in regions}) == 1
+    if len({piece.symbols for piece in regions}) > 1:
+        assert all(piece.own_symbols for piece in regions)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_generate_with_symbolic_layer_regions_matches_eager_tokens(name):
+    from ember.api import compiled_callable_of
+
+    make, _ = MODELS[name]
+    torch.manual_seed(0)
+    model = make()
+    prompt = torch.randint(1, 128, (2, 6))
+    expected = _generate(model, prompt)
+    model.forward = ember.compile(model.forward, backend="inductor")
+    for _ in range(2):
+        torch.testing.assert_close(_generate(model, prompt), expected, rtol=0, atol=0)
+    assert len(compiled_callable_of(model.forward).entries) == 3

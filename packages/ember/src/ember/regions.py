@@ -128,6 +128,11 @@ class Piece:
     constants: tuple[int, ...] = ()
     # slots of `constants` that are inputs of the graph, one input per tuple of slots
     lifted: tuple[tuple[int, ...], ...] = ()
+    # the size symbols of its inputs and code, in order of first appearance (the
+    # signature names them by that order); `own_symbols`: pieces alike but for which
+    # symbols they read share one compile, over symbols of a ShapeEnv of its own
+    symbols: tuple[str, ...] = ()
+    own_symbols: bool = False
 
     def lifted_values(self) -> tuple[int, ...]:
         """This call's values of the lifted constants (the graph's last inputs)."""
@@ -268,27 +273,51 @@ def _why_whole(gm: torch.fx.GraphModule, example_inputs: list | None) -> str | N
 # ----------------------------------------------------------------- cutting
 
 
-def _describe_value(value: Any) -> tuple:
+class _CanonicalSymbols:
+    """Size symbols named by their order of first appearance in a piece (`c0`, `c1`, ...),
+    so that pieces reading other symbols the same way are described alike; each one's
+    range is part of the description."""
+
+    def __init__(self) -> None:
+        self.names: dict[Any, Any] = {}  # the graph's symbol -> its canonical symbol
+        self.ranges: list[tuple[str, str]] = []
+
+    def text(self, value: Any) -> str:
+        if not isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            return str(value)
+        import sympy
+
+        node = value.node
+        expr = node.expr
+        for symbol in sorted(expr.free_symbols, key=str):
+            if symbol not in self.names:
+                self.names[symbol] = sympy.Symbol(f"c{len(self.names)}", **symbol.assumptions0)
+                bounds = node.shape_env.bound_sympy(symbol)
+                self.ranges.append((str(bounds.lo), str(bounds.hi)))
+        return str(expr.xreplace(self.names))
+
+
+def _describe_value(value: Any, names: _CanonicalSymbols) -> tuple:
     if isinstance(value, torch.Tensor):
         return (
             "tensor",
             str(value.dtype),
-            tuple(str(s) for s in value.shape),
-            tuple(str(s) for s in value.stride()),
-            str(value.storage_offset()),
+            tuple(names.text(s) for s in value.shape),
+            tuple(names.text(s) for s in value.stride()),
+            names.text(value.storage_offset()),
             str(value.device),
             str(value.layout),
             value.requires_grad,
             type(value).__name__,
         )
     if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
-        return _describe_number(value)
+        return _describe_number(value, names)
     if isinstance(value, _PRINTED):
         return (type(value).__name__, repr(value))
     return ("object", id(value))
 
 
-def _describe_number(value: Any) -> tuple:
+def _describe_number(value: Any, names: _CanonicalSymbols) -> tuple:
     """A SymInt / SymFloat / SymBool by its expression, a constant float with every digit
     (a float input capture specialized: its `.item()` read shows the value nowhere else)."""
     if not isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
@@ -296,7 +325,7 @@ def _describe_number(value: Any) -> tuple:
     expr = value.node.expr
     if isinstance(value, torch.SymFloat) and expr.is_Number:
         return (type(value).__name__, repr(float(expr)))
-    return (type(value).__name__, str(value))
+    return (type(value).__name__, names.text(value))
 
 
 def _is_int(value: Any) -> bool:
@@ -385,16 +414,21 @@ def cut_piece(nodes: list[torch.fx.Node], inside: set[torch.fx.Node], region: st
     outputs = [n for n in nodes if any(user not in inside for user in n.users)]
     # inputs numbered from -1 down, the piece's own nodes from 0 up
     local = {used: -1 - index for index, used in enumerate(inputs)}
+    names = _CanonicalSymbols()
+    described = tuple(_describe_value(used.meta.get("val"), names) for used in inputs)
     code = []
     ints: list[int] = []
     for index, node in enumerate(nodes):
         target = node.target if isinstance(node.target, str) else ("object", id(node.target))
         arguments = (_structure(node.args, local, ints), _structure(node.kwargs, local, ints))
-        code.append((node.op, target, *arguments, _describe_number(node.meta.get("val"))))
+        code.append((node.op, target, *arguments, _describe_number(node.meta.get("val"), names)))
         local[node] = index
-    described = tuple(_describe_value(used.meta.get("val")) for used in inputs)
-    signature = (tuple(code), tuple(local[node] for node in outputs), described, tuple(ints))
-    return Piece(tuple(nodes), tuple(inputs), tuple(outputs), signature, region, tuple(ints))
+    outputs_at = tuple(local[node] for node in outputs)
+    signature = (tuple(code), outputs_at, described, tuple(names.ranges), tuple(ints))
+    symbols = tuple(str(symbol) for symbol in names.names)
+    return Piece(
+        tuple(nodes), tuple(inputs), tuple(outputs), signature, region, tuple(ints), (), symbols
+    )
 
 
 def _module_calls(
@@ -456,7 +490,14 @@ def _alike_groups(pieces: list[Piece], lift_ints: bool) -> list[list[Piece]]:
         for piece in group:
             strict[piece.signature].append(piece)
         groups.extend(strict.values())
-    return groups
+    return [_with_own_symbols(group) for group in groups]
+
+
+def _with_own_symbols(group: list[Piece]) -> list[Piece]:
+    """`group`, compiled over symbols of its own where its pieces read other symbols."""
+    if len({piece.symbols for piece in group}) == 1:
+        return group
+    return [dataclasses.replace(piece, own_symbols=True) for piece in group]
 
 
 def _lift_varying_ints(group: list[Piece]) -> list[Piece] | None:
@@ -648,7 +689,8 @@ def _compile_chained(
         if function is None:
             examples = [given.get(used, used.meta.get("val")) for used in piece.inputs]
             examples.extend(piece.lifted_values())
-            module = _symbolic_module(piece, gm) if piece.lifted else piece.module(gm)
+            own = piece.lifted or piece.own_symbols
+            module = _symbolic_module(piece, gm) if own else piece.module(gm)
             function = compile_graph(module, examples)
             by_signature[piece.signature] = function
         compiled.append(function)
