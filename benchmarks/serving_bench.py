@@ -8,7 +8,9 @@
 
 A variant ending in `-ro` compiles with `mode="reduce-overhead"` (CUDA graphs on the
 GPU); `ember-copyback` compiles with `options={"reinplace": False}` (the static cache's
-new value copied back whole after each call, instead of written in place). `EMBER_SERVING_CACHE=static` runs generate() with HF's static cache
+new value copied back whole after each call, instead of written in place); `ember-whole`
+with `options={"regional": False}` (the whole graph, not its repeated layers compiled
+once, which is the CPU default). `EMBER_SERVING_CACHE=static` runs generate() with HF's static cache
 (`cache_implementation="static"`: fixed-size key/value buffers, one decode shape)
 instead of the default DynamicCache.
 
@@ -60,6 +62,8 @@ PROMPT = int(os.environ.get("EMBER_SERVING_PROMPT", "128" if SIZE == "full" else
 NEW_TOKENS = int(os.environ.get("EMBER_SERVING_NEW_TOKENS", "128" if SIZE == "full" else "32"))
 CALLS = int(os.environ.get("EMBER_SERVING_CALLS", "4"))
 CACHE = os.environ.get("EMBER_SERVING_CACHE", "dynamic")
+# layers of the tiny configs (regions need 3 repeated layers: with 2, ember compiles whole)
+LAYERS = int(os.environ.get("EMBER_SERVING_LAYERS", "2"))
 DEVICE = "cuda" if torch.cuda.is_available() and SIZE == "full" else "cpu"
 DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32
 
@@ -71,7 +75,7 @@ def build(kind: str) -> torch.nn.Module:
             config = transformers.GPT2Config()
         else:
             config = transformers.GPT2Config(
-                n_layer=2, n_head=4, n_embd=128, vocab_size=1000, n_positions=256
+                n_layer=LAYERS, n_head=4, n_embd=128, vocab_size=1000, n_positions=256
             )
         model = transformers.GPT2LMHeadModel(config)
     else:
@@ -82,7 +86,7 @@ def build(kind: str) -> torch.nn.Module:
             )  # fmt: skip
         else:
             config = transformers.LlamaConfig(
-                hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                hidden_size=128, intermediate_size=256, num_hidden_layers=LAYERS,
                 num_attention_heads=4, num_key_value_heads=2, vocab_size=1000,
                 max_position_embeddings=256,
             )  # fmt: skip
@@ -112,7 +116,7 @@ def prepare(kind: str, batch: int, variant: str) -> dict[str, Any]:
     compiler, _, suffix = variant.partition("-")
     mode = "reduce-overhead" if suffix == "ro" else None
     if compiler == "ember":
-        options = {"reinplace": False} if suffix == "copyback" else None
+        options = {"copyback": {"reinplace": False}, "whole": {"regional": False}}.get(suffix)
         model.forward = ember.compile(model.forward, mode=mode, options=options)
     elif compiler == "torch.compile":
         model.forward = torch.compile(model.forward, mode=mode)
@@ -141,7 +145,8 @@ def main() -> None:
     warnings.simplefilter("ignore")
     transformers.logging.set_verbosity_error()
     print(
-        f"device {DEVICE}, {DTYPE}, {CACHE} cache, {torch.get_num_threads()} threads, "
+        f"device {DEVICE}, {DTYPE}, {CACHE} cache, {LAYERS} layers (tiny), "
+        f"{torch.get_num_threads()} threads, "
         f"prompt {PROMPT} + "
         f"{NEW_TOKENS} new tokens, {CALLS} timed rounds after the first call"
     )

@@ -240,7 +240,9 @@ def test_chained_scatters_whose_first_value_is_read_later_copy_back(path, tmp_pa
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_nested_scatter_whose_old_slice_is_read_elsewhere_is_not_written(path, tmp_path):
+def test_nested_scatter_whose_old_slice_is_read_after_the_write_copies_that_slice(path, tmp_path):
+    # the layer's old values, read after the write, are copied out of the cache before it
+    # (the slice alone); the cache itself is written in place
     def reads_old_layer(cache, k):
         layer = cache.select(0, 1)
         new = cache.select_scatter(layer.select_scatter(k, 1, 5), 0, 1)
@@ -248,10 +250,99 @@ def test_nested_scatter_whose_old_slice_is_read_elsewhere_is_not_written(path, t
 
     cache, k = torch.randn(4, 3, 8, 2), torch.randn(3, 2)
     compiled = _compile(reads_old_layer, (cache, k), ((1, 0),), path, tmp_path)
-    assert compiled.inputs_written_in_place == frozenset()
-    before = cache.clone()
-    expected = reads_old_layer(before, k)
+    assert compiled.inputs_written_in_place == frozenset({0})
+    expected = reads_old_layer(cache.clone(), k)
     actual = compiled(cache, k)
     assert_close(actual[0], expected[0])
-    assert_close(actual[1], expected[1])
+    assert_close(cache, expected[1])
+
+
+# Order-aware writes: a read of the old value before the write in graph order is stored
+# before the write; one after it keeps the copy back.
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_old_value_read_before_the_write_and_used_after_it_is_stored_first(path, tmp_path):
+    def reads_old_first(cache, position, key):
+        before = cache * 2  # read before the write; summed after it
+        new = cache.index_copy(2, position, key)
+        return before.sum(-1) + new.sum(-1), new
+
+    cache, position, key = _cache_inputs()
+    cache.normal_()
+    compiled = _compile(reads_old_first, (cache, position, key), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset({0})
+    assert "aten_index_copy__default(" in compiled.artifact("wrapper")
+    expected = reads_old_first(cache.clone(), position, key)
+    assert_close(compiled(cache, position, key)[0], expected[0])
+    assert_close(cache, expected[1])
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_old_value_read_after_the_write_keeps_the_copy_back(path, tmp_path):
+    def reads_old_last(cache, position, key):
+        new = cache.index_copy(2, position, key)
+        after = cache * 2  # the old value, read after the write in graph order
+        return after.sum(-1) + new.sum(-1), new
+
+    cache, position, key = _cache_inputs()
+    cache.normal_()
+    compiled = _compile(reads_old_last, (cache, position, key), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset()
+    before = cache.clone()
+    assert_close(compiled(cache, position, key), reads_old_last(before, position, key))
     assert_close(cache, before)
+
+
+def _layer_stack_step(cache, k, v):
+    """Two layers sharing one cache, as a decode step: each writes its slice, then reads
+    it (the value the next layer's write overwrites elsewhere in the cache)."""
+    first = _nested_write(cache, k, 1)
+    read = (first.select(0, 1) * 2).sum(-1)
+    second = _nested_write(first, v, 2)
+    return read + second.select(0, 2).sum(-1), second
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_layers_reading_the_cache_between_writes_write_it_in_place(path, tmp_path):
+    cache, k, v = torch.randn(4, 3, 8, 2), torch.randn(3, 2), torch.randn(3, 2)
+    compiled = _compile(_layer_stack_step, (cache, k, v), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset({0})
+    # each write moves the key's elements alone: no kernel copies a layer of the cache
+    assert "fused_scatter" not in compiled.artifact("wrapper")
+    expected = _layer_stack_step(cache.clone(), k, v)
+    assert_close(compiled(cache, k, v)[0], expected[0])
+    assert_close(cache, expected[1])
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_view_read_between_nested_writes_is_not_written_through(path, tmp_path):
+    # the layer's old values are read after the inner scatter but before the outer one:
+    # the inner scatter stays a copy of the layer, the outer one writes it back
+    def reads_between(cache, k):
+        layer = cache.select(0, 1)
+        inner = layer.select_scatter(k, 1, 5)
+        total = layer.sum(-1)
+        return total, cache.select_scatter(inner, 0, 1)
+
+    cache, k = torch.randn(4, 3, 8, 2), torch.randn(3, 2)
+    compiled = _compile(reads_between, (cache, k), ((1, 0),), path, tmp_path)
+    assert "aten_select_scatter_default(" in compiled.artifact("wrapper")  # a copy of the layer
+    expected = reads_between(cache.clone(), k)
+    assert_close(compiled(cache, k)[0], expected[0])
+    assert_close(cache, expected[1])
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_view_of_the_old_value_returned_keeps_the_copy_back(path, tmp_path):
+    def returns_old_view(cache, position, key):
+        old = cache.select(0, 0)
+        new = cache.index_copy(2, position, key)
+        return old, new
+
+    cache, position, key = _cache_inputs()
+    cache.normal_()
+    compiled = _compile(returns_old_view, (cache, position, key), ((1, 0),), path, tmp_path)
+    assert compiled.inputs_written_in_place == frozenset()
+    before = cache.clone()
+    assert_close(compiled(cache, position, key), returns_old_view(before, position, key))

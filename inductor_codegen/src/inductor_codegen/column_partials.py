@@ -42,6 +42,7 @@ from inductor_codegen.scheduler import (
     outer_vars,
     squeeze_ranges,
     unsqueeze_index,
+    writes_in_place,
 )
 
 __all__ = [
@@ -356,8 +357,7 @@ def _writes(step, buffers) -> set[str]:
     if isinstance(step, FusedKernel):
         names = set(step.nodes)
         return names | {buffers[n].stored_into for n in names if buffers[n].stored_into}
-    schema = getattr(getattr(step, "op", None), "_schema", None)
-    mutates = schema is not None and schema.is_mutable
+    mutates = writes_in_place(step, buffers)
     return {step.name} | (set(getattr(step, "reads", ())) if mutates else set())
 
 

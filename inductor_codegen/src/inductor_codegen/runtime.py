@@ -159,3 +159,15 @@ def select_scatter_into(x: torch.Tensor, src: torch.Tensor, dim: int, index: int
     """`aten.select_scatter` stored into `x` itself: only the selected elements are written."""
     torch.ops.aten.select.int(x, dim, index).copy_(src)
     return x
+
+
+def written_through(x: torch.Tensor, written: torch.Tensor) -> torch.Tensor:
+    """`x`, after `written` (a view of `x`'s memory) was written in place: a scatter whose
+    source was stored into the place it scatters to passes `x` on, in the wrapper's
+    order after the write."""
+    return x
+
+
+# The wrapper's calls above that write their first argument (as an ATen op whose schema
+# is mutable does): passes moving steps must not move a read of it across them.
+WRITES_FIRST_ARGUMENT = frozenset({slice_scatter_into, select_scatter_into})

@@ -36,6 +36,7 @@ from inductor_codegen.indexing import (
 )
 from inductor_codegen.ir import ComputedBuffer, ExternBuffer, Load, Op, Pointwise, expr_loads
 from inductor_codegen.lowering.scatter import Scatter, Target
+from inductor_codegen.runtime import WRITES_FIRST_ARGUMENT
 
 __all__ = [
     "FusedKernel",
@@ -47,6 +48,7 @@ __all__ = [
     "is_column_reduction",
     "schedule",
     "squeeze_ranges",
+    "writes_in_place",
 ]
 
 # The shortest inner loop a split of an outer loop may leave (see _split_outer).
@@ -424,6 +426,20 @@ def _scatter_reads(body: Scatter) -> Op:
     base = body.base(inner_vars("y", len(body.target(us))))
     offsets = [c.offset for c in body.target(us) if isinstance(c, Target)]
     return Op("scatter_reads", (base, body.value(us), *offsets), base.dtype)
+
+
+def writes_in_place(step, buffers) -> bool:
+    """Whether `step` (a fused kernel or an extern call) writes memory it did not
+    allocate: a graph input written in place (an ATen op whose schema mutates, the
+    wrapper's `*_scatter_into`, a buffer `stored_into` an input). A pass moving a step
+    that reads memory must not move it across such a step."""
+    if isinstance(step, ExternBuffer):
+        schema = getattr(step.op, "_schema", None)
+        return step.op in WRITES_FIRST_ARGUMENT or (schema is not None and schema.is_mutable)
+    return any(
+        getattr(buffers.get(name), "stored_into", None) is not None
+        for name in getattr(step, "nodes", ())
+    )
 
 
 def is_scatter(buf) -> bool:

@@ -140,7 +140,7 @@ class IndexedCacheStack(torch.nn.Module):
         return x
 
 
-def _planned(model: torch.nn.Module, *inputs) -> list:
+def _planned(model: torch.nn.Module, *inputs, dynamic=None) -> list:
     graphs = []
 
     def record(gm, example_inputs):
@@ -148,7 +148,7 @@ def _planned(model: torch.nn.Module, *inputs) -> list:
         return gm.forward
 
     with torch.no_grad():
-        ember.compile(model, backend=record)(*inputs)
+        ember.compile(model, backend=record, dynamic=dynamic)(*inputs)
     ((gm, examples),) = graphs
     return plan_pieces(gm, examples)
 
@@ -466,3 +466,108 @@ def test_decode_loop_over_positions_compiles_once_more_for_every_later_position(
             torch.testing.assert_close(compiled(x, cache, position), expected)
             torch.testing.assert_close(cache, expected_cache)
     assert len(compiles) == 2
+
+
+def test_layers_indexing_one_cache_are_one_region_under_dynamic_shapes():
+    # with symbolic sizes (the cache's length, the position) the layer's index is still
+    # lifted: the piece takes the graph's sizes as symbols of its own ShapeEnv
+    torch.manual_seed(0)
+    model = IndexedCacheStack()
+    x, cache = torch.randn(1, 1, 16), torch.zeros(LAYERS, 2, 1, 8, 16)
+    pieces = _planned(model, x, cache, 3, dynamic=True)
+    assert pieces is not None, "the decode step was compiled whole"
+    regions = [piece for piece in pieces if piece.region]
+    assert len(regions) == LAYERS and len({piece.signature for piece in regions}) == 1
+    assert [piece.lifted_values() for piece in regions] == [(i,) for i in range(LAYERS)]
+    values = [used.meta.get("val") for used in regions[0].inputs]
+    assert any(isinstance(v, torch.Tensor) and _symbolic(v.shape) for v in values)
+
+
+def _symbolic(sizes) -> bool:
+    return any(isinstance(n, torch.SymInt) for n in sizes)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_dynamic_decode_step_with_lifted_layer_index_matches_eager(backend, monkeypatch):
+    """One compile serves every cache length and position, the layers one region taking
+    their index; each layer writes and reads its own slots of the shared cache
+    (distinct values show any mix-up)."""
+    from ember import regions
+    from ember.api import compiled_callable_of
+
+    chained = []  # (lifted, compiled) of each attempt to compile the pieces
+
+    def record(gm, example_inputs, pieces, compile_graph):
+        chained.append((any(piece.lifted for piece in pieces), False))
+        result = compile_chained(gm, example_inputs, pieces, compile_graph)
+        chained[-1] = (chained[-1][0], True)
+        return result
+
+    compile_chained = regions._compile_chained
+    monkeypatch.setattr(regions, "_compile_chained", record)
+    torch.manual_seed(0)
+    model = IndexedCacheStack()
+    # (aot_eager compiles a graph writing an input whole unless told: see ember.backends)
+    options = {"regional": True}
+    compiled = ember.compile(model, backend=backend, dynamic=True, options=options)
+    with torch.no_grad():
+        for length, position in ((8, 3), (10, 5), (12, 6)):
+            x, cache = torch.randn(1, 1, 16), torch.randn(LAYERS, 2, 1, length, 16)
+            expected_cache = cache.clone()
+            expected = model(x, expected_cache, position)
+            torch.testing.assert_close(compiled(x, cache, position), expected)
+            torch.testing.assert_close(cache, expected_cache)
+    assert len(compiled_callable_of(compiled).entries) == 1
+    assert chained == [(True, True)]
+
+
+def _generate(model: torch.nn.Module, prompt: torch.Tensor) -> torch.Tensor:
+    import warnings
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.generate(prompt, max_new_tokens=4, do_sample=False, pad_token_id=0)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_symbolic_decode_step_is_cut_into_layer_regions(name):
+    """The decode steps with a symbolic length read each layer's cache tensors, whose
+    lengths are symbols of their own (`s0`, `s2`, ...): the layers read them alike, so
+    they are one region, compiled over symbols of its own."""
+    make, block = MODELS[name]
+    torch.manual_seed(0)
+    model = make()
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append((gm, example_inputs))
+        return gm.forward
+
+    model.forward = ember.compile(model.forward, backend=record)
+    _generate(model, torch.randint(1, 128, (1, 6)))
+    gm, examples = graphs[-1]  # the decode steps of symbolic length
+    values = [node.meta.get("val") for node in gm.graph.find_nodes(op="placeholder")]
+    assert any(isinstance(v, torch.Tensor) and _symbolic(v.shape) for v in values)
+    pieces = plan_pieces(gm, examples)
+    assert pieces is not None, "the symbolic decode step was compiled whole"
+    regions = [piece for piece in pieces if piece.region]
+    assert [region.region.split(" ")[-1] for region in regions] == [f"({block})"] * LAYERS
+    assert len({piece.signature for piece in regions}) == 1
+    if len({piece.symbols for piece in regions}) > 1:
+        assert all(piece.own_symbols for piece in regions)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_generate_with_symbolic_layer_regions_matches_eager_tokens(name):
+    from ember.api import compiled_callable_of
+
+    make, _ = MODELS[name]
+    torch.manual_seed(0)
+    model = make()
+    prompt = torch.randint(1, 128, (2, 6))
+    expected = _generate(model, prompt)
+    model.forward = ember.compile(model.forward, backend="inductor")
+    for _ in range(2):
+        torch.testing.assert_close(_generate(model, prompt), expected, rtol=0, atol=0)
+    assert len(compiled_callable_of(model.forward).entries) == 3

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import operator
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy
 import torch
@@ -36,7 +36,13 @@ from inductor_codegen.ir import (
 )
 from inductor_codegen.lowering.common import size_hint, size_hints_scope
 from inductor_codegen.lowering.registry import LoweringTable
-from inductor_codegen.lowering.reinplace import INPLACE_SCATTERS, inplace_writes
+from inductor_codegen.lowering.reinplace import (
+    INPLACE_SCATTERS,
+    inplace_writes,
+    nested_writes,
+    store_old_values,
+)
+from inductor_codegen.runtime import written_through
 
 __all__ = [
     "BufferRef",
@@ -172,6 +178,10 @@ class GraphLowering:
         # Scatter nodes stored into the mutated input they scatter over -> its index
         # (see reinplace); the run time does not copy those inputs back.
         self.inplace_writes: dict[torch.fx.Node, int] = {}
+        # Buffers that are a graph input's memory (an in-place scatter's result, an ATen
+        # view of one) -> that input's name: a write to the input changes them.
+        self.input_aliases: dict[str, str] = {}
+        self.nested_writes: dict = {}  # see reinplace.nested_writes
         self._read_names: set[str] | None = None
         # Buffers stored in a layout a lowering chose (channels-last), which a saved
         # output (SAVED_OUTPUTS) returns as they are.
@@ -199,6 +209,7 @@ class GraphLowering:
                     "inductor_codegen takes functional graphs (aot_autograd functionalizes them)"
                 )
         self.inplace_writes = inplace_writes(self.gm) if self.reinplace else {}
+        self.nested_writes = nested_writes(self.gm, self.inplace_writes)
         for node, example in zip(placeholders, self.example_inputs):
             self.env[node] = self._lower_placeholder(node, example)
         vals = [n.meta.get("val") for n in placeholders] + self.example_inputs
@@ -340,20 +351,48 @@ class GraphLowering:
         (a fallback's result, for the alignment checks of Triton launches)."""
         base = node.args[0]
         source = self._source_of(node)
-        memory = {source}
-        if base.op != "placeholder":  # a scatter after another on the same input
-            if base not in self.inplace_writes:  # the one before was not stored in place
+        memory = {source} | {name for name, of in self.input_aliases.items() if of == source}
+        inner = node.args[1] if len(node.args) > 1 else None
+        if inner in self.nested_writes and inner in self.inplace_writes:
+            # the source was written into the place this scatter writes it to
+            if not _views_memory(args[0], memory):
                 del self.inplace_writes[node]
                 return self._lower_call(node)
-            if isinstance(args[0], TensorValue) and args[0].view is not None:
-                memory.add(args[0].view.buffer)
-        operands = pytree.tree_leaves((args[1:], kwargs))
-        if any(isinstance(v, TensorValue) and v.view and v.view.buffer in memory for v in operands):
+            return self._alias_extern(node, written_through, args[:2], source)
+        nested = self.nested_writes.get(node)
+        if nested is not None:  # a scatter over a view of the input's memory
+            if not _views_memory(args[0], memory):
+                del self.inplace_writes[node]
+                return self._lower_call(node)
+            base, chain = nested.base, nested.chain
+        elif base.op != "placeholder" and base not in self.inplace_writes:
+            del self.inplace_writes[node]  # the scatter before was not stored in place
+            return self._lower_call(node)
+        else:
+            chain = frozenset()
+        if any(_views_memory(v, memory) for v in pytree.tree_leaves((args[1:], kwargs))):
             del self.inplace_writes[node]  # an operand is a view of the input's own memory
             return self._lower_call(node)
-        op = INPLACE_SCATTERS[node.target]
-        layout = self.buffer_by_name[source].layout
-        return self.extern(node, op, args, kwargs, is_fallback=True, layout=layout)
+        # values read from the old memory after the write are stored before it
+        if not store_old_values(self, node, base, memory, chain):
+            del self.inplace_writes[node]
+            return self._lower_call(node)
+        args, kwargs = pytree.tree_map_only(
+            torch.fx.Node, self.env.__getitem__, (node.args, node.kwargs)
+        )
+        if self.symbolic or self._symbols_seen:
+            args, kwargs = self._symbolic_arguments(node, args, kwargs)
+        return self._alias_extern(node, INPLACE_SCATTERS[node.target], args, source, kwargs)
+
+    def _alias_extern(self, node, op, args, source: str, kwargs=None) -> TensorValue:
+        """An ATen call (or the wrapper's `*_into`) returning its first argument, a view of
+        input `source`'s memory: its result is read in that view's layout, from its own
+        data pointer (offset 0)."""
+        view = args[0].view
+        layout = replace(view.layout, offset=sympy.Integer(0))
+        value = self.extern(node, op, args, kwargs or {}, is_fallback=True, layout=layout)
+        self.input_aliases[value.view.buffer] = source
+        return value
 
     def _store_into_input(self, node, value):
         """`node`'s pointwise value computed into the memory of the input it is the new
@@ -661,6 +700,11 @@ class GraphLowering:
         )
         val = node.meta.get("val")
         name = self.new_name()
+        if _returns_an_alias(op):  # an ATen view of an input's memory is that memory
+            for read in reads:
+                source = self.input_aliases.get(read, read if read in self.input_devices else None)
+                if source is not None:
+                    self.input_aliases.setdefault(name, source)
         if isinstance(val, torch.Tensor):
             layout = layout or _fresh_output_layout(
                 op, 0, layout_of(val, where=f"node {node.name}")
@@ -934,6 +978,17 @@ def _matrix_product_readers(node: torch.fx.Node) -> int:
         elif _returns_a_view(user):
             count += _matrix_product_readers(user)
     return count
+
+
+def _views_memory(value, memory: set[str]) -> bool:
+    """Whether `value` is a view of one of the buffers `memory` names."""
+    return isinstance(value, TensorValue) and value.view is not None and value.view.buffer in memory
+
+
+def _returns_an_alias(op) -> bool:
+    """Whether ATen `op` may return one of its operands' memory (a view or an in-place op)."""
+    schema = getattr(op, "_schema", None)
+    return schema is not None and any(r.alias_info is not None for r in schema.returns)
 
 
 def _returns_a_view(node: torch.fx.Node) -> bool:

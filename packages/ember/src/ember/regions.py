@@ -46,6 +46,7 @@ import collections
 import dataclasses
 import functools
 import inspect
+import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -127,6 +128,11 @@ class Piece:
     constants: tuple[int, ...] = ()
     # slots of `constants` that are inputs of the graph, one input per tuple of slots
     lifted: tuple[tuple[int, ...], ...] = ()
+    # the size symbols of its inputs and code, in order of first appearance (the
+    # signature names them by that order); `own_symbols`: pieces alike but for which
+    # symbols they read share one compile, over symbols of a ShapeEnv of its own
+    symbols: tuple[str, ...] = ()
+    own_symbols: bool = False
 
     def lifted_values(self) -> tuple[int, ...]:
         """This call's values of the lifted constants (the graph's last inputs)."""
@@ -267,27 +273,51 @@ def _why_whole(gm: torch.fx.GraphModule, example_inputs: list | None) -> str | N
 # ----------------------------------------------------------------- cutting
 
 
-def _describe_value(value: Any) -> tuple:
+class _CanonicalSymbols:
+    """Size symbols named by their order of first appearance in a piece (`c0`, `c1`, ...),
+    so that pieces reading other symbols the same way are described alike; each one's
+    range is part of the description."""
+
+    def __init__(self) -> None:
+        self.names: dict[Any, Any] = {}  # the graph's symbol -> its canonical symbol
+        self.ranges: list[tuple[str, str]] = []
+
+    def text(self, value: Any) -> str:
+        if not isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            return str(value)
+        import sympy
+
+        node = value.node
+        expr = node.expr
+        for symbol in sorted(expr.free_symbols, key=str):
+            if symbol not in self.names:
+                self.names[symbol] = sympy.Symbol(f"c{len(self.names)}", **symbol.assumptions0)
+                bounds = node.shape_env.bound_sympy(symbol)
+                self.ranges.append((str(bounds.lo), str(bounds.hi)))
+        return str(expr.xreplace(self.names))
+
+
+def _describe_value(value: Any, names: _CanonicalSymbols) -> tuple:
     if isinstance(value, torch.Tensor):
         return (
             "tensor",
             str(value.dtype),
-            tuple(str(s) for s in value.shape),
-            tuple(str(s) for s in value.stride()),
-            str(value.storage_offset()),
+            tuple(names.text(s) for s in value.shape),
+            tuple(names.text(s) for s in value.stride()),
+            names.text(value.storage_offset()),
             str(value.device),
             str(value.layout),
             value.requires_grad,
             type(value).__name__,
         )
     if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
-        return _describe_number(value)
+        return _describe_number(value, names)
     if isinstance(value, _PRINTED):
         return (type(value).__name__, repr(value))
     return ("object", id(value))
 
 
-def _describe_number(value: Any) -> tuple:
+def _describe_number(value: Any, names: _CanonicalSymbols) -> tuple:
     """A SymInt / SymFloat / SymBool by its expression, a constant float with every digit
     (a float input capture specialized: its `.item()` read shows the value nowhere else)."""
     if not isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
@@ -295,7 +325,7 @@ def _describe_number(value: Any) -> tuple:
     expr = value.node.expr
     if isinstance(value, torch.SymFloat) and expr.is_Number:
         return (type(value).__name__, repr(float(expr)))
-    return (type(value).__name__, str(value))
+    return (type(value).__name__, names.text(value))
 
 
 def _is_int(value: Any) -> bool:
@@ -384,16 +414,21 @@ def cut_piece(nodes: list[torch.fx.Node], inside: set[torch.fx.Node], region: st
     outputs = [n for n in nodes if any(user not in inside for user in n.users)]
     # inputs numbered from -1 down, the piece's own nodes from 0 up
     local = {used: -1 - index for index, used in enumerate(inputs)}
+    names = _CanonicalSymbols()
+    described = tuple(_describe_value(used.meta.get("val"), names) for used in inputs)
     code = []
     ints: list[int] = []
     for index, node in enumerate(nodes):
         target = node.target if isinstance(node.target, str) else ("object", id(node.target))
         arguments = (_structure(node.args, local, ints), _structure(node.kwargs, local, ints))
-        code.append((node.op, target, *arguments, _describe_number(node.meta.get("val"))))
+        code.append((node.op, target, *arguments, _describe_number(node.meta.get("val"), names)))
         local[node] = index
-    described = tuple(_describe_value(used.meta.get("val")) for used in inputs)
-    signature = (tuple(code), tuple(local[node] for node in outputs), described, tuple(ints))
-    return Piece(tuple(nodes), tuple(inputs), tuple(outputs), signature, region, tuple(ints))
+    outputs_at = tuple(local[node] for node in outputs)
+    signature = (tuple(code), outputs_at, described, tuple(names.ranges), tuple(ints))
+    symbols = tuple(str(symbol) for symbol in names.names)
+    return Piece(
+        tuple(nodes), tuple(inputs), tuple(outputs), signature, region, tuple(ints), (), symbols
+    )
 
 
 def _module_calls(
@@ -455,14 +490,22 @@ def _alike_groups(pieces: list[Piece], lift_ints: bool) -> list[list[Piece]]:
         for piece in group:
             strict[piece.signature].append(piece)
         groups.extend(strict.values())
-    return groups
+    return [_with_own_symbols(group) for group in groups]
+
+
+def _with_own_symbols(group: list[Piece]) -> list[Piece]:
+    """`group`, compiled over symbols of its own where its pieces read other symbols."""
+    if len({piece.symbols for piece in group}) == 1:
+        return group
+    return [dataclasses.replace(piece, own_symbols=True) for piece in group]
 
 
 def _lift_varying_ints(group: list[Piece]) -> list[Piece] | None:
     """`group` (pieces equal but for their int constants) as pieces of one graph taking the
     ints that differ between them as inputs; the group itself where none differ; None
-    where an input is symbolic or unknown (the ints are lifted as symbols of a ShapeEnv
-    of the piece's own, over fakes of static inputs).
+    where an input is unknown (the ints are lifted as symbols of a ShapeEnv of the
+    piece's own, over fakes of its inputs: an input of symbolic sizes gets symbols of
+    that ShapeEnv in place of the graph's, see `_symbolic_module`).
 
     The piece's compile traces the ints as symbols: what it assumes of them (an index in
     range, or a value it had to specialize) is checked at every call, and a call
@@ -473,7 +516,7 @@ def _lift_varying_ints(group: list[Piece]) -> list[Piece] | None:
     varying = [s for s in slots if len(set(values[s])) > 1]
     if not varying:
         return group
-    if not all(_static_value(used.meta.get("val")) for used in group[0].inputs):
+    if not all(_liftable_input(used.meta.get("val")) for used in group[0].inputs):
         return None
     if any(value < 0 for s in varying for value in values[s]):
         return None  # an index from the end: left as a constant (see `indexed_view`)
@@ -487,12 +530,19 @@ def _lift_varying_ints(group: list[Piece]) -> list[Piece] | None:
     return [dataclasses.replace(p, signature=signature, lifted=lifted) for p in group]
 
 
-def _static_value(value: Any) -> bool:
-    """`value` is a tensor of static sizes, or a plain constant (a piece's input)."""
+def _liftable_input(value: Any) -> bool:
+    """`value` (a piece's input) is a tensor whose sizes, strides and offset are ints or
+    SymInts with hints, a SymInt with a hint, or a plain constant."""
     if isinstance(value, torch.Tensor):
         numbers = (*value.shape, *value.stride(), value.storage_offset())
-        return all(type(n) is int for n in numbers)
+        return all(type(n) is int or _hinted(n) for n in numbers)
+    if isinstance(value, torch.SymInt):
+        return _hinted(value)
     return isinstance(value, _PRINTED) and value is not None
+
+
+def _hinted(number: Any) -> bool:
+    return isinstance(number, torch.SymInt) and number.node.hint is not None
 
 
 def plan_pieces(
@@ -639,7 +689,8 @@ def _compile_chained(
         if function is None:
             examples = [given.get(used, used.meta.get("val")) for used in piece.inputs]
             examples.extend(piece.lifted_values())
-            module = _symbolic_module(piece, gm) if piece.lifted else piece.module(gm)
+            own = piece.lifted or piece.own_symbols
+            module = _symbolic_module(piece, gm) if own else piece.module(gm)
             function = compile_graph(module, examples)
             by_signature[piece.signature] = function
         compiled.append(function)
@@ -656,20 +707,62 @@ def _symbolic_module(piece: Piece, root: torch.nn.Module) -> torch.fx.GraphModul
     module = piece.module(root)
     env = ShapeEnv()
     mode = FakeTensorMode(shape_env=env)
+    own = _OwnSymbols(env)
     placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
     for node in placeholders[: len(piece.inputs)]:
         value = node.meta.get("val")
-        if isinstance(value, torch.Tensor):
-            offset = value.storage_offset()
-            extent = offset + sum((n - 1) * s for n, s in zip(value.shape, value.stride()))
+        if isinstance(value, torch.SymInt):
+            node.meta["val"] = own.number(value, node.name)
+        elif isinstance(value, torch.Tensor):
+            shape = tuple(own.number(n, f"{node.name}_size{d}") for d, n in enumerate(value.shape))
+            stride = tuple(
+                own.number(n, f"{node.name}_stride{d}") for d, n in enumerate(value.stride())
+            )
+            offset = own.number(value.storage_offset(), f"{node.name}_offset")
+            extent = offset + sum((n - 1) * st for n, st in zip(shape, stride))
             with mode:
                 base = torch.empty(extent + 1, dtype=value.dtype, device=value.device)
-                fake = base.as_strided(value.shape, value.stride(), offset)
+                fake = base.as_strided(shape, stride, offset)
             node.meta["val"] = fake.requires_grad_(value.requires_grad)
     for node, value in zip(placeholders[len(piece.inputs) :], piece.lifted_values(), strict=True):
         symbol = env.create_int_symbol(value, LocalSource(node.name))
         node.meta["val"] = env.create_symint(symbol, value)
     return module
+
+
+class _OwnSymbols:
+    """The graph's size symbols re-made in a piece's own ShapeEnv: each symbol of the
+    graph's ShapeEnv gets one of `env` with its hint and range, and a symbolic size the
+    expression of those (`s0 * 64`), so the piece compiles for every size the graph
+    does; the piece checks what it assumes of them on its own inputs at each call."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.symbols: dict[Any, Any] = {}  # the graph's symbol -> the piece's
+
+    def number(self, value: Any, name: str) -> Any:
+        from guards import LocalSource
+
+        if not isinstance(value, torch.SymInt):
+            return value
+        node = value.node
+        outer = node.shape_env
+        expr = node.expr
+        for symbol in sorted(expr.free_symbols, key=str):
+            if symbol in self.symbols:
+                continue
+            hint = outer.hint_of(symbol)
+            bounds = outer.bound_sympy(symbol)
+            source = LocalSource(f"{name}_{symbol}")
+            if bounds.lo >= 2:
+                high = None if math.isinf(float(bounds.hi)) else int(bounds.hi)
+                made = self.env.create_symbol(
+                    hint, source, min=int(bounds.lo), max=high, duck=False
+                )
+            else:
+                made = self.env.create_int_symbol(hint, source)
+            self.symbols[symbol] = made
+        return self.env.create_symint(expr.xreplace(self.symbols), node.hint)
 
 
 def _chained(

@@ -35,7 +35,14 @@ from inductor_codegen.codegen.triton.ops import (
 from inductor_codegen.errors import InductorError
 from inductor_codegen.ir import ExternBuffer, Load, expr_loads
 from inductor_codegen.lowering import BufferRef
-from inductor_codegen.scheduler import FusedKernel, LoopGroup, Schedule, node_body, outer_vars
+from inductor_codegen.scheduler import (
+    FusedKernel,
+    LoopGroup,
+    Schedule,
+    node_body,
+    outer_vars,
+    writes_in_place,
+)
 
 __all__ = [
     "MATMUL_OPS",
@@ -166,6 +173,8 @@ def plan_matmul_templates(plan: Schedule, graph) -> tuple[Schedule, dict]:
             and epilogue_at > position
             and isinstance(steps[epilogue_at], FusedKernel)
             and epilogue_at not in moved
+            # (moved past a write in place, the product would read the written values)
+            and not any(writes_in_place(steps[k], buffers) for k in range(position, epilogue_at))
         ):
             template = TemplateStep(name, step, steps[epilogue_at])
             source = _try_generate(template, buffers)
