@@ -303,7 +303,10 @@ def test_regional_blocks_update_their_own_batch_norm_statistics():
     ):
         torch.testing.assert_close(got, expected, msg=name)
     for got, expected in zip(model.parameters(), reference.parameters(), strict=True):
-        torch.testing.assert_close(got.grad, expected.grad)
+        # A convolution's bias before a training-mode batch norm has a gradient of zero in
+        # exact arithmetic: what both sides hold is the rounding of sums of terms around
+        # 20 (eager 2e-6, compiled 1e-5, by summation order), hence the absolute 1e-4.
+        torch.testing.assert_close(got.grad, expected.grad, rtol=1e-4, atol=1e-4)
 
 
 def test_regional_pieces_warm_start_bit_for_bit(tmp_path, monkeypatch):
