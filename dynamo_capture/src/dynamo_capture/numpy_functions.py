@@ -137,6 +137,24 @@ def _like_factory(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
     return make
 
 
+def _full_like(a: torch.Tensor, fill_value: Any, dtype: Any = None) -> torch.Tensor:
+    return torch.full_like(a, fill_value)
+
+
+def _isclose(
+    a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
+) -> torch.Tensor:
+    """np.isclose of two float32 or float64 arrays of one dtype (what capture puts in a
+    graph): NumPy's test, |a - b| <= atol + rtol * |b| in that dtype, is torch.isclose's.
+    Numbers, integers (NumPy tests them in float64) and float16 (NumPy rounds the
+    tolerances to it) run eagerly."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        raise NotImplementedError("np.isclose of a number")
+    if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float64):
+        raise NotImplementedError("np.isclose of arrays other than float32 or float64 alike")
+    return torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
 def _arange(*args: Any, dtype: Any = None) -> torch.Tensor:
     return torch.arange(*args)
 
@@ -317,6 +335,21 @@ NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
     np.maximum: (torch.maximum, "result"),
     np.minimum: (torch.minimum, "result"),
     np.arctan2: (torch.atan2, "result"),
+    np.arcsinh: (torch.asinh, "result"),
+    np.arccosh: (torch.acosh, "result"),
+    np.arctanh: (torch.atanh, "result"),
+    np.logaddexp: (torch.logaddexp, "result"),
+    np.logaddexp2: (torch.logaddexp2, "result"),
+    np.deg2rad: (torch.deg2rad, "result"),
+    np.rad2deg: (torch.rad2deg, "result"),
+    np.radians: (torch.deg2rad, "result"),
+    np.degrees: (torch.rad2deg, "result"),
+    np.copysign: (torch.copysign, "result"),
+    np.fmax: (torch.fmax, "result"),
+    np.fmin: (torch.fmin, "result"),
+    np.fabs: (torch.abs, "result"),
+    np.float_power: (torch.float_power, "result"),
+    np.signbit: (torch.signbit, "none"),
     np.hypot: (torch.hypot, "result"),
     np.bitwise_and: (torch.bitwise_and, "result"),
     np.bitwise_or: (torch.bitwise_or, "result"),
@@ -338,6 +371,7 @@ NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
     np.isnan: (torch.isnan, "none"),
     np.isinf: (torch.isinf, "none"),
     np.isfinite: (torch.isfinite, "none"),
+    np.isclose: (_isclose, "none"),
     np.trunc: (torch.trunc, "result"),
     np.rint: (torch.round, "result"),
     np.round: (_round, "result"),
@@ -383,6 +417,7 @@ NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
     np.ones: (_shape_factory(torch.ones), "result"),
     np.full: (_full, "result"),
     np.zeros_like: (_like_factory(torch.zeros_like), "result"),
+    np.full_like: (_full_like, "result"),
     np.ones_like: (_like_factory(torch.ones_like), "result"),
     np.arange: (_arange, "result"),
     np.linspace: (_linspace, "result"),
