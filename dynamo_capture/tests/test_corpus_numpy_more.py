@@ -543,6 +543,164 @@ def numpy_random_uniform_then_tensor(x):
     return x + torch.from_numpy(np.random.uniform(-1, 1, (3, 4)).astype(np.float32))
 
 
+def argsort_rows(x):
+    return np.argsort(x.numpy(), axis=1)
+
+
+def repeat_and_roll(x):
+    a = x.numpy()
+    return np.repeat(a, 2, axis=0), np.roll(a, 1, axis=1)
+
+
+def trace_and_diag(x):
+    a = x.numpy()
+    return np.trace(a), np.diag(a[:, :3]).copy()
+
+
+def nansum_nanmean(x):
+    a = np.where(x.numpy() > 1, np.nan, x.numpy())
+    return np.nansum(a, axis=0), np.nanmean(a, axis=1)
+
+
+def ptp_and_average(x):
+    a = x.numpy()
+    return np.ptp(a, axis=0), np.average(a, axis=1)
+
+
+def median_rows(x):
+    return np.median(x.numpy(), axis=1)
+
+
+def broadcast_to_and_atleast(x):
+    a = x.numpy()
+    return np.broadcast_to(a[0], (2, 4)) + 1, np.atleast_2d(a[0]).shape
+
+
+def column_stack_dstack(x):
+    a = x.numpy()
+    return np.column_stack([a[0], a[1]]), np.dstack([a, a]).shape
+
+
+def pad_constant(x):
+    return np.pad(x.numpy(), 1)
+
+
+def cross_and_kron(x):
+    a = x.numpy()
+    return np.cross(a[:, :3], a[:, 1:]), np.kron(a[:2, :2], a[:2, :2])
+
+
+def searchsorted_sorted(x):
+    a = np.sort(x.numpy()[0])
+    return np.searchsorted(a, x.numpy()[1])
+
+
+def array_equal_check(x):
+    a = x.numpy()
+    return x + np.array_equal(a, a)
+
+
+def cov_and_corrcoef(x):
+    a = x.numpy()
+    return np.cov(a), np.corrcoef(a)
+
+
+def flip_copy(x):
+    return np.flip(x.numpy(), 1).copy(), np.fliplr(x.numpy()).copy()
+
+
+def sum_python_list_of_arrays(x):
+    a = x.numpy()
+    return sum([a, a * 2, a * 3])
+
+
+def empty_like_then_fill(x):
+    a = x.numpy()
+    b = np.empty_like(a)
+    b[:] = 3.0
+    return b + a
+
+
+def percentile_rows(x):
+    return np.percentile(x.numpy(), 50, axis=1)
+
+
+def mean_of_int32_is_float64(x):
+    return x.numpy().astype(np.int32).mean(axis=0)
+
+
+def numpy_abs_min_scalar_to_python(x):
+    return x * float(np.abs(x.numpy()).min())
+
+
+def numpy_exp_of_python_float_constant(x):
+    return x.numpy() * np.exp(1.0) + np.sqrt(2)
+
+
+def numpy_scalar_float32_arithmetic(x):
+    s = np.float32(0.1) + np.float32(0.2)
+    return x.numpy() * s
+
+
+def numpy_dtype_attribute_branch(x):
+    a = x.numpy()
+    if a.dtype == np.float32:
+        return a * 2
+    return a
+
+
+def numpy_shape_unpack(x):
+    a = x.numpy()
+    rows, cols = a.shape
+    return a.reshape(cols, rows) + np.zeros((cols, rows))
+
+
+def numpy_size_loop(x):
+    a = x.numpy()
+    out = np.zeros(a.shape[1])
+    for i in range(a.shape[0]):
+        out = out + a[i]
+    return out
+
+
+def argsort_stable(x):
+    a = x.numpy()
+    return np.argsort(a, axis=1, kind="stable"), (a > 0).argsort(kind="stable")
+
+
+def ptp_only(x):
+    return np.ptp(x.numpy(), axis=0), np.average(x.numpy())
+
+
+def atleast_views(x):
+    a = x.numpy()[0]
+    return np.atleast_2d(a) * 2, np.atleast_3d(a).shape
+
+
+def int_trace_repeat(x):
+    a = x.numpy()
+    return np.trace(a), a.repeat(2), np.repeat(a, 3, axis=1)
+
+
+def atleast_2d_of_a_matrix_is_itself(x):
+    a = x.numpy()
+    return np.atleast_2d(a) is a
+
+
+def _one_array_twice():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    return a, a
+
+
+def _two_arrays():
+    return np.ones((3, 4), np.float32), np.ones((3, 4), np.float32)
+
+
+def same_array_passed_twice(a, b):
+    a += 1
+    return b * 2, a is b
+
+
 def check_like_eager(fn, make_args, graphs):
     counter = CountingBackend()
     compiled = dynamo_capture.optimize(fn, backend=counter)
@@ -676,6 +834,24 @@ LIKE_TORCH = [
     (sum_with_dtype_float64_then_astype, (mat,), 1),
     (numpy_float16_elementwise, (mat,), 1),
     (numpy_cast_bool_sum, (mat,), 1),
+    (repeat_and_roll, (mat,), 1),
+    (nansum_nanmean, (mat,), 1),
+    (ptp_and_average, (mat,), 1),
+    (column_stack_dstack, (mat,), 1),
+    (pad_constant, (mat,), 1),
+    (cross_and_kron, (mat,), 1),
+    (array_equal_check, (mat,), 2),
+    (cov_and_corrcoef, (mat,), 1),
+    (sum_python_list_of_arrays, (mat,), 1),
+    (empty_like_then_fill, (mat,), 1),
+    (mean_of_int32_is_float64, (mat,), 1),
+    (numpy_abs_min_scalar_to_python, (mat,), 2),
+    (numpy_exp_of_python_float_constant, (mat,), 1),
+    (numpy_scalar_float32_arithmetic, (mat,), 1),
+    (numpy_shape_unpack, (mat,), 1),
+    (numpy_size_loop, (mat,), 1),
+    (argsort_stable, (mat,), 1),
+    (atleast_views, (mat,), 1),
 ]
 
 
@@ -714,6 +890,19 @@ LIKE_EAGER = [
     (numpy_float16_sum_runs_eagerly_values, (mat,), 1),
     (numpy_random_normal_seeded_in_the_frame, (mat,), 1),
     (numpy_random_uniform_then_tensor, (mat,), 1),
+    (numpy_indexing_mask, (mat,), 1),
+    (argsort_rows, (mat,), 1),
+    (median_rows, (mat,), 1),
+    (broadcast_to_and_atleast, (mat,), 1),
+    (searchsorted_sorted, (mat,), 1),
+    (flip_copy, (mat,), 1),
+    (percentile_rows, (mat,), 1),
+    (numpy_dtype_attribute_branch, (mat,), 1),
+    (trace_and_diag, (mat,), 1),
+    (ptp_only, (mat,), 1),
+    (int_trace_repeat, (ints,), 1),
+    (atleast_2d_of_a_matrix_is_itself, (mat,), 1),
+    (np_max_of_python_and_array, (mat,), 0),
 ]
 
 
@@ -722,3 +911,44 @@ LIKE_EAGER = [
 )
 def test_numpy_program_like_eager(fn, makers, graphs):
     check_like_eager(fn, _args(*makers), graphs)
+
+
+# ----- one ndarray at two places is one object ---------------------------------------------
+def test_one_array_passed_twice_is_one_input_like_torch():
+    counter = check_like_torch(same_array_passed_twice, _one_array_twice)
+    assert counter.frame_count == 1
+
+
+def test_one_array_twice_and_two_arrays_compile_apart():
+    counter = CountingBackend()
+    compiled = dynamo_capture.optimize(same_array_passed_twice, backend=counter)
+    for make in (_two_arrays, _one_array_twice, _two_arrays, _one_array_twice):
+        assert_same(compiled(*make()), same_array_passed_twice(*make()))
+    assert counter.frame_count == 2
+
+
+# ----- read-only arrays: a tensor cannot refuse a write ------------------------------------
+def write_into_the_argument(a):
+    a += 1
+    return a * 2
+
+
+def _read_only():
+    a = np.ones((3, 4), np.float32)
+    a.flags.writeable = False
+    return (a,)
+
+
+@pytest.mark.filterwarnings("ignore::dynamo_capture.EagerFallbackWarning")
+def test_write_into_a_read_only_array_raises_like_eager():
+    compiled = dynamo_capture.optimize(write_into_the_argument, backend=CountingBackend())
+    (array,) = _read_only()
+    with pytest.raises(ValueError, match="read-only"):
+        write_into_the_argument(array)
+    with pytest.raises(ValueError, match="read-only"):
+        compiled(array)
+    assert (array == 1).all()
+    writable = np.ones((3, 4), np.float32)
+    assert_same(compiled(writable), write_into_the_argument(np.ones((3, 4), np.float32)))
+    with pytest.raises(ValueError, match="read-only"):
+        compiled(array)  # the entry for a writable array does not take a read-only one

@@ -355,7 +355,7 @@ def _is_numpy_callable(fn: Any) -> bool:
 
 # NumPy functions whose first argument is itself a sequence of arrays, or a shape
 _SEQUENCE_ARGUMENT = frozenset({np.concatenate, np.stack, np.vstack, np.hstack, np.array,
-                                np.asarray, np.einsum})  # fmt: skip
+                                np.asarray, np.einsum, np.column_stack, np.dstack})  # fmt: skip
 
 
 def _sequence_of_arrays_for_an_array(fn: Any, args: list[Value]) -> bool:
