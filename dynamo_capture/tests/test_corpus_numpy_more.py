@@ -701,6 +701,11 @@ def same_array_passed_twice(a, b):
     return b * 2, a is b
 
 
+def float16_cross_average_trace(x):
+    h = (x.numpy() * 30).astype(np.float16)
+    return np.cross(h[:, :3], h[:, 1:]), np.average(h, axis=0), np.trace(h)
+
+
 def check_like_eager(fn, make_args, graphs):
     counter = CountingBackend()
     compiled = dynamo_capture.optimize(fn, backend=counter)
@@ -889,6 +894,7 @@ LIKE_EAGER = [
     (numpy_random_uniform_then_tensor, (mat,), 1),
     # a float of the data handed on at a break: torch.compile takes it unspecialized from
     # the first call (2 graphs); ember specializes it, then recompiles when it changes
+    (float16_cross_average_trace, (mat,), 1),
     (numpy_float_item, (mat,), 3),
     (item_method, (mat,), 3),
     (numpy_abs_min_scalar_to_python, (mat,), 3),

@@ -431,10 +431,12 @@ def _numpy_node(
     return result
 
 
-# NumPy functions adding up many values, whose float16 results differ from torch's
+# NumPy functions adding up values (or, np.cross, rounding between a product and a
+# difference), whose float16 results differ from torch's
 _ACCUMULATING = frozenset(
     {np.sum, np.prod, np.mean, np.std, np.var, np.cumsum, np.cumprod, np.dot, np.matmul,
-     np.einsum, np.linalg.norm, np.linalg.inv, np.linalg.det, np.linalg.solve}
+     np.einsum, np.linalg.norm, np.linalg.inv, np.linalg.det, np.linalg.solve, np.average,
+     np.trace, np.cross}
 )  # fmt: skip
 
 # NumPy functions returning a tuple or list of arrays
