@@ -1016,7 +1016,7 @@ class OutputPlan:
         # local: a value reached twice (`return o, o`, a dict key also returned) stays
         # one object, as eagerly
         self.prelude: list[str] = []
-        self._named: dict[int, tuple[Value, str]] = {}
+        self._named: dict[Any, tuple[Value, str]] = {}
         # outside values read into a local before the replayed writes (_source_read)
         self._reads: dict[str, str] = {}
         # the closures whose cells are being made (a cell holding one of them: a cycle)
@@ -1100,7 +1100,22 @@ class OutputPlan:
             self.prelude.append(f"{name} = {built}")
             self._named[id(value)] = (value, name)
             return name
+        if isinstance(value, TensorValue) and value.python_type is np.ndarray:
+            return self._array_expr(value)
         return self._build(value)
+
+    def _array_expr(self, value: TensorValue) -> str:
+        """An ndarray made in the graph, built once however many places hold it (a local
+        and a stack item): eagerly they are one object (`np.atleast_2d(a) is a`)."""
+        key = ("ndarray", value.node)
+        named = self._named.get(key)
+        if named is not None:
+            return named[1]
+        built = self._build(value)
+        name = f"___v{len(self.prelude)}"
+        self.prelude.append(f"{name} = {built}")
+        self._named[key] = (value, name)
+        return name
 
     def _build(self, value: Value) -> str:
         made = self.ctx.classes_made

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -206,7 +207,10 @@ def _numpy_example(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Any:
     result, error = None, None
     for full in (False, True):  # tiny arrays first; real shapes where the op needs them
         try:
-            with np.errstate(all="ignore"):
+            # NOTE: the stand-ins' values are not the user's: NumPy's warnings about them
+            # (`ddof` past a stand-in's size) are not the program's
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
                 dummies = [_dummy(a, full) for a in args]
                 result = fn(*dummies, **{k: _dummy(v, full) for k, v in kwargs.items()})
             break
@@ -351,7 +355,7 @@ def _is_numpy_callable(fn: Any) -> bool:
 
 # NumPy functions whose first argument is itself a sequence of arrays, or a shape
 _SEQUENCE_ARGUMENT = frozenset({np.concatenate, np.stack, np.vstack, np.hstack, np.array,
-                                np.asarray, np.einsum})  # fmt: skip
+                                np.asarray, np.einsum, np.column_stack, np.dstack})  # fmt: skip
 
 
 def _sequence_of_arrays_for_an_array(fn: Any, args: list[Value]) -> bool:
@@ -395,6 +399,10 @@ def _numpy_node(
     elif cast_mode == "common":
         operands = [_dummy(a) for a in args if is_ndarray(a)]
         cast = _TORCH_DTYPES[np.result_type(*operands)] if operands else None
+    if fn in _ACCUMULATING and torch.float16 in (cast, result_dtype):
+        # NOTE: NumPy adds float16 values in float16, rounding at each step (its sum,
+        # cumsum, var, matmul); torch accumulates them in float32: other values
+        raise Unsupported(f"NumPy {fn.__name__} of float16 values (NumPy accumulates in float16)")
     name = getattr(fn, "__name__", type(fn).__name__)
     operation = NumpyOperation(
         name,
@@ -422,6 +430,14 @@ def _numpy_node(
         _keep_constant(result, fn, args, kwargs)
     return result
 
+
+# NumPy functions adding up values (or, np.cross, rounding between a product and a
+# difference), whose float16 results differ from torch's
+_ACCUMULATING = frozenset(
+    {np.sum, np.prod, np.mean, np.std, np.var, np.cumsum, np.cumprod, np.dot, np.matmul,
+     np.einsum, np.linalg.norm, np.linalg.inv, np.linalg.det, np.linalg.solve, np.average,
+     np.trace, np.cross}
+)  # fmt: skip
 
 # NumPy functions returning a tuple or list of arrays
 _SEVERAL_RESULTS = frozenset({np.meshgrid, np.split, np.array_split})
@@ -700,7 +716,7 @@ def _astype_node(
 ) -> Value:
     values = dict(zip(("dtype", "copy"), args, strict=False)) | kwargs
     try:
-        dtype = np.dtype(as_constant(values["dtype"]))
+        dtype = np.dtype(_numpy_constant(tx, values["dtype"]))
     except (KeyError, NotConstant, TypeError):
         raise Unsupported("ndarray.astype with a dtype capture does not know") from None
     if dtype not in _TORCH_DTYPES:

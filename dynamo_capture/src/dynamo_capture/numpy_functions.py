@@ -137,6 +137,24 @@ def _like_factory(torch_fn: Callable[..., Any]) -> Callable[..., Any]:
     return make
 
 
+def _full_like(a: torch.Tensor, fill_value: Any, dtype: Any = None) -> torch.Tensor:
+    return torch.full_like(a, fill_value)
+
+
+def _isclose(
+    a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
+) -> torch.Tensor:
+    """np.isclose of two float32 or float64 arrays of one dtype (what capture puts in a
+    graph): NumPy's test, |a - b| <= atol + rtol * |b| in that dtype, is torch.isclose's.
+    Numbers, integers (NumPy tests them in float64) and float16 (NumPy rounds the
+    tolerances to it) run eagerly."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        raise NotImplementedError("np.isclose of a number")
+    if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float64):
+        raise NotImplementedError("np.isclose of arrays other than float32 or float64 alike")
+    return torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
 def _arange(*args: Any, dtype: Any = None) -> torch.Tensor:
     return torch.arange(*args)
 
@@ -223,6 +241,66 @@ def _norm(a: torch.Tensor, ord: Any = None, axis: Any = None, keepdims: bool = F
         result = torch.linalg.vector_norm(a)
         return result.reshape((1,) * a.dim()) if keepdims else result
     return torch.linalg.vector_norm(a, dim=axis, keepdim=keepdims)
+
+
+def _argsort(a: torch.Tensor, axis: int | None = -1, kind: str | None = None) -> torch.Tensor:
+    """np.argsort with a stable kind: NumPy's default (introsort) orders ties its own way,
+    which torch's sorts do not reproduce."""
+    if kind not in ("stable", "mergesort"):
+        raise NotImplementedError("np.argsort of a kind other than 'stable' (ties' order)")
+    if axis is None:
+        return torch.argsort(a.reshape(-1), stable=True)
+    return torch.argsort(a, dim=axis, stable=True)
+
+
+def _repeat(a: torch.Tensor, repeats: Any, axis: int | None = None) -> torch.Tensor:
+    if not isinstance(repeats, int):
+        raise NotImplementedError("np.repeat with repeats other than one number")
+    if axis is None:
+        return torch.repeat_interleave(a.reshape(-1), repeats)
+    return torch.repeat_interleave(a, repeats, dim=axis)
+
+
+def _roll(a: torch.Tensor, shift: Any, axis: Any = None) -> torch.Tensor:
+    if axis is None:
+        return torch.roll(a.reshape(-1), shift).reshape(a.shape)
+    return torch.roll(a, shift, dims=axis)
+
+
+def _peak_to_peak(a: torch.Tensor, axis: Any = None, keepdims: bool = False) -> torch.Tensor:
+    maximum = _reduction(torch.amax)(a, axis, keepdims)
+    return maximum - _reduction(torch.amin)(a, axis, keepdims)
+
+
+def _average(a: torch.Tensor, axis: Any = None, weights: Any = None,
+             returned: bool = False, keepdims: bool = False) -> torch.Tensor:  # fmt: skip
+    """np.average without weights, which is NumPy's mean."""
+    if weights is not None or returned:
+        raise NotImplementedError("np.average with weights or returned=True")
+    return _reduction(torch.mean)(a, axis, keepdims)
+
+
+def _trace(a: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    if a.dim() != 2:
+        raise NotImplementedError("np.trace of an array other than 2-d")
+    return torch.diagonal(a, offset).sum()
+
+
+def _cross(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """np.cross of 3-vectors along the last axis (2-vectors give NumPy's z only)."""
+    if a.shape[-1] != 3 or b.shape[-1] != 3:
+        raise NotImplementedError("np.cross of vectors other than 3-vectors")
+    return torch.linalg.cross(*torch.broadcast_tensors(a, b), dim=-1)
+
+
+def _at_least(torch_fn: Callable[..., Any], ndim: int) -> Callable[..., Any]:
+    def at_least(a: torch.Tensor) -> torch.Tensor:
+        if a.dim() >= ndim:
+            # NOTE: NumPy gives the array itself (`np.atleast_2d(a) is a`)
+            raise NotImplementedError(f"np.atleast_{ndim}d of an array of {ndim} dims or more")
+        return torch_fn(a)
+
+    return at_least
 
 
 # ----- functions returning several arrays -----------------------------------------------
@@ -317,6 +395,21 @@ NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
     np.maximum: (torch.maximum, "result"),
     np.minimum: (torch.minimum, "result"),
     np.arctan2: (torch.atan2, "result"),
+    np.arcsinh: (torch.asinh, "result"),
+    np.arccosh: (torch.acosh, "result"),
+    np.arctanh: (torch.atanh, "result"),
+    np.logaddexp: (torch.logaddexp, "result"),
+    np.logaddexp2: (torch.logaddexp2, "result"),
+    np.deg2rad: (torch.deg2rad, "result"),
+    np.rad2deg: (torch.rad2deg, "result"),
+    np.radians: (torch.deg2rad, "result"),
+    np.degrees: (torch.rad2deg, "result"),
+    np.copysign: (torch.copysign, "result"),
+    np.fmax: (torch.fmax, "result"),
+    np.fmin: (torch.fmin, "result"),
+    np.fabs: (torch.abs, "result"),
+    np.float_power: (torch.float_power, "result"),
+    np.signbit: (torch.signbit, "none"),
     np.hypot: (torch.hypot, "result"),
     np.bitwise_and: (torch.bitwise_and, "result"),
     np.bitwise_or: (torch.bitwise_or, "result"),
@@ -338,12 +431,26 @@ NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
     np.isnan: (torch.isnan, "none"),
     np.isinf: (torch.isinf, "none"),
     np.isfinite: (torch.isfinite, "none"),
+    np.isclose: (_isclose, "none"),
     np.trunc: (torch.trunc, "result"),
     np.rint: (torch.round, "result"),
     np.round: (_round, "result"),
     np.around: (_round, "result"),
     np.outer: (torch.outer, "result"),
     np.sort: (_sort, "result"),
+    np.argsort: (_argsort, "none"),
+    np.repeat: (_repeat, "none"),
+    np.roll: (_roll, "none"),
+    np.ptp: (_peak_to_peak, "result"),
+    np.average: (_average, "result"),
+    np.trace: (_trace, "result"),
+    np.cross: (_cross, "result"),
+    np.kron: (torch.kron, "result"),
+    np.column_stack: (torch.column_stack, "result"),
+    np.dstack: (torch.dstack, "result"),
+    np.atleast_1d: (_at_least(torch.atleast_1d, 1), "none"),
+    np.atleast_2d: (_at_least(torch.atleast_2d, 2), "none"),
+    np.atleast_3d: (_at_least(torch.atleast_3d, 3), "none"),
     np.count_nonzero: (_count_nonzero, "none"),
     np.tril: (_triangle(torch.tril), "none"),
     np.triu: (_triangle(torch.triu), "none"),
@@ -383,6 +490,7 @@ NUMPY_FUNCTIONS: dict[Any, tuple[Callable[..., Any], str]] = {
     np.ones: (_shape_factory(torch.ones), "result"),
     np.full: (_full, "result"),
     np.zeros_like: (_like_factory(torch.zeros_like), "result"),
+    np.full_like: (_full_like, "result"),
     np.ones_like: (_like_factory(torch.ones_like), "result"),
     np.arange: (_arange, "result"),
     np.linspace: (_linspace, "result"),
@@ -434,6 +542,9 @@ NDARRAY_METHODS: dict[str, Any] = {
     "copy": np.copy,
     "dot": np.dot,
     "round": np.round,
+    "argsort": np.argsort,
+    "repeat": np.repeat,
+    "trace": np.trace,
     "swapaxes": np.swapaxes,
     "astype": "astype",
 }

@@ -14,6 +14,7 @@ import operator
 import types
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from dynamo_capture import side_effects
@@ -157,6 +158,8 @@ def as_constant(value: Value) -> Any:
             obj, types.GenericAlias | types.UnionType
         ):
             return obj  # an annotation (a TypeVar, Callable[[T], Any], list[int]), immutable
+        if isinstance(obj, np.dtype) and value.source is None:
+            return obj  # a NumPy dtype met while capturing (`a.dtype`), immutable
         if isinstance(obj, BaseException) and value.source is None:
             return obj  # an exception made while capturing (`str(e)` in an except block)
         if constant_scalar(value):

@@ -385,6 +385,8 @@ class CaptureContext:
         self._size_inputs: dict[torch.fx.Node, tuple[str, int]] = {}
         # numbers read from the inputs as SymInt / SymFloat, by source (wrapped once)
         self._numbers: dict[Source, Value] = {}
+        # ndarray arguments by identity: the same array at two places is one input
+        self._arrays_by_id: dict[int, tuple[Source, Value]] = {}
         self._number_inputs: dict[torch.fx.Node, tuple[Source, torch.Tensor]] = {}
         self._converted_inputs: dict[torch.fx.Node, tuple[Source, torch.Tensor]] = {}
         # SymFloat / SymBool arithmetic run while capturing, emitted as nodes where used
@@ -643,8 +645,22 @@ class CaptureContext:
         known = self._numbers.get(source)
         if known is not None:
             return known
+        same = self._arrays_by_id.get(id(array)) if type(array) is np.ndarray else None
+        if same is not None:
+            # NOTE: one array at two places (a local and a stack item handed to a resume
+            # part) is one object eagerly: `np.atleast_2d(a) is a`, a write seen by both
+            self.guards.alias(source, same[0])
+            self._numbers[source] = same[1]
+            return same[1]
         self.guards.type_match(source, array)
         self.guards.equals_match(AttrSource(AttrSource(source, "dtype"), "str"), array.dtype.str)
+        if type(array) is np.ndarray:
+            writeable = AttrSource(AttrSource(source, "flags"), "writeable")
+            self.guards.equals_match(writeable, array.flags.writeable)
+            if not array.flags.writeable:
+                # NOTE: a tensor cannot be read-only: a write NumPy refuses (ValueError)
+                # would write the array (`np.broadcast_to`'s result, a frozen array)
+                raise Unsupported("a read-only ndarray argument (NumPy refuses writes to it)")
         tensor = torch.from_numpy(np.asarray(array))
         dims = frozenset()
         if self.shape_env is not None and type(array) is np.ndarray:
@@ -663,6 +679,8 @@ class CaptureContext:
         self._converted_inputs[placeholder] = (NumpyTensorSource(source), tensor)
         value = TensorValue(placeholder, example, None, type(array))
         self._numbers[source] = value
+        if type(array) is np.ndarray:
+            self._arrays_by_id[id(array)] = (source, value)
         return value
 
     def _symbolic_int(self, value: Any, source: Source) -> torch.SymInt | None:
@@ -775,6 +793,8 @@ class CaptureContext:
             )
         ]
         self.guards.distinct(sources)
+        # likewise the ndarray arguments taken as different inputs
+        self.guards.distinct([source for source, _ in self._arrays_by_id.values()])
 
     def guard_shape_decisions(self) -> None:
         """The shape guards (and the floats specialized) join the guards of a capture that
