@@ -989,6 +989,14 @@ def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
     sliced = _sliced_items(tx, obj)
     if sliced is not None:
         return list(sliced)
+    if isinstance(obj, torch.nn.Module):
+        written = side_effects.module_members_written(tx, obj)
+        if written is not None:
+            if isinstance(obj, torch.nn.ModuleDict | torch.nn.ParameterDict):
+                return [PythonValue(key) for key in written.items]
+            if isinstance(obj, torch.nn.Sequential | torch.nn.ModuleList | torch.nn.ParameterList):
+                return list(written.items.values())
+            raise Unsupported(f"iterating a {type(obj).__name__} whose members the frame changed")
     if isinstance(obj, torch.nn.ModuleDict):
         return [PythonValue(key) for key in obj.keys()]
     if isinstance(obj, torch.nn.Module):
@@ -1351,6 +1359,8 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
         | collections.deque,
     ):
         key = _index_constant(tx, index)
+        if isinstance(obj, torch.nn.Module) and side_effects.module_members_written(tx, obj):
+            raise Unsupported(f"indexing a {type(obj).__name__} whose members the frame changed")
         try:
             item = obj[key]
         except (IndexError, KeyError) as error:
@@ -1366,9 +1376,9 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
             if isinstance(obj, torch.nn.Module | list | tuple) and not isinstance(obj, torch.Size):
                 positions = range(len(obj))[key]
                 items = [_real_get_item(tx, container, PythonValue(i)) for i in positions]
-                if type(obj) in (torch.nn.Sequential, torch.nn.ModuleList):
-                    # a new container of the same submodules (callable, a module as in
-                    # eager): its items are the values just read, with their sources
+                if type(obj) in (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ParameterList):
+                    # a new container of the same submodules or parameters (a module as
+                    # in eager): its items are the values just read, with their sources
                     tx.ctx.sliced_modules[id(item)] = (item, items)
                     # nn.Module.__init__ logs its API use: kept as torch.compile keeps it
                     tx.ctx.graph.call_function(torch._C._log_api_usage_once, ("python.nn_module",))
