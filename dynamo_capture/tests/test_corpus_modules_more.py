@@ -1450,6 +1450,349 @@ def hook_with_kwargs_on_var_kwargs_forward():
     return dict(fn=lambda x: m(x, scale=3.0, other=1), args=x44)
 
 
+# ---- batch four ----
+
+
+@_program
+def named_parameters_prefix():
+    m = seeded(Net)
+
+    def fn(x):
+        names = [n for n, _ in m.a.named_parameters(prefix="head")]
+        return x * (names == ["head.weight", "head.bias"])
+
+    return dict(fn=fn, args=x44)
+
+
+@_program
+def training_assigned_in_forward():
+    class M(nn.Module):
+        def forward(s, x):
+            s.training = False
+            return x * 2
+
+    return dict(fn=M(), args=x44, state=lambda fn: fn.training)
+
+
+@_program
+def attribute_deleted_in_forward():
+    class M(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.tmp = 3
+
+        def forward(s, x):
+            if hasattr(s, "tmp"):
+                v = s.tmp
+                del s.tmp
+                return x * v
+            return x
+
+    return dict(fn=M(), args=x44, calls=3, state=lambda fn: hasattr(fn, "tmp"))
+
+
+@_program
+def identity_and_flatten_made():
+    def fn(x):
+        return nn.Flatten()(nn.Identity()(x.reshape(2, 2, 4)))
+
+    return dict(fn=fn, args=x44)
+
+
+@_program
+def linear_made_in_module_forward():
+    class M(nn.Module):
+        def forward(s, x):
+            torch.manual_seed(3)
+            return nn.Linear(4, 2)(x)
+
+    return dict(fn=M(), args=x44)
+
+
+@_program
+def item_then_tensor_made():
+    def fn(x):
+        v = x.mean().item()
+        return x + torch.tensor(v)
+
+    return dict(fn=fn, args=x44)
+
+
+@_program
+def int_of_tensor_as_view_size():
+    def fn(x):
+        rows = int(x.new_tensor(2.0))
+        return x.reshape(rows, -1)
+
+    return dict(fn=fn, args=x44)
+
+
+@_program
+def bool_and_chain():
+    def fn(x):
+        if bool(x.sum() > -100) and bool(x.max() > 0):
+            return x * 2
+        return x
+
+    return dict(fn=fn, args=x44)
+
+
+@_program
+def item_loop_break():
+    def fn(x):
+        out = x
+        for i in range(4):
+            if x[i].sum().item() > 0:
+                break
+            out = out + i
+        return out
+
+    return dict(fn=fn, args=x44)
+
+
+@_program
+def tolist_rebuilt_tensor():
+    def fn(x):
+        vals = [v * 2 for v in x[0].tolist()]
+        return x + torch.tensor(vals)
+
+    return dict(fn=fn, args=x44)
+
+
+@_program
+def item_in_submodule_with_hook():
+    class Inner(nn.Module):
+        def forward(s, x):
+            return x / (x.abs().max().item() + 1)
+
+    class M(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.inner = Inner()
+            s.lin = nn.Linear(4, 4)
+
+        def forward(s, x):
+            return s.lin(s.inner(s.lin(x)))
+
+    m = seeded(M)
+    m.inner.register_forward_hook(lambda mod, a, o: o * 2)
+    return dict(fn=m, args=x44)
+
+
+@_program
+def lazy_with_forward_hook():
+    lazy = seeded(lambda: nn.LazyLinear(3))
+    lazy.register_forward_hook(lambda mod, a, o: o + 1)
+    return dict(fn=lazy, args=x44)
+
+
+@_program
+def hook_always_call_and_with_kwargs():
+    m = seeded(Lin)
+    m.register_forward_hook(lambda mod, a, k, o: o - 1, with_kwargs=True, always_call=True)
+    return dict(fn=m, args=x44)
+
+
+@_program
+def hook_removed_in_frame():
+    m = seeded(Lin)
+    handle = m.register_forward_hook(lambda mod, a, o: o * 10)
+
+    def fn(x):
+        y = m(x)
+        handle.remove()
+        return y + m(x)
+
+    return dict(fn=fn, args=x44, calls=2)
+
+
+@_program
+def module_dict_update_in_forward_then_iterate():
+    class M(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.acts = nn.ModuleDict({"relu": nn.ReLU()})
+
+        def forward(s, x):
+            s.acts["tanh"] = nn.Tanh()
+            for name in s.acts:
+                x = s.acts[name](x)
+            return x
+
+    return dict(fn=M(), args=x44, calls=3, state=lambda fn: list(fn.acts.keys()))
+
+
+@_program
+def module_list_append_in_forward():
+    class M(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.acts = nn.ModuleList([nn.ReLU()])
+
+        def forward(s, x):
+            if len(s.acts) < 2:
+                s.acts.append(nn.Sigmoid())
+            for act in s.acts:
+                x = act(x)
+            return x * len(s.acts)
+
+    return dict(fn=M(), args=x44, calls=3, state=lambda fn: len(fn.acts))
+
+
+@_program
+def parameter_list_append_in_forward():
+    class M(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.ps = nn.ParameterList([nn.Parameter(torch.ones(4))])
+
+        def forward(s, x):
+            for p in s.ps:
+                x = x + p
+            return x * len(s.ps)
+
+    return dict(fn=M(), args=x44)
+
+
+@_program
+def outside_dict_view_kept_live():
+    table = {"a": 1.0}
+
+    def fn(x):
+        keys = table.keys()
+        table["b"] = 2.0
+        return x * len(keys)
+
+    return dict(fn=fn, args=x44, state=lambda fn: dict(table))
+
+
+@_program
+def outside_dict_items_unpacked_to_kwargs():
+    settings = {"dim": 1, "keepdim": True}
+
+    def fn(x):
+        kw = {k: v for k, v in settings.items()}
+        return x.sum(**kw)
+
+    return dict(fn=fn, args=x44)
+
+
+@_program
+def outside_dict_tensor_values_compared():
+    stats = {"lo": torch.zeros(4), "hi": torch.ones(4)}
+
+    def fn(x):
+        lo, hi = stats.values()
+        return torch.where(x < lo, lo, torch.where(x > hi, hi, x))
+
+    return dict(fn=fn, args=x44)
+
+
+@_program
+def state_dict_items_matched_by_name():
+    m = seeded(Net)
+
+    def fn(x):
+        for k, v in m.state_dict().items():
+            if k.endswith("offset"):
+                x = x[:, :2] + v
+        return x
+
+    return dict(fn=fn, args=x44)
+
+
+# ---- containers changed between calls or in the frame: guarded ----
+
+
+class Acts(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.acts = nn.ModuleDict({"relu": nn.ReLU()})
+        s.layers = nn.ModuleList([nn.Tanh()])
+        s.seq = nn.Sequential(nn.Sigmoid())
+        s.pd = nn.ParameterDict({"a": nn.Parameter(torch.ones(4))})
+
+
+def _grow(i, fn):
+    if i > 0:
+        fn.acts[f"t{i}"] = nn.Tanh()
+        fn.layers.append(nn.ReLU())
+        fn.seq.append(nn.Tanh())
+        fn.pd[f"p{i}"] = nn.Parameter(torch.full((4,), float(i)))
+
+
+@_program
+def module_dict_key_added_then_tested():
+    class M(Acts):
+        def forward(s, x):
+            if "tanh" in s.acts:
+                return x * 100
+            s.acts["tanh"] = nn.Tanh()
+            return x + 1
+
+    return dict(fn=M(), args=x44, calls=3, state=lambda fn: list(fn.acts))
+
+
+@_program
+def module_dict_grown_between_calls_iterated():
+    class M(Acts):
+        def forward(s, x):
+            for name in s.acts:
+                x = s.acts[name](x) + 1
+            return x
+
+    return dict(fn=M(), args=x44, between=_grow, calls=3)
+
+
+@_program
+def module_dict_grown_between_calls_tested():
+    class M(Acts):
+        def forward(s, x):
+            return x * 2 if "t1" in s.acts else x
+
+    return dict(fn=M(), args=x44, between=_grow, calls=3)
+
+
+@_program
+def module_list_grown_between_calls():
+    class M(Acts):
+        def forward(s, x):
+            for layer in s.layers:
+                x = layer(x)
+            return x * len(s.layers)
+
+    return dict(fn=M(), args=x44, between=_grow, calls=3)
+
+
+@_program
+def sequential_grown_between_calls():
+    class M(Acts):
+        def forward(s, x):
+            return s.seq(x) + len(s.seq)
+
+    return dict(fn=M(), args=x44, between=_grow, calls=3)
+
+
+@_program
+def parameter_dict_grown_between_calls():
+    class M(Acts):
+        def forward(s, x):
+            for key in s.pd:
+                x = x + s.pd[key]
+            return x * ("p2" in s.pd)
+
+    return dict(fn=M(), args=x44, between=_grow, calls=3)
+
+
+@_program
+def module_dict_keys_listed_after_growth():
+    class M(Acts):
+        def forward(s, x):
+            return x * len(list(s.acts.keys())) + len(s.acts)
+
+    return dict(fn=M(), args=x44, between=_grow, calls=3)
+
+
 # Programs torch.compile runs eagerly (no graph: `max` keyed by a lambda over a
 # generator; a frame whose first call raised "dictionary changed size") or where it keeps
 # a call ember folds (torch._check_is_size of a constant size): ember's results and

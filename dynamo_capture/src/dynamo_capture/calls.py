@@ -272,6 +272,9 @@ def _call_python(
     from dynamo_capture.torch_calls import call_torch, is_torch_callable
 
     obj = fn.obj
+    if isinstance(obj, weakref.ReferenceType) and not args and not kwargs:
+        # before any table lookup: a weak reference hashes its referent (a hook table)
+        return _dereference(tx, obj)
     if args and isinstance(args[0], ContextValue) and _context_dunder(args[0], obj):
         # `type(cm).__enter__(cm)`: the context's own enter (or exit)
         from dynamo_capture.methods import call_method
@@ -366,8 +369,6 @@ def _call_python(
         # traced: the graph computes what the function computes on these arguments
         source = AttrSource(fn.source, "__wrapped__") if fn.source is not None else None
         return call(tx, tx.ctx.wrap(obj.__wrapped__, source), args, kwargs)
-    if isinstance(obj, weakref.ReferenceType) and not args and not kwargs:
-        return _dereference(tx, obj)
     if isinstance(obj, type):
         return construct(tx, fn, args, kwargs)
     if (

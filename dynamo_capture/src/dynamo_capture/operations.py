@@ -997,10 +997,10 @@ def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
             if isinstance(obj, torch.nn.Sequential | torch.nn.ModuleList | torch.nn.ParameterList):
                 return list(written.items.values())
             raise Unsupported(f"iterating a {type(obj).__name__} whose members the frame changed")
+    if isinstance(obj, torch.nn.Module):
+        guard_module_children(tx, value)  # the items read hold for these names only
     if isinstance(obj, torch.nn.ModuleDict):
         return [PythonValue(key) for key in obj.keys()]
-    if isinstance(obj, torch.nn.Module):
-        guard_module_children(tx, value)
     if isinstance(obj, torch.nn.Sequential | torch.nn.ModuleList):
         names = list(obj._modules)
         return [
@@ -1359,7 +1359,19 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
         | collections.deque,
     ):
         key = _index_constant(tx, index)
-        if isinstance(obj, torch.nn.Module) and side_effects.module_members_written(tx, obj):
+        written = (
+            side_effects.module_members_written(tx, obj)
+            if isinstance(obj, torch.nn.Module)
+            else None
+        )
+        if written is not None:  # members added in the frame: read from the shadow
+            if isinstance(obj, torch.nn.ModuleDict) and isinstance(key, str):
+                if key in written.items:
+                    return written.items[key]
+            elif isinstance(obj, torch.nn.ModuleList | torch.nn.Sequential) and type(key) is int:
+                members = list(written.items.values())
+                if -len(members) <= key < len(members):
+                    return members[key]
             raise Unsupported(f"indexing a {type(obj).__name__} whose members the frame changed")
         try:
             item = obj[key]
@@ -1500,6 +1512,9 @@ def set_item(tx: Translator, container: Value, index: Value, value: Value) -> No
     builtin_set_item(tx, container, index, value)
 
 
+_MODULE_CONTAINERS = (torch.nn.ModuleDict, torch.nn.ModuleList, torch.nn.Sequential)
+
+
 def builtin_set_item(tx: Translator, container: Value, index: Value, value: Value) -> None:
     """container[index] = value as the builtin type does it (dict.__setitem__ of a subclass)."""
     if _numpy_operand(container):
@@ -1524,6 +1539,11 @@ def builtin_set_item(tx: Translator, container: Value, index: Value, value: Valu
         container.items[_dict_key(tx, index)] = value
         return
     if isinstance(container, ObjectValue):
+        _dunder_call(tx, container, "__setitem__", [index, value])
+        return
+    if isinstance(container, PythonValue) and type(container.obj) in _MODULE_CONTAINERS:
+        # torch's own __setitem__ (add_module) traced: the write to the container's
+        # `_modules` is replayed after the graph, reads before then see it (side_effects)
         _dunder_call(tx, container, "__setitem__", [index, value])
         return
     raise Unsupported(
@@ -1577,7 +1597,14 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
         return _constant_in(_index_constant(tx, item), container.items)
     if isinstance(container, DictViewValue) and container.kind == "keys":
         return contains(tx, item, container.mapping)
-    if isinstance(container, PythonValue) and isinstance(container.obj, dict | torch.nn.ModuleDict):
+    if isinstance(container, PythonValue) and isinstance(container.obj, torch.nn.ModuleDict):
+        key = _index_constant(tx, item)
+        written = side_effects.module_members_written(tx, container.obj)
+        if written is not None:  # `heads[name] = ...` earlier in the frame
+            return _constant_in(key, written.items)
+        guard_module_children(tx, container)  # the answer holds for these names only
+        return _constant_in(key, container.obj)
+    if isinstance(container, PythonValue) and isinstance(container.obj, dict):
         return _constant_in(_index_constant(tx, item), container.obj)
     if isinstance(container, PythonValue) and (
         isinstance(container.obj, str | bytes | range | set | frozenset)
