@@ -12,7 +12,9 @@ equal torch.compile's, its results and the state the programs leave equal eager'
         for requires_grad; named_modules / named_parameters / children / modules()
     attribute writes in forward replayed after the graph: counters, flags, tensors
     containers: ModuleDict by string, ParameterList by int (negative too),
-        ParameterDict by string, Sequential slices and len, ModuleList indexing
+        ParameterDict by string, Sequential slices and len, ModuleList indexing;
+        containers grown between calls or in the frame (append, `+`, item assignment,
+        a key added then tested), Sequential / ModuleList made of the frame's modules
     register_buffer in forward, `training` branches, state_dict() in the frame
     values read from tensors: .item() / .tolist() / int(t) / float(t) / bool(t), a break
         and a resume with torch's counts; torch._check on shapes
@@ -1799,6 +1801,27 @@ def module_dict_keys_listed_after_growth():
             return x * len(list(s.acts.keys())) + len(s.acts)
 
     return dict(fn=M(), args=x44, between=_grow, calls=3)
+
+
+@_program
+def module_list_made_of_frame_modules():
+    layers = seeded(lambda: nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)]))
+
+    def fn(x):
+        swapped = nn.ModuleList([layers[1], layers[0]])
+        return swapped[0](x) * len(swapped) + swapped[-1](x)
+
+    return dict(fn=fn, args=x44)
+
+
+@_program
+def sequential_made_with_activation():
+    layers = seeded(lambda: nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)]))
+
+    def fn(x):
+        return nn.Sequential(layers[0], nn.ReLU(), layers[1])(x)
+
+    return dict(fn=fn, args=x44)
 
 
 # Programs whose counts differ from torch.compile's by torch's choices or ember's, each
