@@ -422,6 +422,16 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
             return replaced
         for table in ("_parameters", "_buffers", "_modules"):
             entries = obj.__dict__.get(table)
+            written = tx.ctx.shadows.get(id(entries)) if entries is not None else None
+            if written is not None:
+                # the frame wrote the table (register_buffer in forward): its shadow holds
+                # what eager's Module.__getattr__ would find now
+                if not isinstance(written[2], DictValue):
+                    raise Unsupported(f"reading a module attribute after its {table} changed")
+                if name in written[2].items:
+                    tx.ctx.written_reads += 1
+                    return written[2].items[name]
+                continue
             if entries is not None and name in entries:
                 return tx.ctx.wrap(
                     entries[name], _module_member_source(source, table, entries[name], name)

@@ -375,10 +375,19 @@ def shadows_for(
         forward = _class_attr(receiver, "forward")  # a custom __call__ runs forward inside
         custom_call = name == "__call__" and isinstance(forward, types.FunctionType)
         if forward is function or custom_call:
-            return [
+            modules = _same_class_modules(receiver, f_locals)
+            shadows = [
                 Shadow(module, "forward", compile_part(types.MethodType(forward, module)))
-                for module in _same_class_modules(receiver, f_locals)
+                for module in modules
             ]
+            # nn.Module.__call__ runs eagerly around the forward: its user hooks run as
+            # compiled frames of their own, as torch.compile runs them
+            for module in modules:
+                for table in (module._forward_pre_hooks, module._forward_hooks):
+                    for key, hook in list(table.items()):
+                        if _user_hook(hook):
+                            shadows.append(Shadow(table, key, compile_part(hook), in_dict=True))
+            return shadows
     if name.startswith("__") and name.endswith("__"):
         return []  # special methods are looked up on the class: not shadowed
     if receiver is not None and _class_attr(receiver, name) is function:

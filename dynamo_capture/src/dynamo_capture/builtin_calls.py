@@ -178,6 +178,9 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
         and isinstance(value.obj, torch.nn.Module)
         and method is not None
     ):
+        written = side_effects.module_members_written(tx, value.obj)
+        if written is not None:  # items added in the frame (a ModuleList's `+`, append)
+            return PythonValue(len(written.items))
         guard_module_children(tx, value)
         return PythonValue(len(value.obj))
     if isinstance(value, PythonValue) and (

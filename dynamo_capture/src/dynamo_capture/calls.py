@@ -272,6 +272,9 @@ def _call_python(
     from dynamo_capture.torch_calls import call_torch, is_torch_callable
 
     obj = fn.obj
+    if isinstance(obj, weakref.ReferenceType) and not args and not kwargs:
+        # before any table lookup: a weak reference hashes its referent (a hook table)
+        return _dereference(tx, obj)
     if args and isinstance(args[0], ContextValue) and _context_dunder(args[0], obj):
         # `type(cm).__enter__(cm)`: the context's own enter (or exit)
         from dynamo_capture.methods import call_method
@@ -376,8 +379,6 @@ def _call_python(
         # traced: the graph computes what the function computes on these arguments
         source = AttrSource(fn.source, "__wrapped__") if fn.source is not None else None
         return call(tx, tx.ctx.wrap(obj.__wrapped__, source), args, kwargs)
-    if isinstance(obj, weakref.ReferenceType) and not args and not kwargs:
-        return _dereference(tx, obj)
     if isinstance(obj, type):
         return construct(tx, fn, args, kwargs)
     if obj is type.__call__ and args and isinstance(args[0], PythonValue):
@@ -1049,6 +1050,9 @@ def _construct_module(
     user_module = not cls.__module__.startswith("torch.nn.modules.")
     if user_module and not plainly_made_module(cls):
         raise Unsupported(f"creating a module ({cls.__name__}) inside captured code")
+    container = _container_of_modules(tx, cls, args, kwargs)
+    if container is not None:
+        return container
     try:
         real_args = [_module_or_constant(a) for a in args]
         real_kwargs = {k: _module_or_constant(v) for k, v in kwargs.items()}
@@ -1088,6 +1092,38 @@ def is_made_in_frame(obj: Any) -> bool:
         return obj in _made_in_frame
     except TypeError:
         return False
+
+
+def _container_of_modules(
+    tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Value]
+) -> Value | None:
+    """`nn.Sequential(*modules)` / `nn.ModuleList(modules)` of modules the frame reads
+    (`nn.Sequential(*self.layers)`): made now of the same real modules, its items the
+    values read, with their sources (as a slice's: calls, iteration, len and indexing go
+    through them; the container itself may not leave the frame). None where other."""
+    if cls not in (torch.nn.Sequential, torch.nn.ModuleList) or kwargs:
+        return None
+    if cls is torch.nn.ModuleList:
+        if len(args) != 1 or not isinstance(args[0], ListValue | TupleValue):
+            return None
+        items = list(args[0].items)
+    else:
+        items = list(args)
+    for item in items:
+        if not (isinstance(item, PythonValue) and isinstance(item.obj, torch.nn.Module)):
+            return None
+        if item.source is None and not (
+            is_made_in_frame(item.obj)
+            and not any(True for _ in item.obj.parameters())
+            and not any(True for _ in item.obj.buffers())
+        ):
+            return None
+    real = [item.obj for item in items]
+    module = cls(*real) if cls is torch.nn.Sequential else cls(real)
+    tx.ctx.sliced_modules[id(module)] = (module, items)
+    # nn.Module.__init__ logs its API use: kept as torch.compile keeps it
+    tx.ctx.graph.call_function(torch._C._log_api_usage_once, ("python.nn_module",))
+    return PythonValue(module)
 
 
 def _module_or_constant(value: Value) -> Any:

@@ -1473,7 +1473,10 @@ class OutputPlan:
             return f"___copy_module({self._constant(obj)})"  # a new module each call, as eager
         if value.source is None and id(obj) in self.ctx.sliced_modules:
             # eager makes a new container each call, of the submodules then in place
-            raise Unsupported(f"a slice of a {type(obj).__name__} leaving the compiled frame")
+            raise Unsupported(
+                f"a {type(obj).__name__} made in the frame of modules it reads (a slice, "
+                "nn.Sequential(*layers)) leaving the compiled frame"
+            )
         if isinstance(obj, list | dict | set):
             return f"{self._constant(obj)}.copy()"
         return self._constant(obj)

@@ -992,10 +992,18 @@ def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
     sliced = _sliced_items(tx, obj)
     if sliced is not None:
         return list(sliced)
+    if isinstance(obj, torch.nn.Module):
+        written = side_effects.module_members_written(tx, obj)
+        if written is not None:
+            if isinstance(obj, torch.nn.ModuleDict | torch.nn.ParameterDict):
+                return [PythonValue(key) for key in written.items]
+            if isinstance(obj, torch.nn.Sequential | torch.nn.ModuleList | torch.nn.ParameterList):
+                return list(written.items.values())
+            raise Unsupported(f"iterating a {type(obj).__name__} whose members the frame changed")
+    if isinstance(obj, torch.nn.Module):
+        guard_module_children(tx, value)  # the items read hold for these names only
     if isinstance(obj, torch.nn.ModuleDict):
         return [PythonValue(key) for key in obj.keys()]
-    if isinstance(obj, torch.nn.Module):
-        guard_module_children(tx, value)
     if isinstance(obj, torch.nn.Sequential | torch.nn.ModuleList):
         names = list(obj._modules)
         return [
@@ -1354,6 +1362,20 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
         | collections.deque,
     ):
         key = _index_constant(tx, index)
+        written = (
+            side_effects.module_members_written(tx, obj)
+            if isinstance(obj, torch.nn.Module)
+            else None
+        )
+        if written is not None:  # members added in the frame: read from the shadow
+            if isinstance(obj, torch.nn.ModuleDict) and isinstance(key, str):
+                if key in written.items:
+                    return written.items[key]
+            elif isinstance(obj, torch.nn.ModuleList | torch.nn.Sequential) and type(key) is int:
+                members = list(written.items.values())
+                if -len(members) <= key < len(members):
+                    return members[key]
+            raise Unsupported(f"indexing a {type(obj).__name__} whose members the frame changed")
         try:
             item = obj[key]
         except (IndexError, KeyError) as error:
@@ -1369,9 +1391,9 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
             if isinstance(obj, torch.nn.Module | list | tuple) and not isinstance(obj, torch.Size):
                 positions = range(len(obj))[key]
                 items = [_real_get_item(tx, container, PythonValue(i)) for i in positions]
-                if type(obj) in (torch.nn.Sequential, torch.nn.ModuleList):
-                    # a new container of the same submodules (callable, a module as in
-                    # eager): its items are the values just read, with their sources
+                if type(obj) in (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ParameterList):
+                    # a new container of the same submodules or parameters (a module as
+                    # in eager): its items are the values just read, with their sources
                     tx.ctx.sliced_modules[id(item)] = (item, items)
                     # nn.Module.__init__ logs its API use: kept as torch.compile keeps it
                     tx.ctx.graph.call_function(torch._C._log_api_usage_once, ("python.nn_module",))
@@ -1493,6 +1515,9 @@ def set_item(tx: Translator, container: Value, index: Value, value: Value) -> No
     builtin_set_item(tx, container, index, value)
 
 
+_MODULE_CONTAINERS = (torch.nn.ModuleDict, torch.nn.ModuleList, torch.nn.Sequential)
+
+
 def builtin_set_item(tx: Translator, container: Value, index: Value, value: Value) -> None:
     """container[index] = value as the builtin type does it (dict.__setitem__ of a subclass)."""
     if _numpy_operand(container):
@@ -1517,6 +1542,11 @@ def builtin_set_item(tx: Translator, container: Value, index: Value, value: Valu
         container.items[_dict_key(tx, index)] = value
         return
     if isinstance(container, ObjectValue):
+        _dunder_call(tx, container, "__setitem__", [index, value])
+        return
+    if isinstance(container, PythonValue) and type(container.obj) in _MODULE_CONTAINERS:
+        # torch's own __setitem__ (add_module) traced: the write to the container's
+        # `_modules` is replayed after the graph, reads before then see it (side_effects)
         _dunder_call(tx, container, "__setitem__", [index, value])
         return
     raise Unsupported(
@@ -1570,7 +1600,14 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
         return _constant_in(_index_constant(tx, item), container.items)
     if isinstance(container, DictViewValue) and container.kind == "keys":
         return contains(tx, item, container.mapping)
-    if isinstance(container, PythonValue) and isinstance(container.obj, dict | torch.nn.ModuleDict):
+    if isinstance(container, PythonValue) and isinstance(container.obj, torch.nn.ModuleDict):
+        key = _index_constant(tx, item)
+        written = side_effects.module_members_written(tx, container.obj)
+        if written is not None:  # `heads[name] = ...` earlier in the frame
+            return _constant_in(key, written.items)
+        guard_module_children(tx, container)  # the answer holds for these names only
+        return _constant_in(key, container.obj)
+    if isinstance(container, PythonValue) and isinstance(container.obj, dict):
         return _constant_in(_index_constant(tx, item), container.obj)
     if isinstance(container, PythonValue) and (
         isinstance(container.obj, str | bytes | range | set | frozenset)

@@ -18,7 +18,14 @@ from dynamo_capture.values import DictValue, ListValue, PythonValue, SetValue, T
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["MUTATING_METHODS", "current", "for_write", "mutates", "replay_statement"]
+__all__ = [
+    "MUTATING_METHODS",
+    "current",
+    "for_write",
+    "module_members_written",
+    "mutates",
+    "replay_statement",
+]
 
 MUTATING_METHODS: dict[type, frozenset[str]] = {
     list: frozenset(
@@ -69,6 +76,26 @@ def current(tx: Translator, value: Value) -> Value:
             tx.ctx.written_reads += 1
             return entry[2]
     return value
+
+
+def module_members_written(tx: Translator, module: Any) -> DictValue | None:
+    """The shadow of the table a module container keeps its items in (`_modules`, or a
+    ParameterList's `_parameters`) where the frame wrote it (`add_module`, `append`, a
+    ModuleList's `+`), else None. Reads of the container's items go through it: the
+    real table holds them only after the graph."""
+    import torch
+
+    tables = ("_parameters",) if isinstance(module, torch.nn.ParameterList) else ("_modules",)
+    if isinstance(module, torch.nn.ParameterDict):
+        tables = ("_parameters",)
+    for table in tables:
+        entries = module.__dict__.get(table)
+        entry = tx.ctx.shadows.get(id(entries)) if entries is not None else None
+        if entry is not None:
+            if not isinstance(entry[2], DictValue):
+                raise Unsupported(f"reading a {type(module).__name__} after its {table} changed")
+            return entry[2]
+    return None
 
 
 def for_write(tx: Translator, value: Value, method: str = "__setitem__") -> Value:

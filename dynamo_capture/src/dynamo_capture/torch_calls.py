@@ -73,6 +73,7 @@ INLINED_TORCH_MODULES = (
     "torch.nn.modules",
     "torch.utils._contextlib",
     "torch.nn.utils.parametrize",
+    "torch.nn.utils.convert_parameters",
     "torch.testing",
     "torch.utils._pytree",
 )
