@@ -29,6 +29,7 @@ if str(HERE) not in sys.path:
 from generator import DEFAULT_PROFILE, PROFILES, generate  # noqa: E402
 from oracle import DEVICE, KINDS, Mismatch, check_source, quiet  # noqa: E402
 from program import Program, render  # noqa: E402
+from scope import MAX_VALUE_BYTES, ValueTooLarge  # noqa: E402
 from shrink import shrink  # noqa: E402
 
 BACKENDS = ("eager", "aot_eager", "inductor")
@@ -44,6 +45,7 @@ class Summary:
     counts: Counter = field(default_factory=Counter)  # (backend, kind) -> programs
     reproducers: list = field(default_factory=list)  # dicts: kind, backend, seed, path, mismatch
     crashes: list = field(default_factory=list)  # seeds whose generation or oracle itself failed
+    skipped: list = field(default_factory=list)  # seeds whose program makes a too large value
 
     def silent(self) -> list[dict]:
         return [r for r in self.reproducers if r["kind"] == "silent"]
@@ -62,6 +64,8 @@ class Summary:
             lines.append(f"      {r['mismatch']}")
         if self.crashes:
             lines.append(f"fuzzer crashes (seeds): {self.crashes}")
+        if self.skipped:
+            lines.append(f"skipped (a value over {MAX_VALUE_BYTES >> 20} MiB): {self.skipped}")
         return "\n".join(lines)
 
 
@@ -103,8 +107,15 @@ def save_reproducer(
 
 
 def fuzz_one(seed: int, options: Options, summary: Summary, shrunk: Counter) -> None:
-    """Generate program `seed`, check it under each backend, shrink and save what differs."""
-    program = generate(seed, profile=options.profile).replace(dynamic=options.dynamic)
+    """Generate program `seed`, check it under each backend, shrink and save what differs.
+    A seed whose program would make a value over MAX_VALUE_BYTES is recorded as skipped."""
+    try:
+        program = generate(seed, profile=options.profile).replace(dynamic=options.dynamic)
+    except ValueTooLarge as error:
+        summary.skipped.append(seed)
+        if options.verbose:
+            print(f"  seed {seed}: skipped: {error}")
+        return
     summary.programs += 1
     summary.seeds.append(seed)
     for backend in options.backends:
@@ -240,7 +251,8 @@ def main(argv: list[str]) -> int:
             {"programs": summary.programs, "first_seed": first, "backends": backends,
              "profile": args.profile, "dynamic": args.dynamic,
              "counts": {f"{b}/{k}": n for (b, k), n in sorted(summary.counts.items())},
-             "reproducers": summary.reproducers, "crashes": summary.crashes},
+             "reproducers": summary.reproducers, "crashes": summary.crashes,
+             "skipped": summary.skipped},
             indent=1,
         )
     )  # fmt: skip

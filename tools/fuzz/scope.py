@@ -80,8 +80,20 @@ def both(*tests):
     return lambda t: all(test(t) for test in tests)
 
 
+# The largest eager value a program may make. A seed whose statement makes a larger
+# one (an `outer` of a 20,000-element selection: 1.6 GB) is not generated: `generate`
+# raises ValueTooLarge and the driver records the seed as skipped. The rule only fires
+# on such values, so every other seed's program is the one it always was.
+MAX_VALUE_BYTES = 256 << 20
+
+
+class ValueTooLarge(Exception):
+    """A statement's eager value exceeds MAX_VALUE_BYTES: the seed's program is skipped."""
+
+
 def runs_everywhere(statement: str, envs: list[dict]) -> list[dict] | None:
-    """Each env after running `statement` there, or None when eager raises at some call."""
+    """Each env after running `statement` there, or None when eager raises at some call.
+    Raises ValueTooLarge when a value exceeds MAX_VALUE_BYTES at some call."""
     results = []
     for env in envs:
         trial = dict(env)
@@ -89,5 +101,17 @@ def runs_everywhere(statement: str, envs: list[dict]) -> list[dict] | None:
             exec(statement, {"torch": torch, "F": F}, trial)
         except Exception:
             return None
+        _check_sizes(statement, trial)
         results.append(trial)
     return results
+
+
+def _check_sizes(statement: str, env: dict) -> None:
+    for name, value in env.items():
+        if isinstance(value, torch.Tensor):
+            size = value.numel() * value.element_size()
+            if size > MAX_VALUE_BYTES:
+                raise ValueTooLarge(
+                    f"{name} is {size / 2**20:.0f} MiB (limit {MAX_VALUE_BYTES >> 20} MiB) "
+                    f"after: {statement.strip()[:120]}"
+                )

@@ -746,6 +746,7 @@ def trace_program(
     sources = symbol_sources(example_inputs, float_inputs)
     if fake or symbolic:
         mode = _fake_mode_for(example_inputs)
+        made_here = not any(guards.is_fake(x) for x in example_inputs)
         try:
             with mode:
                 program = _trace(fn, example_inputs, decompositions, joint, mode, float_inputs)
@@ -760,6 +761,14 @@ def trace_program(
                 type(error).__name__,
                 error,
             )
+        finally:
+            # NOTE: a mode made here converted the caller's real inputs, and its converter
+            # holds each (real, fake) pair, while each fake holds the mode: the caller's
+            # tensors, the fakes and the graph outlived the compiled function, a cycle
+            # `gc.collect()` did not free (tests/test_trace_lifetimes.py). Capture drops
+            # its own mode's reals the same way.
+            if made_here:
+                mode.converter.forget_real_tensors()
     return _trace(fn, example_inputs, decompositions, joint, None)
 
 

@@ -560,21 +560,28 @@ class _Default:
         self.key = key
 
 
-_stand_ins: dict[tuple[types.CodeType, int, tuple[str, ...]], inspect.Signature] = {}
+# code -> (number of defaults, keyword-only defaults) -> signature; weak in the code so
+# that the signatures of a dropped function go with it.
+_stand_ins: weakref.WeakKeyDictionary[
+    types.CodeType, dict[tuple[int, tuple[str, ...]], inspect.Signature]
+] = weakref.WeakKeyDictionary()
 
 
 def _signature(
     code: types.CodeType, defaults: int, kwdefaults: tuple[str, ...]
 ) -> inspect.Signature:
-    key = (code, defaults, kwdefaults)
-    signature = _stand_ins.get(key)
+    key = (defaults, kwdefaults)
+    by_defaults = _stand_ins.get(code)
+    if by_defaults is None:
+        by_defaults = _stand_ins[code] = {}
+    signature = by_defaults.get(key)
     if signature is None:
         cells = tuple(types.CellType() for _ in code.co_freevars)
         stand_in = types.FunctionType(code, {}, code.co_name, None, cells)
         stand_in.__defaults__ = tuple(_Default(i) for i in range(defaults)) or None
         stand_in.__kwdefaults__ = {name: _Default(name) for name in kwdefaults} or None
         signature = inspect.signature(stand_in)
-        _stand_ins[key] = signature
+        by_defaults[key] = signature
     return signature
 
 

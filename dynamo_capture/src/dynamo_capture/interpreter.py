@@ -13,6 +13,7 @@ import contextlib
 import dis
 import os
 import types
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -99,7 +100,11 @@ class Callee:
     receiver_source: Source | None = None
 
 
-_decoded: dict[types.CodeType, tuple[list[Instruction], dict[int, int]]] = {}
+# NOTE: keyed weakly: a program compiled and dropped takes its decoded bytecode with it
+# (a process compiling many functions would otherwise keep every code object it saw).
+_decoded: weakref.WeakKeyDictionary[types.CodeType, tuple[list[Instruction], dict[int, int]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _decode_cached(code: types.CodeType) -> tuple[list[Instruction], dict[int, int]]:
@@ -334,7 +339,7 @@ class Translator:
             )
 
 
-_entries: dict[types.CodeType, list[Any]] = {}
+_entries: weakref.WeakKeyDictionary[types.CodeType, list[Any]] = weakref.WeakKeyDictionary()
 
 
 def _exception_entries(code: types.CodeType) -> list[Any]:

@@ -1011,3 +1011,29 @@ def test_warm_capture_break_inside_function_made_in_frame_installs(warm, no_capt
     assert warm_cache.STATS["capture_hits"] == kept
     torch.testing.assert_close(second, makes_a_breaking_function(x))
     torch.testing.assert_close(first, second, rtol=0, atol=0)
+
+
+def _made_function(n: int):
+    namespace = {"torch": torch, "__name__": "warm_made"}
+    source = f"def made_{n}(x):\n    return (x * {n}).sin() + x.sum()\n"
+    exec(compile(source, f"<warm-made-{n}>", "exec"), namespace)
+    return namespace[f"made_{n}"]
+
+
+def test_warm_capture_keeps_a_bounded_number_of_frames_and_rereads_evicted_ones(
+    warm, no_capture, monkeypatch
+):
+    from ember import warm_capture
+
+    monkeypatch.setattr(warm_capture, "KEPT_FOLDERS", 2)
+    x = torch.randn(4, 8)
+    functions = [_made_function(n) for n in range(4)]
+    for fn in functions:
+        _run(fn, x)
+    assert len(warm_capture._KEPT) <= 2
+    reads = warm_cache.STATS["capture_record_reads"]
+    no_capture()
+    torch.testing.assert_close(_run(functions[0], x), functions[0](x))
+    assert warm_cache.STATS["capture_hits"] == 1
+    assert warm_cache.STATS["capture_record_reads"] == reads + 1  # read again, not kept
+    assert len(warm_capture._KEPT) <= 2

@@ -132,13 +132,16 @@ class FileCaptureCache(CaptureCache):
             self._loaded = []
             return []
         stamp = _stamp(folder)
-        known = _KEPT.get(folder)
+        known = _KEPT.pop(folder, None)  # put back last: the most recently used
         if known is None or known.stamp != stamp:
-            known = _KEPT[folder] = _Kept(stamp, self._read(compiled, folder))
+            known = _Kept(stamp, self._read(compiled, folder))
             if artifact_enabled("cache"):
                 _log.info(
                     "capture of %s: %d record(s) kept", compiled.frame.name, len(known.loaded)
                 )
+        _KEPT[folder] = known
+        while len(_KEPT) > KEPT_FOLDERS:  # the least recently used folder is read again
+            del _KEPT[next(iter(_KEPT))]
         self._loaded = known.loaded
         return [record for _, record in known.loaded]
 
@@ -237,7 +240,10 @@ class _Kept:
 
 # Folder of a frame key -> its records read in this process. A cache miss of any
 # compiled callable of the frame asks here; the folder is read again only once it
-# changed (a record kept or removed, here or by another process: its mtime).
+# changed (a record kept or removed, here or by another process: its mtime), or once
+# KEPT_FOLDERS other frames were asked for since (least recently used first), so that
+# a process compiling many different functions keeps a bounded number of records.
+KEPT_FOLDERS = 256
 _KEPT: dict[Path, _Kept] = {}
 
 
