@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -118,6 +119,12 @@ def test_trace_dir_environment_variable_traces_the_process(tmp_path):
     assert _kinds(_events(path), "entry")
 
 
+def _calls_math(kernels: str, name: str) -> bool:
+    """The C++ source calls math function `name` (libm's, or the one routine every position
+    of a kernel shares: `ember_vm_<name>f`)."""
+    return re.search(rf"\b(std::{name}|ember_vm_{name}f?)\(", kernels) is not None
+
+
 def test_last_artifacts_has_every_part_in_order_with_aot_graphs_and_kernels(
     traced_break_and_recompile,
 ):
@@ -128,9 +135,9 @@ def test_last_artifacts_has_every_part_in_order_with_aot_graphs_and_kernels(
     pre, resume = artifacts.parts[1], artifacts.parts[2]
     assert "sin" in pre.graph_code and "cos" in resume.graph_code
     assert set(pre.aot_graphs) == {"joint", "forward", "backward"}
-    assert "extern" in pre.kernels and "std::sin" in pre.kernels
+    assert "extern" in pre.kernels and _calls_math(pre.kernels, "sin")
     assert "def call" in pre.wrapper and "kernel" in pre.schedule
-    assert "std::cos" in artifacts.kernels  # joined over the parts
+    assert _calls_math(artifacts.kernels, "cos")  # joined over the parts
     assert pre.compile_id.endswith("/1")  # the newest compile: the recompile for size 12
     assert "kernels" in str(artifacts)
 
