@@ -253,16 +253,21 @@ def _chain(conv: torch.fx.Node, channels: int, x_dependent: set, outputs: set):
     return steps, current
 
 
-def _reads_of(nodes: set) -> set:
-    """`nodes` and every node they are computed from."""
+def _reachable(nodes: set, step) -> set:
+    """`nodes` and every node reached from them through `step(node)`."""
     seen, stack = set(), list(nodes)
     while stack:
         node = stack.pop()
         if node in seen:
             continue
         seen.add(node)
-        stack.extend(node.all_input_nodes)
+        stack.extend(step(node))
     return seen
+
+
+def _reads_of(nodes: set) -> set:
+    """`nodes` and every node they are computed from."""
+    return _reachable(nodes, lambda node: node.all_input_nodes)
 
 
 def fold_convolutions(gm: torch.fx.GraphModule, example_inputs: list):
@@ -299,14 +304,8 @@ def fold_convolutions(gm: torch.fx.GraphModule, example_inputs: list):
 
 
 def _downstream(roots: set) -> set:
-    seen, stack = set(), list(roots)
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        stack.extend(node.users)
-    return seen
+    """`roots` and every node computed from them."""
+    return _reachable(roots, lambda node: node.users)
 
 
 def _rewrite(gm, example_inputs, placeholders, folds, chains):
