@@ -184,3 +184,15 @@ def test_offset_not_provably_in_range_keeps_the_bounds_check(make):
     wte = torch.randn(50, 16, device=DEVICE)
     tokens = torch.randint(0, 49, (2, 7), device=DEVICE)
     triton_check(lambda w, i: F.embedding(make(i), w), wte, tokens)
+
+
+def test_an_index_read_through_another_gather_is_checked_against_the_table():
+    # the offset of the outer load is itself a gathered value (a token-type id read
+    # through a position): its range is its dtype's, so the bounds check stays
+    def fn(table, ids, positions):
+        return F.embedding(torch.index_select(ids, 0, positions), table) * 2
+
+    table = torch.randn(6, 4, device=DEVICE)
+    ids = torch.tensor([5, 0, 3, 1, 2], device=DEVICE)
+    positions = torch.tensor([4, 4, 0, 2], device=DEVICE)
+    triton_check(fn, table, ids, positions)

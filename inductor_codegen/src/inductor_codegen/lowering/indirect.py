@@ -141,15 +141,16 @@ def value_bounds(expr, ranges: dict) -> tuple[int, int] | None:
 
     Sound, not complete: an op it does not know, a float value or a bound that does
     not fit its dtype gives None."""
-    if expr.dtype not in _INTEGER_DTYPES:
+    dtype = getattr(expr, "dtype", None)  # a check or other non-value argument: unknown
+    if dtype not in _INTEGER_DTYPES:
         return None
-    if expr.dtype == torch.bool:
+    if dtype == torch.bool:
         full = (0, 1)
     else:
-        info = torch.iinfo(expr.dtype)
+        info = torch.iinfo(dtype)
         full = (info.min, info.max)
-    if isinstance(expr, Load):
-        return full
+    if isinstance(expr, Load) or (isinstance(expr, Op) and expr.name == INDIRECT_LOAD):
+        return full  # a value read from memory (a gathered one too): any of its dtype's
     if isinstance(expr, Constant):
         return (int(expr.value), int(expr.value))
     if isinstance(expr, IndexValue):
