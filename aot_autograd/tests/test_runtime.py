@@ -496,3 +496,47 @@ def test_input_written_after_the_forward_reads_it_keeps_eager_gradient(fn, parti
         out.sum().backward()
         results.append((out.detach(), x.detach(), x.grad))
     torch.testing.assert_close(results[1], results[0])
+
+
+def _views_of_pooled_memory(gm, example_inputs):
+    """A forward compiler whose outputs are views of larger buffers, as a generated
+    wrapper gives an output that took over a freed intermediate of another shape."""
+
+    def run(*args):
+        results = gm(*args)
+        viewed = []
+        for value in results:
+            if isinstance(value, torch.Tensor) and value.dim() > 0:
+                pooled = torch.empty(value.numel() * 2, dtype=value.dtype, device=value.device)
+                view = pooled[: value.numel()].view(value.shape)
+                view.copy_(value)
+                value = view
+            viewed.append(value)
+        return type(results)(viewed) if isinstance(results, tuple) else viewed
+
+    return run
+
+
+def test_outputs_the_compiled_forward_gives_as_views_take_in_place_writes():
+    # two outputs, each a view of memory the forward reused, then a residual add into
+    # one of them (a graph cut between the two halves of a ResNet block)
+    def fn(x, w):
+        return (x * w).sin(), (x + w).cos()
+
+    x = torch.randn(4, 5, requires_grad=True)
+    w = torch.randn(5, requires_grad=True)
+    gm = torch.fx.symbolic_trace(fn)
+    compiled = aot_graph(gm, [x, w], fw_compiler=_views_of_pooled_memory)
+    for _ in range(2):
+        a, b = compiled(x, w)
+        assert not a._is_view() and not b._is_view()
+        a += b
+        a.relu_().sum().backward()
+        got = (x.grad.clone(), w.grad.clone())
+        x.grad = w.grad = None
+        ea, eb = fn(x, w)
+        ea += eb
+        ea.relu_().sum().backward()
+        torch.testing.assert_close(a, ea)
+        torch.testing.assert_close(got, (x.grad, w.grad))
+        x.grad = w.grad = None

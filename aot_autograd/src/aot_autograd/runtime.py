@@ -247,6 +247,7 @@ class _SavedLayout:
         "restrided",
         "saved_inputs",
         "saved_outputs",
+        "view_outputs",
     )
 
     def __init__(
@@ -298,6 +299,15 @@ class _SavedLayout:
             (i, roots[id(_alias_root(value))])
             for i, value in enumerate(saved)
             if isinstance(value, torch.Tensor) and id(_alias_root(value)) in roots and i not in held
+        )
+        # Outputs the compiled forward gives as views (of a pooled buffer it reused, of an
+        # intermediate, of a mutated input): autograd would mark them views made by a
+        # function returning several, which no later in-place write may touch (a residual
+        # `out += identity` after a cut at a DDP bucket). They are returned detached: the
+        # same memory and version counter, no view. The generated code is fixed per
+        # graph, so the positions are the first call's.
+        self.view_outputs = tuple(
+            i for i, o in enumerate(outputs) if isinstance(o, torch.Tensor) and o._is_view()
         )
 
 
@@ -590,6 +600,11 @@ def training_function(
                 )
             if symbolic:  # the zeros for a missing tangent take this call's sizes
                 ctx.output_shapes = [outputs[i].shape for i in tangent_positions]
+            if layout.view_outputs:  # see _SavedLayout.view_outputs
+                outputs = list(outputs)
+                for i in layout.view_outputs:
+                    outputs[i] = outputs[i].detach()
+                outputs = tuple(outputs)
             if layout.nondiff_tensors:
                 ctx.mark_non_differentiable(*(outputs[i] for i in layout.nondiff_tensors))
             return outputs
