@@ -7,6 +7,7 @@ captured graph is cut into and how many distinct ones are compiled.
 from __future__ import annotations
 
 import operator
+import re
 
 import pytest
 import torch
@@ -61,6 +62,7 @@ def _distinct(pieces: list) -> int:
 
 def _assert_training_step_matches_eager(compiled, model, x):
     """One step of `compiled` (output and parameter gradients) equals eager's on `model`."""
+    model.zero_grad()  # an earlier step's gradients would be added to
     out = compiled(x)
     out.square().sum().backward()
     grads = [p.grad.clone() for p in model.parameters()]
@@ -464,7 +466,10 @@ def test_transformer_blocks_replayed_by_capture_train_like_eager(kind, monkeypat
         model.zero_grad()
         if step == 0:
             # blocks 1 to 3 replay block 0's capture; the graph is still cut at them
-            assert {name.rsplit(".", 1)[-1] for name in replayed} >= {"1", "2", "3"}
+            # (whole decoder layers, or their attention and MLP blocks, by the
+            # transformers version's module structure)
+            layers = {m for name in replayed for m in re.findall(r"(?<=[.\[])\d+(?=[.\]]|$)", name)}
+            assert layers >= {"1", "2", "3"}, replayed
             ((gm, examples),) = _captured(model, ids)
             pieces = plan_pieces(gm, examples)
             assert pieces is not None and len([p for p in pieces if p.region]) >= 4
