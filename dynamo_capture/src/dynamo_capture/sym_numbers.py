@@ -173,7 +173,7 @@ class SymNumbers:
         if not is_symbolic_number(result) or any(arg is result for arg in args):
             return
         self.operations += 1
-        last = next(reversed(self.graph.nodes), None)
+        last = next(iter(reversed(self.graph.nodes)), None)  # a list view under torch 2.11
         if last is not None:
             self.steps_after.add(last)
         for arg in args:
