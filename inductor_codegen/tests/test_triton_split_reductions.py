@@ -331,12 +331,17 @@ SPLIT_OPS = {
 
 
 def _split_cases():
-    from torch.testing._internal.common_methods_invocations import op_db
+    try:  # torch's OpInfo database needs expecttest (not every torch install has it)
+        from torch.testing._internal.common_methods_invocations import op_db
+    except ImportError:
+        return [pytest.param(None, marks=pytest.mark.skip(reason="OpInfo needs expecttest"))]
 
+    cases = []
     for info in op_db:
         if info.name in SPLIT_OPS and torch.float32 in info.supported_dtypes(DEVICE):
             name = info.name + (f".{info.variant_test_name}" if info.variant_test_name else "")
-            yield pytest.param(info, id=name)
+            cases.append(pytest.param(info, id=name))
+    return cases
 
 
 @pytest.mark.parametrize("info", list(_split_cases()))
