@@ -11,6 +11,8 @@
                                  sample, bfloat16/float16, dynamic=True (one session each)
     nox -s report                compile a small GPT-2 traced; its report page: report.html
     nox -s wheels                hatch-build each wheel; import it with only its siblings
+    nox -s compat                the oldest torch supported (2.11, as on the GPU machine):
+                                 guards' tests and the dynamic-shape tests of every stage
 
 Which torch the environments get:
 
@@ -163,6 +165,53 @@ for _name in PACKAGES:
         return session_fn
 
     nox.session(name=f"tests-{_name}", venv_params=VENV_PARAMS)(_make(_name))
+
+
+# The oldest torch the packages support, and the tests that read torch's behaviour most
+# (symbolic sizes and guards; FX and SymInt APIs differ between releases).
+TORCH_OLDEST = "torch==2.11.0"
+COMPAT_TESTS = {
+    "guards": ["tests"],
+    "dynamo_capture": [
+        "tests/test_dynamic.py",
+        "tests/test_dynamic_numbers.py",
+        "tests/test_automatic_dynamic_numbers.py",
+        "tests/test_symbolic_indexing.py",
+        "tests/test_corpus_recompiles.py",
+    ],
+    "aot_autograd": ["tests/test_dynamic_shapes.py", "tests/test_symbolic_float_inputs.py"],
+    "inductor_codegen": ["tests/test_dynamic_codegen.py", "tests/test_dynamic_indexing.py"],
+    "ember": [
+        "tests/test_dynamic_end_to_end.py",
+        "tests/test_dynamic_capture_floats.py",
+        "tests/test_serving_generate.py",
+    ],
+}
+
+
+@nox.session
+def compat(session: nox.Session) -> None:
+    """COMPAT_TESTS under the oldest supported torch (TORCH_OLDEST).
+
+    Skips, saying so, where that torch cannot be installed (no package index reachable).
+    """
+    import nox.command
+
+    try:
+        session.install(TORCH_OLDEST)
+    except nox.command.CommandFailed:
+        session.skip(f"{TORCH_OLDEST} could not be installed here")
+    session.install(*[a for p in PACKAGES for a in ("-e", f"{PACKAGES[p]}[test]")], "transformers")
+    failed = []
+    for name, paths in COMPAT_TESTS.items():
+        session.chdir(ROOT / PACKAGES[name])
+        try:
+            session.run("pytest", *paths, "-q", *session.posargs, success_codes=[0, 5])
+        except nox.command.CommandFailed:
+            failed.append(name)
+        session.chdir(ROOT)
+    if failed:
+        session.error(f"{TORCH_OLDEST}: tests failed in {', '.join(failed)}")
 
 
 @nox.session
