@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 import ember
+from ember import regions
 from ember.regions import chain, plan_pieces, regional
 
 
@@ -472,7 +473,11 @@ def test_transformer_blocks_replayed_by_capture_train_like_eager(kind, monkeypat
             assert layers >= {"1", "2", "3"}, replayed
             ((gm, examples),) = _captured(model, ids)
             pieces = plan_pieces(gm, examples)
-            assert pieces is not None and len([p for p in pieces if p.region]) >= 4
+            if pieces is None:  # transformers versions whose rotary embedding turns
+                # autocast off inside the model: such graphs are compiled whole
+                assert "autocast" in regions._why_whole(gm, examples)
+            else:
+                assert len([p for p in pieces if p.region]) >= 4
 
 
 @pytest.mark.parametrize("change", ["eval", "attribute", "shape"])
