@@ -388,6 +388,11 @@ def mark_unbacked_dim(x):
     return x * 2
 
 
+@program(_sizes(3, 4, 5, marks=lambda t: torch._dynamo.decorators.mark_unbacked(t, 0)))
+def mark_unbacked_in_arithmetic(x):
+    return x.sum() * x.shape[0]
+
+
 @program(_sizes((3, 2), (4, 2), (5, 2), marks=_mark(0)))
 def mark_dynamic_then_view(x):
     return x.view(-1) * x.shape[0]
@@ -420,6 +425,26 @@ def eager_then_compile_same_size(x):
 )
 def eager_then_compile_ints(x, n):
     return x * n
+
+
+@program(_calls(lambda s: (torch.randn(3), s), [1.5, 2.5, 3.5]), stances=["eager_then_compile"] * 3)
+def eager_then_compile_floats(x, s):
+    return x * s
+
+
+@program(_sizes((2, 3), (2, 4), (2, 5), (3, 5)), stances=["eager_then_compile"] * 4)
+def eager_then_compile_second_dim(x):
+    return x.sum(1)
+
+
+@program(_sizes(3, 4, 5), stances=["aot_eager_then_compile"] * 3)
+def aot_eager_then_compile_sizes(x):
+    return x.cos()
+
+
+@program(_sizes(3, 4, 5), stances=["eager_then_compile"] * 3, dynamic=False)
+def eager_then_compile_dynamic_false(x):
+    return x * 2
 
 
 @program(_sizes(3, 3, 4), stances=[None, "fail_on_recompile", "fail_on_recompile"])

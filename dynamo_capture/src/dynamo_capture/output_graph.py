@@ -314,6 +314,9 @@ class CaptureContext:
         )
         self.dynamic = dynamic
         self.history = history
+        # tensors' symbolic shapes read whole (`x.shape`, `x.size()`), by id of the Size
+        # read: the Size, its tensor, and the `size()` node made once it is passed whole
+        self._size_reads: dict[int, list[Any]] = {}
         # float inputs that change between calls become symbolic (else constants)
         self.float_inputs = float_inputs and not specialize_floats
         # torch.func transforms and torch.cond as graph nodes (function_transforms)
@@ -846,10 +849,32 @@ class CaptureContext:
         self._size_inputs[node] = (binding.sources[0], binding.hint)
         return node
 
+    def note_size_read(self, size: Any, tensor: TensorValue) -> None:
+        """`size` is `tensor`'s whole shape, read by the frame (`x.shape`, `x.size()`)."""
+        if type(size) is torch.Size and has_symbolic(size):
+            self._size_reads[id(size)] = [size, tensor, None]
+
+    def _size_node(self, size: torch.Size) -> torch.fx.Node:
+        """The node of a symbolic shape passed whole to an operation (`x.new_zeros(x.shape)`),
+        as torch.compile records it: `x.size()` where it is a tensor's shape read whole
+        (one node for each read), else `torch.Size([s0, 3])` (a slice of one, a Size made
+        in the frame)."""
+        read = self._size_reads.get(id(size))
+        if read is not None and read[0] is size:
+            if read[2] is None:
+                read[2] = self.graph.call_method("size", (read[1].node,))
+                read[2].meta["val"] = size
+            return read[2]
+        node = self.graph.call_function(torch.Size, ([self._sizes_to_nodes(d) for d in size],))
+        node.meta["val"] = size
+        return node
+
     def _sizes_to_nodes(self, obj: Any) -> Any:
         """`obj` with its SymInts replaced by graph nodes that compute them."""
         if isinstance(obj, _SYMBOLIC_TYPES):
             return self.sym_numbers.node_of(obj)
+        if type(obj) is torch.Size and has_symbolic(obj):
+            return self._size_node(obj)
         if isinstance(obj, list):
             return [self._sizes_to_nodes(item) for item in obj]
         if isinstance(obj, tuple):  # torch.Size included: sizes as a plain tuple

@@ -583,7 +583,10 @@ def call_tensor_method(
             real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
         except NotConstant as error:
             raise Unsupported(f"Tensor.{name} with non-constant arguments") from error
-        return PythonValue(getattr(tensor.example, name)(*real_args, **real_kwargs))
+        result = getattr(tensor.example, name)(*real_args, **real_kwargs)
+        if name == "size":
+            tx.ctx.note_size_read(result, tensor)
+        return PythonValue(result)
     if name == "type" and not args and not kwargs:
         return PythonValue(tensor.example.type())
     if name in ("__setitem__",):
