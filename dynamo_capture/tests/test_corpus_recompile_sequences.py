@@ -953,3 +953,118 @@ def test_recompiles_like_torch(name):
     if name in GRAPHS_ONLY:
         got, expected = got[0], expected[0]
     assert got == expected, f"graphs/ops: ember {got}, torch {expected}"
+
+
+# ----- recompile reasons: the guard that failed, named as torch names it -------------------
+REASON_K = 1
+
+
+class _Scaler(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k = 2
+
+    def forward(self, x):
+        return x * self.k
+
+
+REASON_MODULE = _Scaler()
+
+
+def _scale_and_shift(x, n):
+    return x * n + REASON_K
+
+
+def _module_call(x, n):
+    return REASON_MODULE(x) + n
+
+
+def _set(obj, name, value):
+    return lambda: setattr(obj, name, value)
+
+
+_GLOBALS = globals()
+REASONS = {
+    # case: (fn, first call, second call, a change before the second call, settings,
+    #        what torch's reason says, what ember's says)
+    "size": (
+        _scale_and_shift, (torch.randn(3), 2), (torch.randn(4), 2), None, {"dynamic": False},
+        "tensor 'x' size mismatch at index 0. expected 3, actual 4",
+        "tensor 'x' size mismatch at index 0: expected 3, actual 4",
+    ),
+    "stride": (
+        _scale_and_shift, (torch.randn(3, 3), 2), (torch.randn(3, 3).t(), 2), None, {},
+        "tensor 'x' stride mismatch at index 0. expected 3, actual 1",
+        "tensor 'x' stride mismatch at index 0: expected 3, actual 1",
+    ),
+    "dtype": (
+        _scale_and_shift, (torch.randn(3), 2), (torch.randn(3).double(), 2), None, {},
+        "tensor 'x' dtype mismatch", "tensor 'x' dtype mismatch",
+    ),
+    "requires_grad": (
+        _scale_and_shift, (torch.randn(3), 2), (torch.randn(3, requires_grad=True), 2), None,
+        {}, "tensor 'x' requires_grad mismatch", "tensor 'x' requires_grad mismatch",
+    ),
+    "int": (
+        _scale_and_shift, (torch.randn(3), 2), (torch.randn(3), 3), None, {"dynamic": False},
+        "n == 2", "'n' value mismatch: expected 2, actual 3",
+    ),
+    "global": (
+        _scale_and_shift, (torch.randn(3), 2), (torch.randn(3), 2),
+        lambda: _GLOBALS.__setitem__("REASON_K", 5), {},
+        "G['REASON_K'] == 1", "'REASON_K' value mismatch: expected 1, actual 5",
+    ),
+    "module attribute": (
+        _module_call, (torch.randn(3), 2), (torch.randn(3), 2), _set(REASON_MODULE, "k", 3), {},
+        "G['REASON_MODULE'].k == 2", "'REASON_MODULE.k' value mismatch: expected 2, actual 3",
+    ),
+}  # fmt: skip
+
+
+def _torch_reasons(fn, first, second, change, settings):
+    import torch._dynamo.utils
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.guard_failures.clear()
+    try:
+        compiled = torch.compile(fn, backend="eager", **settings)
+        compiled(*first)
+        if change is not None:
+            change()
+        compiled(*second)
+        return [
+            reason for reasons in torch._dynamo.utils.guard_failures.values() for reason in reasons
+        ]
+    finally:
+        torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("case", sorted(REASONS))
+def test_recompile_reason_names_the_guard_torch_names(case):
+    global REASON_K
+    fn, first, second, change, settings, torch_says, ember_says = REASONS[case]
+    try:
+        assert any(
+            torch_says in reason for reason in _torch_reasons(fn, first, second, change, settings)
+        )
+        REASON_K, REASON_MODULE.k = 1, 2
+        compiled = dynamo_capture.optimize(fn, backend=CountingBackend(), **settings)
+        compiled(*first)
+        if change is not None:
+            change()
+        f_locals = compiled.frame.bind(second, {})
+        assert ember_says in compiled.why_entries_failed(f_locals, compiled.frame.globals)
+        assert_same(compiled(*second), fn(*second))
+        assert len(compiled.entries) == 2
+    finally:
+        REASON_K, REASON_MODULE.k = 1, 2
+
+
+def test_grad_mode_reason_names_the_mode():
+    compiled = dynamo_capture.optimize(_scale_and_shift, backend=CountingBackend())
+    compiled(torch.randn(3), 2)
+    with torch.no_grad():
+        f_locals = compiled.frame.bind((torch.randn(3), 2), {})
+        reason = compiled.why_entries_failed(f_locals, compiled.frame.globals)
+    # torch: "GLOBAL_STATE changed: grad_mode"
+    assert reason == "global state grad enabled mismatch: expected True, actual False"
