@@ -1068,3 +1068,45 @@ def test_grad_mode_reason_names_the_mode():
         reason = compiled.why_entries_failed(f_locals, compiled.frame.globals)
     # torch: "GLOBAL_STATE changed: grad_mode"
     assert reason == "global state grad enabled mismatch: expected True, actual False"
+
+
+# ----- a size marked with mark_dynamic that the code specializes --------------------------
+def _specializes_by_a_branch(x):
+    if x.shape[0] == 4:
+        return x * 2
+    return x + 1
+
+
+def _specializes_by_a_reshape(x):
+    return x.reshape(4, -1) * 2
+
+
+def _outcomes(compile_fn, fn, mark):
+    outcomes = []
+    compiled = compile_fn(fn)
+    for size in (4, 4, 8):
+        x = torch.randn(size, 2)
+        mark(x, 0)
+        try:
+            assert_same(compiled(x), fn(x))
+            outcomes.append("value")
+        except Exception as error:  # noqa: BLE001 - compared with torch's
+            outcomes.append(type(error).__name__)
+    return outcomes
+
+
+@pytest.mark.parametrize("fn", [_specializes_by_a_branch, _specializes_by_a_reshape])
+@pytest.mark.parametrize("marker", ["mark_dynamic", "maybe_mark_dynamic"])
+def test_specializing_a_marked_size_raises_like_torch(fn, marker):
+    """mark_dynamic promises one graph for every size: a capture that specializes the
+    size raises ConstraintViolationError, as torch.compile does; maybe_mark_dynamic
+    lets it specialize (and recompile)."""
+    mark = getattr(torch._dynamo, marker)
+    torch._dynamo.reset()
+    try:
+        expected = _outcomes(lambda f: torch.compile(f, backend="eager"), fn, mark)
+    finally:
+        torch._dynamo.reset()
+    got = _outcomes(lambda f: dynamo_capture.optimize(f, backend=CountingBackend()), fn, mark)
+    assert got == expected
+    assert ("ConstraintViolationError" in got) == (marker == "mark_dynamic")

@@ -402,6 +402,7 @@ class CompiledCallable:
             if not takes_function_transforms(backend):
                 self._transform_nodes = False
             frame = self._capture(f_locals, contexts, takes_float_inputs(backend))
+            frame.ctx.check_marked_dynamic()
         except ConstraintViolationError:
             raise  # an input outside its mark_dynamic range: the caller's error, as in torch
         except TensorHookEscapes:

@@ -65,7 +65,16 @@ from dynamo_capture.values import (
     TupleValue,
     Value,
 )
-from guards import DataDependentError, FakeTensorMode, ShapeEnv, SizeHistory, SymNode
+from guards import (
+    ConstraintViolationError,
+    DataDependentError,
+    FakeTensorMode,
+    ShapeEnv,
+    SizeHistory,
+    SymNode,
+    TensorPropertySource,
+    marks_of,
+)
 
 __all__ = [
     "HANDED_ITERATORS",
@@ -314,6 +323,8 @@ class CaptureContext:
         )
         self.dynamic = dynamic
         self.history = history
+        # the sizes of tensor inputs marked with mark_dynamic (check_marked_dynamic)
+        self._marked_dynamic: list[TensorPropertySource] = []
         # tensors' symbolic shapes read whole (`x.shape`, `x.size()`), by id of the Size
         # read: the Size, its tensor, and the `size()` node made once it is passed whole
         self._size_reads: dict[int, list[Any]] = {}
@@ -622,6 +633,9 @@ class CaptureContext:
             self.guards.tensor_match(source, example)
             node = self._placeholder(self._unique_name(source.name))
             node.meta["val"] = example
+            self._marked_dynamic += [
+                TensorPropertySource(source, "size", dim) for dim in marks_of(tensor).dynamic
+            ]
         elif has_own_torch_function(type(tensor)):
             # NOTE: the graph gets the input as a plain tensor: its operations, as those
             # an override runs, skip the override (torch_function_dispatch)
@@ -848,6 +862,22 @@ class CaptureContext:
         self._symbol_nodes[symbol] = node
         self._size_inputs[node] = (binding.sources[0], binding.hint)
         return node
+
+    def check_marked_dynamic(self) -> None:
+        """Raise ConstraintViolationError where the captured code specialized a size the
+        caller marked with mark_dynamic (`if x.shape[0] == 4`, `x.reshape(4, -1)`), as
+        torch.compile does: the mark promises one graph for every size, which such a
+        graph cannot keep (maybe_mark_dynamic allows it)."""
+        if self.shape_env is None:
+            return
+        for source in self._marked_dynamic:
+            value = self.shape_env.specialized_value(source)
+            if value is not None:
+                raise ConstraintViolationError(
+                    f"{source.expr} was marked dynamic (mark_dynamic) but the code "
+                    f"specialized it to the constant {value}; remove the mark or use "
+                    "maybe_mark_dynamic"
+                )
 
     def note_size_read(self, size: Any, tensor: TensorValue) -> None:
         """`size` is `tensor`'s whole shape, read by the frame (`x.shape`, `x.size()`)."""
