@@ -79,7 +79,7 @@ def _run(compiled, calls, around, stance_of):
             try:
                 results.append(("value", compiled(*args)))
             except Exception as error:  # noqa: BLE001 - compared with eager's
-                results.append(("error", type(error).__name__))
+                results.append(("error", type(error)))
     return results
 
 
@@ -113,10 +113,16 @@ def run_like_torch(name):
         torch._dynamo.reset()
     assert len(got) == len(expected)
     for index, ((got_kind, got_value), (kind, value)) in enumerate(zip(got, expected, strict=True)):
-        if stances is not None and torch_got[index][0] == "error":
-            # a stance's own error (fail_on_recompile): raised where torch raises
-            assert got_kind == "error", f"call {index}: torch raised {torch_got[index][1]}"
-            assert "RecompileError" in (got_value, torch_got[index][1])
+        torch_kind, torch_value = torch_got[index]
+        if kind == "value" and torch_kind == "error":
+            # a compiler's own error where eager runs (fail_on_recompile's RecompileError,
+            # mark_dynamic's ConstraintViolationError): ember raises it where torch does
+            assert got_kind == "error", f"call {index}: torch raised {torch_value.__name__}"
+            # ember's ConstraintViolationError is its own class of the same name; its
+            # RecompileError is a RuntimeError, which torch raises there
+            same = got_value.__name__ == torch_value.__name__ or issubclass(got_value, torch_value)
+            assert same, f"{got_value} is not a {torch_value}"
+            assert got_value.__name__ in ("RecompileError", "ConstraintViolationError")
             continue
         assert got_kind == kind, f"{got_kind}: {got_value!r}; eager {kind}: {value!r}"
         assert_same(got_value, value)
@@ -945,11 +951,31 @@ def grad_mode_and_sizes(x):
 GRAPHS_ONLY = {"mark_unbacked_dim", "mark_unbacked_in_arithmetic"}
 
 
+# Programs whose counts differ from torch.compile's, values equal to eager's: (graphs,
+# ops) of ember and of torch. Capture guards a module read from a global or an attribute
+# by identity (its state guarded where read); torch.compile (inline_inbuilt_nn_modules)
+# by class and what it read, so a new module of the same class reuses its graph.
+DIFFERS = {
+    "global_module_swapped": ((3, 3), (2, 2)),
+    "module_submodule_swapped": ((3, 15), (2, 10)),
+    # torch recompiles for the third call (None again) and not for the fourth (a new
+    # Sigmoid); capture the other way round
+    "module_submodule_set_and_cleared": ((3, 17), (3, 16)),
+    # both raise ConstraintViolationError on the first call (x's marked size must equal
+    # y's static one); torch hands that call's graph to the backend before it finds the
+    # violation, capture raises before
+    "mark_dynamic_on_one_of_two": ((1, 1), (2, 2)),
+}
+
+
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_recompiles_like_torch(name):
     counter, reference = run_like_torch(name)
     got = (counter.frame_count, counter.op_count)
     expected = (reference.frame_count, reference.op_count)
+    if name in DIFFERS:
+        assert (got, expected) == DIFFERS[name]
+        return
     if name in GRAPHS_ONLY:
         got, expected = got[0], expected[0]
     assert got == expected, f"graphs/ops: ember {got}, torch {expected}"
