@@ -242,6 +242,20 @@ def _map(value: Any, fn: Callable[[Value], Any]) -> Any:
 _SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
+def _same_sizes(now: Any, read: Any) -> bool:
+    """Whether a tensor's shape `now` is still the shape `read` earlier (an in-place
+    `unsqueeze_` between changes it): compared by expression, which guards nothing."""
+    if len(now) != len(read):
+        return False
+    for a, b in zip(now, read, strict=True):
+        if isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt):
+            if a.node.expr != b.node.expr:
+                return False
+        elif isinstance(a, torch.SymInt) or isinstance(b, torch.SymInt) or a != b:
+            return False
+    return True
+
+
 def has_symbolic(value: Any) -> bool:
     """Whether a SymInt/SymFloat/SymBool hides in nested containers."""
     if isinstance(value, _SYMBOLIC_TYPES):
@@ -890,7 +904,7 @@ class CaptureContext:
         (one node for each read), else `torch.Size([s0, 3])` (a slice of one, a Size made
         in the frame)."""
         read = self._size_reads.get(id(size))
-        if read is not None and read[0] is size:
+        if read is not None and read[0] is size and _same_sizes(read[1].example.shape, size):
             if read[2] is None:
                 read[2] = self.graph.call_method("size", (read[1].node,))
                 read[2].meta["val"] = size
