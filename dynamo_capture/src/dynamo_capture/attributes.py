@@ -305,7 +305,10 @@ def _untraced_tensor_attr(tx: Translator, value: TensorValue, name: str) -> Valu
     if name in TENSOR_METADATA_ATTRS:
         if name == "shape" and value.data_dependent_shape:
             raise Unsupported("the shape of a tensor whose shape depends on data (nonzero, masks)")
-        return PythonValue(getattr(value.example, name))
+        result = getattr(value.example, name)
+        if name == "shape":
+            tx.ctx.note_size_read(result, value)
+        return PythonValue(result)
     if name in _TENSOR_GRAPH_ATTRS:
         import builtins
 

@@ -45,8 +45,9 @@ class BackendCompilerFailed(CaptureError):
         )
 
 
-class RecompileError(CaptureError):
-    """A recompile was needed under the stance "fail_on_recompile"."""
+class RecompileError(CaptureError, RuntimeError):
+    """A recompile was needed under the stance "fail_on_recompile" (a RuntimeError, as
+    torch.compile raises there)."""
 
 
 class StanceError(CaptureError, ValueError):

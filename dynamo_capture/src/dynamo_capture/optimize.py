@@ -82,6 +82,7 @@ from guards import (
     marks_of,
 )
 from guards.garbage_collection import old_objects_frozen
+from guards.sources import LocalSource
 
 __all__ = ["CompiledCallable", "optimize", "reset"]
 
@@ -211,10 +212,12 @@ class CompiledCallable:
         if stance.name == "force_eager" or eager_only_depth() > 0 or is_compiling():
             return self.target(*args, **kwargs)
         if stance.name == "eager_then_compile" and self.calls == 1:
+            self._observe_first_call(args, kwargs)
             return self.target(*args, **kwargs)
         if self.code_skipped:
             return self.target(*args, **kwargs)
         if stance.name == "aot_eager_then_compile" and self.calls == 1:
+            self._observe_first_call(args, kwargs)
             return self._run_once_with_aot_eager(args, kwargs)
         if self._module_target and _own_hooks(self.target) and hooks_run_eagerly(self.target):
             if not _global_hooks():  # else an entry of its own (_hooked_module_entry)
@@ -285,6 +288,25 @@ class CompiledCallable:
         if not checked and entry.run_unchecked is not None:
             return entry.run_unchecked(f_locals, f_globals)
         return entry.run(f_locals, f_globals)
+
+    def _observe_first_call(self, args: Any, kwargs: Any) -> None:
+        """Tell automatic dynamic the arguments of a first call the stance runs without
+        compiling (eager_then_compile): the compile of the second call makes symbolic the
+        tensor sizes and int arguments that differ between the two calls at once, as
+        torch.compile compares the two calls' inputs, instead of compiling static and
+        again."""
+        if self.dynamic is not None or wrapped_module(self.target) is not None:
+            return
+        try:
+            f_locals = self.frame.bind(args, kwargs)
+        except TypeError:
+            return  # the call itself raises, eagerly
+        for name, value in f_locals.items():
+            source = LocalSource(name)
+            if type(value) is torch.Tensor:
+                self._sizes.observe(source, value)
+            elif type(value) is int:  # a float that changes stays a constant, as in torch
+                self._sizes.observe_int(source, value)
 
     def _run_once_with_aot_eager(self, args: Any, kwargs: Any) -> Any:
         """The first call under aot_eager_then_compile: the aot_eager backend, nothing cached."""
@@ -380,6 +402,7 @@ class CompiledCallable:
             if not takes_function_transforms(backend):
                 self._transform_nodes = False
             frame = self._capture(f_locals, contexts, takes_float_inputs(backend))
+            frame.ctx.check_marked_dynamic()
         except ConstraintViolationError:
             raise  # an input outside its mark_dynamic range: the caller's error, as in torch
         except TensorHookEscapes:

@@ -65,7 +65,16 @@ from dynamo_capture.values import (
     TupleValue,
     Value,
 )
-from guards import DataDependentError, FakeTensorMode, ShapeEnv, SizeHistory, SymNode
+from guards import (
+    ConstraintViolationError,
+    DataDependentError,
+    FakeTensorMode,
+    ShapeEnv,
+    SizeHistory,
+    SymNode,
+    TensorPropertySource,
+    marks_of,
+)
 
 __all__ = [
     "HANDED_ITERATORS",
@@ -233,6 +242,20 @@ def _map(value: Any, fn: Callable[[Value], Any]) -> Any:
 _SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
+def _same_sizes(now: Any, read: Any) -> bool:
+    """Whether a tensor's shape `now` is still the shape `read` earlier (an in-place
+    `unsqueeze_` between changes it): compared by expression, which guards nothing."""
+    if len(now) != len(read):
+        return False
+    for a, b in zip(now, read, strict=True):
+        if isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt):
+            if a.node.expr != b.node.expr:
+                return False
+        elif isinstance(a, torch.SymInt) or isinstance(b, torch.SymInt) or a != b:
+            return False
+    return True
+
+
 def has_symbolic(value: Any) -> bool:
     """Whether a SymInt/SymFloat/SymBool hides in nested containers."""
     if isinstance(value, _SYMBOLIC_TYPES):
@@ -314,6 +337,11 @@ class CaptureContext:
         )
         self.dynamic = dynamic
         self.history = history
+        # the sizes of tensor inputs marked with mark_dynamic (check_marked_dynamic)
+        self._marked_dynamic: list[TensorPropertySource] = []
+        # tensors' symbolic shapes read whole (`x.shape`, `x.size()`), by id of the Size
+        # read: the Size, its tensor, and the `size()` node made once it is passed whole
+        self._size_reads: dict[int, list[Any]] = {}
         # float inputs that change between calls become symbolic (else constants)
         self.float_inputs = float_inputs and not specialize_floats
         # torch.func transforms and torch.cond as graph nodes (function_transforms)
@@ -619,6 +647,9 @@ class CaptureContext:
             self.guards.tensor_match(source, example)
             node = self._placeholder(self._unique_name(source.name))
             node.meta["val"] = example
+            self._marked_dynamic += [
+                TensorPropertySource(source, "size", dim) for dim in marks_of(tensor).dynamic
+            ]
         elif has_own_torch_function(type(tensor)):
             # NOTE: the graph gets the input as a plain tensor: its operations, as those
             # an override runs, skip the override (torch_function_dispatch)
@@ -846,10 +877,48 @@ class CaptureContext:
         self._size_inputs[node] = (binding.sources[0], binding.hint)
         return node
 
+    def check_marked_dynamic(self) -> None:
+        """Raise ConstraintViolationError where the captured code specialized a size the
+        caller marked with mark_dynamic (`if x.shape[0] == 4`, `x.reshape(4, -1)`), as
+        torch.compile does: the mark promises one graph for every size, which such a
+        graph cannot keep (maybe_mark_dynamic allows it)."""
+        if self.shape_env is None:
+            return
+        for source in self._marked_dynamic:
+            value = self.shape_env.specialized_value(source)
+            if value is not None:
+                raise ConstraintViolationError(
+                    f"{source.expr} was marked dynamic (mark_dynamic) but the code "
+                    f"specialized it to the constant {value}; remove the mark or use "
+                    "maybe_mark_dynamic"
+                )
+
+    def note_size_read(self, size: Any, tensor: TensorValue) -> None:
+        """`size` is `tensor`'s whole shape, read by the frame (`x.shape`, `x.size()`)."""
+        if type(size) is torch.Size and has_symbolic(size):
+            self._size_reads[id(size)] = [size, tensor, None]
+
+    def _size_node(self, size: torch.Size) -> torch.fx.Node:
+        """The node of a symbolic shape passed whole to an operation (`x.new_zeros(x.shape)`),
+        as torch.compile records it: `x.size()` where it is a tensor's shape read whole
+        (one node for each read), else `torch.Size([s0, 3])` (a slice of one, a Size made
+        in the frame)."""
+        read = self._size_reads.get(id(size))
+        if read is not None and read[0] is size and _same_sizes(read[1].example.shape, size):
+            if read[2] is None:
+                read[2] = self.graph.call_method("size", (read[1].node,))
+                read[2].meta["val"] = size
+            return read[2]
+        node = self.graph.call_function(torch.Size, ([self._sizes_to_nodes(d) for d in size],))
+        node.meta["val"] = size
+        return node
+
     def _sizes_to_nodes(self, obj: Any) -> Any:
         """`obj` with its SymInts replaced by graph nodes that compute them."""
         if isinstance(obj, _SYMBOLIC_TYPES):
             return self.sym_numbers.node_of(obj)
+        if type(obj) is torch.Size and has_symbolic(obj):
+            return self._size_node(obj)
         if isinstance(obj, list):
             return [self._sizes_to_nodes(item) for item in obj]
         if isinstance(obj, tuple):  # torch.Size included: sizes as a plain tuple

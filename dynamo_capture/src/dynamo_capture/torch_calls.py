@@ -15,7 +15,14 @@ from dynamo_capture.operations import NotConstant, as_constant, describe
 from dynamo_capture.output_graph import has_symbolic
 from dynamo_capture.state import is_compiling
 from dynamo_capture.tensor_extremes import ChoiceValue
-from dynamo_capture.values import ContextValue, PythonValue, TensorValue, TupleValue, Value
+from dynamo_capture.values import (
+    ContextValue,
+    ListValue,
+    PythonValue,
+    TensorValue,
+    TupleValue,
+    Value,
+)
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
@@ -389,6 +396,48 @@ def _addcdiv_with_value(
     return tx.ctx.call("call_function", torch.add, (args[0], scaled), {})
 
 
+def tensor_of_ints(data: Any, dtype: torch.dtype = torch.int64, device: Any = None) -> torch.Tensor:
+    """`torch.tensor(data, dtype=dtype)` of a (nested, rectangular) list or tuple of ints,
+    built from each number as it is: traced with symbolic ints, it keeps them symbolic
+    where torch.tensor reads their values (as torch.compile's `torch._refs.tensor`)."""
+    shape: list[int] = []
+    level = data
+    while isinstance(level, list | tuple):
+        shape.append(len(level))
+        level = level[0] if level else None
+    flat: list[Any] = []
+
+    def flatten(item: Any) -> None:
+        if isinstance(item, list | tuple):
+            for inner in item:
+                flatten(inner)
+        else:
+            flat.append(item)
+
+    flatten(data)
+    if not flat:
+        return torch.empty(shape, dtype=dtype, device=device)
+    items = [torch.scalar_tensor(number, dtype=dtype, device=device) for number in flat]
+    return torch.stack(items).reshape(shape)
+
+
+def _rectangular_ints(value: Value) -> Any:
+    """The nested list of (constant or symbolic) ints a ListValue / TupleValue holds, or
+    None where it holds anything else or is ragged."""
+    if isinstance(value, PythonValue):
+        if type(value.obj) is int or isinstance(value.obj, torch.SymInt):
+            return value.obj
+        return None
+    if not isinstance(value, ListValue | TupleValue) or value.cls not in (list, tuple):
+        return None
+    items = [_rectangular_ints(item) for item in value.items]
+    if any(item is None for item in items):
+        return None
+    if len({len(item) if isinstance(item, list) else -1 for item in items}) > 1:
+        return None  # ragged, or numbers beside lists: torch.tensor raises; run it as it is
+    return items
+
+
 def _tensor_of_a_symbolic_number(
     tx: Translator, args: list[Value], kwargs: dict[str, Value]
 ) -> Value | None:
@@ -401,14 +450,31 @@ def _tensor_of_a_symbolic_number(
     if len(args) != 1 or not set(kwargs) <= {"dtype", "device"}:
         return None
     number = args[0]
+    if not all(isinstance(v, PythonValue) for v in kwargs.values()):
+        return None
+    if isinstance(number, ListValue | TupleValue):
+        return _tensor_of_symbolic_ints(tx, number, kwargs)
     if not (isinstance(number, PythonValue) and isinstance(number.obj, torch.SymInt)):
         return None
     if not is_symbolic_number(number.obj):
         return None
-    if not all(isinstance(v, PythonValue) for v in kwargs.values()):
-        return None
     options = {"dtype": PythonValue(torch.int64), **kwargs}
     return tx.ctx.call("call_function", torch.scalar_tensor, (number,), options)
+
+
+def _tensor_of_symbolic_ints(tx: Translator, data: Value, kwargs: dict[str, Value]) -> Value | None:
+    """`torch.tensor([n, n + 1])` of a list of ints some symbolic: one `tensor_of_ints`
+    node, which takes the numbers as they are (torch.tensor would read and fix them)."""
+    numbers = _rectangular_ints(data)
+    if numbers is None or not has_symbolic(numbers):
+        return None
+    dtype = kwargs.get("dtype", PythonValue(torch.int64)).obj
+    if dtype is None:
+        dtype = torch.int64
+    if not isinstance(dtype, torch.dtype) or dtype.is_complex or dtype is torch.bool:
+        return None
+    options = {"dtype": PythonValue(dtype), **{k: v for k, v in kwargs.items() if k != "dtype"}}
+    return tx.ctx.call("call_function", tensor_of_ints, (data,), options)
 
 
 # torch functions recorded as other ops where their arguments fit (None: as themselves)
@@ -583,7 +649,10 @@ def call_tensor_method(
             real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
         except NotConstant as error:
             raise Unsupported(f"Tensor.{name} with non-constant arguments") from error
-        return PythonValue(getattr(tensor.example, name)(*real_args, **real_kwargs))
+        result = getattr(tensor.example, name)(*real_args, **real_kwargs)
+        if name == "size":
+            tx.ctx.note_size_read(result, tensor)
+        return PythonValue(result)
     if name == "type" and not args and not kwargs:
         return PythonValue(tensor.example.type())
     if name in ("__setitem__",):

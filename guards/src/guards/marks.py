@@ -11,7 +11,8 @@ fake for that tensor; they cost nothing at run time and survive until cleared.
 torch's own marks (its compiler's `mark_dynamic`, `maybe_mark_dynamic`,
 `mark_static`, which set `_dynamo_dynamic_indices`, `_dynamo_dynamic_range`,
 `_dynamo_weak_dynamic_indices` and `_dynamo_static_indices` on the tensor) are
-read as the same marks, so library code that marks its inputs for torch.compile
+read as the same marks (`mark_unbacked`'s `_dynamo_unbacked_indices` as
+mark_dynamic's: capture has no unbacked sizes), so library code that marks its inputs for torch.compile
 marks them for ember too. torch's mark_dynamic wins over its mark_static, as in
 torch; ember's mark_static wins over any dynamic mark.
 """
@@ -85,6 +86,7 @@ def marks_of(tensor: torch.Tensor) -> DimensionMarks:
 
 _TORCH_MARK_ATTRIBUTES = (
     "_dynamo_dynamic_indices",
+    "_dynamo_unbacked_indices",
     "_dynamo_weak_dynamic_indices",
     "_dynamo_static_indices",
 )
@@ -110,7 +112,12 @@ def _with_torch_marks(tensor: torch.Tensor, marks: DimensionMarks) -> DimensionM
             ranges[dim % rank] = DynamicRange(
                 getattr(limit, "min", None), getattr(limit, "max", None)
             )
-    torch_dynamic = _torch_dims(tensor, "_dynamo_dynamic_indices")
+    # NOTE: torch's mark_unbacked asks for a size no guard may read; capture has no
+    # unbacked sizes and takes it as mark_dynamic (a symbol from the first compile,
+    # guarded, or an error where the graph must specialize it)
+    torch_dynamic = _torch_dims(tensor, "_dynamo_dynamic_indices") | _torch_dims(
+        tensor, "_dynamo_unbacked_indices"
+    )
     dynamic = dict(marks.dynamic)
     for dim in torch_dynamic - marks.static:
         dynamic.setdefault(dim, ranges.get(dim, DynamicRange()))

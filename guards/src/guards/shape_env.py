@@ -373,6 +373,16 @@ class ShapeEnv:
 
     # ------------------------------------------------------------------ simplification
 
+    def specialized_value(self, source: Any) -> int | None:
+        """The constant the symbol made for `source` (a TensorPropertySource) was
+        specialized to by a guard since (`x.shape[0] == 4` taken), or None: no symbol
+        was made for it (a static size, 0 or 1) or it is still symbolic."""
+        for info in self._symbols.values():
+            if source in info.sources:
+                value = self.replace(info.symbol)
+                return int(value) if isinstance(value, sympy.Integer) else None
+        return None
+
     def replace(self, expr: Any) -> Any:
         """`expr` with known replacements applied (symbols proven equal to others or constants)."""
         if not self._replacements or not getattr(expr, "free_symbols", None):

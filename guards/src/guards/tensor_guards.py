@@ -230,8 +230,17 @@ class TensorMatchGuard(Guard):
                 f"actual {value.requires_grad}"
             )
         if not strides_match(tuple(value.shape), value.stride(), self.strides):
+            # NOTE: as torch's reason, the first dimension whose stride differs
+            index, want, have = next(
+                (index, want, have)
+                for index, (size, have, want) in enumerate(
+                    zip(value.shape, value.stride(), self.strides, strict=True)
+                )
+                if size != 1 and want is not None and have != want
+            )
             return (
-                f"tensor {name!r} stride mismatch: expected {self.strides}, actual {value.stride()}"
+                f"tensor {name!r} stride mismatch at index {index}: expected {want}, "
+                f"actual {have} (strides {tuple(self.strides)} expected, {value.stride()} passed)"
             )
         return self._flags_failure(name, value)
 
