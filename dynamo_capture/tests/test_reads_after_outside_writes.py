@@ -127,3 +127,48 @@ def test_key_in_instance_dict_after_the_frame_set_and_deleted_attributes():
         assert_same(compiled(torch.ones(2), holder), expected)
         assert vars(holder).keys() == vars(expected_holder).keys()
     assert backend.frame_count == 1
+
+
+_OUTSIDE: list = []
+_OUTSIDE_DICT: dict = {}
+
+
+def _extended_in_place(x, items):
+    items += [x]
+    items.append(x * 2)
+    return len(items), items is _OUTSIDE, id(items) == id(_OUTSIDE)
+
+
+def _repeated_in_place(x, items):
+    items *= 2
+    items += [x]
+    return len(items), items is _OUTSIDE
+
+
+def _updated_in_place(x, mapping):
+    mapping |= {"a": x}
+    return len(mapping), mapping is _OUTSIDE_DICT
+
+
+@pytest.mark.parametrize(
+    ("fn", "outside"),
+    [
+        (_extended_in_place, _OUTSIDE),
+        (_repeated_in_place, _OUTSIDE),
+        (_updated_in_place, _OUTSIDE_DICT),
+    ],
+    ids=["list_iadd", "list_imul", "dict_ior"],
+)
+def test_an_in_place_operator_keeps_the_name_bound_to_the_object(fn, outside):
+    """`items += more` / `items *= n` / `mapping |= more` on an outside object write the
+    object itself: the name stays that object (`is`, `id`), which ends as eager's."""
+    compiled = dynamo_capture.optimize(fn, backend=CountingBackend())
+    for _ in range(2):
+        outside.clear()
+        outside.update({"k": 1}) if isinstance(outside, dict) else outside.extend([1])
+        expected = fn(torch.ones(2), outside)
+        expected_state = copy.copy(outside)
+        outside.clear()
+        outside.update({"k": 1}) if isinstance(outside, dict) else outside.extend([1])
+        assert_same(compiled(torch.ones(2), outside), expected)
+        assert_same(outside, expected_state)

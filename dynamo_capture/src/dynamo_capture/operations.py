@@ -517,7 +517,19 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         from dynamo_capture.methods import call_method
 
         call_method(tx, left, method, [right], {})
-        return side_effects.current(tx, left)
+        # the name stays bound to the object itself (`items is other` as before); its
+        # reads go through the shadow the write made
+        return left
+    if (
+        fn is operator.imul
+        and _sequence_kind(left) is list
+        and isinstance(right, PythonValue)
+        and isinstance(right.obj, int)
+        and not user_override(left, "__imul__")
+    ):
+        # `items *= n` repeats the list itself (folding it would make a new list)
+        _repeat_list_in_place(tx, left, sequence_items(tx, left) * right.obj)
+        return left
     # an outside list, dict or set the frame wrote is read through its shadow
     left, right = side_effects.current(tx, left), side_effects.current(tx, right)
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
@@ -701,7 +713,7 @@ def _repeat_list_in_place(tx: Translator, target: Value, items: list[Value]) -> 
 
     call_method(tx, target, "clear", [], {})
     call_method(tx, target, "extend", [TupleValue(items)], {})
-    return side_effects.current(tx, target)
+    return target
 
 
 def _raised_like_python(operation: Any) -> Exception:
