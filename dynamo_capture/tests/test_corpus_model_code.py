@@ -1045,6 +1045,46 @@ def size_tuple_concat_for_view_dynamic():
     return dict(fn=fn, args=hidden())
 
 
+@_program(dynamic=True)
+def torch_tensor_of_sizes_dynamic():
+    def fn(x):
+        return x.sum() + torch.tensor([x.shape[0], x.shape[1]]).sum()
+
+    return dict(fn=fn, args=hidden())
+
+
+@_program(dynamic=True)
+def new_zeros_dynamic():
+    def fn(x):
+        z = x.new_zeros(x.shape[0], x.shape[1] * 2)
+        e = x.new_full((x.shape[0], 1), 2.0)
+        return torch.cat([x.flatten(1), z, e], -1)
+
+    return dict(fn=fn, args=hidden())
+
+
+@_program(dynamic=True)
+def finfo_mask_dynamic_masked_fill():
+    def fn(x):
+        s = x.shape[1]
+        m = torch.ones(s, s, dtype=torch.bool).triu(1)
+        return (x @ x.transpose(-1, -2)).masked_fill(m, torch.finfo(x.dtype).min).softmax(-1)
+
+    return dict(fn=fn, args=hidden())
+
+
+@_program(dynamic=True)
+def kv_cache_list_dynamic():
+    def fn(x, past):
+        cache = []
+        k = torch.cat([past, x], dim=1)
+        cache.append(k)
+        pos = torch.arange(past.shape[1], past.shape[1] + x.shape[1])
+        return k * 2, cache, pos
+
+    return dict(fn=fn, args=lambda: (hidden()()[0], torch.zeros(2, 3, 8)))
+
+
 # ---- modules: activations, functional keywords, buffers, training ----
 
 
@@ -2041,6 +2081,59 @@ def tiny_llama_inputs_embeds():
     return dict(fn=fn, args=_ids)
 
 
+@_program
+def tiny_gpt2_with_cache():
+    model = _tiny_model("gpt2")
+
+    def fn(ids):
+        out = model(ids, use_cache=True)
+        return out.last_hidden_state
+
+    return dict(fn=fn, args=_ids)
+
+
+@_program
+def tiny_llama_with_cache():
+    model = _tiny_model("llama")
+
+    def fn(ids):
+        out = model(ids, use_cache=True)
+        return out.last_hidden_state
+
+    return dict(fn=fn, args=_ids)
+
+
+@_program
+def tiny_gpt2_mask_tuple():
+    model = _tiny_model("gpt2")
+
+    def fn(ids, mask):
+        return model(ids, attention_mask=mask, use_cache=False, return_dict=False)[0]
+
+    return dict(fn=fn, args=_ids_and_mask)
+
+
+@_program
+def tiny_bert_token_types():
+    model = _tiny_model("bert")
+
+    def fn(ids):
+        return model(ids, token_type_ids=torch.zeros_like(ids)).pooler_output
+
+    return dict(fn=fn, args=_ids)
+
+
+@_program
+def tiny_llama_position_ids():
+    model = _tiny_model("llama")
+
+    def fn(ids):
+        pos = torch.arange(2, 2 + ids.shape[1]).unsqueeze(0)
+        return model(ids, position_ids=pos, use_cache=False)[0]
+
+    return dict(fn=fn, args=_ids)
+
+
 # Programs whose counts differ from torch.compile's, each checked against eager alone
 # (results and the state left), with the reason:
 EAGER_ONLY: dict[str, str] = {
@@ -2057,13 +2150,21 @@ EAGER_ONLY: dict[str, str] = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(set(PROGRAMS) - set(EAGER_ONLY)))
+def _cases(names):
+    """Whole tiny models take seconds each (eager, ember and torch.compile): marked slow."""
+    return [
+        pytest.param(name, marks=pytest.mark.slow) if name.startswith("tiny_") else name
+        for name in sorted(names)
+    ]
+
+
+@pytest.mark.parametrize("name", _cases(set(PROGRAMS) - set(EAGER_ONLY)))
 def test_model_code_like_torch(name):
     factory, settings = PROGRAMS[name]
     check_program_like_torch(factory, **settings)
 
 
-@pytest.mark.parametrize("name", sorted(EAGER_ONLY))
+@pytest.mark.parametrize("name", _cases(EAGER_ONLY))
 def test_model_code_like_eager(name):
     factory, settings = PROGRAMS[name]
     expected, expected_state = _run(factory, lambda fn: fn)
