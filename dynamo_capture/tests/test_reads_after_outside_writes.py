@@ -7,6 +7,7 @@ wrong result (transformers' output capture tested its hidden-state list with `if
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import io
@@ -54,6 +55,13 @@ SET_READS = {
     "sub": lambda c: sorted(c - {1}),
     "issubset": lambda c: {5}.issubset(c),
 }
+DEQUE_READS = {
+    "truth": lambda c: bool(c),
+    "str": lambda c: str(c),
+    "eq": lambda c: c == collections.deque([2, 5], maxlen=2),
+    "in": lambda c: 5 in c,
+    "list": lambda c: list(c),
+}
 WRITES = {
     "list": (LIST_READS, lambda: [1, 2], lambda c: c.append(5)),
     "list_emptied": (LIST_READS, lambda: [1], lambda c: c.clear()),
@@ -61,6 +69,7 @@ WRITES = {
     "dict_emptied": (DICT_READS, lambda: {"a": 1}, lambda c: c.pop("a")),
     "set": (SET_READS, lambda: set(), lambda c: c.add(5)),
     "set_emptied": (SET_READS, lambda: {1}, lambda c: c.discard(1)),
+    "deque": (DEQUE_READS, lambda: collections.deque([1, 2], maxlen=2), lambda c: c.append(5)),
 }
 CASES = [(write, read) for write, (reads, _, _) in WRITES.items() for read in reads]
 

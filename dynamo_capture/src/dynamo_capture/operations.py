@@ -178,6 +178,8 @@ def as_constant(value: Value) -> Any:
         return value.cls(*items)
     if isinstance(value, ListValue):
         items = [as_constant(item) for item in value.items]
+        if issubclass(value.cls, collections.deque):
+            return value.cls(items, maxlen=value.maxlen)
         return items if value.cls is list else value.cls(items)
     if isinstance(value, SetValue):
         if any(isinstance(item, IdentityKey) for item in value.items):
