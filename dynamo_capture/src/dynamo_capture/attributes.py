@@ -414,7 +414,9 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
             tx.ctx.guards.equals_match(AttrSource(source, part), getattr(obj, part))
         return PythonValue(getattr(obj, name))
     if name == "__dict__":
-        _read_instance_dict(tx, obj)
+        names_now = _read_instance_dict(tx, obj, source)
+        if names_now is not None:
+            return names_now
     if isinstance(obj, torch.nn.Module):
         if name in ("_buffers", "__dict__") and _buffer_written(tx, obj):
             # NOTE: the table still holds the buffer the frame replaced (the write is
@@ -774,15 +776,40 @@ def _replayable_attribute(obj: Any, name: str, value: Value) -> bool:
     return hasattr(obj, "__dict__")
 
 
-def _read_instance_dict(tx: Translator, obj: Any) -> None:
+def _read_instance_dict(tx: Translator, obj: Any, source: Any) -> Value | None:
     """`obj.__dict__` (or vars(obj)) of an outside object, read live: a break where the
     frame set or deleted one of its attributes before (the dict still holds the old
-    ones until the replay after the graph); noted, so that such a write after it breaks."""
-    # NOTE: the dict still holds what the frame replaced or deleted: reading it whole
-    # would see the old values
-    if any(written is obj for written, _, _ in tx.ctx.attr_writes.values()):
-        raise Unsupported("reading the __dict__ of an object after the frame set or deleted one")
+    ones until the replay after the graph); noted, so that such a write after it breaks.
+    Read only for `key in obj.__dict__` (nn.Module.register_buffer's test), it is the
+    names the dict holds now, the frame's writes and deletes included (returned)."""
+    written = {
+        name: item for (_, name), (target, _, item) in tx.ctx.attr_writes.items() if target is obj
+    }
+    if written:
+        if not _consumed_by_contains(tx):
+            # NOTE: the dict still holds what the frame replaced or deleted: reading it
+            # whole would see the old values
+            raise Unsupported(
+                "reading the __dict__ of an object after the frame set or deleted one"
+            )
+        real = object.__getattribute__(obj, "__dict__")
+        if source is not None:
+            tx.ctx.guards.dict_keys(AttrSource(source, "__dict__"), real)
+        names = {name for name in real if written.get(name) is not DELETED}
+        names.update(name for name, item in written.items() if item is not DELETED)
+        return DictValue({name: PythonValue(None) for name in names})
     tx.ctx.dicts_read.add(id(obj))
+    return None
+
+
+def _consumed_by_contains(tx: Translator) -> bool:
+    """Whether the value the current instruction pushes is only tested with `in` by the
+    next one (`key in obj.__dict__`), never kept."""
+    current = tx.current
+    if current is None or current.opname not in ("LOAD_ATTR", "LOAD_METHOD"):
+        return False
+    index = tx.index_of[current.offset] + 1
+    return index < len(tx.instructions) and tx.instructions[index].opname == "CONTAINS_OP"
 
 
 def _check_dict_not_read(tx: Translator, obj: Any, name: str) -> None:
@@ -822,7 +849,9 @@ def raw_attr(tx: Translator, value: Value, name: str) -> Value:
         tx.ctx.written_reads += 1
         return _written_value(obj, name, written[2])
     if name == "__dict__":
-        _read_instance_dict(tx, obj)
+        names_now = _read_instance_dict(tx, obj, value.source)
+        if names_now is not None:
+            return names_now
     instance_dict = (
         object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else None
     )

@@ -995,6 +995,8 @@ def _input_parameter(tx: Translator, value: Value) -> torch.nn.Parameter | None:
 @handles(copy.deepcopy)
 def _deepcopy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """deepcopy of a tensor-free object known at capture time (a config): copied once, guarded."""
+    if side_effects.shadow_of(getattr(args[0], "obj", None)) is not None:
+        raise Unsupported("copy.deepcopy() of an outside container the frame wrote")
     obj = _outside_object(args[0], "copy.deepcopy()")
     if isinstance(obj, torch.nn.Module) or len(args) > 1 or kwargs:
         raise Unsupported("copy.deepcopy() of a module, or with a memo (needs a graph break)")

@@ -653,6 +653,9 @@ def _carried(value: Any) -> bool:
         return True
     if not isinstance(value, PythonValue):
         return False
+    if type(value.obj) is slice:  # `x[:, : int(n)]`: a slice built before the call
+        bounds = (value.obj.start, value.obj.stop, value.obj.step)
+        return all(type(bound) in _PLAIN for bound in bounds)
     callable_types = type | types.BuiltinFunctionType | types.FunctionType
     return isinstance(value.obj, callable_types) or _torch_callable(value)
 
@@ -773,7 +776,7 @@ def capture_frame(
     grad_mode = torch.is_grad_enabled()
     tx: Translator | None = None
     try:
-        with capturing():
+        with capturing(), side_effects.reading_through(ctx):
             arguments = _frame_locals(ctx, code, f_locals)
             tx = Translator(ctx, code, arguments, target.globals, real_cells=real_cells)
             result = tx.run()

@@ -1048,21 +1048,35 @@ def _table_for(receiver: Value) -> dict[str, Method] | None:
     return None
 
 
+def fold_environ_read(tx: Translator, environ: PythonValue, name: str, args: list[Value]) -> Value:
+    """`os.environ.get(key)`, `os.environ[key]`, `key in os.environ`: read now, the
+    variable guarded (a later change of it recompiles)."""
+    if name not in ("get", "__getitem__", "__contains__"):
+        raise Unsupported(f"os.environ.{name} inside captured code")
+    try:
+        real_args = [as_constant(a) for a in args]
+    except NotConstant:
+        raise Unsupported(f"os.environ.{name} of a value known only when it runs") from None
+    if real_args and isinstance(real_args[0], str):
+        # the variable is read now: a later change of it must recompile
+        tx.ctx.guards.mapping_item(
+            environ.obj, "os.environ", real_args[0], presence_only=name == "__contains__"
+        )
+    try:
+        result = getattr(environ.obj, name)(*real_args)
+    except (KeyError, TypeError) as error:
+        from dynamo_capture.errors import raised_by_python
+
+        raise raised_by_python(error) from None
+    return PythonValue(result)
+
+
 def _fold_method(
     tx: Translator, receiver: Value, name: str, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     """A method of a constant (str.format, tuple.count, ...) on constants: computed now."""
     if isinstance(receiver, PythonValue) and isinstance(receiver.obj, os._Environ):
-        if name not in ("get", "__getitem__", "__contains__"):
-            raise Unsupported(f"os.environ.{name} inside captured code")
-        real_args = [as_constant(a) for a in args]
-        result = getattr(receiver.obj, name)(*real_args)
-        if real_args and isinstance(real_args[0], str):
-            # the variable is read now: a later change of it must recompile
-            tx.ctx.guards.mapping_item(
-                receiver.obj, "os.environ", real_args[0], presence_only=name == "__contains__"
-            )
-        return PythonValue(result)
+        return fold_environ_read(tx, receiver, name, args)
     try:
         real = as_constant(receiver)
         # an iterator argument (`", ".join(name for name in names)`) is read whole, as eagerly

@@ -11,6 +11,7 @@ import contextlib
 import enum
 import inspect
 import operator
+import os
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -140,6 +141,9 @@ def as_constant(value: Value) -> Any:
     """The Python constant `value` stands for, or NotConstant."""
     if isinstance(value, PythonValue):
         obj = value.obj
+        shadow = side_effects.shadow_of(obj)
+        if shadow is not None:
+            return as_constant(shadow)  # an outside container the frame wrote
         if is_constant(obj) or isinstance(obj, (torch.Size, FakeId, *_SYMBOLIC_NUMBERS)):
             return obj  # symbolic sizes compute on their own (recording guards)
         if isinstance(obj, list) and all(is_constant(item) for item in obj):
@@ -174,6 +178,8 @@ def as_constant(value: Value) -> Any:
         return value.cls(*items)
     if isinstance(value, ListValue):
         items = [as_constant(item) for item in value.items]
+        if issubclass(value.cls, collections.deque):
+            return value.cls(items, maxlen=value.maxlen)
         return items if value.cls is list else value.cls(items)
     if isinstance(value, SetValue):
         if any(isinstance(item, IdentityKey) for item in value.items):
@@ -418,7 +424,10 @@ _ITERATOR_TYPES: dict[str, type] = {
 
 # ----- truth -------------------------------------------------------------
 def truth(tx: Translator, value: Value) -> bool:
-    """bool(value) at capture time; a tensor's truth is data-dependent."""
+    """bool(value) at capture time; a tensor's truth is data-dependent. An outside list,
+    dict or set the frame wrote is read through its shadow (the real object holds the
+    writes only after the graph)."""
+    value = side_effects.current(tx, value)
     if isinstance(value, TensorValue):
         error = Unsupported(
             "data-dependent control flow: the truth value of a tensor (if/while/and/or on a "
@@ -510,7 +519,21 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
         from dynamo_capture.methods import call_method
 
         call_method(tx, left, method, [right], {})
-        return side_effects.current(tx, left)
+        # the name stays bound to the object itself (`items is other` as before); its
+        # reads go through the shadow the write made
+        return left
+    if (
+        fn is operator.imul
+        and _sequence_kind(left) is list
+        and isinstance(right, PythonValue)
+        and isinstance(right.obj, int)
+        and not user_override(left, "__imul__")
+    ):
+        # `items *= n` repeats the list itself (folding it would make a new list)
+        _repeat_list_in_place(tx, left, sequence_items(tx, left) * right.obj)
+        return left
+    # an outside list, dict or set the frame wrote is read through its shadow
+    left, right = side_effects.current(tx, left), side_effects.current(tx, right)
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
     names = _DUNDER.get(plain, ())
     if fn in _INPLACE_TO_PLAIN and names:  # `a += b` tries a user class's __iadd__ first
@@ -692,7 +715,7 @@ def _repeat_list_in_place(tx: Translator, target: Value, items: list[Value]) -> 
 
     call_method(tx, target, "clear", [], {})
     call_method(tx, target, "extend", [TupleValue(items)], {})
-    return side_effects.current(tx, target)
+    return target
 
 
 def _raised_like_python(operation: Any) -> Exception:
@@ -1270,6 +1293,10 @@ def get_item(tx: Translator, container: Value, index: Value) -> Value:
         handled = dispatch_torch_function(tx, torch.Tensor.__getitem__, [container, index], {})
         if handled is not None:
             return handled
+    if isinstance(container, PythonValue) and isinstance(container.obj, os._Environ):
+        from dynamo_capture.methods import fold_environ_read
+
+        return fold_environ_read(tx, container, "__getitem__", [index])
     override = user_override(container, "__getitem__")
     if override is not None:
         return _call_override(tx, override, container, [index])
@@ -1609,6 +1636,10 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
         return _constant_in(key, container.obj)
     if isinstance(container, PythonValue) and isinstance(container.obj, dict):
         return _constant_in(_index_constant(tx, item), container.obj)
+    if isinstance(container, PythonValue) and isinstance(container.obj, os._Environ):
+        from dynamo_capture.methods import fold_environ_read
+
+        return truth(tx, fold_environ_read(tx, container, "__contains__", [item]))
     if isinstance(container, PythonValue) and (
         isinstance(container.obj, str | bytes | range | set | frozenset)
         or _enum_method(container.obj, "__contains__")

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.fx
 
+from dynamo_capture import side_effects
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
 from dynamo_capture.lazy_iterators import ReversedMappingIterator
@@ -482,6 +483,11 @@ class CaptureContext:
             guards.equals_match(AttrSource(source, "real"), obj.real)
         elif _holds_enum(obj):
             guards.id_match(source, obj)  # enum members are singletons: guard identity
+        elif type(obj) is slice:
+            # a slice handed on below a cut (`x[:, : int(n)]`): unhashable, guarded by parts
+            guards.type_match(source, obj)
+            for part in ("start", "stop", "step"):
+                guards.equals_match(AttrSource(source, part), getattr(obj, part))
         elif is_constant(obj) or isinstance(obj, torch.Size):
             guards.equals_match(source, obj)
         elif isinstance(obj, list | tuple):
@@ -1170,6 +1176,9 @@ def is_graph_callable(obj: Any) -> bool:
 
 def _python_arg(value: Value, inner: Callable[[Value], Any]) -> Any:
     if isinstance(value, PythonValue):
+        shadow = side_effects.shadow_of(value.obj)
+        if shadow is not None:  # an outside container the frame wrote: what it holds now
+            return inner(shadow)
         if is_constant(value.obj) or isinstance(value.obj, (torch.Size, *_SYMBOLIC_TYPES)):
             return value.obj
         if value.obj is None:

@@ -10,6 +10,9 @@ the object's identity are both kept.
 from __future__ import annotations
 
 import collections
+import contextlib
+import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from dynamo_capture.errors import Unsupported
@@ -22,6 +25,8 @@ __all__ = [
     "MUTATING_METHODS",
     "current",
     "for_write",
+    "reading_through",
+    "shadow_of",
     "module_members_written",
     "mutates",
     "replay_statement",
@@ -76,6 +81,39 @@ def current(tx: Translator, value: Value) -> Value:
             tx.ctx.written_reads += 1
             return entry[2]
     return value
+
+
+class _Active(threading.local):
+    def __init__(self) -> None:
+        self.contexts: list[Any] = []
+
+
+_active = _Active()
+
+
+@contextlib.contextmanager
+def reading_through(ctx: Any) -> Iterator[None]:
+    """While capturing with `ctx`, `shadow_of` reads its shadows (for code that folds
+    a value with no translator at hand: `operations.as_constant`)."""
+    _active.contexts.append(ctx)
+    try:
+        yield
+    finally:
+        _active.contexts.pop()
+
+
+def shadow_of(obj: Any) -> Value | None:
+    """The shadow of an outside list, dict, deque or set the running capture wrote, else
+    None: what folding the object must read (the real object holds the writes only after
+    the graph)."""
+    if not _active.contexts or type(obj) not in MUTATING_METHODS:
+        return None
+    ctx = _active.contexts[-1]
+    entry = ctx.shadows.get(id(obj))
+    if entry is None or entry[0] is not obj:
+        return None
+    ctx.written_reads += 1
+    return entry[2]
 
 
 def module_members_written(tx: Translator, module: Any) -> DictValue | None:
