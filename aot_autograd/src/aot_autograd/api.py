@@ -64,6 +64,11 @@ from aot_autograd.runtime import (
     tangent_dependencies,
     training_function,
 )
+from aot_autograd.subclass_program import (
+    SubclassAotCallable,
+    SubclassProgramError,
+    has_subclass_inputs,
+)
 from aot_autograd.saved_layouts import (
     changed_saved_strides,
     mark_saved_outputs,
@@ -842,6 +847,8 @@ def aot_graph(
         fw_compiler, bw_compiler, inference_compiler, decompositions, partition_fn, cache
     )
     flat_fn, tensors, slots = _lifted(gm, _rewritten(gm))
+    if has_subclass_inputs([*tensors, *example_inputs]):
+        return _subclass_graph(flat_fn, tensors, slots, example_inputs, config)
     values = _placeholder_values(gm)
     floats = {len(tensors) + i: v for i, v in float_inputs_of(gm).items()}
     symbolic_floats = any(v.node.expr.is_Symbol for v in floats.values())
@@ -873,6 +880,47 @@ def aot_graph(
     return run
 
 
+def _subclass_graph(
+    flat_fn: Callable, tensors: list, slots: list, example_inputs: Sequence[Any], config: AotConfig
+) -> Callable:
+    """aot_graph of a graph taking traceable tensor subclasses (see subclass_program);
+    where that path refuses the graph, its own operations run (eager's)."""
+    try:
+        compiled = SubclassAotCallable(
+            flat_fn,
+            [*tensors, *example_inputs],
+            config.fw_compiler,
+            config.bw_compiler,
+            config.inference_compiler,
+            config.decompositions,
+            config.partition_fn,
+        )
+    except SubclassProgramError as error:
+        _subclass_log.info("running the graph's operations eagerly: %s", error)
+        compiled = flat_fn
+    state = {"eager": False}
+
+    def call(*flat: Any) -> Any:
+        if state["eager"]:
+            return flat_fn(*flat)
+        try:
+            return compiled(*flat)
+        except SubclassProgramError as error:
+            # NOTE: raised while tracing, before anything ran: eager's operations give
+            # eager's result, for this call and the later ones
+            _subclass_log.info("running the graph's operations eagerly: %s", error)
+            state["eager"] = True
+            return flat_fn(*flat)
+
+    def run(*args: Any) -> Any:
+        current = [getattr(holders[0][0], holders[0][1])[holders[0][2]] for holders in slots]
+        return call(*current, *args)
+
+    run.aot = compiled  # type: ignore[attr-defined]
+    return run
+
+
+_subclass_log = guards.artifact_logger("aot_graphs")
 _LEAF_TYPES = (torch.Tensor, int, float, bool, type(None))
 _INFERENCE_KEY = (False, ())
 _MISSING = object()

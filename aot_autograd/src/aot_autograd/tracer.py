@@ -27,6 +27,7 @@ from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 import guards
+from guards.tensor_subclasses import has_own_torch_dispatch
 from aot_autograd.checkpoint_regions import current_region, tag_nodes_after
 from aot_autograd.device_checks import check_devices_agree
 from aot_autograd.errors import (
@@ -914,6 +915,10 @@ class AtenTracer(TorchDispatchMode):
         self._decomposing = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        if any(kind is not guards.FakeTensor and has_own_torch_dispatch(kind) for kind in types):
+            # NOTE: an op on a traceable tensor subclass runs its own `__torch_dispatch__`,
+            # whose ops on the inner tensors come back here (subclass_program)
+            return NotImplemented
         kwargs = kwargs or {}
         if self._decomposing:
             return self._dispatch(func, args, kwargs)

@@ -27,6 +27,7 @@ from torch.utils._mode_utils import no_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from guards.tensor_subclasses import has_own_torch_dispatch
 from guards.errors import DataDependentError, FakeTensorError, UnsupportedOpError
 from guards.fake_arguments import map_structure
 from guards.fake_cache import DispatchCache, OutputSpec
@@ -280,6 +281,10 @@ class FakeTensorMode(TorchDispatchMode):
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple = (), kwargs: Any = None
     ) -> Any:
+        if any(kind is not FakeTensor and has_own_torch_dispatch(kind) for kind in types):
+            # NOTE: a traceable subclass over fakes (its fake: fake_converter): its own
+            # `__torch_dispatch__` runs the op on its inner fakes, which come back here
+            return NotImplemented
         return self.dispatch(func, args, kwargs or {})
 
     def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:
