@@ -64,17 +64,17 @@ from aot_autograd.runtime import (
     tangent_dependencies,
     training_function,
 )
-from aot_autograd.subclass_program import (
-    SubclassAotCallable,
-    SubclassProgramError,
-    has_subclass_inputs,
-)
 from aot_autograd.saved_layouts import (
     changed_saved_strides,
     mark_saved_outputs,
     outputs_in_traced_strides,
     reported_saved_strides,
     with_saved_strides,
+)
+from aot_autograd.subclass_program import (
+    SubclassAotCallable,
+    SubclassProgramError,
+    has_subclass_inputs,
 )
 from aot_autograd.symbolic import (
     ShapeAssumptions,

@@ -265,18 +265,19 @@ class SubclassAotCallable:
             decompositions=self.decompositions,
             joint=False,
         )
-        _check_plain(program)
         num_flat_outputs = sum(
             1 if layout is None else layout.num_tensors for layout in outputs.layouts
         )
+        _check_plain(program, num_flat_outputs)
         gm = self.graphs["joint"] = program.graph_module
         _name_tangents(gm, num_primals)
         _log_graph("joint graph (tensor subclasses taken apart)", gm, start)
+        start = time.perf_counter()
         partition = self.partition_fn or default_partition
         forward, backward = partition(gm, num_forward_outputs=num_flat_outputs)
         self.graphs["forward"], self.graphs["backward"] = forward, backward
-        _log_graph("forward graph", forward, time.perf_counter())
-        _log_graph("backward graph", backward, time.perf_counter())
+        _log_graph("forward graph", forward, start)
+        _log_graph("backward graph", backward, start)
         compiled_forward = self.fw_compiler(forward, _placeholder_values(forward))
         return _Compiled(
             compiled_forward,
@@ -413,19 +414,58 @@ def _symbolic(values: Sequence[Any]) -> bool:
     return False
 
 
-def _check_plain(program: Any) -> None:
-    """Refuse what the subclass run time does not reproduce (see the module docstring)."""
+def _check_plain(program: Any, num_user_outputs: int | None = None) -> None:
+    """Refuse what the subclass run time does not reproduce (see the module docstring);
+    in a joint graph (`num_user_outputs` set), a gradient that is an input itself (the
+    tangent, passed through as autograd passes it) becomes a graph output of it."""
     if program.mutated_inputs or program.metadata_mutations:
         raise SubclassProgramError("the graph writes an input in place")
     if program.num_value_checks:
         raise SubclassProgramError("the graph reads a tensor value into Python")
+    if num_user_outputs is None:
+        num_user_outputs = len(program.outputs)
+    graph = program.graph_module.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    output = next(n for n in reversed(graph.nodes) if n.op == "output")
+    results = list(output.args[0])
+    if len(results) != program.num_forward_outputs:
+        raise SubclassProgramError("the traced graph has outputs besides the user's")
+    ordered = []
     for i, spec in enumerate(program.outputs):
-        if spec.kind != "graph" or spec.index != i:
+        if spec.kind == "graph":
+            ordered.append(results[spec.index])
+        elif spec.kind == "input" and i >= num_user_outputs:
+            ordered.append(placeholders[spec.index])
+        elif spec.kind == "base_alias" and i >= num_user_outputs:
+            ordered.append(_view_node(graph, output, results[spec.index], spec.geometry))
+        else:
             raise SubclassProgramError(
                 f"output {i} of the traced graph is {spec.kind!r} (an input or a view)"
             )
-    if program.num_forward_outputs != len(program.outputs):
-        raise SubclassProgramError("the traced graph has outputs besides the user's")
+    if ordered != results:
+        output.args = (tuple(ordered),)
+        program.graph_module.recompile()
+
+
+def _view_node(graph: fx.Graph, output: fx.Node, base: fx.Node, geometry: tuple) -> fx.Node:
+    """A gradient that is a view of an intermediate (`t(mm(...))`, a weight's), as the
+    graph's node `as_strided(base, ...)` (the base is a fresh output: offset 0)."""
+    size, stride, offset, dtype = geometry
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    with graph.inserting_before(output):
+        node = graph.call_function(
+            torch.ops.aten.as_strided.default, (base, list(size), list(stride), offset // itemsize)
+        )
+    val = base.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        node.meta["val"] = torch.empty_strided(size, stride, dtype=dtype, device="meta")
+        fake_mode = getattr(val, "fake_mode", None)
+        if fake_mode is not None:
+            with fake_mode:
+                node.meta["val"] = torch.ops.aten.as_strided.default(
+                    val, list(size), list(stride), offset // itemsize
+                )
+    return node
 
 
 def _name_tangents(gm: fx.GraphModule, num_primals: int) -> None:

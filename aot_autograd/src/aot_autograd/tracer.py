@@ -27,7 +27,6 @@ from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 import guards
-from guards.tensor_subclasses import has_own_torch_dispatch
 from aot_autograd.checkpoint_regions import current_region, tag_nodes_after
 from aot_autograd.device_checks import check_devices_agree
 from aot_autograd.errors import (
@@ -47,6 +46,7 @@ from aot_autograd.views import (
     replay,
     scatter_into_parent,
 )
+from guards.tensor_subclasses import has_own_torch_dispatch
 
 __all__ = ["AtenTracer", "BaseState", "GraphRecorder", "KernelChecks", "TensorRecord"]
 

@@ -66,6 +66,7 @@ from dynamo_capture.values import (
     Value,
 )
 from guards import DataDependentError, FakeTensorMode, ShapeEnv, SizeHistory, SymNode
+from guards.tensor_subclasses import is_traceable_subclass, layout_or_none
 
 __all__ = [
     "HANDED_ITERATORS",
@@ -630,6 +631,8 @@ class CaptureContext:
             self._converted_inputs[node] = (PlainTensorSource(source), plain)
         else:
             self.guards.tensor_match(source, tensor)
+            if is_traceable_subclass(tensor):
+                self._guard_subclass_layout(source, tensor)
             node = self._placeholder(self._unique_name(source.name))
             example = self._example_of(tensor)
             node.meta["val"] = _to_fake(self.fake_mode, tensor)
@@ -637,6 +640,22 @@ class CaptureContext:
         self._by_id[id(tensor)] = value
         self.inputs.append((source, tensor, value))
         return value
+
+    def _guard_subclass_layout(self, source: Source, tensor: torch.Tensor) -> None:
+        """A traceable subclass input (its fake is the subclass over inner fakes, and the
+        backend takes it apart): guarded on its class, flatten context and inner tensors'
+        metadata, as torch.compile guards it."""
+        layout = layout_or_none(tensor)
+        try:
+            comparable = layout is not None and bool(layout == layout)
+        except Exception:  # noqa: BLE001 - a context holding tensors, say
+            comparable = False
+        if not comparable:
+            raise Unsupported(
+                f"tensor subclass {type(tensor).__qualname__} whose flatten context or inner "
+                "tensors capture cannot compare"
+            )
+        self.guards.subclass_layout(source, layout)
 
     def _ndarray_input(self, array: np.ndarray | np.generic, source: Source) -> Value:
         """An ndarray (or NumPy scalar) argument: a tensor graph input (`torch.from_numpy`

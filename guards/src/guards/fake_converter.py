@@ -127,7 +127,6 @@ class FakeTensorConverter:
         self._fakes[id(tensor)] = (tensor, fake)
         return fake
 
-
     def _subclass_fake(
         self, mode: FakeTensorMode, tensor: torch.Tensor, dynamic_dims: Any
     ) -> torch.Tensor:

@@ -27,12 +27,12 @@ from torch.utils._mode_utils import no_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from guards.tensor_subclasses import has_own_torch_dispatch
 from guards.errors import DataDependentError, FakeTensorError, UnsupportedOpError
 from guards.fake_arguments import map_structure
 from guards.fake_cache import DispatchCache, OutputSpec
 from guards.fake_fallback import can_fall_back, run_fallback
 from guards.fake_rules import MIXED_DEVICE_OPS, fake_rule_for
+from guards.tensor_subclasses import has_own_torch_dispatch
 
 __all__ = ["FakeTensor", "FakeTensorMode", "fake_mode_of", "is_fake"]
 
@@ -155,8 +155,16 @@ class FakeTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+        if _other_dispatch_subclass(types):
+            return NotImplemented  # that subclass's own handler takes the op apart first
         mode = _mode_of(args, kwargs)
         return mode.dispatch(func, args, kwargs or {})
+
+
+def _other_dispatch_subclass(types: Any) -> bool:
+    """Whether an op's `types` hold a tensor subclass with its own `__torch_dispatch__`
+    besides FakeTensor (a traceable subclass over fakes: see fake_converter)."""
+    return any(kind is not FakeTensor and has_own_torch_dispatch(kind) for kind in types)
 
 
 def _needs_data(what: str) -> DataDependentError:
@@ -281,7 +289,7 @@ class FakeTensorMode(TorchDispatchMode):
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple = (), kwargs: Any = None
     ) -> Any:
-        if any(kind is not FakeTensor and has_own_torch_dispatch(kind) for kind in types):
+        if _other_dispatch_subclass(types):
             # NOTE: a traceable subclass over fakes (its fake: fake_converter): its own
             # `__torch_dispatch__` runs the op on its inner fakes, which come back here
             return NotImplemented

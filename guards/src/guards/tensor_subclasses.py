@@ -36,6 +36,7 @@ __all__ = [
     "flatten",
     "has_own_torch_dispatch",
     "is_traceable_subclass",
+    "layout_or_none",
     "unflatten",
 ]
 
@@ -120,6 +121,14 @@ class SubclassLayout:
             type(tensor), ctx, tuple(tensor.shape), tuple(tensor.stride()), tuple(inner)
         )
 
+    def __hash__(self) -> int:
+        # NOTE: a flatten context may be unhashable (a dict of constants): its repr stands in
+        try:
+            ctx_hash = hash(self.ctx)
+        except TypeError:
+            ctx_hash = hash(repr(self.ctx))
+        return hash((self.cls, ctx_hash, self.size, self.stride, self.inner))
+
     @property
     def num_tensors(self) -> int:
         """How many plain tensors `flatten` gives for a tensor of this layout."""
@@ -131,6 +140,16 @@ class SubclassLayout:
     def describe(self) -> str:
         names = ", ".join(name for name, _ in self.inner)
         return f"{self.cls.__qualname__}({names}; ctx={self.ctx!r})"
+
+
+def layout_or_none(value: Any) -> SubclassLayout | None:
+    """`SubclassLayout.of(value)` for a traceable subclass, else None (what guards read)."""
+    if not is_traceable_subclass(value):
+        return None
+    try:
+        return SubclassLayout.of(value)
+    except TypeError:  # an inner value neither plain nor traceable
+        return None
 
 
 def _is_plain(value: Any) -> bool:
@@ -165,5 +184,7 @@ def unflatten(layout: SubclassLayout, tensors: Sequence[torch.Tensor]) -> torch.
 def _unflatten(layout: SubclassLayout, tensors: Iterator[torch.Tensor]) -> torch.Tensor:
     inner: dict[str, torch.Tensor] = {}
     for name, part in layout.inner:
-        inner[name] = _unflatten(part, tensors) if isinstance(part, SubclassLayout) else next(tensors)
+        inner[name] = (
+            _unflatten(part, tensors) if isinstance(part, SubclassLayout) else next(tensors)
+        )
     return layout.cls.__tensor_unflatten__(inner, layout.ctx, layout.size, layout.stride)
