@@ -75,6 +75,7 @@ from aot_autograd.subclass_program import (
     SubclassAotCallable,
     SubclassProgramError,
     has_subclass_inputs,
+    holds_subclass_values,
 )
 from aot_autograd.symbolic import (
     ShapeAssumptions,
@@ -847,7 +848,7 @@ def aot_graph(
         fw_compiler, bw_compiler, inference_compiler, decompositions, partition_fn, cache
     )
     flat_fn, tensors, slots = _lifted(gm, _rewritten(gm))
-    if has_subclass_inputs([*tensors, *example_inputs]):
+    if has_subclass_inputs([*tensors, *example_inputs]) or holds_subclass_values(gm):
         return _subclass_graph(flat_fn, tensors, slots, example_inputs, config)
     values = _placeholder_values(gm)
     floats = {len(tensors) + i: v for i, v in float_inputs_of(gm).items()}

@@ -48,7 +48,12 @@ from guards.tensor_subclasses import (
     unflatten,
 )
 
-__all__ = ["SubclassAotCallable", "SubclassProgramError", "has_subclass_inputs"]
+__all__ = [
+    "SubclassAotCallable",
+    "SubclassProgramError",
+    "has_subclass_inputs",
+    "holds_subclass_values",
+]
 
 _log = guards.artifact_logger("aot_graphs")
 
@@ -61,6 +66,16 @@ class SubclassProgramError(AotAutogradError):
 def has_subclass_inputs(values: Sequence[Any]) -> bool:
     """Whether any of `values` is a traceable tensor subclass."""
     return any(is_traceable_subclass(v) for v in values)
+
+
+def holds_subclass_values(gm: fx.GraphModule) -> bool:
+    """Whether a node of `gm` computes a traceable subclass (`TwoTensor(a, b)` in the
+    captured code): its graph goes through this path even with plain inputs."""
+    return any(
+        is_traceable_subclass(v)
+        for node in gm.graph.nodes
+        for v in pytree.tree_leaves(node.meta.get("val"))
+    )
 
 
 Layout = SubclassLayout | None  # None: a plain tensor (or not a tensor)

@@ -66,7 +66,11 @@ from dynamo_capture.values import (
     Value,
 )
 from guards import DataDependentError, FakeTensorMode, ShapeEnv, SizeHistory, SymNode
-from guards.tensor_subclasses import is_traceable_subclass, layout_or_none
+from guards.tensor_subclasses import (
+    has_own_torch_dispatch,
+    is_traceable_subclass,
+    layout_or_none,
+)
 
 __all__ = [
     "HANDED_ITERATORS",
@@ -1057,7 +1061,8 @@ class CaptureContext:
         """The value of a graph operation's result; its tensors have `result_type` in eager."""
         if isinstance(result, torch.Tensor):
             node.meta["val"] = result if self.use_fakes else _to_fake(self.fake_mode, result)
-            return TensorValue(node, result, None, result_type, data_dependent)
+            return TensorValue(node, result, None, _dispatched_type(result, result_type),
+                               data_dependent)  # fmt: skip
         if isinstance(result, tuple | list):
             items = []
             for index, item in enumerate(result):
@@ -1147,6 +1152,17 @@ _PLAIN_TORCH_FUNCTIONS = (
     torch.Tensor.__torch_function__.__func__,  # type: ignore[attr-defined]
     torch._C._disabled_torch_function_impl,
 )
+
+
+def _dispatched_type(result: torch.Tensor, result_type: type) -> type:
+    """The type eager gives `result`: a traceable subclass's own `__torch_dispatch__` says
+    which results are of the subclass (the example computed through it is of that type;
+    one it gives plain is a plain tensor), else `result_type` (torch function handling)."""
+    if is_traceable_subclass(result):
+        return type(result)
+    if has_own_torch_dispatch(result_type):
+        return torch.Tensor
+    return result_type
 
 
 def tensor_result_type(args: Any, kwargs: Any, disabled: bool = False) -> type:
