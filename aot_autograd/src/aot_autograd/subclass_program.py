@@ -182,7 +182,7 @@ class SubclassAotCallable:
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._cache[key] = self._compile(training, requires_grad)
-        if not training:
+        if compiled.backward_graph is None:
             return self._inference_call(compiled, args)
         return self._training_call(compiled, args)
 
@@ -204,23 +204,26 @@ class SubclassAotCallable:
         examples = self._examples(requires_grad)
         flat_examples = _flat(examples, self.layouts)
         outputs = _OutputLayouts()
-        if not training:
-            start = time.perf_counter()
+        if training:
+            compiled = self._compile_training(examples, flat_examples, requires_grad, outputs)
+            if compiled is not None:
+                return compiled
+            outputs = _OutputLayouts()  # no output requires grad: the inference graph
+        start = time.perf_counter()
 
-            def inference(*flat: Any) -> list[Any]:
-                outs = self.flat_fn(*_rebuilt(flat, self.layouts))
-                return _flat(outputs.record(outs), outputs.layouts)
+        def inference(*flat: Any) -> list[Any]:
+            outs = self.flat_fn(*_rebuilt(flat, self.layouts))
+            return _flat(outputs.record(outs), outputs.layouts)
 
-            program = trace_program(
-                inference, flat_examples, decompositions=self.decompositions, joint=False
-            )
-            _check_plain(program)
-            gm = self.graphs["inference"] = program.graph_module
-            _log_graph("inference graph (tensor subclasses taken apart)", gm, start)
-            compiler = self.inference_compiler or self.fw_compiler
-            run = compiler(gm, _placeholder_values(gm))
-            return _Compiled(run, outputs, program.num_forward_outputs)
-        return self._compile_training(examples, flat_examples, requires_grad, outputs)
+        program = trace_program(
+            inference, flat_examples, decompositions=self.decompositions, joint=False
+        )
+        _check_plain(program)
+        gm = self.graphs["inference"] = program.graph_module
+        _log_graph("inference graph (tensor subclasses taken apart)", gm, start)
+        compiler = self.inference_compiler or self.fw_compiler
+        run = compiler(gm, _placeholder_values(gm))
+        return _Compiled(run, outputs, program.num_forward_outputs)
 
     def _compile_training(
         self,
@@ -228,7 +231,7 @@ class SubclassAotCallable:
         flat_examples: list[Any],
         requires_grad: Sequence[bool],
         outputs: _OutputLayouts,
-    ) -> _Compiled:
+    ) -> _Compiled | None:
         from aot_autograd.api import _placeholder_values
         from aot_autograd.partitioners import default_partition
         from aot_autograd.program import trace_program
@@ -248,6 +251,8 @@ class SubclassAotCallable:
                 for t in _flat([leaves[i].detach() for i in differentiable], tangent_layouts)
             ]
         del fake_inputs, leaves
+        if not differentiable:
+            return None
         num_primals = len(flat_examples)
         grad_layouts: list[Layout | str] = []
         joint_outputs = _OutputLayouts()
