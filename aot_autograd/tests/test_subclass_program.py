@@ -18,7 +18,7 @@ import torch.utils._pytree as pytree
 from torch import fx
 from torch.testing._internal.two_tensor import TwoTensor
 
-from aot_autograd import aot_graph
+from aot_autograd import DoubleBackwardError, aot_graph
 from aot_autograd.subclass_program import SubclassProgramError
 from guards.tensor_subclasses import flatten, is_traceable_subclass
 
@@ -208,3 +208,19 @@ def test_outputs_without_gradient_under_grad_mode():
     assert_same(got, indices(x))
     assert not got.requires_grad
     assert len(recorder.graphs) == 1  # the inference graph: nothing to differentiate
+
+
+def test_second_backward_and_double_backward():
+    args = (two(3), torch.randn(3))
+    run, _ = compiled(add_sin, args)
+    x, y = leaf(args[0]), leaf(args[0])
+    out = run(x, args[1]).sum()
+    out.backward(retain_graph=True)
+    out.backward()  # the saved values are kept while the graph is
+    expected = add_sin(y, args[1]).sum()
+    expected.backward(retain_graph=True)
+    expected.backward()
+    assert_same(x.grad, y.grad)
+    z = leaf(args[0])
+    with pytest.raises(DoubleBackwardError, match="create_graph=True"):
+        torch.autograd.grad(run(z, args[1]).sum(), [z], create_graph=True)

@@ -39,7 +39,7 @@ import torch.utils._pytree as pytree
 from torch import fx
 
 import guards
-from aot_autograd.errors import AotAutogradError
+from aot_autograd.errors import AotAutogradError, DoubleBackwardError
 from guards.tensor_subclasses import (
     SubclassLayout,
     TensorLayout,
@@ -352,6 +352,14 @@ class SubclassFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        if torch.is_grad_enabled():
+            # NOTE: create_graph=True: the compiled backward's results would not carry their
+            # own graph (what eager's carry through the saved values), so a grad of them
+            # would miss terms; refused at once
+            raise DoubleBackwardError(
+                "a backward with create_graph=True through a compiled graph over tensor "
+                "subclasses is not supported; compute higher-order grads eagerly"
+            )
         compiled: _Compiled = ctx.compiled
         tangents = []
         for i in compiled.differentiable:
@@ -360,8 +368,7 @@ class SubclassFunction(torch.autograd.Function):
             raise SubclassProgramError("the gradients' inner tensors differ from the traced")
         tangents = [_in_layout(t, layout) for t, layout in zip(tangents, compiled.tangent_layouts)]
         backward = ctx.owner.compiled_backward(compiled)
-        ctx.saved, saved = [], ctx.saved
-        flat_grads = list(backward(*saved, *tangents))
+        flat_grads = list(backward(*ctx.saved, *tangents))
         grads: list[Any] = [None] * ctx.num_args
         at = 0
         for index, layout in zip(compiled.grad_inputs, compiled.grad_layouts):
