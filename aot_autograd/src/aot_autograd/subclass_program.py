@@ -181,7 +181,16 @@ class SubclassAotCallable:
         key = (training, requires_grad if training else ())
         compiled = self._cache.get(key)
         if compiled is None:
-            compiled = self._cache[key] = self._compile(training, requires_grad)
+            try:
+                compiled = self._cache[key] = self._compile(training, requires_grad)
+            except SubclassProgramError:
+                raise
+            except Exception as error:
+                # NOTE: nothing ran for the caller yet; the graph's own operations (eager's)
+                # give eager's result, or eager's error
+                raise SubclassProgramError(
+                    f"tracing through the subclasses failed ({type(error).__name__}: {error})"
+                ) from error
         if compiled.backward_graph is None:
             return self._inference_call(compiled, args)
         return self._training_call(compiled, args)
