@@ -849,7 +849,8 @@ def aot_graph(
     )
     flat_fn, tensors, slots = _lifted(gm, _rewritten(gm))
     if has_subclass_inputs([*tensors, *example_inputs]) or holds_subclass_values(gm):
-        return _subclass_graph(flat_fn, tensors, slots, example_inputs, config)
+        symbolic = is_symbolic(_placeholder_values(gm)) or bool(float_inputs_of(gm))
+        return _subclass_graph(flat_fn, tensors, slots, example_inputs, config, symbolic)
     values = _placeholder_values(gm)
     floats = {len(tensors) + i: v for i, v in float_inputs_of(gm).items()}
     symbolic_floats = any(v.node.expr.is_Symbol for v in floats.values())
@@ -882,11 +883,20 @@ def aot_graph(
 
 
 def _subclass_graph(
-    flat_fn: Callable, tensors: list, slots: list, example_inputs: Sequence[Any], config: AotConfig
+    flat_fn: Callable,
+    tensors: list,
+    slots: list,
+    example_inputs: Sequence[Any],
+    config: AotConfig,
+    symbolic: bool,
 ) -> Callable:
     """aot_graph of a graph taking traceable tensor subclasses (see subclass_program);
     where that path refuses the graph, its own operations run (eager's)."""
     try:
+        if symbolic:
+            # NOTE: the example inputs are one call's; the graph serves every size its
+            # guards accept, which a trace on those examples would specialize
+            raise SubclassProgramError("symbolic sizes with tensor subclass values")
         compiled = SubclassAotCallable(
             flat_fn,
             [*tensors, *example_inputs],

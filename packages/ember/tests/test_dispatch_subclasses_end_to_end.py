@@ -188,3 +188,16 @@ def test_view_output_runs_the_graphs_operations():
         got = ember.compile(transposed, backend="inductor")(x)
     assert_same(got, transposed(x))
     assert any("running the graph's operations eagerly" in m for m in messages)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_symbolic_sizes_run_the_graphs_operations(backend):
+    def scaled_by_sum(x, y):
+        return (x * y.sum() + 1).sin()
+
+    compiled = ember.compile(scaled_by_sum, backend=backend, dynamic=True)
+    with aot_messages() as messages:
+        for n in (3, 5, 7):  # one graph for every size of y: traced on none of them
+            x, y = two(4), torch.randn(n)
+            assert_same(compiled(x, y), scaled_by_sum(x, y))
+    assert any("symbolic sizes" in m for m in messages)
