@@ -46,7 +46,7 @@ from aot_autograd.views import (
     replay,
     scatter_into_parent,
 )
-from guards.tensor_subclasses import has_own_torch_dispatch
+from guards.tensor_subclasses import is_traceable_subclass_type
 
 __all__ = ["AtenTracer", "BaseState", "GraphRecorder", "KernelChecks", "TensorRecord"]
 
@@ -915,7 +915,7 @@ class AtenTracer(TorchDispatchMode):
         self._decomposing = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        if any(kind is not guards.FakeTensor and has_own_torch_dispatch(kind) for kind in types):
+        if any(is_traceable_subclass_type(kind) for kind in types):
             # NOTE: an op on a traceable tensor subclass runs its own `__torch_dispatch__`,
             # whose ops on the inner tensors come back here (subclass_program)
             return NotImplemented

@@ -88,7 +88,7 @@ from dynamo_capture.values import (
     Value,
 )
 from guards.tensor_subclasses import flatten as flatten_subclass
-from guards.tensor_subclasses import has_own_torch_dispatch, is_traceable_subclass
+from guards.tensor_subclasses import is_traceable_subclass, is_traceable_subclass_type
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
@@ -925,7 +925,7 @@ def construct(
     cls = cls_value.obj
     if issubclass(cls, torch.nn.Module):
         return _construct_module(tx, cls, args, kwargs)
-    if is_traceable_subclass_class(cls):
+    if is_traceable_subclass_type(cls):
         return _construct_tensor_subclass(tx, cls, args, kwargs)
     if cls is torch.inference_mode:
         return _inference_mode(args, kwargs)
@@ -1146,16 +1146,6 @@ def _module_or_constant(value: Value) -> Any:
     ):
         return value.obj
     return as_constant(value)
-
-
-def is_traceable_subclass_class(cls: Any) -> bool:
-    """A tensor subclass with its own `__torch_dispatch__` and the flatten protocol."""
-    return (
-        isinstance(cls, type)
-        and has_own_torch_dispatch(cls)
-        and callable(getattr(cls, "__tensor_flatten__", None))
-        and callable(getattr(cls, "__tensor_unflatten__", None))
-    )
 
 
 def _construct_tensor_subclass(

@@ -32,7 +32,7 @@ from guards.fake_arguments import map_structure
 from guards.fake_cache import DispatchCache, OutputSpec
 from guards.fake_fallback import can_fall_back, run_fallback
 from guards.fake_rules import MIXED_DEVICE_OPS, fake_rule_for
-from guards.tensor_subclasses import has_own_torch_dispatch
+from guards.tensor_subclasses import is_traceable_subclass_type
 
 __all__ = ["FakeTensor", "FakeTensorMode", "fake_mode_of", "is_fake"]
 
@@ -162,9 +162,9 @@ class FakeTensor(torch.Tensor):
 
 
 def _other_dispatch_subclass(types: Any) -> bool:
-    """Whether an op's `types` hold a tensor subclass with its own `__torch_dispatch__`
-    besides FakeTensor (a traceable subclass over fakes: see fake_converter)."""
-    return any(kind is not FakeTensor and has_own_torch_dispatch(kind) for kind in types)
+    """Whether an op's `types` hold a traceable tensor subclass (its own
+    `__torch_dispatch__` and the flatten protocol: one over fakes, see fake_converter)."""
+    return any(kind is not FakeTensor and is_traceable_subclass_type(kind) for kind in types)
 
 
 def _needs_data(what: str) -> DataDependentError:

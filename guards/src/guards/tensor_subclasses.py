@@ -36,6 +36,7 @@ __all__ = [
     "flatten",
     "has_own_torch_dispatch",
     "is_traceable_subclass",
+    "is_traceable_subclass_type",
     "layout_or_none",
     "unflatten",
 ]
@@ -57,16 +58,19 @@ _DEFAULT_DISPATCH = getattr(
 )
 
 
-def is_traceable_subclass(value: Any) -> bool:
-    """Whether `value` is a tensor of a subclass with its own `__torch_dispatch__` that
-    follows the flatten protocol (`__tensor_flatten__` and `__tensor_unflatten__`)."""
-    kind = type(value)
+def is_traceable_subclass_type(kind: Any) -> bool:
+    """Whether `kind` is a tensor subclass with its own `__torch_dispatch__` that follows
+    the flatten protocol (`__tensor_flatten__` and `__tensor_unflatten__`)."""
     return (
-        isinstance(value, torch.Tensor)
-        and has_own_torch_dispatch(kind)
+        has_own_torch_dispatch(kind)
         and callable(getattr(kind, "__tensor_flatten__", None))
         and callable(getattr(kind, "__tensor_unflatten__", None))
     )
+
+
+def is_traceable_subclass(value: Any) -> bool:
+    """Whether `value` is a tensor of a traceable subclass (`is_traceable_subclass_type`)."""
+    return isinstance(value, torch.Tensor) and is_traceable_subclass_type(type(value))
 
 
 @dataclass(frozen=True, slots=True)
