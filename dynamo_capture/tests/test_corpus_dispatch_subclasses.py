@@ -107,6 +107,58 @@ def made_scaled(x):
     return ScaledTensor(x, 2.0) * 3 + 1
 
 
+@program(lambda: two(3))
+def two_inner_of_intermediate(x):
+    return (x * 2).a + 1
+
+
+@program(lambda: two(3))
+def two_printed_between(x):
+    y = x * 2
+    print("between")
+    return y + 1
+
+
+@program(lambda: two(3))
+def two_isinstance(x):
+    return x * 2 if isinstance(x, TwoTensor) else x
+
+
+@program(lambda: two(3))
+def two_type_is(x):
+    return (x + 1) if type(x) is TwoTensor else x
+
+
+@program(lambda: two(3))
+def two_factories_and_dtype(x):
+    return x.new_zeros(x.shape) + x.dtype.itemsize
+
+
+@program(lambda: two(2, 3))
+def two_cat_stack(x):
+    return torch.cat([x, x * 2]), torch.stack([x, x])
+
+
+@program(lambda: two(2, 3), lambda: r(2, 3))
+def two_where_with_plain(x, y):
+    return torch.where(y > 0, x, y)
+
+
+@program(lambda: two(3))
+def two_nested_in_frame(x):
+    return TwoTensor(x, x * 2) + 1
+
+
+@program(lambda: scaled(3))
+def scaled_inner_and_context(x):
+    return x.elem * x.scale
+
+
+@program(lambda: two(4, 3))
+def two_split(x):
+    return [t * 2 for t in x.split(2)]
+
+
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_program_like_torch(name):
     fn, make_args = PROGRAMS[name]

@@ -87,7 +87,6 @@ from dynamo_capture.values import (
     TupleValue,
     Value,
 )
-from guards.tensor_subclasses import flatten as flatten_subclass
 from guards.tensor_subclasses import is_traceable_subclass, is_traceable_subclass_type
 
 if TYPE_CHECKING:
@@ -1158,7 +1157,9 @@ def _construct_tensor_subclass(
     tensors = [v for v in [*args, *kwargs.values()] if isinstance(v, TensorValue)]
     for value in [*args, *kwargs.values()]:
         if isinstance(value, TensorValue):
-            if value.python_type is not torch.Tensor:
+            if value.python_type is not torch.Tensor and not is_traceable_subclass_type(
+                value.python_type
+            ):
                 raise Unsupported(f"{cls.__qualname__}(...) over a tensor of another kind")
         elif not (isinstance(value, PythonValue) and is_constant(value.obj)):
             raise Unsupported(f"{cls.__qualname__}(...) with an argument that is not a constant")
@@ -1172,7 +1173,9 @@ def _construct_tensor_subclass(
     try:
         with tx.ctx.fake_mode if tx.ctx.use_fakes else contextlib.nullcontext():
             made = cls(*map(example, args), **{k: example(v) for k, v in kwargs.items()})
-        inner = flatten_subclass(made) if is_traceable_subclass(made) else None
+        inner = None
+        if is_traceable_subclass(made):
+            inner = [getattr(made, name) for name in made.__tensor_flatten__()[0]]
     except Exception as error:
         raise Unsupported(
             f"{cls.__qualname__}(...) raised {type(error).__name__} on the capture's example "
