@@ -224,3 +224,26 @@ def test_second_backward_and_double_backward():
     z = leaf(args[0])
     with pytest.raises(DoubleBackwardError, match="create_graph=True"):
         torch.autograd.grad(run(z, args[1]).sum(), [z], create_graph=True)
+
+
+def made_leaf_graph(x: torch.Tensor) -> fx.GraphModule:
+    """`TwoTensor(x * 2, x * 3, requires_grad=True)` as a captured graph gives it (the
+    class called by one node, whose value is the subclass)."""
+    graph = fx.Graph()
+    node = graph.placeholder("x")
+    a = graph.call_function(torch.mul, (node, 2))
+    b = graph.call_function(torch.mul, (node, 3))
+    made = graph.call_function(TwoTensor, (a, b), {"requires_grad": True})
+    made.meta["val"] = TwoTensor(x.detach() * 2, x.detach() * 3)
+    graph.output((made,))
+    return fx.GraphModule({}, graph)
+
+
+@pytest.mark.parametrize("grad_input", [False, True])
+def test_output_made_as_a_leaf_requiring_grad_runs_eagerly(grad_input):
+    x = torch.randn(3, requires_grad=grad_input)
+    gm = made_leaf_graph(x)
+    run = aot_graph(gm, [x], fw_compiler=Recorder())
+    (got,), (expected,) = run(x), gm(x)
+    assert_same(got, expected)
+    assert got.requires_grad and got.is_leaf == expected.is_leaf

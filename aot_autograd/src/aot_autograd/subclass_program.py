@@ -228,6 +228,8 @@ class SubclassAotCallable:
             inference, flat_examples, decompositions=self.decompositions, joint=False
         )
         _check_plain(program)
+        if torch.is_grad_enabled() and any(outputs.requires_grad):
+            raise SubclassProgramError("an output requires grad where no input does")
         gm = self.graphs["inference"] = program.graph_module
         _log_graph("inference graph (tensor subclasses taken apart)", gm, start)
         compiler = self.inference_compiler or self.fw_compiler
@@ -253,6 +255,7 @@ class SubclassAotCallable:
             for i in grad_inputs:
                 fake_inputs[i].requires_grad_(True)
             leaves = outputs.record(self.flat_fn(*fake_inputs))
+            _check_no_leaf_outputs(leaves)
             differentiable = tuple(i for i, t in enumerate(leaves) if t.requires_grad)
             tangent_layouts = [outputs.layouts[i] for i in differentiable]
             tangent_examples = [
@@ -430,6 +433,13 @@ def _leaves_of(outputs: _OutputLayouts, flat_outs: Sequence[Any]) -> list[Any]:
 
 def _outputs_of(outputs: _OutputLayouts, flat_outs: Sequence[Any]) -> Any:
     return pytree.tree_unflatten(_leaves_of(outputs, flat_outs), outputs.spec)
+
+
+def _check_no_leaf_outputs(leaves: Sequence[torch.Tensor]) -> None:
+    """An output made as a leaf requiring grad (`TwoTensor(a, b, requires_grad=True)` in
+    the graph) is eager's leaf; out of an autograd.Function it would not be one."""
+    if any(t.requires_grad and t.grad_fn is None for t in leaves):
+        raise SubclassProgramError("an output is a leaf that requires grad")
 
 
 def _fake_of(mode: Any, value: Any) -> Any:
