@@ -184,5 +184,6 @@ def _check_convertible(tensor: torch.Tensor) -> None:
         if cls.__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
             raise FakeTensorError(
                 f"fake tensors cannot stand for tensor subclass {cls.__qualname__}, which "
-                "defines its own __torch_dispatch__"
+                "defines its own __torch_dispatch__ but not __tensor_flatten__ and "
+                "__tensor_unflatten__ (define them, as torch's TwoTensor does, to compile it)"
             )
