@@ -247,3 +247,20 @@ def test_output_made_as_a_leaf_requiring_grad_runs_eagerly(grad_input):
     (got,), (expected,) = run(x), gm(x)
     assert_same(got, expected)
     assert got.requires_grad and got.is_leaf == expected.is_leaf
+
+
+def shared_base(x):
+    y = x * 2
+    return y, y.t()
+
+
+def test_outputs_viewing_one_intermediate_share_its_memory():
+    args = (two(4, 3),)
+    run, recorder = compiled(shared_base, args)
+    with torch.no_grad():
+        got, expected = run(*args), shared_base(*args)
+    pytree.tree_map(assert_same, got, expected)
+    got[0].a[0, 1] = 100.0  # a write through one shows in the other, as in eager
+    assert got[1].a[1, 0] == 100.0
+    (gm,) = recorder.graphs
+    assert any(n.target is torch.ops.aten.t.default for n in gm.graph.nodes)

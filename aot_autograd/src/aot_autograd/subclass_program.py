@@ -19,10 +19,14 @@ graph is partitioned like any joint graph, and an autograd.Function over the sub
 tensors runs the compiled forward and backward (`SubclassFunction`): each gradient
 comes back as the subclass eager's does (a plain input's gradient may be a subclass).
 
+Outputs that view an intermediate (and gradients that view their tangent) are the
+compiled graphs' own view outputs (`trace_program(views_as_outputs=...)`), so outputs
+viewing one intermediate share its memory as eager's do.
+
 What this path does not take raises `SubclassProgramError` (the backend then runs the
 graph's own operations, eager's): a graph writing an input in place or returning an
 input or a view of one, a value read into Python, symbolic sizes, a non-tensor output,
-a flatten context that cannot be compared. A call whose subclass inputs differ from the
+an output made as a leaf requiring grad, a flatten context that cannot be compared. A call whose subclass inputs differ from the
 traced ones (class, context, inner metadata) or whose tangent is not of the traced
 layout runs the graph's operations eagerly too, or raises at the backward (a tangent).
 """
@@ -225,7 +229,11 @@ class SubclassAotCallable:
             return _flat(outputs.record(outs), outputs.layouts)
 
         program = trace_program(
-            inference, flat_examples, decompositions=self.decompositions, joint=False
+            inference,
+            flat_examples,
+            decompositions=self.decompositions,
+            joint=False,
+            views_as_outputs=True,
         )
         _check_plain(program)
         if torch.is_grad_enabled() and any(outputs.requires_grad):
@@ -296,6 +304,9 @@ class SubclassAotCallable:
             [*flat_examples, *tangent_examples],
             decompositions=self.decompositions,
             joint=False,
+            # a gradient viewing its tangent (`t()`'s) is the graph's output, as eager's
+            # is a view of the gradient it is given
+            views_as_outputs=frozenset(range(num_primals, num_primals + len(tangent_examples))),
         )
         num_flat_outputs = sum(
             1 if layout is None else layout.num_tensors for layout in outputs.layouts
@@ -463,7 +474,8 @@ def _symbolic(values: Sequence[Any]) -> bool:
 def _check_plain(program: Any, num_user_outputs: int | None = None) -> None:
     """Refuse what the subclass run time does not reproduce (see the module docstring);
     in a joint graph (`num_user_outputs` set), a gradient that is an input itself (the
-    tangent, passed through as autograd passes it) becomes a graph output of it."""
+    tangent, passed through as autograd passes it) becomes a graph output of it. (Views
+    of intermediates are the graph's outputs themselves: `views_as_outputs`.)"""
     if program.mutated_inputs or program.metadata_mutations:
         raise SubclassProgramError("the graph writes an input in place")
     if program.num_value_checks:
@@ -482,8 +494,6 @@ def _check_plain(program: Any, num_user_outputs: int | None = None) -> None:
             ordered.append(results[spec.index])
         elif spec.kind == "input" and i >= num_user_outputs:
             ordered.append(placeholders[spec.index])
-        elif spec.kind == "base_alias" and i >= num_user_outputs:
-            ordered.append(_view_node(graph, output, results[spec.index], spec.geometry))
         else:
             raise SubclassProgramError(
                 f"output {i} of the traced graph is {spec.kind!r} (an input or a view)"
@@ -491,27 +501,6 @@ def _check_plain(program: Any, num_user_outputs: int | None = None) -> None:
     if ordered != results:
         output.args = (tuple(ordered),)
         program.graph_module.recompile()
-
-
-def _view_node(graph: fx.Graph, output: fx.Node, base: fx.Node, geometry: tuple) -> fx.Node:
-    """A gradient that is a view of an intermediate (`t(mm(...))`, a weight's), as the
-    graph's node `as_strided(base, ...)` (the base is a fresh output: offset 0)."""
-    size, stride, offset, dtype = geometry
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    with graph.inserting_before(output):
-        node = graph.call_function(
-            torch.ops.aten.as_strided.default, (base, list(size), list(stride), offset // itemsize)
-        )
-    val = base.meta.get("val")
-    if isinstance(val, torch.Tensor):
-        node.meta["val"] = torch.empty_strided(size, stride, dtype=dtype, device="meta")
-        fake_mode = getattr(val, "fake_mode", None)
-        if fake_mode is not None:
-            with fake_mode:
-                node.meta["val"] = torch.ops.aten.as_strided.default(
-                    val, list(size), list(stride), offset // itemsize
-                )
-    return node
 
 
 def _name_tangents(gm: fx.GraphModule, num_primals: int) -> None:
