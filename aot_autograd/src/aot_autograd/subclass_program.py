@@ -60,6 +60,11 @@ __all__ = [
 ]
 
 _log = guards.artifact_logger("aot_graphs")
+_any_autocast_enabled = torch._C._is_any_autocast_enabled
+# NOTE: compiled graphs hold the casts autocast made while tracing: they run with autocast
+# off, as runtime.py runs them (a second pass would cast again, and cast the ops of a
+# region that turned it off)
+_autocast_off = torch._C._DisableAutocast
 
 
 class SubclassProgramError(AotAutogradError):
@@ -145,7 +150,6 @@ class _Compiled:
     forward: Callable[..., Any]
     outputs: _OutputLayouts
     num_flat_outputs: int
-    backward: Callable[..., Any] | None = None
     grad_inputs: tuple[int, ...] = ()
     grad_layouts: tuple[Layout | str, ...] = ()  # "none": autograd gave no gradient
     differentiable: tuple[int, ...] = ()  # output leaves taking a tangent
@@ -183,6 +187,10 @@ class SubclassAotCallable:
         requires_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
         training = torch.is_grad_enabled() and any(requires_grad)
         key = (training, requires_grad if training else ())
+        if _any_autocast_enabled():  # a graph traced under autocast holds its casts
+            from aot_autograd.api import autocast_state
+
+            key = (*key, autocast_state())
         compiled = self._cache.get(key)
         if compiled is None:
             try:
@@ -326,7 +334,6 @@ class SubclassAotCallable:
             compiled_forward,
             outputs,
             num_flat_outputs,
-            backward=None,
             grad_inputs=grad_inputs,
             grad_layouts=tuple(grad_layouts),
             differentiable=differentiable,
@@ -347,7 +354,7 @@ class SubclassAotCallable:
     # -- calls -------------------------------------------------------------------------
     def _inference_call(self, compiled: _Compiled, args: Sequence[Any]) -> Any:
         flat = _flat(args, self.layouts)
-        with torch.no_grad():
+        with torch.no_grad(), _autocast_off():
             flat_outs = list(compiled.forward(*flat))
         return _outputs_of(compiled.outputs, flat_outs)
 
@@ -363,7 +370,8 @@ class SubclassFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, owner: SubclassAotCallable, compiled: _Compiled, *args: Any) -> Any:
         flat = _flat(args, owner.layouts)
-        results = list(compiled.forward(*flat))
+        with _autocast_off():
+            results = list(compiled.forward(*flat))
         flat_outs = results[: compiled.num_flat_outputs]
         ctx.saved = results[compiled.num_flat_outputs :]
         ctx.owner, ctx.compiled = owner, compiled
@@ -391,7 +399,8 @@ class SubclassFunction(torch.autograd.Function):
             raise SubclassProgramError("the gradients' inner tensors differ from the traced")
         tangents = [_in_layout(t, layout) for t, layout in zip(tangents, compiled.tangent_layouts)]
         backward = ctx.owner.compiled_backward(compiled)
-        flat_grads = list(backward(*ctx.saved, *tangents))
+        with _autocast_off():
+            flat_grads = list(backward(*ctx.saved, *tangents))
         grads: list[Any] = [None] * ctx.num_args
         at = 0
         for index, layout in zip(compiled.grad_inputs, compiled.grad_layouts):

@@ -223,3 +223,17 @@ def test_symbolic_sizes_run_the_graphs_operations(backend):
             x, y = two(4), torch.randn(n)
             assert_same(compiled(x, y), scaled_by_sum(x, y))
     assert any("symbolic sizes" in m for m in messages)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autocast_region_like_eager(backend):
+    def mixed(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+            with torch.autocast("cpu", enabled=False):
+                z = y.float().sin()
+        return y, z
+
+    x, w = two(4, 3), torch.randn(3, 5)
+    got = ember.compile(mixed, backend=backend)(x, w)
+    pytree.tree_map(assert_same, got, mixed(x, w))
