@@ -44,6 +44,13 @@ from torch import fx
 
 import guards
 from aot_autograd.errors import AotAutogradError, DoubleBackwardError
+from aot_autograd.runtime import _boxed
+from aot_autograd.saved_layouts import (
+    mark_saved_outputs,
+    outputs_in_traced_strides,
+    reported_saved_strides,
+    with_saved_strides,
+)
 from guards.tensor_subclasses import (
     SubclassLayout,
     TensorLayout,
@@ -147,14 +154,17 @@ class _OutputLayouts:
 class _Compiled:
     """The compiled graphs of one grad mode and the layouts they were traced for."""
 
-    forward: Callable[..., Any]
+    forward: Callable[[list], Any]  # boxed: takes one list of the inner inputs
     outputs: _OutputLayouts
     num_flat_outputs: int
     grad_inputs: tuple[int, ...] = ()
     grad_layouts: tuple[Layout | str, ...] = ()  # "none": autograd gave no gradient
     differentiable: tuple[int, ...] = ()  # output leaves taking a tangent
     tangent_layouts: tuple[TensorLayout, ...] = ()  # each inner tangent as traced
+    # each saved value as the backward graph takes it (None: not a tensor of static size)
+    saved_layouts: tuple[TensorLayout | None, ...] = ()
     backward_graph: fx.GraphModule | None = None
+    backward_restrided: bool = False
     _backward_compiled: Callable[..., Any] | None = None
 
 
@@ -250,7 +260,7 @@ class SubclassAotCallable:
         _log_graph("inference graph (tensor subclasses taken apart)", gm, start)
         compiler = self.inference_compiler or self.fw_compiler
         run = compiler(gm, _placeholder_values(gm))
-        return _Compiled(run, outputs, program.num_forward_outputs)
+        return _Compiled(_boxed(run), outputs, program.num_forward_outputs)
 
     def _compile_training(
         self,
@@ -329,16 +339,26 @@ class SubclassAotCallable:
         self.graphs["forward"], self.graphs["backward"] = forward, backward
         _log_graph("forward graph", forward, start)
         _log_graph("backward graph", backward, start)
+        # the backward against the layouts the compiled forward saves (see saved_layouts)
+        mark_saved_outputs(forward, num_flat_outputs)
         compiled_forward = self.fw_compiler(forward, _placeholder_values(forward))
+        reported = reported_saved_strides(compiled_forward, num_flat_outputs, backward)
+        restrided = with_saved_strides(backward, reported)
+        if restrided is not None:
+            backward = self.graphs["backward"] = restrided
+        saved = [n.meta.get("val") for n in backward.graph.nodes if n.op == "placeholder"]
+        saved = saved[: len(saved) - len(tangent_examples)]
         return _Compiled(
-            compiled_forward,
+            _boxed(compiled_forward),
             outputs,
             num_flat_outputs,
             grad_inputs=grad_inputs,
             grad_layouts=tuple(grad_layouts),
             differentiable=differentiable,
             tangent_layouts=tuple(TensorLayout.of(t) for t in tangent_examples),
+            saved_layouts=tuple(_static_layout(v) for v in saved),
             backward_graph=backward,
+            backward_restrided=restrided is not None,
         )
 
     def compiled_backward(self, compiled: _Compiled) -> Callable[..., Any]:
@@ -347,15 +367,17 @@ class SubclassAotCallable:
 
         if compiled._backward_compiled is None:
             compiler = self.bw_compiler or self.fw_compiler
+            if compiled.backward_restrided:  # gradients in the traced strides all the same
+                compiler = outputs_in_traced_strides(compiler)
             graph = compiled.backward_graph
-            compiled._backward_compiled = compiler(graph, _placeholder_values(graph))
+            compiled._backward_compiled = _boxed(compiler(graph, _placeholder_values(graph)))
         return compiled._backward_compiled
 
     # -- calls -------------------------------------------------------------------------
     def _inference_call(self, compiled: _Compiled, args: Sequence[Any]) -> Any:
         flat = _flat(args, self.layouts)
         with torch.no_grad(), _autocast_off():
-            flat_outs = list(compiled.forward(*flat))
+            flat_outs = list(compiled.forward(flat))
         return _outputs_of(compiled.outputs, flat_outs)
 
     def _training_call(self, compiled: _Compiled, args: Sequence[Any]) -> Any:
@@ -371,7 +393,7 @@ class SubclassFunction(torch.autograd.Function):
     def forward(ctx: Any, owner: SubclassAotCallable, compiled: _Compiled, *args: Any) -> Any:
         flat = _flat(args, owner.layouts)
         with _autocast_off():
-            results = list(compiled.forward(*flat))
+            results = list(compiled.forward(flat))
         flat_outs = results[: compiled.num_flat_outputs]
         ctx.saved = results[compiled.num_flat_outputs :]
         ctx.owner, ctx.compiled = owner, compiled
@@ -399,8 +421,12 @@ class SubclassFunction(torch.autograd.Function):
             raise SubclassProgramError("the gradients' inner tensors differ from the traced")
         tangents = [_in_layout(t, layout) for t, layout in zip(tangents, compiled.tangent_layouts)]
         backward = ctx.owner.compiled_backward(compiled)
+        saved = [
+            t if layout is None else _in_layout(t, layout)
+            for t, layout in zip(ctx.saved, compiled.saved_layouts, strict=True)
+        ]  # (a saved value the compiled forward gave in other strides: copied to the traced)
         with _autocast_off():
-            flat_grads = list(backward(*ctx.saved, *tangents))
+            flat_grads = list(backward([*saved, *tangents]))
         grads: list[Any] = [None] * ctx.num_args
         at = 0
         for index, layout in zip(compiled.grad_inputs, compiled.grad_layouts):
@@ -413,6 +439,14 @@ class SubclassFunction(torch.autograd.Function):
                 grads[index] = unflatten(layout, flat_grads[at : at + layout.num_tensors])
                 at += layout.num_tensors
         return (None, None, *grads)
+
+
+def _static_layout(value: Any) -> TensorLayout | None:
+    if not isinstance(value, torch.Tensor):
+        return None
+    if not all(type(s) is int for s in (*value.shape, *value.stride())):
+        return None
+    return TensorLayout.of(value)
 
 
 def _tangent_parts(grad: Any, layout: Layout, index: int) -> list[torch.Tensor]:
@@ -435,13 +469,14 @@ def _tangent_parts(grad: Any, layout: Layout, index: int) -> list[torch.Tensor]:
 
 
 def _in_layout(t: torch.Tensor, layout: TensorLayout) -> torch.Tensor:
-    """Tangent `t` with the traced strides (a gradient of `sum()` comes expanded)."""
+    """`t` with the traced strides: a tangent (a gradient of `sum()` comes expanded), or a
+    saved value the compiled forward laid out otherwise. Dims of size 1 are left as they are."""
     if t.dtype != layout.dtype or tuple(t.shape) != layout.size or t.device != layout.device:
         raise SubclassProgramError(
             f"a gradient's inner tensor is {t.dtype} {tuple(t.shape)} on {t.device}, the traced "
             f"one {layout.dtype} {layout.size} on {layout.device}"
         )
-    if tuple(t.stride()) == layout.stride:
+    if all(n == 1 or a == b for n, a, b in zip(layout.size, t.stride(), layout.stride)):
         return t
     copy = torch.empty_strided(layout.size, layout.stride, dtype=t.dtype, device=t.device)
     return copy.copy_(t)
