@@ -71,6 +71,12 @@ from aot_autograd.saved_layouts import (
     reported_saved_strides,
     with_saved_strides,
 )
+from aot_autograd.subclass_program import (
+    SubclassAotCallable,
+    SubclassProgramError,
+    has_subclass_inputs,
+    holds_subclass_values,
+)
 from aot_autograd.symbolic import (
     ShapeAssumptions,
     ShapeSnapshot,
@@ -842,6 +848,9 @@ def aot_graph(
         fw_compiler, bw_compiler, inference_compiler, decompositions, partition_fn, cache
     )
     flat_fn, tensors, slots = _lifted(gm, _rewritten(gm))
+    if has_subclass_inputs([*tensors, *example_inputs]) or holds_subclass_values(gm):
+        symbolic = is_symbolic(_placeholder_values(gm)) or bool(float_inputs_of(gm))
+        return _subclass_graph(flat_fn, tensors, slots, example_inputs, config, symbolic)
     values = _placeholder_values(gm)
     floats = {len(tensors) + i: v for i, v in float_inputs_of(gm).items()}
     symbolic_floats = any(v.node.expr.is_Symbol for v in floats.values())
@@ -873,6 +882,56 @@ def aot_graph(
     return run
 
 
+def _subclass_graph(
+    flat_fn: Callable,
+    tensors: list,
+    slots: list,
+    example_inputs: Sequence[Any],
+    config: AotConfig,
+    symbolic: bool,
+) -> Callable:
+    """aot_graph of a graph taking traceable tensor subclasses (see subclass_program);
+    where that path refuses the graph, its own operations run (eager's)."""
+    try:
+        if symbolic:
+            # NOTE: the example inputs are one call's; the graph serves every size its
+            # guards accept, which a trace on those examples would specialize
+            raise SubclassProgramError("symbolic sizes with tensor subclass values")
+        compiled = SubclassAotCallable(
+            flat_fn,
+            [*tensors, *example_inputs],
+            config.fw_compiler,
+            config.bw_compiler,
+            config.inference_compiler,
+            config.decompositions,
+            config.partition_fn,
+        )
+    except SubclassProgramError as error:
+        _subclass_log.info("running the graph's operations eagerly: %s", error)
+        compiled = flat_fn
+    state = {"eager": False}
+
+    def call(*flat: Any) -> Any:
+        if state["eager"]:
+            return flat_fn(*flat)
+        try:
+            return compiled(*flat)
+        except SubclassProgramError as error:
+            # NOTE: raised while tracing, before anything ran: eager's operations give
+            # eager's result, for this call and the later ones
+            _subclass_log.info("running the graph's operations eagerly: %s", error)
+            state["eager"] = True
+            return flat_fn(*flat)
+
+    def run(*args: Any) -> Any:
+        current = [getattr(holders[0][0], holders[0][1])[holders[0][2]] for holders in slots]
+        return call(*current, *args)
+
+    run.aot = compiled  # type: ignore[attr-defined]
+    return run
+
+
+_subclass_log = guards.artifact_logger("aot_graphs")
 _LEAF_TYPES = (torch.Tensor, int, float, bool, type(None))
 _INFERENCE_KEY = (False, ())
 _MISSING = object()

@@ -481,8 +481,15 @@ def _reaches_missing_derivative(grad_fn: Any) -> bool:
 class _OutputPlan:
     """Sorts the traced outputs into graph outputs, aliases and constants."""
 
-    def __init__(self, recorder: GraphRecorder, values: Sequence[Any], flat_outs: list) -> None:
+    def __init__(
+        self,
+        recorder: GraphRecorder,
+        values: Sequence[Any],
+        flat_outs: list,
+        views_as_outputs: bool | frozenset[int] = False,
+    ) -> None:
         self.recorder = recorder
+        self.views_as_outputs = views_as_outputs
         self._base_strides: dict[int, tuple] = {}  # per base output: the strides it has
         self.values = values
         self.graph_tensors: list[torch.Tensor] = []
@@ -557,6 +564,10 @@ class _OutputPlan:
         if is_input:
             if leaf is self.values[base.input_index]:  # (restrided in place or not)
                 return OutputSpec("input", base.input_index)
+            if isinstance(self.views_as_outputs, frozenset) and (
+                base.input_index in self.views_as_outputs
+            ):
+                return OutputSpec("graph", self._graph_output(leaf, self.recorder.node_of(leaf)))
             spec = _alias_spec("input_alias", base.input_index, leaf, record)
             if _cut_from_autograd(leaf, self.values[base.input_index]):
                 written = _written_since_made(leaf)
@@ -564,6 +575,8 @@ class _OutputPlan:
                     spec, kind="input_alias_no_grad", written_since_made=written
                 )
             return spec
+        if self.views_as_outputs is not False and record.chain and not base.constant:
+            return OutputSpec("graph", self._graph_output(leaf, self.recorder.node_of(leaf)))
         # A view of an intermediate comes back as eager returns it: a view of its base,
         # which the graph returns (in eager's layout) for the run time to view.
         shared = family[id(base)] > 1 and not base.constant
@@ -723,6 +736,7 @@ def trace_program(
     joint: bool = True,
     fake: bool = True,
     float_inputs: Mapping[int, torch.SymFloat] | None = None,
+    views_as_outputs: bool | frozenset[int] = False,
 ) -> TracedProgram:
     """Trace `fn(*example_inputs)` to a functional ATen graph (joint when `joint`).
 
@@ -739,6 +753,12 @@ def trace_program(
     `float_inputs` (input index -> a `torch.SymFloat` over that ShapeEnv) names the
     inputs that are Python floats passed as 0-d tensors: their `.item()` is that
     symbolic value, and arithmetic on it is traced as nodes, not read as a constant.
+
+    `views_as_outputs`: an output that views an intermediate is the graph's output
+    itself (its view node), not rebuilt by the run time from its base's
+    (`OutputSpec("graph")`, for a caller that takes the graph's outputs as they come:
+    subclass_program); a frozenset of input indices says the same of views of those
+    inputs as well (a gradient viewing its tangent).
     """
     float_inputs = dict(float_inputs or {})
     symbolic = is_symbolic(list(example_inputs)) or bool(float_inputs)
@@ -749,7 +769,9 @@ def trace_program(
         made_here = not any(guards.is_fake(x) for x in example_inputs)
         try:
             with mode:
-                program = _trace(fn, example_inputs, decompositions, joint, mode, float_inputs)
+                program = _trace(
+                    fn, example_inputs, decompositions, joint, mode, float_inputs, views_as_outputs
+                )
             return dataclasses.replace(program, symbol_sources=sources)
         except AotAutogradError:
             raise
@@ -769,7 +791,7 @@ def trace_program(
             # its own mode's reals the same way.
             if made_here:
                 mode.converter.forget_real_tensors()
-    return _trace(fn, example_inputs, decompositions, joint, None)
+    return _trace(fn, example_inputs, decompositions, joint, None, None, views_as_outputs)
 
 
 def _symbolic_failure(what: str, error: Exception) -> SymbolicShapeError:
@@ -795,6 +817,7 @@ def _trace(
     joint: bool,
     mode: Any,
     float_inputs: Mapping[int, torch.SymFloat] | None = None,
+    views_as_outputs: bool | frozenset[int] = False,
 ) -> TracedProgram:
     # NOTE: a captured graph's torch.set_default_dtype nodes run while tracing (the
     # ATen graph keeps no such switch, its factories carry their dtypes): the default
@@ -809,8 +832,9 @@ def _trace(
         while True:
             try:
                 return _trace_once(
-                    fn, example_inputs, decompositions, joint, mode, backward_errors, float_inputs
-                )
+                    fn, example_inputs, decompositions, joint, mode, backward_errors, float_inputs,
+                    views_as_outputs,
+                )  # fmt: skip
             except _BackwardRaises as raised:
                 seen = {_without_positions(m) for m in backward_errors}
                 if _without_positions(raised.message) in seen:
@@ -831,6 +855,7 @@ def _trace_once(
     mode: Any,
     backward_errors: tuple[str, ...] = (),
     float_inputs: Mapping[int, torch.SymFloat] | None = None,
+    views_as_outputs: bool | frozenset[int] = False,
 ) -> TracedProgram:
     """One trace. `backward_errors`: the errors earlier traces' backwards raised on real
     tensors; the outputs whose own backward raises one of them are left out of the traced
@@ -866,7 +891,7 @@ def _trace_once(
                 "it where the input is not a leaf; .clone() the input before writing to it"
             ) from error
     flat_outs, out_spec = pytree.tree_flatten(outs)
-    plan = _OutputPlan(recorder, values, flat_outs)
+    plan = _OutputPlan(recorder, values, flat_outs, views_as_outputs)
     states = {id(r.base): r.base for r in recorder.records.values()}.values()
     mutated = sorted(
         (s.input_index, s.node if s.written is None else s.written)

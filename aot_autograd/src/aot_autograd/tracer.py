@@ -46,6 +46,7 @@ from aot_autograd.views import (
     replay,
     scatter_into_parent,
 )
+from guards.tensor_subclasses import is_traceable_subclass_type
 
 __all__ = ["AtenTracer", "BaseState", "GraphRecorder", "KernelChecks", "TensorRecord"]
 
@@ -914,6 +915,10 @@ class AtenTracer(TorchDispatchMode):
         self._decomposing = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        if any(is_traceable_subclass_type(kind) for kind in types):
+            # NOTE: an op on a traceable tensor subclass runs its own `__torch_dispatch__`,
+            # whose ops on the inner tensors come back here (subclass_program)
+            return NotImplemented
         kwargs = kwargs or {}
         if self._decomposing:
             return self._dispatch(func, args, kwargs)

@@ -44,6 +44,7 @@ from dynamo_capture.values import (
     TupleValue,
     Value,
 )
+from guards.tensor_subclasses import is_traceable_subclass, is_traceable_subclass_type
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
@@ -245,6 +246,12 @@ def _input_tensor(tx: Translator, value: TensorValue) -> torch.Tensor | None:
 
 
 def _tensor_attr(tx: Translator, value: TensorValue, name: str) -> Value:
+    if value.source is None and name in _inner_names(value.example):
+        # an inner tensor of a traceable subclass the graph computed: a node reading it
+        # (the backend's trace rebuilds the subclass over traced inner tensors)
+        import builtins
+
+        return tx.ctx.call("call_function", builtins.getattr, (value, name), {})
     if _subclass_defines(value.python_type, name):
         # a user subclass's own member shadows Tensor's (an attribute the caller set on
         # the instance shadows a method, not a property)
@@ -356,14 +363,24 @@ def _untraced_tensor_attr(tx: Translator, value: TensorValue, name: str) -> Valu
     raise Unsupported(f"tensor attribute {name!r}")
 
 
+def _inner_names(example: Any) -> tuple[str, ...]:
+    """The attributes holding a traceable subclass's inner tensors (none for others)."""
+    if not is_traceable_subclass(example):
+        return ()
+    return tuple(example.__tensor_flatten__()[0])
+
+
 def _subclass_defines(kind: type, name: str) -> bool:
-    """Whether a user tensor subclass `kind` (or a user base of it) defines `name`."""
+    """Whether a user tensor subclass `kind` (or a user base of it) defines `name`; a
+    traceable `__torch_dispatch__` subclass's own methods count wherever it is defined
+    (torch's TwoTensor's `get_elem_a`)."""
     if kind is torch.Tensor or not issubclass(kind, torch.Tensor):
         return False
     return any(
         name in vars(klass)
         for klass in kind.__mro__
-        if issubclass(klass, torch.Tensor) and not klass.__module__.startswith("torch")
+        if issubclass(klass, torch.Tensor)
+        and (not klass.__module__.startswith("torch") or is_traceable_subclass_type(klass))
     )
 
 

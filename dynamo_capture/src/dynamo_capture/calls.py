@@ -43,7 +43,7 @@ from dynamo_capture.operations import (
     python_type_of,
     sequence_items,
 )
-from dynamo_capture.output_graph import RECURRENT_MODULES, recurrent_module_break
+from dynamo_capture.output_graph import RECURRENT_MODULES, is_constant, recurrent_module_break
 from dynamo_capture.region_reuse import MODULE_CALLS, module_call_counter, record_call
 from dynamo_capture.registry import (
     disabled_reason,
@@ -87,6 +87,7 @@ from dynamo_capture.values import (
     TupleValue,
     Value,
 )
+from guards.tensor_subclasses import is_traceable_subclass, is_traceable_subclass_type
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
@@ -923,6 +924,8 @@ def construct(
     cls = cls_value.obj
     if issubclass(cls, torch.nn.Module):
         return _construct_module(tx, cls, args, kwargs)
+    if is_traceable_subclass_type(cls):
+        return _construct_tensor_subclass(tx, cls, args, kwargs)
     if cls is torch.inference_mode:
         return _inference_mode(args, kwargs)
     if cls in _PROFILERS:  # a profiling session: ignored in a graph, as torch.compile does
@@ -1142,6 +1145,51 @@ def _module_or_constant(value: Value) -> Any:
     ):
         return value.obj
     return as_constant(value)
+
+
+def _construct_tensor_subclass(
+    tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`TwoTensor(a, b)` in the frame: one graph node calling the class, as torch.compile
+    records it, where the arguments are plain tensors and constants and the instance made
+    on the examples holds exactly those tensors (a wrapper over its arguments, no
+    computation on them). The backend takes the instance apart like a subclass input."""
+    tensors = [v for v in [*args, *kwargs.values()] if isinstance(v, TensorValue)]
+    for value in [*args, *kwargs.values()]:
+        if isinstance(value, TensorValue):
+            if value.python_type is not torch.Tensor and not is_traceable_subclass_type(
+                value.python_type
+            ):
+                raise Unsupported(f"{cls.__qualname__}(...) over a tensor of another kind")
+        elif not (isinstance(value, PythonValue) and is_constant(value.obj)):
+            raise Unsupported(f"{cls.__qualname__}(...) with an argument that is not a constant")
+    if not tensors:
+        raise Unsupported(f"{cls.__qualname__}(...) without tensor arguments")
+
+    def example(value: Value) -> Any:
+        return value.example if isinstance(value, TensorValue) else value.obj
+
+    held = [t.example for t in tensors]
+    try:
+        with tx.ctx.fake_mode if tx.ctx.use_fakes else contextlib.nullcontext():
+            made = cls(*map(example, args), **{k: example(v) for k, v in kwargs.items()})
+        inner = None
+        if is_traceable_subclass(made):
+            inner = [getattr(made, name) for name in made.__tensor_flatten__()[0]]
+    except Exception as error:
+        raise Unsupported(
+            f"{cls.__qualname__}(...) raised {type(error).__name__} on the capture's example "
+            f"values: {error}"
+        ) from error
+    if (
+        inner is None
+        or len(inner) != len(held)
+        or not all(any(i is t for t in held) for i in inner)
+    ):
+        # NOTE: the constructor computed its inner tensors (or kept some other tensor):
+        # the node would hide that computation from the tracer of the backend
+        raise Unsupported(f"{cls.__qualname__}(...) does not hold exactly its tensor arguments")
+    return tx.ctx.call("call_function", cls, tuple(args), dict(kwargs))
 
 
 def _plain_builtin_subclass(cls: type, base: type) -> bool:

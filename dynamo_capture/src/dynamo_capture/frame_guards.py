@@ -36,6 +36,7 @@ from guards import (
     MappingItemGuard,
     NameAbsentGuard,
     NotInInstanceDictGuard,
+    SubclassLayoutGuard,
 )
 
 __all__ = [
@@ -191,6 +192,10 @@ class FrameGuards:
 
     def tensor_match(self, source: Source, value: torch.Tensor) -> None:
         self.guard_set.add_tensor(source, value)
+
+    def subclass_layout(self, source: Source, layout: Any) -> None:
+        """A traceable tensor subclass's class, flatten context and inner metadata."""
+        self.guard_set.add(SubclassLayoutGuard(source, layout))
 
     def length_check(self, source: Source, value: Any) -> None:
         self.guard_set.add_length(source, value)

@@ -75,6 +75,11 @@ from guards import (
     SymNode,
     TensorPropertySource,
     marks_of,
+from guards import DataDependentError, FakeTensorMode, ShapeEnv, SizeHistory, SymNode
+from guards.tensor_subclasses import (
+    has_own_torch_dispatch,
+    is_traceable_subclass,
+    layout_or_none,
 )
 
 __all__ = [
@@ -667,6 +672,8 @@ class CaptureContext:
             self._converted_inputs[node] = (PlainTensorSource(source), plain)
         else:
             self.guards.tensor_match(source, tensor)
+            if is_traceable_subclass(tensor):
+                self._guard_subclass_layout(source, tensor)
             node = self._placeholder(self._unique_name(source.name))
             example = self._example_of(tensor)
             node.meta["val"] = _to_fake(self.fake_mode, tensor)
@@ -674,6 +681,22 @@ class CaptureContext:
         self._by_id[id(tensor)] = value
         self.inputs.append((source, tensor, value))
         return value
+
+    def _guard_subclass_layout(self, source: Source, tensor: torch.Tensor) -> None:
+        """A traceable subclass input (its fake is the subclass over inner fakes, and the
+        backend takes it apart): guarded on its class, flatten context and inner tensors'
+        metadata, as torch.compile guards it."""
+        layout = layout_or_none(tensor)
+        try:
+            comparable = layout is not None and bool(layout == layout)
+        except Exception:  # noqa: BLE001 - a context holding tensors, say
+            comparable = False
+        if not comparable:
+            raise Unsupported(
+                f"tensor subclass {type(tensor).__qualname__} whose flatten context or inner "
+                "tensors capture cannot compare"
+            )
+        self.guards.subclass_layout(source, layout)
 
     def _ndarray_input(self, array: np.ndarray | np.generic, source: Source) -> Value:
         """An ndarray (or NumPy scalar) argument: a tensor graph input (`torch.from_numpy`
@@ -1113,7 +1136,8 @@ class CaptureContext:
         """The value of a graph operation's result; its tensors have `result_type` in eager."""
         if isinstance(result, torch.Tensor):
             node.meta["val"] = result if self.use_fakes else _to_fake(self.fake_mode, result)
-            return TensorValue(node, result, None, result_type, data_dependent)
+            return TensorValue(node, result, None, _dispatched_type(result, result_type),
+                               data_dependent)  # fmt: skip
         if isinstance(result, tuple | list):
             items = []
             for index, item in enumerate(result):
@@ -1206,6 +1230,17 @@ _PLAIN_TORCH_FUNCTIONS = (
     torch.Tensor.__torch_function__.__func__,  # type: ignore[attr-defined]
     torch._C._disabled_torch_function_impl,
 )
+
+
+def _dispatched_type(result: torch.Tensor, result_type: type) -> type:
+    """The type eager gives `result`: a traceable subclass's own `__torch_dispatch__` says
+    which results are of the subclass (the example computed through it is of that type;
+    one it gives plain is a plain tensor), else `result_type` (torch function handling)."""
+    if is_traceable_subclass(result):
+        return type(result)
+    if has_own_torch_dispatch(result_type):
+        return torch.Tensor
+    return result_type
 
 
 def tensor_result_type(args: Any, kwargs: Any, disabled: bool = False) -> type:

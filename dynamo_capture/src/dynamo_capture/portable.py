@@ -80,6 +80,7 @@ from guards.sources import HeldObjectSource, Source
 from guards.sym_exprs import expr_data, expr_of_data
 from guards.symbolic_guards import ShapeCheck, ShapeGuard
 from guards.tensor_guards import TensorMatchGuard, held
+from guards.tensor_subclasses import is_traceable_subclass
 
 __all__ = [
     "CaptureCache",
@@ -762,6 +763,8 @@ def _fake_record(
             list(value.stride()), value.storage_offset(), str(value.device),
             value.requires_grad, value.is_parameter, index,
         ]  # fmt: skip
+    if is_traceable_subclass(value):
+        raise NotPortable(f"a value of tensor subclass {type(value).__qualname__}")
     if isinstance(value, torch.Tensor):
         raise NotPortable("a node value that is a real tensor")
     if isinstance(value, torch.SymFloat | torch.SymBool):

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from guards.tensor_subclasses import SubclassLayout, flatten, is_traceable_subclass
+
 __all__ = ["CountingBackend", "assert_same", "clone_inputs", "eager_backend"]
 
 
@@ -62,7 +64,9 @@ def clone_inputs(value: Any) -> Any:
             cloned = value.detach().clone()
         if isinstance(value, torch.nn.Parameter):
             return type(value)(cloned, requires_grad=value.requires_grad)
-        if type(value) is not torch.Tensor and type(value).__module__.split(".")[0] != "torch":
+        if is_traceable_subclass(value):  # `clone` went through its own dispatch
+            pass
+        elif type(value) is not torch.Tensor and type(value).__module__.split(".")[0] != "torch":
             cloned = cloned.as_subclass(type(value))  # a user's subclass stays one
         cloned.requires_grad_(value.requires_grad)
         return cloned
@@ -85,7 +89,11 @@ def assert_same(got: Any, expected: Any) -> None:
     the same dtype, containers item by item, objects by their attributes, anything else
     equal."""
     assert type(got) is type(expected), f"{type(got).__name__} != {type(expected).__name__}"
-    if isinstance(expected, torch.Tensor):
+    if is_traceable_subclass(expected):  # its inner tensors, one by one, and its context
+        assert SubclassLayout.of(got).ctx == SubclassLayout.of(expected).ctx, "contexts differ"
+        assert_same(flatten(got), flatten(expected))
+        assert got.requires_grad == expected.requires_grad, "requires_grad differs"
+    elif isinstance(expected, torch.Tensor):
         torch.testing.assert_close(got, expected, equal_nan=True)
         assert got.requires_grad == expected.requires_grad, "requires_grad differs"
     elif isinstance(expected, np.ndarray | np.generic):  # NumPy results: dtype too

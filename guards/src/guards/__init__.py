@@ -39,6 +39,7 @@ from guards.guard_kinds import (
     NNModuleGuard,
     NotInInstanceDictGuard,
     SetItemsGuard,
+    SubclassLayoutGuard,
     TypeGuard,
 )
 from guards.guard_set import CompiledGuards, GuardSet
@@ -126,6 +127,7 @@ __all__ = [
     "CompiledGuards",
     "DictKeysGuard",
     "SetItemsGuard",
+    "SubclassLayoutGuard",
     "EqualsGuard",
     "GlobalStateGuard",
     "Guard",

@@ -14,6 +14,7 @@ import torch
 from torch.utils._mode_utils import no_dispatch
 
 from guards.errors import FakeTensorError
+from guards.tensor_subclasses import is_traceable_subclass
 
 if TYPE_CHECKING:
     from guards.fake_tensor import FakeTensor, FakeTensorMode
@@ -88,6 +89,8 @@ class FakeTensorConverter:
                     "from_real got a FakeTensor of another FakeTensorMode; use one mode per compile"
                 )
             return tensor
+        if is_traceable_subclass(tensor):
+            return self._subclass_fake(mode, tensor, dynamic_dims)
         _check_convertible(tensor)
         held = self._fakes.get(id(tensor))
         hit = held[1] if held is not None and held[0] is tensor else None
@@ -124,6 +127,34 @@ class FakeTensorConverter:
         self._fakes[id(tensor)] = (tensor, fake)
         return fake
 
+    def _subclass_fake(
+        self, mode: FakeTensorMode, tensor: torch.Tensor, dynamic_dims: Any
+    ) -> torch.Tensor:
+        """A traceable subclass's fake: the subclass again (`__tensor_unflatten__`), over
+        fakes of its inner tensors, so that operations on it run its `__torch_dispatch__`
+        on fakes (the mode hands them on: FakeTensorMode.dispatch)."""
+        from guards.marks import marks_of
+
+        marks = marks_of(tensor)
+        if dynamic_dims or marks.dynamic or marks.maybe_dynamic:
+            raise FakeTensorError(
+                f"symbolic sizes of tensor subclass {type(tensor).__qualname__} are not "
+                "supported; compile it with static sizes"
+            )
+        held = self._fakes.get(id(tensor))
+        if held is not None and held[0] is tensor and _same_metadata(held[1], tensor):
+            return held[1]
+        names, ctx = tensor.__tensor_flatten__()
+        inner = {name: self.from_real(mode, getattr(tensor, name)) for name in names}
+        with torch.inference_mode(tensor.is_inference()):
+            fake = type(tensor).__tensor_unflatten__(
+                inner, ctx, tuple(tensor.shape), tuple(tensor.stride())
+            )
+        if tensor.requires_grad and not fake.requires_grad:
+            fake.requires_grad_(True)
+        self._fakes[id(tensor)] = (tensor, fake)
+        return fake
+
 
 def _same_metadata(fake: torch.Tensor, tensor: torch.Tensor) -> bool:
     return (
@@ -153,5 +184,6 @@ def _check_convertible(tensor: torch.Tensor) -> None:
         if cls.__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
             raise FakeTensorError(
                 f"fake tensors cannot stand for tensor subclass {cls.__qualname__}, which "
-                "defines its own __torch_dispatch__"
+                "defines its own __torch_dispatch__ but not __tensor_flatten__ and "
+                "__tensor_unflatten__ (define them, as torch's TwoTensor does, to compile it)"
             )

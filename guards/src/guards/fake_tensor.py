@@ -32,6 +32,7 @@ from guards.fake_arguments import map_structure
 from guards.fake_cache import DispatchCache, OutputSpec
 from guards.fake_fallback import can_fall_back, run_fallback
 from guards.fake_rules import MIXED_DEVICE_OPS, fake_rule_for
+from guards.tensor_subclasses import is_traceable_subclass_type
 
 __all__ = ["FakeTensor", "FakeTensorMode", "fake_mode_of", "is_fake"]
 
@@ -154,8 +155,16 @@ class FakeTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+        if _other_dispatch_subclass(types):
+            return NotImplemented  # that subclass's own handler takes the op apart first
         mode = _mode_of(args, kwargs)
         return mode.dispatch(func, args, kwargs or {})
+
+
+def _other_dispatch_subclass(types: Any) -> bool:
+    """Whether an op's `types` hold a traceable tensor subclass (its own
+    `__torch_dispatch__` and the flatten protocol: one over fakes, see fake_converter)."""
+    return any(kind is not FakeTensor and is_traceable_subclass_type(kind) for kind in types)
 
 
 def _needs_data(what: str) -> DataDependentError:
@@ -280,6 +289,10 @@ class FakeTensorMode(TorchDispatchMode):
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple = (), kwargs: Any = None
     ) -> Any:
+        if _other_dispatch_subclass(types):
+            # NOTE: a traceable subclass over fakes (its fake: fake_converter): its own
+            # `__torch_dispatch__` runs the op on its inner fakes, which come back here
+            return NotImplemented
         return self.dispatch(func, args, kwargs or {})
 
     def dispatch(self, func: Any, args: tuple, kwargs: dict) -> Any:

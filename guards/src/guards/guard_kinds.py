@@ -42,6 +42,7 @@ __all__ = [
     "NameAbsentGuard",
     "NotInInstanceDictGuard",
     "SetItemsGuard",
+    "SubclassLayoutGuard",
     "TypeGuard",
     "typed_equal",
 ]
@@ -146,6 +147,37 @@ class TypeGuard(Guard):
     @property
     def value(self) -> Any:
         return self.expected_type
+
+
+@dataclass(frozen=True, slots=True)
+class SubclassLayoutGuard(Guard):
+    """A traceable tensor subclass (see tensor_subclasses) as seen when compiling: its
+    exact class, its flatten context (`==`) and each inner tensor's dtype, device, size,
+    strides and offset. A compile took it apart into those inner tensors."""
+
+    layout: Any  # a SubclassLayout
+
+    guard_type: ClassVar[str] = "TENSOR_SUBCLASS_METADATA_MATCH"
+    rank: ClassVar[int] = 30
+
+    def failure(self, value: Any) -> str | None:
+        from guards.tensor_subclasses import layout_or_none
+
+        got = layout_or_none(value)
+        if got == self.layout:
+            return None
+        if got is None:
+            return f"{self.source.name!r} is no longer a {self.layout.describe()}"
+        return (
+            f"{self.source.name!r} subclass layout mismatch: expected "
+            f"{self.layout.describe()}, actual {got.describe()}"
+        )
+
+    def emit(self, names: tuple[str, ...], code: GuardCode) -> list[tuple[int, str]]:
+        from guards.tensor_subclasses import layout_or_none
+
+        read = code.const(layout_or_none, "subclass_layout")
+        return [(self.rank, f"{read}({names[0]}) == {code.const(self.layout, 'layout')}")]
 
 
 # ---------------------------------------------------------------------------- id

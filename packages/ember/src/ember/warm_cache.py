@@ -83,6 +83,7 @@ from aot_autograd.symbolic import expression_text, is_symbolic, shape_env_of
 from guards import artifact_enabled, artifact_logger
 from guards.cache_root import cache_folder, discard, load_record, payload_digest, store_record
 from guards.fake_tensor import FakeTensor
+from guards.tensor_subclasses import is_traceable_subclass
 
 __all__ = ["STATS", "WarmStartCache", "graph_key", "warm_start_cache"]
 
@@ -273,6 +274,8 @@ def _inputs_part(gm: torch.fx.GraphModule, example_inputs: list, attrs: list) ->
     tensors = list(attrs)
     for i, value in enumerate(example_inputs):
         described = placeholders[i] if symbolic else value
+        if is_traceable_subclass(value):
+            raise NotStorable(f"input {i} is of tensor subclass {type(value).__qualname__}")
         if isinstance(value, torch.Tensor):
             if symbolic and not isinstance(described, torch.Tensor):
                 raise NotStorable(f"input {i} is a tensor its placeholder does not describe")
