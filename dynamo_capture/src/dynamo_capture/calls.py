@@ -241,6 +241,13 @@ def _set_grad_enabled(tx: Translator, args: list[Value], kwargs: dict[str, Value
     return PythonValue(None)
 
 
+def _class_source(cls_value: Value, name: str) -> Source | None:
+    """Where a class's own `__init__` / `__new__` is read from: its closure cells (a class
+    made by a factory function) are then outside values read and written as such."""
+    source = getattr(cls_value, "source", None)
+    return AttrSource(source, name) if source is not None else None
+
+
 def _made_exception(value: Value) -> bool:
     """An exception instance made while capturing (not one from outside the frame)."""
     return (
@@ -251,12 +258,13 @@ def _made_exception(value: Value) -> bool:
 
 
 def _construct_exception(
-    tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Value]
+    tx: Translator, cls_value: PythonValue, args: list[Value], kwargs: dict[str, Value]
 ) -> PythonValue:
     """An exception instance made while capturing: a real object (what `raise` raises),
     from constant arguments. A class's own Python `__init__` is interpreted on it, not
     run for real: its writes (to the instance, to outside objects) and reads are the
     captured code's, done every call (run once at capture they would be lost)."""
+    cls = cls_value.obj
     try:
         real_args, real_kwargs = _all_constant(args, kwargs)
     except NotConstant as error:
@@ -274,7 +282,7 @@ def _construct_exception(
     tx.ctx.guards.class_attribute(cls, "__init__", init)
     # BaseException.__new__ sets `args` (what `__init__` may replace through super())
     instance = PythonValue(cls.__new__(cls, *real_args, **real_kwargs))
-    returned = inline_function(tx, init, [instance, *args], kwargs, None)
+    returned = inline_function(tx, init, [instance, *args], kwargs, _class_source(cls_value, "__init__"))
     if not (isinstance(returned, PythonValue) and returned.obj is None):
         raise Unsupported(f"{cls.__name__}.__init__ returned a value")
     return instance
@@ -999,7 +1007,7 @@ def construct(
     ):
         return construct_torch_class(tx, cls, args, kwargs)
     if issubclass(cls, BaseException):
-        return _construct_exception(tx, cls, args, kwargs)
+        return _construct_exception(tx, cls_value, args, kwargs)
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return _construct_namedtuple(tx, cls, args, kwargs)
     if (
@@ -1092,7 +1100,9 @@ def construct(
     elif isinstance(new, types.FunctionType):
         # type.__call__: cls.__new__(cls, ...), then __init__ where it made an instance of cls
         tx.ctx.guards.class_attribute(cls, "__new__", new)
-        instance = inline_function(tx, new, [cls_value, *args], kwargs, None)
+        instance = inline_function(
+            tx, new, [cls_value, *args], kwargs, _class_source(cls_value, "__new__")
+        )
         if not issubclass(python_type_of(instance), cls):
             return instance
         cls = python_type_of(instance)
@@ -1101,7 +1111,7 @@ def construct(
     init = cls.__init__
     tx.ctx.guards.class_attribute(cls, "__init__", init)
     if isinstance(init, types.FunctionType):
-        inline_function(tx, init, [instance, *args], kwargs, None)
+        inline_function(tx, init, [instance, *args], kwargs, _class_source(cls_value, "__init__"))
     elif (args or kwargs) and new is object.__new__:
         raise Unsupported(f"{cls.__name__}() takes no arguments")
     return instance
