@@ -21,8 +21,10 @@ PYTEST_DONT_REWRITE: the programs' assert statements are the user's, not pytest'
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 
+import programcheck
 import pytest
 import torch
 import torch._dynamo
@@ -1075,7 +1077,7 @@ def _break_in_callee_finally(t):
 
 
 def _break_then_raise(t):
-    u = t.sin()
+    u = t.sin()  # noqa: F841 - an op before the break, unused
     _break()
     raise CodedError("after the break", 4)
 
@@ -1247,7 +1249,7 @@ def _break_in_loop(t):
 
 
 def _break_in_nested_loops(t):
-    for i in range(2):
+    for _ in range(2):
         for j in range(2):
             t = t * 1.5 + j
         _break()
@@ -1801,7 +1803,6 @@ def exit_flag_changed_between_calls():
 STATEFUL = [
     except_on_a_global_tuple_rebound,
     isinstance_on_a_global_tuple_rebound,
-    exception_init_appends_to_a_list,
     exit_flag_changed_between_calls,
 ]
 
@@ -1809,6 +1810,17 @@ STATEFUL = [
 @pytest.mark.parametrize("program", STATEFUL, ids=[p.__name__ for p in STATEFUL])
 def test_stateful_exception_program_like_torch(program):
     check_program_like_torch(program)
+
+
+def test_exception_init_writing_a_closure_list_runs_every_call():
+    # the class's own __init__ appends to its factory's list: eagerly each call does
+    # (capture reads the list's length each call: a recompile per call, where
+    # torch.compile compiles once)
+    expected, expected_state = programcheck._run(exception_init_appends_to_a_list, lambda f: f)
+    compile_fn = functools.partial(dynamo_capture.optimize, backend=CountingBackend())
+    got, state = programcheck._run(exception_init_appends_to_a_list, compile_fn)
+    programcheck._assert_same_results(got, expected)
+    assert state == expected_state == ["m"] * 3
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))

@@ -282,7 +282,9 @@ def _construct_exception(
     tx.ctx.guards.class_attribute(cls, "__init__", init)
     # BaseException.__new__ sets `args` (what `__init__` may replace through super())
     instance = PythonValue(cls.__new__(cls, *real_args, **real_kwargs))
-    returned = inline_function(tx, init, [instance, *args], kwargs, _class_source(cls_value, "__init__"))
+    returned = inline_function(
+        tx, init, [instance, *args], kwargs, _class_source(cls_value, "__init__")
+    )
     if not (isinstance(returned, PythonValue) and returned.obj is None):
         raise Unsupported(f"{cls.__name__}.__init__ returned a value")
     return instance

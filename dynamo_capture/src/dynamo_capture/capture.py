@@ -1460,13 +1460,9 @@ class OutputPlan:
                 )
                 return f"{self._constant(torch.Size)}(({sizes}))"
             raise Unsupported("returning a symbolic size from the compiled frame")
-        if value.source is None and (
-            isinstance(obj, BaseException) or obj is CAPTURED_TRACEBACK
-        ):
+        if value.source is None and (isinstance(obj, BaseException) or obj is CAPTURED_TRACEBACK):
             # NOTE: one object made while capturing; eagerly each call makes a new one
-            raise Unsupported(
-                f"a {type(obj).__name__} made in the frame leaves the compiled part"
-            )
+            raise Unsupported(f"a {type(obj).__name__} made in the frame leaves the compiled part")
         if value.source is None and made_scalar(obj):
             # made again each call, as eager makes a new instance (its __new__ already ran)
             new = self._constant(scalar_base(type(obj)).__new__)
