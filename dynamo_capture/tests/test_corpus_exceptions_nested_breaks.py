@@ -1183,6 +1183,32 @@ def break_after_finally_on_a_caught_error(x):
     return a * 2, log
 
 
+@program(r4)
+def data_branch_after_a_caught_error(x):
+    try:
+        raise KeyError
+    except KeyError:
+        a = x + 1
+    if a.sum() > 0:
+        return a * 2
+    return a - 1
+
+
+def _branches_after_a_caught_error(t):
+    try:
+        raise KeyError
+    except KeyError:
+        a = t + 1
+    if a.sum() > 0:
+        return a * 2
+    return a - 1
+
+
+@program(r4)
+def callee_data_branch_after_a_caught_error(x):
+    return _branches_after_a_caught_error(x.cos()) + 1
+
+
 def _catches_then_breaks(t):
     try:
         raise IndexError
