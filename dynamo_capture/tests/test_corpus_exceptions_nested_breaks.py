@@ -48,7 +48,9 @@ WHOLE_PROGRAMS, whole_program = program_registry()
 # frame eagerly (torch compiles the graph before it); a callee breaking inside a torch
 # function mode's block runs the frame eagerly (torch re-enters the mode in each part);
 # a callee returning from no_grad after a break two calls deeper (torch compiles one more
-# empty graph)
+# empty graph); a break inside a user `__exit__` or a property (torch runs the frame
+# eagerly; capture compiles the code before) or a user `__getitem__` (the frame runs
+# eagerly; torch compiles the rest of the item's code)
 DIFFERING_PROGRAMS, differing_program = program_registry()
 
 
@@ -1660,6 +1662,216 @@ def break_inside_a_callees_mode_block(x):
     return _mode_in_callee(x) * 2
 
 
+# ----- more breaks in callees: outside writes, recursion, dunders, handlers ---------------------
+
+
+class _Counts:
+    def __init__(self):
+        self.value = 0
+
+
+_COUNTS = _Counts()
+
+
+def _sets_then_breaks(t):
+    _COUNTS.value = _COUNTS.value + 1
+    _break()
+    return t * _COUNTS.value
+
+
+def _fills(t, out):
+    out.append(t + 1)
+    _break()
+    out.append(t + 2)
+
+
+@program(r4)
+def caller_iterates_list_a_breaking_callee_filled(x):
+    out = [x]
+    _fills(x, out)
+    total = x * 0
+    for item in out:
+        total = total + item
+    return total
+
+
+def _recurse(t, n):
+    if n == 0:
+        _break()
+        return t
+    return _recurse(t + n, n - 1) * 2
+
+
+@program(r4)
+def recursion_breaking_three_deep(x):
+    return _recurse(x, 3)
+
+
+def _breaks_then_raises(t):
+    u = t + 1  # noqa: F841 - an op before the break, unused
+    _break()
+    raise KeyError("deep")
+
+
+def _middle_catches(t):
+    try:
+        _breaks_then_raises(t)
+    except KeyError:
+        t = t * 3
+    _break()
+    return t
+
+
+@program(r4)
+def raised_after_a_break_caught_in_a_middle_callee(x):
+    return _middle_catches(x.sin()) + 1
+
+
+class _ExitBreaks:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _break()
+        return False
+
+
+@differing_program(r4)
+def break_inside_a_user_exit(x):
+    with _ExitBreaks():
+        y = x + 1
+    return y * 2
+
+
+class _InitBreaks:
+    def __init__(self, t):
+        self.t = t + 1
+        _break()
+        self.u = self.t * 2
+
+
+@program(r4)
+def break_inside_an_init(x):
+    obj = _InitBreaks(x)
+    return obj.t + obj.u
+
+
+class _PropBreaks:
+    def __init__(self, t):
+        self.t = t
+
+    @property
+    def doubled(self):
+        _break()
+        return self.t * 2
+
+
+@differing_program(r4)
+def break_inside_a_property(x):
+    obj = _PropBreaks(x + 1)
+    return obj.doubled + 1
+
+
+class _ItemBreaks:
+    def __init__(self, t):
+        self.t = t
+
+    def __getitem__(self, i):
+        _break()
+        return self.t * i
+
+
+@differing_program(r4)
+def break_inside_a_getitem(x):
+    return _ItemBreaks(x)[3] - 1
+
+
+def _handler_breaks(t):
+    try:
+        _breaks_then_raises(t)
+    except KeyError:
+        _break()
+        t = t - 1
+    return t
+
+
+@program(r4)
+def break_in_a_callees_handler_after_deeper_raise(x):
+    return _handler_breaks(x) * 2
+
+
+def _with_suppress_breaks(t):
+    with contextlib.suppress(KeyError):
+        _breaks_then_raises(t)
+    return t + 5
+
+
+@program(r4)
+def callee_suppress_around_a_breaking_raiser(x):
+    return _with_suppress_breaks(x) * 2
+
+
+_GLOBAL_SCALE = 2.0
+
+
+def _rebinds_global(t):
+    global _GLOBAL_SCALE
+    _GLOBAL_SCALE = 3.0
+    _break()
+    return t * _GLOBAL_SCALE
+
+
+@program(r4)
+def callee_rebinds_a_global_before_break(x):
+    global _GLOBAL_SCALE
+    _GLOBAL_SCALE = 2.0
+    y = _rebinds_global(x)
+    return y + _GLOBAL_SCALE
+
+
+def _two_level_loop(t):
+    for i in range(2):
+        t = _sets_then_breaks(t) + i
+    return t
+
+
+@program(r4)
+def loop_in_callee_calling_a_breaking_writer(x):
+    _COUNTS.value = 0
+    return _two_level_loop(x)
+
+
+def _finally_breaks(t, log):
+    try:
+        return t + 1
+    finally:
+        log.append("f")
+        _break()
+
+
+@program(r4)
+def callee_finally_breaks_after_return_value(x):
+    log = []
+    y = _finally_breaks(x, log)
+    return y, log
+
+
+def _kw_only_breaks(t, *, scale):
+    _break()
+    return t * scale
+
+
+@program(r4)
+def breaking_callee_result_in_a_dict(x):
+    d = {"a": _kw_only_breaks(x, scale=2), "b": x}
+    return d["a"] + d["b"]
+
+
+@program(r4)
+def breaking_callee_in_a_list_comprehension(x):
+    return sum([_kw_only_breaks(x, scale=i) for i in range(3)])
+
+
 # ----- exception objects made each call ----------------------------------------------------
 _RAISED_LOG: list = []
 
@@ -1826,7 +2038,23 @@ def exit_flag_changed_between_calls():
     return {"fn": fn, "args": lambda: (torch.randn(3),), "calls": 3, "between": between}
 
 
+def callee_writes_an_outside_attribute_across_a_break():
+    box = _Counts()
+
+    def writes_then_breaks(t):
+        box.value = box.value + 1
+        _break()
+        return t * box.value
+
+    def fn(x):
+        y = writes_then_breaks(x)
+        return y + box.value
+
+    return {"fn": fn, "args": lambda: (torch.randn(3),), "calls": 3, "state": lambda fn: box.value}
+
+
 STATEFUL = [
+    callee_writes_an_outside_attribute_across_a_break,
     except_on_a_global_tuple_rebound,
     isinstance_on_a_global_tuple_rebound,
     exit_flag_changed_between_calls,
