@@ -1942,6 +1942,19 @@ def test_exception_returned_is_a_new_object_each_call():
     assert first is not second and type(first) is ValueError and first.args == ("a",)
 
 
+@pytest.mark.parametrize(
+    ("fn", "named"),
+    [
+        (exception_made_and_returned, "ValueError made in the frame leaves"),
+        (exception_args_hold_a_tensor, "creating a ValueError from non-constant values"),
+    ],
+)
+def test_fullgraph_names_the_exception_construct(fn, named):
+    compiled = dynamo_capture.optimize(fn, backend="eager", fullgraph=True)
+    with pytest.raises(dynamo_capture.Unsupported, match=named):
+        compiled(torch.randn(4))
+
+
 def reads_the_traceback_frame(x):
     try:
         raise ValueError
