@@ -44,8 +44,7 @@ EAGER_PROGRAMS, eager_program = program_registry()
 # f-string, an assert failing in a callee, ExceptionGroup, a generator's return value
 WHOLE_PROGRAMS, whole_program = program_registry()
 # eager's values, counts unlike torch.compile's (benchmarks/RESULTS.md): an exception
-# made from tensors breaks (torch keeps the tensor in it); a failing assert runs the
-# frame eagerly (torch compiles the graph before it); a callee breaking inside a torch
+# made from tensors breaks (torch keeps the tensor in it); a callee breaking inside a torch
 # function mode's block runs the frame eagerly (torch re-enters the mode in each part);
 # a callee returning from no_grad after a break two calls deeper (torch compiles one more
 # empty graph); a break inside a user `__exit__` or a property (torch runs the frame
@@ -951,7 +950,40 @@ def assert_in_a_callee_caught(x):
     return y
 
 
-@differing_program(r4)
+@program(r4)
+def assert_without_message_fails(x):
+    y = x * 2
+    assert y.shape[0] == 5  # noqa: PT018
+    return y
+
+
+@program(r4)
+def assert_with_a_computed_message_fails(x):
+    y = x + 1
+    z = y * 2
+    assert z.shape[0] == 5, f"got {z.shape[0]}"
+    return z
+
+
+@program(r4)
+def assert_failing_in_a_loop(x):
+    for i in range(2):
+        x = x + i
+        assert x.shape[0] == 5, "in a loop"
+    return x
+
+
+@program(r4)
+def assert_failing_in_a_try_block(x):
+    try:
+        y = x + 1
+        assert y.shape[0] == 5, "in a try"
+    except ValueError:
+        y = x
+    return y
+
+
+@program(r4)
 def assert_fails_leaves_the_frame(x):
     y = x + 1
     assert y.shape[0] == 5, "needs five"
