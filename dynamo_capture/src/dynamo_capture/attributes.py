@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from dynamo_capture.errors import ContextSwitchCall, ExceptionRaised, Unsupported
+from dynamo_capture.errors import (
+    CAPTURED_TRACEBACK,
+    ContextSwitchCall,
+    ExceptionRaised,
+    Unsupported,
+)
 from dynamo_capture.numpy_arrays import NUMPY_TYPE_DESCRIPTIONS, is_ndarray, ndarray_attribute
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
 from dynamo_capture.scalar_subclasses import made_scalar
@@ -401,6 +406,8 @@ def _tensor_instance_attr(tx: Translator, value: TensorValue, name: str) -> Valu
 
 def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
     obj, source = value.obj, value.source
+    if obj is CAPTURED_TRACEBACK:
+        raise Unsupported(f"reading .{name} of the traceback of an exception raised in the frame")
     written = tx.ctx.attr_writes.get((id(obj), name))
     if written is not None and written[0] is obj:
         tx.ctx.written_reads += 1

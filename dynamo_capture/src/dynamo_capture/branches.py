@@ -84,9 +84,10 @@ def plan_branch(
     target, fallthrough = inst.argval, insts[index + 1].offset
     if target >= generated or fallthrough >= generated:
         return "a branch leaves the frame's own code"
-    covering = [e for e in dis.Bytecode(code).exception_entries if e.start <= offset < e.end]
+    entries = list(dis.Bytecode(code).exception_entries)
+    covering = [e for e in entries if e.start <= offset < e.end]
     withs = covering[0].depth if covering else 0
-    depths = _depths(insts)
+    depths = _depths(insts, entries)  # the jump may follow a try whose handler ran
     if withs > len(contexts):
         return "the jump lies in a `with` block capture cannot re-enter"
     loops = _enclosing_loops(insts, offset, generated)

@@ -390,6 +390,17 @@ def missing_attribute(
         return raised_by_python(
             AttributeError(message or f"{owner!r} object has no attribute {name!r}")
         )
+    if (
+        isinstance(value, TensorValue)
+        and value.python_type in (torch.Tensor, torch.nn.Parameter)
+        and not any(key[1] == name for key in tx.ctx.attr_writes)
+    ):
+        # a plain tensor's missing attribute (an input's absence guarded above); one the
+        # frame may have set, or a subclass's (its own __getattr__), breaks
+        from dynamo_capture.errors import raised_by_python
+
+        owner = value.python_type.__name__
+        return raised_by_python(AttributeError(f"{owner!r} object has no attribute {name!r}"))
     return Unsupported(f"AttributeError while capturing: no attribute {name!r}")
 
 

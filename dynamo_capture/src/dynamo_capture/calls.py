@@ -242,6 +242,55 @@ def _set_grad_enabled(tx: Translator, args: list[Value], kwargs: dict[str, Value
     return PythonValue(None)
 
 
+def _class_source(cls_value: Value, name: str) -> Source | None:
+    """Where a class's own `__init__` / `__new__` is read from: its closure cells (a class
+    made by a factory function) are then outside values read and written as such."""
+    source = getattr(cls_value, "source", None)
+    return AttrSource(source, name) if source is not None else None
+
+
+def _made_exception(value: Value) -> bool:
+    """An exception instance made while capturing (not one from outside the frame)."""
+    return (
+        isinstance(value, PythonValue)
+        and value.source is None
+        and isinstance(value.obj, BaseException)
+    )
+
+
+def _construct_exception(
+    tx: Translator, cls_value: PythonValue, args: list[Value], kwargs: dict[str, Value]
+) -> PythonValue:
+    """An exception instance made while capturing: a real object (what `raise` raises),
+    from constant arguments. A class's own Python `__init__` is interpreted on it, not
+    run for real: its writes (to the instance, to outside objects) and reads are the
+    captured code's, done every call (run once at capture they would be lost)."""
+    cls = cls_value.obj
+    try:
+        real_args, real_kwargs = _all_constant(args, kwargs)
+    except NotConstant as error:
+        raise Unsupported(f"creating a {cls.__name__} from non-constant values") from error
+    own_new = any(
+        "__new__" in vars(klass) for klass in cls.__mro__ if klass.__module__ != "builtins"
+    )
+    init = cls.__init__
+    if not isinstance(init, types.FunctionType):
+        if own_new:
+            raise Unsupported(f"creating a {cls.__name__}, whose class defines __new__")
+        return PythonValue(cls(*real_args, **real_kwargs))
+    if own_new:
+        raise Unsupported(f"creating a {cls.__name__}, whose class defines __new__")
+    tx.ctx.guards.class_attribute(cls, "__init__", init)
+    # BaseException.__new__ sets `args` (what `__init__` may replace through super())
+    instance = PythonValue(cls.__new__(cls, *real_args, **real_kwargs))
+    returned = inline_function(
+        tx, init, [instance, *args], kwargs, _class_source(cls_value, "__init__")
+    )
+    if not (isinstance(returned, PythonValue) and returned.obj is None):
+        raise Unsupported(f"{cls.__name__}.__init__ returned a value")
+    return instance
+
+
 def _all_constant(args: list[Value], kwargs: dict[str, Value]) -> tuple[list[Any], dict[str, Any]]:
     return [as_constant(a) for a in args], {k: as_constant(v) for k, v in kwargs.items()}
 
@@ -400,7 +449,31 @@ def _call_python(
     if isinstance(obj, types.MethodDescriptorType | types.WrapperDescriptorType) and args:
         from dynamo_capture.methods import call_method
 
-        return call_method(tx, args[0], obj.__name__, list(args[1:]), kwargs)
+        receiver = args[0]
+        if (
+            obj.__name__ == "__init__"
+            and issubclass(obj.__objclass__, BaseException)
+            and obj.__objclass__.__module__ == "builtins"
+            and _made_exception(receiver)
+            and isinstance(receiver.obj, obj.__objclass__)  # type: ignore[attr-defined]
+        ):
+            # super().__init__(...) in an exception class's own __init__: sets `args`
+            assert isinstance(receiver, PythonValue)
+            try:
+                real_args, real_kwargs = _all_constant(args[1:], kwargs)
+            except NotConstant as error:
+                raise Unsupported("an exception's args that are not constants") from error
+            obj(receiver.obj, *real_args, **real_kwargs)
+            return PythonValue(None)
+        if isinstance(receiver, PythonValue) and receiver.source is None:
+            resolved = inspect.getattr_static(type(receiver.obj), obj.__name__, None)
+            if resolved is not None and resolved is not obj:
+                # NOTE: called by name, the receiver's class's own method would run
+                raise Unsupported(
+                    f"{obj.__qualname__} called on a {type(receiver.obj).__name__}, "
+                    "whose class overrides it"
+                )
+        return call_method(tx, receiver, obj.__name__, list(args[1:]), kwargs)
     if isinstance(obj, types.BuiltinMethodType) and isinstance(obj.__self__, torch.Tensor):
         # a tensor's bound method held as a value (`op = t.add`): a method call on the tensor
         from dynamo_capture.methods import call_method
@@ -939,11 +1012,7 @@ def construct(
     ):
         return construct_torch_class(tx, cls, args, kwargs)
     if issubclass(cls, BaseException):
-        try:
-            real_args, real_kwargs = _all_constant(args, kwargs)
-        except NotConstant as error:
-            raise Unsupported(f"creating a {cls.__name__} from non-constant values") from error
-        return PythonValue(cls(*real_args, **real_kwargs))
+        return _construct_exception(tx, cls_value, args, kwargs)
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return _construct_namedtuple(tx, cls, args, kwargs)
     if (
@@ -1036,7 +1105,9 @@ def construct(
     elif isinstance(new, types.FunctionType):
         # type.__call__: cls.__new__(cls, ...), then __init__ where it made an instance of cls
         tx.ctx.guards.class_attribute(cls, "__new__", new)
-        instance = inline_function(tx, new, [cls_value, *args], kwargs, None)
+        instance = inline_function(
+            tx, new, [cls_value, *args], kwargs, _class_source(cls_value, "__new__")
+        )
         if not issubclass(python_type_of(instance), cls):
             return instance
         cls = python_type_of(instance)
@@ -1045,7 +1116,7 @@ def construct(
     init = cls.__init__
     tx.ctx.guards.class_attribute(cls, "__init__", init)
     if isinstance(init, types.FunctionType):
-        inline_function(tx, init, [instance, *args], kwargs, None)
+        inline_function(tx, init, [instance, *args], kwargs, _class_source(cls_value, "__init__"))
     elif (args or kwargs) and new is object.__new__:
         raise Unsupported(f"{cls.__name__}() takes no arguments")
     return instance

@@ -42,6 +42,7 @@ from dynamo_capture.attributes import DELETED, replay_delete
 from dynamo_capture.bound_locals import live_locals, read_before_written
 from dynamo_capture.calls import UNTRACED_CONTEXT_FUNCTIONS, UNTRACED_CONTEXTS, is_made_in_frame
 from dynamo_capture.errors import (
+    CAPTURED_TRACEBACK,
     BackendCompilerFailed,
     ExceptionRaised,
     NeedsEagerFrame,
@@ -727,6 +728,30 @@ def _global_state_guards(ctx: CaptureContext) -> None:
     ctx.guards.global_state()
 
 
+def _own_assert_fails(tx: Translator, error: Unsupported) -> bool:
+    """Whether the frame's own `assert` statement, with no message or a constant one,
+    raised `error` (LOAD_ASSERTION_ERROR right before the raise, or before the message
+    and the call making the AssertionError), not a callee's or a `raise` statement's."""
+    current = tx.current
+    if current is None or current.opname != "RAISE_VARARGS" or tx.depth != 0:
+        return False
+    value = getattr(error, "value", None)
+    if not (isinstance(value, PythonValue) and type(value.obj) is AssertionError):
+        return False
+    index = tx.index_of[current.offset]
+    for inst in reversed(tx.instructions[:index]):
+        if inst.opname == "LOAD_ASSERTION_ERROR":
+            return True
+        if inst.opname not in _ASSERT_MESSAGE:
+            return False  # a message computed when it fails: torch.compile runs it eagerly
+    return False
+
+
+# what lies between an assert's LOAD_ASSERTION_ERROR and its raise: nothing, or a
+# constant message passed to the AssertionError
+_ASSERT_MESSAGE = ("LOAD_CONST", "PRECALL", "CALL", "CACHE")
+
+
 def capture_frame(
     target: FrameTarget,
     f_locals: dict[str, Any],
@@ -874,6 +899,11 @@ def capture_frame(
                 located.cannot_resume = True
         located.partial_methods = error.partial_methods
         located.escapes = isinstance(error, ExceptionRaised)
+        if located.escapes and tx is not None and _own_assert_fails(tx, error):
+            # NOTE: torch.compile compiles the graph before a failing `assert` of the
+            # frame itself and raises it after; a `raise` leaving the frame runs it eagerly
+            located.escapes = False
+            located.rest_eager = True
         located.whole_frame = located.whole_frame or error.whole_frame
         located.loop_not_resumed = located.loop_not_resumed or error.loop_not_resumed
         raise located from error.__cause__
@@ -1462,6 +1492,9 @@ class OutputPlan:
                 )
                 return f"{self._constant(torch.Size)}(({sizes}))"
             raise Unsupported("returning a symbolic size from the compiled frame")
+        if value.source is None and (isinstance(obj, BaseException) or obj is CAPTURED_TRACEBACK):
+            # NOTE: one object made while capturing; eagerly each call makes a new one
+            raise Unsupported(f"a {type(obj).__name__} made in the frame leaves the compiled part")
         if value.source is None and made_scalar(obj):
             # made again each call, as eager makes a new instance (its __new__ already ran)
             new = self._constant(scalar_base(type(obj)).__new__)

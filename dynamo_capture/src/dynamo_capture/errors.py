@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import linecache
+import sys
+import types
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "BackendCompilerFailed",
     "CaptureError",
+    "CAPTURED_TRACEBACK",
     "CaptureUnavailableError",
     "ExceptionRaised",
     "NeedsEagerFrame",
@@ -198,8 +201,22 @@ class ExceptionRaised(Unsupported):
     def __init__(self, value: Any) -> None:
         self.value = value
         exception = value.obj
+        if isinstance(exception, BaseException) and exception.__traceback__ is None:
+            # raised: eagerly it has a traceback from here on (`e.__traceback__`,
+            # `sys.exc_info()[2]`, `__exit__`'s third argument are not None)
+            exception.__traceback__ = CAPTURED_TRACEBACK
         super().__init__(f"the code raises an exception while capturing: {exception!r}")
         self.stop_iteration = isinstance(exception, StopIteration)
+
+
+def _captured_traceback() -> types.TracebackType:
+    frame = sys._getframe()
+    return types.TracebackType(None, frame, frame.f_lasti, frame.f_lineno)
+
+
+# NOTE: the traceback every exception raised in captured code holds: not None, as
+# eagerly, but no frame of the user's: reading anything of it breaks (attributes.py)
+CAPTURED_TRACEBACK = _captured_traceback()
 
 
 def raised_by_python(error: BaseException) -> ExceptionRaised:

@@ -128,6 +128,8 @@ class _GeneratorSteps:
         child.stop_at_yield = True
         self.child = child
         self.started = False
+        # what the body returned when the last step finished it (StopIteration.value)
+        self.returned: Value | None = None
 
     def __call__(self, tx: Translator) -> Value | None:
         child = self.child
@@ -150,6 +152,7 @@ class _GeneratorSteps:
                 error.cannot_resume = True
             raise
         if not child.suspended:
+            self.returned = child.result
             return None
         assert child.yielded is not None
         return child.yielded.pop()

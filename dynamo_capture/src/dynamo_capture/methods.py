@@ -771,8 +771,11 @@ def _context_method(tx: Translator, context: Any, name: str, args: list[Value]) 
 
 
 def _iterator_next(tx: Translator, iterator: IteratorValue, args: list[Value]) -> Value:
-    from dynamo_capture.lazy_iterators import next_item
+    from dynamo_capture.lazy_iterators import generator_steps, next_item
 
+    steps = generator_steps(iterator) if iterator.kind == "generator" else None
+    if steps is not None:
+        steps.returned = None
     item = next_item(tx, iterator)
     if item is not None:
         return item
@@ -780,7 +783,14 @@ def _iterator_next(tx: Translator, iterator: IteratorValue, args: list[Value]) -
         return args[0]
     from dynamo_capture.errors import ExceptionRaised
 
-    raise ExceptionRaised(PythonValue(StopIteration()))
+    returned = steps.returned if steps is not None else None
+    if returned is None or (isinstance(returned, PythonValue) and returned.obj is None):
+        raise ExceptionRaised(PythonValue(StopIteration()))
+    try:  # this step finished the generator: its return value is the StopIteration's
+        value = as_constant(returned)
+    except NotConstant:
+        raise Unsupported("a generator's return value that is not a constant") from None
+    raise ExceptionRaised(PythonValue(StopIteration(value)))
 
 
 def _generator_method(

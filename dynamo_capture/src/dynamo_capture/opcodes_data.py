@@ -13,7 +13,7 @@ import torch
 from dynamo_capture.attributes import delete_attr as delete_outside_attr
 from dynamo_capture.attributes import get_attr, set_attr
 from dynamo_capture.bytecode import BINARY_OPERATORS, INTRINSICS, Instruction
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.errors import Unsupported, raised_by_python
 from dynamo_capture.interpreter import Translator, opcode_handler
 from dynamo_capture.lazy_iterators import check_side_effect
 from dynamo_capture.operations import (
@@ -28,6 +28,8 @@ from dynamo_capture.operations import (
     guard_same_object,
     hashable_key,
     is_op,
+    missing_key,
+    python_type_of,
     sequence_items,
     set_item,
     unary_op,
@@ -384,7 +386,14 @@ def delete_subscr(tx: Translator, inst: Instruction) -> None:
         return
     if isinstance(container, ListValue | DictValue) and container.source is None:
         key = as_constant(index)
-        del container.items[key]
+        try:
+            del container.items[key]
+        except KeyError:
+            raise missing_key(container, key) from None
+        except IndexError as error:  # a list's own message
+            if python_type_of(container) is not list:
+                raise Unsupported(f"IndexError while capturing: {error}") from None
+            raise raised_by_python(error) from None
         return
     raise Unsupported("del container[index] on a container outside the frame (a side effect)")
 
@@ -529,18 +538,33 @@ def dict_update(tx: Translator, inst: Instruction) -> None:
 
 @opcode_handler("UNPACK_SEQUENCE")
 def unpack_sequence(tx: Translator, inst: Instruction) -> None:
-    items = sequence_items(tx, tx.pop())
+    sequence = tx.pop()
+    items = sequence_items(tx, sequence)
     if len(items) != inst.arg:
-        raise Unsupported(f"ValueError: unpacking {len(items)} values into {inst.arg} names")
+        raise _unpack_error(sequence, len(items), f"[{'_, ' * inst.arg}]")
     tx.stack.extend(reversed(items))
+
+
+def _unpack_error(sequence: Value, count: int, target: str) -> Unsupported:
+    """The ValueError unpacking `count` items into `target` raises (Python's own message),
+    for a sequence whose items are all known (a list or tuple); a break for others (an
+    iterator, read past what eager reads, or a user class's own iteration)."""
+    if python_type_of(sequence) not in (list, tuple, torch.Size):
+        return Unsupported(f"ValueError: unpacking {count} values into {target}")
+    try:
+        exec(f"{target} = _items", {}, {"_items": (None,) * count})  # noqa: S102
+    except ValueError as error:
+        return raised_by_python(error)
+    raise AssertionError("the unpack was expected to fail")
 
 
 @opcode_handler("UNPACK_EX")
 def unpack_ex(tx: Translator, inst: Instruction) -> None:
     before, after = inst.arg & 0xFF, inst.arg >> 8
-    items = sequence_items(tx, tx.pop())
+    sequence = tx.pop()
+    items = sequence_items(tx, sequence)
     if len(items) < before + after:
-        raise Unsupported("ValueError: not enough values to unpack")
+        raise _unpack_error(sequence, len(items), f"[{'_, ' * before}*_{', _' * after}]")
     middle = ListValue(items[before : len(items) - after])
     tail = items[len(items) - after :] if after else []
     tx.stack.extend(reversed([*items[:before], middle, *tail]))

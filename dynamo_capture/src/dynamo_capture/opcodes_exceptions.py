@@ -120,7 +120,8 @@ def with_except_start(tx: Translator, inst: Instruction) -> None:
     exception = tx.stack[-1]
     leave = tx.stack[-4]
     assert isinstance(exception, PythonValue)
-    args = [PythonValue(type(exception.obj)), exception, PythonValue(None)]
+    traceback = PythonValue(exception.obj.__traceback__)
+    args = [PythonValue(type(exception.obj)), exception, traceback]
     tx.push(call(tx, leave, args, {}))
 
 
@@ -135,7 +136,8 @@ def _exc_info(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
     if handled is None:
         return TupleValue([PythonValue(None)] * 3)
     assert isinstance(handled, PythonValue)
-    return TupleValue([PythonValue(type(handled.obj)), handled, PythonValue(None)])
+    traceback = PythonValue(handled.obj.__traceback__)
+    return TupleValue([PythonValue(type(handled.obj)), handled, traceback])
 
 
 @handles(sys.exception)

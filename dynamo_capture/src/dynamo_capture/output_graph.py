@@ -495,6 +495,12 @@ class CaptureContext:
                 guards.equals_match(AttrSource(source, part), getattr(obj, part))
         elif is_constant(obj) or isinstance(obj, torch.Size):
             guards.equals_match(source, obj)
+        elif type(obj) is tuple and obj and all(isinstance(item, type) for item in obj):
+            # classes (`except ERRORS:`, `isinstance(v, KINDS)`): read whole, folded on
+            # which classes they are
+            guards.length_check(source, obj)
+            for index, item in enumerate(obj):
+                guards.id_match(ItemSource(source, index), item)
         elif isinstance(obj, list | tuple):
             guards.length_check(source, obj)
         elif isinstance(obj, collections.deque):

@@ -309,11 +309,29 @@ def _cell_only_names(code: types.CodeType) -> tuple[str, ...]:
     return tuple(name for name in code.co_cellvars if name not in code.co_varnames)
 
 
-def _depths(insts: list[dis.Instruction]) -> dict[int, int]:
-    """The value-stack depth before each instruction reached by normal flow (a worklist)."""
+def _depths(insts: list[dis.Instruction], entries: list[Any] | None = None) -> dict[int, int]:
+    """The value-stack depth before each instruction reached by normal flow (a worklist);
+    with the exception table's `entries`, also by the handlers of the instructions
+    reached (`except` clauses, and the code after a try statement reached only through
+    them, as after a `raise` the handler catches)."""
     index_of = {inst.offset: index for index, inst in enumerate(insts)}
     depths: dict[int, int] = {insts[0].offset: 0}
     work = [0]
+    while True:
+        _walk_depths(insts, index_of, depths, work)
+        for entry in entries or ():
+            if entry.target in depths or entry.target not in index_of:
+                continue
+            if any(entry.start <= at < entry.end for at in depths):
+                depths[entry.target] = entry.depth + int(entry.lasti) + 1
+                work.append(index_of[entry.target])
+        if not work:
+            return depths
+
+
+def _walk_depths(
+    insts: list[dis.Instruction], index_of: dict[int, int], depths: dict[int, int], work: list[int]
+) -> None:
     while work:
         index = work.pop()
         inst = insts[index]
@@ -333,7 +351,6 @@ def _depths(insts: list[dis.Instruction]) -> dict[int, int]:
             if target not in depths and target in index_of:
                 depths[target] = depth + effect
                 work.append(index_of[target])
-    return depths
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,7 +369,9 @@ def _cuts(
     """Every boundary of `code` after its prelude, in offset order; the user's jumps; and
     the offsets of the jumps that leave the part (to its stop offset, a loop body's
     FOR_ITER: a `continue` or the body's end)."""
-    depths = _depths(insts)
+    entries = list(dis.Bytecode(code).exception_entries)
+    normal = _depths(insts)  # reached without an exception
+    depths = _depths(insts, entries)
     generated = _GENERATED.get(code, len(code.co_code))
     # a stop offset of this part: a jump into its epilogue (a loop back to it is no loop)
     exits = {i.offset for i in insts if i.opcode in _JUMPS and i.argval >= generated}
@@ -371,8 +390,7 @@ def _cuts(
         and inst.offset < generated
         and (inst.argval in exits or inst.argval >= generated)
     ]
-    entries = list(dis.Bytecode(code).exception_entries)
-    jumps = _without_handler_returns(jumps, depths, entries)
+    jumps = _without_handler_returns(jumps, normal, entries)
     try_spans = _try_spans(code, insts)
     for_iters = {inst.offset for inst in insts if inst.opname == "FOR_ITER"}
     cuts = []
@@ -675,7 +693,7 @@ def _call_plan(
         return None  # a `with` on a context capture cannot rebuild
     if any(at <= src < after < dst for src, dst in jumps):
         return None
-    depths = _depths(insts)
+    depths = _depths(insts, entries)
     if depths.get(at) != depth or depths.get(after) != depth_after:
         return None
     call_args = _call_arguments(insts, at, after, depths, depth) if args_known else None
