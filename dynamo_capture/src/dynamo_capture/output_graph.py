@@ -75,7 +75,7 @@ from guards import (
     SymNode,
     TensorPropertySource,
     marks_of,
-from guards import DataDependentError, FakeTensorMode, ShapeEnv, SizeHistory, SymNode
+)
 from guards.tensor_subclasses import (
     has_own_torch_dispatch,
     is_traceable_subclass,
