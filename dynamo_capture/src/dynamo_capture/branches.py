@@ -33,7 +33,14 @@ from dynamo_capture.resume import (
     in_try_block,
 )
 
-__all__ = ["BranchPlan", "BranchStage", "breaks_inside_loop", "plan_branch", "root_function"]
+__all__ = [
+    "BranchPlan",
+    "BranchStage",
+    "branch_temporaries",
+    "breaks_inside_loop",
+    "plan_branch",
+    "root_function",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +64,19 @@ class BranchPlan:
     body_start: int
     contexts: tuple[ContextSpec, ...] = ()
     iterators: int = 0
+    # the statement's own values below the tested one (`0 < t < 1` keeps `t` for the
+    # second comparison), handed on above the iterators
+    temporaries: int = 0
+    keeps_tested: bool = False  # JUMP_IF_*_OR_POP: its target starts with the value
+
+    @property
+    def below(self) -> int:
+        """The stack values below the tested one the parts hand on."""
+        return self.iterators + self.temporaries
+
+    def stack_in(self, start: int) -> int:
+        """How many handed-on values the part resuming at `start` pushes back."""
+        return self.below + (1 if self.keeps_tested and start == self.target else 0)
 
 
 def plan_branch(
@@ -79,7 +99,8 @@ def plan_branch(
     if offset >= generated or index is None or index + 1 >= len(insts):
         return "the jump lies in generated code"
     inst = insts[index]
-    if not inst.opname.startswith("POP_JUMP") or "NONE" in inst.opname:
+    keeps_tested = inst.opname in _KEEPING_JUMPS
+    if not (inst.opname.startswith("POP_JUMP") or keeps_tested) or "NONE" in inst.opname:
         return f"{inst.opname} is not a jump on a value's truth"
     target, fallthrough = inst.argval, insts[index + 1].offset
     if target >= generated or fallthrough >= generated:
@@ -92,15 +113,36 @@ def plan_branch(
     loops = _enclosing_loops(insts, offset, generated)
     if loops and withs:
         return "the jump lies in both a loop and a `with` block"
-    if depths.get(offset) != withs + loops + 1:
-        return "values other than the tested one and loops' iterators lie on the stack"
-    below = withs + loops
-    if depths.get(target) != below or depths.get(fallthrough) != below:
-        return "a branch starts with values on the stack other than loops' iterators"
+    temporaries = depths.get(offset, 0) - withs - loops - 1
+    if temporaries < 0:
+        return "the stack at the jump is not known"
+    if temporaries and withs:
+        return "the statement's values lie on the stack inside a `with` block"
+    below = withs + loops + temporaries
+    if depths.get(target) != below + keeps_tested or depths.get(fallthrough) != below:
+        return "a branch starts with values on the stack other than those handed on"
     body_start = next(i.offset for i in insts if i.opname not in _PRELUDE)
     return BranchPlan(
-        offset, target, fallthrough, "TRUE" in inst.opname, body_start, contexts[:withs], loops
-    )
+        offset, target, fallthrough, "TRUE" in inst.opname, body_start, contexts[:withs], loops,
+        temporaries, keeps_tested,
+    )  # fmt: skip
+
+
+# the jumps on a value's truth that leave the value on the stack when they jump
+_KEEPING_JUMPS = ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP")
+
+
+def branch_temporaries(code: types.CodeType, offset: int) -> int:
+    """How many values of the statement itself lie below the value a data-dependent jump
+    at `offset` tests (above the loops' iterators and `with` blocks' exits)."""
+    insts = _instructions(code)
+    depth = _depths(insts).get(offset)
+    if depth is None:
+        return 0
+    covering = [e for e in dis.Bytecode(code).exception_entries if e.start <= offset < e.end]
+    withs = covering[0].depth if covering else 0
+    generated = _GENERATED.get(code, len(code.co_code))
+    return max(depth - withs - _enclosing_loops(insts, offset, generated) - 1, 0)
 
 
 def _enclosing_loops(insts: list[dis.Instruction], offset: int, generated: int) -> int:
@@ -126,7 +168,8 @@ class BranchStage:
     """Runs the part of the taken branch on the first part's locals (BranchPlan).
 
     `slot`: where the first part's locals hold the handed-on stack (the tested value);
-    `count`: how many of its locals the branch parts take. A branch part is made and
+    `count`: how many of the user's locals the branch parts take (and `___stack` after
+    them where the part pushes handed-on values back). A branch part is made and
     compiled when its branch is first taken (`make(target)`), as torch.compile makes a
     resume function when it first runs.
     """
@@ -139,10 +182,11 @@ class BranchStage:
         self.parts: dict[int, Any] = {}
 
     def __call__(self, *values: Any) -> Any:
-        tested = values[self.slot][-1]  # above the loops' iterators, if any
+        tested = values[self.slot][-1]  # above the values handed on, if any
         taken = bool(tested) is self.plan.jumps_if  # as the jump takes its value's truth
         start = self.plan.target if taken else self.plan.fallthrough
         part = self.parts.get(start)
         if part is None:
             part = self.parts[start] = self.make(start)
-        return part(*values[: self.count])
+        # a part pushing no handed-on value back has no `___stack` parameter
+        return part(*values[: self.count + (1 if self.plan.stack_in(start) else 0)])

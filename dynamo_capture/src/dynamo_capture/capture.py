@@ -264,6 +264,7 @@ _CALLS = ("CALL",)
 _BRANCH_JUMPS = (
     "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE",
     "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
+    "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP",
 )  # fmt: skip
 _METHOD_LOADS = ("LOAD_ATTR", "LOAD_METHOD")
 _PLAIN = (bool, int, float, str, type(None))
@@ -430,6 +431,25 @@ def loop_iterator_not_resumed(tx: Translator) -> bool:
     """Whether a loop open where `tx` stopped iterates something torch.compile does not
     resume inside (`_NOT_RESUMED_KINDS`): the frame then runs eagerly as a whole."""
     return any(it.kind in _NOT_RESUMED_KINDS for it in _loop_iterators(tx))
+
+
+def _temporaries_handed_on(tx: Translator) -> bool:
+    """Whether the statement's own values below a data-dependent jump's tested value
+    (`0 < t < 1` keeps `t`) can ride to the parts resuming at its targets: tensors and
+    immutable constants, which stay the same objects when handed on; a container or
+    another object made in the frame would be rebuilt as a second object."""
+    from dynamo_capture.branches import branch_temporaries
+
+    count = branch_temporaries(tx.code, tx.current.offset)
+    if not count:
+        return True
+    kept = 1 if tx.current.opname.endswith("_OR_POP") else 0  # the tested value is still on it
+    values = tx.stack[len(tx.stack) - kept - count : len(tx.stack) - kept]
+    return len(values) == count and all(
+        isinstance(value, TensorValue)
+        or (isinstance(value, PythonValue) and type(value.obj) in _HANDED_AS_IS)
+        for value in values
+    )
 
 
 def _loop_iterators_handed_on(tx: Translator) -> str:
@@ -773,7 +793,7 @@ def capture_frame(
     grad_mode = torch.is_grad_enabled()
     tx: Translator | None = None
     try:
-        with capturing():
+        with capturing(), side_effects.shadows_in_effect(ctx.shadows):
             arguments = _frame_locals(ctx, code, f_locals)
             tx = Translator(ctx, code, arguments, target.globals, real_cells=real_cells)
             result = tx.run()
@@ -823,6 +843,8 @@ def capture_frame(
                 located.loop_not_resumed = True
             elif error.data_branch and tx.current.opname in _BRANCH_JUMPS:
                 handed = _loop_iterators_handed_on(tx)
+                if handed == "hand" and not _temporaries_handed_on(tx):
+                    handed = "statement"
             if handed == "hand":
                 located.branch_jump = tx.current.offset  # resumed at either of its targets
             located.call_cut_in_loops = _call_cut_in_loops(tx)

@@ -899,7 +899,7 @@ class CompiledCallable:
             try:
                 prefix = segment_function(
                     function, body, plan.jump, body, "pre", leave=plan.contexts,
-                    stack_out=plan.iterators + 1,
+                    stack_out=plan.below + 1,
                 )  # fmt: skip
             except ValueError as no_room:
                 artifact_logger("graph_breaks").info(
@@ -913,18 +913,19 @@ class CompiledCallable:
                 # NOTE: one part per offset of the user's function, shared by every part
                 # that resumes there (torch.compile makes resume functions from the
                 # original code, so their caches are shared the same way)
-                shared = (id(root.__code__), start, plan.contexts, plan.iterators, "resumed at")
+                stack_in = plan.stack_in(start)
+                shared = (id(root.__code__), start, plan.contexts, stack_in, "resumed at")
                 part = self._callees.get(shared)  # type: ignore[call-overload]
                 if part is None:
                     resume = segment_function(
                         root, start, None, body, "resume", enter=plan.contexts,
-                        stack_in=plan.iterators or None, line=break_line,
+                        stack_in=stack_in or None, line=break_line,
                     )  # fmt: skip
                     part = self._callees[shared] = self._resume_part(resume)  # type: ignore[index]
                 return part
 
-            # the parts take the user's locals, and `___stack` where loops' iterators ride in it
-            count = len(root.__code__.co_varnames) + (1 if plan.iterators else 0)
+            # the parts take the user's locals, and `___stack` where values ride in it
+            count = len(root.__code__.co_varnames)
             stage = BranchStage(plan, varnames.index(STACK_LOCAL), count, make)
             parts = self._splits[key] = [self._segment_part(prefix), stage]
             self.graph_breaks.append(error)
