@@ -118,7 +118,7 @@ def is_and_is_not(x):
     a = None
     b = [1]
     c = b
-    return x * (a is None) + (b is c) + (b is not [1]) + (x is x) + (type(x) is torch.Tensor)
+    return x * (a is None) + (b is c) + (b is not [1]) + (x is x) + (type(x) is torch.Tensor)  # noqa: F632
 
 
 @program()
@@ -348,22 +348,22 @@ class Holder:
 @program()
 def getattr_setattr_hasattr_delattr_in_frame(x):
     h = Holder()
-    setattr(h, "extra", 3)
+    setattr(h, "extra", 3)  # noqa: B010 - the builtin is the point
     missing = getattr(h, "nothing", 5)
     had = hasattr(h, "extra")
     delattr(h, "extra")
-    return x * h.offset + missing + had + hasattr(h, "extra") + getattr(h, "scale")
+    return x * h.offset + missing + had + hasattr(h, "extra") + getattr(h, "scale")  # noqa: B009
 
 
 @program()
 def getattr_with_default_on_tensor_and_module(x):
     lin = torch.nn.Linear(3, 3)
     return (
-        x * getattr(x, "ndim") + getattr(lin, "in_features", 0),
+        x * getattr(x, "ndim") + getattr(lin, "in_features", 0),  # noqa: B009
         getattr(lin, "nothing", None),
         hasattr(lin, "weight"),
         hasattr(x, "nothing"),
-        getattr(x, "shape")[0],
+        getattr(x, "shape")[0],  # noqa: B009
     )
 
 
@@ -390,7 +390,7 @@ def len_of_everything(x):
         len(b"ab"),
         len(range(2, 11, 3)),
         len({1: 2}),
-        len({1, 2, 2}),
+        len({1, 2, 2}),  # noqa: B033
         len(frozenset()),
         len([x, x]),
         len((1,)),
@@ -509,7 +509,11 @@ def math_functions_on_constants(x):
 @program(r34)
 def math_functions_on_sizes(x):
     n, m = x.shape
-    return x * math.sqrt(n * m) + math.ceil(m / n) + math.log2(m), math.gcd(n, m), math.prod(x.shape)
+    return (
+        x * math.sqrt(n * m) + math.ceil(m / n) + math.log2(m),
+        math.gcd(n, m),
+        math.prod(x.shape),
+    )
 
 
 # torch.compile breaks at each cmath function (C functions it does not trace): 3 graphs
@@ -593,17 +597,24 @@ def operator_setitem_delitem(x):
 # ----- strings, bytes, formatting ------------------------------------------------------------
 @program(r34)
 def percent_formatting_of_sizes(x):
-    label = "%d x %d" % tuple(x.shape)
-    ratio = "%.3f|%5.1f|%-4s|%r" % (x.shape[0] / x.shape[1], 2.25, "ab", "q")
-    return x * len(label), label, ratio, "%s" % (x.shape[0],), "%(n)d" % {"n": 3}
+    label = "%d x %d" % tuple(x.shape)  # noqa: UP031 - % formatting is the point
+    ratio = "%.3f|%5.1f|%-4s|%r" % (x.shape[0] / x.shape[1], 2.25, "ab", "q")  # noqa: UP031
+    return x * len(label), label, ratio, "%s" % (x.shape[0],), "%(n)d" % {"n": 3}  # noqa: UP031
 
 
 # torch.compile gives '4', '0.5', '255' for format(4, 'b'), format(0.5, '.0%'), format(255, '#x')
 @whole_program(r34)
 def str_format_of_sizes_and_floats(x):
-    text = "{}:{:>4}:{:.2e}:{:+d}:{:08.3f}".format(x.shape[0], x.shape[1], 12345.678, 3, -2.5)
-    named = "{a}-{b[0]}".format(a=x.dim(), b=x.shape)
-    return x * len(text), text, named, format(x.shape[1], "b"), format(0.5, ".0%"), format(255, "#x")
+    text = "{}:{:>4}:{:.2e}:{:+d}:{:08.3f}".format(x.shape[0], x.shape[1], 12345.678, 3, -2.5)  # noqa: UP032
+    named = "{a}-{b[0]}".format(a=x.dim(), b=x.shape)  # noqa: UP032
+    return (
+        x * len(text),
+        text,
+        named,
+        format(x.shape[1], "b"),
+        format(0.5, ".0%"),
+        format(255, "#x"),
+    )
 
 
 @program(r34)
@@ -649,7 +660,7 @@ def str_methods(x):
         "banana".index("n"),
         "prefix_name".removeprefix("prefix_"),
         "name.py".removesuffix(".py"),
-        "ab".encode(),
+        "ab".encode(),  # noqa: UP012
         "a\tb".expandtabs(4),
         "hello".capitalize(),
         "xxhixx".strip("x"),
@@ -660,7 +671,15 @@ def str_methods(x):
 @program()
 def str_comparisons_and_ops(x):
     a, b = "apple", "banana"
-    return x * (a < b) + (a * 2 == "appleapple") + ("B" < "a"), a + b, b[1:4], b[::-1], min(a, b), ord("a"), chr(98)
+    return (
+        x * (a < b) + (a * 2 == "appleapple") + ("B" < "a"),
+        a + b,
+        b[1:4],
+        b[::-1],
+        min(a, b),
+        ord("a"),
+        chr(98),
+    )
 
 
 @program()
@@ -819,7 +838,12 @@ def frozenset_as_key_and_algebra(x):
     f = frozenset([1, 2])
     g = frozenset("ab")
     table = {f: x, g: x * 2}
-    return table[frozenset([2, 1])] + len(f | {3}), type(f | {3}) is frozenset, f == {1, 2}, sorted(g)
+    return (
+        table[frozenset([2, 1])] + len(f | {3}),
+        type(f | {3}) is frozenset,
+        f == {1, 2},
+        sorted(g),
+    )
 
 
 @program()
@@ -890,7 +914,7 @@ def unpacking_in_for_loops(x):
     total = x
     for i, (a, b) in enumerate([(1, 2), (3, 4)]):
         total = total + i * a - b
-    for (k, v), *extra in [(("p", 1), 9)]:
+    for (_key, v), *extra in [(("p", 1), 9)]:
         total = total * v + extra[0]
     for first, *others in [[1, 2, 3], [4]]:
         total = total + first + len(others)
@@ -962,7 +986,7 @@ def defaults_evaluated_once_read(x):
 @program()
 def default_evaluated_in_frame_closure(x):
     fns = [lambda y, k=k: y * k for k in range(3)]
-    late = [lambda y: y * k for k in range(3)]
+    late = [lambda y: y * k for k in range(3)]  # noqa: B023 - bound late, as eagerly
     return [f(x) for f in fns], [f(x) for f in late]
 
 
@@ -1280,6 +1304,7 @@ def _augmented_outside_list():
     xs = [1, 2]
 
     def fn(x):
+        nonlocal xs
         xs[0] += 1
         xs[1] *= 2
         xs += [3]
@@ -1292,6 +1317,7 @@ def _augmented_outside_dict():
     d = {"n": 0, "name": "a"}
 
     def fn(x):
+        nonlocal d
         d["n"] += 2
         d["name"] += "b"
         d["seen"] = d.get("seen", 0) + 1
@@ -1321,7 +1347,7 @@ def _setattr_delattr_outside():
     stats = Stats()
 
     def fn(x):
-        setattr(stats, "flag", getattr(stats, "flag", 0) + 1)
+        setattr(stats, "flag", getattr(stats, "flag", 0) + 1)  # noqa: B010
         if hasattr(stats, "temp"):
             delattr(stats, "temp")
         else:
@@ -1364,6 +1390,7 @@ def _outside_set_algebra():
     s = {1}
 
     def fn(x):
+        nonlocal s
         s.add(len(s) + 1)
         s |= {10}
         s -= {1}
@@ -1422,7 +1449,11 @@ def _closure_counter_outside():
         return tick
 
     tick = make()
-    return {"fn": tick, "args": lambda: (r(3),), "state": lambda fn: fn.__closure__[0].cell_contents}
+    return {
+        "fn": tick,
+        "args": lambda: (r(3),),
+        "state": lambda fn: fn.__closure__[0].cell_contents,
+    }
 
 
 LAST_TENSOR = None
