@@ -1154,6 +1154,45 @@ def chained_comparison_falls_through_first(x):
     return x + 1 if -1 < x < 1 else x - 1
 
 
+@program(lambda: torch.randn(3, 2) * 0.1)
+def two_chained_comparisons_with_and(x):
+    a = x.sum()
+    if 0 < a < 1 and -1 < a * 2 < 3:
+        return x * 2
+    return x
+
+
+@program(lambda: torch.randn(3, 2) * 0.1)
+def chained_comparison_in_returned_tuple(x):
+    return x, 0 < x.sum() < 1
+
+
+@program(lambda: torch.randn(3, 2) * 0.1)
+def chained_comparison_four_operands(x):
+    if -10 < x.sum() < x.max() * 10 < 100:
+        return x * 2
+    return x / 2
+
+
+@program()
+def and_over_tensor_inside_list_display(x):
+    return [1, 2, x.sum() > 0 and 3, 4]
+
+
+@program()
+def or_over_tensor_inside_dict_display(x):
+    return {"a": x, "b": x.sum() > 0 or x.max()}
+
+
+@program(lambda: torch.full((3,), 0.3))
+def chained_comparison_as_while_condition(x):
+    n = 0
+    while 0 < x.sum() < 100:
+        x = x * 2
+        n += 1
+    return x, n
+
+
 # ----- in-place operators on containers and tensors -------------------------------------------
 @program()
 def in_place_operators_keep_aliases(x):
