@@ -1193,6 +1193,27 @@ def chained_comparison_as_while_condition(x):
     return x, n
 
 
+@program(lambda: torch.randn(3) * 0.1)
+def chained_comparison_inside_no_grad(x):
+    y = x * 2
+    with torch.no_grad():
+        z = y + 1
+        if 0 < z.sum() < 1:
+            w = z * 3
+        else:
+            w = z - 3
+        w = w + 1
+    return w, w.requires_grad
+
+
+@program(lambda: torch.randn(3, requires_grad=True))
+def and_over_tensor_inside_autocast(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x[:, None] @ x[None, :]
+        kept = y.sum() > 0 and y.max()
+    return y, kept
+
+
 # ----- in-place operators on containers and tensors -------------------------------------------
 @program()
 def in_place_operators_keep_aliases(x):

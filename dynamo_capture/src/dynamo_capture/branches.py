@@ -116,8 +116,6 @@ def plan_branch(
     temporaries = depths.get(offset, 0) - withs - loops - 1
     if temporaries < 0:
         return "the stack at the jump is not known"
-    if temporaries and withs:
-        return "the statement's values lie on the stack inside a `with` block"
     below = withs + loops + temporaries
     if depths.get(target) != below + keeps_tested or depths.get(fallthrough) != below:
         return "a branch starts with values on the stack other than those handed on"
