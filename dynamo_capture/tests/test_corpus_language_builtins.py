@@ -1591,6 +1591,18 @@ def _outside_dict_and_set_written_then_folded():
     return {"fn": fn, "args": lambda: (r(3),), "state": lambda fn: (dict(d), sorted(s))}
 
 
+def _outside_deque_written_then_printed():
+    import collections
+
+    q = collections.deque([1], maxlen=2)
+
+    def fn(x):
+        q.append(len(q) + 5)
+        return x * len(q), str(q), q == collections.deque([1, 6], maxlen=2)
+
+    return {"fn": fn, "args": lambda: (r(3),), "state": lambda fn: (list(q), q.maxlen)}
+
+
 STATEFUL = {
     make.__name__.lstrip("_"): make
     for make in [
@@ -1650,3 +1662,15 @@ def test_language_program_like_eager(name):
             assert str(raised.value) == str(error)
             continue
         assert_same(compiled(*clone_inputs(args)), expected)
+
+
+def test_outside_deque_written_then_printed_like_eager():
+    """A deque written by the frame is not folded from its shadow (its maxlen would be
+    lost in `str(q)`): capture breaks there; values and the deque left equal eager's.
+    (torch.compile: 2 graphs, capture 1.)"""
+    eager, compiled = _outside_deque_written_then_printed(), _outside_deque_written_then_printed()
+    run = dynamo_capture.optimize(compiled["fn"], backend=CountingBackend())
+    for _ in range(2):
+        x = r(3)
+        assert_same(run(x.clone()), eager["fn"](x.clone()))
+    assert compiled["state"](None) == eager["state"](None)

@@ -143,6 +143,8 @@ def as_constant(value: Value) -> Any:
         if type(obj) in side_effects.MUTATING_METHODS:
             shadow = side_effects.written_shadow(obj)
             if shadow is not None:  # written by the frame: what it holds now
+                if type(obj) not in (list, dict, set):
+                    raise NotConstant  # a deque's maxlen, a defaultdict's factory
                 return as_constant(shadow)
         if is_constant(obj) or isinstance(obj, (torch.Size, FakeId, *_SYMBOLIC_NUMBERS)):
             return obj  # symbolic sizes compute on their own (recording guards)
