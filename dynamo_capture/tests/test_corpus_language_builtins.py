@@ -53,6 +53,21 @@ def r23():
     return torch.randn(2, 3)
 
 
+def alternating(*values):
+    """A maker giving copies of `values` in turn: each side's two calls (eager, ember,
+    torch.compile each call it twice) see the same two inputs, so a data-dependent
+    branch is taken the same ways on every side."""
+    calls = iter(range(1 << 30))
+
+    def make():
+        return values[next(calls) % len(values)].clone()
+
+    return make
+
+
+_POSITIVE_THEN_NEGATIVE = (torch.tensor([0.2, 0.1, 0.3]), torch.tensor([-0.2, 0.1, -0.3]))
+
+
 # ----- operators -------------------------------------------------------------------------
 @program()
 def int_float_arithmetic_folded(x):
@@ -1115,7 +1130,7 @@ def is_between_tensors(x):
     return x * ((y is x) + (z is x)), x is not y
 
 
-@program()
+@program(alternating(*_POSITIVE_THEN_NEGATIVE))
 def and_or_over_tensors_kept(x):
     positive = x.sum() > 0 and x.max()
     either = (x.min() > 5) or x.mean()
@@ -1154,7 +1169,7 @@ def chained_comparison_falls_through_first(x):
     return x + 1 if -1 < x < 1 else x - 1
 
 
-@program(lambda: torch.randn(3, 2) * 0.1)
+@program(alternating(*_POSITIVE_THEN_NEGATIVE))
 def two_chained_comparisons_with_and(x):
     a = x.sum()
     if 0 < a < 1 and -1 < a * 2 < 3:
@@ -1162,24 +1177,24 @@ def two_chained_comparisons_with_and(x):
     return x
 
 
-@program(lambda: torch.randn(3, 2) * 0.1)
+@program(alternating(*_POSITIVE_THEN_NEGATIVE))
 def chained_comparison_in_returned_tuple(x):
     return x, 0 < x.sum() < 1
 
 
-@program(lambda: torch.randn(3, 2) * 0.1)
+@program(alternating(*_POSITIVE_THEN_NEGATIVE))
 def chained_comparison_four_operands(x):
     if -10 < x.sum() < x.max() * 10 < 100:
         return x * 2
     return x / 2
 
 
-@program()
+@program(alternating(*_POSITIVE_THEN_NEGATIVE))
 def and_over_tensor_inside_list_display(x):
     return [1, 2, x.sum() > 0 and 3, 4]
 
 
-@program()
+@program(alternating(*_POSITIVE_THEN_NEGATIVE))
 def or_over_tensor_inside_dict_display(x):
     return {"a": x, "b": x.sum() > 0 or x.max()}
 
@@ -1212,6 +1227,25 @@ def and_over_tensor_inside_autocast(x):
         y = x[:, None] @ x[None, :]
         kept = y.sum() > 0 and y.max()
     return y, kept
+
+
+@program(alternating(*_POSITIVE_THEN_NEGATIVE))
+def and_over_tensor_in_torch_call_argument(x):
+    return torch.add(x, x.sum() > 0 and 3)
+
+
+def _scaled(a, b):
+    return a * b
+
+
+@program(alternating(*_POSITIVE_THEN_NEGATIVE))
+def chained_comparison_in_user_call_argument(x):
+    return _scaled(x, 0 < x.sum() < 1)
+
+
+@program(alternating(*_POSITIVE_THEN_NEGATIVE))
+def or_over_tensor_in_nested_call_arguments(x):
+    return torch.mul(x, _scaled(2, x.sum() > 0 or 5))
 
 
 # ----- in-place operators on containers and tensors -------------------------------------------

@@ -28,6 +28,7 @@ from dynamo_capture.resume import (
     ContextSpec,
     _depths,
     _instructions,
+    _stack_path,
     _why_not_splittable,
     breaks_inside_loop,
     in_try_block,
@@ -36,7 +37,7 @@ from dynamo_capture.resume import (
 __all__ = [
     "BranchPlan",
     "BranchStage",
-    "branch_temporaries",
+    "branch_stack",
     "breaks_inside_loop",
     "plan_branch",
     "root_function",
@@ -68,6 +69,7 @@ class BranchPlan:
     # second comparison), handed on above the iterators
     temporaries: int = 0
     keeps_tested: bool = False  # JUMP_IF_*_OR_POP: its target starts with the value
+    nulls: tuple[int, ...] = ()  # NULLs among the values handed on (pushed back, not kept)
 
     @property
     def below(self) -> int:
@@ -80,7 +82,10 @@ class BranchPlan:
 
 
 def plan_branch(
-    code: types.CodeType, offset: int, contexts: tuple[ContextSpec, ...] = ()
+    code: types.CodeType,
+    offset: int,
+    contexts: tuple[ContextSpec, ...] = (),
+    nulls: tuple[int, ...] = (),
 ) -> BranchPlan | str:
     """The branch cut at the data-dependent jump at `offset`, or why there is none (the
     frame then splits at statements around the jump's statement)."""
@@ -122,7 +127,7 @@ def plan_branch(
     body_start = next(i.offset for i in insts if i.opname not in _PRELUDE)
     return BranchPlan(
         offset, target, fallthrough, "TRUE" in inst.opname, body_start, contexts[:withs], loops,
-        temporaries, keeps_tested,
+        temporaries, keeps_tested, nulls,
     )  # fmt: skip
 
 
@@ -130,17 +135,19 @@ def plan_branch(
 _KEEPING_JUMPS = ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP")
 
 
-def branch_temporaries(code: types.CodeType, offset: int) -> int:
-    """How many values of the statement itself lie below the value a data-dependent jump
-    at `offset` tests (above the loops' iterators and `with` blocks' exits)."""
+def branch_stack(code: types.CodeType, offset: int) -> tuple[int, int]:
+    """Below the value a data-dependent jump at `offset` tests: how many loops'
+    iterators, and how many values of the statement itself above them (and above the
+    `with` blocks' exits)."""
     insts = _instructions(code)
     depth = _depths(insts).get(offset)
+    generated = _GENERATED.get(code, len(code.co_code))
+    loops = _enclosing_loops(insts, offset, generated)
     if depth is None:
-        return 0
+        return loops, 0
     covering = [e for e in dis.Bytecode(code).exception_entries if e.start <= offset < e.end]
     withs = covering[0].depth if covering else 0
-    generated = _GENERATED.get(code, len(code.co_code))
-    return max(depth - withs - _enclosing_loops(insts, offset, generated) - 1, 0)
+    return loops, max(depth - withs - loops - 1, 0)
 
 
 def _enclosing_loops(insts: list[dis.Instruction], offset: int, generated: int) -> int:
@@ -180,7 +187,9 @@ class BranchStage:
         self.parts: dict[int, Any] = {}
 
     def __call__(self, *values: Any) -> Any:
-        tested = values[self.slot][-1]  # above the values handed on, if any
+        tested = values[self.slot]  # above the values handed on, if any
+        for index in _stack_path(self.plan.below, self.plan.nulls):
+            tested = tested[index]
         taken = bool(tested) is self.plan.jumps_if  # as the jump takes its value's truth
         start = self.plan.target if taken else self.plan.fallthrough
         part = self.parts.get(start)

@@ -885,7 +885,7 @@ class CompiledCallable:
         compiled part of its own (resume.BranchPlan); None where the jump cannot be cut."""
         function = self.frame.function
         code = function.__code__
-        plan = plan_branch(code, error.offset, error.contexts)
+        plan = plan_branch(code, error.offset, error.contexts, error.branch_nulls)
         if isinstance(plan, str):
             artifact_logger("graph_breaks").info(
                 "%s: the data-dependent jump is cut at its statement: %s", self.frame.name, plan
@@ -899,7 +899,7 @@ class CompiledCallable:
             try:
                 prefix = segment_function(
                     function, body, plan.jump, body, "pre", leave=plan.contexts,
-                    stack_out=plan.below + 1,
+                    stack_out=plan.below + 1, stack_nulls_out=plan.nulls,
                 )  # fmt: skip
             except ValueError as no_room:
                 artifact_logger("graph_breaks").info(
@@ -919,7 +919,7 @@ class CompiledCallable:
                 if part is None:
                     resume = segment_function(
                         root, start, None, body, "resume", enter=plan.contexts,
-                        stack_in=stack_in or None, line=break_line,
+                        stack_in=stack_in or None, stack_nulls=plan.nulls, line=break_line,
                     )  # fmt: skip
                     part = self._callees[shared] = self._resume_part(resume)  # type: ignore[index]
                 return part
