@@ -86,18 +86,41 @@ class _Config:
 
 
 def test_id_and_deepcopy_of_capture_time_objects_fold():
-    config = _Config(3)
+    config = (3, ("relu", 0.5))
 
     def fn(x, cfg):
         seen = {id(cfg): cfg}
         clone = copy.deepcopy(cfg)
-        return x * clone.layers + len(seen)
+        return x * clone[0] + len(seen) + clone[1][1]
 
     compiled = _compiled(fn)
     x = torch.randn(4)
     torch.testing.assert_close(compiled(x, config), fn(x, config))
-    other = _Config(5)
+    other = (5, ("relu", 1.5))
     torch.testing.assert_close(compiled(x, other), fn(x, other))
+
+
+@pytest.mark.parametrize("make", [lambda: _Config(3), lambda: {"layers": [1, 2]}])
+def test_deepcopy_of_outside_mutable_object_sees_its_changes(make):
+    """deepcopy of a mutable object from outside the frame breaks (fullgraph raises,
+    naming it): its identity guard said nothing of its contents, and a copy folded when
+    compiling went stale once the object changed between calls."""
+    config = make()
+
+    def fn(x):
+        clone = copy.deepcopy(config)
+        return x * len(vars(clone) if isinstance(clone, _Config) else clone["layers"])
+
+    with pytest.raises(dynamo_capture.Unsupported, match="copy.deepcopy"):
+        _compiled(fn)(torch.randn(4))
+    compiled = dynamo_capture.optimize(fn, backend=eager_backend)
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x), fn(x))
+    if isinstance(config, _Config):
+        config.extra = 1
+    else:
+        config["layers"].append(3)
+    torch.testing.assert_close(compiled(x), fn(x))
 
 
 class _Layers(collections.abc.Sequence):

@@ -28,12 +28,20 @@ from dynamo_capture.resume import (
     ContextSpec,
     _depths,
     _instructions,
+    _stack_path,
     _why_not_splittable,
     breaks_inside_loop,
     in_try_block,
 )
 
-__all__ = ["BranchPlan", "BranchStage", "breaks_inside_loop", "plan_branch", "root_function"]
+__all__ = [
+    "BranchPlan",
+    "BranchStage",
+    "branch_stack",
+    "breaks_inside_loop",
+    "plan_branch",
+    "root_function",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +65,27 @@ class BranchPlan:
     body_start: int
     contexts: tuple[ContextSpec, ...] = ()
     iterators: int = 0
+    # the statement's own values below the tested one (`0 < t < 1` keeps `t` for the
+    # second comparison), handed on above the iterators
+    temporaries: int = 0
+    keeps_tested: bool = False  # JUMP_IF_*_OR_POP: its target starts with the value
+    nulls: tuple[int, ...] = ()  # NULLs among the values handed on (pushed back, not kept)
+
+    @property
+    def below(self) -> int:
+        """The stack values below the tested one the parts hand on."""
+        return self.iterators + self.temporaries
+
+    def stack_in(self, start: int) -> int:
+        """How many handed-on values the part resuming at `start` pushes back."""
+        return self.below + (1 if self.keeps_tested and start == self.target else 0)
 
 
 def plan_branch(
-    code: types.CodeType, offset: int, contexts: tuple[ContextSpec, ...] = ()
+    code: types.CodeType,
+    offset: int,
+    contexts: tuple[ContextSpec, ...] = (),
+    nulls: tuple[int, ...] = (),
 ) -> BranchPlan | str:
     """The branch cut at the data-dependent jump at `offset`, or why there is none (the
     frame then splits at statements around the jump's statement)."""
@@ -79,7 +104,8 @@ def plan_branch(
     if offset >= generated or index is None or index + 1 >= len(insts):
         return "the jump lies in generated code"
     inst = insts[index]
-    if not inst.opname.startswith("POP_JUMP") or "NONE" in inst.opname:
+    keeps_tested = inst.opname in _KEEPING_JUMPS
+    if not (inst.opname.startswith("POP_JUMP") or keeps_tested) or "NONE" in inst.opname:
         return f"{inst.opname} is not a jump on a value's truth"
     target, fallthrough = inst.argval, insts[index + 1].offset
     if target >= generated or fallthrough >= generated:
@@ -93,15 +119,36 @@ def plan_branch(
     loops = _enclosing_loops(insts, offset, generated)
     if loops and withs:
         return "the jump lies in both a loop and a `with` block"
-    if depths.get(offset) != withs + loops + 1:
-        return "values other than the tested one and loops' iterators lie on the stack"
-    below = withs + loops
-    if depths.get(target) != below or depths.get(fallthrough) != below:
-        return "a branch starts with values on the stack other than loops' iterators"
+    temporaries = depths.get(offset, 0) - withs - loops - 1
+    if temporaries < 0:
+        return "the stack at the jump is not known"
+    below = withs + loops + temporaries
+    if depths.get(target) != below + keeps_tested or depths.get(fallthrough) != below:
+        return "a branch starts with values on the stack other than those handed on"
     body_start = next(i.offset for i in insts if i.opname not in _PRELUDE)
     return BranchPlan(
-        offset, target, fallthrough, "TRUE" in inst.opname, body_start, contexts[:withs], loops
-    )
+        offset, target, fallthrough, "TRUE" in inst.opname, body_start, contexts[:withs], loops,
+        temporaries, keeps_tested, nulls,
+    )  # fmt: skip
+
+
+# the jumps on a value's truth that leave the value on the stack when they jump
+_KEEPING_JUMPS = ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP")
+
+
+def branch_stack(code: types.CodeType, offset: int) -> tuple[int, int]:
+    """Below the value a data-dependent jump at `offset` tests: how many loops'
+    iterators, and how many values of the statement itself above them (and above the
+    `with` blocks' exits)."""
+    insts = _instructions(code)
+    depth = _depths(insts).get(offset)
+    generated = _GENERATED.get(code, len(code.co_code))
+    loops = _enclosing_loops(insts, offset, generated)
+    if depth is None:
+        return loops, 0
+    covering = [e for e in dis.Bytecode(code).exception_entries if e.start <= offset < e.end]
+    withs = covering[0].depth if covering else 0
+    return loops, max(depth - withs - loops - 1, 0)
 
 
 def _enclosing_loops(insts: list[dis.Instruction], offset: int, generated: int) -> int:
@@ -127,7 +174,8 @@ class BranchStage:
     """Runs the part of the taken branch on the first part's locals (BranchPlan).
 
     `slot`: where the first part's locals hold the handed-on stack (the tested value);
-    `count`: how many of its locals the branch parts take. A branch part is made and
+    `count`: how many of the user's locals the branch parts take (and `___stack` after
+    them where the part pushes handed-on values back). A branch part is made and
     compiled when its branch is first taken (`make(target)`), as torch.compile makes a
     resume function when it first runs.
     """
@@ -140,10 +188,13 @@ class BranchStage:
         self.parts: dict[int, Any] = {}
 
     def __call__(self, *values: Any) -> Any:
-        tested = values[self.slot][-1]  # above the loops' iterators, if any
+        tested = values[self.slot]  # above the values handed on, if any
+        for index in _stack_path(self.plan.below, self.plan.nulls):
+            tested = tested[index]
         taken = bool(tested) is self.plan.jumps_if  # as the jump takes its value's truth
         start = self.plan.target if taken else self.plan.fallthrough
         part = self.parts.get(start)
         if part is None:
             part = self.parts[start] = self.make(start)
-        return part(*values[: self.count])
+        # a part pushing no handed-on value back has no `___stack` parameter
+        return part(*values[: self.count + (1 if self.plan.stack_in(start) else 0)])

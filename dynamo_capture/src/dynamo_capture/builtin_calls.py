@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import builtins
+import cmath
 import collections
 import copy
 import functools
@@ -1005,14 +1006,35 @@ def _input_parameter(tx: Translator, value: Value) -> torch.nn.Parameter | None:
 
 @handles(copy.deepcopy)
 def _deepcopy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    """deepcopy of a tensor-free object known at capture time (a config): copied once, guarded."""
-    if side_effects.shadow_of(getattr(args[0], "obj", None)) is not None:
-        raise Unsupported("copy.deepcopy() of an outside container the frame wrote")
+    """deepcopy of an immutable object known at capture time (a tuple of constants):
+    copied once, its identity guarded. A mutable one (a dict, a list, a config object)
+    breaks: its identity says nothing of what it holds on a later call."""
     obj = _outside_object(args[0], "copy.deepcopy()")
     if isinstance(obj, torch.nn.Module) or len(args) > 1 or kwargs:
         raise Unsupported("copy.deepcopy() of a module, or with a memo (needs a graph break)")
+    if not _deeply_immutable(obj):
+        raise Unsupported(
+            f"copy.deepcopy() of a {type(obj).__name__} from outside the frame (its contents "
+            "may change between calls; needs a graph break)"
+        )
     guard_identity(tx, args[0])
     return PythonValue(copy.deepcopy(obj))
+
+
+_IMMUTABLE_LEAVES = (
+    type(None), bool, int, float, complex, str, bytes, range, type, torch.dtype, torch.device,
+    types.BuiltinFunctionType, type(Ellipsis), type(NotImplemented),
+)  # fmt: skip
+
+
+def _deeply_immutable(obj: Any) -> bool:
+    """Whether nothing reachable from `obj` can change: constants, and tuples and
+    frozensets of them."""
+    if type(obj) in _IMMUTABLE_LEAVES:
+        return True
+    if type(obj) in (tuple, frozenset):
+        return all(_deeply_immutable(item) for item in obj)
+    return False
 
 
 @handles(inspect.signature)
@@ -1113,6 +1135,8 @@ for _op in (
     operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
     operator.pow, operator.matmul, operator.and_, operator.or_, operator.xor, operator.lshift,
     operator.rshift, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+    operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul, operator.iand,
+    operator.ior, operator.ixor, operator.ilshift, operator.irshift,
 ):  # fmt: skip
     BUILTIN_HANDLERS[_op] = _binary_handler(_op)
 for _symbol, _op in COMPARE.items():
@@ -1159,9 +1183,10 @@ PURE_FUNCTIONS: set[Any] = {
     int.from_bytes, float.fromhex, bytes.fromhex, str.maketrans, bytes.maketrans,
 }  # fmt: skip
 PURE_FUNCTIONS.update(
-    getattr(math, name)
-    for name in dir(math)
-    if callable(getattr(math, name)) and not name.startswith("_")
+    getattr(module, name)
+    for module in (math, cmath)
+    for name in dir(module)
+    if callable(getattr(module, name)) and not name.startswith("_")
 )
 
 
@@ -1223,6 +1248,7 @@ for _fn in PURE_FUNCTIONS:
     BUILTIN_HANDLERS.setdefault(
         _fn, (lambda f: lambda tx, args, kwargs: _fold(f, args, kwargs))(_fn)
     )
+BUILTIN_HANDLERS[operator.abs] = BUILTIN_HANDLERS[builtins.abs]  # a tensor's: a graph node
 
 
 # ----- builtins that call a dunder of their argument's class ---------------------------

@@ -265,6 +265,7 @@ _CALLS = ("CALL",)
 _BRANCH_JUMPS = (
     "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE",
     "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
+    "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP",
 )  # fmt: skip
 _METHOD_LOADS = ("LOAD_ATTR", "LOAD_METHOD")
 _PLAIN = (bool, int, float, str, type(None))
@@ -431,6 +432,37 @@ def loop_iterator_not_resumed(tx: Translator) -> bool:
     """Whether a loop open where `tx` stopped iterates something torch.compile does not
     resume inside (`_NOT_RESUMED_KINDS`): the frame then runs eagerly as a whole."""
     return any(it.kind in _NOT_RESUMED_KINDS for it in _loop_iterators(tx))
+
+
+def _temporaries_handed_on(tx: Translator) -> tuple[int, ...] | None:
+    """Whether the statement's own values below a data-dependent jump's tested value
+    (`0 < t < 1` keeps `t`; `f(x, t.sum() > 0 and 3)` keeps NULL, `f` and `x`) can ride
+    to the parts resuming at its targets: tensors, immutable constants, an enclosing
+    call's NULL and a function or class called (the same objects when handed on; a
+    container or another object made in the frame would be rebuilt as a second object).
+    The positions of the NULLs among the values handed on, else None."""
+    from dynamo_capture.branches import branch_stack
+
+    loops, count = branch_stack(tx.code, tx.current.offset)
+    if not count:
+        return ()
+    kept = 1 if tx.current.opname.endswith("_OR_POP") else 0  # the tested value is still on it
+    below = loops + count
+    handed = tx.stack[len(tx.stack) - kept - below : len(tx.stack) - kept]
+    if len(handed) != below or not all(_handed_temporary(value) for value in handed[loops:]):
+        return None
+    return tuple(index for index, value in enumerate(handed) if value is NULL)
+
+
+def _handed_temporary(value: Value) -> bool:
+    if value is NULL or isinstance(value, TensorValue):
+        return True
+    if not isinstance(value, PythonValue):
+        return False
+    if type(value.obj) in _HANDED_AS_IS:
+        return True
+    callable_types = type | types.BuiltinFunctionType | types.FunctionType
+    return isinstance(value.obj, callable_types) or _torch_callable(value)
 
 
 def _loop_iterators_handed_on(tx: Translator) -> str:
@@ -801,7 +833,11 @@ def capture_frame(
     grad_mode = torch.is_grad_enabled()
     tx: Translator | None = None
     try:
-        with capturing(), side_effects.reading_through(ctx):
+        with (
+            capturing(),
+            side_effects.reading_through(ctx),
+            side_effects.shadows_in_effect(ctx.shadows),
+        ):
             arguments = _frame_locals(ctx, code, f_locals)
             tx = Translator(ctx, code, arguments, target.globals, real_cells=real_cells)
             result = tx.run()
@@ -851,6 +887,11 @@ def capture_frame(
                 located.loop_not_resumed = True
             elif error.data_branch and tx.current.opname in _BRANCH_JUMPS:
                 handed = _loop_iterators_handed_on(tx)
+                nulls = _temporaries_handed_on(tx) if handed == "hand" else None
+                if nulls is None:
+                    handed = "statement"
+                else:
+                    located.branch_nulls = nulls
             if handed == "hand":
                 located.branch_jump = tx.current.offset  # resumed at either of its targets
             located.call_cut_in_loops = _call_cut_in_loops(tx)

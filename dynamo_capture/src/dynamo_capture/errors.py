@@ -137,6 +137,9 @@ class Unsupported(CaptureError):
         # capture to the jump's offset when that jump is a POP_JUMP of the frame itself
         self.data_branch = False
         self.branch_jump: int | None = None
+        # where NULLs lie among the values handed on below the tested one (an enclosing
+        # call's callable slot: `f(x, t.sum() > 0 and 3)`)
+        self.branch_nulls: tuple[int, ...] = ()
         # (offset, call nodes of the graph so far) where the compiled frame's stack was
         # empty, in the order run (capture_frame): where the frame may be cut before a
         # break it cannot resume from

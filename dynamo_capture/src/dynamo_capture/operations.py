@@ -142,8 +142,10 @@ def as_constant(value: Value) -> Any:
     if isinstance(value, PythonValue):
         obj = value.obj
         shadow = side_effects.shadow_of(obj)
-        if shadow is not None:
-            return as_constant(shadow)  # an outside container the frame wrote
+        if shadow is not None:  # an outside container the frame wrote: what it holds now
+            if type(obj) not in (list, dict, set):
+                raise NotConstant  # a deque's maxlen, a defaultdict's factory
+            return as_constant(shadow)
         if is_constant(obj) or isinstance(obj, (torch.Size, FakeId, *_SYMBOLIC_NUMBERS)):
             return obj  # symbolic sizes compute on their own (recording guards)
         if isinstance(obj, list) and all(is_constant(item) for item in obj):
@@ -547,6 +549,9 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
     if any(user_override(side, name) for side in (left, right) for name in names):
         return _dunder_op(tx, plain, left, right)  # a container subclass's own operator
     try:
+        if fn in _INPLACE_TO_PLAIN and _writes_itself(left, fn):
+            # `xs *= 2` on a list of constants writes that list (an alias sees it)
+            raise NotConstant
         constants = (as_constant(left), as_constant(right))
         return _folded(tx, plain, constants)
     except NotConstant:
@@ -562,6 +567,9 @@ def binary_op(tx: Translator, fn: Any, left: Value, right: Value) -> Value:
     sequence = _sequence_op(tx, fn, left, right)
     if sequence is not None:
         return sequence
+    repeated = _deque_repeated_in_place(tx, fn, left, right)
+    if repeated is not None:
+        return repeated
     if isinstance(left, SetValue) and isinstance(right, SetValue) and plain in _SET_OPS:
         result = plain(set(left.items), set(right.items))  # identity keys: tensors by id
         if isinstance(result, set):
@@ -621,6 +629,13 @@ def _container_in_place_method(fn: Any, left: Value, right: Value) -> str | None
     if right_types is not None and python_type_of(right) not in right_types:
         return None  # Python raises TypeError: left to the operator's own path
     return method
+
+
+def _writes_itself(left: Value, fn: Any) -> bool:
+    """Whether `left <fn>= right` writes `left` in place: its type defines the in-place
+    method (a list's `__imul__`, a bytearray's `__iadd__`), so no folded copy stands for it."""
+    name = _DUNDER.get(_INPLACE_TO_PLAIN[fn], ("",))[0]
+    return bool(name) and hasattr(python_type_of(left), "__i" + name[2:])
 
 
 def _folded(tx: Translator, fn: Any, args: tuple[Any, ...]) -> PythonValue:
@@ -707,6 +722,19 @@ def _sequence_kind(value: Value) -> type | None:
         return None
     kind = python_type_of(value)
     return list if issubclass(kind, list) else tuple if issubclass(kind, tuple) else None
+
+
+def _deque_repeated_in_place(tx: Translator, fn: Any, left: Value, right: Value) -> Value | None:
+    """`queue *= n` on a deque: the deque itself holds its items repeated (its maxlen
+    keeps the last ones, as `extend` does); None where it does not apply."""
+    kind = python_type_of(left)
+    if fn is not operator.imul or not issubclass(kind, collections.deque):
+        return None
+    if kind.__imul__ is not collections.deque.__imul__:
+        return None  # a subclass's own operator
+    if not isinstance(right, PythonValue) or type(right.obj) is not int:
+        return None
+    return _repeat_list_in_place(tx, left, sequence_items(tx, left) * max(right.obj, 0))
 
 
 def _repeat_list_in_place(tx: Translator, target: Value, items: list[Value]) -> Value:

@@ -908,7 +908,7 @@ class CompiledCallable:
         compiled part of its own (resume.BranchPlan); None where the jump cannot be cut."""
         function = self.frame.function
         code = function.__code__
-        plan = plan_branch(code, error.offset, error.contexts)
+        plan = plan_branch(code, error.offset, error.contexts, error.branch_nulls)
         if isinstance(plan, str):
             artifact_logger("graph_breaks").info(
                 "%s: the data-dependent jump is cut at its statement: %s", self.frame.name, plan
@@ -922,7 +922,7 @@ class CompiledCallable:
             try:
                 prefix = segment_function(
                     function, body, plan.jump, body, "pre", leave=plan.contexts,
-                    stack_out=plan.iterators + 1,
+                    stack_out=plan.below + 1, stack_nulls_out=plan.nulls,
                 )  # fmt: skip
             except ValueError as no_room:
                 artifact_logger("graph_breaks").info(
@@ -936,18 +936,19 @@ class CompiledCallable:
                 # NOTE: one part per offset of the user's function, shared by every part
                 # that resumes there (torch.compile makes resume functions from the
                 # original code, so their caches are shared the same way)
-                shared = (id(root.__code__), start, plan.contexts, plan.iterators, "resumed at")
+                stack_in = plan.stack_in(start)
+                shared = (id(root.__code__), start, plan.contexts, stack_in, "resumed at")
                 part = self._callees.get(shared)  # type: ignore[call-overload]
                 if part is None:
                     resume = segment_function(
                         root, start, None, body, "resume", enter=plan.contexts,
-                        stack_in=plan.iterators or None, line=break_line,
+                        stack_in=stack_in or None, stack_nulls=plan.nulls, line=break_line,
                     )  # fmt: skip
                     part = self._callees[shared] = self._resume_part(resume)  # type: ignore[index]
                 return part
 
-            # the parts take the user's locals, and `___stack` where loops' iterators ride in it
-            count = len(root.__code__.co_varnames) + (1 if plan.iterators else 0)
+            # the parts take the user's locals, and `___stack` where values ride in it
+            count = len(root.__code__.co_varnames)
             stage = BranchStage(plan, varnames.index(STACK_LOCAL), count, make)
             parts = self._splits[key] = [self._segment_part(prefix), stage]
             self.graph_breaks.append(error)

@@ -1002,7 +1002,7 @@ def _entry_record(
 _BREAK_FIELDS = (
     "offset", "call_cut", "plain_args", "stack_nulls", "stop_iteration", "escapes",
     "in_unknown_with", "context_switch", "whole_frame", "outside_context", "rest_eager",
-    "data_branch", "branch_jump", "checkpoints", "loop_not_resumed", "cannot_resume",
+    "data_branch", "branch_jump", "branch_nulls", "checkpoints", "loop_not_resumed", "cannot_resume",
     "rest_from_checkpoint",
 )  # fmt: skip
 

@@ -30,6 +30,8 @@ __all__ = [
     "module_members_written",
     "mutates",
     "replay_statement",
+    "shadows_in_effect",
+    "written_shadow",
 ]
 
 MUTATING_METHODS: dict[type, frozenset[str]] = {
@@ -54,6 +56,30 @@ MUTATING_METHODS: dict[type, frozenset[str]] = {
 _DICT_SUBCLASSES = (collections.defaultdict, collections.OrderedDict)
 MUTATING_METHODS[collections.OrderedDict] = MUTATING_METHODS[dict] | {"move_to_end"}
 MUTATING_METHODS[collections.defaultdict] = MUTATING_METHODS[dict]
+
+
+# the shadows of the capture running on this thread (capture.capture_frame enters them):
+# a value folded from an outside object (`as_constant`) reads its shadow once written
+_IN_EFFECT = threading.local()
+
+
+@contextlib.contextmanager
+def shadows_in_effect(shadows: dict[int, tuple[Any, Any, Value]]) -> Iterator[None]:
+    """Make `shadows` (a capture's table, by id of the real object) the ones
+    `written_shadow` reads for the block; the table before it again after."""
+    before = getattr(_IN_EFFECT, "shadows", None)
+    _IN_EFFECT.shadows = shadows
+    try:
+        yield
+    finally:
+        _IN_EFFECT.shadows = before
+
+
+def written_shadow(obj: Any) -> Value | None:
+    """The shadow of an outside object the running capture wrote to, else None."""
+    shadows = getattr(_IN_EFFECT, "shadows", None)
+    entry = shadows.get(id(obj)) if shadows else None
+    return entry[2] if entry is not None and entry[0] is obj else None
 
 
 def _shadowable(value: Value) -> bool:

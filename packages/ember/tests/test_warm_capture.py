@@ -539,6 +539,32 @@ def test_warm_capture_data_dependent_branch_installs_either_branch(warm, no_capt
     assert warm_cache.STATS["capture_hits"] >= 3
 
 
+def chained_branch(x):
+    if 0 < x.sum() < 100:
+        return x.sin()
+    return x.cos() - 1
+
+
+def kept_in_call_argument(x):
+    return torch.add(x, x.sum() > 0 and 3)
+
+
+@pytest.mark.parametrize("fn", [chained_branch, kept_in_call_argument])
+def test_warm_capture_jump_handing_statement_values_installs(warm, no_capture, fn):
+    """A data-dependent jump with the statement's values below its tested one (a chained
+    comparison's operand; a call's NULL, callable and argument) installs from the
+    record, each branch resuming with those values."""
+    x = torch.randn(4, 8).abs()
+    compiled = ember.compile(fn, backend="eager")
+    compiled(x)
+    compiled(-x)
+    no_capture()
+    again = ember.compile(fn, backend="eager")
+    for value in (x, -x):
+        torch.testing.assert_close(again(value), fn(value))
+    assert warm_cache.STATS["capture_hits"] >= 3
+
+
 def test_warm_capture_graph_break_in_no_grad_block_keeps_grad_mode(warm, no_capture):
     x = torch.randn(4, 8, requires_grad=True)
     _run(broken_in_no_grad, x)
