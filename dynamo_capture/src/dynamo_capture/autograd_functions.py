@@ -413,6 +413,13 @@ def _check_code(
                 owner = None
                 continue  # unbound: the function's own local, bound before use
             read = cell.cell_contents
+            if reads_objects and type(read) in (list, tuple, dict) and _rebuilt(function):
+                # NOTE: the cells of a function branch_functions rebuilt are fresh
+                # copies made for it: reading their items changes nothing outside
+                for item in read.values() if isinstance(read, dict) else read:
+                    _check_read(tx, item, inst.argval, where, seen, depth, reads_objects)
+                owner = None
+                continue
             _check_read(tx, read, inst.argval, where, seen, depth, reads_objects)
             if _guard_needed(read):  # a constant of the enclosing function
                 tx.ctx.guards.class_attribute(cell, "cell_contents", read)
@@ -534,6 +541,11 @@ def _check_class(
             if isinstance(member, types.FunctionType):
                 through = f"{where} (through {cls.__name__}.{name})"
                 _check_pure(tx, member, through, seen, depth + 1, reads_objects)
+
+
+def _rebuilt(function: Any) -> bool:
+    """Whether `function` was made by branch_functions, its cells fresh copies."""
+    return getattr(function, "__ember_rebuilt__", False) is True
 
 
 def _bound(cell: types.CellType) -> bool:

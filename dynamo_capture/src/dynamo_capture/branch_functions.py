@@ -160,7 +160,9 @@ def _function_maker(
 
     def make(flat: tuple[Any, ...]) -> Callable[..., Any]:
         cells = tuple(types.CellType(part(flat)) for part in parts)
-        return types.FunctionType(code, scope, name, defaults or None, cells or None)
+        function = types.FunctionType(code, scope, name, defaults or None, cells or None)
+        function.__ember_rebuilt__ = True  # type: ignore[attr-defined]
+        return function
 
     return make
 

@@ -3,6 +3,7 @@ outputs read by getitem nodes, as torch.compile's graphs call the higher-order o
 
     torch.cond(pred, true_fn, false_fn, operands)
         pred a tensor                    -> out = cond_true_fn_false_fn(pred, *cells, *operands)
+        pred a SymBool of symbolic sizes -> the same node, the predicate a node of sizes
         pred a Python bool or int        -> the branch it picks, inlined (guarded)
     torch.while_loop(cond_fn, body_fn, carried)  -> a node while_loop_cond_fn_body_fn(...)
     map(f, xs, *args), scan(combine_fn, init, xs), associative_scan(combine_fn, xs, dim)
@@ -48,9 +49,11 @@ from dynamo_capture.branch_functions import (
 )
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.operations import NotConstant, as_constant
+from dynamo_capture.sym_numbers import is_symbolic_number
 from dynamo_capture.values import (
     DictValue,
     ListValue,
+    PythonValue,
     TensorValue,
     TupleValue,
     Value,
@@ -79,7 +82,16 @@ def call_control_flow(
         handler = CONTROL_FLOW.get(fn)
     except TypeError:  # unhashable
         return None
-    return None if handler is None else handler(tx, args, kwargs)
+    if handler is None:
+        return None
+    try:
+        return handler(tx, args, kwargs)
+    except Unsupported as error:
+        if error.callee is None:  # not a break inside code traced in place
+            # the call runs eagerly on its own, as torch.compile runs an operator it
+            # cannot capture: the graph before it computes its arguments
+            error.eager_call = True
+        raise
 
 
 def _node(tx: Translator, target: Any, args: tuple[Any, ...]) -> Value:
@@ -135,6 +147,25 @@ def _tensor_leaves(values: list[Value], what: str) -> None:
             raise Unsupported(f"{what} that are not tensors (eager raises or runs it as it is)")
 
 
+def _leaves(value: Value) -> list[Value]:
+    if isinstance(value, TupleValue | ListValue):
+        return [leaf for item in value.items for leaf in _leaves(item)]
+    if isinstance(value, DictValue):
+        return [leaf for item in value.items.values() for leaf in _leaves(item)]
+    return [value]
+
+
+def _map_leaves(tx: Translator, value: Value, fn: Callable[[Value], Value]) -> Value:
+    """`value` (tensors in tuples, lists, dicts) with `fn` applied to each tensor."""
+    if isinstance(value, TupleValue):
+        return TupleValue([_map_leaves(tx, item, fn) for item in value.items], value.cls)
+    if isinstance(value, ListValue):
+        return ListValue([_map_leaves(tx, item, fn) for item in value.items])
+    if isinstance(value, DictValue):
+        return DictValue({k: _map_leaves(tx, item, fn) for k, item in value.items.items()})
+    return fn(value)
+
+
 def _bind(
     name: str, names: tuple[str, ...], args: list[Value], kwargs: dict[str, Value]
 ) -> dict[str, Value]:
@@ -181,10 +212,13 @@ def _cond(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if set(bound) != set(names):
         raise Unsupported(f"torch.cond takes {', '.join(names)}; got {', '.join(bound)}")
     pred, operands = bound["pred"], bound["operands"]
-    if not isinstance(operands, TupleValue | ListValue):
+    if not isinstance(operands, TupleValue | ListValue) and not (
+        isinstance(operands, PythonValue) and type(operands.obj) in (tuple, list)
+    ):
         raise Unsupported("torch.cond operands must be a tuple or list")
     items = sequence_items(tx, operands)
-    if not isinstance(pred, TensorValue):
+    symbolic = isinstance(pred, PythonValue) and is_symbolic_number(pred.obj)
+    if not isinstance(pred, TensorValue) and not symbolic:
         try:
             chosen = bound["true_fn"] if bool(as_constant(pred)) else bound["false_fn"]
         except NotConstant:
@@ -317,7 +351,11 @@ def _options(name: str, kwargs: dict[str, Value], allowed: dict[str, Any]) -> di
 
 
 def _scan(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    """`scan(combine_fn, init, xs, dim=0, reverse=False)` over tensors."""
+    """`scan(combine_fn, init, xs, dim=0, reverse=False)` over tensors: as torch lowers
+    it, xs moved to scan along dim 0 (and flipped for reverse) by graph operations
+    before the node, its stacked outputs moved (flipped) back after it."""
+    from dynamo_capture.calls import call
+
     kwargs = dict(kwargs)
     positional = ("combine_fn", "init", "xs")
     bound = _bind("scan", positional, args, {k: kwargs.pop(k) for k in positional if k in kwargs})
@@ -326,24 +364,45 @@ def _scan(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _tensor_leaves([init, xs], "scan over values")
     make, cells = _function(tx, bound["combine_fn"], "scan's combine_fn")
     count = len(cells)
-    dim = options["dim"]
+    dim, reverse = options["dim"], options["reverse"]
+    if not isinstance(dim, int) or not isinstance(reverse, bool):
+        raise Unsupported("scan with a dim or reverse of another type (eager raises)")
+
+    def apply(fn: Any, *rest: Any) -> Callable[[Value], Value]:
+        return lambda t: call(tx, PythonValue(fn), [t, *(PythonValue(r) for r in rest)], {})
+
+    ndim = _leaves(xs)[0].example.ndim  # type: ignore[attr-defined]
+    if not -ndim <= dim < ndim:
+        raise Unsupported(f"scan along dim {dim} of tensors of {ndim} dims (eager raises)")
+    dim %= ndim
+    if dim != 0:
+        xs = _map_leaves(tx, xs, apply(torch.movedim, dim, 0))
+    if reverse:
+        xs = _map_leaves(tx, xs, apply(torch.flip, [0]))
 
     def scanned(*cells_and_args: Any) -> Any:
         init_value, xs_value = cells_and_args[count:]
-        return _flat(_SCAN(make(cells_and_args[:count]), init_value, xs_value, **options))
+        return _flat(_SCAN(make(cells_and_args[:count]), init_value, xs_value))
 
     def example(*cells_and_args: Any) -> Any:
         fn = make(cells_and_args[:count])
         init_value, xs_value = cells_and_args[count:]
         leaves = pytree.tree_leaves(xs_value)
         with _operators_on_fakes():
-            carry, out = fn(init_value, pytree.tree_map(lambda t: t.select(dim, 0), xs_value))
+            carry, out = fn(init_value, pytree.tree_map(lambda t: t[0], xs_value))
         if not _same_metadata(carry, init_value):
             raise Unsupported("scan's combine_fn returns a carry other than its init")
-        return carry, _stacked(out, leaves[0].shape[dim], dim)
+        return carry, _stacked(out, leaves[0].shape[0], 0)
 
     name_node_target(scanned, f"scan_{function_name(make((None,) * count))}")
-    return _flat_node(tx, scanned, example, (*cells, init, xs), "scan's combine_fn")
+    result = _flat_node(tx, scanned, example, (*cells, init, xs), "scan's combine_fn")
+    carry, out = result.items  # type: ignore[attr-defined]
+    if reverse:
+        out = _map_leaves(tx, out, apply(torch.flip, [0]))
+    if dim != 0:
+        move_back = apply(torch.movedim, 0, dim)
+        out = _map_leaves(tx, out, lambda t: move_back(t) if dim < t.example.ndim else t)
+    return TupleValue([carry, out])
 
 
 def _associative_scan(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -360,6 +419,13 @@ def _associative_scan(tx: Translator, args: list[Value], kwargs: dict[str, Value
         raise Unsupported("associative_scan along a dim known only when it runs") from None
     xs = bound["xs"]
     _tensor_leaves([xs], "associative_scan over values")
+    if options["combine_mode"] == "pointwise" and not all(
+        leaf.example.device.type in ("cuda", "xpu") for leaf in _leaves(xs)
+    ):
+        raise Unsupported(
+            "associative_scan(combine_mode='pointwise') of tensors on neither CUDA nor XPU "
+            "(eager raises)"
+        )
     make, cells = _function(tx, bound["combine_fn"], "associative_scan's combine_fn")
     count = len(cells)
 
@@ -482,18 +548,24 @@ _register_fake_rules()
 
 @contextlib.contextmanager
 def _operators_on_fakes() -> Iterator[None]:
-    """torch.cond, while capture runs functions on fakes, is `_cond_on_fakes`.
+    """torch's control-flow operators, while capture runs functions on fakes, call
+    their higher-order operator at once, whose rule under guards' fake mode is
+    FAKE_RULES'.
 
-    NOTE: torch's own torch.cond, called under capture's fake mode (a dispatch mode of
-    its own), compiles its operator with torch.compile, which skips the frame for that
-    mode and keeps that choice: later eager torch.cond calls of the process then fail.
-    The branches call it as `torch.cond` (or through its module), read when called.
-    The other operators dispatch to their operator at once, whose rule is FAKE_RULES'.
+    NOTE: eagerly, torch.cond, while_loop and map compile their operator with
+    torch.compile unless `torch.compiler.is_dynamo_compiling()`; under capture's fake
+    mode (a dispatch mode of its own) torch.compile skips the frame for that mode and
+    keeps that choice: later eager calls of the process then fail. Capture is the
+    compiler here, so it says so while the functions run on fakes (as captured code
+    sees it say so), however the functions call the operators.
     """
-    module = sys.modules[_TORCH_COND.__module__]
-    saved = torch.cond, getattr(module, "cond", None)
-    torch.cond = module.cond = _cond_on_fakes  # type: ignore[assignment]
+    saved = torch.compiler.is_dynamo_compiling
+    torch.compiler.is_dynamo_compiling = _compiling  # type: ignore[assignment]
     try:
         yield
     finally:
-        torch.cond, module.cond = saved  # type: ignore[assignment]
+        torch.compiler.is_dynamo_compiling = saved  # type: ignore[assignment]
+
+
+def _compiling() -> bool:
+    return True
