@@ -108,6 +108,11 @@ def _flat_node(
     returns: a tensor, or tuples, lists and dicts of tensors."""
     from dynamo_capture.output_graph import _to_example
 
+    if not tx.ctx.transform_nodes:
+        raise Unsupported(
+            f"{target.__name__}: the backend cannot compile torch's control-flow operators "
+            "as graph nodes, so the call runs eagerly"
+        )
     with tx.ctx.fake_mode:
         result = example(*(_to_example(arg) for arg in args))
     leaves, spec = pytree.tree_flatten(result)

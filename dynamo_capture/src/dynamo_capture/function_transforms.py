@@ -1,23 +1,22 @@
-"""torch.func transforms and torch.cond inside captured code: one graph node per call.
+"""torch.func transforms and checkpoint inside captured code: one graph node per call.
 
     torch.func.grad(f, argnums=0)(x)     -> a node `grad_f(x)`, f a function known now
     torch.vmap(f, in_dims=(0, None))(x, y)
     torch.func.jvp(f, primals, tangents) -> traced (functorch_inline), else a node
                                             `jvp_f(primals, tangents)`
-    torch.cond(pred, true_fn, false_fn, (x,))
-        pred a tensor                    -> a node `cond_true_fn_false_fn(pred, x)`
-        pred a Python bool               -> the branch it picks, inlined (guarded)
+    torch.cond, torch.while_loop, map, scan -> control_flow
     torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=False)
                                          -> fn traced in place (the recomputation is
                                             a memory choice of the backward)
 
 The node calls torch's own public transform when the graph runs, so the result is
-eager's; capture runs it on fake tensors only to learn the result's metadata (for
-torch.cond: each branch on fakes, which must agree). The transformed function must be
+eager's; capture runs it on fake tensors only to learn the result's metadata. The
+transformed function must be
 known now: a function without closure cells or a module (guarded where it came
 from), or a function made in the frame. A closure made in the frame whose cells hold
-tensors and constants gives a node taking those tensors first (read when the
-transformed function is called), which rebuilds the function from them each run.
+tensors and constants (branch_functions) gives a node taking those tensors first
+(read when the transformed function is called), which rebuilds the function from
+them each run.
 Anything else (cells holding other objects, a non-constant option, `vjp`, which
 returns a function) is Unsupported: the graph breaks there and the transform runs
 eagerly, as before.

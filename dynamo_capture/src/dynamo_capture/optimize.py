@@ -548,6 +548,8 @@ class CompiledCallable:
         try:
             frame = capture_frame(
                 self.frame, f_locals, guard_context=contexts,
+                transform_nodes=self._transform_nodes,
+                autograd_function_nodes=self._autograd_function_nodes,
                 tensor_hook_nodes=self._tensor_hook_nodes,
             )  # fmt: skip
         except Unsupported as static_error:
