@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 import sys
 
 import programcheck
@@ -1183,11 +1184,6 @@ KNOWN_DIFFERENCES: dict[str, tuple[tuple[int, int], tuple[int, int], str]] = {
         "torch.compile runs checkpoint_sequential eagerly (a skipped file); ember traces "
         "its checkpoint calls",
     ),
-    "nested_compile_region_called_once": (
-        (1, 3),
-        (1, 4),
-        "torch inlines a region called from one place after tracing; ember keeps its node",
-    ),
     "associative_scan_generic_mode": (
         (1, 2),
         (1, 25),
@@ -1291,3 +1287,42 @@ def test_higher_order_operator_gradients_are_eager(name):
     torch.manual_seed(0)
     _backward(compiled(*compiled_args))
     assert_same(_gradients(compiled_args), _gradients(eager_args))
+
+
+@pytest.mark.parametrize("name", ["cond_branch_prints", "cond_branch_appends_to_a_global_list"])
+def test_branch_effects_happen_as_in_eager_not_while_capturing(name, capsys):
+    """Capture runs a branch's Python on fakes only after checking it has no effect
+    outside itself: a print or a global list's append would happen at capture time."""
+    fn, make_args, _ = PROGRAMS[name]
+
+    def run(callable_):
+        _LOG.clear()
+        capsys.readouterr()
+        try:
+            kind = ("value", callable_(*make_args()).shape)
+        except Exception as error:  # noqa: BLE001 - compared with eager's
+            kind = ("error", type(error))
+        return kind, list(_LOG), capsys.readouterr().out
+
+    expected = run(fn)
+    compiled = dynamo_capture.optimize(fn, backend=CountingBackend())
+    assert run(compiled) == expected
+    assert run(compiled) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "named"),
+    [
+        ("cond_branch_prints", "torch.cond's true_fn calls print()"),
+        ("cond_branch_appends_to_a_global_list", "torch.cond's true_fn reads '_LOG'"),
+        ("cond_operand_is_an_int", "torch.cond with operands that are not tensors"),
+        ("while_loop_carries_an_int", "torch.while_loop carrying values other than tensors"),
+        ("while_loop_body_graph_break", "torch.while_loop's body_fn calls print()"),
+        ("checkpoint_without_preserving_rng_state", "checkpoint with options"),
+    ],
+)
+def test_fullgraph_names_the_operator_it_cannot_capture(name, named):
+    fn, make_args, settings = PROGRAMS[name]
+    compiled = dynamo_capture.optimize(fn, backend=CountingBackend(), fullgraph=True, **settings)
+    with pytest.raises(dynamo_capture.Unsupported, match=re.escape(named)):
+        compiled(*make_args())

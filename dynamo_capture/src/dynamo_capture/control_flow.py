@@ -47,12 +47,14 @@ from dynamo_capture.branch_functions import (
     function_name,
     name_node_target,
 )
-from dynamo_capture.errors import Unsupported
+from dynamo_capture.errors import RegionsCalledOnce, Unsupported
 from dynamo_capture.operations import NotConstant, as_constant
 from dynamo_capture.sym_numbers import is_symbolic_number
 from dynamo_capture.values import (
     DictValue,
+    FunctionValue,
     ListValue,
+    MethodValue,
     PythonValue,
     TensorValue,
     TupleValue,
@@ -62,7 +64,12 @@ from dynamo_capture.values import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["CONTROL_FLOW", "FAKE_RULES", "call_control_flow"]
+__all__ = [
+    "CONTROL_FLOW",
+    "FAKE_RULES",
+    "call_control_flow",
+    "check_regions_called_more_than_once",
+]
 
 _TORCH_COND = torch.cond
 _WHILE_LOOP = torch.while_loop
@@ -82,16 +89,7 @@ def call_control_flow(
         handler = CONTROL_FLOW.get(fn)
     except TypeError:  # unhashable
         return None
-    if handler is None:
-        return None
-    try:
-        return handler(tx, args, kwargs)
-    except Unsupported as error:
-        if error.callee is None:  # not a break inside code traced in place
-            # the call runs eagerly on its own, as torch.compile runs an operator it
-            # cannot capture: the graph before it computes its arguments
-            error.eager_call = True
-        raise
+    return None if handler is None else handler(tx, args, kwargs)
 
 
 def _node(tx: Translator, target: Any, args: tuple[Any, ...]) -> Value:
@@ -456,18 +454,48 @@ def _associative_scan(tx: Translator, args: list[Value], kwargs: dict[str, Value
 def _compile_region(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """`fn(*args)` of a function torch.compiler.nested_compile_region marked: a node
     calling fn (as torch.compile's invoke_subgraph), where fn can be rebuilt and its
-    arguments are tensors; else fn traced in place, which eager's call is."""
+    arguments are tensors; else fn traced in place, which eager's call is. A function
+    whose node the graph has once only is traced in place too, as torch.compile
+    inlines a region called from one place (`check_regions_called_more_than_once`
+    starts capture again with it in `inline_regions`)."""
     from dynamo_capture.calls import call
 
     if not args:
         raise Unsupported("nested_compile_region's call without its function")
     function, rest = args[0], list(args[1:])
-    if tx.ctx.transform_nodes and not kwargs and all(isinstance(a, TensorValue) for a in rest):
+    key = _region_key(function)
+    if (
+        key is not None
+        and key not in tx.ctx.inline_regions
+        and tx.ctx.transform_nodes
+        and not kwargs
+        and all(isinstance(a, TensorValue) for a in rest)
+    ):
         try:
-            return _region_node(tx, function, rest)
+            node = _region_node(tx, function, rest)
         except Unsupported:
             pass  # traced in place below
+        else:
+            tx.ctx.region_nodes[key] = tx.ctx.region_nodes.get(key, 0) + 1
+            return node
     return call(tx, function, rest, kwargs)
+
+
+def _region_key(function: Value) -> Any:
+    """The code object that names a region: its function's (a method's function's)."""
+    if isinstance(function, MethodValue):
+        function = function.func
+    if isinstance(function, FunctionValue):
+        return function.code
+    obj = function.obj if isinstance(function, PythonValue) else None
+    return getattr(obj, "__code__", None)
+
+
+def check_regions_called_more_than_once(ctx: Any) -> None:
+    """RegionsCalledOnce for the region functions whose node the graph has once only."""
+    once = frozenset(key for key, count in ctx.region_nodes.items() if count == 1)
+    if once:
+        raise RegionsCalledOnce(once | ctx.inline_regions)
 
 
 def _region_node(tx: Translator, function: Value, args: list[Value]) -> Value:
