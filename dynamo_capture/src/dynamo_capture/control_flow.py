@@ -579,9 +579,37 @@ def _register_fake_rules() -> None:
 _register_fake_rules()
 
 
+def _while_loop_on_fakes(cond_fn: Any, body_fn: Any, carried: Any) -> Any:
+    """torch.while_loop as a function run on fakes calls it: one step, which must give
+    back what it carries."""
+    cond_fn(*carried)
+    result = body_fn(*carried)
+    if not _same_metadata(_flat(result), _flat(carried)):
+        raise Unsupported("torch.while_loop's body_fn returns other than what it carries")
+    return result
+
+
+def _map_on_fakes(f: Any, xs: Any, *args: Any) -> Any:
+    """torch's map as a function run on fakes calls it: f on the first slice, stacked."""
+    leaves = pytree.tree_leaves(xs)
+    return _stacked(f(pytree.tree_map(lambda t: t[0], xs), *args), leaves[0].shape[0], 0)
+
+
+# (module, name) -> what the name is while capture runs functions on fakes
+_ON_FAKES: dict[tuple[Any, str], Callable[..., Any]] = {
+    (torch, "cond"): _cond_on_fakes,
+    (sys.modules[_TORCH_COND.__module__], "cond"): _cond_on_fakes,
+    (torch, "while_loop"): _while_loop_on_fakes,
+    (sys.modules[_WHILE_LOOP.__module__], "while_loop"): _while_loop_on_fakes,
+    (sys.modules[_MAP.__module__], "map"): _map_on_fakes,
+    (torch.compiler, "is_dynamo_compiling"): lambda: True,
+}
+
+
 @contextlib.contextmanager
 def _operators_on_fakes() -> Iterator[None]:
-    """torch's control-flow operators, while capture runs functions on fakes, call
+    """torch's control-flow operators, while capture runs functions on fakes, are
+    `_ON_FAKES`' stand-ins; called otherwise (through a name bound before), they call
     their higher-order operator at once, whose rule under guards' fake mode is
     FAKE_RULES'.
 
@@ -589,16 +617,15 @@ def _operators_on_fakes() -> Iterator[None]:
     torch.compile unless `torch.compiler.is_dynamo_compiling()`; under capture's fake
     mode (a dispatch mode of its own) torch.compile skips the frame for that mode and
     keeps that choice: later eager calls of the process then fail. Capture is the
-    compiler here, so it says so while the functions run on fakes (as captured code
-    sees it say so), however the functions call the operators.
+    compiler here, so it says so while the functions run on fakes. The operators' own
+    autograd rules, reached first where an input requires grad, trace with torch's
+    fake tensors, which refuse the real parameters a branch reads: hence the stand-ins.
     """
-    saved = torch.compiler.is_dynamo_compiling
-    torch.compiler.is_dynamo_compiling = _compiling  # type: ignore[assignment]
+    saved = {key: getattr(*key) for key in _ON_FAKES}
+    for (module, name), stand_in in _ON_FAKES.items():
+        setattr(module, name, stand_in)
     try:
         yield
     finally:
-        torch.compiler.is_dynamo_compiling = saved  # type: ignore[assignment]
-
-
-def _compiling() -> bool:
-    return True
+        for (module, name), original in saved.items():
+            setattr(module, name, original)
