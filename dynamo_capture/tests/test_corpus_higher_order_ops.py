@@ -1326,3 +1326,34 @@ def test_fullgraph_names_the_operator_it_cannot_capture(name, named):
     compiled = dynamo_capture.optimize(fn, backend=CountingBackend(), fullgraph=True, **settings)
     with pytest.raises(dynamo_capture.Unsupported, match=re.escape(named)):
         compiled(*make_args())
+
+
+class _CountingBranch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.calls = 0
+
+    def branch(self, a):
+        self.calls += 1
+        return self.lin(a)
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, self.branch, lambda a: a + 1, (x,))
+
+
+def test_branch_writing_its_module_is_not_run_while_capturing():
+    """A branch writing an attribute of the module it reads would write it when capture
+    runs it on fakes: the call runs eagerly instead (where torch.cond raises)."""
+    torch.manual_seed(0)
+    module = _CountingBranch()
+    compiled = dynamo_capture.optimize(module, backend=CountingBackend())
+    eager = _CountingBranch()
+    x = torch.linspace(-1.0, 2.0, 4)
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - compared with eager's below
+        eager(x)
+    with pytest.raises(type(raised.value)):
+        compiled(x)
+    assert module.calls == eager.calls
+    with pytest.raises(dynamo_capture.Unsupported, match="writes the attribute 'calls'"):
+        dynamo_capture.optimize(module, backend=CountingBackend(), fullgraph=True)(x)

@@ -87,6 +87,8 @@ _IMPURE_MODULES = frozenset(("random", "time", "os", "sys", "logging", "numpy.ra
 _ESCAPING_STORES = frozenset(("STORE_GLOBAL", "DELETE_GLOBAL"))
 # a graph-break marker (`graph_break()`), read as an attribute of a module
 _GRAPH_BREAK_NAMES = frozenset(("graph_break",))
+# methods that build an object (never run by a call of one already built)
+_CONSTRUCTION = frozenset(("__init__", "__new__", "__setstate__", "__init_subclass__"))
 _SCAN_DEPTH = 6  # how deep the functions the staticmethods call are checked
 _NOTHING = object()  # what an instruction reading no module or class gives
 
@@ -399,6 +401,10 @@ def _check_code(
         op, read = inst.opname, _NOTHING
         if op in _ESCAPING_STORES:
             raise Unsupported(f"{where} writes the global {inst.argval!r}")
+        if reads_objects and op in ("STORE_ATTR", "DELETE_ATTR"):
+            # NOTE: the objects it may read (modules) it must not write: capture runs
+            # it on fakes, so the write would happen at capture time
+            raise Unsupported(f"{where} writes the attribute {inst.argval!r} of an object")
         if op in ("STORE_DEREF", "DELETE_DEREF") and inst.argval in cells:
             raise Unsupported(f"{where} writes the closure variable {inst.argval!r}")
         if op in ("LOAD_GLOBAL", "LOAD_NAME"):
@@ -534,6 +540,8 @@ def _check_class(
             continue
         seen.add(klass)
         for name, member in vars(klass).items():
+            if reads_objects and name in _CONSTRUCTION:
+                continue  # an object read was built already: its construction never runs
             if isinstance(member, staticmethod | classmethod):
                 member = member.__func__
             if isinstance(member, property):
