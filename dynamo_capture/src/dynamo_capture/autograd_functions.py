@@ -60,7 +60,12 @@ from guards import artifact_enabled, artifact_logger
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["InferenceContext", "call_autograd_function", "is_autograd_function_apply"]
+__all__ = [
+    "InferenceContext",
+    "call_autograd_function",
+    "check_pure",
+    "is_autograd_function_apply",
+]
 
 _APPLY = torch.autograd.Function.apply.__func__  # type: ignore[attr-defined]
 _BASE_SETUP_CONTEXT = torch.autograd.Function.setup_context
@@ -82,6 +87,8 @@ _IMPURE_MODULES = frozenset(("random", "time", "os", "sys", "logging", "numpy.ra
 _ESCAPING_STORES = frozenset(("STORE_GLOBAL", "DELETE_GLOBAL"))
 # a graph-break marker (`graph_break()`), read as an attribute of a module
 _GRAPH_BREAK_NAMES = frozenset(("graph_break",))
+# methods that build an object (never run by a call of one already built)
+_CONSTRUCTION = frozenset(("__init__", "__new__", "__setstate__", "__init_subclass__"))
 _SCAN_DEPTH = 6  # how deep the functions the staticmethods call are checked
 _NOTHING = object()  # what an instruction reading no module or class gives
 
@@ -341,7 +348,16 @@ def _overridden(cls: type, attr: str, base: Any) -> bool:
     )
 
 
-def _check_pure(tx: Translator, function: Any, where: str, seen: set, depth: int) -> None:
+def check_pure(tx: Translator, function: Any, where: str, *, reads_objects: bool = False) -> None:
+    """Unsupported unless `function` (and what it calls) writes no global or closure
+    cell and reads only modules, classes, functions and constants; with `reads_objects`,
+    tensors and modules too (a module's class checked in turn)."""
+    _check_pure(tx, function, where, set(), 0, reads_objects)
+
+
+def _check_pure(
+    tx: Translator, function: Any, where: str, seen: set, depth: int, reads_objects: bool = False
+) -> None:
     """`function` writes no global or closure cell and reads only what `_check_read`
     takes; the functions it reads are checked too."""
     while isinstance(function, types.MethodType | staticmethod | classmethod):
@@ -354,7 +370,7 @@ def _check_pure(tx: Translator, function: Any, where: str, seen: set, depth: int
         for cell in function.__closure__ or ():
             inner = cell.cell_contents if _bound(cell) else None
             if isinstance(inner, types.FunctionType):
-                _check_pure(tx, inner, where, seen, depth + 1)
+                _check_pure(tx, inner, where, seen, depth + 1, reads_objects)
         return
     code = function.__code__
     if code in seen:
@@ -363,7 +379,7 @@ def _check_pure(tx: Translator, function: Any, where: str, seen: set, depth: int
         raise Unsupported(f"{where} calls functions nested too deeply to check")
     seen.add(code)
     cells = dict(zip(code.co_freevars, function.__closure__ or (), strict=True))
-    _check_code(tx, code, function, cells, where, seen, depth)
+    _check_code(tx, code, function, cells, where, seen, depth, reads_objects)
 
 
 def _check_code(
@@ -374,6 +390,7 @@ def _check_code(
     where: str,
     seen: set,
     depth: int,
+    reads_objects: bool = False,
 ) -> None:
     scope = function.__globals__
     if _GRAPH_BREAK_NAMES & set(code.co_names):
@@ -384,12 +401,16 @@ def _check_code(
         op, read = inst.opname, _NOTHING
         if op in _ESCAPING_STORES:
             raise Unsupported(f"{where} writes the global {inst.argval!r}")
+        if reads_objects and op in ("STORE_ATTR", "DELETE_ATTR"):
+            # NOTE: the objects it may read (modules) it must not write: capture runs
+            # it on fakes, so the write would happen at capture time
+            raise Unsupported(f"{where} writes the attribute {inst.argval!r} of an object")
         if op in ("STORE_DEREF", "DELETE_DEREF") and inst.argval in cells:
             raise Unsupported(f"{where} writes the closure variable {inst.argval!r}")
         if op in ("LOAD_GLOBAL", "LOAD_NAME"):
             known = inst.argval in scope
             read = scope[inst.argval] if known else getattr(builtins, inst.argval, None)
-            _check_read(tx, read, inst.argval, where, seen, depth)
+            _check_read(tx, read, inst.argval, where, seen, depth, reads_objects)
             if known and _guard_needed(read):
                 _guard_global(tx, function, inst.argval, read, where)
         elif op in ("LOAD_DEREF", "LOAD_CLOSURE") and inst.argval in cells:
@@ -398,23 +419,30 @@ def _check_code(
                 owner = None
                 continue  # unbound: the function's own local, bound before use
             read = cell.cell_contents
-            _check_read(tx, read, inst.argval, where, seen, depth)
+            if reads_objects and type(read) in (list, tuple, dict) and _rebuilt(function):
+                # NOTE: the cells of a function branch_functions rebuilt are fresh
+                # copies made for it: reading their items changes nothing outside
+                for item in read.values() if isinstance(read, dict) else read:
+                    _check_read(tx, item, inst.argval, where, seen, depth, reads_objects)
+                owner = None
+                continue
+            _check_read(tx, read, inst.argval, where, seen, depth, reads_objects)
             if _guard_needed(read):  # a constant of the enclosing function
                 tx.ctx.guards.class_attribute(cell, "cell_contents", read)
         elif op == "IMPORT_NAME":  # `import random` inside: the module it binds
             read = sys.modules.get(inst.argval)
             if inst.argval.split(".")[0] in _IMPURE_MODULES or read is None:
                 raise Unsupported(f"{where} imports {inst.argval}")
-            _check_read(tx, read, inst.argval, where, seen, depth)
+            _check_read(tx, read, inst.argval, where, seen, depth, reads_objects)
             imported = read  # on the stack for `from ... import` names that follow
         elif op == "IMPORT_FROM" and isinstance(imported, types.ModuleType):
             read = _attribute(imported, inst.argval, where)
-            _check_read(tx, read, inst.argval, where, seen, depth)
+            _check_read(tx, read, inst.argval, where, seen, depth, reads_objects)
             if _guard_needed(read):
                 tx.ctx.guards.class_attribute(imported, inst.argval, read)
         elif op in ("LOAD_ATTR", "LOAD_METHOD") and owner is not None:
             read = _attribute(owner, inst.argval, where)
-            _check_read(tx, read, inst.argval, where, seen, depth)
+            _check_read(tx, read, inst.argval, where, seen, depth, reads_objects)
             if _guard_needed(read):  # `config.SCALE`: a constant the graph may keep
                 tx.ctx.guards.class_attribute(owner, inst.argval, read)
         owner = read if isinstance(read, types.ModuleType | type) else None
@@ -422,10 +450,18 @@ def _check_code(
         if isinstance(constant, types.CodeType):  # a nested function, lambda or comprehension
             # NOTE: its free variables are the enclosing function's locals or cells
             inner_cells = {n: c for n, c in cells.items() if n in constant.co_freevars}
-            _check_code(tx, constant, function, inner_cells, where, seen, depth)
+            _check_code(tx, constant, function, inner_cells, where, seen, depth, reads_objects)
 
 
-def _check_read(tx: Translator, value: Any, name: str, where: str, seen: set, depth: int) -> None:
+def _check_read(
+    tx: Translator,
+    value: Any,
+    name: str,
+    where: str,
+    seen: set,
+    depth: int,
+    reads_objects: bool = False,
+) -> None:
     """What the staticmethods may read: modules (but those of the clock, the system and
     Python's random numbers), classes, functions (checked in turn), constants."""
     if isinstance(value, types.ModuleType):
@@ -435,7 +471,7 @@ def _check_read(tx: Translator, value: Any, name: str, where: str, seen: set, de
     if value in _IMPURE_BUILTINS if _hashable(value) else False:
         raise Unsupported(f"{where} calls {name}(), which must run eagerly")
     if isinstance(value, type):
-        _check_class(tx, value, where, seen, depth)
+        _check_class(tx, value, where, seen, depth, reads_objects)
         return
     if value is None or is_constant(value):
         return
@@ -444,7 +480,7 @@ def _check_read(tx: Translator, value: Any, name: str, where: str, seen: set, de
     if _hashable(value) and (disabled_reason(value) is not None or is_torch_graph_break(value)):
         raise Unsupported(f"{where} calls {name}, which breaks the graph")
     if isinstance(value, types.FunctionType | types.MethodType):
-        _check_pure(tx, value, f"{where} (through {name})", seen, depth + 1)
+        _check_pure(tx, value, f"{where} (through {name})", seen, depth + 1, reads_objects)
         return
     if isinstance(value, types.BuiltinFunctionType | types.BuiltinMethodType):
         receiver = getattr(value, "__self__", None)
@@ -455,8 +491,15 @@ def _check_read(tx: Translator, value: Any, name: str, where: str, seen: set, de
         if receiver is None or isinstance(receiver, type) or _is_torch_object(receiver):
             return
         raise Unsupported(f"{where} calls {name}, a method of an object it could change")
-    if callable(value) and type(value).__module__.startswith("torch"):
+    if callable(value) and type(value).__module__.startswith("torch") and not reads_objects:
         return  # torch's own callables (OpOverloadPackets, ufunc-like objects)
+    if reads_objects and isinstance(value, torch.Tensor):
+        return  # read when the function runs, as eager reads it
+    if reads_objects and isinstance(value, torch.nn.Module):
+        _check_class(tx, type(value), where, seen, depth, reads_objects)
+        return
+    if callable(value) and type(value).__module__.startswith("torch"):
+        return
     raise Unsupported(
         f"{where} reads {name!r}, a {type(value).__name__} it could change or that changes"
     )
@@ -484,7 +527,9 @@ def _is_torch_object(value: Any) -> bool:
     return module == "torch" or module.startswith("torch.")
 
 
-def _check_class(tx: Translator, cls: type, where: str, seen: set, depth: int) -> None:
+def _check_class(
+    tx: Translator, cls: type, where: str, seen: set, depth: int, reads_objects: bool = False
+) -> None:
     """A class the staticmethods use (a nested Function, a helper they construct): its
     functions are checked in turn; torch's and Python's own classes are not."""
     for klass in cls.__mro__:
@@ -495,12 +540,20 @@ def _check_class(tx: Translator, cls: type, where: str, seen: set, depth: int) -
             continue
         seen.add(klass)
         for name, member in vars(klass).items():
+            if reads_objects and name in _CONSTRUCTION:
+                continue  # an object read was built already: its construction never runs
             if isinstance(member, staticmethod | classmethod):
                 member = member.__func__
             if isinstance(member, property):
                 member = member.fget
             if isinstance(member, types.FunctionType):
-                _check_pure(tx, member, f"{where} (through {cls.__name__}.{name})", seen, depth + 1)
+                through = f"{where} (through {cls.__name__}.{name})"
+                _check_pure(tx, member, through, seen, depth + 1, reads_objects)
+
+
+def _rebuilt(function: Any) -> bool:
+    """Whether `function` was made by branch_functions, its cells fresh copies."""
+    return getattr(function, "__ember_rebuilt__", False) is True
 
 
 def _bound(cell: types.CellType) -> bool:

@@ -41,6 +41,7 @@ from dynamo_capture import (  # noqa: F401  (registers handlers)
 from dynamo_capture.attributes import DELETED, replay_delete
 from dynamo_capture.bound_locals import live_locals, read_before_written
 from dynamo_capture.calls import UNTRACED_CONTEXT_FUNCTIONS, UNTRACED_CONTEXTS, is_made_in_frame
+from dynamo_capture.control_flow import check_regions_called_more_than_once
 from dynamo_capture.errors import (
     CAPTURED_TRACEBACK,
     BackendCompilerFailed,
@@ -796,6 +797,7 @@ def capture_frame(
     transform_nodes: bool = True,
     autograd_function_nodes: bool = True,
     tensor_hook_nodes: bool = True,
+    inline_regions: frozenset[Any] = frozenset(),
 ) -> CapturedFrame:
     """Interpret `target`'s code on `f_locals`; raise Unsupported when it cannot be one graph.
 
@@ -807,7 +809,8 @@ def capture_frame(
     `transform_nodes=False` breaks the graph at torch.func transforms and torch.cond
     instead of making them nodes (function_transforms); `autograd_function_nodes=False`
     likewise at `Fn.apply` of autograd Functions (autograd_functions), and
-    `tensor_hook_nodes=False` at `Tensor.register_hook` (tensor_hooks).
+    `tensor_hook_nodes=False` at `Tensor.register_hook` (tensor_hooks);
+    `inline_regions` are nested_compile_region functions traced in place (control_flow).
     """
     start = time.perf_counter()
     ctx = CaptureContext(
@@ -817,6 +820,7 @@ def capture_frame(
     ctx.transform_nodes = transform_nodes
     ctx.autograd_function_nodes = autograd_function_nodes
     ctx.tensor_hook_nodes = tensor_hook_nodes
+    ctx.inline_regions = inline_regions
     ctx.modules_by_structure = target.modules_by_structure
     ctx.frame_locals = f_locals
     if guard_context is not None:
@@ -847,6 +851,7 @@ def capture_frame(
             check_aliases(ctx, plan.outputs)
             check_hooked_tensors_stay(ctx, plan.outputs)
             check_no_pending_cleanup(tx)
+            check_regions_called_more_than_once(ctx)
             replays = plan.prelude + replays  # objects named once, before their first use
     except Unsupported as error:
         located = Unsupported(error.reason, user_frames(error.where))

@@ -18,6 +18,7 @@ __all__ = [
     "raised_by_python",
     "raised_ahead",
     "RecompileError",
+    "RegionsCalledOnce",
     "StanceError",
     "TensorHookEscapes",
     "Unsupported",
@@ -179,6 +180,16 @@ class TensorHookEscapes(CaptureError):
     """A tensor whose hook capture put in the graph leaves it (an output, a value handed
     to an eager part): a hook registered on it outside would run before the graph's.
     Capture starts again with `Tensor.register_hook` run eagerly (tensor_hooks)."""
+
+
+class RegionsCalledOnce(CaptureError):
+    """nested_compile_region functions the graph calls from one place only: as
+    torch.compile inlines such a region after tracing, capture starts again with them
+    traced in place (`codes`: their code objects; control_flow)."""
+
+    def __init__(self, codes: frozenset[Any]) -> None:
+        self.codes = codes
+        super().__init__(f"nested_compile_region functions called once: {len(codes)}")
 
 
 class NeedsEagerFrame(Unsupported):

@@ -42,6 +42,7 @@ from dynamo_capture.capture import CaptureArtifacts, CompiledEntry, capture_fram
 from dynamo_capture.errors import (
     BackendCompilerFailed,
     RecompileError,
+    RegionsCalledOnce,
     TensorHookEscapes,
     Unsupported,
 )
@@ -154,6 +155,8 @@ class CompiledCallable:
         self._transform_nodes = True  # False: the backend refused torch.func / torch.cond nodes
         self._autograd_function_nodes = True  # False: the backend refused Fn.apply nodes
         self._tensor_hook_nodes = True  # False: a tensor hooked in the graph left it
+        # nested_compile_region functions a graph called once: traced in place
+        self._inline_regions: frozenset[Any] = frozenset()
         # nn.Module arguments guarded on structure, not identity (see _callee_part)
         self.modules_by_structure = False
         self.records_by_structure = False  # capture records kept under modules_by_structure
@@ -408,6 +411,9 @@ class CompiledCallable:
         except TensorHookEscapes:
             self._tensor_hook_nodes = False  # Tensor.register_hook runs eagerly from now on
             return self._compile(f_locals, args, kwargs, stance)
+        except RegionsCalledOnce as once:
+            self._inline_regions = once.codes  # traced in place from now on
+            return self._compile(f_locals, args, kwargs, stance)
         except Unsupported as error:
             if self.fullgraph:
                 raise
@@ -549,6 +555,7 @@ class CompiledCallable:
                 transform_nodes=self._transform_nodes,
                 autograd_function_nodes=self._autograd_function_nodes,
                 tensor_hook_nodes=self._tensor_hook_nodes,
+                inline_regions=self._inline_regions,
             )  # fmt: skip
         try:
             return capture_frame(
@@ -557,8 +564,9 @@ class CompiledCallable:
                 float_inputs=float_inputs, transform_nodes=self._transform_nodes,
                 autograd_function_nodes=self._autograd_function_nodes,
                 tensor_hook_nodes=self._tensor_hook_nodes,
+                inline_regions=self._inline_regions,
             )  # fmt: skip
-        except (ConstraintViolationError, TensorHookEscapes):
+        except (ConstraintViolationError, TensorHookEscapes, RegionsCalledOnce):
             raise
         except Exception as error:
             if not (contexts and contexts[0].symbolic):
@@ -571,7 +579,10 @@ class CompiledCallable:
         try:
             frame = capture_frame(
                 self.frame, f_locals, guard_context=contexts,
+                transform_nodes=self._transform_nodes,
+                autograd_function_nodes=self._autograd_function_nodes,
                 tensor_hook_nodes=self._tensor_hook_nodes,
+                inline_regions=self._inline_regions,
             )  # fmt: skip
         except Unsupported as static_error:
             if _same_break(symbolic_error, static_error):

@@ -361,6 +361,10 @@ class CaptureContext:
         self.autograd_function_nodes_made = 0
         # Tensor.register_hook on tensors the frame computed as graph nodes (tensor_hooks)
         self.tensor_hook_nodes = True
+        # nested_compile_region functions traced in place (by code), and the region
+        # nodes made per function's code (control_flow)
+        self.inline_regions: frozenset[Any] = frozenset()
+        self.region_nodes: dict[Any, int] = {}
         # assume_constant_result functions called: their results are constants, unguarded
         self.unguarded_constants: list[str] = []
         # min/max of tensors the graph computes, given as the picked tensor's value:
