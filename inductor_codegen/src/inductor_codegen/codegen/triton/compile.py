@@ -123,7 +123,13 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
             # NOTE: under CUDA graphs an input written in place is recorded at its own
             # address (see cudagraphs.CUDAGraphRunner's `pinned`), not copied.
             graph, plan = lower_and_schedule(
-                gm, example_inputs, lowerings, passes, GPU_FUSION_POLICY, reinplace=opts.reinplace
+                gm,
+                example_inputs,
+                lowerings,
+                passes,
+                GPU_FUSION_POLICY,
+                reinplace=opts.reinplace,
+                device=device,
             )
     except UnsupportedGraphError as error:
         return maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)
