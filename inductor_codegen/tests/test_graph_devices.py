@@ -83,3 +83,20 @@ def test_cpu_input_read_by_a_kernel_of_a_cuda_graph_is_refused():
             node.meta["val"] = _fake_cuda(2)
     with pytest.raises(UnsupportedGraphError, match="on cpu"):
         check_one_device(gm, [_fake_cuda(4), torch.tensor([0, 2])], _CUDA)
+
+
+def _host_scalar_graph(fn):
+    """fn(x, scale) traced on the CPU, its non-scalar values relabelled as CUDA ones."""
+    gm = trace(fn, torch.randn(3), torch.tensor(2.0))
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if node.op == "call_function" and isinstance(val, torch.Tensor) and val.dim() > 0:
+            node.meta["val"] = _fake_cuda(*val.shape)
+    return gm
+
+
+def test_number_computed_from_a_host_scalar_stays_compiled_unless_given_back():
+    inputs = [_fake_cuda(3), torch.tensor(2.0)]
+    check_one_device(_host_scalar_graph(lambda x, s: x * (s + 1)), inputs, _CUDA)
+    with pytest.raises(UnsupportedGraphError, match="on cpu"):
+        check_one_device(_host_scalar_graph(lambda x, s: (x * s, s + 1)), inputs, _CUDA)

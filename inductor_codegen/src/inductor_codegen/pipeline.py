@@ -244,8 +244,9 @@ def check_one_device(gm: torch.fx.GraphModule, example_inputs, device: torch.dev
     or allocated on the GPU and returned there (a later eager op then takes it where
     eager raises). Through ATen each op runs on its own tensors' device, as in eager.
     Allowed: 0-dim CPU inputs and constants of a GPU graph (the wrapper copies them to
-    the device, `host_scalars`), device copies (`_to_copy`, an ATen call) and inputs or
-    constants read only by them.
+    the device, `host_scalars`) and 0-dim CPU values computed from them that the graph
+    does not give back, device copies (`_to_copy`, an ATen call) and inputs or constants
+    read only by them.
     """
     examples = iter(example_inputs)
     for node in gm.graph.nodes:
@@ -279,10 +280,13 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
 
 
 def _allowed_elsewhere(node: torch.fx.Node, t: torch.Tensor, device: torch.device) -> bool:
+    host_scalar = device.type != "cpu" and t.device.type == "cpu" and t.dim() == 0
     if node.op == "call_function":
-        return False
-    if device.type != "cpu" and t.device.type == "cpu" and t.dim() == 0:
-        return True  # a host scalar (see the docstring)
+        # a number computed from host scalars, read by kernels on the device; given back
+        # (an output, a CPU step count's new value) it would come back on the device
+        return host_scalar and all(user.op != "output" for user in node.users)
+    if host_scalar:
+        return True  # copied to the device by the wrapper (see the docstring)
     return all(user.target in _DEVICE_COPIES for user in node.users)
 
 
