@@ -99,7 +99,18 @@ REFUSED = {
         _ONE_DEVICE + "index is on cpu, different from other tensors on cuda:0 "
         "(when checking argument in method wrapper_CUDA__index_select)",
     ),
-    "mm_cpu_weight": (aten.mm.default, lambda: (_cuda(3, 3), _cpu(3, 3)), _ONE_DEVICE + "mat2 is on cpu"),
+    "mm_cpu_weight": (
+        aten.mm.default,
+        lambda: (_cuda(3, 3), _cpu(3, 3)),
+        _ONE_DEVICE + "mat2 is on cpu, different from other tensors on cuda:0 (when checking "
+        "argument in method wrapper_CUDA_mm)",
+    ),
+    "clamp_cpu_scalar_bound": (
+        aten.clamp.Tensor,
+        lambda: (_cuda(3), _cpu()),
+        _ONE_DEVICE + "min is on cpu, different from other tensors on cuda:0 (when checking "
+        "argument in method wrapper_CUDA_clamp_Tensor)",
+    ),
     "mm_cpu_scalar_is_no_number": (aten.mm.default, lambda: (_cuda(3, 3), _cpu()), _ONE_DEVICE + "mat2"),
     "cat_of_two_devices": (aten.cat.default, lambda: ([_cuda(3), _cpu(3)],), _ONE_DEVICE + "tensors is on cpu"),
     "layer_norm_cpu_weight": (
@@ -128,6 +139,8 @@ ACCEPTED = {
         lambda: (_cuda(3), _cuda(3, dtype=torch.bool), _cpu()),
     ),
     "fill_cpu_value": (aten.fill_.Tensor, lambda: (_cuda(3), _cpu())),
+    "floor_divide_cpu_scalar": (aten.floor_divide.default, lambda: (_cuda(3), _cpu())),
+    "eq_in_place_cpu_scalar": (aten.eq_.Tensor, lambda: (_cuda(3), _cpu())),
     "index_cpu_indices": (aten.index.Tensor, lambda: (_cuda(4, 5), [_cpu(2, dtype=torch.long)])),
     "index_put_cpu_indices": (
         aten.index_put.default,
@@ -179,7 +192,9 @@ def test_keyword_arguments_are_checked():
         (aten.add.Tensor, "elementwise"),
         (aten.addcmul.default, "elementwise"),
         (aten.masked_fill_.Scalar, "elementwise"),
-        (aten.sum.default, "one device"),
+        (aten.floor_divide.default, "elementwise"),
+        (aten.clamp.Tensor, "one device"),
+        (aten.mm.default, "one device"),
         (aten.convolution.default, "convolution"),
         (aten.index_put_.default, "indexing"),
         (aten._to_copy.default, "device copy"),
@@ -190,6 +205,17 @@ def test_keyword_arguments_are_checked():
 )
 def test_each_op_has_a_family(op, family):
     assert device_family(op) == family
+
+
+def test_families_are_read_from_eager_op_declarations():
+    from aot_autograd.device_checks import _declarations
+
+    declared = _declarations()
+    if declared is None:
+        pytest.skip("this torch ships no native_functions.yaml")
+    assert "add.Tensor" in declared.unchecked and "where.self" in declared.unchecked
+    assert "index_select" not in declared.unchecked and "clamp.Tensor" not in declared.unchecked
+    assert "mm" in declared.structured and "index_select" not in declared.structured
 
 
 def test_meta_tensors_are_not_compared():

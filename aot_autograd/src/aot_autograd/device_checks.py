@@ -14,9 +14,17 @@ The rule is a family per op, as eager's kernels check:
 | --- | --- | --- | --- |
 | device copies | `_to_copy`, `copy_`, `set_`, `lift_fresh`, foreach/fused/amp kernels | any devices | (none) |
 | indexing | `index`, `index_put`, `_unsafe_index(_put)` | indices on the CPU or self's device; else as elementwise | "indices should be either on cpu or on the same device as the indexed tensor (cpu)" |
-| elementwise | ops tagged `pointwise` (TensorIterator kernels), `masked_fill`, `fill`, `index_fill` | 0-dim CPU tensors beside any device (read as numbers) | "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!" |
+| elementwise | TensorIterator kernels: `add`, `where`, `masked_fill`, `floor_divide`, ... | 0-dim CPU tensors beside any device (read as numbers) | "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!" |
 | convolutions | `convolution`, `_convolution`, `cudnn_convolution`, ... | one device | "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same" |
-| every other aten op | `mm`, `cat`, `native_batch_norm`, `index_select`, `embedding`, ... | one device, 0-dim CPU tensors refused too | "Expected all tensors to be on the same device, but got index is on cpu, different from other tensors on cuda:0 (when checking argument in method wrapper_CUDA__index_select)" |
+| every other aten op | `mm`, `cat`, `clamp.Tensor`, `native_batch_norm`, `index_select`, `embedding`, ... | one device, 0-dim CPU tensors refused too | "Expected all tensors to be on the same device, but got index is on cpu, different from other tensors on cuda:0 (when checking argument in method wrapper_CUDA__index_select)" |
+
+Which ops are elementwise is read from eager's own op declarations
+(`native_functions.yaml`, shipped with torch in `torchgen/packaged`): an op declared
+`device_check: NoCheck` has no generated device check, and its kernel (a
+TensorIterator) takes 0-dim CPU tensors; every other op with a device kernel gets the
+generated check, which refuses them, and whose method name (`wrapper_CUDA_mm` for a
+structured kernel, `wrapper_CUDA__index_select` otherwise) the message gives. Without
+that file, ops tagged `pointwise` are the elementwise ones.
 
 Another library's op keeps its own rules (left alone), and so does the meta device
 (eager's meta kernels compare devices only in part: `mm` of a meta and a CPU tensor
@@ -26,6 +34,10 @@ with `index_select`), `_SPELLED_AS` says so.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -48,8 +60,8 @@ _DEVICE_COPY_PREFIXES = ("_foreach_", "_fused_", "_amp_")
 # Indexing with a list of index tensors, which may be on the CPU (eager moves them).
 _INDEXING = frozenset({"index", "_unsafe_index", "index_put", "index_put_", "_index_put_impl_",
                        "_unsafe_index_put"})  # fmt: skip
-# TensorIterator kernels without the `pointwise` tag, and ops reading a 0-dim value tensor
-# as a number.
+# Ops reading a 0-dim value tensor as a number (declared NoCheck too; listed for torch
+# builds without the declarations).
 _ELEMENTWISE = frozenset({"masked_fill", "masked_fill_", "fill", "fill_", "index_fill",
                           "index_fill_"})  # fmt: skip
 _CONVOLUTIONS = frozenset({"convolution", "_convolution", "convolution_overrideable",
@@ -83,11 +95,68 @@ def device_family(op: Any) -> str:
         return "device copy"
     if name in _INDEXING:
         return "indexing"
-    if name in _ELEMENTWISE or torch.Tag.pointwise in op.tags:
-        return "elementwise"
     if name in _CONVOLUTIONS:
         return "convolution"
-    return "one device"
+    declared = _declarations()
+    if declared is not None:
+        unchecked = _qualified_name(op) in declared.unchecked or name in _ELEMENTWISE
+    else:
+        unchecked = name in _ELEMENTWISE or torch.Tag.pointwise in op.tags
+    return "elementwise" if unchecked else "one device"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Declarations:
+    """What eager's op declarations say of device checks, by `name.overload` ("mm" for
+    a default overload)."""
+
+    unchecked: frozenset[str]  # declared `device_check: NoCheck`
+    structured: frozenset[str]  # structured kernels (named without the overload first)
+
+
+@functools.cache
+def _declarations() -> _Declarations | None:
+    """native_functions.yaml as torch ships it (None where it does not)."""
+    spec = importlib.util.find_spec("torchgen")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0], _DECLARATIONS)
+    if not path.is_file():
+        return None
+    unchecked, structured = set(), set()
+    for entry in path.read_text().split("\n- func: ")[1:]:
+        name = entry.split("(", 1)[0].strip()
+        if "\n  device_check: NoCheck" in entry:
+            unchecked.add(name)
+        if "\n  structured_delegate:" in entry or "\n  structured: True" in entry:
+            structured.add(name)
+    return _Declarations(frozenset(unchecked), frozenset(structured))
+
+
+_DECLARATIONS = "packaged/ATen/native/native_functions.yaml"
+
+
+def _qualified_name(op: Any) -> str:
+    name = op._schema.name.split("::")[-1]
+    return name if op._overloadname == "default" else f"{name}.{op._overloadname}"
+
+
+def _method_name(op: Any, kernel: torch.device, spelled: str) -> str:
+    """The name eager's generated kernel wrapper gives in its device check's message."""
+    overload = (
+        "" if op._overloadname == "default" or spelled != _packet_name(op) else op._overloadname
+    )
+    unambiguous = f"{spelled}_{overload}" if overload else spelled
+    qualified = f"{spelled}.{overload}" if overload else spelled
+    declared = _declarations()
+    backend = kernel.type.upper()
+    if declared is not None and qualified in declared.structured:
+        return f"wrapper_{backend}_{unambiguous}"
+    return f"wrapper_{backend}_{overload}_{unambiguous}"
+
+
+def _packet_name(op: Any) -> str:
+    return op._schema.name.split("::")[-1]
 
 
 def check_devices_agree(op: Any, args: tuple, kwargs: dict) -> None:
@@ -168,15 +237,13 @@ def _check_convolution(named: list[tuple[str, torch.Tensor]]) -> None:
 def _check_one_device(op: Any, named: list[tuple[str, torch.Tensor]]) -> None:
     """The check eager's generated kernel wrappers make: every tensor argument on the
     first one's device (a 0-dim CPU tensor too); the kernel is the other device's."""
-    name = op._schema.name.split("::")[-1]
-    spelled, renamed = _SPELLED_AS.get(name, (name, {}))
+    spelled, renamed = _SPELLED_AS.get(_packet_name(op), (_packet_name(op), {}))
     common = named[0][1].device
     for argument, t in named:
         if t.device == common:
             continue
         kernel = next(x.device for _, x in named if x.device.type != "cpu")
-        overload = "" if op._overloadname == "default" or spelled != name else op._overloadname
-        method = f"wrapper_{kernel.type.upper()}_{overload}_{spelled}"
+        method = _method_name(op, kernel, spelled)
         raise DeviceMismatchError(
             "Expected all tensors to be on the same device, but got "
             f"{renamed.get(argument, argument)} is on {t.device}, different from other tensors "
