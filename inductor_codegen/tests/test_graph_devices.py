@@ -17,7 +17,7 @@ from graph_helpers import trace
 
 import guards
 from inductor_codegen import compile_graph
-from inductor_codegen.errors import UnsupportedGraphError
+from inductor_codegen.errors import MixedDeviceGraphError, UnsupportedGraphError
 from inductor_codegen.pipeline import EagerGraph, check_one_device
 
 _CUDA = torch.device("cuda", 0)
@@ -35,7 +35,7 @@ def _with_cpu_weight(x):
 
 def test_cpu_tensor_made_in_a_cuda_graph_is_refused_by_the_kernels():
     gm = trace(_with_cpu_weight, torch.randn(2, 3))
-    with pytest.raises(UnsupportedGraphError, match=r"linspace.* on cpu .* run on cuda:0"):
+    with pytest.raises(MixedDeviceGraphError, match=r"linspace.* on cpu .* run on cuda:0"):
         check_one_device(gm, [_fake_cuda(2, 3)], _CUDA)
     check_one_device(gm, [torch.randn(2, 3)], torch.device("cpu"))
 
@@ -45,6 +45,14 @@ def test_cuda_graph_with_a_cpu_tensor_is_compiled_as_an_aten_graph():
     compiled = compile_graph(gm, [_fake_cuda(2, 3)])
     assert isinstance(compiled, EagerGraph)
     assert "on cpu" in compiled.artifacts[0].text
+
+
+def test_mixed_device_graph_is_never_recorded_into_a_cuda_graph():
+    # (a replay would skip the ATen graph's CPU ops)
+    gm = trace(_with_cpu_weight, torch.randn(2, 3))
+    compiled = compile_graph(gm, [_fake_cuda(2, 3)], options={"cudagraphs": True})
+    assert isinstance(compiled, EagerGraph)
+    assert issubclass(MixedDeviceGraphError, UnsupportedGraphError)
 
 
 def test_cpu_graph_making_a_tensor_elsewhere_returns_it_on_its_device():
@@ -81,7 +89,7 @@ def test_cpu_input_read_by_a_kernel_of_a_cuda_graph_is_refused():
     for node in gm.graph.nodes:
         if node.op == "call_function":
             node.meta["val"] = _fake_cuda(2)
-    with pytest.raises(UnsupportedGraphError, match="on cpu"):
+    with pytest.raises(MixedDeviceGraphError, match="on cpu"):
         check_one_device(gm, [_fake_cuda(4), torch.tensor([0, 2])], _CUDA)
 
 
@@ -98,5 +106,5 @@ def _host_scalar_graph(fn):
 def test_number_computed_from_a_host_scalar_stays_compiled_unless_given_back():
     inputs = [_fake_cuda(3), torch.tensor(2.0)]
     check_one_device(_host_scalar_graph(lambda x, s: x * (s + 1)), inputs, _CUDA)
-    with pytest.raises(UnsupportedGraphError, match="on cpu"):
+    with pytest.raises(MixedDeviceGraphError, match="on cpu"):
         check_one_device(_host_scalar_graph(lambda x, s: (x * s, s + 1)), inputs, _CUDA)

@@ -29,7 +29,11 @@ from guards.cache_root import (
     write_private,
 )
 from inductor_codegen.codegen.wrapper import plain_spec
-from inductor_codegen.errors import DynamicShapeError, UnsupportedGraphError
+from inductor_codegen.errors import (
+    DynamicShapeError,
+    MixedDeviceGraphError,
+    UnsupportedGraphError,
+)
 from inductor_codegen.indexing import guarded_facts
 from inductor_codegen.ir import TensorValue
 from inductor_codegen.lowering import GraphLowering
@@ -218,7 +222,7 @@ def lower_and_schedule(
         artifact_logger("perf_hints").info("symbolic graph needs static sizes: %s", error)
         raise
     except UnsupportedGraphError as error:
-        if symbolic:
+        if symbolic and not isinstance(error, MixedDeviceGraphError):  # (static sizes: the same)
             artifact_logger("perf_hints").info("symbolic graph needs static sizes: %s", error)
             raise DynamicShapeError(f"{error} (in a graph with symbolic sizes)") from error
         artifact_logger("perf_hints").info("graph runs eagerly: %s", error)
@@ -234,8 +238,8 @@ _DEVICE_COPIES = frozenset({torch.ops.aten._to_copy.default})
 
 
 def check_one_device(gm: torch.fx.GraphModule, example_inputs, device: torch.device) -> None:
-    """Raise UnsupportedGraphError where a tensor of the graph lives on another device
-    than its kernels run on (`device`).
+    """Raise MixedDeviceGraphError (an UnsupportedGraphError) where a tensor of the graph
+    lives on another device than its kernels run on (`device`).
 
     The lowering is device-blind: a kernel reads and writes its buffers on `device`.
     A CPU tensor the graph makes beside CUDA inputs (`torch.linspace(...)` without a
@@ -260,7 +264,7 @@ def check_one_device(gm: torch.fx.GraphModule, example_inputs, device: torch.dev
         for t in _tensors_of(value):
             if _same_device(t.device, device) or _allowed_elsewhere(node, t, device):
                 continue
-            raise UnsupportedGraphError(
+            raise MixedDeviceGraphError(
                 f"node {node.name} ({node.target}) holds a tensor on {t.device} in a graph "
                 f"whose kernels run on {device}: the graph runs through ATen, which computes "
                 "each op on its tensors' own device as eager does"

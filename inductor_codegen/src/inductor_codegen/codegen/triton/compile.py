@@ -32,7 +32,7 @@ from inductor_codegen.column_partials import (
     active_column_partial_policy,
     column_partials,
 )
-from inductor_codegen.errors import UnsupportedGraphError
+from inductor_codegen.errors import MixedDeviceGraphError, UnsupportedGraphError
 from inductor_codegen.lowering.split import SplitPolicy, active_split_policy, split_reductions
 from inductor_codegen.options import Options
 from inductor_codegen.pipeline import (
@@ -131,6 +131,8 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
                 reinplace=opts.reinplace,
                 device=device,
             )
+    except MixedDeviceGraphError as error:
+        return EagerGraph(gm, str(error))  # (CUDA graph replays would skip its CPU ops)
     except UnsupportedGraphError as error:
         return maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)
     plan = _renamed(plan)
