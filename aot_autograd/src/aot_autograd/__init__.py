@@ -19,6 +19,7 @@ from aot_autograd.api import (
 from aot_autograd.checks import checks_enabled, checks_on, verify_functional_graph
 from aot_autograd.errors import (
     AotAutogradError,
+    DeviceMismatchError,
     DoubleBackwardError,
     EagerCallWarning,
     IndexValueCheckError,
@@ -60,6 +61,7 @@ __all__ = [
     "AotConfig",
     "AotModule",
     "AtenTracer",
+    "DeviceMismatchError",
     "DoubleBackwardError",
     "EagerCallWarning",
     "OverlappingWriteError",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "AotAutogradError",
+    "DeviceMismatchError",
     "DoubleBackwardError",
     "EagerCallWarning",
     "IndexValueCheckError",
@@ -19,6 +20,11 @@ __all__ = [
 
 class AotAutogradError(RuntimeError):
     """Base class of every error raised by aot_autograd."""
+
+
+class DeviceMismatchError(AotAutogradError):
+    """An op given tensors on devices its eager kernel refuses (a CUDA input with a CPU
+    weight): eager's error, with its message (see device_checks)."""
 
 
 class UnsupportedMutationError(AotAutogradError):

@@ -704,6 +704,10 @@ def _retrace(gm: fx.GraphModule, decompositions: Mapping, values: list) -> fx.Gr
 
 
 def _cuda_devices(values: Sequence[Any]) -> list[int]:
+    """The CUDA devices whose generators tracing forks: none without a GPU (fakes on a
+    "cuda" device stand for CUDA tensors there, and draw nothing)."""
+    if not torch.cuda.is_available():
+        return []
     return sorted(
         {v.device.index or 0 for v in values if isinstance(v, torch.Tensor) and v.is_cuda}
     )

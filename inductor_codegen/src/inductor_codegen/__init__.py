@@ -20,6 +20,7 @@ from inductor_codegen.errors import (
     DynamicShapeError,
     InductorError,
     LoweringError,
+    MixedDeviceGraphError,
     UnsupportedGraphError,
 )
 from inductor_codegen.lowering import LOWERINGS, register_lowering
@@ -35,6 +36,7 @@ __all__ = [
     "InductorError",
     "LOWERINGS",
     "LoweringError",
+    "MixedDeviceGraphError",
     "Options",
     "SUPPORTS_DYNAMIC_SHAPES",
     "UnsupportedGraphError",

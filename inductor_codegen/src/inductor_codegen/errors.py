@@ -7,6 +7,7 @@ __all__ = [
     "DynamicShapeError",
     "InductorError",
     "LoweringError",
+    "MixedDeviceGraphError",
     "UnsupportedGraphError",
 ]
 
@@ -21,6 +22,12 @@ class LoweringError(InductorError):
 
 class UnsupportedGraphError(InductorError):
     """The graph uses something the code generator does not handle (it is run by ATen instead)."""
+
+
+class MixedDeviceGraphError(UnsupportedGraphError):
+    """The graph holds a tensor on another device than its kernels run on (a CPU tensor
+    made beside CUDA inputs): it is run by ATen, each op on its tensors' device, and
+    never recorded into a CUDA graph (whose replays would skip the CPU work)."""
 
 
 class CppCompileError(InductorError):

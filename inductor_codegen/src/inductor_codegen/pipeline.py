@@ -29,7 +29,11 @@ from guards.cache_root import (
     write_private,
 )
 from inductor_codegen.codegen.wrapper import plain_spec
-from inductor_codegen.errors import DynamicShapeError, UnsupportedGraphError
+from inductor_codegen.errors import (
+    DynamicShapeError,
+    MixedDeviceGraphError,
+    UnsupportedGraphError,
+)
 from inductor_codegen.indexing import guarded_facts
 from inductor_codegen.ir import TensorValue
 from inductor_codegen.lowering import GraphLowering
@@ -42,6 +46,7 @@ __all__ = [
     "CompiledGraph",
     "EagerGraph",
     "PassRecorder",
+    "check_one_device",
     "finish",
     "is_symbolic_graph",
     "load_wrapper",
@@ -179,12 +184,14 @@ def lower_and_schedule(
     policy: FusionPolicy = CPU_FUSION_POLICY,
     *,
     reinplace: bool = True,
+    device: torch.device | None = None,
 ):
     """The passes every code generator shares: lower the graph to loop IR, then fuse
     with the device's fusion policy.
 
     `reinplace`: scatters may store mutated inputs' new values into the inputs
-    themselves (see lowering.reinplace).
+    themselves (see lowering.reinplace). `device`: where the kernels run (the CPU
+    unless given); a graph with tensors elsewhere runs through ATen (`check_one_device`).
 
     Records the "lower" artifact; raises UnsupportedGraphError (logged on perf_hints)
     when the graph has to run through ATen whole, and DynamicShapeError when a graph
@@ -195,6 +202,7 @@ def lower_and_schedule(
     env = shape_env_of([*placeholders, *example_inputs]) if symbolic else None
     before = shape_env_state(env)
     try:
+        check_one_device(gm, example_inputs, device or torch.device("cpu"))
         with guarded_facts(guarded_facts_of(env)):
             graph = GraphLowering(gm, example_inputs, lowerings, reinplace=reinplace).run()
         output_buffers = {
@@ -214,13 +222,76 @@ def lower_and_schedule(
         artifact_logger("perf_hints").info("symbolic graph needs static sizes: %s", error)
         raise
     except UnsupportedGraphError as error:
-        if symbolic:
+        if symbolic and not isinstance(error, MixedDeviceGraphError):  # (static sizes: the same)
             artifact_logger("perf_hints").info("symbolic graph needs static sizes: %s", error)
             raise DynamicShapeError(f"{error} (in a graph with symbolic sizes)") from error
         artifact_logger("perf_hints").info("graph runs eagerly: %s", error)
         raise
     passes.done("lower", lambda: describe_lowering(graph))
     return graph, plan
+
+
+# Ops whose lowering moves a tensor to another device through ATen (a fallback call):
+# their result, and an input or constant read by nothing else, may live on another
+# device than the kernels.
+_DEVICE_COPIES = frozenset({torch.ops.aten._to_copy.default})
+
+
+def check_one_device(gm: torch.fx.GraphModule, example_inputs, device: torch.device) -> None:
+    """Raise MixedDeviceGraphError (an UnsupportedGraphError) where a tensor of the graph
+    lives on another device than its kernels run on (`device`).
+
+    The lowering is device-blind: a kernel reads and writes its buffers on `device`.
+    A CPU tensor the graph makes beside CUDA inputs (`torch.linspace(...)` without a
+    device, the weight of a convolution that eager then refuses) would be computed by a
+    Triton kernel into host memory ("Pointer argument cannot be accessed from Triton"),
+    or allocated on the GPU and returned there (a later eager op then takes it where
+    eager raises). Through ATen each op runs on its own tensors' device, as in eager.
+    Allowed: 0-dim CPU inputs and constants of a GPU graph (the wrapper copies them to
+    the device, `host_scalars`) and 0-dim CPU values computed from them that the graph
+    does not give back, device copies (`_to_copy`, an ATen call) and inputs or constants
+    read only by them.
+    """
+    examples = iter(example_inputs)
+    for node in gm.graph.nodes:
+        value = node.meta.get("val")
+        if node.op == "placeholder":
+            value = next(examples, value)
+        elif node.op == "get_attr":
+            value = getattr(gm, node.target, None)
+        elif node.op != "call_function" or node.target in _DEVICE_COPIES:
+            continue
+        for t in _tensors_of(value):
+            if _same_device(t.device, device) or _allowed_elsewhere(node, t, device):
+                continue
+            raise MixedDeviceGraphError(
+                f"node {node.name} ({node.target}) holds a tensor on {t.device} in a graph "
+                f"whose kernels run on {device}: the graph runs through ATen, which computes "
+                "each op on its tensors' own device as eager does"
+            )
+
+
+def _tensors_of(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors_of(item)]
+    return []
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
+
+
+def _allowed_elsewhere(node: torch.fx.Node, t: torch.Tensor, device: torch.device) -> bool:
+    host_scalar = device.type != "cpu" and t.device.type == "cpu" and t.dim() == 0
+    if node.op == "call_function":
+        # a number computed from host scalars, read by kernels on the device; given back
+        # (an output, a CPU step count's new value) it would come back on the device
+        return host_scalar and all(user.op != "output" for user in node.users)
+    if host_scalar:
+        return True  # copied to the device by the wrapper (see the docstring)
+    return all(user.target in _DEVICE_COPIES for user in node.users)
 
 
 def is_symbolic_graph(gm: torch.fx.GraphModule, example_inputs) -> bool:

@@ -32,7 +32,7 @@ from inductor_codegen.column_partials import (
     active_column_partial_policy,
     column_partials,
 )
-from inductor_codegen.errors import UnsupportedGraphError
+from inductor_codegen.errors import MixedDeviceGraphError, UnsupportedGraphError
 from inductor_codegen.lowering.split import SplitPolicy, active_split_policy, split_reductions
 from inductor_codegen.options import Options
 from inductor_codegen.pipeline import (
@@ -123,8 +123,16 @@ def _compile_triton_graph(gm, example_inputs, options, device) -> CompiledGraph:
             # NOTE: under CUDA graphs an input written in place is recorded at its own
             # address (see cudagraphs.CUDAGraphRunner's `pinned`), not copied.
             graph, plan = lower_and_schedule(
-                gm, example_inputs, lowerings, passes, GPU_FUSION_POLICY, reinplace=opts.reinplace
+                gm,
+                example_inputs,
+                lowerings,
+                passes,
+                GPU_FUSION_POLICY,
+                reinplace=opts.reinplace,
+                device=device,
             )
+    except MixedDeviceGraphError as error:
+        return EagerGraph(gm, str(error))  # (CUDA graph replays would skip its CPU ops)
     except UnsupportedGraphError as error:
         return maybe_cudagraphs(EagerGraph(gm, str(error)), device_options)
     plan = _renamed(plan)
