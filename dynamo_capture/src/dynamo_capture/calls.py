@@ -791,7 +791,14 @@ def child_translator(
     if args and isinstance(args[0], PythonValue):
         receiver, receiver_source = args[0].obj, args[0].source
     function = fn if isinstance(fn, types.FunctionType) else None
-    callee = Callee(function, receiver, source if function is not None else None, receiver_source)
+    receiver_class = args[0].cls if args and isinstance(args[0], ObjectValue) else None
+    callee = Callee(
+        function,
+        receiver,
+        source if function is not None else None,
+        receiver_source,
+        receiver_class,
+    )
     return Translator(
         tx.ctx, code, f_locals, f_globals,
         cells=cells, real_cells=real_cells, parent=tx, generator=generator, callee=callee,
