@@ -427,7 +427,9 @@ def _plain_user_class(cls: Any) -> bool:
     a module's, with no metaclass of its own (one may refuse or watch attribute writes)."""
     if not isinstance(cls, type) or cls.__module__.split(".")[0] in ("torch", "builtins"):
         return False
-    return type(cls) in (type, abc.ABCMeta) and not issubclass(cls, torch.nn.Module)
+    if issubclass(cls, (torch.nn.Module, torch.Tensor)):
+        return False
+    return type(cls) in (type, abc.ABCMeta)
 
 
 def _routed_special(function: Any) -> bool:
