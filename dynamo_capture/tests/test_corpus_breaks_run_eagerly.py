@@ -8,8 +8,7 @@ compiled, the callee's code before the assert as a frame of its own).
 
 PROGRAMS give eager's results (or its exception) and torch.compile's graph and op
 counts (`torchcheck.check_like_torch`). MODE_PROGRAMS give eager's results and
-torch.compile's counts, where torch.compile's own values differ from eager's (it hands
-the mode's `torch.add` on to the graph without the mode's `+ 1` on some calls).
+torch.compile's counts, where torch.compile's own values differ from eager's.
 DIFFERING_PROGRAMS give eager's values with counts unlike torch.compile's (said at each;
 benchmarks/RESULTS.md).
 
