@@ -241,6 +241,45 @@ def raise_in_callee_is_not_an_assert(x):
     return fails(y)
 
 
+# ----- bytearray and memoryview: each use runs eagerly on its own, cut at the instruction --
+@program(r4)
+def bytearray_made_and_read(x):
+    data = bytearray()
+    data.append(3)
+    return x * len(data) + data[0]
+
+
+@program(r4)
+def bytearray_of_a_size_written(x):
+    y = x.sin()
+    data = bytearray(4)
+    data[0] = 7
+    return y * data[0] + len(data)
+
+
+@program(r4)
+def bytearray_length_before_and_after_extend(x):
+    data = bytearray(b"abc")
+    n = len(data)
+    data.extend(b"de")
+    return x * n + len(data), bytes(data)
+
+
+@program(r4)
+def bytearray_item_in_an_expression(x):
+    y = x.cos()
+    data = bytearray(3)
+    data[1] = 5
+    return y + data[1] * len(data)
+
+
+@program(r4)
+def memoryview_of_a_bytearray(x):
+    data = bytearray(b"xy")
+    view = memoryview(data)
+    return x + view[0]
+
+
 # ----- left different (benchmarks/RESULTS.md) ------------------------------------------------
 # torch.compile re-enters the mode in a fresh frame of the callee and compiles the call's
 # `torch.add` in the caller's resumed graph: 2 graphs, 4 ops; ember 2 graphs, 3 ops
@@ -302,14 +341,6 @@ def map_of_a_lambda_that_breaks(x):
         return t * 2
 
     return list(map(lambda t: doubles_after_break(t) + 1, [x, x.sin()]))
-
-
-# bytearray() made in the frame breaks at each use (torch.compile: 2 graphs)
-@differing_program(r4)
-def bytearray_made_and_read(x):
-    data = bytearray()
-    data.append(3)
-    return x * len(data) + data[0]
 
 
 # reading `__closure__` of a function made in the frame: the frame runs eagerly, and so
@@ -392,11 +423,18 @@ def test_getitem_shadow_is_removed_after_the_statement():
 
 
 @pytest.mark.parametrize(
-    "fn", [mode_block_break_in_frame, getitem_computes_then_breaks], ids=lambda fn: fn.__name__
+    ("fn", "named"),
+    [
+        (mode_block_break_in_frame, "graph_break"),
+        (getitem_computes_then_breaks, "graph_break"),
+        (bytearray_made_and_read, "instance of bytearray"),
+        (memoryview_of_a_bytearray, "instance of bytearray"),
+    ],
+    ids=lambda value: getattr(value, "__name__", None),
 )
-def test_fullgraph_names_the_break(fn):
+def test_fullgraph_names_the_break(fn, named):
     compiled = dynamo_capture.optimize(fn, backend="eager", fullgraph=True)
-    with pytest.raises(dynamo_capture.Unsupported, match="graph_break"):
+    with pytest.raises(dynamo_capture.Unsupported, match=named):
         compiled(torch.randn(4))
 
 

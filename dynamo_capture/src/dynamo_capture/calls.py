@@ -71,6 +71,7 @@ from dynamo_capture.state_setters import (
 )
 from dynamo_capture.torch_markers import is_torch_graph_break, torch_inline_target
 from dynamo_capture.values import (
+    EAGER_BUILTIN_TYPES,
     NULL,
     BuiltinMethodValue,
     CellValue,
@@ -86,6 +87,7 @@ from dynamo_capture.values import (
     TensorValue,
     TupleValue,
     Value,
+    runs_eagerly_on_its_own,
 )
 from guards.tensor_subclasses import is_traceable_subclass, is_traceable_subclass_type
 
@@ -1098,7 +1100,11 @@ def construct(
     if scalar_base(cls) is not None:
         return construct_scalar(tx, cls_value, args, kwargs)
     if any(base.__module__ == "builtins" and base is not object for base in cls.__mro__):
-        raise Unsupported(f"creating an instance of {cls.__name__} (a builtin subclass)")
+        error = Unsupported(f"creating an instance of {cls.__name__} (a builtin subclass)")
+        error.eager_call = cls in EAGER_BUILTIN_TYPES or any(
+            runs_eagerly_on_its_own(value) for value in [*args, *kwargs.values()]
+        )
+        raise error
     new = cls.__new__
     if getattr(cls, "__abstractmethods__", None):
         try:

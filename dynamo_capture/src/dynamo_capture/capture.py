@@ -917,8 +917,10 @@ def capture_frame(
                 located.branch_jump = tx.current.offset  # resumed at either of its targets
             located.call_cut_in_loops = _call_cut_in_loops(tx)
             located.call_cut = call_cut(tx, located.call_cut_in_loops)
-            if tx.current.opname == "BINARY_SUBSCR" and error.callee is None:
-                located.call_cut = None  # only a break inside a user `__getitem__` is cut there
+            if tx.current.opname == "BINARY_SUBSCR" and not (error.callee or error.eager_call):
+                # cut there: a break inside a user `__getitem__`, or a subscript of an
+                # object of a type capture does not model (values.EAGER_BUILTIN_TYPES)
+                located.call_cut = None
             calls = tx.current.opname in (*_CALLS, "CALL_FUNCTION_EX")
             if calls and isinstance(tx.calling, FunctionValue) and error.callee is not None:
                 located.callee_code = tx.calling.code  # a function made in the frame
