@@ -164,6 +164,56 @@ def getitem_in_an_assignment(x):
     return z.sum()
 
 
+class _Operand:
+    def __init__(self, t):
+        self.t = t
+
+    def __add__(self, other):
+        y = self.t * 2
+        torch._dynamo.graph_break()
+        return y + other
+
+    def __call__(self, u):
+        y = self.t * 3
+        torch._dynamo.graph_break()
+        return y - u
+
+
+@program(r4)
+def add_of_a_user_class_breaks(x):
+    operand = _Operand(x.sin())
+    z = operand + x
+    return z.cos()
+
+
+@program(r4)
+def call_of_a_user_object_breaks(x):
+    operand = _Operand(x.sin())
+    z = operand(x)
+    return z.cos()
+
+
+class _Table:
+    def __init__(self, t):
+        self.t = t
+
+    def __getitem__(self, i):
+        return self.t * i
+
+    def __len__(self):
+        return 3
+
+
+@program(r4)
+def operators_of_a_user_class_in_a_frame_run_eagerly(x):
+    table = _Table(x)
+    total = x
+    for i in range(len(table)):
+        total = total + table[i]
+        _break()
+    return total
+
+
 # ----- an assert failing in a callee --------------------------------------------------------
 def _short(t):
     assert t.shape[0] > 10, "too short"
@@ -310,6 +360,27 @@ class _ItemCallsABreak:
 @differing_program(r4)
 def getitem_calls_a_function_that_breaks(x):
     return _ItemCallsABreak(x)[3] - 1
+
+
+class _Counts(torch.overrides.TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+# a mode with state of its own: a fresh one cannot stand for it, the frame runs eagerly
+@differing_program(r4)
+def mode_with_state_break_in_block(x):
+    mode = _Counts()
+    with mode:
+        y = torch.add(x, 1)
+        _break()
+        y = torch.mul(y, 2)
+    return y, mode.calls
 
 
 # `with Mode() as m:` lets the code see the mode object: the parts cannot enter a fresh

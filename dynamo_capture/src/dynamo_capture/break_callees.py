@@ -411,8 +411,10 @@ def shadows_for(
 
 
 # special methods an operator or builtin calls on a user object (`obj[i]`, `obj + y`,
-# `len(obj)`), looked up on its class: while an eager part runs, each goes to a compiled
-# frame of its own, as torch.compile's frame hook compiles the method's frame
+# `len(obj)`), looked up on its class: one that broke goes to a compiled frame of its own
+# while the eager statement runs, as torch.compile's frame hook compiles the method's
+# frame there (in a frame run eagerly as a whole after a break in a loop, torch.compile
+# compiles none of them, and neither does capture)
 ROUTED_SPECIAL_METHODS = frozenset(
     {
         "__getitem__", "__setitem__", "__delitem__", "__len__", "__contains__", "__call__",
@@ -588,10 +590,6 @@ def frame_shadows(
         for cls in _context_classes(insts, f_locals, f_globals, closure):
             for name in ("__enter__", "__exit__"):
                 shadows.setdefault((id(cls), name), Shadow(cls, name, None, on_class=True))
-    for cls in _operand_classes(insts, f_locals, f_globals):
-        for name in ROUTED_SPECIAL_METHODS:
-            if _routed_special(getattr(cls, name, None)):
-                shadows.setdefault((id(cls), name), Shadow(cls, name, None, on_class=True))
     for value in f_locals.values():  # submodules, called by name or from a container
         if isinstance(value, torch.nn.Module):
             for module in value.modules():
@@ -620,20 +618,6 @@ def _context_classes(
             continue  # a metaclass of its own may refuse or watch class attribute writes
         enter, leave = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
         if _user_function(enter) and _user_function(leave):
-            found.setdefault(id(cls), cls)
-    return list(found.values())
-
-
-def _operand_classes(
-    insts: list[dis.Instruction], f_locals: dict[str, Any], f_globals: dict[str, Any]
-) -> list[type]:
-    """User classes the frame loads by a global name and the classes of its locals: their
-    operators' special methods run as compiled frames while the frame runs eagerly."""
-    candidates = [f_globals.get(inst.argval) for inst in insts if inst.opname == "LOAD_GLOBAL"]
-    candidates += [type(value) for value in f_locals.values()]
-    found: dict[int, type] = {}
-    for cls in candidates:
-        if _plain_user_class(cls):
             found.setdefault(id(cls), cls)
     return list(found.values())
 

@@ -977,15 +977,19 @@ def capture_frame(
     except RecursionError as error:
         raise Unsupported("capture recursed too deeply") from error
     finally:
-        torch.random.set_rng_state(rng_state)
-        torch._C._set_grad_enabled(grad_mode)
-        torch.set_default_dtype(ctx.entry_default_dtype)
-        mode, warn_only = ctx.entry_deterministic
-        torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
-        for real in reversed(ctx.open_autocasts):  # capture stopped inside an autocast block
-            torch.amp.autocast_mode._exit_autocast(real)
-        for real in reversed(ctx.open_inference_modes):  # or an inference_mode block
-            torch.autograd.grad_mode._exit_inference_mode(real)
+        # NOTE: capture's own restores are no calls of the user's: a torch function mode
+        # the user entered around this frame (a compiled callee of an eager frame runs
+        # inside it) must not see them (it counted `_set_grad_enabled`)
+        with torch._C.DisableTorchFunction():
+            torch.random.set_rng_state(rng_state)
+            torch._C._set_grad_enabled(grad_mode)
+            torch.set_default_dtype(ctx.entry_default_dtype)
+            mode, warn_only = ctx.entry_deterministic
+            torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
+            for real in reversed(ctx.open_autocasts):  # capture stopped in an autocast block
+                torch.amp.autocast_mode._exit_autocast(real)
+            for real in reversed(ctx.open_inference_modes):  # or an inference_mode block
+                torch.autograd.grad_mode._exit_inference_mode(real)
     ctx.guard_distinct_tensor_arguments()
     ctx.output_node(plan.outputs)
     drop_redundant_grad_modes(
