@@ -389,7 +389,11 @@ def shadows_for(
                             shadows.append(Shadow(table, key, compile_part(hook), in_dict=True))
             return shadows
     if name.startswith("__") and name.endswith("__"):
-        return []  # special methods are looked up on the class: not shadowed
+        # special methods are looked up on the class: an operator's one is shadowed there
+        owner = _special_method_owner(callee.receiver_class or type(receiver), name, function)
+        if owner is None:
+            return []
+        return [Shadow(owner, name, _CompiledMethod(compile_part(function)), on_class=True)]
     if receiver is not None and _class_attr(receiver, name) is function:
         if hasattr(receiver, "__dict__") and not isinstance(receiver, type):
             bound = types.MethodType(function, receiver)
@@ -404,6 +408,48 @@ def shadows_for(
     if global_functions and receiver is None and f_globals.get(name) is function:
         return [Shadow(f_globals, name, compile_part(function), in_dict=True)]
     return []
+
+
+# special methods an operator or builtin calls on a user object (`obj[i]`, `obj + y`,
+# `len(obj)`), looked up on its class: one that broke goes to a compiled frame of its own
+# while the eager statement runs, as torch.compile's frame hook compiles the method's
+# frame there (in a frame run eagerly as a whole after a break in a loop, torch.compile
+# compiles none of them, and neither does capture)
+ROUTED_SPECIAL_METHODS = frozenset(
+    {
+        "__getitem__", "__setitem__", "__delitem__", "__len__", "__contains__", "__call__",
+        "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__matmul__",
+        "__rmatmul__", "__truediv__", "__rtruediv__", "__neg__",
+    }
+)  # fmt: skip
+
+
+def _plain_user_class(cls: Any) -> bool:
+    """A user class whose attributes capture may shadow for a statement: not torch's, not
+    a module's, with no metaclass of its own (one may refuse or watch attribute writes)."""
+    if not isinstance(cls, type) or cls.__module__.split(".")[0] in ("torch", "builtins"):
+        return False
+    if issubclass(cls, (torch.nn.Module, torch.Tensor)):
+        return False
+    return type(cls) in (type, abc.ABCMeta)
+
+
+def _routed_special(function: Any) -> bool:
+    generator_flags = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+    return _user_function(function) and not function.__code__.co_flags & generator_flags
+
+
+def _special_method_owner(cls: type, name: str, function: Any) -> type | None:
+    """The user class in the receiver's class `cls`'s MRO defining `function` as special
+    method `name` (none for a class itself or None as the receiver)."""
+    if name not in ROUTED_SPECIAL_METHODS or cls in (type, type(None)):
+        return None
+    if not _routed_special(function):
+        return None
+    for klass in cls.__mro__:
+        if klass.__dict__.get(name) is function:
+            return klass if _plain_user_class(klass) else None
+    return None
 
 
 def _contents(cell: Any) -> Any:

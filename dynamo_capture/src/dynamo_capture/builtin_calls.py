@@ -83,6 +83,7 @@ from dynamo_capture.values import (
     TensorValue,
     TupleValue,
     Value,
+    runs_eagerly_on_its_own,
 )
 
 if TYPE_CHECKING:
@@ -202,7 +203,9 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
         # `len(5)`: the type (guarded or made in the frame) has no __len__
         name = python_type_of(value).__name__
         raise raised_by_python(TypeError(f"object of type '{name}' has no len()"))
-    raise Unsupported(f"len() of a {python_type_of(value).__name__}")
+    error = Unsupported(f"len() of a {python_type_of(value).__name__}")
+    error.eager_call = runs_eagerly_on_its_own(value)
+    raise error
 
 
 @handles(builtins.isinstance)

@@ -71,6 +71,7 @@ from dynamo_capture.state_setters import (
 )
 from dynamo_capture.torch_markers import is_torch_graph_break, torch_inline_target
 from dynamo_capture.values import (
+    EAGER_BUILTIN_TYPES,
     NULL,
     BuiltinMethodValue,
     CellValue,
@@ -86,6 +87,7 @@ from dynamo_capture.values import (
     TensorValue,
     TupleValue,
     Value,
+    runs_eagerly_on_its_own,
 )
 from guards.tensor_subclasses import is_traceable_subclass, is_traceable_subclass_type
 
@@ -791,7 +793,14 @@ def child_translator(
     if args and isinstance(args[0], PythonValue):
         receiver, receiver_source = args[0].obj, args[0].source
     function = fn if isinstance(fn, types.FunctionType) else None
-    callee = Callee(function, receiver, source if function is not None else None, receiver_source)
+    receiver_class = args[0].cls if args and isinstance(args[0], ObjectValue) else None
+    callee = Callee(
+        function,
+        receiver,
+        source if function is not None else None,
+        receiver_source,
+        receiver_class,
+    )
     return Translator(
         tx.ctx, code, f_locals, f_globals,
         cells=cells, real_cells=real_cells, parent=tx, generator=generator, callee=callee,
@@ -1091,7 +1100,11 @@ def construct(
     if scalar_base(cls) is not None:
         return construct_scalar(tx, cls_value, args, kwargs)
     if any(base.__module__ == "builtins" and base is not object for base in cls.__mro__):
-        raise Unsupported(f"creating an instance of {cls.__name__} (a builtin subclass)")
+        error = Unsupported(f"creating an instance of {cls.__name__} (a builtin subclass)")
+        error.eager_call = cls in EAGER_BUILTIN_TYPES or any(
+            runs_eagerly_on_its_own(value) for value in [*args, *kwargs.values()]
+        )
+        raise error
     new = cls.__new__
     if getattr(cls, "__abstractmethods__", None):
         try:

@@ -231,6 +231,10 @@ def open_contexts(tx: Translator) -> tuple[ContextSpec, ...]:
     """
     specs = []
     for value in tx.stack:
+        mode = _fresh_mode_class(tx, value)
+        if mode is not None:
+            specs.append(ContextSpec(mode))
+            continue
         if isinstance(value, IteratorValue):
             if value.items or value.position or value.produce is not None:
                 break  # a real loop's iterator (inside its body: never a cut)
@@ -247,10 +251,34 @@ def open_contexts(tx: Translator) -> tuple[ContextSpec, ...]:
     return tuple(specs)
 
 
+def _fresh_mode_class(tx: Translator, value: Any) -> type | None:
+    """The class of a torch function mode whose `with` block is open in `tx`'s frame
+    (`value` is its bound `__exit__` on the stack) when a fresh `cls()` stands for it
+    exactly: the mode keeps TorchFunctionMode's `__init__`, `__enter__` and `__exit__`,
+    has no attributes, and no local of the frame holds it (`with Mode() as m:` would let
+    the code see that the part's mode is another object). Else None."""
+    from dynamo_capture.torch_function_dispatch import is_mode_class
+
+    if not isinstance(value, MethodValue) or not isinstance(value.self_value, ObjectValue):
+        return None
+    if getattr(value.func, "obj", None) is not torch.overrides.TorchFunctionMode.__exit__:
+        return None
+    mode = value.self_value
+    if not is_mode_class(mode.cls) or mode.attrs:
+        return None
+    if mode.cls.__init__ is not torch.overrides.TorchFunctionMode.__init__:
+        return None
+    if any(local is mode for local in tx.locals.values()):
+        return None
+    return mode.cls
+
+
 def opens_unknown_with(tx: Translator) -> bool:
     """Whether a `with` block on a context that cannot be rebuilt (a user class, a
     contextmanager generator) is open in `tx`'s frame: its `__exit__` is on the stack."""
     for value in tx.stack:
+        if _fresh_mode_class(tx, value) is not None:
+            continue
         if isinstance(value, MethodValue):
             if getattr(getattr(value.func, "obj", None), "__name__", None) == "__exit__":
                 return True
@@ -304,11 +332,13 @@ def call_cut(tx: Translator, in_loops: bool = False) -> tuple[int, int, int, int
         depth = trace[-1][1] - (inst.arg or 0) - 2
     elif inst.opname == "CALL_FUNCTION_EX":  # NULL, callable, args tuple[, kwargs dict]
         depth = trace[-1][1] - 3 - ((inst.arg or 0) & 1)
+    elif inst.opname == "BINARY_SUBSCR":  # a user `__getitem__` that broke: container, key
+        depth = trace[-1][1] - 2
     else:
         return None
     if depth < 0:
         return None
-    receiver_cut = _receiver_cut(tx, depth)
+    receiver_cut = _receiver_cut(tx, depth) if inst.opname != "BINARY_SUBSCR" else None
     if receiver_cut is not None:
         return receiver_cut
     for offset, before in reversed(trace[:-1]):
@@ -761,28 +791,14 @@ def _global_state_guards(ctx: CaptureContext) -> None:
     ctx.guards.global_state()
 
 
-def _own_assert_fails(tx: Translator, error: Unsupported) -> bool:
-    """Whether the frame's own `assert` statement, with no message or a constant one,
-    raised `error` (LOAD_ASSERTION_ERROR right before the raise, or before the message
-    and the call making the AssertionError), not a callee's or a `raise` statement's."""
+def _assert_fails(tx: Translator, error: Unsupported) -> bool:
+    """Whether an `assert` statement with no message or a constant one raised `error`
+    (opcodes_exceptions.plain_assert_raise), in the frame itself or in a callee the frame
+    calls at its current instruction, not a `raise` statement's."""
     current = tx.current
-    if current is None or current.opname != "RAISE_VARARGS" or tx.depth != 0:
+    if current is None or tx.depth != 0 or not getattr(error, "plain_assert", False):
         return False
-    value = getattr(error, "value", None)
-    if not (isinstance(value, PythonValue) and type(value.obj) is AssertionError):
-        return False
-    index = tx.index_of[current.offset]
-    for inst in reversed(tx.instructions[:index]):
-        if inst.opname == "LOAD_ASSERTION_ERROR":
-            return True
-        if inst.opname not in _ASSERT_MESSAGE:
-            return False  # a message computed when it fails: torch.compile runs it eagerly
-    return False
-
-
-# what lies between an assert's LOAD_ASSERTION_ERROR and its raise: nothing, or a
-# constant message passed to the AssertionError
-_ASSERT_MESSAGE = ("LOAD_CONST", "PRECALL", "CALL", "CACHE")
+    return current.opname == "RAISE_VARARGS" or current.opname in _CALLS
 
 
 def capture_frame(
@@ -901,6 +917,10 @@ def capture_frame(
                 located.branch_jump = tx.current.offset  # resumed at either of its targets
             located.call_cut_in_loops = _call_cut_in_loops(tx)
             located.call_cut = call_cut(tx, located.call_cut_in_loops)
+            if tx.current.opname == "BINARY_SUBSCR" and not (error.callee or error.eager_call):
+                # cut there: a break inside a user `__getitem__`, or a subscript of an
+                # object of a type capture does not model (values.EAGER_BUILTIN_TYPES)
+                located.call_cut = None
             calls = tx.current.opname in (*_CALLS, "CALL_FUNCTION_EX")
             if calls and isinstance(tx.calling, FunctionValue) and error.callee is not None:
                 located.callee_code = tx.calling.code  # a function made in the frame
@@ -945,9 +965,10 @@ def capture_frame(
                 located.cannot_resume = True
         located.partial_methods = error.partial_methods
         located.escapes = isinstance(error, ExceptionRaised)
-        if located.escapes and tx is not None and _own_assert_fails(tx, error):
+        if located.escapes and tx is not None and _assert_fails(tx, error):
             # NOTE: torch.compile compiles the graph before a failing `assert` of the
-            # frame itself and raises it after; a `raise` leaving the frame runs it eagerly
+            # frame itself or of a callee (up to the call) and raises it after; a `raise`
+            # leaving the frame runs it eagerly
             located.escapes = False
             located.rest_eager = True
         located.whole_frame = located.whole_frame or error.whole_frame
@@ -956,15 +977,19 @@ def capture_frame(
     except RecursionError as error:
         raise Unsupported("capture recursed too deeply") from error
     finally:
-        torch.random.set_rng_state(rng_state)
-        torch._C._set_grad_enabled(grad_mode)
-        torch.set_default_dtype(ctx.entry_default_dtype)
-        mode, warn_only = ctx.entry_deterministic
-        torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
-        for real in reversed(ctx.open_autocasts):  # capture stopped inside an autocast block
-            torch.amp.autocast_mode._exit_autocast(real)
-        for real in reversed(ctx.open_inference_modes):  # or an inference_mode block
-            torch.autograd.grad_mode._exit_inference_mode(real)
+        # NOTE: capture's own restores are no calls of the user's: a torch function mode
+        # the user entered around this frame (a compiled callee of an eager frame runs
+        # inside it) must not see them (it counted `_set_grad_enabled`)
+        with torch._C.DisableTorchFunction():
+            torch.random.set_rng_state(rng_state)
+            torch._C._set_grad_enabled(grad_mode)
+            torch.set_default_dtype(ctx.entry_default_dtype)
+            mode, warn_only = ctx.entry_deterministic
+            torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
+            for real in reversed(ctx.open_autocasts):  # capture stopped in an autocast block
+                torch.amp.autocast_mode._exit_autocast(real)
+            for real in reversed(ctx.open_inference_modes):  # or an inference_mode block
+                torch.autograd.grad_mode._exit_inference_mode(real)
     ctx.guard_distinct_tensor_arguments()
     ctx.output_node(plan.outputs)
     drop_redundant_grad_modes(

@@ -221,6 +221,7 @@ class ExceptionRaised(Unsupported):
             exception.__traceback__ = CAPTURED_TRACEBACK
         super().__init__(f"the code raises an exception while capturing: {exception!r}")
         self.stop_iteration = isinstance(exception, StopIteration)
+        self.plain_assert = False  # raised by an `assert` with no computed message
 
 
 def _captured_traceback() -> types.TracebackType:

@@ -98,6 +98,7 @@ class Callee:
     receiver: Any = None
     function_source: Source | None = None
     receiver_source: Source | None = None
+    receiver_class: type | None = None  # the class of a receiver capture made
 
 
 # NOTE: keyed weakly: a program compiled and dropped takes its decoded bytecode with it
@@ -252,7 +253,9 @@ class Translator:
                 if not self.unwind(raised):
                     raise raised
             self._loop()
-        except ExceptionRaised:
+        except ExceptionRaised as raised:
+            if raised.plain_assert and self.depth == 1 and raised.callee is None:
+                raised.callee = self.callee  # the call in the compiled frame it leaves
             raise  # the caller's handlers may catch it
         except Unsupported as error:
             located = error.located(self.where())

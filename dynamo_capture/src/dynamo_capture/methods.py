@@ -49,6 +49,7 @@ from dynamo_capture.values import (
     TensorValue,
     TupleValue,
     Value,
+    runs_eagerly_on_its_own,
 )
 
 if TYPE_CHECKING:
@@ -1098,9 +1099,11 @@ def _fold_method(
         ]
         real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
     except NotConstant:
-        raise Unsupported(
+        error = Unsupported(
             f"method {python_type_of(receiver).__name__}.{name} on values known only when it runs"
-        ) from None
+        )
+        error.eager_call = runs_eagerly_on_its_own(receiver)
+        raise error from None
     reads_only = name in ("copy", "index", "count") or (type(real) is set and name in _SET_QUERIES)
     if isinstance(real, list | set | dict | collections.deque | bytearray) and not reads_only:
         raise Unsupported(f"{type(real).__name__}.{name} on a container outside the frame")

@@ -67,7 +67,36 @@ def raise_varargs(tx: Translator, inst: Instruction) -> None:
             raise Unsupported("bare `raise` with no exception being handled")
         raise ExceptionRaised(handled)
     cause = tx.pop() if inst.arg == 2 else None
-    raise_exception(tx, exception_instance(tx, tx.pop()), cause)
+    try:
+        raise_exception(tx, exception_instance(tx, tx.pop()), cause)
+    except ExceptionRaised as raised:
+        raised.plain_assert = plain_assert_raise(tx, inst, raised)
+        if raised.plain_assert and not raised.where:
+            raised.where = tx.where()  # a break at the assert, should it leave the frame
+        raise
+
+
+# what lies between an assert's LOAD_ASSERTION_ERROR and its raise: nothing, or a
+# constant message passed to the AssertionError
+_ASSERT_MESSAGE = ("LOAD_CONST", "PRECALL", "CALL", "CACHE")
+
+
+def plain_assert_raise(tx: Translator, inst: Instruction, raised: ExceptionRaised) -> bool:
+    """Whether the raise at `inst` is a failing `assert` statement with no message or a
+    constant one (LOAD_ASSERTION_ERROR right before the raise, or before the message and
+    the call making the AssertionError), not a `raise` statement's: torch.compile compiles
+    the graph before such an assert, in the frame or a callee, and raises after it; with
+    a message computed when it fails it runs the frame eagerly."""
+    value = raised.value
+    if not (isinstance(value, PythonValue) and type(value.obj) is AssertionError):
+        return False
+    index = tx.index_of[inst.offset]
+    for before in reversed(tx.instructions[:index]):
+        if before.opname == "LOAD_ASSERTION_ERROR":
+            return True
+        if before.opname not in _ASSERT_MESSAGE:
+            return False
+    return False
 
 
 @opcode_handler("PUSH_EXC_INFO")

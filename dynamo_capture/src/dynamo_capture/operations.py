@@ -50,6 +50,7 @@ from dynamo_capture.values import (
     TensorValue,
     TupleValue,
     Value,
+    runs_eagerly_on_its_own,
 )
 
 if TYPE_CHECKING:
@@ -1547,7 +1548,9 @@ def _dunder_call(tx: Translator, receiver: Value, name: str, args: list[Value]) 
     method = getattr(python_type_of(receiver), name, None)
     if isinstance(method, types.FunctionType):
         return call(tx, PythonValue(method), [receiver, *args], {})
-    raise Unsupported(f"{name} of a {python_type_of(receiver).__name__}")
+    error = Unsupported(f"{name} of a {python_type_of(receiver).__name__}")
+    error.eager_call = runs_eagerly_on_its_own(receiver)
+    raise error
 
 
 def set_item(tx: Translator, container: Value, index: Value, value: Value) -> None:

@@ -49,6 +49,8 @@ __all__ = [
     "TupleValue",
     "Value",
     "CONSTANT_TYPES",
+    "EAGER_BUILTIN_TYPES",
+    "runs_eagerly_on_its_own",
 ]
 
 CONSTANT_TYPES = (
@@ -107,6 +109,18 @@ class PythonValue(Value):
 
     obj: Any
     source: Source | None = None
+
+
+# builtin types capture does not model (mutable byte buffers): a call, method call or
+# subscript making, reading or changing one runs eagerly on its own, cut at the
+# instruction (its operands computed in the graph before, its result handed to the
+# graph after), as torch.compile cuts there
+EAGER_BUILTIN_TYPES = (bytearray, memoryview)
+
+
+def runs_eagerly_on_its_own(value: Value) -> bool:
+    """Whether `value` is an object of one of EAGER_BUILTIN_TYPES."""
+    return isinstance(value, PythonValue) and type(value.obj) in EAGER_BUILTIN_TYPES
 
 
 @dataclass(eq=False, slots=True)
