@@ -11,6 +11,7 @@ Adding an op is one entry here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -143,6 +144,84 @@ def _tensor_iterator_layout(mode: Any, func: Any, args: tuple, kwargs: dict) -> 
     if tuple(layout.shape) != tuple(out.shape) or layout.stride() == out.stride():
         return out
     return out.new_empty_strided(out.shape, layout.stride())
+
+
+def _is_contiguous(sizes: tuple, strides: tuple) -> bool:
+    """c10's `is_contiguous`: row-major, size-1 dims' strides aside."""
+    if any(size == 0 for size in sizes):
+        return True
+    expected = 1
+    for size, stride in reversed(list(zip(sizes, strides))):
+        if size != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
+
+
+def _strides_like_channels_last(sizes: tuple, strides: tuple) -> bool:
+    """c10's `is_channels_last_strides_2d_s4`, what `suggest_memory_format` reads for a
+    4-d tensor: NHWC order by strides, ambiguous layouts (N111, 1C1W) counted NCHW."""
+    if strides[1] == 0:
+        return False
+    least = 0
+    for d in (1, 3, 2, 0):
+        if sizes[d] == 0 or strides[d] < least:
+            return False
+        if d == 0 and least == strides[1]:
+            return False
+        least = strides[d] * sizes[d] if sizes[d] > 1 else strides[d]
+    return True
+
+
+def _convolution_channels_last(x: Any, weight: Any) -> bool:
+    """Whether eager's CPU convolution (oneDNN or the slow kernels, transposed or not)
+    lays out its output channels-last: where the 4-d input or weight suggests it. A 3-d
+    input is made contiguous and viewed 4-d (`unsqueeze(2)`) first, the weight viewed
+    so too. Symbolic sizes and strides are compared as eager compares them (guarded
+    where their ranges do not decide)."""
+    layouts = []
+    for tensor, is_input in ((x, True), (weight, False)):
+        shape, steps = tuple(tensor.shape), tuple(tensor.stride())
+        if len(shape) == 3:
+            if is_input and not _is_contiguous(shape, steps):
+                steps = (shape[1] * shape[2], shape[2], 1)
+            shape, steps = (*shape[:2], 1, shape[2]), (*steps[:2], shape[2] * steps[2], steps[2])
+        layouts.append(_strides_like_channels_last(shape, steps))
+    return any(layouts)
+
+
+@register_fake_rule(aten.convolution.default)
+def _convolution_cpu(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """A CPU convolution of 1-d or 2-d data, in eager's layout.
+
+    # NOTE: the meta function follows the input's suggested layout alone and reads a
+    # 3-d input as it is; eager's CPU kernels go channels-last when the 4-d input (a
+    # 3-d one made contiguous and unsqueezed) or the weight suggests it. A transposed
+    # 3-d input of one spatial element (`x.transpose(-1, -2)`, sizes (N, C, 1)) has
+    # channels-last 4-d strides: eager's output was (C*L, 1, C) where ember's was
+    # row-major.
+    """
+    x, weight = args[0], args[1]
+    if x.device.type != "cpu" or x.layout != torch.strided or x.dim() not in (3, 4):
+        return NotImplemented
+    if weight.dim() != x.dim():
+        return NotImplemented
+    fakes = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    out = mode._run_meta(func, args, kwargs, fakes)
+    sizes = tuple(out.shape)
+    if any(size == 0 for size in sizes):  # eager's empty result: no layout to follow
+        return out
+    if _convolution_channels_last(x, weight):
+        n, c, *spatial = sizes
+        width = spatial[-1]
+        if len(spatial) == 1:
+            want = (width * c, 1, c)
+        else:
+            want = (spatial[0] * width * c, 1, width * c, c)
+    else:
+        want = tuple(math.prod(sizes[d + 1 :]) for d in range(len(sizes)))
+    return out.new_empty_strided(out.shape, want)
 
 
 # Operators that legitimately take tensors on different devices; the output
