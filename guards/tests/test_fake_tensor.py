@@ -531,3 +531,61 @@ def test_cpu_conv1d_of_a_transposed_input_with_a_symbolic_batch_keeps_eager_s_la
     with mode:
         actual = torch.nn.functional.conv1d(fake, mode.from_real(w), padding=1)
     assert [int(s) for s in actual.stride()] == list(expected.stride()) == [6, 1, 2]
+
+
+def _laid_out(rng, shape):
+    """A tensor of `shape` in a random layout: row-major, permuted, every other element
+    of a larger one, or expanded from size-1 dims."""
+    kind = rng.choice(["contiguous", "permuted", "permuted", "strided", "expanded"])
+    if kind == "contiguous" or not shape:
+        return torch.randn(shape)
+    order = list(range(len(shape)))
+    rng.shuffle(order)
+    inverse = [order.index(i) for i in range(len(shape))]
+    if kind == "strided":
+        larger = torch.randn([2 * shape[d] for d in order]).permute(inverse)
+        return larger[tuple(slice(None, None, 2) for _ in shape)]
+    if kind == "expanded":
+        small = [1 if rng.random() < 0.5 else n for n in shape]
+        return torch.randn([small[d] for d in order]).permute(inverse).expand(shape)
+    return torch.randn([shape[d] for d in order]).permute(inverse)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [aten.add.Tensor, aten.mul.Tensor, aten.ge.Tensor, aten.maximum.default, aten.atan2.default],
+    ids=lambda op: str(op).split(".")[1],
+)
+def test_broadcasting_elementwise_fakes_have_eager_s_layout(op):
+    """TensorIterator orders the output's dims by the broadcast operands' strides, size-1
+    dims' strides too where the output's dim is size 1; the meta function took a
+    shortcut for contiguous operands (fuzzer seed 720065: `x1 >= x0.unsqueeze(1)`)."""
+    import random
+
+    rng = random.Random(str(op))
+    for _ in range(300):
+        ndim = rng.choice([1, 2, 3, 4])
+        shape = [rng.choice([1, 1, 2, 3]) for _ in range(ndim)]
+        operands = []
+        for _ in range(2):
+            rank = rng.randint(0, ndim)
+            sizes = [1 if rng.random() < 0.3 else n for n in shape[ndim - rank :]]
+            operands.append(_laid_out(rng, sizes))
+        expected = op(*operands)
+        mode = FakeTensorMode()
+        with mode:
+            actual = op(*[mode.from_real(t) for t in operands])
+        assert actual.shape == expected.shape
+        assert [s for s, n in zip(actual.stride(), actual.shape) if n > 1] == [
+            s for s, n in zip(expected.stride(), expected.shape) if n > 1
+        ], [(tuple(t.shape), t.stride()) for t in operands]
+
+
+def test_comparison_of_a_transposed_row_unsqueezed_keeps_eager_s_layout():
+    x0 = torch.randn(2, 1).permute(1, 0)  # (1, 2), strides (1, 1)
+    x1 = torch.randn(2, 1)
+    expected = torch.ge(x1, x0.unsqueeze(1))
+    mode = FakeTensorMode()
+    with mode:
+        actual = torch.ge(mode.from_real(x1), mode.from_real(x0).unsqueeze(1))
+    assert actual.stride() == expected.stride() == (1, 1, 2)
