@@ -466,3 +466,126 @@ def test_a_view_of_an_inference_tensor_is_one_outside_inference_mode_too():
     assert [v.is_inference() for v in views] == [v.is_inference() for v in real_views]
     assert all(v.is_inference() for v in views)
     assert computed.is_inference() == (real_made + 1).is_inference() == False  # noqa: E712
+
+
+def _conv_case(rng, k, transposed):
+    """A small conv1d/conv2d (transposed or not) with input and weight in random dense
+    layouts, the input sometimes strided (every other element)."""
+
+    def laid_out(shape):
+        order = list(range(len(shape)))
+        rng.shuffle(order)
+        inverse = [order.index(i) for i in range(len(shape))]
+        return torch.randn([shape[d] for d in order]).permute(inverse)
+
+    n, c, o = rng.choice([1, 2, 3]), rng.choice([1, 2, 4]), rng.choice([1, 2, 3])
+    spatial = [rng.choice([1, 2, 5]) for _ in range(k - 2)]
+    x = laid_out([n, c, *spatial])
+    if rng.random() < 0.3:
+        every_other = (slice(None),) * 2 + (slice(None, None, 2),) * (k - 2)
+        x = laid_out([n, c, *[2 * s for s in spatial]])[every_other]
+    kernel = [1] * (k - 2)
+    w = laid_out([c, o, *kernel] if transposed else [o, c, *kernel])
+    padding = rng.choice([0, 1])
+    return x, w, padding
+
+
+@pytest.mark.parametrize("k", [3, 4], ids=["conv1d", "conv2d"])
+@pytest.mark.parametrize("transposed", [False, True], ids=["forward", "transposed"])
+def test_cpu_convolution_fakes_have_eager_s_output_layout(k, transposed):
+    """Eager's CPU convolution goes channels-last where the 4-d input (a 3-d one made
+    contiguous and unsqueezed) or the weight suggests it; the meta function read the
+    input alone, as it is (`x.transpose(-1, -2)` of sizes (N, C, 1) into conv1d: eager
+    (C*L, 1, C), the fake row-major)."""
+    import random
+
+    rng = random.Random(k * 10 + transposed)
+    for _ in range(80):
+        x, w, padding = _conv_case(rng, k, transposed)
+        ones, zeros = [1] * (k - 2), [0] * (k - 2)
+        args = (x, w, None, ones, [padding] * (k - 2), ones, transposed, zeros, 1)
+        try:
+            expected = aten.convolution.default(*args)
+        except RuntimeError:  # sizes a transposed convolution refuses
+            continue
+        if expected.numel() == 0:  # (the meta function refuses some that eager runs)
+            continue
+        mode = FakeTensorMode()
+        with mode:
+            actual = aten.convolution.default(mode.from_real(x), mode.from_real(w), *args[2:])
+        assert actual.shape == expected.shape
+        assert [s for s, n in zip(actual.stride(), actual.shape) if n > 1] == [
+            s for s, n in zip(expected.stride(), expected.shape) if n > 1
+        ], (x.shape, x.stride(), w.shape, w.stride())
+
+
+def test_cpu_conv1d_of_a_transposed_input_with_a_symbolic_batch_keeps_eager_s_layout():
+    from guards import LocalSource, ShapeEnv
+
+    x = torch.randn(5, 1, 4).transpose(-1, -2)  # (5, 4, 1): channels-last when 4-d
+    w = torch.randn(2, 4, 1)
+    expected = torch.nn.functional.conv1d(x, w, padding=1)
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    fake = mode.from_real(x, LocalSource("x"), dynamic_dims=[0])
+    assert isinstance(fake.shape[0], torch.SymInt)
+    with mode:
+        actual = torch.nn.functional.conv1d(fake, mode.from_real(w), padding=1)
+    assert [int(s) for s in actual.stride()] == list(expected.stride()) == [6, 1, 2]
+
+
+def _laid_out(rng, shape):
+    """A tensor of `shape` in a random layout: row-major, permuted, every other element
+    of a larger one, or expanded from size-1 dims."""
+    kind = rng.choice(["contiguous", "permuted", "permuted", "strided", "expanded"])
+    if kind == "contiguous" or not shape:
+        return torch.randn(shape)
+    order = list(range(len(shape)))
+    rng.shuffle(order)
+    inverse = [order.index(i) for i in range(len(shape))]
+    if kind == "strided":
+        larger = torch.randn([2 * shape[d] for d in order]).permute(inverse)
+        return larger[tuple(slice(None, None, 2) for _ in shape)]
+    if kind == "expanded":
+        small = [1 if rng.random() < 0.5 else n for n in shape]
+        return torch.randn([small[d] for d in order]).permute(inverse).expand(shape)
+    return torch.randn([shape[d] for d in order]).permute(inverse)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [aten.add.Tensor, aten.mul.Tensor, aten.ge.Tensor, aten.maximum.default, aten.atan2.default],
+    ids=lambda op: str(op).split(".")[1],
+)
+def test_broadcasting_elementwise_fakes_have_eager_s_layout(op):
+    """TensorIterator orders the output's dims by the broadcast operands' strides, size-1
+    dims' strides too where the output's dim is size 1; the meta function took a
+    shortcut for contiguous operands (fuzzer seed 720065: `x1 >= x0.unsqueeze(1)`)."""
+    import random
+
+    rng = random.Random(str(op))
+    for _ in range(300):
+        ndim = rng.choice([1, 2, 3, 4])
+        shape = [rng.choice([1, 1, 2, 3]) for _ in range(ndim)]
+        operands = []
+        for _ in range(2):
+            rank = rng.randint(0, ndim)
+            sizes = [1 if rng.random() < 0.3 else n for n in shape[ndim - rank :]]
+            operands.append(_laid_out(rng, sizes))
+        expected = op(*operands)
+        mode = FakeTensorMode()
+        with mode:
+            actual = op(*[mode.from_real(t) for t in operands])
+        assert actual.shape == expected.shape
+        assert [s for s, n in zip(actual.stride(), actual.shape) if n > 1] == [
+            s for s, n in zip(expected.stride(), expected.shape) if n > 1
+        ], [(tuple(t.shape), t.stride()) for t in operands]
+
+
+def test_comparison_of_a_transposed_row_unsqueezed_keeps_eager_s_layout():
+    x0 = torch.randn(2, 1).permute(1, 0)  # (1, 2), strides (1, 1)
+    x1 = torch.randn(2, 1)
+    expected = torch.ge(x1, x0.unsqueeze(1))
+    mode = FakeTensorMode()
+    with mode:
+        actual = torch.ge(mode.from_real(x1), mode.from_real(x0).unsqueeze(1))
+    assert actual.stride() == expected.stride() == (1, 1, 2)

@@ -9,7 +9,13 @@ import pytest
 import sympy
 import torch.fx
 
-from guards import FloorDiv, SizeExpressionError, integer_quotient, size_to_graph
+from guards import (
+    FloorDiv,
+    SizeExpressionError,
+    integer_quotient,
+    integer_size_to_graph,
+    size_to_graph,
+)
 
 s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
 
@@ -78,3 +84,32 @@ def test_equal_subexpressions_share_one_node():
 def test_an_expression_without_a_rule_raises():
     with pytest.raises(SizeExpressionError, match="no graph form"):
         size_to_graph(sympy.sin(s0), emit=lambda *a: None, leaf=lambda s: s)
+
+
+@pytest.mark.parametrize(
+    "expr, python",
+    [
+        # a stride after viewing 198 elements as [1, c, 3, 3], c = s0 // 3 dividing 66
+        (
+            33 * sympy.Max(1, s1 + 3 - 66 / FloorDiv(s0, 3)),
+            lambda a, b: 33 * max(1, b + 3 - 66 // (a // 3)),
+        ),
+        (sympy.Min(s1, 12 / s0) + 1, lambda a, b: min(b, 12 // a) + 1),
+        (FloorDiv(s1 * 6 / s0, 2), lambda a, b: b * 6 // a // 2),
+        (sympy.Mod(s1 + 12 / s0, 5), lambda a, b: (b + 12 // a) % 5),
+    ],
+)
+def test_integer_sizes_divide_exactly_inside_max_min_floordiv_and_mod(expr, python):
+    # sympy.together leaves a function's operands alone: emitted with `/`, the size was
+    # a float, which ATen refused as a stride (`empty_strided`)
+    graph = torch.fx.Graph()
+    leaves = {s0: graph.placeholder("s0"), s1: graph.placeholder("s1")}
+
+    def emit(fn, a, b):
+        return graph.call_function(fn, (a, b))
+
+    graph.output(integer_size_to_graph(expr, emit=emit, leaf=leaves.__getitem__))
+    module = torch.fx.GraphModule(torch.nn.Module(), graph)
+    for a, b in [(6, 3), (6, 40), (3, 7)]:  # 12 / s0 and 66 / (s0 // 3) exact
+        assert module(a, b) == python(a, b)
+        assert type(module(a, b)) is int

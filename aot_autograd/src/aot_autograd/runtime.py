@@ -740,21 +740,29 @@ def _view(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
 
 
 def _as_expand(base: torch.Tensor, size: Any, stride: Any, offset: Any) -> Any:
-    """`base.expand(size)` where that is the view (size, stride, offset) of `base`, else None.
+    """The view (size, stride, offset) of `base`, which repeats elements (a stride 0), built
+    with `expand`: `base.expand(size)` where that is the view, else `expand` of a view
+    without the repeated dims (eager's `x.expand(...)` followed by another view, such as
+    a `transpose` or a slice). None where neither gives the view.
 
-    Both give the same tensor; their backwards differ in rounding. as_strided's sums the
-    gradient over one expanded dim at a time, rounding to a bfloat16 or half gradient's
-    dtype between; expand's (eager's, for `broadcast_tensors`, `expand`) sums over all of
-    them at once.
+    Each gives the same tensor as `as_strided`; their backwards differ in rounding.
+    as_strided's sums the gradient over one expanded dim at a time, rounding to a
+    bfloat16 or half gradient's dtype between; expand's (eager's, for
+    `broadcast_tensors`, `expand`) sums over all of them at once.
     """
-    if offset != base.storage_offset() or len(size) < base.dim():
+    if offset == base.storage_offset() and len(size) >= base.dim():
+        lead = len(size) - base.dim()
+        if all(have in (want, 1) for have, want in zip(base.shape, size[lead:])):
+            expanded = base.expand(size)
+            if tuple(expanded.stride()) == tuple(stride):
+                return expanded
+    # The inner view keeps size 1 where the view repeats an element along a dim; where it
+    # repeats none otherwise, its backward only places the gradient, and every sum over
+    # an expanded dim happens in `expand`'s backward at once.
+    inner = [1 if step == 0 and n > 1 else n for n, step in zip(size, stride)]
+    if list(inner) == list(size):
         return None
-    lead = len(size) - base.dim()
-    for have, want in zip(base.shape, size[lead:]):
-        if have != want and have != 1:
-            return None
-    expanded = base.expand(size)
-    return expanded if tuple(expanded.stride()) == tuple(stride) else None
+    return base.as_strided(inner, stride, offset).expand(size)
 
 
 def _view_without_grad(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:

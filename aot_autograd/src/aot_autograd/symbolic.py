@@ -37,7 +37,13 @@ import torch.utils._pytree as pytree
 from torch import fx
 
 from aot_autograd.errors import SymbolicShapeError
-from guards import SIZE_RULES, FloorDiv, SizeExpressionError, integer_quotient, size_to_graph
+from guards import (
+    SIZE_RULES,
+    FloorDiv,
+    SizeExpressionError,
+    integer_size_to_graph,
+    size_to_graph,
+)
 
 __all__ = [
     "SIZE_RULES",
@@ -189,12 +195,12 @@ class SizeNodes:
         constant = value.node.maybe_as_int()
         if constant is not None:
             return constant
-        numerator, denominator = integer_quotient(value.node.expr)
-        if denominator == 1:
-            return self._emit_expr(numerator)
-        return self._emit(
-            operator.floordiv, self._emit_expr(numerator), self._emit_expr(denominator)
-        )
+        try:
+            return integer_size_to_graph(
+                value.node.expr, emit=self._emit, leaf=self._read, memo=self._nodes
+            )
+        except SizeExpressionError as error:
+            raise SymbolicShapeError(f"{error}; compile with static sizes") from error
 
     def _emit_float(self, node: Any) -> Any:
         if isinstance(node, int):

@@ -717,8 +717,17 @@ class GraphRecorder:
             return value
         significant = [(size, step) for size, step in zip(shape, stride) if size != 1]
         if all(new.stride(d) == step for d, (size, step) in enumerate(zip(shape, stride))
-               if size != 1) or not _is_dense_layout(significant):  # fmt: skip
+               if size != 1):  # fmt: skip
             return value
+        if not _is_dense_layout(significant):
+            # A layout with gaps (a padded or sliced input): the dense one of the same dim
+            # order, which later ops read as eager's kernels read the tensor itself.
+            stride = _dense_in_order(tuple(shape), tuple(stride))
+            if stride is None or all(
+                new.stride(d) == step for d, (size, step) in enumerate(zip(shape, stride))
+                if size != 1
+            ):  # fmt: skip
+                return value
         empty = self.emit(
             aten.empty_strided.default,
             (list(shape), list(stride)),
@@ -760,6 +769,21 @@ def _is_dense_by_expression(sizes_and_strides: list[tuple[sympy.Expr, sympy.Expr
         remaining.remove(match)
         expected = expected * match[0]
     return True
+
+
+def _dense_in_order(shape: tuple, stride: tuple) -> tuple | None:
+    """Dense strides ordering the dims of size > 1 as `stride` does (size-1 dims keep
+    theirs); None where `stride` overlaps or ties two such dims."""
+    dims = sorted((d for d, n in enumerate(shape) if n != 1), key=lambda d: stride[d])
+    out = list(stride)
+    expected, reach = 1, 0
+    for d in dims:
+        if stride[d] < reach or stride[d] <= 0:
+            return None
+        reach = stride[d] * shape[d]
+        out[d] = expected
+        expected *= shape[d]
+    return tuple(out)
 
 
 def _is_dense_layout(sizes_and_strides: list[tuple[int, int]]) -> bool:

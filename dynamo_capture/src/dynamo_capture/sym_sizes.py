@@ -11,7 +11,6 @@ rule raises Unsupported, so the compile falls back to static sizes.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +19,7 @@ import torch
 import torch.fx
 
 from dynamo_capture.errors import Unsupported
-from guards import SizeExpressionError, integer_quotient, size_to_graph
+from guards import SizeExpressionError, integer_size_to_graph
 
 __all__ = ["emit_size"]
 
@@ -42,13 +41,8 @@ def emit_size(graph: torch.fx.Graph, expr: sympy.Expr, symbol_node: SymbolNode) 
     def emit(fn: Any, a: Any, b: Any) -> torch.fx.Node:
         return _call(graph, fn, a, b)
 
-    numerator, denominator = integer_quotient(expr)
     try:
-        node = size_to_graph(numerator, emit=emit, leaf=symbol_node)
-        if denominator != 1:
-            node = emit(
-                operator.floordiv, node, size_to_graph(denominator, emit=emit, leaf=symbol_node)
-            )
+        node = integer_size_to_graph(expr, emit=emit, leaf=symbol_node)
     except SizeExpressionError as error:
         raise Unsupported(f"a symbolic size cannot become a graph node: {error}") from error
     return node

@@ -60,7 +60,13 @@ from guards.shape_env import (
     SymbolBinding,
     TensorPropertySource,
 )
-from guards.size_graph import SIZE_RULES, SizeExpressionError, integer_quotient, size_to_graph
+from guards.size_graph import (
+    SIZE_RULES,
+    SizeExpressionError,
+    integer_quotient,
+    integer_size_to_graph,
+    size_to_graph,
+)
 from guards.sources import (
     AttrSource,
     CellContentsSource,
@@ -166,6 +172,7 @@ __all__ = [
     "SIZE_RULES",
     "SizeExpressionError",
     "integer_quotient",
+    "integer_size_to_graph",
     "size_to_graph",
     "FloorDiv",
     "ShapeCheck",

@@ -11,6 +11,7 @@ Adding an op is one entry here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -143,6 +144,241 @@ def _tensor_iterator_layout(mode: Any, func: Any, args: tuple, kwargs: dict) -> 
     if tuple(layout.shape) != tuple(out.shape) or layout.stride() == out.stride():
         return out
     return out.new_empty_strided(out.shape, layout.stride())
+
+
+# Broadcasting elementwise ops that eager's CPU kernels run through a TensorIterator, with
+# their tensor operands in its order. Their meta functions (Python references) lay out the
+# result by the broadcast operands' strides with a shortcut for contiguous ones, which
+# TensorIterator does not take; it reads size-1 dims' strides where the output's dim is
+# size 1 too (`x1 >= x0.unsqueeze(1)`, x0 a transposed (1, n): eager (1, 1, n), the
+# meta function row-major).
+_BROADCASTING_TENSOR_ITERATOR_OPS = (
+    aten.add.Tensor,
+    aten.sub.Tensor,
+    aten.mul.Tensor,
+    aten.div.Tensor,
+    aten.eq.Tensor,
+    aten.ne.Tensor,
+    aten.lt.Tensor,
+    aten.le.Tensor,
+    aten.gt.Tensor,
+    aten.ge.Tensor,
+    aten.maximum.default,
+    aten.minimum.default,
+    aten.fmax.default,
+    aten.fmin.default,
+    aten.pow.Tensor_Tensor,
+    aten.atan2.default,
+    aten.hypot.default,
+    aten.fmod.Tensor,
+    aten.remainder.Tensor,
+    aten.logical_and.default,
+    aten.logical_or.default,
+    aten.logical_xor.default,
+    aten.bitwise_and.Tensor,
+    aten.bitwise_or.Tensor,
+    aten.bitwise_xor.Tensor,
+    aten.where.self,
+    aten.lerp.Scalar,
+    aten.lerp.Tensor,
+    aten.addcmul.default,
+    aten.addcdiv.default,
+)
+
+
+@register_fake_rule(*_BROADCASTING_TENSOR_ITERATOR_OPS)
+def _broadcasting_tensor_iterator(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    fakes = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    out = mode._run_meta(func, args, kwargs, fakes)
+    operands = [a for a in args if isinstance(a, torch.Tensor)]
+    if len(operands) < 2 or not isinstance(out, torch.Tensor):
+        return out
+    if all(tuple(a.shape) == tuple(out.shape) for a in operands):
+        return out  # no broadcast: the meta function's layout is eager's
+    if any(a.device.type != "cpu" or a.layout != torch.strided for a in operands):
+        return out
+    shape = _ints(out.shape)
+    layouts = [(_ints(a.shape), _ints(a.stride())) for a in operands]
+    if shape is None or 0 in shape or any(None in layout for layout in layouts):
+        return out  # symbolic: the meta function's layout, guard-free
+    strides = tensor_iterator_strides(shape, layouts)
+    if all(n <= 1 or a == b for n, a, b in zip(shape, _ints(out.stride()) or (), strides)):
+        return out
+    return out.new_empty_strided(out.shape, strides)
+
+
+def _ints(values: Any) -> tuple | None:
+    """`values` as ints, None where one is symbolic."""
+    out = []
+    for value in values:
+        if isinstance(value, torch.SymInt):
+            value = value.node.maybe_as_int()
+            if value is None:
+                return None
+        out.append(int(value))
+    return tuple(out)
+
+
+def tensor_iterator_strides(shape: tuple, operands: list) -> tuple:
+    """The strides of the output TensorIterator allocates for inputs `operands` ((sizes,
+    strides) pairs, in the op's order) broadcast to `shape`: its fast setup where every
+    operand has `shape` (row-major, channels-last, or the operands' common dense strides),
+    else its order of dims by the operands' strides (ATen's `reorder_dimensions`)."""
+    ndim = len(shape)
+    if ndim == 0:
+        return ()
+    if all(sizes == shape for sizes, _ in operands):
+        if all(_is_contiguous(sizes, steps) for sizes, steps in operands):
+            return _row_major(shape)
+        if ndim == 4 and all(_is_channels_last(sizes, steps) for sizes, steps in operands):
+            n, c, h, w = shape
+            return (h * w * c, 1, w * c, c)
+        firsts = {steps for _, steps in operands}
+        if len(firsts) == 1 and _non_overlapping_and_dense(shape, operands[0][1]):
+            return operands[0][1]
+    # each operand's strides over `shape`: 0 where it broadcasts (added or size-1 dims)
+    broadcast = []
+    for sizes, steps in operands:
+        lead = ndim - len(sizes)
+        row = [0] * ndim
+        for d, (n, step) in enumerate(zip(sizes, steps)):
+            row[lead + d] = 0 if n == 1 and shape[lead + d] != 1 else step
+        broadcast.append(row)
+
+    def should_swap(dim0: int, dim1: int) -> int:
+        for row in broadcast:
+            a, b = row[dim0], row[dim1]
+            if a == 0 or b == 0:
+                continue
+            if a != b:
+                return -1 if a < b else 1
+            if shape[dim0] > shape[dim1]:
+                return 1
+        return 0
+
+    perm = list(range(ndim))[::-1]  # fastest dim first
+    for i in range(1, ndim):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            comparison = should_swap(perm[dim0], perm[dim1])
+            if comparison > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif comparison < 0:
+                break
+    strides = [0] * ndim
+    step = 1
+    for d in perm:
+        strides[d] = step
+        step *= shape[d]
+    return tuple(strides)
+
+
+def _row_major(shape: tuple) -> tuple:
+    return tuple(math.prod(shape[d + 1 :]) for d in range(len(shape)))
+
+
+def _is_channels_last(sizes: tuple, strides: tuple) -> bool:
+    """c10's `is_contiguous(channels_last)` of a 4-d tensor."""
+    if 0 in sizes:
+        return True
+    expected = 1
+    for d in (1, 3, 2, 0):
+        if sizes[d] != 1:
+            if strides[d] != expected:
+                return False
+            expected *= sizes[d]
+    return True
+
+
+def _non_overlapping_and_dense(sizes: tuple, strides: tuple) -> bool:
+    """c10's `is_non_overlapping_and_dense`: dims of size > 1 by stride tile the memory."""
+    expected = 1
+    for d in sorted(range(len(sizes)), key=lambda d: (strides[d], sizes[d])):
+        if sizes[d] < 2:
+            continue
+        if strides[d] != expected:
+            return False
+        expected *= sizes[d]
+    return True
+
+
+def _is_contiguous(sizes: tuple, strides: tuple) -> bool:
+    """c10's `is_contiguous`: row-major, size-1 dims' strides aside."""
+    if any(size == 0 for size in sizes):
+        return True
+    expected = 1
+    for size, stride in reversed(list(zip(sizes, strides))):
+        if size != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
+
+
+def _strides_like_channels_last(sizes: tuple, strides: tuple) -> bool:
+    """c10's `is_channels_last_strides_2d_s4`, what `suggest_memory_format` reads for a
+    4-d tensor: NHWC order by strides, ambiguous layouts (N111, 1C1W) counted NCHW."""
+    if strides[1] == 0:
+        return False
+    least = 0
+    for d in (1, 3, 2, 0):
+        if sizes[d] == 0 or strides[d] < least:
+            return False
+        if d == 0 and least == strides[1]:
+            return False
+        least = strides[d] * sizes[d] if sizes[d] > 1 else strides[d]
+    return True
+
+
+def _convolution_channels_last(x: Any, weight: Any) -> bool:
+    """Whether eager's CPU convolution (oneDNN or the slow kernels, transposed or not)
+    lays out its output channels-last: where the 4-d input or weight suggests it. A 3-d
+    input is made contiguous and viewed 4-d (`unsqueeze(2)`) first, the weight viewed
+    so too. Symbolic sizes and strides are compared as eager compares them (guarded
+    where their ranges do not decide)."""
+    layouts = []
+    for tensor, is_input in ((x, True), (weight, False)):
+        shape, steps = tuple(tensor.shape), tuple(tensor.stride())
+        if len(shape) == 3:
+            if is_input and not _is_contiguous(shape, steps):
+                steps = (shape[1] * shape[2], shape[2], 1)
+            shape, steps = (*shape[:2], 1, shape[2]), (*steps[:2], shape[2] * steps[2], steps[2])
+        layouts.append(_strides_like_channels_last(shape, steps))
+    return any(layouts)
+
+
+@register_fake_rule(aten.convolution.default)
+def _convolution_cpu(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """A CPU convolution of 1-d or 2-d data, in eager's layout.
+
+    # NOTE: the meta function follows the input's suggested layout alone and reads a
+    # 3-d input as it is; eager's CPU kernels go channels-last when the 4-d input (a
+    # 3-d one made contiguous and unsqueezed) or the weight suggests it. A transposed
+    # 3-d input of one spatial element (`x.transpose(-1, -2)`, sizes (N, C, 1)) has
+    # channels-last 4-d strides: eager's output was (C*L, 1, C) where ember's was
+    # row-major.
+    """
+    x, weight = args[0], args[1]
+    if x.device.type != "cpu" or x.layout != torch.strided or x.dim() not in (3, 4):
+        return NotImplemented
+    if weight.dim() != x.dim():
+        return NotImplemented
+    fakes = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    out = mode._run_meta(func, args, kwargs, fakes)
+    sizes = tuple(out.shape)
+    if any(size == 0 for size in sizes):  # eager's empty result: no layout to follow
+        return out
+    if _convolution_channels_last(x, weight):
+        n, c, *spatial = sizes
+        width = spatial[-1]
+        if len(spatial) == 1:
+            want = (width * c, 1, c)
+        else:
+            want = (spatial[0] * width * c, 1, width * c, c)
+    else:
+        want = tuple(math.prod(sizes[d + 1 :]) for d in range(len(sizes)))
+    return out.new_empty_strided(out.shape, want)
 
 
 # Operators that legitimately take tensors on different devices; the output

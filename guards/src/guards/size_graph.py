@@ -5,6 +5,8 @@
     Max(s0, s1)                -> torch.sym_max(s0, s1)   (no comparison, so no guard)
     s0 ** 0.5                  -> operator.pow(s0, 0.5)   (a float of sizes)
     s0*s1/4 - 1/2 (an integer) -> (s0*s1 - 2) // 4        (`integer_quotient`)
+    Max(1, s1 + 3 - 66/s0)     -> sym_max(1, (s1*s0 + 3*s0 - 66) // s0)
+                                  (`integer_size_to_graph`: inside functions too)
 
 One rule per expression kind (`SIZE_RULES`), shared by every stage that puts
 size arithmetic into graphs (capture, aot_autograd). The caller says how a
@@ -26,7 +28,13 @@ import torch
 from guards.errors import GuardsError
 from guards.sym_exprs import FloorDiv
 
-__all__ = ["SIZE_RULES", "SizeExpressionError", "integer_quotient", "size_to_graph"]
+__all__ = [
+    "SIZE_RULES",
+    "SizeExpressionError",
+    "integer_quotient",
+    "integer_size_to_graph",
+    "size_to_graph",
+]
 
 Emit = Callable[[Callable[..., Any], Any, Any], Any]
 Rule = Callable[[Emit, list[Any]], Any]
@@ -90,14 +98,52 @@ def integer_quotient(expr: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
     return sympy.expand(numerator), denominator
 
 
-def size_to_graph(
+def integer_size_to_graph(
     expr: sympy.Expr,
     *,
     emit: Emit,
     leaf: Callable[[sympy.Symbol], Any],
     memo: dict[sympy.Expr, Any] | None = None,
 ) -> Any:
-    """A node (or number) computing `expr`: numbers as Python numbers, symbols by `leaf`."""
+    """A node (or int) computing integer expression `expr`, every known-exact division in
+    it one floor division (`integer_quotient`), at the top and inside the operands of
+    Max, Min, FloorDiv and Mod (integers too).
+
+    # NOTE: a division inside a function is out of `sympy.together`'s reach: emitted as
+    # `/`, `Max(1, s1 + 3 - 66/s0)` (a stride after `x.view(...)` of a size that
+    # `s0` divides) computed a float, and ATen refused it as a size or stride.
+    """
+    return _integer_node(expr, emit, leaf, memo)
+
+
+def _integer_node(expr: sympy.Expr, emit: Emit, leaf: Any, memo: Any) -> Any:
+    numerator, denominator = integer_quotient(expr)
+    if denominator != 1:
+        return emit(
+            operator.floordiv,
+            _integer_node(numerator, emit, leaf, memo),
+            _integer_node(denominator, emit, leaf, memo),
+        )
+    return size_to_graph(expr, emit=emit, leaf=leaf, memo=memo, integer=True)
+
+
+_INTEGER_FUNCTIONS = (sympy.Max, sympy.Min, FloorDiv, sympy.Mod)
+
+
+def size_to_graph(
+    expr: sympy.Expr,
+    *,
+    emit: Emit,
+    leaf: Callable[[sympy.Symbol], Any],
+    memo: dict[sympy.Expr, Any] | None = None,
+    integer: bool = False,
+) -> Any:
+    """A node (or number) computing `expr`: numbers as Python numbers, symbols by `leaf`.
+
+    `integer`: `expr` is an integer with no division at its top (see
+    integer_size_to_graph); the operands of its integer functions are emitted as
+    integers.
+    """
     if expr.is_Integer:
         return int(expr)
     if expr.is_Number:
@@ -113,7 +159,13 @@ def size_to_graph(
                 f"the symbolic size {expr} ({type(expr).__name__}) has no graph form; add a "
                 "rule to guards.size_graph.SIZE_RULES, or compile with static sizes"
             )
-        operands = [size_to_graph(arg, emit=emit, leaf=leaf, memo=memo) for arg in expr.args]
+        if integer and isinstance(expr, _INTEGER_FUNCTIONS):
+            operands = [_integer_node(arg, emit, leaf, memo) for arg in expr.args]
+        else:
+            operands = [
+                size_to_graph(arg, emit=emit, leaf=leaf, memo=memo, integer=integer)
+                for arg in expr.args
+            ]
         node = rule(emit, operands)
     if memo is not None:
         memo[expr] = node

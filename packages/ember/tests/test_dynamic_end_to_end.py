@@ -176,3 +176,28 @@ def test_embedding_bag_grads_run_where_the_cpu_kernel_leaves_offset2bag_empty(dt
             f(leaves[0], indices, offsets, leaves[1]).sum().backward()
             grads.append([leaf.grad for leaf in leaves])
         torch.testing.assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_stride_through_a_size_known_to_divide_is_an_int(backend):
+    # 9 * c elements (c = ceil(n / 3), specialized at 198) viewed as [1, c, 3, 3]: the
+    # conv output's sizes and strides divide by c exactly; the stride of the copy that
+    # the no_grad write leaves was emitted as a float (`66/c` inside a Max), and ATen's
+    # empty_strided refused it
+    def fn(x):
+        v = x.chunk(3, 0)[0]
+        w = torch.linspace(-1, 1, 9 * v.shape[0], dtype=x.dtype).reshape(1, v.shape[0], 3, 3)
+        out = torch.nn.functional.conv2d(v, w, padding=1)
+        with torch.no_grad():
+            out.sub_(out)
+        return out
+
+    compiled = ember.compile(fn, backend=backend, dynamic=True)
+    x = torch.randn(64, 33, 17, requires_grad=True)
+    y = x.detach().clone().requires_grad_()
+    expected = fn(x)
+    got = compiled(y)
+    torch.testing.assert_close(got, expected)
+    expected.sum().backward()
+    got.sum().backward()
+    torch.testing.assert_close(y.grad, x.grad)

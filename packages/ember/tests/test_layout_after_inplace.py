@@ -95,3 +95,29 @@ def test_in_place_view_op_on_one_result_of_a_multi_output_op(backend, fn):
     actual = ember.compile(fn, backend=backend, dynamic=False)(x.clone())
     torch.testing.assert_close(actual, expected)
     assert actual.stride() == expected.stride()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("shape", [(3, 4, 5), (2, 2, 1)], ids=["3x4x5", "2x2x1"])
+def test_a_padded_input_written_through_a_transposed_view_keeps_its_dim_order(backend, shape):
+    # the functional masked_fill of the transposed view is contiguous; the input's new
+    # value was that transposed back, so `pow(x)` came out in the transposed order. Its
+    # own layout has gaps (rows padded), so it is restrided to the dense layout of the
+    # same dim order, which eager's kernels follow too (fuzzer seed 147)
+    def fn(x):
+        v = x.transpose(0, 1)
+        v.masked_fill_(v < 0, 0)
+        return torch.pow(x, 0.5)
+
+    def make():
+        torch.manual_seed(0)
+        return torch.randn(*shape[:-1], shape[-1] + 3, dtype=torch.float64)[..., : shape[-1]]
+
+    x, y = make(), make()
+    expected = fn(x)
+    got = ember.compile(fn, backend=backend)(y)
+    torch.testing.assert_close(got, expected)
+    assert [s for s, n in zip(got.stride(), got.shape) if n > 1] == [
+        s for s, n in zip(expected.stride(), expected.shape) if n > 1
+    ]
+    torch.testing.assert_close(y, x)
