@@ -30,10 +30,30 @@ C++ kernels are built in one batch (`inductor_codegen.deferred_builds`), and the
 backwards in one more at the first backward (`aot_autograd.runtime.compile_together`),
 so a model of any depth pays two compiler runs, as its whole graph would.
 
-The whole graph is compiled as before when nothing repeats, when the graph switches
-grad mode or autocast, or when it writes in place to a tensor other than an input of
-its own that shares memory with no other input (such as a BatchNorm's counter): a
-piece's inputs may alias in ways its own compile cannot see. A backend whose graphs never
+A graph that switches grad mode or autocast (`_set_grad_enabled`, `_enter_autocast`,
+`_exit_autocast` nodes) is cut too. Each node's mode (grad enabled, the autocast blocks
+open) is followed through the graph; a module call is a region only where its nodes all
+run in one mode, or where its own switches are undone inside it (then compiled with
+them, alike in every copy); its starting mode is part of its signature, so blocks run
+in other modes are other regions. The switches between regions are pieces of their
+own, run by the graph chaining the pieces, in the process, as eager runs them:
+
+    piece 0 (embeddings)
+    switch                  _set_grad_enabled(False)          a rotary under no_grad,
+    switch                  _enter_autocast("cpu", ..., False, ...)    autocast off
+    piece 1 (rotary)
+    switch                  _exit_autocast(...)
+    switch                  _set_grad_enabled(True)
+    piece 2 (block) ...     compiled once, in the mode the switches left
+
+A piece compiles for the grad mode and autocast state it is called in (aot_autograd
+keys its compiles by them); compiled ahead, the switches are replayed around it.
+
+The whole graph is compiled as before when nothing repeats, when its autocast blocks are
+not entered and left in order within it, when it sets other process state (default
+dtype, deterministic algorithms, inference mode), or when it writes in place to a tensor
+other than an input of its own that shares memory with no other input (such as a
+BatchNorm's counter): a piece's inputs may alias in ways its own compile cannot see. A backend whose graphs never
 write an input themselves (aot_eager) compiles whole, by default, a graph writing an input
 in place: every piece would copy it back (`ember.backends`). `options={"regional": False}` always
 compiles the whole graph (one piece: fusion across block boundaries, longer
