@@ -53,11 +53,11 @@ The whole graph is compiled as before when nothing repeats, when its autocast bl
 not entered and left in order within it, when it sets other process state (default
 dtype, deterministic algorithms, inference mode), or when it writes in place to a tensor
 other than an input of its own that shares memory with no other input (such as a
-BatchNorm's counter): a piece's inputs may alias in ways its own compile cannot see. A backend whose graphs never
-write an input themselves (aot_eager) compiles whole, by default, a graph writing an input
-in place: every piece would copy it back (`ember.backends`). `options={"regional": False}` always
-compiles the whole graph (one piece: fusion across block boundaries, longer
-compiles).
+BatchNorm's counter): a piece's inputs may alias in ways its own compile cannot see. A
+backend whose graphs never write an input themselves (aot_eager) compiles whole, by
+default, a graph writing an input in place: every piece would copy it back
+(`ember.backends`). `options={"regional": False}` always compiles the whole graph (one
+piece: fusion across block boundaries, longer compiles).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ _log = artifact_logger("graph_breaks")
 _SET_GRAD = torch._C._set_grad_enabled
 _ENTER_AUTOCAST = torch.amp.autocast_mode._enter_autocast
 _EXIT_AUTOCAST = torch.amp.autocast_mode._exit_autocast
-# Switches of grad mode and autocast: run by the graph chaining the pieces (see `ModePlan`)
+# Switches of grad mode and autocast: run by the graph chaining the pieces (see `_between`)
 _MODE_SWITCHES = (_SET_GRAD, _ENTER_AUTOCAST, _EXIT_AUTOCAST)
 # Other process state a graph may set: such a graph is compiled whole
 _STATE_SETTERS = (
@@ -363,9 +363,9 @@ def _closed_switches(nodes: list[torch.fx.Node], modes: list[Mode], first: int) 
 
 
 class _ModesReplayed:
-    """The switches of a graph run as they come (a context manager), as the graph chaining
-    the pieces runs them; leaving it restores the grad mode it found and leaves the
-    autocast blocks still open (compiling the pieces ahead, each in its own mode)."""
+    """The switches of a graph run as they come, as the graph chaining the pieces runs
+    them (to compile the pieces ahead, each in its own mode); leaving the context leaves
+    the autocast blocks still open and sets back the grad mode it found."""
 
     def __init__(self) -> None:
         self.grad = torch.is_grad_enabled()
