@@ -241,3 +241,15 @@ def test_switches_out_of_order_compile_whole():
     compute = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
     assert "out of order" in regions._modes(compute)
     assert plan_pieces(gm, [torch.randn(3)]) is None
+
+
+def test_graphs_setting_other_process_state_compile_whole():
+    # a piece after `set_default_dtype` would be traced in the caller's default dtype
+    torch.manual_seed(0)
+    ((gm, examples),) = _captured(Stack(depth=3), torch.randn(2, 5, 8))
+    assert plan_pieces(gm, examples) is not None
+    first = next(n for n in gm.graph.nodes if n.op == "call_function")
+    with gm.graph.inserting_before(first):
+        gm.graph.call_function(torch.set_default_dtype, (torch.float32,))
+    assert "process state" in regions._why_whole(gm, examples)
+    assert plan_pieces(gm, examples) is None
