@@ -291,6 +291,13 @@ def _why_whole(gm: torch.fx.GraphModule, example_inputs: list | None) -> str | N
     aliasing it.
     """
     separate = _separate_inputs(gm, example_inputs)
+    if _autocast_on() and any(
+        node.op == "call_function" and node.target in (_ENTER_AUTOCAST, _EXIT_AUTOCAST)
+        for node in gm.graph.nodes
+    ):
+        # NOTE: cut at its autocast switches, an AMP training step of a Llama whose rotary
+        # embedding turns autocast off ran 1.11x slower than whole (RESULTS.md)
+        return "it switches autocast inside an enabled autocast region"
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target in _STATE_SETTERS:
             return f"it sets process state ({node.format_node()})"
@@ -302,6 +309,11 @@ def _why_whole(gm: torch.fx.GraphModule, example_inputs: list | None) -> str | N
 
 
 # ----------------------------------------------------------------- grad mode and autocast
+
+
+def _autocast_on() -> bool:
+    return any(torch.is_autocast_enabled(device) for device in ("cpu", "cuda"))
+
 
 # The mode a node runs in: (grad enabled, the autocast blocks open, innermost last, each by
 # its `_enter_autocast` arguments: device type, dtype, enabled, cache enabled).
