@@ -2,6 +2,13 @@
 
     python benchmarks/depth_compile_bench.py                       # training step, CPU
     python benchmarks/depth_compile_bench.py --depths 2 24 --repeat 3 --inference
+    python benchmarks/depth_compile_bench.py --llama --extra-path /tmp/tfold --amp
+
+`--llama` times a Llama model (`LlamaModel`, 4 heads, 2 KV heads) instead of GPT-2;
+`--extra-path` puts a folder first on the children's PYTHONPATH (another transformers
+version: 5.17's rotary embedding runs under `no_grad` with autocast off, so the graph
+switches modes outside its layers); `--amp` runs the step under CPU autocast (bfloat16,
+outputs and gradients compared with rtol = atol = 2e-2).
 
 The model is built with `use_cache=False` (a training step keeps no KV cache): each
 block then takes only tensors, and capture replays the first block's nodes for the
@@ -48,7 +55,8 @@ import json, resource, statistics, sys, time, warnings
 warnings.filterwarnings("ignore")
 import torch, transformers
 transformers.logging.set_verbosity_error()
-compiler, depth, train, width = {compiler!r}, {depth}, {train}, {width}
+compiler, depth, train, width, amp = {compiler!r}, {depth}, {train}, {width}, {amp}
+tolerance = {{"rtol": 2e-2, "atol": 2e-2}} if amp else {{}}
 torch.set_num_threads({threads})
 torch.manual_seed(0)
 if {decode}:
@@ -91,6 +99,19 @@ if {decode}:
             out = fn(ids, cache, 8)
         caches.append(cache)
         return out
+elif {llama}:
+    config = transformers.LlamaConfig(
+        num_hidden_layers=depth, hidden_size=width, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=2 * width, vocab_size=1000, max_position_embeddings=256, use_cache=False,
+    )
+    model = transformers.LlamaModel(config).train(train)
+    ids = torch.randint(0, 1000, (4, 64))
+    def step(fn):
+        with torch.set_grad_enabled(train), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            out = fn(ids).last_hidden_state
+        if train:
+            out.float().square().mean().backward()
+        return out
 else:
     config = transformers.GPT2Config(
         n_layer=depth, n_embd=width, n_head=4, n_positions=256, vocab_size=1000,
@@ -120,11 +141,11 @@ else:
 start, start_cpu = time.perf_counter(), cpu()
 out = step(compiled)
 first, first_cpu = time.perf_counter() - start, cpu() - start_cpu
-torch.testing.assert_close(out, expected)
+torch.testing.assert_close(out, expected, **tolerance)
 if {decode}:
     torch.testing.assert_close(caches[-1], caches[0])
 for grad, parameter in zip(grads, model.parameters()):
-    torch.testing.assert_close(parameter.grad, grad)
+    torch.testing.assert_close(parameter.grad, grad, **tolerance)
 # the whole-graph compile beside it, timed in turns with it (a shared machine drifts)
 whole = None
 if compiler == "ember":
@@ -151,18 +172,28 @@ print(json.dumps({{"compile": first - eager, "compile_cpu": first_cpu - eager_cp
 
 
 def child(
-    compiler: str, depth: int, train: bool, width: int, threads: int, decode: bool = False
+    compiler: str,
+    depth: int,
+    train: bool,
+    width: int,
+    threads: int,
+    decode: bool = False,
+    *,
+    llama: bool = False,
+    amp: bool = False,
+    extra_path: str | None = None,
 ) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(str(ROOT / s) for s in SOURCES)
+        paths = [str(ROOT / s) for s in SOURCES]
+        env["PYTHONPATH"] = os.pathsep.join(([extra_path] if extra_path else []) + paths)
         env["EMBER_CACHE_DIR"] = str(Path(cache) / "ember")
         env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cache) / "torch")
         env["TRITON_CACHE_DIR"] = str(Path(cache) / "triton")
         env["OMP_NUM_THREADS"] = str(threads)
         code = CHILD.format(
             compiler=compiler, depth=depth, train=train, width=width, threads=threads,
-            decode=decode,
+            decode=decode, llama=llama, amp=amp,
         )  # fmt: skip
         done = subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
@@ -183,10 +214,16 @@ def main() -> None:
         "--decode", action="store_true", help="a decode step over one shared KV cache tensor"
     )
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (1: steady times)")
+    parser.add_argument("--llama", action="store_true", help="a Llama model in place of GPT-2")
+    parser.add_argument("--amp", action="store_true", help="under CPU autocast (bfloat16)")
+    parser.add_argument("--extra-path", help="a folder first on the children's PYTHONPATH")
     args = parser.parse_args()
     train = not (args.inference or args.decode)
     what = "decode step" if args.decode else "training step" if train else "inference"
     model = "GPT-style decoder, one KV cache tensor" if args.decode else "GPT-2"
+    if args.llama and not args.decode:
+        model = "Llama" + (f" ({args.extra_path} first on the path)" if args.extra_path else "")
+    what += ", CPU autocast bfloat16" if args.amp else ""
     print(f"{model}, width {args.width}, {what}, "
           f"{args.threads} thread(s), median of {args.repeat} fresh processes")  # fmt: skip
     print("| compiler | layers | compile s (median) | compile s (min) | vs first depth (min) "
@@ -198,7 +235,10 @@ def main() -> None:
     for _ in range(args.repeat):
         for compiler in args.compilers:
             for depth in args.depths:
-                result = child(compiler, depth, train, args.width, args.threads, args.decode)
+                result = child(
+                    compiler, depth, train, args.width, args.threads, args.decode,
+                    llama=args.llama, amp=args.amp, extra_path=args.extra_path,
+                )  # fmt: skip
                 rows.setdefault((compiler, depth), []).append(result)
     for compiler in args.compilers:
         base = None

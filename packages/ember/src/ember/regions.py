@@ -30,14 +30,34 @@ C++ kernels are built in one batch (`inductor_codegen.deferred_builds`), and the
 backwards in one more at the first backward (`aot_autograd.runtime.compile_together`),
 so a model of any depth pays two compiler runs, as its whole graph would.
 
-The whole graph is compiled as before when nothing repeats, when the graph switches
-grad mode or autocast, or when it writes in place to a tensor other than an input of
-its own that shares memory with no other input (such as a BatchNorm's counter): a
-piece's inputs may alias in ways its own compile cannot see. A backend whose graphs never
-write an input themselves (aot_eager) compiles whole, by default, a graph writing an input
-in place: every piece would copy it back (`ember.backends`). `options={"regional": False}` always
-compiles the whole graph (one piece: fusion across block boundaries, longer
-compiles).
+A graph that switches grad mode or autocast (`_set_grad_enabled`, `_enter_autocast`,
+`_exit_autocast` nodes) is cut too. Each node's mode (grad enabled, the autocast blocks
+open) is followed through the graph; a module call is a region only where its nodes all
+run in one mode, or where its own switches are undone inside it (then compiled with
+them, alike in every copy); its starting mode is part of its signature, so blocks run
+in other modes are other regions. The switches between regions are pieces of their
+own, run by the graph chaining the pieces, in the process, as eager runs them:
+
+    piece 0 (embeddings)
+    switch                  _set_grad_enabled(False)          a rotary under no_grad,
+    switch                  _enter_autocast("cpu", ..., False, ...)    autocast off
+    piece 1 (rotary)
+    switch                  _exit_autocast(...)
+    switch                  _set_grad_enabled(True)
+    piece 2 (block) ...     compiled once, in the mode the switches left
+
+A piece compiles for the grad mode and autocast state it is called in (aot_autograd
+keys its compiles by them); compiled ahead, the switches are replayed around it.
+
+The whole graph is compiled as before when nothing repeats, when its autocast blocks are
+not entered and left in order within it, when it sets other process state (default
+dtype, deterministic algorithms, inference mode), or when it writes in place to a tensor
+other than an input of its own that shares memory with no other input (such as a
+BatchNorm's counter): a piece's inputs may alias in ways its own compile cannot see. A
+backend whose graphs never write an input themselves (aot_eager) compiles whole, by
+default, a graph writing an input in place: every piece would copy it back
+(`ember.backends`). `options={"regional": False}` always compiles the whole graph (one
+piece: fusion across block boundaries, longer compiles).
 """
 
 from __future__ import annotations
@@ -48,6 +68,7 @@ import functools
 import inspect
 import math
 import operator
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -72,10 +93,17 @@ __all__ = [
 MIN_REGION_OPS = 10
 MIN_REGION_REPEATS = 3
 _log = artifact_logger("graph_breaks")
-_MODE_SWITCHES = (
-    torch._C._set_grad_enabled,
-    torch.amp.autocast_mode._enter_autocast,
-    torch.amp.autocast_mode._exit_autocast,
+_SET_GRAD = torch._C._set_grad_enabled
+_ENTER_AUTOCAST = torch.amp.autocast_mode._enter_autocast
+_EXIT_AUTOCAST = torch.amp.autocast_mode._exit_autocast
+# Switches of grad mode and autocast: run by the graph chaining the pieces (see `_between`)
+_MODE_SWITCHES = (_SET_GRAD, _ENTER_AUTOCAST, _EXIT_AUTOCAST)
+# Other process state a graph may set: such a graph is compiled whole
+_STATE_SETTERS = (
+    torch.set_default_dtype,
+    torch._C._set_deterministic_algorithms,
+    torch.autograd.grad_mode._enter_inference_mode,
+    torch.autograd.grad_mode._exit_inference_mode,
 )
 _IN_PLACE_OPERATORS = (
     operator.setitem,
@@ -133,6 +161,9 @@ class Piece:
     # symbols they read share one compile, over symbols of a ShapeEnv of its own
     symbols: tuple[str, ...] = ()
     own_symbols: bool = False
+    # a switch of grad mode or autocast (one node): run by the graph chaining the pieces,
+    # not compiled, so that the pieces after it run (and compile) in the mode it sets
+    switch: bool = False
 
     def lifted_values(self) -> tuple[int, ...]:
         """This call's values of the lifted constants (the graph's last inputs)."""
@@ -260,14 +291,143 @@ def _why_whole(gm: torch.fx.GraphModule, example_inputs: list | None) -> str | N
     aliasing it.
     """
     separate = _separate_inputs(gm, example_inputs)
+    if _autocast_on() and any(
+        node.op == "call_function" and node.target in (_ENTER_AUTOCAST, _EXIT_AUTOCAST)
+        for node in gm.graph.nodes
+    ):
+        # NOTE: cut at its autocast switches, an AMP training step of a Llama whose rotary
+        # embedding turns autocast off ran 1.11x slower than whole (RESULTS.md)
+        return "it switches autocast inside an enabled autocast region"
     for node in gm.graph.nodes:
-        if node.op == "call_function" and node.target in _MODE_SWITCHES:
-            return "it switches grad mode or autocast"
+        if node.op == "call_function" and node.target in _STATE_SETTERS:
+            return f"it sets process state ({node.format_node()})"
         if _writes_in_place(node) and not (node.args and _view_base(node.args[0]) in separate):
             return f"it writes to a tensor in place ({node.format_node()})"
         if node.op == "call_module":
             return "it calls a submodule"
     return None
+
+
+# ----------------------------------------------------------------- grad mode and autocast
+
+
+def _autocast_on() -> bool:
+    return any(torch.is_autocast_enabled(device) for device in ("cpu", "cuda"))
+
+
+# The mode a node runs in: (grad enabled, the autocast blocks open, innermost last, each by
+# its `_enter_autocast` arguments: device type, dtype, enabled, cache enabled).
+Mode = tuple[bool, tuple[tuple, ...]]
+
+
+def _is_switch(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target in _MODE_SWITCHES
+
+
+def _modes(compute: list[torch.fx.Node]) -> list[Mode] | str:
+    """The mode each node of `compute` runs in (a switch: the mode before it), then the
+    mode after the last; or why the switches cannot be followed (the graph is then
+    compiled whole).
+
+    The graph starts in the grad mode of the process now (capture guards it); autocast
+    blocks are described relative to the caller's state (the switches run as they do
+    in eager, over whatever autocast state the caller set).
+    """
+    grad = torch.is_grad_enabled()
+    blocks: list[torch.fx.Node] = []
+    modes: list[Mode] = []
+    for node in compute:
+        modes.append((grad, tuple(tuple(block.args) for block in blocks)))
+        if not _is_switch(node):
+            continue
+        if node.kwargs:
+            return f"a switch with keyword arguments ({node.format_node()})"
+        if node.target is _SET_GRAD:
+            if len(node.args) != 1 or type(node.args[0]) is not bool:
+                return f"a grad mode known only when it runs ({node.format_node()})"
+            grad = node.args[0]
+        elif node.target is _ENTER_AUTOCAST:
+            if node.all_input_nodes or not all(
+                user.target is _EXIT_AUTOCAST for user in node.users
+            ):
+                return f"an autocast block used otherwise than left ({node.format_node()})"
+            blocks.append(node)
+        elif len(node.args) != 1 or not blocks or node.args[0] is not blocks.pop():
+            return f"autocast blocks left out of order ({node.format_node()})"
+    if blocks:
+        return "it enters autocast without leaving it"
+    modes.append((grad, ()))
+    return modes
+
+
+def _closed_switches(nodes: list[torch.fx.Node], modes: list[Mode], first: int) -> bool:
+    """The switches among `nodes` (consecutive, from position `first`) are undone inside
+    them: every autocast block they enter or leave is entered and left there, and the mode
+    after them is the mode before. Such a call is a region of its own switches, compiled
+    with them; a call that leaves a mode switched is not one."""
+    inside = set(nodes)
+    switches = [node for node in nodes if _is_switch(node)]
+    for node in switches:
+        partners = node.users if node.target is _ENTER_AUTOCAST else node.all_input_nodes
+        if any(partner not in inside for partner in partners):
+            return False
+    return not switches or modes[first + len(nodes)] == modes[first]
+
+
+class _ModesReplayed:
+    """The switches of a graph run as they come, as the graph chaining the pieces runs
+    them (to compile the pieces ahead, each in its own mode); leaving the context leaves
+    the autocast blocks still open and sets back the grad mode it found."""
+
+    def __init__(self) -> None:
+        self.grad = torch.is_grad_enabled()
+        self.blocks: dict[torch.fx.Node, Any] = {}
+
+    def __enter__(self) -> _ModesReplayed:
+        return self
+
+    def run(self, node: torch.fx.Node) -> None:
+        if node.target is _SET_GRAD:
+            _SET_GRAD(*node.args)
+        elif node.target is _ENTER_AUTOCAST:
+            self.blocks[node] = _ENTER_AUTOCAST(*node.args)
+        else:
+            _EXIT_AUTOCAST(self.blocks.pop(node.args[0]))
+
+    def __exit__(self, *exc: object) -> None:
+        for block in reversed(list(self.blocks.values())):
+            _EXIT_AUTOCAST(block)
+        self.blocks.clear()
+        _SET_GRAD(self.grad)
+
+
+_chain_blocks = threading.local()  # the autocast blocks the chaining graphs entered, by thread
+
+
+def _open_blocks() -> list[Any]:
+    blocks = getattr(_chain_blocks, "blocks", None)
+    if blocks is None:
+        blocks = _chain_blocks.blocks = []
+    return blocks
+
+
+def _chain_enter_autocast(*args: Any) -> Any:
+    """`_enter_autocast` in a chaining graph, recorded so that a piece raising leaves no
+    block open (see `_chained`)."""
+    block = _ENTER_AUTOCAST(*args)
+    _open_blocks().append(block)
+    return block
+
+
+def _chain_exit_autocast(block: Any) -> None:
+    """`_exit_autocast` in a chaining graph."""
+    blocks = _open_blocks()
+    if blocks and blocks[-1] is block:
+        blocks.pop()
+    _EXIT_AUTOCAST(block)
+
+
+_CHAIN_SWITCHES = {_ENTER_AUTOCAST: _chain_enter_autocast, _EXIT_AUTOCAST: _chain_exit_autocast}
 
 
 # ----------------------------------------------------------------- cutting
@@ -400,10 +560,13 @@ def _basic_entry(entry: Any) -> bool:
     return _is_int(entry)
 
 
-def cut_piece(nodes: list[torch.fx.Node], inside: set[torch.fx.Node], region: str) -> Piece:
+def cut_piece(
+    nodes: list[torch.fx.Node], inside: set[torch.fx.Node], region: str, mode: Mode | None = None
+) -> Piece:
     """`nodes` (consecutive, `inside` as a set) as a piece: its inputs, outputs and a
     signature equal for pieces whose graphs (with canonical names) are the same code
-    calling the same functions with the same constants, on inputs alike. The signature
+    calling the same functions with the same constants, on inputs alike, starting in the
+    same grad mode and autocast blocks (`mode`). The signature
     without its last part (the int constants) is the same for pieces that differ only
     in their ints (`_lift_varying_ints`)."""
     inputs: dict[torch.fx.Node, None] = {}
@@ -424,7 +587,7 @@ def cut_piece(nodes: list[torch.fx.Node], inside: set[torch.fx.Node], region: st
         code.append((node.op, target, *arguments, _describe_number(node.meta.get("val"), names)))
         local[node] = index
     outputs_at = tuple(local[node] for node in outputs)
-    signature = (tuple(code), outputs_at, described, tuple(names.ranges), tuple(ints))
+    signature = (tuple(code), outputs_at, described, tuple(names.ranges), mode, tuple(ints))
     symbols = tuple(str(symbol) for symbol in names.names)
     return Piece(
         tuple(nodes), tuple(inputs), tuple(outputs), signature, region, tuple(ints), (), symbols
@@ -446,8 +609,9 @@ def _module_calls(
     return calls
 
 
-def _regions(compute: list[torch.fx.Node], lift_ints: bool) -> list[Piece]:
-    """The module calls that repeat (the outermost level), cut as pieces."""
+def _regions(compute: list[torch.fx.Node], lift_ints: bool, modes: list[Mode]) -> list[Piece]:
+    """The module calls that repeat (the outermost level), cut as pieces: calls whose
+    nodes all run in one mode, or whose switches are undone inside them."""
     position = {node: index for index, node in enumerate(compute)}
     calls = _module_calls(compute)
     chosen: set[int] = set()
@@ -459,10 +623,14 @@ def _regions(compute: list[torch.fx.Node], lift_ints: bool) -> list[Piece]:
                 continue
             if len(nodes) < MIN_REGION_OPS:
                 continue
-            if position[nodes[-1]] - position[nodes[0]] + 1 != len(nodes):
+            first = position[nodes[0]]
+            if position[nodes[-1]] - first + 1 != len(nodes):
                 continue  # not one run of nodes
+            if not _closed_switches(nodes, modes, first):
+                continue  # a mode switched inside and left so, or a block left outside
             tag = stack[-1]
-            pieces.append(cut_piece(nodes, set(nodes), f"{tag[1]} ({tag[2].__qualname__})"))
+            region = f"{tag[1]} ({tag[2].__qualname__})"
+            pieces.append(cut_piece(nodes, set(nodes), region, modes[first]))
         for group in _alike_groups(pieces, lift_ints):
             if len(group) < MIN_REGION_REPEATS:
                 continue
@@ -554,12 +722,15 @@ def plan_pieces(
     index into a cache tensor shared by all layers) are one region taking those ints
     as inputs; without, they are alike only where their ints are equal too.
     """
+    compute = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
     why = _why_whole(gm, example_inputs)
+    modes = _modes(compute)
+    if why is None and isinstance(modes, str):
+        why = modes
     if why is not None:
         _log.debug("%s compiled whole: %s", type(gm).__name__, why)
         return None
-    compute = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
-    regions = _regions(compute, lift_ints)
+    regions = _regions(compute, lift_ints, modes)
     if not regions:
         return None
     pieces: list[Piece] = []
@@ -567,14 +738,31 @@ def plan_pieces(
     position = {node: index for index, node in enumerate(compute)}
     for region in regions:
         first = position[region.nodes[0]]
-        if first > start:
-            between = compute[start:first]
-            pieces.append(cut_piece(between, set(between), ""))
+        pieces.extend(_between(compute, start, first, modes))
         pieces.append(region)
         start = first + len(region.nodes)
-    if start < len(compute):
-        rest = compute[start:]
-        pieces.append(cut_piece(rest, set(rest), ""))
+    pieces.extend(_between(compute, start, len(compute), modes))
+    return pieces
+
+
+def _between(compute: list[torch.fx.Node], start: int, stop: int, modes: list[Mode]) -> list[Piece]:
+    """The nodes from `start` to `stop` (between regions) as pieces, each switch of grad
+    mode or autocast a piece of its own run by the chaining graph, so that every piece
+    compiled runs in one mode."""
+    pieces: list[Piece] = []
+    run: list[torch.fx.Node] = []
+    for index in range(start, stop + 1):
+        node = compute[index] if index < stop else None
+        if run and (node is None or _is_switch(node)):
+            pieces.append(cut_piece(run, set(run), "", modes[index - len(run)]))
+            run = []
+        if node is not None and _is_switch(node):
+            outputs = (node,) if node.users else ()
+            signature = ("switch", id(node))
+            inputs = tuple(node.all_input_nodes)
+            pieces.append(Piece((node,), inputs, outputs, signature, "", switch=True))
+        elif node is not None:
+            run.append(node)
     return pieces
 
 
@@ -606,6 +794,11 @@ def chain(gm: torch.fx.GraphModule, pieces: list[Piece], compiled: list[Any]) ->
             env[node] = top.node_copy(node)
     functions: dict[int, Callable[..., Any]] = {}  # equal pieces share one function
     for piece, function in zip(pieces, compiled, strict=True):
+        if piece.switch:  # run here, in the process: the pieces after it run in its mode
+            (node,) = piece.nodes
+            env[node] = top.node_copy(node, env.__getitem__)
+            env[node].target = _CHAIN_SWITCHES.get(node.target, node.target)
+            continue
         target = functions.get(id(function))
         if target is None:
             target = functions[id(function)] = _piece_function(function, f"piece_{len(functions)}")
@@ -618,23 +811,27 @@ def chain(gm: torch.fx.GraphModule, pieces: list[Piece], compiled: list[Any]) ->
     return torch.fx.GraphModule(torch.nn.Module(), top, class_name=f"{type(gm).__name__}_regions")
 
 
-def _compile_ahead(functions: list[Callable[..., Any]]) -> None:
-    """The distinct pieces traced and compiled now, not at their first calls: their C++
-    kernels are built in one batch (a compiler process costs about 0.1 s before it
-    reads a kernel, paid once rather than once a piece); their backwards, compiled at
-    the first backward of any of them, in one batch more."""
+def _compile_ahead(pieces: list[Piece], compiled: list[Any]) -> None:
+    """The distinct pieces traced and compiled now, not at their first calls, each in the
+    grad mode and autocast blocks it runs in: their C++ kernels are built in one batch (a
+    compiler process costs about 0.1 s before it reads a kernel, paid once rather than
+    once a piece); their backwards, compiled at the first backward of any of them, in
+    one batch more."""
     from aot_autograd.runtime import compile_together
     from inductor_codegen import deferred_builds
 
-    ahead = [
-        f.aot
-        for f in functions
-        if callable(getattr(getattr(f, "aot", None), "compile_ahead", None))
-    ]
-    with deferred_builds():
-        for aot in ahead:
+    ahead: dict[int, Any] = {}
+    with deferred_builds(), _ModesReplayed() as replay:
+        for piece, function in zip(pieces, compiled, strict=True):
+            if piece.switch:
+                replay.run(piece.nodes[0])
+                continue
+            aot = getattr(function, "aot", None)
+            if id(function) in ahead or not callable(getattr(aot, "compile_ahead", None)):
+                continue
+            ahead[id(function)] = aot
             aot.compile_ahead()
-    backwards = [backward for aot in ahead for backward in aot.deferred_backwards()]
+    backwards = [backward for aot in ahead.values() for backward in aot.deferred_backwards()]
     compile_together(backwards, deferred_builds)
 
 
@@ -683,8 +880,11 @@ def _compile_chained(
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     given = dict(zip(placeholders, example_inputs, strict=False))
     by_signature: dict[tuple, Any] = {}
-    compiled = []
+    compiled: list[Any] = []
     for piece in pieces:
+        if piece.switch:
+            compiled.append(None)
+            continue
         function = by_signature.get(piece.signature)
         if function is None:
             examples = [given.get(used, used.meta.get("val")) for used in piece.inputs]
@@ -694,7 +894,7 @@ def _compile_chained(
             function = compile_graph(module, examples)
             by_signature[piece.signature] = function
         compiled.append(function)
-    _compile_ahead(list(by_signature.values()))
+    _compile_ahead(pieces, compiled)
     return _chained(gm, pieces, by_signature, compiled)
 
 
@@ -778,6 +978,21 @@ def _chained(
 
     def run(*args: Any) -> Any:
         return forward(*args)
+
+    if any(piece.switch for piece in pieces):
+
+        def run(*args: Any) -> Any:  # noqa: F811 - the chain switches modes as it runs
+            grad, blocks = torch.is_grad_enabled(), _open_blocks()
+            depth = len(blocks)
+            try:
+                return forward(*args)
+            except BaseException:
+                # NOTE: a piece raised: the modes the chain switched are set back, as the
+                # `with` blocks of eager code would on the way out
+                while len(blocks) > depth:
+                    _EXIT_AUTOCAST(blocks.pop())
+                _SET_GRAD(grad)
+                raise
 
     records = [getattr(f, "stage_artifacts", None) for f in by_signature.values()]
     records = [record for record in records if isinstance(record, BackendRecord)]
