@@ -245,16 +245,25 @@ def test_norm_training_backward_takes_column_partials(module, thread):
     assert backward.kernel_count == 2
 
 
-def test_layer_norm_backward_in_its_gpu_form_takes_column_partials():
-    # prim_decomp decomposes the backward per device (the sums of g and g * x_hat off the
-    # CPU); traced on meta tensors it takes that form, then compiles for these inputs
+def _gpu_form_on_cpu(fn, args: list):
+    """`fn`'s graph as decomposed for a device other than the CPU (traced on meta tensors),
+    its factories then moved to the CPU, where these tests run it."""
     from graph_helpers import decompositions
     from torch.fx.experimental.proxy_tensor import make_fx
 
+    gm = make_fx(fn, decomposition_table=decompositions())(*[a.to("meta") for a in args])
+    for node in gm.graph.nodes:
+        if node.kwargs.get("device") == torch.device("meta"):
+            node.kwargs = {**node.kwargs, "device": torch.device("cpu")}
+    gm.recompile()
+    return make_fx(gm)(*args)  # traced again on the CPU inputs: CPU values on every node
+
+
+def test_layer_norm_backward_in_its_gpu_form_takes_column_partials():
+    # prim_decomp decomposes the backward per device (the sums of g and g * x_hat off the
+    # CPU); traced on meta tensors it takes that form, then compiles for these inputs
     args = layer_norm_backward_inputs(67, 129, torch.float32)
-    gm = make_fx(layer_norm_backward, decomposition_table=decompositions())(
-        *[a.to("meta") for a in args]
-    )
+    gm = _gpu_form_on_cpu(layer_norm_backward, args)
     with column_partial_policy(SMALL):
         compiled = compile_graph(gm, args, options=OPTIONS)
     for got, want in zip(compiled(*args), layer_norm_backward(*args)):
@@ -268,8 +277,6 @@ def test_default_policy_takes_column_partials_at_gpu_sizes(rows, columns):
     # the driver's own policy (no scope around the compile) at a transformer's sizes in
     # bfloat16, the backward in its GPU form: compiled only (the interpreter would take
     # minutes to run it; the tests above check the values of the same kernels)
-    from graph_helpers import decompositions
-    from torch.fx.experimental.proxy_tensor import make_fx
 
     bf16 = torch.bfloat16
     args = [
@@ -280,9 +287,7 @@ def test_default_policy_takes_column_partials_at_gpu_sizes(rows, columns):
         torch.empty(columns, dtype=bf16),
         torch.empty(columns, dtype=bf16),
     ]
-    gm = make_fx(layer_norm_backward, decomposition_table=decompositions())(
-        *[a.to("meta") for a in args]
-    )
+    gm = _gpu_form_on_cpu(layer_norm_backward, args)
     compiled = compile_graph(gm, args, options=OPTIONS)
     assert "column partials" in compiled.artifact("column_partials")
     assert compiled.kernel_count == 2
