@@ -163,9 +163,6 @@ class SymNumbers:
         self._recipes: dict[int, SymRecipe] = {}
         self._nodes: dict[int, tuple[Any, Any]] = {}  # id(SymNode) -> (value, node)
         self._aliases: dict[int, tuple[Any, Any]] = {}  # id(SymNode) -> (value, equal value)
-        # a SymInt's expression -> its node: `x.shape[-1] // 2` computed twice is one node,
-        # as torch.compile's (the expression is exact: equal expressions, equal values)
-        self._size_nodes: dict[sympy.Expr, Any] = {}
 
     def record(self, result: Any, target: Callable[..., Any], args: tuple[Any, ...]) -> None:
         """Remember that `result` is `target(*args)` when it is a symbolic number made from one.
@@ -213,10 +210,10 @@ class SymNumbers:
             node.meta["val"] = value
             self.emitted_numbers += not isinstance(value, torch.SymInt)
         elif isinstance(value, torch.SymInt):
-            node = self._size_nodes.get(value.node.expr)
-            if node is None:
-                node = emit_size(self.graph, value.node.expr, self.symbol_node)
-                self._size_nodes[value.node.expr] = node
+            # NOTE: each read emits its own nodes; one node shared by equal expressions
+            # (`x.shape[-1] // 2` twice) crossed the cuts between layer regions as a size
+            # no piece could read (test_regional_decode_caches)
+            node = emit_size(self.graph, value.node.expr, self.symbol_node)
         else:
             node = self.specialize(value, "it was computed where capture keeps no record")
         self._nodes[key] = (value, node)

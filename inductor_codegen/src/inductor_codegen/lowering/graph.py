@@ -519,10 +519,12 @@ class GraphLowering:
         user_visible = set(node.meta.get(USER_VISIBLE_OUTPUTS, ()))
         saved = set(node.meta.get(SAVED_OUTPUTS, ()))
         for index, item in enumerate(flat):
-            value = self.env[item] if isinstance(item, torch.fx.Node) else item
-            if item in self.inplace_writes and item.target not in INPLACE_SCATTERS:
+            is_node = isinstance(item, torch.fx.Node)  # else a constant or a SymInt (unhashable)
+            value = self.env[item] if is_node else item
+            written = is_node and item in self.inplace_writes
+            if written and item.target not in INPLACE_SCATTERS:
                 value = self._store_into_input(item, value)
-            if item in self.inplace_writes:
+            if written:
                 pass  # the input itself: the caller does not read this output
             elif (
                 isinstance(value, TensorValue)
