@@ -521,10 +521,9 @@ class GraphLowering:
         for index, item in enumerate(flat):
             is_node = isinstance(item, torch.fx.Node)  # else a constant or a SymInt (unhashable)
             value = self.env[item] if is_node else item
-            written = is_node and item in self.inplace_writes
-            if written and item.target not in INPLACE_SCATTERS:
-                value = self._store_into_input(item, value)
-            if written:
+            if is_node and item in self.inplace_writes and item.target not in INPLACE_SCATTERS:
+                value = self._store_into_input(item, value)  # may drop it from inplace_writes
+            if is_node and item in self.inplace_writes:
                 pass  # the input itself: the caller does not read this output
             elif (
                 isinstance(value, TensorValue)
