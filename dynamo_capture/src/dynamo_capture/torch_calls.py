@@ -399,7 +399,8 @@ def _addcdiv_with_value(
 def tensor_of_ints(data: Any, dtype: torch.dtype = torch.int64, device: Any = None) -> torch.Tensor:
     """`torch.tensor(data, dtype=dtype)` of a (nested, rectangular) list or tuple of ints,
     built from each number as it is: traced with symbolic ints, it keeps them symbolic
-    where torch.tensor reads their values (as torch.compile's `torch._refs.tensor`)."""
+    where torch.tensor reads their values (as torch.compile's own reference tensor
+    constructor does); built here from torch.scalar_tensor, torch.stack and reshape."""
     shape: list[int] = []
     level = data
     while isinstance(level, list | tuple):
