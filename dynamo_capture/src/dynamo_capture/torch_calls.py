@@ -290,7 +290,45 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
                 )
             if not _returns_tensor(tx, fn, real_args, real_kwargs):
                 return PythonValue(fn(*real_args, **real_kwargs))
+    elif _launches_outside_dispatch(fn):
+        # NOTE: the graph node is evaluated on fake tensors, which have no memory; a
+        # function that launches its own kernel on its arguments' data pointers would
+        # read and write through them (on a GPU: an illegal address, which breaks the
+        # process's CUDA context for good). It runs eagerly, on the real tensors.
+        error = Unsupported(
+            f"{getattr(fn, '__module__', None) or 'torch'}.{name or type(fn).__name__} runs "
+            "its own kernel on its tensors' memory, bypassing torch's dispatcher: it runs "
+            "eagerly"
+        )
+        error.eager_call = True
+        raise error
     return tx.ctx.call("call_function", fn, tuple(args), kwargs)
+
+
+def _own_kernel_callables() -> tuple[type, ...]:
+    """Types of torch's callables that launch kernels they build themselves."""
+    try:
+        from torch.cuda.jiterator import _JittedFunction
+    except ImportError:  # a torch built without it
+        return ()
+    return (_JittedFunction,)
+
+
+_OWN_KERNEL_CALLABLES = _own_kernel_callables()
+
+
+def _launches_outside_dispatch(fn: Any) -> bool:
+    """A callable of torch's that takes tensors without going through the dispatcher, so
+    fake tensors cannot stand for its arguments: a private C function of `torch._C`
+    itself (its public submodules `_nn`, `_fft`, `_linalg`, `_special`, ... dispatch), or
+    one of `_OWN_KERNEL_CALLABLES` (jiterator's compiled functions)."""
+    if isinstance(fn, _OWN_KERNEL_CALLABLES):
+        return True
+    return (
+        isinstance(fn, types.BuiltinFunctionType)
+        and getattr(fn, "__module__", None) == "torch._C"
+        and (getattr(fn, "__name__", "") or "").startswith("_")
+    )
 
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep

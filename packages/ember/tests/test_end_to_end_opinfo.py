@@ -62,6 +62,12 @@ def _dynamic_from_environment() -> tuple[bool, ...]:
 
 
 DTYPES = _dtypes_from_environment()
+# The samples' device: "cpu" (CI's), or "cuda" to sweep the Triton path on a GPU.
+DEVICE = os.environ.get("EMBER_OPINFO_DEVICE", "cpu")
+if DEVICE not in ("cpu", "cuda"):
+    raise ValueError(f"EMBER_OPINFO_DEVICE={DEVICE!r} is not one of ['cpu', 'cuda']")
+if DEVICE == "cuda" and not torch.cuda.is_available():
+    pytest.skip("EMBER_OPINFO_DEVICE=cuda needs a GPU", allow_module_level=True)
 DYNAMIC = _dynamic_from_environment()
 # The default selection (CI's) must capture whole; a widened sweep counts gaps as xfails.
 WIDENED = FULL or ALL_SAMPLES or DTYPES != (torch.float32,) or DYNAMIC != (False,)
@@ -142,7 +148,7 @@ SUBSET = {
 
 
 def _cases():
-    """(op, dtype, dynamic) for each selected op, dtype it supports on CPU, and mode."""
+    """(op, dtype, dynamic) for each selected op, dtype it supports on DEVICE, and mode."""
     chosen = []
     for op in common_methods_invocations.op_db:
         if any(word in op.name for word in RANDOM):
@@ -151,7 +157,7 @@ def _cases():
             continue
         name = f"{op.name}.{op.variant_test_name}".rstrip(".")
         for dtype in DTYPES:
-            if dtype not in op.supported_dtypes("cpu"):
+            if dtype not in op.supported_dtypes(DEVICE):
                 continue
             for dynamic in DYNAMIC:
                 mode = "dynamic" if dynamic else "static"
@@ -161,7 +167,7 @@ def _cases():
 
 
 def _samples(op, dtype, requires_grad):
-    samples = op.sample_inputs("cpu", dtype, requires_grad=requires_grad)
+    samples = op.sample_inputs(DEVICE, dtype, requires_grad=requires_grad)
     for index, sample in enumerate(samples):
         yield index, sample
         if not ALL_SAMPLES:
@@ -234,7 +240,7 @@ def test_forward_through_ember_inductor(op, dtype, dynamic):
             _assert_same_requires_grad(actual, expected)
         ran += 1
     if not ran:
-        pytest.skip(f"no {dtype} CPU sample eager runs")
+        pytest.skip(f"no {dtype} {DEVICE} sample eager runs")
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
@@ -286,7 +292,7 @@ def test_forward_and_grads_through_ember(op, dtype, dynamic, backend):
             _assert_matches(grads_a, grads_e, reference_grads, dtype)
         ran += 1
     if not ran:
-        pytest.skip(f"no {dtype} CPU sample eager runs")
+        pytest.skip(f"no {dtype} {DEVICE} sample eager runs")
 
 
 # -- comparing --------------------------------------------------------------------------------

@@ -167,6 +167,16 @@ def minimum(a, d, o):
     return f"tl.where(({a[0]} < {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})"
 
 
+def fmax(a, d, o):
+    """torch.fmax: a NaN operand gives the other (libdevice has no fmax to call)."""
+    return f"tl.where(({a[0]} > {a[1]}) | ({a[1]} != {a[1]}), {a[0]}, {a[1]})"
+
+
+def fmin(a, d, o):
+    """torch.fmin: a NaN operand gives the other."""
+    return f"tl.where(({a[0]} < {a[1]}) | ({a[1]} != {a[1]}), {a[0]}, {a[1]})"
+
+
 def sign(a, d, o):
     one = literal(1, compute_dtype(o))
     zero = literal(0, compute_dtype(o))
