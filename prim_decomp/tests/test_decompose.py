@@ -462,3 +462,30 @@ def test_softmax_backward_data_keeps_grad_dtype(op, dtype, input_dtype):
     expected = fn(grad, output)
     assert actual.dtype == expected.dtype
     torch.testing.assert_close(actual, expected, rtol=1e-2, atol=1e-2)
+
+
+def test_log_sigmoid_forward_and_backward_follow_the_devices_buffer():
+    """ATen's log_sigmoid_forward returns its buffer `exp(-|x|)` on the CPU and an empty
+    one on CUDA (a graph whose buffer had the CPU's size failed on a GPU)."""
+    from prim_decomp.decompositions.activations import log_sigmoid_backward, log_sigmoid_forward
+
+    x = torch.randn(64, dtype=torch.float64) * 10
+    grad = torch.randn(64, dtype=torch.float64)
+    out, buffer = log_sigmoid_forward(x)
+    eager_out, eager_buffer = torch.ops.aten.log_sigmoid_forward(x)
+    torch.testing.assert_close((out, buffer), (eager_out, eager_buffer))
+    torch.testing.assert_close(
+        log_sigmoid_backward(grad, x, buffer),
+        torch.ops.aten.log_sigmoid_backward(grad, x, eager_buffer),
+    )
+    # the backward reads no buffer: an empty one (CUDA's) gives the same gradient
+    torch.testing.assert_close(
+        log_sigmoid_backward(grad, x, x.new_zeros(0)),
+        torch.ops.aten.log_sigmoid_backward(grad, x, eager_buffer),
+    )
+    with torch.device("meta"):
+        assert log_sigmoid_forward(torch.empty(5))[1].shape == (5,)  # ATen's meta rule
+    if torch.cuda.is_available():
+        on_gpu = torch.randn(5, device="cuda")
+        eager_shape = torch.ops.aten.log_sigmoid_forward(on_gpu)[1].shape
+        assert log_sigmoid_forward(on_gpu)[1].shape == eager_shape == (0,)

@@ -236,7 +236,7 @@ def test_forward_through_ember_inductor(op, dtype, dynamic):
         except Unsupported as unsupported:
             _capture_gap(unsupported)
         with _naming(index, sample):
-            _assert_matches(actual, expected, reference, dtype)
+            _assert_matches(actual, expected, reference, dtype, UNSET_OUTPUTS.get(op.name, ()))
             _assert_same_requires_grad(actual, expected)
         ran += 1
     if not ran:
@@ -278,7 +278,7 @@ def test_forward_and_grads_through_ember(op, dtype, dynamic, backend):
             return _grads(*references[-1], upstream)
 
         with _naming(index, sample):
-            _assert_matches(actual, expected, reference, dtype)
+            _assert_matches(actual, expected, reference, dtype, UNSET_OUTPUTS.get(op.name, ()))
             _assert_same_requires_grad(actual, expected)
             try:
                 grads_e = _grads(expected, eager_args, eager_kwargs, upstream)
@@ -340,10 +340,26 @@ def _grads(outputs, args, kwargs, upstream):
     return torch.autograd.grad(differentiable, inputs, upstream, allow_unused=True)
 
 
-def _assert_matches(actual, expected, reference, dtype) -> None:
-    """Low precision: within eager's own error against a float32 `reference()`.
-    Otherwise close to eager; where not (an ill-conditioned sample), within eager's own
-    error against a float64 `reference()`."""
+# Outputs eager leaves uninitialized (`at::empty`), by op name and leaf index: not compared.
+# Memory-efficient attention returns its dropout seed and offset unset when dropout is off.
+UNSET_OUTPUTS = {"torch.ops.aten._efficient_attention_forward": (2, 3)}
+
+
+def _assert_matches(actual, expected, reference, dtype, unset=()) -> None:
+    """Low precision: within eager's own error against a float32 `reference()` (where the
+    op has no float32 kernel, close to eager). Otherwise close to eager; where not (an
+    ill-conditioned sample), within eager's own error against a float64 `reference()`.
+    Leaves at the indices in `unset` are not compared (see UNSET_OUTPUTS)."""
+    if unset:
+
+        def drop(outputs):
+            return [x for i, x in enumerate(pytree.tree_leaves(outputs)) if i not in unset]
+
+        actual, expected, full_reference = drop(actual), drop(expected), reference
+
+        def reference():
+            return drop(full_reference())
+
     floor = 2e-3
     if dtype not in LOW_PRECISION:
         try:
@@ -357,7 +373,11 @@ def _assert_matches(actual, expected, reference, dtype) -> None:
             raise close_error from None
         floor = 1e-5
     else:
-        reference = reference()
+        try:
+            reference = reference()
+        except Exception:  # no float32 kernel (flash attention): eager's dtype and tolerance
+            torch.testing.assert_close(actual, expected, equal_nan=True)
+            return
     leaves_a, leaves_e = pytree.tree_leaves(actual), pytree.tree_leaves(expected)
     leaves_r = pytree.tree_leaves(reference)
     assert len(leaves_a) == len(leaves_e) == len(leaves_r), "output structure differs"

@@ -71,6 +71,34 @@ def softplus_backward(grad, x, beta: float = 1.0, threshold: float = 20.0):
     return aten.where.self(scaled > threshold, grad, grad * z / (z + 1.0))
 
 
+@opmath
+def _log_sigmoid(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    z = aten.exp.default(-aten.abs.default(x))
+    return aten.minimum.default(x, aten.zeros_like.default(x)) - aten.log1p.default(z), z
+
+
+@COMPOSITE.register(aten.log_sigmoid_forward.default)
+def log_sigmoid_forward(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(log(sigmoid(x)), buffer)`. ATen's buffer is `exp(-|x|)` on the CPU (its CPU
+    backward reads it) and empty on CUDA and XPU, whose kernels neither write nor read
+    one: the same here, so the buffer's size is the device's."""
+    out, z = _log_sigmoid(x)
+    if x.device.type in ("cuda", "xpu"):
+        return out, aten.new_zeros.default(x, [0])
+    return out, z
+
+
+@COMPOSITE.register(aten.log_sigmoid_backward.default)
+@opmath
+def log_sigmoid_backward(grad: torch.Tensor, x: torch.Tensor, buffer: torch.Tensor):
+    """d/dx log(sigmoid(x)) = 1 - sigmoid(x), computed from `exp(-|x|)` (the buffer is
+    not read: it is empty on a GPU)."""
+    negative = x < 0
+    z = aten.exp.default(-aten.abs.default(x))
+    # 1 - sigmoid(x): 1 / (1 + z) for x < 0, z / (1 + z) otherwise
+    return grad * aten.where.self(negative, 1.0 / (1.0 + z), z / (1.0 + z))
+
+
 @COMPOUND.register(aten.leaky_relu.default)
 @opmath
 def leaky_relu(x: torch.Tensor, negative_slope: float = 0.01) -> torch.Tensor:
