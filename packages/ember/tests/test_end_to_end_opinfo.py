@@ -341,8 +341,12 @@ def _grads(outputs, args, kwargs, upstream):
 
 
 # Outputs eager leaves uninitialized (`at::empty`), by op name and leaf index: not compared.
-# Memory-efficient attention returns its dropout seed and offset unset when dropout is off.
-UNSET_OUTPUTS = {"torch.ops.aten._efficient_attention_forward": (2, 3)}
+# The fused attention kernels return their dropout random state unset when dropout is off
+# (memory-efficient: seed and offset; flash: the two-word rng state).
+UNSET_OUTPUTS = {
+    "torch.ops.aten._efficient_attention_forward": (2, 3),
+    "torch.ops.aten._flash_attention_forward": (2,),
+}
 
 
 def _assert_matches(actual, expected, reference, dtype, unset=()) -> None:
