@@ -68,8 +68,9 @@ def _is_torch_disabled_module(obj: object) -> bool:
     """A module wrapped by `torch.compiler.disable(module)`: a wrapper of the module it
     disables (`_orig_mod`) holding a disabling context, read as attributes only."""
     state = getattr(obj, "__dict__", {})
-    if not isinstance(state.get("_modules", {}).get("_orig_mod"), _Module):
-        return False
+    submodules = state.get("_modules") if isinstance(state, dict) else None
+    if type(submodules) is not dict or not isinstance(submodules.get("_orig_mod"), _Module):
+        return False  # (a scripted module's `_modules` is a table of TorchScript's own)
     return type(state.get("dynamo_ctx")).__name__ == "DisableContext"
 
 
