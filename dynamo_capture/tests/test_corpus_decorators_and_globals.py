@@ -1040,6 +1040,38 @@ def other_module_globals_dict_after_global_statement():
     return _globals_program(_other_module_globals_dict_after_global)
 
 
+def _other_module_setattr_builtin(x):
+    setattr(gsm, "SCALE", 9.0)  # noqa: B010 - the builtin
+    return gsm.bump(x) + getattr(gsm, "SCALE", 0)
+
+
+@_program
+def other_module_setattr_then_its_function():
+    return _globals_program(_other_module_setattr_builtin)
+
+
+def _other_module_new_attribute(x):
+    gsm.MADE = 3
+    made = x * gsm.MADE
+    del gsm.MADE
+    return made
+
+
+@_program
+def other_module_attribute_made_and_deleted():
+    return _globals_program(_other_module_new_attribute)
+
+
+def _other_module_vars_after_global(x):
+    y = gsm.bump(x)
+    return y * vars(gsm)["COUNT"]
+
+
+@_program
+def other_module_vars_after_global_statement():
+    return _globals_program(_other_module_vars_after_global)
+
+
 def _other_module_setter(x):
     gsm.set_scale(5.0)
     return gsm.bump(x)
@@ -1747,6 +1779,10 @@ NOT_LIKE_TORCH: dict[str, tuple[int, str]] = {
     "source_module_attribute_of_input": (2, "a module argument is guarded by identity"),
     "other_module_globals_dict_after_global_statement": (
         2, "a globals dict read after the frame assigned into it breaks"),
+    "other_module_vars_after_global_statement": (
+        2, "a globals dict read after the frame assigned into it breaks"),
+    "other_module_attribute_made_and_deleted": (
+        1, "torch runs a frame deleting a module attribute eagerly; ember breaks there"),
 }  # fmt: skip
 
 

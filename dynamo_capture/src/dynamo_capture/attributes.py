@@ -890,6 +890,10 @@ def raw_attr(tx: Translator, value: Value, name: str) -> Value:
     if written is not None and written[0] is obj:  # written by the frame: its value now
         tx.ctx.written_reads += 1
         return _written_value(obj, name, written[2])
+    if isinstance(obj, types.ModuleType):
+        global_written = _module_global_written(tx, obj, name)
+        if global_written is not None:
+            return global_written
     if name == "__dict__":
         names_now = _read_instance_dict(tx, obj, value.source)
         if names_now is not None:
