@@ -1774,7 +1774,7 @@ NOT_LIKE_TORCH: dict[str, tuple[int, str]] = {
                                            "calls runs eagerly (torch compiles its frame)"),
     "disallow_torch_sub": (1, "torch.sub disallowed in torch's private registry, not read"),
     "config_patch_decorator_on_fn": (0, "a config.patch decorator's context is not modelled"),
-    "config_patch_decorated_callee": (1, "torch breaks at the config.patch wrapper's call"),
+    "config_patch_decorated_callee": (1, "the decorated callee runs eagerly (torch compiles its inner frame)"),
     "model_output_input_read": (2, "an outside ModelOutput is iterated by its __getitem__"),
     "source_module_attribute_of_input": (2, "a module argument is guarded by identity"),
     "other_module_globals_dict_after_global_statement": (
