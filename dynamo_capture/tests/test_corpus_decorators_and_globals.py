@@ -7,8 +7,9 @@ state the programs leave equal eager's (programcheck.check_program_like_torch).
     markers: torch.compiler.disable / torch._dynamo.disable (recursive or not) on
         functions, lambdas, methods, static and class methods, modules and module
         classes, applied inside the frame; allow_in_graph, disallow_in_graph,
-        assume_constant_result, mark_static_address, torch._dynamo.graph_break() in
-        the frame, callees, loops and blocks, is_compiling / is_dynamo_compiling
+        assume_constant_result, mark_static_address, nonstrict_trace,
+        torch._dynamo.graph_break() in the frame, callees, loops and blocks,
+        is_compiling / is_dynamo_compiling
         branches, `@torch.no_grad` / `@torch.enable_grad` callees
     globals: read, written, deleted, made in the frame, `global` in callees, another
         module's globals read and written, global containers and tensors mutated
@@ -625,6 +626,46 @@ def mark_static_address_argument():
         return (torch.ones(4), b)
 
     return dict(fn=fn, args=args)
+
+
+@_program
+def nonstrict_trace_traceable():
+    @torch._dynamo.nonstrict_trace
+    def trace_me(a, b):
+        return a * b + 1
+
+    def fn(x):
+        return trace_me(x, x + 1).sum()
+
+    return dict(fn=fn, args=x4)
+
+
+@_program
+def nonstrict_trace_with_break_inside():
+    @torch._dynamo.nonstrict_trace
+    def trace_me(a, b):
+        torch._dynamo.graph_break()
+        return a * b
+
+    def fn(x):
+        t0 = x + 1
+        return trace_me(x, t0) * t0
+
+    return dict(fn=fn, args=x4)
+
+
+@_program
+def nonstrict_trace_dict_argument():
+    @torch._dynamo.nonstrict_trace
+    def trace_me(a, d):
+        torch._dynamo.graph_break()
+        return a * d["k"]
+
+    def fn(x):
+        d = {"k": 2}
+        return trace_me(x, d) + 1
+
+    return dict(fn=fn, args=x4)
 
 
 # ---- is_compiling ----
@@ -1772,6 +1813,9 @@ NOT_LIKE_TORCH: dict[str, tuple[int, str]] = {
     "disable_applied_in_frame": (1, "the wrapper is a call's result: the statement runs eagerly"),
     "disable_non_recursive_calls_helper": (2, "the helper a non-recursive disabled function "
                                            "calls runs eagerly (torch compiles its frame)"),
+    "nonstrict_trace_with_break_inside": (3, "torch's nonstrict_trace registry is private, "
+                                          "not read: the break inside breaks"),
+    "nonstrict_trace_dict_argument": (2, "torch's nonstrict_trace registry is private, not read"),
     "disallow_torch_sub": (1, "torch.sub disallowed in torch's private registry, not read"),
     "config_patch_decorator_on_fn": (0, "a config.patch decorator's context is not modelled"),
     "config_patch_decorated_callee": (1, "the decorated callee runs eagerly (torch compiles its inner frame)"),
