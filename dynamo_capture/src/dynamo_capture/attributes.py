@@ -404,6 +404,21 @@ def _tensor_instance_attr(tx: Translator, value: TensorValue, name: str) -> Valu
     return tx.ctx.wrap(instance_dict[name], AttrSource(value.source, name))
 
 
+def _is_plain_module(obj: Any) -> bool:
+    return type(obj) is types.ModuleType and isinstance(getattr(obj, "__dict__", None), dict)
+
+
+def _module_global_written(tx: Translator, module: types.ModuleType, name: str) -> Value | None:
+    """`module.name` where the frame assigned it (as an attribute, or by a `global name`
+    statement in a function of the module): the value assigned, else None."""
+    scope = getattr(module, "__dict__", None)
+    written = tx.ctx.global_writes.get((id(scope), name)) if scope is not None else None
+    if written is None or written[0] is not scope:
+        return None
+    tx.ctx.written_reads += 1
+    return written[1]
+
+
 def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
     obj, source = value.obj, value.source
     if obj is CAPTURED_TRACEBACK:
@@ -414,6 +429,9 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
         return _written_value(obj, name, written[2])
     child = AttrSource(source, name) if source is not None else None
     if isinstance(obj, types.ModuleType):
+        global_written = _module_global_written(tx, obj, name)
+        if global_written is not None:
+            return global_written
         attr = getattr(obj, name)
         if _trusted_module(obj) and not isinstance(attr, torch.Tensor):
             # torch's (math's, ...) functions are replaced by users too (a patched
@@ -872,6 +890,10 @@ def raw_attr(tx: Translator, value: Value, name: str) -> Value:
     if written is not None and written[0] is obj:  # written by the frame: its value now
         tx.ctx.written_reads += 1
         return _written_value(obj, name, written[2])
+    if isinstance(obj, types.ModuleType):
+        global_written = _module_global_written(tx, obj, name)
+        if global_written is not None:
+            return global_written
     if name == "__dict__":
         names_now = _read_instance_dict(tx, obj, value.source)
         if names_now is not None:
@@ -967,6 +989,8 @@ def delete_attr(tx: Translator, target: Value, name: str) -> None:
         kind = python_type_of(target).__name__
         raise Unsupported(f"del of attribute {name!r} of a {kind} (not modelled)")
     obj, cls = target.obj, type(target.obj)
+    if isinstance(obj, types.ModuleType):  # a global of the module's code (not modelled)
+        raise Unsupported(f"del of the module attribute {name!r}")
     deleter = inspect.getattr_static(cls, "__delattr__", None)
     if isinstance(deleter, types.FunctionType) and not _torch_defines(cls, "__delattr__"):
         raise Unsupported(f"del on a {cls.__name__}, whose class defines __delattr__")
@@ -1063,6 +1087,13 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
         if id(getattr(target.obj, "__dict__", None)) in tx.ctx.shadows:
             raise Unsupported("setting an attribute of an object whose __dict__ the frame changed")
         _check_dict_not_read(tx, target.obj, name)
+        if _is_plain_module(target.obj) and not raw:
+            # a module's attribute is a global of the code defined in it: one log for
+            # both, so `module.name = v` reaches the module's functions' LOAD_GLOBAL and
+            # a `global name` assignment in them reaches `module.name`
+            scope = vars(target.obj)
+            tx.ctx.global_writes[(id(scope), name)] = (scope, value)
+            return
         key = (id(target.obj), name)
         tx.ctx.attr_writes[key] = (target.obj, target.source, value)
         if raw:

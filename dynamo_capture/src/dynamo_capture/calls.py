@@ -69,7 +69,11 @@ from dynamo_capture.state_setters import (
     call_deterministic_setter,
     call_state_setter,
 )
-from dynamo_capture.torch_markers import is_torch_graph_break, torch_inline_target
+from dynamo_capture.torch_markers import (
+    is_torch_disable_factory,
+    is_torch_graph_break,
+    torch_inline_target,
+)
 from dynamo_capture.values import (
     EAGER_BUILTIN_TYPES,
     NULL,
@@ -105,6 +109,8 @@ __all__ = [
 
 _CO_GENERATOR = inspect.CO_GENERATOR
 _nn_call = torch.nn.Module.__call__
+_FX_WRAPPED_CALL = torch.fx.graph_module._WrappedCall
+_FX_CALL_WRAPPED = "GraphModule.recompile.<locals>.call_wrapped"  # a GraphModule class's __call__
 
 
 def call(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -157,11 +163,24 @@ def _is_python_constant(value: object) -> bool:
     return isinstance(value, _CONSTANT_TYPES)
 
 
-def _call_constant_result(obj: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    """A call to an assume_constant_result function: run now, the result a constant."""
+def _call_constant_result(
+    tx: Translator, obj: Any, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """A call to an assume_constant_result function: run now, the result a constant.
+    Its arguments are constants, or objects from outside the frame (a method's `self`)
+    where the frame has written no outside object yet (what the function reads of them
+    is what it would read eagerly), as torch.compile calls it while tracing."""
     name = getattr(obj, "__qualname__", type(obj).__name__)
+    nothing_written = not (tx.ctx.attr_writes or tx.ctx.shadows or tx.ctx.global_writes)
+
+    def real(value: Value) -> Any:
+        outside = isinstance(value, PythonValue) and value.source is not None
+        if outside and nothing_written and not isinstance(value.obj, torch.Tensor):
+            return value.obj
+        return as_constant(value)
+
     try:
-        real_args, real_kwargs = _all_constant(args, kwargs)
+        real_args, real_kwargs = [real(a) for a in args], {k: real(v) for k, v in kwargs.items()}
     except NotConstant:
         raise Unsupported(
             f"{name} is marked assume_constant_result but is called with values known "
@@ -297,6 +316,22 @@ def _all_constant(args: list[Value], kwargs: dict[str, Value]) -> tuple[list[Any
     return [as_constant(a) for a in args], {k: as_constant(v) for k, v in kwargs.items()}
 
 
+def _call_torch_disable(obj: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`torch.compiler.disable(f)` in the frame: made now, as torch.compile makes it
+    while tracing, of a function or method known while capturing (or with no function:
+    the decorator `disable(reason=...)` gives). It only wraps `f` in a function marked
+    to run eagerly; a call of that wrapper breaks the graph."""
+    try:
+        real_args, real_kwargs = _all_constant(args, kwargs)
+    except NotConstant as error:
+        raise Unsupported("torch.compiler.disable of a value known only when it runs") from error
+    target = real_args[0] if real_args else real_kwargs.get("fn")
+    if target is not None and not isinstance(target, types.FunctionType | types.MethodType):
+        kind = type(target).__name__
+        raise Unsupported(f"torch.compiler.disable of a {kind} inside captured code")
+    return PythonValue(obj(*real_args, **real_kwargs))
+
+
 def _context_dunder(context: ContextValue, obj: Any) -> bool:
     """Whether `obj` is the `__enter__` or `__exit__` of the type of `context`."""
     from dynamo_capture.operations import python_type_of
@@ -393,7 +428,9 @@ def _call_python(
     _check_not_eager_package(obj)
     if is_constant_result(obj):
         tx.ctx.unguarded_constants.append(getattr(obj, "__qualname__", type(obj).__name__))
-        return _call_constant_result(obj, args, kwargs)
+        return _call_constant_result(tx, obj, args, kwargs)
+    if is_torch_disable_factory(obj):
+        return _call_torch_disable(obj, args, kwargs)
     inline_target = torch_inline_target(obj)
     if inline_target is not None:
         source = AttrSource(fn.source, "_torchdynamo_inline") if fn.source is not None else None
@@ -857,7 +894,7 @@ def call_module(
         raise recurrent_module_break(module)
     guards = tx.ctx.guards
     guards.class_attribute(type(module), "__call__", type(module).__call__)
-    if type(module).__call__ is not _nn_call:
+    if type(module).__call__ is not _nn_call and not _fx_module_call(module):
         method = type(module).__call__
         return call(tx, PythonValue(method), [module_value, *args], kwargs)
     graph = tx.ctx.graph
@@ -872,6 +909,31 @@ def call_module(
         node.meta[MODULE_CALLS] = (tag, *node.meta.get(MODULE_CALLS, ()))
         node = node.next
     return output
+
+
+def _fx_module_call(module: torch.nn.Module) -> bool:
+    """Whether calling `module` is nn.Module's call: a torch.fx GraphModule (fx-traced,
+    symbolic_trace's result), whose class's `__call__` hands the call to its `_WrappedCall`,
+    which calls nn.Module.__call__ where no class between defines its own `__call__` (its
+    only other work: printing the generated code's line for an error raised in it)."""
+    if not isinstance(module, torch.fx.GraphModule):
+        return False
+    wrapped = vars(type(module)).get("_wrapped_call")  # set on the class by recompile()
+    if "_wrapped_call" in module.__dict__:
+        return False
+    if type(wrapped) is not _FX_WRAPPED_CALL or wrapped.cls_call is not None:
+        return False
+    call = type(module).__call__
+    if (
+        getattr(call, "__qualname__", None) != _FX_CALL_WRAPPED
+        or call.__module__ != "torch.fx.graph_module"
+    ):
+        return False
+    mro = type(module).__mro__
+    if wrapped.cls not in mro:
+        return False
+    between = mro[mro.index(wrapped.cls) + 1 : mro.index(torch.nn.Module)]  # super(cls, m)
+    return not any("__call__" in vars(cls) for cls in between)
 
 
 def _call_module_hooks_and_forward(

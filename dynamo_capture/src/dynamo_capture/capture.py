@@ -666,8 +666,9 @@ _NOT_PLAIN = object()
 
 
 def _receiver_reloads(tx: Translator, at: int) -> bool:
-    """Whether the loads from `at` up to the failing call's method load (a local or
-    global, then attributes: `self.layer.f`) give its receiver again with no effect:
+    """Whether the loads from `at` up to the failing call's method load (a local, a
+    global or a closure variable, then attributes: `self.layer.f`) give its receiver
+    again with no effect:
     each attribute read from an instance dict or a module's parameters, buffers and
     submodules (no property, descriptor or `__getattribute__` that could run code)."""
     receiver = getattr(tx.calling, "self_value", None)
@@ -680,6 +681,8 @@ def _receiver_reloads(tx: Translator, at: int) -> bool:
         value = getattr(tx.locals.get(insts[0].argval), "obj", _NOT_PLAIN)
     elif insts[0].opname == "LOAD_GLOBAL":
         value = tx.f_globals.get(insts[0].argval, _NOT_PLAIN)
+    elif insts[0].opname == "LOAD_DEREF":  # a free or cell variable: its contents now
+        value = getattr(tx.cell(insts[0].argval).contents, "obj", _NOT_PLAIN)
     else:
         return False
     for inst in insts[1:]:

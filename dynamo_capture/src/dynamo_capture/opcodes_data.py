@@ -133,6 +133,8 @@ def load_global(tx: Translator, inst: Instruction) -> None:
         tx.ctx.written_reads += 1
         tx.push(written[1])
         return
+    if id(tx.f_globals) in tx.ctx.shadows:  # `globals()[name] = v` or a module's __dict__
+        raise Unsupported(f"reading the global {name!r} of a globals dict the frame changed")
     if name in tx.f_globals:
         value = tx.f_globals[name]
         module = str(tx.f_globals.get("__name__", ""))

@@ -102,11 +102,21 @@ def mutates(value: Value, method: str) -> bool:
 def current(tx: Translator, value: Value) -> Value:
     """The shadow of an outside list/dict that was already written to, else `value`."""
     if _shadowable(value):
+        if type(value.obj) is dict and global_scope_written(tx, value.obj):  # type: ignore[attr-defined]
+            # NOTE: the frame's `global` assignments into this dict (a module's globals,
+            # read as `module.__dict__` or `fn.__globals__`) land only after the graph
+            raise Unsupported("reading or writing a module's globals dict the frame assigned into")
         entry = tx.ctx.shadows.get(id(value.obj))  # type: ignore[attr-defined]
         if entry is not None:
             tx.ctx.written_reads += 1
             return entry[2]
     return value
+
+
+def global_scope_written(tx: Translator, scope: dict) -> bool:
+    """Whether the frame assigned a global of `scope` (a module's globals dict) by
+    STORE_GLOBAL or a module attribute write: its real dict gets them after the graph."""
+    return any(key[0] == id(scope) for key in tx.ctx.global_writes)
 
 
 class _Active(threading.local):

@@ -9,6 +9,8 @@ torch's decorators; capture honours them as it honours ember's:
         sets `_dynamo_marked_constant`
     a torch.compile'd function, torch.jit.trace output   the function it wraps is inlined
         sets `_torchdynamo_inline`
+    torch.compiler.disable(fn) called in the frame       folded: the marked wrapper it
+                                                          makes, a graph break where called
     torch's `graph_break()` marker function              a graph break at the call, as
         a function of the torch package named             torch.compile makes there
         `graph_break` (its root module and name)
@@ -35,6 +37,7 @@ _Module = torch.nn.Module
 _FUNCTION = types.FunctionType
 
 __all__ = [
+    "is_torch_disable_factory",
     "is_torch_graph_break",
     "torch_constant_result",
     "torch_disabled_reason",
@@ -42,6 +45,9 @@ __all__ = [
 ]
 
 _DISABLED = "disabled with torch.compiler.disable"
+# torch's disable decorators: the plain functions of these modules with this name
+_DISABLE_NAME = "disable"
+_DISABLE_MODULES = frozenset({"torch.compiler", "torch._dynamo.decorators"})
 # torch's graph-break marker: the plain function of the torch package with this name
 # (its defining module is never named, imported or read).
 _GRAPH_BREAK_NAME = "graph_break"
@@ -62,8 +68,9 @@ def _is_torch_disabled_module(obj: object) -> bool:
     """A module wrapped by `torch.compiler.disable(module)`: a wrapper of the module it
     disables (`_orig_mod`) holding a disabling context, read as attributes only."""
     state = getattr(obj, "__dict__", {})
-    if not isinstance(state.get("_modules", {}).get("_orig_mod"), _Module):
-        return False
+    submodules = state.get("_modules") if isinstance(state, dict) else None
+    if type(submodules) is not dict or not isinstance(submodules.get("_orig_mod"), _Module):
+        return False  # (a scripted module's `_modules` is a table of TorchScript's own)
     return type(state.get("dynamo_ctx")).__name__ == "DisableContext"
 
 
@@ -97,3 +104,13 @@ def is_torch_graph_break(obj: object) -> bool:
         return False
     module = obj.__module__
     return isinstance(module, str) and module.partition(".")[0] == "torch"
+
+
+def is_torch_disable_factory(obj: object) -> bool:
+    """Whether `obj` is `torch.compiler.disable` or `torch._dynamo.disable` (named by
+    their module and name: the modules are never imported or read)."""
+    return (
+        type(obj) is _FUNCTION
+        and obj.__name__ == _DISABLE_NAME
+        and obj.__module__ in _DISABLE_MODULES
+    )
