@@ -11,7 +11,7 @@ import torch
 
 import dynamo_capture
 from dynamo_capture import BackendCompilerFailed
-from dynamo_capture.testing import eager_backend
+from dynamo_capture.testing import CountingBackend, eager_backend
 
 
 def _compiled(fn):
@@ -100,31 +100,230 @@ def test_id_and_deepcopy_of_capture_time_objects_fold():
     torch.testing.assert_close(compiled(x, other), fn(x, other))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: deepcopy of an outside object is folded under an identity guard "
-    "(a break there broke every transformers decoder's cache construction)",
-)
 @pytest.mark.parametrize("make", [lambda: _Config(3), lambda: {"layers": [1, 2]}])
 def test_deepcopy_of_outside_mutable_object_sees_its_changes(make):
-    """deepcopy of a mutable object from outside the frame breaks (fullgraph raises,
-    naming it): its identity guard said nothing of its contents, and a copy folded when
-    compiling went stale once the object changed between calls."""
+    """deepcopy of a mutable object from outside the frame is folded in one graph, the
+    copy's contents guarded: once the object changes between calls (same identity), the
+    frame is captured again with its new contents."""
     config = make()
 
     def fn(x):
         clone = copy.deepcopy(config)
         return x * len(vars(clone) if isinstance(clone, _Config) else clone["layers"])
 
-    with pytest.raises(dynamo_capture.Unsupported, match="copy.deepcopy"):
-        _compiled(fn)(torch.randn(4))
-    compiled = dynamo_capture.optimize(fn, backend=eager_backend)
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=backend, fullgraph=True)
     x = torch.randn(4)
     torch.testing.assert_close(compiled(x), fn(x))
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert backend.frame_count == 1
     if isinstance(config, _Config):
         config.extra = 1
     else:
         config["layers"].append(3)
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert backend.frame_count == 2
+
+
+class _Settings:
+    def __init__(self):
+        self.scale = 2.0
+        self.sizes = [1, 2, 3]
+        self.extras = {"bias": 0.5, "names": ("a", "b")}
+        self.inner = _Config(4)
+
+
+def _settings_readout(clone):
+    """Everything in a _Settings copy, as numbers (absent parts count as 0)."""
+    extras = clone.extras
+    inner = getattr(clone, "inner", None)
+    return (
+        clone.scale
+        + sum(clone.sizes) * 10
+        + extras.get("bias", 0) * 100
+        + len(extras) * 1000
+        + (getattr(inner, "layers", 0) if inner is not None else 0) * 10000
+        + len(vars(clone)) * 100000
+    )
+
+
+def _replace_inner(s):
+    s.inner = _Config(7)
+
+
+def _replace_inner_by_equal(s):
+    s.inner = _Config(s.inner.layers)
+
+
+CHANGES = {
+    "nested_value": lambda s: setattr(s.inner, "layers", 5),
+    "float_value": lambda s: setattr(s, "scale", 2.5),
+    "list_item": lambda s: s.sizes.__setitem__(1, 9),
+    "list_append": lambda s: s.sizes.append(4),
+    "dict_key_added": lambda s: s.extras.__setitem__("gain", 3),
+    "dict_key_removed": lambda s: s.extras.pop("bias"),
+    "dict_value": lambda s: s.extras.__setitem__("bias", 0.25),
+    "new_attribute": lambda s: setattr(s, "dropout", 0.1),
+    "deleted_attribute": lambda s: delattr(s, "inner"),
+    "replaced_nested_object": _replace_inner,
+    "int_to_float": lambda s: setattr(s.inner, "layers", 4.0),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_deepcopy_of_outside_object_recompiles_on_each_kind_of_change(change):
+    settings = _Settings()
+
+    def fn(x):
+        clone = copy.deepcopy(settings)
+        return x * _settings_readout(clone)
+
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=backend, fullgraph=True)
+    x = torch.randn(3)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert backend.frame_count == 1
+    CHANGES[change](settings)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert backend.frame_count == 2
+
+
+def test_deepcopy_of_an_equal_object_keeps_the_entry():
+    """Contents, not identity: a nested object replaced by an equal one, or another
+    object with the same contents, runs the same entry."""
+    settings = _Settings()
+
+    def fn(x, s):
+        return x * _settings_readout(copy.deepcopy(s))
+
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=backend, fullgraph=True)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x, settings), fn(x, settings))
+    _replace_inner_by_equal(settings)
+    torch.testing.assert_close(compiled(x, settings), fn(x, settings))
+    other = _Settings()
+    torch.testing.assert_close(compiled(x, other), fn(x, other))
+    assert backend.frame_count == 1
+
+
+def test_deepcopy_keeps_sharing_and_sees_it_change():
+    """Two attributes holding one list are one list in the copy; once they hold two
+    equal lists, a write through one no longer shows through the other."""
+    shared = [1, 2]
+    config = _Config(shared)
+    config.other = shared
+
+    def fn(x):
+        clone = copy.deepcopy(config)
+        clone.layers.append(3)
+        return x * len(clone.other)
+
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=backend, fullgraph=True)
+    x = torch.randn(2)
+    torch.testing.assert_close(compiled(x), fn(x))
+    config.other = [1, 2]
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert backend.frame_count == 2
+
+
+def test_a_deepcopy_leaving_the_frame_is_a_new_object_each_call():
+    config = {"layers": [1, 2], "inner": _Config(3)}
+
+    def fn(x):
+        clone = copy.deepcopy(config)
+        clone["inner"].layers += 1  # a write to the copy: never seen by the next call
+        return x + 1, clone
+
+    compiled = _compiled(fn)
+    x = torch.randn(2)
+    _, first = compiled(x)
+    _, second = compiled(x)
+    assert first is not second and first["layers"] is not second["layers"]
+    assert first["layers"] is not config["layers"]
+    assert first["inner"].layers == second["inner"].layers == 4
+    assert config["inner"].layers == 3
+    first["layers"].append(9)
+    _, third = compiled(x)
+    assert third["layers"] == [1, 2]
+
+
+def _write_nested_list(settings, x):
+    settings.sizes.append(4)
+
+
+def _write_nested_dict(settings, x):
+    settings.extras["bias"] = 1.5
+
+
+def _write_attribute(settings, x):
+    settings.scale = 3.0
+
+
+def _write_nested_attribute(settings, x):
+    settings.inner.layers = 8
+
+
+@pytest.mark.parametrize(
+    "write",
+    [_write_nested_list, _write_nested_dict, _write_attribute, _write_nested_attribute],
+)
+def test_deepcopy_after_the_frame_wrote_into_the_object_copies_the_write(write):
+    """A write of the frame reaches the real object only after the graph: a copy made
+    while capturing would miss it. The graph breaks at the copy, which sees it."""
+
+    def fn(x, settings):
+        write(settings, x)
+        return x * _settings_readout(copy.deepcopy(settings))
+
+    compiled = dynamo_capture.optimize(fn, backend=eager_backend)
+    x = torch.randn(3)
+    expected, got = _Settings(), _Settings()
+    torch.testing.assert_close(compiled(x, got), fn(x, expected))
+    torch.testing.assert_close(compiled(x, got), fn(x, expected))
+    assert _settings_readout(got) == _settings_readout(expected)
+    with pytest.raises(dynamo_capture.Unsupported, match="copy.deepcopy"):
+        _compiled(fn)(x, _Settings())
+
+
+class _OwnCopy:
+    def __init__(self):
+        self.n = 2
+
+    def __deepcopy__(self, memo):
+        return _OwnCopy()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: {"weight": torch.ones(2)},
+        lambda: _OwnCopy(),
+        lambda: {"d": collections.OrderedDict(a=1)},
+    ],
+    ids=["tensor", "own_deepcopy", "dict_subclass"],
+)
+def test_deepcopy_of_contents_no_guard_stands_for_breaks(make):
+    """Contents a snapshot cannot stand for break the graph at the call (fullgraph
+    raises, naming it); without fullgraph the call runs eagerly and stays correct."""
+    config = make()
+
+    def fn(x):
+        clone = copy.deepcopy(config)
+        return x * len(vars(clone) if isinstance(clone, _OwnCopy) else clone)
+
+    with pytest.raises(dynamo_capture.Unsupported, match="copy.deepcopy"):
+        _compiled(fn)(torch.randn(2))
+    compiled = dynamo_capture.optimize(fn, backend=eager_backend)
+    x = torch.randn(2)
+    torch.testing.assert_close(compiled(x), fn(x))
+    if isinstance(config, dict):
+        config["more"] = 1
+    else:
+        config.n = 3
     torch.testing.assert_close(compiled(x), fn(x))
 
 

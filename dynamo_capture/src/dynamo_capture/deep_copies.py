@@ -1,0 +1,107 @@
+"""`copy.deepcopy` of an object from outside the frame: copied once while capturing, the
+copy's contents guarded, the copy made a value of the frame.
+
+A frame that deep-copies a config (`copy.deepcopy(config)`, transformers'
+`get_text_config()` of an encoder-decoder config) gets, as eagerly, a new object each
+call whose contents are those of the config at that call. Capture copies the object
+while compiling and:
+
+- guards what the copy read (`guards.DeepcopyContentsGuard` on the object's source:
+  every attribute, item and nested object deepcopy walked, by value; their sharing), so
+  an entry whose config changed between calls (same identity, new values) fails and the
+  frame is captured again with the new contents;
+- hands the frame the copy as values made in the frame (`ObjectValue`, `ListValue`,
+  `DictValue`, ...), not as one capture-time object: the frame's writes to it are
+  captured as writes to any object it made, and a copy that leaves the frame (returned,
+  stored) is built anew on each call, as eager's is.
+
+An object graph the guard cannot stand for (a tensor in it, a class with its own
+`__deepcopy__` or `__reduce_ex__`, a dict subclass) breaks the graph at the call, which
+then runs eagerly: never a copy folded that could go stale.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from dynamo_capture import side_effects
+from dynamo_capture.errors import Unsupported
+from dynamo_capture.operations import hashable_key
+from dynamo_capture.values import (
+    DictValue,
+    ListValue,
+    ObjectValue,
+    PythonValue,
+    SetValue,
+    TupleValue,
+    Value,
+)
+from guards.deepcopy_contents import UncopiableContents, contents_snapshot, copied_objects
+
+if TYPE_CHECKING:
+    from dynamo_capture.interpreter import Translator
+
+__all__ = ["deepcopy_outside_object"]
+
+
+def deepcopy_outside_object(tx: Translator, value: PythonValue) -> Value:
+    """`copy.deepcopy(value)` for an object known at capture time (see the module)."""
+    obj = value.obj
+    try:
+        if _written_by_the_frame(tx, copied_objects(obj)):
+            # NOTE: the writes reach the real objects only after the graph: a copy made
+            # now would miss them (eager's copy has them)
+            raise Unsupported(
+                "copy.deepcopy() of an outside object the frame wrote to (or into something "
+                "it holds); needs a graph break"
+            )
+        if value.source is not None:
+            tx.ctx.guards.deepcopy_contents(value.source, obj)
+        else:  # made while capturing by a folded call: nothing to guard, but checked
+            contents_snapshot(obj)
+    except UncopiableContents as error:
+        raise Unsupported(
+            f"copy.deepcopy() of a {type(obj).__name__} whose contents capture cannot guard "
+            f"({error}); needs a graph break"
+        ) from None
+    return _made_in_frame(copy.deepcopy(obj), {})
+
+
+def _written_by_the_frame(tx: Translator, objects: list[Any]) -> bool:
+    """Whether the frame wrote an item or attribute of one of `objects` so far."""
+    written = {id(target) for target, _, _ in tx.ctx.attr_writes.values()}
+    return any(side_effects.shadow_of(o) is not None or id(o) in written for o in objects)
+
+
+def _made_in_frame(obj: Any, made: dict[int, Value]) -> Value:
+    """The value of the frame standing for `obj`, a copy no one else holds: its
+    containers and instances as values made in the frame (one value for an object met
+    twice), the rest (constants, classes, functions) as they are."""
+    known = made.get(id(obj))
+    if known is not None:
+        return known
+    cls = type(obj)
+    if cls is list:
+        made[id(obj)] = result = ListValue([])
+        result.items.extend(_made_in_frame(item, made) for item in obj)
+    elif cls is dict:
+        made[id(obj)] = result = DictValue({})
+        for key, item in obj.items():
+            result.items[hashable_key(PythonValue(key))] = _made_in_frame(item, made)
+    elif cls is set:
+        result = SetValue({hashable_key(PythonValue(item)) for item in obj})
+    elif cls is tuple:
+        items = [_made_in_frame(item, made) for item in obj]
+        if all(isinstance(item, PythonValue) for item in items):
+            result = PythonValue(obj)  # deepcopy kept it (nothing in it was copied)
+        else:
+            result = TupleValue(items)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+        # an instance copied by the default protocol (the guard checked it)
+        made[id(obj)] = result = ObjectValue(cls)
+        result.attrs.update({name: _made_in_frame(item, made) for name, item in vars(obj).items()})
+    else:
+        result = PythonValue(obj)
+    made[id(obj)] = result
+    return result
