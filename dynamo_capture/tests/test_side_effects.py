@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections.abc
 import copy
+import enum
 
 import pytest
 import torch
@@ -228,6 +229,37 @@ def test_deepcopy_keeps_sharing_and_sees_it_change():
     config.other = [1, 2]
     torch.testing.assert_close(compiled(x), fn(x))
     assert backend.frame_count == 2
+
+
+class _Mode(enum.Enum):
+    FAST = 1
+    EXACT = 2
+
+
+def test_deepcopy_keeps_functions_classes_and_enum_members_and_copies_what_holds_lists():
+    config = _Config([1, 2])
+    config.act = torch.relu
+    config.kind = _Config
+    config.mode = _Mode.FAST
+    config.pairs = ((1, [2, 3]), ("a", 4.5))
+
+    def fn(x):
+        clone = copy.deepcopy(config)
+        clone.pairs[0][1].append(7)
+        scale = 2 if clone.mode is _Mode.FAST else 3
+        return clone.act(x) * scale * len(clone.pairs[0][1]), isinstance(clone, clone.kind)
+
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=backend, fullgraph=True)
+    x = torch.randn(3)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert config.pairs[0][1] == [2, 3] and backend.frame_count == 1
+    config.mode = _Mode.EXACT
+    torch.testing.assert_close(compiled(x), fn(x))
+    config.act = torch.tanh
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert backend.frame_count == 3
 
 
 def test_a_deepcopy_leaving_the_frame_is_a_new_object_each_call():

@@ -37,7 +37,12 @@ from dynamo_capture.values import (
     TupleValue,
     Value,
 )
-from guards.deepcopy_contents import UncopiableContents, contents_snapshot, copied_objects
+from guards.deepcopy_contents import (
+    UncopiableContents,
+    contents_snapshot,
+    copied_objects,
+    kept_or_valued,
+)
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
@@ -82,6 +87,8 @@ def _made_in_frame(obj: Any, made: dict[int, Value]) -> Value:
     if known is not None:
         return known
     cls = type(obj)
+    if kept_or_valued(obj):
+        return PythonValue(obj)
     if cls is list:
         made[id(obj)] = result = ListValue([])
         result.items.extend(_made_in_frame(item, made) for item in obj)
@@ -97,10 +104,14 @@ def _made_in_frame(obj: Any, made: dict[int, Value]) -> Value:
             result = PythonValue(obj)  # deepcopy kept it (nothing in it was copied)
         else:
             result = TupleValue(items)
-    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
-        # an instance copied by the default protocol (the guard checked it)
+    elif cls is not frozenset:
+        # an instance copied by the default protocol (the contents check said so)
         made[id(obj)] = result = ObjectValue(cls)
-        result.attrs.update({name: _made_in_frame(item, made) for name, item in vars(obj).items()})
+        try:
+            instance_dict = object.__getattribute__(obj, "__dict__")
+        except AttributeError:  # `object()`
+            instance_dict = {}
+        result.attrs.update({k: _made_in_frame(v, made) for k, v in instance_dict.items()})
     else:
         result = PythonValue(obj)
     made[id(obj)] = result

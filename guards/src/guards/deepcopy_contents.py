@@ -52,7 +52,13 @@ from guards.errors import GuardsError
 from guards.guard_kinds import Guard, GuardCode
 from guards.stable_reads import _class_dict, _is_heap
 
-__all__ = ["DeepcopyContentsGuard", "UncopiableContents", "contents_snapshot", "copied_objects"]
+__all__ = [
+    "DeepcopyContentsGuard",
+    "UncopiableContents",
+    "contents_snapshot",
+    "copied_objects",
+    "kept_or_valued",
+]
 
 
 class UncopiableContents(GuardsError):
@@ -210,6 +216,12 @@ class _Walk:
                 f"a {type(key).__qualname__} as a dict key or set item (constants only)"
             )
         return leaf
+
+
+def kept_or_valued(obj: Any) -> bool:
+    """Whether deepcopy gives `obj` itself or an equal constant (no container or instance
+    of its own in the copy): a constant, a class, a function, an enum member."""
+    return _leaf(obj) is not None
 
 
 def copied_objects(obj: Any) -> list[Any]:
