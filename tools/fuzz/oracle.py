@@ -37,7 +37,9 @@ Rules (documented in README.md):
   `reclassify_layout`; element by element for programs naming float16/bfloat16,
   `reclassify_rounding_by_element`); so are those of a program calling an eager kernel
   whose result depends on the element's position, where one of its formulas at every
-  position gives the compiled result (`reclassify_eager_by_position`).
+  position gives the compiled result (`reclassify_eager_by_position`); and those that
+  each statement explains on the compiled values before it, a float32 sum or mean
+  within what some summation order gives (`reclassify_stepwise`).
 - exceptions: where eager raises, the compiled function must raise an exception
   of the same family: its type, a cause or context of it, is an instance of the
   builtin base of eager's type (`RuntimeError`, `IndexError`, ...).
