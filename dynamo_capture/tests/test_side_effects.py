@@ -472,3 +472,116 @@ def test_an_argument_list_popped_returns_the_item_it_held():
     expected = popped_from_an_argument(x, eager_items, _Holder())
     torch.testing.assert_close(got[0], expected[0])
     assert got_items == [a] and eager_items == [a]
+
+
+def test_deepcopy_of_a_transformers_config_sees_its_changes():
+    """A transformers config answers attribute lookups itself (`attribute_map`): its
+    copy is folded in one graph and guarded as any object's."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64
+    )
+
+    def fn(x):
+        clone = copy.deepcopy(config)
+        theta = clone.rope_parameters["rope_theta"]
+        return x * clone.num_hidden_layers + theta, clone
+
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=backend, fullgraph=True)
+    x = torch.randn(3)
+    for _ in range(2):
+        got, clone = compiled(x)
+        torch.testing.assert_close(got, fn(x)[0])
+    assert backend.frame_count == 1
+    assert type(clone) is type(config) and clone is not config
+    assert clone.to_dict() == config.to_dict()
+    config.rope_parameters["rope_theta"] = 500.0
+    torch.testing.assert_close(compiled(x)[0], fn(x)[0])
+    config.num_hidden_layers = 3
+    torch.testing.assert_close(compiled(x)[0], fn(x)[0])
+    assert backend.frame_count == 3
+
+
+def test_deepcopy_of_values_made_in_the_frame_stays_in_the_graph():
+    config = _Config(3)
+
+    def fn(x):
+        made = {"sizes": [1, 2], "inner": _Config((4, [5])), "outside": config}
+        clone = copy.deepcopy(made)
+        clone["sizes"].append(3)
+        clone["inner"].layers[1].append(6)
+        clone["outside"].layers += 1
+        total = len(made["sizes"]) + len(made["inner"].layers[1]) + config.layers
+        return x * total + len(clone["sizes"]) + clone["outside"].layers, clone
+
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=backend, fullgraph=True)
+    x = torch.randn(3)
+    for _ in range(2):
+        got, clone = compiled(x)
+        want, expected = fn(x)
+        torch.testing.assert_close(got, want)
+        assert clone["inner"].layers == expected["inner"].layers and clone["outside"].layers == 4
+    assert config.layers == 3 and backend.frame_count == 1
+    config.layers = 5
+    torch.testing.assert_close(compiled(x)[0], fn(x)[0])
+    assert backend.frame_count == 2
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda x, c: [x * 2], lambda x, c: {"a": c, "b": c.layers}],
+    ids=["graph_tensor", "two_outside_objects"],
+)
+def test_deepcopy_of_made_values_the_copy_cannot_stand_for_breaks(make):
+    config = _Config([1])
+
+    def fn(x):
+        clone = copy.deepcopy(make(x, config))
+        return x + len(clone)
+
+    with pytest.raises(dynamo_capture.Unsupported, match="copy.deepcopy"):
+        _compiled(fn)(torch.randn(2))
+    compiled = dynamo_capture.optimize(fn, backend=eager_backend)
+    x = torch.randn(2)
+    torch.testing.assert_close(compiled(x), fn(x))
+
+
+def test_delattr_of_a_made_object_and_of_an_outside_one():
+    outside = _Config(3)
+    outside.extra = 2
+
+    def fn(x):
+        made = _Config(2)
+        made.extra = 1
+        delattr(made, "extra")
+        delattr(outside, "extra")
+        return x * made.layers + hasattr(made, "extra") + hasattr(outside, "extra")
+
+    x = torch.randn(2)
+    got = _compiled(fn)(x)
+    assert not hasattr(outside, "extra")
+    outside.extra = 2
+    torch.testing.assert_close(got, fn(x))
+
+
+@pytest.mark.slow
+def test_t5_forward_with_a_cache_compiles_in_one_frame_as_torch_compile():
+    """T5's cache construction deep-copies its encoder-decoder config and deletes
+    attributes of the copy (`get_text_config(decoder=True)`): one frame, as torch.compile."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.T5Config(
+        d_model=32, d_ff=64, num_layers=2, num_heads=2, d_kv=16, vocab_size=100
+    )
+    model = transformers.T5ForConditionalGeneration(config).eval()
+    ids = torch.randint(1, 64, (2, 6))
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(model.forward, backend=backend)
+    with torch.no_grad():
+        for _ in range(2):
+            got = compiled(input_ids=ids, decoder_input_ids=ids[:, :3], use_cache=True)
+            want = model(input_ids=ids, decoder_input_ids=ids[:, :3], use_cache=True)
+            torch.testing.assert_close(got.logits, want.logits)
+    assert backend.frame_count == 1
