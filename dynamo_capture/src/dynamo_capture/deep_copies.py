@@ -18,6 +18,11 @@ while compiling and:
 An object graph the guard cannot stand for (a tensor in it, a class with its own
 `__deepcopy__` or `__reduce_ex__`, a dict subclass) breaks the graph at the call, which
 then runs eagerly: never a copy folded that could go stale.
+
+`deepcopy_frame_value` copies lists, dicts, tuples, sets and plain instances the frame
+made (transformers' `to_dict()` copies a config copy's `__dict__`) into new values of
+the frame, as deepcopy copies them; nothing to guard but the one outside object they
+may hold.
 """
 
 from __future__ import annotations
