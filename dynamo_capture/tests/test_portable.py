@@ -121,3 +121,18 @@ def test_portable_shape_guard_round_trips_and_checks_the_same():
         values = (*sizes,)
         assert decoded.failure(*values) == guard.failure(*values)
     assert decoded.failure(7, 4, 10) is not None  # s0 % 2 == 0 is still checked
+
+
+def test_portable_deepcopy_contents_guard_round_trips_and_checks_the_same():
+    from dynamo_capture.portable import decode_guard, encode_guard
+    from guards import DeepcopyContentsGuard, LocalSource
+
+    config = {"layers": [1, 2.5, None, "a", (1, 2)], "dtype": torch.float16, "act": torch.relu}
+    guard = DeepcopyContentsGuard.of(LocalSource("config"), config)
+    decoded = decode_guard(encode_guard(guard), None)
+    assert decoded == guard and decoded.failure(config) is None
+    assert decoded.state.holds(config)
+    config["layers"][1] = 3.5
+    assert not decoded.state.holds(config) and decoded.failure(config) is not None
+    with pytest.raises(NotPortable):  # a range: no portable value (the record is not kept)
+        encode_guard(DeepcopyContentsGuard.of(LocalSource("config"), {"r": range(3)}))

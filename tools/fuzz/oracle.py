@@ -37,7 +37,9 @@ Rules (documented in README.md):
   `reclassify_layout`; element by element for programs naming float16/bfloat16,
   `reclassify_rounding_by_element`); so are those of a program calling an eager kernel
   whose result depends on the element's position, where one of its formulas at every
-  position gives the compiled result (`reclassify_eager_by_position`).
+  position gives the compiled result (`reclassify_eager_by_position`); and those that
+  each statement explains on the compiled values before it, a float32 sum or mean
+  within what some summation order gives (`reclassify_stepwise`).
 - exceptions: where eager raises, the compiled function must raise an exception
   of the same family: its type, a cause or context of it, is an instance of the
   builtin base of eager's type (`RuntimeError`, `IndexError`, ...).
@@ -723,10 +725,75 @@ def _steps_explained(statements, eager, actual, before, namespace, floor) -> boo
             replay = dict(namespace)
             replay.update({name: _copy(value) for name, value in before.items()})
             exec(compile(ast.Module([statement], []), "<stepwise>", "exec"), replay)
-            if any(_differs(replay[n], got[n], floor) for n in got):
+            wrong = [n for n in got if _differs(replay[n], got[n], floor)]
+            if wrong and not _summation_order_explains(statement, before, replay, got, wrong):
                 return False
         before = got
     return True
+
+
+# float32 reductions whose value depends on the order of their additions
+SUMMATIONS = ("sum", "mean")
+
+
+def _summation_of(statement: ast.stmt) -> tuple[str, str, ast.expr] | None:
+    """(target, operand, call) of `target = operand.sum(...)` / `torch.sum(operand, ...)`
+    (or mean) with constant arguments and no `dtype=`, else None."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+        return None
+    target, call = statement.targets[0], statement.value
+    if not (isinstance(target, ast.Name) and isinstance(call, ast.Call)):
+        return None
+    func, args = call.func, list(call.args)
+    if not (isinstance(func, ast.Attribute) and func.attr in SUMMATIONS):
+        return None
+    if isinstance(func.value, ast.Name) and func.value.id == "torch" and args:
+        operand = args.pop(0)
+    else:
+        operand = func.value
+    constant = all(isinstance(a, ast.Constant) for a in args)
+    keywords = all(isinstance(k.value, ast.Constant) and k.arg != "dtype" for k in call.keywords)
+    if not (isinstance(operand, ast.Name) and constant and keywords):
+        return None
+    return target.id, operand.id, call
+
+
+def _summation_order_explains(statement, before, replay, got, wrong) -> bool:
+    """Whether a float32 sum (or mean) whose compiled value is not eager's, on the same
+    operand, is within what a float32 summation in any order may give (seed 900355).
+
+    For n terms added in any order, the rounding error is at most n * u * sum(|x|)
+    (u = 2**-24; Higham, Accuracy and Stability of Numerical Algorithms, 4.2), around the
+    exact sum (taken in float64); and where sum(|x|) exceeds float32's largest value, a
+    partial sum may overflow, so that inf, -inf or NaN is what some order gives. Each
+    element where compiled and eager differ must be in those bounds (a finite value near
+    the exact sum, or a non-finite one where a partial sum may overflow); eager's kernel
+    (a cascade of partial sums) and compiled code (one accumulator per lane) add in
+    other orders, and both are float32 summations."""
+    found = _summation_of(statement)
+    if found is None:
+        return False
+    target, operand, call = found
+    x, result = before.get(operand), got.get(target)
+    if wrong != [target] or not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
+        return False
+    if not isinstance(result, torch.Tensor) or result.dtype != torch.float32:
+        return False
+    expression = ast.Expression(call)
+    evaluate = compile(ast.fix_missing_locations(expression), "<summation>", "eval")
+    exact = eval(evaluate, {"torch": torch, operand: x.detach().double()})
+    magnitude = eval(evaluate, {"torch": torch, operand: x.detach().double().abs()})
+    terms = x.numel() // max(result.numel(), 1)
+    scale = terms if call.func.attr == "mean" else 1  # a mean's partial sums: times n
+    got_value, eager_value = result.detach().double(), replay[target].detach().double()
+    if exact.shape != got_value.shape:
+        return False
+    differing = ~torch.isclose(got_value, eager_value, equal_nan=True)
+    may_overflow = magnitude * scale > torch.finfo(torch.float32).max
+    bound = terms * 2.0**-24 * magnitude + 2.0**-24 * exact.abs()
+    within = (got_value - exact).abs() <= bound
+    overflowed = may_overflow & ~torch.isfinite(got_value)
+    return bool((within | overflowed)[differing].all())
 
 
 def _copy(value):

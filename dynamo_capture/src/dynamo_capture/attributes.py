@@ -201,6 +201,8 @@ def object_attr(tx: Translator, value: ObjectValue, name: str) -> Value:
         return value.attrs[name]
     if name == "__class__":
         return PythonValue(value.cls)
+    if name == "__dict__" and value.source is None:
+        return DictValue(value.attrs)  # a live view, as `get_attr` gives it
     return _class_attr(tx, value, value.cls, name)
 
 

@@ -1007,23 +1007,34 @@ def _input_parameter(tx: Translator, value: Value) -> torch.nn.Parameter | None:
     return None
 
 
+@handles(builtins.delattr)
+def _delattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """delattr(obj, name) with a name known at capture time: as `del obj.name`."""
+    from dynamo_capture.opcodes_data import delete_attribute
+
+    if len(args) != 2 or kwargs:
+        raise raised_by_python(TypeError(f"delattr expected 2 arguments, got {len(args)}"))
+    name = as_constant(args[1])
+    if type(name) is not str:
+        raise raised_by_python(TypeError("attribute name must be string"))
+    delete_attribute(tx, args[0], name)
+    return PythonValue(None)
+
+
 @handles(copy.deepcopy)
 def _deepcopy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    """deepcopy of a tensor-free object known at capture time: copied once, its identity
-    guarded; one the frame wrote breaks.
+    """deepcopy of an object known at capture time: copied once, what the copy read
+    guarded, the copy a value of the frame (deep_copies.py)."""
+    from dynamo_capture.deep_copies import deepcopy_frame_value, deepcopy_outside_object
 
-    NOTE: a known gap: an outside object whose contents change between calls (same
-    identity) keeps the first copy. Breaking on every mutable object (tried) broke the
-    graph of every transformers decoder, whose cache construction deep-copies the config
-    (`config.get_text_config()`); a guard on the copied contents is the missing piece.
-    """
-    if side_effects.shadow_of(getattr(args[0], "obj", None)) is not None:
-        raise Unsupported("copy.deepcopy() of an outside container the frame wrote")
+    if len(args) > 1 or kwargs:
+        raise Unsupported("copy.deepcopy() with a memo (needs a graph break)")
+    if not isinstance(args[0], PythonValue):
+        return deepcopy_frame_value(tx, args[0])
     obj = _outside_object(args[0], "copy.deepcopy()")
-    if isinstance(obj, torch.nn.Module) or len(args) > 1 or kwargs:
-        raise Unsupported("copy.deepcopy() of a module, or with a memo (needs a graph break)")
-    guard_identity(tx, args[0])
-    return PythonValue(copy.deepcopy(obj))
+    if isinstance(obj, torch.nn.Module):
+        raise Unsupported("copy.deepcopy() of a module (needs a graph break)")
+    return deepcopy_outside_object(tx, args[0])
 
 
 @handles(inspect.signature)

@@ -30,6 +30,7 @@ from dynamo_capture.sources import Source
 from guards import (
     AttributeIdGuard,
     CompiledGuards,
+    DeepcopyContentsGuard,
     Guard,
     GuardSet,
     HasAttrGuard,
@@ -196,6 +197,11 @@ class FrameGuards:
     def subclass_layout(self, source: Source, layout: Any) -> None:
         """A traceable tensor subclass's class, flatten context and inner metadata."""
         self.guard_set.add(SubclassLayoutGuard(source, layout))
+
+    def deepcopy_contents(self, source: Source, value: Any) -> None:
+        """What `copy.deepcopy(value)` reads stays as it is now (raises
+        guards' UncopiableContents where no snapshot can stand for it)."""
+        self.guard_set.add(DeepcopyContentsGuard.of(source, value))
 
     def length_check(self, source: Source, value: Any) -> None:
         self.guard_set.add_length(source, value)

@@ -275,17 +275,21 @@ def store_attr(tx: Translator, inst: Instruction) -> None:
 def delete_attr(tx: Translator, inst: Instruction) -> None:
     """del obj.name: on an instance made while capturing; on an outside object, logged
     and replayed after the graph (attributes.delete_attr)."""
-    target = tx.pop()
-    check_side_effect(tx, f"del .{inst.argval}")
+    delete_attribute(tx, tx.pop(), inst.argval)
+
+
+def delete_attribute(tx: Translator, target: Value, name: str) -> None:
+    """`del target.name` (or `delattr(target, name)`)."""
+    check_side_effect(tx, f"del .{name}")
     if isinstance(target, ObjectValue) and target.source is None:
         deleter = inspect.getattr_static(target.cls, "__delattr__", None)
         if isinstance(deleter, types.FunctionType):
             raise Unsupported(f"del on a {target.cls.__name__}, whose class defines __delattr__")
-        if inst.argval not in target.attrs:
-            raise Unsupported(f"AttributeError while capturing: del of a missing {inst.argval!r}")
-        del target.attrs[inst.argval]
+        if name not in target.attrs:
+            raise Unsupported(f"AttributeError while capturing: del of a missing {name!r}")
+        del target.attrs[name]
         return
-    delete_outside_attr(tx, target, inst.argval)
+    delete_outside_attr(tx, target, name)
 
 
 @opcode_handler("LOAD_ASSERTION_ERROR")

@@ -4,6 +4,7 @@ Stable API: everything in `__all__`.
 """
 
 from guards.automatic_dynamic import SizeHistory
+from guards.deepcopy_contents import DeepcopyContentsGuard, UncopiableContents, contents_snapshot
 from guards.errors import (
     DataDependentError,
     FakeTensorError,
@@ -100,6 +101,7 @@ __all__ = [
     "FakeTensorError",
     "GuardsError",
     "SourceError",
+    "UncopiableContents",
     "UnsupportedOpError",
     # fake tensors
     "DATA_DEPENDENT_OPS",
@@ -131,6 +133,7 @@ __all__ = [
     # guards
     "AttributeIdGuard",
     "CompiledGuards",
+    "DeepcopyContentsGuard",
     "DictKeysGuard",
     "SetItemsGuard",
     "SubclassLayoutGuard",
@@ -148,6 +151,7 @@ __all__ = [
     "NotInInstanceDictGuard",
     "TensorMatchGuard",
     "TypeGuard",
+    "contents_snapshot",
     # logs, marks, filters
     "ARTIFACTS",
     "artifact_enabled",
