@@ -1396,6 +1396,8 @@ def _sequence_lookup_error(container: TupleValue | ListValue, key: Any) -> Excep
 
 def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Value:
     obj, source = container.obj, container.source
+    if isinstance(index, TensorValue) and type(obj) in (dict, collections.defaultdict):
+        return _tensor_keyed_item(tx, container, index)
     if type(obj) is collections.defaultdict and source is not None:
         key = _index_constant(tx, index)
         if key not in obj:  # the factory fills the key: a write, replayed after the graph
@@ -1472,6 +1474,22 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
         except NotConstant:
             raise Unsupported("a typing subscript of values known only when it runs") from None
     return _dunder_call(tx, container, "__getitem__", [index])
+
+
+def _tensor_keyed_item(tx: Translator, container: PythonValue, index: TensorValue) -> Value:
+    """`state[param]` on an outside dict keyed by tensors (by identity): the item of an
+    input tensor the dict holds, read through a source keyed by the tensor's source (its
+    guards fail where the dict no longer holds that tensor). A tensor the frame made, or
+    one the dict lacks (a defaultdict would add it), breaks."""
+    from dynamo_capture.sources import TensorKeySource
+
+    obj, source = container.obj, container.source
+    real = next((tensor for _, tensor, value in tx.ctx.inputs if value is index), None)
+    if source is None or index.source is None or real is None:
+        raise Unsupported("indexing a Python container with a tensor")
+    if not any(key is real for key in obj):
+        raise Unsupported("indexing a dict with a tensor it does not hold")
+    return tx.ctx.wrap(obj[real], TensorKeySource(source, index.source))
 
 
 def _class_subscript(tx: Translator, cls_value: PythonValue, index: Value) -> Value:
