@@ -860,3 +860,27 @@ def test_dict_keyed_by_parameters_read_by_the_parameter():
     with pytest.raises(KeyError):
         compiled(x, p)
     assert_same(compiled(x, q), fn(x, q))
+
+
+def test_dict_keyed_by_parameters_written_through_the_item():
+    """The item read by a parameter, then written (a new tensor, in place, a new key):
+    the writes land in the caller's dict, as eager leaves it."""
+
+    def program(compile_fn):
+        p, q = nn.Parameter(torch.ones(2)), nn.Parameter(torch.zeros(2))
+        state: dict = {p: {"m": torch.full((2,), 3.0)}, q: {"m": torch.full((2,), 4.0)}}
+
+        def fn(x, key):
+            state[key]["m"] = state[key]["m"] * 2 + x
+            state[key]["m"].add_(1)
+            state[key]["n"] = len(state[key])
+            return x + 1
+
+        compiled = compile_fn(fn)
+        results = [compiled(torch.ones(2), key) for key in (p, q, p)]
+        return results, [state[p], state[q]]
+
+    expected = program(lambda fn: fn)
+    assert_same(
+        program(lambda fn: dynamo_capture.optimize(fn, backend=CountingBackend())), expected
+    )
