@@ -1196,7 +1196,10 @@ def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
     if isinstance(value, PythonValue) and isinstance(value.obj, dict):
         _check_items_read_as_iterated(value.obj)
         source = value.source
-        return {key: tx.ctx.wrap(item, item_source(source, key)) for key, item in value.obj.items()}
+        return {
+            _outside_key(tx, key, source): tx.ctx.wrap(item, _outside_item_source(tx, source, key))
+            for key, item in value.obj.items()
+        }
     if isinstance(value, PythonValue) and isinstance(value.obj, torch.nn.ModuleDict):
         source = value.source
         return {
@@ -1474,6 +1477,27 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
         except NotConstant:
             raise Unsupported("a typing subscript of values known only when it runs") from None
     return _dunder_call(tx, container, "__getitem__", [index])
+
+
+def _outside_key(tx: Translator, key: Any, source: Any) -> Any:
+    """A key of an outside dict as the frame's keys compare with it: a tensor (hashed by
+    identity) as the IdentityKey of the input the frame read it as. A tensor the frame
+    has not read breaks: no value of the frame could be that key, but its item could not
+    be read either (it has no source)."""
+    if not isinstance(key, torch.Tensor):
+        return key
+    known = tx.ctx.known_tensor(key)
+    if known is None or known.source is None or source is None:
+        raise Unsupported("reading a dict keyed by tensors the frame has not read")
+    return IdentityKey(known)
+
+
+def _outside_item_source(tx: Translator, source: Any, key: Any) -> Any:
+    if isinstance(key, torch.Tensor):
+        from dynamo_capture.sources import TensorKeySource
+
+        return TensorKeySource(source, tx.ctx.known_tensor(key).source)
+    return item_source(source, key)
 
 
 def _tensor_keyed_item(tx: Translator, container: PythonValue, index: TensorValue) -> Value:
