@@ -16,6 +16,9 @@ eager's, and the graph and op counts equal torch.compile's
     between calls: lr schedulers stepped, `param_groups[0]['lr'] = x`, a param group
         added, hyperparameters changed, the state read
     GradScaler: scale, unscale_, step and update around compiled parts
+    user code: an optimizer keeping buffers in a dict keyed by parameters, a Python
+        autograd tape (test_python_autograd.py style); dicts keyed by parameters read
+        by `[]` and `.get`, written through their items
 """
 
 from __future__ import annotations
