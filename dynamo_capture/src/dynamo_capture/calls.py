@@ -739,6 +739,10 @@ EAGER_PACKAGES = ("torch.distributed.", "torch._C._distributed")
 # into one is a break, its code run eagerly; inlined, a logger's cached levels would
 # decide at capture whether a message is written, and its locks cannot be traced.
 EAGER_STDLIB_MODULES = ("logging.", "threading.")
+# torch modules whose classes' methods torch.compile skips (their frames run eagerly, a
+# break at the call): GradScaler's scale / unscale_ / step / update. Its module functions
+# (a defaultdict factory) are traced.
+EAGER_TORCH_CLASS_MODULES = frozenset({"torch.amp.grad_scaler"})
 # Their queries of the process group, fixed for a process: folded to constants.
 _PROCESS_QUERIES = frozenset(
     {"is_available", "is_initialized", "is_torchelastic_launched", "get_rank", "get_world_size"}
@@ -759,6 +763,13 @@ def _check_not_eager_package(obj: Any) -> None:
             f"call to {name} ({module}), library code that runs eagerly: it communicates "
             "between processes or changes sharded state"
         )
+    if module in EAGER_TORCH_CLASS_MODULES and "." in inner.__qualname__:
+        error = Unsupported(
+            f"call to {inner.__qualname__} ({module}): torch.compile skips this code of "
+            "torch's; it runs eagerly"
+        )
+        error.eager_call = True
+        raise error
     if isinstance(module, str) and f"{module}.".startswith(EAGER_STDLIB_MODULES):
         name = getattr(inner, "__qualname__", None) or repr(inner)
         error = Unsupported(

@@ -1196,7 +1196,10 @@ def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
     if isinstance(value, PythonValue) and isinstance(value.obj, dict):
         _check_items_read_as_iterated(value.obj)
         source = value.source
-        return {key: tx.ctx.wrap(item, item_source(source, key)) for key, item in value.obj.items()}
+        return {
+            _outside_key(tx, key, source): tx.ctx.wrap(item, _outside_item_source(tx, source, key))
+            for key, item in value.obj.items()
+        }
     if isinstance(value, PythonValue) and isinstance(value.obj, torch.nn.ModuleDict):
         source = value.source
         return {
@@ -1396,6 +1399,8 @@ def _sequence_lookup_error(container: TupleValue | ListValue, key: Any) -> Excep
 
 def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Value:
     obj, source = container.obj, container.source
+    if isinstance(index, TensorValue) and type(obj) in (dict, collections.defaultdict):
+        return _tensor_keyed_item(tx, container, index)
     if type(obj) is collections.defaultdict and source is not None:
         key = _index_constant(tx, index)
         if key not in obj:  # the factory fills the key: a write, replayed after the graph
@@ -1472,6 +1477,43 @@ def _real_get_item(tx: Translator, container: PythonValue, index: Value) -> Valu
         except NotConstant:
             raise Unsupported("a typing subscript of values known only when it runs") from None
     return _dunder_call(tx, container, "__getitem__", [index])
+
+
+def _outside_key(tx: Translator, key: Any, source: Any) -> Any:
+    """A key of an outside dict as the frame's keys compare with it: a tensor (hashed by
+    identity) as the IdentityKey of the input the frame read it as. A tensor the frame
+    has not read breaks: no value of the frame could be that key, but its item could not
+    be read either (it has no source)."""
+    if not isinstance(key, torch.Tensor):
+        return key
+    known = tx.ctx.known_tensor(key)
+    if known is None or known.source is None or source is None:
+        raise Unsupported("reading a dict keyed by tensors the frame has not read")
+    return IdentityKey(known)
+
+
+def _outside_item_source(tx: Translator, source: Any, key: Any) -> Any:
+    if isinstance(key, torch.Tensor):
+        from dynamo_capture.sources import TensorKeySource
+
+        return TensorKeySource(source, tx.ctx.known_tensor(key).source)
+    return item_source(source, key)
+
+
+def _tensor_keyed_item(tx: Translator, container: PythonValue, index: TensorValue) -> Value:
+    """`state[param]` on an outside dict keyed by tensors (by identity): the item of an
+    input tensor the dict holds, read through a source keyed by the tensor's source (its
+    guards fail where the dict no longer holds that tensor). A tensor the frame made, or
+    one the dict lacks (a defaultdict would add it), breaks."""
+    from dynamo_capture.sources import TensorKeySource
+
+    obj, source = container.obj, container.source
+    real = next((tensor for _, tensor, value in tx.ctx.inputs if value is index), None)
+    if source is None or index.source is None or real is None:
+        raise Unsupported("indexing a Python container with a tensor")
+    if not any(key is real for key in obj):
+        raise Unsupported("indexing a dict with a tensor it does not hold")
+    return tx.ctx.wrap(obj[real], TensorKeySource(source, index.source))
 
 
 def _class_subscript(tx: Translator, cls_value: PythonValue, index: Value) -> Value:

@@ -36,6 +36,8 @@ import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.operations import NotConstant, as_constant, sequence_items
 from dynamo_capture.scalar_subclasses import BASE_NEWS
@@ -282,6 +284,22 @@ def _methodcaller_call(name, args, kwargs, obj):
     return getattr(obj, name)(*args, **kwargs)
 
 
+def _group_tensors_by_device_and_dtype(tensorlistlist, with_indices=False):
+    # torch._C's grouping (clip_grad_norm_'s, the foreach optimizers'): the same tensors,
+    # grouped by the first list's (device, dtype), each group keeping the lists' order
+    groups = {}
+    for index, first in enumerate(tensorlistlist[0]):
+        key = (first.device, first.dtype)
+        if key not in groups:
+            groups[key] = ([[] for _ in tensorlistlist], [])
+        lists, indices = groups[key]
+        for group_list, full_list in zip(lists, tensorlistlist):
+            group_list.append(full_list[index])
+        if with_indices:
+            indices.append(index)
+    return groups
+
+
 STAND_INS: dict[Any, Callable[..., Any]] = {
     itertools.accumulate: _accumulate,
     itertools.chain.from_iterable: _chain_from_iterable,
@@ -302,6 +320,7 @@ STAND_INS: dict[Any, Callable[..., Any]] = {
     heapq.nsmallest: _nsmallest,
     collections._count_elements: _count_elements,  # Counter.update's counting loop
     functools.cmp_to_key: _cmp_to_key,
+    torch._C._group_tensors_by_device_and_dtype: _group_tensors_by_device_and_dtype,
 }
 
 # Pure C callables (and this module's index helpers): folded on constant arguments.

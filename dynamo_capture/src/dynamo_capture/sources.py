@@ -40,6 +40,7 @@ __all__ = [
     "ArraySizesSource",
     "BuiltinViewSource",
     "RawAttrSource",
+    "TensorKeySource",
     "NumpyTensorSource",
     "NNModuleSource",
     "PlainTensorSource",
@@ -103,6 +104,26 @@ class BuiltinViewSource(Source):
         if self.index is None:
             return f"{self.kind}.__len__({base_name})"
         return f"{self.kind}.__getitem__({base_name}, {self.index!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class TensorKeySource(Source):
+    """The item of a dict keyed by a tensor (an optimizer's `state[param]`), the key an
+    input tensor read from `key`: `base[key]`. A guard reading it fails (and the frame
+    compiles again) where the dict no longer holds that tensor."""
+
+    source: Source
+    key: Source
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"{base_expr}[{self.key.expr}]"
+
+    def short_name(self, base_name: str) -> str:
+        return f"{base_name}[{self.key.name}]"
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,6 +83,8 @@ INLINED_TORCH_MODULES = (
     "torch.nn.utils.convert_parameters",
     "torch.testing",
     "torch.utils._pytree",
+    "torch.nn.utils.clip_grad",
+    "torch.utils._foreach_utils",
 )
 # torch's Python functions traced like user code, as torch.compile traces them
 INLINED_TORCH_FUNCTIONS = frozenset({torch.jit._unwrap_optional})
@@ -289,7 +291,16 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
                     "state, which runs eagerly"
                 )
             if not _returns_tensor(tx, fn, real_args, real_kwargs):
-                return PythonValue(fn(*real_args, **real_kwargs))
+                result = fn(*real_args, **real_kwargs)
+                if _makes_fresh_container(fn, result, real_args, real_kwargs):
+                    # NOTE: eagerly each call gets a new list/dict/set (a defaultdict's
+                    # factory): folded, every call would share the one made while
+                    # capturing, and the frame's writes to it would go to that object.
+                    # Its code is traced like user code instead (as torch.compile does)
+                    from dynamo_capture.calls import inline_function
+
+                    return inline_function(tx, fn, args, kwargs, None)
+                return PythonValue(result)
     elif _launches_outside_dispatch(fn):
         # NOTE: the graph node is evaluated on fake tensors, which have no memory; a
         # function that launches its own kernel on its arguments' data pointers would
@@ -549,6 +560,17 @@ def _returns_tensor(tx: Translator, fn: Any, args: list[Any], kwargs: dict[str, 
     except Exception:  # noqa: BLE001
         return True
     return isinstance(result, torch.Tensor | list | tuple) and _contains_tensor(result)
+
+
+_MUTABLE_CONTAINERS = (list, dict, set, bytearray)
+
+
+def _makes_fresh_container(fn: Any, result: Any, args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether the Python function `fn` gave a list, dict or set it makes anew on each
+    call (a second call gives another object), not one it keeps (a registry)."""
+    if not isinstance(fn, types.FunctionType) or not isinstance(result, _MUTABLE_CONTAINERS):
+        return False
+    return fn(*args, **kwargs) is not result
 
 
 def _contains_tensor(result: Any) -> bool:
