@@ -832,13 +832,16 @@ def _trace(
     # tracing's own failure, raised as it is.
     default_dtype = torch.get_default_dtype()
     backward_errors: tuple[str, ...] = ()
+    writable = False
     try:
         while True:
             try:
                 return _trace_once(
                     fn, example_inputs, decompositions, joint, mode, backward_errors, float_inputs,
-                    views_as_outputs,
+                    views_as_outputs, writable,
                 )  # fmt: skip
+            except _WritesGradInput:
+                writable = True
             except _BackwardRaises as raised:
                 seen = {_without_positions(m) for m in backward_errors}
                 if _without_positions(raised.message) in seen:
@@ -851,6 +854,28 @@ def _trace(
 _LEAF_WRITE = "a leaf Variable that requires grad is being used in an in-place operation"
 
 
+class _WritesGradInput(Exception):  # noqa: N818 - a signal between two traces, never raised out
+    """The traced code wrote in place into an input requiring grad, traced as a leaf:
+    trace again with those inputs as non-leaves (see `_writable_value`)."""
+
+
+def _writable_value(value: Any) -> tuple[Any, Any]:
+    """(the value to trace on, the leaf to differentiate with respect to) for an input.
+
+    An input requiring grad is traced as a non-leaf (an untraced `clone` of a leaf)
+    where the graph writes into it in place, as eager allows for the caller's non-leaf
+    tensors: autograd then records the write, and the input's new value comes out as
+    a differentiable graph output whose gradient flows back into the input's old value,
+    which is the hidden leaf's (the clone's backward is the identity). Whether the
+    caller's tensor is a leaf (eager refuses the write then) is checked at every call
+    (runtime `_check_no_leaf_written`).
+    """
+    if not isinstance(value, torch.Tensor) or not value.requires_grad:
+        return value, value
+    with torch.enable_grad():
+        return value.clone(), value
+
+
 def _trace_once(
     fn: Callable,
     example_inputs: Sequence[Any],
@@ -860,15 +885,21 @@ def _trace_once(
     backward_errors: tuple[str, ...] = (),
     float_inputs: Mapping[int, torch.SymFloat] | None = None,
     views_as_outputs: bool | frozenset[int] = False,
+    writable: bool = False,
 ) -> TracedProgram:
     """One trace. `backward_errors`: the errors earlier traces' backwards raised on real
     tensors; the outputs whose own backward raises one of them are left out of the traced
-    backward, and the compiled function raises it at their backward, as eager does."""
+    backward, and the compiled function raises it at their backward, as eager does.
+    `writable`: inputs requiring grad are traced as non-leaves (see `_writable_value`)."""
     wants_grad = [joint and isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs]
     if mode is None:
         values = [tracing_value(x, g) for x, g in zip(example_inputs, wants_grad)]
     else:
         values = [_fake_tracing_value(x, g, mode) for x, g in zip(example_inputs, wants_grad)]
+    leaves = values
+    if writable:
+        values, leaves = map(list, zip(*map(_writable_value, values))) if values else ([], [])
+    nodes_before = [v.grad_fn if isinstance(v, torch.Tensor) else None for v in values]
     recorder = GraphRecorder()
     recorder.float_inputs = dict(float_inputs or {})
     for i, value in enumerate(values):
@@ -886,13 +917,14 @@ def _trace_once(
         except RuntimeError as error:
             if _LEAF_WRITE not in str(error):
                 raise
-            # NOTE: the graph writes in place into an input requiring grad (through an
-            # alias capture did not see: a dropout returning its input). Traced, every
-            # input is a leaf; the caller's tensor may be a leaf (eager raises this) or
-            # not (eager writes it): its own ops decide.
+            if joint and not writable and any(wants_grad):
+                # NOTE: traced, every input is a leaf; the caller's tensor may be a leaf
+                # (eager raises this, checked at each call) or not (eager writes it).
+                raise _WritesGradInput from error
+            # (a leaf the traced code made itself: eager's ops give eager's error)
             raise UnsupportedMutationError(
-                "the graph writes in place into an input that requires grad: eager allows "
-                "it where the input is not a leaf; .clone() the input before writing to it"
+                "the graph writes in place into a leaf tensor that requires grad, which "
+                "eager refuses too; .clone() the tensor before writing to it"
             ) from error
     flat_outs, out_spec = pytree.tree_flatten(outs)
     plan = _OutputPlan(recorder, values, flat_outs, views_as_outputs)
@@ -916,7 +948,13 @@ def _trace_once(
         missing = stale_saved_tensor_errors(saved, plan.graph_tensors, _leaves)
         missing.update(_missing_derivatives(plan.graph_tensors))
         missing.update(raising_backward)
-    differentiable += [False] * (len(checks) + len(mutated))
+    written = [values[i] for i, _ in mutated]
+    differentiable += [False] * len(checks)
+    differentiable += (
+        _differentiable_writes(mutated, values, nodes_before)
+        if writable
+        else [False] * len(mutated)
+    )
     grad_inputs: list[int] = []
     grad_nodes: list[Any] = []
     backward_checks: list[tuple[fx.Node, ValueAssertion]] = []
@@ -927,10 +965,11 @@ def _trace_once(
         with torch.random.fork_rng(devices=_cuda_devices(values)):
             try:
                 saved.reads = []
+                tensors = [*plan.graph_tensors, *([None] * len(checks)), *written]
                 grad_nodes, backward_checks = _trace_backward(
-                    recorder, tracer, hooks, plan, values, grad_inputs, differentiable
+                    recorder, tracer, hooks, tensors, leaves, grad_inputs, differentiable
                 )
-                outputs = [t for t, d in zip(plan.graph_tensors, differentiable) if d]
+                outputs = [t for t, d in zip(tensors, differentiable) if d]
                 saved_input_readers = inputs_read_by_backward(saved.reads, outputs)
                 saved.reads = None
             except OverlappingWriteError as error:
@@ -972,6 +1011,28 @@ def _trace_once(
         saved_input_readers=saved_input_readers,
         inference_outputs=_inference_outputs(flat_outs),
     )
+
+
+def _differentiable_writes(
+    mutated: Sequence[tuple[int, Any]], values: Sequence[Any], nodes_before: Sequence[Any]
+) -> list[bool]:
+    """Per mutated input (traced as a non-leaf, see `_writable_value`), whether its new
+    value is differentiable: autograd recorded a write into it (its `grad_fn` changed),
+    as eager records one made in grad mode. A write made under no_grad only is not
+    (eager's tensor keeps its node and takes the new data unrecorded)."""
+    flags = []
+    for index, _ in mutated:
+        value = values[index]
+        if not value.requires_grad or value.grad_fn is nodes_before[index]:
+            flags.append(False)
+            continue
+        if not _differentiable(value):
+            raise UnsupportedMutationError(
+                f"input {index} is written in place by an op without a derivative while it "
+                "requires grad; write into a clone of it, or detach it first"
+            )
+        flags.append(True)
+    return flags
 
 
 def _inference_outputs(flat_outs: Sequence[Any]) -> tuple[int, ...]:
@@ -1025,14 +1086,16 @@ def _trace_backward(
     recorder: GraphRecorder,
     tracer: AtenTracer,
     hooks: Any,
-    plan: _OutputPlan,
+    tensors: Sequence[Any],
     values: Sequence[Any],
     grad_inputs: list[int],
     differentiable: Sequence[bool],
 ) -> tuple[list[Any], list[tuple[fx.Node, ValueAssertion]]]:
-    """Run autograd on the traced forward under the tracer; the nodes of the input grads,
-    and those of the backward's checks of values (see backward_checks) with their errors."""
-    outputs = [t for t, d in zip(plan.graph_tensors, differentiable) if d]
+    """Run autograd on the traced forward under the tracer, from the forward outputs'
+    `tensors` that are `differentiable` to the `values` of `grad_inputs`; the nodes of the
+    input grads, and those of the backward's checks of values (see backward_checks)
+    with their errors."""
+    outputs = [t for t, d in zip(tensors, differentiable) if d]
     if not outputs or not grad_inputs:
         return [None] * len(grad_inputs), []
     tangents = []
