@@ -30,9 +30,10 @@ pytestmark = pytest.mark.usefixtures("fresh_ember")
 
 
 class Block(nn.Module):
-    """torchvision's BasicBlock, with a graph break before the residual add."""
+    """torchvision's BasicBlock, with a graph break before the residual add (`cut`) and a
+    downsample path (computed after `bn2`, as torchvision does) where `downsample`."""
 
-    def __init__(self, channels: int, cut: bool = True) -> None:
+    def __init__(self, channels: int, cut: bool = True, downsample: bool = False) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(channels)
@@ -40,20 +41,27 @@ class Block(nn.Module):
         self.bn2 = nn.BatchNorm2d(channels)
         self.relu = nn.ReLU(inplace=True)
         self.cut = cut
+        self.downsample = None
+        if downsample:
+            conv = nn.Conv2d(channels, channels, 1, bias=False)
+            self.downsample = nn.Sequential(conv, nn.BatchNorm2d(channels))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         identity = x
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
         if self.cut:
             torch._dynamo.graph_break()
         out += identity
         return self.relu(out)
 
 
-def _model(cut: bool = True) -> nn.Module:
+def _model(cut: bool = True, downsample: bool = False) -> nn.Module:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(3, 4, 1), Block(4, cut), Block(4, cut))
+    blocks = [Block(4, cut, downsample), Block(4, cut, downsample)]
+    return nn.Sequential(nn.Conv2d(3, 4, 1), *blocks)
 
 
 def _train(model: nn.Module, run, steps: int = 3) -> list:
@@ -126,11 +134,13 @@ def test_residual_block_cut_at_ddp_buckets_is_compiled():
     from ember.backends import lookup_backend
     from ember.config import resolve_options
 
-    reference = _model(cut=False)
+    reference = _model(cut=False, downsample=True)
     model = copy.deepcopy(reference)
     inner = lookup_backend("aot_eager", resolve_options(None, None, "aot_eager"))
-    # a bucket per convolution's weight: cuts inside each block, before its residual add
-    backend = DDPBucketBackend(inner, 4 * 4 * 9 * 4)
+    # the last bucket holds the last downsample's convolution and batch norm: a cut at
+    # that convolution, after `bn2`, whose output `out` the next piece takes and writes
+    downsample_bytes = (4 * 4 + 2 * 4) * 4
+    backend = DDPBucketBackend(inner, 4 * 4 * 9 * 4, first_bucket_cap=downsample_bytes)
     compiled = dynamo_capture.optimize(model, backend=backend)
     with warnings.catch_warnings():
         warnings.simplefilter("error", EagerCallWarning)
