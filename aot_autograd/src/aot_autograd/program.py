@@ -859,21 +859,33 @@ class _WritesGradInput(Exception):  # noqa: N818 - a signal between two traces, 
     trace again with those inputs as non-leaves (see `_writable_value`)."""
 
 
+class _NonLeafAlias(torch.autograd.Function):
+    """The identity, as a non-leaf over the same memory and geometry (not a view)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.detach()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad
+
+
 def _writable_value(value: Any) -> tuple[Any, Any]:
     """(the value to trace on, the leaf to differentiate with respect to) for an input.
 
-    An input requiring grad is traced as a non-leaf (an untraced `clone` of a leaf)
-    where the graph writes into it in place, as eager allows for the caller's non-leaf
-    tensors: autograd then records the write, and the input's new value comes out as
-    a differentiable graph output whose gradient flows back into the input's old value,
-    which is the hidden leaf's (the clone's backward is the identity). Whether the
+    An input requiring grad is traced as a non-leaf (an untraced identity of a leaf,
+    with its storage, offset and strides) where the graph writes into it in place, as
+    eager allows for the caller's non-leaf tensors: autograd then records the write,
+    and the input's new value comes out as a differentiable graph output whose gradient
+    flows back into the input's old value, which is the hidden leaf's. Whether the
     caller's tensor is a leaf (eager refuses the write then) is checked at every call
     (runtime `_check_no_leaf_written`).
     """
     if not isinstance(value, torch.Tensor) or not value.requires_grad:
         return value, value
     with torch.enable_grad():
-        return value.clone(), value
+        return _NonLeafAlias.apply(value), value
 
 
 def _trace_once(
