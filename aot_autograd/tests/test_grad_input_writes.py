@@ -230,6 +230,8 @@ def test_leaf_argument_raises_eager_error_at_every_call():
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
         compiled(leaf, torch.randn(3))
     assert leaf._version == 0
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        compiled(leaf[1:], torch.randn(2))
     twin = leaf.detach().clone()
     with torch.no_grad():  # eager writes a leaf under no_grad
         compiled(leaf, torch.ones(3))

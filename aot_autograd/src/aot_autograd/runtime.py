@@ -1152,17 +1152,23 @@ def written_with_grad(program: TracedProgram) -> tuple[int, ...]:
     )
 
 
-_LEAF_WRITE_ERROR = "a leaf Variable that requires grad is being used in an in-place operation."
+_LEAF_WRITE_ERROR = "leaf Variable that requires grad is being used in an in-place operation."
 
 
 def _check_no_leaf_written(args: Sequence[Any], written: tuple[int, ...]) -> None:
     """Eager's error where an input the graph writes with autograd recording the write
-    (see `written_with_grad`) is a leaf requiring grad: traced as a non-leaf, the graph
-    was compiled for the callers' tensors eager may write. Raised before the graph runs."""
+    (see `written_with_grad`) is a leaf requiring grad, or a view of one: traced as a
+    non-leaf, the graph was compiled for the callers' tensors eager may write. Raised
+    before the graph runs (nothing written yet)."""
     for index in written:
         arg = args[index]
-        if arg.requires_grad and arg.is_leaf:
-            raise RuntimeError(_LEAF_WRITE_ERROR)
+        if not arg.requires_grad:
+            continue
+        if arg.is_leaf:
+            raise RuntimeError(f"a {_LEAF_WRITE_ERROR}")
+        base = arg._base
+        if base is not None and base.is_leaf and base.requires_grad:
+            raise RuntimeError(f"a view of a {_LEAF_WRITE_ERROR}")
 
 
 def _as_inference_tensors(flat: Sequence, positions: tuple[int, ...]) -> list:
