@@ -728,7 +728,10 @@ def _fake_tracing_value(x: Any, requires_grad: bool, mode: Any) -> Any:
     if guards.is_fake(x):
         value = x.detach()
     else:
-        value = mode.from_real(x.detach() if _is_real(x) else _materialize(x))
+        # NOTE: the fake is detached, not the real tensor: `x.detach()` under the active
+        # mode shares `x`'s version counter with the fake it gives, and a write into the
+        # input while tracing bumped the caller's tensor's version.
+        value = mode.from_real(x if _is_real(x) else _materialize(x)).detach()
     return value.requires_grad_(requires_grad)
 
 
