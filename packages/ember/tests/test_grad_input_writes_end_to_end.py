@@ -196,3 +196,29 @@ def test_writes_into_non_leaf_inputs_match_eager(fn, backend, dynamic):
     leaves = [torch.randn(4, 3).requires_grad_() for _ in "xy"]
     report = ember.explain(fn)(*(leaf * 1 for leaf in leaves))
     assert report.graph_count == 1 and not report.break_reasons  # captured whole
+
+
+def test_residual_write_from_the_warm_start_cache(warm):
+    from ember import warm_cache
+
+    def tail(out, identity, w):
+        out += identity
+        return (out.relu() * w).sum(0)
+
+    for _ in range(2):  # compiled and stored, then loaded (no trace of the forward)
+        ember.reset()
+        compiled = ember.compile(tail, backend="inductor")
+        results = []
+        for run in (tail, compiled):
+            generator = torch.Generator().manual_seed(0)
+            shapes = [(4, 3), (4, 3), (3,)]
+            leaves = [torch.randn(s, generator=generator).requires_grad_() for s in shapes]
+            a, identity, w = leaves
+            out = a * 2
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", EagerCallWarning)
+                y = run(out, identity, w)
+            grads = torch.autograd.grad(y.sum() + (out * out).sum(), leaves)
+            results.append((y.detach(), out.detach(), grads, out._version))
+        torch.testing.assert_close(results[1], results[0])
+    assert warm_cache.STATS["hits"] >= 1
