@@ -307,3 +307,27 @@ def test_write_into_a_strided_view_input_matches_eager(partitioner):
         results.append((out.detach(), base.detach(), grads))
     assert_close(results[1], results[0])
     assert_close(results[2], results[0])
+
+
+@pytest.mark.parametrize("restride", ["t_", "unsqueeze_"])
+def test_write_and_restride_of_a_non_leaf_input_runs_eagerly(restride):
+    # the new value comes back in the input's old geometry, its gradient in the new one:
+    # not expressed; the call's ops run eagerly, with eager's results
+    def fn(x, y):
+        x.add_(y)
+        getattr(x, restride)(*(() if restride == "t_" else (0,)))
+        return x * 2
+
+    compiled = aot_function(fn, RecordingCompiler())
+    results = []
+    for run in (fn, compiled):
+        leaf, y = _leaves([(3, 4), (3, 4)], 0)
+        x = leaf * 1
+        if run is compiled:
+            with pytest.warns(EagerCallWarning, match="changes its shape or strides"):
+                out = run(x, y)
+        else:
+            out = run(x, y)
+        grads = torch.autograd.grad(out.sum() + (x * x).sum(), (leaf, y))
+        results.append((out.detach(), x.detach(), grads))
+    assert_close(results[1], results[0])

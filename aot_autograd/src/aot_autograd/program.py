@@ -964,12 +964,22 @@ def _trace_once(
         missing.update(_missing_derivatives(plan.graph_tensors))
         missing.update(raising_backward)
     written = [values[i] for i, _ in mutated]
+    metadata_mutations = _metadata_mutations(recorder, values)
     differentiable += [False] * len(checks)
-    differentiable += (
-        _differentiable_writes(mutated, values, nodes_before)
-        if writable
-        else [False] * len(mutated)
-    )
+    if writable:
+        writes = _differentiable_writes(mutated, values, nodes_before)
+        restrided = {index for index, _, _ in metadata_mutations}
+        if any(w and i in restrided for w, (i, _) in zip(writes, mutated)):
+            # NOTE: the new value comes back in the input's old geometry, its gradient
+            # in the new one; not expressed yet
+            raise UnsupportedMutationError(
+                "the graph writes in place into an input that requires grad and changes "
+                "its shape or strides in place (t_, unsqueeze_); restride a view of it "
+                "(x = x.t()) instead"
+            )
+        differentiable += writes
+    else:
+        differentiable += [False] * len(mutated)
     grad_inputs: list[int] = []
     grad_nodes: list[Any] = []
     backward_checks: list[tuple[fx.Node, ValueAssertion]] = []
@@ -1014,7 +1024,7 @@ def _trace_once(
         out_spec=out_spec,
         num_forward_outputs=len(forward_nodes),
         mutated_inputs=tuple(i for i, _ in mutated),
-        metadata_mutations=_metadata_mutations(recorder, values),
+        metadata_mutations=metadata_mutations,
         num_value_checks=len(checks),
         differentiable=tuple(differentiable),
         grad_inputs=tuple(grad_inputs),
