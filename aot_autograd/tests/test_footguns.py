@@ -9,7 +9,7 @@
 | 1    | torch.allclose / torch.equal returned a bool at trace time   | silent: baked    | test_allclose_and_equal_are_checked_at_every_call |
 | 1    | a size assumption of a symbolic trace is broken by a call    | silent: wrong    | test_dynamic_shapes.py: a call breaking a traced assumption |
 | 1    | one op writes two arguments sharing memory (batch norm stats)| silent: stale   | test_op_writing_two_arguments_that_share_memory_runs_eagerly |
-| 1    | an input requiring grad written in place (a non-leaf there)  | trace error      | test_write_into_an_input_requiring_grad_runs_eagerly |
+| 1    | an input requiring grad written in place (a non-leaf there)  | trace error      | test_write_into_an_input_requiring_grad_matches_eager (test_grad_input_writes.py) |
 | 2    | double backward through the compiled backward                | wrong grads      | test_double_backward_is_a_clear_error |
 | 2    | set_, or resize_ growing shared memory, inside the graph     | wrong shapes     | test_set_and_growing_shared_memory_run_eagerly |
 | 2    | an input's shape changed in place (t_, squeeze_)             | wrong shapes     | test_shape_change_of_an_input_is_replayed_on_the_callers_tensor |
@@ -127,23 +127,23 @@ def test_op_writing_two_arguments_that_share_memory_runs_eagerly():
     torch.testing.assert_close(buffer, twin)
 
 
-def test_write_into_an_input_requiring_grad_runs_eagerly():
-    # Traced, every input is a leaf; the caller's tensor is a leaf (eager refuses the
-    # write) or not (eager writes it and differentiates through the write).
+def test_write_into_an_input_requiring_grad_matches_eager():
+    # Traced as a non-leaf, the write is differentiated; the caller's tensor is a leaf
+    # (eager refuses the write, and so does every call) or not (eager writes it).
     def fn(x, v):
         v.mul_(2)
         return v / x
 
     x = torch.randn(5, requires_grad=True)
-    with pytest.warns(EagerCallWarning, match="writes in place into an input"):
-        got = aot_function(fn, identity_compiler)(x, x * 3)
+    compiled = aot_function(fn, identity_compiler)
+    got = compiled(x, x * 3)
     (got_grad,) = torch.autograd.grad(got.sum(), x)
     expected = fn(x, x * 3)
     (expected_grad,) = torch.autograd.grad(expected.sum(), x)
     torch.testing.assert_close((got, got_grad), (expected, expected_grad))
     leaf = torch.randn(5, requires_grad=True)
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
-        aot_function(fn, identity_compiler)(x, leaf)
+        compiled(x, leaf)
 
 
 def test_value_read_into_python_is_checked_at_every_call():

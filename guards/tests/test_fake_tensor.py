@@ -589,3 +589,21 @@ def test_comparison_of_a_transposed_row_unsqueezed_keeps_eager_s_layout():
     with mode:
         actual = torch.ge(mode.from_real(x1), mode.from_real(x0).unsqueeze(1))
     assert actual.stride() == expected.stride() == (1, 1, 2)
+
+
+def test_fake_of_a_non_leaf_is_a_non_leaf_over_the_same_memory():
+    # an activation passed into a graph after a cut: eager writes it in place
+    leaf = torch.randn(4, 3, requires_grad=True)
+    activation = leaf * 2
+    mode = FakeTensorMode()
+    fake, fake_row = mode.from_real(activation), mode.from_real(activation[1])
+    _same_metadata(fake, activation)
+    assert fake.requires_grad and not fake.is_leaf
+    assert fake_row.untyped_storage()._cdata == fake.untyped_storage()._cdata
+    assert mode.from_real(activation) is fake
+    assert mode.from_real(leaf).is_leaf
+    with mode:
+        fake.add_(1)
+    assert type(fake.grad_fn).__name__ == "AddBackward0"
+    activation.detach_()  # a leaf now: a fake of its own
+    assert mode.from_real(activation).is_leaf

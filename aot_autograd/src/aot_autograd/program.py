@@ -728,7 +728,10 @@ def _fake_tracing_value(x: Any, requires_grad: bool, mode: Any) -> Any:
     if guards.is_fake(x):
         value = x.detach()
     else:
-        value = mode.from_real(x.detach() if _is_real(x) else _materialize(x))
+        # NOTE: the fake is detached, not the real tensor: `x.detach()` under the active
+        # mode shares `x`'s version counter with the fake it gives, and a write into the
+        # input while tracing bumped the caller's tensor's version.
+        value = mode.from_real(x if _is_real(x) else _materialize(x)).detach()
     return value.requires_grad_(requires_grad)
 
 
@@ -832,13 +835,16 @@ def _trace(
     # tracing's own failure, raised as it is.
     default_dtype = torch.get_default_dtype()
     backward_errors: tuple[str, ...] = ()
+    writable = False
     try:
         while True:
             try:
                 return _trace_once(
                     fn, example_inputs, decompositions, joint, mode, backward_errors, float_inputs,
-                    views_as_outputs,
+                    views_as_outputs, writable,
                 )  # fmt: skip
+            except _WritesGradInput:
+                writable = True
             except _BackwardRaises as raised:
                 seen = {_without_positions(m) for m in backward_errors}
                 if _without_positions(raised.message) in seen:
@@ -851,6 +857,40 @@ def _trace(
 _LEAF_WRITE = "a leaf Variable that requires grad is being used in an in-place operation"
 
 
+class _WritesGradInput(Exception):  # noqa: N818 - a signal between two traces, never raised out
+    """The traced code wrote in place into an input requiring grad, traced as a leaf:
+    trace again with those inputs as non-leaves (see `_writable_value`)."""
+
+
+class _NonLeafAlias(torch.autograd.Function):
+    """The identity, as a non-leaf over the same memory and geometry (not a view)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.detach()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad
+
+
+def _writable_value(value: Any) -> tuple[Any, Any]:
+    """(the value to trace on, the leaf to differentiate with respect to) for an input.
+
+    An input requiring grad is traced as a non-leaf (an untraced identity of a leaf,
+    with its storage, offset and strides) where the graph writes into it in place, as
+    eager allows for the caller's non-leaf tensors: autograd then records the write,
+    and the input's new value comes out as a differentiable graph output whose gradient
+    flows back into the input's old value, which is the hidden leaf's. Whether the
+    caller's tensor is a leaf (eager refuses the write then) is checked at every call
+    (runtime `_check_no_leaf_written`).
+    """
+    if not isinstance(value, torch.Tensor) or not value.requires_grad:
+        return value, value
+    with torch.enable_grad():
+        return _NonLeafAlias.apply(value), value
+
+
 def _trace_once(
     fn: Callable,
     example_inputs: Sequence[Any],
@@ -860,15 +900,21 @@ def _trace_once(
     backward_errors: tuple[str, ...] = (),
     float_inputs: Mapping[int, torch.SymFloat] | None = None,
     views_as_outputs: bool | frozenset[int] = False,
+    writable: bool = False,
 ) -> TracedProgram:
     """One trace. `backward_errors`: the errors earlier traces' backwards raised on real
     tensors; the outputs whose own backward raises one of them are left out of the traced
-    backward, and the compiled function raises it at their backward, as eager does."""
+    backward, and the compiled function raises it at their backward, as eager does.
+    `writable`: inputs requiring grad are traced as non-leaves (see `_writable_value`)."""
     wants_grad = [joint and isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs]
     if mode is None:
         values = [tracing_value(x, g) for x, g in zip(example_inputs, wants_grad)]
     else:
         values = [_fake_tracing_value(x, g, mode) for x, g in zip(example_inputs, wants_grad)]
+    leaves = values
+    if writable:
+        values, leaves = map(list, zip(*map(_writable_value, values))) if values else ([], [])
+    nodes_before = [v.grad_fn if isinstance(v, torch.Tensor) else None for v in values]
     recorder = GraphRecorder()
     recorder.float_inputs = dict(float_inputs or {})
     for i, value in enumerate(values):
@@ -886,13 +932,14 @@ def _trace_once(
         except RuntimeError as error:
             if _LEAF_WRITE not in str(error):
                 raise
-            # NOTE: the graph writes in place into an input requiring grad (through an
-            # alias capture did not see: a dropout returning its input). Traced, every
-            # input is a leaf; the caller's tensor may be a leaf (eager raises this) or
-            # not (eager writes it): its own ops decide.
+            if joint and not writable and any(wants_grad):
+                # NOTE: traced, every input is a leaf; the caller's tensor may be a leaf
+                # (eager raises this, checked at each call) or not (eager writes it).
+                raise _WritesGradInput from error
+            # (a leaf the traced code made itself: eager's ops give eager's error)
             raise UnsupportedMutationError(
-                "the graph writes in place into an input that requires grad: eager allows "
-                "it where the input is not a leaf; .clone() the input before writing to it"
+                "the graph writes in place into a leaf tensor that requires grad, which "
+                "eager refuses too; .clone() the tensor before writing to it"
             ) from error
     flat_outs, out_spec = pytree.tree_flatten(outs)
     plan = _OutputPlan(recorder, values, flat_outs, views_as_outputs)
@@ -916,7 +963,23 @@ def _trace_once(
         missing = stale_saved_tensor_errors(saved, plan.graph_tensors, _leaves)
         missing.update(_missing_derivatives(plan.graph_tensors))
         missing.update(raising_backward)
-    differentiable += [False] * (len(checks) + len(mutated))
+    written = [values[i] for i, _ in mutated]
+    metadata_mutations = _metadata_mutations(recorder, values)
+    differentiable += [False] * len(checks)
+    if writable:
+        writes = _differentiable_writes(mutated, values, nodes_before)
+        restrided = {index for index, _, _ in metadata_mutations}
+        if any(w and i in restrided for w, (i, _) in zip(writes, mutated)):
+            # NOTE: the new value comes back in the input's old geometry, its gradient
+            # in the new one; not expressed yet
+            raise UnsupportedMutationError(
+                "the graph writes in place into an input that requires grad and changes "
+                "its shape or strides in place (t_, unsqueeze_); restride a view of it "
+                "(x = x.t()) instead"
+            )
+        differentiable += writes
+    else:
+        differentiable += [False] * len(mutated)
     grad_inputs: list[int] = []
     grad_nodes: list[Any] = []
     backward_checks: list[tuple[fx.Node, ValueAssertion]] = []
@@ -927,10 +990,11 @@ def _trace_once(
         with torch.random.fork_rng(devices=_cuda_devices(values)):
             try:
                 saved.reads = []
+                tensors = [*plan.graph_tensors, *([None] * len(checks)), *written]
                 grad_nodes, backward_checks = _trace_backward(
-                    recorder, tracer, hooks, plan, values, grad_inputs, differentiable
+                    recorder, tracer, hooks, tensors, leaves, grad_inputs, differentiable
                 )
-                outputs = [t for t, d in zip(plan.graph_tensors, differentiable) if d]
+                outputs = [t for t, d in zip(tensors, differentiable) if d]
                 saved_input_readers = inputs_read_by_backward(saved.reads, outputs)
                 saved.reads = None
             except OverlappingWriteError as error:
@@ -960,7 +1024,7 @@ def _trace_once(
         out_spec=out_spec,
         num_forward_outputs=len(forward_nodes),
         mutated_inputs=tuple(i for i, _ in mutated),
-        metadata_mutations=_metadata_mutations(recorder, values),
+        metadata_mutations=metadata_mutations,
         num_value_checks=len(checks),
         differentiable=tuple(differentiable),
         grad_inputs=tuple(grad_inputs),
@@ -972,6 +1036,28 @@ def _trace_once(
         saved_input_readers=saved_input_readers,
         inference_outputs=_inference_outputs(flat_outs),
     )
+
+
+def _differentiable_writes(
+    mutated: Sequence[tuple[int, Any]], values: Sequence[Any], nodes_before: Sequence[Any]
+) -> list[bool]:
+    """Per mutated input (traced as a non-leaf, see `_writable_value`), whether its new
+    value is differentiable: autograd recorded a write into it (its `grad_fn` changed),
+    as eager records one made in grad mode. A write made under no_grad only is not
+    (eager's tensor keeps its node and takes the new data unrecorded)."""
+    flags = []
+    for index, _ in mutated:
+        value = values[index]
+        if not value.requires_grad or value.grad_fn is nodes_before[index]:
+            flags.append(False)
+            continue
+        if not _differentiable(value):
+            raise UnsupportedMutationError(
+                f"input {index} is written in place by an op without a derivative while it "
+                "requires grad; write into a clone of it, or detach it first"
+            )
+        flags.append(True)
+    return flags
 
 
 def _inference_outputs(flat_outs: Sequence[Any]) -> tuple[int, ...]:
@@ -1025,14 +1111,16 @@ def _trace_backward(
     recorder: GraphRecorder,
     tracer: AtenTracer,
     hooks: Any,
-    plan: _OutputPlan,
+    tensors: Sequence[Any],
     values: Sequence[Any],
     grad_inputs: list[int],
     differentiable: Sequence[bool],
 ) -> tuple[list[Any], list[tuple[fx.Node, ValueAssertion]]]:
-    """Run autograd on the traced forward under the tracer; the nodes of the input grads,
-    and those of the backward's checks of values (see backward_checks) with their errors."""
-    outputs = [t for t, d in zip(plan.graph_tensors, differentiable) if d]
+    """Run autograd on the traced forward under the tracer, from the forward outputs'
+    `tensors` that are `differentiable` to the `values` of `grad_inputs`; the nodes of the
+    input grads, and those of the backward's checks of values (see backward_checks)
+    with their errors."""
+    outputs = [t for t, d in zip(tensors, differentiable) if d]
     if not outputs or not grad_inputs:
         return [None] * len(grad_inputs), []
     tangents = []

@@ -51,6 +51,7 @@ __all__ = [
     "requires_grad_flags",
     "saved_strides_of",
     "training_function",
+    "written_with_grad",
 ]
 
 
@@ -1079,6 +1080,12 @@ def output_assembler(
         for k, index in enumerate(program.mutated_inputs)
         if index not in written_in_place
     ]
+    # NOTE: a differentiable new value (see written_with_grad) is copied in apart, with
+    # grad mode on, so autograd records the copy into the caller's tensor as eager
+    # recorded its write; the others are copied under no_grad.
+    recorded = frozenset(written_with_grad(program))
+    recorded_copies = tuple((i, p) for i, p in copied if i in recorded)
+    copied = [(i, p) for i, p in copied if i not in recorded]
     mutated = tuple(index for index, _ in copied)
     new_values = tuple(position for _, position in copied)
     all_copied = len(copied) == len(program.mutated_inputs)
@@ -1105,7 +1112,7 @@ def output_assembler(
             _restride_inputs(program, args)
             return flat
 
-    if not mutated and not program.num_value_checks:
+    if not mutated and not program.num_value_checks and not recorded_copies:
         return lambda args, outputs: rebuild(flat_outputs(args, outputs))
 
     assertions = program.value_assertions
@@ -1123,9 +1130,45 @@ def output_assembler(
                 values = [graph_outputs[position] for position in new_values]
             with torch.no_grad():
                 _copy_back([args[i] for i in mutated], values)
+        for index, position in recorded_copies:
+            args[index].copy_(graph_outputs[position])
         return rebuild(flat_outputs(args, graph_outputs))
 
     return assemble
+
+
+def written_with_grad(program: TracedProgram) -> tuple[int, ...]:
+    """The mutated inputs whose new value is a differentiable output of the graph: written
+    in place in grad mode while requiring grad (a residual `out += identity` into a
+    non-leaf input). The run time copies the new value into the caller's tensor with
+    autograd recording the copy, so its `grad_fn` and backward are eager's; the caller's
+    tensor must not be a leaf (`_check_no_leaf_written`)."""
+    first_mutation = program.num_forward_outputs - len(program.mutated_inputs)
+    differentiable = program.differentiable
+    return tuple(
+        index
+        for k, index in enumerate(program.mutated_inputs)
+        if first_mutation + k < len(differentiable) and differentiable[first_mutation + k]
+    )
+
+
+_LEAF_WRITE_ERROR = "leaf Variable that requires grad is being used in an in-place operation."
+
+
+def _check_no_leaf_written(args: Sequence[Any], written: tuple[int, ...]) -> None:
+    """Eager's error where an input the graph writes with autograd recording the write
+    (see `written_with_grad`) is a leaf requiring grad, or a view of one: traced as a
+    non-leaf, the graph was compiled for the callers' tensors eager may write. Raised
+    before the graph runs (nothing written yet)."""
+    for index in written:
+        arg = args[index]
+        if not arg.requires_grad:
+            continue
+        if arg.is_leaf:
+            raise RuntimeError(f"a {_LEAF_WRITE_ERROR}")
+        base = arg._base
+        if base is not None and base.is_leaf and base.requires_grad:
+            raise RuntimeError(f"a view of a {_LEAF_WRITE_ERROR}")
 
 
 def _as_inference_tensors(flat: Sequence, positions: tuple[int, ...]) -> list:
@@ -1243,6 +1286,7 @@ def compiled_call(
         run_boxed = None
 
     restrided = tuple(index for index, _, _ in program.metadata_mutations)
+    written = written_with_grad(program) if training else ()
 
     def call(args: Sequence) -> Any:
         if checks_aliasing:
@@ -1250,6 +1294,8 @@ def compiled_call(
         return aliasing_checked(args)
 
     def aliasing_checked(args: Sequence) -> Any:
+        if written:
+            _check_no_leaf_written(args, written)
         if restrided:
             if training:
                 _check_no_leaf_restrided(args, restrided)

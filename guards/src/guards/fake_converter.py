@@ -123,6 +123,8 @@ class FakeTensorConverter:
                 requires_grad=tensor.requires_grad,
                 is_parameter=isinstance(tensor, torch.nn.Parameter),
             )
+        if tensor.requires_grad and not tensor.is_leaf:
+            fake = _non_leaf(fake)
         fake.source = source
         self._fakes[id(tensor)] = (tensor, fake)
         return fake
@@ -156,6 +158,18 @@ class FakeTensorConverter:
         return fake
 
 
+_EXAMPLE_BACKWARD = "a backward through a fake of an example input (an internal error)"
+
+
+def _non_leaf(fake: torch.Tensor) -> torch.Tensor:
+    """`fake` as a non-leaf over the same memory, standing for a real non-leaf requiring
+    grad (an activation passed into a graph after a cut), as torch's fakes do: eager
+    allows an in-place write into it (`out += identity`), which a leaf refuses. Its
+    node raises if a backward ever reaches it."""
+    with torch.enable_grad():
+        return torch._C._functions.DelayedError(_EXAMPLE_BACKWARD, 1)(fake)
+
+
 def _same_metadata(fake: torch.Tensor, tensor: torch.Tensor) -> bool:
     return (
         fake.shape == tensor.shape
@@ -163,6 +177,7 @@ def _same_metadata(fake: torch.Tensor, tensor: torch.Tensor) -> bool:
         and fake.storage_offset() == tensor.storage_offset()
         and fake.dtype == tensor.dtype
         and fake.requires_grad == tensor.requires_grad
+        and fake.is_leaf == tensor.is_leaf
         and fake.is_inference() == tensor.is_inference()
     )
 
