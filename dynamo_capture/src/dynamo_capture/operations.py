@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections.abc
 import contextlib
 import enum
+import functools
 import inspect
 import operator
 import os
@@ -23,7 +24,7 @@ from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_ahead
 from dynamo_capture.output_graph import is_constant
 from dynamo_capture.scalar_subclasses import constant_scalar
 from dynamo_capture.sources import item_source
-from dynamo_capture.sym_numbers import recomputed_from_values
+from dynamo_capture.sym_numbers import is_symbolic_number, recomputed_from_values
 from dynamo_capture.tensor_extremes import (
     ChoiceValue,
     choice_operand,
@@ -1689,6 +1690,10 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
             elif _user_equal(tx, candidate, item):
                 return True
         return False
+    if is_symbolic_number(key) and isinstance(container, TupleValue | ListValue | PythonValue):
+        matched = _symbolic_in(key, container)
+        if matched is not None:
+            return matched
     for candidate in _candidates(tx, container):
         if isinstance(candidate, TensorValue):
             raise Unsupported("`in` over a sequence of tensors is data-dependent")
@@ -1698,6 +1703,24 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
         except NotConstant:
             continue
     return False
+
+
+def _symbolic_in(key: Any, container: Value) -> bool | None:
+    """`n in (4, 8)` for a symbolic number and a tuple or list of plain numbers: one guard
+    on the whole test (`Eq(s0, 4) | Eq(s0, 8)`), as torch.compile guards it, not one a
+    candidate (which fixes `n` to the one it equals). None where an item is not a number."""
+    if isinstance(container, PythonValue):
+        if type(container.obj) not in (tuple, list):
+            return None
+        items = list(container.obj)
+    else:
+        try:
+            items = [as_constant(item) for item in container.items]
+        except NotConstant:
+            return None
+    if not items or not all(type(item) in (int, float, bool) for item in items):
+        return None
+    return bool(functools.reduce(operator.or_, [key == item for item in items]))
 
 
 def _constant_in(key: Any, container: Any) -> bool:
