@@ -470,6 +470,117 @@ def matmul_output_size(x, w):
     return y.new_zeros(y.size(0), w.size(1)) + y.shape[-1]
 
 
+# ----- more size reads: reversed, sorted, Size methods, iteration --------------------------------
+@program(*ROWS)
+def size_reversed_into_new_zeros(x):
+    return x.new_zeros(x.size()[::-1]) + x.t()
+
+
+@program(*ROWS)
+def sizes_sorted(x):
+    small, large = sorted(x.shape)
+    return x[:small, :small] * large
+
+
+@program(*ROWS)
+def size_index_and_count_methods(x):
+    return x * (x.shape.index(x.size(1)) + x.shape.count(x.size(0)))
+
+
+@program(*ROWS)
+def len_of_tensor(x):
+    return x * len(x), len(x)
+
+
+@program(*ROWS)
+def arange_with_a_step_and_symbolic_end(x):
+    return torch.arange(0, x.size(0), 2) * 1.5
+
+
+@program(*ROWS)
+def chunk_count_from_size(x):
+    return torch.cat([c * i for i, c in enumerate(x.chunk(x.size(0) // 2))])
+
+
+@program(*ROWS)
+def zip_range_and_rows(x):
+    out = x.new_zeros(x.size(1))
+    for i, row in zip(range(x.size(0)), x):
+        out = out + row * i
+    return out
+
+
+@program(*ROWS)
+def sizes_unequal(x):
+    if x.size(0) != x.size(1):
+        return x.sum(0)
+    return x.sum(1)
+
+
+@program(*ROWS)
+def log2_of_size(x):
+    return x * math.log2(x.size(0))
+
+
+@program(*ROWS)
+def size_times_float_in_a_factory(x):
+    return torch.full((x.size(0),), x.size(1) * 0.5)
+
+
+@program(*ROWS)
+def flattened_view_sliced_by_size(x):
+    return x.view(-1)[: x.size(1)] + x[0]
+
+
+@program(*ROWS)
+def range_last_item_of_size(x):
+    return x * range(x.size(0))[-1]
+
+
+@program(*ROWS)
+def new_empty_filled(x):
+    return x.new_empty(x.size(0), 2).fill_(x.size(1))
+
+
+@program(*ROWS)
+def size_as_an_index_clamped(x):
+    i = min(x.size(1), x.size(0)) - 1
+    return x[i, i], x[:, i]
+
+
+@program(*ROWS)
+def size_compared_with_a_float(x):
+    return x * (x.size(0) > 3.5), x.size(0) / x.size(1) > 1.1
+
+
+@program(*ROWS)
+def expand_as_new_shape(x):
+    return x[:1].expand(x.size(0), -1) + x
+
+
+@program(*ROWS)
+def permute_by_dims_and_shape_of_result(x):
+    y = x.unsqueeze(-1).permute(2, 1, 0)
+    return y.reshape(y.shape[1], -1), y.shape
+
+
+@program(*ROWS)
+def sizes_in_an_fstring_read_later(x):
+    name = f"{x.size(0)}x{x.size(1)}"
+    return x * len(name)
+
+
+@program(*ROWS)
+def max_over_sizes_of_a_list(x):
+    parts = [x, x[1:], x[:, 1:]]
+    return x * max(p.numel() for p in parts)
+
+
+@program(*ROWS)
+def interpolate_to_double_size(x):
+    return F.interpolate(x[None], size=x.size(-1) * 2)[0]
+
+
 # ----- tests -------------------------------------------------------------------------------------
 # Programs whose counts differ from torch.compile's, values equal eager's: name ->
 # ((ember graphs, ops), (torch.compile graphs, ops), why). Capture keeps a symbolic int
@@ -502,6 +613,22 @@ KNOWN_DIFFERENCES = {
     ),
     "numel_matches_size_product": (
         (1, 1), (1, 3), "the equality is statically True: capture folds it, torch computes it",
+    ),
+    "sizes_sorted": (
+        (1, 2), (2, 2), "torch.compile breaks at sorted() of SymInts (an empty graph, then "
+        "the rest); capture sorts them under guards on their order",
+    ),
+    "size_index_and_count_methods": (
+        (1, 1), (1, 10), "capture folds Size.index / count (the symbols' equalities are "
+        "static); torch traces each `is` and `==` on them",
+    ),
+    "size_as_an_index_clamped": (
+        (1, 4), (3, 12), "torch.compile recompiles for every size (its graphs equal); "
+        "capture indexes by the symbolic int in one graph",
+    ),
+    "max_over_sizes_of_a_list": (
+        (1, 2), (1, 8), "the largest numel is known from the ranges: capture folds the max, "
+        "torch keeps sym_max of the three",
     ),
 }  # fmt: skip
 

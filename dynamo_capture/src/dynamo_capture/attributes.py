@@ -17,7 +17,9 @@ from dynamo_capture.errors import (
     CAPTURED_TRACEBACK,
     ContextSwitchCall,
     ExceptionRaised,
+    GraphValueArgument,
     Unsupported,
+    graph_value_arguments,
 )
 from dynamo_capture.numpy_arrays import NUMPY_TYPE_DESCRIPTIONS, is_ndarray, ndarray_attribute
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
@@ -108,6 +110,8 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
     if isinstance(value, PythonValue | ObjectValue) and _user_getattribute(tx, value) is not None:
         return _through_getattribute(tx, value, name)
     if isinstance(value, PythonValue):
+        if isinstance(value.obj, BaseException) and graph_value_arguments(value.obj):
+            return _held_exception_attr(tx, value, name)
         return _python_attr(tx, value, name)
     if isinstance(value, ObjectValue | DictValue) and name == "__dict__" and value.source is None:
         return DictValue(value.attrs)  # a live view: writes go to the attributes
@@ -402,6 +406,30 @@ def _tensor_instance_attr(tx: Translator, value: TensorValue, name: str) -> Valu
     if any(key[1] == name for key in tx.ctx.attr_writes):
         raise Unsupported(f"reading tensor attribute {name!r} the frame may have set")
     return tx.ctx.wrap(instance_dict[name], AttrSource(value.source, name))
+
+
+# attributes of an exception that hold no argument of it
+_EXCEPTION_LINKS = frozenset(
+    {"__traceback__", "__cause__", "__context__", "__suppress_context__", "__class__"}
+)
+
+
+def _held_exception_attr(tx: Translator, value: PythonValue, name: str) -> Value:
+    """An attribute of an exception holding values of the graph (`ValueError(x * 2)`):
+    `args` gives them back; an attribute that reads no argument as usual; anything else
+    (a method, which would read the stand-ins) breaks."""
+    if (id(value.obj), name) in tx.ctx.attr_writes:  # `e.args = (...)` earlier in the frame
+        return _python_attr(tx, value, name)
+    if name == "args":
+        return TupleValue(
+            [
+                item.value if type(item) is GraphValueArgument else PythonValue(item)
+                for item in value.obj.args
+            ]
+        )
+    if name in _EXCEPTION_LINKS:
+        return _python_attr(tx, value, name)
+    raise Unsupported(f"reading .{name} of an exception holding values of the graph")
 
 
 def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:

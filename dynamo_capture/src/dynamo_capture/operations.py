@@ -20,7 +20,12 @@ import numpy as np
 import torch
 
 from dynamo_capture import side_effects
-from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_ahead
+from dynamo_capture.errors import (
+    ExceptionRaised,
+    Unsupported,
+    graph_value_arguments,
+    raised_ahead,
+)
 from dynamo_capture.output_graph import is_constant
 from dynamo_capture.scalar_subclasses import constant_scalar
 from dynamo_capture.sources import item_source
@@ -169,6 +174,10 @@ def as_constant(value: Value) -> Any:
         if isinstance(obj, np.dtype) and value.source is None:
             return obj  # a NumPy dtype met while capturing (`a.dtype`), immutable
         if isinstance(obj, BaseException) and value.source is None:
+            if graph_value_arguments(obj):  # `ValueError(x * 2)`: read through .args only
+                raise NotConstant
+            if side_effects.attribute_written(obj, "args"):  # `e.args = (...)`: not in it yet
+                raise NotConstant
             return obj  # an exception made while capturing (`str(e)` in an except block)
         if constant_scalar(value):
             return obj  # Name("a"), a str subclass made while capturing (scalar_subclasses)
