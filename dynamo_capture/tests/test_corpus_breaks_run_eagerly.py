@@ -571,8 +571,9 @@ def map_of_a_lambda_that_breaks(x):
     return list(map(lambda t: doubles_after_break(t) + 1, [x, x.sin()]))
 
 
-# reading `__closure__` of a function made in the frame: the frame runs eagerly, and so
-# do the functions it made (torch.compile compiles each as a frame of its own: 2 graphs)
+# `__closure__` of a function made in the frame: its cells, read while capturing (1 graph;
+# it ran the frame eagerly, 0). torch.compile runs the frame eagerly and compiles each
+# function it made as a frame of its own (2 graphs)
 @differing_program(r4)
 def closure_of_a_function_made_here(x):
     def make(k):
@@ -583,6 +584,45 @@ def closure_of_a_function_made_here(x):
 
     double = make(2)
     return double(x), make(3)(x), double.__closure__[0].cell_contents
+
+
+@differing_program(r4)
+def closure_cell_of_a_tensor_read(x):
+    y = x * 2
+
+    def shifted(t):
+        return t + y
+
+    cell = shifted.__closure__[0]
+    return cell.cell_contents + shifted(x), type(cell).__name__
+
+
+@differing_program(r4)
+def closure_cell_read_before_it_is_filled(x):
+    def outer():
+        def inner():
+            return late
+
+        try:
+            inner.__closure__[0].cell_contents
+        except ValueError as error:
+            text = str(error)
+        late = 3
+        return text, inner()
+
+    return outer(), x + 1
+
+
+@differing_program(r4)
+def closure_read_twice_is_one_tuple(x):
+    def make(k):
+        def scale(t):
+            return t * k
+
+        return scale
+
+    scaled = make(x + 1)
+    return scaled.__closure__[0].cell_contents * 2, scaled.__closure__ is scaled.__closure__
 
 
 # ----- tests ---------------------------------------------------------------------------------

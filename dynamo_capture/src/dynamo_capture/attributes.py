@@ -35,6 +35,7 @@ from dynamo_capture.sources import (
 from dynamo_capture.torch_function_dispatch import has_own_torch_function
 from dynamo_capture.values import (
     BuiltinMethodValue,
+    CellValue,
     ContextValue,
     DictValue,
     DictViewValue,
@@ -178,6 +179,12 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
 
             error = AttributeError(f"'functools.partial' object has no attribute '{name}'")
             raise raised_by_python(error)
+    if isinstance(value, CellValue) and name == "cell_contents":  # a cell made in the frame
+        if value.contents is None:
+            from dynamo_capture.errors import raised_by_python
+
+            raise raised_by_python(ValueError("Cell is empty"))
+        return value.contents
     if isinstance(value, FunctionValue):
         from dynamo_capture.function_values import function_attr
 
