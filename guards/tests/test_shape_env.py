@@ -164,6 +164,39 @@ def test_format_guards_is_readable():
     assert "(L['x'].size()[0] % L['y'].size()[1]) == 2" in text
 
 
+def test_guards_name_the_user_code_that_made_them():
+    """`user_location` is asked at each guard; format_guards and a failing ShapeGuard name
+    the lines behind each check (ranges, relations, specializations), none where unknown."""
+    from guards.symbolic_guards import ShapeGuard
+
+    env = ShapeEnv()
+    where = ["if n > 4:  # f.py:3 in f"]
+    env.user_location = lambda: where[0]
+    s = symint(env, 8)
+    t = symint(env, 6, "y", 1)
+    u = symint(env, 5, "z")
+    assert bool(s > 4)
+    where[0] = "if n % m == 2:  # f.py:5 in f"
+    assert bool(s % t == 2)
+    where[0] = "x.view(5)  # f.py:7 in f"
+    assert int(u) == 5
+    text = env.format_guards()
+    assert "5 <= L['x'].size()[0]  # if n > 4:  # f.py:3 in f" in text
+    assert "(L['x'].size()[0] % L['y'].size()[1]) == 2  # if n % m == 2:  # f.py:5 in f" in text
+    assert "L['z'].size()[0] == 5  # x.view(5)  # f.py:7 in f" in text
+    assert "L['y'].size()[1]  # hint 6" in text  # a symbol's binding names no line
+    guard = ShapeGuard.of(env)
+    failures = {guard.failure(*values) for values in ((4, 6, 5), (8, 5, 5), (8, 6, 6))}
+    assert failures == {
+        "shape range 5 <= L['x'].size()[0] violated: L['x'].size()[0] = 4"
+        "  # guarded by: if n > 4:  # f.py:3 in f",
+        "shape relation (L['x'].size()[0] % L['y'].size()[1]) == 2 violated: "
+        "L['x'].size()[0] = 8, L['y'].size()[1] = 5  # guarded by: if n % m == 2:  # f.py:5 in f",
+        "L['z'].size()[0] is 6, but the compiled code assumed 5"
+        "  # guarded by: x.view(5)  # f.py:7 in f",
+    }
+
+
 # ---------------------------------------------------------------------------- SymNode arithmetic
 
 BINARY = {

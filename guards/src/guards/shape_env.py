@@ -619,7 +619,9 @@ class ShapeEnv:
             text = python_code(expr, names)
             if kind == "not_nan":
                 text = f"not math.isnan({text})"
-            lines.append(f"{source.expr} == {text}" if kind == "equals" else text)
+            text = f"{source.expr} == {text}" if kind == "equals" else text
+            origin = self.origin_of(kind, source, expr)
+            lines.append(f"{text}  # {origin}" if origin else text)  # as torch's guard log
         return "\n".join(lines)
 
     def __str__(self) -> str:
