@@ -277,6 +277,16 @@ def test_floordiv_simplifies():
     assert eval(python_code(sympy.Mod(2 * s + 1, s - 1)), {"s0": 9}) == 19 % 8
 
 
+@pytest.mark.parametrize("value", [2, 5, 9])
+def test_abs_and_sign_print_as_python(value):
+    """Guard code is Python: sympy's Abs and sign (a slice bound's `x*sign(x)`) evaluate
+    there as in sympy (they printed as `Abs(...)` / `sign(...)`, names guard code lacks:
+    the guard failed on every call, a recompile each time)."""
+    s = size_symbol(0)
+    for expr in (sympy.Abs(s - 5), sympy.sign(s - 5), (s - 5) * sympy.sign(s - 5)):
+        assert eval(python_code(expr), {"s0": value}) == expr.subs(s, value)
+
+
 def test_bound_and_static_truth():
     s, t = size_symbol(0), size_symbol(1)
     ranges = {s: ValueRange(2, 10), t: ValueRange(3, math.inf)}
