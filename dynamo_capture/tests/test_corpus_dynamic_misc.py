@@ -683,6 +683,118 @@ def cumsum_then_view_by_sizes(x):
     return x.cumsum(0).view(x.size(1), x.size(0))
 
 
+# ----- sizes through lists, splits, factories and functional ops ---------------------------------
+@program(*ROWS)
+def split_sizes_list(x):
+    n = x.size(0)
+    a, b = x.split([n // 2, n - n // 2])
+    return a.sum(0) + b.sum(0)
+
+
+@program(*ROWS)
+def tril_of_ones_by_size(x):
+    n = x.size(0)
+    return torch.tril(torch.ones(n, n)) @ x
+
+
+@program(*ROWS)
+def triu_indices_by_size(x):
+    return torch.triu_indices(x.size(1), x.size(1))
+
+
+@program(*ROWS)
+def flatten_then_view_back(x):
+    return x.flatten(0, 1).view(x.size(0), x.size(1)) * 2
+
+
+@program(*ROWS)
+def mean_by_hand_float(x):
+    n = x.size(0)
+    return x.sum(0) * (n - 1) / n
+
+
+@program(*ROWS)
+def full_like_with_size(x):
+    return torch.full_like(x, x.size(0))
+
+
+@program(*ROWS)
+def einsum_then_size(x):
+    return torch.einsum("ij,kj->ik", x, x) / x.size(1)
+
+
+@program(*ROWS)
+def conv1d_padding_by_size(x):
+    w = torch.ones(1, 1, 3)
+    return F.conv1d(x[:, None], w, padding=1)[:, 0] * x.size(1)
+
+
+@program(*ROWS)
+def one_hot_of_arange(x):
+    return F.one_hot(torch.arange(x.size(0)), num_classes=x.size(0) + 1)
+
+
+@program(*ROWS)
+def where_with_size_scalar(x):
+    return torch.where(x > 0, x, x.size(1))
+
+
+@program(*ROWS)
+def masked_fill_by_size(x):
+    return x.masked_fill(x < 0, -x.size(0))
+
+
+@program(*ROWS)
+def pad_by_symbolic_amounts(x):
+    return F.pad(x, (x.size(1) // 2, 1))
+
+
+@program(*ROWS)
+def avg_pool_kernel_of_size(x):
+    return F.avg_pool1d(x[None], kernel_size=x.size(1))
+
+
+@program(*ROWS)
+def view_minus_one_by_size(x):
+    return x.reshape(-1, x.size(1) * x.size(0))
+
+
+@program(*ROWS)
+def sizes_into_a_list_and_back(x):
+    sizes = list(x.shape)
+    sizes[0] = sizes[0] * 2
+    return x.repeat(2, 1).view(sizes)
+
+
+@program(*ROWS)
+def size_tuple_slicing_and_mul(x):
+    return x.new_zeros(x.shape[:1] * 2)
+
+
+@program(*ROWS)
+def sizes_zip_dims(x):
+    total = 0
+    for d, n in enumerate(x.shape):
+        total = total + d * n
+    return x * total
+
+
+@program(*ROWS)
+def size_is_compared_with_is(x):
+    return x * (x.size(0) is x.size(0)), x.dim() == 2
+
+
+@program(*ROWS)
+def batch_matmul_expand(x):
+    b = x.size(0)
+    return torch.bmm(x[None].expand(b, -1, -1), x.t()[None].expand(b, -1, -1)).sum(0)
+
+
+@program(*ROWS)
+def softmax_dim_from_ndim(x):
+    return torch.softmax(x / math.sqrt(x.size(-1)), dim=x.ndim - 1)
+
+
 # ----- tests -------------------------------------------------------------------------------------
 # Programs whose counts differ from torch.compile's, values equal eager's: name ->
 # ((ember graphs, ops), (torch.compile graphs, ops), why). Capture keeps a symbolic int
@@ -733,11 +845,24 @@ KNOWN_DIFFERENCES = {
         "torch keeps sym_max of the three",
     ),
     "reshape_with_remainder": ((1, 1), (1, 2), "torch keeps an unused `x.numel()` node"),
+    "split_sizes_list": (
+        (1, 10), (1, 8), "`n - n // 2` is emitted from its expression (a second floordiv)",
+    ),
+    "triu_indices_by_size": (
+        (3, 3), (3, 9), "both specialize the size (a compile each); torch keeps the "
+        "`x.size(1)` nodes it read it from",
+    ),
+    "one_hot_of_arange": ((3, 9), (3, 15), "as above"),
+    "avg_pool_kernel_of_size": ((3, 6), (3, 9), "as above"),
 }  # fmt: skip
 
 # where eager raises (a negative size, a view not dividing the sizes, an index past the
-# end): torch.compile raises another error or message, so these are held to eager alone
+# end): torch.compile raises another error or message, so these are held to eager alone;
+# and `x.size(0) is x.size(0)`, eagerly True for ints up to 256 (CPython's cache) and
+# False past them: capture breaks there, torch.compile traces `is` on the SymInts and
+# returns False (x * 0 where eager gives x * 1)
 EAGER_ONLY = {
+    "size_is_compared_with_is",
     "zeros_of_negative_size",
     "view_not_divisible",
     "expand_wrong",

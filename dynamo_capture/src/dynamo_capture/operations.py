@@ -962,8 +962,19 @@ def _python_scalar(value: Value) -> Value:
 
 def is_op(left: Value, right: Value) -> bool:
     if isinstance(left, PythonValue) and isinstance(right, PythonValue):
+        if left.obj is not right.obj and _symbolic_int_identity(left.obj, right.obj):
+            # NOTE: eagerly two reads of a size are one object when the int is small
+            # (CPython caches -5..256) and two otherwise: known only when it runs
+            raise Unsupported("`is` between ints one of which is a symbolic size")
         return left.obj is right.obj
     return left is right
+
+
+def _symbolic_int_identity(left: Any, right: Any) -> bool:
+    """Whether `left is right` compares two ints, one of them symbolic."""
+    numbers = (int, torch.SymInt)
+    both = isinstance(left, numbers) and isinstance(right, numbers)
+    return both and (is_symbolic_number(left) or is_symbolic_number(right))
 
 
 def _numpy_operand(*values: Value) -> bool:
