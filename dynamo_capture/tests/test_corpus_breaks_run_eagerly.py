@@ -604,7 +604,7 @@ def closure_cell_read_before_it_is_filled(x):
             return late
 
         try:
-            inner.__closure__[0].cell_contents
+            inner.__closure__[0].cell_contents  # noqa: B018 - the read raises
         except ValueError as error:
             text = str(error)
         late = 3
