@@ -16,6 +16,9 @@ PYTEST_DONT_REWRITE: the programs' assert statements are the user's, not pytest'
 
 from __future__ import annotations
 
+import copy
+import sys
+
 import pytest
 import torch
 import torch._dynamo
@@ -394,13 +397,167 @@ def mode_block_bound_by_as(x):
     return z * 2, mode is not None
 
 
-# an exception made from a tensor breaks (torch.compile keeps the tensor in it: 1 graph)
-@differing_program(r4)
+# ----- an exception made from a tensor: the tensor kept in it, read back through .args ------
+@program(r4)
 def exception_made_from_a_tensor(x):
     try:
         raise ValueError(x * 2)
     except ValueError as error:
         return error.args[0] + 1
+
+
+@program(r4)
+def exception_args_of_a_tensor_and_a_string(x):
+    try:
+        raise ValueError(x * 2, "t")
+    except ValueError as error:
+        return error.args[0] + 1, error.args[1], len(error.args)
+
+
+@program(r4)
+def exception_args_unpacked(x):
+    try:
+        raise ValueError(x * 2, x + 1)
+    except ValueError as error:
+        a, b = error.args
+        return a + b
+
+
+@program(r4)
+def exception_arg_checked_as_a_tensor(x):
+    try:
+        raise RuntimeError(x.sin())
+    except RuntimeError as error:
+        return isinstance(error.args[0], torch.Tensor), error.args[0] * 2
+
+
+class _PlainError(ValueError):
+    pass
+
+
+@program(r4)
+def exception_subclass_holding_a_tensor(x):
+    try:
+        raise _PlainError(x * 2)
+    except ValueError as error:
+        return error.args[0] - 1, type(error).__name__
+
+
+@program(r4)
+def exception_holding_a_tensor_read_from_exc_info(x):
+    try:
+        raise ValueError(x * 2)
+    except ValueError:
+        return sys.exc_info()[1].args[0] + 3
+
+
+@program(r4)
+def exception_holding_a_tensor_as_a_cause(x):
+    try:
+        try:
+            raise ValueError(x * 2)
+        except ValueError as error:
+            raise RuntimeError("wrapped") from error
+    except RuntimeError as outer:
+        return outer.__cause__.args[0] + 1
+
+
+@program(r4)
+def exception_holding_a_tensor_never_raised(x):
+    error = ValueError(x * 2)
+    return error.args[0] + 1
+
+
+# read as a constant (str, a copy, ==, print, a note): the frame runs eagerly, as in torch
+@program(r4)
+def exception_holding_a_tensor_as_text(x):
+    try:
+        raise ValueError(x * 2)
+    except ValueError as error:
+        return str(error)
+
+
+@program(r4)
+def exception_holding_a_tensor_copied(x):
+    try:
+        raise ValueError(x * 2)
+    except ValueError as error:
+        return copy.copy(error).args[0] + 1
+
+
+@program(r4)
+def exception_holding_a_tensor_compared(x):
+    try:
+        raise ValueError(x * 2)
+    except ValueError as error:
+        return error.args == (x,), x
+
+
+@program(r4)
+def exception_holding_a_tensor_raised_out(x):
+    raise ValueError(x * 2)
+
+
+@program(r4)
+def exception_holding_a_tensor_raised_again(x):
+    try:
+        raise ValueError(x * 2)
+    except ValueError:
+        if x.sum() > 100:
+            return x
+        raise
+
+
+# ember captures what torch.compile runs eagerly: `error.args = (...)` then read (1 graph)
+@differing_program(r4)
+def exception_args_set_then_read(x):
+    try:
+        raise ValueError(x * 2)
+    except ValueError as error:
+        error.args = (x * 3,)
+        return error.args[0]
+
+
+# the exception leaves the frame or is read as text: ember runs the frame eagerly, torch
+# keeps the tensor's graph (1 graph), or inlines a Python __init__ (1)
+@differing_program(r4)
+def exception_holding_a_tensor_returned(x):
+    try:
+        raise ValueError(x * 2)
+    except ValueError as error:
+        return error
+
+
+@differing_program(r4)
+def exception_holding_a_tensor_repr(x):
+    try:
+        raise ValueError(x * 2)
+    except ValueError as error:
+        return repr(error), x
+
+
+class _ScalingError(ValueError):
+    def __init__(self, t):
+        super().__init__(t * 3)
+
+
+@differing_program(r4)
+def exception_with_an_own_init_from_a_tensor(x):
+    try:
+        raise _ScalingError(x)
+    except ValueError as error:
+        return error.args[0] - 1
+
+
+# an exception made in the frame whose args are set, then folded as text: the frame runs
+# eagerly (`str(e)` read the object before the write: the old args, a silent wrong result)
+@differing_program(r4)
+def exception_args_set_then_text(x):
+    try:
+        raise ValueError("a")
+    except ValueError as error:
+        error.args = ("b", 2)
+        return str(error), x
 
 
 # `map` calling a lambda that breaks: the lambda is made by the eager statement and
@@ -414,8 +571,9 @@ def map_of_a_lambda_that_breaks(x):
     return list(map(lambda t: doubles_after_break(t) + 1, [x, x.sin()]))
 
 
-# reading `__closure__` of a function made in the frame: the frame runs eagerly, and so
-# do the functions it made (torch.compile compiles each as a frame of its own: 2 graphs)
+# `__closure__` of a function made in the frame: its cells, read while capturing (1 graph;
+# it ran the frame eagerly, 0). torch.compile runs the frame eagerly and compiles each
+# function it made as a frame of its own (2 graphs)
 @differing_program(r4)
 def closure_of_a_function_made_here(x):
     def make(k):
@@ -426,6 +584,45 @@ def closure_of_a_function_made_here(x):
 
     double = make(2)
     return double(x), make(3)(x), double.__closure__[0].cell_contents
+
+
+@differing_program(r4)
+def closure_cell_of_a_tensor_read(x):
+    y = x * 2
+
+    def shifted(t):
+        return t + y
+
+    cell = shifted.__closure__[0]
+    return cell.cell_contents + shifted(x), type(cell).__name__
+
+
+@differing_program(r4)
+def closure_cell_read_before_it_is_filled(x):
+    def outer():
+        def inner():
+            return late
+
+        try:
+            inner.__closure__[0].cell_contents  # noqa: B018 - the read raises
+        except ValueError as error:
+            text = str(error)
+        late = 3
+        return text, inner()
+
+    return outer(), x + 1
+
+
+@differing_program(r4)
+def closure_read_twice_is_one_tuple(x):
+    def make(k):
+        def scale(t):
+            return t * k
+
+        return scale
+
+    scaled = make(x + 1)
+    return scaled.__closure__[0].cell_contents * 2, scaled.__closure__ is scaled.__closure__
 
 
 # ----- tests ---------------------------------------------------------------------------------

@@ -1047,8 +1047,8 @@ def closure_captures_loop_variable_cell(x):
     return sum(f(x) for f in fns), acc
 
 
-# reading `__closure__` of a function made in the frame breaks, and capture runs the frame
-# eagerly (no graph); torch.compile resumes after it (2 graphs)
+# `__closure__` of a function made in the frame: its cells, read in the graph's frame (1
+# graph); torch.compile runs the frame eagerly and compiles each closure called (2)
 @eager_program()
 def closure_made_and_returned(x):
     def make(k):

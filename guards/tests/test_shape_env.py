@@ -164,6 +164,39 @@ def test_format_guards_is_readable():
     assert "(L['x'].size()[0] % L['y'].size()[1]) == 2" in text
 
 
+def test_guards_name_the_user_code_that_made_them():
+    """`user_location` is asked at each guard; format_guards and a failing ShapeGuard name
+    the lines behind each check (ranges, relations, specializations), none where unknown."""
+    from guards.symbolic_guards import ShapeGuard
+
+    env = ShapeEnv()
+    where = ["if n > 4:  # f.py:3 in f"]
+    env.user_location = lambda: where[0]
+    s = symint(env, 8)
+    t = symint(env, 6, "y", 1)
+    u = symint(env, 5, "z")
+    assert bool(s > 4)
+    where[0] = "if n % m == 2:  # f.py:5 in f"
+    assert bool(s % t == 2)
+    where[0] = "x.view(5)  # f.py:7 in f"
+    assert int(u) == 5
+    text = env.format_guards()
+    assert "5 <= L['x'].size()[0]  # if n > 4:  # f.py:3 in f" in text
+    assert "(L['x'].size()[0] % L['y'].size()[1]) == 2  # if n % m == 2:  # f.py:5 in f" in text
+    assert "L['z'].size()[0] == 5  # x.view(5)  # f.py:7 in f" in text
+    assert "L['y'].size()[1]  # hint 6" in text  # a symbol's binding names no line
+    guard = ShapeGuard.of(env)
+    failures = {guard.failure(*values) for values in ((4, 6, 5), (8, 5, 5), (8, 6, 6))}
+    assert failures == {
+        "shape range 5 <= L['x'].size()[0] violated: L['x'].size()[0] = 4"
+        "  # guarded by: if n > 4:  # f.py:3 in f",
+        "shape relation (L['x'].size()[0] % L['y'].size()[1]) == 2 violated: "
+        "L['x'].size()[0] = 8, L['y'].size()[1] = 5  # guarded by: if n % m == 2:  # f.py:5 in f",
+        "L['z'].size()[0] is 6, but the compiled code assumed 5"
+        "  # guarded by: x.view(5)  # f.py:7 in f",
+    }
+
+
 # ---------------------------------------------------------------------------- SymNode arithmetic
 
 BINARY = {
@@ -242,6 +275,16 @@ def test_floordiv_simplifies():
     assert FloorDiv(7, 2) == 3 and FloorDiv(-7, 2) == -4
     assert python_code(FloorDiv(s + 1, 2)) == "((s0 + 1) // 2)"
     assert eval(python_code(sympy.Mod(2 * s + 1, s - 1)), {"s0": 9}) == 19 % 8
+
+
+@pytest.mark.parametrize("value", [2, 5, 9])
+def test_abs_and_sign_print_as_python(value):
+    """Guard code is Python: sympy's Abs and sign (a slice bound's `x*sign(x)`) evaluate
+    there as in sympy (they printed as `Abs(...)` / `sign(...)`, names guard code lacks:
+    the guard failed on every call, a recompile each time)."""
+    s = size_symbol(0)
+    for expr in (sympy.Abs(s - 5), sympy.sign(s - 5), (s - 5) * sympy.sign(s - 5)):
+        assert eval(python_code(expr), {"s0": value}) == expr.subs(s, value)
 
 
 def test_bound_and_static_truth():

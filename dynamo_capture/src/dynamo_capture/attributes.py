@@ -17,7 +17,9 @@ from dynamo_capture.errors import (
     CAPTURED_TRACEBACK,
     ContextSwitchCall,
     ExceptionRaised,
+    GraphValueArgument,
     Unsupported,
+    graph_value_arguments,
 )
 from dynamo_capture.numpy_arrays import NUMPY_TYPE_DESCRIPTIONS, is_ndarray, ndarray_attribute
 from dynamo_capture.output_graph import TRUSTED_MODULES, is_constant
@@ -33,6 +35,7 @@ from dynamo_capture.sources import (
 from dynamo_capture.torch_function_dispatch import has_own_torch_function
 from dynamo_capture.values import (
     BuiltinMethodValue,
+    CellValue,
     ContextValue,
     DictValue,
     DictViewValue,
@@ -108,6 +111,8 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
     if isinstance(value, PythonValue | ObjectValue) and _user_getattribute(tx, value) is not None:
         return _through_getattribute(tx, value, name)
     if isinstance(value, PythonValue):
+        if isinstance(value.obj, BaseException) and graph_value_arguments(value.obj):
+            return _held_exception_attr(tx, value, name)
         return _python_attr(tx, value, name)
     if isinstance(value, ObjectValue | DictValue) and name == "__dict__" and value.source is None:
         return DictValue(value.attrs)  # a live view: writes go to the attributes
@@ -174,6 +179,12 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
 
             error = AttributeError(f"'functools.partial' object has no attribute '{name}'")
             raise raised_by_python(error)
+    if isinstance(value, CellValue) and name == "cell_contents":  # a cell made in the frame
+        if value.contents is None:
+            from dynamo_capture.errors import raised_by_python
+
+            raise raised_by_python(ValueError("Cell is empty"))
+        return value.contents
     if isinstance(value, FunctionValue):
         from dynamo_capture.function_values import function_attr
 
@@ -419,6 +430,30 @@ def _module_global_written(tx: Translator, module: types.ModuleType, name: str) 
         return None
     tx.ctx.written_reads += 1
     return written[1]
+
+
+# attributes of an exception that hold no argument of it
+_EXCEPTION_LINKS = frozenset(
+    {"__traceback__", "__cause__", "__context__", "__suppress_context__", "__class__"}
+)
+
+
+def _held_exception_attr(tx: Translator, value: PythonValue, name: str) -> Value:
+    """An attribute of an exception holding values of the graph (`ValueError(x * 2)`):
+    `args` gives them back; an attribute that reads no argument as usual; anything else
+    (a method, which would read the stand-ins) breaks."""
+    if (id(value.obj), name) in tx.ctx.attr_writes:  # `e.args = (...)` earlier in the frame
+        return _python_attr(tx, value, name)
+    if name == "args":
+        return TupleValue(
+            [
+                item.value if type(item) is GraphValueArgument else PythonValue(item)
+                for item in value.obj.args
+            ]
+        )
+    if name in _EXCEPTION_LINKS:
+        return _python_attr(tx, value, name)
+    raise Unsupported(f"reading .{name} of an exception holding values of the graph")
 
 
 def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:

@@ -1204,6 +1204,28 @@ def call_c_function(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str
     )
 
 
+@handles(builtins.divmod)
+def _divmod(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """divmod() of numbers one of which is symbolic: `(a // b, a % b)`, both symbolic (a
+    fold reads the tuple's items as ints, which fixes the sizes to their values)."""
+    try:
+        real_args, _ = _constants(args, kwargs)
+    except NotConstant:
+        real_args = None
+    if (
+        real_args is not None
+        and not kwargs
+        and len(real_args) == 2
+        and any(is_symbolic_number(a) for a in real_args)
+        and not (type(real_args[1]) is int and real_args[1] == 0)  # eager raises: the fold
+        and all(isinstance(a, int | torch.SymInt) and not isinstance(a, bool) for a in real_args)
+    ):
+        return TupleValue(
+            [PythonValue(real_args[0] // real_args[1]), PythonValue(real_args[0] % real_args[1])]
+        )
+    return call_c_function(tx, builtins.divmod, args, kwargs)
+
+
 @handles(builtins.range)
 def _range(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """range() folded; a symbolic bound specializes (a Python loop runs once per value)."""

@@ -32,7 +32,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture.attributes import LRU_CACHE_WRAPPER, raw_attr, super_getattribute
-from dynamo_capture.errors import NeedsEagerFrame, Unsupported, raised_by_python
+from dynamo_capture.errors import (
+    GraphValueArgument,
+    NeedsEagerFrame,
+    Unsupported,
+    raised_by_python,
+)
 from dynamo_capture.made_modules import plain_constant, plainly_made_module
 from dynamo_capture.operations import (
     NotConstant,
@@ -290,7 +295,10 @@ def _construct_exception(
     try:
         real_args, real_kwargs = _all_constant(args, kwargs)
     except NotConstant as error:
-        raise Unsupported(f"creating a {cls.__name__} from non-constant values") from error
+        made = _exception_holding_values(cls, args, kwargs)
+        if made is None:
+            raise Unsupported(f"creating a {cls.__name__} from non-constant values") from error
+        return made
     own_new = any(
         "__new__" in vars(klass) for klass in cls.__mro__ if klass.__module__ != "builtins"
     )
@@ -310,6 +318,35 @@ def _construct_exception(
     if not (isinstance(returned, PythonValue) and returned.obj is None):
         raise Unsupported(f"{cls.__name__}.__init__ returned a value")
     return instance
+
+
+# builtin exception classes whose __init__ keeps its arguments as `args` and nothing else
+_PLAIN_ARGS_EXCEPTIONS = frozenset(
+    {Exception, ValueError, TypeError, RuntimeError, KeyError, IndexError, LookupError,
+     AssertionError, ArithmeticError, ZeroDivisionError, NotImplementedError, AttributeError}
+)  # fmt: skip
+
+
+def _exception_holding_values(
+    cls: type, args: list[Value], kwargs: dict[str, Value]
+) -> PythonValue | None:
+    """`ValueError(x * 2)`: the exception, its arguments known only when the graph runs
+    kept as GraphValueArgument stand-ins (read back through `.args`), as torch.compile
+    keeps the tensor in the exception. None where its class could read or change them
+    (an own `__init__` / `__new__` or another builtin base) or keywords are passed."""
+    builtin = next(klass for klass in cls.__mro__ if klass.__module__ == "builtins")
+    own = cls.__mro__[: cls.__mro__.index(builtin)]
+    if kwargs or builtin not in _PLAIN_ARGS_EXCEPTIONS:
+        return None
+    if any(name in vars(klass) for klass in own for name in ("__init__", "__new__", "__str__")):
+        return None
+    real = []
+    for argument in args:
+        try:
+            real.append(as_constant(argument))
+        except NotConstant:
+            real.append(GraphValueArgument(argument))
+    return PythonValue(cls(*real))
 
 
 def _all_constant(args: list[Value], kwargs: dict[str, Value]) -> tuple[list[Any], dict[str, Any]]:

@@ -1559,12 +1559,20 @@ class OutputPlan:
                 return self._source_read(value.source)  # an int or float input made symbolic
             if isinstance(obj, torch.SymInt | torch.SymFloat | torch.SymBool):
                 return self._symbolic_int(obj)
-            if type(obj) is torch.Size:  # a shape with symbolic sizes: made again from them
+            if type(obj) in (torch.Size, tuple, list) and all(
+                type(size) in (int, torch.SymInt) for size in obj
+            ):  # a shape or strides with symbolic sizes: made again from them
                 sizes = "".join(
                     f"{self._symbolic_int(size) if isinstance(size, torch.SymInt) else int(size)}, "
                     for size in obj
                 )
-                return f"{self._constant(torch.Size)}(({sizes}))"
+                if type(obj) is list:
+                    return f"[{sizes}]"
+                return (
+                    f"{self._constant(torch.Size)}(({sizes}))"
+                    if type(obj) is torch.Size
+                    else f"({sizes})"
+                )
             raise Unsupported("returning a symbolic size from the compiled frame")
         if value.source is None and (isinstance(obj, BaseException) or obj is CAPTURED_TRACEBACK):
             # NOTE: one object made while capturing; eagerly each call makes a new one

@@ -14,6 +14,8 @@ __all__ = [
     "CAPTURED_TRACEBACK",
     "CaptureUnavailableError",
     "ExceptionRaised",
+    "GraphValueArgument",
+    "graph_value_arguments",
     "NeedsEagerFrame",
     "raised_by_python",
     "raised_ahead",
@@ -247,3 +249,40 @@ def raised_ahead(error: ExceptionRaised, what: str) -> Unsupported:
     user iterator drained when a loop starts):
     eagerly it is raised later, after the items before it were used."""
     return Unsupported(f"{what} raised {error.value.obj!r} (capture runs it ahead of time)")
+
+
+class GraphValueArgument:
+    """Stands, in the args of an exception made while capturing, for an argument known only
+    when the graph runs (`ValueError(x * 2)`): `value` is capture's Value of it.
+
+    Such an exception is read through `.args` only (the Values again): folding it as a
+    constant (`str(e)`, `repr`, copies, its methods) breaks, and so does its leaving the
+    compiled part (returned, stored outside, handed on at a break), where the frame runs
+    eagerly and makes the real one. Any other use of a stand-in raises Unsupported.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:  # the message of ExceptionRaised only
+        return "<a value of the captured graph>"
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise Unsupported(
+            "an exception argument known only when the graph runs, read as a constant"
+        )
+
+    __str__ = __format__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+    __hash__ = __bool__ = __len__ = __iter__ = __getitem__ = __call__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _refuse
+    __neg__ = __pos__ = __abs__ = __int__ = __float__ = __index__ = _refuse
+    __getattr__ = __reduce__ = __reduce_ex__ = __copy__ = __deepcopy__ = _refuse
+
+
+def graph_value_arguments(exception: BaseException) -> bool:
+    """Whether an exception made while capturing holds arguments known only when the graph
+    runs (GraphValueArgument)."""
+    return any(type(argument) is GraphValueArgument for argument in exception.args)

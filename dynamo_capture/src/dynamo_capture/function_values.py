@@ -50,6 +50,10 @@ def function_attr(value: FunctionValue, name: str) -> Value | None:
         return PythonValue(plain[name])
     if name == "__defaults__":
         return TupleValue(list(value.defaults)) if value.defaults else PythonValue(None)
+    if name == "__closure__":  # its cells (CellValue: `cell_contents` reads them)
+        if value.closure_read is None:
+            value.closure_read = TupleValue(list(value.closure)) if value.closure else None
+        return value.closure_read if value.closure_read is not None else PythonValue(None)
     if name == "__annotations__":
         return _annotations(value)
     if name == "__kwdefaults__":

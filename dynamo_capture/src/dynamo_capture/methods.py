@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import operator
 import os
 import types
@@ -1082,6 +1083,16 @@ def fold_environ_read(tx: Translator, environ: PythonValue, name: str, args: lis
     return PythonValue(result)
 
 
+def _size_numel(size: torch.Size) -> Any:
+    """`torch.Size.numel()` as the product of its sizes: symbolic sizes stay symbolic (the
+    C method reads each as an int, which specializes them)."""
+    return functools.reduce(operator.mul, size, 1)
+
+
+# torch.Size methods computed in Python on the sizes, symbolic ones included
+_SIZE_METHODS: dict[str, Callable[..., Any]] = {"numel": _size_numel}
+
+
 def _fold_method(
     tx: Translator, receiver: Value, name: str, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
@@ -1107,7 +1118,8 @@ def _fold_method(
     reads_only = name in ("copy", "index", "count") or (type(real) is set and name in _SET_QUERIES)
     if isinstance(real, list | set | dict | collections.deque | bytearray) and not reads_only:
         raise Unsupported(f"{type(real).__name__}.{name} on a container outside the frame")
-    method = getattr(real, name)
+    method = _SIZE_METHODS.get(name) if type(real) is torch.Size else None
+    method = functools.partial(method, real) if method is not None else getattr(real, name)
     try:
         result = method(*real_args, **real_kwargs)
     except Exception as error:  # noqa: BLE001 - a method of a constant raises as eagerly

@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections.abc
 import contextlib
 import enum
+import functools
 import inspect
 import operator
 import os
@@ -19,11 +20,16 @@ import numpy as np
 import torch
 
 from dynamo_capture import side_effects
-from dynamo_capture.errors import ExceptionRaised, Unsupported, raised_ahead
+from dynamo_capture.errors import (
+    ExceptionRaised,
+    Unsupported,
+    graph_value_arguments,
+    raised_ahead,
+)
 from dynamo_capture.output_graph import is_constant
 from dynamo_capture.scalar_subclasses import constant_scalar
 from dynamo_capture.sources import item_source
-from dynamo_capture.sym_numbers import recomputed_from_values
+from dynamo_capture.sym_numbers import is_symbolic_number, recomputed_from_values
 from dynamo_capture.tensor_extremes import (
     ChoiceValue,
     choice_operand,
@@ -168,6 +174,10 @@ def as_constant(value: Value) -> Any:
         if isinstance(obj, np.dtype) and value.source is None:
             return obj  # a NumPy dtype met while capturing (`a.dtype`), immutable
         if isinstance(obj, BaseException) and value.source is None:
+            if graph_value_arguments(obj):  # `ValueError(x * 2)`: read through .args only
+                raise NotConstant
+            if side_effects.attribute_written(obj, "args"):  # `e.args = (...)`: not in it yet
+                raise NotConstant
             return obj  # an exception made while capturing (`str(e)` in an except block)
         if constant_scalar(value):
             return obj  # Name("a"), a str subclass made while capturing (scalar_subclasses)
@@ -952,8 +962,19 @@ def _python_scalar(value: Value) -> Value:
 
 def is_op(left: Value, right: Value) -> bool:
     if isinstance(left, PythonValue) and isinstance(right, PythonValue):
+        if left.obj is not right.obj and _symbolic_int_identity(left.obj, right.obj):
+            # NOTE: eagerly two reads of a size are one object when the int is small
+            # (CPython caches -5..256) and two otherwise: known only when it runs
+            raise Unsupported("`is` between ints one of which is a symbolic size")
         return left.obj is right.obj
     return left is right
+
+
+def _symbolic_int_identity(left: Any, right: Any) -> bool:
+    """Whether `left is right` compares two ints, one of them symbolic."""
+    numbers = (int, torch.SymInt)
+    both = isinstance(left, numbers) and isinstance(right, numbers)
+    return both and (is_symbolic_number(left) or is_symbolic_number(right))
 
 
 def _numpy_operand(*values: Value) -> bool:
@@ -1731,6 +1752,10 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
             elif _user_equal(tx, candidate, item):
                 return True
         return False
+    if is_symbolic_number(key) and isinstance(container, TupleValue | ListValue | PythonValue):
+        matched = _symbolic_in(key, container)
+        if matched is not None:
+            return matched
     for candidate in _candidates(tx, container):
         if isinstance(candidate, TensorValue):
             raise Unsupported("`in` over a sequence of tensors is data-dependent")
@@ -1740,6 +1765,24 @@ def builtin_contains(tx: Translator, item: Value, container: Value) -> bool:
         except NotConstant:
             continue
     return False
+
+
+def _symbolic_in(key: Any, container: Value) -> bool | None:
+    """`n in (4, 8)` for a symbolic number and a tuple or list of plain numbers: one guard
+    on the whole test (`Eq(s0, 4) | Eq(s0, 8)`), as torch.compile guards it, not one a
+    candidate (which fixes `n` to the one it equals). None where an item is not a number."""
+    if isinstance(container, PythonValue):
+        if type(container.obj) not in (tuple, list):
+            return None
+        items = list(container.obj)
+    else:
+        try:
+            items = [as_constant(item) for item in container.items]
+        except NotConstant:
+            return None
+    if not items or not all(type(item) in (int, float, bool) for item in items):
+        return None
+    return bool(functools.reduce(operator.or_, [key == item for item in items]))
 
 
 def _constant_in(key: Any, container: Any) -> bool:

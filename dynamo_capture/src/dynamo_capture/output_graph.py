@@ -20,6 +20,7 @@ import dataclasses
 import enum
 import math
 import operator
+import os
 import types
 from collections.abc import Callable
 from typing import Any
@@ -144,6 +145,21 @@ _RANGE_ITERATOR = type(iter(range(0)))
 _LIST_ITERATOR = type(iter([]))
 # the iterators a part resuming inside loops is handed (made again by the part before)
 HANDED_ITERATORS = (type(iter(())), _RANGE_ITERATOR, _LIST_ITERATOR)
+
+
+def running_user_line() -> str:
+    """The user's line capture is running, as torch.compile's recompile reasons name it
+    (`if n > 4:  # file.py:12 in f`): the innermost frame outside torch, or "" when none
+    runs."""
+    from dynamo_capture.interpreter import RUNNING
+
+    torch_folder = os.path.dirname(torch.__file__)
+    for translator in reversed(RUNNING):
+        where = translator.location()
+        if not where.filename.startswith(torch_folder):
+            text = f"{where.text}  # " if where.text else ""
+            return f"{text}{where.filename}:{where.line} in {where.function}"
+    return ""
 
 
 class HandedSteps:
@@ -382,6 +398,8 @@ class CaptureContext:
         # dynamic) or were marked get a symbol each; only dynamic=True gives equal
         # sizes one symbol (duck sizing)
         self.shape_env = None if dynamic is False else ShapeEnv(duck_shape=dynamic is True)
+        if self.shape_env is not None:
+            self.shape_env.user_location = running_user_line
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.use_fakes = USE_FAKES
         self.frame_globals = frame_globals

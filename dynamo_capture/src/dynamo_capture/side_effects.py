@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MUTATING_METHODS",
+    "attribute_written",
     "current",
     "for_write",
     "reading_through",
@@ -150,6 +151,15 @@ def shadow_of(obj: Any) -> Value | None:
         return None
     ctx.written_reads += 1
     return entry[2]
+
+
+def attribute_written(obj: Any, name: str) -> bool:
+    """Whether the running capture set or deleted attribute `name` of `obj` (kept in its
+    log until the graph has run): folding the object would read it without the write."""
+    if not _active.contexts:
+        return False
+    entry = _active.contexts[-1].attr_writes.get((id(obj), name))
+    return entry is not None and entry[0] is obj
 
 
 def module_members_written(tx: Translator, module: Any) -> DictValue | None:

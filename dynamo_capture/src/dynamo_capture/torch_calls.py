@@ -695,6 +695,17 @@ def call_tensor_method(
         raise error
     if name == "requires_grad_":
         return _requires_grad_(tensor, args, kwargs)
+    if name == "new_tensor" and len(args) == 1 and set(kwargs) <= {"dtype", "device"}:
+        # `x.new_tensor([n, m])` of ints some symbolic: x's dtype and device unless given
+        options = {
+            "dtype": PythonValue(tensor.example.dtype),
+            "device": PythonValue(tensor.example.device),
+            **kwargs,
+        }
+        if all(isinstance(v, PythonValue) for v in options.values()):
+            made = _tensor_of_symbolic_ints(tx, args[0], options)
+            if made is not None:
+                return made
     if name == "random_" or (name == "uniform_" and "from" in kwargs):
         # NOTE: these lower to ATen overloads named `from`, a Python keyword a graph's
         # code cannot spell (`aten.random.from`): the call runs eagerly, as in

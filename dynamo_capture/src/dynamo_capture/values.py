@@ -200,6 +200,7 @@ class FunctionValue(Value):
     source: Source | None = None
     attrs: dict[str, Value] = field(default_factory=dict)  # __wrapped__, __name__ set...
     annotations: Value | None = None  # the (name, value, ...) tuple MAKE_FUNCTION got
+    closure_read: Value | None = None  # `__closure__` once read: one tuple, as eagerly
 
 
 @dataclass(eq=False, slots=True)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,6 +172,13 @@ class ShapeEnv:
         # specializes it (`specialized_floats`, checked by the caller's guards)
         self._floats: dict[sympy.Symbol, tuple[float, Source]] = {}
         self.specialized_floats: dict[Source, float] = {}
+        # the user's code a guard came from: set by the front end tracing that code (a
+        # function returning `if n > 4:  # file.py:12 in f`, or "" where none runs);
+        # recompile reasons name it, as torch.compile's do
+        self.user_location: Callable[[], str] | None = None
+        # a symbol (its range or replacement) or a recorded condition -> the user's code
+        # whose guards made it, in order (messages only; not part of `state`)
+        self._origins: dict[Any, list[str]] = {}
 
     # ------------------------------------------------------------------ symbols
 
@@ -458,12 +465,42 @@ class ShapeEnv:
             dividend, divisor = condition.lhs.args
             self._exact_divisions[FloorDiv(dividend, divisor)] = dividend / divisor
             self.version += 1
+        origin = self.user_location() if self.user_location is not None else ""
         if artifact_enabled("dynamic"):
-            _log.info("guard %s (at %s)", python_code(condition), _user_location())
+            _log.info("guard %s (at %s)", python_code(condition), origin or _user_location())
         if self._narrow(condition):
             self.version += 1
+            if origin:
+                for symbol in condition.free_symbols:
+                    self._add_origin(symbol, origin)
             return
+        if origin:
+            self._add_origin(condition, origin)
         self._records.append(ShapeRecord(condition, where))
+
+    def _add_origin(self, key: Any, origin: str) -> None:
+        origins = self._origins.setdefault(key, [])
+        if origin not in origins:
+            origins.append(origin)
+
+    def origin_of(self, kind: str, source: Any, expr: Any) -> str:
+        """The user's code whose guards made check (`kind`, `source`, `expr`) of
+        `checks()`: its lines joined by " and ", or "" where none is known (0/1
+        specialization, a mark, a ShapeEnv restored from its state)."""
+        keys: list[Any] = []
+        if kind == "relation":
+            keys = [c for c in self._origins if c == expr or self.replace(c) == expr]
+        elif kind == "range":
+            keys = sorted(getattr(expr, "free_symbols", ()), key=str)
+        elif kind == "equals":  # a symbol replaced (by a constant or another symbol)
+            keys = [i.symbol for i in self._symbols.values() if source in i.sources]
+            keys += sorted(getattr(expr, "free_symbols", ()), key=str)
+        origins: list[str] = []
+        for key in keys:
+            for origin in self._origins.get(key, ()):
+                if origin not in origins:
+                    origins.append(origin)
+        return " and ".join(origins)
 
     def _narrow(self, condition: Any) -> bool:
         """Turn a single-symbol linear condition into a range or a replacement."""
@@ -582,7 +619,9 @@ class ShapeEnv:
             text = python_code(expr, names)
             if kind == "not_nan":
                 text = f"not math.isnan({text})"
-            lines.append(f"{source.expr} == {text}" if kind == "equals" else text)
+            text = f"{source.expr} == {text}" if kind == "equals" else text
+            origin = self.origin_of(kind, source, expr)
+            lines.append(f"{text}  # {origin}" if origin else text)  # as torch's guard log
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -291,6 +291,13 @@ class _PythonPrinter(StrPrinter):
     def _print_ceiling(self, expr: Any) -> str:
         return f"(-(-{self._print(expr.args[0])} // 1))"
 
+    def _print_Abs(self, expr: Any) -> str:
+        return f"abs({self._print(expr.args[0])})"
+
+    def _print_sign(self, expr: Any) -> str:  # sympy's `Abs(x)` may come back as x*sign(x)
+        value = self._operand(expr.args[0])
+        return f"(({value} > 0) - ({value} < 0))"
+
 
 def _chained_range(expr: Any) -> tuple[Any, Any, Any] | None:
     """(lo, x, hi) for `And(lo <= x, x <= hi)` with constant ends, else None."""

@@ -17,7 +17,7 @@ source, then checks in straight-line code:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import sympy
@@ -51,6 +51,8 @@ class ShapeGuard(Guard):
     property_sources: tuple[TensorPropertySource, ...] = ()
     symbols: tuple[tuple[sympy.Symbol, int], ...] = ()
     shape_checks: tuple[ShapeCheck, ...] = ()
+    # the user's code each check came from ("" where unknown), for failure messages
+    origins: tuple[str, ...] = field(default=(), compare=False)
 
     guard_type: ClassVar[str] = "SHAPE_ENV"
     rank: ClassVar[int] = 30
@@ -65,14 +67,16 @@ class ShapeGuard(Guard):
 
         symbols = tuple((b.symbol, slot(b.sources[0])) for b in env.bindings())
         symbols += tuple((symbol, slot(source)) for symbol, source in env.float_bindings())
+        env_checks = env.checks()
         checks = tuple(
             ShapeCheck(kind, None if source is None else slot(source), expr)
-            for kind, source, expr in env.checks()
+            for kind, source, expr in env_checks
         )
         if not checks and not symbols:
             return None
         sources = tuple(index)
-        return cls(sources[0], sources, symbols, checks)
+        origins = tuple(env.origin_of(*check) for check in env_checks)
+        return cls(sources[0], sources, symbols, checks, origins)
 
     def sources(self) -> tuple[Source, ...]:
         return self.property_sources
@@ -81,10 +85,11 @@ class ShapeGuard(Guard):
 
     def failure(self, *values: Any) -> str | None:
         bound = {symbol: _number(values[i]) for symbol, i in self.symbols}
-        for check in self.shape_checks:
+        for position, check in enumerate(self.shape_checks):
             failure = self._check_failure(check, values, bound)
             if failure is not None:
-                return failure
+                origin = self.origins[position] if position < len(self.origins) else ""
+                return f"{failure}  # guarded by: {origin}" if origin else failure
         return None
 
     def _check_failure(self, check: ShapeCheck, values: tuple, bound: dict) -> str | None:
