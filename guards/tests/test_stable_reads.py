@@ -12,6 +12,7 @@ import itertools
 import sys
 import types
 import weakref
+from dataclasses import dataclass
 
 import pytest
 
@@ -22,6 +23,7 @@ from guards import (
     LocalSource,
     ModuleGlobalSource,
     NNModuleSource,
+    Source,
     dict_versions,
     stable_reads,
 )
@@ -287,3 +289,99 @@ def test_stable_reads_keep_no_class_alive_after_the_guard_function(module):
     del Made, module.MADE, compiled, guards
     gc.collect()
     assert alive() is None
+
+
+# -- steps of source kinds defined elsewhere (register_stable_step) --------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RawRead(Source):
+    """`object.__getattribute__(base, name)`, as dynamo_capture's RawAttrSource renders it."""
+
+    source: Source
+    attr: str
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"__import__('builtins').object.__getattribute__({base_expr}, {self.attr!r})"
+
+    def short_name(self, base_name: str) -> str:
+        return f"object.__getattribute__({base_name}, {self.attr!r})"
+
+
+stable_reads.register_stable_step(
+    RawRead, lambda base, source, links: stable_reads.raw_attribute_link(base, source.attr, links)
+)
+
+
+class Remapped(Config):
+    """A class with its own `__getattribute__`, as transformers' configs have."""
+
+    def __getattribute__(self, name):
+        return object.__getattribute__(self, name)
+
+
+def _raw_guards(module) -> GuardSet:
+    config = ModuleGlobalSource(module.__name__, "CONFIG")
+    instance = RawRead(config, "__dict__")
+    guards = GuardSet()
+    guards.add_type(config, module.CONFIG)
+    guards.add_type(instance, {})
+    guards.add_dict_keys(instance, module.CONFIG.__dict__)
+    guards.add_equals(ItemSource(instance, "flag"), True)
+    guards.add_equals(RawRead(config, "size"), 4)
+    return guards
+
+
+@pytest.fixture
+def remapped(module):
+    module.CONFIG = Remapped()
+    return module
+
+
+def test_a_registered_step_kind_twice_is_an_error():
+    with pytest.raises(ValueError, match="already registered"):
+        stable_reads.register_stable_step(RawRead, lambda base, source, links: None)
+
+
+def test_reads_past_getattribute_leave_out_guards_while_unchanged(remapped):
+    compiled = _raw_guards(remapped).compile()
+    _warm(compiled)
+    assert _state(compiled).unchanged()
+    fast = compiled.source[compiled.source.index("def guard_check(") :]
+    assert "EQUALS_MATCH" not in fast and "DICT_KEYS_MATCH" not in fast
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda c: setattr(c, "flag", False),  # an item of the instance dict
+        lambda c: setattr(c, "size", 5),  # a raw attribute
+        lambda c: setattr(c, "extra", 1),  # the dict's keys
+        lambda c: object.__setattr__(c, "__dict__", {"flag": False, "size": 4}),
+        lambda c: object.__setattr__(c, "__class__", type("Other", (Remapped,), {})),
+    ],
+    ids=["item", "raw attribute", "keys", "dict replaced", "class swapped"],
+)
+def test_reads_past_getattribute_see_each_change(remapped, change):
+    compiled = _raw_guards(remapped).compile()
+    with use_stable_reads(False):
+        reference = _raw_guards(remapped).compile()
+    _warm(compiled)
+    change(remapped.CONFIG)
+    assert not reference.check({}, {})
+    assert not compiled.check({}, {})
+
+
+def test_an_instance_dict_behind_a_class_dict_property_is_not_read_stably(module):
+    class Odd(Config):
+        __dict__ = property(lambda self: {"flag": True, "size": 4})  # type: ignore[assignment]
+
+    module.CONFIG = Odd()
+    compiled = _raw_guards(module).compile()
+    _warm(compiled)
+    fast = compiled.source[compiled.source.index("def guard_check(") :]
+    assert "'flag'" in fast  # still read and checked on every call

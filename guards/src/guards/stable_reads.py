@@ -88,7 +88,16 @@ from guards.sources import (
     TypeSource,
 )
 
-__all__ = ["StablePlan", "StableReads", "plan_stable_reads", "use_stable_reads"]
+__all__ = [
+    "MISSING",
+    "Links",
+    "StablePlan",
+    "StableReads",
+    "plan_stable_reads",
+    "raw_attribute_link",
+    "register_stable_step",
+    "use_stable_reads",
+]
 
 _ENABLED = [True]
 
@@ -188,7 +197,10 @@ def _class_attribute(cls: type, member: str, links: Links) -> Any:
     return found
 
 
-def _instance_attribute(obj: Any, member: str, links: Links) -> Any:
+def _instance_attribute(obj: Any, member: str, links: Links, raw: bool = False) -> Any:
+    """`obj.member` from the instance dict (or a plain class value), where stable; `raw`:
+    read as `object.__getattribute__(obj, member)` does, past a class's own
+    `__getattribute__` (which then may be defined)."""
     cls = type(obj)
     if member in ("__dict__", "__class__"):
         return _MISSING
@@ -205,7 +217,7 @@ def _instance_attribute(obj: Any, member: str, links: Links) -> Any:
             if not _is_heap(klass):
                 return _MISSING
             real = _class_dict(klass, links.class_dicts)
-            if "__getattribute__" in real:
+            if "__getattribute__" in real and not raw:
                 return _MISSING
             if in_class is _MISSING:
                 in_class = real.get(member, _MISSING)
@@ -229,6 +241,68 @@ def _instance_attribute(obj: Any, member: str, links: Links) -> Any:
     links.dicts.append(instance)
     links.objects.append((obj, cls, instance))
     return found
+
+
+def instance_dict_link(obj: Any, links: Links) -> Any:
+    """`object.__getattribute__(obj, '__dict__')`, the instance dict, where stable, else
+    `_MISSING`: a heap class over `object` (metaclass `type`) whose MRO finds `__dict__`
+    as the slot's own getset descriptor. It stays the same dict while the class dicts of
+    the MRO keep their tags (no `__dict__` property added), the MRO stands and the
+    object keeps its class and dict (compared on every call: `obj.__dict__ = d` writes
+    no dict)."""
+    cls = type(obj)
+    if not _is_heap(cls) or type(cls) is not type:
+        return _MISSING
+    found = _MISSING
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        if not _is_heap(klass):
+            return _MISSING
+        real = _class_dict(klass, links.class_dicts)
+        links.dicts.append(real)
+        if found is _MISSING:
+            found = real.get("__dict__", _MISSING)
+    if type(found) is not types.GetSetDescriptorType or found.__name__ != "__dict__":
+        return _MISSING
+    instance = _object_getattribute(obj, "__dict__")
+    if type(instance) is not dict:
+        return _MISSING
+    links.classes.append(cls)
+    links.objects.append((obj, cls, instance))
+    return instance
+
+
+def raw_attribute_link(base: Any, member: str, links: Links) -> Any:
+    """`object.__getattribute__(base, member)` where a stable read gives it (recording what
+    it depends on), else `_MISSING`: the instance dict, or an attribute as
+    `attribute_link` reads one of an object, a class's own `__getattribute__` aside."""
+    if member == "__dict__":
+        return instance_dict_link(base, links)
+    if isinstance(base, type) or type(base) is types.FunctionType:
+        return _MISSING
+    return _instance_attribute(base, member, links, raw=True)
+
+
+# Rules of source kinds defined outside this package: source type -> the rule reading
+# `source` from `base` where stable (see `register_stable_step`).
+_STEP_RULES: dict[type, Callable[[Any, Any, Links], Any]] = {}
+
+
+def register_stable_step(source_type: type, rule: Callable[[Any, Any, Links], Any]) -> None:
+    """Teach stable reads a step of a source kind defined outside this package: `rule(base,
+    source, links)` returns the value the step reads from `base` where a stable read gives
+    it (recording in `links` what it depends on), else `MISSING`. A type registered twice
+    is an error.
+
+        register_stable_step(RawAttrSource, lambda b, s, links: raw_attribute_link(b, s.name, links))
+    """
+    if source_type in _STEP_RULES:
+        raise ValueError(f"a stable step for {source_type.__qualname__} is already registered")
+    _STEP_RULES[source_type] = rule
+
+
+MISSING = _MISSING  # what a step rule returns where its read is not stable
 
 
 def attribute_link(base: Any, member: str, links: Links) -> Any:
@@ -261,6 +335,9 @@ def stable_link(base: Any, source: Source, links: Links) -> Any:
         return _MISSING
     if type(source) is AttrSource:
         return attribute_link(base, source.member, links)
+    rule = _STEP_RULES.get(type(source))
+    if rule is not None:
+        return rule(base, source, links)
     if type(source) is ModuleSource or type(source) is ParamBufferSource:
         table = "_modules" if type(source) is ModuleSource else None
         table = table or ("_buffers" if source.is_buffer else "_parameters")
