@@ -385,3 +385,53 @@ def test_an_instance_dict_behind_a_class_dict_property_is_not_read_stably(module
     _warm(compiled)
     fast = compiled.source[compiled.source.index("def guard_check(") :]
     assert "'flag'" in fast  # still read and checked on every call
+
+
+class Slotted:
+    __slots__ = ("value",)
+
+
+class OtherSlotted:
+    __slots__ = ("value",)
+
+
+@pytest.mark.parametrize("make", [Config, Slotted], ids=["instance dict", "slots"])
+def test_a_type_match_on_a_heap_class_is_left_out_and_sees_the_class_swapped(module, make):
+    module.THING = make()
+    source = ModuleGlobalSource(module.__name__, "THING")
+    guards = GuardSet()
+    guards.add_type(source, module.THING)
+    compiled = guards.compile()
+    _warm(compiled)
+    assert _state(compiled).unchanged()
+    fast = compiled.source[compiled.source.index("def guard_check(") :]
+    assert "TYPE_MATCH" not in fast
+    module.THING.__class__ = OtherSlotted if make is Slotted else Owner
+    assert not compiled.check({}, {})
+    module.THING.__class__ = make
+    assert compiled.check({}, {})
+
+
+class WithDefault:
+    flag = True  # a dataclass field's default: on the class, shadowed by the instance
+
+    def __init__(self) -> None:
+        self.flag = False
+
+
+def test_an_instance_attribute_shadowing_a_class_default_is_read_stably(module):
+    module.THING = WithDefault()
+    guards = GuardSet()
+    guards.add_equals(AttrSource(ModuleGlobalSource(module.__name__, "THING"), "flag"), False)
+    compiled = guards.compile()
+    _warm(compiled)
+    assert "EQUALS_MATCH" not in compiled.source[compiled.source.index("def guard_check(") :]
+    del module.THING.flag  # the class's default shows through
+    assert not compiled.check({}, {})
+    module.THING.flag = False
+    assert compiled.check({}, {})
+    try:
+        WithDefault.flag = property(lambda self: True)  # a data descriptor wins
+        assert not compiled.check({}, {})
+    finally:
+        WithDefault.flag = True

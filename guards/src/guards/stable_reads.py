@@ -37,7 +37,8 @@ passes; `StableReads.snapshot` verifies each stable step against the rule above 
 those very values and collects the dicts to watch. While the tags, MROs, classes and
 instance dicts are as snapshotted, the fast body binds pinned values from the
 snapshot and leaves out every guard whose answer cannot have changed: an ID_MATCH or
-EQUALS_MATCH on a pinned value, a TYPE_MATCH naming a builtin type, the keys or length
+EQUALS_MATCH on a pinned value, a TYPE_MATCH (naming a heap class: the object's class is
+then compared on every call, as `__class__` assignment writes no dict), the keys or length
 of a watched dict or of a tuple, a held class or module attribute (AttributeIdGuard,
 whose function's `__code__` is still compared) and a name absent from a watched
 globals dict. Any other guard runs as before, on the cached value where its source
@@ -141,6 +142,7 @@ _CHECKED_MEMBERS = frozenset(
 )
 _CONSTANTS = (type(None), bool, int, float, complex, str, bytes)
 _INSTANCE_DICT = object  # the watched type of a value whose instance dict a guard reads
+_CLASS = type  # the watched type of a value whose class alone a guard reads
 _mro = operator.attrgetter("__mro__")
 _object_getattribute = object.__getattribute__
 
@@ -171,6 +173,7 @@ class Links:
     dicts: list[dict] = field(default_factory=list)
     classes: list[type] = field(default_factory=list)
     objects: list[tuple[Any, type, dict]] = field(default_factory=list)
+    typed: list[Any] = field(default_factory=list)  # objects whose class alone is compared
     class_dicts: dict[int, dict] = field(default_factory=dict)  # see `_class_dict`
 
 
@@ -236,8 +239,10 @@ def _instance_attribute(obj: Any, member: str, links: Links, raw: bool = False) 
         if in_class is _MISSING or _is_heap(kind) or hasattr(kind, "__get__"):
             return _MISSING
         found = in_class
-    elif in_class is not _MISSING:
-        return _MISSING  # NOTE: in both: a data descriptor of the class would win
+    elif in_class is not _MISSING and (_is_heap(type(in_class)) or _data_descriptor(in_class)):
+        # NOTE: in both: a data descriptor of the class would win; a value of a builtin
+        # type that is none (a dataclass field's default: an int, a str) never does.
+        return _MISSING
     links.dicts.append(instance)
     links.objects.append((obj, cls, instance))
     return found
@@ -432,7 +437,11 @@ def _skippable(guard: Guard, value: Any) -> tuple[bool, type | None]:
         return True, None
     if isinstance(guard, TypeGuard):
         cls = guard.expected_type
-        return not _is_heap(cls) and not issubclass(cls, types.ModuleType), None
+        if issubclass(cls, types.ModuleType):
+            return False, None
+        # NOTE: an instance of a heap class can have its `__class__` assigned (no dict
+        # written): its class is compared on every fast call.
+        return True, (_CLASS if _is_heap(cls) else None)
     if isinstance(guard, NotInInstanceDictGuard):
         return _has_instance_dict(value, {}), _INSTANCE_DICT
     if isinstance(guard, LengthGuard | DictKeysGuard):
@@ -517,7 +526,9 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
         skip, watched = _skippable(guard, values[sources[0]])
         if skip:
             skipped[guard] = False
-            if watched is not None:
+            # NOTE: the instance dict's watch compares the class too: it is never narrowed
+            # to the class alone.
+            if watched is not None and watch_values.get(sources[0]) is not _INSTANCE_DICT:
                 watch_values[sources[0]] = watched
     # A checked step is worth its comparison only where something rests on its object.
     useful = {_through(s) for g in skipped for s in g.sources()}
@@ -688,13 +699,18 @@ class StableReads:
             self._watch, self._dicts, self._seen = VersionTags(dicts), dicts, None
         classes = tuple({id(c): c for c in links.classes}.values())
         self._classes, self._mros = classes, tuple(map(_mro, classes))
-        objects = {id(o[0]): o for o in links.objects}.values()
+        objects = [
+            *{id(o[0]): (*o, "__dict__") for o in links.objects}.values(),
+            *{id(o): (o, type(o), type(o), "__class__") for o in links.typed}.values(),
+        ]
         # NOTE: the objects and the roots (a local, `self`) are held weakly: a snapshot must
-        # not keep a model alive; the death of a root drops the snapshot.
+        # not keep a model alive; the death of a root drops the snapshot. An object is
+        # compared by its class and, read past any `__getattribute__`, its instance dict
+        # (or, where a guard reads its class alone, its class again).
         self._objects = tuple(_holder(o[0]) for o in objects)
         self._types = tuple(o[1] for o in objects)
         self._instance_dicts = tuple(o[2] for o in objects)
-        self._names = ("__dict__",) * len(self._objects)
+        self._names = tuple(o[3] for o in objects)
         if self._weak:
             held = list(values)
             for index in self._weak:
@@ -727,6 +743,9 @@ class StableReads:
                 links.dicts += [
                     _class_dict(k, links.class_dicts) for k in type(value).__mro__ if _is_heap(k)
                 ]
+                continue
+            if kind is _CLASS:
+                links.typed.append(value)
                 continue
             if type(value) is not kind:
                 return None
