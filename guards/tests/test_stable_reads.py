@@ -435,3 +435,38 @@ def test_an_instance_attribute_shadowing_a_class_default_is_read_stably(module):
         assert not compiled.check({}, {})
     finally:
         WithDefault.flag = True
+
+
+def _item_guards(owner: Owner) -> GuardSet:
+    me = NNModuleSource(ItemSource(LocalSource("args"), 0))  # a model passed on by `*args`
+    guards = GuardSet()
+    guards.add_length(LocalSource("args"), (owner,))
+    guards.add_id(me, owner)
+    guards.add_equals(AttrSource(AttrSource(me, "config"), "flag"), True)
+    return guards
+
+
+def test_an_object_pinned_by_identity_behind_an_item_is_a_checked_root():
+    owner = Owner()
+    compiled = _item_guards(owner).compile()
+    _warm(compiled, {"args": (owner,)})
+    assert _state(compiled).unchanged()
+    fast = compiled.source[compiled.source.index("def guard_check(") :]
+    assert "EQUALS_MATCH" not in fast
+    other = Owner()
+    assert not compiled.check({"args": (other,)}, {})  # another object: the full check
+    assert compiled.check({"args": (owner,)}, {})
+    owner.config.flag = False
+    assert not compiled.check({"args": (owner,)}, {})
+    assert not compiled.check({"args": (owner, owner)}, {})
+
+
+def test_an_object_pinned_behind_an_item_is_not_kept_alive():
+    owner = Owner()
+    compiled = _item_guards(owner).compile()
+    _warm(compiled, {"args": (owner,)})
+    alive = weakref.ref(owner)
+    del owner
+    gc.collect()
+    assert alive() is None
+    assert not _state(compiled).unchanged()

@@ -404,7 +404,7 @@ class StablePlan:
     roots: dict[Source, dict]  # module global source -> its module's dict
     skipped: dict[Guard, bool]  # guard -> whether a code identity check stays
     watch_values: dict[Source, type]
-    weak: frozenset[Source] = frozenset()  # checked roots (locals, globals), held weakly
+    weak: frozenset[Source] = frozenset()  # checked roots (pinned by identity), held weakly
 
     def index(self, source: Source) -> int:
         return self.pinned.index(source)
@@ -471,6 +471,16 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
         if obj is not None:
             known[_through(guard.source)] = obj
 
+    roots_by_identity: set[Source] = set()  # checked roots, held weakly
+
+    def pin_by_identity(source: Source) -> None:
+        # NOTE: an object a guard pins by identity is a checked root wherever it is read
+        # from (a local, or `L['args'][0]`: a model passed on by a decorator's `*args`):
+        # each fast call reads it from its base as before and compares it.
+        if source in known and _weakly_held(known[source]):
+            values[source], kinds[source] = known[source], "checked"
+            roots_by_identity.add(source)
+
     def visit(source: Source) -> None:
         source = _through(source)
         if source in seen:
@@ -486,25 +496,25 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
                 roots[source] = vars(module)
             return
         if isinstance(source, LocalSource | GlobalSource):
-            if source in known and _weakly_held(known[source]):
-                values[source], kinds[source] = known[source], "checked"
+            pin_by_identity(source)
             return
         if source.base is None:
             return
         visit(source.base)
         base = _through(source.base)
-        if base not in kinds:
-            return
-        try:
-            value = stable_link(values[base], source, Links(class_dicts=class_dicts))
-            if value is not _MISSING and (
-                value is _read(source, values[base]) or type(values[base]) is types.CodeType
-            ):
-                values[source], kinds[source] = value, "stable"
-            elif _checked_step(source):
-                values[source], kinds[source] = _read(source, values[base]), "checked"
-        except Exception:  # noqa: BLE001 - a read that fails now is simply not pinned
-            return
+        if base in kinds:
+            try:
+                value = stable_link(values[base], source, Links(class_dicts=class_dicts))
+                if value is not _MISSING and (
+                    value is _read(source, values[base]) or type(values[base]) is types.CodeType
+                ):
+                    values[source], kinds[source] = value, "stable"
+                elif _checked_step(source):
+                    values[source], kinds[source] = _read(source, values[base]), "checked"
+            except Exception:  # noqa: BLE001 - a read that fails now is simply not pinned
+                pass
+        if source not in kinds:
+            pin_by_identity(source)
 
     for guard in guards:
         for source in guard.sources():
@@ -550,7 +560,7 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
         {s: roots[s] for s in pinned if s in roots},
         skipped,
         {s: t for s, t in watch_values.items() if s in kinds},
-        frozenset(s for s in pinned if isinstance(s, LocalSource | GlobalSource)),
+        frozenset(s for s in pinned if s in roots_by_identity),
     )
 
 

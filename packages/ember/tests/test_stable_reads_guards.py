@@ -398,3 +398,30 @@ def test_reads_past_getattribute_see_each_change(change):
         _net_matches_eager(model, f, compiled, x)
     finally:
         RemappedSettings.attribute_map = {"factor": "scale"}
+
+
+def _passed_on(fn):
+    """A decorator passing its arguments on (`*args`), as transformers' deprecation one."""
+
+    def wrapped(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def test_stable_reads_through_a_model_passed_on_by_args_see_each_change():
+    torch.manual_seed(0)
+    model = Net().eval()
+    f = _passed_on(lambda model, x: model(x))
+    compiled = ember.compile(f, backend="eager")
+    x = torch.randn(2, 4)
+    for _ in range(4):
+        assert_close(compiled(model, x), f(model, x))
+    states = _stable_reads(compiled)
+    assert states and all(state.unchanged() for state in states), "the fast path is not taken"
+    model.settings.scale = 5.0
+    _net_matches_eager(model, f, compiled, x)
+    other = Net().eval()
+    other.settings.enabled = False
+    _net_matches_eager(other, f, compiled, x)
+    _net_matches_eager(model, f, compiled, x)
