@@ -26,6 +26,14 @@ facts hold; nothing else can change what it reads:
   identity are compared on every call (`__class__` and `__dict__` assignments write no
   dict).
 
+A chain may also start at an object a guard pins by identity (`L['self']`, or
+`L['args'][0]` behind a decorator's `*args`): each fast call reads it as before and
+compares it with the snapshot's (a *checked root*, held weakly). A step of a source
+kind defined in another package (dynamo_capture's read past a class's own
+`__getattribute__`) is stable where the rule it registered (`register_stable_step`)
+says so: `object.__getattribute__(obj, '__dict__')` is the instance dict while the MRO's
+class dicts keep their tags and the object its class and dict.
+
 A *checked* step (`cell_contents`, `__defaults__[i]`, `__code__`, `__name__`, ...)
 can change without a dict write: the fast path reads it again from its cached base
 and compares the object with the one the full check saw; a different object sends
@@ -460,7 +468,7 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
     roots: dict[Source, dict] = {}
     seen: set[Source] = set()
     class_dicts: dict[int, dict] = {}
-    # Objects guards pin by identity: a local or global holding one is a checked root.
+    # Objects guards pin by identity: any source holding one is a checked root.
     known: dict[Source, Any] = {}
     for guard in guards:
         obj = None
