@@ -12,6 +12,7 @@ import itertools
 import sys
 import types
 import weakref
+from dataclasses import dataclass
 
 import pytest
 
@@ -22,6 +23,7 @@ from guards import (
     LocalSource,
     ModuleGlobalSource,
     NNModuleSource,
+    Source,
     dict_versions,
     stable_reads,
 )
@@ -287,3 +289,184 @@ def test_stable_reads_keep_no_class_alive_after_the_guard_function(module):
     del Made, module.MADE, compiled, guards
     gc.collect()
     assert alive() is None
+
+
+# -- steps of source kinds defined elsewhere (register_stable_step) --------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RawRead(Source):
+    """`object.__getattribute__(base, name)`, as dynamo_capture's RawAttrSource renders it."""
+
+    source: Source
+    attr: str
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def reconstruct(self, base_expr: str) -> str:
+        return f"__import__('builtins').object.__getattribute__({base_expr}, {self.attr!r})"
+
+    def short_name(self, base_name: str) -> str:
+        return f"object.__getattribute__({base_name}, {self.attr!r})"
+
+
+stable_reads.register_stable_step(
+    RawRead, lambda base, source, links: stable_reads.raw_attribute_link(base, source.attr, links)
+)
+
+
+class Remapped(Config):
+    """A class with its own `__getattribute__`, as transformers' configs have."""
+
+    def __getattribute__(self, name):
+        return object.__getattribute__(self, name)
+
+
+def _raw_guards(module) -> GuardSet:
+    config = ModuleGlobalSource(module.__name__, "CONFIG")
+    instance = RawRead(config, "__dict__")
+    guards = GuardSet()
+    guards.add_type(config, module.CONFIG)
+    guards.add_type(instance, {})
+    guards.add_dict_keys(instance, module.CONFIG.__dict__)
+    guards.add_equals(ItemSource(instance, "flag"), True)
+    guards.add_equals(RawRead(config, "size"), 4)
+    return guards
+
+
+@pytest.fixture
+def remapped(module):
+    module.CONFIG = Remapped()
+    return module
+
+
+def test_a_registered_step_kind_twice_is_an_error():
+    with pytest.raises(ValueError, match="already registered"):
+        stable_reads.register_stable_step(RawRead, lambda base, source, links: None)
+
+
+def test_reads_past_getattribute_leave_out_guards_while_unchanged(remapped):
+    compiled = _raw_guards(remapped).compile()
+    _warm(compiled)
+    assert _state(compiled).unchanged()
+    fast = compiled.source[compiled.source.index("def guard_check(") :]
+    assert "EQUALS_MATCH" not in fast and "DICT_KEYS_MATCH" not in fast
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda c: setattr(c, "flag", False),  # an item of the instance dict
+        lambda c: setattr(c, "size", 5),  # a raw attribute
+        lambda c: setattr(c, "extra", 1),  # the dict's keys
+        lambda c: object.__setattr__(c, "__dict__", {"flag": False, "size": 4}),
+        lambda c: object.__setattr__(c, "__class__", type("Other", (Remapped,), {})),
+    ],
+    ids=["item", "raw attribute", "keys", "dict replaced", "class swapped"],
+)
+def test_reads_past_getattribute_see_each_change(remapped, change):
+    compiled = _raw_guards(remapped).compile()
+    with use_stable_reads(False):
+        reference = _raw_guards(remapped).compile()
+    _warm(compiled)
+    change(remapped.CONFIG)
+    assert not reference.check({}, {})
+    assert not compiled.check({}, {})
+
+
+def test_an_instance_dict_behind_a_class_dict_property_is_not_read_stably(module):
+    class Odd(Config):
+        __dict__ = property(lambda self: {"flag": True, "size": 4})  # type: ignore[assignment]
+
+    module.CONFIG = Odd()
+    compiled = _raw_guards(module).compile()
+    _warm(compiled)
+    fast = compiled.source[compiled.source.index("def guard_check(") :]
+    assert "'flag'" in fast  # still read and checked on every call
+
+
+class Slotted:
+    __slots__ = ("value",)
+
+
+class OtherSlotted:
+    __slots__ = ("value",)
+
+
+@pytest.mark.parametrize("make", [Config, Slotted], ids=["instance dict", "slots"])
+def test_a_type_match_on_a_heap_class_is_left_out_and_sees_the_class_swapped(module, make):
+    module.THING = make()
+    source = ModuleGlobalSource(module.__name__, "THING")
+    guards = GuardSet()
+    guards.add_type(source, module.THING)
+    compiled = guards.compile()
+    _warm(compiled)
+    assert _state(compiled).unchanged()
+    fast = compiled.source[compiled.source.index("def guard_check(") :]
+    assert "TYPE_MATCH" not in fast
+    module.THING.__class__ = OtherSlotted if make is Slotted else Owner
+    assert not compiled.check({}, {})
+    module.THING.__class__ = make
+    assert compiled.check({}, {})
+
+
+class WithDefault:
+    flag = True  # a dataclass field's default: on the class, shadowed by the instance
+
+    def __init__(self) -> None:
+        self.flag = False
+
+
+def test_an_instance_attribute_shadowing_a_class_default_is_read_stably(module):
+    module.THING = WithDefault()
+    guards = GuardSet()
+    guards.add_equals(AttrSource(ModuleGlobalSource(module.__name__, "THING"), "flag"), False)
+    compiled = guards.compile()
+    _warm(compiled)
+    assert "EQUALS_MATCH" not in compiled.source[compiled.source.index("def guard_check(") :]
+    del module.THING.flag  # the class's default shows through
+    assert not compiled.check({}, {})
+    module.THING.flag = False
+    assert compiled.check({}, {})
+    try:
+        WithDefault.flag = property(lambda self: True)  # a data descriptor wins
+        assert not compiled.check({}, {})
+    finally:
+        WithDefault.flag = True
+
+
+def _item_guards(owner: Owner) -> GuardSet:
+    me = NNModuleSource(ItemSource(LocalSource("args"), 0))  # a model passed on by `*args`
+    guards = GuardSet()
+    guards.add_length(LocalSource("args"), (owner,))
+    guards.add_id(me, owner)
+    guards.add_equals(AttrSource(AttrSource(me, "config"), "flag"), True)
+    return guards
+
+
+def test_an_object_pinned_by_identity_behind_an_item_is_a_checked_root():
+    owner = Owner()
+    compiled = _item_guards(owner).compile()
+    _warm(compiled, {"args": (owner,)})
+    assert _state(compiled).unchanged()
+    fast = compiled.source[compiled.source.index("def guard_check(") :]
+    assert "EQUALS_MATCH" not in fast
+    other = Owner()
+    assert not compiled.check({"args": (other,)}, {})  # another object: the full check
+    assert compiled.check({"args": (owner,)}, {})
+    owner.config.flag = False
+    assert not compiled.check({"args": (owner,)}, {})
+    assert not compiled.check({"args": (owner, owner)}, {})
+
+
+def test_an_object_pinned_behind_an_item_is_not_kept_alive():
+    owner = Owner()
+    compiled = _item_guards(owner).compile()
+    _warm(compiled, {"args": (owner,)})
+    alive = weakref.ref(owner)
+    del owner
+    gc.collect()
+    assert alive() is None
+    assert not _state(compiled).unchanged()

@@ -24,6 +24,7 @@ from guards import (
     Source,
     is_builtin_module_class,
 )
+from guards.stable_reads import raw_attribute_link, register_stable_step
 
 __all__ = [
     "AttrSource",
@@ -143,6 +144,13 @@ class RawAttrSource(Source):
 
     def short_name(self, base_name: str) -> str:
         return f"object.__getattribute__({base_name}, {self.name!r})"
+
+
+# A guard function's fast body may pin such a read (a transformers config's `__dict__`,
+# read past the config's own `__getattribute__`) where it is stable: guards/stable_reads.py.
+register_stable_step(
+    RawAttrSource, lambda base, source, links: raw_attribute_link(base, source.name, links)
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,14 @@ facts hold; nothing else can change what it reads:
   identity are compared on every call (`__class__` and `__dict__` assignments write no
   dict).
 
+A chain may also start at an object a guard pins by identity (`L['self']`, or
+`L['args'][0]` behind a decorator's `*args`): each fast call reads it as before and
+compares it with the snapshot's (a *checked root*, held weakly). A step of a source
+kind defined in another package (dynamo_capture's read past a class's own
+`__getattribute__`) is stable where the rule it registered (`register_stable_step`)
+says so: `object.__getattribute__(obj, '__dict__')` is the instance dict while the MRO's
+class dicts keep their tags and the object its class and dict.
+
 A *checked* step (`cell_contents`, `__defaults__[i]`, `__code__`, `__name__`, ...)
 can change without a dict write: the fast path reads it again from its cached base
 and compares the object with the one the full check saw; a different object sends
@@ -37,7 +45,8 @@ passes; `StableReads.snapshot` verifies each stable step against the rule above 
 those very values and collects the dicts to watch. While the tags, MROs, classes and
 instance dicts are as snapshotted, the fast body binds pinned values from the
 snapshot and leaves out every guard whose answer cannot have changed: an ID_MATCH or
-EQUALS_MATCH on a pinned value, a TYPE_MATCH naming a builtin type, the keys or length
+EQUALS_MATCH on a pinned value, a TYPE_MATCH (naming a heap class: the object's class is
+then compared on every call, as `__class__` assignment writes no dict), the keys or length
 of a watched dict or of a tuple, a held class or module attribute (AttributeIdGuard,
 whose function's `__code__` is still compared) and a name absent from a watched
 globals dict. Any other guard runs as before, on the cached value where its source
@@ -88,7 +97,16 @@ from guards.sources import (
     TypeSource,
 )
 
-__all__ = ["StablePlan", "StableReads", "plan_stable_reads", "use_stable_reads"]
+__all__ = [
+    "MISSING",
+    "Links",
+    "StablePlan",
+    "StableReads",
+    "plan_stable_reads",
+    "raw_attribute_link",
+    "register_stable_step",
+    "use_stable_reads",
+]
 
 _ENABLED = [True]
 
@@ -132,6 +150,7 @@ _CHECKED_MEMBERS = frozenset(
 )
 _CONSTANTS = (type(None), bool, int, float, complex, str, bytes)
 _INSTANCE_DICT = object  # the watched type of a value whose instance dict a guard reads
+_CLASS = type  # the watched type of a value whose class alone a guard reads
 _mro = operator.attrgetter("__mro__")
 _object_getattribute = object.__getattribute__
 
@@ -162,6 +181,7 @@ class Links:
     dicts: list[dict] = field(default_factory=list)
     classes: list[type] = field(default_factory=list)
     objects: list[tuple[Any, type, dict]] = field(default_factory=list)
+    typed: list[Any] = field(default_factory=list)  # objects whose class alone is compared
     class_dicts: dict[int, dict] = field(default_factory=dict)  # see `_class_dict`
 
 
@@ -188,7 +208,10 @@ def _class_attribute(cls: type, member: str, links: Links) -> Any:
     return found
 
 
-def _instance_attribute(obj: Any, member: str, links: Links) -> Any:
+def _instance_attribute(obj: Any, member: str, links: Links, raw: bool = False) -> Any:
+    """`obj.member` from the instance dict (or a plain class value), where stable; `raw`:
+    read as `object.__getattribute__(obj, member)` does, past a class's own
+    `__getattribute__` (which then may be defined)."""
     cls = type(obj)
     if member in ("__dict__", "__class__"):
         return _MISSING
@@ -205,7 +228,7 @@ def _instance_attribute(obj: Any, member: str, links: Links) -> Any:
             if not _is_heap(klass):
                 return _MISSING
             real = _class_dict(klass, links.class_dicts)
-            if "__getattribute__" in real:
+            if "__getattribute__" in real and not raw:
                 return _MISSING
             if in_class is _MISSING:
                 in_class = real.get(member, _MISSING)
@@ -224,11 +247,75 @@ def _instance_attribute(obj: Any, member: str, links: Links) -> Any:
         if in_class is _MISSING or _is_heap(kind) or hasattr(kind, "__get__"):
             return _MISSING
         found = in_class
-    elif in_class is not _MISSING:
-        return _MISSING  # NOTE: in both: a data descriptor of the class would win
+    elif in_class is not _MISSING and (_is_heap(type(in_class)) or _data_descriptor(in_class)):
+        # NOTE: in both: a data descriptor of the class would win; a value of a builtin
+        # type that is none (a dataclass field's default: an int, a str) never does.
+        return _MISSING
     links.dicts.append(instance)
     links.objects.append((obj, cls, instance))
     return found
+
+
+def instance_dict_link(obj: Any, links: Links) -> Any:
+    """`object.__getattribute__(obj, '__dict__')`, the instance dict, where stable, else
+    `_MISSING`: a heap class over `object` (metaclass `type`) whose MRO finds `__dict__`
+    as the slot's own getset descriptor. It stays the same dict while the class dicts of
+    the MRO keep their tags (no `__dict__` property added), the MRO stands and the
+    object keeps its class and dict (compared on every call: `obj.__dict__ = d` writes
+    no dict)."""
+    cls = type(obj)
+    if not _is_heap(cls) or type(cls) is not type:
+        return _MISSING
+    found = _MISSING
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        if not _is_heap(klass):
+            return _MISSING
+        real = _class_dict(klass, links.class_dicts)
+        links.dicts.append(real)
+        if found is _MISSING:
+            found = real.get("__dict__", _MISSING)
+    if type(found) is not types.GetSetDescriptorType or found.__name__ != "__dict__":
+        return _MISSING
+    instance = _object_getattribute(obj, "__dict__")
+    if type(instance) is not dict:
+        return _MISSING
+    links.classes.append(cls)
+    links.objects.append((obj, cls, instance))
+    return instance
+
+
+def raw_attribute_link(base: Any, member: str, links: Links) -> Any:
+    """`object.__getattribute__(base, member)` where a stable read gives it (recording what
+    it depends on), else `_MISSING`: the instance dict, or an attribute as
+    `attribute_link` reads one of an object, a class's own `__getattribute__` aside."""
+    if member == "__dict__":
+        return instance_dict_link(base, links)
+    if isinstance(base, type) or type(base) is types.FunctionType:
+        return _MISSING
+    return _instance_attribute(base, member, links, raw=True)
+
+
+# Rules of source kinds defined outside this package: source type -> the rule reading
+# `source` from `base` where stable (see `register_stable_step`).
+_STEP_RULES: dict[type, Callable[[Any, Any, Links], Any]] = {}
+
+
+def register_stable_step(source_type: type, rule: Callable[[Any, Any, Links], Any]) -> None:
+    """Teach stable reads a step of a source kind defined outside this package: `rule(base,
+    source, links)` returns the value the step reads from `base` where a stable read gives
+    it (recording in `links` what it depends on), else `MISSING`. A type registered twice
+    is an error.
+
+        register_stable_step(RawAttrSource, lambda b, s, links: raw_attribute_link(b, s.name, links))
+    """
+    if source_type in _STEP_RULES:
+        raise ValueError(f"a stable step for {source_type.__qualname__} is already registered")
+    _STEP_RULES[source_type] = rule
+
+
+MISSING = _MISSING  # what a step rule returns where its read is not stable
 
 
 def attribute_link(base: Any, member: str, links: Links) -> Any:
@@ -261,6 +348,9 @@ def stable_link(base: Any, source: Source, links: Links) -> Any:
         return _MISSING
     if type(source) is AttrSource:
         return attribute_link(base, source.member, links)
+    rule = _STEP_RULES.get(type(source))
+    if rule is not None:
+        return rule(base, source, links)
     if type(source) is ModuleSource or type(source) is ParamBufferSource:
         table = "_modules" if type(source) is ModuleSource else None
         table = table or ("_buffers" if source.is_buffer else "_parameters")
@@ -322,7 +412,7 @@ class StablePlan:
     roots: dict[Source, dict]  # module global source -> its module's dict
     skipped: dict[Guard, bool]  # guard -> whether a code identity check stays
     watch_values: dict[Source, type]
-    weak: frozenset[Source] = frozenset()  # checked roots (locals, globals), held weakly
+    weak: frozenset[Source] = frozenset()  # checked roots (pinned by identity), held weakly
 
     def index(self, source: Source) -> int:
         return self.pinned.index(source)
@@ -355,7 +445,11 @@ def _skippable(guard: Guard, value: Any) -> tuple[bool, type | None]:
         return True, None
     if isinstance(guard, TypeGuard):
         cls = guard.expected_type
-        return not _is_heap(cls) and not issubclass(cls, types.ModuleType), None
+        if issubclass(cls, types.ModuleType):
+            return False, None
+        # NOTE: an instance of a heap class can have its `__class__` assigned (no dict
+        # written): its class is compared on every fast call.
+        return True, (_CLASS if _is_heap(cls) else None)
     if isinstance(guard, NotInInstanceDictGuard):
         return _has_instance_dict(value, {}), _INSTANCE_DICT
     if isinstance(guard, LengthGuard | DictKeysGuard):
@@ -374,7 +468,7 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
     roots: dict[Source, dict] = {}
     seen: set[Source] = set()
     class_dicts: dict[int, dict] = {}
-    # Objects guards pin by identity: a local or global holding one is a checked root.
+    # Objects guards pin by identity: any source holding one is a checked root.
     known: dict[Source, Any] = {}
     for guard in guards:
         obj = None
@@ -384,6 +478,16 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
             obj = guard.state.root()  # the tree's root module (its NN_MODULE guard is covered)
         if obj is not None:
             known[_through(guard.source)] = obj
+
+    roots_by_identity: set[Source] = set()  # checked roots, held weakly
+
+    def pin_by_identity(source: Source) -> None:
+        # NOTE: an object a guard pins by identity is a checked root wherever it is read
+        # from (a local, or `L['args'][0]`: a model passed on by a decorator's `*args`):
+        # each fast call reads it from its base as before and compares it.
+        if source in known and _weakly_held(known[source]):
+            values[source], kinds[source] = known[source], "checked"
+            roots_by_identity.add(source)
 
     def visit(source: Source) -> None:
         source = _through(source)
@@ -400,25 +504,25 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
                 roots[source] = vars(module)
             return
         if isinstance(source, LocalSource | GlobalSource):
-            if source in known and _weakly_held(known[source]):
-                values[source], kinds[source] = known[source], "checked"
+            pin_by_identity(source)
             return
         if source.base is None:
             return
         visit(source.base)
         base = _through(source.base)
-        if base not in kinds:
-            return
-        try:
-            value = stable_link(values[base], source, Links(class_dicts=class_dicts))
-            if value is not _MISSING and (
-                value is _read(source, values[base]) or type(values[base]) is types.CodeType
-            ):
-                values[source], kinds[source] = value, "stable"
-            elif _checked_step(source):
-                values[source], kinds[source] = _read(source, values[base]), "checked"
-        except Exception:  # noqa: BLE001 - a read that fails now is simply not pinned
-            return
+        if base in kinds:
+            try:
+                value = stable_link(values[base], source, Links(class_dicts=class_dicts))
+                if value is not _MISSING and (
+                    value is _read(source, values[base]) or type(values[base]) is types.CodeType
+                ):
+                    values[source], kinds[source] = value, "stable"
+                elif _checked_step(source):
+                    values[source], kinds[source] = _read(source, values[base]), "checked"
+            except Exception:  # noqa: BLE001 - a read that fails now is simply not pinned
+                pass
+        if source not in kinds:
+            pin_by_identity(source)
 
     for guard in guards:
         for source in guard.sources():
@@ -440,7 +544,9 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
         skip, watched = _skippable(guard, values[sources[0]])
         if skip:
             skipped[guard] = False
-            if watched is not None:
+            # NOTE: the instance dict's watch compares the class too: it is never narrowed
+            # to the class alone.
+            if watched is not None and watch_values.get(sources[0]) is not _INSTANCE_DICT:
                 watch_values[sources[0]] = watched
     # A checked step is worth its comparison only where something rests on its object.
     useful = {_through(s) for g in skipped for s in g.sources()}
@@ -462,7 +568,7 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
         {s: roots[s] for s in pinned if s in roots},
         skipped,
         {s: t for s, t in watch_values.items() if s in kinds},
-        frozenset(s for s in pinned if isinstance(s, LocalSource | GlobalSource)),
+        frozenset(s for s in pinned if s in roots_by_identity),
     )
 
 
@@ -611,13 +717,18 @@ class StableReads:
             self._watch, self._dicts, self._seen = VersionTags(dicts), dicts, None
         classes = tuple({id(c): c for c in links.classes}.values())
         self._classes, self._mros = classes, tuple(map(_mro, classes))
-        objects = {id(o[0]): o for o in links.objects}.values()
+        objects = [
+            *{id(o[0]): (*o, "__dict__") for o in links.objects}.values(),
+            *{id(o): (o, type(o), type(o), "__class__") for o in links.typed}.values(),
+        ]
         # NOTE: the objects and the roots (a local, `self`) are held weakly: a snapshot must
-        # not keep a model alive; the death of a root drops the snapshot.
+        # not keep a model alive; the death of a root drops the snapshot. An object is
+        # compared by its class and, read past any `__getattribute__`, its instance dict
+        # (or, where a guard reads its class alone, its class again).
         self._objects = tuple(_holder(o[0]) for o in objects)
         self._types = tuple(o[1] for o in objects)
         self._instance_dicts = tuple(o[2] for o in objects)
-        self._names = ("__dict__",) * len(self._objects)
+        self._names = tuple(o[3] for o in objects)
         if self._weak:
             held = list(values)
             for index in self._weak:
@@ -650,6 +761,9 @@ class StableReads:
                 links.dicts += [
                     _class_dict(k, links.class_dicts) for k in type(value).__mro__ if _is_heap(k)
                 ]
+                continue
+            if kind is _CLASS:
+                links.typed.append(value)
                 continue
             if type(value) is not kind:
                 return None

@@ -327,3 +327,101 @@ def test_stable_reads_from_a_local_see_another_object_passed():
     other.settings.scale = 7.0
     _net_matches_eager(other, f, compiled, x)
     _net_matches_eager(model, f, compiled, x)
+
+
+class RemappedSettings:
+    """Settings with their own `__getattribute__` (names remapped, as transformers'
+    configs do): capture reads them past it, `object.__getattribute__(s, '__dict__')`."""
+
+    attribute_map = {"factor": "scale"}
+
+    def __init__(self) -> None:
+        self.scale = 2.0
+        self.enabled = True
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+class RemappedNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.settings = RemappedSettings()
+
+    def forward(self, x):
+        y = self.fc(x)
+        return y * self.settings.factor if self.settings.enabled else y - 1
+
+
+def _compiled_remapped():
+    torch.manual_seed(0)
+    model = RemappedNet().eval()
+
+    def f(model, x):
+        return model(x)
+
+    compiled = ember.compile(f, backend="eager")
+    x = torch.randn(2, 4)
+    for _ in range(4):
+        assert_close(compiled(model, x), f(model, x))
+    states = _stable_reads(compiled)
+    assert states and all(state.unchanged() for state in states), "the fast path is not taken"
+    return model, f, compiled, x
+
+
+def test_reads_past_getattribute_are_left_out_of_the_fast_path():
+    model, f, compiled, x = _compiled_remapped()
+    (entry,) = compiled._ember_compiled.entries
+    fast = entry.guards.source[entry.guards.source.index("def guard_check(") :]
+    for name in ("scale", "enabled"):  # read past __getattribute__ by the full check only
+        assert f"__getattribute__(model_settings, '{name}')" not in fast
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda s: setattr(s, "scale", 5.0),
+        lambda s: setattr(s, "enabled", False),
+        lambda s: object.__setattr__(s, "__dict__", {"scale": -1.0, "enabled": True}),
+        lambda s: object.__setattr__(s, "__class__", type("Other", (RemappedSettings,), {})),
+        lambda s: type(s).attribute_map.update(factor="enabled"),
+    ],
+    ids=["attribute", "flag", "dict replaced", "class swapped", "map item set"],
+)
+def test_reads_past_getattribute_see_each_change(change):
+    model, f, compiled, x = _compiled_remapped()
+    try:
+        change(model.settings)
+        _net_matches_eager(model, f, compiled, x)
+    finally:
+        RemappedSettings.attribute_map = {"factor": "scale"}
+
+
+def _passed_on(fn):
+    """A decorator passing its arguments on (`*args`), as transformers' deprecation one."""
+
+    def wrapped(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def test_stable_reads_through_a_model_passed_on_by_args_see_each_change():
+    torch.manual_seed(0)
+    model = Net().eval()
+    f = _passed_on(lambda model, x: model(x))
+    compiled = ember.compile(f, backend="eager")
+    x = torch.randn(2, 4)
+    for _ in range(4):
+        assert_close(compiled(model, x), f(model, x))
+    states = _stable_reads(compiled)
+    assert states and all(state.unchanged() for state in states), "the fast path is not taken"
+    model.settings.scale = 5.0
+    _net_matches_eager(model, f, compiled, x)
+    other = Net().eval()
+    other.settings.enabled = False
+    _net_matches_eager(other, f, compiled, x)
+    _net_matches_eager(model, f, compiled, x)
