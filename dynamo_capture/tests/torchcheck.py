@@ -4,6 +4,9 @@
 times; it asserts the results equal eager's (values, types, requires_grad; or the
 exception eager raises, its type and message) and that
 ember's backend got as many graphs, with as many operations, as torch.compile's.
+`check_like_eager` is its first half alone (where torch.compile's own values or breaks
+differ from eager's) and `check_captured_whole` that half for a frame captured in one
+graph with no break.
 torch.compile is only the reference here; capture never imports it.
 """
 
@@ -72,8 +75,7 @@ def check_like_torch(
 ) -> CountingBackend:
     """Ember's results equal eager's; its graph (and op) counts equal torch.compile's.
     `settings` (`dynamic=True`, say) go to both compilers."""
-    counter = CountingBackend()
-    _run_all(dynamo_capture.optimize(fn, backend=counter, **settings), fn, make_args, calls)
+    counter = check_like_eager(fn, make_args, calls=calls, **settings).backend
     try:
         frames, op_count = torch_counts(fn, make_args, calls, **settings)
     except AssertionError as error:  # the reference itself differs from eager here
@@ -90,6 +92,32 @@ def check_like_torch(
 
 
 REFERENCE_TORCH = "2.13"
+
+
+def check_like_eager(
+    fn: Callable[..., Any],
+    make_args: Callable[[], tuple[Any, ...]],
+    *,
+    calls: int = 2,
+    **settings: Any,
+) -> dynamo_capture.CompiledCallable:
+    """Ember's results (or exception) equal eager's, `calls` times on fresh arguments,
+    with no torch.compile counts to compare. `settings` go to dynamo_capture.optimize;
+    the compiled callable is returned, its `backend` the CountingBackend of its graphs."""
+    compiled = dynamo_capture.optimize(fn, backend=CountingBackend(), **settings)
+    _run_all(compiled, fn, make_args, calls)
+    return compiled
+
+
+def check_captured_whole(
+    fn: Callable[..., Any], make_args: Callable[[], tuple[Any, ...]], **settings: Any
+) -> dynamo_capture.CompiledCallable:
+    """`check_like_eager`, and the frame is one graph with no break (where torch.compile
+    breaks or runs it eagerly)."""
+    compiled = check_like_eager(fn, make_args, **settings)
+    assert compiled.backend.frame_count == 1, f"{compiled.backend.frame_count} graphs"
+    assert not compiled.graph_breaks, f"breaks: {compiled.graph_breaks}"
+    return compiled
 
 
 def program_registry() -> tuple[dict[str, Any], Callable[..., Any]]:
