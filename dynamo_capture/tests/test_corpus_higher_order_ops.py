@@ -1212,7 +1212,7 @@ KNOWN_DIFFERENCES: dict[str, tuple[tuple[int, int], tuple[int, int], str]] = {
 def _check_like_torch(name, fn, make_args, calls, **settings):
     """torchcheck.check_like_torch, but where torch.compile itself differs from eager in
     any way (another error or none, another value) ember is held to eager alone."""
-    counter = check_like_eager(fn, make_args, calls=calls, **settings).backend
+    counter = check_like_eager(fn, make_args, calls=calls, seeded=True, **settings).backend
     try:
         frames, op_count = torch_counts(fn, make_args, calls, **settings)
     except (AssertionError, pytest.fail.Exception, Exception) as error:  # noqa: BLE001
