@@ -22,10 +22,10 @@ import sys
 import pytest
 import torch
 import torch._dynamo
-from torchcheck import check_like_torch, program_registry
+from torchcheck import check_like_eager, check_like_torch, program_registry
 
 import dynamo_capture
-from dynamo_capture.testing import CountingBackend, assert_same, clone_inputs
+from dynamo_capture.testing import CountingBackend
 
 PROGRAMS, program = program_registry()
 MODE_PROGRAMS, mode_program = program_registry()
@@ -632,22 +632,6 @@ def test_break_program_like_torch(name):
     check_like_torch(fn, make_args)
 
 
-def _check_against_eager(fn, make_args) -> CountingBackend:
-    counter = CountingBackend()
-    compiled = dynamo_capture.optimize(fn, backend=counter)
-    for _ in range(2):
-        args = make_args()
-        try:
-            expected = fn(*clone_inputs(args))
-        except Exception as error:  # noqa: BLE001 - compiled must raise the same
-            with pytest.raises(type(error)) as raised:
-                compiled(*clone_inputs(args))
-            assert str(raised.value) == str(error)
-            continue
-        assert_same(compiled(*clone_inputs(args)), expected)
-    return counter
-
-
 def _torch_counts(fn, make_args) -> tuple[int, int]:
     """torch.compile's graph and op counts over two calls, its values not compared."""
     import torch._dynamo.testing
@@ -666,13 +650,13 @@ def _torch_counts(fn, make_args) -> tuple[int, int]:
 @pytest.mark.parametrize("name", list(MODE_PROGRAMS))
 def test_mode_program_values_like_eager_counts_like_torch(name):
     fn, make_args = MODE_PROGRAMS[name]
-    counter = _check_against_eager(fn, make_args)
+    counter = check_like_eager(fn, make_args).backend
     assert (counter.frame_count, counter.op_count) == _torch_counts(fn, make_args)
 
 
 @pytest.mark.parametrize("name", list(DIFFERING_PROGRAMS))
 def test_program_equals_eager_where_counts_differ(name):
-    _check_against_eager(*DIFFERING_PROGRAMS[name])
+    check_like_eager(*DIFFERING_PROGRAMS[name])
 
 
 def test_modes_left_after_a_split_frame():

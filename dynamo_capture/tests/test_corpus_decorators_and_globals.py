@@ -33,7 +33,7 @@ import pytest
 import torch
 import torch._dynamo
 import torch.fx
-from programcheck import Program, _assert_same_results, _run, check_program_like_torch
+from programcheck import Program, assert_same_results, check_program_like_torch, run_program
 from torch import nn
 
 import dynamo_capture
@@ -1831,10 +1831,10 @@ NOT_LIKE_TORCH: dict[str, tuple[int, str]] = {
 
 
 def _check_values_and_graphs(program: Program, graphs: int) -> None:
-    expected, expected_state = _run(program, lambda fn: fn)
+    expected, expected_state = run_program(program, lambda fn: fn)
     counter = CountingBackend()
-    got, got_state = _run(program, lambda fn: dynamo_capture.optimize(fn, backend=counter))
-    _assert_same_results(got, expected)
+    got, got_state = run_program(program, lambda fn: dynamo_capture.optimize(fn, backend=counter))
+    assert_same_results(got, expected)
     assert_same(got_state, expected_state)
     assert counter.frame_count == graphs, f"graphs: ember {counter.frame_count}, noted {graphs}"
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from dispatch_subclasses import Opaque, ScaledTensor, TwoTensor, scaled, two
+from tensor_subclasses import Opaque, ScaledTensor, TwoTensor, scaled, two
 from torch import nn
 from torchcheck import check_like_torch, program_registry
 

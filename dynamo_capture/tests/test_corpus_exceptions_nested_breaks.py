@@ -24,15 +24,14 @@ import contextlib
 import functools
 import sys
 
-import programcheck
 import pytest
 import torch
 import torch._dynamo
-from programcheck import check_program_like_torch
-from torchcheck import check_like_torch, program_registry
+from programcheck import assert_same_results, check_program_like_torch, run_program
+from torchcheck import check_captured_whole, check_like_eager, check_like_torch, program_registry
 
 import dynamo_capture
-from dynamo_capture.testing import CountingBackend, assert_same, clone_inputs
+from dynamo_capture.testing import CountingBackend, assert_same
 
 PROGRAMS, program = program_registry()
 # where torch.compile's own values differ from eager's: a KeyError's or an own
@@ -2120,10 +2119,10 @@ def test_exception_init_writing_a_closure_list_runs_every_call():
     # the class's own __init__ appends to its factory's list: eagerly each call does
     # (capture reads the list's length each call: a recompile per call, where
     # torch.compile compiles once)
-    expected, expected_state = programcheck._run(exception_init_appends_to_a_list, lambda f: f)
+    expected, expected_state = run_program(exception_init_appends_to_a_list, lambda f: f)
     compile_fn = functools.partial(dynamo_capture.optimize, backend=CountingBackend())
-    got, state = programcheck._run(exception_init_appends_to_a_list, compile_fn)
-    programcheck._assert_same_results(got, expected)
+    got, state = run_program(exception_init_appends_to_a_list, compile_fn)
+    assert_same_results(got, expected)
     assert state == expected_state == ["m"] * 3
 
 
@@ -2135,35 +2134,14 @@ def test_exception_and_nested_break_program_like_torch(name):
 
 @pytest.mark.parametrize("name", list(WHOLE_PROGRAMS))
 def test_program_captured_whole_where_torch_runs_eagerly(name):
-    fn, make_args = WHOLE_PROGRAMS[name]
-    counter = CountingBackend()
-    compiled = dynamo_capture.optimize(fn, backend=counter)
-    for _ in range(2):
-        args = make_args()
-        assert_same(compiled(*clone_inputs(args)), fn(*clone_inputs(args)))
-    assert counter.frame_count == 1
-    assert not compiled.graph_breaks
-
-
-def _check_against_eager(fn, make_args):
-    compiled = dynamo_capture.optimize(fn, backend=CountingBackend())
-    for _ in range(2):
-        args = make_args()
-        try:
-            expected = fn(*clone_inputs(args))
-        except Exception as error:  # noqa: BLE001 - compiled must raise the same
-            with pytest.raises(type(error)) as raised:
-                compiled(*clone_inputs(args))
-            assert str(raised.value) == str(error)
-            continue
-        assert_same(compiled(*clone_inputs(args)), expected)
+    check_captured_whole(*WHOLE_PROGRAMS[name])
 
 
 @pytest.mark.parametrize("name", list(EAGER_PROGRAMS))
 def test_program_equals_eager_where_torch_differs(name):
-    _check_against_eager(*EAGER_PROGRAMS[name])
+    check_like_eager(*EAGER_PROGRAMS[name])
 
 
 @pytest.mark.parametrize("name", list(DIFFERING_PROGRAMS))
 def test_program_equals_eager_where_counts_differ(name):
-    _check_against_eager(*DIFFERING_PROGRAMS[name])
+    check_like_eager(*DIFFERING_PROGRAMS[name])

@@ -38,7 +38,7 @@ import pytest
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
-from torchcheck import _run_all, torch_counts
+from torchcheck import check_like_eager, torch_counts
 
 import dynamo_capture
 from dynamo_capture.testing import CountingBackend, assert_same, clone_inputs
@@ -1212,8 +1212,7 @@ KNOWN_DIFFERENCES: dict[str, tuple[tuple[int, int], tuple[int, int], str]] = {
 def _check_like_torch(name, fn, make_args, calls, **settings):
     """torchcheck.check_like_torch, but where torch.compile itself differs from eager in
     any way (another error or none, another value) ember is held to eager alone."""
-    counter = CountingBackend()
-    _run_all(dynamo_capture.optimize(fn, backend=counter, **settings), fn, make_args, calls)
+    counter = check_like_eager(fn, make_args, calls=calls, seeded=True, **settings).backend
     try:
         frames, op_count = torch_counts(fn, make_args, calls, **settings)
     except (AssertionError, pytest.fail.Exception, Exception) as error:  # noqa: BLE001
@@ -1235,17 +1234,19 @@ def _check_program_like_torch(name, program, **settings):
     """programcheck.check_program_like_torch, with _check_like_torch's exceptions."""
     import torch._dynamo
 
-    expected, expected_state = programcheck._run(program, lambda fn: fn)
+    expected, expected_state = programcheck.run_program(program, lambda fn: fn)
     counter = CountingBackend()
-    got, got_state = programcheck._run(
+    got, got_state = programcheck.run_program(
         program, lambda fn: dynamo_capture.optimize(fn, backend=counter, **settings)
     )
-    programcheck._assert_same_results(got, expected)
+    programcheck.assert_same_results(got, expected)
     assert_same(got_state, expected_state)
     torch._dynamo.reset()
     try:
-        reference, _ = programcheck._run(program, lambda fn: torch.compile(fn, backend="eager"))
-        programcheck._assert_same_results(reference, expected)
+        reference, _ = programcheck.run_program(
+            program, lambda fn: torch.compile(fn, backend="eager")
+        )
+        programcheck.assert_same_results(reference, expected)
     except AssertionError as error:
         pytest.skip(f"torch.compile differs from eager ({error}); eager matched")
     finally:

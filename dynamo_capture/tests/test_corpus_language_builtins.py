@@ -27,10 +27,10 @@ import operator
 import pytest
 import torch
 from programcheck import check_program_like_torch
-from torchcheck import check_like_torch, program_registry
+from torchcheck import check_captured_whole, check_like_eager, check_like_torch, program_registry
 
 import dynamo_capture
-from dynamo_capture.testing import CountingBackend, assert_same, clone_inputs
+from dynamo_capture.testing import CountingBackend, assert_same
 
 PROGRAMS, program = program_registry()
 # captured as one graph where torch.compile breaks (cmath, copy.copy of a list, sorted over
@@ -1673,29 +1673,12 @@ def test_stateful_language_program_like_torch(name):
 
 @pytest.mark.parametrize("name", list(WHOLE_PROGRAMS))
 def test_language_program_captured_whole(name):
-    fn, make_args = WHOLE_PROGRAMS[name]
-    backend = CountingBackend()
-    compiled = dynamo_capture.optimize(fn, backend=backend, fullgraph=True)
-    for _ in range(2):
-        args = make_args()
-        assert_same(compiled(*clone_inputs(args)), fn(*clone_inputs(args)))
-    assert backend.frame_count == 1
+    check_captured_whole(*WHOLE_PROGRAMS[name], fullgraph=True)
 
 
 @pytest.mark.parametrize("name", list(EAGER_PROGRAMS))
 def test_language_program_like_eager(name):
-    fn, make_args = EAGER_PROGRAMS[name]
-    compiled = dynamo_capture.optimize(fn, backend=CountingBackend())
-    for _ in range(2):
-        args = make_args()
-        try:
-            expected = fn(*clone_inputs(args))
-        except Exception as error:  # noqa: BLE001 - the compiled call raises the same
-            with pytest.raises(type(error)) as raised:
-                compiled(*clone_inputs(args))
-            assert str(raised.value) == str(error)
-            continue
-        assert_same(compiled(*clone_inputs(args)), expected)
+    check_like_eager(*EAGER_PROGRAMS[name])
 
 
 def test_outside_deque_written_then_printed_like_eager():

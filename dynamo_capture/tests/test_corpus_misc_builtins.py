@@ -30,10 +30,10 @@ import pytest
 import torch
 import torch._dynamo
 from programcheck import check_program_like_torch
-from torchcheck import check_like_torch, program_registry
+from torchcheck import check_captured_whole, check_like_torch, program_registry
 
 import dynamo_capture
-from dynamo_capture.testing import CountingBackend, assert_same, clone_inputs
+from dynamo_capture.testing import CountingBackend, assert_same
 
 PROGRAMS, program = program_registry()
 # captured as one graph where torch.compile breaks (bytes.count, deque.rotate and
@@ -685,13 +685,7 @@ def test_misc_builtin_program_like_torch(name):
 
 @pytest.mark.parametrize("name", list(WHOLE_PROGRAMS))
 def test_program_captured_whole_where_torch_breaks(name):
-    fn, make_args = WHOLE_PROGRAMS[name]
-    backend = CountingBackend()
-    compiled = dynamo_capture.optimize(fn, backend=backend, fullgraph=True)
-    for _ in range(2):
-        args = make_args()
-        assert_same(compiled(*clone_inputs(args)), fn(*clone_inputs(args)))
-    assert backend.frame_count == 1
+    check_captured_whole(*WHOLE_PROGRAMS[name], fullgraph=True)
 
 
 # ----- stateful programs: setters, attributes deleted, submodules swapped ---------------

@@ -21,16 +21,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F  # noqa: F401
-from programcheck import Program, check_program_like_torch
+from programcheck import check_program_like_torch, program_table
 from torch import nn
 from torch.nn.utils import parametrize
 
-PROGRAMS: dict[str, Program] = {}
-
-
-def _program(factory: Program) -> Program:
-    PROGRAMS[factory.__name__] = factory
-    return factory
+PROGRAMS, _program = program_table()
 
 
 def x44():

@@ -20,6 +20,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+from tensor_subclasses import Passing, Unwrapping
 from torch.overrides import handle_torch_function, has_torch_function
 from torchcheck import check_like_torch, program_registry
 
@@ -31,22 +32,6 @@ PROGRAMS, program = program_registry()
 
 def r(*shape):
     return torch.randn(*shape)
-
-
-class Passing(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        return super().__torch_function__(func, types, args, kwargs or {})
-
-    def doubled(self):
-        return self * 2
-
-
-class Plain(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **(kwargs or {}))
 
 
 class Default(torch.Tensor):
@@ -63,7 +48,7 @@ def ps(x):
 
 
 def pl(x):
-    return x.as_subclass(Plain)
+    return x.as_subclass(Unwrapping)
 
 
 def df(x):
@@ -593,9 +578,9 @@ def test_subclass_with_own_torch_function_runs_its_override():
 
     def f(x, y):
         z = torch.relu(x) + y
-        return z, type(z).__name__, isinstance(x, Plain)
+        return z, type(z).__name__, isinstance(x, Unwrapping)
 
-    args = (torch.randn(3).as_subclass(Plain), torch.randn(3))
+    args = (torch.randn(3).as_subclass(Unwrapping), torch.randn(3))
     _against_eager(f, *args)
     explained = dynamo_capture.explain(f)(*args)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from tensor_subclasses import Passing, Unwrapping
 from torch.overrides import TorchFunctionMode
 from torchcheck import check_like_torch, program_registry
 
@@ -29,32 +30,6 @@ EAGER_PROGRAMS, eager_program = program_registry()
 
 def r(*shape):
     return torch.randn(*shape)
-
-
-class Passing(torch.Tensor):
-    """Hands every call to torch's default handling (results are Passing again)."""
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        if kwargs is None:
-            kwargs = {}
-        return super().__torch_function__(func, types, args, kwargs)
-
-    def doubled(self):
-        return self * 2
-
-    @property
-    def halved(self):
-        return self / 2
-
-
-class Unwrapping(torch.Tensor):
-    """Runs the call with subclass handling off: results are plain tensors."""
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **(kwargs or {}))
 
 
 class AddsOne(torch.Tensor):

@@ -28,7 +28,7 @@ import functools
 
 import pytest
 import torch
-from programcheck import Program, _assert_same_results, _run, check_program_like_torch
+from programcheck import Program, assert_same_results, check_program_like_torch, run_program
 from torch import nn
 
 import dynamo_capture
@@ -927,10 +927,12 @@ def test_training_loop_like_torch(name):
 @pytest.mark.parametrize("name", sorted(EAGER_ONLY))
 def test_training_loop_like_eager(name):
     factory = PROGRAMS[name]
-    expected, expected_state = _run(factory, lambda fn: fn)
+    expected, expected_state = run_program(factory, lambda fn: fn)
     counter = CountingBackend()
-    got, got_state = _run(factory, functools.partial(dynamo_capture.optimize, backend=counter))
-    _assert_same_results(got, expected)
+    got, got_state = run_program(
+        factory, functools.partial(dynamo_capture.optimize, backend=counter)
+    )
+    assert_same_results(got, expected)
     assert_same(got_state, expected_state)
 
 

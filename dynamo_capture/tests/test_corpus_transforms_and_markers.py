@@ -17,18 +17,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from programcheck import Program, check_program_like_torch
+from programcheck import check_program_like_torch, program_table
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 import dynamo_capture  # noqa: F401
 
-PROGRAMS: dict[str, Program] = {}
-
-
-def _program(factory: Program) -> Program:
-    PROGRAMS[factory.__name__] = factory
-    return factory
+PROGRAMS, _program = program_table()
 
 
 def x4():

@@ -4,6 +4,9 @@
 times; it asserts the results equal eager's (values, types, requires_grad; or the
 exception eager raises, its type and message) and that
 ember's backend got as many graphs, with as many operations, as torch.compile's.
+`check_like_eager` is its first half alone (where torch.compile's own values or breaks
+differ from eager's) and `check_captured_whole` that half for a frame captured in one
+graph with no break.
 torch.compile is only the reference here; capture never imports it.
 """
 
@@ -19,19 +22,29 @@ import dynamo_capture
 from dynamo_capture.testing import CountingBackend, assert_same, clone_inputs
 
 
-def _run_all(compiled: Callable[..., Any], fn: Callable[..., Any], make_args: Any, calls: int):
+def _run_all(
+    compiled: Callable[..., Any],
+    fn: Callable[..., Any],
+    make_args: Any,
+    calls: int,
+    seeded: bool = True,
+):
+    """Each call's results (or exception) of `compiled` equal `fn`'s, on fresh arguments.
+    `seeded`: each side starts from torch.manual_seed(0), so a program drawing random
+    numbers draws the same on both; unseeded, the generator is left alone."""
+    seed = torch.manual_seed if seeded else lambda _: None
     for _ in range(calls):
         args = make_args()
         # NOTE: each side starts from the same grad mode and must leave the same one:
         # some torch versions' eager itself leaves a mode set (set_grad_enabled used as a
         # decorator sets it when constructed), and the compiled side must do likewise.
         start_mode = torch.is_grad_enabled()
-        torch.manual_seed(0)
+        seed(0)
         try:
             expected = fn(*clone_inputs(args))
         except Exception as eager_error:  # noqa: BLE001 - compiled must raise the same
             torch.set_grad_enabled(start_mode)
-            torch.manual_seed(0)
+            seed(0)
             with pytest.raises(type(eager_error)) as raised:
                 compiled(*clone_inputs(args))
             torch.set_grad_enabled(start_mode)
@@ -39,7 +52,7 @@ def _run_all(compiled: Callable[..., Any], fn: Callable[..., Any], make_args: An
             continue
         eager_end_mode = torch.is_grad_enabled()
         torch.set_grad_enabled(start_mode)
-        torch.manual_seed(0)
+        seed(0)
         try:
             got = compiled(*clone_inputs(args))
             compiled_end_mode = torch.is_grad_enabled()
@@ -72,8 +85,7 @@ def check_like_torch(
 ) -> CountingBackend:
     """Ember's results equal eager's; its graph (and op) counts equal torch.compile's.
     `settings` (`dynamic=True`, say) go to both compilers."""
-    counter = CountingBackend()
-    _run_all(dynamo_capture.optimize(fn, backend=counter, **settings), fn, make_args, calls)
+    counter = check_like_eager(fn, make_args, calls=calls, seeded=True, **settings).backend
     try:
         frames, op_count = torch_counts(fn, make_args, calls, **settings)
     except AssertionError as error:  # the reference itself differs from eager here
@@ -90,6 +102,34 @@ def check_like_torch(
 
 
 REFERENCE_TORCH = "2.13"
+
+
+def check_like_eager(
+    fn: Callable[..., Any],
+    make_args: Callable[[], tuple[Any, ...]],
+    *,
+    calls: int = 2,
+    seeded: bool = False,
+    **settings: Any,
+) -> dynamo_capture.CompiledCallable:
+    """Ember's results (or exception) equal eager's, `calls` times on fresh arguments,
+    with no torch.compile counts to compare (`seeded`: each side from manual_seed(0), as
+    `check_like_torch` runs them). `settings` go to dynamo_capture.optimize; the
+    compiled callable is returned, its `backend` the CountingBackend of its graphs."""
+    compiled = dynamo_capture.optimize(fn, backend=CountingBackend(), **settings)
+    _run_all(compiled, fn, make_args, calls, seeded)
+    return compiled
+
+
+def check_captured_whole(
+    fn: Callable[..., Any], make_args: Callable[[], tuple[Any, ...]], **settings: Any
+) -> dynamo_capture.CompiledCallable:
+    """`check_like_eager`, and the frame is one graph with no break (where torch.compile
+    breaks or runs it eagerly)."""
+    compiled = check_like_eager(fn, make_args, **settings)
+    assert compiled.backend.frame_count == 1, f"{compiled.backend.frame_count} graphs"
+    assert not compiled.graph_breaks, f"breaks: {compiled.graph_breaks}"
+    return compiled
 
 
 def program_registry() -> tuple[dict[str, Any], Callable[..., Any]]:

@@ -40,6 +40,7 @@ from dynamo_capture.operations import (
     as_constant,
     binary_op,
     compare_op,
+    constant_arguments,
     contains,
     dict_items,
     get_item,
@@ -106,13 +107,9 @@ def handles(*functions: Any) -> Callable[[Handler], Handler]:
     return register
 
 
-def _constants(args: list[Value], kwargs: dict[str, Value]) -> tuple[list[Any], dict[str, Any]]:
-    return [as_constant(a) for a in args], {k: as_constant(v) for k, v in kwargs.items()}
-
-
 def _fold(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     try:
-        real_args, real_kwargs = _constants(args, kwargs)
+        real_args, real_kwargs = constant_arguments(args, kwargs)
     except NotConstant:
         name = getattr(fn, "__name__", fn)
         raise Unsupported(f"{name}() on values known only when it runs") from None
@@ -739,7 +736,7 @@ def _number_call(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, V
     torch._sym_sqrt, ...) instead of turning the size into a guarded constant.
     """
     try:
-        real_args, real_kwargs = _constants(args, kwargs)
+        real_args, real_kwargs = constant_arguments(args, kwargs)
     except NotConstant:
         return _fold(fn, args, kwargs)  # raises Unsupported, naming fn
     symbolic = any(is_symbolic_number(arg) for arg in real_args)
@@ -1209,7 +1206,7 @@ def _divmod(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Valu
     """divmod() of numbers one of which is symbolic: `(a // b, a % b)`, both symbolic (a
     fold reads the tuple's items as ints, which fixes the sizes to their values)."""
     try:
-        real_args, _ = _constants(args, kwargs)
+        real_args, _ = constant_arguments(args, kwargs)
     except NotConstant:
         real_args = None
     if (

@@ -42,6 +42,7 @@ from dynamo_capture.made_modules import plain_constant, plainly_made_module
 from dynamo_capture.operations import (
     NotConstant,
     as_constant,
+    constant_arguments,
     describe,
     dict_items,
     hashable_key,
@@ -243,7 +244,7 @@ def decorated_by_context(
 def _inference_mode(args: list[Value], kwargs: dict[str, Value]) -> Value:
     """torch.inference_mode(mode): entered and left by graph nodes, as torch.compile does."""
     try:
-        real_args, real_kwargs = _all_constant(args, kwargs)
+        real_args, real_kwargs = constant_arguments(args, kwargs)
     except NotConstant as error:
         raise Unsupported("torch.inference_mode with a mode known only when it runs") from error
     mode = real_args[0] if real_args else real_kwargs.get("mode", True)
@@ -258,7 +259,7 @@ def _set_grad_enabled(tx: Translator, args: list[Value], kwargs: dict[str, Value
     from dynamo_capture.methods import set_grad_mode
 
     try:
-        (mode,), _ = _all_constant(args, kwargs)
+        (mode,), _ = constant_arguments(args, kwargs)
     except (NotConstant, ValueError) as error:
         raise Unsupported(
             "torch._C._set_grad_enabled with a mode known only when it runs"
@@ -293,7 +294,7 @@ def _construct_exception(
     captured code's, done every call (run once at capture they would be lost)."""
     cls = cls_value.obj
     try:
-        real_args, real_kwargs = _all_constant(args, kwargs)
+        real_args, real_kwargs = constant_arguments(args, kwargs)
     except NotConstant as error:
         made = _exception_holding_values(cls, args, kwargs)
         if made is None:
@@ -349,17 +350,13 @@ def _exception_holding_values(
     return PythonValue(cls(*real))
 
 
-def _all_constant(args: list[Value], kwargs: dict[str, Value]) -> tuple[list[Any], dict[str, Any]]:
-    return [as_constant(a) for a in args], {k: as_constant(v) for k, v in kwargs.items()}
-
-
 def _call_torch_disable(obj: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """`torch.compiler.disable(f)` in the frame: made now, as torch.compile makes it
     while tracing, of a function or method known while capturing (or with no function:
     the decorator `disable(reason=...)` gives). It only wraps `f` in a function marked
     to run eagerly; a call of that wrapper breaks the graph."""
     try:
-        real_args, real_kwargs = _all_constant(args, kwargs)
+        real_args, real_kwargs = constant_arguments(args, kwargs)
     except NotConstant as error:
         raise Unsupported("torch.compiler.disable of a value known only when it runs") from error
     target = real_args[0] if real_args else real_kwargs.get("fn")
@@ -458,7 +455,7 @@ def _call_python(
             # now would see the state from before (a break: read it eagerly)
             raise Unsupported(f"{describe(fn)} after the graph set the state it reads")
         try:
-            real_args, real_kwargs = _all_constant(args, kwargs)
+            real_args, real_kwargs = constant_arguments(args, kwargs)
         except NotConstant as error:
             raise Unsupported(f"{describe(fn)} of values known only when it runs") from error
         return PythonValue(obj(*real_args, **real_kwargs))
@@ -536,7 +533,7 @@ def _call_python(
             # super().__init__(...) in an exception class's own __init__: sets `args`
             assert isinstance(receiver, PythonValue)
             try:
-                real_args, real_kwargs = _all_constant(args[1:], kwargs)
+                real_args, real_kwargs = constant_arguments(args[1:], kwargs)
             except NotConstant as error:
                 raise Unsupported("an exception's args that are not constants") from error
             obj(receiver.obj, *real_args, **real_kwargs)
@@ -678,7 +675,7 @@ def _call_substitute(
 ) -> Value:
     if substitute.can_constant_fold_through:
         try:
-            real_args, real_kwargs = _all_constant(args, kwargs)
+            real_args, real_kwargs = constant_arguments(args, kwargs)
         except NotConstant:
             pass
         else:
@@ -1147,16 +1144,7 @@ def construct(
         return ListValue(sequence_items(tx, args[0]) if args else [], cls=cls)
     if issubclass(cls, list) and type(cls) is type and cls.__new__ is list.__new__:
         # type.__call__: list.__new__ makes an empty list, then the class's __init__ runs
-        instance_list = ListValue([], cls=cls)
-        init = cls.__init__
-        tx.ctx.guards.class_attribute(cls, "__init__", init)
-        if isinstance(init, types.FunctionType):
-            inline_function(tx, init, [instance_list, *args], kwargs, None)
-        else:
-            from dynamo_capture.methods import call_method
-
-            call_method(tx, instance_list, "__init__", list(args), kwargs)
-        return instance_list
+        return _initialized(tx, cls, ListValue([], cls=cls), args, kwargs)
     if (
         (_plain_builtin_subclass(cls, set) or _plain_builtin_subclass(cls, frozenset))
         and not kwargs
@@ -1172,16 +1160,7 @@ def construct(
         call_method(tx, instance_dict, "update", list(args[1:]), kwargs)
         return instance_dict
     if issubclass(cls, dict) and cls.__new__ in (dict.__new__, OrderedDict.__new__):
-        instance_dict = DictValue({}, cls)
-        init = cls.__init__
-        tx.ctx.guards.class_attribute(cls, "__init__", init)
-        if isinstance(init, types.FunctionType):
-            inline_function(tx, init, [instance_dict, *args], kwargs, None)
-        else:
-            from dynamo_capture.methods import call_method
-
-            call_method(tx, instance_dict, "__init__", list(args), kwargs)
-        return instance_dict
+        return _initialized(tx, cls, DictValue({}, cls), args, kwargs)
     if isinstance(cls, enum.EnumMeta) and not kwargs:
         try:  # Color("red"): a lookup of an existing member by its value
             return PythonValue(cls(*(as_constant(a) for a in args)))
@@ -1242,6 +1221,23 @@ def construct(
         inline_function(tx, init, [instance, *args], kwargs, _class_source(cls_value, "__init__"))
     elif (args or kwargs) and new is object.__new__:
         raise Unsupported(f"{cls.__name__}() takes no arguments")
+    return instance
+
+
+def _initialized(
+    tx: Translator, cls: type, instance: Value, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`instance`, a new empty list or dict of `cls` (made as its builtin `__new__` makes
+    it), after the class's `__init__` ran on it (type.__call__'s second step): a Python
+    `__init__` inlined, a builtin one called as a method; `__init__` guarded."""
+    init = cls.__init__
+    tx.ctx.guards.class_attribute(cls, "__init__", init)
+    if isinstance(init, types.FunctionType):
+        inline_function(tx, init, [instance, *args], kwargs, None)
+    else:
+        from dynamo_capture.methods import call_method
+
+        call_method(tx, instance, "__init__", list(args), kwargs)
     return instance
 
 

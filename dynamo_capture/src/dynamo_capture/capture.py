@@ -856,11 +856,7 @@ def capture_frame(
     grad_mode = torch.is_grad_enabled()
     tx: Translator | None = None
     try:
-        with (
-            capturing(),
-            side_effects.reading_through(ctx),
-            side_effects.shadows_in_effect(ctx.shadows),
-        ):
+        with capturing(), side_effects.reading_through(ctx):
             arguments = _frame_locals(ctx, code, f_locals)
             tx = Translator(ctx, code, arguments, target.globals, real_cells=real_cells)
             result = tx.run()

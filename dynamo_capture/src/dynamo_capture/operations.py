@@ -69,6 +69,7 @@ __all__ = [
     "as_constant",
     "binary_op",
     "compare_op",
+    "constant_arguments",
     "contains",
     "get_item",
     "get_iter",
@@ -366,6 +367,14 @@ def comparable_key(value: Value) -> Any:
         if isinstance(value, PythonValue) and isinstance(value.obj, torch.nn.Module):
             return value.obj
         raise Unsupported("a dict key or set item that is not a capture-time constant") from None
+
+
+def constant_arguments(
+    args: list[Value] | tuple[Value, ...], kwargs: dict[str, Value]
+) -> tuple[list[Any], dict[str, Any]]:
+    """The Python constants a call's arguments stand for (`as_constant` of each), or
+    NotConstant where one is known only when the code runs."""
+    return [as_constant(a) for a in args], {k: as_constant(v) for k, v in kwargs.items()}
 
 
 def is_constant_value(value: Value) -> bool:

@@ -513,6 +513,22 @@ class CompiledCallable:
 
         return (contexts[0].guards if contexts else FrameGuards()).compile(name=self.frame.name)
 
+    def _entry_of_parts(
+        self,
+        guards: CompiledGuards,
+        run: Callable[..., Any] | None,
+        entry_code: str,
+        error: Unsupported | None = None,
+    ) -> CompiledEntry:
+        """An entry calling no graph of its own: `run` calls the compiled parts (a split
+        frame, a module's forward), or, where None, the frame runs eagerly (its calls
+        compiled through the entry's shadows). Its artifacts, with the break that made
+        it, are kept with the frame's."""
+        reason = None if error is None else str(error)
+        artifacts = CaptureArtifacts("", guards.source, entry_code, graph_break_reason=reason)
+        self.artifacts.append(artifacts)
+        return CompiledEntry(guards, run, artifacts, eager=run is None)
+
     def _storable(self, stance: Any) -> bool:
         """Whether this frame's compiles may be kept as capture records (`capture_cache`):
         no guard filter, the default stance; a frame guarding its modules on structure
@@ -902,11 +918,7 @@ class CompiledCallable:
 
         guards = self._guards_of(contexts, guards)
         _forget_real_tensors(contexts)
-        artifacts = CaptureArtifacts(
-            "", guards.source, describe_split(plan, parts), graph_break_reason=str(error)
-        )
-        self.artifacts.append(artifacts)
-        return CompiledEntry(guards, run_parts, artifacts)
+        return self._entry_of_parts(guards, run_parts, describe_split(plan, parts), error)
 
     def _branch_entry(
         self,
@@ -976,11 +988,7 @@ class CompiledCallable:
 
         guards = self._guards_of(contexts, guards)
         _forget_real_tensors(contexts)
-        artifacts = CaptureArtifacts(
-            "", guards.source, f"branch at offset {plan.jump}", graph_break_reason=str(error)
-        )
-        self.artifacts.append(artifacts)
-        return CompiledEntry(guards, run_branch, artifacts)
+        return self._entry_of_parts(guards, run_branch, f"branch at offset {plan.jump}", error)
 
     def _module_forward_entry(
         self,
@@ -1005,9 +1013,7 @@ class CompiledCallable:
         if guards is None and not contexts:
             return None
         guards = self._guards_of(contexts, guards)
-        artifacts = CaptureArtifacts("", guards.source, "", graph_break_reason=str(error))
-        self.artifacts.append(artifacts)
-        return CompiledEntry(guards, run_forward, artifacts)
+        return self._entry_of_parts(guards, run_forward, "", error)
 
     def _split_parts(
         self,
@@ -1178,11 +1184,9 @@ class CompiledCallable:
         guard_set = FrameGuards()
         guard_set.id_match(AttrSource(LocalSource("self"), wrapped_attribute(self.target)), inner)
         guards = guard_set.compile(name=self.frame.name)
-        artifacts = CaptureArtifacts(
-            "", guards.source, f"{self.frame.name} runs eagerly around its compiled module"
+        entry = self._entry_of_parts(
+            guards, None, f"{self.frame.name} runs eagerly around its compiled module"
         )
-        self.artifacts.append(artifacts)
-        entry = CompiledEntry(guards, None, artifacts, eager=True)
         entry.shadows = self._forward_shadows(inner, wrapped_backend(self.target, self.backend))
         return entry
 
@@ -1215,11 +1219,9 @@ class CompiledCallable:
         from dynamo_capture.frame_guards import FrameGuards
 
         guards = FrameGuards().compile(name=self.frame.name)
-        artifacts = CaptureArtifacts(
-            "", guards.source, f"{self.frame.name}: hooks and forward compiled one by one"
+        entry = self._entry_of_parts(
+            guards, None, f"{self.frame.name}: hooks and forward compiled one by one"
         )
-        self.artifacts.append(artifacts)
-        entry = CompiledEntry(guards, None, artifacts, eager=True)
 
         def compile_forward(forward: Any) -> Any:
             return self._fullgraph_part(self._callee_part(forward))
@@ -1254,9 +1256,7 @@ class CompiledCallable:
         if not shadows:  # wholly eager (with shadows, the call that broke is compiled)
             self.eager_frames.append(warn_eager_frame(self.frame.name, error))
         guards = self._guards_of(contexts, guards)
-        artifacts = CaptureArtifacts("", guards.source, "", graph_break_reason=str(error))
-        self.artifacts.append(artifacts)
-        entry = CompiledEntry(guards, None, artifacts, eager=True)
+        entry = self._entry_of_parts(guards, None, "", error)
         entry.shadows = shadows or []
         return entry
 

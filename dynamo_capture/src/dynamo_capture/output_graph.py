@@ -1284,18 +1284,11 @@ def tensor_result_type(args: Any, kwargs: Any, disabled: bool = False) -> type:
     operation reaching here on it runs inside its override (subclass handling off: a
     plain result, as eager's); one that did not go through the override breaks.
     """
-    kinds: list[type] = []
-
-    def visit(value: Value) -> Value:
-        if isinstance(value, TensorValue) and value.python_type is not torch.Tensor:
-            kinds.append(value.python_type)
-        if isinstance(value, TupleValue | ListValue):
-            for item in value.items:
-                visit(item)
-        return value
-
-    _map(args, visit)
-    _map(kwargs, visit)
+    kinds = [
+        tensor.python_type
+        for tensor in _tensor_arguments(args, kwargs)
+        if tensor.python_type is not torch.Tensor
+    ]
     chosen: type = torch.Tensor
     converted = [kind for kind in kinds if not has_own_torch_function(kind)]
     if converted and (disabled or not torch._C._is_torch_function_enabled()):
@@ -1329,10 +1322,16 @@ def tensor_result_type(args: Any, kwargs: Any, disabled: bool = False) -> type:
 
 
 def _any_data_dependent(args: Any, kwargs: Any) -> bool:
-    found = []
+    return any(tensor.data_dependent_shape for tensor in _tensor_arguments(args, kwargs))
+
+
+def _tensor_arguments(args: Any, kwargs: Any) -> list[TensorValue]:
+    """The tensors among an operation's arguments, in order: in Python containers and in
+    tuple and list values, at any depth."""
+    found: list[TensorValue] = []
 
     def visit(value: Value) -> Value:
-        if isinstance(value, TensorValue) and value.data_dependent_shape:
+        if isinstance(value, TensorValue):
             found.append(value)
         if isinstance(value, TupleValue | ListValue):
             for item in value.items:
@@ -1341,7 +1340,7 @@ def _any_data_dependent(args: Any, kwargs: Any) -> bool:
 
     _map(args, visit)
     _map(kwargs, visit)
-    return bool(found)
+    return found
 
 
 def _bool_index(example_args: Any) -> bool:

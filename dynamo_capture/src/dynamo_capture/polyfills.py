@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture.errors import Unsupported
-from dynamo_capture.operations import NotConstant, as_constant, sequence_items
+from dynamo_capture.operations import NotConstant, as_constant, constant_arguments, sequence_items
 from dynamo_capture.scalar_subclasses import BASE_NEWS
 from dynamo_capture.sym_numbers import recomputed_from_values
 from dynamo_capture.values import (
@@ -503,8 +503,7 @@ def call_polyfill(
 
     if _lookup(FOLDED, obj) is not None:
         try:
-            real_args = [as_constant(a) for a in args]
-            real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
+            real_args, real_kwargs = constant_arguments(args, kwargs)
         except NotConstant:
             construct = _lookup(_CONSTRUCTORS, obj)
             if construct is not None:

@@ -108,12 +108,11 @@ def construct_scalar(
 def _new(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """base.__new__(cls, *args) of constants (`super().__new__(cls, value)`)."""
     from dynamo_capture.errors import raised_by_python
-    from dynamo_capture.operations import NotConstant, as_constant
+    from dynamo_capture.operations import NotConstant, as_constant, constant_arguments
 
     try:
         cls = as_constant(args[0])
-        real_args = [as_constant(a) for a in args[1:]]
-        real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
+        real_args, real_kwargs = constant_arguments(args[1:], kwargs)
     except (NotConstant, IndexError):
         message = "making a builtin subclass instance of values known only when it runs"
         raise Unsupported(message) from None

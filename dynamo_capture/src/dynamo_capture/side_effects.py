@@ -5,6 +5,11 @@ The first write to an outside list, dict or set (item assignment, append, update
 the capture reads and writes instead. After the graph runs, the entry function
 rebuilds the real object's contents from the shadow, so eager's final state and
 the object's identity are both kept.
+
+Every read of a written object goes through one lookup in the capture's table:
+`current(tx, value)` where a translator is at hand, `shadow_of(obj)` where none is
+(folding a constant, a graph operation's arguments), which reads the capture that
+`capture.capture_frame` entered with `reading_through(ctx)`.
 """
 
 from __future__ import annotations
@@ -31,8 +36,6 @@ __all__ = [
     "module_members_written",
     "mutates",
     "replay_statement",
-    "shadows_in_effect",
-    "written_shadow",
 ]
 
 MUTATING_METHODS: dict[type, frozenset[str]] = {
@@ -59,30 +62,6 @@ MUTATING_METHODS[collections.OrderedDict] = MUTATING_METHODS[dict] | {"move_to_e
 MUTATING_METHODS[collections.defaultdict] = MUTATING_METHODS[dict]
 
 
-# the shadows of the capture running on this thread (capture.capture_frame enters them):
-# a value folded from an outside object (`as_constant`) reads its shadow once written
-_IN_EFFECT = threading.local()
-
-
-@contextlib.contextmanager
-def shadows_in_effect(shadows: dict[int, tuple[Any, Any, Value]]) -> Iterator[None]:
-    """Make `shadows` (a capture's table, by id of the real object) the ones
-    `written_shadow` reads for the block; the table before it again after."""
-    before = getattr(_IN_EFFECT, "shadows", None)
-    _IN_EFFECT.shadows = shadows
-    try:
-        yield
-    finally:
-        _IN_EFFECT.shadows = before
-
-
-def written_shadow(obj: Any) -> Value | None:
-    """The shadow of an outside object the running capture wrote to, else None."""
-    shadows = getattr(_IN_EFFECT, "shadows", None)
-    entry = shadows.get(id(obj)) if shadows else None
-    return entry[2] if entry is not None and entry[0] is obj else None
-
-
 def _shadowable(value: Value) -> bool:
     return isinstance(value, PythonValue) and type(value.obj) in MUTATING_METHODS
 
@@ -107,10 +86,9 @@ def current(tx: Translator, value: Value) -> Value:
             # NOTE: the frame's `global` assignments into this dict (a module's globals,
             # read as `module.__dict__` or `fn.__globals__`) land only after the graph
             raise Unsupported("reading or writing a module's globals dict the frame assigned into")
-        entry = tx.ctx.shadows.get(id(value.obj))  # type: ignore[attr-defined]
-        if entry is not None:
-            tx.ctx.written_reads += 1
-            return entry[2]
+        shadow = _written(tx.ctx, value.obj)  # type: ignore[attr-defined]
+        if shadow is not None:
+            return shadow
     return value
 
 
@@ -120,32 +98,39 @@ def global_scope_written(tx: Translator, scope: dict) -> bool:
     return any(key[0] == id(scope) for key in tx.ctx.global_writes)
 
 
-class _Active(threading.local):
+# the captures running on this thread, innermost last (capture.capture_frame enters its
+# own): `shadow_of` reads the innermost one's shadows
+class _Reading(threading.local):
     def __init__(self) -> None:
         self.contexts: list[Any] = []
 
 
-_active = _Active()
+_reading = _Reading()
 
 
 @contextlib.contextmanager
 def reading_through(ctx: Any) -> Iterator[None]:
     """While capturing with `ctx`, `shadow_of` reads its shadows (for code that folds
     a value with no translator at hand: `operations.as_constant`)."""
-    _active.contexts.append(ctx)
+    _reading.contexts.append(ctx)
     try:
         yield
     finally:
-        _active.contexts.pop()
+        _reading.contexts.pop()
 
 
 def shadow_of(obj: Any) -> Value | None:
     """The shadow of an outside list, dict, deque or set the running capture wrote, else
     None: what folding the object must read (the real object holds the writes only after
     the graph)."""
-    if not _active.contexts or type(obj) not in MUTATING_METHODS:
+    if not _reading.contexts or type(obj) not in MUTATING_METHODS:
         return None
-    ctx = _active.contexts[-1]
+    return _written(_reading.contexts[-1], obj)
+
+
+def _written(ctx: Any, obj: Any) -> Value | None:
+    """The shadow `ctx` keeps of `obj`, counted as a read of a write, else None: the one
+    lookup behind `current` (with a translator) and `shadow_of` (without)."""
     entry = ctx.shadows.get(id(obj))
     if entry is None or entry[0] is not obj:
         return None
@@ -156,9 +141,9 @@ def shadow_of(obj: Any) -> Value | None:
 def attribute_written(obj: Any, name: str) -> bool:
     """Whether the running capture set or deleted attribute `name` of `obj` (kept in its
     log until the graph has run): folding the object would read it without the write."""
-    if not _active.contexts:
+    if not _reading.contexts:
         return False
-    entry = _active.contexts[-1].attr_writes.get((id(obj), name))
+    entry = _reading.contexts[-1].attr_writes.get((id(obj), name))
     return entry is not None and entry[0] is obj
 
 

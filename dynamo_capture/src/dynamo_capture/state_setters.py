@@ -37,7 +37,7 @@ import torch
 import torch.nn.attention
 
 from dynamo_capture.errors import Unsupported
-from dynamo_capture.operations import NotConstant, as_constant, sequence_items
+from dynamo_capture.operations import NotConstant, as_constant, constant_arguments, sequence_items
 from dynamo_capture.values import ListValue, PythonValue, TupleValue, Value
 
 if TYPE_CHECKING:
@@ -112,8 +112,7 @@ def call_default_dtype_setter(
 ) -> Value:
     """torch.set_default_dtype(d): the default dtype changes now and in the graph."""
     try:
-        real_args = [as_constant(arg) for arg in args]
-        real_kwargs = {name: as_constant(arg) for name, arg in kwargs.items()}
+        real_args, real_kwargs = constant_arguments(args, kwargs)
     except NotConstant:
         raise Unsupported("torch.set_default_dtype with a dtype known only when it runs") from None
     dtype = real_args[0] if real_args else real_kwargs.get("d")
@@ -132,8 +131,7 @@ def call_deterministic_setter(
 ) -> Value:
     """torch.use_deterministic_algorithms(mode, warn_only=w): set now and in the graph."""
     try:
-        real_args = [as_constant(arg) for arg in args]
-        real_kwargs = {name: as_constant(arg) for name, arg in kwargs.items()}
+        real_args, real_kwargs = constant_arguments(args, kwargs)
     except NotConstant:
         raise Unsupported(
             "torch.use_deterministic_algorithms with a mode known only when it runs"

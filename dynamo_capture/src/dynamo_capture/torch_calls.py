@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dynamo_capture.errors import Unsupported
-from dynamo_capture.operations import NotConstant, as_constant, describe
+from dynamo_capture.operations import NotConstant, as_constant, constant_arguments, describe
 from dynamo_capture.output_graph import has_symbolic
 from dynamo_capture.state import is_compiling
 from dynamo_capture.tensor_extremes import ChoiceValue
@@ -271,8 +271,7 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
                 "(it is not run while capturing); call it outside the compiled code"
             )
         try:
-            real_args = [as_constant(a) for a in args]
-            real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
+            real_args, real_kwargs = constant_arguments(args, kwargs)
         except NotConstant:
             pass
         else:
@@ -589,8 +588,7 @@ def _autocast_context(cls: type, args: list[Value], kwargs: dict[str, Value]) ->
     arguments (raising eager's errors) and may disable itself with a warning; capture
     keeps only the four values it settled on (methods.autocast_context)."""
     try:
-        real_args = tuple(as_constant(a) for a in args)
-        real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
+        real_args, real_kwargs = constant_arguments(args, kwargs)
     except NotConstant as error:
         raise Unsupported("torch.autocast with arguments known only when it runs") from error
     from dynamo_capture.methods import autocast_context
@@ -644,14 +642,10 @@ def construct_torch_class(
             raise Unsupported("torch.Size of values known only when it runs") from error
     if cls in (torch.device, torch.finfo, torch.iinfo, torch.dtype):
         try:
-            return PythonValue(
-                cls(
-                    *[as_constant(a) for a in args],
-                    **{k: as_constant(v) for k, v in kwargs.items()},
-                )
-            )
+            real_args, real_kwargs = constant_arguments(args, kwargs)
         except NotConstant as error:
             raise Unsupported(f"torch.{cls.__name__} of non-constant values") from error
+        return PythonValue(cls(*real_args, **real_kwargs))
     raise Unsupported(f"creating a {cls.__module__}.{cls.__qualname__} inside captured code")
 
 
@@ -717,8 +711,7 @@ def call_tensor_method(
         if tensor.data_dependent_shape and name in _SHAPE_METHODS:
             raise Unsupported(f"Tensor.{name}() of a tensor whose shape depends on data")
         try:
-            real_args = [as_constant(a) for a in args]
-            real_kwargs = {k: as_constant(v) for k, v in kwargs.items()}
+            real_args, real_kwargs = constant_arguments(args, kwargs)
         except NotConstant as error:
             raise Unsupported(f"Tensor.{name} with non-constant arguments") from error
         result = getattr(tensor.example, name)(*real_args, **real_kwargs)

@@ -28,8 +28,7 @@ import torch
 import torch.fx
 
 from guards import artifact_logger
-from inductor_codegen import runtime
-from inductor_codegen.codegen.cpp.build import CompilerConfig, KernelLibrary, bind_deferred
+from inductor_codegen.codegen.cpp.build import CompilerConfig, KernelLibrary, wrapper_namespace
 from inductor_codegen.codegen.cpp.convolution import cpp_lowerings
 from inductor_codegen.codegen.cpp.generate import generate_kernel
 from inductor_codegen.codegen.triton.compile import compile_triton_graph
@@ -138,18 +137,7 @@ def _compile_graph(gm: torch.fx.GraphModule, example_inputs, options) -> Compile
     done("wrapper", lambda: wrapper.text)
 
     # load: write the wrapper to a real file (tracebacks, pdb) and import it.
-    namespace = {
-        "torch": torch,
-        "aten": torch.ops.aten,
-        "empty_strided": runtime.empty_strided,
-        "reinterpret": runtime.reinterpret,
-        "check_layout": runtime.check_layout,
-        "ensure_layout": runtime.ensure_layout,
-        **wrapper.namespace,
-        **graph.constants,
-        **functions,
-    }
-    bind_deferred(namespace)  # kernels built later (deferred_builds) take their places here
+    namespace = wrapper_namespace(wrapper.namespace, graph.constants, functions)
     path = load_wrapper(wrapper, kernel_text, namespace, opts.cache_dir, "C++")
     done("load", lambda: str(path))
     compiled = finish(graph, namespace, path, wrapper, kernel_text, passes, len(kernels))

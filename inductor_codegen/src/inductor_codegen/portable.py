@@ -36,12 +36,11 @@ import torch
 import torch.utils._pytree as pytree
 
 from guards.cache_root import payload_digest, read_private, store_record, write_private
-from inductor_codegen import runtime
 from inductor_codegen.codegen.cpp.build import (
     CompilerConfig,
     KernelLibrary,
-    bind_deferred,
     cache_key_parts,
+    wrapper_namespace,
 )
 from inductor_codegen.codegen.kernel import KernelArg, KernelSource
 from inductor_codegen.codegen.wrapper import plain_spec
@@ -278,17 +277,8 @@ def load_compiled_graph(
         return _load_triton_graph(record, tensors, cache_dir, start)
     kernels = _kernels(record)
     functions = _library(record, cache_dir).build(kernels) if kernels else {}
-    namespace = {
-        "torch": torch,
-        "aten": torch.ops.aten,
-        "empty_strided": runtime.empty_strided,
-        "reinterpret": runtime.reinterpret,
-        "check_layout": runtime.check_layout,
-        "ensure_layout": runtime.ensure_layout,
-        **{key: _rebuild(recipe, tensors) for key, recipe in record["namespace"].items()},
-        **functions,
-    }
-    bind_deferred(namespace)  # kernels built later (deferred_builds) take their places here
+    objects = {key: _rebuild(recipe, tensors) for key, recipe in record["namespace"].items()}
+    namespace = wrapper_namespace(objects, functions)
     text = record["wrapper"]
     path = write_wrapper(text, record["kernel_text"], cache_dir, "C++")
     exec(compile(text, str(path), "exec"), namespace)

@@ -51,6 +51,7 @@ from guards.cache_root import (
     store_record,
     write_private,
 )
+from inductor_codegen import runtime
 from inductor_codegen.codegen.cpp.prelude import PRELUDE
 from inductor_codegen.codegen.cpp.vector_math import needed_functions, vector_math_source
 from inductor_codegen.codegen.kernel import KernelSource
@@ -58,7 +59,7 @@ from inductor_codegen.errors import CppCompileError
 from inductor_codegen.options import default_cache_dir
 
 __all__ = ["CompilerConfig", "DeferredKernel", "KernelLibrary", "default_cache_dir"]
-__all__ += ["bind_deferred", "deferred_builds"]
+__all__ += ["bind_deferred", "deferred_builds", "wrapper_namespace"]
 
 SCHEMA_VERSION = "2"
 CTYPES = {
@@ -465,6 +466,24 @@ def bind_deferred(namespace: dict) -> None:
                 namespace[name] = value.function
             else:
                 value.homes.append((namespace, name))
+
+
+def wrapper_namespace(*parts: dict) -> dict:
+    """The namespace a C++ graph's wrapper runs in: torch, ATen and the run-time helpers
+    it calls (runtime.py), then `parts` in order (its objects, its kernels' functions);
+    the DeferredKernels among them bound to it (`bind_deferred`)."""
+    namespace = {
+        "torch": torch,
+        "aten": torch.ops.aten,
+        "empty_strided": runtime.empty_strided,
+        "reinterpret": runtime.reinterpret,
+        "check_layout": runtime.check_layout,
+        "ensure_layout": runtime.ensure_layout,
+    }
+    for part in parts:
+        namespace.update(part)
+    bind_deferred(namespace)  # kernels built later (deferred_builds) take their places here
+    return namespace
 
 
 class _Batch:

@@ -1,10 +1,15 @@
-"""Tensor subclasses with their own `__torch_dispatch__`, for the corpus and its tests.
+"""Tensor subclasses the corpus files share.
 
+With their own `__torch_dispatch__`:
 - `TwoTensor` (torch's own test subclass): every op on both inner tensors.
 - `ScaledTensor`: one inner tensor; every floating result of an op scaled by the
   `scale` of its flatten context (a constant of the subclass, part of the context).
 - `Opaque`: a wrapper with its own `__torch_dispatch__` but no flatten protocol (not
   traceable: compiled frames taking it run eagerly).
+
+With their own `__torch_function__`:
+- `Passing`: every call handed to torch's default handling (results are Passing again).
+- `Unwrapping`: every call run with subclass handling off (results are plain tensors).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import torch.utils._pytree as pytree
 from torch.testing._internal.two_tensor import TwoTensor
 from torch.utils._python_dispatch import return_and_correct_aliasing
 
-__all__ = ["Opaque", "ScaledTensor", "TwoTensor", "scaled", "two"]
+__all__ = ["Opaque", "Passing", "ScaledTensor", "TwoTensor", "Unwrapping", "scaled", "two"]
 
 
 class ScaledTensor(torch.Tensor):
@@ -82,6 +87,32 @@ class Opaque(torch.Tensor):
         unwrapped = pytree.tree_map_only(cls, lambda t: t.elem, (args, kwargs or {}))
         out = func(*unwrapped[0], **unwrapped[1])
         return pytree.tree_map_only(torch.Tensor, cls, out)
+
+
+class Passing(torch.Tensor):
+    """Hands every call to torch's default handling (results are Passing again)."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        return super().__torch_function__(func, types, args, kwargs)
+
+    def doubled(self):
+        return self * 2
+
+    @property
+    def halved(self):
+        return self / 2
+
+
+class Unwrapping(torch.Tensor):
+    """Runs the call with subclass handling off: results are plain tensors."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))
 
 
 def two(*shape, requires_grad=False):
