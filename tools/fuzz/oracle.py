@@ -40,7 +40,11 @@ Rules (documented in README.md):
   position gives the compiled result (`reclassify_eager_by_position`).
 - exceptions: where eager raises, the compiled function must raise an exception
   of the same family: its type, a cause or context of it, is an instance of the
-  builtin base of eager's type (`RuntimeError`, `IndexError`, ...).
+  builtin base of eager's type (`RuntimeError`, `IndexError`, ...); the program's own
+  exception class (user_code.py) must be raised with eager's message.
+- outside state: where the program defines `reset_state()` / `outside_state()`
+  (user_code.py), each call starts from a reset state and what `outside_state()` shows
+  after it must equal eager's (`compare_states`), raising or not.
 """
 
 from __future__ import annotations
