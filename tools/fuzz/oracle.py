@@ -196,11 +196,13 @@ def snapshot(value):
     """A copy of outside state: containers opened, tensors cloned, objects as their vars."""
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
+    if isinstance(value, torch.Size):  # compared item by item, whatever its items are
+        return ("torch.Size", [snapshot(item) for item in value])
     if isinstance(value, dict):
         return {key: snapshot(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(snapshot(item) for item in value)
-    if isinstance(value, (int, float, bool, str, complex, type(None), torch.Size)):
+    if isinstance(value, (int, float, bool, str, complex, type(None))):
         return value
     if hasattr(value, "__dict__"):
         return (type(value).__name__, snapshot(vars(value)))

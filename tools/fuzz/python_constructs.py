@@ -97,8 +97,14 @@ def try_except(scope: Scope) -> Construct | None:
         return None
     rng, out = scope.rng, scope.new_name()
     definitions = ["FuzzError"]
-    kind = rng.choice(["user", "user", "runtime", "index"])
-    if kind == "user":
+    kind = rng.choice(["user", "user", "runtime", "index", "helper", "loop"])
+    if kind == "loop":
+        return _try_in_loop(scope, name, out)
+    if kind == "helper":  # raised in a callee, caught in the frame
+        body = [(1, f"{out} = checked_sum({name}, {rng.choice([4, 8, 20])}) + {name}")]
+        definitions.append("checked_sum")
+        caught = "FuzzError as error"
+    elif kind == "user":
         message = rng.choice(['"too wide"', f'f"rank {{{name}.dim()}}"'])
         body = [
             (1, f"{out} = {_simple(scope, name)}"),
@@ -119,7 +125,7 @@ def try_except(scope: Scope) -> Construct | None:
     if rng.random() < 0.5:
         # torch's messages are its own (compiled code may word them otherwise): their type
         # is logged; the program's own messages are its data.
-        logged = "str(error)" if kind == "user" else "type(error).__name__"
+        logged = "str(error)" if kind in ("user", "helper") else "type(error).__name__"
         lines.append((1, f"LOG.append({logged})"))
         definitions.append("LOG")
     if rng.random() < 0.3:
@@ -128,6 +134,26 @@ def try_except(scope: Scope) -> Construct | None:
         lines += [(0, "finally:"), (1, 'TABLE["hits"] += 1')]
         definitions.append("TABLE")
     return Construct(_block(lines), (out,), (), tuple(definitions))
+
+
+def _try_in_loop(scope: Scope, name: str, out: str) -> Construct:
+    """A try statement in a loop body: the handler continues or breaks, the finally counts."""
+    rng = scope.rng
+    lines = [
+        (0, f"{out} = {name} * 1"),
+        (0, "for i in range(3):"),
+        (1, "try:"),
+        (2, f"if i == {rng.choice([0, 1, 2])}:"),
+        (3, 'raise FuzzError(f"step {i}")'),
+        (2, f"{out} = {out} * 2 - i"),
+        (1, "except FuzzError as error:"),
+        (2, "LOG.append(str(error))"),
+        (2, "continue" if rng.random() < 0.5 else "break"),
+        (1, "finally:"),
+        (2, 'TABLE["hits"] += 1'),
+        (1, f"{out} = {out} + 1"),
+    ]
+    return Construct(_block(lines), (out,), (), ("FuzzError", "LOG", "TABLE"))
 
 
 # ---------------------------------------------------------------- containers
@@ -141,7 +167,7 @@ def frame_list(scope: Scope) -> Construct | None:
     lines = [(0, f"{items} = [{name}, {_simple(scope, name)}]")]
     length = 2
     for _ in range(rng.randint(2, 4)):
-        op = rng.choice(["append", "insert", "pop", "extend", "index"])
+        op = rng.choice(["append", "insert", "pop", "extend", "index", "reverse", "slice", "del"])
         if op == "append":
             lines.append((0, f"{items}.append({_simple(scope, name)})"))
             length += 1
@@ -156,6 +182,13 @@ def frame_list(scope: Scope) -> Construct | None:
             length -= 1
         elif op == "index":
             lines.append((0, f"{items}[{rng.randrange(length)}] = {name} * {length}"))
+        elif op == "reverse":
+            lines.append((0, f"{items}.reverse()"))
+        elif op == "slice":
+            lines.append((0, f"{items}[1:] = [t + 1 for t in {items}[1:]]"))
+        elif op == "del" and length > 2:
+            lines.append((0, f"del {items}[{rng.randrange(length)}]"))
+            length -= 1
     out = scope.new_name()
     if rng.random() < 0.5:
         lines.append((0, f"first, *rest = {items}"))
@@ -234,6 +267,9 @@ def outside_state(scope: Scope) -> Construct | None:
         "table_list": ([(0, f'TABLE.setdefault("dims", []).append({name}.dim())')], "TABLE"),
         "scaler": ([(0, f"SCALER.factor = {name}.shape[-1] if {name}.dim() else 2")], "SCALER"),
         "scaler_apply": ([], "SCALER"),
+        "scaler_tensor": ([(0, f"SCALER.factor = {name}.reshape(-1)[:1].sum()")], "SCALER"),
+        "global": ([(0, "global COUNT"), (0, f"COUNT += {name}.dim() + 1")], "COUNT"),
+        "log_helper": ([(0, f"append_sum(LOG, {name})")], "LOG"),
     }
     key = rng.choice(sorted(choices))
     lines, state = choices[key]
@@ -242,9 +278,11 @@ def outside_state(scope: Scope) -> Construct | None:
         "LOG": f"{out} = {name} * len(LOG)",
         "TABLE": f'{out} = {name} + TABLE["hits"] + len(TABLE)',
         "SCALER": f"{out} = SCALER.apply({name}) + SCALER.calls",
+        "COUNT": f"{out} = {name} * COUNT",
     }
     lines = [*lines, (0, reads[state])]
-    return Construct(_block(lines), (out,), (), (state,))
+    used = (state, "append_sum") if key == "log_helper" else (state,)
+    return Construct(_block(lines), (out,), (), used)
 
 
 # ---------------------------------------------------------------- functions
@@ -256,7 +294,7 @@ def closure(scope: Scope) -> Construct | None:
         return None
     rng, out = scope.rng, scope.new_name()
     other = scope.pick(lambda t: t.numel() > 0 and _nonbool(t)) or name
-    kind = rng.choice(["nested", "nonlocal", "lambda", "factory"])
+    kind = rng.choice(["nested", "nonlocal", "lambda", "factory", "generator"])
     fn = _local(scope, "fn")
     if kind == "nested":
         size = _local(scope, "size")
@@ -284,6 +322,15 @@ def closure(scope: Scope) -> Construct | None:
         if rng.random() < 0.5:
             lines.insert(1, (0, f"{fn} = (lambda g: lambda t: g(t) + {other}.amax())({fn})"))
             lines[-1] = (0, f"{out} = {fn}({name})")
+    elif kind == "generator":
+        lines = [
+            (0, f"def {fn}(t):"),
+            (1, "for k in range(3):"),
+            (2, "yield t * k"),
+            (0, f"{out} = sum({fn}({name}), {name} * 0)"),
+        ]
+        if rng.random() < 0.5:
+            lines[-1] = (0, f"{out} = next(item for item in {fn}({name}) if item.numel() > 1)")
     else:
         make = _local(scope, "make")
         lines = [

@@ -90,6 +90,12 @@ DEFINITIONS: dict[str, Definition] = {
     return t.sum()''',
         needs=("FuzzError",),
     ),
+    "append_sum": Definition(
+        '''def append_sum(log, t):
+    """Writes to a list it is given (the caller's outside state)."""
+    log.append(t.sum())
+    return log'''
+    ),
     "LOG": Definition(
         "LOG = []  # an outside list the program appends to",
         reset="LOG.clear()",
@@ -99,6 +105,11 @@ DEFINITIONS: dict[str, Definition] = {
         'TABLE = {"hits": 0}  # an outside dict the program updates',
         reset='TABLE.clear()\nTABLE["hits"] = 0',
         shown="TABLE",
+    ),
+    "COUNT": Definition(
+        "COUNT = 0  # an outside int the program rebinds (`global COUNT`)",
+        reset='globals()["COUNT"] = 0',
+        shown="COUNT",
     ),
     "SCALER": Definition(
         "SCALER = Scaler(3)  # an outside object the program mutates",
