@@ -300,6 +300,31 @@ def test_aliased_outputs_and_size_outputs_follow_the_call_sizes():
         assert isinstance(got[4], int)
 
 
+def _sizes_beside_a_decomposed_write(x):
+    y = x.square()
+    y.transpose(0, -1).copy_(y.transpose(0, -1).flip(0))
+    return y, x.shape[0], x.shape[0] * x.shape[1]
+
+
+def test_size_outputs_are_the_calls_after_decomposing_the_graph():
+    # A graph holding ops of the decomposition table is traced again with it: a size it
+    # returns (`x.shape[0]` handed to the frame's side effects) stayed the trace's SymInt
+    # in the output, returned as `s0` at every call.
+    graph = symbolic_graph(_sizes_beside_a_decomposed_write, [torch.randn(4, 6, 1)], [[0, 1]])
+    compiled = aot_graph(
+        graph.gm,
+        graph.example_inputs,
+        fw_compiler=RecordingCompiler(),
+        decompositions=prim_decomp.inductor_default,
+    )
+    for batch, seq in SIZES:
+        x = torch.randn(batch, seq, 1)
+        got = compiled(*graph.arguments([x]))
+        expected = _sizes_beside_a_decomposed_write(x)
+        torch.testing.assert_close(got[0], expected[0])
+        assert [type(v) for v in got[1:]] == [int, int] and tuple(got[1:]) == expected[1:]
+
+
 class _BatchNormNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -422,3 +422,24 @@ LEN_ERRORS = [
 @pytest.mark.parametrize("fn", LEN_ERRORS, ids=[fn.__name__ for fn in LEN_ERRORS])
 def test_len_of_a_value_without_len_raises_in_the_frame_like_torch(fn):
     check_like_torch(fn, _one)
+
+
+def matmul_of_mixed_dtypes_caught(a, b):
+    try:
+        y = a @ b.mT
+    except RuntimeError as error:
+        y = a.abs() + len(type(error).__name__)
+    return y * 2
+
+
+def test_an_op_eager_refuses_at_run_time_is_caught_by_the_frames_handler():
+    # The meta kernel of mm computes a result for an int32 and a bfloat16 operand, which
+    # eager's kernel refuses: a graph holding the product raised past the handler.
+    a = torch.ones(3, 2, dtype=torch.int32)
+    b = torch.ones(4, 2, dtype=torch.bfloat16)
+    compiled = dynamo_capture.optimize(
+        matmul_of_mixed_dtypes_caught, backend=lambda gm, ex: gm.forward
+    )
+    torch.testing.assert_close(compiled(a, b), matmul_of_mixed_dtypes_caught(a, b))
+    same = torch.ones(4, 2, dtype=torch.int32)
+    torch.testing.assert_close(compiled(a, same), matmul_of_mixed_dtypes_caught(a, same))

@@ -170,6 +170,25 @@ def break_via_log_in_closure(x):
     return step(a)
 
 
+def branch_on_a_value_after_a_break_with_cells(x):
+    y = x * 2
+    print("mid")
+    count = 0
+
+    def bump(t):
+        nonlocal count
+        count += 1
+        return t + count
+
+    # a data-dependent jump in the resumed part: the parts of the taken branch take the
+    # frame's cells too (they follow its varnames)
+    if (y < 0).any():
+        y = bump(y)
+    else:
+        y = bump(bump(y))
+    return y * count
+
+
 torch.manual_seed(0)
 X = torch.randn(4)
 WRAPPED = Wrapped()
@@ -189,6 +208,8 @@ PROGRAMS = [
     Program(no_grad_block_in_a_frame_with_cells, (torch.randn(4, requires_grad=True),), 2, 1),
     Program(USES_SUPER.scale, (X,), 0, 1),
     Program(break_via_log_in_closure, (X,), None, 4),
+    Program(branch_on_a_value_after_a_break_with_cells, (X,), None, 2),
+    Program(branch_on_a_value_after_a_break_with_cells, (X.abs(),), None, 2),
 ]
 
 

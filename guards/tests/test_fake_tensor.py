@@ -607,3 +607,28 @@ def test_fake_of_a_non_leaf_is_a_non_leaf_over_the_same_memory():
     assert type(fake.grad_fn).__name__ == "AddBackward0"
     activation.detach_()  # a leaf now: a fake of its own
     assert mode.from_real(activation).is_leaf
+
+
+@pytest.mark.parametrize(
+    "product",
+    [
+        lambda a, b, c: a @ b,
+        lambda a, b, c: torch.mm(a, b),
+        lambda a, b, c: torch.addmm(c, a, b),
+        lambda a, b, c: torch.mv(a, b[:, 0]),
+        lambda a, b, c: torch.addbmm(c, a[None], b[None]),
+    ],
+)
+def test_matrix_products_of_different_dtypes_raise_eagers_error(product):
+    # The meta kernels compute a result; eager's kernels raise (so a try statement around
+    # the product catches the error at capture, as eager's handler does).
+    a, c = torch.ones(2, 3, dtype=torch.int32), torch.ones(2, 2, dtype=torch.int32)
+    b = torch.ones(3, 2, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="same dtype") as eager:
+        product(a, b, c)
+    with FakeTensorMode() as mode:
+        fakes = [mode.from_real(t) for t in (a, b, c)]
+        with pytest.raises(RuntimeError, match="same dtype") as fake:
+            product(*fakes)
+        assert product(fakes[0], fakes[0].mT.contiguous(), fakes[2]).dtype == torch.int32
+    assert type(fake.value) is type(eager.value)

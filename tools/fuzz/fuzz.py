@@ -195,7 +195,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--profile", default=DEFAULT_PROFILE, choices=sorted(PROFILES),
         help="generator tables: base (the ops of earlier runs), full (regions, branches, ...), "
-        "wide (full with larger sizes, more layouts, nn/scatter/sort ops)",
+        "wide (full with larger sizes, more layouts, nn/scatter/sort ops), python (full with "
+        "Python constructs: try/except, containers, closures, loops, classes, outside state)",
     )  # fmt: skip
     parser.add_argument(
         "--dynamic", default="auto", choices=("auto", "true", "false"),

@@ -15,13 +15,15 @@ function and one table entry.
 from __future__ import annotations
 
 import random
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import wide_ops
 from program import HELPERS, InputSpec, Program
-from scope import Scope, both, floating, integral, ranked
+from python_constructs import CONSTRUCTS
+from scope import Scope, ValueTooLarge, both, check_sizes, floating, integral, ranked
 from scope import runs_everywhere as _runs_everywhere
 
 FLOATS = ("float32", "float32", "float32", "float64", "float16", "bfloat16")
@@ -633,15 +635,33 @@ class Profile:
     blocks: dict
     inputs: Callable = random_inputs  # (rng, grad) -> (InputSpec tuple, each call's dims)
     grad_rate: float = 0.35  # share of float programs whose input grads are compared
+    # Python constructs (python_constructs.py): the share of seeds whose programs draw
+    # them (decided apart from the program's own draws, so that other seeds keep their
+    # programs), and the share of such a program's statements that are constructs.
+    constructs: dict = field(default_factory=dict)
+    python_rate: float = 0.0
+    construct_rate: float = 0.45
 
 
 # Generator profiles. "base" programs are those of earlier fuzzer runs (seeds pinned in
 # tests keep their programs); "full" adds the extra expressions and mutations and the
 # multi-line blocks; "wide" adds larger and odd sizes, more input layouts, and the ops
-# of wide_ops.py (nn ops, sort and scans, scatter, einsum, batch_norm's running stats).
+# of wide_ops.py (nn ops, sort and scans, scatter, einsum, batch_norm's running stats);
+# "python" is "full" with the Python constructs of python_constructs.py in every program
+# ("full" draws them in PYTHON_IN_FULL of its seeds, the others keeping their programs).
+PYTHON_IN_FULL = 0.08
 PROFILES = {
     "base": Profile(EXPRESSIONS, MUTATIONS, {}),
-    "full": Profile(FULL_EXPRESSIONS, FULL_MUTATIONS, BLOCKS),
+    "full": Profile(
+        FULL_EXPRESSIONS,
+        FULL_MUTATIONS,
+        BLOCKS,
+        constructs=CONSTRUCTS,
+        python_rate=PYTHON_IN_FULL,
+    ),  # fmt: skip
+    "python": Profile(
+        FULL_EXPRESSIONS, FULL_MUTATIONS, BLOCKS, constructs=CONSTRUCTS, python_rate=1.0
+    ),
     "wide": Profile(
         FULL_EXPRESSIONS | wide_ops.EXPRESSIONS,
         FULL_MUTATIONS | wide_ops.MUTATIONS,
@@ -679,16 +699,101 @@ def generate(seed: int, length: int | None = None, profile: str = DEFAULT_PROFIL
     inputs, dims = tables.inputs(rng, grad)
     program = Program(seed=seed, inputs=inputs, statements=(), outputs=(), dims=dims, grad=grad)
     scope = Scope(rng, input_values(program))
+    frame = Frame(program) if uses_constructs(seed, tables) else None
     statements: list[str] = []
     for _ in range(length or rng.randint(2, 9)):
-        statement, raises = _next_statement(rng, scope, grad, tables)
+        if frame is not None and rng.random() < tables.construct_rate:
+            statement, raises = frame.next_construct(scope, statements, tables.constructs)
+        else:
+            statement, raises = _next_statement(rng, scope, grad, tables)
         if statement is None:
             continue
         statements.append(statement)
         if raises:
             break
     outputs = _choose_outputs(rng, scope)
+    if frame is not None:
+        if frame.values and rng.random() < 0.5:
+            outputs += (rng.choice(frame.values),)
+        program = program.replace(definitions=tuple(frame.definitions))
     return program.replace(statements=tuple(statements), outputs=outputs)
+
+
+def uses_constructs(seed: int, tables: Profile) -> bool:
+    """Whether program `seed` draws Python constructs: always at a rate of 1, else decided
+    by a generator of its own, so that the programs of other seeds stay as they were."""
+    if not tables.constructs or tables.python_rate <= 0:
+        return False
+    return tables.python_rate >= 1 or random.Random(f"constructs:{seed}").random() < (
+        tables.python_rate
+    )
+
+
+# A construct that raises at some call is kept, as the program's last statement, this
+# often when it raised the program's own FuzzError (an uncaught user exception), and at
+# RAISING_RATE otherwise.
+USER_RAISING_RATE = 0.25
+
+
+class Frame:
+    """The definitions and Python values of a program drawing constructs, and the check
+    that keeps a construct: the whole program so far, rendered and run eagerly at every
+    call from fresh inputs and a fresh outside state (nested functions, loops and the
+    outside state are checked in the program itself)."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.definitions: list[str] = []
+        self.values: list[str] = []  # Python values the program may return
+
+    def next_construct(
+        self, scope: Scope, statements: list[str], constructs: dict
+    ) -> tuple[str | None, bool]:
+        for _attempt in range(4):
+            construct = _weighted(scope.rng, constructs)(scope)
+            if construct is None:
+                continue
+            used = list(dict.fromkeys([*self.definitions, *construct.definitions]))
+            envs, error = self.run(statements + [construct.text], used)
+            if envs is None:
+                rate = USER_RAISING_RATE if type(error).__name__ == "FuzzError" else RAISING_RATE
+                if scope.rng.random() < rate:
+                    self.definitions = used
+                    return construct.text, True
+                continue
+            scope.envs = envs
+            scope.names += [
+                n for n in construct.tensors if all(isinstance(e[n], torch.Tensor) for e in envs)
+            ]
+            self.values += construct.values
+            self.definitions = used
+            return construct.text, False
+        return None, False
+
+    def run(self, statements: list[str], definitions: list[str]):
+        """Each call's locals at the end of `statements`, or (None, the exception raised)."""
+        from program import render
+
+        trial = self.program.replace(
+            statements=(*statements, "return dict(locals())"), definitions=tuple(definitions)
+        )
+        namespace: dict = {"__name__": "fuzz_program"}
+        envs = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                exec(compile(render(trial), f"<fuzz-frame-{trial.seed}>", "exec"), namespace)
+                for call in range(len(trial.dims)):
+                    if "reset_state" in namespace:
+                        namespace["reset_state"]()
+                    env = namespace["program"](*namespace["make_inputs"](call))
+                    check_sizes("a construct", env)
+                    envs.append(env)
+            except ValueTooLarge:
+                raise
+            except Exception as error:
+                return None, error
+        return envs, None
 
 
 RAISING_RATE = 0.04

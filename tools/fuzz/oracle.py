@@ -42,7 +42,11 @@ Rules (documented in README.md):
   within what some summation order gives (`reclassify_stepwise`).
 - exceptions: where eager raises, the compiled function must raise an exception
   of the same family: its type, a cause or context of it, is an instance of the
-  builtin base of eager's type (`RuntimeError`, `IndexError`, ...).
+  builtin base of eager's type (`RuntimeError`, `IndexError`, ...); the program's own
+  exception class (user_code.py) must be raised with eager's message.
+- outside state: where the program defines `reset_state()` / `outside_state()`
+  (user_code.py), each call starts from a reset state and what `outside_state()` shows
+  after it must equal eager's (`compare_states`), raising or not.
 """
 
 from __future__ import annotations
@@ -112,6 +116,7 @@ class Outcome:
     error: BaseException | None = None
     grads: list | None = None
     backward_error: BaseException | None = None
+    state: dict | None = None  # the program's outside_state() after the call, copied
 
 
 # ---------------------------------------------------------------- running
@@ -169,12 +174,15 @@ def run_call(fn, namespace: dict, call: int, prepare=None) -> Outcome:
     if prepare is not None:
         inputs = prepare(inputs)
     outcome = Outcome(inputs=inputs)
+    if "reset_state" in namespace:  # the outside state as at import (user_code.py)
+        namespace["reset_state"]()
     try:
         outcome.outputs = flatten(fn(*inputs))
     except Exception as error:  # a raising program is an outcome to compare
         outcome.error = error
-        return outcome
-    if not namespace.get("GRAD"):
+    if "outside_state" in namespace:
+        outcome.state = snapshot(namespace["outside_state"]())
+    if outcome.error is not None or not namespace.get("GRAD"):
         return outcome
     try:  # the loss itself may raise (a view made under no_grad, then restrided)
         loss = loss_of(outcome.outputs)
@@ -184,6 +192,23 @@ def run_call(fn, namespace: dict, call: int, prepare=None) -> Outcome:
     except Exception as error:
         outcome.backward_error = error
     return outcome
+
+
+def snapshot(value):
+    """A copy of outside state: containers opened, tensors cloned, objects as their vars."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, torch.Size):  # compared item by item, whatever its items are
+        return ("torch.Size", [snapshot(item) for item in value])
+    if isinstance(value, dict):
+        return {key: snapshot(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(snapshot(item) for item in value)
+    if isinstance(value, (int, float, bool, str, complex, type(None))):
+        return value
+    if hasattr(value, "__dict__"):
+        return (type(value).__name__, snapshot(vars(value)))
+    return repr(value)
 
 
 @contextlib.contextmanager
@@ -940,11 +965,12 @@ def compare_outcomes(
         if not same_family(expected.error, actual.error):
             text = f"eager raised {_describe(expected.error)}; compiled {_describe(actual.error)}"
             return [mismatch("error", "exception_type", "", text)]
-        return []
+        found = [mismatch(*m) for m in compare_user_exception(expected.error, actual.error)]
+        return found + compare_states(expected.state, actual.state, mismatch, floor)
     if actual.error is not None:
         check = f"raised_{type(actual.error).__name__}"
         return [mismatch("error", check, "", _describe(actual.error))]
-    found = []
+    found = compare_states(expected.state, actual.state, mismatch, floor)
     if len(expected.outputs) != len(actual.outputs):
         text = f"{len(expected.outputs)} outputs in eager, {len(actual.outputs)} compiled"
         return [mismatch("silent", "structure", "", text)]
@@ -960,6 +986,63 @@ def compare_outcomes(
             found.append(mismatch(kind, "mutation_" + check, f"input {i}", text))
     found += compare_grads(expected, actual, mismatch, floor)
     return found
+
+
+# Where a program's own exception classes live (user_code.py, run as module "fuzz_program").
+PROGRAM_MODULE = "fuzz_program"
+
+
+def compare_user_exception(expected: BaseException, actual: BaseException) -> list[tuple]:
+    """(kind, check, place, message) where eager raised the program's own exception (a class
+    the program defines) and the compiled function raised another class or message: the
+    message is the program's data (its sizes), so a wrong one is a wrong result."""
+    if type(expected).__module__ != PROGRAM_MODULE:
+        return []  # torch's and Python's messages are compared by family only
+    raised = actual
+    while raised is not None and type(raised).__name__ != type(expected).__name__:
+        raised = raised.__cause__ or raised.__context__
+    if raised is None:
+        text = f"eager raised {_describe(expected)}; compiled {_describe(actual)}"
+        return [("error", "exception_class", "", text)]
+    if str(raised) != str(expected):
+        text = f"eager raised {_describe(expected)}; compiled {_describe(raised)}"
+        return [("silent", "exception_message", "", text)]
+    return []
+
+
+def compare_states(want: dict | None, got: dict | None, mismatch, floor) -> list:
+    """Mismatches of the outside state (user_code.outside_state()) after a call."""
+    if want is None:
+        return []
+    found = []
+    for key in want:
+        for path, text in _state_differences(want[key], (got or {}).get(key), key, floor):
+            found.append(mismatch("silent", "state", f"state {path}", text))
+    return found
+
+
+def _state_differences(want, got, path: str, floor) -> list[tuple[str, str]]:
+    if isinstance(want, dict) or isinstance(got, dict):
+        if not (isinstance(want, dict) and isinstance(got, dict)) or list(want) != list(got):
+            keys = lambda d: list(d) if isinstance(d, dict) else type(d).__name__  # noqa: E731
+            return [(path, f"keys {keys(got)}, eager {keys(want)}")]
+        return [
+            d for k in want for d in _state_differences(want[k], got[k], f"{path}[{k!r}]", floor)
+        ]
+    if isinstance(want, (list, tuple)) or isinstance(got, (list, tuple)):
+        if type(want) is not type(got) or len(want) != len(got):
+            return [(path, f"{_short(got)}, eager {_short(want)}")]
+        pairs = zip(want, got)
+        return [
+            d
+            for i, (w, g) in enumerate(pairs)
+            for d in _state_differences(w, g, f"{path}[{i}]", floor)
+        ]
+    return [(path, text) for _, _, text in compare_tensors(want, got, False, floor)]
+
+
+def _short(value) -> str:
+    return " ".join(repr(value).split())[:120]
 
 
 def compare_grads(expected: Outcome, actual: Outcome, mismatch, floor) -> list:
@@ -986,6 +1069,9 @@ def compare_tensors(
 ) -> list[tuple[str, str, str]]:
     """(kind, check, message) for differences of type, shape, dtype, values, requires_grad."""
     if not isinstance(want, torch.Tensor):
+        if type(want) is float and type(got) is float:  # a value read back (`.item()`)
+            problem = value_difference(torch.tensor(want), torch.tensor(got), floor)
+            return [("silent", "value", problem)] if problem else []
         if type(want) is not type(got) or want != got:
             return [("silent", "value", f"expected {want!r}, got {got!r}")]
         return []

@@ -32,6 +32,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from user_code import render_definitions
+
 # How an input tensor is laid out in memory: the expression turning a fresh
 # tensor `t` of the listed allocation shape into the input.
 LAYOUTS = ("contiguous", "permuted", "sliced", "expanded", "offset", "transposed", "padded")
@@ -82,6 +84,9 @@ class Program:
     grad: bool = False
     notes: tuple[str, ...] = field(default=())
     dynamic: bool | None = None  # ember.compile(dynamic=...): None specializes first
+    # Module-level user code the statements use (user_code.DEFINITIONS: classes, helpers,
+    # outside state); rendered above make_inputs.
+    definitions: tuple[str, ...] = ()
 
     def replace(self, **changes) -> Program:
         return dataclasses.replace(self, **changes)
@@ -141,6 +146,8 @@ def render(program: Program, backend: str = "inductor", header: str = "") -> str
         f"DYNAMIC = {program.dynamic}",
     ]
     lines += [f'BACKEND = "{backend}"', HELPERS, ""]
+    if program.definitions:
+        lines += ["", render_definitions(program.definitions), ""]
     lines += [
         "def make_inputs(call):",
         f"    g = torch.Generator().manual_seed({program.seed} + call)",

@@ -101,12 +101,12 @@ def runs_everywhere(statement: str, envs: list[dict]) -> list[dict] | None:
             exec(statement, {"torch": torch, "F": F}, trial)
         except Exception:
             return None
-        _check_sizes(statement, trial)
+        check_sizes(statement, trial)
         results.append(trial)
     return results
 
 
-def _check_sizes(statement: str, env: dict) -> None:
+def check_sizes(statement: str, env: dict) -> None:
     for name, value in env.items():
         if isinstance(value, torch.Tensor):
             size = value.numel() * value.element_size()

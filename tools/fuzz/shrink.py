@@ -7,11 +7,15 @@ start of the message) still reproduces, until a
 whole round of reductions changes nothing or the budget is spent. Reductions,
 in the order `REDUCTIONS` tries them:
 
+    split_statements  make each top-level statement of a block of several its own
     drop_outputs      return fewer values
     drop_statements   delete chunks of statements (halves, quarters, ... single ones)
     simplify          replace `v = expr` by `v = <a variable expr reads>`
     inline_aliases    drop `a = b`, reading `b` where `a` was read
     drop_regions      run a `with` block's statements outside the block
+    unwrap_blocks     replace a try statement or an if by one of its bodies
+    drop_lines        delete one line (with the lines it holds) of a compound statement
+    drop_definitions  delete module-level user code (user_code.py) no statement names
     drop_calls        keep only the first, or only the last, call
     drop_grad         compare values only
     drop_inputs       delete inputs no statement reads
@@ -21,15 +25,31 @@ in the order `REDUCTIONS` tries them:
 
 from __future__ import annotations
 
+import ast
 import re
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 
 from oracle import Mismatch, check_source, quiet
 from program import Program, render
+from user_code import DEFINITIONS
 
-NAME = re.compile(r"\b([vx]\d+)\b")
-ASSIGNED = re.compile(r"^\s*([vx]\d+) = ", re.MULTILINE)  # in blocks too (regions, branches)
+# Variables: inputs (x0), tensors (v1) and Python values a program returns (n2).
+NAME = re.compile(r"\b([vxn]\d+)\b")
+
+
+def assigned(statement: str) -> set[str]:
+    """The variables a statement binds, in blocks too (regions, branches, loops, unpacking)."""
+    try:
+        tree = ast.parse(statement)
+    except SyntaxError:
+        return set()
+    return {
+        n.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and NAME.fullmatch(n.id)
+    }
 
 
 def reproduces(program: Program, backend: str, target: Mismatch) -> bool:
@@ -54,7 +74,7 @@ def drop_statements(program: Program) -> Iterator[Program]:
     while chunk >= 1:
         for start in range(len(statements) - chunk, -1, -chunk):
             kept = statements[:start] + statements[start + chunk :]
-            defined = {name for s in kept for name in ASSIGNED.findall(s)}
+            defined = {name for s in kept for name in assigned(s)}
             defined |= {spec.name for spec in program.inputs}
             outputs = tuple(o for o in program.outputs if o in defined)
             if outputs:
@@ -100,6 +120,86 @@ def drop_regions(program: Program) -> Iterator[Program]:
             )
 
 
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        return False
+    return True
+
+
+def _top_level(statement: str) -> list[str]:
+    """The top-level statements of a statement's text, each as written."""
+    try:
+        tree = ast.parse(statement)
+    except SyntaxError:
+        return [statement]
+    lines = statement.splitlines()
+    return ["\n".join(lines[n.lineno - 1 : n.end_lineno]) for n in tree.body]
+
+
+def _with_statement(program: Program, i: int, replacement: tuple[str, ...]) -> Program:
+    return program.replace(
+        statements=program.statements[:i] + replacement + program.statements[i + 1 :]
+    )
+
+
+def split_statements(program: Program) -> Iterator[Program]:
+    """A block of several top-level statements (a construct's lines) made one statement
+    each, so that the other reductions see them one by one."""
+    for i, statement in enumerate(program.statements):
+        parts = _top_level(statement)
+        if len(parts) > 1:
+            yield _with_statement(program, i, tuple(parts))
+
+
+def unwrap_blocks(program: Program) -> Iterator[Program]:
+    """A try statement replaced by its body (then by its handler's, its finally's), an if
+    by either branch."""
+    for i, statement in enumerate(program.statements):
+        try:
+            node = ast.parse(statement).body
+        except SyntaxError:
+            continue
+        if len(node) != 1 or not isinstance(node[0], (ast.Try, ast.If)):
+            continue
+        node = node[0]
+        if isinstance(node, ast.Try):
+            bodies = [node.body + node.orelse, *(h.body for h in node.handlers), node.finalbody]
+        else:
+            bodies = [node.body, node.orelse]
+        for body in bodies:
+            if body:
+                yield _with_statement(program, i, tuple(ast.unparse(s) for s in body))
+
+
+def drop_lines(program: Program) -> Iterator[Program]:
+    """One line of a compound statement deleted, with the lines it holds (those indented
+    deeper below it), where the rest still parses."""
+    for i, statement in enumerate(program.statements):
+        lines = statement.splitlines()
+        for j in range(len(lines) - 1, 0, -1):
+            depth = len(lines[j]) - len(lines[j].lstrip())
+            end = j + 1
+            while end < len(lines) and len(lines[end]) - len(lines[end].lstrip()) > depth:
+                end += 1
+            kept = "\n".join(lines[:j] + lines[end:])
+            if _parses(textwrap.dedent(kept)):
+                yield _with_statement(program, i, (kept,))
+
+
+def drop_definitions(program: Program) -> Iterator[Program]:
+    """Module-level user code no statement names (what it needs stays: user_code.closure)."""
+    text = "\n".join(program.statements)
+    for name in program.definitions:
+        if not re.search(rf"\b{name}\b", text) and not DEFINITIONS[name].shown:
+            yield program.replace(definitions=tuple(d for d in program.definitions if d != name))
+    state = [d for d in program.definitions if DEFINITIONS[d].shown]
+    for name in state:  # outside state no statement writes is still compared: try without
+        if not re.search(rf"\b{name}\b", text):
+            yield program.replace(definitions=tuple(d for d in program.definitions if d != name))
+
+
 def drop_calls(program: Program) -> Iterator[Program]:
     if len(program.dims) > 1:
         yield program.replace(dims=program.dims[:1])
@@ -139,11 +239,15 @@ def small_dims(program: Program) -> Iterator[Program]:
 
 
 REDUCTIONS: dict[str, Callable[[Program], Iterator[Program]]] = {
+    "split_statements": split_statements,
     "drop_outputs": drop_outputs,
     "drop_statements": drop_statements,
     "simplify": simplify,
     "inline_aliases": inline_aliases,
     "drop_regions": drop_regions,
+    "unwrap_blocks": unwrap_blocks,
+    "drop_lines": drop_lines,
+    "drop_definitions": drop_definitions,
     "drop_calls": drop_calls,
     "drop_grad": drop_grad,
     "drop_inputs": drop_inputs,

@@ -699,8 +699,18 @@ def _retrace(gm: fx.GraphModule, decompositions: Mapping, values: list) -> fx.Gr
     # The graph is ATen after autocast: its casts are ops of their own, not to be redone.
     with torch.no_grad(), torch._C._DisableAutocast(), tracer:
         outputs = RegionInterpreter(gm).run(*values)  # (keeps checkpoint regions' tags)
-    nodes = [recorder.node_of(o) if isinstance(o, torch.Tensor) else o for o in outputs]
-    return _finish(recorder, nodes)
+    return _finish(recorder, [_retraced_output(recorder, o) for o in outputs])
+
+
+def _retraced_output(recorder: GraphRecorder, value: Any) -> Any:
+    """The node of a retraced graph's output: a tensor's, or for a symbolic size (`x.shape[0]`
+    returned, or handed to the frame's side effects) the node computing it from the inputs
+    (a SymInt left in the output is the trace's own symbol, returned as is at run time)."""
+    if isinstance(value, torch.Tensor):
+        return recorder.node_of(value)
+    if isinstance(value, torch.SymInt | torch.SymFloat):
+        return recorder.sizes.node_of(value)
+    return value
 
 
 def _cuda_devices(values: Sequence[Any]) -> list[int]:

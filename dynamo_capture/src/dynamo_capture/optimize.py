@@ -62,6 +62,7 @@ from dynamo_capture.resume import (
     first_part_arity,
     first_part_values,
     is_end,
+    part_locals,
     plan_rest_eager,
     plan_split,
     segment_function,
@@ -971,7 +972,8 @@ class CompiledCallable:
                 return part
 
             # the parts take the user's locals, and `___stack` where values ride in it
-            count = len(root.__code__.co_varnames)
+            # (a frame's cells that are not parameters follow its varnames in every part)
+            count = len(part_locals(root.__code__))
             stage = BranchStage(plan, varnames.index(STACK_LOCAL), count, make)
             parts = self._splits[key] = [self._segment_part(prefix), stage]
             self.graph_breaks.append(error)

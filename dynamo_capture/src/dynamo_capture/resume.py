@@ -109,6 +109,7 @@ __all__ = [
     "handed_on_only",
     "first_part_arity",
     "first_part_values",
+    "part_locals",
     "generated_from",
     "is_end",
     "plan_rest_eager",
@@ -302,6 +303,12 @@ def first_part_arity(code: types.CodeType) -> int:
     if _cell_only_names(code):
         return len(code.co_varnames) + len(_cell_only_names(code))
     return parameter_count(code)
+
+
+def part_locals(code: types.CodeType) -> tuple[str, ...]:
+    """The user's locals every part of a split frame takes, in order: the frame's varnames,
+    then its cell variables that are not parameters (their cells)."""
+    return (*code.co_varnames, *_cell_only_names(code))
 
 
 def _cell_only_names(code: types.CodeType) -> tuple[str, ...]:

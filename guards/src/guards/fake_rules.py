@@ -113,6 +113,28 @@ def _repeat_interleave(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     return NotImplemented
 
 
+# Matrix products whose meta kernels compute a result for operands of different dtypes
+# where eager's kernels raise (bmm, baddbmm and dot's meta kernels check): eager's message.
+_SAME_DTYPE_PRODUCTS = {
+    aten.mm.default: "expected m1 and m2 to have the same dtype, but got: {} != {}",
+    aten.addmm.default: "self and mat2 must have the same dtype, but got {} and {}",
+    aten.addbmm.default: "self and mat2 must have the same dtype, but got {} and {}",
+    aten.mv.default: "addmv input tensors must have the same dtype, but got {} and {}",
+}
+
+
+@register_fake_rule(*_SAME_DTYPE_PRODUCTS)
+def _same_dtype_product(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    # NOTE: a graph holding such a product raises only when it runs, past the try
+    # statement of the user's code that catches eager's error at the call
+    dtypes = [a.dtype for a in args if isinstance(a, torch.Tensor)]
+    if len(set(dtypes)) > 1:
+        first = dtypes[0]
+        other = next(d for d in dtypes if d != first)
+        raise RuntimeError(_SAME_DTYPE_PRODUCTS[func].format(first, other))
+    return NotImplemented
+
+
 @register_fake_rule(aten._assert_async, aten._assert_scalar, aten.sym_constrain_range)
 def _assertion(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     # NOTE: a runtime assertion checks values; on fakes there are none to check.
