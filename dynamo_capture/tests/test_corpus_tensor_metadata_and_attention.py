@@ -574,6 +574,19 @@ def s_multi_head_attention_forward(x):
     )
 
 
+@program(r(4, 3))
+def s_fan_in_and_out_of_weight(w):
+    fan_in, fan_out = torch.nn.init._calculate_fan_in_and_fan_out(w)
+    return w * fan_in + fan_out
+
+
+@program(r(2, 4, 8))
+def s_none_or_dtype_of_mask(x):
+    mask = torch.zeros(4, 4)
+    dtype = F._none_or_dtype(mask)
+    return x.to(dtype) + (1 if F._none_or_dtype(None) is None else 2)
+
+
 # -- out= ----------------------------------------------------------------------------
 
 
@@ -828,6 +841,7 @@ OPS_DIFFER = {
     "k_sym_max_min_of_sizes": "torch keeps sym_max / sym_min of static sizes as nodes",
     "c_result_type": "capture keeps a .to() of the tensor's own dtype, torch drops it",
     "s_mha_key_padding_mask": "capture records _canonical_mask as one node, torch traces it",
+    "s_mha_causal_mask": "capture records _canonical_mask as one node, torch traces it",
     "a_data_assignment": "torch records the value assigned before its break, capture not",
     "a_imag_assigned": "torch records the value assigned before its break, capture not",
 }
@@ -837,7 +851,6 @@ GRAPHS_DIFFER = {
     "a_version_after_in_place": "capture breaks at Tensor._version",
     "a_untyped_storage_size": "capture breaks at untyped_storage()",
     "g_generator_object": "capture breaks at a torch.Generator made in the frame",
-    "s_mha_causal_mask": "capture breaks at _none_or_dtype (a dtype from a torch function)",
     "l_logging_module_warning": "capture runs the rest after the logger call eagerly",
     # torch.compile breaks where capture traces
     "a_is_complex_and_signed": "torch breaks at Tensor.is_signed() (a non-tensor result)",

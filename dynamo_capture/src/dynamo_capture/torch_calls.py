@@ -312,6 +312,18 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
         )
         error.eager_call = True
         raise error
+    if isinstance(fn, types.FunctionType):
+        try:
+            return tx.ctx.call("call_function", fn, tuple(args), kwargs)
+        except Unsupported as error:
+            if not getattr(error, "python_result", False):
+                raise
+        # NOTE: a Python function of torch's giving no tensor from tensors
+        # (`F._none_or_dtype(mask)` reads the dtype): its body is traced, as torch.compile
+        # does, so what it reads is guarded or breaks there (a tensor's data read in it)
+        from dynamo_capture.calls import inline_function
+
+        return inline_function(tx, fn, args, kwargs, None)
     return tx.ctx.call("call_function", fn, tuple(args), kwargs)
 
 
