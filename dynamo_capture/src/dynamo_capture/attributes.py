@@ -1140,6 +1140,8 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
         return
     if isinstance(target, TensorValue) and name == "grad" and _set_input_grad(tx, target, value):
         return
+    if isinstance(target, TensorValue):  # made in the frame or not: no graph op writes it
+        raise Unsupported(f"assignment to Tensor.{name} (no graph operation writes it)")
     kind = target.obj if isinstance(target, PythonValue) else target
     raise Unsupported(
         f"assignment to attribute {name!r} of a {type(kind).__name__} that exists outside the "

@@ -778,6 +778,24 @@ def _raised_like_python(operation: Any) -> Exception:
     raise AssertionError("the stand-in operation was expected to raise")
 
 
+def _members_of_a_c_enum(left: Value, right: Value) -> bool:
+    """Both operands members of one pybind11 enum (a C++ enum torch binds, whose members
+    are listed in the class's `__members__`)."""
+    if not (isinstance(left, PythonValue) and isinstance(right, PythonValue)):
+        return False
+    kind = type(left.obj)
+    if type(right.obj) is not kind or not any(
+        base.__module__ == "pybind11_builtins" for base in kind.__mro__[1:]
+    ):
+        return False
+    members = getattr(kind, "__members__", None)
+    return (
+        isinstance(members, dict)
+        and any(member is left.obj for member in members.values())
+        and any(member is right.obj for member in members.values())
+    )
+
+
 def _is_sequence(value: Value) -> bool:
     if isinstance(value, TupleValue | ListValue):
         return True
@@ -807,6 +825,12 @@ def _dunder_op(tx: Translator, fn: Any, left: Value, right: Value, written: Any 
     if fn in (operator.eq, operator.ne) and _c_callables(left, right):
         # NOTE: builtin functions, method descriptors and method-wrappers compare by what
         # they wrap (no user code): `func in (torch.add, Tensor.add)` in an override
+        guard_identity(tx, left, right)
+        same = left.obj == right.obj
+        return PythonValue(same if fn is operator.eq else not same)
+    if fn in (operator.eq, operator.ne) and _members_of_a_c_enum(left, right):
+        # NOTE: members of a C++ enum bound by pybind11 (SDPBackend) are single objects
+        # comparing by their number, with no user code: identity guarded, then folded
         guard_identity(tx, left, right)
         same = left.obj == right.obj
         return PythonValue(same if fn is operator.eq else not same)

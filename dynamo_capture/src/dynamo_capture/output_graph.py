@@ -1072,10 +1072,12 @@ class CaptureContext:
                 f"capture's example values: {error}"
             ) from error
         if not _has_tensor(result) and not allow_python_result:
-            raise Unsupported(
+            error = Unsupported(
                 f"{_describe_target(kind, target)} returned a Python {type(result).__name__} "
                 "computed from tensor data (data-dependent); keep it a tensor"
             )
+            error.python_result = True  # no node made: a Python callee may be traced instead
+            raise error
         _check_out_tensors(kind, target, outs, out_shapes)
         if torch.get_default_dtype() is not self.entry_default_dtype and _has_tensor(result):
             node_kwargs = self._pin_default_dtype(kind, target, example_args, example_kwargs,

@@ -57,7 +57,7 @@ class CountingBackend:
 
 def clone_inputs(value: Any) -> Any:
     """A copy of arguments for one side of a comparison: tensors detached and cloned
-    (keeping requires_grad and a user's subclass; parameters stay parameters), modules deep-copied, NumPy arrays copied, lists, tuples and
+    (keeping requires_grad, a leaf's .grad and a user's subclass; parameters stay parameters), modules deep-copied, NumPy arrays copied, lists, tuples and
     dicts copied through; anything else shared."""
     if isinstance(value, torch.Tensor):
         with torch._C.DisableTorchFunctionSubclass():
@@ -69,6 +69,8 @@ def clone_inputs(value: Any) -> Any:
         elif type(value) is not torch.Tensor and type(value).__module__.split(".")[0] != "torch":
             cloned = cloned.as_subclass(type(value))  # a user's subclass stays one
         cloned.requires_grad_(value.requires_grad)
+        if value.is_leaf and value.grad is not None:  # each side gets its own .grad
+            cloned.grad = value.grad.detach().clone()
         return cloned
     if isinstance(value, torch.nn.Module):
         return copy.deepcopy(value)

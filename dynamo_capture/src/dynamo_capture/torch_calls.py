@@ -312,6 +312,18 @@ def call_torch(tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Val
         )
         error.eager_call = True
         raise error
+    if isinstance(fn, types.FunctionType):
+        try:
+            return tx.ctx.call("call_function", fn, tuple(args), kwargs)
+        except Unsupported as error:
+            if not getattr(error, "python_result", False):
+                raise
+        # NOTE: a Python function of torch's giving no tensor from tensors
+        # (`F._none_or_dtype(mask)` reads the dtype): its body is traced, as torch.compile
+        # does, so what it reads is guarded or breaks there (a tensor's data read in it)
+        from dynamo_capture.calls import inline_function
+
+        return inline_function(tx, fn, args, kwargs, None)
     return tx.ctx.call("call_function", fn, tuple(args), kwargs)
 
 
@@ -526,8 +538,34 @@ def _tensor_of_symbolic_ints(tx: Translator, data: Value, kwargs: dict[str, Valu
     return tx.ctx.call("call_function", tensor_of_ints, (data,), options)
 
 
+def _as_tensor_of_a_tensor(
+    tx: Translator, args: list[Value], kwargs: dict[str, Value]
+) -> Value | None:
+    """`torch.as_tensor(t)` of a tensor already of the dtype and device asked for: `t`
+    itself, as eagerly (`torch.as_tensor(t) is t`); a graph node would make a new one."""
+    if len(args) != 1 or not isinstance(args[0], TensorValue) or set(kwargs) - {"dtype", "device"}:
+        return None
+    try:
+        options = {key: as_constant(value) for key, value in kwargs.items()}
+    except NotConstant:
+        return None
+    example = args[0].example
+    dtype, device = options.get("dtype"), options.get("device")
+    if dtype is not None and dtype != example.dtype:
+        return None
+    if device is not None and (
+        not isinstance(device, str | torch.device | int) or torch.device(device) != example.device
+    ):
+        return None
+    return args[0]
+
+
 # torch functions recorded as other ops where their arguments fit (None: as themselves)
-_REWRITES = {torch.addcdiv: _addcdiv_with_value, torch.tensor: _tensor_of_a_symbolic_number}
+_REWRITES = {
+    torch.addcdiv: _addcdiv_with_value,
+    torch.tensor: _tensor_of_a_symbolic_number,
+    torch.as_tensor: _as_tensor_of_a_tensor,
+}
 
 
 # C functions named like these change torch's state (functorch's transform levels, hooks,
