@@ -75,6 +75,12 @@ _RNG_STATE_READS = frozenset(
 _GRAD_CONTEXTS = {torch.no_grad: False, torch.enable_grad: True}
 # torch functions that run a backward pass: a graph break at the call (as Tensor.backward)
 _EAGER_AUTOGRAD = frozenset({torch.autograd.grad, torch.autograd.backward})
+# torch.optim's modules of optimizers (not its lr schedulers): their functions traced
+OPTIMIZER_MODULES = tuple(
+    f"torch.optim.{name}"
+    for name in ("optimizer", "sgd", "adam", "adamw", "rmsprop", "adagrad", "adamax",
+                 "nadam", "radam", "asgd", "adadelta", "rprop")
+)  # fmt: skip
 # torch modules whose Python functions (and classes) are traced like user code.
 INLINED_TORCH_MODULES = (
     "torch.nn.modules",
@@ -85,6 +91,9 @@ INLINED_TORCH_MODULES = (
     "torch.utils._pytree",
     "torch.nn.utils.clip_grad",
     "torch.utils._foreach_utils",
+    # the optimizers' functional updates (adam, _single_tensor_adam, _get_value, ...),
+    # traced under `torch.compiler.is_compiling()` as torch.compile traces them
+    *OPTIMIZER_MODULES,
 )
 # torch's Python functions traced like user code, as torch.compile traces them
 INLINED_TORCH_FUNCTIONS = frozenset({torch.jit._unwrap_optional})
@@ -739,6 +748,8 @@ def call_tensor_method(
         # NOTE: the input's own fake (its example input, its placeholder's value) keeps
         # the geometry it was passed with; capture goes on with an alias restrided
         tensor.example = tensor.example.view(tensor.example.shape)
+    if name in _ADDC_METHODS and isinstance(kwargs.get("value"), TensorValue):
+        return _addc_tensor_value(tx, tensor, name, args, kwargs)
     from dynamo_capture.operations import realize
 
     args = [realize(tx, a) for a in args]
@@ -747,6 +758,29 @@ def call_tensor_method(
     if name.endswith("_") and not name.endswith("__"):
         return tensor
     return result
+
+
+# Tensor.addcdiv / addcmul take their `value` as a Python number; a tensor there (an
+# optimizer's step size under `is_compiling()`) is read as one, data-dependent
+_ADDC_METHODS = {"addcdiv_": "div", "addcdiv": "div", "addcmul_": "mul", "addcmul": "mul"}
+
+
+def _addc_tensor_value(
+    tx: Translator, tensor: TensorValue, name: str, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`t.addcdiv_(t1, t2, value=v)` with a tensor `v`: `t.add_(t1 / t2 * v)`, as
+    torch.compile rewrites it (there with inductor's fma; the same three operations)."""
+    from dynamo_capture.operations import realize
+
+    rest = {key: value for key, value in kwargs.items() if key != "value"}
+    if len(args) != 2 or rest or not all(isinstance(a, TensorValue) for a in args):
+        raise Unsupported(f"Tensor.{name} with a tensor `value` and other arguments")
+    combine = getattr(torch, _ADDC_METHODS[name])
+    product = tx.ctx.call("call_function", combine, tuple(realize(tx, a) for a in args), {})
+    scaled = tx.ctx.call("call_function", torch.mul, (product, kwargs["value"]), {})
+    in_place = name.endswith("_")
+    result = tx.ctx.call("call_method", "add_" if in_place else "add", (tensor, scaled), {})
+    return tensor if in_place else result
 
 
 def _as_subclass(tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
