@@ -37,7 +37,12 @@ from typing import Any
 
 import torch
 
-__all__ = ["StateInitialisingStep", "initialise_state", "optimizer_step_cell"]
+__all__ = [
+    "StateInitialisingStep",
+    "initialise_state",
+    "optimizer_step_cell",
+    "unpatched_init_group",
+]
 
 
 def _wrapper_codes() -> frozenset[types.CodeType]:
@@ -128,3 +133,18 @@ class StateInitialisingStep:
         if isinstance(optimizer, torch.optim.Optimizer) and closure is None:
             initialise_state(optimizer)
         return self.compiled(*args, **kwargs)
+
+
+def unpatched_init_group(function: Any, receiver: Any) -> types.FunctionType | None:
+    """The optimizer's own `_init_group` where `function` is torch.compile's patch of it
+    (`torch._dynamo.disable`, installed on torch.optim's classes once torch.compile has
+    run in the process; torch.compile never calls the patch while tracing, it runs
+    `_init_group` itself) called on `receiver`, an optimizer: traced as it is. None for
+    anything else."""
+    if not isinstance(receiver, torch.optim.Optimizer):
+        return None
+    original = getattr(function, "__wrapped__", None)
+    patched = inspect.getattr_static(type(receiver), "_init_group", None)
+    if patched is not function or not isinstance(original, types.FunctionType):
+        return None
+    return original if original.__name__ == "_init_group" else None
