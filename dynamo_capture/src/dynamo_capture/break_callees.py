@@ -369,7 +369,7 @@ def shadows_for(
     step = optimizer_step_cell(function)
     if step is not None:  # torch's wrappers around an optimizer's step: its body compiled
         cell, body = step
-        return [Shadow(cell, "cell_contents", StateInitialisingStep(compile_part(body)))]
+        return [Shadow(cell, "cell_contents", StateInitialisingStep(compile_part(body), body))]
     if not isinstance(function, types.FunctionType) or _stdlib_function(function):
         return []  # the standard library's frames run eagerly, as torch.compile skips them
     name = function.__name__

@@ -124,13 +124,21 @@ class StateInitialisingStep:
     **kwargs)`): the optimizer's missing states initialised eagerly, then the compiled
     body. A call with a closure initialises nothing ahead."""
 
-    def __init__(self, compiled: Callable[..., Any]) -> None:
+    def __init__(self, compiled: Callable[..., Any], body: Callable[..., Any]) -> None:
         self.compiled = compiled
+        self.body = body
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         optimizer = args[0] if args else None
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            return self.compiled(*args, **kwargs)
+        if any(group.get("capturable") for group in optimizer.param_groups):
+            # NOTE: a capturable step checks its devices only when not compiling (it raises
+            # eagerly on the CPU); compiled, the check would be skipped: the body runs
+            # eagerly
+            return self.body(*args, **kwargs)
         closure = args[1] if len(args) > 1 else kwargs.get("closure")
-        if isinstance(optimizer, torch.optim.Optimizer) and closure is None:
+        if closure is None:
             initialise_state(optimizer)
         return self.compiled(*args, **kwargs)
 

@@ -748,8 +748,11 @@ def call_tensor_method(
         # NOTE: the input's own fake (its example input, its placeholder's value) keeps
         # the geometry it was passed with; capture goes on with an alias restrided
         tensor.example = tensor.example.view(tensor.example.shape)
-    if name in _ADDC_METHODS and isinstance(kwargs.get("value"), TensorValue):
-        return _addc_tensor_value(tx, tensor, name, args, kwargs)
+    value = kwargs.get("value")
+    if name in _ADDC_METHODS and (
+        isinstance(value, TensorValue) or (name.endswith("_") and value is not None)
+    ):
+        return _addc_with_value(tx, tensor, name, args, kwargs)
     from dynamo_capture.operations import realize
 
     args = [realize(tx, a) for a in args]
@@ -760,24 +763,26 @@ def call_tensor_method(
     return result
 
 
-# Tensor.addcdiv / addcmul take their `value` as a Python number; a tensor there (an
-# optimizer's step size under `is_compiling()`) is read as one, data-dependent
+# Tensor.addcdiv / addcmul with a `value`: rewritten as torch.compile rewrites the
+# in-place ones (its dynamo decompositions), and for a tensor `value` (an optimizer's step
+# size under `is_compiling()`), which the op itself would read as a Python number
 _ADDC_METHODS = {"addcdiv_": "div", "addcdiv": "div", "addcmul_": "mul", "addcmul": "mul"}
 
 
-def _addc_tensor_value(
+def _addc_with_value(
     tx: Translator, tensor: TensorValue, name: str, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
-    """`t.addcdiv_(t1, t2, value=v)` with a tensor `v`: `t.add_(t1 / t2 * v)`, as
-    torch.compile rewrites it (there with inductor's fma; the same three operations)."""
+    """`t.addcdiv_(t1, t2, value=v)`: `t.add_(t1 / t2 * v)` (addcmul_: `t1 * t2`), the
+    three operations of torch.compile's rewrite (there `div`, inductor's `fma`,
+    `copy_`)."""
     from dynamo_capture.operations import realize
 
     rest = {key: value for key, value in kwargs.items() if key != "value"}
     if len(args) != 2 or rest or not all(isinstance(a, TensorValue) for a in args):
-        raise Unsupported(f"Tensor.{name} with a tensor `value` and other arguments")
+        raise Unsupported(f"Tensor.{name} with a `value` and other arguments")
     combine = getattr(torch, _ADDC_METHODS[name])
     product = tx.ctx.call("call_function", combine, tuple(realize(tx, a) for a in args), {})
-    scaled = tx.ctx.call("call_function", torch.mul, (product, kwargs["value"]), {})
+    scaled = tx.ctx.call("call_function", torch.mul, (product, realize(tx, kwargs["value"])), {})
     in_place = name.endswith("_")
     result = tx.ctx.call("call_method", "add_" if in_place else "add", (tensor, scaled), {})
     return tensor if in_place else result
