@@ -73,8 +73,14 @@ def _wrapped_cell(function: types.FunctionType) -> Any:
 
 
 def optimizer_step_cell(function: Any) -> tuple[Any, types.FunctionType] | None:
-    """For torch's wrapper around an optimizer's `step` (either of the two): the cell
-    of the innermost wrapper and the step's body it holds; None for anything else."""
+    """For torch's wrapper around an optimizer's `step` (either of the two, or an lr
+    scheduler's around them): the cell of the innermost wrapper and the step's body it
+    holds; None for anything else."""
+    if getattr(function, "_wrapped_by_lr_sched", False) is True:
+        # an lr scheduler's own wrapper of the optimizer's bound step (it counts the
+        # optimizer's steps), around torch's two: it runs eagerly too
+        cell = _wrapped_cell(function) if isinstance(function, types.FunctionType) else None
+        function = getattr(cell, "cell_contents", None)
     if not isinstance(function, types.FunctionType) or function.__code__ not in _WRAPPER_CODES:
         return None
     cell = None

@@ -748,6 +748,8 @@ def call_tensor_method(
         # NOTE: the input's own fake (its example input, its placeholder's value) keeps
         # the geometry it was passed with; capture goes on with an alias restrided
         tensor.example = tensor.example.view(tensor.example.shape)
+    if name in ("add", "add_", "sub", "sub_") and isinstance(kwargs.get("alpha"), TensorValue):
+        return _add_tensor_alpha(tx, tensor, name, args, kwargs)
     value = kwargs.get("value")
     if name in _ADDC_METHODS and (
         isinstance(value, TensorValue) or (name.endswith("_") and value is not None)
@@ -786,6 +788,22 @@ def _addc_with_value(
     in_place = name.endswith("_")
     result = tx.ctx.call("call_method", "add_" if in_place else "add", (tensor, scaled), {})
     return tensor if in_place else result
+
+
+def _add_tensor_alpha(
+    tx: Translator, tensor: TensorValue, name: str, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`t.add_(other, alpha=a)` with a tensor `a` (an optimizer's tensor lr under
+    `is_compiling()`), which the op would read as a Python number: `t.add_(other * a)`."""
+    from dynamo_capture.operations import realize
+
+    rest = {key: value for key, value in kwargs.items() if key != "alpha"}
+    if len(args) != 1 or rest or not isinstance(args[0], TensorValue):
+        raise Unsupported(f"Tensor.{name} with a tensor `alpha` and other arguments")
+    alpha = realize(tx, kwargs["alpha"])
+    scaled = tx.ctx.call("call_function", torch.mul, (realize(tx, args[0]), alpha), {})
+    result = tx.ctx.call("call_method", name, (tensor, scaled), {})
+    return tensor if name.endswith("_") else result
 
 
 def _as_subclass(tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
