@@ -23,9 +23,10 @@ keys, the param groups, each `param.grad` being None or not) compile the body ag
 where they change.
 
 A step called with a closure initialises nothing ahead (the closure may make the
-gradients that decide which states exist); its body then breaks at a missing state, as
-before. Optimizers without `_init_group` (LBFGS, user optimizers) are traced as they
-are.
+gradients that decide which states exist), nor does a step or an `_init_group` of the
+user's (a user's step may not call `_init_group`; a user's `_init_group` may do more
+than create states): the body then breaks at a missing state, its frame run eagerly.
+Optimizers without `_init_group` (LBFGS, user optimizers) are traced as they are.
 """
 
 from __future__ import annotations
@@ -108,12 +109,21 @@ def _list_arguments(init_group: types.FunctionType) -> int | None:
     return len(parameters)
 
 
-def initialise_state(optimizer: torch.optim.Optimizer) -> None:
+def _torch_optimizer_code(function: Any) -> bool:
+    """Whether `function` is torch.optim's own (an optimizer's step or _init_group, or
+    torch.compile's patch of one, which keeps its module)."""
+    from dynamo_capture.torch_calls import OPTIMIZER_MODULES
+
+    return isinstance(function, types.FunctionType) and function.__module__ in OPTIMIZER_MODULES
+
+
+def initialise_state(optimizer: torch.optim.Optimizer, body: Any) -> None:
     """Run `optimizer._init_group` eagerly for each param group holding a parameter with
     a gradient and no state, with fresh lists (discarded): the states it creates are
-    those the step would create first thing. Nothing for an optimizer without one."""
+    those the step `body` creates first thing. Only where both are torch.optim's own: a
+    user's step may not call `_init_group`, and a user's `_init_group` may do more."""
     init_group = getattr(type(optimizer), "_init_group", None)
-    if not isinstance(init_group, types.FunctionType):
+    if not (_torch_optimizer_code(init_group) and _torch_optimizer_code(body)):
         return
     count = _list_arguments(init_group)
     if count is None:
@@ -145,7 +155,7 @@ class StateInitialisingStep:
             return self.body(*args, **kwargs)
         closure = args[1] if len(args) > 1 else kwargs.get("closure")
         if closure is None:
-            initialise_state(optimizer)
+            initialise_state(optimizer, self.body)
         return self.compiled(*args, **kwargs)
 
 
