@@ -132,6 +132,52 @@ def test_grad_set_to_none_between_steps():
     _compare(OPTIMIZERS["sgd_momentum"], before=before)
 
 
+def test_state_cleared_between_steps_is_created_again():
+    """`opt.state[p]` emptied (or the whole state dropped) after a compiled step: created
+    again ahead, as the step would create it, and compiled again."""
+
+    def before(index, model, opt):
+        if index == 1:
+            opt.state[model[0].weight].clear()
+        if index == 2:
+            opt.state.clear()
+
+    for name in ("adam", "sgd_momentum", "rmsprop_centered"):
+        _compare(OPTIMIZERS[name], before=before)
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd_momentum"])
+def test_steps_in_a_loop_and_with_other_work(name):
+    """Two steps in a loop of the compiled function, and a step between tensor work."""
+
+    def program(compile_fn):
+        model = _model()
+        opt = OPTIMIZERS[name](model.parameters())
+        data = torch.randn(5, 3, generator=torch.Generator().manual_seed(3))
+
+        def twice():
+            for _ in range(2):
+                opt.step()
+
+        def around(x):
+            y = x * 2
+            opt.step()
+            return y + model[0].weight.sum()
+
+        compiled_twice, compiled_around = compile_fn(twice), compile_fn(around)
+        results = []
+        for index in range(3):
+            opt.zero_grad()
+            model(data + index).pow(2).mean().backward()
+            compiled_twice()
+            results.append(compiled_around(data))
+        return results, [p.detach().clone() for p in model.parameters()], opt.state_dict()
+
+    expected = program(lambda fn: fn)
+    got = program(lambda fn: dynamo_capture.optimize(fn, backend=CountingBackend()))
+    assert_same(got, expected)
+
+
 def test_capturable_step_raises_as_eager():
     model = _model()
     opt = torch.optim.Adam(model.parameters(), lr=0.01, capturable=True)

@@ -131,7 +131,7 @@ def initialise_state(optimizer: torch.optim.Optimizer, body: Any) -> None:
     state = optimizer.state
     for group in optimizer.param_groups:
         params = group.get("params", ())
-        if any(p.grad is not None and p not in state for p in params):
+        if any(p.grad is not None and not state.get(p) for p in params):  # none or empty
             init_group(optimizer, group, *([] for _ in range(count)))
 
 
