@@ -76,6 +76,25 @@ def _compare(make_opt, before=None):
     return backend
 
 
+# compiled (Adamax, NAdam, Adadelta, Rprop: one graph each) or left eager where capture
+# breaks (fused steps, RAdam's and ASGD's data-dependent branches): eager's values
+MORE_OPTIMIZERS = {
+    "adam_fused": lambda p: torch.optim.Adam(p, lr=0.01, fused=True),
+    "sgd_fused": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, fused=True),
+    "adamax": lambda p: torch.optim.Adamax(p),
+    "nadam": lambda p: torch.optim.NAdam(p),
+    "radam": lambda p: torch.optim.RAdam(p),
+    "adadelta": lambda p: torch.optim.Adadelta(p),
+    "asgd": lambda p: torch.optim.ASGD(p),
+    "rprop": lambda p: torch.optim.Rprop(p),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MORE_OPTIMIZERS))
+def test_more_optimizers_equal_eager(name):
+    _compare(MORE_OPTIMIZERS[name])
+
+
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_steps_equal_eager(name):
     backend = _compare(OPTIMIZERS[name])
