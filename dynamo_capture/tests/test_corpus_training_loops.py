@@ -876,38 +876,58 @@ _register("grad_scaler_step_compiled", grad_scaler_step_compiled)
 
 # Programs whose counts differ from torch.compile's, each checked against eager alone
 # (results, parameters, gradients and optimizer state after every call), with the reason.
-# NOTE: torch.compile compiles Optimizer.step (its OptimizerVariable runs `_init_group`
-# while tracing and reads the step's tensors as graph inputs); ember runs the step
-# eagerly: `_use_grad_for_differentiable` calls torch._dynamo.graph_break() inside
-# torch's own code, whose frames capture leaves eager, so the step has no graph
-_STEP_EAGER = "Optimizer.step runs eagerly in ember; torch.compile compiles it"
-_SCHEDULER = (
-    "an lr scheduler wraps opt.step in a function dereferencing a weak reference to the "
-    "optimizer (a break in ember); the step itself eager"
+# NOTE: both compile an optimizer's step as a frame of its own (torch's wrappers around
+# it break, optimizer_steps), its state initialised eagerly first. torch.compile's
+# OptimizerVariable then traces every param group as capturable=True (its
+# `_set_capturable` writes True into the traced groups): where the capturable branch
+# differs from the plain one, its graph differs too
+_CAPTURABLE_VIEW = (
+    "torch.compile traces every group as capturable=True; ember traces the group as it is"
+)
+_CAPTURABLE_EAGER = (
+    "capturable=True on the CPU: eager raises (its device check runs only when not "
+    "compiling); ember runs the step eagerly and raises too, torch.compile skips the check"
+)
+_GRAD_SCALER = (
+    "GradScaler's methods run eagerly in both; torch.compile's frame hook compiles the "
+    "opt.step they call, ember runs it eagerly"
+)
+_DYNAMIC_LR = (
+    "the lr, changed, becomes a symbolic float: ember negates it once per parameter "
+    "(`alpha=-lr`), torch.compile once (29 ops, torch 26)"
 )
 EAGER_ONLY: dict[str, str] = {
-    **{name: _STEP_EAGER for name in PROGRAMS if name.startswith("step_")},
-    **{name: _SCHEDULER for name in PROGRAMS if name.startswith("scheduler_")},
     **{
-        name: _STEP_EAGER
+        name: _CAPTURABLE_EAGER
         for name in (
-            "lr_set_between_calls_adam",
-            "lr_set_between_calls_sgd",
-            "lr_tensor_filled_between_calls",
-            "lr_written_then_step",
-            "momentum_set_between_calls",
-            "param_group_added_adam",
-            "param_group_added_sgd",
-            "clip_then_step",
-            "clip_then_step_adam",
-            "grad_written_then_step",
-            "grad_scaler_step_compiled",
+            "step_adam_capturable",
+            "step_adam_capturable_for_loop",
+            "step_adam_tensor_lr_capturable",
+            "step_adamw_capturable",
+            "step_rmsprop_capturable",
         )
     },
-    # loss.backward() breaks in both; the step after it is eager in ember (as above)
-    **{name: _STEP_EAGER for name in PROGRAMS if name.startswith("full_step_")},
-    "grad_scaler_full_step": _STEP_EAGER,
-    "grad_scaler_unscale_and_clip": _STEP_EAGER,
+    # amsgrad: `torch.maximum(..., out=)` plainly, `copy_(torch.maximum(...))` capturable
+    "step_adam_amsgrad": f"{_CAPTURABLE_VIEW} (80 ops, torch 84)",
+    "step_adamw_for_loop_amsgrad": f"{_CAPTURABLE_VIEW} (84 ops, torch 88)",
+    # the plain foreach path passes the stacked step sizes as a tensor of scalars to
+    # _foreach_addcdiv_, which fake tensors reject (on the meta device): ember breaks
+    # there and runs the step eagerly; the capturable path torch.compile traces has none
+    "step_adam_foreach": f"{_CAPTURABLE_VIEW}; ember runs it eagerly (torch 1 graph)",
+    "lr_set_between_calls_sgd": _DYNAMIC_LR,
+    **{
+        name: _DYNAMIC_LR
+        for name in PROGRAMS
+        if name.startswith("scheduler_") and name.endswith("_sgd")
+    },
+    # the scheduler's step after the optimizer's, in the frame: a break at the
+    # scheduler's weak reference; ember 3 graphs, torch 2
+    "scheduler_stepped_inside": "ember 3 graphs, torch 2",
+    # the frame's return after the step: torch.compile keeps a graph of no operation
+    "lr_written_then_step": "ember 1 graph, torch 2 (one of them empty)",
+    "grad_scaler_step_compiled": _GRAD_SCALER,
+    "grad_scaler_full_step": _GRAD_SCALER,
+    "grad_scaler_unscale_and_clip": _GRAD_SCALER,
     # a user optimizer's `self.buffers.get(p)` on its second call: the dict holds every
     # parameter, the frame has read one so far (a break, safe: the others' items have no
     # source); torch.compile keeps 3 graphs, 38 ops

@@ -48,6 +48,8 @@ from typing import Any
 
 import torch
 
+from dynamo_capture.optimizer_steps import StateInitialisingStep, optimizer_step_cell
+
 __all__ = [
     "COMPREHENSIONS",
     "LocalFunctionRoute",
@@ -364,6 +366,10 @@ def shadows_for(
     """Shadows that route the call to `callee` (an interpreter.Callee) to compiled frames;
     a global function only with `global_functions` (a frame run eagerly as a whole)."""
     function, receiver = callee.function, callee.receiver
+    step = optimizer_step_cell(function)
+    if step is not None:  # torch's wrappers around an optimizer's step: its body compiled
+        cell, body = step
+        return [Shadow(cell, "cell_contents", StateInitialisingStep(compile_part(body), body))]
     if not isinstance(function, types.FunctionType) or _stdlib_function(function):
         return []  # the standard library's frames run eagerly, as torch.compile skips them
     name = function.__name__

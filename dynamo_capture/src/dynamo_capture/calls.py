@@ -389,6 +389,7 @@ def _call_python(
     from dynamo_capture.function_transforms import call_function_transform, call_outside_transform
     from dynamo_capture.generator_contexts import CONTEXTMANAGER_HELPER, generator_context
     from dynamo_capture.numpy_arrays import call_numpy
+    from dynamo_capture.optimizer_steps import unpatched_init_group
     from dynamo_capture.polyfills import call_polyfill
     from dynamo_capture.torch_calls import call_torch, is_torch_callable
 
@@ -427,6 +428,16 @@ def _call_python(
     if is_allowed_in_graph(obj):
         return tx.ctx.call("call_function", obj, tuple(args), kwargs, allow_python_result=True)
     reason = disabled_reason(obj)
+    if reason is not None and isinstance(obj, types.MethodType):
+        original = unpatched_init_group(obj.__func__, obj.__self__)
+        if original is not None:  # torch.compile's patch of an optimizer's _init_group
+            source = AttrSource(fn.source, "__self__") if fn.source is not None else None
+            receiver = tx.ctx.wrap(obj.__self__, source)
+            return inline_function(tx, original, [receiver, *args], kwargs, None)
+    elif reason is not None and args and isinstance(args[0], PythonValue):
+        original = unpatched_init_group(obj, args[0].obj)
+        if original is not None:
+            return inline_function(tx, original, args, kwargs, None)
     if reason is not None:
         error = Unsupported(f"call to {describe(fn)}, which must run eagerly: {reason}")
         error.eager_call = True

@@ -75,6 +75,12 @@ _RNG_STATE_READS = frozenset(
 _GRAD_CONTEXTS = {torch.no_grad: False, torch.enable_grad: True}
 # torch functions that run a backward pass: a graph break at the call (as Tensor.backward)
 _EAGER_AUTOGRAD = frozenset({torch.autograd.grad, torch.autograd.backward})
+# torch.optim's modules of optimizers (not its lr schedulers): their functions traced
+OPTIMIZER_MODULES = tuple(
+    f"torch.optim.{name}"
+    for name in ("optimizer", "sgd", "adam", "adamw", "rmsprop", "adagrad", "adamax",
+                 "nadam", "radam", "asgd", "adadelta", "rprop")
+)  # fmt: skip
 # torch modules whose Python functions (and classes) are traced like user code.
 INLINED_TORCH_MODULES = (
     "torch.nn.modules",
@@ -85,6 +91,9 @@ INLINED_TORCH_MODULES = (
     "torch.utils._pytree",
     "torch.nn.utils.clip_grad",
     "torch.utils._foreach_utils",
+    # the optimizers' functional updates (adam, _single_tensor_adam, _get_value, ...),
+    # traced under `torch.compiler.is_compiling()` as torch.compile traces them
+    *OPTIMIZER_MODULES,
 )
 # torch's Python functions traced like user code, as torch.compile traces them
 INLINED_TORCH_FUNCTIONS = frozenset({torch.jit._unwrap_optional})
@@ -781,6 +790,13 @@ def call_tensor_method(
         # NOTE: the input's own fake (its example input, its placeholder's value) keeps
         # the geometry it was passed with; capture goes on with an alias restrided
         tensor.example = tensor.example.view(tensor.example.shape)
+    if name in ("add", "add_", "sub", "sub_") and isinstance(kwargs.get("alpha"), TensorValue):
+        return _add_tensor_alpha(tx, tensor, name, args, kwargs)
+    value = kwargs.get("value")
+    if name in _ADDC_METHODS and (
+        isinstance(value, TensorValue) or (name.endswith("_") and value is not None)
+    ):
+        return _addc_with_value(tx, tensor, name, args, kwargs)
     from dynamo_capture.operations import realize
 
     args = [realize(tx, a) for a in args]
@@ -789,6 +805,47 @@ def call_tensor_method(
     if name.endswith("_") and not name.endswith("__"):
         return tensor
     return result
+
+
+# Tensor.addcdiv / addcmul with a `value`: rewritten as torch.compile rewrites the
+# in-place ones (its dynamo decompositions), and for a tensor `value` (an optimizer's step
+# size under `is_compiling()`), which the op itself would read as a Python number
+_ADDC_METHODS = {"addcdiv_": "div", "addcdiv": "div", "addcmul_": "mul", "addcmul": "mul"}
+
+
+def _addc_with_value(
+    tx: Translator, tensor: TensorValue, name: str, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`t.addcdiv_(t1, t2, value=v)`: `t.add_(t1 / t2 * v)` (addcmul_: `t1 * t2`), the
+    three operations of torch.compile's rewrite (there `div`, inductor's `fma`,
+    `copy_`)."""
+    from dynamo_capture.operations import realize
+
+    rest = {key: value for key, value in kwargs.items() if key != "value"}
+    if len(args) != 2 or rest or not all(isinstance(a, TensorValue) for a in args):
+        raise Unsupported(f"Tensor.{name} with a `value` and other arguments")
+    combine = getattr(torch, _ADDC_METHODS[name])
+    product = tx.ctx.call("call_function", combine, tuple(realize(tx, a) for a in args), {})
+    scaled = tx.ctx.call("call_function", torch.mul, (product, realize(tx, kwargs["value"])), {})
+    in_place = name.endswith("_")
+    result = tx.ctx.call("call_method", "add_" if in_place else "add", (tensor, scaled), {})
+    return tensor if in_place else result
+
+
+def _add_tensor_alpha(
+    tx: Translator, tensor: TensorValue, name: str, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`t.add_(other, alpha=a)` with a tensor `a` (an optimizer's tensor lr under
+    `is_compiling()`), which the op would read as a Python number: `t.add_(other * a)`."""
+    from dynamo_capture.operations import realize
+
+    rest = {key: value for key, value in kwargs.items() if key != "alpha"}
+    if len(args) != 1 or rest or not isinstance(args[0], TensorValue):
+        raise Unsupported(f"Tensor.{name} with a tensor `alpha` and other arguments")
+    alpha = realize(tx, kwargs["alpha"])
+    scaled = tx.ctx.call("call_function", torch.mul, (realize(tx, args[0]), alpha), {})
+    result = tx.ctx.call("call_method", name, (tensor, scaled), {})
+    return tensor if name.endswith("_") else result
 
 
 def _as_subclass(tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
