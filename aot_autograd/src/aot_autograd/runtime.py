@@ -1241,6 +1241,19 @@ def _bump_restrided_versions(args: Sequence[Any], restrided: tuple[int, ...]) ->
         torch.autograd.graph.increment_version(args[index])
 
 
+def _bump_stored_versions(args: Sequence[Any], stored: tuple[int, ...]) -> None:
+    """Bump the version of each input the compiled graph stores its new value into itself
+    (`written_in_place`: no `copy_` after the graph bumps it), as eager's in-place op
+    does: a tensor saved for an earlier backward that the call overwrote must fail that
+    backward, not give a gradient of the new value. Bumped before the graph runs, as
+    eager's op bumps before the ops after it read the input: a value the graph saves
+    records the bumped version. Inference tensors keep no version."""
+    for index in stored:
+        arg = args[index]
+        if not arg.is_inference():
+            torch.autograd.graph.increment_version(arg)
+
+
 def assemble_outputs(program: TracedProgram, args: Sequence[Any], graph_outputs: Sequence) -> Any:
     """Copy back mutated inputs and build the user's outputs from the graph's."""
     return output_assembler(program)(args, graph_outputs)
@@ -1287,6 +1300,7 @@ def compiled_call(
 
     restrided = tuple(index for index, _, _ in program.metadata_mutations)
     written = written_with_grad(program) if training else ()
+    stored = tuple(sorted(written_in_place))
 
     def call(args: Sequence) -> Any:
         if checks_aliasing:
@@ -1300,6 +1314,8 @@ def compiled_call(
             if training:
                 _check_no_leaf_restrided(args, restrided)
             _bump_restrided_versions(args, restrided)
+        if stored:
+            _bump_stored_versions(args, stored)
         if _any_autocast_enabled():
             with _autocast_off():
                 return _run(args)
