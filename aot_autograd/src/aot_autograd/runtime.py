@@ -717,6 +717,8 @@ def _view(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
     size, stride, offset_bytes, dtype = geometry
     if not spec.requires_grad and base.requires_grad:
         base = base.detach()
+        if _same_geometry(base, geometry):  # eager's `x.detach()`, `x.data`: not a view
+            return base
     start = base.storage_offset() * base.element_size() + offset_bytes
     if dtype == base.dtype:
         view = None
@@ -738,6 +740,20 @@ def _view(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
             f"{spec.requires_grad} from a {base.dtype} tensor; return a copy (.clone()) of it"
         )
     return view
+
+
+def _same_geometry(base: torch.Tensor, geometry: tuple) -> bool:
+    size, stride, offset_bytes, dtype = geometry
+    if not all(type(n) is int for n in (*size, *stride, offset_bytes)):
+        return False  # (symbolic sizes of a graph not resolved here: built as a view)
+    return (
+        offset_bytes == 0
+        and dtype == base.dtype
+        and tuple(size) == tuple(base.shape)
+        and tuple(stride) == tuple(base.stride())
+        and not base.is_conj()
+        and not base.is_neg()
+    )
 
 
 def _as_expand(base: torch.Tensor, size: Any, stride: Any, offset: Any) -> Any:
