@@ -693,7 +693,9 @@ def call_tensor_method(
         # NOTE: `y.detach_()` of an input takes the caller's tensor out of autograd
         # (no grad_fn, requires_grad False), which a graph's outputs cannot express:
         # the call runs eagerly (eager refuses it on a view, which runs eagerly too)
-        error = Unsupported("Tensor.detach_() of an input or a view runs eagerly (a cut at the call)")
+        error = Unsupported(
+            "Tensor.detach_() of an input or a view runs eagerly (a cut at the call)"
+        )
         error.eager_call = True
         raise error
     if name == "new_tensor" and len(args) == 1 and set(kwargs) <= {"dtype", "device"}:
