@@ -65,7 +65,7 @@ class _NoDoubleBackward(torch.autograd.Function):
     """Identity whose backward raises: marks grads made by a compiled backward."""
 
     @staticmethod
-    def forward(ctx: Any, *grads: torch.Tensor) -> tuple:
+    def forward(ctx: Any, anchor: torch.Tensor, *grads: torch.Tensor) -> tuple:
         return tuple(g.view_as(g) for g in grads)
 
     @staticmethod
@@ -81,7 +81,12 @@ def _mark_no_double_backward(grads: list) -> list:
     tensors = [i for i, g in enumerate(grads) if isinstance(g, torch.Tensor)]
     if not tensors:
         return grads
-    marked = _NoDoubleBackward.apply(*(grads[i] for i in tensors))
+    # NOTE: the compiled backward's grads need not require grad (its graph runs without
+    # recording): an anchor requiring grad makes the marked grads require grad, so a
+    # grad of them raises instead of silently leaving their dependence out (a gradient
+    # penalty `out + g.pow(2).sum()` losing its term where eager differentiates it)
+    anchor = torch.empty(0, requires_grad=True)
+    marked = _NoDoubleBackward.apply(anchor, *(grads[i] for i in tensors))
     result = list(grads)
     for i, g in zip(tensors, marked):
         result[i] = g

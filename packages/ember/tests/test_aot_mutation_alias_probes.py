@@ -920,6 +920,17 @@ def autograd_double_backward_sin(x):
     return x.sin() * 2
 
 
+def _gradient_penalty(args, out):
+    (g,) = torch.autograd.grad(out.sum(), args[0], create_graph=True)
+    (out.sum() + g.pow(2).sum()).backward()
+    return g.detach(), args[0].grad
+
+
+@probe(lambda: (_r(3, grad=True),), after=_gradient_penalty, clear_error="DoubleBackwardError")
+def autograd_gradient_penalty(x):
+    return x.sin() * x
+
+
 @probe(lambda: (_r(3, grad=True),), after=_second_backward)
 def autograd_retain_graph_after_write(x):
     y = x * 2
@@ -945,7 +956,7 @@ def autograd_input_written_then_used(x):
 
 
 @probe(
-    lambda: (_r(3, grad=True, clear_error="DoubleBackwardError"), _r(3)),
+    lambda: (_r(3, grad=True), _r(3)),
     grad=True,
     clear_error="DoubleBackwardError",
 )
