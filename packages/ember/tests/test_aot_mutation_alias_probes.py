@@ -222,12 +222,6 @@ def meta_t_twice(x):
     return y
 
 
-@probe(lambda: (_r(2, 1, 3),))
-def meta_squeeze_dim_then_view(x):
-    x.squeeze_(1)
-    return x.view(-1)
-
-
 # -- writes through views of inputs --------------------------------------------------------
 
 
@@ -328,11 +322,6 @@ def alias_same_tensor_both_written(a, b):
     a.mul_(2)
     b.add_(1)
     return a + b
-
-
-@probe(_same_twice)
-def alias_same_tensor_read_only(a, b):
-    return a + b, a is b
 
 
 @probe(_view_and_base)
@@ -588,13 +577,6 @@ def out_view_of_nonleaf_input(y):
 @probe(lambda: (_r(3),))
 def out_view_of_intermediate_only(x):
     return (x * 2).view(3, 1)
-
-
-@probe(lambda: (_r(4),))
-def out_chunk_and_intermediate(x):
-    y = x.exp()
-    a, b = y.chunk(2)
-    return a, b, y
 
 
 @probe(lambda: (_r(2, 3),))
