@@ -11,6 +11,7 @@
 | 1    | one op writes two arguments sharing memory (batch norm stats)| silent: stale   | test_op_writing_two_arguments_that_share_memory_runs_eagerly |
 | 1    | an input requiring grad written in place (a non-leaf there)  | trace error      | test_write_into_an_input_requiring_grad_matches_eager (test_grad_input_writes.py) |
 | 2    | double backward through the compiled backward                | wrong grads      | test_double_backward_is_a_clear_error |
+| 1    | a gradient penalty on a grad the compiled backward made       | silent: dropped  | test_grad_of_a_grad_saving_no_input_is_a_clear_error |
 | 2    | set_, or resize_ growing shared memory, inside the graph     | wrong shapes     | test_set_and_growing_shared_memory_run_eagerly |
 | 2    | an input's shape changed in place (t_, squeeze_)             | wrong shapes     | test_shape_change_of_an_input_is_replayed_on_the_callers_tensor |
 | 3    | fakes cannot follow (value reads): traced again on real data | slower compile   | logged under EMBER_LOGS=aot_graphs |
@@ -168,6 +169,18 @@ def test_double_backward_is_a_clear_error():
     (grad,) = torch.autograd.grad(f(x).sum(), x, create_graph=True)
     with pytest.raises(DoubleBackwardError, match="double backward"):
         grad.sum().backward()
+
+
+def test_grad_of_a_grad_saving_no_input_is_a_clear_error():
+    # the compiled backward reads only values not requiring grad (x ** 3 saves x ** 2):
+    # the grad it gives must still refuse a second grad, not drop the penalty's term
+    f = aot_function(lambda x: x**3, identity_compiler)
+    x = torch.randn(4, requires_grad=True)
+    out = f(x)
+    (grad,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+    assert grad.requires_grad
+    with pytest.raises(DoubleBackwardError, match="double backward"):
+        (out.sum() + grad.pow(2).sum()).backward()
 
 
 def test_set_and_growing_shared_memory_run_eagerly():

@@ -331,3 +331,20 @@ def test_write_and_restride_of_a_non_leaf_input_runs_eagerly(restride):
         grads = torch.autograd.grad(out.sum() + (x * x).sum(), (leaf, y))
         results.append((out.detach(), x.detach(), grads))
     assert_close(results[1], results[0])
+
+
+def test_plain_input_written_with_a_value_requiring_grad_matches_eager():
+    # eager: `x` requires grad after `x.mul_(w)`, and its gradient flows into `w`
+    def scale(x, w):
+        x.mul_(w)
+        return x * 2
+
+    results = []
+    for run in (scale, aot_function(scale, RecordingCompiler())):
+        x = torch.arange(3.0)
+        w = torch.full((3,), 2.0, requires_grad=True)
+        out = run(x, w)
+        assert x.requires_grad and x.grad_fn is not None
+        (out.sum() + x.sum()).backward()
+        results.append((out.detach(), x.detach(), w.grad))
+    assert_close(results[1], results[0])

@@ -130,3 +130,34 @@ def test_training_forward_graph_carries_the_pairs_and_skips_reported_copy():
     for got, want in zip(compiled_args[:2], eager_args[:2]):
         assert_close(got, want)
     assert_close(compiled_args[3].grad, eager_args[3].grad)
+
+
+def test_input_written_by_the_compiler_has_its_version_bumped():
+    # a kernel storing through the data pointer bumps no version; eager's in-place op
+    # does, so an earlier backward reading the old value must refuse to run
+    def kernel_like(gm: fx.GraphModule, example_inputs: list):
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        first_output, first_input = output.meta[INPUT_MUTATIONS][0]
+
+        def run(*args):
+            results = gm(*args)
+            args[first_input].data.copy_(results[first_output])
+            return results
+
+        setattr(run, INPUTS_WRITTEN_IN_PLACE, frozenset({first_input}))
+        return run
+
+    def scale(x):
+        x.mul_(3)
+        return x.sum()
+
+    f = aot_function(scale, kernel_like)
+    w = torch.ones(3, requires_grad=True)
+    x = torch.arange(3.0)
+    earlier = (w * x).sum()  # saves x
+    version = x._version
+    assert_close(f(x), torch.tensor(9.0))
+    assert_close(x, torch.arange(3.0) * 3)
+    assert x._version > version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        earlier.backward()

@@ -976,7 +976,10 @@ def _trace_once(
     written = [values[i] for i, _ in mutated]
     metadata_mutations = _metadata_mutations(recorder, values)
     differentiable += [False] * len(checks)
-    if writable:
+    # NOTE: an input not requiring grad written with a value that does (`x.add_(w)`)
+    # requires grad afterwards in eager, its new value's gradient flowing into `w`:
+    # its write is differentiable too, traced as a leaf or not
+    if writable or joint:
         writes = _differentiable_writes(mutated, values, nodes_before)
         restrided = {index for index, _, _ in metadata_mutations}
         if any(w and i in restrided for w, (i, _) in zip(writes, mutated)):
@@ -1051,7 +1054,8 @@ def _trace_once(
 def _differentiable_writes(
     mutated: Sequence[tuple[int, Any]], values: Sequence[Any], nodes_before: Sequence[Any]
 ) -> list[bool]:
-    """Per mutated input (traced as a non-leaf, see `_writable_value`), whether its new
+    """Per mutated input (traced as a non-leaf, see `_writable_value`, or not requiring
+    grad before the write), whether its new
     value is differentiable: autograd recorded a write into it (its `grad_fn` changed),
     as eager records one made in grad mode. A write made under no_grad only is not
     (eager's tensor keeps its node and takes the new data unrecorded)."""

@@ -65,7 +65,7 @@ class _NoDoubleBackward(torch.autograd.Function):
     """Identity whose backward raises: marks grads made by a compiled backward."""
 
     @staticmethod
-    def forward(ctx: Any, *grads: torch.Tensor) -> tuple:
+    def forward(ctx: Any, anchor: torch.Tensor, *grads: torch.Tensor) -> tuple:
         return tuple(g.view_as(g) for g in grads)
 
     @staticmethod
@@ -81,7 +81,12 @@ def _mark_no_double_backward(grads: list) -> list:
     tensors = [i for i, g in enumerate(grads) if isinstance(g, torch.Tensor)]
     if not tensors:
         return grads
-    marked = _NoDoubleBackward.apply(*(grads[i] for i in tensors))
+    # NOTE: the compiled backward's grads need not require grad (its graph runs without
+    # recording): an anchor requiring grad makes the marked grads require grad, so a
+    # grad of them raises instead of silently leaving their dependence out (a gradient
+    # penalty `out + g.pow(2).sum()` losing its term where eager differentiates it)
+    anchor = torch.empty(0, requires_grad=True)
+    marked = _NoDoubleBackward.apply(anchor, *(grads[i] for i in tensors))
     result = list(grads)
     for i, g in zip(tensors, marked):
         result[i] = g
@@ -717,6 +722,8 @@ def _view(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
     size, stride, offset_bytes, dtype = geometry
     if not spec.requires_grad and base.requires_grad:
         base = base.detach()
+        if _same_geometry(base, geometry):  # eager's `x.detach()`, `x.data`: not a view
+            return base
     start = base.storage_offset() * base.element_size() + offset_bytes
     if dtype == base.dtype:
         view = None
@@ -738,6 +745,20 @@ def _view(base: torch.Tensor, geometry: tuple, spec: Any) -> torch.Tensor:
             f"{spec.requires_grad} from a {base.dtype} tensor; return a copy (.clone()) of it"
         )
     return view
+
+
+def _same_geometry(base: torch.Tensor, geometry: tuple) -> bool:
+    size, stride, offset_bytes, dtype = geometry
+    if not all(type(n) is int for n in (*size, *stride, offset_bytes)):
+        return False  # (symbolic sizes of a graph not resolved here: built as a view)
+    return (
+        offset_bytes == 0
+        and dtype == base.dtype
+        and tuple(size) == tuple(base.shape)
+        and tuple(stride) == tuple(base.stride())
+        and not base.is_conj()
+        and not base.is_neg()
+    )
 
 
 def _as_expand(base: torch.Tensor, size: Any, stride: Any, offset: Any) -> Any:
@@ -1241,6 +1262,19 @@ def _bump_restrided_versions(args: Sequence[Any], restrided: tuple[int, ...]) ->
         torch.autograd.graph.increment_version(args[index])
 
 
+def _bump_stored_versions(args: Sequence[Any], stored: tuple[int, ...]) -> None:
+    """Bump the version of each input the compiled graph stores its new value into itself
+    (`written_in_place`: no `copy_` after the graph bumps it), as eager's in-place op
+    does: a tensor saved for an earlier backward that the call overwrote must fail that
+    backward, not give a gradient of the new value. Bumped before the graph runs, as
+    eager's op bumps before the ops after it read the input: a value the graph saves
+    records the bumped version. Inference tensors keep no version."""
+    for index in stored:
+        arg = args[index]
+        if not arg.is_inference():
+            torch.autograd.graph.increment_version(arg)
+
+
 def assemble_outputs(program: TracedProgram, args: Sequence[Any], graph_outputs: Sequence) -> Any:
     """Copy back mutated inputs and build the user's outputs from the graph's."""
     return output_assembler(program)(args, graph_outputs)
@@ -1287,6 +1321,7 @@ def compiled_call(
 
     restrided = tuple(index for index, _, _ in program.metadata_mutations)
     written = written_with_grad(program) if training else ()
+    stored = tuple(sorted(written_in_place))
 
     def call(args: Sequence) -> Any:
         if checks_aliasing:
@@ -1300,6 +1335,8 @@ def compiled_call(
             if training:
                 _check_no_leaf_restrided(args, restrided)
             _bump_restrided_versions(args, restrided)
+        if stored:
+            _bump_stored_versions(args, stored)
         if _any_autocast_enabled():
             with _autocast_off():
                 return _run(args)

@@ -736,6 +736,15 @@ def call_tensor_method(
         raise error
     if name == "requires_grad_":
         return _requires_grad_(tensor, args, kwargs)
+    if name == "detach_" and (tensor.source is not None or tensor.example._is_view()):
+        # NOTE: `y.detach_()` of an input takes the caller's tensor out of autograd
+        # (no grad_fn, requires_grad False), which a graph's outputs cannot express:
+        # the call runs eagerly (eager refuses it on a view, which runs eagerly too)
+        error = Unsupported(
+            "Tensor.detach_() of an input or a view runs eagerly (a cut at the call)"
+        )
+        error.eager_call = True
+        raise error
     if name == "new_tensor" and len(args) == 1 and set(kwargs) <= {"dtype", "device"}:
         # `x.new_tensor([n, m])` of ints some symbolic: x's dtype and device unless given
         options = {
