@@ -183,6 +183,24 @@ def test_grad_of_a_grad_saving_no_input_is_a_clear_error():
         (out.sum() + grad.pow(2).sum()).backward()
 
 
+def test_grad_of_a_grad_with_allow_unused_is_a_clear_error_not_none():
+    # eager gives the second derivative; the marked grad must reach x (its leaf input),
+    # so the raising backward runs instead of autograd answering None for an unused x
+    f = aot_function(lambda x: x**3, identity_compiler)
+    x = torch.randn(4, requires_grad=True)
+    (grad,) = torch.autograd.grad(f(x).sum(), x, create_graph=True)
+    with pytest.raises(DoubleBackwardError, match="double backward"):
+        torch.autograd.grad(grad.sum(), x, allow_unused=True)
+
+
+def test_create_graph_through_a_non_leaf_input_is_a_clear_error():
+    f = aot_function(lambda x: x**3, identity_compiler)
+    leaf = torch.randn(4, requires_grad=True)
+    x = leaf * 2  # a non-leaf: the compiled grads could not carry their tie to it
+    with pytest.raises(DoubleBackwardError, match="non-leaf input"):
+        torch.autograd.grad(f(x).sum(), leaf, create_graph=True)
+
+
 def test_set_and_growing_shared_memory_run_eagerly():
     def grow(x):
         y = x * 1

@@ -65,8 +65,8 @@ class _NoDoubleBackward(torch.autograd.Function):
     """Identity whose backward raises: marks grads made by a compiled backward."""
 
     @staticmethod
-    def forward(ctx: Any, anchor: torch.Tensor, *grads: torch.Tensor) -> tuple:
-        return tuple(g.view_as(g) for g in grads)
+    def forward(ctx: Any, anchors: int, *tensors: torch.Tensor) -> tuple:
+        return tuple(g.view_as(g) for g in tensors[anchors:])
 
     @staticmethod
     def backward(ctx: Any, *unused: Any) -> tuple:
@@ -77,16 +77,36 @@ class _NoDoubleBackward(torch.autograd.Function):
         )
 
 
-def _mark_no_double_backward(grads: list) -> list:
+def _mark_no_double_backward(grads: list, node: Any) -> list:
+    """The grads a compiled backward made under `create_graph=True`, marked so that a
+    grad of them raises DoubleBackwardError. `node` is the compiled function's autograd
+    node (its backward's ctx)."""
     tensors = [i for i, g in enumerate(grads) if isinstance(g, torch.Tensor)]
     if not tensors:
         return grads
     # NOTE: the compiled backward's grads need not require grad (its graph runs without
-    # recording): an anchor requiring grad makes the marked grads require grad, so a
-    # grad of them raises instead of silently leaving their dependence out (a gradient
-    # penalty `out + g.pow(2).sum()` losing its term where eager differentiates it)
-    anchor = torch.empty(0, requires_grad=True)
-    marked = _NoDoubleBackward.apply(anchor, *(grads[i] for i in tensors))
+    # recording), so a grad of them would silently leave their dependence out (a
+    # gradient penalty `out + g.pow(2).sum()` losing its term where eager differentiates
+    # it). Anchored on the function's inputs, the marked grads require grad and reach
+    # those inputs, so `torch.autograd.grad(g, x)` (with allow_unused too) runs the
+    # raising backward. A leaf input is reachable through its AccumulateGrad node; a
+    # non-leaf one is not, from here: such a backward raises now instead.
+    anchors = []
+    for next_node, _ in getattr(node, "next_functions", ()):
+        if next_node is None:
+            continue
+        variable = getattr(next_node, "variable", None)
+        if variable is None:
+            raise DoubleBackwardError(
+                "a backward with create_graph=True through an aot_autograd-compiled "
+                "function taking a non-leaf input that requires grad is not supported "
+                "(its grads could not carry their dependence on that input); compute "
+                "higher-order grads eagerly"
+            )
+        anchors.append(variable)
+    if not anchors:
+        anchors.append(torch.empty(0, requires_grad=True))
+    marked = _NoDoubleBackward.apply(len(anchors), *anchors, *(grads[i] for i in tensors))
     result = list(grads)
     for i, g in zip(tensors, marked):
         result[i] = g
@@ -657,7 +677,7 @@ def training_function(
             if backward_assertions:
                 grads = _checked_backward(grads, backward_assertions)
             if torch.is_grad_enabled():
-                grads = _mark_no_double_backward(list(grads))
+                grads = _mark_no_double_backward(list(grads), ctx)
             return scatter(grads)
 
     def _learn(outputs: tuple, saved: Sequence, args: Sequence) -> _SavedLayout:

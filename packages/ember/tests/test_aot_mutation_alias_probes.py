@@ -62,9 +62,9 @@ class Probe:
 
 PROBES: dict[str, Probe] = {}
 
-# NOTE: torch.autograd.grad of a compiled backward's grad: autograd refuses it (the
-# grad's node does not reach the input) before DoubleBackwardError's node runs
-SECOND_GRAD_ERROR = "RuntimeError"
+# NOTE: torch.autograd.grad of a compiled backward's grad: its node reaches the leaf
+# inputs, so DoubleBackwardError's node runs (with allow_unused too, never a None)
+SECOND_GRAD_ERROR = "DoubleBackwardError"
 UNBIND_VIEWS = (
     "views of a graph's intermediate from a multi-output view op (unbind, split) are "
     "rebuilt as plain views: an in-place write into one after the call runs, where eager "
