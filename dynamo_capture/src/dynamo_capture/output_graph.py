@@ -371,6 +371,9 @@ class CaptureContext:
         # nn.Module arguments guarded on structure (class, what capture read) instead of
         # identity: one graph serves every module of a class (FrameTarget)
         self.modules_by_structure = False
+        # locals the compiled target binds itself (its module's `self`): their modules
+        # stay guarded by identity under modules_by_structure (FrameTarget.bound_locals)
+        self.bound_locals: frozenset[str] = frozenset()
         self.transform_nodes_made = 0
         # Fn.apply of autograd Functions as graph nodes (autograd_functions), and how many
         self.autograd_function_nodes = True
@@ -451,6 +454,15 @@ class CaptureContext:
         )
 
     # ----- inputs -------------------------------------------------------
+    def module_by_structure(self, source: Source) -> bool:
+        """Whether a module read at `source` is guarded on its structure (class and what
+        capture read of it), not its identity: under modules_by_structure, unless it is
+        reached from a local the compiled target binds itself (its root module)."""
+        if not self.modules_by_structure:
+            return False
+        root = source.root()
+        return not (isinstance(root, LocalSource) and root.local_name in self.bound_locals)
+
     def wrap(self, obj: Any, source: Source | None) -> Value:
         """A value for real object `obj` found at `source`, guarded on what it is."""
         if isinstance(obj, RECURRENT_MODULES):
@@ -546,7 +558,7 @@ class CaptureContext:
             # reads where it reads them
             guards.id_match(AttrSource(source, "__code__"), obj.__code__)
             guards.id_match(AttrSource(source, "__globals__"), obj.__globals__)
-        elif isinstance(obj, torch.nn.Module) and self.modules_by_structure:
+        elif isinstance(obj, torch.nn.Module) and self.module_by_structure(source):
             # NOTE: every read of the module's state is guarded where capture makes it
             # (attributes, training flag, hooks, `_modules` keys, parameters' metadata),
             # as for a module guarded on identity, whose state can change between calls
@@ -556,7 +568,7 @@ class CaptureContext:
         elif (
             isinstance(obj, types.MethodType)
             and isinstance(obj.__self__, torch.nn.Module)
-            and self.modules_by_structure
+            and self.module_by_structure(source)
         ):
             # a method bound to a module (a forward shadowed by its compiled frame): its
             # function by identity, its module by structure where capture reads it
@@ -876,7 +888,8 @@ class CaptureContext:
             for source, tensor, _ in self.inputs
             if isinstance(tensor, torch.Tensor)
             and (
-                self.modules_by_structure  # another module may tie two of its tensors
+                # another module guarded on structure may tie two of its tensors
+                self.module_by_structure(source)
                 or (not isinstance(tensor, torch.nn.Parameter) and _is_argument_source(source))
             )
         ]
