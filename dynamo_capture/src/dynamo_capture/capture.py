@@ -991,6 +991,7 @@ def capture_frame(
             for real in reversed(ctx.open_inference_modes):  # or an inference_mode block
                 torch.autograd.grad_mode._exit_inference_mode(real)
     ctx.guard_distinct_tensor_arguments()
+    ctx.guard_written_objects_apart()
     ctx.output_node(plan.outputs)
     drop_redundant_grad_modes(
         ctx.graph, grad_mode, ctx.sym_numbers.steps_after
