@@ -220,3 +220,46 @@ def test_compiled_module_keeps_its_own_identity_guards():
         model.lin.weight.add_(1)
     torch.testing.assert_close(compiled(x), model(x))
     assert backend.frame_count == 1
+
+
+def _sequential() -> torch.nn.Sequential:
+    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+
+
+def test_structure_changes_fail_the_guards():
+    plain, replaced, swapped, frozen, hooked = (_sequential() for _ in range(5))
+    replaced.forward = lambda x: x * 100  # an instance forward
+    swapped[1] = torch.nn.Tanh()  # a submodule of another class
+    frozen[0].weight.requires_grad_(False)
+    hooked[0].register_forward_pre_hook(lambda module, args: (args[0] * 0,))
+    compiled = dynamo_capture.optimize(apply, backend=CountingBackend())
+    for model in [plain, replaced, swapped, frozen, hooked] * 2:
+        x = torch.randn(2, 4)
+        got, expected = compiled(model, x), apply(model, x)
+        torch.testing.assert_close(got, expected)
+        assert got.requires_grad == expected.requires_grad
+
+
+class Tied(torch.nn.Module):
+    def __init__(self, tie: bool) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 4)
+        if tie:
+            self.b.weight = self.a.weight
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.a.weight.add_(1)  # seen through b's weight only where they are tied
+        return self.b(x)
+
+
+def test_tied_and_untied_weights_of_one_class():
+    compiled = dynamo_capture.optimize(apply, backend=CountingBackend())
+    for tie in [True, False, True, False]:
+        torch.manual_seed(0)
+        model = Tied(tie)
+        torch.manual_seed(0)
+        reference = Tied(tie)
+        x = torch.randn(2, 4)
+        torch.testing.assert_close(compiled(model, x), apply(reference, x))
