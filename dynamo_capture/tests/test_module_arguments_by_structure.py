@@ -263,3 +263,24 @@ def test_tied_and_untied_weights_of_one_class():
         reference = Tied(tie)
         x = torch.randn(2, 4)
         torch.testing.assert_close(compiled(model, x), apply(reference, x))
+
+
+def test_same_module_again_then_changed_sees_each_change():
+    # the same module on most calls takes the guards' fast path (stable reads pin it
+    # while it comes back); a write to it, or another module, runs the full check
+    model = _model(0)
+    compiled = dynamo_capture.optimize(apply, backend=CountingBackend())
+    x = torch.randn(2, 4)
+    for _ in range(4):
+        torch.testing.assert_close(compiled(model, x), apply(model, x))
+    model.scale = 3.0
+    torch.testing.assert_close(compiled(model, x), apply(model, x))
+    model.lin = torch.nn.Linear(4, 4)
+    torch.testing.assert_close(compiled(model, x), apply(model, x))
+    model.lin.register_forward_hook(lambda module, args, out: out + 7)
+    torch.testing.assert_close(compiled(model, x), apply(model, x))
+    other = _model(1)
+    torch.testing.assert_close(compiled(other, x), apply(other, x))
+    torch.testing.assert_close(compiled(model, x), apply(model, x))
+    model.train(False)
+    torch.testing.assert_close(compiled(model, x), apply(model, x))

@@ -573,7 +573,7 @@ class CaptureContext:
             # as for a module guarded on identity, whose state can change between calls
             # too; what identity alone fixed is its class. Identity comparisons (`is`,
             # `id()`) still guard identity (guard_identity).
-            guards.type_match(source, obj)
+            guards.structure_match(source, obj)
             self._note_by_type(obj, source)
         elif (
             isinstance(obj, types.MethodType)
