@@ -284,3 +284,23 @@ def test_same_module_again_then_changed_sees_each_change():
     torch.testing.assert_close(compiled(model, x), apply(model, x))
     model.train(False)
     torch.testing.assert_close(compiled(model, x), apply(model, x))
+
+
+class Settings:
+    def __init__(self) -> None:
+        self.scale = 2.0
+
+
+def test_frame_writing_a_user_object_attribute_keeps_aliasing():
+    # a plain object is guarded on its class: the same aliasing holds as for a module
+    def write_then_read(a, b, x):
+        a.scale = 5.0
+        return x * b.scale
+
+    compiled = dynamo_capture.optimize(write_then_read, backend=CountingBackend())
+    x = torch.ones(2)
+    shared = Settings()
+    torch.testing.assert_close(compiled(shared, shared, x), x * 5.0)
+    torch.testing.assert_close(compiled(Settings(), Settings(), x), x * 2.0)
+    other = Settings()
+    torch.testing.assert_close(compiled(other, other, x), x * 5.0)
