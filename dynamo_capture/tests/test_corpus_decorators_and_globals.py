@@ -1820,7 +1820,6 @@ NOT_LIKE_TORCH: dict[str, tuple[int, str]] = {
     "config_patch_decorator_on_fn": (0, "a config.patch decorator's context is not modelled"),
     "config_patch_decorated_callee": (1, "the decorated callee runs eagerly (torch compiles its inner frame)"),
     "model_output_input_read": (2, "an outside ModelOutput is iterated by its __getitem__"),
-    "source_module_attribute_of_input": (2, "a module argument is guarded by identity"),
     "other_module_globals_dict_after_global_statement": (
         2, "a globals dict read after the frame assigned into it breaks"),
     "other_module_vars_after_global_statement": (

@@ -736,7 +736,7 @@ def _module_by_identity(tx: Translator, value: Any) -> bool:
         isinstance(value, PythonValue)
         and isinstance(value.obj, torch.nn.Module)
         and value.source is not None
-        and not tx.ctx.modules_by_structure
+        and not tx.ctx.module_by_structure(value.source)
     )
 
 
@@ -841,6 +841,7 @@ def capture_frame(
     ctx.tensor_hook_nodes = tensor_hook_nodes
     ctx.inline_regions = inline_regions
     ctx.modules_by_structure = target.modules_by_structure
+    ctx.bound_locals = target.bound_locals
     ctx.frame_locals = f_locals
     if guard_context is not None:
         guard_context.append(ctx)
@@ -990,6 +991,7 @@ def capture_frame(
             for real in reversed(ctx.open_inference_modes):  # or an inference_mode block
                 torch.autograd.grad_mode._exit_inference_mode(real)
     ctx.guard_distinct_tensor_arguments()
+    ctx.guard_written_objects_apart()
     ctx.output_node(plan.outputs)
     drop_redundant_grad_modes(
         ctx.graph, grad_mode, ctx.sym_numbers.steps_after

@@ -170,6 +170,12 @@ class FrameGuards:
     def type_match(self, source: Source, value: Any) -> None:
         self.guard_set.add_type(source, value)
 
+    def structure_match(self, source: Source, module: torch.nn.Module) -> None:
+        """A module guarded on its structure: its class here (what capture read of it is
+        guarded where read); stable reads may pin it while the same module comes back."""
+        self.guard_set.add_type(source, module)
+        self.guard_set.pin_for_stable_reads(source, module)
+
     def module_match(self, source: Source, module: torch.nn.Module) -> None:
         """A module read from the frame: the same module (its state is guarded where
         capture reads it); unlike `id_match`, capture did not rely on which object it is."""

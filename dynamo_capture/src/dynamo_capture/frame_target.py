@@ -62,6 +62,11 @@ class FrameTarget:
     # nn.Module arguments are guarded on their structure, not their identity (one frame
     # compiled for every module of a class: CompiledCallable._callee_part)
     modules_by_structure: bool = False
+    # locals the target binds itself (the compiled module's `self`, the object a compiled
+    # method is bound to, a partial's arguments): the same objects every call, their
+    # modules guarded by identity (and their trees by guards' module-tree guards) where
+    # the frame guards other modules on structure
+    bound_locals: frozenset[str] = frozenset()
 
     @property
     def code(self) -> types.CodeType:
@@ -132,6 +137,14 @@ def _binder(
     return lambda args, kwargs: bind_locals(*args, **kwargs)
 
 
+def _first_parameters(
+    function: types.FunctionType, count: int, start: int = 0
+) -> frozenset[str]:
+    """The names of `function`'s `count` positional parameters from the `start`th."""
+    code = function.__code__
+    return frozenset(code.co_varnames[start : min(start + count, code.co_argcount)])
+
+
 def frame_target(target: Any) -> FrameTarget:
     """The FrameTarget of a function, bound method, nn.Module or callable object."""
     if isinstance(target, torch.nn.Module):
@@ -140,10 +153,17 @@ def frame_target(target: Any) -> FrameTarget:
         def bind_module(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
             return {"self": module, "args": args, "kwargs": kwargs}
 
-        return FrameTarget(_module_call, bind_module, type(target).__qualname__)
+        return FrameTarget(
+            _module_call, bind_module, type(target).__qualname__, bound_locals=frozenset({"self"})
+        )
     if isinstance(target, types.MethodType) and isinstance(target.__func__, types.FunctionType):
         function = target.__func__
-        return FrameTarget(function, _binder(function, (target.__self__,)), function.__qualname__)
+        return FrameTarget(
+            function,
+            _binder(function, (target.__self__,)),
+            function.__qualname__,
+            bound_locals=_first_parameters(function, 1),
+        )
     if isinstance(target, types.FunctionType):
         return FrameTarget(target, _binder(target, ()), target.__qualname__)
     if isinstance(target, functools.partial) and _is_python_routine(target.func):
@@ -154,11 +174,21 @@ def frame_target(target: Any) -> FrameTarget:
         def bind_partial(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
             return inner.bind((*bound_args, *args), {**bound_kwargs, **kwargs})
 
-        return FrameTarget(inner.function, bind_partial, inner.name)
+        # NOTE: partial(partial(f, a), b) is flattened by functools: the only positional
+        # argument bound before the partial's is a bound method's object
+        start = 1 if isinstance(target.func, types.MethodType) else 0
+        bound = inner.bound_locals | _first_parameters(inner.function, len(bound_args), start)
+        bound |= frozenset(bound_kwargs)
+        return FrameTarget(inner.function, bind_partial, inner.name, bound_locals=bound)
     call = getattr(type(target), "__call__", None)  # noqa: B004
     torch_class = type(target).__module__.split(".")[0] == "torch"  # OpOverload and the like
     if isinstance(call, types.FunctionType) and not torch_class:
-        return FrameTarget(call, _binder(call, (target,)), type(target).__qualname__)
+        return FrameTarget(
+            call,
+            _binder(call, (target,)),
+            type(target).__qualname__,
+            bound_locals=_first_parameters(call, 1),
+        )
     if callable(target):
         return FrameTarget(
             _callable_call, _binder(_callable_call, (target,)), _callable_name(target)

@@ -158,9 +158,13 @@ class CompiledCallable:
         self._tensor_hook_nodes = True  # False: a tensor hooked in the graph left it
         # nested_compile_region functions a graph called once: traced in place
         self._inline_regions: frozenset[Any] = frozenset()
-        # nn.Module arguments guarded on structure, not identity (see _callee_part)
-        self.modules_by_structure = False
-        self.records_by_structure = False  # capture records kept under modules_by_structure
+        # NOTE: modules the frame reads (arguments, globals, attributes, closures) are
+        # guarded on structure, not identity, as torch.compile's inline_inbuilt_nn_modules:
+        # `f(Model(), x)` compiles once, the module's parameters graph inputs read at
+        # call time. The compiled module itself (FrameTarget.bound_locals) keeps its
+        # identity and module-tree guards. Its records hold the guards its capture made.
+        self.modules_by_structure = True
+        self.records_by_structure = True
         self.parent: CompiledCallable | None = None  # the split frame this is a part of
         # a capture of the whole frame found no operation: the code runs eagerly from then
         # on, every call (`_skips_code`)

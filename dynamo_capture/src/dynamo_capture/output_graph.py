@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.fx
+from torch.nn.modules.lazy import LazyModuleMixin
 
 from dynamo_capture import side_effects
 from dynamo_capture.errors import Unsupported
@@ -371,6 +372,9 @@ class CaptureContext:
         # nn.Module arguments guarded on structure (class, what capture read) instead of
         # identity: one graph serves every module of a class (FrameTarget)
         self.modules_by_structure = False
+        # locals the compiled target binds itself (its module's `self`): their modules
+        # stay guarded by identity under modules_by_structure (FrameTarget.bound_locals)
+        self.bound_locals: frozenset[str] = frozenset()
         self.transform_nodes_made = 0
         # Fn.apply of autograd Functions as graph nodes (autograd_functions), and how many
         self.autograd_function_nodes = True
@@ -441,6 +445,10 @@ class CaptureContext:
         self._size_inputs: dict[torch.fx.Node, tuple[str, int]] = {}
         # numbers read from the inputs as SymInt / SymFloat, by source (wrapped once)
         self._numbers: dict[Source, Value] = {}
+        # outside objects guarded on their class only (modules by structure, user
+        # objects): id -> (the object, the sources it was read at), for the aliasing
+        # guards of a frame that writes one of them (guard_written_objects_apart)
+        self._by_type: dict[int, tuple[Any, list[Source]]] = {}
         # ndarray arguments by identity: the same array at two places is one input
         self._arrays_by_id: dict[int, tuple[Source, Value]] = {}
         self._number_inputs: dict[torch.fx.Node, tuple[Source, torch.Tensor]] = {}
@@ -451,6 +459,15 @@ class CaptureContext:
         )
 
     # ----- inputs -------------------------------------------------------
+    def module_by_structure(self, source: Source) -> bool:
+        """Whether a module read at `source` is guarded on its structure (class and what
+        capture read of it), not its identity: under modules_by_structure, unless it is
+        reached from a local the compiled target binds itself (its root module)."""
+        if not self.modules_by_structure:
+            return False
+        root = source.root()
+        return not (isinstance(root, LocalSource) and root.local_name in self.bound_locals)
+
     def wrap(self, obj: Any, source: Source | None) -> Value:
         """A value for real object `obj` found at `source`, guarded on what it is."""
         if isinstance(obj, RECURRENT_MODULES):
@@ -546,17 +563,22 @@ class CaptureContext:
             # reads where it reads them
             guards.id_match(AttrSource(source, "__code__"), obj.__code__)
             guards.id_match(AttrSource(source, "__globals__"), obj.__globals__)
-        elif isinstance(obj, torch.nn.Module) and self.modules_by_structure:
+        elif (
+            isinstance(obj, torch.nn.Module)
+            and self.module_by_structure(source)
+            and not _uninitialized_lazy(obj)
+        ):
             # NOTE: every read of the module's state is guarded where capture makes it
             # (attributes, training flag, hooks, `_modules` keys, parameters' metadata),
             # as for a module guarded on identity, whose state can change between calls
             # too; what identity alone fixed is its class. Identity comparisons (`is`,
             # `id()`) still guard identity (guard_identity).
-            guards.type_match(source, obj)
+            guards.structure_match(source, obj)
+            self._note_by_type(obj, source)
         elif (
             isinstance(obj, types.MethodType)
             and isinstance(obj.__self__, torch.nn.Module)
-            and self.modules_by_structure
+            and self.module_by_structure(source)
         ):
             # a method bound to a module (a forward shadowed by its compiled frame): its
             # function by identity, its module by structure where capture reads it
@@ -568,7 +590,15 @@ class CaptureContext:
             guards.id_match(source, obj)
         else:
             guards.type_match(source, obj)
+            self._note_by_type(obj, source)
         return PythonValue(obj, source)
+
+    def _note_by_type(self, obj: Any, source: Source) -> None:
+        known = self._by_type.get(id(obj))
+        if known is None or known[0] is not obj:
+            self._by_type[id(obj)] = (obj, [source])
+        elif source not in known[1]:
+            known[1].append(source)
 
     def _handed_iterator(self, iterator: Any, source: Source) -> IteratorValue:
         """A loop's iterator handed on, read and guarded when the part first reads it
@@ -868,6 +898,25 @@ class CaptureContext:
         of `s ** x` takes `log(s)`)."""
         return bool(self._number_inputs)
 
+    def guard_written_objects_apart(self) -> None:
+        """Where the frame wrote an attribute of an outside object guarded on its class
+        only (a module argument, a user object), the objects read stay aliased as now.
+
+        Capture keeps one state per object: `a.scale = 5; x * b.scale` read 5 for
+        `f(m, m)`, the graph's constant; for `f(m1, m2)` eager reads m2's own scale. So
+        two sources of one object are guarded the same object (`alias`) and the objects
+        read different objects (`distinct`), as the tensors taken as inputs are.
+        """
+        written = {key[0] for key in self.attr_writes}
+        if not any(key in self._by_type for key in written):
+            return
+        firsts = []
+        for _, sources in self._by_type.values():
+            firsts.append(sources[0])
+            for other in sources[1:]:
+                self.guards.alias(other, sources[0])
+        self.guards.distinct(firsts)
+
     def guard_distinct_tensor_arguments(self) -> None:
         """The tensor arguments capture took as different graph inputs stay different
         objects (a tensor passed twice is one input, guarded by `alias`)."""
@@ -876,7 +925,8 @@ class CaptureContext:
             for source, tensor, _ in self.inputs
             if isinstance(tensor, torch.Tensor)
             and (
-                self.modules_by_structure  # another module may tie two of its tensors
+                # another module guarded on structure may tie two of its tensors
+                self.module_by_structure(source)
                 or (not isinstance(tensor, torch.nn.Parameter) and _is_argument_source(source))
             )
         ]
@@ -1430,6 +1480,12 @@ def _describe_target(kind: str, target: Any) -> str:
     module = getattr(target, "__module__", None) or ""
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
     return f"{module}.{name}" if module else name
+
+
+def _uninitialized_lazy(module: torch.nn.Module) -> bool:
+    """A lazy module not yet called: its first call in the frame turns it into its
+    regular class (lazy_modules), so it is guarded by identity, not by its class now."""
+    return isinstance(module, LazyModuleMixin) and module.has_uninitialized_params()
 
 
 def _is_identity_object(obj: Any) -> bool:

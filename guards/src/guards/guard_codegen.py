@@ -431,6 +431,7 @@ def generate_guard_function(
     implied: dict[Guard, Guard] | None = None,
     *,
     stable_reads: bool | None = None,
+    pins: dict[Source, Any] | None = None,
 ) -> GeneratedGuardFunction:
     """Compile `guards` (already in check order) into one function `check(L, G) -> bool`.
 
@@ -462,7 +463,7 @@ def generate_guard_function(
     body = _body(atoms, code)
     plan = None
     if stable_reads_enabled() if stable_reads is None else stable_reads:
-        plan = plan_stable_reads(list(dict.fromkeys(guard for _, guard, _ in atoms)))
+        plan = plan_stable_reads(list(dict.fromkeys(guard for _, guard, _ in atoms)), pins)
     lines = [f"# {line}" for line in header.splitlines()]
     if plan is None:
         functions = _function(FUNCTION_NAME, body)

@@ -17,6 +17,7 @@ names the first guard that fails, in words.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -197,8 +198,21 @@ class GuardSet:
     def __init__(self, guards: Iterable[Guard] = ()) -> None:
         self._guards: dict[Guard, None] = {}
         self._reader = _SourceReader()
+        # objects guarded on their class only that stable reads may still pin by
+        # identity for their fast path (`pin_for_stable_reads`), held weakly
+        self._pins: dict[Source, weakref.ref] = {}
         for guard in guards:
             self.add(guard)
+
+    def pin_for_stable_reads(self, source: Source, obj: Any) -> None:
+        """Let stable reads pin `obj` (at `source`, guarded on its class only, say an
+        nn.Module guarded on structure) as a checked root: the fast path runs only while
+        `source` holds the object the last full check passed on; another object of the
+        class goes to the full check, which snapshots it. Adds no guard."""
+        try:
+            self._pins[source] = weakref.ref(obj)
+        except TypeError:  # not weakly referenceable: simply not pinned
+            pass
 
     # ------------------------------------------------------------------ the set
 
@@ -351,7 +365,9 @@ class GuardSet:
             header += f" ({covered} of them behind {len(trees)} module-tree guard(s))"
         if implied:
             header += f" ({len(implied)} implied by others, not checked again)"
-        generated = generate_guard_function(checked, header, implied)
+        pins = {source: ref() for source, ref in self._pins.items()}
+        pins = {source: obj for source, obj in pins.items() if obj is not None}
+        generated = generate_guard_function(checked, header, implied, pins=pins)
         if artifact_enabled("guards"):
             _log.info("%s\n%s", generated.filename, generated.source)
         # NOTE: `guards` keeps every covered guard, so why_failed names the one that failed.

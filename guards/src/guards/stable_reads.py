@@ -458,9 +458,12 @@ def _skippable(guard: Guard, value: Any) -> tuple[bool, type | None]:
     return False, None
 
 
-def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
+def plan_stable_reads(
+    guards: Sequence[Guard], pins: dict[Source, Any] | None = None
+) -> StablePlan | None:
     """The plan for `guards` (those the function checks), or None when nothing is pinned
-    or dict version tags are not available."""
+    or dict version tags are not available. `pins`: objects at sources the guards check
+    by class only that may be checked roots too (GuardSet.pin_for_stable_reads)."""
     if not dict_versions.AVAILABLE:
         return None
     values: dict[Source, Any] = {}
@@ -478,6 +481,8 @@ def plan_stable_reads(guards: Sequence[Guard]) -> StablePlan | None:
             obj = guard.state.root()  # the tree's root module (its NN_MODULE guard is covered)
         if obj is not None:
             known[_through(guard.source)] = obj
+    for source, obj in (pins or {}).items():
+        known.setdefault(_through(source), obj)
 
     roots_by_identity: set[Source] = set()  # checked roots, held weakly
 
