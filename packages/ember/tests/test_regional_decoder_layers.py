@@ -209,6 +209,7 @@ def _with_own_call(layer_class: type) -> type:
     return own
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 def test_decoder_layers_with_their_own_call_are_whole_regions(kind):
     model, _ = _decoder(kind, use_cache=False)
@@ -219,6 +220,11 @@ def test_decoder_layers_with_their_own_call_are_whole_regions(kind):
     names, distinct = _regions(model.train(), **kwargs)
     assert names == [f"self.layers.{i} ({own.__name__})" for i in range(LAYERS)]
     assert distinct == 1
+    _assert_step_matches_eager(model, lambda fn: fn(**kwargs).last_hidden_state)
+    # with checkpointing on, the class's __call__ checkpoints super().__call__
+    model.gradient_checkpointing_enable()
+    for layer in model.layers:
+        assert layer.gradient_checkpointing
     _assert_step_matches_eager(model, lambda fn: fn(**kwargs).last_hidden_state)
 
 
