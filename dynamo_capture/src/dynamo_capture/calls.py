@@ -489,6 +489,14 @@ def _call_python(
         return polyfilled
     if isinstance(obj, torch.nn.Module):
         return call_module(tx, fn, args, kwargs)
+    if obj is _nn_call and args and isinstance(args[0], PythonValue):
+        if isinstance(args[0].obj, torch.nn.Module):
+            # nn.Module.__call__(module, ...), as a class's own __call__ reaches it by
+            # super().__call__(...): the module's hooks and forward, as call_module runs
+            # them (the class's __call__ around it was tagged as the module's call)
+            if isinstance(args[0].obj, RECURRENT_MODULES):
+                raise recurrent_module_break(args[0].obj)
+            return _call_module_hooks_and_forward(tx, args[0], list(args[1:]), kwargs)
     if isinstance(obj, types.FunctionType) and obj.__code__ is CONTEXTMANAGER_HELPER:
         return generator_context(tx, fn, args, kwargs)  # torch's own contextmanagers too
     if _is_grad_switch_clone(obj):
@@ -951,14 +959,21 @@ def call_module(
     guards = tx.ctx.guards
     guards.class_attribute(type(module), "__call__", type(module).__call__)
     if type(module).__call__ is not _nn_call and not _fx_module_call(module):
+        # the class's own __call__ (transformers' GradientCheckpointingLayer: a check of
+        # its flags, then super().__call__): traced, and the call tagged as any module
+        # call, so that identical layers defining it are found as regions too
         method = type(module).__call__
-        return call(tx, PythonValue(method), [module_value, *args], kwargs)
+
+        def trace() -> Value:
+            return call(tx, PythonValue(method), [module_value, *args], kwargs)
+    else:
+
+        def trace() -> Value:
+            return _call_module_hooks_and_forward(tx, module_value, args, kwargs)
+
     graph = tx.ctx.graph
     last = graph._root.prev  # the graph's last node before the call
-    output = record_call(
-        tx, module_value, args, kwargs,
-        lambda: _call_module_hooks_and_forward(tx, module_value, args, kwargs),
-    )  # fmt: skip
+    output = record_call(tx, module_value, args, kwargs, trace)
     tag = (next(module_call_counter), source.name if source else "", type(module))
     node = last.next
     while node is not graph._root:
