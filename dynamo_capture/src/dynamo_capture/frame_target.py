@@ -137,9 +137,7 @@ def _binder(
     return lambda args, kwargs: bind_locals(*args, **kwargs)
 
 
-def _first_parameters(
-    function: types.FunctionType, count: int, start: int = 0
-) -> frozenset[str]:
+def _first_parameters(function: types.FunctionType, count: int, start: int = 0) -> frozenset[str]:
     """The names of `function`'s `count` positional parameters from the `start`th."""
     code = function.__code__
     return frozenset(code.co_varnames[start : min(start + count, code.co_argcount)])
