@@ -624,11 +624,13 @@ def test_matrix_products_of_different_dtypes_raise_eagers_error(product):
     # the product catches the error at capture, as eager's handler does).
     a, c = torch.ones(2, 3, dtype=torch.int32), torch.ones(2, 2, dtype=torch.int32)
     b = torch.ones(3, 2, dtype=torch.bfloat16)
-    with pytest.raises(RuntimeError, match="same dtype") as eager:
+    # (the message differs between ops and torch versions: "expected m1 and m2 to have
+    # the same dtype", "expected scalar type Int but found BFloat16")
+    with pytest.raises(RuntimeError) as eager:
         product(a, b, c)
     with FakeTensorMode() as mode:
         fakes = [mode.from_real(t) for t in (a, b, c)]
-        with pytest.raises(RuntimeError, match="same dtype") as fake:
+        with pytest.raises(RuntimeError, match="dtype|scalar type") as fake:
             product(*fakes)
         assert product(fakes[0], fakes[0].mT.contiguous(), fakes[2]).dtype == torch.int32
     assert type(fake.value) is type(eager.value)
