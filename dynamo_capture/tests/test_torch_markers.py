@@ -272,3 +272,18 @@ def test_torch_graph_break_marker_is_recognised_and_a_namesake_is_not():
         x = torch.randn(3)
         torch.testing.assert_close(dynamo_capture.optimize(fn, backend=backend)(x), fn(x))
         assert backend.frame_count == frames
+
+
+def test_torch_disable_decorators_are_recognised_without_their_module():
+    import torch._dynamo  # the reference: tests may import torch's compiler stack
+
+    from dynamo_capture.torch_markers import is_torch_disable_factory
+
+    assert is_torch_disable_factory(torch.compiler.disable)
+    assert is_torch_disable_factory(torch._dynamo.disable)
+
+    def disable(fn, recursive=True, reason=None):  # a user's function of that name
+        return fn
+
+    assert not is_torch_disable_factory(disable)
+    assert not is_torch_disable_factory(torch.compiler.reset)

@@ -2,7 +2,7 @@
 
 torch wraps every optimizer's `step` twice: `Optimizer.profile_hook_step` (a profiler
 range, the step pre- and post-hooks) around `_use_grad_for_differentiable` (grad mode
-set to the optimizer's `differentiable`, with `torch._dynamo.graph_break()` before and
+set to the optimizer's `differentiable`, with torch's graph-break marker before and
 after the step). torch.compile breaks at those markers and compiles the step's own
 body as a frame of its own; ember does the same:
 
@@ -161,7 +161,7 @@ class StateInitialisingStep:
 
 def unpatched_init_group(function: Any, receiver: Any) -> types.FunctionType | None:
     """The optimizer's own `_init_group` where `function` is torch.compile's patch of it
-    (`torch._dynamo.disable`, installed on torch.optim's classes once torch.compile has
+    (torch's disable wrapper, installed on torch.optim's classes once torch.compile has
     run in the process; torch.compile never calls the patch while tracing, it runs
     `_init_group` itself) called on `receiver`, an optimizer: traced as it is. None for
     anything else."""

@@ -45,9 +45,10 @@ __all__ = [
 ]
 
 _DISABLED = "disabled with torch.compiler.disable"
-# torch's disable decorators: the plain functions of these modules with this name
+# torch's disable decorators: the public `torch.compiler.disable` and the function it
+# forwards to, known by its name and parameters (its module is never named or imported)
 _DISABLE_NAME = "disable"
-_DISABLE_MODULES = frozenset({"torch.compiler", "torch._dynamo.decorators"})
+_DISABLE_PARAMETERS = ("fn", "recursive", "reason")
 # torch's graph-break marker: the plain function of the torch package with this name
 # (its defining module is never named, imported or read).
 _GRAPH_BREAK_NAME = "graph_break"
@@ -107,10 +108,16 @@ def is_torch_graph_break(obj: object) -> bool:
 
 
 def is_torch_disable_factory(obj: object) -> bool:
-    """Whether `obj` is `torch.compiler.disable` or `torch._dynamo.disable` (named by
-    their module and name: the modules are never imported or read)."""
-    return (
-        type(obj) is _FUNCTION
-        and obj.__name__ == _DISABLE_NAME
-        and obj.__module__ in _DISABLE_MODULES
-    )
+    """Whether `obj` is torch's disable decorator: the public `torch.compiler.disable`,
+    or the function of torch it forwards to (a plain function of torch named `disable`
+    taking `fn`, `recursive` and `reason`). No module of torch's compiler stack is
+    imported or read."""
+    if type(obj) is not _FUNCTION or obj.__name__ != _DISABLE_NAME:
+        return False
+    if obj is torch.compiler.disable:
+        return True
+    module = obj.__module__
+    if not (isinstance(module, str) and module.partition(".")[0] == "torch"):
+        return False
+    names = obj.__code__.co_varnames[: obj.__code__.co_argcount + obj.__code__.co_kwonlyargcount]
+    return all(name in names for name in _DISABLE_PARAMETERS)
