@@ -81,6 +81,52 @@ def test_triton_kernel_binaries_of_named_kernels_travel_whole(tmp_path):
     assert jit_cache.kernel_binaries(["not_built_yet_000000000000"], source) == {}
 
 
+def test_triton_launchers_travel_with_the_kernels_and_nothing_else(tmp_path):
+    source = tmp_path / "source"
+    _stub_kernel(source, "ABCDEFGHIJKLMNOP", "triton_poi_0123456789ab", b"\x7fELF one")
+    suffix = ".cpython-312-x86_64-linux-gnu.so"
+    (source / ("a" * 64)).mkdir()
+    (source / ("a" * 64) / f"__triton_launcher{suffix}").write_bytes(b"launcher")
+    (source / ("b" * 64)).mkdir()
+    (source / ("b" * 64) / "cuda_utils.so").write_bytes(b"utils")
+    (source / ("c" * 64)).mkdir()  # a launcher beside another file: not Triton's layout
+    (source / ("c" * 64) / "__triton_launcher.so").write_bytes(b"x")
+    (source / ("c" * 64) / "notes.txt").write_bytes(b"x")
+    (source / ("d" * 64)).mkdir()
+    (source / ("d" * 64) / "__triton_launcher.so.tmp").write_bytes(b"half written")
+    files = jit_cache.launcher_binaries(source)
+    assert files == {
+        f"{'a' * 64}/__triton_launcher{suffix}": b"launcher",
+        f"{'b' * 64}/cuda_utils.so": b"utils",
+    }
+    target = tmp_path / "target"
+    assert jit_cache.install_kernel_binaries(files, target) == 2
+    assert (target / ("a" * 64) / f"__triton_launcher{suffix}").read_bytes() == b"launcher"
+    assert jit_cache.launcher_binaries(tmp_path / "missing") == {}
+
+
+def test_an_entrys_triton_files_include_the_launchers_once_its_kernels_are_built(
+    tmp_path, monkeypatch
+):
+    from inductor_codegen import portable
+    from inductor_codegen.codegen.triton import runtime
+
+    source = tmp_path / "jit"
+    _stub_kernel(source, "ABCDEFGHIJKLMNOP", "triton_poi_0123456789ab", b"\x7fELF one")
+    (source / ("a" * 64)).mkdir()
+    (source / ("a" * 64) / "__triton_launcher.so").write_bytes(b"launcher")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(source))
+    monkeypatch.setattr(runtime, "kernel_function_name", lambda kernel: kernel)
+    monkeypatch.setattr(
+        portable, "_triton_kernels", lambda record: {"k": "triton_poi_0123456789ab"}
+    )
+    files = portable.triton_binaries({"language": "Triton"})
+    assert f"{'a' * 64}/__triton_launcher.so" in files
+    assert "ABCDEFGHIJKLMNOP/triton_poi_0123456789ab.cubin" in files
+    monkeypatch.setattr(portable, "_triton_kernels", lambda record: {"k": "not_built_000000000000"})
+    assert portable.triton_binaries({"language": "Triton"}) == {}  # no kernel: nothing
+
+
 @pytest.mark.parametrize(
     "name", ["../evil/x.cubin", "ABCDEFGHIJ/../../x", "ABCDEFGHIJ/.hidden", "x.cubin", "A/x.cubin"]
 )

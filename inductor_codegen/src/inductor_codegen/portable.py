@@ -343,18 +343,22 @@ def kernel_libraries(record: dict[str, Any], cache_dir: Any = None) -> dict[str,
 
 def triton_binaries(record: dict[str, Any]) -> dict[str, bytes]:
     """The files of Triton's JIT cache holding the record's compiled kernels (`<cache
-    folder>/<file>` -> bytes), once the background compiles finished; {} for a C++ graph,
-    and for kernels not compiled yet (those compiled at their first launch)."""
+    folder>/<file>` -> bytes), once the background compiles finished, with the launchers
+    Triton built so far; {} for a C++ graph, and for kernels not compiled yet (those
+    compiled at their first launch)."""
     if record.get("language") != "Triton":
         return {}
-    from inductor_codegen.codegen.triton.jit_cache import kernel_binaries
+    from inductor_codegen.codegen.triton.jit_cache import kernel_binaries, launcher_binaries
     from inductor_codegen.codegen.triton.runtime import (
         kernel_function_name,
         wait_for_background_compiles,
     )
 
     wait_for_background_compiles()
-    return kernel_binaries(kernel_function_name(k) for k in _triton_kernels(record).values())
+    found = kernel_binaries(kernel_function_name(k) for k in _triton_kernels(record).values())
+    if found:  # the launchers built for them: host code, compiled with the C compiler
+        found.update(launcher_binaries())
+    return found
 
 
 def install_triton_binaries(files: dict[str, bytes], cache_dir: Any = None) -> int:

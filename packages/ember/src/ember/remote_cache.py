@@ -8,7 +8,7 @@ Keys (`ember:<schema>:` prefixed): `entry:<key>` (the entry record, JSON with it
 checksum), `kernel:<kernel key>` (the name of the library holding a kernel),
 `library:<sha256>.so` (the library's bytes, checked against their name), and for an
 entry of Triton graphs `triton:<key>` (the files of Triton's JIT cache holding its
-compiled kernels, JSON: path -> sha256) and `binary:<sha256>` (a file's bytes, checked
+compiled kernels and the launchers Triton built for them, JSON: path -> sha256) and `binary:<sha256>` (a file's bytes, checked
 against their name). A Triton kernel compiled at its first launch rather than in the
 background (one with scalar arguments) is not built when its entry is published, so
 it is compiled again where the entry is fetched.

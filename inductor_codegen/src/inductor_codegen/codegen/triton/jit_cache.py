@@ -21,7 +21,13 @@ kernels are found by name: `kernel_binaries` reads them, `install_kernel_binarie
 writes them back on another machine (the remote cache, `ember.warm_cache`), each file
 checked against its name and written atomically, the group file last (Triton reads a
 folder only through its group file). The launchers Triton builds per argument signature
-(`__triton_launcher.so`) are host code, not kernels: they are built again where needed.
+(`<Triton's key>/__triton_launcher<Python's extension suffix>.so`, and its `cuda_utils`
+module) are host code built with the C compiler, about a quarter of a second each: a
+process that fetched a graph's kernels but built its twenty launchers again spent five
+seconds of an eight-second first call doing so (Llama, H200). `launcher_binaries` reads
+them, so they travel with the kernels; Triton's key for one is a digest of its source and
+the platform, and the file's suffix names the Python it was built for, so a launcher is
+only ever loaded by the Python and platform it was built for.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ __all__ = [
     "install_kernel_binaries",
     "jit_cache_dir",
     "kernel_binaries",
+    "launcher_binaries",
     "use_jit_cache_under",
 ]
 
@@ -118,6 +125,38 @@ def kernel_binaries(functions: Iterable[str], folder: Path | None = None) -> dic
                 files[f"{entry.name}/{name}"] = data
         if any(name.startswith("__grp__") for name in (n.split("/")[1] for n in files)):
             found.update(files)
+    return found
+
+
+_LAUNCHER_NAME = re.compile(r"(__triton_launcher|cuda_utils)[A-Za-z0-9_.-]{0,100}\.so")
+
+
+def launcher_binaries(folder: Path | None = None) -> dict[str, bytes]:
+    """`<cache folder>/<file>` -> bytes, for every cache folder of Triton's (`folder`, else
+    the one in use) that holds only launcher modules Triton built (`__triton_launcher*.so`,
+    `cuda_utils*.so`); {} where there are none."""
+    folder = folder or jit_cache_dir()
+    found: dict[str, bytes] = {}
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return found
+    for entry in entries:
+        if not (entry.is_dir(follow_symlinks=False) and _FOLDER_NAME.fullmatch(entry.name)):
+            continue
+        try:
+            names = [n for n in os.listdir(entry.path) if not n.endswith(".tmp")]
+        except OSError:
+            continue
+        if not names or not all(_LAUNCHER_NAME.fullmatch(n) for n in names):
+            continue
+        for name in names:
+            try:
+                data = read_private(Path(entry.path) / name)
+            except OSError:
+                data = None
+            if data is not None:
+                found[f"{entry.name}/{name}"] = data
     return found
 
 
