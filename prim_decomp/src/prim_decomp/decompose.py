@@ -35,7 +35,7 @@ class _GraphRecorder(TorchDispatchMode):
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
         # NOTE: TorchDispatchMode's documented opt-out. Left True, torch wraps
-        # `__torch_dispatch__` in torch._disable_dynamo, which imports torch._dynamo
+        # `__torch_dispatch__` in its compiler-disabling wrapper, which imports torch's compiler
         # (about 1 s) at the mode's first dispatch; this mode never runs under
         # torch.compile, so there is nothing to disable.
         return False
