@@ -10,6 +10,7 @@ Footguns, worst first:
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import subprocess
 import sys
@@ -136,3 +137,35 @@ def test_portable_deepcopy_contents_guard_round_trips_and_checks_the_same():
     assert not decoded.state.holds(config) and decoded.failure(config) is not None
     with pytest.raises(NotPortable):  # a range: no portable value (the record is not kept)
         encode_guard(DeepcopyContentsGuard.of(LocalSource("config"), {"r": range(3)}))
+
+
+def test_portable_id_guard_on_a_bound_method_tells_its_object_apart():
+    from dynamo_capture.portable import _identity_fingerprint
+
+    no_grad, enable_grad = torch.no_grad(), torch.enable_grad()
+    # a bound method forwards `__dict__` to its function: both once read as one object
+    assert _identity_fingerprint(no_grad.clone) != _identity_fingerprint(enable_grad.clone)
+    assert _identity_fingerprint(no_grad.clone) == _identity_fingerprint(torch.no_grad().clone)
+    assert _identity_fingerprint(no_grad.clone) != _identity_fingerprint(no_grad.__enter__)
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [functools.partial(print, 1), type("Listed", (list,), {})(), ValueError("a"), object()],
+    ids=["partial", "list subclass", "exception", "object"],
+)
+def test_portable_id_guard_on_an_object_with_state_outside_its_dict_is_not_portable(obj):
+    from dynamo_capture.portable import _identity_fingerprint
+
+    with pytest.raises(NotPortable):
+        _identity_fingerprint(obj)
+
+
+def test_portable_function_made_by_a_grad_mode_decorator_is_fingerprinted_by_its_mode():
+    from dynamo_capture.portable import _fingerprint
+
+    def f(x):
+        return x.cos()
+
+    assert _fingerprint(torch.no_grad()(f)) != _fingerprint(torch.enable_grad()(f))
+    assert _fingerprint(torch.no_grad()(f)) == _fingerprint(torch.no_grad()(f))

@@ -207,13 +207,23 @@ def _class_fingerprint(cls: type) -> str:
 
 def _cell_fingerprint(cell: types.CellType, visiting: tuple) -> Any:
     """A closure cell's contents: a value as `encode_value` gives it, a function (the one
-    a decorator wraps) by its own fingerprint."""
+    a decorator wraps) by its own fingerprint, a method bound to a plain object by its
+    function's fingerprint and the object's class and attributes."""
     try:
         contents = cell.cell_contents
     except ValueError:
         return ["empty"]
     if isinstance(contents, types.FunctionType):
         return ["function", _fingerprint(contents, visiting)]
+    if isinstance(contents, types.MethodType) and isinstance(contents.__func__, types.FunctionType):
+        # a bound method of a plain object: `torch.no_grad()`'s decorator keeps
+        # `ctx.clone` of the instance it was made from; its function and the object
+        # (class and plain attributes) decide what it does
+        return [
+            "method",
+            _fingerprint(contents.__func__, visiting),
+            _identity_fingerprint(contents.__self__),
+        ]
     return encode_value(contents)
 
 
@@ -229,6 +239,13 @@ def _identity_fingerprint(obj: Any) -> list:
         _fingerprinting -= 1
 
 
+class _Plain:
+    pass
+
+
+_PLAIN_SIZE = _Plain.__basicsize__  # an instance of a class statement's class, no slots
+
+
 def _identity_fingerprint_of(obj: Any) -> list:
     if isinstance(obj, types.CodeType):
         return ["code", code_digest(obj)]
@@ -240,6 +257,14 @@ def _identity_fingerprint_of(obj: Any) -> list:
         return ["property", [_accessor(f) for f in (obj.fget, obj.fset, obj.fdel)]]
     if isinstance(obj, staticmethod | classmethod):
         return [type(obj).__name__, _accessor(obj.__func__)]
+    if isinstance(obj, types.MethodType):
+        # NOTE: a bound method forwards `__dict__` to its function: without this branch
+        # every method of a function with no attributes read as the same plain object
+        return ["method", _accessor(obj.__func__), _identity_fingerprint_of(obj.__self__)]
+    if type(obj).__basicsize__ > _PLAIN_SIZE:
+        # a C class or a subclass of one (functools.partial, list, Exception) keeps
+        # state outside `__dict__`, which alone would not tell two of them apart
+        raise NotPortable(f"an id guard on a {type(obj).__name__}")
     state = getattr(obj, "__dict__", None)
     if type(state) is dict and not hasattr(type(obj), "__slots__"):
         # a plain object (a sentinel): its class and its attributes, plain values only

@@ -135,6 +135,44 @@ def test_warm_capture_changed_closure_contents_recaptures(warm):
     torch.testing.assert_close(again, x * 7)
 
 
+@torch.no_grad()
+def rotary(x):  # as transformers decorates its rotary embeddings' forward
+    return x.cos()
+
+
+def with_rotary(x):
+    return rotary(x) + x * 2
+
+
+def test_warm_capture_of_a_frame_calling_a_no_grad_decorated_function_is_kept(
+    warm, no_capture, monkeypatch
+):
+    # the decorator's wrapper keeps `ctx.clone`, a method bound to the no_grad object
+    x = torch.randn(4, 8, requires_grad=True)
+    first = _run(with_rotary, x)
+    assert warm_cache.STATS["captures_kept"] == 1
+    no_capture()
+    second = _run(with_rotary, x)
+    assert warm_cache.STATS["capture_hits"] == 1
+    torch.testing.assert_close(second, with_rotary(x))
+    torch.testing.assert_close(first, second)
+
+
+def test_warm_capture_of_a_decorated_function_under_another_grad_mode_recaptures(warm):
+    x = torch.randn(4, 8, requires_grad=True)
+    _run(with_rotary, x)
+    module = sys.modules[__name__]
+    original = module.rotary
+    try:
+        module.rotary = torch.enable_grad()(original.__wrapped__)
+        out = _run(with_rotary, x)
+        assert warm_cache.STATS["capture_hits"] == 0
+        out.sum().backward()  # the cosine's gradient flows under enable_grad
+        torch.testing.assert_close(x.grad, -x.detach().sin() + 2)
+    finally:
+        module.rotary = original
+
+
 def test_warm_capture_changed_module_attribute_recaptures(warm):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8), torch.nn.Dropout(0.0))
