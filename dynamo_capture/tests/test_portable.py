@@ -136,3 +136,17 @@ def test_portable_deepcopy_contents_guard_round_trips_and_checks_the_same():
     assert not decoded.state.holds(config) and decoded.failure(config) is not None
     with pytest.raises(NotPortable):  # a range: no portable value (the record is not kept)
         encode_guard(DeepcopyContentsGuard.of(LocalSource("config"), {"r": range(3)}))
+
+
+def test_module_structure_guard_round_trips_and_reads_its_module_again():
+    from dynamo_capture.portable import decode_guard, encode_guard
+    from guards import LocalSource, ModuleStructureGuard, NNModuleSource
+
+    source = NNModuleSource(LocalSource("block"), True)
+    guard = ModuleStructureGuard.of(source, torch.nn.Linear(2, 2))
+    data = encode_guard(guard)
+    now = torch.nn.Linear(2, 2)  # another module of the class, read at install
+    decoded = decode_guard(data, lambda s: now)
+    assert decoded == guard and decoded.ref() is now
+    with pytest.raises(Stale):
+        decode_guard(data, lambda s: torch.nn.ReLU())
