@@ -29,7 +29,6 @@ from guards.hash_once import hash_once, reduce_without_hash
 from guards.sources import HasAttrSource, HeldObjectSource, Source
 
 __all__ = [
-    "ModuleStructureGuard",
     "AttributeIdGuard",
     "DictKeysGuard",
     "EqualsGuard",
@@ -39,6 +38,7 @@ __all__ = [
     "IdGuard",
     "LengthGuard",
     "MappingItemGuard",
+    "ModuleStructureGuard",
     "NNModuleGuard",
     "NameAbsentGuard",
     "NotInInstanceDictGuard",
