@@ -1824,12 +1824,9 @@ def sequential_made_with_activation():
 #   torch skips the frame resumed after a hook handle's remove(); ember captures it
 #   ember runs the view `x[0]` before `.tolist()` in a comprehension's iterable eagerly,
 #       where torch makes it a graph of its own
-#   ember guards a ModuleDict's members by identity: a module made each call and stored
-#       in it (`self.acts["tanh"] = nn.Tanh()`) recompiles on the third call
 EAGER_ONLY = {
     "hook_removed_in_frame",
     "max_parameter_by_numel",
-    "module_dict_update_in_forward_then_iterate",
     "outside_dict_mutated_while_iterating",
     "tolist_rebuilt_tensor",
     "torch_check_is_size",

@@ -4,7 +4,8 @@ As torch.compile (inline_inbuilt_nn_modules): a module passed as an argument, ma
 call by a factory, read from a global, an attribute or a closure, compiles once for
 every module of its class and structure; its parameters and buffers are graph inputs
 read from the module at call time. What differs (a shape, a flag, an attribute value,
-hooks) recompiles. The compiled module itself keeps its identity guards. Identity
+hooks) recompiles. The compiled module itself keeps its identity guard (its submodules
+are guarded on structure: tests/test_corpus_compiled_module_submodules.py). Identity
 comparisons guard identity; a frame writing an attribute of such a module keeps the
 modules it read aliased as they were.
 """

@@ -169,3 +169,17 @@ def test_portable_function_made_by_a_grad_mode_decorator_is_fingerprinted_by_its
 
     assert _fingerprint(torch.no_grad()(f)) != _fingerprint(torch.enable_grad()(f))
     assert _fingerprint(torch.no_grad()(f)) == _fingerprint(torch.no_grad()(f))
+
+
+def test_module_structure_guard_round_trips_and_reads_its_module_again():
+    from dynamo_capture.portable import decode_guard, encode_guard
+    from guards import LocalSource, ModuleStructureGuard, NNModuleSource
+
+    source = NNModuleSource(LocalSource("block"), True)
+    guard = ModuleStructureGuard.of(source, torch.nn.Linear(2, 2))
+    data = encode_guard(guard)
+    now = torch.nn.Linear(2, 2)  # another module of the class, read at install
+    decoded = decode_guard(data, lambda s: now)
+    assert decoded == guard and decoded.ref() is now
+    with pytest.raises(Stale):
+        decode_guard(data, lambda s: torch.nn.ReLU())

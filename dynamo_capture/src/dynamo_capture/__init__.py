@@ -25,6 +25,8 @@ from dynamo_capture.registry import (
     eager_only_depth,
     is_allowed_in_graph,
     is_constant_result,
+    is_nonstrict_traced,
+    nonstrict_trace,
     substitute_for,
     substitute_in_graph,
 )
@@ -60,6 +62,8 @@ __all__ = [
     "is_compiling",
     "is_constant_result",
     "is_exporting",
+    "is_nonstrict_traced",
+    "nonstrict_trace",
     "optimize",
     "reset",
     "set_stance",

@@ -55,6 +55,7 @@ from dynamo_capture.registry import (
     disabled_reason,
     is_allowed_in_graph,
     is_constant_result,
+    is_nonstrict_traced,
     substitute_for,
 )
 from dynamo_capture.scalar_subclasses import construct_scalar, scalar_base
@@ -388,6 +389,7 @@ def _call_python(
     from dynamo_capture.builtin_calls import BUILTIN_HANDLERS, call_c_function
     from dynamo_capture.function_transforms import call_function_transform, call_outside_transform
     from dynamo_capture.generator_contexts import CONTEXTMANAGER_HELPER, generator_context
+    from dynamo_capture.nonstrict_calls import call_nonstrict_traced
     from dynamo_capture.numpy_arrays import call_numpy
     from dynamo_capture.optimizer_steps import unpatched_init_group
     from dynamo_capture.polyfills import call_polyfill
@@ -427,6 +429,8 @@ def _call_python(
         return numpy_result
     if is_allowed_in_graph(obj):
         return tx.ctx.call("call_function", obj, tuple(args), kwargs, allow_python_result=True)
+    if is_nonstrict_traced(obj):
+        return call_nonstrict_traced(tx, obj, args, kwargs)
     reason = disabled_reason(obj)
     if reason is not None and isinstance(obj, types.MethodType):
         original = unpatched_init_group(obj.__func__, obj.__self__)

@@ -35,6 +35,7 @@ from guards import (
     GuardSet,
     HasAttrGuard,
     MappingItemGuard,
+    ModuleStructureGuard,
     NameAbsentGuard,
     NotInInstanceDictGuard,
     SubclassLayoutGuard,
@@ -59,6 +60,7 @@ class SameObjectGuard(Guard):
 
     guard_type: ClassVar[str] = "DUPLICATE_INPUT"
     rank: ClassVar[int] = 20
+    relates_identities: ClassVar[bool] = True
 
     def sources(self) -> tuple[Source, ...]:
         return (self.source, self.other)
@@ -82,6 +84,7 @@ class DistinctObjectsGuard(Guard):
 
     guard_type: ClassVar[str] = "NO_TENSOR_ALIASING"
     rank: ClassVar[int] = 20
+    relates_identities: ClassVar[bool] = True
 
     def sources(self) -> tuple[Source, ...]:
         return (self.source, *self.others)
@@ -173,7 +176,7 @@ class FrameGuards:
     def structure_match(self, source: Source, module: torch.nn.Module) -> None:
         """A module guarded on its structure: its class here (what capture read of it is
         guarded where read); stable reads may pin it while the same module comes back."""
-        self.guard_set.add_type(source, module)
+        self.guard_set.add(ModuleStructureGuard.of(source, module))
         self.guard_set.pin_for_stable_reads(source, module)
 
     def module_match(self, source: Source, module: torch.nn.Module) -> None:

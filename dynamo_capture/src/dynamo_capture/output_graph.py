@@ -466,7 +466,21 @@ class CaptureContext:
         if not self.modules_by_structure:
             return False
         root = source.root()
-        return not (isinstance(root, LocalSource) and root.local_name in self.bound_locals)
+        if not (isinstance(root, LocalSource) and root.local_name in self.bound_locals):
+            return True
+        # NOTE: below the target's own object (its module's submodules, a bound method's
+        # object's modules) as torch.compile's inline_inbuilt_nn_modules: a submodule
+        # replaced by one of the same class and structure reuses the entry; the root
+        # itself, bound by the target, keeps its identity guard and its module tree,
+        # which holds the submodules by their structure guards (guards' module_tree.py)
+        while isinstance(source, NNModuleSource):
+            source = source.source
+        return source != root
+
+    def _below_bound_local(self, source: Source) -> bool:
+        """Whether `source` is read through a local the compiled target binds itself."""
+        root = source.root()
+        return isinstance(root, LocalSource) and root.local_name in self.bound_locals
 
     def wrap(self, obj: Any, source: Source | None) -> Value:
         """A value for real object `obj` found at `source`, guarded on what it is."""
@@ -930,7 +944,12 @@ class CaptureContext:
                 or (not isinstance(tensor, torch.nn.Parameter) and _is_argument_source(source))
             )
         ]
-        self.guards.distinct(sources)
+        # NOTE: those of the target's own module apart, as before they were guarded on
+        # structure (its tensors were not compared with the arguments'): their guard is
+        # covered by the module tree's fast path, flat in the model's size
+        own = [source for source in sources if self._below_bound_local(source)]
+        self.guards.distinct([source for source in sources if source not in own])
+        self.guards.distinct(own)
         # likewise the ndarray arguments taken as different inputs
         self.guards.distinct([source for source, _ in self._arrays_by_id.values()])
 

@@ -75,7 +75,7 @@ from guards import (
     artifact_logger,
 )
 from guards.fake_tensor import FakeTensor, FakeTensorMode
-from guards.guard_kinds import Guard, IdGuard, NNModuleGuard
+from guards.guard_kinds import Guard, IdGuard, ModuleStructureGuard, NNModuleGuard
 from guards.sources import HeldObjectSource, Source
 from guards.sym_exprs import expr_data, expr_of_data
 from guards.symbolic_guards import ShapeCheck, ShapeGuard
@@ -605,6 +605,8 @@ def encode_guard(guard: Guard) -> Any:
         }
     elif cls is NNModuleGuard:
         fields = {"source": _encode_field(guard.source), "training": ["bool", guard.training]}
+    elif cls is ModuleStructureGuard:  # its module (for a module tree) read again at install
+        fields = _plain_fields(guard, skip={"ref"})
     elif cls is IdGuard:
         value = guard.ref()
         if value is None and guard.type_name != "NoneType":
@@ -704,6 +706,12 @@ def decode_guard(data: Any, read: Any) -> Guard:
         if not isinstance(module, torch.nn.Module):
             raise Stale(f"{source.name} is not a module")
         return NNModuleGuard(source, id(module), fields["training"][1], weakref.ref(module))
+    if cls is ModuleStructureGuard:
+        guard = cls(**{key: _decode_field(value) for key, value in fields.items()})
+        module = read(guard.source)
+        if guard.failure(module) is not None:
+            raise Stale(f"{guard.source.name} is not a {guard.expected_type.__name__}")
+        return ModuleStructureGuard.of(guard.source, module)
     if cls is IdGuard:
         source = decode_source(fields["source"][1])
         if fields["value"][0] != "by_source":

@@ -48,7 +48,7 @@ from dynamo_capture.frame_guards import GuardRecorder
 from dynamo_capture.output_graph import DATA_DEPENDENT_SHAPE_OPS
 from dynamo_capture.sources import AttrSource, Source
 from dynamo_capture.values import PythonValue, TensorValue, TupleValue, Value
-from guards import Guard, NNModuleGuard, artifact_logger
+from guards import Guard, ModuleStructureGuard, NNModuleGuard, artifact_logger
 from guards.tensor_guards import TensorMatchGuard
 
 if TYPE_CHECKING:
@@ -473,7 +473,7 @@ class _GuardPlan:
     """A template's recorded guards that name its block, each once, with the sources
     the guard reads (moved to the new block, read there, checked)."""
 
-    modules: tuple[NNModuleGuard, ...]
+    modules: tuple[NNModuleGuard | ModuleStructureGuard, ...]
     tensors: tuple[TensorMatchGuard, ...]
     others: tuple[tuple[Guard, tuple[str, ...]], ...]  # with the fields holding sources
 
@@ -496,7 +496,7 @@ def _make_plan(template: RegionTemplate) -> _GuardPlan | str:
         for guard in dict.fromkeys(template.recorder.guards):
             if not any(_names_block(source, old) for source in guard.sources()):
                 continue  # about something both blocks share: already in the set
-            if isinstance(guard, NNModuleGuard):
+            if isinstance(guard, NNModuleGuard | ModuleStructureGuard):
                 modules.append(guard)
             elif isinstance(guard, TensorMatchGuard):
                 if None in guard.sizes or None in guard.strides:
@@ -532,6 +532,11 @@ def _moved_guards(
         source = mover.source(guard.source)
         assert source is not None
         module = mover.value(guard.source)
+        if isinstance(guard, ModuleStructureGuard):
+            if type(module) is not guard.expected_type:
+                raise _NotReusable(f"{source.name} is a {type(module).__name__}")
+            moved.append(ModuleStructureGuard.of(source, module))  # holding the new block's
+            continue
         if type(module) is not guard.module_type:
             raise _NotReusable(f"{source.name} is a {type(module).__name__}")
         if guard.training is not None and bool(module.training) != guard.training:

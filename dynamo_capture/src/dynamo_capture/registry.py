@@ -3,6 +3,9 @@ trace a Python stand-in for them, or leave them to run eagerly.
 
     allow_in_graph(fn)                 calls to fn become one graph node, fn is not traced
     disallow_in_graph(fn)              calls to fn break the graph, fn runs eagerly there
+    nonstrict_trace(fn)                calls to fn become one graph node whose inputs and
+                                       outputs are flattened; capture does not trace fn
+                                       (a break inside it cuts nothing), the backend does
     @substitute_in_graph(original)     trace this Python function where `original` is called
     disable(fn)                        fn always runs eagerly (a graph break where it is called)
     assume_constant_result(fn)         fn runs once while capturing; its result is a constant
@@ -35,6 +38,8 @@ __all__ = [
     "disallow_in_graph",
     "eager_only_depth",
     "is_allowed_in_graph",
+    "is_nonstrict_traced",
+    "nonstrict_trace",
     "is_constant_result",
     "substitute_for",
     "substitute_in_graph",
@@ -45,6 +50,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # id -> the object itself, so that the id cannot be reused while registered.
 _allowed_in_graph: dict[int, Callable[..., Any]] = {}
 _disallowed_in_graph: dict[int, Callable[..., Any]] = {}
+_nonstrict_traced: dict[int, Callable[..., Any]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,7 @@ def allow_in_graph(fn: F | list[F] | tuple[F, ...]) -> Any:
     if not callable(fn):
         raise TypeError(f"allow_in_graph expects a callable, got {type(fn).__name__}")
     _disallowed_in_graph.pop(id(fn), None)
+    _nonstrict_traced.pop(id(fn), None)
     _allowed_in_graph[id(fn)] = fn
     return fn
 
@@ -87,8 +94,38 @@ def disallow_in_graph(fn: F | list[F] | tuple[F, ...]) -> Any:
     if not callable(fn):
         raise TypeError(f"disallow_in_graph expects a callable, got {type(fn).__name__}")
     _allowed_in_graph.pop(id(fn), None)
+    _nonstrict_traced.pop(id(fn), None)
     _disallowed_in_graph[id(fn)] = fn
     return fn
+
+
+def nonstrict_trace(fn: F) -> F:
+    """Tell capture to put each call to `fn` in the graph as one node without tracing
+    its body (torch._dynamo.nonstrict_trace's meaning, whose registry is torch's own):
+    the arguments (tensors, Python constants, and tuples, lists and dicts of them) are
+    the node's inputs, its result's tensors (a tensor, or tuples, lists and dicts of
+    tensors) its outputs, each read by one getitem node. A graph break inside `fn`
+    cuts nothing; the backend runs or traces `fn` itself. Capture runs `fn` on fake
+    values to learn its outputs: it must not write outside state, and tensors it reads
+    from globals or closures are taken as they are when the graph runs, not as inputs.
+    Returns `fn` itself; `allow_in_graph` / `disallow_in_graph` undo it.
+
+        @ember.nonstrict_trace
+        def scaled(x, config):
+            torch._dynamo.graph_break()  # no cut: capture does not trace this body
+            return x * config["scale"]
+    """
+    if not callable(fn):
+        raise TypeError(f"nonstrict_trace expects a callable, got {type(fn).__name__}")
+    _allowed_in_graph.pop(id(fn), None)
+    _disallowed_in_graph.pop(id(fn), None)
+    _nonstrict_traced[id(fn)] = fn
+    return fn
+
+
+def is_nonstrict_traced(fn: object) -> bool:
+    """Whether `fn` was registered with nonstrict_trace."""
+    return _nonstrict_traced.get(id(fn)) is fn
 
 
 def is_allowed_in_graph(fn: object) -> bool:

@@ -49,6 +49,7 @@ from guards.guard_kinds import (
     HasAttrGuard,
     IdGuard,
     LengthGuard,
+    ModuleStructureGuard,
     NNModuleGuard,
     NotInInstanceDictGuard,
     TypeGuard,
@@ -99,10 +100,13 @@ def _rerooted(source: Source, block: Source) -> Source | None:
 
 
 def _blocks(guards: Sequence[Guard]) -> list[tuple[Source, ...]]:
-    """Sibling module sources of one class (an NN_MODULE guard on each), by parent."""
+    """Sibling module sources of one class (an NN_MODULE or structure guard on each), by
+    parent."""
     siblings: dict[tuple[Source, type], list[Source]] = collections.defaultdict(list)
     for guard in guards:
-        if isinstance(guard, NNModuleGuard) and isinstance(guard.source, ModuleSource):
+        if isinstance(guard, NNModuleGuard | ModuleStructureGuard) and isinstance(
+            guard.source, ModuleSource
+        ):
             module = guard.ref()
             if module is not None:
                 siblings[(guard.source.source, type(module))].append(guard.source)

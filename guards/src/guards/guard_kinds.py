@@ -38,6 +38,7 @@ __all__ = [
     "IdGuard",
     "LengthGuard",
     "MappingItemGuard",
+    "ModuleStructureGuard",
     "NNModuleGuard",
     "NameAbsentGuard",
     "NotInInstanceDictGuard",
@@ -76,6 +77,10 @@ class Guard:
     # `__dict__`, its parent's `_modules`, or a hook registration (module_tree.py
     # then checks it only after one of those).
     module_state: ClassVar[bool] = False
+    # Checks only which objects its sources hold (the same one, different ones): a
+    # module tree covers it where every source is one of the tree's modules or tensors,
+    # which stay the same objects while the tree's dicts are not written.
+    relates_identities: ClassVar[bool] = False
 
     def sources(self) -> tuple[Source, ...]:
         """The values this guard reads, in the order `failure` and `emit` take them."""
@@ -147,6 +152,29 @@ class TypeGuard(Guard):
     @property
     def value(self) -> Any:
         return self.expected_type
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleStructureGuard(TypeGuard):
+    """An nn.Module guarded on its structure, not its identity: `type(module) is cls`.
+
+    What capture read of the module (attributes, the training flag, hooks, the keys of
+    `_modules`, its parameters' and buffers' metadata, an instance `forward`) is guarded
+    where it was read, as for a module guarded by identity; what identity alone fixed is
+    the class, checked here. As a TYPE_MATCH it keeps `ref`, the module seen at compile
+    time (not compared), so a module tree (module_tree.py) can hold it as one of the
+    tree's modules: a submodule of the compiled module replaced by another of the same
+    class and structure then passes the tree's full check instead of failing an
+    identity guard.
+    """
+
+    ref: Callable[[], Any] = field(default=lambda: None, compare=False, repr=False)
+
+    module_state: ClassVar[bool] = True
+
+    @classmethod
+    def of(cls, source: Source, module: torch.nn.Module) -> ModuleStructureGuard:
+        return cls(source, type(module), _reference(module))
 
 
 @dataclass(frozen=True, slots=True)

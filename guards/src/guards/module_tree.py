@@ -97,6 +97,7 @@ from guards.guard_kinds import (
     GuardCode,
     IdGuard,
     LengthGuard,
+    ModuleStructureGuard,
     NNModuleGuard,
     TypeGuard,
 )
@@ -214,19 +215,33 @@ def _fast_tensor(guard: Guard) -> bool:
 
 
 def _trees(guards: Sequence[Guard]) -> dict[NNModuleSource, _Tree]:
-    """The modules the guards know (by an NN_MODULE guard), by root."""
+    """The modules the guards know, by root: a root by its NN_MODULE guard (identity),
+    the modules below it by theirs or by a structure guard (ModuleStructureGuard: a
+    submodule of the compiled module, which another of the same structure may replace)."""
     trees: dict[NNModuleSource, _Tree] = {}
     modules: dict[Source, torch.nn.Module] = {}
+    roots: set[Source] = set()
     for guard in guards:
-        if isinstance(guard, NNModuleGuard):
+        if isinstance(guard, NNModuleGuard | ModuleStructureGuard):
             module = guard.ref()
             if module is not None:
                 modules[guard.source] = module
+                if isinstance(guard, NNModuleGuard):
+                    roots.add(guard.source)
     for source, module in modules.items():
         root = _root_of(source)
-        if root is not None and root in modules:
+        if root is not None and root in roots:
             trees.setdefault(root, _Tree(root, {})).modules[source] = module
     return trees
+
+
+def _identities_covered(guard: Guard, tree: _Tree, tensors: set[Source]) -> bool:
+    """Whether `guard` relates only the identities of the tree's modules and of tensors
+    whose tables the tree watches (`tensors`): they stay the same objects while its
+    dicts' tags hold, so the guard holds while the tree's fast path does."""
+    return type(guard).relates_identities and all(
+        source in tree.modules or source in tensors for source in guard.sources()
+    )
 
 
 def split_module_trees(
@@ -249,6 +264,12 @@ def split_module_trees(
             and _covered(guard, tree.modules)
         ):
             grouped.setdefault(root, []).append(guard)
+    for guard in guards:  # identity relations among what the groups hold
+        for root, group in grouped.items():
+            tensors = {g.source for g in group if isinstance(g, TensorMatchGuard)}
+            if _identities_covered(guard, trees[root], tensors):
+                group.append(guard)
+                break
     groups = [
         (trees[root], group)
         for root, group in grouped.items()

@@ -1,7 +1,7 @@
 """A compiled module tree is guarded as a whole: every change to it still recompiles.
 
-The guards on a module tree (identity and training flag of each submodule, its
-hooks, its attributes, the keys of its `_modules`, the tensors of its
+The guards on a module tree (the root's identity, each submodule's class, training
+flag where read, its hooks, its attributes, the keys of its `_modules`, the tensors of its
 `_parameters` and `_buffers`) are checked in full only after nn.Module's own
 mutation methods ran (guards/module_tree.py); the tensors' own metadata and the
 modules' classes on every call. Each test compiles a nested
@@ -416,7 +416,7 @@ def _half_and_back(model):
 
 # (change, entries compiled by the next call)
 CHANGES = [
-    (_replace_submodule, 1),
+    (_replace_submodule, 0),  # the same class and structure: its new weights read (as torch)
     (_replace_parameter_same_shape, 0),
     (_replace_parameter_other_shape, 1),
     (_replace_buffer, 1),

@@ -19,6 +19,7 @@ from dynamo_capture import (
     disallow_in_graph,
     is_compiling,
     is_exporting,
+    nonstrict_trace,
     set_stance,
     substitute_in_graph,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "mark_dynamic",
     "mark_static",
     "maybe_mark_dynamic",
+    "nonstrict_trace",
     "register_backend",
     "reset",
     "set_logs",
