@@ -527,8 +527,10 @@ class CaptureContext:
             guards.equals_match(AttrSource(source, "real"), obj.real)
         elif _holds_enum(obj):
             guards.id_match(source, obj)  # enum members are singletons: guard identity
-        elif type(obj) is slice:
-            # a slice handed on below a cut (`x[:, : int(n)]`): unhashable, guarded by parts
+        elif type(obj) in (slice, range):
+            # a slice handed on below a cut (`x[:, : int(n)]`): unhashable, guarded by
+            # parts; a range (kept across a break) by its bounds too, as `range(0) ==
+            # range(2, 2)` compares the items, not the bounds its attributes show
             guards.type_match(source, obj)
             for part in ("start", "stop", "step"):
                 guards.equals_match(AttrSource(source, part), getattr(obj, part))
