@@ -1350,8 +1350,15 @@ class OutputPlan:
         if isinstance(value, FunctionValue):
             return self._function(value)
         if isinstance(value, ObjectValue):
+            # made first and named, its attributes set after: they may hold the object
+            # itself (a tape whose entries' closures hold the variables holding the tape)
+            made = f"___v{len(self.prelude)}"
+            self.prelude.append(f"{made} = ___build_object({self._constant(value.cls)}, {{}})")
+            self._named[id(value)] = (value, made)
             attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
-            return f"___build_object({self._constant(value.cls)}, {{{attrs}}})"
+            if attrs:
+                self.prelude.append(f"{made}.__dict__.update({{{attrs}}})")
+            return made
         if isinstance(value, ContextValue):
             return self._context(value)
         if isinstance(value, MethodValue):
