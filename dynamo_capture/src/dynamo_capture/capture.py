@@ -1370,7 +1370,9 @@ class OutputPlan:
             return f"({self.expr(value.receiver)}).{value.name}"
         if isinstance(value, PartialValue):
             args = "".join(f"{self.expr(item)}, " for item in value.args)
-            kwargs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.kwargs.items())
+            kwargs = ", ".join(
+                f"{name!r}: {self.expr(item)}" for name, item in value.kwargs.items()
+            )
             return f"___partial({self.expr(value.func)}, {args}**{{{kwargs}}})"
         raise Unsupported(f"returning a {type(value).__name__} from the compiled frame")
 
