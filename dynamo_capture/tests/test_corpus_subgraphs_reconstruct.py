@@ -791,9 +791,8 @@ class _Scaler:
 
 
 # torch.compile cannot rebuild a method bound to an object made in the frame and runs
-# the frame eagerly, compiling the method's frame (1 graph); capture rebuilds it, and
-# its resume part, guarding the new bound method by identity, compiles again on the
-# second call (2)
+# the frame eagerly, compiling the method's frame (1 graph, 1 op); capture rebuilds it
+# and compiles the resume part once (1 graph, 3 ops; test_bound_method_handed_on_...)
 @eager_program()
 def bound_method_of_object_made_in_frame(x):
     s = _Scaler(3)
@@ -1465,6 +1464,33 @@ def test_subgraph_program_like_torch(name):
 def test_subgraph_program_like_eager(name):
     fn, make_args = EAGER_PROGRAMS[name]
     check_like_eager(fn, make_args)
+
+
+def test_bound_method_handed_on_compiles_its_resume_part_once():
+    """A method bound to an object made in the frame, handed to the resume part, is
+    guarded by its function and its object's class, not by its identity (a new bound
+    method each call): the second call reuses the part; another `k` compiles again."""
+    import dynamo_capture
+    from dynamo_capture.testing import CountingBackend
+
+    fn, _ = EAGER_PROGRAMS["bound_method_of_object_made_in_frame"]
+    backend = CountingBackend()
+    compiled = dynamo_capture.optimize(fn, backend=backend)
+    for _ in range(3):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), x * 6)
+    assert backend.frame_count == 1
+
+    def other_k(x):
+        s = _Scaler(3 if x.shape[0] == 3 else 5)
+        f = s.apply
+        breaker()
+        return f(x)
+
+    compiled = dynamo_capture.optimize(other_k, backend=CountingBackend())
+    for size, k in ((3, 3), (4, 5), (3, 3)):
+        x = torch.randn(size)
+        torch.testing.assert_close(compiled(x), x * k)
 
 
 @pytest.mark.parametrize("name", list(STATEFUL))
