@@ -654,6 +654,208 @@ class _Box:
         self.count = 1
 
 
+# ----- breaks by data-dependent calls, in grad-mode blocks, with iterators alive -----------
+def _eager_only(a, b):
+    """A break of another kind than graph_break(): a list read from a tensor."""
+    return a + torch.tensor(b.sum().tolist())
+
+
+@program()
+def tolist_break_inside_no_grad(x):
+    y = x * 2
+    with torch.no_grad():
+        y = y + 1
+        y.sum().tolist()
+        y = y + 2
+    return y + 3
+
+
+@program()
+def two_tolist_breaks_inside_no_grad(x):
+    y = x - 1
+    with torch.no_grad():
+        y = y + 1
+        y.sum().tolist()
+        y = y * 2
+        y.max().tolist()
+        y = y + 3
+    return y / 2
+
+
+@program()
+def tolist_break_in_enable_grad_inside_no_grads(x):
+    y = x + 1
+    with torch.no_grad():
+        with torch.no_grad():
+            y = y * 3
+            with torch.enable_grad():
+                y.sum().tolist()
+                y = y[0] + 2
+            y = y + 1
+    return y
+
+
+# a tuple iterator handed to a resume part as a local is read there as an object capture
+# does not model, so each `next(it)` is a break (6 graphs; torch 4): the part cannot
+# tell a rebuilt iterator from one the caller holds
+@eager_program()
+def tuple_iterator_across_unsupported_call(x):
+    it = iter(tuple(range(8)))
+    x = x + next(it)
+    x = x + next(it)
+    x = _eager_only(x, x)
+    x = x + next(it)
+    x = x + next(it)
+    return x
+
+
+# as above: `next()` of a tuple iterator handed to a resume part breaks
+@eager_program()
+def tuple_iterator_returned_after_two_breaks(x):
+    it = iter(tuple(range(6)))
+    x = x * next(it)
+    x = _eager_only(x, x)
+    x = x + next(it)
+    x = _eager_only(x, x)
+    x = x + next(it)
+    return x, list(it)
+
+
+@program(r34)
+def enumerate_over_shape_no_break(x):
+    for i, n in enumerate(x.shape):
+        x = x + n * i
+    for i, n in enumerate(x.shape, 5):
+        x = x * (n + i)
+    return x
+
+
+@program()
+def zip_over_shape_and_list(x):
+    for n, k in zip(x.shape, [2]):
+        x = x * n + k
+    return x
+
+
+@program()
+def unsupported_call_between_uses_of_a_list(x):
+    parts = [x + 1, x + 2]
+    y = _eager_only(parts[0], parts[1])
+    return y * parts[1]
+
+
+@program()
+def kwargs_dict_alive_across_break(x):
+    def fn(t, **kwargs):
+        s = t * kwargs["a"]
+        breaker()
+        return s + kwargs["b"]
+
+    return fn(x, a=2, b=3)
+
+
+@program()
+def default_argument_tensor_across_break(x):
+    def fn(t, bias=None):
+        t = t * 2
+        breaker()
+        return t if bias is None else t + bias
+
+    return fn(x) + fn(x, bias=x)
+
+
+@program()
+def free_variable_of_callee_across_break(x):
+    k = x.sum()
+
+    def fn(t):
+        t = t * 2
+        breaker()
+        return t + k
+
+    return fn(x)
+
+
+@program()
+def many_live_values_across_break(x):
+    a, b, c, d = x + 1, x + 2, x + 3, x + 4
+    n, m = 2, 3.5
+    s = "s"
+    breaker()
+    return (a * n + b * m - c + d, s * 2)
+
+
+@program()
+def break_result_used_twice(x):
+    y = _ident(x + 1)
+    return y * y + y
+
+
+@program()
+def nested_break_results(x):
+    return _ident(_ident(x * 2) + 1)
+
+
+@program()
+def break_in_ternary(x):
+    return _ident(x + 1) if x.shape[0] > 2 else x
+
+
+@program()
+def break_in_boolean_operand(x):
+    flag = x.shape[0] == 3 and _ident(True)
+    return x * 2 if flag else x
+
+
+@program()
+def break_in_fstring_argument(x):
+    label = f"{_ident(3)}-{x.shape[0]}"
+    return x + len(label)
+
+
+@program()
+def break_in_subscript_index(x):
+    return x[_ident(1)] + x[0]
+
+
+@program()
+def break_in_augmented_assignment(x):
+    y = x.clone()
+    y += _ident(y * 2)
+    return y
+
+
+@program()
+def break_between_in_place_writes_to_view(x):
+    y = x.clone()
+    v = y[:2]
+    v.add_(1)
+    breaker()
+    v.mul_(3)
+    return y
+
+
+@program()
+def break_inside_with_of_callee(x):
+    def fn(t):
+        with torch.no_grad():
+            t = t + 1
+            breaker()
+            return t * 2
+
+    return fn(x) + 1
+
+
+@program(alternating(*_SIGNS))
+def data_dependent_branch_in_callee(x):
+    def fn(t):
+        if t.sum() > 0:
+            return t * 2
+        return t - 1
+
+    return fn(x + 1) + 1
+
+
 # ===== reconstruction of values alive across a break or returned ===========================
 @program()
 def dict_of_tensors_across_break(x):
@@ -1491,6 +1693,34 @@ def test_bound_method_handed_on_compiles_its_resume_part_once():
     for size, k in ((3, 3), (4, 5), (3, 3)):
         x = torch.randn(size)
         torch.testing.assert_close(compiled(x), x * k)
+
+
+def _three_flags(v, a, b, c):
+    x = v + 1
+    if a:
+        x = x + 2
+    x = x + 3
+    if b:
+        x = x + 4
+    x = x + 5
+    if c:
+        x = x + 6
+    return x + 7
+
+
+def test_paths_after_data_dependent_branches_join_like_torch():
+    """Three branches on tensor flags, every combination: each resume part is compiled
+    once for both ways into it, not once a path (torch.compile's 7 graphs, 10 ops)."""
+    flags = [torch.tensor([1.0]), torch.tensor([0.0])]
+    combos = [(a, b, c) for a in flags for b in flags for c in flags]
+    v = torch.randn(4)
+    calls = iter(range(1 << 30))
+
+    def make():
+        a, b, c = combos[next(calls) % len(combos)]
+        return v.clone(), a.clone(), b.clone(), c.clone()
+
+    check_like_torch(_three_flags, make, calls=len(combos))
 
 
 @pytest.mark.parametrize("name", list(STATEFUL))
