@@ -619,9 +619,9 @@ def call_argument_break(x):
     return torch.add(x * 2, _ident(x + 3))
 
 
-# `y.mul(f(...))` with f breaking: the bound method of a graph tensor below the call is
-# not handed on, so the cut lies at the statement (1 graph without `y.sin()`; torch's
-# holds it)
+# `y.mul(f(...))` with f breaking: the graph before holds `y.sin()` as torch's does, the
+# bound method `y.mul` handed on below the call; the resume part compiles the `mul` (2
+# graphs, 3 ops), where torch.compile's resume function runs it eagerly (1 graph, 2 ops)
 @eager_program()
 def method_call_argument_break(x):
     y = x + 1

@@ -748,6 +748,8 @@ def _carried_container(value: Any, depth: int = 0) -> bool:
     place holding it), and the part after the cut gets it as any local."""
     if depth > 4:
         return False
+    if isinstance(value, BuiltinMethodValue):  # `t.mul` of `t.mul(f(x))`: made again
+        return isinstance(value.receiver, TensorValue) and value.name.isidentifier()
     if isinstance(value, PythonValue):  # a range, a constant tuple of constants
         return type(value.obj) is range or _constant_tuple(value.obj)
     if getattr(value, "source", None) is not None:
