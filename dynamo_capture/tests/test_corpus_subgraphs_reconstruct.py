@@ -1246,6 +1246,98 @@ def tuple_unpacked_after_resume(x):
     return a * c + b
 
 
+@program()
+def dict_popped_across_break(x):
+    d = {"a": x, "b": x + 1, "c": x * 2}
+    first = d.pop("a")
+    breaker()
+    last = d.pop("c")
+    return first + last, list(d)
+
+
+@program()
+def dict_updated_then_returned_with_tensor_keys(x):
+    y = x.sin()
+    d = {x: "input", y: "sin"}
+    d.update({y: "changed"})
+    breaker()
+    return [d[x], d[y]], len(d)
+
+
+@program()
+def partial_with_keywords_across_break(x):
+    f = functools.partial(torch.clamp, min=-0.5, max=0.5)
+    breaker()
+    return f(x * 3)
+
+
+@program()
+def nested_partial_returned(x):
+    f = functools.partial(torch.add, alpha=3)
+    g = functools.partial(f, x)
+    return g(x), g
+
+
+@program()
+def tuple_of_sizes_returned_after_break(x):
+    y = x.view(2, 2)
+    sizes = (y.shape, y.size(1), tuple(y.stride()))
+    breaker()
+    return sizes, y + 1
+
+
+@program()
+def closure_with_two_cells_returned(x):
+    a = x + 1
+    n = 2
+
+    def f(t):
+        return t * a + n
+
+    return f(x), f
+
+
+@program()
+def lambda_over_tensor_across_break(x):
+    y = x * 2
+    f = lambda t: t + y  # noqa: E731
+    breaker()
+    return f(x)
+
+
+@program()
+def object_with_list_of_tensors_returned(x):
+    box = _Box([x, x + 1])
+    box.value.append(x * 2)
+    return box.value, box.count
+
+
+@program()
+def objects_referring_to_each_other_returned(x):
+    a = _Box(x)
+    b = _Box(x + 1)
+    a.other = b
+    b.other = a
+    return a.value + b.value, a.other is b, b.other is a
+
+
+@program()
+def defaultdict_of_lists_of_tensors_across_break(x):
+    d = collections.defaultdict(list)
+    for i in range(3):
+        d[i % 2].append(x * i)
+    breaker()
+    return [torch.stack(v) for v in d.values()], sorted(d)
+
+
+@program()
+def namedtuple_replaced_across_break(x):
+    p = _Pair(x, 1)
+    p = p._replace(second=x + 1)
+    breaker()
+    return p.first + p.second
+
+
 # ===== a Python-level autograd tape (test_python_autograd.py style) =======================
 class _TapeEntry(NamedTuple):
     inputs: list[str]
@@ -1425,6 +1517,38 @@ def tape_against_torch_autograd(a, b):
     loss = (va * vb.sin() + vb).sum()
     ga, gb = _grad(tape, loss, [va, vb])
     return ga - b.sin(), gb - (a * b.cos() + 1)
+
+
+@program(r4, r4)
+def tape_two_losses_summed(a, b):
+    tape = _Tape()
+    va, vb = _Var(a, tape), _Var(b, tape)
+    l1 = (va * vb).sum()
+    l2 = (va.sin() + vb).sum()
+    return _grad(tape, l1 + l2, [va, vb])
+
+
+@program(r4)
+def tape_grad_of_intermediate(a):
+    tape = _Tape()
+    va = _Var(a, tape)
+    h = va * va
+    loss = (h.sin()).sum()
+    return _grad(tape, loss, [h, va])
+
+
+@program(r4)
+def tape_with_print_free_break_in_backward_loop(a):
+    tape = _Tape()
+    va = _Var(a, tape)
+    loss = (va * va + va).sum()
+    grads = {loss.name: torch.ones_like(loss.value)}
+    for entry in reversed(tape.entries):
+        douts = [grads.get(n) for n in entry.outputs]
+        for n, g in zip(entry.inputs, entry.propagate(douts), strict=True):
+            grads[n] = grads[n] + g if n in grads else g
+    breaker()
+    return grads[va.name]
 
 
 _GLOBAL_TAPE = _Tape()
