@@ -226,16 +226,6 @@ class CompiledCallable:
             return self.target(*args, **kwargs)
         if self.code_skipped:
             return self.target(*args, **kwargs)
-        if (
-            self.parent is not None
-            and self.frame_of_its_own
-            and not self._tensor_related(args, kwargs)
-        ):
-            # NOTE: as torch.compile, a frame other than the compiled function's own (a
-            # resume function, a function a frame run eagerly calls) that holds no
-            # tensor, module or array in its locals, and names no torch or NumPy module
-            # among its globals, is not compiled: it runs eagerly, its own calls compiled
-            return self._run_tensor_free(args, kwargs)
         if stance.name == "aot_eager_then_compile" and self.calls == 1:
             self._observe_first_call(args, kwargs)
             return self._run_once_with_aot_eager(args, kwargs)
@@ -245,6 +235,12 @@ class CompiledCallable:
         frame = self.frame
         f_locals = frame.bind(args, kwargs)
         f_globals = frame.globals
+        if self.parent is not None and self.frame_of_its_own and not self._tensor_related(f_locals):
+            # NOTE: as torch.compile, a frame other than the compiled function's own (a
+            # resume function, a function a frame run eagerly calls) that holds no
+            # tensor, module or array in its locals, and names no torch or NumPy module
+            # among its globals, is not compiled: it runs eagerly, its own calls compiled
+            return self._run_tensor_free(args, kwargs, f_locals)
         entries = self.entries
         if stance.skip_guard_eval_unsafe and len(entries) == 1:
             return self._run(entries[0], f_locals, f_globals, args, kwargs, checked=False)
@@ -281,15 +277,11 @@ class CompiledCallable:
         self._last_hit = len(self.entries) - 1
         return self._run(entry, f_locals, f_globals, args, kwargs, checked=False)
 
-    def _tensor_related(self, args: Any, kwargs: Any) -> bool:
+    def _tensor_related(self, f_locals: dict[str, Any]) -> bool:
         """Whether the frame this call runs holds something torch.compile compiles a frame
-        for (`tensor_related_frame`); a call that does not bind (the frame raises) does."""
+        for (`tensor_related_frame`)."""
         function = self.frame.function
         if not isinstance(function, types.FunctionType):
-            return True
-        try:
-            f_locals = self.frame.bind(args, kwargs)
-        except TypeError:
             return True
         # the frame's free variables are among its locals too, as a frame's f_locals
         # shows them at its start
@@ -298,12 +290,10 @@ class CompiledCallable:
         free = {name: cell for name, cell in cells if name not in f_locals}
         return tensor_related_frame(code, {**f_locals, **free}, function.__globals__)
 
-    def _run_tensor_free(self, args: Any, kwargs: Any) -> Any:
+    def _run_tensor_free(self, args: Any, kwargs: Any, f_locals: dict[str, Any]) -> Any:
         """The frame run eagerly, the user functions, methods and modules it calls compiled
         as frames of their own (break_callees.frame_shadows)."""
-        function = self.frame.function
-        f_locals = self.frame.bind(args, kwargs)
-        shadows = frame_shadows(function, f_locals, self._callee_part)
+        shadows = frame_shadows(self.frame.function, f_locals, self._callee_part)
         if shadows:
             return ShadowedPart(self.target, shadows)(*args, **kwargs)
         return self.target(*args, **kwargs)
