@@ -423,7 +423,7 @@ def shadows_for(
 # compiles none of them, and neither does capture)
 ROUTED_SPECIAL_METHODS = frozenset(
     {
-        "__getitem__", "__setitem__", "__delitem__", "__len__", "__contains__", "__call__",
+        "__init__", "__getitem__", "__setitem__", "__delitem__", "__len__", "__contains__", "__call__",
         "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__matmul__",
         "__rmatmul__", "__truediv__", "__rtruediv__", "__neg__",
     }

@@ -17,6 +17,7 @@ import collections
 import contextlib
 import copy
 import dataclasses
+import functools
 import inspect
 import itertools
 import linecache
@@ -115,6 +116,7 @@ from dynamo_capture.values import (
     ListValue,
     MethodValue,
     ObjectValue,
+    PartialValue,
     PythonValue,
     SetValue,
     TensorValue,
@@ -348,7 +350,7 @@ def call_cut(tx: Translator, in_loops: bool = False) -> tuple[int, int, int, int
             below = tx.stack[_open_withs(tx) : depth]  # above the open `with`s
             loops = [v for v in below if isinstance(v, IteratorValue)] if in_loops else []
             if not all(
-                _carried(value) or _module_by_identity(tx, value)
+                _carried(value) or _module_by_identity(tx, value) or _carried_container(value)
                 for value in below
                 if value not in loops
             ):
@@ -361,8 +363,20 @@ def call_cut(tx: Translator, in_loops: bool = False) -> tuple[int, int, int, int
                 if inst.opname not in _CALLS:
                     return None
                 return _cut_at_call(tx, depth, tx.instructions[index].offset)
-            return offset, depth, tx.instructions[index].offset, depth + 1
+            return (offset, depth, *_past_discard(tx, index, depth + 1))
     return None
+
+
+def _past_discard(tx: Translator, index: int, depth: int) -> tuple[int, int]:
+    """Where the eager part after a cut at a call stops, and the stack depth there: after
+    the call (instruction `index`), or after the POP_TOP discarding its result (an
+    expression statement, `t.tolist()` for its effect), so the next part is not handed a
+    value it only drops (nor guarded on it)."""
+    inst = tx.instructions[index]
+    if inst.opname == "POP_TOP" and index + 1 < len(tx.instructions):
+        if not any(other.target == inst.offset for other in tx.instructions):
+            return tx.instructions[index + 1].offset, depth - 1
+    return inst.offset, depth
 
 
 def _cut_at_call(tx: Translator, depth: int, after: int) -> tuple[int, int, int, int] | None:
@@ -406,7 +420,7 @@ def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | Non
             index = tx.index_of[tx.current.offset] + 1
             if index >= len(tx.instructions):
                 return None
-            return offset, depth + 1, tx.instructions[index].offset, depth + 1
+            return (offset, depth + 1, *_past_discard(tx, index, depth + 1))
     return None
 
 
@@ -725,6 +739,38 @@ def _carried(value: Any) -> bool:
         return all(type(bound) in _PLAIN for bound in bounds)
     callable_types = type | types.BuiltinFunctionType | types.FunctionType
     return isinstance(value.obj, callable_types) or _torch_callable(value)
+
+
+def _carried_container(value: Any, depth: int = 0) -> bool:
+    """Whether a value below the failing call is a list, tuple or dict made in the frame
+    (or a range) holding only values that can be handed on (`return [a, b], f(x)`): the
+    graph before the cut gives it as it gives a local holding it (one object for every
+    place holding it), and the part after the cut gets it as any local."""
+    if depth > 4:
+        return False
+    if isinstance(value, BuiltinMethodValue):  # `t.mul` of `t.mul(f(x))`: made again
+        return isinstance(value.receiver, TensorValue) and value.name.isidentifier()
+    if isinstance(value, PythonValue):  # a range, a constant tuple of constants
+        return type(value.obj) is range or _constant_tuple(value.obj)
+    if getattr(value, "source", None) is not None:
+        return False
+    if isinstance(value, ListValue | TupleValue):
+        if value.cls not in (list, tuple) or getattr(value, "maxlen", None) is not None:
+            return False
+        items = value.items
+    elif isinstance(value, DictValue):
+        if value.cls is not dict or value.attrs:
+            return False
+        if not all(type(key) in (str, int) for key in value.items):
+            return False
+        items = list(value.items.values())
+    else:
+        return False
+    return all(_carried(item) or _carried_container(item, depth + 1) for item in items)
+
+
+def _constant_tuple(obj: Any) -> bool:
+    return type(obj) is tuple and all(type(item) in _PLAIN or _constant_tuple(item) for item in obj)
 
 
 def _module_by_identity(tx: Translator, value: Any) -> bool:
@@ -1107,7 +1153,10 @@ def _unfinished_generator(value: Any) -> bool:
     return value.position < len(value.items) or (child is not None and not child.done)
 
 
-_NAMED_VALUES = (ObjectValue, ListValue, DictValue, SetValue, FunctionValue, IteratorValue)
+_NAMED_VALUES = (
+    ObjectValue, ListValue, DictValue, SetValue, FunctionValue, IteratorValue, MethodValue,
+    BuiltinMethodValue, PartialValue,
+)  # fmt: skip
 
 
 class OutputPlan:
@@ -1315,10 +1364,30 @@ class OutputPlan:
         if isinstance(value, FunctionValue):
             return self._function(value)
         if isinstance(value, ObjectValue):
+            # made first and named, its attributes set after: they may hold the object
+            # itself (a tape whose entries' closures hold the variables holding the tape)
+            made = f"___v{len(self.prelude)}"
+            self.prelude.append(f"{made} = ___build_object({self._constant(value.cls)}, {{}})")
+            self._named[id(value)] = (value, made)
             attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
-            return f"___build_object({self._constant(value.cls)}, {{{attrs}}})"
+            if attrs:
+                self.prelude.append(f"{made}.__dict__.update({{{attrs}}})")
+            return made
         if isinstance(value, ContextValue):
             return self._context(value)
+        if isinstance(value, MethodValue):
+            # a user method bound to a value (`obj.f` kept across a break, returned):
+            # bound again to the rebuilt object, as `obj.f` reads it eagerly
+            return f"___method({self.expr(value.func)}, {self.expr(value.self_value)})"
+        if isinstance(value, BuiltinMethodValue) and value.name.isidentifier():
+            # a builtin method of a value (`t.add`, `lst.append`): read off the rebuilt value
+            return f"({self.expr(value.receiver)}).{value.name}"
+        if isinstance(value, PartialValue):
+            args = "".join(f"{self.expr(item)}, " for item in value.args)
+            kwargs = ", ".join(
+                f"{name!r}: {self.expr(item)}" for name, item in value.kwargs.items()
+            )
+            return f"___partial({self.expr(value.func)}, {args}**{{{kwargs}}})"
         raise Unsupported(f"returning a {type(value).__name__} from the compiled frame")
 
     def _context(self, value: ContextValue) -> str:
@@ -1906,6 +1975,8 @@ def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEnt
         "___list_iterator": _list_iterator,
         "___reversed_mapping": ReversedMappingIterator,
         "___make_function": _make_function,
+        "___method": types.MethodType,
+        "___partial": functools.partial,
         "___float_tensor": _float_tensor,
         "___from_numpy": _from_numpy,
         "___as_plain": _as_plain_tensor,

@@ -21,9 +21,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from dynamo_capture import compile_trace
+from dynamo_capture.bound_locals import read_before_written
 from dynamo_capture.branches import BranchStage, breaks_inside_loop, plan_branch, root_function
 from dynamo_capture.break_callees import (
     LocalFunctionRoute,
@@ -233,6 +235,12 @@ class CompiledCallable:
         frame = self.frame
         f_locals = frame.bind(args, kwargs)
         f_globals = frame.globals
+        if self.parent is not None and self.frame_of_its_own and not self._tensor_related(f_locals):
+            # NOTE: as torch.compile, a frame other than the compiled function's own (a
+            # resume function, a function a frame run eagerly calls) that holds no
+            # tensor, module or array in its locals, and names no torch or NumPy module
+            # among its globals, is not compiled: it runs eagerly, its own calls compiled
+            return self._run_tensor_free(args, kwargs, f_locals)
         entries = self.entries
         if stance.skip_guard_eval_unsafe and len(entries) == 1:
             return self._run(entries[0], f_locals, f_globals, args, kwargs, checked=False)
@@ -268,6 +276,27 @@ class CompiledCallable:
         self.entries.append(entry)
         self._last_hit = len(self.entries) - 1
         return self._run(entry, f_locals, f_globals, args, kwargs, checked=False)
+
+    def _tensor_related(self, f_locals: dict[str, Any]) -> bool:
+        """Whether the frame this call runs holds something torch.compile compiles a frame
+        for (`tensor_related_frame`)."""
+        function = self.frame.function
+        if not isinstance(function, types.FunctionType):
+            return True
+        # the frame's free variables are among its locals too, as a frame's f_locals
+        # shows them at its start
+        code = function.__code__
+        cells = zip(code.co_freevars, function.__closure__ or (), strict=False)
+        free = {name: cell for name, cell in cells if name not in f_locals}
+        return tensor_related_frame(code, {**f_locals, **free}, function.__globals__)
+
+    def _run_tensor_free(self, args: Any, kwargs: Any, f_locals: dict[str, Any]) -> Any:
+        """The frame run eagerly, the user functions, methods and modules it calls compiled
+        as frames of their own (break_callees.frame_shadows)."""
+        shadows = frame_shadows(self.frame.function, f_locals, self._callee_part)
+        if shadows:
+            return ShadowedPart(self.target, shadows)(*args, **kwargs)
+        return self.target(*args, **kwargs)
 
     def _hit(
         self, entry: CompiledEntry, f_locals: Any, f_globals: Any, args: Any, kwargs: Any
@@ -1275,6 +1304,76 @@ class CompiledCallable:
 
 
 _functorch_depth = torch._C._functorch.get_dynamic_layer_stack_depth
+
+
+def tensor_related_frame(
+    code: types.CodeType, f_locals: dict[str, Any], f_globals: dict[str, Any]
+) -> bool:
+    """Whether torch.compile compiles a frame it meets (has_tensor_in_frame): its code
+    names a torch or NumPy module (or a NumPy function) among its globals, or a local it
+    reads holds a tensor, a module, a module class or an array, directly or in a list,
+    tuple, dict (exactly those types) or namedtuple. Objects of other types (a user
+    object, a dataclass, an OrderedDict holding tensors) do not count. A resume part's
+    locals it never reads are no arguments of torch's resume function: left out."""
+    for name in code.co_names:
+        obj = f_globals.get(name)
+        if isinstance(obj, types.ModuleType) and (
+            obj is torch or obj.__name__.startswith("torch.") or obj.__name__ == "numpy"
+        ):
+            return True
+        if _numpy_object(obj):
+            return True
+    live = read_before_written(code)
+    seen: dict[int, bool] = {}
+
+    def holds(obj: Any) -> bool:
+        known = seen.get(id(obj))
+        if known is not None:
+            return known
+        seen[id(obj)] = False
+        if isinstance(obj, torch.Tensor | torch.nn.Module) or (
+            type(obj) is type and issubclass(obj, torch.nn.Module)
+        ):
+            found = True
+        elif type(obj) is np.ndarray or isinstance(obj, np.generic):
+            found = True
+        elif type(obj) in (list, tuple):
+            found = any(holds(item) for item in obj)
+        elif type(obj) is dict:
+            found = any(holds(item) for item in list(obj.values()))
+        elif isinstance(obj, tuple) and hasattr(obj, "_fields"):
+            found = any(holds(getattr(obj, field)) for field in obj._fields)
+        else:
+            return False
+        seen[id(obj)] = found
+        return found
+
+    for name, value in f_locals.items():
+        if isinstance(value, types.CellType):  # a cell or free variable: its contents
+            try:
+                value = value.cell_contents
+            except ValueError:
+                continue  # an empty cell
+        elif not (
+            live is None
+            or name in live
+            or name == STACK_LOCAL
+            or name in code.co_freevars
+            or name in code.co_cellvars
+        ):
+            continue
+        if holds(value):
+            return True
+    return False
+
+
+def _numpy_object(obj: Any) -> bool:
+    """An array, a NumPy scalar, or a function of NumPy's (torch's is_numpy)."""
+    if isinstance(obj, np.ndarray | np.generic):
+        return True
+    module = getattr(obj, "__module__", None)
+    function = isinstance(obj, types.FunctionType | types.BuiltinFunctionType | np.ufunc)
+    return function and isinstance(module, str) and module.split(".")[0] == "numpy"
 
 
 def takes_float_inputs(backend: Backend) -> bool:

@@ -59,9 +59,11 @@ from dynamo_capture.symbolic_indexing import symbolic_indexing_target
 from dynamo_capture.torch_function_dispatch import has_own_torch_function
 from dynamo_capture.values import (
     CONSTANT_TYPES,
+    BuiltinMethodValue,
     DictValue,
     IteratorValue,
     ListValue,
+    MethodValue,
     PythonValue,
     SetValue,
     TensorValue,
@@ -541,8 +543,10 @@ class CaptureContext:
             guards.equals_match(AttrSource(source, "real"), obj.real)
         elif _holds_enum(obj):
             guards.id_match(source, obj)  # enum members are singletons: guard identity
-        elif type(obj) is slice:
-            # a slice handed on below a cut (`x[:, : int(n)]`): unhashable, guarded by parts
+        elif type(obj) in (slice, range):
+            # a slice handed on below a cut (`x[:, : int(n)]`): unhashable, guarded by
+            # parts; a range (kept across a break) by its bounds too, as `range(0) ==
+            # range(2, 2)` compares the items, not the bounds its attributes show
             guards.type_match(source, obj)
             for part in ("start", "stop", "step"):
                 guards.equals_match(AttrSource(source, part), getattr(obj, part))
@@ -600,6 +604,20 @@ class CaptureContext:
             guards.id_match(AttrSource(source, "__func__"), obj.__func__)
         elif isinstance(obj, torch.nn.Module):
             guards.module_match(source, obj)
+        elif _method_of_user_object(obj):
+            # a method bound to a user object (`f = obj.f` handed to a resume part): made
+            # afresh by each read, so guarded by its function and its object as any
+            # object (its class, the attributes capture reads), not by its identity
+            guards.type_match(source, obj)
+            guards.id_match(AttrSource(source, "__func__"), obj.__func__)
+            receiver = self.wrap(obj.__self__, AttrSource(source, "__self__"))
+            return MethodValue(PythonValue(obj.__func__), receiver)
+        elif _method_of_tensor(obj):
+            # a tensor's method (`add = t.add`): the tensor an input, the method's name fixed
+            guards.type_match(source, obj)
+            guards.equals_match(AttrSource(source, "__name__"), obj.__name__)
+            receiver = self.wrap(obj.__self__, AttrSource(source, "__self__"))
+            return BuiltinMethodValue(receiver, obj.__name__)
         elif _is_identity_object(obj):
             guards.id_match(source, obj)
         else:
@@ -1505,6 +1523,29 @@ def _uninitialized_lazy(module: torch.nn.Module) -> bool:
     """A lazy module not yet called: its first call in the frame turns it into its
     regular class (lazy_modules), so it is guarded by identity, not by its class now."""
     return isinstance(module, LazyModuleMixin) and module.has_uninitialized_params()
+
+
+def _method_of_user_object(obj: Any) -> bool:
+    """A Python function bound to an instance of a plain user class (no module, class,
+    tensor or object of torch's)."""
+    if not (isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType)):
+        return False
+    receiver = obj.__self__
+    cls = type(receiver)
+    if isinstance(receiver, type | torch.nn.Module | torch.Tensor) or cls.__module__ in (
+        "builtins",
+        "torch",
+    ):
+        return False
+    return not cls.__module__.startswith("torch.") and hasattr(receiver, "__dict__")
+
+
+def _method_of_tensor(obj: Any) -> bool:
+    """A builtin method of a plain tensor (`t.add`), named as Tensor names it."""
+    if not isinstance(obj, types.BuiltinMethodType) or type(obj.__self__) is not torch.Tensor:
+        return False
+    name = obj.__name__
+    return name.isidentifier() and callable(getattr(torch.Tensor, name, None))
 
 
 def _is_identity_object(obj: Any) -> bool:
