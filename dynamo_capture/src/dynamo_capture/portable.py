@@ -54,6 +54,7 @@ import functools
 import hashlib
 import importlib
 import json
+import os
 import sys
 import types
 import weakref
@@ -398,6 +399,8 @@ def encode_value(value: Any, nodes: bool = False) -> Any:
         return ["code", _code_path(_tables.frame_code, value)]
     if kind is dict and "__name__" in value:  # a module's globals (a made function's)
         return ["namespace", _namespace_name(value)]
+    if value is os.environ:  # the process's environment (MappingItemGuard reads its items)
+        return ["environ"]
     if isinstance(value, types.ModuleType):
         if sys.modules.get(value.__name__) is not value:
             raise NotPortable(f"module {value.__name__} is not the one imported under its name")
@@ -454,6 +457,8 @@ def decode_value(data: Any, nodes: dict[str, torch.fx.Node] | None = None) -> An
         return member
     if tag == "module":
         return importlib.import_module(data[1])
+    if tag == "environ":
+        return os.environ
     if tag == "namespace":
         return _namespace_of(data[1])
     if tag == "code":

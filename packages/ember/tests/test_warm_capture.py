@@ -12,6 +12,7 @@ Footguns, worst first:
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -171,6 +172,23 @@ def test_warm_capture_of_a_decorated_function_under_another_grad_mode_recaptures
         torch.testing.assert_close(x.grad, -x.detach().sin() + 2)
     finally:
         module.rotary = original
+
+
+def reads_environment(x):  # as transformers reads flags in forward
+    if os.environ.get("EMBER_WARM_TEST_FLAG") == "1":
+        return x + 1
+    return x - 1
+
+
+def test_warm_capture_of_a_frame_reading_the_environment_is_kept_and_guarded(warm, monkeypatch):
+    x = torch.randn(4, 8)
+    monkeypatch.setenv("EMBER_WARM_TEST_FLAG", "1")
+    torch.testing.assert_close(_run(reads_environment, x), x + 1)
+    assert warm_cache.STATS["captures_kept"] == 1
+    torch.testing.assert_close(_run(reads_environment, x), x + 1)
+    assert warm_cache.STATS["capture_hits"] == 1
+    monkeypatch.setenv("EMBER_WARM_TEST_FLAG", "0")  # another process's environment
+    torch.testing.assert_close(_run(reads_environment, x), x - 1)
 
 
 def test_warm_capture_changed_module_attribute_recaptures(warm):
