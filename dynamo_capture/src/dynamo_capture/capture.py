@@ -51,10 +51,11 @@ from dynamo_capture.errors import (
     UserLocation,
 )
 from dynamo_capture.frame_guards import CompiledGuards
-from dynamo_capture.frame_target import FrameTarget
+from dynamo_capture.frame_target import FrameTarget, drives_module
 from dynamo_capture.function_transforms import ClosureTransform
 from dynamo_capture.function_values import function_attr, writes_free_variable
 from dynamo_capture.functorch_inline import InlinedTransform, Pullback
+from dynamo_capture.graph_printouts import module_driver_names, order_placeholders
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes, drop_undone_switches
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.lazy_iterators import (
@@ -843,6 +844,10 @@ def capture_frame(
     ctx.modules_by_structure = target.modules_by_structure
     ctx.bound_locals = target.bound_locals
     ctx.frame_locals = f_locals
+    if drives_module(target):  # inputs named as in forward's frame, where torch reads them
+        ctx.renamed_inputs = module_driver_names(
+            f_locals["self"], f_locals.get("args", ()), f_locals.get("kwargs", {})
+        )
     if guard_context is not None:
         guard_context.append(ctx)
     _global_state_guards(ctx)
@@ -1001,10 +1006,10 @@ def capture_frame(
     )  # 6. a switch undone by the next one
     drop_unused_items(ctx.graph)  # 7. items of a result the code never read
     ctx.add_size_inputs()
+    order_placeholders(ctx.graph, ctx.read_on_load)  # 8. in torch.compile's order
+    _alias_example_values(ctx.graph)
     inputs = ctx.graph_inputs()
-    graph_module = torch.fx.GraphModule(
-        torch.nn.Module(), ctx.graph, class_name=f"{target.name}_graph"
-    )
+    graph_module = torch.fx.GraphModule(torch.nn.Module(), ctx.graph, class_name="GraphModule")
     return CapturedFrame(
         target=target,
         graph_module=graph_module,
@@ -1016,6 +1021,14 @@ def capture_frame(
         ctx=ctx,
         capture_seconds=time.perf_counter() - start,
     )
+
+
+def _alias_example_values(graph: torch.fx.Graph) -> None:
+    """Each node's value also under `meta["example_value"]`, where torch.compile's
+    graphs keep it (backends written for torch's graphs read it there)."""
+    for node in graph.nodes:
+        if "val" in node.meta:
+            node.meta.setdefault("example_value", node.meta["val"])
 
 
 _HANDED_AS_IS = (int, float, bool, str, type(None))  # a part hands them on unguarded

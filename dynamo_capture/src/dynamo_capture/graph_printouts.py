@@ -1,0 +1,262 @@
+"""Captured graphs printed as torch.compile prints its own: the rules that make
+`gm.print_readable()` of a graph handed to a backend read as torch's text.
+
+    placeholder targets   torch's source names with every run of other characters
+                          made `_`: `L['x']` -> `L_x_`, `L['self']._modules['lin']
+                          ._parameters['weight']` -> `L_self_modules_lin_parameters_weight_`,
+                          `G['W']` -> `G_W_`, `L['xs'][0]` -> `L_xs_0_`; FX names the
+                          node in snake case (`l_x_`) and the printout begins `l_x_ = L_x_`
+    a compiled module     its forward's frame names the inputs (`L['x']`, not the
+                          driver's `L['args'][0]`): `module_driver_names`
+    placeholder order     torch wraps a frame's argument when an operation first reads
+                          it and a module's parameter or buffer when it is read
+                          (`order_placeholders`)
+    node names            a tensor stored to a local takes the local's name the first
+                          time (`name_stored_node`, torch's `set_name_hint`)
+    stack traces          `meta["stack_trace"]` as torch writes it, the user's frames
+                          outside torch/nn/modules innermost last (`CaptureGraph`), so
+                          the printout's blank lines fall where torch's do
+    annotations           `"f32[2, 3]"` for a capture fake (`TorchStyleCodeGen`)
+
+Nothing here changes what a graph computes; guards and entry code read the sources,
+not these names.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.fx.graph import CodeGen
+from torch.fx.passes.shape_prop import TensorMetadata
+
+from guards.fake_tensor import FakeTensor
+
+from dynamo_capture.sources import (
+    ArraySizesSource,
+    FloatTensorSource,
+    ItemSource,
+    LocalSource,
+    NNModuleSource,
+    NumpyTensorSource,
+    ParamBufferSource,
+    PlainTensorSource,
+    Source,
+)
+
+__all__ = [
+    "CaptureGraph",
+    "TorchStyleCodeGen",
+    "graph_input_name",
+    "module_driver_names",
+    "name_stored_node",
+    "order_placeholders",
+    "read_on_load",
+    "torch_source_name",
+]
+
+# sources capture hands the graph through a conversion: torch names the value read
+_CONVERSIONS = (
+    FloatTensorSource,
+    PlainTensorSource,
+    NumpyTensorSource,
+    ArraySizesSource,
+    NNModuleSource,
+)
+_NN_MODULES_FILES = re.compile(r".*torch/nn/modules.*")
+# capture's own frames (a compiled module's driver, Python stand-ins): no user frames
+_CAPTURE_FOLDER = os.path.dirname(os.path.abspath(__file__))
+
+
+def torch_source_name(source: Source, renamed: dict[Source, str] | None = None) -> str:
+    """torch.compile's `Source.name` of a capture source: the expression over `L` and
+    `G` (`L['self']._modules['lin']._parameters['weight']`), a module driver's
+    arguments read as its forward's locals (`renamed`)."""
+    if renamed and source in renamed:
+        return renamed[source]
+    if isinstance(source, _CONVERSIONS):
+        return torch_source_name(source.base, renamed)
+    base = source.base
+    if base is None:
+        return source.expr
+    return source.reconstruct(torch_source_name(base, renamed))
+
+
+def graph_input_name(source: Source, renamed: dict[Source, str] | None = None) -> str:
+    """A placeholder's target as torch.compile writes it: its source name with every run
+    of characters outside `[a-zA-Z0-9]` made `_` (`L['x']` -> `L_x_`)."""
+    return re.sub(r"[^a-zA-Z0-9]+", "_", torch_source_name(source, renamed))
+
+
+def module_driver_names(module: torch.nn.Module, args: tuple, kwargs: dict) -> dict[Source, str]:
+    """The names torch.compile gives a compiled module's inputs, which it reads in the
+    frame of `forward` (the driver `self(*args, **kwargs)` reads them at `L['args'][i]`
+    and `L['kwargs'][k]`): `L['self']` as forward's first parameter, a positional
+    argument as the parameter it binds (`L['args'][1]` where forward takes `*args`
+    from there), a keyword argument as its parameter or `L['kwargs'][k]`."""
+    forward = getattr(type(module), "forward", None)
+    try:
+        parameters = list(inspect.signature(forward).parameters.values())
+    except (TypeError, ValueError):
+        return {}
+    if not parameters or parameters[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        return {}
+    names: dict[Source, str] = {LocalSource("self"): f"L[{parameters[0].name!r}]"}
+    positional = [
+        p
+        for p in parameters[1:]
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    var_positional = next(
+        (p for p in parameters if p.kind is inspect.Parameter.VAR_POSITIONAL), None
+    )
+    var_keyword = next((p for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD), None)
+    for index in range(len(args)):
+        read = ItemSource(LocalSource("args"), index)
+        if index < len(positional):
+            names[read] = f"L[{positional[index].name!r}]"
+        elif var_positional is not None:
+            names[read] = f"L[{var_positional.name!r}][{index - len(positional)!r}]"
+    named = {p.name for p in parameters[1:] if p.kind is not inspect.Parameter.VAR_POSITIONAL}
+    for key in kwargs:
+        read = ItemSource(LocalSource("kwargs"), key)
+        if key in named and key != getattr(var_keyword, "name", None):
+            names[read] = f"L[{key!r}]"
+        elif var_keyword is not None:
+            names[read] = f"L[{var_keyword.name!r}][{key!r}]"
+    return names
+
+
+def read_on_load(source: Source) -> bool:
+    """Whether torch.compile wraps the input where the code reads it (a module's
+    parameter or buffer) rather than where an operation first uses it (a frame's
+    argument, an item of one, a global)."""
+    while source is not None:
+        if isinstance(source, ParamBufferSource):
+            return True
+        source = source.base
+    return False
+
+
+def order_placeholders(graph: torch.fx.Graph, read_on_load: dict[torch.fx.Node, int]) -> None:
+    """Put the placeholders in the order torch.compile makes them (mutates `graph`).
+
+    torch wraps a frame's arguments lazily: an argument becomes a graph input when an
+    operation first uses it, after the module parameters that operation's code read
+    before the call (`F.linear(input, self.weight, self.bias)` takes `weight`, `bias`,
+    then `input`). `read_on_load` holds the placeholders read on load, each with the
+    number of call nodes the graph had when it was read. A size symbol's placeholder
+    goes right before the first tensor input with that symbol in its sizes.
+    """
+    placeholders = list(graph.find_nodes(op="placeholder"))
+    if len(placeholders) < 2:
+        return
+    calls = [node for node in graph.nodes if node.op not in ("placeholder", "output")]
+    position = {node: index for index, node in enumerate(calls)}
+    end = len(calls)
+
+    def first_use(node: torch.fx.Node) -> int:
+        uses = [position[user] for user in node.users if user in position]
+        return min(uses) if uses else end
+
+    keyed: list[tuple[tuple[int, int, int], torch.fx.Node]] = []
+    symbols: list[torch.fx.Node] = []
+    for order, node in enumerate(placeholders):
+        if isinstance(node.meta.get("val"), torch.SymInt):
+            symbols.append(node)
+        elif node in read_on_load:
+            keyed.append(((read_on_load[node], 0, order), node))
+        else:
+            keyed.append(((first_use(node), 1, order), node))
+    ordered = [node for _, node in sorted(keyed, key=lambda item: item[0])]
+    for symbol in symbols:
+        expr = symbol.meta["val"].node.expr
+        at = next(
+            (i for i, node in enumerate(ordered) if _sizes_hold(node.meta.get("val"), expr)),
+            len(ordered),
+        )
+        ordered.insert(at, symbol)
+    if all(a is b for a, b in zip(ordered, placeholders)):
+        return
+    first_other = next((n for n in graph.nodes if n.op != "placeholder"), None)
+    if first_other is None:  # no output node yet: nothing to order before
+        return
+    for node in ordered:
+        first_other.prepend(node)
+
+
+def _sizes_hold(value: Any, expr: Any) -> bool:
+    if not isinstance(value, torch.Tensor):
+        return False
+    for size in value.shape:
+        if isinstance(size, torch.SymInt) and expr in size.node.expr.free_symbols:
+            return True
+    return False
+
+
+def name_stored_node(node: torch.fx.Node, local_name: str, named: set[torch.fx.Node]) -> None:
+    """A tensor's node takes the name of the local it is first stored to (torch's
+    `TensorVariable.set_name_hint`): `z = a + b` prints `z: "f32[3]" = a + b`. A
+    placeholder keeps its name, and a node is renamed once (`named` holds the renamed)."""
+    if node.op == "placeholder" or node in named or node.graph is None:
+        return
+    named.add(node)
+    if local_name.isidentifier():
+        node._rename(local_name)
+
+
+class CaptureGraph(torch.fx.Graph):
+    """The capture graph: every node made while user code runs gets
+    `meta["stack_trace"]` as torch.compile writes it (the running frames outside
+    torch/nn/modules, outermost first, formatted by `traceback`)."""
+
+    def __init__(self, frames: Callable[[], list[tuple[str, int, str]]]) -> None:
+        super().__init__()
+        self._frames = frames
+
+    def create_node(self, *args: Any, **kwargs: Any) -> torch.fx.Node:
+        node = super().create_node(*args, **kwargs)
+        if node.op in ("placeholder", "output") or "stack_trace" in node.meta:
+            return node
+        frames = [
+            traceback.FrameSummary(filename, line, function)
+            for filename, line, function in self._frames()
+            if not _NN_MODULES_FILES.match(filename)
+            and not os.path.abspath(filename).startswith(_CAPTURE_FOLDER + os.sep)
+        ]
+        if frames:
+            node.meta["stack_trace"] = "".join(traceback.StackSummary.from_list(frames).format())
+        return node
+
+
+class TorchStyleCodeGen(CodeGen):
+    """FX's code generator, which annotates a capture fake as torch annotates its own
+    FakeTensor (`"f32[2, 3]"`, not `"FakeTensor(f32[2, 3])"`) in verbose printouts."""
+
+    def _gen_python_code(self, nodes: Any, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("verbose"):
+            return super()._gen_python_code(nodes, *args, **kwargs)
+        # NOTE: FX's printer tells torch's FakeTensor from a subclass by class; the
+        # capture fake is shown to it as the metadata it prints for the duration of
+        # the printing, and put back
+        swapped = []
+        for node in nodes:
+            value = node.meta.get("val")
+            if type(value) is FakeTensor:
+                swapped.append((node, value))
+                node.meta["val"] = TensorMetadata(
+                    value.shape, value.dtype, value.requires_grad, (), None, False, {}
+                )
+        try:
+            return super()._gen_python_code(nodes, *args, **kwargs)
+        finally:
+            for node, value in swapped:
+                node.meta["val"] = value
