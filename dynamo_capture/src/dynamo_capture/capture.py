@@ -1010,6 +1010,7 @@ def capture_frame(
     _alias_example_values(ctx.graph)
     inputs = ctx.graph_inputs()
     graph_module = torch.fx.GraphModule(torch.nn.Module(), ctx.graph, class_name="GraphModule")
+    graph_module.meta["frame"] = target.name  # the frame (or resume part) it was captured from
     return CapturedFrame(
         target=target,
         graph_module=graph_module,
@@ -1857,7 +1858,8 @@ def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
     except Exception as error:
         code = frame.target.code
         where = f'{frame.target.name} (File "{code.co_filename}", line {code.co_firstlineno})'
-        raise BackendCompilerFailed(backend, type(graph).__name__, where, error) from error
+        name = graph.meta.get("frame", type(graph).__name__)
+        raise BackendCompilerFailed(backend, name, where, error) from error
     finally:
         torch.set_default_dtype(default_dtype)
         torch._C._set_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])

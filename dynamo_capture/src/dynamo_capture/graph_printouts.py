@@ -202,15 +202,19 @@ def _sizes_hold(value: Any, expr: Any) -> bool:
     return False
 
 
-def name_stored_node(node: torch.fx.Node, local_name: str, named: set[torch.fx.Node]) -> None:
+def name_stored_node(
+    node: torch.fx.Node, local_name: str, named: dict[torch.fx.Node, str]
+) -> None:
     """A tensor's node takes the name of the local it is first stored to (torch's
     `TensorVariable.set_name_hint`): `z = a + b` prints `z: "f32[3]" = a + b`. A
-    placeholder keeps its name, and a node is renamed once (`named` holds the renamed)."""
+    placeholder keeps its name, and a node is renamed once: `named` holds each renamed
+    node with the local's name (a copy of it is named in the same steps, region_reuse)."""
     if node.op == "placeholder" or node in named or node.graph is None:
         return
-    named.add(node)
-    if local_name.isidentifier():
-        node._rename(local_name)
+    if not local_name.isidentifier():
+        return
+    named[node] = local_name
+    node._rename(local_name)
 
 
 class CaptureGraph(torch.fx.Graph):

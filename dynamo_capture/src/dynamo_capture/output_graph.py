@@ -462,7 +462,7 @@ class CaptureContext:
         # placeholders torch wraps where they are read (module parameters and buffers),
         # with the number of call nodes then; nodes named after the local they went to
         self.read_on_load: dict[torch.fx.Node, int] = {}
-        self.named_nodes: set[torch.fx.Node] = set()
+        self.named_nodes: dict[torch.fx.Node, str] = {}
         self._symbol_nodes: dict[Any, torch.fx.Node] = {}
         self._size_inputs: dict[torch.fx.Node, tuple[str, int]] = {}
         # numbers read from the inputs as SymInt / SymFloat, by source (wrapped once)
