@@ -35,8 +35,6 @@ import torch
 from torch.fx.graph import CodeGen
 from torch.fx.passes.shape_prop import TensorMetadata
 
-from guards.fake_tensor import FakeTensor
-
 from dynamo_capture.sources import (
     ArraySizesSource,
     FloatTensorSource,
@@ -48,6 +46,7 @@ from dynamo_capture.sources import (
     PlainTensorSource,
     Source,
 )
+from guards.fake_tensor import FakeTensor
 
 __all__ = [
     "CaptureGraph",
@@ -146,15 +145,19 @@ def read_on_load(source: Source) -> bool:
     return False
 
 
-def order_placeholders(graph: torch.fx.Graph, read_on_load: dict[torch.fx.Node, int]) -> None:
+def order_placeholders(
+    graph: torch.fx.Graph, realized: dict[torch.fx.Node, tuple[int, int]]
+) -> None:
     """Put the placeholders in the order torch.compile makes them (mutates `graph`).
 
     torch wraps a frame's arguments lazily: an argument becomes a graph input when an
-    operation first uses it, after the module parameters that operation's code read
-    before the call (`F.linear(input, self.weight, self.bias)` takes `weight`, `bias`,
-    then `input`). `read_on_load` holds the placeholders read on load, each with the
-    number of call nodes the graph had when it was read. A size symbol's placeholder
-    goes right before the first tensor input with that symbol in its sizes.
+    operation first uses it (in the order of the operation's arguments), or earlier
+    where the code inspects it (`y is None`, `x.shape`); a module's parameter or buffer
+    where the code reads it (`F.linear(input, self.weight, self.bias)` takes `weight`,
+    `bias`, then `input`). `realized` holds the inputs wrapped before a use, each with
+    the number of call nodes the graph had then and the order of those events. A size
+    symbol's placeholder goes right before the first tensor input with that symbol in
+    its sizes.
     """
     placeholders = list(graph.find_nodes(op="placeholder"))
     if len(placeholders) < 2:
@@ -163,19 +166,23 @@ def order_placeholders(graph: torch.fx.Graph, read_on_load: dict[torch.fx.Node, 
     position = {node: index for index, node in enumerate(calls)}
     end = len(calls)
 
-    def first_use(node: torch.fx.Node) -> int:
-        uses = [position[user] for user in node.users if user in position]
-        return min(uses) if uses else end
+    def first_use(node: torch.fx.Node) -> tuple[int, int]:
+        uses = [user for user in node.users if user in position]
+        if not uses:
+            return (end, 0)
+        user = min(uses, key=position.__getitem__)
+        return (position[user], list(user._input_nodes).index(node))
 
-    keyed: list[tuple[tuple[int, int, int], torch.fx.Node]] = []
+    keyed: list[tuple[tuple[int, int, int, int], torch.fx.Node]] = []
     symbols: list[torch.fx.Node] = []
     for order, node in enumerate(placeholders):
         if isinstance(node.meta.get("val"), torch.SymInt):
             symbols.append(node)
-        elif node in read_on_load:
-            keyed.append(((read_on_load[node], 0, order), node))
+        elif node in realized:
+            calls_then, event = realized[node]
+            keyed.append(((calls_then, 0, event, order), node))
         else:
-            keyed.append(((first_use(node), 1, order), node))
+            keyed.append(((*first_use(node)[:1], 1, first_use(node)[1], order), node))
     ordered = [node for _, node in sorted(keyed, key=lambda item: item[0])]
     for symbol in symbols:
         expr = symbol.meta["val"].node.expr
@@ -202,9 +209,7 @@ def _sizes_hold(value: Any, expr: Any) -> bool:
     return False
 
 
-def name_stored_node(
-    node: torch.fx.Node, local_name: str, named: dict[torch.fx.Node, str]
-) -> None:
+def name_stored_node(node: torch.fx.Node, local_name: str, named: dict[torch.fx.Node, str]) -> None:
     """A tensor's node takes the name of the local it is first stored to (torch's
     `TensorVariable.set_name_hint`): `z = a + b` prints `z: "f32[3]" = a + b`. A
     placeholder keeps its name, and a node is renamed once: `named` holds each renamed

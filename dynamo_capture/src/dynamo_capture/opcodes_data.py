@@ -326,6 +326,9 @@ def _is_unbound(value: Value) -> bool:
 def is_(tx: Translator, inst: Instruction) -> None:
     right = tx.pop()
     left = tx.pop()
+    for operand in (left, right):  # torch wraps an input where it is inspected
+        if isinstance(operand, TensorValue):
+            tx.ctx.note_realized(operand.node)
     if not (_is_unbound(left) or _is_unbound(right)):
         # (whether a local is UNBOUND is guarded where capture starts: _frame_locals)
         guard_same_object(tx, left, right)

@@ -37,7 +37,7 @@ from dynamo_capture.graph_printouts import (
     CaptureGraph,
     TorchStyleCodeGen,
     graph_input_name,
-    read_on_load as _read_on_load,
+    read_on_load,
 )
 from dynamo_capture.lazy_iterators import ReversedMappingIterator
 from dynamo_capture.resume import STACK_LOCAL
@@ -459,9 +459,11 @@ class CaptureContext:
         self._names: set[str] = set()
         # torch.compile's names for inputs read through a module driver (graph_printouts)
         self.renamed_inputs: dict[Source, str] = {}
-        # placeholders torch wraps where they are read (module parameters and buffers),
-        # with the number of call nodes then; nodes named after the local they went to
-        self.read_on_load: dict[torch.fx.Node, int] = {}
+        # placeholders torch would have wrapped before an operation used them (module
+        # parameters and buffers where read, arguments where inspected: `y is None`,
+        # `x.shape`), with the number of call nodes then and the order of those events;
+        # nodes named after the local they went to
+        self.realized: dict[torch.fx.Node, tuple[int, int]] = {}
         self.named_nodes: dict[torch.fx.Node, str] = {}
         self._symbol_nodes: dict[Any, torch.fx.Node] = {}
         self._size_inputs: dict[torch.fx.Node, tuple[str, int]] = {}
@@ -1088,9 +1090,16 @@ class CaptureContext:
             candidate = f"{name}_{suffix}"
         self._names.update((candidate, candidate.lower()))
         node = self._placeholder(candidate, keep_target=True)
-        if _read_on_load(source):
-            self.read_on_load[node] = sum(1 for n in self.graph.nodes if n.op != "placeholder")
+        if read_on_load(source):
+            self.note_realized(node)
         return node
+
+    def note_realized(self, node: torch.fx.Node) -> None:
+        """An input torch.compile would wrap now, before an operation uses it (the
+        order of placeholders: graph_printouts.order_placeholders)."""
+        if node.op == "placeholder" and node not in self.realized:
+            calls = sum(1 for n in self.graph.nodes if n.op != "placeholder")
+            self.realized[node] = (calls, len(self.realized))
 
     def _example_of(self, tensor: torch.Tensor) -> torch.Tensor:
         """The value capture computes with: a fake of the input (or a detached clone)."""

@@ -627,7 +627,6 @@ def _replay(
         env[used] = wrapped.node
     # the nodes, copied with their module calls renumbered and renamed
     renumbered: dict[tuple, tuple] = {}
-    graph = ctx.graph
     for node, inner in zip(template.nodes, template.inner_calls, strict=True):
         copy = _copied_node(ctx, node, env)
         calls = tuple(_renumbered(renumbered, tag, template.source, new) for tag in inner)
