@@ -156,8 +156,8 @@ def order_placeholders(
     where the code reads it (`F.linear(input, self.weight, self.bias)` takes `weight`,
     `bias`, then `input`). `realized` holds the inputs wrapped before a use, each with
     the number of call nodes the graph had then and the order of those events. A size
-    symbol's placeholder goes right before the first tensor input with that symbol in
-    its sizes.
+    symbol's placeholder goes right before the first tensor input with that symbol as
+    a size, in the order of its dims.
     """
     placeholders = list(graph.find_nodes(op="placeholder"))
     if len(placeholders) < 2:
@@ -173,24 +173,29 @@ def order_placeholders(
         user = min(uses, key=position.__getitem__)
         return (position[user], list(user._input_nodes).index(node))
 
+    tensors = [node for node in placeholders if isinstance(node.meta.get("val"), torch.Tensor)]
+    sized: dict[torch.fx.Node, list[tuple[int, torch.fx.Node]]] = {}
     keyed: list[tuple[tuple[int, int, int, int], torch.fx.Node]] = []
-    symbols: list[torch.fx.Node] = []
     for order, node in enumerate(placeholders):
-        if isinstance(node.meta.get("val"), torch.SymInt):
-            symbols.append(node)
+        value = node.meta.get("val")
+        holder = None
+        if isinstance(value, torch.SymInt):
+            holder = next(
+                ((t, d) for t in tensors if (d := _dim_of(t.meta["val"], value)) is not None),
+                None,
+            )
+        if holder is not None:  # lifted before the tensor, as torch lifts it
+            sized.setdefault(holder[0], []).append((holder[1], node))
         elif node in realized:
             calls_then, event = realized[node]
             keyed.append(((calls_then, 0, event, order), node))
         else:
-            keyed.append(((*first_use(node)[:1], 1, first_use(node)[1], order), node))
-    ordered = [node for _, node in sorted(keyed, key=lambda item: item[0])]
-    for symbol in symbols:
-        expr = symbol.meta["val"].node.expr
-        at = next(
-            (i for i, node in enumerate(ordered) if _sizes_hold(node.meta.get("val"), expr)),
-            len(ordered),
-        )
-        ordered.insert(at, symbol)
+            at, argument = first_use(node)
+            keyed.append(((at, 1, argument, order), node))
+    ordered = []
+    for _, node in sorted(keyed, key=lambda item: item[0]):
+        ordered += [symbol for _, symbol in sorted(sized.get(node, []), key=lambda i: i[0])]
+        ordered.append(node)
     if all(a is b for a, b in zip(ordered, placeholders)):
         return
     first_other = next((n for n in graph.nodes if n.op != "placeholder"), None)
@@ -200,13 +205,13 @@ def order_placeholders(
         first_other.prepend(node)
 
 
-def _sizes_hold(value: Any, expr: Any) -> bool:
-    if not isinstance(value, torch.Tensor):
-        return False
-    for size in value.shape:
-        if isinstance(size, torch.SymInt) and expr in size.node.expr.free_symbols:
-            return True
-    return False
+def _dim_of(tensor: Any, size: torch.SymInt) -> int | None:
+    """The first dim of `tensor` whose size is the symbol `size` stands for."""
+    expr = size.node.expr
+    for dim, each in enumerate(tensor.shape):
+        if isinstance(each, torch.SymInt) and each.node.expr == expr:
+            return dim
+    return None
 
 
 def name_stored_node(node: torch.fx.Node, local_name: str, named: dict[torch.fx.Node, str]) -> None:

@@ -38,6 +38,7 @@ from dynamo_capture.graph_printouts import (
     TorchStyleCodeGen,
     graph_input_name,
     read_on_load,
+    torch_source_name,
 )
 from dynamo_capture.lazy_iterators import ReversedMappingIterator
 from dynamo_capture.resume import STACK_LOCAL
@@ -417,7 +418,15 @@ class CaptureContext:
         # NOTE: as torch.compile, sizes made symbolic because they changed (automatic
         # dynamic) or were marked get a symbol each; only dynamic=True gives equal
         # sizes one symbol (duck sizing)
-        self.shape_env = None if dynamic is False else ShapeEnv(duck_shape=dynamic is True)
+        # size symbols numbered as torch.compile numbers them (`s77` for L['x'].size()[0])
+        self.shape_env = (
+            None
+            if dynamic is False
+            else ShapeEnv(
+                duck_shape=dynamic is True,
+                symbol_source_name=lambda source: torch_source_name(source, self.renamed_inputs),
+            )
+        )
         if self.shape_env is not None:
             self.shape_env.user_location = running_user_line
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
