@@ -35,6 +35,10 @@ _SIZE_ARITHMETIC = (
     "a product of sizes is rebuilt from its symbolic expression, factors in sympy's "
     "order (s27 * s77); torch records the Python operation (s77 * s27)"
 )
+_REPLACED_SYMBOL = (
+    "sizes found equal after the first compile: torch names the symbol's placeholder "
+    "after the symbol it made first and replaced (s77 holding s17)"
+)
 _POLYFILL = (
     "torch runs sum() as a Python polyfill whose local `value` names the nodes; "
     "capture adds the items itself"
@@ -57,6 +61,7 @@ class Case:
     kwargs: Callable[[], dict] = dict
     dynamic: bool | None = None
     fails: str | None = None  # why the printout cannot match yet
+    again: Callable[[], tuple] | None = None  # a second call's arguments (a recompile)
 
     def __str__(self) -> str:
         return self.name
@@ -290,6 +295,14 @@ def f_dynamic_add(x, y):
 
 def f_dynamic_view(x):
     return x.view(x.shape[0] * x.shape[1])
+
+
+def f_int_input(x, n):
+    return x * n + x.shape[0]
+
+
+def f_scale(x, s):
+    return x * s
 
 
 def f_dynamic_sum(x):
@@ -670,24 +683,33 @@ CASES = [
     Case("dynamic_module", module(Linear), one(3, 4), dynamic=True),
     Case("dynamic_size_read", fn(f_size_read), one(3, 4), dynamic=True),
     Case("dynamic_two_inputs", fn(f_matmul), lambda: (t(3, 5), t(5, 3)), dynamic=True),
+    Case("dynamic_int_input", fn(f_int_input), lambda: (t(3), 3), dynamic=True),
+    Case("automatic_dynamic_int", fn(f_int_input), lambda: (t(3), 3), again=lambda: (t(3), 4)),
+    Case("automatic_dynamic_size", fn(f_dynamic_add), two(3), again=two(5), fails=_REPLACED_SYMBOL),
+    Case("automatic_dynamic_float", fn(f_scale), lambda: (t(4), 0.5), again=lambda: (t(4), 1.5)),
     Case("dynamic_list_input", fn(f_list_arg), lambda: ([t(3), t(3)],), dynamic=True),
 ]
+
+
+def _call(compiled: Callable[..., Any], case: Case) -> None:
+    compiled(*case.args(), **case.kwargs())
+    if case.again is not None:
+        compiled(*case.again(), **case.kwargs())
 
 
 def _torch_printouts(case: Case) -> list[str]:
     torch._dynamo.reset()
     backend = EagerAndRecordGraphs()
     torch.manual_seed(1)
-    args, kwargs = case.args(), case.kwargs()
-    torch.compile(case.make(), backend=backend, dynamic=case.dynamic)(*args, **kwargs)
+    compiled = torch.compile(case.make(), backend=backend, dynamic=case.dynamic)
+    _call(compiled, case)
     return [normalize_gm(gm.print_readable(print_output=False)) for gm in backend.graphs]
 
 
 def _capture_printouts(case: Case) -> list[str]:
     backend = CountingBackend()
     torch.manual_seed(1)
-    args, kwargs = case.args(), case.kwargs()
-    dynamo_capture.optimize(case.make(), backend=backend, dynamic=case.dynamic)(*args, **kwargs)
+    _call(dynamo_capture.optimize(case.make(), backend=backend, dynamic=case.dynamic), case)
     return [normalize_gm(gm.print_readable(print_output=False)) for gm in backend.graphs]
 
 

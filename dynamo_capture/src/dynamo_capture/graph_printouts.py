@@ -167,35 +167,50 @@ def order_placeholders(
     end = len(calls)
 
     def first_use(node: torch.fx.Node) -> tuple[int, int]:
-        uses = [user for user in node.users if user in position]
+        users = list(node.users)
+        if len(users) == 1 and users[0].op == "call_method" and users[0].target == "item":
+            return first_use(users[0])  # a float input's read: where the number is used
+        uses = [user for user in users if user in position]
         if not uses:
             return (end, 0)
         user = min(uses, key=position.__getitem__)
-        return (position[user], list(user._input_nodes).index(node))
+        return (position[user], user.all_input_nodes.index(node))
 
-    tensors = [node for node in placeholders if isinstance(node.meta.get("val"), torch.Tensor)]
-    sized: dict[torch.fx.Node, list[tuple[int, torch.fx.Node]]] = {}
+    symbols: list[torch.fx.Node] = []
     keyed: list[tuple[tuple[int, int, int, int], torch.fx.Node]] = []
     for order, node in enumerate(placeholders):
-        value = node.meta.get("val")
-        holder = None
-        if isinstance(value, torch.SymInt):
-            holder = next(
-                ((t, d) for t in tensors if (d := _dim_of(t.meta["val"], value)) is not None),
-                None,
-            )
-        if holder is not None:  # lifted before the tensor, as torch lifts it
-            sized.setdefault(holder[0], []).append((holder[1], node))
-        elif node in realized:
-            calls_then, event = realized[node]
-            keyed.append(((calls_then, 0, event, order), node))
-        else:
+        if isinstance(node.meta.get("val"), torch.SymInt):
+            symbols.append(node)
+        else:  # wrapped where first used or, when earlier, where first inspected or read
             at, argument = first_use(node)
-            keyed.append(((at, 1, argument, order), node))
-    ordered = []
+            key = (at, 1, argument, order)
+            if node in realized:
+                calls_then, event = realized[node]
+                key = min(key, (calls_then, 0, event, order))
+            keyed.append((key, node))
+    inputs = [node for _, node in sorted(keyed, key=lambda item: item[0])]
+    # a size symbol is lifted right before the first tensor input with it as a size
+    lifted: dict[torch.fx.Node, list[tuple[int, torch.fx.Node]]] = {}
+    for symbol in symbols:
+        holder = next(
+            (
+                (node, dim)
+                for node in inputs
+                if (dim := _dim_of(node.meta.get("val"), symbol.meta["val"])) is not None
+            ),
+            None,
+        )
+        if holder is None:  # an int input's symbol: where an operation first uses it
+            at, argument = first_use(symbol)
+            keyed.append(((at, 1, argument, len(placeholders)), symbol))
+        else:
+            lifted.setdefault(holder[0], []).append((holder[1], symbol))
+    ordered: list[torch.fx.Node] = []
     for _, node in sorted(keyed, key=lambda item: item[0]):
-        ordered += [symbol for _, symbol in sorted(sized.get(node, []), key=lambda i: i[0])]
+        ordered += [symbol for _, symbol in sorted(lifted.get(node, []), key=lambda i: i[0])]
         ordered.append(node)
+    if len(ordered) != len(placeholders):  # NOTE: cannot happen; keep the graph's order
+        return
     if all(a is b for a, b in zip(ordered, placeholders)):
         return
     first_other = next((n for n in graph.nodes if n.op != "placeholder"), None)
@@ -207,6 +222,8 @@ def order_placeholders(
 
 def _dim_of(tensor: Any, size: torch.SymInt) -> int | None:
     """The first dim of `tensor` whose size is the symbol `size` stands for."""
+    if not isinstance(tensor, torch.Tensor):
+        return None
     expr = size.node.expr
     for dim, each in enumerate(tensor.shape):
         if isinstance(each, torch.SymInt) and each.node.expr == expr:

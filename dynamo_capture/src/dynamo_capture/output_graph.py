@@ -1011,7 +1011,10 @@ class CaptureContext:
         if not found:
             raise Unsupported(f"the size symbol {symbol} does not come from an input size")
         binding, symint = found[0]
-        node = self._placeholder(self._unique_name(binding.name))
+        if isinstance(binding.sources[0], TensorPropertySource):
+            node = self._placeholder(self._unique_name(binding.name))  # `s77`, as torch's
+        else:  # an int input: named from where it is read (`L_n_`), as torch names it
+            node = self._input_placeholder(binding.sources[0])
         node.meta["val"] = symint
         self._symbol_nodes[symbol] = node
         self._size_inputs[node] = (binding.sources[0], binding.hint)

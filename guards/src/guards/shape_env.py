@@ -155,8 +155,8 @@ class ShapeEnv:
         specialize_zero_one: keep sizes 0 and 1 static (ranges of symbols start at 2).
         symbol_source_name: number an int or size symbol as torch 2.13's ShapeEnv does,
             from the name this gives its source (`L['x'].size()[0]` -> `s77`: the
-            name's sha256 mod 100, the next number where that one is taken); None
-            numbers them in order (`s0`, `s1`).
+            name's sha256 mod 100, the next number where that one is taken; a float
+            symbol `zf<number>`); None numbers them in order (`s0`, `s1`, `f2`).
     """
 
     def __init__(
@@ -246,7 +246,8 @@ class ShapeEnv:
         """The number of a new int or size symbol read at `source` (see `symbol_source_name`)."""
         if self.symbol_source_name is None:
             return next(self._counter)
-        taken = {int(symbol.name[1:]) for symbol in self._symbols}
+        taken = {int(symbol.name.lstrip("sz")) for symbol in self._symbols}
+        taken |= {int(symbol.name.lstrip("zf")) for symbol in self._floats}
         name = self.symbol_source_name(source)
         index = int(hashlib.sha256(name.encode()).hexdigest(), 16) % 100
         while index in taken:
@@ -274,7 +275,10 @@ class ShapeEnv:
         and `specialized_floats[source]` asks the caller to guard the input equal; an
         order on it (`s > 0`) is a relation the shape guard checks on the float.
         """
-        symbol = sympy.Symbol(f"f{next(self._counter)}", real=True)
+        if self.symbol_source_name is None:
+            symbol = sympy.Symbol(f"f{next(self._counter)}", real=True)
+        else:  # torch's float symbols: `zf` and the number of the source's name
+            symbol = sympy.Symbol(f"zf{self._symbol_index(source)}", real=True)
         self._floats[symbol] = (float(hint), source)
         if artifact_enabled("dynamic"):
             _log.info("create_float_symbol %s = %s (hint %r)", symbol, source.expr, hint)
@@ -756,7 +760,7 @@ def _max(a: Any, b: Any) -> Any:
 
 
 def _symbol_number(symbol: sympy.Symbol) -> int:
-    return int(symbol.name[1:])
+    return int(symbol.name.lstrip("szf"))
 
 
 def _is_symbol_pair(condition: Any) -> bool:
