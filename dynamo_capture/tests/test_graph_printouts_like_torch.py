@@ -305,6 +305,11 @@ def f_scale(x, s):
     return x * s
 
 
+def f_camel_case(inputX, Weight):  # noqa: N803
+    hiddenState = inputX * Weight  # noqa: N806
+    return hiddenState.relu()
+
+
 def f_dynamic_sum(x):
     return x.sum(0) * x.shape[0]
 
@@ -652,6 +657,7 @@ CASES = [
     Case("optional_none", fn(f_optional_none), lambda: (t(4), t(4))),
     Case("isinstance", fn(f_isinstance), one(4)),
     Case("list_comprehension", fn(f_list_comprehension), lambda: ([t(4), t(4)],)),
+    Case("camel_case_names", fn(f_camel_case), two(4)),
     Case("closure_tensor", make_closure, one(4)),
     Case("closure_int", make_closure_int, one(4)),
     Case("inner_closure", make_inner_closure, one(4)),

@@ -238,7 +238,9 @@ def name_stored_node(node: torch.fx.Node, local_name: str, named: dict[torch.fx.
     node with the local's name (a copy of it is named in the same steps, region_reuse)."""
     if node.op == "placeholder" or node in named or node.graph is None:
         return
-    if not local_name.isidentifier():
+    if not local_name.isidentifier() or any(
+        other.target == local_name for other in node.graph.find_nodes(op="placeholder")
+    ):  # a local named as an input's target (`L_x_`) would shadow the argument
         return
     named[node] = local_name
     node._rename(local_name)

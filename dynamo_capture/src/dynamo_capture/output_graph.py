@@ -1079,8 +1079,9 @@ class CaptureContext:
         another node has the name); the forward's argument takes the node's own name, or
         its code would begin `w = W; w_1 = w`, reading the argument `w` after overwriting
         it (two inputs `W` and `w` would both be `W`). An input named as torch names it
-        (`keep_target`) keeps its target (`L_x_`, node `l_x_`) where the node's name is
-        that target in lower case, which no other input's target is (_input_placeholder).
+        (`keep_target`) keeps its target (`L_x_`, node `l_x_`) where no node has that
+        name (FX's node names are in snake case; no other input has the target, and a
+        local's name goes to no node where it is a target: graph_printouts).
         """
         first_other = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
         if first_other is None:
@@ -1088,7 +1089,7 @@ class CaptureContext:
         else:
             with self.graph.inserting_before(first_other):
                 node = self.graph.placeholder(name)
-        if not keep_target or node.name.lower() != name.lower():
+        if not keep_target or any(other.name == name for other in self.graph.nodes):
             node.target = node.name
         return node
 
