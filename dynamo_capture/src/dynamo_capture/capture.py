@@ -56,7 +56,11 @@ from dynamo_capture.function_transforms import ClosureTransform
 from dynamo_capture.function_values import function_attr, writes_free_variable
 from dynamo_capture.functorch_inline import InlinedTransform, Pullback
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes, drop_undone_switches
-from dynamo_capture.graph_printouts import module_driver_names, order_placeholders
+from dynamo_capture.graph_printouts import (
+    lend_stack_traces,
+    module_driver_names,
+    order_placeholders,
+)
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.lazy_iterators import (
     LazySteps,
@@ -1007,6 +1011,7 @@ def capture_frame(
     drop_unused_items(ctx.graph)  # 7. items of a result the code never read
     ctx.add_size_inputs()
     order_placeholders(ctx.graph, ctx.realized)  # 8. in torch.compile's order
+    lend_stack_traces(ctx.graph)  # 9. reads made ahead traced where they are used
     _alias_example_values(ctx.graph)
     inputs = ctx.graph_inputs()
     graph_module = torch.fx.GraphModule(torch.nn.Module(), ctx.graph, class_name="GraphModule")

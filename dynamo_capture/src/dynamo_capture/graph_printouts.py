@@ -52,6 +52,7 @@ __all__ = [
     "CaptureGraph",
     "TorchStyleCodeGen",
     "graph_input_name",
+    "lend_stack_traces",
     "module_driver_names",
     "name_stored_node",
     "order_placeholders",
@@ -218,6 +219,20 @@ def order_placeholders(
         return
     for node in ordered:
         first_other.prepend(node)
+
+
+def lend_stack_traces(graph: torch.fx.Graph) -> None:
+    """A node made before any user code ran (a float input's `.item()` read, made where
+    the input is wrapped) takes the stack trace of its first user, where torch.compile
+    makes it (mutates node metadata)."""
+    position = {node: index for index, node in enumerate(graph.nodes)}
+    for node in reversed(graph.nodes):
+        if node.op in ("placeholder", "output") or "stack_trace" in node.meta:
+            continue
+        traced = [user for user in node.users if "stack_trace" in user.meta]
+        if traced:
+            first = min(traced, key=position.__getitem__)
+            node.meta["stack_trace"] = first.meta["stack_trace"]
 
 
 def _dim_of(tensor: Any, size: torch.SymInt) -> int | None:
