@@ -387,9 +387,9 @@ def test_module_with_hooks_runs_hooks_eagerly_and_forward_compiled_on_a_break():
     # the forward is split at its break: compiled before and after it, the part after
     # named as torch.compile names its resume function
     line = inspect.getsourcelines(BreakingBlock.forward)[1] + 3  # the tolist() call
-    assert [graph.__class__.__name__ for graph in backend.graphs] == [
-        "BreakingBlock.forward_graph",
-        f"BreakingBlock.torch_dynamo_resume_in_forward_at_{line}_graph",
+    assert [graph.meta["frame"] for graph in backend.graphs] == [
+        "BreakingBlock.forward",
+        f"BreakingBlock.torch_dynamo_resume_in_forward_at_{line}",
     ]
 
 

@@ -106,4 +106,4 @@ def test_graph_before_the_break_holds_the_partial_value():
     assert "sin" in first and "sin" not in second
     assert "cos" in second
     placeholders = [n.name for n in backend.graphs[1].graph.find_nodes(op="placeholder")]
-    assert any(name.startswith("stack") for name in placeholders)
+    assert any("stack" in name for name in placeholders)  # l___stack0_, as torch names it

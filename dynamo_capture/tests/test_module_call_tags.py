@@ -50,7 +50,7 @@ def test_nodes_carry_the_module_calls_they_were_made_in_outermost_first():
             tags = node.meta.get(MODULE_CALLS, ())
             # the compiled module's own call, where capture starts at its __call__
             stacks[node.name] = [(name, cls.__name__) for _, name, cls in tags if name != "self"]
-    assert stacks["mul"] == [] and stacks["sub"] == []
+    assert stacks["x"] == [] and stacks["sub"] == []  # `x = x * 2` names its node x
     calls = [stack for stack in stacks.values() if stack]
     assert [s[0][0] for s in calls] == ["self.blocks.0"] * 2 + ["self.blocks.1"] * 2
     assert calls[0] == [("self.blocks.0", "Inner"), ("self.blocks.0.linear", "Linear")]

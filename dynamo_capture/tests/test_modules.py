@@ -227,7 +227,9 @@ def test_batchnorm_running_stats_updated_like_eager():
 def test_parameters_become_graph_inputs():
     compiled, _, _ = run_both(MLP(), torch.randn(3, 8))
     code = compiled.last_artifacts.graph_code
-    assert "fc1_weight" in code and "fc2_bias" in code
+    # named as torch.compile names them, from where they are read
+    assert "L_self_modules_fc1_parameters_weight_" in code
+    assert "L_self_modules_fc2_parameters_bias_" in code
     assert "get_attr" not in code
 
 

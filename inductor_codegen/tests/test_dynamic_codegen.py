@@ -387,7 +387,8 @@ def test_training_through_capture_and_aot_autograd_compiles_forward_and_backward
         torch.testing.assert_close(grad, expected_grad, rtol=1e-4, atol=1e-4)
     assert len(compiled_graphs) == 2, "forward and backward, once each"
     assert all(not g.fallbacks for g in compiled_graphs)
-    assert all("s0 = " in g.artifact("wrapper") for g in compiled_graphs)
+    # the symbol numbered as torch.compile numbers it (from `L['x'].size()[1]`)
+    assert all(re.search(r"\bs\d+ = ", g.artifact("wrapper")) for g in compiled_graphs)
 
 
 def test_size_list_nodes_become_size_expressions(tmp_path):

@@ -105,6 +105,7 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
         # `cm.__exit__(...)` of a grad-mode context (a `with` statement is captured)
         raise ContextSwitchCall(f"an explicit call of a grad-mode context's {name}")
     if isinstance(value, TensorValue):
+        tx.ctx.note_realized(value.node)  # torch wraps an input where it is inspected
         if is_ndarray(value):
             return ndarray_attribute(tx, value, name)
         return _tensor_attr(tx, value, name)

@@ -52,11 +52,16 @@ from dynamo_capture.errors import (
     UserLocation,
 )
 from dynamo_capture.frame_guards import CompiledGuards
-from dynamo_capture.frame_target import FrameTarget
+from dynamo_capture.frame_target import FrameTarget, drives_module
 from dynamo_capture.function_transforms import ClosureTransform
 from dynamo_capture.function_values import function_attr, writes_free_variable
 from dynamo_capture.functorch_inline import InlinedTransform, Pullback
 from dynamo_capture.grad_mode_pass import drop_redundant_grad_modes, drop_undone_switches
+from dynamo_capture.graph_printouts import (
+    lend_stack_traces,
+    module_driver_names,
+    order_placeholders,
+)
 from dynamo_capture.interpreter import Translator, check_registry
 from dynamo_capture.lazy_iterators import (
     LazySteps,
@@ -889,6 +894,10 @@ def capture_frame(
     ctx.modules_by_structure = target.modules_by_structure
     ctx.bound_locals = target.bound_locals
     ctx.frame_locals = f_locals
+    if drives_module(target):  # inputs named as in forward's frame, where torch reads them
+        ctx.renamed_inputs = module_driver_names(
+            f_locals["self"], f_locals.get("args", ()), f_locals.get("kwargs", {})
+        )
     if guard_context is not None:
         guard_context.append(ctx)
     _global_state_guards(ctx)
@@ -1047,10 +1056,12 @@ def capture_frame(
     )  # 6. a switch undone by the next one
     drop_unused_items(ctx.graph)  # 7. items of a result the code never read
     ctx.add_size_inputs()
+    order_placeholders(ctx.graph, ctx.realized)  # 8. in torch.compile's order
+    lend_stack_traces(ctx.graph)  # 9. reads made ahead traced where they are used
+    _alias_example_values(ctx.graph)
     inputs = ctx.graph_inputs()
-    graph_module = torch.fx.GraphModule(
-        torch.nn.Module(), ctx.graph, class_name=f"{target.name}_graph"
-    )
+    graph_module = torch.fx.GraphModule(torch.nn.Module(), ctx.graph, class_name="GraphModule")
+    graph_module.meta["frame"] = target.name  # the frame (or resume part) it was captured from
     return CapturedFrame(
         target=target,
         graph_module=graph_module,
@@ -1062,6 +1073,14 @@ def capture_frame(
         ctx=ctx,
         capture_seconds=time.perf_counter() - start,
     )
+
+
+def _alias_example_values(graph: torch.fx.Graph) -> None:
+    """Each node's value also under `meta["example_value"]`, where torch.compile's
+    graphs keep it (backends written for torch's graphs read it there)."""
+    for node in graph.nodes:
+        if "val" in node.meta:
+            node.meta.setdefault("example_value", node.meta["val"])
 
 
 _HANDED_AS_IS = (int, float, bool, str, type(None))  # a part hands them on unguarded
@@ -1913,7 +1932,8 @@ def _call_backend(backend: Callable[..., Any], frame: CapturedFrame) -> Any:
     except Exception as error:
         code = frame.target.code
         where = f'{frame.target.name} (File "{code.co_filename}", line {code.co_firstlineno})'
-        raise BackendCompilerFailed(backend, type(graph).__name__, where, error) from error
+        name = graph.meta.get("frame", type(graph).__name__)
+        raise BackendCompilerFailed(backend, name, where, error) from error
     finally:
         torch.set_default_dtype(default_dtype)
         torch._C._set_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])

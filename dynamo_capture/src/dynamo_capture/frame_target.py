@@ -26,11 +26,16 @@ from typing import Any
 
 import torch
 
-__all__ = ["FrameTarget", "frame_target"]
+__all__ = ["FrameTarget", "drives_module", "frame_target"]
 
 
 def _module_call(self: Any, *args: Any, **kwargs: Any) -> Any:
     return self(*args, **kwargs)
+
+
+def drives_module(target: FrameTarget) -> bool:
+    """Whether the frame is the driver `self(*args, **kwargs)` of a compiled module."""
+    return target.function is _module_call
 
 
 def _callable_call(fn: Any, *args: Any, **kwargs: Any) -> Any:

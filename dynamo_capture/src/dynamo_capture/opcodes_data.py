@@ -14,6 +14,7 @@ from dynamo_capture.attributes import delete_attr as delete_outside_attr
 from dynamo_capture.attributes import get_attr, set_attr
 from dynamo_capture.bytecode import BINARY_OPERATORS, INTRINSICS, Instruction
 from dynamo_capture.errors import Unsupported, raised_by_python
+from dynamo_capture.graph_printouts import name_stored_node
 from dynamo_capture.interpreter import Translator, opcode_handler
 from dynamo_capture.lazy_iterators import check_side_effect
 from dynamo_capture.operations import (
@@ -49,6 +50,7 @@ from dynamo_capture.values import (
     PythonValue,
     SetValue,
     SuperValue,
+    TensorValue,
     TupleValue,
     Value,
 )
@@ -115,6 +117,8 @@ def store_fast(tx: Translator, inst: Instruction) -> None:
     if value is NULL:
         tx.locals.pop(inst.argval, None)
     else:
+        if isinstance(value, TensorValue):  # the node takes the local's name, as in torch
+            name_stored_node(value.node, inst.argval, tx.ctx.named_nodes)
         tx.locals[inst.argval] = value
 
 
@@ -184,6 +188,8 @@ def store_deref(tx: Translator, inst: Instruction) -> None:
     if inst.argval in tx.code.co_freevars:  # a cell of an enclosing function
         check_side_effect(tx, f"the assignment of the closure variable {inst.argval!r}")
     cell = tx.cell(inst.argval)
+    if isinstance(value, TensorValue):
+        name_stored_node(value.node, inst.argval, tx.ctx.named_nodes)
     if cell.source is not None:
         frame_cell = _frame_cell(tx, cell)
         if frame_cell is None:
@@ -320,6 +326,9 @@ def _is_unbound(value: Value) -> bool:
 def is_(tx: Translator, inst: Instruction) -> None:
     right = tx.pop()
     left = tx.pop()
+    for operand in (left, right):  # torch wraps an input where it is inspected
+        if isinstance(operand, TensorValue):
+            tx.ctx.note_realized(operand.node)
     if not (_is_unbound(left) or _is_unbound(right)):
         # (whether a local is UNBOUND is guarded where capture starts: _frame_locals)
         guard_same_object(tx, left, right)

@@ -24,6 +24,7 @@ from dynamo_capture.values import (
     IteratorValue,
     MethodValue,
     PythonValue,
+    TensorValue,
     Value,
 )
 
@@ -120,19 +121,21 @@ def pop_jump_if_false(tx: Translator, inst: Instruction) -> None:
         tx.jump(inst.target)  # type: ignore[arg-type]
 
 
-def _is_none(value: Value) -> bool:
+def _is_none(tx: Translator, value: Value) -> bool:
+    if isinstance(value, TensorValue):  # torch wraps an input where it is inspected
+        tx.ctx.note_realized(value.node)
     return isinstance(value, PythonValue) and value.obj is None
 
 
 @opcode_handler("POP_JUMP_IF_NONE")
 def pop_jump_if_none(tx: Translator, inst: Instruction) -> None:
-    if _is_none(tx.pop()):
+    if _is_none(tx, tx.pop()):
         tx.jump(inst.target)  # type: ignore[arg-type]
 
 
 @opcode_handler("POP_JUMP_IF_NOT_NONE")
 def pop_jump_if_not_none(tx: Translator, inst: Instruction) -> None:
-    if not _is_none(tx.pop()):
+    if not _is_none(tx, tx.pop()):
         tx.jump(inst.target)  # type: ignore[arg-type]
 
 

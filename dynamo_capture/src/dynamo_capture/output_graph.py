@@ -33,6 +33,13 @@ from torch.nn.modules.lazy import LazyModuleMixin
 from dynamo_capture import side_effects
 from dynamo_capture.errors import Unsupported
 from dynamo_capture.frame_guards import FrameGuards
+from dynamo_capture.graph_printouts import (
+    CaptureGraph,
+    TorchStyleCodeGen,
+    graph_input_name,
+    read_on_load,
+    torch_source_name,
+)
 from dynamo_capture.lazy_iterators import ReversedMappingIterator
 from dynamo_capture.resume import STACK_LOCAL
 from dynamo_capture.scalar_subclasses import constant_scalar, guarded_by_value, plain_value
@@ -148,6 +155,15 @@ _RANGE_ITERATOR = type(iter(range(0)))
 _LIST_ITERATOR = type(iter([]))
 # the iterators a part resuming inside loops is handed (made again by the part before)
 HANDED_ITERATORS = (type(iter(())), _RANGE_ITERATOR, _LIST_ITERATOR)
+
+
+def _running_frames() -> list[tuple[str, int, str]]:
+    """(file, line, function) of each frame capture is running, outermost first."""
+    from dynamo_capture.interpreter import RUNNING
+
+    if not RUNNING:
+        return []
+    return [(where.filename, where.line, where.function) for where in RUNNING[-1].where()]
 
 
 def running_user_line() -> str:
@@ -333,7 +349,8 @@ class CaptureContext:
         specialize_floats: bool = False,
         float_inputs: bool = True,
     ) -> None:
-        self.graph = torch.fx.Graph()
+        self.graph = CaptureGraph(_running_frames)
+        self.graph.set_codegen(TorchStyleCodeGen())
         self.guards = FrameGuards()
         self.open_autocasts: list[Any] = []  # real autocast states entered while capturing
         self.open_inference_modes: list[Any] = []  # real inference modes entered likewise
@@ -403,7 +420,15 @@ class CaptureContext:
         # NOTE: as torch.compile, sizes made symbolic because they changed (automatic
         # dynamic) or were marked get a symbol each; only dynamic=True gives equal
         # sizes one symbol (duck sizing)
-        self.shape_env = None if dynamic is False else ShapeEnv(duck_shape=dynamic is True)
+        # size symbols numbered as torch.compile numbers them (`s77` for L['x'].size()[0])
+        self.shape_env = (
+            None
+            if dynamic is False
+            else ShapeEnv(
+                duck_shape=dynamic is True,
+                symbol_source_name=lambda source: torch_source_name(source, self.renamed_inputs),
+            )
+        )
         if self.shape_env is not None:
             self.shape_env.user_location = running_user_line
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
@@ -443,6 +468,14 @@ class CaptureContext:
         # be replayed)
         self.written_reads = 0
         self._names: set[str] = set()
+        # torch.compile's names for inputs read through a module driver (graph_printouts)
+        self.renamed_inputs: dict[Source, str] = {}
+        # placeholders torch would have wrapped before an operation used them (module
+        # parameters and buffers where read, arguments where inspected: `y is None`,
+        # `x.shape`), with the number of call nodes then and the order of those events;
+        # nodes named after the local they went to
+        self.realized: dict[torch.fx.Node, tuple[int, int]] = {}
+        self.named_nodes: dict[torch.fx.Node, str] = {}
         self._symbol_nodes: dict[Any, torch.fx.Node] = {}
         self._size_inputs: dict[torch.fx.Node, tuple[str, int]] = {}
         # numbers read from the inputs as SymInt / SymFloat, by source (wrapped once)
@@ -746,7 +779,7 @@ class CaptureContext:
                 tensor, source, dynamic_dims=self._dims(source, tensor)
             )
             self.guards.tensor_match(source, example)
-            node = self._placeholder(self._unique_name(source.name))
+            node = self._input_placeholder(source)
             node.meta["val"] = example
             self._marked_dynamic += [
                 TensorPropertySource(source, "size", dim) for dim in marks_of(tensor).dynamic
@@ -755,7 +788,7 @@ class CaptureContext:
             # NOTE: the graph gets the input as a plain tensor: its operations, as those
             # an override runs, skip the override (torch_function_dispatch)
             self.guards.tensor_match(source, tensor)
-            node = self._placeholder(self._unique_name(source.name))
+            node = self._input_placeholder(source)
             plain = tensor.as_subclass(torch.Tensor)
             example = self._example_of(plain)
             node.meta["val"] = _to_fake(self.fake_mode, plain)
@@ -764,7 +797,7 @@ class CaptureContext:
             self.guards.tensor_match(source, tensor)
             if is_traceable_subclass(tensor):
                 self._guard_subclass_layout(source, tensor)
-            node = self._placeholder(self._unique_name(source.name))
+            node = self._input_placeholder(source)
             example = self._example_of(tensor)
             node.meta["val"] = _to_fake(self.fake_mode, tensor)
         value = TensorValue(node, example, source, type(tensor))
@@ -824,7 +857,7 @@ class CaptureContext:
             for attribute in ("shape", "strides"):
                 self.guards.equals_match(AttrSource(source, attribute), getattr(array, attribute))
             example = self.fake_mode.from_real(tensor)
-        placeholder = self._placeholder(self._unique_name(source.name))
+        placeholder = self._input_placeholder(source)
         placeholder.meta["val"] = example
         self._converted_inputs[placeholder] = (NumpyTensorSource(source), tensor)
         value = TensorValue(placeholder, example, None, type(array))
@@ -871,7 +904,7 @@ class CaptureContext:
         symbol = self.shape_env.create_float_symbol(value, source)
         number = torch.SymFloat(SymNode(symbol, self.shape_env, float, value))
         tensor = torch.tensor(value, dtype=torch.float64)
-        placeholder = self._placeholder(self._unique_name(source.name))
+        placeholder = self._input_placeholder(source)
         placeholder.meta["val"] = self.fake_mode.from_real(tensor)
         self._number_inputs[placeholder] = (FloatTensorSource(source), tensor)
         read = self.graph.call_method("item", (placeholder,))
@@ -1015,7 +1048,10 @@ class CaptureContext:
         if not found:
             raise Unsupported(f"the size symbol {symbol} does not come from an input size")
         binding, symint = found[0]
-        node = self._placeholder(self._unique_name(binding.name))
+        if isinstance(binding.sources[0], TensorPropertySource):
+            node = self._placeholder(self._unique_name(binding.name))  # `s77`, as torch's
+        else:  # an int input: named from where it is read (`L_n_`), as torch names it
+            node = self._input_placeholder(binding.sources[0])
         node.meta["val"] = symint
         self._symbol_nodes[symbol] = node
         self._size_inputs[node] = (binding.sources[0], binding.hint)
@@ -1073,13 +1109,16 @@ class CaptureContext:
             return slice(*self._sizes_to_nodes((obj.start, obj.stop, obj.step)))
         return obj
 
-    def _placeholder(self, name: str) -> torch.fx.Node:
+    def _placeholder(self, name: str, keep_target: bool = False) -> torch.fx.Node:
         """A new placeholder after the existing ones (placeholders stay first).
 
         NOTE: FX names a node in snake case (`W` becomes `w`, `x_1` where a builtin or
         another node has the name); the forward's argument takes the node's own name, or
         its code would begin `w = W; w_1 = w`, reading the argument `w` after overwriting
-        it (two inputs `W` and `w` would both be `W`).
+        it (two inputs `W` and `w` would both be `W`). An input named as torch names it
+        (`keep_target`) keeps its target (`L_x_`, node `l_x_`) where no node has that
+        name (FX's node names are in snake case; no other input has the target, and a
+        local's name goes to no node where it is a target: graph_printouts).
         """
         first_other = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
         if first_other is None:
@@ -1087,8 +1126,30 @@ class CaptureContext:
         else:
             with self.graph.inserting_before(first_other):
                 node = self.graph.placeholder(name)
-        node.target = node.name
+        if not keep_target or any(other.name == name for other in self.graph.nodes):
+            node.target = node.name
         return node
+
+    def _input_placeholder(self, source: Source) -> torch.fx.Node:
+        """The placeholder of an input read at `source`, its target torch.compile's name
+        for it (`L_x_`; FX names the node `l_x_`), see graph_printouts."""
+        name = graph_input_name(source, self.renamed_inputs)
+        candidate, suffix = name, -1
+        while candidate in self._names or candidate.lower() in self._names:
+            suffix += 1
+            candidate = f"{name}_{suffix}"
+        self._names.update((candidate, candidate.lower()))
+        node = self._placeholder(candidate, keep_target=True)
+        if read_on_load(source):
+            self.note_realized(node)
+        return node
+
+    def note_realized(self, node: torch.fx.Node) -> None:
+        """An input torch.compile would wrap now, before an operation uses it (the
+        order of placeholders: graph_printouts.order_placeholders)."""
+        if node.op == "placeholder" and node not in self.realized:
+            calls = sum(1 for n in self.graph.nodes if n.op != "placeholder")
+            self.realized[node] = (calls, len(self.realized))
 
     def _example_of(self, tensor: torch.Tensor) -> torch.Tensor:
         """The value capture computes with: a fake of the input (or a detached clone)."""

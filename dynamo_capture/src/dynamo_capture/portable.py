@@ -65,6 +65,7 @@ import torch.fx
 from torch.fx.immutable_collections import immutable_list
 
 from dynamo_capture.calls import MODULE_CALLS
+from dynamo_capture.graph_printouts import TorchStyleCodeGen
 from dynamo_capture.resume import END, UNBOUND
 from guards import (
     AttributeIdGuard,
@@ -94,7 +95,7 @@ __all__ = [
     "install_parts",
 ]
 
-RECORD_SCHEMA = "4"
+RECORD_SCHEMA = "5"
 _log = artifact_logger("cache")
 _SOURCE_MODULES = ("guards.", "dynamo_capture.")
 
@@ -862,7 +863,11 @@ def graph_record(gm: torch.fx.GraphModule, symbolic: bool = False) -> dict[str, 
         if node.op in ("get_attr", "call_module"):
             raise NotPortable(f"a {node.op} node")
         target = node.target if isinstance(node.target, str) else encode_value(node.target)
-        extra = set(node.meta) - {"val", MODULE_CALLS, "stack_trace", "source_fn_stack"}
+        extra = set(node.meta) - {
+            "val", "example_value", MODULE_CALLS, "stack_trace", "source_fn_stack"
+        }  # fmt: skip
+        if "example_value" in node.meta and node.meta["example_value"] is not node.meta.get("val"):
+            raise NotPortable("an example value other than the node's value")
         if extra:
             raise NotPortable(f"node metadata {sorted(extra)}")
         calls = [
@@ -879,7 +884,10 @@ def graph_record(gm: torch.fx.GraphModule, symbolic: bool = False) -> dict[str, 
             ]
         )  # fmt: skip
     storage_sizes = [] if symbolic else sizes  # symbolic: one dtype a storage, not kept
-    return {"class": type(gm).__name__, "nodes": nodes, "storages": storage_sizes, "code": gm.code}
+    return {
+        "class": type(gm).__name__, "frame": gm.meta.get("frame"), "nodes": nodes,
+        "storages": storage_sizes, "code": gm.code,
+    }  # fmt: skip
 
 
 def dict_items(mapping: dict) -> tuple:
@@ -895,6 +903,7 @@ def graph_of(
     storages = [torch.UntypedStorage(size, device="meta") for size in record["storages"]]
     shared: dict[int, torch.Tensor] = {}
     graph = torch.fx.Graph()
+    graph.set_codegen(TorchStyleCodeGen())  # printed as capture's graphs print
     nodes: dict[str, torch.fx.Node] = {}
     for name, op, target, args, kwargs, value, calls, trace in record["nodes"]:
         if not isinstance(target, str):
@@ -905,7 +914,7 @@ def graph_of(
         if node.name != name:
             raise ValueError(f"node {name} came out as {node.name}")
         if value is not None:
-            node.meta["val"] = _fake_of(value, mode, storages, shared)
+            node.meta["val"] = node.meta["example_value"] = _fake_of(value, mode, storages, shared)
         if calls:
             node.meta[MODULE_CALLS] = tuple(
                 (int(call), where, decode_value(cls)) for call, where, cls in calls
@@ -914,6 +923,8 @@ def graph_of(
             node.meta["stack_trace"] = trace
         nodes[name] = node
     gm = torch.fx.GraphModule(torch.nn.Module(), graph, class_name=record["class"])
+    if record.get("frame") is not None:
+        gm.meta["frame"] = record["frame"]
     if gm.code != record["code"]:
         raise ValueError("the rebuilt graph's code differs from the captured graph's")
     return gm, mode

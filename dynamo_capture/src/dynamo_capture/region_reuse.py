@@ -45,6 +45,7 @@ import torch
 import torch.fx
 
 from dynamo_capture.frame_guards import GuardRecorder
+from dynamo_capture.graph_printouts import name_stored_node
 from dynamo_capture.output_graph import DATA_DEPENDENT_SHAPE_OPS
 from dynamo_capture.sources import AttrSource, Source
 from dynamo_capture.values import PythonValue, TensorValue, TupleValue, Value
@@ -631,9 +632,8 @@ def _replay(
         env[used] = wrapped.node
     # the nodes, copied with their module calls renumbered and renamed
     renumbered: dict[tuple, tuple] = {}
-    graph = ctx.graph
     for node, inner in zip(template.nodes, template.inner_calls, strict=True):
-        copy = graph.node_copy(node, env.__getitem__)
+        copy = _copied_node(ctx, node, env)
         calls = tuple(_renumbered(renumbered, tag, template.source, new) for tag in inner)
         if calls:
             copy.meta[MODULE_CALLS] = calls
@@ -641,6 +641,20 @@ def _replay(
             copy.meta.pop(MODULE_CALLS, None)
         env[node] = copy
     return _moved_result(ctx, template.result, env)
+
+
+def _copied_node(ctx: CaptureContext, node: torch.fx.Node, env: dict) -> torch.fx.Node:
+    """A copy of a template node in the graph; one named after a local is named by its
+    target first and then renamed, as tracing the block again names it."""
+    local = ctx.named_nodes.get(node)
+    if local is None:
+        return ctx.graph.node_copy(node, env.__getitem__)
+    args = torch.fx.map_arg(node.args, env.__getitem__)
+    kwargs = torch.fx.map_arg(node.kwargs, env.__getitem__)
+    copy = ctx.graph.create_node(node.op, node.target, args, kwargs, None, node.type)
+    copy.meta = dict(node.meta)
+    name_stored_node(copy, local, ctx.named_nodes)
+    return copy
 
 
 def _renumbered(renumbered: dict[tuple, tuple], tag: tuple, old: Source, new: Source) -> tuple:

@@ -24,6 +24,7 @@ lot into one `ShapeGuard` for a `GuardSet`.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import sys
@@ -152,10 +153,21 @@ class ShapeEnv:
     Args:
         duck_shape: give dimensions of equal size one symbol (checked equal by the guard).
         specialize_zero_one: keep sizes 0 and 1 static (ranges of symbols start at 2).
+        symbol_source_name: number an int or size symbol as torch 2.13's ShapeEnv does,
+            from the name this gives its source (`L['x'].size()[0]` -> `s77`: the
+            name's sha256 mod 100, the next number where that one is taken; a float
+            symbol `zf<number>`); None numbers them in order (`s0`, `s1`, `f2`).
     """
 
-    def __init__(self, *, duck_shape: bool = True, specialize_zero_one: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        duck_shape: bool = True,
+        specialize_zero_one: bool = True,
+        symbol_source_name: Callable[[Source], str] | None = None,
+    ) -> None:
         self.duck_shape = duck_shape
+        self.symbol_source_name = symbol_source_name
         self.specialize_zero_one = specialize_zero_one
         self.version = 0
         self._symbols: dict[sympy.Symbol, _Symbol] = {}
@@ -216,7 +228,7 @@ class ShapeEnv:
             self._symbols[symbol].sources.append(source)
             self._source_exprs.setdefault(source, symbol)
             return self.replace(symbol)
-        symbol = size_symbol(next(self._counter))
+        symbol = size_symbol(self._symbol_index(source))
         low = 2 if self.specialize_zero_one else 0
         value_range = ValueRange(
             low if min is None else _max(min, low), INF if max is None else max
@@ -230,6 +242,18 @@ class ShapeEnv:
             self._by_hint[hint] = symbol
         return symbol
 
+    def _symbol_index(self, source: Source) -> int:
+        """The number of a new int or size symbol read at `source` (see `symbol_source_name`)."""
+        if self.symbol_source_name is None:
+            return next(self._counter)
+        taken = {int(symbol.name.lstrip("sz")) for symbol in self._symbols}
+        taken |= {int(symbol.name.lstrip("zf")) for symbol in self._floats}
+        name = self.symbol_source_name(source)
+        index = int(hashlib.sha256(name.encode()).hexdigest(), 16) % 100
+        while index in taken:
+            index += 1
+        return index
+
     def create_int_symbol(self, hint: int, source: Source) -> sympy.Symbol:
         """The symbol of an int input traced symbolically (`LocalSource('n')`).
 
@@ -237,7 +261,7 @@ class ShapeEnv:
         specialized, its range is unbounded and it never shares a size's symbol
         (no duck sizing), as torch does for int inputs made dynamic.
         """
-        symbol = sympy.Symbol(f"s{next(self._counter)}", integer=True)
+        symbol = sympy.Symbol(f"s{self._symbol_index(source)}", integer=True)
         self._symbols[symbol] = _Symbol(symbol, int(hint), ValueRange(-INF, INF), [source])
         if artifact_enabled("dynamic"):
             _log.info("create_int_symbol %s = %s (hint %d)", symbol, source.expr, int(hint))
@@ -251,7 +275,10 @@ class ShapeEnv:
         and `specialized_floats[source]` asks the caller to guard the input equal; an
         order on it (`s > 0`) is a relation the shape guard checks on the float.
         """
-        symbol = sympy.Symbol(f"f{next(self._counter)}", real=True)
+        if self.symbol_source_name is None:
+            symbol = sympy.Symbol(f"f{next(self._counter)}", real=True)
+        else:  # torch's float symbols: `zf` and the number of the source's name
+            symbol = sympy.Symbol(f"zf{self._symbol_index(source)}", real=True)
         self._floats[symbol] = (float(hint), source)
         if artifact_enabled("dynamic"):
             _log.info("create_float_symbol %s = %s (hint %r)", symbol, source.expr, hint)
@@ -733,7 +760,7 @@ def _max(a: Any, b: Any) -> Any:
 
 
 def _symbol_number(symbol: sympy.Symbol) -> int:
-    return int(symbol.name[1:])
+    return int(symbol.name.lstrip("szf"))
 
 
 def _is_symbol_pair(condition: Any) -> bool:

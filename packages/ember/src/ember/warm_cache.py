@@ -812,7 +812,8 @@ def warm_start_cache(
         STATS["not_storable"] += 1
         _log.info("graph not stored for warm start: %s", error)
         return None
-    name = getattr(gm, "_ember_name", None) or type(gm).__name__
+    frame = gm.meta.get("frame")  # the frame a captured graph came from
+    name = getattr(gm, "_ember_name", None) or (f"{frame}_graph" if frame else type(gm).__name__)
     return WarmStartCache(parts, options.get("cache_dir"), name)
 
 

@@ -55,7 +55,7 @@ from guards.cache_root import cache_folder, discard, load_record, payload_digest
 
 __all__ = ["FileCaptureCache", "capture_cache"]
 
-SCHEMA = "1"
+SCHEMA = "2"  # 2: graphs named as torch.compile names them, their frame kept
 _MAX_RECORDS = 8  # per frame key: the newest are kept
 _log = artifact_logger("cache")
 
