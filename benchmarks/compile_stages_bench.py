@@ -139,7 +139,8 @@ def _case(name: str, size: str, tokens: int, options: dict, clock: StageClock):
         import serving_bench
 
         model = serving_bench.build(name)
-        ids = torch.randint(1, model.config.vocab_size, (1, serving_bench.PROMPT))
+        shape = (1, serving_bench.PROMPT)
+        ids = torch.randint(1, model.config.vocab_size, shape, device=serving_bench.DEVICE)
         expected = serving_bench.generate(model, ids)
         model.forward = _stepped(ember.compile(model.forward, options=options), clock)
 

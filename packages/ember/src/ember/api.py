@@ -64,7 +64,8 @@ def _make_runner(
         recompile_limit=options["recompile_limit"],
         resolve_backend=lambda name: lookup_backend(name, options),
         capture_cache=capture_cache(backend, options, fullgraph, dynamic),
-        defer_recompiles=options["deferred_recompiles"] and check_backend_name(backend) in _AOT_BACKENDS,
+        defer_recompiles=options["deferred_recompiles"]
+        and check_backend_name(backend) in _AOT_BACKENDS,
     )
 
 
