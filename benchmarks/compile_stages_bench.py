@@ -28,7 +28,9 @@ seconds (`time.thread_time`) spent in each, exclusive of the stages nested in it
 the Triton interpreter runs kernels slowly; every thread's, so on CUDA the Triton
 compiles in the background too), "wall" its wall seconds (on the CPU: with the C++
 compiler's runs, which the CPU seconds leave out; on CUDA: with the Triton compiles),
-"GC" the collector's share of it. Printed: the fastest of `--repeat` runs for each
+"compiler wait" the wall seconds the calling thread spent in the C++ compiler's
+builds or waiting for Triton compiles (the machine's compile cost the CPU columns
+leave out), "GC" the collector's share of it. Printed: the fastest of `--repeat` runs for each
 column. `--steps` prints each forward call of the first generate() that compiled
 (a prefill, a first decode step, the symbolic decode steps) with its stages, from
 the fastest run; `--options deferred_recompiles=False` (any `ember.compile` options, as
@@ -48,6 +50,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -72,6 +75,13 @@ STAGES = (
     ("codegen", "inductor_codegen.codegen.triton.wrapper", "generate_triton_wrapper", None),
     ("build", "inductor_codegen.codegen.cpp.build", "KernelLibrary", "build"),
     ("build", "inductor_codegen.codegen.triton.compile", "_launchers", None),
+)
+# Wall seconds the calling thread waits for compilers: the C++ compiler's runs (with the
+# build's own work), the Triton compiles started in the background (CUDA) or at launch
+WAITS = (
+    ("inductor_codegen.codegen.cpp.build", "KernelLibrary", "build"),
+    ("inductor_codegen.codegen.triton.runtime", "TritonKernel", "_wait_for_precompile"),
+    ("inductor_codegen.codegen.triton.runtime", "_resolved", None),
 )
 COLUMNS = ("capture", "guards", "AOT trace", "partition", "lower", "schedule", "codegen", "build")
 
@@ -102,6 +112,34 @@ class StageClock:
                     self._open[-1][1] = end
 
         return timed
+
+    def install_waits(self) -> None:
+        """Wrap the functions of WAITS to count the main thread's wall seconds in them."""
+        main = threading.main_thread()
+
+        def waited(fn):
+            @functools.wraps(fn)
+            def timed(*args, **kwargs):
+                if threading.current_thread() is not main:
+                    return fn(*args, **kwargs)
+                start = time.perf_counter()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    self._add("compiler wait", start, time.perf_counter())
+
+            return timed
+
+        for module_name, name, method in WAITS:
+            owner = getattr(importlib.import_module(module_name), name)
+            if method is not None:
+                setattr(owner, method, waited(getattr(owner, method)))
+                continue
+            for module in list(sys.modules.values()):
+                names = getattr(module, "__dict__", None) or {}
+                for key, value in list(names.items()):
+                    if value is owner:
+                        setattr(module, key, waited(owner))
 
     def _add(self, stage: str, since: float, now: float) -> None:
         self.seconds[stage] = self.seconds.get(stage, 0.0) + now - since
@@ -237,6 +275,7 @@ def measure(name: str, size: str, codegen: str, tokens: int, options: dict) -> d
     clock = StageClock()
     first_call = _case(name, size, tokens, options, clock)
     clock.install()
+    clock.install_waits()
     collected = [0.0, 0.0]
 
     def on_collection(phase: str, info: dict) -> None:
@@ -248,8 +287,10 @@ def measure(name: str, size: str, codegen: str, tokens: int, options: dict) -> d
     gc.callbacks.append(on_collection)
     start, wall = time.process_time(), time.perf_counter()
     first_call()
+    waits = clock.seconds.pop("compiler wait", 0.0)
     result = {column: clock.seconds.get(column, 0.0) for column in COLUMNS}
     result["stages"] = sum(clock.seconds.values())
+    result["compiler wait"] = waits
     result["first call"] = time.process_time() - start
     result["wall"] = time.perf_counter() - wall
     result["steps"] = clock.steps
@@ -280,12 +321,12 @@ def main() -> None:
     if args.one:
         print(json.dumps(measure(args.cases[0], args.size, args.codegen, args.tokens, options)))
         return
-    columns = (*COLUMNS, "stages", "first call", "wall", "GC")
+    columns = (*COLUMNS, "stages", "first call", "wall", "compiler wait", "GC")
     print(
         f"CPU seconds, fastest of {args.repeat}; {args.size} sizes, {args.codegen} codegen, "
         f"options {options or 'default'}"
     )
-    print(f"{'case':11s}" + "".join(f"{c:>11s}" for c in columns))
+    print(f"{'case':11s}" + "".join(f"{c:>14s}" for c in columns))
     for case in args.cases:
         runs = []
         for _ in range(args.repeat):
@@ -302,7 +343,7 @@ def main() -> None:
             best = {c: min(run[c] for run in runs) for c in columns}
             equal = {run["tokens = eager"] for run in runs} - {None}
             same = f"  tokens = eager: {' / '.join(map(str, sorted(equal)))}" if equal else ""
-            print(f"{case:11s}" + "".join(f"{best[c]:11.2f}" for c in columns) + same, flush=True)
+            print(f"{case:11s}" + "".join(f"{best[c]:14.2f}" for c in columns) + same, flush=True)
             if args.steps:
                 for step in min(runs, key=lambda run: run["first call"])["steps"]:
                     print(f"{'':11s}{json.dumps(step)}")
