@@ -54,10 +54,17 @@ def test_deferred_entry_that_another_entry_covers_is_dropped():
     for x, flag in calls:
         torch.testing.assert_close(compiled(x, flag), step(x, flag))
         counts.append((backend.frame_count, len(compiled.entries)))
+        if len(counts) == 2:
+            deferred = compiled.entries[1].compiled
     # (a, False): deferred; (b, False): symbolic, compiled; (a, False) again: the symbolic
     # entry covers it, the deferred one is dropped without a compile
     assert counts == [(1, 1), (1, 2), (2, 3), (2, 3), (2, 2), (2, 2)]
     assert not any(isinstance(e.compiled, DeferredCompile) for e in compiled.entries)
+    # a call racing the drop (its entry's guards passed first) runs the graph as captured
+    assert deferred.pending
+    (out,) = deferred(a)  # the graph's one input: x (the flag is a guarded constant)
+    torch.testing.assert_close(out, step(a, False))
+    assert backend.frame_count == 2
 
 
 def test_symbolic_and_first_entries_are_not_deferred():

@@ -75,6 +75,11 @@ class DeferredCompile:
         self._scope = scope
         self._entry = entry
 
+    def discard(self) -> None:
+        """The entry was dropped uncompiled: let go of the fakes kept for the backend (the
+        compile artifacts may still hold this object)."""
+        self._parts = None
+
     def __call__(self, *args: Any) -> Any:
         compiled = self.compiled
         if compiled is None:
@@ -88,13 +93,14 @@ class DeferredCompile:
         return compiled(*args)
 
     def compile(self) -> Any:
-        """Run the backend now (once); what it returned."""
+        """Run the backend now (once); what it returned (None once the entry was dropped)."""
         if self.compiled is not None:
             return self.compiled
         from dynamo_capture.capture import _call_backend
 
         parts = self._parts
-        assert parts is not None
+        if parts is None:  # dropped (a call racing the drop runs the graph as captured)
+            return None
         start = time.perf_counter()
         compiled = _call_backend(self.backend, parts)
         seconds = time.perf_counter() - start

@@ -309,6 +309,7 @@ class CompiledCallable:
             if other is entry or other.eager or not other.check(f_locals, f_globals):
                 continue
             self.entries.remove(entry)
+            entry.compiled.discard()
             self._last_hit = self.entries.index(other)
             if artifact_enabled("recompiles"):
                 artifact_logger("recompiles").info(
