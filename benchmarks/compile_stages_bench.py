@@ -3,6 +3,10 @@
     python benchmarks/compile_stages_bench.py                       every case, tiny sizes
     python benchmarks/compile_stages_bench.py --cases gpt2 llama --size full --repeat 3
     python benchmarks/compile_stages_bench.py --codegen triton      Triton (TRITON_INTERPRET=1)
+    python benchmarks/compile_stages_bench.py --cases gpt2 llama --steps --codegen triton \
+        --regional off --size full          the GPU's split (whole graphs), on the CPU
+    python benchmarks/compile_stages_bench.py --cases gpt2 llama --steps --size full
+                                            on a GPU machine: the models on CUDA (bf16)
 
 Cases: `gpt2`, `llama` (HF `generate()` with `model.forward` compiled, as in
 serving_bench.py: a prefill, the first decode step and the symbolic decode steps, 3
@@ -21,13 +25,23 @@ seconds (`time.thread_time`) spent in each, exclusive of the stages nested in it
     build      C++ compile (its compiler processes not counted) / Triton kernel load
 
 "first call" is the process's CPU seconds for the whole first call (running included;
-the Triton interpreter runs kernels slowly), "GC" the collector's share of it.
-Printed: the fastest of `--repeat` runs for each column.
+the Triton interpreter runs kernels slowly; every thread's, so on CUDA the Triton
+compiles in the background too), "wall" its wall seconds (on the CPU: with the C++
+compiler's runs, which the CPU seconds leave out; on CUDA: with the Triton compiles),
+"compiler wait" the wall seconds the calling thread spent in the C++ compiler's
+builds or waiting for Triton compiles (the machine's compile cost the CPU columns
+leave out), "GC" the collector's share of it. Printed: the fastest of `--repeat` runs for each
+column. `--steps` prints each forward call of the first generate() that compiled
+(a prefill, a first decode step, the symbolic decode steps) with its stages, from
+the fastest run; `--options deferred_recompiles=False` (any `ember.compile` options, as
+name=Python literal) compares an option's two sides in one tree; `--regional` sets
+the `regional` option (`off`: whole graphs, as on the GPU).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import functools
 import gc
 import importlib
@@ -36,6 +50,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -61,6 +76,13 @@ STAGES = (
     ("build", "inductor_codegen.codegen.cpp.build", "KernelLibrary", "build"),
     ("build", "inductor_codegen.codegen.triton.compile", "_launchers", None),
 )
+# Wall seconds the calling thread waits for compilers: the C++ compiler's runs (with the
+# build's own work), the Triton compiles started in the background (CUDA) or at launch
+WAITS = (
+    ("inductor_codegen.codegen.cpp.build", "KernelLibrary", "build"),
+    ("inductor_codegen.codegen.triton.runtime", "TritonKernel", "_wait_for_precompile"),
+    ("inductor_codegen.codegen.triton.runtime", "_resolved", None),
+)
 COLUMNS = ("capture", "guards", "AOT trace", "partition", "lower", "schedule", "codegen", "build")
 
 
@@ -70,6 +92,9 @@ class StageClock:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self._open: list[list] = []  # [stage, since]
+        self.steps: list[dict] = []  # the forward calls that compiled (generate() cases)
+        self.calls = 0
+        self.equal: bool | None = None  # generate()'s tokens equal eager's
 
     def wrap(self, stage: str, fn):
         @functools.wraps(fn)
@@ -87,6 +112,34 @@ class StageClock:
                     self._open[-1][1] = end
 
         return timed
+
+    def install_waits(self) -> None:
+        """Wrap the functions of WAITS to count the main thread's wall seconds in them."""
+        main = threading.main_thread()
+
+        def waited(fn):
+            @functools.wraps(fn)
+            def timed(*args, **kwargs):
+                if threading.current_thread() is not main:
+                    return fn(*args, **kwargs)
+                start = time.perf_counter()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    self._add("compiler wait", start, time.perf_counter())
+
+            return timed
+
+        for module_name, name, method in WAITS:
+            owner = getattr(importlib.import_module(module_name), name)
+            if method is not None:
+                setattr(owner, method, waited(getattr(owner, method)))
+                continue
+            for module in list(sys.modules.values()):
+                names = getattr(module, "__dict__", None) or {}
+                for key, value in list(names.items()):
+                    if value is owner:
+                        setattr(module, key, waited(owner))
 
     def _add(self, stage: str, since: float, now: float) -> None:
         self.seconds[stage] = self.seconds.get(stage, 0.0) + now - since
@@ -106,8 +159,9 @@ class StageClock:
                         setattr(module, key, timed)
 
 
-def _case(name: str, size: str, tokens: int):
-    """(the compiled callable's first call, as a thunk) for one case, its eager call made."""
+def _case(name: str, size: str, tokens: int, options: dict, clock: StageClock):
+    """(the compiled callable's first call, as a thunk) for one case, its eager call made;
+    the generate() cases note each forward call's stages in `clock.steps`."""
     import torch
     import transformers
 
@@ -123,10 +177,16 @@ def _case(name: str, size: str, tokens: int):
         import serving_bench
 
         model = serving_bench.build(name)
-        ids = torch.randint(1, model.config.vocab_size, (1, serving_bench.PROMPT))
-        serving_bench.generate(model, ids)
-        model.forward = ember.compile(model.forward)
-        return lambda: serving_bench.generate(model, ids)
+        shape = (1, serving_bench.PROMPT)
+        ids = torch.randint(1, model.config.vocab_size, shape, device=serving_bench.DEVICE)
+        expected = serving_bench.generate(model, ids)
+        model.forward = _stepped(ember.compile(model.forward, options=options), clock)
+
+        def first_call():
+            tokens = serving_bench.generate(model, ids)
+            clock.equal = bool(torch.equal(tokens, expected))
+
+        return first_call
     if name == "gpt2-train":
         config = (
             transformers.GPT2Config()
@@ -167,11 +227,33 @@ def _case(name: str, size: str, tokens: int):
             m(x).sum().backward()
 
     step(model)
-    compiled = ember.compile(model)
+    compiled = ember.compile(model, options=options)
     return lambda: step(compiled)
 
 
-def measure(name: str, size: str, codegen: str, tokens: int) -> dict:
+def _stepped(forward, clock: StageClock):
+    """`forward`, each call's CPU seconds and stages noted in `clock.steps` (calls over
+    10 ms: the ones that compiled or ran a graph as captured)."""
+
+    @functools.wraps(forward)
+    def call(*args, **kwargs):
+        before = dict(clock.seconds)
+        start, wall = time.process_time(), time.perf_counter()
+        result = forward(*args, **kwargs)
+        seconds, wall = time.process_time() - start, time.perf_counter() - wall
+        if seconds > 0.01:
+            stages = {k: round(v - before.get(k, 0.0), 3) for k, v in clock.seconds.items()}
+            stages = {k: v for k, v in stages.items() if v >= 0.005}
+            clock.steps.append(
+                {"call": clock.calls, "cpu": round(seconds, 3), "wall": round(wall, 3), **stages}
+            )
+        clock.calls += 1
+        return result
+
+    return call
+
+
+def measure(name: str, size: str, codegen: str, tokens: int, options: dict) -> dict:
     """One run in this process: {column: CPU seconds}."""
     os.environ.setdefault("EMBER_WARM_START", "0")
     os.environ["EMBER_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember-stages-")
@@ -190,9 +272,10 @@ def measure(name: str, size: str, codegen: str, tokens: int) -> dict:
         import inductor_codegen.compile
 
         inductor_codegen.compile.wants_triton = lambda *args: True
-    first_call = _case(name, size, tokens)
     clock = StageClock()
+    first_call = _case(name, size, tokens, options, clock)
     clock.install()
+    clock.install_waits()
     collected = [0.0, 0.0]
 
     def on_collection(phase: str, info: dict) -> None:
@@ -202,11 +285,16 @@ def measure(name: str, size: str, codegen: str, tokens: int) -> dict:
             collected[0] += time.thread_time() - collected[1]
 
     gc.callbacks.append(on_collection)
-    start = time.process_time()
+    start, wall = time.process_time(), time.perf_counter()
     first_call()
+    waits = clock.seconds.pop("compiler wait", 0.0)
     result = {column: clock.seconds.get(column, 0.0) for column in COLUMNS}
     result["stages"] = sum(clock.seconds.values())
+    result["compiler wait"] = waits
     result["first call"] = time.process_time() - start
+    result["wall"] = time.perf_counter() - wall
+    result["steps"] = clock.steps
+    result["tokens = eager"] = clock.equal
     result["GC"] = collected[0]
     gc.callbacks.remove(on_collection)
     return result
@@ -219,19 +307,32 @@ def main() -> None:
     parser.add_argument("--codegen", default="cpp", choices=("cpp", "triton"))
     parser.add_argument("--tokens", type=int, default=4, help="new tokens of generate()")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--steps", action="store_true", help="each compiling call's stages")
+    parser.add_argument("--regional", choices=("auto", "on", "off"), default="auto")
+    parser.add_argument("--options", nargs="*", default=[], help="name=value, ember options")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    options = {}
+    for item in args.options:
+        name, _, value = item.partition("=")
+        options[name] = ast.literal_eval(value)
+    if args.regional != "auto":
+        options["regional"] = args.regional == "on"
     if args.one:
-        print(json.dumps(measure(args.cases[0], args.size, args.codegen, args.tokens)))
+        print(json.dumps(measure(args.cases[0], args.size, args.codegen, args.tokens, options)))
         return
-    columns = (*COLUMNS, "stages", "first call", "GC")
-    print(f"CPU seconds, fastest of {args.repeat}; {args.size} sizes, {args.codegen} codegen")
-    print(f"{'case':11s}" + "".join(f"{c:>11s}" for c in columns))
+    columns = (*COLUMNS, "stages", "first call", "wall", "compiler wait", "GC")
+    print(
+        f"CPU seconds, fastest of {args.repeat}; {args.size} sizes, {args.codegen} codegen, "
+        f"options {options or 'default'}"
+    )
+    print(f"{'case':11s}" + "".join(f"{c:>14s}" for c in columns))
     for case in args.cases:
         runs = []
         for _ in range(args.repeat):
             command = [sys.executable, __file__, "--one", "--cases", case, "--size", args.size,
-                       "--codegen", args.codegen, "--tokens", str(args.tokens)]  # fmt: skip
+                       "--codegen", args.codegen, "--tokens", str(args.tokens),
+                       "--regional", args.regional, "--options", *args.options]  # fmt: skip
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             lines = done.stdout.strip().splitlines()
             if done.returncode != 0 or not lines:
@@ -240,7 +341,12 @@ def main() -> None:
             runs.append(json.loads(lines[-1]))
         if runs:
             best = {c: min(run[c] for run in runs) for c in columns}
-            print(f"{case:11s}" + "".join(f"{best[c]:11.2f}" for c in columns), flush=True)
+            equal = {run["tokens = eager"] for run in runs} - {None}
+            same = f"  tokens = eager: {' / '.join(map(str, sorted(equal)))}" if equal else ""
+            print(f"{case:11s}" + "".join(f"{best[c]:14.2f}" for c in columns) + same, flush=True)
+            if args.steps:
+                for step in min(runs, key=lambda run: run["first call"])["steps"]:
+                    print(f"{'':11s}{json.dumps(step)}")
 
 
 if __name__ == "__main__":

@@ -589,6 +589,36 @@ def test_independent_parts_run_at_every_symbolic_size():
         torch.testing.assert_close(list(compiled(*args)), list(fn(*args)))
 
 
+def test_symbolic_sizes_are_not_specialized():
+    """A kernel over symbolic sizes takes them with `do_not_specialize`: Triton compiles
+    it once for every size (it would compile it again for a size that is a multiple of
+    16, or 1: a decode step's cache length every 16 tokens)."""
+    import ast
+
+    from dynamic_graphs import trace_symbolic
+
+    def fn(a, b):
+        return (a * 2).sin() + b
+
+    def make(n):
+        return tuple(torch.randn(n, 3, device=DEVICE) for _ in range(2))
+
+    gm, examples = trace_symbolic(fn, *make(700), dynamic={0: [0], 1: [0]})
+    compiled = compile_graph(gm, examples, options={"device_codegen": "triton"})
+    source = compiled.artifact("codegen")
+    (header,) = re.findall(r"@triton\.jit\((.*)\)\ndef \w+\((.*)\):", source)
+    settings, params = header
+    (sizes,) = re.findall(r"do_not_specialize=(\[.*?\])", settings)
+    sizes = ast.literal_eval(sizes)
+    assert sizes and all(name in params.split(", ") for name in sizes)
+    for n in (700, 16, 1, 2048):  # a multiple of 16 and 1 run the one kernel
+        args = make(n)
+        (out,) = compiled(*args)
+        torch.testing.assert_close(out, fn(*args))
+    static = compile_triton(fn, *make(700))
+    assert "do_not_specialize" not in static.artifact("codegen")
+
+
 def test_a_tile_reading_few_contiguous_rows_is_wide_and_short(monkeypatch):
     # a [keys, heads] bias broadcast into [batch, heads, queries, keys]: the transposed
     # reads are contiguous over the 8 heads only, so tiles are 256 wide by 16 rows; a

@@ -43,6 +43,7 @@ from dynamo_capture.attributes import DELETED, replay_delete
 from dynamo_capture.bound_locals import live_locals, read_before_written
 from dynamo_capture.calls import UNTRACED_CONTEXT_FUNCTIONS, UNTRACED_CONTEXTS, is_made_in_frame
 from dynamo_capture.control_flow import check_regions_called_more_than_once
+from dynamo_capture.deferred_compile import DeferredCompile, DeferredParts
 from dynamo_capture.errors import (
     CAPTURED_TRACEBACK,
     BackendCompilerFailed,
@@ -1944,11 +1945,19 @@ def compile_entry(
     frame: CapturedFrame,
     backend: Callable[..., Any],
     guard_filter_fn: Callable[..., Any] | None = None,
+    defer: bool = False,
 ) -> CompiledEntry:
-    """Hand the graph to the backend, compile the guards, generate the entry function."""
+    """Hand the graph to the backend, compile the guards, generate the entry function.
+
+    `defer`: the backend compiles the graph at the entry's second call, the first runs
+    it as captured (`deferred_compile`)."""
     calls_graph = frame.call_count > 0 or bool(frame.ctx.graph.find_nodes(op="output")[0].args[0])
     start = time.perf_counter()
-    compiled = _call_backend(backend, frame) if calls_graph else None
+    if calls_graph and defer:
+        parts = DeferredParts(frame.target, frame.graph_module, tuple(frame.example_inputs))
+        compiled = DeferredCompile(backend, parts)
+    else:
+        compiled = _call_backend(backend, frame) if calls_graph else None
     backend_seconds = time.perf_counter() - start
     guards = frame.ctx.guards.compile(guard_filter_fn, name=frame.target.name)
     frame.ctx.fake_mode.converter.forget_real_tensors()  # the entry keeps the fakes
@@ -2015,9 +2024,12 @@ def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEnt
         entry_code=source,
         compiled=compiled,
     )
-    return CompiledEntry(
+    entry = CompiledEntry(
         guards, scope[name], artifacts, graph, compiled=compiled, run_unchecked=unchecked
     )
+    if isinstance(compiled, DeferredCompile):
+        compiled.bind(scope, entry)
+    return entry
 
 
 def _is_structseq(cls: type) -> bool:

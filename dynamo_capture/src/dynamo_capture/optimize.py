@@ -41,6 +41,7 @@ from dynamo_capture.break_callees import (
 )
 from dynamo_capture.bytecode import line_at
 from dynamo_capture.capture import CaptureArtifacts, CompiledEntry, capture_frame, compile_entry
+from dynamo_capture.deferred_compile import DeferredCompile
 from dynamo_capture.errors import (
     BackendCompilerFailed,
     RecompileError,
@@ -126,6 +127,7 @@ class CompiledCallable:
         resolve_backend: Callable[[Any], Backend] | None = None,
         loop_breaks: str = "eager_frame",
         capture_cache: Any = None,
+        defer_recompiles: bool = False,
     ) -> None:
         if loop_breaks not in LOOP_BREAKS:
             raise ValueError(
@@ -141,6 +143,9 @@ class CompiledCallable:
         self.resolve_backend = resolve_backend
         # Capture records kept across processes (see `_installed`); None: capture always.
         self.capture_cache = capture_cache
+        # A static entry made after the frame's first: its graph runs as captured on its
+        # first call, the backend compiles it at its second (see deferred_compile)
+        self.defer_recompiles = defer_recompiles
         self.calls = 0
         self.entries: list[CompiledEntry] = []
         self._last_hit = 0  # index in `entries` of the entry that passed last
@@ -302,10 +307,47 @@ class CompiledCallable:
         self, entry: CompiledEntry, f_locals: Any, f_globals: Any, args: Any, kwargs: Any
     ) -> Any:
         """Run `entry`, whose guards passed on these locals just now."""
+        if type(entry.compiled) is DeferredCompile and entry.compiled.pending:
+            entry = self._instead_of_deferred(entry, f_locals, f_globals)
         entry.hits += 1
         if not entry.hits & (entry.hits - 1):  # the 1st, 2nd, 4th... hit: traced
             compile_trace.note_hit(self, entry)
         return self._run(entry, f_locals, f_globals, args, kwargs)
+
+    def _defers(self, frame: Any) -> bool:
+        """Whether the backend compiles `frame`'s entry at its second call (its first runs
+        the graph as captured): a static graph of a frame that has entries already,
+        where the backend has no fallback that needs its failure now (function
+        transforms, autograd.Function nodes: captured again without them)."""
+        return (
+            self.defer_recompiles
+            and bool(self.entries)
+            and not frame.ctx.symbolic
+            and not frame.ctx.symbolic_float_inputs
+            and not (self._transform_nodes and frame.ctx.transform_nodes_made)
+            and not (self._autograd_function_nodes and frame.ctx.autograd_function_nodes_made)
+        )
+
+    def _instead_of_deferred(
+        self, entry: CompiledEntry, f_locals: Any, f_globals: Any
+    ) -> CompiledEntry:
+        """The entry to run where `entry`, not compiled yet (deferred_compile), passed: an
+        other entry whose guards pass as well, `entry` then dropped uncompiled (a static
+        first decode step the symbolic steps after it cover); else `entry` itself."""
+        for other in self.entries:
+            if other is entry or other.eager or not other.check(f_locals, f_globals):
+                continue
+            self.entries.remove(entry)
+            entry.compiled.discard()
+            self._last_hit = self.entries.index(other)
+            if artifact_enabled("recompiles"):
+                artifact_logger("recompiles").info(
+                    "%s: an entry compiled on its second call was dropped uncompiled: an "
+                    "other entry covers its inputs",
+                    self.frame.name,
+                )
+            return other
+        return entry
 
     def _run(
         self,
@@ -463,7 +505,8 @@ class CompiledCallable:
         try:
             entry = self._symbolic_entry(frame, backend, f_locals)
             if entry is None:
-                entry = compile_entry(frame, backend, self.guard_filter_fn)
+                defer = self._defers(frame)
+                entry = compile_entry(frame, backend, self.guard_filter_fn, defer=defer)
         except BackendCompilerFailed as error:
             transforms = self._transform_nodes and frame.ctx.transform_nodes_made
             applies = self._autograd_function_nodes and frame.ctx.autograd_function_nodes_made
@@ -735,6 +778,7 @@ class CompiledCallable:
             recompile_limit=self.recompile_limit,
             resolve_backend=self.resolve_backend,
             loop_breaks=self.loop_breaks,
+            defer_recompiles=self.defer_recompiles,
             # the part's own capture records, keyed by its code (the same backend only)
             capture_cache=(
                 self.capture_cache.for_part()

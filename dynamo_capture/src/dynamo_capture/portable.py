@@ -1402,6 +1402,7 @@ class CaptureCache:
     ) -> Any:
         """A CompiledEntry from the first kept record whose guards pass on these locals."""
         from dynamo_capture.capture import _NO_GRAPH, _call_backend, make_entry
+        from dynamo_capture.deferred_compile import DeferredCompile, DeferredParts
         from dynamo_capture.errors import BackendCompilerFailed
 
         for record in self.records(compiled):
@@ -1421,6 +1422,11 @@ class CaptureCache:
                 return compiled._break_entry(parts.graph_break, [], f_locals, parts.guards)
             if parts.graph_module is None:
                 return make_entry(parts, parts.guards, _NO_GRAPH)
+            if compiled.defer_recompiles and compiled.entries and static:
+                # as the capture would have made it: compiled at its second call
+                example_inputs = tuple(parts.example_inputs)
+                deferred = DeferredParts(parts.target, parts.graph_module, example_inputs)
+                return make_entry(parts, parts.guards, DeferredCompile(backend, deferred))
             try:
                 result = _call_backend(backend, parts)
             except BackendCompilerFailed:

@@ -87,9 +87,13 @@ def test_generate_with_inductor_matches_eager_tokens():
     ids = torch.randint(1, 64, (1, PROMPT))
     expected = generate(model, ids, "dynamic")
     compiled = compile_for_generate(model, "forward", "inductor")
+    entries = []
     for _ in range(2):
         torch.testing.assert_close(generate(model, ids, "dynamic"), expected, rtol=0, atol=0)
-    assert len(compiled.entries) == 3
+        entries.append(len(compiled.entries))
+    # the first decode step's entry, static, ran as captured and is dropped at the second
+    # call, which the symbolic steps' entry takes (option deferred_recompiles)
+    assert entries == [3, 2]
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])

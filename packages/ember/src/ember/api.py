@@ -29,6 +29,9 @@ __all__ = ["CompiledCallImpl", "OptimizedModule", "compile", "compiled_callable_
 F = TypeVar("F", bound=Callable[..., Any])
 
 _COMPILED_ATTRIBUTE = "_ember_compiled"
+# The built-in backends whose recompiled static entries compile at their second call
+# (option "deferred_recompiles"); a custom backend is called as each entry is made.
+_AOT_BACKENDS = ("inductor", "aot_eager")
 
 
 def _check_flags(fullgraph: object, dynamic: object, disable: object) -> None:
@@ -61,6 +64,8 @@ def _make_runner(
         recompile_limit=options["recompile_limit"],
         resolve_backend=lambda name: lookup_backend(name, options),
         capture_cache=capture_cache(backend, options, fullgraph, dynamic),
+        defer_recompiles=options["deferred_recompiles"]
+        and check_backend_name(backend) in _AOT_BACKENDS,
     )
 
 

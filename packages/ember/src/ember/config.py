@@ -156,6 +156,17 @@ OPTIONS: dict[str, Option] = {
             _CODEGEN,
         ),
         Option(
+            "deferred_recompiles",
+            bool,
+            True,
+            "compile a static entry made after a function's first (a recompile) at its "
+            "second call: its first runs the captured graph as it is, op by op, and one "
+            "another entry covers by then (a first decode step, once the steps after it "
+            "made the cache length symbolic) is dropped without compiling; False compiles "
+            "every entry at once",
+            _AOT,
+        ),
+        Option(
             "regional",
             (bool, type(None)),
             None,

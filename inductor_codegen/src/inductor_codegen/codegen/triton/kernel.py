@@ -993,7 +993,14 @@ class TritonKernelCodegen(KernelPrinter):
         params += [f"R{g}BLOCK: tl.constexpr" for g in range(len(self.group_meta))]
         # NOTE: in debug mode, so that the bounds checks of indirect loads run (Triton drops
         # `tl.device_assert` otherwise); runtime.COMPILE_OPTIONS keeps overflow checks off.
-        jit = "@triton.jit(debug=True)" if self.bounds_checked else "@triton.jit"
+        # Symbolic sizes are not specialized (Triton would compile a kernel again for a size
+        # that is 1 or a multiple of 16: a decode step's cache length every 16 tokens); the
+        # values they multiply keep their own divisibility.
+        settings = ["debug=True"] if self.bounds_checked else []
+        sizes = [self._param_name(key) for key in self.args if key.startswith("size:")]
+        if sizes:
+            settings.append(f"do_not_specialize={sizes!r}")
+        jit = f"@triton.jit({', '.join(settings)})" if settings else "@triton.jit"
         source = f"{jit}\ndef KERNEL_NAME(" + ", ".join(params) + "):\n" + "\n".join(lines) + "\n"
         groups = tuple(self.group_meta)
         xnumel = numel(self.kernel.outer)
