@@ -94,6 +94,9 @@ class T(NamedTuple):
     seed: int
 
 
+ABSENT = "<absent>"  # an attribute deleted
+
+
 class Fn(NamedTuple):
     """A function of FUNCTIONS, by name."""
 
@@ -104,9 +107,14 @@ def _double(x):
     return x * 2
 
 
+def _scaler(factor):
+    """Functions of one code object, told apart by their closure cell."""
+    return lambda x: x * factor
+
+
 FUNCTIONS = {
     "sin": torch.sin, "tanh": torch.tanh, "relu": F.relu, "double": _double,
-    "shifted": lambda x: x + 0.75, "abs": torch.abs,
+    "shifted": lambda x: x + 0.75, "abs": torch.abs, "times3": _scaler(3), "times5": _scaler(5),
 }
 SUBMODULES = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
 
@@ -187,6 +195,15 @@ class SGDLike:
         self.param_groups = [{"params": list(params), "lr": lr, "momentum": momentum}]
 
 
+def _set_attribute(obj, name, value):
+    """Set an attribute, or delete it where the value is ABSENT."""
+    if value == ABSENT:
+        if hasattr(obj, name):
+            delattr(obj, name)
+    else:
+        setattr(obj, name, value)
+
+
 def _set_param(module, name, value):
     setattr(module, name, torch.nn.Parameter(value))
 
@@ -215,6 +232,7 @@ def _call_context(s):
         yield
 '''
 
+ABSENT = "<absent>"  # a value of CALLS: the attribute deleted (PRELUDE's ABSENT)
 X0_DEFAULTS = {
     "x0.dtype": torch.float32,
     "x0.layout": "contiguous",
@@ -356,16 +374,19 @@ def _module(rng, k, shape):
 
 
 def _config(rng, k, shape):
-    which = rng.choice(["eps", "mode", "n"])
-    values = {"eps": (0.5, 1e-3, 2.0), "mode": ("add", "mul", "skip"), "n": (1, 2, 3)}[which]
+    which = rng.choice(["eps", "mode", "n", "extra"])
+    values = {"eps": (0.5, 1e-3, 2.0), "mode": ("add", "mul", "skip"), "n": (1, 2, 3),
+              "extra": (ABSENT, 1.5, None, 2)}[which]  # fmt: skip
     uses = {
         "eps": ["v = v + {o}.eps", "v = v / ({o}.eps + v.abs())", "if {o}.eps > 1:\n    v = v - 1"],
         "mode": ['if {o}.mode == "mul":\n    v = v * 2\nelif {o}.mode == "add":\n    v = v + 2',
                  'r{k} = {o}.mode.upper()'],
         "n": ["r{k} = v[..., : {o}.n]", "v = v.roll({o}.n, -1)", "for _ in range({o}.n):\n    v = v * 0.5"],
+        "extra": ['if hasattr({o}, "extra") and {o}.extra is not None:\n    v = v + {o}.extra',
+                  'r{k} = getattr({o}, "extra", -1)', 'r{k} = "extra" in vars({o})'],
     }[which]  # fmt: skip
     use, outputs = _uses(rng, k, uses)
-    setter = f"lambda value: setattr({{o}}, '{which}', value)"
+    setter = f"lambda value: _set_attribute({{o}}, '{which}', value)"
     name = f"CFG{k}"
     state = ((name, f"vars({name})"),)
     return _object_read("config", k, use, outputs, rng, setter, (f"{name} = Config()",), state,
@@ -399,10 +420,10 @@ def _closure(rng, k, shape):
     return Read("closure", f"cell{k}", (1, 2, 0.5, 3), use, outputs, cell=f"cell{k}")
 
 
-def _context(name, choices, uses):
+def _context(mutator, name, choices, uses):
     def draw(rng, k, shape):
         use, outputs = _uses(rng, k, uses)
-        return Read(name, f"ctx.{name}", choices, use, outputs)
+        return Read(mutator, f"ctx.{name}", choices, use, outputs)
 
     return draw
 
@@ -419,6 +440,11 @@ INT_USES = [
     "if {p} > 2:\n    v = v + {p}\nelse:\n    v = v - 1", "for _ in range({p}):\n    v = v * 0.5 + 1",
     "r{k} = v.new_ones({p}) * {p}", "v = v + v.flatten()[{p}]",
 ]
+# Values equal across types (2 == 2.0, 1 == True): what the program makes of their type.
+NUMBER_USES = [
+    "r{k} = {p} * 3", "r{k} = torch.tensor({p})", "v = v + torch.full((2,), {p}).sum()",
+    "r{k} = type({p}).__name__", "r{k} = torch.arange(4) * {p}", "r{k} = str({p})",
+]
 FLOAT_USES = [
     "v = v * {p}", "v = v.clamp(max={p})", "if {p} > 1:\n    v = v + {p}",
     "v = torch.where(v > {p}, v, {p} - v)",
@@ -433,6 +459,7 @@ OPTIONAL_USES = [
 SEQUENCE_USES = [
     "for item in {p}:\n    v = v + item", "v = v * len({p})", "v = v + {p}[-1]",
     "r{k} = [item * 2 for item in {p}]", "for i, item in enumerate({p}):\n    v = v + i * item",
+    "r{k} = isinstance({p}, tuple)", "r{k} = [type(item).__name__ for item in {p}]",
 ]
 DICT_USES = [
     'for key, item in {p}.items():\n    if key == "scale":\n        v = v * item\n    else:\n        v = v + item',
@@ -440,12 +467,16 @@ DICT_USES = [
     "r{k} = len({p})",
 ]  # fmt: skip
 FUNCTION_USES = ["v = {p}(v)", "r{k} = {p}(v).sum()", "v = {p}({p}(v))"]
-SEQUENCES = ([1, 2], [1, 2, 3], [0.5, 2], ["tensor", 3], (1, 2), [2], ["scalar_tensor"], [True, 1])
+SEQUENCES = (
+    [1, 2], [1, 2, 3], [0.5, 2], ["tensor", 3], (1, 2), [2], ["scalar_tensor"], [True, 2],
+    [1.0, 2], ["tensor64", 3],
+)  # fmt: skip
 DICTS = (
     {"scale": 2, "shift": 1}, {"scale": 2}, {"shift": 1.5, "bias": "tensor"},
     {"shift": 1, "scale": 2}, {"scale": 0.5, "extra": True}, {"scale": "tensor64"},
 )  # fmt: skip
-FUNCTION_CHOICES = tuple(("fn", name) for name in ("sin", "tanh", "relu", "double", "shifted", "abs"))
+FUNCTION_NAMES = ("sin", "tanh", "relu", "double", "shifted", "abs", "times3", "times5")
+FUNCTION_CHOICES = tuple(("fn", name) for name in FUNCTION_NAMES)
 
 MUTATORS: dict[str, Mutator] = {
     m.name: m
@@ -466,13 +497,14 @@ MUTATORS: dict[str, Mutator] = {
         ])),
         Mutator("alias", 2, _alias_draw),
         Mutator("int", 3, _argument("int", "i", (1, 2, 3, 5), INT_USES)),
+        Mutator("number", 2, _argument("number", "n", (2, 2.0, 1, True, 0, False), NUMBER_USES)),
         Mutator("float", 2, _argument("float", "f", (0.5, 1.5, -2.0, 3.25), FLOAT_USES)),
         Mutator("bool", 2, _argument("bool", "b", (True, False), BOOL_USES)),
         Mutator("optional", 2, _argument("optional", "t", (None, "tensor", "tensor64", "scalar_tensor"), OPTIONAL_USES)),
         Mutator("sequence", 3, _argument("sequence", "l", SEQUENCES, SEQUENCE_USES)),
         Mutator("dict", 3, _argument("dict", "d", DICTS, DICT_USES)),
-        Mutator("global_number", 2, _global("global_number", (2, 3, 0.5, -1.25), [
-            "v = v * {p}", "if {p} > 1:\n    v = v + 1", "v = v.roll(int({p}), 0)",
+        Mutator("global_number", 2, _global("global_number", (2, 3, 0.5, -1.25, 2.0, True), [
+            "v = v * {p}", "if {p} > 1:\n    v = v + 1", "v = v.roll(int({p}), 0)", *NUMBER_USES,
         ])),
         Mutator("global_tensor", 2, _global("global_tensor", ("tensor", "tensor64", "scalar_tensor"), [
             "v = v + {p}", "v = v * {p}.sum()", "r{k} = {p} * 2",
@@ -483,19 +515,19 @@ MUTATORS: dict[str, Mutator] = {
         Mutator("module", 4, _module),
         Mutator("closure", 2, _closure),
         Mutator("config", 2, _config),
-        Mutator("grad_mode", 2, _context("grad", ("enabled", "no_grad", "inference"), [
+        Mutator("grad_mode", 2, _context("grad_mode", "grad", ("enabled", "no_grad", "inference"), [
             "if torch.is_grad_enabled():\n    v = v * 2", "v = v * 1.5", "r{k} = torch.is_grad_enabled()",
             "r{k} = torch.is_inference_mode_enabled()",
         ])),
-        Mutator("autocast", 2, _context("autocast", (None, torch.bfloat16), [
+        Mutator("autocast", 2, _context("autocast", "autocast", (None, torch.bfloat16), [
             "v = v @ torch.linspace(-1, 1, v.shape[-1] * v.shape[-1]).view(v.shape[-1], -1)",
             "r{k} = torch.is_autocast_enabled('cpu')",
         ])),
-        Mutator("default_dtype", 2, _context("default_dtype", (torch.float32, torch.float64), [
+        Mutator("default_dtype", 2, _context("default_dtype", "default_dtype", (torch.float32, torch.float64), [
             "v = v + torch.ones(v.shape[-1])", "v = v * torch.tensor(1.5)",
             "r{k} = torch.arange(0.0, 3.0) * 2", "r{k} = torch.get_default_dtype()",
         ])),
-        Mutator("deterministic", 1, _context("deterministic", (False, True), [
+        Mutator("deterministic", 1, _context("deterministic", "deterministic", (False, True), [
             "if torch.are_deterministic_algorithms_enabled():\n    v = v + 1\nelse:\n    v = v - 1",
         ])),
         Mutator("seed", 2, _seed),
