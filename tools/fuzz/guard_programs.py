@@ -172,9 +172,10 @@ class Block(torch.nn.Module):
         self.act = torch.nn.ReLU()
         self.scale = torch.nn.Parameter(torch.linspace(0.5, 1.5, n))
         self.register_buffer("steps", torch.zeros(()))
+        self.gain = 1.0
 
     def forward(self, x):
-        x = self.act(x) * self.scale
+        x = self.act(x) * self.scale * self.gain
         if self.training:
             self.steps += 1
             x = x + 0.5
@@ -202,6 +203,33 @@ def _set_attribute(obj, name, value):
             delattr(obj, name)
     else:
         setattr(obj, name, value)
+
+
+def _replace_items(items, value):
+    items[:] = value
+
+
+def _replace_entries(entries, value):
+    entries.clear()
+    entries.update(value)
+
+
+def _copy_values(tensor, value):
+    with torch.no_grad():
+        tensor.copy_(value)
+
+
+def _add_one(module, args, output):
+    return output + 1
+
+
+def _set_hook(module, value):
+    """A forward hook adding 1 registered (True) or removed (False)."""
+    handle = module.__dict__.pop("_fuzz_hook", None)
+    if handle is not None:
+        handle.remove()
+    if value:
+        module.__dict__["_fuzz_hook"] = module.register_forward_hook(_add_one)
 
 
 def _set_param(module, name, value):
@@ -324,13 +352,21 @@ def _instantiate(choice, n, k):
     return choice
 
 
-def _global(name, choices, uses):
+def _global(name, choices, uses, in_place=""):
+    """A module-level global: rebound between calls, or (`in_place`: the function that
+    updates it) the same object changed in place: a list's items, a dict's entries, a
+    tensor's values."""
+
     def draw(rng, k, shape):
         values = tuple(_instantiate(c, shape[-1], k) for c in choices)
         use, outputs = _uses(rng, k, [u.replace("{p}", f"G{k}") for u in uses])
-        setter = f'lambda value: globals().update(G{k}=value)'
+        setter = f"lambda value: globals().update(G{k}=value)"
         definitions = (f"G{k} = None",)
-        state = ((f"G{k}", f"G{k}"),) if "list" in name else ()
+        if in_place:
+            setter = f"lambda value: {in_place}(G{k}, value)"
+            first = {"_replace_items": "[]", "_replace_entries": "{}"}.get(in_place)
+            definitions = (f"G{k} = {first or f'torch.zeros({shape[-1]})'}",)
+        state = ((f"G{k}", f"G{k}"),) if in_place or "list" in name else ()
         return Read(name, f"G{k}", values, use, outputs, (), definitions, setter, state)
 
     return draw
@@ -349,18 +385,27 @@ def _object_read(kind, k, use, outputs, rng, setter, definitions, state, key, va
 
 def _module(rng, k, shape):
     n = shape[-1]
-    which = rng.choice(["training", "act", "scale", "scale.requires_grad"])
+    which = rng.choice(
+        ["training", "act", "scale", "scale.requires_grad", "scale.values", "gain", "hook"]
+    )
+    tensors = tuple(("T", (n,), "float32", 100 * k + i) for i in range(3))
     values = {
         "training": (True, False),
         "act": ("relu", "tanh", "identity"),
-        "scale": tuple(("T", (n,), "float32", 100 * k + i) for i in range(3)),
+        "scale": tensors,
         "scale.requires_grad": (True, False),
+        "scale.values": tensors,
+        "gain": (1.0, 2, 0.5),
+        "hook": (False, True),
     }[which]
     setter = {
         "training": "lambda value: {o}.train(value)",
         "act": "lambda value: setattr({o}, 'act', SUBMODULES[value]())",
         "scale": "lambda value: _set_param({o}, 'scale', value)",
         "scale.requires_grad": "lambda value: {o}.scale.requires_grad_(value)",
+        "scale.values": "lambda value: _copy_values({o}.scale, value)",
+        "gain": "lambda value: setattr({o}, 'gain', value)",
+        "hook": "lambda value: _set_hook({o}, value)",
     }[which]
     uses = ["v = {o}(v)", "v = {o}(v) + {o}.scale", "v = {o}.act(v) * 2 + {o}(v)"]
     if which == "training":
@@ -510,6 +555,11 @@ MUTATORS: dict[str, Mutator] = {
             "v = v + {p}", "v = v * {p}.sum()", "r{k} = {p} * 2",
         ])),
         Mutator("global_list", 2, _global("global_list", SEQUENCES, SEQUENCE_USES)),
+        Mutator("global_list_items", 2, _global("global_list_items", SEQUENCES, SEQUENCE_USES, "_replace_items")),
+        Mutator("global_dict_entries", 2, _global("global_dict_entries", DICTS, DICT_USES, "_replace_entries")),
+        Mutator("global_tensor_values", 2, _global("global_tensor_values", ("tensor", "tensor64"), [
+            "v = v + {p}", "v = v * {p}.sum()", "r{k} = {p} * 2",
+        ], "_copy_values")),
         Mutator("global_flag", 2, _global("global_flag", (True, False), BOOL_USES)),
         Mutator("global_function", 2, _global("global_function", FUNCTION_CHOICES, FUNCTION_USES)),
         Mutator("module", 4, _module),
