@@ -83,6 +83,7 @@ class GuardProgram:
 
 PRELUDE = '''
 import contextlib
+import types
 from typing import NamedTuple
 
 
@@ -138,7 +139,7 @@ def _build(value):
 def _input(shape, s, g):
     """x0 of one call: its dtype, layout, storage offset and requires_grad from `s`."""
     dtype, layout, offset = s["x0.dtype"], s["x0.layout"], s["x0.offset"]
-    alloc = list(shape)
+    alloc = [s.get("x0.size", shape[0]), *shape[1:]]
     if layout == "transposed":
         alloc[-2], alloc[-1] = alloc[-1], alloc[-2]
     elif layout == "sliced":
@@ -164,22 +165,34 @@ def _alias(a, how):
     return {"same": lambda: a, "view": lambda: a.view(a.shape), "separate": a.clone}[how]()
 
 
+class Noisy(torch.nn.Module):
+    """A submodule reading its own training flag (`model.sub.eval()` alone)."""
+
+    def forward(self, x):
+        return x * 2 - 1 if self.training else x
+
+
 class Block(torch.nn.Module):
-    """A module whose forward reads its training flag, a submodule and a parameter."""
+    """A module whose forward reads its training flag, submodules and a parameter."""
 
     def __init__(self, n):
         super().__init__()
         self.act = torch.nn.ReLU()
+        self.sub = Noisy()
         self.scale = torch.nn.Parameter(torch.linspace(0.5, 1.5, n))
         self.register_buffer("steps", torch.zeros(()))
         self.gain = 1.0
 
     def forward(self, x):
-        x = self.act(x) * self.scale * self.gain
+        x = self.sub(self.act(x) * self.scale * self.gain)
         if self.training:
             self.steps += 1
             x = x + 0.5
         return x
+
+
+SETTINGS = types.ModuleType("fuzz_settings")  # a settings module the program reads
+SETTINGS.USE_FAST, SETTINGS.LEVEL = False, 1
 
 
 class Config:
@@ -254,6 +267,9 @@ def _call_context(s):
         if "ctx.default_dtype" in s:
             stack.callback(torch.set_default_dtype, torch.get_default_dtype())
             torch.set_default_dtype(s["ctx.default_dtype"])
+        if "ctx.cudnn_benchmark" in s:
+            stack.callback(setattr, torch.backends.cudnn, "benchmark", torch.backends.cudnn.benchmark)
+            torch.backends.cudnn.benchmark = s["ctx.cudnn_benchmark"]
         if "ctx.deterministic" in s:
             stack.callback(torch.use_deterministic_algorithms, torch.are_deterministic_algorithms_enabled())
             torch.use_deterministic_algorithms(s["ctx.deterministic"])
@@ -266,7 +282,7 @@ X0_DEFAULTS = {
     "x0.layout": "contiguous",
     "x0.offset": 0,
     "x0.requires_grad": False,
-}
+}  # x0's first dim is SHAPE's unless a `size` read changes it ("x0.size")
 
 
 # ---------------------------------------------------------------- the mutators
@@ -386,7 +402,8 @@ def _object_read(kind, k, use, outputs, rng, setter, definitions, state, key, va
 def _module(rng, k, shape):
     n = shape[-1]
     which = rng.choice(
-        ["training", "act", "scale", "scale.requires_grad", "scale.values", "gain", "hook"]
+        ["training", "act", "scale", "scale.requires_grad", "scale.values", "gain", "hook",
+         "sub.training"]
     )
     tensors = tuple(("T", (n,), "float32", 100 * k + i) for i in range(3))
     values = {
@@ -397,6 +414,7 @@ def _module(rng, k, shape):
         "scale.values": tensors,
         "gain": (1.0, 2, 0.5),
         "hook": (False, True),
+        "sub.training": (True, False),
     }[which]
     setter = {
         "training": "lambda value: {o}.train(value)",
@@ -406,6 +424,7 @@ def _module(rng, k, shape):
         "scale.values": "lambda value: _copy_values({o}.scale, value)",
         "gain": "lambda value: setattr({o}, 'gain', value)",
         "hook": "lambda value: _set_hook({o}, value)",
+        "sub.training": "lambda value: {o}.sub.train(value)",
     }[which]
     uses = ["v = {o}(v)", "v = {o}(v) + {o}.scale", "v = {o}.act(v) * 2 + {o}(v)"]
     if which == "training":
@@ -471,6 +490,35 @@ def _context(mutator, name, choices, uses):
         return Read(mutator, f"ctx.{name}", choices, use, outputs)
 
     return draw
+
+
+def _size(rng, k, shape):
+    uses = ["v = v * x0.shape[0]", "r{k} = v.sum(0)", "if x0.shape[0] > 3:\n    v = v + 1",
+            "r{k} = v.reshape(-1)[: x0.shape[0]]", "r{k} = x0.shape[0] == 1",
+            "r{k} = torch.arange(x0.shape[0]) * 2", "v = v - v.mean(0)"]  # fmt: skip
+    use, outputs = _uses(rng, k, uses)
+    return Read("size", "x0.size", (shape[0], 1, shape[0] + 1, shape[0] + 3), use, outputs)
+
+
+def _index(rng, k, shape):
+    """An index argument whose dtype changes: int64 or int32 positions, or a bool mask."""
+    n = shape[-1]
+    values = tuple(("T", (n,), dtype, 10 * k + i) for i, dtype in enumerate(
+        ("int64", "int32", "bool", "int64")))  # fmt: skip
+    uses = ["r{k} = v[..., j{k}]", "v = v + v[..., j{k}].sum()", "r{k} = x0[..., j{k}] * 2"]
+    use, outputs = _uses(rng, k, uses)
+    return Read("index", f"j{k}", values, use, outputs, ((f"j{k}", f'_build(s["j{k}"])'),))
+
+
+def _settings(rng, k, shape):
+    which = rng.choice(["USE_FAST", "LEVEL"])
+    values = {"USE_FAST": (False, True), "LEVEL": (1, 2, 0)}[which]
+    uses = {"USE_FAST": ["if SETTINGS.USE_FAST:\n    v = v.relu()\nelse:\n    v = v.abs()",
+                         "r{k} = SETTINGS.USE_FAST"],
+            "LEVEL": ["v = v * SETTINGS.LEVEL", "for _ in range(SETTINGS.LEVEL):\n    v = v + 1"]}[which]  # fmt: skip
+    use, outputs = _uses(rng, k, uses)
+    setter = f"lambda value: setattr(SETTINGS, '{which}', value)"
+    return Read("settings", f"SETTINGS.{which}", values, use, outputs, setter=setter)
 
 
 def _seed(rng, k, shape):
@@ -581,6 +629,12 @@ MUTATORS: dict[str, Mutator] = {
             "if torch.are_deterministic_algorithms_enabled():\n    v = v + 1\nelse:\n    v = v - 1",
         ])),
         Mutator("seed", 2, _seed),
+        Mutator("size", 2, _size),
+        Mutator("index", 2, _index),
+        Mutator("settings", 2, _settings),
+        Mutator("torch_flag", 1, _context("torch_flag", "cudnn_benchmark", (False, True), [
+            "if torch.backends.cudnn.benchmark:\n    v = v * 2", "r{k} = torch.backends.cudnn.benchmark",
+        ])),
         Mutator("optimizer", 2, _optimizer),
     )
 }  # fmt: skip
