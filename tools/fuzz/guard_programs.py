@@ -45,6 +45,7 @@ from program import HELPERS, MAIN
 
 CALLS_RANGE = (4, 8)  # calls per program
 READS_RANGE = (2, 5)  # reads per program
+STEADY_RATE = 0.3  # a later call that changes nothing
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class GuardProgram:
 
 # ---------------------------------------------------------------- helpers in the program
 
-PRELUDE = '''
+PRELUDE = r'''
 import contextlib
 import types
 from typing import NamedTuple
@@ -191,6 +192,61 @@ class Block(torch.nn.Module):
         return x
 
 
+LIB = types.ModuleType("fuzz_lib")  # a library: its functions read its own globals
+exec(
+    "FACTOR = 2\nENABLED = True\n"
+    "def scale(x):\n    return x * FACTOR if ENABLED else x - FACTOR\n",
+    LIB.__dict__,
+)
+lib_scale = LIB.scale  # the program calls it by this name, never naming LIB
+
+
+def _make_helper():
+    factor = 2
+
+    def helper(x):
+        return x * factor
+
+    def set_factor(value):
+        nonlocal factor
+        factor = value
+
+    return helper, set_factor
+
+
+cell_helper, _set_helper_factor = _make_helper()
+
+
+def defaults_helper(x, k=2, *, shift=0.5):
+    return x * k + shift
+
+
+class Scaled:
+    """Read through the class: a class attribute and a method, replaced on the class."""
+
+    factor = 2
+
+    def transform(self, x):
+        return x + self.factor
+
+
+def _transform_double(self, x):
+    return x * 2 * self.factor
+
+
+def _transform_sin(self, x):
+    return torch.sin(x) + self.factor
+
+
+TRANSFORMS = {"add": Scaled.transform, "double": _transform_double, "sin": _transform_sin}
+SCALED = Scaled()
+
+
+def _set_defaults(fn, k, shift):
+    fn.__defaults__ = (k,)
+    fn.__kwdefaults__ = {"shift": shift}
+
+
 SETTINGS = types.ModuleType("fuzz_settings")  # a settings module the program reads
 SETTINGS.USE_FAST, SETTINGS.LEVEL = False, 1
 
@@ -297,8 +353,15 @@ class Mutator:
     draw: Callable[[random.Random, int, tuple], Read]
 
 
+# Now and then a read comes after a graph break: a resumed function guards it.
+GRAPH_BREAK_RATE = 0.25
+GRAPH_BREAK = "torch._dynamo.graph_break()\n"
+
+
 def _uses(rng: random.Random, k: int, uses: list[str]) -> tuple[str, tuple[str, ...]]:
     use = rng.choice(uses).replace("{k}", str(k))
+    if rng.random() < GRAPH_BREAK_RATE:
+        use = GRAPH_BREAK + use
     outputs = (f"r{k}",) if f"r{k} = " in use else ()
     return use, outputs
 
@@ -403,7 +466,7 @@ def _module(rng, k, shape):
     n = shape[-1]
     which = rng.choice(
         ["training", "act", "scale", "scale.requires_grad", "scale.values", "gain", "hook",
-         "sub.training"]
+         "sub.training", "scale.grad"]
     )
     tensors = tuple(("T", (n,), "float32", 100 * k + i) for i in range(3))
     values = {
@@ -415,6 +478,7 @@ def _module(rng, k, shape):
         "gain": (1.0, 2, 0.5),
         "hook": (False, True),
         "sub.training": (True, False),
+        "scale.grad": (None, *tensors[:2]),
     }[which]
     setter = {
         "training": "lambda value: {o}.train(value)",
@@ -425,10 +489,14 @@ def _module(rng, k, shape):
         "gain": "lambda value: setattr({o}, 'gain', value)",
         "hook": "lambda value: _set_hook({o}, value)",
         "sub.training": "lambda value: {o}.sub.train(value)",
+        "scale.grad": "lambda value: setattr({o}.scale, 'grad', value)",
     }[which]
     uses = ["v = {o}(v)", "v = {o}(v) + {o}.scale", "v = {o}.act(v) * 2 + {o}(v)"]
     if which == "training":
         uses.append("if {o}.training:\n    v = v * 3\nv = {o}(v)")
+    if which == "scale.grad":
+        uses.append("if {o}.scale.grad is not None:\n    v = v + {o}.scale.grad\nv = {o}(v)")
+        uses.append("r{k} = {o}.scale.grad is None")
     use, outputs = _uses(rng, k, uses)
     name = f"MOD{k}"
     definitions = (f"{name} = Block({n})",)
@@ -521,6 +589,37 @@ def _settings(rng, k, shape):
     return Read("settings", f"SETTINGS.{which}", values, use, outputs, setter=setter)
 
 
+def _library(rng, k, shape):
+    """A library function reading its own module's globals, changed between calls."""
+    which = rng.choice(["FACTOR", "ENABLED"])
+    values = {"FACTOR": (2, 3, 0.5), "ENABLED": (True, False)}[which]
+    uses = ["v = lib_scale(v)", "r{k} = lib_scale(v.sum())", "v = lib_scale(lib_scale(v))"]
+    use, outputs = _uses(rng, k, uses)
+    setter = f"lambda value: setattr(LIB, '{which}', value)"
+    return Read("library", f"LIB.{which}", values, use, outputs, setter=setter)
+
+
+def _helper_function(rng, k, shape):
+    """A helper's closure cell, its defaults, or a class's attribute or method."""
+    which = rng.choice(["cell", "defaults", "class_attr", "method"])
+    values = {"cell": (2, 3, 0.5), "defaults": ((2, 0.5), (3, 0.5), (2, -1.0)),
+              "class_attr": (2, 5, -1), "method": ("add", "double", "sin")}[which]  # fmt: skip
+    uses = {
+        "cell": ["v = cell_helper(v)", "r{k} = cell_helper(v).sum()"],
+        "defaults": ["v = defaults_helper(v)", "v = defaults_helper(v, 3)", "r{k} = defaults_helper(v, shift=1)"],
+        "class_attr": ["v = SCALED.transform(v)", "v = v * SCALED.factor", "r{k} = Scaled.factor * 2"],
+        "method": ["v = SCALED.transform(v)", "r{k} = SCALED.transform(v.sum())"],
+    }[which]  # fmt: skip
+    use, outputs = _uses(rng, k, uses)
+    setter = {
+        "cell": "_set_helper_factor",
+        "defaults": "lambda value: _set_defaults(defaults_helper, *value)",
+        "class_attr": "lambda value: setattr(Scaled, 'factor', value)",
+        "method": "lambda value: setattr(Scaled, 'transform', TRANSFORMS[value])",
+    }[which]
+    return Read("helper", f"helper.{which}", values, use, outputs, setter=setter)
+
+
 def _seed(rng, k, shape):
     uses = ["v = v + torch.rand(v.shape[-1])", "r{k} = torch.randn(3)",
             "v = F.dropout(v, 0.5, training=True)"]  # fmt: skip
@@ -562,7 +661,7 @@ DICT_USES = [
 FUNCTION_USES = ["v = {p}(v)", "r{k} = {p}(v).sum()", "v = {p}({p}(v))"]
 SEQUENCES = (
     [1, 2], [1, 2, 3], [0.5, 2], ["tensor", 3], (1, 2), [2], ["scalar_tensor"], [True, 2],
-    [1.0, 2], ["tensor64", 3],
+    [1.0, 2], ["tensor64", 3], [[1, 2], 3], [(2,), 1],
 )  # fmt: skip
 DICTS = (
     {"scale": 2, "shift": 1}, {"scale": 2}, {"shift": 1.5, "bias": "tensor"},
@@ -629,6 +728,8 @@ MUTATORS: dict[str, Mutator] = {
             "if torch.are_deterministic_algorithms_enabled():\n    v = v + 1\nelse:\n    v = v - 1",
         ])),
         Mutator("seed", 2, _seed),
+        Mutator("library", 2, _library),
+        Mutator("helper", 3, _helper_function),
         Mutator("size", 2, _size),
         Mutator("index", 2, _index),
         Mutator("settings", 2, _settings),
@@ -660,14 +761,17 @@ def _value_text(value) -> str:
 
 
 def schedule(rng: random.Random, reads: tuple[Read, ...], calls: int) -> tuple[dict, ...]:
-    """Each call's values: call 0 draws every read's; each later call changes one read."""
+    """Each call's values: call 0 draws every read's; each later call changes one read
+    (or, at STEADY_RATE, nothing)."""
     first = dict(X0_DEFAULTS)
     for read in reads:
         first[read.key] = rng.choice(read.choices)
     states = [first]
     for _ in range(calls - 1):
         state = dict(states[-1])
-        if not reads:
+        # A steady call now and then: the entry's guards pass on what the call before
+        # saw, warming any fast path (stable reads), which the next change must not fool.
+        if not reads or rng.random() < STEADY_RATE:
             states.append(state)
             continue
         read = rng.choice(reads)
