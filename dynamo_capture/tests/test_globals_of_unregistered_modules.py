@@ -22,7 +22,9 @@ from dynamo_capture.testing import CountingBackend
 
 def _library(name: str, factor: float) -> types.ModuleType:
     module = types.ModuleType(name)
-    source = "FACTOR = 0.5\nENABLED = True\n\ndef scale(x):\n    return x * FACTOR if ENABLED else x\n"
+    source = (
+        "FACTOR = 0.5\nENABLED = True\n\ndef scale(x):\n    return x * FACTOR if ENABLED else x\n"
+    )
     exec(source, module.__dict__)
     module.FACTOR = factor
     return module
@@ -74,7 +76,10 @@ def test_global_of_a_module_whose_name_another_module_holds(registered_namesake,
 def test_a_function_of_an_unregistered_module_made_in_the_frame_runs_eagerly():
     """No source reaches a closure capture made: its globals cannot be read again."""
     library = _library("ember_test_unregistered_lib", 0.5)
-    exec("def make():\n    def inner(x):\n        return x * FACTOR\n    return inner\n", vars(library))
+    exec(
+        "def make():\n    def inner(x):\n        return x * FACTOR\n    return inner\n",
+        vars(library),
+    )
     make = library.make
 
     def apply(x):

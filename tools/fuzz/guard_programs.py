@@ -375,7 +375,9 @@ def _x0(name: str, choices: tuple, uses: list[str]):
 
 
 def _layouts(rng, k, shape):
-    choices = ("contiguous", "transposed", "sliced") + (("channels_last",) if len(shape) == 4 else ())
+    choices = ("contiguous", "transposed", "sliced") + (
+        ("channels_last",) if len(shape) == 4 else ()
+    )
     uses = [
         "if x0.is_contiguous():\n    v = v + 1\nelse:\n    v = v * 2",
         "v = v * x0.stride(-1)",
@@ -465,8 +467,17 @@ def _object_read(kind, k, use, outputs, rng, setter, definitions, state, key, va
 def _module(rng, k, shape):
     n = shape[-1]
     which = rng.choice(
-        ["training", "act", "scale", "scale.requires_grad", "scale.values", "gain", "hook",
-         "sub.training", "scale.grad"]
+        [
+            "training",
+            "act",
+            "scale",
+            "scale.requires_grad",
+            "scale.values",
+            "gain",
+            "hook",
+            "sub.training",
+            "scale.grad",
+        ]
     )
     tensors = tuple(("T", (n,), "float32", 100 * k + i) for i in range(3))
     values = {
@@ -628,30 +639,46 @@ def _seed(rng, k, shape):
 
 
 INT_USES = [
-    "v = v * {p}", "v = v.roll({p}, -1)", "r{k} = v[..., :{p}].sum(-1)",
-    "if {p} > 2:\n    v = v + {p}\nelse:\n    v = v - 1", "for _ in range({p}):\n    v = v * 0.5 + 1",
-    "r{k} = v.new_ones({p}) * {p}", "v = v + v.flatten()[{p}]",
+    "v = v * {p}",
+    "v = v.roll({p}, -1)",
+    "r{k} = v[..., :{p}].sum(-1)",
+    "if {p} > 2:\n    v = v + {p}\nelse:\n    v = v - 1",
+    "for _ in range({p}):\n    v = v * 0.5 + 1",
+    "r{k} = v.new_ones({p}) * {p}",
+    "v = v + v.flatten()[{p}]",
 ]
 # Values equal across types (2 == 2.0, 1 == True): what the program makes of their type.
 NUMBER_USES = [
-    "r{k} = {p} * 3", "r{k} = torch.tensor({p})", "v = v + torch.full((2,), {p}).sum()",
-    "r{k} = type({p}).__name__", "r{k} = torch.arange(4) * {p}", "r{k} = str({p})",
+    "r{k} = {p} * 3",
+    "r{k} = torch.tensor({p})",
+    "v = v + torch.full((2,), {p}).sum()",
+    "r{k} = type({p}).__name__",
+    "r{k} = torch.arange(4) * {p}",
+    "r{k} = str({p})",
 ]
 FLOAT_USES = [
-    "v = v * {p}", "v = v.clamp(max={p})", "if {p} > 1:\n    v = v + {p}",
+    "v = v * {p}",
+    "v = v.clamp(max={p})",
+    "if {p} > 1:\n    v = v + {p}",
     "v = torch.where(v > {p}, v, {p} - v)",
 ]
 BOOL_USES = [
-    "if {p}:\n    v = v.sin()\nelse:\n    v = v.cos()", "v = v * 2 if not {p} else v",
+    "if {p}:\n    v = v.sin()\nelse:\n    v = v.cos()",
+    "v = v * 2 if not {p} else v",
     "r{k} = v.sum() if {p} else v.mean()",
 ]
 OPTIONAL_USES = [
-    "if {p} is not None:\n    v = v + {p}", "v = v * ({p} if {p} is not None else 2)",
+    "if {p} is not None:\n    v = v + {p}",
+    "v = v * ({p} if {p} is not None else 2)",
 ]
 SEQUENCE_USES = [
-    "for item in {p}:\n    v = v + item", "v = v * len({p})", "v = v + {p}[-1]",
-    "r{k} = [item * 2 for item in {p}]", "for i, item in enumerate({p}):\n    v = v + i * item",
-    "r{k} = isinstance({p}, tuple)", "r{k} = [type(item).__name__ for item in {p}]",
+    "for item in {p}:\n    v = v + item",
+    "v = v * len({p})",
+    "v = v + {p}[-1]",
+    "r{k} = [item * 2 for item in {p}]",
+    "for i, item in enumerate({p}):\n    v = v + i * item",
+    "r{k} = isinstance({p}, tuple)",
+    "r{k} = [type(item).__name__ for item in {p}]",
 ]
 DICT_USES = [
     'for key, item in {p}.items():\n    if key == "scale":\n        v = v * item\n    else:\n        v = v + item',
