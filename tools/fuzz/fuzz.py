@@ -26,11 +26,17 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+import guard_programs  # noqa: E402
 from generator import DEFAULT_PROFILE, PROFILES, generate  # noqa: E402
 from oracle import DEVICE, KINDS, Mismatch, check_source, quiet  # noqa: E402
-from program import Program, render  # noqa: E402
+from program import Program  # noqa: E402
 from scope import MAX_VALUE_BYTES, ValueTooLarge  # noqa: E402
+from shrink import render_any as render  # noqa: E402
 from shrink import shrink  # noqa: E402
+
+# Profiles: the op tables of generator.PROFILES, and `guards` (guard_programs.py: one
+# compiled program called 4-8 times, one thing it reads changed between calls).
+PROFILE_NAMES = (*sorted(PROFILES), "guards")
 
 BACKENDS = ("eager", "aot_eager", "inductor")
 UNSHRUNK_KINDS = ("precision",)  # saved as generated: numerics, not bugs (oracle.py)
@@ -110,7 +116,10 @@ def fuzz_one(seed: int, options: Options, summary: Summary, shrunk: Counter) -> 
     """Generate program `seed`, check it under each backend, shrink and save what differs.
     A seed whose program would make a value over MAX_VALUE_BYTES is recorded as skipped."""
     try:
-        program = generate(seed, profile=options.profile).replace(dynamic=options.dynamic)
+        if options.profile == "guards":
+            program = guard_programs.generate(seed).replace(dynamic=options.dynamic)
+        else:
+            program = generate(seed, profile=options.profile).replace(dynamic=options.dynamic)
     except ValueTooLarge as error:
         summary.skipped.append(seed)
         if options.verbose:
@@ -193,10 +202,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--replay", type=Path, help="check one saved reproducer and exit")
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument(
-        "--profile", default=DEFAULT_PROFILE, choices=sorted(PROFILES),
+        "--profile", default=DEFAULT_PROFILE, choices=PROFILE_NAMES,
         help="generator tables: base (the ops of earlier runs), full (regions, branches, ...), "
         "wide (full with larger sizes, more layouts, nn/scatter/sort ops), python (full with "
-        "Python constructs: try/except, containers, closures, loops, classes, outside state)",
+        "Python constructs: try/except, containers, closures, loops, classes, outside state), "
+        "guards (one program called 4-8 times, one thing it reads changed between calls)",
     )  # fmt: skip
     parser.add_argument(
         "--dynamic", default="auto", choices=("auto", "true", "false"),

@@ -170,14 +170,19 @@ def on_device(x):
 def run_call(fn, namespace: dict, call: int, prepare=None) -> Outcome:
     """One call of `fn` on fresh inputs of `call`, then its backward where GRAD is set.
     `prepare`, where given, maps the list of inputs to the inputs the call gets."""
+    if "set_state" in namespace:  # the state this call reads (guard_programs.py)
+        namespace["set_state"](call)
     inputs = [on_device(x) for x in namespace["make_inputs"](call)]
     if prepare is not None:
         inputs = prepare(inputs)
     outcome = Outcome(inputs=inputs)
     if "reset_state" in namespace:  # the outside state as at import (user_code.py)
         namespace["reset_state"]()
+    # Grad mode, autocast, default dtype, ... around the call (guard_programs.py)
+    context = namespace["call_context"](call) if "call_context" in namespace else None
     try:
-        outcome.outputs = flatten(fn(*inputs))
+        with context or contextlib.nullcontext():
+            outcome.outputs = flatten(fn(*inputs))
     except Exception as error:  # a raising program is an outcome to compare
         outcome.error = error
     if "outside_state" in namespace:
@@ -198,6 +203,9 @@ def snapshot(value):
     """A copy of outside state: containers opened, tensors cloned, objects as their vars."""
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
+    if isinstance(value, torch.nn.Module):  # its flag and tensors, not its internals
+        state = value.state_dict(keep_vars=False)
+        return (type(value).__name__, {"training": value.training, **snapshot(dict(state))})
     if isinstance(value, torch.Size):  # compared item by item, whatever its items are
         return ("torch.Size", [snapshot(item) for item in value])
     if isinstance(value, dict):
@@ -695,7 +703,7 @@ def _stepwise_explained(source: str, backend: str) -> set[str]:
     import ember
 
     parsed = _instrumented(source)
-    if parsed is None or not parsed[1]:
+    if parsed is None or not parsed[1] or "def set_state(" in source:  # calls need their state
         return set()
     instrumented, statements, copied, parameters, returned = parsed
     eager_ns, compiled_ns = load(instrumented), load(instrumented)
@@ -982,6 +990,10 @@ def compare_outcomes(
             for check, text in compare_layout(want, got, expected.inputs, actual.inputs)
         ]
     for i, (want, got) in enumerate(zip(expected.inputs, actual.inputs)):
+        if not isinstance(want, torch.Tensor):  # an object or container argument
+            for path, text in _state_differences(snapshot(want), snapshot(got), "", floor):
+                found.append(mismatch("silent", "mutation_value", f"input {i}{path}", text))
+            continue
         for kind, check, text in compare_tensors(want, got, requires_grad=False, floor=floor):
             found.append(mismatch(kind, "mutation_" + check, f"input {i}", text))
     found += compare_grads(expected, actual, mismatch, floor)

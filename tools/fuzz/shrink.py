@@ -31,6 +31,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 
+import guard_programs
 from oracle import Mismatch, check_source, quiet
 from program import Program, render
 from user_code import DEFINITIONS
@@ -56,10 +57,17 @@ def reproduces(program: Program, backend: str, target: Mismatch) -> bool:
     """Whether `program` still shows a mismatch of `target`'s signature."""
     try:
         with quiet():
-            found = check_source(render(program, backend), backend)
+            found = check_source(render_any(program, backend), backend)
     except Exception:  # a variant the oracle cannot even run is not a reproducer
         return False
     return any(m.signature() == target.signature() for m in found)
+
+
+def render_any(program, backend: str, header: str = "") -> str:
+    """A `Program` or a `guard_programs.GuardProgram` as its runnable source."""
+    if isinstance(program, guard_programs.GuardProgram):
+        return guard_programs.render(program, backend, header)
+    return render(program, backend, header)
 
 
 def drop_outputs(program: Program) -> Iterator[Program]:
@@ -263,9 +271,12 @@ def shrink(
     deadline = time.monotonic() + budget_s
     tries = 0
     changed = True
+    reductions = REDUCTIONS
+    if isinstance(program, guard_programs.GuardProgram):  # the guards profile's own
+        reductions = guard_programs.REDUCTIONS
     while changed and time.monotonic() < deadline:
         changed = False
-        for reduction in REDUCTIONS.values():
+        for reduction in reductions.values():
             for candidate in reduction(program):
                 if time.monotonic() >= deadline:
                     return program, tries

@@ -16,7 +16,14 @@ import torch
 
 from aot_autograd.errors import UnsupportedMutationError
 
-__all__ = ["FunctionalForm", "FUNCTIONAL_OVERRIDES", "functional_variant", "mutated_arguments"]
+__all__ = [
+    "DRAWN_IN_CONTIGUOUS_ORDER",
+    "FUNCTIONAL_OVERRIDES",
+    "FunctionalForm",
+    "functional_variant",
+    "memory_order",
+    "mutated_arguments",
+]
 
 aten = torch.ops.aten
 
@@ -46,6 +53,32 @@ FUNCTIONAL_OVERRIDES: dict[Any, Any] = {
     aten.copy_.default: aten.copy.default,
     aten.set_.source_Tensor: None,
 }
+
+
+# Functional forms of random in-place ops that draw into a contiguous tensor of their
+# own, where the in-place op fills `self` in its memory order: `bernoulli(t, p)` is
+# `empty_like(t, contiguous).bernoulli_(p)`, so for a transposed or channels-last `t` it
+# gives other elements the same numbers than `t.bernoulli_(p)` (`F.dropout`'s mask).
+# Their values do not depend on `self`'s: the tracer draws on `self` permuted to its
+# memory order and permutes the draw back (`memory_order`). (`uniform`, `normal_functional`
+# clone `self` and fill the clone in its own memory order: alike.)
+DRAWN_IN_CONTIGUOUS_ORDER = frozenset({aten.bernoulli.p})
+
+
+def memory_order(t: torch.Tensor) -> list[int] | None:
+    """The dims of a dense, non-overlapping `t` from the largest stride to the smallest:
+    the order its memory holds its elements in. None where its strides are symbolic or
+    it is not dense (a size-1 dim's stride says nothing and may sit anywhere)."""
+    sizes, strides = list(t.shape), list(t.stride())
+    if not all(type(n) is int for n in (*sizes, *strides)):
+        return None
+    order = sorted(range(t.dim()), key=lambda d: (-strides[d], d))
+    expected = 1
+    for d in reversed(order):
+        if sizes[d] != 1 and strides[d] != expected:
+            return None
+        expected *= sizes[d]
+    return order
 
 
 def mutated_arguments(op: torch._ops.OpOverload) -> tuple[int, ...]:

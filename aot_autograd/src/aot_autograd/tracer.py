@@ -35,7 +35,12 @@ from aot_autograd.errors import (
     UnsupportedMutationError,
 )
 from aot_autograd.kernel_checks import check_kernel_accepts, checks_values
-from aot_autograd.mutations import functional_variant, mutated_arguments
+from aot_autograd.mutations import (
+    DRAWN_IN_CONTIGUOUS_ORDER,
+    functional_variant,
+    memory_order,
+    mutated_arguments,
+)
 from aot_autograd.overlap import check_reads_of_written_memory
 from aot_autograd.symbolic import SizeNodes
 from aot_autograd.value_assertions import ValueAssertion
@@ -502,7 +507,15 @@ class GraphRecorder:
         functional form promotes: its result is cast back.
         """
         target = args[0]
-        node = self.emit(op, self._to_nodes(args), self._to_nodes(kwargs))
+        order = memory_order(target) if op in DRAWN_IN_CONTIGUOUS_ORDER else None
+        if order is not None and order != sorted(order):  # drawn in target's memory order
+            permuted = self.emit(aten.permute.default, (self._to_nodes(target), order), {})
+            rest = self._to_nodes(args[1:])
+            drawn = self.emit(op, (permuted, *rest), self._to_nodes(kwargs))
+            inverse = [order.index(d) for d in range(len(order))]
+            node = self.emit(aten.permute.default, (drawn, inverse), {})
+        else:
+            node = self.emit(op, self._to_nodes(args), self._to_nodes(kwargs))
         value = node.meta["val"]
         if isinstance(value, torch.Tensor) and value.dtype != target.dtype:
             node = self.emit(aten._to_copy.default, (node,), {"dtype": target.dtype})

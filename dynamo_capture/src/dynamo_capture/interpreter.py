@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dis
 import os
+import sys
 import types
 import weakref
 from collections.abc import Callable, Iterator
@@ -21,7 +22,13 @@ from typing import Any
 from dynamo_capture.bytecode import OPCODE_TABLE, Instruction, decode, expected_stack_effect
 from dynamo_capture.errors import ExceptionRaised, Unsupported, UserLocation
 from dynamo_capture.output_graph import CaptureContext
-from dynamo_capture.sources import GlobalSource, ModuleGlobalSource, Source
+from dynamo_capture.sources import (
+    AttrSource,
+    GlobalSource,
+    ItemSource,
+    ModuleGlobalSource,
+    Source,
+)
 from dynamo_capture.values import CellValue, PythonValue, Value
 
 __all__ = [
@@ -197,10 +204,32 @@ class Translator:
 
     # ----- names --------------------------------------------------------
     def global_source(self, name: str) -> Source:
+        """Where guards and a resumed frame's entry read the global `name` again.
+
+        A `ModuleGlobalSource` reads `sys.modules[m].__dict__`, so it stands for these
+        globals only where that is this very dict: a function of a module that is not
+        registered (made with `types.ModuleType`, loaded from a file spec) or whose name
+        another module now holds reads its globals through the inlined function's
+        `__globals__`; with no source for the function, capture cannot read them again.
+        """
         if self.f_globals is self.ctx.frame_globals:
             return GlobalSource(name)
-        module = self.f_globals.get("__name__", "?")
-        return ModuleGlobalSource(module, name)
+        module_name = self.f_globals.get("__name__", "?")
+        module = sys.modules.get(module_name) if isinstance(module_name, str) else None
+        if module is not None and getattr(module, "__dict__", None) is self.f_globals:
+            return ModuleGlobalSource(module_name, name)
+        callee = self.callee
+        if (
+            callee is not None
+            and callee.function_source is not None
+            and getattr(callee.function, "__globals__", None) is self.f_globals
+        ):
+            return ItemSource(AttrSource(callee.function_source, "__globals__"), name)
+        raise Unsupported(
+            f"the global {name!r} of module {module_name!r}, whose globals dict is not "
+            f"sys.modules[{module_name!r}].__dict__ (a module not registered there, or "
+            "replaced), read by a function capture has no source for: it runs eagerly"
+        )
 
     def cell(self, name: str) -> CellValue:
         cell = self.cells.get(name)

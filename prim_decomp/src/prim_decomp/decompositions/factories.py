@@ -83,12 +83,32 @@ def arange_start(start, end, *, dtype=None, layout=None, device=None, pin_memory
 
 @COMPOSITE.register(aten.rand_like.default)
 def rand_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    return aten.rand.default(x.shape, **_like(x, dtype, device))
+    return _drawn_like(aten.rand.default, x, memory_format, **_like(x, dtype, device))
 
 
 @COMPOSITE.register(aten.randn_like.default)
 def randn_like(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    # NOTE: not `_drawn_like`: eager's CPU normal_ fills a contiguous tensor by a
+    # vectorized Box-Muller over blocks of 16 and a strided one element by element, other
+    # numbers than a permuted contiguous draw; a strided `x` still differs from eager here.
     return aten.randn.default(x.shape, **_like(x, dtype, device))
+
+
+def _drawn_like(draw, x, memory_format, **options):
+    """`draw` (rand) shaped like `x`, its numbers in eager's order: `rand_like` is
+    `empty_like(x).uniform_()`, which keeps a dense `x`'s layout (transposed,
+    channels-last) and fills it in memory order. The draw is made contiguous over `x`'s
+    dims from the largest stride to the smallest and permuted back; a contiguous `x`,
+    another memory format, or symbolic strides draw as `x.shape`."""
+    order = None
+    if memory_format in (None, torch.preserve_format) and is_non_overlapping_and_dense(x):
+        strides = list(x.stride())
+        if all(type(n) is int for n in (*x.shape, *strides)):
+            order = sorted(range(x.dim()), key=lambda d: (-strides[d], d))
+    if order is None or order == list(range(x.dim())):
+        return draw(x.shape, **options)
+    drawn = draw([x.shape[d] for d in order], **options)
+    return aten.permute.default(drawn, [order.index(d) for d in range(x.dim())])
 
 
 @COMPOSITE.register(aten.fill.Tensor)
