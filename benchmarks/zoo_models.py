@@ -491,6 +491,241 @@ TRANSFORMERS: dict[str, Callable[[], ZooCase]] = {
 }  # fmt: skip
 
 
+# ------------------------------------------------ more architectures (breadth)
+
+
+def fnet() -> ZooCase:
+    # token mixing by a 2-D FFT (torch.fft.fftn) in place of attention
+    config = dict(_ENCODER, use_tpu_fourier_optimizations=False)
+    del config["num_attention_heads"]
+    model = _hf("FNetForMaskedLM", "FNetConfig", **config)
+    return ZooCase("fnet", model, (_tokens(),))
+
+
+def xlnet() -> ZooCase:
+    model = _hf(
+        "XLNetLMHeadModel",
+        "XLNetConfig",
+        vocab_size=VOCAB,
+        d_model=64,
+        n_layer=2,
+        n_head=4,
+        d_inner=128,
+        use_mems_eval=False,
+        use_mems_train=False,
+    )
+    return ZooCase("xlnet", model, (_tokens(),))
+
+
+def funnel() -> ZooCase:
+    model = _hf(
+        "FunnelForMaskedLM",
+        "FunnelConfig",
+        vocab_size=VOCAB,
+        d_model=64,
+        n_head=4,
+        d_head=16,
+        d_inner=128,
+        block_sizes=[1, 1],
+        num_decoder_layers=1,
+    )
+    return ZooCase("funnel", model, (_tokens(),))
+
+
+def squeezebert() -> ZooCase:
+    return _encoder(
+        "squeezebert", "SqueezeBertForMaskedLM", "SqueezeBertConfig", **_ENCODER, embedding_size=64
+    )
+
+
+def mpnet() -> ZooCase:
+    return _encoder("mpnet", "MPNetForMaskedLM", "MPNetConfig", **_ENCODER, pad_token_id=1)
+
+
+def big_bird() -> ZooCase:
+    return _encoder(
+        "big_bird",
+        "BigBirdForMaskedLM",
+        "BigBirdConfig",
+        **_ENCODER,
+        attention_type="original_full",
+    )
+
+
+def gpt_bigcode() -> ZooCase:
+    config = dict(n_layer=2, n_head=4, n_embd=64, vocab_size=VOCAB, n_positions=64)
+    config.update(bos_token_id=0, eos_token_id=0)
+    return _decoder(
+        "gpt_bigcode", "GPTBigCodeForCausalLM", "GPTBigCodeConfig", use_cache=False, **config
+    )
+
+
+def codegen() -> ZooCase:
+    config = dict(n_layer=2, n_head=4, n_embd=64, rotary_dim=8, vocab_size=VOCAB, n_positions=64)
+    config.update(n_ctx=64, bos_token_id=0, eos_token_id=0)
+    return _decoder("codegen", "CodeGenForCausalLM", "CodeGenConfig", use_cache=False, **config)
+
+
+def olmo() -> ZooCase:
+    return _decoder("olmo", "OlmoForCausalLM", "OlmoConfig", **_LLAMA_LIKE)
+
+
+def cohere() -> ZooCase:
+    return _decoder("cohere", "CohereForCausalLM", "CohereConfig", **_LLAMA_LIKE)
+
+
+def granite() -> ZooCase:
+    return _decoder("granite", "GraniteForCausalLM", "GraniteConfig", **_LLAMA_LIKE)
+
+
+def mamba() -> ZooCase:
+    model = _hf(
+        "MambaForCausalLM",
+        "MambaConfig",
+        vocab_size=VOCAB,
+        hidden_size=32,
+        state_size=8,
+        num_hidden_layers=2,
+        use_cache=False,
+    )
+    return ZooCase("mamba", model, (_tokens(),))
+
+
+def rwkv() -> ZooCase:
+    model = _hf(
+        "RwkvForCausalLM",
+        "RwkvConfig",
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        attention_hidden_size=32,
+        intermediate_size=64,
+        context_length=64,
+        use_cache=False,
+    )
+    return ZooCase("rwkv", model, (_tokens(),))
+
+
+def marian() -> ZooCase:
+    return _seq2seq("marian", "MarianMTModel", "MarianConfig", **_BART_LIKE)
+
+
+def m2m100() -> ZooCase:
+    return _seq2seq("m2m100", "M2M100ForConditionalGeneration", "M2M100Config", **_BART_LIKE)
+
+
+def blenderbot() -> ZooCase:
+    return _seq2seq(
+        "blenderbot", "BlenderbotForConditionalGeneration", "BlenderbotConfig", **_BART_LIKE
+    )
+
+
+def prophetnet() -> ZooCase:
+    model = _hf(
+        "ProphetNetForConditionalGeneration",
+        "ProphetNetConfig",
+        vocab_size=VOCAB,
+        hidden_size=64,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        num_encoder_attention_heads=4,
+        num_decoder_attention_heads=4,
+        ngram=2,
+        num_buckets=8,
+        relative_max_distance=16,
+        max_position_embeddings=64,
+        use_cache=False,
+    )
+    return ZooCase("prophetnet", model, (_tokens(),), {"decoder_input_ids": _tokens(8)})
+
+
+def beit() -> ZooCase:
+    config = dict(_VIT, use_relative_position_bias=True, use_mean_pooling=True, num_labels=10)
+    return _image("beit", _hf("BeitForImageClassification", "BeitConfig", **config))
+
+
+def dinov2() -> ZooCase:
+    config = dict(_VIT, num_labels=10)
+    return _image("dinov2", _hf("Dinov2ForImageClassification", "Dinov2Config", **config))
+
+
+def segformer() -> ZooCase:
+    model = _hf(
+        "SegformerForSemanticSegmentation",
+        "SegformerConfig",
+        num_encoder_blocks=2,
+        depths=[1, 1],
+        sr_ratios=[2, 1],
+        hidden_sizes=[16, 32],
+        patch_sizes=[7, 3],
+        strides=[4, 2],
+        num_attention_heads=[1, 2],
+        mlp_ratios=[2, 2],
+        decoder_hidden_size=32,
+        num_labels=4,
+    )
+    return _image("segformer", model)
+
+
+def mobilevit() -> ZooCase:
+    model = _hf(
+        "MobileViTForImageClassification",
+        "MobileViTConfig",
+        image_size=32,
+        patch_size=2,
+        hidden_sizes=[16, 24, 32],
+        neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64],
+        num_attention_heads=2,
+        num_labels=10,
+    )
+    return _image("mobilevit", model)
+
+
+def levit() -> ZooCase:
+    model = _hf(
+        "LevitForImageClassification",
+        "LevitConfig",
+        image_size=64,
+        hidden_sizes=[32, 48, 64],
+        num_attention_heads=[2, 2, 2],
+        depths=[1, 1, 1],
+        key_dim=[8, 8, 8],
+        num_labels=10,
+    )
+    return _image("levit", model, 64)
+
+
+def hubert() -> ZooCase:
+    model = _hf(
+        "HubertForCTC",
+        "HubertConfig",
+        vocab_size=32,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        conv_dim=(32, 32),
+        conv_stride=(5, 2),
+        conv_kernel=(10, 3),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4,
+        mask_time_prob=0.0,
+    )
+    return ZooCase("hubert", model, (_floats(BATCH, 400),))
+
+
+MORE: dict[str, Callable[[], ZooCase]] = {
+    make.__name__: make
+    for make in (
+        fnet, xlnet, funnel, squeezebert, mpnet, big_bird, gpt_bigcode, codegen, olmo, cohere,
+        granite, mamba, rwkv, marian, m2m100, blenderbot, prophetnet, beit, dinov2, segformer,
+        mobilevit, levit, hubert,
+    )
+}  # fmt: skip
+
+
 # ---------------------------------------------------------------------- torchvision
 
 TORCHVISION_VARIABLE = "EMBER_ZOO_TORCHVISION"
@@ -569,4 +804,4 @@ TORCHVISION: dict[str, Callable[[], ZooCase]] = {
     )
 }
 
-ZOO: dict[str, Callable[[], ZooCase]] = {**TRANSFORMERS, **TORCHVISION}
+ZOO: dict[str, Callable[[], ZooCase]] = {**TRANSFORMERS, **MORE, **TORCHVISION}
