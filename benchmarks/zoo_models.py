@@ -59,7 +59,8 @@ def _no_randomness(config: Any) -> Any:
             or "pdrop" in name
             or "drop_prob" in name
             or name.endswith("drop_path_rate")
-            or name in ("layerdrop", "mask_time_prob", "mask_feature_prob", "drop_rate")
+            or "layerdrop" in name
+            or name in ("mask_time_prob", "mask_feature_prob", "drop_rate")
         ):
             setattr(config, name, 0.0)
     return config
