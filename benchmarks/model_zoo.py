@@ -280,8 +280,10 @@ def _child(name: str, timeout: float, cache_dir: str | None) -> dict[str, Any]:
 def _cell(mode: dict[str, Any] | None) -> str:
     if mode is None:
         return "-"
-    detail = f" ({mode['detail'][:70]})" if mode["status"] != "pass" and mode["detail"] else ""
-    return mode["status"] + detail
+    detail = mode["detail"]
+    if mode["status"] == "pass~":  # which tensor; the numbers are in the JSON
+        detail = detail.split(":")[0]
+    return mode["status"] + (f" ({detail[:70]})" if mode["status"] != "pass" and detail else "")
 
 
 def table(rows: list[dict[str, Any]]) -> str:
