@@ -6,6 +6,8 @@
     nox -s demo                  the main job: compile a model and run it
     nox -s bench                 benchmarks/ (eager vs ember vs torch.compile)
     nox -s bench_cpu             the CPU model suite at 2 pinned threads (benchmarks/cpu_suite.sh)
+    nox -s zoo                   the model zoo: ~55 architectures, inference and a training
+                                 step against eager (benchmarks/model_zoo.py; heavy)
     nox -s fuzz                  tools/fuzz/: random programs, each backend against eager
     nox -s opinfo                torch's OpInfo database through ember.compile: every
                                  sample, bfloat16/float16, dynamic=True (one session each)
@@ -258,6 +260,32 @@ def bench_cpu(session: nox.Session) -> None:
     session.run(
         "bash", "benchmarks/cpu_suite.sh", *session.posargs, env={"PYTHON": "python"}, external=True
     )
+
+
+# The torchvision release built against each torch the sessions install.
+TORCHVISION_FOR = {"torch==2.13.0": "torchvision==0.28.0", "torch==2.11.0": "torchvision==0.26.0"}
+
+
+@nox.session(venv_params=VENV_PARAMS)
+def zoo(session: nox.Session) -> None:
+    """The model zoo (benchmarks/zoo_models.py) through ember.compile against eager.
+
+    nox -s zoo                          every model: transformers', then torchvision's
+    nox -s zoo -- gpt2 swin --timeout 120
+    Not part of `tests`: it compiles ~55 models. torchvision is installed without its
+    dependencies (its model code is what the zoo runs); EMBER_ZOO_TORCHVISION names a
+    folder holding it instead.
+    """
+    import nox.command
+
+    _install(session, list(PACKAGES), "transformers")
+    if not os.environ.get("EMBER_ZOO_TORCHVISION"):
+        torchvision = TORCHVISION_FOR.get(_torch_requirement() or "", "torchvision")
+        try:
+            session.install("--no-deps", torchvision, "pillow")
+        except nox.command.CommandFailed:  # the transformers models still run
+            session.warn(f"{torchvision} could not be installed: its models are skipped")
+    session.run("python", "benchmarks/model_zoo.py", *session.posargs)
 
 
 @nox.session(venv_params=VENV_PARAMS)

@@ -159,6 +159,9 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
             from dynamo_capture.calls import call
 
             return call(tx, PythonValue(fallback), [value, PythonValue(name)], {})
+        # NOTE: neither its class nor (above) its instance holds it: missing, as eagerly
+        # (`hasattr({}, "x")` is False; it was taken for a method of the container)
+        raise AttributeError(f"{value.cls.__name__!r} object has no attribute {name!r}")
     if isinstance(value, (*_CONTAINER_VALUES, IteratorValue, ContextValue, DictViewValue)):
         if name == "__class__":
             from dynamo_capture.operations import python_type_of

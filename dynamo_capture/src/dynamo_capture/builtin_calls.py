@@ -382,7 +382,8 @@ def missing_attribute(
     lack of the attribute guarded, or one made in the frame, whose attributes capture
     knows); a break for other values."""
     _guard_missing(tx, value, name)
-    if isinstance(value, PythonValue | ObjectValue):
+    if isinstance(value, PythonValue | ObjectValue | TupleValue | ListValue | DictValue | SetValue):
+        # a container made in the frame: capture holds its attributes (get_attr)
         from dynamo_capture.errors import raised_by_python
         from dynamo_capture.operations import python_type_of
 

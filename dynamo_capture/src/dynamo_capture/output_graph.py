@@ -130,7 +130,8 @@ USE_FAKES = True
 # float equality): its sizes are specialized first (sym_numbers.specialize).
 NUMBER_READING_FUNCTIONS = {torch.tensor, torch.as_tensor, torch.scalar_tensor}
 
-# Ops whose output shape depends on tensor data.
+# Ops whose output shape depends on tensor data (repeat_interleave: see
+# `_shape_from_data`, only with tensor repeats).
 DATA_DEPENDENT_SHAPE_OPS = {
     "nonzero",
     "masked_select",
@@ -1232,7 +1233,7 @@ class CaptureContext:
                                                   node_kwargs, result)  # fmt: skip
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         name = target if isinstance(target, str) else getattr(target, "__name__", "")
-        data_dependent = data_dependent or name in DATA_DEPENDENT_SHAPE_OPS
+        data_dependent = data_dependent or _shape_from_data(name, args, kwargs)
         if name in ("__getitem__", "getitem") and _bool_index(example_args):
             data_dependent = True
         wrapped = self.wrap_result(node, result, data_dependent, result_type)
@@ -1469,6 +1470,19 @@ def tensor_result_type(args: Any, kwargs: Any, disabled: bool = False) -> type:
         if chosen is torch.Tensor or issubclass(kind, chosen):
             chosen = kind
     return chosen
+
+
+def _shape_from_data(name: str, args: Any, kwargs: Any) -> bool:
+    """Whether operation `name` makes a result whose shape depends on tensor data.
+
+    repeat_interleave does only when its repeats are a tensor (or it is the one-argument
+    form, `repeat_interleave(repeats)`): with a number of repeats (GPT-J's rotary
+    `repeat_interleave(sin, 2, 3)`) its shape is the input's, one dim times the number.
+    """
+    if name != "repeat_interleave":
+        return name in DATA_DEPENDENT_SHAPE_OPS
+    repeats = args[1] if len(args) > 1 else kwargs.get("repeats")
+    return repeats is None or bool(_tensor_arguments((repeats,), {}))
 
 
 def _any_data_dependent(args: Any, kwargs: Any) -> bool:
