@@ -884,8 +884,10 @@ def capture_frame(
     ctx.bound_locals = target.bound_locals
     ctx.frame_locals = f_locals
     if drives_module(target):  # inputs named as in forward's frame, where torch reads them
-        ctx.renamed_inputs = module_driver_names(
-            f_locals["self"], f_locals.get("args", ()), f_locals.get("kwargs", {})
+        ctx.renamed_inputs.update(  # in place: the shape env's symbol namer holds the dict
+            module_driver_names(
+                f_locals["self"], f_locals.get("args", ()), f_locals.get("kwargs", {})
+            )
         )
     if guard_context is not None:
         guard_context.append(ctx)

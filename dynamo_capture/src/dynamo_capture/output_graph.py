@@ -421,13 +421,16 @@ class CaptureContext:
         # NOTE: as torch.compile, sizes made symbolic because they changed (automatic
         # dynamic) or were marked get a symbol each; only dynamic=True gives equal
         # sizes one symbol (duck sizing)
+        # torch.compile's names for inputs read through a module driver (graph_printouts)
+        self.renamed_inputs: dict[Source, str] = {}
+        renamed = self.renamed_inputs  # NOTE: not `self`: the shape env outlives capture
         # size symbols numbered as torch.compile numbers them (`s77` for L['x'].size()[0])
         self.shape_env = (
             None
             if dynamic is False
             else ShapeEnv(
                 duck_shape=dynamic is True,
-                symbol_source_name=lambda source: torch_source_name(source, self.renamed_inputs),
+                symbol_source_name=lambda source: torch_source_name(source, renamed),
             )
         )
         if self.shape_env is not None:
@@ -469,8 +472,6 @@ class CaptureContext:
         # be replayed)
         self.written_reads = 0
         self._names: set[str] = set()
-        # torch.compile's names for inputs read through a module driver (graph_printouts)
-        self.renamed_inputs: dict[Source, str] = {}
         # placeholders torch would have wrapped before an operation used them (module
         # parameters and buffers where read, arguments where inspected: `y is None`,
         # `x.shape`), with the number of call nodes then and the order of those events;
