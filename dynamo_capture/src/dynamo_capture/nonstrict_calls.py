@@ -8,8 +8,8 @@ becomes
     nonstrict_scaled = NonstrictCall(scaled)(x, {'scale': 2})   # a tuple of tensors
     getitem = nonstrict_scaled[0]
 
-as torch.compile makes a `flat_apply` node and a getitem per output for
-torch._dynamo.nonstrict_trace. The node's target calls the function and flattens its
+as torch.compile makes a `flat_apply` node and a getitem per output for a function
+marked with its nonstrict_trace decorator. The node's target calls the function and flattens its
 result (a tensor, or tuples, lists and dicts of tensors); capture learns that
 structure by running it on fake values, and rebuilds it from the getitem nodes. A
 graph break inside the function cuts nothing: capture never interprets its code.

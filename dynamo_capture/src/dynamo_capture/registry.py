@@ -101,7 +101,8 @@ def disallow_in_graph(fn: F | list[F] | tuple[F, ...]) -> Any:
 
 def nonstrict_trace(fn: F) -> F:
     """Tell capture to put each call to `fn` in the graph as one node without tracing
-    its body (torch._dynamo.nonstrict_trace's meaning, whose registry is torch's own):
+    its body (the meaning of torch.compile's nonstrict_trace decorator, whose registry
+    is torch's own and not read here):
     the arguments (tensors, Python constants, and tuples, lists and dicts of them) are
     the node's inputs, its result's tensors (a tensor, or tuples, lists and dicts of
     tensors) its outputs, each read by one getitem node. A graph break inside `fn`
@@ -112,7 +113,7 @@ def nonstrict_trace(fn: F) -> F:
 
         @ember.nonstrict_trace
         def scaled(x, config):
-            torch._dynamo.graph_break()  # no cut: capture does not trace this body
+            print("scaling")  # no cut: capture does not trace this body
             return x * config["scale"]
     """
     if not callable(fn):
