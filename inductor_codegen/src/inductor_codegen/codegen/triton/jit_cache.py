@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from guards.cache_root import cache_folder, read_private, write_private
@@ -93,37 +93,47 @@ def jit_cache_dir() -> Path:
     return Path(home) / ".triton" / "cache"
 
 
-def kernel_binaries(functions: Iterable[str], folder: Path | None = None) -> dict[str, bytes]:
-    """`<cache folder>/<file>` -> bytes, for every cache folder of Triton's (`folder`, else
-    the one in use) holding a compiled kernel of one of `functions`; {} where none is
-    built yet (a kernel is compiled in the background, or at its first launch)."""
-    folder = folder or jit_cache_dir()
-    wanted = {f"__grp__{name}.json" for name in functions}
-    found: dict[str, bytes] = {}
+def _cache_folders(folder: Path) -> Iterator[tuple[str, str, list[str]]]:
+    """(name, path, file names less half-written `.tmp` ones) of each of Triton's cache
+    folders under `folder`; none where it cannot be read."""
     try:
         entries = list(os.scandir(folder))
     except OSError:
-        return found
+        return
     for entry in entries:
         if not (entry.is_dir(follow_symlinks=False) and _FOLDER_NAME.fullmatch(entry.name)):
             continue
         try:
-            names = os.listdir(entry.path)
+            names = [n for n in os.listdir(entry.path) if not n.endswith(".tmp")]
         except OSError:
             continue
+        yield entry.name, entry.path, names
+
+
+def _read_files(name: str, path: str, files: Iterable[str]) -> dict[str, bytes]:
+    """`<name>/<file>` -> bytes for each of `files` in the folder at `path` still readable."""
+    found = {}
+    for file in files:
+        try:
+            data = read_private(Path(path) / file)
+        except OSError:
+            data = None
+        if data is not None:
+            found[f"{name}/{file}"] = data
+    return found
+
+
+def kernel_binaries(functions: Iterable[str], folder: Path | None = None) -> dict[str, bytes]:
+    """`<cache folder>/<file>` -> bytes, for every cache folder of Triton's (`folder`, else
+    the one in use) holding a compiled kernel of one of `functions`; {} where none is
+    built yet (a kernel is compiled in the background, or at its first launch)."""
+    wanted = {f"__grp__{name}.json" for name in functions}
+    found: dict[str, bytes] = {}
+    for name, path, names in _cache_folders(folder or jit_cache_dir()):
         if not wanted.intersection(names):
             continue
-        files = {}
-        for name in names:
-            if not _FILE_NAME.fullmatch(name) or name.endswith(".tmp"):
-                continue
-            try:
-                data = read_private(Path(entry.path) / name)
-            except OSError:
-                data = None
-            if data is not None:
-                files[f"{entry.name}/{name}"] = data
-        if any(name.startswith("__grp__") for name in (n.split("/")[1] for n in files)):
+        files = _read_files(name, path, (n for n in names if _FILE_NAME.fullmatch(n)))
+        if any(relative.split("/")[1].startswith("__grp__") for relative in files):
             found.update(files)
     return found
 
@@ -135,28 +145,10 @@ def launcher_binaries(folder: Path | None = None) -> dict[str, bytes]:
     """`<cache folder>/<file>` -> bytes, for every cache folder of Triton's (`folder`, else
     the one in use) that holds only launcher modules Triton built (`__triton_launcher*.so`,
     `cuda_utils*.so`); {} where there are none."""
-    folder = folder or jit_cache_dir()
     found: dict[str, bytes] = {}
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return found
-    for entry in entries:
-        if not (entry.is_dir(follow_symlinks=False) and _FOLDER_NAME.fullmatch(entry.name)):
-            continue
-        try:
-            names = [n for n in os.listdir(entry.path) if not n.endswith(".tmp")]
-        except OSError:
-            continue
-        if not names or not all(_LAUNCHER_NAME.fullmatch(n) for n in names):
-            continue
-        for name in names:
-            try:
-                data = read_private(Path(entry.path) / name)
-            except OSError:
-                data = None
-            if data is not None:
-                found[f"{entry.name}/{name}"] = data
+    for name, path, names in _cache_folders(folder or jit_cache_dir()):
+        if names and all(_LAUNCHER_NAME.fullmatch(n) for n in names):
+            found.update(_read_files(name, path, names))
     return found
 
 
