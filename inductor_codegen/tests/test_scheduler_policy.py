@@ -98,3 +98,31 @@ def test_a_column_sum_stays_out_of_a_row_kernel_of_equal_size():
         ),
     )
     assert _kernel_count(fn, x, g, w, policy=without) == 1
+
+
+@pytest.mark.parametrize("layout", ["cpu", "gpu"])
+def test_the_normalize_of_a_one_row_norm_joins_its_reduction_kernel(layout):
+    """A layer norm over one row (a decode step of batch one) is one kernel, as over many
+    rows: its pointwise loop is as long as the row it reduces. A pointwise loop of another
+    length, or over a row longer than ONE_ROW_LIMIT, keeps a kernel of its own."""
+    from inductor_codegen.codegen.triton.compile import GPU_FUSION_POLICY
+    from inductor_codegen.scheduler import ONE_ROW_LIMIT
+
+    policy = CPU_FUSION_POLICY if layout == "cpu" else GPU_FUSION_POLICY
+
+    def norm(x, w):
+        return torch.nn.functional.layer_norm(x, x.shape[-1:], w) * 2
+
+    def centred_and_other(x, w):
+        return x - x.mean(), w.repeat(3) + 1
+
+    for shape in [(1, 768), (1, 1, 64), (768,)]:
+        x, w = torch.randn(shape), torch.randn(shape[-1])
+        assert _kernel_count(norm, x, w, policy=policy) == 1
+        assert check(norm, x, w).kernel_count == 1
+    x, w = torch.randn(1, ONE_ROW_LIMIT * 2), torch.randn(ONE_ROW_LIMIT * 2)
+    assert _kernel_count(norm, x, w, policy=policy) == 2
+    assert check(norm, x, w).kernel_count == 2
+    x, w = torch.randn(64), torch.randn(64)
+    assert _kernel_count(centred_and_other, x, w, policy=policy) >= 2  # w.repeat: 192 long
+    check(centred_and_other, x, w)

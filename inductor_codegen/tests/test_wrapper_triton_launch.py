@@ -52,7 +52,37 @@ def test_symbolic_kernels_pick_a_launcher_per_size(tmp_path):
     _check_sizes(compiled, _triton_graph, make, [6, 2, 9, 6], rtol=1e-4, atol=1e-4)
     kernels = [k for k in _kernels(compiled) if k.xnumel_code is not None]
     assert kernels and all(k.static_launcher is None for k in kernels)
-    assert any(len(k.launchers) >= 3 for k in kernels)  # one per size seen
+    if DEVICE == "cuda":  # the binary of the sizes' specialization, launched directly
+        assert all(k.launch == k._sized_launch for k in kernels)
+        assert any(len(k.sized_direct) >= 2 for k in kernels)
+    else:  # the interpreter: Triton's entry, a launcher per size seen
+        assert any(len(k.launchers) >= 3 for k in kernels)
+
+
+def test_kernels_with_size_arguments_launch_the_binary_of_each_sizes_specialization(tmp_path):
+    """Sizes 1 and multiples of 16 (what Triton could specialize on) beside others, each size
+    met again after others: every call matches eager, with the direct launch of its sizes
+    (a new grid for each) after the first call of their specialization."""
+    compiled, make = compile_symbolic_triton_graph(tmp_path)
+    sizes = [6, 1, 16, 9, 32, 1, 6, 70, 16, 3, 9, 129]
+    _check_sizes(compiled, _triton_graph, make, sizes, rtol=1e-4, atol=1e-4)
+    sized = [k for k in _kernels(compiled) if k.size_positions]
+    assert sized
+    if DEVICE != "cuda":
+        return  # the interpreter takes Triton's own entry for every launch
+    for kernel in sized:
+        assert kernel.launch == kernel._sized_launch
+        assert len(kernel.sized_binaries) <= 3  # (== 1, % 16 == 0): three kinds of size here
+        assert len(kernel.sized_direct) >= 5
+
+
+def test_the_specialization_of_an_integer_names_its_type():
+    pytest.importorskip("triton")
+    from inductor_codegen.codegen.triton.runtime import _specialization
+
+    assert _specialization(7) != _specialization(2**31 + 7)  # i32 against i64
+    assert _specialization(-(2**31) + 7) == _specialization(7)
+    assert _specialization(1) != _specialization(7) != _specialization(32)
 
 
 def test_specialization_key_matches_each_arguments_specialization():

@@ -53,7 +53,7 @@ def main() -> None:
         by_name: dict[str, list[float]] = {}
         for e in kernels:
             by_name.setdefault(e.name[:90], []).append(e.device_time)
-        ranked = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:12]
+        ranked = sorted(by_name.items(), key=lambda kv: -len(kv[1]))[:45]
         for name, times in ranked:
             print(
                 f"    {sum(times) / 1e3 / tokens:8.4f} ms/token {len(times) / tokens:6.1f}x  {name}"

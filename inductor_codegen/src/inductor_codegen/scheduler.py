@@ -34,7 +34,15 @@ from inductor_codegen.indexing import (
     reshape_index,
     simplify_with_ranges,
 )
-from inductor_codegen.ir import ComputedBuffer, ExternBuffer, Load, Op, Pointwise, expr_loads
+from inductor_codegen.ir import (
+    ComputedBuffer,
+    ExternBuffer,
+    Load,
+    Op,
+    Pointwise,
+    Reduction,
+    expr_loads,
+)
 from inductor_codegen.lowering.scatter import Scatter, Target
 from inductor_codegen.runtime import WRITES_FIRST_ARGUMENT
 
@@ -596,9 +604,7 @@ def _linear(bufs, outer) -> bool:
 
 def _plan_with_outer(bufs: list[ComputedBuffer], outer: tuple) -> tuple | None:
     n = len(outer)
-    if n == 0 and any(
-        isinstance(b.body, Pointwise) and squeeze_ranges(b.body.ranges) for b in bufs
-    ):
+    if n == 0 and not _one_row(bufs):
         return None  # a loop nest with no outer loop would run pointwise loops serially
     items: list = []
     placed: dict[str, tuple] = {}  # buffer -> (item position, store index, inner prefix)
@@ -640,6 +646,32 @@ def _plan_with_outer(bufs: list[ComputedBuffer], outer: tuple) -> tuple | None:
         where_prefix = "x" if kind is None or kind == "reduction" else prefix
         placed[buf.name] = (len(items) - 1, store, where_prefix)
     return outer, tuple(items)
+
+
+# The longest row a kernel without outer loops takes a pointwise loop over: one program
+# (one thread on the CPU) runs it, as it runs the row's reduction loops.
+ONE_ROW_LIMIT = 16384
+
+
+def _one_row(bufs: list[ComputedBuffer]) -> bool:
+    """Whether the pointwise nodes of a kernel with no outer loop (a reduction of one row,
+    as a layer norm over a batch of one token) may join it: each loops over as many
+    elements as a reduction of the kernel reduces, a known number of at most
+    ONE_ROW_LIMIT. A longer or unrelated pointwise loop would run serially in one
+    program, where a kernel of its own spreads it over the device."""
+    rows = {
+        numel(squeeze_ranges(b.body.reduction_ranges))
+        for b in bufs
+        if isinstance(b.body, Reduction)
+    }
+    for b in bufs:
+        ranges = squeeze_ranges(b.body.ranges) if isinstance(b.body, Pointwise) else ()
+        if not ranges:
+            continue
+        size = numel(ranges)
+        if size not in rows or not size.is_Integer or int(size) > ONE_ROW_LIMIT:
+            return False
+    return True
 
 
 def _rename(src: str, dst: str, expr):

@@ -66,6 +66,10 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 FAST_LAUNCH = os.environ.get("EMBER_TRITON_FAST_LAUNCH", "1") != "0"
+# The direct launches a kernel with symbolic sizes keeps, one per set of size values (a
+# decode step's cache length); past this many they are dropped and made again.
+SIZED_DIRECT_LIMIT = 4096
+_XNUMEL_NAMES = {"max": max, "min": min}
 MODULE_HEADER = """\
 import triton
 import triton.language as tl
@@ -174,11 +178,13 @@ def load_kernels(sources: list[TritonKernelSource], folder: Path, workers: int |
 
 
 def _specialization(value) -> object:
-    """What Triton specializes a compiled kernel on: pointer alignment, integers 1 and % 16."""
+    """What Triton specializes a compiled kernel on: pointer alignment, integers 1 and % 16,
+    and an integer's type (32 bits, or 64 for a value outside int32), which Triton picks by
+    value even for an argument it does not specialize."""
     if isinstance(value, torch.Tensor):
         return value.data_ptr() % 16 == 0
     if isinstance(value, int) and not isinstance(value, bool):
-        return (value == 1, value % 16 == 0)
+        return (value == 1, value % 16 == 0, -(2**31) <= value < 2**31)
     return None
 
 
@@ -451,6 +457,9 @@ class TritonKernel:
             compile(source.xnumel_expr, "<xnumel>", "eval") if source.xnumel_expr else None
         )
         self.launch = self._first_launch
+        # _sized_launch's binaries by the sizes' specialization, and direct launches by sizes
+        self.sized_binaries: dict[tuple, object] = {}
+        self.sized_direct: dict[tuple, Callable[..., None]] = {}
         # checked_launch's direct entries, by the arguments' specialization (None: never)
         self.checked_direct: dict[tuple, Callable[..., None]] | None = {}
         # The background compile and load `precompile` started, waited for at the first call.
@@ -459,6 +468,16 @@ class TritonKernel:
     def _first_launch(self, stream, *args) -> None:
         self(*args)
         launcher = self.static_launcher
+        if (
+            self.size_positions
+            and self.config is not None
+            and all(a.kind in ("in", "out", "size") for a in self.source.args)
+            and FAST_LAUNCH
+            and not interpreting()
+            and not _hooks_set()
+        ):
+            self.launch = self._sized_launch
+            return
         if (
             launcher is None
             or not launcher.fast
@@ -476,6 +495,60 @@ class TritonKernel:
 
     def _general_launch(self, stream, *args) -> None:
         self(*args)
+
+    def _sized_launch(self, stream, *args) -> None:
+        """`launch` of a kernel taking symbolic sizes (a decode step's cache length): the
+        binary compiled for the sizes' specialization is called directly, with the grid
+        of this call's xnumel; the first call of each specialization takes the checking
+        entry, `kernel(*args)`, and keeps the binary it launched."""
+        sizes = tuple(args[k] for k, _ in self.size_positions)
+        direct = self.sized_direct.get(sizes)
+        if direct is None:
+            direct = self._sized_direct(sizes, args)
+            if direct is None:
+                return
+        direct(stream, *args)
+
+    def _sized_direct(self, sizes: tuple, args) -> Callable[..., None] | None:
+        """The direct launch for these size values, made from the binary of their
+        specialization; None after launching through `kernel(*args)` where there is none
+        yet (that call compiles or finds it, and keeps it for the next)."""
+        config = self.config
+        key = tuple(_specialization(size) for size in sizes)
+        compiled = self.sized_binaries.get(key)
+        xnumel = self._xnumel(config, args)
+        if compiled is None:
+            self(*args)
+            launcher = self.launchers.get((config, xnumel))
+            full_key = specialization_key(args)
+            aligned = all(
+                full_key[k] for k, arg in enumerate(self.source.args) if arg.kind != "size"
+            )
+            if launcher is not None and launcher.fast and aligned:
+                found = launcher.binaries.get(full_key)
+                if found is not None:
+                    self.sized_binaries[key] = found
+            return None
+        if len(self.sized_direct) >= SIZED_DIRECT_LIMIT:
+            self.sized_direct.clear()
+        direct = direct_launch(
+            compiled, self._grid(config, xnumel), tuple(config.constexprs().values())
+        )
+        self.sized_direct[sizes] = direct
+        return direct
+
+    def _xnumel(self, config: LaunchConfig, args):
+        if self.xnumel_code is None:
+            return self.source.xnumel
+        sizes = {name: args[k] for k, name in self.size_positions}
+        return eval(self.xnumel_code, _XNUMEL_NAMES, sizes)
+
+    def _grid(self, config: LaunchConfig, xnumel: int) -> tuple[int, int, int]:
+        per_program = self.source.rows_per_program or config.xblock
+        grid = (max(1, -(-xnumel // per_program)) * max(1, self.source.segments), 1, 1)
+        if config.yblock:
+            grid = (grid[0], max(1, -(-self.source.ynumel // config.yblock)), 1)
+        return grid
 
     def checked_launch(self, stream, *args) -> None:
         """`launch` for a call whose arguments the wrapper cannot vouch for (a fallback's
@@ -557,19 +630,12 @@ class TritonKernel:
             )
 
     def _launch(self, config: LaunchConfig, args) -> None:
-        xnumel = self.source.xnumel
-        if self.xnumel_code is not None:
-            sizes = {name: args[k] for k, name in self.size_positions}
-            xnumel = eval(self.xnumel_code, {"max": max, "min": min}, sizes)
+        xnumel = self._xnumel(config, args)
         key = (config, xnumel)
         launcher = self.launchers.get(key)
         if launcher is None:
-            per_program = self.source.rows_per_program or config.xblock
-            grid = (max(1, -(-xnumel // per_program)) * max(1, self.source.segments), 1, 1)
-            if config.yblock:
-                grid = (grid[0], max(1, -(-self.source.ynumel // config.yblock)), 1)
             options = {"num_warps": config.num_warps, **COMPILE_OPTIONS}
-            launcher = Launcher(self.fn, grid, config.constexprs(), options)
+            launcher = Launcher(self.fn, self._grid(config, xnumel), config.constexprs(), options)
             self.launchers[key] = launcher
         launcher(args)
 
