@@ -287,7 +287,7 @@ def compile_symbolic_triton_graph(tmp_path):
 def test_triton_kernels_take_size_arguments_and_grids_follow_them(tmp_path):
     compiled, make = compile_symbolic_triton_graph(tmp_path)
     kernels = compiled.artifact("codegen")
-    assert "xnumel = s0" in kernels and "range(0, s0, R0BLOCK)" in kernels
+    assert "xnumel = ks0" in kernels and "range(0, ks0, R0BLOCK)" in kernels
     _check_sizes(compiled, _triton_graph, make, [6, 2, 9, 70], rtol=1e-4, atol=1e-4)
 
 

@@ -619,6 +619,36 @@ def test_symbolic_sizes_are_not_specialized():
     assert "do_not_specialize" not in static.artifact("codegen")
 
 
+def test_kernels_over_different_symbols_share_one_function():
+    """Two copies of one computation over sizes of their own (each layer's key/value cache
+    length in a decode step) have one kernel text, one Triton function: size parameters
+    are named by position, not after the graph's symbols."""
+    from dynamic_graphs import trace_symbolic
+
+    def fn(a, b, c, d):
+        return torch.cat([a, c], 0) * 2, torch.cat([b, d], 0) * 2
+
+    def make(n, m):
+        return (
+            torch.randn(n, 8, device=DEVICE),
+            torch.randn(m, 8, device=DEVICE),
+            torch.randn(1, 8, device=DEVICE),
+            torch.randn(1, 8, device=DEVICE),
+        )
+
+    gm, examples = trace_symbolic(fn, *make(5, 7), dynamic={0: [0], 1: [0]})
+    compiled = compile_graph(gm, examples, options={"device_codegen": "triton"})
+    source = compiled.artifact("codegen")
+    kernels = re.findall(r"def (\w+)\(", source)
+    assert len(kernels) == 2 and "ks0" in source
+    bodies = re.split(r"@triton\.jit.*\n", source)[1:]
+    assert len({re.sub(r"def \w+\(", "def K(", body).strip() for body in bodies}) == 1
+    for n, m in ((5, 7), (9, 2), (16, 1)):
+        args = make(n, m)
+        for got, expected in zip(compiled(*args), fn(*args), strict=True):
+            torch.testing.assert_close(got, expected)
+
+
 def test_a_tile_reading_few_contiguous_rows_is_wide_and_short(monkeypatch):
     # a [keys, heads] bias broadcast into [batch, heads, queries, keys]: the transposed
     # reads are contiguous over the 8 heads only, so tiles are 256 wide by 16 rows; a

@@ -194,6 +194,35 @@ def test_attention_gets_its_traced_strides():
     assert _traced(Recorder(), same, node) is same  # already in the traced strides: no copy
 
 
+def test_an_attention_operand_the_graph_returns_is_stored_once():
+    """A value computed for an attention call and returned by the graph (the key/value cache
+    a decode step extends and returns) is one buffer, not stored for the call and again
+    for the output."""
+    from inductor_codegen.codegen.triton.strides import _traced
+    from inductor_codegen.ir import TensorValue
+    from inductor_codegen.lowering.graph import layout_of
+
+    x = torch.randn(2, 3, 4)
+    gm = trace(lambda t: t * 2, x)
+    node = next(n for n in gm.graph.nodes if n.op == "call_function")
+    node.meta["val"] = x * 2
+
+    class Context:
+        def __init__(self):
+            self.stored = {}
+
+        def realize(self, value, layout_hint=None):
+            return self.stored.setdefault(
+                id(value), TensorValue.of_buffer(f"buf{len(self.stored)}", layout_hint)
+            )
+
+    computed = TensorValue(x.dtype, tuple(map(sympy_int, x.shape)), lambda idx: None)
+    ctx = Context()
+    first = _traced(ctx, computed, node)
+    assert ctx.realize(computed, layout_of(node.meta["val"], where="out")) is first
+    assert len(ctx.stored) == 1
+
+
 def test_attention_takes_a_slice_at_an_aligned_offset_as_it_is():
     """k and v sliced out of one qkv projection reach the kernel as views, not copies."""
     from inductor_codegen.codegen.triton.strides import _traced
@@ -374,3 +403,29 @@ def test_bf16_saved_activations_stay_channels_last_into_the_backward():
     assert nhwc in forward.output_strides  # saved convolution outputs, as computed
     # the backward reads them as they are: no NCHW buffer of an activation's shape
     assert "(2, 8, 6, 6), (288, 36, 6, 1)" not in backward.artifact("wrapper")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="fused attention kernels need a GPU")
+def test_a_decode_steps_extended_cache_is_computed_once_for_attention_and_output(tmp_path):
+    """The new key/value caches feed the fused attention call and are returned: each is
+    one kernel writing one buffer (it was computed twice, once per reader)."""
+    import torch.nn.functional as F
+
+    def step(q, k_cache, v_cache, k_new, v_new):
+        k = torch.cat([k_cache, k_new], dim=2)
+        v = torch.cat([v_cache, v_new], dim=2)
+        return F.scaled_dot_product_attention(q, k, v), k, v
+
+    def make(n):
+        shape = (1, 4, n, 64)
+        return [torch.randn(s, device="cuda", dtype=torch.bfloat16) for s in
+                [(1, 4, 1, 64), shape, shape, (1, 4, 1, 64), (1, 4, 1, 64)]]  # fmt: skip
+
+    args = make(17)
+    compiled = compile_graph(
+        trace(step, *args), args, options={"device_codegen": "triton", "cache_dir": str(tmp_path)}
+    )
+    got, expected = compiled(*args), step(*args)
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e, rtol=2e-2, atol=2e-2)
+    assert compiled.artifact("wrapper").count(".launch(") == 2

@@ -379,7 +379,7 @@ def test_symbolic_sizes_are_not_split_and_run_at_every_size():
     gm, examples = trace_symbolic(fn, *make(600), dynamic={0: [0]})
     with split_reductions(SMALL):
         compiled = compile_graph(gm, examples, options=OPTIONS)
-    assert "range(0, s0, R0BLOCK)" in compiled.artifact("codegen")  # one kernel for every size
+    assert "range(0, ks0, R0BLOCK)" in compiled.artifact("codegen")  # one kernel for every size
     assert all("outer=[4]" in line or "outer=[]" in line for line in _kernel_lines(compiled))
     for n in (600, 2, 1001):
         (x,) = make(n)

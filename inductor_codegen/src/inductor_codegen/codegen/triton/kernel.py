@@ -15,6 +15,7 @@ expressions.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import sympy
@@ -988,6 +989,19 @@ class TritonKernelCodegen(KernelPrinter):
     def _finish(self, lines) -> TritonKernelSource:
         for symbol in kernel_size_symbols(self.kernel, self.buffers):
             self.args["size:" + symbol] = KernelArg("size", symbol, TRITON_DTYPES[torch.int64])
+        # Size parameters are named by position (ks0, ks1, ...), not after the graph's
+        # symbols: each layer's copy of a kernel over its own cache length (s53, s40, ...)
+        # then has the same text, and the same compiled function.
+        self.size_params = {
+            key[len("size:") :]: f"ks{k}"
+            for k, key in enumerate(key for key in self.args if key.startswith("size:"))
+        }
+        if self.size_params:
+            pattern = re.compile(
+                r"\b(" + "|".join(map(re.escape, sorted(self.size_params, key=len, reverse=True)))
+                + r")\b"
+            )  # fmt: skip
+            lines = [pattern.sub(lambda m: self.size_params[m.group(1)], line) for line in lines]
         params = [self._param_name(key) for key in self.args]
         params += ["XBLOCK: tl.constexpr"] + (["YBLOCK: tl.constexpr"] if self.tiled else [])
         params += [f"R{g}BLOCK: tl.constexpr" for g in range(len(self.group_meta))]
@@ -1026,7 +1040,7 @@ class TritonKernelCodegen(KernelPrinter):
 
     def _param_name(self, key: str) -> str:
         if key.startswith("size:"):
-            return key[len("size:") :]
+            return self.size_params[key[len("size:") :]]
         if key.startswith("scalar:"):
             return self.scalars[key[len("scalar:") :]]
         return self.pointer_names[key]

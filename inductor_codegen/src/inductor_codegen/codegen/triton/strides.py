@@ -71,6 +71,11 @@ def _traced(ctx, value, node_arg):
         return value
     if tuple(want.size) != tuple(value.size) or want.offset != 0:
         return value
+    if value.view is None:
+        # The value itself, stored once: a graph output or another reader wanting the same
+        # layout takes this buffer (a decode step's new key/value cache, which the step
+        # also returns, was computed twice).
+        return ctx.realize(value, layout_hint=want)
     return ctx.realize(TensorValue(value.dtype, value.size, value.loader), layout_hint=want)
 
 
