@@ -428,4 +428,6 @@ def test_a_decode_steps_extended_cache_is_computed_once_for_attention_and_output
     got, expected = compiled(*args), step(*args)
     for g, e in zip(got, expected, strict=True):
         torch.testing.assert_close(g, e, rtol=2e-2, atol=2e-2)
-    assert compiled.artifact("wrapper").count(".launch(") == 2
+    wrapper = compiled.artifact("wrapper")
+    assert wrapper.count("empty_strided((1, 4, 18, 64)") == 2, wrapper  # k and v, once each
+    assert wrapper.count(".launch(") <= 2
