@@ -249,6 +249,8 @@ def _add_batch_dim(tensor: torch.Tensor, in_dim: int, level: int) -> torch.Tenso
 
 
 def _add_batch_dim_example(tensor: torch.Tensor, in_dim: int, level: int) -> torch.Tensor:
+    if tensor.shape[in_dim] == 0:  # a batch of no rows: no row to select
+        return tensor.new_empty(tensor.shape[:in_dim] + tensor.shape[in_dim + 1 :])
     return tensor.select(in_dim, 0).clone()
 
 
