@@ -1035,6 +1035,28 @@ def _deepcopy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
     return deepcopy_outside_object(tx, args[0])
 
 
+@handles(copy.copy)
+def _copy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """copy.copy of an instance made in the frame whose class copies it by the default
+    protocol: a new instance of the frame holding the same attribute values, as
+    `object.__reduce_ex__` and `copy._reconstruct` make it; anything else: copy.copy's
+    own Python traced."""
+    from dynamo_capture.calls import inline_function
+    from dynamo_capture.deep_copies import copies_by_default_protocol, copy_outside_object
+
+    if len(args) == 1 and not kwargs:
+        value = side_effects.current(tx, args[0])
+        if isinstance(value, ObjectValue) and copies_by_default_protocol(
+            value.cls, value.attrs, "__copy__"
+        ):
+            return ObjectValue(value.cls, dict(value.attrs))
+        if isinstance(value, PythonValue):
+            copied = copy_outside_object(tx, value)
+            if copied is not None:
+                return copied
+    return inline_function(tx, copy.copy, args, kwargs, None)
+
+
 @handles(inspect.signature)
 def _signature(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """inspect.signature of a callable known at capture time."""
