@@ -834,7 +834,18 @@ BUILTIN_HANDLERS[builtins.max] = _extreme(">", "max")
 def _sum(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     total = args[1] if len(args) > 1 else kwargs.get("start", PythonValue(0))
     for item in sequence_items(tx, args[0]):
-        total = binary_op(tx, operator.add, total, item)
+        total = _running_total(tx, binary_op(tx, operator.add, total, item))
+    return total
+
+
+def _running_total(tx: Translator, total: Value) -> Value:
+    """A partial result of sum() or functools.reduce(), its node named `value` as the
+    running total of torch.compile's functools.reduce polyfill (its sum is that reduce
+    of operator.add) names it."""
+    from dynamo_capture.graph_printouts import name_stored_node
+
+    if isinstance(total, TensorValue):
+        name_stored_node(total.node, "value", tx.ctx.named_nodes)
     return total
 
 
@@ -1142,7 +1153,7 @@ def _reduce(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Valu
     else:
         raise Unsupported("reduce() of an empty sequence with no initial value")
     for item in items:
-        total = call(tx, args[0], [total, item], {})
+        total = _running_total(tx, call(tx, args[0], [total, item], {}))
     return total
 
 
