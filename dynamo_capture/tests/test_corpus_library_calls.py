@@ -1382,3 +1382,29 @@ def test_copy_of_an_argument_object_with_other_attributes_recompiles():
     box.extra = 7
     assert_same(compiled(x, box), copy_and_sum(x, box))
     assert counter.frame_count == 2
+
+
+class _ShadowedBox:
+    def __init__(self, t):
+        self.__dict__["t"] = t
+
+    @property
+    def t(self):
+        return 5
+
+    @t.setter
+    def t(self, value):
+        pass
+
+
+def test_copy_of_an_object_whose_property_shadows_an_entry_copies_the_entry():
+    # a copy copies `__dict__`; reading `obj.t` would give the property's value
+    import dynamo_capture
+    from dynamo_capture.testing import CountingBackend, assert_same
+
+    def copy_entry(x, box):
+        return x + copy.copy(box).__dict__["t"]
+
+    compiled = dynamo_capture.optimize(copy_entry, backend=CountingBackend())
+    x, box = torch.randn(3), _ShadowedBox(torch.randn(3))
+    assert_same(compiled(x, box), copy_entry(x, box))

@@ -192,6 +192,7 @@ def copy_outside_object(tx: Translator, value: PythonValue) -> Value | None:
         or type(obj).__module__ == "builtins"
         or not copies_by_default_protocol(type(obj), attributes, "__copy__")
         or not all(type(name) is str for name in attributes)
+        or any(_data_descriptor(type(obj), name) for name in attributes)
     ):
         return None
     if _written_by_the_frame(tx, [obj]):
@@ -200,6 +201,15 @@ def copy_outside_object(tx: Translator, value: PythonValue) -> Value | None:
         raise Unsupported("copy.copy() of an outside object the frame wrote to")
     tx.ctx.guards.dict_keys(AttrSource(source, "__dict__"), attributes)
     return ObjectValue(type(obj), {name: get_attr(tx, value, name) for name in attributes})
+
+
+def _data_descriptor(cls: type, name: str) -> bool:
+    """Whether `cls` has a data descriptor `name` (a property): reading `obj.name` would
+    give its value, not the `__dict__` entry a copy copies."""
+    import inspect
+
+    found = inspect.getattr_static(cls, name, None)
+    return hasattr(type(found), "__set__") or hasattr(type(found), "__delete__")
 
 
 def _written_by_the_frame(tx: Translator, objects: list[Any]) -> bool:
