@@ -71,3 +71,20 @@ def test_vmap_inference_is_eager(backend):
     with torch.no_grad():
         got = ember.compile(vmap_with_a_reduction, backend=backend)(x)
     torch.testing.assert_close(got, vmap_with_a_reduction(x))
+
+
+def vmap_draws_in_error_mode(x):
+    return torch.vmap(lambda row: row + torch.rand(row.shape))(x) * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_vmap_refusing_a_random_op_raises_eagers_error(backend):
+    # functorch raises while aot_autograd traces; the level it opened is closed again,
+    # so the error is eager's and later operations run unbatched
+    compiled = ember.compile(vmap_draws_in_error_mode, backend=backend)
+    x = torch.randn(4, 3)
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        vmap_draws_in_error_mode(x)
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        compiled(x)
+    assert torch._C._functorch.get_dynamic_layer_stack_depth() == 0
