@@ -149,7 +149,11 @@ class ClassInstantier(collections.OrderedDict):
 
 
 ACTIVATIONS = ClassInstantier(
-    {"silu": torch.nn.SiLU, "gelu_tanh": (torch.nn.GELU, {"approximate": "tanh"})}
+    {
+        "silu": torch.nn.SiLU,
+        "gelu_tanh": (torch.nn.GELU, {"approximate": "tanh"}),
+        "relu": torch.nn.ReLU,
+    }
 )
 
 
@@ -173,6 +177,29 @@ def test_dict_subclass_item_changed_recompiles():
         ACTIVATIONS["silu"] = torch.nn.SiLU
     assert_same(compiled(x), activation_built_per_read(x))
     assert counter.frame_count == 2
+
+
+def test_dict_subclass_item_not_read_is_not_guarded():
+    counter = CountingBackend()
+    compiled = dynamo_capture.optimize(activation_built_per_read, backend=counter)
+    x = torch.randn(4)
+    assert_same(compiled(x), activation_built_per_read(x))
+    ACTIVATIONS["relu"] = torch.nn.Tanh
+    try:
+        assert_same(compiled(x), activation_built_per_read(x))
+    finally:
+        ACTIVATIONS["relu"] = torch.nn.ReLU
+    assert counter.frame_count == 1
+
+
+def activation_of_a_key_it_lacks(x):
+    return ACTIVATIONS["nope"](x)
+
+
+def test_dict_subclass_key_it_lacks_raises_key_error():
+    compiled = dynamo_capture.optimize(activation_of_a_key_it_lacks, backend=CountingBackend())
+    with pytest.raises(KeyError, match="nope"):
+        compiled(torch.randn(4))
 
 
 class DefaultingInstantier(ClassInstantier):

@@ -1248,7 +1248,7 @@ def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
     if isinstance(value, DictValue):
         return dict(value.items)
     if isinstance(value, PythonValue) and isinstance(value.obj, dict):
-        if value.source is not None and _defines_in_python(value.obj, "__getitem__"):
+        if own_getitem_outside_dict(value):
             return _builtin_dict_items(tx, value)
         source = value.source
         return {
@@ -1272,26 +1272,44 @@ def _builtin_dict_items(tx: Translator, value: PythonValue) -> dict[Any, Value]:
     than the dict holds (transformers' ACT2FN builds a module per read): what
     `dict.__getitem__` reads (`super().__getitem__(key)`), each read back past the
     subclass's method (BuiltinViewSource), its keys guarded when it was wrapped."""
+    return {key: builtin_dict_item(tx, value, key) for key in dict.keys(value.obj)}
+
+
+def own_getitem_outside_dict(value: Value) -> bool:
+    """A dict subclass from outside the frame whose own `__getitem__` gives other values
+    than the dict holds: its items are read as `dict.__getitem__` reads them."""
+    return (
+        isinstance(value, PythonValue)
+        and value.source is not None
+        and isinstance(value.obj, dict)
+        and _defines_in_python(value.obj, "__getitem__")
+    )
+
+
+def builtin_dict_item(tx: Translator, value: PythonValue, key: Any) -> Value:
+    """`dict.__getitem__(obj, key)` of an outside dict subclass (own_getitem_outside_dict),
+    read back past the subclass's method (BuiltinViewSource); its keys are guarded where
+    it was wrapped."""
+    from dynamo_capture.errors import raised_by_python
     from dynamo_capture.sources import BuiltinViewSource
 
     obj, source = value.obj, value.source
     # NOTE: the keys guard reads `obj.keys()`, which a subclass's own keys() could answer
     # otherwise than the dict holds; `dict.__getitem__` calls a __missing__ for a key
-    # the dict lacks (these items answer only the keys it holds)
+    # the dict lacks
     if _defines_in_python(obj, "keys") or hasattr(type(obj), "__missing__"):
         raise Unsupported(
             f"reading the items of a {type(obj).__name__} from outside the frame, whose "
             "__getitem__ is its own, past its own keys() or __missing__"
         )
-    items: dict[Any, Value] = {}
-    for key in dict.keys(obj):
-        if type(key) not in _VIEW_KEYS:
-            raise Unsupported(
-                f"reading the items of a {type(obj).__name__} from outside the frame, whose "
-                f"__getitem__ is its own, keyed by a {type(key).__name__}"
-            )
-        items[key] = tx.ctx.wrap(dict.__getitem__(obj, key), BuiltinViewSource(source, "dict", key))
-    return items
+    if type(key) not in _VIEW_KEYS:
+        raise Unsupported(
+            f"reading the items of a {type(obj).__name__} from outside the frame, whose "
+            f"__getitem__ is its own, by a {type(key).__name__} key"
+        )
+    if key not in dict.keys(obj):
+        raise raised_by_python(KeyError(key))
+    return tx.ctx.wrap(dict.__getitem__(obj, key), BuiltinViewSource(source, "dict", key))
 
 
 def get_iter(tx: Translator, value: Value) -> IteratorValue:
