@@ -1045,6 +1045,12 @@ def vmap_in_dims_mismatch_raises(x):
     return torch.vmap(lambda r: r * 2, in_dims=(0, 0))(x)
 
 
+@program(b34)
+def vmap_over_a_batch_of_no_rows(x):
+    # associative_scan's generic mode reaches these (a slice past the end)
+    return torch.vmap(lambda a, b: a * b + 1)(x[3:], x[:0].cos())
+
+
 # ----- more transforms: containers of tensors, modules' methods, unbatched outputs ------
 class Model(nn.Module):
     def __init__(self):

@@ -910,6 +910,29 @@ def associative_scan_of_a_tuple(xs):
     return _associative_scan(lambda a, b: (a[0] + b[0], a[1] * b[1]), (xs, xs.exp()), 0)
 
 
+def _decays_and_inputs(requires_grad=False):
+    decays = torch.linspace(0.1, 0.9, 2 * 3 * 16).reshape(2, 3, 16)
+    inputs = torch.linspace(-1.0, 1.0, 2 * 3 * 16).reshape(2, 3, 16)
+    return decays.requires_grad_(requires_grad), inputs.requires_grad_(requires_grad)
+
+
+def _linear_recurrence(left, right):
+    decay_left, state_left = left
+    decay_right, state_right = right
+    return decay_left * decay_right, decay_right * state_left + state_right
+
+
+# a linear recurrence (Mamba's selective scan) over 16 steps: generic mode's recursion
+# reaches a vmap over a batch of no rows
+@_program(_decays_and_inputs)
+@_gradient(lambda: _decays_and_inputs(requires_grad=True))
+def associative_scan_generic_linear_recurrence(decays, inputs):
+    _, states = _associative_scan(
+        _linear_recurrence, (decays, inputs), dim=2, combine_mode="generic"
+    )
+    return states
+
+
 # ---- checkpoint ----------------------------------------------------------------------
 def _dropout_block(a):
     return torch.nn.functional.dropout(a.sin(), p=0.5, training=True) * 2
@@ -1188,11 +1211,6 @@ KNOWN_DIFFERENCES: dict[str, tuple[tuple[int, int], tuple[int, int], str]] = {
         (0, 0),
         "torch.compile runs checkpoint_sequential eagerly (a skipped file); ember traces "
         "its checkpoint calls",
-    ),
-    "associative_scan_generic_mode": (
-        (1, 2),
-        (1, 25),
-        "torch traces the generic mode's Python (vmap of combine_fn); ember keeps a node",
     ),
     "cond_branch_returns_an_int": (
         (0, 0),

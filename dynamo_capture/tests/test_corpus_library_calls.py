@@ -857,6 +857,56 @@ def x_copy_copy_obj(x):
     return h2.t + 1
 
 
+class _Box:
+    def __init__(self, t):
+        self.t = t
+        self.scale = 2
+
+
+class _CopyingBox(_Box):
+    def __copy__(self):
+        other = _Box(self.t * 3)
+        return other
+
+
+class _SlotBox:
+    __slots__ = ("t",)
+
+    def __init__(self, t):
+        self.t = t
+
+
+def _box():
+    return _Box(torch.randn(3))
+
+
+@program(lambda: torch.randn(3), _box)
+def x_copy_copy_argument_object(x, box):
+    # a shallow copy of an argument: its attributes read where they are, the copy's
+    # writes leave the argument as it was
+    other = copy.copy(box)
+    other.t = other.t * other.scale
+    return x + other.t + box.t
+
+
+@program()
+def x_copy_copy_frame_object_then_write(x):
+    box = _Box(x.sin())
+    other = copy.copy(box)
+    other.scale = 5
+    return box.t * box.scale + other.t * other.scale
+
+
+@program()
+def x_copy_copy_own_copy_method(x):
+    return copy.copy(_CopyingBox(x)).t + 1
+
+
+@program()
+def x_copy_copy_slotted_object(x):
+    return copy.copy(_SlotBox(x)).t + 1
+
+
 @program()
 def x_lru_cache_method(x):
     return x * _Helper().k(3)
@@ -1311,14 +1361,50 @@ def i_abc_register(x):
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
-def test_library_call_program_like_torch(name, request):
-    if name == "x_copy_copy_obj":  # values equal eager's; the resume part runs eagerly
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="the part after the break holds only a user object: it runs eagerly "
-                "(torch.compile compiles its resume function, 2 graphs to 0)",
-            )
-        )
+def test_library_call_program_like_torch(name):
     fn, make_args = PROGRAMS[name]
     check_like_torch(fn, make_args)
+
+
+def test_copy_of_an_argument_object_with_other_attributes_recompiles():
+    # the copy holds every attribute of the object: their names are guarded
+    import dynamo_capture
+    from dynamo_capture.testing import CountingBackend, assert_same
+
+    def copy_and_sum(x, box):
+        other = copy.copy(box)
+        return x + sum(value for value in vars(other).values() if isinstance(value, int))
+
+    counter = CountingBackend()
+    compiled = dynamo_capture.optimize(copy_and_sum, backend=counter)
+    x, box = torch.randn(3), _Box(torch.randn(3))
+    assert_same(compiled(x, box), copy_and_sum(x, box))
+    box.extra = 7
+    assert_same(compiled(x, box), copy_and_sum(x, box))
+    assert counter.frame_count == 2
+
+
+class _ShadowedBox:
+    def __init__(self, t):
+        self.__dict__["t"] = t
+
+    @property
+    def t(self):
+        return 5
+
+    @t.setter
+    def t(self, value):
+        pass
+
+
+def test_copy_of_an_object_whose_property_shadows_an_entry_copies_the_entry():
+    # a copy copies `__dict__`; reading `obj.t` would give the property's value
+    import dynamo_capture
+    from dynamo_capture.testing import CountingBackend, assert_same
+
+    def copy_entry(x, box):
+        return x + copy.copy(box).__dict__["t"]
+
+    compiled = dynamo_capture.optimize(copy_entry, backend=CountingBackend())
+    x, box = torch.randn(3), _ShadowedBox(torch.randn(3))
+    assert_same(compiled(x, box), copy_entry(x, box))

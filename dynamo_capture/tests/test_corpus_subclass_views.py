@@ -9,6 +9,8 @@ checked against eager alone.
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 import torch
 from torchcheck import check_like_torch
@@ -133,3 +135,89 @@ def test_list_subclass_argument_of_another_length_recompiles():
         expected = list_subclass_argument_super_protocols(x, items)
         assert_same(compiled(x, items), expected)
     assert counter.frame_count == 2
+
+
+# ----- an outside dict subclass whose __getitem__ builds a value from the item -------
+# (transformers' ACT2FN: `ACT2FN["silu"]` returns a new module from the class it holds)
+
+
+class ClassInstantier(collections.OrderedDict):
+    def __getitem__(self, key):
+        content = super().__getitem__(key)
+        cls, kwargs = content if isinstance(content, tuple) else (content, {})
+        return cls(**kwargs)
+
+
+ACTIVATIONS = ClassInstantier(
+    {
+        "silu": torch.nn.SiLU,
+        "gelu_tanh": (torch.nn.GELU, {"approximate": "tanh"}),
+        "relu": torch.nn.ReLU,
+    }
+)
+
+
+def activation_built_per_read(x):
+    return ACTIVATIONS["silu"](x) + ACTIVATIONS["gelu_tanh"](x)
+
+
+def test_dict_subclass_building_per_read_counts_like_torch():
+    check_like_torch(activation_built_per_read, _one)
+
+
+def test_dict_subclass_item_changed_recompiles():
+    counter = CountingBackend()
+    compiled = dynamo_capture.optimize(activation_built_per_read, backend=counter)
+    x = torch.randn(4)
+    assert_same(compiled(x), activation_built_per_read(x))
+    ACTIVATIONS["silu"] = torch.nn.ReLU
+    try:
+        assert_same(compiled(x), activation_built_per_read(x))
+    finally:
+        ACTIVATIONS["silu"] = torch.nn.SiLU
+    assert_same(compiled(x), activation_built_per_read(x))
+    assert counter.frame_count == 2
+
+
+def test_dict_subclass_item_not_read_is_not_guarded():
+    counter = CountingBackend()
+    compiled = dynamo_capture.optimize(activation_built_per_read, backend=counter)
+    x = torch.randn(4)
+    assert_same(compiled(x), activation_built_per_read(x))
+    ACTIVATIONS["relu"] = torch.nn.Tanh
+    try:
+        assert_same(compiled(x), activation_built_per_read(x))
+    finally:
+        ACTIVATIONS["relu"] = torch.nn.ReLU
+    assert counter.frame_count == 1
+
+
+def activation_of_a_key_it_lacks(x):
+    return ACTIVATIONS["nope"](x)
+
+
+def test_dict_subclass_key_it_lacks_raises_key_error():
+    compiled = dynamo_capture.optimize(activation_of_a_key_it_lacks, backend=CountingBackend())
+    with pytest.raises(KeyError, match="nope"):
+        compiled(torch.randn(4))
+
+
+class DefaultingInstantier(ClassInstantier):
+    def __missing__(self, key):
+        return torch.nn.Tanh
+
+
+DEFAULTING = DefaultingInstantier({"silu": torch.nn.SiLU})
+
+
+def activation_of_a_missing_key(x):
+    return DEFAULTING["silu"](x) + DEFAULTING["other"](x)
+
+
+def test_dict_subclass_with_missing_runs_like_eager():
+    # dict.__getitem__ calls __missing__ for a key the dict lacks: capture does not read
+    # such a dict's items past its own __getitem__ (a break), values eager's
+    counter = CountingBackend()
+    compiled = dynamo_capture.optimize(activation_of_a_missing_key, backend=counter)
+    x = torch.randn(4)
+    assert_same(compiled(x), activation_of_a_missing_key(x))

@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -849,10 +849,11 @@ def _trace(
     try:
         while True:
             try:
-                return _trace_once(
-                    fn, example_inputs, decompositions, joint, mode, backward_errors, float_inputs,
-                    views_as_outputs, writable,
-                )  # fmt: skip
+                with _functorch_levels_closed():
+                    return _trace_once(
+                        fn, example_inputs, decompositions, joint, mode, backward_errors,
+                        float_inputs, views_as_outputs, writable,
+                    )  # fmt: skip
             except _WritesGradInput:
                 writable = True
             except _BackwardRaises as raised:
@@ -862,6 +863,20 @@ def _trace(
                 backward_errors += (raised.message,)
     finally:
         torch.set_default_dtype(default_dtype)
+
+
+@contextlib.contextmanager
+def _functorch_levels_closed() -> Iterator[None]:
+    """A trace that raises inside a vmap traced from the graph (its `_vmap_increment_nesting`
+    run, its decrement not: functorch's randomness="error" refusing a random op) leaves
+    functorch's level open: the next trace, and every later operation, would run
+    batched. The layer stack's depth found is put back, as torch.compile does."""
+    depth = torch._C._functorch.get_dynamic_layer_stack_depth()
+    try:
+        yield
+    finally:
+        if torch._C._functorch.get_dynamic_layer_stack_depth() != depth:
+            torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
 
 
 _LEAF_WRITE = "a leaf Variable that requires grad is being used in an in-place operation"

@@ -834,7 +834,18 @@ BUILTIN_HANDLERS[builtins.max] = _extreme(">", "max")
 def _sum(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     total = args[1] if len(args) > 1 else kwargs.get("start", PythonValue(0))
     for item in sequence_items(tx, args[0]):
-        total = binary_op(tx, operator.add, total, item)
+        total = _running_total(tx, binary_op(tx, operator.add, total, item))
+    return total
+
+
+def _running_total(tx: Translator, total: Value) -> Value:
+    """A partial result of sum() or functools.reduce(), its node named `value` as the
+    running total of torch.compile's functools.reduce polyfill (its sum is that reduce
+    of operator.add) names it."""
+    from dynamo_capture.graph_printouts import name_stored_node
+
+    if isinstance(total, TensorValue):
+        name_stored_node(total.node, "value", tx.ctx.named_nodes)
     return total
 
 
@@ -1035,6 +1046,28 @@ def _deepcopy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
     return deepcopy_outside_object(tx, args[0])
 
 
+@handles(copy.copy)
+def _copy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """copy.copy of an instance made in the frame whose class copies it by the default
+    protocol: a new instance of the frame holding the same attribute values, as
+    `object.__reduce_ex__` and `copy._reconstruct` make it; anything else: copy.copy's
+    own Python traced."""
+    from dynamo_capture.calls import inline_function
+    from dynamo_capture.deep_copies import copies_by_default_protocol, copy_outside_object
+
+    if len(args) == 1 and not kwargs:
+        value = side_effects.current(tx, args[0])
+        if isinstance(value, ObjectValue) and copies_by_default_protocol(
+            value.cls, value.attrs, "__copy__"
+        ):
+            return ObjectValue(value.cls, dict(value.attrs))
+        if isinstance(value, PythonValue):
+            copied = copy_outside_object(tx, value)
+            if copied is not None:
+                return copied
+    return inline_function(tx, copy.copy, args, kwargs, None)
+
+
 @handles(inspect.signature)
 def _signature(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """inspect.signature of a callable known at capture time."""
@@ -1120,7 +1153,7 @@ def _reduce(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Valu
     else:
         raise Unsupported("reduce() of an empty sequence with no initial value")
     for item in items:
-        total = call(tx, args[0], [total, item], {})
+        total = _running_total(tx, call(tx, args[0], [total, item], {}))
     return total
 
 

@@ -854,6 +854,7 @@ def capture_frame(
     specialize_floats: bool = False,
     float_inputs: bool = True,
     transform_nodes: bool = True,
+    batching_nodes: bool = True,
     autograd_function_nodes: bool = True,
     tensor_hook_nodes: bool = True,
     inline_regions: frozenset[Any] = frozenset(),
@@ -866,7 +867,8 @@ def capture_frame(
     `specialize_floats` turns symbolic floats operators take into constants (sym_numbers);
     `float_inputs=False` keeps float inputs constants (CaptureContext);
     `transform_nodes=False` breaks the graph at torch.func transforms and torch.cond
-    instead of making them nodes (function_transforms); `autograd_function_nodes=False`
+    instead of making them nodes (function_transforms), `batching_nodes=False` at
+    torch.func.vmap traced into the graph (functorch_inline); `autograd_function_nodes=False`
     likewise at `Fn.apply` of autograd Functions (autograd_functions), and
     `tensor_hook_nodes=False` at `Tensor.register_hook` (tensor_hooks);
     `inline_regions` are nested_compile_region functions traced in place (control_flow).
@@ -877,6 +879,7 @@ def capture_frame(
         float_inputs=float_inputs,
     )  # fmt: skip
     ctx.transform_nodes = transform_nodes
+    ctx.batching_nodes = batching_nodes
     ctx.autograd_function_nodes = autograd_function_nodes
     ctx.tensor_hook_nodes = tensor_hook_nodes
     ctx.inline_regions = inline_regions

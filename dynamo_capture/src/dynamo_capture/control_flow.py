@@ -422,6 +422,8 @@ def _associative_scan(tx: Translator, args: list[Value], kwargs: dict[str, Value
         raise Unsupported("associative_scan along a dim known only when it runs") from None
     xs = bound["xs"]
     _tensor_leaves([xs], "associative_scan over values")
+    if options["combine_mode"] == "generic":
+        return _generic_associative_scan(tx, bound["combine_fn"], xs, dim, options["reverse"])
     if options["combine_mode"] == "pointwise" and not all(
         leaf.example.device.type in ("cuda", "xpu") for leaf in _leaves(xs)
     ):
@@ -448,6 +450,19 @@ def _associative_scan(tx: Translator, args: list[Value], kwargs: dict[str, Value
 
     name_node_target(scanned, f"associative_scan_{function_name(make((None,) * count))}")
     return _flat_node(tx, scanned, example, (*cells, xs), "associative_scan's combine_fn")
+
+
+def _generic_associative_scan(
+    tx: Translator, combine_fn: Value, xs: Value, dim: Any, reverse: Any
+) -> Value:
+    """`associative_scan(..., combine_mode="generic")`: torch's own Python traced in place,
+    as eager runs it (slices of xs, combine_fn vmapped over them, interleaved) and as
+    torch.compile traces it; no node, so any backend compiles its operators."""
+    from dynamo_capture.calls import inline_function
+
+    arguments = [combine_fn, xs, PythonValue(dim)]
+    options = {"reverse": PythonValue(reverse), "combine_mode": PythonValue("generic")}
+    return inline_function(tx, _ASSOCIATIVE_SCAN, arguments, options, None)
 
 
 # ---- torch.compiler.nested_compile_region --------------------------------------------

@@ -55,7 +55,12 @@ from guards.deepcopy_contents import (
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
 
-__all__ = ["deepcopy_frame_value", "deepcopy_outside_object"]
+__all__ = [
+    "copies_by_default_protocol",
+    "copy_outside_object",
+    "deepcopy_frame_value",
+    "deepcopy_outside_object",
+]
 
 
 def deepcopy_outside_object(tx: Translator, value: PythonValue) -> Value:
@@ -143,24 +148,68 @@ def _constant_keys(keys: Any) -> None:
 
 
 def _default_protocol(value: ObjectValue) -> bool:
-    """Whether deepcopy copies this instance made in the frame by the default protocol
-    (`object.__new__`, then its `__dict__` copied), decided on its class: attribute
-    lookup, reduction, state and construction all object's own."""
-    cls = value.cls
-    own = ("__deepcopy__", "__reduce_ex__", "__reduce__", "__getstate__", "__setstate__")
+    return copies_by_default_protocol(value.cls, value.attrs, "__deepcopy__")
+
+
+def copies_by_default_protocol(cls: type, attributes: Any, hook: str) -> bool:
+    """Whether copy.copy (`hook` "__copy__") or deepcopy ("__deepcopy__") copies an
+    instance of `cls` whose instance attributes are named `attributes` by the default
+    protocol (`object.__new__`, then its `__dict__` copied), decided on its class:
+    attribute lookup, reduction, state and construction all object's own."""
+    own = (hook, "__reduce_ex__", "__reduce__", "__getstate__", "__setstate__")
     return (
         cls.__getattribute__ is object.__getattribute__
         and not hasattr(cls, "__getattr__")
         and copyreg.dispatch_table.get(cls) is None
-        and getattr(cls, "__deepcopy__", None) is None
+        and getattr(cls, hook, None) is None
         and cls.__reduce_ex__ is object.__reduce_ex__
         and cls.__reduce__ is object.__reduce__
         and getattr(cls, "__getstate__", object.__getstate__) is object.__getstate__
         and not hasattr(cls, "__setstate__")
         and cls.__new__ is object.__new__
+        and not hasattr(cls, "__getnewargs_ex__")
+        and not hasattr(cls, "__getnewargs__")
         and "__slots__" not in {name for klass in cls.__mro__ for name in vars(klass)}
-        and not any(name in value.attrs for name in own)
+        and not any(name in attributes for name in own)
     )
+
+
+def copy_outside_object(tx: Translator, value: PythonValue) -> Value | None:
+    """`copy.copy(value)` of a user object from outside the frame copied by the default
+    protocol: a new instance of the frame holding its attributes, each read (and
+    guarded) where it is, their names guarded (`obj.__dict__`'s keys); None for any
+    other object (copy.copy's Python is traced then)."""
+    from dynamo_capture.attributes import get_attr
+    from dynamo_capture.sources import AttrSource
+
+    obj, source = value.obj, value.source
+    attributes = getattr(obj, "__dict__", None)
+    if (
+        source is None
+        or type(attributes) is not dict
+        or isinstance(obj, torch.nn.Module | torch.Tensor | type)
+        or type(type(obj)) is not type
+        or type(obj).__module__ == "builtins"
+        or not copies_by_default_protocol(type(obj), attributes, "__copy__")
+        or not all(type(name) is str for name in attributes)
+        or any(_data_descriptor(type(obj), name) for name in attributes)
+    ):
+        return None
+    if _written_by_the_frame(tx, [obj]):
+        # NOTE: its attributes as the frame left them would be read one by one, but
+        # the names guarded are those it has now
+        raise Unsupported("copy.copy() of an outside object the frame wrote to")
+    tx.ctx.guards.dict_keys(AttrSource(source, "__dict__"), attributes)
+    return ObjectValue(type(obj), {name: get_attr(tx, value, name) for name in attributes})
+
+
+def _data_descriptor(cls: type, name: str) -> bool:
+    """Whether `cls` has a data descriptor `name` (a property): reading `obj.name` would
+    give its value, not the `__dict__` entry a copy copies."""
+    import inspect
+
+    found = inspect.getattr_static(cls, name, None)
+    return hasattr(type(found), "__set__") or hasattr(type(found), "__delete__")
 
 
 def _written_by_the_frame(tx: Translator, objects: list[Any]) -> bool:

@@ -212,7 +212,7 @@ def _make_transformed(
         closure = None
         if closure_over_tensors(args[0]) is not None:
             closure = ClosureTransform(transform, options, args[0])
-        if inlined is not None and tx.ctx.transform_nodes:
+        if inlined is not None and _traced_into_graph(tx, name):
             inlined.fallback = closure
             return PythonValue(inlined)
         if closure is None:
@@ -224,11 +224,18 @@ def _make_transformed(
         return applied(*call_args, **call_kwargs)
 
     name_node_target(transformed, f"{name}_{function_name(function)}")
-    if tx.ctx.transform_nodes:  # traced into the graph as torch.compile does, where it can
+    if _traced_into_graph(tx, name):  # into the graph as torch.compile traces it, where it can
         inlined = inlined_transform(name, args[0], options, transformed)
         if inlined is not None:
             return PythonValue(inlined)
     return PythonValue(transformed)
+
+
+def _traced_into_graph(tx: Translator, name: str) -> bool:
+    """Whether torch.func.<name> is traced into the graph (functorch_inline) for this
+    backend: vmap as functorch's batching calls where it takes those, any transform
+    where it takes function transforms."""
+    return tx.ctx.transform_nodes or (name == "vmap" and tx.ctx.batching_nodes)
 
 
 def _jvp(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:

@@ -249,6 +249,8 @@ def _add_batch_dim(tensor: torch.Tensor, in_dim: int, level: int) -> torch.Tenso
 
 
 def _add_batch_dim_example(tensor: torch.Tensor, in_dim: int, level: int) -> torch.Tensor:
+    if tensor.shape[in_dim] == 0:  # a batch of no rows: no row to select
+        return tensor.new_empty(tensor.shape[:in_dim] + tensor.shape[in_dim + 1 :])
     return tensor.select(in_dim, 0).clone()
 
 
@@ -497,6 +499,7 @@ def _vmap(
     if not sizes or any(size is not sizes[0] and size != sizes[0] for size in sizes):
         raise Unsupported("torch.func.vmap: batch sizes that differ or no batched argument")
     batch_size = sizes[0]  # a SymInt where the batch dimension is dynamic
+    tx.ctx.batching_nodes_made += 1
     chunk_size = transform.options.get("chunk_size")
     if chunk_size is None:
         return _flat_vmap(tx, transform, args, dims, batch_size, kwargs)

@@ -26,6 +26,7 @@ from dynamo_capture.operations import (
     NotConstant,
     as_constant,
     builtin_contains,
+    builtin_dict_item,
     builtin_get_item,
     builtin_items,
     builtin_set_item,
@@ -33,6 +34,7 @@ from dynamo_capture.operations import (
     dict_items,
     hashable_key,
     key_value,
+    own_getitem_outside_dict,
     python_type_of,
     sequence_items,
     truth,
@@ -451,6 +453,15 @@ def _dict_len(tx: Translator, d: Value, args: list[Value], kwargs: dict[str, Val
     return PythonValue(len(dict_items(tx, d)))
 
 
+def _dict_getitem(tx: Translator, d: Value, key: Value) -> Value:
+    """`dict.__getitem__(d, key)`: of an outside subclass with its own __getitem__, the
+    one item read (and guarded)."""
+    current = side_effects.current(tx, d)
+    if own_getitem_outside_dict(current):
+        return builtin_dict_item(tx, current, _key(key))  # type: ignore[arg-type]
+    return dict_items(tx, d)[_key(key)]
+
+
 DICT_METHODS: dict[str, Method] = {
     "__reversed__": _builtin_reversed,
     "__setitem__": _dict_setitem,
@@ -470,7 +481,7 @@ DICT_METHODS: dict[str, Method] = {
     "copy": _dict_copy,
     "clear": _dict_clear,
     "__contains__": _dict_contains,
-    "__getitem__": lambda tx, d, a, k: dict_items(tx, d)[_key(a[0])],
+    "__getitem__": lambda tx, d, a, k: _dict_getitem(tx, d, a[0]),
 }
 
 

@@ -1248,7 +1248,8 @@ def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
     if isinstance(value, DictValue):
         return dict(value.items)
     if isinstance(value, PythonValue) and isinstance(value.obj, dict):
-        _check_items_read_as_iterated(value.obj)
+        if own_getitem_outside_dict(value):
+            return _builtin_dict_items(tx, value)
         source = value.source
         return {
             _outside_key(tx, key, source): tx.ctx.wrap(item, _outside_item_source(tx, source, key))
@@ -1261,6 +1262,54 @@ def dict_items(tx: Translator, value: Value) -> dict[Any, Value]:
             for key, item in value.obj.items()
         }
     raise Unsupported(f"a {python_type_of(value).__name__} used as a mapping")
+
+
+_VIEW_KEYS = (int, str, bytes, bool, type(None))
+
+
+def _builtin_dict_items(tx: Translator, value: PythonValue) -> dict[Any, Value]:
+    """The items of an outside dict subclass whose own `__getitem__` gives other values
+    than the dict holds (transformers' ACT2FN builds a module per read): what
+    `dict.__getitem__` reads (`super().__getitem__(key)`), each read back past the
+    subclass's method (BuiltinViewSource), its keys guarded when it was wrapped."""
+    return {key: builtin_dict_item(tx, value, key) for key in dict.keys(value.obj)}
+
+
+def own_getitem_outside_dict(value: Value) -> bool:
+    """A dict subclass from outside the frame whose own `__getitem__` gives other values
+    than the dict holds: its items are read as `dict.__getitem__` reads them."""
+    return (
+        isinstance(value, PythonValue)
+        and value.source is not None
+        and isinstance(value.obj, dict)
+        and _defines_in_python(value.obj, "__getitem__")
+    )
+
+
+def builtin_dict_item(tx: Translator, value: PythonValue, key: Any) -> Value:
+    """`dict.__getitem__(obj, key)` of an outside dict subclass (own_getitem_outside_dict),
+    read back past the subclass's method (BuiltinViewSource); its keys are guarded where
+    it was wrapped."""
+    from dynamo_capture.errors import raised_by_python
+    from dynamo_capture.sources import BuiltinViewSource
+
+    obj, source = value.obj, value.source
+    # NOTE: the keys guard reads `obj.keys()`, which a subclass's own keys() could answer
+    # otherwise than the dict holds; `dict.__getitem__` calls a __missing__ for a key
+    # the dict lacks
+    if _defines_in_python(obj, "keys") or hasattr(type(obj), "__missing__"):
+        raise Unsupported(
+            f"reading the items of a {type(obj).__name__} from outside the frame, whose "
+            "__getitem__ is its own, past its own keys() or __missing__"
+        )
+    if type(key) not in _VIEW_KEYS:
+        raise Unsupported(
+            f"reading the items of a {type(obj).__name__} from outside the frame, whose "
+            f"__getitem__ is its own, by a {type(key).__name__} key"
+        )
+    if key not in dict.keys(obj):
+        raise raised_by_python(KeyError(key))
+    return tx.ctx.wrap(dict.__getitem__(obj, key), BuiltinViewSource(source, "dict", key))
 
 
 def get_iter(tx: Translator, value: Value) -> IteratorValue:

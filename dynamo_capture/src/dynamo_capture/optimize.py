@@ -161,6 +161,7 @@ class CompiledCallable:
         self._static_backend = False  # the backend refused a symbolic graph: capture static
         self._specialize_floats = False  # the backend refused symbolic floats: make constants
         self._transform_nodes = True  # False: the backend refused torch.func / torch.cond nodes
+        self._batching_nodes = True  # False: the backend refused vmap's functorch calls
         self._autograd_function_nodes = True  # False: the backend refused Fn.apply nodes
         self._tensor_hook_nodes = True  # False: a tensor hooked in the graph left it
         # nested_compile_region functions a graph called once: traced in place
@@ -325,6 +326,7 @@ class CompiledCallable:
             and not frame.ctx.symbolic
             and not frame.ctx.symbolic_float_inputs
             and not (self._transform_nodes and frame.ctx.transform_nodes_made)
+            and not (self._batching_nodes and frame.ctx.batching_nodes_made)
             and not (self._autograd_function_nodes and frame.ctx.autograd_function_nodes_made)
         )
 
@@ -480,6 +482,8 @@ class CompiledCallable:
         try:
             if not takes_function_transforms(backend):
                 self._transform_nodes = False
+            if not takes_batching_nodes(backend):
+                self._batching_nodes = False
             frame = self._capture(f_locals, contexts, takes_float_inputs(backend))
             frame.ctx.check_marked_dynamic()
         except ConstraintViolationError:
@@ -509,13 +513,17 @@ class CompiledCallable:
                 entry = compile_entry(frame, backend, self.guard_filter_fn, defer=defer)
         except BackendCompilerFailed as error:
             transforms = self._transform_nodes and frame.ctx.transform_nodes_made
+            batching = self._batching_nodes and frame.ctx.batching_nodes_made
             applies = self._autograd_function_nodes and frame.ctx.autograd_function_nodes_made
-            if not (transforms or applies):
+            if not (transforms or batching or applies):
                 raise
-            # a backend that cannot compile torch.func / torch.cond nodes (or Fn.apply
-            # nodes): the graph breaks at those calls instead, and they run eagerly
+            # a backend that cannot compile torch.func / torch.cond nodes (vmap's
+            # functorch calls, Fn.apply nodes): the graph breaks at those calls instead,
+            # and they run eagerly
             if transforms:
                 self._transform_nodes = False
+            elif batching:
+                self._batching_nodes = False
             else:
                 self._autograd_function_nodes = False
             if artifact_enabled("graph_breaks"):
@@ -646,6 +654,7 @@ class CompiledCallable:
             return capture_frame(
                 self.frame, f_locals, guard_context=contexts,
                 transform_nodes=self._transform_nodes,
+                batching_nodes=self._batching_nodes,
                 autograd_function_nodes=self._autograd_function_nodes,
                 tensor_hook_nodes=self._tensor_hook_nodes,
                 inline_regions=self._inline_regions,
@@ -655,6 +664,7 @@ class CompiledCallable:
                 self.frame, f_locals, guard_context=contexts, dynamic=dynamic,
                 history=history, specialize_floats=self._specialize_floats,
                 float_inputs=float_inputs, transform_nodes=self._transform_nodes,
+                batching_nodes=self._batching_nodes,
                 autograd_function_nodes=self._autograd_function_nodes,
                 tensor_hook_nodes=self._tensor_hook_nodes,
                 inline_regions=self._inline_regions,
@@ -673,6 +683,7 @@ class CompiledCallable:
             frame = capture_frame(
                 self.frame, f_locals, guard_context=contexts,
                 transform_nodes=self._transform_nodes,
+                batching_nodes=self._batching_nodes,
                 autograd_function_nodes=self._autograd_function_nodes,
                 tensor_hook_nodes=self._tensor_hook_nodes,
                 inline_regions=self._inline_regions,
@@ -1432,6 +1443,15 @@ def takes_function_transforms(backend: Backend) -> bool:
     opaque call nodes (function_transforms); one that cannot declares
     `takes_function_transforms = False` and gets a graph break at those calls."""
     return getattr(backend, "takes_function_transforms", True) is not False
+
+
+def takes_batching_nodes(backend: Backend) -> bool:
+    """Whether the backend takes torch.func.vmap traced into the graph as functorch's
+    batching calls (`_add_batch_dim`, ...; functorch_inline): declared by
+    `takes_batching_nodes`, else as it takes function transforms. A backend tracing
+    ATen through a dispatch mode (aot_autograd) traces through them to ATen ops."""
+    declared = getattr(backend, "takes_batching_nodes", None)
+    return takes_function_transforms(backend) if declared is None else declared is not False
 
 
 def _opts_out_of_symbolic(backend: Backend) -> bool:

@@ -389,6 +389,11 @@ class CaptureContext:
         self.float_inputs = float_inputs and not specialize_floats
         # torch.func transforms and torch.cond as graph nodes (function_transforms)
         self.transform_nodes = True
+        # torch.func.vmap traced into the graph as functorch's batching calls around its
+        # function (functorch_inline): a backend tracing ATen through a dispatch mode
+        # (aot_autograd) takes these even where it takes no transform node
+        self.batching_nodes = True
+        self.batching_nodes_made = 0
         # nn.Module arguments guarded on structure (class, what capture read) instead of
         # identity: one graph serves every module of a class (FrameTarget)
         self.modules_by_structure = False

@@ -293,6 +293,7 @@ def _side_effects(ctx: CaptureContext) -> tuple:
         tuple(ctx._handed),
         len(ctx.unguarded_constants),
         ctx.transform_nodes_made,
+        ctx.batching_nodes_made,
         ctx.autograd_function_nodes_made,
         bool(ctx.replaced_members),
     )

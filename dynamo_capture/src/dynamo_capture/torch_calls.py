@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -95,8 +96,26 @@ INLINED_TORCH_MODULES = (
     # traced under `torch.compiler.is_compiling()` as torch.compile traces them
     *OPTIMIZER_MODULES,
 )
+# associative_scan(combine_mode="generic") is Python over slices and a vmap of the
+# combine_fn, in eager as under torch.compile: its helpers are traced like user code
+_ASSOCIATIVE_SCAN_MODULE = sys.modules.get("torch._higher_order_ops.associative_scan")
+_ASSOCIATIVE_SCAN_HELPERS = (
+    "generic_associative_scan",
+    "wrap_combine_fn_flat",
+    "safe_map",
+    "_interleave",
+)
 # torch's Python functions traced like user code, as torch.compile traces them
-INLINED_TORCH_FUNCTIONS = frozenset({torch.jit._unwrap_optional})
+INLINED_TORCH_FUNCTIONS = frozenset(
+    {
+        torch.jit._unwrap_optional,
+        *(
+            getattr(_ASSOCIATIVE_SCAN_MODULE, name)
+            for name in _ASSOCIATIVE_SCAN_HELPERS
+            if hasattr(_ASSOCIATIVE_SCAN_MODULE, name)
+        ),
+    }
+)
 # torch predicates about tensors' Python types and tracing: answered for plain tensors.
 # whether arguments have a __torch_function__ override: False for plain tensors,
 # parameters and constants, True for overrides capture runs (torch_function_dispatch);

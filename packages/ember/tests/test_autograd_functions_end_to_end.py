@@ -65,7 +65,7 @@ def _counting(name):
         graphs.append(gm)
         return inner(gm, example_inputs)
 
-    for attribute in ("takes_function_transforms", "takes_float_inputs"):
+    for attribute in ("takes_function_transforms", "takes_batching_nodes", "takes_float_inputs"):
         if hasattr(inner, attribute):
             setattr(counting, attribute, getattr(inner, attribute))
     return counting, graphs

@@ -68,6 +68,9 @@ def _takes_torch_symbols(compile_graph: Backend) -> Backend:
     # aot_autograd does not trace torch.func transforms (saved-tensor hooks) or
     # torch.cond: those calls break the graph and run eagerly
     backend.takes_function_transforms = False  # type: ignore[attr-defined]
+    # torch.func.vmap traced into the graph as functorch's batching calls: aot_autograd's
+    # dispatch-mode tracer sees the ATen ops functorch's batching rules call
+    backend.takes_batching_nodes = True  # type: ignore[attr-defined]
     backend.__doc__ = compile_graph.__doc__
     return backend
 
