@@ -1214,7 +1214,7 @@ class OutputPlan:
         objects are replayed, it is read into a local before them: an item the frame
         popped from an outside list is no longer at its place once the pop is replayed."""
         ctx = self.ctx
-        if not (ctx.shadows or ctx.attr_writes or ctx.global_writes):
+        if not (ctx.shadows or ctx.attr_writes or ctx.global_writes or ctx.input_hooks):
             return source.expr
         named = self._reads.get(source.expr)
         if named is None:
@@ -1596,6 +1596,8 @@ class OutputPlan:
             lines.append(
                 side_effects.replay_statement(target, shadow, self._item_expr, self._key_expr)
             )
+        for tensor, hook in self.ctx.input_hooks:
+            lines.append(f"{self.expr(tensor)}.register_hook({self.expr(hook)})")
         if self.ctx.graph.find_nodes(op="call_function", target=torch._C._set_grad_enabled):
             # NOTE: the graph switches grad mode as it runs; a backend that traces it
             # (aot_eager, inductor) keeps the switches' effect on its tensors but not on

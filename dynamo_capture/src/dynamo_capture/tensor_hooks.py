@@ -36,15 +36,24 @@ import torch
 
 from dynamo_capture.autograd_functions import _check_pure
 from dynamo_capture.errors import NeedsEagerFrame, TensorHookEscapes, Unsupported
+from dynamo_capture.operations import guard_identity
 from dynamo_capture.output_graph import is_constant
 from dynamo_capture.resume import lies_in_loop
-from dynamo_capture.values import FunctionValue, PythonValue, TensorValue, Value
+from dynamo_capture.values import (
+    FunctionValue,
+    MethodValue,
+    ObjectValue,
+    PartialValue,
+    PythonValue,
+    TensorValue,
+    Value,
+)
 
 if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
     from dynamo_capture.output_graph import CaptureContext
 
-__all__ = ["check_hooked_tensors_stay", "register_tensor_hook"]
+__all__ = ["check_hooked_tensors_stay", "register_input_hook", "register_tensor_hook"]
 
 _UNHOOKED = "ember_unhooked_example"
 
@@ -54,6 +63,8 @@ def register_tensor_hook(
 ) -> Value:
     """The value of `tensor.register_hook(*args)`: the hook recorded as a graph node that
     every later use of `tensor` reads; Unsupported where that is not sound."""
+    if tensor.node.op == "placeholder" and tensor.source is not None:
+        return register_input_hook(tx, tensor, args, kwargs)
     read_before = tensor.node.op != "placeholder" and bool(tensor.node.users)
     earlier = _UNHOOKED in tensor.node.meta  # the frame registered hooks on it before
     reason = _refusal(tx, tensor, args, kwargs)
@@ -85,6 +96,55 @@ def register_tensor_hook(
     # pointing it at the node makes all of them read the hooked tensor from now on
     tensor.node, tensor.example = hooked.node, hooked.example
     return PythonValue(None)
+
+
+def register_input_hook(
+    tx: Translator, tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`x.register_hook(hook)` on a tensor the frame got from its caller: registered on
+    the caller's tensor after the graph ran (a replay, as torch.compile does).
+
+    NOTE: a hook on a tensor sees the whole gradient reaching it, whichever uses of the
+    tensor came before the call: registering it after the graph is as good as
+    registering it where the frame did. Where that cannot be replayed (the handle is
+    kept, the hook cannot be made again outside the graph) the call breaks the graph."""
+    reason = _input_refusal(tx, tensor, args, kwargs)
+    if reason is not None:
+        raise Unsupported(f"Tensor.register_hook() {reason}; the call runs eagerly")
+    hook = args[0]
+    if isinstance(hook, PythonValue):
+        guard_identity(tx, hook)
+    tx.ctx.input_hooks.append((tensor, hook))
+    return PythonValue(None)
+
+
+def _input_refusal(
+    tx: Translator, tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]
+) -> str | None:
+    """Why `register_input_hook` cannot replay the call, or None."""
+    from dynamo_capture.capture import OutputPlan
+
+    if kwargs or len(args) != 1:
+        return "with arguments other than one hook"
+    if tx.ctx.reading_ahead is not None:
+        return f"in {tx.ctx.reading_ahead}"
+    if not tensor.example.requires_grad:
+        return "on a tensor that takes no gradient"  # eager raises
+    following = tx.instructions[tx.next_index] if tx.next_index < len(tx.instructions) else None
+    if following is None or following.opname != "POP_TOP":
+        return "whose handle is kept"
+    hook = args[0]
+    if isinstance(hook, FunctionValue) and not _cells_fixed(tx, hook.code):
+        return "with a hook whose closure variables may be bound again before it runs"
+    if isinstance(hook, PythonValue) and (hook.source is None or not callable(hook.obj)):
+        return "with a hook that is no function read from outside the frame"
+    if not isinstance(hook, FunctionValue | PythonValue | PartialValue | MethodValue | ObjectValue):
+        return f"with a hook of kind {type(hook).__name__}"
+    try:  # it can be made again after the graph (a trial plan, thrown away)
+        OutputPlan(tx.ctx).expr(hook)
+    except Unsupported as error:
+        return f"with a hook that cannot leave the graph ({error.reason})"
+    return None
 
 
 def _refusal(
