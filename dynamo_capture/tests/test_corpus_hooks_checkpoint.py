@@ -114,12 +114,17 @@ def _run(callable_, make_args, calls):
     """Each call's results, the gradients of its leaves after a backward of every result
     requiring grad, and what its hooks wrote outside."""
     runs = []
+    modules: dict[int, nn.Module] = {}  # the same modules each call, as a program calls its model
     for _ in range(calls):
         SEEN.clear()
         STORE.clear()
         HANDLE[0] = None
         torch.manual_seed(0)
         args = clone_inputs(make_args())
+        args = tuple(
+            modules.setdefault(index, arg) if isinstance(arg, nn.Module) else arg
+            for index, arg in enumerate(args)
+        )
         torch.manual_seed(0)
         out = callable_(*args)
         tensors = [
@@ -215,7 +220,8 @@ def input_hook_lambda_with_other_outputs(x, y, z):
     return x, y * y, z * z
 
 
-@program(_three)
+# the handle kept and removed in the frame: ember breaks at the call (2 graphs; torch 1)
+@eager_program(_three)
 def input_hook_removed_then_another(x, y, z):
     handle = x.register_hook(lambda g: g * 2)
     z = z * z
@@ -231,7 +237,8 @@ def input_hook_handle_returned_twice_by_two_names(x, y, z):
     return x, y * y, z * z, handle, h2
 
 
-@program(_three)
+# the handle kept, removed and returned: ember breaks at the call (2 graphs; torch 1)
+@eager_program(_three)
 def input_hook_handle_removed_twice_and_returned(x, y, z):
     handle = x.register_hook(lambda g: g * 2)
     z = z * z
@@ -254,7 +261,8 @@ def input_hook_global_function_returned_alone(x):
     return x
 
 
-@program()
+# a hooked intermediate returned: ember runs its hook eagerly (1 op; torch 2)
+@eager_program()
 def input_hook_inner_function_on_input_and_result(x):
     def hook(g):
         return g * 2
@@ -317,7 +325,8 @@ def input_hook_in_inner_function_closes_over_frame_tensor(x):
     return run()
 
 
-@program()
+# torch.compile runs the frame eagerly (a method of an object made in the frame as the hook); ember 1 graph
+@eager_program()
 def input_hook_bound_method(x):
     s = Scaler(3.0)
     x.register_hook(s.scale)
@@ -344,7 +353,8 @@ def intermediate_hook_sum_returned(x):
     return y.sum()
 
 
-@program()
+# the hooked tensor also stored in outside containers leaves the graph: ember runs the frame eagerly (torch 1 graph)
+@eager_program()
 def intermediate_hook_value_stored_outside_first(x):
     y = x * 2
     SEEN.append(y)
@@ -370,6 +380,24 @@ def intermediate_hook_then_cond(x):
     y.register_hook(lambda g: g * 2)
     z = torch.cond(x.sum() > 0, lambda t: t + 1, lambda t: t - 1, (y,))
     return z.sum()
+
+
+# a view read before the hook would alias the tensor, not the hook's copy: ember runs the frame eagerly (torch 1 graph)
+@eager_program()
+def intermediate_viewed_before_hook(x):
+    y = x * 2
+    v = y[:2]
+    y.register_hook(lambda g: g * 3)
+    return v.sum() + y.sum()
+
+
+# written in place before the hook: ember runs the frame eagerly (torch 1 graph)
+@eager_program()
+def intermediate_written_in_place_before_hook(x):
+    y = x * 2
+    y.add_(1)
+    y.register_hook(lambda g: g * 3)
+    return y.sin()
 
 
 @program()
@@ -406,7 +434,8 @@ def intermediate_two_partial_hooks(x):
     return (y.mul(3),)
 
 
-@program()
+# a partial over an object as the hook: ember breaks at the call (2 graphs; torch 1)
+@eager_program()
 def intermediate_partial_hook_over_an_object(x):
     obj = WithVal(torch.tensor(5.0))
     y = x.mul(2)
@@ -414,7 +443,8 @@ def intermediate_partial_hook_over_an_object(x):
     return (y.mul(3),)
 
 
-@program()
+# a hook closing over an object holding a tensor: ember breaks at the call (2 graphs; torch 1)
+@eager_program()
 def intermediate_hook_closes_over_an_object(x):
     obj = WithVal(torch.tensor(2.0))
     y = x.sin()
@@ -430,28 +460,32 @@ def intermediate_same_global_hook_twice(x):
     return (y.mul(3),)
 
 
-@program()
+# a bound method as the hook of an intermediate: ember breaks at the call (2 graphs; torch 1)
+@eager_program()
 def intermediate_hook_bound_method(x):
     y = x * 3
     y.register_hook(Scaler(2.0).scale)
     return y.tanh()
 
 
-@program()
+# a callable object as the hook of an intermediate: ember breaks at the call (2 graphs; torch 1)
+@eager_program()
 def intermediate_hook_callable_object(x):
     y = x * 3
     y.register_hook(Scaler(1.5))
     return y.cos()
 
 
-@program()
+# a hooked intermediate returned: ember breaks at the call (2 graphs; torch 1)
+@eager_program()
 def intermediate_hook_returned_and_used(x):
     y = x.exp()
     y.register_hook(lambda g: g * 0.5)
     return y, y.sin()
 
 
-@program()
+# a hook closing over a tensor of the frame: ember breaks at the call (2 graphs; torch 1)
+@eager_program()
 def intermediate_hook_closes_over_frame_tensor(x):
     y = x.sin()
     w = x.cos().detach()
@@ -479,7 +513,8 @@ def intermediate_hooks_in_a_loop(x):
     return outs[0] + outs[1]
 
 
-@program()
+# torch.compile raises (idx must not be None for hook removal); ember breaks at the call (2 graphs)
+@eager_program()
 def intermediate_hook_handle_removed(x):
     y = x * 2
     handle = y.register_hook(lambda g: g * 100)
@@ -487,7 +522,8 @@ def intermediate_hook_handle_removed(x):
     return y.exp()
 
 
-@program()
+# the hooked tensor crosses a break: ember runs the hook eagerly (2 ops; torch 3)
+@eager_program()
 def intermediate_hook_then_graph_break(x):
     y = x * 2
     y.register_hook(lambda g: g * 3)
@@ -504,14 +540,16 @@ def intermediate_hook_after_graph_break(x):
     return z.exp()
 
 
-@program()
+# a hook reading a global tensor: ember breaks at the call (2 graphs; torch 1)
+@eager_program()
 def intermediate_hook_reads_a_global_tensor(x):
     y = x.sin()
     y.register_hook(lambda g: g * _GLOBAL_SCALE)
     return y.exp()
 
 
-@program()
+# a hook with a tensor default: ember breaks at the call (2 graphs; torch 1)
+@eager_program()
 def intermediate_hook_with_tensor_default(x):
     y = x * 2
     y.register_hook(lambda g, w=torch.ones(4) * 3: g * w)  # noqa: B008 - a tensor default
@@ -526,7 +564,8 @@ def intermediate_retain_grad_and_hook(x):
     return y.sin()
 
 
-@program()
+# a hook on a view: ember breaks at the call (2 graphs; torch 1)
+@eager_program()
 def intermediate_hook_on_a_view(x):
     y = (x * 2).view(2, 2)
     y.register_hook(lambda g: g * 3)
@@ -601,17 +640,20 @@ def submodule_forward_hook_appends_outside(mod, x):
     return mod(x)
 
 
-@program(_module_with(lambda m: m.register_full_backward_hook(_backward_hook)))
+# full backward hooks: ember runs the module call eagerly (0 graphs; torch 1)
+@eager_program(_module_with(lambda m: m.register_full_backward_hook(_backward_hook)))
 def module_full_backward_hook(mod, x):
     return mod(x)
 
 
-@program(_module_with(lambda m: m.register_full_backward_pre_hook(_backward_pre_hook)))
+# full backward pre-hooks: ember runs the module call eagerly (0 graphs; torch 1)
+@eager_program(_module_with(lambda m: m.register_full_backward_pre_hook(_backward_pre_hook)))
 def module_full_backward_pre_hook(mod, x):
     return mod(x)
 
 
-@program(_module_with(lambda m: None))
+# a module hook's handle made in the frame: ember breaks at it (3 graphs; torch 2)
+@eager_program(_module_with(lambda m: None))
 def module_hook_registered_and_removed_in_frame(mod, x):
     handle = mod.register_forward_hook(_forward_hook)
     y = mod(x)
@@ -679,7 +721,8 @@ def checkpoint_reentrant_of_sin_input(x, y):
     return checkpoint(_sigmoid_mm, torch.sin(x), y, use_reentrant=True)
 
 
-@program(_mats, ops=False)
+# preserve_rng_state=False: ember runs the checkpoint eagerly (0 graphs; torch 1)
+@eager_program(_mats, ops=False)
 def checkpoint_reentrant_no_rng_preserved(x, y):
     return checkpoint(_sigmoid_mm, torch.sin(x), y, use_reentrant=True, preserve_rng_state=False)
 
@@ -699,12 +742,14 @@ def checkpoint_non_reentrant_dropout(x, y):
     return checkpoint(_dropout_mm, torch.sin(x), y, use_reentrant=False)
 
 
-@program(_mats)
+# a break inside the checkpointed function: ember 1 graph, torch 2
+@eager_program(_mats)
 def checkpoint_reentrant_graph_break_inside(x, y):
     return torch.cos(checkpoint(_breaks_inside, torch.sin(x), y, use_reentrant=True))
 
 
-@program(_mats)
+# a break inside the checkpointed function: ember 1 graph, torch 2
+@eager_program(_mats)
 def checkpoint_non_reentrant_graph_break_inside(x, y):
     return torch.cos(checkpoint(_breaks_inside, torch.sin(x), y, use_reentrant=False))
 
@@ -782,7 +827,8 @@ def checkpoint_reentrant_layers_in_a_loop(mod, x):
     return mod(x)
 
 
-@program(
+# torch.compile runs checkpoint_sequential's frame eagerly (0 graphs); ember 1
+@eager_program(
     lambda: (
         nn.Sequential(*(nn.Linear(4, 4) for _ in range(4))),
         torch.linspace(-1.0, 1.0, 8).reshape(2, 4).requires_grad_(),

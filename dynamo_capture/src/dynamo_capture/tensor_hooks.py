@@ -29,6 +29,7 @@ call, which runs eagerly:
 from __future__ import annotations
 
 import dis
+import functools
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -76,8 +77,8 @@ def register_tensor_hook(
     if reason is not None:
         raise Unsupported(f"Tensor.register_hook() {reason}; the call runs eagerly")
     try:
-        hook = _real_function(args[0])
-        _check_pure(tx, hook, "the tensor hook", set(), 0)
+        hook = _real_hook(tx, args[0])
+        _check_pure(tx, _hook_function(hook), "the tensor hook", set(), 0)
         if earlier:
             _insert_below_earlier_hooks(tx, tensor.node, hook)
             return PythonValue(None)
@@ -85,11 +86,20 @@ def register_tensor_hook(
     except NeedsEagerFrame:
         raise
     except Unsupported as error:
-        if earlier:  # the earlier hooks' nodes would run after it: the frame runs eagerly
+        if earlier or read_before:  # as for a refusal above: the frame runs eagerly
             raise NeedsEagerFrame(error.reason) from error
         raise
     if not isinstance(hooked, TensorValue):
         raise Unsupported("Tensor.register_hook(): the hook node gave no tensor")
+    if read_before:
+        # NOTE: eager's hook sees the gradient of every use of the tensor, those before
+        # the call too: the node goes right after the tensor's and every read of the
+        # tensor (before and after) reads it (refused where a read made a view or
+        # wrote the tensor in place: those would alias the tensor, not its copy)
+        tensor.node.append(hooked.node)
+        tensor.node.replace_all_uses_with(
+            hooked.node, delete_user_cb=lambda user: user is not hooked.node
+        )
     tx.ctx.autograd_function_nodes_made += 1  # a backend refusing them gets a graph without
     hooked.node.meta[_UNHOOKED] = tensor.example  # the tensor's example before the hook
     # NOTE: the value object is shared by every local and container holding the tensor:
@@ -165,12 +175,30 @@ def _refusal(
         return "on a tensor the frame did not compute"
     if tensor.example._base is not None:
         return "on a view"
-    if tensor.node.users:
-        return "on a tensor the frame read before"
+    if any(_aliases(user) for user in tensor.node.users):
+        return "on a tensor the frame viewed or wrote in place before"
     following = tx.instructions[tx.next_index] if tx.next_index < len(tx.instructions) else None
     if following is None or following.opname != "POP_TOP":
         return "whose handle is kept"
-    hook = args[0]
+    return _hook_refusal(tx, args[0])
+
+
+def _hook_refusal(tx: Translator, hook: Value) -> str | None:
+    """Why `hook` cannot be a graph node's backward, or None: a function made in the frame
+    over constants, a function read from outside with no closure and constant defaults,
+    or a functools.partial of either over constants."""
+    if isinstance(hook, PartialValue):
+        if not all(_is_constant(value) for value in (*hook.args, *hook.kwargs.values())):
+            return "with a functools.partial hook over more than constants"
+        return _hook_refusal(tx, hook.func)
+    if isinstance(hook, PythonValue) and isinstance(hook.obj, types.FunctionType):
+        function = hook.obj
+        if hook.source is None or function.__closure__ is not None:
+            return "with a hook read from outside the frame that closes over variables"
+        defaults = (*(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values())
+        if not all(is_constant(value) for value in defaults):
+            return "with a hook whose defaults are not constants"
+        return None
     if not isinstance(hook, FunctionValue) or hook.attrs or hook.kwdefaults:
         return "with a hook not made in the frame as a plain function"
     for cell in hook.closure:
@@ -181,6 +209,21 @@ def _refusal(
     if not all(_is_constant(value) for value in hook.defaults):
         return "with a hook whose defaults are not constants"
     return None
+
+
+def _aliases(user: torch.fx.Node) -> bool:
+    """Whether a node reading a tensor made a view of it or wrote it in place."""
+    name = user.target if isinstance(user.target, str) else getattr(user.target, "__name__", "")
+    if name.endswith("_") and not name.endswith("__"):
+        return True
+    value = user.meta.get("val")
+    if isinstance(value, torch.Tensor):
+        return value._base is not None
+    return any(isinstance(item, torch.Tensor) and item._base is not None for item in _items(value))
+
+
+def _items(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, list | tuple) else ()
 
 
 def _cells_fixed(tx: Translator, code: types.CodeType) -> bool:
@@ -225,6 +268,24 @@ def _is_constant(value: Value | None) -> bool:
     return isinstance(value, PythonValue) and value.source is None and is_constant(value.obj)
 
 
+def _real_hook(tx: Translator, hook: Value) -> Any:
+    """The hook `_hook_refusal` took, as a Python callable: a function read from outside
+    (its identity guarded), a partial of it, or `_real_function` of one made in the frame."""
+    if isinstance(hook, PartialValue):
+        args = [value.obj for value in hook.args]  # type: ignore[attr-defined]
+        kwargs = {name: value.obj for name, value in hook.kwargs.items()}  # type: ignore[attr-defined]
+        return functools.partial(_real_hook(tx, hook.func), *args, **kwargs)
+    if isinstance(hook, PythonValue):
+        guard_identity(tx, hook)
+        return hook.obj
+    return _real_function(hook)  # type: ignore[arg-type]
+
+
+def _hook_function(hook: Any) -> types.FunctionType:
+    """The Python function a hook runs (a partial's)."""
+    return hook.func if isinstance(hook, functools.partial) else hook
+
+
 def _real_function(hook: FunctionValue) -> types.FunctionType:
     """The hook as a Python function: its code with the constants it closes over."""
     cells = tuple(types.CellType(cell.contents.obj) for cell in hook.closure)  # type: ignore[union-attr]
@@ -256,7 +317,7 @@ def _innermost_hook(node: torch.fx.Node) -> torch.fx.Node:
     return node
 
 
-def _hook_target(hook: types.FunctionType) -> Any:
+def _hook_target(hook: Any) -> Any:
     """The node's target: an autograd Function copying its input forward and calling
     `hook` on the gradient backward (the gradient itself where it returns None)."""
 
@@ -277,13 +338,13 @@ def _hook_target(hook: types.FunctionType) -> Any:
         _example_hook_result(hook, torch.ones_like(tensor))
         return TensorHook.apply(tensor)
 
-    name = "".join(c if c.isalnum() else "_" for c in hook.__name__)
+    name = "".join(c if c.isalnum() else "_" for c in _hook_function(hook).__name__)
     tensor_hook.__name__ = tensor_hook.__qualname__ = f"tensor_hook_{name}"
     tensor_hook.__ember_example__ = example  # type: ignore[attr-defined]
     return tensor_hook
 
 
-def _example_hook_result(hook: types.FunctionType, grad: torch.Tensor) -> torch.Tensor:
+def _example_hook_result(hook: Any, grad: torch.Tensor) -> torch.Tensor:
     """The gradient after `hook` ran on the example `grad`; Unsupported where it cannot
     run there or returns something autograd would refuse."""
     try:
@@ -292,7 +353,7 @@ def _example_hook_result(hook: types.FunctionType, grad: torch.Tensor) -> torch.
         raise
     except Exception as error:
         raise Unsupported(
-            f"the tensor hook {hook.__qualname__} cannot run on the capture's example "
+            f"the tensor hook {_hook_function(hook).__qualname__} cannot run on the capture's example "
             f"gradient ({type(error).__name__}: {error})"
         ) from error
     if result is None:
@@ -304,7 +365,7 @@ def _example_hook_result(hook: types.FunctionType, grad: torch.Tensor) -> torch.
         and result.device == grad.device
     ):
         raise Unsupported(
-            f"the tensor hook {hook.__qualname__} returns something other than None or "
+            f"the tensor hook {_hook_function(hook).__qualname__} returns something other than None or "
             "a gradient like the one it got"
         )
     return result
