@@ -863,3 +863,37 @@ def test_hook_or_checkpoint_program_like_torch(name):
 def test_hook_or_checkpoint_program_like_eager(name):
     fn, make_args, _ = EAGER_PROGRAMS[name]
     check_hooks_like_eager(fn, make_args)
+
+
+def swappable(g):
+    return g * 2
+
+
+def _intermediate_with_swappable(x):
+    y = x * 3
+    y.register_hook(swappable)
+    return y.sin()
+
+
+def _input_with_swappable(x):
+    x.register_hook(swappable)
+    return x.cos()
+
+
+@pytest.mark.parametrize("fn", [_intermediate_with_swappable, _input_with_swappable])
+def test_a_global_hook_rebound_between_calls_is_the_one_run(fn):
+    """The hook read from a global is the one bound when the call runs: a graph node's
+    hook is guarded by identity (a rebound global compiles again), a replayed
+    registration reads the global after the graph."""
+    global swappable
+    compiled = dynamo_capture.optimize(fn, backend=CountingBackend())
+    original = swappable
+    try:
+        for hook in (original, lambda g: g * 7, original):
+            swappable = hook
+            expected, got = _vec()[0], _vec()[0]
+            fn(expected).sum().backward()
+            compiled(got).sum().backward()
+            torch.testing.assert_close(got.grad, expected.grad)
+    finally:
+        swappable = original
