@@ -721,10 +721,21 @@ def checkpoint_reentrant_of_sin_input(x, y):
     return checkpoint(_sigmoid_mm, torch.sin(x), y, use_reentrant=True)
 
 
-# preserve_rng_state=False: ember runs the checkpoint eagerly (0 graphs; torch 1)
-@eager_program(_mats, ops=False)
+@program(_mats, ops=False)
 def checkpoint_reentrant_no_rng_preserved(x, y):
     return checkpoint(_sigmoid_mm, torch.sin(x), y, use_reentrant=True, preserve_rng_state=False)
+
+
+@program(_mats, ops=False)
+def checkpoint_non_reentrant_no_rng_preserved(x, y):
+    return checkpoint(_sigmoid_mm, x.sin(), y, use_reentrant=False, preserve_rng_state=False)
+
+
+# preserve_rng_state=False around dropout: eager's recomputation draws another mask,
+# ember runs the checkpoint eagerly (values and gradients eager's; torch.compile's differ)
+@eager_program(_mats)
+def checkpoint_no_rng_preserved_around_dropout(x, y):
+    return checkpoint(_dropout_mm, x.sin(), y, use_reentrant=False, preserve_rng_state=False)
 
 
 @program(_mats, ops=False)
