@@ -220,8 +220,7 @@ def input_hook_lambda_with_other_outputs(x, y, z):
     return x, y * y, z * z
 
 
-# the handle kept and removed in the frame: ember breaks at the call (2 graphs; torch 1)
-@eager_program(_three)
+@program(_three)
 def input_hook_removed_then_another(x, y, z):
     handle = x.register_hook(lambda g: g * 2)
     z = z * z
@@ -237,8 +236,7 @@ def input_hook_handle_returned_twice_by_two_names(x, y, z):
     return x, y * y, z * z, handle, h2
 
 
-# the handle kept, removed and returned: ember breaks at the call (2 graphs; torch 1)
-@eager_program(_three)
+@program(_three)
 def input_hook_handle_removed_twice_and_returned(x, y, z):
     handle = x.register_hook(lambda g: g * 2)
     z = z * z
@@ -253,6 +251,24 @@ def input_hook_handle_stored_on_an_object(x, y, z):
     holder.val = x.register_hook(lambda g: g * 2)
     SEEN.append(holder.val)
     return x, y * y, z * z
+
+
+@program()
+def input_hook_handles_made_in_a_loop_some_removed(x):
+    handles = [x.register_hook(lambda g, k=k: g * k) for k in (2.0, 3.0, 5.0)]
+    handles[1].remove()
+    return x.sin(), handles[0]
+
+
+# a handle's attribute read in the frame: ember breaks there, the handle handed on to the
+# eager part (2 ops; torch.compile 3)
+@eager_program()
+def input_hook_handle_attribute_read(x):
+    handle = x.register_hook(double)
+    y = x * 2
+    if handle.id >= 0:
+        y = y + 1
+    return y.cos()
 
 
 @program()
@@ -908,3 +924,22 @@ def test_a_global_hook_rebound_between_calls_is_the_one_run(fn):
             torch.testing.assert_close(got.grad, expected.grad)
     finally:
         swappable = original
+
+
+def test_handles_the_frame_returns_are_real_and_remove_their_hooks():
+    """A handle kept by the frame is the one the registration replayed after the graph
+    made: a RemovableHandle, the same object under two names, whose remove() takes the
+    hook off the caller's tensor."""
+    fn, _, _ = PROGRAMS["input_hook_handle_returned_twice_by_two_names"]
+    compiled = dynamo_capture.optimize(fn, backend=CountingBackend())
+    for _ in range(2):
+        x = _three()[0]
+        _, _, _, handle, same = compiled(x, *_three()[1:])
+        assert isinstance(handle, RemovableHandle) and handle is same
+        x.sum().backward()
+        torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))
+        handle.remove()
+        x.grad = None
+        x.sum().backward()
+        torch.testing.assert_close(x.grad, torch.ones_like(x))
+    assert compiled.backend.frame_count == 1

@@ -105,7 +105,7 @@ from dynamo_capture.sources import (
 )
 from dynamo_capture.state import capturing
 from dynamo_capture.tensor_extremes import ChoiceValue, check_aliases
-from dynamo_capture.tensor_hooks import check_hooked_tensors_stay
+from dynamo_capture.tensor_hooks import PendingHookHandle, check_hooked_tensors_stay, hook_replays
 from dynamo_capture.torch_function_dispatch import has_own_torch_function
 from dynamo_capture.unused_items import drop_unused_items
 from dynamo_capture.values import (
@@ -908,6 +908,8 @@ def capture_frame(
             tx = Translator(ctx, code, arguments, target.globals, real_cells=real_cells)
             result = tx.run()
             plan = OutputPlan(ctx)
+            # hooks registered on inputs first: their handles are named before any use
+            plan.prelude.extend(hook_replays(ctx, plan.expr))
             output_exprs = plan.expr(result)
             replays = plan.replays()
             check_aliases(ctx, plan.outputs)
@@ -1596,8 +1598,6 @@ class OutputPlan:
             lines.append(
                 side_effects.replay_statement(target, shadow, self._item_expr, self._key_expr)
             )
-        for tensor, hook in self.ctx.input_hooks:
-            lines.append(f"{self.expr(tensor)}.register_hook({self.expr(hook)})")
         if self.ctx.graph.find_nodes(op="call_function", target=torch._C._set_grad_enabled):
             # NOTE: the graph switches grad mode as it runs; a backend that traces it
             # (aot_eager, inductor) keeps the switches' effect on its tensors but not on
@@ -1626,6 +1626,8 @@ class OutputPlan:
 
     def _python(self, value: PythonValue) -> str:
         obj = value.obj
+        if isinstance(obj, PendingHookHandle):
+            return f"___h{obj.index}"  # named by the hook's replay (tensor_hooks.hook_replays)
         if (
             isinstance(obj, InlinedTransform | ClosureTransform | Pullback)
             and getattr(obj, "applied", None) is None

@@ -34,6 +34,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.utils.hooks import RemovableHandle
 
 from dynamo_capture.autograd_functions import _check_pure
 from dynamo_capture.errors import NeedsEagerFrame, TensorHookEscapes, Unsupported
@@ -54,7 +55,14 @@ if TYPE_CHECKING:
     from dynamo_capture.interpreter import Translator
     from dynamo_capture.output_graph import CaptureContext
 
-__all__ = ["check_hooked_tensors_stay", "register_input_hook", "register_tensor_hook"]
+__all__ = [
+    "PendingHookHandle",
+    "check_hooked_tensors_stay",
+    "hook_replays",
+    "register_input_hook",
+    "register_tensor_hook",
+    "remove_pending_handle",
+]
 
 _UNHOOKED = "ember_unhooked_example"
 
@@ -108,6 +116,19 @@ def register_tensor_hook(
     return PythonValue(None)
 
 
+class PendingHookHandle(RemovableHandle):
+    """The handle of a hook the frame registered on one of its inputs, while capturing:
+    the replay after the graph makes the real one (`___h<index>`), which the frame's
+    outputs and writes hand on; `remove()` in the frame is replayed after it. Any other
+    use of it breaks the graph."""
+
+    def __init__(self, index: int) -> None:  # NOTE: no hooks dict: never a real handle
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"<pending hook handle {self.index}>"
+
+
 def register_input_hook(
     tx: Translator, tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
@@ -116,16 +137,40 @@ def register_input_hook(
 
     NOTE: a hook on a tensor sees the whole gradient reaching it, whichever uses of the
     tensor came before the call: registering it after the graph is as good as
-    registering it where the frame did. Where that cannot be replayed (the handle is
-    kept, the hook cannot be made again outside the graph) the call breaks the graph."""
+    registering it where the frame did. Where the hook cannot be made again outside the
+    graph the call breaks the graph. A handle the frame keeps is a PendingHookHandle."""
     reason = _input_refusal(tx, tensor, args, kwargs)
     if reason is not None:
         raise Unsupported(f"Tensor.register_hook() {reason}; the call runs eagerly")
     hook = args[0]
     if isinstance(hook, PythonValue):
         guard_identity(tx, hook)
-    tx.ctx.input_hooks.append((tensor, hook))
+    following = tx.instructions[tx.next_index] if tx.next_index < len(tx.instructions) else None
+    kept = following is None or following.opname != "POP_TOP"
+    handle = PendingHookHandle(len(tx.ctx.input_hooks)) if kept else None
+    tx.ctx.input_hooks.append(("register", tensor, hook, handle))
+    return PythonValue(handle)
+
+
+def remove_pending_handle(
+    tx: Translator, receiver: Value, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`handle.remove()` of a PendingHookHandle: replayed after its registration."""
+    tx.ctx.input_hooks.append(("remove", receiver.obj, None, None))  # type: ignore[attr-defined]
     return PythonValue(None)
+
+
+def hook_replays(ctx: CaptureContext, expr: Any) -> list[str]:
+    """The statements registering (and removing) the frame's hooks on its inputs, in
+    order; `expr` gives a value's expression after the graph."""
+    lines = []
+    for kind, tensor_or_handle, hook, handle in ctx.input_hooks:
+        if kind == "remove":
+            lines.append(f"___h{tensor_or_handle.index}.remove()")
+            continue
+        statement = f"{expr(tensor_or_handle)}.register_hook({expr(hook)})"
+        lines.append(statement if handle is None else f"___h{handle.index} = {statement}")
+    return lines
 
 
 def _input_refusal(
@@ -140,9 +185,6 @@ def _input_refusal(
         return f"in {tx.ctx.reading_ahead}"
     if not tensor.example.requires_grad:
         return "on a tensor that takes no gradient"  # eager raises
-    following = tx.instructions[tx.next_index] if tx.next_index < len(tx.instructions) else None
-    if following is None or following.opname != "POP_TOP":
-        return "whose handle is kept"
     hook = args[0]
     if isinstance(hook, FunctionValue) and not _cells_fixed(tx, hook.code):
         return "with a hook whose closure variables may be bound again before it runs"
