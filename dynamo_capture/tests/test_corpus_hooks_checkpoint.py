@@ -416,6 +416,35 @@ def intermediate_written_in_place_before_hook(x):
     return y.sin()
 
 
+# an item set before the hook: the hook sees the gradient of the tensor as written,
+# ember runs the frame eagerly (torch.compile 1 graph)
+@eager_program()
+def intermediate_item_set_before_hook(x):
+    y = x * 2
+    y[0] = 5.0
+    y.register_hook(lambda g: g * 3)
+    return (y * x).sum()
+
+
+# written through out= before the hook: ember runs the frame eagerly
+@eager_program()
+def intermediate_written_through_out_before_hook(x):
+    y = x * 2
+    torch.mul(x, 3.0, out=y) if not torch.is_grad_enabled() else y.mul_(1.0)
+    y.register_hook(lambda g: g * 3)
+    return y.sin()
+
+
+# F.relu(y, True) wrote it in place before the hook: ember runs the frame eagerly
+# (torch.compile 1 graph)
+@eager_program()
+def intermediate_relu_in_place_by_argument_before_hook(x):
+    y = x * 2
+    z = torch.nn.functional.relu(y, True)
+    y.register_hook(lambda g: g + 1)
+    return (z * y).sum()
+
+
 @program()
 def intermediate_hook_returns_none(x):
     y = x * 2

@@ -254,9 +254,11 @@ def _hook_refusal(tx: Translator, hook: Value) -> str | None:
 
 
 def _aliases(user: torch.fx.Node) -> bool:
-    """Whether a node reading a tensor made a view of it or wrote it in place."""
-    name = user.target if isinstance(user.target, str) else getattr(user.target, "__name__", "")
-    if name.endswith("_") and not name.endswith("__"):
+    """Whether a node reading a tensor made a view of it or may have written it in place
+    (a trailing-underscore method, `t[i] = v`, `out=`, `inplace=True`, a module call)."""
+    from dynamo_capture.reentrant_checkpoints import _writes_in_place
+
+    if _writes_in_place(user):
         return True
     value = user.meta.get("val")
     if isinstance(value, torch.Tensor):
