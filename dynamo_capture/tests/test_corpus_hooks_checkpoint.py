@@ -112,7 +112,7 @@ def _leaves(args):
 
 def _run(callable_, make_args, calls):
     """Each call's results, the gradients of its leaves after a backward of every result
-    requiring grad, and what its hooks wrote outside."""
+    requiring grad, and what its hooks wrote outside (or the error it raised)."""
     runs = []
     modules: dict[int, nn.Module] = {}  # the same modules each call, as a program calls its model
     for _ in range(calls):
@@ -126,7 +126,11 @@ def _run(callable_, make_args, calls):
             for index, arg in enumerate(args)
         )
         torch.manual_seed(0)
-        out = callable_(*args)
+        try:
+            out = callable_(*args)
+        except Exception as error:  # noqa: BLE001 - compared with eager's
+            runs.append(("error", type(error), str(error)))
+            continue
         tensors = [
             t
             for t in torch.utils._pytree.tree_leaves(out)
@@ -359,6 +363,68 @@ def input_hook_callable_object(x):
 def input_post_accumulate_grad_hook(x):
     x.register_post_accumulate_grad_hook(lambda p: SEEN.append(p.grad.clone()))
     return x * 2
+
+
+@program()
+def input_hook_in_a_callee(x):
+    def register(t):
+        t.register_hook(lambda g: g * 3)
+        return t * 2
+
+    return register(x).sum()
+
+
+@program()
+def input_hook_then_graph_break(x):
+    x.register_hook(double)
+    y = x.sin()
+    breaker()
+    return y * 2
+
+
+@program()
+def input_hook_after_graph_break(x):
+    y = x.sin()
+    breaker()
+    x.register_hook(halve)
+    return y * 2
+
+
+@program()
+def input_hooks_registered_in_a_loop(x):
+    for k in (2.0, 3.0):
+        x.register_hook(functools.partial(add_k, k=k))
+    return x.exp()
+
+
+# eager raises at the call: ember runs it eagerly, raising there (0 graphs); torch.compile
+# compiles the frame's graph first (1)
+@eager_program(lambda: (torch.linspace(-1.0, 2.0, 4),))
+def input_hook_on_a_tensor_taking_no_gradient(x):
+    x.register_hook(double)  # eager raises RuntimeError
+    return x * 2
+
+
+@program(lambda: (torch.linspace(-1.0, 2.0, 4).requires_grad_() * 2,))
+def input_hook_on_a_non_leaf_input(x):
+    x.register_hook(double)
+    return x.sin()
+
+
+class HooksItsWeight(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.linear.weight.register_hook(lambda g: g * 0.5)
+        return self.linear(x).sum()
+
+
+@program(lambda: (HooksItsWeight(), torch.linspace(-1.0, 2.0, 8).reshape(2, 4)))
+def parameter_hook_registered_in_forward(mod, x):
+    return mod(x)
 
 
 # ===== tensor hooks on intermediates ======================================================
