@@ -595,8 +595,7 @@ def intermediate_hook_returned_and_used(x):
     return y, y.sin()
 
 
-# a hook closing over a tensor of the frame: ember breaks at the call (2 graphs; torch 1)
-@eager_program()
+@program()
 def intermediate_hook_closes_over_frame_tensor(x):
     y = x.sin()
     w = x.cos().detach()
@@ -651,6 +650,28 @@ def intermediate_hook_after_graph_break(x):
     return z.exp()
 
 
+# a hook writing the tensor it closes over in place: ember breaks at the call (2 graphs)
+@eager_program()
+def intermediate_hook_writes_its_closure_tensor(x):
+    y = x.sin()
+    w = x.cos().detach()
+
+    def hook(g):
+        w.mul_(2)
+        return g * w
+
+    y.register_hook(hook)
+    return y * 2, w
+
+
+@program()
+def intermediate_hook_closes_over_a_tensor_needing_grad(x):
+    y = x.sin()
+    w = x.cos()
+    y.register_hook(lambda g: g * w)
+    return (y * w).sum()
+
+
 # a hook reading a global tensor: ember breaks at the call (2 graphs; torch 1)
 @eager_program()
 def intermediate_hook_reads_a_global_tensor(x):
@@ -659,8 +680,7 @@ def intermediate_hook_reads_a_global_tensor(x):
     return y.exp()
 
 
-# a hook with a tensor default: ember breaks at the call (2 graphs; torch 1)
-@eager_program()
+@program()
 def intermediate_hook_with_tensor_default(x):
     y = x * 2
     y.register_hook(lambda g, w=torch.ones(4) * 3: g * w)  # noqa: B008 - a tensor default

@@ -85,12 +85,22 @@ def register_tensor_hook(
     if reason is not None:
         raise Unsupported(f"Tensor.register_hook() {reason}; the call runs eagerly")
     try:
-        hook = _real_hook(tx, args[0])
-        _check_pure(tx, _hook_function(hook), "the tensor hook", set(), 0)
+        maker, extras = _hook_parts(tx, args[0])
+        # NOTE: the tensors it closes over are the node's inputs, read when it runs: the
+        # check sees None in their place, and refuses any write in place it could make
+        function = _hook_function(maker((None,) * len(extras)))
+        _check_pure(tx, function, "the tensor hook", set(), 0)
+        if extras and _may_write_in_place(function.__code__):
+            raise Unsupported("a hook closing over tensors that may write a tensor in place")
+        if extras and (earlier or read_before):
+            # NOTE: the node goes before later reads of the tensor (or below the earlier
+            # hooks' nodes), where the tensors it closes over may not exist yet
+            raise Unsupported("a hook closing over tensors on a tensor read or hooked before")
         if earlier:
-            _insert_below_earlier_hooks(tx, tensor.node, hook)
+            _insert_below_earlier_hooks(tx, tensor.node, maker)
             return PythonValue(None)
-        hooked = tx.ctx.call("call_function", _hook_target(hook), (tensor,), {})
+        target = _hook_target(maker, len(extras))
+        hooked = tx.ctx.call("call_function", target, (tensor, *extras), {})
     except NeedsEagerFrame:
         raise
     except Unsupported as error:
@@ -244,13 +254,18 @@ def _hook_refusal(tx: Translator, hook: Value) -> str | None:
     if not isinstance(hook, FunctionValue) or hook.attrs or hook.kwdefaults:
         return "with a hook not made in the frame as a plain function"
     for cell in hook.closure:
-        if not _is_constant(cell.contents):
-            return "with a hook whose closure holds more than constants"
+        if not _is_constant_or_tensor(cell.contents):
+            return "with a hook whose closure holds more than constants and tensors"
     if not _cells_fixed(tx, hook.code):
         return "with a hook whose closure variables may be bound again before it runs"
-    if not all(_is_constant(value) for value in hook.defaults):
-        return "with a hook whose defaults are not constants"
+    if not all(_is_constant_or_tensor(value) for value in hook.defaults):
+        return "with a hook whose defaults are not constants or tensors"
     return None
+
+
+def _is_constant_or_tensor(value: Value | None) -> bool:
+    """A constant, or a tensor of the graph (handed to the hook's node, see _hook_parts)."""
+    return _is_constant(value) or isinstance(value, TensorValue)
 
 
 def _aliases(user: torch.fx.Node) -> bool:
@@ -312,17 +327,54 @@ def _is_constant(value: Value | None) -> bool:
     return isinstance(value, PythonValue) and value.source is None and is_constant(value.obj)
 
 
-def _real_hook(tx: Translator, hook: Value) -> Any:
-    """The hook `_hook_refusal` took, as a Python callable: a function read from outside
-    (its identity guarded), a partial of it, or `_real_function` of one made in the frame."""
+def _hook_parts(tx: Translator, hook: Value) -> tuple[Any, list[TensorValue]]:
+    """The hook `_hook_refusal` took, as a maker of the Python callable from the tensors
+    it closes over (given in the backward: the graph's values, saved by the node), and
+    those tensors: a function read from outside (its identity guarded), a partial of one,
+    or a function made in the frame, its cells and defaults made again around them."""
     if isinstance(hook, PartialValue):
+        inner, extras = _hook_parts(tx, hook.func)
         args = [value.obj for value in hook.args]  # type: ignore[attr-defined]
         kwargs = {name: value.obj for name, value in hook.kwargs.items()}  # type: ignore[attr-defined]
-        return functools.partial(_real_hook(tx, hook.func), *args, **kwargs)
+        return (lambda tensors: functools.partial(inner(tensors), *args, **kwargs)), extras
     if isinstance(hook, PythonValue):
         guard_identity(tx, hook)
-        return hook.obj
-    return _real_function(hook)  # type: ignore[arg-type]
+        function = hook.obj
+        return (lambda tensors: function), []
+    assert isinstance(hook, FunctionValue)
+    extras: list[TensorValue] = []
+
+    def slot(value: Value | None) -> tuple[bool, Any]:
+        if isinstance(value, TensorValue):
+            extras.append(value)
+            return True, len(extras) - 1
+        return False, value.obj  # type: ignore[union-attr]
+
+    cells = [slot(cell.contents) for cell in hook.closure]
+    defaults = [slot(value) for value in hook.defaults]
+    code, scope, name = hook.code, hook.globals, hook.name
+
+    def make(tensors: tuple[torch.Tensor, ...]) -> types.FunctionType:
+        def fill(slots: list[tuple[bool, Any]]) -> tuple[Any, ...]:
+            return tuple(tensors[item] if is_tensor else item for is_tensor, item in slots)
+
+        closure = tuple(types.CellType(item) for item in fill(cells))
+        return types.FunctionType(code, scope, name, fill(defaults) or None, closure or None)
+
+    return make, extras
+
+
+def _may_write_in_place(code: types.CodeType) -> bool:
+    """Whether code (or a function nested in it) names a trailing-underscore attribute
+    (`t.add_`), an `out=` keyword, or assigns or deletes an item."""
+    for inst in dis.get_instructions(code):
+        if inst.opname in ("STORE_SUBSCR", "DELETE_SUBSCR", "STORE_SLICE"):
+            return True
+        if inst.opname == "KW_NAMES" and "out" in (inst.argval or ()):
+            return True
+    if any(name.endswith("_") and not name.endswith("__") for name in code.co_names):
+        return True
+    return any(_may_write_in_place(inner) for inner in _nested_codes(code))
 
 
 def _hook_function(hook: Any) -> types.FunctionType:
@@ -330,14 +382,7 @@ def _hook_function(hook: Any) -> types.FunctionType:
     return hook.func if isinstance(hook, functools.partial) else hook
 
 
-def _real_function(hook: FunctionValue) -> types.FunctionType:
-    """The hook as a Python function: its code with the constants it closes over."""
-    cells = tuple(types.CellType(cell.contents.obj) for cell in hook.closure)  # type: ignore[union-attr]
-    defaults = tuple(value.obj for value in hook.defaults) or None  # type: ignore[attr-defined]
-    return types.FunctionType(hook.code, hook.globals, hook.name, defaults, cells or None)
-
-
-def _insert_below_earlier_hooks(tx: Translator, outermost: torch.fx.Node, hook: Any) -> None:
+def _insert_below_earlier_hooks(tx: Translator, outermost: torch.fx.Node, maker: Any) -> None:
     """Puts `hook`'s node below the chain of hook nodes ending at `outermost`.
 
     NOTE: eager runs a tensor's hooks in the order they were registered, each on what
@@ -346,7 +391,7 @@ def _insert_below_earlier_hooks(tx: Translator, outermost: torch.fx.Node, hook: 
     innermost = _innermost_hook(outermost)
     below = TensorValue(innermost.args[0], innermost.meta[_UNHOOKED])
     with tx.ctx.graph.inserting_before(innermost):
-        hooked = tx.ctx.call("call_function", _hook_target(hook), (below,), {})
+        hooked = tx.ctx.call("call_function", _hook_target(maker, 0), (below,), {})
     if not isinstance(hooked, TensorValue):
         raise Unsupported("Tensor.register_hook(): the hook node gave no tensor")
     tx.ctx.autograd_function_nodes_made += 1
@@ -361,28 +406,32 @@ def _innermost_hook(node: torch.fx.Node) -> torch.fx.Node:
     return node
 
 
-def _hook_target(hook: Any) -> Any:
-    """The node's target: an autograd Function copying its input forward and calling
-    `hook` on the gradient backward (the gradient itself where it returns None)."""
+def _hook_target(maker: Any, extras: int) -> Any:
+    """The node's target: an autograd Function copying its input forward and calling the
+    hook `maker` makes from its other `extras` inputs (the tensors it closes over, saved)
+    on the gradient backward (the gradient itself where it returns None)."""
+    nones = (None,) * extras
 
     class TensorHook(torch.autograd.Function):
         @staticmethod
-        def forward(ctx: Any, tensor: torch.Tensor) -> torch.Tensor:
+        def forward(ctx: Any, tensor: torch.Tensor, *closed: torch.Tensor) -> torch.Tensor:
+            ctx.save_for_backward(*closed)
             return tensor.clone()
 
         @staticmethod
-        def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-            result = hook(grad)
-            return grad if result is None else result
+        def backward(ctx: Any, grad: torch.Tensor) -> Any:
+            result = maker(ctx.saved_tensors)(grad)
+            return (grad if result is None else result, *nones)
 
-    def tensor_hook(tensor: torch.Tensor) -> torch.Tensor:
-        return TensorHook.apply(tensor)
+    def tensor_hook(tensor: torch.Tensor, *closed: torch.Tensor) -> torch.Tensor:
+        return TensorHook.apply(tensor, *closed)
 
-    def example(tensor: torch.Tensor) -> torch.Tensor:
-        _example_hook_result(hook, torch.ones_like(tensor))
-        return TensorHook.apply(tensor)
+    def example(tensor: torch.Tensor, *closed: torch.Tensor) -> torch.Tensor:
+        _example_hook_result(maker(closed), torch.ones_like(tensor))
+        return TensorHook.apply(tensor, *closed)
 
-    name = "".join(c if c.isalnum() else "_" for c in _hook_function(hook).__name__)
+    function = _hook_function(maker(nones))
+    name = "".join(c if c.isalnum() else "_" for c in function.__name__)
     tensor_hook.__name__ = tensor_hook.__qualname__ = f"tensor_hook_{name}"
     tensor_hook.__ember_example__ = example  # type: ignore[attr-defined]
     return tensor_hook
