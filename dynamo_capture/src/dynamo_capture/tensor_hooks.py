@@ -1,29 +1,41 @@
-"""`t.register_hook(fn)` on a tensor the frame computed: one graph node.
+"""`t.register_hook(fn)` on a tensor the frame computed: one graph node; on one of the
+frame's inputs: a registration replayed after the graph.
 
     y = x * 3                      y = mul(x, 3)
-    y.register_hook(lambda g: ...) y = tensor_hook_lambda(y)   (all later uses of y)
+    y.register_hook(lambda g: ...) y = tensor_hook_lambda(y)   (every use of y)
     return y.cos()                 cos = y.cos()
 
 The node is an autograd Function: its forward copies the tensor, its backward calls
 the user's hook on the gradient and passes on what the hook returns in place of the
 gradient (the gradient itself where it returns None), as eager's autograd does with a
-tensor hook. Every later use of the tensor (locals, containers, the frame's outputs)
-reads the node, so all the gradient reaching the tensor goes through the hook.
+tensor hook. Every use of the tensor (locals, containers, the frame's outputs, reads
+before the call too: the node goes right after the tensor's) reads the node, so all
+the gradient reaching the tensor goes through the hook. Tensors of the graph the hook
+closes over (or has as defaults) are the node's other inputs, saved for the backward,
+where the hook is made again around them.
 
 The hook is captured only where that is sound; anything else breaks the graph at the
 call, which runs eagerly:
 
-- the tensor is computed in the frame (not an input), requires grad, is not a view
-  (a view would lose its base once copied) and nothing in the graph read it yet:
-  such a read takes a gradient path that skips the hook; then the whole frame runs
-  eagerly, as a graph ending at the call would take that path too;
+- the tensor is computed in the frame, requires grad, is not a view (a view would
+  lose its base once copied), and no read of it before the call made a view of it or
+  may have written it in place (those would alias the tensor, not the node's copy:
+  then the whole frame runs eagerly, as a graph ending at the call would
+  differentiate the reads past the hook);
 - the handle the call returns is dropped (the next instruction pops it);
 - the hook is a function made in the frame (a lambda or a def) whose closure and
-  defaults hold only constants, the closure's variables bound once (outside loops:
-  eager's hook reads them when the backward runs), and it is pure as autograd Functions' staticmethods
-  must be (autograd_functions._check_pure): a backend tracing the graph (aot_autograd)
-  runs it once, when it traces the backward;
+  defaults hold only constants and tensors of the graph, the closure's variables bound
+  once (outside loops: eager's hook reads them when the backward runs); a function
+  read from outside with no closure and constant defaults (its identity guarded); or a
+  functools.partial of either over constants. It is pure as autograd Functions'
+  staticmethods must be (autograd_functions._check_pure), and one closing over tensors
+  names no in-place write: a backend tracing the graph (aot_autograd) runs it once,
+  when it traces the backward;
 - it runs on the capture's example gradient and returns None or a tensor like it.
+
+On an input of the frame (`register_input_hook`), the registration is replayed on the
+caller's tensor after the graph, with any hook the replay can make again; a handle the
+frame keeps is a PendingHookHandle that the replay makes real (`hook_replays`).
 """
 
 from __future__ import annotations
