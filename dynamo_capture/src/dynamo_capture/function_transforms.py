@@ -393,15 +393,16 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
         result = call(tx, args[0], list(args[1:]), options)  # what is left goes to fn
         if reentrant is not False:
             check_reentrant_region(tx.ctx, before, last.next, args[1:], result)
-        if unpreserved and any(_may_draw_random(node) for node in _nodes_after(graph, last)):
-            raise Unsupported(
-                "options ['preserve_rng_state'] where the function draws random numbers"
-            )
     except Unsupported as error:
         # NOTE: the graph breaks at the checkpoint call, which then runs eagerly as a
         # whole: fn's own parts compiled for the forward would not be the code the
         # backward's recomputation runs (checkpoint checks that both save alike)
         raise Unsupported(f"torch.utils.checkpoint.checkpoint: {error.reason}") from error
+    if unpreserved and any(_may_draw_random(node) for node in _nodes_after(graph, last)):
+        raise Unsupported(
+            "torch.utils.checkpoint.checkpoint with options ['preserve_rng_state'] around "
+            "a function drawing random numbers"
+        )
     region = next(_checkpoint_regions)
     node = last.next
     while node is not graph._root:
