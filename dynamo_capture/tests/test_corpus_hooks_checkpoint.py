@@ -991,6 +991,51 @@ def checkpoint_input_hook_inside(x, y):
     return checkpoint(block, x, use_reentrant=False) * y
 
 
+# an input hook registered inside a checkpointed function: eager registers it again when
+# the backward recomputes the function; ember runs the checkpoint eagerly (torch 1 graph)
+@eager_program(_mats)
+def checkpoint_registers_an_input_hook(x, y):
+    def block(a):
+        a.register_hook(lambda g: g * 3)
+        return a.sin() @ y
+
+    return checkpoint(block, x, use_reentrant=False)
+
+
+@eager_program(_mats)
+def checkpoint_reentrant_registers_an_input_hook(x, y):
+    def block(a):
+        a.register_hook(lambda g: g * 3)
+        return a.sin() @ y
+
+    return checkpoint(block, x, use_reentrant=True)
+
+
+class HookedBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x):
+        x.register_hook(lambda g: g * 2)
+        return self.linear(x).relu()
+
+
+class HookedBlocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(HookedBlock() for _ in range(3))
+
+    def forward(self, x):
+        return [block(x) for block in self.blocks]
+
+
+@program(lambda: (HookedBlocks(), torch.linspace(-1.0, 2.0, 8).reshape(2, 4).requires_grad_()))
+def identical_blocks_each_hook_the_input(mod, x):
+    return mod(x)
+
+
 _GLOBAL_MAT = torch.linspace(0.5, 1.5, 16).reshape(4, 4)
 
 

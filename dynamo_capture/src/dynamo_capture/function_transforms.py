@@ -389,6 +389,7 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
     graph = tx.ctx.graph
     last = graph._root.prev  # the graph's last node before the call
     before = outside_state(tx.ctx)
+    hooks_before = len(tx.ctx.input_hooks)
     try:
         result = call(tx, args[0], list(args[1:]), options)  # what is left goes to fn
         if reentrant is not False:
@@ -398,6 +399,13 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
         # whole: fn's own parts compiled for the forward would not be the code the
         # backward's recomputation runs (checkpoint checks that both save alike)
         raise Unsupported(f"torch.utils.checkpoint.checkpoint: {error.reason}") from error
+    if len(tx.ctx.input_hooks) != hooks_before:
+        # NOTE: eager's checkpoint runs fn again in the backward, registering the hook
+        # again (reentrant: on detached copies of the inputs); a replay after the graph
+        # registers it once, on the caller's tensor
+        raise Unsupported(
+            "torch.utils.checkpoint.checkpoint of a function registering a hook on an input"
+        )
     if unpreserved and any(_may_draw_random(node) for node in _nodes_after(graph, last)):
         raise Unsupported(
             "torch.utils.checkpoint.checkpoint with options ['preserve_rng_state'] around "
