@@ -427,6 +427,42 @@ def parameter_hook_registered_in_forward(mod, x):
     return mod(x)
 
 
+@program(lambda: (torch.linspace(-1.0, 2.0, 4).requires_grad_(), torch.tensor(False)))
+def input_hook_in_a_cond_branch_not_taken(x, p):
+    def hooks(t):
+        x.register_hook(lambda g: g * 100)
+        return t + 1
+
+    return torch.cond(p, hooks, lambda t: t - 1, (x.sin(),)) * x
+
+
+@program(lambda: (torch.linspace(-1.0, 2.0, 4).requires_grad_(),))
+def input_hook_inside_vmap(x):
+    def per_row(t):
+        x.register_hook(lambda g: g * 100)
+        return t * 2
+
+    return torch.vmap(per_row)(x.reshape(2, 2)).sum() * x
+
+
+# a hook on the argument torch.func.grad differentiates: ember runs the call eagerly
+# (0 graphs; torch.compile 1)
+@eager_program(lambda: (torch.linspace(-1.0, 2.0, 4).requires_grad_(),))
+def input_hook_inside_func_grad(x):
+    def f(t):
+        t.register_hook(lambda g: g * 100)
+        return t.sin().sum()
+
+    return torch.func.grad(f)(x) * x
+
+
+@program()
+def input_hook_in_a_branch_on_a_size(x):
+    if x.shape[0] > 10:
+        x.register_hook(double)
+    return x.exp()
+
+
 # ===== tensor hooks on intermediates ======================================================
 @program()
 def intermediate_hook_sum_returned(x):
