@@ -483,6 +483,12 @@ def _python_attr(tx: Translator, value: PythonValue, name: str) -> Value:
         return tx.ctx.wrap(attr, child)
     if isinstance(obj, os._Environ):
         return BuiltinMethodValue(value, name)  # read-only environment lookups are folded
+    from dynamo_capture.tensor_hooks import PendingHookHandle
+
+    if isinstance(obj, PendingHookHandle):
+        if name != "remove":
+            raise Unsupported(f"reading .{name} of a hook handle made in the frame")
+        return BuiltinMethodValue(value, name)  # replayed after the graph (tensor_hooks)
     if (
         isinstance(obj, NUMPY_TYPE_DESCRIPTIONS)
         and source is None  # folded in the frame (one from outside is guarded as before)

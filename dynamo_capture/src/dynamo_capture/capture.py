@@ -105,7 +105,7 @@ from dynamo_capture.sources import (
 )
 from dynamo_capture.state import capturing
 from dynamo_capture.tensor_extremes import ChoiceValue, check_aliases
-from dynamo_capture.tensor_hooks import check_hooked_tensors_stay
+from dynamo_capture.tensor_hooks import PendingHookHandle, check_hooked_tensors_stay, hook_replays
 from dynamo_capture.torch_function_dispatch import has_own_torch_function
 from dynamo_capture.unused_items import drop_unused_items
 from dynamo_capture.values import (
@@ -911,6 +911,8 @@ def capture_frame(
             tx = Translator(ctx, code, arguments, target.globals, real_cells=real_cells)
             result = tx.run()
             plan = OutputPlan(ctx)
+            # hooks registered on inputs first: their handles are named before any use
+            plan.prelude.extend(hook_replays(ctx, plan.expr))
             output_exprs = plan.expr(result)
             replays = plan.replays()
             check_aliases(ctx, plan.outputs)
@@ -1217,7 +1219,7 @@ class OutputPlan:
         objects are replayed, it is read into a local before them: an item the frame
         popped from an outside list is no longer at its place once the pop is replayed."""
         ctx = self.ctx
-        if not (ctx.shadows or ctx.attr_writes or ctx.global_writes):
+        if not (ctx.shadows or ctx.attr_writes or ctx.global_writes or ctx.input_hooks):
             return source.expr
         named = self._reads.get(source.expr)
         if named is None:
@@ -1627,6 +1629,8 @@ class OutputPlan:
 
     def _python(self, value: PythonValue) -> str:
         obj = value.obj
+        if isinstance(obj, PendingHookHandle):
+            return f"___h{obj.index}"  # named by the hook's replay (tensor_hooks.hook_replays)
         if (
             isinstance(obj, InlinedTransform | ClosureTransform | Pullback)
             and getattr(obj, "applied", None) is None

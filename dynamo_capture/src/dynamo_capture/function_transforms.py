@@ -299,7 +299,7 @@ _CHECKPOINT_OPTIONS: dict[str, tuple[Any, ...]] = {
     "early_stop": (True, False),
     # NOTE: without it eager's recomputation draws other random numbers than its forward
     # did (another dropout mask in the backward): traced, the backward would use the
-    # forward's
+    # forward's. False is taken where the traced function draws none (_checkpoint)
     "preserve_rng_state": (True,),
 }
 
@@ -386,11 +386,17 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
         for name, allowed in _CHECKPOINT_OPTIONS.items()
         if name in settings and not any(settings[name] is v or settings[name] == v for v in allowed)
     ]
+    # NOTE: preserve_rng_state=False changes values only where fn draws random numbers
+    # (eager's recomputation draws others): checked on the traced region below
+    unpreserved = "preserve_rng_state" in changed
+    if unpreserved:
+        changed.remove("preserve_rng_state")
     if changed or not args:
         raise Unsupported(f"torch.utils.checkpoint.checkpoint with options {changed}")
     graph = tx.ctx.graph
     last = graph._root.prev  # the graph's last node before the call
     before = outside_state(tx.ctx)
+    hooks_before = len(tx.ctx.input_hooks)
     try:
         result = call(tx, args[0], list(args[1:]), options)  # what is left goes to fn
         if reentrant is not False:
@@ -400,6 +406,18 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
         # whole: fn's own parts compiled for the forward would not be the code the
         # backward's recomputation runs (checkpoint checks that both save alike)
         raise Unsupported(f"torch.utils.checkpoint.checkpoint: {error.reason}") from error
+    if len(tx.ctx.input_hooks) != hooks_before:
+        # NOTE: eager's checkpoint runs fn again in the backward, registering the hook
+        # again (reentrant: on detached copies of the inputs); a replay after the graph
+        # registers it once, on the caller's tensor
+        raise Unsupported(
+            "torch.utils.checkpoint.checkpoint of a function registering a hook on an input"
+        )
+    if unpreserved and any(_may_draw_random(node) for node in _nodes_after(graph, last)):
+        raise Unsupported(
+            "torch.utils.checkpoint.checkpoint with options ['preserve_rng_state'] around "
+            "a function drawing random numbers"
+        )
     region = next(_checkpoint_regions)
     node = last.next
     while node is not graph._root:
@@ -412,6 +430,37 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
 
 
 _checkpoint_regions = itertools.count()
+
+
+def _nodes_after(graph: torch.fx.Graph, last: torch.fx.Node) -> list[torch.fx.Node]:
+    """The nodes the graph gained after `last`."""
+    nodes, node = [], last.next
+    while node is not graph._root:
+        nodes.append(node)
+        node = node.next
+    return nodes
+
+
+def _may_draw_random(node: torch.fx.Node) -> bool:
+    """Whether a node may draw from a random generator: a random operation by name
+    (output_graph._has_side_effect's table), any in-place method or function (`uniform_`,
+    `exponential_`), or a call of a subgraph (a higher-order operator's branches, whose
+    nodes are not read here)."""
+    from dynamo_capture.output_graph import _RANDOM_OPERATIONS
+
+    if node.op == "call_module":
+        return True
+    if node.op not in ("call_function", "call_method"):
+        return False
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    if not isinstance(name, str) or name in _RANDOM_OPERATIONS or name.endswith("_"):
+        return True
+    if any(word in name for word in ("rand", "normal", "bernoulli", "dropout")):
+        return True
+    return any(
+        isinstance(arg, torch.fx.Node) and arg.op == "get_attr"
+        for arg in (*node.args, *node.kwargs.values())
+    )
 
 
 def _options(

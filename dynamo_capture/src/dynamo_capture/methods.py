@@ -1049,6 +1049,10 @@ def _subclass_view(tx: Translator, receiver: PythonValue, name: str, args: list[
 
 def _table_for(receiver: Value) -> dict[str, Method] | None:
     kind = python_type_of(receiver)
+    from dynamo_capture.tensor_hooks import PendingHookHandle, remove_pending_handle
+
+    if isinstance(receiver, PythonValue) and isinstance(receiver.obj, PendingHookHandle):
+        return {"remove": remove_pending_handle}
     if isinstance(receiver, ListValue) and receiver.cls is collections.deque:
         from dynamo_capture.deques import DEQUE_METHODS
 

@@ -406,6 +406,9 @@ class CaptureContext:
         self.autograd_function_nodes_made = 0
         # Tensor.register_hook on tensors the frame computed as graph nodes (tensor_hooks)
         self.tensor_hook_nodes = True
+        # Tensor.register_hook on the frame's tensor inputs: (tensor, hook), registered on
+        # the caller's tensors after the graph, in order (tensor_hooks.register_input_hook)
+        self.input_hooks: list[tuple[Any, Any]] = []
         # nested_compile_region functions traced in place (by code), and the region
         # nodes made per function's code (control_flow)
         self.inline_regions: frozenset[Any] = frozenset()

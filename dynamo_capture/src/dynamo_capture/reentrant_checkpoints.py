@@ -42,6 +42,7 @@ _WRITE_RECORDS = (
     "global_writes",
     "real_cell_values",
     "replaced_members",
+    "input_hooks",
 )
 
 # functions whose running statistics arguments are updated in place when training

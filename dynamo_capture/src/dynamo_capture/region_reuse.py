@@ -137,6 +137,7 @@ def _writes(ctx: CaptureContext) -> tuple:
         tuple((key, id(entry)) for key, entry in ctx.shadows.items()),
         tuple((key, id(entry)) for key, entry in ctx.global_writes.items()),
         len(ctx.generators),
+        len(ctx.input_hooks),  # hooks registered on inputs, replayed after the graph
     )
 
 

@@ -3,6 +3,8 @@ side effects) equal eager's on every backend."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 import torch._dynamo
@@ -154,6 +156,53 @@ def _hook_variable_of_loop(x):
     return y.sin()
 
 
+def _scale_by_four(g):
+    return g * 4
+
+
+def _add_k(g, *, k=0.0):
+    return g + k
+
+
+def _hook_global_function_after_a_use(x):
+    y = x * 2
+    z = y.sin()
+    y.register_hook(_scale_by_four)
+    return z + y.cos()
+
+
+def _hook_partial_of_global_function(x):
+    y = x * 2
+    y.register_hook(functools.partial(_add_k, k=3.0))
+    return y.exp()
+
+
+def _hook_closes_over_tensor_needing_grad(x):
+    y = x.sin()
+    w = x.cos()
+    y.register_hook(lambda g: g * w)
+    return y * w
+
+
+def _hook_with_tensor_default(x):
+    y = x * 2
+    y.register_hook(lambda g, w=x.detach() * 3: g * w)  # noqa: B008 - a tensor default
+    return y.tanh()
+
+
+def _hook_on_input_with_closure_over_tensor(x):
+    y = x.sin()
+    x.register_hook(lambda g: g + y.detach())
+    return y.cos()
+
+
+def _hook_on_input_handle_removed(x):
+    handle = x.register_hook(lambda g: g * 100)
+    x.register_hook(_scale_by_four)
+    handle.remove()
+    return x.exp()
+
+
 def _gradient_and_seen(fn, x):
     SEEN.clear()
     fn(x).sum().backward()
@@ -184,6 +233,10 @@ def _gradient_and_seen(fn, x):
         _hook_counts_calls_in_cell,
         _hook_variable_bound_again,
         _hook_variable_of_loop,
+        _hook_global_function_after_a_use,
+        _hook_partial_of_global_function,
+        _hook_closes_over_tensor_needing_grad,
+        _hook_with_tensor_default,
     ],
     ids=lambda fn: fn.__name__.strip("_"),
 )
@@ -193,6 +246,23 @@ def test_tensor_hook_in_frame_gives_eager_gradients(fn, backend):
     compiled = ember.compile(fn, backend=backend)
     for _ in range(2):
         torch.testing.assert_close(_gradient_and_seen(compiled, x), expected)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "fn",
+    [_hook_on_input_with_closure_over_tensor, _hook_on_input_handle_removed],
+    ids=lambda fn: fn.__name__.strip("_"),
+)
+def test_tensor_hook_on_an_input_gives_eager_gradients(fn, backend):
+    """A hook the frame registers on its input stays on the caller's tensor (a fresh one
+    each call here, as each call adds one)."""
+    values = torch.randn(5)
+    expected = _gradient_and_seen(fn, values.clone().requires_grad_())
+    compiled = ember.compile(fn, backend=backend)
+    for _ in range(2):
+        got = _gradient_and_seen(compiled, values.clone().requires_grad_())
+        torch.testing.assert_close(got, expected)
 
 
 def _hooked_and_returned(x):
