@@ -1,0 +1,854 @@
+"""Constructs of pytorch's test/dynamo test_misc.py (its parts 1 to 8) not probed by the
+other corpus files: metaclasses with `__instancecheck__`, `__new__` returning another
+type, lists aliased by `*`, the default generator's state saved and restored across a
+break, distributions' lazy properties, recompiles on ints, sizes, lists of ints, types
+used as dict keys and class attributes read through `super()`, typing.cast, complex
+`.real` / `.imag` / `.T`, functions stored on objects and classes, try blocks nested in
+grad-mode blocks with breaks, OrderedDicts made from dicts, `.tolist()`, grad and
+deterministic modes changed in the frame, `hasattr` on modules, containers, functions,
+partials, constants and through descriptors, scalar tensors as int arguments, `any` /
+`all` over symbolic comparisons, pytree flatten / unflatten.
+
+Each program gives eager's results and torch.compile's graph and op counts
+(`check_like_torch`, two calls on fresh arguments unless a `sequence` maker gives more);
+the stateful ones also leave eager's state (`check_program_like_torch`).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import typing
+
+import numpy as np
+import pytest
+import torch
+import torch._dynamo
+import torch.utils._pytree as pytree
+from programcheck import check_program_like_eager, check_program_like_torch, program_table
+from torchcheck import check_like_eager, check_like_torch
+
+STATEFUL, stateful = program_table()
+# stateful programs checked against eager alone (the reason at each)
+STATEFUL_EAGER, stateful_eager = program_table()
+
+
+def _registry():
+    """A table of programs and its decorator: `@program(make_a, make_b)` makes the
+    arguments with the makers (one tensor of 3 when none are given); a program is called
+    as many times as its longest `sequence` maker, at least twice."""
+    programs = {}
+
+    def program(*makers):
+        def register(fn):
+            calls = max([getattr(make, "calls", 2) for make in makers] + [2])
+            if makers:
+                programs[fn.__name__] = (fn, lambda: tuple(make() for make in makers), calls)
+            else:
+                programs[fn.__name__] = (fn, lambda: (torch.randn(3),), calls)
+            return fn
+
+        return register
+
+    return programs, program
+
+
+PROGRAMS, program = _registry()
+# checked against eager alone (the reason at each program)
+EAGER_PROGRAMS, eager_program = _registry()
+breaker = torch._dynamo.graph_break
+
+
+def sequence(*makers):
+    """A maker calling `makers` in turn, so each side (eager, ember, torch.compile) sees
+    the same sequence of arguments when a program is called `len(makers)` times."""
+    calls = iter(range(1 << 30))
+
+    def make():
+        return makers[next(calls) % len(makers)]()
+
+    make.calls = len(makers)
+    return make
+
+
+def r(*shape):
+    return lambda: torch.randn(*shape)
+
+
+def const(value):
+    return lambda: value
+
+
+# ===== part 5: metaclasses, __new__, aliasing, generators, recompiles ====================
+class _AlwaysMeta(type):
+    def __instancecheck__(cls, instance):
+        return True
+
+
+class _Claimed(metaclass=_AlwaysMeta):
+    pass
+
+
+class _Plain:
+    pass
+
+
+@program(r(4), _Plain)
+def metaclass_instancecheck_always_true(x, obj):
+    if isinstance(obj, _Claimed):
+        return x + 1
+    return x - 1
+
+
+class _TagMeta(type):
+    def __instancecheck__(cls, instance):
+        return isinstance(instance, _TagBase) and instance.tag == cls.tag_name
+
+
+class _TagBase:
+    def __init__(self, tag="default"):
+        self.tag = tag
+
+
+class _TagChild(_TagBase, metaclass=_TagMeta):
+    tag_name = "child"
+
+    def __new__(cls):
+        return _TagBase(tag="child")
+
+
+@program()
+def new_returning_base_skips_init(x):
+    obj = _TagChild()
+    return x * len(obj.tag), obj.tag, type(obj) is _TagBase
+
+
+class _NewsObject(metaclass=_AlwaysMeta):
+    def __new__(cls):
+        return object()
+
+    def __init__(self):
+        raise AssertionError("__init__ runs only for an instance of the class")
+
+
+@program()
+def new_returning_object_with_instancecheck(x):
+    obj = _NewsObject()
+    return x + 1, type(obj) is object
+
+
+class _PlainMeta(type):
+    pass
+
+
+class _WithPlainMeta(metaclass=_PlainMeta):
+    pass
+
+
+@program(r(4, 4), _WithPlainMeta)
+def isinstance_of_class_with_metaclass(x, obj):
+    if isinstance(obj, _WithPlainMeta):
+        return x + 1
+    return x - 1
+
+
+@program(r(4))
+def list_aliased_by_multiplication(x):
+    rows = [[None] * 3] * 3
+    for i in range(3):
+        if i == 0:
+            rows[0][i] = x
+        else:
+            rows[0][i] = rows[0][i - 1] + 1
+    return rows[2][-1], rows[1][0] is rows[0][0]
+
+
+@program(r(3))
+def outer_rows_aliased_then_written(x):
+    rows = [[0] * 2] * 2
+    rows[1][0] = 5
+    return x * rows[0][0] + len(rows)
+
+
+@program()
+def is_exporting_false_when_compiled(x):
+    if torch.compiler.is_exporting():
+        return x + 1
+    return x - 1
+
+
+@program()
+def default_generator_state_restored_after_break(x):
+    state = torch.default_generator.get_state()
+    a = torch.rand(2, 3)
+    if state.dtype != torch.float32:
+        a = a * 2
+    breaker()
+    torch.default_generator.set_state(state)
+    b = torch.rand(2, 3)
+    return a, b, x + 1
+
+
+@program(lambda: torch.rand(4, 4) + 0.1)
+def categorical_entropy_lazy_property(x):
+    # NOTE: validation off (torch.compile turns it off for the whole process when it
+    # first compiles: Distribution.set_default_validate_args(False))
+    return torch.distributions.Categorical(probs=x, validate_args=False).entropy()
+
+
+@program(lambda: torch.rand(4, 4) + 0.1)
+def normal_distribution_log_prob(x):
+    dist = torch.distributions.Normal(x, torch.ones_like(x), validate_args=False)
+    return dist.log_prob(x * 0.5), dist.mean, dist.stddev
+
+
+@program(r(2), r(2), sequence(const(3), const(5)))
+def int_argument_changed_recompiles(x, y, k):
+    x = x + 1
+    y = y + 1
+    return x * y * k
+
+
+@program(sequence(r(2, 2), r(5, 5)), sequence(r(2, 2), r(5, 5)))
+def nested_shape_control(x, y):
+    if x.shape[0] < 4:
+        if y.shape[0] < 3:
+            return x * y
+        return x + y
+    return -1
+
+
+@program(sequence(r(10, 10), r(9, 10)))
+def rows_iterated_and_written(x):
+    for row in x:
+        row.add_(1.0)
+    return row
+
+
+@program(sequence(r(10, 11), r(9, 11)))
+def fstring_of_size_unused(x):
+    f"{x.shape[0]}"
+    return x.sin()
+
+
+@program(sequence(r(10, 11), r(9, 11)))
+def fstring_of_size_returned(x):
+    text = f"{x.shape[0]}"
+    return x.sin(), text
+
+
+_CLOSED = torch.tensor([0.5, 0.5])
+
+
+def _square_if_small(s):
+    if _CLOSED[0] < 10:
+        return s * s
+    return s
+
+
+@program(r(2), r(2))
+def callee_branching_on_global_tensor(x, y):
+    x = x + 1
+    y = _square_if_small(y)
+    y = y + 10
+    return x * y
+
+
+class _Grand:
+    a = 4
+
+    def add(self, x):
+        return x + 10
+
+    def mul(self, x):
+        return x * 0.1
+
+
+class _Parent(_Grand):
+    coeff = 4
+
+    def add(self, x):
+        return x + 20
+
+    @classmethod
+    def cube(cls, x):
+        return cls.coeff * x * x * x
+
+    def mul(self, x):
+        return super().mul(x) * x * 0.2
+
+
+class _Child(_Parent):
+    def add(self, x):
+        b = super().cube(x)
+        c = _Grand.add(self, x)
+        d = _Parent.mul(self, x)
+        e = super(_Parent, self).add(x)
+        f = super().a * x
+        return b + c + d + e + f
+
+
+@program(r(4))
+def super_calls_across_three_classes(x):
+    return _Child().add(x)
+
+
+@stateful
+def class_attribute_read_through_super_changed():
+    class Base:
+        a = 4
+
+    class Derived(Base):
+        def scaled(self, x):
+            return super().a * x
+
+    obj = Derived()
+
+    def between(i, fn):
+        if i == 2:
+            Base.a = 5
+
+    return {
+        "fn": lambda x: obj.scaled(x),
+        "args": lambda: (torch.randn(4),),
+        "between": between,
+        "calls": 4,
+    }
+
+
+def _accumulate(*args):
+    acc = torch.ones(4, 4)
+    for arg in args:
+        acc.add_(arg)
+    return acc
+
+
+# iterators are arguments here: each side (eager, ember, torch.compile) makes its own
+@stateful
+def tuple_of_list_and_iterator_unpacked():
+    def fn(inputs, params):
+        y = tuple(inputs) + tuple(params)
+        return _accumulate(*y)
+
+    return {"fn": fn, "args": lambda: ([r(4, 4)(), r(4, 4)()], iter([r(4, 4)()]))}
+
+
+@stateful
+def tuple_of_iterator_argument_of_other_length():
+    lengths = iter([3, 4, 4])
+
+    def fn(params):
+        return _accumulate(*tuple(params))
+
+    return {
+        "fn": fn,
+        "args": lambda: (iter(tuple(r(4, 4)() for _ in range(next(lengths)))),),
+        "calls": 3,
+    }
+
+
+@program(r(4, 4), r(4, 4), const((4, 4)))
+def size_compared_with_tuple(x, y, t):
+    z = x * y
+    if x.size() == t:
+        return z.cos()
+    return z.sin()
+
+
+@program(r(6), sequence(*[(lambda i=i: [i, i + 1, i + 2]) for i in range(10, 25, 3)]))
+def int_list_element_changing(x, y):
+    return torch.sin(x + y[1] % 2)
+
+
+@program(lambda: torch.complex(torch.rand(4, 4), torch.rand(4, 4)), r(4, 4))
+def complex_real_imag_attributes(x, y):
+    a = x.real
+    b = x.imag
+    return torch.mul(torch.add(a, y), b)
+
+
+@program(lambda: torch.complex(torch.rand(4, 4), torch.rand(4, 4)), r(4, 4))
+def complex_real_transposed(x, y):
+    a = x.real.T
+    b = x.imag
+    return torch.mul(torch.add(a, y), b)
+
+
+@program(r(3, 4))
+def typing_cast_of_tensor_and_size(x):
+    y = typing.cast(torch.Tensor, torch.add(x, 1.0))
+    n = typing.cast(int, x.shape[0])
+    return y + n
+
+
+class _AsModule:
+    def as_module(self):
+        return typing.cast(torch.nn.Module, self)
+
+
+class _ModuleA(_AsModule, torch.nn.Module):
+    pass
+
+
+class _ModuleB(_AsModule, torch.nn.Module):
+    pass
+
+
+@program(sequence(_ModuleA, _ModuleB), r(4))
+def typing_cast_in_mixin_of_two_module_classes(mod, x):
+    mod.as_module()
+    return x + 1
+
+
+class _BreakingCast(torch.nn.Module):
+    def state(self):
+        breaker()
+        return typing.cast(torch.nn.Module, self)
+
+
+class _BreakingCastA(_BreakingCast):
+    pass
+
+
+class _BreakingCastB(_BreakingCast):
+    pass
+
+
+_CAST_MODULES = (_BreakingCastA(), _BreakingCastB())
+
+
+@program(sequence(lambda: _CAST_MODULES[0], lambda: _CAST_MODULES[1]), r(4))
+def typing_cast_after_break_in_method(mod, x):
+    mod.state()
+    return x + 1
+
+
+def _add_pair(*args):
+    a, b = args
+    return a + b
+
+
+class _HoldsFunction:
+    def __init__(self, func):
+        self.add = func
+
+
+_HOLDER = _HoldsFunction(_add_pair)
+
+
+class _InitChainedToObject:
+    def __init__(self, scale):
+        self.scale = scale
+        super().__init__()
+
+
+class _InitChainedChild(_InitChainedToObject):
+    def __init__(self, scale):
+        super().__init__(scale)
+        self.offset = 1
+
+
+@program(r(3))
+def super_init_reaching_object(x):
+    obj = _InitChainedChild(2)
+    return x * obj.scale + obj.offset
+
+
+@stateful_eager
+def distribution_validation_switched_between_calls():
+    """Distribution._validate_args (set_default_validate_args) is guarded: with it on,
+    a negative scale raises ValueError as in eager. (torch.compile gives 1 graph for the
+    three calls; capture 3: the check's data-dependent branch breaks in the callee.)"""
+    prior = torch.distributions.Distribution._validate_args
+
+    def fn(x, scale):
+        return torch.distributions.Normal(x, scale).log_prob(x)
+
+    def between(i, fn):
+        torch.distributions.Distribution.set_default_validate_args(i >= 1)
+
+    def state(fn):
+        torch.distributions.Distribution.set_default_validate_args(prior)
+        return None
+
+    scales = iter([1.0, -1.0, 1.0])
+    return {
+        "fn": fn,
+        "args": lambda: (torch.randn(3), torch.full((3,), next(scales))),
+        "between": between,
+        "state": state,
+        "calls": 3,
+    }
+
+
+@program(r(2, 3))
+def function_stored_on_object_not_bound(x):
+    return _HOLDER.add(x, 2)
+
+
+def _add_with_self(*args):
+    obj, a, b = args
+    return obj.x + a + b
+
+
+class _ClassFunction:
+    add = _add_with_self
+
+    def __init__(self, x):
+        self.x = x
+
+
+_CLASS_HOLDER = _ClassFunction(0.5)
+
+
+@program(r(2, 3))
+def function_stored_on_class_bound(x):
+    return _CLASS_HOLDER.add(x, 2)
+
+
+@program()
+def raised_and_caught_in_frame(x):
+    y = torch.ones(1)
+    try:
+        raise RuntimeError("bad")
+    except RuntimeError:
+        y += 1
+    return x + y
+
+
+@program(lambda: torch.ones(1))
+def grad_modes_nested_in_sequence(x):
+    with torch.set_grad_enabled(True):
+        with torch.set_grad_enabled(False):
+            x = x + 1
+        with torch.set_grad_enabled(True):
+            x = x + 1
+        return x
+
+
+@program(lambda: torch.ones(1))
+def try_blocks_nested_in_sequence(x):
+    try:
+        try:
+            x = x + 1
+        except Exception:
+            pass
+        try:
+            try:
+                x = x + 1
+            except Exception:
+                pass
+        except Exception:
+            pass
+    except Exception:
+        pass
+    return x
+
+
+@program(lambda: torch.ones(1))
+def try_blocks_in_grad_mode_block(x):
+    with torch.set_grad_enabled(True):
+        try:
+            x = x + 1
+        except Exception:
+            pass
+        try:
+            with torch.set_grad_enabled(False):
+                x = x + 1
+        except Exception:
+            pass
+    return x
+
+
+def _grad_blocks_with_breaks(x, n):
+    with torch.set_grad_enabled(True):
+        with torch.set_grad_enabled(False):
+            x = x + 1
+            breaker()
+        try:
+            with torch.set_grad_enabled(False):
+                x = x + 1
+                if n == 0:
+                    breaker()
+        except Exception:
+            pass
+        with torch.set_grad_enabled(False):
+            x = x + 1
+            breaker()
+        x = x + 1
+    return x
+
+
+@program(lambda: torch.ones(1), const(0))
+def breaks_in_grad_blocks_and_try_n0(x, n):
+    return _grad_blocks_with_breaks(x, n)
+
+
+@program(lambda: torch.ones(1), const(1))
+def breaks_in_grad_blocks_and_try_n1(x, n):
+    return _grad_blocks_with_breaks(x, n)
+
+
+@program()
+def ordered_dict_from_dict_across_break(x):
+    d1 = dict()  # noqa: C408
+    d1["a"] = 1
+    d2 = collections.OrderedDict(d1)
+    d2["b"] = 2
+    breaker()
+    if isinstance(d2, collections.OrderedDict):
+        return x + d2["a"] + d2["b"], list(d2)
+    return x
+
+
+@program(lambda: torch.tensor([1, 2, 3, 4, 5]))
+def tolist_then_scalars_used(a):
+    a = a * 100
+    u0, u1, u2, u3, u4 = a.tolist()
+    return a * u0 * u1
+
+
+@program(lambda: torch.tensor([1.5, 2.5]))
+def tolist_of_floats_summed(a):
+    values = a.tolist()
+    return a * sum(values), values
+
+
+# ===== part 6: global state, dict keys of types, hasattr, scalar tensors as ints ========
+@program(r(10))
+def grad_mode_switched_off_in_frame(x):
+    torch.set_grad_enabled(False)
+    return x + 1
+
+
+@stateful
+def deterministic_algorithms_switched_in_frame():
+    prior = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    seen = []
+
+    def fn(x):
+        torch.use_deterministic_algorithms(False, warn_only=False)
+        return x + 1
+
+    def between(i, fn):
+        torch.use_deterministic_algorithms(True, warn_only=True)
+
+    def state(fn):
+        seen.append(
+            (
+                torch.are_deterministic_algorithms_enabled(),
+                torch.is_deterministic_algorithms_warn_only_enabled(),
+            )
+        )
+        torch.use_deterministic_algorithms(prior[0], warn_only=prior[1])
+        return seen
+
+    return {"fn": fn, "args": lambda: (torch.randn(10),), "between": between, "state": state}
+
+
+@program(sequence(*[r(2, 3)] * 5))
+def disabled_function_made_in_frame(x):
+    @torch._dynamo.disable
+    def inner(x):
+        return x + 10
+
+    return inner(x) + 1
+
+
+@program(r(2), r(3))
+def negated_sizes_multiplied(a, b):
+    x = a.shape[0]
+    y = b.shape[0]
+    return -x * -y * a.sum() * b.sum()
+
+
+def _result_dtype(dtype):
+    return {bool: torch.float32}[dtype]
+
+
+@program()
+def dict_with_type_key_in_callee(x):
+    return torch.ones(3, dtype=_result_dtype(bool)) + x
+
+
+_TYPE_TO_DTYPE = {bool: torch.float32, int: torch.int64}
+
+
+@program(const(_TYPE_TO_DTYPE), sequence(const(bool), const(int)), lambda: torch.ones(4))
+def dict_argument_indexed_by_type_argument(d, key, y):
+    if d[key] is torch.float32:
+        return y.cos()
+    return y.sin()
+
+
+@program(r(10, 10, 3))
+def size_added_to_itself(x):
+    y = x.size()
+    return y + y, x + 1
+
+
+# torch.compile keeps np.int_(16) as a wrapped int node before the reshape (2 ops);
+# capture reads the NumPy scalar made in the frame as a traced value a reshape cannot
+# take, and runs the reshape after the graph (1 op)
+@eager_program(r(4, 4))
+def numpy_int_as_shape(x):
+    shape = np.int_(16)
+    return x.reshape(shape)
+
+
+class _TopK(torch.nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.k = torch.nn.Parameter(torch.tensor(k, dtype=torch.int32), requires_grad=False)
+
+    def forward(self, logits):
+        threshold = torch.topk(logits, self.k, sorted=True)[0][..., -1]
+        return torch.ge(logits.squeeze(1), threshold).float()
+
+
+_TOPK = _TopK(4)
+
+
+@program(lambda: torch.rand(4, 4, 4, 4))
+def parameter_scalar_tensor_as_topk_k(x):
+    return _TOPK(x)
+
+
+@program(r(2, 3, 4))
+def tensor_unpacked_into_permute(x):
+    order = torch.tensor([0, 2, 1])
+    return x.permute(*order)
+
+
+@program(r(4, 4), lambda: [torch.randn(3)], lambda: (torch.randn(3), torch.randn(3)))
+def hasattr_on_module_list_tuple(x, items, pair):
+    a = x * x if hasattr(torch.nn, "Module") else x + 1
+    b = items[0] + 1 if hasattr(items, "foo") else items[0] - 1
+    c = pair[0] + 1 if hasattr(pair, "foo") else pair[1] - 1
+    made = [torch.zeros(3)]
+    d = made[0] + 1 if hasattr(made, "__len__") else made[0] - 1
+    return a, b, c, d
+
+
+def _sin_cos(x, y):
+    return torch.sin(x) + torch.cos(y)
+
+
+@program()
+def hasattr_name_of_functions_and_partial(x):
+    lam = lambda v: v + 1  # noqa: E731
+    part = functools.partial(_sin_cos, y=4)
+    return (
+        x + 1,
+        hasattr(lam, "__name__"),
+        hasattr(_sin_cos, "__name__"),
+        hasattr(part, "__name__"),
+        hasattr(part, "func"),
+    )
+
+
+@program()
+def hasattr_on_constants(x):
+    s, i, f = "hello", 42, 3.14
+    flags = (
+        hasattr(s, "upper"),
+        hasattr(s, "nonexistent"),
+        hasattr(i, "bit_length"),
+        hasattr(i, "fake_method"),
+        hasattr(f, "is_integer"),
+        hasattr(f, "missing_attr"),
+    )
+    return x * sum(flags), flags
+
+
+class _FlagDescriptor:
+    def __get__(self, instance, owner):
+        if hasattr(owner, "flag"):
+            return 1
+        return 0
+
+
+class _WithFlag:
+    flag = True
+    prop = _FlagDescriptor()
+
+
+class _WithoutFlag:
+    prop = _FlagDescriptor()
+
+
+@program(r(3), sequence(_WithFlag, _WithoutFlag))
+def descriptor_get_using_hasattr_on_owner(x, obj):
+    return x + obj.prop
+
+
+_REMAP = {torch.float16: torch.float32}
+
+
+@program()
+def dtype_as_dict_key(x):
+    return torch.ones(3, dtype=_REMAP[torch.float16]) + x
+
+
+@program(lambda: torch.arange(20) % 4)
+def one_hot_data_dependent_classes(x):
+    x = x + 1
+    x = torch.nn.functional.one_hot(x)
+    return x + 1
+
+
+def _nested_tensors():
+    xs = [torch.tensor(i) for i in range(3)]
+    pair = (xs, xs)
+    return {"a": xs, "b": pair, "c": {"aa": pair, "ab": xs}}
+
+
+@program(_nested_tensors)
+def pytree_flatten_clone_unflatten(xs):
+    flat, spec = pytree.tree_flatten(xs)
+    return pytree.tree_unflatten([x.clone() for x in flat], spec)
+
+
+def _any_all_of_sizes(x):
+    t = x.size(0) >= 10
+    f = x.size(0) >= 100
+    if any([]) or any([f]) or any([f, f]):
+        return x - 1
+    if all([f]) or all([t, f]) or all([f, t]) or all([f, f]):
+        return x - 2
+    if not (all([]) and all([t]) and all([t, t])):
+        return x - 3
+    if not (any([t]) and any([t, f]) and any([f, t])):
+        return x - 4
+    return x + 1
+
+
+@program(sequence(r(16), r(18), r(5)))
+def any_all_over_size_comparisons(x):
+    return _any_all_of_sizes(x)
+
+
+# ===== tests ==============================================================================
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_misc_part_program_like_torch(name):
+    fn, make_args, calls = PROGRAMS[name]
+    check_like_torch(fn, make_args, calls=calls)
+
+
+@pytest.mark.parametrize("name", list(EAGER_PROGRAMS))
+def test_misc_part_program_like_eager(name):
+    fn, make_args, calls = EAGER_PROGRAMS[name]
+    check_like_eager(fn, make_args, calls=calls)
+
+
+@pytest.mark.parametrize("name", list(STATEFUL))
+def test_stateful_misc_part_program_like_torch(name):
+    check_program_like_torch(STATEFUL[name])
+
+
+@pytest.mark.parametrize("name", list(STATEFUL_EAGER))
+def test_stateful_misc_part_program_like_eager(name):
+    check_program_like_eager(STATEFUL_EAGER[name])
