@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import typing
 
 import numpy as np
@@ -829,6 +830,337 @@ def _any_all_of_sizes(x):
 @program(sequence(r(16), r(18), r(5)))
 def any_all_over_size_comparisons(x):
     return _any_all_of_sizes(x)
+
+
+# ----- part 6: sets, str formatting, asserts, tolist, closures, deques, generators -------
+@program(lambda: torch.tensor([2, 3, 4]), r(9))
+def split_by_sizes_from_tolist(lengths, values):
+    sizes = lengths.tolist()
+    return torch.split(values, sizes)
+
+
+@program(r(4), sequence(const(torch.tensor([3])), const(torch.tensor([4]))))
+def check_on_item_value(x, y):
+    z = y.item()
+    torch._check(z == 3)
+    return x + z
+
+
+# set.pop() of tensors: eager's order is by address; torch.compile pops in insertion
+# order (the same product here); capture runs the frame eagerly rather than guess
+@eager_program(r(10, 10), r(10, 10))
+def set_of_two_tensors_popped(x, y):
+    items = {x, y}
+    return items.pop() * items.pop()
+
+
+@program(r(10, 10), r(2, 2))
+def set_added_from_list_items(x, y):
+    items = [x, x, x, x, y]
+    seen = set()
+    seen.add(items[0])
+    seen.add(items[1])
+    seen.add(items[2])
+    seen.add(y)
+    return y * len(seen)
+
+
+@program(r(4))
+def set_of_ints_removed(x):
+    numbers = set((4, 5))  # noqa: C405
+    numbers.remove(4)
+    return x * len(numbers)
+
+
+@program(r(10, 10), r(2, 2))
+def set_filled_by_loop_across_print_break(x, y):
+    seen = set()
+    for t in [x, x, y]:
+        seen.add(t)
+    breaker()
+    return y * len(seen)
+
+
+_G1, _G2, _G3, _G4 = (torch.randn(10) for _ in range(4))
+
+
+@stateful
+def set_of_global_and_arguments_aliasing_recompiles():
+    order = iter(
+        [(_G2, _G3, _G4), (_G3, _G2, _G4), (_G2, _G2, _G2), (_G3, _G3, _G3), (_G1, _G1, _G1)]
+    )
+
+    def fn(a, b, c):
+        items = {_G1, a, b, c}
+        return a + len(items)
+
+    return {"fn": fn, "args": lambda: next(order), "calls": 5}
+
+
+@program(lambda: torch.randn(1, 1, 8, 8))
+def fstring_of_size_slice_and_item(img):
+    x = torch.sin(img)
+    text = f"shape {img.shape[-2:]} batch size {img.shape[0]}"
+    return img + x, text
+
+
+@program(lambda: torch.randn(1, 1, 8, 8))
+def str_format_of_size_with_spec(img):
+    x = torch.sin(img)
+    text = "shape {} batch size {y:.2f}".format(img.shape[-2:], y=img.shape[0])
+    return img + x, text
+
+
+@program()
+def next_of_str_iterator(x):
+    s = "a"
+    if next(s.__iter__()) == "a":
+        return x + 1
+    return x
+
+
+@program(r(3), const((3, 4)), const("xy"))
+def dunder_iter_of_tuple_and_str_arguments(x, pair, text):
+    it = pair.__iter__()
+    return x + next(it), next(it), list(text.__iter__()), list((5, 6).__iter__())
+
+
+@program(lambda: torch.randn(1, 1, 8, 8))
+def torch_assert_with_fstring_message(img):
+    x = torch.sin(img)
+    val = x.shape[-2:]
+    torch._assert(len(val) == 2, f"shape {img.shape}")
+    return img + x
+
+
+# the recompile with a dynamic last size: torch.compile computes `s == 16` as a node of
+# its graph (4 ops), capture on the size outside the graph (3 ops); both raise eager's
+# AssertionError
+@eager_program(sequence(lambda: torch.randn(1, 3, 8, 16), lambda: torch.randn(1, 3, 8, 15)))
+def torch_assert_on_sizes_failing_later(img):
+    x = torch.sin(img)
+    torch._assert(img.shape[-2] == 8 and img.shape[-1] == 16, f"shape {img.shape}")
+    return img + x
+
+
+@program(lambda: torch.tensor([2, 1]))
+def tolist_items_looped(x):
+    out = []
+    for i in x.tolist():
+        out.append(i * 4)
+    return out
+
+
+@program(lambda: torch.tensor([[[2, 1], [2, 1]], [[2, 1], [2, 1]]]))
+def tolist_nested_looped(x):
+    out = []
+    for i in x.tolist():
+        out.append(i * 4)
+    return out
+
+
+# torch.compile keeps an int `.item()` (an unbacked int) in its graph; capture has no
+# unbacked ints and breaks at `.tolist()` (0 graphs)
+@eager_program(lambda: torch.tensor(42))
+def tolist_of_zero_dim(x):
+    i = x.tolist()
+    return [i * 4]
+
+
+@program(lambda: torch.tensor([[2.0, 1.0], [3.0, 1.5]]))
+def tolist_of_floats_looped(x):
+    out = []
+    for i in x.tolist():
+        out.append(i * 4)
+    return out
+
+
+def _outer_plus_one(a):
+    return a + 1
+
+
+def _direct(x):
+    def deep2(c):
+        return _outer_plus_one(c)
+
+    def deep(c):
+        return deep2(c)
+
+    return deep(x)
+
+
+@program()
+def closures_calling_global_not_loaded_by_parent(x):
+    return _direct(x)
+
+
+_ONES = torch.ones(1)
+
+
+def _inner_maker():
+    def inner():
+        return _ONES + 2
+
+    return inner
+
+
+@program()
+def closure_returned_then_called(x):
+    inner = _inner_maker()
+    return inner() + x
+
+
+@stateful
+def deque_argument_popped():
+    def fn(q):
+        a = q.pop()
+        b = q.pop()
+        return a * b, len(q)
+
+    return {"fn": fn, "args": lambda: (collections.deque(["foo", r(2, 3)(), r(2, 3)()]),)}
+
+
+@stateful
+def deque_argument_appended_left():
+    queues = []
+
+    def fn(q, a, b):
+        q.appendleft(a)
+        q.appendleft(b)
+        return q.popleft() * q.popleft()
+
+    def make():
+        queues.append(collections.deque(["foo", 10, 10]))
+        return queues[-1], r(3, 3)(), r(3, 3)()
+
+    return {"fn": fn, "args": make, "state": lambda fn: [list(q) for q in queues]}
+
+
+def _doubled_by_yield_from(t_list, k):
+    def gen(items):
+        scaled = [t * k for t in items]
+        yield from scaled
+
+    return [t * k for t in gen(t_list)]
+
+
+@program(lambda: [torch.randn(2, 3) for _ in range(3)])
+def yield_from_list_in_generator(t_list):
+    return _doubled_by_yield_from(t_list, 2)
+
+
+def _one():
+    yield 1
+
+
+def _five_ones():
+    for _ in range(5):
+        yield from _one()
+
+
+@program(lambda: torch.zeros(4))
+def yield_from_inside_loop(x):
+    c = 0
+    for i in _five_ones():
+        c = c + i
+    return x + c
+
+
+@program(const(5), lambda: torch.tensor([10]))
+def generator_of_tensors_then_yield_from(n, multiplier):
+    def tensors():
+        for i in range(n):
+            yield torch.tensor([i])
+
+    scaled = [t * multiplier for t in tensors()]
+
+    def again():
+        yield from scaled
+
+    return [t for t in again()]
+
+
+class _CountingIter:
+    def __init__(self, seq):
+        self.seq = seq
+        self.index = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.index += 1
+        if self.index <= len(self.seq):
+            return self.seq[self.index - 1]
+        raise StopIteration(self.index)
+
+
+@program(lambda: [torch.randn(2, 3) for _ in range(3)])
+def yield_from_user_iterator_stop_value(seq):
+    def gen(items):
+        yield from _CountingIter(items)
+
+    return [i * 2 for i in gen(seq)]
+
+
+def _stops_inside():
+    yield 1
+    raise StopIteration("inside")
+
+
+@program()
+def stop_iteration_in_generator_becomes_runtime_error(t):
+    try:
+        gen = _stops_inside()
+        next(gen)
+        next(gen)
+    except RuntimeError:
+        return t + 100
+    except StopIteration:
+        return t + 200
+    return t
+
+
+class _DefaultsDevice:
+    def __init__(self, dtype=torch.float16, device=torch.device("cpu")):  # noqa: B008
+        self.value = torch.tensor(10, dtype=dtype, device=device)
+
+
+@program()
+def defaults_of_dtype_and_device(x):
+    return _DefaultsDevice().value + 1 + x
+
+
+@program(lambda: torch.tensor([2, 3], dtype=torch.float16))
+def dtype_asserted_between_factories(target):
+    target_dtype = target.dtype
+    a = torch.zeros(2, 3, dtype=target_dtype)
+    assert isinstance(target_dtype, torch.dtype)  # noqa: S101
+    b = torch.zeros(2, 3, dtype=target_dtype)
+    return a + b + 1
+
+
+@program(lambda: torch.randn(6, 2))
+def islice_of_tensor_rows(x):
+    return list(itertools.islice(x, 2, 5, 2)), list(itertools.islice(x, 2))
+
+
+@program(r(2, 5))
+def repeat_finite_added(x):
+    for i in itertools.repeat(100.0, 5):
+        x += i
+    return x
+
+
+@program(r(2, 5))
+def repeat_infinite_with_break(x):
+    idx = 0
+    for i in itertools.repeat(100.0):
+        x += i
+        idx += 1
+        if idx > 10:
+            break
+    return x
 
 
 # ===== tests ==============================================================================
