@@ -1381,7 +1381,7 @@ class OutputPlan:
             self._named[id(value)] = (value, made)
             attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
             if attrs:
-                self.prelude.append(f"{made}.__dict__.update({{{attrs}}})")
+                self.prelude.append(f"___set_attributes({made}, {{{attrs}}})")
             return made
         if isinstance(value, ContextValue):
             return self._context(value)
@@ -1761,8 +1761,23 @@ def _make_function(
 
 def _build_object(cls: type, attrs: dict[str, Any]) -> Any:
     instance = object.__new__(cls)
-    instance.__dict__.update(attrs)
+    _set_attributes(instance, attrs)
     return instance
+
+
+def _set_attributes(instance: Any, attrs: dict[str, Any]) -> None:
+    """The attributes of an object rebuilt after a graph, set without its __setattr__."""
+    state = getattr(instance, "__dict__", None)
+    for name, value in attrs.items():
+        if state is not None and not _slot_of(type(instance), name):
+            state[name] = value
+        else:  # a slot (a dataclass with slots=True, frozen or not): its descriptor sets it
+            object.__setattr__(instance, name, value)
+
+
+def _slot_of(cls: type, name: str) -> bool:
+    """Whether `name` is a slot of `cls` or one of its bases."""
+    return any(name in getattr(klass, "__slots__", ()) for klass in cls.__mro__)
 
 
 def _list_subclass_new(cls: type, items: list[Any], attrs: dict[str, Any]) -> list[Any]:
@@ -1982,6 +1997,7 @@ def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEnt
         "___compiled": compiled,
         "___k": parts.constants,
         "___build_object": _build_object,
+        "___set_attributes": _set_attributes,
         "___grad_context": kept_grad_context,
         "___kept_context": kept_context,
         "___copy_module": copy.deepcopy,
