@@ -1502,6 +1502,329 @@ def class_dict_through_type_descriptor(x):
     return x + len(d), d["a"]
 
 
+# ===== part 8: dict subclasses, __class__ of inputs, closures, equality, builtins =========
+class _FrozenDict(collections.OrderedDict):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for key, value in self.items():
+            setattr(self, key, value)
+        self.__frozen = True
+
+    def update(self, *args, **kwargs):
+        raise Exception(f"You cannot use ``update`` on a {self.__class__.__name__} instance.")
+
+    def __setattr__(self, name, value):
+        if hasattr(self, "__frozen") and self.__frozen:
+            raise Exception(f"You cannot set attributes of a {self.__class__.__name__}.")
+        super().__setattr__(name, value)
+
+
+_FROZEN = _FrozenDict({"a": 1})
+
+
+@program(r(4))
+def dict_of_frozen_ordered_dict_subclass(x):
+    items = dict(_FROZEN).items()
+    return torch.sin(x) + len(items), _FROZEN.a
+
+
+def _class_rebuilt(x):
+    updated = []
+    for v in x:
+        updated.append(v + 1)
+    return x.__class__(updated)
+
+
+@program(lambda: (torch.zeros(2, 2), torch.ones(2, 2)))
+def tuple_argument_class_rebuilds(x):
+    return _class_rebuilt(x)
+
+
+@program(lambda: [torch.zeros(2, 2), torch.ones(2, 2)])
+def list_argument_class_rebuilds(x):
+    return _class_rebuilt(x)
+
+
+_Point = collections.namedtuple("_Point", ["x", "y"])
+
+
+@program(lambda: _Point(torch.zeros(2, 2), torch.ones(2, 2)))
+def namedtuple_argument_class_rebuilds(x):
+    updated = []
+    for v in x:
+        updated.append(v + 1)
+    return x.__class__(*updated)
+
+
+@program()
+def nested_function_run_on_tensor_made_in_frame(y):
+    x = torch.ones(1) * 2
+
+    def nested():
+        return x + x
+
+    def func():
+        return nested()
+
+    return func() + y
+
+
+@stateful
+def closure_escaping_through_nonlocal():
+    holder = []
+
+    def fn(x):
+        temp = x * x
+        captured = x + 1
+
+        def inner():
+            return captured
+
+        holder.append(inner)
+        return temp
+
+    return {"fn": fn, "args": lambda: (torch.ones(4),), "state": lambda fn: holder[-1]()}
+
+
+# torch.compile keeps `x == None` and `x != None` as dead nodes of its graph (3 ops);
+# capture folds them to False / True as Tensor.__eq__ gives them (1 op)
+@eager_program(lambda: torch.tensor(1))
+def tensor_compared_with_none(x):
+    return torch.tensor(x == None), x != None  # noqa: E711
+
+
+@dataclasses.dataclass(frozen=True)
+class _Replaceable:
+    x: int
+
+
+@program(lambda: torch.zeros(1), const(_Replaceable(0)))
+def dataclass_replaced_in_frame(x, foo0):
+    if dataclasses.is_dataclass(foo0):
+        foo1 = dataclasses.replace(foo0, **{"x": 1})
+        return x + 1, foo1
+    return x + 2, foo0
+
+
+class _Box:
+    pass
+
+
+@stateful
+def frozenset_member_aliasing_argument():
+    foo = _Box()
+    foo.x = 0
+    members = frozenset([foo])
+
+    def fn(x, s, foo0):
+        foo1 = list(s)[0]
+        foo0.x += 1
+        return x + 1, foo1.x
+
+    return {"fn": fn, "args": lambda: (torch.ones(1), members, foo), "state": lambda fn: foo.x}
+
+
+class _EqOnly:
+    def __init__(self, x):
+        self.x = x
+
+    def __eq__(self, other):
+        return self.x == other.x
+
+
+@program(lambda: torch.ones(1))
+def not_equal_through_custom_eq(x):
+    return x + 1, _EqOnly(0) != _EqOnly(0), _EqOnly(0) != _EqOnly(1)
+
+
+@stateful
+def not_equal_through_custom_ne_on_outside_objects():
+    class Tracked:
+        def __init__(self, x):
+            self.x = x
+            self.ne_called = False
+
+        def __ne__(self, other):
+            self.ne_called = True
+            return not self.__eq__(other)
+
+        def __eq__(self, other):
+            return self.x == other.x
+
+    f1, f2 = Tracked(0), Tracked(0)
+    return {
+        "fn": lambda x: (x + 1, f1 != f2),
+        "args": lambda: (torch.ones(1),),
+        "state": lambda fn: f1.ne_called,
+    }
+
+
+class _EqBreaks:
+    def __init__(self, x):
+        self.x = x
+
+    def __eq__(self, other):
+        breaker()
+        return self.x == other.x
+
+
+@program(lambda: torch.ones(1))
+def not_equal_through_eq_that_breaks(x):
+    return x + 1, _EqBreaks(0) != _EqBreaks(0)
+
+
+def _reraises():
+    try:
+        raise ValueError
+    except Exception:
+        raise
+
+
+@program(r(2))
+def bare_raise_in_callee_caught(t):
+    try:
+        _reraises()
+    except ValueError:
+        return t.sin()
+    except Exception:
+        return t.cos()
+
+
+class _Mapped:
+    attribute_map = {}
+
+    def __init__(self):
+        self.attribute_map = {"a_premap": "a"}
+        self.bar = _Replaceable(5)
+
+    def __setattr__(self, key, value):
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        super().__setattr__(key, value)
+
+    def __getattribute__(self, key):
+        if key == "sentinel":
+            raise AttributeError()
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+    def __getattr__(self, key):
+        if key == "sentinel":
+            return 5
+        raise AttributeError()
+
+
+def _mapped():
+    m = _Mapped()
+    m.a_premap = 2
+    m.b = 3
+    return m
+
+
+@program(r(4), _mapped)
+def getattribute_and_getattr_overridden(x, f):
+    return x * f.a_premap * f.a * f.b * f.sentinel * f.bar.x
+
+
+@program(r(4))
+def dunder_weakref_of_object_made_in_frame(x):
+    box = _Box()
+    if box.__weakref__:
+        return torch.cos(x)
+    return torch.sin(x)
+
+
+@program(lambda: torch.randint(10, (1,)))
+def bool_of_int_item(x):
+    return bool(x.item())
+
+
+@program(r(1))
+def bool_of_float_item(x):
+    return bool(x.item())
+
+
+@program(lambda: torch.tensor([[0, 1], [0, 0]]))
+def bool_of_all_reduction(mask):
+    return bool((mask == 0).all())
+
+
+@program(lambda: torch.tensor(3.14))
+def bool_of_zero_dim_tensor(x):
+    return bool(x)
+
+
+@program(r(1))
+def complex_constructors(x):
+    c = (
+        complex(),
+        complex(1),
+        complex(2, 3),
+        complex(imag=2),
+        complex(real=1),
+        complex(imag=1, real=2),
+        complex("1+2j"),
+        complex(1, 2).conjugate(),
+    )
+    return [x + z for z in c]
+
+
+@program()
+def builtin_class_methods_folded(x):
+    return x + 1, (
+        bool.__new__(bool),
+        bool.__new__(bool, 1),
+        bool.from_bytes(b"\x00" * 8, "big"),
+        int.__new__(int, 42),
+        int.from_bytes(b"\x00\x03", "big"),
+        int.from_bytes(b"\xff", byteorder="big", signed=True),
+        float.fromhex("0x1.ffffp10"),
+        float.hex(1.5),
+    )
+
+
+_FROZEN_KEYS = {frozenset({0}): {frozenset({0}): 1}}
+
+
+@program(lambda: torch.ones(3))
+def frozenset_keys_of_global_dict(x):
+    return x + _FROZEN_KEYS[frozenset({0})][frozenset({0})]
+
+
+@program()
+def class_statement_in_frame(x):
+    x = x + 1
+
+    class Local:
+        pass
+
+    return x.sin()
+
+
+@program(r(3, 3))
+def requires_grad_set_on_input_then_read(x):
+    x.requires_grad_()
+    if x.requires_grad:
+        return x * 2
+    return x + 1
+
+
+@program(lambda: torch.randn(3, 3, requires_grad=True))
+def detach_in_place_on_intermediate(x):
+    y = x * 2
+    y.detach_()
+    return y + 1, y.requires_grad, y.grad_fn is None
+
+
+@program(r(3, 3))
+def requires_grad_set_on_intermediate(x):
+    a = x.sin()
+    b = a.cos()
+    b.requires_grad_()
+    return b
+
+
 # ===== tests ==============================================================================
 @pytest.mark.parametrize("name", _with_xfails(PROGRAMS))
 def test_misc_part_program_like_torch(name):
