@@ -1839,6 +1839,227 @@ def requires_grad_set_on_intermediate(x):
     return b
 
 
+# ===== part 4: subclasses, id guards, sets, mutations inlined, side effects at breaks =====
+class _Named:
+    def __init__(self, name):
+        self.name_ = name
+
+
+class _NamedChild(_Named):
+    pass
+
+
+@program()
+def subclasses_of_class_listed(x):
+    subs = _Named.__subclasses__()
+    return x + len(subs), subs[0] is _NamedChild, subs[0].__subclasses__()
+
+
+def _another():
+    pass
+
+
+@program()
+def str_of_user_function(x):
+    return x + 1, "_another" in str(_another)
+
+
+@program(lambda: torch.randn(4, 16, 1, 8))
+def repeat_interleave_int_repeats(x):
+    x = x + 1
+    x = torch.repeat_interleave(x, 2, 3)
+    return x + 1
+
+
+@program(lambda: torch.randn(4, 16, 1, 8))
+def repeat_interleave_tensor_repeats(x):
+    x = x + 1
+    x = torch.repeat_interleave(x, torch.tensor(2), 3)
+    return x + 1
+
+
+class _IdA:
+    pass
+
+
+class _IdB:
+    pass
+
+
+@program(r(3), sequence(const(_IdA), const(_IdA), const(_IdB)))
+def id_of_class_argument(x, y):
+    return x + id(y) // 100000 % 7
+
+
+@stateful
+def id_of_self_compared_with_argument():
+    class Holder:
+        def call(self, x, ref_id):
+            if id(self) == ref_id:
+                return torch.mul(x, 1.0)
+            return torch.mul(x, 0)
+
+    first, second = Holder(), Holder()
+    objects = iter([first, first, second])
+    return {
+        "fn": lambda obj, x, ref: obj.call(x, ref),
+        "args": lambda: (next(objects), torch.ones(2), id(first)),
+        "calls": 3,
+    }
+
+
+@stateful
+def id_of_module_tensor_attribute():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.y1 = torch.ones(2)
+            self.y2 = torch.zeros(2)
+
+        def forward(self, x, ref_id):
+            if ref_id == id(self.y1):
+                return torch.mul(x, self.y1)
+            return torch.mul(x, self.y2)
+
+    m = M()
+    refs = iter([id(m.y1), id(m.y2)])
+    return {"fn": m, "args": lambda: (torch.ones(2), next(refs))}
+
+
+def _jumps_on_tensor(value):
+    if value == 0:
+        return value + 1
+    return value + 2
+
+
+@program(sequence(const(torch.tensor([1.0])), const(torch.tensor([0.0]))))
+def callee_branching_on_tensor_condition(x):
+    return _jumps_on_tensor(x)
+
+
+@program(r(3))
+def set_discard_present_and_absent(y):
+    x = set(["bar"])  # noqa: C405
+    x.discard("bar")
+    x.discard("foo")
+    return y + len(x)
+
+
+@stateful
+def outside_set_updated_from_map():
+    numbers = set()
+
+    def fn(x, int_set, int_list):
+        int_set.update(map(int, int_list))
+        return x + 1
+
+    return {
+        "fn": fn,
+        "args": lambda: (torch.ones(1), numbers, [1, 2, 1]),
+        "state": lambda fn: sorted(numbers),
+    }
+
+
+_FUNCS = frozenset([torch.add])
+
+
+@program(r(1), sequence(const(torch.add), const(torch.mul)))
+def torch_function_in_frozenset(x, func):
+    if func in _FUNCS:
+        x = torch.add(x, 1.0)
+    return torch.mul(x, 1.0)
+
+
+def _appends(x):
+    x.append(torch.ones(8))
+    return x
+
+
+@program()
+def list_mutated_in_callee(y):
+    x = [torch.ones(6) + y.sum()]
+    _appends(x)
+    return x
+
+
+def _pops_into(d):
+    d["c"] = d["a"] + d.pop("b")
+    return d
+
+
+@program(r(5))
+def dict_mutated_in_callee(y):
+    d = {"a": torch.ones(5), "b": y}
+    _pops_into(d)
+    return d
+
+
+@stateful
+def dict_argument_cleared():
+    inp = {"a": torch.randn(2, 2), "b": torch.randn(2, 2)}
+
+    def fn(d):
+        d.clear()
+        return d
+
+    return {"fn": fn, "args": lambda: (inp,), "state": lambda fn: len(inp)}
+
+
+@stateful
+def module_dict_attribute_cleared():
+    class MyMod(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = {"a": torch.randn(2, 2), "b": torch.randn(2, 2)}
+
+        def forward(self, x):
+            self.a.clear()
+            return self.a, x + 1
+
+    m = MyMod()
+    return {"fn": m, "args": lambda: (torch.ones(1),), "state": lambda fn: len(m.a)}
+
+
+def _f1(x, y):
+    x.append(torch.tensor([1.1]))
+    y.append(torch.tensor([1.2]))
+    return x, y
+
+
+def _f2(x, y):
+    x.append(torch.tensor([2.1]))
+    y.append(torch.tensor([2.2]))
+    _f1(x, y)
+    return x, y
+
+
+@program()
+def lists_mutated_through_nested_callees(z):
+    x = [torch.tensor([4.1]) + z.sum()]
+    x.append(torch.tensor([3.1]))
+    y = [torch.tensor([3.2])]
+    _f2(x, y)
+    return x, y
+
+
+@program(lambda: torch.rand(2, 2, 2, 2, 2, 2))
+def list_extended_by_generator_over_dims(x):
+    perm = [0, 3, 5]
+    perm = list(range(min(perm))) + perm
+    perm.extend(i for i in range(x.dim()) if i not in perm)
+    return perm, x.permute(perm)
+
+
+@program(r(3))
+def list_mutated_around_item_breaks(x):
+    items = [x]
+    items.append(x + 1)
+    items[0].sum().item()
+    res = items.pop()
+    res.sum().item()
+    return res, len(items)
+
+
 # ===== tests ==============================================================================
 @pytest.mark.parametrize("name", _with_xfails(PROGRAMS))
 def test_misc_part_program_like_torch(name):
