@@ -85,6 +85,10 @@ XFAILS = {
         "an f-string of dataclass objects made in the frame: their generated __repr__ is "
         "not traced (the frame runs eagerly; torch.compile 1 graph)"
     ),
+    "tensor_of_list_of_zero_dim_tensor": (
+        "torch.tensor([t]) of a 0-d tensor: capture's fake values cannot run it and the "
+        "frame runs eagerly (torch.compile: one node of its torch._refs.tensor)"
+    ),
     "class_dict_through_type_descriptor": (
         "a class's __dict__ mappingproxy read by len() or [] breaks (its keys are not "
         "guarded; torch.compile 1 graph)"
@@ -2058,6 +2062,98 @@ def list_mutated_around_item_breaks(x):
     res = items.pop()
     res.sum().item()
     return res, len(items)
+
+
+@program(r(5, 6), r(5, 6))
+def dict_popped_around_item_breaks(a, b):
+    d = {"a": a + 1, "b": b + 2}
+    x = d.pop("b")
+    x.sum().item()
+    y = d["a"] + x
+    y.sum().item()
+    d["c"] = y
+    return d
+
+
+@stateful
+def outside_list_appended():
+    items = []
+
+    def fn(x, lst):
+        lst.append(x + 1)
+        return x * 2
+
+    return {"fn": fn, "args": lambda: (torch.tensor([5.0]), items), "state": lambda fn: items}
+
+
+@program(lambda: torch.tensor([2.3]))
+def list_append_result_is_none(x):
+    alist = []
+    blist = alist.append(x + 1)
+    return alist, blist
+
+
+def _returns_nothing(x):
+    return
+
+
+@program(lambda: torch.ones(3))
+def callee_returning_none_compared(x):
+    x = x + 1
+    if _returns_nothing(x) is None:
+        return x + 2
+    return x + 4
+
+
+@program(lambda: torch.tensor(20))
+def tensor_of_list_of_zero_dim_tensor(x):
+    return torch.tensor([x], dtype=torch.int64)
+
+
+@program(
+    sequence(const(torch.float32), const(torch.float64)),
+    sequence(const(torch.FloatTensor), const(torch.DoubleTensor)),
+)
+def legacy_tensor_type_isinstance(dtype, tensor_type):
+    x = torch.empty(4, dtype=dtype).fill_(1)
+    assert isinstance(x, tensor_type)  # noqa: S101
+    return x
+
+
+@program(r(4), const(float("nan")))
+def nan_float_argument(x, n):
+    return x * 2 + n
+
+
+class _Config:
+    def __repr__(self):
+        return "Config()"
+
+
+@program(r(2, 2), _Config)
+def repr_of_user_object_argument(x, config):
+    return x * len(repr(config))
+
+
+@program(lambda: torch.rand(3, 5), const("mean"))
+def functional_reduction_enum(loss, reduction):
+    reduction_enum = torch.nn.functional._Reduction.get_enum(reduction)
+    if reduction_enum == 0:
+        return loss
+    if reduction_enum == 1:
+        return loss.mean()
+    return loss.sum()
+
+
+@program(r(3, 5), lambda: torch.empty(3, dtype=torch.long).random_(5))
+def cross_entropy_loss_label_smoothing(x, target):
+    loss = torch.nn.CrossEntropyLoss(reduction="none", label_smoothing=0.5)
+    return loss(x, target)
+
+
+@program(r(4, 4), lambda: torch.tensor(0.5, dtype=torch.float64))
+def foreach_with_tensor_scalar(a, val):
+    return torch._foreach_add([a], 1 - val), torch._foreach_mul([a], 1 - val)
 
 
 # ===== tests ==============================================================================
