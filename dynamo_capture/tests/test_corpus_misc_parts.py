@@ -1,5 +1,6 @@
-"""Constructs of pytorch's test/dynamo test_misc.py (its parts 1 to 8) not probed by the
-other corpus files: metaclasses with `__instancecheck__`, `__new__` returning another
+"""Constructs of pytorch's test/dynamo test_misc.py (its parts 4 to 8) not probed by the
+other corpus files: `__subclasses__`, `id()` guards, sets and lists mutated in callees
+and around breaks, metaclasses with `__instancecheck__`, `__new__` returning another
 type, lists aliased by `*`, the default generator's state saved and restored across a
 break, distributions' lazy properties, recompiles on ints, sizes, lists of ints, types
 used as dict keys and class attributes read through `super()`, typing.cast, complex
