@@ -18,6 +18,7 @@ the stateful ones also leave eager's state (`check_program_like_torch`).
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import functools
 import inspect
@@ -2155,6 +2156,192 @@ def cross_entropy_loss_label_smoothing(x, target):
 @program(r(4, 4), lambda: torch.tensor(0.5, dtype=torch.float64))
 def foreach_with_tensor_scalar(a, val):
     return torch._foreach_add([a], 1 - val), torch._foreach_mul([a], 1 - val)
+
+
+# ===== part 3: out= resizing, __new__ chains, MRO, flags, wraps, deepcopy ===============
+@program(r(2, 3), r(4))
+def out_argument_resized(x, y):
+    return torch.cosh(x, out=y) + 1
+
+
+@program(lambda: {"input": torch.randn(2), "vec2": torch.randn(1), "out": torch.empty(2, 1)})
+def outer_with_out_in_keyword_dict(inputs):
+    return torch.outer(**inputs).clone()
+
+
+def _mv_into(a, b, c):
+    torch.mv(b, c, out=a)
+    return a
+
+
+@program(lambda: torch.empty(0), lambda: torch.ones(3, 3), lambda: torch.ones(3))
+def mv_out_into_empty_through_function_argument(a, b, c):
+    return _mv_into(a, b, c)
+
+
+class _NewSuper:
+    def __new__(cls):
+        return super().__new__(cls)
+
+    def __init__(self):
+        self.c = 5
+
+    def run(self, x):
+        return x * self.c
+
+
+@program(r(4))
+def dunder_new_calling_super_new(x):
+    return _NewSuper().run(x)
+
+
+class _Vehicle:
+    def __new__(cls, *args, **kwargs):
+        return super(_Vehicle, cls).__new__(cls)  # noqa: UP008
+
+    def __init__(self, make, year):
+        self.make = make
+        self.year = year
+
+
+class _Car(_Vehicle):
+    def __new__(cls, *args, **kwargs):
+        return super(_Car, cls).__new__(cls)  # noqa: UP008
+
+    def __init__(self, make, year, doors):
+        super(_Car, self).__init__(make, year)  # noqa: UP008
+        self.doors = doors
+
+    def run(self, x):
+        return torch.sin(x) * self.doors + self.year
+
+
+@program(r(4))
+def dunder_new_chain_with_explicit_super(x):
+    return _Car("Tesla", 2022, 4).run(x)
+
+
+class _Made:
+    def __new__(cls):
+        instance = object.__new__(cls)
+        instance.a = 3
+        return instance
+
+    def __init__(self):
+        self.a = 5
+
+    def run(self, x):
+        return torch.sin(x) * self.a
+
+
+class _MakesOther:
+    def __new__(cls):
+        instance = object.__new__(_Made)
+        instance.a = 7
+        return instance
+
+    def __init__(self):
+        self.a = 11
+
+
+@program(r(4))
+def dunder_new_returning_instance_of_other_class(x):
+    return _MakesOther().run(x), _Made().a
+
+
+class _Base1:
+    def __new__(cls):
+        return super().__new__(cls)
+
+    def __init__(self):
+        super().__init__()
+        if not hasattr(self, "base2"):
+            raise ValueError("Wrong MRO tracing")
+        self.base1 = 3
+
+
+class _Base2:
+    def __new__(cls):
+        return super().__new__(cls)
+
+    def __init__(self):
+        super().__init__()
+        self.base2 = 5
+
+
+class _Derived(_Base1, _Base2):
+    def __new__(cls):
+        return super().__new__(cls)
+
+    def __init__(self):
+        super().__init__()
+        self.derived = 7
+
+
+@program(r(4))
+def multiple_inheritance_init_chain(x):
+    o = _Derived()
+    return o.base1 * o.base2 * o.derived * x
+
+
+class _ModuleA(torch.nn.Module):
+    pass
+
+
+class _ModuleB(_ModuleA):
+    pass
+
+
+@program(r(2, 3), _ModuleB)
+def class_in_type_mro(x, mod):
+    if _ModuleA in type(mod).__mro__:
+        return x + 1
+    return x - 1
+
+
+@program(r(2, 3))
+def class_flags_tested(x):
+    mapping = 1 << 6  # Py_TPFLAGS_MAPPING
+    if dict.__flags__ & mapping and not list.__flags__ & mapping:
+        return x + 1
+    return x - 1
+
+
+@program(r(3, 3), r(3, 3))
+def nested_functools_wraps(x, y):
+    def nested_call(x, y):
+        def mul(x, y):
+            return x * y
+
+        @functools.wraps(mul)
+        def double_nested_call(x, y):
+            return mul(x, y)
+
+        return double_nested_call(x, y), double_nested_call.__name__
+
+    return nested_call(x, y)
+
+
+_MY_DICT = {"a": 1, "b": 2.0, "c": None}
+_NESTED = {"a": {"b": 1.0}, "c": [2.0, 3.0]}
+
+
+@program(r(4))
+def id_of_global_dict_as_key(x):
+    memo = {}
+    memo[id(_MY_DICT)] = True
+    if id(_MY_DICT) in memo:
+        return x + 1.0
+    return x + 2.0
+
+
+@program(r(4))
+def deepcopy_of_global_containers(x):
+    d = copy.deepcopy(_MY_DICT)
+    d["b"] = 3.0
+    n = copy.deepcopy(_NESTED)
+    n["c"][0] = 9.0
+    return x + d["b"] + n["a"]["b"] + n["c"][0], _NESTED["c"][0]
 
 
 # ===== tests ==============================================================================
