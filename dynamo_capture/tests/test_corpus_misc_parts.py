@@ -91,6 +91,11 @@ XFAILS = {
         "torch.tensor([t]) of a 0-d tensor: capture's fake values cannot run it and the "
         "frame runs eagerly (torch.compile: one node of its torch._refs.tensor)"
     ),
+    "closure_written_after_data_branch": (
+        "a data-dependent branch in a frame whose locals are cells (a closure writes "
+        "one): the frame is cut before the `if`, its test run eagerly (torch.compile "
+        "computes it in the graph before: 2 ops more)"
+    ),
     "class_dict_through_type_descriptor": (
         "a class's __dict__ mappingproxy read by len() or [] breaks (its keys are not "
         "guarded; torch.compile 1 graph)"
@@ -2342,6 +2347,197 @@ def deepcopy_of_global_containers(x):
     n = copy.deepcopy(_NESTED)
     n["c"][0] = 9.0
     return x + d["b"] + n["a"]["b"] + n["c"][0], _NESTED["c"][0]
+
+
+@dataclasses.dataclass
+class _Settable:
+    x: torch.Tensor
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenSettable:
+    x: torch.Tensor
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenPostInit:
+    x: torch.Tensor
+
+    def __post_init__(self):
+        object.__setattr__(self, "y", self.x + 2)
+
+
+@program(r(10))
+def object_setattr_on_dataclasses(x):
+    a = _Settable(x)
+    object.__setattr__(a, "x", x + 2)
+    c = _FrozenSettable(x)
+    object.__setattr__(c, "x", x + 3)
+    d = _FrozenPostInit(x)
+    return a, c, d, d.y
+
+
+@stateful
+def thread_local_attribute_written():
+    import threading
+
+    loc = threading.local()
+
+    def fn(x, store):
+        store.x = x
+        return x + 1
+
+    return {"fn": fn, "args": lambda: (torch.ones(2, 2), loc), "state": lambda fn: loc.x}
+
+
+class _Base5:
+    def __init__(self, x):
+        self.x = x
+
+
+class _Derived5(_Base5):
+    def __init__(self, x):
+        super().__init__(x)
+        self.y = x * 2
+
+
+# `obj.__class__ = ...` breaks, as in torch.compile (capture read isinstance() of the
+# object as its old class before: a silent wrong result)
+@program(lambda: torch.ones(1))
+def class_of_object_reassigned(x):
+    obj = _Base5(5)
+    obj.__class__ = _Derived5
+    return x + 1, isinstance(obj, _Derived5), hasattr(obj, "y")
+
+
+@stateful
+def class_of_argument_reassigned():
+    def fn(x, obj):
+        obj.__class__ = _Derived5
+        return x + 1, isinstance(obj, _Derived5), type(obj).__name__
+
+    return {"fn": fn, "args": lambda: (torch.ones(1), _Base5(1))}
+
+
+class _MetaPlain(type):
+    pass
+
+
+class _Plain1:
+    pass
+
+
+class _Plain2(metaclass=_MetaPlain):
+    pass
+
+
+@program(r(3), sequence(const(_Plain1), const(_Plain2)))
+def isinstance_of_classes_passed_as_values(x, c):
+    if isinstance(c, _Plain1):
+        return x + 1
+    if isinstance(c, _Plain2):
+        return x + 2
+    return x + 3
+
+
+class _MetaCoeff(type):
+    pass
+
+
+class _WithCoeff(metaclass=_MetaCoeff):
+    coeff = 4
+
+    @classmethod
+    def add(cls, x):
+        return x + 1
+
+
+class _WithCoeffChild(_WithCoeff):
+    @classmethod
+    def add(cls, x):
+        breaker()
+        return x + super().add(x) + super().coeff
+
+
+@program(r(3), _WithCoeffChild)
+def super_classmethod_after_break_with_metaclass(x, obj):
+    return x + obj.add(x)
+
+
+class _Val:
+    def __init__(self, val):
+        super().__init__()
+        self.val = val
+
+    def __add__(self, other):
+        return _Val(self.val + other.val)
+
+    def __mul__(self, other):
+        return _Val(self.val * other.val)
+
+    def __truediv__(self, other):
+        return _Val(self.val / other.val)
+
+    def __sub__(self, other):
+        return _Val(self.val - other.val)
+
+
+@program(r(3), r(3), r(3))
+def user_arithmetic_dunders(a, b, c):
+    return (_Val(a) + _Val(b) * _Val(c) / _Val(a) - _Val(b)).val
+
+
+def _make_counter():
+    x = torch.ones(10)
+
+    def counter():
+        nonlocal x
+        x = x + 1
+        return x
+
+    return counter
+
+
+# a counter closure is an argument here: each side (eager, ember, torch.compile) makes its own
+@stateful
+def closure_counter_argument_called_twice():
+    counter = _make_counter()
+    return {
+        "fn": lambda c: c() + c(),
+        "args": lambda: (counter,),
+        "state": lambda fn: counter(),
+    }
+
+
+_CELL_FLOAT = 0.25
+_CELL_TENSOR = torch.rand(3, 3)
+
+
+def _cell_direct():
+    def inner():
+        return _CELL_FLOAT + 1, _CELL_TENSOR + 3
+
+    return inner()
+
+
+@program()
+def globals_read_in_nested_closure(x):
+    a, b = _cell_direct()
+    return x + a, b
+
+
+@program()
+def closure_written_after_data_branch(y):
+    x = torch.zeros(1) + y.sum() * 0
+
+    def subfunc():
+        x[0] = backup
+
+    if x[0] >= -1e5:
+        pass
+    backup = 1
+    subfunc()
+    return x
 
 
 # ===== tests ==============================================================================

@@ -1087,6 +1087,11 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
 
     raw: object.__setattr__ itself (skips a Python __setattr__ of the class).
     """
+    if name == "__class__":
+        # NOTE: capture reads an object's class from its value (isinstance, type(),
+        # methods, guards); a class changed in the frame would leave those reads stale
+        # (as torch.compile, the write breaks the graph)
+        raise Unsupported("assigning an object's __class__")
     if isinstance(target, PythonValue) and any(target.obj is cls for cls in tx.ctx.classes_made):
         raise Unsupported(f"writing .{name} of a class made by type() in the frame")
     if tx.ctx.reading_ahead is not None:
