@@ -1,5 +1,6 @@
-"""Constructs of pytorch's test/dynamo test_misc.py (its parts 4 to 8) not probed by the
-other corpus files: `__subclasses__`, `id()` guards, sets and lists mutated in callees
+"""Constructs of pytorch's test/dynamo test_misc.py (its parts 3 to 8) not probed by the
+other corpus files: `out=` resizing, `__new__` chains, `obj.__class__ = ...`,
+`object.__setattr__` on frozen dataclasses, `__subclasses__`, `id()` guards, sets and lists mutated in callees
 and around breaks, metaclasses with `__instancecheck__`, `__new__` returning another
 type, lists aliased by `*`, the default generator's state saved and restored across a
 break, distributions' lazy properties, recompiles on ints, sizes, lists of ints, types
