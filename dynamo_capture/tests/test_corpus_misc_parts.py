@@ -2541,6 +2541,153 @@ def closure_written_after_data_branch(y):
     return x
 
 
+_FREE_X = 10
+
+
+def _make_reader():
+    def func():
+        return _FREE_X
+
+    return func
+
+
+@program(lambda: torch.ones(1))
+def free_variable_and_local_of_same_name(t):
+    _FREE_X = 0  # noqa: N806 - a local named as the global the callee reads
+    func = _make_reader()
+    return t + 1, _FREE_X, func()
+
+
+# torch.compile runs this frame eagerly (0 graphs); capture compiles it, recompiling
+# as the counter's cell (read by `x += 1`) holds another int
+@stateful_eager
+def cells_written_across_frames():
+    x = 0
+
+    def inc_x():
+        nonlocal x
+        x += 1
+
+    class Obj:
+        def inc_then_read(self, fn):
+            fn()
+            return x
+
+    def root(t):
+        obj = Obj()
+        return t + 1, obj.inc_then_read(inc_x)
+
+    return {"fn": root, "args": lambda: (torch.zeros(1),), "state": lambda fn: x}
+
+
+@stateful
+def cell_set_through_setter_with_shadowed_name():
+    x = 0
+    y = x
+
+    def make_get_set():
+        x = y
+
+        def set_x(v):
+            nonlocal x
+            x = v
+
+        def get_x():
+            return x
+
+        return get_x, set_x
+
+    get_x, set_x = make_get_set()
+
+    def fn(t):
+        set_x(42)
+        return t + x
+
+    return {"fn": fn, "args": lambda: (torch.ones(1),), "state": lambda fn: (get_x(), x)}
+
+
+@program(lambda: torch.ones(10))
+def input_rebound_then_closed_over(x):
+    x = x.cos()
+
+    def inner():
+        return x.sin()
+
+    return inner()
+
+
+_T = typing.TypeVar("_T")
+
+
+@program(r(3))
+def typevar_annotated_callees(x):
+    def sumt(y: torch.Tensor) -> torch.Tensor:
+        return torch.sum(y)
+
+    def foo(c: typing.Callable[[_T], _T], y: _T) -> _T:
+        return c(y)
+
+    return foo(sumt, x)
+
+
+@program(r(3))
+def jit_annotate_of_typed_dicts(x):
+    a = torch.jit.annotate(typing.Dict[str, typing.Optional[torch.Tensor]], {})  # noqa: UP006, UP045
+    b = torch.jit.annotate(dict[str, torch.Tensor | None], {})
+    return a, b, x + 1
+
+
+@program(lambda: torch.randn(100))
+def view_to_size_unpacked(x):
+    output_size = torch.Size([10, 10])
+    return x.view(*output_size), torch.Size([10, 8]).numel(), x.size().numel()
+
+
+@program(lambda: torch.zeros(()))
+def type_of_shape_compared(x):
+    return x + (type(x.shape) == torch.Size)  # noqa: E721
+
+
+@program(lambda: torch.empty([4, 9, 8]), sequence(const(1), const(-2)))
+def size_and_stride_by_keyword(x, dim):
+    return x.size(dim=dim), x.stride(dim=dim), x + 0
+
+
+@program(r(2, 3, 4))
+def shape_indexed_by_zero_dim_tensor(x):
+    idx = torch.tensor(1)
+    dim_size = x.shape[idx]
+    return x.reshape(-1, dim_size)
+
+
+@program(r(2, 3, 4))
+def shape_indexed_by_tensor_of_two(x):
+    idx = torch.tensor([1, 1])
+    try:
+        dim_size = x.shape[idx]
+        return x * dim_size
+    except TypeError:
+        return x.sum()
+
+
+@program(r(10), lambda: torch.Generator())
+def generator_argument_seeded(x, gen):
+    gen.manual_seed(3)
+    return x + 1, torch.rand(2, generator=gen)
+
+
+@program(r(10))
+def default_generator_initial_seed(x):
+    return x + 1, torch.default_generator.initial_seed()
+
+
+@program(sequence(r(10), const(4)))
+def is_tensor_like_of_tensor_and_int(x):
+    if torch.overrides.is_tensor_like(x):
+        return (x * 2,)
+    return (torch.ones(10) + x,)
+
+
 # ===== tests ==============================================================================
 @pytest.mark.parametrize("name", _with_xfails(PROGRAMS))
 def test_misc_part_program_like_torch(name):

@@ -187,7 +187,7 @@ def store_deref(tx: Translator, inst: Instruction) -> None:
     value = tx.pop()
     if inst.argval in tx.code.co_freevars:  # a cell of an enclosing function
         check_side_effect(tx, f"the assignment of the closure variable {inst.argval!r}")
-    cell = tx.cell(inst.argval)
+    cell = tx.cell(inst.argval, read=False)
     if isinstance(value, TensorValue):
         name_stored_node(value.node, inst.argval, tx.ctx.named_nodes)
     if cell.source is not None:
