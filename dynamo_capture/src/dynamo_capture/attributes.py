@@ -759,6 +759,14 @@ def _torch_defines(cls: type, name: str) -> bool:
     return False
 
 
+def _torch_class_setting(cls: type, static: Any) -> bool:
+    """Whether a class attribute torch defines is a setting its functions change
+    (Distribution._validate_args, set by set_default_validate_args): a constant on a
+    class other than a module's, guarded like a user class's constant. A module's
+    class constants (`_version`, `call_super_init`) are fixed, as its methods are."""
+    return is_constant(static) and not issubclass(cls, torch.nn.Module)
+
+
 def _in_class_dicts(cls: type, name: str) -> bool:
     """Whether `name` is found in the class or its bases, not only on its metaclass."""
     return any(name in vars(klass) for klass in cls.__mro__)
@@ -771,7 +779,7 @@ def _guard_class_attribute(tx: Translator, cls: type, name: str, static: Any) ->
     classmethod a new bound method each time (its `__func__` is compared), a
     property the property. Other descriptors are left to the guards of their results.
     """
-    if _torch_defines(cls, name):
+    if _torch_defines(cls, name) and not _torch_class_setting(cls, static):
         return  # torch's own methods (nn.Module.named_modules, ...): fixed, not guarded
     if isinstance(cls, type) and not _in_class_dicts(cls, name):
         # found on the metaclass: read through the class, a function binds to it and a
@@ -843,7 +851,7 @@ def _super_attr(tx: Translator, value: SuperValue, name: str) -> Value:
         if isinstance(attr, types.FunctionType):
             return MethodValue(PythonValue(attr), self_value)
         if name == "__init__" and klass is object:
-            return PythonValue(_object_init)
+            return MethodValue(PythonValue(_object_init), self_value)
         if name == "__getattribute__" and klass is object and _raw_readable(self_value):
             return MethodValue(PythonValue(super_getattribute), self_value)
         if isinstance(attr, types.WrapperDescriptorType | types.MethodDescriptorType):
@@ -1085,6 +1093,11 @@ def set_attr(tx: Translator, target: Value, name: str, value: Value, *, raw: boo
 
     raw: object.__setattr__ itself (skips a Python __setattr__ of the class).
     """
+    if name == "__class__":
+        # NOTE: capture reads an object's class from its value (isinstance, type(),
+        # methods, guards); a class changed in the frame would leave those reads stale
+        # (as torch.compile, the write breaks the graph)
+        raise Unsupported("assigning an object's __class__")
     if isinstance(target, PythonValue) and any(target.obj is cls for cls in tx.ctx.classes_made):
         raise Unsupported(f"writing .{name} of a class made by type() in the frame")
     if tx.ctx.reading_ahead is not None:

@@ -143,6 +143,57 @@ def _is_exporting(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -
     return PythonValue(False)
 
 
+@handles(builtins.hash)
+def _hash(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """hash() of an object made in the frame whose class defines `__hash__` in Python (a
+    frozen dataclass's, over its fields), or of a tuple holding such objects: the methods
+    traced, their results checked as eagerly (ints); else folded on a constant."""
+    if len(args) == 1 and not kwargs and _hashed_by_python(args[0]):
+        return PythonValue(_hash_of(tx, args[0]))
+    return call_c_function(tx, builtins.hash, args, kwargs)
+
+
+class _HashedAs:
+    """A stand-in hashing as a value already hashed: a tuple of them hashes as the tuple
+    of the values (a tuple's hash combines its items' hashes alone)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return self.value
+
+
+def _hashed_by_python(value: Value) -> bool:
+    if isinstance(value, ObjectValue):
+        return isinstance(getattr(value.cls, "__hash__", None), types.FunctionType)
+    if isinstance(value, TupleValue) and value.cls is tuple:
+        return any(_hashed_by_python(item) for item in value.items)
+    return False
+
+
+def _hash_of(tx: Translator, value: Value) -> int:
+    from dynamo_capture.calls import call
+
+    if isinstance(value, TupleValue) and value.cls is tuple:
+        return hash(tuple(_HashedAs(_hash_of(tx, item)) for item in value.items))
+    if not (isinstance(value, ObjectValue) and _hashed_by_python(value)):
+        try:
+            return hash(as_constant(value))
+        except NotConstant as error:
+            raise Unsupported("hash() on values known only when it runs") from error
+    result = call(tx, PythonValue(value.cls.__hash__), [value], {})
+    try:
+        number = as_constant(result)
+    except NotConstant as error:
+        raise Unsupported("hash() whose __hash__ gives a value known only when it runs") from error
+    if not isinstance(number, int):
+        raise raised_by_python(TypeError("__hash__ method should return an integer"))
+    return hash(number)
+
+
 @handles(builtins.len)
 def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     from dynamo_capture.calls import call

@@ -322,6 +322,11 @@ def _call_cut_in_loops(tx: Translator) -> bool:
     return _loop_iterators_handed_on(tx) == "hand"
 
 
+# two-operand instructions running a user's method (its operands below it on the stack):
+# a break inside the method cuts at the instruction, as at a call
+_USER_DUNDER_OPS = ("BINARY_SUBSCR", "COMPARE_OP")
+
+
 def call_cut(tx: Translator, in_loops: bool = False) -> tuple[int, int, int, int] | None:
     """Where the failing call's instruction sequence starts, when it can be a cut.
 
@@ -340,13 +345,13 @@ def call_cut(tx: Translator, in_loops: bool = False) -> tuple[int, int, int, int
         depth = trace[-1][1] - (inst.arg or 0) - 2
     elif inst.opname == "CALL_FUNCTION_EX":  # NULL, callable, args tuple[, kwargs dict]
         depth = trace[-1][1] - 3 - ((inst.arg or 0) & 1)
-    elif inst.opname == "BINARY_SUBSCR":  # a user `__getitem__` that broke: container, key
+    elif inst.opname in _USER_DUNDER_OPS:  # a user `__getitem__` / `__eq__` that broke
         depth = trace[-1][1] - 2
     else:
         return None
     if depth < 0:
         return None
-    receiver_cut = _receiver_cut(tx, depth) if inst.opname != "BINARY_SUBSCR" else None
+    receiver_cut = _receiver_cut(tx, depth) if inst.opname not in _USER_DUNDER_OPS else None
     if receiver_cut is not None:
         return receiver_cut
     for offset, before in reversed(trace[:-1]):
@@ -968,9 +973,10 @@ def capture_frame(
                 located.branch_jump = tx.current.offset  # resumed at either of its targets
             located.call_cut_in_loops = _call_cut_in_loops(tx)
             located.call_cut = call_cut(tx, located.call_cut_in_loops)
-            if tx.current.opname == "BINARY_SUBSCR" and not (error.callee or error.eager_call):
-                # cut there: a break inside a user `__getitem__`, or a subscript of an
-                # object of a type capture does not model (values.EAGER_BUILTIN_TYPES)
+            if tx.current.opname in _USER_DUNDER_OPS and not (error.callee or error.eager_call):
+                # cut there: a break inside a user `__getitem__` or comparison method,
+                # or a subscript of an object of a type capture does not model
+                # (values.EAGER_BUILTIN_TYPES)
                 located.call_cut = None
             calls = tx.current.opname in (*_CALLS, "CALL_FUNCTION_EX")
             if calls and isinstance(tx.calling, FunctionValue) and error.callee is not None:
@@ -1386,7 +1392,7 @@ class OutputPlan:
             self._named[id(value)] = (value, made)
             attrs = ", ".join(f"{name!r}: {self.expr(item)}" for name, item in value.attrs.items())
             if attrs:
-                self.prelude.append(f"{made}.__dict__.update({{{attrs}}})")
+                self.prelude.append(f"___set_attributes({made}, {{{attrs}}})")
             return made
         if isinstance(value, ContextValue):
             return self._context(value)
@@ -1768,8 +1774,23 @@ def _make_function(
 
 def _build_object(cls: type, attrs: dict[str, Any]) -> Any:
     instance = object.__new__(cls)
-    instance.__dict__.update(attrs)
+    _set_attributes(instance, attrs)
     return instance
+
+
+def _set_attributes(instance: Any, attrs: dict[str, Any]) -> None:
+    """The attributes of an object rebuilt after a graph, set without its __setattr__."""
+    state = getattr(instance, "__dict__", None)
+    for name, value in attrs.items():
+        if state is not None and not _slot_of(type(instance), name):
+            state[name] = value
+        else:  # a slot (a dataclass with slots=True, frozen or not): its descriptor sets it
+            object.__setattr__(instance, name, value)
+
+
+def _slot_of(cls: type, name: str) -> bool:
+    """Whether `name` is a slot of `cls` or one of its bases."""
+    return any(name in getattr(klass, "__slots__", ()) for klass in cls.__mro__)
 
 
 def _list_subclass_new(cls: type, items: list[Any], attrs: dict[str, Any]) -> list[Any]:
@@ -1989,6 +2010,7 @@ def make_entry(parts: Any, guards: CompiledGuards, compiled: Any) -> CompiledEnt
         "___compiled": compiled,
         "___k": parts.constants,
         "___build_object": _build_object,
+        "___set_attributes": _set_attributes,
         "___grad_context": kept_grad_context,
         "___kept_context": kept_context,
         "___copy_module": copy.deepcopy,

@@ -231,7 +231,10 @@ class Translator:
             "replaced), read by a function capture has no source for: it runs eagerly"
         )
 
-    def cell(self, name: str) -> CellValue:
+    def cell(self, name: str, *, read: bool = True) -> CellValue:
+        """The cell of free or cell variable `name`. `read=False`: for a store, which
+        replaces the contents at once (a real cell's contents are not read, so not
+        guarded: a setter's `nonlocal x; x = v` does not recompile on the old value)."""
         cell = self.cells.get(name)
         if cell is None:
             if name not in self.real_cells:
@@ -243,10 +246,12 @@ class Translator:
             if known is not None:
                 cell = known[1]
             else:
-                try:
-                    contents = self.ctx.wrap(real.cell_contents, source)
-                except ValueError:
-                    contents = None  # empty: reading it fails, a write fills it
+                contents = None  # empty (reading it fails), or a store fills it
+                if read:
+                    try:
+                        contents = self.ctx.wrap(real.cell_contents, source)
+                    except ValueError:
+                        pass
                 cell = CellValue(contents, source)
                 self.ctx.real_cell_values[id(real)] = (real, cell)
             self.cells[name] = cell

@@ -995,7 +995,22 @@ def call_method(
     if table is not None and name in table:
         check_method_arguments(python_type_of(receiver), name, len(args), tuple(kwargs))
         return table[name](tx, receiver, args, kwargs)
+    if name == "__iter__" and _builtin_iterable(receiver):
+        # `s.__iter__()` of a str, tuple, range, ...: the iterator `iter(s)` gives (a
+        # folded call would make a real iterator, whose `next()` capture cannot replay)
+        check_method_arguments(python_type_of(receiver), name, len(args), tuple(kwargs))
+        from dynamo_capture.operations import get_iter
+
+        return get_iter(tx, receiver)
     return _fold_method(tx, receiver, name, args, kwargs)
+
+
+_BUILTIN_ITERABLES = (str, bytes, tuple, list, range, frozenset, set, dict)
+
+
+def _builtin_iterable(receiver: Value) -> bool:
+    """A Python value of a builtin iterable type itself (not a subclass)."""
+    return isinstance(receiver, PythonValue) and type(receiver.obj) in _BUILTIN_ITERABLES
 
 
 _SUBCLASS_VIEWS = ("__len__", "__getitem__", "__iter__")

@@ -187,7 +187,7 @@ def store_deref(tx: Translator, inst: Instruction) -> None:
     value = tx.pop()
     if inst.argval in tx.code.co_freevars:  # a cell of an enclosing function
         check_side_effect(tx, f"the assignment of the closure variable {inst.argval!r}")
-    cell = tx.cell(inst.argval)
+    cell = tx.cell(inst.argval, read=False)
     if isinstance(value, TensorValue):
         name_stored_node(value.node, inst.argval, tx.ctx.named_nodes)
     if cell.source is not None:
@@ -509,16 +509,30 @@ def format_value(tx: Translator, inst: Instruction) -> None:
     tx.push(PythonValue(format(real, spec)))
 
 
+def _built_container(tx: Translator, inst: Instruction, method: str) -> Value:
+    """The list, dict or set a display (`[a, *b]`, `{**d}`) is building, at `inst.arg`
+    below the top. One handed on below a break (`{**f()}` where f breaks: the part
+    resuming gets the `{}` made before as an outside object) is written through its
+    shadow, as a method call on it would be."""
+    from dynamo_capture import side_effects
+
+    target = tx.stack[-inst.arg]
+    if isinstance(target, PythonValue):
+        target = side_effects.for_write(tx, target, method)
+        tx.stack[-inst.arg] = target
+    return target
+
+
 @opcode_handler("LIST_APPEND")
 def list_append(tx: Translator, inst: Instruction) -> None:
     value = tx.pop()
-    tx.stack[-inst.arg].items.append(value)  # type: ignore[attr-defined]
+    _built_container(tx, inst, "append").items.append(value)  # type: ignore[attr-defined]
 
 
 @opcode_handler("LIST_EXTEND")
 def list_extend(tx: Translator, inst: Instruction) -> None:
     values = sequence_items(tx, tx.pop())
-    tx.stack[-inst.arg].items.extend(values)  # type: ignore[attr-defined]
+    _built_container(tx, inst, "extend").items.extend(values)  # type: ignore[attr-defined]
 
 
 @opcode_handler("LIST_TO_TUPLE")
@@ -529,26 +543,29 @@ def list_to_tuple(tx: Translator, inst: Instruction) -> None:
 @opcode_handler("SET_ADD")
 def set_add(tx: Translator, inst: Instruction) -> None:
     value = tx.pop()
-    tx.stack[-inst.arg].items.add(hashable_key(value))  # type: ignore[attr-defined]
+    _built_container(tx, inst, "add").items.add(hashable_key(value))  # type: ignore[attr-defined]
 
 
 @opcode_handler("SET_UPDATE")
 def set_update(tx: Translator, inst: Instruction) -> None:
     values = sequence_items(tx, tx.pop())
-    tx.stack[-inst.arg].items.update(as_constant(v) for v in values)  # type: ignore[attr-defined]
+    target = _built_container(tx, inst, "update")
+    target.items.update(as_constant(v) for v in values)  # type: ignore[attr-defined]
 
 
 @opcode_handler("MAP_ADD")
 def map_add(tx: Translator, inst: Instruction) -> None:
     value = tx.pop()
     key = tx.pop()
-    tx.stack[-inst.arg].items[hashable_key(key)] = value  # type: ignore[attr-defined]
+    target = _built_container(tx, inst, "__setitem__")
+    target.items[hashable_key(key)] = value  # type: ignore[attr-defined]
 
 
 @opcode_handler("DICT_UPDATE", "DICT_MERGE")
 def dict_update(tx: Translator, inst: Instruction) -> None:
     other = tx.pop()
-    tx.stack[-inst.arg].items.update(dict_items(tx, other))  # type: ignore[attr-defined]
+    target = _built_container(tx, inst, "update")
+    target.items.update(dict_items(tx, other))  # type: ignore[attr-defined]
 
 
 @opcode_handler("UNPACK_SEQUENCE")

@@ -958,12 +958,20 @@ def compare_op(tx: Translator, symbol: str, left: Value, right: Value) -> Value:
         handled = operator_override(tx, fn, [left, right])
         if handled is not None:
             return handled
+        if symbol in ("==", "!=") and (_is_none(left) or _is_none(right)):
+            # NOTE: Tensor.__eq__ / __ne__ give NotImplemented for None, and Python then
+            # compares identities: `t == None` is False, `t != None` True, no tensor made
+            return PythonValue(symbol == "!=")
         return tx.ctx.call("call_function", fn, (left, right), {})
     if symbol in ("==", "!=") and _values_view_equality(left, right):
         # NOTE: a values view has no __eq__ of its own: Python compares it by identity
         same = _identical(left, right)
         return PythonValue(same if symbol == "==" else not same)
     return binary_op(tx, fn, left, right)
+
+
+def _is_none(value: Value) -> bool:
+    return isinstance(value, PythonValue) and value.obj is None
 
 
 def _values_view_equality(left: Value, right: Value) -> bool:

@@ -712,11 +712,32 @@ def _call_plan(
         routed = depth - withs - (call.arg or 0) - 1
         if routed - 1 not in nulls:
             return None
+    after, depth_after = _past_discarded_result(insts, jumps, depths, after, depth_after)
     return SplitPlan(
         at, after, body_start, contexts[:withs], contexts[:withs],
         stack=(depth - withs, depth_after - withs), call_args=call_args,
         stack_nulls=nulls, routed=routed,
     )  # fmt: skip
+
+
+def _past_discarded_result(
+    insts: list[dis.Instruction],
+    jumps: list[tuple[int, int]],
+    depths: dict[int, int],
+    after: int,
+    depth_after: int,
+) -> tuple[int, int]:
+    """Where the part after a cut call resumes, and its stack depth there: past the
+    POP_TOP discarding the call's result (`obj.method()` as a statement), which the
+    eager part then drops, so the result is not handed on (nor guarded by the part
+    resuming, as torch.compile's resume function never reads it); else at `after`."""
+    index = next((i for i, inst in enumerate(insts) if inst.offset == after), None)
+    if index is None or index + 1 >= len(insts) or insts[index].opname != "POP_TOP":
+        return after, depth_after
+    past = insts[index + 1].offset
+    if any(dst in (after, past) for _, dst in jumps) or depths.get(past) != depth_after - 1:
+        return after, depth_after
+    return past, depth_after - 1
 
 
 _MIN_ARGUMENT_ROOM = 4  # bytes of argument code: below that they are loads only

@@ -92,6 +92,9 @@ INLINED_TORCH_MODULES = (
     "torch.utils._pytree",
     "torch.nn.utils.clip_grad",
     "torch.utils._foreach_utils",
+    # probability distributions: their classes are made and their methods traced as
+    # user code (argument validation follows Distribution._validate_args, guarded)
+    "torch.distributions",
     # the optimizers' functional updates (adam, _single_tensor_adam, _get_value, ...),
     # traced under `torch.compiler.is_compiling()` as torch.compile traces them
     *OPTIMIZER_MODULES,
