@@ -143,6 +143,11 @@ class CompiledCallable:
         self.resolve_backend = resolve_backend
         # Capture records kept across processes (see `_installed`); None: capture always.
         self.capture_cache = capture_cache
+        # Fingerprints of the capture records this process kept for this function while its
+        # entries stand: their guards are those entries' guards, which just failed at a
+        # miss, so `install` skips them rather than decode them again (cleared whenever an
+        # entry goes).
+        self.kept_records: set[str] = set()
         # A static entry made after the frame's first: its graph runs as captured on its
         # first call, the backend compiles it at its second (see deferred_compile)
         self.defer_recompiles = defer_recompiles
@@ -340,6 +345,7 @@ class CompiledCallable:
             if other is entry or other.eager or not other.check(f_locals, f_globals):
                 continue
             self.entries.remove(entry)
+            self.kept_records.clear()
             entry.compiled.discard()
             self._last_hit = self.entries.index(other)
             if artifact_enabled("recompiles"):
@@ -1354,6 +1360,7 @@ class CompiledCallable:
         """Drop every compiled entry; the next call captures again."""
         self.calls = 0
         self.entries.clear()
+        self.kept_records.clear()
         self._limit_logged = False
         self.code_skipped = False
 

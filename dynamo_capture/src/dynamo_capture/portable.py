@@ -1391,11 +1391,14 @@ class CaptureCache:
                 frame.ctx.shape_env if frame.ctx.symbolic else None,
                 compiled.frame.function.__code__,
             )
-            json.dumps(record)
+            text = json.dumps(record, sort_keys=True)
         except NotPortable as error:
             self.not_portable(compiled, str(error))
             return
         self.keep(compiled, record)
+        kept = getattr(compiled, "kept_records", None)
+        if kept is not None:
+            kept.add(record_fingerprint(text))
 
     def install(
         self, compiled: Any, f_locals: dict[str, Any], f_globals: dict[str, Any], backend: Any
@@ -1405,7 +1408,10 @@ class CaptureCache:
         from dynamo_capture.deferred_compile import DeferredCompile, DeferredParts
         from dynamo_capture.errors import BackendCompilerFailed
 
+        kept = getattr(compiled, "kept_records", None)
         for record in self.records(compiled):
+            if kept and record_fingerprint(json.dumps(record, sort_keys=True)) in kept:
+                continue  # kept by this process: an entry with its guards missed already
             static = record.get("break") is None and record.get("shape_env") is None
             if compiled.dynamic is True and static and record.get("graph") is not None:
                 continue  # a static graph where every size is to be symbolic
@@ -1433,6 +1439,12 @@ class CaptureCache:
                 return None  # capture and compile as usual, which reports it
             return make_entry(parts, parts.guards, result)
         return None
+
+
+def record_fingerprint(text: str) -> str:
+    """A capture record's identity: the digest of its JSON text with sorted keys (as a
+    record store writes it, so equal after the round trip)."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def observe_sizes(guards: GuardSet, history: Any, f_locals: dict, f_globals: dict) -> None:

@@ -1119,3 +1119,25 @@ def test_warm_capture_keeps_a_bounded_number_of_frames_and_rereads_evicted_ones(
     assert warm_cache.STATS["capture_hits"] == 1
     assert warm_cache.STATS["capture_record_reads"] == reads + 1  # read again, not kept
     assert len(warm_capture._KEPT) <= 2
+
+
+def test_warm_capture_records_this_callable_kept_are_not_installed_again_at_its_misses(
+    warm, monkeypatch
+):
+    """A miss of a compiled callable skips the records it kept itself (their guards are its
+    entries' guards, which just failed) rather than decode them; after a reset they apply."""
+    import dynamo_capture.portable as portable
+
+    installs = []
+    real = portable.install_parts
+    monkeypatch.setattr(
+        portable, "install_parts", lambda record, *a: installs.append(1) or real(record, *a)
+    )
+    compiled = ember.compile(scaled, backend="eager", dynamic=False)
+    x, y = torch.randn(4, 8), torch.randn(5, 8)
+    torch.testing.assert_close(compiled(x), scaled(x))  # captured, kept
+    torch.testing.assert_close(compiled(y), scaled(y))  # a miss: x's record skipped
+    assert installs == [] and warm_cache.STATS["captures_kept"] == 2
+    ember.reset()
+    torch.testing.assert_close(compiled(x), scaled(x))  # reset: the kept records apply
+    assert installs and warm_cache.STATS["capture_hits"] == 1
