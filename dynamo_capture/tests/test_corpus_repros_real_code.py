@@ -1384,6 +1384,36 @@ def dropout_probability_from_size(x):
 
 
 
+@program()
+def locals_with_cells_and_free_variables(x):
+    scale = 2
+
+    def inner():
+        return x * scale
+
+    names = locals()
+    return sorted(names), inner(), names["scale"]
+
+
+@program()
+def locals_written_does_not_change_frame(x):
+    y = x + 1
+    names = locals()
+    names["y"] = x * 100
+    return y, len(vars())
+
+
+def _locals_in_callee(x, flag=None):
+    z = x * 3
+    return list(locals())
+
+
+@program()
+def locals_of_inlined_callee(x):
+    return _locals_in_callee(x), x + 1
+
+
+
 # ===== tests ==============================================================================
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_repro_program_like_torch(name):
