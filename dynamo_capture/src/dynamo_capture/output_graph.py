@@ -582,9 +582,16 @@ class CaptureContext:
             # a slice handed on below a cut (`x[:, : int(n)]`): unhashable, guarded by
             # parts; a range (kept across a break) by its bounds too, as `range(0) ==
             # range(2, 2)` compares the items, not the bounds its attributes show
+            parts = {part: getattr(obj, part) for part in ("start", "stop", "step")}
+            kept = [value for value in parts.values() if not is_constant(value)]
+            if kept:  # `slice(t0, t1)` of 0-d tensors: bounds read only when it runs
+                raise Unsupported(
+                    f"a {type(obj).__name__} of {type(kept[0]).__name__} bounds handed on "
+                    "(its bounds are known only when it runs)"
+                )
             guards.type_match(source, obj)
-            for part in ("start", "stop", "step"):
-                guards.equals_match(AttrSource(source, part), getattr(obj, part))
+            for part, value in parts.items():
+                guards.equals_match(AttrSource(source, part), value)
         elif is_constant(obj) or isinstance(obj, torch.Size):
             guards.equals_match(source, obj)
         elif type(obj) is tuple and obj and all(isinstance(item, type) for item in obj):
