@@ -13,10 +13,20 @@ torch.compile's, its results (and the state the programs leave) equal eager's.
         `new(*size)`, einsum over stacked comprehensions
     timm: Sequential subclasses appending to a list argument, BatchNorm subclasses
         calling `super().forward`, modules made and called in the frame
+    transformers' generation utilities: callable list subclasses of processors
+        merged and extended, `_validate_model_kwargs` over `**kwargs`, UserDict
+        encodings with `__getattr__`, a masked softmax autograd.Function
     Python: recursive walks over nested dicts, `locals()` / `vars()`, context
         managers handed in as arguments, `threading.local` attributes, `out=`
         tensors (module buffers, cells), imports inside functions, class
-        attributes of modules, rng state saved and restored
+        attributes of modules, rng state saved and restored, user iterators, loops
+        with breaks, `del` of attributes and items, `functools.wraps` closures,
+        dataclass default factories, `.index` of sequences, `os.fspath`, complex
+        numbers, a module class whose `__init__` was patched (deepspeed)
+
+Where ember's counts differ from torch.compile's (COUNTS_UNLIKE_TORCH, each with the
+construct), the count comparison is a strict xfail and the values are still checked
+against eager.
 """
 
 from __future__ import annotations
@@ -1457,6 +1467,55 @@ def list_subclass_with_own_append_argument():
         return len(items)
 
     return {"fn": fn, "args": lambda: (torch.randn(2),), "state": lambda fn: list(items)}
+
+
+@program(lambda: torch.randn(4, 2))
+def complex_view_times_imaginary(x):
+    return torch.view_as_real(torch.mul(torch.view_as_complex(x), 2j))
+
+
+@program(lambda: torch.randn(4, dtype=torch.complex64))
+def complex_plus_conjugate(x):
+    return x + x.conj()
+
+
+def _patched_init(init):
+    @functools.wraps(init)
+    def wrapper(module, *args, **kwargs):
+        if not hasattr(module, "_child_entered"):
+            module._child_entered = True
+        init(module, *args, **kwargs)
+
+    return wrapper
+
+
+class _PatchedInit(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x.mul(5.0)
+
+
+_PatchedInit.__init__ = _patched_init(_PatchedInit.__init__)
+_PATCHED = _PatchedInit()
+
+
+@program()
+def module_with_patched_init(x):
+    return _PATCHED(x), _PATCHED._child_entered
+
+
+@program()
+def os_fspath_of_constant(x):
+    import os
+
+    return os.fspath("."), torch.sin(x)
+
+
+@program()
+def same_expression_returned_twice(x):
+    return x * 2, x * 2
 
 
 # ===== tests ==============================================================================

@@ -17,6 +17,7 @@ import inspect
 import itertools
 import math
 import operator
+import os
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -1195,6 +1196,16 @@ def _same(left: Value, right: Value) -> bool:
 def _setitem(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     set_item(tx, args[0], args[1], args[2])
     return PythonValue(None)
+
+
+@handles(os.fspath)
+def _fspath(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """os.fspath of a str or bytes constant is itself; of another object (a PathLike's
+    own `__fspath__`) it runs eagerly."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], PythonValue):
+        if type(args[0].obj) in (str, bytes):
+            return PythonValue(args[0].obj)
+    raise Unsupported("os.fspath() of other than a str or bytes constant")
 
 
 # ----- pure C functions folded on constants -----------------------------------
