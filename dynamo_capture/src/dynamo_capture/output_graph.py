@@ -298,17 +298,21 @@ def _same_sizes(now: Any, read: Any) -> bool:
     return True
 
 
-def has_symbolic(value: Any) -> bool:
-    """Whether a SymInt/SymFloat/SymBool hides in nested containers."""
+def has_symbolic(value: Any, _seen: set[int] | None = None) -> bool:
+    """Whether a SymInt/SymFloat/SymBool hides in nested containers (each container
+    looked into once: a list may hold itself)."""
     if isinstance(value, _SYMBOLIC_TYPES):
         return True
-    if isinstance(value, list | tuple | torch.Size):
-        return any(has_symbolic(item) for item in value)
-    if isinstance(value, dict):
-        return any(has_symbolic(item) for item in value.values())
     if isinstance(value, slice):
-        return has_symbolic((value.start, value.stop, value.step))
-    return False
+        return has_symbolic((value.start, value.stop, value.step), _seen)
+    if not isinstance(value, list | tuple | torch.Size | dict):
+        return False
+    seen = set() if _seen is None else _seen
+    if id(value) in seen:
+        return False
+    seen.add(id(value))
+    items = value.values() if isinstance(value, dict) else value
+    return any(has_symbolic(item, seen) for item in items)
 
 
 def _has_tensor(value: Any) -> bool:
