@@ -52,6 +52,17 @@ STATEFUL, stateful = program_table()
 breaker = torch._dynamo.graph_break
 
 
+def alternating(*values):
+    """A maker giving copies of `values` in turn (eager, ember and torch.compile each
+    call it twice)."""
+    calls = iter(range(1 << 30))
+
+    def make():
+        return values[next(calls) % len(values)].clone()
+
+    return make
+
+
 # ===== detectron2 ==========================================================================
 def _masks():
     return torch.randn(1, 1, 6, 6)
@@ -1688,6 +1699,180 @@ def requires_grad_set_on_input(x):
     return y, y.requires_grad
 
 
+@program(alternating(torch.ones(5, 1, 2, 3), torch.ones(5, 1, 3, 4)))
+def size_compared_unequal_to_tuple(x):
+    if x.size() != (5, 1, 2, 3):
+        return x.cos()
+    return x.sin()
+
+
+class _AddOne:
+    def __call__(self, x):
+        return x + 1
+
+
+@program(lambda: torch.zeros(1))
+def callable_object_made_in_frame(x):
+    return _AddOne()(x)
+
+
+@program(lambda: __import__("numpy").array([1, 2]))
+def numpy_bytes_between_in_place_adds(x):
+    x += 1
+    z = x.tobytes()
+    x += 1
+    return z, x
+
+
+@program(lambda: torch.ones(6, requires_grad=True), lambda: torch.ones(6, requires_grad=True))
+def data_of_input_set_to_other_input(x, y):
+    x.data = y
+    y.data = torch.zeros([0])
+    return x.detach().clone(), y.shape
+
+
+@program(lambda: torch.tensor([], dtype=torch.float32), lambda: torch.tensor([1.0, 2.0, 3.0]))
+def data_set_to_other_dtype(x, y):
+    x.data = y.to(dtype=torch.bfloat16)
+    return x.dtype, x.shape
+
+
+class _UserContext:
+    def __init__(self, k=None):
+        if k is not None:
+            k[0] += 1
+
+    def __enter__(self):
+        return 1
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        pass
+
+
+@program(lambda: torch.rand(2, 2))
+def user_context_manager_made_not_entered(x):
+    ucm = _UserContext()  # noqa: F841
+    return x * x
+
+
+@stateful
+def user_context_manager_init_writes_argument():
+    counter = [0]
+
+    def fn(x, k):
+        x = x * x
+        ucm = _UserContext(k)  # noqa: F841
+        return x * x
+
+    return {
+        "fn": fn,
+        "args": lambda: (torch.rand(2, 2), counter),
+        "calls": 3,
+        "state": lambda fn: counter[0],
+    }
+
+
+class _BoxIndex(__import__("enum").IntEnum):
+    _X = 0
+    _Y = 1
+    _HEADING = 2
+
+    @classmethod
+    def size(cls):
+        return 3
+
+
+_POINT = slice(_BoxIndex._X, _BoxIndex._Y + 1)
+
+
+class _BoxIndexProperties(__import__("enum").IntEnum):
+    _X = 0
+    _Y = 1
+    _HEADING = 2
+
+    @classmethod
+    @property
+    def POINT(cls):  # noqa: N802 - as the model code names it
+        return slice(cls._X, cls._Y + 1)
+
+    @classmethod
+    @property
+    def HEADING(cls):  # noqa: N802
+        return cls._HEADING
+
+
+@program()
+def classmethod_property_read_as_value(x):
+    return x + 1, _BoxIndexProperties.HEADING + 1
+
+
+@stateful
+def classmethod_property_replaced_between_calls():
+    class Scaled:
+        k = 3
+
+        @classmethod
+        @property
+        def factor(cls):
+            return cls.k * 2
+
+    class Child(Scaled):
+        pass
+
+    def fn(x):
+        return x * Scaled.factor + Child.factor
+
+    def between(index, fn):
+        if index == 1:
+            Scaled.k = 5
+        if index == 2:
+            Child.factor = 7
+        if index == 3:
+            Scaled.factor = 11
+
+    return {"fn": fn, "args": lambda: (torch.ones(2),), "between": between, "calls": 4}
+
+
+@program(lambda: torch.randn(1, 3))
+def int_enum_class_properties_as_indices(x):
+    states = x * 1
+    states[..., _BoxIndexProperties.POINT] = states[..., _BoxIndexProperties.POINT].tanh()
+    states[..., _BoxIndexProperties.HEADING] = states[..., _BoxIndexProperties.HEADING] * 2
+    return states
+
+
+@program(lambda: torch.randn(1, 3))
+def int_enum_indices_and_slices_written(x):
+    states = x * 1
+    states[..., _POINT] = states[..., _POINT].tanh() * 32
+    states[..., _BoxIndex._HEADING] = states[..., _BoxIndex._HEADING].tanh() * torch.pi
+    return states, _BoxIndex.size()
+
+
+def _unpack_two(arg):
+    (a, b) = arg
+    return a + b
+
+
+@program()
+def unpacking_too_many_values_raises(x):
+    return _unpack_two((x, x, x))
+
+
+@program()
+def membership_in_range_folded(x):
+    if 3 in range(10):
+        return x + 1
+    return x + 2
+
+
+@program(lambda: torch.randn(2, 4))
+def as_strided_view_of_input_written(a):
+    f = a.as_strided((2,), (1,), 0)
+    f.add_(1.0)
+    return a
+
+
 # ===== tests ==============================================================================
 # ember's counts differ from torch.compile's here (values are still eager's: checked by
 # test_repro_program_like_eager); each reason names the construct
@@ -1726,6 +1911,20 @@ COUNTS_UNLIKE_TORCH = {
     "batched_matmul_behind_breaks_unsqueezed_in_place": (
         "unsqueeze_ on a graph input is a node of ember's graph; torch.compile replays "
         "the input's metadata change outside its graph (two ops fewer)"
+    ),
+    "size_compared_unequal_to_tuple": (
+        "torch.compile keeps the symbolic comparison of sizes with a tuple (==, &, not) "
+        "as dead nodes of its graph after the automatic dynamic recompile; ember folds "
+        "it into guards (four ops fewer)"
+    ),
+    "data_set_to_other_dtype": (
+        "assignment to Tensor.data of an input (to another dtype) is a break; "
+        "torch.compile traces it"
+    ),
+    "classmethod_property_replaced_between_calls": (
+        "a @classmethod @property read on a class changed three times between calls: "
+        "ember compiles once per change (4 graphs); torch.compile makes the int it "
+        "reads dynamic and compiles twice"
     ),
 }
 

@@ -595,7 +595,10 @@ class CaptureContext:
                 )
             guards.type_match(source, obj)
             for part, value in parts.items():
-                guards.equals_match(AttrSource(source, part), value)
+                if isinstance(value, enum.Enum):  # an IntEnum bound: a singleton
+                    guards.id_match(AttrSource(source, part), value)
+                else:
+                    guards.equals_match(AttrSource(source, part), value)
         elif is_constant(obj) or isinstance(obj, torch.Size):
             guards.equals_match(source, obj)
         elif type(obj) is tuple and obj and all(isinstance(item, type) for item in obj):
