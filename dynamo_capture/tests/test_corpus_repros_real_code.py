@@ -1873,6 +1873,180 @@ def as_strided_view_of_input_written(a):
     return a
 
 
+@program(lambda: torch.rand(5, 5))
+def strides_of_solve_and_clone(src):
+    q, r = torch.linalg.qr(src)
+    rhs = torch.ones(q.shape[0], 1)
+    a = torch.linalg.solve_triangular(r, q.T @ rhs, upper=True)
+    cloned = a.clone(memory_format=torch.preserve_format)
+    return a.stride(), cloned.stride()
+
+
+@program()
+def clone_of_non_dense_view_made_in_frame(x):
+    y = torch.ones(10, 8).t()[::2, ::2].clone()
+    return y.stride(), y + x.sum()
+
+
+@program(lambda: torch.ones(6, 4))
+def asserts_on_sizes_and_values(x):
+    assert x.shape[0] > 3  # noqa: S101
+    assert x[0].sum() > 0  # noqa: S101
+    assert 1 % (x.shape[0] // 2) != 0  # noqa: S101
+    return x.cos()
+
+
+class _Instances:
+    def __init__(self, image_size, **kwargs):
+        self._image_size = image_size
+        self._fields = {}
+        for k, v in kwargs.items():
+            self.set(k, v)
+
+    @property
+    def image_size(self):
+        return self._image_size
+
+    def __setattr__(self, name, val):
+        if name.startswith("_"):
+            super().__setattr__(name, val)
+        else:
+            self.set(name, val)
+
+    def __getattr__(self, name):
+        if name == "_fields" or name not in self._fields:
+            raise AttributeError(f"no field {name!r}")
+        return self._fields[name]
+
+    def __len__(self):
+        for v in self._fields.values():
+            return v.__len__()
+        raise NotImplementedError("empty")
+
+    def set(self, name, value):
+        data_len = len(value)
+        if len(self._fields):
+            assert len(self) == data_len, f"length {data_len} to {len(self)}"  # noqa: S101
+        self._fields[name] = value
+
+    def get(self, name):
+        return self._fields[name]
+
+    @staticmethod
+    def cat(instance_lists):
+        assert all(isinstance(i, _Instances) for i in instance_lists)  # noqa: S101
+        if len(instance_lists) == 1:
+            return instance_lists[0]
+        image_size = instance_lists[0].image_size
+        for i in instance_lists[1:]:
+            assert i.image_size == image_size  # noqa: S101
+        ret = _Instances(image_size)
+        for k in instance_lists[0]._fields:
+            values = [i.get(k) for i in instance_lists]
+            ret.set(k, torch.cat(values, dim=0))
+        return ret
+
+
+@stateful
+def detectron2_instances_concatenated():
+    torch.manual_seed(0)
+    instances = [_Instances((8, 8), a=torch.randn(4, 4), b=torch.randn(4, 4)) for _ in range(3)]
+
+    def fn(items):
+        out = items[0].cat(items)
+        return type(out).__name__, out.image_size, out.a, out.b, len(out)
+
+    return {"fn": fn, "args": lambda: (instances,)}
+
+
+@program(r, r)
+def weakref_made_and_called(x, y):
+    import weakref
+
+    return weakref.ref(x)() * y
+
+
+_WEIGHT = torch.randn(4)
+
+
+@program(lambda: __import__("weakref").ref(_WEIGHT), r4 := lambda: torch.randn(4))
+def weakref_argument_compared(x_weak, y):
+    if x_weak is not None and x_weak() is not _WEIGHT:
+        return torch.sin(y)
+    return torch.cos(y)
+
+
+@program(lambda: __import__("weakref").ref(_WEIGHT), r4)
+def weakref_referent_kept_across_break(x_weak, y):
+    y = torch.sin(y)
+    referent = x_weak()
+    breaker()
+    if referent is not _WEIGHT:
+        return torch.sin(y)
+    return torch.cos(y)
+
+
+class _Trainer:
+    def __init__(self, x):
+        self.foo = x
+
+
+_TRAINER = _Trainer(torch.randn(4))
+
+
+class _HoldsProxy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.trainer = __import__("weakref").proxy(_TRAINER)
+
+    def forward(self, x):
+        return self.trainer.foo + x
+
+
+_PROXY_HOLDER = _HoldsProxy()
+
+
+@program(r4)
+def weakref_proxy_attribute_read(x):
+    return _PROXY_HOLDER(x)
+
+
+class _GreetParent:
+    @staticmethod
+    def greet():
+        return 5
+
+
+class _GreetChild(_GreetParent):
+    @staticmethod
+    def greet(x):
+        return x * super(_GreetChild, _GreetChild).greet()
+
+
+class _ClsParent:
+    @classmethod
+    def greet(cls):
+        if cls == _ClsParent:
+            return 4
+        if cls == _ClsChild:
+            return 3
+        return 2
+
+
+class _ClsChild(_ClsParent):
+    def greet(self, x):
+        return x * super().greet()
+
+
+class _ClsGrandChild(_ClsChild):
+    pass
+
+
+@program(r4)
+def super_of_staticmethod_and_classmethod(x):
+    return _GreetChild().greet(x), _ClsGrandChild().greet(x), _ClsChild().greet(x)
+
+
 # ===== tests ==============================================================================
 # ember's counts differ from torch.compile's here (values are still eager's: checked by
 # test_repro_program_like_eager); each reason names the construct
