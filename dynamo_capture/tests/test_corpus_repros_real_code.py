@@ -2047,6 +2047,201 @@ def super_of_staticmethod_and_classmethod(x):
     return _GreetChild().greet(x), _ClsGrandChild().greet(x), _ClsChild().greet(x)
 
 
+@program(lambda: torch.randn(2, requires_grad=True))
+def same_value_under_no_grad_and_grad(val):
+    with torch.no_grad():
+        out0 = val + 1
+    out1 = val + 1
+    return out0, out1, out0.requires_grad, out1.requires_grad
+
+
+@program(lambda: torch.randn(2, requires_grad=True))
+def duplicated_results_indexed(val):
+    x, y = val * 2, val * 2
+    return x[0], y[0]
+
+
+def _scaled(x, c=None):
+    if c is None:
+        c = 2
+    return c * x
+
+
+@program()
+def compiled_function_made_in_frame(x):
+    return torch.compile(_scaled, backend="eager")(x)
+
+
+class _ParameterDict(collections.OrderedDict):
+    def __init__(self, parent_module=None, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._parent_module = parent_module
+
+    def __getitem__(self, key):
+        param = super().__getitem__(key)
+        if param is None:
+            return param
+        return param
+
+
+@stateful
+def parameters_dict_replaced_by_ordered_dict_subclass():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    for module in model.modules():
+        replaced = _ParameterDict(parent_module=module)
+        for key, param in module._parameters.items():
+            replaced[key] = param
+        module._parameters = replaced
+
+    def fn(x):
+        with torch.no_grad():
+            return model(x)
+
+    return {"fn": fn, "args": lambda: (torch.ones(2),)}
+
+
+class _PixelInputs(__import__("typing").TypedDict):
+    type: str
+    data: torch.Tensor
+
+
+@program(r4, r4)
+def typed_dict_made_and_written(x, y):
+    obj = _PixelInputs(type="pixel_values", data=y)
+    out = x * obj["data"]
+    obj["data"] = 3
+    return out * obj["data"]
+
+
+class _ListComprehension(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self._num = 4
+
+    def forward(self, x):
+        return sum([i * torch.cos(x) for i in range(self._num)])
+
+
+_COMPREHENSION = _ListComprehension()
+
+
+@program(r4)
+def list_comprehension_summed_in_module(x):
+    return _COMPREHENSION(x)
+
+
+class _SubCategorical(torch.distributions.Categorical):
+    pass
+
+
+@program(lambda: torch.randn(10))
+def distribution_subclass_made_in_frame(t):
+    categ = _SubCategorical(logits=t)
+    return categ.log_prob(torch.tensor(3)) + categ.probs + categ.logits
+
+
+@program(lambda: torch.zeros(12))
+def split_inside_device_context(x):
+    with torch.device("cpu"):
+        return x.split(4, 0)
+
+
+class _Dilate(nn.Module):
+    def __init__(self, dilate_func=None):
+        super().__init__()
+        self.dilate_func = dilate_func
+
+    def forward(self, x):
+        return self.dilate_func() * torch.sin(x)
+
+
+class _Main(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mod = _Dilate(self.dilate_func)
+        self.a = 4
+
+    def dilate_func(self):
+        return self.a
+
+    def forward(self, x):
+        return self.mod(x)
+
+
+_MAIN = _Main()
+
+
+@program(r4)
+def bound_method_of_parent_held_by_child_module(x):
+    return _MAIN(x)
+
+
+@program(r4, lambda: [1, 2])
+def size_compared_by_identity(x, xs):
+    if x.size(0) is xs:
+        return x + 1
+    if x.size(0) is not xs:
+        return x * 2
+    return x
+
+
+@program(lambda: torch.zeros(2))
+def copy_from_python_int(x):
+    return x.clone().copy_(1)
+
+
+@program(lambda: torch.randn(3, 3))
+def size_bitwise_arithmetic(x):
+    z = x.shape[0]
+    z |= z >> 1
+    z |= z << 1
+    z &= z | (z > 1)
+    y = (z > 1) | (z <= 1)
+    return y, (z | z) % 6, x + z
+
+
+@program(lambda: torch.randn(3, 3))
+def size_bitwise_in_branches(x):
+    if x.shape[0] | x.shape[1] > 4:
+        x = x + 1
+    if x.shape[0] & x.shape[1] > 2:
+        return x + 1
+    return x - 1
+
+
+@program(lambda: (2, 3), lambda: torch.empty(2, 3))
+def ones_into_out_argument(size, out):
+    return torch.ones(size, out=out), torch.zeros(size, out=out) + 1
+
+
+@dataclasses.dataclass
+class _Scalar:
+    value: float
+
+
+class _HoldsDataclass(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.data = _Scalar(value=3.14)
+
+    def forward(self, x):
+        return x + torch.tensor(self.data.value)
+
+
+_DATACLASS_HOLDER = _HoldsDataclass()
+
+
+@program(lambda: torch.randn(2, 2))
+def dataclass_float_attribute_to_tensor(x):
+    return _DATACLASS_HOLDER(x)
+
+
+@program()
+def typename_of_objects(x):
+    return torch.typename(Any), torch.typename(x), x + 1
+
+
 # ===== tests ==============================================================================
 # ember's counts differ from torch.compile's here (values are still eager's: checked by
 # test_repro_program_like_eager); each reason names the construct
@@ -2099,6 +2294,11 @@ COUNTS_UNLIKE_TORCH = {
         "a @classmethod @property read on a class changed three times between calls: "
         "ember compiles once per change (4 graphs); torch.compile makes the int it "
         "reads dynamic and compiles twice"
+    ),
+    "distribution_subclass_made_in_frame": (
+        "torch.distributions' argument validation (constraints objects handed to graph "
+        "operations, an _IntegerInterval made in the frame) breaks three times; "
+        "torch.compile traces a Categorical subclass in one graph"
     ),
 }
 
