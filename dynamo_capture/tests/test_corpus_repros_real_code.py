@@ -48,6 +48,8 @@ from torch import nn
 from torchcheck import check_like_eager, check_like_torch, program_registry
 
 PROGRAMS, program = program_registry()
+# checked against eager alone: torch.compile's own values differ from eager's there
+EAGER_PROGRAMS, eager_program = program_registry()
 STATEFUL, stateful = program_table()
 breaker = torch._dynamo.graph_break
 
@@ -2242,6 +2244,47 @@ def typename_of_objects(x):
     return torch.typename(Any), torch.typename(x), x + 1
 
 
+# ----- locals() after a graph break: torch.compile's resume function sees its own
+# variables (`___stack0`, a KeyError for a cell variable); eager's are expected
+@eager_program()
+def locals_after_break(x):
+    scale = 2
+    y = x + 1
+    breaker()
+    return sorted(locals().items(), key=lambda item: item[0])
+
+
+@eager_program()
+def locals_with_cell_after_break(x):
+    scale = 2
+
+    def inner():
+        return x * scale
+
+    breaker()
+    names = locals()
+    return sorted(names), names["scale"], names["x"], inner()
+
+
+def _callee_reading_locals(x):
+    z = x * 3
+    breaker()
+    return sorted(locals()), z
+
+
+@eager_program()
+def locals_in_callee_after_its_break(x):
+    return _callee_reading_locals(x + 1)
+
+
+@program()  # torch.compile runs a frame breaking inside a loop eagerly: it agrees
+def vars_after_break_in_loop(x):
+    for i in range(2):
+        x = x + i
+        breaker()
+    return sorted(vars())
+
+
 # ===== tests ==============================================================================
 # ember's counts differ from torch.compile's here (values are still eager's: checked by
 # test_repro_program_like_eager); each reason names the construct
@@ -2333,3 +2376,9 @@ def test_repro_program_like_eager(name):
         check_like_eager(*PROGRAMS[name])
     else:
         check_program_like_eager(STATEFUL[name])
+
+
+@pytest.mark.parametrize("name", list(EAGER_PROGRAMS))
+def test_repro_program_like_eager_where_torch_differs(name):
+    fn, make_args = EAGER_PROGRAMS[name]
+    check_like_eager(fn, make_args)

@@ -830,6 +830,11 @@ def _plain(value: Any) -> bool:
     return isinstance(value, PythonValue) and type(value.obj) in (*_PLAIN, torch.SymInt)
 
 
+def _may_read_own_locals(code: types.CodeType) -> bool:
+    """Whether `code` names `locals` or `vars` (a call reading its frame's variables)."""
+    return "locals" in code.co_names or "vars" in code.co_names
+
+
 def _global_state_guards(ctx: CaptureContext) -> None:
     ctx.guards.global_state()
 
@@ -1018,6 +1023,11 @@ def capture_frame(
             located.escapes = False
             located.rest_eager = True
         located.whole_frame = located.whole_frame or error.whole_frame
+        if _may_read_own_locals(code):
+            # NOTE: the part after a break holds the stack and the cells under its own
+            # names: a `locals()` there would see those, not the user's variables (as
+            # torch.compile's resume functions do); the frame runs eagerly instead
+            located.whole_frame = True
         located.loop_not_resumed = located.loop_not_resumed or error.loop_not_resumed
         raise located from error.__cause__
     except RecursionError as error:
