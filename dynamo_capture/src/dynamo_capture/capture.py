@@ -17,6 +17,7 @@ import collections
 import contextlib
 import copy
 import dataclasses
+import dis
 import functools
 import inspect
 import itertools
@@ -831,8 +832,22 @@ def _plain(value: Any) -> bool:
 
 
 def _may_read_own_locals(code: types.CodeType) -> bool:
-    """Whether `code` names `locals` or `vars` (a call reading its frame's variables)."""
-    return "locals" in code.co_names or "vars" in code.co_names
+    """Whether `code` may read its frame's variables: it loads the global `locals`, or
+    calls the global `vars` without an argument."""
+    if "locals" not in code.co_names and "vars" not in code.co_names:
+        return False
+    instructions = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    for index, inst in enumerate(instructions):
+        if inst.opname not in ("LOAD_GLOBAL", "LOAD_NAME"):
+            continue
+        if inst.argval == "locals":
+            return True
+        if inst.argval == "vars":
+            following = instructions[index + 1 : index + 3]
+            calls = [i for i in following if i.opname in ("PRECALL", "CALL")]
+            if calls and calls[0].arg == 0:
+                return True
+    return False
 
 
 def _global_state_guards(ctx: CaptureContext) -> None:
