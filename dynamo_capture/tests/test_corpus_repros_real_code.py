@@ -2285,6 +2285,97 @@ def vars_after_break_in_loop(x):
     return sorted(vars())
 
 
+@program(lambda: torch.Tensor([3, 4, 5]))
+def assert_on_tensor_value_with_message(x):
+    b = x.sin()
+    assert x[0] == 3, "first value must be 3"  # noqa: S101
+    return x.cos() + b
+
+
+@program(lambda: torch.Tensor([3, 4, 5]))
+def assert_on_tensor_value_failing(x):
+    b = x.sin()
+    assert x[0] == 2, x  # noqa: S101
+    return x.cos() + b
+
+
+@program(lambda: torch.Tensor([3, 4, 5]))
+def value_error_raised_on_tensor_condition(x):
+    b = x.sin()
+    if not x.sum() <= 3:
+        raise ValueError("input sum needs to be 3")
+    return x.cos() + b
+
+
+@program(lambda: torch.ones(4))
+def assert_with_formatted_message_under_no_grad(x):
+    with torch.no_grad():
+        assert x.max() < 5, f"invalid max {x.max()}"  # noqa: S101
+        x = torch.sin(x)
+    return x
+
+
+@program(lambda: torch.Tensor([3, 4, 5]))
+def constant_asserts_dropped(x):
+    b = x.sin()
+    assert True  # noqa: S101
+    assert x.dtype == torch.float32  # noqa: S101
+    return x.cos() + b
+
+
+@stateful
+def list_argument_appended_and_returned():
+    torch.manual_seed(0)
+    x = torch.randn(4)
+    items = [x]
+
+    def fn(a):
+        a.append(torch.sin(a[0]))
+        return a is items, len(a)
+
+    return {"fn": fn, "args": lambda: (items,), "state": lambda fn: list(items)}
+
+
+@program(alternating(torch.zeros(1)), lambda: torch.Size((3,)))
+def size_argument_type_checked(y, x):
+    if isinstance(x, torch.Size):
+        return y + 1
+    return y + 2
+
+
+class _ClassInstantier(collections.OrderedDict):
+    def __getitem__(self, key):
+        content = super().__getitem__(key)
+        cls, kwargs = content if isinstance(content, tuple) else (content, {})
+        return cls(**kwargs)
+
+
+_ACTIVATIONS = _ClassInstantier({"relu": (nn.ReLU, {"inplace": False}), "tanh": nn.Tanh})
+
+
+@program()
+def activation_classes_instantiated_by_key(x):
+    return _ACTIVATIONS["tanh"](x), _ACTIVATIONS["relu"](x)
+
+
+class _ReluSquared(nn.Module):
+    def forward(self, input):
+        return torch.square(F.relu(input))
+
+
+@program()
+def module_without_init_made_and_called(x):
+    x = x + 0.2
+    x = _ReluSquared()(x)
+    return x + 1
+
+
+@program(lambda: torch.randn(3, 4))
+def input_unsqueezed_in_place(x):
+    x.unsqueeze_(0)
+    return x + 1, x.shape
+
+
 # ===== tests ==============================================================================
 # ember's counts differ from torch.compile's here (values are still eager's: checked by
 # test_repro_program_like_eager); each reason names the construct
@@ -2342,6 +2433,15 @@ COUNTS_UNLIKE_TORCH = {
         "torch.distributions' argument validation (constraints objects handed to graph "
         "operations, an _IntegerInterval made in the frame) breaks three times; "
         "torch.compile traces a Categorical subclass in one graph"
+    ),
+    "activation_classes_instantiated_by_key": (
+        "super().__getitem__ in an OrderedDict subclass from outside the frame whose "
+        "__getitem__ is its own (transformers' ClassInstantier) reads its items by "
+        "iterating, which that override forbids: the frame runs eagerly"
+    ),
+    "input_unsqueezed_in_place": (
+        "unsqueeze_ on a graph input is a node of ember's graph; torch.compile replays "
+        "the input's metadata change outside its graph (one op fewer)"
     ),
 }
 
