@@ -2358,6 +2358,22 @@ def activation_classes_instantiated_by_key(x):
     return _ACTIVATIONS["tanh"](x), _ACTIVATIONS["relu"](x)
 
 
+@stateful
+def activation_classes_changed_between_calls():
+    activations = _ClassInstantier({"act": nn.Tanh, "scaled": (nn.Softplus, {"beta": 2.0})})
+
+    def fn(x):
+        return activations["act"](x) + activations["scaled"](x)
+
+    def between(index, fn):
+        if index == 1:
+            activations["act"] = nn.Sigmoid
+        if index == 2:
+            dict.__setitem__(activations, "scaled", (nn.Softplus, {"beta": 3.0}))
+
+    return {"fn": fn, "args": lambda: (torch.randn(4),), "between": between, "calls": 4}
+
+
 class _ReluSquared(nn.Module):
     def forward(self, input):
         return torch.square(F.relu(input))
@@ -2434,14 +2450,14 @@ COUNTS_UNLIKE_TORCH = {
         "operations, an _IntegerInterval made in the frame) breaks three times; "
         "torch.compile traces a Categorical subclass in one graph"
     ),
-    "activation_classes_instantiated_by_key": (
-        "super().__getitem__ in an OrderedDict subclass from outside the frame whose "
-        "__getitem__ is its own (transformers' ClassInstantier) reads its items by "
-        "iterating, which that override forbids: the frame runs eagerly"
-    ),
     "input_unsqueezed_in_place": (
         "unsqueeze_ on a graph input is a node of ember's graph; torch.compile replays "
         "the input's metadata change outside its graph (one op fewer)"
+    ),
+    "activation_classes_changed_between_calls": (
+        "a float read from a dict item (Softplus's beta) changed between calls: "
+        "torch.compile's recompile makes it a dynamic input (an item node more); ember "
+        "specializes it again"
     ),
 }
 

@@ -85,11 +85,12 @@ class FloatTensorSource(Source):
 @dataclass(frozen=True, slots=True)
 class BuiltinViewSource(Source):
     """A builtin container method's view of a subclass instance, past the subclass's own
-    methods: `list.__len__(base)` (index None) or `list.__getitem__(base, index)`."""
+    methods: `list.__len__(base)` (index None), `list.__getitem__(base, index)` or
+    `dict.__getitem__(base, key)` (a str or int key)."""
 
     source: Source
     kind: str
-    index: int | None = None
+    index: int | str | None = None
 
     @property
     def base(self) -> Source:
