@@ -608,3 +608,23 @@ def test_instance_dict_guard_reads_the_real_dict_without_the_class_override():
     object.__setattr__(obj, "method", lambda: 2)
     ok, why = _both(guards, {"x": obj})
     assert not ok and "its own attribute 'method'" in why
+
+
+def test_mapping_item_guard_compares_an_object_by_identity():
+    """A class dict's entry other than a literal (a classmethod) is the same object, not an
+    equal one; the guard's code holds it as a constant."""
+    from guards import MappingItemGuard
+
+    class Owner:
+        @classmethod
+        def build(cls):
+            return cls()
+
+    entry = Owner.__dict__["build"]
+    guards = GuardSet([MappingItemGuard.of(vars(Owner), "Owner.__dict__", "build")])
+    assert _both(guards, {}) == (True, None)
+    Owner.build = classmethod(entry.__func__)  # an equal-looking, other object
+    ok, why = _both(guards, {})
+    assert not ok and "Owner.__dict__['build']" in why, why
+    Owner.build = entry
+    assert _both(guards, {}) == (True, None)

@@ -603,6 +603,7 @@ def _class_attr(tx: Translator, receiver: Value, cls: type, name: str) -> Value:
     if isinstance(static, staticmethod):
         return PythonValue(static.__func__)
     if isinstance(static, classmethod):
+        _check_plain_classmethod(static, name)
         return MethodValue(PythonValue(static.__func__), PythonValue(cls))
     if isinstance(static, types.FunctionType):
         # with a source, the method's defaults and cells are guarded where it reads them
@@ -772,6 +773,45 @@ def _in_class_dicts(cls: type, name: str) -> bool:
     return any(name in vars(klass) for klass in cls.__mro__)
 
 
+def _chains(static: classmethod) -> bool:
+    """Whether reading the classmethod runs its wrapped descriptor's `__get__` (before
+    Python 3.13, `@classmethod @property`) instead of binding a function."""
+    func = static.__func__
+    return (
+        sys.version_info < (3, 13)
+        and not isinstance(func, types.FunctionType)
+        and hasattr(type(func), "__get__")
+    )
+
+
+def _check_plain_classmethod(static: classmethod, name: str) -> None:
+    if _chains(static):
+        raise Unsupported(
+            f"class attribute {name!r}: a classmethod wrapping a "
+            f"{type(static.__func__).__name__} reached through super() or an instance"
+        )
+
+
+def _chained_classmethod(tx: Translator, cls: type, name: str, static: classmethod) -> Value:
+    """`cls.name` for `@classmethod @property` (Python 3.11, 3.12): the property's getter
+    called with the class. Guarded on the class dicts along the MRO: the classes before
+    the one defining it still lack `name`, and that one still holds this classmethod."""
+    from dynamo_capture.calls import call
+
+    func = static.__func__
+    if not (isinstance(func, property) and isinstance(func.fget, types.FunctionType)):
+        raise Unsupported(
+            f"class attribute {name!r}: a classmethod wrapping a {type(func).__name__}"
+        )
+    for klass in cls.__mro__:
+        where = f"{klass.__qualname__}.__dict__"
+        if name in vars(klass):
+            tx.ctx.guards.mapping_item(vars(klass), where, name)
+            break
+        tx.ctx.guards.mapping_item(vars(klass), where, name, presence_only=True)
+    return call(tx, PythonValue(func.fget), [PythonValue(cls)], {})
+
+
 def _guard_class_attribute(tx: Translator, cls: type, name: str, static: Any) -> None:
     """Guard what `cls.name` resolves to, where capture used it (a method, a constant).
 
@@ -788,7 +828,8 @@ def _guard_class_attribute(tx: Translator, cls: type, name: str, static: Any) ->
             tx.ctx.guards.class_attribute(cls, name, static, bound=True)
         return
     if isinstance(static, classmethod):
-        tx.ctx.guards.class_attribute(cls, name, static.__func__, bound=True)
+        if not _chains(static):  # a chained one guards the class dicts where it is read
+            tx.ctx.guards.class_attribute(cls, name, static.__func__, bound=True)
     elif isinstance(static, staticmethod):
         tx.ctx.guards.class_attribute(cls, name, static.__func__)
     elif isinstance(static, types.FunctionType | property | type) or is_constant(static):
@@ -805,6 +846,8 @@ def _type_attr(tx: Translator, value: PythonValue, cls: type, name: str) -> Valu
     if static is not None and not _trusted_module(inspect.getmodule(cls)):
         _guard_class_attribute(tx, cls, name, static)
     if isinstance(static, classmethod):
+        if _chains(static):
+            return _chained_classmethod(tx, cls, name, static)
         return MethodValue(PythonValue(static.__func__), value)
     if isinstance(static, staticmethod):
         return PythonValue(static.__func__)
@@ -844,6 +887,7 @@ def _super_attr(tx: Translator, value: SuperValue, name: str) -> Value:
         if isinstance(attr, staticmethod):
             return PythonValue(attr.__func__)
         if isinstance(attr, classmethod):
+            _check_plain_classmethod(attr, name)
             owner = self_value if receiver_is_class else PythonValue(python_type_of(self_value))
             return MethodValue(PythonValue(attr.__func__), owner)
         if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):

@@ -17,6 +17,7 @@ import inspect
 import itertools
 import math
 import operator
+import os
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -1010,21 +1011,47 @@ def _print(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
     builtins.exec,
     builtins.eval,
     builtins.globals,
-    builtins.locals,
     builtins.breakpoint,
 )
 def _unsupported_builtin(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    raise Unsupported(
-        "a call to input/open/exec/eval/globals/locals/breakpoint (needs a graph break)"
-    )
+    raise Unsupported("a call to input/open/exec/eval/globals/breakpoint (needs a graph break)")
+
+
+@handles(builtins.locals)
+def _locals(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """locals(): a new dict of the frame's bound variables, as eager's snapshot."""
+    if args or kwargs:
+        raise raised_by_python(TypeError("locals() takes no arguments"))
+    return _frame_locals(tx)
 
 
 @handles(builtins.vars)
 def _vars(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """vars(obj) is obj.__dict__ (live); vars() with no argument is locals()."""
+    if not args and not kwargs:
+        return _frame_locals(tx)
     if len(args) != 1 or kwargs:
-        raise Unsupported("vars() without an argument (the frame's locals)")
+        raise raised_by_python(TypeError("vars expected at most 1 argument"))
     return get_attr(tx, args[0], "__dict__")
+
+
+def _frame_locals(tx: Translator) -> DictValue:
+    """The dict eager's locals() gives in this frame: its bound variables, cells' and
+    free variables' contents, in the order of the code's variable names."""
+    from dynamo_capture.resume import RESUME_PREFIX, UNBOUND
+
+    code = tx.code
+    if code.co_name.startswith(RESUME_PREFIX) or code.co_flags & inspect.CO_NEWLOCALS == 0:
+        # NOTE: a part after a graph break holds the stack and other frames' variables
+        # under its own names: its locals() is not the user's function's
+        raise Unsupported("locals() in the part of a function after a graph break")
+    cells = (*code.co_cellvars, *code.co_freevars)
+    items: dict[Any, Value] = {}
+    for name in dict.fromkeys((*code.co_varnames, *cells)):  # eager's order, each once
+        value = tx.cell(name).contents if name in cells else tx.locals.get(name)
+        if value is not None and not (isinstance(value, PythonValue) and value.obj is UNBOUND):
+            items[name] = value
+    return DictValue(items)
 
 
 def _outside_object(value: Value, what: str) -> Any:
@@ -1253,6 +1280,16 @@ def _same(left: Value, right: Value) -> bool:
 def _setitem(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     set_item(tx, args[0], args[1], args[2])
     return PythonValue(None)
+
+
+@handles(os.fspath)
+def _fspath(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """os.fspath of a str or bytes constant is itself; of another object (a PathLike's
+    own `__fspath__`) it runs eagerly."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], PythonValue):
+        if type(args[0].obj) in (str, bytes):
+            return PythonValue(args[0].obj)
+    raise Unsupported("os.fspath() of other than a str or bytes constant")
 
 
 # ----- pure C functions folded on constants -----------------------------------

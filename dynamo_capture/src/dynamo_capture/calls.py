@@ -399,6 +399,10 @@ def _call_python(
     if isinstance(obj, weakref.ReferenceType) and not args and not kwargs:
         # before any table lookup: a weak reference hashes its referent (a hook table)
         return _dereference(tx, obj)
+    if type(obj).__hash__ is None and not isinstance(obj, type):
+        # an unhashable callable (a list subclass with `__call__`) is in no table of
+        # callees: its class's own `__call__`
+        return _call_instance(tx, fn, args, kwargs)
     if args and isinstance(args[0], ContextValue) and _context_dunder(args[0], obj):
         # `type(cm).__enter__(cm)`: the context's own enter (or exit)
         from dynamo_capture.methods import call_method
@@ -578,6 +582,14 @@ def _call_python(
         return call_method(tx, tx.ctx.wrap(obj.__self__, source), obj.__name__, args, kwargs)
     if isinstance(obj, types.BuiltinFunctionType | types.BuiltinMethodType):
         return call_c_function(tx, obj, args, kwargs)
+    return _call_instance(tx, fn, args, kwargs)
+
+
+def _call_instance(
+    tx: Translator, fn: PythonValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """An instance called: its class's own Python `__call__`, inlined."""
+    obj = fn.obj
     method = getattr(type(obj), "__call__", None)  # noqa: B004
     if isinstance(method, types.FunctionType):
         tx.ctx.guards.class_attribute(type(obj), "__call__", method)

@@ -17,6 +17,7 @@ import collections
 import contextlib
 import copy
 import dataclasses
+import dis
 import functools
 import inspect
 import itertools
@@ -835,6 +836,25 @@ def _plain(value: Any) -> bool:
     return isinstance(value, PythonValue) and type(value.obj) in (*_PLAIN, torch.SymInt)
 
 
+def _may_read_own_locals(code: types.CodeType) -> bool:
+    """Whether `code` may read its frame's variables: it loads the global `locals`, or
+    calls the global `vars` without an argument."""
+    if "locals" not in code.co_names and "vars" not in code.co_names:
+        return False
+    instructions = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    for index, inst in enumerate(instructions):
+        if inst.opname not in ("LOAD_GLOBAL", "LOAD_NAME"):
+            continue
+        if inst.argval == "locals":
+            return True
+        if inst.argval == "vars":
+            following = instructions[index + 1 : index + 3]
+            calls = [i for i in following if i.opname in ("PRECALL", "CALL")]
+            if calls and calls[0].arg == 0:
+                return True
+    return False
+
+
 def _global_state_guards(ctx: CaptureContext) -> None:
     ctx.guards.global_state()
 
@@ -1029,6 +1049,11 @@ def capture_frame(
             located.escapes = False
             located.rest_eager = True
         located.whole_frame = located.whole_frame or error.whole_frame
+        if _may_read_own_locals(code):
+            # NOTE: the part after a break holds the stack and the cells under its own
+            # names: a `locals()` there would see those, not the user's variables (as
+            # torch.compile's resume functions do); the frame runs eagerly instead
+            located.whole_frame = True
         located.loop_not_resumed = located.loop_not_resumed or error.loop_not_resumed
         raise located from error.__cause__
     except RecursionError as error:

@@ -93,7 +93,8 @@ def call_function_transform(
 ) -> Value | None:
     """The value of `fn(*args, **kwargs)` when `fn` is a transform, a function it made,
     `torch.func.jvp` or `torch.cond`; None for any other callee."""
-    if fn in TRANSFORMS:
+    # NOTE: by identity: a callee may be unhashable (a callable list subclass)
+    if any(fn is transform for transform in TRANSFORMS):
         return _make_transformed(tx, fn, args, kwargs)
     if isinstance(fn, InlinedTransform):
         return call_inlined_transform(tx, fn, args, kwargs)

@@ -977,6 +977,8 @@ def call_method(
     if name in _SUBCLASS_VIEWS and _outside_sequence_subclass(receiver):
         check_method_arguments(python_type_of(receiver), name, len(args), tuple(kwargs))
         return _subclass_view(tx, receiver, name, args)
+    if name == "__getitem__" and _outside_dict_subclass(receiver) and len(args) == 1:
+        return _dict_subclass_item(tx, receiver, args[0])
     if name in CONTAINER_DUNDERS and isinstance(
         receiver, TupleValue | ListValue | DictValue | SetValue
     ):
@@ -1025,6 +1027,33 @@ def _outside_sequence_subclass(receiver: Value) -> bool:
         and type(receiver.obj) not in (list, tuple)
         and not hasattr(receiver.obj, "_fields")  # namedtuples are read as tuples elsewhere
     )
+
+
+def _outside_dict_subclass(receiver: Value) -> bool:
+    """A user dict subclass instance from outside the frame (a global, an argument)."""
+    return (
+        isinstance(receiver, PythonValue)
+        and receiver.source is not None
+        and isinstance(receiver.obj, dict)
+        and type(receiver.obj).__module__ not in ("builtins", "collections")
+    )
+
+
+def _dict_subclass_item(tx: Translator, receiver: PythonValue, key_value: Value) -> Value:
+    """`super().__getitem__(key)` (or `dict.__getitem__(obj, key)`) of a dict subclass
+    from outside the frame whose own `__getitem__` is in the way: dict's item, read past
+    the subclass's methods and guarded there (transformers' ClassInstantier)."""
+    from dynamo_capture.sources import BuiltinViewSource
+
+    try:
+        key = as_constant(key_value)
+    except NotConstant:
+        raise Unsupported("dict.__getitem__ with a key known only when it runs") from None
+    obj = receiver.obj
+    if type(key) not in (str, int) or key not in dict.keys(obj):
+        raise Unsupported(f"dict.__getitem__ of a {type(obj).__name__} with key {key!r}")
+    view = BuiltinViewSource(receiver.source, "dict", key)
+    return tx.ctx.wrap(dict.__getitem__(obj, key), view)
 
 
 def _subclass_view(tx: Translator, receiver: PythonValue, name: str, args: list[Value]) -> Value:

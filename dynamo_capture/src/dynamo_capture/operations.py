@@ -1134,6 +1134,10 @@ def _real_items(tx: Translator, value: PythonValue) -> list[Value]:
         return [tx.ctx.wrap(item, item_source(source, index)) for index, item in enumerate(obj)]
     if isinstance(obj, dict):
         return [PythonValue(key) for key in obj]
+    if isinstance(obj, types.MappingProxyType) and source is None:
+        # a read-only view made while capturing (`inspect.signature(fn).parameters`):
+        # its keys are those of the mapping it was made from, fixed by then
+        return [PythonValue(key) for key in obj]
     if isinstance(obj, range | str | bytes | set | frozenset) or _enum_method(obj, "__iter__"):
         return [PythonValue(item) for item in obj]
     if isinstance(obj, types.GeneratorType | map | filter | zip | enumerate):

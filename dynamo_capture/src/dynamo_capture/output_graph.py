@@ -298,17 +298,21 @@ def _same_sizes(now: Any, read: Any) -> bool:
     return True
 
 
-def has_symbolic(value: Any) -> bool:
-    """Whether a SymInt/SymFloat/SymBool hides in nested containers."""
+def has_symbolic(value: Any, _seen: set[int] | None = None) -> bool:
+    """Whether a SymInt/SymFloat/SymBool hides in nested containers (each container
+    looked into once: a list may hold itself)."""
     if isinstance(value, _SYMBOLIC_TYPES):
         return True
-    if isinstance(value, list | tuple | torch.Size):
-        return any(has_symbolic(item) for item in value)
-    if isinstance(value, dict):
-        return any(has_symbolic(item) for item in value.values())
     if isinstance(value, slice):
-        return has_symbolic((value.start, value.stop, value.step))
-    return False
+        return has_symbolic((value.start, value.stop, value.step), _seen)
+    if not isinstance(value, list | tuple | torch.Size | dict):
+        return False
+    seen = set() if _seen is None else _seen
+    if id(value) in seen:
+        return False
+    seen.add(id(value))
+    items = value.values() if isinstance(value, dict) else value
+    return any(has_symbolic(item, seen) for item in items)
 
 
 def _has_tensor(value: Any) -> bool:
@@ -590,9 +594,19 @@ class CaptureContext:
             # a slice handed on below a cut (`x[:, : int(n)]`): unhashable, guarded by
             # parts; a range (kept across a break) by its bounds too, as `range(0) ==
             # range(2, 2)` compares the items, not the bounds its attributes show
+            parts = {part: getattr(obj, part) for part in ("start", "stop", "step")}
+            kept = [value for value in parts.values() if not is_constant(value)]
+            if kept:  # `slice(t0, t1)` of 0-d tensors: bounds read only when it runs
+                raise Unsupported(
+                    f"a {type(obj).__name__} of {type(kept[0]).__name__} bounds handed on "
+                    "(its bounds are known only when it runs)"
+                )
             guards.type_match(source, obj)
-            for part in ("start", "stop", "step"):
-                guards.equals_match(AttrSource(source, part), getattr(obj, part))
+            for part, value in parts.items():
+                if isinstance(value, enum.Enum):  # an IntEnum bound: a singleton
+                    guards.id_match(AttrSource(source, part), value)
+                else:
+                    guards.equals_match(AttrSource(source, part), value)
         elif is_constant(obj) or isinstance(obj, torch.Size):
             guards.equals_match(source, obj)
         elif type(obj) is tuple and obj and all(isinstance(item, type) for item in obj):

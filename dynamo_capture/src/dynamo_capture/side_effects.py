@@ -62,8 +62,36 @@ MUTATING_METHODS[collections.OrderedDict] = MUTATING_METHODS[dict] | {"move_to_e
 MUTATING_METHODS[collections.defaultdict] = MUTATING_METHODS[dict]
 
 
+# what a list subclass must leave to list for a shadow to stand for it: item access,
+# the mutating methods (which the shadow runs as list's) and attribute handling
+_LIST_PROTOCOL = frozenset(
+    {
+        "__getitem__", "__setitem__", "__delitem__", "__iter__", "__len__", "__contains__",
+        "__reversed__", "__getattr__", "__getattribute__", "__setattr__", "__delattr__",
+        "__iadd__", "__imul__", "__add__", "__mul__", "__eq__", "__bool__",
+        "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
+    }
+)  # fmt: skip
+
+
+def shadow_kind(obj: Any) -> type | None:
+    """The container type whose MUTATING_METHODS apply to `obj` through a shadow, else
+    None: its own type, or list for a user subclass of list that overrides none of
+    list's item protocol or mutating methods (its own other methods are inlined on the
+    shadow, which keeps its class)."""
+    kind = type(obj)
+    if kind in MUTATING_METHODS:
+        return kind
+    if isinstance(obj, list) and kind.__module__ != "builtins":
+        own = set().union(*(vars(base) for base in kind.__mro__[: kind.__mro__.index(list)]))
+        instance_dict = getattr(obj, "__dict__", None)
+        if not own & _LIST_PROTOCOL and isinstance(instance_dict, dict) and not instance_dict:
+            return list
+    return None
+
+
 def _shadowable(value: Value) -> bool:
-    return isinstance(value, PythonValue) and type(value.obj) in MUTATING_METHODS
+    return isinstance(value, PythonValue) and shadow_kind(value.obj) is not None
 
 
 def mutates(value: Value, method: str) -> bool:
@@ -123,7 +151,7 @@ def shadow_of(obj: Any) -> Value | None:
     """The shadow of an outside list, dict, deque or set the running capture wrote, else
     None: what folding the object must read (the real object holds the writes only after
     the graph)."""
-    if not _reading.contexts or type(obj) not in MUTATING_METHODS:
+    if not _reading.contexts or shadow_kind(obj) is None:
         return None
     return _written(_reading.contexts[-1], obj)
 
@@ -173,11 +201,20 @@ def for_write(tx: Translator, value: Value, method: str = "__setitem__") -> Valu
     if shadow is not value or not _shadowable(value):
         return shadow
     obj = value.obj  # type: ignore[attr-defined]
-    if method not in MUTATING_METHODS[type(obj)]:
+    if method not in MUTATING_METHODS[shadow_kind(obj)]:
         return value
     from dynamo_capture.operations import dict_items, sequence_items
 
-    if isinstance(obj, list):
+    if isinstance(obj, list) and type(obj) is not list:
+        # a plain list subclass: its (empty) instance dict guarded, so that attributes
+        # read from the shadow are the class's
+        from dynamo_capture.sources import AttrSource
+
+        if value.source is None:
+            return value
+        tx.ctx.guards.dict_keys(AttrSource(value.source, "__dict__"), obj.__dict__)
+        shadow = ListValue(sequence_items(tx, value), cls=type(obj))
+    elif isinstance(obj, list):
         shadow = ListValue(sequence_items(tx, value))
     elif isinstance(obj, collections.deque):
         shadow = ListValue(sequence_items(tx, value), cls=collections.deque, maxlen=obj.maxlen)

@@ -720,7 +720,8 @@ class NameAbsentGuard(Guard):
 
 @dataclass(frozen=True, slots=True)
 class MappingItemGuard(Guard):
-    """`mapping.get(key) == expected` for a mapping capture holds (os.environ).
+    """`mapping.get(key) == expected` for a mapping capture holds (os.environ), or
+    `is expected` for an object other than a literal (a class dict's classmethod).
 
     With `presence_only`, the guard checks `(key in mapping) is expected` instead
     (capture read only whether the key is there). Build with `MappingItemGuard.of`.
@@ -752,7 +753,7 @@ class MappingItemGuard(Guard):
 
     def failure(self) -> str | None:
         now = self._now()
-        if now == self.expected:
+        if now is self.expected or (_literal(self.expected) and now == self.expected):
             return None
         what = "presence of" if self.presence_only else "value of"
         return (
@@ -763,6 +764,9 @@ class MappingItemGuard(Guard):
         mapping = code.const(self.mapping, "mapping")
         if self.presence_only:
             return [(self.rank, f"({self.key!r} in {mapping}) is {self.expected!r}")]
+        if not _literal(self.expected):  # an object (a class's classmethod): the same one
+            seen = code.const(self.expected, "seen")
+            return [(self.rank, f"{mapping}.get({self.key!r}) is {seen}")]
         return [(self.rank, f"{mapping}.get({self.key!r}) == {self.expected!r}")]
 
     @property
