@@ -259,6 +259,40 @@ def _norm_dims_wrapped(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     return mode._run_meta(func, args, kwargs, fakes)
 
 
+# Interpolations whose meta kernels compute an empty result where eager's kernels raise
+# (`F.interpolate(x, scale_factor=0.5, mode="linear")` of a width 1: output width 0). The
+# nearest modes' meta kernels check; these raise eager's message, keyed by the sizes' names.
+_INTERPOLATIONS = {
+    aten.upsample_linear1d.default: ("W",),
+    aten.upsample_bilinear2d.default: ("H", "W"),
+    aten.upsample_bicubic2d.default: ("H", "W"),
+    aten._upsample_bilinear2d_aa.default: ("H", "W"),
+    aten._upsample_bicubic2d_aa.default: ("H", "W"),
+    aten.upsample_trilinear3d.default: ("D", "H", "W"),
+}
+
+
+@register_fake_rule(*_INTERPOLATIONS)
+def _interpolation_sizes(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    names = _INTERPOLATIONS[func]
+    x = args[0]
+    output = _ints(args[1] if len(args) > 1 else kwargs["output_size"])
+    sizes = _ints(x.shape[-len(names) :]) if isinstance(x, torch.Tensor) else None
+    if output is None or sizes is None or len(output) != len(names):
+        return NotImplemented  # symbolic or malformed: the meta kernel's answer
+    if all(n > 0 for n in (*sizes, *output)):
+        return NotImplemented
+
+    def described(values: tuple) -> str:
+        return ", ".join(f"{name}: {n}" for name, n in zip(names, values))
+
+    joint = " and " if len(names) == 1 else " "  # (eager's 1-d message says "and")
+    raise RuntimeError(
+        "Input and output sizes should be greater than 0, but got "
+        f"input ({described(sizes)}){joint}output ({described(output)})"
+    )
+
+
 def _ints(values: Any) -> tuple | None:
     """`values` as ints, None where one is symbolic."""
     out = []
