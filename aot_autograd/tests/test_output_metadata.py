@@ -366,3 +366,33 @@ def test_expand_then_another_view_output_grad_sums_expanded_dims_at_once_as_eage
             assert torch.equal(out, expected)
             grads.append(torch.autograd.grad(out, leaf, upstream)[0])
         assert torch.equal(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("with_other", [False, True])
+def test_a_no_grad_view_of_a_base_unsqueezed_in_place_traces_its_backward(with_other):
+    """Fuzz seed 1425: `v.unsqueeze_(-1)` and a `narrow` of it under no_grad give an output
+    that requires grad without a grad_fn. Autograd refused it as an output of the traced
+    backward ("element 0 of tensors does not require grad"), where eager's call and
+    backward run: no gradient flows from it into the inputs."""
+
+    def fn(x):
+        v = x * 2
+        with torch.no_grad():
+            v.unsqueeze_(-1)
+            w = v.narrow(0, v.shape[0] // 2, v.shape[0] - v.shape[0] // 2)
+        return (w, x.sin()) if with_other else (w,)
+
+    x = torch.randn(3, requires_grad=True)
+    x_compiled = x.detach().clone().requires_grad_()
+    expected = fn(x)
+    actual = aot_function(fn, identity_compiler)(x_compiled)
+    with torch.no_grad():
+        for got, want in zip(actual, expected):
+            torch.testing.assert_close(got, want)
+    assert [t.requires_grad for t in actual] == [t.requires_grad for t in expected]
+    sum((t.double() * 3).sum() for t in expected).backward()
+    sum((t.double() * 3).sum() for t in actual).backward()
+    if with_other:
+        torch.testing.assert_close(x_compiled.grad, x.grad)
+    else:
+        assert x.grad is None and x_compiled.grad is None
