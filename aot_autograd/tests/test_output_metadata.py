@@ -396,3 +396,31 @@ def test_a_no_grad_view_of_a_base_unsqueezed_in_place_traces_its_backward(with_o
         torch.testing.assert_close(x_compiled.grad, x.grad)
     else:
         assert x.grad is None and x_compiled.grad is None
+
+
+def test_an_output_without_a_derivative_from_a_no_grad_view_raises_eager_s_error_at_backward():
+    """Fuzz seed 1542: `v // v` of a where() over a no_grad view of the input: its autograd
+    graph holds no leaf. Finding the message of the error its backward raises called
+    autograd.grad with no inputs, which torch 2.11 refused at the call ("grad requires
+    non-empty inputs")."""
+
+    def fn(x):
+        with torch.no_grad():
+            v = x.unsqueeze(0).expand(2, *x.shape)
+            with torch.enable_grad():
+                w = torch.where(v > 0, v, True)
+                return w // w
+
+    x = torch.tensor([[1.5], [-2.0]], requires_grad=True)
+    expected = fn(x)
+    actual = aot_function(fn, identity_compiler)(x.detach().clone().requires_grad_())
+    with torch.no_grad():
+        torch.testing.assert_close(actual, expected)
+    assert actual.requires_grad == expected.requires_grad
+    if expected.requires_grad:
+        with pytest.raises(RuntimeError) as eager_error:
+            expected.sum().backward()
+        with pytest.raises(RuntimeError) as compiled_error:
+            actual.sum().backward()
+        assert "floor_divide" in str(eager_error.value)
+        assert "floor_divide" in str(compiled_error.value)

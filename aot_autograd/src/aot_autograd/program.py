@@ -410,9 +410,14 @@ def _missing_derivatives(outputs: Sequence[Any]) -> dict[int, str]:
 def _backward_error(t: torch.Tensor) -> str:
     """The message of the error autograd raises running a backward from `t`."""
     grad = torch.ones(tuple(t.shape), dtype=t.dtype, device=t.device)
+    leaves = _leaves(t.grad_fn)
     try:
         with torch.enable_grad():
-            torch.autograd.grad(t, _leaves(t.grad_fn), grad, allow_unused=True, retain_graph=True)
+            if leaves:
+                torch.autograd.grad(t, leaves, grad, allow_unused=True, retain_graph=True)
+            else:  # (a graph without leaves: nothing to accumulate into, and autograd.grad
+                # refuses an empty list of inputs)
+                torch.autograd.backward(t, grad, retain_graph=True)
     except RuntimeError as error:
         return str(error)
     return "the derivative of an op computing this output is not implemented"
