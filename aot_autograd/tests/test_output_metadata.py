@@ -366,3 +366,61 @@ def test_expand_then_another_view_output_grad_sums_expanded_dims_at_once_as_eage
             assert torch.equal(out, expected)
             grads.append(torch.autograd.grad(out, leaf, upstream)[0])
         assert torch.equal(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("with_other", [False, True])
+def test_a_no_grad_view_of_a_base_unsqueezed_in_place_traces_its_backward(with_other):
+    """Fuzz seed 1425: `v.unsqueeze_(-1)` and a `narrow` of it under no_grad give an output
+    that requires grad without a grad_fn. Autograd refused it as an output of the traced
+    backward ("element 0 of tensors does not require grad"), where eager's call and
+    backward run: no gradient flows from it into the inputs."""
+
+    def fn(x):
+        v = x * 2
+        with torch.no_grad():
+            v.unsqueeze_(-1)
+            w = v.narrow(0, v.shape[0] // 2, v.shape[0] - v.shape[0] // 2)
+        return (w, x.sin()) if with_other else (w,)
+
+    x = torch.randn(3, requires_grad=True)
+    x_compiled = x.detach().clone().requires_grad_()
+    expected = fn(x)
+    actual = aot_function(fn, identity_compiler)(x_compiled)
+    with torch.no_grad():
+        for got, want in zip(actual, expected):
+            torch.testing.assert_close(got, want)
+    assert [t.requires_grad for t in actual] == [t.requires_grad for t in expected]
+    sum((t.double() * 3).sum() for t in expected).backward()
+    sum((t.double() * 3).sum() for t in actual).backward()
+    if with_other:
+        torch.testing.assert_close(x_compiled.grad, x.grad)
+    else:
+        assert x.grad is None and x_compiled.grad is None
+
+
+def test_an_output_without_a_derivative_from_a_no_grad_view_raises_eager_s_error_at_backward():
+    """Fuzz seed 1542: `v // v` of a where() over a no_grad view of the input: its autograd
+    graph holds no leaf. Finding the message of the error its backward raises called
+    autograd.grad with no inputs, which torch 2.11 refused at the call ("grad requires
+    non-empty inputs")."""
+
+    def fn(x):
+        with torch.no_grad():
+            v = x.unsqueeze(0).expand(2, *x.shape)
+            with torch.enable_grad():
+                w = torch.where(v > 0, v, True)
+                return w // w
+
+    x = torch.tensor([[1.5], [-2.0]], requires_grad=True)
+    expected = fn(x)
+    actual = aot_function(fn, identity_compiler)(x.detach().clone().requires_grad_())
+    with torch.no_grad():
+        torch.testing.assert_close(actual, expected)
+    assert actual.requires_grad == expected.requires_grad
+    if expected.requires_grad:
+        with pytest.raises(RuntimeError) as eager_error:
+            expected.sum().backward()
+        with pytest.raises(RuntimeError) as compiled_error:
+            actual.sum().backward()
+        assert "floor_divide" in str(eager_error.value)
+        assert "floor_divide" in str(compiled_error.value)

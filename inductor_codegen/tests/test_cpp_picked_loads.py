@@ -4,6 +4,9 @@
 an outer index: `c ? p[i] : p[j]`. gcc 12 at -O3 vectorized that form wrongly over rows
 3 wide (the row where c switches read the other piece: wrong gradients, no error); the
 C++ generator prints `p[c ? i : j]`, the same single read, which it compiles right.
+A select between reads of two buffers (the pieces of a cat) reads through the picked
+address, `*(c ? &p[i] : &q[j])`: gcc 12 and 13 turned `c ? p[i] : q[j]` into masked
+loads reading outside both buffers (garbage rows, no error).
 """
 
 from __future__ import annotations
@@ -35,3 +38,25 @@ def test_roll_backward_over_narrow_rows_matches_eager(rows, shift):
         return grad
 
     check(step, torch.randn(rows, 3), torch.randn(rows, 3), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows", [1025, 64, 7])
+def test_batch_norm_of_a_cat_with_its_flip_matches_eager(rows):
+    # found by the fuzzer (seed 179598938804): rows 1026, 1027, 1029, 1030 of 2050 read
+    # garbage (1e19) where the kernel normalizing the cat selected between its pieces
+    def fn(x):
+        both = torch.cat([x, x.flip(0)], 0)
+        weight = torch.linspace(0.5, 1.5, both.shape[1])
+        return torch.nn.functional.batch_norm(both, None, None, weight, None, training=True)
+
+    compiled = check(fn, torch.randn(rows, 6), rtol=1e-4, atol=1e-4)
+    source = compiled.artifact("codegen")
+    assert "? in_ptr" not in source  # no `?:` over loads of two buffers
+
+
+def test_cat_of_two_half_buffers_reads_each_piece():
+    def fn(a, b):
+        return torch.cat([a * 2, b], 0) * torch.linspace(0.5, 1.5, 6, dtype=torch.float16)
+
+    a, b = torch.randn(9, 6, dtype=torch.float16), torch.randn(11, 6, dtype=torch.float16)
+    check(fn, a, b, rtol=1e-2, atol=1e-2)

@@ -288,6 +288,12 @@ WIDENED_METHODS = (*LOW_PRECISION_METHODS, ".float()")
 # over a comparison that rounding flips. A shape never depends on the float dtype
 # otherwise, and the verdict changes only when the float32 program matches entirely.
 ROUNDING_CHECKS = ("value", "mutation_value", "grad_value", "shape")
+# A branch decided by rounding can also leave an input out of what the outputs are computed
+# from: its grad is then None on one side ("grad", only where eager's float32 and float64
+# runs differ in the same way: `_rounding_sensitive_places`).
+BRANCH_CHECKS = (*ROUNDING_CHECKS, "grad")
+# The message of a mismatch `reclassify_rounding` made `precision` starts with this.
+EAGER_ROUNDING = "eager float32 and float64 differ here: "
 # What can make a size depend on values: a boolean mask (`x[x > 0]`), a value read into
 # Python (`.item()`, `int(...)`, a branch), `nonzero`, `masked_select`, `unique`. A shape
 # mismatch of a program without any of these is no rounding: it stays `silent` (a wrong
@@ -306,16 +312,19 @@ NEAR = "near: "
 NONFINITE = "nonfinite: "
 
 
-def _rounding_suspects(source: str, mismatches: list[Mismatch]) -> list[Mismatch]:
-    """The silent mismatches rounding may explain: values, and sizes the program computes
-    from values (DATA_DEPENDENT_SIZE)."""
+def _rounding_suspects(
+    source: str, mismatches: list[Mismatch], checks: tuple[str, ...] = ROUNDING_CHECKS
+) -> list[Mismatch]:
+    """The silent mismatches rounding may explain: values, and sizes (and, with
+    BRANCH_CHECKS, grads present on one side only) where the program computes sizes or
+    branches from values (DATA_DEPENDENT_SIZE)."""
     sizes_from_values = DATA_DEPENDENT_SIZE.search(_program_body(source)) is not None
     return [
         m
         for m in mismatches
         if m.kind == "silent"
-        and m.check in ROUNDING_CHECKS
-        and (m.check != "shape" or sizes_from_values)
+        and m.check in checks
+        and (m.check not in ("shape", "grad") or sizes_from_values)
     ]
 
 
@@ -378,7 +387,7 @@ def reclassify_rounding(source: str, mismatches: list[Mismatch]) -> list[Mismatc
     mismatch (by more than float32's tolerance), that mismatch is `precision`.
     Programs naming float16/bfloat16 are left to `reclassify_precision`.
     """
-    suspects = _rounding_suspects(source, mismatches)
+    suspects = _rounding_suspects(source, mismatches, BRANCH_CHECKS)
     if not suspects or "torch.float32" not in source:
         return mismatches
     if any(name in source for name in LOW_PRECISION):
@@ -388,7 +397,9 @@ def reclassify_rounding(source: str, mismatches: list[Mismatch]) -> list[Mismatc
     except Exception:  # the widened program cannot run: keep the verdict
         return mismatches
     return [
-        dataclasses.replace(m, kind="precision") if m in suspects and m.where in sensitive else m
+        dataclasses.replace(m, kind="precision", message=EAGER_ROUNDING + m.message)
+        if m in suspects and m.where in sensitive
+        else m
         for m in mismatches
     ]
 
@@ -409,15 +420,21 @@ def _rounding_sensitive_places(source: str) -> set[str]:
             pairs += [
                 (f"input {i}", a, b) for i, (a, b) in enumerate(zip(narrow.inputs, wide.inputs))
             ]
+            if (narrow.grads is None) != (wide.grads is None):
+                places.add(f"call {call}")  # a branch on rounding cut the inputs off
             if narrow.grads is not None and wide.grads is not None:
                 pairs += [
                     (f"grad of input {i}", a, b)
                     for i, (a, b) in enumerate(zip(narrow.grads, wide.grads))
                 ]
             for place, a, b in pairs:
-                if _differs_in_float32(a, b):
+                if _differs_in_float32(a, b) or _grad_presence_differs(place, a, b):
                     places.add(f"call {call} {place}")
     return places
+
+
+def _grad_presence_differs(place: str, narrow, wide) -> bool:
+    return place.startswith("grad of input") and (narrow is None) != (wide is None)
 
 
 class _HardswishAtEveryPosition(torch.autograd.Function):

@@ -103,6 +103,41 @@ def _prod_dim_backward(node: Any, grad: torch.Tensor) -> torch.Tensor:
     return torch.where((input == 0).any(), with_zeros, without_zeros)
 
 
+@_register("CumprodBackward0")
+def _cumprod_backward(node: Any, grad: torch.Tensor) -> torch.Tensor:
+    """`cumprod(x, dim)`: eager's O(n) formula, the one it takes outside grad mode
+    (`cumprod_backward` in torch's FunctionsManual.cpp).
+
+    Before the first zero along `dim`, the reversed cumulative sum of `result * grad`
+    divided by `x` (without zeros, everywhere); at the first zero, the sum of `grad`
+    times the products of the elements between it and the second zero, times the product
+    before it; after it, 0. torch 2.11 differentiates fakes through its O(n^2) formula
+    instead, which gives NaN where the gradient past a zero is infinite (a `/ x` with
+    zeros in `x` after the cumprod): 72% NaN where eager has numbers (fuzz seed 1909).
+    """
+    input = node._saved_self
+    grad = grad.to(input.dtype)
+    if input.numel() <= 1:
+        return grad
+    dim = _signed(node._saved_dim) % input.dim()
+    if input.shape[dim] == 1:
+        return grad
+    input, output = _conj(input), _conj(node._saved_result)
+    zeros = (input == 0).cumsum(dim)
+    before_first = zeros == 0
+    summed = (output * grad).masked_fill(~before_first, 0.0).flip(dim).cumsum(dim).flip(dim)
+    result = torch.where(before_first, summed / input, torch.zeros_like(summed))
+    up_to_second = zeros == 1
+    first_index = up_to_second.max(dim, keepdim=True).indices
+    first = torch.zeros_like(up_to_second).scatter(dim, first_index, 1)
+    first = torch.logical_and(first, up_to_second)
+    between = up_to_second & ~first
+    products = input.masked_fill(~between, 1.0).cumprod(dim)
+    total = (products * grad.masked_fill(zeros != 1, 0.0)).sum(dim, keepdim=True)
+    before = output.gather(dim, (first_index - 1).relu()).masked_fill(first_index == 0, 1.0)
+    return torch.where(first, total * before, result)
+
+
 def autograd_nodes(roots: Sequence[Any]) -> Iterator[Any]:
     """Every autograd node reachable from `roots` (nodes, None allowed), once each.
 

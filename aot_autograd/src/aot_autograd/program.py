@@ -410,9 +410,14 @@ def _missing_derivatives(outputs: Sequence[Any]) -> dict[int, str]:
 def _backward_error(t: torch.Tensor) -> str:
     """The message of the error autograd raises running a backward from `t`."""
     grad = torch.ones(tuple(t.shape), dtype=t.dtype, device=t.device)
+    leaves = _leaves(t.grad_fn)
     try:
         with torch.enable_grad():
-            torch.autograd.grad(t, _leaves(t.grad_fn), grad, allow_unused=True, retain_graph=True)
+            if leaves:
+                torch.autograd.grad(t, leaves, grad, allow_unused=True, retain_graph=True)
+            else:  # (a graph without leaves: nothing to accumulate into, and autograd.grad
+                # refuses an empty list of inputs)
+                torch.autograd.backward(t, grad, retain_graph=True)
     except RuntimeError as error:
         return str(error)
     return "the derivative of an op computing this output is not implemented"
@@ -1136,6 +1141,12 @@ def _keep_unused_checked_ops(recorder: GraphRecorder, outputs: Sequence[Any]) ->
     recorder.value_checked_results.clear()
 
 
+def _cut_no_grad_view(t: torch.Tensor) -> bool:
+    """Whether `t` is a view made under no_grad: it requires grad, and no grad_fn leads
+    from it to what it views."""
+    return t._is_view() and t.grad_fn is None and t.requires_grad
+
+
 def _trace_backward(
     recorder: GraphRecorder,
     tracer: AtenTracer,
@@ -1166,6 +1177,14 @@ def _trace_backward(
     def assert_value(predicate: torch.Tensor, error: str, message: str) -> None:
         checks.append((predicate, ValueAssertion(error, message)))
 
+    # A view made under no_grad of a tensor that requires grad (`with no_grad: v =
+    # x.narrow(...)`) requires grad without a grad_fn: no gradient flows from it to the
+    # inputs, as in eager, and autograd refuses it as an output to differentiate.
+    # (Its tangent stays a placeholder, unused.)
+    reaching = [(t, g) for t, g in zip(outputs, tangents) if not _cut_no_grad_view(t)]
+    if not reaching:
+        return [None] * len(grad_inputs), []
+    outputs, tangents = [t for t, _ in reaching], [g for _, g in reaching]
     handles = override_backward_formulas(outputs) + check_backward_values(outputs, assert_value)
     try:
         with torch.enable_grad(), torch._C._DisableAutocast(), hooks, tracer:

@@ -229,6 +229,70 @@ def _broadcasting_tensor_iterator(mode: Any, func: Any, args: tuple, kwargs: dic
     return out.new_empty_strided(out.shape, strides)
 
 
+# Norms whose meta kernels (torch 2.11) keep a reduced dim of size 1 named by a negative
+# index (`linalg.vector_norm(x, dim=[-1])` of a (2, 3, 1) tensor: (2, 3, 1), eager (2, 3)),
+# every later shape built from it then wrong. The dims are wrapped before the meta kernel.
+_NORMS_WITH_DIMS = (
+    aten.linalg_vector_norm.default,
+    aten.norm.ScalarOpt_dim,
+    aten.norm.ScalarOpt_dim_dtype,
+)
+
+
+@register_fake_rule(*_NORMS_WITH_DIMS)
+def _norm_dims_wrapped(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    x = args[0]
+    from_kwargs = "dim" in kwargs
+    dims = kwargs["dim"] if from_kwargs else (args[2] if len(args) > 2 else None)
+    if dims is None or not isinstance(x, torch.Tensor):
+        return NotImplemented
+    rank = max(x.dim(), 1)  # a 0-d tensor takes dim 0 and -1
+    listed = [dims] if isinstance(dims, int) else list(dims)
+    if all(not isinstance(d, int) or d >= 0 for d in listed):
+        return NotImplemented
+    wrapped = [d % rank if isinstance(d, int) and -rank <= d < 0 else d for d in listed]
+    if from_kwargs:
+        kwargs = {**kwargs, "dim": wrapped}
+    else:
+        args = (*args[:2], wrapped, *args[3:])
+    fakes = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    return mode._run_meta(func, args, kwargs, fakes)
+
+
+# Interpolations whose meta kernels compute an empty result where eager's kernels raise
+# (`F.interpolate(x, scale_factor=0.5, mode="linear")` of a width 1: output width 0). The
+# nearest modes' meta kernels check; these raise eager's message, keyed by the sizes' names.
+_INTERPOLATIONS = {
+    aten.upsample_linear1d.default: ("W",),
+    aten.upsample_bilinear2d.default: ("H", "W"),
+    aten.upsample_bicubic2d.default: ("H", "W"),
+    aten._upsample_bilinear2d_aa.default: ("H", "W"),
+    aten._upsample_bicubic2d_aa.default: ("H", "W"),
+    aten.upsample_trilinear3d.default: ("D", "H", "W"),
+}
+
+
+@register_fake_rule(*_INTERPOLATIONS)
+def _interpolation_sizes(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    names = _INTERPOLATIONS[func]
+    x = args[0]
+    output = _ints(args[1] if len(args) > 1 else kwargs["output_size"])
+    sizes = _ints(x.shape[-len(names) :]) if isinstance(x, torch.Tensor) else None
+    if output is None or sizes is None or len(output) != len(names):
+        return NotImplemented  # symbolic or malformed: the meta kernel's answer
+    if all(n > 0 for n in (*sizes, *output)):
+        return NotImplemented
+
+    def described(values: tuple) -> str:
+        return ", ".join(f"{name}: {n}" for name, n in zip(names, values))
+
+    joint = " and " if len(names) == 1 else " "  # (eager's 1-d message says "and")
+    raise RuntimeError(
+        "Input and output sizes should be greater than 0, but got "
+        f"input ({described(sizes)}){joint}output ({described(output)})"
+    )
+
+
 def _ints(values: Any) -> tuple | None:
     """`values` as ints, None where one is symbolic."""
     out = []

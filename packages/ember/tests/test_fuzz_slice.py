@@ -565,3 +565,58 @@ def test_fuzz_oracle_summation_bound_takes_any_order_and_nothing_else():
     assert not explained(torch.tensor([1.0, 3.25]))  # finite and far from big + 0.5
     mean = ast.parse("v2 = v1.mean(0)").body[0]
     assert not explains(mean, {"v1": v1}, {"v2": eager}, {"v2": eager + 1}, ["v2"])
+
+
+def _layer_norm_branch(requires_grad: bool):
+    """Seed 179590938815, shrunk: a branch on the sum of a layer norm's output (zero up to
+    rounding: eager's float32 run gives +2.4e-7, its float64 run -4.4e-16) between a value
+    of x0 and one that x0 does not reach."""
+    program = fuzz_program.Program(
+        seed=179590938815,
+        inputs=(
+            fuzz_program.InputSpec("x0", ("d0",), "float32", values="special", requires_grad=True),
+            fuzz_program.InputSpec("x1", ("d2", "d1"), "float32", requires_grad=requires_grad),
+        ),
+        statements=(
+            "v1 = x1.abs()",
+            "v2 = F.layer_norm(v1, v1.shape[-1:])",
+            "v6 = torch.view_as_real(torch.view_as_complex(x0.contiguous()) * (1 + 2j)) "
+            "if v2.sum() > 0 else v2.t() @ v2",
+        ),
+        outputs=("v6",),
+        dims=({"d0": 2, "d1": 3, "d2": 1},),
+        grad=True,
+    )
+    return fuzz_program.render(program)
+
+
+def test_fuzz_oracle_calls_grads_lost_by_a_branch_on_rounding_precision():
+    # The branch eager's float32 run takes uses x0, the one its float64 run takes does not:
+    # compiled code taking the other branch has no grads at all. That follows from rounding
+    # as the output's other shape does, and says so in its message.
+    source = _layer_norm_branch(requires_grad=False)
+    shape = oracle.Mismatch("silent", "shape", "inductor", "call 0 output 0", "(2,) vs (3, 3)")
+    grads = oracle.Mismatch("silent", "grad", "inductor", "call 0", "eager has grads, ...")
+    value = oracle.Mismatch("silent", "value", "inductor", "call 0 output 1", "differs")
+    found = oracle.reclassify_rounding(source, [shape, grads, value])
+    assert [m.kind for m in found] == ["precision", "precision", "silent"]
+    assert found[1].message.startswith(oracle.EAGER_ROUNDING)
+    # x1 requiring grad: both branches have grads, eager's float64 run one for x1 only
+    per_input = oracle.Mismatch("silent", "grad", "inductor", "call 0 grad of input 1", "None")
+    source = _layer_norm_branch(requires_grad=True)
+    found = oracle.reclassify_rounding(source, [per_input])
+    assert [m.kind for m in found] == ["precision"]
+
+
+def test_fuzz_oracle_keeps_lost_grads_silent_without_a_branch_on_values():
+    # No value decides a size or a branch: a grad missing on one side is a wrong result
+    program = fuzz_program.Program(
+        seed=3,
+        inputs=(fuzz_program.InputSpec("x0", ("d0",), "float32", requires_grad=True),),
+        statements=("v1 = x0.sin()",),
+        outputs=("v1",),
+        dims=({"d0": 4},),
+        grad=True,
+    )
+    grads = oracle.Mismatch("silent", "grad", "inductor", "call 0", "eager has grads, ...")
+    assert oracle.reclassify_rounding(fuzz_program.render(program), [grads]) == [grads]

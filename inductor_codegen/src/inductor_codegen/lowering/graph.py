@@ -899,14 +899,27 @@ def meta_layout(node) -> Layout | None:
     if any(h is None for pair in hints for h in pair):
         return None
     order = sorted(range(len(layout.size)), key=lambda d: hints[d])
+    if _dense_in_order(layout, order, lambda size: size):
+        return layout
+    # NOTE: eager's TensorIterator strides a dim after a symbolic size n by max(1, n)
+    # (`65*Max(1, FloorDiv(s0, 2))`): the same dense layout wherever the tensor has
+    # elements, built here from the sizes themselves (strides over max() are not indexed).
+    if _dense_in_order(layout, order, lambda size: sympy.Max(1, size)):
+        return dense_layout(layout.dtype, layout.size, tuple(reversed(order)))
+    return None
+
+
+def _dense_in_order(layout: Layout, order: list[int], extent) -> bool:
+    """Whether `layout` is dense with dims `order` innermost first, each dim's stride the
+    product of `extent(size)` of the dims inside it (dims of size 1 aside)."""
     expected = sympy.Integer(1)
     for d in order:
         if layout.size[d] == 1:
             continue
         if sympy.expand(layout.stride[d] - expected) != 0:
-            return None
-        expected = expected * layout.size[d]
-    return layout
+            return False
+        expected = expected * extent(layout.size[d])
+    return True
 
 
 # Ops that cost far more than a load from cache: a value computed with one of

@@ -228,10 +228,14 @@ class Scope(ScopeChain):
         """`c ? p[i] : p[j]` (two pieces of one buffer: a roll, its backward) printed as
         `p[c ? i : j]`: the same single read. gcc 12 vectorizes the first form wrongly
         where c changes along an outer loop (the row where it switches read the other
-        branch); the second it gets right. Only for plain reads of a buffer in memory."""
+        branch); the second it gets right. Two buffers (the pieces of a cat) are read
+        through the picked address, `*(c ? &p[i] : &q[j])`: gcc 12 and 13 at -O3 turned
+        `c ? p[i] : q[j]` into masked loads reading far outside both buffers (a cat of
+        x and x.flip(0) 6 wide, 2050 rows, batch-normed: garbage rows, fuzz seed
+        179598938804). Only for plain reads of buffers in memory."""
         if not (isinstance(a, Load) and isinstance(b, Load)):
             return None
-        if a.buffer != b.buffer or a.dtype != b.dtype:
+        if a.dtype != b.dtype:
             return None
         codegen = self.codegen
         if (
@@ -243,8 +247,16 @@ class Scope(ScopeChain):
             or self.lookup(b) is not None
         ):
             return None
-        index = sympy.Symbol(f"({cond} ? {c_index(a.index)} : {c_index(b.index)})", integer=True)
-        return codegen.load(Load(a.buffer, index, a.dtype))
+        if a.buffer == b.buffer:
+            index = sympy.Symbol(
+                f"({cond} ? {c_index(a.index)} : {c_index(b.index)})", integer=True
+            )
+            return codegen.load(Load(a.buffer, index, a.dtype))
+        if b.buffer in codegen.rows or b.buffer in codegen.kernel.locals_:
+            return None
+        first = f"&{codegen.pointer(a.buffer, writing=False)}[{c_index(a.index)}]"
+        second = f"&{codegen.pointer(b.buffer, writing=False)}[{c_index(b.index)}]"
+        return codegen.read_as_computed(f"*({cond} ? {first} : {second})", a.dtype)
 
     def _indirect_load(self, expr: Op, inline: bool) -> str:
         """A load whose address holds a loaded offset (see lowering.indirect).
@@ -453,9 +465,13 @@ class KernelCodegen(KernelPrinter):
             text = f"{row.array}[{c_index(row.local_index(expr.index))}]"
         else:
             text = f"{self.pointer(expr.buffer, writing=False)}[{c_index(expr.index)}]"
-        if expr.dtype == torch.bfloat16:
+        return self.read_as_computed(text, expr.dtype)
+
+    def read_as_computed(self, text: str, dtype: torch.dtype) -> str:
+        """An element read from memory (`text`) as kernels compute with it."""
+        if dtype == torch.bfloat16:
             return f"ember_bf16_to_float({text})"
-        if expr.dtype == torch.float16:
+        if dtype == torch.float16:
             return f"static_cast<float>({text})"
         return text
 
