@@ -1819,7 +1819,6 @@ NOT_LIKE_TORCH: dict[str, tuple[int, str]] = {
     "disallow_torch_sub": (1, "torch.sub disallowed in torch's private registry, not read"),
     "config_patch_decorator_on_fn": (0, "a config.patch decorator's context is not modelled"),
     "config_patch_decorated_callee": (1, "the decorated callee runs eagerly (torch compiles its inner frame)"),
-    "model_output_input_read": (2, "an outside ModelOutput is iterated by its __getitem__"),
     "other_module_globals_dict_after_global_statement": (
         2, "a globals dict read after the frame assigned into it breaks"),
     "other_module_vars_after_global_statement": (

@@ -2445,11 +2445,6 @@ COUNTS_UNLIKE_TORCH = {
         "ember compiles once per change (4 graphs); torch.compile makes the int it "
         "reads dynamic and compiles twice"
     ),
-    "distribution_subclass_made_in_frame": (
-        "torch.distributions' argument validation (constraints objects handed to graph "
-        "operations, an _IntegerInterval made in the frame) breaks three times; "
-        "torch.compile traces a Categorical subclass in one graph"
-    ),
     "input_unsqueezed_in_place": (
         "unsqueeze_ on a graph input is a node of ember's graph; torch.compile replays "
         "the input's metadata change outside its graph (one op fewer)"

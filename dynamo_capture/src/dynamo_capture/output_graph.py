@@ -304,7 +304,9 @@ def has_symbolic(value: Any, _seen: set[int] | None = None) -> bool:
     if isinstance(value, _SYMBOLIC_TYPES):
         return True
     if isinstance(value, slice):
-        return has_symbolic((value.start, value.stop, value.step), _seen)
+        # NOTE: its parts directly, never a tuple made here: a temporary's id, once freed,
+        # may be the next temporary's, which `seen` would then skip
+        return any(has_symbolic(part, _seen) for part in (value.start, value.stop, value.step))
     if not isinstance(value, list | tuple | torch.Size | dict):
         return False
     seen = set() if _seen is None else _seen
